@@ -1,0 +1,215 @@
+// Types, arithmetic operators and conversions on kiln values.
+#include "absl/strings/str_cat.h"
+#include "dsl/kernel_state.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+namespace kiln {
+
+using detail::Access;
+using detail::KernelState;
+
+int ScalarBytes(Scalar s) {
+  switch (s) {
+    case Scalar::kI1: return 1;
+    case Scalar::kI16: case Scalar::kF16: case Scalar::kBF16: return 2;
+    case Scalar::kI32: case Scalar::kF32: return 4;
+    case Scalar::kI64: return 8;
+  }
+  return 0;
+}
+
+bool Type::IsFloat() const {
+  return kind != Kind::kPointer && (elem == Scalar::kF16 || elem == Scalar::kBF16 || elem == Scalar::kF32);
+}
+bool Type::IsInt() const { return kind != Kind::kPointer && !IsFloat(); }
+int Type::Bytes() const { return kind == Kind::kPointer ? 8 : ScalarBytes(elem) * lanes; }
+
+std::string Type::Str() const {
+  static const char* names[] = {"i1", "i16", "i32", "i64", "f16", "bf16", "f32"};
+  const char* e = names[static_cast<int>(elem)];
+  switch (kind) {
+    case Kind::kScalar: return e;
+    case Kind::kVector: return absl::StrCat(e, "x", lanes);
+    case Kind::kPointer: return absl::StrCat(space == Space::kShared ? "smem" : "global", "<", e, ">*");
+  }
+  return "?";
+}
+
+namespace {
+
+enum class Bin { kAdd, kSub, kMul, kDiv, kRem, kAnd, kOr, kXor, kShl, kShr, kMin, kMax };
+
+// The common type of two operands: the non-immediate one's (both immediates cannot reach here:
+// C++ evaluates int op int itself).
+KernelState* Resolve(const Operand& a, const Operand& b, Type* t) {
+  const Operand& v = Access::IsImm(a) ? b : a;
+  *t = Access::Val(v).type();
+  return Access::State(Access::Val(v));
+}
+
+bool CheckSameType(KernelState& s, const Operand& a, const Operand& b, const Type& t,
+                   const char* op) {
+  for (const Operand* o : {&a, &b}) {
+    if (Access::IsImm(*o)) {
+      if (Access::IsFloatImm(*o) && !t.IsFloat()) {
+        s.Fail(absl::StrCat("float constant used with ", t.Str(), " in '", op, "'"), a.loc());
+        return false;
+      }
+    } else if (Access::Val(*o).type() != t) {
+      s.Fail(absl::StrCat("type mismatch in '", op, "': ", Access::Val(a).type().Str(), " vs ",
+                          Access::Val(b).type().Str(), " (convert with .To())"),
+             a.loc());
+      return false;
+    }
+  }
+  if (t.kind == Type::Kind::kPointer) {
+    s.Fail(absl::StrCat("'", op, "' on a pointer: index tensors and tiles with At()"), a.loc());
+    return false;
+  }
+  return true;
+}
+
+Value Binary(Bin kind, const char* name, const Operand& a, const Operand& b) {
+  Type t;
+  KernelState* s = Resolve(a, b, &t);
+  if (!CheckSameType(*s, a, b, t, name)) return s->Poison(t.kind == Type::Kind::kPointer ? Type::Of(Scalar::kI32) : t, a.loc());
+  mlir::OpBuilder& bld = s->builder;
+  mlir::Location l = s->ToLoc(a.loc());
+  mlir::Value x = s->Materialize(a, t), y = s->Materialize(b, t);
+  const bool f = t.IsFloat();
+  mlir::Value r;
+  namespace ar = mlir::arith;
+  switch (kind) {
+    case Bin::kAdd: r = f ? ar::AddFOp::create(bld, l, x, y).getResult() : ar::AddIOp::create(bld, l, x, y).getResult(); break;
+    case Bin::kSub: r = f ? ar::SubFOp::create(bld, l, x, y).getResult() : ar::SubIOp::create(bld, l, x, y).getResult(); break;
+    case Bin::kMul: r = f ? ar::MulFOp::create(bld, l, x, y).getResult() : ar::MulIOp::create(bld, l, x, y).getResult(); break;
+    case Bin::kDiv: r = f ? ar::DivFOp::create(bld, l, x, y).getResult() : ar::DivUIOp::create(bld, l, x, y).getResult(); break;
+    case Bin::kMin: r = f ? ar::MinNumFOp::create(bld, l, x, y).getResult() : ar::MinUIOp::create(bld, l, x, y).getResult(); break;
+    case Bin::kMax: r = f ? ar::MaxNumFOp::create(bld, l, x, y).getResult() : ar::MaxUIOp::create(bld, l, x, y).getResult(); break;
+    default:
+      if (f) {
+        s->Fail(absl::StrCat("'", name, "' needs integers, not ", t.Str()), a.loc());
+        return s->Poison(t, a.loc());
+      }
+      switch (kind) {
+        case Bin::kRem: r = ar::RemUIOp::create(bld, l, x, y); break;
+        case Bin::kAnd: r = ar::AndIOp::create(bld, l, x, y); break;
+        case Bin::kOr: r = ar::OrIOp::create(bld, l, x, y); break;
+        case Bin::kXor: r = ar::XOrIOp::create(bld, l, x, y); break;
+        case Bin::kShl: r = ar::ShLIOp::create(bld, l, x, y); break;
+        default: r = ar::ShRUIOp::create(bld, l, x, y); break;
+      }
+  }
+  return s->Wrap(r, t);
+}
+
+Value Compare(mlir::arith::CmpIPredicate ip, mlir::arith::CmpFPredicate fp, const char* name,
+              const Operand& a, const Operand& b) {
+  Type t;
+  KernelState* s = Resolve(a, b, &t);
+  const Type i1 = Type::Of(Scalar::kI1);
+  if (!CheckSameType(*s, a, b, t, name)) return s->Poison(i1, a.loc());
+  mlir::Location l = s->ToLoc(a.loc());
+  mlir::Value x = s->Materialize(a, t), y = s->Materialize(b, t);
+  mlir::Value r = t.IsFloat() ? mlir::arith::CmpFOp::create(s->builder, l, fp, x, y).getResult()
+                              : mlir::arith::CmpIOp::create(s->builder, l, ip, x, y).getResult();
+  return s->Wrap(r, i1);
+}
+
+}  // namespace
+
+using mlir::arith::CmpFPredicate;
+using mlir::arith::CmpIPredicate;
+
+Value operator+(const Operand& a, const Operand& b) { return Binary(Bin::kAdd, "+", a, b); }
+Value operator-(const Operand& a, const Operand& b) { return Binary(Bin::kSub, "-", a, b); }
+Value operator*(const Operand& a, const Operand& b) { return Binary(Bin::kMul, "*", a, b); }
+Value operator/(const Operand& a, const Operand& b) { return Binary(Bin::kDiv, "/", a, b); }
+Value operator%(const Operand& a, const Operand& b) { return Binary(Bin::kRem, "%", a, b); }
+Value operator&(const Operand& a, const Operand& b) { return Binary(Bin::kAnd, "&", a, b); }
+Value operator|(const Operand& a, const Operand& b) { return Binary(Bin::kOr, "|", a, b); }
+Value operator^(const Operand& a, const Operand& b) { return Binary(Bin::kXor, "^", a, b); }
+Value operator<<(const Operand& a, const Operand& b) { return Binary(Bin::kShl, "<<", a, b); }
+Value operator>>(const Operand& a, const Operand& b) { return Binary(Bin::kShr, ">>", a, b); }
+Value Min(const Operand& a, const Operand& b) { return Binary(Bin::kMin, "Min", a, b); }
+Value Max(const Operand& a, const Operand& b) { return Binary(Bin::kMax, "Max", a, b); }
+Value operator<(const Operand& a, const Operand& b) { return Compare(CmpIPredicate::ult, CmpFPredicate::OLT, "<", a, b); }
+Value operator<=(const Operand& a, const Operand& b) { return Compare(CmpIPredicate::ule, CmpFPredicate::OLE, "<=", a, b); }
+Value operator>(const Operand& a, const Operand& b) { return Compare(CmpIPredicate::ugt, CmpFPredicate::OGT, ">", a, b); }
+Value operator>=(const Operand& a, const Operand& b) { return Compare(CmpIPredicate::uge, CmpFPredicate::OGE, ">=", a, b); }
+Value operator==(const Operand& a, const Operand& b) { return Compare(CmpIPredicate::eq, CmpFPredicate::OEQ, "==", a, b); }
+Value operator!=(const Operand& a, const Operand& b) { return Compare(CmpIPredicate::ne, CmpFPredicate::UNE, "!=", a, b); }
+
+Value Select(const Operand& cond, const Operand& a, const Operand& b) {
+  Type t;
+  KernelState* s = Resolve(a, b, &t);
+  if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1)) {
+    s->Fail("Select needs an i1 condition", cond.loc());
+    return s->Poison(t, cond.loc());
+  }
+  if (!CheckSameType(*s, a, b, t, "Select")) return s->Poison(t, a.loc());
+  return s->Wrap(mlir::arith::SelectOp::create(s->builder, s->ToLoc(cond.loc()),
+                                               s->Unwrap(Access::Val(cond)), s->Materialize(a, t),
+                                               s->Materialize(b, t)),
+                 t);
+}
+
+Value Fma(const Operand& a, const Operand& b, const Operand& c) {
+  Type t;
+  KernelState* s = Resolve(a, b, &t);
+  if (!CheckSameType(*s, a, b, t, "Fma") || !CheckSameType(*s, a, c, t, "Fma"))
+    return s->Poison(t, a.loc());
+  if (!t.IsFloat()) return a * b + c;
+  return s->Wrap(mlir::LLVM::FMAOp::create(s->builder, s->ToLoc(a.loc()), s->Materialize(a, t),
+                                           s->Materialize(b, t), s->Materialize(c, t)),
+                 t);
+}
+
+Value Value::To(Scalar to, Loc loc) const {
+  KernelState& s = *state_;
+  Type from = type_;
+  Type result = from;
+  result.elem = to;
+  if (from.kind == Type::Kind::kPointer) {
+    s.Fail("cannot convert a pointer", loc);
+    return s.Poison(Type::Of(to), loc);
+  }
+  if (from.elem == to) return *this;
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Type mt = s.ToMlir(result);
+  mlir::Value v = s.Unwrap(*this), r;
+  namespace ar = mlir::arith;
+  const bool ff = from.IsFloat(), tf = result.IsFloat();
+  const int fb = ScalarBytes(from.elem), tb = ScalarBytes(to);
+  if (ff && tf) r = tb > fb ? ar::ExtFOp::create(s.builder, l, mt, v).getResult()
+                            : ar::TruncFOp::create(s.builder, l, mt, v).getResult();
+  else if (ff) r = ar::FPToUIOp::create(s.builder, l, mt, v);
+  else if (tf) r = ar::UIToFPOp::create(s.builder, l, mt, v);
+  else if (tb > fb) r = ar::ExtUIOp::create(s.builder, l, mt, v);
+  else r = ar::TruncIOp::create(s.builder, l, mt, v);
+  return s.Wrap(r, result);
+}
+
+Value Value::Bitcast(Type t, Loc loc) const {
+  KernelState& s = *state_;
+  if (t.Bytes() != type_.Bytes() || t.kind == Type::Kind::kPointer ||
+      type_.kind == Type::Kind::kPointer) {
+    s.Fail(absl::StrCat("cannot bitcast ", type_.Str(), " to ", t.Str()), loc);
+    return s.Poison(t, loc);
+  }
+  return s.Wrap(mlir::LLVM::BitcastOp::create(s.builder, s.ToLoc(loc), s.ToMlir(t), s.Unwrap(*this)), t);
+}
+
+Value Value::Lane(int i, Loc loc) const {
+  KernelState& s = *state_;
+  Type scalar = Type::Of(type_.elem);
+  if (type_.kind != Type::Kind::kVector || i < 0 || i >= type_.lanes) {
+    s.Fail(absl::StrCat("lane ", i, " of ", type_.Str()), loc);
+    return s.Poison(scalar, loc);
+  }
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value idx = mlir::LLVM::ConstantOp::create(s.builder, l, s.builder.getI32IntegerAttr(i));
+  return s.Wrap(mlir::LLVM::ExtractElementOp::create(s.builder, l, s.Unwrap(*this), idx), scalar);
+}
+
+}  // namespace kiln

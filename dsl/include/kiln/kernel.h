@@ -1,0 +1,271 @@
+// kiln's kernel builder: a C++ program that describes one GPU kernel. Every op records the
+// caller's source line; mistakes are collected and returned by Kernel::Build() as an
+// absl::Status naming that line. This header includes no MLIR header: the builder's state lives
+// behind a pointer (dsl/kernel_state.h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kiln/runtime/manifest.h"
+#include "kiln/target.h"
+
+namespace kiln {
+
+using Loc = std::source_location;
+
+enum class Scalar : uint8_t { kI1, kI16, kI32, kI64, kF16, kBF16, kF32 };
+enum class Space : uint8_t { kGlobal, kShared };
+
+// A scalar, a short vector of scalars, or a pointer to scalars in a memory space.
+struct Type {
+  enum class Kind : uint8_t { kScalar, kVector, kPointer };
+  Kind kind = Kind::kScalar;
+  Scalar elem = Scalar::kI32;
+  int lanes = 1;
+  Space space = Space::kGlobal;
+
+  static Type Of(Scalar s) { return {Kind::kScalar, s, 1, Space::kGlobal}; }
+  static Type Vec(Scalar s, int lanes) { return {Kind::kVector, s, lanes, Space::kGlobal}; }
+  static Type Ptr(Space space, Scalar elem) { return {Kind::kPointer, elem, 1, space}; }
+  bool IsFloat() const;
+  bool IsInt() const;
+  int Bytes() const;  // size of the value (pointers: 8)
+  std::string Str() const;
+  friend bool operator==(const Type&, const Type&) = default;
+};
+int ScalarBytes(Scalar s);
+
+inline constexpr Scalar i1 = Scalar::kI1, i16 = Scalar::kI16, i32 = Scalar::kI32,
+                        i64 = Scalar::kI64, f16 = Scalar::kF16, bf16 = Scalar::kBF16,
+                        f32 = Scalar::kF32;
+
+namespace detail {
+struct KernelState;
+struct Access;
+}  // namespace detail
+
+// An SSA value of the kernel being built.
+class Value {
+ public:
+  Value() = default;
+  const Type& type() const { return type_; }
+  bool valid() const { return state_ != nullptr; }
+
+  // Numeric conversion: int<->float, float widths (round to nearest even), int widths.
+  Value To(Scalar s, Loc loc = Loc::current()) const;
+  // Reinterprets the bits as another type of the same size.
+  Value Bitcast(Type t, Loc loc = Loc::current()) const;
+  // One lane of a vector.
+  Value Lane(int i, Loc loc = Loc::current()) const;
+
+ private:
+  friend struct detail::Access;
+  detail::KernelState* state_ = nullptr;
+  int id_ = -1;
+  Type type_;
+};
+
+class Regs;
+// One element of a register array; reading it loads, assigning stores.
+class RegRef {
+ public:
+  operator Value() const { return Load(); }
+  Value Load(Loc loc = Loc::current()) const;
+  const RegRef& operator=(const class Operand& v) const;
+  const RegRef& operator=(const RegRef& other) const;
+  const RegRef& operator+=(const class Operand& v) const;
+
+ private:
+  friend class Regs;
+  friend class Operand;
+  RegRef(detail::KernelState* s, int array, int index) : state_(s), array_(array), index_(index) {}
+  detail::KernelState* state_;
+  int array_, index_;
+};
+
+// A value or an immediate, with the source line of the expression that used it. Immediates take
+// the type of the other operand.
+class Operand {
+ public:
+  Operand(const Value& v, Loc loc = Loc::current()) : value_(v), loc_(loc) {}
+  Operand(const RegRef& r, Loc loc = Loc::current()) : value_(r.Load(loc)), loc_(loc) {}
+  Operand(int v, Loc loc = Loc::current()) : imm_(v), is_imm_(true), loc_(loc) {}
+  Operand(unsigned v, Loc loc = Loc::current()) : imm_(v), is_imm_(true), loc_(loc) {}
+  Operand(int64_t v, Loc loc = Loc::current()) : imm_(static_cast<double>(v)), is_imm_(true), loc_(loc) {}
+  Operand(double v, Loc loc = Loc::current()) : imm_(v), is_imm_(true), is_float_imm_(true), loc_(loc) {}
+  Operand(float v, Loc loc = Loc::current()) : imm_(v), is_imm_(true), is_float_imm_(true), loc_(loc) {}
+
+  const Loc& loc() const { return loc_; }
+
+ private:
+  friend struct detail::Access;
+  Value value_;
+  double imm_ = 0;
+  bool is_imm_ = false, is_float_imm_ = false;
+  Loc loc_;
+};
+
+// Arithmetic on values. Integers are index-like: /, %, >> and comparisons are unsigned.
+Value operator+(const Operand& a, const Operand& b);
+Value operator-(const Operand& a, const Operand& b);
+Value operator*(const Operand& a, const Operand& b);
+Value operator/(const Operand& a, const Operand& b);
+Value operator%(const Operand& a, const Operand& b);
+Value operator&(const Operand& a, const Operand& b);
+Value operator|(const Operand& a, const Operand& b);
+Value operator^(const Operand& a, const Operand& b);
+Value operator<<(const Operand& a, const Operand& b);
+Value operator>>(const Operand& a, const Operand& b);
+Value operator<(const Operand& a, const Operand& b);
+Value operator<=(const Operand& a, const Operand& b);
+Value operator>(const Operand& a, const Operand& b);
+Value operator>=(const Operand& a, const Operand& b);
+Value operator==(const Operand& a, const Operand& b);
+Value operator!=(const Operand& a, const Operand& b);
+Value Min(const Operand& a, const Operand& b);
+Value Max(const Operand& a, const Operand& b);
+Value Select(const Operand& cond, const Operand& a, const Operand& b);
+// a * b + c, fused (fma.rn for floats).
+Value Fma(const Operand& a, const Operand& b, const Operand& c);
+
+// A register array: indices are C++ integers, so every access is static and the array lives in
+// registers (a run-time index would push it to local memory; it is not offered).
+class Regs {
+ public:
+  Regs() = default;
+  RegRef operator[](int i) const;
+  int size() const { return size_; }
+  const Type& type() const { return type_; }
+
+ private:
+  friend class Kernel;
+  detail::KernelState* state_ = nullptr;
+  int array_ = -1, size_ = 0;
+  Type type_;
+};
+
+// A global tensor: base pointer plus shape and strides in elements (row-major index order).
+class GlobalTensor {
+ public:
+  GlobalTensor() = default;
+  GlobalTensor(Value base, std::vector<Value> shape, std::vector<Value> strides)
+      : base_(base), shape_(std::move(shape)), strides_(std::move(strides)) {}
+  // Pointer to element (i, j, ...).
+  Value At(std::initializer_list<Operand> index, Loc loc = Loc::current()) const;
+  const Value& base() const { return base_; }
+  const Value& dim(int i) const { return shape_.at(i); }
+
+ private:
+  Value base_;
+  std::vector<Value> shape_, strides_;
+};
+
+// A tile of shared memory placed by the kernel's planner: rows x cols elements, each row
+// `row_stride` elements apart (cols + padding).
+class SmemTile {
+ public:
+  SmemTile() = default;
+  Value At(const Operand& row, const Operand& col, Loc loc = Loc::current()) const;
+  int rows() const { return rows_; }
+  int cols() const { return cols_; }
+  int row_stride() const { return row_stride_; }
+  int offset_bytes() const { return offset_; }
+  int bytes() const { return rows_ * row_stride_ * ScalarBytes(elem_); }
+
+ private:
+  friend class Kernel;
+  detail::KernelState* state_ = nullptr;
+  Scalar elem_ = Scalar::kBF16;
+  int rows_ = 0, cols_ = 0, row_stride_ = 0, offset_ = 0;
+};
+
+// What a finished kernel is: the manifest plus the MLIR module (opaque here).
+class KernelDef {
+ public:
+  struct Module;  // defined in dsl/kernel_state.h
+  KernelDef(rt::Manifest manifest, Target target, std::shared_ptr<Module> module);
+  const rt::Manifest& manifest() const { return manifest_; }
+  const Target& target() const { return target_; }
+  Module& module() const { return *module_; }
+
+ private:
+  rt::Manifest manifest_;
+  Target target_;
+  std::shared_ptr<Module> module_;
+};
+
+class Kernel {
+ public:
+  Kernel(std::string name, const Target& target, rt::Dim3 block, Loc loc = Loc::current());
+  ~Kernel();
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  const Target& target() const;
+
+  // ---- parameters (in declaration order) and launch shape
+  Value PtrParam(const std::string& name, Scalar elem, Loc loc = Loc::current());
+  Value I32Param(const std::string& name, Loc loc = Loc::current());
+  // Grid dims as rules of the problem size, e.g. Grid("N/128", "M/128").
+  void Grid(const std::string& x, const std::string& y = "1", const std::string& z = "1",
+            Loc loc = Loc::current());
+  // The GEMM this kernel computes (dtypes, storage orders, tile the sizes must divide by).
+  void Gemm(const rt::GemmSpec& spec, Loc loc = Loc::current());
+
+  // ---- constants and ids
+  Value I32(int64_t v, Loc loc = Loc::current());
+  Value F32(double v, Loc loc = Loc::current());
+  Value ThreadIdx(int axis = 0, Loc loc = Loc::current());
+  Value BlockIdx(int axis = 0, Loc loc = Loc::current());
+  Value BlockDim(int axis = 0, Loc loc = Loc::current());
+  Value GridDim(int axis = 0, Loc loc = Loc::current());
+  Value LaneId(Loc loc = Loc::current());
+  Value WarpId(Loc loc = Loc::current());  // threadIdx.x / 32
+
+  // ---- control flow
+  // for (i = lo; i < hi; i += step) body(i): a run-time loop.
+  void For(const Operand& lo, const Operand& hi, const Operand& step,
+           const std::function<void(Value)>& body, Loc loc = Loc::current());
+  void If(const Operand& cond, const std::function<void()>& then, Loc loc = Loc::current());
+
+  // ---- memory
+  Regs Registers(Type type, int count, Loc loc = Loc::current());  // zero-initialised
+  SmemTile Smem(Scalar elem, int rows, int cols, int pad = 0, int align = 128,
+                Loc loc = Loc::current());
+  // Loads `lanes` elements (one vector access of lanes * elem bytes, which must be aligned).
+  Value Load(const Value& ptr, int lanes = 1, Loc loc = Loc::current());
+  void Store(const Value& ptr, const Operand& value, Loc loc = Loc::current());
+  Value Vector(const std::vector<Value>& lanes, Loc loc = Loc::current());
+  void SyncThreads(Loc loc = Loc::current());
+
+  // ---- tensor cores (Ampere and later)
+  // ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each lane passes one row address.
+  std::vector<Value> LdMatrix(const Value& smem_row, int num, bool trans = false,
+                              Loc loc = Loc::current());
+  // mma.sync.aligned.m16n8k16.row.col: a = 4 x b32, b = 2 x b32, c = accumulators
+  // (4 f32, or 2 x f16x2 for an f16 accumulator); returns d.
+  std::vector<Value> MmaM16N8K16(Scalar ab, const std::vector<Value>& a,
+                                 const std::vector<Value>& b, const std::vector<Value>& c,
+                                 Loc loc = Loc::current());
+
+  // Adds an error at `loc` (for helpers built on the builder).
+  void Fail(const std::string& message, Loc loc = Loc::current());
+  // Verifies and returns the kernel, or the first error with the DSL line that caused it.
+  absl::StatusOr<KernelDef> Build();
+
+ private:
+  std::unique_ptr<detail::KernelState> state_;
+};
+
+// "file:line" of a source location, relative to the project root when inside it.
+std::string LocString(const Loc& loc);
+
+}  // namespace kiln

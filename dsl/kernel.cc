@@ -1,0 +1,277 @@
+// Kernel construction: the module and function, parameters, ids, control flow, Build().
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "dsl/kernel_state.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+
+namespace kiln {
+namespace detail {
+
+KernelState::KernelState(std::string name, const Target& t, rt::Dim3 block, const Loc& loc)
+    : context(std::make_unique<mlir::MLIRContext>()),
+      builder(context.get()),
+      alloca_builder(context.get()),
+      target(t),
+      kernel_loc(loc) {
+  context->loadDialect<mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect, mlir::arith::ArithDialect,
+                       mlir::scf::SCFDialect>();
+  manifest.name = name;
+  manifest.entry = name;
+  for (char& c : manifest.entry)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  manifest.target = target.chip;
+  manifest.block = block;
+  manifest.source = LocString(loc);
+  const mlir::Location mloc = ToLoc(loc);
+  module = mlir::ModuleOp::create(mloc);
+  (*module)->setAttr("kiln.target", builder.getStringAttr(target.chip));
+  builder.setInsertionPointToEnd(module->getBody());
+  // Dynamic shared memory: one extern array every SmemTile is an offset into.
+  auto smem_type = mlir::LLVM::LLVMArrayType::get(builder.getI8Type(), 0);
+  mlir::LLVM::GlobalOp::create(builder, mloc, smem_type, /*isConstant=*/false,
+                               mlir::LLVM::Linkage::External, kSmemSymbol, mlir::Attribute(),
+                               /*alignment=*/1024, /*addrSpace=*/3);
+  func = mlir::LLVM::LLVMFuncOp::create(
+      builder, mloc, manifest.entry,
+      mlir::LLVM::LLVMFunctionType::get(mlir::LLVM::LLVMVoidType::get(context.get()), {}));
+  func->setAttr(mlir::NVVM::NVVMDialect::getKernelFuncAttrName(), builder.getUnitAttr());
+  func->setAttr(mlir::NVVM::NVVMDialect::getMaxntidAttrName(),
+                builder.getDenseI32ArrayAttr({static_cast<int>(block.x),
+                                              static_cast<int>(block.y),
+                                              static_cast<int>(block.z)}));
+  // Entry block: allocas, then a branch to the body block where the program goes.
+  mlir::Block* entry = func.addEntryBlock(builder);
+  mlir::Block* body = new mlir::Block();
+  func.getBody().push_back(body);
+  builder.setInsertionPointToEnd(entry);
+  auto br = mlir::LLVM::BrOp::create(builder, mloc, mlir::ValueRange{}, body);
+  alloca_builder.setInsertionPoint(br);
+  builder.setInsertionPointToEnd(body);
+}
+
+mlir::Location KernelState::ToLoc(const Loc& loc) {
+  return mlir::FileLineColLoc::get(context.get(), LocString(loc).substr(0, LocString(loc).rfind(':')),
+                                   loc.line(), loc.column());
+}
+
+void KernelState::Fail(const std::string& message, const Loc& loc) {
+  if (!error) error = absl::StrCat(LocString(loc), ": ", message);
+}
+
+Value KernelState::Wrap(mlir::Value v, Type t) {
+  values.push_back(v);
+  value_types.push_back(t);
+  return Access::Make(this, static_cast<int>(values.size()) - 1, t);
+}
+
+mlir::Value KernelState::Unwrap(const Value& v) { return values.at(Access::Id(v)); }
+
+mlir::Type KernelState::ToMlir(Scalar s) {
+  mlir::MLIRContext* c = context.get();
+  switch (s) {
+    case Scalar::kI1: return mlir::IntegerType::get(c, 1);
+    case Scalar::kI16: return mlir::IntegerType::get(c, 16);
+    case Scalar::kI32: return mlir::IntegerType::get(c, 32);
+    case Scalar::kI64: return mlir::IntegerType::get(c, 64);
+    case Scalar::kF16: return mlir::Float16Type::get(c);
+    case Scalar::kBF16: return mlir::BFloat16Type::get(c);
+    case Scalar::kF32: return mlir::Float32Type::get(c);
+  }
+  return {};
+}
+
+mlir::Type KernelState::ToMlir(Type t) {
+  switch (t.kind) {
+    case Type::Kind::kScalar: return ToMlir(t.elem);
+    case Type::Kind::kVector: return mlir::VectorType::get({t.lanes}, ToMlir(t.elem));
+    case Type::Kind::kPointer:
+      return mlir::LLVM::LLVMPointerType::get(context.get(), t.space == Space::kShared ? 3 : 1);
+  }
+  return {};
+}
+
+Value KernelState::Constant(Type t, double v, const Loc& loc) {
+  mlir::Type mt = ToMlir(t.elem);
+  mlir::TypedAttr attr;
+  if (t.IsFloat()) attr = builder.getFloatAttr(mt, v);
+  else attr = builder.getIntegerAttr(mt, static_cast<int64_t>(v));
+  if (t.kind == Type::Kind::kVector)
+    attr = mlir::DenseElementsAttr::get(mlir::cast<mlir::ShapedType>(ToMlir(t)),
+                                        mlir::Attribute(attr));
+  return Wrap(mlir::arith::ConstantOp::create(builder, ToLoc(loc), attr), t);
+}
+
+Value KernelState::Poison(Type t, const Loc& loc) {
+  return Wrap(mlir::LLVM::PoisonOp::create(builder, ToLoc(loc), ToMlir(t)), t);
+}
+
+mlir::Value KernelState::Materialize(const Operand& op, Type t) {
+  if (!Access::IsImm(op)) return Unwrap(Access::Val(op));
+  return Unwrap(Constant(t, Access::Imm(op), op.loc()));
+}
+
+}  // namespace detail
+
+using detail::Access;
+using detail::KernelState;
+
+std::string LocString(const Loc& loc) {
+  std::string file = loc.file_name();
+#ifdef KILN_SOURCE_DIR
+  const std::string root = KILN_SOURCE_DIR "/";
+  if (file.rfind(root, 0) == 0) file = file.substr(root.size());
+#endif
+  return absl::StrCat(file, ":", loc.line());
+}
+
+KernelDef::KernelDef(rt::Manifest manifest, Target target, std::shared_ptr<Module> module)
+    : manifest_(std::move(manifest)), target_(std::move(target)), module_(std::move(module)) {}
+
+Kernel::Kernel(std::string name, const Target& target, rt::Dim3 block, Loc loc)
+    : state_(std::make_unique<KernelState>(std::move(name), target, block, loc)) {
+  if (block.count() == 0 || block.count() > 1024)
+    Fail(absl::StrCat("a block has 1..1024 threads, not ", block.count()), loc);
+}
+
+Kernel::~Kernel() = default;
+
+const Target& Kernel::target() const { return state_->target; }
+
+void Kernel::Fail(const std::string& message, Loc loc) { state_->Fail(message, loc); }
+
+Value Kernel::PtrParam(const std::string& name, Scalar elem, Loc loc) {
+  KernelState& s = *state_;
+  Type t = Type::Ptr(Space::kGlobal, elem);
+  mlir::Block* entry = &s.func.getBody().front();
+  mlir::Value arg = entry->addArgument(s.ToMlir(t), s.ToLoc(loc));
+  s.func.setFunctionTypeAttr(mlir::TypeAttr::get(mlir::LLVM::LLVMFunctionType::get(
+      mlir::LLVM::LLVMVoidType::get(s.context.get()), llvm::to_vector(entry->getArgumentTypes()))));
+  s.manifest.params.push_back({name, rt::ParamSpec::Kind::kPointer});
+  return s.Wrap(arg, t);
+}
+
+Value Kernel::I32Param(const std::string& name, Loc loc) {
+  KernelState& s = *state_;
+  mlir::Block* entry = &s.func.getBody().front();
+  mlir::Value arg = entry->addArgument(s.builder.getI32Type(), s.ToLoc(loc));
+  s.func.setFunctionTypeAttr(mlir::TypeAttr::get(mlir::LLVM::LLVMFunctionType::get(
+      mlir::LLVM::LLVMVoidType::get(s.context.get()), llvm::to_vector(entry->getArgumentTypes()))));
+  s.manifest.params.push_back({name, rt::ParamSpec::Kind::kI32});
+  return s.Wrap(arg, Type::Of(Scalar::kI32));
+}
+
+void Kernel::Grid(const std::string& x, const std::string& y, const std::string& z, Loc loc) {
+  const std::string* dims[] = {&x, &y, &z};
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<rt::GridExpr> g = rt::GridExpr::Parse(*dims[i]);
+    if (!g.ok()) return Fail(std::string(g.status().message()), loc);
+    state_->manifest.grid[i] = *g;
+  }
+}
+
+void Kernel::Gemm(const rt::GemmSpec& spec, Loc loc) {
+  if (spec.tile_m <= 0 || spec.tile_n <= 0 || spec.tile_k <= 0)
+    return Fail("GEMM tile sizes must be positive", loc);
+  state_->manifest.gemm = spec;
+  state_->manifest.source = LocString(loc);
+}
+
+Value Kernel::I32(int64_t v, Loc loc) { return state_->Constant(Type::Of(Scalar::kI32), v, loc); }
+Value Kernel::F32(double v, Loc loc) { return state_->Constant(Type::Of(Scalar::kF32), v, loc); }
+
+namespace {
+template <typename X, typename Y, typename Z>
+Value SpecialRegister(KernelState& s, int axis, const Loc& loc) {
+  if (axis < 0 || axis > 2) {
+    s.Fail("axis must be 0, 1 or 2", loc);
+    axis = 0;
+  }
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Type i32 = s.builder.getI32Type();
+  mlir::Value v = axis == 0   ? X::create(s.builder, l, i32).getResult()
+                  : axis == 1 ? Y::create(s.builder, l, i32).getResult()
+                              : Z::create(s.builder, l, i32).getResult();
+  return s.Wrap(v, Type::Of(Scalar::kI32));
+}
+}  // namespace
+
+Value Kernel::ThreadIdx(int axis, Loc loc) {
+  using namespace mlir::NVVM;
+  return SpecialRegister<ThreadIdXOp, ThreadIdYOp, ThreadIdZOp>(*state_, axis, loc);
+}
+Value Kernel::BlockIdx(int axis, Loc loc) {
+  using namespace mlir::NVVM;
+  return SpecialRegister<BlockIdXOp, BlockIdYOp, BlockIdZOp>(*state_, axis, loc);
+}
+Value Kernel::BlockDim(int axis, Loc loc) {
+  using namespace mlir::NVVM;
+  return SpecialRegister<BlockDimXOp, BlockDimYOp, BlockDimZOp>(*state_, axis, loc);
+}
+Value Kernel::GridDim(int axis, Loc loc) {
+  using namespace mlir::NVVM;
+  return SpecialRegister<GridDimXOp, GridDimYOp, GridDimZOp>(*state_, axis, loc);
+}
+Value Kernel::LaneId(Loc loc) {
+  KernelState& s = *state_;
+  return s.Wrap(mlir::NVVM::LaneIdOp::create(s.builder, s.ToLoc(loc), s.builder.getI32Type()),
+                Type::Of(Scalar::kI32));
+}
+Value Kernel::WarpId(Loc loc) { return ThreadIdx(0, loc) / Operand(32, loc); }
+
+void Kernel::For(const Operand& lo, const Operand& hi, const Operand& step,
+                 const std::function<void(Value)>& body, Loc loc) {
+  KernelState& s = *state_;
+  const Type i32 = Type::Of(Scalar::kI32);
+  for (const Operand* o : {&lo, &hi, &step})
+    if (!Access::IsImm(*o) && Access::Val(*o).type() != i32)
+      return Fail("For bounds must be i32 values or integers", loc);
+  auto op = mlir::scf::ForOp::create(s.builder, s.ToLoc(loc), s.Materialize(lo, i32),
+                                     s.Materialize(hi, i32), s.Materialize(step, i32));
+  mlir::OpBuilder::InsertionGuard guard(s.builder);
+  s.builder.setInsertionPoint(op.getBody()->getTerminator());
+  body(s.Wrap(op.getInductionVar(), i32));
+}
+
+void Kernel::If(const Operand& cond, const std::function<void()>& then, Loc loc) {
+  KernelState& s = *state_;
+  if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1))
+    return Fail("If needs an i1 condition (a comparison)", loc);
+  auto op = mlir::scf::IfOp::create(s.builder, s.ToLoc(loc), s.Unwrap(Access::Val(cond)),
+                                    /*withElseRegion=*/false);
+  mlir::OpBuilder::InsertionGuard guard(s.builder);
+  s.builder.setInsertionPoint(op.thenBlock()->getTerminator());
+  then();
+}
+
+void Kernel::SyncThreads(Loc loc) {
+  mlir::NVVM::Barrier0Op::create(state_->builder, state_->ToLoc(loc));
+}
+
+absl::StatusOr<KernelDef> Kernel::Build() {
+  KernelState& s = *state_;
+  if (s.error) return absl::InvalidArgumentError(*s.error);
+  s.manifest.smem_bytes = s.smem_top;
+  mlir::LLVM::ReturnOp::create(s.builder, s.ToLoc(s.kernel_loc), mlir::ValueRange{});
+  std::string diagnostics;
+  {
+    mlir::ScopedDiagnosticHandler handler(s.context.get(), [&](mlir::Diagnostic& d) {
+      llvm::raw_string_ostream os(diagnostics);
+      os << d.getLocation() << ": " << d << "\n";
+      return mlir::success();
+    });
+    if (mlir::failed(mlir::verify(*s.module)))
+      return absl::InternalError(absl::StrCat("kernel ", s.manifest.name,
+                                              " failed MLIR verification:\n", diagnostics));
+  }
+  auto module = std::make_shared<KernelDef::Module>();
+  module->context = std::move(s.context);
+  module->module = std::move(s.module);
+  return KernelDef(s.manifest, s.target, std::move(module));
+}
+
+}  // namespace kiln

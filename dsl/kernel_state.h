@@ -1,0 +1,81 @@
+// The builder's private state: the MLIR context, module and insertion points behind kiln::Kernel.
+// Only dsl/ and lowering/ include this header.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/kernel.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace kiln {
+
+// Owns a kernel's MLIR context and module once built.
+struct KernelDef::Module {
+  std::unique_ptr<mlir::MLIRContext> context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+namespace detail {
+
+// Name of the dynamic shared memory symbol every kernel addresses its smem tiles from.
+inline constexpr const char* kSmemSymbol = "kiln_smem";
+
+struct KernelState {
+  KernelState(std::string name, const Target& target, rt::Dim3 block, const Loc& loc);
+
+  mlir::Location ToLoc(const Loc& loc);
+  void Fail(const std::string& message, const Loc& loc);
+
+  // Value table: kiln::Value holds an index into it.
+  Value Wrap(mlir::Value v, Type t);
+  mlir::Value Unwrap(const Value& v);
+  mlir::Type ToMlir(Type t);
+  mlir::Type ToMlir(Scalar s);
+  // A placeholder of type t, used after an error so that building can go on.
+  Value Poison(Type t, const Loc& loc);
+
+  // Operand -> mlir::Value of the given type (immediates become constants of that type).
+  mlir::Value Materialize(const Operand& op, Type t);
+  Value Constant(Type t, double v, const Loc& loc);
+
+  std::unique_ptr<mlir::MLIRContext> context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  mlir::OpBuilder builder;         // the body's insertion point
+  mlir::OpBuilder alloca_builder;  // allocas go at the end of the entry block
+  mlir::LLVM::LLVMFuncOp func;
+  std::vector<mlir::Value> values;
+  std::vector<Type> value_types;
+  std::vector<mlir::Value> reg_arrays;  // llvm.alloca results
+  std::vector<Type> reg_types;
+
+  Target target;
+  rt::Manifest manifest;
+  Loc kernel_loc;
+  int smem_top = 0;  // bytes planned so far
+  std::optional<std::string> error;
+};
+
+// Friend access to the private fields of the public handle types.
+struct Access {
+  static KernelState* State(const Value& v) { return v.state_; }
+  static Value Make(KernelState* s, int id, Type t) {
+    Value v;
+    v.state_ = s, v.id_ = id, v.type_ = t;
+    return v;
+  }
+  static int Id(const Value& v) { return v.id_; }
+  static const Operand& Op(const Operand& o) { return o; }
+  static bool IsImm(const Operand& o) { return o.is_imm_; }
+  static bool IsFloatImm(const Operand& o) { return o.is_float_imm_; }
+  static double Imm(const Operand& o) { return o.imm_; }
+  static const Value& Val(const Operand& o) { return o.value_; }
+};
+
+}  // namespace detail
+}  // namespace kiln

@@ -1,0 +1,221 @@
+// Memory: register arrays, the shared memory planner, global tensors, loads and stores.
+#include "absl/strings/str_cat.h"
+#include "dsl/kernel_state.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+namespace kiln {
+
+using detail::Access;
+using detail::KernelState;
+
+namespace {
+
+// base + index elements, as an LLVM GEP (i32 index, sign-extended by LLVM like C's int).
+Value Offset(KernelState& s, const Value& base, mlir::Value index, const Loc& loc) {
+  const Type& t = base.type();
+  return s.Wrap(mlir::LLVM::GEPOp::create(s.builder, s.ToLoc(loc), s.ToMlir(t), s.ToMlir(t.elem),
+                                          s.Unwrap(base), mlir::ValueRange{index}),
+                t);
+}
+
+bool IsI32(const Operand& o) {
+  return Access::IsImm(o) ? !Access::IsFloatImm(o)
+                          : Access::Val(o).type() == Type::Of(Scalar::kI32);
+}
+
+}  // namespace
+
+// ---- register arrays
+
+Regs Kernel::Registers(Type type, int count, Loc loc) {
+  KernelState& s = *state_;
+  Regs r;
+  r.state_ = state_.get();
+  r.type_ = type;
+  r.size_ = count;
+  if (count <= 0 || type.kind == Type::Kind::kPointer) {
+    Fail(absl::StrCat("register array of ", count, " x ", type.Str()), loc);
+    r.size_ = 0;
+    return r;
+  }
+  mlir::Location l = s.ToLoc(loc);
+  mlir::OpBuilder& b = s.alloca_builder;
+  mlir::Value one = mlir::LLVM::ConstantOp::create(b, l, b.getI32IntegerAttr(1));
+  mlir::Type array = mlir::LLVM::LLVMArrayType::get(s.ToMlir(type), count);
+  mlir::Value alloca = mlir::LLVM::AllocaOp::create(
+      b, l, mlir::LLVM::LLVMPointerType::get(s.context.get()), array, one, type.Bytes());
+  r.array_ = static_cast<int>(s.reg_arrays.size());
+  s.reg_arrays.push_back(alloca);
+  s.reg_types.push_back(type);
+  // Zero-initialise in the body so that every use sees a defined value.
+  mlir::Value zero = s.Unwrap(s.Constant(type, 0, loc));
+  for (int i = 0; i < count; ++i) {
+    mlir::Value p = mlir::LLVM::GEPOp::create(
+        s.builder, l, mlir::LLVM::LLVMPointerType::get(s.context.get()), array, alloca,
+        llvm::ArrayRef<mlir::LLVM::GEPArg>{0, i});
+    mlir::LLVM::StoreOp::create(s.builder, l, zero, p);
+  }
+  return r;
+}
+
+RegRef Regs::operator[](int i) const {
+  if (state_ && (i < 0 || i >= size_))
+    state_->Fail(absl::StrCat("register index ", i, " out of range 0..", size_ - 1),
+                 Loc::current());
+  return RegRef(state_, array_, i < 0 || i >= size_ ? 0 : i);
+}
+
+namespace {
+mlir::Value RegAddress(KernelState& s, int array, int index, mlir::Location l) {
+  mlir::Type arr = s.reg_arrays[array].getDefiningOp<mlir::LLVM::AllocaOp>().getElemType();
+  return mlir::LLVM::GEPOp::create(s.builder, l, mlir::LLVM::LLVMPointerType::get(s.context.get()),
+                                   arr, s.reg_arrays[array],
+                                   llvm::ArrayRef<mlir::LLVM::GEPArg>{0, index});
+}
+}  // namespace
+
+Value RegRef::Load(Loc loc) const {
+  KernelState& s = *state_;
+  const Type& t = s.reg_types[array_];
+  mlir::Location l = s.ToLoc(loc);
+  return s.Wrap(mlir::LLVM::LoadOp::create(s.builder, l, s.ToMlir(t), RegAddress(s, array_, index_, l)),
+                t);
+}
+
+const RegRef& RegRef::operator=(const Operand& v) const {
+  KernelState& s = *state_;
+  const Type& t = s.reg_types[array_];
+  if (!Access::IsImm(v) && Access::Val(v).type() != t) {
+    s.Fail(absl::StrCat("storing ", Access::Val(v).type().Str(), " into a register of ", t.Str()),
+           v.loc());
+    return *this;
+  }
+  mlir::Location l = s.ToLoc(v.loc());
+  mlir::LLVM::StoreOp::create(s.builder, l, s.Materialize(v, t), RegAddress(s, array_, index_, l));
+  return *this;
+}
+
+const RegRef& RegRef::operator=(const RegRef& other) const { return *this = Operand(other.Load()); }
+
+const RegRef& RegRef::operator+=(const Operand& v) const {
+  return *this = Operand(Load(v.loc()) + v, v.loc());
+}
+
+// ---- shared memory
+
+SmemTile Kernel::Smem(Scalar elem, int rows, int cols, int pad, int align, Loc loc) {
+  KernelState& s = *state_;
+  SmemTile t;
+  t.state_ = state_.get();
+  t.elem_ = elem;
+  t.rows_ = rows, t.cols_ = cols, t.row_stride_ = cols + pad;
+  if (rows <= 0 || cols <= 0 || pad < 0) {
+    Fail(absl::StrCat("shared tile of ", rows, "x", cols, " (+", pad, ") elements"), loc);
+    return t;
+  }
+  if (align <= 0 || (align & (align - 1)) != 0) {
+    Fail(absl::StrCat("shared tile alignment ", align, " is not a power of two"), loc);
+    return t;
+  }
+  t.offset_ = (s.smem_top + align - 1) / align * align;
+  s.smem_top = t.offset_ + t.bytes();
+  if (s.smem_top > s.target.smem_budget_bytes)
+    Fail(absl::StrCat("shared memory over budget: this ", rows, "x", cols, " tile brings the total to ",
+                      s.smem_top, " bytes; ", s.target.chip, " allows ",
+                      s.target.smem_budget_bytes),
+         loc);
+  return t;
+}
+
+Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
+  KernelState& s = *state_;
+  const Type ptr = Type::Ptr(Space::kShared, elem_);
+  if (!IsI32(row) || !IsI32(col)) {
+    s.Fail("shared tile indices must be i32", loc);
+    return s.Poison(ptr, loc);
+  }
+  mlir::Location l = s.ToLoc(loc);
+  auto smem_ptr = mlir::LLVM::LLVMPointerType::get(s.context.get(), 3);
+  mlir::Value base = mlir::LLVM::AddressOfOp::create(s.builder, l, smem_ptr, detail::kSmemSymbol);
+  mlir::Value tile = mlir::LLVM::GEPOp::create(s.builder, l, smem_ptr, s.builder.getI8Type(), base,
+                                               llvm::ArrayRef<mlir::LLVM::GEPArg>{offset_});
+  const Type i32 = Type::Of(Scalar::kI32);
+  Value r = s.Wrap(s.Materialize(row, i32), i32);
+  Value index = r * Operand(row_stride_, loc) + col;
+  return Offset(s, s.Wrap(tile, ptr), s.Unwrap(index), loc);
+}
+
+// ---- global tensors
+
+Value GlobalTensor::At(std::initializer_list<Operand> index, Loc loc) const {
+  KernelState& s = *Access::State(base_);
+  if (index.size() != strides_.size()) {
+    s.Fail(absl::StrCat("tensor of rank ", strides_.size(), " indexed with ", index.size(),
+                        " indices"),
+           loc);
+    return base_;
+  }
+  Value linear;
+  int i = 0;
+  for (const Operand& o : index) {
+    if (!IsI32(o)) {
+      s.Fail("tensor indices must be i32", loc);
+      return base_;
+    }
+    Value term = Operand(strides_[i++], loc) * o;
+    linear = linear.valid() ? linear + term : term;
+  }
+  return Offset(s, base_, s.Unwrap(linear), loc);
+}
+
+// ---- loads and stores
+
+Value Kernel::Load(const Value& ptr, int lanes, Loc loc) {
+  KernelState& s = *state_;
+  const Type& pt = ptr.type();
+  if (pt.kind != Type::Kind::kPointer || lanes < 1 || (lanes & (lanes - 1)) != 0) {
+    Fail(absl::StrCat("Load of ", lanes, " lanes through ", pt.Str()), loc);
+    return s.Poison(Type::Of(Scalar::kI32), loc);
+  }
+  const Type t = lanes == 1 ? Type::Of(pt.elem) : Type::Vec(pt.elem, lanes);
+  if (t.Bytes() > 16) {
+    Fail(absl::StrCat("a load moves at most 16 bytes, not ", t.Bytes()), loc);
+    return s.Poison(t, loc);
+  }
+  return s.Wrap(mlir::LLVM::LoadOp::create(s.builder, s.ToLoc(loc), s.ToMlir(t), s.Unwrap(ptr),
+                                           t.Bytes()),
+                t);
+}
+
+void Kernel::Store(const Value& ptr, const Operand& value, Loc loc) {
+  KernelState& s = *state_;
+  const Type& pt = ptr.type();
+  if (pt.kind != Type::Kind::kPointer) return Fail("Store needs a pointer", loc);
+  Type t = Access::IsImm(value) ? Type::Of(pt.elem) : Access::Val(value).type();
+  if (t.elem != pt.elem || t.kind == Type::Kind::kPointer)
+    return Fail(absl::StrCat("storing ", t.Str(), " through ", pt.Str()), loc);
+  mlir::LLVM::StoreOp::create(s.builder, s.ToLoc(loc), s.Materialize(value, t), s.Unwrap(ptr),
+                              t.Bytes());
+}
+
+Value Kernel::Vector(const std::vector<Value>& lanes, Loc loc) {
+  KernelState& s = *state_;
+  if (lanes.empty() || lanes.size() > 16) {
+    Fail("Vector needs 1..16 lanes", loc);
+    return s.Poison(Type::Of(Scalar::kI32), loc);
+  }
+  const Type t = Type::Vec(lanes[0].type().elem, static_cast<int>(lanes.size()));
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value v = mlir::LLVM::PoisonOp::create(s.builder, l, s.ToMlir(t));
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    if (lanes[i].type() != Type::Of(t.elem)) {
+      Fail("Vector lanes must be scalars of one type", loc);
+      return s.Poison(t, loc);
+    }
+    mlir::Value idx = mlir::LLVM::ConstantOp::create(s.builder, l, s.builder.getI32IntegerAttr(i));
+    v = mlir::LLVM::InsertElementOp::create(s.builder, l, v, s.Unwrap(lanes[i]), idx);
+  }
+  return s.Wrap(v, t);
+}
+
+}  // namespace kiln

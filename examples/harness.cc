@@ -1,0 +1,259 @@
+#include "examples/harness.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "examples/cublas.h"
+#include "examples/host_data.h"
+#include "kiln/runtime/driver.h"
+
+namespace kiln::examples {
+namespace {
+
+using rt::DeviceBuffer;
+using rt::Driver;
+using rt::GemmSpec;
+using rt::ProblemSize;
+
+// Element (r, c) of a rows x cols matrix stored in `order`.
+size_t Index(const std::string& order, int64_t r, int64_t c, int64_t rows, int64_t cols) {
+  return order == "row" ? r * cols + c : c * rows + r;
+}
+
+absl::Status CheckTarget(const rt::Manifest& m, const Driver& d) {
+  const int cc = d.compute_capability();
+  const bool arch_specific = m.target.back() == 'a';
+  int need = 0;
+  if (m.target == "sm_80") need = 80;
+  else if (m.target == "sm_90a") need = 90;
+  else if (m.target == "sm_100a") need = 100;
+  else return absl::InvalidArgumentError(absl::StrCat(m.name, ": unknown target ", m.target));
+  if (cc < need || (arch_specific && cc != need))
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s is built for %s; %s is sm_%d, so it cannot run here", m.name, m.target,
+        d.device_name(), cc));
+  return absl::OkStatus();
+}
+
+// Kernel arguments by parameter name.
+struct ArgPack {
+  std::vector<uint64_t> pointers;
+  std::vector<int32_t> ints;
+  std::vector<void*> args;
+};
+absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const ProblemSize& s, uint64_t a,
+                                 uint64_t b, uint64_t c) {
+  ArgPack pack;
+  pack.pointers.reserve(m.params.size());
+  pack.ints.reserve(m.params.size());
+  const GemmSpec& g = m.gemm;
+  // Element strides of (row, col) for the reference kernel's generic indexing.
+  auto strides = [](const std::string& order, int64_t rows, int64_t cols) {
+    return order == "row" ? std::pair<int64_t, int64_t>{cols, 1} : std::pair<int64_t, int64_t>{1, rows};
+  };
+  auto [a0, a1] = strides(g.a_order, s.m, s.k);
+  auto [b0, b1] = strides(g.b_order, s.k, s.n);
+  auto [c0, c1] = strides(g.c_order, s.m, s.n);
+  const std::pair<const char*, int64_t> ints[] = {{"M", s.m},   {"N", s.n},   {"K", s.k},
+                                                  {"sA0", a0},  {"sA1", a1},  {"sB0", b0},
+                                                  {"sB1", b1},  {"sC0", c0},  {"sC1", c1}};
+  for (const rt::ParamSpec& p : m.params) {
+    if (p.kind == rt::ParamSpec::Kind::kPointer) {
+      uint64_t v = p.name == "A" ? a : p.name == "B" ? b : p.name == "C" ? c : 0;
+      if (!v) return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no pointer for parameter ", p.name));
+      pack.pointers.push_back(v);
+      pack.args.push_back(&pack.pointers.back());
+    } else {
+      auto it = std::find_if(std::begin(ints), std::end(ints), [&](auto& e) { return p.name == e.first; });
+      if (it == std::end(ints)) return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
+      pack.ints.push_back(static_cast<int32_t>(it->second));
+      pack.args.push_back(&pack.ints.back());
+    }
+  }
+  return pack;
+}
+
+double ToFloat(uint16_t v, const std::string& type) {
+  return type == "f16" ? HalfToFloat(v) : Bf16ToFloat(v);
+}
+
+// Median of `iterations` timed calls of `fn`, in ms, after `warmup` untimed calls.
+template <typename Fn>
+absl::StatusOr<double> MedianMs(Fn fn, int warmup, int iterations) {
+  for (int i = 0; i < warmup; ++i)
+    if (absl::Status s = fn(); !s.ok()) return s;
+  absl::StatusOr<rt::EventTimer> timer = rt::EventTimer::Create();
+  if (!timer.ok()) return timer.status();
+  std::vector<double> ms;
+  for (int i = 0; i < iterations; ++i) {
+    if (absl::Status s = timer->Start(); !s.ok()) return s;
+    if (absl::Status s = fn(); !s.ok()) return s;
+    absl::StatusOr<float> t = timer->StopMs();
+    if (!t.ok()) return t.status();
+    ms.push_back(*t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+struct Launchable {
+  rt::Kernel kernel;
+  rt::LaunchConfig config;
+  ArgPack args;
+  absl::Status operator()() { return kernel.Launch(config, args.args.data()); }
+};
+
+absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const ProblemSize& size, uint64_t a,
+                                   uint64_t b, uint64_t c) {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  const rt::Manifest& m = bundle.manifest;
+  if (absl::Status s = CheckTarget(m, **d); !s.ok()) return s;
+  absl::StatusOr<rt::Dim3> grid = m.GridFor(size, (*d)->sm_count());
+  if (!grid.ok()) return grid.status();
+  absl::StatusOr<rt::Kernel> kernel = rt::Kernel::Load(bundle.ptx, m.entry);
+  if (!kernel.ok()) return kernel.status();
+  absl::StatusOr<ArgPack> args = PackArgs(m, size, a, b, c);
+  if (!args.ok()) return args.status();
+  return Launchable{*std::move(kernel), {*grid, m.block, m.cluster, m.smem_bytes}, *std::move(args)};
+}
+
+}  // namespace
+
+double Tolerance(const GemmSpec& spec) {
+  // bf16/f16 outputs round each element at 2^-9 / 2^-12 relative; an f16 accumulator also rounds
+  // every partial sum, so its error grows with K (seed 004's kernels).
+  if (spec.acc_type == "f16") return 5e-2;
+  return 1e-2;
+}
+
+absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* reference,
+                                   const RunOptions& opt) {
+  const rt::Manifest& m = bundle.manifest;
+  const GemmSpec& g = m.gemm;
+  const ProblemSize& s = opt.size;
+  if (absl::Status st = m.CheckProblem(s); !st.ok()) return st;
+  if (g.in_type == "f32" || g.out_type == "f32")
+    return absl::UnimplementedError("the GEMM harness handles 16-bit inputs and outputs");
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  if (absl::Status st = CheckTarget(m, **d); !st.ok()) return st;
+
+  GemmResult r;
+  r.name = m.name;
+  r.size = s;
+  r.tolerance = Tolerance(g);
+  const bool half_in = g.in_type == "f16";
+  std::vector<uint16_t> ha = RandomNormal16(s.m * s.k, opt.seed, half_in);
+  std::vector<uint16_t> hb = RandomNormal16(s.k * s.n, opt.seed + 1, half_in);
+  absl::StatusOr<DeviceBuffer> da = DeviceBuffer::Allocate(ha.size() * 2);
+  absl::StatusOr<DeviceBuffer> db = DeviceBuffer::Allocate(hb.size() * 2);
+  absl::StatusOr<DeviceBuffer> dc = DeviceBuffer::Allocate(s.m * s.n * 2);
+  absl::StatusOr<DeviceBuffer> dref = DeviceBuffer::Allocate(s.m * s.n * 2);
+  for (auto* buf : {&da, &db, &dc, &dref})
+    if (!buf->ok()) return buf->status();
+  if (absl::Status st = da->CopyFromHost(ha.data(), ha.size() * 2); !st.ok()) return st;
+  if (absl::Status st = db->CopyFromHost(hb.data(), hb.size() * 2); !st.ok()) return st;
+
+  absl::StatusOr<Launchable> run = Prepare(bundle, s, da->ptr(), db->ptr(), dc->ptr());
+  if (!run.ok()) return run.status();
+
+  // Reference first, into a poisoned buffer of its own.
+  if (absl::Status st = dref->Fill(0xff); !st.ok()) return st;
+  absl::StatusOr<Cublas*> cublas = Cublas::Get();
+  std::optional<Launchable> ref_run;
+  if (cublas.ok()) {
+    r.reference = "cublas";
+    if (absl::Status st = (*cublas)->Gemm(g, s, da->ptr(), db->ptr(), dref->ptr()); !st.ok()) return st;
+  } else {
+    if (!reference)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no reference: cuBLAS is unavailable (", cublas.status().message(),
+          ") and no reference bundle was given"));
+    r.reference = reference->manifest.name;
+    absl::StatusOr<Launchable> rr = Prepare(*reference, s, da->ptr(), db->ptr(), dref->ptr());
+    if (!rr.ok()) return rr.status();
+    if (absl::Status st = (*rr)(); !st.ok()) return st;
+    ref_run.emplace(*std::move(rr));
+  }
+  // The kernel under test, into poisoned memory (0xffff is NaN in bf16 and f16).
+  if (absl::Status st = dc->Fill(0xff); !st.ok()) return st;
+  if (absl::Status st = (*run)(); !st.ok()) return st;
+  if (absl::Status st = rt::Synchronize(); !st.ok()) return st;
+  std::vector<uint16_t> hc(s.m * s.n), href(s.m * s.n);
+  if (absl::Status st = dc->CopyToHost(hc.data(), hc.size() * 2); !st.ok()) return st;
+  if (absl::Status st = dref->CopyToHost(href.data(), href.size() * 2); !st.ok()) return st;
+
+  // Full comparison.
+  double diff2 = 0, ref2 = 0;
+  size_t nan_count = 0;
+  for (size_t i = 0; i < hc.size(); ++i) {
+    const double x = ToFloat(hc[i], g.out_type), y = ToFloat(href[i], g.out_type);
+    if (std::isnan(x) || std::isinf(x)) ++nan_count;
+    diff2 += (x - y) * (x - y);
+    ref2 += y * y;
+  }
+  r.rel_error = nan_count ? NAN : std::sqrt(diff2 / std::max(ref2, 1e-30));
+  // fp64 spot checks of random elements against the inputs themselves.
+  std::mt19937_64 rng(opt.seed * 7 + 3);
+  double sd2 = 0, sr2 = 0;
+  for (int t = 0; t < 64; ++t) {
+    const int64_t i = rng() % s.m, j = rng() % s.n;
+    double acc = 0;
+    for (int64_t kk = 0; kk < s.k; ++kk)
+      acc += ToFloat(ha[Index(g.a_order, i, kk, s.m, s.k)], g.in_type) *
+             ToFloat(hb[Index(g.b_order, kk, j, s.k, s.n)], g.in_type);
+    const double got = ToFloat(hc[Index(g.c_order, i, j, s.m, s.n)], g.out_type);
+    sd2 += (got - acc) * (got - acc);
+    sr2 += acc * acc;
+  }
+  r.spot_error = std::sqrt(sd2 / std::max(sr2, 1e-30));
+  if (nan_count)
+    r.failure = absl::StrCat(nan_count, " outputs are NaN/Inf (unwritten or overflowed)");
+  else if (!(r.rel_error <= r.tolerance))
+    r.failure = absl::StrFormat("error %.3g vs %s exceeds %.0e", r.rel_error, r.reference, r.tolerance);
+  else if (!(r.spot_error <= r.tolerance))
+    r.failure = absl::StrFormat("fp64 spot-check error %.3g exceeds %.0e", r.spot_error, r.tolerance);
+  r.passed = r.failure.empty();
+
+  if (opt.time && r.passed) {
+    const double flops = 2.0 * s.m * s.n * s.k;
+    absl::StatusOr<double> ms = MedianMs([&] { return (*run)(); }, opt.warmup, opt.iterations);
+    if (!ms.ok()) return ms.status();
+    r.ms = *ms;
+    r.tflops = flops / (*ms * 1e-3) / 1e12;
+    if (cublas.ok()) {
+      absl::StatusOr<double> cms = MedianMs(
+          [&] { return (*cublas)->Gemm(g, s, da->ptr(), db->ptr(), dref->ptr()); }, opt.warmup,
+          opt.iterations);
+      if (!cms.ok()) return cms.status();
+      r.cublas_ms = *cms;
+      r.cublas_tflops = flops / (*cms * 1e-3) / 1e12;
+    }
+  }
+  return r;
+}
+
+std::string TableHeader() {
+  return absl::StrFormat("%-22s %6s %6s %6s %9s %9s %7s %9s %9s  %s", "kernel", "M", "N", "K",
+                         "TFLOPS", "cuBLAS", "ratio", "rel_err", "spot_err", "check");
+}
+
+std::string TableRow(const GemmResult& r) {
+  const double ratio = r.cublas_tflops > 0 ? r.tflops / r.cublas_tflops : 0;
+  return absl::StrFormat("%-22s %6d %6d %6d %9.1f %9.1f %7.3f %9.2e %9.2e  %s", r.name, r.size.m,
+                         r.size.n, r.size.k, r.tflops, r.cublas_tflops, ratio, r.rel_error,
+                         r.spot_error, r.passed ? "ok" : "FAIL: " + r.failure);
+}
+
+std::string TsvRow(const GemmResult& r) {
+  return absl::StrFormat("%s\t%d\t%d\t%d\t%.4f\t%.3f\t%.4f\t%.3f\t%.3e\t%.3e\t%s\t%s", r.name,
+                         r.size.m, r.size.n, r.size.k, r.ms, r.tflops, r.cublas_ms,
+                         r.cublas_tflops, r.rel_error, r.spot_error, r.reference,
+                         r.passed ? "ok" : "fail");
+}
+
+}  // namespace kiln::examples

@@ -1,0 +1,18 @@
+// Host-side data for the harness: 16-bit float conversions and random normal matrices.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace kiln::examples {
+
+uint16_t FloatToBf16(float f);  // round to nearest even
+float Bf16ToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);  // round to nearest even
+float HalfToFloat(uint16_t h);
+
+// n samples of normal(0, 1) encoded as bf16 (or f16), reproducible for a seed; uses all cores.
+std::vector<uint16_t> RandomNormal16(size_t n, uint64_t seed, bool half);
+
+}  // namespace kiln::examples

@@ -1,0 +1,288 @@
+#include "kiln/runtime/driver.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace kiln::rt {
+namespace {
+
+// dlsym names to try, newest first, for entry points that cuda.h maps to versioned symbols.
+std::vector<std::string> SymbolNames(absl::string_view name) {
+  static const char* kVersioned[] = {"cuMemAlloc",   "cuMemFree",      "cuMemcpyHtoD",
+                                     "cuMemcpyDtoH", "cuMemsetD8",     "cuEventDestroy",
+                                     "cuEventElapsedTime"};
+  for (const char* v : kVersioned)
+    if (name == v) return {absl::StrCat(name, "_v2"), std::string(name)};
+  return {std::string(name)};
+}
+
+template <typename Fn>
+bool Resolve(void* handle, absl::string_view name, Fn& fn) {
+  for (const std::string& symbol : SymbolNames(name)) {
+    if (void* p = dlsym(handle, symbol.c_str())) {
+      fn = reinterpret_cast<Fn>(p);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<Driver*> Driver::Get() {
+  static Driver* driver = nullptr;
+  static absl::Status status;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto* d = new Driver();
+    status = d->Init();
+    if (status.ok()) driver = d;
+  });
+  if (!status.ok()) return status;
+  return driver;
+}
+
+absl::Status Driver::Init() {
+  handle_ = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!handle_)
+    return absl::UnavailableError(
+        absl::StrCat("no CUDA driver on this machine: dlopen(libcuda.so.1) failed: ", dlerror()));
+#define KILN_CU_FN(name)                                                          \
+  if (!Resolve(handle_, #name, api_.name))                                        \
+    return absl::UnavailableError(absl::StrCat("the CUDA driver lacks " #name,    \
+                                               " (driver too old for kiln)"));
+#include "kiln/runtime/cuda_functions.def"
+#undef KILN_CU_FN
+  if (absl::Status s = Check(api_.cuInit(0), "cuInit"); !s.ok())
+    return absl::UnavailableError(absl::StrCat("no usable GPU: ", s.message()));
+  int count = 0;
+  if (absl::Status s = Check(api_.cuDeviceGetCount(&count), "cuDeviceGetCount"); !s.ok()) return s;
+  if (count == 0) return absl::UnavailableError("the CUDA driver reports no GPU");
+  if (absl::Status s = Check(api_.cuDeviceGet(&device_, 0), "cuDeviceGet"); !s.ok()) return s;
+  char name[256] = {};
+  if (absl::Status s = Check(api_.cuDeviceGetName(name, sizeof(name), device_), "cuDeviceGetName");
+      !s.ok())
+    return s;
+  device_name_ = name;
+  struct {
+    int* out;
+    int attribute;
+  } attrs[] = {{&sm_count_, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+               {&cc_major_, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR},
+               {&cc_minor_, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
+               {&max_smem_optin_, cu::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN}};
+  for (auto& a : attrs)
+    if (absl::Status s = Check(api_.cuDeviceGetAttribute(a.out, a.attribute, device_),
+                               "cuDeviceGetAttribute");
+        !s.ok())
+      return s;
+  if (absl::Status s = Check(api_.cuDriverGetVersion(&driver_version_), "cuDriverGetVersion");
+      !s.ok())
+    return s;
+  if (absl::Status s = Check(api_.cuDevicePrimaryCtxRetain(&context_, device_),
+                             "cuDevicePrimaryCtxRetain");
+      !s.ok())
+    return s;
+  return MakeCurrent();
+}
+
+absl::Status Driver::MakeCurrent() const {
+  return Check(api_.cuCtxSetCurrent(context_), "cuCtxSetCurrent");
+}
+
+absl::Status Driver::Check(cu::CUresult result, absl::string_view what) const {
+  if (result == cu::CUDA_SUCCESS) return absl::OkStatus();
+  const char* name = "unknown error";
+  const char* text = "";
+  if (api_.cuGetErrorName) api_.cuGetErrorName(result, &name);
+  if (api_.cuGetErrorString) api_.cuGetErrorString(result, &text);
+  return absl::InternalError(absl::StrCat(what, " failed: ", name ? name : "?", " (",
+                                          text ? text : "", ")"));
+}
+
+absl::Status Synchronize() {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  return (*d)->Check((*d)->api().cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed)");
+}
+
+// ---- DeviceBuffer
+
+absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  DeviceBuffer buffer;
+  if (absl::Status s = (*d)->Check((*d)->api().cuMemAlloc(&buffer.ptr_, bytes),
+                                   absl::StrCat("cuMemAlloc(", bytes, " bytes)"));
+      !s.ok())
+    return s;
+  buffer.bytes_ = bytes;
+  return buffer;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  std::swap(ptr_, other.ptr_);
+  std::swap(bytes_, other.bytes_);
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (!ptr_) return;
+  if (absl::StatusOr<Driver*> d = Driver::Get(); d.ok()) (*d)->api().cuMemFree(ptr_);
+}
+
+absl::Status DeviceBuffer::CopyFromHost(const void* src, size_t bytes) {
+  if (bytes > bytes_) return absl::InvalidArgumentError("copy larger than the device buffer");
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  return (*d)->Check((*d)->api().cuMemcpyHtoD(ptr_, src, bytes), "cuMemcpyHtoD");
+}
+
+absl::Status DeviceBuffer::CopyToHost(void* dst, size_t bytes) const {
+  if (bytes > bytes_) return absl::InvalidArgumentError("copy larger than the device buffer");
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  return (*d)->Check((*d)->api().cuMemcpyDtoH(dst, ptr_, bytes), "cuMemcpyDtoH");
+}
+
+absl::Status DeviceBuffer::Fill(uint8_t byte) {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  return (*d)->Check((*d)->api().cuMemsetD8(ptr_, byte, bytes_), "cuMemsetD8");
+}
+
+// ---- Kernel
+
+absl::StatusOr<Kernel> Kernel::Load(absl::string_view image, const std::string& entry) {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  const DriverApi& api = (*d)->api();
+  // The driver wants a NUL-terminated PTX string.
+  std::string owned(image);
+  std::string error_log(16384, '\0');
+  int options[] = {cu::CU_JIT_ERROR_LOG_BUFFER, cu::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {error_log.data(), reinterpret_cast<void*>(error_log.size())};
+  Kernel kernel;
+  kernel.entry_ = entry;
+  cu::CUresult r = api.cuModuleLoadDataEx(&kernel.module_, owned.c_str(), 2, options, values);
+  if (r != cu::CUDA_SUCCESS) {
+    error_log.resize(error_log.find('\0'));
+    absl::Status s = (*d)->Check(r, absl::StrCat("loading the module of ", entry));
+    return absl::Status(s.code(), absl::StrCat(s.message(), "; JIT log: ",
+                                               error_log.empty() ? "(empty)" : error_log));
+  }
+  if (absl::Status s = (*d)->Check(api.cuModuleGetFunction(&kernel.function_, kernel.module_,
+                                                           entry.c_str()),
+                                   absl::StrCat("finding kernel '", entry, "' in its module"));
+      !s.ok())
+    return s;
+  return kernel;
+}
+
+Kernel& Kernel::operator=(Kernel&& other) noexcept {
+  std::swap(module_, other.module_);
+  std::swap(function_, other.function_);
+  std::swap(entry_, other.entry_);
+  std::swap(smem_limit_set_, other.smem_limit_set_);
+  return *this;
+}
+
+Kernel::~Kernel() {
+  if (!module_) return;
+  if (absl::StatusOr<Driver*> d = Driver::Get(); d.ok()) (*d)->api().cuModuleUnload(module_);
+}
+
+absl::StatusOr<int> Kernel::Attribute(int attribute) const {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  int value = 0;
+  if (absl::Status s = (*d)->Check((*d)->api().cuFuncGetAttribute(&value, attribute, function_),
+                                   "cuFuncGetAttribute");
+      !s.ok())
+    return s;
+  return value;
+}
+
+absl::Status Kernel::Launch(const LaunchConfig& config, void** args) const {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  const DriverApi& api = (*d)->api();
+  if (config.dynamic_smem > static_cast<unsigned>((*d)->max_smem_optin()))
+    return absl::InvalidArgumentError(absl::StrCat(
+        entry_, " needs ", config.dynamic_smem, " bytes of shared memory; ", (*d)->device_name(),
+        " allows at most ", (*d)->max_smem_optin(), " per block"));
+  if (config.dynamic_smem > smem_limit_set_) {
+    if (absl::Status s = (*d)->Check(
+            api.cuFuncSetAttribute(function_, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   static_cast<int>(config.dynamic_smem)),
+            "raising the dynamic shared memory limit");
+        !s.ok())
+      return s;
+    smem_limit_set_ = config.dynamic_smem;
+  }
+  cu::CUlaunchAttribute cluster{};
+  cluster.id = cu::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim = {config.cluster.x, config.cluster.y, config.cluster.z};
+  cu::CUlaunchConfig launch{config.grid.x,  config.grid.y,  config.grid.z,
+                            config.block.x, config.block.y, config.block.z,
+                            config.dynamic_smem, nullptr, &cluster,
+                            config.cluster.count() > 1 ? 1u : 0u};
+  return (*d)->Check(api.cuLaunchKernelEx(&launch, function_, args, nullptr),
+                     absl::StrCat("launching ", entry_));
+}
+
+// ---- EventTimer
+
+absl::StatusOr<EventTimer> EventTimer::Create() {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  EventTimer t;
+  for (cu::CUevent* e : {&t.start_, &t.stop_})
+    if (absl::Status s = (*d)->Check((*d)->api().cuEventCreate(e, cu::CU_EVENT_DEFAULT),
+                                     "cuEventCreate");
+        !s.ok())
+      return s;
+  return t;
+}
+
+EventTimer& EventTimer::operator=(EventTimer&& other) noexcept {
+  std::swap(start_, other.start_);
+  std::swap(stop_, other.stop_);
+  return *this;
+}
+
+EventTimer::~EventTimer() {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return;
+  if (start_) (*d)->api().cuEventDestroy(start_);
+  if (stop_) (*d)->api().cuEventDestroy(stop_);
+}
+
+absl::Status EventTimer::Start() {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  return (*d)->Check((*d)->api().cuEventRecord(start_, nullptr), "cuEventRecord");
+}
+
+absl::StatusOr<float> EventTimer::StopMs() {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  const DriverApi& api = (*d)->api();
+  if (absl::Status s = (*d)->Check(api.cuEventRecord(stop_, nullptr), "cuEventRecord"); !s.ok())
+    return s;
+  if (absl::Status s = (*d)->Check(api.cuEventSynchronize(stop_), "waiting for a timed kernel");
+      !s.ok())
+    return s;
+  float ms = 0;
+  if (absl::Status s = (*d)->Check(api.cuEventElapsedTime(&ms, start_, stop_),
+                                   "cuEventElapsedTime");
+      !s.ok())
+    return s;
+  return ms;
+}
+
+}  // namespace kiln::rt

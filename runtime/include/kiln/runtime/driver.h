@@ -1,0 +1,123 @@
+// The CUDA driver, loaded with dlopen so that nothing links against CUDA. Every failure is an
+// absl::Status carrying the driver's error name and message.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kiln/runtime/cuda_api.h"
+
+namespace kiln::rt {
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  unsigned count() const { return x * y * z; }
+};
+
+// Entry points resolved from libcuda.so.1.
+struct DriverApi {
+#define KILN_CU_FN(name) cu::PFN_##name name = nullptr;
+#include "kiln/runtime/cuda_functions.def"
+#undef KILN_CU_FN
+};
+
+// The process-wide driver: device 0 and its primary context, made current on the calling thread.
+class Driver {
+ public:
+  // Unavailable when there is no libcuda or no device; the message says which.
+  static absl::StatusOr<Driver*> Get();
+
+  const DriverApi& api() const { return api_; }
+  // OK for CUDA_SUCCESS, else an Internal status "<what>: CUDA_ERROR_X (message)".
+  absl::Status Check(cu::CUresult result, absl::string_view what) const;
+  // Makes the primary context current on this thread (cheap; call before driver work).
+  absl::Status MakeCurrent() const;
+
+  const std::string& device_name() const { return device_name_; }
+  int sm_count() const { return sm_count_; }
+  int compute_capability() const { return cc_major_ * 10 + cc_minor_; }
+  int max_smem_optin() const { return max_smem_optin_; }
+  int driver_version() const { return driver_version_; }
+
+ private:
+  Driver() = default;
+  absl::Status Init();
+
+  void* handle_ = nullptr;
+  DriverApi api_;
+  cu::CUdevice device_ = 0;
+  cu::CUcontext context_ = nullptr;
+  std::string device_name_;
+  int sm_count_ = 0, cc_major_ = 0, cc_minor_ = 0, max_smem_optin_ = 0, driver_version_ = 0;
+};
+
+// Device memory, freed on destruction.
+class DeviceBuffer {
+ public:
+  static absl::StatusOr<DeviceBuffer> Allocate(size_t bytes);
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  ~DeviceBuffer();
+
+  cu::CUdeviceptr ptr() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  absl::Status CopyFromHost(const void* src, size_t bytes);
+  absl::Status CopyToHost(void* dst, size_t bytes) const;
+  absl::Status Fill(uint8_t byte);
+
+ private:
+  cu::CUdeviceptr ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+struct LaunchConfig {
+  Dim3 grid, block, cluster;
+  unsigned dynamic_smem = 0;
+};
+
+// A loaded module and one of its kernels.
+class Kernel {
+ public:
+  // Loads PTX (JIT by the driver) or a cubin; a failure carries the JIT error log.
+  static absl::StatusOr<Kernel> Load(absl::string_view image, const std::string& entry);
+  Kernel() = default;
+  Kernel(Kernel&& other) noexcept { *this = std::move(other); }
+  Kernel& operator=(Kernel&& other) noexcept;
+  ~Kernel();
+
+  // Raises the dynamic smem limit when needed, sets the cluster dims, launches.
+  absl::Status Launch(const LaunchConfig& config, void** args) const;
+  absl::StatusOr<int> Attribute(int attribute) const;
+  const std::string& entry() const { return entry_; }
+
+ private:
+  cu::CUmodule module_ = nullptr;
+  cu::CUfunction function_ = nullptr;
+  std::string entry_;
+  mutable unsigned smem_limit_set_ = 0;
+};
+
+// Times device work with events on the default stream.
+class EventTimer {
+ public:
+  static absl::StatusOr<EventTimer> Create();
+  EventTimer() = default;
+  EventTimer(EventTimer&& other) noexcept { *this = std::move(other); }
+  EventTimer& operator=(EventTimer&& other) noexcept;
+  ~EventTimer();
+  absl::Status Start();
+  absl::StatusOr<float> StopMs();  // waits for the stop event
+
+ private:
+  cu::CUevent start_ = nullptr, stop_ = nullptr;
+};
+
+absl::Status Synchronize();
+
+}  // namespace kiln::rt

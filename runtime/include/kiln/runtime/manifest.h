@@ -1,0 +1,78 @@
+// A bundle's manifest: everything a launcher needs to run a compiled kernel without the compiler
+// (entry, block and cluster dims, dynamic smem, parameters, grid rule, problem description).
+// Text format, one "key value..." per line; see docs/BUNDLES.md.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kiln/runtime/driver.h"
+
+namespace kiln::rt {
+
+// The problem sizes a grid rule and a launch are evaluated against.
+struct ProblemSize {
+  int64_t m = 0, n = 0, k = 0;
+};
+
+// One grid dimension: a product of factors, each an integer, M|N|K divided (rounding up) by an
+// integer, or "sms" (the device's multiprocessor count). Written e.g. "N/128*M/128".
+struct GridExpr {
+  struct Factor {
+    std::string symbol;  // "" for a constant, else M, N, K or sms
+    int64_t value = 1;   // the constant, or the divisor of the symbol
+  };
+  std::vector<Factor> factors;
+
+  static absl::StatusOr<GridExpr> Parse(absl::string_view text);
+  std::string ToString() const;
+  absl::StatusOr<unsigned> Evaluate(const ProblemSize& size, int sm_count) const;
+};
+
+struct ParamSpec {
+  enum class Kind { kPointer, kI32 };
+  std::string name;
+  Kind kind = Kind::kPointer;
+};
+
+// What GEMM a kernel computes: dtypes, storage order of each matrix and the tile the sizes must
+// divide by. "row"/"col" are the usual BLAS meanings for A (MxK), B (KxN) and C (MxN).
+struct GemmSpec {
+  std::string in_type = "bf16", out_type = "bf16", acc_type = "f32";
+  std::string a_order = "row", b_order = "col", c_order = "row";
+  int64_t tile_m = 1, tile_n = 1, tile_k = 1;
+};
+
+struct Manifest {
+  std::string name;    // registry name, e.g. hopper/k01
+  std::string entry;   // PTX entry symbol
+  std::string target;  // sm_80, sm_90a, sm_100a
+  Dim3 block, cluster;
+  unsigned smem_bytes = 0;
+  GridExpr grid[3];
+  std::vector<ParamSpec> params;
+  GemmSpec gemm;
+  std::string source;  // file:line of the kernel's definition
+
+  std::string Serialize() const;
+  static absl::StatusOr<Manifest> Parse(absl::string_view text);
+
+  // Grid dims for a problem; fails with a message naming the kernel's source line when the
+  // problem does not divide by the kernel's tile.
+  absl::StatusOr<Dim3> GridFor(const ProblemSize& size, int sm_count) const;
+  absl::Status CheckProblem(const ProblemSize& size) const;
+};
+
+// A bundle on disk: <dir>/<file stem>.manifest and <dir>/<file stem>.ptx.
+struct Bundle {
+  Manifest manifest;
+  std::string ptx;
+};
+std::string BundleStem(const std::string& kernel_name);  // hopper/k01 -> hopper.k01
+absl::Status WriteBundle(const std::string& dir, const Bundle& bundle);
+absl::StatusOr<Bundle> ReadBundle(const std::string& dir, const std::string& kernel_name);
+absl::StatusOr<std::vector<std::string>> ListBundles(const std::string& dir);
+
+}  // namespace kiln::rt

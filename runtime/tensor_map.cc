@@ -1,0 +1,62 @@
+#include "kiln/runtime/tensor_map.h"
+
+#include "absl/strings/str_cat.h"
+#include "kiln/runtime/driver.h"
+
+namespace kiln::rt {
+
+int TmaElementBytes(TmaDtype dtype) {
+  switch (dtype) {
+    case TmaDtype::kU8: return 1;
+    case TmaDtype::kU16: case TmaDtype::kF16: case TmaDtype::kBF16: return 2;
+    case TmaDtype::kF32: return 4;
+  }
+  return 0;
+}
+
+absl::Status ValidateTensorMap(const TensorMapSpec& spec, uint64_t address) {
+  const size_t rank = spec.dims.size();
+  if (rank < 1 || rank > 5) return absl::InvalidArgumentError("tensor map rank must be 1..5");
+  if (spec.box.size() != rank || spec.strides_bytes.size() != rank - 1)
+    return absl::InvalidArgumentError("tensor map box/strides do not match its rank");
+  if (address % 16 != 0)
+    return absl::InvalidArgumentError("tensor map base address must be 16-byte aligned");
+  for (uint64_t s : spec.strides_bytes)
+    if (s % 16 != 0)
+      return absl::InvalidArgumentError(absl::StrCat("tensor map stride ", s,
+                                                     " bytes is not a multiple of 16"));
+  for (size_t i = 0; i < rank; ++i)
+    if (spec.box[i] == 0 || spec.box[i] > 256 || spec.dims[i] == 0)
+      return absl::InvalidArgumentError(absl::StrCat("tensor map box dim ", i, " = ",
+                                                     spec.box[i], " must be in 1..256"));
+  const uint64_t inner_bytes = spec.box[0] * TmaElementBytes(spec.dtype);
+  const uint64_t span[] = {0, 32, 64, 128};
+  if (spec.swizzle != TmaSwizzle::kNone && inner_bytes > span[static_cast<int>(spec.swizzle)])
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor map inner box of ", inner_bytes, " bytes exceeds its swizzle span of ",
+                     span[static_cast<int>(spec.swizzle)]));
+  if (inner_bytes % 16 != 0)
+    return absl::InvalidArgumentError("tensor map inner box must be a multiple of 16 bytes");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<cu::CUtensorMap> EncodeTensorMap(const TensorMapSpec& spec, uint64_t address) {
+  if (absl::Status s = ValidateTensorMap(spec, address); !s.ok()) return s;
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  std::vector<uint32_t> element_strides(spec.dims.size(), 1);
+  cu::CUtensorMap map{};
+  if (absl::Status s = (*d)->Check(
+          (*d)->api().cuTensorMapEncodeTiled(
+              &map, static_cast<int>(spec.dtype), spec.dims.size(),
+              reinterpret_cast<void*>(address), spec.dims.data(), spec.strides_bytes.data(),
+              spec.box.data(), element_strides.data(), /*interleave=*/0,
+              static_cast<int>(spec.swizzle), static_cast<int>(spec.l2),
+              static_cast<int>(spec.oob)),
+          "cuTensorMapEncodeTiled");
+      !s.ok())
+    return s;
+  return map;
+}
+
+}  // namespace kiln::rt

@@ -1,0 +1,259 @@
+// The kiln command line.
+//   kiln list                         kernel names, one per line
+//   kiln mlir|lowered|llvm|ptx|sass NAME   one stage of a kernel on stdout
+//   kiln bundle [--dir D] [NAME...]   write bundles (manifest + PTX)
+//   kiln run NAME [--m --n --k]       check and time one kernel against cuBLAS
+//   kiln bench [--sizes ...] [NAME...]  the table for many kernels
+// Built without the compiler (runtime-only), kernels come from bundles (--bundles DIR).
+#include <unistd.h>
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "examples/harness.h"
+#include "kiln/runtime/driver.h"
+#include "kiln/runtime/manifest.h"
+#ifdef KILN_HAVE_COMPILER
+#include "examples/registry.h"
+#include "kiln/lowering.h"
+#endif
+
+ABSL_FLAG(std::string, bundles, "",
+          "read kernels from this bundle directory instead of compiling them");
+ABSL_FLAG(std::string, dir, "build/bundles", "where `kiln bundle` writes");
+ABSL_FLAG(int64_t, m, 4096, "M for `kiln run`");
+ABSL_FLAG(int64_t, n, 4096, "N for `kiln run`");
+ABSL_FLAG(int64_t, k, 4096, "K for `kiln run`");
+ABSL_FLAG(std::string, sizes, "4096,8192",
+          "`kiln bench` sizes: comma-separated S (S^3) or MxNxK");
+ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
+ABSL_FLAG(std::string, out, "", "`kiln bench`: also write the results as TSV here");
+
+namespace {
+
+using kiln::rt::Bundle;
+
+int Fail(const absl::Status& s) {
+  std::cerr << "kiln: " << s.message() << "\n";
+  return 1;
+}
+
+std::string BundleDir() {
+  std::string dir = absl::GetFlag(FLAGS_bundles);
+  if (!dir.empty()) return dir;
+  // A runtime-only build looks next to itself: <build>/bin/kiln -> <build>/bundles.
+  char exe[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return "bundles";
+  return (std::filesystem::path(exe).parent_path().parent_path() / "bundles").string();
+}
+
+bool Compiling() {
+#ifdef KILN_HAVE_COMPILER
+  return absl::GetFlag(FLAGS_bundles).empty();
+#else
+  return false;
+#endif
+}
+
+absl::StatusOr<std::vector<std::string>> KernelNames() {
+#ifdef KILN_HAVE_COMPILER
+  if (Compiling()) {
+    std::vector<std::string> names;
+    for (const auto& e : kiln::examples::All()) names.push_back(e.name);
+    return names;
+  }
+#endif
+  return kiln::rt::ListBundles(BundleDir());
+}
+
+#ifdef KILN_HAVE_COMPILER
+absl::StatusOr<kiln::KernelDef> BuildKernel(const std::string& name) {
+  const kiln::examples::Example* e = kiln::examples::Find(name);
+  if (!e)
+    return absl::NotFoundError(absl::StrCat("unknown kernel '", name, "' (see `kiln list`)"));
+  return e->build();
+}
+#endif
+
+absl::StatusOr<Bundle> GetBundle(const std::string& name) {
+#ifdef KILN_HAVE_COMPILER
+  if (Compiling()) {
+    absl::StatusOr<kiln::KernelDef> def = BuildKernel(name);
+    if (!def.ok()) return def.status();
+    absl::StatusOr<std::string> ptx = kiln::EmitPtx(*def);
+    if (!ptx.ok()) return ptx.status();
+    return Bundle{def->manifest(), *std::move(ptx)};
+  }
+#endif
+  absl::StatusOr<Bundle> b = kiln::rt::ReadBundle(BundleDir(), name);
+  if (!b.ok() && absl::IsNotFound(b.status()))
+    return absl::NotFoundError(absl::StrCat("unknown kernel '", name, "': ", b.status().message()));
+  return b;
+}
+
+// The fallback reference for a kernel's dtype, when one can be had.
+std::optional<Bundle> ReferenceFor(const kiln::rt::Manifest& m) {
+  absl::StatusOr<Bundle> b = GetBundle(absl::StrCat("reference/", m.gemm.in_type));
+  if (!b.ok()) return std::nullopt;
+  return *std::move(b);
+}
+
+int Stage(const std::string& stage_name, const std::vector<std::string>& args) {
+  if (args.size() != 1) {
+    std::cerr << "usage: kiln " << stage_name << " NAME\n";
+    return 2;
+  }
+#ifdef KILN_HAVE_COMPILER
+  if (Compiling()) {
+    absl::StatusOr<kiln::Stage> stage = kiln::ParseStage(stage_name);
+    if (!stage.ok()) return Fail(stage.status());
+    absl::StatusOr<kiln::KernelDef> def = BuildKernel(args[0]);
+    if (!def.ok()) return Fail(def.status());
+    absl::StatusOr<std::string> text = kiln::EmitStage(*def, *stage);
+    if (!text.ok()) return Fail(text.status());
+    std::cout << *text;
+    return 0;
+  }
+#endif
+  if (stage_name != "ptx")
+    return Fail(absl::FailedPreconditionError(
+        absl::StrCat("this kiln was built without the compiler; only `kiln ptx` reads bundles, not `",
+                     stage_name, "`")));
+  absl::StatusOr<Bundle> b = GetBundle(args[0]);
+  if (!b.ok()) return Fail(b.status());
+  std::cout << b->ptx;
+  return 0;
+}
+
+int WriteBundles(const std::vector<std::string>& args) {
+  std::vector<std::string> names = args;
+  if (names.empty()) {
+    absl::StatusOr<std::vector<std::string>> all = KernelNames();
+    if (!all.ok()) return Fail(all.status());
+    names = *all;
+  }
+  const std::string dir = absl::GetFlag(FLAGS_dir);
+  for (const std::string& name : names) {
+    absl::StatusOr<Bundle> b = GetBundle(name);
+    if (!b.ok()) return Fail(b.status());
+    if (absl::Status s = kiln::rt::WriteBundle(dir, *b); !s.ok()) return Fail(s);
+  }
+  std::cerr << "kiln: wrote " << names.size() << " bundles to " << dir << "\n";
+  return 0;
+}
+
+absl::StatusOr<std::vector<kiln::rt::ProblemSize>> ParseSizes(const std::string& text) {
+  std::vector<kiln::rt::ProblemSize> sizes;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> p = absl::StrSplit(item, 'x');
+    int64_t v[3];
+    bool ok = (p.size() == 1 || p.size() == 3);
+    for (size_t i = 0; ok && i < p.size(); ++i) ok = absl::SimpleAtoi(p[i], &v[i]) && v[i] > 0;
+    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad size '", item, "' (S or MxNxK)"));
+    sizes.push_back(p.size() == 1 ? kiln::rt::ProblemSize{v[0], v[0], v[0]}
+                                  : kiln::rt::ProblemSize{v[0], v[1], v[2]});
+  }
+  return sizes;
+}
+
+void PrintDevice() {
+  absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+  if (!d.ok()) return;
+  char date[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
+  std::cout << "# " << (*d)->device_name() << " (sm_" << (*d)->compute_capability() << ", "
+            << (*d)->sm_count() << " SMs), driver " << (*d)->driver_version() << ", " << date
+            << "\n";
+}
+
+// Runs kernels x sizes; prints the table. Returns non-zero if any run failed or errored.
+int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSize>& sizes) {
+  if (absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get(); !d.ok()) return Fail(d.status());
+  if (names.empty()) {
+    absl::StatusOr<std::vector<std::string>> all = KernelNames();
+    if (!all.ok()) return Fail(all.status());
+    for (const std::string& n : *all)
+      if (n.rfind("reference/", 0) != 0) names.push_back(n);
+  }
+  PrintDevice();
+  std::cout << kiln::examples::TableHeader() << std::endl;
+  std::ofstream tsv;
+  if (!absl::GetFlag(FLAGS_out).empty()) tsv.open(absl::GetFlag(FLAGS_out));
+  int failures = 0;
+  for (const std::string& name : names) {
+    absl::StatusOr<Bundle> b = GetBundle(name);
+    if (!b.ok()) {
+      std::cout << name << ": " << b.status().message() << std::endl;
+      ++failures;
+      continue;
+    }
+    std::optional<Bundle> ref = ReferenceFor(b->manifest);
+    for (const kiln::rt::ProblemSize& size : sizes) {
+      kiln::examples::RunOptions opt;
+      opt.size = size;
+      opt.iterations = absl::GetFlag(FLAGS_iters);
+      absl::StatusOr<kiln::examples::GemmResult> r =
+          kiln::examples::RunGemm(*b, ref ? &*ref : nullptr, opt);
+      if (!r.ok()) {
+        std::cout << name << " " << size.m << "x" << size.n << "x" << size.k << ": "
+                  << r.status().message() << std::endl;
+        ++failures;
+        continue;
+      }
+      std::cout << kiln::examples::TableRow(*r) << std::endl;
+      if (tsv.is_open()) tsv << kiln::examples::TsvRow(*r) << "\n";
+      failures += r->passed ? 0 : 1;
+    }
+  }
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | run NAME | bench [NAME...]");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<std::string> args(positional.begin() + 1, positional.end());
+  if (args.empty()) {
+    std::cerr << "usage: " << absl::ProgramUsageMessage() << "\n";
+    return 2;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  if (command == "list") {
+    absl::StatusOr<std::vector<std::string>> names = KernelNames();
+    if (!names.ok()) return Fail(names.status());
+    for (const std::string& n : *names) std::cout << n << "\n";
+    return 0;
+  }
+  if (command == "mlir" || command == "lowered" || command == "llvm" || command == "ptx" ||
+      command == "sass")
+    return Stage(command, args);
+  if (command == "bundle") return WriteBundles(args);
+  if (command == "run") {
+    if (args.size() != 1) {
+      std::cerr << "usage: kiln run NAME [--m M --n N --k K]\n";
+      return 2;
+    }
+    return Bench(args, {{absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)}});
+  }
+  if (command == "bench") {
+    absl::StatusOr<std::vector<kiln::rt::ProblemSize>> sizes = ParseSizes(absl::GetFlag(FLAGS_sizes));
+    if (!sizes.ok()) return Fail(sizes.status());
+    return Bench(args, *sizes);
+  }
+  std::cerr << "kiln: unknown command '" << command << "'\nusage: " << absl::ProgramUsageMessage()
+            << "\n";
+  return 2;
+}
