@@ -58,10 +58,10 @@ Regs Kernel::Registers(Type type, int count, Loc loc) {
   return r;
 }
 
-RegRef Regs::operator[](int i) const {
+RegRef Regs::operator[](RegIndex index) const {
+  const int i = index.value;
   if (state_ && (i < 0 || i >= size_))
-    state_->Fail(absl::StrCat("register index ", i, " out of range 0..", size_ - 1),
-                 Loc::current());
+    state_->Fail(absl::StrCat("register index ", i, " out of range 0..", size_ - 1), index.loc);
   return RegRef(state_, array_, i < 0 || i >= size_ ? 0 : i);
 }
 

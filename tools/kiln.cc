@@ -178,7 +178,6 @@ void PrintDevice() {
 
 // Runs kernels x sizes; prints the table. Returns non-zero if any run failed or errored.
 int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSize>& sizes) {
-  if (absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get(); !d.ok()) return Fail(d.status());
   if (names.empty()) {
     absl::StatusOr<std::vector<std::string>> all = KernelNames();
     if (!all.ok()) return Fail(all.status());

@@ -136,12 +136,19 @@ Value Select(const Operand& cond, const Operand& a, const Operand& b);
 // a * b + c, fused (fma.rn for floats).
 Value Fma(const Operand& a, const Operand& b, const Operand& c);
 
+// A compile-time register index, carrying the source line that used it.
+struct RegIndex {
+  RegIndex(int v, Loc l = Loc::current()) : value(v), loc(l) {}
+  int value;
+  Loc loc;
+};
+
 // A register array: indices are C++ integers, so every access is static and the array lives in
 // registers (a run-time index would push it to local memory; it is not offered).
 class Regs {
  public:
   Regs() = default;
-  RegRef operator[](int i) const;
+  RegRef operator[](RegIndex i) const;
   int size() const { return size_; }
   const Type& type() const { return type_; }
 

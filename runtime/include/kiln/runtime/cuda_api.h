@@ -37,6 +37,7 @@ inline constexpr unsigned CU_EVENT_DEFAULT = 0;
 // CUlaunchAttributeValue is a 64-byte union; kiln only sets the cluster dimension.
 union CUlaunchAttributeValue {
   char pad[64];
+  unsigned long long align;  // the driver's union holds pointers
   struct {
     unsigned x, y, z;
   } clusterDim;
@@ -55,8 +56,8 @@ struct CUlaunchConfig {
   unsigned numAttrs;
 };
 
-// CUtensorMap: 128 bytes, 64-byte aligned, opaque.
-struct alignas(64) CUtensorMap {
+// CUtensorMap: 128 bytes, 128-byte aligned (as cuda.h declares it), opaque.
+struct alignas(128) CUtensorMap {
   unsigned long long opaque[16];
 };
 

@@ -1,0 +1,22 @@
+# Points every imported absl:: target at its static archive (Debian ships both), so that the
+# runtime-only kiln carries no Abseil shared libraries to the GPU machine.
+function(kiln_use_static_abseil)
+  get_directory_property(targets IMPORTED_TARGETS)
+  foreach(t ${targets})
+    if(NOT t MATCHES "^absl::")
+      continue()
+    endif()
+    get_target_property(type ${t} TYPE)
+    if(NOT type STREQUAL "SHARED_LIBRARY")
+      continue()
+    endif()
+    get_target_property(loc ${t} IMPORTED_LOCATION_NONE)
+    if(loc)
+      string(REGEX REPLACE "\\.so[.0-9]*$" ".a" archive "${loc}")
+      if(EXISTS "${archive}")
+        set_target_properties(${t} PROPERTIES IMPORTED_LOCATION_NONE "${archive}"
+                                              IMPORTED_SONAME_NONE "")
+      endif()
+    endif()
+  endforeach()
+endfunction()

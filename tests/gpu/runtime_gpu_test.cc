@@ -1,0 +1,128 @@
+// Runtime tests. Those that need a GPU skip with the reason where there is none; the GPU suite
+// (tools/gpu_suite.sh) runs them on the device from the runtime-only build.
+#include <cstdlib>
+
+#include "examples/harness.h"
+#include "gtest/gtest.h"
+#include "kiln/runtime/driver.h"
+#include "kiln/runtime/manifest.h"
+#include "kiln/runtime/tensor_map.h"
+
+namespace kiln::rt {
+namespace {
+
+constexpr const char* kNoopPtx = R"(.version 7.8
+.target sm_80
+.address_size 64
+.visible .entry noop() { ret; }
+)";
+
+#define REQUIRE_GPU()                                                       \
+  do {                                                                      \
+    absl::StatusOr<Driver*> d = Driver::Get();                              \
+    if (!d.ok()) GTEST_SKIP() << "no GPU here: " << d.status().message();   \
+  } while (0)
+
+TEST(Driver, ReportsADeviceOrSaysWhyNot) {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (d.ok()) {
+    EXPECT_FALSE((*d)->device_name().empty());
+    EXPECT_GT((*d)->sm_count(), 0);
+    EXPECT_GE((*d)->compute_capability(), 50);
+  } else {
+    EXPECT_TRUE(absl::IsUnavailable(d.status())) << d.status();
+    EXPECT_NE(d.status().message().find("CUDA"), std::string::npos) << d.status();
+  }
+}
+
+TEST(TensorMap, RejectsBadSpecsBeforeTheDriver) {
+  TensorMapSpec spec;
+  spec.dims = {4096, 4096};
+  spec.strides_bytes = {4096 * 2};
+  spec.box = {64, 128};
+  spec.swizzle = TmaSwizzle::k128B;
+  EXPECT_TRUE(ValidateTensorMap(spec, 0x1000).ok());
+  EXPECT_FALSE(ValidateTensorMap(spec, 0x1008).ok());  // unaligned base
+  spec.strides_bytes = {4094};
+  EXPECT_NE(ValidateTensorMap(spec, 0x1000).message().find("multiple of 16"), std::string::npos);
+  spec.strides_bytes = {8192};
+  spec.box = {128, 128};  // 256 bytes inner box > 128B swizzle span
+  EXPECT_NE(ValidateTensorMap(spec, 0x1000).message().find("swizzle span"), std::string::npos);
+}
+
+TEST(TensorMapGpu, EncodesA2DMap) {
+  REQUIRE_GPU();
+  absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(256 * 256 * 2);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  TensorMapSpec spec{TmaDtype::kBF16, {256, 256}, {512}, {64, 64}, TmaSwizzle::k128B};
+  EXPECT_TRUE(EncodeTensorMap(spec, buf->ptr()).ok());
+}
+
+TEST(KernelGpu, BadPtxCarriesTheJitLog) {
+  REQUIRE_GPU();
+  absl::StatusOr<Kernel> k = Kernel::Load(".version 7.8\n.target sm_80\nthis is not ptx\n", "x");
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("JIT log"), std::string::npos) << k.status();
+}
+
+TEST(KernelGpu, MissingEntryIsNamed) {
+  REQUIRE_GPU();
+  absl::StatusOr<Kernel> k = Kernel::Load(kNoopPtx, "not_there");
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("not_there"), std::string::npos) << k.status();
+}
+
+TEST(KernelGpu, LaunchesAndRejectsOversizedSharedMemory) {
+  REQUIRE_GPU();
+  absl::StatusOr<Kernel> k = Kernel::Load(kNoopPtx, "noop");
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_TRUE(k->Launch({{1}, {32}}, nullptr).ok());
+  EXPECT_TRUE(Synchronize().ok());
+  absl::Status s = k->Launch({{1}, {32}, {1}, 1u << 20}, nullptr);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("shared memory"), std::string::npos) << s;
+}
+
+TEST(HarnessGpu, RefusesAKernelBuiltForAnotherChip) {
+  REQUIRE_GPU();
+  Bundle b;
+  b.manifest.name = "test/other_chip";
+  b.manifest.entry = "noop";
+  b.manifest.target = (*Driver::Get())->compute_capability() == 100 ? "sm_90a" : "sm_100a";
+  b.ptx = kNoopPtx;
+  examples::RunOptions opt;
+  opt.size = {128, 128, 128};
+  absl::StatusOr<examples::GemmResult> r = examples::RunGemm(b, nullptr, opt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("cannot run here"), std::string::npos) << r.status();
+}
+
+// Every bundle in $KILN_BUNDLE_DIR, correct at a small square and a non-square size.
+TEST(BundlesGpu, EveryBundleIsCorrect) {
+  REQUIRE_GPU();
+  const char* dir = std::getenv("KILN_BUNDLE_DIR");
+  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  absl::StatusOr<std::vector<std::string>> names = ListBundles(dir);
+  ASSERT_TRUE(names.ok()) << names.status();
+  ASSERT_FALSE(names->empty());
+  for (const std::string& name : *names) {
+    if (name.rfind("reference/", 0) == 0) continue;
+    absl::StatusOr<Bundle> b = ReadBundle(dir, name);
+    ASSERT_TRUE(b.ok()) << b.status();
+    absl::StatusOr<Bundle> ref = ReadBundle(dir, "reference/" + b->manifest.gemm.in_type);
+    for (ProblemSize size : {ProblemSize{512, 512, 512}, ProblemSize{768, 256, 384}}) {
+      examples::RunOptions opt;
+      opt.size = size;
+      opt.time = false;
+      opt.seed = 7;
+      absl::StatusOr<examples::GemmResult> r =
+          examples::RunGemm(*b, ref.ok() ? &*ref : nullptr, opt);
+      ASSERT_TRUE(r.ok()) << name << ": " << r.status();
+      EXPECT_TRUE(r->passed) << examples::TableRow(*r);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::rt

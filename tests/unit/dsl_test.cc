@@ -1,0 +1,108 @@
+// The builder: what it emits, and that every mistake is an error naming the DSL line.
+#include "gtest/gtest.h"
+#include "kiln/kernel.h"
+#include "kiln/lowering.h"
+
+namespace kiln {
+namespace {
+
+std::string Here(int line) { return "tests/unit/dsl_test.cc:" + std::to_string(line) + ": "; }
+
+// Expects Build() to fail with `what`, reported at `line` of this file.
+void ExpectError(Kernel& k, int line, const std::string& what) {
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_FALSE(def.ok());
+  EXPECT_EQ(def.status().message().substr(0, Here(line).size()), Here(line)) << def.status();
+  EXPECT_NE(def.status().message().find(what), std::string::npos) << def.status();
+}
+
+TEST(Dsl, BuildsAKernelWithLoopsAndRegisters) {
+  Kernel k("test/axpy", sm80(), {128});
+  Value x = k.PtrParam("X", f32), n = k.I32Param("N");
+  k.Grid("N/128");
+  Regs acc = k.Registers(Type::Of(f32), 2);
+  Value i = k.BlockIdx() * 128 + k.ThreadIdx();
+  k.If(i < n, [&] {
+    k.For(0, 4, 1, [&](Value) { acc[0] += k.Load(GlobalTensor(x, {n}, {k.I32(1)}).At({i})); });
+    k.Store(GlobalTensor(x, {n}, {k.I32(1)}).At({i}), Fma(acc[0], 2.0, acc[1]));
+  });
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_EQ(def->manifest().params.size(), 2u);
+  EXPECT_EQ(def->manifest().grid[0].ToString(), "N/128");
+  const std::string mlir = PrintMlir(*def);
+  EXPECT_NE(mlir.find("scf.for"), std::string::npos);
+  EXPECT_NE(mlir.find("scf.if"), std::string::npos);
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_NE(ptx->find(".entry test_axpy("), std::string::npos);
+  // The register array was promoted: no local memory.
+  EXPECT_EQ(ptx->find(".local"), std::string::npos) << *ptx;
+}
+
+TEST(Dsl, TypeMismatchNamesTheLine) {
+  Kernel k("test/mismatch", sm80(), {32});
+  Value a = k.I32Param("a");
+  Value f = k.F32(1.0);
+  Value bad = a + f; const int line = __LINE__;
+  (void)bad;
+  ExpectError(k, line, "type mismatch in '+': i32 vs f32");
+}
+
+TEST(Dsl, SharedMemoryOverBudgetNamesTheLine) {
+  Kernel k("test/smem", sm90a(), {128});
+  k.Smem(bf16, 256, 256);  // 128 KiB
+  k.Smem(bf16, 256, 256); const int line = __LINE__;  // 256 KiB > 227 KiB
+  ExpectError(k, line, "shared memory over budget");
+}
+
+TEST(Dsl, SmemPlannerAlignsAndTotals) {
+  Kernel k("test/plan", sm80(), {128});
+  SmemTile a = k.Smem(bf16, 3, 8);        // 48 bytes at 0
+  SmemTile b = k.Smem(bf16, 4, 8, 8, 1024);  // 4 x 16 elements at 1024
+  EXPECT_EQ(a.offset_bytes(), 0);
+  EXPECT_EQ(b.offset_bytes(), 1024);
+  EXPECT_EQ(b.row_stride(), 16);
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_EQ(def->manifest().smem_bytes, 1024u + 4 * 16 * 2);
+}
+
+TEST(Dsl, LdMatrixNeedsSharedSixteenBitRows) {
+  Kernel k("test/ldmatrix", sm80(), {32});
+  Value p = k.PtrParam("P", bf16);
+  k.LdMatrix(p, 4); const int line = __LINE__;
+  ExpectError(k, line, "ldmatrix reads 16-bit elements from shared memory");
+}
+
+TEST(Dsl, MmaChecksRegisterCounts) {
+  Kernel k("test/mma", sm80(), {32});
+  Value z = k.I32(0);
+  k.MmaM16N8K16(bf16, {z, z}, {z, z}, {k.F32(0), k.F32(0), k.F32(0), k.F32(0)}); const int line = __LINE__;
+  ExpectError(k, line, "takes 4 A, 2 B and 4 C registers");
+}
+
+TEST(Dsl, RegisterIndexOutOfRange) {
+  Kernel k("test/regs", sm80(), {32});
+  Regs r = k.Registers(Type::Of(f32), 4);
+  r[4] = 1.0; const int line = __LINE__;
+  ExpectError(k, line, "register index 4 out of range 0..3");
+}
+
+TEST(Dsl, BadBlockAndGrid) {
+  Kernel k("test/block", sm80(), {2048}); const int line = __LINE__;
+  ExpectError(k, line, "a block has 1..1024 threads");
+  Kernel g("test/grid", sm80(), {32});
+  g.Grid("P/2"); const int gline = __LINE__;
+  ExpectError(g, gline, "bad grid factor 'P/2'");
+}
+
+TEST(Target, KnowsItsChips) {
+  EXPECT_EQ(Target::Named("sm_90a")->ptx_version, 80);
+  EXPECT_EQ(Target::Named("sm_100a")->compute_capability, 100);
+  EXPECT_FALSE(Target::Named("sm_70").ok());
+  EXPECT_FALSE(ParseStage("bytecode").ok());
+}
+
+}  // namespace
+}  // namespace kiln

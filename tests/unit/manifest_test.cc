@@ -1,0 +1,85 @@
+#include "kiln/runtime/manifest.h"
+
+#include <filesystem>
+
+#include "gtest/gtest.h"
+
+namespace kiln::rt {
+namespace {
+
+Manifest Sample() {
+  Manifest m;
+  m.name = "hopper/k01";
+  m.entry = "hopper_k01";
+  m.target = "sm_90a";
+  m.block = {128, 1, 1};
+  m.cluster = {2, 1, 1};
+  m.smem_bytes = 8192;
+  m.grid[0] = *GridExpr::Parse("N/128");
+  m.grid[1] = *GridExpr::Parse("M/128");
+  m.grid[2] = *GridExpr::Parse("1");
+  m.params = {{"A", ParamSpec::Kind::kPointer}, {"M", ParamSpec::Kind::kI32}};
+  m.gemm.c_order = "col";
+  m.gemm.tile_m = 128, m.gemm.tile_n = 128, m.gemm.tile_k = 16;
+  m.source = "examples/hopper/k01_warptiling.cc:20";
+  return m;
+}
+
+TEST(Manifest, RoundTrips) {
+  const Manifest m = Sample();
+  absl::StatusOr<Manifest> back = Manifest::Parse(m.Serialize());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->Serialize(), m.Serialize());
+  EXPECT_EQ(back->cluster.x, 2u);
+  EXPECT_EQ(back->params[1].kind, ParamSpec::Kind::kI32);
+  EXPECT_EQ(back->gemm.c_order, "col");
+}
+
+TEST(Manifest, RejectsGarbage) {
+  EXPECT_FALSE(Manifest::Parse("").ok());
+  EXPECT_FALSE(Manifest::Parse("hello\n").ok());
+  std::string text = Sample().Serialize() + "smem lots\n";
+  absl::StatusOr<Manifest> bad = Manifest::Parse(text);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("manifest line"), std::string::npos);
+}
+
+TEST(GridExpr, EvaluatesProductsAndCeilings) {
+  absl::StatusOr<GridExpr> g = GridExpr::Parse("M/128*N/256");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(*g->Evaluate({1000, 512, 64}, 132), 8u * 2u);  // ceil(1000/128) = 8
+  EXPECT_EQ(*GridExpr::Parse("sms")->Evaluate({1, 1, 1}, 132), 132u);
+  EXPECT_EQ(GridExpr::Parse("N/128*M/128")->ToString(), "N/128*M/128");
+  EXPECT_FALSE(GridExpr::Parse("Q/2").ok());
+  EXPECT_FALSE(GridExpr::Parse("M/0").ok());
+}
+
+TEST(Manifest, UntileableSizeNamesKernelAndLine) {
+  absl::Status s = Sample().CheckProblem({1000, 4096, 4096});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(),
+            "hopper/k01 cannot tile M=1000: its tile is 128x128x16 "
+            "(examples/hopper/k01_warptiling.cc:20), so M must be a multiple of 128");
+  EXPECT_TRUE(Sample().CheckProblem({256, 128, 32}).ok());
+  absl::StatusOr<Dim3> grid = Sample().GridFor({256, 512, 32}, 132);
+  ASSERT_TRUE(grid.ok());
+  EXPECT_EQ(grid->x, 4u);
+  EXPECT_EQ(grid->y, 2u);
+}
+
+TEST(Bundle, WritesReadsAndLists) {
+  const std::string dir = ::testing::TempDir() + "/kiln_bundles";
+  std::filesystem::remove_all(dir);
+  Bundle b{Sample(), ".version 8.0\n"};
+  ASSERT_TRUE(WriteBundle(dir, b).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/hopper.k01.manifest"));
+  absl::StatusOr<Bundle> back = ReadBundle(dir, "hopper/k01");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->ptx, b.ptx);
+  EXPECT_EQ(*ListBundles(dir), std::vector<std::string>{"hopper/k01"});
+  absl::StatusOr<Bundle> missing = ReadBundle(dir, "hopper/k99");
+  EXPECT_TRUE(absl::IsNotFound(missing.status()));
+}
+
+}  // namespace
+}  // namespace kiln::rt
