@@ -222,6 +222,32 @@ Value Kernel::LaneId(Loc loc) {
                 Type::Of(Scalar::kI32));
 }
 Value Kernel::WarpId(Loc loc) { return ThreadIdx(0, loc) / Operand(32, loc); }
+Value Kernel::WarpgroupId(Loc loc) { return ThreadIdx(0, loc) / Operand(128, loc); }
+
+Value Kernel::ClusterCtaRank(Loc loc) {
+  KernelState& s = *state_;
+  if (s.target.compute_capability < 90) Fail("clusters need sm_90 or later", loc);
+  return s.Wrap(mlir::NVVM::ClusterId::create(s.builder, s.ToLoc(loc), s.builder.getI32Type()),
+                Type::Of(Scalar::kI32));
+}
+
+Value Kernel::ClusterIdx(int axis, Loc loc) {
+  if (state_->target.compute_capability < 90) Fail("clusters need sm_90 or later", loc);
+  using namespace mlir::NVVM;
+  return SpecialRegister<ClusterIdXOp, ClusterIdYOp, ClusterIdZOp>(*state_, axis, loc);
+}
+
+void Kernel::ClusterDims(rt::Dim3 dims, Loc loc) {
+  KernelState& s = *state_;
+  if (s.target.compute_capability < 90) return Fail("clusters need sm_90 or later", loc);
+  if (dims.count() == 0 || dims.count() > 16)
+    return Fail(absl::StrCat("a cluster has 1..16 blocks, not ", dims.count()), loc);
+  s.manifest.cluster = dims;
+  s.func->setAttr(mlir::NVVM::NVVMDialect::getClusterDimAttrName(),
+                  s.builder.getDenseI32ArrayAttr({static_cast<int>(dims.x),
+                                                  static_cast<int>(dims.y),
+                                                  static_cast<int>(dims.z)}));
+}
 
 void Kernel::For(const Operand& lo, const Operand& hi, const Operand& step,
                  const std::function<void(Value)>& body, Loc loc) {

@@ -97,6 +97,43 @@ TEST(Dsl, BadBlockAndGrid) {
   ExpectError(g, gline, "bad grid factor 'P/2'");
 }
 
+// The same small kernel lowers for every target, with that target's PTX version, and ptxas
+// accepts it where the toolkit is installed.
+TEST(Dsl, LowersForEveryTarget) {
+  for (const Target* t : {&sm80(), &sm90a(), &sm100a()}) {
+    Kernel k("test/ids", *t, {256});
+    Value out = k.PtrParam("Out", i32);
+    Value v = k.WarpgroupId() * 100 + k.WarpId() + k.LaneId();
+    if (t->compute_capability >= 90) {
+      k.ClusterDims({2, 1, 1});
+      v = v + k.ClusterCtaRank() + k.ClusterIdx();
+    }
+    k.Store(GlobalTensor(out, {k.I32(256)}, {k.I32(1)}).At({k.ThreadIdx()}), v);
+    absl::StatusOr<KernelDef> def = k.Build();
+    ASSERT_TRUE(def.ok()) << def.status();
+    absl::StatusOr<std::string> ptx = EmitPtx(*def);
+    ASSERT_TRUE(ptx.ok()) << ptx.status();
+    EXPECT_NE(ptx->find(".target " + t->chip), std::string::npos);
+    const std::string version =
+        ".version " + std::to_string(t->ptx_version / 10) + "." + std::to_string(t->ptx_version % 10);
+    EXPECT_NE(ptx->find(version), std::string::npos) << *ptx;
+    if (t->compute_capability >= 90) {
+      EXPECT_NE(ptx->find("%cluster_ctarank"), std::string::npos);
+      EXPECT_NE(ptx->find(".explicitcluster"), std::string::npos) << *ptx;
+      EXPECT_EQ(def->manifest().cluster.x, 2u);
+    }
+    if (!HaveToolkit()) continue;
+    absl::StatusOr<PtxasResult> cubin = RunPtxas(*ptx, t->chip);
+    EXPECT_TRUE(cubin.ok()) << t->chip << ": " << cubin.status();
+  }
+}
+
+TEST(Dsl, ClustersNeedHopper) {
+  Kernel k("test/cluster80", sm80(), {32});
+  k.ClusterDims({2, 1, 1}); const int line = __LINE__;
+  ExpectError(k, line, "clusters need sm_90 or later");
+}
+
 TEST(Target, KnowsItsChips) {
   EXPECT_EQ(Target::Named("sm_90a")->ptx_version, 80);
   EXPECT_EQ(Target::Named("sm_100a")->compute_capability, 100);

@@ -235,7 +235,13 @@ class Kernel {
   Value BlockDim(int axis = 0, Loc loc = Loc::current());
   Value GridDim(int axis = 0, Loc loc = Loc::current());
   Value LaneId(Loc loc = Loc::current());
-  Value WarpId(Loc loc = Loc::current());  // threadIdx.x / 32
+  Value WarpId(Loc loc = Loc::current());       // threadIdx.x / 32
+  Value WarpgroupId(Loc loc = Loc::current());  // threadIdx.x / 128
+  // Clusters (sm_90+): %cluster_ctarank and %clusterid.
+  Value ClusterCtaRank(Loc loc = Loc::current());
+  Value ClusterIdx(int axis = 0, Loc loc = Loc::current());
+  // Launches in clusters of these dims (sm_90+); recorded in the manifest and the PTX.
+  void ClusterDims(rt::Dim3 dims, Loc loc = Loc::current());
 
   // ---- control flow
   // for (i = lo; i < hi; i += step) body(i): a run-time loop.

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole GPU suite in one command, on a GPU machine without LLVM: the runtime-only build's
+# tests (driver, JIT errors, every bundle's correctness) and the benchmark table.
+#   KILN_RT_BUILD  runtime-only build directory   (default build-rt)
+#   KILN_BUNDLES   bundle directory                (default build/bundles)
+#   KILN_SIZES     bench sizes                     (default 4096,8192,2048x3072x1024)
+#   OUT            where logs and bench.tsv go     (default /tmp/kiln-gpu)
+set -u
+rt=${KILN_RT_BUILD:-build-rt}
+bundles=${KILN_BUNDLES:-build/bundles}
+sizes=${KILN_SIZES:-4096,8192,2048x3072x1024}
+out=${OUT:-/tmp/kiln-gpu}
+mkdir -p "$out"
+status=0
+
+echo "== device"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || status=1
+echo "== ldd $rt/bin/kiln"
+ldd "$rt/bin/kiln"
+echo "== runtime tests (bundles from $bundles)"
+KILN_BUNDLE_DIR="$bundles" timeout 300 "$rt/bin/runtime_test" --gtest_brief=1 >"$out/runtime_test.log" 2>&1 || status=1
+tail -n 15 "$out/runtime_test.log"
+echo "== bench"
+timeout 420 "$rt/bin/kiln" --bundles "$bundles" bench --sizes "$sizes" --out "$out/bench.tsv" "$@" \
+  2>&1 | tee "$out/bench.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+exit $status

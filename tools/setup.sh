@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what is missing (Debian 12 packages), configures and builds kiln into build/, and runs
+# the main job: list the kernels, print one kernel's PTX, and, where a GPU is present, the table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake g++ ninja-build ccache python3 llvm-22-dev llvm-22-tools libmlir-22-dev
+          mlir-22-tools libzstd-dev libabsl-dev libgtest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing: ${missing[*]}"
+  sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd=sudo
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "${missing[@]}"
+fi
+
+echo "== building into build/"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build
+
+echo "== kernels (build/bin/kiln list)"
+build/bin/kiln list
+echo "== PTX of ampere/v1 (build/bin/kiln ptx ampere/v1)"
+build/bin/kiln ptx ampere/v1
+if ldconfig -p 2>/dev/null | grep -q libcuda.so.1 && nvidia-smi -L >/dev/null 2>&1; then
+  echo "== the examples' table"
+  build/bin/kiln bench --sizes 4096
+else
+  echo "== no GPU here: the table runs on a GPU machine (see README: tools/gpu_suite.sh)"
+fi
