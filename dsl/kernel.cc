@@ -55,8 +55,9 @@ KernelState::KernelState(std::string name, const Target& t, rt::Dim3 block, cons
 }
 
 mlir::Location KernelState::ToLoc(const Loc& loc) {
-  return mlir::FileLineColLoc::get(context.get(), LocString(loc).substr(0, LocString(loc).rfind(':')),
-                                   loc.line(), loc.column());
+  const std::string where = LocString(loc);  // file:line
+  return mlir::FileLineColLoc::get(context.get(), where.substr(0, where.rfind(':')), loc.line(),
+                                   loc.column());
 }
 
 void KernelState::Fail(const std::string& message, const Loc& loc) {

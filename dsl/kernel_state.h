@@ -70,7 +70,6 @@ struct Access {
     return v;
   }
   static int Id(const Value& v) { return v.id_; }
-  static const Operand& Op(const Operand& o) { return o; }
   static bool IsImm(const Operand& o) { return o.is_imm_; }
   static bool IsFloatImm(const Operand& o) { return o.is_float_imm_; }
   static double Imm(const Operand& o) { return o.imm_; }

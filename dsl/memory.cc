@@ -35,8 +35,9 @@ Regs Kernel::Registers(Type type, int count, Loc loc) {
   r.size_ = count;
   if (count <= 0 || type.kind == Type::Kind::kPointer) {
     Fail(absl::StrCat("register array of ", count, " x ", type.Str()), loc);
-    r.size_ = 0;
-    return r;
+    // Keep building on a one-element f32 array so that later accesses stay well-defined.
+    r.type_ = type = Type::Of(Scalar::kF32);
+    r.size_ = count = 1;
   }
   mlir::Location l = s.ToLoc(loc);
   mlir::OpBuilder& b = s.alloca_builder;

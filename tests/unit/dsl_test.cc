@@ -89,6 +89,13 @@ TEST(Dsl, RegisterIndexOutOfRange) {
   ExpectError(k, line, "register index 4 out of range 0..3");
 }
 
+TEST(Dsl, EmptyRegisterArrayIsAnErrorNotACrash) {
+  Kernel k("test/regs0", sm80(), {32});
+  Regs r = k.Registers(Type::Of(f32), 0); const int line = __LINE__;
+  r[0] = r[0] + 1.0;
+  ExpectError(k, line, "register array of 0 x f32");
+}
+
 TEST(Dsl, BadBlockAndGrid) {
   Kernel k("test/block", sm80(), {2048}); const int line = __LINE__;
   ExpectError(k, line, "a block has 1..1024 threads");
