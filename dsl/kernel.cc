@@ -145,25 +145,26 @@ const Target& Kernel::target() const { return state_->target; }
 
 void Kernel::Fail(const std::string& message, Loc loc) { state_->Fail(message, loc); }
 
-Value Kernel::PtrParam(const std::string& name, Scalar elem, Loc loc) {
-  KernelState& s = *state_;
-  Type t = Type::Ptr(Space::kGlobal, elem);
+namespace {
+// Appends a kernel parameter: an entry-block argument, the function type, the manifest entry.
+Value AddParam(KernelState& s, const std::string& name, Type t, rt::ParamSpec::Kind kind,
+               const Loc& loc) {
   mlir::Block* entry = &s.func.getBody().front();
   mlir::Value arg = entry->addArgument(s.ToMlir(t), s.ToLoc(loc));
   s.func.setFunctionTypeAttr(mlir::TypeAttr::get(mlir::LLVM::LLVMFunctionType::get(
       mlir::LLVM::LLVMVoidType::get(s.context.get()), llvm::to_vector(entry->getArgumentTypes()))));
-  s.manifest.params.push_back({name, rt::ParamSpec::Kind::kPointer});
+  s.manifest.params.push_back({name, kind});
   return s.Wrap(arg, t);
+}
+}  // namespace
+
+Value Kernel::PtrParam(const std::string& name, Scalar elem, Loc loc) {
+  return AddParam(*state_, name, Type::Ptr(Space::kGlobal, elem), rt::ParamSpec::Kind::kPointer,
+                  loc);
 }
 
 Value Kernel::I32Param(const std::string& name, Loc loc) {
-  KernelState& s = *state_;
-  mlir::Block* entry = &s.func.getBody().front();
-  mlir::Value arg = entry->addArgument(s.builder.getI32Type(), s.ToLoc(loc));
-  s.func.setFunctionTypeAttr(mlir::TypeAttr::get(mlir::LLVM::LLVMFunctionType::get(
-      mlir::LLVM::LLVMVoidType::get(s.context.get()), llvm::to_vector(entry->getArgumentTypes()))));
-  s.manifest.params.push_back({name, rt::ParamSpec::Kind::kI32});
-  return s.Wrap(arg, Type::Of(Scalar::kI32));
+  return AddParam(*state_, name, Type::Of(Scalar::kI32), rt::ParamSpec::Kind::kI32, loc);
 }
 
 void Kernel::Grid(const std::string& x, const std::string& y, const std::string& z, Loc loc) {
