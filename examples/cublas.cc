@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,10 @@ absl::StatusOr<Cublas*> Cublas::Get() {
   std::call_once(once, [] {
     if (absl::StatusOr<rt::Driver*> d = rt::Driver::Get(); !d.ok()) {
       status = d.status();
+      return;
+    }
+    if (const char* ref = std::getenv("KILN_REFERENCE"); ref && std::string(ref) == "kiln") {
+      status = absl::UnavailableError("cuBLAS disabled by KILN_REFERENCE=kiln");
       return;
     }
     void* lib = nullptr;

@@ -44,12 +44,12 @@ struct ArgPack {
   std::vector<int32_t> ints;
   std::vector<void*> args;
 };
-absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const ProblemSize& s, uint64_t a,
-                                 uint64_t b, uint64_t c) {
+// `g` gives the storage orders of A, B, C (the kernel under test's, also for the reference).
+absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& s,
+                                 uint64_t a, uint64_t b, uint64_t c) {
   ArgPack pack;
   pack.pointers.reserve(m.params.size());
   pack.ints.reserve(m.params.size());
-  const GemmSpec& g = m.gemm;
   // Element strides of (row, col) for the reference kernel's generic indexing.
   auto strides = [](const std::string& order, int64_t rows, int64_t cols) {
     return order == "row" ? std::pair<int64_t, int64_t>{cols, 1} : std::pair<int64_t, int64_t>{1, rows};
@@ -106,8 +106,8 @@ struct Launchable {
   absl::Status operator()() { return kernel.Launch(config, args.args.data()); }
 };
 
-absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const ProblemSize& size, uint64_t a,
-                                   uint64_t b, uint64_t c) {
+absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const GemmSpec& layout,
+                                   const ProblemSize& size, uint64_t a, uint64_t b, uint64_t c) {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   const rt::Manifest& m = bundle.manifest;
@@ -116,7 +116,7 @@ absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const ProblemSize& 
   if (!grid.ok()) return grid.status();
   absl::StatusOr<rt::Kernel> kernel = rt::Kernel::Load(bundle.ptx, m.entry);
   if (!kernel.ok()) return kernel.status();
-  absl::StatusOr<ArgPack> args = PackArgs(m, size, a, b, c);
+  absl::StatusOr<ArgPack> args = PackArgs(m, layout, size, a, b, c);
   if (!args.ok()) return args.status();
   return Launchable{*std::move(kernel), {*grid, m.block, m.cluster, m.smem_bytes}, *std::move(args)};
 }
@@ -158,7 +158,7 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
   if (absl::Status st = da->CopyFromHost(ha.data(), ha.size() * 2); !st.ok()) return st;
   if (absl::Status st = db->CopyFromHost(hb.data(), hb.size() * 2); !st.ok()) return st;
 
-  absl::StatusOr<Launchable> run = Prepare(bundle, s, da->ptr(), db->ptr(), dc->ptr());
+  absl::StatusOr<Launchable> run = Prepare(bundle, g, s, da->ptr(), db->ptr(), dc->ptr());
   if (!run.ok()) return run.status();
 
   // Reference first, into a poisoned buffer of its own.
@@ -174,7 +174,8 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
           "no reference: cuBLAS is unavailable (", cublas.status().message(),
           ") and no reference bundle was given"));
     r.reference = reference->manifest.name;
-    absl::StatusOr<Launchable> rr = Prepare(*reference, s, da->ptr(), db->ptr(), dref->ptr());
+    // The reference indexes through stride parameters, set from the tested kernel's layouts.
+    absl::StatusOr<Launchable> rr = Prepare(*reference, g, s, da->ptr(), db->ptr(), dref->ptr());
     if (!rr.ok()) return rr.status();
     if (absl::Status st = (*rr)(); !st.ok()) return st;
     ref_run.emplace(*std::move(rr));

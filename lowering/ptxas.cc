@@ -70,12 +70,20 @@ absl::StatusOr<PtxasResult> RunPtxas(const std::string& ptx, const std::string& 
 }
 
 absl::StatusOr<std::string> Disassemble(const std::string& cubin) {
+  // cuobjdump where the toolkit has it, else nvdisasm; some slim toolkits carry neither.
+  std::string command;
+  if (access(Tool("cuobjdump").c_str(), X_OK) == 0) command = Tool("cuobjdump") + " -sass ";
+  else if (access(Tool("nvdisasm").c_str(), X_OK) == 0) command = Tool("nvdisasm") + " ";
+  else
+    return absl::UnavailableError(absl::StrCat(
+        "SASS needs cuobjdump or nvdisasm, and neither is in ", CudaHome(),
+        "/bin (set KILN_CUDA_HOME to a full CUDA toolkit)"));
   ScratchDir dir;
   if (dir.path().empty()) return absl::InternalError("cannot create a scratch directory");
   const std::string in = dir.path() + "/kernel.cubin", log = dir.path() + "/sass.txt";
   std::ofstream(in, std::ios::binary) << cubin;
-  if (Run(absl::StrCat(Tool("cuobjdump"), " -sass ", in), log) != 0)
-    return absl::InternalError(absl::StrCat("cuobjdump failed:\n", Slurp(log)));
+  if (Run(command + in, log) != 0)
+    return absl::InternalError(absl::StrCat("disassembling failed:\n", Slurp(log)));
   return Slurp(log);
 }
 

@@ -20,6 +20,9 @@ ldd "$rt/bin/kiln"
 echo "== runtime tests (bundles from $bundles)"
 KILN_BUNDLE_DIR="$bundles" timeout 300 "$rt/bin/runtime_test" --gtest_brief=1 >"$out/runtime_test.log" 2>&1 || status=1
 tail -n 15 "$out/runtime_test.log"
+echo "== checked against kiln's reference kernel instead of cuBLAS (KILN_REFERENCE=kiln)"
+KILN_REFERENCE=kiln timeout 120 "$rt/bin/kiln" --bundles "$bundles" bench --sizes 1024,768x256x384 \
+  --iters 3 "$@" || status=1
 echo "== bench"
 timeout 420 "$rt/bin/kiln" --bundles "$bundles" bench --sizes "$sizes" --out "$out/bench.tsv" "$@" \
   2>&1 | tee "$out/bench.log"
