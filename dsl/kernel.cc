@@ -107,6 +107,21 @@ Value KernelState::Constant(Type t, double v, const Loc& loc) {
   return Wrap(mlir::arith::ConstantOp::create(builder, ToLoc(loc), attr), t);
 }
 
+mlir::Value KernelState::InlineAsm(const std::string& ptx, const std::string& constraints,
+                                   llvm::ArrayRef<mlir::Value> operands, mlir::Type result,
+                                   mlir::Location l) {
+  auto op = mlir::LLVM::InlineAsmOp::create(
+      builder, l, result, operands, ptx, constraints, /*has_side_effects=*/true,
+      /*is_align_stack=*/false, mlir::LLVM::tailcallkind::TailCallKind::None,
+      mlir::LLVM::AsmDialectAttr::get(context.get(), mlir::LLVM::AsmDialect::AD_ATT),
+      mlir::ArrayAttr());
+  return result ? op.getResult(0) : mlir::Value();
+}
+
+mlir::Value KernelState::SharedAddress32(mlir::Value smem_ptr, mlir::Location l) {
+  return mlir::LLVM::PtrToIntOp::create(builder, l, builder.getI32Type(), smem_ptr);
+}
+
 Value KernelState::Poison(Type t, const Loc& loc) {
   return Wrap(mlir::LLVM::PoisonOp::create(builder, ToLoc(loc), ToMlir(t)), t);
 }
@@ -144,6 +159,9 @@ Kernel::~Kernel() = default;
 const Target& Kernel::target() const { return state_->target; }
 
 void Kernel::Fail(const std::string& message, Loc loc) { state_->Fail(message, loc); }
+void Kernel::CheckAtBuild(std::function<void()> check) {
+  state_->final_checks.push_back(std::move(check));
+}
 
 namespace {
 // Appends a kernel parameter: an entry-block argument, the function type, the manifest entry.
@@ -265,6 +283,59 @@ void Kernel::For(const Operand& lo, const Operand& hi, const Operand& step,
   body(s.Wrap(op.getInductionVar(), i32));
 }
 
+void Kernel::While(const std::function<Value()>& cond, const std::function<void()>& body,
+                   Loc loc) {
+  KernelState& s = *state_;
+  mlir::Location l = s.ToLoc(loc);
+  auto op = mlir::scf::WhileOp::create(s.builder, l, mlir::TypeRange{}, mlir::ValueRange{});
+  mlir::OpBuilder::InsertionGuard guard(s.builder);
+  mlir::Block* before = s.builder.createBlock(&op.getBefore());
+  Value c = cond();
+  mlir::Value flag = s.Unwrap(c);
+  if (c.type() != Type::Of(Scalar::kI1)) {
+    Fail("While needs an i1 condition (a comparison)", loc);
+    flag = mlir::arith::ConstantIntOp::create(s.builder, l, 0, 1);
+  }
+  mlir::scf::ConditionOp::create(s.builder, l, flag, mlir::ValueRange{});
+  s.builder.createBlock(&op.getAfter());
+  body();
+  mlir::scf::YieldOp::create(s.builder, l);
+  (void)before;
+}
+
+void Kernel::Role(const RoleSpec& role, const std::function<void(Value)>& body, Loc loc) {
+  KernelState& s = *state_;
+  const int block = static_cast<int>(s.manifest.block.count());
+  if (role.threads <= 0 || role.first_thread < 0 || role.first_thread + role.threads > block)
+    return Fail(absl::StrCat("role of threads [", role.first_thread, ", ",
+                             role.first_thread + role.threads, ") is outside the block of ", block),
+                loc);
+  if (role.max_regs) {
+    if (role.first_thread % 128 || role.threads % 128)
+      return Fail(absl::StrCat("setmaxnreg applies to whole warpgroups; this role covers threads [",
+                               role.first_thread, ", ", role.first_thread + role.threads,
+                               "), which is not a multiple of 128 threads"),
+                  loc);
+    if (role.max_regs < 24 || role.max_regs > 256 || role.max_regs % 8)
+      return Fail(absl::StrCat("setmaxnreg takes 24..256 in steps of 8, not ", role.max_regs), loc);
+    if (s.target.compute_capability < 90) return Fail("setmaxnreg needs sm_90a", loc);
+  }
+  Value tid = ThreadIdx(0, loc);
+  Value inside = role.first_thread == 0 ? tid < Operand(role.threads, loc)
+                                        : (tid - Operand(role.first_thread, loc)) < Operand(role.threads, loc);
+  If(inside, [&] {
+    if (role.max_regs) {
+      // What each thread gets at launch: 64K registers shared by the block, in steps of 8.
+      const int launch_regs = std::min(255, 65536 / block / 8 * 8);
+      mlir::NVVM::SetMaxRegisterOp::create(
+          s.builder, s.ToLoc(loc), role.max_regs,
+          role.max_regs > launch_regs ? mlir::NVVM::SetMaxRegisterAction::increase
+                                      : mlir::NVVM::SetMaxRegisterAction::decrease);
+    }
+    body(role.first_thread == 0 ? tid : tid - Operand(role.first_thread, loc));
+  }, loc);
+}
+
 void Kernel::If(const Operand& cond, const std::function<void()>& then, Loc loc) {
   KernelState& s = *state_;
   if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1))
@@ -282,6 +353,7 @@ void Kernel::SyncThreads(Loc loc) {
 
 absl::StatusOr<KernelDef> Kernel::Build() {
   KernelState& s = *state_;
+  for (const auto& check : s.final_checks) check();
   if (s.error) return absl::InvalidArgumentError(*s.error);
   s.manifest.smem_bytes = s.smem_top;
   mlir::LLVM::ReturnOp::create(s.builder, s.ToLoc(s.kernel_loc), mlir::ValueRange{});

@@ -2,6 +2,7 @@
 // Only dsl/ and lowering/ include this header.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,13 @@ struct KernelState {
   // Operand -> mlir::Value of the given type (immediates become constants of that type).
   mlir::Value Materialize(const Operand& op, Type t);
   Value Constant(Type t, double v, const Loc& loc);
+  // A PTX snippet with side effects (for instructions without an NVVM op that fits); `result`
+  // null for none.
+  mlir::Value InlineAsm(const std::string& ptx, const std::string& constraints,
+                        llvm::ArrayRef<mlir::Value> operands, mlir::Type result,
+                        mlir::Location l);
+  // 32-bit shared-space address of a smem pointer (for descriptors and mapa).
+  mlir::Value SharedAddress32(mlir::Value smem_ptr, mlir::Location l);
 
   std::unique_ptr<mlir::MLIRContext> context;
   mlir::OwningOpRef<mlir::ModuleOp> module;
@@ -59,6 +67,8 @@ struct KernelState {
   Loc kernel_loc;
   int smem_top = 0;  // bytes planned so far
   std::optional<std::string> error;
+  // Whole-kernel checks run by Build() (e.g. a pipeline consumed but never produced).
+  std::vector<std::function<void()>> final_checks;
 };
 
 // Friend access to the private fields of the public handle types.
@@ -74,6 +84,8 @@ struct Access {
   static bool IsFloatImm(const Operand& o) { return o.is_float_imm_; }
   static double Imm(const Operand& o) { return o.imm_; }
   static const Value& Val(const Operand& o) { return o.value_; }
+  static KernelState* State(const Kernel& k) { return k.state_.get(); }
+  static const Value& Stage(const SmemTile& t) { return t.stage_; }
 };
 
 }  // namespace detail

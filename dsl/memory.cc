@@ -118,6 +118,7 @@ SmemTile Kernel::Smem(Scalar elem, int rows, int cols, int pad, int align, Loc l
     Fail(absl::StrCat("shared tile alignment ", align, " is not a power of two"), loc);
     return t;
   }
+  t.loc_ = loc;
   t.offset_ = (s.smem_top + align - 1) / align * align;
   s.smem_top = t.offset_ + t.bytes();
   if (s.smem_top > s.target.smem_budget_bytes)
@@ -128,6 +129,69 @@ SmemTile Kernel::Smem(Scalar elem, int rows, int cols, int pad, int align, Loc l
   return t;
 }
 
+SmemTile Kernel::SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzle, int stages,
+                               Loc loc) {
+  const int span = SwizzleBytes(swizzle);
+  if (span && cols * ScalarBytes(elem) != span) {
+    Fail(absl::StrCat("a ", span, "B-swizzled tile has rows of ", span, " bytes; ", cols,
+                      " elements of ", ScalarBytes(elem), " bytes is ", cols * ScalarBytes(elem)),
+         loc);
+    swizzle = Swizzle::kNone;
+  }
+  if (stages < 1) {
+    Fail(absl::StrCat("a tile ring needs at least one stage, not ", stages), loc);
+    stages = 1;
+  }
+  // Place all stages as one tile of stages * rows rows, then describe it as a ring.
+  SmemTile t = Smem(elem, rows * stages, cols, 0, 1024, loc);
+  t.rows_ = rows;
+  t.stages_ = stages;
+  t.swizzle_ = swizzle;
+  t.loc_ = loc;
+  if (t.stage_bytes() % 1024 != 0 && stages > 1 && span)
+    Fail(absl::StrCat("each stage of a swizzled ring must be a multiple of 1024 bytes, not ",
+                      t.stage_bytes()), loc);
+  return t;
+}
+
+SmemTile SmemTile::Stage(const Operand& stage, Loc loc) const {
+  KernelState& s = *state_;
+  SmemTile t = *this;
+  if (!IsI32(stage)) {
+    s.Fail("a stage index must be i32", loc);
+    return t;
+  }
+  if (Access::IsImm(stage) && (Access::Imm(stage) < 0 || Access::Imm(stage) >= stages_))
+    s.Fail(absl::StrCat("stage ", Access::Imm(stage), " of a ring of ", stages_), loc);
+  t.stage_ = s.Wrap(s.Materialize(stage, Type::Of(Scalar::kI32)), Type::Of(Scalar::kI32));
+  return t;
+}
+
+namespace {
+// smem<i8>* to `byte` bytes past the start of the tile's selected stage.
+mlir::Value TileByte(KernelState& s, const SmemTile& t, const Value& stage, mlir::Value byte,
+                     mlir::Location l) {
+  auto smem_ptr = mlir::LLVM::LLVMPointerType::get(s.context.get(), 3);
+  mlir::Value base = mlir::LLVM::AddressOfOp::create(s.builder, l, smem_ptr, detail::kSmemSymbol);
+  mlir::Value p = mlir::LLVM::GEPOp::create(s.builder, l, smem_ptr, s.builder.getI8Type(), base,
+                                            llvm::ArrayRef<mlir::LLVM::GEPArg>{t.offset_bytes()});
+  if (stage.valid()) {
+    mlir::Value size = mlir::arith::ConstantIntOp::create(s.builder, l, t.stage_bytes(), 32);
+    byte = mlir::arith::AddIOp::create(
+        s.builder, l, byte, mlir::arith::MulIOp::create(s.builder, l, s.Unwrap(stage), size));
+  }
+  return mlir::LLVM::GEPOp::create(s.builder, l, smem_ptr, s.builder.getI8Type(), p,
+                                   mlir::ValueRange{byte});
+}
+}  // namespace
+
+Value SmemTile::Base(Loc loc) const {
+  KernelState& s = *state_;
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value zero = mlir::arith::ConstantIntOp::create(s.builder, l, 0, 32);
+  return s.Wrap(TileByte(s, *this, stage_, zero, l), Type::Ptr(Space::kShared, elem_));
+}
+
 Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
   KernelState& s = *state_;
   const Type ptr = Type::Ptr(Space::kShared, elem_);
@@ -135,15 +199,15 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
     s.Fail("shared tile indices must be i32", loc);
     return s.Poison(ptr, loc);
   }
-  mlir::Location l = s.ToLoc(loc);
-  auto smem_ptr = mlir::LLVM::LLVMPointerType::get(s.context.get(), 3);
-  mlir::Value base = mlir::LLVM::AddressOfOp::create(s.builder, l, smem_ptr, detail::kSmemSymbol);
-  mlir::Value tile = mlir::LLVM::GEPOp::create(s.builder, l, smem_ptr, s.builder.getI8Type(), base,
-                                               llvm::ArrayRef<mlir::LLVM::GEPArg>{offset_});
   const Type i32 = Type::Of(Scalar::kI32);
   Value r = s.Wrap(s.Materialize(row, i32), i32);
-  Value index = r * Operand(row_stride_, loc) + col;
-  return Offset(s, s.Wrap(tile, ptr), s.Unwrap(index), loc);
+  Value byte = (r * Operand(row_stride_, loc) + col) * Operand(ScalarBytes(elem_), loc);
+  if (const int span = SwizzleBytes(swizzle_)) {
+    // The 16-byte chunk index XORs with the row within its 8-row (or 4/2-row) atom.
+    const int mask = (span / 16 - 1) << 4;
+    byte = byte ^ ((byte >> Operand(3, loc)) & Operand(mask, loc));
+  }
+  return s.Wrap(TileByte(s, *this, stage_, s.Unwrap(byte), s.ToLoc(loc)), ptr);
 }
 
 // ---- global tensors
@@ -197,6 +261,22 @@ void Kernel::Store(const Value& ptr, const Operand& value, Loc loc) {
     return Fail(absl::StrCat("storing ", t.Str(), " through ", pt.Str()), loc);
   mlir::LLVM::StoreOp::create(s.builder, s.ToLoc(loc), s.Materialize(value, t), s.Unwrap(ptr),
                               t.Bytes());
+}
+
+void Kernel::StoreWriteThrough(const Value& ptr, const Operand& value, Loc loc) {
+  KernelState& s = *state_;
+  const Type& pt = ptr.type();
+  Type t = Access::IsImm(value) ? Type::Of(pt.elem) : Access::Val(value).type();
+  if (pt.kind != Type::Kind::kPointer || pt.space != Space::kGlobal || t != Type::Of(pt.elem) ||
+      (t.Bytes() != 2 && t.Bytes() != 4))
+    return Fail(absl::StrCat("StoreWriteThrough stores one 16- or 32-bit element to global "
+                             "memory, not ", t.Str(), " through ", pt.Str()),
+                loc);
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value bits = s.Unwrap(
+      s.Wrap(s.Materialize(value, t), t).Bitcast(Type::Of(t.Bytes() == 2 ? Scalar::kI16 : Scalar::kI32), loc));
+  s.InlineAsm(t.Bytes() == 2 ? "st.global.wt.b16 [$0], $1;" : "st.global.wt.b32 [$0], $1;",
+              t.Bytes() == 2 ? "l,h,~{memory}" : "l,r,~{memory}", {s.Unwrap(ptr), bits}, {}, l);
 }
 
 Value Kernel::Vector(const std::vector<Value>& lanes, Loc loc) {

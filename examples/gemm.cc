@@ -34,4 +34,67 @@ GemmOperands DeclareGemm(Kernel& k, const rt::GemmSpec& spec, Loc loc) {
   return g;
 }
 
+namespace {
+rt::GridExpr Expr(const std::string& text) { return *rt::GridExpr::Parse(text); }
+
+// A K-major matrix of `rows` x K (rows "M" or "N"), boxes of box_rows x 64.
+rt::TensorMapParam KMajorMap(const std::string& operand, const std::string& rows, int box_rows,
+                             int rank, bool by_value) {
+  rt::TensorMapParam t;
+  t.operand = operand;
+  t.by_value = by_value;
+  t.swizzle = rt::TmaSwizzle::k128B;
+  if (rank == 2) {
+    t.dims = {Expr("K"), Expr(rows)};
+    t.strides = {Expr("K*2")};
+    t.box = {64, static_cast<uint32_t>(box_rows)};
+    return t;
+  }
+  t.dims = {Expr("64"), Expr(rows), Expr("K/64")};
+  t.strides = {Expr("K*2"), Expr("128")};
+  t.box = {64, static_cast<uint32_t>(box_rows), 1};
+  for (int d = 3; d < rank; ++d) {  // unit dims: any legal stride
+    t.dims.push_back(Expr("1"));
+    t.strides.push_back(Expr(rows + "*K*2"));
+    t.box.push_back(1);
+  }
+  return t;
+}
+}  // namespace
+
+TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
+  k.Gemm({.c_order = "col", .tile_m = shape.bm, .tile_n = shape.bn, .tile_k = shape.bk}, loc);
+  TmaGemmOperands g;
+  g.rank = shape.rank;
+  g.M = k.I32Param("M", loc);
+  g.N = k.I32Param("N", loc);
+  g.K = k.I32Param("K", loc);
+  if (shape.c_box_rows) {
+    rt::TensorMapParam c;
+    c.operand = "C";
+    c.by_value = shape.by_value;
+    c.dims = {Expr("64"), Expr("N"), Expr("M/64")};
+    c.strides = {Expr("M*2"), Expr("128")};
+    c.box = {static_cast<uint32_t>(64 + shape.c_pad), static_cast<uint32_t>(shape.c_box_rows),
+             static_cast<uint32_t>(shape.c_box_cols / 64)};
+    g.C = k.TmaParam("tmC", c, loc);
+  } else {
+    g.Cptr = Matrix(k.PtrParam("C", bf16, loc), g.M, g.N, "col", k, loc);
+  }
+  g.A = k.TmaParam("tmA", KMajorMap("A", "M", shape.bm, shape.rank, shape.by_value), loc);
+  g.B = k.TmaParam("tmB", KMajorMap("B", "N", shape.bn, shape.rank, shape.by_value), loc);
+  return g;
+}
+
+std::vector<Operand> TmaGemmOperands::Box(const Value& row0, const Value& k0) const {
+  if (rank == 2) return {k0, row0};
+  std::vector<Operand> c = {0, row0, k0 / 64};
+  for (int d = 3; d < rank; ++d) c.push_back(0);
+  return c;
+}
+
+std::vector<Operand> TmaGemmOperands::CBox(const Value& m0, const Value& n0) const {
+  return {0, n0, m0 / 64};
+}
+
 }  // namespace kiln::examples

@@ -14,4 +14,26 @@ struct GemmOperands {
 // Declares the parameters A, B, C, M, N, K (in that order) and records the spec in the manifest.
 GemmOperands DeclareGemm(Kernel& k, const rt::GemmSpec& spec, Loc loc = Loc::current());
 
+// The Hopper series' operands (fast.cu): A (MxK) and B (as NxK) both K-major, read through TMA
+// tensor maps; C column-major, written through a pointer or (c_box_rows > 0) a tensor map.
+struct TmaGemmShape {
+  int bm, bn, bk;
+  int rank = 2;           // 2: {K, rows}; 3: {64, rows, K/64}; 5: rank 3 padded with unit dims
+  bool by_value = false;  // __grid_constant__ maps, else pointers to device copies
+  int c_box_rows = 0;     // C map box: {64 + c_pad, c_box_rows, c_box_cols / 64}
+  int c_box_cols = 64, c_pad = 0;
+};
+struct TmaGemmOperands {
+  TensorMap A, B, C;
+  GlobalTensor Cptr;  // when C has no map
+  Value M, N, K;
+  int rank;
+  // TMA box coordinates of the 64-wide K slice k0 of rows row0.. (innermost first).
+  std::vector<Operand> Box(const Value& row0, const Value& k0) const;
+  // C map box coordinates of rows m0.. (M) and columns n0.. (N).
+  std::vector<Operand> CBox(const Value& m0, const Value& n0) const;
+};
+// Declares M, N, K, then C, A, B (in that order) and the GEMM spec (A row, B col, C col).
+TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc = Loc::current());
+
 }  // namespace kiln::examples

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,8 @@
 #include "examples/cublas.h"
 #include "examples/host_data.h"
 #include "kiln/runtime/driver.h"
+#include "kiln/runtime/schedule.h"
+#include "kiln/runtime/tensor_map.h"
 
 namespace kiln::examples {
 namespace {
@@ -42,8 +45,19 @@ absl::Status CheckTarget(const rt::Manifest& m, const Driver& d) {
 struct ArgPack {
   std::vector<uint64_t> pointers;
   std::vector<int32_t> ints;
+  std::vector<std::unique_ptr<cu::CUtensorMap>> maps;  // by-value tensor maps
+  std::vector<DeviceBuffer> buffers;                    // device copies of maps and tables
   std::vector<void*> args;
 };
+
+// Copies `bytes` of host data to a new device buffer owned by `pack`; returns its address.
+absl::StatusOr<uint64_t> Upload(ArgPack& pack, const void* data, size_t bytes) {
+  absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(bytes);
+  if (!buf.ok()) return buf.status();
+  if (absl::Status s = buf->CopyFromHost(data, bytes); !s.ok()) return s;
+  pack.buffers.push_back(*std::move(buf));
+  return pack.buffers.back().ptr();
+}
 // `g` gives the storage orders of A, B, C (the kernel under test's, also for the reference).
 absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& s,
                                  uint64_t a, uint64_t b, uint64_t c) {
@@ -60,9 +74,43 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
   const std::pair<const char*, int64_t> ints[] = {{"M", s.m},   {"N", s.n},   {"K", s.k},
                                                   {"sA0", a0},  {"sA1", a1},  {"sB0", b0},
                                                   {"sB1", b1},  {"sC0", c0},  {"sC1", c1}};
+  auto operand = [&](const std::string& name) -> uint64_t {
+    return name == "A" ? a : name == "B" ? b : name == "C" ? c : 0;
+  };
   for (const rt::ParamSpec& p : m.params) {
+    if (p.kind == rt::ParamSpec::Kind::kTensorMap) {
+      const rt::TensorMapParam& t = p.tensor_map;
+      absl::StatusOr<rt::TensorMapSpec> spec = t.Resolve(s);
+      if (!spec.ok()) return spec.status();
+      absl::StatusOr<cu::CUtensorMap> map = rt::EncodeTensorMap(*spec, operand(t.operand));
+      if (!map.ok())
+        return absl::InvalidArgumentError(absl::StrCat(m.name, ": tensor map ", p.name, " (",
+                                                       m.source, "): ", map.status().message()));
+      pack.maps.push_back(std::make_unique<cu::CUtensorMap>(*map));
+      if (t.by_value) {
+        pack.args.push_back(pack.maps.back().get());
+      } else {
+        absl::StatusOr<uint64_t> dev = Upload(pack, pack.maps.back().get(), sizeof(cu::CUtensorMap));
+        if (!dev.ok()) return dev.status();
+        pack.pointers.push_back(*dev);
+        pack.args.push_back(&pack.pointers.back());
+      }
+      continue;
+    }
+    if (p.kind == rt::ParamSpec::Kind::kScheduleTable) {
+      const rt::ScheduleTableParam& t = p.schedule;
+      absl::StatusOr<std::vector<int32_t>> table = rt::HilbertSchedule(
+          (s.m + t.tile_m - 1) / t.tile_m, (s.n + t.tile_n - 1) / t.tile_n, t.groups, t.slots);
+      if (!table.ok())
+        return absl::InvalidArgumentError(absl::StrCat(m.name, " (", m.source, "): ", table.status().message()));
+      absl::StatusOr<uint64_t> dev = Upload(pack, table->data(), table->size() * 4);
+      if (!dev.ok()) return dev.status();
+      pack.pointers.push_back(*dev);
+      pack.args.push_back(&pack.pointers.back());
+      continue;
+    }
     if (p.kind == rt::ParamSpec::Kind::kPointer) {
-      uint64_t v = p.name == "A" ? a : p.name == "B" ? b : p.name == "C" ? c : 0;
+      uint64_t v = operand(p.name);
       if (!v) return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no pointer for parameter ", p.name));
       pack.pointers.push_back(v);
       pack.args.push_back(&pack.pointers.back());

@@ -45,6 +45,7 @@ absl::StatusOr<GridExpr> GridExpr::Parse(absl::string_view text) {
       expr.factors.push_back(f);
       continue;
     }
+    f.value = 1;  // SimpleAtoi above may have written it
     if (!IsSymbol(sym_div[0]) || sym_div.size() > 2)
       return absl::InvalidArgumentError(absl::StrCat("bad grid factor '", part, "'"));
     f.symbol = std::string(sym_div[0]);
@@ -78,6 +79,84 @@ absl::StatusOr<unsigned> GridExpr::Evaluate(const ProblemSize& size, int sm_coun
   return static_cast<unsigned>(total);
 }
 
+int64_t GridExpr::Value(const ProblemSize& size, int sm_count) const {
+  int64_t total = 1;
+  for (const Factor& f : factors) {
+    if (f.symbol.empty()) total *= f.value;
+    else if (f.symbol == "sms") total *= sm_count;
+    else total *= (SizeOf(size, f.symbol) + f.value - 1) / f.value;
+  }
+  return total;
+}
+
+absl::StatusOr<TensorMapSpec> TensorMapParam::Resolve(const ProblemSize& size) const {
+  TensorMapSpec spec;
+  spec.dtype = dtype;
+  spec.swizzle = swizzle;
+  spec.box = box;
+  for (const GridExpr& d : dims) spec.dims.push_back(d.Value(size, 0));
+  for (const GridExpr& s : strides) spec.strides_bytes.push_back(s.Value(size, 0));
+  return spec;
+}
+
+int TensorMapParam::BoxBytes() const {
+  int bytes = TmaElementBytes(dtype);
+  for (uint32_t b : box) bytes *= b;
+  return bytes;
+}
+
+namespace {
+const char* const kSwizzleNames[] = {"none", "32B", "64B", "128B"};
+const std::pair<const char*, TmaDtype> kDtypeNames[] = {
+    {"u8", TmaDtype::kU8}, {"u16", TmaDtype::kU16}, {"f16", TmaDtype::kF16},
+    {"f32", TmaDtype::kF32}, {"bf16", TmaDtype::kBF16}};
+
+std::string ExprList(const std::vector<GridExpr>& list) {
+  if (list.empty()) return "-";
+  return absl::StrJoin(list, ",", [](std::string* out, const GridExpr& e) { out->append(e.ToString()); });
+}
+
+std::string TensorMapLine(const TensorMapParam& t) {
+  const char* dtype = "?";
+  for (auto [name, d] : kDtypeNames) if (d == t.dtype) dtype = name;
+  return absl::StrCat(t.operand, " ", t.by_value ? "value" : "pointer", " ", dtype, " ",
+                      ExprList(t.dims), " ", ExprList(t.strides), " ", absl::StrJoin(t.box, ","),
+                      " ", kSwizzleNames[static_cast<int>(t.swizzle)]);
+}
+
+// Fields after "param NAME tmap": operand, pass mode, dtype, dims, strides, box, swizzle.
+absl::StatusOr<TensorMapParam> ParseTensorMap(const std::vector<std::string>& w) {
+  TensorMapParam t;
+  t.operand = w[0];
+  if (w[1] != "value" && w[1] != "pointer") return absl::InvalidArgumentError("bad tensor map pass mode");
+  t.by_value = w[1] == "value";
+  bool dtype_ok = false;
+  for (auto [name, d] : kDtypeNames) if (w[2] == name) t.dtype = d, dtype_ok = true;
+  if (!dtype_ok) return absl::InvalidArgumentError("bad tensor map dtype");
+  for (auto [text, out] : {std::pair{&w[3], &t.dims}, std::pair{&w[4], &t.strides}}) {
+    if (*text == "-") continue;
+    for (absl::string_view part : absl::StrSplit(*text, ',')) {
+      absl::StatusOr<GridExpr> e = GridExpr::Parse(part);
+      if (!e.ok()) return e.status();
+      out->push_back(*e);
+    }
+  }
+  for (absl::string_view part : absl::StrSplit(w[5], ',')) {
+    uint32_t b;
+    if (!absl::SimpleAtoi(part, &b)) return absl::InvalidArgumentError("bad tensor map box");
+    t.box.push_back(b);
+  }
+  int swizzle = -1;
+  for (int i = 0; i < 4; ++i) if (w[6] == kSwizzleNames[i]) swizzle = i;
+  if (swizzle < 0) return absl::InvalidArgumentError("bad tensor map swizzle");
+  t.swizzle = static_cast<TmaSwizzle>(swizzle);
+  if (t.dims.empty() || t.dims.size() > 5 || t.box.size() != t.dims.size() ||
+      t.strides.size() + 1 != t.dims.size())
+    return absl::InvalidArgumentError("tensor map rank, box and strides disagree");
+  return t;
+}
+}  // namespace
+
 std::string Manifest::Serialize() const {
   std::string out = absl::StrCat(kMagic, "\n");
   absl::StrAppend(&out, "name ", name, "\nentry ", entry, "\ntarget ", target, "\n");
@@ -86,9 +165,22 @@ std::string Manifest::Serialize() const {
   absl::StrAppend(&out, "smem ", smem_bytes, "\n");
   absl::StrAppend(&out, "grid ", grid[0].ToString(), " ", grid[1].ToString(), " ",
                   grid[2].ToString(), "\n");
-  for (const ParamSpec& p : params)
-    absl::StrAppend(&out, "param ", p.name, " ", p.kind == ParamSpec::Kind::kI32 ? "i32" : "ptr",
-                    "\n");
+  for (const ParamSpec& p : params) {
+    absl::StrAppend(&out, "param ", p.name, " ");
+    switch (p.kind) {
+      case ParamSpec::Kind::kPointer: absl::StrAppend(&out, "ptr\n"); break;
+      case ParamSpec::Kind::kI32: absl::StrAppend(&out, "i32\n"); break;
+      case ParamSpec::Kind::kTensorMap:
+        absl::StrAppend(&out, "tmap ", TensorMapLine(p.tensor_map), "\n");
+        break;
+      case ParamSpec::Kind::kScheduleTable: {
+        const ScheduleTableParam& t = p.schedule;
+        absl::StrAppend(&out, "table ", t.curve, " ", t.tile_m, " ", t.tile_n, " ", t.groups, " ",
+                        t.slots, "\n");
+        break;
+      }
+    }
+  }
   absl::StrAppend(&out, "gemm ", gemm.in_type, " ", gemm.out_type, " ", gemm.acc_type, " ",
                   gemm.a_order, " ", gemm.b_order, " ", gemm.c_order, " ", gemm.tile_m, " ",
                   gemm.tile_n, " ", gemm.tile_k, "\n");
@@ -129,8 +221,30 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       }
     } else if (key == "param" && want(2)) {
       if (w[2] != "ptr" && w[2] != "i32") return ParseError(line_no, "bad param kind");
-      m.params.push_back(
-          {w[1], w[2] == "i32" ? ParamSpec::Kind::kI32 : ParamSpec::Kind::kPointer});
+      ParamSpec p;
+      p.name = w[1];
+      p.kind = w[2] == "i32" ? ParamSpec::Kind::kI32 : ParamSpec::Kind::kPointer;
+      m.params.push_back(p);
+    } else if (key == "param" && w.size() == 10 && w[2] == "tmap") {
+      absl::StatusOr<TensorMapParam> t =
+          ParseTensorMap(std::vector<std::string>(w.begin() + 3, w.end()));
+      if (!t.ok()) return ParseError(line_no, t.status().message());
+      ParamSpec p;
+      p.name = w[1];
+      p.kind = ParamSpec::Kind::kTensorMap;
+      p.tensor_map = *std::move(t);
+      m.params.push_back(p);
+    } else if (key == "param" && w.size() == 8 && w[2] == "table") {
+      ParamSpec p;
+      p.name = w[1];
+      p.kind = ParamSpec::Kind::kScheduleTable;
+      ScheduleTableParam& t = p.schedule;
+      t.curve = w[3];
+      if (t.curve != "hilbert" || !num(4, &t.tile_m) || !num(5, &t.tile_n) ||
+          !num(6, &t.groups) || !num(7, &t.slots) || t.tile_m <= 0 || t.tile_n <= 0 ||
+          t.groups <= 0 || t.slots <= 0)
+        return ParseError(line_no, "bad schedule table");
+      m.params.push_back(p);
     } else if (key == "gemm" && want(9)) {
       GemmSpec& g = m.gemm;
       g.in_type = w[1], g.out_type = w[2], g.acc_type = w[3];

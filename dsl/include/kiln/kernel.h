@@ -175,23 +175,118 @@ class GlobalTensor {
   std::vector<Value> shape_, strides_;
 };
 
+// Shared-memory swizzle of TMA and wgmma: within each 8-row atom, 16-byte chunk c of row r is
+// stored at chunk c ^ (r % 8) (128B; 64B and 32B swizzle XOR fewer bits).
+enum class Swizzle : uint8_t { kNone = 0, k32B = 1, k64B = 2, k128B = 3 };
+int SwizzleBytes(Swizzle s);  // 0, 32, 64, 128
+
 // A tile of shared memory placed by the kernel's planner: rows x cols elements, each row
-// `row_stride` elements apart (cols + padding).
+// `row_stride` elements apart (cols + padding), optionally swizzled, optionally a ring of
+// `stages` copies (select one with Stage()).
 class SmemTile {
  public:
   SmemTile() = default;
+  // Pointer to element (row, col) of the selected stage, through the swizzle.
   Value At(const Operand& row, const Operand& col, Loc loc = Loc::current()) const;
+  // The same tile, stage `s` of the ring.
+  SmemTile Stage(const Operand& s, Loc loc = Loc::current()) const;
+  // Pointer to the first byte of the selected stage.
+  Value Base(Loc loc = Loc::current()) const;
+  Scalar elem() const { return elem_; }
   int rows() const { return rows_; }
   int cols() const { return cols_; }
   int row_stride() const { return row_stride_; }
+  int stages() const { return stages_; }
+  Swizzle swizzle() const { return swizzle_; }
   int offset_bytes() const { return offset_; }
-  int bytes() const { return rows_ * row_stride_ * ScalarBytes(elem_); }
+  int stage_bytes() const { return rows_ * row_stride_ * ScalarBytes(elem_); }
+  int bytes() const { return stage_bytes() * stages_; }
+  const Loc& loc() const { return loc_; }
 
  private:
   friend class Kernel;
+  friend struct detail::Access;
   detail::KernelState* state_ = nullptr;
   Scalar elem_ = Scalar::kBF16;
-  int rows_ = 0, cols_ = 0, row_stride_ = 0, offset_ = 0;
+  int rows_ = 0, cols_ = 0, row_stride_ = 0, offset_ = 0, stages_ = 1;
+  Swizzle swizzle_ = Swizzle::kNone;
+  Value stage_;  // selected stage (invalid: stage 0)
+  Loc loc_;
+};
+
+// A TMA descriptor parameter (CUtensorMap) for one GEMM operand; the launcher encodes it from
+// the manifest's spec. Its box and swizzle decide the smem tiles it may fill.
+class TensorMap {
+ public:
+  TensorMap() = default;
+  const rt::TensorMapParam& spec() const { return spec_; }
+  int rank() const { return static_cast<int>(spec_.dims.size()); }
+  int box_bytes() const { return spec_.BoxBytes(); }
+  Swizzle swizzle() const { return static_cast<Swizzle>(spec_.swizzle); }
+  const Value& param() const { return param_; }
+
+ private:
+  friend class Kernel;
+  Value param_;
+  rt::TensorMapParam spec_;
+  Loc loc_;
+};
+
+// An mbarrier in shared memory (one of an array; see Kernel::Barriers).
+class Barrier {
+ public:
+  Barrier() = default;
+  void Init(int count, Loc loc = Loc::current()) const;  // mbarrier.init (one thread)
+  void Arrive(Loc loc = Loc::current()) const;
+  // mbarrier.arrive.expect_tx with the bytes the boxes of `maps` deliver to this CTA.
+  void ArriveExpectTx(std::initializer_list<const TensorMap*> maps, Loc loc = Loc::current()) const;
+  // Arrives on the barrier at the same smem address in cluster CTA `cta_rank` (mapa).
+  void ArriveCluster(const Operand& cta_rank, Loc loc = Loc::current()) const;
+  // Blocks until the phase with parity `phase` (0 or 1) has completed.
+  void Wait(const Operand& phase, Loc loc = Loc::current()) const;
+  const Value& ptr() const { return ptr_; }
+
+ private:
+  friend class Kernel;
+  friend class Barriers;
+  Value ptr_;  // smem<i64>*
+};
+
+class Barriers {
+ public:
+  Barriers() = default;
+  Barrier operator[](const Operand& i) const;
+  int size() const { return count_; }
+
+ private:
+  friend class Kernel;
+  SmemTile tile_;
+  int count_ = 0;
+};
+
+// A wgmma m64nNk16 f32 accumulator: N/2 registers per thread of the warpgroup. Register 2p and
+// 2p+1 hold row Row(p), columns Col(p) and Col(p)+1 (the wgmma D fragment map).
+class WgmmaAccumulator {
+ public:
+  WgmmaAccumulator() = default;
+  int n() const { return n_; }
+  RegRef operator[](RegIndex i) const { return regs_[i]; }
+  Value Row(int pair, Loc loc = Loc::current()) const;
+  Value Col(int pair, Loc loc = Loc::current()) const;
+  const Regs& regs() const { return regs_; }
+
+ private:
+  friend class Kernel;
+  Regs regs_;
+  Value lane_, warp_;  // lane and warp (0..3) within the warpgroup
+  int n_ = 0;
+};
+
+// A thread role: a contiguous range of threads running its own code (warp specialisation).
+struct RoleSpec {
+  int first_thread = 0;
+  int threads = 128;
+  int max_regs = 0;  // setmaxnreg for the role (whole warpgroups only); 0 keeps the default
 };
 
 // What a finished kernel is: the manifest plus the MLIR module (opaque here).
@@ -244,6 +339,9 @@ class Kernel {
   void ClusterDims(rt::Dim3 dims, Loc loc = Loc::current());
 
   // ---- control flow
+  // while (cond()) body(): cond is built once, evaluated before every iteration.
+  void While(const std::function<Value()>& cond, const std::function<void()>& body,
+             Loc loc = Loc::current());
   // for (i = lo; i < hi; i += step) body(i): a run-time loop.
   void For(const Operand& lo, const Operand& hi, const Operand& step,
            const std::function<void(Value)>& body, Loc loc = Loc::current());
@@ -253,11 +351,16 @@ class Kernel {
   Regs Registers(Type type, int count, Loc loc = Loc::current());  // zero-initialised
   SmemTile Smem(Scalar elem, int rows, int cols, int pad = 0, int align = 128,
                 Loc loc = Loc::current());
+  // A swizzled tile (rows of exactly the swizzle span), a ring of `stages` copies, 1024-aligned.
+  SmemTile SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzle, int stages = 1,
+                        Loc loc = Loc::current());
   // Loads `lanes` elements (one vector access of lanes * elem bytes, which must be aligned).
   Value Load(const Value& ptr, int lanes = 1, Loc loc = Loc::current());
   void Store(const Value& ptr, const Operand& value, Loc loc = Loc::current());
   Value Vector(const std::vector<Value>& lanes, Loc loc = Loc::current());
   void SyncThreads(Loc loc = Loc::current());
+  // st.global.wt: a store that writes through to memory without keeping the line in L1.
+  void StoreWriteThrough(const Value& ptr, const Operand& value, Loc loc = Loc::current());
 
   // ---- tensor cores (Ampere and later)
   // ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each lane passes one row address.
@@ -269,12 +372,54 @@ class Kernel {
                                  const std::vector<Value>& b, const std::vector<Value>& c,
                                  Loc loc = Loc::current());
 
+  // ---- Hopper: TMA, mbarriers, wgmma, roles, clusters (sm_90a)
+  TensorMap TmaParam(const std::string& name, const rt::TensorMapParam& spec,
+                     Loc loc = Loc::current());
+  Barriers SmemBarriers(int count, Loc loc = Loc::current());
+  // TMA load of one box at `coords` (innermost first) into `dst`, completing on `bar`; with a
+  // CTA mask, multicast to the same smem offset of every CTA in the mask.
+  void TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
+               std::vector<Operand> coords, Loc loc = Loc::current());
+  void TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
+                        std::vector<Operand> coords, const Operand& cta_mask,
+                        Loc loc = Loc::current());
+  // TMA store of `src` to the box at `coords`, in the current bulk group.
+  void TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
+                Loc loc = Loc::current());
+  void BulkCommit(Loc loc = Loc::current());
+  void BulkWait(int pending, Loc loc = Loc::current());
+  void FenceBarrierInit(Loc loc = Loc::current());  // fence.mbarrier_init.release.cluster
+  void FenceProxyAsync(Loc loc = Loc::current());   // fence.proxy.async.shared::cta
+  void ClusterSync(Loc loc = Loc::current());       // barrier.cluster.arrive + wait
+  void NamedBarrier(const Operand& id, int threads, Loc loc = Loc::current());  // bar.sync id, n
+
+  // Runs `body(index within the role)` on threads [first, first + threads); with max_regs, the
+  // role first adjusts its register budget (setmaxnreg.inc or .dec).
+  void Role(const RoleSpec& role, const std::function<void(Value)>& body,
+            Loc loc = Loc::current());
+
+  WgmmaAccumulator WgmmaAcc(int n, Loc loc = Loc::current());
+  void WgmmaFence(Loc loc = Loc::current());
+  // acc (+)= A[a_row0 : a_row0+64, k0 : k0+16] * B[b_row0 : b_row0+N, k0 : k0+16]^T, both tiles
+  // K-major and swizzled; descriptors come from the tiles' layouts. scale_d false: acc = A*B.
+  void Wgmma(const WgmmaAccumulator& acc, const SmemTile& a, const Operand& a_row0,
+             const SmemTile& b, const Operand& b_row0, int k0, bool scale_d = true,
+             Loc loc = Loc::current());
+  void WgmmaCommit(Loc loc = Loc::current());
+  void WgmmaWait(int pending, Loc loc = Loc::current());
+  // stmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each lane passes one row address.
+  void StMatrix(const Value& smem_row, const std::vector<Value>& regs, bool trans = false,
+                Loc loc = Loc::current());
+
   // Adds an error at `loc` (for helpers built on the builder).
   void Fail(const std::string& message, Loc loc = Loc::current());
+  // Runs `check` when Build() starts (whole-kernel rules of helpers; it may call Fail).
+  void CheckAtBuild(std::function<void()> check);
   // Verifies and returns the kernel, or the first error with the DSL line that caused it.
   absl::StatusOr<KernelDef> Build();
 
  private:
+  friend struct detail::Access;
   std::unique_ptr<detail::KernelState> state_;
 };
 

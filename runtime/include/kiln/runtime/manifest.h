@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "kiln/runtime/driver.h"
+#include "kiln/runtime/tensor_map.h"
 
 namespace kiln::rt {
 
@@ -29,12 +30,37 @@ struct GridExpr {
   static absl::StatusOr<GridExpr> Parse(absl::string_view text);
   std::string ToString() const;
   absl::StatusOr<unsigned> Evaluate(const ProblemSize& size, int sm_count) const;
+  int64_t Value(const ProblemSize& size, int sm_count) const;  // unchecked, 64-bit
+};
+
+// A TMA descriptor the launcher encodes for one GEMM operand. Sizes are rules of M, N, K.
+struct TensorMapParam {
+  std::string operand;  // A, B or C
+  bool by_value = true;  // a __grid_constant__ CUtensorMap; else a pointer to a device copy
+  TmaDtype dtype = TmaDtype::kBF16;
+  std::vector<GridExpr> dims;     // elements, innermost first
+  std::vector<GridExpr> strides;  // bytes, of dims 1..rank-1
+  std::vector<uint32_t> box;
+  TmaSwizzle swizzle = TmaSwizzle::kNone;
+
+  absl::StatusOr<TensorMapSpec> Resolve(const ProblemSize& size) const;
+  int BoxBytes() const;
+};
+
+// A tile-order table the launcher builds on the host: for each of `groups` CTA groups,
+// `slots` entries of (tile_m << 16 | tile_n), -1 after the last (see schedule.h).
+struct ScheduleTableParam {
+  std::string curve = "hilbert";
+  int64_t tile_m = 1, tile_n = 1;  // the C tile one group computes per entry
+  int groups = 1, slots = 1;
 };
 
 struct ParamSpec {
-  enum class Kind { kPointer, kI32 };
+  enum class Kind { kPointer, kI32, kTensorMap, kScheduleTable };
   std::string name;
   Kind kind = Kind::kPointer;
+  TensorMapParam tensor_map;    // kTensorMap
+  ScheduleTableParam schedule;  // kScheduleTable
 };
 
 // What GEMM a kernel computes: dtypes, storage order of each matrix and the tile the sizes must

@@ -1,0 +1,271 @@
+// Hopper asynchronous machinery: TMA tensor maps and copies, mbarriers, bulk groups, fences,
+// cluster and named barriers.
+#include "absl/strings/str_cat.h"
+#include "dsl/kernel_state.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+namespace kiln {
+
+using detail::Access;
+using detail::KernelState;
+
+namespace {
+
+bool NeedHopper(KernelState& s, const char* what, const Loc& loc) {
+  if (s.target.compute_capability >= 90) return true;
+  s.Fail(absl::StrCat(what, " needs sm_90 or later; this kernel targets ", s.target.chip), loc);
+  return false;
+}
+
+mlir::Type SharedPtr(KernelState& s) { return mlir::LLVM::LLVMPointerType::get(s.context.get(), 3); }
+
+// Generic pointer to the CUtensorMap, whichever way the parameter is passed.
+mlir::Value DescriptorPtr(KernelState& s, const TensorMap& map, mlir::Location l) {
+  mlir::Value p = s.Unwrap(map.param());
+  auto generic = mlir::LLVM::LLVMPointerType::get(s.context.get());
+  if (p.getType() != generic) p = mlir::LLVM::AddrSpaceCastOp::create(s.builder, l, generic, p);
+  return p;
+}
+
+// Checks that `tile` is what one box of `map` fills: the same bytes and swizzle.
+bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile,
+                      size_t coords, const Loc& loc) {
+  if (static_cast<int>(coords) != map.rank()) {
+    s.Fail(absl::StrCat("a rank-", map.rank(), " tensor map takes ", map.rank(),
+                        " coordinates, not ", coords),
+           loc);
+    return false;
+  }
+  if (map.box_bytes() != tile.stage_bytes()) {
+    s.Fail(absl::StrCat("the tensor map's box is ", map.box_bytes(), " bytes but the smem tile (",
+                        LocString(tile.loc()), ") holds ", tile.stage_bytes(), " per stage"),
+           loc);
+    return false;
+  }
+  if (map.swizzle() != tile.swizzle()) {
+    s.Fail(absl::StrCat("the tensor map swizzles ", SwizzleBytes(map.swizzle()),
+                        "B but the smem tile (", LocString(tile.loc()), ") is laid out with ",
+                        SwizzleBytes(tile.swizzle()), "B swizzle"),
+           loc);
+    return false;
+  }
+  return true;
+}
+
+// The destination of a TMA load, in the shared::cluster window (address space 7).
+mlir::Value ClusterDst(KernelState& s, const SmemTile& dst, const Loc& loc, mlir::Location l) {
+  auto cluster_ptr = mlir::LLVM::LLVMPointerType::get(s.context.get(), 7);
+  return mlir::LLVM::AddrSpaceCastOp::create(s.builder, l, cluster_ptr, s.Unwrap(dst.Base(loc)));
+}
+
+llvm::SmallVector<mlir::Value> Coordinates(KernelState& s, const std::vector<Operand>& coords) {
+  llvm::SmallVector<mlir::Value> out;
+  for (const Operand& c : coords) out.push_back(s.Materialize(c, Type::Of(Scalar::kI32)));
+  return out;
+}
+
+}  // namespace
+
+int SwizzleBytes(Swizzle s) { return s == Swizzle::kNone ? 0 : 16 << static_cast<int>(s); }
+
+// ---- tensor maps
+
+TensorMap Kernel::TmaParam(const std::string& name, const rt::TensorMapParam& spec, Loc loc) {
+  KernelState& s = *state_;
+  TensorMap map;
+  map.spec_ = spec;
+  map.loc_ = loc;
+  NeedHopper(s, "TMA", loc);
+  if (spec.dims.empty() || spec.dims.size() > 5 || spec.box.size() != spec.dims.size() ||
+      spec.strides.size() + 1 != spec.dims.size())
+    Fail("a tensor map has rank 1..5 with one box extent per dim and rank-1 strides", loc);
+  for (uint32_t b : spec.box)
+    if (b == 0 || b > 256) Fail(absl::StrCat("a TMA box extent is 1..256, not ", b), loc);
+  const int inner = spec.box.empty() ? 0 : spec.box[0] * rt::TmaElementBytes(spec.dtype);
+  if (spec.swizzle != rt::TmaSwizzle::kNone && inner > SwizzleBytes(map.swizzle()))
+    Fail(absl::StrCat("the box's inner extent of ", inner, " bytes exceeds its ",
+                      SwizzleBytes(map.swizzle()), "B swizzle span"),
+         loc);
+  // By value: a __grid_constant__ CUtensorMap in the parameter space, addressed in place.
+  // By pointer: a global pointer to a copy the launcher made.
+  mlir::Block* entry = &s.func.getBody().front();
+  auto generic = mlir::LLVM::LLVMPointerType::get(s.context.get());
+  auto global = mlir::LLVM::LLVMPointerType::get(s.context.get(), 1);
+  mlir::Value arg = entry->addArgument(spec.by_value ? generic : global, s.ToLoc(loc));
+  s.func.setFunctionTypeAttr(mlir::TypeAttr::get(mlir::LLVM::LLVMFunctionType::get(
+      mlir::LLVM::LLVMVoidType::get(s.context.get()), llvm::to_vector(entry->getArgumentTypes()))));
+  const unsigned index = entry->getNumArguments() - 1;
+  if (spec.by_value) {
+    mlir::Type bytes = mlir::LLVM::LLVMArrayType::get(s.builder.getI8Type(), 128);
+    s.func.setArgAttr(index, mlir::LLVM::LLVMDialect::getByValAttrName(), mlir::TypeAttr::get(bytes));
+    s.func.setArgAttr(index, mlir::LLVM::LLVMDialect::getAlignAttrName(), s.builder.getI64IntegerAttr(64));
+    s.func.setArgAttr(index, mlir::NVVM::NVVMDialect::getGridConstantAttrName(), s.builder.getUnitAttr());
+  }
+  rt::ParamSpec p;
+  p.name = name;
+  p.kind = rt::ParamSpec::Kind::kTensorMap;
+  p.tensor_map = spec;
+  s.manifest.params.push_back(p);
+  map.param_ = s.Wrap(arg, Type::Ptr(Space::kGlobal, Scalar::kI32));  // opaque to the user
+  return map;
+}
+
+void Kernel::TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
+                     std::vector<Operand> coords, Loc loc) {
+  KernelState& s = *state_;
+  if (!NeedHopper(s, "TMA", loc) || !CheckBoxFitsTile(s, map, dst, coords.size(), loc)) return;
+  mlir::Location l = s.ToLoc(loc);
+  mlir::NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+      s.builder, l, ClusterDst(s, dst, loc, l), DescriptorPtr(s, map, l), Coordinates(s, coords),
+      s.Unwrap(bar.ptr()), mlir::ValueRange{}, mlir::Value(), mlir::Value(),
+      mlir::NVVM::TMALoadMode::TILE, false, nullptr, mlir::Value());
+}
+
+void Kernel::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
+                              std::vector<Operand> coords, const Operand& cta_mask, Loc loc) {
+  KernelState& s = *state_;
+  if (!NeedHopper(s, "TMA multicast", loc) || !CheckBoxFitsTile(s, map, dst, coords.size(), loc))
+    return;
+  if (s.manifest.cluster.count() < 2)
+    return Fail("TMA multicast needs a cluster of 2 or more CTAs (ClusterDims)", loc);
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value mask = s.Materialize(cta_mask, Type::Of(Scalar::kI32));
+  mask = mlir::arith::TruncIOp::create(s.builder, l, s.builder.getI16Type(), mask);
+  mlir::NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+      s.builder, l, ClusterDst(s, dst, loc, l), DescriptorPtr(s, map, l), Coordinates(s, coords),
+      s.Unwrap(bar.ptr()), mlir::ValueRange{}, mask, mlir::Value(),
+      mlir::NVVM::TMALoadMode::TILE, false, nullptr, mlir::Value());
+}
+
+void Kernel::TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
+                      Loc loc) {
+  KernelState& s = *state_;
+  if (!NeedHopper(s, "TMA", loc) || !CheckBoxFitsTile(s, map, src, coords.size(), loc)) return;
+  mlir::Location l = s.ToLoc(loc);
+  mlir::NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
+      s.builder, l, DescriptorPtr(s, map, l), s.Unwrap(src.Base(loc)), Coordinates(s, coords),
+      mlir::Value(), mlir::NVVM::TMAStoreMode::TILE, mlir::Value());
+}
+
+void Kernel::BulkCommit(Loc loc) {
+  if (!NeedHopper(*state_, "cp.async.bulk", loc)) return;
+  mlir::NVVM::CpAsyncBulkCommitGroupOp::create(state_->builder, state_->ToLoc(loc));
+}
+
+void Kernel::BulkWait(int pending, Loc loc) {
+  if (!NeedHopper(*state_, "cp.async.bulk", loc)) return;
+  if (pending < 0 || pending > 63) return Fail("BulkWait takes 0..63 pending groups", loc);
+  mlir::NVVM::CpAsyncBulkWaitGroupOp::create(state_->builder, state_->ToLoc(loc),
+                                             static_cast<uint32_t>(pending), nullptr);
+}
+
+// ---- fences and barriers
+
+void Kernel::FenceBarrierInit(Loc loc) {
+  if (!NeedHopper(*state_, "fence.mbarrier_init", loc)) return;
+  mlir::NVVM::FenceMbarrierInitOp::create(state_->builder, state_->ToLoc(loc));
+}
+
+void Kernel::FenceProxyAsync(Loc loc) {
+  if (!NeedHopper(*state_, "fence.proxy.async", loc)) return;
+  mlir::NVVM::FenceProxyOp::create(
+      state_->builder, state_->ToLoc(loc), mlir::NVVM::ProxyKind::async_shared,
+      mlir::NVVM::SharedSpaceAttr::get(state_->context.get(), mlir::NVVM::SharedSpace::shared_cta));
+}
+
+void Kernel::ClusterSync(Loc loc) {
+  if (!NeedHopper(*state_, "barrier.cluster", loc)) return;
+  mlir::Location l = state_->ToLoc(loc);
+  mlir::NVVM::ClusterArriveOp::create(state_->builder, l, state_->builder.getUnitAttr());
+  mlir::NVVM::ClusterWaitOp::create(state_->builder, l, state_->builder.getUnitAttr());
+}
+
+void Kernel::NamedBarrier(const Operand& id, int threads, Loc loc) {
+  KernelState& s = *state_;
+  if (Access::IsImm(id) && (Access::Imm(id) < 0 || Access::Imm(id) > 15))
+    return Fail("named barriers are numbered 0..15", loc);
+  if (threads <= 0 || threads % 32 || threads > static_cast<int>(s.manifest.block.count()))
+    return Fail(absl::StrCat("a named barrier counts whole warps of the block, not ", threads,
+                             " threads"),
+                loc);
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value n = mlir::arith::ConstantIntOp::create(s.builder, l, threads, 32);
+  mlir::NVVM::BarrierOp::create(s.builder, l, mlir::Type(), s.Materialize(id, Type::Of(Scalar::kI32)),
+                                n, nullptr, mlir::Value());
+}
+
+Barriers Kernel::SmemBarriers(int count, Loc loc) {
+  Barriers b;
+  NeedHopper(*state_, "mbarrier expect_tx", loc);
+  b.count_ = count;
+  b.tile_ = Smem(Scalar::kI64, std::max(count, 1), 1, 0, 8, loc);
+  if (count <= 0) Fail(absl::StrCat("an array of ", count, " barriers"), loc);
+  return b;
+}
+
+Barrier Barriers::operator[](const Operand& i) const {
+  Barrier b;
+  KernelState& s = *Access::State(tile_.Base(i.loc()));
+  if (Access::IsImm(i) && (Access::Imm(i) < 0 || Access::Imm(i) >= count_))
+    s.Fail(absl::StrCat("barrier ", Access::Imm(i), " of an array of ", count_), i.loc());
+  b.ptr_ = tile_.At(i, 0, i.loc());
+  return b;
+}
+
+namespace {
+KernelState& StateOf(const Barrier& b) { return *Access::State(b.ptr()); }
+}  // namespace
+
+void Barrier::Init(int count, Loc loc) const {
+  KernelState& s = StateOf(*this);
+  if (count <= 0 || count >= (1 << 20))
+    return s.Fail(absl::StrCat("an mbarrier expects 1..2^20-1 arrivals, not ", count), loc);
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value n = mlir::arith::ConstantIntOp::create(s.builder, l, count, 32);
+  mlir::NVVM::MBarrierInitOp::create(s.builder, l, s.Unwrap(ptr_), n, mlir::Value());
+}
+
+void Barrier::Arrive(Loc loc) const {
+  KernelState& s = StateOf(*this);
+  mlir::NVVM::MBarrierArriveOp::create(s.builder, s.ToLoc(loc), mlir::Type(), s.Unwrap(ptr_),
+                                       mlir::Value());
+}
+
+void Barrier::ArriveExpectTx(std::initializer_list<const TensorMap*> maps, Loc loc) const {
+  KernelState& s = StateOf(*this);
+  int bytes = 0;
+  for (const TensorMap* m : maps) bytes += m->box_bytes();
+  if (bytes <= 0 || bytes >= (1 << 20))
+    return s.Fail(absl::StrCat("an mbarrier transaction count is 1..2^20-1 bytes, not ", bytes), loc);
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value tx = mlir::arith::ConstantIntOp::create(s.builder, l, bytes, 32);
+  mlir::NVVM::MBarrierArriveExpectTxOp::create(s.builder, l, mlir::Type(), s.Unwrap(ptr_), tx,
+                                               mlir::NVVM::MemScopeKind::CTA, false, mlir::Value());
+}
+
+void Barrier::ArriveCluster(const Operand& cta_rank, Loc loc) const {
+  KernelState& s = StateOf(*this);
+  if (s.manifest.cluster.count() < 2)
+    return s.Fail("a remote arrive needs a cluster of 2 or more CTAs (ClusterDims)", loc);
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value addr = s.SharedAddress32(s.Unwrap(ptr_), l);
+  s.InlineAsm(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, $0, $1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}",
+      "r,r,~{memory}", {addr, s.Materialize(cta_rank, Type::Of(Scalar::kI32))}, mlir::Type(), l);
+}
+
+void Barrier::Wait(const Operand& phase, Loc loc) const {
+  KernelState& s = StateOf(*this);
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value addr = s.SharedAddress32(s.Unwrap(ptr_), l);
+  // try_wait returns after a hardware time limit even when the phase is incomplete: loop.
+  s.InlineAsm(
+      "{\n.reg .pred done;\nkiln_wait_${:uid}:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
+      "@!done bra.uni kiln_wait_${:uid};\n}",
+      "r,r,~{memory}", {addr, s.Materialize(phase, Type::Of(Scalar::kI32))}, mlir::Type(), l);
+}
+
+}  // namespace kiln

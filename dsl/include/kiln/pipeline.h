@@ -1,0 +1,65 @@
+// A TMA pipeline: a ring of smem stages guarded by full/empty mbarrier pairs, with the stage
+// index and phase parity kept for you. Built only on Kernel's public ops (the raw mbarrier and
+// TMA calls stay available for kernels that roll their own).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kiln/kernel.h"
+
+namespace kiln {
+
+// One TMA box load of a pipeline stage. With `cta_mask`, a multicast to those cluster CTAs;
+// with `issue_if`, only CTAs where it holds issue it (the others still receive its bytes).
+struct TmaCopy {
+  const TensorMap* map;
+  SmemTile tile;  // the ring; the pipeline selects the stage
+  std::vector<Operand> coords;
+  Value cta_mask;
+  Value issue_if;
+};
+
+class Pipeline {
+ public:
+  // `consumers`: arrivals that release a stage in each CTA (one per consumer warpgroup);
+  // `cluster`: CTAs that share stages through multicast (each releases every CTA's stage).
+  Pipeline(Kernel& k, int stages, int consumers, int cluster = 1, Loc loc = Loc::current());
+
+  // One thread: initialises the barriers and fences the init for the async proxy and the
+  // cluster. The caller then synchronises the block (or cluster).
+  void Init(Loc loc = Loc::current());
+
+  // A side's position in the ring: stage index and phase parity, in registers.
+  struct Cursor {
+    Regs regs;
+    Value stage() const { return regs[0]; }
+    Value phase() const { return regs[1]; }
+  };
+  Cursor Start(Loc loc = Loc::current());
+
+  // Producer (one thread): waits for the stage to be free, expects the bytes of `copies`,
+  // issues them, advances.
+  void Produce(Cursor& at, const std::vector<TmaCopy>& copies, Loc loc = Loc::current());
+  // Consumer warpgroup: waits for the stage to be full, runs body(stage), releases it (thread
+  // `thread_in_wg` < cluster arrives on that CTA's empty barrier), advances.
+  void Consume(Cursor& at, const Value& thread_in_wg, const std::function<void(Value)>& body,
+               Loc loc = Loc::current());
+
+  int stages() const { return stages_; }
+
+ private:
+  void Advance(Cursor& at, Loc loc);
+
+  Kernel& k_;
+  int stages_, consumers_, cluster_;
+  Barriers full_, empty_;
+  // Shared with the Build()-time check, which outlives no kernel but may outlive this object.
+  struct Uses {
+    bool initialised = false;
+    std::vector<Loc> produced, consumed;
+  };
+  std::shared_ptr<Uses> uses_;
+};
+
+}  // namespace kiln

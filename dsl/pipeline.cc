@@ -1,0 +1,92 @@
+#include "kiln/pipeline.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kiln {
+
+Pipeline::Pipeline(Kernel& k, int stages, int consumers, int cluster, Loc loc)
+    : k_(k), stages_(stages), consumers_(consumers), cluster_(cluster),
+      uses_(std::make_shared<Uses>()) {
+  if (stages < 1 || consumers < 1 || cluster < 1) {
+    k.Fail(absl::StrCat("a pipeline of ", stages, " stages, ", consumers, " consumers and ",
+                        cluster, " CTAs"),
+           loc);
+    stages_ = consumers_ = cluster_ = 1;
+  }
+  full_ = k.SmemBarriers(stages_, loc);
+  empty_ = k.SmemBarriers(stages_, loc);
+  std::shared_ptr<Uses> uses = uses_;
+  k.CheckAtBuild([&k, uses, loc] {
+    if (!uses->consumed.empty() && uses->produced.empty())
+      k.Fail("this pipeline stage is consumed but nothing produces it (no Produce on the "
+             "pipeline declared at " + LocString(loc) + "); the consumer would wait forever",
+             uses->consumed.front());
+    if (!uses->produced.empty() && uses->consumed.empty())
+      k.Fail("this pipeline stage is produced but never consumed; the producer would wait "
+             "forever for a free stage",
+             uses->produced.front());
+    if ((!uses->produced.empty() || !uses->consumed.empty()) && !uses->initialised)
+      k.Fail("the pipeline is used but never initialised (Init)", loc);
+  });
+}
+
+void Pipeline::Init(Loc loc) {
+  uses_->initialised = true;
+  for (int i = 0; i < stages_; ++i) {
+    full_[i].Init(1, loc);  // the producer's arrive.expect_tx; the bytes complete the phase
+    empty_[i].Init(consumers_ * cluster_, loc);
+  }
+  k_.FenceBarrierInit(loc);
+}
+
+Pipeline::Cursor Pipeline::Start(Loc loc) {
+  return Cursor{k_.Registers(Type::Of(i32), 2, loc)};
+}
+
+void Pipeline::Advance(Cursor& at, Loc loc) {
+  Value next = at.stage() + Operand(1, loc);
+  Value wrap = next == Operand(stages_, loc);
+  at.regs[0] = Operand(Select(wrap, 0, next), loc);
+  at.regs[1] = Operand(at.phase() ^ Select(wrap, 1, 0), loc);
+}
+
+void Pipeline::Produce(Cursor& at, const std::vector<TmaCopy>& copies, Loc loc) {
+  uses_->produced.push_back(loc);
+  Value stage = at.stage();
+  // A fresh empty barrier counts its (virtual) previous phase as complete: parity 1 passes.
+  empty_[stage].Wait(at.phase() ^ Operand(1, loc), loc);
+  Barrier full = full_[stage];
+  switch (copies.size()) {  // expect_tx takes the maps themselves, so their boxes give the bytes
+    case 1: full.ArriveExpectTx({copies[0].map}, loc); break;
+    case 2: full.ArriveExpectTx({copies[0].map, copies[1].map}, loc); break;
+    default: k_.Fail(absl::StrCat("a stage is filled by 1 or 2 TMA boxes, not ", copies.size()), loc);
+  }
+  for (const TmaCopy& c : copies) {
+    auto issue = [&] {
+      SmemTile dst = c.tile.Stage(stage, loc);
+      if (c.cta_mask.valid()) k_.TmaLoadMulticast(*c.map, dst, full, c.coords, c.cta_mask, loc);
+      else k_.TmaLoad(*c.map, dst, full, c.coords, loc);
+    };
+    if (c.issue_if.valid()) k_.If(c.issue_if, issue, loc);
+    else issue();
+  }
+  Advance(at, loc);
+}
+
+void Pipeline::Consume(Cursor& at, const Value& thread_in_wg,
+                       const std::function<void(Value)>& body, Loc loc) {
+  uses_->consumed.push_back(loc);
+  Value stage = at.stage();
+  full_[stage].Wait(at.phase(), loc);
+  body(stage);
+  if (cluster_ == 1) {
+    k_.If(thread_in_wg == Operand(0, loc), [&] { empty_[stage].Arrive(loc); }, loc);
+  } else {
+    // Every CTA of the cluster may have multicast into this stage: release it everywhere.
+    k_.If(thread_in_wg < Operand(cluster_, loc), [&] { empty_[stage].ArriveCluster(thread_in_wg, loc); },
+          loc);
+  }
+  Advance(at, loc);
+}
+
+}  // namespace kiln

@@ -1,0 +1,165 @@
+// Warpgroup MMA (wgmma) with shared-memory descriptors derived from the tiles' layouts, its
+// accumulator fragments, and stmatrix.
+#include "absl/strings/str_cat.h"
+#include "dsl/kernel_state.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+namespace kiln {
+
+using detail::Access;
+using detail::KernelState;
+
+namespace {
+bool NeedWgmma(KernelState& s, const Loc& loc) {
+  if (s.target.chip == "sm_90a") return true;
+  s.Fail(absl::StrCat("wgmma needs sm_90a; this kernel targets ", s.target.chip), loc);
+  return false;
+}
+
+// The smem matrix descriptor of rows [row0, row0 + 8k) x columns [k0, k0 + 16) of a K-major
+// swizzled tile: start address, leading byte offset 16 (unused when swizzled), stride byte
+// offset = one 8-row swizzle atom, and the swizzle mode.
+mlir::Value Descriptor(KernelState& s, const SmemTile& t, const Operand& row0, int k0,
+                       const Loc& loc) {
+  const int es = ScalarBytes(t.elem());
+  const int row_bytes = t.row_stride() * es;
+  const int mode = t.swizzle() == Swizzle::k128B ? 1 : t.swizzle() == Swizzle::k64B ? 2 : 3;
+  mlir::Location l = s.ToLoc(loc);
+  const Type i32 = Type::Of(Scalar::kI32);
+  Value base = s.Wrap(s.SharedAddress32(s.Unwrap(t.Base(loc)), l), i32);
+  Value addr = base + s.Wrap(s.Materialize(row0, i32), i32) * Operand(row_bytes, loc) +
+               Operand(k0 * es, loc);
+  mlir::Value start = s.Unwrap((addr & Operand(0x3FFFF, loc)) >> Operand(4, loc));
+  start = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), start);
+  const uint64_t fixed = (uint64_t{16 >> 4} << 16) | (uint64_t(8 * row_bytes >> 4) << 32) |
+                         (uint64_t(mode) << 62);
+  mlir::Value hi = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
+  return mlir::arith::OrIOp::create(s.builder, l, start, hi);
+}
+
+bool CheckOperandTile(KernelState& s, const SmemTile& t, const char* which, int rows,
+                      const Operand& row0, int k0, const Loc& loc) {
+  const std::string where = absl::StrCat("wgmma ", which, " tile (", LocString(t.loc()), ")");
+  if (t.elem() != Scalar::kBF16 && t.elem() != Scalar::kF16) {
+    s.Fail(absl::StrCat(where, " must hold bf16 or f16"), loc);
+    return false;
+  }
+  const int span = SwizzleBytes(t.swizzle());
+  if (span == 0 || t.row_stride() * ScalarBytes(t.elem()) != span) {
+    s.Fail(absl::StrCat(where, " must be K-major with rows of exactly its swizzle span; it has ",
+                        span ? absl::StrCat(span, "B swizzle and ", t.row_stride() * 2, "-byte rows")
+                             : std::string("no swizzle"),
+                        ", which no wgmma descriptor describes"),
+           loc);
+    return false;
+  }
+  if (k0 < 0 || k0 % 16 || k0 + 16 > t.cols()) {
+    s.Fail(absl::StrCat(where, ": k0 = ", k0, " is not a 16-wide slice of its ", t.cols(),
+                        " columns"),
+           loc);
+    return false;
+  }
+  if (rows > t.rows() || (Access::IsImm(row0) && (static_cast<int>(Access::Imm(row0)) % 8 ||
+                                                  Access::Imm(row0) + rows > t.rows()))) {
+    s.Fail(absl::StrCat(where, " has ", t.rows(), " rows; this wgmma reads ", rows,
+                        " rows from row ", Access::IsImm(row0) ? Access::Imm(row0) : -1),
+           loc);
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
+WgmmaAccumulator Kernel::WgmmaAcc(int n, Loc loc) {
+  KernelState& s = *state_;
+  WgmmaAccumulator acc;
+  NeedWgmma(s, loc);
+  if (n < 8 || n > 256 || n % 8) {
+    Fail(absl::StrCat("wgmma m64nNk16 takes N = 8..256 in steps of 8, not ", n), loc);
+    n = 8;
+  }
+  acc.n_ = n;
+  acc.regs_ = Registers(Type::Of(Scalar::kF32), n / 2, loc);
+  acc.lane_ = LaneId(loc);
+  acc.warp_ = WarpId(loc) % Operand(4, loc);
+  return acc;
+}
+
+Value WgmmaAccumulator::Row(int pair, Loc loc) const {
+  return warp_ * Operand(16, loc) + lane_ / Operand(4, loc) + Operand(pair % 2 * 8, loc);
+}
+
+Value WgmmaAccumulator::Col(int pair, Loc loc) const {
+  return lane_ % Operand(4, loc) * Operand(2, loc) + Operand(pair / 2 * 8, loc);
+}
+
+void Kernel::WgmmaFence(Loc loc) {
+  if (!NeedWgmma(*state_, loc)) return;
+  mlir::NVVM::WgmmaFenceAlignedOp::create(state_->builder, state_->ToLoc(loc));
+}
+
+void Kernel::WgmmaCommit(Loc loc) {
+  if (!NeedWgmma(*state_, loc)) return;
+  mlir::NVVM::WgmmaGroupSyncAlignedOp::create(state_->builder, state_->ToLoc(loc));
+}
+
+void Kernel::WgmmaWait(int pending, Loc loc) {
+  if (!NeedWgmma(*state_, loc)) return;
+  if (pending < 0 || pending > 7) return Fail("wgmma.wait_group takes 0..7", loc);
+  mlir::NVVM::WgmmaWaitGroupSyncOp::create(state_->builder, state_->ToLoc(loc), pending);
+}
+
+void Kernel::Wgmma(const WgmmaAccumulator& acc, const SmemTile& a, const Operand& a_row0,
+                   const SmemTile& b, const Operand& b_row0, int k0, bool scale_d, Loc loc) {
+  KernelState& s = *state_;
+  if (!NeedWgmma(s, loc) || acc.n() == 0) return;
+  if (!CheckOperandTile(s, a, "A", 64, a_row0, k0, loc) ||
+      !CheckOperandTile(s, b, "B", acc.n(), b_row0, k0, loc))
+    return;
+  if (a.elem() != b.elem()) return Fail("wgmma A and B tiles hold different types", loc);
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Type f32 = s.builder.getF32Type();
+  const int regs = acc.n() / 2;
+  mlir::Type st = mlir::LLVM::LLVMStructType::getLiteral(
+      s.context.get(), llvm::SmallVector<mlir::Type>(regs, f32));
+  mlir::Value d = mlir::LLVM::PoisonOp::create(s.builder, l, st);
+  for (int i = 0; i < regs; ++i)
+    d = mlir::LLVM::InsertValueOp::create(s.builder, l, d, s.Unwrap(acc[RegIndex(i, loc)].Load(loc)), i);
+  const auto ty = a.elem() == Scalar::kBF16 ? mlir::NVVM::WGMMATypes::bf16 : mlir::NVVM::WGMMATypes::f16;
+  auto op = mlir::NVVM::WgmmaMmaAsyncOp::create(
+      s.builder, l, st, d, Descriptor(s, a, a_row0, k0, loc), Descriptor(s, b, b_row0, k0, loc),
+      mlir::NVVM::MMAShapeAttr::get(s.context.get(), 64, acc.n(), 16), ty, ty,
+      mlir::NVVM::WGMMATypes::f32,
+      scale_d ? mlir::NVVM::WGMMAScaleOut::one : mlir::NVVM::WGMMAScaleOut::zero,
+      mlir::NVVM::WGMMAScaleIn::one, mlir::NVVM::WGMMAScaleIn::one, mlir::NVVM::MMALayout::row,
+      mlir::NVVM::MMALayout::col, nullptr);
+  for (int i = 0; i < regs; ++i) {
+    mlir::Value v = mlir::LLVM::ExtractValueOp::create(s.builder, l, op.getResult(), i);
+    acc[RegIndex(i, loc)] = Operand(s.Wrap(v, Type::Of(Scalar::kF32)), loc);
+  }
+}
+
+void Kernel::StMatrix(const Value& smem_row, const std::vector<Value>& regs, bool trans, Loc loc) {
+  KernelState& s = *state_;
+  const Type& pt = smem_row.type();
+  if (regs.size() != 1 && regs.size() != 2 && regs.size() != 4)
+    return Fail(absl::StrCat("stmatrix stores 1, 2 or 4 matrices, not ", regs.size()), loc);
+  if (pt.kind != Type::Kind::kPointer || pt.space != Space::kShared || ScalarBytes(pt.elem) != 2)
+    return Fail(absl::StrCat("stmatrix writes 16-bit elements to shared memory, not through ",
+                             pt.Str()),
+                loc);
+  for (const Value& r : regs)
+    if (r.type() != Type::Of(Scalar::kI32))
+      return Fail("stmatrix registers are b32 (pairs of 16-bit values)", loc);
+  if (s.target.compute_capability < 90) return Fail("stmatrix needs sm_90 or later", loc);
+  llvm::SmallVector<mlir::Value> src;
+  for (const Value& r : regs) src.push_back(s.Unwrap(r));
+  mlir::NVVM::StMatrixOp::create(
+      s.builder, s.ToLoc(loc), s.Unwrap(smem_row), src,
+      trans ? mlir::NVVM::MMALayout::col : mlir::NVVM::MMALayout::row,
+      mlir::NVVM::LdStMatrixShapeAttr::get(s.context.get(), 8, 8),
+      mlir::NVVM::LdStMatrixEltType::B16);
+}
+
+}  // namespace kiln
