@@ -98,9 +98,14 @@ TensorMap Kernel::TmaParam(const std::string& name, const rt::TensorMapParam& sp
   const unsigned index = entry->getNumArguments() - 1;
   if (spec.by_value) {
     mlir::Type bytes = mlir::LLVM::LLVMArrayType::get(s.builder.getI8Type(), 128);
-    s.func.setArgAttr(index, mlir::LLVM::LLVMDialect::getByValAttrName(), mlir::TypeAttr::get(bytes));
-    s.func.setArgAttr(index, mlir::LLVM::LLVMDialect::getAlignAttrName(), s.builder.getI64IntegerAttr(64));
-    s.func.setArgAttr(index, mlir::NVVM::NVVMDialect::getGridConstantAttrName(), s.builder.getUnitAttr());
+    s.SetArgAttrs(index, {s.builder.getNamedAttr(mlir::LLVM::LLVMDialect::getByValAttrName(),
+                                                 mlir::TypeAttr::get(bytes)),
+                          s.builder.getNamedAttr(mlir::LLVM::LLVMDialect::getAlignAttrName(),
+                                                 s.builder.getI64IntegerAttr(64)),
+                          s.builder.getNamedAttr(mlir::NVVM::NVVMDialect::getGridConstantAttrName(),
+                                                 s.builder.getUnitAttr())});
+  } else if (s.func.getArgAttrsAttr()) {
+    s.SetArgAttrs(index, {});
   }
   rt::ParamSpec p;
   p.name = name;
@@ -252,7 +257,7 @@ void Barrier::ArriveCluster(const Operand& cta_rank, Loc loc) const {
   mlir::Value addr = s.SharedAddress32(s.Unwrap(ptr_), l);
   s.InlineAsm(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, $0, $1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}",
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}",
       "r,r,~{memory}", {addr, s.Materialize(cta_rank, Type::Of(Scalar::kI32))}, mlir::Type(), l);
 }
 

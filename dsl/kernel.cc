@@ -118,6 +118,15 @@ mlir::Value KernelState::InlineAsm(const std::string& ptx, const std::string& co
   return result ? op.getResult(0) : mlir::Value();
 }
 
+void KernelState::SetArgAttrs(unsigned index, llvm::ArrayRef<mlir::NamedAttribute> attrs) {
+  const unsigned n = func.getBody().front().getNumArguments();
+  llvm::SmallVector<mlir::Attribute> all;
+  if (mlir::ArrayAttr old = func.getArgAttrsAttr()) all.assign(old.begin(), old.end());
+  all.resize(n, mlir::DictionaryAttr::get(context.get()));
+  all[index] = mlir::DictionaryAttr::get(context.get(), attrs);
+  func.setArgAttrsAttr(mlir::ArrayAttr::get(context.get(), all));
+}
+
 mlir::Value KernelState::SharedAddress32(mlir::Value smem_ptr, mlir::Location l) {
   return mlir::LLVM::PtrToIntOp::create(builder, l, builder.getI32Type(), smem_ptr);
 }
@@ -171,7 +180,11 @@ Value AddParam(KernelState& s, const std::string& name, Type t, rt::ParamSpec::K
   mlir::Value arg = entry->addArgument(s.ToMlir(t), s.ToLoc(loc));
   s.func.setFunctionTypeAttr(mlir::TypeAttr::get(mlir::LLVM::LLVMFunctionType::get(
       mlir::LLVM::LLVMVoidType::get(s.context.get()), llvm::to_vector(entry->getArgumentTypes()))));
-  s.manifest.params.push_back({name, kind});
+  if (s.func.getArgAttrsAttr()) s.SetArgAttrs(entry->getNumArguments() - 1, {});
+  rt::ParamSpec p;
+  p.name = name;
+  p.kind = kind;
+  s.manifest.params.push_back(p);
   return s.Wrap(arg, t);
 }
 }  // namespace
@@ -179,6 +192,16 @@ Value AddParam(KernelState& s, const std::string& name, Type t, rt::ParamSpec::K
 Value Kernel::PtrParam(const std::string& name, Scalar elem, Loc loc) {
   return AddParam(*state_, name, Type::Ptr(Space::kGlobal, elem), rt::ParamSpec::Kind::kPointer,
                   loc);
+}
+
+Value Kernel::ScheduleTableParam(const std::string& name, const rt::ScheduleTableParam& spec,
+                                 Loc loc) {
+  if (spec.tile_m <= 0 || spec.tile_n <= 0 || spec.groups <= 0 || spec.slots <= 0)
+    Fail("a schedule table needs positive tile sizes, groups and slots", loc);
+  Value v = AddParam(*state_, name, Type::Ptr(Space::kGlobal, Scalar::kI32),
+                     rt::ParamSpec::Kind::kScheduleTable, loc);
+  state_->manifest.params.back().schedule = spec;
+  return v;
 }
 
 Value Kernel::I32Param(const std::string& name, Loc loc) {

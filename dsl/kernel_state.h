@@ -49,6 +49,8 @@ struct KernelState {
   mlir::Value InlineAsm(const std::string& ptx, const std::string& constraints,
                         llvm::ArrayRef<mlir::Value> operands, mlir::Type result,
                         mlir::Location l);
+  // Sets the attributes of kernel argument `index`, keeping one entry per argument.
+  void SetArgAttrs(unsigned index, llvm::ArrayRef<mlir::NamedAttribute> attrs);
   // 32-bit shared-space address of a smem pointer (for descriptors and mapa).
   mlir::Value SharedAddress32(mlir::Value smem_ptr, mlir::Location l);
 

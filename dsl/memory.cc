@@ -276,7 +276,7 @@ void Kernel::StoreWriteThrough(const Value& ptr, const Operand& value, Loc loc) 
   mlir::Value bits = s.Unwrap(
       s.Wrap(s.Materialize(value, t), t).Bitcast(Type::Of(t.Bytes() == 2 ? Scalar::kI16 : Scalar::kI32), loc));
   s.InlineAsm(t.Bytes() == 2 ? "st.global.wt.b16 [$0], $1;" : "st.global.wt.b32 [$0], $1;",
-              t.Bytes() == 2 ? "l,h,~{memory}" : "l,r,~{memory}", {s.Unwrap(ptr), bits}, {}, l);
+              t.Bytes() == 2 ? "l,h" : "l,r", {s.Unwrap(ptr), bits}, {}, l);
 }
 
 Value Kernel::Vector(const std::vector<Value>& lanes, Loc loc) {

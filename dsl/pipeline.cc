@@ -47,7 +47,7 @@ void Pipeline::Advance(Cursor& at, Loc loc) {
   Value next = at.stage() + Operand(1, loc);
   Value wrap = next == Operand(stages_, loc);
   at.regs[0] = Operand(Select(wrap, 0, next), loc);
-  at.regs[1] = Operand(at.phase() ^ Select(wrap, 1, 0), loc);
+  at.regs[1] = Operand(at.phase() ^ Select(wrap, k_.I32(1, loc), 0), loc);
 }
 
 void Pipeline::Produce(Cursor& at, const std::vector<TmaCopy>& copies, Loc loc) {

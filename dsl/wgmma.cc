@@ -124,7 +124,8 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const SmemTile& a, const Operand
   mlir::Type st = mlir::LLVM::LLVMStructType::getLiteral(
       s.context.get(), llvm::SmallVector<mlir::Type>(regs, f32));
   mlir::Value d = mlir::LLVM::PoisonOp::create(s.builder, l, st);
-  for (int i = 0; i < regs; ++i)
+  // With scale-d 0 the old accumulator is not read: passing poison lets it die before this.
+  for (int i = 0; i < regs && scale_d; ++i)
     d = mlir::LLVM::InsertValueOp::create(s.builder, l, d, s.Unwrap(acc[RegIndex(i, loc)].Load(loc)), i);
   const auto ty = a.elem() == Scalar::kBF16 ? mlir::NVVM::WGMMATypes::bf16 : mlir::NVVM::WGMMATypes::f16;
   auto op = mlir::NVVM::WgmmaMmaAsyncOp::create(

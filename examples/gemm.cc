@@ -63,7 +63,11 @@ rt::TensorMapParam KMajorMap(const std::string& operand, const std::string& rows
 }  // namespace
 
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
-  k.Gemm({.c_order = "col", .tile_m = shape.bm, .tile_n = shape.bn, .tile_k = shape.bk}, loc);
+  k.Gemm({.c_order = "col",
+          .tile_m = shape.divide_m ? shape.divide_m : shape.bm,
+          .tile_n = shape.divide_n ? shape.divide_n : shape.bn,
+          .tile_k = shape.bk},
+         loc);
   TmaGemmOperands g;
   g.rank = shape.rank;
   g.M = k.I32Param("M", loc);

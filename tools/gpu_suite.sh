@@ -3,12 +3,12 @@
 # tests (driver, JIT errors, every bundle's correctness) and the benchmark table.
 #   KILN_RT_BUILD  runtime-only build directory   (default build-rt)
 #   KILN_BUNDLES   bundle directory                (default build/bundles)
-#   KILN_SIZES     bench sizes                     (default 4096,8192,2048x3072x1024)
+#   KILN_SIZES     bench sizes                     (default 4096,8192,6144x4096x2048)
 #   OUT            where logs and bench.tsv go     (default /tmp/kiln-gpu)
 set -u
 rt=${KILN_RT_BUILD:-build-rt}
 bundles=${KILN_BUNDLES:-build/bundles}
-sizes=${KILN_SIZES:-4096,8192,2048x3072x1024}
+sizes=${KILN_SIZES:-4096,8192,6144x4096x2048}
 out=${OUT:-/tmp/kiln-gpu}
 mkdir -p "$out"
 status=0
@@ -21,7 +21,7 @@ echo "== runtime tests (bundles from $bundles)"
 KILN_BUNDLE_DIR="$bundles" timeout 300 "$rt/bin/runtime_test" --gtest_brief=1 >"$out/runtime_test.log" 2>&1 || status=1
 tail -n 15 "$out/runtime_test.log"
 echo "== checked against kiln's reference kernel instead of cuBLAS (KILN_REFERENCE=kiln)"
-KILN_REFERENCE=kiln timeout 120 "$rt/bin/kiln" --bundles "$bundles" bench --sizes 1024,768x256x384 \
+KILN_REFERENCE=kiln timeout 120 "$rt/bin/kiln" --bundles "$bundles" bench --sizes 2048,4096x2048x1024 \
   --iters 3 "$@" || status=1
 echo "== bench"
 timeout 420 "$rt/bin/kiln" --bundles "$bundles" bench --sizes "$sizes" --out "$out/bench.tsv" "$@" \

@@ -98,7 +98,8 @@ TEST(HarnessGpu, RefusesAKernelBuiltForAnotherChip) {
   EXPECT_NE(r.status().message().find("cannot run here"), std::string::npos) << r.status();
 }
 
-// Every bundle in $KILN_BUNDLE_DIR, correct at a small square and a non-square size.
+// Every bundle in $KILN_BUNDLE_DIR, correct at a small square and a non-square size (each
+// rounded up to the bundle's tile, for kernels whose schedules need large multiples).
 TEST(BundlesGpu, EveryBundleIsCorrect) {
   REQUIRE_GPU();
   const char* dir = std::getenv("KILN_BUNDLE_DIR");
@@ -111,7 +112,10 @@ TEST(BundlesGpu, EveryBundleIsCorrect) {
     absl::StatusOr<Bundle> b = ReadBundle(dir, name);
     ASSERT_TRUE(b.ok()) << b.status();
     absl::StatusOr<Bundle> ref = ReadBundle(dir, "reference/" + b->manifest.gemm.in_type);
+    const GemmSpec& g = b->manifest.gemm;
+    auto up = [](int64_t v, int64_t tile) { return (v + tile - 1) / tile * tile; };
     for (ProblemSize size : {ProblemSize{512, 512, 512}, ProblemSize{768, 256, 384}}) {
+      size = {up(size.m, g.tile_m), up(size.n, g.tile_n), up(size.k, g.tile_k)};
       examples::RunOptions opt;
       opt.size = size;
       opt.time = false;

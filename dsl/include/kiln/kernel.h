@@ -316,6 +316,9 @@ class Kernel {
   // ---- parameters (in declaration order) and launch shape
   Value PtrParam(const std::string& name, Scalar elem, Loc loc = Loc::current());
   Value I32Param(const std::string& name, Loc loc = Loc::current());
+  // A global i32 table the launcher builds on the host (e.g. a Hilbert tile order).
+  Value ScheduleTableParam(const std::string& name, const rt::ScheduleTableParam& spec,
+                           Loc loc = Loc::current());
   // Grid dims as rules of the problem size, e.g. Grid("N/128", "M/128").
   void Grid(const std::string& x, const std::string& y = "1", const std::string& z = "1",
             Loc loc = Loc::current());

@@ -1,0 +1,100 @@
+// fast.cu kernel 12: kernel 11 with a faster epilogue. Each consumer packs its accumulator to
+// bf16 and writes it with stmatrix.x4.trans into its own C buffer, padded by 8 elements per row
+// against bank conflicts; it then syncs only its own warpgroup (named barrier) and stores its
+// 64x256 half with TMA (a box of 72 whose last 8 fall outside the tensor and are dropped).
+#include "examples/gemm.h"
+#include "examples/registry.h"
+#include "kiln/pipeline.h"
+
+namespace kiln::examples {
+namespace {
+
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 3, CONSUMERS = 2, CLUSTER = 2;
+constexpr int GROUPS = 128 / CLUSTER, SLOTS = 128;
+
+absl::StatusOr<KernelDef> Build() {
+  Kernel k("hopper/k12", sm90a(), {128 * (1 + CONSUMERS)});
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
+                                          .c_box_rows = BN, .c_pad = 8,
+                                          .divide_m = BM * CLUSTER});
+  Value table = k.ScheduleTableParam("schedule", {.tile_m = BM * CLUSTER, .tile_n = BN,
+                                                  .groups = GROUPS, .slots = SLOTS});
+  k.Grid("128");
+  k.ClusterDims({CLUSTER, 1, 1});
+  SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
+  SmemTile sB = k.SmemSwizzled(bf16, BN, BK, Swizzle::k128B, STAGES);
+  SmemTile sC[CONSUMERS] = {k.Smem(bf16, BN, 64, 8), k.Smem(bf16, BN, 64, 8)};  // [n][m], +8
+  Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
+  SmemTile order = k.Smem(i32, SLOTS, 1);
+  Value tid = k.ThreadIdx(), rank = k.ClusterCtaRank();
+  GlobalTensor rows(table, {}, {k.I32(SLOTS), k.I32(1)});  // [cluster][slot]
+  k.If(tid < SLOTS, [&] { k.Store(order.At(tid, 0), k.Load(rows.At({k.ClusterIdx(), tid}))); });
+  k.If(tid == 0, [&] { ring.Init(); });
+  k.ClusterSync();
+  auto for_each_tile = [&](const std::function<void(Value, Value)>& body) {
+    Regs it = k.Registers(Type::Of(i32), 1);
+    auto entry = [&] { return k.Load(order.At(Min(it[0], SLOTS - 1), 0)); };
+    k.While([&] { return (it[0] < SLOTS) & (entry() != -1); }, [&] {
+      Value e = entry();
+      body((e >> 16) * (BM * CLUSTER) + rank * BM, (e & 0xffff) * BN);
+      it[0] += 1;
+    });
+  };
+
+  k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
+    k.If(t == 0, [&] {
+      Pipeline::Cursor at = ring.Start();
+      for_each_tile([&](Value m0, Value n0) {
+        k.For(0, g.K, BK, [&](Value k0) {
+          ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)},
+                            {&g.B, sB, g.Box(n0, k0), k.I32(0b11), rank == 0}});
+        });
+      });
+    });
+  });
+  k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240}, [&](Value t) {
+    Value row0 = t / 128 * 64;
+    WgmmaAccumulator acc = k.WgmmaAcc(BN);
+    Pipeline::Cursor at = ring.Start();
+    for_each_tile([&](Value m0, Value n0) {
+      auto mma = [&](bool first) {
+        return [&, first](Value s) {
+          k.WgmmaFence();
+          for (int kk = 0; kk < BK; kk += 16)
+            k.Wgmma(acc, sA.Stage(s), row0, sB.Stage(s), 0, kk, /*scale_d=*/!(first && kk == 0));
+          k.WgmmaCommit();
+          k.WgmmaWait(0);
+        };
+      };
+      ring.Consume(at, t % 128, mma(true));
+      k.For(BK, g.K, BK, [&](Value) { ring.Consume(at, t % 128, mma(false)); });
+      Value c = t % 128, wg = t / 128, lane = c % 32;
+      k.If(c == 0, [&] { k.BulkWait(0); });  // the previous tile's store has read the buffer
+      k.NamedBarrier(wg + 2, 128);
+      for (int x = 0; x < CONSUMERS; ++x) k.If(wg == x, [&] {
+        // Lane l addresses row (l % 8) + 8 * (l / 16) of matrix l / 8, transposed: n rows, m cols.
+        Value n = lane % 8 + lane / 16 * 8, m = c / 32 * 16 + (lane & 8);
+        for (int q = 0; q < BN / 16; ++q) {
+          std::vector<Value> regs;
+          for (int r = 0; r < 4; ++r)
+            regs.push_back(k.Vector({Value(acc[8 * q + 2 * r]).To(bf16), Value(acc[8 * q + 2 * r + 1]).To(bf16)})
+                               .Bitcast(Type::Of(i32)));
+          k.StMatrix(sC[x].At(n + q * 16, m), regs, /*trans=*/true);
+        }
+        k.FenceProxyAsync();
+        k.NamedBarrier(wg + 2, 128);
+        k.If(c == 0, [&] {
+          k.TmaStore(g.C, sC[x], g.CBox(m0 + x * 64, n0));
+          k.BulkCommit();
+        });
+      });
+    });
+    k.If(t % 128 == 0, [&] { k.BulkWait(0); });
+  });
+  k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done
+  return k.Build();
+}
+
+}  // namespace
+KILN_EXAMPLE("hopper/k12", "fast.cu kernel 12: stmatrix.trans into padded smem, per-consumer TMA store", Build);
+}  // namespace kiln::examples
