@@ -36,6 +36,12 @@ std::string Type::Str() const {
 }
 
 namespace {
+// Integer + and * are index arithmetic and must not wrap: saying so lets LLVM split constant
+// offsets out of zero-extended addresses (one base register for a tile's many accesses).
+const mlir::arith::IntegerOverflowFlags kNoUnsignedWrap = mlir::arith::IntegerOverflowFlags::nuw;
+}  // namespace
+
+namespace {
 
 enum class Bin { kAdd, kSub, kMul, kDiv, kRem, kAnd, kOr, kXor, kShl, kShr, kMin, kMax };
 
@@ -80,9 +86,9 @@ Value Binary(Bin kind, const char* name, const Operand& a, const Operand& b) {
   mlir::Value r;
   namespace ar = mlir::arith;
   switch (kind) {
-    case Bin::kAdd: r = f ? ar::AddFOp::create(bld, l, x, y).getResult() : ar::AddIOp::create(bld, l, x, y).getResult(); break;
+    case Bin::kAdd: r = f ? ar::AddFOp::create(bld, l, x, y).getResult() : ar::AddIOp::create(bld, l, x, y, kNoUnsignedWrap).getResult(); break;
     case Bin::kSub: r = f ? ar::SubFOp::create(bld, l, x, y).getResult() : ar::SubIOp::create(bld, l, x, y).getResult(); break;
-    case Bin::kMul: r = f ? ar::MulFOp::create(bld, l, x, y).getResult() : ar::MulIOp::create(bld, l, x, y).getResult(); break;
+    case Bin::kMul: r = f ? ar::MulFOp::create(bld, l, x, y).getResult() : ar::MulIOp::create(bld, l, x, y, kNoUnsignedWrap).getResult(); break;
     case Bin::kDiv: r = f ? ar::DivFOp::create(bld, l, x, y).getResult() : ar::DivUIOp::create(bld, l, x, y).getResult(); break;
     case Bin::kMin: r = f ? ar::MinNumFOp::create(bld, l, x, y).getResult() : ar::MinUIOp::create(bld, l, x, y).getResult(); break;
     case Bin::kMax: r = f ? ar::MaxNumFOp::create(bld, l, x, y).getResult() : ar::MaxUIOp::create(bld, l, x, y).getResult(); break;
@@ -121,7 +127,20 @@ Value Compare(mlir::arith::CmpIPredicate ip, mlir::arith::CmpFPredicate fp, cons
 using mlir::arith::CmpFPredicate;
 using mlir::arith::CmpIPredicate;
 
-Value operator+(const Operand& a, const Operand& b) { return Binary(Bin::kAdd, "+", a, b); }
+Value operator+(const Operand& a, const Operand& b) {
+  // pointer + i32: advances by that many elements (like C).
+  if (!Access::IsImm(a) && Access::Val(a).type().kind == Type::Kind::kPointer &&
+      (Access::IsImm(b) ? !Access::IsFloatImm(b) : Access::Val(b).type() == Type::Of(Scalar::kI32))) {
+    const Value& p = Access::Val(a);
+    KernelState& s = *Access::State(p);
+    mlir::Location l = s.ToLoc(a.loc());
+    mlir::Value i = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(),
+                                                 s.Materialize(b, Type::Of(Scalar::kI32)));
+    return s.Wrap(mlir::LLVM::GEPOp::create(s.builder, l, s.ToMlir(p.type()), s.ToMlir(p.type().elem),
+                                            s.Unwrap(p), mlir::ValueRange{i}),
+                  p.type());
+  }
+ return Binary(Bin::kAdd, "+", a, b); }
 Value operator-(const Operand& a, const Operand& b) { return Binary(Bin::kSub, "-", a, b); }
 Value operator*(const Operand& a, const Operand& b) { return Binary(Bin::kMul, "*", a, b); }
 Value operator/(const Operand& a, const Operand& b) { return Binary(Bin::kDiv, "/", a, b); }

@@ -10,11 +10,17 @@ using detail::KernelState;
 
 namespace {
 
-// base + index elements, as an LLVM GEP (i32 index, sign-extended by LLVM like C's int).
+// An i32 index or offset widened for a GEP: indices are unsigned (zero-extended).
+mlir::Value Widen(KernelState& s, mlir::Value index, mlir::Location l) {
+  return mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), index);
+}
+
+// base + index elements, as an LLVM GEP.
 Value Offset(KernelState& s, const Value& base, mlir::Value index, const Loc& loc) {
   const Type& t = base.type();
-  return s.Wrap(mlir::LLVM::GEPOp::create(s.builder, s.ToLoc(loc), s.ToMlir(t), s.ToMlir(t.elem),
-                                          s.Unwrap(base), mlir::ValueRange{index}),
+  mlir::Location l = s.ToLoc(loc);
+  return s.Wrap(mlir::LLVM::GEPOp::create(s.builder, l, s.ToMlir(t), s.ToMlir(t.elem),
+                                          s.Unwrap(base), mlir::ValueRange{Widen(s, index, l)}),
                 t);
 }
 
@@ -181,7 +187,7 @@ mlir::Value TileByte(KernelState& s, const SmemTile& t, const Value& stage, mlir
         s.builder, l, byte, mlir::arith::MulIOp::create(s.builder, l, s.Unwrap(stage), size));
   }
   return mlir::LLVM::GEPOp::create(s.builder, l, smem_ptr, s.builder.getI8Type(), p,
-                                   mlir::ValueRange{byte});
+                                   mlir::ValueRange{Widen(s, byte, l)});
 }
 }  // namespace
 

@@ -63,9 +63,11 @@ absl::StatusOr<KernelDef> Build() {
       k.For(BK, g.K, BK, [&](Value) { ring.Consume(at, t % 128, mma(false)); });
       k.If(t == 0, [&] { k.BulkWait(0); });  // the previous tile's store has read sC
       k.NamedBarrier(10, 128 * CONSUMERS);
+      // One address per thread; each pair sits at a constant offset (n rows of 64 m each).
+      Value c0 = sC.At(t / 128 * BN + acc.Col(0), acc.Row(0));
       for (int p = 0; p < BN / 4; ++p)
         for (int j = 0; j < 2; ++j)
-          k.Store(sC.At(t / 128 * BN + acc.Col(p) + j, acc.Row(p)), Value(acc[2 * p + j]).To(bf16));
+          k.Store(c0 + ((p / 2 * 8 + j) * 64 + p % 2 * 8), Value(acc[2 * p + j]).To(bf16));
       k.FenceProxyAsync();  // make the generic-proxy writes visible to the TMA store
       k.NamedBarrier(10, 128 * CONSUMERS);
       k.If(t == 0, [&] {

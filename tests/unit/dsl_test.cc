@@ -2,6 +2,7 @@
 #include "gtest/gtest.h"
 #include "kiln/kernel.h"
 #include "kiln/lowering.h"
+#include "kiln/pipeline.h"
 
 namespace kiln {
 namespace {
@@ -139,6 +140,97 @@ TEST(Dsl, ClustersNeedHopper) {
   Kernel k("test/cluster80", sm80(), {32});
   k.ClusterDims({2, 1, 1}); const int line = __LINE__;
   ExpectError(k, line, "clusters need sm_90 or later");
+}
+
+// ---- Hopper misuse: each is an error at the line that made it.
+
+rt::TensorMapParam Map128B(int box_rows) {
+  rt::TensorMapParam t;
+  t.operand = "A";
+  t.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse("M")};
+  t.strides = {*rt::GridExpr::Parse("K*2")};
+  t.box = {64, static_cast<uint32_t>(box_rows)};
+  t.swizzle = rt::TmaSwizzle::k128B;
+  return t;
+}
+
+TEST(Hopper, WgmmaOnATileWithoutTheSwizzleItsDescriptorNeeds) {
+  Kernel k("test/wgmma_swizzle", sm90a(), {128});
+  SmemTile plain = k.Smem(bf16, 64, 64);  // no swizzle: no K-major wgmma descriptor fits
+  SmemTile b = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  WgmmaAccumulator acc = k.WgmmaAcc(64);
+  k.Wgmma(acc, plain, 0, b, 0, 0); const int line = __LINE__;
+  ExpectError(k, line, "no swizzle");
+}
+
+TEST(Hopper, TmaIntoATileOfAnotherSwizzle) {
+  Kernel k("test/tma_swizzle", sm90a(), {128});
+  TensorMap a = k.TmaParam("tmA", Map128B(64));
+  SmemTile wrong = k.SmemSwizzled(bf16, 128, 32, Swizzle::k64B);  // 8 KB like the box, 64B swizzle
+  Barriers bar = k.SmemBarriers(1);
+  k.TmaLoad(a, wrong, bar[0], {0, 0}); const int line = __LINE__;
+  ExpectError(k, line, "swizzles 128B but the smem tile");
+}
+
+TEST(Hopper, WgmmaShapeItCannotTake) {
+  Kernel k("test/wgmma_n", sm90a(), {128});
+  k.WgmmaAcc(100); const int line = __LINE__;
+  ExpectError(k, line, "N = 8..256 in steps of 8, not 100");
+}
+
+TEST(Hopper, WgmmaReadsPastTheTile) {
+  Kernel k("test/wgmma_rows", sm90a(), {128});
+  SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), b = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  WgmmaAccumulator acc = k.WgmmaAcc(128);  // B tile has 64 rows, not 128
+  k.Wgmma(acc, a, 0, b, 0, 0); const int line = __LINE__;
+  ExpectError(k, line, "this wgmma reads 128 rows");
+}
+
+TEST(Hopper, RingOverSharedMemoryBudget) {
+  Kernel k("test/ring_budget", sm90a(), {384});
+  k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B, 5);  // 80 KB
+  k.SmemSwizzled(bf16, 256, 64, Swizzle::k128B, 5); const int line = __LINE__;  // +160 KB
+  ExpectError(k, line, "shared memory over budget");
+}
+
+TEST(Hopper, SetmaxnregOnPartOfAWarpgroup) {
+  Kernel k("test/setmaxnreg", sm90a(), {384});
+  k.Role({.first_thread = 0, .threads = 96, .max_regs = 24}, [](Value) {}); const int line = __LINE__;
+  ExpectError(k, line, "setmaxnreg applies to whole warpgroups");
+}
+
+TEST(Hopper, StageConsumedThatNothingProduces) {
+  Kernel k("test/pipeline", sm90a(), {256});
+  SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B, 2);
+  Pipeline ring(k, 2, 1);
+  k.If(k.ThreadIdx() == 0, [&] { ring.Init(); });
+  Pipeline::Cursor at = ring.Start();
+  ring.Consume(at, k.ThreadIdx() % 128, [&](Value s) { k.Load(a.Stage(s).At(0, 0)); }); const int line = __LINE__;
+  ExpectError(k, line, "consumed but nothing produces it");
+}
+
+TEST(Hopper, MulticastNeedsACluster) {
+  Kernel k("test/multicast", sm90a(), {128});
+  TensorMap a = k.TmaParam("tmA", Map128B(64));
+  SmemTile t = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  Barriers bar = k.SmemBarriers(1);
+  k.TmaLoadMulticast(a, t, bar[0], {0, 0}, 3); const int line = __LINE__;
+  ExpectError(k, line, "needs a cluster");
+}
+
+TEST(Hopper, ExpectTxComesFromTheBoxes) {
+  Kernel k("test/expect_tx", sm90a(), {128});
+  TensorMap a = k.TmaParam("tmA", Map128B(64)), b = k.TmaParam("tmB", Map128B(128));
+  Barriers bar = k.SmemBarriers(1);
+  bar[0].ArriveExpectTx({&a, &b});
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  // 64x64 + 128x64 bf16 = 24576 bytes, a constant the user never typed.
+  EXPECT_NE(ptx->find("24576"), std::string::npos) << *ptx;
+  EXPECT_EQ(def->manifest().params.size(), 2u);
+  EXPECT_EQ(def->manifest().params[0].kind, rt::ParamSpec::Kind::kTensorMap);
 }
 
 TEST(Target, KnowsItsChips) {

@@ -21,10 +21,53 @@ TEST_P(ExampleTest, LowersAndPtxasAccepts) {
   absl::StatusOr<PtxasResult> cubin = RunPtxas(*ptx, def->target().chip);
   ASSERT_TRUE(cubin.ok()) << cubin.status();
   EXPECT_FALSE(cubin->cubin.empty());
-  EXPECT_NE(cubin->log.find("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"),
-            std::string::npos)
-      << cubin->log;
+  // hopper/k09's write-through stores are inline PTX with one address register each; ptxas
+  // spills 88 bytes around them (docs/NOTES.md). Bounded so that it cannot grow unnoticed.
+  if (GetParam() == "hopper/k09") {
+    EXPECT_NE(cubin->log.find("88 bytes spill stores"), std::string::npos) << cubin->log;
+  } else {
+    EXPECT_NE(cubin->log.find("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"),
+              std::string::npos)
+        << cubin->log;
+  }
   std::cout << GetParam() << ": " << cubin->log.substr(cubin->log.find("Used")) << std::endl;
+}
+
+// What each Hopper version must contain in its PTX: the instructions that make it that version
+// (and, where a later version replaces one, its absence).
+struct Mix {
+  const char* name;
+  std::vector<std::string> has, lacks;
+};
+const Mix kHopperMix[] = {
+    {"hopper/k02", {"wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", "cp.async.bulk.tensor.2d",
+                    "mbarrier.arrive.expect_tx"}, {"setmaxnreg", "multicast", "barrier.cluster"}},
+    {"hopper/k03", {"m64n128k16", "cp.async.bulk.tensor.2d"}, {"setmaxnreg"}},
+    {"hopper/k04", {"m64n128k16", "mbarrier.try_wait.parity"}, {"setmaxnreg"}},
+    {"hopper/k05", {"m64n256k16", "setmaxnreg.dec.sync.aligned.u32 \t24", "setmaxnreg.inc.sync.aligned.u32 \t240"}, {".param .align 64"}},
+    {"hopper/k06", {"m64n256k16", ".param .align 64 .b8", "cvta.param"}, {"multicast"}},
+    {"hopper/k07", {"cp.async.bulk.tensor.5d", "mbarrier.init"}, {"multicast"}},
+    {"hopper/k08", {"cp.async.bulk.tensor.3d", "multicast::cluster", "mapa.shared::cluster",
+                    "mbarrier.arrive.shared::cluster", "barrier.cluster.arrive", "%cluster_ctarank"},
+     {"st.global.wt"}},
+    {"hopper/k09", {"st.global.wt.b16", "setp.ne.b32 p, 0, 0"}, {"cp.async.bulk.tensor.3d.global"}},
+    {"hopper/k10", {"cp.async.bulk.tensor.3d.global.shared::cta", "cp.async.bulk.commit_group",
+                    "cp.async.bulk.wait_group", "bar.sync \t10, 256"}, {"stmatrix"}},
+    {"hopper/k11", {"cp.async.bulk.tensor.3d.global.shared::cta", "ld.global.b32"}, {"stmatrix"}},
+    {"hopper/k12", {"stmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "cp.async.bulk.tensor.3d.global.shared::cta"}, {}},
+};
+
+TEST(HopperSeries, EachVersionHoldsItsInstructions) {
+  for (const Mix& m : kHopperMix) {
+    const Example* e = Find(m.name);
+    ASSERT_NE(e, nullptr) << m.name;
+    absl::StatusOr<KernelDef> def = e->build();
+    ASSERT_TRUE(def.ok()) << def.status();
+    absl::StatusOr<std::string> ptx = EmitPtx(*def);
+    ASSERT_TRUE(ptx.ok()) << ptx.status();
+    for (const std::string& s : m.has) EXPECT_NE(ptx->find(s), std::string::npos) << m.name << " lacks " << s;
+    for (const std::string& s : m.lacks) EXPECT_EQ(ptx->find(s), std::string::npos) << m.name << " has " << s;
+  }
 }
 
 std::vector<std::string> Names() {
