@@ -2,7 +2,10 @@
 
 #include <filesystem>
 
+#include <set>
+
 #include "gtest/gtest.h"
+#include "kiln/runtime/schedule.h"
 
 namespace kiln::rt {
 namespace {
@@ -81,5 +84,37 @@ TEST(Bundle, WritesReadsAndLists) {
   EXPECT_TRUE(absl::IsNotFound(missing.status()));
 }
 
+}  // namespace
+}  // namespace kiln::rt
+
+namespace kiln::rt {
+namespace {
+TEST(Manifest, TensorMapAndTableParamsRoundTrip) {
+  const std::string text =
+      "kiln-bundle 1\nname hopper/x\nentry x\ntarget sm_90a\nblock 384 1 1\ncluster 2 1 1\n"
+      "smem 1024\ngrid 128 1 1\nparam tmA tmap A value bf16 64,M,K/64 K*2,128 64,128,1 128B\n"
+      "param s table hilbert 256 256 64 128\nsource x.cc:1\n";
+  absl::StatusOr<Manifest> m = Manifest::Parse(text);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->params.size(), 2u);
+  const TensorMapParam& t = m->params[0].tensor_map;
+  EXPECT_EQ(t.BoxBytes(), 64 * 128 * 2);
+  absl::StatusOr<TensorMapSpec> spec = t.Resolve({4096, 2048, 1024});
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->dims, (std::vector<uint64_t>{64, 4096, 16}));
+  EXPECT_EQ(spec->strides_bytes, (std::vector<uint64_t>{2048, 128}));
+  EXPECT_EQ(m->params[1].schedule.groups, 64);
+  EXPECT_EQ(Manifest::Parse(m->Serialize())->Serialize(), m->Serialize());
+  EXPECT_FALSE(Manifest::Parse(text + "param b tmap B value bf16 64,M K*2,128 64,128,1 128B\n").ok());
+}
+
+TEST(Schedule, HilbertVisitsEveryTileOnce) {
+  absl::StatusOr<std::vector<int32_t>> t = HilbertSchedule(6, 4, 5, 8);
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::set<int32_t> seen;
+  for (int32_t e : *t) if (e >= 0) EXPECT_TRUE(seen.insert(e).second) << e;
+  EXPECT_EQ(seen.size(), 24u);
+  EXPECT_FALSE(HilbertSchedule(64, 64, 2, 8).ok());  // 2048 tiles do not fit 2 x 7 slots
+}
 }  // namespace
 }  // namespace kiln::rt
