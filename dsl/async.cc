@@ -80,13 +80,8 @@ TensorMap Kernel::TmaParam(const std::string& name, const rt::TensorMapParam& sp
   if (spec.dims.empty() || spec.dims.size() > 5 || spec.box.size() != spec.dims.size() ||
       spec.strides.size() + 1 != spec.dims.size())
     Fail("a tensor map has rank 1..5 with one box extent per dim and rank-1 strides", loc);
-  for (uint32_t b : spec.box)
-    if (b == 0 || b > 256) Fail(absl::StrCat("a TMA box extent is 1..256, not ", b), loc);
-  const int inner = spec.box.empty() ? 0 : spec.box[0] * rt::TmaElementBytes(spec.dtype);
-  if (spec.swizzle != rt::TmaSwizzle::kNone && inner > SwizzleBytes(map.swizzle()))
-    Fail(absl::StrCat("the box's inner extent of ", inner, " bytes exceeds its ",
-                      SwizzleBytes(map.swizzle()), "B swizzle span"),
-         loc);
+  else if (absl::Status box = rt::ValidateTmaBox(spec.box, spec.dtype, spec.swizzle); !box.ok())
+    Fail(std::string(box.message()), loc);
   // By value: a __grid_constant__ CUtensorMap in the parameter space, addressed in place.
   // By pointer: a global pointer to a copy the launcher made.
   mlir::Block* entry = &s.func.getBody().front();
@@ -211,7 +206,7 @@ Barriers Kernel::SmemBarriers(int count, Loc loc) {
 
 Barrier Barriers::operator[](const Operand& i) const {
   Barrier b;
-  KernelState& s = *Access::State(tile_.Base(i.loc()));
+  KernelState& s = *Access::State(tile_);
   if (Access::IsImm(i) && (Access::Imm(i) < 0 || Access::Imm(i) >= count_))
     s.Fail(absl::StrCat("barrier ", Access::Imm(i), " of an array of ", count_), i.loc());
   b.ptr_ = tile_.At(i, 0, i.loc());
@@ -237,7 +232,7 @@ void Barrier::Arrive(Loc loc) const {
                                        mlir::Value());
 }
 
-void Barrier::ArriveExpectTx(std::initializer_list<const TensorMap*> maps, Loc loc) const {
+void Barrier::ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc) const {
   KernelState& s = StateOf(*this);
   int bytes = 0;
   for (const TensorMap* m : maps) bytes += m->box_bytes();

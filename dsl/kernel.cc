@@ -312,7 +312,7 @@ void Kernel::While(const std::function<Value()>& cond, const std::function<void(
   mlir::Location l = s.ToLoc(loc);
   auto op = mlir::scf::WhileOp::create(s.builder, l, mlir::TypeRange{}, mlir::ValueRange{});
   mlir::OpBuilder::InsertionGuard guard(s.builder);
-  mlir::Block* before = s.builder.createBlock(&op.getBefore());
+  s.builder.createBlock(&op.getBefore());
   Value c = cond();
   mlir::Value flag = s.Unwrap(c);
   if (c.type() != Type::Of(Scalar::kI1)) {
@@ -323,7 +323,6 @@ void Kernel::While(const std::function<Value()>& cond, const std::function<void(
   s.builder.createBlock(&op.getAfter());
   body();
   mlir::scf::YieldOp::create(s.builder, l);
-  (void)before;
 }
 
 void Kernel::Role(const RoleSpec& role, const std::function<void(Value)>& body, Loc loc) {

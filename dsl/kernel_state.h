@@ -87,7 +87,7 @@ struct Access {
   static double Imm(const Operand& o) { return o.imm_; }
   static const Value& Val(const Operand& o) { return o.value_; }
   static KernelState* State(const Kernel& k) { return k.state_.get(); }
-  static const Value& Stage(const SmemTile& t) { return t.stage_; }
+  static KernelState* State(const SmemTile& t) { return t.state_; }
 };
 
 }  // namespace detail

@@ -56,11 +56,9 @@ void Pipeline::Produce(Cursor& at, const std::vector<TmaCopy>& copies, Loc loc) 
   // A fresh empty barrier counts its (virtual) previous phase as complete: parity 1 passes.
   empty_[stage].Wait(at.phase() ^ Operand(1, loc), loc);
   Barrier full = full_[stage];
-  switch (copies.size()) {  // expect_tx takes the maps themselves, so their boxes give the bytes
-    case 1: full.ArriveExpectTx({copies[0].map}, loc); break;
-    case 2: full.ArriveExpectTx({copies[0].map, copies[1].map}, loc); break;
-    default: k_.Fail(absl::StrCat("a stage is filled by 1 or 2 TMA boxes, not ", copies.size()), loc);
-  }
+  std::vector<const TensorMap*> maps;  // their boxes give the expected bytes
+  for (const TmaCopy& c : copies) maps.push_back(c.map);
+  full.ArriveExpectTx(maps, loc);
   for (const TmaCopy& c : copies) {
     auto issue = [&] {
       SmemTile dst = c.tile.Stage(stage, loc);

@@ -48,7 +48,7 @@ bool CheckOperandTile(KernelState& s, const SmemTile& t, const char* which, int 
   const int span = SwizzleBytes(t.swizzle());
   if (span == 0 || t.row_stride() * ScalarBytes(t.elem()) != span) {
     s.Fail(absl::StrCat(where, " must be K-major with rows of exactly its swizzle span; it has ",
-                        span ? absl::StrCat(span, "B swizzle and ", t.row_stride() * 2, "-byte rows")
+                        span ? absl::StrCat(span, "B swizzle and ", t.row_stride() * ScalarBytes(t.elem()), "-byte rows")
                              : std::string("no swizzle"),
                         ", which no wgmma descriptor describes"),
            loc);

@@ -66,19 +66,6 @@ std::string GridExpr::ToString() const {
   });
 }
 
-absl::StatusOr<unsigned> GridExpr::Evaluate(const ProblemSize& size, int sm_count) const {
-  int64_t total = 1;
-  for (const Factor& f : factors) {
-    if (f.symbol.empty()) total *= f.value;
-    else if (f.symbol == "sms") total *= sm_count;
-    else total *= (SizeOf(size, f.symbol) + f.value - 1) / f.value;
-  }
-  if (total <= 0 || total > (int64_t{1} << 31) - 1)
-    return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " = ", total,
-                                                   " is out of range"));
-  return static_cast<unsigned>(total);
-}
-
 int64_t GridExpr::Value(const ProblemSize& size, int sm_count) const {
   int64_t total = 1;
   for (const Factor& f : factors) {
@@ -88,6 +75,15 @@ int64_t GridExpr::Value(const ProblemSize& size, int sm_count) const {
   }
   return total;
 }
+
+absl::StatusOr<unsigned> GridExpr::Evaluate(const ProblemSize& size, int sm_count) const {
+  const int64_t total = Value(size, sm_count);
+  if (total <= 0 || total > (int64_t{1} << 31) - 1)
+    return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " = ", total,
+                                                   " is out of range"));
+  return static_cast<unsigned>(total);
+}
+
 
 absl::StatusOr<TensorMapSpec> TensorMapParam::Resolve(const ProblemSize& size) const {
   TensorMapSpec spec;

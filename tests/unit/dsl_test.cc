@@ -172,6 +172,12 @@ TEST(Hopper, TmaIntoATileOfAnotherSwizzle) {
   ExpectError(k, line, "swizzles 128B but the smem tile");
 }
 
+TEST(Hopper, TmaBoxOverTheHardwareLimit) {
+  Kernel k("test/tma_box", sm90a(), {128});
+  k.TmaParam("tmA", Map128B(2048)); const int line = __LINE__;
+  ExpectError(k, line, "box dim 1 = 2048 must be in 1..256");
+}
+
 TEST(Hopper, WgmmaShapeItCannotTake) {
   Kernel k("test/wgmma_n", sm90a(), {128});
   k.WgmmaAcc(100); const int line = __LINE__;

@@ -239,7 +239,7 @@ class Barrier {
   void Init(int count, Loc loc = Loc::current()) const;  // mbarrier.init (one thread)
   void Arrive(Loc loc = Loc::current()) const;
   // mbarrier.arrive.expect_tx with the bytes the boxes of `maps` deliver to this CTA.
-  void ArriveExpectTx(std::initializer_list<const TensorMap*> maps, Loc loc = Loc::current()) const;
+  void ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc = Loc::current()) const;
   // Arrives on the barrier at the same smem address in cluster CTA `cta_rank` (mapa).
   void ArriveCluster(const Operand& cta_rank, Loc loc = Loc::current()) const;
   // Blocks until the phase with parity `phase` (0 or 1) has completed.

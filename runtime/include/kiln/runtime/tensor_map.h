@@ -26,6 +26,9 @@ struct TensorMapSpec {
 };
 
 int TmaElementBytes(TmaDtype dtype);
+// The box rules alone (extents 1..256, inner extent a multiple of 16 bytes within the swizzle
+// span): what a kernel can check when it declares a map, before any size is known.
+absl::Status ValidateTmaBox(const std::vector<uint32_t>& box, TmaDtype dtype, TmaSwizzle swizzle);
 // Checks the spec against the rules of cuTensorMapEncodeTiled (rank 1..5, 16-byte strides,
 // box <= 256 per dim, swizzle span), then encodes it.
 absl::Status ValidateTensorMap(const TensorMapSpec& spec, uint64_t address);
