@@ -153,11 +153,13 @@ void Kernel::BulkCommit(Loc loc) {
   mlir::NVVM::CpAsyncBulkCommitGroupOp::create(state_->builder, state_->ToLoc(loc));
 }
 
-void Kernel::BulkWait(int pending, Loc loc) {
+void Kernel::BulkWait(int pending, bool smem_reads_only, Loc loc) {
   if (!NeedHopper(*state_, "cp.async.bulk", loc)) return;
   if (pending < 0 || pending > 63) return Fail("BulkWait takes 0..63 pending groups", loc);
   mlir::NVVM::CpAsyncBulkWaitGroupOp::create(state_->builder, state_->ToLoc(loc),
-                                             static_cast<uint32_t>(pending), nullptr);
+                                             static_cast<uint32_t>(pending),
+                                             smem_reads_only ? state_->builder.getUnitAttr()
+                                                             : mlir::UnitAttr());
 }
 
 // ---- fences and barriers

@@ -73,10 +73,20 @@ void Pipeline::Produce(Cursor& at, const std::vector<TmaCopy>& copies, Loc loc) 
 
 void Pipeline::Consume(Cursor& at, const Value& thread_in_wg,
                        const std::function<void(Value)>& body, Loc loc) {
+  Value stage = Acquire(at, loc);
+  body(stage);
+  Release(stage, thread_in_wg, loc);
+}
+
+Value Pipeline::Acquire(Cursor& at, Loc loc) {
   uses_->consumed.push_back(loc);
   Value stage = at.stage();
   full_[stage].Wait(at.phase(), loc);
-  body(stage);
+  Advance(at, loc);
+  return stage;
+}
+
+void Pipeline::Release(const Value& stage, const Value& thread_in_wg, Loc loc) {
   if (cluster_ == 1) {
     k_.If(thread_in_wg == Operand(0, loc), [&] { empty_[stage].Arrive(loc); }, loc);
   } else {
@@ -84,7 +94,6 @@ void Pipeline::Consume(Cursor& at, const Value& thread_in_wg,
     k_.If(thread_in_wg < Operand(cluster_, loc), [&] { empty_[stage].ArriveCluster(thread_in_wg, loc); },
           loc);
   }
-  Advance(at, loc);
 }
 
 }  // namespace kiln

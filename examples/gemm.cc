@@ -81,6 +81,7 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     c.strides = {Expr("M*2"), Expr("128")};
     c.box = {static_cast<uint32_t>(64 + shape.c_pad), static_cast<uint32_t>(shape.c_box_rows),
              static_cast<uint32_t>(shape.c_box_cols / 64)};
+    if (shape.c_swizzle) c.swizzle = rt::TmaSwizzle::k128B;
     g.C = k.TmaParam("tmC", c, loc);
   } else {
     g.Cptr = Matrix(k.PtrParam("C", bf16, loc), g.M, g.N, "col", k, loc);

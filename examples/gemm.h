@@ -22,6 +22,7 @@ struct TmaGemmShape {
   bool by_value = false;  // __grid_constant__ maps, else pointers to device copies
   int c_box_rows = 0;     // C map box: {64 + c_pad, c_box_rows, c_box_cols / 64}
   int c_box_cols = 64, c_pad = 0;
+  bool c_swizzle = false;  // C's box read from a 128B-swizzled smem tile (then c_pad = 0)
   int divide_m = 0, divide_n = 0;  // what M and N must divide by (default bm, bn): schedules
 };
 struct TmaGemmOperands {

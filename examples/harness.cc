@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <random>
 
@@ -128,23 +129,33 @@ double ToFloat(uint16_t v, const std::string& type) {
   return type == "f16" ? HalfToFloat(v) : Bf16ToFloat(v);
 }
 
-// Median of `iterations` timed calls of `fn`, in ms, after `warmup` untimed calls.
+// Medians of `iterations` timed calls of each of `fns`, in ms, after `warmup` untimed calls of
+// each. The calls alternate (f0, f1, f0, f1, ...) so that every function sees the same clocks
+// and temperature: a GPU that throttles during a run skews back-to-back blocks of timings.
 template <typename Fn>
-absl::StatusOr<double> MedianMs(Fn fn, int warmup, int iterations) {
+absl::StatusOr<std::vector<double>> InterleavedMediansMs(const std::vector<Fn>& fns, int warmup,
+                                                         int iterations) {
   for (int i = 0; i < warmup; ++i)
-    if (absl::Status s = fn(); !s.ok()) return s;
+    for (const Fn& fn : fns)
+      if (absl::Status s = fn(); !s.ok()) return s;
   absl::StatusOr<rt::EventTimer> timer = rt::EventTimer::Create();
   if (!timer.ok()) return timer.status();
-  std::vector<double> ms;
+  std::vector<std::vector<double>> ms(fns.size());
   for (int i = 0; i < iterations; ++i) {
-    if (absl::Status s = timer->Start(); !s.ok()) return s;
-    if (absl::Status s = fn(); !s.ok()) return s;
-    absl::StatusOr<float> t = timer->StopMs();
-    if (!t.ok()) return t.status();
-    ms.push_back(*t);
+    for (size_t f = 0; f < fns.size(); ++f) {
+      if (absl::Status s = timer->Start(); !s.ok()) return s;
+      if (absl::Status s = fns[f](); !s.ok()) return s;
+      absl::StatusOr<float> t = timer->StopMs();
+      if (!t.ok()) return t.status();
+      ms[f].push_back(*t);
+    }
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  std::vector<double> medians;
+  for (std::vector<double>& m : ms) {
+    std::sort(m.begin(), m.end());
+    medians.push_back(m[m.size() / 2]);
+  }
+  return medians;
 }
 
 struct Launchable {
@@ -270,17 +281,16 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
 
   if (opt.time && r.passed) {
     const double flops = 2.0 * s.m * s.n * s.k;
-    absl::StatusOr<double> ms = MedianMs([&] { return (*run)(); }, opt.warmup, opt.iterations);
+    std::vector<std::function<absl::Status()>> fns = {[&] { return (*run)(); }};
+    if (cublas.ok())
+      fns.push_back([&] { return (*cublas)->Gemm(g, s, da->ptr(), db->ptr(), dref->ptr()); });
+    absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, opt.warmup, opt.iterations);
     if (!ms.ok()) return ms.status();
-    r.ms = *ms;
-    r.tflops = flops / (*ms * 1e-3) / 1e12;
+    r.ms = (*ms)[0];
+    r.tflops = flops / (r.ms * 1e-3) / 1e12;
     if (cublas.ok()) {
-      absl::StatusOr<double> cms = MedianMs(
-          [&] { return (*cublas)->Gemm(g, s, da->ptr(), db->ptr(), dref->ptr()); }, opt.warmup,
-          opt.iterations);
-      if (!cms.ok()) return cms.status();
-      r.cublas_ms = *cms;
-      r.cublas_tflops = flops / (*cms * 1e-3) / 1e12;
+      r.cublas_ms = (*ms)[1];
+      r.cublas_tflops = flops / (r.cublas_ms * 1e-3) / 1e12;
     }
   }
   return r;

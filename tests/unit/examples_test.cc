@@ -54,7 +54,10 @@ const Mix kHopperMix[] = {
     {"hopper/k10", {"cp.async.bulk.tensor.3d.global.shared::cta", "cp.async.bulk.commit_group",
                     "cp.async.bulk.wait_group", "bar.sync \t10, 256"}, {"stmatrix"}},
     {"hopper/k11", {"cp.async.bulk.tensor.3d.global.shared::cta", "ld.global.b32"}, {"stmatrix"}},
-    {"hopper/k12", {"stmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "cp.async.bulk.tensor.3d.global.shared::cta"}, {}},
+    {"hopper/k12", {"stmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "cp.async.bulk.tensor.3d.global.shared::cta"},
+     {"wgmma.wait_group.sync.aligned \t1"}},
+    {"hopper/k13", {"wgmma.wait_group.sync.aligned \t1", "cp.async.bulk.wait_group.read \t0", "stmatrix"}, {}},
+    {"hopper/k14", {"wgmma.wait_group.sync.aligned \t1", "cp.async.bulk.wait_group.read \t0", "stmatrix"}, {}},
 };
 
 TEST(HopperSeries, EachVersionHoldsItsInstructions) {
@@ -68,6 +71,37 @@ TEST(HopperSeries, EachVersionHoldsItsInstructions) {
     for (const std::string& s : m.has) EXPECT_NE(ptx->find(s), std::string::npos) << m.name << " lacks " << s;
     for (const std::string& s : m.lacks) EXPECT_EQ(ptx->find(s), std::string::npos) << m.name << " has " << s;
   }
+}
+
+// The wgmma instruction that precedes a kernel's first stmatrix in its PTX.
+std::string WgmmaOpBeforeFirstStmatrix(const std::string& name) {
+  absl::StatusOr<KernelDef> def = Find(name)->build();
+  if (!def.ok()) return def.status().ToString();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  if (!ptx.ok()) return ptx.status().ToString();
+  const size_t st = ptx->find("stmatrix");
+  const size_t op = ptx->rfind("wgmma.", st);
+  if (st == std::string::npos || op == std::string::npos) return "none";
+  return ptx->substr(op, ptx->find_first_of(" \t;", op) - op);
+}
+
+TEST(HopperSeries, K14WritesTheTileOutWhileTheNextGroupRuns) {
+  // k13 drains its wgmma groups before the epilogue; k14 issues the next tile's first group and
+  // commits it, then writes the previous tile out from packed registers.
+  EXPECT_EQ(WgmmaOpBeforeFirstStmatrix("hopper/k13"), "wgmma.wait_group.sync.aligned");
+  EXPECT_EQ(WgmmaOpBeforeFirstStmatrix("hopper/k14"), "wgmma.commit_group.sync.aligned");
+}
+
+TEST(HopperSeries, K13FitsFourStagesWithASwizzledCBuffer) {
+  absl::StatusOr<KernelDef> k12 = Find("hopper/k12")->build(), k13 = Find("hopper/k13")->build();
+  ASSERT_TRUE(k12.ok() && k13.ok());
+  // A fourth 48 KB stage, paid for by two 16 KB swizzled C pieces instead of two padded halves.
+  EXPECT_GT(k13->manifest().smem_bytes, k12->manifest().smem_bytes);
+  EXPECT_LE(k13->manifest().smem_bytes, 227 * 1024);
+  bool swizzled_c = false;
+  for (const auto& p : k13->manifest().params)
+    if (p.name == "tmC") swizzled_c = p.tensor_map.swizzle == rt::TmaSwizzle::k128B;
+  EXPECT_TRUE(swizzled_c);
 }
 
 std::vector<std::string> Names() {

@@ -390,7 +390,9 @@ class Kernel {
   void TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
                 Loc loc = Loc::current());
   void BulkCommit(Loc loc = Loc::current());
-  void BulkWait(int pending, Loc loc = Loc::current());
+  // Waits until at most `pending` bulk groups are in flight; with `smem_reads_only`, only until
+  // they have read their smem sources (enough to reuse the buffer; the writes may still land).
+  void BulkWait(int pending, bool smem_reads_only = false, Loc loc = Loc::current());
   void FenceBarrierInit(Loc loc = Loc::current());  // fence.mbarrier_init.release.cluster
   void FenceProxyAsync(Loc loc = Loc::current());   // fence.proxy.async.shared::cta
   void ClusterSync(Loc loc = Loc::current());       // barrier.cluster.arrive + wait

@@ -45,6 +45,11 @@ class Pipeline {
   // `thread_in_wg` < cluster arrives on that CTA's empty barrier), advances.
   void Consume(Cursor& at, const Value& thread_in_wg, const std::function<void(Value)>& body,
                Loc loc = Loc::current());
+  // Consume in two halves, for consumers that release a stage later than they use it (e.g.
+  // once the wgmma group reading it has retired): Acquire waits for the stage to be full,
+  // advances and returns the stage; Release frees that stage.
+  Value Acquire(Cursor& at, Loc loc = Loc::current());
+  void Release(const Value& stage, const Value& thread_in_wg, Loc loc = Loc::current());
 
   int stages() const { return stages_; }
 

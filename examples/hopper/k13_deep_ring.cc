@@ -1,0 +1,112 @@
+// Beyond fast.cu: kernel 12 with a 4-stage ring and wgmma groups kept in flight across stages.
+// The room for the fourth stage (48 KB) comes from the epilogue: each consumer writes its 64x256
+// half in two 64x128 pieces through one 16 KB buffer, 128B-swizzled instead of padded (the
+// swizzle spreads stmatrix's rows over the banks; the TMA store undoes it). In the mainloop a
+// consumer issues stage s's wgmmas, then waits only for stage s-1's group (wait_group 1) and
+// releases that stage, so the tensor cores never drain between stages.
+#include "examples/gemm.h"
+#include "examples/registry.h"
+#include "kiln/pipeline.h"
+
+namespace kiln::examples {
+namespace {
+
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, CONSUMERS = 2, CLUSTER = 2;
+constexpr int GROUPS = 128 / CLUSTER, SLOTS = 128, PIECE_N = 128;
+
+absl::StatusOr<KernelDef> Build() {
+  Kernel k("hopper/k13", sm90a(), {128 * (1 + CONSUMERS)});
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
+                                          .c_box_rows = PIECE_N, .c_swizzle = true,
+                                          .divide_m = BM * CLUSTER});
+  Value table = k.ScheduleTableParam("schedule", {.tile_m = BM * CLUSTER, .tile_n = BN,
+                                                  .groups = GROUPS, .slots = SLOTS});
+  k.Grid("128");
+  k.ClusterDims({CLUSTER, 1, 1});
+  SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
+  SmemTile sB = k.SmemSwizzled(bf16, BN, BK, Swizzle::k128B, STAGES);
+  SmemTile sC[CONSUMERS] = {k.SmemSwizzled(bf16, PIECE_N, 64, Swizzle::k128B),  // [n][m]
+                            k.SmemSwizzled(bf16, PIECE_N, 64, Swizzle::k128B)};
+  Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
+  SmemTile order = k.Smem(i32, SLOTS, 1);
+  Value tid = k.ThreadIdx(), rank = k.ClusterCtaRank();
+  GlobalTensor rows(table, {}, {k.I32(SLOTS), k.I32(1)});  // [cluster][slot]
+  k.If(tid < SLOTS, [&] { k.Store(order.At(tid, 0), k.Load(rows.At({k.ClusterIdx(), tid}))); });
+  k.If(tid == 0, [&] { ring.Init(); });
+  k.ClusterSync();
+  auto for_each_tile = [&](const std::function<void(Value, Value)>& body) {
+    Regs it = k.Registers(Type::Of(i32), 1);
+    auto entry = [&] { return k.Load(order.At(Min(it[0], SLOTS - 1), 0)); };
+    k.While([&] { return (it[0] < SLOTS) & (entry() != -1); }, [&] {
+      Value e = entry();
+      body((e >> 16) * (BM * CLUSTER) + rank * BM, (e & 0xffff) * BN);
+      it[0] += 1;
+    });
+  };
+
+  k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
+    k.If(t == 0, [&] {
+      Pipeline::Cursor at = ring.Start();
+      for_each_tile([&](Value m0, Value n0) {
+        k.For(0, g.K, BK, [&](Value k0) {
+          ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)},
+                            {&g.B, sB, g.Box(n0, k0), k.I32(0b11), rank == 0}});
+        });
+      });
+    });
+  });
+  k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240}, [&](Value t) {
+    Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
+    WgmmaAccumulator acc = k.WgmmaAcc(BN);
+    Pipeline::Cursor at = ring.Start();
+    Regs held = k.Registers(Type::Of(i32), 1);  // the stage the newest wgmma group reads
+    auto mma = [&](bool first) {
+      Value s = ring.Acquire(at);
+      k.WgmmaFence();
+      for (int kk = 0; kk < BK; kk += 16)
+        k.Wgmma(acc, sA.Stage(s), row0, sB.Stage(s), 0, kk, /*scale_d=*/!(first && kk == 0));
+      k.WgmmaCommit();
+      return s;
+    };
+    for_each_tile([&](Value m0, Value n0) {
+      held[0] = mma(true);
+      k.For(BK, g.K, BK, [&](Value) {
+        Value s = mma(false);
+        k.WgmmaWait(1);  // the previous group has retired: its stage is free
+        ring.Release(held[0], c);
+        held[0] = s;
+      });
+      k.WgmmaWait(0);
+      ring.Release(held[0], c);
+      for (int x = 0; x < CONSUMERS; ++x) k.If(wg == x, [&] {
+        // Lane l addresses row (l % 8) + 8 * (l / 16) of matrix l / 8, transposed: n rows, m cols.
+        Value n = lane % 8 + lane / 16 * 8, m = c / 32 * 16 + (lane & 8);
+        for (int piece = 0; piece < BN / PIECE_N; ++piece) {
+          k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });  // buffer read out
+          k.NamedBarrier(wg + 2, 128);
+          for (int q = 0; q < PIECE_N / 16; ++q) {
+            const int f = 8 * (piece * PIECE_N / 16 + q);  // first accumulator register
+            std::vector<Value> regs;
+            for (int r = 0; r < 4; ++r)
+              regs.push_back(k.Vector({Value(acc[f + 2 * r]).To(bf16), Value(acc[f + 2 * r + 1]).To(bf16)})
+                                 .Bitcast(Type::Of(i32)));
+            k.StMatrix(sC[x].At(n + q * 16, m), regs, /*trans=*/true);
+          }
+          k.FenceProxyAsync();
+          k.NamedBarrier(wg + 2, 128);
+          k.If(c == 0, [&] {
+            k.TmaStore(g.C, sC[x], g.CBox(m0 + x * 64, n0 + piece * PIECE_N));
+            k.BulkCommit();
+          });
+        }
+      });
+    });
+    k.If(c == 0, [&] { k.BulkWait(0); });
+  });
+  k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done
+  return k.Build();
+}
+
+}  // namespace
+KILN_EXAMPLE("hopper/k13", "kiln: k12 with a 4-stage ring, wgmma groups in flight across stages, swizzled C pieces", Build);
+}  // namespace kiln::examples

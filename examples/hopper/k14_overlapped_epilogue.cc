@@ -1,0 +1,118 @@
+// Beyond fast.cu: kernel 13 with the epilogue hidden under the next tile's first wgmma group.
+// When a tile's last group retires, each consumer packs its accumulator to bf16 in registers
+// (64 of them, freeing the 128 accumulators), issues the next tile's first group, and only then
+// writes the packed tile out (stmatrix, TMA store) while the tensor cores work on that group.
+#include "examples/gemm.h"
+#include "examples/registry.h"
+#include "kiln/pipeline.h"
+
+namespace kiln::examples {
+namespace {
+
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, CONSUMERS = 2, CLUSTER = 2;
+constexpr int GROUPS = 128 / CLUSTER, SLOTS = 128, PIECE_N = 128;
+
+absl::StatusOr<KernelDef> Build() {
+  Kernel k("hopper/k14", sm90a(), {128 * (1 + CONSUMERS)});
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
+                                          .c_box_rows = PIECE_N, .c_swizzle = true,
+                                          .divide_m = BM * CLUSTER});
+  Value table = k.ScheduleTableParam("schedule", {.tile_m = BM * CLUSTER, .tile_n = BN,
+                                                  .groups = GROUPS, .slots = SLOTS});
+  k.Grid("128");
+  k.ClusterDims({CLUSTER, 1, 1});
+  SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
+  SmemTile sB = k.SmemSwizzled(bf16, BN, BK, Swizzle::k128B, STAGES);
+  SmemTile sC[CONSUMERS] = {k.SmemSwizzled(bf16, PIECE_N, 64, Swizzle::k128B),  // [n][m]
+                            k.SmemSwizzled(bf16, PIECE_N, 64, Swizzle::k128B)};
+  Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
+  SmemTile order = k.Smem(i32, SLOTS, 1);
+  Value tid = k.ThreadIdx(), rank = k.ClusterCtaRank();
+  GlobalTensor rows(table, {}, {k.I32(SLOTS), k.I32(1)});  // [cluster][slot]
+  k.If(tid < SLOTS, [&] { k.Store(order.At(tid, 0), k.Load(rows.At({k.ClusterIdx(), tid}))); });
+  k.If(tid == 0, [&] { ring.Init(); });
+  k.ClusterSync();
+  auto for_each_tile = [&](const std::function<void(Value, Value)>& body) {
+    Regs it = k.Registers(Type::Of(i32), 1);
+    auto entry = [&] { return k.Load(order.At(Min(it[0], SLOTS - 1), 0)); };
+    k.While([&] { return (it[0] < SLOTS) & (entry() != -1); }, [&] {
+      Value e = entry();
+      body((e >> 16) * (BM * CLUSTER) + rank * BM, (e & 0xffff) * BN);
+      it[0] += 1;
+    });
+  };
+
+  k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
+    k.If(t == 0, [&] {
+      Pipeline::Cursor at = ring.Start();
+      for_each_tile([&](Value m0, Value n0) {
+        k.For(0, g.K, BK, [&](Value k0) {
+          ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)},
+                            {&g.B, sB, g.Box(n0, k0), k.I32(0b11), rank == 0}});
+        });
+      });
+    });
+  });
+  k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240}, [&](Value t) {
+    Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
+    WgmmaAccumulator acc = k.WgmmaAcc(BN);
+    Pipeline::Cursor at = ring.Start();
+    Regs held = k.Registers(Type::Of(i32), 1);  // the stage the newest wgmma group reads
+    auto mma = [&](bool first) {
+      Value s = ring.Acquire(at);
+      k.WgmmaFence();
+      for (int kk = 0; kk < BK; kk += 16)
+        k.Wgmma(acc, sA.Stage(s), row0, sB.Stage(s), 0, kk, /*scale_d=*/!(first && kk == 0));
+      k.WgmmaCommit();
+      return s;
+    };
+    Regs packed = k.Registers(Type::Of(i32), BN / 4);  // the previous tile, bf16 pairs
+    Regs pending = k.Registers(Type::Of(i32), 3);        // {tile to write?, its m0, its n0}
+    auto write_out = [&] {
+      for (int x = 0; x < CONSUMERS; ++x) k.If(wg == x, [&] {
+        // Lane l addresses row (l % 8) + 8 * (l / 16) of matrix l / 8, transposed: n rows, m cols.
+        Value n = lane % 8 + lane / 16 * 8, m = c / 32 * 16 + (lane & 8);
+        for (int piece = 0; piece < BN / PIECE_N; ++piece) {
+          k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });  // buffer read out
+          k.NamedBarrier(wg + 2, 128);
+          for (int q = 0; q < PIECE_N / 16; ++q) {
+            const int f = 4 * (piece * PIECE_N / 16 + q);
+            k.StMatrix(sC[x].At(n + q * 16, m), {packed[f], packed[f + 1], packed[f + 2], packed[f + 3]},
+                       /*trans=*/true);
+          }
+          k.FenceProxyAsync();
+          k.NamedBarrier(wg + 2, 128);
+          k.If(c == 0, [&] {
+            k.TmaStore(g.C, sC[x], g.CBox(pending[1] + x * 64, pending[2] + piece * PIECE_N));
+            k.BulkCommit();
+          });
+        }
+      });
+    };
+    for_each_tile([&](Value m0, Value n0) {
+      held[0] = mma(true);
+      k.If(pending[0] == 1, write_out);  // under the group just issued
+      k.For(BK, g.K, BK, [&](Value) {
+        Value s = mma(false);
+        k.WgmmaWait(1);  // the previous group has retired: its stage is free
+        ring.Release(held[0], c);
+        held[0] = s;
+      });
+      k.WgmmaWait(0);
+      ring.Release(held[0], c);
+      for (int p = 0; p < BN / 4; ++p)
+        packed[p] = k.Vector({Value(acc[2 * p]).To(bf16), Value(acc[2 * p + 1]).To(bf16)}).Bitcast(Type::Of(i32));
+      pending[0] = 1;
+      pending[1] = m0;
+      pending[2] = n0;
+    });
+    k.If(pending[0] == 1, write_out);
+    k.If(c == 0, [&] { k.BulkWait(0); });
+  });
+  k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done
+  return k.Build();
+}
+
+}  // namespace
+KILN_EXAMPLE("hopper/k14", "kiln: k13 with the epilogue overlapped with the next tile's first wgmma group", Build);
+}  // namespace kiln::examples
