@@ -208,6 +208,14 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
   const Type i32 = Type::Of(Scalar::kI32);
   Value r = s.Wrap(s.Materialize(row, i32), i32);
   Value byte = (r * Operand(row_stride_, loc) + col) * Operand(ScalarBytes(elem_), loc);
+  if (xor_.period > 1) {
+    // Only the column part is permuted: unit c of row r moves to c ^ ((r % period) / divide).
+    int unit_shift = 0;
+    while ((1 << unit_shift) < xor_.unit_bytes) ++unit_shift;
+    Value flip = ((r & Operand(xor_.period - 1, loc)) / Operand(xor_.divide, loc)) << Operand(unit_shift, loc);
+    Value col_bytes = s.Wrap(s.Materialize(col, i32), i32) * Operand(ScalarBytes(elem_), loc);
+    byte = r * Operand(row_stride_ * ScalarBytes(elem_), loc) + (col_bytes ^ flip);
+  }
   if (const int span = SwizzleBytes(swizzle_)) {
     // The 16-byte chunk index XORs with the row within its 8-row (or 4/2-row) atom.
     const int mask = (span / 16 - 1) << 4;

@@ -62,6 +62,34 @@ rt::TensorMapParam KMajorMap(const std::string& operand, const std::string& rows
 }
 }  // namespace
 
+ElementAt RowsOf(const GlobalTensor& a) {
+  return [a](const Value& m, const Value& kk) { return a.At({m, kk}); };
+}
+ElementAt ColumnsOf(const GlobalTensor& b) {
+  return [b](const Value& n, const Value& kk) { return b.At({kk, n}); };
+}
+
+void CopyTile(Kernel& k, const SmemTile& dst, const ElementAt& src, const Value& tid, int threads,
+              bool async) {
+  const int per_chunk = 16 / ScalarBytes(dst.elem()), chunks_per_row = dst.cols() / per_chunk;
+  for (int it = 0; it < dst.rows() * chunks_per_row / threads; ++it) {
+    Value chunk = tid + it * threads, r = chunk / chunks_per_row, c = chunk % chunks_per_row * per_chunk;
+    if (async) k.CpAsync(dst, r, c, src(r, c));
+    else k.Store(dst.At(r, c), k.Load(src(r, c), per_chunk));
+  }
+}
+
+void StoreAccumulator(Kernel& k, const Regs& acc, int mmas_m, int mmas_n, const ElementAt& dst) {
+  Value lane = k.LaneId();
+  for (int m = 0; m < mmas_m; ++m)
+    for (int n = 0; n < mmas_n; ++n)
+      for (int half = 0; half < 2; ++half) {
+        const int i = (m * mmas_n + n) * 4 + half * 2;
+        k.Store(dst(lane / 4 + (m * 16 + half * 8), lane % 4 * 2 + n * 8),
+                k.Vector({Value(acc[i]).To(bf16), Value(acc[i + 1]).To(bf16)}));
+      }
+}
+
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   k.Gemm({.c_order = "col",
           .tile_m = shape.divide_m ? shape.divide_m : shape.bm,

@@ -2,6 +2,8 @@
 // (row, col) whatever their storage order, plus the sizes M, N, K.
 #pragma once
 
+#include <functional>
+
 #include "kiln/kernel.h"
 
 namespace kiln::examples {
@@ -13,6 +15,24 @@ struct GemmOperands {
 
 // Declares the parameters A, B, C, M, N, K (in that order) and records the spec in the manifest.
 GemmOperands DeclareGemm(Kernel& k, const rt::GemmSpec& spec, Loc loc = Loc::current());
+
+// ---- mma.sync kernels (Ampere series, cuda_hgemm, blackwell/v0)
+
+// Element (row, col) of some matrix, as a pointer.
+using ElementAt = std::function<Value(const Value& row, const Value& col)>;
+// A row-major view of A's rows and a K-major view of B's columns (B stored column-major).
+ElementAt RowsOf(const GlobalTensor& a);     // (m, k) -> &A[m][k]
+ElementAt ColumnsOf(const GlobalTensor& b);  // (n, k) -> &B[k][n]
+
+// Fills `dst` (rows x cols) from src(r, c), 16 bytes per thread per step over `threads` threads:
+// plain 16-byte loads and stores, or cp.async (into the current group) when `async`.
+void CopyTile(Kernel& k, const SmemTile& dst, const ElementAt& src, const Value& tid, int threads,
+              bool async);
+
+// Stores an mma.sync warp tile's f32 accumulator, acc[(m * mmas_n + n) * 4 + i], as bf16 pairs:
+// lane l holds rows l/4 and l/4 + 8 and columns (l%4)*2 + {0,1} of each 16x8 tile; dst gets the
+// row and column within the warp tile.
+void StoreAccumulator(Kernel& k, const Regs& acc, int mmas_m, int mmas_n, const ElementAt& dst);
 
 // The Hopper series' operands (fast.cu): A (MxK) and B (as NxK) both K-major, read through TMA
 // tensor maps; C column-major, written through a pointer or (c_box_rows > 0) a tensor map.

@@ -24,3 +24,7 @@ const Example* Find(const std::string& name);
 
 #define KILN_EXAMPLE(name, summary, fn) \
   static const bool kiln_example_registered_##fn = ::kiln::examples::Register({name, summary, fn})
+// For files that register several versions of one kernel: `id` names the registration.
+#define KILN_EXAMPLE_VARIANT(id, name, summary, ...) \
+  static const bool kiln_example_registered_##id = \
+      ::kiln::examples::Register({name, summary, __VA_ARGS__})

@@ -180,6 +180,22 @@ class GlobalTensor {
 enum class Swizzle : uint8_t { kNone = 0, k32B = 1, k64B = 2, k128B = 3 };
 int SwizzleBytes(Swizzle s);  // 0, 32, 64, 128
 
+// Ampere-style XOR swizzle (ldmatrix/cp.async tiles): in row r, `unit_bytes` chunk c is stored at
+// chunk c ^ ((r % period) / divide). Seed 003's two: {16, 8, 1} = col ^ (row % 8) for rows of
+// 128 bytes or more, {16, 8, 2} = col ^ ((row % 8) / 2) for 64-byte rows. period 1: none.
+struct XorSwizzle {
+  int unit_bytes = 16, period = 1, divide = 1;
+  static XorSwizzle Row8() { return {16, 8, 1}; }
+  static XorSwizzle HalfRow8() { return {16, 8, 2}; }
+};
+// How a tile's rows sit in shared memory: padded (pad elements after each row) or XOR-swizzled,
+// and a ring of `stages` copies.
+struct SmemLayout {
+  int pad = 0;
+  XorSwizzle swizzle;
+  int stages = 1;
+};
+
 // A tile of shared memory placed by the kernel's planner: rows x cols elements, each row
 // `row_stride` elements apart (cols + padding), optionally swizzled, optionally a ring of
 // `stages` copies (select one with Stage()).
@@ -198,6 +214,7 @@ class SmemTile {
   int row_stride() const { return row_stride_; }
   int stages() const { return stages_; }
   Swizzle swizzle() const { return swizzle_; }
+  const XorSwizzle& xor_swizzle() const { return xor_; }
   int offset_bytes() const { return offset_; }
   int stage_bytes() const { return rows_ * row_stride_ * ScalarBytes(elem_); }
   int bytes() const { return stage_bytes() * stages_; }
@@ -210,6 +227,7 @@ class SmemTile {
   Scalar elem_ = Scalar::kBF16;
   int rows_ = 0, cols_ = 0, row_stride_ = 0, offset_ = 0, stages_ = 1;
   Swizzle swizzle_ = Swizzle::kNone;
+  XorSwizzle xor_;
   Value stage_;  // selected stage (invalid: stage 0)
   Loc loc_;
 };
@@ -354,6 +372,8 @@ class Kernel {
   Regs Registers(Type type, int count, Loc loc = Loc::current());  // zero-initialised
   SmemTile Smem(Scalar elem, int rows, int cols, int pad = 0, int align = 128,
                 Loc loc = Loc::current());
+  // A padded or XOR-swizzled tile (a ring when layout.stages > 1), 128-byte aligned.
+  SmemTile Smem(Scalar elem, int rows, int cols, const SmemLayout& layout, Loc loc = Loc::current());
   // A swizzled tile (rows of exactly the swizzle span), a ring of `stages` copies, 1024-aligned.
   SmemTile SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzle, int stages = 1,
                         Loc loc = Loc::current());
@@ -369,6 +389,28 @@ class Kernel {
   // ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each lane passes one row address.
   std::vector<Value> LdMatrix(const Value& smem_row, int num, bool trans = false,
                               Loc loc = Loc::current());
+  // The same with the row address taken from a tile, whose layout is checked to keep each
+  // lane's 16-byte row whole and aligned.
+  std::vector<Value> LdMatrix(const SmemTile& tile, const Operand& row, const Operand& col, int num,
+                              bool trans = false, Loc loc = Loc::current());
+  // cp.async of `bytes` (4, 8 or 16; .cg needs 16) from global `src` into tile(row, col).
+  enum class CacheAt { kL1, kL2 };  // .ca, .cg
+  void CpAsync(const SmemTile& tile, const Operand& row, const Operand& col, const Value& src,
+               int bytes = 16, CacheAt cache = CacheAt::kL2, Loc loc = Loc::current());
+  void CpAsyncCommit(Loc loc = Loc::current());                // cp.async.commit_group
+  void CpAsyncWait(int pending, Loc loc = Loc::current());     // cp.async.wait_group
+  void CpAsyncWaitAll(Loc loc = Loc::current());               // cp.async.wait_all
+  // A block tile split among warps for mma.sync: this warp's origin in the tile and how many
+  // mma tiles it holds. Fails at the call when the tile does not divide by the warp grid (and
+  // the mma shape) or the warp grid does not match the block's warps.
+  struct WarpTiling {
+    int tile_m, tile_n, warps_m, warps_n, mma_m = 16, mma_n = 8;
+  };
+  struct WarpTile {
+    Value m0, n0;  // the warp's first row and column in the block tile
+    int rows, cols, mmas_m, mmas_n;
+  };
+  WarpTile Warps(const WarpTiling& tiling, Loc loc = Loc::current());
   // mma.sync.aligned.m16n8k16.row.col: a = 4 x b32, b = 2 x b32, c = accumulators
   // (4 f32, or 2 x f16x2 for an f16 accumulator); returns d.
   std::vector<Value> MmaM16N8K16(Scalar ab, const std::vector<Value>& a,

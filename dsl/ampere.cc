@@ -1,0 +1,147 @@
+// The Ampere tile toolkit: padded and XOR-swizzled smem layouts, cp.async, ldmatrix from a tile
+// (with the layout checks that keep 16-byte rows whole) and the warp tiling of an mma block.
+#include "absl/strings/str_cat.h"
+#include "dsl/kernel_state.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+namespace kiln {
+
+using detail::Access;
+using detail::KernelState;
+
+namespace {
+bool PowerOfTwo(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// Why `tile` cannot serve accesses of `bytes` contiguous bytes per lane (empty if it can).
+std::string SplitsRows(const SmemTile& tile, int bytes, const char* what) {
+  const int elem = ScalarBytes(tile.elem());
+  const XorSwizzle& x = tile.xor_swizzle();
+  if (x.period > 1 && x.unit_bytes < bytes)
+    return absl::StrCat("the tile (", LocString(tile.loc()), ") swizzles ", x.unit_bytes,
+                        "-byte units, which splits ", what, "'s ", bytes, "-byte rows");
+  if (tile.row_stride() * elem % bytes != 0)
+    return absl::StrCat("the tile (", LocString(tile.loc()), ") has rows ", tile.row_stride() * elem,
+                        " bytes apart (", tile.cols(), " + ", tile.row_stride() - tile.cols(),
+                        " padding elements), so ", what, "'s ", bytes,
+                        "-byte rows are not all aligned; pad by a multiple of ", bytes / elem,
+                        " elements");
+  return "";
+}
+
+// A compile-time column that is not on a `bytes` boundary.
+std::string MisalignedColumn(const SmemTile& tile, const Operand& col, int bytes, const char* what) {
+  if (!Access::IsImm(col)) return "";
+  const int64_t c = static_cast<int64_t>(Access::Imm(col)) * ScalarBytes(tile.elem());
+  if (c % bytes == 0) return "";
+  return absl::StrCat(what, " at column ", Access::Imm(col), " starts ", c % bytes,
+                      " bytes into a ", bytes, "-byte unit");
+}
+}  // namespace
+
+SmemTile Kernel::Smem(Scalar elem, int rows, int cols, const SmemLayout& layout, Loc loc) {
+  const XorSwizzle& x = layout.swizzle;
+  const int row_bytes = cols * ScalarBytes(elem);
+  std::string bad;
+  if (layout.stages < 1) bad = absl::StrCat("a tile ring needs at least one stage, not ", layout.stages);
+  else if (!PowerOfTwo(x.unit_bytes) || !PowerOfTwo(x.period) || !PowerOfTwo(x.divide) ||
+           x.divide > x.period)
+    bad = absl::StrCat("an XOR swizzle of ", x.unit_bytes, "-byte units by (row % ", x.period,
+                       ") / ", x.divide, ": all three must be powers of two, divide <= period");
+  else if (x.period > 1 && layout.pad != 0)
+    bad = "a tile is either padded or XOR-swizzled, not both (padding shifts the swizzled units)";
+  else if (x.period > 1 && (row_bytes % x.unit_bytes != 0 || row_bytes / x.unit_bytes < x.period / x.divide))
+    bad = absl::StrCat("this swizzle XORs ", x.unit_bytes, "-byte unit indices with values up to ",
+                       x.period / x.divide - 1, ", but a row of ", row_bytes, " bytes holds ",
+                       row_bytes / x.unit_bytes, " whole units; the XOR would leave the row");
+  if (!bad.empty()) {
+    Fail(bad, loc);
+    return Smem(elem, rows, cols, 0, 128, loc);
+  }
+  SmemTile t = Smem(elem, rows * layout.stages, cols, layout.pad, 128, loc);
+  t.rows_ = rows;
+  t.stages_ = layout.stages;
+  t.xor_ = x;
+  return t;
+}
+
+std::vector<Value> Kernel::LdMatrix(const SmemTile& tile, const Operand& row, const Operand& col,
+                                    int num, bool trans, Loc loc) {
+  std::string bad = SplitsRows(tile, 16, "ldmatrix");
+  if (bad.empty()) bad = MisalignedColumn(tile, col, 16, "an ldmatrix row");
+  if (!bad.empty()) {
+    Fail(bad, loc);
+    return std::vector<Value>(num == 1 || num == 2 || num == 4 ? num : 0,
+                              state_->Poison(Type::Of(Scalar::kI32), loc));
+  }
+  return LdMatrix(tile.At(row, col, loc), num, trans, loc);
+}
+
+void Kernel::CpAsync(const SmemTile& tile, const Operand& row, const Operand& col,
+                     const Value& src, int bytes, CacheAt cache, Loc loc) {
+  KernelState& s = *state_;
+  if (s.target.compute_capability < 80) return Fail("cp.async needs sm_80 or later", loc);
+  if (bytes != 4 && bytes != 8 && bytes != 16)
+    return Fail(absl::StrCat("cp.async copies 4, 8 or 16 bytes, not ", bytes), loc);
+  if (cache == CacheAt::kL2 && bytes != 16)
+    return Fail("cp.async.cg (L2 only) copies 16 bytes; use CacheAt::kL1 for smaller copies", loc);
+  const Type& st = src.type();
+  if (st.kind != Type::Kind::kPointer || st.space != Space::kGlobal)
+    return Fail(absl::StrCat("cp.async reads global memory, not through ", st.Str()), loc);
+  std::string bad = SplitsRows(tile, bytes, "cp.async");
+  if (bad.empty()) bad = MisalignedColumn(tile, col, bytes, "a cp.async");
+  if (!bad.empty()) return Fail(bad, loc);
+  mlir::NVVM::CpAsyncOp::create(
+      s.builder, s.ToLoc(loc), s.Unwrap(tile.At(row, col, loc)), s.Unwrap(src),
+      static_cast<uint32_t>(bytes),
+      cache == CacheAt::kL2 ? mlir::NVVM::LoadCacheModifierKind::CG
+                            : mlir::NVVM::LoadCacheModifierKind::CA,
+      mlir::Value());
+}
+
+void Kernel::CpAsyncCommit(Loc loc) {
+  if (state_->target.compute_capability < 80) return Fail("cp.async needs sm_80 or later", loc);
+  mlir::NVVM::CpAsyncCommitGroupOp::create(state_->builder, state_->ToLoc(loc));
+}
+
+void Kernel::CpAsyncWait(int pending, Loc loc) {
+  if (state_->target.compute_capability < 80) return Fail("cp.async needs sm_80 or later", loc);
+  if (pending < 0 || pending > 7) return Fail("cp.async.wait_group takes 0..7", loc);
+  mlir::NVVM::CpAsyncWaitGroupOp::create(state_->builder, state_->ToLoc(loc),
+                                         static_cast<uint32_t>(pending));
+}
+
+void Kernel::CpAsyncWaitAll(Loc loc) {
+  if (state_->target.compute_capability < 80) return Fail("cp.async needs sm_80 or later", loc);
+  state_->InlineAsm("cp.async.wait_all;", "~{memory}", {}, nullptr, state_->ToLoc(loc));
+}
+
+Kernel::WarpTile Kernel::Warps(const WarpTiling& w, Loc loc) {
+  WarpTile t{};
+  const rt::Dim3& block = state_->manifest.block;
+  const int threads = static_cast<int>(block.x * block.y * block.z);
+  std::string bad;
+  if (w.warps_m <= 0 || w.warps_n <= 0 || w.mma_m <= 0 || w.mma_n <= 0 || w.tile_m <= 0 || w.tile_n <= 0)
+    bad = "a warp tiling needs positive sizes";
+  else if (w.tile_m % (w.warps_m * w.mma_m) != 0 || w.tile_n % (w.warps_n * w.mma_n) != 0)
+    bad = absl::StrCat("a ", w.tile_m, "x", w.tile_n, " tile does not divide into ", w.warps_m, "x",
+                       w.warps_n, " warps of whole ", w.mma_m, "x", w.mma_n, " mma tiles");
+  else if (w.warps_m * w.warps_n * 32 != threads)
+    bad = absl::StrCat(w.warps_m, "x", w.warps_n, " warps need ", w.warps_m * w.warps_n * 32,
+                       " threads; the block has ", threads);
+  if (!bad.empty()) {
+    Fail(bad, loc);
+    t.m0 = t.n0 = I32(0, loc);
+    t.rows = t.cols = t.mmas_m = t.mmas_n = 1;
+    return t;
+  }
+  t.rows = w.tile_m / w.warps_m;
+  t.cols = w.tile_n / w.warps_n;
+  t.mmas_m = t.rows / w.mma_m;
+  t.mmas_n = t.cols / w.mma_n;
+  Value warp = WarpId(loc);
+  t.m0 = warp / Operand(w.warps_n, loc) * Operand(t.rows, loc);
+  t.n0 = warp % Operand(w.warps_n, loc) * Operand(t.cols, loc);
+  return t;
+}
+
+}  // namespace kiln
