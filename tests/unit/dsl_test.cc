@@ -3,18 +3,14 @@
 #include "kiln/kernel.h"
 #include "kiln/lowering.h"
 #include "kiln/pipeline.h"
+#include "tests/unit/expect_error.h"
 
 namespace kiln {
 namespace {
 
-std::string Here(int line) { return "tests/unit/dsl_test.cc:" + std::to_string(line) + ": "; }
-
-// Expects Build() to fail with `what`, reported at `line` of this file.
+std::string Here(int line) { return HereIn("tests/unit/dsl_test.cc", line); }
 void ExpectError(Kernel& k, int line, const std::string& what) {
-  absl::StatusOr<KernelDef> def = k.Build();
-  ASSERT_FALSE(def.ok());
-  EXPECT_EQ(def.status().message().substr(0, Here(line).size()), Here(line)) << def.status();
-  EXPECT_NE(def.status().message().find(what), std::string::npos) << def.status();
+  ExpectErrorAt(k, Here(line), what);
 }
 
 TEST(Dsl, BuildsAKernelWithLoopsAndRegisters) {

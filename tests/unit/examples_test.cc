@@ -73,6 +73,48 @@ TEST(HopperSeries, EachVersionHoldsItsInstructions) {
   }
 }
 
+// What each mma.sync version must contain (and lack): copies, ldmatrix variants, mma shape and
+// accumulator type, swizzle arithmetic, block order.
+const Mix kAmpereMix[] = {
+    {"ampere/v1", {"ldmatrix.sync.aligned.m8n8.x4.shared.b16", "ldmatrix.sync.aligned.m8n8.x2.shared.b16",
+                   "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "ld.global.v4"}, {"cp.async", "xor.b32"}},
+    {"ampere/v2", {"cp.async.cg.shared.global", "cp.async.wait_all"}, {"cp.async.commit_group", "xor.b32"}},
+    {"ampere/v3", {"cp.async.cg.shared.global", "cp.async.wait_all"}, {"cp.async.commit_group", "xor.b32"}},
+    {"ampere/v4", {"cp.async.wait_all", "xor.b32", "ldmatrix.sync.aligned.m8n8.x2"}, {"cp.async.commit_group"}},
+    {"ampere/v5", {"cp.async.wait_all", "xor.b32", "ldmatrix.sync.aligned.m8n8.x4"}, {"ldmatrix.sync.aligned.m8n8.x2"}},
+    {"ampere/v6", {"cp.async.commit_group", "cp.async.wait_group \t1"}, {"cp.async.wait_all", "min.u32"}},
+    {"ampere/v7", {"cp.async.commit_group", "cp.async.wait_group \t1"}, {"cp.async.wait_all", "min.u32"}},
+    {"ampere/v8", {"cp.async.commit_group", "cp.async.wait_group \t1", "min.u32"}, {"cp.async.wait_all"}},
+    {"blackwell/v0", {"cp.async.cg.shared.global", "cp.async.wait_group \t1", "ldmatrix.sync.aligned.m8n8.x4",
+                      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}, {"ldmatrix.sync.aligned.m8n8.x2"}},
+};
+
+absl::StatusOr<std::string> PtxOf(const std::string& name) {
+  const Example* e = Find(name);
+  if (e == nullptr) return absl::NotFoundError(name);
+  absl::StatusOr<KernelDef> def = e->build();
+  if (!def.ok()) return def.status();
+  return EmitPtx(*def);
+}
+
+TEST(AmpereSeries, EachVersionHoldsItsInstructions) {
+  for (const Mix& m : kAmpereMix) {
+    absl::StatusOr<std::string> ptx = PtxOf(m.name);
+    ASSERT_TRUE(ptx.ok()) << m.name << ": " << ptx.status();
+    for (const std::string& s : m.has) EXPECT_NE(ptx->find(s), std::string::npos) << m.name << " lacks " << s;
+    for (const std::string& s : m.lacks) EXPECT_EQ(ptx->find(s), std::string::npos) << m.name << " has " << s;
+  }
+}
+
+TEST(AmpereSeries, LayoutsAndRingsShowInSharedMemory) {
+  auto smem = [](const char* name) { return Find(name)->build()->manifest().smem_bytes; };
+  EXPECT_EQ(smem("ampere/v2"), 2u * 128 * 64 * 2);        // A and B, unpadded
+  EXPECT_EQ(smem("ampere/v3"), 2u * 128 * (64 + 8) * 2);  // rows padded by 8 elements
+  EXPECT_EQ(smem("ampere/v4"), smem("ampere/v2"));         // swizzling costs no space
+  EXPECT_EQ(smem("ampere/v6"), 2u * (128 + 64) * 64 * 2);  // two stages of 128x64 and 64x64
+  EXPECT_EQ(smem("blackwell/v0"), 2u * (128 + 128) * 64 * 2);
+}
+
 // The wgmma instruction that precedes a kernel's first stmatrix in its PTX.
 std::string WgmmaOpBeforeFirstStmatrix(const std::string& name) {
   absl::StatusOr<KernelDef> def = Find(name)->build();

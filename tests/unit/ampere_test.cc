@@ -1,0 +1,131 @@
+// The Ampere toolkit: smem layouts (padding, seed 003's XOR swizzles), cp.async, ldmatrix from a
+// tile, warp tiling — what they compute, and that each misuse is an error at its DSL line.
+#include "gtest/gtest.h"
+#include "kiln/kernel.h"
+#include "kiln/lowering.h"
+#include "tests/unit/expect_error.h"
+
+namespace kiln {
+namespace {
+
+std::string Here(int line) { return HereIn("tests/unit/ampere_test.cc", line); }
+void ExpectError(Kernel& k, int line, const std::string& what) { ExpectErrorAt(k, Here(line), what); }
+
+// Seed 003's swizzle_better, in 16-byte units: what the layouts must reproduce.
+int SeedUnit(int row, int unit, int row_bytes) {
+  return row_bytes >= 128 ? unit ^ (row % 8) : unit ^ ((row % 8) / 2);
+}
+
+// Stores to tile(row, unit * 8) for constant rows and units fold to constant smem offsets in the
+// PTX; each must be where the seed's formula puts it.
+TEST(AmpereLayout, XorSwizzlesPlaceUnitsWhereTheSeedDoes) {
+  for (auto [cols, swz] : {std::pair{64, XorSwizzle::Row8()}, std::pair{32, XorSwizzle::HalfRow8()}}) {
+    Kernel k("test/xor_place", sm80(), {32});
+    Value p = k.PtrParam("P", bf16);
+    SmemTile t = k.Smem(bf16, 8, cols, SmemLayout{.swizzle = swz});
+    const int row_bytes = cols * 2;
+    for (int row = 0; row < 8; ++row)
+      for (int unit = 0; unit < row_bytes / 16; ++unit)
+        k.Store(t.At(row, unit * 8), k.Load(p + k.I32(row * 8 + unit)));
+    absl::StatusOr<KernelDef> def = k.Build();
+    ASSERT_TRUE(def.ok()) << def.status();
+    absl::StatusOr<std::string> ptx = EmitPtx(*def);
+    ASSERT_TRUE(ptx.ok()) << ptx.status();
+    for (int row = 0; row < 8; ++row)
+      for (int unit = 0; unit < row_bytes / 16; ++unit) {
+        const int off = row * row_bytes + SeedUnit(row, unit, row_bytes) * 16;
+        const std::string at = off ? "[kiln_smem+" + std::to_string(off) + "]" : "[kiln_smem]";
+        EXPECT_NE(ptx->find(at), std::string::npos) << cols << " cols, row " << row << " unit " << unit;
+      }
+  }
+}
+
+// The swizzled address really is emitted: tile(row, col) for a runtime row lands where the
+// formula says (checked through the PTX's xor of the row bits into the column unit).
+TEST(AmpereLayout, SwizzledAccessEmitsTheXor) {
+  Kernel k("test/xor", sm80(), {128});
+  SmemTile t = k.Smem(bf16, 128, 64, SmemLayout{.swizzle = XorSwizzle::Row8()});
+  Value p = k.PtrParam("P", bf16);
+  k.Store(t.At(k.ThreadIdx(), 8), k.Load(p));
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_NE(ptx->find("xor.b32"), std::string::npos) << *ptx;
+}
+
+TEST(AmpereLayout, SwizzleOfEightByteUnitsBreaksLdmatrixRows) {
+  Kernel k("test/ldm_unit", sm80(), {32});
+  SmemTile t = k.Smem(bf16, 64, 64, SmemLayout{.swizzle = {.unit_bytes = 8, .period = 8}});
+  k.LdMatrix(t, k.LaneId(), 0, 4); const int line = __LINE__;
+  ExpectError(k, line, "swizzles 8-byte units, which splits ldmatrix's 16-byte rows");
+}
+
+TEST(AmpereLayout, PaddingThatMisalignsRows) {
+  Kernel k("test/ldm_pad", sm80(), {32});
+  SmemTile t = k.Smem(bf16, 64, 64, SmemLayout{.pad = 4});  // rows 136 bytes apart
+  k.LdMatrix(t, k.LaneId(), 0, 4); const int line = __LINE__;
+  ExpectError(k, line, "rows 136 bytes apart");
+}
+
+TEST(AmpereLayout, CpAsyncIntoAMisalignedColumn) {
+  Kernel k("test/cpa_col", sm80(), {32});
+  Value a = k.PtrParam("A", bf16);
+  SmemTile t = k.Smem(bf16, 64, 64, SmemLayout{.swizzle = XorSwizzle::Row8()});
+  k.CpAsync(t, k.LaneId(), 4, a); const int line = __LINE__;
+  ExpectError(k, line, "starts 8 bytes into a 16-byte unit");
+}
+
+TEST(AmpereLayout, SwizzleWiderThanTheRow) {
+  Kernel k("test/xor_wide", sm80(), {32});
+  k.Smem(bf16, 64, 32, SmemLayout{.swizzle = XorSwizzle::Row8()}); const int line = __LINE__;
+  ExpectError(k, line, "the XOR would leave the row");  // 64-byte rows need HalfRow8
+}
+
+TEST(AmpereLayout, PaddedAndSwizzled) {
+  Kernel k("test/pad_xor", sm80(), {32});
+  k.Smem(bf16, 64, 64, SmemLayout{.pad = 8, .swizzle = XorSwizzle::Row8()}); const int line = __LINE__;
+  ExpectError(k, line, "either padded or XOR-swizzled");
+}
+
+TEST(AmpereLayout, TileNotDivisibleByTheWarpLayout) {
+  Kernel k("test/warps", sm80(), {128});
+  k.Warps({.tile_m = 128, .tile_n = 72, .warps_m = 2, .warps_n = 2}); const int line = __LINE__;
+  ExpectError(k, line, "a 128x72 tile does not divide into 2x2 warps of whole 16x8 mma tiles");
+}
+
+TEST(AmpereLayout, WarpGridThatIsNotTheBlock) {
+  Kernel k("test/warps_block", sm80(), {256});
+  k.Warps({.tile_m = 128, .tile_n = 128, .warps_m = 2, .warps_n = 2}); const int line = __LINE__;
+  ExpectError(k, line, "need 128 threads; the block has 256");
+}
+
+TEST(AmpereCopy, CgCopiesSixteenBytes) {
+  Kernel k("test/cpa_cg", sm80(), {32});
+  Value a = k.PtrParam("A", bf16);
+  SmemTile t = k.Smem(bf16, 64, 64);
+  k.CpAsync(t, k.LaneId(), 0, a, 8); const int line = __LINE__;
+  ExpectError(k, line, "cp.async.cg (L2 only) copies 16 bytes");
+}
+
+TEST(AmpereCopy, EmitsTheGroupOps) {
+  Kernel k("test/cpa", sm80(), {32});
+  Value a = k.PtrParam("A", bf16);
+  SmemTile t = k.Smem(bf16, 64, 64, SmemLayout{.swizzle = XorSwizzle::Row8(), .stages = 2});
+  k.CpAsync(t.Stage(1), k.LaneId(), 8, a);
+  k.CpAsync(t, k.LaneId(), 0, a, 8, Kernel::CacheAt::kL1);
+  k.CpAsyncCommit();
+  k.CpAsyncWait(1);
+  k.CpAsyncWaitAll();
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_EQ(def->manifest().smem_bytes, 2u * 64 * 64 * 2);
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  for (const char* s : {"cp.async.cg.shared.global", "cp.async.ca.shared.global", "cp.async.commit_group",
+                        "cp.async.wait_group \t1", "cp.async.wait_all"})
+    EXPECT_NE(ptx->find(s), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace kiln
