@@ -1,5 +1,7 @@
 // The Ampere tile toolkit: padded and XOR-swizzled smem layouts, cp.async, ldmatrix from a tile
 // (with the layout checks that keep 16-byte rows whole) and the warp tiling of an mma block.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -15,7 +17,7 @@ bool PowerOfTwo(int v) { return v > 0 && (v & (v - 1)) == 0; }
 // Why `tile` cannot serve accesses of `bytes` contiguous bytes per lane (empty if it can).
 std::string SplitsRows(const SmemTile& tile, int bytes, const char* what) {
   const int elem = ScalarBytes(tile.elem());
-  const XorSwizzle& x = tile.xor_swizzle();
+  const UnitSwizzle& x = tile.unit_swizzle();
   if (x.period > 1 && x.unit_bytes < bytes)
     return absl::StrCat("the tile (", LocString(tile.loc()), ") swizzles ", x.unit_bytes,
                         "-byte units, which splits ", what, "'s ", bytes, "-byte rows");
@@ -39,7 +41,7 @@ std::string MisalignedColumn(const SmemTile& tile, const Operand& col, int bytes
 }  // namespace
 
 SmemTile Kernel::Smem(Scalar elem, int rows, int cols, const SmemLayout& layout, Loc loc) {
-  const XorSwizzle& x = layout.swizzle;
+  const UnitSwizzle& x = layout.swizzle;
   const int row_bytes = cols * ScalarBytes(elem);
   std::string bad;
   if (layout.stages < 1) bad = absl::StrCat("a tile ring needs at least one stage, not ", layout.stages);
@@ -47,6 +49,9 @@ SmemTile Kernel::Smem(Scalar elem, int rows, int cols, const SmemLayout& layout,
            x.divide > x.period)
     bad = absl::StrCat("an XOR swizzle of ", x.unit_bytes, "-byte units by (row % ", x.period,
                        ") / ", x.divide, ": all three must be powers of two, divide <= period");
+  else if (x.period > 1 && x.rotate && !PowerOfTwo(row_bytes / x.unit_bytes))
+    bad = absl::StrCat("a rotating swizzle needs a power-of-two number of units per row, not ",
+                       row_bytes / x.unit_bytes);
   else if (x.period > 1 && layout.pad != 0)
     bad = "a tile is either padded or XOR-swizzled, not both (padding shifts the swizzled units)";
   else if (x.period > 1 && (row_bytes % x.unit_bytes != 0 || row_bytes / x.unit_bytes < x.period / x.divide))
@@ -61,6 +66,20 @@ SmemTile Kernel::Smem(Scalar elem, int rows, int cols, const SmemLayout& layout,
   t.rows_ = rows;
   t.stages_ = layout.stages;
   t.xor_ = x;
+  return t;
+}
+
+SmemTile Kernel::SmemOver(const SmemTile& base, Scalar elem, int rows, int cols,
+                          const SmemLayout& layout, Loc loc) {
+  KernelState& s = *state_;
+  const int top = s.smem_top;
+  s.smem_top = base.offset_bytes();
+  SmemTile t = Smem(elem, rows, cols, layout, loc);
+  if (t.offset_bytes() != base.offset_bytes())
+    Fail(absl::StrCat("a tile over ", LocString(base.loc()), " must start where it does (offset ",
+                      base.offset_bytes(), "); its alignment moves it to ", t.offset_bytes()),
+         loc);
+  s.smem_top = std::max(top, s.smem_top);
   return t;
 }
 

@@ -397,3 +397,11 @@ absl::StatusOr<KernelDef> Kernel::Build() {
 }
 
 }  // namespace kiln
+
+namespace kiln {
+void Kernel::MinBlocksPerSm(int blocks, Loc loc) {
+  if (blocks < 1) return Fail(absl::StrCat("at least one block per SM, not ", blocks), loc);
+  state_->func->setAttr(mlir::NVVM::NVVMDialect::getMinctasmAttrName(),
+                        state_->builder.getI32IntegerAttr(blocks));
+}
+}  // namespace kiln

@@ -209,12 +209,16 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
   Value r = s.Wrap(s.Materialize(row, i32), i32);
   Value byte = (r * Operand(row_stride_, loc) + col) * Operand(ScalarBytes(elem_), loc);
   if (xor_.period > 1) {
-    // Only the column part is permuted: unit c of row r moves to c ^ ((r % period) / divide).
+    // Only the column part moves: unit c of row r goes to c ^ f(r) or (c + f(r)) % units.
     int unit_shift = 0;
     while ((1 << unit_shift) < xor_.unit_bytes) ++unit_shift;
-    Value flip = ((r & Operand(xor_.period - 1, loc)) / Operand(xor_.divide, loc)) << Operand(unit_shift, loc);
+    const int units = cols_ * ScalarBytes(elem_) / xor_.unit_bytes;
+    Value f = (r & Operand(xor_.period - 1, loc)) / Operand(xor_.divide, loc);
     Value col_bytes = s.Wrap(s.Materialize(col, i32), i32) * Operand(ScalarBytes(elem_), loc);
-    byte = r * Operand(row_stride_ * ScalarBytes(elem_), loc) + (col_bytes ^ flip);
+    Value unit = col_bytes >> Operand(unit_shift, loc);
+    Value moved = xor_.rotate ? (unit + f) & Operand(units - 1, loc) : unit ^ f;
+    byte = r * Operand(row_stride_ * ScalarBytes(elem_), loc) + (moved << Operand(unit_shift, loc)) +
+           (col_bytes & Operand(xor_.unit_bytes - 1, loc));
   }
   if (const int span = SwizzleBytes(swizzle_)) {
     // The 16-byte chunk index XORs with the row within its 8-row (or 4/2-row) atom.

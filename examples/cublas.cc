@@ -12,7 +12,7 @@ namespace kiln::examples {
 namespace {
 
 // cublas_api.h / library_types.h values.
-constexpr int kOpN = 0, kOpT = 1, kR16F = 2, kR16BF = 14, kR32F = 0, kCompute32F = 68,
+constexpr int kOpN = 0, kOpT = 1, kR16F = 2, kR16BF = 14, kR32F = 0, kCompute32F = 68, kCompute16F = 64,
               kGemmDefault = -1;
 
 int DataType(const std::string& t) { return t == "f16" ? kR16F : t == "f32" ? kR32F : kR16BF; }
@@ -77,22 +77,27 @@ absl::StatusOr<Cublas*> Cublas::Get() {
 }
 
 absl::Status Cublas::Gemm(const rt::GemmSpec& spec, const rt::ProblemSize& size, uint64_t a,
-                          uint64_t b, uint64_t c) const {
-  const float alpha = 1.0f, beta = 0.0f;
+                          uint64_t b, uint64_t c, bool spec_accumulator) const {
+  const float alpha32 = 1.0f, beta32 = 0.0f;
+  const uint16_t alpha16 = 0x3c00, beta16 = 0;  // fp16 1.0 and 0.0: compute-16F scalars are half
+  const bool half_compute = spec_accumulator && spec.acc_type == "f16";
+  const void* alpha = half_compute ? static_cast<const void*>(&alpha16) : &alpha32;
+  const void* beta = half_compute ? static_cast<const void*>(&beta16) : &beta32;
+  const int compute = half_compute ? kCompute16F : kCompute32F;
   const int in = DataType(spec.in_type), out = DataType(spec.out_type);
   int rc;
   if (spec.c_order == "col") {  // C = A B
     Operand oa = AsOperand(spec.a_order, size.m, size.k, false);
     Operand ob = AsOperand(spec.b_order, size.k, size.n, false);
-    rc = gemm_ex_(handle_, oa.op, ob.op, size.m, size.n, size.k, &alpha,
+    rc = gemm_ex_(handle_, oa.op, ob.op, size.m, size.n, size.k, alpha,
                   reinterpret_cast<void*>(a), in, oa.ld, reinterpret_cast<void*>(b), in, ob.ld,
-                  &beta, reinterpret_cast<void*>(c), out, size.m, kCompute32F, kGemmDefault);
+                  beta, reinterpret_cast<void*>(c), out, size.m, compute, kGemmDefault);
   } else {  // row-major C: C^T = B^T A^T in column-major terms
     Operand ob = AsOperand(spec.b_order, size.k, size.n, true);
     Operand oa = AsOperand(spec.a_order, size.m, size.k, true);
-    rc = gemm_ex_(handle_, ob.op, oa.op, size.n, size.m, size.k, &alpha,
+    rc = gemm_ex_(handle_, ob.op, oa.op, size.n, size.m, size.k, alpha,
                   reinterpret_cast<void*>(b), in, ob.ld, reinterpret_cast<void*>(a), in, oa.ld,
-                  &beta, reinterpret_cast<void*>(c), out, size.n, kCompute32F, kGemmDefault);
+                  beta, reinterpret_cast<void*>(c), out, size.n, compute, kGemmDefault);
   }
   if (rc != 0) return absl::InternalError(absl::StrCat("cublasGemmEx failed with status ", rc));
   return absl::OkStatus();

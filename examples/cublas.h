@@ -10,9 +10,11 @@ class Cublas {
  public:
   // Unavailable when no libcublas can be loaded.
   static absl::StatusOr<Cublas*> Get();
-  // C = A * B for the spec's dtypes and storage orders, fp32 compute, on the default stream.
+  // C = A * B for the spec's dtypes and storage orders on the default stream, in fp32 compute
+  // (the reference), or with `spec_accumulator` in the spec's accumulator type (fp16 compute
+  // for an f16 accumulator: the like-for-like baseline the harness times).
   absl::Status Gemm(const rt::GemmSpec& spec, const rt::ProblemSize& size, uint64_t a, uint64_t b,
-                    uint64_t c) const;
+                    uint64_t c, bool spec_accumulator = false) const;
   const std::string& library() const { return library_; }
 
  private:

@@ -54,5 +54,5 @@ KILN_EXAMPLE_VARIANT(v2, "ampere/v2", "seed 003 v2: v1 with cp.async + wait_all"
 KILN_EXAMPLE_VARIANT(v3, "ampere/v3", "seed 003 v3: v2 with smem rows padded by 8 elements",
                      [] { return Build("ampere/v3", true, {.pad = 8}); });
 KILN_EXAMPLE_VARIANT(v4, "ampere/v4", "seed 003 v4: v2 with col ^ (row % 8) swizzled smem",
-                     [] { return Build("ampere/v4", true, {.swizzle = XorSwizzle::Row8()}); });
+                     [] { return Build("ampere/v4", true, {.swizzle = UnitSwizzle::Row8()}); });
 }  // namespace kiln::examples

@@ -17,7 +17,7 @@ absl::StatusOr<KernelDef> BuildMmaPipeline(const MmaPipeline& p) {
   Kernel k(p.name, p.target, {THREADS});
   GemmOperands g = DeclareGemm(k, {.tile_m = p.bm, .tile_n = p.bn, .tile_k = BK});
   k.Grid(absl::StrCat("M/", p.bm, "*N/", p.bn));
-  SmemLayout ring{.swizzle = XorSwizzle::Row8(), .stages = p.stages};
+  SmemLayout ring{.swizzle = UnitSwizzle::Row8(), .stages = p.stages};
   SmemTile As = k.Smem(bf16, p.bm, BK, ring), Bs = k.Smem(bf16, p.bn, BK, ring);  // [row][k]
   Kernel::WarpTile w = k.Warps({.tile_m = p.bm, .tile_n = p.bn, .warps_m = 2, .warps_n = 2});
   Value tid = k.ThreadIdx(), lane = k.LaneId(), bid = k.BlockIdx();

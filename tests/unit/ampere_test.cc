@@ -18,8 +18,8 @@ int SeedUnit(int row, int unit, int row_bytes) {
 
 // Stores to tile(row, unit * 8) for constant rows and units fold to constant smem offsets in the
 // PTX; each must be where the seed's formula puts it.
-TEST(AmpereLayout, XorSwizzlesPlaceUnitsWhereTheSeedDoes) {
-  for (auto [cols, swz] : {std::pair{64, XorSwizzle::Row8()}, std::pair{32, XorSwizzle::HalfRow8()}}) {
+TEST(AmpereLayout, UnitSwizzlesPlaceUnitsWhereTheSeedDoes) {
+  for (auto [cols, swz] : {std::pair{64, UnitSwizzle::Row8()}, std::pair{32, UnitSwizzle::HalfRow8()}}) {
     Kernel k("test/xor_place", sm80(), {32});
     Value p = k.PtrParam("P", bf16);
     SmemTile t = k.Smem(bf16, 8, cols, SmemLayout{.swizzle = swz});
@@ -44,7 +44,7 @@ TEST(AmpereLayout, XorSwizzlesPlaceUnitsWhereTheSeedDoes) {
 // formula says (checked through the PTX's xor of the row bits into the column unit).
 TEST(AmpereLayout, SwizzledAccessEmitsTheXor) {
   Kernel k("test/xor", sm80(), {128});
-  SmemTile t = k.Smem(bf16, 128, 64, SmemLayout{.swizzle = XorSwizzle::Row8()});
+  SmemTile t = k.Smem(bf16, 128, 64, SmemLayout{.swizzle = UnitSwizzle::Row8()});
   Value p = k.PtrParam("P", bf16);
   k.Store(t.At(k.ThreadIdx(), 8), k.Load(p));
   absl::StatusOr<KernelDef> def = k.Build();
@@ -71,20 +71,20 @@ TEST(AmpereLayout, PaddingThatMisalignsRows) {
 TEST(AmpereLayout, CpAsyncIntoAMisalignedColumn) {
   Kernel k("test/cpa_col", sm80(), {32});
   Value a = k.PtrParam("A", bf16);
-  SmemTile t = k.Smem(bf16, 64, 64, SmemLayout{.swizzle = XorSwizzle::Row8()});
+  SmemTile t = k.Smem(bf16, 64, 64, SmemLayout{.swizzle = UnitSwizzle::Row8()});
   k.CpAsync(t, k.LaneId(), 4, a); const int line = __LINE__;
   ExpectError(k, line, "starts 8 bytes into a 16-byte unit");
 }
 
 TEST(AmpereLayout, SwizzleWiderThanTheRow) {
   Kernel k("test/xor_wide", sm80(), {32});
-  k.Smem(bf16, 64, 32, SmemLayout{.swizzle = XorSwizzle::Row8()}); const int line = __LINE__;
+  k.Smem(bf16, 64, 32, SmemLayout{.swizzle = UnitSwizzle::Row8()}); const int line = __LINE__;
   ExpectError(k, line, "the XOR would leave the row");  // 64-byte rows need HalfRow8
 }
 
 TEST(AmpereLayout, PaddedAndSwizzled) {
   Kernel k("test/pad_xor", sm80(), {32});
-  k.Smem(bf16, 64, 64, SmemLayout{.pad = 8, .swizzle = XorSwizzle::Row8()}); const int line = __LINE__;
+  k.Smem(bf16, 64, 64, SmemLayout{.pad = 8, .swizzle = UnitSwizzle::Row8()}); const int line = __LINE__;
   ExpectError(k, line, "either padded or XOR-swizzled");
 }
 
@@ -111,7 +111,7 @@ TEST(AmpereCopy, CgCopiesSixteenBytes) {
 TEST(AmpereCopy, EmitsTheGroupOps) {
   Kernel k("test/cpa", sm80(), {32});
   Value a = k.PtrParam("A", bf16);
-  SmemTile t = k.Smem(bf16, 64, 64, SmemLayout{.swizzle = XorSwizzle::Row8(), .stages = 2});
+  SmemTile t = k.Smem(bf16, 64, 64, SmemLayout{.swizzle = UnitSwizzle::Row8(), .stages = 2});
   k.CpAsync(t.Stage(1), k.LaneId(), 8, a);
   k.CpAsync(t, k.LaneId(), 0, a, 8, Kernel::CacheAt::kL1);
   k.CpAsyncCommit();

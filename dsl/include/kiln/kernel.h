@@ -180,19 +180,24 @@ class GlobalTensor {
 enum class Swizzle : uint8_t { kNone = 0, k32B = 1, k64B = 2, k128B = 3 };
 int SwizzleBytes(Swizzle s);  // 0, 32, 64, 128
 
-// Ampere-style XOR swizzle (ldmatrix/cp.async tiles): in row r, `unit_bytes` chunk c is stored at
-// chunk c ^ ((r % period) / divide). Seed 003's two: {16, 8, 1} = col ^ (row % 8) for rows of
-// 128 bytes or more, {16, 8, 2} = col ^ ((row % 8) / 2) for 64-byte rows. period 1: none.
-struct XorSwizzle {
+// Ampere-style swizzle of a row's `unit_bytes` units (ldmatrix/cp.async tiles): in row r, unit c
+// is stored at c ^ f(r) (XOR), or at (c + f(r)) % units_per_row (rotate), f(r) = (r % period) /
+// divide. Seed 003's two XORs: Row8() = col ^ (row % 8) for rows of 128 bytes or more,
+// HalfRow8() = col ^ ((row % 8) / 2) for 64-byte rows. cuda_hgemm's permuted layout rotates:
+// RotateHalfRow8() on its 64-byte A/B rows, Rotate8() on its C staging rows. period 1: none.
+struct UnitSwizzle {
   int unit_bytes = 16, period = 1, divide = 1;
-  static XorSwizzle Row8() { return {16, 8, 1}; }
-  static XorSwizzle HalfRow8() { return {16, 8, 2}; }
+  bool rotate = false;
+  static UnitSwizzle Row8() { return {16, 8, 1}; }
+  static UnitSwizzle HalfRow8() { return {16, 8, 2}; }
+  static UnitSwizzle Rotate8() { return {16, 8, 1, true}; }
+  static UnitSwizzle RotateHalfRow8() { return {16, 8, 2, true}; }
 };
 // How a tile's rows sit in shared memory: padded (pad elements after each row) or XOR-swizzled,
 // and a ring of `stages` copies.
 struct SmemLayout {
   int pad = 0;
-  XorSwizzle swizzle;
+  UnitSwizzle swizzle;
   int stages = 1;
 };
 
@@ -214,7 +219,7 @@ class SmemTile {
   int row_stride() const { return row_stride_; }
   int stages() const { return stages_; }
   Swizzle swizzle() const { return swizzle_; }
-  const XorSwizzle& xor_swizzle() const { return xor_; }
+  const UnitSwizzle& unit_swizzle() const { return xor_; }
   int offset_bytes() const { return offset_; }
   int stage_bytes() const { return rows_ * row_stride_ * ScalarBytes(elem_); }
   int bytes() const { return stage_bytes() * stages_; }
@@ -227,7 +232,7 @@ class SmemTile {
   Scalar elem_ = Scalar::kBF16;
   int rows_ = 0, cols_ = 0, row_stride_ = 0, offset_ = 0, stages_ = 1;
   Swizzle swizzle_ = Swizzle::kNone;
-  XorSwizzle xor_;
+  UnitSwizzle xor_;
   Value stage_;  // selected stage (invalid: stage 0)
   Loc loc_;
 };
@@ -357,6 +362,9 @@ class Kernel {
   Value ClusterCtaRank(Loc loc = Loc::current());
   Value ClusterIdx(int axis = 0, Loc loc = Loc::current());
   // Launches in clusters of these dims (sm_90+); recorded in the manifest and the PTX.
+  // The second __launch_bounds__ argument (.minnctapersm): with 1, ptxas may use all 255
+  // registers per thread instead of capping them for an occupancy it guesses.
+  void MinBlocksPerSm(int blocks, Loc loc = Loc::current());
   void ClusterDims(rt::Dim3 dims, Loc loc = Loc::current());
 
   // ---- control flow
@@ -374,6 +382,10 @@ class Kernel {
                 Loc loc = Loc::current());
   // A padded or XOR-swizzled tile (a ring when layout.stages > 1), 128-byte aligned.
   SmemTile Smem(Scalar elem, int rows, int cols, const SmemLayout& layout, Loc loc = Loc::current());
+  // A tile over the bytes of `base` (and beyond, if larger): e.g. an epilogue's staging buffer
+  // over the mainloop's ring. The kernel synchronises between the two uses.
+  SmemTile SmemOver(const SmemTile& base, Scalar elem, int rows, int cols, const SmemLayout& layout,
+                    Loc loc = Loc::current());
   // A swizzled tile (rows of exactly the swizzle span), a ring of `stages` copies, 1024-aligned.
   SmemTile SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzle, int stages = 1,
                         Loc loc = Loc::current());
