@@ -40,6 +40,43 @@ TEST(AmpereLayout, UnitSwizzlesPlaceUnitsWhereTheSeedDoes) {
   }
 }
 
+// cuda_hgemm's permuted layout rotates units: (unit + (row % 8) / 2) % 4 on 64-byte rows.
+TEST(AmpereLayout, RotationPlacesUnitsWhereCudaHgemmDoes) {
+  Kernel k("test/rotate", sm80(), {32});
+  Value p = k.PtrParam("P", f16);
+  SmemTile t = k.Smem(f16, 8, 32, SmemLayout{.swizzle = UnitSwizzle::RotateHalfRow8()});
+  for (int row = 0; row < 8; ++row)
+    for (int unit = 0; unit < 4; ++unit) k.Store(t.At(row, unit * 8), k.Load(p + k.I32(row * 4 + unit)));
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  for (int row = 0; row < 8; ++row)
+    for (int unit = 0; unit < 4; ++unit) {
+      const int off = row * 64 + (unit + row % 8 / 2) % 4 * 16;
+      const std::string at = off ? "[kiln_smem+" + std::to_string(off) + "]" : "[kiln_smem]";
+      EXPECT_NE(ptx->find(at), std::string::npos) << "row " << row << " unit " << unit;
+    }
+}
+
+TEST(AmpereLayout, RotationNeedsPowerOfTwoUnits) {
+  Kernel k("test/rotate3", sm80(), {32});
+  k.Smem(f16, 8, 24, SmemLayout{.swizzle = UnitSwizzle::RotateHalfRow8()}); const int line = __LINE__;
+  ExpectError(k, line, "power-of-two number of units per row, not 3");
+}
+
+TEST(AmpereLayout, TileOverAnotherReusesItsBytes) {
+  Kernel k("test/over", sm80(), {32});
+  SmemTile a = k.Smem(f16, 64, 32), b = k.Smem(f16, 32, 32);  // 4 KB + 2 KB
+  SmemTile c = k.SmemOver(a, f16, 64, 64, {});                  // 8 KB from a's start
+  EXPECT_EQ(c.offset_bytes(), a.offset_bytes());
+  EXPECT_GT(b.offset_bytes(), a.offset_bytes());
+  k.Store(c.At(0, 0), k.Load(b.At(0, 0)));
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_EQ(def->manifest().smem_bytes, 8192u);
+}
+
 // The swizzled address really is emitted: tile(row, col) for a runtime row lands where the
 // formula says (checked through the PTX's xor of the row bits into the column unit).
 TEST(AmpereLayout, SwizzledAccessEmitsTheXor) {

@@ -106,6 +106,54 @@ TEST(AmpereSeries, EachVersionHoldsItsInstructions) {
   }
 }
 
+const Mix kHgemmMix[] = {
+    {"hgemm/mma_naive", {"mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "ldmatrix.sync.aligned.m8n8.x2"},
+     {"cp.async", "f32"}},
+    {"hgemm/mma_base", {"mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "%ctaid.z", "st.global.v4",
+                        ".minnctapersm 1"}, {"cp.async"}},
+    {"hgemm/mma_permuted", {"st.global.v4"}, {"cp.async"}},
+    {"hgemm/mma_async", {"cp.async.cg.shared.global", "cp.async.wait_group \t0"}, {"cp.async.wait_group \t1"}},
+    {"hgemm/mma_async_pg2s", {"cp.async.wait_group \t0"}, {"cp.async.wait_group \t1"}},
+    {"hgemm/mma_async_pg2s_ps2r", {"cp.async.wait_group \t0"}, {"cp.async.wait_group \t1"}},
+    {"hgemm/mma_async_stage2", {"cp.async.wait_group \t0"}, {"cp.async.wait_group \t1"}},
+    {"hgemm/mma_async_stage3", {"cp.async.wait_group \t1"}, {"cp.async.wait_group \t2"}},
+    {"hgemm/mma_async_stage4", {"cp.async.wait_group \t2"}, {}},
+};
+
+TEST(HgemmSeries, EachVersionHoldsItsInstructions) {
+  for (const Mix& m : kHgemmMix) {
+    absl::StatusOr<std::string> ptx = PtxOf(m.name);
+    ASSERT_TRUE(ptx.ok()) << m.name << ": " << ptx.status();
+    for (const std::string& s : m.has) EXPECT_NE(ptx->find(s), std::string::npos) << m.name << " lacks " << s;
+    for (const std::string& s : m.lacks) EXPECT_EQ(ptx->find(s), std::string::npos) << m.name << " has " << s;
+  }
+  // The permuted layout changes every smem address computation of mma_base.
+  EXPECT_NE(*PtxOf("hgemm/mma_base"), *PtxOf("hgemm/mma_permuted"));
+}
+
+// ldmatrix instructions before the first mma in the PTX: one k-step's fragments (4 x4 + 8 x2),
+// or two when the next step's registers are loaded first (register double buffering).
+int LdmatrixBeforeFirstMma(const std::string& name) {
+  std::string ptx = *PtxOf(name);
+  ptx = ptx.substr(0, ptx.find("mma.sync"));
+  int n = 0;
+  for (size_t at = ptx.find("ldmatrix"); at != std::string::npos; at = ptx.find("ldmatrix", at + 1)) ++n;
+  return n;
+}
+
+TEST(HgemmSeries, RegisterDoubleBufferingLoadsTheNextStepFirst) {
+  EXPECT_EQ(LdmatrixBeforeFirstMma("hgemm/mma_async_pg2s"), 12);
+  EXPECT_EQ(LdmatrixBeforeFirstMma("hgemm/mma_async_pg2s_ps2r"), 24);
+  EXPECT_EQ(LdmatrixBeforeFirstMma("hgemm/mma_async_stage3"), 24);
+}
+
+TEST(HgemmSeries, StagesAndTheEpilogueShareSharedMemory) {
+  auto smem = [](const char* name) { return Find(name)->build()->manifest().smem_bytes; };
+  // The C staging tile (256x128 fp16, 64 KB) lies over the A/B buffers, as upstream's.
+  EXPECT_EQ(smem("hgemm/mma_base"), 256u * 128 * 2);
+  EXPECT_EQ(smem("hgemm/mma_async_stage4"), 4u * (256 + 128) * 32 * 2);
+}
+
 TEST(AmpereSeries, LayoutsAndRingsShowInSharedMemory) {
   auto smem = [](const char* name) { return Find(name)->build()->manifest().smem_bytes; };
   EXPECT_EQ(smem("ampere/v2"), 2u * 128 * 64 * 2);        // A and B, unpadded
