@@ -164,5 +164,23 @@ TEST(AmpereCopy, EmitsTheGroupOps) {
     EXPECT_NE(ptx->find(s), std::string::npos) << s;
 }
 
+TEST(AmpereCopy, LdmatrixVariants) {
+  Kernel k("test/ldm", sm80(), {32});
+  Value out = k.PtrParam("O", i32);
+  SmemTile t = k.Smem(f16, 64, 64, SmemLayout{.swizzle = UnitSwizzle::Row8()});
+  Value lane = k.LaneId();
+  std::vector<Value> regs;
+  for (auto [num, trans] : {std::pair{1, false}, std::pair{2, false}, std::pair{4, false}, std::pair{4, true}})
+    for (Value v : k.LdMatrix(t, lane, 8, num, trans)) regs.push_back(v);
+  for (size_t i = 0; i < regs.size(); ++i) k.Store(out + k.I32(static_cast<int>(i)), regs[i]);
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  for (const char* s : {"ldmatrix.sync.aligned.m8n8.x1.shared.b16", "ldmatrix.sync.aligned.m8n8.x2.shared.b16",
+                        "ldmatrix.sync.aligned.m8n8.x4.shared.b16", "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"})
+    EXPECT_NE(ptx->find(s), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace kiln
