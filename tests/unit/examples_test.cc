@@ -60,17 +60,23 @@ const Mix kHopperMix[] = {
     {"hopper/k14", {"wgmma.wait_group.sync.aligned \t1", "cp.async.bulk.wait_group.read \t0", "stmatrix"}, {}},
 };
 
+absl::StatusOr<std::string> PtxOf(const std::string& name) {
+  const Example* e = Find(name);
+  if (e == nullptr) return absl::NotFoundError(name);
+  absl::StatusOr<KernelDef> def = e->build();
+  if (!def.ok()) return def.status();
+  return EmitPtx(*def);
+}
+
+void ExpectMix(const Mix& m) {
+  absl::StatusOr<std::string> ptx = PtxOf(m.name);
+  ASSERT_TRUE(ptx.ok()) << m.name << ": " << ptx.status();
+  for (const std::string& s : m.has) EXPECT_NE(ptx->find(s), std::string::npos) << m.name << " lacks " << s;
+  for (const std::string& s : m.lacks) EXPECT_EQ(ptx->find(s), std::string::npos) << m.name << " has " << s;
+}
+
 TEST(HopperSeries, EachVersionHoldsItsInstructions) {
-  for (const Mix& m : kHopperMix) {
-    const Example* e = Find(m.name);
-    ASSERT_NE(e, nullptr) << m.name;
-    absl::StatusOr<KernelDef> def = e->build();
-    ASSERT_TRUE(def.ok()) << def.status();
-    absl::StatusOr<std::string> ptx = EmitPtx(*def);
-    ASSERT_TRUE(ptx.ok()) << ptx.status();
-    for (const std::string& s : m.has) EXPECT_NE(ptx->find(s), std::string::npos) << m.name << " lacks " << s;
-    for (const std::string& s : m.lacks) EXPECT_EQ(ptx->find(s), std::string::npos) << m.name << " has " << s;
-  }
+  for (const Mix& m : kHopperMix) ExpectMix(m);
 }
 
 // What each mma.sync version must contain (and lack): copies, ldmatrix variants, mma shape and
@@ -89,21 +95,9 @@ const Mix kAmpereMix[] = {
                       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}, {"ldmatrix.sync.aligned.m8n8.x2"}},
 };
 
-absl::StatusOr<std::string> PtxOf(const std::string& name) {
-  const Example* e = Find(name);
-  if (e == nullptr) return absl::NotFoundError(name);
-  absl::StatusOr<KernelDef> def = e->build();
-  if (!def.ok()) return def.status();
-  return EmitPtx(*def);
-}
 
 TEST(AmpereSeries, EachVersionHoldsItsInstructions) {
-  for (const Mix& m : kAmpereMix) {
-    absl::StatusOr<std::string> ptx = PtxOf(m.name);
-    ASSERT_TRUE(ptx.ok()) << m.name << ": " << ptx.status();
-    for (const std::string& s : m.has) EXPECT_NE(ptx->find(s), std::string::npos) << m.name << " lacks " << s;
-    for (const std::string& s : m.lacks) EXPECT_EQ(ptx->find(s), std::string::npos) << m.name << " has " << s;
-  }
+  for (const Mix& m : kAmpereMix) ExpectMix(m);
 }
 
 const Mix kHgemmMix[] = {
@@ -121,12 +115,7 @@ const Mix kHgemmMix[] = {
 };
 
 TEST(HgemmSeries, EachVersionHoldsItsInstructions) {
-  for (const Mix& m : kHgemmMix) {
-    absl::StatusOr<std::string> ptx = PtxOf(m.name);
-    ASSERT_TRUE(ptx.ok()) << m.name << ": " << ptx.status();
-    for (const std::string& s : m.has) EXPECT_NE(ptx->find(s), std::string::npos) << m.name << " lacks " << s;
-    for (const std::string& s : m.lacks) EXPECT_EQ(ptx->find(s), std::string::npos) << m.name << " has " << s;
-  }
+  for (const Mix& m : kHgemmMix) ExpectMix(m);
   // The permuted layout changes every smem address computation of mma_base.
   EXPECT_NE(*PtxOf("hgemm/mma_base"), *PtxOf("hgemm/mma_permuted"));
 }
@@ -165,9 +154,7 @@ TEST(AmpereSeries, LayoutsAndRingsShowInSharedMemory) {
 
 // The wgmma instruction that precedes a kernel's first stmatrix in its PTX.
 std::string WgmmaOpBeforeFirstStmatrix(const std::string& name) {
-  absl::StatusOr<KernelDef> def = Find(name)->build();
-  if (!def.ok()) return def.status().ToString();
-  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  absl::StatusOr<std::string> ptx = PtxOf(name);
   if (!ptx.ok()) return ptx.status().ToString();
   const size_t st = ptx->find("stmatrix");
   const size_t op = ptx->rfind("wgmma.", st);

@@ -1,9 +1,12 @@
-// Beyond fast.cu: kernel 12 with a 4-stage ring and wgmma groups kept in flight across stages.
-// The room for the fourth stage (48 KB) comes from the epilogue: each consumer writes its 64x256
-// half in two 64x128 pieces through one 16 KB buffer, 128B-swizzled instead of padded (the
-// swizzle spreads stmatrix's rows over the banks; the TMA store undoes it). In the mainloop a
-// consumer issues stage s's wgmmas, then waits only for stage s-1's group (wait_group 1) and
-// releases that stage, so the tensor cores never drain between stages.
+// Beyond fast.cu: kernel 12 with a deeper ring (k13), then with its epilogue hidden (k14).
+// k13: a 4-stage ring, room for the fourth 48 KB stage coming from the epilogue: each consumer
+// writes its 64x256 half in two 64x128 pieces through one 16 KB buffer, 128B-swizzled instead of
+// padded (the swizzle spreads stmatrix's rows over the banks; the TMA store undoes it). In the
+// mainloop a consumer issues stage s's wgmmas, then waits only for stage s-1's group
+// (wait_group 1) and releases that stage, so the tensor cores never drain between stages.
+// k14: when a tile's last group retires, each consumer packs its accumulator to bf16 in
+// registers (64 of them, freeing the 128 accumulators), issues the next tile's first group, and
+// only then writes the packed tile out while the tensor cores work on that group.
 #include "examples/gemm.h"
 #include "examples/registry.h"
 #include "kiln/pipeline.h"
@@ -14,8 +17,8 @@ namespace {
 constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, CONSUMERS = 2, CLUSTER = 2;
 constexpr int GROUPS = 128 / CLUSTER, SLOTS = 128, PIECE_N = 128;
 
-absl::StatusOr<KernelDef> Build() {
-  Kernel k("hopper/k13", sm90a(), {128 * (1 + CONSUMERS)});
+absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue) {
+  Kernel k(name, sm90a(), {128 * (1 + CONSUMERS)});
   TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
                                           .c_box_rows = PIECE_N, .c_swizzle = true,
                                           .divide_m = BM * CLUSTER});
@@ -68,8 +71,32 @@ absl::StatusOr<KernelDef> Build() {
       k.WgmmaCommit();
       return s;
     };
+    Regs packed = k.Registers(Type::Of(i32), BN / 4);  // the tile to write, bf16 pairs
+    Regs pending = k.Registers(Type::Of(i32), 3);        // {tile to write?, its m0, its n0}
+    auto write_out = [&] {
+      for (int x = 0; x < CONSUMERS; ++x) k.If(wg == x, [&] {
+        // Lane l addresses row (l % 8) + 8 * (l / 16) of matrix l / 8, transposed: n rows, m cols.
+        Value n = lane % 8 + lane / 16 * 8, m = c / 32 * 16 + (lane & 8);
+        for (int piece = 0; piece < BN / PIECE_N; ++piece) {
+          k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });  // buffer read out
+          k.NamedBarrier(wg + 2, 128);
+          for (int q = 0; q < PIECE_N / 16; ++q) {
+            const int f = 4 * (piece * PIECE_N / 16 + q);
+            k.StMatrix(sC[x].At(n + q * 16, m), {packed[f], packed[f + 1], packed[f + 2], packed[f + 3]},
+                       /*trans=*/true);
+          }
+          k.FenceProxyAsync();
+          k.NamedBarrier(wg + 2, 128);
+          k.If(c == 0, [&] {
+            k.TmaStore(g.C, sC[x], g.CBox(pending[1] + x * 64, pending[2] + piece * PIECE_N));
+            k.BulkCommit();
+          });
+        }
+      });
+    };
     for_each_tile([&](Value m0, Value n0) {
       held[0] = mma(true);
+      if (overlap_epilogue) k.If(pending[0] == 1, write_out);  // under the group just issued
       k.For(BK, g.K, BK, [&](Value) {
         Value s = mma(false);
         k.WgmmaWait(1);  // the previous group has retired: its stage is free
@@ -78,29 +105,14 @@ absl::StatusOr<KernelDef> Build() {
       });
       k.WgmmaWait(0);
       ring.Release(held[0], c);
-      for (int x = 0; x < CONSUMERS; ++x) k.If(wg == x, [&] {
-        // Lane l addresses row (l % 8) + 8 * (l / 16) of matrix l / 8, transposed: n rows, m cols.
-        Value n = lane % 8 + lane / 16 * 8, m = c / 32 * 16 + (lane & 8);
-        for (int piece = 0; piece < BN / PIECE_N; ++piece) {
-          k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });  // buffer read out
-          k.NamedBarrier(wg + 2, 128);
-          for (int q = 0; q < PIECE_N / 16; ++q) {
-            const int f = 8 * (piece * PIECE_N / 16 + q);  // first accumulator register
-            std::vector<Value> regs;
-            for (int r = 0; r < 4; ++r)
-              regs.push_back(k.Vector({Value(acc[f + 2 * r]).To(bf16), Value(acc[f + 2 * r + 1]).To(bf16)})
-                                 .Bitcast(Type::Of(i32)));
-            k.StMatrix(sC[x].At(n + q * 16, m), regs, /*trans=*/true);
-          }
-          k.FenceProxyAsync();
-          k.NamedBarrier(wg + 2, 128);
-          k.If(c == 0, [&] {
-            k.TmaStore(g.C, sC[x], g.CBox(m0 + x * 64, n0 + piece * PIECE_N));
-            k.BulkCommit();
-          });
-        }
-      });
+      for (int p = 0; p < BN / 4; ++p)
+        packed[p] = k.Vector({Value(acc[2 * p]).To(bf16), Value(acc[2 * p + 1]).To(bf16)}).Bitcast(Type::Of(i32));
+      pending[0] = 1;
+      pending[1] = m0;
+      pending[2] = n0;
+      if (!overlap_epilogue) write_out();
     });
+    if (overlap_epilogue) k.If(pending[0] == 1, write_out);
     k.If(c == 0, [&] { k.BulkWait(0); });
   });
   k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done
@@ -108,5 +120,8 @@ absl::StatusOr<KernelDef> Build() {
 }
 
 }  // namespace
-KILN_EXAMPLE("hopper/k13", "kiln: k12 with a 4-stage ring, wgmma groups in flight across stages, swizzled C pieces", Build);
+KILN_EXAMPLE_VARIANT(k13, "hopper/k13", "kiln: k12 with a 4-stage ring, wgmma groups in flight across stages, swizzled C pieces",
+                     [] { return Build("hopper/k13", false); });
+KILN_EXAMPLE_VARIANT(k14, "hopper/k14", "kiln: k13 with the epilogue overlapped with the next tile's first wgmma group",
+                     [] { return Build("hopper/k14", true); });
 }  // namespace kiln::examples
