@@ -54,10 +54,14 @@ SmemTile Kernel::Smem(Scalar elem, int rows, int cols, const SmemLayout& layout,
                        row_bytes / x.unit_bytes);
   else if (x.period > 1 && layout.pad != 0)
     bad = "a tile is either padded or XOR-swizzled, not both (padding shifts the swizzled units)";
-  else if (x.period > 1 && (row_bytes % x.unit_bytes != 0 || row_bytes / x.unit_bytes < x.period / x.divide))
-    bad = absl::StrCat("this swizzle XORs ", x.unit_bytes, "-byte unit indices with values up to ",
-                       x.period / x.divide - 1, ", but a row of ", row_bytes, " bytes holds ",
-                       row_bytes / x.unit_bytes, " whole units; the XOR would leave the row");
+  else if (x.period > 1 && x.unit_bytes < ScalarBytes(elem))
+    bad = absl::StrCat("swizzle units of ", x.unit_bytes, " bytes would split ",
+                       ScalarBytes(elem), "-byte elements");
+  else if (x.period > 1 && (row_bytes % x.unit_bytes != 0 ||
+                            (row_bytes / x.unit_bytes) % (x.period / x.divide) != 0))
+    bad = absl::StrCat("this swizzle permutes blocks of ", x.period / x.divide, " ", x.unit_bytes,
+                       "-byte units, but a row of ", row_bytes, " bytes is not a whole number of ",
+                       "such blocks; the XOR would leave the row");
   if (!bad.empty()) {
     Fail(bad, loc);
     return Smem(elem, rows, cols, 0, 128, loc);
@@ -137,9 +141,11 @@ void Kernel::CpAsyncWaitAll(Loc loc) {
 Kernel::WarpTile Kernel::Warps(const WarpTiling& w, Loc loc) {
   WarpTile t{};
   const rt::Dim3& block = state_->manifest.block;
-  const int threads = static_cast<int>(block.x * block.y * block.z);
+  const int threads = static_cast<int>(block.x);
   std::string bad;
-  if (w.warps_m <= 0 || w.warps_n <= 0 || w.mma_m <= 0 || w.mma_n <= 0 || w.tile_m <= 0 || w.tile_n <= 0)
+  if (block.y != 1 || block.z != 1)
+    bad = "a warp tiling numbers warps along threadIdx.x; the block must be one-dimensional";
+  else if (w.warps_m <= 0 || w.warps_n <= 0 || w.mma_m <= 0 || w.mma_n <= 0 || w.tile_m <= 0 || w.tile_n <= 0)
     bad = "a warp tiling needs positive sizes";
   else if (w.tile_m % (w.warps_m * w.mma_m) != 0 || w.tile_n % (w.warps_n * w.mma_n) != 0)
     bad = absl::StrCat("a ", w.tile_m, "x", w.tile_n, " tile does not divide into ", w.warps_m, "x",

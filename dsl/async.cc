@@ -43,6 +43,12 @@ bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile
            loc);
     return false;
   }
+  if (tile.unit_swizzle().period > 1) {
+    s.Fail(absl::StrCat("the smem tile (", LocString(tile.loc()), ") has an Ampere-style unit ",
+                        "swizzle, which TMA cannot write; declare it with SmemSwizzled"),
+           loc);
+    return false;
+  }
   if (map.swizzle() != tile.swizzle()) {
     s.Fail(absl::StrCat("the tensor map swizzles ", SwizzleBytes(map.swizzle()),
                         "B but the smem tile (", LocString(tile.loc()), ") is laid out with ",

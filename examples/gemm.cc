@@ -1,5 +1,7 @@
 #include "examples/gemm.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace kiln::examples {
 namespace {
 
@@ -72,6 +74,9 @@ ElementAt ColumnsOf(const GlobalTensor& b) {
 void CopyTile(Kernel& k, const SmemTile& dst, const ElementAt& src, const Value& tid, int threads,
               bool async) {
   const int per_chunk = 16 / ScalarBytes(dst.elem()), chunks_per_row = dst.cols() / per_chunk;
+  if (dst.cols() % per_chunk != 0 || dst.rows() * chunks_per_row % threads != 0)
+    return k.Fail(absl::StrCat("a ", dst.rows(), "x", dst.cols(), " tile does not split into ",
+                               "16-byte chunks shared evenly by ", threads, " threads"));
   for (int it = 0; it < dst.rows() * chunks_per_row / threads; ++it) {
     Value chunk = tid + it * threads, r = chunk / chunks_per_row, c = chunk % chunks_per_row * per_chunk;
     if (async) k.CpAsync(dst, r, c, src(r, c));
@@ -109,6 +114,8 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     c.strides = {Expr("M*2"), Expr("128")};
     c.box = {static_cast<uint32_t>(64 + shape.c_pad), static_cast<uint32_t>(shape.c_box_rows),
              static_cast<uint32_t>(shape.c_box_cols / 64)};
+    if (shape.c_swizzle && shape.c_pad != 0)
+      k.Fail("a 128B-swizzled C box is 64 elements wide: no padding (c_pad) with c_swizzle", loc);
     if (shape.c_swizzle) c.swizzle = rt::TmaSwizzle::k128B;
     g.C = k.TmaParam("tmC", c, loc);
   } else {

@@ -25,7 +25,8 @@ ElementAt RowsOf(const GlobalTensor& a);     // (m, k) -> &A[m][k]
 ElementAt ColumnsOf(const GlobalTensor& b);  // (n, k) -> &B[k][n]
 
 // Fills `dst` (rows x cols) from src(r, c), 16 bytes per thread per step over `threads` threads:
-// plain 16-byte loads and stores, or cp.async (into the current group) when `async`.
+// plain 16-byte loads and stores, or cp.async (into the current group) when `async`. The tile
+// must split into 16-byte chunks shared evenly by the threads (else a build error).
 void CopyTile(Kernel& k, const SmemTile& dst, const ElementAt& src, const Value& tid, int threads,
               bool async);
 

@@ -11,7 +11,8 @@ struct MmaPipeline {
   int bm, bn;
   int stages;              // 1: cp.async + wait_all; 2+: commit / wait_group ring
   bool fragments_first;    // load every ldmatrix fragment of the k-tile before the mmas (v6+)
-  bool peel_tail;          // last stages outside the loop, no guarded loads (v7+)
+  bool peel_tail;          // last stages outside the loop, no guarded loads (v7+); needs
+                           // K >= (stages - 1) * 64, which K % 64 == 0 gives for two stages
   int group_m = 0;         // GROUP_M block order (v8); 0: row-major
   Target target = sm80();
 };

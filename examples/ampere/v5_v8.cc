@@ -5,6 +5,8 @@
 //   v8: v7 with GROUP_M = 8 block order
 // Upstream computes each lane's swizzled ldmatrix address once and XORs in the k offset; here
 // the tile's layout computes it at each access and LLVM hoists the loop-invariant part.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "examples/ampere/mma_pipeline.h"
 #include "examples/gemm.h"
@@ -15,7 +17,9 @@ namespace kiln::examples {
 absl::StatusOr<KernelDef> BuildMmaPipeline(const MmaPipeline& p) {
   constexpr int BK = 64, THREADS = 128;
   Kernel k(p.name, p.target, {THREADS});
-  GemmOperands g = DeclareGemm(k, {.tile_m = p.bm, .tile_n = p.bn, .tile_k = BK});
+  // The peeled tail needs stages - 1 k-tiles to exist: K must divide by that many.
+  const int k_tiles = p.peel_tail ? std::max(1, p.stages - 1) : 1;
+  GemmOperands g = DeclareGemm(k, {.tile_m = p.bm, .tile_n = p.bn, .tile_k = BK * k_tiles});
   k.Grid(absl::StrCat("M/", p.bm, "*N/", p.bn));
   SmemLayout ring{.swizzle = UnitSwizzle::Row8(), .stages = p.stages};
   SmemTile As = k.Smem(bf16, p.bm, BK, ring), Bs = k.Smem(bf16, p.bn, BK, ring);  // [row][k]

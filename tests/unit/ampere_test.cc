@@ -119,6 +119,33 @@ TEST(AmpereLayout, SwizzleWiderThanTheRow) {
   ExpectError(k, line, "the XOR would leave the row");  // 64-byte rows need HalfRow8
 }
 
+TEST(AmpereLayout, XorOnRowsThatAreNotWholeBlocks) {
+  Kernel k("test/xor_192", sm80(), {32});
+  // 12 units a row: row 7 would send unit 8 to 8 ^ 7 = 15, past the row's end.
+  k.Smem(bf16, 64, 96, SmemLayout{.swizzle = UnitSwizzle::Row8()}); const int line = __LINE__;
+  ExpectError(k, line, "not a whole number of such blocks");
+}
+
+TEST(AmpereLayout, TmaCannotFillAUnitSwizzledTile) {
+  Kernel k("test/tma_unit", sm90a(), {128});
+  rt::TensorMapParam spec;
+  spec.operand = "A";
+  spec.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse("M")};
+  spec.strides = {*rt::GridExpr::Parse("K*2")};
+  spec.box = {64, 64};
+  TensorMap map = k.TmaParam("tmA", spec);
+  SmemTile t = k.Smem(bf16, 64, 64, SmemLayout{.swizzle = UnitSwizzle::Row8()});
+  Barriers bar = k.SmemBarriers(1);
+  k.TmaLoad(map, t, bar[0], {0, 0}); const int line = __LINE__;
+  ExpectError(k, line, "Ampere-style unit swizzle, which TMA cannot write");
+}
+
+TEST(AmpereLayout, WarpTilingNeedsAOneDimensionalBlock) {
+  Kernel k("test/warps_2d", sm80(), {64, 2});
+  k.Warps({.tile_m = 128, .tile_n = 128, .warps_m = 2, .warps_n = 2}); const int line = __LINE__;
+  ExpectError(k, line, "the block must be one-dimensional");
+}
+
 TEST(AmpereLayout, PaddedAndSwizzled) {
   Kernel k("test/pad_xor", sm80(), {32});
   k.Smem(bf16, 64, 64, SmemLayout{.pad = 8, .swizzle = UnitSwizzle::Row8()}); const int line = __LINE__;
