@@ -219,6 +219,13 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
 
   absl::StatusOr<Launchable> run = Prepare(bundle, g, s, da->ptr(), db->ptr(), dc->ptr());
   if (!run.ok()) return run.status();
+  if (m.cluster.count() > 1) {  // clusters beyond what fits at once run as a second wave
+    const int64_t wanted = static_cast<int64_t>(run->config.grid.count()) / m.cluster.count();
+    absl::StatusOr<int> fit = run->kernel.MaxActiveClusters(run->config);
+    if (fit.ok() && *fit < wanted)
+      r.note = absl::StrCat("only ", *fit, " of its ", wanted, " clusters of ", m.cluster.count(),
+                            " fit on the GPU at once");
+  }
 
   // Reference first, into a poisoned buffer of its own.
   if (absl::Status st = dref->Fill(0xff); !st.ok()) return st;

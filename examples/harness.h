@@ -30,6 +30,7 @@ struct GemmResult {
   std::string reference;              // "cublas" or the reference bundle's name
   bool passed = false;
   std::string failure;                // why it did not pass
+  std::string note;                   // a caveat about the measurement (e.g. cluster waves)
 };
 
 // Norm-relative error threshold for the spec's output and accumulator types.

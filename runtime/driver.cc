@@ -215,15 +215,7 @@ absl::Status Kernel::Launch(const LaunchConfig& config, void** args) const {
     return absl::InvalidArgumentError(absl::StrCat(
         entry_, " needs ", config.dynamic_smem, " bytes of shared memory; ", (*d)->device_name(),
         " allows at most ", (*d)->max_smem_optin(), " per block"));
-  if (config.dynamic_smem > smem_limit_set_) {
-    if (absl::Status s = (*d)->Check(
-            api.cuFuncSetAttribute(function_, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                   static_cast<int>(config.dynamic_smem)),
-            "raising the dynamic shared memory limit");
-        !s.ok())
-      return s;
-    smem_limit_set_ = config.dynamic_smem;
-  }
+  if (absl::Status s = RaiseSmemLimit(**d, config.dynamic_smem); !s.ok()) return s;
   cu::CUlaunchAttribute cluster{};
   cluster.id = cu::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
   cluster.value.clusterDim = {config.cluster.x, config.cluster.y, config.cluster.z};
@@ -233,6 +225,36 @@ absl::Status Kernel::Launch(const LaunchConfig& config, void** args) const {
                             config.cluster.count() > 1 ? 1u : 0u};
   return (*d)->Check(api.cuLaunchKernelEx(&launch, function_, args, nullptr),
                      absl::StrCat("launching ", entry_));
+}
+
+absl::Status Kernel::RaiseSmemLimit(const Driver& d, unsigned bytes) const {
+  if (bytes <= smem_limit_set_) return absl::OkStatus();
+  if (absl::Status s = d.Check(
+          d.api().cuFuncSetAttribute(function_, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     static_cast<int>(bytes)),
+          "raising the dynamic shared memory limit");
+      !s.ok())
+    return s;
+  smem_limit_set_ = bytes;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Kernel::MaxActiveClusters(const LaunchConfig& config) const {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  if (absl::Status s = RaiseSmemLimit(**d, config.dynamic_smem); !s.ok()) return s;
+  cu::CUlaunchAttribute cluster{};
+  cluster.id = cu::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim = {config.cluster.x, config.cluster.y, config.cluster.z};
+  cu::CUlaunchConfig launch{config.grid.x,  config.grid.y,  config.grid.z,
+                            config.block.x, config.block.y, config.block.z,
+                            config.dynamic_smem, nullptr, &cluster, 1u};
+  int clusters = 0;
+  if (absl::Status s = (*d)->Check((*d)->api().cuOccupancyMaxActiveClusters(&clusters, function_, &launch),
+                                   absl::StrCat("cuOccupancyMaxActiveClusters for ", entry_));
+      !s.ok())
+    return s;
+  return clusters;
 }
 
 // ---- EventTimer

@@ -210,6 +210,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSiz
         continue;
       }
       std::cout << kiln::examples::TableRow(*r) << std::endl;
+      if (!r->note.empty()) std::cout << "#   note: " << r->note << std::endl;
       if (tsv.is_open()) tsv << kiln::examples::TsvRow(*r) << "\n";
       failures += r->passed ? 0 : 1;
     }

@@ -77,6 +77,7 @@ using PFN_cuModuleGetFunction = CUresult (*)(CUfunction*, CUmodule, const char*)
 using PFN_cuFuncSetAttribute = CUresult (*)(CUfunction, int, int);
 using PFN_cuFuncGetAttribute = CUresult (*)(int*, int, CUfunction);
 using PFN_cuLaunchKernelEx = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
+using PFN_cuOccupancyMaxActiveClusters = CUresult (*)(int*, CUfunction, const CUlaunchConfig*);
 using PFN_cuMemAlloc = CUresult (*)(CUdeviceptr*, size_t);
 using PFN_cuMemFree = CUresult (*)(CUdeviceptr);
 using PFN_cuMemcpyHtoD = CUresult (*)(CUdeviceptr, const void*, size_t);

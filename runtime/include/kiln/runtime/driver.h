@@ -93,6 +93,9 @@ class Kernel {
 
   // Raises the dynamic smem limit when needed, sets the cluster dims, launches.
   absl::Status Launch(const LaunchConfig& config, void** args) const;
+  // How many clusters of config.cluster (with its block and smem) the GPU holds at once: a
+  // persistent grid of more clusters than this runs in waves.
+  absl::StatusOr<int> MaxActiveClusters(const LaunchConfig& config) const;
   absl::StatusOr<int> Attribute(int attribute) const;
   const std::string& entry() const { return entry_; }
 
@@ -101,6 +104,7 @@ class Kernel {
   cu::CUfunction function_ = nullptr;
   std::string entry_;
   mutable unsigned smem_limit_set_ = 0;
+  absl::Status RaiseSmemLimit(const Driver& d, unsigned bytes) const;
 };
 
 // Times device work with events on the default stream.
