@@ -83,6 +83,25 @@ TEST(KernelGpu, LaunchesAndRejectsOversizedSharedMemory) {
   EXPECT_NE(s.message().find("shared memory"), std::string::npos) << s;
 }
 
+TEST(KernelGpu, CountsTheClustersThatFit) {
+  REQUIRE_GPU();
+  if ((*Driver::Get())->compute_capability() < 90) GTEST_SKIP() << "clusters need sm_90";
+  absl::StatusOr<Kernel> k = Kernel::Load(kNoopPtx, "noop");
+  ASSERT_TRUE(k.ok()) << k.status();
+  const int sms = (*Driver::Get())->sm_count();
+  // Small blocks: many per SM, so pairs fit at least once per two SMs.
+  absl::StatusOr<int> pairs = k->MaxActiveClusters({{2}, {32}, {2, 1, 1}});
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  EXPECT_GE(*pairs, sms / 2);
+  // One block per SM (most of its smem): a cluster of 4 needs 4 SMs of one GPC, so at most
+  // sms / 4 fit, and no fewer than one.
+  absl::StatusOr<int> quads =
+      k->MaxActiveClusters({{4}, {32}, {4, 1, 1}, static_cast<unsigned>((*Driver::Get())->max_smem_optin())});
+  ASSERT_TRUE(quads.ok()) << quads.status();
+  EXPECT_GE(*quads, 1);
+  EXPECT_LE(*quads, sms / 4);
+}
+
 TEST(HarnessGpu, RefusesAKernelBuiltForAnotherChip) {
   REQUIRE_GPU();
   Bundle b;
