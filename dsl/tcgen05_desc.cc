@@ -1,0 +1,40 @@
+#include "kiln/tcgen05_desc.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kiln::tcgen05 {
+
+absl::StatusOr<uint32_t> EncodeInstr(const InstrF16& d, int cta_group) {
+  if (cta_group != 1 && cta_group != 2)
+    return absl::InvalidArgumentError(absl::StrCat("cta_group is 1 or 2, not ", cta_group));
+  const bool m_ok = cta_group == 1 ? (d.m == 64 || d.m == 128) : (d.m == 128 || d.m == 256);
+  const int n_step = cta_group == 1 ? 8 : 16;
+  if (!m_ok || d.n < n_step || d.n > 256 || d.n % n_step != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tcgen05.mma kind::f16 with cta_group::", cta_group, " has M ",
+        cta_group == 1 ? "64 or 128" : "128 or 256", " and N from ", n_step, " to 256 in steps of ",
+        n_step, "; not ", d.m, "x", d.n));
+  if (!d.f32_accumulator && d.bf16_inputs)
+    return absl::InvalidArgumentError("an f16 accumulator needs f16 inputs, not bf16");
+  uint32_t bits = 0;
+  bits |= uint32_t{d.f32_accumulator} << 4;  // D type: F16 0, F32 1
+  bits |= uint32_t{d.bf16_inputs} << 7;      // A type: F16 0, BF16 1
+  bits |= uint32_t{d.bf16_inputs} << 10;     // B type
+  bits |= uint32_t{d.negate_a} << 13;
+  bits |= uint32_t{d.negate_b} << 14;
+  bits |= uint32_t{d.transpose_a} << 15;
+  bits |= uint32_t{d.transpose_b} << 16;
+  bits |= static_cast<uint32_t>(d.n >> 3) << 17;
+  bits |= static_cast<uint32_t>(d.m >> 4) << 24;
+  return bits;
+}
+
+uint64_t EncodeSmem(const SmemDesc& d) {
+  auto encode = [](uint32_t x) { return static_cast<uint64_t>((x & 0x3FFFF) >> 4); };
+  return encode(d.start_address) | encode(d.leading_byte_offset) << 16 |
+         encode(d.stride_byte_offset) << 32 | uint64_t{1} << 46 |
+         static_cast<uint64_t>(d.base_offset & 7) << 49 |
+         static_cast<uint64_t>(d.swizzle) << 61;
+}
+
+}  // namespace kiln::tcgen05
