@@ -71,6 +71,9 @@ struct KernelState {
   std::optional<std::string> error;
   // Whole-kernel checks run by Build() (e.g. a pipeline consumed but never produced).
   std::vector<std::function<void()>> final_checks;
+  // Tensor memory: where each allocation (by its smem slot) is allocated and whether it is freed.
+  std::vector<std::pair<int, Loc>> tmem_allocs;
+  std::vector<int> tmem_frees;
 };
 
 // Friend access to the private fields of the public handle types.

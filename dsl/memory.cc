@@ -191,6 +191,27 @@ mlir::Value TileByte(KernelState& s, const SmemTile& t, const Value& stage, mlir
 }
 }  // namespace
 
+SmemTile SmemTile::Rows(int row0, int rows, Loc loc) const {
+  KernelState& s = *state_;
+  SmemTile t = *this;
+  if (row0 < 0 || rows <= 0 || row0 + rows > rows_) {
+    s.Fail(absl::StrCat("rows ", row0, "..", row0 + rows, " of a tile of ", rows_, " rows"), loc);
+    return t;
+  }
+  if (stages_ > 1) {
+    s.Fail("Rows() of a ring: select a stage first is not supported; split single-stage tiles", loc);
+    return t;
+  }
+  if ((SwizzleBytes(swizzle_) || xor_.period > 1) && row0 % 8 != 0) {
+    s.Fail(absl::StrCat("a swizzled tile splits at whole 8-row atoms, not at row ", row0), loc);
+    return t;
+  }
+  t.offset_ = offset_ + row0 * row_stride_ * ScalarBytes(elem_);
+  t.rows_ = rows;
+  t.loc_ = loc;
+  return t;
+}
+
 Value SmemTile::Base(Loc loc) const {
   KernelState& s = *state_;
   mlir::Location l = s.ToLoc(loc);

@@ -41,7 +41,7 @@ rt::GridExpr Expr(const std::string& text) { return *rt::GridExpr::Parse(text); 
 
 // A K-major matrix of `rows` x K (rows "M" or "N"), boxes of box_rows x 64.
 rt::TensorMapParam KMajorMap(const std::string& operand, const std::string& rows, int box_rows,
-                             int rank, bool by_value) {
+                             int rank, bool by_value, int box_k) {
   rt::TensorMapParam t;
   t.operand = operand;
   t.by_value = by_value;
@@ -49,12 +49,12 @@ rt::TensorMapParam KMajorMap(const std::string& operand, const std::string& rows
   if (rank == 2) {
     t.dims = {Expr("K"), Expr(rows)};
     t.strides = {Expr("K*2")};
-    t.box = {64, static_cast<uint32_t>(box_rows)};
+    t.box = {64, static_cast<uint32_t>(box_rows)};  // box_k / 64 boxes per k-tile
     return t;
   }
   t.dims = {Expr("64"), Expr(rows), Expr("K/64")};
   t.strides = {Expr("K*2"), Expr("128")};
-  t.box = {64, static_cast<uint32_t>(box_rows), 1};
+  t.box = {64, static_cast<uint32_t>(box_rows), static_cast<uint32_t>(box_k / 64)};
   for (int d = 3; d < rank; ++d) {  // unit dims: any legal stride
     t.dims.push_back(Expr("1"));
     t.strides.push_back(Expr(rows + "*K*2"));
@@ -96,7 +96,7 @@ void StoreAccumulator(Kernel& k, const Regs& acc, int mmas_m, int mmas_n, const 
 }
 
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
-  k.Gemm({.c_order = "col",
+  k.Gemm({.c_order = shape.c_row_major ? "row" : "col",
           .tile_m = shape.divide_m ? shape.divide_m : shape.bm,
           .tile_n = shape.divide_n ? shape.divide_n : shape.bn,
           .tile_k = shape.bk},
@@ -119,10 +119,13 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     if (shape.c_swizzle) c.swizzle = rt::TmaSwizzle::k128B;
     g.C = k.TmaParam("tmC", c, loc);
   } else {
-    g.Cptr = Matrix(k.PtrParam("C", bf16, loc), g.M, g.N, "col", k, loc);
+    g.Cptr = Matrix(k.PtrParam("C", bf16, loc), g.M, g.N, shape.c_row_major ? "row" : "col", k, loc);
   }
-  g.A = k.TmaParam("tmA", KMajorMap("A", "M", shape.bm, shape.rank, shape.by_value), loc);
-  g.B = k.TmaParam("tmB", KMajorMap("B", "N", shape.bn, shape.rank, shape.by_value), loc);
+  const int box_k = shape.rank == 3 ? shape.bk : 64;  // rank 3: one box covers the k-tile
+  g.A = k.TmaParam("tmA", KMajorMap("A", "M", shape.bm, shape.rank, shape.by_value, box_k), loc);
+  g.B = k.TmaParam("tmB", KMajorMap("B", "N", shape.b_box_rows ? shape.b_box_rows : shape.bn, shape.rank,
+                                    shape.by_value, box_k),
+                   loc);
   return g;
 }
 

@@ -35,8 +35,9 @@ void CopyTile(Kernel& k, const SmemTile& dst, const ElementAt& src, const Value&
 // row and column within the warp tile.
 void StoreAccumulator(Kernel& k, const Regs& acc, int mmas_m, int mmas_n, const ElementAt& dst);
 
-// The Hopper series' operands (fast.cu): A (MxK) and B (as NxK) both K-major, read through TMA
-// tensor maps; C column-major, written through a pointer or (c_box_rows > 0) a tensor map.
+// The TMA series' operands (fast.cu, seed 002): A (MxK) and B (as NxK) both K-major, read through
+// TMA tensor maps (rank 3: one box covers a whole k-tile of bk); C column-major, written through
+// a pointer or (c_box_rows > 0) a tensor map, or row-major through a pointer (c_row_major).
 struct TmaGemmShape {
   int bm, bn, bk;
   int rank = 2;           // 2: {K, rows}; 3: {64, rows, K/64}; 5: rank 3 padded with unit dims
@@ -45,6 +46,8 @@ struct TmaGemmShape {
   int c_box_cols = 64, c_pad = 0;
   bool c_swizzle = false;  // C's box read from a 128B-swizzled smem tile (then c_pad = 0)
   int divide_m = 0, divide_n = 0;  // what M and N must divide by (default bm, bn): schedules
+  bool c_row_major = false;  // C through a pointer, row-major (seed 002) instead of column-major
+  int b_box_rows = 0;        // B's box rows when not bn (a CTA pair loads half of B each)
 };
 struct TmaGemmOperands {
   TensorMap A, B, C;

@@ -152,6 +152,21 @@ TEST(AmpereSeries, LayoutsAndRingsShowInSharedMemory) {
   EXPECT_EQ(smem("blackwell/v0"), 2u * (128 + 128) * 64 * 2);
 }
 
+// The tcgen05 versions (sm_100a, compiled and checked by ptxas only: no Blackwell GPU here).
+const Mix kBlackwellMix[] = {
+    {"blackwell/v2a", {"cp.async.bulk.tensor.2d", "tcgen05.mma.cta_group::1.kind::f16", "tcgen05.alloc.cta_group::1",
+                       "tcgen05.dealloc.cta_group::1", "tcgen05.commit.cta_group::1.mbarrier::arrive::one",
+                       "tcgen05.ld.sync.aligned.32x32b.x8.b32", "tcgen05.wait::ld", "elect.sync",
+                       "tcgen05.fence::after_thread_sync", "st.global.v4"},
+     {"cp.async.bulk.tensor.3d", "cta_group::2", "wgmma", "multicast"}},
+    {"blackwell/v2b", {"cp.async.bulk.tensor.3d", "tcgen05.mma.cta_group::1.kind::f16"},
+     {"cp.async.bulk.tensor.2d", "cta_group::2"}},
+};
+
+TEST(BlackwellSeries, EachVersionHoldsItsInstructions) {
+  for (const Mix& m : kBlackwellMix) ExpectMix(m);
+}
+
 // The wgmma instruction that precedes a kernel's first stmatrix in its PTX.
 std::string WgmmaOpBeforeFirstStmatrix(const std::string& name) {
   absl::StatusOr<std::string> ptx = PtxOf(name);

@@ -213,6 +213,9 @@ class SmemTile {
   SmemTile Stage(const Operand& s, Loc loc = Loc::current()) const;
   // Pointer to the first byte of the selected stage.
   Value Base(Loc loc = Loc::current()) const;
+  // Rows row0..row0+rows of each stage as a tile of their own (e.g. one TMA box of several that
+  // fill the tile). A swizzled tile splits only at whole 8-row atoms.
+  SmemTile Rows(int row0, int rows, Loc loc = Loc::current()) const;
   Scalar elem() const { return elem_; }
   int rows() const { return rows_; }
   int cols() const { return cols_; }
@@ -325,6 +328,24 @@ class KernelDef {
   rt::Manifest manifest_;
   Target target_;
   std::shared_ptr<Module> module_;
+};
+
+// A tensor memory allocation (Blackwell): `columns` 32-bit columns of the CTA's 128 lanes. Its
+// address lives in a 4-byte smem slot that tcgen05.alloc writes; read it with Base() after the
+// allocating warp's TmemAlloc and a block (or cluster) sync.
+class Tmem {
+ public:
+  Tmem() = default;
+  int columns() const { return columns_; }
+  int cta_group() const { return cta_group_; }
+  Value Base(Loc loc = Loc::current()) const;
+  const Loc& loc() const { return loc_; }
+
+ private:
+  friend class Kernel;
+  SmemTile slot_;
+  int columns_ = 0, cta_group_ = 1;
+  Loc loc_;
 };
 
 class Kernel {
@@ -469,6 +490,32 @@ class Kernel {
   // stmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each lane passes one row address.
   void StMatrix(const Value& smem_row, const std::vector<Value>& regs, bool trans = false,
                 Loc loc = Loc::current());
+
+  // ---- Blackwell (sm_100a): tensor memory and tcgen05
+  // Declares an allocation of `columns` (a power of two, 32..512) for cta_group 1 or 2. Build()
+  // fails if a kernel allocates it and never frees it.
+  Tmem TensorMemory(int columns, int cta_group = 1, Loc loc = Loc::current());
+  void TmemAlloc(const Tmem& t, Loc loc = Loc::current());  // tcgen05.alloc, one whole warp
+  void TmemFree(const Tmem& t, Loc loc = Loc::current());   // tcgen05.dealloc, one whole warp
+  void TmemRelinquish(int cta_group = 1, Loc loc = Loc::current());
+  Value ElectOne(Loc loc = Loc::current());  // elect.sync: true in one lane of the warp
+  void TcgenFenceBeforeSync(Loc loc = Loc::current());  // tcgen05.fence::before_thread_sync
+  void TcgenFenceAfterSync(Loc loc = Loc::current());   // tcgen05.fence::after_thread_sync
+  // tcgen05.mma kind::f16: D (fp32, columns from d_column) = A x B (+ D when `accumulate`, an
+  // i1), M x N x 16 from rows a_row0.. and b_row0.. of K-major 128B-swizzled tiles, columns
+  // k0..k0+15. Descriptors come from the tiles; one thread issues it.
+  void TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a, const Operand& a_row0,
+                const SmemTile& b, const Operand& b_row0, int k0, const Operand& accumulate, int m,
+                int n, Loc loc = Loc::current());
+  // tcgen05.commit: `bar` gets one arrive when this thread's prior tcgen05 ops complete; with
+  // `cta_mask`, on the barrier at the same offset in each of those cluster CTAs.
+  void TcgenCommit(const Barrier& bar, int cta_group = 1, const Value& cta_mask = Value(),
+                   Loc loc = Loc::current());
+  // tcgen05.ld.32x32b.x{num} (num 1..128, a power of two): lane `lane` + thread of the warp,
+  // columns column..column+num-1, as f32. The warp may read only its quarter of the lanes.
+  std::vector<Value> TcgenLoad(const Tmem& t, const Operand& lane, const Operand& column, int num,
+                               Loc loc = Loc::current());
+  void TcgenWaitLoad(Loc loc = Loc::current());  // tcgen05.wait::ld
 
   // Adds an error at `loc` (for helpers built on the builder).
   void Fail(const std::string& message, Loc loc = Loc::current());

@@ -1,0 +1,225 @@
+// Blackwell tensor memory and tcgen05: allocation, MMA with descriptors derived from the smem
+// tiles, commit, loads, fences.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "dsl/kernel_state.h"
+#include "kiln/tcgen05_desc.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+namespace kiln {
+
+using detail::Access;
+using detail::KernelState;
+
+namespace {
+bool NeedSm100a(KernelState& s, const char* what, const Loc& loc) {
+  if (s.target.chip == "sm_100a") return true;
+  s.Fail(absl::StrCat(what, " needs sm_100a; this kernel targets ", s.target.chip), loc);
+  return false;
+}
+
+mlir::NVVM::CTAGroupKind Group(int cta_group) {
+  return cta_group == 2 ? mlir::NVVM::CTAGroupKind::CTA_2 : mlir::NVVM::CTAGroupKind::CTA_1;
+}
+
+// Tensor memory address (i32) as the addrspace(6) pointer the NVVM ops take.
+mlir::Value TmemPtr(KernelState& s, const Value& address, mlir::Location l) {
+  return mlir::LLVM::IntToPtrOp::create(s.builder, l, mlir::LLVM::LLVMPointerType::get(s.context.get(), 6),
+                                        s.Unwrap(address));
+}
+
+// The smem descriptor (as i64) of rows row0.. and columns k0..k0+15 of a K-major 128B-swizzled
+// tile: start address + row0 * 128 + k0 * 2, SBO = one 8-row atom (1024 B), 128B swizzle.
+mlir::Value SmemDescriptor(KernelState& s, const SmemTile& t, const Operand& row0, int k0,
+                           const Loc& loc) {
+  mlir::Location l = s.ToLoc(loc);
+  const Type i32 = Type::Of(Scalar::kI32);
+  Value base = s.Wrap(s.SharedAddress32(s.Unwrap(t.Base(loc)), l), i32);
+  Value addr = base + s.Wrap(s.Materialize(row0, i32), i32) * Operand(128, loc) +
+               Operand(k0 * ScalarBytes(t.elem()), loc);
+  mlir::Value start = s.Unwrap((addr & Operand(0x3FFFF, loc)) >> Operand(4, loc));
+  start = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), start);
+  const uint64_t fixed = tcgen05::EncodeSmem({.stride_byte_offset = 1024, .swizzle = tcgen05::Swizzle::k128B});
+  mlir::Value hi = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
+  return mlir::arith::OrIOp::create(s.builder, l, start, hi);
+}
+
+bool CheckMmaTile(KernelState& s, const SmemTile& t, const char* which, int rows,
+                  const Operand& row0, int k0, const Loc& loc) {
+  const std::string where = absl::StrCat("tcgen05.mma ", which, " tile (", LocString(t.loc()), ")");
+  if (t.elem() != Scalar::kBF16 && t.elem() != Scalar::kF16) {
+    s.Fail(absl::StrCat(where, " must hold bf16 or f16"), loc);
+    return false;
+  }
+  if (t.swizzle() != Swizzle::k128B || t.row_stride() * ScalarBytes(t.elem()) != 128) {
+    s.Fail(absl::StrCat(where, " must be K-major with 128-byte rows in 128B swizzle (SmemSwizzled); ",
+                        "no other layout has a descriptor here yet"),
+           loc);
+    return false;
+  }
+  if (k0 < 0 || k0 % 16 || k0 + 16 > t.cols()) {
+    s.Fail(absl::StrCat(where, ": k0 = ", k0, " is not a 16-wide slice of its ", t.cols(), " columns"), loc);
+    return false;
+  }
+  if (Access::IsImm(row0) && (Access::Imm(row0) < 0 || Access::Imm(row0) + rows > t.rows())) {
+    s.Fail(absl::StrCat(where, ": this tcgen05.mma reads ", rows, " rows from row ", Access::Imm(row0),
+                        " but the tile has ", t.rows()),
+           loc);
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
+Value Tmem::Base(Loc loc) const {
+  KernelState& s = *Access::State(slot_.Base(loc));
+  Value p = slot_.At(0, 0, loc);
+  Value v;
+  {
+    mlir::Location l = s.ToLoc(loc);
+    v = s.Wrap(mlir::LLVM::LoadOp::create(s.builder, l, s.builder.getI32Type(), s.Unwrap(p)),
+               Type::Of(Scalar::kI32));
+  }
+  return v;
+}
+
+Tmem Kernel::TensorMemory(int columns, int cta_group, Loc loc) {
+  Tmem t;
+  t.loc_ = loc;
+  t.columns_ = columns;
+  t.cta_group_ = cta_group;
+  if (columns < 32 || columns > 512 || (columns & (columns - 1)) != 0)
+    Fail(absl::StrCat("tensor memory is allocated in powers of two from 32 to 512 columns, not ", columns), loc);
+  if (cta_group != 1 && cta_group != 2) Fail(absl::StrCat("cta_group is 1 or 2, not ", cta_group), loc);
+  t.slot_ = Smem(Scalar::kI32, 1, 1, 0, 16, loc);
+  return t;
+}
+
+void Kernel::TmemAlloc(const Tmem& t, Loc loc) {
+  KernelState& s = *state_;
+  if (!NeedSm100a(s, "tcgen05.alloc", loc) || t.columns_ == 0) return;
+  if (s.tmem_allocs.empty()) {
+    CheckAtBuild([this] {
+      KernelState& st = *state_;
+      for (const auto& [slot, where] : st.tmem_allocs)
+        if (std::find(st.tmem_frees.begin(), st.tmem_frees.end(), slot) == st.tmem_frees.end())
+          Fail("tensor memory allocated here is never freed (TmemFree); it must be deallocated "
+               "before the kernel ends",
+               where);
+    });
+  }
+  s.tmem_allocs.push_back({t.slot_.offset_bytes(), loc});
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value cols = mlir::arith::ConstantIntOp::create(s.builder, l, t.columns_, 32);
+  mlir::NVVM::Tcgen05AllocOp::create(s.builder, l, s.Unwrap(t.slot_.At(0, 0, loc)), cols, Group(t.cta_group_));
+}
+
+void Kernel::TmemFree(const Tmem& t, Loc loc) {
+  KernelState& s = *state_;
+  if (!NeedSm100a(s, "tcgen05.dealloc", loc) || t.columns_ == 0) return;
+  s.tmem_frees.push_back(t.slot_.offset_bytes());
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value cols = mlir::arith::ConstantIntOp::create(s.builder, l, t.columns_, 32);
+  mlir::NVVM::Tcgen05DeallocOp::create(s.builder, l, TmemPtr(s, t.Base(loc), l), cols, Group(t.cta_group_));
+}
+
+void Kernel::TmemRelinquish(int cta_group, Loc loc) {
+  if (!NeedSm100a(*state_, "tcgen05.relinquish_alloc_permit", loc)) return;
+  mlir::NVVM::Tcgen05RelinquishAllocPermitOp::create(state_->builder, state_->ToLoc(loc), Group(cta_group));
+}
+
+Value Kernel::ElectOne(Loc loc) {
+  KernelState& s = *state_;
+  if (s.target.compute_capability < 90) Fail("elect.sync needs sm_90 or later", loc);
+  mlir::Location l = s.ToLoc(loc);
+  return s.Wrap(mlir::NVVM::ElectSyncOp::create(s.builder, l, s.builder.getI1Type(), mlir::Value()),
+                Type::Of(Scalar::kI1));
+}
+
+void Kernel::TcgenFenceBeforeSync(Loc loc) {
+  if (!NeedSm100a(*state_, "tcgen05.fence", loc)) return;
+  mlir::NVVM::Tcgen05FenceOp::create(state_->builder, state_->ToLoc(loc),
+                                     mlir::NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
+}
+
+void Kernel::TcgenFenceAfterSync(Loc loc) {
+  if (!NeedSm100a(*state_, "tcgen05.fence", loc)) return;
+  mlir::NVVM::Tcgen05FenceOp::create(state_->builder, state_->ToLoc(loc),
+                                     mlir::NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC);
+}
+
+void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a, const Operand& a_row0,
+                      const SmemTile& b, const Operand& b_row0, int k0, const Operand& accumulate,
+                      int m, int n, Loc loc) {
+  KernelState& s = *state_;
+  if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns_ == 0) return;
+  absl::StatusOr<uint32_t> idesc = tcgen05::EncodeInstr(
+      {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16}, d.cta_group_);
+  if (!idesc.ok()) return Fail(std::string(idesc.status().message()), loc);
+  if (n > d.columns_) return Fail(absl::StrCat("an N = ", n, " accumulator needs ", n,
+                                               " tensor memory columns; the allocation (", LocString(d.loc_),
+                                               ") has ", d.columns_), loc);
+  const int rows_a = d.cta_group_ == 2 ? m / 2 : m;  // a CTA pair splits A's rows
+  if (!CheckMmaTile(s, a, "A", rows_a, a_row0, k0, loc) || !CheckMmaTile(s, b, "B", d.cta_group_ == 2 ? n / 2 : n, b_row0, k0, loc))
+    return;
+  if (a.elem() != b.elem()) return Fail("tcgen05.mma A and B tiles hold different types", loc);
+  const Type i1 = Type::Of(Scalar::kI1);
+  if (!Access::IsImm(accumulate) && Access::Val(accumulate).type() != i1)
+    return Fail("tcgen05.mma's accumulate flag is an i1 (a comparison) or 0/1", loc);
+  mlir::Location l = s.ToLoc(loc);
+  const Type i32 = Type::Of(Scalar::kI32);
+  Value daddr = d.Base(loc) + s.Wrap(s.Materialize(d_column, i32), i32);
+  mlir::Value idesc_v = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(*idesc), 32);
+  mlir::NVVM::Tcgen05MMAOp::create(
+      s.builder, l, mlir::NVVM::Tcgen05MMAKind::F16, Group(d.cta_group_),
+      mlir::NVVM::Tcgen05MMACollectorOp::DISCARD, /*aShift=*/false, TmemPtr(s, daddr, l),
+      SmemDescriptor(s, a, a_row0, k0, loc), SmemDescriptor(s, b, b_row0, k0, loc), idesc_v,
+      s.Materialize(accumulate, i1), mlir::Value(), mlir::Value());
+}
+
+void Kernel::TcgenCommit(const Barrier& bar, int cta_group, const Value& cta_mask, Loc loc) {
+  KernelState& s = *state_;
+  if (!NeedSm100a(s, "tcgen05.commit", loc)) return;
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value mask;
+  if (cta_mask.valid())
+    mask = mlir::arith::TruncIOp::create(s.builder, l, s.builder.getI16Type(), s.Unwrap(cta_mask));
+  mlir::NVVM::Tcgen05CommitOp::create(s.builder, l, s.Unwrap(bar.ptr()), mask, Group(cta_group));
+}
+
+std::vector<Value> Kernel::TcgenLoad(const Tmem& t, const Operand& lane, const Operand& column, int num,
+                                     Loc loc) {
+  KernelState& s = *state_;
+  const Type f32 = Type::Of(Scalar::kF32);
+  if (num < 1 || num > 128 || (num & (num - 1)) != 0) {
+    Fail(absl::StrCat("tcgen05.ld 32x32b loads 1..128 columns, a power of two, not ", num), loc);
+    return {};
+  }
+  if (!NeedSm100a(s, "tcgen05.ld", loc)) return std::vector<Value>(num, s.Poison(f32, loc));
+  mlir::Location l = s.ToLoc(loc);
+  const Type i32 = Type::Of(Scalar::kI32);
+  Value addr = t.Base(loc) + (s.Wrap(s.Materialize(lane, i32), i32) << Operand(16, loc)) +
+               s.Wrap(s.Materialize(column, i32), i32);
+  mlir::Type result = num == 1 ? mlir::Type(s.builder.getI32Type())
+                               : mlir::Type(mlir::VectorType::get({num}, s.builder.getI32Type()));
+  mlir::Value v = mlir::NVVM::Tcgen05LdOp::create(s.builder, l, result, /*pack=*/false,
+                                                  mlir::NVVM::Tcgen05LdStShape::SHAPE_32X32B,
+                                                  TmemPtr(s, addr, l), mlir::Value());
+  std::vector<Value> out;
+  for (int i = 0; i < num; ++i) {
+    mlir::Value e = num == 1 ? v
+                             : mlir::LLVM::ExtractElementOp::create(
+                                   s.builder, l, v, mlir::arith::ConstantIntOp::create(s.builder, l, i, 32));
+    out.push_back(s.Wrap(mlir::LLVM::BitcastOp::create(s.builder, l, s.builder.getF32Type(), e), f32));
+  }
+  return out;
+}
+
+void Kernel::TcgenWaitLoad(Loc loc) {
+  if (!NeedSm100a(*state_, "tcgen05.wait", loc)) return;
+  mlir::NVVM::Tcgen05WaitOp::create(state_->builder, state_->ToLoc(loc), mlir::NVVM::Tcgen05WaitKind::LOAD);
+}
+
+}  // namespace kiln

@@ -1,0 +1,116 @@
+// Tensor memory and tcgen05 in the builder: what they emit, and each misuse as an error at its
+// DSL line.
+#include "gtest/gtest.h"
+#include "kiln/kernel.h"
+#include "kiln/lowering.h"
+#include "tests/unit/expect_error.h"
+
+namespace kiln {
+namespace {
+
+std::string Here(int line) { return HereIn("tests/unit/blackwell_test.cc", line); }
+void ExpectError(Kernel& k, int line, const std::string& what) { ExpectErrorAt(k, Here(line), what); }
+
+TEST(Tmem, ColumnsArePowersOfTwoFrom32To512) {
+  for (int cols : {16, 48, 1024}) {
+    Kernel k("test/tmem_cols", sm100a(), {128});
+    k.TensorMemory(cols); const int line = __LINE__;
+    ExpectError(k, line, "powers of two from 32 to 512 columns");
+  }
+}
+
+TEST(Tmem, AllocatedButNeverFreed) {
+  Kernel k("test/tmem_leak", sm100a(), {128});
+  Tmem t = k.TensorMemory(128);
+  k.If(k.WarpId() == 0, [&] { k.TmemAlloc(t); }); const int line = __LINE__;
+  ExpectError(k, line, "never freed");
+}
+
+TEST(Tmem, NeedsSm100a) {
+  Kernel k("test/tmem_sm90", sm90a(), {128});
+  Tmem t = k.TensorMemory(128);
+  k.TmemAlloc(t); const int line = __LINE__;
+  ExpectError(k, line, "tcgen05.alloc needs sm_100a; this kernel targets sm_90a");
+}
+
+TEST(Tmem, AllocFenceLoadFreeEmitTheirInstructions) {
+  Kernel k("test/tmem_ops", sm100a(), {128});
+  Value out = k.PtrParam("O", f32);
+  Tmem t = k.TensorMemory(64);
+  k.If(k.WarpId() == 0, [&] { k.TmemAlloc(t); k.TmemRelinquish(); });
+  k.TcgenFenceBeforeSync();
+  k.SyncThreads();
+  k.TcgenFenceAfterSync();
+  std::vector<Value> v = k.TcgenLoad(t, k.WarpId() * 32, 16, 16);
+  k.TcgenWaitLoad();
+  for (int i = 0; i < 16; ++i) k.Store(out + (k.ThreadIdx() * 16 + i), v[i]);
+  k.SyncThreads();
+  k.If(k.WarpId() == 0, [&] { k.TmemFree(t); });
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  for (const char* s : {"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32",
+                        "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned",
+                        "tcgen05.fence::before_thread_sync", "tcgen05.fence::after_thread_sync",
+                        "tcgen05.ld.sync.aligned.32x32b.x16.b32", "tcgen05.wait::ld.sync.aligned",
+                        "tcgen05.dealloc.cta_group::1.sync.aligned.b32"})
+    EXPECT_NE(ptx->find(s), std::string::npos) << s;
+}
+
+struct MmaSetup {
+  Kernel k{"test/mma", sm100a(), {128}};
+  SmemTile a = k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B);
+  SmemTile b = k.SmemSwizzled(bf16, 256, 64, Swizzle::k128B);
+  Tmem d = k.TensorMemory(256);
+};
+
+TEST(TcgenMma, ShapeOutsideTheTable) {
+  MmaSetup m;
+  m.k.TcgenMma(m.d, 0, m.a, 0, m.b, 0, 0, 1, 128, 260); const int line = __LINE__;
+  ExpectError(m.k, line, "N from 8 to 256 in steps of 8; not 128x260");
+}
+
+TEST(TcgenMma, AccumulatorWiderThanTheAllocation) {
+  Kernel k("test/mma_cols", sm100a(), {128});
+  SmemTile a = k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B), b = k.SmemSwizzled(bf16, 256, 64, Swizzle::k128B);
+  Tmem d = k.TensorMemory(128);
+  k.TcgenMma(d, 0, a, 0, b, 0, 0, 1, 128, 256); const int line = __LINE__;
+  ExpectError(k, line, "needs 256 tensor memory columns");
+}
+
+TEST(TcgenMma, TileWithoutADescriptor) {
+  Kernel k("test/mma_layout", sm100a(), {128});
+  SmemTile a = k.Smem(bf16, 128, 64), b = k.SmemSwizzled(bf16, 256, 64, Swizzle::k128B);
+  Tmem d = k.TensorMemory(256);
+  k.TcgenMma(d, 0, a, 0, b, 0, 0, 1, 128, 256); const int line = __LINE__;
+  ExpectError(k, line, "must be K-major with 128-byte rows in 128B swizzle");
+}
+
+TEST(TcgenMma, ReadsPastTheTile) {
+  MmaSetup m;
+  m.k.TcgenMma(m.d, 0, m.a, 64, m.b, 0, 0, 1, 128, 256); const int line = __LINE__;
+  ExpectError(m.k, line, "reads 128 rows from row 64 but the tile has 128");
+}
+
+TEST(TcgenMma, EmitsTheWorklogDescriptors) {
+  MmaSetup m;
+  Barrier bar = m.k.SmemBarriers(1)[0];
+  m.k.If(m.k.ThreadIdx() == 0, [&] {
+    m.k.TcgenMma(m.d, 0, m.a, 0, m.b, 0, 16, 1, 128, 256);
+    m.k.TcgenCommit(bar);
+  });
+  m.k.If(m.k.WarpId() == 0, [&] { m.k.TmemAlloc(m.d); m.k.TmemFree(m.d); });
+  absl::StatusOr<KernelDef> def = m.k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_NE(ptx->find("tcgen05.mma.cta_group::1.kind::f16"), std::string::npos);
+  EXPECT_NE(ptx->find("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64"), std::string::npos);
+  EXPECT_NE(ptx->find(std::to_string(0x08400490)), std::string::npos);  // M128 N256 bf16 -> f32
+  // The smem descriptors' constant half: SBO 1024, fixed 0b001, 128B swizzle.
+  EXPECT_NE(ptx->find(std::to_string(0x4000404000000000ll)), std::string::npos) << *ptx;
+}
+
+}  // namespace
+}  // namespace kiln
