@@ -27,6 +27,8 @@ size_t Index(const std::string& order, int64_t r, int64_t c, int64_t rows, int64
   return order == "row" ? r * cols + c : c * rows + r;
 }
 
+}  // namespace
+
 absl::Status CheckTarget(const rt::Manifest& m, const Driver& d) {
   const int cc = d.compute_capability();
   const bool arch_specific = m.target.back() == 'a';
@@ -41,6 +43,8 @@ absl::Status CheckTarget(const rt::Manifest& m, const Driver& d) {
         d.device_name(), cc));
   return absl::OkStatus();
 }
+
+namespace {
 
 // Kernel arguments by parameter name.
 struct ArgPack {

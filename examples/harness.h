@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "kiln/runtime/driver.h"
 #include "kiln/runtime/manifest.h"
 
 namespace kiln::examples {
@@ -32,6 +33,10 @@ struct GemmResult {
   std::string failure;                // why it did not pass
   std::string note;                   // a caveat about the measurement (e.g. cluster waves)
 };
+
+// OK when the kernel's target runs on this device; FailedPrecondition ("... cannot run here")
+// for a newer or arch-specific chip (an sm_100a kernel on an H100/H200).
+absl::Status CheckTarget(const rt::Manifest& m, const rt::Driver& d);
 
 // Norm-relative error threshold for the spec's output and accumulator types.
 double Tolerance(const rt::GemmSpec& spec);

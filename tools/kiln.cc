@@ -178,6 +178,7 @@ void PrintDevice() {
 
 // Runs kernels x sizes; prints the table. Returns non-zero if any run failed or errored.
 int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSize>& sizes) {
+  const bool everything = names.empty();  // then kernels for other chips are listed, not failed
   if (names.empty()) {
     absl::StatusOr<std::vector<std::string>> all = KernelNames();
     if (!all.ok()) return Fail(all.status());
@@ -195,6 +196,12 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSiz
       std::cout << name << ": " << b.status().message() << std::endl;
       ++failures;
       continue;
+    }
+    if (absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get(); everything && d.ok()) {
+      if (absl::Status here = kiln::examples::CheckTarget(b->manifest, **d); !here.ok()) {
+        std::cout << "# " << here.message() << " (compiled only)" << std::endl;
+        continue;
+      }
     }
     std::optional<Bundle> ref = ReferenceFor(b->manifest);
     for (const kiln::rt::ProblemSize& size : sizes) {
