@@ -161,7 +161,31 @@ const Mix kBlackwellMix[] = {
      {"cp.async.bulk.tensor.3d", "cta_group::2", "wgmma", "multicast"}},
     {"blackwell/v2b", {"cp.async.bulk.tensor.3d", "tcgen05.mma.cta_group::1.kind::f16"},
      {"cp.async.bulk.tensor.2d", "cta_group::2"}},
+    // v3: the MMA thread waits on its commit each k-tile, then frees the stage by a plain arrive.
+    {"blackwell/v3", {"cp.async.bulk.tensor.3d", "mbarrier.arrive.shared.b64", "tcgen05.commit"}, {"cta_group::2"}},
+    // v4 and persist_pipelined: commits free the stages (no plain arrive at all).
+    {"blackwell/v4", {"tcgen05.commit", "tcgen05.mma.cta_group::1.kind::f16"}, {"mbarrier.arrive.shared.b64"}},
+    {"blackwell/persist_sync", {"%nctaid.x", "mbarrier.arrive.shared.b64", "bar.sync \t1, 128",
+                                "tcgen05.fence::before_thread_sync"}, {}},
+    {"blackwell/persist_pipelined", {"%nctaid.x", "bar.sync \t1, 128"}, {"mbarrier.arrive.shared.b64"}},
 };
+
+// tcgen05 instructions a version issues (its PTX text), e.g. MMAs per k-tile.
+int Count(const std::string& name, const std::string& what) {
+  std::string ptx = *PtxOf(name);
+  int n = 0;
+  for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(BlackwellSeries, MmasPerKTileAndCommits) {
+  EXPECT_EQ(Count("blackwell/v2b", "tcgen05.mma"), 16);  // BK 256: 4 slabs x 4 K16 steps
+  EXPECT_EQ(Count("blackwell/v2a", "cp.async.bulk.tensor.2d"), 8);  // 4 boxes per operand
+  EXPECT_EQ(Count("blackwell/v3", "tcgen05.mma"), 8);    // BK 128
+  EXPECT_EQ(Count("blackwell/v4", "tcgen05.mma"), 4);    // BK 64
+  EXPECT_EQ(Count("blackwell/v4", "tcgen05.commit"), 2);  // per stage, and the tile's last
+  EXPECT_EQ(Count("blackwell/persist_pipelined", "tcgen05.commit"), 2);
+}
 
 TEST(BlackwellSeries, EachVersionHoldsItsInstructions) {
   for (const Mix& m : kBlackwellMix) ExpectMix(m);

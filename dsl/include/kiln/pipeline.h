@@ -51,6 +51,10 @@ class Pipeline {
   Value Acquire(Cursor& at, Loc loc = Loc::current());
   void Release(const Value& stage, const Value& thread_in_wg, Loc loc = Loc::current());
 
+  // The barrier that frees `stage`: for consumers that release through an asynchronous arrive
+  // (tcgen05.commit when the MMAs reading the stage complete) instead of Release.
+  Barrier EmptyBarrier(const Value& stage) const { return empty_[stage]; }
+
   int stages() const { return stages_; }
 
  private:

@@ -1,0 +1,106 @@
+// Seed 002 v3 and v4: the tcgen05 kernel pipelined.
+//   v3: 128x256 tile, BK = 128, a 2-stage TMA ring (one barrier per stage) prefetched S-1 ahead;
+//       one elected thread still loads and issues the 8 MMAs of a k-tile, commits to one MMA
+//       barrier, and every thread waits on it before the next k-tile.
+//   v4: 128x128 tile, BK = 64, 7 stages, warp specialisation: warp 0's elected thread loads,
+//       warp 1's issues the 4 MMAs of a stage and commits to that stage's empty barrier (the
+//       stage is free when its MMAs complete); a final commit releases the epilogue.
+// Both: 3D 128B-swizzled TMA, M128 tcgen05.mma into TMEM, tcgen05.ld 32x32b.x8 epilogue.
+#include "examples/gemm.h"
+#include "examples/registry.h"
+#include "kiln/pipeline.h"
+
+namespace kiln::examples {
+namespace {
+
+struct Version {
+  const char* name;
+  int bn, bk, stages;
+  bool specialised;
+};
+
+absl::StatusOr<KernelDef> Build(const Version& v) {
+  constexpr int BM = 128;
+  const int slabs = v.bk / 64;
+  Kernel k(v.name, sm100a(), {128});
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = v.bn, .bk = v.bk, .rank = 3, .by_value = true,
+                                          .c_row_major = true});
+  k.Grid(absl::StrCat("M/128*N/", v.bn));
+  SmemTile sA = k.SmemSwizzled(bf16, BM * slabs, 64, Swizzle::k128B, v.stages);
+  SmemTile sB = k.SmemSwizzled(bf16, v.bn * slabs, 64, Swizzle::k128B, v.stages);
+  Pipeline ring(k, v.stages, /*consumers=*/1);
+  Barrier done = k.SmemBarriers(1)[0];  // MMAs of a k-tile (v3) or of the whole tile (v4)
+  Tmem acc = k.TensorMemory(v.bn);
+  Value warp = k.WarpId(), lane = k.LaneId();
+  Value blocks_n = g.N / v.bn, m0 = k.BlockIdx() / blocks_n * BM, n0 = k.BlockIdx() % blocks_n * v.bn;
+  auto elected = [&](int w, const std::function<void()>& body) {
+    k.If(warp == w, [&] { k.If(k.ElectOne(), body); });
+  };
+  elected(0, [&] { ring.Init(); done.Init(1); });
+  k.If(warp == 1, [&] { k.TmemAlloc(acc); });
+  k.SyncThreads();
+  auto load = [&](Pipeline::Cursor& at, Value k0) {
+    ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)}, {&g.B, sB, g.Box(n0, k0)}});
+  };
+  auto mma = [&](Value s, Value k0) {
+    for (int slab = 0; slab < slabs; ++slab)
+      for (int kk = 0; kk < 64; kk += 16)
+        k.TcgenMma(acc, 0, sA.Stage(s), slab * BM, sB.Stage(s), slab * v.bn, kk,
+                   slab + kk == 0 ? Operand(k0 > 0) : Operand(1), BM, v.bn);
+  };
+
+  if (!v.specialised) {  // v3: every thread walks the ring; one thread loads and multiplies
+    Pipeline::Cursor load_at = ring.Start(), use_at = ring.Start();
+    Regs phase = k.Registers(Type::Of(i32), 1);
+    for (int s = 0; s < v.stages - 1; ++s)
+      elected(0, [&] { k.If(k.I32(s * v.bk) < g.K, [&] { load(load_at, k.I32(s * v.bk)); }); });
+    k.For(0, g.K, v.bk, [&](Value k0) {
+      Value next = k0 + (v.stages - 1) * v.bk;
+      elected(0, [&] { k.If(next < g.K, [&] { load(load_at, next); }); });
+      Value s = ring.Acquire(use_at);
+      k.TcgenFenceAfterSync();
+      elected(0, [&] {
+        mma(s, k0);
+        k.TcgenCommit(done);
+      });
+      done.Wait(phase[0]);
+      phase[0] = phase[0] ^ 1;
+      k.If(k.ThreadIdx() == 0, [&] { ring.EmptyBarrier(s).Arrive(); });  // MMAs done: stage free
+    });
+  } else {  // v4: a loading warp and an MMA warp
+    elected(0, [&] {
+      Pipeline::Cursor at = ring.Start();
+      k.For(0, g.K, v.bk, [&](Value k0) { load(at, k0); });
+    });
+    elected(1, [&] {
+      Pipeline::Cursor at = ring.Start();
+      k.For(0, g.K, v.bk, [&](Value k0) {
+        Value s = ring.Acquire(at);
+        k.TcgenFenceAfterSync();
+        mma(s, k0);
+        k.TcgenCommit(ring.EmptyBarrier(s));  // the stage is free once these MMAs complete
+      });
+      k.TcgenCommit(done);
+    });
+    k.SyncThreads();
+    done.Wait(0);
+  }
+  k.TcgenFenceAfterSync();
+  for (int n = 0; n < v.bn; n += 8) {  // thread t owns row t of the tile (TMEM lane t)
+    std::vector<Value> x = k.TcgenLoad(acc, warp * 32, n, 8);
+    k.TcgenWaitLoad();
+    std::vector<Value> row;
+    for (const Value& e : x) row.push_back(e.To(bf16));
+    k.Store(g.Cptr.At({m0 + warp * 32 + lane, n0 + n}), k.Vector(row));
+  }
+  k.SyncThreads();
+  k.If(warp == 0, [&] { k.TmemFree(acc); });
+  return k.Build();
+}
+
+}  // namespace
+KILN_EXAMPLE_VARIANT(v3, "blackwell/v3", "seed 002 v3: 128x256x128, 2-stage TMA ring, one thread loads and multiplies",
+                     [] { return Build({"blackwell/v3", 256, 128, 2, false}); });
+KILN_EXAMPLE_VARIANT(v4, "blackwell/v4", "seed 002 v4: 128x128x64, 7 stages, TMA warp + MMA warp, commit frees stages",
+                     [] { return Build({"blackwell/v4", 128, 64, 7, true}); });
+}  // namespace kiln::examples
