@@ -1,4 +1,6 @@
 // Memory: register arrays, the shared memory planner, global tensors, loads and stores.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -135,6 +137,38 @@ SmemTile Kernel::Smem(Scalar elem, int rows, int cols, int pad, int align, Loc l
   return t;
 }
 
+SmemTile Kernel::SmemInterleaved(Scalar elem, int rows, int cols, int stages, Loc loc) {
+  const int per_slab = 16 / ScalarBytes(elem);
+  if (cols % per_slab != 0 || rows % 8 != 0) {
+    Fail(absl::StrCat("an interleaved tile is whole 8-row, 16-byte core matrices: ", rows, "x", cols,
+                      " elements of ", ScalarBytes(elem), " bytes is not"),
+         loc);
+    return Smem(elem, rows, cols, 0, 128, loc);
+  }
+  SmemTile t = Smem(elem, rows * std::max(stages, 1), cols, 0, 128, loc);
+  t.rows_ = rows;
+  t.stages_ = std::max(stages, 1);
+  t.interleaved_ = true;
+  return t;
+}
+
+SmemTile SmemTile::Slab(int s, Loc loc) const {
+  KernelState& st = *state_;
+  SmemTile t = *this;
+  const int per_slab = 16 / ScalarBytes(elem_);
+  if (!interleaved_ || s < 0 || s >= cols_ / per_slab || stages_ > 1) {
+    st.Fail(absl::StrCat("Slab(", s, ") needs a single-stage interleaved tile with that many ",
+                         "8-element slabs"),
+            loc);
+    return t;
+  }
+  t.interleaved_ = false;
+  t.cols_ = t.row_stride_ = per_slab;
+  t.offset_ = offset_ + s * rows_ * 16;
+  t.loc_ = loc;
+  return t;
+}
+
 SmemTile Kernel::SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzle, int stages,
                                Loc loc) {
   const int span = SwizzleBytes(swizzle);
@@ -198,8 +232,8 @@ SmemTile SmemTile::Rows(int row0, int rows, Loc loc) const {
     s.Fail(absl::StrCat("rows ", row0, "..", row0 + rows, " of a tile of ", rows_, " rows"), loc);
     return t;
   }
-  if (stages_ > 1) {
-    s.Fail("Rows() of a ring: select a stage first is not supported; split single-stage tiles", loc);
+  if (stages_ > 1 || interleaved_) {
+    s.Fail("Rows() splits single-stage row-major tiles (not rings or interleaved tiles)", loc);
     return t;
   }
   if ((SwizzleBytes(swizzle_) || xor_.period > 1) && row0 % 8 != 0) {
@@ -229,6 +263,12 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
   const Type i32 = Type::Of(Scalar::kI32);
   Value r = s.Wrap(s.Materialize(row, i32), i32);
   Value byte = (r * Operand(row_stride_, loc) + col) * Operand(ScalarBytes(elem_), loc);
+  if (interleaved_) {  // slab col / per_slab, then row, then the column within the slab
+    const int per_slab = 16 / ScalarBytes(elem_);
+    Value c = s.Wrap(s.Materialize(col, i32), i32);
+    byte = c / Operand(per_slab, loc) * Operand(rows_ * 16, loc) + r * Operand(16, loc) +
+           c % Operand(per_slab, loc) * Operand(ScalarBytes(elem_), loc);
+  }
   if (xor_.period > 1) {
     // Only the column part moves: unit c of row r goes to c ^ f(r) or (c + f(r)) % units.
     int unit_shift = 0;

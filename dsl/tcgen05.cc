@@ -30,18 +30,24 @@ mlir::Value TmemPtr(KernelState& s, const Value& address, mlir::Location l) {
                                         s.Unwrap(address));
 }
 
-// The smem descriptor (as i64) of rows row0.. and columns k0..k0+15 of a K-major 128B-swizzled
-// tile: start address + row0 * 128 + k0 * 2, SBO = one 8-row atom (1024 B), 128B swizzle.
+// The smem descriptor (as i64) of rows row0.. and columns k0..k0+15 of a K-major tile. 128B
+// swizzle: start + row0 * 128 + k0 * 2, SBO = one 8-row atom (1024 B). Interleaved (no swizzle):
+// start + (k0 / 8) slabs + row0 * 16, LBO = one slab (the next 8 columns), SBO = 8 rows of 16 B.
 mlir::Value SmemDescriptor(KernelState& s, const SmemTile& t, const Operand& row0, int k0,
                            const Loc& loc) {
   mlir::Location l = s.ToLoc(loc);
   const Type i32 = Type::Of(Scalar::kI32);
+  const int es = ScalarBytes(t.elem()), slab_bytes = t.rows() * 16;
   Value base = s.Wrap(s.SharedAddress32(s.Unwrap(t.Base(loc)), l), i32);
-  Value addr = base + s.Wrap(s.Materialize(row0, i32), i32) * Operand(128, loc) +
-               Operand(k0 * ScalarBytes(t.elem()), loc);
+  Value row = s.Wrap(s.Materialize(row0, i32), i32);
+  Value addr = t.interleaved() ? base + row * Operand(16, loc) + Operand(k0 * es / 16 * slab_bytes, loc)
+                               : base + row * Operand(128, loc) + Operand(k0 * es, loc);
   mlir::Value start = s.Unwrap((addr & Operand(0x3FFFF, loc)) >> Operand(4, loc));
   start = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), start);
-  const uint64_t fixed = tcgen05::EncodeSmem({.stride_byte_offset = 1024, .swizzle = tcgen05::Swizzle::k128B});
+  const uint64_t fixed =
+      t.interleaved()
+          ? tcgen05::EncodeSmem({.leading_byte_offset = static_cast<uint32_t>(slab_bytes), .stride_byte_offset = 128})
+          : tcgen05::EncodeSmem({.stride_byte_offset = 1024, .swizzle = tcgen05::Swizzle::k128B});
   mlir::Value hi = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
   return mlir::arith::OrIOp::create(s.builder, l, start, hi);
 }
@@ -53,10 +59,16 @@ bool CheckMmaTile(KernelState& s, const SmemTile& t, const char* which, int rows
     s.Fail(absl::StrCat(where, " must hold bf16 or f16"), loc);
     return false;
   }
-  if (t.swizzle() != Swizzle::k128B || t.row_stride() * ScalarBytes(t.elem()) != 128) {
-    s.Fail(absl::StrCat(where, " must be K-major with 128-byte rows in 128B swizzle (SmemSwizzled); ",
-                        "no other layout has a descriptor here yet"),
+  const bool swizzled = t.swizzle() == Swizzle::k128B && t.row_stride() * ScalarBytes(t.elem()) == 128;
+  if (!swizzled && !t.interleaved()) {
+    s.Fail(absl::StrCat(where, " must be K-major: 128-byte rows in 128B swizzle (SmemSwizzled) or ",
+                        "8-column slabs without swizzle (SmemInterleaved); no descriptor describes ",
+                        "this layout"),
            loc);
+    return false;
+  }
+  if (t.interleaved() && Access::IsImm(row0) && static_cast<int>(Access::Imm(row0)) % 8 != 0) {
+    s.Fail(absl::StrCat(where, ": an interleaved tile's MMA rows start at a core matrix (row % 8 == 0)"), loc);
     return false;
   }
   if (k0 < 0 || k0 % 16 || k0 + 16 > t.cols()) {

@@ -39,22 +39,25 @@ GemmOperands DeclareGemm(Kernel& k, const rt::GemmSpec& spec, Loc loc) {
 namespace {
 rt::GridExpr Expr(const std::string& text) { return *rt::GridExpr::Parse(text); }
 
-// A K-major matrix of `rows` x K (rows "M" or "N"), boxes of box_rows x 64.
+// A K-major matrix of `rows` x K (rows "M" or "N"): 128B-swizzled boxes of box_rows x 64 (rank 3:
+// box_k / 64 of them at once), or with `interleaved`, unswizzled boxes of 8-column slabs in the
+// tensor cores' no-swizzle layout (rank 3: box_k / 8 slabs at once; rank 2: one slab).
 rt::TensorMapParam KMajorMap(const std::string& operand, const std::string& rows, int box_rows,
-                             int rank, bool by_value, int box_k) {
+                             int rank, bool by_value, int box_k, bool interleaved) {
   rt::TensorMapParam t;
   t.operand = operand;
   t.by_value = by_value;
-  t.swizzle = rt::TmaSwizzle::k128B;
+  t.swizzle = interleaved ? rt::TmaSwizzle::kNone : rt::TmaSwizzle::k128B;
+  const int slab = interleaved ? 8 : 64;
   if (rank == 2) {
     t.dims = {Expr("K"), Expr(rows)};
     t.strides = {Expr("K*2")};
-    t.box = {64, static_cast<uint32_t>(box_rows)};  // box_k / 64 boxes per k-tile
+    t.box = {static_cast<uint32_t>(slab), static_cast<uint32_t>(box_rows)};  // one slab per box
     return t;
   }
-  t.dims = {Expr("64"), Expr(rows), Expr("K/64")};
-  t.strides = {Expr("K*2"), Expr("128")};
-  t.box = {64, static_cast<uint32_t>(box_rows), static_cast<uint32_t>(box_k / 64)};
+  t.dims = {Expr(std::to_string(slab)), Expr(rows), Expr("K/" + std::to_string(slab))};
+  t.strides = {Expr("K*2"), Expr(std::to_string(slab * 2))};
+  t.box = {static_cast<uint32_t>(slab), static_cast<uint32_t>(box_rows), static_cast<uint32_t>(box_k / slab)};
   for (int d = 3; d < rank; ++d) {  // unit dims: any legal stride
     t.dims.push_back(Expr("1"));
     t.strides.push_back(Expr(rows + "*K*2"));
@@ -122,16 +125,17 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     g.Cptr = Matrix(k.PtrParam("C", bf16, loc), g.M, g.N, shape.c_row_major ? "row" : "col", k, loc);
   }
   const int box_k = shape.rank == 3 ? shape.bk : 64;  // rank 3: one box covers the k-tile
-  g.A = k.TmaParam("tmA", KMajorMap("A", "M", shape.bm, shape.rank, shape.by_value, box_k), loc);
+  g.slab = shape.interleaved ? 8 : 64;
+  g.A = k.TmaParam("tmA", KMajorMap("A", "M", shape.bm, shape.rank, shape.by_value, box_k, shape.interleaved), loc);
   g.B = k.TmaParam("tmB", KMajorMap("B", "N", shape.b_box_rows ? shape.b_box_rows : shape.bn, shape.rank,
-                                    shape.by_value, box_k),
+                                    shape.by_value, box_k, shape.interleaved),
                    loc);
   return g;
 }
 
 std::vector<Operand> TmaGemmOperands::Box(const Value& row0, const Value& k0) const {
   if (rank == 2) return {k0, row0};
-  std::vector<Operand> c = {0, row0, k0 / 64};
+  std::vector<Operand> c = {0, row0, k0 / slab};
   for (int d = 3; d < rank; ++d) c.push_back(0);
   return c;
 }

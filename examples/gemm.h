@@ -48,13 +48,15 @@ struct TmaGemmShape {
   int divide_m = 0, divide_n = 0;  // what M and N must divide by (default bm, bn): schedules
   bool c_row_major = false;  // C through a pointer, row-major (seed 002) instead of column-major
   int b_box_rows = 0;        // B's box rows when not bn (a CTA pair loads half of B each)
+  bool interleaved = false;  // A/B unswizzled in 8-column slabs (SmemInterleaved) instead of 128B
 };
 struct TmaGemmOperands {
   TensorMap A, B, C;
   GlobalTensor Cptr;  // when C has no map
   Value M, N, K;
   int rank;
-  // TMA box coordinates of the 64-wide K slice k0 of rows row0.. (innermost first).
+  int slab = 64;  // columns per box slice along K: 64 (128B swizzle) or 8 (interleaved)
+  // TMA box coordinates of the slab-wide K slice k0 of rows row0.. (innermost first).
   std::vector<Operand> Box(const Value& row0, const Value& k0) const;
   // C map box coordinates of rows m0.. (M) and columns n0.. (N).
   std::vector<Operand> CBox(const Value& m0, const Value& n0) const;

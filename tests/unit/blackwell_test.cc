@@ -84,7 +84,7 @@ TEST(TcgenMma, TileWithoutADescriptor) {
   SmemTile a = k.Smem(bf16, 128, 64), b = k.SmemSwizzled(bf16, 256, 64, Swizzle::k128B);
   Tmem d = k.TensorMemory(256);
   k.TcgenMma(d, 0, a, 0, b, 0, 0, 1, 128, 256); const int line = __LINE__;
-  ExpectError(k, line, "must be K-major with 128-byte rows in 128B swizzle");
+  ExpectError(k, line, "no descriptor describes this layout");
 }
 
 TEST(TcgenMma, ReadsPastTheTile) {
@@ -110,6 +110,31 @@ TEST(TcgenMma, EmitsTheWorklogDescriptors) {
   EXPECT_NE(ptx->find(std::to_string(0x08400490)), std::string::npos);  // M128 N256 bf16 -> f32
   // The smem descriptors' constant half: SBO 1024, fixed 0b001, 128B swizzle.
   EXPECT_NE(ptx->find(std::to_string(0x4000404000000000ll)), std::string::npos) << *ptx;
+}
+
+// The no-swizzle canonical layout: element (r, c) at slab c / 8, row r, column c % 8.
+TEST(Interleaved, PlacesElementsInSlabs) {
+  Kernel k("test/interleaved", sm100a(), {32});
+  Value p = k.PtrParam("P", bf16);
+  SmemTile t = k.SmemInterleaved(bf16, 16, 32);
+  const int cells[][2] = {{0, 0}, {1, 0}, {0, 8}, {5, 9}, {15, 31}};
+  for (int i = 0; i < 5; ++i) k.Store(t.At(cells[i][0], cells[i][1]), k.Load(p + i));
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  for (const auto& [r, c] : cells) {
+    const int off = c / 8 * 16 * 16 + r * 16 + c % 8 * 2;
+    const std::string at = off ? "[kiln_smem+" + std::to_string(off) + "]" : "[kiln_smem]";
+    EXPECT_NE(ptx->find(at), std::string::npos) << r << "," << c;
+  }
+}
+
+TEST(Interleaved, SlabOfARowMajorTile) {
+  Kernel k("test/slab", sm100a(), {32});
+  SmemTile t = k.Smem(bf16, 16, 32);
+  t.Slab(1); const int line = __LINE__;
+  ExpectError(k, line, "needs a single-stage interleaved tile");
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 // Every registered example builds, lowers to PTX, and ptxas accepts it for its target with no
 // spills and no stack frame.
 #include "examples/registry.h"
+#include <cstdlib>
+#include <set>
+#include <tuple>
+
 #include "gtest/gtest.h"
 #include "kiln/lowering.h"
 
@@ -154,6 +158,8 @@ TEST(AmpereSeries, LayoutsAndRingsShowInSharedMemory) {
 
 // The tcgen05 versions (sm_100a, compiled and checked by ptxas only: no Blackwell GPU here).
 const Mix kBlackwellMix[] = {
+    {"blackwell/v1a", {"cp.async.bulk.tensor.2d", "tcgen05.mma.cta_group::1.kind::f16"}, {"cp.async.bulk.tensor.3d"}},
+    {"blackwell/v1b", {"cp.async.bulk.tensor.3d", "tcgen05.mma.cta_group::1.kind::f16"}, {"cp.async.bulk.tensor.2d"}},
     {"blackwell/v2a", {"cp.async.bulk.tensor.2d", "tcgen05.mma.cta_group::1.kind::f16", "tcgen05.alloc.cta_group::1",
                        "tcgen05.dealloc.cta_group::1", "tcgen05.commit.cta_group::1.mbarrier::arrive::one",
                        "tcgen05.ld.sync.aligned.32x32b.x8.b32", "tcgen05.wait::ld", "elect.sync",
@@ -178,7 +184,32 @@ int Count(const std::string& name, const std::string& what) {
   return n;
 }
 
+// The 64-bit constants or-ed into the tcgen05 smem descriptors (the fixed 0b001 at bit 46 marks
+// them), decoded: {LBO >> 4, SBO >> 4, swizzle} for each distinct one.
+std::set<std::tuple<uint64_t, uint64_t, uint64_t>> DescriptorFields(const std::string& name) {
+  const std::string ptx = *PtxOf(name);
+  std::set<std::tuple<uint64_t, uint64_t, uint64_t>> fields;
+  for (size_t at = ptx.find("or.b64"); at != std::string::npos; at = ptx.find("or.b64", at + 1)) {
+    const size_t comma = ptx.rfind(',', ptx.find(';', at));
+    const uint64_t v = std::strtoull(ptx.c_str() + comma + 1, nullptr, 10);
+    if ((v >> 46 & 7) != 1) continue;
+    fields.insert({v >> 16 & 0x3FFF, v >> 32 & 0x3FFF, v >> 61});
+  }
+  return fields;
+}
+
+TEST(BlackwellSeries, DescriptorsFollowTheLayout) {
+  // v1: no swizzle; LBO = one 8-column slab of the tile (128 or 256 rows x 16 B), SBO = 128 B.
+  EXPECT_EQ(DescriptorFields("blackwell/v1b"),
+            (std::set<std::tuple<uint64_t, uint64_t, uint64_t>>{{128 * 16 >> 4, 128 >> 4, 0},
+                                                                  {256 * 16 >> 4, 128 >> 4, 0}}));
+  // v2: 128B swizzle (code 2), SBO = 1024 B, LBO unused.
+  EXPECT_EQ(DescriptorFields("blackwell/v2b"),
+            (std::set<std::tuple<uint64_t, uint64_t, uint64_t>>{{0, 1024 >> 4, 2}}));
+}
+
 TEST(BlackwellSeries, MmasPerKTileAndCommits) {
+  EXPECT_EQ(Count("blackwell/v1a", "cp.async.bulk.tensor.2d"), 64);  // 32 slabs per operand
   EXPECT_EQ(Count("blackwell/v2b", "tcgen05.mma"), 16);  // BK 256: 4 slabs x 4 K16 steps
   EXPECT_EQ(Count("blackwell/v2a", "cp.async.bulk.tensor.2d"), 8);  // 4 boxes per operand
   EXPECT_EQ(Count("blackwell/v3", "tcgen05.mma"), 8);    // BK 128

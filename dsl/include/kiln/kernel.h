@@ -216,6 +216,10 @@ class SmemTile {
   // Rows row0..row0+rows of each stage as a tile of their own (e.g. one TMA box of several that
   // fill the tile). A swizzled tile splits only at whole 8-row atoms.
   SmemTile Rows(int row0, int rows, Loc loc = Loc::current()) const;
+  // Of an interleaved tile (SmemInterleaved): its 8-column slab `s` (rows x 8, 16-byte rows) as
+  // a plain tile, e.g. the destination of one 2D TMA box.
+  SmemTile Slab(int s, Loc loc = Loc::current()) const;
+  bool interleaved() const { return interleaved_; }
   Scalar elem() const { return elem_; }
   int rows() const { return rows_; }
   int cols() const { return cols_; }
@@ -236,6 +240,7 @@ class SmemTile {
   int rows_ = 0, cols_ = 0, row_stride_ = 0, offset_ = 0, stages_ = 1;
   Swizzle swizzle_ = Swizzle::kNone;
   UnitSwizzle xor_;
+  bool interleaved_ = false;
   Value stage_;  // selected stage (invalid: stage 0)
   Loc loc_;
 };
@@ -407,6 +412,9 @@ class Kernel {
   // over the mainloop's ring. The kernel synchronises between the two uses.
   SmemTile SmemOver(const SmemTile& base, Scalar elem, int rows, int cols, const SmemLayout& layout,
                     Loc loc = Loc::current());
+  // The tensor cores' no-swizzle K-major layout (PTX ISA "canonical layouts"): the tile's
+  // columns in 8-element slabs, slab after slab, each slab `rows` rows of 16 bytes. 128-aligned.
+  SmemTile SmemInterleaved(Scalar elem, int rows, int cols, int stages = 1, Loc loc = Loc::current());
   // A swizzled tile (rows of exactly the swizzle span), a ring of `stages` copies, 1024-aligned.
   SmemTile SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzle, int stages = 1,
                         Loc loc = Loc::current());

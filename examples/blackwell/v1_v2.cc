@@ -1,0 +1,89 @@
+// Seed 002 v1a/v1b/v2a/v2b: one CTA of 128 threads per 128x256 tile, BK = 256, one stage. The
+// elected thread of warp 0 loads A and B with TMA, waits, issues 16 tcgen05.mma (M128 N256 K16)
+// into 256 TMEM columns allocated by warp 1, and commits to the same mbarrier; everyone waits on
+// it each k-tile. The epilogue reads TMEM with tcgen05.ld 32x32b.x8 (one row per thread) into
+// 16-byte stores.
+//   v1: no swizzle, the tile in 8-column slabs (descriptor LBO = one slab, SBO = 8 rows);
+//       v1a: 32 2D boxes (one slab each) per operand, v1b: one 3D box.
+//   v2: 128B swizzle, 64-column slabs (SBO = 1024); v2a: four 2D boxes, v2b: one 3D box.
+#include "examples/gemm.h"
+#include "examples/registry.h"
+
+namespace kiln::examples {
+namespace {
+
+constexpr int BM = 128, BN = 256, BK = 256;
+
+absl::StatusOr<KernelDef> Build(const char* name, int rank, bool swizzled) {
+  Kernel k(name, sm100a(), {128});
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = rank, .by_value = true,
+                                          .c_row_major = true, .interleaved = !swizzled});
+  k.Grid("M/128*N/256");
+  // v2: 64-column slabs of 128-byte swizzled rows, slab after slab (a tile of SLABS * rows rows).
+  const int SLABS = swizzled ? BK / 64 : BK / 8;
+  SmemTile sA = swizzled ? k.SmemSwizzled(bf16, BM * SLABS, 64, Swizzle::k128B) : k.SmemInterleaved(bf16, BM, BK);
+  SmemTile sB = swizzled ? k.SmemSwizzled(bf16, BN * SLABS, 64, Swizzle::k128B) : k.SmemInterleaved(bf16, BN, BK);
+  Barrier bar = k.SmemBarriers(1)[0];
+  Tmem acc = k.TensorMemory(BN);
+  Value warp = k.WarpId(), lane = k.LaneId();
+  Value blocks_n = g.N / BN, m0 = k.BlockIdx() / blocks_n * BM, n0 = k.BlockIdx() % blocks_n * BN;
+  auto leader = [&](const std::function<void()>& body) {
+    k.If(warp == 0, [&] { k.If(k.ElectOne(), body); });
+  };
+  leader([&] { bar.Init(1); k.FenceBarrierInit(); });
+  k.If(warp == 1, [&] { k.TmemAlloc(acc); });
+  k.SyncThreads();
+  Regs phase = k.Registers(Type::Of(i32), 1);
+
+  k.For(0, g.K, BK, [&](Value k0) {
+    leader([&] {
+      if (rank == 3) {
+        k.TmaLoad(g.A, sA, bar, g.Box(m0, k0));
+        k.TmaLoad(g.B, sB, bar, g.Box(n0, k0));
+      } else {
+        for (int s = 0; s < SLABS; ++s) {  // one box per slab
+          k.TmaLoad(g.A, swizzled ? sA.Rows(s * BM, BM) : sA.Slab(s), bar, g.Box(m0, k0 + s * g.slab));
+          k.TmaLoad(g.B, swizzled ? sB.Rows(s * BN, BN) : sB.Slab(s), bar, g.Box(n0, k0 + s * g.slab));
+        }
+      }
+      std::vector<const TensorMap*> boxes;  // the bytes to expect: every box issued above
+      for (int s = 0; s < (rank == 3 ? 1 : SLABS); ++s) boxes.insert(boxes.end(), {&g.A, &g.B});
+      bar.ArriveExpectTx(boxes);
+    });
+    bar.Wait(phase[0]);
+    k.TcgenFenceAfterSync();
+    phase[0] = phase[0] ^ 1;
+    leader([&] {
+      for (int kk = 0; kk < BK; kk += 16) {  // the tile's first MMA overwrites D
+        Operand accumulate = kk == 0 ? Operand(k0 > 0) : Operand(1);
+        if (swizzled) k.TcgenMma(acc, 0, sA, kk / 64 * BM, sB, kk / 64 * BN, kk % 64, accumulate, BM, BN);
+        else k.TcgenMma(acc, 0, sA, 0, sB, 0, kk, accumulate, BM, BN);
+      }
+      k.TcgenCommit(bar);
+    });
+    bar.Wait(phase[0]);
+    phase[0] = phase[0] ^ 1;
+  });
+  k.TcgenFenceAfterSync();
+  for (int n = 0; n < BN; n += 8) {  // thread t owns row t of the tile (TMEM lane t)
+    std::vector<Value> v = k.TcgenLoad(acc, warp * 32, n, 8);
+    k.TcgenWaitLoad();
+    std::vector<Value> row;
+    for (const Value& x : v) row.push_back(x.To(bf16));
+    k.Store(g.Cptr.At({m0 + warp * 32 + lane, n0 + n}), k.Vector(row));  // 16 bytes
+  }
+  k.SyncThreads();
+  k.If(warp == 0, [&] { k.TmemFree(acc); });
+  return k.Build();
+}
+
+}  // namespace
+KILN_EXAMPLE_VARIANT(v1a, "blackwell/v1a", "seed 002 v1a: tcgen05.mma M128 N256, no swizzle, 2D TMA slabs, one stage",
+                     [] { return Build("blackwell/v1a", 2, false); });
+KILN_EXAMPLE_VARIANT(v1b, "blackwell/v1b", "seed 002 v1b: as v1a with one 3D TMA box per operand",
+                     [] { return Build("blackwell/v1b", 3, false); });
+KILN_EXAMPLE_VARIANT(v2a, "blackwell/v2a", "seed 002 v2a: tcgen05.mma M128 N256, 128B swizzle, 2D TMA boxes, one stage",
+                     [] { return Build("blackwell/v2a", 2, true); });
+KILN_EXAMPLE_VARIANT(v2b, "blackwell/v2b", "seed 002 v2b: as v2a with one 3D TMA box per operand",
+                     [] { return Build("blackwell/v2b", 3, true); });
+}  // namespace kiln::examples
