@@ -128,6 +128,33 @@ void Kernel::TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& b
       mlir::NVVM::TMALoadMode::TILE, false, nullptr, mlir::Value());
 }
 
+void Kernel::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
+                         std::vector<Operand> coords, Loc loc) {
+  KernelState& s = *state_;
+  if (s.target.chip != "sm_100a") return Fail("a CTA-pair TMA load (cta_group::2) needs sm_100a", loc);
+  if (s.manifest.cluster.count() % 2 != 0) return Fail("a CTA-pair TMA load needs clusters of CTA pairs", loc);
+  if (!CheckBoxFitsTile(s, map, dst, coords.size(), loc)) return;
+  mlir::Location l = s.ToLoc(loc);
+  const Type i32 = Type::Of(Scalar::kI32);
+  // The leader's barrier: the same smem offset in the even CTA of the pair (mapa).
+  std::vector<mlir::Value> args = {s.SharedAddress32(s.Unwrap(dst.Base(loc)), l), DescriptorPtr(s, map, l)};
+  std::string list;
+  for (size_t i = 0; i < coords.size(); ++i) {
+    args.push_back(s.Materialize(coords[i], i32));
+    absl::StrAppend(&list, i ? ", " : "", "$", i + 2);
+  }
+  args.push_back(s.SharedAddress32(s.Unwrap(bar.ptr()), l));
+  args.push_back(s.Unwrap(ClusterCtaRank(loc) & Operand(~1, loc)));
+  const size_t n = coords.size();
+  std::string constraints = "r,l";
+  for (size_t i = 0; i < n; ++i) constraints += ",r";
+  constraints += ",r,r,~{memory}";
+  s.InlineAsm(absl::StrCat("{\n.reg .b32 leader;\nmapa.shared::cluster.u32 leader, $", n + 2, ", $", n + 3,
+                           ";\ncp.async.bulk.tensor.", n, "d.shared::cluster.global.mbarrier::complete_tx::bytes",
+                           ".cta_group::2 [$0], [$1, {", list, "}], [leader];\n}"),
+              constraints, args, mlir::Type(), l);
+}
+
 void Kernel::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
                               std::vector<Operand> coords, const Operand& cta_mask, Loc loc) {
   KernelState& s = *state_;
@@ -262,6 +289,24 @@ void Barrier::ArriveCluster(const Operand& cta_rank, Loc loc) const {
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, $0, $1;\n"
       "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}",
       "r,r,~{memory}", {addr, s.Materialize(cta_rank, Type::Of(Scalar::kI32))}, mlir::Type(), l);
+}
+
+void Barrier::ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps, const Operand& cta_rank,
+                                    Loc loc) const {
+  KernelState& s = StateOf(*this);
+  if (s.manifest.cluster.count() < 2)
+    return s.Fail("a remote arrive needs a cluster of 2 or more CTAs (ClusterDims)", loc);
+  int bytes = 0;
+  for (const TensorMap* m : maps) bytes += m->box_bytes();
+  if (bytes <= 0 || bytes >= (1 << 20))
+    return s.Fail(absl::StrCat("an mbarrier transaction count is 1..2^20-1 bytes, not ", bytes), loc);
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value addr = s.SharedAddress32(s.Unwrap(ptr_), l);
+  mlir::Value tx = mlir::arith::ConstantIntOp::create(s.builder, l, bytes, 32);
+  s.InlineAsm(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, $0, $1;\n"
+      "mbarrier.arrive.expect_tx.release.cta.shared::cluster.b64 _, [remote], $2;\n}",
+      "r,r,r,~{memory}", {addr, s.Materialize(cta_rank, Type::Of(Scalar::kI32)), tx}, mlir::Type(), l);
 }
 
 void Barrier::Wait(const Operand& phase, Loc loc) const {

@@ -70,7 +70,7 @@ int64_t GridExpr::Value(const ProblemSize& size, int sm_count) const {
   int64_t total = 1;
   for (const Factor& f : factors) {
     if (f.symbol.empty()) total *= f.value;
-    else if (f.symbol == "sms") total *= sm_count;
+    else if (f.symbol == "sms") total *= std::max<int64_t>(1, sm_count / f.value);  // sms/2*2: even
     else total *= (SizeOf(size, f.symbol) + f.value - 1) / f.value;
   }
   return total;

@@ -174,6 +174,13 @@ const Mix kBlackwellMix[] = {
     {"blackwell/persist_sync", {"%nctaid.x", "mbarrier.arrive.shared.b64", "bar.sync \t1, 128",
                                 "tcgen05.fence::before_thread_sync"}, {}},
     {"blackwell/persist_pipelined", {"%nctaid.x", "bar.sync \t1, 128"}, {"mbarrier.arrive.shared.b64"}},
+    // v5, v6: a CTA pair; every tcgen05 op is cta_group::2 (a kernel may not mix the two).
+    {"blackwell/v5", {"tcgen05.mma.cta_group::2.kind::f16", "tcgen05.alloc.cta_group::2",
+                      "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster",
+                      "bytes.cta_group::2", "mapa.shared::cluster", "barrier.cluster.arrive"},
+     {"cta_group::1"}},
+    {"blackwell/v6", {"tcgen05.mma.cta_group::2.kind::f16", "mbarrier.arrive.shared::cluster.b64", "%nctaid.x"},
+     {"cta_group::1"}},
 };
 
 // tcgen05 instructions a version issues (its PTX text), e.g. MMAs per k-tile.
@@ -206,6 +213,15 @@ TEST(BlackwellSeries, DescriptorsFollowTheLayout) {
   // v2: 128B swizzle (code 2), SBO = 1024 B, LBO unused.
   EXPECT_EQ(DescriptorFields("blackwell/v2b"),
             (std::set<std::tuple<uint64_t, uint64_t, uint64_t>>{{0, 1024 >> 4, 2}}));
+}
+
+TEST(BlackwellSeries, PairsUseTheM256Descriptor) {
+  // (1<<4)|(1<<7)|(1<<10)|(256>>3<<17)|(256>>4<<24): M 256 across the pair, N 256.
+  EXPECT_GE(Count("blackwell/v5", std::to_string(0x10400490)), 1);
+  EXPECT_GE(Count("blackwell/v6", std::to_string(0x10400490)), 1);
+  auto manifest = [](const char* name) { return Find(name)->build()->manifest(); };
+  EXPECT_EQ(manifest("blackwell/v5").cluster.x, 2u);
+  EXPECT_EQ(manifest("blackwell/v6").grid[0].ToString(), "sms/2*2");  // persistent, whole pairs
 }
 
 TEST(BlackwellSeries, MmasPerKTileAndCommits) {

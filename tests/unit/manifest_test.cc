@@ -52,6 +52,9 @@ TEST(GridExpr, EvaluatesProductsAndCeilings) {
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(*g->Evaluate({1000, 512, 64}, 132), 8u * 2u);  // ceil(1000/128) = 8
   EXPECT_EQ(*GridExpr::Parse("sms")->Evaluate({1, 1, 1}, 132), 132u);
+  // sms/D rounds down: the largest multiple of 2 CTAs for persistent pairs.
+  EXPECT_EQ(*GridExpr::Parse("sms/2*2")->Evaluate({1, 1, 1}, 133), 132u);
+  EXPECT_EQ(*GridExpr::Parse("sms/2*2")->Evaluate({1, 1, 1}, 148), 148u);
   EXPECT_EQ(GridExpr::Parse("N/128*M/128")->ToString(), "N/128*M/128");
   EXPECT_FALSE(GridExpr::Parse("Q/2").ok());
   EXPECT_FALSE(GridExpr::Parse("M/0").ok());

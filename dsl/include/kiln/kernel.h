@@ -273,6 +273,9 @@ class Barrier {
   void ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc = Loc::current()) const;
   // Arrives on the barrier at the same smem address in cluster CTA `cta_rank` (mapa).
   void ArriveCluster(const Operand& cta_rank, Loc loc = Loc::current()) const;
+  // arrive.expect_tx on the barrier at the same smem address in cluster CTA `cta_rank`.
+  void ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps, const Operand& cta_rank,
+                             Loc loc = Loc::current()) const;
   // Blocks until the phase with parity `phase` (0 or 1) has completed.
   void Wait(const Operand& phase, Loc loc = Loc::current()) const;
   const Value& ptr() const { return ptr_; }
@@ -466,6 +469,10 @@ class Kernel {
   // CTA mask, multicast to the same smem offset of every CTA in the mask.
   void TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
                std::vector<Operand> coords, Loc loc = Loc::current());
+  // TMA load of a CTA pair (tcgen05 cta_group::2): lands in this CTA's `dst` and completes on
+  // `bar` in the pair's leader CTA (the even rank), where the pair's MMA is issued.
+  void TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
+                   std::vector<Operand> coords, Loc loc = Loc::current());
   void TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
                         std::vector<Operand> coords, const Operand& cta_mask,
                         Loc loc = Loc::current());

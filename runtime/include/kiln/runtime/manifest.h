@@ -19,7 +19,8 @@ struct ProblemSize {
 };
 
 // One grid dimension: a product of factors, each an integer, M|N|K divided (rounding up) by an
-// integer, or "sms" (the device's multiprocessor count). Written e.g. "N/128*M/128".
+// integer, or "sms" (the device's multiprocessor count; sms/D rounds down, so "sms/2*2" is the
+// largest even count). Written e.g. "N/128*M/128".
 struct GridExpr {
   struct Factor {
     std::string symbol;  // "" for a constant, else M, N, K or sms
