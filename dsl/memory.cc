@@ -358,6 +358,25 @@ void Kernel::StoreWriteThrough(const Value& ptr, const Operand& value, Loc loc) 
               t.Bytes() == 2 ? "l,h" : "l,r", {s.Unwrap(ptr), bits}, {}, l);
 }
 
+void Kernel::StoreNoL1Allocate(const Value& ptr, const Value& value, Loc loc) {
+  KernelState& s = *state_;
+  const Type& pt = ptr.type();
+  if (pt.kind != Type::Kind::kPointer || pt.space != Space::kGlobal || value.type().Bytes() != 16 ||
+      value.type().elem != pt.elem)
+    return Fail(absl::StrCat("StoreNoL1Allocate stores one 16-byte vector to global memory, not ",
+                             value.type().Str(), " through ", pt.Str()),
+                loc);
+  if (s.target.compute_capability < 70) return Fail("L1::no_allocate needs sm_70 or later", loc);
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value words = s.Unwrap(value.Bitcast(Type::Vec(Scalar::kI32, 4), loc));
+  std::vector<mlir::Value> args = {s.Unwrap(ptr)};
+  for (int i = 0; i < 4; ++i)
+    args.push_back(mlir::LLVM::ExtractElementOp::create(
+        s.builder, l, words, mlir::arith::ConstantIntOp::create(s.builder, l, i, 32)));
+  s.InlineAsm("st.global.L1::no_allocate.v4.b32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r,~{memory}", args,
+              {}, l);
+}
+
 Value Kernel::Vector(const std::vector<Value>& lanes, Loc loc) {
   KernelState& s = *state_;
   if (lanes.empty() || lanes.size() > 16) {

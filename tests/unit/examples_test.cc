@@ -179,8 +179,14 @@ const Mix kBlackwellMix[] = {
                       "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster",
                       "bytes.cta_group::2", "mapa.shared::cluster", "barrier.cluster.arrive"},
      {"cta_group::1"}},
-    {"blackwell/v6", {"tcgen05.mma.cta_group::2.kind::f16", "mbarrier.arrive.shared::cluster.b64", "%nctaid.x"},
-     {"cta_group::1"}},
+    {"blackwell/v6", {"tcgen05.mma.cta_group::2.kind::f16", "mbarrier.arrive.shared::cluster.b64", "%nctaid.x",
+                      "tcgen05.ld.sync.aligned.32x32b.x8.b32"},
+     {"cta_group::1", "32x32b.x16", "bar.sync"}},
+    {"blackwell/v7a", {"tcgen05.ld.sync.aligned.32x32b.x16.b32", "bar.sync \t1, 128", "cvt.rn.bf16x2.f32",
+                       "st.global.v4"},
+     {"cta_group::1", "32x32b.x8", "no_allocate"}},
+    {"blackwell/v7b", {"tcgen05.ld.sync.aligned.32x32b.x16.b32"}, {"no_allocate"}},
+    {"blackwell/v7c", {"st.global.L1::no_allocate.v4.b32"}, {}},
 };
 
 // tcgen05 instructions a version issues (its PTX text), e.g. MMAs per k-tile.
@@ -222,6 +228,9 @@ TEST(BlackwellSeries, PairsUseTheM256Descriptor) {
   auto manifest = [](const char* name) { return Find(name)->build()->manifest(); };
   EXPECT_EQ(manifest("blackwell/v5").cluster.x, 2u);
   EXPECT_EQ(manifest("blackwell/v6").grid[0].ToString(), "sms/2*2");  // persistent, whole pairs
+  EXPECT_EQ(manifest("blackwell/v7a").grid[0].ToString(), "sms/2*2");
+  EXPECT_EQ(manifest("blackwell/v7b").grid[0].ToString(), "128");
+  EXPECT_EQ(manifest("blackwell/v7b").block.x, 192u);
 }
 
 TEST(BlackwellSeries, MmasPerKTileAndCommits) {

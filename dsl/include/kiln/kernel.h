@@ -426,6 +426,8 @@ class Kernel {
   void Store(const Value& ptr, const Operand& value, Loc loc = Loc::current());
   Value Vector(const std::vector<Value>& lanes, Loc loc = Loc::current());
   void SyncThreads(Loc loc = Loc::current());
+  // st.global.L1::no_allocate of a 16-byte vector: the line is not kept in L1.
+  void StoreNoL1Allocate(const Value& ptr, const Value& value, Loc loc = Loc::current());
   // st.global.wt: a store that writes through to memory without keeping the line in L1.
   void StoreWriteThrough(const Value& ptr, const Operand& value, Loc loc = Loc::current());
 

@@ -4,6 +4,10 @@
 // other. Per accumulator, a "mainloop" barrier (the MMA warp's multicast commit: full) and an
 // "epilogue" barrier in the leader (8 arrivals, one per epilogue warp of either CTA: empty).
 // Tiles: t = blockIdx.x + i * gridDim.x, paired rows of tiles (GROUP_M = 2) as in v5.
+// Seed 002 v7 rearranges it: warps 0-3 are the epilogue (warp 0 waits, a named barrier releases
+// the other three), warp 4 loads, warp 5 allocates TMEM and issues; the epilogue reads 16 columns
+// at a time and every epilogue thread frees the accumulator (256 arrivals). v7a runs on every SM
+// pair, v7b on 128 CTAs, v7c also stores without allocating in L1.
 #include "examples/gemm.h"
 #include "examples/registry.h"
 
@@ -12,11 +16,19 @@ namespace {
 
 constexpr int BM = 128, BN = 256, BK = 64, STAGES = 7, ACCS = 2;
 
-absl::StatusOr<KernelDef> Build() {
-  Kernel k("blackwell/v6", sm100a(), {192});
+struct Version {
+  const char* name;
+  bool v7;             // warp roles, x16 loads, named barrier, every thread frees
+  const char* grid;    // "sms/2*2" or "128"
+  bool no_l1 = false;  // v7c: st.global.L1::no_allocate
+};
+
+absl::StatusOr<KernelDef> Build(const Version& v) {
+  Kernel k(v.name, sm100a(), {192});
   TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
                                           .divide_m = 2 * BM, .c_row_major = true, .b_box_rows = BN / 2});
-  k.Grid("sms/2*2");
+  k.Grid(v.grid);
+  const int loader = v.v7 ? 4 : 0, issuer = v.v7 ? 5 : 1, first_epilogue = v.v7 ? 0 : 2, cols = v.v7 ? 16 : 8;
   k.ClusterDims({2, 1, 1});
   SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
   SmemTile sB = k.SmemSwizzled(bf16, BN / 2, BK, Swizzle::k128B, STAGES);
@@ -28,18 +40,18 @@ absl::StatusOr<KernelDef> Build() {
   auto elected = [&](int w, const std::function<void()>& body) {
     k.If(warp == w, [&] { k.If(k.ElectOne(), body); });
   };
-  elected(0, [&] {
+  elected(loader, [&] {
     for (int s = 0; s < STAGES; ++s) {
       full[s].Init(2);
       empty[s].Init(1);
     }
     for (int a = 0; a < ACCS; ++a) {
       mainloop[a].Init(1);
-      drained[a].Init(8);  // 4 epilogue warps x 2 CTAs
+      drained[a].Init(v.v7 ? 256 : 8);  // per epilogue thread (v7) or warp (v6), 2 CTAs
     }
     k.FenceBarrierInit();
   });
-  k.If(warp == 1, [&] { k.TmemAlloc(acc); });
+  k.If(warp == issuer, [&] { k.TmemAlloc(acc); });
   k.ClusterSync();
   auto for_each_tile = [&](const std::function<void(Value, Value)>& body) {
     k.For(k.BlockIdx(), tiles, k.GridDim(), [&](Value t) {
@@ -53,7 +65,7 @@ absl::StatusOr<KernelDef> Build() {
     at[1] = at[1] ^ Select(wrap, k.I32(1), 0);
   };
 
-  elected(0, [&] {  // loader, in both CTAs
+  elected(loader, [&] {  // loader, in both CTAs
     Regs at = k.Registers(Type::Of(i32), 2);
     for_each_tile([&](Value m0, Value n0) {
       k.For(0, g.K, BK, [&](Value k0) {
@@ -67,7 +79,7 @@ absl::StatusOr<KernelDef> Build() {
     });
   });
   k.If(rank == 0, [&] {
-    elected(1, [&] {  // the pair's MMA issuer
+    elected(issuer, [&] {  // the pair's MMA issuer
       Regs at = k.Registers(Type::Of(i32), 2), use = k.Registers(Type::Of(i32), 2);  // stage, accumulator
       for_each_tile([&](Value, Value) {
         Value a = use[0];
@@ -88,22 +100,32 @@ absl::StatusOr<KernelDef> Build() {
       });
     });
   });
-  k.If(warp >= 2, [&] {  // epilogue: warp w reads TMEM lanes 32 * (w % 4)..
+  k.If((warp >= first_epilogue) & (warp < first_epilogue + 4), [&] {  // warp w: TMEM lanes 32 * (w % 4)..
     Regs use = k.Registers(Type::Of(i32), 2);
     Value quarter = warp % 4;
     for_each_tile([&](Value m0, Value n0) {
       Value a = use[0];
-      mainloop[a].Wait(use[1]);
+      if (v.v7) {
+        k.If(warp == 0, [&] { mainloop[a].Wait(use[1]); });
+        k.NamedBarrier(1, 128);
+      } else {
+        mainloop[a].Wait(use[1]);
+      }
       k.TcgenFenceAfterSync();
-      for (int n = 0; n < BN; n += 8) {
-        std::vector<Value> x = k.TcgenLoad(acc, quarter * 32, a * BN + n, 8);
+      for (int n = 0; n < BN; n += cols) {
+        std::vector<Value> x = k.TcgenLoad(acc, quarter * 32, a * BN + n, cols);
         k.TcgenWaitLoad();
-        std::vector<Value> row;
-        for (const Value& e : x) row.push_back(e.To(bf16));
-        k.Store(g.Cptr.At({m0 + quarter * 32 + lane, n0 + n}), k.Vector(row));
+        for (int h = 0; h < cols; h += 8) {  // 16-byte stores
+          std::vector<Value> row;
+          for (int i = h; i < h + 8; ++i) row.push_back(x[i].To(bf16));
+          Value p = g.Cptr.At({m0 + quarter * 32 + lane, n0 + n + h});
+          if (v.no_l1) k.StoreNoL1Allocate(p, k.Vector(row));
+          else k.Store(p, k.Vector(row));
+        }
       }
       k.TcgenFenceBeforeSync();
-      k.If(k.ElectOne(), [&] { drained[a].ArriveCluster(0); });  // on the leader's barrier
+      if (v.v7) drained[a].ArriveCluster(0);  // on the leader's barrier
+      else k.If(k.ElectOne(), [&] { drained[a].ArriveCluster(0); });
       step(use, ACCS);
     });
   });
@@ -113,5 +135,12 @@ absl::StatusOr<KernelDef> Build() {
 }
 
 }  // namespace
-KILN_EXAMPLE("blackwell/v6", "seed 002 v6: persistent CTA pairs, 192 threads, two TMEM accumulators, epilogue warps", Build);
+KILN_EXAMPLE_VARIANT(v6, "blackwell/v6", "seed 002 v6: persistent CTA pairs, 192 threads, two TMEM accumulators, epilogue warps",
+                     [] { return Build({"blackwell/v6", false, "sms/2*2"}); });
+KILN_EXAMPLE_VARIANT(v7a, "blackwell/v7a", "seed 002 v7a: v6 with epilogue warps 0-3, x16 loads, named barrier, every SM pair",
+                     [] { return Build({"blackwell/v7a", true, "sms/2*2"}); });
+KILN_EXAMPLE_VARIANT(v7b, "blackwell/v7b", "seed 002 v7b: v7a on 128 CTAs",
+                     [] { return Build({"blackwell/v7b", true, "128"}); });
+KILN_EXAMPLE_VARIANT(v7c, "blackwell/v7c", "seed 002 v7c: v7b with L1::no_allocate stores",
+                     [] { return Build({"blackwell/v7c", true, "128", true}); });
 }  // namespace kiln::examples
