@@ -1,10 +1,7 @@
-// Seed 002 v5: a CTA pair (cluster of 2) computes 256x256 with tcgen05.mma cta_group::2 (M 256,
-// N 256), BK = 64, 7 stages. Each CTA loads its 128 rows of A and its half (128 rows) of B with
-// TMA .cta_group::2, whose bytes complete on the leader CTA's stage barrier (2 arrivals: both
-// CTAs' loaders); only the leader's MMA warp issues, and its commits multicast to both CTAs'
-// empty barriers (each CTA's loader reuses its own stage) and, at the end, to their epilogue
-// barriers. Each CTA's TMEM holds its own 128 rows of the accumulator. Tiles pair up rows of
-// tiles (GROUP_M = 2).
+// Seed 002 v5: a CTA pair computes 256x256 with tcgen05.mma cta_group::2, BK = 64, 7 stages. Each
+// CTA loads its 128 rows of A and half of B with TMA .cta_group::2 onto the leader's stage barrier
+// (2 arrivals); the leader's MMA warp commits to both CTAs' empty barriers (multicast) and, at the
+// end, their epilogue barriers. Each CTA's TMEM holds its 128 rows. GROUP_M = 2 tile order.
 #include "examples/gemm.h"
 #include "examples/registry.h"
 
@@ -21,8 +18,7 @@ absl::StatusOr<KernelDef> Build() {
   k.ClusterDims({2, 1, 1});
   SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
   SmemTile sB = k.SmemSwizzled(bf16, BN / 2, BK, Swizzle::k128B, STAGES);  // this CTA's half of B
-  Barriers full = k.SmemBarriers(STAGES), empty = k.SmemBarriers(STAGES);
-  Barrier done = k.SmemBarriers(1)[0];
+  Barriers full = k.SmemBarriers(STAGES), empty = k.SmemBarriers(STAGES), done = k.SmemBarriers(1);
   Tmem acc = k.TensorMemory(BN, /*cta_group=*/2);
   Value warp = k.WarpId(), lane = k.LaneId(), rank = k.ClusterCtaRank(), bid = k.BlockIdx();
   Value grid_n = g.N / BN, m0 = (bid / (grid_n * 2) * 2 + bid % 2) * BM, n0 = bid / 2 % grid_n * BN;
@@ -34,15 +30,15 @@ absl::StatusOr<KernelDef> Build() {
       full[s].Init(2);  // the leader's: both CTAs' loaders arrive (with their bytes)
       empty[s].Init(1);
     }
-    done.Init(1);
+    done[0].Init(1);
     k.FenceBarrierInit();
   });
   k.If(warp == 1, [&] { k.TmemAlloc(acc); });
   k.ClusterSync();
-  auto ring = [&](const std::function<void(Value, Value)>& step) {  // (stage, phase) per k-tile
+  auto ring = [&](const std::function<void(Value, Value, Value)>& step) {  // (k0, stage, phase)
     Regs at = k.Registers(Type::Of(i32), 2);
     k.For(0, g.K, BK, [&](Value k0) {
-      step(at[0], at[1]);
+      step(k0, at[0], at[1]);
       Value next = at[0] + 1, wrap = next == STAGES;
       at[0] = Select(wrap, 0, next);
       at[1] = at[1] ^ Select(wrap, k.I32(1), 0);
@@ -50,40 +46,34 @@ absl::StatusOr<KernelDef> Build() {
   };
 
   elected(0, [&] {  // loader, in both CTAs
-    Regs kt = k.Registers(Type::Of(i32), 1);
-    ring([&](Value s, Value phase) {
-      Value k0 = kt[0] * BK;
+    ring([&](Value k0, Value s, Value phase) {
       empty[s].Wait(phase ^ 1);
       full[s].ArriveExpectTxCluster({&g.A, &g.B}, rank & ~1);
       k.TmaLoadPair(g.A, sA.Stage(s), full[s], g.Box(m0, k0));
       k.TmaLoadPair(g.B, sB.Stage(s), full[s], g.Box(n0 + rank * (BN / 2), k0));
-      kt[0] += 1;
     });
   });
   k.If(rank == 0, [&] {
     elected(1, [&] {  // the pair's MMA issuer
-      Regs kt = k.Registers(Type::Of(i32), 1);
-      ring([&](Value s, Value phase) {
+      ring([&](Value k0, Value s, Value phase) {
         full[s].Wait(phase);
         k.TcgenFenceAfterSync();
         for (int kk = 0; kk < BK; kk += 16)
-          k.TcgenMma(acc, 0, sA.Stage(s), 0, sB.Stage(s), 0, kk, kk == 0 ? Operand(kt[0] > 0) : Operand(1),
+          k.TcgenMma(acc, 0, sA.Stage(s), 0, sB.Stage(s), 0, kk, kk == 0 ? Operand(k0 > 0) : Operand(1),
                      2 * BM, BN);
         k.TcgenCommit(empty[s], 2, k.I32(0b11));  // frees stage s in both CTAs
-        kt[0] += 1;
       });
-      k.TcgenCommit(done, 2, k.I32(0b11));
+      k.TcgenCommit(done[0], 2, k.I32(0b11));
     });
   });
   k.SyncThreads();
-  done.Wait(0);
+  done[0].Wait(0);
   k.TcgenFenceAfterSync();
   for (int n = 0; n < BN; n += 8) {  // thread t owns row t of this CTA's 128 rows
     std::vector<Value> x = k.TcgenLoad(acc, warp * 32, n, 8);
     k.TcgenWaitLoad();
-    std::vector<Value> row;
-    for (const Value& e : x) row.push_back(e.To(bf16));
-    k.Store(g.Cptr.At({m0 + warp * 32 + lane, n0 + n}), k.Vector(row));
+    for (Value& e : x) e = e.To(bf16);
+    k.Store(g.Cptr.At({m0 + warp * 32 + lane, n0 + n}), k.Vector(x));
   }
   k.TcgenFenceBeforeSync();
   k.ClusterSync();  // the peer's MMAs and reads are done before the pair's TMEM goes
