@@ -74,6 +74,9 @@ struct KernelState {
   // Tensor memory: where each allocation (by its smem slot) is allocated and whether it is freed.
   std::vector<std::pair<int, Loc>> tmem_allocs;
   std::vector<int> tmem_frees;
+  // The cta_group of the kernel's tcgen05 ops (0: none yet) and where it was first used.
+  int tcgen_group = 0;
+  Loc tcgen_group_loc;
 };
 
 // Friend access to the private fields of the public handle types.

@@ -20,6 +20,20 @@ bool NeedSm100a(KernelState& s, const char* what, const Loc& loc) {
   return false;
 }
 
+// A kernel's tcgen05 ops all use one cta_group (PTX: 1 and 2 do not mix in a kernel).
+bool UseGroup(KernelState& s, int cta_group, const Loc& loc) {
+  if (s.tcgen_group == 0) {
+    s.tcgen_group = cta_group;
+    s.tcgen_group_loc = loc;
+    return true;
+  }
+  if (s.tcgen_group == cta_group) return true;
+  s.Fail(absl::StrCat("this tcgen05 op uses cta_group::", cta_group, " but the kernel already uses cta_group::",
+                      s.tcgen_group, " (", LocString(s.tcgen_group_loc), "); a kernel uses one of them"),
+         loc);
+  return false;
+}
+
 mlir::NVVM::CTAGroupKind Group(int cta_group) {
   return cta_group == 2 ? mlir::NVVM::CTAGroupKind::CTA_2 : mlir::NVVM::CTAGroupKind::CTA_1;
 }
@@ -111,7 +125,7 @@ Tmem Kernel::TensorMemory(int columns, int cta_group, Loc loc) {
 
 void Kernel::TmemAlloc(const Tmem& t, Loc loc) {
   KernelState& s = *state_;
-  if (!NeedSm100a(s, "tcgen05.alloc", loc) || t.columns_ == 0) return;
+  if (!NeedSm100a(s, "tcgen05.alloc", loc) || t.columns_ == 0 || !UseGroup(s, t.cta_group_, loc)) return;
   if (s.tmem_allocs.empty()) {
     CheckAtBuild([this] {
       KernelState& st = *state_;
@@ -130,7 +144,7 @@ void Kernel::TmemAlloc(const Tmem& t, Loc loc) {
 
 void Kernel::TmemFree(const Tmem& t, Loc loc) {
   KernelState& s = *state_;
-  if (!NeedSm100a(s, "tcgen05.dealloc", loc) || t.columns_ == 0) return;
+  if (!NeedSm100a(s, "tcgen05.dealloc", loc) || t.columns_ == 0 || !UseGroup(s, t.cta_group_, loc)) return;
   s.tmem_frees.push_back(t.slot_.offset_bytes());
   mlir::Location l = s.ToLoc(loc);
   mlir::Value cols = mlir::arith::ConstantIntOp::create(s.builder, l, t.columns_, 32);
@@ -138,7 +152,7 @@ void Kernel::TmemFree(const Tmem& t, Loc loc) {
 }
 
 void Kernel::TmemRelinquish(int cta_group, Loc loc) {
-  if (!NeedSm100a(*state_, "tcgen05.relinquish_alloc_permit", loc)) return;
+  if (!NeedSm100a(*state_, "tcgen05.relinquish_alloc_permit", loc) || !UseGroup(*state_, cta_group, loc)) return;
   mlir::NVVM::Tcgen05RelinquishAllocPermitOp::create(state_->builder, state_->ToLoc(loc), Group(cta_group));
 }
 
@@ -166,7 +180,7 @@ void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
                       const SmemTile& b, const Operand& b_row0, int k0, const Operand& accumulate,
                       int m, int n, Loc loc) {
   KernelState& s = *state_;
-  if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns_ == 0) return;
+  if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns_ == 0 || !UseGroup(s, d.cta_group_, loc)) return;
   absl::StatusOr<uint32_t> idesc = tcgen05::EncodeInstr(
       {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16}, d.cta_group_);
   if (!idesc.ok()) return Fail(std::string(idesc.status().message()), loc);
@@ -193,7 +207,7 @@ void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
 
 void Kernel::TcgenCommit(const Barrier& bar, int cta_group, const Value& cta_mask, Loc loc) {
   KernelState& s = *state_;
-  if (!NeedSm100a(s, "tcgen05.commit", loc)) return;
+  if (!NeedSm100a(s, "tcgen05.commit", loc) || !UseGroup(s, cta_group, loc)) return;
   mlir::Location l = s.ToLoc(loc);
   mlir::Value mask;
   if (cta_mask.valid())

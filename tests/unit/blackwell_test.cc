@@ -112,6 +112,16 @@ TEST(TcgenMma, EmitsTheWorklogDescriptors) {
   EXPECT_NE(ptx->find(std::to_string(0x4000404000000000ll)), std::string::npos) << *ptx;
 }
 
+TEST(TcgenMma, OneCtaGroupPerKernel) {
+  Kernel k("test/groups", sm100a(), {128});
+  k.ClusterDims({2, 1, 1});
+  Tmem pair = k.TensorMemory(256, 2);
+  Barrier bar = k.SmemBarriers(1)[0];
+  k.If(k.WarpId() == 0, [&] { k.TmemAlloc(pair); k.TmemFree(pair); });
+  k.TcgenCommit(bar, 1); const int line = __LINE__;
+  ExpectError(k, line, "uses cta_group::1 but the kernel already uses cta_group::2");
+}
+
 // The no-swizzle canonical layout: element (r, c) at slab c / 8, row r, column c % 8.
 TEST(Interleaved, PlacesElementsInSlabs) {
   Kernel k("test/interleaved", sm100a(), {32});
