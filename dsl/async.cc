@@ -43,6 +43,24 @@ bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile
            loc);
     return false;
   }
+  const std::vector<uint32_t>& box = map.spec().box;
+  const int es = ScalarBytes(tile.elem());
+  if (tile.interleaved() &&
+      (map.rank() < 3 || box[0] * es != 16 || box[1] != static_cast<uint32_t>(tile.rows()) ||
+       box[2] * 16 != static_cast<uint32_t>(tile.cols() * es))) {
+    s.Fail(absl::StrCat("the interleaved tile (", LocString(tile.loc()), ") takes one box of {",
+                        16 / es, ", ", tile.rows(), ", ", tile.cols() * es / 16,
+                        "} (16-byte slabs), or one 2D slab box per Slab()"),
+           loc);
+    return false;
+  }
+  if (!tile.interleaved() && tile.swizzle() == Swizzle::kNone &&
+      box[0] != static_cast<uint32_t>(tile.row_stride())) {
+    s.Fail(absl::StrCat("the tensor map's box rows are ", box[0], " elements but the smem tile (",
+                        LocString(tile.loc()), ") has rows of ", tile.row_stride()),
+           loc);
+    return false;
+  }
   if (tile.unit_swizzle().period > 1) {
     s.Fail(absl::StrCat("the smem tile (", LocString(tile.loc()), ") has an Ampere-style unit ",
                         "swizzle, which TMA cannot write; declare it with SmemSwizzled"),
@@ -133,6 +151,7 @@ void Kernel::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrie
   KernelState& s = *state_;
   if (s.target.chip != "sm_100a") return Fail("a CTA-pair TMA load (cta_group::2) needs sm_100a", loc);
   if (s.manifest.cluster.count() % 2 != 0) return Fail("a CTA-pair TMA load needs clusters of CTA pairs", loc);
+  if (!detail::UseTcgenGroup(s, 2, loc)) return;
   if (!CheckBoxFitsTile(s, map, dst, coords.size(), loc)) return;
   mlir::Location l = s.ToLoc(loc);
   const Type i32 = Type::Of(Scalar::kI32);

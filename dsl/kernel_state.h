@@ -79,6 +79,10 @@ struct KernelState {
   Loc tcgen_group_loc;
 };
 
+// Records that a tcgen05 op (or a .cta_group TMA) of `cta_group` is used at `loc`; fails there if
+// the kernel already uses the other group (they do not mix in one kernel). In tcgen05.cc.
+bool UseTcgenGroup(KernelState& s, int cta_group, const Loc& loc);
+
 // Friend access to the private fields of the public handle types.
 struct Access {
   static KernelState* State(const Value& v) { return v.state_; }

@@ -20,20 +20,6 @@ bool NeedSm100a(KernelState& s, const char* what, const Loc& loc) {
   return false;
 }
 
-// A kernel's tcgen05 ops all use one cta_group (PTX: 1 and 2 do not mix in a kernel).
-bool UseGroup(KernelState& s, int cta_group, const Loc& loc) {
-  if (s.tcgen_group == 0) {
-    s.tcgen_group = cta_group;
-    s.tcgen_group_loc = loc;
-    return true;
-  }
-  if (s.tcgen_group == cta_group) return true;
-  s.Fail(absl::StrCat("this tcgen05 op uses cta_group::", cta_group, " but the kernel already uses cta_group::",
-                      s.tcgen_group, " (", LocString(s.tcgen_group_loc), "); a kernel uses one of them"),
-         loc);
-  return false;
-}
-
 mlir::NVVM::CTAGroupKind Group(int cta_group) {
   return cta_group == 2 ? mlir::NVVM::CTAGroupKind::CTA_2 : mlir::NVVM::CTAGroupKind::CTA_1;
 }
@@ -81,8 +67,11 @@ bool CheckMmaTile(KernelState& s, const SmemTile& t, const char* which, int rows
            loc);
     return false;
   }
-  if (t.interleaved() && Access::IsImm(row0) && static_cast<int>(Access::Imm(row0)) % 8 != 0) {
-    s.Fail(absl::StrCat(where, ": an interleaved tile's MMA rows start at a core matrix (row % 8 == 0)"), loc);
+  if (Access::IsImm(row0) && static_cast<int>(Access::Imm(row0)) % 8 != 0) {
+    // Interleaved: a core matrix; swizzled: the 1024-byte pattern (base offset 0).
+    s.Fail(absl::StrCat(where, ": the MMA's rows start at row ", Access::Imm(row0),
+                        ", not at a multiple of 8 (a core matrix / swizzle atom)"),
+           loc);
     return false;
   }
   if (k0 < 0 || k0 % 16 || k0 + 16 > t.cols()) {
@@ -98,6 +87,21 @@ bool CheckMmaTile(KernelState& s, const SmemTile& t, const char* which, int rows
   return true;
 }
 }  // namespace
+
+namespace detail {
+bool UseTcgenGroup(KernelState& s, int cta_group, const Loc& loc) {
+  if (s.tcgen_group == 0) {
+    s.tcgen_group = cta_group;
+    s.tcgen_group_loc = loc;
+    return true;
+  }
+  if (s.tcgen_group == cta_group) return true;
+  s.Fail(absl::StrCat("this tcgen05 op uses cta_group::", cta_group, " but the kernel already uses cta_group::",
+                      s.tcgen_group, " (", LocString(s.tcgen_group_loc), "); a kernel uses one of them"),
+         loc);
+  return false;
+}
+}  // namespace detail
 
 Value Tmem::Base(Loc loc) const {
   KernelState& s = *Access::State(slot_.Base(loc));
@@ -125,7 +129,7 @@ Tmem Kernel::TensorMemory(int columns, int cta_group, Loc loc) {
 
 void Kernel::TmemAlloc(const Tmem& t, Loc loc) {
   KernelState& s = *state_;
-  if (!NeedSm100a(s, "tcgen05.alloc", loc) || t.columns_ == 0 || !UseGroup(s, t.cta_group_, loc)) return;
+  if (!NeedSm100a(s, "tcgen05.alloc", loc) || t.columns_ == 0 || !detail::UseTcgenGroup(s, t.cta_group_, loc)) return;
   if (s.tmem_allocs.empty()) {
     CheckAtBuild([this] {
       KernelState& st = *state_;
@@ -144,7 +148,7 @@ void Kernel::TmemAlloc(const Tmem& t, Loc loc) {
 
 void Kernel::TmemFree(const Tmem& t, Loc loc) {
   KernelState& s = *state_;
-  if (!NeedSm100a(s, "tcgen05.dealloc", loc) || t.columns_ == 0 || !UseGroup(s, t.cta_group_, loc)) return;
+  if (!NeedSm100a(s, "tcgen05.dealloc", loc) || t.columns_ == 0 || !detail::UseTcgenGroup(s, t.cta_group_, loc)) return;
   s.tmem_frees.push_back(t.slot_.offset_bytes());
   mlir::Location l = s.ToLoc(loc);
   mlir::Value cols = mlir::arith::ConstantIntOp::create(s.builder, l, t.columns_, 32);
@@ -152,7 +156,7 @@ void Kernel::TmemFree(const Tmem& t, Loc loc) {
 }
 
 void Kernel::TmemRelinquish(int cta_group, Loc loc) {
-  if (!NeedSm100a(*state_, "tcgen05.relinquish_alloc_permit", loc) || !UseGroup(*state_, cta_group, loc)) return;
+  if (!NeedSm100a(*state_, "tcgen05.relinquish_alloc_permit", loc) || !detail::UseTcgenGroup(*state_, cta_group, loc)) return;
   mlir::NVVM::Tcgen05RelinquishAllocPermitOp::create(state_->builder, state_->ToLoc(loc), Group(cta_group));
 }
 
@@ -180,7 +184,7 @@ void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
                       const SmemTile& b, const Operand& b_row0, int k0, const Operand& accumulate,
                       int m, int n, Loc loc) {
   KernelState& s = *state_;
-  if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns_ == 0 || !UseGroup(s, d.cta_group_, loc)) return;
+  if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns_ == 0 || !detail::UseTcgenGroup(s, d.cta_group_, loc)) return;
   absl::StatusOr<uint32_t> idesc = tcgen05::EncodeInstr(
       {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16}, d.cta_group_);
   if (!idesc.ok()) return Fail(std::string(idesc.status().message()), loc);
@@ -207,11 +211,14 @@ void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
 
 void Kernel::TcgenCommit(const Barrier& bar, int cta_group, const Value& cta_mask, Loc loc) {
   KernelState& s = *state_;
-  if (!NeedSm100a(s, "tcgen05.commit", loc) || !UseGroup(s, cta_group, loc)) return;
+  if (!NeedSm100a(s, "tcgen05.commit", loc) || !detail::UseTcgenGroup(s, cta_group, loc)) return;
   mlir::Location l = s.ToLoc(loc);
   mlir::Value mask;
-  if (cta_mask.valid())
+  if (cta_mask.valid()) {
+    if (s.manifest.cluster.count() < 2) return Fail("a multicast commit needs a cluster of 2 or more CTAs", loc);
+    if (cta_mask.type() != Type::Of(Scalar::kI32)) return Fail("the commit's CTA mask is an i32 (16 bits used)", loc);
     mask = mlir::arith::TruncIOp::create(s.builder, l, s.builder.getI16Type(), s.Unwrap(cta_mask));
+  }
   mlir::NVVM::Tcgen05CommitOp::create(s.builder, l, s.Unwrap(bar.ptr()), mask, Group(cta_group));
 }
 
@@ -224,6 +231,12 @@ std::vector<Value> Kernel::TcgenLoad(const Tmem& t, const Operand& lane, const O
     return {};
   }
   if (!NeedSm100a(s, "tcgen05.ld", loc)) return std::vector<Value>(num, s.Poison(f32, loc));
+  if (Access::IsImm(column) && static_cast<int>(Access::Imm(column)) + num > t.columns_) {
+    Fail(absl::StrCat("tcgen05.ld of columns ", Access::Imm(column), "..", Access::Imm(column) + num - 1,
+                      " of an allocation of ", t.columns_, " (", LocString(t.loc_), ")"),
+         loc);
+    return std::vector<Value>(num, s.Poison(f32, loc));
+  }
   mlir::Location l = s.ToLoc(loc);
   const Type i32 = Type::Of(Scalar::kI32);
   Value addr = t.Base(loc) + (s.Wrap(s.Materialize(lane, i32), i32) << Operand(16, loc)) +

@@ -52,20 +52,21 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
   if (!v.specialised) {  // v3: every thread walks the ring; one thread loads and multiplies
     Pipeline::Cursor load_at = ring.Start(), use_at = ring.Start();
     Regs phase = k.Registers(Type::Of(i32), 1);
+    Value leader = k.ThreadIdx() == 0;  // one fixed thread: it alone advances load_at
     for (int s = 0; s < v.stages - 1; ++s)
-      elected(0, [&] { k.If(k.I32(s * v.bk) < g.K, [&] { load(load_at, k.I32(s * v.bk)); }); });
+      k.If(leader, [&] { k.If(k.I32(s * v.bk) < g.K, [&] { load(load_at, k.I32(s * v.bk)); }); });
     k.For(0, g.K, v.bk, [&](Value k0) {
       Value next = k0 + (v.stages - 1) * v.bk;
-      elected(0, [&] { k.If(next < g.K, [&] { load(load_at, next); }); });
+      k.If(leader, [&] { k.If(next < g.K, [&] { load(load_at, next); }); });
       Value s = ring.Acquire(use_at);
       k.TcgenFenceAfterSync();
-      elected(0, [&] {
+      k.If(leader, [&] {
         mma(s, k0);
         k.TcgenCommit(done);
       });
       done.Wait(phase[0]);
       phase[0] = phase[0] ^ 1;
-      k.If(k.ThreadIdx() == 0, [&] { ring.EmptyBarrier(s).Arrive(); });  // MMAs done: stage free
+      k.If(leader, [&] { ring.EmptyBarrier(s).Arrive(); });  // MMAs done: stage free
     });
   } else {  // v4: a loading warp and an MMA warp
     elected(0, [&] {

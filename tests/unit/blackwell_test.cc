@@ -122,6 +122,40 @@ TEST(TcgenMma, OneCtaGroupPerKernel) {
   ExpectError(k, line, "uses cta_group::1 but the kernel already uses cta_group::2");
 }
 
+TEST(TcgenMma, RowsStartOnAnAtom) {
+  MmaSetup m;
+  m.k.TcgenMma(m.d, 0, m.a, 0, m.b, 4, 0, 1, 128, 120); const int line = __LINE__;
+  ExpectError(m.k, line, "not at a multiple of 8");
+}
+
+TEST(Tmem, LoadPastTheAllocation) {
+  Kernel k("test/ld_cols", sm100a(), {128});
+  Tmem t = k.TensorMemory(64);
+  k.TcgenLoad(t, 0, 56, 16); const int line = __LINE__;
+  ExpectError(k, line, "tcgen05.ld of columns 56..71 of an allocation of 64");
+}
+
+TEST(TcgenCommit, MulticastNeedsACluster) {
+  Kernel k("test/commit_mc", sm100a(), {128});
+  Barrier bar = k.SmemBarriers(1)[0];
+  k.TcgenCommit(bar, 1, k.I32(0b11)); const int line = __LINE__;
+  ExpectError(k, line, "a multicast commit needs a cluster");
+}
+
+TEST(Interleaved, TakesOnlySlabBoxes) {
+  Kernel k("test/interleaved_box", sm100a(), {128});
+  rt::TensorMapParam spec;  // a 64-wide box: the right bytes, the wrong layout
+  spec.operand = "A";
+  spec.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse("M")};
+  spec.strides = {*rt::GridExpr::Parse("K*2")};
+  spec.box = {64, 128};
+  TensorMap map = k.TmaParam("tmA", spec);
+  SmemTile t = k.SmemInterleaved(bf16, 128, 64);
+  Barrier bar = k.SmemBarriers(1)[0];
+  k.TmaLoad(map, t, bar, {0, 0}); const int line = __LINE__;
+  ExpectError(k, line, "takes one box of {8, 128, 8} (16-byte slabs)");
+}
+
 // The no-swizzle canonical layout: element (r, c) at slab c / 8, row r, column c % 8.
 TEST(Interleaved, PlacesElementsInSlabs) {
   Kernel k("test/interleaved", sm100a(), {32});
