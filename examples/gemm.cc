@@ -98,6 +98,21 @@ void StoreAccumulator(Kernel& k, const Regs& acc, int mmas_m, int mmas_n, const 
       }
 }
 
+void StoreTmemRows(Kernel& k, const Tmem& acc, const Value& lane0, const Value& col0, int n, int per_load,
+                   const ElementAt& dst, bool no_l1) {
+  Value row = lane0 + k.LaneId();
+  for (int c = 0; c < n; c += per_load) {
+    std::vector<Value> x = k.TcgenLoad(acc, lane0, col0 + c, per_load);
+    k.TcgenWaitLoad();
+    for (int h = 0; h < per_load; h += 8) {
+      std::vector<Value> eight;
+      for (int i = h; i < h + 8; ++i) eight.push_back(x[i].To(bf16));
+      if (no_l1) k.StoreNoL1Allocate(dst(row, k.I32(c + h)), k.Vector(eight));
+      else k.Store(dst(row, k.I32(c + h)), k.Vector(eight));
+    }
+  }
+}
+
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   k.Gemm({.c_order = shape.c_row_major ? "row" : "col",
           .tile_m = shape.divide_m ? shape.divide_m : shape.bm,

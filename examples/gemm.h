@@ -35,6 +35,12 @@ void CopyTile(Kernel& k, const SmemTile& dst, const ElementAt& src, const Value&
 // row and column within the warp tile.
 void StoreAccumulator(Kernel& k, const Regs& acc, int mmas_m, int mmas_n, const ElementAt& dst);
 
+// Blackwell epilogue for one warp: TMEM lanes lane0..lane0+31 (the warp's quarter) x columns
+// col0..col0+n, read `per_load` columns at a time (tcgen05.ld 32x32b), rounded to bf16 and stored
+// 16 bytes at a time to dst(lane0 + lane, column - col0); with `no_l1`, without allocating in L1.
+void StoreTmemRows(Kernel& k, const Tmem& acc, const Value& lane0, const Value& col0, int n, int per_load,
+                   const ElementAt& dst, bool no_l1 = false);
+
 // The TMA series' operands (fast.cu, seed 002): A (MxK) and B (as NxK) both K-major, read through
 // TMA tensor maps (rank 3: one box covers a whole k-tile of bk); C column-major, written through
 // a pointer or (c_box_rows > 0) a tensor map, or row-major through a pointer (c_row_major).

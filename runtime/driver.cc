@@ -207,6 +207,19 @@ absl::StatusOr<int> Kernel::Attribute(int attribute) const {
   return value;
 }
 
+namespace {
+// The driver's launch config for `config`, with its cluster dims in `cluster` (attached when
+// `with_cluster`).
+cu::CUlaunchConfig DriverConfig(const LaunchConfig& config, cu::CUlaunchAttribute& cluster,
+                                bool with_cluster) {
+  cluster.id = cu::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim = {config.cluster.x, config.cluster.y, config.cluster.z};
+  return cu::CUlaunchConfig{config.grid.x,  config.grid.y,  config.grid.z,
+                            config.block.x, config.block.y, config.block.z,
+                            config.dynamic_smem, nullptr, &cluster, with_cluster ? 1u : 0u};
+}
+}  // namespace
+
 absl::Status Kernel::Launch(const LaunchConfig& config, void** args) const {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
@@ -217,12 +230,7 @@ absl::Status Kernel::Launch(const LaunchConfig& config, void** args) const {
         " allows at most ", (*d)->max_smem_optin(), " per block"));
   if (absl::Status s = RaiseSmemLimit(**d, config.dynamic_smem); !s.ok()) return s;
   cu::CUlaunchAttribute cluster{};
-  cluster.id = cu::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster.value.clusterDim = {config.cluster.x, config.cluster.y, config.cluster.z};
-  cu::CUlaunchConfig launch{config.grid.x,  config.grid.y,  config.grid.z,
-                            config.block.x, config.block.y, config.block.z,
-                            config.dynamic_smem, nullptr, &cluster,
-                            config.cluster.count() > 1 ? 1u : 0u};
+  cu::CUlaunchConfig launch = DriverConfig(config, cluster, config.cluster.count() > 1);
   return (*d)->Check(api.cuLaunchKernelEx(&launch, function_, args, nullptr),
                      absl::StrCat("launching ", entry_));
 }
@@ -244,11 +252,7 @@ absl::StatusOr<int> Kernel::MaxActiveClusters(const LaunchConfig& config) const 
   if (!d.ok()) return d.status();
   if (absl::Status s = RaiseSmemLimit(**d, config.dynamic_smem); !s.ok()) return s;
   cu::CUlaunchAttribute cluster{};
-  cluster.id = cu::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster.value.clusterDim = {config.cluster.x, config.cluster.y, config.cluster.z};
-  cu::CUlaunchConfig launch{config.grid.x,  config.grid.y,  config.grid.z,
-                            config.block.x, config.block.y, config.block.z,
-                            config.dynamic_smem, nullptr, &cluster, 1u};
+  cu::CUlaunchConfig launch = DriverConfig(config, cluster, true);
   int clusters = 0;
   if (absl::Status s = (*d)->Check((*d)->api().cuOccupancyMaxActiveClusters(&clusters, function_, &launch),
                                    absl::StrCat("cuOccupancyMaxActiveClusters for ", entry_));

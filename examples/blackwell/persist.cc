@@ -68,13 +68,8 @@ absl::StatusOr<KernelDef> Build(const char* name, bool pipelined) {
       tile_done.Wait(phase[1]);
       phase[1] = phase[1] ^ 1;
       k.TcgenFenceAfterSync();
-      for (int n = 0; n < BN; n += 8) {  // thread t owns row t of the tile (TMEM lane t)
-        std::vector<Value> x = k.TcgenLoad(acc, warp * 32, n, 8);
-        k.TcgenWaitLoad();
-        std::vector<Value> row;
-        for (const Value& e : x) row.push_back(e.To(bf16));
-        k.Store(g.Cptr.At({m0 + tid, n0 + n}), k.Vector(row));
-      }
+      StoreTmemRows(k, acc, warp * 32, k.I32(0), BN, 8,  // thread t: row t (TMEM lane t)
+                    [&](Value r, Value c) { return g.Cptr.At({m0 + r, n0 + c}); });
       k.TcgenFenceBeforeSync();
       k.NamedBarrier(1, 128);  // TMEM read out: thread 0 may overwrite it with the next tile
     });

@@ -65,13 +65,8 @@ absl::StatusOr<KernelDef> Build(const char* name, int rank, bool swizzled) {
     phase[0] = phase[0] ^ 1;
   });
   k.TcgenFenceAfterSync();
-  for (int n = 0; n < BN; n += 8) {  // thread t owns row t of the tile (TMEM lane t)
-    std::vector<Value> v = k.TcgenLoad(acc, warp * 32, n, 8);
-    k.TcgenWaitLoad();
-    std::vector<Value> row;
-    for (const Value& x : v) row.push_back(x.To(bf16));
-    k.Store(g.Cptr.At({m0 + warp * 32 + lane, n0 + n}), k.Vector(row));  // 16 bytes
-  }
+  // Thread t owns row t of the tile (TMEM lane t).
+  StoreTmemRows(k, acc, warp * 32, k.I32(0), BN, 8, [&](Value r, Value c) { return g.Cptr.At({m0 + r, n0 + c}); });
   k.SyncThreads();
   k.If(warp == 0, [&] { k.TmemFree(acc); });
   return k.Build();

@@ -87,13 +87,8 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
     done.Wait(0);
   }
   k.TcgenFenceAfterSync();
-  for (int n = 0; n < v.bn; n += 8) {  // thread t owns row t of the tile (TMEM lane t)
-    std::vector<Value> x = k.TcgenLoad(acc, warp * 32, n, 8);
-    k.TcgenWaitLoad();
-    std::vector<Value> row;
-    for (const Value& e : x) row.push_back(e.To(bf16));
-    k.Store(g.Cptr.At({m0 + warp * 32 + lane, n0 + n}), k.Vector(row));
-  }
+  // Thread t owns row t of the tile (TMEM lane t).
+  StoreTmemRows(k, acc, warp * 32, k.I32(0), v.bn, 8, [&](Value r, Value c) { return g.Cptr.At({m0 + r, n0 + c}); });
   k.SyncThreads();
   k.If(warp == 0, [&] { k.TmemFree(acc); });
   return k.Build();

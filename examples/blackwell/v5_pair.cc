@@ -69,12 +69,8 @@ absl::StatusOr<KernelDef> Build() {
   k.SyncThreads();
   done[0].Wait(0);
   k.TcgenFenceAfterSync();
-  for (int n = 0; n < BN; n += 8) {  // thread t owns row t of this CTA's 128 rows
-    std::vector<Value> x = k.TcgenLoad(acc, warp * 32, n, 8);
-    k.TcgenWaitLoad();
-    for (Value& e : x) e = e.To(bf16);
-    k.Store(g.Cptr.At({m0 + warp * 32 + lane, n0 + n}), k.Vector(x));
-  }
+  // Thread t owns row t of this CTA's 128 rows.
+  StoreTmemRows(k, acc, warp * 32, k.I32(0), BN, 8, [&](Value r, Value c) { return g.Cptr.At({m0 + r, n0 + c}); });
   k.TcgenFenceBeforeSync();
   k.ClusterSync();  // the peer's MMAs and reads are done before the pair's TMEM goes
   k.If(warp == 0, [&] { k.TmemFree(acc); });

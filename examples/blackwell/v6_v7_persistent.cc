@@ -112,17 +112,8 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
         mainloop[a].Wait(use[1]);
       }
       k.TcgenFenceAfterSync();
-      for (int n = 0; n < BN; n += cols) {
-        std::vector<Value> x = k.TcgenLoad(acc, quarter * 32, a * BN + n, cols);
-        k.TcgenWaitLoad();
-        for (int h = 0; h < cols; h += 8) {  // 16-byte stores
-          std::vector<Value> row;
-          for (int i = h; i < h + 8; ++i) row.push_back(x[i].To(bf16));
-          Value p = g.Cptr.At({m0 + quarter * 32 + lane, n0 + n + h});
-          if (v.no_l1) k.StoreNoL1Allocate(p, k.Vector(row));
-          else k.Store(p, k.Vector(row));
-        }
-      }
+      StoreTmemRows(k, acc, quarter * 32, a * BN, BN, cols,
+                    [&](Value r, Value c) { return g.Cptr.At({m0 + r, n0 + c}); }, v.no_l1);
       k.TcgenFenceBeforeSync();
       if (v.v7) drained[a].ArriveCluster(0);  // on the leader's barrier
       else k.If(k.ElectOne(), [&] { drained[a].ArriveCluster(0); });
