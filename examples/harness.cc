@@ -139,6 +139,7 @@ double ToFloat(uint16_t v, const std::string& type) {
 template <typename Fn>
 absl::StatusOr<std::vector<double>> InterleavedMediansMs(const std::vector<Fn>& fns, int warmup,
                                                          int iterations) {
+  if (iterations < 1) return absl::InvalidArgumentError("timing needs at least one run (--iters)");
   for (int i = 0; i < warmup; ++i)
     for (const Fn& fn : fns)
       if (absl::Status s = fn(); !s.ok()) return s;
