@@ -104,15 +104,10 @@ bool UseTcgenGroup(KernelState& s, int cta_group, const Loc& loc) {
 }  // namespace detail
 
 Value Tmem::Base(Loc loc) const {
-  KernelState& s = *Access::State(slot_.Base(loc));
-  Value p = slot_.At(0, 0, loc);
-  Value v;
-  {
-    mlir::Location l = s.ToLoc(loc);
-    v = s.Wrap(mlir::LLVM::LoadOp::create(s.builder, l, s.builder.getI32Type(), s.Unwrap(p)),
-               Type::Of(Scalar::kI32));
-  }
-  return v;
+  Value slot = slot_.At(0, 0, loc);
+  KernelState& s = *Access::State(slot);
+  return s.Wrap(mlir::LLVM::LoadOp::create(s.builder, s.ToLoc(loc), s.builder.getI32Type(), s.Unwrap(slot)),
+                Type::Of(Scalar::kI32));
 }
 
 Tmem Kernel::TensorMemory(int columns, int cta_group, Loc loc) {
@@ -231,6 +226,10 @@ std::vector<Value> Kernel::TcgenLoad(const Tmem& t, const Operand& lane, const O
     return {};
   }
   if (!NeedSm100a(s, "tcgen05.ld", loc)) return std::vector<Value>(num, s.Poison(f32, loc));
+  if (t.columns_ == 0) {
+    Fail("tcgen05.ld from a Tmem that TensorMemory did not declare", loc);
+    return std::vector<Value>(num, s.Poison(f32, loc));
+  }
   if (Access::IsImm(column) && static_cast<int>(Access::Imm(column)) + num > t.columns_) {
     Fail(absl::StrCat("tcgen05.ld of columns ", Access::Imm(column), "..", Access::Imm(column) + num - 1,
                       " of an allocation of ", t.columns_, " (", LocString(t.loc_), ")"),

@@ -113,6 +113,22 @@ void StoreTmemRows(Kernel& k, const Tmem& acc, const Value& lane0, const Value& 
   }
 }
 
+std::function<void(const TileIndexBody&)> ScheduledTiles(Kernel& k, const Value& table, int slots) {
+  SmemTile order = k.Smem(i32, slots, 1);
+  Value tid = k.ThreadIdx();
+  GlobalTensor rows(table, {}, {k.I32(slots), k.I32(1)});  // [cluster][slot]
+  k.If(tid < slots, [&] { k.Store(order.At(tid, 0), k.Load(rows.At({k.ClusterIdx(), tid}))); });
+  return [&k, order, slots](const TileIndexBody& body) {
+    Regs it = k.Registers(Type::Of(i32), 1);
+    auto entry = [&] { return k.Load(order.At(Min(it[0], slots - 1), 0)); };
+    k.While([&] { return (it[0] < slots) & (entry() != -1); }, [&] {
+      Value e = entry();
+      body(e >> 16, e & 0xffff);
+      it[0] += 1;
+    });
+  };
+}
+
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   k.Gemm({.c_order = shape.c_row_major ? "row" : "col",
           .tile_m = shape.divide_m ? shape.divide_m : shape.bm,

@@ -41,6 +41,13 @@ void StoreAccumulator(Kernel& k, const Regs& acc, int mmas_m, int mmas_n, const 
 void StoreTmemRows(Kernel& k, const Tmem& acc, const Value& lane0, const Value& col0, int n, int per_load,
                    const ElementAt& dst, bool no_l1 = false);
 
+// A host-built tile schedule (ScheduleTableParam, a [cluster][slot] table of m_index << 16 |
+// n_index entries, -1 after the last): copies this cluster's row into smem (threads below
+// `slots`; the caller synchronises before walking) and returns the walk over it, which calls
+// body(m_index, n_index) for each of the cluster's tiles in order.
+using TileIndexBody = std::function<void(const Value& m_index, const Value& n_index)>;
+std::function<void(const TileIndexBody&)> ScheduledTiles(Kernel& k, const Value& table, int slots);
+
 // The TMA series' operands (fast.cu, seed 002): A (MxK) and B (as NxK) both K-major, read through
 // TMA tensor maps (rank 3: one box covers a whole k-tile of bk); C column-major, written through
 // a pointer or (c_box_rows > 0) a tensor map, or row-major through a pointer (c_row_major).

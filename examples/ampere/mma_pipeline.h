@@ -14,7 +14,6 @@ struct MmaPipeline {
   bool peel_tail;          // last stages outside the loop, no guarded loads (v7+); needs
                            // K >= (stages - 1) * 64, which K % 64 == 0 gives for two stages
   int group_m = 0;         // GROUP_M block order (v8); 0: row-major
-  Target target = sm80();
 };
 absl::StatusOr<KernelDef> BuildMmaPipeline(const MmaPipeline& p);
 

@@ -16,7 +16,7 @@ namespace kiln::examples {
 
 absl::StatusOr<KernelDef> BuildMmaPipeline(const MmaPipeline& p) {
   constexpr int BK = 64, THREADS = 128;
-  Kernel k(p.name, p.target, {THREADS});
+  Kernel k(p.name, sm80(), {THREADS});
   // The peeled tail needs stages - 1 k-tiles to exist: K must divide by that many.
   const int k_tiles = p.peel_tail ? std::max(1, p.stages - 1) : 1;
   GemmOperands g = DeclareGemm(k, {.tile_m = p.bm, .tile_n = p.bn, .tile_k = BK * k_tiles});

@@ -24,20 +24,12 @@ absl::StatusOr<KernelDef> Build() {
   SmemTile sB = k.SmemSwizzled(bf16, BN, BK, Swizzle::k128B, STAGES);
   SmemTile sC = k.Smem(bf16, CONSUMERS * BN, 64);  // [consumer][n][m % 64]: the C map's box
   Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
-  SmemTile order = k.Smem(i32, SLOTS, 1);
+  auto walk = ScheduledTiles(k, table, SLOTS);
   Value tid = k.ThreadIdx(), rank = k.ClusterCtaRank();
-  GlobalTensor rows(table, {}, {k.I32(SLOTS), k.I32(1)});  // [cluster][slot]
-  k.If(tid < SLOTS, [&] { k.Store(order.At(tid, 0), k.Load(rows.At({k.ClusterIdx(), tid}))); });
   k.If(tid == 0, [&] { ring.Init(); });
   k.ClusterSync();
   auto for_each_tile = [&](const std::function<void(Value, Value)>& body) {
-    Regs it = k.Registers(Type::Of(i32), 1);
-    auto entry = [&] { return k.Load(order.At(Min(it[0], SLOTS - 1), 0)); };
-    k.While([&] { return (it[0] < SLOTS) & (entry() != -1); }, [&] {
-      Value e = entry();
-      body((e >> 16) * (BM * CLUSTER) + rank * BM, (e & 0xffff) * BN);
-      it[0] += 1;
-    });
+    walk([&](Value mi, Value ni) { body(mi * (BM * CLUSTER) + rank * BM, ni * BN); });
   };
 
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {

@@ -72,6 +72,12 @@ absl::StatusOr<std::string> PtxOf(const std::string& name) {
   return EmitPtx(*def);
 }
 
+int Occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 void ExpectMix(const Mix& m) {
   absl::StatusOr<std::string> ptx = PtxOf(m.name);
   ASSERT_TRUE(ptx.ok()) << m.name << ": " << ptx.status();
@@ -127,11 +133,8 @@ TEST(HgemmSeries, EachVersionHoldsItsInstructions) {
 // ldmatrix instructions before the first mma in the PTX: one k-step's fragments (4 x4 + 8 x2),
 // or two when the next step's registers are loaded first (register double buffering).
 int LdmatrixBeforeFirstMma(const std::string& name) {
-  std::string ptx = *PtxOf(name);
-  ptx = ptx.substr(0, ptx.find("mma.sync"));
-  int n = 0;
-  for (size_t at = ptx.find("ldmatrix"); at != std::string::npos; at = ptx.find("ldmatrix", at + 1)) ++n;
-  return n;
+  const std::string ptx = *PtxOf(name);
+  return Occurrences(ptx.substr(0, ptx.find("mma.sync")), "ldmatrix");
 }
 
 TEST(HgemmSeries, RegisterDoubleBufferingLoadsTheNextStepFirst) {
@@ -190,12 +193,7 @@ const Mix kBlackwellMix[] = {
 };
 
 // tcgen05 instructions a version issues (its PTX text), e.g. MMAs per k-tile.
-int Count(const std::string& name, const std::string& what) {
-  std::string ptx = *PtxOf(name);
-  int n = 0;
-  for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
-  return n;
-}
+int Count(const std::string& name, const std::string& what) { return Occurrences(*PtxOf(name), what); }
 
 // The 64-bit constants or-ed into the tcgen05 smem descriptors (the fixed 0b001 at bit 46 marks
 // them), decoded: {LBO >> 4, SBO >> 4, swizzle} for each distinct one.
