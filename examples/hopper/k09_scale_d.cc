@@ -59,10 +59,12 @@ absl::StatusOr<KernelDef> Build() {
       };
       ring.Consume(at, t % 128, mma(true));
       k.For(BK, g.K, BK, [&](Value) { ring.Consume(at, t % 128, mma(false)); });
+      // C is [n][m]. One base per tile, offsets from it: per-store addresses from At() made
+      // ptxas spill 88 bytes (each inline-PTX store kept its own 64-bit address).
+      Value base = g.Cptr.At({m0 + row0 + acc.Row(0), n0 + acc.Col(0)});
       for (int p = 0; p < BN / 4; ++p)
         for (int j = 0; j < 2; ++j)
-          k.StoreWriteThrough(g.Cptr.At({m0 + row0 + acc.Row(p), n0 + acc.Col(p) + j}),
-                              Value(acc[2 * p + j]).To(bf16));
+          k.StoreWriteThrough(base + (g.M * (p / 2 * 8 + j) + p % 2 * 8), Value(acc[2 * p + j]).To(bf16));
     });
   });
   k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done
