@@ -74,17 +74,37 @@ ElementAt ColumnsOf(const GlobalTensor& b) {
   return [b](const Value& n, const Value& kk) { return b.At({kk, n}); };
 }
 
+namespace {
+
+// Calls chunk(r, c) for each 16-byte chunk of `tile` this thread owns (chunk i goes to thread
+// i % threads); `what` names the caller in the error.
+void ForEachChunk(Kernel& k, const SmemTile& tile, const Value& tid, int threads, const char* what,
+                  const std::function<void(Value row, Value col)>& chunk) {
+  const int per_chunk = 16 / ScalarBytes(tile.elem()), chunks_per_row = tile.cols() / per_chunk;
+  if (tile.cols() % per_chunk != 0)
+    return k.Fail(absl::StrCat(what, ": rows of ", tile.cols(), " elements are not whole 16-byte chunks"));
+  const int chunks = tile.rows() * chunks_per_row;
+  for (int first = 0; first < chunks; first += threads) {
+    Value i = tid + first, r = i / chunks_per_row, c = i % chunks_per_row * per_chunk;
+    if (chunks - first >= threads) chunk(r, c);
+    else k.If(i < chunks, [&] { chunk(r, c); });
+  }
+}
+
+}  // namespace
+
 void CopyTile(Kernel& k, const SmemTile& dst, const ElementAt& src, const Value& tid, int threads,
               bool async) {
-  const int per_chunk = 16 / ScalarBytes(dst.elem()), chunks_per_row = dst.cols() / per_chunk;
-  if (dst.cols() % per_chunk != 0 || dst.rows() * chunks_per_row % threads != 0)
-    return k.Fail(absl::StrCat("a ", dst.rows(), "x", dst.cols(), " tile does not split into ",
-                               "16-byte chunks shared evenly by ", threads, " threads"));
-  for (int it = 0; it < dst.rows() * chunks_per_row / threads; ++it) {
-    Value chunk = tid + it * threads, r = chunk / chunks_per_row, c = chunk % chunks_per_row * per_chunk;
+  ForEachChunk(k, dst, tid, threads, "CopyTile", [&](Value r, Value c) {
     if (async) k.CpAsync(dst, r, c, src(r, c));
-    else k.Store(dst.At(r, c), k.Load(src(r, c), per_chunk));
-  }
+    else k.Store(dst.At(r, c), k.Load(src(r, c), 16 / ScalarBytes(dst.elem())));
+  });
+}
+
+void StoreTile(Kernel& k, const SmemTile& src, const ElementAt& dst, const Value& tid, int threads) {
+  ForEachChunk(k, src, tid, threads, "StoreTile", [&](Value r, Value c) {
+    k.Store(dst(r, c), k.Load(src.At(r, c), 16 / ScalarBytes(src.elem())));
+  });
 }
 
 void StoreAccumulator(Kernel& k, const Regs& acc, int mmas_m, int mmas_n, const ElementAt& dst) {

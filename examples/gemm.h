@@ -24,11 +24,14 @@ using ElementAt = std::function<Value(const Value& row, const Value& col)>;
 ElementAt RowsOf(const GlobalTensor& a);     // (m, k) -> &A[m][k]
 ElementAt ColumnsOf(const GlobalTensor& b);  // (n, k) -> &B[k][n]
 
-// Fills `dst` (rows x cols) from src(r, c), 16 bytes per thread per step over `threads` threads:
-// plain 16-byte loads and stores, or cp.async (into the current group) when `async`. The tile
-// must split into 16-byte chunks shared evenly by the threads (else a build error).
+// Fills `dst` (rows x cols) from src(r, c), 16 bytes per thread per step over `threads` threads,
+// chunks in row order: plain 16-byte loads and stores, or cp.async (into the current group) when
+// `async`. Rows must be whole 16-byte chunks (else a build error); when the chunks do not fill the
+// last step, the threads past them skip it.
 void CopyTile(Kernel& k, const SmemTile& dst, const ElementAt& src, const Value& tid, int threads,
               bool async);
+// The way back: writes the smem tile `src` to dst(r, c), chunked as CopyTile does.
+void StoreTile(Kernel& k, const SmemTile& src, const ElementAt& dst, const Value& tid, int threads);
 
 // Stores an mma.sync warp tile's f32 accumulator, acc[(m * mmas_n + n) * 4 + i], as bf16 pairs:
 // lane l holds rows l/4 and l/4 + 8 and columns (l%4)*2 + {0,1} of each 16x8 tile; dst gets the

@@ -1,9 +1,10 @@
 // cuda_hgemm's mma series (seed 004): fp16 in and out, fp16 accumulation (mma.sync m16n8k16
-// .f16.f16.f16.f16). 256 threads as 4x2 warps of 64x64, block tile 256x128x32, ldmatrix.x4 for
-// A and .x2 for B, a serpentine over the warp's 8 column tiles, block order over a 16-wide grid
-// whose z picks a 2048-column strip and reverses the rows when odd, and an epilogue staged
-// through smem (over the A/B buffers) for coalesced 16-byte stores. The versions:
-//   mma_base: synchronous 16-byte copies, one stage, plain rows
+// .f16.f16.f16.f16), ldmatrix.x4 for A and .x2 for B, C staged through smem for coalesced
+// 16-byte stores. The versions:
+//   mma_naive: one warp per 16x8 tile of C, k-steps of 16, plain copies into smem
+//   mma_base: 256 threads as 4x2 warps of 64x64, block tile 256x128x32, a serpentine over the
+//       warp's 8 column tiles, block order over a 16-wide grid whose z picks a 2048-column strip
+//       and reverses the rows when odd; synchronous 16-byte copies, one stage, plain rows
 //   mma_permuted: + rotated 16-byte units ((unit + row % 8 / 2) % 4 for A/B, (unit + row % 8)
 //       % 16 for the C staging rows) against bank conflicts
 //   mma_async: + cp.async (commit, wait_group 0)       mma_async_pg2s: + two smem buffers
@@ -16,7 +17,12 @@
 namespace kiln::examples {
 namespace {
 
-constexpr int BM = 256, BN = 128, BK = 32, THREADS = 256, STRIP = 16;
+struct Shape {
+  int bm, bn, bk, warps_m, warps_n;
+  bool strip;  // the z-strip block order (else one block per tile, row-major)
+};
+constexpr Shape kNaive{16, 8, 16, 1, 1, false}, kTiled{256, 128, 32, 4, 2, true};
+constexpr int STRIP = 16;
 
 enum class Regs2 { kNone, kWithinTile, kAcrossTiles };  // register double buffering
 struct Version {
@@ -24,21 +30,25 @@ struct Version {
   bool async, permuted;
   int stages;
   Regs2 regs = Regs2::kNone;
+  Shape shape = kTiled;
 };
 
 absl::StatusOr<KernelDef> Build(const Version& v) {
+  const auto [BM, BN, BK, warps_m, warps_n, strip] = v.shape;
+  const int THREADS = warps_m * warps_n * 32;
   Kernel k(v.name, sm80(), {THREADS});
   GemmOperands g = DeclareGemm(k, {.in_type = "f16", .out_type = "f16", .acc_type = "f16",
-                                   .tile_m = BM, .tile_n = BN * STRIP, .tile_k = BK});
-  k.Grid("16", "M/256", "N/2048");
+                                   .tile_m = BM, .tile_n = strip ? BN * STRIP : BN, .tile_k = BK});
+  if (strip) k.Grid("16", absl::StrCat("M/", BM), absl::StrCat("N/", BN * STRIP));
+  else k.Grid(absl::StrCat("N/", BN), absl::StrCat("M/", BM));
   k.MinBlocksPerSm(1);  // as upstream, no register cap for occupancy (ptxas would pick 128)
   SmemLayout ring{.swizzle = v.permuted ? UnitSwizzle::RotateHalfRow8() : UnitSwizzle{}, .stages = v.stages};
   SmemTile As = k.Smem(f16, BM, BK, ring), Bs = k.Smem(f16, BN, BK, ring);  // [row][k]
   SmemTile Cs = k.SmemOver(As, f16, BM, BN, {.swizzle = v.permuted ? UnitSwizzle::Rotate8() : UnitSwizzle{}});
-  Kernel::WarpTile w = k.Warps({.tile_m = BM, .tile_n = BN, .warps_m = 4, .warps_n = 2});
+  Kernel::WarpTile w = k.Warps({.tile_m = BM, .tile_n = BN, .warps_m = warps_m, .warps_n = warps_n});
   Value tid = k.ThreadIdx(), lane = k.LaneId(), z = k.BlockIdx(2), y = k.BlockIdx(1);
-  Value m0 = Select((z & 1) == 1, k.GridDim(1) - y - 1, y) * BM;
-  Value n0 = (z * STRIP + k.BlockIdx(0)) * BN;
+  Value m0 = (strip ? Select((z & 1) == 1, k.GridDim(1) - y - 1, y) : y) * BM;
+  Value n0 = ((strip ? z * STRIP : k.I32(0)) + k.BlockIdx(0)) * BN;
   Regs acc = k.Registers(Type::Vec(f16, 2), w.mmas_m * w.mmas_n * 2);
   const int nfrag = w.mmas_m * 4 + w.mmas_n * 2;  // one k-step's A and B fragments
 
@@ -123,7 +133,7 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
     });
   }
 
-  // Epilogue: fragments to the C staging tile, then each warp streams 32 rows, 16 bytes a lane.
+  // Epilogue: fragments to the C staging tile, then out in 16-byte row chunks.
   if (v.async) k.CpAsyncWaitAll();  // no copy may still land in the bytes C reuses
   k.SyncThreads();
   for (int i = 0; i < w.mmas_m; ++i)
@@ -132,14 +142,13 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
         k.Store(Cs.At(w.m0 + i * 16 + half * 8 + lane / 4, w.n0 + j * 8 + lane % 4 * 2),
                 acc[(i * w.mmas_n + j) * 2 + half]);
   k.SyncThreads();
-  for (int i = 0; i < 16; ++i) {
-    Value row = k.WarpId() * 32 + i * 2 + lane / 16, col = lane % 16 * 8;
-    k.Store(g.C.At({m0 + row, n0 + col}), k.Load(Cs.At(row, col), 8));
-  }
+  StoreTile(k, Cs, [&](Value r, Value c) { return g.C.At({m0 + r, n0 + c}); }, tid, THREADS);
   return k.Build();
 }
 
 }  // namespace
+KILN_EXAMPLE_VARIANT(naive, "hgemm/mma_naive", "cuda_hgemm mma_naive: one warp per 16x8 tile, fp16 accumulate",
+                     [] { return Build({"hgemm/mma_naive", false, false, 1, Regs2::kNone, kNaive}); });
 KILN_EXAMPLE_VARIANT(base, "hgemm/mma_base", "cuda_hgemm mma_base: 256x128x32, sync copies, serpentine, z-strip block order, smem-staged C",
                      [] { return Build({"hgemm/mma_base", false, false, 1}); });
 KILN_EXAMPLE_VARIANT(permuted, "hgemm/mma_permuted", "cuda_hgemm mma_permuted: + rotated 16-byte units in smem",
