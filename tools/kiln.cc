@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -148,6 +149,18 @@ int WriteBundles(const std::vector<std::string>& args) {
     if (absl::Status s = kiln::rt::WriteBundle(dir, *b); !s.ok()) return Fail(s);
   }
   std::cerr << "kiln: wrote " << names.size() << " bundles to " << dir << "\n";
+  if (args.empty()) {  // the directory mirrors the registry: drop bundles of kernels now gone
+    std::set<std::string> keep;
+    for (const std::string& name : names) keep.insert(kiln::rt::BundleStem(name));
+    int removed = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::filesystem::path& p = entry.path();
+      if ((p.extension() == ".ptx" || p.extension() == ".manifest") && !keep.count(p.stem().string()) &&
+          std::filesystem::remove(p))
+        ++removed;
+    }
+    if (removed) std::cerr << "kiln: removed " << removed << " files of kernels no longer registered\n";
+  }
   return 0;
 }
 
