@@ -35,6 +35,11 @@ std::string Type::Str() const {
   return "?";
 }
 
+const Type& Value::type() const {
+  if (!state_) detail::EmptyValueRead() = declared_;
+  return type_;
+}
+
 namespace {
 // Integer + and * are index arithmetic and must not wrap: saying so lets LLVM split constant
 // offsets out of zero-extended addresses (one base register for a tile's many accesses).
@@ -51,6 +56,35 @@ KernelState* Resolve(const Operand& a, const Operand& b, Type* t) {
   const Operand& v = Access::IsImm(a) ? b : a;
   *t = Access::Val(v).type();
   return Access::State(Access::Val(v));
+}
+
+// The first empty Value among the operands, if any. An op on one returns it unchanged (empty
+// stays empty) when no operand belongs to a kernel, or reports it to the kernel of the others.
+const Value* EmptyOperand(std::initializer_list<const Operand*> ops, KernelState** owner) {
+  const Value* empty = nullptr;
+  *owner = nullptr;
+  for (const Operand* o : ops) {
+    if (Access::IsImm(*o)) continue;
+    const Value& v = Access::Val(*o);
+    if (!v.valid() && !empty) empty = &v;
+    if (v.valid() && !*owner) *owner = Access::State(v);
+  }
+  return empty;
+}
+
+// Handles an empty operand (see EmptyOperand); false when there is none.
+bool PassOnEmpty(std::initializer_list<const Operand*> ops, Type result, const Loc& loc, Value* out) {
+  KernelState* owner;
+  const Value* empty = EmptyOperand(ops, &owner);
+  if (!empty) return false;
+  if (!owner) {
+    *out = *empty;
+  } else {
+    detail::EmptyValueRead() = Access::Declared(*empty);
+    owner->Fail("", loc);  // reported as the empty Value's use, at this operator's line
+    *out = owner->Poison(result, loc);
+  }
+  return true;
 }
 
 bool CheckSameType(KernelState& s, const Operand& a, const Operand& b, const Type& t,
@@ -78,6 +112,7 @@ bool CheckSameType(KernelState& s, const Operand& a, const Operand& b, const Typ
 Value Binary(Bin kind, const char* name, const Operand& a, const Operand& b) {
   Type t;
   KernelState* s = Resolve(a, b, &t);
+  if (Value e; PassOnEmpty({&a, &b}, t, a.loc(), &e)) return e;
   if (!CheckSameType(*s, a, b, t, name)) return s->Poison(t.kind == Type::Kind::kPointer ? Type::Of(Scalar::kI32) : t, a.loc());
   mlir::OpBuilder& bld = s->builder;
   mlir::Location l = s->ToLoc(a.loc());
@@ -114,6 +149,7 @@ Value Compare(mlir::arith::CmpIPredicate ip, mlir::arith::CmpFPredicate fp, cons
   Type t;
   KernelState* s = Resolve(a, b, &t);
   const Type i1 = Type::Of(Scalar::kI1);
+  if (Value e; PassOnEmpty({&a, &b}, i1, a.loc(), &e)) return e;
   if (!CheckSameType(*s, a, b, t, name)) return s->Poison(i1, a.loc());
   mlir::Location l = s->ToLoc(a.loc());
   mlir::Value x = s->Materialize(a, t), y = s->Materialize(b, t);
@@ -129,10 +165,14 @@ using mlir::arith::CmpIPredicate;
 
 Value operator+(const Operand& a, const Operand& b) {
   // pointer + i32: advances by that many elements (like C).
-  if (!Access::IsImm(a) && Access::Val(a).type().kind == Type::Kind::kPointer &&
+  if (!Access::IsImm(a) && Access::Val(a).valid() && Access::Val(a).type().kind == Type::Kind::kPointer &&
       (Access::IsImm(b) ? !Access::IsFloatImm(b) : Access::Val(b).type() == Type::Of(Scalar::kI32))) {
     const Value& p = Access::Val(a);
     KernelState& s = *Access::State(p);
+    if (!Access::IsImm(b) && !Access::Val(b).valid()) {
+      s.Unwrap(Access::Val(b));  // reports the empty index
+      return s.Poison(p.type(), a.loc());
+    }
     mlir::Location l = s.ToLoc(a.loc());
     mlir::Value i = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(),
                                                  s.Materialize(b, Type::Of(Scalar::kI32)));
@@ -162,6 +202,7 @@ Value operator!=(const Operand& a, const Operand& b) { return Compare(CmpIPredic
 Value Select(const Operand& cond, const Operand& a, const Operand& b) {
   Type t;
   KernelState* s = Resolve(a, b, &t);
+  if (Value e; PassOnEmpty({&cond, &a, &b}, t, cond.loc(), &e)) return e;
   if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1)) {
     s->Fail("Select needs an i1 condition", cond.loc());
     return s->Poison(t, cond.loc());
@@ -176,6 +217,7 @@ Value Select(const Operand& cond, const Operand& a, const Operand& b) {
 Value Fma(const Operand& a, const Operand& b, const Operand& c) {
   Type t;
   KernelState* s = Resolve(a, b, &t);
+  if (Value e; PassOnEmpty({&a, &b, &c}, t, a.loc(), &e)) return e;
   if (!CheckSameType(*s, a, b, t, "Fma") || !CheckSameType(*s, a, c, t, "Fma"))
     return s->Poison(t, a.loc());
   if (!t.IsFloat()) return a * b + c;
@@ -185,6 +227,7 @@ Value Fma(const Operand& a, const Operand& b, const Operand& c) {
 }
 
 Value Value::To(Scalar to, Loc loc) const {
+  if (!state_) return *this;  // empty stays empty (reported where a kernel op uses it)
   KernelState& s = *state_;
   Type from = type_;
   Type result = from;
@@ -210,6 +253,7 @@ Value Value::To(Scalar to, Loc loc) const {
 }
 
 Value Value::Bitcast(Type t, Loc loc) const {
+  if (!state_) return *this;  // empty stays empty (reported where a kernel op uses it)
   KernelState& s = *state_;
   if (t.Bytes() != type_.Bytes() || t.kind == Type::Kind::kPointer ||
       type_.kind == Type::Kind::kPointer) {
@@ -220,6 +264,7 @@ Value Value::Bitcast(Type t, Loc loc) const {
 }
 
 Value Value::Lane(int i, Loc loc) const {
+  if (!state_) return *this;  // empty stays empty (reported where a kernel op uses it)
   KernelState& s = *state_;
   Type scalar = Type::Of(type_.elem);
   if (type_.kind != Type::Kind::kVector || i < 0 || i >= type_.lanes) {

@@ -1,6 +1,8 @@
 // Kernel construction: the module and function, parameters, ids, control flow, Build().
 #include <filesystem>
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -55,22 +57,42 @@ KernelState::KernelState(std::string name, const Target& t, rt::Dim3 block, cons
 }
 
 mlir::Location KernelState::ToLoc(const Loc& loc) {
+  last_loc = loc;
   const std::string where = LocString(loc);  // file:line
   return mlir::FileLineColLoc::get(context.get(), where.substr(0, where.rfind(':')), loc.line(),
                                    loc.column());
 }
 
+std::optional<Loc>& EmptyValueRead() {
+  thread_local std::optional<Loc> declared;
+  return declared;
+}
+
 void KernelState::Fail(const std::string& message, const Loc& loc) {
-  if (!error) error = absl::StrCat(LocString(loc), ": ", message);
+  std::optional<Loc> empty = std::exchange(EmptyValueRead(), std::nullopt);
+  if (error) return;
+  error = empty ? absl::StrCat(LocString(loc), ": a kiln::Value declared empty at ", LocString(*empty),
+                               " is used before the kernel gave it a value")
+                : absl::StrCat(LocString(loc), ": ", message);
 }
 
 Value KernelState::Wrap(mlir::Value v, Type t) {
+  EmptyValueRead().reset();  // an op went through: an earlier read of an empty Value was harmless
   values.push_back(v);
   value_types.push_back(t);
   return Access::Make(this, static_cast<int>(values.size()) - 1, t);
 }
 
-mlir::Value KernelState::Unwrap(const Value& v) { return values.at(Access::Id(v)); }
+mlir::Value KernelState::Unwrap(const Value& v) {
+  const int id = Access::Id(v);
+  if (Access::State(v) == this && id >= 0 && id < static_cast<int>(values.size())) return values[id];
+  if (Access::State(v) == nullptr) {
+    EmptyValueRead().reset();
+    Fail("a kiln::Value declared empty here is used before the kernel gave it a value", Access::Declared(v));
+  } else
+    Fail("a kiln::Value made by another Kernel is used by an op at or after this line", last_loc);
+  return mlir::LLVM::PoisonOp::create(builder, builder.getUnknownLoc(), ToMlir(v.type()));
+}
 
 mlir::Type KernelState::ToMlir(Scalar s) {
   mlir::MLIRContext* c = context.get();

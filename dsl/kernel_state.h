@@ -33,7 +33,8 @@ struct KernelState {
   mlir::Location ToLoc(const Loc& loc);
   void Fail(const std::string& message, const Loc& loc);
 
-  // Value table: kiln::Value holds an index into it.
+  // Value table: kiln::Value holds an index into it. Unwrap of an empty Value, or of one another
+  // kernel made, fails the build and returns a poison of the Value's type.
   Value Wrap(mlir::Value v, Type t);
   mlir::Value Unwrap(const Value& v);
   mlir::Type ToMlir(Type t);
@@ -67,6 +68,7 @@ struct KernelState {
   Target target;
   rt::Manifest manifest;
   Loc kernel_loc;
+  Loc last_loc;  // the newest location ToLoc saw: where a Value of another kernel is reported
   int smem_top = 0;  // bytes planned so far
   std::optional<std::string> error;
   // Whole-kernel checks run by Build() (e.g. a pipeline consumed but never produced).
@@ -84,6 +86,10 @@ struct KernelState {
 bool UseTcgenGroup(KernelState& s, int cta_group, const Loc& loc);
 
 // Friend access to the private fields of the public handle types.
+// Where the newest empty Value whose type an op read was declared (ops check types before they
+// use a value, so the type check's error is reported as the empty Value's).
+std::optional<Loc>& EmptyValueRead();
+
 struct Access {
   static KernelState* State(const Value& v) { return v.state_; }
   static Value Make(KernelState* s, int id, Type t) {
@@ -92,6 +98,7 @@ struct Access {
     return v;
   }
   static int Id(const Value& v) { return v.id_; }
+  static const Loc& Declared(const Value& v) { return v.declared_; }
   static bool IsImm(const Operand& o) { return o.is_imm_; }
   static bool IsFloatImm(const Operand& o) { return o.is_float_imm_; }
   static double Imm(const Operand& o) { return o.imm_; }

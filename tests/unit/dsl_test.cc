@@ -46,6 +46,61 @@ TEST(Dsl, TypeMismatchNamesTheLine) {
   ExpectError(k, line, "type mismatch in '+': i32 vs f32");
 }
 
+// A Value declared and never assigned from the kernel: an error at the line that uses it, naming
+// the line that declared it, however it gets there (directly, through arithmetic, as a condition,
+// into a register array); never a crash.
+void ExpectEmptyValueError(Kernel& k, int use, int declared) {
+  ExpectError(k, use, "a kiln::Value declared empty at " + Here(declared).substr(0, Here(declared).size() - 2) +
+                          " is used before the kernel gave it a value");
+}
+
+TEST(Dsl, EmptyValueIsAnErrorNamingItsDeclaration) {
+  {
+    Kernel k("test/empty_store", sm80(), {32});
+    Value x = k.PtrParam("X", f32);
+    Value v; const int declared = __LINE__;
+    k.Store(x, v); const int use = __LINE__;
+    ExpectEmptyValueError(k, use, declared);
+  }
+  {
+    Kernel k("test/empty_arith", sm80(), {32});
+    Value x = k.PtrParam("X", i32);
+    Value i; const int declared = __LINE__;
+    Value j = (i * 4 + 1).To(i32);  // empty all the way: no kernel to tell yet
+    EXPECT_FALSE(j.valid());
+    Value t = k.ThreadIdx() + j; const int use = __LINE__;
+    k.Store(x, t);
+    ExpectEmptyValueError(k, use, declared);
+  }
+  {
+    Kernel k("test/empty_cond", sm80(), {32});
+    Value limit; const int declared = __LINE__;
+    k.If(k.ThreadIdx() < limit, [&] {}); const int use = __LINE__;
+    ExpectEmptyValueError(k, use, declared);
+  }
+  {
+    Kernel k("test/empty_reg", sm80(), {32});
+    Regs r = k.Registers(Type::Of(f32), 1);
+    Value v; const int declared = __LINE__;
+    r[0] = v; const int use = __LINE__;
+    ExpectEmptyValueError(k, use, declared);
+  }
+  {
+    Kernel k("test/empty_ptr", sm80(), {32});
+    Value p; const int declared = __LINE__;
+    k.Load(p); const int use = __LINE__;
+    ExpectEmptyValueError(k, use, declared);
+  }
+  {
+    Kernel other("test/other", sm80(), {32});
+    Value foreign = other.ThreadIdx();
+    Kernel k("test/foreign", sm80(), {32});
+    Value x = k.PtrParam("X", i32);
+    k.Store(x, foreign);
+    ExpectErrorAt(k, "tests/unit/dsl_test.cc:", "made by another Kernel");  // the line is approximate
+  }
+}
+
 TEST(Dsl, SharedMemoryOverBudgetNamesTheLine) {
   Kernel k("test/smem", sm90a(), {128});
   k.Smem(bf16, 256, 256);  // 128 KiB

@@ -52,11 +52,13 @@ struct KernelState;
 struct Access;
 }  // namespace detail
 
-// An SSA value of the kernel being built.
+// An SSA value of the kernel being built. A default-constructed Value is empty until assigned
+// one the kernel made; an op that uses an empty Value (or one computed from it) fails the build
+// with an error naming the line where it was declared.
 class Value {
  public:
-  Value() = default;
-  const Type& type() const { return type_; }
+  explicit Value(Loc declared = Loc::current()) : declared_(declared) {}
+  const Type& type() const;
   bool valid() const { return state_ != nullptr; }
 
   // Numeric conversion: int<->float, float widths (round to nearest even), int widths.
@@ -71,6 +73,7 @@ class Value {
   detail::KernelState* state_ = nullptr;
   int id_ = -1;
   Type type_;
+  Loc declared_;  // where an empty Value was declared, for the error
 };
 
 class Regs;
