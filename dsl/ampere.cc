@@ -114,7 +114,7 @@ void Kernel::CpAsync(const SmemTile& tile, const Operand& row, const Operand& co
   if (bad.empty()) bad = MisalignedColumn(tile, col, bytes, "a cp.async");
   if (!bad.empty()) return Fail(bad, loc);
   mlir::NVVM::CpAsyncOp::create(
-      s.builder, s.ToLoc(loc), s.Unwrap(tile.At(row, col, loc)), s.Unwrap(src),
+      s.builder, s.ToLoc(loc), s.Unwrap(tile.At(row, col, loc)), s.Unwrap(src, loc),
       static_cast<uint32_t>(bytes),
       cache == CacheAt::kL2 ? mlir::NVVM::LoadCacheModifierKind::CG
                             : mlir::NVVM::LoadCacheModifierKind::CA,

@@ -54,7 +54,7 @@ enum class Bin { kAdd, kSub, kMul, kDiv, kRem, kAnd, kOr, kXor, kShl, kShr, kMin
 // C++ evaluates int op int itself).
 KernelState* Resolve(const Operand& a, const Operand& b, Type* t) {
   const Operand& v = Access::IsImm(a) ? b : a;
-  *t = Access::Val(v).type();
+  *t = Access::IsImm(v) ? Access::TypeOf(Access::Val(v)) : Access::Val(v).type();  // numbers: no Value read
   return Access::State(Access::Val(v));
 }
 
@@ -78,7 +78,8 @@ bool PassOnEmpty(std::initializer_list<const Operand*> ops, Type result, const L
   const Value* empty = EmptyOperand(ops, &owner);
   if (!empty) return false;
   if (!owner) {
-    *out = *empty;
+    *out = *empty;  // it carries its declaration to the op that will report it
+    detail::EmptyValueRead().reset();
   } else {
     detail::EmptyValueRead() = Access::Declared(*empty);
     owner->Fail("", loc);  // reported as the empty Value's use, at this operator's line
@@ -170,7 +171,7 @@ Value operator+(const Operand& a, const Operand& b) {
     const Value& p = Access::Val(a);
     KernelState& s = *Access::State(p);
     if (!Access::IsImm(b) && !Access::Val(b).valid()) {
-      s.Unwrap(Access::Val(b));  // reports the empty index
+      s.Unwrap(Access::Val(b), b.loc());  // reports the empty index
       return s.Poison(p.type(), a.loc());
     }
     mlir::Location l = s.ToLoc(a.loc());
@@ -203,13 +204,19 @@ Value Select(const Operand& cond, const Operand& a, const Operand& b) {
   Type t;
   KernelState* s = Resolve(a, b, &t);
   if (Value e; PassOnEmpty({&cond, &a, &b}, t, cond.loc(), &e)) return e;
+  if (!s) {  // two C++ numbers: no type to choose between them
+    if (Access::IsImm(cond)) return Value(cond.loc());
+    s = Access::State(Access::Val(cond));
+    s->Fail("Select between two numbers: make one of them a Value (e.g. k.I32(...))", cond.loc());
+    return s->Poison(Type::Of(Scalar::kI32), cond.loc());
+  }
   if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1)) {
     s->Fail("Select needs an i1 condition", cond.loc());
     return s->Poison(t, cond.loc());
   }
   if (!CheckSameType(*s, a, b, t, "Select")) return s->Poison(t, a.loc());
   return s->Wrap(mlir::arith::SelectOp::create(s->builder, s->ToLoc(cond.loc()),
-                                               s->Unwrap(Access::Val(cond)), s->Materialize(a, t),
+                                               s->Unwrap(Access::Val(cond), cond.loc()), s->Materialize(a, t),
                                                s->Materialize(b, t)),
                  t);
 }
@@ -218,6 +225,13 @@ Value Fma(const Operand& a, const Operand& b, const Operand& c) {
   Type t;
   KernelState* s = Resolve(a, b, &t);
   if (Value e; PassOnEmpty({&a, &b, &c}, t, a.loc(), &e)) return e;
+  if (!s) {  // a and b are numbers: c decides
+    if (Access::IsImm(c)) return Value(a.loc());  // three numbers: nothing to build
+    const Value& cv = Access::Val(c);
+    const double p = Access::Imm(a) * Access::Imm(b);
+    if (Access::TypeOf(cv).IsFloat()) return Operand(cv, a.loc()) + Operand(p, a.loc());
+    return Operand(cv, a.loc()) + Operand(static_cast<int>(p), a.loc());
+  }
   if (!CheckSameType(*s, a, b, t, "Fma") || !CheckSameType(*s, a, c, t, "Fma"))
     return s->Poison(t, a.loc());
   if (!t.IsFloat()) return a * b + c;

@@ -20,6 +20,7 @@ KernelState::KernelState(std::string name, const Target& t, rt::Dim3 block, cons
       alloca_builder(context.get()),
       target(t),
       kernel_loc(loc) {
+  EmptyValueRead().reset();  // nothing read by an earlier kernel's ops carries over
   context->loadDialect<mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect, mlir::arith::ArithDialect,
                        mlir::scf::SCFDialect>();
   manifest.name = name;
@@ -83,15 +84,21 @@ Value KernelState::Wrap(mlir::Value v, Type t) {
   return Access::Make(this, static_cast<int>(values.size()) - 1, t);
 }
 
-mlir::Value KernelState::Unwrap(const Value& v) {
+mlir::Value KernelState::Unwrap(const Value& v, std::optional<Loc> use) {
   const int id = Access::Id(v);
   if (Access::State(v) == this && id >= 0 && id < static_cast<int>(values.size())) return values[id];
-  if (Access::State(v) == nullptr) {
+  if (Access::State(v) == nullptr && use) {
+    EmptyValueRead() = Access::Declared(v);
+    Fail("", *use);  // reported as the empty Value's use
+  } else if (Access::State(v) == nullptr) {
     EmptyValueRead().reset();
     Fail("a kiln::Value declared empty here is used before the kernel gave it a value", Access::Declared(v));
-  } else
-    Fail("a kiln::Value made by another Kernel is used by an op at or after this line", last_loc);
-  return mlir::LLVM::PoisonOp::create(builder, builder.getUnknownLoc(), ToMlir(v.type()));
+  } else {
+    Fail("a kiln::Value made by another Kernel is used here", use ? *use : last_loc);
+  }
+  Type t = Access::TypeOf(v);
+  t.lanes = std::max(t.lanes, 1);
+  return mlir::LLVM::PoisonOp::create(builder, builder.getUnknownLoc(), ToMlir(t));
 }
 
 mlir::Type KernelState::ToMlir(Scalar s) {
@@ -158,7 +165,7 @@ Value KernelState::Poison(Type t, const Loc& loc) {
 }
 
 mlir::Value KernelState::Materialize(const Operand& op, Type t) {
-  if (!Access::IsImm(op)) return Unwrap(Access::Val(op));
+  if (!Access::IsImm(op)) return Unwrap(Access::Val(op), op.loc());
   return Unwrap(Constant(t, Access::Imm(op), op.loc()));
 }
 
@@ -336,7 +343,7 @@ void Kernel::While(const std::function<Value()>& cond, const std::function<void(
   mlir::OpBuilder::InsertionGuard guard(s.builder);
   s.builder.createBlock(&op.getBefore());
   Value c = cond();
-  mlir::Value flag = s.Unwrap(c);
+  mlir::Value flag = s.Unwrap(c, loc);
   if (c.type() != Type::Of(Scalar::kI1)) {
     Fail("While needs an i1 condition (a comparison)", loc);
     flag = mlir::arith::ConstantIntOp::create(s.builder, l, 0, 1);
@@ -384,7 +391,7 @@ void Kernel::If(const Operand& cond, const std::function<void()>& then, Loc loc)
   KernelState& s = *state_;
   if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1))
     return Fail("If needs an i1 condition (a comparison)", loc);
-  auto op = mlir::scf::IfOp::create(s.builder, s.ToLoc(loc), s.Unwrap(Access::Val(cond)),
+  auto op = mlir::scf::IfOp::create(s.builder, s.ToLoc(loc), s.Unwrap(Access::Val(cond), cond.loc()),
                                     /*withElseRegion=*/false);
   mlir::OpBuilder::InsertionGuard guard(s.builder);
   s.builder.setInsertionPoint(op.thenBlock()->getTerminator());
@@ -397,6 +404,7 @@ void Kernel::SyncThreads(Loc loc) {
 
 absl::StatusOr<KernelDef> Kernel::Build() {
   KernelState& s = *state_;
+  detail::EmptyValueRead().reset();
   for (const auto& check : s.final_checks) check();
   if (s.error) return absl::InvalidArgumentError(*s.error);
   s.manifest.smem_bytes = s.smem_top;

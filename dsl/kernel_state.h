@@ -34,9 +34,10 @@ struct KernelState {
   void Fail(const std::string& message, const Loc& loc);
 
   // Value table: kiln::Value holds an index into it. Unwrap of an empty Value, or of one another
-  // kernel made, fails the build and returns a poison of the Value's type.
+  // kernel made, fails the build (at `use`, the op's line, where the caller knows it; else at the
+  // empty Value's declaration) and returns a poison of the Value's type.
   Value Wrap(mlir::Value v, Type t);
-  mlir::Value Unwrap(const Value& v);
+  mlir::Value Unwrap(const Value& v, std::optional<Loc> use = std::nullopt);
   mlir::Type ToMlir(Type t);
   mlir::Type ToMlir(Scalar s);
   // A placeholder of type t, used after an error so that building can go on.
@@ -85,11 +86,11 @@ struct KernelState {
 // the kernel already uses the other group (they do not mix in one kernel). In tcgen05.cc.
 bool UseTcgenGroup(KernelState& s, int cta_group, const Loc& loc);
 
-// Friend access to the private fields of the public handle types.
 // Where the newest empty Value whose type an op read was declared (ops check types before they
 // use a value, so the type check's error is reported as the empty Value's).
 std::optional<Loc>& EmptyValueRead();
 
+// Friend access to the private fields of the public handle types.
 struct Access {
   static KernelState* State(const Value& v) { return v.state_; }
   static Value Make(KernelState* s, int id, Type t) {
@@ -99,6 +100,7 @@ struct Access {
   }
   static int Id(const Value& v) { return v.id_; }
   static const Loc& Declared(const Value& v) { return v.declared_; }
+  static const Type& TypeOf(const Value& v) { return v.type_; }  // without noting an empty read
   static bool IsImm(const Operand& o) { return o.is_imm_; }
   static bool IsFloatImm(const Operand& o) { return o.is_float_imm_; }
   static double Imm(const Operand& o) { return o.imm_; }

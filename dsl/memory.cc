@@ -292,6 +292,7 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
 // ---- global tensors
 
 Value GlobalTensor::At(std::initializer_list<Operand> index, Loc loc) const {
+  if (!base_.valid()) return base_;  // empty base: reported where the element pointer is used
   KernelState& s = *Access::State(base_);
   if (index.size() != strides_.size()) {
     s.Fail(absl::StrCat("tensor of rank ", strides_.size(), " indexed with ", index.size(),
@@ -326,7 +327,7 @@ Value Kernel::Load(const Value& ptr, int lanes, Loc loc) {
     Fail(absl::StrCat("a load moves at most 16 bytes, not ", t.Bytes()), loc);
     return s.Poison(t, loc);
   }
-  return s.Wrap(mlir::LLVM::LoadOp::create(s.builder, s.ToLoc(loc), s.ToMlir(t), s.Unwrap(ptr),
+  return s.Wrap(mlir::LLVM::LoadOp::create(s.builder, s.ToLoc(loc), s.ToMlir(t), s.Unwrap(ptr, loc),
                                            t.Bytes()),
                 t);
 }
@@ -338,7 +339,7 @@ void Kernel::Store(const Value& ptr, const Operand& value, Loc loc) {
   Type t = Access::IsImm(value) ? Type::Of(pt.elem) : Access::Val(value).type();
   if (t.elem != pt.elem || t.kind == Type::Kind::kPointer)
     return Fail(absl::StrCat("storing ", t.Str(), " through ", pt.Str()), loc);
-  mlir::LLVM::StoreOp::create(s.builder, s.ToLoc(loc), s.Materialize(value, t), s.Unwrap(ptr),
+  mlir::LLVM::StoreOp::create(s.builder, s.ToLoc(loc), s.Materialize(value, t), s.Unwrap(ptr, loc),
                               t.Bytes());
 }
 
@@ -355,7 +356,7 @@ void Kernel::StoreWriteThrough(const Value& ptr, const Operand& value, Loc loc) 
   mlir::Value bits = s.Unwrap(
       s.Wrap(s.Materialize(value, t), t).Bitcast(Type::Of(t.Bytes() == 2 ? Scalar::kI16 : Scalar::kI32), loc));
   s.InlineAsm(t.Bytes() == 2 ? "st.global.wt.b16 [$0], $1;" : "st.global.wt.b32 [$0], $1;",
-              t.Bytes() == 2 ? "l,h" : "l,r", {s.Unwrap(ptr), bits}, {}, l);
+              t.Bytes() == 2 ? "l,h" : "l,r", {s.Unwrap(ptr, loc), bits}, {}, l);
 }
 
 void Kernel::StoreNoL1Allocate(const Value& ptr, const Value& value, Loc loc) {
@@ -369,7 +370,7 @@ void Kernel::StoreNoL1Allocate(const Value& ptr, const Value& value, Loc loc) {
   if (s.target.compute_capability < 70) return Fail("L1::no_allocate needs sm_70 or later", loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Value words = s.Unwrap(value.Bitcast(Type::Vec(Scalar::kI32, 4), loc));
-  std::vector<mlir::Value> args = {s.Unwrap(ptr)};
+  std::vector<mlir::Value> args = {s.Unwrap(ptr, loc)};
   for (int i = 0; i < 4; ++i)
     args.push_back(mlir::LLVM::ExtractElementOp::create(
         s.builder, l, words, mlir::arith::ConstantIntOp::create(s.builder, l, i, 32)));
@@ -392,7 +393,7 @@ Value Kernel::Vector(const std::vector<Value>& lanes, Loc loc) {
       return s.Poison(t, loc);
     }
     mlir::Value idx = mlir::LLVM::ConstantOp::create(s.builder, l, s.builder.getI32IntegerAttr(i));
-    v = mlir::LLVM::InsertElementOp::create(s.builder, l, v, s.Unwrap(lanes[i]), idx);
+    v = mlir::LLVM::InsertElementOp::create(s.builder, l, v, s.Unwrap(lanes[i], loc), idx);
   }
   return s.Wrap(v, t);
 }

@@ -212,7 +212,7 @@ void Kernel::TcgenCommit(const Barrier& bar, int cta_group, const Value& cta_mas
   if (cta_mask.valid()) {
     if (s.manifest.cluster.count() < 2) return Fail("a multicast commit needs a cluster of 2 or more CTAs", loc);
     if (cta_mask.type() != Type::Of(Scalar::kI32)) return Fail("the commit's CTA mask is an i32 (16 bits used)", loc);
-    mask = mlir::arith::TruncIOp::create(s.builder, l, s.builder.getI16Type(), s.Unwrap(cta_mask));
+    mask = mlir::arith::TruncIOp::create(s.builder, l, s.builder.getI16Type(), s.Unwrap(cta_mask, loc));
   }
   mlir::NVVM::Tcgen05CommitOp::create(s.builder, l, s.Unwrap(bar.ptr()), mask, Group(cta_group));
 }

@@ -70,7 +70,7 @@ std::vector<Value> Kernel::MmaM16N8K16(Scalar ab, const std::vector<Value>& a,
   mlir::Location l = s.ToLoc(loc);
   auto unwrap = [&](const std::vector<Value>& vs) {
     llvm::SmallVector<mlir::Value> out;
-    for (const Value& v : vs) out.push_back(s.Unwrap(v));
+    for (const Value& v : vs) out.push_back(s.Unwrap(v, loc));
     return out;
   };
   llvm::SmallVector<mlir::Value> ma = unwrap(a), mb = unwrap(b), mc = unwrap(c);

@@ -155,7 +155,7 @@ void Kernel::StMatrix(const Value& smem_row, const std::vector<Value>& regs, boo
       return Fail("stmatrix registers are b32 (pairs of 16-bit values)", loc);
   if (s.target.compute_capability < 90) return Fail("stmatrix needs sm_90 or later", loc);
   llvm::SmallVector<mlir::Value> src;
-  for (const Value& r : regs) src.push_back(s.Unwrap(r));
+  for (const Value& r : regs) src.push_back(s.Unwrap(r, loc));
   mlir::NVVM::StMatrixOp::create(
       s.builder, s.ToLoc(loc), s.Unwrap(smem_row), src,
       trans ? mlir::NVVM::MMALayout::col : mlir::NVVM::MMALayout::row,

@@ -1,7 +1,8 @@
 // The kiln command line.
 //   kiln list                         kernel names, one per line
 //   kiln mlir|lowered|llvm|ptx|sass NAME   one stage of a kernel on stdout
-//   kiln bundle [--dir D] [NAME...]   write bundles (manifest + PTX)
+//   kiln bundle [--dir D] [NAME...]   write bundles (manifest + PTX); with no NAME, all of them,
+//                                     and drop D's bundles of kernels no longer registered
 //   kiln run NAME [--m --n --k]       check and time one kernel against cuBLAS
 //   kiln bench [--sizes ...] [NAME...]  the table for many kernels
 // Built without the compiler (runtime-only), kernels come from bundles (--bundles DIR).
@@ -149,17 +150,24 @@ int WriteBundles(const std::vector<std::string>& args) {
     if (absl::Status s = kiln::rt::WriteBundle(dir, *b); !s.ok()) return Fail(s);
   }
   std::cerr << "kiln: wrote " << names.size() << " bundles to " << dir << "\n";
-  if (args.empty()) {  // the directory mirrors the registry: drop bundles of kernels now gone
-    std::set<std::string> keep;
-    for (const std::string& name : names) keep.insert(kiln::rt::BundleStem(name));
-    int removed = 0;
-    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-      const std::filesystem::path& p = entry.path();
-      if ((p.extension() == ".ptx" || p.extension() == ".manifest") && !keep.count(p.stem().string()) &&
-          std::filesystem::remove(p))
-        ++removed;
+  if (args.empty() && Compiling()) {
+    // The directory mirrors the registry: drop bundles (a manifest that parses, and its PTX) of
+    // kernels no longer registered. Nothing else in the directory is touched.
+    absl::StatusOr<std::vector<std::string>> present = kiln::rt::ListBundles(dir);
+    if (!present.ok()) {  // the bundles were written; only the tidying is skipped
+      std::cerr << "kiln: not removing stale bundles from " << dir << ": " << present.status().message() << "\n";
+      return 0;
     }
-    if (removed) std::cerr << "kiln: removed " << removed << " files of kernels no longer registered\n";
+    const std::set<std::string> keep(names.begin(), names.end());
+    int removed = 0;
+    for (const std::string& name : *present) {
+      if (keep.count(name)) continue;
+      std::error_code ec;
+      for (const char* ext : {".manifest", ".ptx"})
+        std::filesystem::remove(absl::StrCat(dir, "/", kiln::rt::BundleStem(name), ext), ec);
+      ++removed;
+    }
+    if (removed) std::cerr << "kiln: removed " << removed << " bundles of kernels no longer registered\n";
   }
   return 0;
 }

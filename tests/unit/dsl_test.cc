@@ -91,6 +91,28 @@ TEST(Dsl, EmptyValueIsAnErrorNamingItsDeclaration) {
     k.Load(p); const int use = __LINE__;
     ExpectEmptyValueError(k, use, declared);
   }
+  {  // i32, the type an empty Value would have matched before it had none
+    Kernel k("test/empty_i32", sm80(), {32});
+    Value x = k.PtrParam("X", i32);
+    Value v; const int declared = __LINE__;
+    k.Store(x, v); const int use = __LINE__;
+    ExpectEmptyValueError(k, use, declared);
+  }
+  {
+    Kernel k("test/empty_tensor", sm80(), {32});
+    Value base; const int declared = __LINE__;
+    Value p = GlobalTensor(base, {k.I32(4)}, {k.I32(1)}).At({0});
+    k.Load(p); const int use = __LINE__;
+    ExpectEmptyValueError(k, use, declared);
+  }
+  {  // a kernel that only read an empty Value's type leaves nothing behind for the next one
+    Kernel k1("test/read_only", sm80(), {32});
+    Value unused;
+    (void)unused.type();
+    Kernel k2("test/next", sm80(), {32});
+    k2.Smem(f32, 1024, 1024); const int line = __LINE__;
+    ExpectError(k2, line, "shared memory over budget");
+  }
   {
     Kernel other("test/other", sm80(), {32});
     Value foreign = other.ThreadIdx();
@@ -99,6 +121,17 @@ TEST(Dsl, EmptyValueIsAnErrorNamingItsDeclaration) {
     k.Store(x, foreign);
     ExpectErrorAt(k, "tests/unit/dsl_test.cc:", "made by another Kernel");  // the line is approximate
   }
+}
+
+TEST(Dsl, SelectAndFmaOnNumbers) {
+  Kernel k("test/numbers", sm80(), {32});
+  Value x = k.PtrParam("X", f32);
+  k.Store(x, Fma(2.0, 3.0, k.F32(1.0)));  // 2*3 folded, added to the Value
+  ASSERT_TRUE(k.Build().ok());
+  Kernel bad("test/select_numbers", sm80(), {32});
+  Value c = bad.ThreadIdx() < 4;
+  Select(c, 1, 2); const int line = __LINE__;
+  ExpectError(bad, line, "Select between two numbers");
 }
 
 TEST(Dsl, SharedMemoryOverBudgetNamesTheLine) {

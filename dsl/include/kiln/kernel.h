@@ -57,7 +57,7 @@ struct Access;
 // with an error naming the line where it was declared.
 class Value {
  public:
-  explicit Value(Loc declared = Loc::current()) : declared_(declared) {}
+  Value(Loc declared = Loc::current()) : declared_(declared) {}
   const Type& type() const;
   bool valid() const { return state_ != nullptr; }
 
@@ -72,7 +72,7 @@ class Value {
   friend struct detail::Access;
   detail::KernelState* state_ = nullptr;
   int id_ = -1;
-  Type type_;
+  Type type_{Type::Kind::kScalar, Scalar::kI32, /*lanes=*/0};  // empty: no op's type check accepts it
   Loc declared_;  // where an empty Value was declared, for the error
 };
 
