@@ -42,11 +42,13 @@ absl::StatusOr<KernelDef> Build() {
     k.WgmmaWait(0);
   });
 
+  // C is [n][m]: one base per thread and offsets from it (M * column + row) keep ptxas at 168
+  // registers or fewer, so three CTAs fit on an SM (per-store At() addresses took 196: two).
+  Value base = g.Cptr.At({m0 + acc[0].Row(0), n0 + acc[0].Col(0)});
   for (int m = 0; m < 2; ++m)
     for (int p = 0; p < BN / 4; ++p)
       for (int j = 0; j < 2; ++j)
-        k.Store(g.Cptr.At({m0 + m * 64 + acc[m].Row(p), n0 + acc[m].Col(p) + j}),
-                Value(acc[m][2 * p + j]).To(bf16));
+        k.Store(base + (g.M * (p / 2 * 8 + j) + (m * 64 + p % 2 * 8)), Value(acc[m][2 * p + j]).To(bf16));
   return k.Build();
 }
 
