@@ -29,6 +29,13 @@ TEST_P(ExampleTest, LowersAndPtxasAccepts) {
             std::string::npos)
       << cubin->log;
   std::cout << GetParam() << ": " << cubin->log.substr(cubin->log.find("Used")) << std::endl;
+  // hopper/k03 is one 128-thread CTA waiting on each load: its speed is the other CTAs on the SM,
+  // and three fit only at 168 registers or fewer (docs/PERF.md).
+  if (GetParam() == "hopper/k03") {
+    const size_t used = cubin->log.find("Used ");
+    ASSERT_NE(used, std::string::npos);
+    EXPECT_LE(std::stoi(cubin->log.substr(used + 5)), 168) << cubin->log;
+  }
 }
 
 // What each Hopper version must contain in its PTX: the instructions that make it that version
