@@ -195,4 +195,43 @@ std::vector<Operand> TmaGemmOperands::CBox(const Value& m0, const Value& n0) con
   return {0, n0, m0 / 64};
 }
 
+void SuperTiles(Kernel& k, const Value& first, int groups, const Value& count, const Value& tiles_n, int tm,
+                int tn, const TileBody& body) {
+  k.For(first, count, groups, [&](Value num) {
+    Value super = num / (tm * tn), pos = num % (tm * tn);
+    Value m = super / (tiles_n / tn) * tm + pos / tn, n = super % (tiles_n / tn) * tn + pos % tn;
+    body(m, n);
+  });
+}
+
+void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
+                       const SmemTile& sB, int bk, const Value& rank, const ForEachTile& for_each_tile) {
+  k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
+    k.If(t == 0, [&] {
+      Pipeline::Cursor at = ring.Start();
+      for_each_tile([&](Value m0, Value n0) {
+        k.For(0, g.K, bk, [&](Value k0) {
+          ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)},
+                            {&g.B, sB, g.Box(n0, k0), k.I32(0b11), rank == 0}});
+        });
+      });
+    });
+  });
+}
+
+void ConsumeTile(Kernel& k, Pipeline& ring, Pipeline::Cursor& at, const Value& thread, WgmmaAccumulator& acc,
+                 const SmemTile& sA, const SmemTile& sB, const Value& row0, int bk, const Value& K) {
+  auto mma = [&](bool first) {
+    return [&, first](Value s) {
+      k.WgmmaFence();
+      for (int kk = 0; kk < bk; kk += 16)
+        k.Wgmma(acc, sA.Stage(s), row0, sB.Stage(s), 0, kk, /*scale_d=*/!(first && kk == 0));
+      k.WgmmaCommit();
+      k.WgmmaWait(0);
+    };
+  };
+  ring.Consume(at, thread, mma(true));
+  k.For(bk, K, bk, [&](Value) { ring.Consume(at, thread, mma(false)); });
+}
+
 }  // namespace kiln::examples

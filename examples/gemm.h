@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "kiln/kernel.h"
+#include "kiln/pipeline.h"
 
 namespace kiln::examples {
 
@@ -79,5 +80,27 @@ struct TmaGemmOperands {
 };
 // Declares M, N, K, then C, A, B (in that order) and the GEMM spec (A row, B col, C col).
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc = Loc::current());
+
+// Runs body(m0, n0) for each output tile a CTA owns, in the kernel's schedule.
+using TileBody = std::function<void(Value m0, Value n0)>;
+using ForEachTile = std::function<void(const TileBody&)>;
+
+// The persistent walk of fast.cu kernels 6-10 over `count` tiles, tiles_n to a row: numbered
+// super-tile by super-tile (tm x tn tiles each, row-major inside and out), this CTA (or cluster)
+// taking every `groups`-th from `first`; body(m index, n index).
+void SuperTiles(Kernel& k, const Value& first, int groups, const Value& count, const Value& tiles_n, int tm,
+                int tn, const TileBody& body);
+
+// The producer warpgroup of the clustered kernels (fast.cu kernels 8-12, hopper/k13, k14): its
+// first thread streams each tile's k-tiles into the ring, A for this CTA, B multicast to both
+// CTAs of the pair by rank 0; the other threads drop their registers to 24 and idle.
+void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
+                       const SmemTile& sB, int bk, const Value& rank, const ForEachTile& for_each_tile);
+
+// One tile's mainloop for a consumer warpgroup (fast.cu kernels 9-12): the first k-tile's first
+// wgmma overwrites the accumulator (scale-d 0, so it needs no zeroing), and each stage is released
+// once its wgmmas have retired. `thread` is the thread's index in its warpgroup.
+void ConsumeTile(Kernel& k, Pipeline& ring, Pipeline::Cursor& at, const Value& thread, WgmmaAccumulator& acc,
+                 const SmemTile& sA, const SmemTile& sB, const Value& row0, int bk, const Value& K);
 
 }  // namespace kiln::examples

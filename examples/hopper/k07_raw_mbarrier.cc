@@ -24,12 +24,8 @@ absl::StatusOr<KernelDef> Build() {
   });
   k.SyncThreads();
   Value tiles_n = g.N / BN;
-  auto for_each_tile = [&](const std::function<void(Value, Value)>& body) {
-    k.For(k.BlockIdx(), g.M / BM * tiles_n, CTAS, [&](Value num) {
-      Value super = num / (TM * TN), pos = num % (TM * TN);
-      Value m = super / (tiles_n / TN) * TM + pos / TN, n = super % (tiles_n / TN) * TN + pos % TN;
-      body(m * BM, n * BN);
-    });
+  auto for_each_tile = [&](const TileBody& body) {
+    SuperTiles(k, k.BlockIdx(), CTAS, g.M / BM * tiles_n, tiles_n, TM, TN, [&](Value m, Value n) { body(m * BM, n * BN); });
   };
   // (stage, phase) of one side of the ring; the phase flips each time the stage wraps.
   auto advance = [&](const Regs& q) {

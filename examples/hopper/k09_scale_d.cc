@@ -24,41 +24,17 @@ absl::StatusOr<KernelDef> Build() {
   k.If(tid == 0, [&] { ring.Init(); });
   k.ClusterSync();
   Value tiles_n = g.N / BN;
-  auto for_each_tile = [&](const std::function<void(Value, Value)>& body) {
-    k.For(k.ClusterIdx(), g.M / (BM * CLUSTER) * tiles_n, GROUPS, [&](Value num) {
-      Value super = num / (TM * TN), pos = num % (TM * TN);
-      Value m = super / (tiles_n / TN) * TM + pos / TN, n = super % (tiles_n / TN) * TN + pos % TN;
-      body((m * CLUSTER + rank) * BM, n * BN);
-    });
+  auto for_each_tile = [&](const TileBody& body) {
+    SuperTiles(k, k.ClusterIdx(), GROUPS, g.M / (BM * CLUSTER) * tiles_n, tiles_n, TM, TN, [&](Value m, Value n) { body((m * CLUSTER + rank) * BM, n * BN); });
   };
 
-  k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
-    k.If(t == 0, [&] {
-      Pipeline::Cursor at = ring.Start();
-      for_each_tile([&](Value m0, Value n0) {
-        k.For(0, g.K, BK, [&](Value k0) {
-          ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)},
-                            {&g.B, sB, g.Box(n0, k0), k.I32(0b11), rank == 0}});
-        });
-      });
-    });
-  });
+  MulticastProducer(k, ring, g, sA, sB, BK, rank, for_each_tile);
   k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240}, [&](Value t) {
     Value row0 = t / 128 * 64;
     WgmmaAccumulator acc = k.WgmmaAcc(BN);
     Pipeline::Cursor at = ring.Start();
     for_each_tile([&](Value m0, Value n0) {
-      auto mma = [&](bool first) {
-        return [&, first](Value s) {
-          k.WgmmaFence();
-          for (int kk = 0; kk < BK; kk += 16)
-            k.Wgmma(acc, sA.Stage(s), row0, sB.Stage(s), 0, kk, /*scale_d=*/!(first && kk == 0));
-          k.WgmmaCommit();
-          k.WgmmaWait(0);
-        };
-      };
-      ring.Consume(at, t % 128, mma(true));
-      k.For(BK, g.K, BK, [&](Value) { ring.Consume(at, t % 128, mma(false)); });
+      ConsumeTile(k, ring, at, t % 128, acc, sA, sB, row0, BK, g.K);
       // C is [n][m]. One base per tile, offsets from it: per-store addresses from At() made
       // ptxas spill 88 bytes (each inline-PTX store kept its own 64-bit address).
       Value base = g.Cptr.At({m0 + row0 + acc.Row(0), n0 + acc.Col(0)});

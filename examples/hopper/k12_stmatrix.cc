@@ -33,33 +33,13 @@ absl::StatusOr<KernelDef> Build() {
     walk([&](Value mi, Value ni) { body(mi * (BM * CLUSTER) + rank * BM, ni * BN); });
   };
 
-  k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
-    k.If(t == 0, [&] {
-      Pipeline::Cursor at = ring.Start();
-      for_each_tile([&](Value m0, Value n0) {
-        k.For(0, g.K, BK, [&](Value k0) {
-          ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)},
-                            {&g.B, sB, g.Box(n0, k0), k.I32(0b11), rank == 0}});
-        });
-      });
-    });
-  });
+  MulticastProducer(k, ring, g, sA, sB, BK, rank, for_each_tile);
   k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240}, [&](Value t) {
     Value row0 = t / 128 * 64;
     WgmmaAccumulator acc = k.WgmmaAcc(BN);
     Pipeline::Cursor at = ring.Start();
     for_each_tile([&](Value m0, Value n0) {
-      auto mma = [&](bool first) {
-        return [&, first](Value s) {
-          k.WgmmaFence();
-          for (int kk = 0; kk < BK; kk += 16)
-            k.Wgmma(acc, sA.Stage(s), row0, sB.Stage(s), 0, kk, /*scale_d=*/!(first && kk == 0));
-          k.WgmmaCommit();
-          k.WgmmaWait(0);
-        };
-      };
-      ring.Consume(at, t % 128, mma(true));
-      k.For(BK, g.K, BK, [&](Value) { ring.Consume(at, t % 128, mma(false)); });
+      ConsumeTile(k, ring, at, t % 128, acc, sA, sB, row0, BK, g.K);
       Value c = t % 128, wg = t / 128, lane = c % 32;
       k.If(c == 0, [&] { k.BulkWait(0); });  // the previous tile's store has read the buffer
       k.NamedBarrier(wg + 2, 128);

@@ -39,17 +39,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue) {
     walk([&](Value mi, Value ni) { body(mi * (BM * CLUSTER) + rank * BM, ni * BN); });
   };
 
-  k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
-    k.If(t == 0, [&] {
-      Pipeline::Cursor at = ring.Start();
-      for_each_tile([&](Value m0, Value n0) {
-        k.For(0, g.K, BK, [&](Value k0) {
-          ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)},
-                            {&g.B, sB, g.Box(n0, k0), k.I32(0b11), rank == 0}});
-        });
-      });
-    });
-  });
+  MulticastProducer(k, ring, g, sA, sB, BK, rank, for_each_tile);
   k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240}, [&](Value t) {
     Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
     WgmmaAccumulator acc = k.WgmmaAcc(BN);
