@@ -34,7 +34,8 @@ struct Version {
 };
 
 absl::StatusOr<KernelDef> Build(const Version& v) {
-  const auto [BM, BN, BK, warps_m, warps_n, strip] = v.shape;
+  const int BM = v.shape.bm, BN = v.shape.bn, BK = v.shape.bk, warps_m = v.shape.warps_m, warps_n = v.shape.warps_n;
+  const bool strip = v.shape.strip;
   const int THREADS = warps_m * warps_n * 32;
   Kernel k(v.name, sm80(), {THREADS});
   GemmOperands g = DeclareGemm(k, {.in_type = "f16", .out_type = "f16", .acc_type = "f16",
