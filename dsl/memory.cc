@@ -208,6 +208,26 @@ SmemTile SmemTile::Stage(const Operand& stage, Loc loc) const {
 }
 
 namespace {
+// The constant part of an i32 sum: v = (x + 16) + y has 16. Indices of an unrolled loop are such
+// sums (warp row + i * 16 + lane % 16); only the constant differs between them.
+int64_t ConstantPart(mlir::Value v) {
+  if (auto c = v.getDefiningOp<mlir::arith::ConstantOp>())
+    if (auto i = mlir::dyn_cast<mlir::IntegerAttr>(c.getValue())) return i.getInt();
+  if (auto add = v.getDefiningOp<mlir::arith::AddIOp>())
+    return ConstantPart(add.getLhs()) + ConstantPart(add.getRhs());
+  return 0;
+}
+
+// v without its constant part (null when v is all constant).
+mlir::Value WithoutConstant(KernelState& s, mlir::Value v, mlir::Location l) {
+  if (v.getDefiningOp<mlir::arith::ConstantOp>()) return mlir::Value();
+  auto add = v.getDefiningOp<mlir::arith::AddIOp>();
+  if (!add || ConstantPart(v) == 0) return v;
+  mlir::Value x = WithoutConstant(s, add.getLhs(), l), y = WithoutConstant(s, add.getRhs(), l);
+  if (!x || !y) return x ? x : y;
+  return mlir::arith::AddIOp::create(s.builder, l, x, y, mlir::arith::IntegerOverflowFlags::nuw);
+}
+
 // smem<i8>* to `byte` bytes past the start of the tile's selected stage.
 mlir::Value TileByte(KernelState& s, const SmemTile& t, const Value& stage, mlir::Value byte,
                      mlir::Location l) {
@@ -262,6 +282,20 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
   }
   const Type i32 = Type::Of(Scalar::kI32);
   Value r = s.Wrap(s.Materialize(row, i32), i32);
+  // A constant row offset that keeps the swizzle's phase leaves the address as base + immediate,
+  // so the rows of an unrolled loop share one base register (ldmatrix [%r+1024]) instead of each
+  // folding its constant into the swizzle arithmetic, which the compiler then cannot undo.
+  int64_t peeled_rows = 0;
+  if (const int64_t dr = ConstantPart(s.Unwrap(r)); dr > 0) {
+    const int span = SwizzleBytes(swizzle_);
+    const int64_t dr_bytes = dr * (interleaved_ ? 16 : row_stride_ * ScalarBytes(elem_));
+    const bool keeps_phase = (xor_.period <= 1 || dr % xor_.period == 0) &&
+                             (span == 0 || dr_bytes % (span * 8) == 0);
+    if (mlir::Value rest = WithoutConstant(s, s.Unwrap(r), s.ToLoc(loc)); keeps_phase && rest) {
+      r = s.Wrap(rest, i32);
+      peeled_rows = dr;
+    }
+  }
   Value byte = (r * Operand(row_stride_, loc) + col) * Operand(ScalarBytes(elem_), loc);
   if (interleaved_) {  // slab col / per_slab, then row, then the column within the slab
     const int per_slab = 16 / ScalarBytes(elem_);
@@ -286,6 +320,8 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
     const int mask = (span / 16 - 1) << 4;
     byte = byte ^ ((byte >> Operand(3, loc)) & Operand(mask, loc));
   }
+  if (peeled_rows > 0)
+    byte = byte + Operand(static_cast<int>(peeled_rows * (interleaved_ ? 16 : row_stride_ * ScalarBytes(elem_))), loc);
   return s.Wrap(TileByte(s, *this, stage_, s.Unwrap(byte), s.ToLoc(loc)), ptr);
 }
 

@@ -42,7 +42,6 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
                                    .tile_m = BM, .tile_n = strip ? BN * STRIP : BN, .tile_k = BK});
   if (strip) k.Grid("16", absl::StrCat("M/", BM), absl::StrCat("N/", BN * STRIP));
   else k.Grid(absl::StrCat("N/", BN), absl::StrCat("M/", BM));
-  k.MinBlocksPerSm(1);  // as upstream, no register cap for occupancy (ptxas would pick 128)
   SmemLayout ring{.swizzle = v.permuted ? UnitSwizzle::RotateHalfRow8() : UnitSwizzle{}, .stages = v.stages};
   SmemTile As = k.Smem(f16, BM, BK, ring), Bs = k.Smem(f16, BN, BK, ring);  // [row][k]
   SmemTile Cs = k.SmemOver(As, f16, BM, BN, {.swizzle = v.permuted ? UnitSwizzle::Rotate8() : UnitSwizzle{}});

@@ -2,7 +2,9 @@
 // spills and no stack frame.
 #include "examples/registry.h"
 #include <cstdlib>
+#include <map>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "gtest/gtest.h"
@@ -114,8 +116,8 @@ TEST(AmpereSeries, EachVersionHoldsItsInstructions) {
 const Mix kHgemmMix[] = {
     {"hgemm/mma_naive", {"mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "ldmatrix.sync.aligned.m8n8.x2"},
      {"cp.async", "f32"}},
-    {"hgemm/mma_base", {"mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "%ctaid.z", "st.global.v4",
-                        ".minnctapersm 1"}, {"cp.async"}},
+    {"hgemm/mma_base", {"mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "%ctaid.z", "st.global.v4"},
+     {"cp.async", ".minnctapersm"}},  // as upstream: no launch bounds that would lift ptxas's register target
     {"hgemm/mma_permuted", {"st.global.v4"}, {"cp.async"}},
     {"hgemm/mma_async", {"cp.async.cg.shared.global", "cp.async.wait_group \t0"}, {"cp.async.wait_group \t1"}},
     {"hgemm/mma_async_pg2s", {"cp.async.wait_group \t0"}, {"cp.async.wait_group \t1"}},
@@ -142,6 +144,64 @@ TEST(HgemmSeries, RegisterDoubleBufferingLoadsTheNextStepFirst) {
   EXPECT_EQ(LdmatrixBeforeFirstMma("hgemm/mma_async_pg2s"), 12);
   EXPECT_EQ(LdmatrixBeforeFirstMma("hgemm/mma_async_pg2s_ps2r"), 24);
   EXPECT_EQ(LdmatrixBeforeFirstMma("hgemm/mma_async_stage3"), 24);
+}
+
+// The registers that hold ldmatrix addresses, each traced back through `add.s32 %d, %s, imm` to
+// the register it is an immediate offset of: the distinct bases the addresses are built on.
+std::set<std::string> LdmatrixAddressBases(const std::string& ptx) {
+  std::map<std::string, std::string> offset_of;  // %d -> %s for add.s32 %d, %s, <immediate>
+  std::set<std::string> addresses;
+  std::istringstream lines(ptx);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream in(line);
+    std::string op, d, s, imm;
+    in >> op >> d >> s >> imm;
+    if (op == "add.s32" && !imm.empty() && imm[0] != '%') offset_of[d.substr(0, d.size() - 1)] = s.substr(0, s.size() - 1);
+    if (op.rfind("ldmatrix", 0) == 0) {
+      const size_t open = line.find('['), plus = line.find_first_of("+]", open);
+      addresses.insert(line.substr(open + 1, plus - open - 1));
+    }
+  }
+  std::set<std::string> bases;
+  for (std::string r : addresses) {
+    while (offset_of.count(r)) r = offset_of[r];
+    bases.insert(r);
+  }
+  return bases;
+}
+
+// What brought cuda_hgemm's 256x128 versions to their originals' speed (docs/PERF.md): each k-step
+// reads its 4 A and 8 B fragments at immediate offsets from one A and one B address (the warp's
+// rows i * 16 and j * 8 keep the rotation's phase), so with 32-bit shared pointers ptxas needs no
+// register per ldmatrix, and without launch bounds it lands where nvcc's build of the original
+// does: <= 128 registers, two 256-thread CTAs per SM (mma_base: 126, async: 120, pg2s: 127,
+// ps2r: 128 upstream; before, kiln's took 147-170 and ran one CTA per SM at 0.52-0.74x).
+TEST(HgemmSeries, FragmentAddressesShareABasePerOperandAndStep) {
+  // 2 k-steps x (4 x4 + 8 x2) per k-tile; the stage rings load the first step once more before
+  // their loop. An A and a B base for each of those step loads.
+  for (const char* name : {"hgemm/mma_base", "hgemm/mma_permuted", "hgemm/mma_async", "hgemm/mma_async_pg2s",
+                           "hgemm/mma_async_pg2s_ps2r", "hgemm/mma_async_stage2", "hgemm/mma_async_stage4"}) {
+    absl::StatusOr<std::string> ptx = PtxOf(name);
+    ASSERT_TRUE(ptx.ok()) << ptx.status();
+    const int loads = Occurrences(*ptx, "ldmatrix");
+    EXPECT_TRUE(loads == 24 || loads == 36) << name << ": " << loads;
+    const std::set<std::string> bases = LdmatrixAddressBases(*ptx);
+    EXPECT_LE(bases.size(), loads / 12 * 2u) << name;
+    for (const std::string& b : bases) EXPECT_EQ(b.rfind("%rd", 0), std::string::npos) << name << ": 64-bit smem address " << b;
+  }
+}
+
+TEST(HgemmSeries, TwoCtasPerSmWhereTheOriginalHasThem) {
+  if (!HaveToolkit()) GTEST_SKIP() << "no CUDA toolkit (ptxas) here";
+  for (const char* name : {"hgemm/mma_base", "hgemm/mma_permuted", "hgemm/mma_async", "hgemm/mma_async_pg2s",
+                           "hgemm/mma_async_pg2s_ps2r"})
+    for (const char* chip : {"sm_80", "sm_90"}) {  // its target, and what the driver JITs it for on Hopper
+      absl::StatusOr<PtxasResult> cubin = RunPtxas(*PtxOf(name), chip);
+      ASSERT_TRUE(cubin.ok()) << cubin.status();
+      const size_t used = cubin->log.find("Used ");
+      ASSERT_NE(used, std::string::npos) << cubin->log;
+      EXPECT_LE(std::stoi(cubin->log.substr(used + 5)), 128) << name << " on " << chip << ": " << cubin->log;
+    }
 }
 
 TEST(HgemmSeries, StagesAndTheEpilogueShareSharedMemory) {
