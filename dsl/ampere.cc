@@ -100,7 +100,7 @@ std::vector<Value> Kernel::LdMatrix(const SmemTile& tile, const Operand& row, co
 }
 
 void Kernel::CpAsync(const SmemTile& tile, const Operand& row, const Operand& col,
-                     const Value& src, int bytes, CacheAt cache, Loc loc) {
+                     const Value& src, int bytes, CacheAt cache, int l2_prefetch, Loc loc) {
   KernelState& s = *state_;
   if (s.target.compute_capability < 80) return Fail("cp.async needs sm_80 or later", loc);
   if (bytes != 4 && bytes != 8 && bytes != 16)
@@ -110,9 +110,20 @@ void Kernel::CpAsync(const SmemTile& tile, const Operand& row, const Operand& co
   const Type& st = src.type();
   if (st.kind != Type::Kind::kPointer || st.space != Space::kGlobal)
     return Fail(absl::StrCat("cp.async reads global memory, not through ", st.Str()), loc);
+  if (l2_prefetch != 0 && l2_prefetch != 64 && l2_prefetch != 128 && l2_prefetch != 256)
+    return Fail(absl::StrCat("cp.async prefetches 64, 128 or 256 bytes into L2 (or 0: none), not ",
+                             l2_prefetch), loc);
   std::string bad = SplitsRows(tile, bytes, "cp.async");
   if (bad.empty()) bad = MisalignedColumn(tile, col, bytes, "a cp.async");
   if (!bad.empty()) return Fail(bad, loc);
+  if (l2_prefetch != 0) {  // the NVVM op has no prefetch size
+    mlir::Location l = s.ToLoc(loc);
+    s.InlineAsm(absl::StrCat("cp.async.", cache == CacheAt::kL2 ? "cg" : "ca", ".shared.global.L2::",
+                             l2_prefetch, "B [$0], [$1], ", bytes, ";"),
+                "r,l,~{memory}", {s.SharedAddress32(s.Unwrap(tile.At(row, col, loc)), l), s.Unwrap(src, loc)},
+                mlir::Type(), l);
+    return;
+  }
   mlir::NVVM::CpAsyncOp::create(
       s.builder, s.ToLoc(loc), s.Unwrap(tile.At(row, col, loc)), s.Unwrap(src, loc),
       static_cast<uint32_t>(bytes),

@@ -1,5 +1,7 @@
 #include "examples/gemm.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace kiln::examples {
@@ -77,13 +79,25 @@ ElementAt ColumnsOf(const GlobalTensor& b) {
 namespace {
 
 // Calls chunk(r, c) for each 16-byte chunk of `tile` this thread owns (chunk i goes to thread
-// i % threads); `what` names the caller in the error.
-void ForEachChunk(Kernel& k, const SmemTile& tile, const Value& tid, int threads, const char* what,
-                  const std::function<void(Value row, Value col)>& chunk) {
+// i % threads, or in warp strips); `what` names the caller in the error.
+void ForEachChunk(Kernel& k, const SmemTile& tile, const Value& tid, int threads, bool warp_strips,
+                  const char* what, const std::function<void(Value row, Value col)>& chunk) {
   const int per_chunk = 16 / ScalarBytes(tile.elem()), chunks_per_row = tile.cols() / per_chunk;
   if (tile.cols() % per_chunk != 0)
     return k.Fail(absl::StrCat(what, ": rows of ", tile.cols(), " elements are not whole 16-byte chunks"));
   const int chunks = tile.rows() * chunks_per_row;
+  if (warp_strips) {
+    const int warps = threads / 32, share = chunks / std::max(warps, 1);
+    if (threads % 32 != 0 || chunks % warps != 0 || share % 32 != 0)
+      return k.Fail(absl::StrCat(what, ": ", chunks, " chunks do not split into strips of whole 32-chunk steps for ",
+                                 threads, " threads"));
+    Value strip = tid / 32 * share + tid % 32;
+    for (int step = 0; step < share; step += 32) {
+      Value i = strip + step;
+      chunk(i / chunks_per_row, i % chunks_per_row * per_chunk);
+    }
+    return;
+  }
   for (int first = 0; first < chunks; first += threads) {
     Value i = tid + first, r = i / chunks_per_row, c = i % chunks_per_row * per_chunk;
     if (chunks - first >= threads) chunk(r, c);
@@ -94,15 +108,16 @@ void ForEachChunk(Kernel& k, const SmemTile& tile, const Value& tid, int threads
 }  // namespace
 
 void CopyTile(Kernel& k, const SmemTile& dst, const ElementAt& src, const Value& tid, int threads,
-              bool async) {
-  ForEachChunk(k, dst, tid, threads, "CopyTile", [&](Value r, Value c) {
-    if (async) k.CpAsync(dst, r, c, src(r, c));
+              bool async, Chunking how) {
+  ForEachChunk(k, dst, tid, threads, how.warp_strips, "CopyTile", [&](Value r, Value c) {
+    if (async) k.CpAsync(dst, r, c, src(r, c), 16, Kernel::CacheAt::kL2, how.l2_prefetch);
     else k.Store(dst.At(r, c), k.Load(src(r, c), 16 / ScalarBytes(dst.elem())));
   });
 }
 
-void StoreTile(Kernel& k, const SmemTile& src, const ElementAt& dst, const Value& tid, int threads) {
-  ForEachChunk(k, src, tid, threads, "StoreTile", [&](Value r, Value c) {
+void StoreTile(Kernel& k, const SmemTile& src, const ElementAt& dst, const Value& tid, int threads,
+               Chunking how) {
+  ForEachChunk(k, src, tid, threads, how.warp_strips, "StoreTile", [&](Value r, Value c) {
     k.Store(dst(r, c), k.Load(src.At(r, c), 16 / ScalarBytes(src.elem())));
   });
 }

@@ -29,10 +29,18 @@ ElementAt ColumnsOf(const GlobalTensor& b);  // (n, k) -> &B[k][n]
 // chunks in row order: plain 16-byte loads and stores, or cp.async (into the current group) when
 // `async`. Rows must be whole 16-byte chunks (else a build error); when the chunks do not fill the
 // last step, the threads past them skip it.
+// `how` deals the chunks out in warp strips instead (warp w takes the w-th contiguous share, 32
+// chunks a step: rows w * rows/warps + step * 32/chunks_per_row + lane / chunks_per_row, as
+// cuda_hgemm copies) and asks L2 to prefetch around each cp.async source.
+struct Chunking {
+  bool warp_strips = false;
+  int l2_prefetch = 0;  // bytes: 0, 64, 128, 256
+};
 void CopyTile(Kernel& k, const SmemTile& dst, const ElementAt& src, const Value& tid, int threads,
-              bool async);
+              bool async, Chunking how = {});
 // The way back: writes the smem tile `src` to dst(r, c), chunked as CopyTile does.
-void StoreTile(Kernel& k, const SmemTile& src, const ElementAt& dst, const Value& tid, int threads);
+void StoreTile(Kernel& k, const SmemTile& src, const ElementAt& dst, const Value& tid, int threads,
+               Chunking how = {});
 
 // Stores an mma.sync warp tile's f32 accumulator, acc[(m * mmas_n + n) * 4 + i], as bf16 pairs:
 // lane l holds rows l/4 and l/4 + 8 and columns (l%4)*2 + {0,1} of each 16x8 tile; dst gets the

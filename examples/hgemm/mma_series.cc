@@ -7,7 +7,7 @@
 //       and reverses the rows when odd; synchronous 16-byte copies, one stage, plain rows
 //   mma_permuted: + rotated 16-byte units ((unit + row % 8 / 2) % 4 for A/B, (unit + row % 8)
 //       % 16 for the C staging rows) against bank conflicts
-//   mma_async: + cp.async (commit, wait_group 0)       mma_async_pg2s: + two smem buffers
+//   mma_async: + cp.async (commit, wait_group 0; .L2::128B)   mma_async_pg2s: + two smem buffers
 //   mma_async_pg2s_ps2r: + register double buffering within a k-tile
 //   mma_async_stage2/3/4: an N-stage cp.async ring (wait_group N-2), fragments prefetched across
 //       k-tiles
@@ -52,9 +52,11 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
   Regs acc = k.Registers(Type::Vec(f16, 2), w.mmas_m * w.mmas_n * 2);
   const int nfrag = w.mmas_m * 4 + w.mmas_n * 2;  // one k-step's A and B fragments
 
+  // As upstream: each warp copies its own strip of rows; cp.async asks L2 for the 128-byte line.
+  const Chunking chunking{.warp_strips = strip, .l2_prefetch = v.async ? 128 : 0};
   auto load = [&](Value k0, Value stage) {
-    CopyTile(k, As.Stage(stage), [&](Value r, Value c) { return g.A.At({m0 + r, k0 + c}); }, tid, THREADS, v.async);
-    CopyTile(k, Bs.Stage(stage), [&](Value r, Value c) { return g.B.At({k0 + c, n0 + r}); }, tid, THREADS, v.async);
+    CopyTile(k, As.Stage(stage), [&](Value r, Value c) { return g.A.At({m0 + r, k0 + c}); }, tid, THREADS, v.async, chunking);
+    CopyTile(k, Bs.Stage(stage), [&](Value r, Value c) { return g.B.At({k0 + c, n0 + r}); }, tid, THREADS, v.async, chunking);
   };
   auto fragments = [&](Value stage, int kk) {  // A: mmas_m x4, then B: mmas_n x2
     std::vector<Value> f;
@@ -94,19 +96,20 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
       compute(k.I32(0));
       k.SyncThreads();
     });
-  } else if (v.regs != Regs2::kAcrossTiles) {  // pg2s: load the next tile, compute this one
+  } else if (v.regs != Regs2::kAcrossTiles) {  // pg2s: load tile t, compute tile t - 1
     load(k.I32(0), k.I32(0));
     k.CpAsyncCommit();
     k.CpAsyncWait(0);
     k.SyncThreads();
-    k.For(0, g.K, BK, [&](Value k0) {
+    k.For(BK, g.K, BK, [&](Value k0) {
       Value t = k0 / BK;
-      k.If(k0 + BK < g.K, [&] { load(k0 + BK, (t + 1) % 2); });
-      compute(t % 2);
+      load(k0, t % 2);
+      compute((t + 1) % 2);
       k.CpAsyncCommit();
       k.CpAsyncWait(0);
       k.SyncThreads();
     });
+    compute((g.K / BK + 1) % 2);  // the last tile, after the loop as upstream: no branch inside it
   } else {  // an N-stage ring; the next k-step's fragments are always in registers already
     const int ahead = v.stages - 1;
     for (int s = 0; s < ahead; ++s) {
@@ -142,7 +145,7 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
         k.Store(Cs.At(w.m0 + i * 16 + half * 8 + lane / 4, w.n0 + j * 8 + lane % 4 * 2),
                 acc[(i * w.mmas_n + j) * 2 + half]);
   k.SyncThreads();
-  StoreTile(k, Cs, [&](Value r, Value c) { return g.C.At({m0 + r, n0 + c}); }, tid, THREADS);
+  StoreTile(k, Cs, [&](Value r, Value c) { return g.C.At({m0 + r, n0 + c}); }, tid, THREADS, chunking);
   return k.Build();
 }
 

@@ -172,6 +172,29 @@ TEST(AmpereCopy, CgCopiesSixteenBytes) {
   ExpectError(k, line, "cp.async.cg (L2 only) copies 16 bytes");
 }
 
+TEST(AmpereCopy, PrefetchSizesArePtxs) {
+  Kernel k("test/cpa_prefetch", sm80(), {32});
+  Value a = k.PtrParam("A", bf16);
+  SmemTile t = k.Smem(bf16, 64, 64);
+  k.CpAsync(t, k.LaneId(), 0, a, 16, Kernel::CacheAt::kL2, 96); const int line = __LINE__;
+  ExpectError(k, line, "cp.async prefetches 64, 128 or 256 bytes into L2 (or 0: none), not 96");
+}
+
+TEST(AmpereCopy, PrefetchesIntoL2) {
+  Kernel k("test/cpa_l2", sm80(), {32});
+  Value a = k.PtrParam("A", bf16);
+  SmemTile t = k.Smem(bf16, 64, 64, SmemLayout{.swizzle = UnitSwizzle::Row8(), .stages = 2});
+  k.CpAsync(t.Stage(1), k.LaneId(), 8, a + 8, 16, Kernel::CacheAt::kL2, 128);
+  k.CpAsync(t, k.LaneId(), 0, a, 8, Kernel::CacheAt::kL1, 64);
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_NE(ptx->find("cp.async.cg.shared.global.L2::128B [%r"), std::string::npos) << *ptx;
+  EXPECT_NE(ptx->find("cp.async.ca.shared.global.L2::64B [%r"), std::string::npos) << *ptx;
+  EXPECT_NE(ptx->find("], 8;"), std::string::npos) << *ptx;
+}
+
 TEST(AmpereCopy, EmitsTheGroupOps) {
   Kernel k("test/cpa", sm80(), {32});
   Value a = k.PtrParam("A", bf16);

@@ -119,7 +119,7 @@ const Mix kHgemmMix[] = {
     {"hgemm/mma_base", {"mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "%ctaid.z", "st.global.v4"},
      {"cp.async", ".minnctapersm"}},  // as upstream: no launch bounds that would lift ptxas's register target
     {"hgemm/mma_permuted", {"st.global.v4"}, {"cp.async"}},
-    {"hgemm/mma_async", {"cp.async.cg.shared.global", "cp.async.wait_group \t0"}, {"cp.async.wait_group \t1"}},
+    {"hgemm/mma_async", {"cp.async.cg.shared.global.L2::128B", "cp.async.wait_group \t0"}, {"cp.async.wait_group \t1"}},
     {"hgemm/mma_async_pg2s", {"cp.async.wait_group \t0"}, {"cp.async.wait_group \t1"}},
     {"hgemm/mma_async_pg2s_ps2r", {"cp.async.wait_group \t0"}, {"cp.async.wait_group \t1"}},
     {"hgemm/mma_async_stage2", {"cp.async.wait_group \t0"}, {"cp.async.wait_group \t1"}},
@@ -178,13 +178,14 @@ std::set<std::string> LdmatrixAddressBases(const std::string& ptx) {
 // ps2r: 128 upstream; before, kiln's took 147-170 and ran one CTA per SM at 0.52-0.74x).
 TEST(HgemmSeries, FragmentAddressesShareABasePerOperandAndStep) {
   // 2 k-steps x (4 x4 + 8 x2) per k-tile; the stage rings load the first step once more before
-  // their loop. An A and a B base for each of those step loads.
+  // their loop, pg2s and ps2r compute their last k-tile after it. An A and a B base for each
+  // step's 12 loads.
   for (const char* name : {"hgemm/mma_base", "hgemm/mma_permuted", "hgemm/mma_async", "hgemm/mma_async_pg2s",
                            "hgemm/mma_async_pg2s_ps2r", "hgemm/mma_async_stage2", "hgemm/mma_async_stage4"}) {
     absl::StatusOr<std::string> ptx = PtxOf(name);
     ASSERT_TRUE(ptx.ok()) << ptx.status();
     const int loads = Occurrences(*ptx, "ldmatrix");
-    EXPECT_TRUE(loads == 24 || loads == 36) << name << ": " << loads;
+    EXPECT_TRUE(loads >= 24 && loads % 12 == 0) << name << ": " << loads;
     const std::set<std::string> bases = LdmatrixAddressBases(*ptx);
     EXPECT_LE(bases.size(), loads / 12 * 2u) << name;
     for (const std::string& b : bases) EXPECT_EQ(b.rfind("%rd", 0), std::string::npos) << name << ": 64-bit smem address " << b;
