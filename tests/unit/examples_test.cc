@@ -178,8 +178,7 @@ std::set<std::string> LdmatrixAddressBases(const std::string& ptx) {
 // ps2r: 128 upstream; before, kiln's took 147-170 and ran one CTA per SM at 0.52-0.74x).
 TEST(HgemmSeries, FragmentAddressesShareABasePerOperandAndStep) {
   // 2 k-steps x (4 x4 + 8 x2) per k-tile; the stage rings load the first step once more before
-  // their loop, pg2s and ps2r compute their last k-tile after it. An A and a B base for each
-  // step's 12 loads.
+  // their loop. An A and a B base for each step's 12 loads.
   for (const char* name : {"hgemm/mma_base", "hgemm/mma_permuted", "hgemm/mma_async", "hgemm/mma_async_pg2s",
                            "hgemm/mma_async_pg2s_ps2r", "hgemm/mma_async_stage2", "hgemm/mma_async_stage4"}) {
     absl::StatusOr<std::string> ptx = PtxOf(name);
