@@ -191,16 +191,24 @@ TEST(HgemmSeries, FragmentAddressesShareABasePerOperandAndStep) {
   }
 }
 
-TEST(HgemmSeries, TwoCtasPerSmWhereTheOriginalHasThem) {
+// 256-thread CTAs per SM that a register count allows (64K registers, allocated in units of 8).
+int CtasPerSm(int registers) { return 65536 / (256 * ((registers + 7) / 8 * 8)); }
+
+TEST(HgemmSeries, AsManyCtasPerSmAsTheOriginal) {
   if (!HaveToolkit()) GTEST_SKIP() << "no CUDA toolkit (ptxas) here";
-  for (const char* name : {"hgemm/mma_base", "hgemm/mma_permuted", "hgemm/mma_async", "hgemm/mma_async_pg2s",
-                           "hgemm/mma_async_pg2s_ps2r"})
-    for (const char* chip : {"sm_80", "sm_90"}) {  // its target, and what the driver JITs it for on Hopper
-      absl::StatusOr<PtxasResult> cubin = RunPtxas(*PtxOf(name), chip);
+  // The originals' registers, nvcc 13.0 -O3 for each chip (sm_90: what the driver JITs kiln's
+  // sm_80 PTX for on an H100/H200, where the series is measured).
+  struct Original { const char* name; int sm80, sm90; };
+  for (const Original& o : {Original{"hgemm/mma_base", 130, 126}, Original{"hgemm/mma_permuted", 130, 130},
+                            Original{"hgemm/mma_async", 124, 120}, Original{"hgemm/mma_async_pg2s", 130, 127},
+                            Original{"hgemm/mma_async_pg2s_ps2r", 130, 128}})
+    for (const auto& [chip, original] : {std::pair{"sm_80", o.sm80}, std::pair{"sm_90", o.sm90}}) {
+      absl::StatusOr<PtxasResult> cubin = RunPtxas(*PtxOf(o.name), chip);
       ASSERT_TRUE(cubin.ok()) << cubin.status();
       const size_t used = cubin->log.find("Used ");
       ASSERT_NE(used, std::string::npos) << cubin->log;
-      EXPECT_LE(std::stoi(cubin->log.substr(used + 5)), 128) << name << " on " << chip << ": " << cubin->log;
+      EXPECT_GE(CtasPerSm(std::stoi(cubin->log.substr(used + 5))), CtasPerSm(original))
+          << o.name << " on " << chip << ": " << cubin->log;
     }
 }
 
