@@ -291,9 +291,11 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
     const int64_t dr_bytes = dr * (interleaved_ ? 16 : row_stride_ * ScalarBytes(elem_));
     const bool keeps_phase = (xor_.period <= 1 || dr % xor_.period == 0) &&
                              (span == 0 || dr_bytes % (span * 8) == 0);
-    if (mlir::Value rest = WithoutConstant(s, s.Unwrap(r), s.ToLoc(loc)); keeps_phase && rest) {
-      r = s.Wrap(rest, i32);
-      peeled_rows = dr;
+    if (keeps_phase) {
+      if (mlir::Value rest = WithoutConstant(s, s.Unwrap(r), s.ToLoc(loc))) {
+        r = s.Wrap(rest, i32);
+        peeled_rows = dr;
+      }
     }
   }
   Value byte = (r * Operand(row_stride_, loc) + col) * Operand(ScalarBytes(elem_), loc);
