@@ -7,9 +7,11 @@
 namespace kiln::examples {
 namespace {
 
-Scalar ScalarNamed(const std::string& name) {
+// An element type by its GemmSpec name; an unknown name fails the build at `loc`.
+Scalar ScalarNamed(Kernel& k, const std::string& name, Loc loc) {
   if (name == "f16") return f16;
   if (name == "f32") return f32;
+  if (name != "bf16") k.Fail(absl::StrCat("unknown element type '", name, "' (bf16, f16 or f32)"), loc);
   return bf16;
 }
 
@@ -25,9 +27,9 @@ GlobalTensor Matrix(const Value& base, const Value& rows, const Value& cols,
 
 GemmOperands DeclareGemm(Kernel& k, const rt::GemmSpec& spec, Loc loc) {
   k.Gemm(spec, loc);
-  Value a = k.PtrParam("A", ScalarNamed(spec.in_type), loc);
-  Value b = k.PtrParam("B", ScalarNamed(spec.in_type), loc);
-  Value c = k.PtrParam("C", ScalarNamed(spec.out_type), loc);
+  Value a = k.PtrParam("A", ScalarNamed(k, spec.in_type, loc), loc);
+  Value b = k.PtrParam("B", ScalarNamed(k, spec.in_type, loc), loc);
+  Value c = k.PtrParam("C", ScalarNamed(k, spec.out_type, loc), loc);
   GemmOperands g;
   g.M = k.I32Param("M", loc);
   g.N = k.I32Param("N", loc);
@@ -39,13 +41,20 @@ GemmOperands DeclareGemm(Kernel& k, const rt::GemmSpec& spec, Loc loc) {
 }
 
 namespace {
-rt::GridExpr Expr(const std::string& text) { return *rt::GridExpr::Parse(text); }
+// A launch-time expression over M, N, K; one that does not parse fails the build at `loc`.
+rt::GridExpr Expr(Kernel& k, const std::string& text, Loc loc) {
+  absl::StatusOr<rt::GridExpr> e = rt::GridExpr::Parse(text);
+  if (e.ok()) return *e;
+  k.Fail(absl::StrCat("tensor map expression '", text, "': ", e.status().message()), loc);
+  return *rt::GridExpr::Parse("1");
+}
 
 // A K-major matrix of `rows` x K (rows "M" or "N"): 128B-swizzled boxes of box_rows x 64 (rank 3:
 // box_k / 64 of them at once), or with `interleaved`, unswizzled boxes of 8-column slabs in the
 // tensor cores' no-swizzle layout (rank 3: box_k / 8 slabs at once; rank 2: one slab).
-rt::TensorMapParam KMajorMap(const std::string& operand, const std::string& rows, int box_rows,
-                             int rank, bool by_value, int box_k, bool interleaved) {
+rt::TensorMapParam KMajorMap(Kernel& k, const std::string& operand, const std::string& rows, int box_rows,
+                             int rank, bool by_value, int box_k, bool interleaved, Loc loc) {
+  auto Expr = [&](const std::string& text) { return examples::Expr(k, text, loc); };
   rt::TensorMapParam t;
   t.operand = operand;
   t.by_value = by_value;
@@ -179,8 +188,8 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     rt::TensorMapParam c;
     c.operand = "C";
     c.by_value = shape.by_value;
-    c.dims = {Expr("64"), Expr("N"), Expr("M/64")};
-    c.strides = {Expr("M*2"), Expr("128")};
+    c.dims = {Expr(k, "64", loc), Expr(k, "N", loc), Expr(k, "M/64", loc)};
+    c.strides = {Expr(k, "M*2", loc), Expr(k, "128", loc)};
     c.box = {static_cast<uint32_t>(64 + shape.c_pad), static_cast<uint32_t>(shape.c_box_rows),
              static_cast<uint32_t>(shape.c_box_cols / 64)};
     if (shape.c_swizzle && shape.c_pad != 0)
@@ -192,9 +201,9 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   }
   const int box_k = shape.rank == 3 ? shape.bk : 64;  // rank 3: one box covers the k-tile
   g.slab = shape.interleaved ? 8 : 64;
-  g.A = k.TmaParam("tmA", KMajorMap("A", "M", shape.bm, shape.rank, shape.by_value, box_k, shape.interleaved), loc);
-  g.B = k.TmaParam("tmB", KMajorMap("B", "N", shape.b_box_rows ? shape.b_box_rows : shape.bn, shape.rank,
-                                    shape.by_value, box_k, shape.interleaved),
+  g.A = k.TmaParam("tmA", KMajorMap(k, "A", "M", shape.bm, shape.rank, shape.by_value, box_k, shape.interleaved, loc), loc);
+  g.B = k.TmaParam("tmB", KMajorMap(k, "B", "N", shape.b_box_rows ? shape.b_box_rows : shape.bn, shape.rank,
+                                    shape.by_value, box_k, shape.interleaved, loc),
                    loc);
   return g;
 }

@@ -7,8 +7,10 @@
 #include <sstream>
 #include <tuple>
 
+#include "examples/gemm.h"
 #include "gtest/gtest.h"
 #include "kiln/lowering.h"
+#include "tests/unit/expect_error.h"
 
 namespace kiln::examples {
 namespace {
@@ -210,6 +212,12 @@ TEST(HgemmSeries, AsManyCtasPerSmAsTheOriginal) {
       EXPECT_GE(CtasPerSm(std::stoi(cubin->log.substr(used + 5))), CtasPerSm(original))
           << o.name << " on " << chip << ": " << cubin->log;
     }
+}
+
+TEST(GemmHarness, UnknownElementTypeFailsTheBuild) {
+  Kernel k("test/fp8_gemm", sm80(), {128});
+  DeclareGemm(k, {.in_type = "fp8", .tile_m = 128, .tile_n = 128, .tile_k = 32}); const int line = __LINE__;
+  ExpectErrorAt(k, HereIn("tests/unit/examples_test.cc", line), "unknown element type 'fp8' (bf16, f16 or f32)");
 }
 
 TEST(HgemmSeries, StagesAndTheEpilogueShareSharedMemory) {
