@@ -47,7 +47,10 @@ absl::StatusOr<GridExpr> GridExpr::Parse(absl::string_view text) {
     }
     f.value = 1;  // SimpleAtoi above may have written it
     if (!IsSymbol(sym_div[0]) || sym_div.size() > 2)
-      return absl::InvalidArgumentError(absl::StrCat("bad grid factor '", part, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad grid factor '", part, "': a factor is a positive integer, or one of M, N, K ",
+                       "(the problem size) and sms (the SM count), optionally divided by a positive ",
+                       "integer, e.g. M/128; factors multiply with '*'"));
     f.symbol = std::string(sym_div[0]);
     if (sym_div.size() == 2 && (!absl::SimpleAtoi(sym_div[1], &f.value) || f.value <= 0))
       return absl::InvalidArgumentError(absl::StrCat("bad grid divisor in '", part, "'"));

@@ -179,7 +179,7 @@ TEST(Dsl, BadBlockAndGrid) {
   ExpectError(k, line, "a block has 1..1024 threads");
   Kernel g("test/grid", sm80(), {32});
   g.Grid("P/2"); const int gline = __LINE__;
-  ExpectError(g, gline, "bad grid factor 'P/2'");
+  ExpectError(g, gline, "bad grid factor 'P/2': a factor is a positive integer, or one of M, N, K (the problem size) and sms");
 }
 
 // The same small kernel lowers for every target, with that target's PTX version, and ptxas
