@@ -39,16 +39,23 @@ void Pipeline::Init(Loc loc) {
   k_.FenceBarrierInit(loc);
 }
 
-Pipeline::Cursor Pipeline::Start(Loc loc) {
-  return Cursor{k_.Registers(Type::Of(i32), 2, loc)};
+RingPosition::RingPosition(Kernel& k, int size, Loc loc)
+    : k_(&k), regs_(k.Registers(Type::Of(i32), 2, loc)), size_(size) {
+  if (size < 1) k.Fail(absl::StrCat("a ring needs at least one slot, not ", size), loc);
 }
 
-void Pipeline::Advance(Cursor& at, Loc loc) {
-  Value next = at.stage() + Operand(1, loc);
-  Value wrap = next == Operand(stages_, loc);
-  at.regs[0] = Operand(Select(wrap, 0, next), loc);
-  at.regs[1] = Operand(at.phase() ^ Select(wrap, k_.I32(1, loc), 0), loc);
+void RingPosition::Advance(Loc loc) {
+  if (size_ == 1) {  // one slot: every step wraps
+    regs_[1] = Operand(phase() ^ Operand(1, loc), loc);
+    return;
+  }
+  Value next = stage() + Operand(1, loc);
+  Value wrap = next == Operand(size_, loc);
+  regs_[0] = Operand(Select(wrap, 0, next), loc);
+  regs_[1] = Operand(phase() ^ Select(wrap, k_->I32(1, loc), 0), loc);
 }
+
+Pipeline::Cursor Pipeline::Start(Loc loc) { return RingPosition(k_, stages_, loc); }
 
 void Pipeline::Produce(Cursor& at, const std::vector<TmaCopy>& copies, Loc loc) {
   uses_->produced.push_back(loc);
@@ -68,7 +75,7 @@ void Pipeline::Produce(Cursor& at, const std::vector<TmaCopy>& copies, Loc loc) 
     if (c.issue_if.valid()) k_.If(c.issue_if, issue, loc);
     else issue();
   }
-  Advance(at, loc);
+  at.Advance(loc);
 }
 
 void Pipeline::Consume(Cursor& at, const Value& thread_in_wg,
@@ -82,7 +89,7 @@ Value Pipeline::Acquire(Cursor& at, Loc loc) {
   uses_->consumed.push_back(loc);
   Value stage = at.stage();
   full_[stage].Wait(at.phase(), loc);
-  Advance(at, loc);
+  at.Advance(loc);
   return stage;
 }
 

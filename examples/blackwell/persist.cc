@@ -46,7 +46,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool pipelined) {
   });
   k.If(tid < 128, [&] {  // MMA (thread 0) and epilogue (the warpgroup)
     Pipeline::Cursor at = ring.Start();
-    Regs phase = k.Registers(Type::Of(i32), 2);  // {mma_done, tile_done}
+    RingPosition mma_done_at(k, 1), tile_done_at(k, 1);
     for_each_tile([&](Value m0, Value n0) {
       k.If(tid == 0, [&] {
         k.For(0, g.K, BK, [&](Value k0) {
@@ -58,15 +58,15 @@ absl::StatusOr<KernelDef> Build(const char* name, bool pipelined) {
             k.TcgenCommit(ring.EmptyBarrier(s));
           } else {
             k.TcgenCommit(mma_done);
-            mma_done.Wait(phase[0]);
-            phase[0] = phase[0] ^ 1;
+            mma_done.Wait(mma_done_at.phase());
+            mma_done_at.Advance();
             ring.Release(s, tid);  // thread 0 arrives
           }
         });
         k.TcgenCommit(tile_done);
       });
-      tile_done.Wait(phase[1]);
-      phase[1] = phase[1] ^ 1;
+      tile_done.Wait(tile_done_at.phase());
+      tile_done_at.Advance();
       k.TcgenFenceAfterSync();
       StoreTmemRows(k, acc, warp * 32, k.I32(0), BN, 8,  // thread t: row t (TMEM lane t)
                     [&](Value r, Value c) { return g.Cptr.At({m0 + r, n0 + c}); });

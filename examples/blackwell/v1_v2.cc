@@ -33,7 +33,7 @@ absl::StatusOr<KernelDef> Build(const char* name, int rank, bool swizzled) {
   leader([&] { bar.Init(1); k.FenceBarrierInit(); });
   k.If(warp == 1, [&] { k.TmemAlloc(acc); });
   k.SyncThreads();
-  Regs phase = k.Registers(Type::Of(i32), 1);
+  RingPosition phase(k, 1);  // the one barrier, waited on each k-tile
 
   k.For(0, g.K, BK, [&](Value k0) {
     leader([&] {
@@ -50,9 +50,9 @@ absl::StatusOr<KernelDef> Build(const char* name, int rank, bool swizzled) {
       for (int s = 0; s < (rank == 3 ? 1 : SLABS); ++s) boxes.insert(boxes.end(), {&g.A, &g.B});
       bar.ArriveExpectTx(boxes);
     });
-    bar.Wait(phase[0]);
+    bar.Wait(phase.phase());
     k.TcgenFenceAfterSync();
-    phase[0] = phase[0] ^ 1;
+    phase.Advance();
     leader([&] {
       for (int kk = 0; kk < BK; kk += 16) {  // the tile's first MMA overwrites D
         Operand accumulate = kk == 0 ? Operand(k0 > 0) : Operand(1);
@@ -61,8 +61,8 @@ absl::StatusOr<KernelDef> Build(const char* name, int rank, bool swizzled) {
       }
       k.TcgenCommit(bar);
     });
-    bar.Wait(phase[0]);
-    phase[0] = phase[0] ^ 1;
+    bar.Wait(phase.phase());
+    phase.Advance();
   });
   k.TcgenFenceAfterSync();
   // Thread t owns row t of the tile (TMEM lane t).

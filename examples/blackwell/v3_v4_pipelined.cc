@@ -51,7 +51,7 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
 
   if (!v.specialised) {  // v3: every thread walks the ring; one thread loads and multiplies
     Pipeline::Cursor load_at = ring.Start(), use_at = ring.Start();
-    Regs phase = k.Registers(Type::Of(i32), 1);
+    RingPosition done_at(k, 1);
     Value leader = k.ThreadIdx() == 0;  // one fixed thread: it alone advances load_at
     for (int s = 0; s < v.stages - 1; ++s)
       k.If(leader, [&] { k.If(k.I32(s * v.bk) < g.K, [&] { load(load_at, k.I32(s * v.bk)); }); });
@@ -64,8 +64,8 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
         mma(s, k0);
         k.TcgenCommit(done);
       });
-      done.Wait(phase[0]);
-      phase[0] = phase[0] ^ 1;
+      done.Wait(done_at.phase());
+      done_at.Advance();
       k.If(leader, [&] { ring.EmptyBarrier(s).Arrive(); });  // MMAs done: stage free
     });
   } else {  // v4: a loading warp and an MMA warp

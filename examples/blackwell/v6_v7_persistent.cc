@@ -58,58 +58,52 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
       body((t / (grid_n * 2) * 2 + t % 2) * BM, t / 2 % grid_n * BN);
     });
   };
-  // A ring position (index, phase) that advances by one and flips the phase on wrapping.
-  auto step = [&](Regs& at, int size) {
-    Value next = at[0] + 1, wrap = next == size;
-    at[0] = Select(wrap, 0, next);
-    at[1] = at[1] ^ Select(wrap, k.I32(1), 0);
-  };
 
   elected(loader, [&] {  // loader, in both CTAs
-    Regs at = k.Registers(Type::Of(i32), 2);
+    RingPosition at(k, STAGES);
     for_each_tile([&](Value m0, Value n0) {
       k.For(0, g.K, BK, [&](Value k0) {
-        Value s = at[0];
-        empty[s].Wait(at[1] ^ 1);
+        Value s = at.stage();
+        empty[s].Wait(at.phase() ^ 1);
         full[s].ArriveExpectTxCluster({&g.A, &g.B}, rank & ~1);
         k.TmaLoadPair(g.A, sA.Stage(s), full[s], g.Box(m0, k0));
         k.TmaLoadPair(g.B, sB.Stage(s), full[s], g.Box(n0 + rank * (BN / 2), k0));
-        step(at, STAGES);
+        at.Advance();
       });
     });
   });
   k.If(rank == 0, [&] {
     elected(issuer, [&] {  // the pair's MMA issuer
-      Regs at = k.Registers(Type::Of(i32), 2), use = k.Registers(Type::Of(i32), 2);  // stage, accumulator
+      RingPosition at(k, STAGES), use(k, ACCS);  // smem stage, TMEM accumulator
       for_each_tile([&](Value, Value) {
-        Value a = use[0];
-        drained[a].Wait(use[1] ^ 1);  // the epilogue has read this accumulator out
+        Value a = use.stage();
+        drained[a].Wait(use.phase() ^ 1);  // the epilogue has read this accumulator out
         k.TcgenFenceAfterSync();
         k.For(0, g.K, BK, [&](Value k0) {
-          Value s = at[0];
-          full[s].Wait(at[1]);
+          Value s = at.stage();
+          full[s].Wait(at.phase());
           k.TcgenFenceAfterSync();
           for (int kk = 0; kk < BK; kk += 16)
             k.TcgenMma(acc, a * BN, sA.Stage(s), 0, sB.Stage(s), 0, kk, kk == 0 ? Operand(k0 > 0) : Operand(1),
                        2 * BM, BN);
           k.TcgenCommit(empty[s], 2, k.I32(0b11));
-          step(at, STAGES);
+          at.Advance();
         });
         k.TcgenCommit(mainloop[a], 2, k.I32(0b11));
-        step(use, ACCS);
+        use.Advance();
       });
     });
   });
   k.If((warp >= first_epilogue) & (warp < first_epilogue + 4), [&] {  // warp w: TMEM lanes 32 * (w % 4)..
-    Regs use = k.Registers(Type::Of(i32), 2);
+    RingPosition use(k, ACCS);
     Value quarter = warp % 4;
     for_each_tile([&](Value m0, Value n0) {
-      Value a = use[0];
+      Value a = use.stage();
       if (v.v7) {
-        k.If(warp == 0, [&] { mainloop[a].Wait(use[1]); });
+        k.If(warp == 0, [&] { mainloop[a].Wait(use.phase()); });
         k.NamedBarrier(1, 128);
       } else {
-        mainloop[a].Wait(use[1]);
+        mainloop[a].Wait(use.phase());
       }
       k.TcgenFenceAfterSync();
       StoreTmemRows(k, acc, quarter * 32, a * BN, BN, cols,
@@ -117,7 +111,7 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
       k.TcgenFenceBeforeSync();
       if (v.v7) drained[a].ArriveCluster(0);  // on the leader's barrier
       else k.If(k.ElectOne(), [&] { drained[a].ArriveCluster(0); });
-      step(use, ACCS);
+      use.Advance();
     });
   });
   k.ClusterSync();  // both CTAs are done with the pair's TMEM and barriers

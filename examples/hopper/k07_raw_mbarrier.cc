@@ -1,5 +1,5 @@
 // fast.cu kernel 7: kernel 6 with the ring spelled out in raw mbarrier ops instead of a barrier
-// library: init, arrive.expect_tx, try_wait.parity and arrive, the stage and phase kept by hand.
+// library: init, arrive.expect_tx, try_wait.parity and arrive, the stage and phase in a RingPosition.
 // Loads go through a rank-5 tensor map ({64, rows, K/64, 1, 1}).
 #include "examples/gemm.h"
 #include "examples/registry.h"
@@ -27,24 +27,18 @@ absl::StatusOr<KernelDef> Build() {
   auto for_each_tile = [&](const TileBody& body) {
     SuperTiles(k, k.BlockIdx(), CTAS, g.M / BM * tiles_n, tiles_n, TM, TN, [&](Value m, Value n) { body(m * BM, n * BN); });
   };
-  // (stage, phase) of one side of the ring; the phase flips each time the stage wraps.
-  auto advance = [&](const Regs& q) {
-    Value next = q[0] + 1, wrap = next == STAGES;
-    q[0] = Select(wrap, 0, next);
-    q[1] = q[1] ^ Select(wrap, k.I32(1), 0);
-  };
 
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
     k.If(t == 0, [&] {
-      Regs q = k.Registers(Type::Of(i32), 2);
+      RingPosition q(k, STAGES);  // (stage, phase) of one side of the ring
       for_each_tile([&](Value m0, Value n0) {
         k.For(0, g.K, BK, [&](Value k0) {
-          Value s = q[0];
-          empty[s].Wait(q[1]);
+          Value s = q.stage();
+          empty[s].Wait(q.phase());
           full[s].ArriveExpectTx({&g.A, &g.B});
           k.TmaLoad(g.A, sA.Stage(s), full[s], g.Box(m0, k0));
           k.TmaLoad(g.B, sB.Stage(s), full[s], g.Box(n0, k0));
-          advance(q);
+          q.Advance();
         });
       });
     });
@@ -52,21 +46,21 @@ absl::StatusOr<KernelDef> Build() {
   k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240}, [&](Value t) {
     Value row0 = t / 128 * 64;
     WgmmaAccumulator acc = k.WgmmaAcc(BN);
-    Regs q = k.Registers(Type::Of(i32), 2);
+    RingPosition q(k, STAGES);  // (stage, phase) of one side of the ring
     k.If(t % 128 == 0, [&] {  // every stage starts free: one arrival per consumer
       for (int s = 0; s < STAGES; ++s) empty[s].Arrive();
     });
     for_each_tile([&](Value m0, Value n0) {
       for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
       k.For(0, g.K, BK, [&](Value) {
-        Value s = q[0];
-        full[s].Wait(q[1]);
+        Value s = q.stage();
+        full[s].Wait(q.phase());
         k.WgmmaFence();
         for (int kk = 0; kk < BK; kk += 16) k.Wgmma(acc, sA.Stage(s), row0, sB.Stage(s), 0, kk);
         k.WgmmaCommit();
         k.WgmmaWait(0);
         k.If(t % 128 == 0, [&] { empty[s].Arrive(); });
-        advance(q);
+        q.Advance();
       });
       for (int p = 0; p < BN / 4; ++p)
         for (int j = 0; j < 2; ++j)

@@ -325,3 +325,42 @@ TEST(Target, KnowsItsChips) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A ring of `size` slots advanced n times; its stage and phase stored each step.
+std::string RingPtx(int size) {
+  Kernel k("test/ring", sm90a(), {32});
+  Value out = k.PtrParam("out", i32), n = k.I32Param("n");
+  RingPosition at(k, size);
+  k.For(0, n, 1, [&](Value i) {
+    k.Store(out + i * 2, at.stage());
+    k.Store(out + (i * 2 + 1), at.phase());
+    at.Advance();
+  });
+  absl::StatusOr<KernelDef> def = k.Build();
+  EXPECT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  EXPECT_TRUE(ptx.ok()) << ptx.status();
+  return ptx.ok() ? *ptx : "";
+}
+
+TEST(Ring, WrapsTheStageAndFlipsThePhase) {
+  const std::string three = RingPtx(3);
+  EXPECT_NE(three.find("setp.eq.b32"), std::string::npos) << three;  // next == 3
+  EXPECT_NE(three.find("selp.b32"), std::string::npos) << three;     // stage back to 0
+  // One slot: every step wraps, so only the phase moves (no compare, no select).
+  const std::string one = RingPtx(1);
+  EXPECT_NE(one.find("xor.b32"), std::string::npos) << one;
+  EXPECT_EQ(one.find("selp.b32"), std::string::npos) << one;
+}
+
+TEST(Ring, NeedsASlot) {
+  Kernel k("test/ring0", sm90a(), {32});
+  RingPosition at(k, 0); const int line = __LINE__;
+  ExpectError(k, line, "a ring needs at least one slot, not 0");
+}
+
+}  // namespace
+}  // namespace kiln

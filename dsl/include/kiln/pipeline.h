@@ -10,6 +10,24 @@
 
 namespace kiln {
 
+// A position in a ring of `size` slots: the slot (stage) index and the phase parity that an
+// mbarrier wait on that slot needs, both in registers. Advance() moves one slot on and flips the
+// parity when it wraps. Every ring in kiln is one: a pipeline's producer and consumer sides, a
+// double-buffered accumulator, and (size 1) the phase of a single barrier waited on repeatedly.
+class RingPosition {
+ public:
+  RingPosition(Kernel& k, int size, Loc loc = Loc::current());
+  Value stage() const { return regs_[0]; }
+  Value phase() const { return regs_[1]; }
+  void Advance(Loc loc = Loc::current());
+  int size() const { return size_; }
+
+ private:
+  Kernel* k_;
+  Regs regs_;  // {stage, phase}
+  int size_;
+};
+
 // One TMA box load of a pipeline stage. With `cta_mask`, a multicast to those cluster CTAs;
 // with `issue_if`, only CTAs where it holds issue it (the others still receive its bytes).
 struct TmaCopy {
@@ -30,12 +48,8 @@ class Pipeline {
   // cluster. The caller then synchronises the block (or cluster).
   void Init(Loc loc = Loc::current());
 
-  // A side's position in the ring: stage index and phase parity, in registers.
-  struct Cursor {
-    Regs regs;
-    Value stage() const { return regs[0]; }
-    Value phase() const { return regs[1]; }
-  };
+  // A side's position in the ring.
+  using Cursor = RingPosition;
   Cursor Start(Loc loc = Loc::current());
 
   // Producer (one thread): waits for the stage to be free, expects the bytes of `copies`,
@@ -58,8 +72,6 @@ class Pipeline {
   int stages() const { return stages_; }
 
  private:
-  void Advance(Cursor& at, Loc loc);
-
   Kernel& k_;
   int stages_, consumers_, cluster_;
   Barriers full_, empty_;
