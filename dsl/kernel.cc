@@ -236,6 +236,12 @@ Value Kernel::ScheduleTableParam(const std::string& name, const rt::ScheduleTabl
 Value Kernel::I32Param(const std::string& name, Loc loc) {
   return AddParam(*state_, name, Type::Of(Scalar::kI32), rt::ParamSpec::Kind::kI32, loc);
 }
+Value Kernel::I64Param(const std::string& name, Loc loc) {
+  return AddParam(*state_, name, Type::Of(Scalar::kI64), rt::ParamSpec::Kind::kI64, loc);
+}
+Value Kernel::F32Param(const std::string& name, Loc loc) {
+  return AddParam(*state_, name, Type::Of(Scalar::kF32), rt::ParamSpec::Kind::kF32, loc);
+}
 
 void Kernel::Grid(const std::string& x, const std::string& y, const std::string& z, Loc loc) {
   const std::string* dims[] = {&x, &y, &z};
@@ -250,6 +256,7 @@ void Kernel::Gemm(const rt::GemmSpec& spec, Loc loc) {
   if (spec.tile_m <= 0 || spec.tile_n <= 0 || spec.tile_k <= 0)
     return Fail("GEMM tile sizes must be positive", loc);
   state_->manifest.gemm = spec;
+  state_->manifest.is_gemm = true;
   state_->manifest.source = LocString(loc);
 }
 

@@ -1,5 +1,6 @@
 #include "examples/harness.h"
 
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -11,6 +12,7 @@
 #include "examples/cublas.h"
 #include "examples/host_data.h"
 #include "kiln/runtime/driver.h"
+#include "kiln/runtime/launch.h"
 #include "kiln/runtime/schedule.h"
 #include "kiln/runtime/tensor_map.h"
 
@@ -28,21 +30,6 @@ size_t Index(const std::string& order, int64_t r, int64_t c, int64_t rows, int64
 }
 
 }  // namespace
-
-absl::Status CheckTarget(const rt::Manifest& m, const Driver& d) {
-  const int cc = d.compute_capability();
-  const bool arch_specific = m.target.back() == 'a';
-  int need = 0;
-  if (m.target == "sm_80") need = 80;
-  else if (m.target == "sm_90a") need = 90;
-  else if (m.target == "sm_100a") need = 100;
-  else return absl::InvalidArgumentError(absl::StrCat(m.name, ": unknown target ", m.target));
-  if (cc < need || (arch_specific && cc != need))
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s is built for %s; %s is sm_%d, so it cannot run here", m.name, m.target,
-        d.device_name(), cc));
-  return absl::OkStatus();
-}
 
 namespace {
 
@@ -120,6 +107,10 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
       pack.pointers.push_back(v);
       pack.args.push_back(&pack.pointers.back());
     } else {
+      if (p.kind != rt::ParamSpec::Kind::kI32)
+        return absl::InvalidArgumentError(absl::StrCat(m.name, " (", m.source, "): the GEMM harness passes i32 sizes; parameter ",
+                                                       p.name, " is ", rt::ParamKindName(p.kind),
+                                                       " (launch it through kiln::rt::LoadedKernel)"));
       auto it = std::find_if(std::begin(ints), std::end(ints), [&](auto& e) { return p.name == e.first; });
       if (it == std::end(ints)) return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
       pack.ints.push_back(static_cast<int32_t>(it->second));
@@ -175,7 +166,7 @@ absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const GemmSpec& lay
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   const rt::Manifest& m = bundle.manifest;
-  if (absl::Status s = CheckTarget(m, **d); !s.ok()) return s;
+  if (absl::Status s = rt::CheckTarget(m, **d); !s.ok()) return s;
   absl::StatusOr<rt::Dim3> grid = m.GridFor(size, (*d)->sm_count());
   if (!grid.ok()) return grid.status();
   absl::StatusOr<rt::Kernel> kernel = rt::Kernel::Load(bundle.ptx, m.entry);
@@ -197,6 +188,10 @@ double Tolerance(const GemmSpec& spec) {
 absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* reference,
                                    const RunOptions& opt) {
   const rt::Manifest& m = bundle.manifest;
+  if (!m.is_gemm)
+    return absl::FailedPreconditionError(absl::StrCat(
+        m.name, " (", m.source, ") is not a GEMM; the GEMM harness (kiln run/bench) cannot check it. "
+        "Launch it with kiln::rt::LoadedKernel"));
   const GemmSpec& g = m.gemm;
   const ProblemSize& s = opt.size;
   if (absl::Status st = m.CheckProblem(s); !st.ok()) return st;
@@ -204,7 +199,7 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
     return absl::UnimplementedError("the GEMM harness handles 16-bit inputs and outputs");
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
-  if (absl::Status st = CheckTarget(m, **d); !st.ok()) return st;
+  if (absl::Status st = rt::CheckTarget(m, **d); !st.ok()) return st;
 
   GemmResult r;
   r.name = m.name;

@@ -34,10 +34,6 @@ struct GemmResult {
   std::string note;                   // a caveat about the measurement (e.g. cluster waves)
 };
 
-// OK when the kernel's target runs on this device; FailedPrecondition ("... cannot run here")
-// for a newer or arch-specific chip (an sm_100a kernel on an H100/H200).
-absl::Status CheckTarget(const rt::Manifest& m, const rt::Driver& d);
-
 // Norm-relative error threshold for the spec's output and accumulator types.
 double Tolerance(const rt::GemmSpec& spec);
 

@@ -216,7 +216,7 @@ cu::CUlaunchConfig DriverConfig(const LaunchConfig& config, cu::CUlaunchAttribut
   cluster.value.clusterDim = {config.cluster.x, config.cluster.y, config.cluster.z};
   return cu::CUlaunchConfig{config.grid.x,  config.grid.y,  config.grid.z,
                             config.block.x, config.block.y, config.block.z,
-                            config.dynamic_smem, nullptr, &cluster, with_cluster ? 1u : 0u};
+                            config.dynamic_smem, config.stream, &cluster, with_cluster ? 1u : 0u};
 }
 }  // namespace
 

@@ -169,6 +169,8 @@ std::string Manifest::Serialize() const {
     switch (p.kind) {
       case ParamSpec::Kind::kPointer: absl::StrAppend(&out, "ptr\n"); break;
       case ParamSpec::Kind::kI32: absl::StrAppend(&out, "i32\n"); break;
+      case ParamSpec::Kind::kI64: absl::StrAppend(&out, "i64\n"); break;
+      case ParamSpec::Kind::kF32: absl::StrAppend(&out, "f32\n"); break;
       case ParamSpec::Kind::kTensorMap:
         absl::StrAppend(&out, "tmap ", TensorMapLine(p.tensor_map), "\n");
         break;
@@ -180,7 +182,8 @@ std::string Manifest::Serialize() const {
       }
     }
   }
-  absl::StrAppend(&out, "gemm ", gemm.in_type, " ", gemm.out_type, " ", gemm.acc_type, " ",
+  if (is_gemm)
+    absl::StrAppend(&out, "gemm ", gemm.in_type, " ", gemm.out_type, " ", gemm.acc_type, " ",
                   gemm.a_order, " ", gemm.b_order, " ", gemm.c_order, " ", gemm.tile_m, " ",
                   gemm.tile_n, " ", gemm.tile_k, "\n");
   absl::StrAppend(&out, "source ", source, "\n");
@@ -219,10 +222,14 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
         m.grid[i] = *g;
       }
     } else if (key == "param" && want(2)) {
-      if (w[2] != "ptr" && w[2] != "i32") return ParseError(line_no, "bad param kind");
+      static const std::map<std::string, ParamSpec::Kind> kKinds = {
+          {"ptr", ParamSpec::Kind::kPointer}, {"i32", ParamSpec::Kind::kI32},
+          {"i64", ParamSpec::Kind::kI64}, {"f32", ParamSpec::Kind::kF32}};
+      auto kind = kKinds.find(w[2]);
+      if (kind == kKinds.end()) return ParseError(line_no, "bad param kind (ptr, i32, i64, f32, tmap, table)");
       ParamSpec p;
       p.name = w[1];
-      p.kind = w[2] == "i32" ? ParamSpec::Kind::kI32 : ParamSpec::Kind::kPointer;
+      p.kind = kind->second;
       m.params.push_back(p);
     } else if (key == "param" && w.size() == 10 && w[2] == "tmap") {
       absl::StatusOr<TensorMapParam> t =
@@ -245,6 +252,7 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
         return ParseError(line_no, "bad schedule table");
       m.params.push_back(p);
     } else if (key == "gemm" && want(9)) {
+      m.is_gemm = true;
       GemmSpec& g = m.gemm;
       g.in_type = w[1], g.out_type = w[2], g.acc_type = w[3];
       g.a_order = w[4], g.b_order = w[5], g.c_order = w[6];

@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "examples/harness.h"
 #include "kiln/runtime/driver.h"
+#include "kiln/runtime/launch.h"
 #include "kiln/runtime/manifest.h"
 #ifdef KILN_HAVE_COMPILER
 #include "examples/registry.h"
@@ -218,8 +219,13 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSiz
       ++failures;
       continue;
     }
+    if (everything && !b->manifest.is_gemm) {
+      std::cout << "# " << name << " is not a GEMM (launched through kiln::rt::LoadedKernel, not timed here)"
+                << std::endl;
+      continue;
+    }
     if (absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get(); everything && d.ok()) {
-      if (absl::Status here = kiln::examples::CheckTarget(b->manifest, **d); !here.ok()) {
+      if (absl::Status here = kiln::rt::CheckTarget(b->manifest, **d); !here.ok()) {
         std::cout << "# " << here.message() << " (compiled only)" << std::endl;
         continue;
       }

@@ -1,10 +1,15 @@
 // Runtime tests. Those that need a GPU skip with the reason where there is none; the GPU suite
 // (tools/gpu_suite.sh) runs them on the device from the runtime-only build.
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
 
 #include "examples/harness.h"
 #include "gtest/gtest.h"
 #include "kiln/runtime/driver.h"
+#include "kiln/runtime/launch.h"
 #include "kiln/runtime/manifest.h"
 #include "kiln/runtime/tensor_map.h"
 
@@ -130,7 +135,8 @@ TEST(BundlesGpu, EveryBundleIsCorrect) {
     if (name.rfind("reference/", 0) == 0) continue;
     absl::StatusOr<Bundle> b = ReadBundle(dir, name);
     ASSERT_TRUE(b.ok()) << b.status();
-    if (absl::Status here = examples::CheckTarget(b->manifest, **Driver::Get()); !here.ok()) {
+    if (!b->manifest.is_gemm) continue;  // the ops kernels: LaunchGpu below
+    if (absl::Status here = rt::CheckTarget(b->manifest, **Driver::Get()); !here.ok()) {
       // Built for a newer chip (sm_100a here on an H100/H200): the launch must say so clearly.
       examples::RunOptions opt;
       opt.size = {512, 512, 512};
@@ -155,6 +161,55 @@ TEST(BundlesGpu, EveryBundleIsCorrect) {
       EXPECT_TRUE(r->passed) << examples::TableRow(*r);
     }
   }
+}
+
+}  // namespace
+}  // namespace kiln::rt
+
+namespace kiln::rt {
+namespace {
+
+// ops/saxpy through the typed launch API at ragged sizes, against the same fma on the CPU, and
+// the launch-time errors on the loaded kernel.
+TEST(LaunchGpu, SaxpyAtRaggedSizesAndItsErrors) {
+  REQUIRE_GPU();
+  const char* dir = std::getenv("KILN_BUNDLE_DIR");
+  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  absl::StatusOr<Bundle> b = ReadBundle(dir, "ops/saxpy");
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<LoadedKernel> k = LoadedKernel::Load(*b);
+  ASSERT_TRUE(k.ok()) << k.status();
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal(0, 1);
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{3001}, int64_t{(1 << 20) + 7}}) {
+    std::vector<float> x(n), y(n);
+    for (auto& v : x) v = normal(gen);
+    for (auto& v : y) v = normal(gen);
+    absl::StatusOr<DeviceBuffer> dx = DeviceBuffer::Allocate(n * 4), dy = DeviceBuffer::Allocate(n * 4 + 4);
+    ASSERT_TRUE(dx.ok() && dy.ok());
+    ASSERT_TRUE(dx->CopyFromHost(x.data(), n * 4).ok());
+    ASSERT_TRUE(dy->Fill(0x7f).ok());  // the element past n must stay as it is
+    ASSERT_TRUE(dy->CopyFromHost(y.data(), n * 4).ok());
+    const float a = 1.5f;
+    const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
+    ASSERT_TRUE(k->Launch({blocks, 1, 1}, {Arg::Ptr(*dx), Arg::Ptr(*dy), Arg::F32(a), Arg::I64(n)}).ok());
+    ASSERT_TRUE(Synchronize().ok());
+    std::vector<float> out(n + 1);
+    ASSERT_TRUE(dy->CopyToHost(out.data(), (n + 1) * 4).ok());
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) wrong += out[i] != std::fma(a, x[i], y[i]);
+    EXPECT_EQ(wrong, 0) << "n = " << n;
+    uint32_t past;
+    std::memcpy(&past, &out[n], 4);
+    EXPECT_EQ(past, 0x7f7f7f7fu) << "n = " << n << ": a thread past the end wrote";
+  }
+  absl::Status s = k->Launch({1, 1, 1}, {Arg::Ptr(0), Arg::F32(1)});
+  EXPECT_NE(s.message().find("ops/saxpy takes 4 arguments (ptr x, ptr y, f32 a, i64 n), not 2"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("examples/ops/saxpy.cc:"), std::string::npos) << s;
+  s = k->Launch({1, 1, 1}, {Arg::Ptr(0), Arg::Ptr(0), Arg::F32(1), Arg::I32(1)});
+  EXPECT_NE(s.message().find("argument 3 (n) is i64, not i32"), std::string::npos) << s;
+  s = k->Launch({0, 1, 1}, {Arg::Ptr(0), Arg::Ptr(0), Arg::F32(1), Arg::I64(1)});
+  EXPECT_NE(s.message().find("empty grid"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -214,6 +214,19 @@ TEST(HgemmSeries, AsManyCtasPerSmAsTheOriginal) {
     }
 }
 
+TEST(Ops, SaxpyTakesScalarsOfItsTypes) {
+  absl::StatusOr<std::string> ptx = PtxOf("ops/saxpy");
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  for (const char* s : {".param .f32 ops_saxpy_param_2", ".param .u64 ops_saxpy_param_3", "fma.rn.f32",
+                        "setp.le.u64"})  // the bound: i64 n against the widened index
+    EXPECT_NE(ptx->find(s), std::string::npos) << s << "\n" << *ptx;
+  absl::StatusOr<KernelDef> def = Find("ops/saxpy")->build();
+  ASSERT_TRUE(def.ok());
+  EXPECT_FALSE(def->manifest().is_gemm);
+  EXPECT_EQ(def->manifest().params[2].kind, rt::ParamSpec::Kind::kF32);
+  EXPECT_EQ(def->manifest().params[3].kind, rt::ParamSpec::Kind::kI64);
+}
+
 TEST(GemmHarness, UnknownElementTypeFailsTheBuild) {
   Kernel k("test/fp8_gemm", sm80(), {128});
   DeclareGemm(k, {.in_type = "fp8", .tile_m = 128, .tile_n = 128, .tile_k = 32}); const int line = __LINE__;

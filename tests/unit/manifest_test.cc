@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "kiln/runtime/schedule.h"
 
@@ -22,10 +23,29 @@ Manifest Sample() {
   m.grid[1] = *GridExpr::Parse("M/128");
   m.grid[2] = *GridExpr::Parse("1");
   m.params = {{"A", ParamSpec::Kind::kPointer}, {"M", ParamSpec::Kind::kI32}};
+  m.is_gemm = true;
   m.gemm.c_order = "col";
   m.gemm.tile_m = 128, m.gemm.tile_n = 128, m.gemm.tile_k = 16;
   m.source = "examples/hopper/k01_warptiling.cc:20";
   return m;
+}
+
+TEST(Manifest, ScalarParamsAndNonGemmKernelsRoundTrip) {
+  Manifest m = Sample();
+  m.is_gemm = false;
+  m.params = {{"x", ParamSpec::Kind::kPointer}, {"a", ParamSpec::Kind::kF32}, {"n", ParamSpec::Kind::kI64}};
+  const std::string text = m.Serialize();
+  EXPECT_NE(text.find("param a f32\nparam n i64\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("gemm "), std::string::npos) << text;  // no GEMM description to check
+  absl::StatusOr<Manifest> back = Manifest::Parse(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->is_gemm);
+  EXPECT_EQ(back->params[1].kind, ParamSpec::Kind::kF32);
+  EXPECT_EQ(back->params[2].kind, ParamSpec::Kind::kI64);
+  EXPECT_TRUE(Manifest::Parse(Sample().Serialize())->is_gemm);
+  absl::StatusOr<Manifest> bad = Manifest::Parse(absl::StrReplaceAll(text, {{"param a f32", "param a f16"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("bad param kind (ptr, i32, i64, f32"), std::string::npos) << bad.status();
 }
 
 TEST(Manifest, RoundTrips) {

@@ -371,6 +371,8 @@ class Kernel {
   // ---- parameters (in declaration order) and launch shape
   Value PtrParam(const std::string& name, Scalar elem, Loc loc = Loc::current());
   Value I32Param(const std::string& name, Loc loc = Loc::current());
+  Value I64Param(const std::string& name, Loc loc = Loc::current());
+  Value F32Param(const std::string& name, Loc loc = Loc::current());
   // A global i32 table the launcher builds on the host (e.g. a Hilbert tile order).
   Value ScheduleTableParam(const std::string& name, const rt::ScheduleTableParam& spec,
                            Loc loc = Loc::current());

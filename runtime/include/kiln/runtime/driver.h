@@ -79,6 +79,7 @@ class DeviceBuffer {
 struct LaunchConfig {
   Dim3 grid, block, cluster;
   unsigned dynamic_smem = 0;
+  cu::CUstream stream = nullptr;  // the default stream when null
 };
 
 // A loaded module and one of its kernels.

@@ -57,7 +57,7 @@ struct ScheduleTableParam {
 };
 
 struct ParamSpec {
-  enum class Kind { kPointer, kI32, kTensorMap, kScheduleTable };
+  enum class Kind { kPointer, kI32, kI64, kF32, kTensorMap, kScheduleTable };
   std::string name;
   Kind kind = Kind::kPointer;
   TensorMapParam tensor_map;    // kTensorMap
@@ -80,7 +80,8 @@ struct Manifest {
   unsigned smem_bytes = 0;
   GridExpr grid[3];
   std::vector<ParamSpec> params;
-  GemmSpec gemm;
+  bool is_gemm = false;  // a GEMM the harness (kiln run/bench) can check and time
+  GemmSpec gemm;         // when is_gemm
   std::string source;  // file:line of the kernel's definition
 
   std::string Serialize() const;
