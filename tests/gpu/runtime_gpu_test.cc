@@ -113,7 +113,12 @@ TEST(HarnessGpu, RefusesAKernelBuiltForAnotherChip) {
   b.manifest.name = "test/other_chip";
   b.manifest.entry = "noop";
   b.manifest.target = (*Driver::Get())->compute_capability() == 100 ? "sm_90a" : "sm_100a";
+  b.manifest.is_gemm = true;
   b.ptx = kNoopPtx;
+  // The typed launch API refuses it the same way.
+  absl::StatusOr<LoadedKernel> loaded = LoadedKernel::Load(b);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("cannot run here"), std::string::npos) << loaded.status();
   examples::RunOptions opt;
   opt.size = {128, 128, 128};
   absl::StatusOr<examples::GemmResult> r = examples::RunGemm(b, nullptr, opt);
