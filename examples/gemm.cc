@@ -97,7 +97,7 @@ void ForEachChunk(Kernel& k, const SmemTile& tile, const Value& tid, int threads
   const int chunks = tile.rows() * chunks_per_row;
   if (warp_strips) {
     const int warps = threads / 32, share = chunks / std::max(warps, 1);
-    if (threads % 32 != 0 || chunks % warps != 0 || share % 32 != 0)
+    if (warps == 0 || threads % 32 != 0 || chunks % warps != 0 || share % 32 != 0)
       return k.Fail(absl::StrCat(what, ": ", chunks, " chunks do not split into strips of whole 32-chunk steps for ",
                                  threads, " threads"));
     Value strip = tid / 32 * share + tid % 32;

@@ -65,7 +65,8 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> Lower(const KernelDef& kernel)
 // of an unrolled loop is hoisted into a 64-bit register pair of its own (cuda_hgemm's mma
 // series: 150-170 registers instead of nvcc's 120-128, one CTA per SM instead of two).
 void UseShortSharedPointers() {
-  auto options = llvm::cl::getRegisteredOptions();
+  // An LLVM without the option keeps 64-bit shared pointers; the hgemm register tests then fail.
+  auto& options = llvm::cl::getRegisteredOptions();
   auto it = options.find("nvptx-short-ptr");
   if (it != options.end()) static_cast<llvm::cl::opt<bool>*>(it->second)->setValue(true);
 }
