@@ -9,6 +9,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Dominance.h"
 #include "mlir/IR/Verifier.h"
 
 namespace kiln {
@@ -405,6 +406,49 @@ void Kernel::If(const Operand& cond, const std::function<void()>& then, Loc loc)
   then();
 }
 
+void Kernel::If(const Operand& cond, const std::function<void()>& then,
+                const std::function<void()>& otherwise, Loc loc) {
+  KernelState& s = *state_;
+  if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1))
+    return Fail("If needs an i1 condition (a comparison)", loc);
+  auto op = mlir::scf::IfOp::create(s.builder, s.ToLoc(loc), s.Unwrap(Access::Val(cond), cond.loc()),
+                                    /*withElseRegion=*/true);
+  mlir::OpBuilder::InsertionGuard guard(s.builder);
+  s.builder.setInsertionPoint(op.thenBlock()->getTerminator());
+  then();
+  s.builder.setInsertionPoint(op.elseBlock()->getTerminator());
+  otherwise();
+}
+
+namespace {
+std::string LineOf(mlir::Location l) {
+  if (auto f = mlir::dyn_cast<mlir::FileLineColLoc>(l))
+    return absl::StrCat(f.getFilename().str(), ":", f.getLine());
+  return "?";
+}
+
+// A Value made inside an If, For or While body and used after it: the C++ variable outlives the
+// MLIR region that defines it. Named at the use and the definition, instead of MLIR's
+// "operand does not dominate this use".
+absl::Status CheckValuesStayInTheirBodies(mlir::ModuleOp module) {
+  mlir::DominanceInfo dominance(module);
+  absl::Status status;
+  module.walk([&](mlir::Operation* op) {
+    for (mlir::Value v : op->getOperands()) {
+      if (dominance.properlyDominates(v, op)) continue;
+      mlir::Operation* def = v.getDefiningOp();
+      status = absl::InvalidArgumentError(absl::StrCat(
+          LineOf(op->getLoc()), ": this uses a Value made at ", def ? LineOf(def->getLoc()) : "?",
+          " inside an If, For or While body, after that body ended; carry it out in a register ",
+          "array (Regs) assigned inside the body"));
+      return mlir::WalkResult::interrupt();
+    }
+    return mlir::WalkResult::advance();
+  });
+  return status;
+}
+}  // namespace
+
 void Kernel::SyncThreads(Loc loc) {
   mlir::NVVM::Barrier0Op::create(state_->builder, state_->ToLoc(loc));
 }
@@ -416,6 +460,7 @@ absl::StatusOr<KernelDef> Kernel::Build() {
   if (s.error) return absl::InvalidArgumentError(*s.error);
   s.manifest.smem_bytes = s.smem_top;
   mlir::LLVM::ReturnOp::create(s.builder, s.ToLoc(s.kernel_loc), mlir::ValueRange{});
+  if (absl::Status scoped = CheckValuesStayInTheirBodies(*s.module); !scoped.ok()) return scoped;
   std::string diagnostics;
   {
     mlir::ScopedDiagnosticHandler handler(s.context.get(), [&](mlir::Diagnostic& d) {

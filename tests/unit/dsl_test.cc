@@ -364,3 +364,38 @@ TEST(Ring, NeedsASlot) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(Control, IfWithAnElseBranch) {
+  Kernel k("test/if_else", sm80(), {32});
+  Value out = k.PtrParam("out", i32);
+  Regs r = k.Registers(Type::Of(i32), 1);
+  k.If(k.LaneId() < 16, [&] { r[0] = k.LaneId() * 3; }, [&] { r[0] = k.LaneId() + 100; });
+  k.Store(out + k.LaneId(), r[0]);
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  // Both arms reach the store: the multiply and the add of 100 are both there.
+  EXPECT_NE(ptx->find("100"), std::string::npos) << *ptx;
+  EXPECT_NE(ptx->find("mul"), std::string::npos) << *ptx;
+}
+
+TEST(Control, AValueUsedAfterItsIfNamesBothLines) {
+  Kernel k("test/if_escape", sm80(), {32});
+  Value out = k.PtrParam("out", i32);
+  Value inner;
+  k.If(k.LaneId() < 16, [&] { inner = k.LaneId() * 3; }); const int made = __LINE__;
+  k.Store(out + k.LaneId(), inner); const int used = __LINE__;
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_FALSE(def.ok());
+  EXPECT_EQ(def.status().message().substr(0, Here(used).size()), Here(used)) << def.status();
+  EXPECT_NE(def.status().message().find(absl::StrCat("a Value made at tests/unit/dsl_test.cc:", made,
+                                                     " inside an If, For or While body")),
+            std::string::npos) << def.status();
+}
+
+}  // namespace
+}  // namespace kiln

@@ -409,6 +409,10 @@ class Kernel {
   void For(const Operand& lo, const Operand& hi, const Operand& step,
            const std::function<void(Value)>& body, Loc loc = Loc::current());
   void If(const Operand& cond, const std::function<void()>& then, Loc loc = Loc::current());
+  // With an else branch. A Value made in either branch lives only there: to carry a result out,
+  // assign it to a register array (Regs) in both branches, or use Select for plain values.
+  void If(const Operand& cond, const std::function<void()>& then, const std::function<void()>& otherwise,
+          Loc loc = Loc::current());
 
   // ---- memory
   Regs Registers(Type type, int count, Loc loc = Loc::current());  // zero-initialised
