@@ -395,29 +395,30 @@ void Kernel::Role(const RoleSpec& role, const std::function<void(Value)>& body, 
   }, loc);
 }
 
-void Kernel::If(const Operand& cond, const std::function<void()>& then, Loc loc) {
-  KernelState& s = *state_;
+namespace {
+// scf.if with a then branch and, when `otherwise` is set, an else branch.
+void BuildIf(Kernel& k, KernelState& s, const Operand& cond, const std::function<void()>& then,
+             const std::function<void()>* otherwise, Loc loc) {
   if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1))
-    return Fail("If needs an i1 condition (a comparison)", loc);
+    return k.Fail("If needs an i1 condition (a comparison)", loc);
   auto op = mlir::scf::IfOp::create(s.builder, s.ToLoc(loc), s.Unwrap(Access::Val(cond), cond.loc()),
-                                    /*withElseRegion=*/false);
+                                    /*withElseRegion=*/otherwise != nullptr);
   mlir::OpBuilder::InsertionGuard guard(s.builder);
   s.builder.setInsertionPoint(op.thenBlock()->getTerminator());
   then();
+  if (!otherwise) return;
+  s.builder.setInsertionPoint(op.elseBlock()->getTerminator());
+  (*otherwise)();
+}
+}  // namespace
+
+void Kernel::If(const Operand& cond, const std::function<void()>& then, Loc loc) {
+  BuildIf(*this, *state_, cond, then, nullptr, loc);
 }
 
 void Kernel::If(const Operand& cond, const std::function<void()>& then,
                 const std::function<void()>& otherwise, Loc loc) {
-  KernelState& s = *state_;
-  if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1))
-    return Fail("If needs an i1 condition (a comparison)", loc);
-  auto op = mlir::scf::IfOp::create(s.builder, s.ToLoc(loc), s.Unwrap(Access::Val(cond), cond.loc()),
-                                    /*withElseRegion=*/true);
-  mlir::OpBuilder::InsertionGuard guard(s.builder);
-  s.builder.setInsertionPoint(op.thenBlock()->getTerminator());
-  then();
-  s.builder.setInsertionPoint(op.elseBlock()->getTerminator());
-  otherwise();
+  BuildIf(*this, *state_, cond, then, &otherwise, loc);
 }
 
 namespace {
