@@ -285,17 +285,16 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
   // A constant row offset that keeps the swizzle's phase leaves the address as base + immediate,
   // so the rows of an unrolled loop share one base register (ldmatrix [%r+1024]) instead of each
   // folding its constant into the swizzle arithmetic, which the compiler then cannot undo.
-  int64_t peeled_rows = 0;
+  int64_t peeled_bytes = 0;
   if (const int64_t dr = ConstantPart(s.Unwrap(r)); dr > 0) {
     const int span = SwizzleBytes(swizzle_);
     const int64_t dr_bytes = dr * (interleaved_ ? 16 : row_stride_ * ScalarBytes(elem_));
     const bool keeps_phase = (xor_.period <= 1 || dr % xor_.period == 0) &&
                              (span == 0 || dr_bytes % (span * 8) == 0);
-    if (keeps_phase) {
-      if (mlir::Value rest = WithoutConstant(s, s.Unwrap(r), s.ToLoc(loc))) {
-        r = s.Wrap(rest, i32);
-        peeled_rows = dr;
-      }
+    mlir::Value rest = keeps_phase ? WithoutConstant(s, s.Unwrap(r), s.ToLoc(loc)) : mlir::Value();
+    if (rest) {
+      r = s.Wrap(rest, i32);
+      peeled_bytes = dr_bytes;
     }
   }
   Value byte = (r * Operand(row_stride_, loc) + col) * Operand(ScalarBytes(elem_), loc);
@@ -322,8 +321,7 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
     const int mask = (span / 16 - 1) << 4;
     byte = byte ^ ((byte >> Operand(3, loc)) & Operand(mask, loc));
   }
-  if (peeled_rows > 0)
-    byte = byte + Operand(static_cast<int>(peeled_rows * (interleaved_ ? 16 : row_stride_ * ScalarBytes(elem_))), loc);
+  if (peeled_bytes > 0) byte = byte + Operand(static_cast<int>(peeled_bytes), loc);
   return s.Wrap(TileByte(s, *this, stage_, s.Unwrap(byte), s.ToLoc(loc)), ptr);
 }
 

@@ -1,6 +1,5 @@
 #include "examples/harness.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <functional>

@@ -67,10 +67,6 @@ absl::StatusOr<LoadedKernel> LoadedKernel::Load(const Bundle& bundle) {
   if (!d.ok()) return d.status();
   const Manifest& m = bundle.manifest;
   if (absl::Status s = CheckTarget(m, **d); !s.ok()) return s;
-  if (m.smem_bytes > static_cast<unsigned>((*d)->max_smem_optin()))
-    return absl::ResourceExhaustedError(absl::StrCat(m.source, ": ", m.name, " needs ", m.smem_bytes,
-                                                     " bytes of shared memory per block; ", (*d)->device_name(),
-                                                     " allows ", (*d)->max_smem_optin()));
   absl::StatusOr<Kernel> k = Kernel::Load(bundle.ptx, m.entry);
   if (!k.ok()) return k.status();
   LoadedKernel loaded;

@@ -20,7 +20,6 @@ class RingPosition {
   Value stage() const { return regs_[0]; }
   Value phase() const { return regs_[1]; }
   void Advance(Loc loc = Loc::current());
-  int size() const { return size_; }
 
  private:
   Kernel* k_;

@@ -1,7 +1,7 @@
 // Launching any kiln kernel from its bundle with typed arguments, without the compiler: the
 // arguments are checked against the manifest's parameters (count, kind) and the kernel against
-// the device (target chip, shared memory) before the driver sees them, and every error names the
-// kernel and the source line that defined it.
+// the device (target chip at Load; shared memory, by rt::Kernel, at Launch), and every error
+// names the kernel and the source line that defined it.
 #pragma once
 
 #include <cstdint>
