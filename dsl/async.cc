@@ -235,14 +235,30 @@ void Kernel::ClusterSync(Loc loc) {
   mlir::NVVM::ClusterWaitOp::create(state_->builder, l, state_->builder.getUnitAttr());
 }
 
+namespace {
+bool CheckNamedBarrier(KernelState& s, const Operand& id, int threads, const Loc& loc) {
+  if (Access::IsImm(id) && (Access::Imm(id) < 0 || Access::Imm(id) > 15)) {
+    s.Fail("named barriers are numbered 0..15", loc);
+    return false;
+  }
+  if (threads <= 0 || threads % 32 || threads > static_cast<int>(s.manifest.block.count())) {
+    s.Fail(absl::StrCat("a named barrier counts whole warps of the block, not ", threads, " threads"), loc);
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
+void Kernel::NamedBarrierArrive(const Operand& id, int threads, Loc loc) {
+  KernelState& s = *state_;
+  if (!CheckNamedBarrier(s, id, threads, loc)) return;
+  s.InlineAsm(absl::StrCat("bar.arrive $0, ", threads, ";"), "r,~{memory}",
+              {s.Materialize(id, Type::Of(Scalar::kI32))}, nullptr, s.ToLoc(loc));
+}
+
 void Kernel::NamedBarrier(const Operand& id, int threads, Loc loc) {
   KernelState& s = *state_;
-  if (Access::IsImm(id) && (Access::Imm(id) < 0 || Access::Imm(id) > 15))
-    return Fail("named barriers are numbered 0..15", loc);
-  if (threads <= 0 || threads % 32 || threads > static_cast<int>(s.manifest.block.count()))
-    return Fail(absl::StrCat("a named barrier counts whole warps of the block, not ", threads,
-                             " threads"),
-                loc);
+  if (!CheckNamedBarrier(s, id, threads, loc)) return;
   mlir::Location l = s.ToLoc(loc);
   mlir::Value n = mlir::arith::ConstantIntOp::create(s.builder, l, threads, 32);
   mlir::NVVM::BarrierOp::create(s.builder, l, mlir::Type(), s.Materialize(id, Type::Of(Scalar::kI32)),

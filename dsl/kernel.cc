@@ -139,13 +139,28 @@ Value KernelState::Constant(Type t, double v, const Loc& loc) {
 
 mlir::Value KernelState::InlineAsm(const std::string& ptx, const std::string& constraints,
                                    llvm::ArrayRef<mlir::Value> operands, mlir::Type result,
-                                   mlir::Location l) {
+                                   mlir::Location l, bool side_effects) {
   auto op = mlir::LLVM::InlineAsmOp::create(
-      builder, l, result, operands, ptx, constraints, /*has_side_effects=*/true,
+      builder, l, result, operands, ptx, constraints, side_effects,
       /*is_align_stack=*/false, mlir::LLVM::tailcallkind::TailCallKind::None,
       mlir::LLVM::AsmDialectAttr::get(context.get(), mlir::LLVM::AsmDialect::AD_ATT),
       mlir::ArrayAttr());
   return result ? op.getResult(0) : mlir::Value();
+}
+
+std::vector<mlir::Value> KernelState::InlineAsmResults(const std::string& ptx,
+                                                      const std::string& constraints,
+                                                      llvm::ArrayRef<mlir::Value> operands,
+                                                      llvm::ArrayRef<mlir::Type> results,
+                                                      mlir::Location l, bool side_effects) {
+  if (results.size() == 1) return {InlineAsm(ptx, constraints, operands, results[0], l, side_effects)};
+  mlir::Type st = results.empty() ? mlir::Type()
+                                  : mlir::LLVM::LLVMStructType::getLiteral(context.get(), results);
+  mlir::Value packed = InlineAsm(ptx, constraints, operands, st, l, side_effects);
+  std::vector<mlir::Value> out;
+  for (int64_t i = 0; i < static_cast<int64_t>(results.size()); ++i)
+    out.push_back(mlir::LLVM::ExtractValueOp::create(builder, l, packed, i));
+  return out;
 }
 
 void KernelState::SetArgAttrs(unsigned index, llvm::ArrayRef<mlir::NamedAttribute> attrs) {

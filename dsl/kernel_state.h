@@ -50,7 +50,13 @@ struct KernelState {
   // null for none.
   mlir::Value InlineAsm(const std::string& ptx, const std::string& constraints,
                         llvm::ArrayRef<mlir::Value> operands, mlir::Type result,
-                        mlir::Location l);
+                        mlir::Location l, bool side_effects = true);
+  // The same with several results (a struct unpacked); `side_effects` false lets LLVM move,
+  // merge or drop it like arithmetic.
+  std::vector<mlir::Value> InlineAsmResults(const std::string& ptx, const std::string& constraints,
+                                            llvm::ArrayRef<mlir::Value> operands,
+                                            llvm::ArrayRef<mlir::Type> results, mlir::Location l,
+                                            bool side_effects = true);
   // Sets the attributes of kernel argument `index`, keeping one entry per argument.
   void SetArgAttrs(unsigned index, llvm::ArrayRef<mlir::NamedAttribute> attrs);
   // 32-bit shared-space address of a smem pointer (for descriptors and mapa).

@@ -16,128 +16,9 @@
 #include "absl/status/statusor.h"
 #include "kiln/runtime/manifest.h"
 #include "kiln/target.h"
+#include "kiln/value.h"
 
 namespace kiln {
-
-using Loc = std::source_location;
-
-enum class Scalar : uint8_t { kI1, kI16, kI32, kI64, kF16, kBF16, kF32 };
-enum class Space : uint8_t { kGlobal, kShared };
-
-// A scalar, a short vector of scalars, or a pointer to scalars in a memory space.
-struct Type {
-  enum class Kind : uint8_t { kScalar, kVector, kPointer };
-  Kind kind = Kind::kScalar;
-  Scalar elem = Scalar::kI32;
-  int lanes = 1;
-  Space space = Space::kGlobal;
-
-  static Type Of(Scalar s) { return {Kind::kScalar, s, 1, Space::kGlobal}; }
-  static Type Vec(Scalar s, int lanes) { return {Kind::kVector, s, lanes, Space::kGlobal}; }
-  static Type Ptr(Space space, Scalar elem) { return {Kind::kPointer, elem, 1, space}; }
-  bool IsFloat() const;
-  bool IsInt() const;
-  int Bytes() const;  // size of the value (pointers: 8)
-  std::string Str() const;
-  friend bool operator==(const Type&, const Type&) = default;
-};
-int ScalarBytes(Scalar s);
-
-inline constexpr Scalar i1 = Scalar::kI1, i16 = Scalar::kI16, i32 = Scalar::kI32,
-                        i64 = Scalar::kI64, f16 = Scalar::kF16, bf16 = Scalar::kBF16,
-                        f32 = Scalar::kF32;
-
-namespace detail {
-struct KernelState;
-struct Access;
-}  // namespace detail
-
-// An SSA value of the kernel being built. A default-constructed Value is empty until assigned
-// one the kernel made; an op that uses an empty Value (or one computed from it) fails the build
-// with an error naming the line where it was declared.
-class Value {
- public:
-  Value(Loc declared = Loc::current()) : declared_(declared) {}
-  const Type& type() const;
-  bool valid() const { return state_ != nullptr; }
-
-  // Numeric conversion: int<->float, float widths (round to nearest even), int widths.
-  Value To(Scalar s, Loc loc = Loc::current()) const;
-  // Reinterprets the bits as another type of the same size.
-  Value Bitcast(Type t, Loc loc = Loc::current()) const;
-  // One lane of a vector.
-  Value Lane(int i, Loc loc = Loc::current()) const;
-
- private:
-  friend struct detail::Access;
-  detail::KernelState* state_ = nullptr;
-  int id_ = -1;
-  Type type_{Type::Kind::kScalar, Scalar::kI32, /*lanes=*/0};  // empty: no op's type check accepts it
-  Loc declared_;  // where an empty Value was declared, for the error
-};
-
-class Regs;
-// One element of a register array; reading it loads, assigning stores.
-class RegRef {
- public:
-  operator Value() const { return Load(); }
-  Value Load(Loc loc = Loc::current()) const;
-  const RegRef& operator=(const class Operand& v) const;
-  const RegRef& operator=(const RegRef& other) const;
-  const RegRef& operator+=(const class Operand& v) const;
-
- private:
-  friend class Regs;
-  friend class Operand;
-  RegRef(detail::KernelState* s, int array, int index) : state_(s), array_(array), index_(index) {}
-  detail::KernelState* state_;
-  int array_, index_;
-};
-
-// A value or an immediate, with the source line of the expression that used it. Immediates take
-// the type of the other operand.
-class Operand {
- public:
-  Operand(const Value& v, Loc loc = Loc::current()) : value_(v), loc_(loc) {}
-  Operand(const RegRef& r, Loc loc = Loc::current()) : value_(r.Load(loc)), loc_(loc) {}
-  Operand(int v, Loc loc = Loc::current()) : imm_(v), is_imm_(true), loc_(loc) {}
-  Operand(unsigned v, Loc loc = Loc::current()) : imm_(v), is_imm_(true), loc_(loc) {}
-  Operand(int64_t v, Loc loc = Loc::current()) : imm_(static_cast<double>(v)), is_imm_(true), loc_(loc) {}
-  Operand(double v, Loc loc = Loc::current()) : imm_(v), is_imm_(true), is_float_imm_(true), loc_(loc) {}
-  Operand(float v, Loc loc = Loc::current()) : imm_(v), is_imm_(true), is_float_imm_(true), loc_(loc) {}
-
-  const Loc& loc() const { return loc_; }
-
- private:
-  friend struct detail::Access;
-  Value value_;
-  double imm_ = 0;
-  bool is_imm_ = false, is_float_imm_ = false;
-  Loc loc_;
-};
-
-// Arithmetic on values. Integers are index-like: /, %, >> and comparisons are unsigned.
-Value operator+(const Operand& a, const Operand& b);
-Value operator-(const Operand& a, const Operand& b);
-Value operator*(const Operand& a, const Operand& b);
-Value operator/(const Operand& a, const Operand& b);
-Value operator%(const Operand& a, const Operand& b);
-Value operator&(const Operand& a, const Operand& b);
-Value operator|(const Operand& a, const Operand& b);
-Value operator^(const Operand& a, const Operand& b);
-Value operator<<(const Operand& a, const Operand& b);
-Value operator>>(const Operand& a, const Operand& b);
-Value operator<(const Operand& a, const Operand& b);
-Value operator<=(const Operand& a, const Operand& b);
-Value operator>(const Operand& a, const Operand& b);
-Value operator>=(const Operand& a, const Operand& b);
-Value operator==(const Operand& a, const Operand& b);
-Value operator!=(const Operand& a, const Operand& b);
-Value Min(const Operand& a, const Operand& b);
-Value Max(const Operand& a, const Operand& b);
-Value Select(const Operand& cond, const Operand& a, const Operand& b);
-// a * b + c, fused (fma.rn for floats).
-Value Fma(const Operand& a, const Operand& b, const Operand& c);
 
 // A compile-time register index, carrying the source line that used it.
 struct RegIndex {
@@ -501,6 +382,8 @@ class Kernel {
   void FenceProxyAsync(Loc loc = Loc::current());   // fence.proxy.async.shared::cta
   void ClusterSync(Loc loc = Loc::current());       // barrier.cluster.arrive + wait
   void NamedBarrier(const Operand& id, int threads, Loc loc = Loc::current());  // bar.sync id, n
+  // bar.arrive id, n: counts this warp toward barrier `id` without waiting (a producer's signal).
+  void NamedBarrierArrive(const Operand& id, int threads, Loc loc = Loc::current());
 
   // Runs `body(index within the role)` on threads [first, first + threads); with max_regs, the
   // role first adjusts its register budget (setmaxnreg.inc or .dec).
@@ -562,3 +445,8 @@ class Kernel {
 std::string LocString(const Loc& loc);
 
 }  // namespace kiln
+
+// The ops that are free functions, by concern.
+#include "kiln/math.h"
+#include "kiln/memory_ops.h"
+#include "kiln/warp.h"

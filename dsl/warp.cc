@@ -1,0 +1,178 @@
+// Shuffles and reductions across lanes, warps and warp groups (kiln/warp.h).
+#include "kiln/warp.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "dsl/kernel_state.h"
+#include "kiln/kernel.h"
+
+namespace kiln {
+
+using detail::Access;
+using detail::KernelState;
+
+namespace {
+
+bool IsPowerOfTwo(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+const char* ModeName(ShflMode m) {
+  switch (m) {
+    case ShflMode::kIdx: return "idx";
+    case ShflMode::kUp: return "up";
+    case ShflMode::kDown: return "down";
+    case ShflMode::kXor: return "bfly";
+  }
+  return "?";
+}
+
+bool CheckReducible(KernelState& s, const Value& v, const char* op, const Loc& loc) {
+  const Type& t = v.type();
+  if (t == Type::Of(Scalar::kF32) || t == Type::Of(Scalar::kI32)) return true;
+  s.Fail(absl::StrCat(op, " reduces f32 or i32 values, not ", t.Str()), loc);
+  return false;
+}
+
+Value Combine(Reduce op, const Value& a, const Value& b, const Loc& loc) {
+  switch (op) {
+    case Reduce::kSum: return Operand(a, loc) + Operand(b, loc);
+    case Reduce::kMax: return Max(Operand(a, loc), Operand(b, loc));
+    case Reduce::kMin: return Min(Operand(a, loc), Operand(b, loc));
+  }
+  return a;
+}
+
+// The value x with x op v == v for every v.
+double Identity(Reduce op, const Type& t) {
+  const bool f = t.IsFloat();
+  switch (op) {
+    case Reduce::kSum: return 0;
+    case Reduce::kMax: return f ? -std::numeric_limits<double>::infinity() : 0;
+    case Reduce::kMin: return f ? std::numeric_limits<double>::infinity() : 4294967295.0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Value Shfl(ShflMode mode, const Value& v, const Operand& src, int width, Loc loc) {
+  KernelState* s = Access::State(v);
+  if (!s) return v;
+  const Type t = v.type();
+  if (t.Bytes() != 4 || t.kind == Type::Kind::kPointer) {
+    s->Fail(absl::StrCat("Shfl moves 32-bit values, not ", t.Str()), loc);
+    return s->Poison(t, loc);
+  }
+  if (!IsPowerOfTwo(width) || width > 32) {
+    s->Fail(absl::StrCat("Shfl width is a power of two up to 32, not ", width), loc);
+    return s->Poison(t, loc);
+  }
+  if (!Access::IsImm(src) && Access::Val(src).valid() && Access::Val(src).type() != Type::Of(Scalar::kI32)) {
+    s->Fail(absl::StrCat("Shfl's lane, distance or mask is an i32, not ", Access::Val(src).type().Str()), loc);
+    return s->Poison(t, loc);
+  }
+  // The c operand (PTX ISA, shfl.sync): the segment mask in bits 8..12 and the clamp lane in
+  // bits 0..4 (the segment's last lane; for up, its first).
+  const int segment = (32 - width) << 8;
+  const int c = mode == ShflMode::kUp ? segment : segment | 0x1f;
+  const Type i32 = Type::Of(Scalar::kI32);
+  mlir::Location l = s->ToLoc(loc);
+  mlir::Value bits = s->Unwrap(t == i32 ? v : v.Bitcast(i32, loc), loc);
+  // A constant source is written into the instruction (shfl takes an immediate b).
+  const bool imm = Access::IsImm(src);
+  const std::string b = imm ? absl::StrCat(static_cast<int>(Access::Imm(src))) : "$2";
+  std::vector<mlir::Value> operands = {bits};
+  if (!imm) operands.push_back(s->Materialize(src, i32));
+  mlir::Value out = s->InlineAsm(absl::StrCat("shfl.sync.", ModeName(mode), ".b32 $0, $1, ", b, ", ", c, ", -1;"),
+                                 imm ? "=r,r" : "=r,r,r", operands, s->builder.getI32Type(), l);
+  Value r = s->Wrap(out, i32);
+  return t == i32 ? r : r.Bitcast(t, loc);
+}
+
+Value WarpReduce(const Value& v, Reduce op, int width, Loc loc) {
+  KernelState* s = Access::State(v);
+  if (!s) return v;
+  if (!CheckReducible(*s, v, "WarpReduce", loc)) return s->Poison(v.type(), loc);
+  if (!IsPowerOfTwo(width) || width > 32) {
+    s->Fail(absl::StrCat("WarpReduce width is a power of two up to 32, not ", width), loc);
+    return s->Poison(v.type(), loc);
+  }
+  Value acc = v;
+  for (int mask = width / 2; mask >= 1; mask /= 2)
+    acc = Combine(op, acc, ShflXor(acc, mask, width, loc), loc);
+  return acc;
+}
+
+Value ReduxSync(const Value& v, Reduce op, Loc loc) {
+  KernelState* s = Access::State(v);
+  if (!s) return v;
+  const Type i32 = Type::Of(Scalar::kI32);
+  if (v.type() != i32) {
+    s->Fail(absl::StrCat("ReduxSync reduces i32 values (redux.sync.*.u32), not ", v.type().Str()), loc);
+    return s->Poison(v.type(), loc);
+  }
+  if (s->target.compute_capability < 80) {
+    s->Fail(absl::StrCat("redux.sync needs sm_80 or later, not ", s->target.chip), loc);
+    return s->Poison(i32, loc);
+  }
+  const char* name = op == Reduce::kSum ? "add" : op == Reduce::kMax ? "max" : "min";
+  return s->Wrap(s->InlineAsm(absl::StrCat("redux.sync.", name, ".u32 $0, $1, -1;"), "=r,r",
+                              {s->Unwrap(v, loc)}, s->builder.getI32Type(), s->ToLoc(loc)),
+                 i32);
+}
+
+Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads, Loc loc) {
+  KernelState& s = *Access::State(k);
+  if (!Access::State(v)) return v;
+  if (Access::State(v) != &s) {
+    s.Fail("GroupReduce of a value another kernel made", loc);
+    return s.Poison(v.type(), loc);
+  }
+  if (!CheckReducible(s, v, "GroupReduce", loc)) return s.Poison(v.type(), loc);
+  const int block = static_cast<int>(s.manifest.block.count());
+  if (threads == 0) threads = block;
+  if (threads % 32 != 0 || block % threads != 0 || block % 32 != 0) {
+    s.Fail(absl::StrCat("GroupReduce over groups of ", threads, " threads: a group is whole warps and ",
+                        "the block (", block, " threads) is whole groups"),
+           loc);
+    return s.Poison(v.type(), loc);
+  }
+  const int groups = block / threads;
+  if (groups > 15) {
+    s.Fail(absl::StrCat("GroupReduce: ", groups, " groups of ", threads, " threads need ", groups,
+                        " named barriers; a block has 15 (ids 1..15)"),
+           loc);
+    return s.Poison(v.type(), loc);
+  }
+  Value partial = WarpReduce(v, op, 32, loc);
+  if (threads == 32) return partial;
+  const Type t = v.type();
+  const int group_warps = threads / 32;
+  SmemTile slots = k.Smem(t.elem, 1, block / 32, /*pad=*/0, /*align=*/16, loc);
+  Value warp = k.WarpId(loc), lane = k.LaneId(loc);
+  Value group = Operand(warp, loc) / Operand(group_warps, loc);
+  auto sync = [&] {
+    if (groups == 1) return k.SyncThreads(loc);
+    k.NamedBarrier(Operand(group, loc) + Operand(1, loc), threads, loc);
+  };
+  sync();  // the previous use of these slots (a loop) has been read by every warp of the group
+  k.If(Operand(lane, loc) == Operand(0, loc), [&] { k.Store(slots.At(0, warp, loc), partial, loc); }, loc);
+  sync();
+  const Value first = Operand(group, loc) * Operand(group_warps, loc);
+  if (group_warps <= 4) {  // a few broadcast loads beat five shuffles
+    Value acc = k.Load(slots.At(0, first, loc), 1, loc);
+    for (int w = 1; w < group_warps; ++w)
+      acc = Combine(op, acc, k.Load(slots.At(0, Operand(first, loc) + Operand(w, loc), loc), 1, loc), loc);
+    return acc;
+  }
+  // Lane i of each warp reads the group's warp i; then a warp reduction over the lanes.
+  Value mine = k.Load(slots.At(0, Operand(first, loc) + Operand(Min(Operand(lane, loc), Operand(group_warps - 1, loc)), loc), loc), 1, loc);
+  const double id = Identity(op, t);
+  Value in_group = Operand(lane, loc) < Operand(group_warps, loc);
+  Value masked = t.IsFloat() ? Select(Operand(in_group, loc), Operand(mine, loc), Operand(id, loc))
+                             : Select(Operand(in_group, loc), Operand(mine, loc),
+                                      Operand(static_cast<int>(static_cast<uint32_t>(id)), loc));
+  return WarpReduce(masked, op, 32, loc);
+}
+
+}  // namespace kiln

@@ -1,0 +1,234 @@
+// The ops of non-GEMM kernels (kiln/math.h, kiln/warp.h, kiln/memory_ops.h): the PTX each emits,
+// that ptxas accepts it for the kernel's target, and the errors each can give.
+#include "gtest/gtest.h"
+#include "kiln/kernel.h"
+#include "kiln/lowering.h"
+#include "tests/unit/expect_error.h"
+
+namespace kiln {
+namespace {
+
+std::string Here(int line) { return HereIn("tests/unit/ops_test.cc", line); }
+void ExpectError(Kernel& k, int line, const std::string& what) { ExpectErrorAt(k, Here(line), what); }
+
+// The kernel's PTX, checked by ptxas for its target where the toolkit is installed.
+std::string Ptx(Kernel& k) {
+  absl::StatusOr<KernelDef> def = k.Build();
+  EXPECT_TRUE(def.ok()) << def.status();
+  if (!def.ok()) return "";
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  EXPECT_TRUE(ptx.ok()) << ptx.status();
+  if (!ptx.ok()) return "";
+  if (HaveToolkit()) {
+    absl::StatusOr<PtxasResult> r = RunPtxas(*ptx, def->target().chip);
+    EXPECT_TRUE(r.ok()) << r.status() << "\n" << *ptx;
+  }
+  return *ptx;
+}
+
+void ExpectHas(const std::string& ptx, const std::string& what) {
+  EXPECT_NE(ptx.find(what), std::string::npos) << "no '" << what << "' in\n" << ptx;
+}
+
+TEST(Ops, MathEmitsTheSpecialFunctionUnitAndIeeeForms) {
+  Kernel k("test/math", sm90a(), {32});
+  Value p = k.PtrParam("p", f32);
+  Value x = k.Load(p + k.ThreadIdx());
+  Value r = Exp2(x) + Exp(x) + Log2(x) + Log(x) + Rsqrt(x) + Sqrt(x) + SqrtApprox(x) + Rcp(x) +
+            RcpApprox(x) + DivApprox(x, 3.0f) + x / x + Abs(x);
+  k.Store(p + k.ThreadIdx(), r);
+  const std::string ptx = Ptx(k);
+  for (const char* i : {"ex2.approx.ftz.f32", "lg2.approx.ftz.f32", "rsqrt.approx.ftz.f32", "sqrt.rn.f32",
+                        "sqrt.approx.ftz.f32", "rcp.rn.f32", "rcp.approx.ftz.f32", "div.approx.ftz.f32",
+                        "div.rn.f32", "abs.f32"})
+    ExpectHas(ptx, i);
+  // Exp folds log2(e) into one multiply: 0f3FB8AA3B is 1.44269504f.
+  ExpectHas(ptx, "0f3FB8AA3B");
+}
+
+TEST(Ops, MathRejectsOtherTypes) {
+  Kernel k("test/math_types", sm90a(), {32});
+  Value n = k.I32Param("n");
+  Value bad = Exp2(n); const int line = __LINE__;
+  (void)bad;
+  ExpectError(k, line, "Exp2 takes f32, not i32");
+}
+
+TEST(Ops, PackedConversionsPutLoInTheLowHalf) {
+  Kernel k("test/pack", sm90a(), {32});
+  Value p = k.PtrParam("p", f32);
+  Value out16 = k.PtrParam("o", bf16), outh = k.PtrParam("h", f16), out8 = k.PtrParam("e", i16);
+  Value lo = k.Load(p), hi = k.Load(p + 1);
+  k.Store(out16, PackBf16x2(lo, hi).Lane(0));
+  k.Store(outh, PackF16x2(lo, hi).Lane(1));
+  Value e4 = PackFp8x2(lo, hi, Fp8::kE4M3);
+  k.Store(out8, e4);
+  k.Store(out8 + 1, PackFp8x2(lo, hi, Fp8::kE5M2));
+  k.Store(outh + 2, UnpackFp8x2(e4, Fp8::kE4M3).Lane(0));
+  k.Store(outh + 3, UnpackFp8x2(e4, Fp8::kE5M2).Lane(1));
+  const std::string ptx = Ptx(k);
+  for (const char* i : {"cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32", "cvt.rn.satfinite.e4m3x2.f32",
+                        "cvt.rn.satfinite.e5m2x2.f32", "cvt.rn.f16x2.e4m3x2", "cvt.rn.f16x2.e5m2x2"})
+    ExpectHas(ptx, i);
+}
+
+TEST(Ops, Fp8NeedsSm89) {
+  Kernel k("test/fp8_sm80", sm80(), {32});
+  Value p = k.PtrParam("p", f32);
+  Value x = k.Load(p);
+  Value e = PackFp8x2(x, x, Fp8::kE4M3); const int line = __LINE__;
+  (void)e;
+  ExpectError(k, line, "PackFp8x2 needs sm_89 or later (fp8 conversions); this kernel targets sm_80");
+}
+
+TEST(Ops, ShufflesInEveryModeWithSegments) {
+  Kernel k("test/shfl", sm80(), {32});
+  Value p = k.PtrParam("p", f32);
+  Value x = k.Load(p + k.ThreadIdx());
+  Value r = ShflXor(x, 16) + ShflUp(x, 1) + ShflDown(x, 2, 16) + ShflIdx(x, k.LaneId(), 8);
+  k.Store(p + k.ThreadIdx(), r);
+  const std::string ptx = Ptx(k);
+  EXPECT_NE(ptx.find(", 16, 31, -1;"), std::string::npos) << ptx;  // a constant mask stays an immediate
+  ExpectHas(ptx, "shfl.sync.bfly.b32");
+  ExpectHas(ptx, "shfl.sync.up.b32");
+  // c = (32 - width) << 8 | clamp: 31 for full warps, 0x101f for 16-lane and 0x181f for 8-lane
+  // segments, and 0 for up over the full warp.
+  EXPECT_NE(ptx.find(", 31, -1;"), std::string::npos) << ptx;
+  EXPECT_NE(ptx.find(", 4127, -1;"), std::string::npos) << ptx;  // down, width 16
+  EXPECT_NE(ptx.find(", 6175, -1;"), std::string::npos) << ptx;  // idx, width 8
+  EXPECT_NE(ptx.find(", 0, -1;"), std::string::npos) << ptx;     // up
+}
+
+TEST(Ops, WarpReduceIsAButterflyOfLog2WidthSteps) {
+  Kernel k("test/warp_reduce", sm80(), {32});
+  Value p = k.PtrParam("p", f32);
+  Value x = k.Load(p + k.ThreadIdx());
+  k.Store(p + k.ThreadIdx(), WarpReduce(x, Reduce::kSum) + WarpReduce(x, Reduce::kMax, 8));
+  const std::string ptx = Ptx(k);
+  int shuffles = 0;
+  for (size_t at = ptx.find("shfl.sync.bfly"); at != std::string::npos; at = ptx.find("shfl.sync.bfly", at + 1))
+    ++shuffles;
+  EXPECT_EQ(shuffles, 5 + 3);
+  ExpectHas(ptx, "max.f32");
+}
+
+TEST(Ops, ReduxSyncOnIntegers) {
+  Kernel k("test/redux", sm80(), {32});
+  Value p = k.PtrParam("p", i32);
+  Value x = k.Load(p + k.ThreadIdx());
+  k.Store(p + k.ThreadIdx(), ReduxSync(x, Reduce::kSum) + ReduxSync(x, Reduce::kMax));
+  const std::string ptx = Ptx(k);
+  ExpectHas(ptx, "redux.sync.add.u32");
+  ExpectHas(ptx, "redux.sync.max.u32");
+  Kernel bad("test/redux_f32", sm80(), {32});
+  Value f = bad.F32(1.0);
+  Value r = ReduxSync(f, Reduce::kSum); const int line = __LINE__;
+  (void)r;
+  ExpectError(bad, line, "ReduxSync reduces i32 values (redux.sync.*.u32), not f32");
+}
+
+TEST(Ops, GroupReduceUsesOneNamedBarrierPerGroup) {
+  Kernel k("test/group_reduce", sm90a(), {512});
+  Value p = k.PtrParam("p", f32);
+  Value x = k.Load(p + k.ThreadIdx());
+  k.Store(p + k.ThreadIdx(), GroupReduce(k, x, Reduce::kSum, 128) + GroupReduce(k, x, Reduce::kMax));
+  const std::string ptx = Ptx(k);
+  ExpectHas(ptx, "bar.sync");
+  EXPECT_NE(ptx.find(", 128;"), std::string::npos) << ptx;  // barrier over the group's 128 threads
+  ExpectHas(ptx, "st.shared.b32");
+}
+
+TEST(Ops, GroupReduceChecksItsGroups) {
+  Kernel k("test/group_bad", sm90a(), {512});
+  Value x = k.F32(1.0);
+  Value a = GroupReduce(k, x, Reduce::kSum, 96); const int l1 = __LINE__;
+  (void)a;
+  ExpectError(k, l1, "GroupReduce over groups of 96 threads: a group is whole warps and the block (512 threads) is whole groups");
+  Kernel k2("test/group_many", sm90a(), {1024});
+  Value y = k2.F32(1.0);
+  Value b = GroupReduce(k2, y, Reduce::kSum, 64); const int l2 = __LINE__;
+  (void)b;
+  ExpectError(k2, l2, "16 groups of 64 threads need 16 named barriers; a block has 15");
+}
+
+TEST(Ops, NamedBarrierArriveCountsThreads) {
+  Kernel k("test/bar_arrive", sm90a(), {256});
+  k.If(k.WarpgroupId() == 0, [&] { k.NamedBarrierArrive(3, 256); }, [&] { k.NamedBarrier(3, 256); });
+  const std::string ptx = Ptx(k);
+  ExpectHas(ptx, "bar.arrive");
+  Kernel bad("test/bar_bad", sm90a(), {256});
+  bad.NamedBarrierArrive(16, 256); const int line = __LINE__;
+  ExpectError(bad, line, "named barriers are numbered 0..15");
+}
+
+TEST(Ops, GlobalAccessesWithCacheHintsAndMasks) {
+  Kernel k("test/global", sm90a(), {128});
+  Value x = k.PtrParam("x", bf16), y = k.PtrParam("y", bf16), n = k.I32Param("n");
+  Value i = k.ThreadIdx() * 8;
+  Value in = i < n;
+  Value v = LoadGlobal(x + i, 8, {.cache = CacheHint::kReadOnly, .mask = in, .fill = -INFINITY});
+  Value w = LoadGlobal(x + i, 8, {.cache = CacheHint::kL2EvictFirst});
+  Value s = LoadGlobal(x + i, 4, {.cache = CacheHint::kNoL1});
+  Value h = LoadGlobal(x + i, 1, {.cache = CacheHint::kStreaming});
+  StoreGlobal(y + i, v, {.cache = CacheHint::kStreaming, .mask = in});
+  StoreGlobal(y + i, w, {.cache = CacheHint::kL2EvictLast});
+  StoreGlobal(y + i, s, {.cache = CacheHint::kNoL1});
+  StoreGlobal(y + i, h);
+  const std::string ptx = Ptx(k);
+  ExpectHas(ptx, "@p ld.global.nc.v4.b32");
+  ExpectHas(ptx, "mov.b32 %r");  // the fill before the predicated load
+  ExpectHas(ptx, "0xFF80FF80");  // -inf as two bf16
+  ExpectHas(ptx, "createpolicy.fractional.L2::evict_first.b64");
+  ExpectHas(ptx, "ld.global.L2::cache_hint.v4.b32");
+  ExpectHas(ptx, "ld.global.L1::no_allocate.v2.b32");
+  ExpectHas(ptx, "ld.global.cs.b16");
+  ExpectHas(ptx, "@p st.global.cs.v4.b32");
+  ExpectHas(ptx, "createpolicy.fractional.L2::evict_last.b64");
+  ExpectHas(ptx, "st.global.L1::no_allocate.v2.b32");
+}
+
+TEST(Ops, GlobalAccessErrors) {
+  Kernel k("test/global_bad", sm90a(), {32});
+  Value x = k.PtrParam("x", bf16);
+  Value a = LoadGlobal(x, 3); const int l1 = __LINE__;
+  (void)a;
+  ExpectError(k, l1, "LoadGlobal moves one aligned vector of 2, 4, 8 or 16 bytes, not 3 x bf16");
+  Kernel k2("test/global_bad2", sm90a(), {32});
+  Value y = k2.PtrParam("y", f32);
+  StoreGlobal(y, k2.Load(y), {.cache = CacheHint::kReadOnly}); const int l2 = __LINE__;
+  ExpectError(k2, l2, "StoreGlobal: the read-only path (.nc) is for loads");
+  Kernel k3("test/global_bad3", sm90a(), {32});
+  Value z = k3.PtrParam("z", f32);
+  Value b = LoadGlobal(z, 1, {.mask = k3.I32(1)}); const int l3 = __LINE__;
+  (void)b;
+  ExpectError(k3, l3, "LoadGlobal's mask is an i1 of this kernel, not i32");
+}
+
+TEST(Ops, AtomicsOnGlobalAndSharedMemory) {
+  Kernel k("test/atomics", sm90a(), {32});
+  Value f = k.PtrParam("f", f32), u = k.PtrParam("u", i32), w = k.PtrParam("w", i64);
+  SmemTile t = k.Smem(f32, 1, 32);
+  Value old = AtomicAdd(f, 1.0f) + AtomicAdd(t.At(0, k.LaneId()), 2.0f);
+  k.Store(f, old);
+  Value m = AtomicMax(u, k.LaneId()) + AtomicMin(u, 7) + AtomicCas(u, 0, k.LaneId()) + AtomicAdd(u, 1);
+  k.Store(u, m);
+  k.Store(w, AtomicAdd(w, k.LaneId().To(i64)) + AtomicCas(w, k.LaneId().To(i64), 5));
+  RedAdd(f, 1.0f);
+  RedMax(u, 3);
+  const std::string ptx = Ptx(k);
+  for (const char* i : {"atom.global.add.f32", "atom.shared.add.f32", "atom.global.max.u32", "atom.global.min.u32",
+                        "atom.global.cas.b32", "atom.global.add.u32", "atom.global.add.u64", "atom.global.cas.b64",
+                        "red.global.add.f32", "red.global.max.u32"})
+    ExpectHas(ptx, i);
+}
+
+TEST(Ops, AtomicsPtxDoesNotHave) {
+  Kernel k("test/atomic_bad", sm90a(), {32});
+  Value f = k.PtrParam("f", f32);
+  Value r = AtomicMax(f, 1.0f); const int line = __LINE__;
+  (void)r;
+  ExpectError(k, line, "Atomic max: not offered on f32 (PTX has no such atom)");
+}
+
+}  // namespace
+}  // namespace kiln
