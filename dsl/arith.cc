@@ -165,9 +165,11 @@ using mlir::arith::CmpFPredicate;
 using mlir::arith::CmpIPredicate;
 
 Value operator+(const Operand& a, const Operand& b) {
-  // pointer + i32: advances by that many elements (like C).
+  // pointer + i32 or i64: advances by that many elements (like C).
   if (!Access::IsImm(a) && Access::Val(a).valid() && Access::Val(a).type().kind == Type::Kind::kPointer &&
-      (Access::IsImm(b) ? !Access::IsFloatImm(b) : Access::Val(b).type() == Type::Of(Scalar::kI32))) {
+      (Access::IsImm(b) ? !Access::IsFloatImm(b)
+                        : Access::Val(b).type() == Type::Of(Scalar::kI32) ||
+                              Access::Val(b).type() == Type::Of(Scalar::kI64))) {
     const Value& p = Access::Val(a);
     KernelState& s = *Access::State(p);
     if (!Access::IsImm(b) && !Access::Val(b).valid()) {
@@ -175,8 +177,10 @@ Value operator+(const Operand& a, const Operand& b) {
       return s.Poison(p.type(), a.loc());
     }
     mlir::Location l = s.ToLoc(a.loc());
-    mlir::Value i = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(),
-                                                 s.Materialize(b, Type::Of(Scalar::kI32)));
+    const bool wide = !Access::IsImm(b) && Access::Val(b).type() == Type::Of(Scalar::kI64);
+    mlir::Value i = wide ? s.Unwrap(Access::Val(b), b.loc())
+                         : mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(),
+                                                        s.Materialize(b, Type::Of(Scalar::kI32))).getResult();
     return s.Wrap(mlir::LLVM::GEPOp::create(s.builder, l, s.ToMlir(p.type()), s.ToMlir(p.type().elem),
                                             s.Unwrap(p), mlir::ValueRange{i}),
                   p.type());

@@ -1,9 +1,11 @@
 // Kernel construction: the module and function, parameters, ids, control flow, Build().
+#include <algorithm>
 #include <filesystem>
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "dsl/kernel_state.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -266,6 +268,21 @@ void Kernel::Grid(const std::string& x, const std::string& y, const std::string&
     if (!g.ok()) return Fail(std::string(g.status().message()), loc);
     state_->manifest.grid[i] = *g;
   }
+  // Every symbol must be an integer parameter, declared before or after this line.
+  KernelState* s = state_.get();
+  s->final_checks.push_back([s, loc] {
+    std::vector<std::string> ints;
+    for (const rt::ParamSpec& p : s->manifest.params)
+      if (p.kind == rt::ParamSpec::Kind::kI32 || p.kind == rt::ParamSpec::Kind::kI64) ints.push_back(p.name);
+    for (const rt::GridExpr& g : s->manifest.grid)
+      for (const rt::GridExpr::Factor& f : g.factors)
+        if (!f.symbol.empty() && f.symbol != "sms" && std::find(ints.begin(), ints.end(), f.symbol) == ints.end())
+          return s->Fail(absl::StrCat("grid rule ", g.ToString(), " names ", f.symbol,
+                                      ", which is not an integer parameter of this kernel (",
+                                      ints.empty() ? "it has none" : absl::StrCat("it has ", absl::StrJoin(ints, ", ")),
+                                      "; sms is the SM count)"),
+                         loc);
+  });
 }
 
 void Kernel::Gemm(const rt::GemmSpec& spec, Loc loc) {

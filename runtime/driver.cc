@@ -14,7 +14,7 @@ namespace {
 std::vector<std::string> SymbolNames(absl::string_view name) {
   static const char* kVersioned[] = {"cuMemAlloc",   "cuMemFree",      "cuMemcpyHtoD",
                                      "cuMemcpyDtoH", "cuMemsetD8",     "cuEventDestroy",
-                                     "cuEventElapsedTime"};
+                                     "cuEventElapsedTime", "cuMemcpyDtoD"};
   for (const char* v : kVersioned)
     if (name == v) return {absl::StrCat(name, "_v2"), std::string(name)};
   return {std::string(name)};
@@ -147,6 +147,13 @@ absl::Status DeviceBuffer::CopyToHost(void* dst, size_t bytes) const {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   return (*d)->Check((*d)->api().cuMemcpyDtoH(dst, ptr_, bytes), "cuMemcpyDtoH");
+}
+
+absl::Status DeviceBuffer::CopyFrom(const DeviceBuffer& src, size_t bytes) {
+  if (bytes > bytes_ || bytes > src.bytes_) return absl::InvalidArgumentError("copy larger than a device buffer");
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  return (*d)->Check((*d)->api().cuMemcpyDtoD(ptr_, src.ptr_, bytes), "cuMemcpyDtoD");
 }
 
 absl::Status DeviceBuffer::Fill(uint8_t byte) {

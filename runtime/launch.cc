@@ -75,6 +75,38 @@ absl::StatusOr<LoadedKernel> LoadedKernel::Load(const Bundle& bundle) {
   return loaded;
 }
 
+int64_t Arg::AsInt() const {
+  if (kind_ == Kind::kI32) {
+    int32_t v;
+    std::memcpy(&v, bytes_, sizeof(v));
+    return v;
+  }
+  int64_t v;
+  std::memcpy(&v, bytes_, sizeof(v));
+  return v;
+}
+
+absl::StatusOr<Dim3> LoadedKernel::GridFor(const std::vector<Arg>& args) const {
+  const Manifest& m = manifest_;
+  if (absl::Status s = CheckArgs(m, args); !s.ok()) return s;
+  Symbols symbols;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].kind() == Arg::Kind::kI32 || args[i].kind() == Arg::Kind::kI64)
+      symbols[m.params[i].name] = args[i].AsInt();
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  absl::StatusOr<Dim3> grid = m.GridFor(symbols, (*d)->sm_count());
+  if (!grid.ok())
+    return absl::Status(grid.status().code(), absl::StrCat(m.source, ": ", m.name, ": ", grid.status().message()));
+  return grid;
+}
+
+absl::Status LoadedKernel::Launch(std::vector<Arg> args, cu::CUstream stream) const {
+  absl::StatusOr<Dim3> grid = GridFor(args);
+  if (!grid.ok()) return grid.status();
+  return Launch(*grid, std::move(args), stream);
+}
+
 absl::Status LoadedKernel::Launch(Dim3 grid, std::vector<Arg> args, cu::CUstream stream) const {
   const Manifest& m = manifest_;
   if (absl::Status s = CheckArgs(m, args); !s.ok()) return s;

@@ -1,6 +1,7 @@
 #include "kiln/runtime/manifest.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -20,10 +21,10 @@ absl::Status ParseError(int line, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("manifest line ", line, ": ", what));
 }
 
-bool IsSymbol(absl::string_view s) { return s == "M" || s == "N" || s == "K" || s == "sms"; }
-
-int64_t SizeOf(const ProblemSize& size, absl::string_view symbol) {
-  return symbol == "M" ? size.m : symbol == "N" ? size.n : size.k;
+// A C identifier: "sms" or a parameter's name.
+bool IsSymbol(absl::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -48,9 +49,9 @@ absl::StatusOr<GridExpr> GridExpr::Parse(absl::string_view text) {
     f.value = 1;  // SimpleAtoi above may have written it
     if (!IsSymbol(sym_div[0]) || sym_div.size() > 2)
       return absl::InvalidArgumentError(
-          absl::StrCat("bad grid factor '", part, "': a factor is a positive integer, or one of M, N, K ",
-                       "(the problem size) and sms (the SM count), optionally divided by a positive ",
-                       "integer, e.g. M/128; factors multiply with '*'"));
+          absl::StrCat("bad grid factor '", part, "': a factor is a positive integer, or a symbol (the name ",
+                       "of an integer parameter of the kernel, e.g. M or rows, or sms: the SM count), ",
+                       "optionally divided by a positive integer, e.g. M/128; factors multiply with '*'"));
     f.symbol = std::string(sym_div[0]);
     if (sym_div.size() == 2 && (!absl::SimpleAtoi(sym_div[1], &f.value) || f.value <= 0))
       return absl::InvalidArgumentError(absl::StrCat("bad grid divisor in '", part, "'"));
@@ -69,24 +70,41 @@ std::string GridExpr::ToString() const {
   });
 }
 
-int64_t GridExpr::Value(const ProblemSize& size, int sm_count) const {
+Symbols ProblemSymbols(const ProblemSize& size) { return {{"M", size.m}, {"N", size.n}, {"K", size.k}}; }
+
+int64_t GridExpr::Value(const Symbols& symbols, int sm_count) const {
   int64_t total = 1;
   for (const Factor& f : factors) {
     if (f.symbol.empty()) total *= f.value;
     else if (f.symbol == "sms") total *= std::max<int64_t>(1, sm_count / f.value);  // sms/2*2: even
-    else total *= (SizeOf(size, f.symbol) + f.value - 1) / f.value;
+    else {
+      auto it = symbols.find(f.symbol);
+      const int64_t v = it == symbols.end() ? 0 : it->second;
+      total *= (v + f.value - 1) / f.value;
+    }
   }
   return total;
 }
 
-absl::StatusOr<unsigned> GridExpr::Evaluate(const ProblemSize& size, int sm_count) const {
-  const int64_t total = Value(size, sm_count);
+int64_t GridExpr::Value(const ProblemSize& size, int sm_count) const {
+  return Value(ProblemSymbols(size), sm_count);
+}
+
+absl::StatusOr<unsigned> GridExpr::Evaluate(const Symbols& symbols, int sm_count) const {
+  for (const Factor& f : factors)
+    if (!f.symbol.empty() && f.symbol != "sms" && !symbols.contains(f.symbol))
+      return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " needs ", f.symbol,
+                                                     ", which has no value here"));
+  const int64_t total = Value(symbols, sm_count);
   if (total <= 0 || total > (int64_t{1} << 31) - 1)
     return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " = ", total,
                                                    " is out of range"));
   return static_cast<unsigned>(total);
 }
 
+absl::StatusOr<unsigned> GridExpr::Evaluate(const ProblemSize& size, int sm_count) const {
+  return Evaluate(ProblemSymbols(size), sm_count);
+}
 
 absl::StatusOr<TensorMapSpec> TensorMapParam::Resolve(const ProblemSize& size) const {
   TensorMapSpec spec;
@@ -286,9 +304,13 @@ absl::Status Manifest::CheckProblem(const ProblemSize& size) const {
 
 absl::StatusOr<Dim3> Manifest::GridFor(const ProblemSize& size, int sm_count) const {
   if (absl::Status s = CheckProblem(size); !s.ok()) return s;
+  return GridFor(ProblemSymbols(size), sm_count);
+}
+
+absl::StatusOr<Dim3> Manifest::GridFor(const Symbols& symbols, int sm_count) const {
   unsigned d[3];
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<unsigned> v = grid[i].Evaluate(size, sm_count);
+    absl::StatusOr<unsigned> v = grid[i].Evaluate(symbols, sm_count);
     if (!v.ok()) return v.status();
     d[i] = *v;
   }

@@ -4,7 +4,8 @@
 //   kiln bundle [--dir D] [NAME...]   write bundles (manifest + PTX); with no NAME, all of them,
 //                                     and drop D's bundles of kernels no longer registered
 //   kiln run NAME [--m --n --k]       check and time one kernel against cuBLAS
-//   kiln bench [--sizes ...] [NAME...]  the table for many kernels
+//   kiln run ops/softmax [--rows --cols]  a row op, against an fp64 reference and a copy
+//   kiln bench [--sizes ...] [--shapes ...] [NAME...]  the tables for many kernels
 // Built without the compiler (runtime-only), kernels come from bundles (--bundles DIR).
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <set>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -21,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "examples/harness.h"
+#include "examples/row_ops.h"
 #include "kiln/runtime/driver.h"
 #include "kiln/runtime/launch.h"
 #include "kiln/runtime/manifest.h"
@@ -37,6 +40,10 @@ ABSL_FLAG(int64_t, n, 4096, "N for `kiln run`");
 ABSL_FLAG(int64_t, k, 4096, "K for `kiln run`");
 ABSL_FLAG(std::string, sizes, "4096,8192",
           "`kiln bench` sizes: comma-separated S (S^3) or MxNxK");
+ABSL_FLAG(int64_t, rows, 32768, "rows for `kiln run` of a row op");
+ABSL_FLAG(int64_t, cols, 4096, "cols for `kiln run` of a row op");
+ABSL_FLAG(std::string, shapes, "32768x4096,8192x8192,65536x1024",
+          "`kiln bench` shapes of the row ops: comma-separated ROWSxCOLS");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
 ABSL_FLAG(std::string, out, "", "`kiln bench`: also write the results as TSV here");
 
@@ -198,8 +205,43 @@ void PrintDevice() {
             << "\n";
 }
 
+// Runs the row ops x shapes; prints their table. Returns the number of failed runs.
+int BenchRowOps(const std::vector<Bundle>& ops, const std::vector<std::pair<int64_t, int64_t>>& shapes) {
+  if (ops.empty()) return 0;
+  std::cout << "# row ops: GB/s = bytes read and written / median time; copy = cuMemcpyDtoD of the input, same run\n"
+            << kiln::examples::RowOpTableHeader() << std::endl;
+  int failures = 0;
+  for (const Bundle& b : ops)
+    for (auto [rows, cols] : shapes) {
+      kiln::examples::RowOpOptions opt;
+      opt.rows = rows, opt.cols = cols, opt.iterations = absl::GetFlag(FLAGS_iters);
+      absl::StatusOr<kiln::examples::RowOpResult> r = kiln::examples::RunRowOp(b, opt);
+      if (!r.ok()) {
+        std::cout << b.manifest.name << " " << rows << "x" << cols << ": " << r.status().message() << std::endl;
+        ++failures;
+        continue;
+      }
+      std::cout << kiln::examples::RowOpTableRow(*r) << std::endl;
+      failures += r->passed ? 0 : 1;
+    }
+  return failures;
+}
+
+absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseShapes(const std::string& text) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> p = absl::StrSplit(item, 'x');
+    int64_t r, c;
+    if (p.size() != 2 || !absl::SimpleAtoi(p[0], &r) || !absl::SimpleAtoi(p[1], &c) || r < 1 || c < 1)
+      return absl::InvalidArgumentError(absl::StrCat("bad shape '", item, "' (ROWSxCOLS)"));
+    shapes.push_back({r, c});
+  }
+  return shapes;
+}
+
 // Runs kernels x sizes; prints the table. Returns non-zero if any run failed or errored.
-int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSize>& sizes) {
+int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSize>& sizes,
+          const std::vector<std::pair<int64_t, int64_t>>& shapes) {
   const bool everything = names.empty();  // then kernels for other chips are listed, not failed
   if (names.empty()) {
     absl::StatusOr<std::vector<std::string>> all = KernelNames();
@@ -208,15 +250,20 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSiz
       if (n.rfind("reference/", 0) != 0) names.push_back(n);
   }
   PrintDevice();
-  std::cout << kiln::examples::TableHeader() << std::endl;
+  bool gemm_header = false;  // printed before the first GEMM row
   std::ofstream tsv;
   if (!absl::GetFlag(FLAGS_out).empty()) tsv.open(absl::GetFlag(FLAGS_out));
   int failures = 0;
+  std::vector<Bundle> row_ops;
   for (const std::string& name : names) {
     absl::StatusOr<Bundle> b = GetBundle(name);
     if (!b.ok()) {
       std::cout << name << ": " << b.status().message() << std::endl;
       ++failures;
+      continue;
+    }
+    if (kiln::examples::IsRowOp(name) && !b->manifest.is_gemm) {
+      row_ops.push_back(*b);
       continue;
     }
     if (everything && !b->manifest.is_gemm) {
@@ -230,6 +277,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSiz
         continue;
       }
     }
+    if (!std::exchange(gemm_header, true)) std::cout << kiln::examples::TableHeader() << std::endl;
     std::optional<Bundle> ref = ReferenceFor(b->manifest);
     for (const kiln::rt::ProblemSize& size : sizes) {
       kiln::examples::RunOptions opt;
@@ -249,6 +297,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSiz
       failures += r->passed ? 0 : 1;
     }
   }
+  failures += BenchRowOps(row_ops, shapes);
   return failures ? 1 : 0;
 }
 
@@ -280,12 +329,15 @@ int main(int argc, char** argv) {
       std::cerr << "usage: kiln run NAME [--m M --n N --k K]\n";
       return 2;
     }
-    return Bench(args, {{absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)}});
+    return Bench(args, {{absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)}},
+                 {{absl::GetFlag(FLAGS_rows), absl::GetFlag(FLAGS_cols)}});
   }
   if (command == "bench") {
     absl::StatusOr<std::vector<kiln::rt::ProblemSize>> sizes = ParseSizes(absl::GetFlag(FLAGS_sizes));
     if (!sizes.ok()) return Fail(sizes.status());
-    return Bench(args, *sizes);
+    absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> shapes = ParseShapes(absl::GetFlag(FLAGS_shapes));
+    if (!shapes.ok()) return Fail(shapes.status());
+    return Bench(args, *sizes, *shapes);
   }
   std::cerr << "kiln: unknown command '" << command << "'\nusage: " << absl::ProgramUsageMessage()
             << "\n";

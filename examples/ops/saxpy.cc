@@ -1,6 +1,6 @@
 // ops/saxpy: y = a * x + y over n f32 elements, one per thread, any n (threads past the end do
-// nothing). Not a GEMM: its parameters are two pointers, an f32 and an i64, and its grid is the
-// caller's (ceil(n / 256) blocks), launched through kiln::rt::LoadedKernel.
+// nothing). Not a GEMM: its parameters are two pointers, an f32 and an i64, and its grid rule
+// n/256 is evaluated from the launch's n (kiln::rt::LoadedKernel::Launch(args)).
 #include "examples/registry.h"
 
 namespace kiln::examples {
@@ -11,6 +11,7 @@ absl::StatusOr<KernelDef> BuildSaxpy() {
   Kernel k("ops/saxpy", sm80(), {THREADS});
   Value x = k.PtrParam("x", f32), y = k.PtrParam("y", f32);
   Value a = k.F32Param("a"), n = k.I64Param("n");
+  k.Grid("n/256");
   Value i = k.BlockIdx(0) * THREADS + k.ThreadIdx();
   k.If(i.To(i64) < n, [&] {
     Value yi = y + i;

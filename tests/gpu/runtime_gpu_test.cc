@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "examples/harness.h"
+#include "examples/row_ops.h"
 #include "gtest/gtest.h"
 #include "kiln/runtime/driver.h"
 #include "kiln/runtime/launch.h"
@@ -208,6 +209,22 @@ TEST(LaunchGpu, SaxpyAtRaggedSizesAndItsErrors) {
     std::memcpy(&past, &out[n], 4);
     EXPECT_EQ(past, 0x7f7f7f7fu) << "n = " << n << ": a thread past the end wrote";
   }
+  // The grid from the kernel's rule n/256, evaluated from the arguments.
+  absl::StatusOr<Dim3> g = k->GridFor({Arg::Ptr(0), Arg::Ptr(0), Arg::F32(1), Arg::I64(1000)});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->x, 4u);
+  {
+    const int64_t n = 777;
+    std::vector<float> x(n, 2.0f), y(n, 1.0f), out(n);
+    absl::StatusOr<DeviceBuffer> dx = DeviceBuffer::Allocate(n * 4), dy = DeviceBuffer::Allocate(n * 4);
+    ASSERT_TRUE(dx.ok() && dy.ok());
+    ASSERT_TRUE(dx->CopyFromHost(x.data(), n * 4).ok() && dy->CopyFromHost(y.data(), n * 4).ok());
+    ASSERT_TRUE(k->Launch({Arg::Ptr(*dx), Arg::Ptr(*dy), Arg::F32(0.5f), Arg::I64(n)}).ok());
+    ASSERT_TRUE(dy->CopyToHost(out.data(), n * 4).ok());
+    int64_t wrong = 0;
+    for (float v : out) wrong += v != 2.0f;
+    EXPECT_EQ(wrong, 0) << "launched on the grid of its rule";
+  }
   absl::Status s = k->Launch({1, 1, 1}, {Arg::Ptr(0), Arg::F32(1)});
   EXPECT_NE(s.message().find("ops/saxpy takes 4 arguments (ptr x, ptr y, f32 a, i64 n), not 2"), std::string::npos) << s;
   EXPECT_NE(s.message().find("examples/ops/saxpy.cc:"), std::string::npos) << s;
@@ -215,6 +232,30 @@ TEST(LaunchGpu, SaxpyAtRaggedSizesAndItsErrors) {
   EXPECT_NE(s.message().find("argument 3 (n) is i64, not i32"), std::string::npos) << s;
   s = k->Launch({0, 1, 1}, {Arg::Ptr(0), Arg::Ptr(0), Arg::F32(1), Arg::I64(1)});
   EXPECT_NE(s.message().find("empty grid"), std::string::npos) << s;
+}
+
+// The row ops at ragged sizes, each body of the kernels: 128 threads per row with 1, 2 or 4 chunks
+// (cols a multiple of 8 up to 4096), a block per row with 2 or 4 chunks (up to 16384), the general
+// loop (any other cols), rows not a multiple of the 4 a block handles, single rows and columns.
+TEST(LaunchGpu, RowOpsAtRaggedSizes) {
+  REQUIRE_GPU();
+  const char* dir = std::getenv("KILN_BUNDLE_DIR");
+  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  const std::pair<int64_t, int64_t> shapes[] = {{1000, 3001}, {1, 1}, {7, 8},       {3, 1024}, {5, 1032},
+                                                {6, 2048},   {9, 4000}, {2, 8192},  {3, 8200}, {4097, 1024},
+                                                {33, 100},   {5, 16384}, {3, 16392}};
+  for (const char* name : {"ops/softmax", "ops/rmsnorm", "ops/layernorm"}) {
+    absl::StatusOr<Bundle> b = ReadBundle(dir, name);
+    ASSERT_TRUE(b.ok()) << b.status();
+    for (auto [rows, cols] : shapes) {
+      kiln::examples::RowOpOptions opt;
+      opt.rows = rows, opt.cols = cols, opt.time = false;
+      absl::StatusOr<kiln::examples::RowOpResult> r = kiln::examples::RunRowOp(*b, opt);
+      ASSERT_TRUE(r.ok()) << name << " " << rows << "x" << cols << ": " << r.status();
+      EXPECT_TRUE(r->passed) << name << " " << rows << "x" << cols << ": " << r->failure;
+      EXPECT_LT(r->rel_error, 1e-2) << name << " " << rows << "x" << cols;
+    }
+  }
 }
 
 }  // namespace

@@ -178,8 +178,28 @@ TEST(Dsl, BadBlockAndGrid) {
   Kernel k("test/block", sm80(), {2048}); const int line = __LINE__;
   ExpectError(k, line, "a block has 1..1024 threads");
   Kernel g("test/grid", sm80(), {32});
-  g.Grid("P/2"); const int gline = __LINE__;
-  ExpectError(g, gline, "bad grid factor 'P/2': a factor is a positive integer, or one of M, N, K (the problem size) and sms");
+  g.Grid("rows-1"); const int gline = __LINE__;
+  ExpectError(g, gline, "bad grid factor 'rows-1': a factor is a positive integer, or a symbol (the name of an integer parameter of the kernel, e.g. M or rows, or sms: the SM count)");
+}
+
+TEST(Dsl, GridRulesNameIntegerParameters) {
+  Kernel k("test/grid_params", sm80(), {128});
+  k.Grid("rows/4", "sms");
+  k.PtrParam("x", f32);
+  k.I64Param("rows");
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<rt::Dim3> grid = def->manifest().GridFor(rt::Symbols{{"rows", 1001}}, 132);
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  EXPECT_EQ(grid->x, 251u);
+  EXPECT_EQ(grid->y, 132u);
+  EXPECT_NE(def->manifest().GridFor(rt::Symbols{}, 132).status().message().find("grid dimension rows/4 needs rows"),
+            std::string::npos);
+  Kernel bad("test/grid_unknown", sm80(), {128});
+  bad.F32Param("scale");
+  bad.I32Param("n");
+  bad.Grid("cols/8"); const int line = __LINE__;
+  ExpectError(bad, line, "grid rule cols/8 names cols, which is not an integer parameter of this kernel (it has n; sms is the SM count)");
 }
 
 // The same small kernel lowers for every target, with that target's PTX version, and ptxas

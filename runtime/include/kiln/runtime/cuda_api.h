@@ -82,6 +82,7 @@ using PFN_cuMemAlloc = CUresult (*)(CUdeviceptr*, size_t);
 using PFN_cuMemFree = CUresult (*)(CUdeviceptr);
 using PFN_cuMemcpyHtoD = CUresult (*)(CUdeviceptr, const void*, size_t);
 using PFN_cuMemcpyDtoH = CUresult (*)(void*, CUdeviceptr, size_t);
+using PFN_cuMemcpyDtoD = CUresult (*)(CUdeviceptr, CUdeviceptr, size_t);
 using PFN_cuMemsetD8 = CUresult (*)(CUdeviceptr, unsigned char, size_t);
 using PFN_cuEventCreate = CUresult (*)(CUevent*, unsigned);
 using PFN_cuEventRecord = CUresult (*)(CUevent, CUstream);

@@ -69,6 +69,8 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
   absl::Status CopyFromHost(const void* src, size_t bytes);
   absl::Status CopyToHost(void* dst, size_t bytes) const;
+  // Device to device, on the default stream (the copy a bandwidth figure is measured against).
+  absl::Status CopyFrom(const DeviceBuffer& src, size_t bytes);
   absl::Status Fill(uint8_t byte);
 
  private:

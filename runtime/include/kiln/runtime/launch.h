@@ -26,6 +26,7 @@ class Arg {
 
   Kind kind() const { return kind_; }
   void* data() { return bytes_; }
+  int64_t AsInt() const;  // an i32 or i64 argument's value (grid rules read them)
 
  private:
   Arg(Kind kind, const void* value, size_t size);
@@ -48,6 +49,10 @@ class LoadedKernel {
   const Manifest& manifest() const { return manifest_; }
   // Launches on `grid` blocks with the manifest's block, cluster and shared memory.
   absl::Status Launch(Dim3 grid, std::vector<Arg> args, cu::CUstream stream = nullptr) const;
+  // Launches on the grid the kernel's grid rule gives for these arguments (Kernel::Grid).
+  absl::Status Launch(std::vector<Arg> args, cu::CUstream stream = nullptr) const;
+  // That grid, without launching.
+  absl::StatusOr<Dim3> GridFor(const std::vector<Arg>& args) const;
 
  private:
   Manifest manifest_;

@@ -18,20 +18,30 @@ struct ProblemSize {
   int64_t m = 0, n = 0, k = 0;
 };
 
-// One grid dimension: a product of factors, each an integer, M|N|K divided (rounding up) by an
-// integer, or "sms" (the device's multiprocessor count; sms/D rounds down, so "sms/2*2" is the
-// largest even count). Written e.g. "N/128*M/128".
+// The values a grid rule is evaluated with: the kernel's integer parameters by name (a GEMM's
+// M, N and K among them).
+using Symbols = std::map<std::string, int64_t, std::less<>>;
+Symbols ProblemSymbols(const ProblemSize& size);  // {M, N, K}
+
+// One grid dimension: a product of factors, each an integer, a symbol divided (rounding up) by
+// an integer, or "sms" (the device's multiprocessor count; sms/D rounds down, so "sms/2*2" is the
+// largest even count). A symbol names an integer parameter of the kernel. Written e.g.
+// "N/128*M/128" or "rows/4".
 struct GridExpr {
   struct Factor {
-    std::string symbol;  // "" for a constant, else M, N, K or sms
+    std::string symbol;  // "" for a constant, "sms", or an integer parameter's name
     int64_t value = 1;   // the constant, or the divisor of the symbol
   };
   std::vector<Factor> factors;
 
   static absl::StatusOr<GridExpr> Parse(absl::string_view text);
   std::string ToString() const;
+  // Fails when a symbol has no value or the result is not a launchable grid dimension.
+  absl::StatusOr<unsigned> Evaluate(const Symbols& symbols, int sm_count) const;
   absl::StatusOr<unsigned> Evaluate(const ProblemSize& size, int sm_count) const;
-  int64_t Value(const ProblemSize& size, int sm_count) const;  // unchecked, 64-bit
+  // Unchecked, 64-bit; a symbol without a value counts as 0.
+  int64_t Value(const Symbols& symbols, int sm_count) const;
+  int64_t Value(const ProblemSize& size, int sm_count) const;
 };
 
 // A TMA descriptor the launcher encodes for one GEMM operand. Sizes are rules of M, N, K.
@@ -90,6 +100,8 @@ struct Manifest {
   // Grid dims for a problem; fails with a message naming the kernel's source line when the
   // problem does not divide by the kernel's tile.
   absl::StatusOr<Dim3> GridFor(const ProblemSize& size, int sm_count) const;
+  // Grid dims from the kernel's integer parameters (any kernel).
+  absl::StatusOr<Dim3> GridFor(const Symbols& symbols, int sm_count) const;
   absl::Status CheckProblem(const ProblemSize& size) const;
 };
 

@@ -1,0 +1,103 @@
+#include "examples/ops/row_kernel.h"
+
+namespace kiln::examples::ops {
+namespace {
+
+// The narrow layout: 128 threads per row, the block's rows side by side.
+void Narrow(Kernel& k, const Value& rows, int chunks, const std::function<void(const RowCtx&)>& body,
+            const Loc& loc) {
+  constexpr int kThreads = kBlockThreads / kRowsPerBlock;
+  Value tid = k.ThreadIdx(0, loc);
+  RowCtx r{Operand(Operand(k.BlockIdx(0, loc), loc) * Operand(kRowsPerBlock, loc), loc) +
+               Operand(Operand(tid, loc) / Operand(kThreads, loc), loc),
+           Operand(tid, loc) % Operand(kThreads, loc), kThreads, chunks};
+  k.If(Operand(r.row, loc) < Operand(rows, loc), [&] { body(r); }, loc);
+}
+
+// The wide layout: the whole block on one row, the block's rows in turn.
+void Wide(Kernel& k, const Value& rows, int chunks, const std::function<void(const RowCtx&)>& body, const Loc& loc) {
+  Value first = Operand(k.BlockIdx(0, loc), loc) * Operand(kRowsPerBlock, loc);
+  Value tid = k.ThreadIdx(0, loc);
+  k.For(0, kRowsPerBlock, 1, [&](Value i) {
+    RowCtx r{Operand(first, loc) + Operand(i, loc), tid, kBlockThreads, chunks};
+    k.If(Operand(r.row, loc) < Operand(rows, loc), [&] { body(r); }, loc);
+  }, loc);
+}
+
+}  // namespace
+
+void ForEachRow(Kernel& k, const Value& rows, const Value& cols, const std::function<void(const RowCtx&)>& fast,
+                const std::function<void(const RowCtx&)>& general, Loc loc) {
+  struct Layout {
+    int max_cols, chunks;
+    bool wide;
+  };
+  static constexpr Layout kLayouts[] = {{1024, 1, false}, {2048, 2, false}, {4096, 4, false},
+                                        {8192, 2, true},  {16384, 4, true}};
+  // The first layout whose rows reach cols; past the last, the general body.
+  std::function<void(int)> from = [&](int i) {
+    if (i == static_cast<int>(std::size(kLayouts))) return Narrow(k, rows, 0, general, loc);
+    const Layout& l = kLayouts[i];
+    k.If(Operand(cols, loc) <= Operand(l.max_cols, loc),
+         [&] { (l.wide ? Wide : Narrow)(k, rows, l.chunks, fast, loc); }, [&] { from(i + 1); }, loc);
+  };
+  Value vectorized = Operand(Operand(cols, loc) % Operand(kVec, loc), loc) == Operand(0, loc);
+  k.If(vectorized, [&] { from(0); }, [&] { Narrow(k, rows, 0, general, loc); }, loc);
+}
+
+RowRegs LoadChunk(const Value& row_ptr, const RowCtx& r, const Value& cols, int c, double fill, CacheHint hint,
+                  Loc loc) {
+  RowRegs regs;
+  Value col = (Operand(r.t, loc) + Operand(c * r.threads, loc)) * Operand(kVec, loc);
+  Value in = Operand(col, loc) < Operand(cols, loc);
+  Value v = LoadGlobal(Operand(row_ptr, loc) + Operand(col, loc), kVec, {.cache = hint, .mask = in, .fill = fill}, loc);
+  for (int e = 0; e < kVec; ++e) regs.x.push_back(v.Lane(e, loc).To(f32, loc));
+  regs.in.push_back(in);
+  return regs;
+}
+
+RowRegs LoadRow(const Value& row_ptr, const RowCtx& r, const Value& cols, double fill, CacheHint hint, Loc loc) {
+  RowRegs regs;
+  for (int c = 0; c < r.chunks; ++c) {
+    RowRegs one = LoadChunk(row_ptr, r, cols, c, fill, hint, loc);
+    regs.x.insert(regs.x.end(), one.x.begin(), one.x.end());
+    regs.in.push_back(one.in[0]);
+  }
+  return regs;
+}
+
+void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c, const Value& in, const std::vector<Value>& y8,
+                Loc loc) {
+  std::vector<Value> lanes;
+  for (int e = 0; e < kVec; e += 2) {
+    Value pair = PackBf16x2(y8[e], y8[e + 1], loc);
+    lanes.push_back(pair.Lane(0, loc));
+    lanes.push_back(pair.Lane(1, loc));
+  }
+  Value col = (Operand(r.t, loc) + Operand(c * r.threads, loc)) * Operand(kVec, loc);
+  // The output is not read again here: .cs keeps it from displacing the input in L2.
+  StoreGlobal(Operand(row_ptr, loc) + Operand(col, loc), k.Vector(lanes, loc),
+              {.cache = CacheHint::kStreaming, .mask = in}, loc);
+}
+
+void StoreRow(Kernel& k, const Value& row_ptr, const RowCtx& r, const RowRegs& like, const std::vector<Value>& y,
+              Loc loc) {
+  for (int c = 0; c < r.chunks; ++c)
+    StoreChunk(k, row_ptr, r, c, like.in[c], std::vector<Value>(y.begin() + c * kVec, y.begin() + (c + 1) * kVec), loc);
+}
+
+void ForEachColumn(Kernel& k, const RowCtx& r, const Value& cols, const std::function<void(Value col)>& body, Loc loc) {
+  k.For(r.t, cols, r.threads, body, loc);
+}
+
+Value SumOf(std::vector<Value> v, Loc loc) {
+  while (v.size() > 1) {
+    std::vector<Value> next;
+    for (size_t i = 0; i + 1 < v.size(); i += 2) next.push_back(Operand(v[i], loc) + Operand(v[i + 1], loc));
+    if (v.size() % 2) next.push_back(v.back());
+    v = std::move(next);
+  }
+  return v[0];
+}
+
+}  // namespace kiln::examples::ops

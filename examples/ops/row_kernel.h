@@ -1,0 +1,57 @@
+// The shape of kiln's row-wise kernels (softmax, RMSNorm, LayerNorm over [rows, cols] bf16): a
+// block of 512 threads owns 4 consecutive rows. A row whose length is a multiple of 8 and at most
+// 16384 is held in registers, 8 elements (one 16-byte access) per thread per chunk, with one
+// straight-line body per layout:
+//   cols <= 1024, 2048, 4096: 128 threads per row, the 4 rows side by side, 1, 2 or 4 chunks;
+//   cols <= 8192, 16384:      all 512 threads on one row, the 4 rows in turn, 2 or 4 chunks.
+// So no thread holds more than 4 chunks (32 values) and the kernel fits 64 registers: two blocks
+// per SM. Any other row takes the general body: a loop over the row, 128 threads per row.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "kiln/kernel.h"
+
+namespace kiln::examples::ops {
+
+inline constexpr int kRowsPerBlock = 4, kBlockThreads = 512;
+inline constexpr int kVec = 8;  // bf16 elements per 16-byte access
+
+// One row as this thread sees it: the row, this thread's index among the `threads` that share
+// it, and the chunks each of them holds (0 in the general body).
+struct RowCtx {
+  Value row, t;
+  int threads = 0, chunks = 0;
+};
+
+// Runs `fast` (registers) or `general` (a loop) for each of the block's rows that exist.
+void ForEachRow(Kernel& k, const Value& rows, const Value& cols, const std::function<void(const RowCtx&)>& fast,
+                const std::function<void(const RowCtx&)>& general, Loc loc = Loc::current());
+
+// A row held in registers: chunks * 8 values as f32, and per chunk whether its 8 columns are in
+// the row (all or none: the row length is a multiple of 8).
+struct RowRegs {
+  std::vector<Value> x;   // chunk c's element e at [c * 8 + e]
+  std::vector<Value> in;  // i1 per chunk
+};
+// Loads the row at `row_ptr` (cols elements) with masked 16-byte loads, `fill` past the end.
+RowRegs LoadRow(const Value& row_ptr, const RowCtx& r, const Value& cols, double fill,
+                CacheHint hint = CacheHint::kReadOnly, Loc loc = Loc::current());
+// Chunk c of a row alone (8 values), e.g. a weight read just before its use.
+RowRegs LoadChunk(const Value& row_ptr, const RowCtx& r, const Value& cols, int c, double fill,
+                  CacheHint hint = CacheHint::kReadOnly, Loc loc = Loc::current());
+void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c, const Value& in,
+                const std::vector<Value>& y8, Loc loc = Loc::current());
+// Stores y (f32, one per element of `like`) as bf16 to `row_ptr`, masked as `like` was loaded.
+void StoreRow(Kernel& k, const Value& row_ptr, const RowCtx& r, const RowRegs& like, const std::vector<Value>& y,
+              Loc loc = Loc::current());
+
+// The general body's loop: body(col) for col = t, t + threads, ... < cols.
+void ForEachColumn(Kernel& k, const RowCtx& r, const Value& cols, const std::function<void(Value col)>& body,
+                   Loc loc = Loc::current());
+
+// Sum of f32 values as a balanced tree (independent adds overlap).
+Value SumOf(std::vector<Value> v, Loc loc = Loc::current());
+
+}  // namespace kiln::examples::ops

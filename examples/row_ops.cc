@@ -1,0 +1,138 @@
+#include "examples/row_ops.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "examples/host_data.h"
+#include "examples/timing.h"
+#include "kiln/runtime/launch.h"
+
+namespace kiln::examples {
+namespace {
+
+constexpr float kEps = 1e-5f;
+
+enum class Op { kSoftmax, kRmsNorm, kLayerNorm };
+
+absl::StatusOr<Op> OpOf(const std::string& name) {
+  if (name == "ops/softmax") return Op::kSoftmax;
+  if (name == "ops/rmsnorm") return Op::kRmsNorm;
+  if (name == "ops/layernorm") return Op::kLayerNorm;
+  return absl::NotFoundError(absl::StrCat(name, " is not a row op (ops/softmax, ops/rmsnorm, ops/layernorm)"));
+}
+
+// The reference: one row in fp64 from the bf16 inputs (as the kernel read them).
+void ReferenceRow(Op op, const uint16_t* x, const uint16_t* w, const uint16_t* b, int64_t n, double* y) {
+  auto at = [](const uint16_t* p, int64_t i) { return static_cast<double>(Bf16ToFloat(p[i])); };
+  if (op == Op::kSoftmax) {
+    double m = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < n; ++i) m = std::max(m, at(x, i));
+    for (int64_t i = 0; i < n; ++i) sum += y[i] = std::exp(at(x, i) - m);
+    for (int64_t i = 0; i < n; ++i) y[i] /= sum;
+    return;
+  }
+  double mean = 0, ss = 0;
+  if (op == Op::kLayerNorm) {
+    for (int64_t i = 0; i < n; ++i) mean += at(x, i);
+    mean /= n;
+  }
+  for (int64_t i = 0; i < n; ++i) ss += (at(x, i) - mean) * (at(x, i) - mean);
+  const double scale = 1.0 / std::sqrt(ss / n + kEps);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = (at(x, i) - mean) * scale * at(w, i) + (op == Op::kLayerNorm ? at(b, i) : 0.0);
+}
+
+}  // namespace
+
+bool IsRowOp(const std::string& name) { return OpOf(name).ok(); }
+
+absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOptions& opt) {
+  const rt::Manifest& m = bundle.manifest;
+  absl::StatusOr<Op> op = OpOf(m.name);
+  if (!op.ok()) return op.status();
+  const int64_t rows = opt.rows, cols = opt.cols;
+  if (rows < 1 || cols < 1 || rows > INT32_MAX || cols > INT32_MAX)
+    return absl::InvalidArgumentError(absl::StrCat(m.name, ": rows and cols must be in 1..2^31-1, not ", rows, "x", cols));
+  absl::StatusOr<rt::LoadedKernel> kernel = rt::LoadedKernel::Load(bundle);
+  if (!kernel.ok()) return kernel.status();
+  const size_t n = static_cast<size_t>(rows) * cols, bytes = n * 2;
+  std::vector<uint16_t> x = RandomNormal16(n, opt.seed, false);
+  std::vector<uint16_t> w = RandomNormal16(cols, opt.seed + 1, false), b = RandomNormal16(cols, opt.seed + 2, false);
+  absl::StatusOr<rt::DeviceBuffer> dx = rt::DeviceBuffer::Allocate(bytes), dy = rt::DeviceBuffer::Allocate(bytes + 16),
+                                   dw = rt::DeviceBuffer::Allocate(cols * 2), db = rt::DeviceBuffer::Allocate(cols * 2);
+  for (auto* buf : {&dx, &dy, &dw, &db})
+    if (!buf->ok()) return buf->status();
+  if (absl::Status s = dx->CopyFromHost(x.data(), bytes); !s.ok()) return s;
+  if (absl::Status s = dw->CopyFromHost(w.data(), cols * 2); !s.ok()) return s;
+  if (absl::Status s = db->CopyFromHost(b.data(), cols * 2); !s.ok()) return s;
+  if (absl::Status s = dy->Fill(0xff); !s.ok()) return s;  // bf16 0xffff is a NaN: an unwritten element fails
+
+  std::vector<rt::Arg> args = {rt::Arg::Ptr(*dx)};
+  if (*op != Op::kSoftmax) args.push_back(rt::Arg::Ptr(*dw));
+  if (*op == Op::kLayerNorm) args.push_back(rt::Arg::Ptr(*db));
+  args.push_back(rt::Arg::Ptr(*dy));
+  args.push_back(rt::Arg::I32(static_cast<int32_t>(rows)));
+  args.push_back(rt::Arg::I32(static_cast<int32_t>(cols)));
+  if (*op != Op::kSoftmax) args.push_back(rt::Arg::F32(kEps));
+  auto launch = [&]() -> absl::Status { return kernel->Launch(args); };
+  if (absl::Status s = launch(); !s.ok()) return s;
+  if (absl::Status s = rt::Synchronize(); !s.ok()) return s;
+
+  RowOpResult r;
+  r.name = m.name, r.rows = rows, r.cols = cols;
+  std::vector<uint16_t> y(n + 8);
+  if (absl::Status s = dy->CopyToHost(y.data(), bytes + 16); !s.ok()) return s;
+  for (size_t i = n; i < n + 8; ++i)
+    if (y[i] != 0xffff) r.failure = "wrote past the end of the output";
+  int64_t nans = 0;
+  for (size_t i = 0; i < n; ++i) nans += std::isnan(Bf16ToFloat(y[i]));
+  if (nans) r.failure = absl::StrCat(nans, " NaN or unwritten elements");
+  // fp64 reference on up to 512 rows spread over the matrix (first and last included).
+  const int64_t step = std::max<int64_t>(1, rows / 512);
+  std::vector<double> ref(cols);
+  double err = 0, norm = 0;
+  std::vector<int64_t> checked;
+  for (int64_t row = 0; row < rows; row += step) checked.push_back(row);
+  if (checked.back() != rows - 1) checked.push_back(rows - 1);
+  for (int64_t row : checked) {
+    ReferenceRow(*op, &x[row * cols], w.data(), b.data(), cols, ref.data());
+    for (int64_t i = 0; i < cols; ++i) {
+      const double d = Bf16ToFloat(y[row * cols + i]) - ref[i];
+      err += d * d, norm += ref[i] * ref[i];
+    }
+  }
+  r.rows_checked = static_cast<int64_t>(checked.size());
+  r.rel_error = norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
+  r.tolerance = 1e-2;  // bf16 output: 2^-9 relative per element
+  if (r.failure.empty() && !(r.rel_error <= r.tolerance))
+    r.failure = absl::StrFormat("error %.3g over tolerance %.3g", r.rel_error, r.tolerance);
+  r.passed = r.failure.empty();
+  if (!opt.time) return r;
+
+  absl::StatusOr<rt::DeviceBuffer> scratch = rt::DeviceBuffer::Allocate(bytes);
+  if (!scratch.ok()) return scratch.status();
+  auto copy = [&]() -> absl::Status { return scratch->CopyFrom(*dx, bytes); };
+  std::vector<std::function<absl::Status()>> fns = {launch, copy};
+  absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, opt.warmup, opt.iterations);
+  if (!ms.ok()) return ms.status();
+  const double params = *op == Op::kSoftmax ? 0 : *op == Op::kRmsNorm ? cols * 2.0 : cols * 4.0;
+  r.ms = (*ms)[0], r.copy_ms = (*ms)[1];
+  r.gbps = (2.0 * bytes + params) / (r.ms * 1e6);
+  r.copy_gbps = 2.0 * bytes / (r.copy_ms * 1e6);
+  return r;
+}
+
+std::string RowOpTableHeader() {
+  return absl::StrFormat("%-16s %-12s %9s %9s %9s %7s %9s  %s", "op", "rows x cols", "ms", "GB/s", "copy GB/s",
+                         "ratio", "rel.err", "check");
+}
+
+std::string RowOpTableRow(const RowOpResult& r) {
+  return absl::StrFormat("%-16s %-12s %9.4f %9.0f %9.0f %7.3f %9.2e  %s", r.name, absl::StrCat(r.rows, "x", r.cols),
+                         r.ms, r.gbps, r.copy_gbps, r.copy_gbps > 0 ? r.gbps / r.copy_gbps : 0.0, r.rel_error,
+                         r.passed ? "ok" : "FAIL: " + r.failure);
+}
+
+}  // namespace kiln::examples
