@@ -137,6 +137,7 @@ Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads, Loc loc) {
            loc);
     return s.Poison(v.type(), loc);
   }
+  if (threads == 32) return WarpReduce(v, op, 32, loc);  // a warp needs no barrier
   const int groups = block / threads;
   if (groups > 15) {
     s.Fail(absl::StrCat("GroupReduce: ", groups, " groups of ", threads, " threads need ", groups,
@@ -145,7 +146,6 @@ Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads, Loc loc) {
     return s.Poison(v.type(), loc);
   }
   Value partial = WarpReduce(v, op, 32, loc);
-  if (threads == 32) return partial;
   const Type t = v.type();
   const int group_warps = threads / 32;
   SmemTile slots = k.Smem(t.elem, 1, block / 32, /*pad=*/0, /*align=*/16, loc);

@@ -20,7 +20,7 @@ absl::StatusOr<KernelDef> BuildNorm(bool layer) {
   Value b = layer ? k.PtrParam("b", bf16) : Value();
   Value y = k.PtrParam("y", bf16);
   Value rows = k.I32Param("rows"), cols = k.I32Param("cols"), eps = k.F32Param("eps");
-  k.Grid("rows/4");
+  k.Grid("rows/16");
   k.MinBlocksPerSm(2);  // 64 registers: two blocks of rows in flight per SM
   Value inv_n = Rcp(cols.To(f32));
   auto row_of = [&](const Value& base, const RowCtx& r) { return base + r.row.To(i64) * cols.To(i64); };

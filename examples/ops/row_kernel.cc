@@ -3,46 +3,40 @@
 namespace kiln::examples::ops {
 namespace {
 
-// The narrow layout: 128 threads per row, the block's rows side by side.
-void Narrow(Kernel& k, const Value& rows, int chunks, const std::function<void(const RowCtx&)>& body,
+// `threads` per row, the rows that fit side by side, in turn until the block's rows are done.
+void Layout(Kernel& k, const Value& rows, int threads, int chunks, const std::function<void(const RowCtx&)>& body,
             const Loc& loc) {
-  constexpr int kThreads = kBlockThreads / kRowsPerBlock;
+  const int side_by_side = kBlockThreads / threads;
   Value tid = k.ThreadIdx(0, loc);
-  RowCtx r{Operand(Operand(k.BlockIdx(0, loc), loc) * Operand(kRowsPerBlock, loc), loc) +
-               Operand(Operand(tid, loc) / Operand(kThreads, loc), loc),
-           Operand(tid, loc) % Operand(kThreads, loc), kThreads, chunks};
-  k.If(Operand(r.row, loc) < Operand(rows, loc), [&] { body(r); }, loc);
-}
-
-// The wide layout: the whole block on one row, the block's rows in turn.
-void Wide(Kernel& k, const Value& rows, int chunks, const std::function<void(const RowCtx&)>& body, const Loc& loc) {
-  Value first = Operand(k.BlockIdx(0, loc), loc) * Operand(kRowsPerBlock, loc);
-  Value tid = k.ThreadIdx(0, loc);
-  k.For(0, kRowsPerBlock, 1, [&](Value i) {
-    RowCtx r{Operand(first, loc) + Operand(i, loc), tid, kBlockThreads, chunks};
-    k.If(Operand(r.row, loc) < Operand(rows, loc), [&] { body(r); }, loc);
-  }, loc);
+  Value first = Operand(Operand(k.BlockIdx(0, loc), loc) * Operand(kRowsPerBlock, loc), loc) +
+                Operand(Operand(tid, loc) / Operand(threads, loc), loc);
+  Value t = Operand(tid, loc) % Operand(threads, loc);
+  auto one = [&](const Value& row) {
+    RowCtx r{row, t, threads, chunks};
+    k.If(Operand(row, loc) < Operand(rows, loc), [&] { body(r); }, loc);
+  };
+  if (side_by_side == kRowsPerBlock) return one(first);
+  k.For(0, kRowsPerBlock, side_by_side, [&](Value i) { one(Operand(first, loc) + Operand(i, loc)); }, loc);
 }
 
 }  // namespace
 
 void ForEachRow(Kernel& k, const Value& rows, const Value& cols, const std::function<void(const RowCtx&)>& fast,
                 const std::function<void(const RowCtx&)>& general, Loc loc) {
-  struct Layout {
-    int max_cols, chunks;
-    bool wide;
+  struct Shape {
+    int max_cols, threads, chunks;
   };
-  static constexpr Layout kLayouts[] = {{1024, 1, false}, {2048, 2, false}, {4096, 4, false},
-                                        {8192, 2, true},  {16384, 4, true}};
-  // The first layout whose rows reach cols; past the last, the general body.
+  static constexpr Shape kShapes[] = {{256, 32, 1},   {512, 32, 2},   {1024, 32, 4},  {2048, 64, 4},
+                                      {4096, 128, 4}, {8192, 256, 4}, {16384, 512, 4}};
+  // The first shape whose rows reach cols; past the last, the general body.
   std::function<void(int)> from = [&](int i) {
-    if (i == static_cast<int>(std::size(kLayouts))) return Narrow(k, rows, 0, general, loc);
-    const Layout& l = kLayouts[i];
-    k.If(Operand(cols, loc) <= Operand(l.max_cols, loc),
-         [&] { (l.wide ? Wide : Narrow)(k, rows, l.chunks, fast, loc); }, [&] { from(i + 1); }, loc);
+    if (i == static_cast<int>(std::size(kShapes))) return Layout(k, rows, 32, 0, general, loc);
+    const Shape& l = kShapes[i];
+    k.If(Operand(cols, loc) <= Operand(l.max_cols, loc), [&] { Layout(k, rows, l.threads, l.chunks, fast, loc); },
+         [&] { from(i + 1); }, loc);
   };
   Value vectorized = Operand(Operand(cols, loc) % Operand(kVec, loc), loc) == Operand(0, loc);
-  k.If(vectorized, [&] { from(0); }, [&] { Narrow(k, rows, 0, general, loc); }, loc);
+  k.If(vectorized, [&] { from(0); }, [&] { Layout(k, rows, 32, 0, general, loc); }, loc);
 }
 
 RowRegs LoadChunk(const Value& row_ptr, const RowCtx& r, const Value& cols, int c, double fill, CacheHint hint,

@@ -1,11 +1,11 @@
 // The shape of kiln's row-wise kernels (softmax, RMSNorm, LayerNorm over [rows, cols] bf16): a
-// block of 512 threads owns 4 consecutive rows. A row whose length is a multiple of 8 and at most
-// 16384 is held in registers, 8 elements (one 16-byte access) per thread per chunk, with one
-// straight-line body per layout:
-//   cols <= 1024, 2048, 4096: 128 threads per row, the 4 rows side by side, 1, 2 or 4 chunks;
-//   cols <= 8192, 16384:      all 512 threads on one row, the 4 rows in turn, 2 or 4 chunks.
-// So no thread holds more than 4 chunks (32 values) and the kernel fits 64 registers: two blocks
-// per SM. Any other row takes the general body: a loop over the row, 128 threads per row.
+// block of 512 threads owns 16 consecutive rows. A row whose length is a multiple of 8 and at
+// most 16384 is held in registers, 8 elements (one 16-byte access) per thread per chunk, with one
+// straight-line body per layout: the fewest threads per row that hold it in at most 4 chunks
+// (a warp up to 1024 columns, 64 threads up to 2048, ..., the whole block up to 16384), the rows
+// that fit side by side, in turn until the block's 16 are done. Every layout keeps 32 KB of loads
+// in flight per block and 32 values per thread, so the kernel fits 64 registers (two blocks per
+// SM). Any other row takes the general body: a loop over the row, a warp per row.
 #pragma once
 
 #include <functional>
@@ -15,7 +15,7 @@
 
 namespace kiln::examples::ops {
 
-inline constexpr int kRowsPerBlock = 4, kBlockThreads = 512;
+inline constexpr int kRowsPerBlock = 16, kBlockThreads = 512;
 inline constexpr int kVec = 8;  // bf16 elements per 16-byte access
 
 // One row as this thread sees it: the row, this thread's index among the `threads` that share

@@ -234,16 +234,17 @@ TEST(LaunchGpu, SaxpyAtRaggedSizesAndItsErrors) {
   EXPECT_NE(s.message().find("empty grid"), std::string::npos) << s;
 }
 
-// The row ops at ragged sizes, each body of the kernels: 128 threads per row with 1, 2 or 4 chunks
-// (cols a multiple of 8 up to 4096), a block per row with 2 or 4 chunks (up to 16384), the general
-// loop (any other cols), rows not a multiple of the 4 a block handles, single rows and columns.
+// The row ops at ragged sizes, each body of the kernels: the seven register layouts (cols a
+// multiple of 8 up to 256, 512, 1024, ..., 16384), the general loop (any other cols), rows not a
+// multiple of the 16 a block handles, single rows and columns.
 TEST(LaunchGpu, RowOpsAtRaggedSizes) {
   REQUIRE_GPU();
   const char* dir = std::getenv("KILN_BUNDLE_DIR");
   if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
   const std::pair<int64_t, int64_t> shapes[] = {{1000, 3001}, {1, 1}, {7, 8},       {3, 1024}, {5, 1032},
                                                 {6, 2048},   {9, 4000}, {2, 8192},  {3, 8200}, {4097, 1024},
-                                                {33, 100},   {5, 16384}, {3, 16392}};
+                                                {33, 100},   {5, 16384}, {3, 16392},
+                                                {17, 256},   {19, 512}};
   for (const char* name : {"ops/softmax", "ops/rmsnorm", "ops/layernorm"}) {
     absl::StatusOr<Bundle> b = ReadBundle(dir, name);
     ASSERT_TRUE(b.ok()) << b.status();
