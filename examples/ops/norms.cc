@@ -21,7 +21,6 @@ absl::StatusOr<KernelDef> BuildNorm(bool layer) {
   Value y = k.PtrParam("y", bf16);
   Value rows = k.I32Param("rows"), cols = k.I32Param("cols"), eps = k.F32Param("eps");
   k.Grid("rows/16");
-  k.MinBlocksPerSm(2);  // 64 registers: two blocks of rows in flight per SM
   Value inv_n = Rcp(cols.To(f32));
   auto row_of = [&](const Value& base, const RowCtx& r) { return base + r.row.To(i64) * cols.To(i64); };
   ForEachRow(k, rows, cols, [&](const RowCtx& r) {

@@ -16,7 +16,6 @@ absl::StatusOr<KernelDef> BuildSoftmax() {
   Value x = k.PtrParam("x", bf16), y = k.PtrParam("y", bf16);
   Value rows = k.I32Param("rows"), cols = k.I32Param("cols");
   k.Grid("rows/16");
-  k.MinBlocksPerSm(2);  // 64 registers: two blocks of rows in flight per SM
   const double log2e = M_LOG2E;
   auto row_of = [&](const Value& base, const RowCtx& r) { return base + r.row.To(i64) * cols.To(i64); };
   ForEachRow(k, rows, cols, [&](const RowCtx& r) {

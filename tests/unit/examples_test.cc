@@ -40,6 +40,17 @@ TEST_P(ExampleTest, LowersAndPtxasAccepts) {
     ASSERT_NE(used, std::string::npos);
     EXPECT_LE(std::stoi(cubin->log.substr(used + 5)), 168) << cubin->log;
   }
+  // The row ops keep 32 KB of loads in flight per 512-thread block and need two blocks per SM
+  // for the copy's bandwidth: 64 registers or fewer (examples/ops/row_kernel.h).
+  if (GetParam() == "ops/softmax" || GetParam() == "ops/rmsnorm" || GetParam() == "ops/layernorm") {
+    for (const char* chip : {"sm_80", "sm_90"}) {
+      absl::StatusOr<PtxasResult> r = RunPtxas(*ptx, chip);
+      ASSERT_TRUE(r.ok()) << r.status();
+      const size_t used = r->log.find("Used ");
+      ASSERT_NE(used, std::string::npos);
+      EXPECT_LE(std::stoi(r->log.substr(used + 5)), 64) << chip << "\n" << r->log;
+    }
+  }
 }
 
 // What each Hopper version must contain in its PTX: the instructions that make it that version

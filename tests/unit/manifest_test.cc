@@ -76,8 +76,14 @@ TEST(GridExpr, EvaluatesProductsAndCeilings) {
   EXPECT_EQ(*GridExpr::Parse("sms/2*2")->Evaluate({1, 1, 1}, 133), 132u);
   EXPECT_EQ(*GridExpr::Parse("sms/2*2")->Evaluate({1, 1, 1}, 148), 148u);
   EXPECT_EQ(GridExpr::Parse("N/128*M/128")->ToString(), "N/128*M/128");
-  EXPECT_FALSE(GridExpr::Parse("Q/2").ok());
+  EXPECT_FALSE(GridExpr::Parse("2Q/2").ok());  // a symbol is an identifier
+  EXPECT_FALSE(GridExpr::Parse("rows-1").ok());
   EXPECT_FALSE(GridExpr::Parse("M/0").ok());
+  // Any integer parameter's name, evaluated from the launch's values.
+  EXPECT_EQ(*GridExpr::Parse("rows/16*2")->Evaluate(Symbols{{"rows", 33}}, 132), 6u);
+  absl::StatusOr<unsigned> missing = GridExpr::Parse("rows/16")->Evaluate(Symbols{{"cols", 33}}, 132);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(), "grid dimension rows/16 needs rows, which has no value here");
 }
 
 TEST(Manifest, UntileableSizeNamesKernelAndLine) {
