@@ -1,7 +1,6 @@
 // Kernel construction: the module and function, parameters, ids, control flow, Build().
 #include <algorithm>
 #include <filesystem>
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"

@@ -3,8 +3,10 @@
 // which LLVM's loads and stores cannot say.
 #include "kiln/memory_ops.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"

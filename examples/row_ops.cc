@@ -1,7 +1,9 @@
 #include "examples/row_ops.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <functional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

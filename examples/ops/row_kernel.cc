@@ -1,5 +1,7 @@
 #include "examples/ops/row_kernel.h"
 
+#include <iterator>
+
 namespace kiln::examples::ops {
 namespace {
 
