@@ -86,19 +86,21 @@ Value Abs(const Value& x, Loc loc) {
 
 namespace {
 
-Value Pack16x2(const char* op, const char* instr, Scalar elem, const Value& lo, const Value& hi,
-               const Loc& loc) {
-  KernelState* s = StateOf(lo) ? StateOf(lo) : StateOf(hi);
+// Two f32 values into one register by `instr` ("cvt.rn.bf16x2.f32 $0, $1, $2;" shape), whose
+// result has `bits` (32: "=r", 16: "=h") and is read back as `result`.
+Value PackPair(const char* op, const std::string& instr, int bits, const Type& result, const Value& lo,
+               const Value& hi, const Loc& loc) {
   if (!StateOf(lo)) return lo;
   if (!StateOf(hi)) return hi;
-  const Type result = Type::Vec(elem, 2);
-  if (!Expect(*s, lo, kF32, op, loc) || !Expect(*s, hi, kF32, op, loc)) return s->Poison(result, loc);
-  mlir::Location l = s->ToLoc(loc);
+  KernelState& s = *StateOf(lo);
+  if (!Expect(s, lo, kF32, op, loc) || !Expect(s, hi, kF32, op, loc)) return s.Poison(result, loc);
+  const Type word = Type::Of(bits == 32 ? Scalar::kI32 : Scalar::kI16);
   // The first source goes to the upper half of the destination (PTX ISA, cvt): hi first.
-  mlir::Value bits = s->InlineAsm(absl::StrCat(instr, " $0, $1, $2;"), "=r,f,f",
-                                  {s->Unwrap(hi, loc), s->Unwrap(lo, loc)}, s->builder.getI32Type(), l,
-                                  /*side_effects=*/false);
-  return s->Wrap(bits, Type::Of(Scalar::kI32)).Bitcast(result, loc);
+  mlir::Value packed = s.InlineAsm(absl::StrCat(instr, " $0, $1, $2;"), bits == 32 ? "=r,f,f" : "=h,f,f",
+                                   {s.Unwrap(hi, loc), s.Unwrap(lo, loc)}, s.ToMlir(word), s.ToLoc(loc),
+                                   /*side_effects=*/false);
+  Value w = s.Wrap(packed, word);
+  return result == word ? w : w.Bitcast(result, loc);
 }
 
 bool CheckFp8Target(KernelState& s, const char* op, const Loc& loc) {
@@ -107,28 +109,22 @@ bool CheckFp8Target(KernelState& s, const char* op, const Loc& loc) {
   return false;
 }
 
+const char* Fp8Name(Fp8 format) { return format == Fp8::kE4M3 ? "e4m3x2" : "e5m2x2"; }
+
 }  // namespace
 
 Value PackBf16x2(const Value& lo, const Value& hi, Loc loc) {
-  return Pack16x2("PackBf16x2", "cvt.rn.bf16x2.f32", Scalar::kBF16, lo, hi, loc);
+  return PackPair("PackBf16x2", "cvt.rn.bf16x2.f32", 32, Type::Vec(Scalar::kBF16, 2), lo, hi, loc);
 }
 Value PackF16x2(const Value& lo, const Value& hi, Loc loc) {
-  return Pack16x2("PackF16x2", "cvt.rn.f16x2.f32", Scalar::kF16, lo, hi, loc);
+  return PackPair("PackF16x2", "cvt.rn.f16x2.f32", 32, Type::Vec(Scalar::kF16, 2), lo, hi, loc);
 }
 
 Value PackFp8x2(const Value& lo, const Value& hi, Fp8 format, Loc loc) {
-  if (!StateOf(lo)) return lo;
-  if (!StateOf(hi)) return hi;
-  KernelState& s = *StateOf(lo);
-  const Type i16 = Type::Of(Scalar::kI16);
-  if (!Expect(s, lo, kF32, "PackFp8x2", loc) || !Expect(s, hi, kF32, "PackFp8x2", loc) ||
-      !CheckFp8Target(s, "PackFp8x2", loc))
-    return s.Poison(i16, loc);
-  const char* name = format == Fp8::kE4M3 ? "e4m3x2" : "e5m2x2";
-  return s.Wrap(s.InlineAsm(absl::StrCat("cvt.rn.satfinite.", name, ".f32 $0, $1, $2;"), "=h,f,f",
-                            {s.Unwrap(hi, loc), s.Unwrap(lo, loc)}, s.builder.getI16Type(), s.ToLoc(loc),
-                            /*side_effects=*/false),
-                i16);
+  if (StateOf(lo) && !CheckFp8Target(*StateOf(lo), "PackFp8x2", loc))
+    return StateOf(lo)->Poison(Type::Of(Scalar::kI16), loc);
+  return PackPair("PackFp8x2", absl::StrCat("cvt.rn.satfinite.", Fp8Name(format), ".f32"), 16,
+                  Type::Of(Scalar::kI16), lo, hi, loc);
 }
 
 Value UnpackFp8x2(const Value& packed, Fp8 format, Loc loc) {
@@ -138,8 +134,7 @@ Value UnpackFp8x2(const Value& packed, Fp8 format, Loc loc) {
   if (!Expect(*s, packed, Type::Of(Scalar::kI16), "UnpackFp8x2", loc) ||
       !CheckFp8Target(*s, "UnpackFp8x2", loc))
     return s->Poison(result, loc);
-  const char* name = format == Fp8::kE4M3 ? "e4m3x2" : "e5m2x2";
-  mlir::Value bits = s->InlineAsm(absl::StrCat("cvt.rn.f16x2.", name, " $0, $1;"), "=r,h",
+  mlir::Value bits = s->InlineAsm(absl::StrCat("cvt.rn.f16x2.", Fp8Name(format), " $0, $1;"), "=r,h",
                                   {s->Unwrap(packed, loc)}, s->builder.getI32Type(), s->ToLoc(loc),
                                   /*side_effects=*/false);
   return s->Wrap(bits, Type::Of(Scalar::kI32)).Bitcast(result, loc);

@@ -60,12 +60,14 @@ absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOption
   absl::StatusOr<rt::LoadedKernel> kernel = rt::LoadedKernel::Load(bundle);
   if (!kernel.ok()) return kernel.status();
   const size_t n = static_cast<size_t>(rows) * cols, bytes = n * 2;
-  std::vector<uint16_t> x = RandomNormal16(n, opt.seed, false);
-  std::vector<uint16_t> w = RandomNormal16(cols, opt.seed + 1, false), b = RandomNormal16(cols, opt.seed + 2, false);
+  // Device buffers first: a shape too large for the GPU is an error from the driver here, before
+  // the host copies of that size are made.
   absl::StatusOr<rt::DeviceBuffer> dx = rt::DeviceBuffer::Allocate(bytes), dy = rt::DeviceBuffer::Allocate(bytes + 16),
                                    dw = rt::DeviceBuffer::Allocate(cols * 2), db = rt::DeviceBuffer::Allocate(cols * 2);
   for (auto* buf : {&dx, &dy, &dw, &db})
     if (!buf->ok()) return buf->status();
+  std::vector<uint16_t> x = RandomNormal16(n, opt.seed, false);
+  std::vector<uint16_t> w = RandomNormal16(cols, opt.seed + 1, false), b = RandomNormal16(cols, opt.seed + 2, false);
   if (absl::Status s = dx->CopyFromHost(x.data(), bytes); !s.ok()) return s;
   if (absl::Status s = dw->CopyFromHost(w.data(), cols * 2); !s.ok()) return s;
   if (absl::Status s = db->CopyFromHost(b.data(), cols * 2); !s.ok()) return s;

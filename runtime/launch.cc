@@ -87,8 +87,12 @@ int64_t Arg::AsInt() const {
 }
 
 absl::StatusOr<Dim3> LoadedKernel::GridFor(const std::vector<Arg>& args) const {
+  if (absl::Status s = CheckArgs(manifest_, args); !s.ok()) return s;
+  return GridOfCheckedArgs(args);
+}
+
+absl::StatusOr<Dim3> LoadedKernel::GridOfCheckedArgs(const std::vector<Arg>& args) const {
   const Manifest& m = manifest_;
-  if (absl::Status s = CheckArgs(m, args); !s.ok()) return s;
   Symbols symbols;
   for (size_t i = 0; i < args.size(); ++i)
     if (args[i].kind() == Arg::Kind::kI32 || args[i].kind() == Arg::Kind::kI64)
@@ -102,14 +106,19 @@ absl::StatusOr<Dim3> LoadedKernel::GridFor(const std::vector<Arg>& args) const {
 }
 
 absl::Status LoadedKernel::Launch(std::vector<Arg> args, cu::CUstream stream) const {
-  absl::StatusOr<Dim3> grid = GridFor(args);
+  if (absl::Status s = CheckArgs(manifest_, args); !s.ok()) return s;
+  absl::StatusOr<Dim3> grid = GridOfCheckedArgs(args);
   if (!grid.ok()) return grid.status();
-  return Launch(*grid, std::move(args), stream);
+  return LaunchCheckedArgs(*grid, std::move(args), stream);
 }
 
 absl::Status LoadedKernel::Launch(Dim3 grid, std::vector<Arg> args, cu::CUstream stream) const {
+  if (absl::Status s = CheckArgs(manifest_, args); !s.ok()) return s;
+  return LaunchCheckedArgs(grid, std::move(args), stream);
+}
+
+absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, cu::CUstream stream) const {
   const Manifest& m = manifest_;
-  if (absl::Status s = CheckArgs(m, args); !s.ok()) return s;
   if (grid.count() == 0)
     return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, " launched on an empty grid (",
                                                    grid.x, "x", grid.y, "x", grid.z, ")"));

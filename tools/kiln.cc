@@ -262,7 +262,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSiz
       ++failures;
       continue;
     }
-    if (kiln::examples::IsRowOp(name) && !b->manifest.is_gemm) {
+    if (kiln::examples::IsRowOp(name)) {
       row_ops.push_back(*b);
       continue;
     }

@@ -31,20 +31,28 @@ void ForEachRow(Kernel& k, const Value& rows, const Value& cols, const std::func
   static constexpr Shape kShapes[] = {{256, 32, 1},   {512, 32, 2},   {1024, 32, 4},  {2048, 64, 4},
                                       {4096, 128, 4}, {8192, 256, 4}, {16384, 512, 4}};
   // The first shape whose rows reach cols; past the last, the general body.
+  auto loop = [&] { Layout(k, rows, 32, 0, general, loc); };
   std::function<void(int)> from = [&](int i) {
-    if (i == static_cast<int>(std::size(kShapes))) return Layout(k, rows, 32, 0, general, loc);
+    if (i == static_cast<int>(std::size(kShapes))) return loop();
     const Shape& l = kShapes[i];
     k.If(Operand(cols, loc) <= Operand(l.max_cols, loc), [&] { Layout(k, rows, l.threads, l.chunks, fast, loc); },
          [&] { from(i + 1); }, loc);
   };
   Value vectorized = Operand(Operand(cols, loc) % Operand(kVec, loc), loc) == Operand(0, loc);
-  k.If(vectorized, [&] { from(0); }, [&] { Layout(k, rows, 32, 0, general, loc); }, loc);
+  k.If(vectorized, [&] { from(0); }, loop, loc);
 }
+
+namespace {
+// The first column of this thread's chunk c.
+Value ChunkColumn(const RowCtx& r, int c, const Loc& loc) {
+  return (Operand(r.t, loc) + Operand(c * r.threads, loc)) * Operand(kVec, loc);
+}
+}  // namespace
 
 RowRegs LoadChunk(const Value& row_ptr, const RowCtx& r, const Value& cols, int c, double fill, CacheHint hint,
                   Loc loc) {
   RowRegs regs;
-  Value col = (Operand(r.t, loc) + Operand(c * r.threads, loc)) * Operand(kVec, loc);
+  Value col = ChunkColumn(r, c, loc);
   Value in = Operand(col, loc) < Operand(cols, loc);
   Value v = LoadGlobal(Operand(row_ptr, loc) + Operand(col, loc), kVec, {.cache = hint, .mask = in, .fill = fill}, loc);
   for (int e = 0; e < kVec; ++e) regs.x.push_back(v.Lane(e, loc).To(f32, loc));
@@ -70,7 +78,7 @@ void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c, const V
     lanes.push_back(pair.Lane(0, loc));
     lanes.push_back(pair.Lane(1, loc));
   }
-  Value col = (Operand(r.t, loc) + Operand(c * r.threads, loc)) * Operand(kVec, loc);
+  Value col = ChunkColumn(r, c, loc);
   // The output is not read again here: .cs keeps it from displacing the input in L2.
   StoreGlobal(Operand(row_ptr, loc) + Operand(col, loc), k.Vector(lanes, loc),
               {.cache = CacheHint::kStreaming, .mask = in}, loc);

@@ -3,9 +3,10 @@
 // most 16384 is held in registers, 8 elements (one 16-byte access) per thread per chunk, with one
 // straight-line body per layout: the fewest threads per row that hold it in at most 4 chunks
 // (a warp up to 1024 columns, 64 threads up to 2048, ..., the whole block up to 16384), the rows
-// that fit side by side, in turn until the block's 16 are done. Every layout keeps 32 KB of loads
-// in flight per block and 32 values per thread, so the kernel fits 64 registers (two blocks per
-// SM). Any other row takes the general body: a loop over the row, a warp per row.
+// that fit side by side, in turn until the block's 16 are done. From 1024 columns up every layout
+// keeps 32 KB of loads in flight per block; no thread holds more than 32 values, so ptxas fits
+// the kernel in 64 registers (two blocks per SM; a test pins it). Any other row takes the
+// general body: a loop over the row, a warp per row.
 #pragma once
 
 #include <functional>

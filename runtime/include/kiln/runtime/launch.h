@@ -55,6 +55,10 @@ class LoadedKernel {
   absl::StatusOr<Dim3> GridFor(const std::vector<Arg>& args) const;
 
  private:
+  // The two launches and GridFor check the arguments once, then share these.
+  absl::StatusOr<Dim3> GridOfCheckedArgs(const std::vector<Arg>& args) const;
+  absl::Status LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, cu::CUstream stream) const;
+
   Manifest manifest_;
   Kernel kernel_;
 };
