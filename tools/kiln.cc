@@ -9,6 +9,7 @@
 // Built without the compiler (runtime-only), kernels come from bundles (--bundles DIR).
 #include <unistd.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "examples/harness.h"
 #include "examples/row_ops.h"
@@ -29,6 +31,7 @@
 #include "kiln/runtime/manifest.h"
 #ifdef KILN_HAVE_COMPILER
 #include "examples/registry.h"
+#include "kiln/compile.h"
 #include "kiln/lowering.h"
 #endif
 
@@ -46,6 +49,7 @@ ABSL_FLAG(std::string, shapes, "32768x4096,8192x8192,65536x1024",
           "`kiln bench` shapes of the row ops: comma-separated ROWSxCOLS");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
 ABSL_FLAG(std::string, out, "", "`kiln bench`: also write the results as TSV here");
+ABSL_FLAG(std::string, cache, "\x01", "`kiln compile`: the compile cache (default: kiln::DefaultCacheDir(); \"\" for none)");
 
 namespace {
 
@@ -180,6 +184,39 @@ int WriteBundles(const std::vector<std::string>& args) {
   return 0;
 }
 
+#ifdef KILN_HAVE_COMPILER
+// Builds and compiles kernels through the host API's disk cache, timing each step: the first
+// run of a key lowers it, a second reads it back.
+int CompileThroughCache(const std::vector<std::string>& args) {
+  std::vector<std::string> names = args;
+  if (names.empty()) {
+    absl::StatusOr<std::vector<std::string>> all = KernelNames();
+    if (!all.ok()) return Fail(all.status());
+    names = *all;
+  }
+  kiln::CompileOptions options;
+  if (std::string dir = absl::GetFlag(FLAGS_cache); dir != "\x01") options.cache_dir = dir;
+  std::cout << "# cache " << (options.cache_dir.empty() ? "(none)" : options.cache_dir) << "\n"
+            << "kernel\tbuild_ms\tcompile_ms\tsource\n";
+  double build_total = 0, compile_total = 0;
+  for (const std::string& name : names) {
+    auto t0 = std::chrono::steady_clock::now();
+    absl::StatusOr<kiln::KernelDef> def = BuildKernel(name);
+    if (!def.ok()) return Fail(def.status());
+    double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    absl::StatusOr<kiln::CompiledKernel> c = kiln::Compile(*def, options);
+    if (!c.ok()) return Fail(c.status());
+    std::cout << name << "\t" << absl::StrFormat("%.1f\t%.1f", build_ms, c->milliseconds) << "\t"
+              << (c->from_cache ? "cache" : "lowered") << "\n";
+    if (!c->cache_warning.empty()) std::cerr << "kiln: " << name << ": " << c->cache_warning << "\n";
+    build_total += build_ms;
+    compile_total += c->milliseconds;
+  }
+  std::cout << absl::StrFormat("total\t%.1f\t%.1f\n", build_total, compile_total);
+  return 0;
+}
+#endif
+
 absl::StatusOr<std::vector<kiln::rt::ProblemSize>> ParseSizes(const std::string& text) {
   std::vector<kiln::rt::ProblemSize> sizes;
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
@@ -305,7 +342,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSiz
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | run NAME | bench [NAME...]");
+      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | run NAME | bench [NAME...]");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   if (args.empty()) {
@@ -324,6 +361,13 @@ int main(int argc, char** argv) {
       command == "sass")
     return Stage(command, args);
   if (command == "bundle") return WriteBundles(args);
+  if (command == "compile") {
+#ifdef KILN_HAVE_COMPILER
+    return CompileThroughCache(args);
+#else
+    return Fail(absl::FailedPreconditionError("this kiln was built without the compiler"));
+#endif
+  }
   if (command == "run") {
     if (args.size() != 1) {
       std::cerr << "usage: kiln run NAME [--m M --n N --k K]\n";

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The package works from outside the tree: install kiln to a temporary prefix, build
+# examples/standalone against it with find_package(kiln), and run it twice with a fresh compile
+# cache: the first run lowers the kernel, the second reads it from the cache.
+#   standalone_test.sh <kiln build dir>
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S "$src/examples/standalone" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$work/prefix" "${launcher[@]}" >/dev/null
+cmake --build "$work/build" >/dev/null
+
+export KILN_CACHE_DIR="$work/cache"
+first=$("$work/build/softmax")
+echo "$first" | grep -E '^(compiled|ptxas|no |launched|softmax|cache:)'
+echo "$first" | grep -q '(lowered,' || { echo "FAIL: the first run did not lower the kernel"; exit 1; }
+echo "$first" | grep -q '^\.entry standalone_softmax\|\.entry standalone_softmax' ||
+  { echo "FAIL: no PTX entry in the output"; exit 1; }
+second=$("$work/build/softmax" --quiet)
+echo "$second"
+echo "$second" | grep -q '(from the cache,' || { echo "FAIL: the second run compiled again"; exit 1; }
+ls "$work/prefix/bin/kiln" "$work/prefix/include/kiln/kernel.h" "$work/prefix/include/kiln/compile.h" \
+   "$work/prefix/include/kiln/runtime/launch.h" >/dev/null
+echo "PASS"
