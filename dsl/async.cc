@@ -101,11 +101,15 @@ TensorMap Kernel::TmaParam(const std::string& name, const rt::TensorMapParam& sp
   map.spec_ = spec;
   map.loc_ = loc;
   NeedHopper(s, "TMA", loc);
-  if (spec.dims.empty() || spec.dims.size() > 5 || spec.box.size() != spec.dims.size() ||
-      spec.strides.size() + 1 != spec.dims.size())
-    Fail("a tensor map has rank 1..5 with one box extent per dim and rank-1 strides", loc);
+  if (spec.box.empty() || spec.box.size() > 5 ||
+      (!spec.bound_at_launch() && (spec.dims.size() != spec.box.size() || spec.strides.size() + 1 != spec.dims.size())))
+    Fail("a tensor map has rank 1..5: one box extent per dim, and either no dims (bound at launch) or one "
+         "dims rule per box extent and rank-1 strides",
+         loc);
   else if (absl::Status box = rt::ValidateTmaBox(spec.box, spec.dtype, spec.swizzle); !box.ok())
     Fail(std::string(box.message()), loc);
+  for (const std::vector<rt::GridExpr>* rules : {&spec.dims, &spec.strides})
+    for (const rt::GridExpr& e : *rules) (void)s.ParseRule(absl::StrCat("tensor map ", name), e.ToString(), loc);
   // By value: a __grid_constant__ CUtensorMap in the parameter space, addressed in place.
   // By pointer: a global pointer to a copy the launcher made.
   mlir::Block* entry = &s.func.getBody().front();

@@ -240,13 +240,40 @@ Value Kernel::PtrParam(const std::string& name, Scalar elem, Loc loc) {
                   loc);
 }
 
-Value Kernel::ScheduleTableParam(const std::string& name, const rt::ScheduleTableParam& spec,
-                                 Loc loc) {
-  if (spec.tile_m <= 0 || spec.tile_n <= 0 || spec.groups <= 0 || spec.slots <= 0)
-    Fail("a schedule table needs positive tile sizes, groups and slots", loc);
+absl::StatusOr<rt::GridExpr> KernelState::ParseRule(const std::string& what, const std::string& text,
+                                                   const Loc& loc) {
+  absl::StatusOr<rt::GridExpr> e = rt::GridExpr::Parse(text);
+  if (!e.ok()) {
+    Fail(std::string(e.status().message()), loc);
+    return e.status();
+  }
+  final_checks.push_back([this, what, expr = *e, loc] {
+    std::vector<std::string> ints;
+    for (const rt::ParamSpec& p : manifest.params)
+      if (p.kind == rt::ParamSpec::Kind::kI32 || p.kind == rt::ParamSpec::Kind::kI64) ints.push_back(p.name);
+    for (const std::string& symbol : expr.SymbolNames())
+      if (std::find(ints.begin(), ints.end(), symbol) == ints.end())
+        return Fail(absl::StrCat(what, " rule ", expr.ToString(), " names ", symbol,
+                                 ", which is not an integer parameter of this kernel (",
+                                 ints.empty() ? "it has none" : absl::StrCat("it has ", absl::StrJoin(ints, ", ")),
+                                 "; sms is the SM count)"),
+                    loc);
+  });
+  return e;
+}
+
+Value Kernel::ScheduleTableParam(const std::string& name, const ScheduleTable& spec, Loc loc) {
+  rt::ScheduleTableParam t;
+  t.groups = spec.groups;
+  t.slots = spec.slots;
+  if (spec.groups <= 0 || spec.slots <= 0) Fail("a schedule table needs positive groups and slots", loc);
+  for (auto [text, out] : {std::pair{&spec.tiles_m, &t.tiles_m}, std::pair{&spec.tiles_n, &t.tiles_n}}) {
+    absl::StatusOr<rt::GridExpr> e = state_->ParseRule("schedule table", *text, loc);
+    if (e.ok()) *out = *e;
+  }
   Value v = AddParam(*state_, name, Type::Ptr(Space::kGlobal, Scalar::kI32),
                      rt::ParamSpec::Kind::kScheduleTable, loc);
-  state_->manifest.params.back().schedule = spec;
+  state_->manifest.params.back().schedule = t;
   return v;
 }
 
@@ -263,33 +290,25 @@ Value Kernel::F32Param(const std::string& name, Loc loc) {
 void Kernel::Grid(const std::string& x, const std::string& y, const std::string& z, Loc loc) {
   const std::string* dims[] = {&x, &y, &z};
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<rt::GridExpr> g = rt::GridExpr::Parse(*dims[i]);
-    if (!g.ok()) return Fail(std::string(g.status().message()), loc);
+    absl::StatusOr<rt::GridExpr> g = state_->ParseRule("grid", *dims[i], loc);
+    if (!g.ok()) return;
     state_->manifest.grid[i] = *g;
   }
-  // Every symbol must be an integer parameter, declared before or after this line.
-  KernelState* s = state_.get();
-  s->final_checks.push_back([s, loc] {
-    std::vector<std::string> ints;
-    for (const rt::ParamSpec& p : s->manifest.params)
-      if (p.kind == rt::ParamSpec::Kind::kI32 || p.kind == rt::ParamSpec::Kind::kI64) ints.push_back(p.name);
-    for (const rt::GridExpr& g : s->manifest.grid)
-      for (const rt::GridExpr::Factor& f : g.factors)
-        if (!f.symbol.empty() && f.symbol != "sms" && std::find(ints.begin(), ints.end(), f.symbol) == ints.end())
-          return s->Fail(absl::StrCat("grid rule ", g.ToString(), " names ", f.symbol,
-                                      ", which is not an integer parameter of this kernel (",
-                                      ints.empty() ? "it has none" : absl::StrCat("it has ", absl::StrJoin(ints, ", ")),
-                                      "; sms is the SM count)"),
-                         loc);
-  });
 }
 
-void Kernel::Gemm(const rt::GemmSpec& spec, Loc loc) {
-  if (spec.tile_m <= 0 || spec.tile_n <= 0 || spec.tile_k <= 0)
-    return Fail("GEMM tile sizes must be positive", loc);
-  state_->manifest.gemm = spec;
-  state_->manifest.is_gemm = true;
-  state_->manifest.source = LocString(loc);
+void Kernel::RequireMultiple(const std::string& name, int64_t multiple, Loc loc) {
+  if (multiple <= 0) return Fail(absl::StrCat("RequireMultiple(", name, ", ", multiple, "): not a positive multiple"), loc);
+  if (!state_->ParseRule("requirement", name, loc).ok()) return;
+  state_->manifest.requirements.push_back({name, multiple, LocString(loc)});
+}
+
+void Kernel::Attribute(const std::string& key, const std::string& value, Loc loc) {
+  const bool bad_key = key.empty() || key.find_first_of(" \t\n") != std::string::npos;
+  if (bad_key || value.find('\n') != std::string::npos)
+    return Fail(absl::StrCat("attribute '", key, "': a key is one word and a value one line"), loc);
+  for (const auto& [k, v] : state_->manifest.attributes)
+    if (k == key) return Fail(absl::StrCat("attribute '", key, "' is already set"), loc);
+  state_->manifest.attributes.emplace_back(key, value);
 }
 
 Value Kernel::I32(int64_t v, Loc loc) { return state_->Constant(Type::Of(Scalar::kI32), v, loc); }

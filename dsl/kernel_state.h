@@ -57,6 +57,10 @@ struct KernelState {
                                             llvm::ArrayRef<mlir::Value> operands,
                                             llvm::ArrayRef<mlir::Type> results, mlir::Location l,
                                             bool side_effects = true);
+  // A launch-time rule (grid, tensor map dims, schedule table, dynamic smem, requirement): parsed
+  // now, and at Build every symbol it names must be an integer parameter (declared before or
+  // after). Errors name `loc` and say what the rule was for (`what`, e.g. "grid").
+  absl::StatusOr<rt::GridExpr> ParseRule(const std::string& what, const std::string& text, const Loc& loc);
   // Sets the attributes of kernel argument `index`, keeping one entry per argument.
   void SetArgAttrs(unsigned index, llvm::ArrayRef<mlir::NamedAttribute> attrs);
   // 32-bit shared-space address of a smem pointer (for descriptors and mapa).
@@ -77,6 +81,7 @@ struct KernelState {
   Loc kernel_loc;
   Loc last_loc;  // the newest location ToLoc saw: where a Value of another kernel is reported
   int smem_top = 0;  // bytes planned so far
+  std::optional<Loc> smem_dynamic_at;  // where SmemDynamic closed the plan
   std::optional<std::string> error;
   // Whole-kernel checks run by Build() (e.g. a pipeline consumed but never produced).
   std::vector<std::function<void()>> final_checks;

@@ -127,6 +127,12 @@ SmemTile Kernel::Smem(Scalar elem, int rows, int cols, int pad, int align, Loc l
     return t;
   }
   t.loc_ = loc;
+  if (s.smem_dynamic_at) {
+    Fail(absl::StrCat("shared tiles go before the launch-sized shared memory of SmemDynamic (",
+                      LocString(*s.smem_dynamic_at), "), which ends the plan"),
+         loc);
+    return t;
+  }
   t.offset_ = (s.smem_top + align - 1) / align * align;
   s.smem_top = t.offset_ + t.bytes();
   if (s.smem_top > s.target.smem_budget_bytes)
@@ -264,6 +270,27 @@ SmemTile SmemTile::Rows(int row0, int rows, Loc loc) const {
   t.rows_ = rows;
   t.loc_ = loc;
   return t;
+}
+
+Value Kernel::SmemDynamic(Scalar elem, const std::string& bytes, Loc loc) {
+  KernelState& s = *state_;
+  const Type ptr = Type::Ptr(Space::kShared, elem);
+  if (s.smem_dynamic_at) {
+    Fail(absl::StrCat("SmemDynamic is already declared at ", LocString(*s.smem_dynamic_at)), loc);
+    return s.Poison(ptr, loc);
+  }
+  absl::StatusOr<rt::GridExpr> rule = s.ParseRule("dynamic shared memory", bytes, loc);
+  if (!rule.ok()) return s.Poison(ptr, loc);
+  s.smem_top = (s.smem_top + 127) / 128 * 128;
+  s.smem_dynamic_at = loc;
+  s.manifest.smem_extra = *rule;
+  s.manifest.smem_extra_source = LocString(loc);
+  mlir::Location l = s.ToLoc(loc);
+  auto smem_ptr = mlir::LLVM::LLVMPointerType::get(s.context.get(), 3);
+  mlir::Value base = mlir::LLVM::AddressOfOp::create(s.builder, l, smem_ptr, detail::kSmemSymbol);
+  mlir::Value p = mlir::LLVM::GEPOp::create(s.builder, l, smem_ptr, s.builder.getI8Type(), base,
+                                            llvm::ArrayRef<mlir::LLVM::GEPArg>{s.smem_top});
+  return s.Wrap(p, ptr);
 }
 
 Value SmemTile::Base(Loc loc) const {

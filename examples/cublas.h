@@ -2,7 +2,7 @@
 #pragma once
 
 #include "absl/status/statusor.h"
-#include "kiln/runtime/manifest.h"
+#include "examples/gemm_spec.h"
 
 namespace kiln::examples {
 
@@ -13,7 +13,7 @@ class Cublas {
   // C = A * B for the spec's dtypes and storage orders on the default stream, in fp32 compute
   // (the reference), or with `spec_accumulator` in the spec's accumulator type (fp16 compute
   // for an f16 accumulator: the like-for-like baseline the harness times).
-  absl::Status Gemm(const rt::GemmSpec& spec, const rt::ProblemSize& size, uint64_t a, uint64_t b,
+  absl::Status Gemm(const GemmSpec& spec, const ProblemSize& size, uint64_t a, uint64_t b,
                     uint64_t c, bool spec_accumulator = false) const;
   const std::string& library() const { return library_; }
 

@@ -25,8 +25,16 @@ GlobalTensor Matrix(const Value& base, const Value& rows, const Value& cols,
 
 }  // namespace
 
-GemmOperands DeclareGemm(Kernel& k, const rt::GemmSpec& spec, Loc loc) {
-  k.Gemm(spec, loc);
+void DescribeGemm(Kernel& k, GemmSpec spec, Loc loc) {
+  if (spec.tile_m <= 0 || spec.tile_n <= 0 || spec.tile_k <= 0) return k.Fail("GEMM tile sizes must be positive", loc);
+  spec.source = LocString(loc);
+  k.Attribute("gemm", spec.ToString(), loc);
+  for (auto [name, tile] : {std::pair{"M", spec.tile_m}, std::pair{"N", spec.tile_n}, std::pair{"K", spec.tile_k}})
+    if (tile > 1) k.RequireMultiple(name, tile, loc);
+}
+
+GemmOperands DeclareGemm(Kernel& k, const GemmSpec& spec, Loc loc) {
+  DescribeGemm(k, spec, loc);
   Value a = k.PtrParam("A", ScalarNamed(k, spec.in_type, loc), loc);
   Value b = k.PtrParam("B", ScalarNamed(k, spec.in_type, loc), loc);
   Value c = k.PtrParam("C", ScalarNamed(k, spec.out_type, loc), loc);
@@ -41,7 +49,8 @@ GemmOperands DeclareGemm(Kernel& k, const rt::GemmSpec& spec, Loc loc) {
 }
 
 namespace {
-// A launch-time expression over M, N, K; one that does not parse fails the build at `loc`.
+// A launch-time expression over M, N, K; one that does not parse fails the build at `loc` (and
+// one naming something other than an integer parameter, at Build).
 rt::GridExpr Expr(Kernel& k, const std::string& text, Loc loc) {
   absl::StatusOr<rt::GridExpr> e = rt::GridExpr::Parse(text);
   if (e.ok()) return *e;
@@ -56,7 +65,7 @@ rt::TensorMapParam KMajorMap(Kernel& k, const std::string& operand, const std::s
                              int rank, bool by_value, int box_k, bool interleaved, Loc loc) {
   auto Expr = [&](const std::string& text) { return examples::Expr(k, text, loc); };
   rt::TensorMapParam t;
-  t.operand = operand;
+  t.tensor = operand;
   t.by_value = by_value;
   t.swizzle = interleaved ? rt::TmaSwizzle::kNone : rt::TmaSwizzle::k128B;
   const int slab = interleaved ? 8 : 64;
@@ -173,12 +182,16 @@ std::function<void(const TileIndexBody&)> ScheduledTiles(Kernel& k, const Value&
   };
 }
 
+ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots) {
+  return {absl::StrCat("M/", tile_m), absl::StrCat("N/", tile_n), groups, slots};
+}
+
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
-  k.Gemm({.c_order = shape.c_row_major ? "row" : "col",
-          .tile_m = shape.divide_m ? shape.divide_m : shape.bm,
-          .tile_n = shape.divide_n ? shape.divide_n : shape.bn,
-          .tile_k = shape.bk},
-         loc);
+  DescribeGemm(k, {.c_order = shape.c_row_major ? "row" : "col",
+                   .tile_m = shape.divide_m ? shape.divide_m : shape.bm,
+                   .tile_n = shape.divide_n ? shape.divide_n : shape.bn,
+                   .tile_k = shape.bk},
+               loc);
   TmaGemmOperands g;
   g.rank = shape.rank;
   g.M = k.I32Param("M", loc);
@@ -186,7 +199,7 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   g.K = k.I32Param("K", loc);
   if (shape.c_box_rows) {
     rt::TensorMapParam c;
-    c.operand = "C";
+    c.tensor = "C";
     c.by_value = shape.by_value;
     c.dims = {Expr(k, "64", loc), Expr(k, "N", loc), Expr(k, "M/64", loc)};
     c.strides = {Expr(k, "M*2", loc), Expr(k, "128", loc)};

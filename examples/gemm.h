@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "examples/gemm_spec.h"
 #include "kiln/kernel.h"
 #include "kiln/pipeline.h"
 
@@ -14,8 +15,12 @@ struct GemmOperands {
   Value M, N, K;
 };
 
-// Declares the parameters A, B, C, M, N, K (in that order) and records the spec in the manifest.
-GemmOperands DeclareGemm(Kernel& k, const rt::GemmSpec& spec, Loc loc = Loc::current());
+// Records what GEMM the kernel computes (the manifest's "gemm" attribute, which the harness
+// reads) and requires M, N and K to be multiples of the tile at every launch.
+void DescribeGemm(Kernel& k, GemmSpec spec, Loc loc = Loc::current());
+
+// Declares the parameters A, B, C, M, N, K (in that order) and describes the GEMM.
+GemmOperands DeclareGemm(Kernel& k, const GemmSpec& spec, Loc loc = Loc::current());
 
 // ---- mma.sync kernels (Ampere series, cuda_hgemm, blackwell/v0)
 
@@ -53,10 +58,12 @@ void StoreAccumulator(Kernel& k, const Regs& acc, int mmas_m, int mmas_n, const 
 void StoreTmemRows(Kernel& k, const Tmem& acc, const Value& lane0, const Value& col0, int n, int per_load,
                    const ElementAt& dst, bool no_l1 = false);
 
-// A host-built tile schedule (ScheduleTableParam, a [cluster][slot] table of m_index << 16 |
+// A host-built tile schedule (Kernel::ScheduleTableParam, a [cluster][slot] table of m_index << 16 |
 // n_index entries, -1 after the last): copies this cluster's row into smem (threads below
 // `slots`; the caller synchronises before walking) and returns the walk over it, which calls
 // body(m_index, n_index) for each of the cluster's tiles in order.
+// The schedule table of a GEMM's C tiles of tile_m x tile_n: (M/tile_m) x (N/tile_n) tiles.
+ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots);
 using TileIndexBody = std::function<void(const Value& m_index, const Value& n_index)>;
 std::function<void(const TileIndexBody&)> ScheduledTiles(Kernel& k, const Value& table, int slots);
 

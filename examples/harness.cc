@@ -21,8 +21,6 @@ namespace {
 
 using rt::DeviceBuffer;
 using rt::Driver;
-using rt::GemmSpec;
-using rt::ProblemSize;
 
 // Element (r, c) of a rows x cols matrix stored in `order`.
 size_t Index(const std::string& order, int64_t r, int64_t c, int64_t rows, int64_t cols) {
@@ -72,9 +70,7 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
   for (const rt::ParamSpec& p : m.params) {
     if (p.kind == rt::ParamSpec::Kind::kTensorMap) {
       const rt::TensorMapParam& t = p.tensor_map;
-      absl::StatusOr<rt::TensorMapSpec> spec = t.Resolve(s);
-      if (!spec.ok()) return spec.status();
-      absl::StatusOr<cu::CUtensorMap> map = rt::EncodeTensorMap(*spec, operand(t.operand));
+      absl::StatusOr<cu::CUtensorMap> map = rt::EncodeTensorMap(t.Resolve(ProblemSymbols(s)), operand(t.tensor));
       if (!map.ok())
         return absl::InvalidArgumentError(absl::StrCat(m.name, ": tensor map ", p.name, " (",
                                                        m.source, "): ", map.status().message()));
@@ -92,7 +88,7 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
     if (p.kind == rt::ParamSpec::Kind::kScheduleTable) {
       const rt::ScheduleTableParam& t = p.schedule;
       absl::StatusOr<std::vector<int32_t>> table = rt::HilbertSchedule(
-          (s.m + t.tile_m - 1) / t.tile_m, (s.n + t.tile_n - 1) / t.tile_n, t.groups, t.slots);
+          t.tiles_m.Value(ProblemSymbols(s), 0), t.tiles_n.Value(ProblemSymbols(s), 0), t.groups, t.slots);
       if (!table.ok())
         return absl::InvalidArgumentError(absl::StrCat(m.name, " (", m.source, "): ", table.status().message()));
       absl::StatusOr<uint64_t> dev = Upload(pack, table->data(), table->size() * 4);
@@ -137,7 +133,7 @@ absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const GemmSpec& lay
   if (!d.ok()) return d.status();
   const rt::Manifest& m = bundle.manifest;
   if (absl::Status s = rt::CheckTarget(m, **d); !s.ok()) return s;
-  absl::StatusOr<rt::Dim3> grid = m.GridFor(size, (*d)->sm_count());
+  absl::StatusOr<rt::Dim3> grid = GemmGrid(m, layout, size, (*d)->sm_count());
   if (!grid.ok()) return grid.status();
   absl::StatusOr<rt::Kernel> kernel = rt::Kernel::Load(bundle.ptx, m.entry);
   if (!kernel.ok()) return kernel.status();
@@ -158,13 +154,14 @@ double Tolerance(const GemmSpec& spec) {
 absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* reference,
                                    const RunOptions& opt) {
   const rt::Manifest& m = bundle.manifest;
-  if (!m.is_gemm)
+  const std::optional<GemmSpec> gemm = GemmOf(m);
+  if (!gemm)
     return absl::FailedPreconditionError(absl::StrCat(
         m.name, " (", m.source, ") is not a GEMM; the GEMM harness (kiln run/bench) cannot check it. "
         "Launch it with kiln::rt::LoadedKernel"));
-  const GemmSpec& g = m.gemm;
+  const GemmSpec& g = *gemm;
   const ProblemSize& s = opt.size;
-  if (absl::Status st = m.CheckProblem(s); !st.ok()) return st;
+  if (absl::Status st = CheckProblem(m, g, s); !st.ok()) return st;
   if (g.in_type == "f32" || g.out_type == "f32")
     return absl::UnimplementedError("the GEMM harness handles 16-bit inputs and outputs");
   absl::StatusOr<Driver*> d = Driver::Get();

@@ -8,12 +8,13 @@
 
 #include "absl/status/statusor.h"
 #include "kiln/runtime/driver.h"
+#include "examples/gemm_spec.h"
 #include "kiln/runtime/manifest.h"
 
 namespace kiln::examples {
 
 struct RunOptions {
-  rt::ProblemSize size{4096, 4096, 4096};
+  ProblemSize size{4096, 4096, 4096};
   int warmup = 3;
   int iterations = 20;  // timed runs; the median is reported
   uint64_t seed = 1;
@@ -22,7 +23,7 @@ struct RunOptions {
 
 struct GemmResult {
   std::string name;
-  rt::ProblemSize size;
+  ProblemSize size;
   double ms = 0, tflops = 0;          // median
   double cublas_ms = 0, cublas_tflops = 0;
   double rel_error = 0;               // ||C - ref|| / ||ref|| over every element
@@ -35,7 +36,7 @@ struct GemmResult {
 };
 
 // Norm-relative error threshold for the spec's output and accumulator types.
-double Tolerance(const rt::GemmSpec& spec);
+double Tolerance(const GemmSpec& spec);
 
 // `reference` is used when cuBLAS is unavailable (a reference/<dtype> bundle).
 absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* reference,

@@ -1,14 +1,32 @@
 #include "kiln/runtime/launch.h"
 
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "kiln/runtime/schedule.h"
+#include "kiln/runtime/tensor_map.h"
 
 namespace kiln::rt {
 
-Arg::Arg(Kind kind, const void* value, size_t size) : kind_(kind) { std::memcpy(bytes_, value, size); }
+Arg::Arg(Kind kind, const void* value, size_t size) : kind_(kind) {
+  if (size) std::memcpy(bytes_, value, size);
+}
+
+Arg Arg::Tensor(cu::CUdeviceptr address, std::vector<uint64_t> dims, std::vector<uint64_t> strides_bytes) {
+  Arg a = Tensor(address);
+  a.dims_ = std::move(dims);
+  a.strides_ = std::move(strides_bytes);
+  return a;
+}
+
+uint64_t Arg::address() const {
+  uint64_t v;
+  std::memcpy(&v, bytes_, sizeof(v));
+  return v;
+}
 
 const char* ParamKindName(ParamSpec::Kind kind) {
   switch (kind) {
@@ -48,18 +66,35 @@ absl::Status CheckArgs(const Manifest& m, const std::vector<Arg>& args) {
                                                    " arguments (", signature(), "), not ", args.size()));
   for (size_t i = 0; i < args.size(); ++i) {
     const ParamSpec& p = m.params[i];
-    if (p.kind == ParamSpec::Kind::kTensorMap || p.kind == ParamSpec::Kind::kScheduleTable)
-      return absl::UnimplementedError(absl::StrCat(m.source, ": ", m.name, " parameter ", i, " (", p.name,
-                                                   ") is a ", ParamKindName(p.kind),
-                                                   ", which the GEMM harness builds; typed launches take "
-                                                   "pointers and scalars"));
     if (args[i].kind() != p.kind)
       return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, " argument ", i, " (", p.name,
                                                      ") is ", ParamKindName(p.kind), ", not ",
                                                      ParamKindName(args[i].kind()), "; it takes (",
                                                      signature(), ")"));
+    if (p.kind != ParamSpec::Kind::kTensorMap) continue;
+    const TensorMapParam& t = p.tensor_map;
+    const Arg& a = args[i];
+    if (a.dims().empty() && t.bound_at_launch())
+      return absl::InvalidArgumentError(absl::StrCat(
+          m.source, ": ", m.name, " argument ", i, " (tensor map ", p.name, " over ", t.tensor,
+          ") has its dims bound at launch: pass Arg::Tensor(address, dims, strides) with ", t.rank(),
+          " dims and ", t.rank() - 1, " strides"));
+    if (!a.dims().empty() && (a.dims().size() != static_cast<size_t>(t.rank()) ||
+                              a.strides_bytes().size() + 1 != a.dims().size()))
+      return absl::InvalidArgumentError(absl::StrCat(
+          m.source, ": ", m.name, " argument ", i, " (tensor map ", p.name, " over ", t.tensor, ") is rank ",
+          t.rank(), ": it takes ", t.rank(), " dims and ", t.rank() - 1, " strides, not ", a.dims().size(),
+          " and ", a.strides_bytes().size()));
   }
   return absl::OkStatus();
+}
+
+Symbols SymbolsOf(const Manifest& m, const std::vector<Arg>& args) {
+  Symbols symbols;
+  for (size_t i = 0; i < args.size() && i < m.params.size(); ++i)
+    if (args[i].kind() == Arg::Kind::kI32 || args[i].kind() == Arg::Kind::kI64)
+      symbols[m.params[i].name] = args[i].AsInt();
+  return symbols;
 }
 
 absl::StatusOr<LoadedKernel> LoadedKernel::Load(const Bundle& bundle) {
@@ -93,10 +128,8 @@ absl::StatusOr<Dim3> LoadedKernel::GridFor(const std::vector<Arg>& args) const {
 
 absl::StatusOr<Dim3> LoadedKernel::GridOfCheckedArgs(const std::vector<Arg>& args) const {
   const Manifest& m = manifest_;
-  Symbols symbols;
-  for (size_t i = 0; i < args.size(); ++i)
-    if (args[i].kind() == Arg::Kind::kI32 || args[i].kind() == Arg::Kind::kI64)
-      symbols[m.params[i].name] = args[i].AsInt();
+  const Symbols symbols = SymbolsOf(m, args);
+  if (absl::Status s = m.CheckRequirements(symbols); !s.ok()) return s;
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   absl::StatusOr<Dim3> grid = m.GridFor(symbols, (*d)->sm_count());
@@ -117,18 +150,84 @@ absl::Status LoadedKernel::Launch(Dim3 grid, std::vector<Arg> args, cu::CUstream
   return LaunchCheckedArgs(grid, std::move(args), stream);
 }
 
+absl::StatusOr<uint64_t> LoadedKernel::DeviceCopy(const std::string& bytes) const {
+  std::lock_guard<std::mutex> lock(uploads_->mu);
+  auto it = uploads_->by_content.find(bytes);
+  if (it != uploads_->by_content.end()) return it->second.ptr();
+  absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(bytes.size());
+  if (!buf.ok()) return buf.status();
+  if (absl::Status s = buf->CopyFromHost(bytes.data(), bytes.size()); !s.ok()) return s;
+  return uploads_->by_content.emplace(bytes, *std::move(buf)).first->second.ptr();
+}
+
 absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, cu::CUstream stream) const {
   const Manifest& m = manifest_;
+  auto error = [&](absl::StatusCode code, const std::string& at, auto&&... what) {
+    return absl::Status(code, absl::StrCat(at, ": ", m.name, ": ", what...));
+  };
   if (grid.count() == 0)
-    return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, " launched on an empty grid (",
-                                                   grid.x, "x", grid.y, "x", grid.z, ")"));
+    return error(absl::StatusCode::kInvalidArgument, m.source, "launched on an empty grid (", grid.x, "x",
+                 grid.y, "x", grid.z, ")");
   if (m.cluster.count() == 0 || grid.x % m.cluster.x || grid.y % m.cluster.y || grid.z % m.cluster.z)
-    return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, "'s clusters of ", m.cluster.x, "x",
-                                                   m.cluster.y, "x", m.cluster.z, " do not tile a grid of ",
-                                                   grid.x, "x", grid.y, "x", grid.z));
+    return error(absl::StatusCode::kInvalidArgument, m.source, "clusters of ", m.cluster.x, "x", m.cluster.y,
+                 "x", m.cluster.z, " do not tile a grid of ", grid.x, "x", grid.y, "x", grid.z);
+  const Symbols symbols = SymbolsOf(m, args);
+  if (absl::Status s = m.CheckRequirements(symbols); !s.ok()) return s;
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  const int64_t smem = m.SmemBytes(symbols);
+  if (smem > (*d)->max_smem_optin())
+    return error(absl::StatusCode::kResourceExhausted,
+                 m.smem_extra.factors.empty() ? m.source : m.smem_extra_source, "needs ", smem,
+                 " bytes of shared memory (", m.smem_bytes, " planned",
+                 m.smem_extra.factors.empty() ? "" : absl::StrCat(" + ", m.smem_extra.ToString()), "); ",
+                 (*d)->device_name(), " allows a block ", (*d)->max_smem_optin());
+
+  // What the launch's parameter pointers point at; cuLaunchKernel copies the values.
+  std::vector<std::unique_ptr<cu::CUtensorMap>> maps;
+  std::vector<uint64_t> device_copies;
+  device_copies.reserve(args.size());
   std::vector<void*> pointers;
-  for (Arg& a : args) pointers.push_back(a.data());
-  absl::Status s = kernel_.Launch({grid, m.block, m.cluster, m.smem_bytes, stream}, pointers.data());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ParamSpec& p = m.params[i];
+    Arg& a = args[i];
+    if (p.kind == ParamSpec::Kind::kTensorMap) {
+      const TensorMapParam& t = p.tensor_map;
+      TensorMapSpec spec = t.Resolve(symbols);
+      if (!a.dims().empty()) spec.dims = a.dims(), spec.strides_bytes = a.strides_bytes();
+      absl::StatusOr<cu::CUtensorMap> map = EncodeTensorMap(spec, a.address());
+      if (!map.ok())
+        return error(absl::StatusCode::kInvalidArgument, m.source, "tensor map ", p.name, " over ", t.tensor,
+                     ": ", map.status().message());
+      maps.push_back(std::make_unique<cu::CUtensorMap>(*map));
+      if (t.by_value) {
+        pointers.push_back(maps.back().get());
+        continue;
+      }
+      absl::StatusOr<uint64_t> copy =
+          DeviceCopy(std::string(reinterpret_cast<const char*>(maps.back().get()), sizeof(cu::CUtensorMap)));
+      if (!copy.ok()) return copy.status();
+      device_copies.push_back(*copy);
+      pointers.push_back(&device_copies.back());
+      continue;
+    }
+    if (p.kind == ParamSpec::Kind::kScheduleTable) {
+      const ScheduleTableParam& t = p.schedule;
+      absl::StatusOr<std::vector<int32_t>> table =
+          HilbertSchedule(t.tiles_m.Value(symbols, 0), t.tiles_n.Value(symbols, 0), t.groups, t.slots);
+      if (!table.ok())
+        return error(absl::StatusCode::kInvalidArgument, m.source, "schedule table ", p.name, ": ",
+                     table.status().message());
+      absl::StatusOr<uint64_t> copy =
+          DeviceCopy(std::string(reinterpret_cast<const char*>(table->data()), table->size() * 4));
+      if (!copy.ok()) return copy.status();
+      device_copies.push_back(*copy);
+      pointers.push_back(&device_copies.back());
+      continue;
+    }
+    pointers.push_back(a.data());
+  }
+  absl::Status s = kernel_.Launch({grid, m.block, m.cluster, static_cast<unsigned>(smem), stream}, pointers.data());
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(m.source, ": ", s.message()));
   return s;
 }

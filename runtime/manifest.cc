@@ -70,7 +70,12 @@ std::string GridExpr::ToString() const {
   });
 }
 
-Symbols ProblemSymbols(const ProblemSize& size) { return {{"M", size.m}, {"N", size.n}, {"K", size.k}}; }
+std::vector<std::string> GridExpr::SymbolNames() const {
+  std::vector<std::string> names;
+  for (const Factor& f : factors)
+    if (!f.symbol.empty() && f.symbol != "sms") names.push_back(f.symbol);
+  return names;
+}
 
 int64_t GridExpr::Value(const Symbols& symbols, int sm_count) const {
   int64_t total = 1;
@@ -86,10 +91,6 @@ int64_t GridExpr::Value(const Symbols& symbols, int sm_count) const {
   return total;
 }
 
-int64_t GridExpr::Value(const ProblemSize& size, int sm_count) const {
-  return Value(ProblemSymbols(size), sm_count);
-}
-
 absl::StatusOr<unsigned> GridExpr::Evaluate(const Symbols& symbols, int sm_count) const {
   for (const Factor& f : factors)
     if (!f.symbol.empty() && f.symbol != "sms" && !symbols.contains(f.symbol))
@@ -102,17 +103,13 @@ absl::StatusOr<unsigned> GridExpr::Evaluate(const Symbols& symbols, int sm_count
   return static_cast<unsigned>(total);
 }
 
-absl::StatusOr<unsigned> GridExpr::Evaluate(const ProblemSize& size, int sm_count) const {
-  return Evaluate(ProblemSymbols(size), sm_count);
-}
-
-absl::StatusOr<TensorMapSpec> TensorMapParam::Resolve(const ProblemSize& size) const {
+TensorMapSpec TensorMapParam::Resolve(const Symbols& symbols) const {
   TensorMapSpec spec;
   spec.dtype = dtype;
   spec.swizzle = swizzle;
   spec.box = box;
-  for (const GridExpr& d : dims) spec.dims.push_back(d.Value(size, 0));
-  for (const GridExpr& s : strides) spec.strides_bytes.push_back(s.Value(size, 0));
+  for (const GridExpr& d : dims) spec.dims.push_back(d.Value(symbols, 0));
+  for (const GridExpr& s : strides) spec.strides_bytes.push_back(s.Value(symbols, 0));
   return spec;
 }
 
@@ -136,7 +133,7 @@ std::string ExprList(const std::vector<GridExpr>& list) {
 std::string TensorMapLine(const TensorMapParam& t) {
   const char* dtype = "?";
   for (auto [name, d] : kDtypeNames) if (d == t.dtype) dtype = name;
-  return absl::StrCat(t.operand, " ", t.by_value ? "value" : "pointer", " ", dtype, " ",
+  return absl::StrCat(t.tensor, " ", t.by_value ? "value" : "pointer", " ", dtype, " ",
                       ExprList(t.dims), " ", ExprList(t.strides), " ", absl::StrJoin(t.box, ","),
                       " ", kSwizzleNames[static_cast<int>(t.swizzle)]);
 }
@@ -144,7 +141,7 @@ std::string TensorMapLine(const TensorMapParam& t) {
 // Fields after "param NAME tmap": operand, pass mode, dtype, dims, strides, box, swizzle.
 absl::StatusOr<TensorMapParam> ParseTensorMap(const std::vector<std::string>& w) {
   TensorMapParam t;
-  t.operand = w[0];
+  t.tensor = w[0];
   if (w[1] != "value" && w[1] != "pointer") return absl::InvalidArgumentError("bad tensor map pass mode");
   t.by_value = w[1] == "value";
   bool dtype_ok = false;
@@ -167,8 +164,8 @@ absl::StatusOr<TensorMapParam> ParseTensorMap(const std::vector<std::string>& w)
   for (int i = 0; i < 4; ++i) if (w[6] == kSwizzleNames[i]) swizzle = i;
   if (swizzle < 0) return absl::InvalidArgumentError("bad tensor map swizzle");
   t.swizzle = static_cast<TmaSwizzle>(swizzle);
-  if (t.dims.empty() || t.dims.size() > 5 || t.box.size() != t.dims.size() ||
-      t.strides.size() + 1 != t.dims.size())
+  if (t.box.empty() || t.box.size() > 5 ||
+      (!t.dims.empty() && (t.dims.size() != t.box.size() || t.strides.size() + 1 != t.dims.size())))
     return absl::InvalidArgumentError("tensor map rank, box and strides disagree");
   return t;
 }
@@ -194,16 +191,17 @@ std::string Manifest::Serialize() const {
         break;
       case ParamSpec::Kind::kScheduleTable: {
         const ScheduleTableParam& t = p.schedule;
-        absl::StrAppend(&out, "table ", t.curve, " ", t.tile_m, " ", t.tile_n, " ", t.groups, " ",
-                        t.slots, "\n");
+        absl::StrAppend(&out, "table ", t.curve, " ", t.tiles_m.ToString(), " ", t.tiles_n.ToString(),
+                        " ", t.groups, " ", t.slots, "\n");
         break;
       }
     }
   }
-  if (is_gemm)
-    absl::StrAppend(&out, "gemm ", gemm.in_type, " ", gemm.out_type, " ", gemm.acc_type, " ",
-                  gemm.a_order, " ", gemm.b_order, " ", gemm.c_order, " ", gemm.tile_m, " ",
-                  gemm.tile_n, " ", gemm.tile_k, "\n");
+  if (!smem_extra.factors.empty())
+    absl::StrAppend(&out, "smem_extra ", smem_extra.ToString(), " ", smem_extra_source, "\n");
+  for (const Requirement& r : requirements)
+    absl::StrAppend(&out, "require ", r.symbol, " ", r.multiple, " ", r.source, "\n");
+  for (const auto& [key, value] : attributes) absl::StrAppend(&out, "attr ", key, " ", value, "\n");
   absl::StrAppend(&out, "source ", source, "\n");
   return out;
 }
@@ -264,18 +262,25 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       p.kind = ParamSpec::Kind::kScheduleTable;
       ScheduleTableParam& t = p.schedule;
       t.curve = w[3];
-      if (t.curve != "hilbert" || !num(4, &t.tile_m) || !num(5, &t.tile_n) ||
-          !num(6, &t.groups) || !num(7, &t.slots) || t.tile_m <= 0 || t.tile_n <= 0 ||
+      absl::StatusOr<GridExpr> tm = GridExpr::Parse(w[4]), tn = GridExpr::Parse(w[5]);
+      if (t.curve != "hilbert" || !tm.ok() || !tn.ok() || !num(6, &t.groups) || !num(7, &t.slots) ||
           t.groups <= 0 || t.slots <= 0)
         return ParseError(line_no, "bad schedule table");
+      t.tiles_m = *tm;
+      t.tiles_n = *tn;
       m.params.push_back(p);
-    } else if (key == "gemm" && want(9)) {
-      m.is_gemm = true;
-      GemmSpec& g = m.gemm;
-      g.in_type = w[1], g.out_type = w[2], g.acc_type = w[3];
-      g.a_order = w[4], g.b_order = w[5], g.c_order = w[6];
-      if (!num(7, &g.tile_m) || !num(8, &g.tile_n) || !num(9, &g.tile_k))
-        return ParseError(line_no, "bad gemm tile");
+    } else if (key == "smem_extra" && want(2)) {
+      absl::StatusOr<GridExpr> e = GridExpr::Parse(w[1]);
+      if (!e.ok()) return ParseError(line_no, e.status().message());
+      m.smem_extra = *e;
+      m.smem_extra_source = w[2];
+    } else if (key == "require" && want(3)) {
+      Requirement r{w[1], 0, w[3]};
+      if (!num(2, &r.multiple) || r.multiple <= 0) return ParseError(line_no, "bad requirement");
+      m.requirements.push_back(r);
+    } else if (key == "attr" && w.size() >= 2) {
+      std::vector<std::string> rest(w.begin() + 2, w.end());
+      m.attributes.emplace_back(w[1], absl::StrJoin(rest, " "));
     } else {
       return ParseError(line_no, absl::StrCat("unknown or malformed entry '", line, "'"));
     }
@@ -286,25 +291,27 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
   return m;
 }
 
-absl::Status Manifest::CheckProblem(const ProblemSize& size) const {
-  const int64_t dims[] = {size.m, size.n, size.k};
-  const int64_t tiles[] = {gemm.tile_m, gemm.tile_n, gemm.tile_k};
-  const char* names[] = {"M", "N", "K"};
-  for (int i = 0; i < 3; ++i) {
-    if (dims[i] <= 0)
-      return absl::InvalidArgumentError(absl::StrCat(names[i], " must be positive"));
-    if (dims[i] % tiles[i] != 0)
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, " cannot tile ", names[i], "=", dims[i], ": its tile is ", gemm.tile_m, "x",
-          gemm.tile_n, "x", gemm.tile_k, " (", source, "), so ", names[i],
-          " must be a multiple of ", tiles[i]));
+absl::Status Manifest::CheckRequirements(const Symbols& symbols) const {
+  for (const Requirement& r : requirements) {
+    auto it = symbols.find(r.symbol);
+    if (it == symbols.end())
+      return absl::InvalidArgumentError(absl::StrCat(r.source, ": ", name, " requires ", r.symbol,
+                                                     " to be a multiple of ", r.multiple, ", but has no ", r.symbol));
+    if (it->second % r.multiple != 0)
+      return absl::InvalidArgumentError(absl::StrCat(r.source, ": ", name, " requires ", r.symbol,
+                                                     " to be a multiple of ", r.multiple, "; it is ", it->second));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<Dim3> Manifest::GridFor(const ProblemSize& size, int sm_count) const {
-  if (absl::Status s = CheckProblem(size); !s.ok()) return s;
-  return GridFor(ProblemSymbols(size), sm_count);
+int64_t Manifest::SmemBytes(const Symbols& symbols) const {
+  return smem_bytes + (smem_extra.factors.empty() ? 0 : smem_extra.Value(symbols, 0));
+}
+
+const std::string* Manifest::Attribute(absl::string_view key) const {
+  for (const auto& [k, v] : attributes)
+    if (k == key) return &v;
+  return nullptr;
 }
 
 absl::StatusOr<Dim3> Manifest::GridFor(const Symbols& symbols, int sm_count) const {

@@ -116,7 +116,9 @@ absl::StatusOr<Bundle> GetBundle(const std::string& name) {
 
 // The fallback reference for a kernel's dtype, when one can be had.
 std::optional<Bundle> ReferenceFor(const kiln::rt::Manifest& m) {
-  absl::StatusOr<Bundle> b = GetBundle(absl::StrCat("reference/", m.gemm.in_type));
+  std::optional<kiln::examples::GemmSpec> g = kiln::examples::GemmOf(m);
+  if (!g) return std::nullopt;
+  absl::StatusOr<Bundle> b = GetBundle(absl::StrCat("reference/", g->in_type));
   if (!b.ok()) return std::nullopt;
   return *std::move(b);
 }
@@ -217,16 +219,16 @@ int CompileThroughCache(const std::vector<std::string>& args) {
 }
 #endif
 
-absl::StatusOr<std::vector<kiln::rt::ProblemSize>> ParseSizes(const std::string& text) {
-  std::vector<kiln::rt::ProblemSize> sizes;
+absl::StatusOr<std::vector<kiln::examples::ProblemSize>> ParseSizes(const std::string& text) {
+  std::vector<kiln::examples::ProblemSize> sizes;
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     std::vector<absl::string_view> p = absl::StrSplit(item, 'x');
     int64_t v[3];
     bool ok = (p.size() == 1 || p.size() == 3);
     for (size_t i = 0; ok && i < p.size(); ++i) ok = absl::SimpleAtoi(p[i], &v[i]) && v[i] > 0;
     if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad size '", item, "' (S or MxNxK)"));
-    sizes.push_back(p.size() == 1 ? kiln::rt::ProblemSize{v[0], v[0], v[0]}
-                                  : kiln::rt::ProblemSize{v[0], v[1], v[2]});
+    sizes.push_back(p.size() == 1 ? kiln::examples::ProblemSize{v[0], v[0], v[0]}
+                                  : kiln::examples::ProblemSize{v[0], v[1], v[2]});
   }
   return sizes;
 }
@@ -277,7 +279,7 @@ absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseShapes(const std::
 }
 
 // Runs kernels x sizes; prints the table. Returns non-zero if any run failed or errored.
-int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSize>& sizes,
+int Bench(std::vector<std::string> names, const std::vector<kiln::examples::ProblemSize>& sizes,
           const std::vector<std::pair<int64_t, int64_t>>& shapes) {
   const bool everything = names.empty();  // then kernels for other chips are listed, not failed
   if (names.empty()) {
@@ -303,7 +305,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSiz
       row_ops.push_back(*b);
       continue;
     }
-    if (everything && !b->manifest.is_gemm) {
+    if (everything && !kiln::examples::GemmOf(b->manifest)) {
       std::cout << "# " << name << " is not a GEMM (launched through kiln::rt::LoadedKernel, not timed here)"
                 << std::endl;
       continue;
@@ -316,7 +318,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::ProblemSiz
     }
     if (!std::exchange(gemm_header, true)) std::cout << kiln::examples::TableHeader() << std::endl;
     std::optional<Bundle> ref = ReferenceFor(b->manifest);
-    for (const kiln::rt::ProblemSize& size : sizes) {
+    for (const kiln::examples::ProblemSize& size : sizes) {
       kiln::examples::RunOptions opt;
       opt.size = size;
       opt.iterations = absl::GetFlag(FLAGS_iters);
@@ -377,7 +379,7 @@ int main(int argc, char** argv) {
                  {{absl::GetFlag(FLAGS_rows), absl::GetFlag(FLAGS_cols)}});
   }
   if (command == "bench") {
-    absl::StatusOr<std::vector<kiln::rt::ProblemSize>> sizes = ParseSizes(absl::GetFlag(FLAGS_sizes));
+    absl::StatusOr<std::vector<kiln::examples::ProblemSize>> sizes = ParseSizes(absl::GetFlag(FLAGS_sizes));
     if (!sizes.ok()) return Fail(sizes.status());
     absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> shapes = ParseShapes(absl::GetFlag(FLAGS_shapes));
     if (!shapes.ok()) return Fail(shapes.status());

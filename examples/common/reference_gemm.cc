@@ -1,5 +1,6 @@
 // The harness's fallback reference where cuBLAS is absent: one thread per output element, fp32
 // accumulation in k order, any storage order (element strides are parameters).
+#include "examples/gemm.h"
 #include "examples/registry.h"
 
 namespace kiln::examples {
@@ -8,7 +9,7 @@ namespace {
 absl::StatusOr<KernelDef> BuildReference(Scalar in, Scalar out, const char* name) {
   Kernel k(name, sm80(), {16, 16});
   const std::string in_name = in == f16 ? "f16" : "bf16", out_name = out == f16 ? "f16" : "bf16";
-  k.Gemm({.in_type = in_name, .out_type = out_name, .tile_m = 1, .tile_n = 1, .tile_k = 1});
+  DescribeGemm(k, {.in_type = in_name, .out_type = out_name, .tile_m = 1, .tile_n = 1, .tile_k = 1});
   Value A = k.PtrParam("A", in), B = k.PtrParam("B", in), C = k.PtrParam("C", out);
   Value M = k.I32Param("M"), N = k.I32Param("N"), K = k.I32Param("K");
   Value strides[6];

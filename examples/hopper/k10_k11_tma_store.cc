@@ -20,8 +20,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool hilbert) {
                                           .c_box_rows = BN, .c_box_cols = BM,
                                           .divide_m = BM * CLUSTER * (hilbert ? 1 : TM),
                                           .divide_n = hilbert ? BN : BN * TN});
-  Value table = hilbert ? k.ScheduleTableParam("schedule", {.tile_m = BM * CLUSTER, .tile_n = BN,
-                                                            .groups = GROUPS, .slots = SLOTS})
+  Value table = hilbert ? k.ScheduleTableParam("schedule", GemmTiles(BM * CLUSTER, BN, GROUPS, SLOTS))
                         : Value();
   k.Grid("128");
   k.ClusterDims({CLUSTER, 1, 1});

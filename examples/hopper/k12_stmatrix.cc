@@ -17,8 +17,7 @@ absl::StatusOr<KernelDef> Build() {
   TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
                                           .c_box_rows = BN, .c_pad = 8,
                                           .divide_m = BM * CLUSTER});
-  Value table = k.ScheduleTableParam("schedule", {.tile_m = BM * CLUSTER, .tile_n = BN,
-                                                  .groups = GROUPS, .slots = SLOTS});
+  Value table = k.ScheduleTableParam("schedule", GemmTiles(BM * CLUSTER, BN, GROUPS, SLOTS));
   k.Grid("128");
   k.ClusterDims({CLUSTER, 1, 1});
   SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);

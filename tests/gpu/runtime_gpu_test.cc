@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "examples/harness.h"
+#include "examples/host_data.h"
 #include "examples/row_ops.h"
 #include "gtest/gtest.h"
 #include "kiln/runtime/driver.h"
@@ -114,7 +115,7 @@ TEST(HarnessGpu, RefusesAKernelBuiltForAnotherChip) {
   b.manifest.name = "test/other_chip";
   b.manifest.entry = "noop";
   b.manifest.target = (*Driver::Get())->compute_capability() == 100 ? "sm_90a" : "sm_100a";
-  b.manifest.is_gemm = true;
+  b.manifest.attributes = {{"gemm", "bf16 bf16 f32 row col row 1 1 1 -"}};
   b.ptx = kNoopPtx;
   // The typed launch API refuses it the same way.
   absl::StatusOr<LoadedKernel> loaded = LoadedKernel::Load(b);
@@ -141,7 +142,8 @@ TEST(BundlesGpu, EveryBundleIsCorrect) {
     if (name.rfind("reference/", 0) == 0) continue;
     absl::StatusOr<Bundle> b = ReadBundle(dir, name);
     ASSERT_TRUE(b.ok()) << b.status();
-    if (!b->manifest.is_gemm) continue;  // the ops kernels: LaunchGpu below
+    const std::optional<examples::GemmSpec> gemm = examples::GemmOf(b->manifest);
+    if (!gemm) continue;  // the ops kernels: LaunchGpu below
     if (absl::Status here = rt::CheckTarget(b->manifest, **Driver::Get()); !here.ok()) {
       // Built for a newer chip (sm_100a here on an H100/H200): the launch must say so clearly.
       examples::RunOptions opt;
@@ -152,9 +154,10 @@ TEST(BundlesGpu, EveryBundleIsCorrect) {
       EXPECT_NE(r.status().message().find("cannot run here"), std::string::npos) << r.status();
       continue;
     }
-    absl::StatusOr<Bundle> ref = ReadBundle(dir, "reference/" + b->manifest.gemm.in_type);
-    const GemmSpec& g = b->manifest.gemm;
+    absl::StatusOr<Bundle> ref = ReadBundle(dir, "reference/" + gemm->in_type);
+    const examples::GemmSpec& g = *gemm;
     auto up = [](int64_t v, int64_t tile) { return (v + tile - 1) / tile * tile; };
+    using examples::ProblemSize;
     for (ProblemSize size : {ProblemSize{512, 512, 512}, ProblemSize{768, 256, 384}}) {
       size = {up(size.m, g.tile_m), up(size.n, g.tile_n), up(size.k, g.tile_k)};
       examples::RunOptions opt;
@@ -257,6 +260,110 @@ TEST(LaunchGpu, RowOpsAtRaggedSizes) {
       EXPECT_LT(r->rel_error, 1e-2) << name << " " << rows << "x" << cols;
     }
   }
+}
+
+}  // namespace
+}  // namespace kiln::rt
+
+namespace kiln::rt {
+namespace {
+
+// The TMA GEMMs through the typed launch API, as a user's program would call them: tensors for
+// the tensor map parameters (encoded by the launcher from the kernel's rules), the schedule table
+// built by the launcher, the grid from the kernel's rule. k02 takes its maps by pointer and C as
+// a pointer; k14 takes all three by value and a Hilbert table. Checked against fp64 on the CPU.
+TEST(LaunchGpu, TmaGemmsFromTensorsAndTheirErrors) {
+  REQUIRE_GPU();
+  const char* dir = std::getenv("KILN_BUNDLE_DIR");
+  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  if ((*Driver::Get())->compute_capability() != 90) GTEST_SKIP() << "the TMA GEMMs are sm_90a kernels";
+  const int64_t M = 512, N = 768, K = 320;  // multiples of k14's 256x256x64 and k02's 64
+  std::vector<uint16_t> a = examples::RandomNormal16(M * K, 1, false), b = examples::RandomNormal16(N * K, 2, false);
+  absl::StatusOr<DeviceBuffer> da = DeviceBuffer::Allocate(a.size() * 2), db = DeviceBuffer::Allocate(b.size() * 2),
+                               dc = DeviceBuffer::Allocate(M * N * 2);
+  ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
+  ASSERT_TRUE(da->CopyFromHost(a.data(), a.size() * 2).ok());
+  ASSERT_TRUE(db->CopyFromHost(b.data(), b.size() * 2).ok());
+  for (const char* name : {"hopper/k02", "hopper/k14"}) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<Bundle> bundle = ReadBundle(dir, name);
+    ASSERT_TRUE(bundle.ok()) << bundle.status();
+    absl::StatusOr<LoadedKernel> k = LoadedKernel::Load(*bundle);
+    ASSERT_TRUE(k.ok()) << k.status();
+    // Arguments by the manifest's parameters: A (MxK) and B (NxK) K-major, C column-major.
+    auto args_for = [&](int64_t m) {
+      std::vector<Arg> args;
+      for (const ParamSpec& p : bundle->manifest.params) {
+        if (p.name == "M") args.push_back(Arg::I32(static_cast<int32_t>(m)));
+        else if (p.name == "N") args.push_back(Arg::I32(N));
+        else if (p.name == "K") args.push_back(Arg::I32(K));
+        else if (p.name == "C") args.push_back(Arg::Ptr(*dc));
+        else if (p.kind == ParamSpec::Kind::kScheduleTable) args.push_back(Arg::Schedule());
+        else {
+          const std::string& t = p.tensor_map.tensor;
+          args.push_back(Arg::Tensor(t == "A" ? da->ptr() : t == "B" ? db->ptr() : dc->ptr()));
+        }
+      }
+      return args;
+    };
+    ASSERT_TRUE(dc->Fill(0xff).ok());  // NaN until written
+    absl::Status s = k->Launch(args_for(M));
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE(Synchronize().ok());
+    std::vector<uint16_t> c(M * N);
+    ASSERT_TRUE(dc->CopyToHost(c.data(), c.size() * 2).ok());
+    double err = 0, norm = 0;
+    for (int64_t i = 0; i < M; i += 7)
+      for (int64_t j = 0; j < N; j += 5) {
+        double want = 0;
+        for (int64_t kk = 0; kk < K; ++kk)
+          want += double(examples::Bf16ToFloat(a[i * K + kk])) * examples::Bf16ToFloat(b[j * K + kk]);
+        const double got = examples::Bf16ToFloat(c[j * M + i]);
+        ASSERT_FALSE(std::isnan(got)) << i << "," << j;
+        err += (got - want) * (got - want);
+        norm += want * want;
+      }
+    EXPECT_LT(std::sqrt(err / norm), 1e-2);
+    // A size the tile does not divide: refused before launch, naming the rule's line.
+    s = k->Launch(args_for(M + 8));
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_NE(s.message().find(" requires M to be a multiple of "), std::string::npos) << s;
+    EXPECT_EQ(s.message().rfind("examples/hopper/", 0), 0u) << s;
+    // A tensor TMA cannot address (not 16-byte aligned).
+    std::vector<Arg> bad = args_for(M);
+    for (size_t i = 0; i < bad.size(); ++i)
+      if (bundle->manifest.params[i].kind == ParamSpec::Kind::kTensorMap &&
+          bundle->manifest.params[i].tensor_map.tensor == "A")
+        bad[i] = Arg::Tensor(da->ptr() + 8);
+    s = k->Launch(bad);
+    EXPECT_NE(s.message().find("tensor map tmA over A: tensor map base address must be 16-byte aligned"),
+              std::string::npos) << s;
+  }
+}
+
+// Shared memory sized by a launch rule, beyond what the device allows: a message, not a launch.
+TEST(LaunchGpu, DynamicSmemOverTheDeviceLimitIsRefused) {
+  REQUIRE_GPU();
+  Bundle b;
+  b.manifest.name = "test/dyn_smem";
+  b.manifest.entry = "noop";
+  b.manifest.target = "sm_80";
+  b.manifest.source = "t.cc:1";
+  b.manifest.params = {{"n", ParamSpec::Kind::kI32}};
+  b.manifest.smem_extra = *GridExpr::Parse("n*1024");
+  b.manifest.smem_extra_source = "t.cc:5";
+  b.ptx = R"(.version 7.8
+.target sm_80
+.address_size 64
+.visible .entry noop(.param .u32 n) { ret; }
+)";
+  absl::StatusOr<LoadedKernel> k = LoadedKernel::Load(b);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_TRUE(k->Launch({1, 1, 1}, {Arg::I32(16)}).ok());
+  absl::Status s = k->Launch({1, 1, 1}, {Arg::I32(1000)});
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_EQ(s.message().rfind("t.cc:5: test/dyn_smem: needs 1024000 bytes of shared memory (0 planned + n*1024)", 0), 0u) << s;
+  ASSERT_TRUE(Synchronize().ok());
 }
 
 }  // namespace

@@ -129,7 +129,7 @@ TEST(AmpereLayout, XorOnRowsThatAreNotWholeBlocks) {
 TEST(AmpereLayout, TmaCannotFillAUnitSwizzledTile) {
   Kernel k("test/tma_unit", sm90a(), {128});
   rt::TensorMapParam spec;
-  spec.operand = "A";
+  spec.tensor = "A";
   spec.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse("M")};
   spec.strides = {*rt::GridExpr::Parse("K*2")};
   spec.box = {64, 64};

@@ -145,7 +145,7 @@ TEST(TcgenCommit, MulticastNeedsACluster) {
 TEST(Interleaved, TakesOnlySlabBoxes) {
   Kernel k("test/interleaved_box", sm100a(), {128});
   rt::TensorMapParam spec;  // a 64-wide box: the right bytes, the wrong layout
-  spec.operand = "A";
+  spec.tensor = "A";
   spec.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse("M")};
   spec.strides = {*rt::GridExpr::Parse("K*2")};
   spec.box = {64, 128};

@@ -1,4 +1,5 @@
 // The builder: what it emits, and that every mistake is an error naming the DSL line.
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kiln/kernel.h"
 #include "kiln/lowering.h"
@@ -241,11 +242,10 @@ TEST(Dsl, ClustersNeedHopper) {
 
 // ---- Hopper misuse: each is an error at the line that made it.
 
+// A 2D map over A whose dims and strides the launch gives (none of these kernels has M or K).
 rt::TensorMapParam Map128B(int box_rows) {
   rt::TensorMapParam t;
-  t.operand = "A";
-  t.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse("M")};
-  t.strides = {*rt::GridExpr::Parse("K*2")};
+  t.tensor = "A";
   t.box = {64, static_cast<uint32_t>(box_rows)};
   t.swizzle = rt::TmaSwizzle::k128B;
   return t;
@@ -319,6 +319,68 @@ TEST(Hopper, MulticastNeedsACluster) {
   Barriers bar = k.SmemBarriers(1);
   k.TmaLoadMulticast(a, t, bar[0], {0, 0}, 3); const int line = __LINE__;
   ExpectError(k, line, "needs a cluster");
+}
+
+TEST(Hopper, TensorMapRulesNameIntegerParameters) {
+  Kernel k("test/tmap_rules", sm90a(), {128});
+  k.I32Param("rows");
+  rt::TensorMapParam t = Map128B(64);
+  t.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse("rows")};
+  t.strides = {*rt::GridExpr::Parse("K*2")};
+  k.TmaParam("tmA", t); const int line = __LINE__;
+  ExpectError(k, line, "tensor map tmA rule K names K, which is not an integer parameter of this kernel (it has rows;");
+}
+
+TEST(Kernel, LaunchRulesAttributesAndDynamicSmem) {
+  Kernel k("test/launch_rules", sm90a(), {128});
+  Value x = k.PtrParam("x", f32);
+  Value cols = k.I32Param("cols");
+  k.Grid("cols/128");
+  k.RequireMultiple("cols", 4); const int require_line = __LINE__;
+  k.Attribute("note", "anything a harness wants");
+  SmemTile t = k.Smem(f32, 1, 40);  // 160 bytes planned
+  Value extra = k.SmemDynamic(f32, "cols*4"); const int extra_line = __LINE__;
+  k.Store(extra + k.ThreadIdx(), k.Load(x + k.ThreadIdx()));
+  k.Store(t.At(0, 0), k.F32(1));
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  const rt::Manifest& m = def->manifest();
+  EXPECT_EQ(m.smem_bytes, 256u);  // the plan, rounded up to where the dynamic part starts
+  EXPECT_EQ(m.SmemBytes({{"cols", 1000}}), 256 + 4000);
+  EXPECT_EQ(m.smem_extra_source, "tests/unit/dsl_test.cc:" + std::to_string(extra_line));
+  ASSERT_EQ(m.requirements.size(), 1u);
+  EXPECT_EQ(m.requirements[0].source, "tests/unit/dsl_test.cc:" + std::to_string(require_line));
+  EXPECT_EQ(*m.Attribute("note"), "anything a harness wants");
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_NE(ptx->find("+256], "), std::string::npos) << *ptx;  // the launch-sized part, past the plan
+}
+
+TEST(Kernel, LaunchRuleMistakes) {
+  {
+    Kernel k("test/late_tile", sm90a(), {128});
+    k.I32Param("n");
+    k.SmemDynamic(f32, "n*4"); const int dyn = __LINE__;
+    k.Smem(f32, 8, 8); const int line = __LINE__;
+    ExpectError(k, line, absl::StrCat("shared tiles go before the launch-sized shared memory of SmemDynamic (",
+                                      "tests/unit/dsl_test.cc:", dyn, ")"));
+  }
+  {
+    Kernel k("test/bad_dynamic", sm90a(), {128});
+    k.I32Param("n");
+    k.SmemDynamic(f32, "cols*4"); const int line = __LINE__;
+    ExpectError(k, line, "dynamic shared memory rule cols*4 names cols, which is not an integer parameter of this kernel (it has n;");
+  }
+  {
+    Kernel k("test/bad_require", sm90a(), {128});
+    k.RequireMultiple("M", 128); const int line = __LINE__;
+    ExpectError(k, line, "requirement rule M names M, which is not an integer parameter of this kernel (it has none;");
+  }
+  {
+    Kernel k("test/bad_attr", sm90a(), {128});
+    k.Attribute("two words", "x"); const int line = __LINE__;
+    ExpectError(k, line, "attribute 'two words': a key is one word and a value one line");
+  }
 }
 
 TEST(Hopper, ExpectTxComesFromTheBoxes) {

@@ -233,7 +233,7 @@ TEST(Ops, SaxpyTakesScalarsOfItsTypes) {
     EXPECT_NE(ptx->find(s), std::string::npos) << s << "\n" << *ptx;
   absl::StatusOr<KernelDef> def = Find("ops/saxpy")->build();
   ASSERT_TRUE(def.ok());
-  EXPECT_FALSE(def->manifest().is_gemm);
+  EXPECT_FALSE(GemmOf(def->manifest()));
   EXPECT_EQ(def->manifest().params[2].kind, rt::ParamSpec::Kind::kF32);
   EXPECT_EQ(def->manifest().params[3].kind, rt::ParamSpec::Kind::kI64);
 }

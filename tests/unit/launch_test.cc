@@ -42,5 +42,38 @@ TEST(LaunchArgs, ArgumentsKeepTheirBytes) {
   EXPECT_EQ(*static_cast<int64_t*>(i.data()), -3);
 }
 
+// A kernel over a tensor map whose dims are rules, one bound at launch, and a schedule table.
+Manifest TmaKernel() {
+  absl::StatusOr<Manifest> m = Manifest::Parse(
+      "kiln-bundle 1\nname test/tma\nentry tma\ntarget sm_90a\nblock 128 1 1\ncluster 1 1 1\nsmem 0\n"
+      "grid M/64 1 1\nparam M i32\nparam tmA tmap A value bf16 K,M K*2 64,64 128B\n"
+      "param tmX tmap x value f32 - - 32,8 none\nparam s table hilbert M/64 M/64 4 16\n"
+      "param K i32\nrequire M 64 t.cc:3\nsource t.cc:1\n");
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *m;
+}
+
+TEST(LaunchArgs, TensorsAndTables) {
+  const Manifest m = TmaKernel();
+  EXPECT_TRUE(CheckArgs(m, {Arg::I32(128), Arg::Tensor(0x1000), Arg::Tensor(0x2000, {32, 100}, {128}),
+                            Arg::Schedule(), Arg::I32(64)})
+                  .ok());
+  // A pointer where the kernel takes a tensor map.
+  absl::Status s = CheckArgs(m, {Arg::I32(128), Arg::Ptr(0x1000), Arg::Tensor(0x2000, {32, 100}, {128}),
+                                 Arg::Schedule(), Arg::I32(64)});
+  EXPECT_EQ(s.message().substr(0, 65), "t.cc:1: test/tma argument 1 (tmA) is tensor map, not ptr; it take");
+  // Dims bound at launch must come with the launch.
+  s = CheckArgs(m, {Arg::I32(128), Arg::Tensor(0x1000), Arg::Tensor(0x2000), Arg::Schedule(), Arg::I32(64)});
+  EXPECT_NE(s.message().find("argument 2 (tensor map tmX over x) has its dims bound at launch: pass "
+                             "Arg::Tensor(address, dims, strides) with 2 dims and 1 strides"),
+            std::string::npos) << s;
+  s = CheckArgs(m, {Arg::I32(128), Arg::Tensor(0x1000, {1, 2, 3}, {4, 5}), Arg::Tensor(0x2000, {32, 100}, {128}),
+                    Arg::Schedule(), Arg::I32(64)});
+  EXPECT_NE(s.message().find("argument 1 (tensor map tmA over A) is rank 2: it takes 2 dims and 1 strides, not 3 and 2"),
+            std::string::npos) << s;
+  EXPECT_EQ(SymbolsOf(m, {Arg::I32(128), Arg::Tensor(0), Arg::Tensor(0), Arg::Schedule(), Arg::I32(64)}),
+            (Symbols{{"K", 64}, {"M", 128}}));
+}
+
 }  // namespace
 }  // namespace kiln::rt

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_replace.h"
+#include "examples/gemm_spec.h"
 #include "gtest/gtest.h"
 #include "kiln/runtime/schedule.h"
 
@@ -23,26 +24,25 @@ Manifest Sample() {
   m.grid[1] = *GridExpr::Parse("M/128");
   m.grid[2] = *GridExpr::Parse("1");
   m.params = {{"A", ParamSpec::Kind::kPointer}, {"M", ParamSpec::Kind::kI32}};
-  m.is_gemm = true;
-  m.gemm.c_order = "col";
-  m.gemm.tile_m = 128, m.gemm.tile_n = 128, m.gemm.tile_k = 16;
+  m.requirements = {{"M", 128, "examples/hopper/k01_warptiling.cc:21"}};
+  m.attributes = {{"gemm", "bf16 bf16 f32 row col col 128 128 16 examples/hopper/k01_warptiling.cc:21"}};
   m.source = "examples/hopper/k01_warptiling.cc:20";
   return m;
 }
 
 TEST(Manifest, ScalarParamsAndNonGemmKernelsRoundTrip) {
   Manifest m = Sample();
-  m.is_gemm = false;
+  m.attributes.clear();
   m.params = {{"x", ParamSpec::Kind::kPointer}, {"a", ParamSpec::Kind::kF32}, {"n", ParamSpec::Kind::kI64}};
   const std::string text = m.Serialize();
   EXPECT_NE(text.find("param a f32\nparam n i64\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("gemm "), std::string::npos) << text;  // no GEMM description to check
   absl::StatusOr<Manifest> back = Manifest::Parse(text);
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_FALSE(back->is_gemm);
+  EXPECT_FALSE(examples::GemmOf(*back));
   EXPECT_EQ(back->params[1].kind, ParamSpec::Kind::kF32);
   EXPECT_EQ(back->params[2].kind, ParamSpec::Kind::kI64);
-  EXPECT_TRUE(Manifest::Parse(Sample().Serialize())->is_gemm);
+  EXPECT_TRUE(examples::GemmOf(*Manifest::Parse(Sample().Serialize())));
   absl::StatusOr<Manifest> bad = Manifest::Parse(absl::StrReplaceAll(text, {{"param a f32", "param a f16"}}));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("bad param kind (ptr, i32, i64, f32"), std::string::npos) << bad.status();
@@ -55,7 +55,30 @@ TEST(Manifest, RoundTrips) {
   EXPECT_EQ(back->Serialize(), m.Serialize());
   EXPECT_EQ(back->cluster.x, 2u);
   EXPECT_EQ(back->params[1].kind, ParamSpec::Kind::kI32);
-  EXPECT_EQ(back->gemm.c_order, "col");
+  EXPECT_EQ(examples::GemmOf(*back)->c_order, "col");
+  EXPECT_EQ(back->requirements.at(0).multiple, 128);
+  EXPECT_EQ(*back->Attribute("gemm"), *m.Attribute("gemm"));
+  EXPECT_EQ(back->Attribute("nothing"), nullptr);
+}
+
+TEST(Manifest, RequirementsNameTheirLine) {
+  const Manifest m = Sample();
+  EXPECT_TRUE(m.CheckRequirements({{"M", 256}}).ok());
+  absl::Status s = m.CheckRequirements({{"M", 1000}});
+  EXPECT_EQ(s.message(), "examples/hopper/k01_warptiling.cc:21: hopper/k01 requires M to be a multiple of 128; it is 1000");
+  EXPECT_FALSE(m.CheckRequirements({}).ok());
+}
+
+TEST(Manifest, DynamicSmemIsARuleOfTheArguments) {
+  Manifest m = Sample();
+  EXPECT_EQ(m.SmemBytes({{"cols", 1000}}), 8192);
+  m.smem_extra = *GridExpr::Parse("cols*4");
+  m.smem_extra_source = "x.cc:7";
+  EXPECT_EQ(m.SmemBytes({{"cols", 1000}}), 8192 + 4000);
+  absl::StatusOr<Manifest> back = Manifest::Parse(m.Serialize());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->SmemBytes({{"cols", 10}}), 8192 + 40);
+  EXPECT_EQ(back->smem_extra_source, "x.cc:7");
 }
 
 TEST(Manifest, RejectsGarbage) {
@@ -70,11 +93,12 @@ TEST(Manifest, RejectsGarbage) {
 TEST(GridExpr, EvaluatesProductsAndCeilings) {
   absl::StatusOr<GridExpr> g = GridExpr::Parse("M/128*N/256");
   ASSERT_TRUE(g.ok());
-  EXPECT_EQ(*g->Evaluate({1000, 512, 64}, 132), 8u * 2u);  // ceil(1000/128) = 8
-  EXPECT_EQ(*GridExpr::Parse("sms")->Evaluate({1, 1, 1}, 132), 132u);
+  EXPECT_EQ(*g->Evaluate({{"M", 1000}, {"N", 512}}, 132), 8u * 2u);  // ceil(1000/128) = 8
+  EXPECT_EQ(*GridExpr::Parse("sms")->Evaluate({}, 132), 132u);
   // sms/D rounds down: the largest multiple of 2 CTAs for persistent pairs.
-  EXPECT_EQ(*GridExpr::Parse("sms/2*2")->Evaluate({1, 1, 1}, 133), 132u);
-  EXPECT_EQ(*GridExpr::Parse("sms/2*2")->Evaluate({1, 1, 1}, 148), 148u);
+  EXPECT_EQ(*GridExpr::Parse("sms/2*2")->Evaluate({}, 133), 132u);
+  EXPECT_EQ(*GridExpr::Parse("sms/2*2")->Evaluate({}, 148), 148u);
+  EXPECT_EQ(GridExpr::Parse("M/128*sms*N")->SymbolNames(), (std::vector<std::string>{"M", "N"}));
   EXPECT_EQ(GridExpr::Parse("N/128*M/128")->ToString(), "N/128*M/128");
   EXPECT_FALSE(GridExpr::Parse("2Q/2").ok());  // a symbol is an identifier
   EXPECT_FALSE(GridExpr::Parse("rows-1").ok());
@@ -87,13 +111,15 @@ TEST(GridExpr, EvaluatesProductsAndCeilings) {
 }
 
 TEST(Manifest, UntileableSizeNamesKernelAndLine) {
-  absl::Status s = Sample().CheckProblem({1000, 4096, 4096});
+  const Manifest m = Sample();
+  const examples::GemmSpec g = *examples::GemmOf(m);
+  absl::Status s = examples::CheckProblem(m, g, {1000, 4096, 4096});
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message(),
             "hopper/k01 cannot tile M=1000: its tile is 128x128x16 "
-            "(examples/hopper/k01_warptiling.cc:20), so M must be a multiple of 128");
-  EXPECT_TRUE(Sample().CheckProblem({256, 128, 32}).ok());
-  absl::StatusOr<Dim3> grid = Sample().GridFor({256, 512, 32}, 132);
+            "(examples/hopper/k01_warptiling.cc:21), so M must be a multiple of 128");
+  EXPECT_TRUE(examples::CheckProblem(m, g, {256, 128, 32}).ok());
+  absl::StatusOr<Dim3> grid = examples::GemmGrid(m, g, {256, 512, 32}, 132);
   ASSERT_TRUE(grid.ok());
   EXPECT_EQ(grid->x, 4u);
   EXPECT_EQ(grid->y, 2u);
@@ -122,17 +148,19 @@ TEST(Manifest, TensorMapAndTableParamsRoundTrip) {
   const std::string text =
       "kiln-bundle 1\nname hopper/x\nentry x\ntarget sm_90a\nblock 384 1 1\ncluster 2 1 1\n"
       "smem 1024\ngrid 128 1 1\nparam tmA tmap A value bf16 64,M,K/64 K*2,128 64,128,1 128B\n"
-      "param s table hilbert 256 256 64 128\nsource x.cc:1\n";
+      "param s table hilbert M/256 N/256 64 128\nparam tmX tmap x value f32 - - 32,8 none\nsource x.cc:1\n";
   absl::StatusOr<Manifest> m = Manifest::Parse(text);
   ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_EQ(m->params.size(), 2u);
+  ASSERT_EQ(m->params.size(), 3u);
   const TensorMapParam& t = m->params[0].tensor_map;
   EXPECT_EQ(t.BoxBytes(), 64 * 128 * 2);
-  absl::StatusOr<TensorMapSpec> spec = t.Resolve({4096, 2048, 1024});
-  ASSERT_TRUE(spec.ok());
-  EXPECT_EQ(spec->dims, (std::vector<uint64_t>{64, 4096, 16}));
-  EXPECT_EQ(spec->strides_bytes, (std::vector<uint64_t>{2048, 128}));
+  TensorMapSpec spec = t.Resolve({{"M", 4096}, {"N", 2048}, {"K", 1024}});
+  EXPECT_EQ(spec.dims, (std::vector<uint64_t>{64, 4096, 16}));
+  EXPECT_EQ(spec.strides_bytes, (std::vector<uint64_t>{2048, 128}));
   EXPECT_EQ(m->params[1].schedule.groups, 64);
+  EXPECT_EQ(m->params[1].schedule.tiles_m.Value({{"M", 1000}}, 0), 4);
+  EXPECT_TRUE(m->params[2].tensor_map.bound_at_launch());
+  EXPECT_EQ(m->params[2].tensor_map.rank(), 2);
   EXPECT_EQ(Manifest::Parse(m->Serialize())->Serialize(), m->Serialize());
   EXPECT_FALSE(Manifest::Parse(text + "param b tmap B value bf16 64,M K*2,128 64,128,1 128B\n").ok());
 }

@@ -129,13 +129,14 @@ class SmemTile {
   Loc loc_;
 };
 
-// A TMA descriptor parameter (CUtensorMap) for one GEMM operand; the launcher encodes it from
-// the manifest's spec. Its box and swizzle decide the smem tiles it may fill.
+// A TMA descriptor parameter (CUtensorMap) over a tensor in global memory; the launcher encodes
+// it from the manifest's spec and the tensor's address. Its box and swizzle decide the smem tiles
+// it may fill.
 class TensorMap {
  public:
   TensorMap() = default;
   const rt::TensorMapParam& spec() const { return spec_; }
-  int rank() const { return static_cast<int>(spec_.dims.size()); }
+  int rank() const { return spec_.rank(); }
   int box_bytes() const { return spec_.BoxBytes(); }
   Swizzle swizzle() const { return static_cast<Swizzle>(spec_.swizzle); }
   const Value& param() const { return param_; }
@@ -200,6 +201,13 @@ class WgmmaAccumulator {
   int n_ = 0;
 };
 
+// A schedule table parameter (see rt::ScheduleTableParam): a tiles_m x tiles_n grid of tiles,
+// each a rule of the integer parameters (e.g. "M/256"), dealt to `groups` CTA groups of `slots`.
+struct ScheduleTable {
+  std::string tiles_m, tiles_n;
+  int groups = 1, slots = 1;
+};
+
 // A thread role: a contiguous range of threads running its own code (warp specialisation).
 struct RoleSpec {
   int first_thread = 0;
@@ -254,14 +262,16 @@ class Kernel {
   Value I32Param(const std::string& name, Loc loc = Loc::current());
   Value I64Param(const std::string& name, Loc loc = Loc::current());
   Value F32Param(const std::string& name, Loc loc = Loc::current());
-  // A global i32 table the launcher builds on the host (e.g. a Hilbert tile order).
-  Value ScheduleTableParam(const std::string& name, const rt::ScheduleTableParam& spec,
-                           Loc loc = Loc::current());
-  // Grid dims as rules of the problem size, e.g. Grid("N/128", "M/128").
+  // A global i32 table the launcher builds on the host (a Hilbert tile order).
+  Value ScheduleTableParam(const std::string& name, const ScheduleTable& spec, Loc loc = Loc::current());
+  // Grid dims as rules of the integer parameters, e.g. Grid("N/128", "M/128") or Grid("rows/16").
   void Grid(const std::string& x, const std::string& y = "1", const std::string& z = "1",
             Loc loc = Loc::current());
-  // The GEMM this kernel computes (dtypes, storage orders, tile the sizes must divide by).
-  void Gemm(const rt::GemmSpec& spec, Loc loc = Loc::current());
+  // A launch rule: integer parameter `name` must be a multiple of `multiple` (e.g. the tile).
+  // Every launch checks it and names this line when it fails.
+  void RequireMultiple(const std::string& name, int64_t multiple, Loc loc = Loc::current());
+  // Attaches `value` to the manifest under `key`, for a harness or tool to read (kiln does not).
+  void Attribute(const std::string& key, const std::string& value, Loc loc = Loc::current());
 
   // ---- constants and ids
   Value I32(int64_t v, Loc loc = Loc::current());
@@ -301,6 +311,9 @@ class Kernel {
                 Loc loc = Loc::current());
   // A padded or XOR-swizzled tile (a ring when layout.stages > 1), 128-byte aligned.
   SmemTile Smem(Scalar elem, int rows, int cols, const SmemLayout& layout, Loc loc = Loc::current());
+  // Shared memory sized at launch: `bytes`, a rule of the integer parameters (e.g. "cols*4"),
+  // after every planned tile (declare those first), 128-byte aligned. Returns its first element.
+  Value SmemDynamic(Scalar elem, const std::string& bytes, Loc loc = Loc::current());
   // A tile over the bytes of `base` (and beyond, if larger): e.g. an epilogue's staging buffer
   // over the mainloop's ring. The kernel synchronises between the two uses.
   SmemTile SmemOver(const SmemTile& base, Scalar elem, int rows, int cols, const SmemLayout& layout,

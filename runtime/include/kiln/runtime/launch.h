@@ -1,10 +1,13 @@
 // Launching any kiln kernel from its bundle with typed arguments, without the compiler: the
-// arguments are checked against the manifest's parameters (count, kind) and the kernel against
-// the device (target chip at Load; shared memory, by rt::Kernel, at Launch), and every error
-// names the kernel and the source line that defined it.
+// arguments are checked against the manifest's parameters (count, kind), its requirements (tile
+// multiples) and the tensor maps' rules, and the kernel against the device (target chip at Load;
+// shared memory at Launch); every error names the kernel and the source line that defined it.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -14,24 +17,38 @@
 
 namespace kiln::rt {
 
-// One launch argument: a device pointer or a scalar of a parameter's exact type.
+// One launch argument: a device pointer, a scalar of a parameter's exact type, a tensor for a
+// tensor map parameter, or the request that the launcher build a schedule table.
 class Arg {
  public:
-  using Kind = ParamSpec::Kind;  // kPointer, kI32, kI64, kF32 (tensor maps and tables: not here)
+  using Kind = ParamSpec::Kind;
   static Arg Ptr(cu::CUdeviceptr p) { return Arg(Kind::kPointer, &p, sizeof(p)); }
   static Arg Ptr(const DeviceBuffer& b) { return Ptr(b.ptr()); }
   static Arg I32(int32_t v) { return Arg(Kind::kI32, &v, sizeof(v)); }
   static Arg I64(int64_t v) { return Arg(Kind::kI64, &v, sizeof(v)); }
   static Arg F32(float v) { return Arg(Kind::kF32, &v, sizeof(v)); }
+  // The tensor a tensor map parameter covers, at `address`: the launcher encodes the map from the
+  // parameter's box and swizzle and its dims and strides rules.
+  static Arg Tensor(cu::CUdeviceptr address) { return Arg(Kind::kTensorMap, &address, sizeof(address)); }
+  static Arg Tensor(const DeviceBuffer& b) { return Tensor(b.ptr()); }
+  // The same with the dims (elements, innermost first) and strides (bytes, of dims 1..) given
+  // here: for a parameter whose dims are bound at launch, or to override its rules.
+  static Arg Tensor(cu::CUdeviceptr address, std::vector<uint64_t> dims, std::vector<uint64_t> strides_bytes);
+  // A schedule table parameter: the launcher builds it from its rules and the launch's integers.
+  static Arg Schedule() { return Arg(Kind::kScheduleTable, nullptr, 0); }
 
   Kind kind() const { return kind_; }
   void* data() { return bytes_; }
   int64_t AsInt() const;  // an i32 or i64 argument's value (grid rules read them)
+  uint64_t address() const;  // a pointer's or a tensor's
+  const std::vector<uint64_t>& dims() const { return dims_; }  // a tensor's, when given
+  const std::vector<uint64_t>& strides_bytes() const { return strides_; }
 
  private:
   Arg(Kind kind, const void* value, size_t size);
   Kind kind_;
   alignas(8) unsigned char bytes_[8] = {};
+  std::vector<uint64_t> dims_, strides_;
 };
 
 const char* ParamKindName(ParamSpec::Kind kind);  // "ptr", "i32", ...
@@ -41,6 +58,8 @@ const char* ParamKindName(ParamSpec::Kind kind);  // "ptr", "i32", ...
 absl::Status CheckTarget(const Manifest& m, const Driver& d);
 // Whether `args` match `m`'s parameters one by one; the message lists the expected signature.
 absl::Status CheckArgs(const Manifest& m, const std::vector<Arg>& args);
+// The integer arguments by parameter name (what grid, smem and tensor map rules read).
+Symbols SymbolsOf(const Manifest& m, const std::vector<Arg>& args);
 
 // A bundle loaded on the current device.
 class LoadedKernel {
@@ -58,9 +77,18 @@ class LoadedKernel {
   // The two launches and GridFor check the arguments once, then share these.
   absl::StatusOr<Dim3> GridOfCheckedArgs(const std::vector<Arg>& args) const;
   absl::Status LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, cu::CUstream stream) const;
+  // A device copy of `bytes` (a tensor map passed by pointer, a schedule table), made once per
+  // distinct content and kept while the kernel is loaded, so that a launch never frees memory
+  // an earlier launch may still read.
+  absl::StatusOr<uint64_t> DeviceCopy(const std::string& bytes) const;
 
   Manifest manifest_;
   Kernel kernel_;
+  struct Uploads {
+    std::mutex mu;
+    std::map<std::string, DeviceBuffer> by_content;
+  };
+  std::unique_ptr<Uploads> uploads_ = std::make_unique<Uploads>();
 };
 
 }  // namespace kiln::rt

@@ -13,15 +13,9 @@
 
 namespace kiln::rt {
 
-// The problem sizes a grid rule and a launch are evaluated against.
-struct ProblemSize {
-  int64_t m = 0, n = 0, k = 0;
-};
-
-// The values a grid rule is evaluated with: the kernel's integer parameters by name (a GEMM's
-// M, N and K among them).
+// The values a grid rule (or a tensor map's dims, a dynamic smem rule) is evaluated with: the
+// kernel's integer parameters by name.
 using Symbols = std::map<std::string, int64_t, std::less<>>;
-Symbols ProblemSymbols(const ProblemSize& size);  // {M, N, K}
 
 // One grid dimension: a product of factors, each an integer, a symbol divided (rounding up) by
 // an integer, or "sms" (the device's multiprocessor count; sms/D rounds down, so "sms/2*2" is the
@@ -38,32 +32,47 @@ struct GridExpr {
   std::string ToString() const;
   // Fails when a symbol has no value or the result is not a launchable grid dimension.
   absl::StatusOr<unsigned> Evaluate(const Symbols& symbols, int sm_count) const;
-  absl::StatusOr<unsigned> Evaluate(const ProblemSize& size, int sm_count) const;
   // Unchecked, 64-bit; a symbol without a value counts as 0.
   int64_t Value(const Symbols& symbols, int sm_count) const;
-  int64_t Value(const ProblemSize& size, int sm_count) const;
+  // The symbols it names (not "sms").
+  std::vector<std::string> SymbolNames() const;
 };
 
-// A TMA descriptor the launcher encodes for one GEMM operand. Sizes are rules of M, N, K.
+// A TMA descriptor the launcher encodes over a tensor in global memory: the launch passes the
+// tensor's address (rt::Arg::Tensor) and the launcher encodes the map. Its dims and strides are
+// rules of the kernel's integer parameters, or, when the kernel leaves them empty, given by the
+// launch. The rank is the box's.
 struct TensorMapParam {
-  std::string operand;  // A, B or C
+  std::string tensor;    // what the map reads or writes, e.g. A or x (documentation and messages)
   bool by_value = true;  // a __grid_constant__ CUtensorMap; else a pointer to a device copy
   TmaDtype dtype = TmaDtype::kBF16;
-  std::vector<GridExpr> dims;     // elements, innermost first
+  std::vector<GridExpr> dims;     // elements, innermost first; empty: bound at launch
   std::vector<GridExpr> strides;  // bytes, of dims 1..rank-1
   std::vector<uint32_t> box;
   TmaSwizzle swizzle = TmaSwizzle::kNone;
 
-  absl::StatusOr<TensorMapSpec> Resolve(const ProblemSize& size) const;
+  int rank() const { return static_cast<int>(box.size()); }
+  bool bound_at_launch() const { return dims.empty(); }
+  // The spec from the rules (only when not bound at launch).
+  TensorMapSpec Resolve(const Symbols& symbols) const;
   int BoxBytes() const;
 };
 
-// A tile-order table the launcher builds on the host: for each of `groups` CTA groups,
-// `slots` entries of (tile_m << 16 | tile_n), -1 after the last (see schedule.h).
+// A tile-order table the launcher builds on the host: a `tiles_m` x `tiles_n` grid of tiles
+// (rules of the integer parameters, e.g. M/256 and N/128) dealt to `groups` CTA groups, `slots`
+// entries each of (m index << 16 | n index), -1 after the last (see schedule.h).
 struct ScheduleTableParam {
   std::string curve = "hilbert";
-  int64_t tile_m = 1, tile_n = 1;  // the C tile one group computes per entry
+  GridExpr tiles_m, tiles_n;
   int groups = 1, slots = 1;
+};
+
+// A launch-time rule: integer parameter `symbol` must be a multiple of `multiple` (a kernel's
+// tile), checked before every launch.
+struct Requirement {
+  std::string symbol;
+  int64_t multiple = 1;
+  std::string source;  // file:line of the rule
 };
 
 struct ParamSpec {
@@ -74,35 +83,35 @@ struct ParamSpec {
   ScheduleTableParam schedule;  // kScheduleTable
 };
 
-// What GEMM a kernel computes: dtypes, storage order of each matrix and the tile the sizes must
-// divide by. "row"/"col" are the usual BLAS meanings for A (MxK), B (KxN) and C (MxN).
-struct GemmSpec {
-  std::string in_type = "bf16", out_type = "bf16", acc_type = "f32";
-  std::string a_order = "row", b_order = "col", c_order = "row";
-  int64_t tile_m = 1, tile_n = 1, tile_k = 1;
-};
-
 struct Manifest {
   std::string name;    // registry name, e.g. hopper/k01
   std::string entry;   // PTX entry symbol
   std::string target;  // sm_80, sm_90a, sm_100a
   Dim3 block, cluster;
-  unsigned smem_bytes = 0;
+  unsigned smem_bytes = 0;  // the planned shared memory
+  // Dynamic shared memory beyond the plan, a rule of the integer parameters (Kernel::SmemDynamic);
+  // empty for none.
+  GridExpr smem_extra;
+  std::string smem_extra_source;
   GridExpr grid[3];
   std::vector<ParamSpec> params;
-  bool is_gemm = false;  // a GEMM the harness (kiln run/bench) can check and time
-  GemmSpec gemm;         // when is_gemm
+  std::vector<Requirement> requirements;
+  // What the kernel's author attached (Kernel::Attribute), e.g. the examples' "gemm" description
+  // that their harness reads; the runtime does not interpret them.
+  std::vector<std::pair<std::string, std::string>> attributes;
   std::string source;  // file:line of the kernel's definition
 
   std::string Serialize() const;
   static absl::StatusOr<Manifest> Parse(absl::string_view text);
 
-  // Grid dims for a problem; fails with a message naming the kernel's source line when the
-  // problem does not divide by the kernel's tile.
-  absl::StatusOr<Dim3> GridFor(const ProblemSize& size, int sm_count) const;
-  // Grid dims from the kernel's integer parameters (any kernel).
+  // Grid dims from the kernel's integer parameters.
   absl::StatusOr<Dim3> GridFor(const Symbols& symbols, int sm_count) const;
-  absl::Status CheckProblem(const ProblemSize& size) const;
+  // Dynamic shared memory of a launch: the plan plus the extra rule.
+  int64_t SmemBytes(const Symbols& symbols) const;
+  // Every Requirement, with a message naming the rule's source line.
+  absl::Status CheckRequirements(const Symbols& symbols) const;
+  // The attribute's value, or null.
+  const std::string* Attribute(absl::string_view key) const;
 };
 
 // A bundle on disk: <dir>/<file stem>.manifest and <dir>/<file stem>.ptx.

@@ -1,0 +1,59 @@
+#include "examples/gemm_spec.h"
+
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace kiln::examples {
+
+std::string GemmSpec::ToString() const {
+  return absl::StrCat(in_type, " ", out_type, " ", acc_type, " ", a_order, " ", b_order, " ", c_order, " ",
+                      tile_m, " ", tile_n, " ", tile_k, " ", source.empty() ? "-" : source);
+}
+
+absl::StatusOr<GemmSpec> GemmSpec::Parse(absl::string_view text) {
+  std::vector<std::string> w = absl::StrSplit(text, ' ', absl::SkipEmpty());
+  GemmSpec g;
+  if (w.size() != 10 || !absl::SimpleAtoi(w[6], &g.tile_m) || !absl::SimpleAtoi(w[7], &g.tile_n) ||
+      !absl::SimpleAtoi(w[8], &g.tile_k) || g.tile_m <= 0 || g.tile_n <= 0 || g.tile_k <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("bad gemm description '", text, "'"));
+  g.in_type = w[0], g.out_type = w[1], g.acc_type = w[2];
+  g.a_order = w[3], g.b_order = w[4], g.c_order = w[5];
+  g.source = w[9] == "-" ? "" : w[9];
+  return g;
+}
+
+rt::Symbols ProblemSymbols(const ProblemSize& size) { return {{"M", size.m}, {"N", size.n}, {"K", size.k}}; }
+
+std::optional<GemmSpec> GemmOf(const rt::Manifest& m) {
+  const std::string* text = m.Attribute("gemm");
+  if (!text) return std::nullopt;
+  absl::StatusOr<GemmSpec> g = GemmSpec::Parse(*text);
+  if (!g.ok()) return std::nullopt;
+  return *std::move(g);
+}
+
+absl::Status CheckProblem(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& size) {
+  const int64_t dims[] = {size.m, size.n, size.k};
+  const int64_t tiles[] = {g.tile_m, g.tile_n, g.tile_k};
+  const char* names[] = {"M", "N", "K"};
+  for (int i = 0; i < 3; ++i) {
+    if (dims[i] <= 0) return absl::InvalidArgumentError(absl::StrCat(names[i], " must be positive"));
+    if (dims[i] % tiles[i] != 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          m.name, " cannot tile ", names[i], "=", dims[i], ": its tile is ", g.tile_m, "x", g.tile_n, "x",
+          g.tile_k, " (", g.source.empty() ? m.source : g.source, "), so ", names[i], " must be a multiple of ",
+          tiles[i]));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<rt::Dim3> GemmGrid(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& size,
+                                  int sm_count) {
+  if (absl::Status s = CheckProblem(m, g, size); !s.ok()) return s;
+  return m.GridFor(ProblemSymbols(size), sm_count);
+}
+
+}  // namespace kiln::examples

@@ -1,0 +1,45 @@
+// What GEMM an example kernel computes, as the examples' harness (kiln run/bench) reads it: the
+// dtypes, storage orders and the tile the sizes must divide by. A kernel carries it as its
+// manifest's "gemm" attribute (DescribeGemm); the runtime never interprets it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kiln/runtime/driver.h"
+#include "kiln/runtime/manifest.h"
+
+namespace kiln {
+class Kernel;
+}
+
+namespace kiln::examples {
+
+// "row"/"col" are the usual BLAS meanings for A (MxK), B (KxN) and C (MxN).
+struct GemmSpec {
+  std::string in_type = "bf16", out_type = "bf16", acc_type = "f32";
+  std::string a_order = "row", b_order = "col", c_order = "row";
+  int64_t tile_m = 1, tile_n = 1, tile_k = 1;
+  std::string source;  // file:line that described it
+
+  std::string ToString() const;
+  static absl::StatusOr<GemmSpec> Parse(absl::string_view text);
+};
+
+struct ProblemSize {
+  int64_t m = 0, n = 0, k = 0;
+};
+rt::Symbols ProblemSymbols(const ProblemSize& size);  // {M, N, K}
+
+// The kernel's GEMM description, if it is a GEMM (has a "gemm" attribute that parses).
+std::optional<GemmSpec> GemmOf(const rt::Manifest& m);
+// Fails with a message naming the kernel's tile and the line that set it when the problem does
+// not divide by the tile.
+absl::Status CheckProblem(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& size);
+// The grid of a GEMM launch: the tile check, then the kernel's grid rule over M, N, K.
+absl::StatusOr<rt::Dim3> GemmGrid(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& size,
+                                  int sm_count);
+
+}  // namespace kiln::examples
