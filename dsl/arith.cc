@@ -12,11 +12,13 @@ int ScalarBytes(Scalar s) {
   switch (s) {
     case Scalar::kI1: return 1;
     case Scalar::kI16: case Scalar::kF16: case Scalar::kBF16: return 2;
-    case Scalar::kI32: case Scalar::kF32: return 4;
-    case Scalar::kI64: return 8;
+    case Scalar::kI32: case Scalar::kF32: case Scalar::kS32: return 4;
+    case Scalar::kI64: case Scalar::kS64: return 8;
   }
   return 0;
 }
+
+bool IsSigned(Scalar s) { return s == Scalar::kS32 || s == Scalar::kS64; }
 
 bool Type::IsFloat() const {
   return kind != Kind::kPointer && (elem == Scalar::kF16 || elem == Scalar::kBF16 || elem == Scalar::kF32);
@@ -25,7 +27,7 @@ bool Type::IsInt() const { return kind != Kind::kPointer && !IsFloat(); }
 int Type::Bytes() const { return kind == Kind::kPointer ? 8 : ScalarBytes(elem) * lanes; }
 
 std::string Type::Str() const {
-  static const char* names[] = {"i1", "i16", "i32", "i64", "f16", "bf16", "f32"};
+  static const char* names[] = {"i1", "i16", "i32", "i64", "f16", "bf16", "f32", "s32", "s64"};
   const char* e = names[static_cast<int>(elem)];
   switch (kind) {
     case Kind::kScalar: return e;
@@ -42,8 +44,10 @@ const Type& Value::type() const {
 
 namespace {
 // Integer + and * are index arithmetic and must not wrap: saying so lets LLVM split constant
-// offsets out of zero-extended addresses (one base register for a tile's many accesses).
+// offsets out of zero-extended addresses (one base register for a tile's many accesses). Signed
+// integers may go negative, so they say only what C does: no signed overflow.
 const mlir::arith::IntegerOverflowFlags kNoUnsignedWrap = mlir::arith::IntegerOverflowFlags::nuw;
+const mlir::arith::IntegerOverflowFlags kNoSignedWrap = mlir::arith::IntegerOverflowFlags::nsw;
 }  // namespace
 
 namespace {
@@ -118,28 +122,41 @@ Value Binary(Bin kind, const char* name, const Operand& a, const Operand& b) {
   mlir::OpBuilder& bld = s->builder;
   mlir::Location l = s->ToLoc(a.loc());
   mlir::Value x = s->Materialize(a, t), y = s->Materialize(b, t);
-  const bool f = t.IsFloat();
+  const bool f = t.IsFloat(), sg = t.kind != Type::Kind::kPointer && IsSigned(t.elem);
   mlir::Value r;
   namespace ar = mlir::arith;
+  const ar::IntegerOverflowFlags no_wrap = sg ? kNoSignedWrap : kNoUnsignedWrap;
   switch (kind) {
-    case Bin::kAdd: r = f ? ar::AddFOp::create(bld, l, x, y).getResult() : ar::AddIOp::create(bld, l, x, y, kNoUnsignedWrap).getResult(); break;
-    case Bin::kSub: r = f ? ar::SubFOp::create(bld, l, x, y).getResult() : ar::SubIOp::create(bld, l, x, y).getResult(); break;
-    case Bin::kMul: r = f ? ar::MulFOp::create(bld, l, x, y).getResult() : ar::MulIOp::create(bld, l, x, y, kNoUnsignedWrap).getResult(); break;
-    case Bin::kDiv: r = f ? ar::DivFOp::create(bld, l, x, y).getResult() : ar::DivUIOp::create(bld, l, x, y).getResult(); break;
-    case Bin::kMin: r = f ? ar::MinNumFOp::create(bld, l, x, y).getResult() : ar::MinUIOp::create(bld, l, x, y).getResult(); break;
-    case Bin::kMax: r = f ? ar::MaxNumFOp::create(bld, l, x, y).getResult() : ar::MaxUIOp::create(bld, l, x, y).getResult(); break;
+    case Bin::kAdd: r = f ? ar::AddFOp::create(bld, l, x, y).getResult() : ar::AddIOp::create(bld, l, x, y, no_wrap).getResult(); break;
+    case Bin::kSub:
+      r = f ? ar::SubFOp::create(bld, l, x, y).getResult()
+            : sg ? ar::SubIOp::create(bld, l, x, y, kNoSignedWrap).getResult() : ar::SubIOp::create(bld, l, x, y).getResult();
+      break;
+    case Bin::kMul: r = f ? ar::MulFOp::create(bld, l, x, y).getResult() : ar::MulIOp::create(bld, l, x, y, no_wrap).getResult(); break;
+    case Bin::kDiv:
+      r = f ? ar::DivFOp::create(bld, l, x, y).getResult()
+            : sg ? ar::DivSIOp::create(bld, l, x, y).getResult() : ar::DivUIOp::create(bld, l, x, y).getResult();
+      break;
+    case Bin::kMin:
+      r = f ? ar::MinNumFOp::create(bld, l, x, y).getResult()
+            : sg ? ar::MinSIOp::create(bld, l, x, y).getResult() : ar::MinUIOp::create(bld, l, x, y).getResult();
+      break;
+    case Bin::kMax:
+      r = f ? ar::MaxNumFOp::create(bld, l, x, y).getResult()
+            : sg ? ar::MaxSIOp::create(bld, l, x, y).getResult() : ar::MaxUIOp::create(bld, l, x, y).getResult();
+      break;
     default:
       if (f) {
         s->Fail(absl::StrCat("'", name, "' needs integers, not ", t.Str()), a.loc());
         return s->Poison(t, a.loc());
       }
       switch (kind) {
-        case Bin::kRem: r = ar::RemUIOp::create(bld, l, x, y); break;
+        case Bin::kRem: r = sg ? ar::RemSIOp::create(bld, l, x, y).getResult() : ar::RemUIOp::create(bld, l, x, y).getResult(); break;
         case Bin::kAnd: r = ar::AndIOp::create(bld, l, x, y); break;
         case Bin::kOr: r = ar::OrIOp::create(bld, l, x, y); break;
         case Bin::kXor: r = ar::XOrIOp::create(bld, l, x, y); break;
         case Bin::kShl: r = ar::ShLIOp::create(bld, l, x, y); break;
-        default: r = ar::ShRUIOp::create(bld, l, x, y); break;
+        default: r = sg ? ar::ShRSIOp::create(bld, l, x, y).getResult() : ar::ShRUIOp::create(bld, l, x, y).getResult(); break;
       }
   }
   return s->Wrap(r, t);
@@ -154,6 +171,10 @@ Value Compare(mlir::arith::CmpIPredicate ip, mlir::arith::CmpFPredicate fp, cons
   if (!CheckSameType(*s, a, b, t, name)) return s->Poison(i1, a.loc());
   mlir::Location l = s->ToLoc(a.loc());
   mlir::Value x = s->Materialize(a, t), y = s->Materialize(b, t);
+  if (IsSigned(t.elem)) {  // the unsigned predicate's signed twin
+    using P = mlir::arith::CmpIPredicate;
+    ip = ip == P::ult ? P::slt : ip == P::ule ? P::sle : ip == P::ugt ? P::sgt : ip == P::uge ? P::sge : ip;
+  }
   mlir::Value r = t.IsFloat() ? mlir::arith::CmpFOp::create(s->builder, l, fp, x, y).getResult()
                               : mlir::arith::CmpIOp::create(s->builder, l, ip, x, y).getResult();
   return s->Wrap(r, i1);
@@ -168,8 +189,8 @@ Value operator+(const Operand& a, const Operand& b) {
   // pointer + i32 or i64: advances by that many elements (like C).
   if (!Access::IsImm(a) && Access::Val(a).valid() && Access::Val(a).type().kind == Type::Kind::kPointer &&
       (Access::IsImm(b) ? !Access::IsFloatImm(b)
-                        : Access::Val(b).type() == Type::Of(Scalar::kI32) ||
-                              Access::Val(b).type() == Type::Of(Scalar::kI64))) {
+                        : Access::Val(b).type().kind == Type::Kind::kScalar &&
+                              ScalarBytes(Access::Val(b).type().elem) >= 4 && Access::Val(b).type().IsInt())) {
     const Value& p = Access::Val(a);
     KernelState& s = *Access::State(p);
     if (!Access::IsImm(b) && !Access::Val(b).valid()) {
@@ -177,16 +198,26 @@ Value operator+(const Operand& a, const Operand& b) {
       return s.Poison(p.type(), a.loc());
     }
     mlir::Location l = s.ToLoc(a.loc());
-    const bool wide = !Access::IsImm(b) && Access::Val(b).type() == Type::Of(Scalar::kI64);
-    mlir::Value i = wide ? s.Unwrap(Access::Val(b), b.loc())
-                         : mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(),
-                                                        s.Materialize(b, Type::Of(Scalar::kI32))).getResult();
+    // A signed index may be negative (sign-extended); an i32 one is zero-extended.
+    const Scalar e = Access::IsImm(b) ? (Access::Imm(b) < 0 ? Scalar::kS32 : Scalar::kI32) : Access::Val(b).type().elem;
+    const bool wide = ScalarBytes(e) == 8;
+    mlir::Value n = s.Materialize(b, Type::Of(e));
+    mlir::Value i = wide ? n
+                   : IsSigned(e) ? mlir::arith::ExtSIOp::create(s.builder, l, s.builder.getI64Type(), n).getResult()
+                                 : mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), n).getResult();
     return s.Wrap(mlir::LLVM::GEPOp::create(s.builder, l, s.ToMlir(p.type()), s.ToMlir(p.type().elem),
                                             s.Unwrap(p), mlir::ValueRange{i}),
                   p.type());
   }
  return Binary(Bin::kAdd, "+", a, b); }
 Value operator-(const Operand& a, const Operand& b) { return Binary(Bin::kSub, "-", a, b); }
+Value operator-(const Operand& a) {
+  if (Access::IsImm(a) || !Access::Val(a).valid() || !Access::Val(a).type().IsFloat())
+    return Binary(Bin::kSub, "-", Operand(0, a.loc()), a);
+  const Value& v = Access::Val(a);
+  KernelState& s = *Access::State(v);
+  return s.Wrap(mlir::arith::NegFOp::create(s.builder, s.ToLoc(a.loc()), s.Unwrap(v, a.loc())), v.type());
+}
 Value operator*(const Operand& a, const Operand& b) { return Binary(Bin::kMul, "*", a, b); }
 Value operator/(const Operand& a, const Operand& b) { return Binary(Bin::kDiv, "/", a, b); }
 Value operator%(const Operand& a, const Operand& b) { return Binary(Bin::kRem, "%", a, b); }
@@ -260,12 +291,14 @@ Value Value::To(Scalar to, Loc loc) const {
   mlir::Value v = s.Unwrap(*this), r;
   namespace ar = mlir::arith;
   const bool ff = from.IsFloat(), tf = result.IsFloat();
+  const bool from_signed = IsSigned(from.elem), to_signed = IsSigned(to);
   const int fb = ScalarBytes(from.elem), tb = ScalarBytes(to);
   if (ff && tf) r = tb > fb ? ar::ExtFOp::create(s.builder, l, mt, v).getResult()
                             : ar::TruncFOp::create(s.builder, l, mt, v).getResult();
-  else if (ff) r = ar::FPToUIOp::create(s.builder, l, mt, v);
-  else if (tf) r = ar::UIToFPOp::create(s.builder, l, mt, v);
-  else if (tb > fb) r = ar::ExtUIOp::create(s.builder, l, mt, v);
+  else if (ff) r = to_signed ? ar::FPToSIOp::create(s.builder, l, mt, v).getResult() : ar::FPToUIOp::create(s.builder, l, mt, v).getResult();
+  else if (tf) r = from_signed ? ar::SIToFPOp::create(s.builder, l, mt, v).getResult() : ar::UIToFPOp::create(s.builder, l, mt, v).getResult();
+  else if (tb == fb) r = v;  // i32 <-> s32: the same bits, read another way
+  else if (tb > fb) r = from_signed ? ar::ExtSIOp::create(s.builder, l, mt, v).getResult() : ar::ExtUIOp::create(s.builder, l, mt, v).getResult();
   else r = ar::TruncIOp::create(s.builder, l, mt, v);
   return s.Wrap(r, result);
 }

@@ -108,8 +108,8 @@ mlir::Type KernelState::ToMlir(Scalar s) {
   switch (s) {
     case Scalar::kI1: return mlir::IntegerType::get(c, 1);
     case Scalar::kI16: return mlir::IntegerType::get(c, 16);
-    case Scalar::kI32: return mlir::IntegerType::get(c, 32);
-    case Scalar::kI64: return mlir::IntegerType::get(c, 64);
+    case Scalar::kI32: case Scalar::kS32: return mlir::IntegerType::get(c, 32);
+    case Scalar::kI64: case Scalar::kS64: return mlir::IntegerType::get(c, 64);
     case Scalar::kF16: return mlir::Float16Type::get(c);
     case Scalar::kBF16: return mlir::BFloat16Type::get(c);
     case Scalar::kF32: return mlir::Float32Type::get(c);
@@ -469,6 +469,73 @@ void Kernel::If(const Operand& cond, const std::function<void()>& then, Loc loc)
 void Kernel::If(const Operand& cond, const std::function<void()>& then,
                 const std::function<void()>& otherwise, Loc loc) {
   BuildIf(*this, *state_, cond, then, &otherwise, loc);
+}
+
+std::vector<Value> Kernel::IfElse(const Operand& cond, const std::function<std::vector<Value>()>& then,
+                                  const std::function<std::vector<Value>()>& otherwise, Loc loc) {
+  KernelState& s = *state_;
+  if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1)) {
+    Fail("IfElse needs an i1 condition (a comparison)", loc);
+    return {};
+  }
+  // The branches are built first, into an scf.if without results; once their values (and so
+  // the result types) are known, the regions move into one that yields them.
+  mlir::Location l = s.ToLoc(loc);
+  auto draft = mlir::scf::IfOp::create(s.builder, l, s.Unwrap(Access::Val(cond), cond.loc()), /*withElseRegion=*/true);
+  std::vector<Value> yielded[2];
+  {
+    mlir::OpBuilder::InsertionGuard guard(s.builder);
+    s.builder.setInsertionPoint(draft.thenBlock()->getTerminator());
+    yielded[0] = then();
+    s.builder.setInsertionPoint(draft.elseBlock()->getTerminator());
+    yielded[1] = otherwise();
+  }
+  std::vector<Type> types;
+  std::vector<mlir::Type> mlir_types;
+  bool ok = yielded[0].size() == yielded[1].size();
+  if (!ok)
+    Fail(absl::StrCat("IfElse branches yield ", yielded[0].size(), " and ", yielded[1].size(), " values"), loc);
+  for (size_t i = 0; ok && i < yielded[0].size(); ++i) {
+    for (const Value& v : {yielded[0][i], yielded[1][i]}) s.Unwrap(v, loc);  // reports an empty one here
+    const Type a = yielded[0][i].type(), b = yielded[1][i].type();
+    if (!(a == b)) {
+      Fail(absl::StrCat("IfElse branches yield different types for value ", i, ": ", a.Str(), " vs ", b.Str(),
+                        " (convert with .To())"),
+           loc);
+      ok = false;
+    }
+    types.push_back(a);
+    mlir_types.push_back(s.ToMlir(a));
+  }
+  if (!ok || s.error) {
+    draft.erase();
+    std::vector<Value> poison;
+    for (const Value& v : yielded[0]) poison.push_back(s.Poison(v.valid() ? v.type() : Type::Of(Scalar::kI32), loc));
+    return poison;
+  }
+  auto op = mlir::scf::IfOp::create(s.builder, l, mlir_types, draft.getCondition(), /*withElseRegion=*/true);
+  for (int branch = 0; branch < 2; ++branch) {
+    mlir::Region& to = branch == 0 ? op.getThenRegion() : op.getElseRegion();
+    to.takeBody(branch == 0 ? draft.getThenRegion() : draft.getElseRegion());
+    mlir::Block& block = to.front();
+    block.getTerminator()->erase();
+    mlir::OpBuilder::InsertionGuard guard(s.builder);
+    s.builder.setInsertionPointToEnd(&block);
+    std::vector<mlir::Value> values;
+    for (const Value& v : yielded[branch]) values.push_back(s.Unwrap(v, loc));
+    mlir::scf::YieldOp::create(s.builder, l, values);
+  }
+  draft.erase();
+  std::vector<Value> results;
+  for (size_t i = 0; i < types.size(); ++i) results.push_back(s.Wrap(op.getResult(i), types[i]));
+  return results;
+}
+
+Value Kernel::IfElse(const Operand& cond, const std::function<Value()>& then,
+                     const std::function<Value()>& otherwise, Loc loc) {
+  std::vector<Value> r = IfElse(
+      cond, [&] { return std::vector<Value>{then()}; }, [&] { return std::vector<Value>{otherwise()}; }, loc);
+  return r.empty() ? Value(loc) : r[0];
 }
 
 namespace {

@@ -43,8 +43,8 @@ uint64_t ElementBits(Scalar s, double v) {
     }
     case Scalar::kF16: return std::bit_cast<uint16_t>(static_cast<_Float16>(v));
     case Scalar::kI1: case Scalar::kI16: return static_cast<uint16_t>(static_cast<int64_t>(v));
-    case Scalar::kI32: return static_cast<uint32_t>(static_cast<int64_t>(v));
-    case Scalar::kI64: return static_cast<uint64_t>(static_cast<int64_t>(v));
+    case Scalar::kI32: case Scalar::kS32: return static_cast<uint32_t>(static_cast<int64_t>(v));
+    case Scalar::kI64: case Scalar::kS64: return static_cast<uint64_t>(static_cast<int64_t>(v));
   }
   return 0;
 }
@@ -216,6 +216,7 @@ Value Atomic(AtomOp op, bool with_result, const Value& ptr, const Operand* compa
   switch (pt.elem) {
     case Scalar::kF32: type_suffix = op == AtomOp::kAdd ? ".f32" : nullptr, reg = "f"; break;
     case Scalar::kI32: type_suffix = op == AtomOp::kCas ? ".b32" : ".u32", reg = "r"; break;
+    case Scalar::kS32: type_suffix = op == AtomOp::kCas ? ".b32" : ".s32", reg = "r"; break;
     case Scalar::kI64:
       type_suffix = op == AtomOp::kCas ? ".b64" : op == AtomOp::kAdd ? ".u64" : nullptr, reg = "l";
       break;

@@ -232,3 +232,68 @@ TEST(Ops, AtomicsPtxDoesNotHave) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Signed integers: every operator and conversion takes its signed form; nothing folds a
+// negative intermediate away.
+TEST(Signed, OperatorsAndConversionsUseTheSignedForms) {
+  Kernel k("test/signed", sm80(), {32});
+  Value p = k.PtrParam("p", s32), q = k.PtrParam("q", f32);
+  Value x = k.Load(p + k.ThreadIdx()), y = k.Load(p + 32);
+  Value r = x / y + (x + 1) % (y - 1) + (x >> 3) + Max(x, y) + Min(x, -y);
+  r = Select(x < 0, r, r * 3);  // x < 0 is a real comparison, not false
+  k.Store(p + k.ThreadIdx(), r);
+  k.Store(q + k.ThreadIdx(), x.To(f32) + k.Load(q).To(s32).To(f32));
+  Value wide = x.To(s64) * 5;
+  k.Store(p + 64, wide.To(s32));
+  k.Store(p + x, k.I32(1).To(s32));  // a negative x indexes backwards
+  const std::string ptx = Ptx(k);
+  for (const char* s : {"div.s32", "rem.s32", "shr.s32", "max.s32", "min.s32", "setp.lt.s32", "cvt.rn.f32.s32",
+                        "cvt.rzi.s32.f32", "mul.wide.s32"})
+    ExpectHas(ptx, s);
+  EXPECT_EQ(ptx.find("div.u32"), std::string::npos) << ptx;
+}
+
+TEST(Signed, MixingSignednessIsAnError) {
+  Kernel k("test/mixed", sm80(), {32});
+  Value n = k.I32Param("n");
+  Value d = n.To(s32);
+  Value bad = d + n; const int line = __LINE__;
+  (void)bad;
+  ExpectError(k, line, "type mismatch in '+': s32 vs i32 (convert with .To())");
+}
+
+TEST(IfElse, YieldsValuesFromEitherBranch) {
+  Kernel k("test/if_else", sm80(), {32});
+  Value p = k.PtrParam("p", f32);
+  Value x = k.Load(p + k.ThreadIdx());
+  Value y = k.IfElse(x > 0.0f, [&] { return Sqrt(x); }, [&] { return -x; });
+  std::vector<Value> two = k.IfElse(
+      x > 1.0f, [&]() -> std::vector<Value> { return {x, k.I32(1)}; },
+      [&]() -> std::vector<Value> { return {y, k.I32(2)}; });
+  k.Store(p + k.ThreadIdx(), y + two[0] + two[1].To(f32));
+  const std::string ptx = Ptx(k);
+  ExpectHas(ptx, "sqrt.rn.f32");
+  ExpectHas(ptx, "neg.f32");
+}
+
+TEST(IfElse, BranchesMustAgree) {
+  {
+    Kernel k("test/if_else_types", sm80(), {32});
+    Value n = k.I32Param("n");
+    k.IfElse(n > 0, [&] { return n; }, [&] { return n.To(f32); }); const int line = __LINE__;
+    ExpectError(k, line, "IfElse branches yield different types for value 0: i32 vs f32 (convert with .To())");
+  }
+  {
+    Kernel k("test/if_else_count", sm80(), {32});
+    Value n = k.I32Param("n");
+    k.IfElse(n > 0, [&]() -> std::vector<Value> { return {n, n}; },
+             [&]() -> std::vector<Value> { return {n}; }); const int line = __LINE__ - 1;
+    ExpectError(k, line, "IfElse branches yield 2 and 1 values");
+  }
+}
+
+}  // namespace
+}  // namespace kiln

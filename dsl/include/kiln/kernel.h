@@ -300,10 +300,17 @@ class Kernel {
   void For(const Operand& lo, const Operand& hi, const Operand& step,
            const std::function<void(Value)>& body, Loc loc = Loc::current());
   void If(const Operand& cond, const std::function<void()>& then, Loc loc = Loc::current());
-  // With an else branch. A Value made in either branch lives only there: to carry a result out,
-  // assign it to a register array (Regs) in both branches, or use Select for plain values.
+  // With an else branch. A Value made in either branch lives only there: carry results out with
+  // IfElse (or a register array assigned in both branches).
   void If(const Operand& cond, const std::function<void()>& then, const std::function<void()>& otherwise,
           Loc loc = Loc::current());
+  // cond ? then() : otherwise(), each branch built as code (unlike Select, only the taken one
+  // runs) and returning the value it yields; both yield the same type. The vector form yields
+  // several values.
+  Value IfElse(const Operand& cond, const std::function<Value()>& then, const std::function<Value()>& otherwise,
+               Loc loc = Loc::current());
+  std::vector<Value> IfElse(const Operand& cond, const std::function<std::vector<Value>()>& then,
+                            const std::function<std::vector<Value>()>& otherwise, Loc loc = Loc::current());
 
   // ---- memory
   Regs Registers(Type type, int count, Loc loc = Loc::current());  // zero-initialised

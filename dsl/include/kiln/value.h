@@ -11,7 +11,10 @@ namespace kiln {
 
 using Loc = std::source_location;
 
-enum class Scalar : uint8_t { kI1, kI16, kI32, kI64, kF16, kBF16, kF32 };
+// i32/i64 are unsigned (index arithmetic: /, %, >>, comparisons and conversions are unsigned,
+// + and * may not wrap); s32/s64 are signed (sdiv, srem, arithmetic >>, signed comparisons,
+// sign extension, signed int<->float). Both are the same registers: To() between them is free.
+enum class Scalar : uint8_t { kI1, kI16, kI32, kI64, kF16, kBF16, kF32, kS32, kS64 };
 enum class Space : uint8_t { kGlobal, kShared };
 
 // A scalar, a short vector of scalars, or a pointer to scalars in a memory space.
@@ -35,7 +38,8 @@ int ScalarBytes(Scalar s);
 
 inline constexpr Scalar i1 = Scalar::kI1, i16 = Scalar::kI16, i32 = Scalar::kI32,
                         i64 = Scalar::kI64, f16 = Scalar::kF16, bf16 = Scalar::kBF16,
-                        f32 = Scalar::kF32;
+                        f32 = Scalar::kF32, s32 = Scalar::kS32, s64 = Scalar::kS64;
+bool IsSigned(Scalar s);
 
 namespace detail {
 struct KernelState;
@@ -51,7 +55,8 @@ class Value {
   const Type& type() const;
   bool valid() const { return state_ != nullptr; }
 
-  // Numeric conversion: int<->float, float widths (round to nearest even), int widths.
+  // Numeric conversion: int<->float, float widths (round to nearest even), int widths (a wider
+  // integer is sign-extended from s32, zero-extended from i32; i32 <-> s32 keeps the bits).
   Value To(Scalar s, Loc loc = Loc::current()) const;
   // Reinterprets the bits as another type of the same size.
   Value Bitcast(Type t, Loc loc = Loc::current()) const;
@@ -106,9 +111,11 @@ class Operand {
   Loc loc_;
 };
 
-// Arithmetic on values. Integers are index-like: /, %, >> and comparisons are unsigned.
+// Arithmetic on values. i32/i64 are index-like (/, %, >> and comparisons unsigned); s32/s64 are
+// signed. Mixing them is an error: convert one with To().
 Value operator+(const Operand& a, const Operand& b);
 Value operator-(const Operand& a, const Operand& b);
+Value operator-(const Operand& a);  // negation (floats: the sign bit flips, -0.0 included)
 Value operator*(const Operand& a, const Operand& b);
 Value operator/(const Operand& a, const Operand& b);
 Value operator%(const Operand& a, const Operand& b);
