@@ -2,6 +2,7 @@
 // accumulator fragments, and stmatrix.
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
+#include "kiln/math.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
@@ -139,6 +140,72 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const SmemTile& a, const Operand
     mlir::Value v = mlir::LLVM::ExtractValueOp::create(s.builder, l, op.getResult(), i);
     acc[RegIndex(i, loc)] = Operand(s.Wrap(v, Type::Of(Scalar::kF32)), loc);
   }
+}
+
+std::vector<Value> WgmmaAccumulator::FragmentA(int k16, Scalar elem, Loc loc) const {
+  KernelState& s = *Access::State(lane_);
+  if (elem != Scalar::kBF16 && elem != Scalar::kF16) {
+    s.Fail("an A fragment holds bf16 or f16", loc);
+    return {};
+  }
+  if (k16 < 0 || 16 * (k16 + 1) > n_) {
+    s.Fail(absl::StrCat("A fragment ", k16, " is columns ", 16 * k16, "..", 16 * k16 + 15, " of a ", n_,
+                        "-column accumulator"),
+           loc);
+    return {};
+  }
+  std::vector<Value> a;
+  for (int i = 0; i < 4; ++i) {
+    const int pair = 4 * k16 + i;
+    Value lo = regs_[RegIndex(2 * pair, loc)].Load(loc), hi = regs_[RegIndex(2 * pair + 1, loc)].Load(loc);
+    Value packed = elem == Scalar::kBF16 ? PackBf16x2(lo, hi, loc) : PackF16x2(lo, hi, loc);
+    a.push_back(packed.Bitcast(Type::Of(Scalar::kI32), loc));
+  }
+  return a;
+}
+
+void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b,
+                   const Operand& b_row0, int k0, bool scale_d, Loc loc) {
+  KernelState& s = *state_;
+  if (!NeedWgmma(s, loc) || acc.n() == 0) return;
+  if (!CheckOperandTile(s, b, "B", acc.n(), b_row0, k0, loc)) return;
+  if (a.size() != 4) return Fail(absl::StrCat("wgmma A from registers takes 4 b32 registers, not ", a.size()), loc);
+  const Type pair = Type::Vec(b.elem(), 2);
+  for (const Value& r : a)
+    if (r.valid() && r.type() != Type::Of(Scalar::kI32) && r.type() != pair)
+      return Fail(absl::StrCat("wgmma A registers are i32 or ", pair.Str(), " (the B tile's type), not ",
+                               r.type().Str()),
+                  loc);
+  // No NVVM op takes A from registers: the instruction itself, accumulators tied in and out.
+  mlir::Location l = s.ToLoc(loc);
+  const int regs = acc.n() / 2;
+  const char* type = b.elem() == Scalar::kBF16 ? "bf16" : "f16";
+  std::string d_list, a_list, constraints;
+  std::vector<mlir::Value> operands;
+  for (int i = 0; i < regs; ++i) {
+    absl::StrAppend(&d_list, i ? ", " : "", "$", i);
+    absl::StrAppend(&constraints, i ? "," : "", "=f");
+  }
+  if (scale_d)
+    for (int i = 0; i < regs; ++i) {
+      absl::StrAppend(&constraints, ",", i);  // tied: the accumulator is read and written
+      operands.push_back(s.Unwrap(acc[RegIndex(i, loc)].Load(loc), loc));
+    }
+  const int first_a = regs + static_cast<int>(operands.size());
+  for (int i = 0; i < 4; ++i) {
+    absl::StrAppend(&a_list, i ? ", " : "", "$", first_a + i);
+    absl::StrAppend(&constraints, ",r");
+    operands.push_back(s.Unwrap(a[i].Bitcast(Type::Of(Scalar::kI32), loc), loc));
+  }
+  absl::StrAppend(&constraints, ",l");
+  operands.push_back(Descriptor(s, b, b_row0, k0, loc));
+  // Operands after B: scale-d (a predicate), imm-scale-a, imm-scale-b, imm-trans-b (0: K-major).
+  const std::string ptx = absl::StrCat(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, ", scale_d ? 1 : 0, ", 0;\nwgmma.mma_async.sync.aligned.m64n", acc.n(),
+      "k16.f32.", type, ".", type, " {", d_list, "}, {", a_list, "}, $", first_a + 4, ", p, 1, 1, 0;\n}");
+  std::vector<mlir::Type> result_types(regs, s.builder.getF32Type());
+  std::vector<mlir::Value> d = s.InlineAsmResults(ptx, constraints, operands, result_types, l);
+  for (int i = 0; i < regs; ++i) acc[RegIndex(i, loc)] = Operand(s.Wrap(d[i], Type::Of(Scalar::kF32)), loc);
 }
 
 void Kernel::StMatrix(const Value& smem_row, const std::vector<Value>& regs, bool trans, Loc loc) {

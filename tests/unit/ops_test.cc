@@ -1,5 +1,7 @@
 // The ops of non-GEMM kernels (kiln/math.h, kiln/warp.h, kiln/memory_ops.h): the PTX each emits,
 // that ptxas accepts it for the kernel's target, and the errors each can give.
+#include <algorithm>
+
 #include "gtest/gtest.h"
 #include "kiln/kernel.h"
 #include "kiln/lowering.h"
@@ -293,6 +295,52 @@ TEST(IfElse, BranchesMustAgree) {
              [&]() -> std::vector<Value> { return {n}; }); const int line = __LINE__ - 1;
     ExpectError(k, line, "IfElse branches yield 2 and 1 values");
   }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// P*V as attention computes it: S = Q*K^T in an accumulator, rounded to bf16 in registers and
+// fed back as wgmma's A operand, without shared memory.
+TEST(WgmmaRegisterA, AccumulatorColumnsFeedTheNextMma) {
+  Kernel k("test/wgmma_rs", sm90a(), {128});
+  SmemTile q = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), kt = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B),
+           v = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  Value out = k.PtrParam("out", f32);
+  WgmmaAccumulator s = k.WgmmaAcc(64), o = k.WgmmaAcc(64);
+  k.WgmmaFence();
+  for (int k0 = 0; k0 < 64; k0 += 16) k.Wgmma(s, q, 0, kt, 0, k0, /*scale_d=*/k0 > 0);
+  k.WgmmaCommit();
+  k.WgmmaWait(0);
+  for (int j = 0; j < 4; ++j) k.Wgmma(o, s.FragmentA(j, bf16), v, 0, 16 * j, /*scale_d=*/j > 0);
+  k.WgmmaCommit();
+  k.WgmmaWait(0);
+  k.Store(out + k.ThreadIdx(), o[0] + o[31]);
+  const std::string ptx = Ptx(k);
+  ExpectHas(ptx, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16");
+  ExpectHas(ptx, "cvt.rn.bf16x2.f32");
+  // The register form: four b32 registers in braces where the smem form has a descriptor.
+  const size_t at = ptx.rfind("wgmma.mma_async");
+  const std::string line = ptx.substr(at, ptx.find('\n', at) - at);
+  EXPECT_EQ(std::count(line.begin(), line.end(), '{'), 2) << line;
+  EXPECT_NE(line.find("}, {%r"), std::string::npos) << line;
+}
+
+TEST(WgmmaRegisterA, Mistakes) {
+  Kernel k("test/wgmma_rs_bad", sm90a(), {128});
+  SmemTile v = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  WgmmaAccumulator s = k.WgmmaAcc(32), o = k.WgmmaAcc(64);
+  s.FragmentA(2, bf16); const int line = __LINE__;
+  ExpectError(k, line, "A fragment 2 is columns 32..47 of a 32-column accumulator");
+  Kernel k2("test/wgmma_rs_bad2", sm90a(), {128});
+  SmemTile v2 = k2.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  WgmmaAccumulator o2 = k2.WgmmaAcc(64);
+  k2.Wgmma(o2, {k2.I32(0), k2.I32(0)}, v2, 0, 0); const int line2 = __LINE__;
+  ExpectErrorAt(k2, Here(line2), "wgmma A from registers takes 4 b32 registers, not 2");
+  (void)v; (void)o;
 }
 
 }  // namespace

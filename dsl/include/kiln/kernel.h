@@ -193,6 +193,10 @@ class WgmmaAccumulator {
   Value Row(int pair, Loc loc = Loc::current()) const;
   Value Col(int pair, Loc loc = Loc::current()) const;
   const Regs& regs() const { return regs_; }
+  // Columns 16*k16 .. 16*k16+15 rounded to `elem` (bf16 or f16) as the A operand of a wgmma
+  // with A in registers: the A fragment of m64k16 is the accumulator's layout over 16 columns,
+  // so pairs 4*k16 .. 4*k16+3 become its four b32 registers (attention's P for P*V).
+  std::vector<Value> FragmentA(int k16, Scalar elem, Loc loc = Loc::current()) const;
 
  private:
   friend class Kernel;
@@ -417,6 +421,11 @@ class Kernel {
   void Wgmma(const WgmmaAccumulator& acc, const SmemTile& a, const Operand& a_row0,
              const SmemTile& b, const Operand& b_row0, int k0, bool scale_d = true,
              Loc loc = Loc::current());
+  // The same with A (64 x 16) from registers: `a` is this thread's four b32 registers (pairs of
+  // the B tile's element type) in the A fragment layout (WgmmaAccumulator::FragmentA makes it).
+  // The registers must be ready before the wgmma reads them (WgmmaFence orders them).
+  void Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b,
+             const Operand& b_row0, int k0, bool scale_d = true, Loc loc = Loc::current());
   void WgmmaCommit(Loc loc = Loc::current());
   void WgmmaWait(int pending, Loc loc = Loc::current());
   // stmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each lane passes one row address.
