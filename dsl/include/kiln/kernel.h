@@ -2,6 +2,17 @@
 // caller's source line; mistakes are collected and returned by Kernel::Build() as an
 // absl::Status naming that line. This header includes no MLIR header: the builder's state lives
 // behind a pointer (dsl/kernel_state.h).
+//
+// The public API by concern, each header beside the dsl/*.cc that builds it:
+//   kiln/value.h        types, values, arithmetic          dsl/arith.cc
+//   kiln/kernel.h       parameters, launch rules, control  dsl/kernel.cc (sections below name theirs)
+//   kiln/memory.h       registers, tensors, shared tiles   dsl/memory.cc
+//   kiln/memory_ops.h   global loads/stores, atomics       dsl/memory_ops.cc
+//   kiln/math.h         special functions, conversions     dsl/math.cc
+//   kiln/warp.h         shuffles and reductions            dsl/warp.cc
+//   kiln/hopper.h       TMA, mbarriers, wgmma types        dsl/async.cc, dsl/wgmma.cc
+//   kiln/tcgen05.h      tensor memory                      dsl/tcgen05.cc, kiln/tcgen05_desc.h
+//   kiln/pipeline.h     rings of stages (Pipeline)         dsl/pipeline.cc
 #pragma once
 
 #include <array>
@@ -14,209 +25,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kiln/hopper.h"
+#include "kiln/memory.h"
 #include "kiln/runtime/manifest.h"
 #include "kiln/target.h"
+#include "kiln/tcgen05.h"
 #include "kiln/value.h"
 
 namespace kiln {
-
-// A compile-time register index, carrying the source line that used it.
-struct RegIndex {
-  RegIndex(int v, Loc l = Loc::current()) : value(v), loc(l) {}
-  int value;
-  Loc loc;
-};
-
-// A register array: indices are C++ integers, so every access is static and the array lives in
-// registers (a run-time index would push it to local memory; it is not offered).
-class Regs {
- public:
-  Regs() = default;
-  RegRef operator[](RegIndex i) const;
-  int size() const { return size_; }
-  const Type& type() const { return type_; }
-
- private:
-  friend class Kernel;
-  detail::KernelState* state_ = nullptr;
-  int array_ = -1, size_ = 0;
-  Type type_;
-};
-
-// A global tensor: base pointer plus shape and strides in elements (row-major index order).
-class GlobalTensor {
- public:
-  GlobalTensor() = default;
-  GlobalTensor(Value base, std::vector<Value> shape, std::vector<Value> strides)
-      : base_(base), shape_(std::move(shape)), strides_(std::move(strides)) {}
-  // Pointer to element (i, j, ...).
-  Value At(std::initializer_list<Operand> index, Loc loc = Loc::current()) const;
-  const Value& base() const { return base_; }
-  const Value& dim(int i) const { return shape_.at(i); }
-
- private:
-  Value base_;
-  std::vector<Value> shape_, strides_;
-};
-
-// Shared-memory swizzle of TMA and wgmma: within each 8-row atom, 16-byte chunk c of row r is
-// stored at chunk c ^ (r % 8) (128B; 64B and 32B swizzle XOR fewer bits).
-enum class Swizzle : uint8_t { kNone = 0, k32B = 1, k64B = 2, k128B = 3 };
-int SwizzleBytes(Swizzle s);  // 0, 32, 64, 128
-
-// Ampere-style swizzle of a row's `unit_bytes` units (ldmatrix/cp.async tiles): in row r, unit c
-// is stored at c ^ f(r) (XOR), or at (c + f(r)) % units_per_row (rotate), f(r) = (r % period) /
-// divide. Seed 003's two XORs: Row8() = col ^ (row % 8) for rows of 128 bytes or more,
-// HalfRow8() = col ^ ((row % 8) / 2) for 64-byte rows. cuda_hgemm's permuted layout rotates:
-// RotateHalfRow8() on its 64-byte A/B rows, Rotate8() on its C staging rows. period 1: none.
-struct UnitSwizzle {
-  int unit_bytes = 16, period = 1, divide = 1;
-  bool rotate = false;
-  static UnitSwizzle Row8() { return {16, 8, 1}; }
-  static UnitSwizzle HalfRow8() { return {16, 8, 2}; }
-  static UnitSwizzle Rotate8() { return {16, 8, 1, true}; }
-  static UnitSwizzle RotateHalfRow8() { return {16, 8, 2, true}; }
-};
-// How a tile's rows sit in shared memory: padded (pad elements after each row) or XOR-swizzled,
-// and a ring of `stages` copies.
-struct SmemLayout {
-  int pad = 0;
-  UnitSwizzle swizzle;
-  int stages = 1;
-};
-
-// A tile of shared memory placed by the kernel's planner: rows x cols elements, each row
-// `row_stride` elements apart (cols + padding), optionally swizzled, optionally a ring of
-// `stages` copies (select one with Stage()).
-class SmemTile {
- public:
-  SmemTile() = default;
-  // Pointer to element (row, col) of the selected stage, through the swizzle.
-  Value At(const Operand& row, const Operand& col, Loc loc = Loc::current()) const;
-  // The same tile, stage `s` of the ring.
-  SmemTile Stage(const Operand& s, Loc loc = Loc::current()) const;
-  // Pointer to the first byte of the selected stage.
-  Value Base(Loc loc = Loc::current()) const;
-  // Rows row0..row0+rows of each stage as a tile of their own (e.g. one TMA box of several that
-  // fill the tile). A swizzled tile splits only at whole 8-row atoms.
-  SmemTile Rows(int row0, int rows, Loc loc = Loc::current()) const;
-  // Of an interleaved tile (SmemInterleaved): its 8-column slab `s` (rows x 8, 16-byte rows) as
-  // a plain tile, e.g. the destination of one 2D TMA box.
-  SmemTile Slab(int s, Loc loc = Loc::current()) const;
-  bool interleaved() const { return interleaved_; }
-  Scalar elem() const { return elem_; }
-  int rows() const { return rows_; }
-  int cols() const { return cols_; }
-  int row_stride() const { return row_stride_; }
-  int stages() const { return stages_; }
-  Swizzle swizzle() const { return swizzle_; }
-  const UnitSwizzle& unit_swizzle() const { return xor_; }
-  int offset_bytes() const { return offset_; }
-  int stage_bytes() const { return rows_ * row_stride_ * ScalarBytes(elem_); }
-  int bytes() const { return stage_bytes() * stages_; }
-  const Loc& loc() const { return loc_; }
-
- private:
-  friend class Kernel;
-  friend struct detail::Access;
-  detail::KernelState* state_ = nullptr;
-  Scalar elem_ = Scalar::kBF16;
-  int rows_ = 0, cols_ = 0, row_stride_ = 0, offset_ = 0, stages_ = 1;
-  Swizzle swizzle_ = Swizzle::kNone;
-  UnitSwizzle xor_;
-  bool interleaved_ = false;
-  Value stage_;  // selected stage (invalid: stage 0)
-  Loc loc_;
-};
-
-// A TMA descriptor parameter (CUtensorMap) over a tensor in global memory; the launcher encodes
-// it from the manifest's spec and the tensor's address. Its box and swizzle decide the smem tiles
-// it may fill.
-class TensorMap {
- public:
-  TensorMap() = default;
-  const rt::TensorMapParam& spec() const { return spec_; }
-  int rank() const { return spec_.rank(); }
-  int box_bytes() const { return spec_.BoxBytes(); }
-  Swizzle swizzle() const { return static_cast<Swizzle>(spec_.swizzle); }
-  const Value& param() const { return param_; }
-
- private:
-  friend class Kernel;
-  Value param_;
-  rt::TensorMapParam spec_;
-  Loc loc_;
-};
-
-// An mbarrier in shared memory (one of an array; see Kernel::Barriers).
-class Barrier {
- public:
-  Barrier() = default;
-  void Init(int count, Loc loc = Loc::current()) const;  // mbarrier.init (one thread)
-  void Arrive(Loc loc = Loc::current()) const;
-  // mbarrier.arrive.expect_tx with the bytes the boxes of `maps` deliver to this CTA.
-  void ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc = Loc::current()) const;
-  // Arrives on the barrier at the same smem address in cluster CTA `cta_rank` (mapa).
-  void ArriveCluster(const Operand& cta_rank, Loc loc = Loc::current()) const;
-  // arrive.expect_tx on the barrier at the same smem address in cluster CTA `cta_rank`.
-  void ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps, const Operand& cta_rank,
-                             Loc loc = Loc::current()) const;
-  // Blocks until the phase with parity `phase` (0 or 1) has completed.
-  void Wait(const Operand& phase, Loc loc = Loc::current()) const;
-  const Value& ptr() const { return ptr_; }
-
- private:
-  friend class Kernel;
-  friend class Barriers;
-  Value ptr_;  // smem<i64>*
-};
-
-class Barriers {
- public:
-  Barriers() = default;
-  Barrier operator[](const Operand& i) const;
-  int size() const { return count_; }
-
- private:
-  friend class Kernel;
-  SmemTile tile_;
-  int count_ = 0;
-};
-
-// A wgmma m64nNk16 f32 accumulator: N/2 registers per thread of the warpgroup. Register 2p and
-// 2p+1 hold row Row(p), columns Col(p) and Col(p)+1 (the wgmma D fragment map).
-class WgmmaAccumulator {
- public:
-  WgmmaAccumulator() = default;
-  int n() const { return n_; }
-  RegRef operator[](RegIndex i) const { return regs_[i]; }
-  Value Row(int pair, Loc loc = Loc::current()) const;
-  Value Col(int pair, Loc loc = Loc::current()) const;
-  const Regs& regs() const { return regs_; }
-  // Columns 16*k16 .. 16*k16+15 rounded to `elem` (bf16 or f16) as the A operand of a wgmma
-  // with A in registers: the A fragment of m64k16 is the accumulator's layout over 16 columns,
-  // so pairs 4*k16 .. 4*k16+3 become its four b32 registers (attention's P for P*V).
-  std::vector<Value> FragmentA(int k16, Scalar elem, Loc loc = Loc::current()) const;
-
- private:
-  friend class Kernel;
-  Regs regs_;
-  Value lane_, warp_;  // lane and warp (0..3) within the warpgroup
-  int n_ = 0;
-};
 
 // A schedule table parameter (see rt::ScheduleTableParam): a tiles_m x tiles_n grid of tiles,
 // each a rule of the integer parameters (e.g. "M/256"), dealt to `groups` CTA groups of `slots`.
 struct ScheduleTable {
   std::string tiles_m, tiles_n;
   int groups = 1, slots = 1;
-};
-
-// A thread role: a contiguous range of threads running its own code (warp specialisation).
-struct RoleSpec {
-  int first_thread = 0;
-  int threads = 128;
-  int max_regs = 0;  // setmaxnreg for the role (whole warpgroups only); 0 keeps the default
 };
 
 // What a finished kernel is: the manifest plus the MLIR module (opaque here).
@@ -234,24 +56,6 @@ class KernelDef {
   std::shared_ptr<Module> module_;
 };
 
-// A tensor memory allocation (Blackwell): `columns` 32-bit columns of the CTA's 128 lanes. Its
-// address lives in a 4-byte smem slot that tcgen05.alloc writes; read it with Base() after the
-// allocating warp's TmemAlloc and a block (or cluster) sync.
-class Tmem {
- public:
-  Tmem() = default;
-  int columns() const { return columns_; }
-  int cta_group() const { return cta_group_; }
-  Value Base(Loc loc = Loc::current()) const;
-  const Loc& loc() const { return loc_; }
-
- private:
-  friend class Kernel;
-  SmemTile slot_;
-  int columns_ = 0, cta_group_ = 1;
-  Loc loc_;
-};
-
 class Kernel {
  public:
   Kernel(std::string name, const Target& target, rt::Dim3 block, Loc loc = Loc::current());
@@ -261,7 +65,7 @@ class Kernel {
 
   const Target& target() const;
 
-  // ---- parameters (in declaration order) and launch shape
+  // ---- parameters (in declaration order) and launch rules (dsl/kernel.cc)
   Value PtrParam(const std::string& name, Scalar elem, Loc loc = Loc::current());
   Value I32Param(const std::string& name, Loc loc = Loc::current());
   Value I64Param(const std::string& name, Loc loc = Loc::current());
@@ -277,7 +81,7 @@ class Kernel {
   // Attaches `value` to the manifest under `key`, for a harness or tool to read (kiln does not).
   void Attribute(const std::string& key, const std::string& value, Loc loc = Loc::current());
 
-  // ---- constants and ids
+  // ---- constants and ids (dsl/kernel.cc)
   Value I32(int64_t v, Loc loc = Loc::current());
   Value F32(double v, Loc loc = Loc::current());
   Value ThreadIdx(int axis = 0, Loc loc = Loc::current());
@@ -296,7 +100,7 @@ class Kernel {
   void MinBlocksPerSm(int blocks, Loc loc = Loc::current());
   void ClusterDims(rt::Dim3 dims, Loc loc = Loc::current());
 
-  // ---- control flow
+  // ---- control flow (dsl/kernel.cc)
   // while (cond()) body(): cond is built once, evaluated before every iteration.
   void While(const std::function<Value()>& cond, const std::function<void()>& body,
              Loc loc = Loc::current());
@@ -316,7 +120,7 @@ class Kernel {
   std::vector<Value> IfElse(const Operand& cond, const std::function<std::vector<Value>()>& then,
                             const std::function<std::vector<Value>()>& otherwise, Loc loc = Loc::current());
 
-  // ---- memory
+  // ---- memory (dsl/memory.cc; types in kiln/memory.h)
   Regs Registers(Type type, int count, Loc loc = Loc::current());  // zero-initialised
   SmemTile Smem(Scalar elem, int rows, int cols, int pad = 0, int align = 128,
                 Loc loc = Loc::current());
@@ -345,7 +149,7 @@ class Kernel {
   // st.global.wt: a store that writes through to memory without keeping the line in L1.
   void StoreWriteThrough(const Value& ptr, const Operand& value, Loc loc = Loc::current());
 
-  // ---- tensor cores (Ampere and later)
+  // ---- tensor cores, Ampere and later (dsl/tensor_core.cc, dsl/ampere.cc)
   // ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each lane passes one row address.
   std::vector<Value> LdMatrix(const Value& smem_row, int num, bool trans = false,
                               Loc loc = Loc::current());
@@ -380,7 +184,7 @@ class Kernel {
                                  const std::vector<Value>& b, const std::vector<Value>& c,
                                  Loc loc = Loc::current());
 
-  // ---- Hopper: TMA, mbarriers, wgmma, roles, clusters (sm_90a)
+  // ---- Hopper, sm_90a: TMA, mbarriers, roles, clusters (dsl/async.cc), wgmma (dsl/wgmma.cc)
   TensorMap TmaParam(const std::string& name, const rt::TensorMapParam& spec,
                      Loc loc = Loc::current());
   Barriers SmemBarriers(int count, Loc loc = Loc::current());
@@ -432,7 +236,7 @@ class Kernel {
   void StMatrix(const Value& smem_row, const std::vector<Value>& regs, bool trans = false,
                 Loc loc = Loc::current());
 
-  // ---- Blackwell (sm_100a): tensor memory and tcgen05
+  // ---- Blackwell, sm_100a: tensor memory and tcgen05 (dsl/tcgen05.cc)
   // Declares an allocation of `columns` (a power of two, 32..512) for cta_group 1 or 2. Build()
   // fails if a kernel allocates it and never frees it.
   Tmem TensorMemory(int columns, int cta_group = 1, Loc loc = Loc::current());

@@ -1,0 +1,104 @@
+// Hopper's types (sm_90a): TMA tensor map parameters, mbarriers, wgmma accumulators and thread
+// roles. The ops are Kernel methods (kiln/kernel.h: Hopper), built in dsl/async.cc (TMA,
+// mbarriers, clusters) and dsl/wgmma.cc (wgmma, stmatrix).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "kiln/memory.h"
+#include "kiln/runtime/manifest.h"
+
+namespace kiln {
+
+class Kernel;
+class Barriers;
+
+// A TMA descriptor parameter (CUtensorMap) over a tensor in global memory; the launcher encodes
+// it from the manifest's spec and the tensor's address. Its box and swizzle decide the smem tiles
+// it may fill.
+class TensorMap {
+ public:
+  TensorMap() = default;
+  const rt::TensorMapParam& spec() const { return spec_; }
+  int rank() const { return spec_.rank(); }
+  int box_bytes() const { return spec_.BoxBytes(); }
+  Swizzle swizzle() const { return static_cast<Swizzle>(spec_.swizzle); }
+  const Value& param() const { return param_; }
+
+ private:
+  friend class Kernel;
+  Value param_;
+  rt::TensorMapParam spec_;
+  Loc loc_;
+};
+
+// An mbarrier in shared memory (one of an array; see Kernel::Barriers).
+class Barrier {
+ public:
+  Barrier() = default;
+  void Init(int count, Loc loc = Loc::current()) const;  // mbarrier.init (one thread)
+  void Arrive(Loc loc = Loc::current()) const;
+  // mbarrier.arrive.expect_tx with the bytes the boxes of `maps` deliver to this CTA.
+  void ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc = Loc::current()) const;
+  // Arrives on the barrier at the same smem address in cluster CTA `cta_rank` (mapa).
+  void ArriveCluster(const Operand& cta_rank, Loc loc = Loc::current()) const;
+  // arrive.expect_tx on the barrier at the same smem address in cluster CTA `cta_rank`.
+  void ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps, const Operand& cta_rank,
+                             Loc loc = Loc::current()) const;
+  // Blocks until the phase with parity `phase` (0 or 1) has completed.
+  void Wait(const Operand& phase, Loc loc = Loc::current()) const;
+  const Value& ptr() const { return ptr_; }
+
+ private:
+  friend class Kernel;
+  friend class Barriers;
+  Value ptr_;  // smem<i64>*
+};
+
+class Barriers {
+ public:
+  Barriers() = default;
+  Barrier operator[](const Operand& i) const;
+  int size() const { return count_; }
+
+ private:
+  friend class Kernel;
+  SmemTile tile_;
+  int count_ = 0;
+};
+
+// A wgmma m64nNk16 f32 accumulator: N/2 registers per thread of the warpgroup. Register 2p and
+// 2p+1 hold row Row(p), columns Col(p) and Col(p)+1 (the wgmma D fragment map).
+class WgmmaAccumulator {
+ public:
+  WgmmaAccumulator() = default;
+  int n() const { return n_; }
+  RegRef operator[](RegIndex i) const { return regs_[i]; }
+  Value Row(int pair, Loc loc = Loc::current()) const;
+  Value Col(int pair, Loc loc = Loc::current()) const;
+  const Regs& regs() const { return regs_; }
+  // Columns 16*k16 .. 16*k16+15 rounded to `elem` (bf16 or f16) as the A operand of a wgmma
+  // with A in registers: the A fragment of m64k16 is the accumulator's layout over 16 columns,
+  // so pairs 4*k16 .. 4*k16+3 become its four b32 registers (attention's P for P*V).
+  std::vector<Value> FragmentA(int k16, Scalar elem, Loc loc = Loc::current()) const;
+
+ private:
+  friend class Kernel;
+  Regs regs_;
+  Value lane_, warp_;  // lane and warp (0..3) within the warpgroup
+  int n_ = 0;
+};
+
+
+// A thread role: a contiguous range of threads running its own code (warp specialisation).
+struct RoleSpec {
+  int first_thread = 0;
+  int threads = 128;
+  int max_regs = 0;  // setmaxnreg for the role (whole warpgroups only); 0 keeps the default
+};
+
+
+}  // namespace kiln

@@ -1,0 +1,128 @@
+// Registers and memory as the builder sees them: register arrays, global tensors, and shared
+// tiles with their layouts (padding, XOR/rotate swizzles, the TMA/wgmma swizzles, rings). The ops
+// on them are Kernel methods (kiln/kernel.h: memory) and free functions (kiln/memory_ops.h);
+// built in dsl/memory.cc.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "kiln/value.h"
+
+namespace kiln {
+
+class Kernel;
+
+// A compile-time register index, carrying the source line that used it.
+struct RegIndex {
+  RegIndex(int v, Loc l = Loc::current()) : value(v), loc(l) {}
+  int value;
+  Loc loc;
+};
+
+// A register array: indices are C++ integers, so every access is static and the array lives in
+// registers (a run-time index would push it to local memory; it is not offered).
+class Regs {
+ public:
+  Regs() = default;
+  RegRef operator[](RegIndex i) const;
+  int size() const { return size_; }
+  const Type& type() const { return type_; }
+
+ private:
+  friend class Kernel;
+  detail::KernelState* state_ = nullptr;
+  int array_ = -1, size_ = 0;
+  Type type_;
+};
+
+// A global tensor: base pointer plus shape and strides in elements (row-major index order).
+class GlobalTensor {
+ public:
+  GlobalTensor() = default;
+  GlobalTensor(Value base, std::vector<Value> shape, std::vector<Value> strides)
+      : base_(base), shape_(std::move(shape)), strides_(std::move(strides)) {}
+  // Pointer to element (i, j, ...).
+  Value At(std::initializer_list<Operand> index, Loc loc = Loc::current()) const;
+  const Value& base() const { return base_; }
+  const Value& dim(int i) const { return shape_.at(i); }
+
+ private:
+  Value base_;
+  std::vector<Value> shape_, strides_;
+};
+
+// Shared-memory swizzle of TMA and wgmma: within each 8-row atom, 16-byte chunk c of row r is
+// stored at chunk c ^ (r % 8) (128B; 64B and 32B swizzle XOR fewer bits).
+enum class Swizzle : uint8_t { kNone = 0, k32B = 1, k64B = 2, k128B = 3 };
+int SwizzleBytes(Swizzle s);  // 0, 32, 64, 128
+
+// Ampere-style swizzle of a row's `unit_bytes` units (ldmatrix/cp.async tiles): in row r, unit c
+// is stored at c ^ f(r) (XOR), or at (c + f(r)) % units_per_row (rotate), f(r) = (r % period) /
+// divide. Seed 003's two XORs: Row8() = col ^ (row % 8) for rows of 128 bytes or more,
+// HalfRow8() = col ^ ((row % 8) / 2) for 64-byte rows. cuda_hgemm's permuted layout rotates:
+// RotateHalfRow8() on its 64-byte A/B rows, Rotate8() on its C staging rows. period 1: none.
+struct UnitSwizzle {
+  int unit_bytes = 16, period = 1, divide = 1;
+  bool rotate = false;
+  static UnitSwizzle Row8() { return {16, 8, 1}; }
+  static UnitSwizzle HalfRow8() { return {16, 8, 2}; }
+  static UnitSwizzle Rotate8() { return {16, 8, 1, true}; }
+  static UnitSwizzle RotateHalfRow8() { return {16, 8, 2, true}; }
+};
+// How a tile's rows sit in shared memory: padded (pad elements after each row) or XOR-swizzled,
+// and a ring of `stages` copies.
+struct SmemLayout {
+  int pad = 0;
+  UnitSwizzle swizzle;
+  int stages = 1;
+};
+
+// A tile of shared memory placed by the kernel's planner: rows x cols elements, each row
+// `row_stride` elements apart (cols + padding), optionally swizzled, optionally a ring of
+// `stages` copies (select one with Stage()).
+class SmemTile {
+ public:
+  SmemTile() = default;
+  // Pointer to element (row, col) of the selected stage, through the swizzle.
+  Value At(const Operand& row, const Operand& col, Loc loc = Loc::current()) const;
+  // The same tile, stage `s` of the ring.
+  SmemTile Stage(const Operand& s, Loc loc = Loc::current()) const;
+  // Pointer to the first byte of the selected stage.
+  Value Base(Loc loc = Loc::current()) const;
+  // Rows row0..row0+rows of each stage as a tile of their own (e.g. one TMA box of several that
+  // fill the tile). A swizzled tile splits only at whole 8-row atoms.
+  SmemTile Rows(int row0, int rows, Loc loc = Loc::current()) const;
+  // Of an interleaved tile (SmemInterleaved): its 8-column slab `s` (rows x 8, 16-byte rows) as
+  // a plain tile, e.g. the destination of one 2D TMA box.
+  SmemTile Slab(int s, Loc loc = Loc::current()) const;
+  bool interleaved() const { return interleaved_; }
+  Scalar elem() const { return elem_; }
+  int rows() const { return rows_; }
+  int cols() const { return cols_; }
+  int row_stride() const { return row_stride_; }
+  int stages() const { return stages_; }
+  Swizzle swizzle() const { return swizzle_; }
+  const UnitSwizzle& unit_swizzle() const { return xor_; }
+  int offset_bytes() const { return offset_; }
+  int stage_bytes() const { return rows_ * row_stride_ * ScalarBytes(elem_); }
+  int bytes() const { return stage_bytes() * stages_; }
+  const Loc& loc() const { return loc_; }
+
+ private:
+  friend class Kernel;
+  friend struct detail::Access;
+  detail::KernelState* state_ = nullptr;
+  Scalar elem_ = Scalar::kBF16;
+  int rows_ = 0, cols_ = 0, row_stride_ = 0, offset_ = 0, stages_ = 1;
+  Swizzle swizzle_ = Swizzle::kNone;
+  UnitSwizzle xor_;
+  bool interleaved_ = false;
+  Value stage_;  // selected stage (invalid: stage 0)
+  Loc loc_;
+};
+
+
+}  // namespace kiln
