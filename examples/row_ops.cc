@@ -139,4 +139,10 @@ std::string RowOpTableRow(const RowOpResult& r) {
                          r.passed ? "ok" : "FAIL: " + r.failure);
 }
 
+std::string RowOpTsvRow(const RowOpResult& r) {
+  return absl::StrFormat("%s\t%d\t%d\t%.4f\t%.1f\t%.4f\t%.1f\t%.4f\t%.3e\t%s", r.name, r.rows, r.cols, r.ms,
+                         r.gbps, r.copy_ms, r.copy_gbps, r.copy_gbps > 0 ? r.gbps / r.copy_gbps : 0.0, r.rel_error,
+                         r.passed ? "ok" : "fail");
+}
+
 }  // namespace kiln::examples

@@ -34,5 +34,7 @@ absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOption
 
 std::string RowOpTableHeader();
 std::string RowOpTableRow(const RowOpResult& r);
+// Machine-readable: name, rows, cols, ms, GB/s, copy ms, copy GB/s, ratio, error, ok|fail.
+std::string RowOpTsvRow(const RowOpResult& r);
 
 }  // namespace kiln::examples

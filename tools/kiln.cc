@@ -48,7 +48,10 @@ ABSL_FLAG(int64_t, cols, 4096, "cols for `kiln run` of a row op");
 ABSL_FLAG(std::string, shapes, "32768x4096,8192x8192,65536x1024",
           "`kiln bench` shapes of the row ops: comma-separated ROWSxCOLS");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
-ABSL_FLAG(std::string, out, "", "`kiln bench`: also write the results as TSV here");
+ABSL_FLAG(std::string, out, "",
+          "`kiln bench`: also write the results as TSV here (GEMM rows: name M N K ms TFLOPS cuBLAS-ms "
+          "cuBLAS-TFLOPS error spot-error reference ok; row-op rows: name rows cols ms GB/s copy-ms "
+          "copy-GB/s ratio error ok)");
 ABSL_FLAG(std::string, cache, "\x01", "`kiln compile`: the compile cache (default: kiln::DefaultCacheDir(); \"\" for none)");
 
 namespace {
@@ -245,7 +248,8 @@ void PrintDevice() {
 }
 
 // Runs the row ops x shapes; prints their table. Returns the number of failed runs.
-int BenchRowOps(const std::vector<Bundle>& ops, const std::vector<std::pair<int64_t, int64_t>>& shapes) {
+int BenchRowOps(const std::vector<Bundle>& ops, const std::vector<std::pair<int64_t, int64_t>>& shapes,
+                std::ofstream& tsv) {
   if (ops.empty()) return 0;
   std::cout << "# row ops: GB/s = bytes read and written / median time; copy = cuMemcpyDtoD of the input, same run\n"
             << kiln::examples::RowOpTableHeader() << std::endl;
@@ -261,6 +265,7 @@ int BenchRowOps(const std::vector<Bundle>& ops, const std::vector<std::pair<int6
         continue;
       }
       std::cout << kiln::examples::RowOpTableRow(*r) << std::endl;
+      if (tsv.is_open()) tsv << kiln::examples::RowOpTsvRow(*r) << "\n";
       failures += r->passed ? 0 : 1;
     }
   return failures;
@@ -336,7 +341,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
       failures += r->passed ? 0 : 1;
     }
   }
-  failures += BenchRowOps(row_ops, shapes);
+  failures += BenchRowOps(row_ops, shapes, tsv);
   return failures ? 1 : 0;
 }
 
