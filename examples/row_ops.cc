@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "examples/host_data.h"
 #include "examples/timing.h"
+#include "kiln/runtime/emulator.h"
 #include "kiln/runtime/launch.h"
 
 namespace kiln::examples {
@@ -46,6 +48,49 @@ void ReferenceRow(Op op, const uint16_t* x, const uint16_t* w, const uint16_t* b
     y[i] = (at(x, i) - mean) * scale * at(w, i) + (op == Op::kLayerNorm ? at(b, i) : 0.0);
 }
 
+// The kernel's arguments, by its parameters: x[, w][, b], y, rows, cols[, eps].
+std::vector<rt::Arg> ArgsFor(Op op, uint64_t x, uint64_t w, uint64_t b, uint64_t y, int64_t rows, int64_t cols) {
+  std::vector<rt::Arg> args = {rt::Arg::Ptr(x)};
+  if (op != Op::kSoftmax) args.push_back(rt::Arg::Ptr(w));
+  if (op == Op::kLayerNorm) args.push_back(rt::Arg::Ptr(b));
+  args.push_back(rt::Arg::Ptr(y));
+  args.push_back(rt::Arg::I32(static_cast<int32_t>(rows)));
+  args.push_back(rt::Arg::I32(static_cast<int32_t>(cols)));
+  if (op != Op::kSoftmax) args.push_back(rt::Arg::F32(kEps));
+  return args;
+}
+
+// Checks y (rows x cols, then 8 poisoned elements past the end) against the fp64 reference on
+// up to 512 rows spread over the matrix (first and last included); fills r's verdict.
+void CheckOutput(Op op, const std::vector<uint16_t>& x, const std::vector<uint16_t>& w, const std::vector<uint16_t>& b,
+                 const std::vector<uint16_t>& y, int64_t rows, int64_t cols, RowOpResult* r) {
+  const size_t n = static_cast<size_t>(rows) * cols;
+  for (size_t i = n; i < n + 8; ++i)
+    if (y[i] != 0xffff) r->failure = "wrote past the end of the output";
+  int64_t nans = 0;
+  for (size_t i = 0; i < n; ++i) nans += std::isnan(Bf16ToFloat(y[i]));
+  if (nans) r->failure = absl::StrCat(nans, " NaN or unwritten elements");
+  const int64_t step = std::max<int64_t>(1, rows / 512);
+  std::vector<double> ref(cols);
+  double err = 0, norm = 0;
+  std::vector<int64_t> checked;
+  for (int64_t row = 0; row < rows; row += step) checked.push_back(row);
+  if (checked.back() != rows - 1) checked.push_back(rows - 1);
+  for (int64_t row : checked) {
+    ReferenceRow(op, &x[row * cols], w.data(), b.data(), cols, ref.data());
+    for (int64_t i = 0; i < cols; ++i) {
+      const double d = Bf16ToFloat(y[row * cols + i]) - ref[i];
+      err += d * d, norm += ref[i] * ref[i];
+    }
+  }
+  r->rows_checked = static_cast<int64_t>(checked.size());
+  r->rel_error = norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
+  r->tolerance = 1e-2;  // bf16 output: 2^-9 relative per element
+  if (r->failure.empty() && !(r->rel_error <= r->tolerance))
+    r->failure = absl::StrFormat("error %.3g over tolerance %.3g", r->rel_error, r->tolerance);
+  r->passed = r->failure.empty();
+}
+
 }  // namespace
 
 bool IsRowOp(const std::string& name) { return OpOf(name).ok(); }
@@ -73,13 +118,7 @@ absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOption
   if (absl::Status s = db->CopyFromHost(b.data(), cols * 2); !s.ok()) return s;
   if (absl::Status s = dy->Fill(0xff); !s.ok()) return s;  // bf16 0xffff is a NaN: an unwritten element fails
 
-  std::vector<rt::Arg> args = {rt::Arg::Ptr(*dx)};
-  if (*op != Op::kSoftmax) args.push_back(rt::Arg::Ptr(*dw));
-  if (*op == Op::kLayerNorm) args.push_back(rt::Arg::Ptr(*db));
-  args.push_back(rt::Arg::Ptr(*dy));
-  args.push_back(rt::Arg::I32(static_cast<int32_t>(rows)));
-  args.push_back(rt::Arg::I32(static_cast<int32_t>(cols)));
-  if (*op != Op::kSoftmax) args.push_back(rt::Arg::F32(kEps));
+  std::vector<rt::Arg> args = ArgsFor(*op, dx->ptr(), dw->ptr(), db->ptr(), dy->ptr(), rows, cols);
   auto launch = [&]() -> absl::Status { return kernel->Launch(args); };
   if (absl::Status s = launch(); !s.ok()) return s;
   if (absl::Status s = rt::Synchronize(); !s.ok()) return s;
@@ -88,31 +127,7 @@ absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOption
   r.name = m.name, r.rows = rows, r.cols = cols;
   std::vector<uint16_t> y(n + 8);
   if (absl::Status s = dy->CopyToHost(y.data(), bytes + 16); !s.ok()) return s;
-  for (size_t i = n; i < n + 8; ++i)
-    if (y[i] != 0xffff) r.failure = "wrote past the end of the output";
-  int64_t nans = 0;
-  for (size_t i = 0; i < n; ++i) nans += std::isnan(Bf16ToFloat(y[i]));
-  if (nans) r.failure = absl::StrCat(nans, " NaN or unwritten elements");
-  // fp64 reference on up to 512 rows spread over the matrix (first and last included).
-  const int64_t step = std::max<int64_t>(1, rows / 512);
-  std::vector<double> ref(cols);
-  double err = 0, norm = 0;
-  std::vector<int64_t> checked;
-  for (int64_t row = 0; row < rows; row += step) checked.push_back(row);
-  if (checked.back() != rows - 1) checked.push_back(rows - 1);
-  for (int64_t row : checked) {
-    ReferenceRow(*op, &x[row * cols], w.data(), b.data(), cols, ref.data());
-    for (int64_t i = 0; i < cols; ++i) {
-      const double d = Bf16ToFloat(y[row * cols + i]) - ref[i];
-      err += d * d, norm += ref[i] * ref[i];
-    }
-  }
-  r.rows_checked = static_cast<int64_t>(checked.size());
-  r.rel_error = norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
-  r.tolerance = 1e-2;  // bf16 output: 2^-9 relative per element
-  if (r.failure.empty() && !(r.rel_error <= r.tolerance))
-    r.failure = absl::StrFormat("error %.3g over tolerance %.3g", r.rel_error, r.tolerance);
-  r.passed = r.failure.empty();
+  CheckOutput(*op, x, w, b, y, rows, cols, &r);
   if (!opt.time) return r;
 
   absl::StatusOr<rt::DeviceBuffer> scratch = rt::DeviceBuffer::Allocate(bytes);
@@ -125,6 +140,33 @@ absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOption
   r.ms = (*ms)[0], r.copy_ms = (*ms)[1];
   r.gbps = (2.0 * bytes + params) / (r.ms * 1e6);
   r.copy_gbps = 2.0 * bytes / (r.copy_ms * 1e6);
+  return r;
+}
+
+absl::StatusOr<RowOpResult> EmulateRowOp(const rt::Bundle& bundle, const RowOpOptions& opt, uint64_t schedule_seed) {
+  const rt::Manifest& m = bundle.manifest;
+  absl::StatusOr<Op> op = OpOf(m.name);
+  if (!op.ok()) return op.status();
+  const int64_t rows = opt.rows, cols = opt.cols;
+  if (rows < 1 || cols < 1 || rows * cols > (int64_t{1} << 26))
+    return absl::InvalidArgumentError(absl::StrCat(m.name, ": the emulator takes up to 2^26 elements, not ", rows, "x", cols));
+  const size_t n = static_cast<size_t>(rows) * cols, bytes = n * 2;
+  emu::Device d;
+  uint64_t dx = *d.Allocate(bytes), dy = *d.Allocate(bytes + 16), dw = *d.Allocate(cols * 2), db = *d.Allocate(cols * 2);
+  std::vector<uint16_t> x = RandomNormal16(n, opt.seed, false);
+  std::vector<uint16_t> w = RandomNormal16(cols, opt.seed + 1, false), b = RandomNormal16(cols, opt.seed + 2, false);
+  for (auto [to, from, size] : {std::tuple{dx, x.data(), bytes}, std::tuple{dw, w.data(), size_t(cols) * 2},
+                                std::tuple{db, b.data(), size_t(cols) * 2}})
+    if (absl::Status s = d.CopyIn(to, from, size); !s.ok()) return s;
+  if (absl::Status s = d.Fill(dy, 0xff, bytes + 16); !s.ok()) return s;
+  absl::StatusOr<emu::Stats> stats =
+      emu::Launch(d, bundle, ArgsFor(*op, dx, dw, db, dy, rows, cols), {.seed = schedule_seed});
+  if (!stats.ok()) return stats.status();
+  RowOpResult r;
+  r.name = m.name, r.rows = rows, r.cols = cols;
+  std::vector<uint16_t> y(n + 8);
+  if (absl::Status s = d.CopyOut(y.data(), dy, bytes + 16); !s.ok()) return s;
+  CheckOutput(*op, x, w, b, y, rows, cols, &r);
   return r;
 }
 

@@ -32,6 +32,11 @@ struct RowOpResult {
 
 absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOptions& options);
 
+// The same check on kiln's PTX emulator instead of a GPU (no timing): `schedule_seed` orders the
+// emulated threads (kiln/runtime/emulator.h).
+absl::StatusOr<RowOpResult> EmulateRowOp(const rt::Bundle& bundle, const RowOpOptions& options,
+                                         uint64_t schedule_seed = 1);
+
 std::string RowOpTableHeader();
 std::string RowOpTableRow(const RowOpResult& r);
 // Machine-readable: name, rows, cols, ms, GB/s, copy ms, copy GB/s, ratio, error, ok|fail.

@@ -47,6 +47,7 @@ ABSL_FLAG(int64_t, rows, 32768, "rows for `kiln run` of a row op");
 ABSL_FLAG(int64_t, cols, 4096, "cols for `kiln run` of a row op");
 ABSL_FLAG(std::string, shapes, "32768x4096,8192x8192,65536x1024",
           "`kiln bench` shapes of the row ops: comma-separated ROWSxCOLS");
+ABSL_FLAG(uint64_t, seed, 1, "`kiln emulate`: the emulated threads' schedule (0: in index order)");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
 ABSL_FLAG(std::string, out, "",
           "`kiln bench`: also write the results as TSV here (GEMM rows: name M N K ms TFLOPS cuBLAS-ms "
@@ -271,6 +272,30 @@ int BenchRowOps(const std::vector<Bundle>& ops, const std::vector<std::pair<int6
   return failures;
 }
 
+// Runs a kernel on the PTX emulator (kiln/runtime/emulator.h) and checks it like `kiln run`.
+int Emulate(const std::vector<std::string>& args) {
+  if (args.size() != 1) {
+    std::cerr << "usage: kiln emulate NAME [--rows R --cols C] [--seed S]\n";
+    return 2;
+  }
+  absl::StatusOr<Bundle> b = GetBundle(args[0]);
+  if (!b.ok()) return Fail(b.status());
+  if (!kiln::examples::IsRowOp(args[0]))
+    return Fail(absl::UnimplementedError(absl::StrCat(
+        "kiln emulate checks the row ops so far (ops/softmax, ops/rmsnorm, ops/layernorm); ", args[0],
+        " needs a harness on the emulator (TMA, mbarriers, wgmma and tcgen05 are not emulated yet)")));
+  kiln::examples::RowOpOptions opt;
+  opt.rows = absl::GetFlag(FLAGS_rows), opt.cols = absl::GetFlag(FLAGS_cols), opt.time = false;
+  auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<kiln::examples::RowOpResult> r = kiln::examples::EmulateRowOp(*b, opt, absl::GetFlag(FLAGS_seed));
+  if (!r.ok()) return Fail(r.status());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << absl::StrFormat("%s %dx%d on the emulator (seed %d, %.1f s): error %.3e over %d rows: %s\n", r->name,
+                               r->rows, r->cols, absl::GetFlag(FLAGS_seed), s, r->rel_error, r->rows_checked,
+                               r->passed ? "ok" : "FAIL: " + r->failure);
+  return r->passed ? 0 : 1;
+}
+
 absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseShapes(const std::string& text) {
   std::vector<std::pair<int64_t, int64_t>> shapes;
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
@@ -349,7 +374,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | run NAME | bench [NAME...]");
+      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | emulate NAME | run NAME | bench [NAME...]");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   if (args.empty()) {
@@ -368,6 +393,7 @@ int main(int argc, char** argv) {
       command == "sass")
     return Stage(command, args);
   if (command == "bundle") return WriteBundles(args);
+  if (command == "emulate") return Emulate(args);
   if (command == "compile") {
 #ifdef KILN_HAVE_COMPILER
     return CompileThroughCache(args);

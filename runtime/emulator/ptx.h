@@ -1,0 +1,90 @@
+// The emulator's view of a PTX module: entries with their parameters, registers and decoded
+// instructions. Decoding follows the PTX ISA's syntax (opcode, dot-separated modifiers, operands)
+// for the subset kiln's lowering emits; anything else is an error that names the PTX line.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kiln::emu::ptx {
+
+// The value kinds an instruction reads or writes.
+enum class Ty : uint8_t { kNone, kPred, kB8, kB16, kB32, kB64, kU8, kU16, kU32, kU64, kS8, kS16, kS32, kS64,
+                          kF16, kBF16, kF32, kF64, kBF16x2, kF16x2 };
+int TyBits(Ty t);
+bool TyIsFloat(Ty t);
+bool TyIsSigned(Ty t);
+
+enum class Space : uint8_t { kGeneric, kGlobal, kShared, kParam, kLocal, kConst };
+
+enum class Special : uint8_t { kTidX, kTidY, kTidZ, kNtidX, kNtidY, kNtidZ, kCtaidX, kCtaidY, kCtaidZ,
+                               kNctaidX, kNctaidY, kNctaidZ, kLaneId, kWarpId, kClusterCtaRank };
+
+struct Operand {
+  enum class Kind : uint8_t { kNone, kReg, kImm, kSpecial, kVector, kAddress, kLabel, kSymbol };
+  Kind kind = Kind::kNone;
+  int reg = -1;               // kReg; kAddress: base register (or -1)
+  uint64_t imm = 0;           // kImm (bits; float immediates already as their bits)
+  bool imm_is_float = false;  // 0fXXXXXXXX / 0dXXXX...
+  Special special{};
+  std::vector<int> regs;      // kVector (-1: the sink "_")
+  std::string symbol;         // kSymbol, kAddress on a symbol, kLabel
+  int64_t offset = 0;         // kAddress
+  int target = -1;            // kLabel: instruction index
+  bool negate = false;        // a "!" on a predicate source
+};
+
+enum class Op : uint16_t {
+  kUnknown, kMov, kAdd, kSub, kMul, kMad, kFma, kDiv, kRem, kMin, kMax, kNeg, kAbs, kAnd, kOr, kXor, kNot,
+  kShl, kShr, kSelp, kSetp, kCvt, kCvta, kEx2, kLg2, kRsqrt, kSqrt, kRcp, kLd, kSt, kShfl, kBar, kBarArrive,
+  kBra, kRet, kExit, kAtom, kRed, kRedux, kCreatePolicy, kBrev, kPopc, kClz, kBfe, kPrmt, kCopysign, kTestp,
+  kVote, kMembar, kFence
+};
+
+struct Instr {
+  Op op = Op::kUnknown;
+  std::string text;           // as written, for messages
+  int line = 0;               // in the PTX file
+  std::vector<std::string> mods;  // dot-separated parts after the opcode
+  Ty type = Ty::kNone;        // the last type modifier (the operation's)
+  Ty src_type = Ty::kNone;    // cvt: the source type
+  Space space = Space::kGeneric;
+  int vec = 1;                // .v2 / .v4
+  bool wide = false, lo = false, hi = false, approx = false, ftz = false, sat = false;
+  std::string rounding;       // rn, rz, rm, rp, rni, rzi, ...
+  std::string cmp;            // setp / shfl mode / atom op / redux op
+  int guard = -1;             // @%p: predicate register; -1 none
+  bool guard_negated = false;
+  std::vector<Operand> ops;
+  bool Has(const std::string& mod) const;
+};
+
+struct Param {
+  std::string name;
+  int bytes = 0;
+  int offset = 0;  // in the parameter buffer (aligned to its size)
+};
+
+struct Entry {
+  std::string name;
+  std::vector<Param> params;
+  int param_bytes = 0;
+  int num_regs = 0;
+  std::vector<std::string> reg_names;  // by id, for messages
+  std::vector<Instr> code;
+};
+
+struct Module {
+  std::string target;
+  std::map<std::string, int64_t> shared_symbols;  // name -> offset in the CTA's shared memory
+  std::vector<Entry> entries;
+  const Entry* Find(const std::string& name) const;
+};
+
+absl::StatusOr<Module> Parse(const std::string& text);
+
+}  // namespace kiln::emu::ptx

@@ -1,0 +1,66 @@
+// The emulator on kernels the GPU has checked (ops/saxpy and the row ops, correct on an H100 at
+// these kinds of shapes): it runs their PTX, as the compiler emitted it, to the fp64 reference's
+// answer at ragged shapes that take every body of the row kernels, under two schedules.
+#include <cmath>
+#include <vector>
+
+#include "examples/registry.h"
+#include "examples/row_ops.h"
+#include "gtest/gtest.h"
+#include "kiln/lowering.h"
+#include "kiln/runtime/emulator.h"
+
+namespace kiln::examples {
+namespace {
+
+rt::Bundle BundleOf(const std::string& name) {
+  absl::StatusOr<KernelDef> def = Find(name)->build();
+  EXPECT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  EXPECT_TRUE(ptx.ok()) << ptx.status();
+  return {def->manifest(), *ptx};
+}
+
+class EmulatedRowOp : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EmulatedRowOp, MatchesTheReferenceAtRaggedShapes) {
+  const rt::Bundle b = BundleOf(GetParam());
+  // 1x1; a 256-column row (32 threads x 1 chunk); 1000 (the 1024 layout, masked); 3001 (not a
+  // multiple of 8: the loop body); 17 rows (a block and a bit).
+  for (auto [rows, cols] : {std::pair{1, 1}, std::pair{17, 256}, std::pair{3, 1000}, std::pair{2, 3001}})
+    for (uint64_t seed : {1, 7}) {
+      RowOpOptions opt;
+      opt.rows = rows, opt.cols = cols, opt.time = false;
+      absl::StatusOr<RowOpResult> r = EmulateRowOp(b, opt, seed);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_TRUE(r->passed) << GetParam() << " " << rows << "x" << cols << " seed " << seed << ": " << r->failure;
+      EXPECT_LT(r->rel_error, 1e-2);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, EmulatedRowOp, ::testing::Values("ops/softmax", "ops/rmsnorm", "ops/layernorm"),
+                         [](const auto& info) { return std::string(info.param).substr(4); });
+
+TEST(EmulatedSaxpy, MatchesTheCpuAtRaggedSizes) {
+  const rt::Bundle b = BundleOf("ops/saxpy");
+  for (int64_t n : {int64_t{1}, int64_t{777}, int64_t{3001}}) {
+    std::vector<float> x(n), y(n + 1);
+    for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * i - 3, y[i] = 1.0f / (i + 1);
+    y[n] = 12345.0f;  // past the end: must stay
+    emu::Device d;
+    uint64_t dx = *d.Allocate(n * 4), dy = *d.Allocate((n + 1) * 4);
+    ASSERT_TRUE(d.CopyIn(dx, x.data(), n * 4).ok());
+    ASSERT_TRUE(d.CopyIn(dy, y.data(), (n + 1) * 4).ok());
+    absl::StatusOr<emu::Stats> s =
+        emu::Launch(d, b, {rt::Arg::Ptr(dx), rt::Arg::Ptr(dy), rt::Arg::F32(1.5f), rt::Arg::I64(n)});
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->blocks, (n + 255) / 256);
+    std::vector<float> got(n + 1);
+    ASSERT_TRUE(d.CopyOut(got.data(), dy, (n + 1) * 4).ok());
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], std::fma(1.5f, x[i], y[i])) << i;
+    EXPECT_EQ(got[n], 12345.0f);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::examples

@@ -1,0 +1,192 @@
+// The PTX emulator against the PTX ISA's definitions, on hand-written PTX (no compiler needed):
+// each test states what the ISA says an instruction does and checks the emulator does that.
+#include "kiln/runtime/emulator.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace kiln::emu {
+namespace {
+
+// A one-entry bundle around `body`, with parameters (ptr out, i32 n).
+rt::Bundle Kernel(const std::string& body, rt::Dim3 block = {32, 1, 1}, const std::string& regs = "") {
+  rt::Bundle b;
+  b.manifest.name = "test/emu";
+  b.manifest.entry = "emu";
+  b.manifest.target = "sm_80";
+  b.manifest.block = block;
+  b.manifest.source = "emulator_test.cc:1";
+  b.manifest.smem_bytes = 1024;
+  b.manifest.params = {{"out", rt::ParamSpec::Kind::kPointer}, {"n", rt::ParamSpec::Kind::kI32}};
+  b.ptx = absl::StrCat(R"(.version 7.8
+.target sm_80
+.address_size 64
+.extern .shared .align 16 .b8 smem[];
+.visible .entry emu(
+	.param .u64 .ptr .global .align 1 emu_param_0,
+	.param .u32 emu_param_1
+)
+{
+	.reg .pred %p<8>;
+	.reg .b16 %rs<8>;
+	.reg .b32 %r<32>;
+	.reg .b64 %rd<16>;
+)", regs, R"(
+	ld.param.b64 %rd1, [emu_param_0];
+	mov.u32 %r1, %tid.x;
+	mul.wide.u32 %rd2, %r1, 4;
+	add.s64 %rd3, %rd1, %rd2;
+)", body, R"(
+	ret;
+}
+)");
+  return b;
+}
+
+// Emulates `b` on one block and returns out[0..count); out has room for a word per thread.
+std::vector<uint32_t> Emulate(const rt::Bundle& b, int count, absl::Status* status = nullptr, uint64_t seed = 1) {
+  Device d;
+  uint64_t out = *d.Allocate(std::max<int>(count, b.manifest.block.count()) * 4);
+  absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(count)}, {.seed = seed});
+  if (status) *status = s.status();
+  else EXPECT_TRUE(s.ok()) << s.status();
+  std::vector<uint32_t> v(count);
+  EXPECT_TRUE(d.CopyOut(v.data(), out, count * 4).ok());
+  return v;
+}
+
+float AsF(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+TEST(Emulator, PackedConversionPutsTheFirstSourceInTheUpperHalf) {
+  // PTX ISA, cvt: "the value converted from input a is stored in the upper half of d".
+  std::vector<uint32_t> v = Emulate(Kernel(R"(
+	cvt.rn.bf16x2.f32 %r2, 0f3F800000, 0f40000000;
+	st.global.b32 [%rd3], %r2;
+)"), 1);
+  EXPECT_EQ(v[0], 0x3F804000u);  // bf16(1.0) = 0x3F80 high, bf16(2.0) = 0x4000 low
+}
+
+TEST(Emulator, UnpackingMovTakesTheLowHalfFirst) {
+  std::vector<uint32_t> v = Emulate(Kernel(R"(
+	mov.b32 %r2, 0x40003F80;
+	mov.b32 {%rs1, %rs2}, %r2;
+	cvt.f32.bf16 %r3, %rs1;
+	st.global.b32 [%rd3], %r3;
+)"), 1);
+  EXPECT_EQ(AsF(v[0]), 1.0f);
+}
+
+TEST(Emulator, ShuffleModesFollowTheIsa) {
+  // bfly 1 swaps neighbours; up 1 with c = 0 keeps lane 0's own value; idx 5 broadcasts lane 5;
+  // down 16 with c = 31 keeps lanes 16..31's own values.
+  std::vector<uint32_t> v = Emulate(Kernel(R"(
+	shfl.sync.bfly.b32 %r2, %r1, 1, 31, -1;
+	shfl.sync.up.b32 %r3, %r1, 1, 0, -1;
+	shfl.sync.idx.b32 %r4, %r1, 5, 31, -1;
+	shfl.sync.down.b32 %r5, %r1, 16, 31, -1;
+	mul.lo.s32 %r6, %r2, 1000000;
+	mul.lo.s32 %r7, %r3, 10000;
+	mul.lo.s32 %r8, %r4, 100;
+	add.s32 %r9, %r6, %r7;
+	add.s32 %r9, %r9, %r8;
+	add.s32 %r9, %r9, %r5;
+	st.global.b32 [%rd3], %r9;
+)"), 32);
+  for (int lane = 0; lane < 32; ++lane) {
+    const int bfly = lane ^ 1, up = lane == 0 ? 0 : lane - 1, down = lane < 16 ? lane + 16 : lane;
+    EXPECT_EQ(v[lane], static_cast<uint32_t>(bfly * 1000000 + up * 10000 + 5 * 100 + down)) << lane;
+  }
+}
+
+TEST(Emulator, SignedAndUnsignedComparisonsDiffer) {
+  std::vector<uint32_t> v = Emulate(Kernel(R"(
+	mov.b32 %r2, -1;
+	setp.lt.s32 %p1, %r2, 0;
+	setp.lt.u32 %p2, %r2, 0;
+	selp.b32 %r3, 10, 0, %p1;
+	selp.b32 %r4, 1, 0, %p2;
+	add.s32 %r5, %r3, %r4;
+	shr.s32 %r6, %r2, 4;
+	shr.u32 %r7, %r2, 28;
+	add.s32 %r5, %r5, %r7;
+	setp.eq.s32 %p3, %r6, -1;
+	@!%p3 mov.b32 %r5, 999;
+	st.global.b32 [%rd3], %r5;
+)"), 1);
+  EXPECT_EQ(v[0], 10u + 0u + 15u);
+}
+
+TEST(Emulator, BlockBarrierOrdersSharedMemory) {
+  // Each thread writes its id to shared memory, waits, and reads its neighbour's.
+  std::vector<uint32_t> v = Emulate(Kernel(R"(
+	mov.u32 %r2, smem;
+	shl.b32 %r3, %r1, 2;
+	add.s32 %r4, %r2, %r3;
+	st.shared.b32 [%r4], %r1;
+	bar.sync 0;
+	add.s32 %r5, %r1, 1;
+	and.b32 %r5, %r5, 63;
+	shl.b32 %r6, %r5, 2;
+	add.s32 %r7, %r2, %r6;
+	ld.shared.b32 %r8, [%r7];
+	st.global.b32 [%rd3], %r8;
+)", {64, 1, 1}), 64);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(v[i], static_cast<uint32_t>((i + 1) % 64)) << i;
+}
+
+TEST(Emulator, ABarrierSomeThreadsNeverReachIsADeadlock) {
+  absl::Status s;
+  Emulate(Kernel(R"(
+	setp.lt.u32 %p1, %r1, 32;
+	@%p1 bra $L__wait;
+	bar.sync 1, 64;
+	bra $L__done;
+$L__wait:
+	bar.sync 2, 64;
+$L__done:
+)", {64, 1, 1}), 1, &s);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("deadlock in block (0,0,0): every live thread waits: 32 threads at barrier 1 (32 of 64 "
+                             "arrived"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("32 threads at barrier 2"), std::string::npos) << s;
+}
+
+TEST(Emulator, OutOfBoundsAndMisalignedAccessesNameTheLineAndThread) {
+  absl::Status s;
+  Emulate(Kernel(R"(
+	st.global.b32 [%rd3+4], %r1;
+)"), 32, &s);  // the last thread writes one word past the 32
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("(st.global.b32 [%rd3+4], %r1): out-of-bounds global access of 4 bytes"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("in thread (31,0,0) of block (0,0,0)"), std::string::npos) << s;
+  Emulate(Kernel(R"(
+	st.global.b32 [%rd3+2], %r1;
+)"), 32, &s);
+  EXPECT_NE(s.message().find("misaligned 4-byte access"), std::string::npos) << s;
+}
+
+TEST(Emulator, UnknownInstructionsAreRefusedAtTheirLine) {
+  absl::Status s;
+  Emulate(Kernel(R"(
+	tanh.approx.f32 %r2, %r1;
+)"), 1, &s);
+  EXPECT_NE(s.message().find("the emulator does not know 'tanh'"), std::string::npos) << s;
+}
+
+TEST(Emulator, EndlessLoopsRunOutOfBudget) {
+  rt::Bundle b = Kernel(R"(
+$L__spin:
+	bra $L__spin;
+)");
+  Device d;
+  uint64_t out = *d.Allocate(4);
+  absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(1)}, {.max_instructions = 100000});
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(s.status())) << s.status();
+}
+
+}  // namespace
+}  // namespace kiln::emu
