@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -12,6 +13,7 @@
 #include "examples/timing.h"
 #include "examples/host_data.h"
 #include "kiln/runtime/driver.h"
+#include "kiln/runtime/emulator.h"
 #include "kiln/runtime/launch.h"
 #include "kiln/runtime/schedule.h"
 #include "kiln/runtime/tensor_map.h"
@@ -282,6 +284,74 @@ std::string TableRow(const GemmResult& r) {
   return absl::StrFormat("%-22s %6d %6d %6d %9.1f %9.1f %7.3f %9.2e %9.2e  %s", r.name, r.size.m,
                          r.size.n, r.size.k, r.tflops, r.cublas_tflops, ratio, r.rel_error,
                          r.spot_error, r.passed ? "ok" : "FAIL: " + r.failure);
+}
+
+absl::StatusOr<GemmResult> EmulateGemm(const rt::Bundle& bundle, const RunOptions& opt, uint64_t schedule_seed) {
+  const rt::Manifest& m = bundle.manifest;
+  const std::optional<GemmSpec> gemm = GemmOf(m);
+  if (!gemm) return absl::FailedPreconditionError(absl::StrCat(m.name, " (", m.source, ") is not a GEMM"));
+  const GemmSpec& g = *gemm;
+  const ProblemSize& s = opt.size;
+  if (absl::Status st = CheckProblem(m, g, s); !st.ok()) return st;
+  if (g.in_type == "f32" || g.out_type == "f32")
+    return absl::UnimplementedError("the GEMM harness handles 16-bit inputs and outputs");
+  if (s.m * s.n * s.k > (int64_t{1} << 27))
+    return absl::InvalidArgumentError(absl::StrCat(m.name, ": M*N*K of at most 2^27 on the emulator"));
+  const bool half_in = g.in_type == "f16", half_out = g.out_type == "f16";
+  std::vector<uint16_t> ha = RandomNormal16(s.m * s.k, opt.seed, half_in);
+  std::vector<uint16_t> hb = RandomNormal16(s.k * s.n, opt.seed + 1, half_in);
+  emu::Device d;
+  const uint64_t da = *d.Allocate(ha.size() * 2), db = *d.Allocate(hb.size() * 2), dc = *d.Allocate(s.m * s.n * 2);
+  if (absl::Status st = d.CopyIn(da, ha.data(), ha.size() * 2); !st.ok()) return st;
+  if (absl::Status st = d.CopyIn(db, hb.data(), hb.size() * 2); !st.ok()) return st;
+  if (absl::Status st = d.Fill(dc, 0xff, s.m * s.n * 2); !st.ok()) return st;  // NaN until written
+  auto strides = [](const std::string& order, int64_t rows, int64_t cols) {
+    return order == "row" ? std::pair<int64_t, int64_t>{cols, 1} : std::pair<int64_t, int64_t>{1, rows};
+  };
+  auto [a0, a1] = strides(g.a_order, s.m, s.k);
+  auto [b0, b1] = strides(g.b_order, s.k, s.n);
+  auto [c0, c1] = strides(g.c_order, s.m, s.n);
+  const std::map<std::string, int64_t> ints = {{"M", s.m},  {"N", s.n},  {"K", s.k},  {"sA0", a0}, {"sA1", a1},
+                                               {"sB0", b0}, {"sB1", b1}, {"sC0", c0}, {"sC1", c1}};
+  std::vector<rt::Arg> args;
+  for (const rt::ParamSpec& p : m.params) {
+    if (p.kind == rt::ParamSpec::Kind::kPointer && (p.name == "A" || p.name == "B" || p.name == "C"))
+      args.push_back(rt::Arg::Ptr(p.name == "A" ? da : p.name == "B" ? db : dc));
+    else if (p.kind == rt::ParamSpec::Kind::kI32 && ints.count(p.name))
+      args.push_back(rt::Arg::I32(static_cast<int32_t>(ints.at(p.name))));
+    else if (p.kind == rt::ParamSpec::Kind::kTensorMap || p.kind == rt::ParamSpec::Kind::kScheduleTable)
+      args.push_back(p.kind == rt::ParamSpec::Kind::kTensorMap ? rt::Arg::Tensor(0) : rt::Arg::Schedule());
+    else
+      return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
+  }
+  absl::StatusOr<emu::Stats> stats = emu::Launch(d, bundle, args, {.seed = schedule_seed});
+  if (!stats.ok()) return stats.status();
+  std::vector<uint16_t> hc(s.m * s.n);
+  if (absl::Status st = d.CopyOut(hc.data(), dc, hc.size() * 2); !st.ok()) return st;
+  GemmResult r;
+  r.name = m.name;
+  r.size = s;
+  r.tolerance = Tolerance(g);
+  r.reference = "fp64 on the CPU";
+  double err = 0, norm = 0;
+  int64_t nans = 0;
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j) {
+      double want = 0;
+      for (int64_t k = 0; k < s.k; ++k)
+        want += ToFloat(ha[Index(g.a_order, i, k, s.m, s.k)], g.in_type) *
+                ToFloat(hb[Index(g.b_order, k, j, s.k, s.n)], g.in_type);
+      const double got = half_out ? HalfToFloat(hc[Index(g.c_order, i, j, s.m, s.n)])
+                                  : Bf16ToFloat(hc[Index(g.c_order, i, j, s.m, s.n)]);
+      if (std::isnan(got)) ++nans;
+      err += (got - want) * (got - want), norm += want * want;
+    }
+  r.rel_error = std::sqrt(err / norm);
+  r.spot_error = r.rel_error;
+  if (nans) r.failure = absl::StrCat(nans, " NaN or unwritten elements");
+  else if (!(r.rel_error <= r.tolerance)) r.failure = absl::StrFormat("error %.3g over tolerance %.3g", r.rel_error, r.tolerance);
+  r.passed = r.failure.empty();
+  return r;
 }
 
 std::string TsvRow(const GemmResult& r) {

@@ -42,6 +42,12 @@ double Tolerance(const GemmSpec& spec);
 absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* reference,
                                    const RunOptions& options);
 
+// The same check on kiln's PTX emulator (no GPU, no timing): the output against an fp64 CPU
+// product over every element. Kernels that take tensor maps or schedule tables need TMA, which
+// the emulator does not run yet (an Unimplemented status says so).
+absl::StatusOr<GemmResult> EmulateGemm(const rt::Bundle& bundle, const RunOptions& options,
+                                       uint64_t schedule_seed = 1);
+
 // The table: header once, then one row per result.
 std::string TableHeader();
 std::string TableRow(const GemmResult& r);

@@ -87,10 +87,20 @@ int64_t SignExtend(uint64_t v, int bits) {
   return static_cast<int64_t>((v ^ m) - m);
 }
 
+// A cp.async in flight: the source bytes as read at issue, written to shared memory when its
+// group completes (at the cp.async.wait_group that needs it: the latest moment the ISA allows, so
+// a read of the destination before the wait sees the old bytes).
+struct AsyncCopy {
+  uint64_t shared_offset = 0;
+  std::vector<uint8_t> bytes;
+};
+
 struct Thread {
   int x = 0, y = 0, z = 0, linear = 0;
   int pc = 0;
   std::vector<uint64_t> r;
+  std::vector<AsyncCopy> open_group;               // not yet committed
+  std::vector<std::vector<AsyncCopy>> groups;      // committed, oldest first
   enum class State : uint8_t { kRun, kWarp, kBarrier, kDone } state = State::kRun;
   int barrier = -1;
 };
@@ -241,6 +251,15 @@ class Cta {
   absl::Status Convert(Thread& t, const Instr& in);
   absl::Status LoadStore(Thread& t, const Instr& in);
   absl::Status Atomic(Thread& t, const Instr& in);
+  absl::Status CpAsync(Thread& t, const Instr& in);
+  void CompleteGroups(Thread& t, size_t keep);
+  void Exit(Thread& t) {
+    if (!t.open_group.empty()) t.groups.push_back(std::move(t.open_group));  // copies still land
+    CompleteGroups(t, 0);
+    t.state = Thread::State::kDone;
+  }
+  std::vector<std::vector<uint64_t>> LdMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
+  std::vector<std::vector<uint64_t>> Mma(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
 
   Device& dev_;
   const ptx::Module& m_;
@@ -261,7 +280,7 @@ class Cta {
 
 absl::Status Cta::Step(Thread& t) {
   if (t.pc >= static_cast<int>(e_.code.size())) {
-    t.state = Thread::State::kDone;
+    Exit(t);
     return absl::OkStatus();
   }
   const Instr& in = e_.code[t.pc];
@@ -274,10 +293,13 @@ absl::Status Cta::Step(Thread& t) {
       t.pc = in.ops.at(0).target;
       return absl::OkStatus();
     case Op::kRet: case Op::kExit:
-      t.state = Thread::State::kDone;
+      Exit(t);
       return absl::OkStatus();
-    case Op::kShfl: case Op::kRedux: case Op::kVote:
+    case Op::kShfl: case Op::kRedux: case Op::kVote: case Op::kLdMatrix: case Op::kMma:
       return Collective(t, in);
+    case Op::kCpAsync:
+      if (absl::Status s = CpAsync(t, in); !s.ok()) return s;
+      break;
     case Op::kBar:
       if (in.Has("warp")) break;  // bar.warp.sync: lanes of a warp run apart here anyway
       return Arrive(t, in, !in.Has("arrive"));
@@ -415,6 +437,21 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
       if (in.op == Op::kShl) r = n >= static_cast<uint64_t>(bits) ? 0 : src(1) << n;
       else if (sgn) r = static_cast<uint64_t>(si(1) >> std::min<uint64_t>(n, bits - 1));
       else r = n >= static_cast<uint64_t>(bits) ? 0 : src(1) >> n;
+      Write(t, in.ops[0], r & Mask(bits));
+      return absl::OkStatus();
+    }
+    case Op::kBfe: {  // bits pos..pos+len-1 of a, sign-extended for signed types
+      const uint64_t pos = Read(t, in.ops.at(2), 32) & 0xff, len = Read(t, in.ops.at(3), 32) & 0xff;
+      uint64_t r = 0;
+      if (len > 0) {
+        const uint64_t field = pos >= static_cast<uint64_t>(bits) ? 0 : (src(1) >> pos) & Mask(static_cast<int>(len));
+        r = field;
+        if (sgn) {
+          const int top = static_cast<int>(std::min<uint64_t>(pos + len, bits) - 1);
+          const bool sign = pos + len > static_cast<uint64_t>(bits) ? (src(1) >> (bits - 1)) & 1 : (src(1) >> top) & 1;
+          if (sign) r |= ~Mask(static_cast<int>(len));
+        }
+      }
       Write(t, in.ops[0], r & Mask(bits));
       return absl::OkStatus();
     }
@@ -613,7 +650,9 @@ absl::Status Cta::TryReleaseWarp(int warp) {
     if (l->state == Thread::State::kWarp) some = l;
   if (!some) return absl::OkStatus();
   const Instr& in = e_.code[some->pc];
-  const uint32_t members = static_cast<uint32_t>(Read(*some, in.ops.back(), 32));
+  const bool whole_warp = in.op == Op::kLdMatrix || in.op == Op::kMma;  // .sync.aligned: every lane
+  const uint32_t members =
+      whole_warp ? static_cast<uint32_t>(Mask(n)) : static_cast<uint32_t>(Read(*some, in.ops.back(), 32));
   for (int i = 0; i < n; ++i) {
     if (!(members >> i & 1)) continue;
     if (lanes[i]->state == Thread::State::kDone)
@@ -626,6 +665,19 @@ absl::Status Cta::TryReleaseWarp(int warp) {
   for (int i = n; i < 32; ++i)
     if (members >> i & 1) return Fail(*some, in, absl::StrCat("the member mask names lane ", i, ", which this block does not have"));
   // Everyone is here: compute each member lane's result from the values at this moment.
+  if (whole_warp) {
+    absl::Status s;
+    std::vector<std::vector<uint64_t>> out = in.op == Op::kMma ? Mma(lanes, in, &s) : LdMatrix(lanes, in, &s);
+    if (!s.ok()) return s;
+    for (int i = 0; i < n; ++i) {
+      Thread& l = *lanes[i];
+      const Operand& d = e_.code[l.pc].ops.at(0);
+      for (size_t k = 0; k < d.regs.size() && k < out[i].size(); ++k) l.r[d.regs[k]] = out[i][k];
+      l.state = Thread::State::kRun;
+      ++l.pc;
+    }
+    return absl::OkStatus();
+  }
   std::vector<uint64_t> results(n, 0);
   for (int i = 0; i < n; ++i) {
     if (!(members >> i & 1)) continue;
@@ -680,6 +732,120 @@ absl::Status Cta::TryReleaseWarp(int warp) {
     ++l.pc;
   }
   return absl::OkStatus();
+}
+
+// ---- Ampere's tensor-core data movement and MMA (PTX ISA: ldmatrix, mma.m16n8k16 fragments)
+
+// ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: lanes 8i..8i+7 give the row addresses
+// of matrix i; lane t receives row t/4, columns 2(t%4) and 2(t%4)+1 of each matrix (with .trans,
+// of its transpose), the lower column in the lower half.
+std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s) {
+  const int matrices = in.vec, n = static_cast<int>(lanes.size());
+  std::vector<std::vector<uint64_t>> out(n, std::vector<uint64_t>(matrices, 0));
+  if (n < 32) {
+    *s = Fail(*lanes[0], in, "ldmatrix needs a whole warp");
+    return out;
+  }
+  auto element = [&](int matrix, int row, int col) -> uint64_t {
+    Thread& src = *lanes[8 * matrix + row];
+    const uint64_t addr = Address(src, e_.code[src.pc].ops.at(1)) + 2 * col;
+    absl::StatusOr<uint8_t*> p = Memory(src, e_.code[src.pc], Space::kShared, addr, 2);
+    if (!p.ok()) {
+      if (s->ok()) *s = p.status();
+      return 0;
+    }
+    uint16_t v;
+    std::memcpy(&v, *p, 2);
+    return v;
+  };
+  for (int t = 0; t < 32; ++t)
+    for (int m = 0; m < matrices; ++m) {
+      const int r = t / 4, c = 2 * (t % 4);
+      const uint64_t lo = in.Has("trans") ? element(m, c, r) : element(m, r, c);
+      const uint64_t hi = in.Has("trans") ? element(m, c + 1, r) : element(m, r, c + 1);
+      out[t][m] = lo | hi << 16;
+    }
+  return out;
+}
+
+// mma.sync.aligned.m16n8k16.row.col: D (16x8) = A (16x16) * B (16x8) + C with the ISA's fragments
+// (g = lane / 4, t = lane % 4): A reg j holds row g + 8(j%2), columns 2t + 8(j/2) and the next;
+// B reg j holds rows 2t + 8j and the next of column g; f32 C/D reg j holds row g + 8(j/2),
+// column 2t + j%2 (f16: reg j packs row g + 8j, columns 2t and 2t+1).
+std::vector<std::vector<uint64_t>> Cta::Mma(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s) {
+  const int n = static_cast<int>(lanes.size());
+  const bool f32_acc = in.type == Ty::kF32;
+  std::vector<std::vector<uint64_t>> out(n, std::vector<uint64_t>(f32_acc ? 4 : 2, 0));
+  if (!in.Has("m16n8k16") || !in.Has("row") || !in.Has("col") || n < 32 ||
+      (in.src_type != Ty::kBF16 && in.src_type != Ty::kF16)) {
+    *s = Fail(*lanes[0], in, "only mma.sync m16n8k16.row.col with bf16/f16 inputs is emulated");
+    return out;
+  }
+  auto half = [](uint64_t reg, int which) { return static_cast<uint16_t>(reg >> (16 * which)); };
+  auto input = [&](uint16_t h) -> double { return in.src_type == Ty::kBF16 ? Bf16ToF32(h) : F16ToF32(h); };
+  auto reg = [&](int lane, int operand, int j) { return lanes[lane]->r[e_.code[lanes[lane]->pc].ops.at(operand).regs.at(j)]; };
+  double a[16][16], b[16][8], c[16][8];
+  for (int row = 0; row < 16; ++row)
+    for (int k = 0; k < 16; ++k)
+      a[row][k] = input(half(reg((row % 8) * 4 + (k % 8) / 2, 1, row / 8 + 2 * (k / 8)), k % 2));
+  for (int k = 0; k < 16; ++k)
+    for (int col = 0; col < 8; ++col) b[k][col] = input(half(reg(col * 4 + (k % 8) / 2, 2, k / 8), k % 2));
+  for (int row = 0; row < 16; ++row)
+    for (int col = 0; col < 8; ++col) {
+      const int lane = (row % 8) * 4 + col / 2;
+      c[row][col] = f32_acc ? F32(reg(lane, 3, (row / 8) * 2 + col % 2)) : F16ToF32(half(reg(lane, 3, row / 8), col % 2));
+    }
+  for (int row = 0; row < 16; ++row)
+    for (int col = 0; col < 8; ++col) {
+      double d = c[row][col];
+      for (int k = 0; k < 16; ++k) d += a[row][k] * b[k][col];
+      const int lane = (row % 8) * 4 + col / 2;
+      if (f32_acc) out[lane][(row / 8) * 2 + col % 2] = Bits(static_cast<float>(d));
+      else out[lane][row / 8] |= uint64_t{F32ToF16(static_cast<float>(d))} << (16 * (col % 2));
+    }
+  return out;
+}
+
+// cp.async.{ca,cg}.shared.global [dst], [src], size[, src_size] (bytes past src_size are zeros);
+// cp.async.commit_group; cp.async.wait_group N; cp.async.wait_all.
+absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
+  if (in.Has("commit_group")) {
+    t.groups.push_back(std::move(t.open_group));
+    t.open_group.clear();
+    return absl::OkStatus();
+  }
+  if (in.Has("wait_group")) {
+    CompleteGroups(t, Read(t, in.ops.at(0), 32));
+    return absl::OkStatus();
+  }
+  if (in.Has("wait_all")) {
+    if (!t.open_group.empty()) t.groups.push_back(std::move(t.open_group));
+    t.open_group.clear();
+    CompleteGroups(t, 0);
+    return absl::OkStatus();
+  }
+  const int size = static_cast<int>(Read(t, in.ops.at(2), 32));
+  const int src_size = in.ops.size() > 3 ? static_cast<int>(Read(t, in.ops.at(3), 32)) : size;
+  if (size != 4 && size != 8 && size != 16) return Fail(t, in, "cp.async copies 4, 8 or 16 bytes");
+  AsyncCopy copy;
+  copy.shared_offset = Address(t, in.ops.at(0));
+  if (absl::StatusOr<uint8_t*> dst = Memory(t, in, Space::kShared, copy.shared_offset, size); !dst.ok()) return dst.status();
+  copy.bytes.assign(size, 0);
+  if (src_size > 0) {
+    absl::StatusOr<uint8_t*> src = Memory(t, in, Space::kGlobal, Address(t, in.ops.at(1)), std::min(size, src_size));
+    if (!src.ok()) return src.status();
+    std::memcpy(copy.bytes.data(), *src, std::min(size, src_size));
+  }
+  t.open_group.push_back(std::move(copy));
+  return absl::OkStatus();
+}
+
+void Cta::CompleteGroups(Thread& t, size_t keep) {
+  while (t.groups.size() > keep) {
+    for (const AsyncCopy& c : t.groups.front())
+      std::memcpy(shared_.data() + c.shared_offset, c.bytes.data(), c.bytes.size());
+    t.groups.erase(t.groups.begin());
+  }
 }
 
 // ---- barriers: bar.sync / barrier.sync id[, count]; bar.arrive id, count

@@ -63,7 +63,7 @@ const std::map<std::string, Op>& Ops() {
       {"red", Op::kRed},     {"redux", Op::kRedux}, {"createpolicy", Op::kCreatePolicy},
       {"brev", Op::kBrev},   {"popc", Op::kPopc},   {"clz", Op::kClz},       {"bfe", Op::kBfe},
       {"prmt", Op::kPrmt},   {"copysign", Op::kCopysign}, {"testp", Op::kTestp}, {"vote", Op::kVote},
-      {"membar", Op::kMembar}, {"fence", Op::kFence}};
+      {"membar", Op::kMembar}, {"fence", Op::kFence}, {"ldmatrix", Op::kLdMatrix}, {"mma", Op::kMma}};
   return *m;
 }
 
@@ -246,10 +246,15 @@ class EntryBuilder {
     std::string opcode = s.substr(0, sp);
     std::string rest = sp == std::string::npos ? "" : s.substr(sp);
     std::vector<std::string> parts = absl::StrSplit(opcode, '.');
-    auto op = Ops().find(parts[0]);
-    if (op == Ops().end()) return Error(line, absl::StrCat("the emulator does not know '", parts[0], "' in '", text, "'"));
-    in.op = op->second;
-    in.mods.assign(parts.begin() + 1, parts.end());
+    if (parts.size() > 1 && parts[0] == "cp" && parts[1] == "async") {  // cp.async[.commit_group|...]
+      in.op = Op::kCpAsync;
+      in.mods.assign(parts.begin() + 2, parts.end());
+    } else {
+      auto op = Ops().find(parts[0]);
+      if (op == Ops().end()) return Error(line, absl::StrCat("the emulator does not know '", parts[0], "' in '", text, "'"));
+      in.op = op->second;
+      in.mods.assign(parts.begin() + 1, parts.end());
+    }
     std::vector<Ty> types;
     static const std::vector<std::string> kCmp = {"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs",
                                                   "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"};
@@ -264,7 +269,8 @@ class EntryBuilder {
       else if (m == "local") in.space = Space::kLocal;
       else if (m == "const") in.space = Space::kConst;
       else if (m == "v2") in.vec = 2;
-      else if (m == "v4") in.vec = 4;
+      else if (m == "v4" || m == "x4") in.vec = 4;
+      else if (m == "x2") in.vec = 2;
       else if (m == "wide") in.wide = true;
       else if (m == "lo") in.lo = true;
       else if (m == "hi" && in.op != Op::kSetp) in.hi = true;
@@ -276,8 +282,10 @@ class EntryBuilder {
       else if (in.op == Op::kSetp && std::find(kCmp.begin(), kCmp.end(), m) != kCmp.end()) in.cmp = m;
       else if (std::find(kModes.begin(), kModes.end(), m) != kModes.end() && in.cmp.empty()) in.cmp = m;
     }
-    if (!types.empty()) in.type = in.op == Op::kCvt ? types.front() : types.back();
+    const bool first_type = in.op == Op::kCvt || in.op == Op::kMma;  // the destination's type comes first
+    if (!types.empty()) in.type = first_type ? types.front() : types.back();
     if (in.op == Op::kCvt && types.size() == 2) in.src_type = types.back();
+    if (in.op == Op::kMma && types.size() == 4) in.src_type = types[1];  // d, a, b, c types
     for (const std::string& o : SplitOperands(rest)) {
       absl::StatusOr<Operand> parsed = ParseOperand(o, line);
       if (!parsed.ok()) return parsed.status();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "examples/harness.h"
 #include "examples/registry.h"
 #include "examples/row_ops.h"
 #include "gtest/gtest.h"
@@ -60,6 +61,56 @@ TEST(EmulatedSaxpy, MatchesTheCpuAtRaggedSizes) {
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], std::fma(1.5f, x[i], y[i])) << i;
     EXPECT_EQ(got[n], 12345.0f);
   }
+}
+
+}  // namespace
+}  // namespace kiln::examples
+
+namespace kiln::examples {
+namespace {
+
+// Every GEMM example that needs no TMA (the Ampere series, cuda_hgemm's mma series,
+// blackwell/v0, hopper/k01, the references: mma.sync, ldmatrix, cp.async rings, swizzles) is
+// correct on the emulator at its smallest size under two schedules. On a GPU the same kernels
+// pass `kiln bench` (docs/PERF.md), so the two agree.
+// By name, so that listing the tests builds no kernel (every test process lists them).
+std::vector<std::string> CudaCoreAndMmaSyncGemms() {
+  std::vector<std::string> names;
+  for (const Example& e : All())
+    for (const char* prefix : {"ampere/", "hgemm/", "blackwell/v0", "hopper/k01", "reference/"})
+      if (e.name.rfind(prefix, 0) == 0) names.push_back(e.name);
+  return names;
+}
+
+class EmulatedGemm : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EmulatedGemm, MatchesFp64AtOneTile) {
+  const rt::Bundle b = BundleOf(GetParam());
+  const GemmSpec g = *GemmOf(b.manifest);
+  for (const rt::ParamSpec& p : b.manifest.params)
+    ASSERT_TRUE(p.kind == rt::ParamSpec::Kind::kPointer || p.kind == rt::ParamSpec::Kind::kI32) << p.name;
+  for (uint64_t seed : {1, 5}) {
+    RunOptions opt;
+    opt.size = {g.tile_m, g.tile_n, 2 * g.tile_k};
+    absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, seed);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->passed) << GetParam() << " seed " << seed << ": " << r->failure;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, EmulatedGemm, ::testing::ValuesIn(CudaCoreAndMmaSyncGemms()),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) if (c == '/') c = '_';
+                           return n;
+                         });
+
+TEST(EmulatedGemm, TmaKernelsAreRefusedWithTheInstructionNamed) {
+  RunOptions opt;
+  opt.size = {128, 256, 128};
+  absl::StatusOr<GemmResult> r = EmulateGemm(BundleOf("hopper/k02"), opt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("the emulator does not know 'mbarrier'"), std::string::npos) << r.status();
 }
 
 }  // namespace
