@@ -295,8 +295,8 @@ absl::StatusOr<GemmResult> EmulateGemm(const rt::Bundle& bundle, const RunOption
   if (absl::Status st = CheckProblem(m, g, s); !st.ok()) return st;
   if (g.in_type == "f32" || g.out_type == "f32")
     return absl::UnimplementedError("the GEMM harness handles 16-bit inputs and outputs");
-  if (s.m * s.n * s.k > (int64_t{1} << 27))
-    return absl::InvalidArgumentError(absl::StrCat(m.name, ": M*N*K of at most 2^27 on the emulator"));
+  if (s.m * s.n * s.k > (int64_t{1} << 31))
+    return absl::InvalidArgumentError(absl::StrCat(m.name, ": M*N*K of at most 2^31 on the emulator"));
   const bool half_in = g.in_type == "f16", half_out = g.out_type == "f16";
   std::vector<uint16_t> ha = RandomNormal16(s.m * s.k, opt.seed, half_in);
   std::vector<uint16_t> hb = RandomNormal16(s.k * s.n, opt.seed + 1, half_in);
@@ -319,8 +319,11 @@ absl::StatusOr<GemmResult> EmulateGemm(const rt::Bundle& bundle, const RunOption
       args.push_back(rt::Arg::Ptr(p.name == "A" ? da : p.name == "B" ? db : dc));
     else if (p.kind == rt::ParamSpec::Kind::kI32 && ints.count(p.name))
       args.push_back(rt::Arg::I32(static_cast<int32_t>(ints.at(p.name))));
-    else if (p.kind == rt::ParamSpec::Kind::kTensorMap || p.kind == rt::ParamSpec::Kind::kScheduleTable)
-      args.push_back(p.kind == rt::ParamSpec::Kind::kTensorMap ? rt::Arg::Tensor(0) : rt::Arg::Schedule());
+    else if (p.kind == rt::ParamSpec::Kind::kTensorMap) {
+      const std::string& t = p.tensor_map.tensor;
+      args.push_back(rt::Arg::Tensor(t == "A" ? da : t == "B" ? db : dc));
+    } else if (p.kind == rt::ParamSpec::Kind::kScheduleTable)
+      args.push_back(rt::Arg::Schedule());
     else
       return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
   }

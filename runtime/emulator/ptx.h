@@ -31,7 +31,7 @@ struct Operand {
   uint64_t imm = 0;           // kImm (bits; float immediates already as their bits)
   bool imm_is_float = false;  // 0fXXXXXXXX / 0dXXXX...
   Special special{};
-  std::vector<int> regs;      // kVector (-1: the sink "_")
+  std::vector<int> regs;      // kVector (-1: the sink "_"); kAddress: TMA coordinates "[map, {c0, ..}]"
   std::string symbol;         // kSymbol, kAddress on a symbol, kLabel
   int64_t offset = 0;         // kAddress
   int target = -1;            // kLabel: instruction index
@@ -42,7 +42,7 @@ enum class Op : uint16_t {
   kUnknown, kMov, kAdd, kSub, kMul, kMad, kFma, kDiv, kRem, kMin, kMax, kNeg, kAbs, kAnd, kOr, kXor, kNot,
   kShl, kShr, kSelp, kSetp, kCvt, kCvta, kEx2, kLg2, kRsqrt, kSqrt, kRcp, kLd, kSt, kShfl, kBar, kBarArrive,
   kBra, kRet, kExit, kAtom, kRed, kRedux, kCreatePolicy, kBrev, kPopc, kClz, kBfe, kPrmt, kCopysign, kTestp,
-  kVote, kMembar, kFence, kCpAsync, kLdMatrix, kMma
+  kVote, kMembar, kFence, kCpAsync, kLdMatrix, kMma, kMbarrier, kCpAsyncBulk, kWgmma, kSetMaxNReg
 };
 
 struct Instr {

@@ -60,8 +60,11 @@ using ptx::Operand;
 using ptx::Space;
 using ptx::Ty;
 
-// Generic addresses of shared memory live in this window (cvta.shared adds it).
+// Generic addresses of shared memory and of the parameters live in these windows (cvta.shared
+// and cvta.param add them).
 constexpr uint64_t kSharedWindow = uint64_t{0xF} << 44;
+constexpr uint64_t kParamWindow = uint64_t{0xE} << 44;
+constexpr uint64_t kTensorMapMagic = 0x50414d544e4c494bull;  // "KILNTMAP"
 
 float F32(uint64_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits)); }
 uint64_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
@@ -95,23 +98,31 @@ struct AsyncCopy {
   std::vector<uint8_t> bytes;
 };
 
+// A tensor map as the launcher describes it: the emulator's own 128-byte image (a magic word and
+// an index into the launch's table) stands where the driver's opaque CUtensorMap would.
+struct EmulatedTensorMap {
+  rt::TensorMapSpec spec;
+  uint64_t address = 0;
+};
+
 struct Thread {
   int x = 0, y = 0, z = 0, linear = 0;
   int pc = 0;
   std::vector<uint64_t> r;
   std::vector<AsyncCopy> open_group;               // not yet committed
   std::vector<std::vector<AsyncCopy>> groups;      // committed, oldest first
-  enum class State : uint8_t { kRun, kWarp, kBarrier, kDone } state = State::kRun;
+  enum class State : uint8_t { kRun, kWarp, kBarrier, kMbarrier, kDone } state = State::kRun;
   int barrier = -1;
+  uint64_t mbarrier = 0;  // kMbarrier: the shared offset it waits on
 };
 
 class Cta {
  public:
   Cta(Device& dev, const ptx::Module& m, const ptx::Entry& e, const std::vector<uint8_t>& params, rt::Dim3 grid,
       rt::Dim3 block, rt::Dim3 ctaid, int64_t smem_bytes, const std::string& kernel, std::mt19937_64* rng,
-      int64_t* budget)
+      int64_t* budget, const std::vector<EmulatedTensorMap>* maps)
       : dev_(dev), m_(m), e_(e), params_(params), grid_(grid), block_(block), ctaid_(ctaid),
-        shared_(smem_bytes, 0), kernel_(kernel), rng_(rng), budget_(budget) {
+        shared_(smem_bytes, 0), kernel_(kernel), rng_(rng), budget_(budget), maps_(maps) {
     const int n = static_cast<int>(block.count());
     threads_.resize(n);
     for (int i = 0; i < n; ++i) {
@@ -128,6 +139,12 @@ class Cta {
       runnable.clear();
       for (const Thread& t : threads_)
         if (t.state == Thread::State::kRun) runnable.push_back(t.linear);
+      // An asynchronous copy lands at a moment the seed picks between its issue and the first
+      // time every thread waits (in index order: only then).
+      if (!pending_.empty() && (runnable.empty() || (rng_ && (*rng_)() % 4 == 0))) {
+        if (absl::Status s = CompleteAsync(rng_ ? (*rng_)() % pending_.size() : 0); !s.ok()) return s;
+        continue;
+      }
       if (runnable.empty()) {
         if (std::all_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kDone; }))
           return absl::OkStatus();
@@ -188,6 +205,8 @@ class Cta {
       case Operand::Kind::kSymbol: {
         auto it = m_.shared_symbols.find(o.symbol);
         v = it == m_.shared_symbols.end() ? 0 : static_cast<uint64_t>(it->second);
+        for (const ptx::Param& p : e_.params)
+          if (p.name == o.symbol) v = p.offset;  // an address in the parameter space
         break;
       }
       default: break;
@@ -207,6 +226,9 @@ class Cta {
       if (addr >= kSharedWindow && addr < kSharedWindow + (uint64_t{1} << 32)) {
         space = Space::kShared;
         addr -= kSharedWindow;
+      } else if (addr >= kParamWindow && addr < kParamWindow + (uint64_t{1} << 32)) {
+        space = Space::kParam;
+        addr -= kParamWindow;
       } else {
         space = Space::kGlobal;
       }
@@ -252,6 +274,18 @@ class Cta {
   absl::Status LoadStore(Thread& t, const Instr& in);
   absl::Status Atomic(Thread& t, const Instr& in);
   absl::Status CpAsync(Thread& t, const Instr& in);
+  absl::Status Mbarrier(Thread& t, const Instr& in);
+  absl::Status MbarrierComplete(uint64_t offset);
+  absl::Status Bulk(Thread& t, const Instr& in);
+  absl::Status CompleteAsync(size_t index);
+  absl::Status TryReleaseWarpgroup(int group);
+  absl::Status CompleteWgmmaGroups(int group, size_t keep);
+  absl::StatusOr<const EmulatedTensorMap*> MapAt(Thread& t, const Instr& in, uint64_t generic);
+  static uint64_t Swizzled(uint64_t offset, int swizzle_bytes) {
+    // 128B: address bits [4,7) ^= bits [7,10); 64B: [4,6) ^= [7,9); 32B: bit 4 ^= bit 7.
+    const int bits = swizzle_bytes == 128 ? 3 : swizzle_bytes == 64 ? 2 : swizzle_bytes == 32 ? 1 : 0;
+    return offset ^ (((offset >> 7) & ((uint64_t{1} << bits) - 1)) << 4);
+  }
   void CompleteGroups(Thread& t, size_t keep);
   void Exit(Thread& t) {
     if (!t.open_group.empty()) t.groups.push_back(std::move(t.open_group));  // copies still land
@@ -276,6 +310,33 @@ class Cta {
     std::vector<int> waiting;
   };
   std::map<int, BarrierState> barriers_;
+  const std::vector<EmulatedTensorMap>* maps_;
+  struct MbarrierState {
+    int expected = 0, pending = 0;
+    int64_t tx = 0;
+    int phase = 0;  // parity of the phase in progress
+  };
+  std::map<uint64_t, MbarrierState> mbarriers_;  // by shared offset
+  // A TMA load in flight.
+  struct AsyncLoad {
+    const EmulatedTensorMap* map;
+    std::vector<int64_t> coords;
+    uint64_t dst = 0, mbarrier = 0;
+  };
+  std::vector<AsyncLoad> pending_;
+  // wgmma: the warpgroup's ops issued since its last commit, and its committed groups.
+  struct WgmmaOp {
+    std::vector<std::vector<int>> d_regs;  // per thread of the warpgroup
+    uint64_t a_desc = 0, b_desc = 0;
+    int n = 0;
+    bool scale_d = true, negate_a = false, negate_b = false, bf16 = true;
+    int line = 0;
+  };
+  struct Warpgroup {
+    std::vector<WgmmaOp> open;
+    std::vector<std::vector<WgmmaOp>> groups;
+  };
+  std::map<int, Warpgroup> warpgroups_;
 };
 
 absl::Status Cta::Step(Thread& t) {
@@ -299,6 +360,16 @@ absl::Status Cta::Step(Thread& t) {
       return Collective(t, in);
     case Op::kCpAsync:
       if (absl::Status s = CpAsync(t, in); !s.ok()) return s;
+      break;
+    case Op::kMbarrier:
+      return Mbarrier(t, in);
+    case Op::kCpAsyncBulk:
+      if (absl::Status s = Bulk(t, in); !s.ok()) return s;
+      break;
+    case Op::kWgmma:
+      t.state = Thread::State::kWarp;
+      return TryReleaseWarpgroup(t.linear / 128);
+    case Op::kSetMaxNReg:  // register accounting: no effect on values
       break;
     case Op::kBar:
       if (in.Has("warp")) break;  // bar.warp.sync: lanes of a warp run apart here anyway
@@ -513,6 +584,7 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
       const bool to = in.Has("to");
       uint64_t v = Read(t, in.ops.at(1), 64);
       if (in.space == Space::kShared) v = to ? v - kSharedWindow : v + kSharedWindow;
+      if (in.space == Space::kParam) v = to ? v - kParamWindow : v + kParamWindow;
       Write(t, in.ops[0], v & Mask(bits ? bits : 64));
       return absl::OkStatus();
     }
@@ -848,6 +920,271 @@ void Cta::CompleteGroups(Thread& t, size_t keep) {
   }
 }
 
+// ---- Hopper: mbarriers, TMA (cp.async.bulk.tensor) and wgmma
+
+// mbarrier.init / arrive[.expect_tx] / expect_tx / try_wait.parity / test_wait.parity on a 64-bit
+// barrier in shared memory: an expected arrival count, the arrivals still pending in the current
+// phase, a transaction count, and the phase's parity. A phase completes when its arrivals and
+// transactions are both done; try_wait.parity P is true once the phase of parity P completed.
+absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
+  const std::string kind = in.mods.empty() ? "" : in.mods[0];
+  const Operand* addr_op = nullptr;
+  for (const Operand& o : in.ops)
+    if (o.kind == Operand::Kind::kAddress) addr_op = &o;
+  if (!addr_op) return Fail(t, in, "an mbarrier instruction without an address");
+  const uint64_t off = Address(t, *addr_op);
+  if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, off, 8); !p.ok()) return p.status();
+  if (kind == "init") {
+    const int count = static_cast<int>(Read(t, in.ops.back(), 32));
+    if (count < 1) return Fail(t, in, absl::StrCat("an mbarrier expects at least one arrival, not ", count));
+    mbarriers_[off] = MbarrierState{count, count, 0, 0};
+    ++t.pc;
+    return absl::OkStatus();
+  }
+  auto it = mbarriers_.find(off);
+  if (it == mbarriers_.end())
+    return Fail(t, in, absl::StrFormat("the mbarrier at shared offset %d was never initialised", off));
+  MbarrierState& b = it->second;
+  if (kind == "arrive" || kind == "arrive_drop" || kind == "expect_tx") {
+    if (in.Has("expect_tx") || kind == "expect_tx") b.tx += static_cast<int64_t>(Read(t, in.ops.back(), 32));
+    if (kind != "expect_tx") {
+      if (--b.pending < 0)
+        return Fail(t, in, absl::StrFormat("an arrival beyond the %d the mbarrier at shared offset %d expects in this phase",
+                                           b.expected, off));
+      if (kind == "arrive_drop") --b.expected;
+      if (in.ops[0].kind == Operand::Kind::kReg) Write(t, in.ops[0], static_cast<uint64_t>(b.phase));
+    }
+    ++t.pc;
+    return MbarrierComplete(off);
+  }
+  if (kind == "try_wait" || kind == "test_wait") {
+    const int parity = static_cast<int>(Read(t, in.ops.back(), 32) & 1);
+    const bool done = b.phase != parity;
+    if (!done && kind == "try_wait") {  // blocks until the phase completes, then runs again
+      t.state = Thread::State::kMbarrier;
+      t.mbarrier = off;
+      return absl::OkStatus();
+    }
+    Write(t, in.ops[0], done ? 1 : 0);
+    ++t.pc;
+    return absl::OkStatus();
+  }
+  return Fail(t, in, "this mbarrier operation is not emulated yet");
+}
+
+absl::Status Cta::MbarrierComplete(uint64_t offset) {
+  MbarrierState& b = mbarriers_[offset];
+  if (b.pending != 0 || b.tx != 0) return absl::OkStatus();
+  b.phase ^= 1;
+  b.pending = b.expected;
+  for (Thread& w : threads_)
+    if (w.state == Thread::State::kMbarrier && w.mbarrier == offset) w.state = Thread::State::kRun;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const EmulatedTensorMap*> Cta::MapAt(Thread& t, const Instr& in, uint64_t generic) {
+  absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kGeneric, generic, 16);
+  if (!p.ok()) return p.status();
+  uint64_t magic, index;
+  std::memcpy(&magic, *p, 8);
+  std::memcpy(&index, *p + 8, 8);
+  if (magic != kTensorMapMagic || !maps_ || index >= maps_->size())
+    return Fail(t, in, "the tensor map operand does not point at a tensor map the launcher encoded");
+  return &(*maps_)[index];
+}
+
+// cp.async.bulk.tensor loads (global -> shared, completing on an mbarrier) and stores (shared ->
+// global, in bulk groups); cp.async.bulk.commit_group / wait_group. A load lands when the
+// scheduler completes it; a store is done at issue (its group is complete at once).
+absl::Status Cta::Bulk(Thread& t, const Instr& in) {
+  if (in.Has("commit_group") || in.Has("wait_group")) return absl::OkStatus();
+  if (in.mods.empty() || in.mods[0] != "tensor") return Fail(t, in, "this bulk copy is not emulated yet");
+  const bool load = in.ops.at(1).kind == Operand::Kind::kAddress && !in.ops.at(1).regs.empty();
+  const Operand& map_op = load ? in.ops.at(1) : in.ops.at(0);
+  absl::StatusOr<const EmulatedTensorMap*> map = MapAt(t, in, Address(t, map_op));
+  if (!map.ok()) return map.status();
+  std::vector<int64_t> coords;
+  for (int r : map_op.regs) coords.push_back(SignExtend(t.r[r], 32));
+  if (coords.size() != (*map)->spec.box.size())
+    return Fail(t, in, absl::StrCat("a rank-", (*map)->spec.box.size(), " tensor map with ", coords.size(), " coordinates"));
+  const uint64_t smem = Address(t, load ? in.ops.at(0) : in.ops.at(1));
+  if (smem % 128) return Fail(t, in, absl::StrFormat("the shared address %d of a TMA box is not 128-byte aligned", smem));
+  if (load) {
+    if (in.Has("multicast::cluster") && (Read(t, in.ops.at(3), 16) & ~uint64_t{1}))
+      return Fail(t, in, "multicast to other CTAs of a cluster is not emulated yet");
+    pending_.push_back({*map, coords, smem, Address(t, in.ops.at(2))});
+    return absl::OkStatus();
+  }
+  // Store: every in-bounds element of the box, read through the swizzle.
+  const rt::TensorMapSpec& s = (*map)->spec;
+  const int es = rt::TmaElementBytes(s.dtype), swz = s.swizzle == rt::TmaSwizzle::kNone ? 0 : 16 << static_cast<int>(s.swizzle);
+  int64_t total = 1;
+  for (uint32_t b : s.box) total *= b;
+  for (int64_t linear = 0; linear < total; ++linear) {
+    int64_t rest = linear;
+    uint64_t g = (*map)->address;
+    bool inside = true;
+    for (size_t d = 0; d < s.box.size(); ++d) {
+      const int64_t c = coords[d] + rest % s.box[d];
+      rest /= s.box[d];
+      inside &= c >= 0 && c < static_cast<int64_t>(s.dims[d]);
+      g += c * (d == 0 ? es : s.strides_bytes[d - 1]);
+    }
+    if (!inside) continue;
+    const uint64_t from = Swizzled(smem + linear * es, swz);
+    if (from + es > shared_.size()) return Fail(t, in, "a TMA store reads past the block's shared memory");
+    uint8_t* to = dev_.Find(g, es);
+    if (!to) return Fail(t, in, absl::StrFormat("a TMA store writes outside any allocation (0x%x)", g));
+    std::memcpy(to, shared_.data() + from, es);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cta::CompleteAsync(size_t index) {
+  AsyncLoad op = pending_[index];
+  pending_.erase(pending_.begin() + index);
+  const rt::TensorMapSpec& s = op.map->spec;
+  const int es = rt::TmaElementBytes(s.dtype), swz = s.swizzle == rt::TmaSwizzle::kNone ? 0 : 16 << static_cast<int>(s.swizzle);
+  int64_t total = 1;
+  for (uint32_t b : s.box) total *= b;
+  for (int64_t linear = 0; linear < total; ++linear) {
+    int64_t rest = linear;
+    uint64_t g = op.map->address;
+    bool inside = true;
+    for (size_t d = 0; d < s.box.size(); ++d) {
+      const int64_t c = op.coords[d] + rest % s.box[d];
+      rest /= s.box[d];
+      inside &= c >= 0 && c < static_cast<int64_t>(s.dims[d]);
+      g += c * (d == 0 ? es : s.strides_bytes[d - 1]);
+    }
+    const uint64_t to = Swizzled(op.dst + linear * es, swz);
+    if (to + es > shared_.size())
+      return absl::InvalidArgumentError(absl::StrCat(kernel_, ": a TMA box lands past the block's shared memory"));
+    if (!inside) {  // out of bounds: zero fill
+      std::memset(shared_.data() + to, 0, es);
+      continue;
+    }
+    const uint8_t* from = dev_.Find(g, es);
+    if (!from) return absl::InvalidArgumentError(absl::StrFormat("%s: a TMA load reads outside any allocation (0x%x)", kernel_, g));
+    std::memcpy(shared_.data() + to, from, es);
+  }
+  auto it = mbarriers_.find(op.mbarrier);
+  if (it == mbarriers_.end())
+    return absl::InvalidArgumentError(absl::StrFormat("%s: a TMA load completes on shared offset %d, which holds no "
+                                                      "initialised mbarrier", kernel_, op.mbarrier));
+  it->second.tx -= total * es;
+  return MbarrierComplete(op.mbarrier);
+}
+
+// wgmma.fence / mma_async / commit_group / wait_group: each a meeting of the warpgroup's 128
+// threads. mma_async joins the open group with its descriptors and registers; wait_group N
+// computes every group but the newest N, so accumulators change only there, as on the GPU.
+absl::Status Cta::TryReleaseWarpgroup(int group) {
+  const int first = group * 128;
+  if (first + 128 > static_cast<int>(threads_.size()))
+    return Fail(threads_[first], e_.code[threads_[first].pc], "wgmma needs a whole warpgroup of 128 threads");
+  for (int i = first; i < first + 128; ++i) {
+    if (threads_[i].state == Thread::State::kDone)
+      return Fail(threads_[first], e_.code[threads_[first].pc], absl::StrCat("thread ", i, " of the warpgroup has exited"));
+    if (threads_[i].state != Thread::State::kWarp) return absl::OkStatus();
+  }
+  Thread& t0 = threads_[first];
+  const Instr& in = e_.code[t0.pc];
+  const std::string kind = in.mods.empty() ? "" : in.mods[0];
+  for (int i = first; i < first + 128; ++i) {
+    const Instr& other = e_.code[threads_[i].pc];
+    if (other.op != Op::kWgmma || other.mods.empty() || other.mods[0] != kind)
+      return Fail(threads_[i], other, absl::StrCat("the warpgroup is split between wgmma.", kind, " (PTX line ", in.line,
+                                                   ") and this"));
+  }
+  Warpgroup& wg = warpgroups_[group];
+  if (kind == "mma_async") {
+    WgmmaOp op;
+    op.line = in.line;
+    for (const std::string& m : in.mods)
+      if (m.size() > 4 && m[0] == 'm' && m.find('n') != std::string::npos && m.find('k') != std::string::npos)
+        op.n = std::atoi(m.substr(m.find('n') + 1).c_str());
+    op.bf16 = in.Has("bf16");
+    if (!in.Has("f32") || (!op.bf16 && !in.Has("f16")) || op.n % 8 || op.n < 8 || op.n > 256)
+      return Fail(t0, in, "only wgmma m64nNk16 with bf16/f16 inputs and f32 accumulators is emulated");
+    if (in.ops.at(1).kind == Operand::Kind::kVector)
+      return Fail(t0, in, "wgmma with A from registers is not emulated yet");
+    op.a_desc = Read(t0, in.ops.at(1), 64);
+    op.b_desc = Read(t0, in.ops.at(2), 64);
+    op.scale_d = Read(t0, in.ops.at(3), 1) & 1;
+    op.negate_a = SignExtend(Read(t0, in.ops.at(4), 32), 32) < 0;
+    op.negate_b = SignExtend(Read(t0, in.ops.at(5), 32), 32) < 0;
+    if (Read(t0, in.ops.at(6), 32) || Read(t0, in.ops.at(7), 32))
+      return Fail(t0, in, "transposed (MN-major) wgmma operands are not emulated yet");
+    for (int i = first; i < first + 128; ++i) {
+      const Instr& mine = e_.code[threads_[i].pc];
+      if (Read(threads_[i], mine.ops.at(1), 64) != op.a_desc || Read(threads_[i], mine.ops.at(2), 64) != op.b_desc)
+        return Fail(threads_[i], mine, "wgmma descriptors differ across the warpgroup");
+      op.d_regs.push_back(mine.ops.at(0).regs);
+      if (static_cast<int>(mine.ops.at(0).regs.size()) != op.n / 2)
+        return Fail(threads_[i], mine, absl::StrCat("an m64n", op.n, " accumulator has ", op.n / 2, " registers"));
+    }
+    wg.open.push_back(std::move(op));
+  } else if (kind == "commit_group") {
+    wg.groups.push_back(std::move(wg.open));
+    wg.open.clear();
+  } else if (kind == "wait_group") {
+    if (absl::Status s = CompleteWgmmaGroups(group, Read(t0, in.ops.at(0), 32)); !s.ok()) return s;
+  } else if (kind != "fence") {
+    return Fail(t0, in, "this wgmma instruction is not emulated yet");
+  }
+  for (int i = first; i < first + 128; ++i) {
+    threads_[i].state = Thread::State::kRun;
+    ++threads_[i].pc;
+  }
+  return absl::OkStatus();
+}
+
+// A descriptor's element (row, k) of a K-major operand (PTX ISA, matrix descriptors): start
+// address, leading byte offset (between 8-column core matrices along K, without swizzle), stride
+// byte offset (between 8-row groups), and the swizzle mode in bits 62-63 (1: 128B, 2: 64B, 3: 32B).
+absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
+  Warpgroup& wg = warpgroups_[group];
+  while (wg.groups.size() > keep) {
+    for (const WgmmaOp& op : wg.groups.front()) {
+      auto element = [&](uint64_t desc, int row, int k, double* out) -> absl::Status {
+        const uint64_t start = (desc & 0x3fff) << 4, lbo = ((desc >> 16) & 0x3fff) << 4, sbo = ((desc >> 32) & 0x3fff) << 4;
+        const int mode = static_cast<int>(desc >> 62), span = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;
+        uint64_t addr = span ? Swizzled(start + (row / 8) * sbo + (row % 8) * span + k * 2, span)
+                             : start + (row / 8) * sbo + (k / 8) * lbo + (row % 8) * 16 + (k % 8) * 2;
+        if (addr + 2 > shared_.size())
+          return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a wgmma descriptor reads shared offset %d, "
+                                                            "past the block's %d bytes", kernel_, op.line, addr, shared_.size()));
+        uint16_t h;
+        std::memcpy(&h, shared_.data() + addr, 2);
+        *out = op.bf16 ? Bf16ToF32(h) : F16ToF32(h);
+        return absl::OkStatus();
+      };
+      std::vector<double> a(64 * 16), b(op.n * 16);
+      for (int r = 0; r < 64; ++r)
+        for (int k = 0; k < 16; ++k)
+          if (absl::Status s = element(op.a_desc, r, k, &a[r * 16 + k]); !s.ok()) return s;
+      for (int n = 0; n < op.n; ++n)
+        for (int k = 0; k < 16; ++k)
+          if (absl::Status s = element(op.b_desc, n, k, &b[n * 16 + k]); !s.ok()) return s;
+      const double sign = (op.negate_a ? -1.0 : 1.0) * (op.negate_b ? -1.0 : 1.0);
+      for (int t = 0; t < 128; ++t) {
+        Thread& th = threads_[group * 128 + t];
+        const int warp = t / 32, lane = t % 32;
+        for (int i = 0; i < op.n / 2; ++i) {
+          const int pair = i / 2;
+          const int row = 16 * warp + lane / 4 + 8 * (pair % 2), col = 8 * (pair / 2) + 2 * (lane % 4) + i % 2;
+          double d = op.scale_d ? F32(th.r[op.d_regs[t][i]]) : 0.0;
+          for (int k = 0; k < 16; ++k) d += sign * a[row * 16 + k] * b[col * 16 + k];
+          th.r[op.d_regs[t][i]] = Bits(static_cast<float>(d));
+        }
+      }
+    }
+    wg.groups.erase(wg.groups.begin());
+  }
+  return absl::OkStatus();
+}
+
 // ---- barriers: bar.sync / barrier.sync id[, count]; bar.arrive id, count
 
 absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
@@ -901,6 +1238,15 @@ absl::Status Cta::Deadlock() const {
     if (!b.waiting.empty())
       who.push_back(absl::StrCat(b.waiting.size(), " threads at barrier ", id, " (", b.arrived, " of ", b.expected,
                                  " arrived; PTX line ", e_.code[threads_[b.waiting.front()].pc - 1].line, ")"));
+  std::map<uint64_t, int> on_mbarrier;
+  for (const Thread& t : threads_)
+    if (t.state == Thread::State::kMbarrier) ++on_mbarrier[t.mbarrier];
+  for (const auto& [off, count] : on_mbarrier) {
+    const MbarrierState& b = mbarriers_.at(off);
+    who.push_back(absl::StrFormat("%d threads wait on the mbarrier at shared offset %d for its phase of parity %d "
+                                  "(%d of %d arrivals pending, transaction count %d)",
+                                  count, off, b.phase, b.pending, b.expected, b.tx));
+  }
   int warp_waiters = 0, line = 0;
   for (const Thread& t : threads_)
     if (t.state == Thread::State::kWarp) ++warp_waiters, line = e_.code[t.pc].line;
@@ -929,12 +1275,38 @@ absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, rt::Dim3 
     return absl::InvalidArgumentError(absl::StrCat(m.name, ": the PTX entry takes ", entry->params.size(),
                                                    " parameters, the manifest ", args.size()));
   std::vector<uint8_t> params(entry->param_bytes, 0);
+  std::vector<EmulatedTensorMap> maps;
+  maps.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const ptx::Param& p = entry->params[i];
-    if (args[i].kind() == rt::Arg::Kind::kTensorMap || args[i].kind() == rt::Arg::Kind::kScheduleTable)
-      return absl::UnimplementedError(absl::StrCat(m.source, ": ", m.name, " parameter ", m.params[i].name, " is a ",
-                                                   rt::ParamKindName(args[i].kind()),
-                                                   ", which the emulator does not build yet"));
+    if (args[i].kind() == rt::Arg::Kind::kScheduleTable)
+      return absl::UnimplementedError(absl::StrCat(m.source, ": ", m.name, " parameter ", m.params[i].name,
+                                                   " is a schedule table, which the emulator does not build yet"));
+    if (args[i].kind() == rt::Arg::Kind::kTensorMap) {
+      // The map the launcher would encode, checked by the same rules; the kernel sees an image
+      // that names it (in the parameter, or in device memory for a map passed by pointer).
+      const rt::TensorMapParam& t = m.params[i].tensor_map;
+      EmulatedTensorMap em{t.Resolve(symbols), args[i].address()};
+      if (!args[i].dims().empty()) em.spec.dims = args[i].dims(), em.spec.strides_bytes = args[i].strides_bytes();
+      if (absl::Status s = rt::ValidateTensorMap(em.spec, em.address); !s.ok())
+        return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": tensor map ", m.params[i].name,
+                                                       " over ", t.tensor, ": ", s.message()));
+      uint8_t image[128] = {};
+      const uint64_t index = maps.size();
+      std::memcpy(image, &kTensorMapMagic, 8);
+      std::memcpy(image + 8, &index, 8);
+      maps.push_back(em);
+      if (t.by_value) {
+        if (p.bytes != 128) return absl::InvalidArgumentError(absl::StrCat(m.name, ": parameter ", p.name, " is not 128 bytes"));
+        std::memcpy(params.data() + p.offset, image, 128);
+      } else {
+        absl::StatusOr<uint64_t> copy = device.Allocate(128);
+        if (!copy.ok()) return copy.status();
+        if (absl::Status s = device.CopyIn(*copy, image, 128); !s.ok()) return s;
+        std::memcpy(params.data() + p.offset, &*copy, 8);
+      }
+      continue;
+    }
     if (p.bytes > 8) return absl::UnimplementedError(absl::StrCat(m.name, ": parameter ", p.name, " of ", p.bytes, " bytes"));
     rt::Arg a = args[i];
     std::memcpy(params.data() + p.offset, a.data(), p.bytes);
@@ -949,7 +1321,7 @@ absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, rt::Dim3 
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         Cta cta(device, *module, *entry, params, grid, m.block, {x, y, z}, static_top + smem, m.name,
-                options.seed ? &rng : nullptr, &budget);
+                options.seed ? &rng : nullptr, &budget, &maps);
         if (absl::Status s = cta.Run(&stats.instructions); !s.ok()) return s;
         ++stats.blocks;
       }

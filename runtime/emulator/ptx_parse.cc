@@ -63,7 +63,8 @@ const std::map<std::string, Op>& Ops() {
       {"red", Op::kRed},     {"redux", Op::kRedux}, {"createpolicy", Op::kCreatePolicy},
       {"brev", Op::kBrev},   {"popc", Op::kPopc},   {"clz", Op::kClz},       {"bfe", Op::kBfe},
       {"prmt", Op::kPrmt},   {"copysign", Op::kCopysign}, {"testp", Op::kTestp}, {"vote", Op::kVote},
-      {"membar", Op::kMembar}, {"fence", Op::kFence}, {"ldmatrix", Op::kLdMatrix}, {"mma", Op::kMma}};
+      {"membar", Op::kMembar}, {"fence", Op::kFence}, {"ldmatrix", Op::kLdMatrix}, {"mma", Op::kMma},
+      {"mbarrier", Op::kMbarrier}, {"wgmma", Op::kWgmma}, {"setmaxnreg", Op::kSetMaxNReg}};
   return *m;
 }
 
@@ -180,6 +181,12 @@ class EntryBuilder {
     if (absl::StartsWith(s, "[")) {
       o.kind = Operand::Kind::kAddress;
       std::string inner = s.substr(1, s.size() - 2);
+      if (size_t comma = inner.find(','); comma != std::string::npos) {  // [tensor map, {coordinates}]
+        absl::StatusOr<Operand> coords = ParseOperand(inner.substr(comma + 1), line);
+        if (!coords.ok()) return coords.status();
+        o.regs = coords->regs;
+        inner = inner.substr(0, comma);
+      }
       std::string base = inner;
       size_t plus = inner.find('+');
       if (plus != std::string::npos) {
@@ -246,7 +253,10 @@ class EntryBuilder {
     std::string opcode = s.substr(0, sp);
     std::string rest = sp == std::string::npos ? "" : s.substr(sp);
     std::vector<std::string> parts = absl::StrSplit(opcode, '.');
-    if (parts.size() > 1 && parts[0] == "cp" && parts[1] == "async") {  // cp.async[.commit_group|...]
+    if (parts.size() > 2 && parts[0] == "cp" && parts[1] == "async" && parts[2] == "bulk") {  // TMA, bulk groups
+      in.op = Op::kCpAsyncBulk;
+      in.mods.assign(parts.begin() + 3, parts.end());
+    } else if (parts.size() > 1 && parts[0] == "cp" && parts[1] == "async") {  // cp.async[.commit_group|...]
       in.op = Op::kCpAsync;
       in.mods.assign(parts.begin() + 2, parts.end());
     } else {
