@@ -14,6 +14,7 @@
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Triple.h"
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -43,7 +44,7 @@ class DiagnosticCollector {
 };
 
 // Converts a copy of the kernel's module to the LLVM dialect.
-absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> Lower(const KernelDef& kernel) {
+absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> Lower(const KernelDef& kernel, bool line_info = false) {
   mlir::MLIRContext* ctx = kernel.module().context.get();
   mlir::OwningOpRef<mlir::ModuleOp> module = kernel.module().module->clone();
   DiagnosticCollector diags(ctx);
@@ -53,6 +54,8 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> Lower(const KernelDef& kernel)
   pm.addPass(mlir::createConvertControlFlowToLLVMPass());
   pm.addPass(mlir::createConvertNVVMToLLVMPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
+  // Line tables: every instruction keeps the DSL line that built it, as .loc directives.
+  if (line_info) pm.addPass(mlir::LLVM::createDIScopeForLLVMFuncOpPass());
   if (mlir::failed(pm.run(*module)))
     return absl::InternalError(absl::StrCat("lowering ", kernel.manifest().name,
                                             " to the LLVM dialect failed:\n", diags.text()));
@@ -99,8 +102,8 @@ llvm::TargetMachine* MachineFor(const Target& target) {
 
 // Translates to LLVM IR and runs LLVM's O3 pipeline with the NVPTX machine's passes.
 absl::StatusOr<std::unique_ptr<llvm::Module>> ToOptimizedLlvm(const KernelDef& kernel,
-                                                              llvm::LLVMContext& llvm_ctx) {
-  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> lowered = Lower(kernel);
+                                                              llvm::LLVMContext& llvm_ctx, bool line_info = false) {
+  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> lowered = Lower(kernel, line_info);
   if (!lowered.ok()) return lowered.status();
   mlir::MLIRContext* ctx = kernel.module().context.get();
   mlir::DialectRegistry registry;
@@ -173,9 +176,11 @@ absl::StatusOr<std::string> EmitLlvmIr(const KernelDef& kernel) {
   return out;
 }
 
-absl::StatusOr<std::string> EmitPtx(const KernelDef& kernel) {
+absl::StatusOr<std::string> EmitPtx(const KernelDef& kernel) { return EmitPtx(kernel, PtxOptions{}); }
+
+absl::StatusOr<std::string> EmitPtx(const KernelDef& kernel, const PtxOptions& options) {
   llvm::LLVMContext llvm_ctx;
-  absl::StatusOr<std::unique_ptr<llvm::Module>> module = ToOptimizedLlvm(kernel, llvm_ctx);
+  absl::StatusOr<std::unique_ptr<llvm::Module>> module = ToOptimizedLlvm(kernel, llvm_ctx, options.line_info);
   if (!module.ok()) return module.status();
   llvm::TargetMachine* tm = MachineFor(kernel.target());
   llvm::SmallString<0> ptx;

@@ -47,6 +47,7 @@ ABSL_FLAG(int64_t, rows, 32768, "rows for `kiln run` of a row op");
 ABSL_FLAG(int64_t, cols, 4096, "cols for `kiln run` of a row op");
 ABSL_FLAG(std::string, shapes, "32768x4096,8192x8192,65536x1024",
           "`kiln bench` shapes of the row ops: comma-separated ROWSxCOLS");
+ABSL_FLAG(bool, lines, false, "`kiln ptx`: with .file/.loc line tables naming each instruction's DSL line");
 ABSL_FLAG(uint64_t, seed, 1, "`kiln emulate`: the emulated threads' schedule (0: in index order)");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
 ABSL_FLAG(std::string, out, "",
@@ -138,7 +139,9 @@ int Stage(const std::string& stage_name, const std::vector<std::string>& args) {
     if (!stage.ok()) return Fail(stage.status());
     absl::StatusOr<kiln::KernelDef> def = BuildKernel(args[0]);
     if (!def.ok()) return Fail(def.status());
-    absl::StatusOr<std::string> text = kiln::EmitStage(*def, *stage);
+    absl::StatusOr<std::string> text = *stage == kiln::Stage::kPtx && absl::GetFlag(FLAGS_lines)
+                                           ? kiln::EmitPtx(*def, {.line_info = true})
+                                           : kiln::EmitStage(*def, *stage);
     if (!text.ok()) return Fail(text.status());
     std::cout << *text;
     return 0;
@@ -280,6 +283,15 @@ int Emulate(const std::vector<std::string>& args) {
   }
   absl::StatusOr<Bundle> b = GetBundle(args[0]);
   if (!b.ok()) return Fail(b.status());
+#ifdef KILN_HAVE_COMPILER
+  if (Compiling()) {  // with line tables, so that the emulator's messages name the DSL line
+    absl::StatusOr<kiln::KernelDef> def = BuildKernel(args[0]);
+    if (!def.ok()) return Fail(def.status());
+    absl::StatusOr<std::string> ptx = kiln::EmitPtx(*def, {.line_info = true});
+    if (!ptx.ok()) return Fail(ptx.status());
+    b->ptx = *std::move(ptx);
+  }
+#endif
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   if (std::optional<kiln::examples::GemmSpec> g = kiln::examples::GemmOf(b->manifest)) {
     // One tile by default (K: two k-tiles, so the mainloop turns); --m/--n/--k to choose.

@@ -49,6 +49,7 @@ struct Instr {
   Op op = Op::kUnknown;
   std::string text;           // as written, for messages
   int line = 0;               // in the PTX file
+  int dsl_file = 0, dsl_line = 0;  // from the .loc before it (PTX with line tables), else 0
   std::vector<std::string> mods;  // dot-separated parts after the opcode
   Ty type = Ty::kNone;        // the last type modifier (the operation's)
   Ty src_type = Ty::kNone;    // cvt: the source type
@@ -82,7 +83,10 @@ struct Module {
   std::string target;
   std::map<std::string, int64_t> shared_symbols;  // name -> offset in the CTA's shared memory
   std::vector<Entry> entries;
+  std::map<int, std::string> files;  // .file directives
   const Entry* Find(const std::string& name) const;
+  // "file:line" of the DSL line that built `in`, or "" when the PTX has no line tables.
+  std::string DslLine(const Instr& in) const;
 };
 
 absl::StatusOr<Module> Parse(const std::string& text);

@@ -168,10 +168,13 @@ class Cta {
   }
 
  private:
+  // "DSL line: kernel: what, in thread .. of block .. (PTX line N: text)"; without line tables
+  // the message starts with the kernel.
   absl::Status Fail(const Thread& t, const Instr& in, const std::string& what) const {
+    const std::string dsl = m_.DslLine(in);
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: PTX line %d (%s): %s, in thread (%d,%d,%d) of block (%d,%d,%d)", kernel_, in.line, in.text, what, t.x,
-        t.y, t.z, ctaid_.x, ctaid_.y, ctaid_.z));
+        "%s%s: PTX line %d (%s): %s, in thread (%d,%d,%d) of block (%d,%d,%d)", dsl.empty() ? "" : dsl + ": ", kernel_,
+        in.line, in.text, what, t.x, t.y, t.z, ctaid_.x, ctaid_.y, ctaid_.z));
   }
 
   uint64_t SpecialValue(const Thread& t, ptx::Special s) const {
@@ -1237,15 +1240,19 @@ absl::Status Cta::Deadlock() const {
   for (const auto& [id, b] : barriers_)
     if (!b.waiting.empty())
       who.push_back(absl::StrCat(b.waiting.size(), " threads at barrier ", id, " (", b.arrived, " of ", b.expected,
-                                 " arrived; PTX line ", e_.code[threads_[b.waiting.front()].pc - 1].line, ")"));
-  std::map<uint64_t, int> on_mbarrier;
+                                 " arrived; PTX line ", e_.code[threads_[b.waiting.front()].pc - 1].line,
+                                 m_.DslLine(e_.code[threads_[b.waiting.front()].pc - 1]).empty() ? "" : ", ",
+                                 m_.DslLine(e_.code[threads_[b.waiting.front()].pc - 1]), ")"));
+  std::map<uint64_t, std::pair<int, const Instr*>> on_mbarrier;
   for (const Thread& t : threads_)
-    if (t.state == Thread::State::kMbarrier) ++on_mbarrier[t.mbarrier];
-  for (const auto& [off, count] : on_mbarrier) {
+    if (t.state == Thread::State::kMbarrier) on_mbarrier[t.mbarrier] = {on_mbarrier[t.mbarrier].first + 1, &e_.code[t.pc]};
+  for (const auto& [off, waiters] : on_mbarrier) {
     const MbarrierState& b = mbarriers_.at(off);
+    const std::string dsl = m_.DslLine(*waiters.second);
     who.push_back(absl::StrFormat("%d threads wait on the mbarrier at shared offset %d for its phase of parity %d "
-                                  "(%d of %d arrivals pending, transaction count %d)",
-                                  count, off, b.phase, b.pending, b.expected, b.tx));
+                                  "(%d of %d arrivals pending, transaction count %d; PTX line %d%s)",
+                                  waiters.first, off, b.phase, b.pending, b.expected, b.tx, waiters.second->line,
+                                  dsl.empty() ? "" : ", " + dsl));
   }
   int warp_waiters = 0, line = 0;
   for (const Thread& t : threads_)

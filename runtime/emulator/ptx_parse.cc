@@ -32,6 +32,12 @@ bool TyIsSigned(Ty t) { return t == Ty::kS8 || t == Ty::kS16 || t == Ty::kS32 ||
 
 bool Instr::Has(const std::string& mod) const { return std::find(mods.begin(), mods.end(), mod) != mods.end(); }
 
+std::string Module::DslLine(const Instr& in) const {
+  auto f = files.find(in.dsl_file);
+  if (in.dsl_line <= 0 || f == files.end()) return "";
+  return absl::StrCat(f->second, ":", in.dsl_line);
+}
+
 const Entry* Module::Find(const std::string& name) const {
   for (const Entry& e : entries)
     if (e.name == name) return &e;
@@ -236,10 +242,13 @@ class EntryBuilder {
     return Error(line, absl::StrCat("cannot read operand '", s, "'"));
   }
 
+  void SetLoc(int file, int line) { loc_file_ = file, loc_line_ = line; }
+
   absl::Status Instruction(std::string text, int line) {
     Instr in;
     in.text = text;
     in.line = line;
+    in.dsl_file = loc_file_, in.dsl_line = loc_line_;
     std::string s = text;
     if (absl::StartsWith(s, "@")) {
       size_t sp = s.find_first_of(" \t");
@@ -325,6 +334,7 @@ class EntryBuilder {
   }
 
   Entry* e_;
+  int loc_file_ = 0, loc_line_ = 0;
   std::vector<std::map<std::string, int>> scopes_;
   std::map<std::string, int> labels_;
 };
@@ -376,6 +386,23 @@ absl::StatusOr<Module> Parse(const std::string& text) {
       continue;
     }
     if (absl::StartsWith(l, ".version") || absl::StartsWith(l, ".address_size")) { ++i; continue; }
+    if (absl::StartsWith(l, ".file")) {  // .file N "name"
+      std::vector<std::string> w = absl::StrSplit(l, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+      int id = 0;
+      if (w.size() >= 3 && absl::SimpleAtoi(w[1], &id)) m.files[id] = std::string(absl::StripSuffix(absl::StripPrefix(w[2], "\""), "\""));
+      ++i;
+      continue;
+    }
+    if (absl::StartsWith(l, ".section")) {  // debug sections: skipped to their closing brace
+      int depth = 0;
+      bool opened = false;
+      for (; i < lines.size(); ++i) {
+        for (char c : lines[i]) depth += c == '{' ? 1 : c == '}' ? -1 : 0, opened |= c == '{';
+        if (opened && depth == 0) break;
+      }
+      ++i;
+      continue;
+    }
     if (absl::StrContains(l, ".shared") && !absl::StrContains(l, ".entry")) {
       // [.extern] .shared .align A .b8 NAME[N];  (extern: dynamic shared memory, after the static)
       std::vector<std::string> w = absl::StrSplit(absl::StripSuffix(l, ";"), absl::ByAnyChar(" \t"), absl::SkipEmpty());
@@ -428,6 +455,12 @@ absl::StatusOr<Module> Parse(const std::string& text) {
       bool done = false;
       for (; i < lines.size() && !done; ++i) {
         const std::string& raw = lines[i];
+        if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(raw), ".loc")) {  // .loc FILE LINE COLUMN
+          std::vector<std::string> w = absl::StrSplit(raw, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+          int file = 0, at = 0;
+          if (w.size() >= 3 && absl::SimpleAtoi(w[1], &file) && absl::SimpleAtoi(w[2], &at)) b.SetLoc(file, at);
+          continue;
+        }
         for (char c : raw) {
           const bool blank = absl::StripAsciiWhitespace(cur).empty();
           if (blank && c == '{') { b.Open(); continue; }

@@ -17,7 +17,7 @@ namespace {
 rt::Bundle BundleOf(const std::string& name) {
   absl::StatusOr<KernelDef> def = Find(name)->build();
   EXPECT_TRUE(def.ok()) << def.status();
-  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});  // messages name DSL lines
   EXPECT_TRUE(ptx.ok()) << ptx.status();
   return {def->manifest(), *ptx};
 }
@@ -140,9 +140,10 @@ TEST(PlantedBugs, AnArrivalCountOneTooHighDeadlocks) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("deadlock in block (0,0,0): every live thread waits: 128 threads wait on the "
                                       "mbarrier at shared offset 16384 for its phase of parity 0 (1 of 129 arrivals "
-                                      "pending, transaction count 0)"),
+                                      "pending, transaction count 0; PTX line "),
             std::string::npos)
       << r.status();
+  EXPECT_NE(r.status().message().find(", examples/hopper/k02_wgmma.cc:"), std::string::npos) << r.status();
 }
 
 TEST(PlantedBugs, AMissingWaitIsCaught) {
@@ -160,6 +161,7 @@ TEST(PlantedBugs, AMissingWaitIsCaught) {
   opt.size = {64, 64, 128};
   absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, /*schedule_seed=*/0);
   ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().rfind("examples/hopper/k02_wgmma.cc:", 0), 0u) << r.status();  // the DSL line first
   EXPECT_NE(r.status().message().find("(mbarrier.arrive.shared.b64 \t%rd14, [kiln_smem+16384]): an arrival beyond the "
                                       "128 the mbarrier at shared offset 16384 expects in this phase"),
             std::string::npos)

@@ -20,6 +20,12 @@ absl::StatusOr<std::string> LowerToLlvmDialect(const KernelDef& kernel);
 // Optimised LLVM IR for the kernel's target.
 absl::StatusOr<std::string> EmitLlvmIr(const KernelDef& kernel);
 absl::StatusOr<std::string> EmitPtx(const KernelDef& kernel);
+struct PtxOptions {
+  // .file/.loc line tables naming the DSL line of every instruction (for the emulator's messages
+  // and debuggers); off by default, so bundles stay as they are.
+  bool line_info = false;
+};
+absl::StatusOr<std::string> EmitPtx(const KernelDef& kernel, const PtxOptions& options);
 
 // The CUDA toolkit's ptxas and cuobjdump, where installed (KILN_CUDA_HOME or /usr/local/cuda).
 bool HaveToolkit();
