@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -105,6 +106,15 @@ struct EmulatedTensorMap {
   uint64_t address = 0;
 };
 
+// A tcgen05.mma kind::f16 in flight: D (TMEM, fp32) (+)= A (smem) x B (smem)^T, both K-major.
+struct TcgenMma {
+  uint32_t d = 0;  // TMEM address: lane << 16 | column
+  uint64_t a_desc = 0, b_desc = 0;
+  uint32_t idesc = 0;
+  bool accumulate = true;
+  int line = 0;
+};
+
 struct Thread {
   int x = 0, y = 0, z = 0, linear = 0;
   int pc = 0;
@@ -114,6 +124,7 @@ struct Thread {
   enum class State : uint8_t { kRun, kWarp, kBarrier, kMbarrier, kDone } state = State::kRun;
   int barrier = -1;
   uint64_t mbarrier = 0;  // kMbarrier: the shared offset it waits on
+  std::map<uint64_t, int64_t> next_phase;  // per mbarrier: the phase this thread waits for next
 };
 
 class Cta {
@@ -141,13 +152,28 @@ class Cta {
         if (t.state == Thread::State::kRun) runnable.push_back(t.linear);
       // An asynchronous copy lands at a moment the seed picks between its issue and the first
       // time every thread waits (in index order: only then).
-      if (!pending_.empty() && (runnable.empty() || (rng_ && (*rng_)() % 4 == 0))) {
-        if (absl::Status s = CompleteAsync(rng_ ? (*rng_)() % pending_.size() : 0); !s.ok()) return s;
+      const size_t in_flight = pending_.size() + (tcgen_commits_.empty() ? 0 : 1);
+      if (in_flight && (runnable.empty() || (rng_ && (*rng_)() % 4 == 0))) {
+        const size_t pick = rng_ ? (*rng_)() % in_flight : 0;
+        if (pick < pending_.size()) {
+          if (absl::Status s = CompleteAsync(pick); !s.ok()) return s;
+        } else {  // the oldest tcgen05 commit: its MMAs in issue order, then its arrival
+          TcgenCommit c = std::move(tcgen_commits_.front());
+          tcgen_commits_.erase(tcgen_commits_.begin());
+          for (const TcgenMma& op : c.mmas)
+            if (absl::Status s = RunTcgenMma(op); !s.ok()) return s;
+          MbarrierState& b = mbarriers_[c.mbarrier];
+          if (--b.pending < 0)
+            return absl::InvalidArgumentError(absl::StrFormat(
+                "%s: a tcgen05.commit arrives beyond the %d arrivals the mbarrier at shared offset %d expects", kernel_,
+                b.expected, c.mbarrier));
+          if (absl::Status s = MbarrierComplete(c.mbarrier); !s.ok()) return s;
+        }
         continue;
       }
       if (runnable.empty()) {
         if (std::all_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kDone; }))
-          return absl::OkStatus();
+          return CheckTmemAtExit();
         if (absl::Status s = ReleaseBarriersOfExitedThreads(); !s.ok()) return s;
         if (std::any_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kRun; }))
           continue;
@@ -277,6 +303,10 @@ class Cta {
   absl::Status LoadStore(Thread& t, const Instr& in);
   absl::Status Atomic(Thread& t, const Instr& in);
   absl::Status CpAsync(Thread& t, const Instr& in);
+  absl::Status Tcgen05(Thread& t, const Instr& in);
+  std::vector<std::vector<uint64_t>> TcgenWarp(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
+  absl::Status RunTcgenMma(const struct TcgenMma& op);
+  absl::Status CheckTmemAtExit();
   absl::Status Mbarrier(Thread& t, const Instr& in);
   absl::Status MbarrierComplete(uint64_t offset);
   absl::Status Bulk(Thread& t, const Instr& in);
@@ -318,6 +348,7 @@ class Cta {
     int expected = 0, pending = 0;
     int64_t tx = 0;
     int phase = 0;  // parity of the phase in progress
+    int64_t completed = 0;  // phases completed so far
   };
   std::map<uint64_t, MbarrierState> mbarriers_;  // by shared offset
   // A TMA load in flight.
@@ -327,6 +358,15 @@ class Cta {
     uint64_t dst = 0, mbarrier = 0;
   };
   std::vector<AsyncLoad> pending_;
+  // Tensor memory: 128 lanes x 512 32-bit columns, and which columns are allocated.
+  std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);
+  std::map<uint32_t, uint32_t> tmem_allocs_;  // first column -> columns
+  std::vector<TcgenMma> tcgen_issued_;          // issued, not yet committed (in order)
+  struct TcgenCommit {
+    std::vector<TcgenMma> mmas;
+    uint64_t mbarrier;
+  };
+  std::vector<TcgenCommit> tcgen_commits_;      // committed, completing in order
   // wgmma: the warpgroup's ops issued since its last commit, and its committed groups.
   struct WgmmaOp {
     std::vector<std::vector<int>> d_regs;  // per thread of the warpgroup
@@ -374,6 +414,15 @@ absl::Status Cta::Step(Thread& t) {
       return TryReleaseWarpgroup(t.linear / 128);
     case Op::kSetMaxNReg:  // register accounting: no effect on values
       break;
+    case Op::kElect:
+      return Collective(t, in);
+    case Op::kTcgen05: {
+      const std::string kind = in.mods.empty() ? "" : in.mods[0];
+      if (kind == "alloc" || kind == "dealloc" || kind == "ld" || kind == "relinquish_alloc_permit")
+        return Collective(t, in);  // .sync.aligned: the whole warp
+      if (absl::Status s = Tcgen05(t, in); !s.ok()) return s;
+      break;
+    }
     case Op::kBar:
       if (in.Has("warp")) break;  // bar.warp.sync: lanes of a warp run apart here anyway
       return Arrive(t, in, !in.Has("arrive"));
@@ -725,7 +774,7 @@ absl::Status Cta::TryReleaseWarp(int warp) {
     if (l->state == Thread::State::kWarp) some = l;
   if (!some) return absl::OkStatus();
   const Instr& in = e_.code[some->pc];
-  const bool whole_warp = in.op == Op::kLdMatrix || in.op == Op::kMma;  // .sync.aligned: every lane
+  const bool whole_warp = in.op == Op::kLdMatrix || in.op == Op::kMma || in.op == Op::kTcgen05;  // .sync.aligned
   const uint32_t members =
       whole_warp ? static_cast<uint32_t>(Mask(n)) : static_cast<uint32_t>(Read(*some, in.ops.back(), 32));
   for (int i = 0; i < n; ++i) {
@@ -742,7 +791,9 @@ absl::Status Cta::TryReleaseWarp(int warp) {
   // Everyone is here: compute each member lane's result from the values at this moment.
   if (whole_warp) {
     absl::Status s;
-    std::vector<std::vector<uint64_t>> out = in.op == Op::kMma ? Mma(lanes, in, &s) : LdMatrix(lanes, in, &s);
+    std::vector<std::vector<uint64_t>> out = in.op == Op::kMma       ? Mma(lanes, in, &s)
+                                             : in.op == Op::kTcgen05 ? TcgenWarp(lanes, in, &s)
+                                                                     : LdMatrix(lanes, in, &s);
     if (!s.ok()) return s;
     for (int i = 0; i < n; ++i) {
       Thread& l = *lanes[i];
@@ -758,7 +809,16 @@ absl::Status Cta::TryReleaseWarp(int warp) {
     if (!(members >> i & 1)) continue;
     Thread& l = *lanes[i];
     const Instr& li = e_.code[l.pc];
-    if (li.op == Op::kShfl) {
+    if (li.op == Op::kElect) {  // the lowest lane of the member mask is elected
+      const int elected = std::countr_zero(members);
+      if (li.ops.at(0).kind == Operand::Kind::kVector) {
+        if (li.ops[0].regs[0] >= 0) l.r[li.ops[0].regs[0]] = elected;
+        l.r[li.ops[0].regs[1]] = i == elected;
+      } else {
+        Write(l, li.ops[0], i == elected);
+      }
+      continue;
+    } else if (li.op == Op::kShfl) {
       const uint32_t b = static_cast<uint32_t>(Read(l, li.ops.at(2), 32)) & 31;
       const uint32_t c = static_cast<uint32_t>(Read(l, li.ops.at(3), 32));
       const uint32_t segmask = (c >> 8) & 31, cval = c & 31;
@@ -802,7 +862,7 @@ absl::Status Cta::TryReleaseWarp(int warp) {
   for (int i = 0; i < n; ++i) {
     if (!(members >> i & 1)) continue;
     Thread& l = *lanes[i];
-    Write(l, e_.code[l.pc].ops.at(0), results[i]);
+    if (e_.code[l.pc].op != Op::kElect) Write(l, e_.code[l.pc].ops.at(0), results[i]);
     l.state = Thread::State::kRun;
     ++l.pc;
   }
@@ -962,7 +1022,19 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
   }
   if (kind == "try_wait" || kind == "test_wait") {
     const int parity = static_cast<int>(Read(t, in.ops.back(), 32) & 1);
-    const bool done = b.phase != parity;
+    // The phase meant: of this parity, the one before the thread's next unseen phase (phase -1,
+    // of parity 1, counts as complete: the producer's first wait on an empty slot) or its next.
+    // The ISA's parity names only the current or the immediately preceding phase; a thread two
+    // phases behind would wait on the wrong one (on a GPU: hang, or run on with stale data).
+    int64_t& next = t.next_phase[off];
+    const int64_t meant = ((next - 1) & 1) == parity ? next - 1 : next;
+    if (b.completed >= meant + 2)
+      return Fail(t, in, absl::StrFormat("this thread waits for phase %d (parity %d) of the mbarrier at shared offset %d, "
+                                         "which has completed %d phases: it fell two phases behind (nothing holds the "
+                                         "other threads until it has waited: give it an arrival, or a barrier)",
+                                         meant, parity, off, b.completed));
+    const bool done = b.completed > meant;
+    if (done && kind == "try_wait") next = meant + 1;
     if (!done && kind == "try_wait") {  // blocks until the phase completes, then runs again
       t.state = Thread::State::kMbarrier;
       t.mbarrier = off;
@@ -979,6 +1051,7 @@ absl::Status Cta::MbarrierComplete(uint64_t offset) {
   MbarrierState& b = mbarriers_[offset];
   if (b.pending != 0 || b.tx != 0) return absl::OkStatus();
   b.phase ^= 1;
+  ++b.completed;
   b.pending = b.expected;
   for (Thread& w : threads_)
     if (w.state == Thread::State::kMbarrier && w.mbarrier == offset) w.state = Thread::State::kRun;
@@ -1186,6 +1259,176 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
     wg.groups.erase(wg.groups.begin());
   }
   return absl::OkStatus();
+}
+
+// ---- Blackwell: tensor memory and tcgen05 (PTX ISA: tcgen05 instructions, the instruction
+// descriptor for kind::f16, the shared memory descriptor, the 32x32b data path)
+
+absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
+  const std::string kind = in.mods.empty() ? "" : in.mods[0];
+  if (kind == "mma") {
+    if (!in.Has("cta_group::1") || !in.Has("kind::f16"))
+      return Fail(t, in, "only tcgen05.mma.cta_group::1.kind::f16 is emulated so far");
+    TcgenMma op;
+    op.d = static_cast<uint32_t>(Address(t, in.ops.at(0)));
+    op.a_desc = Read(t, in.ops.at(1), 64);
+    op.b_desc = Read(t, in.ops.at(2), 64);
+    op.idesc = static_cast<uint32_t>(Read(t, in.ops.at(3), 32));
+    op.accumulate = Read(t, in.ops.at(4), 1) & 1;
+    op.line = in.line;
+    tcgen_issued_.push_back(op);
+    return absl::OkStatus();
+  }
+  if (kind == "commit") {  // the mbarrier gets one arrival when every earlier tcgen05.mma completes
+    if (in.Has("multicast::cluster")) return Fail(t, in, "multicast commits are not emulated yet");
+    const uint64_t bar = Address(t, in.ops.at(0));
+    if (!mbarriers_.count(bar))
+      return Fail(t, in, absl::StrFormat("tcgen05.commit to shared offset %d, which holds no initialised mbarrier", bar));
+    tcgen_commits_.push_back({std::move(tcgen_issued_), bar});
+    tcgen_issued_.clear();
+    return absl::OkStatus();
+  }
+  if (absl::StartsWith(kind, "fence") || absl::StartsWith(kind, "wait")) return absl::OkStatus();  // ld is synchronous here
+  return Fail(t, in, "this tcgen05 instruction is not emulated yet");
+}
+
+std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s) {
+  const int n = static_cast<int>(lanes.size());
+  std::vector<std::vector<uint64_t>> out(n);
+  Thread& t = *lanes[0];
+  const std::string kind = in.mods[0];
+  if (kind == "relinquish_alloc_permit") return out;
+  if (kind == "alloc") {
+    const uint32_t cols = static_cast<uint32_t>(Read(t, in.ops.at(1), 32));
+    if (cols < 32 || cols > 512 || (cols & (cols - 1))) {
+      *s = Fail(t, in, absl::StrCat("tcgen05.alloc of ", cols, " columns: a power of two from 32 to 512"));
+      return out;
+    }
+    uint32_t first = 512;
+    for (uint32_t c = 0; c + cols <= 512 && first == 512; c += cols) {
+      bool free = true;
+      for (const auto& [start, size] : tmem_allocs_) free &= c + cols <= start || start + size <= c;
+      if (free) first = c;
+    }
+    if (first == 512) {
+      uint32_t used = 0;
+      for (const auto& [start, size] : tmem_allocs_) used += size;
+      *s = Fail(t, in, absl::StrCat("tensor memory exhausted: ", cols, " more columns asked, ", used,
+                                    " of 512 already allocated"));
+      return out;
+    }
+    tmem_allocs_[first] = cols;
+    absl::StatusOr<uint8_t*> slot = Memory(t, in, Space::kShared, Address(t, in.ops.at(0)), 4);
+    if (!slot.ok()) {
+      *s = slot.status();
+      return out;
+    }
+    const uint32_t address = first;  // lane 0, column `first`
+    std::memcpy(*slot, &address, 4);
+    return out;
+  }
+  if (kind == "dealloc") {
+    const uint32_t address = static_cast<uint32_t>(Read(t, in.ops.at(0), 32));
+    const uint32_t cols = static_cast<uint32_t>(Read(t, in.ops.at(1), 32));
+    auto it = tmem_allocs_.find(address & 0xffff);
+    if (it == tmem_allocs_.end() || it->second != cols || (address >> 16) != 0) {
+      *s = Fail(t, in, absl::StrFormat("tcgen05.dealloc of %d columns at 0x%x, which is not an allocation", cols, address));
+      return out;
+    }
+    tmem_allocs_.erase(it);
+    return out;
+  }
+  if (kind == "ld") {  // 32x32b.xN: lane i of the warp reads TMEM lane base + i, N columns
+    if (!in.Has("32x32b")) {
+      *s = Fail(t, in, "only the 32x32b tcgen05.ld shape is emulated so far");
+      return out;
+    }
+    int num = 0;
+    for (const std::string& m : in.mods)
+      if (m.size() > 1 && m[0] == 'x' && std::isdigit(static_cast<unsigned char>(m[1]))) num = std::atoi(m.c_str() + 1);
+    const uint32_t address = static_cast<uint32_t>(Address(t, in.ops.at(1)));
+    const uint32_t lane0 = address >> 16, col0 = address & 0xffff;
+    const int quarter = (t.linear / 32) % 4;
+    if (lane0 != static_cast<uint32_t>(32 * quarter)) {
+      *s = Fail(t, in, absl::StrCat("warp ", t.linear / 32, " may access TMEM lanes ", 32 * quarter, "..",
+                                    32 * quarter + 31, ", not from lane ", lane0));
+      return out;
+    }
+    bool inside = false;
+    for (const auto& [start, size] : tmem_allocs_) inside |= col0 >= start && col0 + num <= start + size;
+    if (!inside) {
+      *s = Fail(t, in, absl::StrCat("tcgen05.ld of columns ", col0, "..", col0 + num - 1,
+                                    " outside every tensor memory allocation"));
+      return out;
+    }
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < num; ++j) out[i].push_back(tmem_[(lane0 + i) * 512 + col0 + j]);
+    return out;
+  }
+  *s = Fail(t, in, "this tcgen05 instruction is not emulated yet");
+  return out;
+}
+
+absl::Status Cta::RunTcgenMma(const TcgenMma& op) {
+  auto fail = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: tcgen05.mma: %s", kernel_, op.line, what));
+  };
+  const uint32_t d = op.idesc;
+  const int c_format = (d >> 4) & 3, a_format = (d >> 7) & 7, b_format = (d >> 10) & 7;
+  const bool neg_a = (d >> 13) & 1, neg_b = (d >> 14) & 1, a_mn = (d >> 15) & 1, b_mn = (d >> 16) & 1;
+  const int n = ((d >> 17) & 0x3f) << 3, m = ((d >> 24) & 0x1f) << 4;
+  if (c_format != 1) return fail("only f32 accumulators are emulated so far");
+  if (a_format > 1 || b_format > 1 || a_format != b_format) return fail("A and B must both be f16 or both bf16");
+  if (a_mn || b_mn) return fail("MN-major operands are not emulated yet");
+  if (m != 128 || n < 8 || n > 256) return fail(absl::StrCat("the shape M=", m, " N=", n, " is not emulated yet"));
+  const bool bf16 = a_format == 1;
+  auto element = [&](uint64_t desc, int row, int k, double* out) -> absl::Status {
+    const uint64_t start = (desc & 0x3fff) << 4, lbo = ((desc >> 16) & 0x3fff) << 4, sbo = ((desc >> 32) & 0x3fff) << 4;
+    const int version = (desc >> 46) & 3, base = (desc >> 49) & 7, layout = static_cast<int>(desc >> 61);
+    if (version != 1) return fail(absl::StrCat("a shared memory descriptor of version ", version, " (must be 1)"));
+    if (base != 0) return fail("descriptor base offsets are not emulated yet");
+    const int span = layout == 2 ? 128 : layout == 4 ? 64 : layout == 6 ? 32 : 0;
+    if (layout != 0 && span == 0) return fail(absl::StrCat("the descriptor layout ", layout, " is not emulated yet"));
+    const uint64_t addr = span ? Swizzled(start + (row / 8) * sbo + (row % 8) * span + k * 2, span)
+                               : start + (row / 8) * sbo + (k / 8) * lbo + (row % 8) * 16 + (k % 8) * 2;
+    if (addr + 2 > shared_.size()) return fail(absl::StrFormat("a descriptor reads shared offset %d, past the block", addr));
+    uint16_t h;
+    std::memcpy(&h, shared_.data() + addr, 2);
+    *out = bf16 ? Bf16ToF32(h) : F16ToF32(h);
+    return absl::OkStatus();
+  };
+  std::vector<double> a(m * 16), b(n * 16);
+  for (int r = 0; r < m; ++r)
+    for (int k = 0; k < 16; ++k)
+      if (absl::Status s = element(op.a_desc, r, k, &a[r * 16 + k]); !s.ok()) return s;
+  for (int c = 0; c < n; ++c)
+    for (int k = 0; k < 16; ++k)
+      if (absl::Status s = element(op.b_desc, c, k, &b[c * 16 + k]); !s.ok()) return s;
+  const uint32_t lane0 = op.d >> 16, col0 = op.d & 0xffff;
+  bool inside = lane0 == 0;
+  if (inside) {
+    inside = false;
+    for (const auto& [start, size] : tmem_allocs_) inside |= col0 >= start && col0 + n <= start + size;
+  }
+  if (!inside) return fail(absl::StrFormat("D at TMEM 0x%x (%d columns) is outside every allocation", op.d, n));
+  const double sign = (neg_a ? -1.0 : 1.0) * (neg_b ? -1.0 : 1.0);
+  for (int r = 0; r < m; ++r)
+    for (int c = 0; c < n; ++c) {
+      uint32_t& cell = tmem_[(lane0 + r) * 512 + col0 + c];
+      double acc = op.accumulate ? F32(cell) : 0.0;
+      for (int k = 0; k < 16; ++k) acc += sign * a[r * 16 + k] * b[c * 16 + k];
+      cell = static_cast<uint32_t>(Bits(static_cast<float>(acc)));
+    }
+  return absl::OkStatus();
+}
+
+absl::Status Cta::CheckTmemAtExit() {
+  if (tmem_allocs_.empty()) return absl::OkStatus();
+  uint32_t used = 0;
+  for (const auto& [start, size] : tmem_allocs_) used += size;
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s: block (%d,%d,%d) exits with %d columns of tensor memory still allocated (a tcgen05.dealloc is missing)",
+      kernel_, ctaid_.x, ctaid_.y, ctaid_.z, used));
 }
 
 // ---- barriers: bar.sync / barrier.sync id[, count]; bar.arrive id, count

@@ -70,7 +70,8 @@ const std::map<std::string, Op>& Ops() {
       {"brev", Op::kBrev},   {"popc", Op::kPopc},   {"clz", Op::kClz},       {"bfe", Op::kBfe},
       {"prmt", Op::kPrmt},   {"copysign", Op::kCopysign}, {"testp", Op::kTestp}, {"vote", Op::kVote},
       {"membar", Op::kMembar}, {"fence", Op::kFence}, {"ldmatrix", Op::kLdMatrix}, {"mma", Op::kMma},
-      {"mbarrier", Op::kMbarrier}, {"wgmma", Op::kWgmma}, {"setmaxnreg", Op::kSetMaxNReg}};
+      {"mbarrier", Op::kMbarrier}, {"wgmma", Op::kWgmma}, {"setmaxnreg", Op::kSetMaxNReg},
+      {"tcgen05", Op::kTcgen05}, {"elect", Op::kElect}};
   return *m;
 }
 
@@ -173,6 +174,16 @@ class EntryBuilder {
     if (absl::StartsWith(s, "!")) {
       o.negate = true;
       s = s.substr(1);
+    }
+    if (size_t bar = s.find('|'); bar != std::string::npos && !absl::StartsWith(s, "{")) {  // d|p: two results
+      Operand v;
+      v.kind = Operand::Kind::kVector;
+      for (const std::string part : {s.substr(0, bar), s.substr(bar + 1)}) {
+        int r = Lookup(std::string(absl::StripAsciiWhitespace(part)));
+        if (r < 0) return Error(line, absl::StrCat("unknown register in '", s, "'"));
+        v.regs.push_back(r);
+      }
+      return v;
     }
     if (absl::StartsWith(s, "{")) {
       o.kind = Operand::Kind::kVector;

@@ -170,3 +170,60 @@ TEST(PlantedBugs, AMissingWaitIsCaught) {
 
 }  // namespace
 }  // namespace kiln::examples
+
+namespace kiln::examples {
+namespace {
+
+// Blackwell kernels, which no GPU here can run: tcgen05 allocation, MMAs from descriptors,
+// commits to mbarriers and tcgen05.ld epilogues, on the emulator.
+TEST(EmulatedBlackwell, V4IsCorrectUnderEverySchedule) {
+  const rt::Bundle b = BundleOf("blackwell/v4");
+  for (uint64_t seed : {0, 1, 2, 3, 4}) {
+    RunOptions opt;
+    opt.size = {128, 128, 256};
+    absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, seed);
+    ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.status();
+    EXPECT_TRUE(r->passed) << "seed " << seed << ": " << r->failure;
+  }
+}
+
+// v1-v3 (seed 002's single-mbarrier design: the leader arrives, every thread waits, TMA and MMA
+// phases alternate on one barrier) let a waiting thread fall two phases behind when the leader
+// runs ahead: correct on a GPU by timing, not by protocol. Some schedules find it and say so;
+// every schedule that completes computes the right product.
+TEST(EmulatedBlackwell, SingleBarrierDesignsFallBehindUnderSomeSchedules) {
+  for (const char* name : {"blackwell/v1a", "blackwell/v2b", "blackwell/v3"}) {
+    const rt::Bundle b = BundleOf(name);
+    const GemmSpec g = *GemmOf(b.manifest);
+    int found = 0;
+    for (uint64_t seed = 1; seed <= 8; ++seed) {
+      RunOptions opt;
+      opt.size = {g.tile_m, g.tile_n, 2 * g.tile_k};
+      absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, seed);
+      if (r.ok()) {
+        EXPECT_TRUE(r->passed) << name << " seed " << seed << ": " << r->failure;
+        continue;
+      }
+      EXPECT_NE(r.status().message().find("it fell two phases behind"), std::string::npos) << r.status();
+      ++found;
+    }
+    EXPECT_GT(found, 0) << name;
+  }
+}
+
+TEST(PlantedBugs, ATensorMemoryLeakIsReported) {
+  rt::Bundle b = BundleOf("blackwell/v4");
+  const std::string dealloc = "tcgen05.dealloc.cta_group::1.sync.aligned.b32";
+  size_t at = b.ptx.find(dealloc);
+  ASSERT_NE(at, std::string::npos);
+  b.ptx.replace(at, b.ptx.find('\n', at) - at, "");  // the dealloc is gone
+  RunOptions opt;
+  opt.size = {128, 128, 256};
+  absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("exits with 128 columns of tensor memory still allocated"), std::string::npos)
+      << r.status();
+}
+
+}  // namespace
+}  // namespace kiln::examples
