@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -314,6 +315,8 @@ class Cta {
   absl::Status TryReleaseWarpgroup(int group);
   absl::Status CompleteWgmmaGroups(int group, size_t keep);
   absl::StatusOr<const EmulatedTensorMap*> MapAt(Thread& t, const Instr& in, uint64_t generic);
+  absl::Status ForEachBoxElement(const EmulatedTensorMap& map, const std::vector<int64_t>& coords, uint64_t smem,
+                                 const std::function<absl::Status(uint64_t, uint64_t, bool, int)>& fn);
   static uint64_t Swizzled(uint64_t offset, int swizzle_bytes) {
     // 128B: address bits [4,7) ^= bits [7,10); 64B: [4,6) ^= [7,9); 32B: bit 4 ^= bit 7.
     const int bits = swizzle_bytes == 128 ? 3 : swizzle_bytes == 64 ? 2 : swizzle_bytes == 32 ? 1 : 0;
@@ -1092,13 +1095,27 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
     return absl::OkStatus();
   }
   // Store: every in-bounds element of the box, read through the swizzle.
-  const rt::TensorMapSpec& s = (*map)->spec;
+  return ForEachBoxElement(**map, coords, smem, [&](uint64_t shared, uint64_t global, bool inside, int es) {
+    if (!inside) return absl::OkStatus();
+    if (shared + es > shared_.size()) return Fail(t, in, "a TMA store reads past the block's shared memory");
+    uint8_t* to = dev_.Find(global, es);
+    if (!to) return Fail(t, in, absl::StrFormat("a TMA store writes outside any allocation (0x%x)", global));
+    std::memcpy(to, shared_.data() + shared, es);
+    return absl::OkStatus();
+  });
+}
+
+// Calls fn(shared offset through the swizzle, global address, inside the tensor, element bytes)
+// for each element of the box at `coords`, innermost dimension fastest, as TMA lays a box out.
+absl::Status Cta::ForEachBoxElement(const EmulatedTensorMap& map, const std::vector<int64_t>& coords, uint64_t smem,
+                                    const std::function<absl::Status(uint64_t, uint64_t, bool, int)>& fn) {
+  const rt::TensorMapSpec& s = map.spec;
   const int es = rt::TmaElementBytes(s.dtype), swz = s.swizzle == rt::TmaSwizzle::kNone ? 0 : 16 << static_cast<int>(s.swizzle);
   int64_t total = 1;
   for (uint32_t b : s.box) total *= b;
   for (int64_t linear = 0; linear < total; ++linear) {
     int64_t rest = linear;
-    uint64_t g = (*map)->address;
+    uint64_t g = map.address;
     bool inside = true;
     for (size_t d = 0; d < s.box.size(); ++d) {
       const int64_t c = coords[d] + rest % s.box[d];
@@ -1106,12 +1123,7 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
       inside &= c >= 0 && c < static_cast<int64_t>(s.dims[d]);
       g += c * (d == 0 ? es : s.strides_bytes[d - 1]);
     }
-    if (!inside) continue;
-    const uint64_t from = Swizzled(smem + linear * es, swz);
-    if (from + es > shared_.size()) return Fail(t, in, "a TMA store reads past the block's shared memory");
-    uint8_t* to = dev_.Find(g, es);
-    if (!to) return Fail(t, in, absl::StrFormat("a TMA store writes outside any allocation (0x%x)", g));
-    std::memcpy(to, shared_.data() + from, es);
+    if (absl::Status st = fn(Swizzled(smem + linear * es, swz), g, inside, es); !st.ok()) return st;
   }
   return absl::OkStatus();
 }
@@ -1119,36 +1131,27 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
 absl::Status Cta::CompleteAsync(size_t index) {
   AsyncLoad op = pending_[index];
   pending_.erase(pending_.begin() + index);
-  const rt::TensorMapSpec& s = op.map->spec;
-  const int es = rt::TmaElementBytes(s.dtype), swz = s.swizzle == rt::TmaSwizzle::kNone ? 0 : 16 << static_cast<int>(s.swizzle);
-  int64_t total = 1;
-  for (uint32_t b : s.box) total *= b;
-  for (int64_t linear = 0; linear < total; ++linear) {
-    int64_t rest = linear;
-    uint64_t g = op.map->address;
-    bool inside = true;
-    for (size_t d = 0; d < s.box.size(); ++d) {
-      const int64_t c = op.coords[d] + rest % s.box[d];
-      rest /= s.box[d];
-      inside &= c >= 0 && c < static_cast<int64_t>(s.dims[d]);
-      g += c * (d == 0 ? es : s.strides_bytes[d - 1]);
-    }
-    const uint64_t to = Swizzled(op.dst + linear * es, swz);
+  int64_t bytes = 0;
+  absl::Status landed = ForEachBoxElement(*op.map, op.coords, op.dst, [&](uint64_t to, uint64_t g, bool inside, int es) {
+    bytes += es;
     if (to + es > shared_.size())
       return absl::InvalidArgumentError(absl::StrCat(kernel_, ": a TMA box lands past the block's shared memory"));
     if (!inside) {  // out of bounds: zero fill
       std::memset(shared_.data() + to, 0, es);
-      continue;
+      return absl::OkStatus();
     }
     const uint8_t* from = dev_.Find(g, es);
-    if (!from) return absl::InvalidArgumentError(absl::StrFormat("%s: a TMA load reads outside any allocation (0x%x)", kernel_, g));
+    if (!from)
+      return absl::InvalidArgumentError(absl::StrFormat("%s: a TMA load reads outside any allocation (0x%x)", kernel_, g));
     std::memcpy(shared_.data() + to, from, es);
-  }
+    return absl::OkStatus();
+  });
+  if (!landed.ok()) return landed;
   auto it = mbarriers_.find(op.mbarrier);
   if (it == mbarriers_.end())
     return absl::InvalidArgumentError(absl::StrFormat("%s: a TMA load completes on shared offset %d, which holds no "
                                                       "initialised mbarrier", kernel_, op.mbarrier));
-  it->second.tx -= total * es;
+  it->second.tx -= bytes;  // the whole box counts, zero fill included
   return MbarrierComplete(op.mbarrier);
 }
 
