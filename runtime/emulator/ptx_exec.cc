@@ -114,6 +114,7 @@ struct TcgenMma {
   uint32_t idesc = 0;
   bool accumulate = true;
   int line = 0;
+  const ptx::Instr* in = nullptr;
 };
 
 struct Thread {
@@ -359,7 +360,21 @@ class Cta {
     const EmulatedTensorMap* map;
     std::vector<int64_t> coords;
     uint64_t dst = 0, mbarrier = 0;
+    const Instr* issued_by = nullptr;
+    uint64_t Bytes() const {
+      uint64_t n = rt::TmaElementBytes(map->spec.dtype);
+      for (uint32_t b : map->spec.box) n *= b;
+      return n;
+    }
   };
+  // Shared bytes written through the generic proxy and not yet fenced for the async proxy:
+  // the writing thread + 1 (0: clean), and each thread's unfenced ranges.
+  std::vector<int32_t> generic_writer_;
+  std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> unfenced_;
+  // A shared access that a TMA load in flight will overwrite (the wait for it is missing).
+  absl::Status CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off, uint64_t bytes, const char* what);
+  // An async-proxy read (wgmma, tcgen05.mma, TMA store) of bytes a generic store left unfenced.
+  absl::Status CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, const char* reader);
   std::vector<AsyncLoad> pending_;
   // Tensor memory: 128 lanes x 512 32-bit columns, and which columns are allocated.
   std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);
@@ -377,6 +392,7 @@ class Cta {
     int n = 0;
     bool scale_d = true, negate_a = false, negate_b = false, bf16 = true;
     int line = 0;
+    const Instr* in = nullptr;
   };
   struct Warpgroup {
     std::vector<WgmmaOp> open;
@@ -439,6 +455,12 @@ absl::Status Cta::Step(Thread& t) {
       if (absl::Status s = Convert(t, in); !s.ok()) return s;
       break;
     case Op::kMembar: case Op::kFence:
+      if (in.op == Op::kFence && !in.mods.empty() && in.mods[0] == "proxy" && in.Has("async")) {
+        for (auto [off, n] : unfenced_[t.linear])  // this thread's generic writes now reach the async proxy
+          for (uint64_t b = off; b < off + n; ++b)
+            if (generic_writer_[b] == t.linear + 1) generic_writer_[b] = 0;
+        unfenced_[t.linear].clear();
+      }
       break;
     case Op::kCreatePolicy:
       Write(t, in.ops.at(0), 0);
@@ -712,6 +734,15 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
   const uint64_t addr = Address(t, addr_op);
   absl::StatusOr<uint8_t*> p = Memory(t, in, in.space, addr, elem * in.vec);
   if (!p.ok()) return p.status();
+  if (*p >= shared_.data() && *p < shared_.data() + shared_.size()) {
+    const uint64_t off = *p - shared_.data(), n = static_cast<uint64_t>(elem) * in.vec;
+    if (absl::Status s = CheckPendingOverlap(&t, in, off, n, load ? "reads" : "writes"); !s.ok()) return s;
+    if (!load) {
+      if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
+      std::fill(generic_writer_.begin() + off, generic_writer_.begin() + off + n, t.linear + 1);
+      unfenced_[t.linear].push_back({off, n});
+    }
+  }
   std::vector<int> regs = val.kind == Operand::Kind::kVector ? val.regs : std::vector<int>{val.reg};
   for (int i = 0; i < in.vec && i < static_cast<int>(regs.size()); ++i) {
     uint8_t* at = *p + i * elem;
@@ -1091,13 +1122,15 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
   if (load) {
     if (in.Has("multicast::cluster") && (Read(t, in.ops.at(3), 16) & ~uint64_t{1}))
       return Fail(t, in, "multicast to other CTAs of a cluster is not emulated yet");
-    pending_.push_back({*map, coords, smem, Address(t, in.ops.at(2))});
+    pending_.push_back({*map, coords, smem, Address(t, in.ops.at(2)), &in});
     return absl::OkStatus();
   }
   // Store: every in-bounds element of the box, read through the swizzle.
   return ForEachBoxElement(**map, coords, smem, [&](uint64_t shared, uint64_t global, bool inside, int es) {
     if (!inside) return absl::OkStatus();
     if (shared + es > shared_.size()) return Fail(t, in, "a TMA store reads past the block's shared memory");
+    if (absl::Status s = CheckFenced(in, shared, es, "a TMA store"); !s.ok()) return s;
+    if (absl::Status s = CheckPendingOverlap(&t, in, shared, es, "stores from"); !s.ok()) return s;
     uint8_t* to = dev_.Find(global, es);
     if (!to) return Fail(t, in, absl::StrFormat("a TMA store writes outside any allocation (0x%x)", global));
     std::memcpy(to, shared_.data() + shared, es);
@@ -1136,6 +1169,8 @@ absl::Status Cta::CompleteAsync(size_t index) {
     bytes += es;
     if (to + es > shared_.size())
       return absl::InvalidArgumentError(absl::StrCat(kernel_, ": a TMA box lands past the block's shared memory"));
+    if (!generic_writer_.empty())  // what the async proxy wrote needs no fence to be read by it
+      std::fill(generic_writer_.begin() + to, generic_writer_.begin() + to + es, 0);
     if (!inside) {  // out of bounds: zero fill
       std::memset(shared_.data() + to, 0, es);
       return absl::OkStatus();
@@ -1180,6 +1215,7 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
   if (kind == "mma_async") {
     WgmmaOp op;
     op.line = in.line;
+    op.in = &in;
     for (const std::string& m : in.mods)
       if (m.size() > 4 && m[0] == 'm' && m.find('n') != std::string::npos && m.find('k') != std::string::npos)
         op.n = std::atoi(m.substr(m.find('n') + 1).c_str());
@@ -1234,6 +1270,8 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
         if (addr + 2 > shared_.size())
           return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a wgmma descriptor reads shared offset %d, "
                                                             "past the block's %d bytes", kernel_, op.line, addr, shared_.size()));
+        if (absl::Status s = CheckFenced(*op.in, addr, 2, "wgmma"); !s.ok()) return s;
+        if (absl::Status s = CheckPendingOverlap(nullptr, *op.in, addr, 2, "wgmma reads"); !s.ok()) return s;
         uint16_t h;
         std::memcpy(&h, shared_.data() + addr, 2);
         *out = op.bf16 ? Bf16ToF32(h) : F16ToF32(h);
@@ -1279,6 +1317,7 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     op.idesc = static_cast<uint32_t>(Read(t, in.ops.at(3), 32));
     op.accumulate = Read(t, in.ops.at(4), 1) & 1;
     op.line = in.line;
+    op.in = &in;
     tcgen_issued_.push_back(op);
     return absl::OkStatus();
   }
@@ -1395,6 +1434,8 @@ absl::Status Cta::RunTcgenMma(const TcgenMma& op) {
     const uint64_t addr = span ? Swizzled(start + (row / 8) * sbo + (row % 8) * span + k * 2, span)
                                : start + (row / 8) * sbo + (k / 8) * lbo + (row % 8) * 16 + (k % 8) * 2;
     if (addr + 2 > shared_.size()) return fail(absl::StrFormat("a descriptor reads shared offset %d, past the block", addr));
+    if (absl::Status s = CheckFenced(*op.in, addr, 2, "tcgen05.mma"); !s.ok()) return s;
+    if (absl::Status s = CheckPendingOverlap(nullptr, *op.in, addr, 2, "tcgen05.mma reads"); !s.ok()) return s;
     uint16_t h;
     std::memcpy(&h, shared_.data() + addr, 2);
     *out = bf16 ? Bf16ToF32(h) : F16ToF32(h);
@@ -1432,6 +1473,36 @@ absl::Status Cta::CheckTmemAtExit() {
   return absl::FailedPreconditionError(absl::StrFormat(
       "%s: block (%d,%d,%d) exits with %d columns of tensor memory still allocated (a tcgen05.dealloc is missing)",
       kernel_, ctaid_.x, ctaid_.y, ctaid_.z, used));
+}
+
+// ---- the asynchronous proxy's rules
+
+absl::Status Cta::CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off, uint64_t bytes, const char* what) {
+  for (const AsyncLoad& p : pending_) {
+    if (off + bytes <= p.dst || p.dst + p.Bytes() <= off) continue;
+    const std::string dsl = m_.DslLine(*p.issued_by);
+    const std::string msg = absl::StrFormat(
+        "%s shared bytes %d..%d, which a TMA load still in flight will write (issued at PTX line %d%s%s): the wait "
+        "for its mbarrier is missing or comes too late",
+        what, off, off + bytes - 1, p.issued_by->line, dsl.empty() ? "" : ", ", dsl);
+    if (t) return Fail(*t, in, msg);
+    return absl::InvalidArgumentError(absl::StrFormat("%s%s: PTX line %d (%s): %s", m_.DslLine(in).empty() ? "" : m_.DslLine(in) + ": ",
+                                                      kernel_, in.line, in.text, msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cta::CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, const char* reader) {
+  if (generic_writer_.empty()) return absl::OkStatus();
+  for (uint64_t b = off; b < off + bytes && b < generic_writer_.size(); ++b)
+    if (generic_writer_[b] != 0) {
+      const std::string dsl = m_.DslLine(in);
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s%s: PTX line %d (%s): %s reads shared byte %d, which thread %d wrote through the generic proxy with no "
+          "fence.proxy.async after it (the async proxy may not see the write)",
+          dsl.empty() ? "" : dsl + ": ", kernel_, in.line, in.text, reader, b, generic_writer_[b] - 1));
+    }
+  return absl::OkStatus();
 }
 
 // ---- barriers: bar.sync / barrier.sync id[, count]; bar.arrive id, count

@@ -188,5 +188,71 @@ $L__spin:
   EXPECT_TRUE(absl::IsResourceExhausted(s.status())) << s.status();
 }
 
+// Generic-proxy writes to shared memory reach a TMA store only through fence.proxy.async (PTX
+// ISA, memory consistency model: proxies). Each thread writes its id; thread 0 stores the 32
+// words with a 1D tensor map.
+absl::Status StoreThroughTma(bool fence, std::vector<uint32_t>* out) {
+  rt::Bundle b;
+  b.manifest.name = "test/proxy";
+  b.manifest.entry = "emu";
+  b.manifest.target = "sm_90a";
+  b.manifest.block = {32, 1, 1};
+  b.manifest.smem_bytes = 1024;
+  b.manifest.source = "emulator_test.cc:2";
+  rt::ParamSpec map{"map", rt::ParamSpec::Kind::kTensorMap};
+  map.tensor_map.tensor = "out";
+  map.tensor_map.dtype = rt::TmaDtype::kF32;
+  map.tensor_map.box = {32};
+  b.manifest.params = {map};
+  b.ptx = absl::StrCat(R"(.version 8.0
+.target sm_90a
+.address_size 64
+.extern .shared .align 1024 .b8 smem[];
+.visible .entry emu(
+	.param .align 64 .b8 emu_param_0[128]
+)
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<4>;
+	mov.u32 %r1, %tid.x;
+	mov.u32 %r2, smem;
+	shl.b32 %r3, %r1, 2;
+	add.s32 %r4, %r2, %r3;
+	st.shared.b32 [%r4], %r1;
+)", fence ? "\tfence.proxy.async.shared::cta;\n" : "", R"(	bar.sync 0;
+	setp.ne.s32 %p1, %r1, 0;
+	@%p1 bra $L__end;
+	mov.b64 %rd1, emu_param_0;
+	cvta.param.u64 %rd2, %rd1;
+	mov.b32 %r5, 0;
+	cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd2, {%r5}], [%r2];
+	cp.async.bulk.commit_group;
+	cp.async.bulk.wait_group.read 0;
+$L__end:
+	ret;
+}
+)");
+  Device d;
+  uint64_t dst = *d.Allocate(128);
+  absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Tensor(dst, {32}, {})});
+  out->assign(32, 0);
+  EXPECT_TRUE(d.CopyOut(out->data(), dst, 128).ok());
+  return s.status();
+}
+
+TEST(Emulator, TmaStoresNeedTheProxyFence) {
+  std::vector<uint32_t> out;
+  absl::Status s = StoreThroughTma(/*fence=*/true, &out);
+  ASSERT_TRUE(s.ok()) << s;
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], static_cast<uint32_t>(i));
+  s = StoreThroughTma(/*fence=*/false, &out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("a TMA store reads shared byte 0, which thread 0 wrote through the generic proxy with no "
+                             "fence.proxy.async after it"),
+            std::string::npos)
+      << s;
+}
+
 }  // namespace
 }  // namespace kiln::emu
