@@ -507,8 +507,7 @@ std::vector<Value> Kernel::IfElse(const Operand& cond, const std::function<std::
     types.push_back(a);
     mlir_types.push_back(s.ToMlir(a));
   }
-  if (!ok || s.error) {
-    draft.erase();
+  if (!ok || s.error) {  // the build fails; the draft stays (a Value made in it may have uses)
     std::vector<Value> poison;
     for (const Value& v : yielded[0]) poison.push_back(s.Poison(v.valid() ? v.type() : Type::Of(Scalar::kI32), loc));
     return poison;
