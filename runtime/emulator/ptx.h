@@ -22,7 +22,10 @@ bool TyIsSigned(Ty t);
 enum class Space : uint8_t { kGeneric, kGlobal, kShared, kParam, kLocal, kConst };
 
 enum class Special : uint8_t { kTidX, kTidY, kTidZ, kNtidX, kNtidY, kNtidZ, kCtaidX, kCtaidY, kCtaidZ,
-                               kNctaidX, kNctaidY, kNctaidZ, kLaneId, kWarpId, kClusterCtaRank };
+                               kNctaidX, kNctaidY, kNctaidZ, kLaneId, kWarpId, kClusterCtaRank,
+                               kClusterNctaRank, kClusterIdX, kClusterIdY, kClusterIdZ, kNClusterIdX,
+                               kNClusterIdY, kNClusterIdZ, kClusterCtaIdX, kClusterCtaIdY, kClusterCtaIdZ,
+                               kClusterNctaIdX, kClusterNctaIdY, kClusterNctaIdZ };
 
 struct Operand {
   enum class Kind : uint8_t { kNone, kReg, kImm, kSpecial, kVector, kAddress, kLabel, kSymbol };
@@ -43,7 +46,7 @@ enum class Op : uint16_t {
   kShl, kShr, kSelp, kSetp, kCvt, kCvta, kEx2, kLg2, kRsqrt, kSqrt, kRcp, kLd, kSt, kShfl, kBar, kBarArrive,
   kBra, kRet, kExit, kAtom, kRed, kRedux, kCreatePolicy, kBrev, kPopc, kClz, kBfe, kPrmt, kCopysign, kTestp,
   kVote, kMembar, kFence, kCpAsync, kLdMatrix, kMma, kMbarrier, kCpAsyncBulk, kWgmma, kSetMaxNReg, kTcgen05,
-  kElect
+  kElect, kMapa, kStMatrix
 };
 
 struct Instr {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -12,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "kiln/runtime/emulator.h"
+#include "kiln/runtime/schedule.h"
 #include "runtime/emulator/ptx.h"
 
 namespace kiln::emu {
@@ -127,6 +129,18 @@ struct Thread {
   int barrier = -1;
   uint64_t mbarrier = 0;  // kMbarrier: the shared offset it waits on
   std::map<uint64_t, int64_t> next_phase;  // per mbarrier: the phase this thread waits for next
+  int64_t cluster_phase = -1;              // the barrier.cluster phase it arrived in
+};
+
+class Cta;
+
+// The CTAs of one cluster, run under one scheduler, and the cluster barrier (barrier.cluster).
+struct ClusterState {
+  std::vector<Cta*> ctas;  // by %cluster_ctarank (x fastest)
+  rt::Dim3 dims, id, count;  // cluster shape, this cluster's index, clusters in the grid
+  int64_t phase = 0;         // completed barrier.cluster phases
+  int arrived = 0;
+  void TryRelease();
 };
 
 class Cta {
@@ -146,9 +160,22 @@ class Cta {
     }
   }
 
-  absl::Status Run(int64_t* executed) {
+  void JoinCluster(ClusterState* c, int rank) { cluster_ = c, rank_ = rank; }
+  bool exited() const { return exited_; }
+  int LiveThreads() const {
+    return static_cast<int>(std::count_if(threads_.begin(), threads_.end(),
+                                          [](const Thread& t) { return t.state != Thread::State::kDone; }));
+  }
+  void WakeClusterWaiters() {
+    for (Thread& t : threads_)
+      if (t.state == Thread::State::kBarrier && t.barrier == kClusterBarrier) t.state = Thread::State::kRun;
+  }
+
+  // One scheduling decision: an asynchronous completion, or a quantum of one thread.
+  enum class Progress { kMoved, kIdle, kFinished };
+  absl::StatusOr<Progress> Advance(int64_t* executed) {
     std::vector<int> runnable;
-    while (true) {
+    {
       runnable.clear();
       for (const Thread& t : threads_)
         if (t.state == Thread::State::kRun) runnable.push_back(t.linear);
@@ -171,15 +198,18 @@ class Cta {
                 b.expected, c.mbarrier));
           if (absl::Status s = MbarrierComplete(c.mbarrier); !s.ok()) return s;
         }
-        continue;
+        return Progress::kMoved;
       }
       if (runnable.empty()) {
-        if (std::all_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kDone; }))
-          return CheckTmemAtExit();
+        if (std::all_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kDone; })) {
+          exited_ = true;
+          if (absl::Status s = CheckTmemAtExit(); !s.ok()) return s;
+          return Progress::kFinished;
+        }
         if (absl::Status s = ReleaseBarriersOfExitedThreads(); !s.ok()) return s;
         if (std::any_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kRun; }))
-          continue;
-        return Deadlock();
+          return Progress::kMoved;
+        return Progress::kIdle;
       }
       // A seeded choice of thread and of how long it runs before the next choice.
       const int pick = rng_ ? runnable[(*rng_)() % runnable.size()] : runnable.front();
@@ -193,7 +223,10 @@ class Cta {
         if (absl::Status s = Step(t); !s.ok()) return s;
       }
     }
+    return Progress::kMoved;
   }
+
+  absl::Status Deadlock() const;
 
  private:
   // "DSL line: kernel: what, in thread .. of block .. (PTX line N: text)"; without line tables
@@ -221,7 +254,20 @@ class Cta {
       case ptx::Special::kNctaidZ: return grid_.z;
       case ptx::Special::kLaneId: return t.linear % 32;
       case ptx::Special::kWarpId: return t.linear / 32;
-      case ptx::Special::kClusterCtaRank: return 0;
+      case ptx::Special::kClusterCtaRank: return rank_;
+      case ptx::Special::kClusterNctaRank: return cluster_ ? cluster_->ctas.size() : 1;
+      case ptx::Special::kClusterIdX: return cluster_ ? cluster_->id.x : ctaid_.x;
+      case ptx::Special::kClusterIdY: return cluster_ ? cluster_->id.y : ctaid_.y;
+      case ptx::Special::kClusterIdZ: return cluster_ ? cluster_->id.z : ctaid_.z;
+      case ptx::Special::kNClusterIdX: return cluster_ ? cluster_->count.x : grid_.x;
+      case ptx::Special::kNClusterIdY: return cluster_ ? cluster_->count.y : grid_.y;
+      case ptx::Special::kNClusterIdZ: return cluster_ ? cluster_->count.z : grid_.z;
+      case ptx::Special::kClusterCtaIdX: return cluster_ ? ctaid_.x % cluster_->dims.x : 0;
+      case ptx::Special::kClusterCtaIdY: return cluster_ ? ctaid_.y % cluster_->dims.y : 0;
+      case ptx::Special::kClusterCtaIdZ: return cluster_ ? ctaid_.z % cluster_->dims.z : 0;
+      case ptx::Special::kClusterNctaIdX: return cluster_ ? cluster_->dims.x : 1;
+      case ptx::Special::kClusterNctaIdY: return cluster_ ? cluster_->dims.y : 1;
+      case ptx::Special::kClusterNctaIdZ: return cluster_ ? cluster_->dims.z : 1;
     }
     return 0;
   }
@@ -269,6 +315,17 @@ class Cta {
       if (!p) return Fail(t, in, absl::StrFormat("out-of-bounds global access of %d bytes at 0x%x", bytes, addr));
       return p;
     }
+    if (space == Space::kShared && (addr >> 24) != 0) {  // shared::cluster: another CTA's memory
+      absl::StatusOr<Cta*> peer = Peer(t, in, (addr >> 24) - 1);
+      if (!peer.ok()) return peer.status();
+      addr &= kOffsetMask;
+      if (*peer != this) {
+        if (addr + bytes > (*peer)->shared_.size())
+          return Fail(t, in, absl::StrFormat("shared access of %d bytes at offset %d of cluster CTA %d, past its %d bytes",
+                                             bytes, addr, (*peer)->rank_, (*peer)->shared_.size()));
+        return (*peer)->shared_.data() + addr;
+      }
+    }
     if (space == Space::kShared) {
       if (addr + bytes > shared_.size())
         return Fail(t, in, absl::StrFormat("shared access of %d bytes at offset %d, past the block's %d bytes", bytes,
@@ -299,12 +356,15 @@ class Cta {
   absl::Status TryReleaseWarp(int warp);
   absl::Status Arrive(Thread& t, const Instr& in, bool wait);
   absl::Status ReleaseBarriersOfExitedThreads();
-  absl::Status Deadlock() const;
   absl::Status Arith(Thread& t, const Instr& in);
   absl::Status Convert(Thread& t, const Instr& in);
   absl::Status LoadStore(Thread& t, const Instr& in);
   absl::Status Atomic(Thread& t, const Instr& in);
   absl::Status CpAsync(Thread& t, const Instr& in);
+  absl::StatusOr<Cta*> Peer(const Thread& t, const Instr& in, uint64_t rank) const;
+  absl::Status ClusterBarrier(Thread& t, const Instr& in);
+  absl::Status RemoteArrive(uint64_t offset, int64_t tx, const Thread& t, const Instr& in);
+  std::vector<std::vector<uint64_t>> StMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
   absl::Status Tcgen05(Thread& t, const Instr& in);
   std::vector<std::vector<uint64_t>> TcgenWarp(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
   absl::Status RunTcgenMma(const struct TcgenMma& op);
@@ -348,6 +408,11 @@ class Cta {
   };
   std::map<int, BarrierState> barriers_;
   const std::vector<EmulatedTensorMap>* maps_;
+  ClusterState* cluster_ = nullptr;
+  int rank_ = 0;
+  bool exited_ = false;
+  static constexpr int kClusterBarrier = -2;  // Thread::barrier while waiting at barrier.cluster.wait
+  static constexpr uint64_t kOffsetMask = 0xFFFFFF;  // shared::cluster: (rank + 1) << 24 | offset
   struct MbarrierState {
     int expected = 0, pending = 0;
     int64_t tx = 0;
@@ -442,7 +507,16 @@ absl::Status Cta::Step(Thread& t) {
       if (absl::Status s = Tcgen05(t, in); !s.ok()) return s;
       break;
     }
+    case Op::kMapa: {  // the same shared offset in cluster CTA `rank`
+      const uint64_t rank = Read(t, in.ops.at(2), 32);
+      if (absl::StatusOr<Cta*> peer = Peer(t, in, rank); !peer.ok()) return peer.status();
+      Write(t, in.ops[0], ((rank + 1) << 24) | (Read(t, in.ops.at(1), 32) & kOffsetMask));
+      break;
+    }
+    case Op::kStMatrix:
+      return Collective(t, in);
     case Op::kBar:
+      if (in.Has("cluster")) return ClusterBarrier(t, in);
       if (in.Has("warp")) break;  // bar.warp.sync: lanes of a warp run apart here anyway
       return Arrive(t, in, !in.Has("arrive"));
     case Op::kLd: case Op::kSt:
@@ -808,7 +882,8 @@ absl::Status Cta::TryReleaseWarp(int warp) {
     if (l->state == Thread::State::kWarp) some = l;
   if (!some) return absl::OkStatus();
   const Instr& in = e_.code[some->pc];
-  const bool whole_warp = in.op == Op::kLdMatrix || in.op == Op::kMma || in.op == Op::kTcgen05;  // .sync.aligned
+  const bool whole_warp =
+      in.op == Op::kLdMatrix || in.op == Op::kMma || in.op == Op::kTcgen05 || in.op == Op::kStMatrix;  // .sync.aligned
   const uint32_t members =
       whole_warp ? static_cast<uint32_t>(Mask(n)) : static_cast<uint32_t>(Read(*some, in.ops.back(), 32));
   for (int i = 0; i < n; ++i) {
@@ -825,9 +900,10 @@ absl::Status Cta::TryReleaseWarp(int warp) {
   // Everyone is here: compute each member lane's result from the values at this moment.
   if (whole_warp) {
     absl::Status s;
-    std::vector<std::vector<uint64_t>> out = in.op == Op::kMma       ? Mma(lanes, in, &s)
-                                             : in.op == Op::kTcgen05 ? TcgenWarp(lanes, in, &s)
-                                                                     : LdMatrix(lanes, in, &s);
+    std::vector<std::vector<uint64_t>> out = in.op == Op::kMma        ? Mma(lanes, in, &s)
+                                             : in.op == Op::kTcgen05  ? TcgenWarp(lanes, in, &s)
+                                             : in.op == Op::kStMatrix ? StMatrix(lanes, in, &s)
+                                                                      : LdMatrix(lanes, in, &s);
     if (!s.ok()) return s;
     for (int i = 0; i < n; ++i) {
       Thread& l = *lanes[i];
@@ -1029,7 +1105,18 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
   for (const Operand& o : in.ops)
     if (o.kind == Operand::Kind::kAddress) addr_op = &o;
   if (!addr_op) return Fail(t, in, "an mbarrier instruction without an address");
-  const uint64_t off = Address(t, *addr_op);
+  uint64_t off = Address(t, *addr_op);
+  if ((off >> 24) != 0) {  // a barrier of a cluster peer (mapa): arrivals only
+    absl::StatusOr<Cta*> peer = Peer(t, in, (off >> 24) - 1);
+    if (!peer.ok()) return peer.status();
+    off &= kOffsetMask;
+    if (*peer != this) {
+      if (kind != "arrive") return Fail(t, in, "only arrivals reach the mbarrier of another CTA");
+      const int64_t tx = in.Has("expect_tx") ? static_cast<int64_t>(Read(t, in.ops.back(), 32)) : 0;
+      ++t.pc;
+      return (*peer)->RemoteArrive(off, tx, t, in);
+    }
+  }
   if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, off, 8); !p.ok()) return p.status();
   if (kind == "init") {
     const int count = static_cast<int>(Read(t, in.ops.back(), 32));
@@ -1120,9 +1207,20 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
   const uint64_t smem = Address(t, load ? in.ops.at(0) : in.ops.at(1));
   if (smem % 128) return Fail(t, in, absl::StrFormat("the shared address %d of a TMA box is not 128-byte aligned", smem));
   if (load) {
-    if (in.Has("multicast::cluster") && (Read(t, in.ops.at(3), 16) & ~uint64_t{1}))
-      return Fail(t, in, "multicast to other CTAs of a cluster is not emulated yet");
-    pending_.push_back({*map, coords, smem, Address(t, in.ops.at(2)), &in});
+    const uint64_t bar = Address(t, in.ops.at(2));
+    if (!in.Has("multicast::cluster")) {
+      pending_.push_back({*map, coords, smem & kOffsetMask, bar, &in});
+      return absl::OkStatus();
+    }
+    // The box lands at the same offset in every CTA of the mask, each completing on its own
+    // barrier at the same offset.
+    const uint64_t mask = Read(t, in.ops.at(3), 16);
+    for (uint64_t r = 0; r < 16; ++r) {
+      if (!(mask >> r & 1)) continue;
+      absl::StatusOr<Cta*> peer = Peer(t, in, r);
+      if (!peer.ok()) return peer.status();
+      (*peer)->pending_.push_back({*map, coords, smem & kOffsetMask, bar & kOffsetMask, &in});
+    }
     return absl::OkStatus();
   }
   // Store: every in-bounds element of the box, read through the swizzle.
@@ -1182,6 +1280,22 @@ absl::Status Cta::CompleteAsync(size_t index) {
     return absl::OkStatus();
   });
   if (!landed.ok()) return landed;
+  if ((op.mbarrier >> 24) != 0 && cluster_) {  // completes on a peer's barrier (a CTA pair's leader)
+    const uint64_t rank = (op.mbarrier >> 24) - 1;
+    if (rank >= cluster_->ctas.size())
+      return absl::InvalidArgumentError(absl::StrCat(kernel_, ": a TMA load completes on cluster CTA ", rank, ", outside the cluster"));
+    Cta* peer = cluster_->ctas[rank];
+    if (peer != this) {
+      auto pit = peer->mbarriers_.find(op.mbarrier & kOffsetMask);
+      if (pit == peer->mbarriers_.end())
+        return absl::InvalidArgumentError(absl::StrFormat("%s: a TMA load completes on shared offset %d of cluster CTA %d, "
+                                                          "which holds no initialised mbarrier", kernel_,
+                                                          op.mbarrier & kOffsetMask, rank));
+      pit->second.tx -= bytes;
+      return peer->MbarrierComplete(op.mbarrier & kOffsetMask);
+    }
+    op.mbarrier &= kOffsetMask;
+  }
   auto it = mbarriers_.find(op.mbarrier);
   if (it == mbarriers_.end())
     return absl::InvalidArgumentError(absl::StrFormat("%s: a TMA load completes on shared offset %d, which holds no "
@@ -1475,6 +1589,102 @@ absl::Status Cta::CheckTmemAtExit() {
       kernel_, ctaid_.x, ctaid_.y, ctaid_.z, used));
 }
 
+// ---- clusters: peers, distributed shared memory, barrier.cluster, stmatrix
+
+absl::StatusOr<Cta*> Cta::Peer(const Thread& t, const Instr& in, uint64_t rank) const {
+  const uint64_t size = cluster_ ? cluster_->ctas.size() : 1;
+  if (rank >= size) return Fail(t, in, absl::StrCat("cluster CTA rank ", rank, " is outside the cluster of ", size));
+  Cta* peer = cluster_ ? cluster_->ctas[rank] : const_cast<Cta*>(this);
+  if (peer->exited_)
+    return Fail(t, in, absl::StrCat("cluster CTA ", rank, " has exited: its shared memory is gone (it must wait for its "
+                                    "peers, e.g. with barrier.cluster, before it exits)"));
+  return peer;
+}
+
+absl::Status Cta::RemoteArrive(uint64_t offset, int64_t tx, const Thread& t, const Instr& in) {
+  auto it = mbarriers_.find(offset);
+  if (it == mbarriers_.end())
+    return Fail(t, in, absl::StrFormat("the mbarrier at shared offset %d of cluster CTA %d was never initialised", offset, rank_));
+  it->second.tx += tx;
+  if (--it->second.pending < 0)
+    return Fail(t, in, absl::StrFormat("an arrival beyond the %d the mbarrier at shared offset %d of cluster CTA %d "
+                                       "expects in this phase", it->second.expected, offset, rank_));
+  return MbarrierComplete(offset);
+}
+
+// barrier.cluster.arrive marks the thread's arrival in the current phase; barrier.cluster.wait
+// holds it until every live thread of every CTA in the cluster has arrived.
+absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
+  if (!cluster_) return Fail(t, in, "barrier.cluster outside a cluster");
+  if (in.Has("arrive")) {
+    t.cluster_phase = cluster_->phase;
+    ++cluster_->arrived;
+    ++t.pc;
+    cluster_->TryRelease();
+    return absl::OkStatus();
+  }
+  if (in.Has("wait")) {
+    if (t.cluster_phase < 0) return Fail(t, in, "barrier.cluster.wait without an arrive before it");
+    if (cluster_->phase > t.cluster_phase) {
+      ++t.pc;
+      return absl::OkStatus();
+    }
+    t.state = Thread::State::kBarrier;
+    t.barrier = kClusterBarrier;
+    return absl::OkStatus();
+  }
+  return Fail(t, in, "this barrier.cluster form is not emulated yet");
+}
+
+void ClusterState::TryRelease() {
+  int live = 0;
+  for (Cta* c : ctas) live += c->LiveThreads();
+  if (arrived == 0 || arrived < live) return;
+  ++phase;
+  arrived = 0;
+  for (Cta* c : ctas) c->WakeClusterWaiters();
+}
+
+// stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: the inverse of ldmatrix. Lanes 8i..8i+7
+// give the row addresses of matrix i; lane t's register i holds row t/4, columns 2(t%4) and
+// 2(t%4)+1 of matrix i (with .trans, of its transpose), the lower column in the lower half.
+std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s) {
+  const int n = static_cast<int>(lanes.size());
+  std::vector<std::vector<uint64_t>> out(n);
+  const int matrices = in.vec;
+  if (n < 32) {
+    *s = Fail(*lanes[0], in, "stmatrix needs a whole warp");
+    return out;
+  }
+  auto store = [&](int matrix, int row, int col, uint16_t v) {
+    Thread& dst = *lanes[8 * matrix + row];
+    const uint64_t addr = Address(dst, e_.code[dst.pc].ops.at(0)) + 2 * col;
+    absl::StatusOr<uint8_t*> p = Memory(dst, e_.code[dst.pc], Space::kShared, addr, 2);
+    if (!p.ok()) {
+      if (s->ok()) *s = p.status();
+      return;
+    }
+    std::memcpy(*p, &v, 2);
+    const uint64_t off = *p - shared_.data();
+    if (*p >= shared_.data() && off < shared_.size()) {  // a generic-proxy write, as st.shared
+      if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
+      generic_writer_[off] = generic_writer_[off + 1] = lanes[0]->linear + 1;
+      unfenced_[lanes[0]->linear].push_back({off, 2});
+    }
+  };
+  for (int t = 0; t < 32; ++t)
+    for (int m = 0; m < matrices; ++m) {
+      const uint64_t v = lanes[t]->r[e_.code[lanes[t]->pc].ops.at(1).regs.at(m)];
+      const int r = t / 4, c = 2 * (t % 4);
+      for (int h = 0; h < 2; ++h) {
+        const uint16_t x = static_cast<uint16_t>(v >> (16 * h));
+        if (in.Has("trans")) store(m, c + h, r, x);
+        else store(m, r, c + h, x);
+      }
+    }
+  return out;
+}
+
 // ---- the asynchronous proxy's rules
 
 absl::Status Cta::CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off, uint64_t bytes, const char* what) {
@@ -1571,6 +1781,12 @@ absl::Status Cta::Deadlock() const {
                                   waiters.first, off, b.phase, b.pending, b.expected, b.tx, waiters.second->line,
                                   dsl.empty() ? "" : ", " + dsl));
   }
+  int cluster_waiters = 0;
+  for (const Thread& t : threads_)
+    cluster_waiters += t.state == Thread::State::kBarrier && t.barrier == kClusterBarrier;
+  if (cluster_waiters && cluster_)
+    who.push_back(absl::StrFormat("%d threads at barrier.cluster.wait (%d threads of the cluster have arrived)",
+                                  cluster_waiters, cluster_->arrived));
   int warp_waiters = 0, line = 0;
   for (const Thread& t : threads_)
     if (t.state == Thread::State::kWarp) ++warp_waiters, line = e_.code[t.pc].line;
@@ -1603,9 +1819,19 @@ absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, rt::Dim3 
   maps.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const ptx::Param& p = entry->params[i];
-    if (args[i].kind() == rt::Arg::Kind::kScheduleTable)
-      return absl::UnimplementedError(absl::StrCat(m.source, ": ", m.name, " parameter ", m.params[i].name,
-                                                   " is a schedule table, which the emulator does not build yet"));
+    if (args[i].kind() == rt::Arg::Kind::kScheduleTable) {  // built as the launcher builds it
+      const rt::ScheduleTableParam& t = m.params[i].schedule;
+      absl::StatusOr<std::vector<int32_t>> table =
+          rt::HilbertSchedule(t.tiles_m.Value(symbols, 0), t.tiles_n.Value(symbols, 0), t.groups, t.slots);
+      if (!table.ok())
+        return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": schedule table ", m.params[i].name, ": ",
+                                                       table.status().message()));
+      absl::StatusOr<uint64_t> copy = device.Allocate(table->size() * 4);
+      if (!copy.ok()) return copy.status();
+      if (absl::Status s = device.CopyIn(*copy, table->data(), table->size() * 4); !s.ok()) return s;
+      std::memcpy(params.data() + p.offset, &*copy, 8);
+      continue;
+    }
     if (args[i].kind() == rt::Arg::Kind::kTensorMap) {
       // The map the launcher would encode, checked by the same rules; the kernel sees an image
       // that names it (in the parameter, or in device memory for a map passed by pointer).
@@ -1641,13 +1867,54 @@ absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, rt::Dim3 
   std::mt19937_64 rng(options.seed);
   int64_t budget = options.max_instructions;
   Stats stats;
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        Cta cta(device, *module, *entry, params, grid, m.block, {x, y, z}, static_top + smem, m.name,
-                options.seed ? &rng : nullptr, &budget, &maps);
-        if (absl::Status s = cta.Run(&stats.instructions); !s.ok()) return s;
-        ++stats.blocks;
+  const rt::Dim3 cd = m.cluster;
+  if (cd.count() == 0 || grid.x % cd.x || grid.y % cd.y || grid.z % cd.z)
+    return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": clusters of ", cd.x, "x", cd.y, "x", cd.z,
+                                                   " do not tile a grid of ", grid.x, "x", grid.y, "x", grid.z));
+  const rt::Dim3 clusters{grid.x / cd.x, grid.y / cd.y, grid.z / cd.z};
+  for (unsigned kz = 0; kz < clusters.z; ++kz)
+    for (unsigned ky = 0; ky < clusters.y; ++ky)
+      for (unsigned kx = 0; kx < clusters.x; ++kx) {
+        // The cluster's CTAs run together: they wait on each other's barriers and memory.
+        ClusterState cluster{{}, cd, {kx, ky, kz}, clusters};
+        std::vector<std::unique_ptr<Cta>> ctas;
+        for (unsigned z = 0; z < cd.z; ++z)
+          for (unsigned y = 0; y < cd.y; ++y)
+            for (unsigned x = 0; x < cd.x; ++x) {
+              ctas.push_back(std::make_unique<Cta>(device, *module, *entry, params, grid, m.block,
+                                                   rt::Dim3{kx * cd.x + x, ky * cd.y + y, kz * cd.z + z},
+                                                   static_top + smem, m.name, options.seed ? &rng : nullptr, &budget,
+                                                   &maps));
+              ctas.back()->JoinCluster(&cluster, static_cast<int>(ctas.size()) - 1);
+              cluster.ctas.push_back(ctas.back().get());
+            }
+        std::vector<bool> finished(ctas.size(), false);
+        while (true) {
+          bool moved = false, all = true;
+          for (size_t i = 0; i < ctas.size(); ++i) {
+            const size_t c = options.seed ? (i + rng()) % ctas.size() : i;
+            if (finished[c]) continue;
+            absl::StatusOr<Cta::Progress> p = ctas[c]->Advance(&stats.instructions);
+            if (!p.ok()) return p.status();
+            if (*p == Cta::Progress::kFinished) finished[c] = true;
+            moved |= *p != Cta::Progress::kIdle;
+          }
+          for (bool f : finished) all &= f;
+          if (all) break;
+          if (moved) continue;
+          cluster.TryRelease();  // threads may have exited since the last arrival
+          bool woken = false;
+          for (size_t c = 0; c < ctas.size(); ++c) {
+            if (finished[c]) continue;
+            absl::StatusOr<Cta::Progress> p = ctas[c]->Advance(&stats.instructions);
+            if (!p.ok()) return p.status();
+            woken |= *p != Cta::Progress::kIdle;
+          }
+          if (woken) continue;
+          for (size_t c = 0; c < ctas.size(); ++c)
+            if (!finished[c]) return ctas[c]->Deadlock();
+        }
+        stats.blocks += static_cast<int64_t>(ctas.size());
       }
   return stats;
 }

@@ -71,7 +71,7 @@ const std::map<std::string, Op>& Ops() {
       {"prmt", Op::kPrmt},   {"copysign", Op::kCopysign}, {"testp", Op::kTestp}, {"vote", Op::kVote},
       {"membar", Op::kMembar}, {"fence", Op::kFence}, {"ldmatrix", Op::kLdMatrix}, {"mma", Op::kMma},
       {"mbarrier", Op::kMbarrier}, {"wgmma", Op::kWgmma}, {"setmaxnreg", Op::kSetMaxNReg},
-      {"tcgen05", Op::kTcgen05}, {"elect", Op::kElect}};
+      {"tcgen05", Op::kTcgen05}, {"elect", Op::kElect}, {"mapa", Op::kMapa}, {"stmatrix", Op::kStMatrix}};
   return *m;
 }
 
@@ -82,7 +82,14 @@ const std::map<std::string, Special>& Specials() {
       {"%ctaid.x", Special::kCtaidX},   {"%ctaid.y", Special::kCtaidY},   {"%ctaid.z", Special::kCtaidZ},
       {"%nctaid.x", Special::kNctaidX}, {"%nctaid.y", Special::kNctaidY}, {"%nctaid.z", Special::kNctaidZ},
       {"%laneid", Special::kLaneId},    {"%warpid", Special::kWarpId},
-      {"%cluster_ctarank", Special::kClusterCtaRank}};
+      {"%cluster_ctarank", Special::kClusterCtaRank},
+      {"%cluster_nctarank", Special::kClusterNctaRank},
+      {"%clusterid.x", Special::kClusterIdX},         {"%clusterid.y", Special::kClusterIdY},
+      {"%clusterid.z", Special::kClusterIdZ},         {"%nclusterid.x", Special::kNClusterIdX},
+      {"%nclusterid.y", Special::kNClusterIdY},       {"%nclusterid.z", Special::kNClusterIdZ},
+      {"%cluster_ctaid.x", Special::kClusterCtaIdX},  {"%cluster_ctaid.y", Special::kClusterCtaIdY},
+      {"%cluster_ctaid.z", Special::kClusterCtaIdZ},  {"%cluster_nctaid.x", Special::kClusterNctaIdX},
+      {"%cluster_nctaid.y", Special::kClusterNctaIdY}, {"%cluster_nctaid.z", Special::kClusterNctaIdZ}};
   return *m;
 }
 
