@@ -1,0 +1,436 @@
+// The emulator's machine state: a CTA (its threads, shared and tensor memory, barriers and the
+// asynchronous work in flight) and the cluster it belongs to. Private to runtime/emulator/; the
+// instructions are executed by exec*.cc, one file per family.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "kiln/runtime/emulator.h"
+#include "kiln/runtime/schedule.h"
+#include "runtime/emulator/ptx.h"
+
+namespace kiln::emu::detail {
+
+using ptx::Instr;
+using ptx::Op;
+using ptx::Operand;
+using ptx::Space;
+using ptx::Ty;
+
+// Generic addresses of shared memory and of the parameters live in these windows (cvta.shared
+// and cvta.param add them).
+inline constexpr uint64_t kSharedWindow = uint64_t{0xF} << 44;
+inline constexpr uint64_t kParamWindow = uint64_t{0xE} << 44;
+inline constexpr uint64_t kTensorMapMagic = 0x50414d544e4c494bull;  // "KILNTMAP"
+
+inline float F32(uint64_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits)); }
+inline uint64_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
+inline double F64(uint64_t bits) { return std::bit_cast<double>(bits); }
+inline uint64_t Bits(double d) { return std::bit_cast<uint64_t>(d); }
+
+inline float FlushDenormal(float f) { return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f; }
+
+inline float Bf16ToF32(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
+inline uint16_t F32ToBf16(float f) {  // round to nearest even; NaN stays a (quiet) NaN
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
+  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+inline float F16ToF32(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
+inline uint16_t F32ToF16(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+
+inline uint64_t Mask(int bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
+inline int64_t SignExtend(uint64_t v, int bits) {
+  if (bits >= 64) return static_cast<int64_t>(v);
+  const uint64_t m = uint64_t{1} << (bits - 1);
+  v &= Mask(bits);
+  return static_cast<int64_t>((v ^ m) - m);
+}
+
+// A cp.async in flight: the source bytes as read at issue, written to shared memory when its
+// group completes (at the cp.async.wait_group that needs it: the latest moment the ISA allows, so
+// a read of the destination before the wait sees the old bytes).
+struct AsyncCopy {
+  uint64_t shared_offset = 0;
+  std::vector<uint8_t> bytes;
+};
+
+// A tensor map as the launcher describes it: the emulator's own 128-byte image (a magic word and
+// an index into the launch's table) stands where the driver's opaque CUtensorMap would.
+struct EmulatedTensorMap {
+  rt::TensorMapSpec spec;
+  uint64_t address = 0;
+};
+
+// A tcgen05.mma kind::f16 in flight: D (TMEM, fp32) (+)= A (smem) x B (smem)^T, both K-major.
+struct TcgenMma {
+  uint32_t d = 0;  // TMEM address: lane << 16 | column
+  uint64_t a_desc = 0, b_desc = 0;
+  uint32_t idesc = 0;
+  bool accumulate = true;
+  int line = 0;
+  const ptx::Instr* in = nullptr;
+};
+
+struct Thread {
+  int x = 0, y = 0, z = 0, linear = 0;
+  int pc = 0;
+  std::vector<uint64_t> r;
+  std::vector<AsyncCopy> open_group;               // not yet committed
+  std::vector<std::vector<AsyncCopy>> groups;      // committed, oldest first
+  enum class State : uint8_t { kRun, kWarp, kBarrier, kMbarrier, kDone } state = State::kRun;
+  int barrier = -1;
+  uint64_t mbarrier = 0;  // kMbarrier: the shared offset it waits on
+  std::map<uint64_t, int64_t> next_phase;  // per mbarrier: the phase this thread waits for next
+  int64_t cluster_phase = -1;              // the barrier.cluster phase it arrived in
+};
+
+class Cta;
+
+// The CTAs of one cluster, run under one scheduler, and the cluster barrier (barrier.cluster).
+struct ClusterState {
+  std::vector<Cta*> ctas;  // by %cluster_ctarank (x fastest)
+  rt::Dim3 dims, id, count;  // cluster shape, this cluster's index, clusters in the grid
+  int64_t phase = 0;         // completed barrier.cluster phases
+  int arrived = 0;
+  void TryRelease();
+};
+
+class Cta {
+ public:
+  Cta(Device& dev, const ptx::Module& m, const ptx::Entry& e, const std::vector<uint8_t>& params, rt::Dim3 grid,
+      rt::Dim3 block, rt::Dim3 ctaid, int64_t smem_bytes, const std::string& kernel, std::mt19937_64* rng,
+      int64_t* budget, const std::vector<EmulatedTensorMap>* maps)
+      : dev_(dev), m_(m), e_(e), params_(params), grid_(grid), block_(block), ctaid_(ctaid),
+        shared_(smem_bytes, 0), kernel_(kernel), rng_(rng), budget_(budget), maps_(maps) {
+    const int n = static_cast<int>(block.count());
+    threads_.resize(n);
+    for (int i = 0; i < n; ++i) {
+      Thread& t = threads_[i];
+      t.linear = i;
+      t.x = i % block.x, t.y = (i / block.x) % block.y, t.z = i / (block.x * block.y);
+      t.r.assign(e.num_regs, 0);
+    }
+  }
+
+  void JoinCluster(ClusterState* c, int rank) { cluster_ = c, rank_ = rank; }
+  bool exited() const { return exited_; }
+  int LiveThreads() const {
+    return static_cast<int>(std::count_if(threads_.begin(), threads_.end(),
+                                          [](const Thread& t) { return t.state != Thread::State::kDone; }));
+  }
+  void WakeClusterWaiters() {
+    for (Thread& t : threads_)
+      if (t.state == Thread::State::kBarrier && t.barrier == kClusterBarrier) t.state = Thread::State::kRun;
+  }
+
+  // One scheduling decision: an asynchronous completion, or a quantum of one thread.
+  enum class Progress { kMoved, kIdle, kFinished };
+  absl::StatusOr<Progress> Advance(int64_t* executed) {
+    std::vector<int> runnable;
+    {
+      runnable.clear();
+      for (const Thread& t : threads_)
+        if (t.state == Thread::State::kRun) runnable.push_back(t.linear);
+      // An asynchronous copy lands at a moment the seed picks between its issue and the first
+      // time every thread waits (in index order: only then).
+      const size_t in_flight = pending_.size() + (tcgen_commits_.empty() ? 0 : 1);
+      if (in_flight && (runnable.empty() || (rng_ && (*rng_)() % 4 == 0))) {
+        const size_t pick = rng_ ? (*rng_)() % in_flight : 0;
+        if (pick < pending_.size()) {
+          if (absl::Status s = CompleteAsync(pick); !s.ok()) return s;
+        } else {  // the oldest tcgen05 commit: its MMAs in issue order, then its arrival
+          TcgenCommit c = std::move(tcgen_commits_.front());
+          tcgen_commits_.erase(tcgen_commits_.begin());
+          for (const TcgenMma& op : c.mmas)
+            if (absl::Status s = RunTcgenMma(op); !s.ok()) return s;
+          MbarrierState& b = mbarriers_[c.mbarrier];
+          if (--b.pending < 0)
+            return absl::InvalidArgumentError(absl::StrFormat(
+                "%s: a tcgen05.commit arrives beyond the %d arrivals the mbarrier at shared offset %d expects", kernel_,
+                b.expected, c.mbarrier));
+          if (absl::Status s = MbarrierComplete(c.mbarrier); !s.ok()) return s;
+        }
+        return Progress::kMoved;
+      }
+      if (runnable.empty()) {
+        if (std::all_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kDone; })) {
+          exited_ = true;
+          if (absl::Status s = CheckTmemAtExit(); !s.ok()) return s;
+          return Progress::kFinished;
+        }
+        if (absl::Status s = ReleaseBarriersOfExitedThreads(); !s.ok()) return s;
+        if (std::any_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kRun; }))
+          return Progress::kMoved;
+        return Progress::kIdle;
+      }
+      // A seeded choice of thread and of how long it runs before the next choice.
+      const int pick = rng_ ? runnable[(*rng_)() % runnable.size()] : runnable.front();
+      const int quantum = rng_ ? 1 + static_cast<int>((*rng_)() % 64) : 1 << 30;
+      Thread& t = threads_[pick];
+      for (int i = 0; i < quantum && t.state == Thread::State::kRun; ++i) {
+        if (--*budget_ < 0)
+          return absl::ResourceExhaustedError(absl::StrCat(kernel_, ": the emulator's instruction budget ran out "
+                                                           "(an endless loop? raise Options::max_instructions)"));
+        ++*executed;
+        if (absl::Status s = Step(t); !s.ok()) return s;
+      }
+    }
+    return Progress::kMoved;
+  }
+
+  absl::Status Deadlock() const;
+
+ private:
+  // "DSL line: kernel: what, in thread .. of block .. (PTX line N: text)"; without line tables
+  // the message starts with the kernel.
+  absl::Status Fail(const Thread& t, const Instr& in, const std::string& what) const {
+    const std::string dsl = m_.DslLine(in);
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s%s: PTX line %d (%s): %s, in thread (%d,%d,%d) of block (%d,%d,%d)", dsl.empty() ? "" : dsl + ": ", kernel_,
+        in.line, in.text, what, t.x, t.y, t.z, ctaid_.x, ctaid_.y, ctaid_.z));
+  }
+
+  uint64_t SpecialValue(const Thread& t, ptx::Special s) const {
+    switch (s) {
+      case ptx::Special::kTidX: return t.x;
+      case ptx::Special::kTidY: return t.y;
+      case ptx::Special::kTidZ: return t.z;
+      case ptx::Special::kNtidX: return block_.x;
+      case ptx::Special::kNtidY: return block_.y;
+      case ptx::Special::kNtidZ: return block_.z;
+      case ptx::Special::kCtaidX: return ctaid_.x;
+      case ptx::Special::kCtaidY: return ctaid_.y;
+      case ptx::Special::kCtaidZ: return ctaid_.z;
+      case ptx::Special::kNctaidX: return grid_.x;
+      case ptx::Special::kNctaidY: return grid_.y;
+      case ptx::Special::kNctaidZ: return grid_.z;
+      case ptx::Special::kLaneId: return t.linear % 32;
+      case ptx::Special::kWarpId: return t.linear / 32;
+      case ptx::Special::kClusterCtaRank: return rank_;
+      case ptx::Special::kClusterNctaRank: return cluster_ ? cluster_->ctas.size() : 1;
+      case ptx::Special::kClusterIdX: return cluster_ ? cluster_->id.x : ctaid_.x;
+      case ptx::Special::kClusterIdY: return cluster_ ? cluster_->id.y : ctaid_.y;
+      case ptx::Special::kClusterIdZ: return cluster_ ? cluster_->id.z : ctaid_.z;
+      case ptx::Special::kNClusterIdX: return cluster_ ? cluster_->count.x : grid_.x;
+      case ptx::Special::kNClusterIdY: return cluster_ ? cluster_->count.y : grid_.y;
+      case ptx::Special::kNClusterIdZ: return cluster_ ? cluster_->count.z : grid_.z;
+      case ptx::Special::kClusterCtaIdX: return cluster_ ? ctaid_.x % cluster_->dims.x : 0;
+      case ptx::Special::kClusterCtaIdY: return cluster_ ? ctaid_.y % cluster_->dims.y : 0;
+      case ptx::Special::kClusterCtaIdZ: return cluster_ ? ctaid_.z % cluster_->dims.z : 0;
+      case ptx::Special::kClusterNctaIdX: return cluster_ ? cluster_->dims.x : 1;
+      case ptx::Special::kClusterNctaIdY: return cluster_ ? cluster_->dims.y : 1;
+      case ptx::Special::kClusterNctaIdZ: return cluster_ ? cluster_->dims.z : 1;
+    }
+    return 0;
+  }
+
+  // An operand's bits (registers hold raw bits; a float immediate is given as bits of its width).
+  uint64_t Read(const Thread& t, const Operand& o, int bits) const {
+    uint64_t v = 0;
+    switch (o.kind) {
+      case Operand::Kind::kReg: v = t.r[o.reg]; break;
+      case Operand::Kind::kImm: v = o.imm; break;
+      case Operand::Kind::kSpecial: v = SpecialValue(t, o.special); break;
+      case Operand::Kind::kSymbol: {
+        auto it = m_.shared_symbols.find(o.symbol);
+        v = it == m_.shared_symbols.end() ? 0 : static_cast<uint64_t>(it->second);
+        for (const ptx::Param& p : e_.params)
+          if (p.name == o.symbol) v = p.offset;  // an address in the parameter space
+        break;
+      }
+      default: break;
+    }
+    if (o.negate) v = !(v & 1);
+    return v & Mask(bits);
+  }
+  void Write(Thread& t, const Operand& o, uint64_t v) {
+    if (o.kind == Operand::Kind::kReg) t.r[o.reg] = v;
+  }
+
+  // The bytes an access touches, or an error naming the address.
+  absl::StatusOr<uint8_t*> Memory(Thread& t, const Instr& in, Space space, uint64_t addr, int bytes) {
+    if (addr % bytes != 0 && bytes <= 16)
+      return Fail(t, in, absl::StrFormat("misaligned %d-byte access at 0x%x", bytes, addr));
+    if (space == Space::kGeneric) {
+      if (addr >= kSharedWindow && addr < kSharedWindow + (uint64_t{1} << 32)) {
+        space = Space::kShared;
+        addr -= kSharedWindow;
+      } else if (addr >= kParamWindow && addr < kParamWindow + (uint64_t{1} << 32)) {
+        space = Space::kParam;
+        addr -= kParamWindow;
+      } else {
+        space = Space::kGlobal;
+      }
+    }
+    if (space == Space::kGlobal) {
+      uint8_t* p = dev_.Find(addr, bytes);
+      if (!p) return Fail(t, in, absl::StrFormat("out-of-bounds global access of %d bytes at 0x%x", bytes, addr));
+      return p;
+    }
+    if (space == Space::kShared && (addr >> 24) != 0) {  // shared::cluster: another CTA's memory
+      absl::StatusOr<Cta*> peer = Peer(t, in, (addr >> 24) - 1);
+      if (!peer.ok()) return peer.status();
+      addr &= kOffsetMask;
+      if (*peer != this) {
+        if (addr + bytes > (*peer)->shared_.size())
+          return Fail(t, in, absl::StrFormat("shared access of %d bytes at offset %d of cluster CTA %d, past its %d bytes",
+                                             bytes, addr, (*peer)->rank_, (*peer)->shared_.size()));
+        return (*peer)->shared_.data() + addr;
+      }
+    }
+    if (space == Space::kShared) {
+      if (addr + bytes > shared_.size())
+        return Fail(t, in, absl::StrFormat("shared access of %d bytes at offset %d, past the block's %d bytes", bytes,
+                                           addr, shared_.size()));
+      return shared_.data() + addr;
+    }
+    if (space == Space::kParam) {
+      if (addr + bytes > params_.size()) return Fail(t, in, "parameter access past the parameters");
+      return const_cast<uint8_t*>(params_.data()) + addr;
+    }
+    return Fail(t, in, "this state space is not emulated yet");
+  }
+
+  uint64_t Address(const Thread& t, const Operand& o) const {
+    if (o.kind != Operand::Kind::kAddress) return 0;
+    uint64_t base = 0;
+    if (o.reg >= 0) base = t.r[o.reg];
+    else if (!o.symbol.empty()) {
+      if (auto it = m_.shared_symbols.find(o.symbol); it != m_.shared_symbols.end()) base = it->second;
+      for (const ptx::Param& p : e_.params)
+        if (p.name == o.symbol) base = p.offset;
+    }
+    return base + o.offset;
+  }
+
+  absl::Status Step(Thread& t);
+  absl::Status Collective(Thread& t, const Instr& in);
+  absl::Status TryReleaseWarp(int warp);
+  absl::Status Arrive(Thread& t, const Instr& in, bool wait);
+  absl::Status ReleaseBarriersOfExitedThreads();
+  absl::Status Arith(Thread& t, const Instr& in);
+  absl::Status Convert(Thread& t, const Instr& in);
+  absl::Status LoadStore(Thread& t, const Instr& in);
+  absl::Status Atomic(Thread& t, const Instr& in);
+  absl::Status CpAsync(Thread& t, const Instr& in);
+  absl::StatusOr<Cta*> Peer(const Thread& t, const Instr& in, uint64_t rank) const;
+  absl::Status ClusterBarrier(Thread& t, const Instr& in);
+  absl::Status RemoteArrive(uint64_t offset, int64_t tx, const Thread& t, const Instr& in);
+  std::vector<std::vector<uint64_t>> StMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
+  absl::Status Tcgen05(Thread& t, const Instr& in);
+  std::vector<std::vector<uint64_t>> TcgenWarp(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
+  absl::Status RunTcgenMma(const struct TcgenMma& op);
+  absl::Status CheckTmemAtExit();
+  absl::Status Mbarrier(Thread& t, const Instr& in);
+  absl::Status MbarrierComplete(uint64_t offset);
+  absl::Status Bulk(Thread& t, const Instr& in);
+  absl::Status CompleteAsync(size_t index);
+  absl::Status TryReleaseWarpgroup(int group);
+  absl::Status CompleteWgmmaGroups(int group, size_t keep);
+  absl::StatusOr<const EmulatedTensorMap*> MapAt(Thread& t, const Instr& in, uint64_t generic);
+  absl::Status ForEachBoxElement(const EmulatedTensorMap& map, const std::vector<int64_t>& coords, uint64_t smem,
+                                 const std::function<absl::Status(uint64_t, uint64_t, bool, int)>& fn);
+  static uint64_t Swizzled(uint64_t offset, int swizzle_bytes) {
+    // 128B: address bits [4,7) ^= bits [7,10); 64B: [4,6) ^= [7,9); 32B: bit 4 ^= bit 7.
+    const int bits = swizzle_bytes == 128 ? 3 : swizzle_bytes == 64 ? 2 : swizzle_bytes == 32 ? 1 : 0;
+    return offset ^ (((offset >> 7) & ((uint64_t{1} << bits) - 1)) << 4);
+  }
+  void CompleteGroups(Thread& t, size_t keep);
+  void Exit(Thread& t) {
+    if (!t.open_group.empty()) t.groups.push_back(std::move(t.open_group));  // copies still land
+    CompleteGroups(t, 0);
+    t.state = Thread::State::kDone;
+  }
+  std::vector<std::vector<uint64_t>> LdMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
+  std::vector<std::vector<uint64_t>> Mma(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
+
+  Device& dev_;
+  const ptx::Module& m_;
+  const ptx::Entry& e_;
+  const std::vector<uint8_t>& params_;
+  rt::Dim3 grid_, block_, ctaid_;
+  std::vector<uint8_t> shared_;
+  std::string kernel_;
+  std::mt19937_64* rng_;
+  int64_t* budget_;
+  std::vector<Thread> threads_;
+  struct BarrierState {
+    int arrived = 0, expected = 0;
+    std::vector<int> waiting;
+  };
+  std::map<int, BarrierState> barriers_;
+  const std::vector<EmulatedTensorMap>* maps_;
+  ClusterState* cluster_ = nullptr;
+  int rank_ = 0;
+  bool exited_ = false;
+  static constexpr int kClusterBarrier = -2;  // Thread::barrier while waiting at barrier.cluster.wait
+  static constexpr uint64_t kOffsetMask = 0xFFFFFF;  // shared::cluster: (rank + 1) << 24 | offset
+  struct MbarrierState {
+    int expected = 0, pending = 0;
+    int64_t tx = 0;
+    int phase = 0;  // parity of the phase in progress
+    int64_t completed = 0;  // phases completed so far
+  };
+  std::map<uint64_t, MbarrierState> mbarriers_;  // by shared offset
+  // A TMA load in flight.
+  struct AsyncLoad {
+    const EmulatedTensorMap* map;
+    std::vector<int64_t> coords;
+    uint64_t dst = 0, mbarrier = 0;
+    const Instr* issued_by = nullptr;
+    uint64_t Bytes() const {
+      uint64_t n = rt::TmaElementBytes(map->spec.dtype);
+      for (uint32_t b : map->spec.box) n *= b;
+      return n;
+    }
+  };
+  // Shared bytes written through the generic proxy and not yet fenced for the async proxy:
+  // the writing thread + 1 (0: clean), and each thread's unfenced ranges.
+  std::vector<int32_t> generic_writer_;
+  std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> unfenced_;
+  // A shared access that a TMA load in flight will overwrite (the wait for it is missing).
+  absl::Status CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off, uint64_t bytes, const char* what);
+  // An async-proxy read (wgmma, tcgen05.mma, TMA store) of bytes a generic store left unfenced.
+  absl::Status CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, const char* reader);
+  std::vector<AsyncLoad> pending_;
+  // Tensor memory: 128 lanes x 512 32-bit columns, and which columns are allocated.
+  std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);
+  std::map<uint32_t, uint32_t> tmem_allocs_;  // first column -> columns
+  std::vector<TcgenMma> tcgen_issued_;          // issued, not yet committed (in order)
+  struct TcgenCommit {
+    std::vector<TcgenMma> mmas;
+    uint64_t mbarrier;
+  };
+  std::vector<TcgenCommit> tcgen_commits_;      // committed, completing in order
+  // wgmma: the warpgroup's ops issued since its last commit, and its committed groups.
+  struct WgmmaOp {
+    std::vector<std::vector<int>> d_regs;  // per thread of the warpgroup
+    uint64_t a_desc = 0, b_desc = 0;
+    int n = 0;
+    bool scale_d = true, negate_a = false, negate_b = false, bf16 = true;
+    int line = 0;
+    const Instr* in = nullptr;
+  };
+  struct Warpgroup {
+    std::vector<WgmmaOp> open;
+    std::vector<std::vector<WgmmaOp>> groups;
+  };
+  std::map<int, Warpgroup> warpgroups_;
+};
+
+
+}  // namespace kiln::emu::detail

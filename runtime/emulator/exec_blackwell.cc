@@ -1,0 +1,180 @@
+// Blackwell: tensor memory and tcgen05.
+#include "runtime/emulator/cta.h"
+
+namespace kiln::emu::detail {
+
+// ---- Blackwell: tensor memory and tcgen05 (PTX ISA: tcgen05 instructions, the instruction
+// descriptor for kind::f16, the shared memory descriptor, the 32x32b data path)
+
+absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
+  const std::string kind = in.mods.empty() ? "" : in.mods[0];
+  if (kind == "mma") {
+    if (!in.Has("cta_group::1") || !in.Has("kind::f16"))
+      return Fail(t, in, "only tcgen05.mma.cta_group::1.kind::f16 is emulated so far");
+    TcgenMma op;
+    op.d = static_cast<uint32_t>(Address(t, in.ops.at(0)));
+    op.a_desc = Read(t, in.ops.at(1), 64);
+    op.b_desc = Read(t, in.ops.at(2), 64);
+    op.idesc = static_cast<uint32_t>(Read(t, in.ops.at(3), 32));
+    op.accumulate = Read(t, in.ops.at(4), 1) & 1;
+    op.line = in.line;
+    op.in = &in;
+    tcgen_issued_.push_back(op);
+    return absl::OkStatus();
+  }
+  if (kind == "commit") {  // the mbarrier gets one arrival when every earlier tcgen05.mma completes
+    if (in.Has("multicast::cluster")) return Fail(t, in, "multicast commits are not emulated yet");
+    const uint64_t bar = Address(t, in.ops.at(0));
+    if (!mbarriers_.count(bar))
+      return Fail(t, in, absl::StrFormat("tcgen05.commit to shared offset %d, which holds no initialised mbarrier", bar));
+    tcgen_commits_.push_back({std::move(tcgen_issued_), bar});
+    tcgen_issued_.clear();
+    return absl::OkStatus();
+  }
+  if (absl::StartsWith(kind, "fence") || absl::StartsWith(kind, "wait")) return absl::OkStatus();  // ld is synchronous here
+  return Fail(t, in, "this tcgen05 instruction is not emulated yet");
+}
+
+std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s) {
+  const int n = static_cast<int>(lanes.size());
+  std::vector<std::vector<uint64_t>> out(n);
+  Thread& t = *lanes[0];
+  const std::string kind = in.mods[0];
+  if (kind == "relinquish_alloc_permit") return out;
+  if (kind == "alloc") {
+    const uint32_t cols = static_cast<uint32_t>(Read(t, in.ops.at(1), 32));
+    if (cols < 32 || cols > 512 || (cols & (cols - 1))) {
+      *s = Fail(t, in, absl::StrCat("tcgen05.alloc of ", cols, " columns: a power of two from 32 to 512"));
+      return out;
+    }
+    uint32_t first = 512;
+    for (uint32_t c = 0; c + cols <= 512 && first == 512; c += cols) {
+      bool free = true;
+      for (const auto& [start, size] : tmem_allocs_) free &= c + cols <= start || start + size <= c;
+      if (free) first = c;
+    }
+    if (first == 512) {
+      uint32_t used = 0;
+      for (const auto& [start, size] : tmem_allocs_) used += size;
+      *s = Fail(t, in, absl::StrCat("tensor memory exhausted: ", cols, " more columns asked, ", used,
+                                    " of 512 already allocated"));
+      return out;
+    }
+    tmem_allocs_[first] = cols;
+    absl::StatusOr<uint8_t*> slot = Memory(t, in, Space::kShared, Address(t, in.ops.at(0)), 4);
+    if (!slot.ok()) {
+      *s = slot.status();
+      return out;
+    }
+    const uint32_t address = first;  // lane 0, column `first`
+    std::memcpy(*slot, &address, 4);
+    return out;
+  }
+  if (kind == "dealloc") {
+    const uint32_t address = static_cast<uint32_t>(Read(t, in.ops.at(0), 32));
+    const uint32_t cols = static_cast<uint32_t>(Read(t, in.ops.at(1), 32));
+    auto it = tmem_allocs_.find(address & 0xffff);
+    if (it == tmem_allocs_.end() || it->second != cols || (address >> 16) != 0) {
+      *s = Fail(t, in, absl::StrFormat("tcgen05.dealloc of %d columns at 0x%x, which is not an allocation", cols, address));
+      return out;
+    }
+    tmem_allocs_.erase(it);
+    return out;
+  }
+  if (kind == "ld") {  // 32x32b.xN: lane i of the warp reads TMEM lane base + i, N columns
+    if (!in.Has("32x32b")) {
+      *s = Fail(t, in, "only the 32x32b tcgen05.ld shape is emulated so far");
+      return out;
+    }
+    int num = 0;
+    for (const std::string& m : in.mods)
+      if (m.size() > 1 && m[0] == 'x' && std::isdigit(static_cast<unsigned char>(m[1]))) num = std::atoi(m.c_str() + 1);
+    const uint32_t address = static_cast<uint32_t>(Address(t, in.ops.at(1)));
+    const uint32_t lane0 = address >> 16, col0 = address & 0xffff;
+    const int quarter = (t.linear / 32) % 4;
+    if (lane0 != static_cast<uint32_t>(32 * quarter)) {
+      *s = Fail(t, in, absl::StrCat("warp ", t.linear / 32, " may access TMEM lanes ", 32 * quarter, "..",
+                                    32 * quarter + 31, ", not from lane ", lane0));
+      return out;
+    }
+    bool inside = false;
+    for (const auto& [start, size] : tmem_allocs_) inside |= col0 >= start && col0 + num <= start + size;
+    if (!inside) {
+      *s = Fail(t, in, absl::StrCat("tcgen05.ld of columns ", col0, "..", col0 + num - 1,
+                                    " outside every tensor memory allocation"));
+      return out;
+    }
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < num; ++j) out[i].push_back(tmem_[(lane0 + i) * 512 + col0 + j]);
+    return out;
+  }
+  *s = Fail(t, in, "this tcgen05 instruction is not emulated yet");
+  return out;
+}
+
+absl::Status Cta::RunTcgenMma(const TcgenMma& op) {
+  auto fail = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: tcgen05.mma: %s", kernel_, op.line, what));
+  };
+  const uint32_t d = op.idesc;
+  const int c_format = (d >> 4) & 3, a_format = (d >> 7) & 7, b_format = (d >> 10) & 7;
+  const bool neg_a = (d >> 13) & 1, neg_b = (d >> 14) & 1, a_mn = (d >> 15) & 1, b_mn = (d >> 16) & 1;
+  const int n = ((d >> 17) & 0x3f) << 3, m = ((d >> 24) & 0x1f) << 4;
+  if (c_format != 1) return fail("only f32 accumulators are emulated so far");
+  if (a_format > 1 || b_format > 1 || a_format != b_format) return fail("A and B must both be f16 or both bf16");
+  if (a_mn || b_mn) return fail("MN-major operands are not emulated yet");
+  if (m != 128 || n < 8 || n > 256) return fail(absl::StrCat("the shape M=", m, " N=", n, " is not emulated yet"));
+  const bool bf16 = a_format == 1;
+  auto element = [&](uint64_t desc, int row, int k, double* out) -> absl::Status {
+    const uint64_t start = (desc & 0x3fff) << 4, lbo = ((desc >> 16) & 0x3fff) << 4, sbo = ((desc >> 32) & 0x3fff) << 4;
+    const int version = (desc >> 46) & 3, base = (desc >> 49) & 7, layout = static_cast<int>(desc >> 61);
+    if (version != 1) return fail(absl::StrCat("a shared memory descriptor of version ", version, " (must be 1)"));
+    if (base != 0) return fail("descriptor base offsets are not emulated yet");
+    const int span = layout == 2 ? 128 : layout == 4 ? 64 : layout == 6 ? 32 : 0;
+    if (layout != 0 && span == 0) return fail(absl::StrCat("the descriptor layout ", layout, " is not emulated yet"));
+    const uint64_t addr = span ? Swizzled(start + (row / 8) * sbo + (row % 8) * span + k * 2, span)
+                               : start + (row / 8) * sbo + (k / 8) * lbo + (row % 8) * 16 + (k % 8) * 2;
+    if (addr + 2 > shared_.size()) return fail(absl::StrFormat("a descriptor reads shared offset %d, past the block", addr));
+    if (absl::Status s = CheckFenced(*op.in, addr, 2, "tcgen05.mma"); !s.ok()) return s;
+    if (absl::Status s = CheckPendingOverlap(nullptr, *op.in, addr, 2, "tcgen05.mma reads"); !s.ok()) return s;
+    uint16_t h;
+    std::memcpy(&h, shared_.data() + addr, 2);
+    *out = bf16 ? Bf16ToF32(h) : F16ToF32(h);
+    return absl::OkStatus();
+  };
+  std::vector<double> a(m * 16), b(n * 16);
+  for (int r = 0; r < m; ++r)
+    for (int k = 0; k < 16; ++k)
+      if (absl::Status s = element(op.a_desc, r, k, &a[r * 16 + k]); !s.ok()) return s;
+  for (int c = 0; c < n; ++c)
+    for (int k = 0; k < 16; ++k)
+      if (absl::Status s = element(op.b_desc, c, k, &b[c * 16 + k]); !s.ok()) return s;
+  const uint32_t lane0 = op.d >> 16, col0 = op.d & 0xffff;
+  bool inside = lane0 == 0;
+  if (inside) {
+    inside = false;
+    for (const auto& [start, size] : tmem_allocs_) inside |= col0 >= start && col0 + n <= start + size;
+  }
+  if (!inside) return fail(absl::StrFormat("D at TMEM 0x%x (%d columns) is outside every allocation", op.d, n));
+  const double sign = (neg_a ? -1.0 : 1.0) * (neg_b ? -1.0 : 1.0);
+  for (int r = 0; r < m; ++r)
+    for (int c = 0; c < n; ++c) {
+      uint32_t& cell = tmem_[(lane0 + r) * 512 + col0 + c];
+      double acc = op.accumulate ? F32(cell) : 0.0;
+      for (int k = 0; k < 16; ++k) acc += sign * a[r * 16 + k] * b[c * 16 + k];
+      cell = static_cast<uint32_t>(Bits(static_cast<float>(acc)));
+    }
+  return absl::OkStatus();
+}
+
+absl::Status Cta::CheckTmemAtExit() {
+  if (tmem_allocs_.empty()) return absl::OkStatus();
+  uint32_t used = 0;
+  for (const auto& [start, size] : tmem_allocs_) used += size;
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s: block (%d,%d,%d) exits with %d columns of tensor memory still allocated (a tcgen05.dealloc is missing)",
+      kernel_, ctaid_.x, ctaid_.y, ctaid_.z, used));
+}
+
+
+}  // namespace kiln::emu::detail
