@@ -6,10 +6,11 @@
 // who waits on what. Out-of-bounds accesses, unknown instructions and step limits are errors
 // naming the PTX line and the thread.
 //
-// Emulated so far: the CUDA-core subset (integer and float arithmetic, conversions including
-// bf16/f16 packing, special functions, global/shared/param loads and stores with vectors, masks
-// and cache hints, atomics, shuffles, reductions, named barriers). TMA, mbarriers, wgmma and
-// tcgen05 come next; a kernel that uses them is refused with the instruction named.
+// Emulated: the CUDA-core subset, warp collectives and named barriers; cp.async, ldmatrix and
+// mma.sync; mbarriers, TMA loads and stores (tensor maps built as the launcher builds them),
+// wgmma, stmatrix, clusters (distributed shared memory, multicast, barrier.cluster); tensor
+// memory and tcgen05 for single CTAs. A kernel using anything else is refused with the
+// instruction named. docs/EMULATOR.md describes the model.
 #pragma once
 
 #include <cstdint>
