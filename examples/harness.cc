@@ -42,6 +42,19 @@ struct ArgPack {
   std::vector<void*> args;
 };
 
+// The integer parameters the harness binds by name: the sizes M, N, K and, for kernels that
+// index generically (the references), element strides of (row, col) of A, B and C.
+std::map<std::string, int64_t> GemmIntArgs(const GemmSpec& g, const ProblemSize& s) {
+  auto strides = [](const std::string& order, int64_t rows, int64_t cols) {
+    return order == "row" ? std::pair<int64_t, int64_t>{cols, 1} : std::pair<int64_t, int64_t>{1, rows};
+  };
+  auto [a0, a1] = strides(g.a_order, s.m, s.k);
+  auto [b0, b1] = strides(g.b_order, s.k, s.n);
+  auto [c0, c1] = strides(g.c_order, s.m, s.n);
+  return {{"M", s.m},   {"N", s.n},   {"K", s.k},   {"sA0", a0}, {"sA1", a1},
+          {"sB0", b0},  {"sB1", b1},  {"sC0", c0},  {"sC1", c1}};
+}
+
 // Copies `bytes` of host data to a new device buffer owned by `pack`; returns its address.
 absl::StatusOr<uint64_t> Upload(ArgPack& pack, const void* data, size_t bytes) {
   absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(bytes);
@@ -56,16 +69,7 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
   ArgPack pack;
   pack.pointers.reserve(m.params.size());
   pack.ints.reserve(m.params.size());
-  // Element strides of (row, col) for the reference kernel's generic indexing.
-  auto strides = [](const std::string& order, int64_t rows, int64_t cols) {
-    return order == "row" ? std::pair<int64_t, int64_t>{cols, 1} : std::pair<int64_t, int64_t>{1, rows};
-  };
-  auto [a0, a1] = strides(g.a_order, s.m, s.k);
-  auto [b0, b1] = strides(g.b_order, s.k, s.n);
-  auto [c0, c1] = strides(g.c_order, s.m, s.n);
-  const std::pair<const char*, int64_t> ints[] = {{"M", s.m},   {"N", s.n},   {"K", s.k},
-                                                  {"sA0", a0},  {"sA1", a1},  {"sB0", b0},
-                                                  {"sB1", b1},  {"sC0", c0},  {"sC1", c1}};
+  const std::map<std::string, int64_t> ints = GemmIntArgs(g, s);
   auto operand = [&](const std::string& name) -> uint64_t {
     return name == "A" ? a : name == "B" ? b : name == "C" ? c : 0;
   };
@@ -109,8 +113,8 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
         return absl::InvalidArgumentError(absl::StrCat(m.name, " (", m.source, "): the GEMM harness passes i32 sizes; parameter ",
                                                        p.name, " is ", rt::ParamKindName(p.kind),
                                                        " (launch it through kiln::rt::LoadedKernel)"));
-      auto it = std::find_if(std::begin(ints), std::end(ints), [&](auto& e) { return p.name == e.first; });
-      if (it == std::end(ints)) return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
+      auto it = ints.find(p.name);
+      if (it == ints.end()) return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
       pack.ints.push_back(static_cast<int32_t>(it->second));
       pack.args.push_back(&pack.ints.back());
     }
@@ -305,14 +309,7 @@ absl::StatusOr<GemmResult> EmulateGemm(const rt::Bundle& bundle, const RunOption
   if (absl::Status st = d.CopyIn(da, ha.data(), ha.size() * 2); !st.ok()) return st;
   if (absl::Status st = d.CopyIn(db, hb.data(), hb.size() * 2); !st.ok()) return st;
   if (absl::Status st = d.Fill(dc, 0xff, s.m * s.n * 2); !st.ok()) return st;  // NaN until written
-  auto strides = [](const std::string& order, int64_t rows, int64_t cols) {
-    return order == "row" ? std::pair<int64_t, int64_t>{cols, 1} : std::pair<int64_t, int64_t>{1, rows};
-  };
-  auto [a0, a1] = strides(g.a_order, s.m, s.k);
-  auto [b0, b1] = strides(g.b_order, s.k, s.n);
-  auto [c0, c1] = strides(g.c_order, s.m, s.n);
-  const std::map<std::string, int64_t> ints = {{"M", s.m},  {"N", s.n},  {"K", s.k},  {"sA0", a0}, {"sA1", a1},
-                                               {"sB0", b0}, {"sB1", b1}, {"sC0", c0}, {"sC1", c1}};
+  const std::map<std::string, int64_t> ints = GemmIntArgs(g, s);
   std::vector<rt::Arg> args;
   for (const rt::ParamSpec& p : m.params) {
     if (p.kind == rt::ParamSpec::Kind::kPointer && (p.name == "A" || p.name == "B" || p.name == "C"))

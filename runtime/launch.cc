@@ -86,7 +86,7 @@ absl::Status CheckArgs(const Manifest& m, const std::vector<Arg>& args) {
           t.rank(), ": it takes ", t.rank(), " dims and ", t.rank() - 1, " strides, not ", a.dims().size(),
           " and ", a.strides_bytes().size()));
   }
-  return absl::OkStatus();
+  return m.CheckRequirements(SymbolsOf(m, args));
 }
 
 Symbols SymbolsOf(const Manifest& m, const std::vector<Arg>& args) {
@@ -129,7 +129,6 @@ absl::StatusOr<Dim3> LoadedKernel::GridFor(const std::vector<Arg>& args) const {
 absl::StatusOr<Dim3> LoadedKernel::GridOfCheckedArgs(const std::vector<Arg>& args) const {
   const Manifest& m = manifest_;
   const Symbols symbols = SymbolsOf(m, args);
-  if (absl::Status s = m.CheckRequirements(symbols); !s.ok()) return s;
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   absl::StatusOr<Dim3> grid = m.GridFor(symbols, (*d)->sm_count());
@@ -172,7 +171,6 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
     return error(absl::StatusCode::kInvalidArgument, m.source, "clusters of ", m.cluster.x, "x", m.cluster.y,
                  "x", m.cluster.z, " do not tile a grid of ", grid.x, "x", grid.y, "x", grid.z);
   const Symbols symbols = SymbolsOf(m, args);
-  if (absl::Status s = m.CheckRequirements(symbols); !s.ok()) return s;
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   const int64_t smem = m.SmemBytes(symbols);

@@ -38,9 +38,10 @@
 ABSL_FLAG(std::string, bundles, "",
           "read kernels from this bundle directory instead of compiling them");
 ABSL_FLAG(std::string, dir, "build/bundles", "where `kiln bundle` writes");
-ABSL_FLAG(int64_t, m, 4096, "M for `kiln run`");
-ABSL_FLAG(int64_t, n, 4096, "N for `kiln run`");
-ABSL_FLAG(int64_t, k, 4096, "K for `kiln run`");
+// 0: not given (kiln run takes 4096, kiln emulate the kernel's tile).
+ABSL_FLAG(int64_t, m, 0, "M for `kiln run` (default 4096) and `kiln emulate` (default: the tile)");
+ABSL_FLAG(int64_t, n, 0, "N for `kiln run` (default 4096) and `kiln emulate` (default: the tile)");
+ABSL_FLAG(int64_t, k, 0, "K for `kiln run` (default 4096) and `kiln emulate` (default: two k-tiles)");
 ABSL_FLAG(std::string, sizes, "4096,8192",
           "`kiln bench` sizes: comma-separated S (S^3) or MxNxK");
 ABSL_FLAG(int64_t, rows, 32768, "rows for `kiln run` of a row op");
@@ -157,13 +158,16 @@ int Stage(const std::string& stage_name, const std::vector<std::string>& args) {
   return 0;
 }
 
+// The kernels a command names, or every kernel when it names none.
+absl::StatusOr<std::vector<std::string>> NamesOrAll(const std::vector<std::string>& args) {
+  if (!args.empty()) return args;
+  return KernelNames();
+}
+
 int WriteBundles(const std::vector<std::string>& args) {
-  std::vector<std::string> names = args;
-  if (names.empty()) {
-    absl::StatusOr<std::vector<std::string>> all = KernelNames();
-    if (!all.ok()) return Fail(all.status());
-    names = *all;
-  }
+  absl::StatusOr<std::vector<std::string>> named = NamesOrAll(args);
+  if (!named.ok()) return Fail(named.status());
+  const std::vector<std::string>& names = *named;
   const std::string dir = absl::GetFlag(FLAGS_dir);
   for (const std::string& name : names) {
     absl::StatusOr<Bundle> b = GetBundle(name);
@@ -197,12 +201,9 @@ int WriteBundles(const std::vector<std::string>& args) {
 // Builds and compiles kernels through the host API's disk cache, timing each step: the first
 // run of a key lowers it, a second reads it back.
 int CompileThroughCache(const std::vector<std::string>& args) {
-  std::vector<std::string> names = args;
-  if (names.empty()) {
-    absl::StatusOr<std::vector<std::string>> all = KernelNames();
-    if (!all.ok()) return Fail(all.status());
-    names = *all;
-  }
+  absl::StatusOr<std::vector<std::string>> named = NamesOrAll(args);
+  if (!named.ok()) return Fail(named.status());
+  const std::vector<std::string>& names = *named;
   kiln::CompileOptions options;
   if (std::string dir = absl::GetFlag(FLAGS_cache); dir != "\x01") options.cache_dir = dir;
   std::cout << "# cache " << (options.cache_dir.empty() ? "(none)" : options.cache_dir) << "\n"
@@ -297,8 +298,9 @@ int Emulate(const std::vector<std::string>& args) {
     // One tile by default (K: two k-tiles, so the mainloop turns); --m/--n/--k to choose.
     kiln::examples::RunOptions opt;
     opt.size = {g->tile_m, g->tile_n, 2 * g->tile_k};
-    if (absl::GetFlag(FLAGS_m) != 4096 || absl::GetFlag(FLAGS_n) != 4096 || absl::GetFlag(FLAGS_k) != 4096)
-      opt.size = {absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)};
+    if (absl::GetFlag(FLAGS_m)) opt.size.m = absl::GetFlag(FLAGS_m);
+    if (absl::GetFlag(FLAGS_n)) opt.size.n = absl::GetFlag(FLAGS_n);
+    if (absl::GetFlag(FLAGS_k)) opt.size.k = absl::GetFlag(FLAGS_k);
     auto t0 = std::chrono::steady_clock::now();
     absl::StatusOr<kiln::examples::GemmResult> r = kiln::examples::EmulateGemm(*b, opt, seed);
     if (!r.ok()) return Fail(r.status());
@@ -433,7 +435,8 @@ int main(int argc, char** argv) {
       std::cerr << "usage: kiln run NAME [--m M --n N --k K]\n";
       return 2;
     }
-    return Bench(args, {{absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)}},
+    auto size = [](int64_t v) { return v ? v : int64_t{4096}; };
+    return Bench(args, {{size(absl::GetFlag(FLAGS_m)), size(absl::GetFlag(FLAGS_n)), size(absl::GetFlag(FLAGS_k))}},
                  {{absl::GetFlag(FLAGS_rows), absl::GetFlag(FLAGS_cols)}});
   }
   if (command == "bench") {

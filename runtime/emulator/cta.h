@@ -141,53 +141,50 @@ class Cta {
   enum class Progress { kMoved, kIdle, kFinished };
   absl::StatusOr<Progress> Advance(int64_t* executed) {
     std::vector<int> runnable;
-    {
-      runnable.clear();
-      for (const Thread& t : threads_)
-        if (t.state == Thread::State::kRun) runnable.push_back(t.linear);
-      // An asynchronous copy lands at a moment the seed picks between its issue and the first
-      // time every thread waits (in index order: only then).
-      const size_t in_flight = pending_.size() + (tcgen_commits_.empty() ? 0 : 1);
-      if (in_flight && (runnable.empty() || (rng_ && (*rng_)() % 4 == 0))) {
-        const size_t pick = rng_ ? (*rng_)() % in_flight : 0;
-        if (pick < pending_.size()) {
-          if (absl::Status s = CompleteAsync(pick); !s.ok()) return s;
-        } else {  // the oldest tcgen05 commit: its MMAs in issue order, then its arrival
-          TcgenCommit c = std::move(tcgen_commits_.front());
-          tcgen_commits_.erase(tcgen_commits_.begin());
-          for (const TcgenMma& op : c.mmas)
-            if (absl::Status s = RunTcgenMma(op); !s.ok()) return s;
-          MbarrierState& b = mbarriers_[c.mbarrier];
-          if (--b.pending < 0)
-            return absl::InvalidArgumentError(absl::StrFormat(
-                "%s: a tcgen05.commit arrives beyond the %d arrivals the mbarrier at shared offset %d expects", kernel_,
-                b.expected, c.mbarrier));
-          if (absl::Status s = MbarrierComplete(c.mbarrier); !s.ok()) return s;
-        }
+    for (const Thread& t : threads_)
+      if (t.state == Thread::State::kRun) runnable.push_back(t.linear);
+    // An asynchronous copy lands at a moment the seed picks between its issue and the first
+    // time every thread waits (in index order: only then).
+    const size_t in_flight = pending_.size() + (tcgen_commits_.empty() ? 0 : 1);
+    if (in_flight && (runnable.empty() || (rng_ && (*rng_)() % 4 == 0))) {
+      const size_t pick = rng_ ? (*rng_)() % in_flight : 0;
+      if (pick < pending_.size()) {
+        if (absl::Status s = CompleteAsync(pick); !s.ok()) return s;
+      } else {  // the oldest tcgen05 commit: its MMAs in issue order, then its arrival
+        TcgenCommit c = std::move(tcgen_commits_.front());
+        tcgen_commits_.erase(tcgen_commits_.begin());
+        for (const TcgenMma& op : c.mmas)
+          if (absl::Status s = RunTcgenMma(op); !s.ok()) return s;
+        MbarrierState& b = mbarriers_[c.mbarrier];
+        if (--b.pending < 0)
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s: a tcgen05.commit arrives beyond the %d arrivals the mbarrier at shared offset %d expects", kernel_,
+              b.expected, c.mbarrier));
+        if (absl::Status s = MbarrierComplete(c.mbarrier); !s.ok()) return s;
+      }
+      return Progress::kMoved;
+    }
+    if (runnable.empty()) {
+      if (std::all_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kDone; })) {
+        exited_ = true;
+        if (absl::Status s = CheckTmemAtExit(); !s.ok()) return s;
+        return Progress::kFinished;
+      }
+      if (absl::Status s = ReleaseBarriersOfExitedThreads(); !s.ok()) return s;
+      if (std::any_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kRun; }))
         return Progress::kMoved;
-      }
-      if (runnable.empty()) {
-        if (std::all_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kDone; })) {
-          exited_ = true;
-          if (absl::Status s = CheckTmemAtExit(); !s.ok()) return s;
-          return Progress::kFinished;
-        }
-        if (absl::Status s = ReleaseBarriersOfExitedThreads(); !s.ok()) return s;
-        if (std::any_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kRun; }))
-          return Progress::kMoved;
-        return Progress::kIdle;
-      }
-      // A seeded choice of thread and of how long it runs before the next choice.
-      const int pick = rng_ ? runnable[(*rng_)() % runnable.size()] : runnable.front();
-      const int quantum = rng_ ? 1 + static_cast<int>((*rng_)() % 64) : 1 << 30;
-      Thread& t = threads_[pick];
-      for (int i = 0; i < quantum && t.state == Thread::State::kRun; ++i) {
-        if (--*budget_ < 0)
-          return absl::ResourceExhaustedError(absl::StrCat(kernel_, ": the emulator's instruction budget ran out "
-                                                           "(an endless loop? raise Options::max_instructions)"));
-        ++*executed;
-        if (absl::Status s = Step(t); !s.ok()) return s;
-      }
+      return Progress::kIdle;
+    }
+    // A seeded choice of thread and of how long it runs before the next choice.
+    const int pick = rng_ ? runnable[(*rng_)() % runnable.size()] : runnable.front();
+    const int quantum = rng_ ? 1 + static_cast<int>((*rng_)() % 64) : 1 << 30;
+    Thread& t = threads_[pick];
+    for (int i = 0; i < quantum && t.state == Thread::State::kRun; ++i) {
+      if (--*budget_ < 0)
+        return absl::ResourceExhaustedError(absl::StrCat(kernel_, ": the emulator's instruction budget ran out "
+                                                         "(an endless loop? raise Options::max_instructions)"));
+      ++*executed;
+      if (absl::Status s = Step(t); !s.ok()) return s;
     }
     return Progress::kMoved;
   }
@@ -344,6 +341,17 @@ class Cta {
   absl::StatusOr<const EmulatedTensorMap*> MapAt(Thread& t, const Instr& in, uint64_t generic);
   absl::Status ForEachBoxElement(const EmulatedTensorMap& map, const std::vector<int64_t>& coords, uint64_t smem,
                                  const std::function<absl::Status(uint64_t, uint64_t, bool, int)>& fn);
+  // A K-major matrix operand in shared memory as wgmma and tcgen05 descriptors describe it (PTX
+  // ISA, matrix descriptors): start address, leading byte offset (between 8-column core matrices
+  // along K, without swizzle), stride byte offset (between 8-row groups), swizzle span (0: none).
+  struct KMajorOperand {
+    uint64_t start = 0, lbo = 0, sbo = 0;
+    int span = 0;
+  };
+  // Element (row, k) of a bf16/f16 operand, read for `in` by the async proxy (`reader`): the
+  // bounds, the proxy fence and pending TMA destinations are checked.
+  absl::Status ReadOperand(const Instr& in, const char* reader, const KMajorOperand& o, int row, int k, bool bf16,
+                           double* out);
   static uint64_t Swizzled(uint64_t offset, int swizzle_bytes) {
     // 128B: address bits [4,7) ^= bits [7,10); 64B: [4,6) ^= [7,9); 32B: bit 4 ^= bit 7.
     const int bits = swizzle_bytes == 128 ? 3 : swizzle_bytes == 64 ? 2 : swizzle_bytes == 32 ? 1 : 0;

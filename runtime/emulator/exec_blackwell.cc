@@ -126,21 +126,14 @@ absl::Status Cta::RunTcgenMma(const TcgenMma& op) {
   if (m != 128 || n < 8 || n > 256) return fail(absl::StrCat("the shape M=", m, " N=", n, " is not emulated yet"));
   const bool bf16 = a_format == 1;
   auto element = [&](uint64_t desc, int row, int k, double* out) -> absl::Status {
-    const uint64_t start = (desc & 0x3fff) << 4, lbo = ((desc >> 16) & 0x3fff) << 4, sbo = ((desc >> 32) & 0x3fff) << 4;
+    // tcgen05: version 1 in bits 46-47, base offset 49-51, layout 61-63 (0 none, 2/4/6: 128/64/32B).
     const int version = (desc >> 46) & 3, base = (desc >> 49) & 7, layout = static_cast<int>(desc >> 61);
     if (version != 1) return fail(absl::StrCat("a shared memory descriptor of version ", version, " (must be 1)"));
     if (base != 0) return fail("descriptor base offsets are not emulated yet");
     const int span = layout == 2 ? 128 : layout == 4 ? 64 : layout == 6 ? 32 : 0;
     if (layout != 0 && span == 0) return fail(absl::StrCat("the descriptor layout ", layout, " is not emulated yet"));
-    const uint64_t addr = span ? Swizzled(start + (row / 8) * sbo + (row % 8) * span + k * 2, span)
-                               : start + (row / 8) * sbo + (k / 8) * lbo + (row % 8) * 16 + (k % 8) * 2;
-    if (addr + 2 > shared_.size()) return fail(absl::StrFormat("a descriptor reads shared offset %d, past the block", addr));
-    if (absl::Status s = CheckFenced(*op.in, addr, 2, "tcgen05.mma"); !s.ok()) return s;
-    if (absl::Status s = CheckPendingOverlap(nullptr, *op.in, addr, 2, "tcgen05.mma reads"); !s.ok()) return s;
-    uint16_t h;
-    std::memcpy(&h, shared_.data() + addr, 2);
-    *out = bf16 ? Bf16ToF32(h) : F16ToF32(h);
-    return absl::OkStatus();
+    const KMajorOperand o{(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4, ((desc >> 32) & 0x3fff) << 4, span};
+    return ReadOperand(*op.in, "tcgen05.mma", o, row, k, bf16, out);
   };
   std::vector<double> a(m * 16), b(n * 16);
   for (int r = 0; r < m; ++r)

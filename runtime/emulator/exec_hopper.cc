@@ -287,20 +287,11 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
   Warpgroup& wg = warpgroups_[group];
   while (wg.groups.size() > keep) {
     for (const WgmmaOp& op : wg.groups.front()) {
-      auto element = [&](uint64_t desc, int row, int k, double* out) -> absl::Status {
-        const uint64_t start = (desc & 0x3fff) << 4, lbo = ((desc >> 16) & 0x3fff) << 4, sbo = ((desc >> 32) & 0x3fff) << 4;
-        const int mode = static_cast<int>(desc >> 62), span = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;
-        uint64_t addr = span ? Swizzled(start + (row / 8) * sbo + (row % 8) * span + k * 2, span)
-                             : start + (row / 8) * sbo + (k / 8) * lbo + (row % 8) * 16 + (k % 8) * 2;
-        if (addr + 2 > shared_.size())
-          return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a wgmma descriptor reads shared offset %d, "
-                                                            "past the block's %d bytes", kernel_, op.line, addr, shared_.size()));
-        if (absl::Status s = CheckFenced(*op.in, addr, 2, "wgmma"); !s.ok()) return s;
-        if (absl::Status s = CheckPendingOverlap(nullptr, *op.in, addr, 2, "wgmma reads"); !s.ok()) return s;
-        uint16_t h;
-        std::memcpy(&h, shared_.data() + addr, 2);
-        *out = op.bf16 ? Bf16ToF32(h) : F16ToF32(h);
-        return absl::OkStatus();
+      auto element = [&](uint64_t desc, int row, int k, double* out) {  // wgmma: swizzle mode in bits 62-63
+        const int mode = static_cast<int>(desc >> 62);
+        const KMajorOperand o{(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4, ((desc >> 32) & 0x3fff) << 4,
+                              mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0};
+        return ReadOperand(*op.in, "wgmma", o, row, k, op.bf16, out);
       };
       std::vector<double> a(64 * 16), b(op.n * 16);
       for (int r = 0; r < 64; ++r)
@@ -327,6 +318,23 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
   return absl::OkStatus();
 }
 
+
+absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const KMajorOperand& o, int row, int k, bool bf16,
+                              double* out) {
+  const uint64_t addr = o.span ? Swizzled(o.start + (row / 8) * o.sbo + (row % 8) * o.span + k * 2, o.span)
+                               : o.start + (row / 8) * o.sbo + (k / 8) * o.lbo + (row % 8) * 16 + (k % 8) * 2;
+  if (addr + 2 > shared_.size())
+    return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a %s descriptor reads shared offset %d, past "
+                                                      "the block's %d bytes", kernel_, in.line, reader, addr,
+                                                      shared_.size()));
+  if (absl::Status s = CheckFenced(in, addr, 2, reader); !s.ok()) return s;
+  if (absl::Status s = CheckPendingOverlap(nullptr, in, addr, 2, absl::StrCat(reader, " reads").c_str()); !s.ok())
+    return s;
+  uint16_t h;
+  std::memcpy(&h, shared_.data() + addr, 2);
+  *out = bf16 ? Bf16ToF32(h) : F16ToF32(h);
+  return absl::OkStatus();
+}
 
 // ---- clusters: peers, distributed shared memory, barrier.cluster, stmatrix
 

@@ -132,7 +132,6 @@ bool ParseInt(absl::string_view s, uint64_t* out) {
       if (d < 0 || d > 15) return false;
       v = v * 16 + d;
     }
-    if (absl::EndsWith(s, "U")) return false;
   } else if (!absl::SimpleAtoi(s, &v)) {
     return false;
   }

@@ -75,7 +75,7 @@ namespace {
 // remote arrivals, Hilbert tables, stmatrix and TMA-store epilogues; blackwell/persist_*:
 // persistent tcgen05 with double-buffered TMEM) are correct on it at their smallest size under
 // two schedules. On a GPU the Hopper and Ampere ones pass `kiln bench` (docs/PERF.md), so the
-// two agree. (k06-k10 also pass, at 2048x2048x128 in 11-13 s each: `kiln emulate`.)
+// two agree. (k06-k10 also pass, at 2048x2048x128 in 11-13 s each by hand: `kiln emulate`.)
 // By name, so that listing the tests builds no kernel (every test process lists them).
 std::vector<std::string> CudaCoreAndMmaSyncGemms() {
   std::vector<std::string> names;

@@ -176,6 +176,15 @@ TEST(Emulator, UnknownInstructionsAreRefusedAtTheirLine) {
   EXPECT_NE(s.message().find("the emulator does not know 'tanh'"), std::string::npos) << s;
 }
 
+TEST(Emulator, AnInstructionShortOfOperandsIsAMessage) {
+  absl::Status s;
+  Emulate(Kernel(R"(
+	add.s32 %r2, %r1;
+)"), 1, &s);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("test/emu: malformed PTX (an instruction lacks an operand"), std::string::npos) << s;
+}
+
 TEST(Emulator, EndlessLoopsRunOutOfBudget) {
   rt::Bundle b = Kernel(R"(
 $L__spin:

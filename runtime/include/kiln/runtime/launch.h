@@ -56,7 +56,8 @@ const char* ParamKindName(ParamSpec::Kind kind);  // "ptr", "i32", ...
 // OK when `m`'s target runs on the driver's device; FailedPrecondition ("... cannot run
 // here") for a newer or arch-specific chip (an sm_100a kernel on an H100/H200).
 absl::Status CheckTarget(const Manifest& m, const Driver& d);
-// Whether `args` match `m`'s parameters one by one; the message lists the expected signature.
+// Whether `args` match `m`'s parameters one by one (the message lists the expected signature),
+// and the integer arguments meet the kernel's requirements (RequireMultiple).
 absl::Status CheckArgs(const Manifest& m, const std::vector<Arg>& args);
 // The integer arguments by parameter name (what grid, smem and tensor map rules read).
 Symbols SymbolsOf(const Manifest& m, const std::vector<Arg>& args);
