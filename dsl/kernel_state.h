@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -91,6 +92,10 @@ struct KernelState {
   // The cta_group of the kernel's tcgen05 ops (0: none yet) and where it was first used.
   int tcgen_group = 0;
   Loc tcgen_group_loc;
+  // GroupReduce's named barriers: each group size gets its own ids (first id by size), so that a
+  // group of one size never meets a group of another at one id with another thread count.
+  std::map<int, int> group_barrier_base;
+  int next_group_barrier = 1;
 };
 
 // Records that a tcgen05 op (or a .cta_group TMA) of `cta_group` is used at `loc`; fails there if

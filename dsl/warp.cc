@@ -139,11 +139,21 @@ Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads, Loc loc) {
   }
   if (threads == 32) return WarpReduce(v, op, 32, loc);  // a warp needs no barrier
   const int groups = block / threads;
-  if (groups > 15) {
-    s.Fail(absl::StrCat("GroupReduce: ", groups, " groups of ", threads, " threads need ", groups,
-                        " named barriers; a block has 15 (ids 1..15)"),
-           loc);
-    return s.Poison(v.type(), loc);
+  // Barrier ids: reused by every call with this group size (the same groups meet there in
+  // order), never shared with another size, whose groups would arrive with another count.
+  int first_id = 0;
+  if (groups > 1) {
+    auto [it, fresh] = s.group_barrier_base.try_emplace(threads, s.next_group_barrier);
+    if (fresh && it->second + groups > 16) {
+      s.Fail(absl::StrCat("GroupReduce: ", groups, " groups of ", threads, " threads need ", groups,
+                          " named barriers of their own; the kernel's other group sizes hold ",
+                          it->second - 1, " of a block's 15 (ids 1..15)"),
+             loc);
+      s.group_barrier_base.erase(it);
+      return s.Poison(v.type(), loc);
+    }
+    if (fresh) s.next_group_barrier += groups;
+    first_id = it->second;
   }
   Value partial = WarpReduce(v, op, 32, loc);
   const Type t = v.type();
@@ -153,7 +163,7 @@ Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads, Loc loc) {
   Value group = Operand(warp, loc) / Operand(group_warps, loc);
   auto sync = [&] {
     if (groups == 1) return k.SyncThreads(loc);
-    k.NamedBarrier(Operand(group, loc) + Operand(1, loc), threads, loc);
+    k.NamedBarrier(Operand(group, loc) + Operand(first_id, loc), threads, loc);
   };
   sync();  // the previous use of these slots (a loop) has been read by every warp of the group
   k.If(Operand(lane, loc) == Operand(0, loc), [&] { k.Store(slots.At(0, warp, loc), partial, loc); }, loc);

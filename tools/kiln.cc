@@ -25,6 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "examples/harness.h"
+#include "examples/probe_check.h"
 #include "examples/row_ops.h"
 #include "kiln/runtime/driver.h"
 #include "kiln/runtime/launch.h"
@@ -276,6 +277,30 @@ int BenchRowOps(const std::vector<Bundle>& ops, const std::vector<std::pair<int6
   return failures;
 }
 
+// Runs the op probes on the GPU (checked, not timed). Returns the number that failed.
+int CheckProbes(const std::vector<Bundle>& probes, bool everything) {
+  if (probes.empty()) return 0;
+  std::cout << "# op probes: every result against a host reference (examples/probe_check.h)" << std::endl;
+  int failures = 0;
+  for (const Bundle& b : probes) {
+    if (absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get(); everything && d.ok()) {
+      if (absl::Status here = kiln::rt::CheckTarget(b.manifest, **d); !here.ok()) {
+        std::cout << "# " << here.message() << " (compiled only)" << std::endl;
+        continue;
+      }
+    }
+    absl::StatusOr<kiln::examples::ProbeResult> r = kiln::examples::RunProbe(b, {});
+    if (!r.ok()) {
+      std::cout << b.manifest.name << ": " << r.status().message() << std::endl;
+      ++failures;
+      continue;
+    }
+    std::cout << kiln::examples::ProbeReport(*r) << std::endl;
+    failures += r->passed() ? 0 : 1;
+  }
+  return failures;
+}
+
 // Runs a kernel on the PTX emulator (kiln/runtime/emulator.h) and checks it like `kiln run`.
 int Emulate(const std::vector<std::string>& args) {
   if (args.size() != 1) {
@@ -310,9 +335,17 @@ int Emulate(const std::vector<std::string>& args) {
                                  r->passed ? "ok" : "FAIL: " + r->failure);
     return r->passed ? 0 : 1;
   }
+  if (kiln::examples::IsProbe(args[0])) {
+    auto t0 = std::chrono::steady_clock::now();
+    absl::StatusOr<kiln::examples::ProbeResult> r = kiln::examples::EmulateProbe(*b, {}, seed);
+    if (!r.ok()) return Fail(r.status());
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << kiln::examples::ProbeReport(*r) << absl::StrFormat("  (emulator, seed %d, %.1f s)\n", seed, sec);
+    return r->passed() ? 0 : 1;
+  }
   if (!kiln::examples::IsRowOp(args[0]))
-    return Fail(absl::UnimplementedError(absl::StrCat("kiln emulate checks GEMMs and the row ops; ", args[0],
-                                                      " is neither (launch it with kiln::emu::Launch)")));
+    return Fail(absl::UnimplementedError(absl::StrCat("kiln emulate checks GEMMs, the row ops and the op probes; ",
+                                                      args[0], " is none of them (launch it with kiln::emu::Launch)")));
   kiln::examples::RowOpOptions opt;
   opt.rows = absl::GetFlag(FLAGS_rows), opt.cols = absl::GetFlag(FLAGS_cols), opt.time = false;
   auto t0 = std::chrono::steady_clock::now();
@@ -352,7 +385,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
   std::ofstream tsv;
   if (!absl::GetFlag(FLAGS_out).empty()) tsv.open(absl::GetFlag(FLAGS_out));
   int failures = 0;
-  std::vector<Bundle> row_ops;
+  std::vector<Bundle> row_ops, probes;
   for (const std::string& name : names) {
     absl::StatusOr<Bundle> b = GetBundle(name);
     if (!b.ok()) {
@@ -362,6 +395,10 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
     }
     if (kiln::examples::IsRowOp(name)) {
       row_ops.push_back(*b);
+      continue;
+    }
+    if (kiln::examples::IsProbe(name)) {
+      probes.push_back(*b);
       continue;
     }
     if (everything && !kiln::examples::GemmOf(b->manifest)) {
@@ -396,6 +433,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
     }
   }
   failures += BenchRowOps(row_ops, shapes, tsv);
+  failures += CheckProbes(probes, everything);
   return failures ? 1 : 0;
 }
 

@@ -52,6 +52,37 @@ inline uint16_t F32ToBf16(float f) {  // round to nearest even; NaN stays a (qui
 inline float F16ToF32(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
 inline uint16_t F32ToF16(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
 
+// The fp8 formats (PTX ISA, alternate floating-point data formats): e4m3 has bias 7, no
+// infinities and one NaN per sign (S.1111.111), largest finite 448; e5m2 is IEEE-like with bias
+// 15, largest finite 57344. Conversions from f32 round to nearest even; .satfinite (which PTX
+// requires for these) turns magnitudes past the largest finite value, infinities included, into
+// that value, and NaN into NaN.
+inline uint8_t F32ToFp8(float x, bool e4m3) {
+  const int man = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const double max = e4m3 ? 448.0 : 57344.0;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  if (std::isnan(x)) return 0x7f;
+  double a = std::fabs(static_cast<double>(x));
+  const int min_exp = 1 - bias;  // of the normals; subnormals share its quantum
+  const int e = a == 0 ? min_exp : std::max(std::ilogb(a), min_exp);
+  const double quantum = std::ldexp(1.0, e - man);
+  a = std::min(std::nearbyint(a / quantum) * quantum, max);  // exact scaling; ties to even
+  if (a == 0) return sign;
+  const int ea = std::ilogb(a);
+  if (ea < min_exp) return sign | static_cast<uint8_t>(a / std::ldexp(1.0, min_exp - man));
+  const int mant = static_cast<int>(a / std::ldexp(1.0, ea - man)) - (1 << man);
+  return sign | static_cast<uint8_t>((ea + bias) << man | mant);
+}
+inline double Fp8ToDouble(uint8_t v, bool e4m3) {
+  const int man = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, exp_mask = e4m3 ? 0xf : 0x1f;
+  const int exp = (v >> man) & exp_mask, mant = v & ((1 << man) - 1);
+  const double sign = v & 0x80 ? -1.0 : 1.0;
+  if (e4m3 ? (exp == 0xf && mant == 7) : (exp == 0x1f && mant != 0)) return std::nan("");
+  if (!e4m3 && exp == 0x1f) return sign * INFINITY;
+  if (exp == 0) return sign * std::ldexp(mant, 1 - bias - man);
+  return sign * std::ldexp((1 << man) + mant, exp - bias - man);
+}
+
 inline uint64_t Mask(int bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
 inline int64_t SignExtend(uint64_t v, int bits) {
   if (bits >= 64) return static_cast<int64_t>(v);
@@ -124,6 +155,8 @@ class Cta {
       t.x = i % block.x, t.y = (i / block.x) % block.y, t.z = i / (block.x * block.y);
       t.r.assign(e.num_regs, 0);
     }
+    if (rng_)
+      for (int w = 0; w < (n + 31) / 32; ++w) warp_priority_.push_back((*rng_)());
   }
 
   void JoinCluster(ClusterState* c, int rank) { cluster_ = c, rank_ = rank; }
@@ -175,8 +208,26 @@ class Cta {
         return Progress::kMoved;
       return Progress::kIdle;
     }
-    // A seeded choice of thread and of how long it runs before the next choice.
-    const int pick = rng_ ? runnable[(*rng_)() % runnable.size()] : runnable.front();
+    // A seeded choice of thread and of how long it runs before the next choice: half the time
+    // any runnable thread, half the time one of the runnable warp the seed ranks highest, so
+    // that some warps run far ahead of others (races that need a lagging warp show up); now and
+    // then a warp is re-ranked, so no order holds for a whole launch.
+    int pick = runnable.front();
+    if (rng_) {
+      const uint64_t r = (*rng_)();
+      if (r % 512 == 0) warp_priority_[(r >> 9) % warp_priority_.size()] = (*rng_)();
+      if (r & 512) {
+        pick = runnable[(r >> 10) % runnable.size()];
+      } else {
+        int top = -1;
+        for (int i : runnable)
+          if (top < 0 || warp_priority_[i / 32] > warp_priority_[top / 32]) top = i;
+        std::vector<int> mine;
+        for (int i : runnable)
+          if (i / 32 == top / 32) mine.push_back(i);
+        pick = mine[(r >> 10) % mine.size()];
+      }
+    }
     const int quantum = rng_ ? 1 + static_cast<int>((*rng_)() % 64) : 1 << 30;
     Thread& t = threads_[pick];
     for (int i = 0; i < quantum && t.state == Thread::State::kRun; ++i) {
@@ -240,7 +291,10 @@ class Cta {
     uint64_t v = 0;
     switch (o.kind) {
       case Operand::Kind::kReg: v = t.r[o.reg]; break;
-      case Operand::Kind::kImm: v = o.imm; break;
+      case Operand::Kind::kImm:
+        v = o.imm_is_decimal && bits == 32 ? std::bit_cast<uint32_t>(static_cast<float>(std::bit_cast<double>(o.imm)))
+                                           : o.imm;
+        break;
       case Operand::Kind::kSpecial: v = SpecialValue(t, o.special); break;
       case Operand::Kind::kSymbol: {
         auto it = m_.shared_symbols.find(o.symbol);
@@ -374,6 +428,7 @@ class Cta {
   std::vector<uint8_t> shared_;
   std::string kernel_;
   std::mt19937_64* rng_;
+  std::vector<uint64_t> warp_priority_;  // the seed's ranking of the warps (see Advance)
   int64_t* budget_;
   std::vector<Thread> threads_;
   struct BarrierState {
@@ -428,6 +483,7 @@ class Cta {
   struct WgmmaOp {
     std::vector<std::vector<int>> d_regs;  // per thread of the warpgroup
     uint64_t a_desc = 0, b_desc = 0;
+    std::vector<double> a_from_regs;  // 64 x 16, row-major, when A comes from registers (read at issue)
     int n = 0;
     bool scale_d = true, negate_a = false, negate_b = false, bf16 = true;
     int line = 0;

@@ -284,6 +284,20 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
 
 absl::Status Cta::Convert(Thread& t, const Instr& in) {
   const Ty d = in.type, s = in.src_type;
+  const bool fp8_src = s == Ty::kE4M3x2 || s == Ty::kE5M2x2, fp8_dst = d == Ty::kE4M3x2 || d == Ty::kE5M2x2;
+  if (d == Ty::kF16x2 && fp8_src) {  // each byte to f16 (exact), the upper byte to the upper half
+    const uint64_t v = Read(t, in.ops.at(1), 16);
+    auto one = [&](uint8_t b) -> uint64_t { return F32ToF16(static_cast<float>(Fp8ToDouble(b, s == Ty::kE4M3x2))); };
+    Write(t, in.ops[0], one(v >> 8 & 0xff) << 16 | one(v & 0xff));
+    return absl::OkStatus();
+  }
+  if (fp8_dst) {  // cvt.rn.satfinite.e4m3x2.f32 d, a, b: a to the upper byte
+    if (s != Ty::kF32 || !in.Has("satfinite")) return Fail(t, in, "only cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 is emulated");
+    const float a = F32(Read(t, in.ops.at(1), 32)), b = F32(Read(t, in.ops.at(2), 32));
+    const bool e4 = d == Ty::kE4M3x2;
+    Write(t, in.ops[0], uint64_t{F32ToFp8(a, e4)} << 8 | F32ToFp8(b, e4));
+    return absl::OkStatus();
+  }
   if (d == Ty::kBF16x2 || d == Ty::kF16x2) {  // d = {cvt(a) in the upper half, cvt(b) in the lower}
     const float a = F32(Read(t, in.ops.at(1), 32)), b = F32(Read(t, in.ops.at(2), 32));
     auto one = [&](float v) -> uint64_t { return d == Ty::kBF16x2 ? F32ToBf16(v) : F32ToF16(v); };

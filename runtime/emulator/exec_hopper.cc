@@ -247,19 +247,41 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
     op.bf16 = in.Has("bf16");
     if (!in.Has("f32") || (!op.bf16 && !in.Has("f16")) || op.n % 8 || op.n < 8 || op.n > 256)
       return Fail(t0, in, "only wgmma m64nNk16 with bf16/f16 inputs and f32 accumulators is emulated");
-    if (in.ops.at(1).kind == Operand::Kind::kVector)
-      return Fail(t0, in, "wgmma with A from registers is not emulated yet");
-    op.a_desc = Read(t0, in.ops.at(1), 64);
+    // Operands: d, a (a descriptor, or four b32 registers), b-desc, scale-d, imm-scale-a,
+    // imm-scale-b, then imm-trans-a (descriptor A only) and imm-trans-b.
+    const bool a_regs = in.ops.at(1).kind == Operand::Kind::kVector;
+    if (a_regs && in.ops[1].regs.size() != 4)
+      return Fail(t0, in, "wgmma A from registers takes four b32 registers (m64k16 of 16-bit elements)");
+    if (in.ops.size() != (a_regs ? 7u : 8u))
+      return Fail(t0, in, absl::StrCat("wgmma with A from ", a_regs ? "registers" : "a descriptor", " has ",
+                                       a_regs ? 7 : 8, " operands, not ", in.ops.size()));
+    if (!a_regs) op.a_desc = Read(t0, in.ops.at(1), 64);
     op.b_desc = Read(t0, in.ops.at(2), 64);
     op.scale_d = Read(t0, in.ops.at(3), 1) & 1;
     op.negate_a = SignExtend(Read(t0, in.ops.at(4), 32), 32) < 0;
     op.negate_b = SignExtend(Read(t0, in.ops.at(5), 32), 32) < 0;
-    if (Read(t0, in.ops.at(6), 32) || Read(t0, in.ops.at(7), 32))
+    if ((!a_regs && Read(t0, in.ops.at(6), 32)) || Read(t0, in.ops.back(), 32))
       return Fail(t0, in, "transposed (MN-major) wgmma operands are not emulated yet");
+    if (a_regs) op.a_from_regs.assign(64 * 16, 0.0);
     for (int i = first; i < first + 128; ++i) {
       const Instr& mine = e_.code[threads_[i].pc];
-      if (Read(threads_[i], mine.ops.at(1), 64) != op.a_desc || Read(threads_[i], mine.ops.at(2), 64) != op.b_desc)
+      if ((!a_regs && Read(threads_[i], mine.ops.at(1), 64) != op.a_desc) ||
+          Read(threads_[i], mine.ops.at(2), 64) != op.b_desc)
         return Fail(threads_[i], mine, "wgmma descriptors differ across the warpgroup");
+      if (a_regs) {
+        // The A fragment of m64k16 (PTX ISA, wgmma register fragments): warp w holds rows
+        // 16w..16w+15; register j of lane l holds row 16w + l/4 + 8*(j%2), columns
+        // 8*(j/2) + 2*(l%4) (low half) and the next column (high half).
+        const int t = i - first, warp = t / 32, lane = t % 32;
+        for (int j = 0; j < 4; ++j) {
+          const uint64_t bits = threads_[i].r[mine.ops[1].regs[j]];
+          const int row = 16 * warp + lane / 4 + 8 * (j % 2), col = 8 * (j / 2) + 2 * (lane % 4);
+          for (int h = 0; h < 2; ++h) {
+            const uint16_t e = static_cast<uint16_t>(bits >> (16 * h));
+            op.a_from_regs[row * 16 + col + h] = op.bf16 ? Bf16ToF32(e) : F16ToF32(e);
+          }
+        }
+      }
       op.d_regs.push_back(mine.ops.at(0).regs);
       if (static_cast<int>(mine.ops.at(0).regs.size()) != op.n / 2)
         return Fail(threads_[i], mine, absl::StrCat("an m64n", op.n, " accumulator has ", op.n / 2, " registers"));
@@ -293,10 +315,13 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
                               mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0};
         return ReadOperand(*op.in, "wgmma", o, row, k, op.bf16, out);
       };
-      std::vector<double> a(64 * 16), b(op.n * 16);
-      for (int r = 0; r < 64; ++r)
-        for (int k = 0; k < 16; ++k)
-          if (absl::Status s = element(op.a_desc, r, k, &a[r * 16 + k]); !s.ok()) return s;
+      std::vector<double> a = op.a_from_regs, b(op.n * 16);
+      if (a.empty()) {
+        a.resize(64 * 16);
+        for (int r = 0; r < 64; ++r)
+          for (int k = 0; k < 16; ++k)
+            if (absl::Status s = element(op.a_desc, r, k, &a[r * 16 + k]); !s.ok()) return s;
+      }
       for (int n = 0; n < op.n; ++n)
         for (int k = 0; k < 16; ++k)
           if (absl::Status s = element(op.b_desc, n, k, &b[n * 16 + k]); !s.ok()) return s;

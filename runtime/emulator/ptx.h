@@ -14,7 +14,7 @@ namespace kiln::emu::ptx {
 
 // The value kinds an instruction reads or writes.
 enum class Ty : uint8_t { kNone, kPred, kB8, kB16, kB32, kB64, kU8, kU16, kU32, kU64, kS8, kS16, kS32, kS64,
-                          kF16, kBF16, kF32, kF64, kBF16x2, kF16x2 };
+                          kF16, kBF16, kF32, kF64, kBF16x2, kF16x2, kE4M3x2, kE5M2x2 };
 int TyBits(Ty t);
 bool TyIsFloat(Ty t);
 bool TyIsSigned(Ty t);
@@ -33,6 +33,7 @@ struct Operand {
   int reg = -1;               // kReg; kAddress: base register (or -1)
   uint64_t imm = 0;           // kImm (bits; float immediates already as their bits)
   bool imm_is_float = false;  // 0fXXXXXXXX / 0dXXXX...
+  bool imm_is_decimal = false;  // 1.5, 2e-3: a double (PTX), narrowed where read as 32 bits
   Special special{};
   std::vector<int> regs;      // kVector (-1: the sink "_"); kAddress: TMA coordinates "[map, {c0, ..}]"
   std::string symbol;         // kSymbol, kAddress on a symbol, kLabel

@@ -1,6 +1,7 @@
 // PTX text -> ptx::Module: statements, scopes (inline asm blocks declare their own registers),
 // labels, and each instruction decoded into its opcode, modifiers and operands.
 #include <algorithm>
+#include <bit>
 #include <cctype>
 
 #include "absl/strings/ascii.h"
@@ -18,7 +19,8 @@ int TyBits(Ty t) {
   switch (t) {
     case Ty::kPred: return 1;
     case Ty::kB8: case Ty::kU8: case Ty::kS8: return 8;
-    case Ty::kB16: case Ty::kU16: case Ty::kS16: case Ty::kF16: case Ty::kBF16: return 16;
+    case Ty::kB16: case Ty::kU16: case Ty::kS16: case Ty::kF16: case Ty::kBF16: case Ty::kE4M3x2: case Ty::kE5M2x2:
+      return 16;
     case Ty::kB32: case Ty::kU32: case Ty::kS32: case Ty::kF32: case Ty::kBF16x2: case Ty::kF16x2: return 32;
     case Ty::kB64: case Ty::kU64: case Ty::kS64: case Ty::kF64: return 64;
     case Ty::kNone: return 0;
@@ -26,7 +28,8 @@ int TyBits(Ty t) {
   return 0;
 }
 bool TyIsFloat(Ty t) {
-  return t == Ty::kF16 || t == Ty::kBF16 || t == Ty::kF32 || t == Ty::kF64 || t == Ty::kBF16x2 || t == Ty::kF16x2;
+  return t == Ty::kF16 || t == Ty::kBF16 || t == Ty::kF32 || t == Ty::kF64 || t == Ty::kBF16x2 || t == Ty::kF16x2 ||
+         t == Ty::kE4M3x2 || t == Ty::kE5M2x2;
 }
 bool TyIsSigned(Ty t) { return t == Ty::kS8 || t == Ty::kS16 || t == Ty::kS32 || t == Ty::kS64; }
 
@@ -51,7 +54,8 @@ const std::map<std::string, Ty>& Types() {
       {"pred", Ty::kPred}, {"b8", Ty::kB8},   {"b16", Ty::kB16}, {"b32", Ty::kB32}, {"b64", Ty::kB64},
       {"u8", Ty::kU8},     {"u16", Ty::kU16}, {"u32", Ty::kU32}, {"u64", Ty::kU64}, {"s8", Ty::kS8},
       {"s16", Ty::kS16},   {"s32", Ty::kS32}, {"s64", Ty::kS64}, {"f16", Ty::kF16}, {"bf16", Ty::kBF16},
-      {"f32", Ty::kF32},   {"f64", Ty::kF64}, {"bf16x2", Ty::kBF16x2}, {"f16x2", Ty::kF16x2}};
+      {"f32", Ty::kF32},   {"f64", Ty::kF64}, {"bf16x2", Ty::kBF16x2}, {"f16x2", Ty::kF16x2},
+      {"e4m3x2", Ty::kE4M3x2}, {"e5m2x2", Ty::kE5M2x2}};
   return *m;
 }
 
@@ -249,6 +253,11 @@ class EntryBuilder {
     }
     if (uint64_t v; ParseInt(s, &v)) {
       o.kind = Operand::Kind::kImm, o.imm = v;
+      return o;
+    }
+    if (double d; s.find_first_of(".eE") != std::string::npos && !s.empty() && (absl::ascii_isdigit(s[0]) ||
+                  s[0] == '-' || s[0] == '.') && absl::SimpleAtod(s, &d)) {  // a decimal literal: f64
+      o.kind = Operand::Kind::kImm, o.imm = std::bit_cast<uint64_t>(d), o.imm_is_float = o.imm_is_decimal = true;
       return o;
     }
     if (IsIdentifier(s) && !absl::StartsWith(s, "%")) {

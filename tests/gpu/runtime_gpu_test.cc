@@ -8,6 +8,7 @@
 
 #include "examples/harness.h"
 #include "examples/host_data.h"
+#include "examples/probe_check.h"
 #include "examples/row_ops.h"
 #include "gtest/gtest.h"
 #include "kiln/runtime/driver.h"
@@ -259,6 +260,28 @@ TEST(LaunchGpu, RowOpsAtRaggedSizes) {
       EXPECT_TRUE(r->passed) << name << " " << rows << "x" << cols << ": " << r->failure;
       EXPECT_LT(r->rel_error, 1e-2) << name << " " << rows << "x" << cols;
     }
+  }
+}
+
+// The op probes: every shuffle, reduction, special function, conversion, atomic, cache hint,
+// masked access and the wgmma with A from registers, against host references, at ragged sizes.
+TEST(LaunchGpu, OpProbes) {
+  REQUIRE_GPU();
+  const char* dir = std::getenv("KILN_BUNDLE_DIR");
+  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  const std::pair<const char*, std::vector<int64_t>> probes[] = {
+      {"probe/math", {1, 3001, 100000}},  {"probe/convert", {1, 3001, 100000}}, {"probe/warp", {256, 65536}},
+      {"probe/atomics", {256, 65536}},     {"probe/memory", {1, 3, 5, 3001, 1000003}},
+      {"probe/wgmma_regs", {4096}}};
+  for (const auto& [name, sizes] : probes) {
+    absl::StatusOr<Bundle> b = ReadBundle(dir, name);
+    ASSERT_TRUE(b.ok()) << b.status();
+    for (int64_t n : sizes)
+      for (uint64_t seed : {1, 2}) {
+        absl::StatusOr<kiln::examples::ProbeResult> r = kiln::examples::RunProbe(*b, {.elements = n, .seed = seed});
+        ASSERT_TRUE(r.ok()) << name << " " << n << ": " << r.status();
+        EXPECT_TRUE(r->passed()) << kiln::examples::ProbeReport(*r);
+      }
   }
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "examples/harness.h"
+#include "examples/probe_check.h"
 #include "examples/registry.h"
 #include "examples/row_ops.h"
 #include "gtest/gtest.h"
@@ -41,6 +42,57 @@ TEST_P(EmulatedRowOp, MatchesTheReferenceAtRaggedShapes) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, EmulatedRowOp, ::testing::Values("ops/softmax", "ops/rmsnorm", "ops/layernorm"),
                          [](const auto& info) { return std::string(info.param).substr(4); });
+
+// The op probes (examples/probes/): every result against the host's reference, at the probes'
+// ragged default sizes, under two schedules. The GPU suite runs the same probes on an H100.
+class EmulatedProbe : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EmulatedProbe, EveryResultMatchesTheHost) {
+  const rt::Bundle b = BundleOf(GetParam());
+  for (uint64_t seed : {1, 5}) {
+    absl::StatusOr<ProbeResult> r = EmulateProbe(b, {.seed = seed}, seed);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->passed()) << ProbeReport(*r);
+    EXPECT_GT(r->checked, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, EmulatedProbe,
+                         ::testing::Values("probe/math", "probe/convert", "probe/warp", "probe/atomics",
+                                           "probe/memory", "probe/wgmma_regs"),
+                         [](const auto& info) { return std::string(info.param).substr(6); });
+
+// GroupReduce once gave every group size the same barrier ids (group + 1): a reduction over
+// groups of 128 then one over groups of 64 made warps 2-3 meet at id 2 with count 64 while
+// warps 4-7 could still wait there with count 128. On an H100 that faulted (illegal
+// instruction) at 256 blocks and passed at 4. The same ids, by hand: schedules where some warps
+// run ahead find the mismatch and name both counts.
+TEST(PlantedBugs, NamedBarrierIdsSharedByTwoGroupSizesAreCaught) {
+  Kernel k("test/shared_bar_ids", sm80(), {256});
+  Value p = k.PtrParam("p", i32);
+  Value w = k.WarpId();
+  for (int i = 0; i < 2; ++i) k.NamedBarrier(w / 4 + 1, 128);
+  k.NamedBarrier(w / 2 + 1, 64); const int line = __LINE__;
+  k.Store(p + k.ThreadIdx().To(i64), w);
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  const rt::Bundle b{def->manifest(), *ptx};
+  int found = 0;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    emu::Device d;
+    uint64_t dp = *d.Allocate(256 * 4);
+    absl::StatusOr<emu::Stats> s = emu::Launch(d, b, rt::Dim3{4, 1, 1}, {rt::Arg::Ptr(dp)}, {.seed = seed});
+    if (s.ok()) continue;
+    ++found;
+    EXPECT_NE(s.status().message().find("threads here and 128 at the threads already waiting"), std::string::npos)
+        << s.status();
+    EXPECT_NE(s.status().message().find(absl::StrCat("emulate_examples_test.cc:", line)), std::string::npos)
+        << s.status();
+  }
+  EXPECT_GT(found, 0);
+}
 
 TEST(EmulatedSaxpy, MatchesTheCpuAtRaggedSizes) {
   const rt::Bundle b = BundleOf("ops/saxpy");

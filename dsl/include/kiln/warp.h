@@ -38,8 +38,11 @@ Value ReduxSync(const Value& v, Reduce op, Loc loc = Loc::current());
 // The reduction of `v` over a group of `threads` consecutive threads (whole warps; 0: the whole
 // block), in every thread of the group: a warp reduction, one shared-memory slot per warp and a
 // barrier among the group's warps (bar.sync with a thread count and one barrier id per group,
-// ids 1..15). Each call owns its slots, so several reductions in a row need no barrier between
-// them, and a call inside a loop is safe (it waits for the group before reusing its slots).
+// from ids 1..15; each group size has ids of its own, so reductions over groups of different
+// sizes in a row cannot meet at one id with different counts). Each call owns its slots, so
+// several reductions in a row need no barrier between them, and a call inside a loop is safe
+// (it waits for the group before reusing its slots). Ids 1..15 used by the kernel's own
+// NamedBarrier calls must not overlap these: GroupReduce takes them from 1 upward.
 Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads = 0, Loc loc = Loc::current());
 
 }  // namespace kiln

@@ -1,0 +1,20 @@
+// The op probes' shared vocabulary: the layout of each probe kernel's outputs, read by the
+// kernels (examples/probes/*.cc) and by their check (examples/probe_check.cc). Plain constants:
+// the check is built without the DSL.
+#pragma once
+
+namespace kiln::examples::probe {
+
+inline constexpr int kMathOps = 16;    // f32 results per element of probe/math
+inline constexpr int kIntOps = 8;      // s32 results per element of probe/math
+inline constexpr int kConvertOps = 8;  // words per pair of probe/convert
+inline constexpr int kWarpOps = 15;    // words per thread of probe/warp
+
+// probe/atomics: the global words every thread updates.
+enum Word { kCount, kMax, kMin, kCas, kRedSum, kRedMax, kWords };
+
+// probe/memory: one output plane per cache hint, then the plane of masked-load fills.
+inline constexpr int kHintCount = 6;
+inline constexpr double kFill = -7.0;
+
+}  // namespace kiln::examples::probe
