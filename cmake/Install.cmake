@@ -30,4 +30,5 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kiln-config.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/kiln-config-version.cmake
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/kiln-config.cmake ${PROJECT_BINARY_DIR}/kiln-config-version.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/StaticAbseil.cmake
         DESTINATION ${KILN_CMAKE_DIR})

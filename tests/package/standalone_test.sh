@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The package works from outside the tree: install kiln to a temporary prefix, build
 # examples/standalone against it with find_package(kiln), and run it twice with a fresh compile
-# cache: the first run lowers the kernel, the second reads it from the cache.
+# cache: the first run lowers the kernel, the second reads it from the cache and saves the bundle,
+# which softmax_run (built against the runtime component alone) loads and launches. Without a GPU
+# both check the kernel in kiln's PTX emulator.
 #   standalone_test.sh <kiln build dir>
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -18,13 +20,21 @@ cmake --build "$work/build" >/dev/null
 
 export KILN_CACHE_DIR="$work/cache"
 first=$("$work/build/softmax")
-echo "$first" | grep -E '^(compiled|ptxas|no |launched|softmax|cache:)'
+echo "$first" | grep -E '^(compiled|ptxas|no |launched|softmax|cache:|saved)'
 echo "$first" | grep -q '(lowered,' || { echo "FAIL: the first run did not lower the kernel"; exit 1; }
 echo "$first" | grep -q '^\.entry standalone_softmax\|\.entry standalone_softmax' ||
   { echo "FAIL: no PTX entry in the output"; exit 1; }
-second=$("$work/build/softmax" --quiet)
+second=$("$work/build/softmax" --quiet --save "$work/bundle")
 echo "$second"
 echo "$second" | grep -q '(from the cache,' || { echo "FAIL: the second run compiled again"; exit 1; }
+echo "$second" | grep -q '^softmax correct' || { echo "FAIL: the kernel was not checked"; exit 1; }
+third=$("$work/build/softmax_run" --load "$work/bundle" --rows 33 --cols 1000)
+echo "$third"
+echo "$third" | grep -q '^loaded standalone/softmax' || { echo "FAIL: softmax_run did not load the bundle"; exit 1; }
+echo "$third" | grep -q '^softmax correct' || { echo "FAIL: softmax_run did not check the kernel"; exit 1; }
+if ldd "$work/build/softmax_run" | grep -qE 'libLLVM|libMLIR'; then
+  echo "FAIL: softmax_run links LLVM"; exit 1
+fi
 ls "$work/prefix/bin/kiln" "$work/prefix/include/kiln/kernel.h" "$work/prefix/include/kiln/compile.h" \
    "$work/prefix/include/kiln/runtime/launch.h" >/dev/null
 echo "PASS"
