@@ -240,24 +240,22 @@ std::vector<Value> Kernel::TcgenLoad(const Tmem& t, const Operand& lane, const O
   const Type i32 = Type::Of(Scalar::kI32);
   Value addr = t.Base(loc) + (s.Wrap(s.Materialize(lane, i32), i32) << Operand(16, loc)) +
                s.Wrap(s.Materialize(column, i32), i32);
-  mlir::Type result = num == 1 ? mlir::Type(s.builder.getI32Type())
-                               : mlir::Type(mlir::VectorType::get({num}, s.builder.getI32Type()));
-  mlir::Value v = mlir::NVVM::Tcgen05LdOp::create(s.builder, l, result, /*pack=*/false,
-                                                  mlir::NVVM::Tcgen05LdStShape::SHAPE_32X32B,
-                                                  TmemPtr(s, addr, l), mlir::Value());
-  std::vector<Value> out;
+  // The load and its wait in one block: the ISA leaves the destination registers undefined until
+  // tcgen05.wait::ld, and with the two apart LLVM moved copies of them (its vector unpacking)
+  // above the wait. Here the registers exist for LLVM only once the wait is done.
+  std::string dst, constraints;
   for (int i = 0; i < num; ++i) {
-    mlir::Value e = num == 1 ? v
-                             : mlir::LLVM::ExtractElementOp::create(
-                                   s.builder, l, v, mlir::arith::ConstantIntOp::create(s.builder, l, i, 32));
-    out.push_back(s.Wrap(mlir::LLVM::BitcastOp::create(s.builder, l, s.builder.getF32Type(), e), f32));
+    absl::StrAppend(&dst, i ? ", " : "", "$", i);
+    absl::StrAppend(&constraints, i ? "," : "", "=f");
   }
+  absl::StrAppend(&constraints, ",r");
+  const std::string ptx = absl::StrCat("tcgen05.ld.sync.aligned.32x32b.x", num, ".b32 {", dst, "}, [$", num,
+                                       "];\ntcgen05.wait::ld.sync.aligned;");
+  std::vector<mlir::Type> types(num, s.builder.getF32Type());
+  std::vector<mlir::Value> v = s.InlineAsmResults(ptx, constraints, {s.Unwrap(addr, loc)}, types, l);
+  std::vector<Value> out;
+  for (mlir::Value e : v) out.push_back(s.Wrap(e, f32));
   return out;
-}
-
-void Kernel::TcgenWaitLoad(Loc loc) {
-  if (!NeedSm100a(*state_, "tcgen05.wait", loc)) return;
-  mlir::NVVM::Tcgen05WaitOp::create(state_->builder, state_->ToLoc(loc), mlir::NVVM::Tcgen05WaitKind::LOAD);
 }
 
 }  // namespace kiln

@@ -155,8 +155,7 @@ void StoreTmemRows(Kernel& k, const Tmem& acc, const Value& lane0, const Value& 
                    const ElementAt& dst, bool no_l1) {
   Value row = lane0 + k.LaneId();
   for (int c = 0; c < n; c += per_load) {
-    std::vector<Value> x = k.TcgenLoad(acc, lane0, col0 + c, per_load);
-    k.TcgenWaitLoad();
+    std::vector<Value> x = k.TcgenLoad(acc, lane0, col0 + c, per_load);  // waits for its registers
     for (int h = 0; h < per_load; h += 8) {
       std::vector<Value> eight;
       for (int i = h; i < h + 8; ++i) eight.push_back(x[i].To(bf16));

@@ -127,6 +127,14 @@ struct Thread {
   uint64_t mbarrier = 0;  // kMbarrier: the shared offset it waits on
   std::map<uint64_t, int64_t> next_phase;  // per mbarrier: the phase this thread waits for next
   int64_t cluster_phase = -1;              // the barrier.cluster phase it arrived in
+  // Registers an asynchronous op will still write (a wgmma's accumulators until the
+  // wgmma.wait_group that completes it, tcgen05.ld destinations until tcgen05.wait::ld), with the
+  // PTX line of that op: touching one before its wait is an error.
+  struct InFlight {
+    int line;         // of the op that will write the register
+    bool tcgen_load;  // a tcgen05.ld (else a wgmma)
+  };
+  std::map<int, InFlight> in_flight_regs;
 };
 
 class Cta;
@@ -383,6 +391,7 @@ class Cta {
   absl::Status RemoteArrive(uint64_t offset, int64_t tx, const Thread& t, const Instr& in);
   std::vector<std::vector<uint64_t>> StMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
   absl::Status Tcgen05(Thread& t, const Instr& in);
+  absl::Status CheckInFlightRegs(const Thread& t, const Instr& in) const;
   std::vector<std::vector<uint64_t>> TcgenWarp(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
   absl::Status RunTcgenMma(const struct TcgenMma& op);
   absl::Status CheckTmemAtExit();

@@ -10,6 +10,8 @@ absl::Status Cta::Step(Thread& t) {
     return absl::OkStatus();
   }
   const Instr& in = e_.code[t.pc];
+  if (!t.in_flight_regs.empty() && in.op != Op::kWgmma && !(in.op == Op::kTcgen05 && in.mods[0] == "wait::ld"))
+    if (absl::Status s = CheckInFlightRegs(t, in); !s.ok()) return s;
   if (in.guard >= 0 && ((t.r[in.guard] & 1) != 0) == in.guard_negated) {
     ++t.pc;
     return absl::OkStatus();
@@ -282,6 +284,32 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
   }
 }
 
+// The ISA leaves a register undefined while an asynchronous op may still write it: a wgmma's
+// accumulators until the wgmma.wait_group that covers it (other wgmmas may chain on them), a
+// tcgen05.ld's destinations until tcgen05.wait::ld.
+absl::Status Cta::CheckInFlightRegs(const Thread& t, const Instr& in) const {
+  auto check = [&](int reg) -> absl::Status {
+    auto it = reg >= 0 ? t.in_flight_regs.find(reg) : t.in_flight_regs.end();
+    if (it == t.in_flight_regs.end()) return absl::OkStatus();
+    const Instr* by = nullptr;
+    for (const Instr& i : e_.code)
+      if (i.line == it->second.line) by = &i;
+    const std::string dsl = by ? m_.DslLine(*by) : "";
+    const bool wgmma = !it->second.tcgen_load;
+    return Fail(t, in, absl::StrCat("uses ", e_.reg_names.at(reg), " while the ", wgmma ? "wgmma" : "tcgen05.ld",
+                                    " at PTX line ", it->second.line, dsl.empty() ? "" : " (" + dsl + ")",
+                                    " may still write it: an accumulator read before its ",
+                                    wgmma ? "wgmma.wait_group" : "tcgen05.wait::ld"));
+  };
+  if (absl::Status s = check(in.guard); !s.ok()) return s;
+  for (const Operand& o : in.ops) {
+    if (absl::Status s = check(o.reg); !s.ok()) return s;
+    for (int r : o.regs)
+      if (absl::Status s = check(r); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Cta::Convert(Thread& t, const Instr& in) {
   const Ty d = in.type, s = in.src_type;
   const bool fp8_src = s == Ty::kE4M3x2 || s == Ty::kE5M2x2, fp8_dst = d == Ty::kE4M3x2 || d == Ty::kE5M2x2;
@@ -460,7 +488,10 @@ absl::Status Cta::TryReleaseWarp(int warp) {
     for (int i = 0; i < n; ++i) {
       Thread& l = *lanes[i];
       const Operand& d = e_.code[l.pc].ops.at(0);
-      for (size_t k = 0; k < d.regs.size() && k < out[i].size(); ++k) l.r[d.regs[k]] = out[i][k];
+      for (size_t k = 0; k < d.regs.size() && k < out[i].size(); ++k) {
+        l.r[d.regs[k]] = out[i][k];
+        if (in.op == Op::kTcgen05 && d.regs[k] >= 0) l.in_flight_regs[d.regs[k]] = {in.line, true};  // until wait::ld
+      }
       l.state = Thread::State::kRun;
       ++l.pc;
     }

@@ -31,7 +31,11 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     tcgen_issued_.clear();
     return absl::OkStatus();
   }
-  if (absl::StartsWith(kind, "fence") || absl::StartsWith(kind, "wait")) return absl::OkStatus();  // ld is synchronous here
+  if (kind == "wait::ld") {  // this thread's tcgen05.ld results are now defined
+    std::erase_if(t.in_flight_regs, [](const auto& r) { return r.second.tcgen_load; });
+    return absl::OkStatus();
+  }
+  if (absl::StartsWith(kind, "fence") || absl::StartsWith(kind, "wait")) return absl::OkStatus();
   return Fail(t, in, "this tcgen05 instruction is not emulated yet");
 }
 

@@ -283,6 +283,7 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
         }
       }
       op.d_regs.push_back(mine.ops.at(0).regs);
+      for (int r : mine.ops.at(0).regs) threads_[i].in_flight_regs[r] = {in.line, false};  // until its wait_group
       if (static_cast<int>(mine.ops.at(0).regs.size()) != op.n / 2)
         return Fail(threads_[i], mine, absl::StrCat("an m64n", op.n, " accumulator has ", op.n / 2, " registers"));
     }
@@ -335,6 +336,7 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
           double d = op.scale_d ? F32(th.r[op.d_regs[t][i]]) : 0.0;
           for (int k = 0; k < 16; ++k) d += sign * a[row * 16 + k] * b[col * 16 + k];
           th.r[op.d_regs[t][i]] = Bits(static_cast<float>(d));
+          th.in_flight_regs.erase(op.d_regs[t][i]);
         }
       }
     }

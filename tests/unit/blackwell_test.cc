@@ -42,7 +42,6 @@ TEST(Tmem, AllocFenceLoadFreeEmitTheirInstructions) {
   k.SyncThreads();
   k.TcgenFenceAfterSync();
   std::vector<Value> v = k.TcgenLoad(t, k.WarpId() * 32, 16, 16);
-  k.TcgenWaitLoad();
   for (int i = 0; i < 16; ++i) k.Store(out + (k.ThreadIdx() * 16 + i), v[i]);
   k.SyncThreads();
   k.If(k.WarpId() == 0, [&] { k.TmemFree(t); });

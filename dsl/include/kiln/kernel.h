@@ -257,10 +257,10 @@ class Kernel {
   void TcgenCommit(const Barrier& bar, int cta_group = 1, const Value& cta_mask = Value(),
                    Loc loc = Loc::current());
   // tcgen05.ld.32x32b.x{num} (num 1..128, a power of two): lane `lane` + thread of the warp,
-  // columns column..column+num-1, as f32. The warp may read only its quarter of the lanes.
+  // columns column..column+num-1, as f32. The warp may read only its quarter of the lanes. It
+  // includes its tcgen05.wait::ld, so the values are ready (and no copy of them precedes it).
   std::vector<Value> TcgenLoad(const Tmem& t, const Operand& lane, const Operand& column, int num,
                                Loc loc = Loc::current());
-  void TcgenWaitLoad(Loc loc = Loc::current());  // tcgen05.wait::ld
 
   // Adds an error at `loc` (for helpers built on the builder).
   void Fail(const std::string& message, Loc loc = Loc::current());
