@@ -348,10 +348,66 @@ void Barrier::ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps, c
       "r,r,r,~{memory}", {addr, s.Materialize(cta_rank, Type::Of(Scalar::kI32)), tx}, mlir::Type(), l);
 }
 
+namespace {
+
+// The module globals a watchdog'd wait reports through: the address of the host-mapped record
+// (set by the runtime before each launch) and the word that picks the one wait that reports.
+mlir::LLVM::GlobalOp WatchdogGlobal(KernelState& s, const char* name, mlir::Type type, mlir::Location l) {
+  mlir::OpBuilder b(s.context.get());
+  b.setInsertionPointToStart(s.module->getBody());
+  return mlir::LLVM::GlobalOp::create(b, l, type, /*isConstant=*/false, mlir::LLVM::Linkage::External, name,
+                                      b.getIntegerAttr(type, 0), /*alignment=*/8, /*addrSpace=*/1);
+}
+
+mlir::Value AddressOf(KernelState& s, mlir::LLVM::GlobalOp g, mlir::Location l) {
+  mlir::Value p = mlir::LLVM::AddressOfOp::create(s.builder, l, g);
+  return mlir::LLVM::PtrToIntOp::create(s.builder, l, s.builder.getI64Type(), p);
+}
+
+}  // namespace
+
 void Barrier::Wait(const Operand& phase, Loc loc) const {
   KernelState& s = StateOf(*this);
   mlir::Location l = s.ToLoc(loc);
   mlir::Value addr = s.SharedAddress32(s.Unwrap(ptr_), l);
+  ++s.waits_built;
+  if (s.watchdog_ms > 0) {
+    if (!s.watchdog_record) {
+      s.watchdog_record = WatchdogGlobal(s, "kiln_watchdog_record", s.builder.getI64Type(), l);
+      s.watchdog_claim = WatchdogGlobal(s, "kiln_watchdog_claim", s.builder.getI32Type(), l);
+    }
+    const int site = static_cast<int>(s.manifest.watch_sites.size());
+    s.manifest.watch_sites.push_back(LocString(loc));
+    // The wait with a deadline on %globaltimer (ns). The first wait past it (the claim word
+    // decides) writes its record, fields first and the flag last, and traps; any other waits
+    // past theirs sleep until that trap ends the launch.
+    const std::string ptx = absl::StrCat(
+        "{\n.reg .pred done, more;\n.reg .u64 t0, t1, rec;\n.reg .b32 old, v;\n"
+        "mov.u64 t0, %globaltimer;\n"
+        "kiln_wait_${:uid}:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
+        "@done bra.uni kiln_waited_${:uid};\n"
+        "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n",
+        "setp.lt.u64 more, t1, ", static_cast<int64_t>(s.watchdog_ms) * 1000000, ";\n",
+        "@more bra.uni kiln_wait_${:uid};\n"
+        "atom.global.cas.b32 old, [$3], 0, 1;\nsetp.ne.u32 more, old, 0;\n"
+        "kiln_lost_${:uid}:\n@more nanosleep.u32 1000000;\n@more bra.uni kiln_lost_${:uid};\n"
+        "ld.global.u64 rec, [$2];\n"
+        "setp.eq.u64 more, rec, 0;\n@more trap;\n"  // launched without a record: stop all the same
+        "st.volatile.global.u32 [rec+4], ", site, ";\n"
+        "st.volatile.global.u32 [rec+8], $0;\nst.volatile.global.u32 [rec+12], $1;\n"
+        "mov.u32 v, %ctaid.x;\nst.volatile.global.u32 [rec+16], v;\n"
+        "mov.u32 v, %ctaid.y;\nst.volatile.global.u32 [rec+20], v;\n"
+        "mov.u32 v, %ctaid.z;\nst.volatile.global.u32 [rec+24], v;\n"
+        "mov.u32 v, %tid.x;\nst.volatile.global.u32 [rec+28], v;\n"
+        "membar.sys;\nst.volatile.global.u32 [rec], 1;\nmembar.sys;\ntrap;\n"
+        "kiln_waited_${:uid}:\n}");
+    s.InlineAsm(ptx, "r,r,l,l,~{memory}",
+                {addr, s.Materialize(phase, Type::Of(Scalar::kI32)), AddressOf(s, s.watchdog_record, l),
+                 AddressOf(s, s.watchdog_claim, l)},
+                mlir::Type(), l);
+    return;
+  }
   // try_wait returns after a hardware time limit even when the phase is incomplete: loop.
   s.InlineAsm(
       "{\n.reg .pred done;\nkiln_wait_${:uid}:\n"

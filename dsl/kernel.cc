@@ -203,10 +203,34 @@ std::string LocString(const Loc& loc) {
 KernelDef::KernelDef(rt::Manifest manifest, Target target, std::shared_ptr<Module> module)
     : manifest_(std::move(manifest)), target_(std::move(target)), module_(std::move(module)) {}
 
+namespace {
+int& DefaultWatchdogMs() {
+  static int ms = 0;
+  return ms;
+}
+}  // namespace
+
+void SetDefaultWatchdog(int ms) { DefaultWatchdogMs() = ms; }
+
+void Kernel::Watchdog(int ms, Loc loc) {
+  KernelState& s = *state_;
+  if (ms <= 0 || ms > 3600 * 1000) return Fail(absl::StrCat("a watchdog of ", ms, " ms: give 1..3600000"), loc);
+  if (s.target.compute_capability < 90)
+    return Fail(absl::StrCat("the watchdog bounds mbarrier waits, which need sm_90 or later; this kernel targets ",
+                             s.target.chip), loc);
+  if (s.waits_built > 0)
+    return Fail(absl::StrCat("Watchdog comes after ", s.waits_built, " mbarrier wait(s) it would not cover: call it "
+                             "before the first wait"), loc);
+  s.watchdog_ms = s.manifest.watchdog_ms = ms;
+  s.watchdog_at = loc;
+}
+
 Kernel::Kernel(std::string name, const Target& target, rt::Dim3 block, Loc loc)
     : state_(std::make_unique<KernelState>(std::move(name), target, block, loc)) {
   if (block.count() == 0 || block.count() > 1024)
     Fail(absl::StrCat("a block has 1..1024 threads, not ", block.count()), loc);
+  // The process-wide debug default covers the kernels with mbarriers to wait on (sm_90+).
+  if (DefaultWatchdogMs() > 0 && target.compute_capability >= 90) Watchdog(DefaultWatchdogMs(), loc);
 }
 
 Kernel::~Kernel() = default;

@@ -96,6 +96,12 @@ struct KernelState {
   // group of one size never meets a group of another at one id with another thread count.
   std::map<int, int> group_barrier_base;
   int next_group_barrier = 1;
+  // The GPU debug mode (Kernel::Watchdog): the time limit of every mbarrier wait (0: off), the
+  // module globals its waits report through, and how many waits were built (before and after).
+  int watchdog_ms = 0;
+  std::optional<Loc> watchdog_at;
+  mlir::LLVM::GlobalOp watchdog_record, watchdog_claim;
+  int waits_built = 0;
 };
 
 // Records that a tcgen05 op (or a .cta_group TMA) of `cta_group` is used at `loc`; fails there if

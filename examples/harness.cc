@@ -130,7 +130,12 @@ struct Launchable {
   rt::Kernel kernel;
   rt::LaunchConfig config;
   ArgPack args;
-  absl::Status operator()() { return kernel.Launch(config, args.args.data()); }
+  std::shared_ptr<rt::WatchdogRecord> watchdog;  // a bundle built with --watchdog
+  absl::Status operator()() {
+    if (watchdog)
+      if (absl::Status s = watchdog->Arm(); !s.ok()) return s;
+    return kernel.Launch(config, args.args.data());
+  }
 };
 
 absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const GemmSpec& layout,
@@ -145,7 +150,14 @@ absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const GemmSpec& lay
   if (!kernel.ok()) return kernel.status();
   absl::StatusOr<ArgPack> args = PackArgs(m, layout, size, a, b, c);
   if (!args.ok()) return args.status();
-  return Launchable{*std::move(kernel), {*grid, m.block, m.cluster, m.smem_bytes}, *std::move(args)};
+  std::shared_ptr<rt::WatchdogRecord> watchdog;
+  if (m.watchdog_ms > 0) {
+    absl::StatusOr<std::shared_ptr<rt::WatchdogRecord>> w = rt::WatchdogRecord::Attach(*kernel, m);
+    if (!w.ok()) return w.status();
+    watchdog = *std::move(w);
+  }
+  return Launchable{*std::move(kernel), {*grid, m.block, m.cluster, m.smem_bytes}, *std::move(args),
+                    std::move(watchdog)};
 }
 
 }  // namespace

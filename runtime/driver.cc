@@ -14,7 +14,8 @@ namespace {
 std::vector<std::string> SymbolNames(absl::string_view name) {
   static const char* kVersioned[] = {"cuMemAlloc",   "cuMemFree",      "cuMemcpyHtoD",
                                      "cuMemcpyDtoH", "cuMemsetD8",     "cuEventDestroy",
-                                     "cuEventElapsedTime", "cuMemcpyDtoD"};
+                                     "cuEventElapsedTime", "cuMemcpyDtoD",
+                                     "cuMemHostGetDevicePointer", "cuModuleGetGlobal"};
   for (const char* v : kVersioned)
     if (name == v) return {absl::StrCat(name, "_v2"), std::string(name)};
   return {std::string(name)};
@@ -107,7 +108,11 @@ absl::Status Driver::Check(cu::CUresult result, absl::string_view what) const {
 absl::Status Synchronize() {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
-  return (*d)->Check((*d)->api().cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed)");
+  absl::Status s = (*d)->Check((*d)->api().cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed)");
+  if (std::optional<std::string> report = internal::TakeWatchdogReport())
+    return absl::DeadlineExceededError(absl::StrCat(
+        *report, s.ok() ? "" : absl::StrCat("; the trap left this process's CUDA context unusable (", s.message(), ")")));
+  return s;
 }
 
 // ---- DeviceBuffer
@@ -201,6 +206,18 @@ Kernel& Kernel::operator=(Kernel&& other) noexcept {
 Kernel::~Kernel() {
   if (!module_) return;
   if (absl::StatusOr<Driver*> d = Driver::Get(); d.ok()) (*d)->api().cuModuleUnload(module_);
+}
+
+absl::StatusOr<cu::CUdeviceptr> Kernel::Global(const char* name) const {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  cu::CUdeviceptr p = 0;
+  size_t bytes = 0;
+  if (absl::Status s = (*d)->Check((*d)->api().cuModuleGetGlobal(&p, &bytes, module_, name),
+                                   absl::StrCat("cuModuleGetGlobal(", name, ")"));
+      !s.ok())
+    return s;
+  return p;
 }
 
 absl::StatusOr<int> Kernel::Attribute(int attribute) const {

@@ -2,10 +2,13 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "kiln/runtime/driver.h"
 #include "kiln/runtime/schedule.h"
 #include "kiln/runtime/tensor_map.h"
 
@@ -97,6 +100,83 @@ Symbols SymbolsOf(const Manifest& m, const std::vector<Arg>& args) {
   return symbols;
 }
 
+// ---- the GPU debug mode's record: pinned host memory mapped into the device, so that it can
+// be read after the trap that ends a timed-out launch (the context is unusable then).
+
+struct WatchdogFields {  // as the wait's inline PTX writes them (dsl/async.cc)
+  uint32_t fired, site, smem_address, parity, ctaid[3], tid;
+};
+
+absl::StatusOr<std::shared_ptr<WatchdogRecord>> WatchdogRecord::Attach(const Kernel& kernel, const Manifest& m) {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  auto r = std::shared_ptr<WatchdogRecord>(new WatchdogRecord(m));
+  const DriverApi& api = (*d)->api();
+  if (absl::Status s = (*d)->Check(api.cuMemHostAlloc(&r->host_, sizeof(WatchdogFields),
+                                                      cu::CU_MEMHOSTALLOC_PORTABLE | cu::CU_MEMHOSTALLOC_DEVICEMAP),
+                                   "cuMemHostAlloc (the watchdog's record)");
+      !s.ok())
+    return s;
+  if (absl::Status s = (*d)->Check(api.cuMemHostGetDevicePointer(&r->device_, r->host_, 0), "cuMemHostGetDevicePointer");
+      !s.ok())
+    return s;
+  absl::StatusOr<cu::CUdeviceptr> rec = kernel.Global("kiln_watchdog_record"), claim = kernel.Global("kiln_watchdog_claim");
+  if (!rec.ok()) return rec.status();
+  if (!claim.ok()) return claim.status();
+  r->record_global_ = *rec, r->claim_global_ = *claim;
+  std::lock_guard<std::mutex> lock(Live().mu);
+  Live().records.push_back(r);
+  return r;
+}
+
+WatchdogRecord::WatchdogRecord(const Manifest& m) : name_(m.name), sites_(m.watch_sites), ms_(m.watchdog_ms) {}
+
+WatchdogRecord::~WatchdogRecord() {
+  if (absl::StatusOr<Driver*> d = Driver::Get(); d.ok() && host_) (void)(*d)->api().cuMemFreeHost(host_);
+}
+
+absl::Status WatchdogRecord::Arm() const {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  std::memset(host_, 0, sizeof(WatchdogFields));
+  const uint32_t free_claim = 0;
+  if (absl::Status s = (*d)->Check((*d)->api().cuMemcpyHtoD(record_global_, &device_, sizeof(device_)), "cuMemcpyHtoD");
+      !s.ok())
+    return s;
+  return (*d)->Check((*d)->api().cuMemcpyHtoD(claim_global_, &free_claim, sizeof(free_claim)), "cuMemcpyHtoD");
+}
+
+std::optional<std::string> WatchdogRecord::Take() {
+  WatchdogFields f;
+  std::memcpy(&f, host_, sizeof(f));
+  if (f.fired != 1) return std::nullopt;
+  std::memset(host_, 0, sizeof(WatchdogFields));
+  const std::string line = f.site < sites_.size() ? sites_[f.site] : absl::StrCat("wait #", f.site);
+  return absl::StrFormat(
+      "%s: %s: the watchdog stopped the launch: thread %d of block (%d,%d,%d) waited over %d ms for the phase of "
+      "parity %d of the mbarrier at shared address 0x%x (a missing arrival or transaction bytes, a wrong phase, "
+      "or a stage released too early)",
+      line, name_, f.tid, f.ctaid[0], f.ctaid[1], f.ctaid[2], ms_, f.parity & 1, f.smem_address);
+}
+
+WatchdogRecord::Registry& WatchdogRecord::Live() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+namespace internal {
+std::optional<std::string> TakeWatchdogReport() {
+  WatchdogRecord::Registry& live = WatchdogRecord::Live();
+  std::lock_guard<std::mutex> lock(live.mu);
+  std::optional<std::string> first;
+  std::erase_if(live.records, [](const std::weak_ptr<WatchdogRecord>& w) { return w.expired(); });
+  for (const std::weak_ptr<WatchdogRecord>& w : live.records)
+    if (std::shared_ptr<WatchdogRecord> r = w.lock())
+      if (std::optional<std::string> m = r->Take(); m && !first) first = m;
+  return first;
+}
+}  // namespace internal
+
 absl::StatusOr<LoadedKernel> LoadedKernel::Load(const Bundle& bundle) {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
@@ -107,6 +187,11 @@ absl::StatusOr<LoadedKernel> LoadedKernel::Load(const Bundle& bundle) {
   LoadedKernel loaded;
   loaded.manifest_ = m;
   loaded.kernel_ = *std::move(k);
+  if (m.watchdog_ms > 0) {
+    absl::StatusOr<std::shared_ptr<WatchdogRecord>> w = WatchdogRecord::Attach(loaded.kernel_, m);
+    if (!w.ok()) return w.status();
+    loaded.watchdog_ = *std::move(w);
+  }
   return loaded;
 }
 
@@ -225,6 +310,8 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
     }
     pointers.push_back(a.data());
   }
+  if (watchdog_)
+    if (absl::Status armed = watchdog_->Arm(); !armed.ok()) return armed;
   absl::Status s = kernel_.Launch({grid, m.block, m.cluster, static_cast<unsigned>(smem), stream}, pointers.data());
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(m.source, ": ", s.message()));
   return s;

@@ -202,6 +202,8 @@ std::string Manifest::Serialize() const {
   for (const Requirement& r : requirements)
     absl::StrAppend(&out, "require ", r.symbol, " ", r.multiple, " ", r.source, "\n");
   for (const auto& [key, value] : attributes) absl::StrAppend(&out, "attr ", key, " ", value, "\n");
+  if (watchdog_ms > 0) absl::StrAppend(&out, "watchdog ", watchdog_ms, "\n");
+  for (size_t i = 0; i < watch_sites.size(); ++i) absl::StrAppend(&out, "watch ", i, " ", watch_sites[i], "\n");
   absl::StrAppend(&out, "source ", source, "\n");
   return out;
 }
@@ -278,6 +280,12 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       Requirement r{w[1], 0, w[3]};
       if (!num(2, &r.multiple) || r.multiple <= 0) return ParseError(line_no, "bad requirement");
       m.requirements.push_back(r);
+    } else if (key == "watchdog" && want(1)) {
+      if (!num(1, &m.watchdog_ms) || m.watchdog_ms <= 0) return ParseError(line_no, "bad watchdog time");
+    } else if (key == "watch" && want(2)) {
+      size_t index;
+      if (!num(1, &index) || index != m.watch_sites.size()) return ParseError(line_no, "watch sites out of order");
+      m.watch_sites.push_back(w[2]);
     } else if (key == "attr" && w.size() >= 2) {
       std::vector<std::string> rest(w.begin() + 2, w.end());
       m.attributes.emplace_back(w[1], absl::StrJoin(rest, " "));

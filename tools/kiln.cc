@@ -51,6 +51,9 @@ ABSL_FLAG(std::string, shapes, "32768x4096,8192x8192,65536x1024",
           "`kiln bench` shapes of the row ops: comma-separated ROWSxCOLS");
 ABSL_FLAG(bool, lines, false, "`kiln ptx`: with .file/.loc line tables naming each instruction's DSL line");
 ABSL_FLAG(uint64_t, seed, 1, "`kiln emulate`: the emulated threads' schedule (0: in index order)");
+ABSL_FLAG(int, watchdog, 0,
+          "build every sm_90+ kernel in the GPU debug mode: each mbarrier wait gives up after this many ms and "
+          "reports its DSL line (Kernel::Watchdog); 0: off");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
 ABSL_FLAG(std::string, out, "",
           "`kiln bench`: also write the results as TSV here (GEMM rows: name M N K ms TFLOPS cuBLAS-ms "
@@ -277,6 +280,17 @@ int BenchRowOps(const std::vector<Bundle>& ops, const std::vector<std::pair<int6
   return failures;
 }
 
+// A planted bug for the GPU debug mode: one block, no arguments; it passes when the watchdog
+// stopped it and said where. Returns 1 otherwise.
+int RunPlanted(const Bundle& b) {
+  absl::StatusOr<kiln::rt::LoadedKernel> k = kiln::rt::LoadedKernel::Load(b);
+  if (!k.ok()) return Fail(k.status());
+  absl::Status s = k->Launch({1, 1, 1}, {});
+  if (s.ok()) s = kiln::rt::Synchronize();
+  std::cout << b.manifest.name << " (" << *b.manifest.Attribute("planted") << "): " << s << std::endl;
+  return s.code() == absl::StatusCode::kDeadlineExceeded ? 0 : 1;
+}
+
 // Runs the op probes on the GPU (checked, not timed). Returns the number that failed.
 int CheckProbes(const std::vector<Bundle>& probes, bool everything) {
   if (probes.empty()) return 0;
@@ -378,7 +392,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
     absl::StatusOr<std::vector<std::string>> all = KernelNames();
     if (!all.ok()) return Fail(all.status());
     for (const std::string& n : *all)
-      if (n.rfind("reference/", 0) != 0) names.push_back(n);
+      if (n.rfind("reference/", 0) != 0 && n.rfind("planted/", 0) != 0) names.push_back(n);
   }
   PrintDevice();
   bool gemm_header = false;  // printed before the first GEMM row
@@ -399,6 +413,10 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
     }
     if (kiln::examples::IsProbe(name)) {
       probes.push_back(*b);
+      continue;
+    }
+    if (b->manifest.Attribute("planted")) {
+      failures += RunPlanted(*b);
       continue;
     }
     if (everything && !kiln::examples::GemmOf(b->manifest)) {
@@ -450,6 +468,12 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[0];
   args.erase(args.begin());
+#ifdef KILN_HAVE_COMPILER
+  kiln::SetDefaultWatchdog(absl::GetFlag(FLAGS_watchdog));
+#else
+  if (absl::GetFlag(FLAGS_watchdog))
+    return Fail(absl::FailedPreconditionError("--watchdog builds kernels: this kiln has no compiler (bundle them with it)"));
+#endif
   if (command == "list") {
     absl::StatusOr<std::vector<std::string>> names = KernelNames();
     if (!names.ok()) return Fail(names.status());

@@ -3,9 +3,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "examples/harness.h"
 #include "examples/host_data.h"
 #include "examples/probe_check.h"
@@ -283,6 +285,33 @@ TEST(LaunchGpu, OpProbes) {
         EXPECT_TRUE(r->passed()) << kiln::examples::ProbeReport(*r);
       }
   }
+}
+
+// The GPU debug mode on a planted hang (one arrival of the two an mbarrier expects): the
+// watchdog stops the launch after 200 ms and the error names the wait's DSL line, the block, the
+// thread and the phase. In a child process (kiln run): the trap ends that process's context.
+TEST(LaunchGpu, TheWatchdogStopsAHangAndNamesTheWait) {
+  REQUIRE_GPU();
+  const char* dir = std::getenv("KILN_BUNDLE_DIR");
+  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  const std::filesystem::path kiln = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kiln";
+  ASSERT_TRUE(std::filesystem::exists(kiln)) << kiln;
+  const std::string command =
+      absl::StrCat("timeout 60 ", kiln.string(), " --bundles ", dir, " run planted/lost_arrival 2>&1");
+  FILE* p = popen(command.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  const int rc = pclose(p);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("DEADLINE_EXCEEDED: examples/probes/watchdog.cc:22: planted/lost_arrival: the watchdog stopped "
+                     "the launch: thread "),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("waited over 200 ms for the phase of parity 0 of the mbarrier at shared address"),
+            std::string::npos)
+      << out;
 }
 
 }  // namespace

@@ -90,6 +90,19 @@ TEST(Manifest, RejectsGarbage) {
   EXPECT_NE(bad.status().message().find("manifest line"), std::string::npos);
 }
 
+TEST(Manifest, WatchdogSitesRoundTripInOrder) {
+  Manifest m = Sample();
+  m.watchdog_ms = 250;
+  m.watch_sites = {"a.cc:10", "b.cc:20"};
+  absl::StatusOr<Manifest> back = Manifest::Parse(m.Serialize());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->watchdog_ms, 250);
+  EXPECT_EQ(back->watch_sites, m.watch_sites);
+  std::string text = Sample().Serialize() + "watch 1 b.cc:20\n";  // site 0 missing
+  EXPECT_NE(Manifest::Parse(text).status().message().find("watch sites out of order"), std::string::npos);
+  EXPECT_FALSE(Manifest::Parse(Sample().Serialize() + "watchdog 0\n").ok());
+}
+
 TEST(GridExpr, EvaluatesProductsAndCeilings) {
   absl::StatusOr<GridExpr> g = GridExpr::Parse("M/128*N/256");
   ASSERT_TRUE(g.ok());

@@ -2,7 +2,9 @@
 // that ptxas accepts it for the kernel's target, and the errors each can give.
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kiln/hopper.h"
 #include "kiln/kernel.h"
 #include "kiln/lowering.h"
 #include "tests/unit/expect_error.h"
@@ -356,6 +358,55 @@ TEST(WgmmaRegisterA, Mistakes) {
   k2.Wgmma(o2, {k2.I32(0), k2.I32(0)}, v2, 0, 0); const int line2 = __LINE__;
   ExpectErrorAt(k2, Here(line2), "wgmma A from registers takes 4 b32 registers, not 2");
   (void)v; (void)o;
+}
+
+// The GPU debug mode: each mbarrier wait gets a deadline on %globaltimer, a record and a trap,
+// and the manifest lists the waits' lines so that the runtime can name the one that fired.
+TEST(Watchdog, BoundsEveryWaitAndListsItsLine) {
+  Kernel k("test/watchdog", sm90a(), {128});
+  k.Watchdog(150);
+  Barriers bar = k.SmemBarriers(2);
+  k.If(k.ThreadIdx() == 0, [&] { bar[0].Init(1); bar[1].Init(1); });
+  k.SyncThreads();
+  k.If(k.ThreadIdx() == 0, [&] { bar[0].Arrive(); bar[1].Arrive(); });
+  bar[0].Wait(0);
+  bar[1].Wait(0); const int line = __LINE__;
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_EQ(def->manifest().watchdog_ms, 150);
+  ASSERT_EQ(def->manifest().watch_sites.size(), 2u);
+  EXPECT_EQ(def->manifest().watch_sites[1], absl::StrCat("tests/unit/ops_test.cc:", line));
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  for (const char* want : {"%globaltimer", "setp.lt.u64 more, t1, 150000000;", "atom.global.cas.b32",
+                           "st.volatile.global.u32 [rec+4], 1;", "trap;", ".global .align 8 .u64 kiln_watchdog_record"})
+    EXPECT_NE(ptx->find(want), std::string::npos) << want;
+  if (HaveToolkit()) {
+    absl::StatusOr<PtxasResult> cubin = RunPtxas(*ptx, "sm_90a");
+    EXPECT_TRUE(cubin.ok()) << cubin.status();
+  }
+  // Without it, the same waits are plain loops and the manifest has no sites.
+  Kernel plain("test/no_watchdog", sm90a(), {128});
+  Barriers b2 = plain.SmemBarriers(1);
+  b2[0].Wait(0);
+  absl::StatusOr<KernelDef> d2 = plain.Build();
+  ASSERT_TRUE(d2.ok()) << d2.status();
+  EXPECT_EQ(d2->manifest().watchdog_ms, 0);
+  EXPECT_TRUE(d2->manifest().watch_sites.empty());
+}
+
+TEST(Watchdog, ItsMistakesNameTheLine) {
+  Kernel late("test/watchdog_late", sm90a(), {128});
+  Barriers bar = late.SmemBarriers(1);
+  bar[0].Wait(0);
+  late.Watchdog(100); const int l1 = __LINE__;
+  ExpectError(late, l1, "Watchdog comes after 1 mbarrier wait(s) it would not cover: call it before the first wait");
+  Kernel ampere("test/watchdog_sm80", sm80(), {128});
+  ampere.Watchdog(100); const int l2 = __LINE__;
+  ExpectError(ampere, l2, "the watchdog bounds mbarrier waits, which need sm_90 or later; this kernel targets sm_80");
+  Kernel zero("test/watchdog_zero", sm90a(), {128});
+  zero.Watchdog(0); const int l3 = __LINE__;
+  ExpectError(zero, l3, "a watchdog of 0 ms: give 1..3600000");
 }
 
 }  // namespace

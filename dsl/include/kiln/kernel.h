@@ -262,6 +262,13 @@ class Kernel {
   std::vector<Value> TcgenLoad(const Tmem& t, const Operand& lane, const Operand& column, int num,
                                Loc loc = Loc::current());
 
+  // The GPU debug mode: every mbarrier wait of this kernel gives up after `ms` milliseconds,
+  // writes which wait (its DSL line), the barrier, the phase, the block and the thread to a
+  // host-visible record and traps, so a protocol bug ends with a message (from
+  // rt::Synchronize) instead of a hang. Call it before the kernel's first wait.
+  // SetDefaultWatchdog(ms) turns it on for every kernel built afterwards (kiln bundle --watchdog).
+  void Watchdog(int ms, Loc loc = Loc::current());
+
   // Adds an error at `loc` (for helpers built on the builder).
   void Fail(const std::string& message, Loc loc = Loc::current());
   // Runs `check` when Build() starts (whole-kernel rules of helpers; it may call Fail).
@@ -273,6 +280,9 @@ class Kernel {
   friend struct detail::Access;
   std::unique_ptr<detail::KernelState> state_;
 };
+
+// Kernel::Watchdog(ms) for every kernel constructed after this call (0: off).
+void SetDefaultWatchdog(int ms);
 
 // "file:line" of a source location, relative to the project root when inside it.
 std::string LocString(const Loc& loc);

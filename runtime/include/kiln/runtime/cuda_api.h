@@ -91,6 +91,11 @@ using PFN_cuEventElapsedTime = CUresult (*)(float*, CUevent, CUevent);
 using PFN_cuEventDestroy = CUresult (*)(CUevent);
 using PFN_cuGetErrorString = CUresult (*)(CUresult, const char**);
 using PFN_cuGetErrorName = CUresult (*)(CUresult, const char**);
+using PFN_cuMemHostAlloc = CUresult (*)(void**, size_t, unsigned);
+using PFN_cuMemHostGetDevicePointer = CUresult (*)(CUdeviceptr*, void*, unsigned);
+using PFN_cuMemFreeHost = CUresult (*)(void*);
+using PFN_cuModuleGetGlobal = CUresult (*)(CUdeviceptr*, size_t*, CUmodule, const char*);
+inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01, CU_MEMHOSTALLOC_DEVICEMAP = 0x02;
 using PFN_cuTensorMapEncodeTiled = CUresult (*)(CUtensorMap*, int dataType, unsigned rank,
                                                 void* globalAddress, const uint64_t* globalDim,
                                                 const uint64_t* globalStrides,

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <vector>
@@ -100,6 +101,8 @@ class Kernel {
   // persistent grid of more clusters than this runs in waves.
   absl::StatusOr<int> MaxActiveClusters(const LaunchConfig& config) const;
   absl::StatusOr<int> Attribute(int attribute) const;
+  // The device address of a module-scope global variable.
+  absl::StatusOr<cu::CUdeviceptr> Global(const char* name) const;
   const std::string& entry() const { return entry_; }
 
  private:
@@ -125,6 +128,13 @@ class EventTimer {
   cu::CUevent start_ = nullptr, stop_ = nullptr;
 };
 
+// Waits for the device. When a kernel in the GPU debug mode (Kernel::Watchdog) stopped at a
+// wait that timed out, the error says which wait, barrier, phase, block and thread.
 absl::Status Synchronize();
+
+namespace internal {
+// The message of a watchdog record that fired since the last call, if any (launch.cc).
+std::optional<std::string> TakeWatchdogReport();
+}  // namespace internal
 
 }  // namespace kiln::rt

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,32 @@ absl::Status CheckArgs(const Manifest& m, const std::vector<Arg>& args);
 Symbols SymbolsOf(const Manifest& m, const std::vector<Arg>& args);
 
 // A bundle loaded on the current device.
+// The GPU debug mode's record (Kernel::Watchdog): pinned host memory mapped into the device and
+// named by the module's globals, which the first mbarrier wait past its deadline fills before it
+// traps; rt::Synchronize reports it. LoadedKernel attaches and arms one for a kernel whose
+// manifest asks for it; a harness that launches an rt::Kernel itself does the same.
+class WatchdogRecord {
+ public:
+  static absl::StatusOr<std::shared_ptr<WatchdogRecord>> Attach(const Kernel& kernel, const Manifest& m);
+  ~WatchdogRecord();
+  absl::Status Arm() const;  // before each launch: a clear record, the claim word free
+  std::optional<std::string> Take();  // the message, once, if a wait fired
+
+  struct Registry {
+    std::mutex mu;
+    std::vector<std::weak_ptr<WatchdogRecord>> records;
+  };
+  static Registry& Live();
+
+ private:
+  explicit WatchdogRecord(const Manifest& m);
+  std::string name_;
+  std::vector<std::string> sites_;
+  int ms_;
+  void* host_ = nullptr;
+  cu::CUdeviceptr device_ = 0, record_global_ = 0, claim_global_ = 0;
+};
+
 class LoadedKernel {
  public:
   static absl::StatusOr<LoadedKernel> Load(const Bundle& bundle);
@@ -85,6 +112,7 @@ class LoadedKernel {
 
   Manifest manifest_;
   Kernel kernel_;
+  std::shared_ptr<WatchdogRecord> watchdog_;  // the debug mode's record (manifest watchdog_ms)
   struct Uploads {
     std::mutex mu;
     std::map<std::string, DeviceBuffer> by_content;

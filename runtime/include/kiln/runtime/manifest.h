@@ -100,6 +100,11 @@ struct Manifest {
   // that their harness reads; the runtime does not interpret them.
   std::vector<std::pair<std::string, std::string>> attributes;
   std::string source;  // file:line of the kernel's definition
+  // The GPU debug mode (Kernel::Watchdog): every mbarrier wait gives up after this many
+  // milliseconds, records which wait (an index into watch_sites, each "file:line") in a
+  // host-visible buffer and traps. 0: off.
+  int watchdog_ms = 0;
+  std::vector<std::string> watch_sites;
 
   std::string Serialize() const;
   static absl::StatusOr<Manifest> Parse(absl::string_view text);
