@@ -51,6 +51,7 @@ ABSL_FLAG(std::string, shapes, "32768x4096,8192x8192,65536x1024",
           "`kiln bench` shapes of the row ops: comma-separated ROWSxCOLS");
 ABSL_FLAG(bool, lines, false, "`kiln ptx`: with .file/.loc line tables naming each instruction's DSL line");
 ABSL_FLAG(uint64_t, seed, 1, "`kiln emulate`: the emulated threads' schedule (0: in index order)");
+ABSL_FLAG(std::string, ptx, "", "`kiln emulate`: run this PTX file (e.g. a hand-edited one) with the kernel's manifest");
 ABSL_FLAG(int, watchdog, 0,
           "build every sm_90+ kernel in the GPU debug mode: each mbarrier wait gives up after this many ms and "
           "reports its DSL line (Kernel::Watchdog); 0: off");
@@ -332,6 +333,11 @@ int Emulate(const std::vector<std::string>& args) {
     b->ptx = *std::move(ptx);
   }
 #endif
+  if (const std::string path = absl::GetFlag(FLAGS_ptx); !path.empty()) {  // hand-edited PTX, same manifest
+    std::ifstream in(path);
+    if (!in) return Fail(absl::NotFoundError(absl::StrCat("cannot read ", path)));
+    b->ptx.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   if (std::optional<kiln::examples::GemmSpec> g = kiln::examples::GemmOf(b->manifest)) {
     // One tile by default (K: two k-tiles, so the mainloop turns); --m/--n/--k to choose.

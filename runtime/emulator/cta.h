@@ -97,6 +97,7 @@ inline int64_t SignExtend(uint64_t v, int bits) {
 struct AsyncCopy {
   uint64_t shared_offset = 0;
   std::vector<uint8_t> bytes;
+  int line = 0;  // the cp.async's PTX line
 };
 
 // A tensor map as the launcher describes it: the emulator's own 128-byte image (a magic word and
@@ -413,6 +414,10 @@ class Cta {
   };
   // Element (row, k) of a bf16/f16 operand, read for `in` by the async proxy (`reader`): the
   // bounds, the proxy fence and pending TMA destinations are checked.
+  static uint64_t OperandAddress(const KMajorOperand& o, int row, int k);
+  // The shared bytes [lo, hi) that `rows` x 16 elements of a descriptor's operand span.
+  static std::pair<uint64_t, uint64_t> OperandSpan(const KMajorOperand& o, int rows);
+  static KMajorOperand WgmmaOperand(uint64_t desc);
   absl::Status ReadOperand(const Instr& in, const char* reader, const KMajorOperand& o, int row, int k, bool bf16,
                            double* out);
   static uint64_t Swizzled(uint64_t offset, int swizzle_bytes) {
@@ -476,6 +481,12 @@ class Cta {
   std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> unfenced_;
   // A shared access that a TMA load in flight will overwrite (the wait for it is missing).
   absl::Status CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off, uint64_t bytes, const char* what);
+  // cp.async copies not landed yet, by shared byte (count, and the PTX line of one of them): a
+  // read of such a byte is an error (a missing or too shallow cp.async.wait_group, or no barrier
+  // between another thread's wait and this read).
+  std::vector<uint16_t> cp_async_pending_;
+  std::vector<int> cp_async_line_;
+  absl::Status CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes);
   // An async-proxy read (wgmma, tcgen05.mma, TMA store) of bytes a generic store left unfenced.
   absl::Status CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, const char* reader);
   std::vector<AsyncLoad> pending_;
@@ -493,6 +504,7 @@ class Cta {
     std::vector<std::vector<int>> d_regs;  // per thread of the warpgroup
     uint64_t a_desc = 0, b_desc = 0;
     std::vector<double> a_from_regs;  // 64 x 16, row-major, when A comes from registers (read at issue)
+    std::vector<std::pair<uint64_t, uint64_t>> reads;  // shared byte spans [lo, hi) of its descriptors
     int n = 0;
     bool scale_d = true, negate_a = false, negate_b = false, bf16 = true;
     int line = 0;

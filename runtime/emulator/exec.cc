@@ -391,6 +391,8 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
   if (*p >= shared_.data() && *p < shared_.data() + shared_.size()) {
     const uint64_t off = *p - shared_.data(), n = static_cast<uint64_t>(elem) * in.vec;
     if (absl::Status s = CheckPendingOverlap(&t, in, off, n, load ? "reads" : "writes"); !s.ok()) return s;
+    if (load)
+      if (absl::Status s = CheckCpAsyncPending(t, in, off, n); !s.ok()) return s;
     if (!load) {
       if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
       std::fill(generic_writer_.begin() + off, generic_writer_.begin() + off + n, t.linear + 1);
@@ -624,10 +626,19 @@ absl::Status Cta::Deadlock() const {
   for (const auto& [off, waiters] : on_mbarrier) {
     const MbarrierState& b = mbarriers_.at(off);
     const std::string dsl = m_.DslLine(*waiters.second);
+    // With every arrival in, the transaction count says what is wrong: bytes announced by
+    // expect_tx that no copy delivers (overflow), or more bytes than announced (underflow).
+    std::string why;
+    if (b.pending == 0 && b.tx > 0)
+      why = absl::StrFormat(": tx-count overflow: %d bytes announced by expect_tx never arrived", b.tx);
+    else if (b.pending == 0 && b.tx < 0)
+      why = absl::StrFormat(": tx-count underflow: the copies delivered %d bytes more than expect_tx announced", -b.tx);
+    else if (b.pending > 0)
+      why = absl::StrFormat(": %d arrivals missing", b.pending);
     who.push_back(absl::StrFormat("%d threads wait on the mbarrier at shared offset %d for its phase of parity %d "
-                                  "(%d of %d arrivals pending, transaction count %d; PTX line %d%s)",
+                                  "(%d of %d arrivals pending, transaction count %d; PTX line %d%s)%s",
                                   waiters.first, off, b.phase, b.pending, b.expected, b.tx, waiters.second->line,
-                                  dsl.empty() ? "" : ", " + dsl));
+                                  dsl.empty() ? "" : ", " + dsl, why));
   }
   int cluster_waiters = 0;
   for (const Thread& t : threads_)

@@ -60,6 +60,12 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
     // phases behind would wait on the wrong one (on a GPU: hang, or run on with stale data).
     int64_t& next = t.next_phase[off];
     const int64_t meant = ((next - 1) & 1) == parity ? next - 1 : next;
+    if (meant < 0 && b.completed >= 1)
+      return Fail(t, in, absl::StrFormat("this thread waits on parity %d of the mbarrier at shared offset %d before it has "
+                                         "waited on any of its phases, and %d have completed: a wrong phase (a "
+                                         "consumer's first wait is parity 0; parity 1 is a producer's wait on a free "
+                                         "slot) or a thread two phases behind",
+                                         parity, off, b.completed));
     if (b.completed >= meant + 2)
       return Fail(t, in, absl::StrFormat("this thread waits for phase %d (parity %d) of the mbarrier at shared offset %d, "
                                          "which has completed %d phases: it fell two phases behind (nothing holds the "
@@ -173,6 +179,25 @@ absl::Status Cta::ForEachBoxElement(const EmulatedTensorMap& map, const std::vec
 absl::Status Cta::CompleteAsync(size_t index) {
   AsyncLoad op = pending_[index];
   pending_.erase(pending_.begin() + index);
+  // A wgmma issued but not yet waited for still reads its operands: a box landing on them means
+  // the stage was handed back to the producer too early.
+  for (const auto& [group, wg] : warpgroups_) {
+    std::vector<const WgmmaOp*> ops;
+    for (const std::vector<WgmmaOp>& g : wg.groups)
+      for (const WgmmaOp& w : g) ops.push_back(&w);
+    for (const WgmmaOp& w : wg.open) ops.push_back(&w);
+    for (const WgmmaOp* w : ops)
+      for (auto [lo, hi] : w->reads)
+        if (op.dst < hi && lo < op.dst + op.Bytes()) {
+          const std::string load_dsl = m_.DslLine(*op.issued_by), mma_dsl = m_.DslLine(*w->in);
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s%s: PTX line %d (%s): a TMA load lands on shared bytes %d..%d, which the wgmma at PTX line %d%s still "
+              "reads (until its wgmma.wait_group): the stage was released to the producer too early",
+              load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text,
+              std::max(op.dst, lo), std::min(op.dst + op.Bytes(), hi) - 1, w->line,
+              mma_dsl.empty() ? "" : " (" + mma_dsl + ")"));
+        }
+  }
   int64_t bytes = 0;
   absl::Status landed = ForEachBoxElement(*op.map, op.coords, op.dst, [&](uint64_t to, uint64_t g, bool inside, int es) {
     bytes += es;
@@ -287,6 +312,8 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
       if (static_cast<int>(mine.ops.at(0).regs.size()) != op.n / 2)
         return Fail(threads_[i], mine, absl::StrCat("an m64n", op.n, " accumulator has ", op.n / 2, " registers"));
     }
+    if (!a_regs) op.reads.push_back(OperandSpan(WgmmaOperand(op.a_desc), 64));
+    op.reads.push_back(OperandSpan(WgmmaOperand(op.b_desc), op.n));
     wg.open.push_back(std::move(op));
   } else if (kind == "commit_group") {
     wg.groups.push_back(std::move(wg.open));
@@ -310,11 +337,8 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
   Warpgroup& wg = warpgroups_[group];
   while (wg.groups.size() > keep) {
     for (const WgmmaOp& op : wg.groups.front()) {
-      auto element = [&](uint64_t desc, int row, int k, double* out) {  // wgmma: swizzle mode in bits 62-63
-        const int mode = static_cast<int>(desc >> 62);
-        const KMajorOperand o{(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4, ((desc >> 32) & 0x3fff) << 4,
-                              mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0};
-        return ReadOperand(*op.in, "wgmma", o, row, k, op.bf16, out);
+      auto element = [&](uint64_t desc, int row, int k, double* out) {
+        return ReadOperand(*op.in, "wgmma", WgmmaOperand(desc), row, k, op.bf16, out);
       };
       std::vector<double> a = op.a_from_regs, b(op.n * 16);
       if (a.empty()) {
@@ -336,20 +360,51 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
           double d = op.scale_d ? F32(th.r[op.d_regs[t][i]]) : 0.0;
           for (int k = 0; k < 16; ++k) d += sign * a[row * 16 + k] * b[col * 16 + k];
           th.r[op.d_regs[t][i]] = Bits(static_cast<float>(d));
-          th.in_flight_regs.erase(op.d_regs[t][i]);
         }
       }
     }
     wg.groups.erase(wg.groups.begin());
   }
+  // Accumulators stay in flight while any op not yet computed (a later group, the open one)
+  // writes them: the same registers chain through every group of a mainloop.
+  for (int t = 0; t < 128; ++t) {
+    Thread& th = threads_[group * 128 + t];
+    std::erase_if(th.in_flight_regs, [](const auto& r) { return !r.second.tcgen_load; });
+    auto mark = [&](const WgmmaOp& op) {
+      for (int r : op.d_regs[t]) th.in_flight_regs[r] = {op.line, false};
+    };
+    for (const std::vector<WgmmaOp>& g : wg.groups)
+      for (const WgmmaOp& op : g) mark(op);
+    for (const WgmmaOp& op : wg.open) mark(op);
+  }
   return absl::OkStatus();
 }
 
 
+uint64_t Cta::OperandAddress(const KMajorOperand& o, int row, int k) {
+  return o.span ? Swizzled(o.start + (row / 8) * o.sbo + (row % 8) * o.span + k * 2, o.span)
+                : o.start + (row / 8) * o.sbo + (k / 8) * o.lbo + (row % 8) * 16 + (k % 8) * 2;
+}
+
+std::pair<uint64_t, uint64_t> Cta::OperandSpan(const KMajorOperand& o, int rows) {
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < 16; ++k) {
+      const uint64_t a = OperandAddress(o, r, k);
+      lo = std::min(lo, a), hi = std::max(hi, a + 2);
+    }
+  return {lo, hi};
+}
+
+Cta::KMajorOperand Cta::WgmmaOperand(uint64_t desc) {  // wgmma: swizzle mode in bits 62-63
+  const int mode = static_cast<int>(desc >> 62);
+  return {(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4, ((desc >> 32) & 0x3fff) << 4,
+          mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0};
+}
+
 absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const KMajorOperand& o, int row, int k, bool bf16,
                               double* out) {
-  const uint64_t addr = o.span ? Swizzled(o.start + (row / 8) * o.sbo + (row % 8) * o.span + k * 2, o.span)
-                               : o.start + (row / 8) * o.sbo + (k / 8) * o.lbo + (row % 8) * 16 + (k % 8) * 2;
+  const uint64_t addr = OperandAddress(o, row, k);
   if (addr + 2 > shared_.size())
     return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a %s descriptor reads shared offset %d, past "
                                                       "the block's %d bytes", kernel_, in.line, reader, addr,
