@@ -455,6 +455,7 @@ class Cta {
   int rank_ = 0;
   bool exited_ = false;
   static constexpr int kClusterBarrier = -2;  // Thread::barrier while waiting at barrier.cluster.wait
+  static constexpr int kRegisterWait = -3;    // ... at a setmaxnreg.inc the SM cannot grant yet
   static constexpr uint64_t kOffsetMask = 0xFFFFFF;  // shared::cluster: (rank + 1) << 24 | offset
   struct MbarrierState {
     int expected = 0, pending = 0;
@@ -478,6 +479,12 @@ class Cta {
   // Shared bytes written through the generic proxy and not yet fenced for the async proxy:
   // the writing thread + 1 (0: clean), and each thread's unfenced ranges.
   std::vector<int32_t> generic_writer_;
+  // The swizzle span + 1 of the TMA load that last wrote each shared byte (0: none), for the
+  // descriptors that read them: a different span reads the tile scrambled.
+  std::vector<uint8_t> tma_swizzle_;
+  // setmaxnreg: each warpgroup's registers per thread, against the SM's 64K (from an even split).
+  std::map<int, int> warpgroup_regs_;
+  absl::Status SetMaxNReg(Thread& t, const Instr& in);
   std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> unfenced_;
   // A shared access that a TMA load in flight will overwrite (the wait for it is missing).
   absl::Status CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off, uint64_t bytes, const char* what);

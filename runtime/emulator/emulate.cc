@@ -139,11 +139,15 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
               cluster.ctas.push_back(ctas.back().get());
             }
         std::vector<bool> finished(ctas.size(), false);
+        // Under a seed one CTA of the cluster lags (it gets a quarter of the turns), so the others
+        // run ahead of it to their exit: races between a CTA's exit and a peer still using its
+        // shared memory show up.
+        const size_t lagging = options.seed && ctas.size() > 1 ? rng() % ctas.size() : ctas.size();
         while (true) {
           bool moved = false, all = true;
           for (size_t i = 0; i < ctas.size(); ++i) {
             const size_t c = options.seed ? (i + rng()) % ctas.size() : i;
-            if (finished[c]) continue;
+            if (finished[c] || (c == lagging && rng() % 4 != 0)) continue;
             absl::StatusOr<Cta::Progress> p = ctas[c]->Advance(&stats.instructions);
             if (!p.ok()) return p.status();
             if (*p == Cta::Progress::kFinished) finished[c] = true;

@@ -36,8 +36,8 @@ absl::Status Cta::Step(Thread& t) {
     case Op::kWgmma:
       t.state = Thread::State::kWarp;
       return TryReleaseWarpgroup(t.linear / 128);
-    case Op::kSetMaxNReg:  // register accounting: no effect on values
-      break;
+    case Op::kSetMaxNReg:  // register accounting: no effect on values; an .inc may wait
+      return SetMaxNReg(t, in);
     case Op::kElect:
       return Collective(t, in);
     case Op::kTcgen05: {
@@ -282,6 +282,32 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
     default:
       return Fail(t, in, "the emulator does not execute this instruction yet");
   }
+}
+
+// setmaxnreg.{inc,dec}.sync.aligned.u32 N: the warpgroup's threads now hold N registers each.
+// The warpgroups start from an even split of the SM's 64K registers over the block (what ptxas
+// assumes for one block per SM). An .inc that would take the block past 64K waits, as on the
+// GPU, until a .dec gives registers back; if none does, the deadlock report says so.
+absl::Status Cta::SetMaxNReg(Thread& t, const Instr& in) {
+  const int group = t.linear / 128;
+  const int n = static_cast<int>(Read(t, in.ops.at(0), 32));
+  if (n < 24 || n > 256 || n % 8) return Fail(t, in, absl::StrCat("setmaxnreg takes 24..256 in steps of 8, not ", n));
+  const int groups = (static_cast<int>(threads_.size()) + 127) / 128;
+  const int even = std::min(255, 65536 / (groups * 128)) / 8 * 8;
+  for (int g = 0; g < groups; ++g) warpgroup_regs_.try_emplace(g, even);
+  int64_t total = 0;
+  for (const auto& [g, regs] : warpgroup_regs_) total += int64_t{g == group ? n : regs} * 128;
+  if (in.Has("inc") && total > 65536) {
+    t.state = Thread::State::kBarrier;
+    t.barrier = kRegisterWait;
+    return absl::OkStatus();  // the pc stays: it asks again when woken
+  }
+  warpgroup_regs_[group] = n;
+  if (in.Has("dec"))
+    for (Thread& w : threads_)
+      if (w.state == Thread::State::kBarrier && w.barrier == kRegisterWait) w.state = Thread::State::kRun;
+  ++t.pc;
+  return absl::OkStatus();
 }
 
 // The ISA leaves a register undefined while an asynchronous op may still write it: a wgmma's
@@ -640,6 +666,12 @@ absl::Status Cta::Deadlock() const {
                                   waiters.first, off, b.phase, b.pending, b.expected, b.tx, waiters.second->line,
                                   dsl.empty() ? "" : ", " + dsl, why));
   }
+  int register_waiters = 0;
+  for (const Thread& t : threads_) register_waiters += t.state == Thread::State::kBarrier && t.barrier == kRegisterWait;
+  if (register_waiters)
+    who.push_back(absl::StrFormat("%d threads wait at setmaxnreg.inc for registers no warpgroup gives back (the "
+                                  "warpgroups hold %s registers per thread, of the SM's 65536 in all)",
+                                  register_waiters, absl::StrJoin(warpgroup_regs_, ", ", absl::PairFormatter(":"))));
   int cluster_waiters = 0;
   for (const Thread& t : threads_)
     cluster_waiters += t.state == Thread::State::kBarrier && t.barrier == kClusterBarrier;

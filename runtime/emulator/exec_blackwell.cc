@@ -118,7 +118,9 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
 
 absl::Status Cta::RunTcgenMma(const TcgenMma& op) {
   auto fail = [&](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: tcgen05.mma: %s", kernel_, op.line, what));
+    const std::string dsl = m_.DslLine(*op.in);
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s%s: PTX line %d: tcgen05.mma: %s", dsl.empty() ? "" : dsl + ": ", kernel_, op.line, what));
   };
   const uint32_t d = op.idesc;
   const int c_format = (d >> 4) & 3, a_format = (d >> 7) & 7, b_format = (d >> 10) & 7;

@@ -199,12 +199,16 @@ absl::Status Cta::CompleteAsync(size_t index) {
         }
   }
   int64_t bytes = 0;
+  const rt::TmaSwizzle sw = op.map->spec.swizzle;
+  const int swizzle_span = sw == rt::TmaSwizzle::kNone ? 0 : 16 << static_cast<int>(sw);
   absl::Status landed = ForEachBoxElement(*op.map, op.coords, op.dst, [&](uint64_t to, uint64_t g, bool inside, int es) {
     bytes += es;
     if (to + es > shared_.size())
       return absl::InvalidArgumentError(absl::StrCat(kernel_, ": a TMA box lands past the block's shared memory"));
     if (!generic_writer_.empty())  // what the async proxy wrote needs no fence to be read by it
       std::fill(generic_writer_.begin() + to, generic_writer_.begin() + to + es, 0);
+    if (tma_swizzle_.empty()) tma_swizzle_.assign(shared_.size(), 0);
+    std::fill(tma_swizzle_.begin() + to, tma_swizzle_.begin() + to + es, static_cast<uint8_t>(swizzle_span + 1));
     if (!inside) {  // out of bounds: zero fill
       std::memset(shared_.data() + to, 0, es);
       return absl::OkStatus();
@@ -410,6 +414,13 @@ absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const KMajorO
                                                       "the block's %d bytes", kernel_, in.line, reader, addr,
                                                       shared_.size()));
   if (absl::Status s = CheckFenced(in, addr, 2, reader); !s.ok()) return s;
+  if (!tma_swizzle_.empty() && tma_swizzle_[addr] && tma_swizzle_[addr] != o.span + 1)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s%s: PTX line %d (%s): a %s descriptor with %s reads shared byte %d, which a TMA load laid out with %s: "
+        "the descriptor's swizzle does not match the tensor map's",
+        m_.DslLine(in).empty() ? "" : m_.DslLine(in) + ": ", kernel_, in.line, in.text, reader,
+        o.span ? absl::StrCat(o.span, "B swizzle") : "no swizzle", addr,
+        tma_swizzle_[addr] > 1 ? absl::StrCat(tma_swizzle_[addr] - 1, "B swizzle") : "no swizzle"));
   if (absl::Status s = CheckPendingOverlap(nullptr, in, addr, 2, absl::StrCat(reader, " reads").c_str()); !s.ok())
     return s;
   uint16_t h;
