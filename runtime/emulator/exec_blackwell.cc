@@ -108,6 +108,23 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
                                     " outside every tensor memory allocation"));
       return out;
     }
+    // An MMA not yet complete (issued, or committed but its arrival not yet made) still writes
+    // its accumulator columns: reading them now sees a partial sum.
+    std::vector<const TcgenMma*> pending;
+    for (const TcgenMma& op : tcgen_issued_) pending.push_back(&op);
+    for (const TcgenCommit& c : tcgen_commits_)
+      for (const TcgenMma& op : c.mmas) pending.push_back(&op);
+    for (const TcgenMma* op : pending) {
+      const uint32_t d_col = op->d & 0xffff, d_cols = ((op->idesc >> 17) & 0x3f) << 3;
+      if (col0 < d_col + d_cols && d_col < col0 + num) {
+        const std::string dsl = m_.DslLine(*op->in);
+        *s = Fail(t, in, absl::StrFormat("tcgen05.ld reads TMEM columns %d..%d, which the tcgen05.mma at PTX line %d%s "
+                                         "still writes: the wait for its commit's mbarrier is missing or comes too late",
+                                         std::max(col0, d_col), std::min(col0 + num, d_col + d_cols) - 1, op->line,
+                                         dsl.empty() ? "" : " (" + dsl + ")"));
+        return out;
+      }
+    }
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < num; ++j) out[i].push_back(tmem_[(lane0 + i) * 512 + col0 + j]);
     return out;

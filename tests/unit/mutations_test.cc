@@ -1,0 +1,193 @@
+// Planted bugs: single mutations of the real examples' PTX (as the compiler emitted it, with line
+// tables), one per row, each run in the emulator under a few schedules until one reports it. A
+// row passes when a report names its class (the `expect` text) and, where the bug is at a DSL
+// statement, that statement's file. docs/MUTATIONS.md is this table in prose.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "examples/harness.h"
+#include "examples/registry.h"
+#include "examples/row_ops.h"
+#include "gtest/gtest.h"
+#include "kiln/lowering.h"
+
+namespace kiln::examples {
+namespace {
+
+struct Edit {
+  std::string from, to;
+  int nth = 0;  // 0: every occurrence; n: only the n-th
+};
+
+struct Mutation {
+  std::string id, kernel, bug;
+  std::vector<Edit> edits;
+  std::string expect;             // the class, as the report words it
+  ProblemSize size = {0, 0, 0};   // GEMMs: 0 = one tile, two k-tiles; row ops: rows x cols in m x n
+};
+
+void PrintTo(const Mutation& m, std::ostream* os) { *os << m.id; }
+
+// Comments an instruction out (the rest of its line goes with it).
+Edit Drop(const std::string& instr, int nth = 0) { return {instr, "// " + instr, nth}; }
+// A try_wait that returns at once, as if the phase had completed.
+Edit Skip(const std::string& try_wait) { return {try_wait, "setp.eq.u32 done, 1, 1;", 0}; }
+
+const std::vector<Mutation>& Mutations() {
+  static const auto* m = new std::vector<Mutation>{
+      // hopper/k02: one warpgroup, TMA into one stage, mbarriers, wgmma.
+      {"k02-arrivals-plus1", "hopper/k02", "arrival count one too high",
+       {{"mov.b32 \t%r12, 128;", "mov.b32 \t%r12, 129;"}}, "arrivals missing"},
+      {"k02-arrivals-minus1", "hopper/k02", "arrival count one too low",
+       {{"mov.b32 \t%r12, 128;", "mov.b32 \t%r12, 127;"}}, "an arrival beyond the 127"},
+      {"k02-tx-small", "hopper/k02", "expect_tx announces half the box",
+       {{"mov.b32 \t%r38, 8192;", "mov.b32 \t%r38, 4096;"}}, "tx-count underflow"},
+      {"k02-tx-large", "hopper/k02", "expect_tx announces 1.5 boxes",
+       {{"mov.b32 \t%r38, 8192;", "mov.b32 \t%r38, 12288;"}}, "tx-count overflow"},
+      {"k02-phase", "hopper/k02", "wait on the wrong phase parity",
+       {{"bfe.u32 \t%r42, %r88, 6, 1;", "bfe.u32 \t%r42, %r88, 6, 1; xor.b32 %r42, %r42, 1;"}}, "a wrong phase"},
+      {"k02-no-wait", "hopper/k02", "wgmma without waiting for the TMA loads",
+       {Skip("mbarrier.try_wait.parity.shared::cta.b64 done, [%r40], %r42;"),
+        Skip("mbarrier.try_wait.parity.shared::cta.b64 done, [%r41], %r42;")},
+       "which a TMA load still in flight will write"},
+      {"k02-no-init", "hopper/k02", "mbarrier never initialised",
+       {Drop("mbarrier.init.shared.b64 \t[kiln_smem+16384], %r12;")}, "was never initialised"},
+      {"k02-wrong-barrier", "hopper/k02", "arrival on the other barrier",
+       {{"mbarrier.arrive.shared.b64 \t%rd15, [kiln_smem+16392];", "mbarrier.arrive.shared.b64 \t%rd15, [kiln_smem+16384];"}},
+       "arrivals missing"},
+      {"k02-acc-early", "hopper/k02", "accumulators read without wgmma.wait_group (one k-tile)",
+       {Drop("wgmma.wait_group.sync.aligned \t0;")}, "an accumulator read before its wgmma.wait_group", {64, 64, 64}},
+      {"k02-wait-shallow", "hopper/k02", "wgmma.wait_group 1 where 0 is needed (one k-tile)",
+       {{"wgmma.wait_group.sync.aligned \t0;", "wgmma.wait_group.sync.aligned 1;"}},
+       "an accumulator read before its wgmma.wait_group", {64, 64, 64}},
+      {"k02-reuse-early", "hopper/k02", "next k-tile loaded while the wgmma still reads the stage",
+       {Drop("wgmma.wait_group.sync.aligned \t0;")}, "released to the producer too early"},
+      {"k02-swizzle", "hopper/k02", "descriptor says 64B swizzle, the tensor map 128B",
+       {{"4611686293305360384", "9223372311732748288"}}, "does not match the tensor map's"},
+      {"k02-oob", "hopper/k02", "a store 1 MiB past the output",
+       {{"st.global.b16 \t[%rd34], %rs33;", "st.global.b16 \t[%rd34+1048576], %rs33;"}}, "out-of-bounds global access"},
+      // hopper/k04: producer warp, consumer warpgroup, a ring of full/empty barriers.
+      {"k04-no-release", "hopper/k04", "consumer never releases its stage",
+       {Drop("mbarrier.arrive.shared.b64 \t%rd32, [%r6];")}, "arrivals missing", {128, 128, 1024}},
+      {"k04-no-full-wait", "hopper/k04", "consumer skips the full barrier",
+       {Skip("mbarrier.try_wait.parity.shared::cta.b64 done, [%r29], %r138;")},
+       "which a TMA load still in flight will write", {128, 128, 1024}},
+      {"k04-no-empty-wait", "hopper/k04", "producer skips the empty barrier",
+       {Skip("mbarrier.try_wait.parity.shared::cta.b64 done, [%r16], %r17;")}, "an arrival beyond",
+       {128, 128, 1024}},
+      // hopper/k11, k13: clusters, multicast, setmaxnreg, TMA-store epilogues.
+      {"k13-early-release", "hopper/k13", "wgmma.wait_group 2 where 1 keeps the released stage safe",
+       {{"wgmma.wait_group.sync.aligned \t1;", "wgmma.wait_group.sync.aligned 2;"}}, "released to the producer too early",
+       {256, 256, 1024}},
+      {"k13-no-proxy-fence", "hopper/k13", "TMA store of generic writes without fence.proxy.async",
+       {Drop("fence.proxy.async.shared::cta;")}, "with no fence.proxy.async after it"},
+      {"k11-early-exit", "hopper/k11", "a CTA exits without the final cluster barrier",
+       {Drop("barrier.cluster.arrive.aligned;", 2), Drop("barrier.cluster.wait.aligned;", 2)},
+       "has exited: its shared memory is gone"},
+      {"k11-registers", "hopper/k11", "setmaxnreg.inc past the register file",
+       {{"setmaxnreg.inc.sync.aligned.u32 \t240;", "setmaxnreg.inc.sync.aligned.u32 256;"}},
+       "wait at setmaxnreg.inc for registers"},
+      // Ampere and cuda_hgemm: cp.async groups.
+      {"v5-no-cp-wait", "ampere/v5", "ldmatrix without cp.async.wait_all", {Drop("cp.async.wait_all;")},
+       "which a cp.async still in flight will write"},
+      {"v5-no-barrier", "ampere/v5", "no bar.sync between the cp.async wait and the reads",
+       {Drop("bar.sync \t0;", 1)}, "which a cp.async still in flight will write"},
+      {"stage3-shallow", "hgemm/mma_async_stage3", "cp.async.wait_group 2 where 1 is needed",
+       {{"cp.async.wait_group \t1;", "cp.async.wait_group 2;"}}, "which a cp.async still in flight will write"},
+      // blackwell/v4: tcgen05, tensor memory, commits.
+      {"v4-leak", "blackwell/v4", "tensor memory never freed", {Drop("tcgen05.dealloc.cta_group::1.sync.aligned.b32")},
+       "of tensor memory still allocated"},
+      {"v4-small-alloc", "blackwell/v4", "64 columns allocated for a 128-column accumulator",
+       {{"mov.b32 \t%r13, 128;", "mov.b32 \t%r13, 64;"}}, "outside every allocation"},
+      {"v4-no-commit", "blackwell/v4", "the accumulator's tcgen05.commit missing",
+       {Drop("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 \t[kiln_smem+229488];")},
+       "arrivals missing"},
+      {"v4-no-acc-wait", "blackwell/v4", "epilogue reads TMEM before the MMAs' commit",
+       {Skip("mbarrier.try_wait.parity.shared::cta.b64 done, [%r46], %r47;")}, "still writes: the wait for its commit"},
+      {"v4-no-full-wait", "blackwell/v4", "MMA issued without waiting for its stage (seen where the slot comes back "
+       "to the producer before it filled it)",
+       {Skip("mbarrier.try_wait.parity.shared::cta.b64 done, [%r17], %r302;")}, "a wrong phase"},
+      {"v4-lanes", "blackwell/v4", "a warp reads another warp's TMEM lanes",
+       {{"tcgen05.ld.sync.aligned.32x32b.x8.b32", "add.s32 %r56, %r56, 2097152; tcgen05.ld.sync.aligned.32x32b.x8.b32", 1}},
+       "may access TMEM lanes"},
+      // ops/softmax: group reductions over named barriers.
+      {"softmax-count", "ops/softmax", "a group barrier with 96 threads where the group has 64",
+       {{"bar.sync \t%r8, 64;", "bar.sync \t%r8, 96;", 2}}, "of 96 arrived", {5, 2000, 0}},
+  };
+  return *m;
+}
+
+rt::Bundle Apply(const Mutation& mu, std::string* error) {
+  absl::StatusOr<KernelDef> def = Find(mu.kernel)->build();
+  absl::StatusOr<std::string> ptx = def.ok() ? EmitPtx(*def, {.line_info = true}) : def.status();
+  if (!ptx.ok()) {
+    *error = std::string(ptx.status().message());
+    return {};
+  }
+  rt::Bundle b{def->manifest(), *ptx};
+  for (const Edit& e : mu.edits) {
+    int seen = 0, done = 0;
+    for (size_t at = b.ptx.find(e.from); at != std::string::npos; at = b.ptx.find(e.from, at + 1)) {
+      if (e.nth && ++seen != e.nth) continue;
+      b.ptx.replace(at, e.from.size(), e.to);
+      at += e.to.size() - 1;
+      ++done;
+    }
+    if (!done) *error = absl::StrCat("the text to mutate is not in the PTX: '", e.from, "'");
+  }
+  return b;
+}
+
+class Planted : public ::testing::TestWithParam<Mutation> {};
+
+TEST_P(Planted, IsCaughtWithItsClass) {
+  const Mutation& mu = GetParam();
+  std::string error;
+  const rt::Bundle b = Apply(mu, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  std::vector<std::string> reports;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    absl::Status s;
+    if (IsRowOp(mu.kernel)) {
+      RowOpOptions opt;
+      opt.rows = mu.size.m, opt.cols = mu.size.n, opt.time = false;
+      absl::StatusOr<RowOpResult> r = EmulateRowOp(b, opt, seed);
+      s = r.ok() ? (r->passed ? absl::OkStatus() : absl::InternalError(r->failure)) : r.status();
+    } else {
+      RunOptions opt;
+      opt.size = mu.size;
+      if (!opt.size.m) {
+        const GemmSpec g = *GemmOf(b.manifest);
+        opt.size = {g.tile_m, g.tile_n, 2 * g.tile_k};
+      }
+      absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, seed);
+      s = r.ok() ? (r->passed ? absl::OkStatus() : absl::InternalError(r->failure)) : r.status();
+    }
+    if (!s.ok() && s.message().find(mu.expect) != std::string::npos) {
+      // A row of docs/MUTATIONS.md: the class found, the schedule, the first DSL line named.
+      const std::string m(s.message());
+      const size_t at = m.find("examples/");
+      const size_t end = at == std::string::npos ? at : m.find_first_not_of("0123456789", m.find(':', at) + 1);
+      std::cout << "| " << mu.id << " | " << mu.kernel << " | " << mu.bug << " | " << mu.expect << " | seed " << seed
+                << " | " << (at == std::string::npos ? "-" : m.substr(at, end - at)) << " |\n";
+      return;
+    }
+    reports.push_back(absl::StrCat("seed ", seed, ": ", s.ok() ? "passed" : s.message()));
+  }
+  ADD_FAILURE() << mu.id << " (" << mu.bug << "): no schedule reported '" << mu.expect << "':\n"
+                << absl::StrJoin(reports, "\n");
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, Planted, ::testing::ValuesIn(Mutations()),
+                         [](const auto& info) {
+                           std::string n = info.param.id;
+                           for (char& c : n)
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace kiln::examples
