@@ -113,6 +113,7 @@ struct TcgenMma {
   uint64_t a_desc = 0, b_desc = 0;
   uint32_t idesc = 0;
   bool accumulate = true;
+  bool pair = false;  // cta_group::2: issued by the pair's even CTA over both CTAs' operands
   int line = 0;
   const ptx::Instr* in = nullptr;
 };
@@ -197,12 +198,13 @@ class Cta {
         tcgen_commits_.erase(tcgen_commits_.begin());
         for (const TcgenMma& op : c.mmas)
           if (absl::Status s = RunTcgenMma(op); !s.ok()) return s;
-        MbarrierState& b = mbarriers_[c.mbarrier];
-        if (--b.pending < 0)
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "%s: a tcgen05.commit arrives beyond the %d arrivals the mbarrier at shared offset %d expects", kernel_,
-              b.expected, c.mbarrier));
-        if (absl::Status s = MbarrierComplete(c.mbarrier); !s.ok()) return s;
+        if (c.cta_mask == 0) {
+          if (absl::Status s = ArriveFromCommit(c.mbarrier, c.line); !s.ok()) return s;
+        } else {
+          for (size_t r = 0; r < cluster_->ctas.size(); ++r)
+            if (c.cta_mask >> r & 1)
+              if (absl::Status s = cluster_->ctas[r]->ArriveFromCommit(c.mbarrier, c.line); !s.ok()) return s;
+        }
       }
       return Progress::kMoved;
     }
@@ -395,6 +397,9 @@ class Cta {
   absl::Status CheckInFlightRegs(const Thread& t, const Instr& in) const;
   std::vector<std::vector<uint64_t>> TcgenWarp(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
   absl::Status RunTcgenMma(const struct TcgenMma& op);
+  // One CTA's rows of an MMA: D rows from `a_cta`'s A operand, B columns from `b_ctas` (one CTA,
+  // or a pair's two, each holding N / 2), into this CTA's tensor memory.
+  absl::Status RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vector<Cta*>& b_ctas, int n);
   absl::Status CheckTmemAtExit();
   absl::Status Mbarrier(Thread& t, const Instr& in);
   absl::Status MbarrierComplete(uint64_t offset);
@@ -504,7 +509,10 @@ class Cta {
   struct TcgenCommit {
     std::vector<TcgenMma> mmas;
     uint64_t mbarrier;
+    uint16_t cta_mask = 0;  // multicast: the cluster CTAs whose barrier at that offset gets the arrival
+    int line = 0;
   };
+  absl::Status ArriveFromCommit(uint64_t offset, int line);
   std::vector<TcgenCommit> tcgen_commits_;      // committed, completing in order
   // wgmma: the warpgroup's ops issued since its last commit, and its committed groups.
   struct WgmmaOp {

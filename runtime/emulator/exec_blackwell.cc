@@ -9,9 +9,13 @@ namespace kiln::emu::detail {
 absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
   const std::string kind = in.mods.empty() ? "" : in.mods[0];
   if (kind == "mma") {
-    if (!in.Has("cta_group::1") || !in.Has("kind::f16"))
-      return Fail(t, in, "only tcgen05.mma.cta_group::1.kind::f16 is emulated so far");
+    const bool pair = in.Has("cta_group::2");
+    if ((!pair && !in.Has("cta_group::1")) || !in.Has("kind::f16"))
+      return Fail(t, in, "only tcgen05.mma.cta_group::{1,2}.kind::f16 is emulated so far");
+    if (pair && (!cluster_ || rank_ % 2 != 0 || rank_ + 1 >= static_cast<int>(cluster_->ctas.size())))
+      return Fail(t, in, "a cta_group::2 MMA is issued by the even CTA of a pair in a cluster");
     TcgenMma op;
+    op.pair = pair;
     op.d = static_cast<uint32_t>(Address(t, in.ops.at(0)));
     op.a_desc = Read(t, in.ops.at(1), 64);
     op.b_desc = Read(t, in.ops.at(2), 64);
@@ -23,11 +27,16 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     return absl::OkStatus();
   }
   if (kind == "commit") {  // the mbarrier gets one arrival when every earlier tcgen05.mma completes
-    if (in.Has("multicast::cluster")) return Fail(t, in, "multicast commits are not emulated yet");
-    const uint64_t bar = Address(t, in.ops.at(0));
-    if (!mbarriers_.count(bar))
+    const uint64_t bar = Address(t, in.ops.at(0)) & kOffsetMask;
+    uint16_t mask = 0;
+    if (in.Has("multicast::cluster")) {  // the barrier at this offset in each CTA of the mask
+      mask = static_cast<uint16_t>(Read(t, in.ops.at(1), 16));
+      if (!cluster_ || mask == 0 || (mask >> cluster_->ctas.size()) != 0)
+        return Fail(t, in, absl::StrFormat("a multicast commit to CTA mask 0x%x outside the cluster", mask));
+    } else if (!mbarriers_.count(bar)) {
       return Fail(t, in, absl::StrFormat("tcgen05.commit to shared offset %d, which holds no initialised mbarrier", bar));
-    tcgen_commits_.push_back({std::move(tcgen_issued_), bar});
+    }
+    tcgen_commits_.push_back({std::move(tcgen_issued_), bar, mask, in.line});
     tcgen_issued_.clear();
     return absl::OkStatus();
   }
@@ -134,21 +143,41 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
 }
 
 absl::Status Cta::RunTcgenMma(const TcgenMma& op) {
-  auto fail = [&](const std::string& what) {
+  const uint32_t d = op.idesc;
+  const int n = ((d >> 17) & 0x3f) << 3, m = ((d >> 24) & 0x1f) << 4;
+  if (!op.pair) return RunTcgenMmaRows(op, *this, {this}, n);
+  // cta_group::2 (PTX ISA, tcgen05 CTA pairs): M = 256 rows, each CTA holding 128 of A's rows
+  // and N / 2 of B's, at the descriptors' offsets in its own shared memory; each CTA's tensor
+  // memory receives its 128 rows of D, over all N columns (the even CTA's B first).
+  Cta& peer = *cluster_->ctas[rank_ + 1];
+  if (m != 256) {
     const std::string dsl = m_.DslLine(*op.in);
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s%s: PTX line %d: tcgen05.mma: %s", dsl.empty() ? "" : dsl + ": ", kernel_, op.line, what));
+    return absl::InvalidArgumentError(absl::StrFormat("%s%s: PTX line %d: tcgen05.mma: a cta_group::2 shape of M=%d is "
+                                                      "not emulated yet (M=256)",
+                                                      dsl.empty() ? "" : dsl + ": ", kernel_, op.line, m));
+  }
+  if (absl::Status s = RunTcgenMmaRows(op, *this, {this, &peer}, n); !s.ok()) return s;
+  return peer.RunTcgenMmaRows(op, peer, {this, &peer}, n);
+}
+
+absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vector<Cta*>& b_ctas, int n) {
+  auto fail = [&](const std::string& what) {
+    const std::string dsl = op.in ? a_cta.m_.DslLine(*op.in) : "";
+    return absl::InvalidArgumentError(absl::StrFormat("%s%s: PTX line %d: tcgen05.mma: %s%s", dsl.empty() ? "" : dsl + ": ",
+                                                      kernel_, op.line, what,
+                                                      op.pair ? absl::StrCat(" (in cluster CTA ", rank_, ")") : ""));
   };
   const uint32_t d = op.idesc;
   const int c_format = (d >> 4) & 3, a_format = (d >> 7) & 7, b_format = (d >> 10) & 7;
   const bool neg_a = (d >> 13) & 1, neg_b = (d >> 14) & 1, a_mn = (d >> 15) & 1, b_mn = (d >> 16) & 1;
-  const int n = ((d >> 17) & 0x3f) << 3, m = ((d >> 24) & 0x1f) << 4;
+  const int m = 128;  // rows per CTA
   if (c_format != 1) return fail("only f32 accumulators are emulated so far");
   if (a_format > 1 || b_format > 1 || a_format != b_format) return fail("A and B must both be f16 or both bf16");
   if (a_mn || b_mn) return fail("MN-major operands are not emulated yet");
-  if (m != 128 || n < 8 || n > 256) return fail(absl::StrCat("the shape M=", m, " N=", n, " is not emulated yet"));
+  if ((!op.pair && ((d >> 24) & 0x1f) << 4 != 128) || n < 8 || n > 256 || n % (8 * b_ctas.size()))
+    return fail(absl::StrCat("the shape M=", ((d >> 24) & 0x1f) << 4, " N=", n, " is not emulated yet"));
   const bool bf16 = a_format == 1;
-  auto element = [&](uint64_t desc, int row, int k, double* out) -> absl::Status {
+  auto element = [&](Cta& from, uint64_t desc, int row, int k, double* out) -> absl::Status {
     // tcgen05: version 1 in bits 46-47, base offset 49-51, layout 61-63 (0 none, 2/4/6: 128/64/32B).
     const int version = (desc >> 46) & 3, base = (desc >> 49) & 7, layout = static_cast<int>(desc >> 61);
     if (version != 1) return fail(absl::StrCat("a shared memory descriptor of version ", version, " (must be 1)"));
@@ -156,15 +185,16 @@ absl::Status Cta::RunTcgenMma(const TcgenMma& op) {
     const int span = layout == 2 ? 128 : layout == 4 ? 64 : layout == 6 ? 32 : 0;
     if (layout != 0 && span == 0) return fail(absl::StrCat("the descriptor layout ", layout, " is not emulated yet"));
     const KMajorOperand o{(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4, ((desc >> 32) & 0x3fff) << 4, span};
-    return ReadOperand(*op.in, "tcgen05.mma", o, row, k, bf16, out);
+    return from.ReadOperand(*op.in, "tcgen05.mma", o, row, k, bf16, out);
   };
   std::vector<double> a(m * 16), b(n * 16);
   for (int r = 0; r < m; ++r)
     for (int k = 0; k < 16; ++k)
-      if (absl::Status s = element(op.a_desc, r, k, &a[r * 16 + k]); !s.ok()) return s;
+      if (absl::Status s = element(a_cta, op.a_desc, r, k, &a[r * 16 + k]); !s.ok()) return s;
+  const int per_cta = n / static_cast<int>(b_ctas.size());
   for (int c = 0; c < n; ++c)
     for (int k = 0; k < 16; ++k)
-      if (absl::Status s = element(op.b_desc, c, k, &b[c * 16 + k]); !s.ok()) return s;
+      if (absl::Status s = element(*b_ctas[c / per_cta], op.b_desc, c % per_cta, k, &b[c * 16 + k]); !s.ok()) return s;
   const uint32_t lane0 = op.d >> 16, col0 = op.d & 0xffff;
   bool inside = lane0 == 0;
   if (inside) {
@@ -181,6 +211,21 @@ absl::Status Cta::RunTcgenMma(const TcgenMma& op) {
       cell = static_cast<uint32_t>(Bits(static_cast<float>(acc)));
     }
   return absl::OkStatus();
+}
+
+// A commit's arrival on the mbarrier at `offset` of this CTA.
+absl::Status Cta::ArriveFromCommit(uint64_t offset, int line) {
+  auto it = mbarriers_.find(offset);
+  if (it == mbarriers_.end())
+    return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a tcgen05.commit arrives on shared offset %d of "
+                                                      "block (%d,%d,%d), which holds no initialised mbarrier",
+                                                      kernel_, line, offset, ctaid_.x, ctaid_.y, ctaid_.z));
+  MbarrierState& b = it->second;
+  if (--b.pending < 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: PTX line %d: a tcgen05.commit arrives beyond the %d arrivals the mbarrier at shared offset %d expects",
+        kernel_, line, b.expected, offset));
+  return MbarrierComplete(offset);
 }
 
 absl::Status Cta::CheckTmemAtExit() {

@@ -113,6 +113,11 @@ const std::vector<Mutation>& Mutations() {
       {"v4-lanes", "blackwell/v4", "a warp reads another warp's TMEM lanes",
        {{"tcgen05.ld.sync.aligned.32x32b.x8.b32", "add.s32 %r56, %r56, 2097152; tcgen05.ld.sync.aligned.32x32b.x8.b32", 1}},
        "may access TMEM lanes"},
+      {"v5-commit-mask", "blackwell/v5", "the pair's MMA frees a stage only in the even CTA",
+       {{"tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 \t[%r40+229432], %rs1;",
+         "and.b16 %rs1, %rs1, 1; tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 "
+         "\t[%r40+229432], %rs1;"}},
+       "arrivals missing", {256, 256, 1024}},
       // ops/softmax: group reductions over named barriers.
       {"softmax-count", "ops/softmax", "a group barrier with 96 threads where the group has 64",
        {{"bar.sync \t%r8, 64;", "bar.sync \t%r8, 96;", 2}}, "of 96 arrived", {5, 2000, 0}},
