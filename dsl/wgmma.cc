@@ -164,22 +164,30 @@ std::vector<Value> WgmmaAccumulator::FragmentA(int k16, Scalar elem, Loc loc) co
   return a;
 }
 
-void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b,
-                   const Operand& b_row0, int k0, bool scale_d, Loc loc) {
-  KernelState& s = *state_;
-  if (!NeedWgmma(s, loc) || acc.n() == 0) return;
-  if (!CheckOperandTile(s, b, "B", acc.n(), b_row0, k0, loc)) return;
-  if (a.size() != 4) return Fail(absl::StrCat("wgmma A from registers takes 4 b32 registers, not ", a.size()), loc);
-  const Type pair = Type::Vec(b.elem(), 2);
+namespace {
+
+bool CheckRegisterA(KernelState& s, const std::vector<Value>& a, Scalar elem, const Loc& loc) {
+  if (a.size() != 4) {
+    s.Fail(absl::StrCat("wgmma A from registers takes 4 b32 registers, not ", a.size()), loc);
+    return false;
+  }
+  const Type pair = Type::Vec(elem, 2);
   for (const Value& r : a)
-    if (r.valid() && r.type() != Type::Of(Scalar::kI32) && r.type() != pair)
-      return Fail(absl::StrCat("wgmma A registers are i32 or ", pair.Str(), " (the B tile's type), not ",
-                               r.type().Str()),
-                  loc);
-  // No NVVM op takes A from registers: the instruction itself, accumulators tied in and out.
+    if (r.valid() && r.type() != Type::Of(Scalar::kI32) && r.type() != pair) {
+      s.Fail(absl::StrCat("wgmma A registers are i32 or ", pair.Str(), " (the B tile's type), not ", r.type().Str()),
+             loc);
+      return false;
+    }
+  return true;
+}
+
+// wgmma with A from registers and B from `b_desc`. No NVVM op takes A from registers: the
+// instruction itself, accumulators tied in and out; `trans_b` is imm-trans-b (1: MN-major B).
+void WgmmaRegisterA(KernelState& s, const WgmmaAccumulator& acc, const std::vector<Value>& a, Scalar elem,
+                    mlir::Value b_desc, bool trans_b, bool scale_d, const Loc& loc) {
   mlir::Location l = s.ToLoc(loc);
   const int regs = acc.n() / 2;
-  const char* type = b.elem() == Scalar::kBF16 ? "bf16" : "f16";
+  const char* type = elem == Scalar::kBF16 ? "bf16" : "f16";
   std::string d_list, a_list, constraints;
   std::vector<mlir::Value> operands;
   for (int i = 0; i < regs; ++i) {
@@ -198,14 +206,60 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, con
     operands.push_back(s.Unwrap(a[i].Bitcast(Type::Of(Scalar::kI32), loc), loc));
   }
   absl::StrAppend(&constraints, ",l");
-  operands.push_back(Descriptor(s, b, b_row0, k0, loc));
-  // Operands after B: scale-d (a predicate), imm-scale-a, imm-scale-b, imm-trans-b (0: K-major).
+  operands.push_back(b_desc);
+  // Operands after B: scale-d (a predicate), imm-scale-a, imm-scale-b, imm-trans-b.
   const std::string ptx = absl::StrCat(
       "{\n.reg .pred p;\nsetp.ne.b32 p, ", scale_d ? 1 : 0, ", 0;\nwgmma.mma_async.sync.aligned.m64n", acc.n(),
-      "k16.f32.", type, ".", type, " {", d_list, "}, {", a_list, "}, $", first_a + 4, ", p, 1, 1, 0;\n}");
+      "k16.f32.", type, ".", type, " {", d_list, "}, {", a_list, "}, $", first_a + 4, ", p, 1, 1, ", trans_b ? 1 : 0,
+      ";\n}");
   std::vector<mlir::Type> result_types(regs, s.builder.getF32Type());
   std::vector<mlir::Value> d = s.InlineAsmResults(ptx, constraints, operands, result_types, l);
   for (int i = 0; i < regs; ++i) acc[RegIndex(i, loc)] = Operand(s.Wrap(d[i], Type::Of(Scalar::kF32)), loc);
+}
+
+}  // namespace
+
+void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b,
+                   const Operand& b_row0, int k0, bool scale_d, Loc loc) {
+  KernelState& s = *state_;
+  if (!NeedWgmma(s, loc) || acc.n() == 0) return;
+  if (!CheckOperandTile(s, b, "B", acc.n(), b_row0, k0, loc)) return;
+  if (!CheckRegisterA(s, a, b.elem(), loc)) return;
+  WgmmaRegisterA(s, acc, a, b.elem(), Descriptor(s, b, b_row0, k0, loc), /*trans_b=*/false, scale_d, loc);
+}
+
+void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b, MnMajor,
+                   int k0, bool scale_d, Loc loc) {
+  KernelState& s = *state_;
+  if (!NeedWgmma(s, loc) || acc.n() == 0) return;
+  const std::string where = absl::StrCat("wgmma MN-major B tile (", LocString(b.loc()), ")");
+  const int es = ScalarBytes(b.elem()), span = SwizzleBytes(b.swizzle());
+  if (b.elem() != Scalar::kBF16 && b.elem() != Scalar::kF16)
+    return Fail(absl::StrCat(where, " must hold bf16 or f16"), loc);
+  if (span == 0 || b.row_stride() * es != span)
+    return Fail(absl::StrCat(where, " must be swizzled with rows of exactly its swizzle span (K rows of N)"), loc);
+  const int atom = span / es;  // N columns per swizzle atom
+  if (acc.n() > atom * b.stages() || (acc.n() > atom && acc.n() % atom))
+    return Fail(absl::StrCat(where, " holds ", atom * b.stages(), " columns of N in ", b.stages(), " atom(s) of ", atom,
+                             "; this wgmma needs N = ", acc.n()),
+                loc);
+  if (k0 < 0 || k0 % 16 || k0 + 16 > b.rows())
+    return Fail(absl::StrCat(where, ": k0 = ", k0, " is not a 16-row slice of its ", b.rows(), " rows of K"), loc);
+  if (!CheckRegisterA(s, a, b.elem(), loc)) return;
+  // MN-major canonical layout (PTX ISA, matrix descriptors): each 8 rows of K are one swizzle
+  // atom, SBO = 8 rows apart; LBO = from one atom of N columns to the next (a stage).
+  mlir::Location l = s.ToLoc(loc);
+  const Type i32 = Type::Of(Scalar::kI32);
+  const int mode = b.swizzle() == Swizzle::k128B ? 1 : b.swizzle() == Swizzle::k64B ? 2 : 3;
+  Value base = s.Wrap(s.SharedAddress32(s.Unwrap(b.Stage(0, loc).Base(loc)), l), i32);
+  Value addr = base + Operand(k0 * span, loc);
+  mlir::Value start = s.Unwrap((addr & Operand(0x3FFFF, loc)) >> Operand(4, loc));
+  start = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), start);
+  const uint64_t fixed = (uint64_t(b.stage_bytes() >> 4) << 16) | (uint64_t(8 * span >> 4) << 32) |
+                         (uint64_t(mode) << 62);
+  mlir::Value hi = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
+  WgmmaRegisterA(s, acc, a, b.elem(), mlir::arith::OrIOp::create(s.builder, l, start, hi), /*trans_b=*/true, scale_d,
+                 loc);
 }
 
 void Kernel::StMatrix(const Value& smem_row, const std::vector<Value>& regs, bool trans, Loc loc) {

@@ -400,13 +400,17 @@ absl::Status ProbeWgmmaRegs(Target& t, uint64_t seed, Checker& c, ProbeResult* r
   constexpr int kT = 64;
   std::vector<uint16_t> a = RandomNormal16(kT * kT, seed, false), b1 = RandomNormal16(kT * kT, seed + 1, false),
                         b2 = RandomNormal16(kT * kT, seed + 2, false);
-  absl::StatusOr<uint64_t> da = t.Upload(a), db1 = t.Upload(b1), db2 = t.Upload(b2), dd = t.Filled(kT * kT * 4, 0xff);
-  for (auto* p : {&da, &db1, &db2, &dd})
+  absl::StatusOr<uint64_t> da = t.Upload(a), db1 = t.Upload(b1), db2 = t.Upload(b2), dd = t.Filled(kT * kT * 4, 0xff),
+                           dd2 = t.Filled(kT * kT * 4, 0xff);
+  for (auto* p : {&da, &db1, &db2, &dd, &dd2})
     if (!p->ok()) return p->status();
-  if (absl::Status s = t.Launch({rt::Arg::Ptr(*da), rt::Arg::Ptr(*db1), rt::Arg::Ptr(*db2), rt::Arg::Ptr(*dd)}); !s.ok())
+  if (absl::Status s = t.Launch({rt::Arg::Ptr(*da), rt::Arg::Ptr(*db1), rt::Arg::Ptr(*db2), rt::Arg::Ptr(*dd),
+                                 rt::Arg::Ptr(*dd2)});
+      !s.ok())
     return s;
-  absl::StatusOr<std::vector<float>> d = t.Download<float>(*dd, kT * kT);
+  absl::StatusOr<std::vector<float>> d = t.Download<float>(*dd, kT * kT), d2 = t.Download<float>(*dd2, kT * kT);
   if (!d.ok()) return d.status();
+  if (!d2.ok()) return d2.status();
   // P = bf16(A * B1^T) as the kernel rounds its f32 accumulator; D = P * B2^T, in fp64.
   std::vector<double> p(kT * kT);
   for (int m = 0; m < kT; ++m)
@@ -415,19 +419,25 @@ absl::Status ProbeWgmmaRegs(Target& t, uint64_t seed, Checker& c, ProbeResult* r
       for (int k = 0; k < kT; ++k) s += double{Bf16ToFloat(a[m * kT + k])} * Bf16ToFloat(b1[n * kT + k]);
       p[m * kT + n] = Bf16ToFloat(FloatToBf16(static_cast<float>(s)));
     }
-  double err = 0, norm = 0;
-  for (int m = 0; m < kT; ++m)
-    for (int n = 0; n < kT; ++n) {
-      double want = 0;
-      for (int k = 0; k < kT; ++k) want += p[m * kT + k] * Bf16ToFloat(b2[n * kT + k]);
-      const double got = (*d)[m * kT + n];
-      err += (got - want) * (got - want), norm += want * want;
-      ++r->checked;
-      if (!std::isfinite(got)) c.Fail(absl::StrFormat("D(%d, %d) is %g", m, n, got));
-    }
-  // P's rounding can differ by one bf16 step where the f32 and fp64 sums straddle a boundary.
-  const double rel = std::sqrt(err / norm), tolerance = 4e-3;
-  if (!(rel <= tolerance)) c.Fail(absl::StrFormat("D: norm-relative error %.3g over %.3g", rel, tolerance));
+  // D = P * B2^T (B2 K-major: B(n, k) = b2[n][k]); D2 = P * B2 (MN-major: B(n, k) = b2[k][n]).
+  for (const bool mn_major : {false, true}) {
+    const std::vector<float>& got_d = mn_major ? *d2 : *d;
+    const char* name = mn_major ? "D2 (MN-major B)" : "D";
+    double err = 0, norm = 0;
+    for (int m = 0; m < kT; ++m)
+      for (int n = 0; n < kT; ++n) {
+        double want = 0;
+        for (int k = 0; k < kT; ++k)
+          want += p[m * kT + k] * Bf16ToFloat(mn_major ? b2[k * kT + n] : b2[n * kT + k]);
+        const double got = got_d[m * kT + n];
+        err += (got - want) * (got - want), norm += want * want;
+        ++r->checked;
+        if (!std::isfinite(got)) c.Fail(absl::StrFormat("%s(%d, %d) is %g", name, m, n, got));
+      }
+    // P's rounding can differ by one bf16 step where the f32 and fp64 sums straddle a boundary.
+    const double rel = std::sqrt(err / norm), tolerance = 4e-3;
+    if (!(rel <= tolerance)) c.Fail(absl::StrFormat("%s: norm-relative error %.3g over %.3g", name, rel, tolerance));
+  }
   return absl::OkStatus();
 }
 

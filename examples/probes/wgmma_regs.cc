@@ -1,8 +1,9 @@
 // probe/wgmma_regs: the attention pattern of two chained GEMMs on one warpgroup, the second with
 // A from registers: S = A * B1^T (wgmma from shared memory), P = bf16(S) taken straight from the
-// accumulator (WgmmaAccumulator::FragmentA), D = P * B2^T (wgmma with A in registers). All tiles
-// are 64 x 64 bf16, K-major, 128B-swizzled, filled by plain loads and stores. The check
-// (examples/probe_check.cc) recomputes D from the inputs.
+// accumulator (WgmmaAccumulator::FragmentA), D = P * B2^T (wgmma with A in registers), and
+// D2 = P * B2 with the same tile read MN-major (B2 as K rows of N, attention's V). All tiles are
+// 64 x 64 bf16, 128B-swizzled, filled by plain loads and stores. The check
+// (examples/probe_check.cc) recomputes D and D2 from the inputs.
 #include "examples/registry.h"
 #include "kiln/hopper.h"
 
@@ -13,7 +14,7 @@ absl::StatusOr<KernelDef> BuildWgmmaRegs() {
   constexpr int kTile = 64, kThreads = 128;
   Kernel k("probe/wgmma_regs", sm90a(), {kThreads});
   Value a = k.PtrParam("a", bf16), b1 = k.PtrParam("b1", bf16), b2 = k.PtrParam("b2", bf16);
-  Value d = k.PtrParam("d", f32);
+  Value d = k.PtrParam("d", f32), d2 = k.PtrParam("d2", f32);
   k.Grid("1");
   SmemTile ta = k.SmemSwizzled(bf16, kTile, kTile, Swizzle::k128B);
   SmemTile tb1 = k.SmemSwizzled(bf16, kTile, kTile, Swizzle::k128B);
@@ -43,15 +44,24 @@ absl::StatusOr<KernelDef> BuildWgmmaRegs() {
   k.WgmmaCommit();
   k.WgmmaWait(0);
 
+  WgmmaAccumulator o2 = k.WgmmaAcc(kTile);
+  k.WgmmaFence();
+  for (int j = 0; j < kTile / 16; ++j)
+    k.Wgmma(o2, s.FragmentA(j, bf16), tb2, Kernel::MnMajor::kB, 16 * j, /*scale_d=*/j > 0);
+  k.WgmmaCommit();
+  k.WgmmaWait(0);
+
   for (int p = 0; p < kTile / 4; ++p) {
     Value at = (o.Row(p) * kTile + o.Col(p)).To(i64);
     k.Store(d + at, o[2 * p]);
     k.Store(d + at + 1, o[2 * p + 1]);
+    k.Store(d2 + at, o2[2 * p]);
+    k.Store(d2 + at + 1, o2[2 * p + 1]);
   }
   return k.Build();
 }
 
 }  // namespace
-KILN_EXAMPLE("probe/wgmma_regs", "S = A*B1^T, then D = bf16(S)*B2^T with A from registers (attention's P*V)",
+KILN_EXAMPLE("probe/wgmma_regs", "S = A*B1^T, then bf16(S)*B2^T and bf16(S)*B2 (MN-major B) with A from registers",
              BuildWgmmaRegs);
 }  // namespace kiln::examples

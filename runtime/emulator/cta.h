@@ -416,6 +416,7 @@ class Cta {
   struct KMajorOperand {
     uint64_t start = 0, lbo = 0, sbo = 0;
     int span = 0;
+    bool mn_major = false;  // the operand's rows (M or N) contiguous instead of K
   };
   // Element (row, k) of a bf16/f16 operand, read for `in` by the async proxy (`reader`): the
   // bounds, the proxy fence and pending TMA destinations are checked.
@@ -520,6 +521,7 @@ class Cta {
     uint64_t a_desc = 0, b_desc = 0;
     std::vector<double> a_from_regs;  // 64 x 16, row-major, when A comes from registers (read at issue)
     std::vector<std::pair<uint64_t, uint64_t>> reads;  // shared byte spans [lo, hi) of its descriptors
+    bool b_mn_major = false;                           // imm-trans-b
     int n = 0;
     bool scale_d = true, negate_a = false, negate_b = false, bf16 = true;
     int line = 0;

@@ -289,8 +289,9 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
     op.scale_d = Read(t0, in.ops.at(3), 1) & 1;
     op.negate_a = SignExtend(Read(t0, in.ops.at(4), 32), 32) < 0;
     op.negate_b = SignExtend(Read(t0, in.ops.at(5), 32), 32) < 0;
-    if ((!a_regs && Read(t0, in.ops.at(6), 32)) || Read(t0, in.ops.back(), 32))
-      return Fail(t0, in, "transposed (MN-major) wgmma operands are not emulated yet");
+    if (!a_regs && Read(t0, in.ops.at(6), 32))
+      return Fail(t0, in, "an MN-major (transposed) wgmma A is not emulated yet");
+    op.b_mn_major = Read(t0, in.ops.back(), 32) & 1;
     if (a_regs) op.a_from_regs.assign(64 * 16, 0.0);
     for (int i = first; i < first + 128; ++i) {
       const Instr& mine = e_.code[threads_[i].pc];
@@ -317,7 +318,9 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
         return Fail(threads_[i], mine, absl::StrCat("an m64n", op.n, " accumulator has ", op.n / 2, " registers"));
     }
     if (!a_regs) op.reads.push_back(OperandSpan(WgmmaOperand(op.a_desc), 64));
-    op.reads.push_back(OperandSpan(WgmmaOperand(op.b_desc), op.n));
+    KMajorOperand b_operand = WgmmaOperand(op.b_desc);
+    b_operand.mn_major = op.b_mn_major;
+    op.reads.push_back(OperandSpan(b_operand, op.n));
     wg.open.push_back(std::move(op));
   } else if (kind == "commit_group") {
     wg.groups.push_back(std::move(wg.open));
@@ -341,8 +344,10 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
   Warpgroup& wg = warpgroups_[group];
   while (wg.groups.size() > keep) {
     for (const WgmmaOp& op : wg.groups.front()) {
-      auto element = [&](uint64_t desc, int row, int k, double* out) {
-        return ReadOperand(*op.in, "wgmma", WgmmaOperand(desc), row, k, op.bf16, out);
+      auto element = [&](uint64_t desc, int row, int k, double* out, bool mn_major = false) {
+        KMajorOperand o = WgmmaOperand(desc);
+        o.mn_major = mn_major;
+        return ReadOperand(*op.in, "wgmma", o, row, k, op.bf16, out);
       };
       std::vector<double> a = op.a_from_regs, b(op.n * 16);
       if (a.empty()) {
@@ -353,7 +358,7 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
       }
       for (int n = 0; n < op.n; ++n)
         for (int k = 0; k < 16; ++k)
-          if (absl::Status s = element(op.b_desc, n, k, &b[n * 16 + k]); !s.ok()) return s;
+          if (absl::Status s = element(op.b_desc, n, k, &b[n * 16 + k], op.b_mn_major); !s.ok()) return s;
       const double sign = (op.negate_a ? -1.0 : 1.0) * (op.negate_b ? -1.0 : 1.0);
       for (int t = 0; t < 128; ++t) {
         Thread& th = threads_[group * 128 + t];
@@ -385,7 +390,17 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
 }
 
 
+// Element (row, k) of a 16-bit operand in the canonical layouts (PTX ISA, shared memory matrix
+// layouts), in 16-byte units T. K-major: 8-row atoms SBO apart, each row one swizzle span of K
+// (without swizzle: 8x8 core matrices, LBO along K). MN-major: each k one span of rows, 8 k
+// per atom, atoms SBO apart along K and LBO apart along the rows (without swizzle the roles
+// swap: core matrices SBO apart along the rows, LBO along K).
 uint64_t Cta::OperandAddress(const KMajorOperand& o, int row, int k) {
+  if (o.mn_major) {
+    if (!o.span) return o.start + (row % 8) * 2 + (row / 8) * o.sbo + (k % 8) * 16 + (k / 8) * o.lbo;
+    const int atom = o.span / 2;  // rows per span
+    return Swizzled(o.start + (row % atom) * 2 + (row / atom) * o.lbo + (k % 8) * o.span + (k / 8) * o.sbo, o.span);
+  }
   return o.span ? Swizzled(o.start + (row / 8) * o.sbo + (row % 8) * o.span + k * 2, o.span)
                 : o.start + (row / 8) * o.sbo + (k / 8) * o.lbo + (row % 8) * 16 + (k % 8) * 2;
 }

@@ -230,6 +230,13 @@ class Kernel {
   // The registers must be ready before the wgmma reads them (WgmmaFence orders them).
   void Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b,
              const Operand& b_row0, int k0, bool scale_d = true, Loc loc = Loc::current());
+  // The same with B MN-major (imm-trans-b): `b` holds K rows of N, as a row-major V does in
+  // attention's P*V. It is a swizzled tile whose rows are one swizzle span of N (64 bf16 at
+  // 128B), or a ring of them side by side along N (stage s: columns 64s..64s+63); rows
+  // k0..k0+15 are read.
+  enum class MnMajor : uint8_t { kB };
+  void Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b, MnMajor b_layout,
+             int k0, bool scale_d = true, Loc loc = Loc::current());
   void WgmmaCommit(Loc loc = Loc::current());
   void WgmmaWait(int pending, Loc loc = Loc::current());
   // stmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each lane passes one row address.
