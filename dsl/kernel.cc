@@ -452,6 +452,32 @@ void Kernel::Role(const RoleSpec& role, const std::function<void(Value)>& body, 
     if (role.max_regs < 24 || role.max_regs > 256 || role.max_regs % 8)
       return Fail(absl::StrCat("setmaxnreg takes 24..256 in steps of 8, not ", role.max_regs), loc);
     if (s.target.compute_capability < 90) return Fail("setmaxnreg needs sm_90a", loc);
+    if (s.register_roles.empty())
+      CheckAtBuild([this] {
+        // The warpgroups' register budgets after every role's setmaxnreg must fit the SM's 64K
+        // registers: an .inc past them waits, as on the GPU, for registers nobody frees.
+        KernelState& st = *state_;
+        const int wgs = (static_cast<int>(st.manifest.block.count()) + 127) / 128;
+        const int launch_regs = std::min(255, 65536 / static_cast<int>(st.manifest.block.count()) / 8 * 8);
+        std::vector<int> regs(wgs, launch_regs);
+        for (const KernelState::RegisterRole& r : st.register_roles)
+          for (int g = r.first_thread / 128; g < (r.first_thread + r.threads) / 128; ++g) regs[g] = r.max_regs;
+        int64_t total = 0;
+        std::string each;
+        for (int g = 0; g < wgs; ++g) {
+          total += int64_t{regs[g]} * 128;
+          absl::StrAppend(&each, g ? ", " : "", "warpgroup ", g, ": ", regs[g]);
+        }
+        if (total > 65536) {
+          const KernelState::RegisterRole* top = &st.register_roles.front();
+          for (const KernelState::RegisterRole& r : st.register_roles)
+            if (r.max_regs > top->max_regs) top = &r;
+          Fail(absl::StrCat("the roles' register budgets (", each, " per thread) need ", total,
+                            " registers; an SM has 65536, so this setmaxnreg.inc would wait forever"),
+               top->loc);
+        }
+      });
+    s.register_roles.push_back({role.first_thread, role.threads, role.max_regs, loc});
   }
   Value tid = ThreadIdx(0, loc);
   Value inside = role.first_thread == 0 ? tid < Operand(role.threads, loc)

@@ -89,6 +89,13 @@ struct KernelState {
   // Tensor memory: where each allocation (by its smem slot) is allocated and whether it is freed.
   std::vector<std::pair<int, Loc>> tmem_allocs;
   std::vector<int> tmem_frees;
+  std::vector<std::pair<int, int>> tmem_columns;  // per TmemAlloc: its slot and columns
+  // Roles that set their registers (setmaxnreg): first thread, threads, registers, where.
+  struct RegisterRole {
+    int first_thread, threads, max_regs;
+    Loc loc;
+  };
+  std::vector<RegisterRole> register_roles;
   // The cta_group of the kernel's tcgen05 ops (0: none yet) and where it was first used.
   int tcgen_group = 0;
   Loc tcgen_group_loc;

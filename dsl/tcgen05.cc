@@ -2,6 +2,8 @@
 // tiles, commit, loads, fences.
 #include <algorithm>
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
 #include "kiln/tcgen05_desc.h"
@@ -133,9 +135,20 @@ void Kernel::TmemAlloc(const Tmem& t, Loc loc) {
           Fail("tensor memory allocated here is never freed (TmemFree); it must be deallocated "
                "before the kernel ends",
                where);
+      // Each allocation (by its slot) holds its columns for the kernel's life: together they
+      // must fit the SM's 512, or the last tcgen05.alloc waits forever.
+      std::map<int, int> columns;
+      for (const auto& [slot, cols] : st.tmem_columns) columns[slot] = std::max(columns[slot], cols);
+      int total = 0;
+      for (const auto& [slot, cols] : columns) total += cols;
+      if (total > 512)
+        Fail(absl::StrCat("the kernel's tensor memory allocations total ", total,
+                          " columns; an SM has 512 (the last tcgen05.alloc would wait forever)"),
+             st.tmem_allocs.back().second);
     });
   }
   s.tmem_allocs.push_back({t.slot_.offset_bytes(), loc});
+  s.tmem_columns.push_back({t.slot_.offset_bytes(), t.columns_});
   mlir::Location l = s.ToLoc(loc);
   mlir::Value cols = mlir::arith::ConstantIntOp::create(s.builder, l, t.columns_, 32);
   mlir::NVVM::Tcgen05AllocOp::create(s.builder, l, s.Unwrap(t.slot_.At(0, 0, loc)), cols, Group(t.cta_group_));

@@ -181,4 +181,15 @@ TEST(Interleaved, SlabOfARowMajorTile) {
 }
 
 }  // namespace
+// Two allocations of 512 and 64 columns cannot both be held: the build says so at the second.
+TEST(Tmem, AllocationsMustFitTheSm) {
+  Kernel k("test/tmem_over", sm100a(), {128});
+  Tmem a = k.TensorMemory(512), b = k.TensorMemory(64);
+  k.If(k.WarpId() == 0, [&] { k.TmemAlloc(a); });
+  k.If(k.WarpId() == 0, [&] { k.TmemAlloc(b); }); const int line = __LINE__;
+  k.SyncThreads();
+  k.If(k.WarpId() == 0, [&] { k.TmemFree(a); k.TmemFree(b); });
+  ExpectError(k, line, "the kernel's tensor memory allocations total 576 columns; an SM has 512");
+}
+
 }  // namespace kiln

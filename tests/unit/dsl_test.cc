@@ -302,6 +302,20 @@ TEST(Hopper, SetmaxnregOnPartOfAWarpgroup) {
   ExpectError(k, line, "setmaxnreg applies to whole warpgroups");
 }
 
+// k11's budgets (producer 24, two consumers 240: 64512 of 65536) pass; a consumer at 256 does
+// not fit, and the build names the role asking most (the emulator shows the same wait at run time).
+TEST(Hopper, RoleRegisterBudgetsMustFitTheSm) {
+  Kernel ok("test/regs_ok", sm90a(), {384});
+  ok.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [](Value) {});
+  ok.Role({.first_thread = 128, .threads = 256, .max_regs = 240}, [](Value) {});
+  EXPECT_TRUE(ok.Build().ok());
+  Kernel k("test/regs_over", sm90a(), {384});
+  k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [](Value) {});
+  k.Role({.first_thread = 128, .threads = 256, .max_regs = 256}, [](Value) {}); const int line = __LINE__;
+  ExpectError(k, line, "the roles' register budgets (warpgroup 0: 24, warpgroup 1: 256, warpgroup 2: 256 per thread) "
+                       "need 68608 registers; an SM has 65536");
+}
+
 TEST(Hopper, StageConsumedThatNothingProduces) {
   Kernel k("test/pipeline", sm90a(), {256});
   SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B, 2);
