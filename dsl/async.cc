@@ -139,10 +139,20 @@ TensorMap Kernel::TmaParam(const std::string& name, const rt::TensorMapParam& sp
   return map;
 }
 
+namespace {
+// For the static transaction-byte check (KernelState::tx_records).
+void RecordTx(KernelState& s, const Barrier& bar, int64_t bytes, bool announced, const Loc& loc) {
+  if (Access::BarrierArray(bar) < 0) return;
+  s.tx_records.push_back({Access::BarrierArray(bar), Access::BarrierIndex(bar), bytes, announced, loc,
+                          s.loop_stack.back()});
+}
+}  // namespace
+
 void Kernel::TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
                      std::vector<Operand> coords, Loc loc) {
   KernelState& s = *state_;
   if (!NeedHopper(s, "TMA", loc) || !CheckBoxFitsTile(s, map, dst, coords.size(), loc)) return;
+  RecordTx(s, bar, map.box_bytes(), /*announced=*/false, loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
       s.builder, l, ClusterDst(s, dst, loc, l), DescriptorPtr(s, map, l), Coordinates(s, coords),
@@ -157,6 +167,7 @@ void Kernel::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrie
   if (s.manifest.cluster.count() % 2 != 0) return Fail("a CTA-pair TMA load needs clusters of CTA pairs", loc);
   if (!detail::UseTcgenGroup(s, 2, loc)) return;
   if (!CheckBoxFitsTile(s, map, dst, coords.size(), loc)) return;
+  RecordTx(s, bar, map.box_bytes(), /*announced=*/false, loc);
   mlir::Location l = s.ToLoc(loc);
   const Type i32 = Type::Of(Scalar::kI32);
   // The leader's barrier: the same smem offset in the even CTA of the pair (mapa).
@@ -185,6 +196,7 @@ void Kernel::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const B
     return;
   if (s.manifest.cluster.count() < 2)
     return Fail("TMA multicast needs a cluster of 2 or more CTAs (ClusterDims)", loc);
+  RecordTx(s, bar, map.box_bytes(), /*announced=*/false, loc);  // the bytes landing in each CTA of the mask
   mlir::Location l = s.ToLoc(loc);
   mlir::Value mask = s.Materialize(cta_mask, Type::Of(Scalar::kI32));
   mask = mlir::arith::TruncIOp::create(s.builder, l, s.builder.getI16Type(), mask);
@@ -284,6 +296,8 @@ Barrier Barriers::operator[](const Operand& i) const {
   if (Access::IsImm(i) && (Access::Imm(i) < 0 || Access::Imm(i) >= count_))
     s.Fail(absl::StrCat("barrier ", Access::Imm(i), " of an array of ", count_), i.loc());
   b.ptr_ = tile_.At(i, 0, i.loc());
+  b.array_ = tile_.offset_bytes();
+  b.index_ = Access::IsImm(i) ? absl::StrCat(Access::Imm(i)) : absl::StrCat("v", Access::Id(Access::Val(i)));
   return b;
 }
 
@@ -312,6 +326,7 @@ void Barrier::ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc)
   for (const TensorMap* m : maps) bytes += m->box_bytes();
   if (bytes <= 0 || bytes >= (1 << 20))
     return s.Fail(absl::StrCat("an mbarrier transaction count is 1..2^20-1 bytes, not ", bytes), loc);
+  RecordTx(s, *this, bytes, /*announced=*/true, loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Value tx = mlir::arith::ConstantIntOp::create(s.builder, l, bytes, 32);
   mlir::NVVM::MBarrierArriveExpectTxOp::create(s.builder, l, mlir::Type(), s.Unwrap(ptr_), tx,
@@ -339,6 +354,7 @@ void Barrier::ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps, c
   for (const TensorMap* m : maps) bytes += m->box_bytes();
   if (bytes <= 0 || bytes >= (1 << 20))
     return s.Fail(absl::StrCat("an mbarrier transaction count is 1..2^20-1 bytes, not ", bytes), loc);
+  RecordTx(s, *this, bytes, /*announced=*/true, loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Value addr = s.SharedAddress32(s.Unwrap(ptr_), l);
   mlir::Value tx = mlir::arith::ConstantIntOp::create(s.builder, l, bytes, 32);

@@ -414,7 +414,9 @@ void Kernel::For(const Operand& lo, const Operand& hi, const Operand& step,
                                      s.Materialize(hi, i32), s.Materialize(step, i32));
   mlir::OpBuilder::InsertionGuard guard(s.builder);
   s.builder.setInsertionPoint(op.getBody()->getTerminator());
+  s.loop_stack.push_back(s.next_loop++);
   body(s.Wrap(op.getInductionVar(), i32));
+  s.loop_stack.pop_back();
 }
 
 void Kernel::While(const std::function<Value()>& cond, const std::function<void()>& body,
@@ -432,7 +434,9 @@ void Kernel::While(const std::function<Value()>& cond, const std::function<void(
   }
   mlir::scf::ConditionOp::create(s.builder, l, flag, mlir::ValueRange{});
   s.builder.createBlock(&op.getAfter());
+  s.loop_stack.push_back(s.next_loop++);
   body();
+  s.loop_stack.pop_back();
   mlir::scf::YieldOp::create(s.builder, l);
 }
 
@@ -620,6 +624,37 @@ void Kernel::SyncThreads(Loc loc) {
   mlir::NVVM::Barrier0Op::create(state_->builder, state_->ToLoc(loc));
 }
 
+namespace {
+// The static transaction-byte check: within each loop body (a loop iteration is one phase of
+// the barriers it uses), every barrier must be announced as many bytes by expect_tx as its TMA
+// loads deliver. A mismatch hangs the GPU (too few delivered) or completes the phase early
+// (too many), so it is reported with the lines of both sides.
+std::vector<std::string> StaticFindings(const KernelState& s) {
+  std::map<std::tuple<int, std::string, int>, std::vector<const KernelState::TxRecord*>> by_barrier;
+  for (const KernelState::TxRecord& r : s.tx_records) by_barrier[{r.array, r.index, r.loop}].push_back(&r);
+  std::vector<std::string> findings;
+  for (const auto& [key, records] : by_barrier) {
+    int64_t announced = 0, delivered = 0;
+    std::string announced_at, delivered_at;
+    for (const KernelState::TxRecord* r : records) {
+      (r->announced ? announced : delivered) += r->bytes;
+      absl::StrAppend(r->announced ? &announced_at : &delivered_at, r->announced ? (announced_at.empty() ? "" : ", ")
+                                                                                   : (delivered_at.empty() ? "" : ", "),
+                      LocString(r->loc), " (", r->bytes, ")");
+    }
+    if (announced == delivered) continue;
+    findings.push_back(absl::StrCat(
+        LocString(records.front()->loc), ": tx-count mismatch: the mbarrier at shared offset ", std::get<0>(key), " [",
+        std::get<1>(key), "] is announced ", announced, " bytes by expect_tx",
+        announced_at.empty() ? "" : " at " + announced_at, " but its TMA loads deliver ", delivered,
+        delivered_at.empty() ? "" : " at " + delivered_at,
+        announced < delivered ? ": the phase completes before the last bytes land"
+                              : ": the phase never completes (the GPU hangs)"));
+  }
+  return findings;
+}
+}  // namespace
+
 absl::StatusOr<KernelDef> Kernel::Build() {
   KernelState& s = *state_;
   detail::EmptyValueRead().reset();
@@ -642,7 +677,9 @@ absl::StatusOr<KernelDef> Kernel::Build() {
   auto module = std::make_shared<KernelDef::Module>();
   module->context = std::move(s.context);
   module->module = std::move(s.module);
-  return KernelDef(s.manifest, s.target, std::move(module));
+  KernelDef def(s.manifest, s.target, std::move(module));
+  def.findings_ = StaticFindings(s);
+  return def;
 }
 
 }  // namespace kiln

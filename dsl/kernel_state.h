@@ -96,6 +96,20 @@ struct KernelState {
     Loc loc;
   };
   std::vector<RegisterRole> register_roles;
+  // The static transaction-byte check: for each barrier (array and index) in each loop body, the
+  // bytes expect_tx announces must be the bytes the TMA loads completing on it deliver.
+  struct TxRecord {
+    int array;
+    std::string index;
+    int64_t bytes;
+    bool announced;  // expect_tx (else a TMA load's box)
+    Loc loc;
+    int loop;  // the innermost For/While body (0: none)
+  };
+  std::vector<TxRecord> tx_records;
+  std::vector<int> loop_stack{0};
+  int next_loop = 1;
+  std::vector<std::string> findings;  // what the static checks found (KernelDef::findings)
   // The cta_group of the kernel's tcgen05 ops (0: none yet) and where it was first used.
   int tcgen_group = 0;
   Loc tcgen_group_loc;
@@ -135,6 +149,8 @@ struct Access {
   static double Imm(const Operand& o) { return o.imm_; }
   static const Value& Val(const Operand& o) { return o.value_; }
   static KernelState* State(const Kernel& k) { return k.state_.get(); }
+  static int BarrierArray(const Barrier& b) { return b.array_; }
+  static const std::string& BarrierIndex(const Barrier& b) { return b.index_; }
   static KernelState* State(const SmemTile& t) { return t.state_; }
 };
 

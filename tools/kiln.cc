@@ -23,6 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "examples/harness.h"
 #include "examples/probe_check.h"
@@ -229,6 +230,55 @@ int CompileThroughCache(const std::vector<std::string>& args) {
   }
   std::cout << absl::StrFormat("total\t%.1f\t%.1f\n", build_total, compile_total);
   return 0;
+}
+#endif
+
+#ifdef KILN_HAVE_COMPILER
+// The static checks, without running anything: the builder's own (types, tiles against their
+// tensor maps, descriptors from the tiles, shared memory, tensor memory and setmaxnreg budgets,
+// every allocation freed) and, over the built kernel, the transaction bytes each barrier is
+// announced against the TMA boxes that complete on it; then ptxas's registers and spills where
+// the toolkit is installed. Returns 1 if any kernel has a finding.
+int CheckKernels(const std::vector<std::string>& args) {
+  absl::StatusOr<std::vector<std::string>> named = NamesOrAll(args);
+  if (!named.ok()) return Fail(named.status());
+  int failing = 0;
+  for (const std::string& name : *named) {
+    absl::StatusOr<kiln::KernelDef> def = BuildKernel(name);
+    if (!def.ok()) {
+      std::cout << name << ": " << def.status().message() << "\n";
+      ++failing;
+      continue;
+    }
+    const kiln::rt::Manifest& m = def->manifest();
+    std::string summary = absl::StrFormat("smem %d of %d bytes", m.smem_bytes, def->target().smem_budget_bytes);
+    if (kiln::HaveToolkit()) {
+      absl::StatusOr<std::string> ptx = kiln::EmitPtx(*def);
+      absl::StatusOr<kiln::PtxasResult> cubin = ptx.ok() ? kiln::RunPtxas(*ptx, def->target().chip)
+                                                         : absl::StatusOr<kiln::PtxasResult>(ptx.status());
+      if (!cubin.ok()) {
+        std::cout << name << ": " << cubin.status().message() << "\n";
+        ++failing;
+        continue;
+      }
+      // "Used 90 registers, ..." and "N bytes spill stores, M bytes spill loads".
+      for (absl::string_view line : absl::StrSplit(cubin->log, '\n')) {
+        if (size_t at = line.find("Used "); at != absl::string_view::npos)
+          absl::StrAppend(&summary, "; ", line.substr(at, line.find(',', at) - at));
+        if (size_t at = line.find("bytes spill stores"); at != absl::string_view::npos &&
+                                                          line.find(" 0 bytes spill stores") == absl::string_view::npos)
+          absl::StrAppend(&summary, "; ", absl::StripAsciiWhitespace(line.substr(line.find_last_of(',', at) + 1)));
+      }
+    }
+    if (def->findings().empty()) {
+      std::cout << name << ": ok (" << summary << ")\n";
+      continue;
+    }
+    ++failing;
+    for (const std::string& f : def->findings()) std::cout << name << ": " << f << "\n";
+  }
+  if (failing) std::cout << failing << " of " << named->size() << " kernels have findings\n";
+  return failing ? 1 : 0;
 }
 #endif
 
@@ -465,7 +515,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | emulate NAME | run NAME | bench [NAME...]");
+      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | check [NAME...] | emulate NAME | run NAME | bench [NAME...]");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   if (args.empty()) {
@@ -491,6 +541,13 @@ int main(int argc, char** argv) {
     return Stage(command, args);
   if (command == "bundle") return WriteBundles(args);
   if (command == "emulate") return Emulate(args);
+  if (command == "check") {
+#ifdef KILN_HAVE_COMPILER
+    return CheckKernels(args);
+#else
+    return Fail(absl::FailedPreconditionError("kiln check builds kernels: this kiln has no compiler"));
+#endif
+  }
   if (command == "compile") {
 #ifdef KILN_HAVE_COMPILER
     return CompileThroughCache(args);

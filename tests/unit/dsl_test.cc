@@ -269,6 +269,40 @@ TEST(Hopper, TmaIntoATileOfAnotherSwizzle) {
   ExpectError(k, line, "swizzles 128B but the smem tile");
 }
 
+// kiln check's transaction-byte check: in each loop body, what expect_tx announces on a
+// barrier against the boxes the TMA loads deliver to it. Two boxes land on bar[0], one is
+// announced: the phase would complete before the second lands.
+TEST(Hopper, ExpectTxShortOfTheBoxesIsAStaticFinding) {
+  auto build = [](bool announce_both) {
+    Kernel k("test/tx", sm90a(), {128});
+    TensorMap a = k.TmaParam("tmA", Map128B(64)), b = k.TmaParam("tmB", Map128B(64));
+    SmemTile sa = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), sb = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+    Barriers bar = k.SmemBarriers(1);
+    k.For(0, 256, 64, [&](Value k0) {
+      k.If(k.ThreadIdx() == 0, [&] {
+        k.TmaLoad(a, sa, bar[0], {k0, 0});
+        k.TmaLoad(b, sb, bar[0], {k0, 0});
+        if (announce_both) bar[0].ArriveExpectTx({&a, &b});
+        else bar[0].ArriveExpectTx({&a});
+      });
+    });
+    return k.Build();
+  };
+  absl::StatusOr<KernelDef> good = build(true);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_TRUE(good->findings().empty());
+  absl::StatusOr<KernelDef> bad = build(false);
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  ASSERT_EQ(bad->findings().size(), 1u);
+  EXPECT_NE(bad->findings()[0].find("tx-count mismatch: the mbarrier at shared offset"), std::string::npos)
+      << bad->findings()[0];
+  EXPECT_NE(bad->findings()[0].find("is announced 8192 bytes by expect_tx at tests/unit/dsl_test.cc:"),
+            std::string::npos)
+      << bad->findings()[0];
+  EXPECT_NE(bad->findings()[0].find("but its TMA loads deliver 16384"), std::string::npos) << bad->findings()[0];
+  EXPECT_NE(bad->findings()[0].find("the phase completes before the last bytes land"), std::string::npos);
+}
+
 TEST(Hopper, TmaBoxOverTheHardwareLimit) {
   Kernel k("test/tma_box", sm90a(), {128});
   k.TmaParam("tmA", Map128B(2048)); const int line = __LINE__;

@@ -22,6 +22,8 @@ TEST_P(ExampleTest, LowersAndPtxasAccepts) {
   ASSERT_NE(e, nullptr);
   absl::StatusOr<KernelDef> def = e->build();
   ASSERT_TRUE(def.ok()) << def.status();
+  // kiln check's static findings: none in any example.
+  for (const std::string& f : def->findings()) ADD_FAILURE() << GetParam() << ": " << f;
   absl::StatusOr<std::string> ptx = EmitPtx(*def);
   ASSERT_TRUE(ptx.ok()) << ptx.status();
   EXPECT_NE(ptx->find(".target " + def->target().chip), std::string::npos);

@@ -55,7 +55,12 @@ class Barrier {
  private:
   friend class Kernel;
   friend class Barriers;
+  friend struct detail::Access;
   Value ptr_;  // smem<i64>*
+  // Which barrier, for the static checks: its array (smem offset) and index (a constant, or the
+  // Value that selects it).
+  int array_ = -1;
+  std::string index_;
 };
 
 class Barriers {

@@ -49,11 +49,15 @@ class KernelDef {
   const rt::Manifest& manifest() const { return manifest_; }
   const Target& target() const { return target_; }
   Module& module() const { return *module_; }
+  // What the static checks found (kiln check): each a line naming the kernel's source line.
+  const std::vector<std::string>& findings() const { return findings_; }
 
  private:
+  friend class Kernel;
   rt::Manifest manifest_;
   Target target_;
   std::shared_ptr<Module> module_;
+  std::vector<std::string> findings_;
 };
 
 class Kernel {
