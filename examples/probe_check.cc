@@ -270,11 +270,17 @@ absl::Status ProbeConvert(Target& t, int64_t pairs, uint64_t seed, Checker& c) {
   return absl::OkStatus();
 }
 
-absl::Status ProbeWarp(Target& t, int64_t n, uint64_t seed, Checker& c) {
+// Integers in [-1000, 1000]: their f32 sums are exact in any order.
+std::vector<int32_t> SmallInts(int64_t n, uint64_t seed) {
   auto rng = Rng(seed);
   std::uniform_int_distribution<int32_t> ints(-1000, 1000);
   std::vector<int32_t> v(n);
   for (int32_t& x : v) x = ints(rng);
+  return v;
+}
+
+absl::Status ProbeWarp(Target& t, int64_t n, uint64_t seed, Checker& c) {
+  const std::vector<int32_t> v = SmallInts(n, seed);
   absl::StatusOr<uint64_t> dv = t.Upload(v), dy = t.Filled(n * probe::kWarpOps * 4, 0xff);
   if (!dv.ok()) return dv.status();
   if (!dy.ok()) return dy.status();
@@ -315,10 +321,7 @@ absl::Status ProbeWarp(Target& t, int64_t n, uint64_t seed, Checker& c) {
 }
 
 absl::Status ProbeAtomics(Target& t, int64_t n, uint64_t seed, Checker& c) {
-  auto rng = Rng(seed);
-  std::uniform_int_distribution<int32_t> ints(-1000, 1000);
-  std::vector<int32_t> v(n);
-  for (int32_t& x : v) x = ints(rng);
+  const std::vector<int32_t> v = SmallInts(n, seed);
   std::vector<uint32_t> words(probe::kWords, 0);
   words[probe::kMin] = 0xffffffffu;
   const float zero = 0;
