@@ -110,6 +110,12 @@ struct KernelState {
   std::vector<int> loop_stack{0};
   int next_loop = 1;
   std::vector<std::string> findings;  // what the static checks found (KernelDef::findings)
+  // wgmma accumulators in flight, in program order as built: the register arrays (and the
+  // wgmma's line) of the open group and of each committed group not yet waited for, oldest
+  // first. Reading one is an error at the read (the wgmma builders themselves are exempt).
+  std::vector<std::pair<int, Loc>> wgmma_open;
+  std::vector<std::vector<std::pair<int, Loc>>> wgmma_groups;
+  bool emitting_wgmma = false;
   // The cta_group of the kernel's tcgen05 ops (0: none yet) and where it was first used.
   int tcgen_group = 0;
   Loc tcgen_group_loc;

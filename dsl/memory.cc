@@ -86,6 +86,20 @@ mlir::Value RegAddress(KernelState& s, int array, int index, mlir::Location l) {
 Value RegRef::Load(Loc loc) const {
   KernelState& s = *state_;
   const Type& t = s.reg_types[array_];
+  if (!s.emitting_wgmma) {
+    auto in_flight = [&](const std::vector<std::pair<int, Loc>>& ops) -> const Loc* {
+      for (const auto& [array, where] : ops)
+        if (array == array_) return &where;
+      return nullptr;
+    };
+    const Loc* by = in_flight(s.wgmma_open);
+    for (const auto& g : s.wgmma_groups)
+      if (!by) by = in_flight(g);
+    if (by)
+      s.Fail(absl::StrCat("reads a wgmma accumulator that the wgmma at ", LocString(*by),
+                          " may still write: an accumulator read before the wgmma.wait_group that completes it"),
+             loc);
+  }
   mlir::Location l = s.ToLoc(loc);
   return s.Wrap(mlir::LLVM::LoadOp::create(s.builder, l, s.ToMlir(t), RegAddress(s, array_, index_, l)),
                 t);

@@ -103,13 +103,31 @@ void Kernel::WgmmaFence(Loc loc) {
 void Kernel::WgmmaCommit(Loc loc) {
   if (!NeedWgmma(*state_, loc)) return;
   mlir::NVVM::WgmmaGroupSyncAlignedOp::create(state_->builder, state_->ToLoc(loc));
+  state_->wgmma_groups.push_back(std::move(state_->wgmma_open));
+  state_->wgmma_open.clear();
 }
 
 void Kernel::WgmmaWait(int pending, Loc loc) {
   if (!NeedWgmma(*state_, loc)) return;
   if (pending < 0 || pending > 7) return Fail("wgmma.wait_group takes 0..7", loc);
   mlir::NVVM::WgmmaWaitGroupSyncOp::create(state_->builder, state_->ToLoc(loc), pending);
+  auto& groups = state_->wgmma_groups;
+  if (groups.size() > static_cast<size_t>(pending)) groups.erase(groups.begin(), groups.end() - pending);
 }
+
+// The accumulator registers a wgmma reads and writes: its builder may touch them, and until the
+// wait that completes its group nothing else may.
+class WgmmaEmission {
+ public:
+  WgmmaEmission(KernelState& s, int array, const Loc& loc) : s_(s) {
+    s_.emitting_wgmma = true;
+    s_.wgmma_open.push_back({array, loc});
+  }
+  ~WgmmaEmission() { s_.emitting_wgmma = false; }
+
+ private:
+  KernelState& s_;
+};
 
 void Kernel::Wgmma(const WgmmaAccumulator& acc, const SmemTile& a, const Operand& a_row0,
                    const SmemTile& b, const Operand& b_row0, int k0, bool scale_d, Loc loc) {
@@ -119,6 +137,7 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const SmemTile& a, const Operand
       !CheckOperandTile(s, b, "B", acc.n(), b_row0, k0, loc))
     return;
   if (a.elem() != b.elem()) return Fail("wgmma A and B tiles hold different types", loc);
+  WgmmaEmission emitting(s, acc.regs_.array_, loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Type f32 = s.builder.getF32Type();
   const int regs = acc.n() / 2;
@@ -225,6 +244,7 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, con
   if (!NeedWgmma(s, loc) || acc.n() == 0) return;
   if (!CheckOperandTile(s, b, "B", acc.n(), b_row0, k0, loc)) return;
   if (!CheckRegisterA(s, a, b.elem(), loc)) return;
+  WgmmaEmission emitting(s, acc.regs_.array_, loc);
   WgmmaRegisterA(s, acc, a, b.elem(), Descriptor(s, b, b_row0, k0, loc), /*trans_b=*/false, scale_d, loc);
 }
 
@@ -246,6 +266,7 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, con
   if (k0 < 0 || k0 % 16 || k0 + 16 > b.rows())
     return Fail(absl::StrCat(where, ": k0 = ", k0, " is not a 16-row slice of its ", b.rows(), " rows of K"), loc);
   if (!CheckRegisterA(s, a, b.elem(), loc)) return;
+  WgmmaEmission emitting(s, acc.regs_.array_, loc);
   // MN-major canonical layout (PTX ISA, matrix descriptors): each 8 rows of K are one swizzle
   // atom, SBO = 8 rows apart; LBO = from one atom of N columns to the next (a stage).
   mlir::Location l = s.ToLoc(loc);

@@ -350,6 +350,41 @@ TEST(Hopper, RoleRegisterBudgetsMustFitTheSm) {
                        "need 68608 registers; an SM has 65536");
 }
 
+// The builder follows each accumulator's wgmma group: a read before the wait that completes
+// it (an epilogue store, or FragmentA for the next MMA) is an error at the read; after the
+// wait, or with only a newer group left in flight (wait_group 1), it builds.
+TEST(Hopper, AccumulatorReadBeforeItsWaitNamesBothLines) {
+  auto build = [](int wait_before_read, bool fragment) {
+    Kernel k("test/acc_read", sm90a(), {128});
+    Value out = k.PtrParam("out", f32);
+    SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), b = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+    WgmmaAccumulator s = k.WgmmaAcc(64), o = k.WgmmaAcc(64);
+    k.WgmmaFence();
+    k.Wgmma(s, a, 0, b, 0, 0, false);
+    k.WgmmaCommit();
+    k.Wgmma(o, a, 0, b, 0, 16, false);
+    k.WgmmaCommit();
+    if (wait_before_read >= 0) k.WgmmaWait(wait_before_read);
+    if (fragment) k.Wgmma(o, s.FragmentA(0, bf16), b, 0, 0);
+    else k.Store(out + k.ThreadIdx(), s[0]);
+    k.WgmmaCommit();
+    k.WgmmaWait(0);
+    return k.Build();
+  };
+  EXPECT_TRUE(build(0, false).ok());
+  EXPECT_TRUE(build(1, false).ok()) << "only o's newer group is in flight";
+  EXPECT_TRUE(build(1, true).ok());
+  for (bool fragment : {false, true}) {
+    absl::StatusOr<KernelDef> bad = build(-1, fragment);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("reads a wgmma accumulator that the wgmma at tests/unit/dsl_test.cc:"),
+              std::string::npos)
+        << bad.status();
+    EXPECT_NE(bad.status().message().find("an accumulator read before the wgmma.wait_group that completes it"),
+              std::string::npos);
+  }
+}
+
 TEST(Hopper, StageConsumedThatNothingProduces) {
   Kernel k("test/pipeline", sm90a(), {256});
   SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B, 2);
