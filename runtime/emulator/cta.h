@@ -118,8 +118,19 @@ struct TcgenMma {
   const ptx::Instr* in = nullptr;
 };
 
+// A TMA store issued by a thread: it reads its shared box until a cp.async.bulk.wait_group
+// (.read) covers its bulk group; the global bytes are written then.
+struct TmaStore {
+  const struct EmulatedTensorMap* map;
+  std::vector<int64_t> coords;
+  uint64_t smem;
+  const ptx::Instr* in;
+};
+
 struct Thread {
   int x = 0, y = 0, z = 0, linear = 0;
+  std::vector<TmaStore> bulk_open;                 // TMA stores not yet committed
+  std::vector<std::vector<TmaStore>> bulk_groups;  // committed bulk groups, oldest first
   int pc = 0;
   std::vector<uint64_t> r;
   std::vector<AsyncCopy> open_group;               // not yet committed
@@ -211,6 +222,7 @@ class Cta {
     if (runnable.empty()) {
       if (std::all_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kDone; })) {
         exited_ = true;
+        if (!exit_error_.ok()) return exit_error_;  // a store its thread left in flight failed
         if (absl::Status s = CheckTmemAtExit(); !s.ok()) return s;
         return Progress::kFinished;
       }
@@ -435,8 +447,18 @@ class Cta {
   void Exit(Thread& t) {
     if (!t.open_group.empty()) t.groups.push_back(std::move(t.open_group));  // copies still land
     CompleteGroups(t, 0);
+    if (!t.bulk_open.empty()) t.bulk_groups.push_back(std::move(t.bulk_open));  // stores still write
+    if (absl::Status s = CompleteBulkGroups(t, 0); !s.ok() && exit_error_.ok()) exit_error_ = s;
     t.state = Thread::State::kDone;
   }
+  // A TMA store's shared bytes, still to be read, by byte (count, and the store's PTX line): a
+  // generic write to one is an error (the buffer reused before cp.async.bulk.wait_group.read).
+  std::vector<uint16_t> tma_store_reading_;
+  std::vector<int> tma_store_line_;
+  absl::Status exit_error_;
+  absl::Status CompleteBulkGroups(Thread& t, size_t keep);
+  absl::Status WriteTmaStore(const TmaStore& st);
+  absl::Status CheckTmaStoreReading(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes);
   std::vector<std::vector<uint64_t>> LdMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
   std::vector<std::vector<uint64_t>> Mma(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
 

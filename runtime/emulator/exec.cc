@@ -420,6 +420,7 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
     if (load)
       if (absl::Status s = CheckCpAsyncPending(t, in, off, n); !s.ok()) return s;
     if (!load) {
+      if (absl::Status s = CheckTmaStoreReading(t, in, off, n); !s.ok()) return s;
       if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
       std::fill(generic_writer_.begin() + off, generic_writer_.begin() + off + n, t.linear + 1);
       unfenced_[t.linear].push_back({off, n});

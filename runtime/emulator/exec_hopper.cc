@@ -111,7 +111,13 @@ absl::StatusOr<const EmulatedTensorMap*> Cta::MapAt(Thread& t, const Instr& in, 
 // global, in bulk groups); cp.async.bulk.commit_group / wait_group. A load lands when the
 // scheduler completes it; a store is done at issue (its group is complete at once).
 absl::Status Cta::Bulk(Thread& t, const Instr& in) {
-  if (in.Has("commit_group") || in.Has("wait_group")) return absl::OkStatus();
+  if (in.Has("commit_group")) {
+    t.bulk_groups.push_back(std::move(t.bulk_open));
+    t.bulk_open.clear();
+    return absl::OkStatus();
+  }
+  if (in.Has("wait_group"))  // .read or not: the groups it covers have read their boxes (and written them)
+    return CompleteBulkGroups(t, Read(t, in.ops.at(0), 32));
   if (in.mods.empty() || in.mods[0] != "tensor") return Fail(t, in, "this bulk copy is not emulated yet");
   const bool load = in.ops.at(1).kind == Operand::Kind::kAddress && !in.ops.at(1).regs.empty();
   const Operand& map_op = load ? in.ops.at(1) : in.ops.at(0);
@@ -140,17 +146,57 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
     }
     return absl::OkStatus();
   }
-  // Store: every in-bounds element of the box, read through the swizzle.
-  return ForEachBoxElement(**map, coords, smem, [&](uint64_t shared, uint64_t global, bool inside, int es) {
+  // Store: the fence and in-flight loads are checked now; its box is read (and the global bytes
+  // written) when a bulk wait covers its group, and until then the box may not be rewritten.
+  if (tma_store_reading_.empty()) tma_store_reading_.assign(shared_.size(), 0), tma_store_line_.assign(shared_.size(), 0);
+  absl::Status checked = ForEachBoxElement(**map, coords, smem, [&](uint64_t shared, uint64_t, bool inside, int es) {
     if (!inside) return absl::OkStatus();
     if (shared + es > shared_.size()) return Fail(t, in, "a TMA store reads past the block's shared memory");
     if (absl::Status s = CheckFenced(in, shared, es, "a TMA store"); !s.ok()) return s;
     if (absl::Status s = CheckPendingOverlap(&t, in, shared, es, "stores from"); !s.ok()) return s;
+    for (uint64_t b = shared; b < shared + es; ++b) ++tma_store_reading_[b], tma_store_line_[b] = in.line;
+    return absl::OkStatus();
+  });
+  if (!checked.ok()) return checked;
+  t.bulk_open.push_back({*map, coords, smem, &in});
+  return absl::OkStatus();
+}
+
+absl::Status Cta::WriteTmaStore(const TmaStore& st) {
+  return ForEachBoxElement(*st.map, st.coords, st.smem, [&](uint64_t shared, uint64_t global, bool inside, int es) {
+    if (!inside) return absl::OkStatus();
+    for (uint64_t b = shared; b < shared + es; ++b) --tma_store_reading_[b];
     uint8_t* to = dev_.Find(global, es);
-    if (!to) return Fail(t, in, absl::StrFormat("a TMA store writes outside any allocation (0x%x)", global));
+    if (!to)
+      return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a TMA store writes outside any allocation (0x%x)",
+                                                        kernel_, st.in->line, global));
     std::memcpy(to, shared_.data() + shared, es);
     return absl::OkStatus();
   });
+}
+
+absl::Status Cta::CompleteBulkGroups(Thread& t, size_t keep) {
+  while (t.bulk_groups.size() > keep) {
+    for (const TmaStore& st : t.bulk_groups.front())
+      if (absl::Status s = WriteTmaStore(st); !s.ok()) return s;
+    t.bulk_groups.erase(t.bulk_groups.begin());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cta::CheckTmaStoreReading(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes) {
+  if (tma_store_reading_.empty()) return absl::OkStatus();
+  for (uint64_t b = off; b < off + bytes && b < tma_store_reading_.size(); ++b)
+    if (tma_store_reading_[b]) {
+      const Instr* by = nullptr;
+      for (const Instr& i : e_.code)
+        if (i.line == tma_store_line_[b]) by = &i;
+      const std::string dsl = by ? m_.DslLine(*by) : "";
+      return Fail(t, in, absl::StrFormat("writes shared byte %d, which a TMA store still in flight reads (PTX line %d%s): "
+                                         "its cp.async.bulk.wait_group.read is missing or too shallow",
+                                         b, tma_store_line_[b], dsl.empty() ? "" : ", " + dsl));
+    }
+  return absl::OkStatus();
 }
 
 // Calls fn(shared offset through the swizzle, global address, inside the tensor, element bytes)
@@ -519,8 +565,13 @@ std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lan
       if (s->ok()) *s = p.status();
       return;
     }
-    std::memcpy(*p, &v, 2);
     const uint64_t off = *p - shared_.data();
+    if (*p >= shared_.data() && off < shared_.size())
+      if (absl::Status busy = CheckTmaStoreReading(dst, e_.code[dst.pc], off, 2); !busy.ok()) {
+        if (s->ok()) *s = busy;
+        return;
+      }
+    std::memcpy(*p, &v, 2);
     if (*p >= shared_.data() && off < shared_.size()) {  // a generic-proxy write, as st.shared
       if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
       generic_writer_[off] = generic_writer_[off + 1] = lanes[0]->linear + 1;
