@@ -425,18 +425,20 @@ class Cta {
   // A K-major matrix operand in shared memory as wgmma and tcgen05 descriptors describe it (PTX
   // ISA, matrix descriptors): start address, leading byte offset (between 8-column core matrices
   // along K, without swizzle), stride byte offset (between 8-row groups), swizzle span (0: none).
-  struct KMajorOperand {
+  // A matrix descriptor's operand in shared memory: start, leading and stride byte offsets,
+  // swizzle span, and which dimension is contiguous.
+  struct SmemOperand {
     uint64_t start = 0, lbo = 0, sbo = 0;
     int span = 0;
     bool mn_major = false;  // the operand's rows (M or N) contiguous instead of K
   };
+  static uint64_t OperandAddress(const SmemOperand& o, int row, int k);
+  // The shared bytes [lo, hi) that `rows` x 16 elements of a descriptor's operand span.
+  static std::pair<uint64_t, uint64_t> OperandSpan(const SmemOperand& o, int rows);
+  static SmemOperand WgmmaOperand(uint64_t desc);
   // Element (row, k) of a bf16/f16 operand, read for `in` by the async proxy (`reader`): the
   // bounds, the proxy fence and pending TMA destinations are checked.
-  static uint64_t OperandAddress(const KMajorOperand& o, int row, int k);
-  // The shared bytes [lo, hi) that `rows` x 16 elements of a descriptor's operand span.
-  static std::pair<uint64_t, uint64_t> OperandSpan(const KMajorOperand& o, int rows);
-  static KMajorOperand WgmmaOperand(uint64_t desc);
-  absl::Status ReadOperand(const Instr& in, const char* reader, const KMajorOperand& o, int row, int k, bool bf16,
+  absl::Status ReadOperand(const Instr& in, const char* reader, const SmemOperand& o, int row, int k, bool bf16,
                            double* out);
   static uint64_t Swizzled(uint64_t offset, int swizzle_bytes) {
     // 128B: address bits [4,7) ^= bits [7,10); 64B: [4,6) ^= [7,9); 32B: bit 4 ^= bit 7.

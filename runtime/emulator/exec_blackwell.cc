@@ -184,7 +184,7 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
     if (base != 0) return fail("descriptor base offsets are not emulated yet");
     const int span = layout == 2 ? 128 : layout == 4 ? 64 : layout == 6 ? 32 : 0;
     if (layout != 0 && span == 0) return fail(absl::StrCat("the descriptor layout ", layout, " is not emulated yet"));
-    const KMajorOperand o{(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4, ((desc >> 32) & 0x3fff) << 4, span};
+    const SmemOperand o{(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4, ((desc >> 32) & 0x3fff) << 4, span};
     return from.ReadOperand(*op.in, "tcgen05.mma", o, row, k, bf16, out);
   };
   std::vector<double> a(m * 16), b(n * 16);

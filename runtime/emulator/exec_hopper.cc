@@ -364,7 +364,7 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
         return Fail(threads_[i], mine, absl::StrCat("an m64n", op.n, " accumulator has ", op.n / 2, " registers"));
     }
     if (!a_regs) op.reads.push_back(OperandSpan(WgmmaOperand(op.a_desc), 64));
-    KMajorOperand b_operand = WgmmaOperand(op.b_desc);
+    SmemOperand b_operand = WgmmaOperand(op.b_desc);
     b_operand.mn_major = op.b_mn_major;
     op.reads.push_back(OperandSpan(b_operand, op.n));
     wg.open.push_back(std::move(op));
@@ -391,7 +391,7 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
   while (wg.groups.size() > keep) {
     for (const WgmmaOp& op : wg.groups.front()) {
       auto element = [&](uint64_t desc, int row, int k, double* out, bool mn_major = false) {
-        KMajorOperand o = WgmmaOperand(desc);
+        SmemOperand o = WgmmaOperand(desc);
         o.mn_major = mn_major;
         return ReadOperand(*op.in, "wgmma", o, row, k, op.bf16, out);
       };
@@ -441,7 +441,7 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
 // (without swizzle: 8x8 core matrices, LBO along K). MN-major: each k one span of rows, 8 k
 // per atom, atoms SBO apart along K and LBO apart along the rows (without swizzle the roles
 // swap: core matrices SBO apart along the rows, LBO along K).
-uint64_t Cta::OperandAddress(const KMajorOperand& o, int row, int k) {
+uint64_t Cta::OperandAddress(const SmemOperand& o, int row, int k) {
   if (o.mn_major) {
     if (!o.span) return o.start + (row % 8) * 2 + (row / 8) * o.sbo + (k % 8) * 16 + (k / 8) * o.lbo;
     const int atom = o.span / 2;  // rows per span
@@ -451,7 +451,7 @@ uint64_t Cta::OperandAddress(const KMajorOperand& o, int row, int k) {
                 : o.start + (row / 8) * o.sbo + (k / 8) * o.lbo + (row % 8) * 16 + (k % 8) * 2;
 }
 
-std::pair<uint64_t, uint64_t> Cta::OperandSpan(const KMajorOperand& o, int rows) {
+std::pair<uint64_t, uint64_t> Cta::OperandSpan(const SmemOperand& o, int rows) {
   uint64_t lo = UINT64_MAX, hi = 0;
   for (int r = 0; r < rows; ++r)
     for (int k = 0; k < 16; ++k) {
@@ -461,13 +461,13 @@ std::pair<uint64_t, uint64_t> Cta::OperandSpan(const KMajorOperand& o, int rows)
   return {lo, hi};
 }
 
-Cta::KMajorOperand Cta::WgmmaOperand(uint64_t desc) {  // wgmma: swizzle mode in bits 62-63
+Cta::SmemOperand Cta::WgmmaOperand(uint64_t desc) {  // wgmma: swizzle mode in bits 62-63
   const int mode = static_cast<int>(desc >> 62);
   return {(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4, ((desc >> 32) & 0x3fff) << 4,
           mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0};
 }
 
-absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const KMajorOperand& o, int row, int k, bool bf16,
+absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const SmemOperand& o, int row, int k, bool bf16,
                               double* out) {
   const uint64_t addr = OperandAddress(o, row, k);
   if (addr + 2 > shared_.size())
