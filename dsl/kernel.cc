@@ -222,7 +222,6 @@ void Kernel::Watchdog(int ms, Loc loc) {
     return Fail(absl::StrCat("Watchdog comes after ", s.waits_built, " mbarrier wait(s) it would not cover: call it "
                              "before the first wait"), loc);
   s.watchdog_ms = s.manifest.watchdog_ms = ms;
-  s.watchdog_at = loc;
 }
 
 Kernel::Kernel(std::string name, const Target& target, rt::Dim3 block, Loc loc)
@@ -635,19 +634,17 @@ std::vector<std::string> StaticFindings(const KernelState& s) {
   std::vector<std::string> findings;
   for (const auto& [key, records] : by_barrier) {
     int64_t announced = 0, delivered = 0;
-    std::string announced_at, delivered_at;
+    std::vector<std::string> announced_at, delivered_at;
     for (const KernelState::TxRecord* r : records) {
       (r->announced ? announced : delivered) += r->bytes;
-      absl::StrAppend(r->announced ? &announced_at : &delivered_at, r->announced ? (announced_at.empty() ? "" : ", ")
-                                                                                   : (delivered_at.empty() ? "" : ", "),
-                      LocString(r->loc), " (", r->bytes, ")");
+      (r->announced ? announced_at : delivered_at).push_back(absl::StrCat(LocString(r->loc), " (", r->bytes, ")"));
     }
     if (announced == delivered) continue;
     findings.push_back(absl::StrCat(
         LocString(records.front()->loc), ": tx-count mismatch: the mbarrier at shared offset ", std::get<0>(key), " [",
         std::get<1>(key), "] is announced ", announced, " bytes by expect_tx",
-        announced_at.empty() ? "" : " at " + announced_at, " but its TMA loads deliver ", delivered,
-        delivered_at.empty() ? "" : " at " + delivered_at,
+        announced_at.empty() ? "" : " at " + absl::StrJoin(announced_at, ", "), " but its TMA loads deliver ", delivered,
+        delivered_at.empty() ? "" : " at " + absl::StrJoin(delivered_at, ", "),
         announced < delivered ? ": the phase completes before the last bytes land"
                               : ": the phase never completes (the GPU hangs)"));
   }

@@ -87,9 +87,12 @@ struct KernelState {
   // Whole-kernel checks run by Build() (e.g. a pipeline consumed but never produced).
   std::vector<std::function<void()>> final_checks;
   // Tensor memory: where each allocation (by its smem slot) is allocated and whether it is freed.
-  std::vector<std::pair<int, Loc>> tmem_allocs;
+  struct TmemAllocation {
+    int slot, columns;
+    Loc loc;
+  };
+  std::vector<TmemAllocation> tmem_allocs;
   std::vector<int> tmem_frees;
-  std::vector<std::pair<int, int>> tmem_columns;  // per TmemAlloc: its slot and columns
   // Roles that set their registers (setmaxnreg): first thread, threads, registers, where.
   struct RegisterRole {
     int first_thread, threads, max_regs;
@@ -126,7 +129,6 @@ struct KernelState {
   // The GPU debug mode (Kernel::Watchdog): the time limit of every mbarrier wait (0: off), the
   // module globals its waits report through, and how many waits were built (before and after).
   int watchdog_ms = 0;
-  std::optional<Loc> watchdog_at;
   mlir::LLVM::GlobalOp watchdog_record, watchdog_claim;
   int waits_built = 0;
 };

@@ -130,7 +130,7 @@ void Kernel::TmemAlloc(const Tmem& t, Loc loc) {
   if (s.tmem_allocs.empty()) {
     CheckAtBuild([this] {
       KernelState& st = *state_;
-      for (const auto& [slot, where] : st.tmem_allocs)
+      for (const auto& [slot, cols, where] : st.tmem_allocs)
         if (std::find(st.tmem_frees.begin(), st.tmem_frees.end(), slot) == st.tmem_frees.end())
           Fail("tensor memory allocated here is never freed (TmemFree); it must be deallocated "
                "before the kernel ends",
@@ -138,17 +138,16 @@ void Kernel::TmemAlloc(const Tmem& t, Loc loc) {
       // Each allocation (by its slot) holds its columns for the kernel's life: together they
       // must fit the SM's 512, or the last tcgen05.alloc waits forever.
       std::map<int, int> columns;
-      for (const auto& [slot, cols] : st.tmem_columns) columns[slot] = std::max(columns[slot], cols);
+      for (const auto& [slot, cols, where] : st.tmem_allocs) columns[slot] = std::max(columns[slot], cols);
       int total = 0;
       for (const auto& [slot, cols] : columns) total += cols;
       if (total > 512)
         Fail(absl::StrCat("the kernel's tensor memory allocations total ", total,
                           " columns; an SM has 512 (the last tcgen05.alloc would wait forever)"),
-             st.tmem_allocs.back().second);
+             st.tmem_allocs.back().loc);
     });
   }
-  s.tmem_allocs.push_back({t.slot_.offset_bytes(), loc});
-  s.tmem_columns.push_back({t.slot_.offset_bytes(), t.columns_});
+  s.tmem_allocs.push_back({t.slot_.offset_bytes(), t.columns_, loc});
   mlir::Location l = s.ToLoc(loc);
   mlir::Value cols = mlir::arith::ConstantIntOp::create(s.builder, l, t.columns_, 32);
   mlir::NVVM::Tcgen05AllocOp::create(s.builder, l, s.Unwrap(t.slot_.At(0, 0, loc)), cols, Group(t.cta_group_));

@@ -399,7 +399,7 @@ absl::Status ProbeMemory(Target& t, int64_t n, uint64_t seed, Checker& c) {
   return absl::OkStatus();
 }
 
-absl::Status ProbeWgmmaRegs(Target& t, uint64_t seed, Checker& c, ProbeResult* r) {
+absl::Status ProbeWgmmaRegs(Target& t, int64_t, uint64_t seed, Checker& c) {
   constexpr int kT = 64;
   std::vector<uint16_t> a = RandomNormal16(kT * kT, seed, false), b1 = RandomNormal16(kT * kT, seed + 1, false),
                         b2 = RandomNormal16(kT * kT, seed + 2, false);
@@ -434,7 +434,7 @@ absl::Status ProbeWgmmaRegs(Target& t, uint64_t seed, Checker& c, ProbeResult* r
           want += p[m * kT + k] * Bf16ToFloat(mn_major ? b2[k * kT + n] : b2[n * kT + k]);
         const double got = got_d[m * kT + n];
         err += (got - want) * (got - want), norm += want * want;
-        ++r->checked;
+        ++c.r->checked;
         if (!std::isfinite(got)) c.Fail(absl::StrFormat("%s(%d, %d) is %g", name, m, n, got));
       }
     // P's rounding can differ by one bf16 step where the f32 and fp64 sums straddle a boundary.
@@ -448,20 +448,14 @@ struct ProbeSpec {
   const char* name;
   int64_t default_elements;
   int64_t multiple;  // of elements
-  std::function<absl::Status(Target&, int64_t, uint64_t, Checker&, ProbeResult*)> run;
+  absl::Status (*run)(Target&, int64_t elements, uint64_t seed, Checker&);
 };
 
 const std::vector<ProbeSpec>& Specs() {
   static const auto* specs = new std::vector<ProbeSpec>{
-      {"probe/math", 3001, 1, [](Target& t, int64_t n, uint64_t s, Checker& c, ProbeResult*) { return ProbeMath(t, n, s, c); }},
-      {"probe/convert", 3001, 1,
-       [](Target& t, int64_t n, uint64_t s, Checker& c, ProbeResult*) { return ProbeConvert(t, n, s, c); }},
-      {"probe/warp", 1024, 256, [](Target& t, int64_t n, uint64_t s, Checker& c, ProbeResult*) { return ProbeWarp(t, n, s, c); }},
-      {"probe/atomics", 1024, 256,
-       [](Target& t, int64_t n, uint64_t s, Checker& c, ProbeResult*) { return ProbeAtomics(t, n, s, c); }},
-      {"probe/memory", 3001, 1, [](Target& t, int64_t n, uint64_t s, Checker& c, ProbeResult*) { return ProbeMemory(t, n, s, c); }},
-      {"probe/wgmma_regs", 64 * 64, 64 * 64,
-       [](Target& t, int64_t, uint64_t s, Checker& c, ProbeResult* r) { return ProbeWgmmaRegs(t, s, c, r); }},
+      {"probe/math", 3001, 1, ProbeMath},         {"probe/convert", 3001, 1, ProbeConvert},
+      {"probe/warp", 1024, 256, ProbeWarp},        {"probe/atomics", 1024, 256, ProbeAtomics},
+      {"probe/memory", 3001, 1, ProbeMemory},      {"probe/wgmma_regs", 64 * 64, 64 * 64, ProbeWgmmaRegs},
   };
   return *specs;
 }
@@ -482,7 +476,7 @@ absl::StatusOr<ProbeResult> Probe(const rt::Bundle& bundle, const ProbeOptions& 
     return absl::InvalidArgumentError(absl::StrCat(spec->name, " runs on a multiple of ", spec->multiple,
                                                    " elements, not ", r.elements));
   Checker c{&r};
-  if (absl::Status s = spec->run(target, r.elements, opt.seed, c, &r); !s.ok()) return s;
+  if (absl::Status s = spec->run(target, r.elements, opt.seed, c); !s.ok()) return s;
   return r;
 }
 

@@ -97,7 +97,29 @@ inline int64_t SignExtend(uint64_t v, int bits) {
 struct AsyncCopy {
   uint64_t shared_offset = 0;
   std::vector<uint8_t> bytes;
-  int line = 0;  // the cp.async's PTX line
+};
+
+// Shared bytes an asynchronous operation is not done with (a cp.async not landed, a TMA store
+// not yet read), by byte: how many such operations, and the instruction of one of them.
+class BusyBytes {
+ public:
+  void Add(uint64_t off, uint64_t n, const ptx::Instr* by, size_t shared_size) {
+    if (count_.empty()) count_.assign(shared_size, 0), by_.assign(shared_size, nullptr);
+    for (uint64_t b = off; b < off + n; ++b) ++count_[b], by_[b] = by;
+  }
+  void Remove(uint64_t off, uint64_t n) {
+    for (uint64_t b = off; b < off + n; ++b) --count_[b];
+  }
+  // The first busy byte of [off, off + n) and the instruction holding it, or null.
+  const ptx::Instr* Holder(uint64_t off, uint64_t n, uint64_t* at) const {
+    for (uint64_t b = off; b < off + n && b < count_.size(); ++b)
+      if (count_[b]) return *at = b, by_[b];
+    return nullptr;
+  }
+
+ private:
+  std::vector<uint16_t> count_;
+  std::vector<const ptx::Instr*> by_;
 };
 
 // A tensor map as the launcher describes it: the emulator's own 128-byte image (a magic word and
@@ -141,13 +163,9 @@ struct Thread {
   std::map<uint64_t, int64_t> next_phase;  // per mbarrier: the phase this thread waits for next
   int64_t cluster_phase = -1;              // the barrier.cluster phase it arrived in
   // Registers an asynchronous op will still write (a wgmma's accumulators until the
-  // wgmma.wait_group that completes it, tcgen05.ld destinations until tcgen05.wait::ld), with the
-  // PTX line of that op: touching one before its wait is an error.
-  struct InFlight {
-    int line;         // of the op that will write the register
-    bool tcgen_load;  // a tcgen05.ld (else a wgmma)
-  };
-  std::map<int, InFlight> in_flight_regs;
+  // wgmma.wait_group that completes it, tcgen05.ld destinations until tcgen05.wait::ld), with
+  // that op: touching one before its wait is an error.
+  std::map<int, const ptx::Instr*> in_flight_regs;  // register -> the wgmma or tcgen05.ld writing it
 };
 
 class Cta;
@@ -209,12 +227,15 @@ class Cta {
         tcgen_commits_.erase(tcgen_commits_.begin());
         for (const TcgenMma& op : c.mmas)
           if (absl::Status s = RunTcgenMma(op); !s.ok()) return s;
+        auto fail = [&](const std::string& what) {
+          return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: tcgen05.commit: %s", kernel_, c.line, what));
+        };
         if (c.cta_mask == 0) {
-          if (absl::Status s = ArriveFromCommit(c.mbarrier, c.line); !s.ok()) return s;
+          if (absl::Status s = ArriveOn(c.mbarrier, 0, fail); !s.ok()) return s;
         } else {
           for (size_t r = 0; r < cluster_->ctas.size(); ++r)
             if (c.cta_mask >> r & 1)
-              if (absl::Status s = cluster_->ctas[r]->ArriveFromCommit(c.mbarrier, c.line); !s.ok()) return s;
+              if (absl::Status s = cluster_->ctas[r]->ArriveOn(c.mbarrier, 0, fail); !s.ok()) return s;
         }
       }
       return Progress::kMoved;
@@ -403,7 +424,9 @@ class Cta {
   absl::Status CpAsync(Thread& t, const Instr& in);
   absl::StatusOr<Cta*> Peer(const Thread& t, const Instr& in, uint64_t rank) const;
   absl::Status ClusterBarrier(Thread& t, const Instr& in);
-  absl::Status RemoteArrive(uint64_t offset, int64_t tx, const Thread& t, const Instr& in);
+  // One arrival, expecting `tx` more bytes, on the mbarrier at `offset` of this CTA (from a
+  // peer's remote arrive, or a commit); `fail` words an error for the instruction behind it.
+  absl::Status ArriveOn(uint64_t offset, int64_t tx, const std::function<absl::Status(const std::string&)>& fail);
   std::vector<std::vector<uint64_t>> StMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
   absl::Status Tcgen05(Thread& t, const Instr& in);
   absl::Status CheckInFlightRegs(const Thread& t, const Instr& in) const;
@@ -453,10 +476,9 @@ class Cta {
     if (absl::Status s = CompleteBulkGroups(t, 0); !s.ok() && exit_error_.ok()) exit_error_ = s;
     t.state = Thread::State::kDone;
   }
-  // A TMA store's shared bytes, still to be read, by byte (count, and the store's PTX line): a
-  // generic write to one is an error (the buffer reused before cp.async.bulk.wait_group.read).
-  std::vector<uint16_t> tma_store_reading_;
-  std::vector<int> tma_store_line_;
+  // TMA stores' boxes not yet read: a generic write to one is an error (the buffer reused
+  // before cp.async.bulk.wait_group.read).
+  BusyBytes tma_store_reading_;
   absl::Status exit_error_;
   absl::Status CompleteBulkGroups(Thread& t, size_t keep);
   absl::Status WriteTmaStore(const TmaStore& st);
@@ -518,11 +540,14 @@ class Cta {
   std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> unfenced_;
   // A shared access that a TMA load in flight will overwrite (the wait for it is missing).
   absl::Status CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off, uint64_t bytes, const char* what);
-  // cp.async copies not landed yet, by shared byte (count, and the PTX line of one of them): a
-  // read of such a byte is an error (a missing or too shallow cp.async.wait_group, or no barrier
-  // between another thread's wait and this read).
-  std::vector<uint16_t> cp_async_pending_;
-  std::vector<int> cp_async_line_;
+  // cp.async copies not landed yet: a read of such a byte is an error (a missing or too shallow
+  // cp.async.wait_group, or no barrier between another thread's wait and this read).
+  BusyBytes cp_async_pending_;
+  // "PTX line N, dsl line" of an instruction, for messages that name two.
+  std::string Where(const Instr& in) const {
+    const std::string dsl = m_.DslLine(in);
+    return absl::StrCat("PTX line ", in.line, dsl.empty() ? "" : ", " + dsl);
+  }
   absl::Status CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes);
   // An async-proxy read (wgmma, tcgen05.mma, TMA store) of bytes a generic store left unfenced.
   absl::Status CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, const char* reader);
@@ -537,7 +562,6 @@ class Cta {
     uint16_t cta_mask = 0;  // multicast: the cluster CTAs whose barrier at that offset gets the arrival
     int line = 0;
   };
-  absl::Status ArriveFromCommit(uint64_t offset, int line);
   std::vector<TcgenCommit> tcgen_commits_;      // committed, completing in order
   // wgmma: the warpgroup's ops issued since its last commit, and its committed groups.
   struct WgmmaOp {

@@ -10,7 +10,7 @@ absl::Status Cta::Step(Thread& t) {
     return absl::OkStatus();
   }
   const Instr& in = e_.code[t.pc];
-  if (!t.in_flight_regs.empty() && in.op != Op::kWgmma && !(in.op == Op::kTcgen05 && in.mods[0] == "wait::ld"))
+  if (!t.in_flight_regs.empty() && in.op != Op::kWgmma && !(in.op == Op::kTcgen05 && in.Has("wait::ld")))
     if (absl::Status s = CheckInFlightRegs(t, in); !s.ok()) return s;
   if (in.guard >= 0 && ((t.r[in.guard] & 1) != 0) == in.guard_negated) {
     ++t.pc;
@@ -317,13 +317,11 @@ absl::Status Cta::CheckInFlightRegs(const Thread& t, const Instr& in) const {
   auto check = [&](int reg) -> absl::Status {
     auto it = reg >= 0 ? t.in_flight_regs.find(reg) : t.in_flight_regs.end();
     if (it == t.in_flight_regs.end()) return absl::OkStatus();
-    const Instr* by = nullptr;
-    for (const Instr& i : e_.code)
-      if (i.line == it->second.line) by = &i;
-    const std::string dsl = by ? m_.DslLine(*by) : "";
-    const bool wgmma = !it->second.tcgen_load;
+    const Instr& by = *it->second;
+    const std::string dsl = m_.DslLine(by);
+    const bool wgmma = by.op == Op::kWgmma;
     return Fail(t, in, absl::StrCat("uses ", e_.reg_names.at(reg), " while the ", wgmma ? "wgmma" : "tcgen05.ld",
-                                    " at PTX line ", it->second.line, dsl.empty() ? "" : " (" + dsl + ")",
+                                    " at PTX line ", by.line, dsl.empty() ? "" : " (" + dsl + ")",
                                     " may still write it: an accumulator read before its ",
                                     wgmma ? "wgmma.wait_group" : "tcgen05.wait::ld"));
   };
@@ -519,7 +517,7 @@ absl::Status Cta::TryReleaseWarp(int warp) {
       const Operand& d = e_.code[l.pc].ops.at(0);
       for (size_t k = 0; k < d.regs.size() && k < out[i].size(); ++k) {
         l.r[d.regs[k]] = out[i][k];
-        if (in.op == Op::kTcgen05 && d.regs[k] >= 0) l.in_flight_regs[d.regs[k]] = {in.line, true};  // until wait::ld
+        if (in.op == Op::kTcgen05 && d.regs[k] >= 0) l.in_flight_regs[d.regs[k]] = &in;  // until wait::ld
       }
       l.state = Thread::State::kRun;
       ++l.pc;

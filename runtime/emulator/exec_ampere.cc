@@ -109,34 +109,25 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
     if (!src.ok()) return src.status();
     std::memcpy(copy.bytes.data(), *src, std::min(size, src_size));
   }
-  copy.line = in.line;
-  if (cp_async_pending_.empty()) cp_async_pending_.assign(shared_.size(), 0), cp_async_line_.assign(shared_.size(), 0);
-  for (uint64_t b = copy.shared_offset; b < copy.shared_offset + size; ++b) ++cp_async_pending_[b], cp_async_line_[b] = in.line;
+  cp_async_pending_.Add(copy.shared_offset, size, &in, shared_.size());
   t.open_group.push_back(std::move(copy));
   return absl::OkStatus();
 }
 
 absl::Status Cta::CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes) {
-  if (cp_async_pending_.empty()) return absl::OkStatus();
-  for (uint64_t b = off; b < off + bytes && b < cp_async_pending_.size(); ++b)
-    if (cp_async_pending_[b]) {
-      const Instr* by = nullptr;
-      for (const Instr& i : e_.code)
-        if (i.line == cp_async_line_[b]) by = &i;
-      const std::string dsl = by ? m_.DslLine(*by) : "";
-      return Fail(t, in, absl::StrFormat("reads shared byte %d, which a cp.async still in flight will write (PTX line "
-                                         "%d%s): its cp.async.wait_group is missing or too shallow, or no barrier "
-                                         "orders the waiting thread before this read",
-                                         b, cp_async_line_[b], dsl.empty() ? "" : ", " + dsl));
-    }
-  return absl::OkStatus();
+  uint64_t at = 0;
+  const Instr* by = cp_async_pending_.Holder(off, bytes, &at);
+  if (!by) return absl::OkStatus();
+  return Fail(t, in, absl::StrCat("reads shared byte ", at, ", which a cp.async still in flight will write (", Where(*by),
+                                  "): its cp.async.wait_group is missing or too shallow, or no barrier orders the "
+                                  "waiting thread before this read"));
 }
 
 void Cta::CompleteGroups(Thread& t, size_t keep) {
   while (t.groups.size() > keep) {
     for (const AsyncCopy& c : t.groups.front()) {
       std::memcpy(shared_.data() + c.shared_offset, c.bytes.data(), c.bytes.size());
-      for (uint64_t b = c.shared_offset; b < c.shared_offset + c.bytes.size(); ++b) --cp_async_pending_[b];
+      cp_async_pending_.Remove(c.shared_offset, c.bytes.size());
     }
     t.groups.erase(t.groups.begin());
   }

@@ -41,7 +41,7 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     return absl::OkStatus();
   }
   if (kind == "wait::ld") {  // this thread's tcgen05.ld results are now defined
-    std::erase_if(t.in_flight_regs, [](const auto& r) { return r.second.tcgen_load; });
+    std::erase_if(t.in_flight_regs, [](const auto& r) { return r.second->op == Op::kTcgen05; });
     return absl::OkStatus();
   }
   if (absl::StartsWith(kind, "fence") || absl::StartsWith(kind, "wait")) return absl::OkStatus();
@@ -211,21 +211,6 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
       cell = static_cast<uint32_t>(Bits(static_cast<float>(acc)));
     }
   return absl::OkStatus();
-}
-
-// A commit's arrival on the mbarrier at `offset` of this CTA.
-absl::Status Cta::ArriveFromCommit(uint64_t offset, int line) {
-  auto it = mbarriers_.find(offset);
-  if (it == mbarriers_.end())
-    return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a tcgen05.commit arrives on shared offset %d of "
-                                                      "block (%d,%d,%d), which holds no initialised mbarrier",
-                                                      kernel_, line, offset, ctaid_.x, ctaid_.y, ctaid_.z));
-  MbarrierState& b = it->second;
-  if (--b.pending < 0)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: PTX line %d: a tcgen05.commit arrives beyond the %d arrivals the mbarrier at shared offset %d expects",
-        kernel_, line, b.expected, offset));
-  return MbarrierComplete(offset);
 }
 
 absl::Status Cta::CheckTmemAtExit() {

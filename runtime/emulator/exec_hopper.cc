@@ -25,7 +25,7 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
       if (kind != "arrive") return Fail(t, in, "only arrivals reach the mbarrier of another CTA");
       const int64_t tx = in.Has("expect_tx") ? static_cast<int64_t>(Read(t, in.ops.back(), 32)) : 0;
       ++t.pc;
-      return (*peer)->RemoteArrive(off, tx, t, in);
+      return (*peer)->ArriveOn(off, tx, [&](const std::string& what) { return Fail(t, in, what); });
     }
   }
   if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, off, 8); !p.ok()) return p.status();
@@ -148,13 +148,12 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
   }
   // Store: the fence and in-flight loads are checked now; its box is read (and the global bytes
   // written) when a bulk wait covers its group, and until then the box may not be rewritten.
-  if (tma_store_reading_.empty()) tma_store_reading_.assign(shared_.size(), 0), tma_store_line_.assign(shared_.size(), 0);
   absl::Status checked = ForEachBoxElement(**map, coords, smem, [&](uint64_t shared, uint64_t, bool inside, int es) {
     if (!inside) return absl::OkStatus();
     if (shared + es > shared_.size()) return Fail(t, in, "a TMA store reads past the block's shared memory");
     if (absl::Status s = CheckFenced(in, shared, es, "a TMA store"); !s.ok()) return s;
     if (absl::Status s = CheckPendingOverlap(&t, in, shared, es, "stores from"); !s.ok()) return s;
-    for (uint64_t b = shared; b < shared + es; ++b) ++tma_store_reading_[b], tma_store_line_[b] = in.line;
+    tma_store_reading_.Add(shared, es, &in, shared_.size());
     return absl::OkStatus();
   });
   if (!checked.ok()) return checked;
@@ -165,7 +164,7 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
 absl::Status Cta::WriteTmaStore(const TmaStore& st) {
   return ForEachBoxElement(*st.map, st.coords, st.smem, [&](uint64_t shared, uint64_t global, bool inside, int es) {
     if (!inside) return absl::OkStatus();
-    for (uint64_t b = shared; b < shared + es; ++b) --tma_store_reading_[b];
+    tma_store_reading_.Remove(shared, es);
     uint8_t* to = dev_.Find(global, es);
     if (!to)
       return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a TMA store writes outside any allocation (0x%x)",
@@ -185,18 +184,11 @@ absl::Status Cta::CompleteBulkGroups(Thread& t, size_t keep) {
 }
 
 absl::Status Cta::CheckTmaStoreReading(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes) {
-  if (tma_store_reading_.empty()) return absl::OkStatus();
-  for (uint64_t b = off; b < off + bytes && b < tma_store_reading_.size(); ++b)
-    if (tma_store_reading_[b]) {
-      const Instr* by = nullptr;
-      for (const Instr& i : e_.code)
-        if (i.line == tma_store_line_[b]) by = &i;
-      const std::string dsl = by ? m_.DslLine(*by) : "";
-      return Fail(t, in, absl::StrFormat("writes shared byte %d, which a TMA store still in flight reads (PTX line %d%s): "
-                                         "its cp.async.bulk.wait_group.read is missing or too shallow",
-                                         b, tma_store_line_[b], dsl.empty() ? "" : ", " + dsl));
-    }
-  return absl::OkStatus();
+  uint64_t at = 0;
+  const Instr* by = tma_store_reading_.Holder(off, bytes, &at);
+  if (!by) return absl::OkStatus();
+  return Fail(t, in, absl::StrCat("writes shared byte ", at, ", which a TMA store still in flight reads (", Where(*by),
+                                  "): its cp.async.bulk.wait_group.read is missing or too shallow"));
 }
 
 // Calls fn(shared offset through the swizzle, global address, inside the tensor, element bytes)
@@ -359,7 +351,7 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
         }
       }
       op.d_regs.push_back(mine.ops.at(0).regs);
-      for (int r : mine.ops.at(0).regs) threads_[i].in_flight_regs[r] = {in.line, false};  // until its wait_group
+      for (int r : mine.ops.at(0).regs) threads_[i].in_flight_regs[r] = &mine;  // until its wait_group
       if (static_cast<int>(mine.ops.at(0).regs.size()) != op.n / 2)
         return Fail(threads_[i], mine, absl::StrCat("an m64n", op.n, " accumulator has ", op.n / 2, " registers"));
     }
@@ -424,9 +416,9 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
   // writes them: the same registers chain through every group of a mainloop.
   for (int t = 0; t < 128; ++t) {
     Thread& th = threads_[group * 128 + t];
-    std::erase_if(th.in_flight_regs, [](const auto& r) { return !r.second.tcgen_load; });
+    std::erase_if(th.in_flight_regs, [](const auto& r) { return r.second->op == Op::kWgmma; });
     auto mark = [&](const WgmmaOp& op) {
-      for (int r : op.d_regs[t]) th.in_flight_regs[r] = {op.line, false};
+      for (int r : op.d_regs[t]) th.in_flight_regs[r] = op.in;
     };
     for (const std::vector<WgmmaOp>& g : wg.groups)
       for (const WgmmaOp& op : g) mark(op);
@@ -502,14 +494,14 @@ absl::StatusOr<Cta*> Cta::Peer(const Thread& t, const Instr& in, uint64_t rank) 
   return peer;
 }
 
-absl::Status Cta::RemoteArrive(uint64_t offset, int64_t tx, const Thread& t, const Instr& in) {
+absl::Status Cta::ArriveOn(uint64_t offset, int64_t tx, const std::function<absl::Status(const std::string&)>& fail) {
   auto it = mbarriers_.find(offset);
   if (it == mbarriers_.end())
-    return Fail(t, in, absl::StrFormat("the mbarrier at shared offset %d of cluster CTA %d was never initialised", offset, rank_));
+    return fail(absl::StrFormat("the mbarrier at shared offset %d of cluster CTA %d was never initialised", offset, rank_));
   it->second.tx += tx;
   if (--it->second.pending < 0)
-    return Fail(t, in, absl::StrFormat("an arrival beyond the %d the mbarrier at shared offset %d of cluster CTA %d "
-                                       "expects in this phase", it->second.expected, offset, rank_));
+    return fail(absl::StrFormat("an arrival beyond the %d the mbarrier at shared offset %d of cluster CTA %d "
+                                "expects in this phase", it->second.expected, offset, rank_));
   return MbarrierComplete(offset);
 }
 

@@ -33,6 +33,12 @@ constexpr const char* kNoopPtx = R"(.version 7.8
     if (!d.ok()) GTEST_SKIP() << "no GPU here: " << d.status().message();   \
   } while (0)
 
+// A GPU and a bundle directory (KILN_BUNDLE_DIR), named `dir` in the test, or the test skips.
+#define REQUIRE_GPU_AND_BUNDLES()                                                                \
+  REQUIRE_GPU();                                                                                 \
+  const char* dir = std::getenv("KILN_BUNDLE_DIR");                                              \
+  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels"
+
 TEST(Driver, ReportsADeviceOrSaysWhyNot) {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (d.ok()) {
@@ -135,9 +141,7 @@ TEST(HarnessGpu, RefusesAKernelBuiltForAnotherChip) {
 // Every bundle in $KILN_BUNDLE_DIR, correct at a small square and a non-square size (each
 // rounded up to the bundle's tile, for kernels whose schedules need large multiples).
 TEST(BundlesGpu, EveryBundleIsCorrect) {
-  REQUIRE_GPU();
-  const char* dir = std::getenv("KILN_BUNDLE_DIR");
-  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  REQUIRE_GPU_AND_BUNDLES();
   absl::StatusOr<std::vector<std::string>> names = ListBundles(dir);
   ASSERT_TRUE(names.ok()) << names.status();
   ASSERT_FALSE(names->empty());
@@ -175,18 +179,11 @@ TEST(BundlesGpu, EveryBundleIsCorrect) {
   }
 }
 
-}  // namespace
-}  // namespace kiln::rt
-
-namespace kiln::rt {
-namespace {
 
 // ops/saxpy through the typed launch API at ragged sizes, against the same fma on the CPU, and
 // the launch-time errors on the loaded kernel.
 TEST(LaunchGpu, SaxpyAtRaggedSizesAndItsErrors) {
-  REQUIRE_GPU();
-  const char* dir = std::getenv("KILN_BUNDLE_DIR");
-  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  REQUIRE_GPU_AND_BUNDLES();
   absl::StatusOr<Bundle> b = ReadBundle(dir, "ops/saxpy");
   ASSERT_TRUE(b.ok()) << b.status();
   absl::StatusOr<LoadedKernel> k = LoadedKernel::Load(*b);
@@ -244,9 +241,7 @@ TEST(LaunchGpu, SaxpyAtRaggedSizesAndItsErrors) {
 // multiple of 8 up to 256, 512, 1024, ..., 16384), the general loop (any other cols), rows not a
 // multiple of the 16 a block handles, single rows and columns.
 TEST(LaunchGpu, RowOpsAtRaggedSizes) {
-  REQUIRE_GPU();
-  const char* dir = std::getenv("KILN_BUNDLE_DIR");
-  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  REQUIRE_GPU_AND_BUNDLES();
   const std::pair<int64_t, int64_t> shapes[] = {{1000, 3001}, {1, 1}, {7, 8},       {3, 1024}, {5, 1032},
                                                 {6, 2048},   {9, 4000}, {2, 8192},  {3, 8200}, {4097, 1024},
                                                 {33, 100},   {5, 16384}, {3, 16392},
@@ -268,9 +263,7 @@ TEST(LaunchGpu, RowOpsAtRaggedSizes) {
 // The op probes: every shuffle, reduction, special function, conversion, atomic, cache hint,
 // masked access and the wgmma with A from registers, against host references, at ragged sizes.
 TEST(LaunchGpu, OpProbes) {
-  REQUIRE_GPU();
-  const char* dir = std::getenv("KILN_BUNDLE_DIR");
-  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  REQUIRE_GPU_AND_BUNDLES();
   const std::pair<const char*, std::vector<int64_t>> probes[] = {
       {"probe/math", {1, 3001, 100000}},  {"probe/convert", {1, 3001, 100000}}, {"probe/warp", {256, 65536}},
       {"probe/atomics", {256, 65536}},     {"probe/memory", {1, 3, 5, 3001, 1000003}},
@@ -291,9 +284,7 @@ TEST(LaunchGpu, OpProbes) {
 // watchdog stops the launch after 200 ms and the error names the wait's DSL line, the block, the
 // thread and the phase. In a child process (kiln run): the trap ends that process's context.
 TEST(LaunchGpu, TheWatchdogStopsAHangAndNamesTheWait) {
-  REQUIRE_GPU();
-  const char* dir = std::getenv("KILN_BUNDLE_DIR");
-  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  REQUIRE_GPU_AND_BUNDLES();
   const std::filesystem::path kiln = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kiln";
   ASSERT_TRUE(std::filesystem::exists(kiln)) << kiln;
   const std::string command =
@@ -314,20 +305,13 @@ TEST(LaunchGpu, TheWatchdogStopsAHangAndNamesTheWait) {
       << out;
 }
 
-}  // namespace
-}  // namespace kiln::rt
-
-namespace kiln::rt {
-namespace {
 
 // The TMA GEMMs through the typed launch API, as a user's program would call them: tensors for
 // the tensor map parameters (encoded by the launcher from the kernel's rules), the schedule table
 // built by the launcher, the grid from the kernel's rule. k02 takes its maps by pointer and C as
 // a pointer; k14 takes all three by value and a Hilbert table. Checked against fp64 on the CPU.
 TEST(LaunchGpu, TmaGemmsFromTensorsAndTheirErrors) {
-  REQUIRE_GPU();
-  const char* dir = std::getenv("KILN_BUNDLE_DIR");
-  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  REQUIRE_GPU_AND_BUNDLES();
   if ((*Driver::Get())->compute_capability() != 90) GTEST_SKIP() << "the TMA GEMMs are sm_90a kernels";
   const int64_t M = 512, N = 768, K = 320;  // multiples of k14's 256x256x64 and k02's 64
   std::vector<uint16_t> a = examples::RandomNormal16(M * K, 1, false), b = examples::RandomNormal16(N * K, 2, false);
