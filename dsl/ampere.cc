@@ -69,6 +69,7 @@ SmemTile Kernel::Smem(Scalar elem, int rows, int cols, const SmemLayout& layout,
   SmemTile t = Smem(elem, rows * layout.stages, cols, layout.pad, 128, loc);
   t.rows_ = rows;
   t.stages_ = layout.stages;
+  state_->deepest_ring = std::max(state_->deepest_ring, layout.stages);
   t.xor_ = x;
   return t;
 }

@@ -658,6 +658,8 @@ absl::StatusOr<KernelDef> Kernel::Build() {
   for (const auto& check : s.final_checks) check();
   if (s.error) return absl::InvalidArgumentError(*s.error);
   s.manifest.smem_bytes = s.smem_top;
+  // The deepest ring tells a harness how many K steps wrap every ring (kiln emulate's default size).
+  if (s.deepest_ring > 1) s.manifest.attributes.emplace_back("ring", std::to_string(s.deepest_ring));
   mlir::LLVM::ReturnOp::create(s.builder, s.ToLoc(s.kernel_loc), mlir::ValueRange{});
   if (absl::Status scoped = CheckValuesStayInTheirBodies(*s.module); !scoped.ok()) return scoped;
   std::string diagnostics;

@@ -82,6 +82,7 @@ struct KernelState {
   Loc kernel_loc;
   Loc last_loc;  // the newest location ToLoc saw: where a Value of another kernel is reported
   int smem_top = 0;  // bytes planned so far
+  int deepest_ring = 1;  // the most stages of any shared-memory ring or pipeline (manifest attribute "ring")
   std::optional<Loc> smem_dynamic_at;  // where SmemDynamic closed the plan
   std::optional<std::string> error;
   // Whole-kernel checks run by Build() (e.g. a pipeline consumed but never produced).

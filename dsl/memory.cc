@@ -168,6 +168,7 @@ SmemTile Kernel::SmemInterleaved(Scalar elem, int rows, int cols, int stages, Lo
   SmemTile t = Smem(elem, rows * std::max(stages, 1), cols, 0, 128, loc);
   t.rows_ = rows;
   t.stages_ = std::max(stages, 1);
+  state_->deepest_ring = std::max(state_->deepest_ring, t.stages_);
   t.interleaved_ = true;
   return t;
 }
@@ -206,6 +207,7 @@ SmemTile Kernel::SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzle, 
   SmemTile t = Smem(elem, rows * stages, cols, 0, 1024, loc);
   t.rows_ = rows;
   t.stages_ = stages;
+  state_->deepest_ring = std::max(state_->deepest_ring, stages);
   t.swizzle_ = swizzle;
   t.loc_ = loc;
   if (t.stage_bytes() % 1024 != 0 && stages > 1 && span)

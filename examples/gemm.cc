@@ -189,7 +189,9 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   DescribeGemm(k, {.c_order = shape.c_row_major ? "row" : "col",
                    .tile_m = shape.divide_m ? shape.divide_m : shape.bm,
                    .tile_n = shape.divide_n ? shape.divide_n : shape.bn,
-                   .tile_k = shape.bk},
+                   .tile_k = shape.bk,
+                   .block_m = shape.divide_m || shape.divide_n ? shape.bm : 0,
+                   .block_n = shape.divide_m || shape.divide_n ? shape.bn : 0},
                loc);
   TmaGemmOperands g;
   g.rank = shape.rank;

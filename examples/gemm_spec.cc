@@ -4,18 +4,31 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace kiln::examples {
 
 std::string GemmSpec::ToString() const {
   return absl::StrCat(in_type, " ", out_type, " ", acc_type, " ", a_order, " ", b_order, " ", c_order, " ",
-                      tile_m, " ", tile_n, " ", tile_k, " ", source.empty() ? "-" : source);
+                      tile_m, " ", tile_n, " ", tile_k, " ", source.empty() ? "-" : source,
+                      block_m || block_n || block_k
+                          ? absl::StrCat(" block=", BlockM(), "x", BlockN(), "x", BlockK())
+                          : "");
 }
 
 absl::StatusOr<GemmSpec> GemmSpec::Parse(absl::string_view text) {
   std::vector<std::string> w = absl::StrSplit(text, ' ', absl::SkipEmpty());
   GemmSpec g;
+  if (w.size() == 11) {  // block=MxNxK
+    std::vector<std::string> b = absl::StrSplit(absl::StripPrefix(w[10], "block="), 'x');
+    if (!absl::StartsWith(w[10], "block=") || b.size() != 3 || !absl::SimpleAtoi(b[0], &g.block_m) ||
+        !absl::SimpleAtoi(b[1], &g.block_n) || !absl::SimpleAtoi(b[2], &g.block_k) || g.block_m <= 0 ||
+        g.block_n <= 0 || g.block_k <= 0)
+      return absl::InvalidArgumentError(absl::StrCat("bad gemm description '", text, "'"));
+    w.pop_back();
+  }
   if (w.size() != 10 || !absl::SimpleAtoi(w[6], &g.tile_m) || !absl::SimpleAtoi(w[7], &g.tile_n) ||
       !absl::SimpleAtoi(w[8], &g.tile_k) || g.tile_m <= 0 || g.tile_n <= 0 || g.tile_k <= 0)
     return absl::InvalidArgumentError(absl::StrCat("bad gemm description '", text, "'"));
@@ -26,6 +39,14 @@ absl::StatusOr<GemmSpec> GemmSpec::Parse(absl::string_view text) {
 }
 
 rt::Symbols ProblemSymbols(const ProblemSize& size) { return {{"M", size.m}, {"N", size.n}, {"K", size.k}}; }
+
+ProblemSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g) {
+  int64_t ring = 1;
+  if (const std::string* text = m.Attribute("ring"); !text || !absl::SimpleAtoi(*text, &ring) || ring < 1) ring = 1;
+  auto round_up = [](int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; };
+  return {round_up(2 * g.BlockM(), g.tile_m), round_up(2 * g.BlockN(), g.tile_n),
+          round_up((2 * ring + 1) * g.BlockK(), g.tile_k)};
+}
 
 std::optional<GemmSpec> GemmOf(const rt::Manifest& m) {
   const std::string* text = m.Attribute("gemm");

@@ -21,8 +21,15 @@ namespace kiln::examples {
 struct GemmSpec {
   std::string in_type = "bf16", out_type = "bf16", acc_type = "f32";
   std::string a_order = "row", b_order = "col", c_order = "row";
-  int64_t tile_m = 1, tile_n = 1, tile_k = 1;
+  int64_t tile_m = 1, tile_n = 1, tile_k = 1;  // what M, N, K must divide by
+  // One CTA's output tile and K step, where they differ from the tile above (a schedule that
+  // walks groups of CTA tiles, a mainloop peeled by several K steps); 0: the tile's.
+  int64_t block_m = 0, block_n = 0, block_k = 0;
   std::string source;  // file:line that described it
+
+  int64_t BlockM() const { return block_m ? block_m : tile_m; }
+  int64_t BlockN() const { return block_n ? block_n : tile_n; }
+  int64_t BlockK() const { return block_k ? block_k : tile_k; }
 
   std::string ToString() const;
   static absl::StatusOr<GemmSpec> Parse(absl::string_view text);
@@ -32,6 +39,11 @@ struct ProblemSize {
   int64_t m = 0, n = 0, k = 0;
 };
 rt::Symbols ProblemSymbols(const ProblemSize& size);  // {M, N, K}
+
+// The smallest problem that exercises a GEMM kernel's whole protocol: at least 2x2 CTA tiles
+// (rounded up to what M and N must divide by) and 2 * ring + 1 K steps, so that the deepest ring
+// of stages (the manifest's "ring" attribute; 1 without one) wraps at least twice.
+ProblemSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g);
 
 // The kernel's GEMM description, if it is a GEMM (has a "gemm" attribute that parses).
 std::optional<GemmSpec> GemmOf(const rt::Manifest& m);

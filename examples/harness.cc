@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -263,6 +264,7 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
     sr2 += acc * acc;
   }
   r.spot_error = std::sqrt(sd2 / std::max(sr2, 1e-30));
+  if (opt.keep_output) r.output = hc;
   if (nan_count)
     r.failure = absl::StrCat(nan_count, " outputs are NaN/Inf (unwritten or overflowed)");
   else if (!(r.rel_error <= r.tolerance))
@@ -302,20 +304,35 @@ std::string TableRow(const GemmResult& r) {
                          r.spot_error, r.passed ? "ok" : "FAIL: " + r.failure);
 }
 
-absl::StatusOr<GemmResult> EmulateGemm(const rt::Bundle& bundle, const RunOptions& opt, uint64_t schedule_seed) {
+namespace {
+
+// The exact product in fp64, row-major M x N, with the inputs decoded once (A as M x K, B as
+// N x K, so each element is one contiguous dot product).
+std::vector<double> Fp64Product(const GemmSpec& g, const ProblemSize& s, const std::vector<uint16_t>& ha,
+                                const std::vector<uint16_t>& hb) {
+  std::vector<double> a(s.m * s.k), b(s.n * s.k), c(s.m * s.n);
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t k = 0; k < s.k; ++k) a[i * s.k + k] = ToFloat(ha[Index(g.a_order, i, k, s.m, s.k)], g.in_type);
+  for (int64_t j = 0; j < s.n; ++j)
+    for (int64_t k = 0; k < s.k; ++k) b[j * s.k + k] = ToFloat(hb[Index(g.b_order, k, j, s.k, s.n)], g.in_type);
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j) {
+      const double *x = &a[i * s.k], *y = &b[j * s.k];
+      double acc[4] = {0, 0, 0, 0};  // four chains, so the adds overlap
+      int64_t k = 0;
+      for (; k + 4 <= s.k; k += 4)
+        for (int u = 0; u < 4; ++u) acc[u] += x[k + u] * y[k + u];
+      for (; k < s.k; ++k) acc[0] += x[k] * y[k];
+      c[i * s.n + j] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+  return c;
+}
+
+// One emulated launch on the inputs; C as the kernel left it (poisoned with NaN before).
+absl::StatusOr<std::vector<uint16_t>> EmulatedOutput(const rt::Bundle& bundle, const GemmSpec& g,
+                                                     const ProblemSize& s, const std::vector<uint16_t>& ha,
+                                                     const std::vector<uint16_t>& hb, uint64_t schedule_seed) {
   const rt::Manifest& m = bundle.manifest;
-  const std::optional<GemmSpec> gemm = GemmOf(m);
-  if (!gemm) return absl::FailedPreconditionError(absl::StrCat(m.name, " (", m.source, ") is not a GEMM"));
-  const GemmSpec& g = *gemm;
-  const ProblemSize& s = opt.size;
-  if (absl::Status st = CheckProblem(m, g, s); !st.ok()) return st;
-  if (g.in_type == "f32" || g.out_type == "f32")
-    return absl::UnimplementedError("the GEMM harness handles 16-bit inputs and outputs");
-  if (s.m * s.n * s.k > (int64_t{1} << 31))
-    return absl::InvalidArgumentError(absl::StrCat(m.name, ": M*N*K of at most 2^31 on the emulator"));
-  const bool half_in = g.in_type == "f16", half_out = g.out_type == "f16";
-  std::vector<uint16_t> ha = RandomNormal16(s.m * s.k, opt.seed, half_in);
-  std::vector<uint16_t> hb = RandomNormal16(s.k * s.n, opt.seed + 1, half_in);
   emu::Device d;
   const uint64_t da = *d.Allocate(ha.size() * 2), db = *d.Allocate(hb.size() * 2), dc = *d.Allocate(s.m * s.n * 2);
   if (absl::Status st = d.CopyIn(da, ha.data(), ha.size() * 2); !st.ok()) return st;
@@ -340,30 +357,99 @@ absl::StatusOr<GemmResult> EmulateGemm(const rt::Bundle& bundle, const RunOption
   if (!stats.ok()) return stats.status();
   std::vector<uint16_t> hc(s.m * s.n);
   if (absl::Status st = d.CopyOut(hc.data(), dc, hc.size() * 2); !st.ok()) return st;
-  GemmResult r;
-  r.name = m.name;
-  r.size = s;
-  r.tolerance = Tolerance(g);
-  r.reference = "fp64 on the CPU";
-  double err = 0, norm = 0;
-  int64_t nans = 0;
-  for (int64_t i = 0; i < s.m; ++i)
-    for (int64_t j = 0; j < s.n; ++j) {
-      double want = 0;
-      for (int64_t k = 0; k < s.k; ++k)
-        want += ToFloat(ha[Index(g.a_order, i, k, s.m, s.k)], g.in_type) *
-                ToFloat(hb[Index(g.b_order, k, j, s.k, s.n)], g.in_type);
-      const double got = half_out ? HalfToFloat(hc[Index(g.c_order, i, j, s.m, s.n)])
-                                  : Bf16ToFloat(hc[Index(g.c_order, i, j, s.m, s.n)]);
-      if (std::isnan(got)) ++nans;
-      err += (got - want) * (got - want), norm += want * want;
+  return hc;
+}
+
+}  // namespace
+
+absl::StatusOr<GemmResult> EmulateGemm(const rt::Bundle& bundle, const RunOptions& opt, uint64_t schedule_seed) {
+  absl::StatusOr<std::vector<GemmResult>> r = EmulateGemmSchedules(bundle, opt, {schedule_seed});
+  if (!r.ok()) return r.status();
+  return std::move(r->front());
+}
+
+absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(const rt::Bundle& bundle, const RunOptions& opt,
+                                                             const std::vector<uint64_t>& schedule_seeds) {
+  const rt::Manifest& m = bundle.manifest;
+  const std::optional<GemmSpec> gemm = GemmOf(m);
+  if (!gemm) return absl::FailedPreconditionError(absl::StrCat(m.name, " (", m.source, ") is not a GEMM"));
+  const GemmSpec& g = *gemm;
+  const ProblemSize& s = opt.size;
+  if (absl::Status st = CheckProblem(m, g, s); !st.ok()) return st;
+  if (g.in_type == "f32" || g.out_type == "f32")
+    return absl::UnimplementedError("the GEMM harness handles 16-bit inputs and outputs");
+  if (s.m * s.n * s.k > (int64_t{1} << 33))
+    return absl::InvalidArgumentError(absl::StrCat(m.name, ": M*N*K of at most 2^33 on the emulator"));
+  const bool half_in = g.in_type == "f16";
+  const std::vector<uint16_t> ha = RandomNormal16(s.m * s.k, opt.seed, half_in);
+  const std::vector<uint16_t> hb = RandomNormal16(s.k * s.n, opt.seed + 1, half_in);
+
+  // The schedules run side by side (each launch has its own device), the reference meanwhile.
+  std::vector<absl::StatusOr<std::vector<uint16_t>>> outputs(schedule_seeds.size(), absl::UnknownError("not run"));
+  std::vector<std::thread> workers;
+  for (size_t i = 0; i < schedule_seeds.size(); ++i)
+    workers.emplace_back([&, i] { outputs[i] = EmulatedOutput(bundle, g, s, ha, hb, schedule_seeds[i]); });
+  const std::vector<double> want = Fp64Product(g, s, ha, hb);
+  for (std::thread& w : workers) w.join();
+
+  std::vector<GemmResult> results;
+  for (size_t i = 0; i < schedule_seeds.size(); ++i) {
+    if (!outputs[i].ok())  // the emulator's report (deadlock, race, ...) names the schedule
+      return absl::Status(outputs[i].status().code(),
+                          absl::StrCat(outputs[i].status().message(), " (schedule seed ", schedule_seeds[i], ")"));
+    GemmResult r;
+    r.name = m.name;
+    r.size = s;
+    r.tolerance = Tolerance(g);
+    r.reference = "fp64 on the CPU";
+    r.schedule_seed = schedule_seeds[i];
+    r.output = *std::move(outputs[i]);
+    double err = 0, norm = 0;
+    int64_t nans = 0;
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) {
+        const double got = ToFloat(r.output[Index(g.c_order, i, j, s.m, s.n)], g.out_type), w = want[i * s.n + j];
+        if (std::isnan(got)) ++nans;
+        err += (got - w) * (got - w), norm += w * w;
+      }
+    r.rel_error = std::sqrt(err / std::max(norm, 1e-30));
+    r.spot_error = r.rel_error;
+    if (nans) r.failure = absl::StrCat(nans, " NaN or unwritten elements");
+    else if (!(r.rel_error <= r.tolerance)) r.failure = absl::StrFormat("error %.3g over tolerance %.3g", r.rel_error, r.tolerance);
+    r.passed = r.failure.empty();
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+namespace {
+// Distance in units in the last place of two 16-bit floats of one format (sign-magnitude codes
+// mapped onto one ordered line, so -0 and +0 are 0 apart).
+int64_t UlpsApart(uint16_t x, uint16_t y) {
+  auto ordered = [](uint16_t v) { return v & 0x8000 ? -int64_t{v & 0x7fff} : int64_t{v}; };
+  return std::abs(ordered(x) - ordered(y));
+}
+}  // namespace
+
+OutputAgreement CompareOutputs(const GemmSpec& g, const std::vector<uint16_t>& x, const std::vector<uint16_t>& y,
+                               double rel) {
+  OutputAgreement a;
+  double diff2 = 0, norm2 = 0;
+  for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) {
+    const double u = ToFloat(x[i], g.out_type), v = ToFloat(y[i], g.out_type);
+    if (std::isnan(u) || std::isnan(v)) {
+      ++a.apart;  // NaN never agrees, not even with NaN
+      continue;
     }
-  r.rel_error = std::sqrt(err / norm);
-  r.spot_error = r.rel_error;
-  if (nans) r.failure = absl::StrCat(nans, " NaN or unwritten elements");
-  else if (!(r.rel_error <= r.tolerance)) r.failure = absl::StrFormat("error %.3g over tolerance %.3g", r.rel_error, r.tolerance);
-  r.passed = r.failure.empty();
-  return r;
+    diff2 += (u - v) * (u - v), norm2 += v * v;
+    const double d = std::abs(u - v) / std::max(std::abs(v), 1e-30);
+    if (x[i] == y[i] || d <= rel) ++a.equal;
+    else if (UlpsApart(x[i], y[i]) == 1) ++a.one_ulp, a.worst_one_ulp = std::max(a.worst_one_ulp, d);
+    else ++a.apart, a.worst_apart = std::max(a.worst_apart, d);
+  }
+  a.apart += static_cast<int64_t>(std::max(x.size(), y.size()) - std::min(x.size(), y.size()));
+  a.norm_rel = std::sqrt(diff2 / std::max(norm2, 1e-30));
+  return a;
 }
 
 std::string TsvRow(const GemmResult& r) {

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kiln/runtime/driver.h"
@@ -19,6 +20,7 @@ struct RunOptions {
   int iterations = 20;  // timed runs; the median is reported
   uint64_t seed = 1;
   bool time = true;
+  bool keep_output = false;  // RunGemm: keep C in GemmResult::output
 };
 
 struct GemmResult {
@@ -33,6 +35,8 @@ struct GemmResult {
   bool passed = false;
   std::string failure;                // why it did not pass
   std::string note;                   // a caveat about the measurement (e.g. cluster waves)
+  uint64_t schedule_seed = 0;         // the emulator's schedule (EmulateGemm)
+  std::vector<uint16_t> output;       // C as the kernel wrote it (EmulateGemm; RunGemm with keep_output)
 };
 
 // Norm-relative error threshold for the spec's output and accumulator types.
@@ -47,6 +51,24 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
 // the emulator does not run yet (an Unimplemented status says so).
 absl::StatusOr<GemmResult> EmulateGemm(const rt::Bundle& bundle, const RunOptions& options,
                                        uint64_t schedule_seed = 1);
+// The same inputs under several schedules, run side by side; the first emulator report (a
+// deadlock, a race, ...) is the error, with its schedule named.
+absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(const rt::Bundle& bundle, const RunOptions& options,
+                                                             const std::vector<uint64_t>& schedule_seeds);
+
+// Two outputs of one GEMM on the same inputs (the GPU's and the emulator's), element by element.
+// The tensor cores' summation order is unspecified, so two fp32 sums that differ in their last
+// bits can round to neighbouring 16-bit outputs: such elements are counted apart from the equal
+// ones (bit-equal or within `rel`), and anything further is a disagreement.
+struct OutputAgreement {
+  int64_t equal = 0;             // bit-equal or within rel
+  int64_t one_ulp = 0;           // neighbouring codes of the output format
+  int64_t apart = 0;             // further apart, NaN in either, or missing
+  double worst_one_ulp = 0, worst_apart = 0;  // largest relative difference in each class
+  double norm_rel = 0;           // ||x - y|| / ||y|| over the elements that are numbers
+};
+OutputAgreement CompareOutputs(const GemmSpec& g, const std::vector<uint16_t>& x, const std::vector<uint16_t>& y,
+                               double rel = 1e-5);
 
 // The table: header once, then one row per result.
 std::string TableHeader();

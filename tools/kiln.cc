@@ -6,6 +6,8 @@
 //   kiln run NAME [--m --n --k]       check and time one kernel against cuBLAS
 //   kiln run ops/softmax [--rows --cols]  a row op, against an fp64 reference and a copy
 //   kiln bench [--sizes ...] [--shapes ...] [NAME...]  the tables for many kernels
+//   kiln emulate NAME [--seeds S,..]  check it on the CPU PTX emulator under several schedules
+//   kiln crosscheck [NAME...]         the GPU's outputs against the emulator's, element by element
 // Built without the compiler (runtime-only), kernels come from bundles (--bundles DIR).
 #include <unistd.h>
 
@@ -14,7 +16,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <atomic>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -24,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "examples/harness.h"
 #include "examples/probe_check.h"
@@ -41,17 +46,21 @@ ABSL_FLAG(std::string, bundles, "",
           "read kernels from this bundle directory instead of compiling them");
 ABSL_FLAG(std::string, dir, "build/bundles", "where `kiln bundle` writes");
 // 0: not given (kiln run takes 4096, kiln emulate the kernel's tile).
-ABSL_FLAG(int64_t, m, 0, "M for `kiln run` (default 4096) and `kiln emulate` (default: the tile)");
-ABSL_FLAG(int64_t, n, 0, "N for `kiln run` (default 4096) and `kiln emulate` (default: the tile)");
-ABSL_FLAG(int64_t, k, 0, "K for `kiln run` (default 4096) and `kiln emulate` (default: two k-tiles)");
+ABSL_FLAG(int64_t, m, 0, "M for `kiln run` (default 4096) and `kiln emulate` (default: 2x2 CTA tiles)");
+ABSL_FLAG(int64_t, n, 0, "N for `kiln run` (default 4096) and `kiln emulate` (default: 2x2 CTA tiles)");
+ABSL_FLAG(int64_t, k, 0,
+          "K for `kiln run` (default 4096) and `kiln emulate` (default: enough K steps to wrap the kernel's deepest "
+          "ring twice)");
 ABSL_FLAG(std::string, sizes, "4096,8192",
           "`kiln bench` sizes: comma-separated S (S^3) or MxNxK");
-ABSL_FLAG(int64_t, rows, 32768, "rows for `kiln run` of a row op");
-ABSL_FLAG(int64_t, cols, 4096, "cols for `kiln run` of a row op");
+// 0: not given (kiln run takes 32768x4096, kiln emulate 37x3001).
+ABSL_FLAG(int64_t, rows, 0, "rows of a row op for `kiln run` (default 32768) and `kiln emulate` (default 37)");
+ABSL_FLAG(int64_t, cols, 0, "cols of a row op for `kiln run` (default 4096) and `kiln emulate` (default 3001)");
 ABSL_FLAG(std::string, shapes, "32768x4096,8192x8192,65536x1024",
           "`kiln bench` shapes of the row ops: comma-separated ROWSxCOLS");
 ABSL_FLAG(bool, lines, false, "`kiln ptx`: with .file/.loc line tables naming each instruction's DSL line");
-ABSL_FLAG(uint64_t, seed, 1, "`kiln emulate`: the emulated threads' schedule (0: in index order)");
+ABSL_FLAG(std::string, seeds, "1,2,3",
+          "`kiln emulate`: the emulated threads' schedules, comma-separated (0: in index order)");
 ABSL_FLAG(std::string, ptx, "", "`kiln emulate`: run this PTX file (e.g. a hand-edited one) with the kernel's manifest");
 ABSL_FLAG(int, watchdog, 0,
           "build every sm_90+ kernel in the GPU debug mode: each mbarrier wait gives up after this many ms and "
@@ -366,12 +375,38 @@ int CheckProbes(const std::vector<Bundle>& probes, bool everything) {
   return failures;
 }
 
-// Runs a kernel on the PTX emulator (kiln/runtime/emulator.h) and checks it like `kiln run`.
+absl::StatusOr<std::vector<uint64_t>> ScheduleSeeds() {
+  std::vector<uint64_t> seeds;
+  for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_seeds), ',', absl::SkipEmpty())) {
+    uint64_t seed;
+    if (!absl::SimpleAtoi(item, &seed)) return absl::InvalidArgumentError(absl::StrCat("bad seed '", item, "'"));
+    seeds.push_back(seed);
+  }
+  if (seeds.empty()) return absl::InvalidArgumentError("--seeds names no schedule");
+  return seeds;
+}
+
+// The GEMM size of `kiln emulate` and `kiln crosscheck`: the kernel's protocol size
+// (kiln::examples::ProtocolSize) unless --m/--n/--k say otherwise.
+kiln::examples::ProblemSize EmulationSize(const Bundle& b, const kiln::examples::GemmSpec& g) {
+  kiln::examples::ProblemSize size = kiln::examples::ProtocolSize(b.manifest, g);
+  if (absl::GetFlag(FLAGS_m)) size.m = absl::GetFlag(FLAGS_m);
+  if (absl::GetFlag(FLAGS_n)) size.n = absl::GetFlag(FLAGS_n);
+  if (absl::GetFlag(FLAGS_k)) size.k = absl::GetFlag(FLAGS_k);
+  return size;
+}
+
+std::string SeedList(const std::vector<uint64_t>& seeds) { return absl::StrJoin(seeds, ","); }
+
+// Runs a kernel on the PTX emulator (kiln/runtime/emulator.h) under each schedule and checks it
+// like `kiln run`: one line with the size, the schedules and the worst error.
 int Emulate(const std::vector<std::string>& args) {
   if (args.size() != 1) {
-    std::cerr << "usage: kiln emulate NAME [--m M --n N --k K | --rows R --cols C] [--seed S]\n";
+    std::cerr << "usage: kiln emulate NAME [--m M --n N --k K | --rows R --cols C] [--seeds S,...]\n";
     return 2;
   }
+  absl::StatusOr<std::vector<uint64_t>> seeds = ScheduleSeeds();
+  if (!seeds.ok()) return Fail(seeds.status());
   absl::StatusOr<Bundle> b = GetBundle(args[0]);
   if (!b.ok()) return Fail(b.status());
 #ifdef KILN_HAVE_COMPILER
@@ -388,44 +423,133 @@ int Emulate(const std::vector<std::string>& args) {
     if (!in) return Fail(absl::NotFoundError(absl::StrCat("cannot read ", path)));
     b->ptx.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
-  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   if (std::optional<kiln::examples::GemmSpec> g = kiln::examples::GemmOf(b->manifest)) {
-    // One tile by default (K: two k-tiles, so the mainloop turns); --m/--n/--k to choose.
     kiln::examples::RunOptions opt;
-    opt.size = {g->tile_m, g->tile_n, 2 * g->tile_k};
-    if (absl::GetFlag(FLAGS_m)) opt.size.m = absl::GetFlag(FLAGS_m);
-    if (absl::GetFlag(FLAGS_n)) opt.size.n = absl::GetFlag(FLAGS_n);
-    if (absl::GetFlag(FLAGS_k)) opt.size.k = absl::GetFlag(FLAGS_k);
-    auto t0 = std::chrono::steady_clock::now();
-    absl::StatusOr<kiln::examples::GemmResult> r = kiln::examples::EmulateGemm(*b, opt, seed);
-    if (!r.ok()) return Fail(r.status());
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << absl::StrFormat("%s %dx%dx%d on the emulator (seed %d, %.1f s): error %.3e against fp64: %s\n",
-                                 r->name, r->size.m, r->size.n, r->size.k, seed, sec, r->rel_error,
-                                 r->passed ? "ok" : "FAIL: " + r->failure);
-    return r->passed ? 0 : 1;
+    opt.size = EmulationSize(*b, *g);
+    absl::StatusOr<std::vector<kiln::examples::GemmResult>> rs = kiln::examples::EmulateGemmSchedules(*b, opt, *seeds);
+    if (!rs.ok()) return Fail(rs.status());
+    const kiln::examples::GemmResult* worst = &rs->front();
+    for (const kiln::examples::GemmResult& r : *rs)
+      if (!r.passed || (worst->passed && r.rel_error > worst->rel_error)) worst = &r;
+    std::cout << absl::StrFormat("%s %dx%dx%d on the emulator (seeds %s, %.1f s): error %.3e against fp64: %s\n",
+                                 worst->name, worst->size.m, worst->size.n, worst->size.k, SeedList(*seeds), seconds(),
+                                 worst->rel_error,
+                                 worst->passed ? "ok" : absl::StrCat("FAIL (seed ", worst->schedule_seed, "): ",
+                                                                     worst->failure));
+    return worst->passed ? 0 : 1;
   }
   if (kiln::examples::IsProbe(args[0])) {
-    auto t0 = std::chrono::steady_clock::now();
-    absl::StatusOr<kiln::examples::ProbeResult> r = kiln::examples::EmulateProbe(*b, {}, seed);
-    if (!r.ok()) return Fail(r.status());
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << kiln::examples::ProbeReport(*r) << absl::StrFormat("  (emulator, seed %d, %.1f s)\n", seed, sec);
-    return r->passed() ? 0 : 1;
+    int failures = 0;
+    for (uint64_t seed : *seeds) {
+      absl::StatusOr<kiln::examples::ProbeResult> r = kiln::examples::EmulateProbe(*b, {}, seed);
+      if (!r.ok()) return Fail(r.status());
+      std::cout << kiln::examples::ProbeReport(*r) << absl::StrFormat("  (emulator, seed %d)\n", seed);
+      failures += r->passed() ? 0 : 1;
+    }
+    return failures ? 1 : 0;
   }
   if (!kiln::examples::IsRowOp(args[0]))
     return Fail(absl::UnimplementedError(absl::StrCat("kiln emulate checks GEMMs, the row ops and the op probes; ",
                                                       args[0], " is none of them (launch it with kiln::emu::Launch)")));
   kiln::examples::RowOpOptions opt;
-  opt.rows = absl::GetFlag(FLAGS_rows), opt.cols = absl::GetFlag(FLAGS_cols), opt.time = false;
-  auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<kiln::examples::RowOpResult> r = kiln::examples::EmulateRowOp(*b, opt, seed);
-  if (!r.ok()) return Fail(r.status());
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << absl::StrFormat("%s %dx%d on the emulator (seed %d, %.1f s): error %.3e over %d rows: %s\n", r->name,
-                               r->rows, r->cols, seed, s, r->rel_error, r->rows_checked,
-                               r->passed ? "ok" : "FAIL: " + r->failure);
-  return r->passed ? 0 : 1;
+  opt.rows = absl::GetFlag(FLAGS_rows) ? absl::GetFlag(FLAGS_rows) : 37;
+  opt.cols = absl::GetFlag(FLAGS_cols) ? absl::GetFlag(FLAGS_cols) : 3001;
+  opt.time = false;
+  std::optional<kiln::examples::RowOpResult> worst;
+  uint64_t worst_seed = 0;
+  for (uint64_t seed : *seeds) {
+    absl::StatusOr<kiln::examples::RowOpResult> r = kiln::examples::EmulateRowOp(*b, opt, seed);
+    if (!r.ok()) return Fail(absl::Status(r.status().code(), absl::StrCat(r.status().message(), " (schedule seed ", seed, ")")));
+    if (!worst || !r->passed || (worst->passed && r->rel_error > worst->rel_error)) worst = *r, worst_seed = seed;
+    if (!worst->passed) break;
+  }
+  std::cout << absl::StrFormat("%s %dx%d on the emulator (seeds %s, %.1f s): error %.3e over %d rows: %s\n",
+                               worst->name, worst->rows, worst->cols, SeedList(*seeds), seconds(), worst->rel_error,
+                               worst->rows_checked,
+                               worst->passed ? "ok" : absl::StrCat("FAIL (seed ", worst_seed, "): ", worst->failure));
+  return worst->passed ? 0 : 1;
+}
+
+// The GPU's output against the emulator's on the same inputs, element by element, for every
+// GEMM this GPU runs (or NAME...): the evidence that the emulator computes what the hardware does
+// where a GPU can check it (docs/EMULATOR.md).
+int Crosscheck(std::vector<std::string> names) {
+  absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+  if (!d.ok()) return Fail(d.status());
+  const bool everything = names.empty();
+  if (everything) {
+    absl::StatusOr<std::vector<std::string>> all = KernelNames();
+    if (!all.ok()) return Fail(all.status());
+    names = *all;
+  }
+  // The GPU runs first, one at a time; then every kernel's emulation on its own thread.
+  struct Row {
+    Bundle bundle;
+    kiln::examples::GemmSpec spec;
+    kiln::examples::GemmResult gpu;
+    absl::StatusOr<kiln::examples::GemmResult> emulated = absl::UnknownError("not run");
+    double seconds = 0;
+  };
+  std::vector<Row> rows;
+  int failures = 0;
+  for (const std::string& name : names) {
+    absl::StatusOr<Bundle> b = GetBundle(name);
+    if (!b.ok()) return Fail(b.status());
+    std::optional<kiln::examples::GemmSpec> g = kiln::examples::GemmOf(b->manifest);
+    if (!g || name.rfind("reference/", 0) == 0) {
+      if (!everything) return Fail(absl::InvalidArgumentError(absl::StrCat(name, " is not a GEMM kernel")));
+      continue;
+    }
+    if (absl::Status here = kiln::rt::CheckTarget(b->manifest, **d); !here.ok()) {
+      if (!everything) return Fail(here);
+      continue;
+    }
+    kiln::examples::RunOptions opt;
+    opt.size = EmulationSize(*b, *g);
+    opt.time = false;
+    opt.keep_output = true;
+    std::optional<Bundle> ref = ReferenceFor(b->manifest);
+    absl::StatusOr<kiln::examples::GemmResult> gpu = kiln::examples::RunGemm(*b, ref ? &*ref : nullptr, opt);
+    if (!gpu.ok()) {
+      std::cout << name << ": on the GPU: " << gpu.status().message() << std::endl;
+      ++failures;
+      continue;
+    }
+    rows.push_back({*std::move(b), *g, *std::move(gpu)});
+  }
+  std::vector<std::thread> workers;
+  std::atomic<size_t> next{0};
+  const unsigned width = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), rows.size()));
+  for (unsigned w = 0; w < width; ++w)
+    workers.emplace_back([&] {
+      for (size_t i; (i = next++) < rows.size();) {
+        const auto t0 = std::chrono::steady_clock::now();
+        kiln::examples::RunOptions opt;
+        opt.size = rows[i].gpu.size;
+        rows[i].emulated = kiln::examples::EmulateGemm(rows[i].bundle, opt, /*schedule_seed=*/1);
+        rows[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+    });
+  for (std::thread& w : workers) w.join();
+  std::cout << absl::StrFormat("%-24s %16s %9s %8s %6s %10s %10s  %s\n", "kernel", "size", "equal", "1 ulp", "apart",
+                               "worst 1ulp", "norm diff", "emulator vs GPU");
+  for (const Row& r : rows) {
+    const std::string size = absl::StrFormat("%dx%dx%d", r.gpu.size.m, r.gpu.size.n, r.gpu.size.k);
+    if (!r.emulated.ok()) {
+      std::cout << absl::StrFormat("%-24s %16s  emulator: %s\n", r.gpu.name, size, r.emulated.status().message());
+      ++failures;
+      continue;
+    }
+    const kiln::examples::OutputAgreement a = kiln::examples::CompareOutputs(r.spec, r.emulated->output, r.gpu.output);
+    const bool ok = a.apart == 0 && r.gpu.passed && r.emulated->passed;
+    std::cout << absl::StrFormat("%-24s %16s %9d %8d %6d %10.2e %10.2e  %s (GPU %s, emulator %.1f s)\n", r.gpu.name,
+                                 size, a.equal, a.one_ulp, a.apart, a.worst_one_ulp, a.norm_rel,
+                                 ok ? "ok" : "DIFFER", r.gpu.passed ? "ok" : r.gpu.failure, r.seconds);
+    failures += ok ? 0 : 1;
+  }
+  return failures ? 1 : 0;
 }
 
 absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseShapes(const std::string& text) {
@@ -515,7 +639,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | check [NAME...] | emulate NAME | run NAME | bench [NAME...]");
+      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | check [NAME...] | emulate NAME | crosscheck [NAME...] | run NAME | bench [NAME...]");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   if (args.empty()) {
@@ -541,6 +665,7 @@ int main(int argc, char** argv) {
     return Stage(command, args);
   if (command == "bundle") return WriteBundles(args);
   if (command == "emulate") return Emulate(args);
+  if (command == "crosscheck") return Crosscheck(args);
   if (command == "check") {
 #ifdef KILN_HAVE_COMPILER
     return CheckKernels(args);
@@ -562,7 +687,8 @@ int main(int argc, char** argv) {
     }
     auto size = [](int64_t v) { return v ? v : int64_t{4096}; };
     return Bench(args, {{size(absl::GetFlag(FLAGS_m)), size(absl::GetFlag(FLAGS_n)), size(absl::GetFlag(FLAGS_k))}},
-                 {{absl::GetFlag(FLAGS_rows), absl::GetFlag(FLAGS_cols)}});
+                 {{absl::GetFlag(FLAGS_rows) ? absl::GetFlag(FLAGS_rows) : 32768,
+                   absl::GetFlag(FLAGS_cols) ? absl::GetFlag(FLAGS_cols) : 4096}});
   }
   if (command == "bench") {
     absl::StatusOr<std::vector<kiln::examples::ProblemSize>> sizes = ParseSizes(absl::GetFlag(FLAGS_sizes));

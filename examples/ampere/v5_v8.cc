@@ -19,7 +19,7 @@ absl::StatusOr<KernelDef> BuildMmaPipeline(const MmaPipeline& p) {
   Kernel k(p.name, sm80(), {THREADS});
   // The peeled tail needs stages - 1 k-tiles to exist: K must divide by that many.
   const int k_tiles = p.peel_tail ? std::max(1, p.stages - 1) : 1;
-  GemmOperands g = DeclareGemm(k, {.tile_m = p.bm, .tile_n = p.bn, .tile_k = BK * k_tiles});
+  GemmOperands g = DeclareGemm(k, {.tile_m = p.bm, .tile_n = p.bn, .tile_k = BK * k_tiles, .block_k = k_tiles > 1 ? BK : 0});
   k.Grid(absl::StrCat("M/", p.bm, "*N/", p.bn));
   SmemLayout ring{.swizzle = UnitSwizzle::Row8(), .stages = p.stages};
   SmemTile As = k.Smem(bf16, p.bm, BK, ring), Bs = k.Smem(bf16, p.bn, BK, ring);  // [row][k]

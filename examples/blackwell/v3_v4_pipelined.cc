@@ -1,7 +1,10 @@
 // Seed 002 v3 and v4: the tcgen05 kernel pipelined.
 //   v3: 128x256 tile, BK = 128, a 2-stage TMA ring (one barrier per stage) prefetched S-1 ahead;
-//       one elected thread still loads and issues the 8 MMAs of a k-tile, commits to one MMA
-//       barrier, and every thread waits on it before the next k-tile.
+//       one thread still loads and issues the 8 MMAs of a k-tile and commits to one MMA barrier.
+//       Upstream every thread walks the ring and waits on that barrier each k-tile, which lets a
+//       waiting thread fall two phases behind (as in v1, v1_v2.cc); here that thread alone walks
+//       it, waiting for each k-tile's MMAs before it frees the stage, and the others wait for it
+//       at a CTA barrier.
 //   v4: 128x128 tile, BK = 64, 7 stages, warp specialisation: warp 0's elected thread loads,
 //       warp 1's issues the 4 MMAs of a stage and commits to that stage's empty barrier (the
 //       stage is free when its MMAs complete); a final commit releases the epilogue.
@@ -49,25 +52,25 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
                    slab + kk == 0 ? Operand(k0 > 0) : Operand(1), BM, v.bn);
   };
 
-  if (!v.specialised) {  // v3: every thread walks the ring; one thread loads and multiplies
-    Pipeline::Cursor load_at = ring.Start(), use_at = ring.Start();
-    RingPosition done_at(k, 1);
-    Value leader = k.ThreadIdx() == 0;  // one fixed thread: it alone advances load_at
-    for (int s = 0; s < v.stages - 1; ++s)
-      k.If(leader, [&] { k.If(k.I32(s * v.bk) < g.K, [&] { load(load_at, k.I32(s * v.bk)); }); });
-    k.For(0, g.K, v.bk, [&](Value k0) {
-      Value next = k0 + (v.stages - 1) * v.bk;
-      k.If(leader, [&] { k.If(next < g.K, [&] { load(load_at, next); }); });
-      Value s = ring.Acquire(use_at);
-      k.TcgenFenceAfterSync();
-      k.If(leader, [&] {
+  if (!v.specialised) {  // v3: one thread walks the ring, loads and multiplies
+    k.If(k.ThreadIdx() == 0, [&] {
+      Pipeline::Cursor load_at = ring.Start(), use_at = ring.Start();
+      RingPosition done_at(k, 1);
+      for (int s = 0; s < v.stages - 1; ++s)
+        k.If(k.I32(s * v.bk) < g.K, [&] { load(load_at, k.I32(s * v.bk)); });
+      k.For(0, g.K, v.bk, [&](Value k0) {
+        Value next = k0 + (v.stages - 1) * v.bk;
+        k.If(next < g.K, [&] { load(load_at, next); });
+        Value s = ring.Acquire(use_at);
+        k.TcgenFenceAfterSync();
         mma(s, k0);
         k.TcgenCommit(done);
+        done.Wait(done_at.phase());
+        done_at.Advance();
+        ring.EmptyBarrier(s).Arrive();  // MMAs done: stage free
       });
-      done.Wait(done_at.phase());
-      done_at.Advance();
-      k.If(leader, [&] { ring.EmptyBarrier(s).Arrive(); });  // MMAs done: stage free
     });
+    k.SyncThreads();  // the others, until that thread has seen the last k-tile's MMAs complete
   } else {  // v4: a loading warp and an MMA warp
     elected(0, [&] {
       Pipeline::Cursor at = ring.Start();

@@ -39,7 +39,8 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
   const int THREADS = warps_m * warps_n * 32;
   Kernel k(v.name, sm80(), {THREADS});
   GemmOperands g = DeclareGemm(k, {.in_type = "f16", .out_type = "f16", .acc_type = "f16",
-                                   .tile_m = BM, .tile_n = strip ? BN * STRIP : BN, .tile_k = BK});
+                                   .tile_m = BM, .tile_n = strip ? BN * STRIP : BN, .tile_k = BK,
+                                   .block_n = strip ? BN : 0});
   if (strip) k.Grid("16", absl::StrCat("M/", BM), absl::StrCat("N/", BN * STRIP));
   else k.Grid(absl::StrCat("N/", BN), absl::StrCat("M/", BM));
   SmemLayout ring{.swizzle = v.permuted ? UnitSwizzle::RotateHalfRow8() : UnitSwizzle{}, .stages = v.stages};

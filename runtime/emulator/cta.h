@@ -149,6 +149,31 @@ struct TmaStore {
   const ptx::Instr* in;
 };
 
+// Registers an asynchronous op will still write (a wgmma's accumulators until the
+// wgmma.wait_group that completes it, tcgen05.ld destinations until tcgen05.wait::ld), with that
+// op: touching one before its wait is an error. Indexed by register (every instruction asks).
+class InFlightRegs {
+ public:
+  bool empty() const { return count_ == 0; }
+  const ptx::Instr* Find(int reg) const {
+    return reg >= 0 && reg < static_cast<int>(by_reg_.size()) ? by_reg_[reg] : nullptr;
+  }
+  void Set(int reg, const ptx::Instr* by) {
+    if (reg >= static_cast<int>(by_reg_.size())) by_reg_.resize(reg + 1, nullptr);
+    count_ += by_reg_[reg] ? 0 : 1;
+    by_reg_[reg] = by;
+  }
+  void ClearWrittenBy(ptx::Op op) {  // every register an op of this kind holds
+    if (!count_) return;
+    for (const ptx::Instr*& by : by_reg_)
+      if (by && by->op == op) by = nullptr, --count_;
+  }
+
+ private:
+  std::vector<const ptx::Instr*> by_reg_;
+  int count_ = 0;
+};
+
 struct Thread {
   int x = 0, y = 0, z = 0, linear = 0;
   std::vector<TmaStore> bulk_open;                 // TMA stores not yet committed
@@ -162,10 +187,7 @@ struct Thread {
   uint64_t mbarrier = 0;  // kMbarrier: the shared offset it waits on
   std::map<uint64_t, int64_t> next_phase;  // per mbarrier: the phase this thread waits for next
   int64_t cluster_phase = -1;              // the barrier.cluster phase it arrived in
-  // Registers an asynchronous op will still write (a wgmma's accumulators until the
-  // wgmma.wait_group that completes it, tcgen05.ld destinations until tcgen05.wait::ld), with
-  // that op: touching one before its wait is an error.
-  std::map<int, const ptx::Instr*> in_flight_regs;  // register -> the wgmma or tcgen05.ld writing it
+  InFlightRegs in_flight_regs;
 };
 
 class Cta;
@@ -212,7 +234,8 @@ class Cta {
   // One scheduling decision: an asynchronous completion, or a quantum of one thread.
   enum class Progress { kMoved, kIdle, kFinished };
   absl::StatusOr<Progress> Advance(int64_t* executed) {
-    std::vector<int> runnable;
+    std::vector<int>& runnable = runnable_;  // reused: this runs once per quantum
+    runnable.clear();
     for (const Thread& t : threads_)
       if (t.state == Thread::State::kRun) runnable.push_back(t.linear);
     // An asynchronous copy lands at a moment the seed picks between its issue and the first
@@ -266,10 +289,10 @@ class Cta {
         int top = -1;
         for (int i : runnable)
           if (top < 0 || warp_priority_[i / 32] > warp_priority_[top / 32]) top = i;
-        std::vector<int> mine;
-        for (int i : runnable)
-          if (i / 32 == top / 32) mine.push_back(i);
-        pick = mine[(r >> 10) % mine.size()];
+        int first = -1, count = 0;  // the top warp's runnable threads, a contiguous run
+        for (size_t i = 0; i < runnable.size(); ++i)
+          if (runnable[i] / 32 == top / 32) first = first < 0 ? static_cast<int>(i) : first, ++count;
+        pick = runnable[first + (r >> 10) % count];
       }
     }
     const int quantum = rng_ ? 1 + static_cast<int>((*rng_)() % 64) : 1 << 30;
@@ -495,6 +518,7 @@ class Cta {
   std::string kernel_;
   std::mt19937_64* rng_;
   std::vector<uint64_t> warp_priority_;  // the seed's ranking of the warps (see Advance)
+  std::vector<int> runnable_;             // Advance's scratch list
   int64_t* budget_;
   std::vector<Thread> threads_;
   struct BarrierState {
@@ -576,6 +600,7 @@ class Cta {
     const Instr* in = nullptr;
   };
   struct Warpgroup {
+    int arrived = 0;  // threads waiting at a wgmma instruction (all 128 release it)
     std::vector<WgmmaOp> open;
     std::vector<std::vector<WgmmaOp>> groups;
   };

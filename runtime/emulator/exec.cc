@@ -35,6 +35,7 @@ absl::Status Cta::Step(Thread& t) {
       break;
     case Op::kWgmma:
       t.state = Thread::State::kWarp;
+      ++warpgroups_[t.linear / 128].arrived;
       return TryReleaseWarpgroup(t.linear / 128);
     case Op::kSetMaxNReg:  // register accounting: no effect on values; an .inc may wait
       return SetMaxNReg(t, in);
@@ -315,9 +316,9 @@ absl::Status Cta::SetMaxNReg(Thread& t, const Instr& in) {
 // tcgen05.ld's destinations until tcgen05.wait::ld.
 absl::Status Cta::CheckInFlightRegs(const Thread& t, const Instr& in) const {
   auto check = [&](int reg) -> absl::Status {
-    auto it = reg >= 0 ? t.in_flight_regs.find(reg) : t.in_flight_regs.end();
-    if (it == t.in_flight_regs.end()) return absl::OkStatus();
-    const Instr& by = *it->second;
+    const Instr* in_flight = t.in_flight_regs.Find(reg);
+    if (!in_flight) return absl::OkStatus();
+    const Instr& by = *in_flight;
     const std::string dsl = m_.DslLine(by);
     const bool wgmma = by.op == Op::kWgmma;
     return Fail(t, in, absl::StrCat("uses ", e_.reg_names.at(reg), " while the ", wgmma ? "wgmma" : "tcgen05.ld",
@@ -517,7 +518,7 @@ absl::Status Cta::TryReleaseWarp(int warp) {
       const Operand& d = e_.code[l.pc].ops.at(0);
       for (size_t k = 0; k < d.regs.size() && k < out[i].size(); ++k) {
         l.r[d.regs[k]] = out[i][k];
-        if (in.op == Op::kTcgen05 && d.regs[k] >= 0) l.in_flight_regs[d.regs[k]] = &in;  // until wait::ld
+        if (in.op == Op::kTcgen05 && d.regs[k] >= 0) l.in_flight_regs.Set(d.regs[k], &in);  // until wait::ld
       }
       l.state = Thread::State::kRun;
       ++l.pc;

@@ -41,7 +41,7 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     return absl::OkStatus();
   }
   if (kind == "wait::ld") {  // this thread's tcgen05.ld results are now defined
-    std::erase_if(t.in_flight_regs, [](const auto& r) { return r.second->op == Op::kTcgen05; });
+    t.in_flight_regs.ClearWrittenBy(Op::kTcgen05);
     return absl::OkStatus();
   }
   if (absl::StartsWith(kind, "fence") || absl::StartsWith(kind, "wait")) return absl::OkStatus();

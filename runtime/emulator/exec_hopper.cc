@@ -289,6 +289,9 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
   const int first = group * 128;
   if (first + 128 > static_cast<int>(threads_.size()))
     return Fail(threads_[first], e_.code[threads_[first].pc], "wgmma needs a whole warpgroup of 128 threads");
+  Warpgroup& wg = warpgroups_[group];
+  // The first arrival checks that no member has exited; the others wait until all 128 are here.
+  if (wg.arrived != 1 && wg.arrived < 128) return absl::OkStatus();
   for (int i = first; i < first + 128; ++i) {
     if (threads_[i].state == Thread::State::kDone)
       return Fail(threads_[first], e_.code[threads_[first].pc], absl::StrCat("thread ", i, " of the warpgroup has exited"));
@@ -303,7 +306,6 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
       return Fail(threads_[i], other, absl::StrCat("the warpgroup is split between wgmma.", kind, " (PTX line ", in.line,
                                                    ") and this"));
   }
-  Warpgroup& wg = warpgroups_[group];
   if (kind == "mma_async") {
     WgmmaOp op;
     op.line = in.line;
@@ -351,7 +353,7 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
         }
       }
       op.d_regs.push_back(mine.ops.at(0).regs);
-      for (int r : mine.ops.at(0).regs) threads_[i].in_flight_regs[r] = &mine;  // until its wait_group
+      for (int r : mine.ops.at(0).regs) threads_[i].in_flight_regs.Set(r, &mine);  // until its wait_group
       if (static_cast<int>(mine.ops.at(0).regs.size()) != op.n / 2)
         return Fail(threads_[i], mine, absl::StrCat("an m64n", op.n, " accumulator has ", op.n / 2, " registers"));
     }
@@ -372,6 +374,7 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
     threads_[i].state = Thread::State::kRun;
     ++threads_[i].pc;
   }
+  wg.arrived = 0;
   return absl::OkStatus();
 }
 
@@ -416,9 +419,9 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
   // writes them: the same registers chain through every group of a mainloop.
   for (int t = 0; t < 128; ++t) {
     Thread& th = threads_[group * 128 + t];
-    std::erase_if(th.in_flight_regs, [](const auto& r) { return r.second->op == Op::kWgmma; });
+    th.in_flight_regs.ClearWrittenBy(Op::kWgmma);
     auto mark = [&](const WgmmaOp& op) {
-      for (int r : op.d_regs[t]) th.in_flight_regs[r] = op.in;
+      for (int r : op.d_regs[t]) th.in_flight_regs.Set(r, op.in);
     };
     for (const std::vector<WgmmaOp>& g : wg.groups)
       for (const WgmmaOp& op : g) mark(op);
