@@ -52,30 +52,36 @@ float HalfToFloat(uint16_t h) {
 
 std::vector<uint16_t> RandomNormal16(size_t n, uint64_t seed, bool half) {
   std::vector<uint16_t> out(n);
-  const unsigned threads = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
+  // A fixed number of chunks, each with its own stream, so that a seed gives the same data on
+  // every machine (the GPU's outputs are compared with the emulator's on another); threads
+  // take chunks in turn.
+  constexpr unsigned kChunks = 32;
+  const unsigned threads = std::max(1u, std::min(kChunks, std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;
-  const size_t chunk = (n + threads - 1) / threads;
-  for (unsigned t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      // splitmix64 per chunk, Box-Muller pairs.
-      uint64_t state = seed * 0x9E3779B97F4A7C15ull + t * 0xBF58476D1CE4E5B9ull + 1;
-      auto next = [&] {
-        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-      };
-      const size_t end = std::min(n, (t + 1) * chunk);
-      for (size_t i = t * chunk; i < end; i += 2) {
-        const double u1 = ((next() >> 11) + 1) * 0x1.0p-53, u2 = (next() >> 11) * 0x1.0p-53;
-        const double r = std::sqrt(-2.0 * std::log(u1));
-        const float z[2] = {static_cast<float>(r * std::cos(2 * M_PI * u2)),
-                            static_cast<float>(r * std::sin(2 * M_PI * u2))};
-        for (size_t j = 0; j < 2 && i + j < end; ++j)
-          out[i + j] = half ? FloatToHalf(z[j]) : FloatToBf16(z[j]);
-      }
+  const size_t chunk = (n + kChunks - 1) / kChunks;
+  auto fill = [&](unsigned t) {
+    // splitmix64 per chunk, Box-Muller pairs.
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + t * 0xBF58476D1CE4E5B9ull + 1;
+    auto next = [&] {
+      uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      return z ^ (z >> 31);
+    };
+    const size_t end = std::min(n, (t + 1) * chunk);
+    for (size_t i = t * chunk; i < end; i += 2) {
+      const double u1 = ((next() >> 11) + 1) * 0x1.0p-53, u2 = (next() >> 11) * 0x1.0p-53;
+      const double r = std::sqrt(-2.0 * std::log(u1));
+      const float z[2] = {static_cast<float>(r * std::cos(2 * M_PI * u2)),
+                          static_cast<float>(r * std::sin(2 * M_PI * u2))};
+      for (size_t j = 0; j < 2 && i + j < end; ++j)
+        out[i + j] = half ? FloatToHalf(z[j]) : FloatToBf16(z[j]);
+    }
+  };
+  for (unsigned w = 0; w < threads; ++w)
+    pool.emplace_back([&, w] {
+      for (unsigned t = w; t < kChunks; t += threads) fill(t);
     });
-  }
   for (auto& th : pool) th.join();
   return out;
 }

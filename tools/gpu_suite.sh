@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU suite in one command, on a GPU machine without LLVM: the runtime-only build's
-# tests (driver, JIT errors, every bundle's correctness) and the benchmark table.
+# tests (driver, JIT errors, every bundle's correctness), the GPU's outputs against the CPU
+# emulator's (kiln crosscheck) and the benchmark table.
 #   KILN_RT_BUILD  runtime-only build directory   (default build-rt)
 #   KILN_BUNDLES   bundle directory                (default build/bundles)
 #   KILN_SIZES     bench sizes                     (default 4096,8192,6144x4096x2048)
@@ -20,6 +21,9 @@ ldd "$rt/bin/kiln"
 echo "== runtime tests (bundles from $bundles)"
 KILN_BUNDLE_DIR="$bundles" timeout 300 "$rt/bin/runtime_test" --gtest_brief=1 >"$out/runtime_test.log" 2>&1 || status=1
 tail -n 15 "$out/runtime_test.log"
+echo "== the GPU's outputs against the emulator's on the same inputs, element by element"
+timeout 300 "$rt/bin/kiln" --bundles "$bundles" crosscheck 2>&1 | tee "$out/crosscheck.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
 echo "== checked against kiln's reference kernel instead of cuBLAS (KILN_REFERENCE=kiln)"
 KILN_REFERENCE=kiln timeout 120 "$rt/bin/kiln" --bundles "$bundles" bench --sizes 2048,4096x2048x1024 \
   --iters 3 "$@" || status=1

@@ -476,6 +476,7 @@ int Emulate(const std::vector<std::string>& args) {
 // GEMM this GPU runs (or NAME...): the evidence that the emulator computes what the hardware does
 // where a GPU can check it (docs/EMULATOR.md).
 int Crosscheck(std::vector<std::string> names) {
+  constexpr double kRel = 1e-5;  // of each element's scale, sum_k |a_ik b_kj| (CompareOutputs)
   absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
   if (!d.ok()) return Fail(d.status());
   const bool everything = names.empty();
@@ -533,20 +534,23 @@ int Crosscheck(std::vector<std::string> names) {
       }
     });
   for (std::thread& w : workers) w.join();
-  std::cout << absl::StrFormat("%-24s %16s %9s %8s %6s %10s %10s  %s\n", "kernel", "size", "equal", "1 ulp", "apart",
-                               "worst 1ulp", "norm diff", "emulator vs GPU");
+  std::cout << absl::StrFormat("%-26s %14s %9s %7s %6s %10s %10s  %s\n", "kernel", "size", "equal", "close", "apart",
+                               "worst/scale", "norm diff", "emulator vs GPU (rel " + absl::StrFormat("%.0e", kRel) + ")");
   for (const Row& r : rows) {
     const std::string size = absl::StrFormat("%dx%dx%d", r.gpu.size.m, r.gpu.size.n, r.gpu.size.k);
     if (!r.emulated.ok()) {
-      std::cout << absl::StrFormat("%-24s %16s  emulator: %s\n", r.gpu.name, size, r.emulated.status().message());
+      std::cout << absl::StrFormat("%-26s %14s  emulator: %s\n", r.gpu.name, size, r.emulated.status().message());
       ++failures;
       continue;
     }
-    const kiln::examples::OutputAgreement a = kiln::examples::CompareOutputs(r.spec, r.emulated->output, r.gpu.output);
+    const std::vector<double> scale = kiln::examples::ProductScales(r.spec, r.gpu.size, kiln::examples::RunOptions{}.seed);
+    const kiln::examples::OutputAgreement a =
+        kiln::examples::CompareOutputs(r.spec, r.gpu.size, r.emulated->output, r.gpu.output, scale, kRel);
     const bool ok = a.apart == 0 && r.gpu.passed && r.emulated->passed;
-    std::cout << absl::StrFormat("%-24s %16s %9d %8d %6d %10.2e %10.2e  %s (GPU %s, emulator %.1f s)\n", r.gpu.name,
-                                 size, a.equal, a.one_ulp, a.apart, a.worst_one_ulp, a.norm_rel,
-                                 ok ? "ok" : "DIFFER", r.gpu.passed ? "ok" : r.gpu.failure, r.seconds);
+    std::cout << absl::StrFormat("%-26s %14s %9d %7d %6d %10.2e %10.2e  %s (GPU %s, emulator %.1f s)%s\n", r.gpu.name,
+                                 size, a.equal, a.close, a.apart, a.worst, a.norm_rel, ok ? "ok" : "DIFFER",
+                                 r.gpu.passed ? "ok" : r.gpu.failure, r.seconds,
+                                 a.worst_element.empty() ? "" : "; worst " + a.worst_element);
     failures += ok ? 0 : 1;
   }
   return failures ? 1 : 0;

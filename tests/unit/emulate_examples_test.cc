@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "examples/harness.h"
+#include "examples/host_data.h"
 #include "examples/probe_check.h"
 #include "examples/registry.h"
 #include "examples/row_ops.h"
@@ -271,6 +272,36 @@ TEST(PlantedBugs, ATensorMemoryLeakIsReported) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("exits with 128 columns of tensor memory still allocated"), std::string::npos)
       << r.status();
+}
+
+}  // namespace
+}  // namespace kiln::examples
+
+namespace kiln::examples {
+namespace {
+
+// kiln crosscheck's rule (CompareOutputs): bit-equal, or within one output ulp plus rel times the
+// element's scale (sum_k |a_ik b_kj|); NaN never agrees.
+TEST(Crosscheck, OutputsAgreeWithinAnUlpAndTheScaleNotBeyond) {
+  const GemmSpec g;  // bf16 in and out, f32 accumulators, C row-major
+  const ProblemSize s{1, 5, 16};
+  const std::vector<double> scale = {100, 100, 100, 100, 100};
+  auto bf16 = [](float f) { return FloatToBf16(f); };
+  // 32 and 32.25 are neighbours in bf16 (ulp 0.25 in [32, 64)); 32.5 is two ulps off; an
+  // element near zero may differ by 1e-5 * 100 = 1e-3 however small it is.
+  const std::vector<uint16_t> gpu = {bf16(32), bf16(32), bf16(32), bf16(0.0005f), bf16(1)};
+  const std::vector<uint16_t> emu = {bf16(32), bf16(32.25f), bf16(32.5f), bf16(-0.0004f), uint16_t{0x7fc0}};
+  const OutputAgreement a = CompareOutputs(g, s, emu, gpu, scale, 1e-5);
+  EXPECT_EQ(a.equal, 1);
+  EXPECT_EQ(a.close, 2);  // the neighbour, and the near-zero pair 9e-4 apart
+  EXPECT_EQ(a.apart, 2);  // two ulps, and the NaN
+  EXPECT_NEAR(a.worst, 0.5 / 100, 1e-9);
+  EXPECT_NE(a.worst_element.find("(0,2): 32.5 vs 32"), std::string::npos) << a.worst_element;
+  // The scales are those of the harness's inputs: |a| . |b| over K.
+  const ProblemSize tiny{2, 3, 4};
+  const std::vector<double> sc = ProductScales(g, tiny, 1);
+  ASSERT_EQ(sc.size(), 6u);
+  for (double v : sc) EXPECT_GT(v, 0);
 }
 
 }  // namespace
