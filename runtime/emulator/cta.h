@@ -174,6 +174,11 @@ class InFlightRegs {
   int count_ = 0;
 };
 
+// Where a register's or a shared byte's value came from, for uninitialised values (taint.cc):
+// null for a defined value, else the instruction that read never-written shared memory (a
+// ld.shared, ldmatrix, wgmma) from which the value derives.
+using Origin = const ptx::Instr*;
+
 struct Thread {
   int x = 0, y = 0, z = 0, linear = 0;
   std::vector<TmaStore> bulk_open;                 // TMA stores not yet committed
@@ -188,6 +193,7 @@ struct Thread {
   std::map<uint64_t, int64_t> next_phase;  // per mbarrier: the phase this thread waits for next
   int64_t cluster_phase = -1;              // the barrier.cluster phase it arrived in
   InFlightRegs in_flight_regs;
+  std::vector<Origin> taint;  // per register (taint.cc); shorter than r: the rest are defined
 };
 
 class Cta;
@@ -459,6 +465,28 @@ class Cta {
   // or a pair's two, each holding N / 2), into this CTA's tensor memory.
   absl::Status RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vector<Cta*>& b_ctas, int n);
   absl::Status CheckTmemAtExit();
+
+  // ---- uninitialised values (taint.cc): shared memory starts undefined (PTX ISA); a read of
+  // never-written bytes taints what it writes, arithmetic carries taints to its results, stores
+  // carry them back to shared memory, and a tainted value reaching global memory (a store, a TMA
+  // store's box) is an error naming both instructions.
+  static Origin NeverWritten();  // the shared-byte marker of "no write yet"
+  Origin RegTaint(const Thread& t, int reg) const {
+    return reg >= 0 && reg < static_cast<int>(t.taint.size()) ? t.taint[reg] : nullptr;
+  }
+  void SetRegTaint(Thread& t, int reg, Origin o);
+  Origin OperandTaint(const Thread& t, const ptx::Operand& o) const;
+  // Of an instruction's sources (its guard, operands 1..; selp: the source it selects).
+  Origin SourceTaint(const Thread& t, const Instr& in) const;
+  void TaintDestinations(Thread& t, const Instr& in, Origin o);
+  // Of the `n` shared bytes at `p` (this CTA's or a cluster peer's): `reader` where one was never
+  // written, else the first byte's origin.
+  Origin SharedTaint(const uint8_t* p, size_t n, const Instr& reader) const;
+  void SetSharedTaint(uint8_t* p, size_t n, Origin o);
+  Cta* SharedOwner(const uint8_t* p) const;  // this CTA or the cluster peer whose shared memory holds p
+  void MarkSharedWritten(uint64_t offset, size_t n) { SetSharedTaint(shared_.data() + offset, n, nullptr); }
+  // An error when `o` (a value `in` writes to global memory) derives from never-written memory.
+  absl::Status CheckReachesGlobal(const Thread* t, const Instr& in, Origin o) const;
   absl::Status Mbarrier(Thread& t, const Instr& in);
   absl::Status MbarrierComplete(uint64_t offset);
   absl::Status Bulk(Thread& t, const Instr& in);
@@ -519,6 +547,9 @@ class Cta {
   std::mt19937_64* rng_;
   std::vector<uint64_t> warp_priority_;  // the seed's ranking of the warps (see Advance)
   std::vector<int> runnable_;             // Advance's scratch list
+  std::vector<Origin> smem_origin_;       // per shared byte (taint.cc); empty until first used
+  Origin warp_taint_ = nullptr;           // of the warp instruction (ldmatrix, mma.sync) being computed
+  Origin operand_taint_ = nullptr;        // of the descriptor operands ReadOperand has read
   int64_t* budget_;
   std::vector<Thread> threads_;
   struct BarrierState {
@@ -598,6 +629,7 @@ class Cta {
     bool scale_d = true, negate_a = false, negate_b = false, bf16 = true;
     int line = 0;
     const Instr* in = nullptr;
+    Origin a_taint = nullptr;  // of A's registers, read at issue
   };
   struct Warpgroup {
     int arrived = 0;  // threads waiting at a wgmma instruction (all 128 release it)

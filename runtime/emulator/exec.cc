@@ -66,9 +66,12 @@ absl::Status Cta::Step(Thread& t) {
     case Op::kAtom: case Op::kRed:
       if (absl::Status s = Atomic(t, in); !s.ok()) return s;
       break;
-    case Op::kCvt:
+    case Op::kCvt: {
+      const Origin o = SourceTaint(t, in);
       if (absl::Status s = Convert(t, in); !s.ok()) return s;
+      TaintDestinations(t, in, o);
       break;
+    }
     case Op::kMembar: case Op::kFence:
       if (in.op == Op::kFence && !in.mods.empty() && in.mods[0] == "proxy" && in.Has("async")) {
         for (auto [off, n] : unfenced_[t.linear])  // this thread's generic writes now reach the async proxy
@@ -80,8 +83,11 @@ absl::Status Cta::Step(Thread& t) {
     case Op::kCreatePolicy:
       Write(t, in.ops.at(0), 0);
       break;
-    default:
+    default: {
+      const Origin o = SourceTaint(t, in);
       if (absl::Status s = Arith(t, in); !s.ok()) return s;
+      TaintDestinations(t, in, o);
+    }
   }
   ++t.pc;
   return absl::OkStatus();
@@ -426,6 +432,10 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
     }
   }
   std::vector<int> regs = val.kind == Operand::Kind::kVector ? val.regs : std::vector<int>{val.reg};
+  const bool shared = *p >= shared_.data() && *p < shared_.data() + shared_.size();
+  const bool local_or_param = in.space == Space::kParam || in.space == Space::kLocal || in.space == Space::kConst;
+  const bool in_shared = shared || (!local_or_param && SharedOwner(*p));  // a peer's, through mapa
+  const Origin address_taint = OperandTaint(t, addr_op);
   for (int i = 0; i < in.vec && i < static_cast<int>(regs.size()); ++i) {
     uint8_t* at = *p + i * elem;
     if (load) {
@@ -433,9 +443,15 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
       std::memcpy(&v, at, elem);
       if (ptx::TyIsSigned(in.type)) v = static_cast<uint64_t>(SignExtend(v, elem * 8));
       if (regs[i] >= 0) t.r[regs[i]] = v;
+      const Origin o = in_shared ? SharedTaint(at, elem, in) : nullptr;
+      SetRegTaint(t, regs[i], o ? o : address_taint);
     } else {
       uint64_t v = val.kind == Operand::Kind::kVector ? t.r[regs[i]] : Read(t, val, elem * 8);
       std::memcpy(at, &v, elem);
+      const Origin o = val.kind == Operand::Kind::kVector ? RegTaint(t, regs[i]) : OperandTaint(t, val);
+      if (in_shared) SetSharedTaint(at, elem, o);
+      else if (!local_or_param)
+        if (absl::Status s = CheckReachesGlobal(&t, in, o); !s.ok()) return s;
     }
   }
   return absl::OkStatus();
@@ -471,6 +487,11 @@ absl::Status Cta::Atomic(Thread& t, const Instr& in) {
   r &= Mask(bits);
   std::memcpy(*p, &r, bits / 8);
   if (result) Write(t, in.ops[0], old);
+  // The old value's origin, and the new one's: the old value's or the operands'.
+  Origin was = SharedOwner(*p) ? SharedTaint(*p, bits / 8, in) : nullptr, operands = SourceTaint(t, in);
+  if (result) SetRegTaint(t, in.ops[0].reg, was);
+  if (SharedOwner(*p)) SetSharedTaint(*p, bits / 8, was ? was : operands);
+  else if (absl::Status s = CheckReachesGlobal(&t, in, operands); !s.ok()) return s;
   return absl::OkStatus();
 }
 
@@ -513,11 +534,17 @@ absl::Status Cta::TryReleaseWarp(int warp) {
                                              : in.op == Op::kStMatrix ? StMatrix(lanes, in, &s)
                                                                       : LdMatrix(lanes, in, &s);
     if (!s.ok()) return s;
+    // ldmatrix: the rows it read; mma.sync: every lane's fragments (a warp-wide origin).
+    Origin taint = warp_taint_;
+    warp_taint_ = nullptr;
+    if (in.op == Op::kMma)
+      for (int i = 0; i < n && !taint; ++i) taint = SourceTaint(*lanes[i], e_.code[lanes[i]->pc]);
     for (int i = 0; i < n; ++i) {
       Thread& l = *lanes[i];
       const Operand& d = e_.code[l.pc].ops.at(0);
       for (size_t k = 0; k < d.regs.size() && k < out[i].size(); ++k) {
         l.r[d.regs[k]] = out[i][k];
+        SetRegTaint(l, d.regs[k], taint);
         if (in.op == Op::kTcgen05 && d.regs[k] >= 0) l.in_flight_regs.Set(d.regs[k], &in);  // until wait::ld
       }
       l.state = Thread::State::kRun;
@@ -526,6 +553,7 @@ absl::Status Cta::TryReleaseWarp(int warp) {
     return absl::OkStatus();
   }
   std::vector<uint64_t> results(n, 0);
+  std::vector<Origin> taints(n, nullptr);  // a shuffle's: its source lane's; a reduction's: any lane's
   for (int i = 0; i < n; ++i) {
     if (!(members >> i & 1)) continue;
     Thread& l = *lanes[i];
@@ -555,12 +583,14 @@ absl::Status Cta::TryReleaseWarp(int warp) {
       if (j < 0 || j >= n || !(members >> j & 1))
         return Fail(l, li, absl::StrCat("shfl reads lane ", j, ", which is not in the member mask"));
       results[i] = Read(*lanes[j], e_.code[lanes[j]->pc].ops.at(1), 32);
+      taints[i] = OperandTaint(*lanes[j], e_.code[lanes[j]->pc].ops.at(1));
     } else if (li.op == Op::kRedux || li.op == Op::kVote) {
       uint64_t acc = 0;
       bool first_value = true;
       for (int k = 0; k < n; ++k) {
         if (!(members >> k & 1)) continue;
         const uint64_t v = Read(*lanes[k], e_.code[lanes[k]->pc].ops.at(1), li.op == Op::kVote ? 1 : 32);
+        if (!taints[i]) taints[i] = OperandTaint(*lanes[k], e_.code[lanes[k]->pc].ops.at(1));
         if (li.op == Op::kVote) { acc |= (v & 1) << k; continue; }
         const bool s = ptx::TyIsSigned(li.type);
         const int64_t sv = SignExtend(v, 32), sa = SignExtend(acc, 32);
@@ -583,7 +613,10 @@ absl::Status Cta::TryReleaseWarp(int warp) {
   for (int i = 0; i < n; ++i) {
     if (!(members >> i & 1)) continue;
     Thread& l = *lanes[i];
-    if (e_.code[l.pc].op != Op::kElect) Write(l, e_.code[l.pc].ops.at(0), results[i]);
+    if (e_.code[l.pc].op != Op::kElect) {
+      Write(l, e_.code[l.pc].ops.at(0), results[i]);
+      TaintDestinations(l, e_.code[l.pc], taints[i]);
+    }
     l.state = Thread::State::kRun;
     ++l.pc;
   }

@@ -29,6 +29,7 @@ std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lan
     }
     uint16_t v;
     std::memcpy(&v, *p, 2);
+    if (!warp_taint_) warp_taint_ = SharedTaint(*p, 2, in);
     return v;
   };
   for (int t = 0; t < 32; ++t)
@@ -127,6 +128,7 @@ void Cta::CompleteGroups(Thread& t, size_t keep) {
   while (t.groups.size() > keep) {
     for (const AsyncCopy& c : t.groups.front()) {
       std::memcpy(shared_.data() + c.shared_offset, c.bytes.data(), c.bytes.size());
+      MarkSharedWritten(c.shared_offset, c.bytes.size());
       cp_async_pending_.Remove(c.shared_offset, c.bytes.size());
     }
     t.groups.erase(t.groups.begin());

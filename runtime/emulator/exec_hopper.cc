@@ -170,7 +170,7 @@ absl::Status Cta::WriteTmaStore(const TmaStore& st) {
       return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a TMA store writes outside any allocation (0x%x)",
                                                         kernel_, st.in->line, global));
     std::memcpy(to, shared_.data() + shared, es);
-    return absl::OkStatus();
+    return CheckReachesGlobal(nullptr, *st.in, SharedTaint(shared_.data() + shared, es, *st.in));
   });
 }
 
@@ -247,6 +247,7 @@ absl::Status Cta::CompleteAsync(size_t index) {
       std::fill(generic_writer_.begin() + to, generic_writer_.begin() + to + es, 0);
     if (tma_swizzle_.empty()) tma_swizzle_.assign(shared_.size(), 0);
     std::fill(tma_swizzle_.begin() + to, tma_swizzle_.begin() + to + es, static_cast<uint8_t>(swizzle_span + 1));
+    MarkSharedWritten(to, es);
     if (!inside) {  // out of bounds: zero fill
       std::memset(shared_.data() + to, 0, es);
       return absl::OkStatus();
@@ -345,6 +346,7 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
         const int t = i - first, warp = t / 32, lane = t % 32;
         for (int j = 0; j < 4; ++j) {
           const uint64_t bits = threads_[i].r[mine.ops[1].regs[j]];
+          if (!op.a_taint) op.a_taint = RegTaint(threads_[i], mine.ops[1].regs[j]);
           const int row = 16 * warp + lane / 4 + 8 * (j % 2), col = 8 * (j / 2) + 2 * (lane % 4);
           for (int h = 0; h < 2; ++h) {
             const uint16_t e = static_cast<uint16_t>(bits >> (16 * h));
@@ -390,6 +392,7 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
         o.mn_major = mn_major;
         return ReadOperand(*op.in, "wgmma", o, row, k, op.bf16, out);
       };
+      operand_taint_ = op.a_taint;  // then the first tainted or never-written operand byte read
       std::vector<double> a = op.a_from_regs, b(op.n * 16);
       if (a.empty()) {
         a.resize(64 * 16);
@@ -410,6 +413,8 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
           double d = op.scale_d ? F32(th.r[op.d_regs[t][i]]) : 0.0;
           for (int k = 0; k < 16; ++k) d += sign * a[row * 16 + k] * b[col * 16 + k];
           th.r[op.d_regs[t][i]] = Bits(static_cast<float>(d));
+          const Origin was = op.scale_d ? RegTaint(th, op.d_regs[t][i]) : nullptr;
+          SetRegTaint(th, op.d_regs[t][i], was ? was : operand_taint_);
         }
       }
     }
@@ -481,6 +486,7 @@ absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const SmemOpe
     return s;
   uint16_t h;
   std::memcpy(&h, shared_.data() + addr, 2);
+  if (!operand_taint_) operand_taint_ = SharedTaint(shared_.data() + addr, 2, in);
   *out = bf16 ? Bf16ToF32(h) : F16ToF32(h);
   return absl::OkStatus();
 }
@@ -552,7 +558,7 @@ std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lan
     *s = Fail(*lanes[0], in, "stmatrix needs a whole warp");
     return out;
   }
-  auto store = [&](int matrix, int row, int col, uint16_t v) {
+  auto store = [&](int matrix, int row, int col, uint16_t v, Origin taint) {
     Thread& dst = *lanes[8 * matrix + row];
     const uint64_t addr = Address(dst, e_.code[dst.pc].ops.at(0)) + 2 * col;
     absl::StatusOr<uint8_t*> p = Memory(dst, e_.code[dst.pc], Space::kShared, addr, 2);
@@ -567,6 +573,7 @@ std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lan
         return;
       }
     std::memcpy(*p, &v, 2);
+    SetSharedTaint(*p, 2, taint);
     if (*p >= shared_.data() && off < shared_.size()) {  // a generic-proxy write, as st.shared
       if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
       generic_writer_[off] = generic_writer_[off + 1] = lanes[0]->linear + 1;
@@ -575,12 +582,13 @@ std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lan
   };
   for (int t = 0; t < 32; ++t)
     for (int m = 0; m < matrices; ++m) {
-      const uint64_t v = lanes[t]->r[e_.code[lanes[t]->pc].ops.at(1).regs.at(m)];
+      const int reg = e_.code[lanes[t]->pc].ops.at(1).regs.at(m);
+      const uint64_t v = lanes[t]->r[reg];
       const int r = t / 4, c = 2 * (t % 4);
       for (int h = 0; h < 2; ++h) {
         const uint16_t x = static_cast<uint16_t>(v >> (16 * h));
-        if (in.Has("trans")) store(m, c + h, r, x);
-        else store(m, r, c + h, x);
+        if (in.Has("trans")) store(m, c + h, r, x, RegTaint(*lanes[t], reg));
+        else store(m, r, c + h, x, RegTaint(*lanes[t], reg));
       }
     }
   return out;

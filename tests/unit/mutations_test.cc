@@ -120,6 +120,14 @@ const std::vector<Mutation>& Mutations() {
          "and.b16 %rs1, %rs1, 1; tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 "
          "\t[%r40+229432], %rs1;"}},
        "arrivals missing", {256, 256, 1024}},
+      // Uninitialised values: shared bytes nothing wrote reach the output.
+      {"v5-short-load", "ampere/v5", "one 16-byte cp.async of the A tile missing",
+       {Drop("cp.async.cg.shared.global [%r9], [%rd5], 16;")}, "an uninitialised value reaches the output"},
+      {"k13-no-stmatrix", "hopper/k13", "one stmatrix of the epilogue's staging tile missing",
+       {Drop("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%r22], {%r33, %r34, %r35, %r36};")},
+       "an uninitialised value reaches the output"},
+      {"softmax-no-partial", "ops/softmax", "a warp's partial maximum never stored for the group reduction",
+       {Drop("st.shared.b32 \t[%r9], %r45;")}, "an uninitialised value reaches the output", {5, 2000, 0}},
       // ops/softmax: group reductions over named barriers.
       {"softmax-count", "ops/softmax", "a group barrier with 96 threads where the group has 64",
        {{"bar.sync \t%r8, 64;", "bar.sync \t%r8, 96;", 2}}, "of 96 arrived", {5, 2000, 0}},
