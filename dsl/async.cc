@@ -312,12 +312,14 @@ void Barrier::Init(int count, Loc loc) const {
   mlir::Location l = s.ToLoc(loc);
   mlir::Value n = mlir::arith::ConstantIntOp::create(s.builder, l, count, 32);
   mlir::NVVM::MBarrierInitOp::create(s.builder, l, s.Unwrap(ptr_), n, mlir::Value());
+  s.RecordArrival(array_, index_, count, loc);
 }
 
 void Barrier::Arrive(Loc loc) const {
   KernelState& s = StateOf(*this);
   mlir::NVVM::MBarrierArriveOp::create(s.builder, s.ToLoc(loc), mlir::Type(), s.Unwrap(ptr_),
                                        mlir::Value());
+  s.RecordArrival(array_, index_, 0, loc);
 }
 
 void Barrier::ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc) const {
@@ -331,6 +333,7 @@ void Barrier::ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc)
   mlir::Value tx = mlir::arith::ConstantIntOp::create(s.builder, l, bytes, 32);
   mlir::NVVM::MBarrierArriveExpectTxOp::create(s.builder, l, mlir::Type(), s.Unwrap(ptr_), tx,
                                                mlir::NVVM::MemScopeKind::CTA, false, mlir::Value());
+  s.RecordArrival(array_, index_, 0, loc);
 }
 
 void Barrier::ArriveCluster(const Operand& cta_rank, Loc loc) const {
@@ -343,6 +346,7 @@ void Barrier::ArriveCluster(const Operand& cta_rank, Loc loc) const {
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, $0, $1;\n"
       "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}",
       "r,r,~{memory}", {addr, s.Materialize(cta_rank, Type::Of(Scalar::kI32))}, mlir::Type(), l);
+  s.RecordArrival(array_, index_, 0, loc, /*remote=*/true);
 }
 
 void Barrier::ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps, const Operand& cta_rank,
@@ -362,6 +366,7 @@ void Barrier::ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps, c
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, $0, $1;\n"
       "mbarrier.arrive.expect_tx.release.cta.shared::cluster.b64 _, [remote], $2;\n}",
       "r,r,r,~{memory}", {addr, s.Materialize(cta_rank, Type::Of(Scalar::kI32)), tx}, mlir::Type(), l);
+  s.RecordArrival(array_, index_, 0, loc, /*remote=*/true);
 }
 
 namespace {

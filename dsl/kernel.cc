@@ -648,6 +648,7 @@ std::vector<std::string> StaticFindings(const KernelState& s) {
         announced < delivered ? ": the phase completes before the last bytes land"
                               : ": the phase never completes (the GPU hangs)"));
   }
+  for (std::string& f : ArrivalFindings(s)) findings.push_back(std::move(f));
   return findings;
 }
 }  // namespace

@@ -111,6 +111,20 @@ struct KernelState {
     int loop;  // the innermost For/While body (0: none)
   };
   std::vector<TxRecord> tx_records;
+  // The static arrival check (arrival_check.cc): mbarrier inits and the ops that arrive on them
+  // (arrive, expect_tx, remote arrives, tcgen05.commit), each counted once per thread that runs
+  // it; the ifs around an op say which threads those are.
+  struct ArrivalRecord {
+    int array;
+    std::string index;
+    int expected;        // an Init's count; 0 for an arrival
+    mlir::Operation* op;  // the arriving (or initialising) op
+    Loc loc;
+    bool remote = false;  // on a cluster peer's barrier (mapa): one CTA's, or all of them, may land on one
+  };
+  std::vector<ArrivalRecord> arrival_records;
+  // Records the op just built (the one before the insertion point).
+  void RecordArrival(int array, const std::string& index, int expected, const Loc& loc, bool remote = false);
   std::vector<int> loop_stack{0};
   int next_loop = 1;
   std::vector<std::string> findings;  // what the static checks found (KernelDef::findings)
@@ -133,6 +147,9 @@ struct KernelState {
   mlir::LLVM::GlobalOp watchdog_record, watchdog_claim;
   int waits_built = 0;
 };
+
+// What the static arrival check finds (arrival_check.cc), for KernelDef::findings.
+std::vector<std::string> ArrivalFindings(const KernelState& s);
 
 // Records that a tcgen05 op (or a .cta_group TMA) of `cta_group` is used at `loc`; fails there if
 // the kernel already uses the other group (they do not mix in one kernel). In tcgen05.cc.

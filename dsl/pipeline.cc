@@ -16,7 +16,7 @@ Pipeline::Pipeline(Kernel& k, int stages, int consumers, int cluster, Loc loc)
   full_ = k.SmemBarriers(stages_, loc);
   empty_ = k.SmemBarriers(stages_, loc);
   std::shared_ptr<Uses> uses = uses_;
-  k.CheckAtBuild([&k, uses, loc] {
+  k.CheckAtBuild([&k, uses, loc, stages = stages_] {
     if (!uses->consumed.empty() && uses->produced.empty())
       k.Fail("this pipeline stage is consumed but nothing produces it (no Produce on the "
              "pipeline declared at " + LocString(loc) + "); the consumer would wait forever",
@@ -25,6 +25,11 @@ Pipeline::Pipeline(Kernel& k, int stages, int consumers, int cluster, Loc loc)
       k.Fail("this pipeline stage is produced but never consumed; the producer would wait "
              "forever for a free stage",
              uses->produced.front());
+    if (!uses->consumed.empty() && !uses->produced.empty() && !uses->released && stages > 0)
+      k.Fail(absl::StrCat("pipeline stages are acquired here but never released (no Release, and no commit to an "
+                          "EmptyBarrier, on the pipeline declared at ", LocString(loc), "): the producer would wait "
+                          "forever to reuse the first of its ", stages, " stages"),
+             uses->consumed.front());
     if ((!uses->produced.empty() || !uses->consumed.empty()) && !uses->initialised)
       k.Fail("the pipeline is used but never initialised (Init)", loc);
   });
@@ -94,6 +99,7 @@ Value Pipeline::Acquire(Cursor& at, Loc loc) {
 }
 
 void Pipeline::Release(const Value& stage, const Value& thread_in_wg, Loc loc) {
+  uses_->released = true;
   if (cluster_ == 1) {
     k_.If(thread_in_wg == Operand(0, loc), [&] { empty_[stage].Arrive(loc); }, loc);
   } else {

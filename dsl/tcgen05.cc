@@ -227,6 +227,7 @@ void Kernel::TcgenCommit(const Barrier& bar, int cta_group, const Value& cta_mas
     mask = mlir::arith::TruncIOp::create(s.builder, l, s.builder.getI16Type(), s.Unwrap(cta_mask, loc));
   }
   mlir::NVVM::Tcgen05CommitOp::create(s.builder, l, s.Unwrap(bar.ptr()), mask, Group(cta_group));
+  s.RecordArrival(Access::BarrierArray(bar), Access::BarrierIndex(bar), 0, loc);  // one arrival when the MMAs complete
 }
 
 std::vector<Value> Kernel::TcgenLoad(const Tmem& t, const Operand& lane, const Operand& column, int num,

@@ -395,6 +395,68 @@ TEST(Hopper, StageConsumedThatNothingProduces) {
   ExpectError(k, line, "consumed but nothing produces it");
 }
 
+// Acquiring stages without ever releasing them leaves the producer waiting at the first reuse.
+TEST(Hopper, StagesAcquiredButNeverReleased) {
+  Kernel k("test/pipeline", sm90a(), {256});
+  TensorMap a = k.TmaParam("tmA", Map128B(64));
+  SmemTile t = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B, 2);
+  Pipeline ring(k, 2, 1);
+  k.If(k.ThreadIdx() == 0, [&] { ring.Init(); });
+  k.If(k.ThreadIdx() == 128, [&] {
+    Pipeline::Cursor at = ring.Start();
+    k.For(0, 8, 1, [&](Value i) { ring.Produce(at, {{&a, t, {i * 64, 0}}}); });
+  });
+  k.If(k.ThreadIdx() < 128, [&] {
+    Pipeline::Cursor at = ring.Start();
+    k.For(0, 8, 1, [&](Value) { k.Load(t.Stage(ring.Acquire(at)).At(0, 0)); }); const int line = __LINE__;
+    ExpectError(k, line, "pipeline stages are acquired here but never released");
+  });
+}
+
+// kiln check's arrival check: the threads that run each arrival (from the conditions around it,
+// evaluated for every thread) against the count the barrier's Init expects a phase.
+TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
+  int init_line = 0, arrive_line = 0;
+  // 0: every thread arrives on a barrier of 128; 1: only the first 64 do; 2: one elected thread
+  // of warp 1 on a barrier of 1, then every thread too; 3: a thread picked by a loop variable
+  // (not the thread's alone: left to the emulator).
+  auto build = [&](int variant) {
+    Kernel k("test/arrivals", sm90a(), {128});
+    Barriers bar = k.SmemBarriers(1);
+    Value tid = k.ThreadIdx();
+    k.If(tid == 0, [&] { bar[0].Init(variant == 2 ? 1 : 128); }); init_line = __LINE__;
+    k.SyncThreads();
+    if (variant == 0) bar[0].Arrive();
+    if (variant == 1) { k.If(tid < 64, [&] { bar[0].Arrive(); }); }
+    if (variant == 2) {
+      k.If(tid / 32 == 1, [&] { k.If(k.ElectOne(), [&] { bar[0].Arrive(); }); });
+      bar[0].Arrive(); arrive_line = __LINE__;
+    }
+    if (variant == 3) k.For(0, 4, 1, [&](Value i) { k.If(tid == i, [&] { bar[0].Arrive(); }); });
+    bar[0].Wait(0);
+    return k.Build();
+  };
+  for (int variant : {0, 3}) {
+    absl::StatusOr<KernelDef> def = build(variant);
+    ASSERT_TRUE(def.ok()) << def.status();
+    EXPECT_TRUE(def->findings().empty()) << variant << ": " << def->findings().front();
+  }
+  absl::StatusOr<KernelDef> few = build(1);
+  ASSERT_TRUE(few.ok()) << few.status();
+  ASSERT_EQ(few->findings().size(), 1u);
+  EXPECT_EQ(few->findings()[0].rfind(Here(init_line), 0), 0u) << few->findings()[0];
+  EXPECT_NE(few->findings()[0].find("expects 128 arrivals a phase, but its arrivals come from tests/unit/dsl_test.cc:"),
+            std::string::npos) << few->findings()[0];
+  EXPECT_NE(few->findings()[0].find("(64 threads), which neither complete a phase each nor add up to 128"),
+            std::string::npos) << few->findings()[0];
+  absl::StatusOr<KernelDef> many = build(2);
+  ASSERT_TRUE(many.ok()) << many.status();
+  ASSERT_EQ(many->findings().size(), 1u);  // the elected thread alone completes a phase
+  EXPECT_EQ(many->findings()[0].rfind(Here(arrive_line), 0), 0u) << many->findings()[0];
+  EXPECT_NE(many->findings()[0].find("128 threads arrive here on an mbarrier initialised at"), std::string::npos);
+  EXPECT_NE(many->findings()[0].find("for 1 arrivals a phase: more arrivals than a phase expects"), std::string::npos);
+}
+
 TEST(Hopper, MulticastNeedsACluster) {
   Kernel k("test/multicast", sm90a(), {128});
   TensorMap a = k.TmaParam("tmA", Map128B(64));

@@ -22,8 +22,15 @@ TEST_P(ExampleTest, LowersAndPtxasAccepts) {
   ASSERT_NE(e, nullptr);
   absl::StatusOr<KernelDef> def = e->build();
   ASSERT_TRUE(def.ok()) << def.status();
-  // kiln check's static findings: none in any example.
-  for (const std::string& f : def->findings()) ADD_FAILURE() << GetParam() << ": " << f;
+  // kiln check's static findings: none in any example; the planted hang's missing arrival is one.
+  if (GetParam() == "planted/lost_arrival") {
+    ASSERT_EQ(def->findings().size(), 1u);
+    EXPECT_NE(def->findings()[0].find("the mbarrier expects 2 arrivals a phase, but its arrivals come from "
+                                      "examples/probes/watchdog.cc:"),
+              std::string::npos) << def->findings()[0];
+  } else {
+    for (const std::string& f : def->findings()) ADD_FAILURE() << GetParam() << ": " << f;
+  }
   absl::StatusOr<std::string> ptx = EmitPtx(*def);
   ASSERT_TRUE(ptx.ok()) << ptx.status();
   EXPECT_NE(ptx->find(".target " + def->target().chip), std::string::npos);

@@ -66,7 +66,10 @@ class Pipeline {
 
   // The barrier that frees `stage`: for consumers that release through an asynchronous arrive
   // (tcgen05.commit when the MMAs reading the stage complete) instead of Release.
-  Barrier EmptyBarrier(const Value& stage) const { return empty_[stage]; }
+  Barrier EmptyBarrier(const Value& stage) const {
+    uses_->released = true;  // the caller releases through it
+    return empty_[stage];
+  }
 
   int stages() const { return stages_; }
 
@@ -78,6 +81,7 @@ class Pipeline {
   struct Uses {
     bool initialised = false;
     std::vector<Loc> produced, consumed;
+    bool released = false;  // a Release, or an EmptyBarrier taken to commit to
   };
   std::shared_ptr<Uses> uses_;
 };

@@ -1,0 +1,229 @@
+// The static arrival check of `kiln check` (KernelDef::findings): for every mbarrier, the threads
+// that run each op arriving on it (an arrive, an expect_tx, a remote arrive, a tcgen05.commit)
+// against the count its Init expects a phase. Which threads run an op is worked out by evaluating
+// the conditions of the ifs around it for every thread of the block: they are usually built from
+// the thread index, the lane, constants and elect.sync. Where a condition depends on anything else
+// (a loop variable, memory, the CTA's rank in its cluster) the barrier is left to the emulator.
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "dsl/kernel_state.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace kiln::detail {
+
+void KernelState::RecordArrival(int array, const std::string& index, int expected, const Loc& loc, bool remote) {
+  if (array < 0 || builder.getInsertionPoint() == builder.getInsertionBlock()->begin()) return;
+  arrival_records.push_back({array, index, expected, &*std::prev(builder.getInsertionPoint()), loc, remote});
+}
+
+namespace {
+
+// One thread of the block, and what its conditions evaluate to.
+class ThreadEval {
+ public:
+  ThreadEval(rt::Dim3 block, int linear) : block_(block), linear_(linear) {}
+
+  // Whether the thread runs `op`: every if around it takes the branch that holds the op.
+  std::optional<bool> Runs(mlir::Operation* op) {
+    for (mlir::Operation* child = op; mlir::Operation* parent = child->getParentOp(); child = parent) {
+      auto branch = mlir::dyn_cast<mlir::scf::IfOp>(parent);
+      if (!branch) continue;
+      const std::optional<uint64_t> cond = Eval(branch.getCondition());
+      if (!cond) return std::nullopt;
+      const bool in_then = branch.getThenRegion().isAncestor(child->getParentRegion());
+      if ((*cond & 1) != static_cast<uint64_t>(in_then)) return false;
+    }
+    return true;
+  }
+
+  // An integer value's bits (zero-extended from its width), where only the thread decides it.
+  std::optional<uint64_t> Eval(mlir::Value v) {
+    const int bits = v.getType().isIntOrIndex() ? (v.getType().isIndex() ? 64 : v.getType().getIntOrFloatBitWidth()) : 0;
+    if (!bits) return std::nullopt;
+    std::optional<uint64_t> r = Compute(v, bits);
+    if (r && bits < 64) *r &= (uint64_t{1} << bits) - 1;
+    return r;
+  }
+
+ private:
+  static int64_t Signed(uint64_t v, int bits) {
+    return bits >= 64 ? static_cast<int64_t>(v) : static_cast<int64_t>(v << (64 - bits)) >> (64 - bits);
+  }
+
+  std::optional<uint64_t> Compute(mlir::Value v, int bits) {
+    mlir::Operation* op = v.getDefiningOp();
+    if (!op) return std::nullopt;  // a block argument: a loop variable, an if's result
+    const int lane = linear_ % 32;
+    if (auto c = mlir::dyn_cast<mlir::arith::ConstantOp>(op)) {
+      if (auto i = mlir::dyn_cast<mlir::IntegerAttr>(c.getValue())) return i.getValue().getZExtValue();
+      return std::nullopt;
+    }
+    if (mlir::isa<mlir::NVVM::ThreadIdXOp>(op)) return linear_ % block_.x;
+    if (mlir::isa<mlir::NVVM::ThreadIdYOp>(op)) return linear_ / block_.x % block_.y;
+    if (mlir::isa<mlir::NVVM::ThreadIdZOp>(op)) return linear_ / (block_.x * block_.y);
+    if (mlir::isa<mlir::NVVM::BlockDimXOp>(op)) return block_.x;
+    if (mlir::isa<mlir::NVVM::LaneIdOp>(op)) return lane;
+    if (mlir::isa<mlir::NVVM::ElectSyncOp>(op)) {  // the lowest lane of the warp that reaches it
+      const int warp0 = linear_ - lane;
+      for (int l = 0; l < 32 && warp0 + l < static_cast<int>(block_.count()); ++l) {
+        ThreadEval other(block_, warp0 + l);
+        std::optional<bool> runs = other.Runs(op);
+        if (!runs) return std::nullopt;
+        if (*runs) return l == lane ? 1 : 0;
+      }
+      return 0;
+    }
+    auto arg = [&](int i) { return Eval(op->getOperand(i)); };
+    const int in_bits = op->getNumOperands() ? (op->getOperand(0).getType().isIndex()
+                                                     ? 64
+                                                     : op->getOperand(0).getType().isIntOrIndex()
+                                                           ? op->getOperand(0).getType().getIntOrFloatBitWidth()
+                                                           : 0)
+                                             : 0;
+    if (mlir::isa<mlir::arith::ExtUIOp, mlir::arith::TruncIOp, mlir::arith::IndexCastOp, mlir::arith::IndexCastUIOp>(op))
+      return arg(0);
+    if (mlir::isa<mlir::arith::ExtSIOp>(op)) {
+      std::optional<uint64_t> a = arg(0);
+      if (!a) return std::nullopt;
+      return static_cast<uint64_t>(Signed(*a, in_bits));
+    }
+    if (auto sel = mlir::dyn_cast<mlir::arith::SelectOp>(op)) {
+      std::optional<uint64_t> c = Eval(sel.getCondition());
+      if (!c) return std::nullopt;
+      return Eval(*c & 1 ? sel.getTrueValue() : sel.getFalseValue());
+    }
+    if (op->getNumOperands() != 2) return std::nullopt;
+    std::optional<uint64_t> a = arg(0), b = arg(1);
+    if (!a || !b) return std::nullopt;
+    const int64_t sa = Signed(*a, in_bits), sb = Signed(*b, in_bits);
+    if (auto cmp = mlir::dyn_cast<mlir::arith::CmpIOp>(op)) {
+      using P = mlir::arith::CmpIPredicate;
+      switch (cmp.getPredicate()) {
+        case P::eq: return *a == *b;
+        case P::ne: return *a != *b;
+        case P::ult: return *a < *b;
+        case P::ule: return *a <= *b;
+        case P::ugt: return *a > *b;
+        case P::uge: return *a >= *b;
+        case P::slt: return sa < sb;
+        case P::sle: return sa <= sb;
+        case P::sgt: return sa > sb;
+        case P::sge: return sa >= sb;
+      }
+      return std::nullopt;
+    }
+    if (mlir::isa<mlir::arith::AddIOp>(op)) return *a + *b;
+    if (mlir::isa<mlir::arith::SubIOp>(op)) return *a - *b;
+    if (mlir::isa<mlir::arith::MulIOp>(op)) return *a * *b;
+    if (mlir::isa<mlir::arith::AndIOp>(op)) return *a & *b;
+    if (mlir::isa<mlir::arith::OrIOp>(op)) return *a | *b;
+    if (mlir::isa<mlir::arith::XOrIOp>(op)) return *a ^ *b;
+    if (mlir::isa<mlir::arith::ShLIOp>(op)) return *b < 64 ? *a << *b : 0;
+    if (mlir::isa<mlir::arith::ShRUIOp>(op)) return *b < 64 ? *a >> *b : 0;
+    if (mlir::isa<mlir::arith::ShRSIOp>(op)) return static_cast<uint64_t>(sa >> std::min<int64_t>(sb, 63));
+    if (*b == 0) return std::nullopt;  // a division by zero is not this check's to judge
+    if (mlir::isa<mlir::arith::DivUIOp>(op)) return *a / *b;
+    if (mlir::isa<mlir::arith::RemUIOp>(op)) return *a % *b;
+    if (mlir::isa<mlir::arith::DivSIOp>(op)) return static_cast<uint64_t>(sa / sb);
+    if (mlir::isa<mlir::arith::RemSIOp>(op)) return static_cast<uint64_t>(sa % sb);
+    (void)bits;
+    return std::nullopt;
+  }
+
+  rt::Dim3 block_;
+  int linear_;
+};
+
+// How many threads of the block run `op`, or nothing when a condition around it is not the
+// thread's alone.
+std::optional<int> ThreadsRunning(mlir::Operation* op, rt::Dim3 block) {
+  int n = 0;
+  for (int t = 0; t < static_cast<int>(block.count()); ++t) {
+    std::optional<bool> runs = ThreadEval(block, t).Runs(op);
+    if (!runs) return std::nullopt;
+    n += *runs ? 1 : 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::vector<std::string> ArrivalFindings(const KernelState& s) {
+  using Record = KernelState::ArrivalRecord;
+  std::map<int, std::vector<const Record*>> inits, arrivals;  // by barrier array
+  for (const Record& r : s.arrival_records) (r.expected ? inits : arrivals)[r.array].push_back(&r);
+  std::vector<std::string> findings;
+  for (const auto& [array, sites] : arrivals) {
+    if (!inits.count(array)) continue;
+    // The count a phase expects: the array's one count, or, where its barriers differ, the
+    // count of the barrier an arrival names by a constant index.
+    auto expected_for = [&](const Record& arrival) -> const Record* {
+      const std::vector<const Record*>& mine = inits.at(array);
+      bool uniform = true;
+      for (const Record* i : mine) uniform &= i->expected == mine.front()->expected;
+      if (uniform) return mine.front();
+      for (const Record* i : mine)
+        if (i->index == arrival.index) return i;
+      return nullptr;
+    };
+    // Group the arrivals by the barrier they reach: the init they answer to and their index.
+    std::map<std::pair<const Record*, std::string>, std::vector<std::pair<const Record*, int>>> by_barrier;
+    bool known = true;
+    for (const Record* a : sites) {
+      const Record* init = expected_for(*a);
+      std::optional<int> n = ThreadsRunning(a->op, s.manifest.block);
+      if (!init || !n) {
+        known = false;
+        break;
+      }
+      by_barrier[{init, a->index}].push_back({a, *n});
+    }
+    if (!known) continue;
+    const int cluster = static_cast<int>(s.manifest.cluster.count());
+    for (const auto& [key, counted] : by_barrier) {
+      const Record* init = key.first;
+      const int want = init->expected;
+      // A remote arrival reaches one peer per thread (n a barrier, by symmetry) or every CTA's
+      // threads reach one barrier (n * cluster): either may be meant.
+      std::vector<std::vector<int>> options;
+      std::vector<std::string> where;
+      bool too_many = false;  // said for its site; the phase-sum finding would say it again
+      for (const auto& [a, n] : counted) {
+        options.push_back(a->remote && cluster > 1 ? std::vector<int>{n, n * cluster} : std::vector<int>{n});
+        where.push_back(absl::StrCat(LocString(a->loc), " (", n, n == 1 ? " thread" : " threads",
+                                     a->remote ? ", remote)" : ")"));
+        too_many |= n > want;
+        if (n > want)
+          findings.push_back(absl::StrCat(
+              LocString(a->loc), ": ", n, " threads arrive here on an mbarrier initialised at ", LocString(init->loc),
+              " for ", want, " arrivals a phase: more arrivals than a phase expects"));
+      }
+      // Fine when some reading has every site complete a phase alone (or not run), or all of
+      // them add up to one phase.
+      bool fine = false, any_runs = false;
+      for (size_t pick = 0; pick < (size_t{1} << options.size()) && !fine; ++pick) {
+        int sum = 0;
+        bool each = true;
+        for (size_t i = 0; i < options.size(); ++i) {
+          const int n = options[i][options[i].size() > 1 ? (pick >> i & 1) : 0];
+          sum += n, each &= n == want || n == 0, any_runs |= n > 0;
+        }
+        fine = (each && sum > 0) || sum == want;
+      }
+      if (!any_runs)
+        findings.push_back(absl::StrCat(LocString(init->loc), ": no thread of the block runs an arrival on this mbarrier (",
+                                        absl::StrJoin(where, ", "), "): its phases never complete"));
+      else if (!fine && !too_many)
+        findings.push_back(absl::StrCat(LocString(init->loc), ": the mbarrier expects ", want,
+                                        " arrivals a phase, but its arrivals come from ", absl::StrJoin(where, ", "),
+                                        ", which neither complete a phase each nor add up to ", want));
+    }
+  }
+  return findings;
+}
+
+}  // namespace kiln::detail
