@@ -158,6 +158,7 @@ void Kernel::TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& b
       s.builder, l, ClusterDst(s, dst, loc, l), DescriptorPtr(s, map, l), Coordinates(s, coords),
       s.Unwrap(bar.ptr()), mlir::ValueRange{}, mlir::Value(), mlir::Value(),
       mlir::NVVM::TMALoadMode::TILE, false, nullptr, mlir::Value());
+  s.tma_loads.push_back({s.LastOp(), Access::BarrierArray(bar), Access::BarrierIndex(bar), loc});
 }
 
 void Kernel::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
@@ -187,6 +188,7 @@ void Kernel::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrie
                            ";\ncp.async.bulk.tensor.", n, "d.shared::cluster.global.mbarrier::complete_tx::bytes",
                            ".cta_group::2 [$0], [$1, {", list, "}], [leader];\n}"),
               constraints, args, mlir::Type(), l);
+  s.tma_loads.push_back({s.LastOp(), Access::BarrierArray(bar), Access::BarrierIndex(bar), loc});
 }
 
 void Kernel::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
@@ -204,6 +206,7 @@ void Kernel::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const B
       s.builder, l, ClusterDst(s, dst, loc, l), DescriptorPtr(s, map, l), Coordinates(s, coords),
       s.Unwrap(bar.ptr()), mlir::ValueRange{}, mask, mlir::Value(),
       mlir::NVVM::TMALoadMode::TILE, false, nullptr, mlir::Value());
+  s.tma_loads.push_back({s.LastOp(), Access::BarrierArray(bar), Access::BarrierIndex(bar), loc});
 }
 
 void Kernel::TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
@@ -249,6 +252,7 @@ void Kernel::ClusterSync(Loc loc) {
   mlir::Location l = state_->ToLoc(loc);
   mlir::NVVM::ClusterArriveOp::create(state_->builder, l, state_->builder.getUnitAttr());
   mlir::NVVM::ClusterWaitOp::create(state_->builder, l, state_->builder.getUnitAttr());
+  state_->waits.push_back({state_->LastOp(), -1, "", loc});
 }
 
 namespace {
@@ -427,6 +431,7 @@ void Barrier::Wait(const Operand& phase, Loc loc) const {
                 {addr, s.Materialize(phase, Type::Of(Scalar::kI32)), AddressOf(s, s.watchdog_record, l),
                  AddressOf(s, s.watchdog_claim, l)},
                 mlir::Type(), l);
+    s.waits.push_back({s.LastOp(), array_, index_, loc});
     return;
   }
   // try_wait returns after a hardware time limit even when the phase is incomplete: loop.
@@ -435,6 +440,7 @@ void Barrier::Wait(const Operand& phase, Loc loc) const {
       "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
       "@!done bra.uni kiln_wait_${:uid};\n}",
       "r,r,~{memory}", {addr, s.Materialize(phase, Type::Of(Scalar::kI32))}, mlir::Type(), l);
+  s.waits.push_back({s.LastOp(), array_, index_, loc});
 }
 
 }  // namespace kiln

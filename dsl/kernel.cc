@@ -621,6 +621,7 @@ absl::Status CheckValuesStayInTheirBodies(mlir::ModuleOp module) {
 
 void Kernel::SyncThreads(Loc loc) {
   mlir::NVVM::Barrier0Op::create(state_->builder, state_->ToLoc(loc));
+  state_->waits.push_back({state_->LastOp(), -1, "", loc});
 }
 
 namespace {
@@ -649,6 +650,7 @@ std::vector<std::string> StaticFindings(const KernelState& s) {
                               : ": the phase never completes (the GPU hangs)"));
   }
   for (std::string& f : ArrivalFindings(s)) findings.push_back(std::move(f));
+  for (std::string& f : ReuseFindings(s)) findings.push_back(std::move(f));
   return findings;
 }
 }  // namespace

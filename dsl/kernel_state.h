@@ -111,7 +111,7 @@ struct KernelState {
     int loop;  // the innermost For/While body (0: none)
   };
   std::vector<TxRecord> tx_records;
-  // The static arrival check (arrival_check.cc): mbarrier inits and the ops that arrive on them
+  // The static arrival check (protocol_check.cc): mbarrier inits and the ops that arrive on them
   // (arrive, expect_tx, remote arrives, tcgen05.commit), each counted once per thread that runs
   // it; the ifs around an op say which threads those are.
   struct ArrivalRecord {
@@ -125,6 +125,16 @@ struct KernelState {
   std::vector<ArrivalRecord> arrival_records;
   // Records the op just built (the one before the insertion point).
   void RecordArrival(int array, const std::string& index, int expected, const Loc& loc, bool remote = false);
+  // The static reuse check (protocol_check.cc): TMA loads into shared memory, and the ops that
+  // make a thread wait (mbarrier waits, CTA and cluster barriers).
+  struct WaitRecord {
+    mlir::Operation* op;
+    int array = -1;      // the mbarrier waited on or completed (-1: a CTA or cluster barrier)
+    std::string index;
+    Loc loc;
+  };
+  std::vector<WaitRecord> tma_loads, waits;
+  mlir::Operation* LastOp() const;  // the op just built, or null
   std::vector<int> loop_stack{0};
   int next_loop = 1;
   std::vector<std::string> findings;  // what the static checks found (KernelDef::findings)
@@ -148,8 +158,10 @@ struct KernelState {
   int waits_built = 0;
 };
 
-// What the static arrival check finds (arrival_check.cc), for KernelDef::findings.
+// What the static protocol checks find (protocol_check.cc), for KernelDef::findings: arrival
+// counts against the Init, and TMA loads in a loop that no wait orders after the last reads.
 std::vector<std::string> ArrivalFindings(const KernelState& s);
+std::vector<std::string> ReuseFindings(const KernelState& s);
 
 // Records that a tcgen05 op (or a .cta_group TMA) of `cta_group` is used at `loc`; fails there if
 // the kernel already uses the other group (they do not mix in one kernel). In tcgen05.cc.

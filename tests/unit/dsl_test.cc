@@ -285,6 +285,7 @@ TEST(Hopper, ExpectTxShortOfTheBoxesIsAStaticFinding) {
         if (announce_both) bar[0].ArriveExpectTx({&a, &b});
         else bar[0].ArriveExpectTx({&a});
       });
+      k.SyncThreads();  // the next iteration's loads wait for this one's readers
     });
     return k.Build();
   };
@@ -411,6 +412,42 @@ TEST(Hopper, StagesAcquiredButNeverReleased) {
     k.For(0, 8, 1, [&](Value) { k.Load(t.Stage(ring.Acquire(at)).At(0, 0)); }); const int line = __LINE__;
     ExpectError(k, line, "pipeline stages are acquired here but never released");
   });
+}
+
+// kiln check's reuse check: a TMA load in a loop refills its tile every iteration, so the loading
+// thread must wait somewhere in the loop (here for the readers' release of the stage).
+TEST(Hopper, ALoopThatRefillsATileWithoutWaitingIsAStaticFinding) {
+  int load_line = 0;
+  auto build = [&](bool wait_for_release) {
+    Kernel k("test/reuse", sm90a(), {128});
+    TensorMap a = k.TmaParam("tmA", Map128B(64));
+    SmemTile sa = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+    Barriers full = k.SmemBarriers(1), empty = k.SmemBarriers(1);
+    Value tid = k.ThreadIdx();
+    k.If(tid == 0, [&] { full[0].Init(1); empty[0].Init(128); });
+    k.SyncThreads();
+    RingPosition at(k, 1);
+    k.For(0, 256, 64, [&](Value k0) {
+      k.If(tid == 0, [&] {
+        if (wait_for_release) empty[0].Wait(at.phase() ^ 1);
+        k.TmaLoad(a, sa, full[0], {k0, 0}); load_line = __LINE__;
+        full[0].ArriveExpectTx({&a});
+      });
+      full[0].Wait(at.phase());
+      k.Load(sa.At(tid % 64, 0));
+      empty[0].Arrive();
+      at.Advance();
+    });
+    return k.Build();
+  };
+  absl::StatusOr<KernelDef> good = build(true);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_TRUE(good->findings().empty()) << good->findings().front();
+  absl::StatusOr<KernelDef> bad = build(false);
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  ASSERT_EQ(bad->findings().size(), 1u);
+  EXPECT_EQ(bad->findings()[0].rfind(Here(load_line), 0), 0u) << bad->findings()[0];
+  EXPECT_NE(bad->findings()[0].find("it can overwrite a stage that is still being read"), std::string::npos);
 }
 
 // kiln check's arrival check: the threads that run each arrival (from the conditions around it,

@@ -1,10 +1,14 @@
-// The static arrival check of `kiln check` (KernelDef::findings): for every mbarrier, the threads
+// The static protocol checks of `kiln check` (KernelDef::findings).
+//
+// Arrival counts: for every mbarrier, the threads
 // that run each op arriving on it (an arrive, an expect_tx, a remote arrive, a tcgen05.commit)
 // against the count its Init expects a phase. Which threads run an op is worked out by evaluating
 // the conditions of the ifs around it for every thread of the block: they are usually built from
 // the thread index, the lane, constants and elect.sync. Where a condition depends on anything else
 // (a loop variable, memory, the CTA's rank in its cluster) the barrier is left to the emulator.
+#include <algorithm>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -15,9 +19,14 @@
 
 namespace kiln::detail {
 
+mlir::Operation* KernelState::LastOp() const {
+  if (!builder.getInsertionBlock() || builder.getInsertionPoint() == builder.getInsertionBlock()->begin()) return nullptr;
+  return &*std::prev(builder.getInsertionPoint());
+}
+
 void KernelState::RecordArrival(int array, const std::string& index, int expected, const Loc& loc, bool remote) {
-  if (array < 0 || builder.getInsertionPoint() == builder.getInsertionBlock()->begin()) return;
-  arrival_records.push_back({array, index, expected, &*std::prev(builder.getInsertionPoint()), loc, remote});
+  if (array < 0 || !LastOp()) return;
+  arrival_records.push_back({array, index, expected, LastOp(), loc, remote});
 }
 
 namespace {
@@ -222,6 +231,35 @@ std::vector<std::string> ArrivalFindings(const KernelState& s) {
                                         " arrivals a phase, but its arrivals come from ", absl::StrJoin(where, ", "),
                                         ", which neither complete a phase each nor add up to ", want));
     }
+  }
+  return findings;
+}
+
+// Stage reuse: a TMA load inside a loop refills its destination every iteration, so the thread
+// that issues it must wait, in that loop, for the reads of the previous fill: on a barrier other
+// than the one the load completes on (the stage's release, a CTA or cluster barrier), or twice on
+// that one (its loads, then its readers' commit, as one barrier serves both in seed 002's v1). A
+// wait counts when it sits in the loop in a block the load's own path passes through, so the
+// loading thread runs it too.
+std::vector<std::string> ReuseFindings(const KernelState& s) {
+  std::vector<std::string> findings;
+  for (const KernelState::WaitRecord& load : s.tma_loads) {
+    if (!load.op) continue;
+    mlir::Operation* loop = load.op->getParentOp();
+    while (loop && !mlir::isa<mlir::scf::ForOp, mlir::scf::WhileOp>(loop)) loop = loop->getParentOp();
+    if (!loop) continue;  // loaded once: nothing to reuse
+    std::set<mlir::Block*> path;  // the blocks from the load up to the loop body
+    for (mlir::Operation* op = load.op; op != loop; op = op->getParentOp()) path.insert(op->getBlock());
+    int own = 0, other = 0;
+    for (const KernelState::WaitRecord& w : s.waits) {
+      if (!w.op || !path.count(w.op->getBlock()) || !loop->isProperAncestor(w.op)) continue;
+      (w.array >= 0 && w.array == load.array && w.index == load.index ? own : other) += 1;
+    }
+    if (other == 0 && own < 2)
+      findings.push_back(absl::StrCat(
+          LocString(load.loc), ": this TMA load refills shared memory on every iteration of its loop, but the loading "
+          "thread waits in that loop only for the load itself, not for the reads of the last fill (an mbarrier wait "
+          "for the stage's release, a CTA or cluster barrier): it can overwrite a stage that is still being read"));
   }
   return findings;
 }
