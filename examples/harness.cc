@@ -393,17 +393,17 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(const rt::Bundle& b
   for (std::thread& w : workers) w.join();
 
   std::vector<GemmResult> results;
-  for (size_t i = 0; i < schedule_seeds.size(); ++i) {
-    if (!outputs[i].ok())  // the emulator's report (deadlock, race, ...) names the schedule
-      return absl::Status(outputs[i].status().code(),
-                          absl::StrCat(outputs[i].status().message(), " (schedule seed ", schedule_seeds[i], ")"));
+  for (size_t run = 0; run < schedule_seeds.size(); ++run) {
+    if (!outputs[run].ok())  // the emulator's report (deadlock, race, ...) names the schedule
+      return absl::Status(outputs[run].status().code(),
+                          absl::StrCat(outputs[run].status().message(), " (schedule seed ", schedule_seeds[run], ")"));
     GemmResult r;
     r.name = m.name;
     r.size = s;
     r.tolerance = Tolerance(g);
     r.reference = "fp64 on the CPU";
-    r.schedule_seed = schedule_seeds[i];
-    r.output = *std::move(outputs[i]);
+    r.schedule_seed = schedule_seeds[run];
+    r.output = *std::move(outputs[run]);
     double err = 0, norm = 0;
     int64_t nans = 0;
     for (int64_t i = 0; i < s.m; ++i)
