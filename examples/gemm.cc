@@ -186,15 +186,23 @@ ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots) {
 }
 
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
-  DescribeGemm(k, {.c_order = shape.c_row_major ? "row" : "col",
-                   .tile_m = shape.divide_m ? shape.divide_m : shape.bm,
-                   .tile_n = shape.divide_n ? shape.divide_n : shape.bn,
-                   .tile_k = shape.bk,
-                   .block_m = shape.divide_m || shape.divide_n ? shape.bm : 0,
-                   .block_n = shape.divide_m || shape.divide_n ? shape.bn : 0},
-               loc);
+  if (shape.ragged && (shape.rank != 2 || shape.c_row_major || shape.interleaved || !shape.c_box_rows))
+    k.Fail("a ragged TMA GEMM takes rank-2 A and B maps and a column-major C through a map", loc);
+  if (shape.ragged)  // what TMA's 16-byte strides need; the tile itself divides nothing
+    DescribeGemm(k, {.c_order = "col", .tile_m = 8, .tile_n = 1, .tile_k = 8,
+                     .block_m = shape.bm, .block_n = shape.bn, .block_k = shape.bk},
+                 loc);
+  else
+    DescribeGemm(k, {.c_order = shape.c_row_major ? "row" : "col",
+                     .tile_m = shape.divide_m ? shape.divide_m : shape.bm,
+                     .tile_n = shape.divide_n ? shape.divide_n : shape.bn,
+                     .tile_k = shape.bk,
+                     .block_m = shape.divide_m || shape.divide_n ? shape.bm : 0,
+                     .block_n = shape.divide_m || shape.divide_n ? shape.bn : 0},
+                 loc);
   TmaGemmOperands g;
   g.rank = shape.rank;
+  g.c_rank = shape.ragged ? 2 : 3;
   g.M = k.I32Param("M", loc);
   g.N = k.I32Param("N", loc);
   g.K = k.I32Param("K", loc);
@@ -202,10 +210,16 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     rt::TensorMapParam c;
     c.tensor = "C";
     c.by_value = shape.by_value;
-    c.dims = {Expr(k, "64", loc), Expr(k, "N", loc), Expr(k, "M/64", loc)};
-    c.strides = {Expr(k, "M*2", loc), Expr(k, "128", loc)};
-    c.box = {static_cast<uint32_t>(64 + shape.c_pad), static_cast<uint32_t>(shape.c_box_rows),
-             static_cast<uint32_t>(shape.c_box_cols / 64)};
+    if (shape.ragged) {  // the map's bounds are M and N themselves: a box past them is clipped
+      c.dims = {Expr(k, "M", loc), Expr(k, "N", loc)};
+      c.strides = {Expr(k, "M*2", loc)};
+      c.box = {64, static_cast<uint32_t>(shape.c_box_rows)};
+    } else {
+      c.dims = {Expr(k, "64", loc), Expr(k, "N", loc), Expr(k, "M/64", loc)};
+      c.strides = {Expr(k, "M*2", loc), Expr(k, "128", loc)};
+      c.box = {static_cast<uint32_t>(64 + shape.c_pad), static_cast<uint32_t>(shape.c_box_rows),
+               static_cast<uint32_t>(shape.c_box_cols / 64)};
+    }
     if (shape.c_swizzle && shape.c_pad != 0)
       k.Fail("a 128B-swizzled C box is 64 elements wide: no padding (c_pad) with c_swizzle", loc);
     if (shape.c_swizzle) c.swizzle = rt::TmaSwizzle::k128B;
@@ -230,6 +244,7 @@ std::vector<Operand> TmaGemmOperands::Box(const Value& row0, const Value& k0) co
 }
 
 std::vector<Operand> TmaGemmOperands::CBox(const Value& m0, const Value& n0) const {
+  if (c_rank == 2) return {m0, n0};
   return {0, n0, m0 / 64};
 }
 

@@ -81,12 +81,17 @@ struct TmaGemmShape {
   bool c_row_major = false;  // C through a pointer, row-major (seed 002) instead of column-major
   int b_box_rows = 0;        // B's box rows when not bn (a CTA pair loads half of B each)
   bool interleaved = false;  // A/B unswizzled in 8-column slabs (SmemInterleaved) instead of 128B
+  // Any M, N, K (M and K multiples of 8: TMA's 16-byte strides of A, B and column-major C):
+  // rank-2 maps, whose bounds zero-fill what loads read past M, N or K and clip what stores
+  // write past M or N. Schedules count tiles rounding up.
+  bool ragged = false;
 };
 struct TmaGemmOperands {
   TensorMap A, B, C;
   GlobalTensor Cptr;  // when C has no map
   Value M, N, K;
   int rank;
+  int c_rank = 3;  // C's map: {64, N, M/64}, or (ragged) {M, N}
   int slab = 64;  // columns per box slice along K: 64 (128B swizzle) or 8 (interleaved)
   // TMA box coordinates of the slab-wide K slice k0 of rows row0.. (innermost first).
   std::vector<Operand> Box(const Value& row0, const Value& k0) const;

@@ -56,6 +56,15 @@ std::optional<GemmSpec> GemmOf(const rt::Manifest& m) {
   return *std::move(g);
 }
 
+void SetGemmSpec(rt::Manifest& m, const GemmSpec& g) {
+  for (auto& [key, value] : m.attributes)
+    if (key == "gemm") {
+      value = g.ToString();
+      return;
+    }
+  m.attributes.emplace_back("gemm", g.ToString());
+}
+
 absl::Status CheckProblem(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& size) {
   const int64_t dims[] = {size.m, size.n, size.k};
   const int64_t tiles[] = {g.tile_m, g.tile_n, g.tile_k};

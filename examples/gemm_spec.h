@@ -47,6 +47,9 @@ ProblemSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g);
 
 // The kernel's GEMM description, if it is a GEMM (has a "gemm" attribute that parses).
 std::optional<GemmSpec> GemmOf(const rt::Manifest& m);
+// Replaces (or adds) the manifest's GEMM description: for a kernel that indexes through stride
+// parameters (the references), the layouts the harness binds.
+void SetGemmSpec(rt::Manifest& m, const GemmSpec& g);
 // Fails with a message naming the kernel's tile and the line that set it when the problem does
 // not divide by the tile.
 absl::Status CheckProblem(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& size);

@@ -8,6 +8,7 @@
 //   kiln bench [--sizes ...] [--shapes ...] [NAME...]  the tables for many kernels
 //   kiln emulate NAME [--seeds S,..]  check it on the CPU PTX emulator under several schedules
 //   kiln crosscheck [NAME...]         the GPU's outputs against the emulator's, element by element
+//   kiln gemm --m --n --k [--emulate] C = A * B at any size, with the kernel chosen for the shape
 // Built without the compiler (runtime-only), kernels come from bundles (--bundles DIR).
 #include <unistd.h>
 
@@ -30,6 +31,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "examples/gemm_choice.h"
 #include "examples/harness.h"
 #include "examples/probe_check.h"
 #include "examples/row_ops.h"
@@ -61,6 +63,7 @@ ABSL_FLAG(std::string, shapes, "32768x4096,8192x8192,65536x1024",
 ABSL_FLAG(bool, lines, false, "`kiln ptx`: with .file/.loc line tables naming each instruction's DSL line");
 ABSL_FLAG(std::string, seeds, "1,2,3",
           "`kiln emulate`: the emulated threads' schedules, comma-separated (0: in index order)");
+ABSL_FLAG(bool, emulate, false, "`kiln gemm`: run the chosen kernel on the CPU emulator instead of a GPU");
 ABSL_FLAG(std::string, ptx, "", "`kiln emulate`: run this PTX file (e.g. a hand-edited one) with the kernel's manifest");
 ABSL_FLAG(int, watchdog, 0,
           "build every sm_90+ kernel in the GPU debug mode: each mbarrier wait gives up after this many ms and "
@@ -650,11 +653,53 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
   return failures ? 1 : 0;
 }
 
+// The GEMM entry point: C = A * B at any M, N, K >= 1 (bf16; A row-major, B and C column-major)
+// with the kernel ChooseGemm picks for this GPU, checked against cuBLAS and fp64 spot checks and
+// timed with it; --emulate runs the choice for an H100 on the CPU emulator instead.
+int Gemm(const std::vector<std::string>& args) {
+  const kiln::examples::ProblemSize size{absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)};
+  if (!args.empty() || size.m < 1 || size.n < 1 || size.k < 1) {
+    std::cerr << "usage: kiln gemm --m M --n N --k K [--emulate]  (each at least 1)\n";
+    return 2;
+  }
+  int cc = 90;
+  if (!absl::GetFlag(FLAGS_emulate)) {
+    absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+    if (!d.ok()) return Fail(absl::Status(d.status().code(), absl::StrCat(d.status().message(),
+                                                                         " (kiln gemm --emulate runs it on the CPU)")));
+    cc = (*d)->compute_capability();
+  }
+  const kiln::examples::GemmChoice choice = kiln::examples::ChooseGemm(size, cc);
+  std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": " << choice.kernel << " (" << choice.why << ")"
+            << std::endl;
+  absl::StatusOr<Bundle> b = GetBundle(choice.kernel);
+  if (!b.ok()) return Fail(b.status());
+  // One layout whatever the kernel: the reference indexes through strides, so it is told C is
+  // column-major like the others.
+  std::optional<kiln::examples::GemmSpec> spec = kiln::examples::GemmOf(b->manifest);
+  if (!spec) return Fail(absl::InternalError(absl::StrCat(choice.kernel, " is not a GEMM")));
+  spec->c_order = "col";
+  kiln::examples::SetGemmSpec(b->manifest, *spec);
+  kiln::examples::RunOptions opt;
+  opt.size = size;
+  opt.iterations = absl::GetFlag(FLAGS_iters);
+  absl::StatusOr<kiln::examples::GemmResult> r = absl::GetFlag(FLAGS_emulate)
+                                                     ? kiln::examples::EmulateGemm(*b, opt, 1)
+                                                     : kiln::examples::RunGemm(*b, nullptr, opt);
+  if (!r.ok()) return Fail(r.status());
+  if (absl::GetFlag(FLAGS_emulate))
+    std::cout << absl::StrFormat("%s %dx%dx%d on the emulator: error %.3e against fp64: %s\n", r->name, size.m, size.n,
+                                 size.k, r->rel_error, r->passed ? "ok" : "FAIL: " + r->failure);
+  else
+    std::cout << kiln::examples::TableHeader() << "\n" << kiln::examples::TableRow(*r) << std::endl;
+  return r->passed ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | check [NAME...] | emulate NAME | crosscheck [NAME...] | run NAME | bench [NAME...]");
+      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | check [NAME...] | emulate NAME | crosscheck [NAME...] | gemm --m --n --k | run NAME | bench [NAME...]");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   if (args.empty()) {
@@ -695,6 +740,7 @@ int main(int argc, char** argv) {
     return Fail(absl::FailedPreconditionError("this kiln was built without the compiler"));
 #endif
   }
+  if (command == "gemm") return Gemm(args);
   if (command == "run") {
     if (args.size() != 1) {
       std::cerr << "usage: kiln run NAME [--m M --n N --k K]\n";

@@ -17,11 +17,13 @@ namespace {
 constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, CONSUMERS = 2, CLUSTER = 2;
 constexpr int GROUPS = 128 / CLUSTER, SLOTS = 128, PIECE_N = 128;
 
-absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue) {
+// `ragged`: any M, N, K (M and K multiples of 8), through rank-2 maps whose bounds zero-fill the
+// loads and clip the stores (the GEMM entry point's kernel, gemm/bf16_sm90).
+absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ragged = false) {
   Kernel k(name, sm90a(), {128 * (1 + CONSUMERS)});
-  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = ragged ? 2 : 3, .by_value = true,
                                           .c_box_rows = PIECE_N, .c_swizzle = true,
-                                          .divide_m = BM * CLUSTER});
+                                          .divide_m = BM * CLUSTER, .ragged = ragged});
   Value table = k.ScheduleTableParam("schedule", GemmTiles(BM * CLUSTER, BN, GROUPS, SLOTS));
   k.Grid("128");
   k.ClusterDims({CLUSTER, 1, 1});
@@ -105,4 +107,7 @@ KILN_EXAMPLE_VARIANT(k13, "hopper/k13", "kiln: k12 with a 4-stage ring, wgmma gr
                      [] { return Build("hopper/k13", false); });
 KILN_EXAMPLE_VARIANT(k14, "hopper/k14", "kiln: k13 with the epilogue overlapped with the next tile's first wgmma group",
                      [] { return Build("hopper/k14", true); });
+KILN_EXAMPLE_VARIANT(gemm_bf16_sm90, "gemm/bf16_sm90",
+                     "the GEMM entry point's Hopper kernel: k14 at any M, N, K (M, K multiples of 8), edges by TMA bounds",
+                     [] { return Build("gemm/bf16_sm90", true, /*ragged=*/true); });
 }  // namespace kiln::examples

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "examples/gemm_choice.h"
 #include "examples/harness.h"
 #include "examples/host_data.h"
 #include "examples/probe_check.h"
@@ -302,6 +303,35 @@ TEST(Crosscheck, OutputsAgreeWithinAnUlpAndTheScaleNotBeyond) {
   const std::vector<double> sc = ProductScales(g, tiny, 1);
   ASSERT_EQ(sc.size(), 6u);
   for (double v : sc) EXPECT_GT(v, 0);
+}
+
+}  // namespace
+}  // namespace kiln::examples
+
+namespace kiln::examples {
+namespace {
+
+// The GEMM entry point's Hopper kernel at sizes no tile divides: TMA's bounds zero-fill the
+// loads past M, N and K and clip the stores (M and K multiples of 8, N anything).
+TEST(EmulatedGemmEntryPoint, RaggedSizesThroughTheTensorMapsBounds) {
+  const rt::Bundle b = BundleOf("gemm/bf16_sm90");
+  for (ProblemSize size : {ProblemSize{264, 300, 200}, ProblemSize{8, 1, 8}, ProblemSize{520, 7, 72},
+                           ProblemSize{128, 257, 64}}) {
+    RunOptions opt;
+    opt.size = size;
+    absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, 2);
+    ASSERT_TRUE(r.ok()) << size.m << "x" << size.n << "x" << size.k << ": " << r.status();
+    EXPECT_TRUE(r->passed) << size.m << "x" << size.n << "x" << size.k << ": " << r->failure;
+  }
+}
+
+TEST(GemmChoice, TheRaggedKernelWhereTmaStridesAllowElseTheReference) {
+  EXPECT_EQ(ChooseGemm({264, 300, 200}, 90).kernel, "gemm/bf16_sm90");
+  EXPECT_EQ(ChooseGemm({4096, 4096, 4096}, 90).kernel, "gemm/bf16_sm90");
+  const GemmChoice odd = ChooseGemm({100, 7, 64}, 90);
+  EXPECT_EQ(odd.kernel, "reference/bf16");
+  EXPECT_NE(odd.why.find("TMA needs M and K multiples of 8"), std::string::npos) << odd.why;
+  EXPECT_EQ(ChooseGemm({4096, 4096, 4096}, 80).kernel, "reference/bf16");
 }
 
 }  // namespace
