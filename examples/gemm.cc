@@ -258,14 +258,18 @@ void SuperTiles(Kernel& k, const Value& first, int groups, const Value& count, c
 }
 
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
-                       const SmemTile& sB, int bk, const Value& rank, const ForEachTile& for_each_tile) {
+                       const SmemTile& sB, int bk, const Value& rank, const ForEachTile& for_each_tile,
+                       int cluster) {
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
     k.If(t == 0, [&] {
       Pipeline::Cursor at = ring.Start();
       for_each_tile([&](Value m0, Value n0) {
         k.For(0, g.K, bk, [&](Value k0) {
-          ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)},
-                            {&g.B, sB, g.Box(n0, k0), k.I32(0b11), rank == 0}});
+          if (cluster == 1)
+            ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)}, {&g.B, sB, g.Box(n0, k0)}});
+          else
+            ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)},
+                              {&g.B, sB, g.Box(n0, k0), k.I32(0b11), rank == 0}});
         });
       });
     });

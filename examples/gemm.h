@@ -113,9 +113,10 @@ void SuperTiles(Kernel& k, const Value& first, int groups, const Value& count, c
 
 // The producer warpgroup of the clustered kernels (fast.cu kernels 8-12, hopper/k13, k14): its
 // first thread streams each tile's k-tiles into the ring, A for this CTA, B multicast to both
-// CTAs of the pair by rank 0; the other threads drop their registers to 24 and idle.
+// CTAs of the pair by rank 0 (with `cluster` 1, both plain loads); the other threads drop their
+// registers to 24 and idle.
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
-                       const SmemTile& sB, int bk, const Value& rank, const ForEachTile& for_each_tile);
+                       const SmemTile& sB, int bk, const Value& rank, const ForEachTile& for_each_tile, int cluster = 2);
 
 // One tile's mainloop for a consumer warpgroup (fast.cu kernels 9-12): the first k-tile's first
 // wgmma overwrites the accumulator (scale-d 0, so it needs no zeroing), and each stage is released

@@ -1,8 +1,38 @@
 #include "examples/gemm_choice.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace kiln::examples {
+namespace {
+
+// A persistent Hopper kernel the entry point may run: its tile (one cluster's, for the clustered
+// one), how many tiles it keeps in flight (its 128 CTAs / the cluster), and its speed per tile
+// relative to the widest (measured: 128x128 tiles without multicast run ~10% under 256x256
+// cluster pairs where both fill the GPU; docs/PERF.md).
+struct Candidate {
+  const char* kernel;
+  int tile_m, tile_n, in_flight;
+  double speed;
+};
+constexpr Candidate kSm90[] = {
+    {"gemm/bf16_sm90", 256, 256, 64, 1.0},
+    {"gemm/bf16_sm90_n128", 128, 128, 128, 0.9},
+};
+
+// The share of the machine's work that is useful: tiles padded past M and N, and the last wave
+// of tiles only partly filling the in-flight slots, are lost.
+double Efficiency(const Candidate& c, const ProblemSize& s) {
+  const int64_t tiles_m = (s.m + c.tile_m - 1) / c.tile_m, tiles_n = (s.n + c.tile_n - 1) / c.tile_n;
+  const int64_t tiles = tiles_m * tiles_n, waves = (tiles + c.in_flight - 1) / c.in_flight;
+  const double padding = static_cast<double>(s.m) / (tiles_m * c.tile_m) * s.n / (tiles_n * c.tile_n);
+  return padding * tiles / static_cast<double>(waves * c.in_flight) * c.speed;
+}
+
+}  // namespace
 
 GemmChoice ChooseGemm(const ProblemSize& s, int compute_capability) {
   if (compute_capability != 90)
@@ -12,7 +42,12 @@ GemmChoice ChooseGemm(const ProblemSize& s, int compute_capability) {
     return {"reference/bf16", absl::StrCat("M = ", s.m, ", K = ", s.k,
                                            ": TMA needs M and K multiples of 8 (16-byte strides of A, B and "
                                            "column-major C), so the reference kernel (any size, not fast)")};
-  return {"gemm/bf16_sm90", "TMA + wgmma, 2-CTA clusters, 4-stage ring; edges by the tensor maps' bounds"};
+  const Candidate* best = &kSm90[0];
+  for (const Candidate& c : kSm90)
+    if (Efficiency(c, s) > Efficiency(*best, s)) best = &c;
+  return {best->kernel, absl::StrFormat("%dx%d tiles, %d in flight: %.0f%% of the machine's work useful by the "
+                                        "tile and wave count",
+                                        best->tile_m, best->tile_n, best->in_flight, 100 * Efficiency(*best, s))};
 }
 
 }  // namespace kiln::examples

@@ -1,7 +1,9 @@
 // The GEMM entry point's choice of kernel for a problem (bf16 in and out, f32 accumulation; A
-// row-major, B column-major, C column-major, the layout of fast.cu and cuBLAS's TN): the ragged
-// Hopper kernel where TMA's 16-byte strides allow it, else kiln's reference kernel, which takes
-// any size (slowly). docs/PERF.md records how the choice does against cuBLAS.
+// row-major, B column-major, C column-major, the layout of fast.cu and cuBLAS's TN). Where TMA's
+// 16-byte strides allow it, one of the ragged Hopper kernels: the one whose tiles waste least of
+// the machine (tiles padded past M and N, a last wave that fills few of the in-flight slots),
+// weighed by its measured speed per tile; else kiln's reference kernel, which takes any size
+// (slowly). docs/PERF.md records the rule and how the choice does against cuBLAS.
 #pragma once
 
 #include <string>

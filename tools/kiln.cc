@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -655,44 +656,75 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
 
 // The GEMM entry point: C = A * B at any M, N, K >= 1 (bf16; A row-major, B and C column-major)
 // with the kernel ChooseGemm picks for this GPU, checked against cuBLAS and fp64 spot checks and
-// timed with it; --emulate runs the choice for an H100 on the CPU emulator instead.
+// timed with it, for --m --n --k or each of --sizes (then with the geometric mean of the ratio to
+// cuBLAS); --emulate runs the choice for an H100 on the CPU emulator instead.
 int Gemm(const std::vector<std::string>& args) {
-  const kiln::examples::ProblemSize size{absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)};
-  if (!args.empty() || size.m < 1 || size.n < 1 || size.k < 1) {
-    std::cerr << "usage: kiln gemm --m M --n N --k K [--emulate]  (each at least 1)\n";
-    return 2;
+  std::vector<kiln::examples::ProblemSize> sizes = {
+      {absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)}};
+  if (!sizes[0].m && !sizes[0].n && !sizes[0].k) {
+    absl::StatusOr<std::vector<kiln::examples::ProblemSize>> list = ParseSizes(absl::GetFlag(FLAGS_sizes));
+    if (!list.ok()) return Fail(list.status());
+    sizes = *list;
   }
+  for (const kiln::examples::ProblemSize& size : sizes)
+    if (!args.empty() || size.m < 1 || size.n < 1 || size.k < 1) {
+      std::cerr << "usage: kiln gemm (--m M --n N --k K | --sizes MxNxK,...) [--emulate]  (each at least 1)\n";
+      return 2;
+    }
+  const bool emulate = absl::GetFlag(FLAGS_emulate);
   int cc = 90;
-  if (!absl::GetFlag(FLAGS_emulate)) {
+  if (!emulate) {
     absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
     if (!d.ok()) return Fail(absl::Status(d.status().code(), absl::StrCat(d.status().message(),
                                                                          " (kiln gemm --emulate runs it on the CPU)")));
     cc = (*d)->compute_capability();
+    PrintDevice();
+    std::cout << kiln::examples::TableHeader() << std::endl;
   }
-  const kiln::examples::GemmChoice choice = kiln::examples::ChooseGemm(size, cc);
-  std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": " << choice.kernel << " (" << choice.why << ")"
-            << std::endl;
-  absl::StatusOr<Bundle> b = GetBundle(choice.kernel);
-  if (!b.ok()) return Fail(b.status());
-  // One layout whatever the kernel: the reference indexes through strides, so it is told C is
-  // column-major like the others.
-  std::optional<kiln::examples::GemmSpec> spec = kiln::examples::GemmOf(b->manifest);
-  if (!spec) return Fail(absl::InternalError(absl::StrCat(choice.kernel, " is not a GEMM")));
-  spec->c_order = "col";
-  kiln::examples::SetGemmSpec(b->manifest, *spec);
-  kiln::examples::RunOptions opt;
-  opt.size = size;
-  opt.iterations = absl::GetFlag(FLAGS_iters);
-  absl::StatusOr<kiln::examples::GemmResult> r = absl::GetFlag(FLAGS_emulate)
-                                                     ? kiln::examples::EmulateGemm(*b, opt, 1)
-                                                     : kiln::examples::RunGemm(*b, nullptr, opt);
-  if (!r.ok()) return Fail(r.status());
-  if (absl::GetFlag(FLAGS_emulate))
-    std::cout << absl::StrFormat("%s %dx%dx%d on the emulator: error %.3e against fp64: %s\n", r->name, size.m, size.n,
-                                 size.k, r->rel_error, r->passed ? "ok" : "FAIL: " + r->failure);
-  else
-    std::cout << kiln::examples::TableHeader() << "\n" << kiln::examples::TableRow(*r) << std::endl;
-  return r->passed ? 0 : 1;
+  std::ofstream tsv;
+  if (!absl::GetFlag(FLAGS_out).empty()) tsv.open(absl::GetFlag(FLAGS_out));
+  int failures = 0;
+  double log_ratio = 0, worst = 0;
+  int timed = 0;
+  for (const kiln::examples::ProblemSize& size : sizes) {
+    const kiln::examples::GemmChoice choice = kiln::examples::ChooseGemm(size, cc);
+    std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": " << choice.kernel << " (" << choice.why
+              << ")" << std::endl;
+    absl::StatusOr<Bundle> b = GetBundle(choice.kernel);
+    if (!b.ok()) return Fail(b.status());
+    // One layout whatever the kernel: the reference indexes through strides, so it is told C is
+    // column-major like the others.
+    std::optional<kiln::examples::GemmSpec> spec = kiln::examples::GemmOf(b->manifest);
+    if (!spec) return Fail(absl::InternalError(absl::StrCat(choice.kernel, " is not a GEMM")));
+    spec->c_order = "col";
+    kiln::examples::SetGemmSpec(b->manifest, *spec);
+    kiln::examples::RunOptions opt;
+    opt.size = size;
+    opt.iterations = absl::GetFlag(FLAGS_iters);
+    absl::StatusOr<kiln::examples::GemmResult> r =
+        emulate ? kiln::examples::EmulateGemm(*b, opt, 1) : kiln::examples::RunGemm(*b, nullptr, opt);
+    if (!r.ok()) {
+      std::cout << size.m << "x" << size.n << "x" << size.k << ": " << r.status().message() << std::endl;
+      ++failures;
+      continue;
+    }
+    failures += r->passed ? 0 : 1;
+    if (emulate) {
+      std::cout << absl::StrFormat("%s %dx%dx%d on the emulator: error %.3e against fp64: %s\n", r->name, size.m,
+                                   size.n, size.k, r->rel_error, r->passed ? "ok" : "FAIL: " + r->failure);
+      continue;
+    }
+    std::cout << kiln::examples::TableRow(*r) << std::endl;
+    if (tsv.is_open()) tsv << kiln::examples::TsvRow(*r) << "\n";
+    if (r->passed && r->cublas_tflops > 0) {
+      const double ratio = r->tflops / r->cublas_tflops;
+      log_ratio += std::log(ratio), worst = timed ? std::min(worst, ratio) : ratio, ++timed;
+    }
+  }
+  if (timed > 1)
+    std::cout << absl::StrFormat("# %d shapes: geometric mean of the ratio to cuBLAS %.3f, lowest %.3f\n", timed,
+                                 std::exp(log_ratio / timed), worst);
+  return failures ? 1 : 0;
 }
 
 }  // namespace

@@ -14,33 +14,40 @@
 namespace kiln::examples {
 namespace {
 
-constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, CONSUMERS = 2, CLUSTER = 2;
-constexpr int GROUPS = 128 / CLUSTER, SLOTS = 128, PIECE_N = 128;
+constexpr int BM = 128, BK = 64, CONSUMERS = 2, SLOTS = 128, PIECE_N = 128;
+
+// The CTA tile's width, the ring's depth and the cluster (CTAs along M sharing B by multicast):
+// k13/k14's 256, 4 and 2, or narrower tiles for the entry point's small-M shapes.
+struct Shape {
+  int bn = 256, stages = 4, cluster = 2;
+};
 
 // `ragged`: any M, N, K (M and K multiples of 8), through rank-2 maps whose bounds zero-fill the
-// loads and clip the stores (the GEMM entry point's kernel, gemm/bf16_sm90).
-absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ragged = false) {
+// loads and clip the stores (the GEMM entry point's kernels, gemm/bf16_sm90*).
+absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ragged = false, Shape shape = {}) {
+  const int BN = shape.bn, STAGES = shape.stages, CLUSTER = shape.cluster, GROUPS = 128 / CLUSTER;
   Kernel k(name, sm90a(), {128 * (1 + CONSUMERS)});
   TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = ragged ? 2 : 3, .by_value = true,
                                           .c_box_rows = PIECE_N, .c_swizzle = true,
                                           .divide_m = BM * CLUSTER, .ragged = ragged});
   Value table = k.ScheduleTableParam("schedule", GemmTiles(BM * CLUSTER, BN, GROUPS, SLOTS));
   k.Grid("128");
-  k.ClusterDims({CLUSTER, 1, 1});
+  if (CLUSTER > 1) k.ClusterDims({CLUSTER, 1, 1});
   SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
   SmemTile sB = k.SmemSwizzled(bf16, BN, BK, Swizzle::k128B, STAGES);
   SmemTile sC[CONSUMERS] = {k.SmemSwizzled(bf16, PIECE_N, 64, Swizzle::k128B),  // [n][m]
                             k.SmemSwizzled(bf16, PIECE_N, 64, Swizzle::k128B)};
   Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
   auto walk = ScheduledTiles(k, table, SLOTS);
-  Value tid = k.ThreadIdx(), rank = k.ClusterCtaRank();
+  Value tid = k.ThreadIdx(), rank = CLUSTER > 1 ? k.ClusterCtaRank() : k.I32(0);
   k.If(tid == 0, [&] { ring.Init(); });
-  k.ClusterSync();
+  if (CLUSTER > 1) k.ClusterSync();
+  else k.SyncThreads();
   auto for_each_tile = [&](const std::function<void(Value, Value)>& body) {
     walk([&](Value mi, Value ni) { body(mi * (BM * CLUSTER) + rank * BM, ni * BN); });
   };
 
-  MulticastProducer(k, ring, g, sA, sB, BK, rank, for_each_tile);
+  MulticastProducer(k, ring, g, sA, sB, BK, rank, for_each_tile, CLUSTER);
   k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240}, [&](Value t) {
     Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
     WgmmaAccumulator acc = k.WgmmaAcc(BN);
@@ -98,7 +105,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
     if (overlap_epilogue) k.If(pending[0] == 1, write_out);
     k.If(c == 0, [&] { k.BulkWait(0); });
   });
-  k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done
+  if (CLUSTER > 1) k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done
   return k.Build();
 }
 
@@ -110,4 +117,7 @@ KILN_EXAMPLE_VARIANT(k14, "hopper/k14", "kiln: k13 with the epilogue overlapped 
 KILN_EXAMPLE_VARIANT(gemm_bf16_sm90, "gemm/bf16_sm90",
                      "the GEMM entry point's Hopper kernel: k14 at any M, N, K (M, K multiples of 8), edges by TMA bounds",
                      [] { return Build("gemm/bf16_sm90", true, /*ragged=*/true); });
+KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n128, "gemm/bf16_sm90_n128",
+                     "the entry point's kernel for shapes with few 256x256 tiles: 128x128 CTA tiles, no cluster, 6 stages",
+                     [] { return Build("gemm/bf16_sm90_n128", true, /*ragged=*/true, {.bn = 128, .stages = 6, .cluster = 1}); });
 }  // namespace kiln::examples
