@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU suite in one command, on a GPU machine without LLVM: the runtime-only build's
 # tests (driver, JIT errors, every bundle's correctness), the GPU's outputs against the CPU
-# emulator's (kiln crosscheck) and the benchmark table.
+# emulator's (kiln crosscheck), the GEMM entry point at ragged sizes and over the model-shape
+# sweep, and the benchmark table.
 #   KILN_RT_BUILD  runtime-only build directory   (default build-rt)
 #   KILN_BUNDLES   bundle directory                (default build/bundles)
 #   KILN_SIZES     bench sizes                     (default 4096,8192,6144x4096x2048)
@@ -27,6 +28,17 @@ timeout 300 "$rt/bin/kiln" --bundles "$bundles" crosscheck 2>&1 | tee "$out/cros
 echo "== checked against kiln's reference kernel instead of cuBLAS (KILN_REFERENCE=kiln)"
 KILN_REFERENCE=kiln timeout 120 "$rt/bin/kiln" --bundles "$bundles" bench --sizes 2048,4096x2048x1024 \
   --iters 3 "$@" || status=1
+echo "== the GEMM entry point (kiln gemm): ragged sizes, then the model-shape sweep with its geometric mean"
+sweep=""
+for m in 128 256 1024 4096 16384; do
+  for nk in 6144x4096 4096x4096 28672x4096 4096x14336 10240x8192 8192x28672; do sweep="$sweep,${m}x${nk}"; done
+done
+timeout 300 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 10 \
+  --sizes 264x300x200,1000x7x1000,4088x4095x4096,1x4096x4096,100x100x100 2>&1 | tee "$out/gemm_ragged.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+timeout 300 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 20 --sizes "${sweep#,}" --out "$out/gemm_sweep.tsv" \
+  2>&1 | grep -v '^# [0-9]*x' | tee "$out/gemm_sweep.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
 echo "== bench"
 timeout 420 "$rt/bin/kiln" --bundles "$bundles" bench --sizes "$sizes" --out "$out/bench.tsv" "$@" \
   2>&1 | tee "$out/bench.log"
