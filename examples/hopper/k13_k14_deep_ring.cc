@@ -7,6 +7,8 @@
 // k14: when a tile's last group retires, each consumer packs its accumulator to bf16 in
 // registers (64 of them, freeing the 128 accumulators), issues the next tile's first group, and
 // only then writes the packed tile out while the tensor cores work on that group.
+#include <algorithm>
+
 #include "examples/gemm.h"
 #include "examples/registry.h"
 #include "kiln/pipeline.h"
@@ -14,7 +16,7 @@
 namespace kiln::examples {
 namespace {
 
-constexpr int BM = 128, BK = 64, CONSUMERS = 2, SLOTS = 128, PIECE_N = 128;
+constexpr int BM = 128, BK = 64, CONSUMERS = 2, SLOTS = 128;
 
 // The CTA tile's width, the ring's depth and the cluster (CTAs along M sharing B by multicast):
 // k13/k14's 256, 4 and 2, or narrower tiles for the entry point's small-M shapes.
@@ -26,6 +28,7 @@ struct Shape {
 // loads and clip the stores (the GEMM entry point's kernels, gemm/bf16_sm90*).
 absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ragged = false, Shape shape = {}) {
   const int BN = shape.bn, STAGES = shape.stages, CLUSTER = shape.cluster, GROUPS = 128 / CLUSTER;
+  const int PIECE_N = std::min(BN, 128);  // columns of C per staged TMA store
   Kernel k(name, sm90a(), {128 * (1 + CONSUMERS)});
   TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = ragged ? 2 : 3, .by_value = true,
                                           .c_box_rows = PIECE_N, .c_swizzle = true,
@@ -120,4 +123,7 @@ KILN_EXAMPLE_VARIANT(gemm_bf16_sm90, "gemm/bf16_sm90",
 KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n128, "gemm/bf16_sm90_n128",
                      "the entry point's kernel for shapes with few 256x256 tiles: 128x128 CTA tiles, no cluster, 6 stages",
                      [] { return Build("gemm/bf16_sm90_n128", true, /*ragged=*/true, {.bn = 128, .stages = 6, .cluster = 1}); });
+KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n64, "gemm/bf16_sm90_n64",
+                     "the entry point's kernel for narrow deep shapes: 128x64 tiles, no cluster, 8 stages",
+                     [] { return Build("gemm/bf16_sm90_n64", true, /*ragged=*/true, {.bn = 64, .stages = 8, .cluster = 1}); });
 }  // namespace kiln::examples
