@@ -33,9 +33,15 @@ double Efficiency(const Candidate& c, const ProblemSize& s) {
   return padding * tiles / static_cast<double>(waves * c.in_flight) * c.speed;
 }
 
+// Up to this many rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md).
+constexpr int64_t kSkinnyRows = 16;
+
 }  // namespace
 
 GemmChoice ChooseGemm(const ProblemSize& s, int compute_capability) {
+  if (s.m <= kSkinnyRows && s.k % 8 == 0 && compute_capability >= 80)
+    return {"gemm/bf16_skinny", absl::StrCat("M = ", s.m, " <= ", kSkinnyRows,
+                                             ": the weights streamed once on CUDA cores, 16-byte chunks")};
   if (compute_capability != 90)
     return {"reference/bf16", absl::StrCat("no tuned kernel for sm_", compute_capability,
                                            " yet: the reference kernel (any size, not fast)")};

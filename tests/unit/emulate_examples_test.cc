@@ -314,7 +314,7 @@ namespace {
 // The GEMM entry point's Hopper kernels at sizes no tile divides: TMA's bounds zero-fill the
 // loads past M, N and K and clip the stores (M and K multiples of 8, N anything).
 TEST(EmulatedGemmEntryPoint, RaggedSizesThroughTheTensorMapsBounds) {
-  for (const char* name : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64"})
+  for (const char* name : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64", "gemm/bf16_skinny"})
   for (ProblemSize size : {ProblemSize{264, 300, 200}, ProblemSize{8, 1, 8}, ProblemSize{520, 7, 72},
                            ProblemSize{128, 257, 64}}) {
     RunOptions opt;
@@ -332,6 +332,8 @@ TEST(GemmChoice, TheTileThatWastesLeastWhereTmaStridesAllowElseTheReference) {
   EXPECT_EQ(ChooseGemm({1024, 6144, 4096}, 90).kernel, "gemm/bf16_sm90_n128");  // 1.5 waves against 3 full ones
   EXPECT_EQ(ChooseGemm({128, 4096, 14336}, 90).kernel, "gemm/bf16_sm90_n64");   // 32 128x128 tiles for 128 slots
   EXPECT_EQ(ChooseGemm({256, 10240, 8192}, 90).kernel, "gemm/bf16_sm90");
+  EXPECT_EQ(ChooseGemm({1, 4096, 4096}, 90).kernel, "gemm/bf16_skinny");
+  EXPECT_EQ(ChooseGemm({13, 4096, 4096}, 90).kernel, "gemm/bf16_skinny");
   const GemmChoice odd = ChooseGemm({100, 7, 64}, 90);
   EXPECT_EQ(odd.kernel, "reference/bf16");
   EXPECT_NE(odd.why.find("TMA needs M and K multiples of 8"), std::string::npos) << odd.why;
