@@ -33,15 +33,16 @@ double Efficiency(const Candidate& c, const ProblemSize& s) {
   return padding * tiles / static_cast<double>(waves * c.in_flight) * c.speed;
 }
 
-// Up to this many rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md).
-constexpr int64_t kSkinnyRows = 16;
+// Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles; up to 16 rows it is
+// still the fast path where M is no multiple of 8 (no TMA), and slower than the 128x64 tiles
+// where it is (docs/PERF.md).
+bool Skinny(const ProblemSize& s) { return s.k % 8 == 0 && (s.m <= 4 || (s.m <= 16 && s.m % 8 != 0)); }
 
 }  // namespace
 
 GemmChoice ChooseGemm(const ProblemSize& s, int compute_capability) {
-  if (s.m <= kSkinnyRows && s.k % 8 == 0 && compute_capability >= 80)
-    return {"gemm/bf16_skinny", absl::StrCat("M = ", s.m, " <= ", kSkinnyRows,
-                                             ": the weights streamed once on CUDA cores, 16-byte chunks")};
+  if (Skinny(s) && compute_capability >= 80)
+    return {"gemm/bf16_skinny", absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
   if (compute_capability != 90)
     return {"reference/bf16", absl::StrCat("no tuned kernel for sm_", compute_capability,
                                            " yet: the reference kernel (any size, not fast)")};

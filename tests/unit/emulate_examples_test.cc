@@ -333,7 +333,8 @@ TEST(GemmChoice, TheTileThatWastesLeastWhereTmaStridesAllowElseTheReference) {
   EXPECT_EQ(ChooseGemm({128, 4096, 14336}, 90).kernel, "gemm/bf16_sm90_n64");   // 32 128x128 tiles for 128 slots
   EXPECT_EQ(ChooseGemm({256, 10240, 8192}, 90).kernel, "gemm/bf16_sm90");
   EXPECT_EQ(ChooseGemm({1, 4096, 4096}, 90).kernel, "gemm/bf16_skinny");
-  EXPECT_EQ(ChooseGemm({13, 4096, 4096}, 90).kernel, "gemm/bf16_skinny");
+  EXPECT_EQ(ChooseGemm({13, 4096, 4096}, 90).kernel, "gemm/bf16_skinny");   // no TMA at M = 13
+  EXPECT_EQ(ChooseGemm({16, 4096, 4096}, 90).kernel, "gemm/bf16_sm90_n64");  // tensor cores win at 16
   const GemmChoice odd = ChooseGemm({100, 7, 64}, 90);
   EXPECT_EQ(odd.kernel, "reference/bf16");
   EXPECT_NE(odd.why.find("TMA needs M and K multiples of 8"), std::string::npos) << odd.why;
