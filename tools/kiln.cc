@@ -9,6 +9,7 @@
 //   kiln emulate NAME [--seeds S,..]  check it on the CPU PTX emulator under several schedules
 //   kiln crosscheck [NAME...]         the GPU's outputs against the emulator's, element by element
 //   kiln gemm --m --n --k [--emulate] C = A * B at any size, with the kernel chosen for the shape
+//   kiln plot RESULTS.tsv             the SVG charts of a bench/gemm TSV (bench --out writes them too)
 // Built without the compiler (runtime-only), kernels come from bundles (--bundles DIR).
 #include <unistd.h>
 
@@ -32,8 +33,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "examples/gemm_choice.h"
 #include "examples/harness.h"
+#include "examples/plot.h"
 #include "examples/probe_check.h"
 #include "examples/row_ops.h"
 #include "kiln/runtime/driver.h"
@@ -583,6 +586,27 @@ absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseShapes(const std::
   return shapes;
 }
 
+// Beside a results TSV (kiln bench/gemm --out F.tsv): F-ratio.svg, the ratio to cuBLAS against
+// the shape a line per kernel, and F-versions.svg, each series' versions at one shape.
+// `as_one`: draw every row as one kernel of that name (kiln gemm: the entry point, whichever
+// kernel it chose at each shape).
+int WritePlots(const std::string& tsv_path, const std::string& title, const std::string& as_one = "") {
+  absl::StatusOr<std::vector<kiln::examples::GemmResult>> results = kiln::examples::ReadResultsTsv(tsv_path);
+  if (!results.ok()) return Fail(results.status());
+  if (!as_one.empty())
+    for (kiln::examples::GemmResult& r : *results) r.name = as_one;
+  const std::string stem(absl::StripSuffix(tsv_path, ".tsv"));
+  for (const auto& [suffix, svg] :
+       {std::pair{"-ratio.svg", kiln::examples::RatioChart(*results, title + ": ratio to cuBLAS")},
+        std::pair{"-versions.svg", kiln::examples::ProgressionChart(*results, title + ": each series' versions")}}) {
+    std::ofstream out(stem + suffix);
+    out << svg;
+    if (!out) return Fail(absl::InternalError(absl::StrCat("cannot write ", stem, suffix)));
+    std::cerr << "kiln: wrote " << stem << suffix << "\n";
+  }
+  return 0;
+}
+
 // Runs kernels x sizes; prints the table. Returns non-zero if any run failed or errored.
 int Bench(std::vector<std::string> names, const std::vector<kiln::examples::ProblemSize>& sizes,
           const std::vector<std::pair<int64_t, int64_t>>& shapes) {
@@ -648,6 +672,11 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
       if (tsv.is_open()) tsv << kiln::examples::TsvRow(*r) << "\n";
       failures += r->passed ? 0 : 1;
     }
+  }
+  if (tsv.is_open()) {
+    tsv.close();
+    if (gemm_header) failures += WritePlots(absl::GetFlag(FLAGS_out), "kiln bench");
+    tsv.open(absl::GetFlag(FLAGS_out), std::ios::app);
   }
   failures += BenchRowOps(row_ops, shapes, tsv);
   failures += CheckProbes(probes, everything);
@@ -724,6 +753,10 @@ int Gemm(const std::vector<std::string>& args) {
   if (timed > 1)
     std::cout << absl::StrFormat("# %d shapes: geometric mean of the ratio to cuBLAS %.3f, lowest %.3f\n", timed,
                                  std::exp(log_ratio / timed), worst);
+  if (tsv.is_open() && timed) {
+    tsv.close();
+    failures += WritePlots(absl::GetFlag(FLAGS_out), "kiln gemm", "kiln gemm/the kernel it chose");
+  }
   return failures ? 1 : 0;
 }
 
@@ -731,7 +764,7 @@ int Gemm(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | check [NAME...] | emulate NAME | crosscheck [NAME...] | gemm --m --n --k | run NAME | bench [NAME...]");
+      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | check [NAME...] | emulate NAME | crosscheck [NAME...] | gemm --m --n --k | plot TSV | run NAME | bench [NAME...]");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   if (args.empty()) {
@@ -773,6 +806,13 @@ int main(int argc, char** argv) {
 #endif
   }
   if (command == "gemm") return Gemm(args);
+  if (command == "plot") {  // the charts of a results TSV written before (kiln bench/gemm --out)
+    if (args.size() != 1) {
+      std::cerr << "usage: kiln plot RESULTS.tsv   (writes RESULTS-ratio.svg and RESULTS-versions.svg)\n";
+      return 2;
+    }
+    return WritePlots(args[0], std::filesystem::path(args[0]).stem().string());
+  }
   if (command == "run") {
     if (args.size() != 1) {
       std::cerr << "usage: kiln run NAME [--m M --n N --k K]\n";

@@ -1,13 +1,17 @@
 // Every registered example builds, lowers to PTX, and ptxas accepts it for its target with no
 // spills and no stack frame.
-#include "examples/registry.h"
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <tuple>
 
+
 #include "examples/gemm.h"
+#include "examples/registry.h"
+#include "examples/plot.h"
 #include "gtest/gtest.h"
 #include "kiln/lowering.h"
 #include "tests/unit/expect_error.h"
@@ -396,6 +400,38 @@ INSTANTIATE_TEST_SUITE_P(All, ExampleTest, ::testing::ValuesIn(Names()),
                            for (char& c : n) if (!isalnum(c)) c = '_';
                            return n;
                          });
+
+}  // namespace
+}  // namespace kiln::examples
+
+namespace kiln::examples {
+namespace {
+
+// kiln bench/gemm --out's charts: a line per kernel against the shapes in the order measured,
+// and each series' versions at the first shape all of them have.
+TEST(Plots, RatioLinesPerKernelAndVersionBarsAtASharedShape) {
+  const std::string path = ::testing::TempDir() + "/kiln_plot_test.tsv";
+  {
+    std::ofstream tsv(path);
+    tsv << "hopper/k01\t128\t128\t128\t1\t10.0\t1\t20.0\t0\t0\tcublas\tok\n"
+           "hopper/k01\t256\t256\t256\t1\t30.0\t1\t20.0\t0\t0\tcublas\tok\n"
+           "hopper/k02\t256\t256\t256\t1\t40.0\t1\t20.0\t0\t0\tcublas\tok\n"
+           "ops/softmax\t5\t7\t0.1\t100\t0.1\t100\t1.0\t0\tok\n"  // a row-op row: skipped
+           "hopper/k03\t256\t256\t256\t1\t50.0\t1\t20.0\t0\t0\tcublas\tfail\n";  // failed: skipped
+  }
+  absl::StatusOr<std::vector<GemmResult>> results = ReadResultsTsv(path);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 3u);
+  const std::string ratio = RatioChart(*results, "t");
+  size_t lines = 0;
+  for (size_t at = ratio.find("<polyline"); at != std::string::npos; at = ratio.find("<polyline", at + 1)) ++lines;
+  EXPECT_EQ(lines, 2u);  // k01 and k02
+  EXPECT_NE(ratio.find(">128x128x128<"), std::string::npos);
+  EXPECT_NE(ratio.find(">hopper/k02<"), std::string::npos);
+  const std::string bars = ProgressionChart(*results, "t");
+  EXPECT_NE(bars.find("(256x256x256)"), std::string::npos) << bars.substr(0, 400);  // the shape both have
+  EXPECT_EQ(ReadResultsTsv(::testing::TempDir() + "/no_such.tsv").status().code(), absl::StatusCode::kNotFound);
+}
 
 }  // namespace
 }  // namespace kiln::examples
