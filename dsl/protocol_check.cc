@@ -31,6 +31,9 @@ void KernelState::RecordArrival(int array, const std::string& index, int expecte
 
 namespace {
 
+// An integer (or index) type's width; 0 for anything else.
+int IntBits(mlir::Type t) { return t.isIndex() ? 64 : t.isInteger() ? static_cast<int>(t.getIntOrFloatBitWidth()) : 0; }
+
 // One thread of the block, and what its conditions evaluate to.
 class ThreadEval {
  public:
@@ -51,9 +54,9 @@ class ThreadEval {
 
   // An integer value's bits (zero-extended from its width), where only the thread decides it.
   std::optional<uint64_t> Eval(mlir::Value v) {
-    const int bits = v.getType().isIntOrIndex() ? (v.getType().isIndex() ? 64 : v.getType().getIntOrFloatBitWidth()) : 0;
+    const int bits = IntBits(v.getType());
     if (!bits) return std::nullopt;
-    std::optional<uint64_t> r = Compute(v, bits);
+    std::optional<uint64_t> r = Compute(v);
     if (r && bits < 64) *r &= (uint64_t{1} << bits) - 1;
     return r;
   }
@@ -63,7 +66,7 @@ class ThreadEval {
     return bits >= 64 ? static_cast<int64_t>(v) : static_cast<int64_t>(v << (64 - bits)) >> (64 - bits);
   }
 
-  std::optional<uint64_t> Compute(mlir::Value v, int bits) {
+  std::optional<uint64_t> Compute(mlir::Value v) {
     mlir::Operation* op = v.getDefiningOp();
     if (!op) return std::nullopt;  // a block argument: a loop variable, an if's result
     const int lane = linear_ % 32;
@@ -87,12 +90,7 @@ class ThreadEval {
       return 0;
     }
     auto arg = [&](int i) { return Eval(op->getOperand(i)); };
-    const int in_bits = op->getNumOperands() ? (op->getOperand(0).getType().isIndex()
-                                                     ? 64
-                                                     : op->getOperand(0).getType().isIntOrIndex()
-                                                           ? op->getOperand(0).getType().getIntOrFloatBitWidth()
-                                                           : 0)
-                                             : 0;
+    const int in_bits = op->getNumOperands() ? IntBits(op->getOperand(0).getType()) : 0;
     if (mlir::isa<mlir::arith::ExtUIOp, mlir::arith::TruncIOp, mlir::arith::IndexCastOp, mlir::arith::IndexCastUIOp>(op))
       return arg(0);
     if (mlir::isa<mlir::arith::ExtSIOp>(op)) {
@@ -137,9 +135,10 @@ class ThreadEval {
     if (*b == 0) return std::nullopt;  // a division by zero is not this check's to judge
     if (mlir::isa<mlir::arith::DivUIOp>(op)) return *a / *b;
     if (mlir::isa<mlir::arith::RemUIOp>(op)) return *a % *b;
+    if (sb == -1 && mlir::isa<mlir::arith::DivSIOp, mlir::arith::RemSIOp>(op))  // wraps, never traps
+      return mlir::isa<mlir::arith::DivSIOp>(op) ? uint64_t{0} - *a : 0;
     if (mlir::isa<mlir::arith::DivSIOp>(op)) return static_cast<uint64_t>(sa / sb);
     if (mlir::isa<mlir::arith::RemSIOp>(op)) return static_cast<uint64_t>(sa % sb);
-    (void)bits;
     return std::nullopt;
   }
 

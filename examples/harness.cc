@@ -127,6 +127,16 @@ double ToFloat(uint16_t v, const std::string& type) {
   return type == "f16" ? HalfToFloat(v) : Bf16ToFloat(v);
 }
 
+// A and B of a GEMM test: random normals in the input format, A from `seed` and B from the next,
+// the same on every machine (the GPU's run, the emulator's and the crosscheck's scales agree).
+struct GemmInputs {
+  std::vector<uint16_t> a, b;
+};
+GemmInputs RandomGemmInputs(const GemmSpec& g, const ProblemSize& s, uint64_t seed) {
+  const bool half_in = g.in_type == "f16";
+  return {RandomNormal16(s.m * s.k, seed, half_in), RandomNormal16(s.k * s.n, seed + 1, half_in)};
+}
+
 struct Launchable {
   rt::Kernel kernel;
   rt::LaunchConfig config;
@@ -191,9 +201,7 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
   r.name = m.name;
   r.size = s;
   r.tolerance = Tolerance(g);
-  const bool half_in = g.in_type == "f16";
-  std::vector<uint16_t> ha = RandomNormal16(s.m * s.k, opt.seed, half_in);
-  std::vector<uint16_t> hb = RandomNormal16(s.k * s.n, opt.seed + 1, half_in);
+  const auto [ha, hb] = RandomGemmInputs(g, s, opt.seed);
   absl::StatusOr<DeviceBuffer> da = DeviceBuffer::Allocate(ha.size() * 2);
   absl::StatusOr<DeviceBuffer> db = DeviceBuffer::Allocate(hb.size() * 2);
   absl::StatusOr<DeviceBuffer> dc = DeviceBuffer::Allocate(s.m * s.n * 2);
@@ -380,9 +388,7 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(const rt::Bundle& b
     return absl::UnimplementedError("the GEMM harness handles 16-bit inputs and outputs");
   if (s.m * s.n * s.k > (int64_t{1} << 33))
     return absl::InvalidArgumentError(absl::StrCat(m.name, ": M*N*K of at most 2^33 on the emulator"));
-  const bool half_in = g.in_type == "f16";
-  const std::vector<uint16_t> ha = RandomNormal16(s.m * s.k, opt.seed, half_in);
-  const std::vector<uint16_t> hb = RandomNormal16(s.k * s.n, opt.seed + 1, half_in);
+  const auto [ha, hb] = RandomGemmInputs(g, s, opt.seed);
 
   // The schedules run side by side (each launch has its own device), the reference meanwhile.
   std::vector<absl::StatusOr<std::vector<uint16_t>>> outputs(schedule_seeds.size(), absl::UnknownError("not run"));
@@ -431,9 +437,7 @@ double Ulp(double v, const std::string& type) {
 }  // namespace
 
 std::vector<double> ProductScales(const GemmSpec& g, const ProblemSize& s, uint64_t seed) {
-  const bool half_in = g.in_type == "f16";
-  const std::vector<uint16_t> ha = RandomNormal16(s.m * s.k, seed, half_in);
-  const std::vector<uint16_t> hb = RandomNormal16(s.k * s.n, seed + 1, half_in);
+  const auto [ha, hb] = RandomGemmInputs(g, s, seed);
   std::vector<uint16_t> abs_a(ha.size()), abs_b(hb.size());  // |a|, |b|: the sign bit cleared
   for (size_t i = 0; i < ha.size(); ++i) abs_a[i] = ha[i] & 0x7fff;
   for (size_t i = 0; i < hb.size(); ++i) abs_b[i] = hb[i] & 0x7fff;

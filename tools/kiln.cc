@@ -13,13 +13,13 @@
 // Built without the compiler (runtime-only), kernels come from bundles (--bundles DIR).
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <atomic>
 #include <set>
 #include <thread>
 #include <utility>
@@ -462,7 +462,8 @@ int Emulate(const std::vector<std::string>& args) {
     int failures = 0;
     for (uint64_t seed : *seeds) {
       absl::StatusOr<kiln::examples::ProbeResult> r = kiln::examples::EmulateProbe(*b, {}, seed);
-      if (!r.ok()) return Fail(r.status());
+      if (!r.ok())
+        return Fail(absl::Status(r.status().code(), absl::StrCat(r.status().message(), " (schedule seed ", seed, ")")));
       std::cout << kiln::examples::ProbeReport(*r) << absl::StrFormat("  (emulator, seed %d)\n", seed);
       failures += r->passed() ? 0 : 1;
     }
