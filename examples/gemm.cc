@@ -1,6 +1,7 @@
 #include "examples/gemm.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 
@@ -181,16 +182,42 @@ std::function<void(const TileIndexBody&)> ScheduledTiles(Kernel& k, const Value&
   };
 }
 
+std::string ScalarName(Scalar s) { return s == f16 ? "f16" : s == f32 ? "f32" : "bf16"; }
+
+absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
+  const size_t dot = options.find('.'), dash = options.find('-');
+  const std::string types = options.substr(0, dot), in = types.substr(0, dash),
+                    out = dash == std::string::npos ? "" : types.substr(dash + 1);
+  auto scalar = [](const std::string& t) -> std::optional<Scalar> {
+    if (t == "bf16") return bf16;
+    if (t == "f16") return f16;
+    if (t == "f32") return f32;
+    return std::nullopt;
+  };
+  const std::optional<Scalar> in_type = scalar(in), out_type = scalar(out);
+  if (!in_type || !out_type || *in_type == f32)
+    return absl::InvalidArgumentError(absl::StrCat("options '", options, "': they start with the input and output types, "
+                                                   "<bf16|f16>-<bf16|f16|f32> (then the epilogue's terms)"));
+  absl::StatusOr<EpilogueSpec> epilogue =
+      ParseEpilogueTerms(dot == std::string::npos ? "" : options.substr(dot + 1), *out_type);
+  if (!epilogue.ok()) return epilogue.status();
+  return GemmVariant{*in_type, *epilogue};
+}
+
 ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots) {
   return {absl::StrCat("M/", tile_m), absl::StrCat("N/", tile_n), groups, slots};
 }
 
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
-  if (shape.ragged && (shape.rank != 2 || shape.c_row_major || shape.interleaved || !shape.c_box_rows))
-    k.Fail("a ragged TMA GEMM takes rank-2 A and B maps and a column-major C through a map", loc);
+  if (shape.ragged && (shape.rank != 2 || shape.c_row_major || shape.interleaved ||
+                       !shape.c_box_rows != (shape.out_type == "f32")))
+    k.Fail("a ragged TMA GEMM takes rank-2 A and B maps and a column-major C through a map (f32: a pointer)", loc);
+  if (!shape.ragged && (shape.in_type != "bf16" || shape.out_type != "bf16" || !shape.epilogue.empty()))
+    k.Fail("other element types and epilogues are for ragged TMA GEMMs", loc);
   if (shape.ragged)  // what TMA's 16-byte strides need; the tile itself divides nothing
-    DescribeGemm(k, {.c_order = "col", .tile_m = 8, .tile_n = 1, .tile_k = 8,
-                     .block_m = shape.bm, .block_n = shape.bn, .block_k = shape.bk},
+    DescribeGemm(k, {.in_type = shape.in_type, .out_type = shape.out_type, .c_order = "col", .tile_m = 8,
+                     .tile_n = 1, .tile_k = 8, .block_m = shape.bm, .block_n = shape.bn, .block_k = shape.bk,
+                     .epilogue = shape.epilogue},
                  loc);
   else
     DescribeGemm(k, {.c_order = shape.c_row_major ? "row" : "col",
@@ -223,16 +250,20 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     if (shape.c_swizzle && shape.c_pad != 0)
       k.Fail("a 128B-swizzled C box is 64 elements wide: no padding (c_pad) with c_swizzle", loc);
     if (shape.c_swizzle) c.swizzle = rt::TmaSwizzle::k128B;
+    if (shape.out_type == "f16") c.dtype = rt::TmaDtype::kF16;
     g.C = k.TmaParam("tmC", c, loc);
   } else {
-    g.Cptr = Matrix(k.PtrParam("C", bf16, loc), g.M, g.N, shape.c_row_major ? "row" : "col", k, loc);
+    g.Cptr = Matrix(k.PtrParam("C", ScalarNamed(k, shape.out_type, loc), loc), g.M, g.N,
+                    shape.c_row_major ? "row" : "col", k, loc);
   }
   const int box_k = shape.rank == 3 ? shape.bk : 64;  // rank 3: one box covers the k-tile
   g.slab = shape.interleaved ? 8 : 64;
-  g.A = k.TmaParam("tmA", KMajorMap(k, "A", "M", shape.bm, shape.rank, shape.by_value, box_k, shape.interleaved, loc), loc);
-  g.B = k.TmaParam("tmB", KMajorMap(k, "B", "N", shape.b_box_rows ? shape.b_box_rows : shape.bn, shape.rank,
-                                    shape.by_value, box_k, shape.interleaved, loc),
-                   loc);
+  rt::TensorMapParam a = KMajorMap(k, "A", "M", shape.bm, shape.rank, shape.by_value, box_k, shape.interleaved, loc);
+  rt::TensorMapParam b = KMajorMap(k, "B", "N", shape.b_box_rows ? shape.b_box_rows : shape.bn, shape.rank,
+                                   shape.by_value, box_k, shape.interleaved, loc);
+  if (shape.in_type == "f16") a.dtype = b.dtype = rt::TmaDtype::kF16;
+  g.A = k.TmaParam("tmA", a, loc);
+  g.B = k.TmaParam("tmB", b, loc);
   return g;
 }
 

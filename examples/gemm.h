@@ -4,7 +4,9 @@
 
 #include <functional>
 
+#include "examples/gemm_choice.h"
 #include "examples/gemm_spec.h"
+#include "kiln/epilogue.h"
 #include "kiln/kernel.h"
 #include "kiln/pipeline.h"
 
@@ -85,6 +87,9 @@ struct TmaGemmShape {
   // rank-2 maps, whose bounds zero-fill what loads read past M, N or K and clip what stores
   // write past M or N. Schedules count tiles rounding up.
   bool ragged = false;
+  // Element types and the fused epilogue's terms (the GEMM description; ragged kernels only). An
+  // f32 C goes through a pointer (c_box_rows 0), column-major.
+  std::string in_type = "bf16", out_type = "bf16", epilogue;
 };
 struct TmaGemmOperands {
   TensorMap A, B, C;
@@ -100,6 +105,17 @@ struct TmaGemmOperands {
 };
 // Declares M, N, K, then C, A, B (in that order) and the GEMM spec (A row, B col, C col).
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc = Loc::current());
+
+// The options of a GEMM entry-point kernel's variants (ExampleFamily): "<in>-<out>" element types
+// (bf16 or f16 in; bf16, f16 or f32 out), then the epilogue's terms, '.'-separated
+// ("f16-f32.bias_col.gelu"). An error names what it does not take.
+struct GemmVariant {
+  Scalar in = bf16;
+  EpilogueSpec epilogue;
+};
+absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options);
+
+std::string ScalarName(Scalar s);  // "bf16", "f16", "f32"
 
 // Runs body(m0, n0) for each output tile a CTA owns, in the kernel's schedule.
 using TileBody = std::function<void(Value m0, Value n0)>;

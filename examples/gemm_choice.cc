@@ -38,9 +38,7 @@ double Efficiency(const Candidate& c, const ProblemSize& s) {
 // where it is (docs/PERF.md).
 bool Skinny(const ProblemSize& s) { return s.k % 8 == 0 && (s.m <= 4 || (s.m <= 16 && s.m % 8 != 0)); }
 
-}  // namespace
-
-GemmChoice ChooseGemm(const ProblemSize& s, int compute_capability) {
+GemmChoice ChooseGemmTile(const ProblemSize& s, int compute_capability) {
   if (Skinny(s) && compute_capability >= 80)
     return {"gemm/bf16_skinny", absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
   if (compute_capability != 90)
@@ -56,6 +54,19 @@ GemmChoice ChooseGemm(const ProblemSize& s, int compute_capability) {
   return {best->kernel, absl::StrFormat("%dx%d tiles, %d in flight: %.0f%% of the machine's work useful by the "
                                         "tile and wave count",
                                         best->tile_m, best->tile_n, best->in_flight, 100 * Efficiency(*best, s))};
+}
+
+}  // namespace
+
+std::string GemmVariantName(const std::string& base, const GemmOptions& o) {
+  if (o.in_type == "bf16" && o.out_type == "bf16" && o.epilogue.empty()) return base;
+  return absl::StrCat(base, ".", o.in_type, "-", o.out_type, o.epilogue.empty() ? "" : ".", o.epilogue);
+}
+
+GemmChoice ChooseGemm(const ProblemSize& s, int compute_capability, const GemmOptions& options) {
+  GemmChoice c = ChooseGemmTile(s, compute_capability);
+  c.kernel = GemmVariantName(c.kernel, options);
+  return c;
 }
 
 }  // namespace kiln::examples

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "examples/gemm_spec.h"
 
@@ -17,7 +18,22 @@ struct GemmChoice {
   std::string why;     // one line for the user
 };
 
+// What else the caller asks of the GEMM: element types and a fused epilogue (its terms in the
+// kernels' order, CanonicalEpilogue). The chosen kernel is the variant of the chosen tile that
+// has them (GemmVariantName).
+struct GemmOptions {
+  std::string in_type = "bf16", out_type = "bf16", epilogue;
+};
+// A kernel's variant name: `base` itself for bf16 in and out and no epilogue, else
+// base.<in>-<out>[.<epilogue>] (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
+std::string GemmVariantName(const std::string& base, const GemmOptions& options);
+
+// The variants of each entry-point kernel that the build bundles (and the GPU suite checks), as
+// GemmVariantName's suffixes: each type pair and each epilogue term at least once.
+inline const std::vector<std::string> kBundledGemmVariants = {
+    "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu", "bf16-f32.scale.silu"};
+
 // `compute_capability`: the GPU's (90 for an H100/H200), or the one to choose for.
-GemmChoice ChooseGemm(const ProblemSize& size, int compute_capability);
+GemmChoice ChooseGemm(const ProblemSize& size, int compute_capability, const GemmOptions& options = {});
 
 }  // namespace kiln::examples

@@ -15,23 +15,30 @@ std::string GemmSpec::ToString() const {
                       tile_m, " ", tile_n, " ", tile_k, " ", source.empty() ? "-" : source,
                       block_m || block_n || block_k
                           ? absl::StrCat(" block=", BlockM(), "x", BlockN(), "x", BlockK())
-                          : "");
+                          : "",
+                      epilogue.empty() ? "" : absl::StrCat(" epilogue=", epilogue));
 }
 
 absl::StatusOr<GemmSpec> GemmSpec::Parse(absl::string_view text) {
   std::vector<std::string> w = absl::StrSplit(text, ' ', absl::SkipEmpty());
   GemmSpec g;
-  if (w.size() == 11) {  // block=MxNxK
-    std::vector<std::string> b = absl::StrSplit(absl::StripPrefix(w[10], "block="), 'x');
-    if (!absl::StartsWith(w[10], "block=") || b.size() != 3 || !absl::SimpleAtoi(b[0], &g.block_m) ||
+  auto bad = [&] { return absl::InvalidArgumentError(absl::StrCat("bad gemm description '", text, "'")); };
+  while (w.size() > 10) {  // key=value options: block=MxNxK, epilogue=TERMS
+    const std::string option = w.back();
+    w.pop_back();
+    if (absl::StartsWith(option, "epilogue=")) {
+      g.epilogue = std::string(absl::StripPrefix(option, "epilogue="));
+      continue;
+    }
+    std::vector<std::string> b = absl::StrSplit(absl::StripPrefix(option, "block="), 'x');
+    if (!absl::StartsWith(option, "block=") || b.size() != 3 || !absl::SimpleAtoi(b[0], &g.block_m) ||
         !absl::SimpleAtoi(b[1], &g.block_n) || !absl::SimpleAtoi(b[2], &g.block_k) || g.block_m <= 0 ||
         g.block_n <= 0 || g.block_k <= 0)
-      return absl::InvalidArgumentError(absl::StrCat("bad gemm description '", text, "'"));
-    w.pop_back();
+      return bad();
   }
   if (w.size() != 10 || !absl::SimpleAtoi(w[6], &g.tile_m) || !absl::SimpleAtoi(w[7], &g.tile_n) ||
       !absl::SimpleAtoi(w[8], &g.tile_k) || g.tile_m <= 0 || g.tile_n <= 0 || g.tile_k <= 0)
-    return absl::InvalidArgumentError(absl::StrCat("bad gemm description '", text, "'"));
+    return bad();
   g.in_type = w[0], g.out_type = w[1], g.acc_type = w[2];
   g.a_order = w[3], g.b_order = w[4], g.c_order = w[5];
   g.source = w[9] == "-" ? "" : w[9];

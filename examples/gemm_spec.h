@@ -26,6 +26,9 @@ struct GemmSpec {
   // walks groups of CTA tiles, a mainloop peeled by several K steps); 0: the tile's.
   int64_t block_m = 0, block_n = 0, block_k = 0;
   std::string source;  // file:line that described it
+  // The fused epilogue's terms (kiln::EpilogueSpec::Terms(): "scale.bias_col.gelu.residual"), ""
+  // for none: the harness binds its parameters and applies it to the reference.
+  std::string epilogue;
 
   int64_t BlockM() const { return block_m ? block_m : tile_m; }
   int64_t BlockN() const { return block_n ? block_n : tile_n; }

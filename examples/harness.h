@@ -36,7 +36,7 @@ struct GemmResult {
   std::string failure;                // why it did not pass
   std::string note;                   // a caveat about the measurement (e.g. cluster waves)
   uint64_t schedule_seed = 0;         // the emulator's schedule (EmulateGemm)
-  std::vector<uint16_t> output;       // C as the kernel wrote it (EmulateGemm; RunGemm with keep_output)
+  std::vector<uint16_t> output;       // a 16-bit C as the kernel wrote it (EmulateGemm; RunGemm with keep_output)
 };
 
 // Norm-relative error threshold for the spec's output and accumulator types.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU suite in one command, on a GPU machine without LLVM: the runtime-only build's
 # tests (driver, JIT errors, every bundle's correctness), the GPU's outputs against the CPU
-# emulator's (kiln crosscheck), the GEMM entry point at ragged sizes and over the model-shape
-# sweep, and the benchmark table.
+# emulator's (kiln crosscheck), the GEMM entry point at ragged sizes, in its typed and epilogue
+# variants and over the model-shape sweep, and the benchmark table.
 #   KILN_RT_BUILD  runtime-only build directory   (default build-rt)
 #   KILN_BUNDLES   bundle directory                (default build/bundles)
 #   KILN_SIZES     bench sizes                     (default 4096,8192,6144x4096x2048)
@@ -33,9 +33,24 @@ sweep=""
 for m in 128 256 1024 4096 16384; do
   for nk in 6144x4096 4096x4096 28672x4096 4096x14336 10240x8192 8192x28672; do sweep="$sweep,${m}x${nk}"; done
 done
-timeout 300 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 10 \
-  --sizes 264x300x200,1000x7x1000,4088x4095x4096,1x4096x4096,100x100x100 2>&1 | tee "$out/gemm_ragged.log"
+# Ragged: M in {1, 7, 100, 1000, 4095} with each (N, K) of the sweep; N, then K, in that set at
+# 1024 x 4096 for the other two.
+ragged=""
+for m in 1 7 100 1000 4095; do
+  for nk in 6144x4096 4096x4096 28672x4096 4096x14336 10240x8192 8192x28672; do ragged="$ragged,${m}x${nk}"; done
+  ragged="$ragged,1024x${m}x4096,1024x4096x${m}"
+done
+timeout 420 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 3 --sizes "${ragged#,}" 2>&1 \
+  | grep -v '^# [0-9]*x' | tee "$out/gemm_ragged.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+echo "== the bundled variants (input and output types, each epilogue term) on each kind of kernel"
+for v in f16:f16: bf16:f32: bf16:bf16:scale,bias_col,gelu,residual f16:f16:bias_row,relu bf16:f32:scale,silu; do
+  IFS=: read -r in outt epi <<<"$v"
+  timeout 120 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 5 --dtype "$in" --out_dtype "$outt" --epilogue "$epi" \
+    --sizes 1x4096x4096,13x1000x64,100x100x100,264x300x200,4096x4096x4096,1024x6144x4096,128x4096x14336 2>&1 \
+    | grep -v '^# [0-9]*x' | tee -a "$out/gemm_variants.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+done
 timeout 300 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 20 --sizes "${sweep#,}" --out "$out/gemm_sweep.tsv" \
   2>&1 | grep -v '^# [0-9]*x' | tee "$out/gemm_sweep.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1

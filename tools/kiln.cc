@@ -35,6 +35,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "examples/gemm_choice.h"
+#include "examples/gemm_epilogue.h"
 #include "examples/harness.h"
 #include "examples/plot.h"
 #include "examples/probe_check.h"
@@ -72,6 +73,11 @@ ABSL_FLAG(std::string, ptx, "", "`kiln emulate`: run this PTX file (e.g. a hand-
 ABSL_FLAG(int, watchdog, 0,
           "build every sm_90+ kernel in the GPU debug mode: each mbarrier wait gives up after this many ms and "
           "reports its DSL line (Kernel::Watchdog); 0: off");
+ABSL_FLAG(std::string, dtype, "bf16", "`kiln gemm`: the input type, bf16 or f16");
+ABSL_FLAG(std::string, out_dtype, "", "`kiln gemm`: the output type, bf16, f16 or f32 (default: --dtype)");
+ABSL_FLAG(std::string, epilogue, "",
+          "`kiln gemm`: fused epilogue terms, comma-separated: scale (alpha, beta, C_in), bias_row or bias_col, "
+          "relu, gelu or silu, residual");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
 ABSL_FLAG(std::string, out, "",
           "`kiln bench`: also write the results as TSV here (GEMM rows: name M N K ms TFLOPS cuBLAS-ms "
@@ -106,11 +112,21 @@ bool Compiling() {
 #endif
 }
 
+// A family member (base.options: gemm/bf16_sm90.f16-f32.gelu): bundled for kiln gemm, checked by
+// it and by the emulator tests, not part of kiln bench's or crosscheck's whole-registry runs.
+bool FamilyMember(const std::string& name) {
+  const size_t slash = name.rfind('/');
+  return name.find('.', slash == std::string::npos ? 0 : slash) != std::string::npos;
+}
+
 absl::StatusOr<std::vector<std::string>> KernelNames() {
 #ifdef KILN_HAVE_COMPILER
   if (Compiling()) {
     std::vector<std::string> names;
     for (const auto& e : kiln::examples::All()) names.push_back(e.name);
+    for (const auto& f : kiln::examples::Families())  // the variants the GPU suite runs
+      for (const std::string& options : f.bundled) names.push_back(absl::StrCat(f.base, ".", options));
+    std::sort(names.begin(), names.end());
     return names;
   }
 #endif
@@ -518,7 +534,7 @@ int Crosscheck(std::vector<std::string> names) {
     absl::StatusOr<Bundle> b = GetBundle(name);
     if (!b.ok()) return Fail(b.status());
     std::optional<kiln::examples::GemmSpec> g = kiln::examples::GemmOf(b->manifest);
-    if (!g || name.rfind("reference/", 0) == 0) {
+    if (!g || name.rfind("reference/", 0) == 0 || (everything && FamilyMember(name))) {
       if (!everything) return Fail(absl::InvalidArgumentError(absl::StrCat(name, " is not a GEMM kernel")));
       continue;
     }
@@ -616,7 +632,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
     absl::StatusOr<std::vector<std::string>> all = KernelNames();
     if (!all.ok()) return Fail(all.status());
     for (const std::string& n : *all)
-      if (n.rfind("reference/", 0) != 0 && n.rfind("planted/", 0) != 0) names.push_back(n);
+      if (n.rfind("reference/", 0) != 0 && n.rfind("planted/", 0) != 0 && !FamilyMember(n)) names.push_back(n);
   }
   PrintDevice();
   bool gemm_header = false;  // printed before the first GEMM row
@@ -698,9 +714,20 @@ int Gemm(const std::vector<std::string>& args) {
   }
   for (const kiln::examples::ProblemSize& size : sizes)
     if (!args.empty() || size.m < 1 || size.n < 1 || size.k < 1) {
-      std::cerr << "usage: kiln gemm (--m M --n N --k K | --sizes MxNxK,...) [--emulate]  (each at least 1)\n";
+      std::cerr << "usage: kiln gemm (--m M --n N --k K | --sizes MxNxK,...) [--dtype bf16|f16] "
+                   "[--out_dtype bf16|f16|f32] [--epilogue TERMS] [--emulate]  (sizes at least 1)\n";
       return 2;
     }
+  kiln::examples::GemmOptions options;
+  options.in_type = absl::GetFlag(FLAGS_dtype);
+  options.out_type = absl::GetFlag(FLAGS_out_dtype).empty() ? options.in_type : absl::GetFlag(FLAGS_out_dtype);
+  if (options.in_type != "bf16" && options.in_type != "f16")
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--dtype ", options.in_type, ": bf16 or f16")));
+  if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--out_dtype ", options.out_type, ": bf16, f16 or f32")));
+  absl::StatusOr<std::string> epilogue = kiln::examples::CanonicalEpilogue(absl::GetFlag(FLAGS_epilogue));
+  if (!epilogue.ok()) return Fail(epilogue.status());
+  options.epilogue = *epilogue;
   const bool emulate = absl::GetFlag(FLAGS_emulate);
   int cc = 90;
   if (!emulate) {
@@ -717,10 +744,14 @@ int Gemm(const std::vector<std::string>& args) {
   double log_ratio = 0, worst = 0;
   int timed = 0;
   for (const kiln::examples::ProblemSize& size : sizes) {
-    const kiln::examples::GemmChoice choice = kiln::examples::ChooseGemm(size, cc);
+    const kiln::examples::GemmChoice choice = kiln::examples::ChooseGemm(size, cc, options);
     std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": " << choice.kernel << " (" << choice.why
               << ")" << std::endl;
     absl::StatusOr<Bundle> b = GetBundle(choice.kernel);
+    if (!b.ok() && !Compiling() && absl::IsNotFound(b.status()))
+      return Fail(absl::NotFoundError(absl::StrCat(
+          b.status().message(), ": this kiln runs bundles only; write that variant's with `kiln bundle ", choice.kernel,
+          "` where kiln has its compiler (the build bundles ", absl::StrJoin(kiln::examples::kBundledGemmVariants, ", "), ")")));
     if (!b.ok()) return Fail(b.status());
     // One layout whatever the kernel: the reference indexes through strides, so it is told C is
     // column-major like the others.

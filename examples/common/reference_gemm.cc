@@ -1,20 +1,24 @@
 // The harness's fallback reference where cuBLAS is absent: one thread per output element, fp32
 // accumulation in k order, any storage order (element strides are parameters).
+#include "absl/strings/str_cat.h"
 #include "examples/gemm.h"
 #include "examples/registry.h"
 
 namespace kiln::examples {
 namespace {
 
-absl::StatusOr<KernelDef> BuildReference(Scalar in, Scalar out, const char* name) {
+// `epi` (the GEMM entry point's variants): C_in and residual are strided like C.
+absl::StatusOr<KernelDef> BuildReference(Scalar in, const std::string& name, const EpilogueSpec& epi = {}) {
   Kernel k(name, sm80(), {16, 16});
-  const std::string in_name = in == f16 ? "f16" : "bf16", out_name = out == f16 ? "f16" : "bf16";
-  DescribeGemm(k, {.in_type = in_name, .out_type = out_name, .tile_m = 1, .tile_n = 1, .tile_k = 1});
+  const Scalar out = epi.out;
+  DescribeGemm(k, {.in_type = ScalarName(in), .out_type = ScalarName(out), .tile_m = 1, .tile_n = 1, .tile_k = 1,
+                   .epilogue = epi.Terms()});
   Value A = k.PtrParam("A", in), B = k.PtrParam("B", in), C = k.PtrParam("C", out);
   Value M = k.I32Param("M"), N = k.I32Param("N"), K = k.I32Param("K");
   Value strides[6];
   const char* names[] = {"sA0", "sA1", "sB0", "sB1", "sC0", "sC1"};
   for (int i = 0; i < 6; ++i) strides[i] = k.I32Param(names[i]);
+  const Epilogue epilogue = Epilogue::Declare(k, epi, M, N, strides[4], strides[5]);
   k.Grid("N/16", "M/16");
   GlobalTensor a(A, {M, K}, {strides[0], strides[1]}), b(B, {K, N}, {strides[2], strides[3]}),
       c(C, {M, N}, {strides[4], strides[5]});
@@ -24,15 +28,24 @@ absl::StatusOr<KernelDef> BuildReference(Scalar in, Scalar out, const char* name
     k.For(0, K, 1, [&](Value kk) {
       acc[0] = Fma(k.Load(a.At({m, kk})).To(f32), k.Load(b.At({kk, n})).To(f32), acc[0]);
     });
-    k.Store(c.At({m, n}), Value(acc[0]).To(out));
+    k.Store(c.At({m, n}), epilogue.Output(acc[0], m, n, m < M));
   });
   return k.Build();
 }
 
-absl::StatusOr<KernelDef> ReferenceBf16() { return BuildReference(bf16, bf16, "reference/bf16"); }
-absl::StatusOr<KernelDef> ReferenceF16() { return BuildReference(f16, f16, "reference/f16"); }
+absl::StatusOr<KernelDef> ReferenceBf16() { return BuildReference(bf16, "reference/bf16"); }
+absl::StatusOr<KernelDef> ReferenceF16() { return BuildReference(f16, "reference/f16", {.out = f16}); }
 
 }  // namespace
 KILN_EXAMPLE("reference/bf16", "naive bf16 GEMM, fp32 accumulation: the fallback reference", ReferenceBf16);
 KILN_EXAMPLE("reference/f16", "naive f16 GEMM, fp32 accumulation: the fallback reference", ReferenceF16);
+// The GEMM entry point's fallback with other types and fused epilogues (reference/bf16.f16-f32.gelu).
+KILN_EXAMPLE_FAMILY(reference_bf16_family,
+                    {"reference/bf16", "the reference with other types and a fused epilogue",
+                     [](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
+                       absl::StatusOr<GemmVariant> v = ParseGemmVariant(options);
+                       if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
+                       return BuildReference(v->in, name, v->epilogue);
+                     },
+                     kBundledGemmVariants});
 }  // namespace kiln::examples

@@ -6,7 +6,9 @@
 // enough loads are in flight to fill the memory system even where N is only a few thousand.
 // R is 1, 4 or 16, whichever first covers M: rows past M are not computed at all, and M past 16
 // takes further passes (any M is correct). Any N; K a multiple of 8 (16-byte aligned rows).
-// A row-major, B and C column-major, f32 accumulation: the entry point's layout.
+// A row-major, B and C column-major, f32 accumulation: the entry point's layout. Its variants
+// (gemm/bf16_skinny.f16-f32.gelu) read f16, store f16 or f32 and fuse an epilogue.
+#include "absl/strings/str_cat.h"
 #include "examples/gemm.h"
 #include "examples/registry.h"
 #include "kiln/memory_ops.h"
@@ -17,9 +19,11 @@ namespace {
 
 constexpr int COLS = 4, THREADS = 256, WARPS = THREADS / 32, VEC = 8, RMAX = 16;
 
-absl::StatusOr<KernelDef> BuildSkinny() {
-  Kernel k("gemm/bf16_skinny", sm80(), {THREADS});
-  GemmOperands g = DeclareGemm(k, {.c_order = "col", .tile_m = 1, .tile_n = 1, .tile_k = VEC});
+absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant& v) {
+  Kernel k(name, sm80(), {THREADS});
+  GemmOperands g = DeclareGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out), .c_order = "col",
+                                   .tile_m = 1, .tile_n = 1, .tile_k = VEC, .epilogue = v.epilogue.Terms()});
+  const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, g.M, g.N, /*column_major=*/true);
   k.Grid(absl::StrCat("N/", COLS));
   SmemTile partial = k.Smem(f32, WARPS, COLS * RMAX);  // each warp's sums, [warp][c * R + m]
   Value tid = k.ThreadIdx(), lane = k.LaneId(), warp = k.WarpId(), n0 = k.BlockIdx() * COLS;
@@ -52,7 +56,8 @@ absl::StatusOr<KernelDef> BuildSkinny() {
         Regs total = k.Registers(Type::Of(f32), 1);
         total[0] = k.F32(0);
         for (int w = 0; w < WARPS; ++w) total[0] = Value(total[0]) + k.Load(partial.At(w, tid));  // in order
-        k.If((m0 + m < g.M) & (n0 + c < g.N), [&] { k.Store(g.C.At({m0 + m, n0 + c}), Value(total[0]).To(bf16)); });
+        Value row = m0 + m, col = n0 + c, inside = (row < g.M) & (col < g.N);
+        k.If(inside, [&] { k.Store(g.C.At({row, col}), epilogue.Output(total[0], row, col, inside)); });
       });
       k.SyncThreads();  // the partials are read before the next pass writes them
     });
@@ -62,6 +67,15 @@ absl::StatusOr<KernelDef> BuildSkinny() {
 }
 
 }  // namespace
-KILN_EXAMPLE("gemm/bf16_skinny", "the entry point's kernel for small M: CUDA cores, B streamed once in 16-byte chunks",
-             BuildSkinny);
+KILN_EXAMPLE_VARIANT(gemm_bf16_skinny, "gemm/bf16_skinny",
+                     "the entry point's kernel for small M: CUDA cores, B streamed once in 16-byte chunks",
+                     [] { return BuildSkinny("gemm/bf16_skinny", {}); });
+KILN_EXAMPLE_FAMILY(gemm_bf16_skinny_family,
+                    {"gemm/bf16_skinny", "the small-M kernel with other types and a fused epilogue",
+                     [](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
+                       absl::StatusOr<GemmVariant> v = ParseGemmVariant(options);
+                       if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
+                       return BuildSkinny(name, *v);
+                     },
+                     kBundledGemmVariants});
 }  // namespace kiln::examples

@@ -19,9 +19,11 @@ namespace {
 constexpr int BM = 128, BK = 64, CONSUMERS = 2, SLOTS = 128;
 
 // The CTA tile's width, the ring's depth and the cluster (CTAs along M sharing B by multicast):
-// k13/k14's 256, 4 and 2, or narrower tiles for the entry point's small-M shapes.
+// k13/k14's 256, 4 and 2, or narrower tiles for the entry point's small-M shapes; and the entry
+// point's variants: input type and fused epilogue (with the output type).
 struct Shape {
   int bn = 256, stages = 4, cluster = 2;
+  GemmVariant variant = {};
 };
 
 // `ragged`: any M, N, K (M and K multiples of 8), through rank-2 maps whose bounds zero-fill the
@@ -29,17 +31,22 @@ struct Shape {
 absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ragged = false, Shape shape = {}) {
   const int BN = shape.bn, STAGES = shape.stages, CLUSTER = shape.cluster, GROUPS = 128 / CLUSTER;
   const int PIECE_N = std::min(BN, 128);  // columns of C per staged TMA store
+  const Scalar in = shape.variant.in, out = shape.variant.epilogue.out;
+  const bool direct_out = out == f32;  // f32 C: stored from registers (stmatrix moves 16-bit elements)
   Kernel k(name, sm90a(), {128 * (1 + CONSUMERS)});
   TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = ragged ? 2 : 3, .by_value = true,
-                                          .c_box_rows = PIECE_N, .c_swizzle = true,
-                                          .divide_m = BM * CLUSTER, .ragged = ragged});
+                                          .c_box_rows = direct_out ? 0 : PIECE_N, .c_swizzle = !direct_out,
+                                          .divide_m = BM * CLUSTER, .ragged = ragged, .in_type = ScalarName(in),
+                                          .out_type = ScalarName(out), .epilogue = shape.variant.epilogue.Terms()});
   Value table = k.ScheduleTableParam("schedule", GemmTiles(BM * CLUSTER, BN, GROUPS, SLOTS));
+  const Epilogue epilogue = Epilogue::Declare(k, shape.variant.epilogue, g.M, g.N, /*column_major=*/true);
   k.Grid("128");
   if (CLUSTER > 1) k.ClusterDims({CLUSTER, 1, 1});
-  SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
-  SmemTile sB = k.SmemSwizzled(bf16, BN, BK, Swizzle::k128B, STAGES);
-  SmemTile sC[CONSUMERS] = {k.SmemSwizzled(bf16, PIECE_N, 64, Swizzle::k128B),  // [n][m]
-                            k.SmemSwizzled(bf16, PIECE_N, 64, Swizzle::k128B)};
+  SmemTile sA = k.SmemSwizzled(in, BM, BK, Swizzle::k128B, STAGES);
+  SmemTile sB = k.SmemSwizzled(in, BN, BK, Swizzle::k128B, STAGES);
+  SmemTile sC[CONSUMERS];  // [n][m]
+  if (!direct_out)
+    for (SmemTile& t : sC) t = k.SmemSwizzled(out, PIECE_N, 64, Swizzle::k128B);
   Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
   auto walk = ScheduledTiles(k, table, SLOTS);
   Value tid = k.ThreadIdx(), rank = CLUSTER > 1 ? k.ClusterCtaRank() : k.I32(0);
@@ -89,7 +96,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
     };
     for_each_tile([&](Value m0, Value n0) {
       held[0] = mma(true);
-      if (overlap_epilogue) k.If(pending[0] == 1, write_out);  // under the group just issued
+      if (overlap_epilogue && !direct_out) k.If(pending[0] == 1, write_out);  // under the group just issued
       k.For(BK, g.K, BK, [&](Value) {
         Value s = mma(false);
         k.WgmmaWait(1);  // the previous group has retired: its stage is free
@@ -98,14 +105,29 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
       });
       k.WgmmaWait(0);
       ring.Release(held[0], c);
-      for (int p = 0; p < BN / 4; ++p)
-        packed[p] = k.Vector({Value(acc[2 * p]).To(bf16), Value(acc[2 * p + 1]).To(bf16)}).Bitcast(Type::Of(i32));
+      if (direct_out) {  // each element through the epilogue, stored where it lies inside M x N
+        for (int p = 0; p < BN / 4; ++p)
+          for (int e = 0; e < 2; ++e) {
+            Value row = m0 + row0 + acc.Row(p), col = n0 + acc.Col(p) + e, inside = (row < g.M) & (col < g.N);
+            StoreGlobal(g.Cptr.At({row, col}), epilogue.Output(acc[2 * p + e], row, col, inside), {.mask = inside});
+          }
+        return;
+      }
+      for (int p = 0; p < BN / 4; ++p) {
+        Value x = acc[2 * p], y = acc[2 * p + 1];
+        if (!shape.variant.epilogue.Plain()) {
+          Value row = m0 + row0 + acc.Row(p), col = n0 + acc.Col(p), row_in = row < g.M;
+          x = epilogue.Apply(x, row, col, row_in & (col < g.N));
+          y = epilogue.Apply(y, row, col + 1, row_in & (col + 1 < g.N));
+        }
+        packed[p] = k.Vector({x.To(out), y.To(out)}).Bitcast(Type::Of(i32));
+      }
       pending[0] = 1;
       pending[1] = m0;
       pending[2] = n0;
       if (!overlap_epilogue) write_out();
     });
-    if (overlap_epilogue) k.If(pending[0] == 1, write_out);
+    if (overlap_epilogue && !direct_out) k.If(pending[0] == 1, write_out);
     k.If(c == 0, [&] { k.BulkWait(0); });
   });
   if (CLUSTER > 1) k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done
@@ -126,4 +148,20 @@ KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n128, "gemm/bf16_sm90_n128",
 KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n64, "gemm/bf16_sm90_n64",
                      "the entry point's kernel for narrow deep shapes: 128x64 tiles, no cluster, 8 stages",
                      [] { return Build("gemm/bf16_sm90_n64", true, /*ragged=*/true, {.bn = 64, .stages = 8, .cluster = 1}); });
+
+// The same three with other element types and fused epilogues, by name (gemm/bf16_sm90.f16-f32.gelu).
+ExampleFamily Family(const char* base, Shape shape) {
+  return {base, "the entry point's kernel with other types and a fused epilogue",
+          [shape](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
+            absl::StatusOr<GemmVariant> v = ParseGemmVariant(options);
+            if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
+            Shape s = shape;
+            s.variant = *v;
+            return Build(name.c_str(), true, /*ragged=*/true, s);
+          },
+          kBundledGemmVariants};
+}
+KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_family, Family("gemm/bf16_sm90", {}));
+KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n128_family, Family("gemm/bf16_sm90_n128", {.bn = 128, .stages = 6, .cluster = 1}));
+KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n64_family, Family("gemm/bf16_sm90_n64", {.bn = 64, .stages = 8, .cluster = 1}));
 }  // namespace kiln::examples

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "examples/gemm_choice.h"
+#include "examples/gemm_epilogue.h"
 #include "examples/harness.h"
 #include "examples/host_data.h"
 #include "examples/probe_check.h"
@@ -332,6 +333,51 @@ TEST(EmulatedGemmEntryPoint, TheTileKernelsAtRaggedSizes) {
 
 TEST(EmulatedGemmEntryPoint, TheSkinnyKernelAtRaggedSizes) {
   ExpectCorrectAt("gemm/bf16_skinny", {{1, 300, 200}, {5, 7, 8}, {13, 129, 64}, {40, 33, 8}});
+}
+
+// Every bundled variant (input and output types, each epilogue term) of every entry-point kernel,
+// at a ragged size, against the fp64 product put through the epilogue on the host.
+TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
+  for (const char* base : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64", "gemm/bf16_skinny",
+                           "reference/bf16"}) {
+    const bool skinny = std::string(base) == "gemm/bf16_skinny";
+    for (const std::string& options : kBundledGemmVariants) {
+      const std::string name = std::string(base) + "." + options;
+      ExpectCorrectAt(name.c_str(), {skinny ? ProblemSize{3, 77, 72} : ProblemSize{136, 200, 88}});
+    }
+  }
+}
+
+// The check the previous test relies on fails where the epilogue is not the one described: the
+// kernel with GELU, checked as if it applied ReLU, SiLU or no activation (the same inputs bound).
+TEST(EmulatedGemmEntryPoint, AnEpilogueOtherThanTheDescribedOneFails) {
+  rt::Bundle b = BundleOf("gemm/bf16_sm90_n64.bf16-bf16.scale.bias_col.gelu.residual");
+  for (const char* described : {"scale.bias_col.relu.residual", "scale.bias_col.silu.residual", "scale.bias_col.residual"}) {
+    GemmSpec g = *GemmOf(b.manifest);
+    g.epilogue = described;
+    rt::Bundle mislabelled = b;
+    SetGemmSpec(mislabelled.manifest, g);
+    RunOptions opt;
+    opt.size = {136, 200, 88};
+    absl::StatusOr<GemmResult> r = EmulateGemm(mislabelled, opt, 1);
+    ASSERT_TRUE(r.ok()) << described << ": " << r.status();
+    EXPECT_FALSE(r->passed) << described << ": error " << r->rel_error;
+  }
+}
+
+TEST(GemmChoice, VariantNamesCarryTypesAndTheEpilogueInTheKernelsOrder) {
+  EXPECT_EQ(ChooseGemm({4096, 4096, 4096}, 90, {}).kernel, "gemm/bf16_sm90");
+  EXPECT_EQ(ChooseGemm({1, 4096, 4096}, 90, {.in_type = "f16", .out_type = "f32"}).kernel,
+            "gemm/bf16_skinny.f16-f32");
+  absl::StatusOr<std::string> terms = CanonicalEpilogue("residual,gelu,bias_col,scale");
+  ASSERT_TRUE(terms.ok()) << terms.status();
+  EXPECT_EQ(*terms, "scale.bias_col.gelu.residual");
+  EXPECT_EQ(ChooseGemm({100, 7, 64}, 90, {.epilogue = *terms}).kernel, "reference/bf16.bf16-bf16.scale.bias_col.gelu.residual");
+  for (const char* bad : {"gelu,relu", "bias_row,bias_col", "scale,scale", "tanh"}) {
+    absl::StatusOr<std::string> t = CanonicalEpilogue(bad);
+    EXPECT_FALSE(t.ok()) << bad;
+  }
+  EXPECT_NE(CanonicalEpilogue("tanh").status().message().find("a term it does not know"), std::string::npos);
 }
 
 TEST(GemmChoice, TheTileThatWastesLeastWhereTmaStridesAllowElseTheReference) {

@@ -435,3 +435,48 @@ TEST(Plots, RatioLinesPerKernelAndVersionBarsAtASharedShape) {
 
 }  // namespace
 }  // namespace kiln::examples
+
+namespace kiln::examples {
+namespace {
+
+// The entry point's kernel families: a member is built from its name; options it does not take
+// fail the build with a message saying what it takes.
+TEST(GemmFamilies, MembersBuildFromTheirNamesAndBadOptionsSayWhy) {
+  const Example* f16 = Find("gemm/bf16_sm90_n128.f16-f32.bias_col.silu");
+  ASSERT_NE(f16, nullptr);
+  absl::StatusOr<KernelDef> def = f16->build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  const std::optional<GemmSpec> g = GemmOf(def->manifest());
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->in_type, "f16");
+  EXPECT_EQ(g->out_type, "f32");
+  EXPECT_EQ(g->epilogue, "bias_col.silu");
+  std::vector<std::string> params;
+  for (const rt::ParamSpec& p : def->manifest().params) params.push_back(p.name);
+  EXPECT_EQ(params.back(), "bias");  // the epilogue's parameters follow the GEMM's
+  EXPECT_EQ(Find("gemm/no_such_kernel.f16-f16"), nullptr);
+  for (auto [name, says] : {std::pair{"gemm/bf16_sm90.x16-f16", "<bf16|f16>-<bf16|f16|f32>"},
+                            std::pair{"gemm/bf16_sm90.f32-f32", "<bf16|f16>-<bf16|f16|f32>"},
+                            std::pair{"gemm/bf16_skinny.f16-f16.tanh", "unknown term 'tanh'"},
+                            std::pair{"reference/bf16.bf16-bf16.relu.gelu", "'gelu' twice (or two of its kind)"}}) {
+    const Example* e = Find(name);
+    ASSERT_NE(e, nullptr) << name;
+    absl::StatusOr<KernelDef> bad = e->build();
+    ASSERT_FALSE(bad.ok()) << name;
+    EXPECT_NE(bad.status().message().find(says), std::string::npos) << bad.status();
+    EXPECT_NE(bad.status().message().find(name), std::string::npos) << bad.status();
+  }
+}
+
+TEST(GemmSpecText, TheEpilogueRoundTrips) {
+  GemmSpec g{.out_type = "f32", .c_order = "col", .tile_m = 8, .tile_k = 8, .block_m = 128, .block_n = 64,
+             .block_k = 64, .epilogue = "scale.bias_row.relu"};
+  absl::StatusOr<GemmSpec> back = GemmSpec::Parse(g.ToString());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->epilogue, "scale.bias_row.relu");
+  EXPECT_EQ(back->BlockN(), 64);
+  EXPECT_EQ(back->out_type, "f32");
+}
+
+}  // namespace
+}  // namespace kiln::examples

@@ -1,0 +1,105 @@
+#include "kiln/epilogue.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "kiln/kernel.h"
+#include "kiln/math.h"
+#include "kiln/memory_ops.h"
+
+namespace kiln {
+
+std::string EpilogueSpec::Terms() const {
+  std::vector<std::string> t;
+  if (scale) t.push_back("scale");
+  if (bias == BiasAxis::kRow) t.push_back("bias_row");
+  if (bias == BiasAxis::kColumn) t.push_back("bias_col");
+  if (activation == Activation::kRelu) t.push_back("relu");
+  if (activation == Activation::kGelu) t.push_back("gelu");
+  if (activation == Activation::kSilu) t.push_back("silu");
+  if (residual) t.push_back("residual");
+  return absl::StrJoin(t, ".");
+}
+
+absl::StatusOr<EpilogueSpec> ParseEpilogueTerms(const std::string& terms, Scalar out) {
+  EpilogueSpec spec;
+  spec.out = out;
+  for (absl::string_view t : absl::StrSplit(terms, absl::ByAnyChar(".,"), absl::SkipEmpty())) {
+    const bool activation = t == "relu" || t == "gelu" || t == "silu", bias = t == "bias_row" || t == "bias_col";
+    if ((t == "scale" && spec.scale) || (t == "residual" && spec.residual) ||
+        (activation && spec.activation != Activation::kNone) || (bias && spec.bias != BiasAxis::kNone))
+      return absl::InvalidArgumentError(absl::StrCat("epilogue '", terms, "': '", t, "' twice (or two of its kind)"));
+    if (t == "scale") spec.scale = true;
+    else if (t == "residual") spec.residual = true;
+    else if (t == "bias_row") spec.bias = BiasAxis::kRow;
+    else if (t == "bias_col") spec.bias = BiasAxis::kColumn;
+    else if (t == "relu") spec.activation = Activation::kRelu;
+    else if (t == "gelu") spec.activation = Activation::kGelu;
+    else if (t == "silu") spec.activation = Activation::kSilu;
+    else
+      return absl::InvalidArgumentError(absl::StrCat(
+          "epilogue '", terms, "': unknown term '", t, "' (scale, bias_row, bias_col, relu, gelu, silu, residual)"));
+  }
+  return spec;
+}
+
+Epilogue Epilogue::Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, const Value& N, bool column_major,
+                           Loc loc) {
+  Value one = k.I32(1, loc);
+  return column_major ? Declare(k, spec, M, N, one, M, loc) : Declare(k, spec, M, N, N, one, loc);
+}
+
+Epilogue Epilogue::Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, const Value& N,
+                           const Value& row_stride, const Value& col_stride, Loc loc) {
+  Epilogue e;
+  e.spec_ = spec;
+  if (spec.out != Scalar::kBF16 && spec.out != Scalar::kF16 && spec.out != Scalar::kF32)
+    k.Fail("an epilogue stores bf16, f16 or f32", loc);
+  auto matrix = [&](const char* name) {
+    return GlobalTensor(k.PtrParam(name, spec.out, loc), {M, N}, {row_stride, col_stride});
+  };
+  if (spec.scale) {
+    e.alpha_ = k.F32Param("alpha", loc);
+    e.beta_ = k.F32Param("beta", loc);
+    e.c_in_ = matrix("C_in");
+  }
+  if (spec.bias != BiasAxis::kNone) e.bias_ = k.PtrParam("bias", spec.out, loc);
+  if (spec.residual) e.residual_ = matrix("residual");
+  return e;
+}
+
+Value Epilogue::Apply(const Value& acc, const Value& row, const Value& col, const Value& inside, Loc loc) const {
+  auto load = [&](const Value& ptr) { return LoadGlobal(ptr, 1, {.mask = inside}, loc).To(Scalar::kF32, loc); };
+  Value x = acc;
+  if (spec_.scale) x = Fma(Operand(alpha_, loc), Operand(x, loc), Operand(beta_ * load(c_in_.At({row, col}, loc)), loc));
+  if (spec_.bias != BiasAxis::kNone)
+    x = x + load(bias_ + (spec_.bias == BiasAxis::kRow ? row : col).To(Scalar::kI64, loc));
+  switch (spec_.activation) {
+    case Activation::kNone:
+      break;
+    case Activation::kRelu:
+      x = Max(Operand(x, loc), Operand(0.0, loc));
+      break;
+    case Activation::kGelu: {  // tanh(u) = 1 - 2 / (e^2u + 1): saturates cleanly as e^2u goes to 0 or inf
+      const double sqrt_2_over_pi = 0.7978845608028654;
+      Value u = x * Fma(Operand(x * x, loc), Operand(0.044715 * sqrt_2_over_pi, loc), Operand(sqrt_2_over_pi, loc));
+      Value tanh_u = 1.0 - 2.0 * Rcp(Exp(u * 2.0, loc) + 1.0, loc);
+      x = x * 0.5 * (tanh_u + 1.0);
+      break;
+    }
+    case Activation::kSilu:
+      x = x * Rcp(Exp(-x, loc) + 1.0, loc);
+      break;
+  }
+  if (spec_.residual) x = x + load(residual_.At({row, col}, loc));
+  return x;
+}
+
+Value Epilogue::Output(const Value& acc, const Value& row, const Value& col, const Value& inside, Loc loc) const {
+  Value x = Apply(acc, row, col, inside, loc);
+  return spec_.out == Scalar::kF32 ? x : x.To(spec_.out, loc);
+}
+
+}  // namespace kiln

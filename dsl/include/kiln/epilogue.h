@@ -1,0 +1,71 @@
+// Fused GEMM epilogues: what happens to each f32 accumulator element between the last MMA and
+// the store, for any kernel that knows each element's (row, column) of C:
+//
+//   D[r, c] = out( act( alpha * acc + beta * C_in[r, c] + bias[r or c] ) + residual[r, c] )
+//
+// Each term is optional. The builder declares the parameters the spec needs, and Apply computes
+// one element. Loads of C_in, bias and residual are predicated on the element being inside M x N,
+// so a ragged tile's padding never touches memory. Built in dsl/epilogue.cc from public ops only.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kiln/memory.h"
+#include "kiln/value.h"
+
+namespace kiln {
+
+class Kernel;
+
+enum class Activation : uint8_t {
+  kNone,
+  kRelu,  // max(x, 0)
+  kGelu,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh form (torch's approximate='tanh')
+  kSilu,  // x / (1 + e^-x)
+};
+enum class BiasAxis : uint8_t { kNone, kRow /* bias[r], length M */, kColumn /* bias[c], length N */ };
+
+struct EpilogueSpec {
+  bool scale = false;  // alpha * acc + beta * C_in: f32 parameters alpha, beta and the matrix C_in
+  BiasAxis bias = BiasAxis::kNone;
+  Activation activation = Activation::kNone;
+  bool residual = false;  // + residual[r, c], after the activation
+  Scalar out = Scalar::kBF16;  // the stored type: bf16, f16 or f32 (C_in, bias, residual have it too)
+
+  bool Plain() const { return !scale && bias == BiasAxis::kNone && activation == Activation::kNone && !residual; }
+  // The terms as a name: "scale", "bias_row" or "bias_col", "relu"/"gelu"/"silu", "residual",
+  // joined by '.' in that order ("" for none). The GEMM harness reads it back from the manifest.
+  std::string Terms() const;
+};
+// The inverse of Terms(); an unknown or repeated term is an error naming it.
+absl::StatusOr<EpilogueSpec> ParseEpilogueTerms(const std::string& terms, Scalar out);
+
+class Epilogue {
+ public:
+  Epilogue() = default;
+  // Declares alpha and beta (f32) and the pointers C_in, bias and residual, those the spec needs
+  // and in that order. C_in and residual are M x N like C: column-major (`column_major`) or
+  // row-major, densely packed.
+  static Epilogue Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, const Value& N, bool column_major,
+                          Loc loc = Loc::current());
+  // The same, C_in and residual element (r, c) at r * row_stride + c * col_stride (a kernel
+  // whose C is strided by parameters, like kiln's reference).
+  static Epilogue Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, const Value& N,
+                          const Value& row_stride, const Value& col_stride, Loc loc = Loc::current());
+  const EpilogueSpec& spec() const { return spec_; }
+  // Element (row, col) of the result in f32, before the cast to spec().out. `inside`: an i1 that
+  // is true where (row, col) lies in M x N (loads elsewhere read 0 and touch nothing).
+  Value Apply(const Value& acc, const Value& row, const Value& col, const Value& inside,
+              Loc loc = Loc::current()) const;
+  // Apply, cast to the output type.
+  Value Output(const Value& acc, const Value& row, const Value& col, const Value& inside,
+               Loc loc = Loc::current()) const;
+
+ private:
+  EpilogueSpec spec_;
+  Value alpha_, beta_, bias_;
+  GlobalTensor c_in_, residual_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,103 @@
+#include "examples/gemm_epilogue.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "examples/host_data.h"
+
+namespace kiln::examples {
+
+absl::StatusOr<HostEpilogue> EpilogueOf(const GemmSpec& g) {
+  HostEpilogue e;
+  e.type = g.out_type;
+  e.c_order = g.c_order;
+  for (absl::string_view t : absl::StrSplit(g.epilogue, '.', absl::SkipEmpty())) {
+    if (t == "scale") e.scale = true;
+    else if (t == "residual") e.residual = true;
+    else if ((t == "bias_row" || t == "bias_col") && !e.bias) e.bias = t == "bias_row" ? 'r' : 'c';
+    else if ((t == "relu" || t == "gelu" || t == "silu") && e.activation.empty()) e.activation = std::string(t);
+    else if (t == "bias_row" || t == "bias_col" || t == "relu" || t == "gelu" || t == "silu")
+      return absl::InvalidArgumentError(absl::StrCat("epilogue '", g.epilogue, "': one bias and one activation at most"));
+    else return absl::InvalidArgumentError(absl::StrCat("unknown epilogue term '", t, "' in '", g.epilogue, "'"));
+  }
+  return e;
+}
+
+absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms) {
+  static const char* kOrder[] = {"scale", "bias_row", "bias_col", "relu", "gelu", "silu", "residual"};
+  std::vector<std::string> given = absl::StrSplit(terms, absl::ByAnyChar(".,"), absl::SkipEmpty());
+  std::vector<std::string> out;
+  for (const char* t : kOrder)
+    if (std::count(given.begin(), given.end(), t) > 1)
+      return absl::InvalidArgumentError(absl::StrCat("epilogue '", terms, "': '", t, "' twice"));
+    else if (std::count(given.begin(), given.end(), t))
+      out.push_back(t);
+  if (out.size() != given.size())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "epilogue '", terms, "': a term it does not know (scale, bias_row, bias_col, relu, gelu, silu, residual)"));
+  GemmSpec g;
+  g.epilogue = absl::StrJoin(out, ".");
+  absl::StatusOr<HostEpilogue> e = EpilogueOf(g);  // one bias, one activation
+  if (!e.ok()) return e.status();
+  return g.epilogue;
+}
+
+size_t ElementBytes(const std::string& type) { return type == "f32" ? 4 : 2; }
+
+double DecodeElement(const std::vector<uint8_t>& data, const std::string& type, size_t index) {
+  if (type == "f32") {
+    float f;
+    std::memcpy(&f, &data[index * 4], 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, &data[index * 2], 2);
+  return type == "f16" ? HalfToFloat(h) : Bf16ToFloat(h);
+}
+
+namespace {
+// n random normals encoded in `type`.
+std::vector<uint8_t> RandomEncoded(size_t n, const std::string& type, uint64_t seed) {
+  const std::vector<uint16_t> v = RandomNormal16(n, seed, type == "f16");
+  std::vector<uint8_t> out(n * ElementBytes(type));
+  for (size_t i = 0; i < n; ++i) {
+    if (type == "f32") {
+      const float f = Bf16ToFloat(v[i]);
+      std::memcpy(&out[i * 4], &f, 4);
+    } else {
+      std::memcpy(&out[i * 2], &v[i], 2);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+EpilogueInputs RandomEpilogueInputs(const HostEpilogue& e, const ProblemSize& s, uint64_t seed) {
+  EpilogueInputs in;
+  if (e.scale) {
+    in.alpha = static_cast<float>(1 / std::sqrt(static_cast<double>(s.k)));
+    in.beta = 0.5f;
+    in.c_in = RandomEncoded(s.m * s.n, e.type, seed * 16 + 11);
+  }
+  if (e.bias) in.bias = RandomEncoded(e.bias == 'r' ? s.m : s.n, e.type, seed * 16 + 12);
+  if (e.residual) in.residual = RandomEncoded(s.m * s.n, e.type, seed * 16 + 13);
+  return in;
+}
+
+double ApplyEpilogue(const HostEpilogue& e, const EpilogueInputs& in, const ProblemSize& s, double x, int64_t i,
+                     int64_t j) {
+  const size_t at = e.c_order == "row" ? i * s.n + j : j * s.m + i;
+  if (e.scale) x = static_cast<double>(in.alpha) * x + static_cast<double>(in.beta) * DecodeElement(in.c_in, e.type, at);
+  if (e.bias) x += DecodeElement(in.bias, e.type, e.bias == 'r' ? i : j);
+  if (e.activation == "relu") x = std::max(x, 0.0);
+  if (e.activation == "gelu") x = 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  if (e.activation == "silu") x = x / (1 + std::exp(-x));
+  if (e.residual) x += DecodeElement(in.residual, e.type, at);
+  return x;
+}
+
+}  // namespace kiln::examples

@@ -1,0 +1,44 @@
+// The host side of a GEMM's fused epilogue (kiln::EpilogueSpec in the DSL, whose terms the
+// manifest's GEMM description carries): random inputs for its terms, and in fp64 the element the
+// kernel should store, for the harness's references on the GPU and on the emulator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "examples/gemm_spec.h"
+
+namespace kiln::examples {
+
+struct HostEpilogue {
+  bool scale = false, residual = false;
+  char bias = 0;            // 'r': one per row of C, 'c': one per column, 0: none
+  std::string activation;   // "", "relu", "gelu" (tanh form), "silu"
+  std::string type;         // the output type, which C_in, bias and residual share
+  std::string c_order;      // C's, which C_in and residual share
+  bool Plain() const { return !scale && !residual && !bias && activation.empty(); }
+};
+// The spec's epilogue; an unknown term is an error naming it.
+absl::StatusOr<HostEpilogue> EpilogueOf(const GemmSpec& g);
+// Terms in any order, ',' or '.' between them ("gelu,bias_col") in the kernels' order, '.'-joined
+// ("bias_col.gelu"), as kernel names carry them; an unknown or repeated term is an error.
+absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms);
+
+struct EpilogueInputs {
+  float alpha = 1, beta = 0;
+  std::vector<uint8_t> c_in, bias, residual;  // encoded in the output type; empty where unused
+};
+// alpha = 1/sqrt(K) (so the scaled product, like each other term, is about unit size and an
+// error in any term shows), beta = 0.5, the rest random normals (from `seed`).
+EpilogueInputs RandomEpilogueInputs(const HostEpilogue& e, const ProblemSize& s, uint64_t seed);
+// What the kernel should store at (i, j), given the exact product there.
+double ApplyEpilogue(const HostEpilogue& e, const EpilogueInputs& in, const ProblemSize& s, double product,
+                     int64_t i, int64_t j);
+
+// Elements of encoded data of a GEMM element type: "bf16", "f16" (2 bytes) or "f32" (4).
+size_t ElementBytes(const std::string& type);
+double DecodeElement(const std::vector<uint8_t>& data, const std::string& type, size_t index);
+
+}  // namespace kiln::examples
