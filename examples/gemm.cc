@@ -188,6 +188,9 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
   const size_t dot = options.find('.'), dash = options.find('-');
   const std::string types = options.substr(0, dot), in = types.substr(0, dash),
                     out = dash == std::string::npos ? "" : types.substr(dash + 1);
+  std::string terms = dot == std::string::npos ? "" : options.substr(dot + 1);
+  const bool any_m = terms == "any_m" || terms.rfind("any_m.", 0) == 0;
+  if (any_m) terms = terms.substr(std::min(terms.size(), size_t{6}));
   auto scalar = [](const std::string& t) -> std::optional<Scalar> {
     if (t == "bf16") return bf16;
     if (t == "f16") return f16;
@@ -198,10 +201,9 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
   if (!in_type || !out_type || *in_type == f32)
     return absl::InvalidArgumentError(absl::StrCat("options '", options, "': they start with the input and output types, "
                                                    "<bf16|f16>-<bf16|f16|f32> (then the epilogue's terms)"));
-  absl::StatusOr<EpilogueSpec> epilogue =
-      ParseEpilogueTerms(dot == std::string::npos ? "" : options.substr(dot + 1), *out_type);
+  absl::StatusOr<EpilogueSpec> epilogue = ParseEpilogueTerms(terms, *out_type);
   if (!epilogue.ok()) return epilogue.status();
-  return GemmVariant{*in_type, *epilogue};
+  return GemmVariant{*in_type, any_m, *epilogue};
 }
 
 ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots) {
@@ -210,12 +212,13 @@ ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots) {
 
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   if (shape.ragged && (shape.rank != 2 || shape.c_row_major || shape.interleaved ||
-                       !shape.c_box_rows != (shape.out_type == "f32")))
-    k.Fail("a ragged TMA GEMM takes rank-2 A and B maps and a column-major C through a map (f32: a pointer)", loc);
+                       (!shape.c_box_rows && shape.c_swizzle) || (shape.c_box_rows && shape.out_type == "f32")))
+    k.Fail("a ragged TMA GEMM takes rank-2 A and B maps and a column-major C, through a 16-bit map or a pointer", loc);
   if (!shape.ragged && (shape.in_type != "bf16" || shape.out_type != "bf16" || !shape.epilogue.empty()))
     k.Fail("other element types and epilogues are for ragged TMA GEMMs", loc);
-  if (shape.ragged)  // what TMA's 16-byte strides need; the tile itself divides nothing
-    DescribeGemm(k, {.in_type = shape.in_type, .out_type = shape.out_type, .c_order = "col", .tile_m = 8,
+  if (shape.ragged)  // what TMA's 16-byte strides need (C's only through a map); the tile divides nothing
+    DescribeGemm(k, {.in_type = shape.in_type, .out_type = shape.out_type, .c_order = "col",
+                     .tile_m = shape.c_box_rows ? 8 : 1,
                      .tile_n = 1, .tile_k = 8, .block_m = shape.bm, .block_n = shape.bn, .block_k = shape.bk,
                      .epilogue = shape.epilogue},
                  loc);

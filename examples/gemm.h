@@ -107,10 +107,13 @@ struct TmaGemmOperands {
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc = Loc::current());
 
 // The options of a GEMM entry-point kernel's variants (ExampleFamily): "<in>-<out>" element types
-// (bf16 or f16 in; bf16, f16 or f32 out), then the epilogue's terms, '.'-separated
-// ("f16-f32.bias_col.gelu"). An error names what it does not take.
+// (bf16 or f16 in; bf16, f16 or f32 out), then "any_m" for a tile kernel that stores C from
+// registers so that M need not be a multiple of 8 (f32 outputs always are), then the epilogue's
+// terms, '.'-separated ("f16-f32.bias_col.gelu", "bf16-bf16.any_m.relu"). An error names what it
+// does not take.
 struct GemmVariant {
   Scalar in = bf16;
+  bool any_m = false;
   EpilogueSpec epilogue;
 };
 absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options);

@@ -33,10 +33,8 @@ double Efficiency(const Candidate& c, const ProblemSize& s) {
   return padding * tiles / static_cast<double>(waves * c.in_flight) * c.speed;
 }
 
-// Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles; up to 16 rows it is
-// still the fast path where M is no multiple of 8 (no TMA), and slower than the 128x64 tiles
-// where it is (docs/PERF.md).
-bool Skinny(const ProblemSize& s) { return s.k % 8 == 0 && (s.m <= 4 || (s.m <= 16 && s.m % 8 != 0)); }
+// Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md).
+bool Skinny(const ProblemSize& s) { return s.k % 8 == 0 && s.m <= 4; }
 
 GemmChoice ChooseGemmTile(const ProblemSize& s, int compute_capability) {
   if (Skinny(s) && compute_capability >= 80)
@@ -44,10 +42,10 @@ GemmChoice ChooseGemmTile(const ProblemSize& s, int compute_capability) {
   if (compute_capability != 90)
     return {"reference/bf16", absl::StrCat("no tuned kernel for sm_", compute_capability,
                                            " yet: the reference kernel (any size, not fast)")};
-  if (s.m % 8 != 0 || s.k % 8 != 0)
-    return {"reference/bf16", absl::StrCat("M = ", s.m, ", K = ", s.k,
-                                           ": TMA needs M and K multiples of 8 (16-byte strides of A, B and "
-                                           "column-major C), so the reference kernel (any size, not fast)")};
+  if (s.k % 8 != 0)
+    return {"reference/bf16", absl::StrCat("K = ", s.k,
+                                           ": TMA needs K a multiple of 8 (16-byte rows of A and B), so the "
+                                           "reference kernel (any size, not fast)")};
   const Candidate* best = &kSm90[0];
   for (const Candidate& c : kSm90)
     if (Efficiency(c, s) > Efficiency(*best, s)) best = &c;
@@ -59,13 +57,18 @@ GemmChoice ChooseGemmTile(const ProblemSize& s, int compute_capability) {
 }  // namespace
 
 std::string GemmVariantName(const std::string& base, const GemmOptions& o) {
-  if (o.in_type == "bf16" && o.out_type == "bf16" && o.epilogue.empty()) return base;
-  return absl::StrCat(base, ".", o.in_type, "-", o.out_type, o.epilogue.empty() ? "" : ".", o.epilogue);
+  if (o.in_type == "bf16" && o.out_type == "bf16" && o.epilogue.empty() && !o.any_m) return base;
+  return absl::StrCat(base, ".", o.in_type, "-", o.out_type, o.any_m ? ".any_m" : "", o.epilogue.empty() ? "" : ".",
+                      o.epilogue);
 }
 
 GemmChoice ChooseGemm(const ProblemSize& s, int compute_capability, const GemmOptions& options) {
   GemmChoice c = ChooseGemmTile(s, compute_capability);
-  c.kernel = GemmVariantName(c.kernel, options);
+  GemmOptions o = options;
+  // A tile kernel at an M its C map cannot take stores C from registers (f32 ones always do).
+  o.any_m = c.kernel.rfind("gemm/bf16_sm90", 0) == 0 && s.m % 8 != 0 && options.out_type != "f32";
+  if (o.any_m) c.why += "; C stored from registers (M is no multiple of 8: no TMA store)";
+  c.kernel = GemmVariantName(c.kernel, o);
   return c;
 }
 

@@ -23,15 +23,20 @@ struct GemmChoice {
 // has them (GemmVariantName).
 struct GemmOptions {
   std::string in_type = "bf16", out_type = "bf16", epilogue;
+  bool any_m = false;  // a tile kernel storing C from registers (set by ChooseGemm where M % 8 != 0)
 };
 // A kernel's variant name: `base` itself for bf16 in and out and no epilogue, else
-// base.<in>-<out>[.<epilogue>] (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
+// base.<in>-<out>[.any_m][.<epilogue>] (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
 std::string GemmVariantName(const std::string& base, const GemmOptions& options);
 
 // The variants of each entry-point kernel that the build bundles (and the GPU suite checks), as
 // GemmVariantName's suffixes: each type pair and each epilogue term at least once.
 inline const std::vector<std::string> kBundledGemmVariants = {
     "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu", "bf16-f32.scale.silu"};
+// The tile kernels' also: C stored from registers at any M.
+inline const std::vector<std::string> kBundledTileVariants = {
+    "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu", "bf16-f32.scale.silu",
+    "bf16-bf16.any_m", "f16-f16.any_m.bias_col.relu"};
 
 // `compute_capability`: the GPU's (90 for an H100/H200), or the one to choose for.
 GemmChoice ChooseGemm(const ProblemSize& size, int compute_capability, const GemmOptions& options = {});

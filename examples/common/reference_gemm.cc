@@ -45,6 +45,7 @@ KILN_EXAMPLE_FAMILY(reference_bf16_family,
                      [](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
                        absl::StatusOr<GemmVariant> v = ParseGemmVariant(options);
                        if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
+                       if (v->any_m) return absl::InvalidArgumentError(absl::StrCat(name, ": takes any M already (no any_m)"));
                        return BuildReference(v->in, name, v->epilogue);
                      },
                      kBundledGemmVariants});

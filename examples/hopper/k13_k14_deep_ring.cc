@@ -32,7 +32,9 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
   const int BN = shape.bn, STAGES = shape.stages, CLUSTER = shape.cluster, GROUPS = 128 / CLUSTER;
   const int PIECE_N = std::min(BN, 128);  // columns of C per staged TMA store
   const Scalar in = shape.variant.in, out = shape.variant.epilogue.out;
-  const bool direct_out = out == f32;  // f32 C: stored from registers (stmatrix moves 16-bit elements)
+  // C stored from registers: f32 (stmatrix moves 16-bit elements), or where M is no multiple of 8
+  // (C's map would need 16-byte column strides).
+  const bool direct_out = out == f32 || shape.variant.any_m;
   Kernel k(name, sm90a(), {128 * (1 + CONSUMERS)});
   TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = ragged ? 2 : 3, .by_value = true,
                                           .c_box_rows = direct_out ? 0 : PIECE_N, .c_swizzle = !direct_out,
@@ -157,9 +159,11 @@ ExampleFamily Family(const char* base, Shape shape) {
             if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
             Shape s = shape;
             s.variant = *v;
+            if (v->any_m && v->epilogue.out == f32)
+              return absl::InvalidArgumentError(absl::StrCat(name, ": f32 outputs take any M already (no any_m)"));
             return Build(name.c_str(), true, /*ragged=*/true, s);
           },
-          kBundledGemmVariants};
+          kBundledTileVariants};
 }
 KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_family, Family("gemm/bf16_sm90", {}));
 KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n128_family, Family("gemm/bf16_sm90_n128", {.bn = 128, .stages = 6, .cluster = 1}));
