@@ -4,7 +4,6 @@
 
 #include <functional>
 
-#include "examples/gemm_choice.h"
 #include "examples/gemm_spec.h"
 #include "kiln/epilogue.h"
 #include "kiln/kernel.h"

@@ -27,25 +27,6 @@ absl::StatusOr<HostEpilogue> EpilogueOf(const GemmSpec& g) {
   return e;
 }
 
-absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms) {
-  static const char* kOrder[] = {"scale", "bias_row", "bias_col", "relu", "gelu", "silu", "residual"};
-  std::vector<std::string> given = absl::StrSplit(terms, absl::ByAnyChar(".,"), absl::SkipEmpty());
-  std::vector<std::string> out;
-  for (const char* t : kOrder)
-    if (std::count(given.begin(), given.end(), t) > 1)
-      return absl::InvalidArgumentError(absl::StrCat("epilogue '", terms, "': '", t, "' twice"));
-    else if (std::count(given.begin(), given.end(), t))
-      out.push_back(t);
-  if (out.size() != given.size())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "epilogue '", terms, "': a term it does not know (scale, bias_row, bias_col, relu, gelu, silu, residual)"));
-  GemmSpec g;
-  g.epilogue = absl::StrJoin(out, ".");
-  absl::StatusOr<HostEpilogue> e = EpilogueOf(g);  // one bias, one activation
-  if (!e.ok()) return e.status();
-  return g.epilogue;
-}
-
 size_t ElementBytes(const std::string& type) { return type == "f32" ? 4 : 2; }
 
 double DecodeElement(const std::vector<uint8_t>& data, const std::string& type, size_t index) {

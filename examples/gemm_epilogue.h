@@ -22,9 +22,7 @@ struct HostEpilogue {
 };
 // The spec's epilogue; an unknown term is an error naming it.
 absl::StatusOr<HostEpilogue> EpilogueOf(const GemmSpec& g);
-// Terms in any order, ',' or '.' between them ("gelu,bias_col") in the kernels' order, '.'-joined
-// ("bias_col.gelu"), as kernel names carry them; an unknown or repeated term is an error.
-absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms);
+
 
 struct EpilogueInputs {
   float alpha = 1, beta = 0;

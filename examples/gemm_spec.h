@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "kiln/runtime/driver.h"
+#include "kiln/runtime/gemm_choice.h"
 #include "kiln/runtime/manifest.h"
 
 namespace kiln {
@@ -38,9 +39,15 @@ struct GemmSpec {
   static absl::StatusOr<GemmSpec> Parse(absl::string_view text);
 };
 
-struct ProblemSize {
-  int64_t m = 0, n = 0, k = 0;
-};
+using ProblemSize = rt::GemmSize;  // the host API's
+// The host API's kernel choice, under the examples' names.
+using rt::CanonicalEpilogue;
+using rt::ChooseGemm;
+using rt::GemmChoice;
+using rt::GemmOptions;
+using rt::GemmVariantName;
+using rt::kBundledGemmVariants;
+using rt::kBundledTileVariants;
 rt::Symbols ProblemSymbols(const ProblemSize& size);  // {M, N, K}
 
 // The smallest problem that exercises a GEMM kernel's whole protocol: at least 2x2 CTA tiles

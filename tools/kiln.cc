@@ -34,7 +34,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "examples/gemm_choice.h"
 #include "examples/gemm_epilogue.h"
 #include "examples/harness.h"
 #include "examples/plot.h"

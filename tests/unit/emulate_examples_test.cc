@@ -4,7 +4,6 @@
 #include <cmath>
 #include <vector>
 
-#include "examples/gemm_choice.h"
 #include "examples/gemm_epilogue.h"
 #include "examples/harness.h"
 #include "examples/host_data.h"

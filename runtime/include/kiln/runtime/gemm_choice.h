@@ -1,17 +1,24 @@
-// The GEMM entry point's choice of kernel for a problem (bf16 in and out, f32 accumulation; A
-// row-major, B column-major, C column-major, the layout of fast.cu and cuBLAS's TN). Where TMA's
-// 16-byte strides allow it, one of the ragged Hopper kernels: the one whose tiles waste least of
-// the machine (tiles padded past M and N, a last wave that fills few of the in-flight slots),
-// weighed by its measured speed per tile; else kiln's reference kernel, which takes any size
-// (slowly). docs/PERF.md records the rule and how the choice does against cuBLAS.
+// The GEMM entry point's choice of kernel for a problem (f32 accumulation; A row-major, B
+// column-major, C column-major, the layout of fast.cu and cuBLAS's TN; kiln/runtime/gemm.h maps
+// a row-major C onto it). Where K allows TMA (a multiple of 8), one of the ragged Hopper kernels:
+// the one whose tiles waste least of the machine (tiles padded past M and N, a last wave that
+// fills few of the in-flight slots), weighed by its measured speed per tile; for M <= 4 the
+// skinny kernel; else kiln's reference kernel, which takes any size (slowly). The kernel's
+// variant carries the element types and the fused epilogue. docs/PERF.md records the rule and
+// how the choice does against cuBLAS.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "examples/gemm_spec.h"
+#include "absl/status/statusor.h"
 
-namespace kiln::examples {
+namespace kiln::rt {
+
+struct GemmSize {
+  int64_t m = 0, n = 0, k = 0;
+};
 
 struct GemmChoice {
   std::string kernel;  // a registered kernel (bundle) name
@@ -39,6 +46,11 @@ inline const std::vector<std::string> kBundledTileVariants = {
     "bf16-bf16.any_m", "f16-f16.any_m.bias_col.relu"};
 
 // `compute_capability`: the GPU's (90 for an H100/H200), or the one to choose for.
-GemmChoice ChooseGemm(const ProblemSize& size, int compute_capability, const GemmOptions& options = {});
+GemmChoice ChooseGemm(const GemmSize& size, int compute_capability, const GemmOptions& options = {});
 
-}  // namespace kiln::examples
+// Epilogue terms in any order, ',' or '.' between them ("gelu,bias_col"), in the kernels' order,
+// '.'-joined ("bias_col.gelu"), as kernel names carry them; an unknown or repeated term, or two
+// biases or two activations, is an error.
+absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms);
+
+}  // namespace kiln::rt

@@ -1,12 +1,14 @@
-#include "examples/gemm_choice.h"
+#include "kiln/runtime/gemm_choice.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
-namespace kiln::examples {
+namespace kiln::rt {
 namespace {
 
 // A persistent Hopper kernel the entry point may run: its tile (one cluster's, for the clustered
@@ -26,7 +28,7 @@ constexpr Candidate kSm90[] = {
 
 // The share of the machine's work that is useful: tiles padded past M and N, and the last wave
 // of tiles only partly filling the in-flight slots, are lost.
-double Efficiency(const Candidate& c, const ProblemSize& s) {
+double Efficiency(const Candidate& c, const GemmSize& s) {
   const int64_t tiles_m = (s.m + c.tile_m - 1) / c.tile_m, tiles_n = (s.n + c.tile_n - 1) / c.tile_n;
   const int64_t tiles = tiles_m * tiles_n, waves = (tiles + c.in_flight - 1) / c.in_flight;
   const double padding = static_cast<double>(s.m) / (tiles_m * c.tile_m) * s.n / (tiles_n * c.tile_n);
@@ -34,9 +36,9 @@ double Efficiency(const Candidate& c, const ProblemSize& s) {
 }
 
 // Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md).
-bool Skinny(const ProblemSize& s) { return s.k % 8 == 0 && s.m <= 4; }
+bool Skinny(const GemmSize& s) { return s.k % 8 == 0 && s.m <= 4; }
 
-GemmChoice ChooseGemmTile(const ProblemSize& s, int compute_capability) {
+GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability) {
   if (Skinny(s) && compute_capability >= 80)
     return {"gemm/bf16_skinny", absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
   if (compute_capability != 90)
@@ -62,7 +64,27 @@ std::string GemmVariantName(const std::string& base, const GemmOptions& o) {
                       o.epilogue);
 }
 
-GemmChoice ChooseGemm(const ProblemSize& s, int compute_capability, const GemmOptions& options) {
+absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms) {
+  static const char* kOrder[] = {"scale", "bias_row", "bias_col", "relu", "gelu", "silu", "residual"};
+  std::vector<std::string> given = absl::StrSplit(terms, absl::ByAnyChar(".,"), absl::SkipEmpty());
+  std::vector<std::string> out;
+  int biases = 0, activations = 0;
+  for (int i = 0; i < 7; ++i) {
+    const int64_t n = std::count(given.begin(), given.end(), kOrder[i]);
+    if (n > 1) return absl::InvalidArgumentError(absl::StrCat("epilogue '", terms, "': '", kOrder[i], "' twice"));
+    if (!n) continue;
+    out.push_back(kOrder[i]);
+    biases += i == 1 || i == 2, activations += i >= 3 && i <= 5;
+  }
+  if (out.size() != given.size())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "epilogue '", terms, "': a term it does not know (scale, bias_row, bias_col, relu, gelu, silu, residual)"));
+  if (biases > 1 || activations > 1)
+    return absl::InvalidArgumentError(absl::StrCat("epilogue '", terms, "': one bias and one activation at most"));
+  return absl::StrJoin(out, ".");
+}
+
+GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptions& options) {
   GemmChoice c = ChooseGemmTile(s, compute_capability);
   GemmOptions o = options;
   // A tile kernel at an M its C map cannot take stores C from registers (f32 ones always do).
@@ -72,4 +94,4 @@ GemmChoice ChooseGemm(const ProblemSize& s, int compute_capability, const GemmOp
   return c;
 }
 
-}  // namespace kiln::examples
+}  // namespace kiln::rt

@@ -1,0 +1,63 @@
+// The GEMM entry point of the host API: C = epilogue(A * B) at any M, N, K >= 1 on the current
+// device, with the kernel ChooseGemm picks for it, loaded from a directory of bundles (`kiln
+// bundle` writes them; the build writes build/bundles). No compiler is needed.
+//
+//   kiln::rt::GemmRunner gemm("build/bundles");
+//   absl::Status s = gemm.Run({m, n, k}, {.epilogue = "bias_col,gelu"},
+//                             {.a = x, .b = w, .c = y, .bias = b, .c_row_major = true});
+//
+// Layouts: A row-major (M x K), B column-major (K x N: the N x K row-major weight of a linear
+// layer), C column-major or, with c_row_major, row-major (computed as C^T = B^T A^T, the same
+// kernels). Leading dimensions are in elements (0: packed). The tile kernels read A and B through
+// TMA, so K and the leading dimensions of A and B must be multiples of 8 and the pointers 16-byte
+// aligned; where K is not, the reference kernel runs (correct, slow).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kiln/runtime/cuda_api.h"
+#include "kiln/runtime/gemm_choice.h"
+#include "kiln/runtime/launch.h"
+
+namespace kiln::rt {
+
+struct GemmOperands {
+  cu::CUdeviceptr a = 0, b = 0, c = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;  // elements between rows of A, columns of B, C's columns (rows if row-major)
+  bool c_row_major = false;           // C, C_in and residual row-major
+  // The epilogue's (GemmOptions::epilogue): alpha, beta and C_in for "scale", bias for "bias_row"
+  // (M values) or "bias_col" (N), residual for "residual"; C_in and residual laid out like C.
+  float alpha = 1, beta = 0;
+  cu::CUdeviceptr c_in = 0, bias = 0, residual = 0;
+};
+
+// What Run would launch: the kernel, its problem (M and N swapped for a row-major C) and why.
+struct GemmPlan {
+  GemmChoice choice;
+  GemmSize size;    // as the kernel sees it
+  bool swapped = false;
+};
+// The plan for a call, or an error naming what is wrong with it (sizes, types, leading
+// dimensions, alignment, an epilogue operand missing). Needs no GPU.
+absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
+                                  int compute_capability);
+
+class GemmRunner {
+ public:
+  explicit GemmRunner(std::string bundle_dir) : dir_(std::move(bundle_dir)) {}
+  // Plans, loads the kernel (once per runner) and launches it on `stream`; does not synchronise.
+  absl::Status Run(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
+                   cu::CUstream stream = nullptr);
+
+ private:
+  absl::StatusOr<const LoadedKernel*> Kernel(const std::string& name);
+  std::string dir_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<LoadedKernel>> loaded_;
+};
+
+}  // namespace kiln::rt

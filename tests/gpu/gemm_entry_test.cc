@@ -1,0 +1,182 @@
+// The host API's GEMM entry point (kiln/runtime/gemm.h): its plans and errors here, and on a GPU
+// (with KILN_BUNDLE_DIR) its results against an fp64 product computed in this file, through
+// row- and column-major C, padded leading dimensions and epilogues.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "examples/host_data.h"
+#include "gtest/gtest.h"
+#include "kiln/runtime/driver.h"
+#include "kiln/runtime/gemm.h"
+
+namespace kiln::rt {
+namespace {
+
+constexpr cu::CUdeviceptr kAligned = 0x10000;  // a plausible device address, for plans only
+const GemmOperands kPacked = {.a = kAligned, .b = kAligned, .c = kAligned};
+
+std::string PlanError(const GemmSize& s, const GemmOptions& opt, const GemmOperands& o) {
+  absl::StatusOr<GemmPlan> p = PlanGemm(s, opt, o, 90);
+  return p.ok() ? "" : std::string(p.status().message());
+}
+
+TEST(GemmEntryPoint, PlansARowMajorCAsTheTransposedProduct) {
+  GemmOperands o = kPacked;
+  o.c_row_major = true;
+  o.bias = kAligned;
+  absl::StatusOr<GemmPlan> p = PlanGemm({128, 4096, 14336}, {.epilogue = "gelu,bias_row"}, o, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->swapped);
+  EXPECT_EQ(p->size.m, 4096);  // N x M as the kernel sees it
+  EXPECT_EQ(p->size.n, 128);
+  // The bias per row of C is per column of C^T.
+  EXPECT_EQ(p->choice.kernel.substr(p->choice.kernel.find('.')), ".bf16-bf16.bias_col.gelu");
+  absl::StatusOr<GemmPlan> col = PlanGemm({4096, 4096, 4096}, {}, kPacked, 90);
+  ASSERT_TRUE(col.ok()) << col.status();
+  EXPECT_FALSE(col->swapped);
+  EXPECT_EQ(col->choice.kernel, "gemm/bf16_sm90");
+}
+
+TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
+  const GemmSize s{256, 256, 256};
+  EXPECT_NE(PlanError({0, 1, 1}, {}, kPacked).find("at least 1"), std::string::npos);
+  EXPECT_NE(PlanError(s, {.in_type = "f32"}, kPacked).find("input type 'f32'"), std::string::npos);
+  EXPECT_NE(PlanError(s, {.out_type = "f8"}, kPacked).find("output type 'f8'"), std::string::npos);
+  EXPECT_NE(PlanError(s, {.epilogue = "relu,gelu"}, kPacked).find("one bias and one activation"), std::string::npos);
+  EXPECT_NE(PlanError(s, {.epilogue = "bias_col"}, kPacked).find("'bias_col' needs bias"), std::string::npos);
+  EXPECT_NE(PlanError(s, {.epilogue = "scale"}, kPacked).find("needs C_in"), std::string::npos);
+  EXPECT_NE(PlanError(s, {}, {.a = kAligned, .c = kAligned}).find("need device pointers"), std::string::npos);
+  GemmOperands o = kPacked;
+  o.lda = 200;
+  EXPECT_NE(PlanError(s, {}, o).find("lda = 200 is less than K = 256"), std::string::npos);
+  o.lda = 260;  // 520 bytes: no TMA stride
+  EXPECT_NE(PlanError(s, {}, o).find("multiples of 8"), std::string::npos);
+  o.lda = 264;
+  EXPECT_EQ(PlanError(s, {}, o), "");
+  o.a = kAligned + 8;
+  EXPECT_NE(PlanError(s, {}, o).find("16-byte aligned"), std::string::npos);
+  // A C stored from registers is packed: at M = 100 (no C map), or with C_in laid out like C.
+  GemmOperands padded_c = kPacked;
+  padded_c.ldc = 264;
+  EXPECT_EQ(PlanError(s, {}, padded_c), "");
+  EXPECT_NE(PlanError({100, 256, 256}, {}, padded_c).find("ldc must be M (100)"), std::string::npos);
+  padded_c.c_in = kAligned;
+  EXPECT_NE(PlanError(s, {.epilogue = "scale"}, padded_c).find("C, C_in and residual packed"), std::string::npos);
+  // K no multiple of 8: the reference kernel, which takes any strides.
+  GemmOperands odd = kPacked;
+  odd.lda = 61;
+  absl::StatusOr<GemmPlan> p = PlanGemm({100, 7, 60}, {}, odd, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel, "reference/bf16");
+}
+
+// ---- on the GPU
+
+struct Case {
+  GemmSize size;
+  GemmOptions options;
+  bool row_major_c = false;
+  int64_t pad_a = 0, pad_b = 0, pad_c = 0;  // added to the packed leading dimensions
+};
+
+float Decode(const std::vector<uint16_t>& v, size_t i, const std::string& type) {
+  return type == "f16" ? examples::HalfToFloat(v[i]) : examples::Bf16ToFloat(v[i]);
+}
+
+void RunCase(const Case& c, const char* dir) {
+  const GemmSize& s = c.size;
+  const std::string& in = c.options.in_type, out = c.options.out_type;
+  const bool half = in == "f16", f32_out = out == "f32";
+  const int64_t lda = s.k + c.pad_a, ldb = s.k + c.pad_b, ldc = (c.row_major_c ? s.n : s.m) + c.pad_c;
+  const int64_t c_cols = c.row_major_c ? s.m : s.n;  // what ldc counts
+  const std::vector<uint16_t> a = examples::RandomNormal16(s.m * lda, 11, half), b = examples::RandomNormal16(s.n * ldb, 12, half);
+  // The epilogue's inputs, in the output type (f32 ones from bf16 draws).
+  const std::vector<uint16_t> side = examples::RandomNormal16(ldc * c_cols + s.m + s.n, 13, out == "f16");
+  auto side_value = [&](size_t i) { return out == "f16" ? examples::HalfToFloat(side[i]) : examples::Bf16ToFloat(side[i]); };
+  const size_t out_bytes = f32_out ? 4 : 2;
+  std::vector<uint8_t> side_bytes(side.size() * out_bytes);
+  for (size_t i = 0; i < side.size(); ++i) {
+    if (f32_out) {
+      const float f = side_value(i);
+      std::memcpy(&side_bytes[i * 4], &f, 4);
+    } else {
+      std::memcpy(&side_bytes[i * 2], &side[i], 2);
+    }
+  }
+  auto upload = [](const void* data, size_t bytes) {
+    absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(bytes);
+    EXPECT_TRUE(buf.ok()) << buf.status();
+    if (data) EXPECT_TRUE(buf->CopyFromHost(data, bytes).ok());
+    return *std::move(buf);
+  };
+  DeviceBuffer da = upload(a.data(), a.size() * 2), db = upload(b.data(), b.size() * 2),
+               dc = upload(nullptr, ldc * c_cols * out_bytes), dside = upload(side_bytes.data(), side_bytes.size());
+  ASSERT_TRUE(dc.Fill(0xff).ok());  // NaN until written
+  // C_in shares the side buffer with the residual (the same values: each term still counts, as
+  // beta = 0.5 and the residual's weight 1 differ); bias after them.
+  const std::string& ep = c.options.epilogue;
+  const bool scale = ep.find("scale") != std::string::npos, residual = ep.find("residual") != std::string::npos;
+  const char bias = ep.find("bias_row") != std::string::npos ? 'r' : ep.find("bias_col") != std::string::npos ? 'c' : 0;
+  GemmOperands o{.a = da.ptr(), .b = db.ptr(), .c = dc.ptr(), .lda = lda, .ldb = ldb, .ldc = ldc,
+                 .c_row_major = c.row_major_c, .alpha = static_cast<float>(1 / std::sqrt(double(s.k))), .beta = 0.5f};
+  if (scale) o.c_in = dside.ptr();
+  if (residual) o.residual = dside.ptr();
+  const size_t bias_at = ldc * c_cols;
+  if (bias) o.bias = dside.ptr() + bias_at * out_bytes;
+  GemmRunner runner(dir);
+  absl::Status st = runner.Run(s, c.options, o);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_TRUE(Synchronize().ok());
+  std::vector<uint8_t> got(ldc * c_cols * out_bytes);
+  ASSERT_TRUE(dc.CopyToHost(got.data(), got.size()).ok());
+
+  double err2 = 0, ref2 = 0;
+  int64_t nans = 0;
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j) {
+      double x = 0;
+      for (int64_t kk = 0; kk < s.k; ++kk) x += double(Decode(a, i * lda + kk, in)) * Decode(b, j * ldb + kk, in);
+      const size_t at = c.row_major_c ? i * ldc + j : j * ldc + i;
+      if (scale) x = double(o.alpha) * x + 0.5 * side_value(at);
+      if (bias) x += side_value(bias_at + (bias == 'r' ? i : j));
+      if (ep.find("relu") != std::string::npos) x = std::max(x, 0.0);
+      if (ep.find("gelu") != std::string::npos) x = 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+      if (ep.find("silu") != std::string::npos) x = x / (1 + std::exp(-x));
+      if (residual) x += side_value(at);
+      double y;
+      if (f32_out) {
+        float f;
+        std::memcpy(&f, &got[at * 4], 4);
+        y = f;
+      } else {
+        uint16_t h;
+        std::memcpy(&h, &got[at * 2], 2);
+        y = out == "f16" ? examples::HalfToFloat(h) : examples::Bf16ToFloat(h);
+      }
+      if (!std::isfinite(y)) ++nans;
+      err2 += (y - x) * (y - x), ref2 += x * x;
+    }
+  const double rel = std::sqrt(err2 / std::max(ref2, 1e-30));
+  EXPECT_EQ(nans, 0) << s.m << "x" << s.n << "x" << s.k;
+  EXPECT_LT(rel, f32_out ? 1e-4 : 1e-2) << s.m << "x" << s.n << "x" << s.k << " " << c.options.epilogue;
+}
+
+TEST(GemmEntryPointGpu, MatchesFp64ThroughLayoutsPaddingAndEpilogues) {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) GTEST_SKIP() << "no GPU here: " << d.status().message();
+  const char* dir = std::getenv("KILN_BUNDLE_DIR");
+  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  RunCase({.size = {264, 300, 200}}, dir);                                           // the 128x64 tiles, ragged
+  RunCase({.size = {1024, 1000, 512}, .row_major_c = true, .pad_a = 8, .pad_b = 16}, dir);  // swapped, padded A and B
+  RunCase({.size = {512, 384, 256}, .pad_a = 24, .pad_c = 40}, dir);                 // a padded C map
+  // A row-major C with a bias per row: per column of the C^T the kernel computes.
+  RunCase({.size = {300, 264, 200}, .options = {.epilogue = "scale,bias_row,gelu,residual"}, .row_major_c = true}, dir);
+  RunCase({.size = {131, 200, 88}, .options = {.out_type = "f32", .epilogue = "scale,silu"}}, dir);  // any M
+  RunCase({.size = {3, 4096, 256}, .options = {.in_type = "f16", .out_type = "f16", .epilogue = "bias_row,relu"}}, dir);
+  RunCase({.size = {100, 7, 60}, .pad_a = 1, .pad_b = 3}, dir);                      // the reference, K % 8 != 0
+}
+
+}  // namespace
+}  // namespace kiln::rt
