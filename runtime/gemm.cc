@@ -29,7 +29,7 @@ Leading LeadingOf(const GemmSize& s, const GemmOperands& o) {
 }  // namespace
 
 absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options, const GemmOperands& o,
-                                  int compute_capability) {
+                                  int compute_capability, const GemmTuneCache* tuned) {
   if (size.m < 1 || size.n < 1 || size.k < 1)
     return Invalid(absl::StrCat("M, N, K must be at least 1 (got ", size.m, "x", size.n, "x", size.k, ")"));
   if (size.m > INT32_MAX || size.n > INT32_MAX || size.k > INT32_MAX) return Invalid("M, N and K must fit in 32 bits");
@@ -62,7 +62,7 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
     if (!reordered.ok()) return reordered.status();
     kernel_options.epilogue = *reordered;
   }
-  plan.choice = ChooseGemm(plan.size, compute_capability, kernel_options);
+  plan.choice = ChooseGemm(plan.size, compute_capability, kernel_options, tuned);
 
   // What the chosen kernel can take beyond packed operands.
   GemmOperands k = o;
@@ -102,7 +102,17 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
                              cu::CUstream stream) {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
-  absl::StatusOr<GemmPlan> plan = PlanGemm(size, options, operands, (*d)->compute_capability());
+  const GemmTuneCache* tuned = nullptr;
+  if (!tune_path_.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!tuned_) {
+      absl::StatusOr<GemmTuneCache> read = GemmTuneCache::Read(tune_path_);
+      if (!read.ok()) return read.status();
+      tuned_ = *std::move(read);
+    }
+    tuned = &*tuned_;
+  }
+  absl::StatusOr<GemmPlan> plan = PlanGemm(size, options, operands, (*d)->compute_capability(), tuned);
   if (!plan.ok()) return plan.status();
   absl::StatusOr<const LoadedKernel*> kernel = Kernel(plan->choice.kernel);
   if (!kernel.ok()) return kernel.status();

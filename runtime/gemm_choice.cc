@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -84,8 +86,63 @@ absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms) {
   return absl::StrJoin(out, ".");
 }
 
-GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptions& options) {
+absl::StatusOr<GemmTuneCache> GemmTuneCache::Read(const std::string& path) {
+  GemmTuneCache cache;
+  std::ifstream in(path);
+  if (!in) return cache;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const std::string text = line.substr(0, line.find('#'));
+    std::vector<std::string> w = absl::StrSplit(text, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (w.empty()) continue;
+    int cc = 0;
+    GemmSize s;
+    double ms = 0;
+    if (w.size() != 6 || w[0].rfind("sm_", 0) != 0 || !absl::SimpleAtoi(w[0].substr(3), &cc) ||
+        !absl::SimpleAtoi(w[1], &s.m) || !absl::SimpleAtoi(w[2], &s.n) || !absl::SimpleAtoi(w[3], &s.k) ||
+        !absl::SimpleAtod(w[5], &ms))
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", number, ": not 'sm_<cc> M N K kernel ms': ", line));
+    cache.Set(cc, s, w[4], ms);
+  }
+  return cache;
+}
+
+absl::Status GemmTuneCache::Write(const std::string& path) const {
+  std::ofstream out(path);
+  out << "# kiln tune: the fastest GEMM kernel measured per GPU and size (sm_<cc> M N K kernel ms)\n";
+  for (const auto& [key, e] : entries_)
+    out << "sm_" << std::get<0>(key) << " " << std::get<1>(key) << " " << std::get<2>(key) << " " << std::get<3>(key)
+        << " " << e.kernel << " " << absl::StrFormat("%.4f", e.ms) << "\n";
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+const std::string* GemmTuneCache::Find(int cc, const GemmSize& s) const {
+  auto it = entries_.find({cc, s.m, s.n, s.k});
+  return it == entries_.end() ? nullptr : &it->second.kernel;
+}
+
+void GemmTuneCache::Set(int cc, const GemmSize& s, const std::string& kernel, double ms) {
+  entries_[{cc, s.m, s.n, s.k}] = {kernel, ms};
+}
+
+std::vector<std::string> GemmCandidates(const GemmSize& s, int compute_capability) {
+  std::vector<std::string> c;
+  if (s.k % 8 == 0 && compute_capability == 90)
+    for (const Candidate& t : kSm90) c.push_back(t.kernel);
+  if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64) c.push_back("gemm/bf16_skinny");
+  if (c.empty()) c.push_back("reference/bf16");
+  return c;
+}
+
+GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptions& options,
+                      const GemmTuneCache* tuned) {
   GemmChoice c = ChooseGemmTile(s, compute_capability);
+  if (const std::string* best = tuned ? tuned->Find(compute_capability, s) : nullptr) {
+    const std::vector<std::string> can = GemmCandidates(s, compute_capability);
+    if (std::find(can.begin(), can.end(), *best) != can.end())
+      c = {*best, "the fastest kiln tune measured at this size"};
+  }
   GemmOptions o = options;
   // A tile kernel at an M its C map cannot take stores C from registers (f32 ones always do).
   o.any_m = c.kernel.rfind("gemm/bf16_sm90", 0) == 0 && s.m % 8 != 0 && options.out_type != "f32";

@@ -77,6 +77,8 @@ ABSL_FLAG(std::string, out_dtype, "", "`kiln gemm`: the output type, bf16, f16 o
 ABSL_FLAG(std::string, epilogue, "",
           "`kiln gemm`: fused epilogue terms, comma-separated: scale (alpha, beta, C_in), bias_row or bias_col, "
           "relu, gelu or silu, residual");
+ABSL_FLAG(std::string, tune_cache, "",
+          "`kiln tune` writes (adds to) this file the fastest kernel per size; `kiln gemm` reads it");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
 ABSL_FLAG(std::string, out, "",
           "`kiln bench`: also write the results as TSV here (GEMM rows: name M N K ms TFLOPS cuBLAS-ms "
@@ -699,34 +701,84 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
   return failures ? 1 : 0;
 }
 
-// The GEMM entry point: C = A * B at any M, N, K >= 1 (bf16; A row-major, B and C column-major)
-// with the kernel ChooseGemm picks for this GPU, checked against cuBLAS and fp64 spot checks and
-// timed with it, for --m --n --k or each of --sizes (then with the geometric mean of the ratio to
-// cuBLAS); --emulate runs the choice for an H100 on the CPU emulator instead.
-int Gemm(const std::vector<std::string>& args) {
+// kiln gemm's and kiln tune's problem sizes: --m --n --k, or each of --sizes; empty after a
+// usage message.
+std::vector<kiln::examples::ProblemSize> GemmSizes(const std::vector<std::string>& args, const char* command) {
   std::vector<kiln::examples::ProblemSize> sizes = {
       {absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)}};
   if (!sizes[0].m && !sizes[0].n && !sizes[0].k) {
     absl::StatusOr<std::vector<kiln::examples::ProblemSize>> list = ParseSizes(absl::GetFlag(FLAGS_sizes));
-    if (!list.ok()) return Fail(list.status());
+    if (!list.ok()) {
+      std::cerr << "kiln: " << list.status().message() << "\n";
+      return {};
+    }
     sizes = *list;
   }
   for (const kiln::examples::ProblemSize& size : sizes)
     if (!args.empty() || size.m < 1 || size.n < 1 || size.k < 1) {
-      std::cerr << "usage: kiln gemm (--m M --n N --k K | --sizes MxNxK,...) [--dtype bf16|f16] "
-                   "[--out_dtype bf16|f16|f32] [--epilogue TERMS] [--emulate]  (sizes at least 1)\n";
-      return 2;
+      std::cerr << "usage: kiln " << command << " (--m M --n N --k K | --sizes MxNxK,...) [--dtype bf16|f16] "
+                   "[--out_dtype bf16|f16|f32] [--epilogue TERMS] [--tune_cache FILE]"
+                << (std::string(command) == "gemm" ? " [--emulate]" : "") << "  (sizes at least 1)\n";
+      return {};
     }
+  return sizes;
+}
+
+absl::StatusOr<kiln::examples::GemmOptions> GemmOptionsFromFlags() {
   kiln::examples::GemmOptions options;
   options.in_type = absl::GetFlag(FLAGS_dtype);
   options.out_type = absl::GetFlag(FLAGS_out_dtype).empty() ? options.in_type : absl::GetFlag(FLAGS_out_dtype);
   if (options.in_type != "bf16" && options.in_type != "f16")
-    return Fail(absl::InvalidArgumentError(absl::StrCat("--dtype ", options.in_type, ": bf16 or f16")));
+    return absl::InvalidArgumentError(absl::StrCat("--dtype ", options.in_type, ": bf16 or f16"));
   if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
-    return Fail(absl::InvalidArgumentError(absl::StrCat("--out_dtype ", options.out_type, ": bf16, f16 or f32")));
+    return absl::InvalidArgumentError(absl::StrCat("--out_dtype ", options.out_type, ": bf16, f16 or f32"));
   absl::StatusOr<std::string> epilogue = kiln::examples::CanonicalEpilogue(absl::GetFlag(FLAGS_epilogue));
-  if (!epilogue.ok()) return Fail(epilogue.status());
+  if (!epilogue.ok()) return epilogue.status();
   options.epilogue = *epilogue;
+  return options;
+}
+
+// One GEMM kernel of the entry point at one size, checked against cuBLAS and fp64 spot checks
+// and timed with cuBLAS (or, `emulate`, checked on the emulator).
+absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& name,
+                                                          const kiln::examples::ProblemSize& size, bool emulate) {
+  absl::StatusOr<Bundle> b = GetBundle(name);
+  if (!b.ok() && !Compiling() && absl::IsNotFound(b.status()))
+    return absl::NotFoundError(absl::StrCat(
+        b.status().message(), ": this kiln runs bundles only; write that variant's with `kiln bundle ", name,
+        "` where kiln has its compiler (the build bundles ", absl::StrJoin(kiln::examples::kBundledGemmVariants, ", "),
+        ")"));
+  if (!b.ok()) return b.status();
+  // One layout whatever the kernel: the reference indexes through strides, so it is told C is
+  // column-major like the others.
+  std::optional<kiln::examples::GemmSpec> spec = kiln::examples::GemmOf(b->manifest);
+  if (!spec) return absl::InternalError(absl::StrCat(name, " is not a GEMM"));
+  spec->c_order = "col";
+  kiln::examples::SetGemmSpec(b->manifest, *spec);
+  kiln::examples::RunOptions opt;
+  opt.size = size;
+  opt.iterations = absl::GetFlag(FLAGS_iters);
+  return emulate ? kiln::examples::EmulateGemm(*b, opt, 1) : kiln::examples::RunGemm(*b, nullptr, opt);
+}
+
+// The tune cache named by --tune_cache (empty where none is).
+absl::StatusOr<kiln::rt::GemmTuneCache> TuneCacheFromFlag() {
+  if (absl::GetFlag(FLAGS_tune_cache).empty()) return kiln::rt::GemmTuneCache();
+  return kiln::rt::GemmTuneCache::Read(absl::GetFlag(FLAGS_tune_cache));
+}
+
+// The GEMM entry point: C = epilogue(A * B) at any M, N, K >= 1 (A row-major, B and C
+// column-major) with the kernel ChooseGemm picks for this GPU (or --tune_cache's measured one),
+// checked against cuBLAS and fp64 spot checks and timed with it, for --m --n --k or each of
+// --sizes (then with the geometric mean of the ratio to cuBLAS); --emulate runs the choice for an
+// H100 on the CPU emulator instead.
+int Gemm(const std::vector<std::string>& args) {
+  const std::vector<kiln::examples::ProblemSize> sizes = GemmSizes(args, "gemm");
+  if (sizes.empty()) return 2;
+  absl::StatusOr<kiln::examples::GemmOptions> options = GemmOptionsFromFlags();
+  if (!options.ok()) return Fail(options.status());
+  absl::StatusOr<kiln::rt::GemmTuneCache> tuned = TuneCacheFromFlag();
+  if (!tuned.ok()) return Fail(tuned.status());
   const bool emulate = absl::GetFlag(FLAGS_emulate);
   int cc = 90;
   if (!emulate) {
@@ -743,26 +795,11 @@ int Gemm(const std::vector<std::string>& args) {
   double log_ratio = 0, worst = 0;
   int timed = 0;
   for (const kiln::examples::ProblemSize& size : sizes) {
-    const kiln::examples::GemmChoice choice = kiln::examples::ChooseGemm(size, cc, options);
+    const kiln::examples::GemmChoice choice = kiln::examples::ChooseGemm(size, cc, *options, &*tuned);
     std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": " << choice.kernel << " (" << choice.why
               << ")" << std::endl;
-    absl::StatusOr<Bundle> b = GetBundle(choice.kernel);
-    if (!b.ok() && !Compiling() && absl::IsNotFound(b.status()))
-      return Fail(absl::NotFoundError(absl::StrCat(
-          b.status().message(), ": this kiln runs bundles only; write that variant's with `kiln bundle ", choice.kernel,
-          "` where kiln has its compiler (the build bundles ", absl::StrJoin(kiln::examples::kBundledGemmVariants, ", "), ")")));
-    if (!b.ok()) return Fail(b.status());
-    // One layout whatever the kernel: the reference indexes through strides, so it is told C is
-    // column-major like the others.
-    std::optional<kiln::examples::GemmSpec> spec = kiln::examples::GemmOf(b->manifest);
-    if (!spec) return Fail(absl::InternalError(absl::StrCat(choice.kernel, " is not a GEMM")));
-    spec->c_order = "col";
-    kiln::examples::SetGemmSpec(b->manifest, *spec);
-    kiln::examples::RunOptions opt;
-    opt.size = size;
-    opt.iterations = absl::GetFlag(FLAGS_iters);
-    absl::StatusOr<kiln::examples::GemmResult> r =
-        emulate ? kiln::examples::EmulateGemm(*b, opt, 1) : kiln::examples::RunGemm(*b, nullptr, opt);
+    absl::StatusOr<kiln::examples::GemmResult> r = RunEntryKernel(choice.kernel, size, emulate);
+    if (absl::IsNotFound(r.status())) return Fail(r.status());
     if (!r.ok()) {
       std::cout << size.m << "x" << size.n << "x" << size.k << ": " << r.status().message() << std::endl;
       ++failures;
@@ -791,11 +828,58 @@ int Gemm(const std::vector<std::string>& args) {
   return failures ? 1 : 0;
 }
 
+// kiln tune: every kernel that can run each size (GemmCandidates), checked and timed on this GPU
+// in its plain form (the types and epilogue do not change which tile is fastest much); the
+// fastest correct one goes to --tune_cache, which kiln gemm and GemmRunner read.
+int Tune(const std::vector<std::string>& args) {
+  const std::vector<kiln::examples::ProblemSize> sizes = GemmSizes(args, "tune");
+  if (sizes.empty()) return 2;
+  const std::string path = absl::GetFlag(FLAGS_tune_cache);
+  if (path.empty()) return Fail(absl::InvalidArgumentError("kiln tune writes its choices to --tune_cache FILE"));
+  absl::StatusOr<kiln::rt::GemmTuneCache> cache = kiln::rt::GemmTuneCache::Read(path);
+  if (!cache.ok()) return Fail(cache.status());
+  absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+  if (!d.ok()) return Fail(d.status());
+  const int cc = (*d)->compute_capability();
+  PrintDevice();
+  std::cout << kiln::examples::TableHeader() << std::endl;
+  int failures = 0;
+  for (const kiln::examples::ProblemSize& size : sizes) {
+    std::string best;
+    double best_ms = 0;
+    for (const std::string& base : kiln::rt::GemmCandidates(size, cc)) {
+      kiln::examples::GemmOptions plain;
+      plain.any_m = base.rfind("gemm/bf16_sm90", 0) == 0 && size.m % 8 != 0;
+      absl::StatusOr<kiln::examples::GemmResult> r =
+          RunEntryKernel(kiln::examples::GemmVariantName(base, plain), size, false);
+      if (!r.ok()) {
+        std::cout << base << " " << size.m << "x" << size.n << "x" << size.k << ": " << r.status().message() << std::endl;
+        ++failures;
+        continue;
+      }
+      std::cout << kiln::examples::TableRow(*r) << std::endl;
+      if (r->passed && (best.empty() || r->ms < best_ms)) best = base, best_ms = r->ms;
+    }
+    const kiln::examples::GemmChoice rule = kiln::examples::ChooseGemm(size, cc);
+    if (best.empty()) {
+      std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": no candidate passed" << std::endl;
+      ++failures;
+      continue;
+    }
+    cache->Set(cc, size, best, best_ms);
+    std::cout << absl::StrFormat("# %dx%dx%d: fastest %s (%.4f ms); the rule picks %s\n", size.m, size.n, size.k, best,
+                                 best_ms, rule.kernel);
+  }
+  if (absl::Status st = cache->Write(path); !st.ok()) return Fail(st);
+  std::cout << "# " << cache->size() << " entries in " << path << std::endl;
+  return failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | check [NAME...] | emulate NAME | crosscheck [NAME...] | gemm --m --n --k | plot TSV | run NAME | bench [NAME...]");
+      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | check [NAME...] | emulate NAME | crosscheck [NAME...] | gemm --m --n --k | tune --sizes | plot TSV | run NAME | bench [NAME...]");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   if (args.empty()) {
@@ -837,6 +921,7 @@ int main(int argc, char** argv) {
 #endif
   }
   if (command == "gemm") return Gemm(args);
+  if (command == "tune") return Tune(args);
   if (command == "plot") {  // the charts of a results TSV written before (kiln bench/gemm --out)
     if (args.size() != 1) {
       std::cerr << "usage: kiln plot RESULTS.tsv   (writes RESULTS-ratio.svg and RESULTS-versions.svg)\n";

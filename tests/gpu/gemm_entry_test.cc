@@ -3,7 +3,9 @@
 // row- and column-major C, padded leading dimensions and epilogues.
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "examples/host_data.h"
@@ -70,6 +72,35 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   absl::StatusOr<GemmPlan> p = PlanGemm({100, 7, 60}, {}, odd, 90);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "reference/bf16");
+}
+
+TEST(GemmTuneCache, WrittenReadBackAndPreferredOverTheRule) {
+  const std::string path = ::testing::TempDir() + "/kiln_tune_test.txt";
+  std::remove(path.c_str());
+  absl::StatusOr<GemmTuneCache> empty = GemmTuneCache::Read(path);  // absent: empty
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->size(), 0u);
+  GemmTuneCache cache;
+  cache.Set(90, {256, 10240, 8192}, "gemm/bf16_sm90_n128", 0.21);
+  cache.Set(90, {256, 10240, 8192}, "gemm/bf16_sm90_n64", 0.20);  // a later measurement replaces it
+  cache.Set(90, {1024, 4096, 4096}, "gemm/bf16_skinny", 0.5);  // not a candidate past M = 64: ignored
+  ASSERT_TRUE(cache.Write(path).ok());
+  absl::StatusOr<GemmTuneCache> back = GemmTuneCache::Read(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->size(), 2u);
+  EXPECT_EQ(ChooseGemm({256, 10240, 8192}, 90).kernel, "gemm/bf16_sm90");  // the rule
+  const GemmChoice tuned = ChooseGemm({256, 10240, 8192}, 90, {.epilogue = "relu"}, &*back);
+  EXPECT_EQ(tuned.kernel, "gemm/bf16_sm90_n64.bf16-bf16.relu");
+  EXPECT_NE(tuned.why.find("kiln tune"), std::string::npos);
+  EXPECT_EQ(ChooseGemm({256, 10240, 8192}, 80, {}, &*back).kernel, "reference/bf16");  // another GPU's entry
+  EXPECT_EQ(ChooseGemm({1024, 4096, 4096}, 90, {}, &*back).kernel, "gemm/bf16_sm90");
+  {
+    std::ofstream bad(path, std::ios::app);
+    bad << "sm_90 64 64 gemm/bf16_sm90 0.1\n";
+  }
+  absl::StatusOr<GemmTuneCache> broken = GemmTuneCache::Read(path);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find(":4: not 'sm_<cc> M N K kernel ms'"), std::string::npos) << broken.status();
 }
 
 // ---- on the GPU

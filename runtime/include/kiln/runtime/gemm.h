@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -44,19 +45,22 @@ struct GemmPlan {
 // The plan for a call, or an error naming what is wrong with it (sizes, types, leading
 // dimensions, alignment, an epilogue operand missing). Needs no GPU.
 absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
-                                  int compute_capability);
+                                  int compute_capability, const GemmTuneCache* tuned = nullptr);
 
 class GemmRunner {
  public:
-  explicit GemmRunner(std::string bundle_dir) : dir_(std::move(bundle_dir)) {}
+  // `tune_cache`: a file `kiln tune` wrote, whose measured choices win over the rule ("": none).
+  explicit GemmRunner(std::string bundle_dir, std::string tune_cache = "")
+      : dir_(std::move(bundle_dir)), tune_path_(std::move(tune_cache)) {}
   // Plans, loads the kernel (once per runner) and launches it on `stream`; does not synchronise.
   absl::Status Run(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
                    cu::CUstream stream = nullptr);
 
  private:
   absl::StatusOr<const LoadedKernel*> Kernel(const std::string& name);
-  std::string dir_;
+  std::string dir_, tune_path_;
   std::mutex mu_;
+  std::optional<GemmTuneCache> tuned_;  // read at the first Run
   std::map<std::string, std::unique_ptr<LoadedKernel>> loaded_;
 };
 

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -45,8 +47,34 @@ inline const std::vector<std::string> kBundledTileVariants = {
     "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu", "bf16-f32.scale.silu",
     "bf16-bf16.any_m", "f16-f16.any_m.bias_col.relu"};
 
-// `compute_capability`: the GPU's (90 for an H100/H200), or the one to choose for.
-GemmChoice ChooseGemm(const GemmSize& size, int compute_capability, const GemmOptions& options = {});
+// What `kiln tune` measured: the fastest kernel (its tile: the base name, before any variant
+// options) per GPU and problem size. A text file, one line per entry,
+//   sm_<cc> <M> <N> <K> <kernel> <milliseconds>
+// later lines replacing earlier ones; '#' starts a comment.
+class GemmTuneCache {
+ public:
+  // An absent file is an empty cache; a line that does not parse is an error naming it.
+  static absl::StatusOr<GemmTuneCache> Read(const std::string& path);
+  absl::Status Write(const std::string& path) const;
+  const std::string* Find(int compute_capability, const GemmSize& size) const;
+  void Set(int compute_capability, const GemmSize& size, const std::string& kernel, double ms);
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    std::string kernel;
+    double ms = 0;
+  };
+  std::map<std::tuple<int, int64_t, int64_t, int64_t>, Entry> entries_;
+};
+
+// The kernels (tiles) that can run a problem on this GPU and that `kiln tune` measures.
+std::vector<std::string> GemmCandidates(const GemmSize& size, int compute_capability);
+
+// `compute_capability`: the GPU's (90 for an H100/H200), or the one to choose for. A tuned
+// entry for the size, where `tuned` has one, wins over the rule.
+GemmChoice ChooseGemm(const GemmSize& size, int compute_capability, const GemmOptions& options = {},
+                      const GemmTuneCache* tuned = nullptr);
 
 // Epilogue terms in any order, ',' or '.' between them ("gelu,bias_col"), in the kernels' order,
 // '.'-joined ("bias_col.gelu"), as kernel names carry them; an unknown or repeated term, or two
