@@ -35,6 +35,7 @@ struct GemmResult {
   bool passed = false;
   std::string failure;                // why it did not pass
   std::string note;                   // a caveat about the measurement (e.g. cluster waves)
+  double weight_gbps = 0, copy_gbps = 0;  // M <= 64: B's bytes / time, and a device copy's (read + write)
   uint64_t schedule_seed = 0;         // the emulator's schedule (EmulateGemm)
   std::vector<uint16_t> output;       // a 16-bit C as the kernel wrote it (EmulateGemm; RunGemm with keep_output)
 };

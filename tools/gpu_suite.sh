@@ -2,7 +2,8 @@
 # The whole GPU suite in one command, on a GPU machine without LLVM: the runtime-only build's
 # tests (driver, JIT errors, every bundle's correctness), the GPU's outputs against the CPU
 # emulator's (kiln crosscheck), the GEMM entry point at ragged sizes, in its typed and epilogue
-# variants and over the model-shape sweep, and the benchmark table.
+# variants and over the model-shape sweep, kiln tune on the sweep's hardest shapes, and the
+# benchmark table.
 #   KILN_RT_BUILD  runtime-only build directory   (default build-rt)
 #   KILN_BUNDLES   bundle directory                (default build/bundles)
 #   KILN_SIZES     bench sizes                     (default 4096,8192,6144x4096x2048)
@@ -30,7 +31,7 @@ KILN_REFERENCE=kiln timeout 120 "$rt/bin/kiln" --bundles "$bundles" bench --size
   --iters 3 "$@" || status=1
 echo "== the GEMM entry point (kiln gemm): ragged sizes, then the model-shape sweep with its geometric mean"
 sweep=""
-for m in 128 256 1024 4096 16384; do
+for m in 1 16 64 128 256 1024 4096 16384; do
   for nk in 6144x4096 4096x4096 28672x4096 4096x14336 10240x8192 8192x28672; do sweep="$sweep,${m}x${nk}"; done
 done
 # Ragged: M in {1, 7, 100, 1000, 4095} with each (N, K) of the sweep; N, then K, in that set at
@@ -53,6 +54,14 @@ for v in f16:f16: bf16:f32: bf16:bf16:scale,bias_col,gelu,residual f16:f16:bias_
 done
 timeout 300 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 20 --sizes "${sweep#,}" --out "$out/gemm_sweep.tsv" \
   2>&1 | grep -v '^# [0-9]*x' | tee "$out/gemm_sweep.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+echo "== kiln tune: every candidate kernel timed at the sweep's hardest shapes, the fastest to a cache kiln gemm reads"
+tuned=256x10240x8192,256x6144x4096,128x4096x4096,64x4096x4096,16x28672x4096
+timeout 240 "$rt/bin/kiln" --bundles "$bundles" tune --iters 10 --sizes "$tuned" --tune_cache "$out/tune.txt" \
+  2>&1 | grep '^# ' | tee "$out/tune.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+timeout 120 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 20 --sizes "$tuned" --tune_cache "$out/tune.txt" \
+  2>&1 | grep -v '^# [0-9]*x' | tee -a "$out/tune.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 echo "== bench"
 timeout 420 "$rt/bin/kiln" --bundles "$bundles" bench --sizes "$sizes" --out "$out/bench.tsv" "$@" \

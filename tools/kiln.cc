@@ -812,6 +812,7 @@ int Gemm(const std::vector<std::string>& args) {
       continue;
     }
     std::cout << kiln::examples::TableRow(*r) << std::endl;
+    if (!r->note.empty()) std::cout << "#   note: " << r->note << std::endl;
     if (tsv.is_open()) tsv << kiln::examples::TsvRow(*r) << "\n";
     if (r->passed && r->cublas_tflops > 0) {
       const double ratio = r->tflops / r->cublas_tflops;
