@@ -15,21 +15,22 @@ sizes=${KILN_SIZES:-4096,8192,6144x4096x2048}
 out=${OUT:-/tmp/kiln-gpu}
 mkdir -p "$out"
 status=0
+section() { echo "== $1   [${SECONDS}s]"; }  # each section's start, seconds into the suite
 
-echo "== device"
+section "device"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || status=1
-echo "== ldd $rt/bin/kiln"
+section "ldd $rt/bin/kiln"
 ldd "$rt/bin/kiln"
-echo "== runtime tests (bundles from $bundles)"
+section "runtime tests (bundles from $bundles)"
 KILN_BUNDLE_DIR="$bundles" timeout 300 "$rt/bin/runtime_test" --gtest_brief=1 >"$out/runtime_test.log" 2>&1 || status=1
 tail -n 15 "$out/runtime_test.log"
-echo "== the GPU's outputs against the emulator's on the same inputs, element by element"
+section "the GPU's outputs against the emulator's on the same inputs, element by element"
 timeout 300 "$rt/bin/kiln" --bundles "$bundles" crosscheck 2>&1 | tee "$out/crosscheck.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
-echo "== checked against kiln's reference kernel instead of cuBLAS (KILN_REFERENCE=kiln)"
+section "checked against kiln's reference kernel instead of cuBLAS (KILN_REFERENCE=kiln)"
 KILN_REFERENCE=kiln timeout 120 "$rt/bin/kiln" --bundles "$bundles" bench --sizes 2048,4096x2048x1024 \
   --iters 3 "$@" || status=1
-echo "== the GEMM entry point (kiln gemm): ragged sizes, then the model-shape sweep with its geometric mean"
+section "the GEMM entry point (kiln gemm): ragged sizes, then the model-shape sweep with its geometric mean"
 sweep=""
 for m in 1 16 64 128 256 1024 4096 16384; do
   for nk in 6144x4096 4096x4096 28672x4096 4096x14336 10240x8192 8192x28672; do sweep="$sweep,${m}x${nk}"; done
@@ -44,27 +45,28 @@ done
 timeout 420 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 3 --sizes "${ragged#,}" 2>&1 \
   | grep -v '^# [0-9]*x' | tee "$out/gemm_ragged.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
-echo "== the bundled variants (input and output types, each epilogue term) on each kind of kernel"
+section "the bundled variants (input and output types, each epilogue term) on each kind of kernel"
 for v in f16:f16: bf16:f32: bf16:bf16:scale,bias_col,gelu,residual f16:f16:bias_row,relu bf16:f32:scale,silu; do
   IFS=: read -r in outt epi <<<"$v"
-  timeout 120 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 5 --dtype "$in" --out_dtype "$outt" --epilogue "$epi" \
+  timeout 120 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 3 --dtype "$in" --out_dtype "$outt" --epilogue "$epi" \
     --sizes 1x4096x4096,13x1000x64,100x100x100,264x300x200,4096x4096x4096,1024x6144x4096,128x4096x14336 2>&1 \
     | grep -v '^# [0-9]*x' | tee -a "$out/gemm_variants.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done
-timeout 300 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 20 --sizes "${sweep#,}" --out "$out/gemm_sweep.tsv" \
+timeout 300 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 10 --sizes "${sweep#,}" --out "$out/gemm_sweep.tsv" \
   2>&1 | grep -v '^# [0-9]*x' | tee "$out/gemm_sweep.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
-echo "== kiln tune: every candidate kernel timed at the sweep's hardest shapes, the fastest to a cache kiln gemm reads"
+section "kiln tune: every candidate kernel timed at the sweep's hardest shapes, the fastest to a cache kiln gemm reads"
 tuned=256x10240x8192,256x6144x4096,128x4096x4096,64x4096x4096,16x28672x4096
-timeout 240 "$rt/bin/kiln" --bundles "$bundles" tune --iters 10 --sizes "$tuned" --tune_cache "$out/tune.txt" \
+timeout 240 "$rt/bin/kiln" --bundles "$bundles" tune --iters 5 --sizes "$tuned" --tune_cache "$out/tune.txt" \
   2>&1 | grep '^# ' | tee "$out/tune.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
-timeout 120 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 20 --sizes "$tuned" --tune_cache "$out/tune.txt" \
+timeout 120 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 10 --sizes "$tuned" --tune_cache "$out/tune.txt" \
   2>&1 | grep -v '^# [0-9]*x' | tee -a "$out/tune.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
-echo "== bench"
+section "bench"
 timeout 420 "$rt/bin/kiln" --bundles "$bundles" bench --sizes "$sizes" --out "$out/bench.tsv" "$@" \
   2>&1 | tee "$out/bench.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+section "done"
 exit $status

@@ -42,10 +42,11 @@ std::string GemmVariantName(const std::string& base, const GemmOptions& options)
 // GemmVariantName's suffixes: each type pair and each epilogue term at least once.
 inline const std::vector<std::string> kBundledGemmVariants = {
     "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu", "bf16-f32.scale.silu"};
-// The tile kernels' also: C stored from registers at any M.
+// The tile kernels': those, and the 16-bit ones again storing C from registers (any_m), which
+// ChooseGemm picks where M is no multiple of 8.
 inline const std::vector<std::string> kBundledTileVariants = {
     "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu", "bf16-f32.scale.silu",
-    "bf16-bf16.any_m", "f16-f16.any_m.bias_col.relu"};
+    "bf16-bf16.any_m", "f16-f16.any_m", "bf16-bf16.any_m.scale.bias_col.gelu.residual", "f16-f16.any_m.bias_row.relu"};
 
 // What `kiln tune` measured: the fastest kernel (its tile: the base name, before any variant
 // options) per GPU and problem size. A text file, one line per entry,
