@@ -206,6 +206,18 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
   return GemmVariant{*in_type, any_m, *epilogue};
 }
 
+ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile, GemmVariantBuild build) {
+  return {base, summary,
+          [tile, build](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
+            absl::StatusOr<GemmVariant> v = ParseGemmVariant(options);
+            if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
+            if (v->any_m && (!tile || v->epilogue.out == f32))
+              return absl::InvalidArgumentError(absl::StrCat(name, ": takes any M already (no any_m)"));
+            return build(name, *v);
+          },
+          tile ? kBundledTileVariants : kBundledGemmVariants};
+}
+
 ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots) {
   return {absl::StrCat("M/", tile_m), absl::StrCat("N/", tile_n), groups, slots};
 }

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "examples/gemm_spec.h"
+#include "examples/registry.h"
 #include "kiln/epilogue.h"
 #include "kiln/kernel.h"
 #include "kiln/pipeline.h"
@@ -118,6 +119,12 @@ struct GemmVariant {
 absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options);
 
 std::string ScalarName(Scalar s);  // "bf16", "f16", "f32"
+// The family (ExampleFamily) of an entry-point kernel: `build` gets each member's parsed options;
+// "any_m" is an option of the tile kernels (`tile`) alone, and of their 16-bit outputs (f32 ones
+// store C from registers anyway). Members' bundled options: kBundledTileVariants for tiles, else
+// kBundledGemmVariants.
+using GemmVariantBuild = std::function<absl::StatusOr<KernelDef>(const std::string& name, const GemmVariant& v)>;
+ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile, GemmVariantBuild build);
 
 // Runs body(m0, n0) for each output tile a CTA owns, in the kernel's schedule.
 using TileBody = std::function<void(Value m0, Value n0)>;

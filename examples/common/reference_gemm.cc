@@ -1,6 +1,5 @@
 // The harness's fallback reference where cuBLAS is absent: one thread per output element, fp32
 // accumulation in k order, any storage order (element strides are parameters).
-#include "absl/strings/str_cat.h"
 #include "examples/gemm.h"
 #include "examples/registry.h"
 
@@ -41,12 +40,8 @@ KILN_EXAMPLE("reference/bf16", "naive bf16 GEMM, fp32 accumulation: the fallback
 KILN_EXAMPLE("reference/f16", "naive f16 GEMM, fp32 accumulation: the fallback reference", ReferenceF16);
 // The GEMM entry point's fallback with other types and fused epilogues (reference/bf16.f16-f32.gelu).
 KILN_EXAMPLE_FAMILY(reference_bf16_family,
-                    {"reference/bf16", "the reference with other types and a fused epilogue",
-                     [](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
-                       absl::StatusOr<GemmVariant> v = ParseGemmVariant(options);
-                       if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
-                       if (v->any_m) return absl::InvalidArgumentError(absl::StrCat(name, ": takes any M already (no any_m)"));
-                       return BuildReference(v->in, name, v->epilogue);
-                     },
-                     kBundledGemmVariants});
+                    GemmFamily("reference/bf16", "the reference with other types and a fused epilogue", /*tile=*/false,
+                               [](const std::string& name, const GemmVariant& v) {
+                                 return BuildReference(v.in, name, v.epilogue);
+                               }));
 }  // namespace kiln::examples

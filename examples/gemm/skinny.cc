@@ -71,12 +71,6 @@ KILN_EXAMPLE_VARIANT(gemm_bf16_skinny, "gemm/bf16_skinny",
                      "the entry point's kernel for small M: CUDA cores, B streamed once in 16-byte chunks",
                      [] { return BuildSkinny("gemm/bf16_skinny", {}); });
 KILN_EXAMPLE_FAMILY(gemm_bf16_skinny_family,
-                    {"gemm/bf16_skinny", "the small-M kernel with other types and a fused epilogue",
-                     [](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
-                       absl::StatusOr<GemmVariant> v = ParseGemmVariant(options);
-                       if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
-                       if (v->any_m) return absl::InvalidArgumentError(absl::StrCat(name, ": takes any M already (no any_m)"));
-                       return BuildSkinny(name, *v);
-                     },
-                     kBundledGemmVariants});
+                    GemmFamily("gemm/bf16_skinny", "the small-M kernel with other types and a fused epilogue",
+                               /*tile=*/false, BuildSkinny));
 }  // namespace kiln::examples

@@ -153,17 +153,12 @@ KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n64, "gemm/bf16_sm90_n64",
 
 // The same three with other element types and fused epilogues, by name (gemm/bf16_sm90.f16-f32.gelu).
 ExampleFamily Family(const char* base, Shape shape) {
-  return {base, "the entry point's kernel with other types and a fused epilogue",
-          [shape](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
-            absl::StatusOr<GemmVariant> v = ParseGemmVariant(options);
-            if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
-            Shape s = shape;
-            s.variant = *v;
-            if (v->any_m && v->epilogue.out == f32)
-              return absl::InvalidArgumentError(absl::StrCat(name, ": f32 outputs take any M already (no any_m)"));
-            return Build(name.c_str(), true, /*ragged=*/true, s);
-          },
-          kBundledTileVariants};
+  return GemmFamily(base, "the entry point's kernel with other types and a fused epilogue", /*tile=*/true,
+                    [shape](const std::string& name, const GemmVariant& v) {
+                      Shape s = shape;
+                      s.variant = v;
+                      return Build(name.c_str(), true, /*ragged=*/true, s);
+                    });
 }
 KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_family, Family("gemm/bf16_sm90", {}));
 KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n128_family, Family("gemm/bf16_sm90_n128", {.bn = 128, .stages = 6, .cluster = 1}));
