@@ -26,8 +26,8 @@ struct Shape {
   GemmVariant variant = {};
 };
 
-// `ragged`: any M, N, K (M and K multiples of 8), through rank-2 maps whose bounds zero-fill the
-// loads and clip the stores (the GEMM entry point's kernels, gemm/bf16_sm90*).
+// `ragged`: any M, N, K (K a multiple of 8, and M where C goes through its map), through rank-2
+// maps whose bounds zero-fill the loads and clip the stores (the entry point's gemm/bf16_sm90*).
 absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ragged = false, Shape shape = {}) {
   const int BN = shape.bn, STAGES = shape.stages, CLUSTER = shape.cluster, GROUPS = 128 / CLUSTER;
   const int PIECE_N = std::min(BN, 128);  // columns of C per staged TMA store
@@ -73,7 +73,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
       k.WgmmaCommit();
       return s;
     };
-    Regs packed = k.Registers(Type::Of(i32), BN / 4);  // the tile to write, bf16 pairs
+    Regs packed = k.Registers(Type::Of(i32), BN / 4);  // the tile to write, pairs of 16-bit elements
     Regs pending = k.Registers(Type::Of(i32), 3);        // {tile to write?, its m0, its n0}
     auto write_out = [&] {
       for (int x = 0; x < CONSUMERS; ++x) k.If(wg == x, [&] {
