@@ -77,9 +77,10 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   if (!reference && ld.c != plan.size.m && (!c_map || c_like_inputs))
     return Invalid(absl::StrCat(name, " takes ", c_like_inputs ? "C, C_in and residual" : "C",
                                 " packed: ldc must be ", o.c_row_major ? "N (" : "M (", plan.size.m, ")"));
-  if (tiles) {  // TMA: 16-byte strides and addresses
-    if (ld.a % 8 || ld.b % 8) return Invalid("the tile kernels read A and B through TMA: lda and ldb must be multiples of 8");
-    if (k.a % 16 || k.b % 16) return Invalid("the tile kernels read A and B through TMA: 16-byte aligned pointers");
+  if (!reference) {  // TMA (the tiles) or 16-byte loads (the skinny kernel): 16-byte strides and addresses
+    const std::string reads = absl::StrCat(name, " reads A and B 16 bytes at a time: ");
+    if (ld.a % 8 || ld.b % 8) return Invalid(reads + "lda and ldb must be multiples of 8");
+    if (k.a % 16 || k.b % 16) return Invalid(reads + "16-byte aligned pointers");
     if (c_map && (ld.c % 8 || k.c % 16))
       return Invalid("the tile kernels store C through TMA: ldc a multiple of 8 and C 16-byte aligned");
   }

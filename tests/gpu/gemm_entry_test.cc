@@ -59,6 +59,11 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   EXPECT_EQ(PlanError(s, {}, o), "");
   o.a = kAligned + 8;
   EXPECT_NE(PlanError(s, {}, o).find("16-byte aligned"), std::string::npos);
+  GemmOperands skewed = kPacked;
+  skewed.b = kAligned + 2;
+  EXPECT_NE(PlanError({2, 256, 256}, {}, skewed).find("gemm/bf16_skinny reads A and B 16 bytes at a time"),
+            std::string::npos);
+  EXPECT_NE(PlanError({2, 256, 256}, {}, o).find("gemm/bf16_skinny reads packed A and B"), std::string::npos);
   // A C stored from registers is packed: at M = 100 (no C map), or with C_in laid out like C.
   GemmOperands padded_c = kPacked;
   padded_c.ldc = 264;
