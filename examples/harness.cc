@@ -356,8 +356,10 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
     if (scratch) {
       r.weight_gbps = weight_bytes / (r.ms * 1e6);
       r.copy_gbps = 2.0 * weight_bytes / (ms->back() * 1e6);  // read and write, as the row ops count it
-      r.note = absl::StrFormat("weights read at %.0f GB/s, %.0f%% of the device copy's %.0f GB/s in the same run",
-                               r.weight_gbps, 100 * r.weight_gbps / r.copy_gbps, r.copy_gbps);
+      r.note = absl::StrCat(r.note, r.note.empty() ? "" : "; ",
+                            absl::StrFormat("weights read at %.0f GB/s, %.0f%% of the device copy's %.0f GB/s in the "
+                                            "same run",
+                                            r.weight_gbps, 100 * r.weight_gbps / r.copy_gbps, r.copy_gbps));
     }
   }
   return r;

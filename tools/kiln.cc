@@ -34,7 +34,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "examples/gemm_epilogue.h"
 #include "examples/harness.h"
 #include "examples/plot.h"
 #include "examples/probe_check.h"
@@ -746,7 +745,7 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
   if (!b.ok() && !Compiling() && absl::IsNotFound(b.status()))
     return absl::NotFoundError(absl::StrCat(
         b.status().message(), ": this kiln runs bundles only; write that variant's with `kiln bundle ", name,
-        "` where kiln has its compiler (the build bundles ", absl::StrJoin(kiln::examples::kBundledGemmVariants, ", "),
+        "` where kiln has its compiler (the build bundles ", absl::StrJoin(kiln::examples::kBundledTileVariants, ", "),
         ")"));
   if (!b.ok()) return b.status();
   // One layout whatever the kernel: the reference indexes through strides, so it is told C is
