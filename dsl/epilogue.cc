@@ -8,6 +8,7 @@
 #include "kiln/kernel.h"
 #include "kiln/math.h"
 #include "kiln/memory_ops.h"
+#include "kiln/runtime/gemm_choice.h"
 
 namespace kiln {
 
@@ -26,21 +27,16 @@ std::string EpilogueSpec::Terms() const {
 absl::StatusOr<EpilogueSpec> ParseEpilogueTerms(const std::string& terms, Scalar out) {
   EpilogueSpec spec;
   spec.out = out;
-  for (absl::string_view t : absl::StrSplit(terms, absl::ByAnyChar(".,"), absl::SkipEmpty())) {
-    const bool activation = t == "relu" || t == "gelu" || t == "silu", bias = t == "bias_row" || t == "bias_col";
-    if ((t == "scale" && spec.scale) || (t == "residual" && spec.residual) ||
-        (activation && spec.activation != Activation::kNone) || (bias && spec.bias != BiasAxis::kNone))
-      return absl::InvalidArgumentError(absl::StrCat("epilogue '", terms, "': '", t, "' twice (or two of its kind)"));
+  absl::StatusOr<std::string> canonical = rt::CanonicalEpilogue(terms);  // known terms, one of each kind
+  if (!canonical.ok()) return canonical.status();
+  for (absl::string_view t : absl::StrSplit(*canonical, '.', absl::SkipEmpty())) {
     if (t == "scale") spec.scale = true;
     else if (t == "residual") spec.residual = true;
     else if (t == "bias_row") spec.bias = BiasAxis::kRow;
     else if (t == "bias_col") spec.bias = BiasAxis::kColumn;
     else if (t == "relu") spec.activation = Activation::kRelu;
     else if (t == "gelu") spec.activation = Activation::kGelu;
-    else if (t == "silu") spec.activation = Activation::kSilu;
-    else
-      return absl::InvalidArgumentError(absl::StrCat(
-          "epilogue '", terms, "': unknown term '", t, "' (scale, bias_row, bias_col, relu, gelu, silu, residual)"));
+    else spec.activation = Activation::kSilu;
   }
   return spec;
 }

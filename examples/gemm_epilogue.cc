@@ -15,14 +15,13 @@ absl::StatusOr<HostEpilogue> EpilogueOf(const GemmSpec& g) {
   HostEpilogue e;
   e.type = g.out_type;
   e.c_order = g.c_order;
-  for (absl::string_view t : absl::StrSplit(g.epilogue, '.', absl::SkipEmpty())) {
+  absl::StatusOr<std::string> terms = rt::CanonicalEpilogue(g.epilogue);  // known terms, one of each kind
+  if (!terms.ok()) return terms.status();
+  for (absl::string_view t : absl::StrSplit(*terms, '.', absl::SkipEmpty())) {
     if (t == "scale") e.scale = true;
     else if (t == "residual") e.residual = true;
-    else if ((t == "bias_row" || t == "bias_col") && !e.bias) e.bias = t == "bias_row" ? 'r' : 'c';
-    else if ((t == "relu" || t == "gelu" || t == "silu") && e.activation.empty()) e.activation = std::string(t);
-    else if (t == "bias_row" || t == "bias_col" || t == "relu" || t == "gelu" || t == "silu")
-      return absl::InvalidArgumentError(absl::StrCat("epilogue '", g.epilogue, "': one bias and one activation at most"));
-    else return absl::InvalidArgumentError(absl::StrCat("unknown epilogue term '", t, "' in '", g.epilogue, "'"));
+    else if (t == "bias_row" || t == "bias_col") e.bias = t == "bias_row" ? 'r' : 'c';
+    else e.activation = std::string(t);
   }
   return e;
 }

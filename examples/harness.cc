@@ -156,6 +156,16 @@ GemmInputs RandomGemmInputs(const GemmSpec& g, const ProblemSize& s, uint64_t se
   return {RandomNormal16(s.m * s.k, seed, half_in), RandomNormal16(s.k * s.n, seed + 1, half_in)};
 }
 
+// What both harnesses (GPU and emulator) check before running a GEMM: the problem against the
+// tile, 16-bit inputs, an epilogue they know; then the epilogue to apply to the reference.
+absl::StatusOr<HostEpilogue> CheckedEpilogue(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& s) {
+  if (absl::Status st = CheckProblem(m, g, s); !st.ok()) return st;
+  if (g.in_type == "f32") return absl::UnimplementedError("the GEMM harness handles 16-bit inputs");
+  absl::StatusOr<HostEpilogue> epi = EpilogueOf(g);
+  if (!epi.ok()) return absl::InvalidArgumentError(absl::StrCat(m.name, ": ", epi.status().message()));
+  return epi;
+}
+
 struct Launchable {
   rt::Kernel kernel;
   rt::LaunchConfig config;
@@ -209,10 +219,8 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
         "Launch it with kiln::rt::LoadedKernel"));
   const GemmSpec& g = *gemm;
   const ProblemSize& s = opt.size;
-  if (absl::Status st = CheckProblem(m, g, s); !st.ok()) return st;
-  if (g.in_type == "f32") return absl::UnimplementedError("the GEMM harness handles 16-bit inputs");
-  absl::StatusOr<HostEpilogue> epi = EpilogueOf(g);
-  if (!epi.ok()) return absl::InvalidArgumentError(absl::StrCat(m.name, ": ", epi.status().message()));
+  absl::StatusOr<HostEpilogue> epi = CheckedEpilogue(m, g, s);
+  if (!epi.ok()) return epi.status();
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   if (absl::Status st = rt::CheckTarget(m, **d); !st.ok()) return st;
@@ -459,10 +467,8 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(const rt::Bundle& b
   if (!gemm) return absl::FailedPreconditionError(absl::StrCat(m.name, " (", m.source, ") is not a GEMM"));
   const GemmSpec& g = *gemm;
   const ProblemSize& s = opt.size;
-  if (absl::Status st = CheckProblem(m, g, s); !st.ok()) return st;
-  if (g.in_type == "f32") return absl::UnimplementedError("the GEMM harness handles 16-bit inputs");
-  absl::StatusOr<HostEpilogue> epi = EpilogueOf(g);
-  if (!epi.ok()) return absl::InvalidArgumentError(absl::StrCat(m.name, ": ", epi.status().message()));
+  absl::StatusOr<HostEpilogue> epi = CheckedEpilogue(m, g, s);
+  if (!epi.ok()) return epi.status();
   if (s.m * s.n * s.k > (int64_t{1} << 33))
     return absl::InvalidArgumentError(absl::StrCat(m.name, ": M*N*K of at most 2^33 on the emulator"));
   const auto [ha, hb] = RandomGemmInputs(g, s, opt.seed);

@@ -78,9 +78,10 @@ absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms) {
     out.push_back(kOrder[i]);
     biases += i == 1 || i == 2, activations += i >= 3 && i <= 5;
   }
-  if (out.size() != given.size())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "epilogue '", terms, "': a term it does not know (scale, bias_row, bias_col, relu, gelu, silu, residual)"));
+  for (const std::string& t : given)
+    if (std::find(std::begin(kOrder), std::end(kOrder), t) == std::end(kOrder))
+      return absl::InvalidArgumentError(absl::StrCat("epilogue '", terms, "': unknown term '", t,
+                                                     "' (scale, bias_row, bias_col, relu, gelu, silu, residual)"));
   if (biases > 1 || activations > 1)
     return absl::InvalidArgumentError(absl::StrCat("epilogue '", terms, "': one bias and one activation at most"));
   return absl::StrJoin(out, ".");
