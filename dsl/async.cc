@@ -247,6 +247,10 @@ void Kernel::FenceProxyAsync(Loc loc) {
       mlir::NVVM::SharedSpaceAttr::get(state_->context.get(), mlir::NVVM::SharedSpace::shared_cta));
 }
 
+void Kernel::FenceGpu(Loc loc) {
+  mlir::NVVM::MembarOp::create(state_->builder, state_->ToLoc(loc), mlir::NVVM::MemScopeKind::GPU);
+}
+
 void Kernel::ClusterSync(Loc loc) {
   if (!NeedHopper(*state_, "barrier.cluster", loc)) return;
   mlir::Location l = state_->ToLoc(loc);

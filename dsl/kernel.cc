@@ -294,9 +294,34 @@ Value Kernel::ScheduleTableParam(const std::string& name, const ScheduleTable& s
     absl::StatusOr<rt::GridExpr> e = state_->ParseRule("schedule table", *text, loc);
     if (e.ok()) *out = *e;
   }
+  if (spec.split.empty() != spec.k_tiles.empty())
+    Fail("a work table needs both k_tiles and split (or neither, for a tile table)", loc);
+  if (!spec.split.empty()) {
+    absl::StatusOr<rt::GridExpr> e = state_->ParseRule("work table", spec.k_tiles, loc);
+    if (e.ok()) t.k_tiles = *e;
+    t.split = spec.split;
+    const auto& params = state_->manifest.params;
+    if (std::none_of(params.begin(), params.end(), [&](const rt::ParamSpec& p) {
+          return p.name == spec.split && (p.kind == rt::ParamSpec::Kind::kI32 || p.kind == rt::ParamSpec::Kind::kI64);
+        }))
+      Fail(absl::StrCat("a work table's split '", spec.split, "' must be an integer parameter declared before it"), loc);
+  }
   Value v = AddParam(*state_, name, Type::Ptr(Space::kGlobal, Scalar::kI32),
                      rt::ParamSpec::Kind::kScheduleTable, loc);
   state_->manifest.params.back().schedule = t;
+  return v;
+}
+
+Value Kernel::WorkspaceParam(const std::string& name, Scalar elem, const std::string& table, int64_t bytes_per_partial,
+                             Loc loc) {
+  const auto& params = state_->manifest.params;
+  if (std::none_of(params.begin(), params.end(), [&](const rt::ParamSpec& p) {
+        return p.name == table && p.kind == rt::ParamSpec::Kind::kScheduleTable && p.schedule.work();
+      }))
+    Fail(absl::StrCat("workspace ", name, ": '", table, "' is no work table parameter declared before it"), loc);
+  if (bytes_per_partial <= 0) Fail(absl::StrCat("workspace ", name, ": bytes per partial must be positive"), loc);
+  Value v = AddParam(*state_, name, Type::Ptr(Space::kGlobal, elem), rt::ParamSpec::Kind::kWorkspace, loc);
+  state_->manifest.params.back().workspace = {table, bytes_per_partial};
   return v;
 }
 

@@ -4,6 +4,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/memory_ops.h"
+#include "kiln/runtime/schedule.h"
 
 namespace kiln::examples {
 namespace {
@@ -182,6 +184,63 @@ std::function<void(const TileIndexBody&)> ScheduledTiles(Kernel& k, const Value&
   };
 }
 
+ScheduleTable GemmWork(int tile_m, int tile_n, int bk, int groups, int slots) {
+  return {absl::StrCat("M/", tile_m), absl::StrCat("N/", tile_n), groups, slots, absl::StrCat("K/", bk), "split"};
+}
+
+std::function<void(const WorkUnitBody&)> ScheduledWork(Kernel& k, const Value& table, int slots) {
+  const int words = rt::kWorkWords;
+  SmemTile order = k.Smem(i32, slots, words);
+  Value tid = k.ThreadIdx();
+  GlobalTensor rows(table, {}, {k.I32(slots * words), k.I32(words), k.I32(1)});  // [cluster][slot][word]
+  k.If(tid < slots, [&] {
+    for (int w = 0; w < words; ++w) k.Store(order.At(tid, w), k.Load(rows.At({k.ClusterIdx(), tid, k.I32(w)})));
+  });
+  return [&k, order, slots](const WorkUnitBody& body) {
+    Regs it = k.Registers(Type::Of(i32), 1);
+    auto word = [&](int w) { return k.Load(order.At(Min(it[0], slots - 1), w)); };
+    k.While([&] { return (it[0] < slots) & (word(0) != -1); }, [&] {
+      Value tile = word(0), ks = word(1), part = word(3);
+      body({tile >> 16, tile & 0xffff, ks >> 16, ks & 0xffff, word(2), part >> 16, part & 0xffff});
+      it[0] += 1;
+    });
+  };
+}
+
+Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, const Value& partials,
+                     const Value& counters, const Value& share, int shares, const Value& thread, int threads,
+                     const Operand& barrier, const Value& flag) {
+  // [slot * shares + share][register][thread]: each register's store is one coalesced row.
+  GlobalTensor ws(partials, {}, {k.I32(regs * threads), k.I32(threads), k.I32(1)});
+  auto at = [&](const Value& part, int r) { return ws.At({(u.slot + part) * shares + share, k.I32(r), thread}); };
+  for (int r = 0; r < regs; ++r) k.Store(at(u.part, r), acc[r]);
+  k.FenceGpu();  // the partial is out before the count says so
+  k.NamedBarrier(barrier, threads);
+  k.If(thread == 0, [&] {
+    GlobalTensor count(counters, {}, {k.I32(1)});
+    Value counter = count.At({u.slot * shares + share});
+    Value last = AtomicAdd(counter, 1) == u.parts - 1;
+    k.If(last, [&] { k.Store(counter, k.I32(0)); });  // ready for the next launch
+    k.Store(flag, Select(last, k.I32(1), k.I32(0)));
+  });
+  k.NamedBarrier(barrier, threads);
+  Value last = k.Load(flag) == 1;
+  k.If(last, [&] {
+    k.FenceGpu();  // the other parts' partials, seen through their count, are read after it
+    constexpr int kChunk = 16;  // registers summed at once: few beyond the accumulator's
+    for (int r0 = 0; r0 < regs; r0 += kChunk) {
+      const int n = std::min(kChunk, regs - r0);
+      Regs sum = k.Registers(Type::Of(f32), n);
+      for (int j = 0; j < n; ++j) sum[j] = k.F32(0);
+      k.For(0, u.parts, 1, [&](Value p) {
+        for (int j = 0; j < n; ++j) sum[j] = Value(sum[j]) + k.Load(at(p, r0 + j));
+      });
+      for (int j = 0; j < n; ++j) acc[r0 + j] = sum[j];
+    }
+  });
+  return last;
+}
+
 std::string ScalarName(Scalar s) { return s == f16 ? "f16" : s == f32 ? "f32" : "bf16"; }
 
 absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
@@ -306,11 +365,24 @@ void SuperTiles(Kernel& k, const Value& first, int groups, const Value& count, c
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
                        const SmemTile& sB, int bk, const Value& rank, const ForEachTile& for_each_tile,
                        int cluster) {
+  MulticastProducer(
+      k, ring, g, sA, sB, bk, rank,
+      ForEachSpan([&](const SpanBody& body) { for_each_tile([&](Value m0, Value n0) { body(m0, n0, Value(), g.K); }); }),
+      cluster);
+}
+
+void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
+                       const SmemTile& sB, int bk, const Value& rank, const ForEachSpan& for_each_span, int cluster) {
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
     k.If(t == 0, [&] {
       Pipeline::Cursor at = ring.Start();
-      for_each_tile([&](Value m0, Value n0) {
-        k.For(0, g.K, bk, [&](Value k0) {
+      for_each_span([&](Value m0, Value n0, Value k_begin, Value k_end) {
+        // An invalid k_begin is 0 as an immediate (the whole-tile kernels' loop, unchanged).
+        auto loop = [&](const std::function<void(Value)>& body) {
+          if (k_begin.valid()) k.For(k_begin, k_end, bk, body);
+          else k.For(0, k_end, bk, body);
+        };
+        loop([&](Value k0) {
           if (cluster == 1)
             ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)}, {&g.B, sB, g.Box(n0, k0)}});
           else

@@ -69,6 +69,32 @@ ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots);
 using TileIndexBody = std::function<void(const Value& m_index, const Value& n_index)>;
 std::function<void(const TileIndexBody&)> ScheduledTiles(Kernel& k, const Value& table, int slots);
 
+// ---- split-K and stream-K: a work table (rt::WorkSchedule) deals units of (tile, k range)
+
+// The work table of a GEMM's C tiles of tile_m x tile_n with K in k-tiles of bk, split as the
+// integer parameter "split" says (1: whole tiles, S: split-K in S parts, 0: stream-K).
+ScheduleTable GemmWork(int tile_m, int tile_n, int bk, int groups, int slots);
+// One unit: tile (m_index, n_index), its k-tiles [k_begin, k_end), part `part` of `parts` (in k
+// order), whose tile's partials start at slot `slot` (-1: a whole tile, no partials).
+struct WorkUnit {
+  Value m_index, n_index, k_begin, k_end, slot, part, parts;
+};
+using WorkUnitBody = std::function<void(const WorkUnit&)>;
+// As ScheduledTiles, over a work table's units.
+std::function<void(const WorkUnitBody&)> ScheduledWork(Kernel& k, const Value& table, int slots);
+
+// The deterministic reduction of a split tile, for one group of `threads` threads (thread
+// `thread`) holding `regs` f32 accumulator registers each: every part stores its registers to its
+// partial slot (f32 `partials`, `regs` x `threads` per share) and counts itself in the tile's
+// counter (i32 `counters`); the part that counts last sums the tile's partials in part order into
+// `acc` (the same sum whichever part ends last), puts the counter back to zero and gets true. A
+// slot holds `shares` groups' partials (a cluster's CTAs x consumer warpgroups), this one `share`.
+// `flag` is a shared i32 through which thread 0 tells the group; `barrier` a named barrier id
+// for this group alone.
+Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, const Value& partials,
+                     const Value& counters, const Value& share, int shares, const Value& thread, int threads,
+                     const Operand& barrier, const Value& flag);
+
 // The TMA series' operands (fast.cu, seed 002): A (MxK) and B (as NxK) both K-major, read through
 // TMA tensor maps (rank 3: one box covers a whole k-tile of bk); C column-major, written through
 // a pointer or (c_box_rows > 0) a tensor map, or row-major through a pointer (c_row_major).
@@ -129,6 +155,9 @@ ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bo
 // Runs body(m0, n0) for each output tile a CTA owns, in the kernel's schedule.
 using TileBody = std::function<void(Value m0, Value n0)>;
 using ForEachTile = std::function<void(const TileBody&)>;
+// The same for each share of a tile: rows m0.., columns n0.., K from k_begin to k_end (elements).
+using SpanBody = std::function<void(Value m0, Value n0, Value k_begin, Value k_end)>;
+using ForEachSpan = std::function<void(const SpanBody&)>;
 
 // The persistent walk of fast.cu kernels 6-10 over `count` tiles, tiles_n to a row: numbered
 // super-tile by super-tile (tm x tn tiles each, row-major inside and out), this CTA (or cluster)
@@ -142,6 +171,9 @@ void SuperTiles(Kernel& k, const Value& first, int groups, const Value& count, c
 // registers to 24 and idle.
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
                        const SmemTile& sB, int bk, const Value& rank, const ForEachTile& for_each_tile, int cluster = 2);
+// The same over shares of tiles (split-K, stream-K): each span's k-tiles alone.
+void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
+                       const SmemTile& sB, int bk, const Value& rank, const ForEachSpan& for_each_span, int cluster);
 
 // One tile's mainloop for a consumer warpgroup (fast.cu kernels 9-12): the first k-tile's first
 // wgmma overwrites the accumulator (scale-d 0, so it needs no zeroing), and each stage is released

@@ -46,9 +46,10 @@ struct ArgPack {
   std::vector<void*> args;
 };
 
-// The integer parameters the harness binds by name: the sizes M, N, K and, for kernels that
-// index generically (the references), element strides of (row, col) of A, B and C.
-std::map<std::string, int64_t> GemmIntArgs(const GemmSpec& g, const ProblemSize& s) {
+// The integer parameters the harness binds by name: the sizes M, N, K, a work table's split
+// and, for kernels that index generically (the references), element strides of (row, col) of
+// A, B and C.
+std::map<std::string, int64_t> GemmIntArgs(const GemmSpec& g, const ProblemSize& s, int split) {
   auto strides = [](const std::string& order, int64_t rows, int64_t cols) {
     return order == "row" ? std::pair<int64_t, int64_t>{cols, 1} : std::pair<int64_t, int64_t>{1, rows};
   };
@@ -56,7 +57,7 @@ std::map<std::string, int64_t> GemmIntArgs(const GemmSpec& g, const ProblemSize&
   auto [b0, b1] = strides(g.b_order, s.k, s.n);
   auto [c0, c1] = strides(g.c_order, s.m, s.n);
   return {{"M", s.m},   {"N", s.n},   {"K", s.k},   {"sA0", a0}, {"sA1", a1},
-          {"sB0", b0},  {"sB1", b1},  {"sC0", c0},  {"sC1", c1}};
+          {"sB0", b0},  {"sB1", b1},  {"sC0", c0},  {"sC1", c1}, {"split", split}};
 }
 
 // Copies `bytes` of host data to a new device buffer owned by `pack`; returns its address.
@@ -74,13 +75,16 @@ struct GemmBuffers {
 };
 
 // `g` gives the storage orders of A, B, C (the kernel under test's, also for the reference).
-absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& s,
+absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& s, int split,
                                  const GemmBuffers& buf) {
   ArgPack pack;
   pack.pointers.reserve(m.params.size());
   pack.ints.reserve(m.params.size());
   pack.floats.reserve(m.params.size());
-  const std::map<std::string, int64_t> ints = GemmIntArgs(g, s);
+  const std::map<std::string, int64_t> ints = GemmIntArgs(g, s, split);
+  absl::StatusOr<std::map<std::string, rt::WorkTable>> tables =
+      rt::BuildScheduleTables(m, rt::Symbols(ints.begin(), ints.end()));
+  if (!tables.ok()) return tables.status();
   auto operand = [&](const std::string& name) -> uint64_t {
     return name == "A"      ? buf.a
            : name == "B"    ? buf.b
@@ -109,14 +113,20 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
       continue;
     }
     if (p.kind == rt::ParamSpec::Kind::kScheduleTable) {
-      const rt::ScheduleTableParam& t = p.schedule;
-      absl::StatusOr<std::vector<int32_t>> table = rt::HilbertSchedule(
-          t.tiles_m.Value(ProblemSymbols(s), 0), t.tiles_n.Value(ProblemSymbols(s), 0), t.groups, t.slots);
-      if (!table.ok())
-        return absl::InvalidArgumentError(absl::StrCat(m.name, " (", m.source, "): ", table.status().message()));
-      absl::StatusOr<uint64_t> dev = Upload(pack, table->data(), table->size() * 4);
+      const std::vector<int32_t>& words = tables->at(p.name).words;
+      absl::StatusOr<uint64_t> dev = Upload(pack, words.data(), words.size() * 4);
       if (!dev.ok()) return dev.status();
       pack.pointers.push_back(*dev);
+      pack.args.push_back(&pack.pointers.back());
+      continue;
+    }
+    if (p.kind == rt::ParamSpec::Kind::kWorkspace) {  // zeroed once; the kernel leaves it so
+      const int64_t bytes = std::max<int64_t>(256, tables->at(p.workspace.table).partials * p.workspace.bytes_per_partial);
+      absl::StatusOr<DeviceBuffer> ws = DeviceBuffer::Allocate(static_cast<size_t>(bytes));
+      if (!ws.ok()) return ws.status();
+      if (absl::Status st = ws->Fill(0); !st.ok()) return st;
+      pack.buffers.push_back(*std::move(ws));
+      pack.pointers.push_back(pack.buffers.back().ptr());
       pack.args.push_back(&pack.pointers.back());
       continue;
     }
@@ -179,7 +189,7 @@ struct Launchable {
 };
 
 absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const GemmSpec& layout,
-                                   const ProblemSize& size, const GemmBuffers& buffers) {
+                                   const ProblemSize& size, int split, const GemmBuffers& buffers) {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   const rt::Manifest& m = bundle.manifest;
@@ -188,7 +198,7 @@ absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const GemmSpec& lay
   if (!grid.ok()) return grid.status();
   absl::StatusOr<rt::Kernel> kernel = rt::Kernel::Load(bundle.ptx, m.entry);
   if (!kernel.ok()) return kernel.status();
-  absl::StatusOr<ArgPack> args = PackArgs(m, layout, size, buffers);
+  absl::StatusOr<ArgPack> args = PackArgs(m, layout, size, split, buffers);
   if (!args.ok()) return args.status();
   std::shared_ptr<rt::WatchdogRecord> watchdog;
   if (m.watchdog_ms > 0) {
@@ -261,7 +271,7 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
   buf.a = *da, buf.b = *db, buf.c = *dc, buf.c_in = *dcin, buf.bias = *dbias, buf.residual = *dres;
   DeviceBuffer &c_buffer = owned[2], &ref_buffer = owned[3];
 
-  absl::StatusOr<Launchable> run = Prepare(bundle, g, s, buf);
+  absl::StatusOr<Launchable> run = Prepare(bundle, g, s, opt.split, buf);
   if (!run.ok()) return run.status();
   if (m.cluster.count() > 1) {  // clusters beyond what fits at once run as a second wave
     const int64_t wanted = static_cast<int64_t>(run->config.grid.count()) / m.cluster.count();
@@ -284,7 +294,7 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
           ") and no reference bundle was given"));
     r.reference = reference->manifest.name;
     // The reference indexes through stride parameters, set from the tested kernel's layouts.
-    absl::StatusOr<Launchable> rr = Prepare(*reference, g, s, {.a = buf.a, .b = buf.b, .c = *dref});
+    absl::StatusOr<Launchable> rr = Prepare(*reference, g, s, 1, {.a = buf.a, .b = buf.b, .c = *dref});
     if (!rr.ok()) return rr.status();
     if (absl::Status st = (*rr)(); !st.ok()) return st;
     ref_run.emplace(*std::move(rr));
@@ -414,7 +424,7 @@ std::vector<double> Fp64Product(const GemmSpec& g, const ProblemSize& s, const s
 absl::StatusOr<std::vector<uint8_t>> EmulatedOutput(const rt::Bundle& bundle, const GemmSpec& g,
                                                     const ProblemSize& s, const std::vector<uint16_t>& ha,
                                                     const std::vector<uint16_t>& hb, const EpilogueInputs& ei,
-                                                    uint64_t schedule_seed) {
+                                                    int split, uint64_t schedule_seed) {
   const rt::Manifest& m = bundle.manifest;
   emu::Device d;
   const size_t c_bytes = s.m * s.n * ElementBytes(g.out_type);
@@ -428,7 +438,7 @@ absl::StatusOr<std::vector<uint8_t>> EmulatedOutput(const rt::Bundle& bundle, co
       pointers[name] = *d.Allocate(data->size());
       if (absl::Status st = d.CopyIn(pointers[name], data->data(), data->size()); !st.ok()) return st;
     }
-  const std::map<std::string, int64_t> ints = GemmIntArgs(g, s);
+  const std::map<std::string, int64_t> ints = GemmIntArgs(g, s, split);
   std::vector<rt::Arg> args;
   for (const rt::ParamSpec& p : m.params) {
     if (p.kind == rt::ParamSpec::Kind::kPointer && pointers.count(p.name))
@@ -442,6 +452,8 @@ absl::StatusOr<std::vector<uint8_t>> EmulatedOutput(const rt::Bundle& bundle, co
       args.push_back(rt::Arg::Tensor(t == "A" ? da : t == "B" ? db : dc));
     } else if (p.kind == rt::ParamSpec::Kind::kScheduleTable)
       args.push_back(rt::Arg::Schedule());
+    else if (p.kind == rt::ParamSpec::Kind::kWorkspace)
+      args.push_back(rt::Arg::Workspace());
     else
       return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
   }
@@ -449,6 +461,22 @@ absl::StatusOr<std::vector<uint8_t>> EmulatedOutput(const rt::Bundle& bundle, co
   if (!stats.ok()) return stats.status();
   std::vector<uint8_t> hc(c_bytes);
   if (absl::Status st = d.CopyOut(hc.data(), dc, hc.size()); !st.ok()) return st;
+  // A kernel whose tiles meet in its workspace must leave it ready for the next launch and sum
+  // the parts in a fixed order: a second launch on the same device gives the same bytes.
+  absl::StatusOr<std::map<std::string, rt::WorkTable>> tables =
+      rt::BuildScheduleTables(m, rt::Symbols(ints.begin(), ints.end()));
+  if (!tables.ok()) return tables.status();
+  if (std::any_of(tables->begin(), tables->end(), [](const auto& t) { return t.second.partials > 0; })) {
+    if (absl::Status st = d.Fill(dc, 0xff, c_bytes); !st.ok()) return st;
+    absl::StatusOr<emu::Stats> again = emu::Launch(d, bundle, args, {.seed = schedule_seed + 1});
+    if (!again.ok()) return again.status();
+    std::vector<uint8_t> hc2(c_bytes);
+    if (absl::Status st = d.CopyOut(hc2.data(), dc, hc2.size()); !st.ok()) return st;
+    if (hc2 != hc)
+      return absl::InternalError(absl::StrCat(m.name, " (", m.source, "): a second launch (split ", split,
+                                              ") wrote different bytes: its workspace was not left as found, or "
+                                              "the parts were not summed in a fixed order"));
+  }
   return hc;
 }
 
@@ -478,7 +506,7 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(const rt::Bundle& b
   std::vector<absl::StatusOr<std::vector<uint8_t>>> outputs(schedule_seeds.size(), absl::UnknownError("not run"));
   std::vector<std::thread> workers;
   for (size_t i = 0; i < schedule_seeds.size(); ++i)
-    workers.emplace_back([&, i] { outputs[i] = EmulatedOutput(bundle, g, s, ha, hb, ei, schedule_seeds[i]); });
+    workers.emplace_back([&, i] { outputs[i] = EmulatedOutput(bundle, g, s, ha, hb, ei, opt.split, schedule_seeds[i]); });
   const std::vector<double> want = Fp64Product(g, s, ha, hb);
   for (std::thread& w : workers) w.join();
 

@@ -21,6 +21,8 @@ struct RunOptions {
   uint64_t seed = 1;
   bool time = true;
   bool keep_output = false;  // RunGemm: keep C in GemmResult::output
+  // A kernel with a work table's "split": 1 whole tiles, S >= 2 split-K in S parts, 0 stream-K.
+  int split = 1;
 };
 
 struct GemmResult {

@@ -123,7 +123,7 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
   const Leading ld = LeadingOf(s, o);
   const std::map<std::string, int64_t> ints = {{"M", s.m},    {"N", s.n},    {"K", s.k},   {"sA0", ld.a},
                                                 {"sA1", 1},     {"sB0", 1},    {"sB1", ld.b}, {"sC0", 1},
-                                                {"sC1", ld.c}};
+                                                {"sC1", ld.c}, {"split", plan->choice.split}};
   const std::map<std::string, cu::CUdeviceptr> pointers = {{"A", o.a},       {"B", o.b},       {"C", o.c},
                                                            {"C_in", o.c_in}, {"bias", o.bias}, {"residual", o.residual}};
   const Manifest& m = (*kernel)->manifest();
@@ -138,6 +138,8 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
       args.push_back(Arg::F32(p.name == "alpha" ? o.alpha : o.beta));
     } else if (p.kind == Kind::kScheduleTable) {
       args.push_back(Arg::Schedule());
+    } else if (p.kind == Kind::kWorkspace) {
+      args.push_back(Arg::Workspace());
     } else if (p.kind == Kind::kTensorMap && pointers.count(p.tensor_map.tensor) && p.tensor_map.rank() == 2) {
       // The ragged kernels' rank-2 maps: {K, rows} for A and B, {M, N} for C; the leading
       // dimension is the one stride.

@@ -28,13 +28,29 @@ constexpr Candidate kSm90[] = {
     {"gemm/bf16_sm90_n64", 128, 64, 128, 0.6},
 };
 
-// The share of the machine's work that is useful: tiles padded past M and N, and the last wave
-// of tiles only partly filling the in-flight slots, are lost.
-double Efficiency(const Candidate& c, const GemmSize& s) {
+// A split tile part's partial round trip (written by every part, read back by the last), in
+// k-tiles of mainloop time: mostly through L2 (docs/PERF.md).
+constexpr double kPartialCost = 4;
+// The splits the rule weighs, and kiln tune measures, for the tile kernels.
+constexpr int kSplits[] = {1, 0, 2, 4};
+
+// The share of the machine's time that does useful work: tiles padded past M and N are lost,
+// and so are the in-flight slots the busiest group's units leave the others idle for, and the
+// partials' round trips of split tiles.
+double Efficiency(const Candidate& c, const GemmSize& s, int split) {
   const int64_t tiles_m = (s.m + c.tile_m - 1) / c.tile_m, tiles_n = (s.n + c.tile_n - 1) / c.tile_n;
-  const int64_t tiles = tiles_m * tiles_n, waves = (tiles + c.in_flight - 1) / c.in_flight;
+  const int64_t tiles = tiles_m * tiles_n, k_tiles = (s.k + 63) / 64;
   const double padding = static_cast<double>(s.m) / (tiles_m * c.tile_m) * s.n / (tiles_n * c.tile_n);
-  return padding * tiles / static_cast<double>(waves * c.in_flight) * c.speed;
+  const double useful = static_cast<double>(tiles * k_tiles) / c.in_flight;  // k-tiles per group, evenly
+  double busiest;  // the busiest group's time in k-tiles
+  if (split == 0) {  // stream-K: even shares; a group's share of the streamed tiles costs up to two partials
+    busiest = tiles % c.in_flight == 0 ? useful : std::ceil(useful) + 2 * kPartialCost;
+  } else {
+    const int64_t parts = std::min<int64_t>(split, k_tiles), units = tiles * parts;
+    const int64_t waves = (units + c.in_flight - 1) / c.in_flight;
+    busiest = waves * (std::ceil(static_cast<double>(k_tiles) / parts) + (parts > 1 ? kPartialCost : 0));
+  }
+  return padding * useful / busiest * c.speed;
 }
 
 // Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md).
@@ -51,14 +67,23 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability) {
                                            ": TMA needs K a multiple of 8 (16-byte rows of A and B), so the "
                                            "reference kernel (any size, not fast)")};
   const Candidate* best = &kSm90[0];
+  int best_split = 1;
   for (const Candidate& c : kSm90)
-    if (Efficiency(c, s) > Efficiency(*best, s)) best = &c;
-  return {best->kernel, absl::StrFormat("%dx%d tiles, %d in flight: %.0f%% of the machine's work useful by the "
-                                        "tile and wave count",
-                                        best->tile_m, best->tile_n, best->in_flight, 100 * Efficiency(*best, s))};
+    for (int split : kSplits)  // a tie keeps the earlier: whole tiles before splits
+      if (Efficiency(c, s, split) > Efficiency(*best, s, best_split) + 1e-9) best = &c, best_split = split;
+  return {best->kernel,
+          absl::StrFormat("%dx%d tiles, %d in flight, %s: %.0f%% of the machine's time useful by the tile, wave and "
+                          "partial counts",
+                          best->tile_m, best->tile_n, best->in_flight, SplitName(best_split),
+                          100 * Efficiency(*best, s, best_split)),
+          best_split};
 }
 
 }  // namespace
+
+std::string SplitName(int split) {
+  return split == 1 ? "whole tiles" : split == 0 ? "stream-K" : absl::StrCat("split-K ", split);
+}
 
 std::string GemmVariantName(const std::string& base, const GemmOptions& o) {
   if (o.in_type == "bf16" && o.out_type == "bf16" && o.epilogue.empty() && !o.any_m) return base;
@@ -96,53 +121,58 @@ absl::StatusOr<GemmTuneCache> GemmTuneCache::Read(const std::string& path) {
     const std::string text = line.substr(0, line.find('#'));
     std::vector<std::string> w = absl::StrSplit(text, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     if (w.empty()) continue;
-    int cc = 0;
+    int cc = 0, split = 1;
     GemmSize s;
     double ms = 0;
-    if (w.size() != 6 || w[0].rfind("sm_", 0) != 0 || !absl::SimpleAtoi(w[0].substr(3), &cc) ||
+    if ((w.size() != 6 && w.size() != 7) || w[0].rfind("sm_", 0) != 0 || !absl::SimpleAtoi(w[0].substr(3), &cc) ||
         !absl::SimpleAtoi(w[1], &s.m) || !absl::SimpleAtoi(w[2], &s.n) || !absl::SimpleAtoi(w[3], &s.k) ||
-        !absl::SimpleAtod(w[5], &ms))
-      return absl::InvalidArgumentError(absl::StrCat(path, ":", number, ": not 'sm_<cc> M N K kernel ms': ", line));
-    cache.Set(cc, s, w[4], ms);
+        (w.size() == 7 && (!absl::SimpleAtoi(w[5], &split) || split < 0)) || !absl::SimpleAtod(w.back(), &ms))
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", number, ": not 'sm_<cc> M N K kernel split ms': ", line));
+    cache.Set(cc, s, w[4], split, ms);
   }
   return cache;
 }
 
 absl::Status GemmTuneCache::Write(const std::string& path) const {
   std::ofstream out(path);
-  out << "# kiln tune: the fastest GEMM kernel measured per GPU and size (sm_<cc> M N K kernel ms)\n";
+  out << "# kiln tune: the fastest GEMM kernel measured per GPU and size (sm_<cc> M N K kernel split ms;\n"
+      << "# split 1: whole tiles, S: split-K in S parts, 0: stream-K)\n";
   for (const auto& [key, e] : entries_)
     out << "sm_" << std::get<0>(key) << " " << std::get<1>(key) << " " << std::get<2>(key) << " " << std::get<3>(key)
-        << " " << e.kernel << " " << absl::StrFormat("%.4f", e.ms) << "\n";
+        << " " << e.choice.kernel << " " << e.choice.split << " " << absl::StrFormat("%.4f", e.ms) << "\n";
   if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
 }
 
-const std::string* GemmTuneCache::Find(int cc, const GemmSize& s) const {
+const GemmChoice* GemmTuneCache::Find(int cc, const GemmSize& s) const {
   auto it = entries_.find({cc, s.m, s.n, s.k});
-  return it == entries_.end() ? nullptr : &it->second.kernel;
+  return it == entries_.end() ? nullptr : &it->second.choice;
 }
 
-void GemmTuneCache::Set(int cc, const GemmSize& s, const std::string& kernel, double ms) {
-  entries_[{cc, s.m, s.n, s.k}] = {kernel, ms};
+void GemmTuneCache::Set(int cc, const GemmSize& s, const std::string& kernel, int split, double ms) {
+  entries_[{cc, s.m, s.n, s.k}] = {{kernel, "", split}, ms};
 }
 
-std::vector<std::string> GemmCandidates(const GemmSize& s, int compute_capability) {
-  std::vector<std::string> c;
+std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability) {
+  std::vector<GemmChoice> c;
   if (s.k % 8 == 0 && compute_capability == 90)
-    for (const Candidate& t : kSm90) c.push_back(t.kernel);
-  if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64) c.push_back("gemm/bf16_skinny");
-  if (c.empty()) c.push_back("reference/bf16");
+    for (const Candidate& t : kSm90)
+      for (int split : kSplits) c.push_back({t.kernel, "", split});
+  if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64) c.push_back({"gemm/bf16_skinny", ""});
+  if (c.empty()) c.push_back({"reference/bf16", ""});
   return c;
 }
 
 GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptions& options,
                       const GemmTuneCache* tuned) {
   GemmChoice c = ChooseGemmTile(s, compute_capability);
-  if (const std::string* best = tuned ? tuned->Find(compute_capability, s) : nullptr) {
-    const std::vector<std::string> can = GemmCandidates(s, compute_capability);
-    if (std::find(can.begin(), can.end(), *best) != can.end())
-      c = {*best, "the fastest kiln tune measured at this size"};
+  if (const GemmChoice* best = tuned ? tuned->Find(compute_capability, s) : nullptr) {
+    const std::vector<GemmChoice> can = GemmCandidates(s, compute_capability);
+    if (std::any_of(can.begin(), can.end(),
+                    [&](const GemmChoice& x) { return x.kernel == best->kernel && x.split == best->split; }))
+      c = {best->kernel, absl::StrCat("the fastest kiln tune measured at this size (", SplitName(best->split), ")"),
+           best->split};
   }
   GemmOptions o = options;
   // A tile kernel at an M its C map cannot take stores C from registers (f32 ones always do).

@@ -1,5 +1,6 @@
 #include "kiln/runtime/launch.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,7 @@ const char* ParamKindName(ParamSpec::Kind kind) {
     case ParamSpec::Kind::kF32: return "f32";
     case ParamSpec::Kind::kTensorMap: return "tensor map";
     case ParamSpec::Kind::kScheduleTable: return "schedule table";
+    case ParamSpec::Kind::kWorkspace: return "workspace";
   }
   return "?";
 }
@@ -244,6 +246,36 @@ absl::StatusOr<uint64_t> LoadedKernel::DeviceCopy(const std::string& bytes) cons
   return uploads_->by_content.emplace(bytes, *std::move(buf)).first->second.ptr();
 }
 
+absl::StatusOr<uint64_t> LoadedKernel::Workspace(size_t param, size_t bytes) const {
+  std::lock_guard<std::mutex> lock(uploads_->mu);
+  DeviceBuffer& have = uploads_->workspaces[param];
+  if (have.ptr() && have.bytes() >= bytes) return have.ptr();
+  absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(std::max<size_t>(bytes, 256));
+  if (!buf.ok()) return buf.status();
+  if (absl::Status s = buf->Fill(0); !s.ok()) return s;
+  if (have.ptr()) uploads_->outgrown.push_back(std::move(have));
+  have = *std::move(buf);
+  return have.ptr();
+}
+
+absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manifest& m, const Symbols& symbols) {
+  std::map<std::string, WorkTable> tables;
+  for (const ParamSpec& p : m.params) {
+    if (p.kind != ParamSpec::Kind::kScheduleTable) continue;
+    absl::StatusOr<WorkTable> t = BuildScheduleTable(p.schedule, symbols);
+    if (!t.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat(m.source, ": ", m.name, ": schedule table ", p.name, ": ", t.status().message()));
+    tables[p.name] = *std::move(t);
+  }
+  for (const ParamSpec& p : m.params)
+    if (p.kind == ParamSpec::Kind::kWorkspace && !tables.count(p.workspace.table))
+      return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": workspace ", p.name,
+                                                     " is sized by schedule table '", p.workspace.table,
+                                                     "', which the kernel does not have"));
+  return tables;
+}
+
 absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, cu::CUstream stream) const {
   const Manifest& m = manifest_;
   auto error = [&](absl::StatusCode code, const std::string& at, auto&&... what) {
@@ -266,6 +298,8 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
                  m.smem_extra.factors.empty() ? "" : absl::StrCat(" + ", m.smem_extra.ToString()), "); ",
                  (*d)->device_name(), " allows a block ", (*d)->max_smem_optin());
 
+  absl::StatusOr<std::map<std::string, WorkTable>> tables = BuildScheduleTables(m, symbols);
+  if (!tables.ok()) return tables.status();
   // What the launch's parameter pointers point at; cuLaunchKernel copies the values.
   std::vector<std::unique_ptr<cu::CUtensorMap>> maps;
   std::vector<uint64_t> device_copies;
@@ -295,16 +329,19 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
       continue;
     }
     if (p.kind == ParamSpec::Kind::kScheduleTable) {
-      const ScheduleTableParam& t = p.schedule;
-      absl::StatusOr<std::vector<int32_t>> table =
-          HilbertSchedule(t.tiles_m.Value(symbols, 0), t.tiles_n.Value(symbols, 0), t.groups, t.slots);
-      if (!table.ok())
-        return error(absl::StatusCode::kInvalidArgument, m.source, "schedule table ", p.name, ": ",
-                     table.status().message());
+      const std::vector<int32_t>& words = tables->at(p.name).words;
       absl::StatusOr<uint64_t> copy =
-          DeviceCopy(std::string(reinterpret_cast<const char*>(table->data()), table->size() * 4));
+          DeviceCopy(std::string(reinterpret_cast<const char*>(words.data()), words.size() * 4));
       if (!copy.ok()) return copy.status();
       device_copies.push_back(*copy);
+      pointers.push_back(&device_copies.back());
+      continue;
+    }
+    if (p.kind == ParamSpec::Kind::kWorkspace) {
+      const int64_t bytes = tables->at(p.workspace.table).partials * p.workspace.bytes_per_partial;
+      absl::StatusOr<uint64_t> w = Workspace(i, static_cast<size_t>(bytes));
+      if (!w.ok()) return w.status();
+      device_copies.push_back(*w);
       pointers.push_back(&device_copies.back());
       continue;
     }

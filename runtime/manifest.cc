@@ -192,9 +192,14 @@ std::string Manifest::Serialize() const {
       case ParamSpec::Kind::kScheduleTable: {
         const ScheduleTableParam& t = p.schedule;
         absl::StrAppend(&out, "table ", t.curve, " ", t.tiles_m.ToString(), " ", t.tiles_n.ToString(),
-                        " ", t.groups, " ", t.slots, "\n");
+                        " ", t.groups, " ", t.slots);
+        if (t.work()) absl::StrAppend(&out, " work ", t.k_tiles.ToString(), " ", t.split);
+        absl::StrAppend(&out, "\n");
         break;
       }
+      case ParamSpec::Kind::kWorkspace:
+        absl::StrAppend(&out, "workspace ", p.workspace.table, " ", p.workspace.bytes_per_partial, "\n");
+        break;
     }
   }
   if (!smem_extra.factors.empty())
@@ -244,7 +249,7 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
           {"ptr", ParamSpec::Kind::kPointer}, {"i32", ParamSpec::Kind::kI32},
           {"i64", ParamSpec::Kind::kI64}, {"f32", ParamSpec::Kind::kF32}};
       auto kind = kKinds.find(w[2]);
-      if (kind == kKinds.end()) return ParseError(line_no, "bad param kind (ptr, i32, i64, f32, tmap, table)");
+      if (kind == kKinds.end()) return ParseError(line_no, "bad param kind (ptr, i32, i64, f32, tmap, table, workspace)");
       ParamSpec p;
       p.name = w[1];
       p.kind = kind->second;
@@ -258,7 +263,7 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       p.kind = ParamSpec::Kind::kTensorMap;
       p.tensor_map = *std::move(t);
       m.params.push_back(p);
-    } else if (key == "param" && w.size() == 8 && w[2] == "table") {
+    } else if (key == "param" && (w.size() == 8 || (w.size() == 11 && w[8] == "work")) && w[2] == "table") {
       ParamSpec p;
       p.name = w[1];
       p.kind = ParamSpec::Kind::kScheduleTable;
@@ -270,6 +275,20 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
         return ParseError(line_no, "bad schedule table");
       t.tiles_m = *tm;
       t.tiles_n = *tn;
+      if (w.size() == 11) {
+        absl::StatusOr<GridExpr> kt = GridExpr::Parse(w[9]);
+        if (!kt.ok()) return ParseError(line_no, "bad work table k-tiles");
+        t.k_tiles = *kt;
+        t.split = w[10];
+      }
+      m.params.push_back(p);
+    } else if (key == "param" && w.size() == 5 && w[2] == "workspace") {
+      ParamSpec p;
+      p.name = w[1];
+      p.kind = ParamSpec::Kind::kWorkspace;
+      p.workspace.table = w[3];
+      if (!num(4, &p.workspace.bytes_per_partial) || p.workspace.bytes_per_partial <= 0)
+        return ParseError(line_no, "bad workspace");
       m.params.push_back(p);
     } else if (key == "smem_extra" && want(2)) {
       absl::StatusOr<GridExpr> e = GridExpr::Parse(w[1]);

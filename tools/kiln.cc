@@ -67,6 +67,9 @@ ABSL_FLAG(bool, lines, false, "`kiln ptx`: with .file/.loc line tables naming ea
 ABSL_FLAG(std::string, seeds, "1,2,3",
           "`kiln emulate`: the emulated threads' schedules, comma-separated (0: in index order)");
 ABSL_FLAG(bool, emulate, false, "`kiln gemm`: run the chosen kernel on the CPU emulator instead of a GPU");
+ABSL_FLAG(int, split, -1,
+          "`kiln gemm`: the tile kernels' split instead of the rule's: 1 whole tiles, S >= 2 split-K in S parts, "
+          "0 stream-K");
 ABSL_FLAG(std::string, ptx, "", "`kiln emulate`: run this PTX file (e.g. a hand-edited one) with the kernel's manifest");
 ABSL_FLAG(int, watchdog, 0,
           "build every sm_90+ kernel in the GPU debug mode: each mbarrier wait gives up after this many ms and "
@@ -717,7 +720,7 @@ std::vector<kiln::examples::ProblemSize> GemmSizes(const std::vector<std::string
     if (!args.empty() || size.m < 1 || size.n < 1 || size.k < 1) {
       std::cerr << "usage: kiln " << command << " (--m M --n N --k K | --sizes MxNxK,...) [--dtype bf16|f16] "
                    "[--out_dtype bf16|f16|f32] [--epilogue TERMS] [--tune_cache FILE]"
-                << (std::string(command) == "gemm" ? " [--emulate]" : "") << "  (sizes at least 1)\n";
+                << (std::string(command) == "gemm" ? " [--split S] [--emulate]" : "") << "  (sizes at least 1)\n";
       return {};
     }
   return sizes;
@@ -739,8 +742,10 @@ absl::StatusOr<kiln::examples::GemmOptions> GemmOptionsFromFlags() {
 
 // One GEMM kernel of the entry point at one size, checked against cuBLAS and fp64 spot checks
 // and timed with cuBLAS (or, `emulate`, checked on the emulator).
+// A split other than whole tiles shows in the result's name (gemm/bf16_sm90_n128+streamK).
 absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& name,
-                                                          const kiln::examples::ProblemSize& size, bool emulate) {
+                                                          const kiln::examples::ProblemSize& size, int split,
+                                                          bool emulate) {
   absl::StatusOr<Bundle> b = GetBundle(name);
   if (!b.ok() && !Compiling() && absl::IsNotFound(b.status()))
     return absl::NotFoundError(absl::StrCat(
@@ -757,7 +762,11 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
   kiln::examples::RunOptions opt;
   opt.size = size;
   opt.iterations = absl::GetFlag(FLAGS_iters);
-  return emulate ? kiln::examples::EmulateGemm(*b, opt, 1) : kiln::examples::RunGemm(*b, nullptr, opt);
+  opt.split = split;
+  absl::StatusOr<kiln::examples::GemmResult> r =
+      emulate ? kiln::examples::EmulateGemm(*b, opt, 1) : kiln::examples::RunGemm(*b, nullptr, opt);
+  if (r.ok() && split != 1) r->name += split == 0 ? "+streamK" : absl::StrCat("+splitK", split);
+  return r;
 }
 
 // The tune cache named by --tune_cache (empty where none is).
@@ -794,10 +803,17 @@ int Gemm(const std::vector<std::string>& args) {
   double log_ratio = 0, worst = 0;
   int timed = 0;
   for (const kiln::examples::ProblemSize& size : sizes) {
-    const kiln::examples::GemmChoice choice = kiln::examples::ChooseGemm(size, cc, *options, &*tuned);
-    std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": " << choice.kernel << " (" << choice.why
-              << ")" << std::endl;
-    absl::StatusOr<kiln::examples::GemmResult> r = RunEntryKernel(choice.kernel, size, emulate);
+    kiln::examples::GemmChoice choice = kiln::examples::ChooseGemm(size, cc, *options, &*tuned);
+    if (const int split = absl::GetFlag(FLAGS_split); split >= 0) {
+      if (choice.kernel.rfind("gemm/bf16_sm90", 0) != 0)
+        return Fail(absl::InvalidArgumentError(absl::StrCat("--split: ", choice.kernel, " (chosen at ", size.m, "x",
+                                                            size.n, "x", size.k, ") keeps its tiles whole")));
+      choice.split = split;
+      choice.why += absl::StrCat("; --split ", split);
+    }
+    std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": " << choice.kernel << ", "
+              << kiln::rt::SplitName(choice.split) << " (" << choice.why << ")" << std::endl;
+    absl::StatusOr<kiln::examples::GemmResult> r = RunEntryKernel(choice.kernel, size, choice.split, emulate);
     if (absl::IsNotFound(r.status())) return Fail(r.status());
     if (!r.ok()) {
       std::cout << size.m << "x" << size.n << "x" << size.k << ": " << r.status().message() << std::endl;
@@ -845,30 +861,32 @@ int Tune(const std::vector<std::string>& args) {
   std::cout << kiln::examples::TableHeader() << std::endl;
   int failures = 0;
   for (const kiln::examples::ProblemSize& size : sizes) {
-    std::string best;
+    std::optional<kiln::rt::GemmChoice> best;
     double best_ms = 0;
-    for (const std::string& base : kiln::rt::GemmCandidates(size, cc)) {
+    for (const kiln::rt::GemmChoice& c : kiln::rt::GemmCandidates(size, cc)) {
       kiln::examples::GemmOptions plain;
-      plain.any_m = base.rfind("gemm/bf16_sm90", 0) == 0 && size.m % 8 != 0;
+      plain.any_m = c.kernel.rfind("gemm/bf16_sm90", 0) == 0 && size.m % 8 != 0;
       absl::StatusOr<kiln::examples::GemmResult> r =
-          RunEntryKernel(kiln::examples::GemmVariantName(base, plain), size, false);
+          RunEntryKernel(kiln::examples::GemmVariantName(c.kernel, plain), size, c.split, false);
       if (!r.ok()) {
-        std::cout << base << " " << size.m << "x" << size.n << "x" << size.k << ": " << r.status().message() << std::endl;
+        std::cout << c.kernel << " (" << kiln::rt::SplitName(c.split) << ") " << size.m << "x" << size.n << "x"
+                  << size.k << ": " << r.status().message() << std::endl;
         ++failures;
         continue;
       }
       std::cout << kiln::examples::TableRow(*r) << std::endl;
-      if (r->passed && (best.empty() || r->ms < best_ms)) best = base, best_ms = r->ms;
+      if (r->passed && (!best || r->ms < best_ms)) best = c, best_ms = r->ms;
     }
     const kiln::examples::GemmChoice rule = kiln::examples::ChooseGemm(size, cc);
-    if (best.empty()) {
+    if (!best) {
       std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": no candidate passed" << std::endl;
       ++failures;
       continue;
     }
-    cache->Set(cc, size, best, best_ms);
-    std::cout << absl::StrFormat("# %dx%dx%d: fastest %s (%.4f ms); the rule picks %s\n", size.m, size.n, size.k, best,
-                                 best_ms, rule.kernel);
+    cache->Set(cc, size, best->kernel, best->split, best_ms);
+    std::cout << absl::StrFormat("# %dx%dx%d: fastest %s, %s (%.4f ms); the rule picks %s, %s\n", size.m, size.n,
+                                 size.k, best->kernel, kiln::rt::SplitName(best->split), best_ms, rule.kernel,
+                                 kiln::rt::SplitName(rule.split));
   }
   if (absl::Status st = cache->Write(path); !st.ok()) return Fail(st);
   std::cout << "# " << cache->size() << " entries in " << path << std::endl;

@@ -40,7 +40,17 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
                                           .c_box_rows = direct_out ? 0 : PIECE_N, .c_swizzle = !direct_out,
                                           .divide_m = BM * CLUSTER, .ragged = ragged, .in_type = ScalarName(in),
                                           .out_type = ScalarName(out), .epilogue = shape.variant.epilogue.Terms()});
-  Value table = k.ScheduleTableParam("schedule", GemmTiles(BM * CLUSTER, BN, GROUPS, SLOTS));
+  // The entry point's kernels walk a work table (whole tiles, split-K or stream-K, as the launch's
+  // split says); a split tile's parts meet in the workspaces (ReducePartials).
+  Value table, partials, counters;
+  if (ragged) {
+    k.I32Param("split");
+    table = k.ScheduleTableParam("schedule", GemmWork(BM * CLUSTER, BN, BK, GROUPS, SLOTS));
+    partials = k.WorkspaceParam("partials", f32, "schedule", int64_t{CLUSTER} * BM * BN * 4);
+    counters = k.WorkspaceParam("counters", i32, "schedule", int64_t{CLUSTER} * CONSUMERS * 4);
+  } else {
+    table = k.ScheduleTableParam("schedule", GemmTiles(BM * CLUSTER, BN, GROUPS, SLOTS));
+  }
   const Epilogue epilogue = Epilogue::Declare(k, shape.variant.epilogue, g.M, g.N, /*column_major=*/true);
   k.Grid("128");
   if (CLUSTER > 1) k.ClusterDims({CLUSTER, 1, 1});
@@ -49,17 +59,36 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
   SmemTile sC[CONSUMERS];  // [n][m]
   if (!direct_out)
     for (SmemTile& t : sC) t = k.SmemSwizzled(out, PIECE_N, 64, Swizzle::k128B);
+  SmemTile last_flags;  // per consumer: whether its share of a split tile came last
+  if (ragged) last_flags = k.Smem(i32, CONSUMERS, 1);
   Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
-  auto walk = ScheduledTiles(k, table, SLOTS);
   Value tid = k.ThreadIdx(), rank = CLUSTER > 1 ? k.ClusterCtaRank() : k.I32(0);
+  // body(m0, n0, unit): this CTA's rows of each unit's tile; the whole-tile kernels' units have
+  // no k range (the whole K) and no slot.
+  std::function<void(const std::function<void(Value, Value, const WorkUnit&)>&)> for_each_unit;
+  if (ragged) {
+    auto walk = ScheduledWork(k, table, SLOTS);
+    for_each_unit = [&, walk](const auto& body) {
+      walk([&](const WorkUnit& u) { body(u.m_index * (BM * CLUSTER) + rank * BM, u.n_index * BN, u); });
+    };
+  } else {
+    auto walk = ScheduledTiles(k, table, SLOTS);
+    for_each_unit = [&, walk](const auto& body) {
+      walk([&](Value mi, Value ni) { body(mi * (BM * CLUSTER) + rank * BM, ni * BN, WorkUnit{}); });
+    };
+  }
   k.If(tid == 0, [&] { ring.Init(); });
   if (CLUSTER > 1) k.ClusterSync();
   else k.SyncThreads();
-  auto for_each_tile = [&](const std::function<void(Value, Value)>& body) {
-    walk([&](Value mi, Value ni) { body(mi * (BM * CLUSTER) + rank * BM, ni * BN); });
-  };
 
-  MulticastProducer(k, ring, g, sA, sB, BK, rank, for_each_tile, CLUSTER);
+  if (ragged)
+    MulticastProducer(k, ring, g, sA, sB, BK, rank, ForEachSpan([&](const SpanBody& body) {
+                        for_each_unit([&](Value m0, Value n0, const WorkUnit& u) { body(m0, n0, u.k_begin * BK, u.k_end * BK); });
+                      }), CLUSTER);
+  else
+    MulticastProducer(k, ring, g, sA, sB, BK, rank, ForEachTile([&](const TileBody& body) {
+                        for_each_unit([&](Value m0, Value n0, const WorkUnit&) { body(m0, n0); });
+                      }), CLUSTER);
   k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240}, [&](Value t) {
     Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
     WgmmaAccumulator acc = k.WgmmaAcc(BN);
@@ -96,25 +125,14 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
         }
       });
     };
-    for_each_tile([&](Value m0, Value n0) {
-      held[0] = mma(true);
-      if (overlap_epilogue && !direct_out) k.If(pending[0] == 1, write_out);  // under the group just issued
-      k.For(BK, g.K, BK, [&](Value) {
-        Value s = mma(false);
-        k.WgmmaWait(1);  // the previous group has retired: its stage is free
-        ring.Release(held[0], c);
-        held[0] = s;
-      });
-      k.WgmmaWait(0);
-      ring.Release(held[0], c);
-      if (direct_out) {  // each element through the epilogue, stored where it lies inside M x N
-        for (int p = 0; p < BN / 4; ++p)
-          for (int e = 0; e < 2; ++e) {
-            Value row = m0 + row0 + acc.Row(p), col = n0 + acc.Col(p) + e, inside = (row < g.M) & (col < g.N);
-            StoreGlobal(g.Cptr.At({row, col}), epilogue.Output(acc[2 * p + e], row, col, inside), {.mask = inside});
-          }
-        return;
-      }
+    auto store_direct = [&](Value m0, Value n0) {  // each element through the epilogue, where inside M x N
+      for (int p = 0; p < BN / 4; ++p)
+        for (int e = 0; e < 2; ++e) {
+          Value row = m0 + row0 + acc.Row(p), col = n0 + acc.Col(p) + e, inside = (row < g.M) & (col < g.N);
+          StoreGlobal(g.Cptr.At({row, col}), epilogue.Output(acc[2 * p + e], row, col, inside), {.mask = inside});
+        }
+    };
+    auto pack = [&](Value m0, Value n0) {
       for (int p = 0; p < BN / 4; ++p) {
         Value x = acc[2 * p], y = acc[2 * p + 1];
         if (!shape.variant.epilogue.Plain()) {
@@ -128,6 +146,34 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
       pending[1] = m0;
       pending[2] = n0;
       if (!overlap_epilogue) write_out();
+    };
+    for_each_unit([&](Value m0, Value n0, const WorkUnit& u) {
+      held[0] = mma(true);
+      if (overlap_epilogue && !direct_out) k.If(pending[0] == 1, write_out);  // under the group just issued
+      auto step = [&](Value) {
+        Value s = mma(false);
+        k.WgmmaWait(1);  // the previous group has retired: its stage is free
+        ring.Release(held[0], c);
+        held[0] = s;
+      };
+      if (ragged) k.For(u.k_begin * BK + BK, u.k_end * BK, BK, step);
+      else k.For(BK, g.K, BK, step);
+      k.WgmmaWait(0);
+      ring.Release(held[0], c);
+      auto finish = [&] {
+        if (direct_out) store_direct(m0, n0);
+        else pack(m0, n0);
+      };
+      if (!ragged) return finish();
+      // A split tile's share: only the part that completes it writes C.
+      Regs writes = k.Registers(Type::Of(i32), 1);
+      writes[0] = k.I32(1);
+      k.If(u.slot != -1, [&] {
+        Value last = ReducePartials(k, acc.regs(), BN / 2, u, partials, counters, rank * CONSUMERS + wg,
+                                    CLUSTER * CONSUMERS, c, 128, wg + 4, last_flags.At(wg, 0));
+        writes[0] = Select(last, k.I32(1), k.I32(0));
+      });
+      k.If(writes[0] == 1, finish, [&] { pending[0] = 0; });
     });
     if (overlap_epilogue && !direct_out) k.If(pending[0] == 1, write_out);
     k.If(c == 0, [&] { k.BulkWait(0); });

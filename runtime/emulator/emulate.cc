@@ -49,6 +49,14 @@ absl::Status Device::Fill(uint64_t dst, uint8_t byte, size_t bytes) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> Device::Workspace(const std::string& key, size_t bytes) {
+  auto& [base, size] = workspaces_[key];
+  if (base && size >= bytes) return base;
+  absl::StatusOr<uint64_t> fresh = Allocate(std::max<size_t>(bytes, 256));
+  if (!fresh.ok()) return fresh.status();
+  base = *fresh, size = std::max<size_t>(bytes, 256);
+  return base;
+}
 
 namespace {
 absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt::Dim3 grid,
@@ -64,22 +72,27 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
   if (entry->params.size() != args.size())
     return absl::InvalidArgumentError(absl::StrCat(m.name, ": the PTX entry takes ", entry->params.size(),
                                                    " parameters, the manifest ", args.size()));
+  absl::StatusOr<std::map<std::string, rt::WorkTable>> tables = rt::BuildScheduleTables(m, symbols);
+  if (!tables.ok()) return tables.status();
   std::vector<uint8_t> params(entry->param_bytes, 0);
   std::vector<EmulatedTensorMap> maps;
   maps.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const ptx::Param& p = entry->params[i];
     if (args[i].kind() == rt::Arg::Kind::kScheduleTable) {  // built as the launcher builds it
-      const rt::ScheduleTableParam& t = m.params[i].schedule;
-      absl::StatusOr<std::vector<int32_t>> table =
-          rt::HilbertSchedule(t.tiles_m.Value(symbols, 0), t.tiles_n.Value(symbols, 0), t.groups, t.slots);
-      if (!table.ok())
-        return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": schedule table ", m.params[i].name, ": ",
-                                                       table.status().message()));
-      absl::StatusOr<uint64_t> copy = device.Allocate(table->size() * 4);
+      const std::vector<int32_t>& words = tables->at(m.params[i].name).words;
+      absl::StatusOr<uint64_t> copy = device.Allocate(words.size() * 4);
       if (!copy.ok()) return copy.status();
-      if (absl::Status s = device.CopyIn(*copy, table->data(), table->size() * 4); !s.ok()) return s;
+      if (absl::Status s = device.CopyIn(*copy, words.data(), words.size() * 4); !s.ok()) return s;
       std::memcpy(params.data() + p.offset, &*copy, 8);
+      continue;
+    }
+    if (args[i].kind() == rt::Arg::Kind::kWorkspace) {  // kept across launches, as the launcher keeps it
+      const rt::WorkspaceParam& w = m.params[i].workspace;
+      absl::StatusOr<uint64_t> base = device.Workspace(
+          absl::StrCat(m.name, "/", m.params[i].name), static_cast<size_t>(tables->at(w.table).partials * w.bytes_per_partial));
+      if (!base.ok()) return base.status();
+      std::memcpy(params.data() + p.offset, &*base, 8);
       continue;
     }
     if (args[i].kind() == rt::Arg::Kind::kTensorMap) {
@@ -122,54 +135,60 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
     return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": clusters of ", cd.x, "x", cd.y, "x", cd.z,
                                                    " do not tile a grid of ", grid.x, "x", grid.y, "x", grid.z));
   const rt::Dim3 clusters{grid.x / cd.x, grid.y / cd.y, grid.z / cd.z};
-  for (unsigned kz = 0; kz < clusters.z; ++kz)
-    for (unsigned ky = 0; ky < clusters.y; ++ky)
-      for (unsigned kx = 0; kx < clusters.x; ++kx) {
-        // The cluster's CTAs run together: they wait on each other's barriers and memory.
-        ClusterState cluster{{}, cd, {kx, ky, kz}, clusters};
-        std::vector<std::unique_ptr<Cta>> ctas;
-        for (unsigned z = 0; z < cd.z; ++z)
-          for (unsigned y = 0; y < cd.y; ++y)
-            for (unsigned x = 0; x < cd.x; ++x) {
-              ctas.push_back(std::make_unique<Cta>(device, *module, *entry, params, grid, m.block,
-                                                   rt::Dim3{kx * cd.x + x, ky * cd.y + y, kz * cd.z + z},
-                                                   static_top + smem, m.name, options.seed ? &rng : nullptr, &budget,
-                                                   &maps));
-              ctas.back()->JoinCluster(&cluster, static_cast<int>(ctas.size()) - 1);
-              cluster.ctas.push_back(ctas.back().get());
-            }
-        std::vector<bool> finished(ctas.size(), false);
-        // Under a seed one CTA of the cluster lags (it gets a quarter of the turns), so the others
-        // run ahead of it to their exit: races between a CTA's exit and a peer still using its
-        // shared memory show up.
-        const size_t lagging = options.seed && ctas.size() > 1 ? rng() % ctas.size() : ctas.size();
-        while (true) {
-          bool moved = false, all = true;
-          for (size_t i = 0; i < ctas.size(); ++i) {
-            const size_t c = options.seed ? (i + rng()) % ctas.size() : i;
-            if (finished[c] || (c == lagging && rng() % 4 != 0)) continue;
-            absl::StatusOr<Cta::Progress> p = ctas[c]->Advance(&stats.instructions);
-            if (!p.ok()) return p.status();
-            if (*p == Cta::Progress::kFinished) finished[c] = true;
-            moved |= *p != Cta::Progress::kIdle;
-          }
-          for (bool f : finished) all &= f;
-          if (all) break;
-          if (moved) continue;
-          cluster.TryRelease();  // threads may have exited since the last arrival
-          bool woken = false;
-          for (size_t c = 0; c < ctas.size(); ++c) {
-            if (finished[c]) continue;
-            absl::StatusOr<Cta::Progress> p = ctas[c]->Advance(&stats.instructions);
-            if (!p.ok()) return p.status();
-            woken |= *p != Cta::Progress::kIdle;
-          }
-          if (woken) continue;
-          for (size_t c = 0; c < ctas.size(); ++c)
-            if (!finished[c]) return ctas[c]->Deadlock();
+  // Clusters run one after another; under a seed in a shuffled order, since the hardware starts
+  // and finishes them in any order (what meets in global memory must not depend on it).
+  std::vector<uint64_t> order(clusters.count());
+  for (uint64_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (options.seed) std::shuffle(order.begin(), order.end(), rng);
+  for (uint64_t index : order) {
+    const unsigned kx = static_cast<unsigned>(index % clusters.x),
+                   ky = static_cast<unsigned>(index / clusters.x % clusters.y),
+                   kz = static_cast<unsigned>(index / clusters.x / clusters.y);
+    // The cluster's CTAs run together: they wait on each other's barriers and memory.
+    ClusterState cluster{{}, cd, {kx, ky, kz}, clusters};
+    std::vector<std::unique_ptr<Cta>> ctas;
+    for (unsigned z = 0; z < cd.z; ++z)
+      for (unsigned y = 0; y < cd.y; ++y)
+        for (unsigned x = 0; x < cd.x; ++x) {
+          ctas.push_back(std::make_unique<Cta>(device, *module, *entry, params, grid, m.block,
+                                               rt::Dim3{kx * cd.x + x, ky * cd.y + y, kz * cd.z + z},
+                                               static_top + smem, m.name, options.seed ? &rng : nullptr, &budget,
+                                               &maps));
+          ctas.back()->JoinCluster(&cluster, static_cast<int>(ctas.size()) - 1);
+          cluster.ctas.push_back(ctas.back().get());
         }
-        stats.blocks += static_cast<int64_t>(ctas.size());
+    std::vector<bool> finished(ctas.size(), false);
+    // Under a seed one CTA of the cluster lags (it gets a quarter of the turns), so the others
+    // run ahead of it to their exit: races between a CTA's exit and a peer still using its
+    // shared memory show up.
+    const size_t lagging = options.seed && ctas.size() > 1 ? rng() % ctas.size() : ctas.size();
+    while (true) {
+      bool moved = false, all = true;
+      for (size_t i = 0; i < ctas.size(); ++i) {
+        const size_t c = options.seed ? (i + rng()) % ctas.size() : i;
+        if (finished[c] || (c == lagging && rng() % 4 != 0)) continue;
+        absl::StatusOr<Cta::Progress> p = ctas[c]->Advance(&stats.instructions);
+        if (!p.ok()) return p.status();
+        if (*p == Cta::Progress::kFinished) finished[c] = true;
+        moved |= *p != Cta::Progress::kIdle;
       }
+      for (bool f : finished) all &= f;
+      if (all) break;
+      if (moved) continue;
+      cluster.TryRelease();  // threads may have exited since the last arrival
+      bool woken = false;
+      for (size_t c = 0; c < ctas.size(); ++c) {
+        if (finished[c]) continue;
+        absl::StatusOr<Cta::Progress> p = ctas[c]->Advance(&stats.instructions);
+        if (!p.ok()) return p.status();
+        woken |= *p != Cta::Progress::kIdle;
+      }
+      if (woken) continue;
+      for (size_t c = 0; c < ctas.size(); ++c)
+        if (!finished[c]) return ctas[c]->Deadlock();
+    }
+    stats.blocks += static_cast<int64_t>(ctas.size());
+  }
   return stats;
 }
 }  // namespace

@@ -86,26 +86,28 @@ TEST(GemmTuneCache, WrittenReadBackAndPreferredOverTheRule) {
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ(empty->size(), 0u);
   GemmTuneCache cache;
-  cache.Set(90, {256, 10240, 8192}, "gemm/bf16_sm90_n128", 0.21);
-  cache.Set(90, {256, 10240, 8192}, "gemm/bf16_sm90_n64", 0.20);  // a later measurement replaces it
-  cache.Set(90, {1024, 4096, 4096}, "gemm/bf16_skinny", 0.5);  // not a candidate past M = 64: ignored
+  cache.Set(90, {256, 10240, 8192}, "gemm/bf16_sm90_n128", 0, 0.21);
+  cache.Set(90, {256, 10240, 8192}, "gemm/bf16_sm90_n64", 2, 0.20);  // a later measurement replaces it
+  cache.Set(90, {1024, 4096, 4096}, "gemm/bf16_skinny", 1, 0.5);  // not a candidate past M = 64: ignored
   ASSERT_TRUE(cache.Write(path).ok());
   absl::StatusOr<GemmTuneCache> back = GemmTuneCache::Read(path);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->size(), 2u);
-  EXPECT_EQ(ChooseGemm({256, 10240, 8192}, 90).kernel, "gemm/bf16_sm90");  // the rule
+  const GemmChoice rule = ChooseGemm({256, 10240, 8192}, 90);
+  EXPECT_FALSE(rule.kernel == "gemm/bf16_sm90_n64" && rule.split == 2) << "the rule already picks the tuned entry";
   const GemmChoice tuned = ChooseGemm({256, 10240, 8192}, 90, {.epilogue = "relu"}, &*back);
   EXPECT_EQ(tuned.kernel, "gemm/bf16_sm90_n64.bf16-bf16.relu");
+  EXPECT_EQ(tuned.split, 2);
   EXPECT_NE(tuned.why.find("kiln tune"), std::string::npos);
   EXPECT_EQ(ChooseGemm({256, 10240, 8192}, 80, {}, &*back).kernel, "reference/bf16");  // another GPU's entry
-  EXPECT_EQ(ChooseGemm({1024, 4096, 4096}, 90, {}, &*back).kernel, "gemm/bf16_sm90");
+  EXPECT_EQ(ChooseGemm({1024, 4096, 4096}, 90, {}, &*back).kernel, ChooseGemm({1024, 4096, 4096}, 90).kernel);
   {
     std::ofstream bad(path, std::ios::app);
     bad << "sm_90 64 64 gemm/bf16_sm90 0.1\n";
   }
   absl::StatusOr<GemmTuneCache> broken = GemmTuneCache::Read(path);
   ASSERT_FALSE(broken.ok());
-  EXPECT_NE(broken.status().message().find(":4: not 'sm_<cc> M N K kernel ms'"), std::string::npos) << broken.status();
+  EXPECT_NE(broken.status().message().find(":5: not 'sm_<cc> M N K kernel split ms'"), std::string::npos) << broken.status();
 }
 
 // ---- on the GPU

@@ -314,20 +314,34 @@ namespace {
 // The GEMM entry point's kernels at sizes no tile divides. The Hopper ones: TMA's bounds
 // zero-fill the loads past M, N and K and clip the stores (M and K multiples of 8, N anything).
 // The skinny one: masks, and rows in passes (any M, K a multiple of 8).
-void ExpectCorrectAt(const char* name, std::initializer_list<ProblemSize> sizes) {
+void ExpectCorrectAt(const char* name, std::initializer_list<ProblemSize> sizes, int split = 1) {
   const rt::Bundle b = BundleOf(name);
   for (const ProblemSize& size : sizes) {
     RunOptions opt;
     opt.size = size;
+    opt.split = split;
     absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, 2);
-    ASSERT_TRUE(r.ok()) << name << " " << size.m << "x" << size.n << "x" << size.k << ": " << r.status();
-    EXPECT_TRUE(r->passed) << name << " " << size.m << "x" << size.n << "x" << size.k << ": " << r->failure;
+    ASSERT_TRUE(r.ok()) << name << " split " << split << " " << size.m << "x" << size.n << "x" << size.k << ": "
+                        << r.status();
+    EXPECT_TRUE(r->passed) << name << " split " << split << " " << size.m << "x" << size.n << "x" << size.k << ": "
+                           << r->failure;
   }
 }
 
 TEST(EmulatedGemmEntryPoint, TheTileKernelsAtRaggedSizes) {
   for (const char* name : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64"})
     ExpectCorrectAt(name, {{264, 300, 200}, {8, 1, 8}, {520, 7, 72}, {128, 257, 64}});
+}
+
+// Split-K (2 and 3 parts, the last with fewer k-tiles) and stream-K: each split tile's parts meet
+// in the workspace. The harness launches twice on one emulated device, the clusters in another
+// order the second time, and wants the same bytes: the counters were put back and the parts
+// summed in a fixed order whichever came last.
+TEST(EmulatedGemmEntryPoint, SplitKAndStreamKAtRaggedSizes) {
+  for (const char* name : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64"})
+    for (int split : {2, 3, 0}) ExpectCorrectAt(name, {{136, 200, 328}}, split);
+  ExpectCorrectAt("gemm/bf16_sm90_n64.bf16-f32.scale.silu", {{131, 70, 200}}, 0);
+  ExpectCorrectAt("gemm/bf16_sm90_n128.bf16-bf16.any_m.scale.bias_col.gelu.residual", {{13, 130, 136}}, 2);
 }
 
 TEST(EmulatedGemmEntryPoint, TheSkinnyKernelAtRaggedSizes) {
@@ -382,18 +396,28 @@ TEST(GemmChoice, VariantNamesCarryTypesAndTheEpilogueInTheKernelsOrder) {
   EXPECT_NE(CanonicalEpilogue("tanh").status().message().find("unknown term 'tanh'"), std::string::npos);
 }
 
-TEST(GemmChoice, TheTileThatWastesLeastWhereTmaStridesAllowElseTheReference) {
-  EXPECT_EQ(ChooseGemm({4096, 4096, 4096}, 90).kernel, "gemm/bf16_sm90");      // 4 full waves of 256x256
-  EXPECT_EQ(ChooseGemm({16384, 8192, 28672}, 90).kernel, "gemm/bf16_sm90");
-  EXPECT_EQ(ChooseGemm({128, 10240, 8192}, 90).kernel, "gemm/bf16_sm90_n128");  // half of each 256-row tile idle
-  EXPECT_EQ(ChooseGemm({1024, 6144, 4096}, 90).kernel, "gemm/bf16_sm90_n128");  // 1.5 waves against 3 full ones
-  EXPECT_EQ(ChooseGemm({128, 4096, 14336}, 90).kernel, "gemm/bf16_sm90_n64");   // 32 128x128 tiles for 128 slots
-  EXPECT_EQ(ChooseGemm({256, 10240, 8192}, 90).kernel, "gemm/bf16_sm90");
-  EXPECT_EQ(ChooseGemm({1, 4096, 4096}, 90).kernel, "gemm/bf16_skinny");
-  EXPECT_EQ(ChooseGemm({13, 4096, 4096}, 90).kernel, "gemm/bf16_sm90_n64.bf16-bf16.any_m");  // no C map at M = 13
-  EXPECT_EQ(ChooseGemm({13, 4096, 4096}, 90, {.out_type = "f32"}).kernel, "gemm/bf16_sm90_n64.bf16-f32");
-  EXPECT_EQ(ChooseGemm({16, 4096, 4096}, 90).kernel, "gemm/bf16_sm90_n64");  // tensor cores win at 16
-  EXPECT_EQ(ChooseGemm({100, 7, 64}, 90).kernel, "gemm/bf16_sm90_n64.bf16-bf16.any_m");
+// (kernel, split) as the rule gives it.
+std::pair<std::string, int> Choice(const ProblemSize& s, const GemmOptions& o = {}) {
+  const GemmChoice c = ChooseGemm(s, 90, o);
+  return {c.kernel, c.split};
+}
+
+TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReference) {
+  using P = std::pair<std::string, int>;
+  EXPECT_EQ(Choice({4096, 4096, 4096}), P("gemm/bf16_sm90", 1));  // 4 full waves of 256x256: whole tiles
+  EXPECT_EQ(Choice({16384, 8192, 28672}), P("gemm/bf16_sm90", 1));
+  EXPECT_EQ(Choice({1024, 4096, 4096}), P("gemm/bf16_sm90", 1));  // one full wave
+  // 1.5 waves of 256x256 tiles: stream-K evens them out for two partials a group.
+  EXPECT_EQ(Choice({1024, 6144, 4096}), P("gemm/bf16_sm90", 0));
+  // Half of each 256-row tile would be idle at M = 128, and 80 128x128 tiles leave 48 of 128
+  // slots idle: stream-K on 128x128.
+  EXPECT_EQ(Choice({128, 10240, 8192}), P("gemm/bf16_sm90_n128", 0));
+  // 32 128x128 tiles for 128 slots: each tile's K in 4 parts fills them.
+  EXPECT_EQ(Choice({128, 4096, 14336}), P("gemm/bf16_sm90_n128", 4));
+  EXPECT_EQ(Choice({1, 4096, 4096}), P("gemm/bf16_skinny", 1));
+  EXPECT_EQ(Choice({13, 4096, 4096}).first, "gemm/bf16_sm90_n128.bf16-bf16.any_m");  // no C map at M = 13
+  EXPECT_EQ(Choice({13, 4096, 4096}, {.out_type = "f32"}).first, "gemm/bf16_sm90_n128.bf16-f32");
+  EXPECT_EQ(Choice({100, 7, 64}), P("gemm/bf16_sm90_n64.bf16-bf16.any_m", 1));  // one tile, one k-tile
   const GemmChoice odd = ChooseGemm({100, 7, 60}, 90);
   EXPECT_EQ(odd.kernel, "reference/bf16");
   EXPECT_NE(odd.why.find("TMA needs K a multiple of 8"), std::string::npos) << odd.why;

@@ -1,7 +1,9 @@
 #include "kiln/runtime/manifest.h"
 
+#include <algorithm>
+#include <array>
 #include <filesystem>
-
+#include <map>
 #include <set>
 
 #include "absl/strings/str_replace.h"
@@ -185,6 +187,86 @@ TEST(Schedule, HilbertVisitsEveryTileOnce) {
   for (int32_t e : *t) if (e >= 0) EXPECT_TRUE(seen.insert(e).second) << e;
   EXPECT_EQ(seen.size(), 24u);
   EXPECT_FALSE(HilbertSchedule(64, 64, 2, 8).ok());  // 2048 tiles do not fit 2 x 7 slots
+}
+
+// Every k-tile of every tile once, a split tile's parts numbered in k order with one run of
+// partial slots, and no group over its slots: whole tiles, split-K, stream-K.
+void ExpectCoversEveryKTileOnce(int64_t tiles_m, int64_t tiles_n, int64_t k_tiles, int64_t split, int groups) {
+  const int slots = 64;
+  absl::StatusOr<WorkTable> t = WorkSchedule(tiles_m, tiles_n, k_tiles, split, groups, slots);
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::map<int32_t, std::vector<std::array<int32_t, 4>>> by_tile;
+  for (int g = 0; g < groups; ++g)
+    for (int u = 0; u < slots; ++u) {
+      const int32_t* w = &t->words[(static_cast<size_t>(g) * slots + u) * kWorkWords];
+      if (w[0] == -1) break;
+      by_tile[w[0]].push_back({w[1] >> 16, w[1] & 0xffff, w[2], w[3]});
+    }
+  ASSERT_EQ(by_tile.size(), static_cast<size_t>(tiles_m * tiles_n)) << "split " << split;
+  std::set<int32_t> first_slots;
+  int64_t partials = 0;
+  for (auto& [tile, units] : by_tile) {
+    std::sort(units.begin(), units.end());
+    const int parts = static_cast<int>(units.size());
+    int64_t next = 0;
+    for (int p = 0; p < parts; ++p) {
+      EXPECT_EQ(units[p][0], next) << "tile " << tile << " split " << split;  // contiguous, in order
+      EXPECT_LT(units[p][0], units[p][1]);
+      next = units[p][1];
+      EXPECT_EQ(units[p][3], p << 16 | parts);
+      EXPECT_EQ(units[p][2], parts == 1 ? -1 : units[0][2]);
+    }
+    EXPECT_EQ(next, k_tiles) << "tile " << tile << " split " << split;
+    if (parts > 1) {
+      EXPECT_TRUE(first_slots.insert(units[0][2]).second);
+      partials += parts;
+    }
+  }
+  EXPECT_EQ(t->partials, partials);
+}
+
+TEST(Schedule, WorkTablesCoverEveryKTileOnceInPartOrder) {
+  for (int64_t split : {1, 2, 3, 0}) {
+    ExpectCoversEveryKTileOnce(3, 5, 7, split, 4);   // 15 tiles over 4 groups: a ragged last wave
+    ExpectCoversEveryKTileOnce(2, 2, 64, split, 8);  // fewer tiles than groups
+    ExpectCoversEveryKTileOnce(4, 4, 5, split, 16);  // whole waves
+  }
+  ExpectCoversEveryKTileOnce(1, 3, 2, 5, 4);  // a split past the k-tiles: as many parts as k-tiles
+  // Stream-K at 15 tiles of 7 k-tiles over 4 groups: 8 whole tiles, the 7 others cut evenly.
+  absl::StatusOr<WorkTable> sk = WorkSchedule(3, 5, 7, 0, 4, 64);
+  ASSERT_TRUE(sk.ok()) << sk.status();
+  for (int g = 0; g < 4; ++g) {
+    int64_t k_tiles = 0;
+    for (int u = 0; sk->words[(g * 64 + u) * kWorkWords] != -1; ++u) {
+      const int32_t ks = sk->words[(g * 64 + u) * kWorkWords + 1];
+      k_tiles += (ks & 0xffff) - (ks >> 16);
+    }
+    EXPECT_NEAR(k_tiles, 15 * 7 / 4.0, 1) << "group " << g;
+  }
+  EXPECT_FALSE(WorkSchedule(64, 64, 8, 4, 2, 8).ok());  // too many units for 2 x 7 slots
+  EXPECT_FALSE(WorkSchedule(2, 2, 8, -1, 2, 8).ok());
+  EXPECT_FALSE(WorkSchedule(2, 2, 0, 1, 2, 8).ok());
+}
+
+TEST(Manifest, WorkTablesAndWorkspacesRoundTrip) {
+  const std::string text = std::string("kiln-bundle 1") +
+                           "\nname t\nentry t\ntarget sm_90a\nblock 128 1 1\ncluster 1 1 1\nsmem 0\ngrid 128 1 1\n"
+                           "param M i32\nparam N i32\nparam K i32\nparam split i32\n"
+                           "param schedule table hilbert M/128 N/128 128 128 work K/64 split\n"
+                           "param partials workspace schedule 65536\nsource x.cc:1\n";
+  absl::StatusOr<Manifest> m = Manifest::Parse(text);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->params.size(), 6u);
+  EXPECT_TRUE(m->params[4].schedule.work());
+  EXPECT_EQ(m->params[4].schedule.split, "split");
+  EXPECT_EQ(m->params[5].kind, ParamSpec::Kind::kWorkspace);
+  EXPECT_EQ(m->params[5].workspace.bytes_per_partial, 65536);
+  EXPECT_EQ(Manifest::Parse(m->Serialize())->Serialize(), m->Serialize());
+  absl::StatusOr<WorkTable> t = BuildScheduleTable(m->params[4].schedule, {{"M", 300}, {"N", 256}, {"K", 640}, {"split", 2}});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->partials, 3 * 2 * 2);  // 3 x 2 tiles in 2 parts each
+  EXPECT_FALSE(BuildScheduleTable(m->params[4].schedule, {{"M", 300}, {"N", 256}, {"K", 640}}).ok());  // no split
+  EXPECT_FALSE(Manifest::Parse(text + "param w workspace schedule 0\n").ok());
 }
 }  // namespace
 }  // namespace kiln::rt

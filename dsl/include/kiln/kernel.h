@@ -36,9 +36,12 @@ namespace kiln {
 
 // A schedule table parameter (see rt::ScheduleTableParam): a tiles_m x tiles_n grid of tiles,
 // each a rule of the integer parameters (e.g. "M/256"), dealt to `groups` CTA groups of `slots`.
+// With `split` (an integer parameter declared before it) a work table of units of (tile, k
+// range) instead, each tile's K being `k_tiles` k-tiles (e.g. "K/64"): rt::WorkSchedule.
 struct ScheduleTable {
   std::string tiles_m, tiles_n;
   int groups = 1, slots = 1;
+  std::string k_tiles = "", split = "";
 };
 
 // What a finished kernel is: the manifest plus the MLIR module (opaque here).
@@ -76,6 +79,10 @@ class Kernel {
   Value F32Param(const std::string& name, Loc loc = Loc::current());
   // A global i32 table the launcher builds on the host (a Hilbert tile order).
   Value ScheduleTableParam(const std::string& name, const ScheduleTable& spec, Loc loc = Loc::current());
+  // Global scratch memory of `elem`s the launcher allocates and keeps (rt::WorkspaceParam):
+  // `bytes_per_partial` for each partial slot of the work table parameter `table`, zeroed once.
+  Value WorkspaceParam(const std::string& name, Scalar elem, const std::string& table, int64_t bytes_per_partial,
+                       Loc loc = Loc::current());
   // Grid dims as rules of the integer parameters, e.g. Grid("N/128", "M/128") or Grid("rows/16").
   void Grid(const std::string& x, const std::string& y = "1", const std::string& z = "1",
             Loc loc = Loc::current());
@@ -212,6 +219,9 @@ class Kernel {
   void BulkWait(int pending, bool smem_reads_only = false, Loc loc = Loc::current());
   void FenceBarrierInit(Loc loc = Loc::current());  // fence.mbarrier_init.release.cluster
   void FenceProxyAsync(Loc loc = Loc::current());   // fence.proxy.async.shared::cta
+  // membar.gl (__threadfence): this thread's earlier memory accesses are performed at GPU scope
+  // before its later ones: what publishing data through a global flag or counter needs.
+  void FenceGpu(Loc loc = Loc::current());
   void ClusterSync(Loc loc = Loc::current());       // barrier.cluster.arrive + wait
   void NamedBarrier(const Operand& id, int threads, Loc loc = Loc::current());  // bar.sync id, n
   // bar.arrive id, n: counts this warp toward barrier `id` without waiting (a producer's signal).

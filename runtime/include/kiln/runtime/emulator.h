@@ -34,9 +34,13 @@ class Device {
   absl::Status Fill(uint64_t dst, uint8_t byte, size_t bytes);
   // The bytes at [address, address + bytes), or null when they are not all in one allocation.
   uint8_t* Find(uint64_t address, size_t bytes);
+  // A kernel's workspace parameter (rt::WorkspaceParam) of at least `bytes`, kept across launches
+  // as the launcher keeps it: zeroed when (re)allocated, then as the last launch left it.
+  absl::StatusOr<uint64_t> Workspace(const std::string& key, size_t bytes);
 
  private:
   std::map<uint64_t, std::vector<uint8_t>> blocks_;  // by base address
+  std::map<std::string, std::pair<uint64_t, size_t>> workspaces_;  // by kernel and parameter
   uint64_t next_ = uint64_t{1} << 32;
 };
 

@@ -25,7 +25,12 @@ struct GemmSize {
 struct GemmChoice {
   std::string kernel;  // a registered kernel (bundle) name
   std::string why;     // one line for the user
+  // The tile kernels' work table: 1 whole tiles, S >= 2 each tile's K in S parts (split-K), 0
+  // stream-K. Split tiles are summed in a fixed order (deterministic); see rt::WorkSchedule.
+  int split = 1;
 };
+// A split's name in messages and the tune cache: "whole", "split-K 3", "stream-K".
+std::string SplitName(int split);
 
 // What else the caller asks of the GEMM: element types and a fused epilogue (its terms in the
 // kernels' order, CanonicalEpilogue). The chosen kernel is the variant of the chosen tile that
@@ -49,28 +54,28 @@ inline const std::vector<std::string> kBundledTileVariants = {
     "bf16-bf16.any_m", "f16-f16.any_m", "bf16-bf16.any_m.scale.bias_col.gelu.residual", "f16-f16.any_m.bias_row.relu"};
 
 // What `kiln tune` measured: the fastest kernel (its tile: the base name, before any variant
-// options) per GPU and problem size. A text file, one line per entry,
-//   sm_<cc> <M> <N> <K> <kernel> <milliseconds>
-// later lines replacing earlier ones; '#' starts a comment.
+// options) and split per GPU and problem size. A text file, one line per entry,
+//   sm_<cc> <M> <N> <K> <kernel> <split> <milliseconds>
+// (a line without the split means 1), later lines replacing earlier ones; '#' starts a comment.
 class GemmTuneCache {
  public:
   // An absent file is an empty cache; a line that does not parse is an error naming it.
   static absl::StatusOr<GemmTuneCache> Read(const std::string& path);
   absl::Status Write(const std::string& path) const;
-  const std::string* Find(int compute_capability, const GemmSize& size) const;
-  void Set(int compute_capability, const GemmSize& size, const std::string& kernel, double ms);
+  const GemmChoice* Find(int compute_capability, const GemmSize& size) const;  // kernel and split
+  void Set(int compute_capability, const GemmSize& size, const std::string& kernel, int split, double ms);
   size_t size() const { return entries_.size(); }
 
  private:
   struct Entry {
-    std::string kernel;
+    GemmChoice choice;
     double ms = 0;
   };
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, Entry> entries_;
 };
 
-// The kernels (tiles) that can run a problem on this GPU and that `kiln tune` measures.
-std::vector<std::string> GemmCandidates(const GemmSize& size, int compute_capability);
+// The kernels (tiles) and splits that can run a problem on this GPU and that `kiln tune` measures.
+std::vector<GemmChoice> GemmCandidates(const GemmSize& size, int compute_capability);
 
 // `compute_capability`: the GPU's (90 for an H100/H200), or the one to choose for. A tuned
 // entry for the size, where `tuned` has one, wins over the rule.

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "kiln/runtime/driver.h"
 #include "kiln/runtime/manifest.h"
+#include "kiln/runtime/schedule.h"
 
 namespace kiln::rt {
 
@@ -37,6 +38,8 @@ class Arg {
   static Arg Tensor(cu::CUdeviceptr address, std::vector<uint64_t> dims, std::vector<uint64_t> strides_bytes);
   // A schedule table parameter: the launcher builds it from its rules and the launch's integers.
   static Arg Schedule() { return Arg(Kind::kScheduleTable, nullptr, 0); }
+  // A workspace parameter: the launcher allocates it (WorkspaceParam) and keeps it for later launches.
+  static Arg Workspace() { return Arg(Kind::kWorkspace, nullptr, 0); }
 
   Kind kind() const { return kind_; }
   void* data() { return bytes_; }
@@ -62,6 +65,9 @@ absl::Status CheckTarget(const Manifest& m, const Driver& d);
 absl::Status CheckArgs(const Manifest& m, const std::vector<Arg>& args);
 // The integer arguments by parameter name (what grid, smem and tensor map rules read).
 Symbols SymbolsOf(const Manifest& m, const std::vector<Arg>& args);
+// Every schedule table of a launch by parameter name (a work table's partial count sizes the
+// workspaces); fails, naming the kernel, on a bad table or a workspace naming no table.
+absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manifest& m, const Symbols& symbols);
 
 // A bundle loaded on the current device.
 // The GPU debug mode's record (Kernel::Watchdog): pinned host memory mapped into the device and
@@ -109,6 +115,9 @@ class LoadedKernel {
   // distinct content and kept while the kernel is loaded, so that a launch never frees memory
   // an earlier launch may still read.
   absl::StatusOr<uint64_t> DeviceCopy(const std::string& bytes) const;
+  // Parameter `param`'s workspace of at least `bytes`: zeroed when (re)allocated, then kept;
+  // a smaller one it outgrows is kept too (an earlier launch may still use it).
+  absl::StatusOr<uint64_t> Workspace(size_t param, size_t bytes) const;
 
   Manifest manifest_;
   Kernel kernel_;
@@ -116,6 +125,8 @@ class LoadedKernel {
   struct Uploads {
     std::mutex mu;
     std::map<std::string, DeviceBuffer> by_content;
+    std::map<size_t, DeviceBuffer> workspaces;  // by parameter index
+    std::vector<DeviceBuffer> outgrown;
   };
   std::unique_ptr<Uploads> uploads_ = std::make_unique<Uploads>();
 };

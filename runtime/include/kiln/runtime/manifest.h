@@ -60,11 +60,25 @@ struct TensorMapParam {
 
 // A tile-order table the launcher builds on the host: a `tiles_m` x `tiles_n` grid of tiles
 // (rules of the integer parameters, e.g. M/256 and N/128) dealt to `groups` CTA groups, `slots`
-// entries each of (m index << 16 | n index), -1 after the last (see schedule.h).
+// entries each of (m index << 16 | n index), -1 after the last (see schedule.h). With `split`
+// (an integer parameter's name) it is a work table instead: each tile's `k_tiles` k-tiles dealt
+// as units, split-K or stream-K as the launch's split says (rt::WorkSchedule).
 struct ScheduleTableParam {
   std::string curve = "hilbert";
   GridExpr tiles_m, tiles_n;
   int groups = 1, slots = 1;
+  GridExpr k_tiles;
+  std::string split;
+  bool work() const { return !split.empty(); }
+};
+
+// Scratch memory the launcher allocates and keeps for the kernel: `bytes_per_partial` for each
+// partial slot the work table `table` (a schedule table parameter) uses at this launch, zeroed
+// when first allocated. The kernel must leave it as it expects to find it (counters back at
+// zero); launches that share a loaded kernel share it, so they must be ordered (one stream).
+struct WorkspaceParam {
+  std::string table;
+  int64_t bytes_per_partial = 0;
 };
 
 // A launch-time rule: integer parameter `symbol` must be a multiple of `multiple` (a kernel's
@@ -76,11 +90,12 @@ struct Requirement {
 };
 
 struct ParamSpec {
-  enum class Kind { kPointer, kI32, kI64, kF32, kTensorMap, kScheduleTable };
+  enum class Kind { kPointer, kI32, kI64, kF32, kTensorMap, kScheduleTable, kWorkspace };
   std::string name;
   Kind kind = Kind::kPointer;
   TensorMapParam tensor_map;    // kTensorMap
   ScheduleTableParam schedule;  // kScheduleTable
+  WorkspaceParam workspace;     // kWorkspace
 };
 
 struct Manifest {

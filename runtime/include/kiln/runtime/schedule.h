@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kiln/runtime/manifest.h"
 
 namespace kiln::rt {
 
@@ -15,5 +16,30 @@ namespace kiln::rt {
 // `slots` entries.
 absl::StatusOr<std::vector<int32_t>> HilbertSchedule(int64_t tiles_m, int64_t tiles_n, int groups,
                                                      int slots);
+
+// A work table: the tiles' k-tiles dealt as units of (tile, k range), so that a tile's K can be
+// split over several CTA groups (split-K, stream-K). Each slot is kWorkWords words:
+//   [0] m index << 16 | n index, -1 after the group's last unit;
+//   [1] first k-tile << 16 | k-tile past the last;
+//   [2] -1 for a whole tile, else the tile's first partial slot: its parts own slots
+//       [2] .. [2] + parts - 1 (and the tile's counter is slot [2]'s);
+//   [3] part << 16 | parts (parts in k order: part 0 holds the lowest k).
+// `split` >= 1 cuts each tile's K into min(split, k_tiles) near-equal parts (split-K; 1 keeps tiles
+// whole), dealt round-robin in Hilbert order with a tile's parts on neighbouring groups. `split`
+// 0 is stream-K: whole tiles dealt round-robin while they fill every group; the rest (the last
+// wave, with one full wave before it, so that no group's share is under a tile) as one run of
+// k-tiles cut evenly among the groups, each group's run split where tiles end. Either way a
+// tile's parts are summed in part order by whichever part finishes last: deterministic.
+inline constexpr int kWorkWords = 4;
+struct WorkTable {
+  std::vector<int32_t> words;  // groups x slots x kWorkWords
+  int64_t partials = 0;        // partial slots used (workspace sizes are per slot)
+};
+absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t k_tiles, int64_t split, int groups,
+                                       int slots);
+
+// What a schedule table parameter holds for a launch's integers: a tile table (HilbertSchedule)
+// or, when the parameter has k_tiles and a split symbol, a work table.
+absl::StatusOr<WorkTable> BuildScheduleTable(const ScheduleTableParam& t, const Symbols& symbols);
 
 }  // namespace kiln::rt
