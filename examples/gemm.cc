@@ -227,14 +227,21 @@ Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, co
   Value last = k.Load(flag) == 1;
   k.If(last, [&] {
     k.FenceGpu();  // the other parts' partials, seen through their count, are read after it
-    constexpr int kChunk = 16;  // registers summed at once: few beyond the accumulator's
+    // In part order, this part's own registers in their place: the loads of a chunk's other parts
+    // go out together, so the sum costs (parts - 1) round trips per chunk.
+    constexpr int kChunk = 32;  // registers summed at once: few beyond the accumulator's
     for (int r0 = 0; r0 < regs; r0 += kChunk) {
       const int n = std::min(kChunk, regs - r0);
       Regs sum = k.Registers(Type::Of(f32), n);
       for (int j = 0; j < n; ++j) sum[j] = k.F32(0);
-      k.For(0, u.parts, 1, [&](Value p) {
-        for (int j = 0; j < n; ++j) sum[j] = Value(sum[j]) + k.Load(at(p, r0 + j));
-      });
+      auto add_parts = [&](const Operand& from, const Operand& to) {
+        k.For(from, to, 1, [&](Value p) {
+          for (int j = 0; j < n; ++j) sum[j] = Value(sum[j]) + k.Load(at(p, r0 + j));
+        });
+      };
+      add_parts(0, u.part);
+      for (int j = 0; j < n; ++j) sum[j] = Value(sum[j]) + acc[r0 + j];
+      add_parts(u.part + 1, u.parts);
       for (int j = 0; j < n; ++j) acc[r0 + j] = sum[j];
     }
   });

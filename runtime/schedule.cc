@@ -91,25 +91,41 @@ absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t
     int64_t whole = tiles / groups * groups;  // full waves
     if (whole != tiles && whole >= groups) whole -= groups;  // the last joins the stream: shares of a tile or more
     for (int64_t i = 0; i < whole; ++i) per_group[i % groups].push_back({order[i], 0, k_tiles});
-    const int64_t stream = (tiles - whole) * k_tiles;  // k-tiles left, in tile order
-    // Fewer groups when the shares would be under 4 k-tiles: each part costs a partial's round trip.
-    const int64_t sharers = std::max<int64_t>(1, std::min<int64_t>(groups, stream / 4));
-    std::vector<Unit> pieces;  // every group's run cut at tile ends, in stream order
-    std::vector<int> owner;
-    for (int64_t g = 0; g < sharers; ++g)
-      for (int64_t at = g * stream / sharers, end = (g + 1) * stream / sharers; at < end;) {
-        const int64_t t = at / k_tiles, stop = std::min(end, (t + 1) * k_tiles);
-        pieces.push_back({order[whole + t], at - t * k_tiles, stop - t * k_tiles});
-        owner.push_back(static_cast<int>(g));
-        at = stop;
+    // The k-tiles of `tiles` as one run cut evenly among groups first.. first + count - 1, each
+    // group's share split where tiles end; a tile's pieces numbered in k order.
+    auto stream = [&](const std::vector<int32_t>& tiles, int first, int count) {
+      const int64_t run = static_cast<int64_t>(tiles.size()) * k_tiles;
+      // Fewer groups when the shares would be under 4 k-tiles: each part costs a partial's round trip.
+      const int64_t sharers = std::max<int64_t>(1, std::min<int64_t>(count, run / 4));
+      std::vector<Unit> pieces;
+      std::vector<int> owner;
+      for (int64_t g = 0; g < sharers; ++g)
+        for (int64_t at = g * run / sharers, end = (g + 1) * run / sharers; at < end;) {
+          const int64_t t = at / k_tiles, stop = std::min(end, (t + 1) * k_tiles);
+          pieces.push_back({tiles[t], at - t * k_tiles, stop - t * k_tiles});
+          owner.push_back(first + static_cast<int>(g));
+          at = stop;
+        }
+      for (size_t i = 0; i < pieces.size();) {
+        size_t j = i;
+        while (j < pieces.size() && pieces[j].tile == pieces[i].tile) ++j;
+        for (size_t q = i; q < j; ++q) pieces[q].part = static_cast<int>(q - i), pieces[q].parts = static_cast<int>(j - i);
+        i = j;
       }
-    for (size_t i = 0; i < pieces.size();) {  // number each tile's pieces
-      size_t j = i;
-      while (j < pieces.size() && pieces[j].tile == pieces[i].tile) ++j;
-      for (size_t q = i; q < j; ++q) pieces[q].part = static_cast<int>(q - i), pieces[q].parts = static_cast<int>(j - i);
-      i = j;
+      for (size_t i = 0; i < pieces.size(); ++i) per_group[owner[i]].push_back(pieces[i]);
+    };
+    if (whole == 0 && tiles_m > 1 && groups % tiles_m == 0) {
+      // Every tile streamed (few rows of tiles, as at small M): each row of tiles gets its own
+      // groups, so that the rows' tiles of one column run side by side at the same k and read
+      // their shared columns of B once.
+      for (int64_t r = 0; r < tiles_m; ++r) {
+        std::vector<int32_t> row;
+        for (int64_t n = 0; n < tiles_n; ++n) row.push_back(static_cast<int32_t>(r << 16 | n));
+        stream(row, static_cast<int>(r * (groups / tiles_m)), static_cast<int>(groups / tiles_m));
+      }
+    } else {
+      stream(std::vector<int32_t>(order.begin() + whole, order.end()), 0, groups);
     }
-    for (size_t i = 0; i < pieces.size(); ++i) per_group[owner[i]].push_back(pieces[i]);
   }
   WorkTable table;
   table.words.assign(static_cast<size_t>(groups) * slots * kWorkWords, 0);

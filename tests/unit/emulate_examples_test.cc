@@ -407,8 +407,11 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReferen
   EXPECT_EQ(Choice({4096, 4096, 4096}), P("gemm/bf16_sm90", 1));  // 4 full waves of 256x256: whole tiles
   EXPECT_EQ(Choice({16384, 8192, 28672}), P("gemm/bf16_sm90", 1));
   EXPECT_EQ(Choice({1024, 4096, 4096}), P("gemm/bf16_sm90", 1));  // one full wave
-  // 1.5 waves of 256x256 tiles: stream-K evens them out for two partials a group.
-  EXPECT_EQ(Choice({1024, 6144, 4096}), P("gemm/bf16_sm90", 0));
+  // 1.5 waves of 256x256 tiles, which stream-K would even out for two partials a group; 3 whole
+  // waves of 128x128 tiles need no partials.
+  EXPECT_EQ(Choice({1024, 6144, 4096}), P("gemm/bf16_sm90_n128", 1));
+  // 40 256x256 tiles for 64 clusters: stream-K.
+  EXPECT_EQ(Choice({256, 10240, 8192}), P("gemm/bf16_sm90", 0));
   // Half of each 256-row tile would be idle at M = 128, and 80 128x128 tiles leave 48 of 128
   // slots idle: stream-K on 128x128.
   EXPECT_EQ(Choice({128, 10240, 8192}), P("gemm/bf16_sm90_n128", 0));

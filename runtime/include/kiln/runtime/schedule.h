@@ -28,7 +28,9 @@ absl::StatusOr<std::vector<int32_t>> HilbertSchedule(int64_t tiles_m, int64_t ti
 // whole), dealt round-robin in Hilbert order with a tile's parts on neighbouring groups. `split`
 // 0 is stream-K: whole tiles dealt round-robin while they fill every group; the rest (the last
 // wave, with one full wave before it, so that no group's share is under a tile) as one run of
-// k-tiles cut evenly among the groups, each group's run split where tiles end. Either way a
+// k-tiles cut evenly among the groups, each group's run split where tiles end (where every tile
+// streams and the rows of tiles divide the groups, each row over its own groups, so that one
+// column's tiles run side by side at the same k and read their columns of B once). Either way a
 // tile's parts are summed in part order by whichever part finishes last: deterministic.
 inline constexpr int kWorkWords = 4;
 struct WorkTable {
