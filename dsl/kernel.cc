@@ -304,7 +304,9 @@ Value Kernel::ScheduleTableParam(const std::string& name, const ScheduleTable& s
     if (std::none_of(params.begin(), params.end(), [&](const rt::ParamSpec& p) {
           return p.name == spec.split && (p.kind == rt::ParamSpec::Kind::kI32 || p.kind == rt::ParamSpec::Kind::kI64);
         }))
-      Fail(absl::StrCat("a work table's split '", spec.split, "' must be an integer parameter declared before it"), loc);
+      Fail(absl::StrCat("a work table's split '", spec.split,
+                        "' must be an integer parameter declared before it"),
+           loc);
   }
   Value v = AddParam(*state_, name, Type::Ptr(Space::kGlobal, Scalar::kI32),
                      rt::ParamSpec::Kind::kScheduleTable, loc);

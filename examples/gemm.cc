@@ -374,7 +374,9 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
                        int cluster) {
   MulticastProducer(
       k, ring, g, sA, sB, bk, rank,
-      ForEachSpan([&](const SpanBody& body) { for_each_tile([&](Value m0, Value n0) { body(m0, n0, Value(), g.K); }); }),
+      ForEachSpan([&](const SpanBody& body) {
+        for_each_tile([&](Value m0, Value n0) { body(m0, n0, Value(), g.K); });
+      }),
       cluster);
 }
 

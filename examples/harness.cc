@@ -121,7 +121,8 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
       continue;
     }
     if (p.kind == rt::ParamSpec::Kind::kWorkspace) {  // zeroed once; the kernel leaves it so
-      const int64_t bytes = std::max<int64_t>(256, tables->at(p.workspace.table).partials * p.workspace.bytes_per_partial);
+      const int64_t bytes =
+          std::max<int64_t>(256, tables->at(p.workspace.table).partials * p.workspace.bytes_per_partial);
       absl::StatusOr<DeviceBuffer> ws = DeviceBuffer::Allocate(static_cast<size_t>(bytes));
       if (!ws.ok()) return ws.status();
       if (absl::Status st = ws->Fill(0); !st.ok()) return st;
@@ -506,7 +507,8 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(const rt::Bundle& b
   std::vector<absl::StatusOr<std::vector<uint8_t>>> outputs(schedule_seeds.size(), absl::UnknownError("not run"));
   std::vector<std::thread> workers;
   for (size_t i = 0; i < schedule_seeds.size(); ++i)
-    workers.emplace_back([&, i] { outputs[i] = EmulatedOutput(bundle, g, s, ha, hb, ei, opt.split, schedule_seeds[i]); });
+    workers.emplace_back(
+        [&, i] { outputs[i] = EmulatedOutput(bundle, g, s, ha, hb, ei, opt.split, schedule_seeds[i]); });
   const std::vector<double> want = Fp64Product(g, s, ha, hb);
   for (std::thread& w : workers) w.join();
 

@@ -249,7 +249,8 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
           {"ptr", ParamSpec::Kind::kPointer}, {"i32", ParamSpec::Kind::kI32},
           {"i64", ParamSpec::Kind::kI64}, {"f32", ParamSpec::Kind::kF32}};
       auto kind = kKinds.find(w[2]);
-      if (kind == kKinds.end()) return ParseError(line_no, "bad param kind (ptr, i32, i64, f32, tmap, table, workspace)");
+      if (kind == kKinds.end())
+        return ParseError(line_no, "bad param kind (ptr, i32, i64, f32, tmap, table, workspace)");
       ParamSpec p;
       p.name = w[1];
       p.kind = kind->second;

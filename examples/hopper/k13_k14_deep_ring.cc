@@ -7,6 +7,9 @@
 // k14: when a tile's last group retires, each consumer packs its accumulator to bf16 in
 // registers (64 of them, freeing the 128 accumulators), issues the next tile's first group, and
 // only then writes the packed tile out while the tensor cores work on that group.
+// The entry point's kernels (gemm/bf16_sm90*) walk a work table of (tile, k range) units instead:
+// a tile split over several CTAs (split-K, stream-K) is finished by whichever part ends last,
+// which sums the parts in a fixed order (ReducePartials) before the epilogue.
 #include <algorithm>
 
 #include "examples/gemm.h"
@@ -62,28 +65,31 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
   SmemTile last_flags;  // per consumer: whether its share of a split tile came last
   if (ragged) last_flags = k.Smem(i32, CONSUMERS, 1);
   Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
+  std::function<void(const WorkUnitBody&)> work_walk;
+  std::function<void(const TileIndexBody&)> tile_walk;
+  if (ragged) work_walk = ScheduledWork(k, table, SLOTS);
+  else tile_walk = ScheduledTiles(k, table, SLOTS);
   Value tid = k.ThreadIdx(), rank = CLUSTER > 1 ? k.ClusterCtaRank() : k.I32(0);
   // body(m0, n0, unit): this CTA's rows of each unit's tile; the whole-tile kernels' units have
   // no k range (the whole K) and no slot.
   std::function<void(const std::function<void(Value, Value, const WorkUnit&)>&)> for_each_unit;
-  if (ragged) {
-    auto walk = ScheduledWork(k, table, SLOTS);
-    for_each_unit = [&, walk](const auto& body) {
-      walk([&](const WorkUnit& u) { body(u.m_index * (BM * CLUSTER) + rank * BM, u.n_index * BN, u); });
+  if (ragged)
+    for_each_unit = [&](const auto& body) {
+      work_walk([&](const WorkUnit& u) { body(u.m_index * (BM * CLUSTER) + rank * BM, u.n_index * BN, u); });
     };
-  } else {
-    auto walk = ScheduledTiles(k, table, SLOTS);
-    for_each_unit = [&, walk](const auto& body) {
-      walk([&](Value mi, Value ni) { body(mi * (BM * CLUSTER) + rank * BM, ni * BN, WorkUnit{}); });
+  else
+    for_each_unit = [&](const auto& body) {
+      tile_walk([&](Value mi, Value ni) { body(mi * (BM * CLUSTER) + rank * BM, ni * BN, WorkUnit{}); });
     };
-  }
   k.If(tid == 0, [&] { ring.Init(); });
   if (CLUSTER > 1) k.ClusterSync();
   else k.SyncThreads();
 
   if (ragged)
     MulticastProducer(k, ring, g, sA, sB, BK, rank, ForEachSpan([&](const SpanBody& body) {
-                        for_each_unit([&](Value m0, Value n0, const WorkUnit& u) { body(m0, n0, u.k_begin * BK, u.k_end * BK); });
+                        for_each_unit([&](Value m0, Value n0, const WorkUnit& u) {
+                          body(m0, n0, u.k_begin * BK, u.k_end * BK);
+                        });
                       }), CLUSTER);
   else
     MulticastProducer(k, ring, g, sA, sB, BK, rank, ForEachTile([&](const TileBody& body) {
@@ -188,7 +194,8 @@ KILN_EXAMPLE_VARIANT(k13, "hopper/k13", "kiln: k12 with a 4-stage ring, wgmma gr
 KILN_EXAMPLE_VARIANT(k14, "hopper/k14", "kiln: k13 with the epilogue overlapped with the next tile's first wgmma group",
                      [] { return Build("hopper/k14", true); });
 KILN_EXAMPLE_VARIANT(gemm_bf16_sm90, "gemm/bf16_sm90",
-                     "the GEMM entry point's Hopper kernel: k14 at any M, N, K (M, K multiples of 8), edges by TMA bounds",
+                     "the GEMM entry point's Hopper kernel: k14 at any M, N, K (M, K multiples of 8), edges by TMA "
+                     "bounds; whole tiles, split-K or stream-K as the launch's split says",
                      [] { return Build("gemm/bf16_sm90", true, /*ragged=*/true); });
 KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n128, "gemm/bf16_sm90_n128",
                      "the entry point's kernel for shapes with few 256x256 tiles: 128x128 CTA tiles, no cluster, 6 stages",

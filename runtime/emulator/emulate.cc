@@ -89,8 +89,9 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
     }
     if (args[i].kind() == rt::Arg::Kind::kWorkspace) {  // kept across launches, as the launcher keeps it
       const rt::WorkspaceParam& w = m.params[i].workspace;
-      absl::StatusOr<uint64_t> base = device.Workspace(
-          absl::StrCat(m.name, "/", m.params[i].name), static_cast<size_t>(tables->at(w.table).partials * w.bytes_per_partial));
+      absl::StatusOr<uint64_t> base =
+          device.Workspace(absl::StrCat(m.name, "/", m.params[i].name),
+                           static_cast<size_t>(tables->at(w.table).partials * w.bytes_per_partial));
       if (!base.ok()) return base.status();
       std::memcpy(params.data() + p.offset, &*base, 8);
       continue;

@@ -11,6 +11,11 @@
 // kernels). Leading dimensions are in elements (0: packed). The tile kernels read A and B through
 // TMA, so K and the leading dimensions of A and B must be multiples of 8 and the pointers 16-byte
 // aligned; where K is not, the reference kernel runs (correct, slow).
+//
+// The tile kernels may split a tile's K (split-K, stream-K: GemmChoice::split); the parts meet in
+// workspaces each loaded kernel keeps, so one runner's calls must be ordered (one stream, or
+// synchronised between streams). The parts are summed in a fixed order: the same inputs give
+// the same bytes.
 #pragma once
 
 #include <map>
