@@ -209,11 +209,12 @@ std::function<void(const WorkUnitBody&)> ScheduledWork(Kernel& k, const Value& t
 
 Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, const Value& partials,
                      const Value& counters, const Value& share, int shares, const Value& thread, int threads,
-                     const Operand& barrier, const Value& flag) {
+                     const Operand& barrier, const Value& flag, const std::function<Value(int)>& live) {
   // [slot * shares + share][register][thread]: each register's store is one coalesced row.
   GlobalTensor ws(partials, {}, {k.I32(regs * threads), k.I32(threads), k.I32(1)});
   auto at = [&](const Value& part, int r) { return ws.At({(u.slot + part) * shares + share, k.I32(r), thread}); };
-  for (int r = 0; r < regs; ++r) k.Store(at(u.part, r), acc[r]);
+  auto mask = [&](int r) { return live ? live(r) : Value(); };  // none: every register
+  for (int r = 0; r < regs; ++r) StoreGlobal(at(u.part, r), acc[r], {.mask = mask(r)});
   k.FenceGpu();  // the partial is out before the count says so
   k.NamedBarrier(barrier, threads);
   k.If(thread == 0, [&] {
@@ -236,7 +237,7 @@ Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, co
       for (int j = 0; j < n; ++j) sum[j] = k.F32(0);
       auto add_parts = [&](const Operand& from, const Operand& to) {
         k.For(from, to, 1, [&](Value p) {
-          for (int j = 0; j < n; ++j) sum[j] = Value(sum[j]) + k.Load(at(p, r0 + j));
+          for (int j = 0; j < n; ++j) sum[j] = Value(sum[j]) + LoadGlobal(at(p, r0 + j), 1, {.mask = mask(r0 + j)});
         });
       };
       add_parts(0, u.part);

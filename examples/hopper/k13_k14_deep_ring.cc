@@ -176,7 +176,8 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
       writes[0] = k.I32(1);
       k.If(u.slot != -1, [&] {
         Value last = ReducePartials(k, acc.regs(), BN / 2, u, partials, counters, rank * CONSUMERS + wg,
-                                    CLUSTER * CONSUMERS, c, 128, wg + 4, last_flags.At(wg, 0));
+                                    CLUSTER * CONSUMERS, c, 128, wg + 4, last_flags.At(wg, 0),
+                                    [&](int r) { return m0 + row0 + acc.Row(r / 2) < g.M; });
         writes[0] = Select(last, k.I32(1), k.I32(0));
       });
       k.If(writes[0] == 1, finish, [&] { pending[0] = 0; });
