@@ -258,7 +258,7 @@ mlir::Value TileByte(KernelState& s, const SmemTile& t, const Value& stage, mlir
   mlir::Value p = mlir::LLVM::GEPOp::create(s.builder, l, smem_ptr, s.builder.getI8Type(), base,
                                             llvm::ArrayRef<mlir::LLVM::GEPArg>{t.offset_bytes()});
   if (stage.valid()) {
-    mlir::Value size = mlir::arith::ConstantIntOp::create(s.builder, l, t.stage_bytes(), 32);
+    mlir::Value size = mlir::arith::ConstantIntOp::create(s.builder, l, t.stage_stride(), 32);
     byte = mlir::arith::AddIOp::create(
         s.builder, l, byte, mlir::arith::MulIOp::create(s.builder, l, s.Unwrap(stage), size));
   }
@@ -274,10 +274,11 @@ SmemTile SmemTile::Rows(int row0, int rows, Loc loc) const {
     s.Fail(absl::StrCat("rows ", row0, "..", row0 + rows, " of a tile of ", rows_, " rows"), loc);
     return t;
   }
-  if (stages_ > 1 || interleaved_) {
-    s.Fail("Rows() splits single-stage row-major tiles (not rings or interleaved tiles)", loc);
+  if (interleaved_) {
+    s.Fail("Rows() splits row-major tiles (not interleaved ones)", loc);
     return t;
   }
+  t.stage_stride_ = stage_stride();  // a ring's stages stay where they are
   if ((SwizzleBytes(swizzle_) || xor_.period > 1) && row0 % 8 != 0) {
     s.Fail(absl::StrCat("a swizzled tile splits at whole 8-row atoms, not at row ", row0), loc);
     return t;

@@ -70,6 +70,57 @@ bool CheckOperandTile(KernelState& s, const SmemTile& t, const char* which, int 
   }
   return true;
 }
+// An MN-major tile (Kernel::WgmmaTile): swizzled rows of exactly one span, k_rows rows of K per
+// block of span/2 columns, blocks for `rows` columns of M or N from `row0` (a multiple of the
+// span's columns), k0..k0+15 inside a block.
+bool CheckMnMajorTile(KernelState& s, const Kernel::WgmmaTile& w, const char* which, int rows, const Operand& row0,
+                      int k0, const Loc& loc) {
+  const SmemTile& t = w.tile;
+  const std::string where = absl::StrCat("wgmma MN-major ", which, " tile (", LocString(t.loc()), ")");
+  const int es = ScalarBytes(t.elem()), span = SwizzleBytes(t.swizzle()), atom = span ? span / es : 0;
+  if (t.elem() != Scalar::kBF16 && t.elem() != Scalar::kF16) {
+    s.Fail(absl::StrCat(where, " must hold bf16 or f16"), loc);
+    return false;
+  }
+  if (span == 0 || t.row_stride() * es != span || w.k_rows <= 0 || w.k_rows % 8 || t.rows() % w.k_rows) {
+    s.Fail(absl::StrCat(where, " must be swizzled with rows of exactly its swizzle span, in blocks of k_rows (",
+                        w.k_rows, ", a multiple of 8) rows of K; it has ", t.rows(), " rows"),
+           loc);
+    return false;
+  }
+  const int columns = t.rows() / w.k_rows * atom;  // of M or N
+  if (k0 < 0 || k0 % 16 || k0 + 16 > w.k_rows || (rows > atom && rows % atom) ||
+      (Access::IsImm(row0) && (static_cast<int>(Access::Imm(row0)) % atom || Access::Imm(row0) + rows > columns)) ||
+      rows > columns) {
+    s.Fail(absl::StrCat(where, " holds ", columns, " columns in blocks of ", atom, " and ", w.k_rows,
+                        " rows of K; this wgmma reads ", rows, " columns from ",
+                        Access::IsImm(row0) ? absl::StrCat(Access::Imm(row0)) : std::string("a computed column"),
+                        " at k0 = ", k0),
+           loc);
+    return false;
+  }
+  return true;
+}
+
+// Its descriptor (PTX ISA, matrix descriptors, MN-major canonical layouts): each 8 rows of K one
+// swizzle atom, SBO = 8 rows apart; LBO = from one block of columns to the next.
+mlir::Value MnMajorDescriptor(KernelState& s, const Kernel::WgmmaTile& w, const Operand& row0, int k0,
+                              const Loc& loc) {
+  const SmemTile& t = w.tile;
+  const int es = ScalarBytes(t.elem()), span = SwizzleBytes(t.swizzle()), atom = span / es;
+  const int mode = t.swizzle() == Swizzle::k128B ? 1 : t.swizzle() == Swizzle::k64B ? 2 : 3;
+  mlir::Location l = s.ToLoc(loc);
+  const Type i32 = Type::Of(Scalar::kI32);
+  const int block_bytes = w.k_rows * span;
+  Value base = s.Wrap(s.SharedAddress32(s.Unwrap(t.Base(loc)), l), i32);
+  Value addr = base + s.Wrap(s.Materialize(row0, i32), i32) / Operand(atom, loc) * Operand(block_bytes, loc) +
+               Operand(k0 * span, loc);
+  mlir::Value start = s.Unwrap((addr & Operand(0x3FFFF, loc)) >> Operand(4, loc));
+  start = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), start);
+  const uint64_t fixed = (uint64_t(block_bytes >> 4) << 16) | (uint64_t(8 * span >> 4) << 32) | (uint64_t(mode) << 62);
+  mlir::Value hi = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
+  return mlir::arith::OrIOp::create(s.builder, l, start, hi);
+}
 }  // namespace
 
 WgmmaAccumulator Kernel::WgmmaAcc(int n, Loc loc) {
@@ -131,10 +182,17 @@ class WgmmaEmission {
 
 void Kernel::Wgmma(const WgmmaAccumulator& acc, const SmemTile& a, const Operand& a_row0,
                    const SmemTile& b, const Operand& b_row0, int k0, bool scale_d, Loc loc) {
+  Wgmma(acc, WgmmaTile{a}, a_row0, WgmmaTile{b}, b_row0, k0, scale_d, loc);
+}
+
+void Kernel::Wgmma(const WgmmaAccumulator& acc, const WgmmaTile& at, const Operand& a_row0, const WgmmaTile& bt,
+                   const Operand& b_row0, int k0, bool scale_d, Loc loc) {
   KernelState& s = *state_;
+  const SmemTile &a = at.tile, &b = bt.tile;
   if (!NeedWgmma(s, loc) || acc.n() == 0) return;
-  if (!CheckOperandTile(s, a, "A", 64, a_row0, k0, loc) ||
-      !CheckOperandTile(s, b, "B", acc.n(), b_row0, k0, loc))
+  if (!(at.mn_major ? CheckMnMajorTile(s, at, "A", 64, a_row0, k0, loc) : CheckOperandTile(s, a, "A", 64, a_row0, k0, loc)) ||
+      !(bt.mn_major ? CheckMnMajorTile(s, bt, "B", acc.n(), b_row0, k0, loc)
+                    : CheckOperandTile(s, b, "B", acc.n(), b_row0, k0, loc)))
     return;
   if (a.elem() != b.elem()) return Fail("wgmma A and B tiles hold different types", loc);
   WgmmaEmission emitting(s, acc.regs_.array_, loc);
@@ -149,12 +207,16 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const SmemTile& a, const Operand
     d = mlir::LLVM::InsertValueOp::create(s.builder, l, d, s.Unwrap(acc[RegIndex(i, loc)].Load(loc)), i);
   const auto ty = a.elem() == Scalar::kBF16 ? mlir::NVVM::WGMMATypes::bf16 : mlir::NVVM::WGMMATypes::f16;
   auto op = mlir::NVVM::WgmmaMmaAsyncOp::create(
-      s.builder, l, st, d, Descriptor(s, a, a_row0, k0, loc), Descriptor(s, b, b_row0, k0, loc),
+      s.builder, l, st, d,
+      at.mn_major ? MnMajorDescriptor(s, at, a_row0, k0, loc) : Descriptor(s, a, a_row0, k0, loc),
+      bt.mn_major ? MnMajorDescriptor(s, bt, b_row0, k0, loc) : Descriptor(s, b, b_row0, k0, loc),
       mlir::NVVM::MMAShapeAttr::get(s.context.get(), 64, acc.n(), 16), ty, ty,
       mlir::NVVM::WGMMATypes::f32,
       scale_d ? mlir::NVVM::WGMMAScaleOut::one : mlir::NVVM::WGMMAScaleOut::zero,
-      mlir::NVVM::WGMMAScaleIn::one, mlir::NVVM::WGMMAScaleIn::one, mlir::NVVM::MMALayout::row,
-      mlir::NVVM::MMALayout::col, nullptr);
+      mlir::NVVM::WGMMAScaleIn::one, mlir::NVVM::WGMMAScaleIn::one,
+      // row / col: K-major A / B; the other: MN-major (the transposes)
+      at.mn_major ? mlir::NVVM::MMALayout::col : mlir::NVVM::MMALayout::row,
+      bt.mn_major ? mlir::NVVM::MMALayout::row : mlir::NVVM::MMALayout::col, nullptr);
   for (int i = 0; i < regs; ++i) {
     mlir::Value v = mlir::LLVM::ExtractValueOp::create(s.builder, l, op.getResult(), i);
     acc[RegIndex(i, loc)] = Operand(s.Wrap(v, Type::Of(Scalar::kF32)), loc);

@@ -90,6 +90,22 @@ rt::TensorMapParam KMajorMap(Kernel& k, const std::string& operand, const std::s
 }
 }  // namespace
 
+namespace {
+// An MN-major matrix of K x `rows` (rows "M" or "N" contiguous: a column-major A, a row-major B):
+// rank 2 {rows, K}, 128B-swizzled boxes of 64 of its rows by bk of K.
+rt::TensorMapParam MnMajorMap(Kernel& k, const std::string& operand, const std::string& rows, int bk, bool by_value,
+                              Loc loc) {
+  rt::TensorMapParam t;
+  t.tensor = operand;
+  t.by_value = by_value;
+  t.swizzle = rt::TmaSwizzle::k128B;
+  t.dims = {Expr(k, rows, loc), Expr(k, "K", loc)};
+  t.strides = {Expr(k, rows + "*2", loc)};
+  t.box = {64, static_cast<uint32_t>(bk)};
+  return t;
+}
+}  // namespace
+
 ElementAt RowsOf(const GlobalTensor& a) {
   return [a](const Value& m, const Value& kk) { return a.At({m, kk}); };
 }
@@ -256,8 +272,13 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
   const std::string types = options.substr(0, dot), in = types.substr(0, dash),
                     out = dash == std::string::npos ? "" : types.substr(dash + 1);
   std::string terms = dot == std::string::npos ? "" : options.substr(dot + 1);
-  const bool any_m = terms == "any_m" || terms.rfind("any_m.", 0) == 0;
-  if (any_m) terms = terms.substr(std::min(terms.size(), size_t{6}));
+  // Flags in their order, each followed by '.' or the end.
+  auto flag = [&terms](const std::string& f) {
+    const bool on = terms == f || terms.rfind(f + ".", 0) == 0;
+    if (on) terms = terms.substr(std::min(terms.size(), f.size() + 1));
+    return on;
+  };
+  const bool any_m = flag("any_m"), a_mn = flag("a_mn"), b_mn = flag("b_mn");
   auto scalar = [](const std::string& t) -> std::optional<Scalar> {
     if (t == "bf16") return bf16;
     if (t == "f16") return f16;
@@ -270,7 +291,7 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
                                                    "<bf16|f16>-<bf16|f16|f32> (then the epilogue's terms)"));
   absl::StatusOr<EpilogueSpec> epilogue = ParseEpilogueTerms(terms, *out_type);
   if (!epilogue.ok()) return epilogue.status();
-  return GemmVariant{*in_type, any_m, *epilogue};
+  return GemmVariant{*in_type, any_m, a_mn, b_mn, *epilogue};
 }
 
 ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile, GemmVariantBuild build) {
@@ -280,6 +301,8 @@ ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bo
             if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
             if (v->any_m && (!tile || v->epilogue.out == f32))
               return absl::InvalidArgumentError(absl::StrCat(name, ": takes any M already (no any_m)"));
+            if ((v->a_mn || v->b_mn) && !tile)
+              return absl::InvalidArgumentError(absl::StrCat(name, ": reads K-major A and B only (no a_mn, b_mn)"));
             return build(name, *v);
           },
           tile ? kBundledTileVariants : kBundledGemmVariants};
@@ -295,11 +318,14 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     k.Fail("a ragged TMA GEMM takes rank-2 A and B maps and a column-major C, through a 16-bit map or a pointer", loc);
   if (!shape.ragged && (shape.in_type != "bf16" || shape.out_type != "bf16" || !shape.epilogue.empty()))
     k.Fail("other element types and epilogues are for ragged TMA GEMMs", loc);
+  if ((shape.a_mn || shape.b_mn) && (!shape.ragged || shape.bk != 64))
+    k.Fail("MN-major A or B is for ragged TMA GEMMs with k-tiles of 64 (one 128B swizzle span)", loc);
   if (shape.ragged)  // what TMA's 16-byte strides need (C's only through a map); the tile divides nothing
-    DescribeGemm(k, {.in_type = shape.in_type, .out_type = shape.out_type, .c_order = "col",
-                     .tile_m = shape.c_box_rows ? 8 : 1,
-                     .tile_n = 1, .tile_k = 8, .block_m = shape.bm, .block_n = shape.bn, .block_k = shape.bk,
-                     .epilogue = shape.epilogue},
+    DescribeGemm(k, {.in_type = shape.in_type, .out_type = shape.out_type, .a_order = shape.a_mn ? "col" : "row",
+                     .b_order = shape.b_mn ? "row" : "col", .c_order = "col",
+                     .tile_m = shape.c_box_rows ? 8 : 1, .tile_n = 1,  // an MN-major A or B: its ld
+                     .tile_k = shape.a_mn && shape.b_mn ? 1 : 8, .block_m = shape.bm, .block_n = shape.bn,
+                     .block_k = shape.bk, .epilogue = shape.epilogue},
                  loc);
   else
     DescribeGemm(k, {.c_order = shape.c_row_major ? "row" : "col",
@@ -340,9 +366,13 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   }
   const int box_k = shape.rank == 3 ? shape.bk : 64;  // rank 3: one box covers the k-tile
   g.slab = shape.interleaved ? 8 : 64;
-  rt::TensorMapParam a = KMajorMap(k, "A", "M", shape.bm, shape.rank, shape.by_value, box_k, shape.interleaved, loc);
-  rt::TensorMapParam b = KMajorMap(k, "B", "N", shape.b_box_rows ? shape.b_box_rows : shape.bn, shape.rank,
-                                   shape.by_value, box_k, shape.interleaved, loc);
+  rt::TensorMapParam a = shape.a_mn ? MnMajorMap(k, "A", "M", shape.bk, shape.by_value, loc)
+                                    : KMajorMap(k, "A", "M", shape.bm, shape.rank, shape.by_value, box_k,
+                                                shape.interleaved, loc);
+  rt::TensorMapParam b = shape.b_mn ? MnMajorMap(k, "B", "N", shape.bk, shape.by_value, loc)
+                                    : KMajorMap(k, "B", "N", shape.b_box_rows ? shape.b_box_rows : shape.bn,
+                                                shape.rank, shape.by_value, box_k, shape.interleaved, loc);
+  g.a_mn = shape.a_mn, g.b_mn = shape.b_mn;
   if (shape.in_type == "f16") a.dtype = b.dtype = rt::TmaDtype::kF16;
   g.A = k.TmaParam("tmA", a, loc);
   g.B = k.TmaParam("tmB", b, loc);
@@ -354,6 +384,14 @@ std::vector<Operand> TmaGemmOperands::Box(const Value& row0, const Value& k0) co
   std::vector<Operand> c = {0, row0, k0 / slab};
   for (int d = 3; d < rank; ++d) c.push_back(0);
   return c;
+}
+
+std::vector<TmaCopy> TmaGemmOperands::StageCopies(const TensorMap& map, bool mn_major, const SmemTile& tile,
+                                                  const Value& row0, const Value& k0, int bk) const {
+  if (!mn_major) return {{&map, tile, Box(row0, k0)}};
+  std::vector<TmaCopy> copies;
+  for (int j = 0; j < tile.rows() / bk; ++j) copies.push_back({&map, tile.Rows(j * bk, bk), {row0 + 64 * j, k0}});
+  return copies;
 }
 
 std::vector<Operand> TmaGemmOperands::CBox(const Value& m0, const Value& n0) const {
@@ -393,11 +431,12 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
           else k.For(0, k_end, bk, body);
         };
         loop([&](Value k0) {
-          if (cluster == 1)
-            ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)}, {&g.B, sB, g.Box(n0, k0)}});
-          else
-            ring.Produce(at, {{&g.A, sA, g.Box(m0, k0)},
-                              {&g.B, sB, g.Box(n0, k0), k.I32(0b11), rank == 0}});
+          std::vector<TmaCopy> copies = g.StageCopies(g.A, g.a_mn, sA, m0, k0, bk);
+          for (TmaCopy& b : g.StageCopies(g.B, g.b_mn, sB, n0, k0, bk)) {
+            if (cluster > 1) b.cta_mask = k.I32(0b11), b.issue_if = rank == 0;  // B multicast to the pair
+            copies.push_back(b);
+          }
+          ring.Produce(at, copies);
         });
       });
     });

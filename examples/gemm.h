@@ -118,30 +118,41 @@ struct TmaGemmShape {
   // Element types and the fused epilogue's terms (the GEMM description; ragged kernels only). An
   // f32 C goes through a pointer (c_box_rows 0), column-major.
   std::string in_type = "bf16", out_type = "bf16", epilogue;
+  // MN-major operands (ragged kernels): A column-major (M x K, M contiguous), B row-major (K x N,
+  // N contiguous), each read as 64-wide blocks of its rows by bk of K (one 2D box each), which
+  // the wgmma takes transposed (Kernel::WgmmaTile).
+  bool a_mn = false, b_mn = false;
 };
 struct TmaGemmOperands {
   TensorMap A, B, C;
   GlobalTensor Cptr;  // when C has no map
   Value M, N, K;
   int rank;
+  bool a_mn = false, b_mn = false;
   int c_rank = 3;  // C's map: {64, N, M/64}, or (ragged) {M, N}
   int slab = 64;  // columns per box slice along K: 64 (128B swizzle) or 8 (interleaved)
   // TMA box coordinates of the slab-wide K slice k0 of rows row0.. (innermost first).
   std::vector<Operand> Box(const Value& row0, const Value& k0) const;
   // C map box coordinates of rows m0.. (M) and columns n0.. (N).
   std::vector<Operand> CBox(const Value& m0, const Value& n0) const;
+  // The TMA copies that fill one stage of `tile` (`rows` of M or N from row0, k-tile k0 of bk):
+  // one box of the whole tile K-major, or a box per 64-wide block MN-major.
+  std::vector<TmaCopy> StageCopies(const TensorMap& map, bool mn_major, const SmemTile& tile, const Value& row0,
+                                   const Value& k0, int bk) const;
 };
 // Declares M, N, K, then C, A, B (in that order) and the GEMM spec (A row, B col, C col).
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc = Loc::current());
 
 // The options of a GEMM entry-point kernel's variants (ExampleFamily): "<in>-<out>" element types
 // (bf16 or f16 in; bf16, f16 or f32 out), then "any_m" for a tile kernel that stores C from
-// registers so that M need not be a multiple of 8 (f32 outputs always are), then the epilogue's
-// terms, '.'-separated ("f16-f32.bias_col.gelu", "bf16-bf16.any_m.relu"). An error names what it
+// registers so that M need not be a multiple of 8 (f32 outputs always are), then "a_mn" and
+// "b_mn" for MN-major A (column-major) and B (row-major), then the epilogue's terms,
+// '.'-separated ("f16-f32.bias_col.gelu", "bf16-bf16.any_m.b_mn.relu"). An error names what it
 // does not take.
 struct GemmVariant {
   Scalar in = bf16;
   bool any_m = false;
+  bool a_mn = false, b_mn = false;  // "a_mn", "b_mn": A column-major, B row-major (tile kernels)
   EpilogueSpec epilogue;
 };
 absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options);

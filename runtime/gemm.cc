@@ -18,12 +18,13 @@ bool Has(const std::string& terms, const char* term) {
   return false;
 }
 
-// The packed leading dimensions of the problem the kernel sees (A row-major, B and C column-major).
+// The leading dimensions of the problem the kernel sees (C column-major; A and B K-major, or
+// MN-major where the plan says), packed where not given.
 struct Leading {
   int64_t a, b, c;
 };
-Leading LeadingOf(const GemmSize& s, const GemmOperands& o) {
-  return {o.lda ? o.lda : s.k, o.ldb ? o.ldb : s.k, o.ldc ? o.ldc : s.m};
+Leading LeadingOf(const GemmSize& s, const GemmOperands& o, bool a_mn, bool b_mn) {
+  return {o.lda ? o.lda : a_mn ? s.m : s.k, o.ldb ? o.ldb : b_mn ? s.n : s.k, o.ldc ? o.ldc : s.m};
 }
 
 }  // namespace
@@ -43,8 +44,11 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   for (auto [term, ptr, name] : {std::tuple{"scale", o.c_in, "C_in"}, std::tuple{"bias_row", o.bias, "bias"},
                                  std::tuple{"bias_col", o.bias, "bias"}, std::tuple{"residual", o.residual, "residual"}})
     if (Has(*terms, term) && !ptr) return Invalid(absl::StrCat("the epilogue's '", term, "' needs ", name));
-  if (o.lda && o.lda < size.k) return Invalid(absl::StrCat("lda = ", o.lda, " is less than K = ", size.k));
-  if (o.ldb && o.ldb < size.k) return Invalid(absl::StrCat("ldb = ", o.ldb, " is less than K = ", size.k));
+  const int64_t a_rows = o.a_col_major ? size.m : size.k, b_rows = o.b_row_major ? size.n : size.k;
+  if (o.lda && o.lda < a_rows)
+    return Invalid(absl::StrCat("lda = ", o.lda, " is less than ", o.a_col_major ? "M = " : "K = ", a_rows));
+  if (o.ldb && o.ldb < b_rows)
+    return Invalid(absl::StrCat("ldb = ", o.ldb, " is less than ", o.b_row_major ? "N = " : "K = ", b_rows));
   const int64_t c_rows = o.c_row_major ? size.n : size.m;  // what ldc strides over
   if (o.ldc && o.ldc < c_rows)
     return Invalid(absl::StrCat("ldc = ", o.ldc, " is less than ", o.c_row_major ? "N = " : "M = ", c_rows));
@@ -56,6 +60,9 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   plan.size = o.c_row_major ? GemmSize{size.n, size.m, size.k} : size;
   GemmOptions kernel_options = options;
   kernel_options.epilogue = *terms;
+  // Swapped, the kernel's A is B^T (MN-major where B is row-major) and its B is A^T.
+  kernel_options.a_mn = o.c_row_major ? o.b_row_major : o.a_col_major;
+  kernel_options.b_mn = o.c_row_major ? o.a_col_major : o.b_row_major;
   if (o.c_row_major) {
     kernel_options.epilogue = absl::StrReplaceAll(*terms, {{"bias_row", "bias_col"}, {"bias_col", "bias_row"}});
     absl::StatusOr<std::string> reordered = CanonicalEpilogue(kernel_options.epilogue);
@@ -63,15 +70,18 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
     kernel_options.epilogue = *reordered;
   }
   plan.choice = ChooseGemm(plan.size, compute_capability, kernel_options, tuned);
+  plan.a_mn = kernel_options.a_mn, plan.b_mn = kernel_options.b_mn;
 
   // What the chosen kernel can take beyond packed operands.
   GemmOperands k = o;
   if (o.c_row_major) std::swap(k.a, k.b), std::swap(k.lda, k.ldb);
-  const Leading ld = LeadingOf(plan.size, k);
+  const Leading ld = LeadingOf(plan.size, k, plan.a_mn, plan.b_mn);
   const std::string& name = plan.choice.kernel;
   const bool reference = name.rfind("reference/", 0) == 0, tiles = name.rfind("gemm/bf16_sm90", 0) == 0;
   const bool c_map = tiles && !Has(name, "any_m") && options.out_type != "f32";
   const bool c_like_inputs = Has(*terms, "scale") || Has(*terms, "residual");  // laid out with column stride M
+  if (!reference && !tiles && (plan.a_mn || plan.b_mn))  // ChooseGemm does not pick it then
+    return absl::InternalError(absl::StrCat(name, " reads K-major A and B only"));
   if (!reference && !tiles && (ld.a != plan.size.k || ld.b != plan.size.k))
     return Invalid(absl::StrCat(name, " reads packed A and B: lda and ldb must be K (", plan.size.k, ")"));
   if (!reference && ld.c != plan.size.m && (!c_map || c_like_inputs))
@@ -120,10 +130,19 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
   GemmOperands o = operands;
   if (plan->swapped) std::swap(o.a, o.b), std::swap(o.lda, o.ldb);
   const GemmSize& s = plan->size;
-  const Leading ld = LeadingOf(s, o);
-  const std::map<std::string, int64_t> ints = {{"M", s.m},    {"N", s.n},    {"K", s.k},   {"sA0", ld.a},
-                                                {"sA1", 1},     {"sB0", 1},    {"sB1", ld.b}, {"sC0", 1},
-                                                {"sC1", ld.c}, {"split", plan->choice.split}};
+  const Leading ld = LeadingOf(s, o, plan->a_mn, plan->b_mn);
+  // Element strides of (row, col) of A (M x K), B (K x N), C, for kernels that index generically.
+  const std::map<std::string, int64_t> ints = {
+      {"M", s.m},
+      {"N", s.n},
+      {"K", s.k},
+      {"sA0", plan->a_mn ? 1 : ld.a},
+      {"sA1", plan->a_mn ? ld.a : 1},
+      {"sB0", plan->b_mn ? ld.b : 1},
+      {"sB1", plan->b_mn ? 1 : ld.b},
+      {"sC0", 1},
+      {"sC1", ld.c},
+      {"split", plan->choice.split}};
   const std::map<std::string, cu::CUdeviceptr> pointers = {{"A", o.a},       {"B", o.b},       {"C", o.c},
                                                            {"C_in", o.c_in}, {"bias", o.bias}, {"residual", o.residual}};
   const Manifest& m = (*kernel)->manifest();
@@ -141,14 +160,15 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
     } else if (p.kind == Kind::kWorkspace) {
       args.push_back(Arg::Workspace());
     } else if (p.kind == Kind::kTensorMap && pointers.count(p.tensor_map.tensor) && p.tensor_map.rank() == 2) {
-      // The ragged kernels' rank-2 maps: {K, rows} for A and B, {M, N} for C; the leading
-      // dimension is the one stride.
+      // The ragged kernels' rank-2 maps: {K, rows} for K-major A and B, {rows, K} for MN-major
+      // ones, {M, N} for C; the leading dimension is the one stride.
       const std::string& t = p.tensor_map.tensor;
-      const uint64_t rows = t == "A" ? s.m : s.n, inner = t == "C" ? s.m : s.k;
+      const bool mn = (t == "A" && plan->a_mn) || (t == "B" && plan->b_mn);
+      const uint64_t rows = t == "A" ? s.m : s.n;
+      const uint64_t inner = t == "C" ? s.m : mn ? rows : s.k, outer = t == "C" ? s.n : mn ? s.k : rows;
       const int64_t stride = t == "A" ? ld.a : t == "B" ? ld.b : ld.c;
       const uint64_t bytes = p.tensor_map.dtype == TmaDtype::kF32 ? 4 : 2;
-      args.push_back(Arg::Tensor(pointers.at(t), {inner, t == "C" ? static_cast<uint64_t>(s.n) : rows},
-                                 {static_cast<uint64_t>(stride) * bytes}));
+      args.push_back(Arg::Tensor(pointers.at(t), {inner, outer}, {static_cast<uint64_t>(stride) * bytes}));
     } else {
       return absl::InternalError(absl::StrCat(m.name, " (", m.source, "): the GEMM entry point has no value for its ",
                                               ParamKindName(p.kind), " parameter '", p.name, "'"));

@@ -57,8 +57,8 @@ double Efficiency(const Candidate& c, const GemmSize& s, int split) {
 // Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md).
 bool Skinny(const GemmSize& s) { return s.k % 8 == 0 && s.m <= 4; }
 
-GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability) {
-  if (Skinny(s) && compute_capability >= 80)
+GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool mn_major) {
+  if (Skinny(s) && !mn_major && compute_capability >= 80)
     return {"gemm/bf16_skinny", absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
   if (compute_capability != 90)
     return {"reference/bf16", absl::StrCat("no tuned kernel for sm_", compute_capability,
@@ -87,8 +87,9 @@ std::string SplitName(int split) {
 }
 
 std::string GemmVariantName(const std::string& base, const GemmOptions& o) {
-  if (o.in_type == "bf16" && o.out_type == "bf16" && o.epilogue.empty() && !o.any_m) return base;
-  return absl::StrCat(base, ".", o.in_type, "-", o.out_type, o.any_m ? ".any_m" : "", o.epilogue.empty() ? "" : ".",
+  if (o.in_type == "bf16" && o.out_type == "bf16" && o.epilogue.empty() && !o.any_m && !o.a_mn && !o.b_mn) return base;
+  return absl::StrCat(base, ".", o.in_type, "-", o.out_type, o.any_m ? ".any_m" : "", o.a_mn ? ".a_mn" : "",
+                      o.b_mn ? ".b_mn" : "", o.epilogue.empty() ? "" : ".",
                       o.epilogue);
 }
 
@@ -167,8 +168,11 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
 
 GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptions& options,
                       const GemmTuneCache* tuned) {
-  GemmChoice c = ChooseGemmTile(s, compute_capability);
-  if (const GemmChoice* best = tuned ? tuned->Find(compute_capability, s) : nullptr) {
+  const bool mn_major = options.a_mn || options.b_mn;
+  GemmChoice c = ChooseGemmTile(s, compute_capability, mn_major);
+  const GemmChoice* best = tuned ? tuned->Find(compute_capability, s) : nullptr;
+  if (best && mn_major && best->kernel == "gemm/bf16_skinny") best = nullptr;  // K-major only
+  if (best) {
     const std::vector<GemmChoice> can = GemmCandidates(s, compute_capability);
     if (std::any_of(can.begin(), can.end(),
                     [&](const GemmChoice& x) { return x.kernel == best->kernel && x.split == best->split; }))
@@ -177,8 +181,10 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   }
   GemmOptions o = options;
   // A tile kernel at an M its C map cannot take stores C from registers (f32 ones always do).
-  o.any_m = c.kernel.rfind("gemm/bf16_sm90", 0) == 0 && s.m % 8 != 0 && options.out_type != "f32";
+  const bool tiles = c.kernel.rfind("gemm/bf16_sm90", 0) == 0;
+  o.any_m = tiles && s.m % 8 != 0 && options.out_type != "f32";
   if (o.any_m) c.why += "; C stored from registers (M is no multiple of 8: no TMA store)";
+  o.a_mn = tiles && options.a_mn, o.b_mn = tiles && options.b_mn;  // the reference reads through strides
   c.kernel = GemmVariantName(c.kernel, o);
   return c;
 }

@@ -53,6 +53,14 @@ for v in f16:f16: bf16:f32: bf16:bf16:scale,bias_col,gelu,residual f16:f16:bias_
     | grep -v '^# [0-9]*x' | tee -a "$out/gemm_variants.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done
+section "MN-major A and B (--layout A's order,B's order), each with the three tiles and a split"
+for layout in col,row row,row col,col; do
+  timeout 100 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 10 --layout "$layout" \
+    --sizes 4096x4096x4096,1024x6144x4096,256x10240x8192,264x304x200,136x4096x4096 2>&1 \
+    | grep -v '^# [0-9]*x' | tee -a "$out/gemm_layouts.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+done
+section "the model-shape sweep"
 timeout 300 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 10 --sizes "${sweep#,}" --out "$out/gemm_sweep.tsv" \
   2>&1 | grep -v '^# [0-9]*x' | tee "$out/gemm_sweep.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1

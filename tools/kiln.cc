@@ -67,6 +67,9 @@ ABSL_FLAG(bool, lines, false, "`kiln ptx`: with .file/.loc line tables naming ea
 ABSL_FLAG(std::string, seeds, "1,2,3",
           "`kiln emulate`: the emulated threads' schedules, comma-separated (0: in index order)");
 ABSL_FLAG(bool, emulate, false, "`kiln gemm`: run the chosen kernel on the CPU emulator instead of a GPU");
+ABSL_FLAG(std::string, layout, "row,col",
+          "`kiln gemm`: the storage orders of A and B, e.g. col,row: A column-major (M contiguous), B row-major "
+          "(N contiguous); C is column-major");
 ABSL_FLAG(int, split, -1,
           "`kiln gemm`: the tile kernels' split instead of the rule's: 1 whole tiles, S >= 2 split-K in S parts, "
           "0 stream-K");
@@ -720,7 +723,7 @@ std::vector<kiln::examples::ProblemSize> GemmSizes(const std::vector<std::string
     if (!args.empty() || size.m < 1 || size.n < 1 || size.k < 1) {
       std::cerr << "usage: kiln " << command << " (--m M --n N --k K | --sizes MxNxK,...) [--dtype bf16|f16] "
                    "[--out_dtype bf16|f16|f32] [--epilogue TERMS] [--tune_cache FILE]"
-                << (std::string(command) == "gemm" ? " [--split S] [--emulate]" : "") << "  (sizes at least 1)\n";
+                << (std::string(command) == "gemm" ? " [--layout row|col,row|col] [--split S] [--emulate]" : "") << "  (sizes at least 1)\n";
       return {};
     }
   return sizes;
@@ -737,6 +740,11 @@ absl::StatusOr<kiln::examples::GemmOptions> GemmOptionsFromFlags() {
   absl::StatusOr<std::string> epilogue = kiln::examples::CanonicalEpilogue(absl::GetFlag(FLAGS_epilogue));
   if (!epilogue.ok()) return epilogue.status();
   options.epilogue = *epilogue;
+  const std::string layout = absl::GetFlag(FLAGS_layout);
+  if (layout != "row,col" && layout != "col,col" && layout != "row,row" && layout != "col,row")
+    return absl::InvalidArgumentError(absl::StrCat("--layout ", layout, ": A's order, B's order (row or col)"));
+  options.a_mn = layout.rfind("col,", 0) == 0;
+  options.b_mn = layout.substr(layout.find(',') + 1) == "row";
   return options;
 }
 
@@ -754,10 +762,15 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
         ")"));
   if (!b.ok()) return b.status();
   // One layout whatever the kernel: the reference indexes through strides, so it is told C is
-  // column-major like the others.
+  // column-major like the others, and A and B are as --layout says.
   std::optional<kiln::examples::GemmSpec> spec = kiln::examples::GemmOf(b->manifest);
   if (!spec) return absl::InternalError(absl::StrCat(name, " is not a GEMM"));
   spec->c_order = "col";
+  if (name.rfind("reference/", 0) == 0) {
+    const std::string layout = absl::GetFlag(FLAGS_layout);
+    spec->a_order = layout.substr(0, layout.find(','));
+    spec->b_order = layout.substr(layout.find(',') + 1);
+  }
   kiln::examples::SetGemmSpec(b->manifest, *spec);
   kiln::examples::RunOptions opt;
   opt.size = size;

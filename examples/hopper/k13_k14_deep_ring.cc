@@ -42,7 +42,8 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
   TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = ragged ? 2 : 3, .by_value = true,
                                           .c_box_rows = direct_out ? 0 : PIECE_N, .c_swizzle = !direct_out,
                                           .divide_m = BM * CLUSTER, .ragged = ragged, .in_type = ScalarName(in),
-                                          .out_type = ScalarName(out), .epilogue = shape.variant.epilogue.Terms()});
+                                          .out_type = ScalarName(out), .epilogue = shape.variant.epilogue.Terms(),
+                                          .a_mn = shape.variant.a_mn, .b_mn = shape.variant.b_mn});
   // The entry point's kernels walk a work table (whole tiles, split-K or stream-K, as the launch's
   // split says); a split tile's parts meet in the workspaces (ReducePartials).
   Value table, partials, counters;
@@ -104,7 +105,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
       Value s = ring.Acquire(at);
       k.WgmmaFence();
       for (int kk = 0; kk < BK; kk += 16)
-        k.Wgmma(acc, sA.Stage(s), row0, sB.Stage(s), 0, kk, /*scale_d=*/!(first && kk == 0));
+        k.Wgmma(acc, {sA.Stage(s), g.a_mn, BK}, row0, {sB.Stage(s), g.b_mn, BK}, 0, kk, /*scale_d=*/!(first && kk == 0));
       k.WgmmaCommit();
       return s;
     };

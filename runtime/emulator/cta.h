@@ -624,6 +624,7 @@ class Cta {
     uint64_t a_desc = 0, b_desc = 0;
     std::vector<double> a_from_regs;  // 64 x 16, row-major, when A comes from registers (read at issue)
     std::vector<std::pair<uint64_t, uint64_t>> reads;  // shared byte spans [lo, hi) of its descriptors
+    bool a_mn_major = false;                           // imm-trans-a (A from a descriptor)
     bool b_mn_major = false;                           // imm-trans-b
     int n = 0;
     bool scale_d = true, negate_a = false, negate_b = false, bf16 = true;

@@ -330,8 +330,7 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
     op.scale_d = Read(t0, in.ops.at(3), 1) & 1;
     op.negate_a = SignExtend(Read(t0, in.ops.at(4), 32), 32) < 0;
     op.negate_b = SignExtend(Read(t0, in.ops.at(5), 32), 32) < 0;
-    if (!a_regs && Read(t0, in.ops.at(6), 32))
-      return Fail(t0, in, "an MN-major (transposed) wgmma A is not emulated yet");
+    op.a_mn_major = !a_regs && (Read(t0, in.ops.at(6), 32) & 1);
     op.b_mn_major = Read(t0, in.ops.back(), 32) & 1;
     if (a_regs) op.a_from_regs.assign(64 * 16, 0.0);
     for (int i = first; i < first + 128; ++i) {
@@ -359,7 +358,11 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
       if (static_cast<int>(mine.ops.at(0).regs.size()) != op.n / 2)
         return Fail(threads_[i], mine, absl::StrCat("an m64n", op.n, " accumulator has ", op.n / 2, " registers"));
     }
-    if (!a_regs) op.reads.push_back(OperandSpan(WgmmaOperand(op.a_desc), 64));
+    if (!a_regs) {
+      SmemOperand a_operand = WgmmaOperand(op.a_desc);
+      a_operand.mn_major = op.a_mn_major;
+      op.reads.push_back(OperandSpan(a_operand, 64));
+    }
     SmemOperand b_operand = WgmmaOperand(op.b_desc);
     b_operand.mn_major = op.b_mn_major;
     op.reads.push_back(OperandSpan(b_operand, op.n));
@@ -398,7 +401,7 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
         a.resize(64 * 16);
         for (int r = 0; r < 64; ++r)
           for (int k = 0; k < 16; ++k)
-            if (absl::Status s = element(op.a_desc, r, k, &a[r * 16 + k]); !s.ok()) return s;
+            if (absl::Status s = element(op.a_desc, r, k, &a[r * 16 + k], op.a_mn_major); !s.ok()) return s;
       }
       for (int n = 0; n < op.n; ++n)
         for (int k = 0; k < 16; ++k)

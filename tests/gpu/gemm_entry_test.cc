@@ -41,6 +41,32 @@ TEST(GemmEntryPoint, PlansARowMajorCAsTheTransposedProduct) {
   EXPECT_EQ(col->choice.kernel, "gemm/bf16_sm90");
 }
 
+TEST(GemmEntryPoint, MnMajorOperandsPickTheTransposedVariants) {
+  GemmOperands o = kPacked;
+  o.a_col_major = o.b_row_major = true;
+  absl::StatusOr<GemmPlan> p = PlanGemm({4096, 4096, 4096}, {}, o, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_sm90.bf16-bf16.a_mn.b_mn");
+  o.b_row_major = false;
+  o.c_row_major = true;  // C^T = B^T A^T: the kernel's B is A^T, MN-major; its A is B^T, K-major
+  p = PlanGemm({4096, 4096, 4096}, {}, o, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_sm90.bf16-bf16.b_mn");
+  o.c_row_major = false;
+  // A column-major A of M = 2 rows has 4-byte columns, which TMA cannot stride over.
+  EXPECT_NE(PlanError({2, 4096, 4096}, {}, o).find("lda and ldb must be multiples of 8"), std::string::npos);
+  o.a_col_major = false;
+  o.b_row_major = true;
+  p = PlanGemm({2, 4096, 4096}, {}, o, 90);  // M = 2 would be the skinny kernel's, which reads K-major only
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel.rfind("gemm/bf16_sm90", 0), 0u) << p->choice.kernel;
+  EXPECT_NE(p->choice.kernel.find(".b_mn"), std::string::npos) << p->choice.kernel;
+  o.a_col_major = true;
+  o.b_row_major = false;
+  o.lda = 100;
+  EXPECT_NE(PlanError({128, 64, 64}, {}, o).find("lda = 100 is less than M = 128"), std::string::npos);
+}
+
 TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   const GemmSize s{256, 256, 256};
   EXPECT_NE(PlanError({0, 1, 1}, {}, kPacked).find("at least 1"), std::string::npos);
@@ -117,6 +143,7 @@ struct Case {
   GemmOptions options;
   bool row_major_c = false;
   int64_t pad_a = 0, pad_b = 0, pad_c = 0;  // added to the packed leading dimensions
+  bool a_col_major = false, b_row_major = false;
 };
 
 float Decode(const std::vector<uint16_t>& v, size_t i, const std::string& type) {
@@ -127,9 +154,13 @@ void RunCase(const Case& c, const char* dir) {
   const GemmSize& s = c.size;
   const std::string& in = c.options.in_type, out = c.options.out_type;
   const bool half = in == "f16", f32_out = out == "f32";
-  const int64_t lda = s.k + c.pad_a, ldb = s.k + c.pad_b, ldc = (c.row_major_c ? s.n : s.m) + c.pad_c;
+  const int64_t lda = (c.a_col_major ? s.m : s.k) + c.pad_a, ldb = (c.b_row_major ? s.n : s.k) + c.pad_b;
+  const int64_t ldc = (c.row_major_c ? s.n : s.m) + c.pad_c;
   const int64_t c_cols = c.row_major_c ? s.m : s.n;  // what ldc counts
-  const std::vector<uint16_t> a = examples::RandomNormal16(s.m * lda, 11, half), b = examples::RandomNormal16(s.n * ldb, 12, half);
+  const std::vector<uint16_t> a = examples::RandomNormal16((c.a_col_major ? s.k : s.m) * lda, 11, half),
+                              b = examples::RandomNormal16((c.b_row_major ? s.k : s.n) * ldb, 12, half);
+  auto a_at = [&](int64_t i, int64_t kk) { return c.a_col_major ? kk * lda + i : i * lda + kk; };
+  auto b_at = [&](int64_t kk, int64_t j) { return c.b_row_major ? kk * ldb + j : j * ldb + kk; };
   // The epilogue's inputs, in the output type (f32 ones from bf16 draws).
   const std::vector<uint16_t> side = examples::RandomNormal16(ldc * c_cols + s.m + s.n, 13, out == "f16");
   auto side_value = [&](size_t i) { return out == "f16" ? examples::HalfToFloat(side[i]) : examples::Bf16ToFloat(side[i]); };
@@ -158,7 +189,8 @@ void RunCase(const Case& c, const char* dir) {
   const bool scale = ep.find("scale") != std::string::npos, residual = ep.find("residual") != std::string::npos;
   const char bias = ep.find("bias_row") != std::string::npos ? 'r' : ep.find("bias_col") != std::string::npos ? 'c' : 0;
   GemmOperands o{.a = da.ptr(), .b = db.ptr(), .c = dc.ptr(), .lda = lda, .ldb = ldb, .ldc = ldc,
-                 .c_row_major = c.row_major_c, .alpha = static_cast<float>(1 / std::sqrt(double(s.k))), .beta = 0.5f};
+                 .c_row_major = c.row_major_c, .a_col_major = c.a_col_major, .b_row_major = c.b_row_major,
+                 .alpha = static_cast<float>(1 / std::sqrt(double(s.k))), .beta = 0.5f};
   if (scale) o.c_in = dside.ptr();
   if (residual) o.residual = dside.ptr();
   const size_t bias_at = ldc * c_cols;
@@ -175,7 +207,7 @@ void RunCase(const Case& c, const char* dir) {
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < s.n; ++j) {
       double x = 0;
-      for (int64_t kk = 0; kk < s.k; ++kk) x += double(Decode(a, i * lda + kk, in)) * Decode(b, j * ldb + kk, in);
+      for (int64_t kk = 0; kk < s.k; ++kk) x += double(Decode(a, a_at(i, kk), in)) * Decode(b, b_at(kk, j), in);
       const size_t at = c.row_major_c ? i * ldc + j : j * ldc + i;
       if (scale) x = double(o.alpha) * x + 0.5 * side_value(at);
       if (bias) x += side_value(bias_at + (bias == 'r' ? i : j));
@@ -214,6 +246,12 @@ TEST(GemmEntryPointGpu, MatchesFp64ThroughLayoutsPaddingAndEpilogues) {
   RunCase({.size = {131, 200, 88}, .options = {.out_type = "f32", .epilogue = "scale,silu"}}, dir);  // any M
   RunCase({.size = {3, 4096, 256}, .options = {.in_type = "f16", .out_type = "f16", .epilogue = "bias_row,relu"}}, dir);
   RunCase({.size = {100, 7, 60}, .pad_a = 1, .pad_b = 3}, dir);                      // the reference, K % 8 != 0
+  // MN-major A (column-major) and B (row-major): the a_mn / b_mn variants, and the reference.
+  RunCase({.size = {512, 384, 256}, .pad_a = 8, .a_col_major = true, .b_row_major = true}, dir);
+  RunCase({.size = {264, 300, 200}, .row_major_c = true, .a_col_major = true}, dir);  // swapped: the kernel's B
+  RunCase({.size = {131, 256, 136}, .b_row_major = true}, dir);                        // any M
+  RunCase({.size = {128, 300, 256}, .pad_b = 4, .b_row_major = true}, dir);  // N = 300, ldb = 304
+  RunCase({.size = {100, 7, 60}, .a_col_major = true, .b_row_major = true}, dir);
 }
 
 }  // namespace

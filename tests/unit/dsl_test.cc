@@ -260,6 +260,23 @@ TEST(Hopper, WgmmaOnATileWithoutTheSwizzleItsDescriptorNeeds) {
   ExpectError(k, line, "no swizzle");
 }
 
+TEST(Hopper, WgmmaOnAnMnMajorTileItsBlocksDoNotCover) {
+  Kernel k("test/wgmma_mn", sm90a(), {128});
+  SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  SmemTile b = k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B);  // two blocks of 64 rows of K: N = 128
+  WgmmaAccumulator acc = k.WgmmaAcc(256);
+  k.Wgmma(acc, {a, true, 64}, 0, {b, true, 64}, 0, 0); const int line = __LINE__;
+  ExpectError(k, line, "holds 128 columns in blocks of 64 and 64 rows of K; this wgmma reads 256 columns");
+}
+
+TEST(Hopper, WgmmaMnMajorBlocksOfWholeAtoms) {
+  Kernel k("test/wgmma_mn_rows", sm90a(), {128});
+  SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  WgmmaAccumulator acc = k.WgmmaAcc(64);
+  k.Wgmma(acc, {a, true, 60}, 0, {a, false, 0}, 0, 0); const int line = __LINE__;
+  ExpectError(k, line, "in blocks of k_rows (60, a multiple of 8) rows of K");
+}
+
 TEST(Hopper, TmaIntoATileOfAnotherSwizzle) {
   Kernel k("test/tma_swizzle", sm90a(), {128});
   TensorMap a = k.TmaParam("tmA", Map128B(64));

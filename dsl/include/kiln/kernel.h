@@ -251,6 +251,18 @@ class Kernel {
   enum class MnMajor : uint8_t { kB };
   void Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b, MnMajor b_layout,
              int k0, bool scale_d = true, Loc loc = Loc::current());
+  // The first form with either smem operand MN-major (imm-trans-a, imm-trans-b): an MN-major tile
+  // holds K rows, each one swizzle span of M or N (64 bf16 at 128B), in blocks of `k_rows` rows
+  // stacked for further spans of M or N (rows k_rows*j.. hold columns span*j..), as one 2D TMA
+  // box per block lands from a column-major A or a row-major B. `row0` (M or N) is then a
+  // multiple of the span; a K-major tile (mn_major false) is the first form's.
+  struct WgmmaTile {
+    SmemTile tile;
+    bool mn_major = false;
+    int k_rows = 0;  // MN-major: rows of K per block
+  };
+  void Wgmma(const WgmmaAccumulator& acc, const WgmmaTile& a, const Operand& a_row0, const WgmmaTile& b,
+             const Operand& b_row0, int k0, bool scale_d = true, Loc loc = Loc::current());
   void WgmmaCommit(Loc loc = Loc::current());
   void WgmmaWait(int pending, Loc loc = Loc::current());
   // stmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each lane passes one row address.

@@ -93,7 +93,8 @@ class SmemTile {
   // Pointer to the first byte of the selected stage.
   Value Base(Loc loc = Loc::current()) const;
   // Rows row0..row0+rows of each stage as a tile of their own (e.g. one TMA box of several that
-  // fill the tile). A swizzled tile splits only at whole 8-row atoms.
+  // fill the tile; of a ring, still a ring with the same stages). A swizzled tile splits only at
+  // whole 8-row atoms.
   SmemTile Rows(int row0, int rows, Loc loc = Loc::current()) const;
   // Of an interleaved tile (SmemInterleaved): its 8-column slab `s` (rows x 8, 16-byte rows) as
   // a plain tile, e.g. the destination of one 2D TMA box.
@@ -108,6 +109,9 @@ class SmemTile {
   const UnitSwizzle& unit_swizzle() const { return xor_; }
   int offset_bytes() const { return offset_; }
   int stage_bytes() const { return rows_ * row_stride_ * ScalarBytes(elem_); }
+  // Bytes from one stage of the ring to the next: stage_bytes(), or the whole ring's stage for
+  // Rows() of a ring.
+  int stage_stride() const { return stage_stride_ ? stage_stride_ : stage_bytes(); }
   int bytes() const { return stage_bytes() * stages_; }
   const Loc& loc() const { return loc_; }
 
@@ -116,7 +120,7 @@ class SmemTile {
   friend struct detail::Access;
   detail::KernelState* state_ = nullptr;
   Scalar elem_ = Scalar::kBF16;
-  int rows_ = 0, cols_ = 0, row_stride_ = 0, offset_ = 0, stages_ = 1;
+  int rows_ = 0, cols_ = 0, row_stride_ = 0, offset_ = 0, stages_ = 1, stage_stride_ = 0;
   Swizzle swizzle_ = Swizzle::kNone;
   UnitSwizzle xor_;
   bool interleaved_ = false;

@@ -6,9 +6,9 @@
 //   absl::Status s = gemm.Run({m, n, k}, {.epilogue = "bias_col,gelu"},
 //                             {.a = x, .b = w, .c = y, .bias = b, .c_row_major = true});
 //
-// Layouts: A row-major (M x K), B column-major (K x N: the N x K row-major weight of a linear
-// layer), C column-major or, with c_row_major, row-major (computed as C^T = B^T A^T, the same
-// kernels). Leading dimensions are in elements (0: packed). The tile kernels read A and B through
+// Layouts: A row-major (M x K) or column-major, B column-major (K x N: the N x K row-major
+// weight of a linear layer) or row-major, C column-major or, with c_row_major, row-major
+// (computed as C^T = B^T A^T, the same kernels). Leading dimensions are in elements (0: packed). The tile kernels read A and B through
 // TMA, so K and the leading dimensions of A and B must be multiples of 8 and the pointers 16-byte
 // aligned; where K is not, the reference kernel runs (correct, slow).
 //
@@ -35,6 +35,9 @@ struct GemmOperands {
   cu::CUdeviceptr a = 0, b = 0, c = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;  // elements between rows of A, columns of B, C's columns (rows if row-major)
   bool c_row_major = false;           // C, C_in and residual row-major
+  // A column-major (M contiguous: lda counts rows, at least M) and B row-major (N contiguous: ldb
+  // at least N); by default A is row-major and B column-major (both K contiguous).
+  bool a_col_major = false, b_row_major = false;
   // The epilogue's (GemmOptions::epilogue): alpha, beta and C_in for "scale", bias for "bias_row"
   // (M values) or "bias_col" (N), residual for "residual"; C_in and residual laid out like C.
   float alpha = 1, beta = 0;
@@ -46,6 +49,7 @@ struct GemmPlan {
   GemmChoice choice;
   GemmSize size;    // as the kernel sees it
   bool swapped = false;
+  bool a_mn = false, b_mn = false;  // the kernel's A and B MN-major (after any swap)
 };
 // The plan for a call, or an error naming what is wrong with it (sizes, types, leading
 // dimensions, alignment, an epilogue operand missing). Needs no GPU.
