@@ -117,7 +117,8 @@ mlir::Value MnMajorDescriptor(KernelState& s, const Kernel::WgmmaTile& w, const 
                Operand(k0 * span, loc);
   mlir::Value start = s.Unwrap((addr & Operand(0x3FFFF, loc)) >> Operand(4, loc));
   start = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), start);
-  const uint64_t fixed = (uint64_t(block_bytes >> 4) << 16) | (uint64_t(8 * span >> 4) << 32) | (uint64_t(mode) << 62);
+  const uint64_t fixed =
+      (uint64_t(block_bytes >> 4) << 16) | (uint64_t(8 * span >> 4) << 32) | (uint64_t(mode) << 62);
   mlir::Value hi = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
   return mlir::arith::OrIOp::create(s.builder, l, start, hi);
 }
@@ -190,10 +191,11 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const WgmmaTile& at, const Opera
   KernelState& s = *state_;
   const SmemTile &a = at.tile, &b = bt.tile;
   if (!NeedWgmma(s, loc) || acc.n() == 0) return;
-  if (!(at.mn_major ? CheckMnMajorTile(s, at, "A", 64, a_row0, k0, loc) : CheckOperandTile(s, a, "A", 64, a_row0, k0, loc)) ||
-      !(bt.mn_major ? CheckMnMajorTile(s, bt, "B", acc.n(), b_row0, k0, loc)
-                    : CheckOperandTile(s, b, "B", acc.n(), b_row0, k0, loc)))
-    return;
+  auto check = [&](const WgmmaTile& w, const char* which, int rows, const Operand& row0) {
+    return w.mn_major ? CheckMnMajorTile(s, w, which, rows, row0, k0, loc)
+                      : CheckOperandTile(s, w.tile, which, rows, row0, k0, loc);
+  };
+  if (!check(at, "A", 64, a_row0) || !check(bt, "B", acc.n(), b_row0)) return;
   if (a.elem() != b.elem()) return Fail("wgmma A and B tiles hold different types", loc);
   WgmmaEmission emitting(s, acc.regs_.array_, loc);
   mlir::Location l = s.ToLoc(loc);

@@ -249,11 +249,11 @@ TEST(Schedule, WorkTablesCoverEveryKTileOnceInPartOrder) {
 }
 
 TEST(Manifest, WorkTablesAndWorkspacesRoundTrip) {
-  const std::string text = std::string("kiln-bundle 1") +
-                           "\nname t\nentry t\ntarget sm_90a\nblock 128 1 1\ncluster 1 1 1\nsmem 0\ngrid 128 1 1\n"
-                           "param M i32\nparam N i32\nparam K i32\nparam split i32\n"
-                           "param schedule table hilbert M/128 N/128 128 128 work K/64 split\n"
-                           "param partials workspace schedule 65536\nsource x.cc:1\n";
+  const std::string text =
+      "kiln-bundle 1\nname t\nentry t\ntarget sm_90a\nblock 128 1 1\ncluster 1 1 1\nsmem 0\ngrid 128 1 1\n"
+      "param M i32\nparam N i32\nparam K i32\nparam split i32\n"
+      "param schedule table hilbert M/128 N/128 128 128 work K/64 split\n"
+      "param partials workspace schedule 65536\nsource x.cc:1\n";
   absl::StatusOr<Manifest> m = Manifest::Parse(text);
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_EQ(m->params.size(), 6u);
