@@ -206,19 +206,23 @@ ScheduleTable GemmWork(int tile_m, int tile_n, int bk, int groups, int slots) {
 
 std::function<void(const WorkUnitBody&)> ScheduledWork(Kernel& k, const Value& table, int slots) {
   const int words = rt::kWorkWords;
-  SmemTile order = k.Smem(i32, slots, words);
-  Value tid = k.ThreadIdx();
-  GlobalTensor rows(table, {}, {k.I32(slots * words), k.I32(words), k.I32(1)});  // [cluster][slot][word]
-  k.If(tid < slots, [&] {
-    for (int w = 0; w < words; ++w) k.Store(order.At(tid, w), k.Load(rows.At({k.ClusterIdx(), tid, k.I32(w)})));
-  });
-  return [&k, order, slots](const WorkUnitBody& body) {
-    Regs it = k.Registers(Type::Of(i32), 1);
-    auto word = [&](int w) { return k.Load(order.At(Min(it[0], slots - 1), w)); };
-    k.While([&] { return (it[0] < slots) & (word(0) != -1); }, [&] {
-      Value tile = word(0), ks = word(1), part = word(3);
-      body({tile >> 16, tile & 0xffff, ks >> 16, ks & 0xffff, word(2), part >> 16, part & 0xffff});
+  return [&k, table, slots](const WorkUnitBody& body) {
+    GlobalTensor flat(table, {}, {k.I32(1)});
+    Value row = Min(k.Load(flat.At({k.I32(0)})), slots);  // the header: slots in each group's row
+    Value first = (k.ClusterIdx() * row + 1) * words;     // this cluster's row, past the header
+    // Entry `slot` into w; past the row, the end mark (every row ends with one anyway).
+    Regs it = k.Registers(Type::Of(i32), 1), w = k.Registers(Type::Of(i32), words);
+    auto fetch = [&](const Value& slot) {
+      Value inside = slot < row, at = first + Min(slot, row - 1) * words;
+      for (int j = 0; j < words; ++j) w[j] = LoadGlobal(flat.At({at + j}), 1, {.mask = inside, .fill = -1});
+    };
+    it[0] = k.I32(0);
+    fetch(k.I32(0));
+    k.While([&] { return Value(w[0]) != -1; }, [&] {
+      Value tile = w[0], ks = w[1], first_slot = w[2], part = w[3];
       it[0] += 1;
+      fetch(it[0]);  // the next entry's load is under this unit's work
+      body({tile >> 16, tile & 0xffff, ks >> 16, ks & 0xffff, first_slot, part >> 16, part & 0xffff});
     });
   };
 }

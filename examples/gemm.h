@@ -80,7 +80,8 @@ struct WorkUnit {
   Value m_index, n_index, k_begin, k_end, slot, part, parts;
 };
 using WorkUnitBody = std::function<void(const WorkUnit&)>;
-// As ScheduledTiles, over a work table's units.
+// As ScheduledTiles, over a work table's units, read from global memory (L2) rather than copied
+// to shared memory, so a table may be long (each entry loaded while the unit before it runs).
 std::function<void(const WorkUnitBody&)> ScheduledWork(Kernel& k, const Value& table, int slots);
 
 // The deterministic reduction of a split tile, for one group of `threads` threads (thread

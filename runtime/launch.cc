@@ -258,6 +258,24 @@ absl::StatusOr<uint64_t> LoadedKernel::Workspace(size_t param, size_t bytes) con
   return have.ptr();
 }
 
+absl::StatusOr<LoadedKernel::TableCopy> LoadedKernel::Table(size_t param, const ScheduleTableParam& t,
+                                                            const Symbols& symbols) const {
+  auto split = symbols.find(t.split);
+  const std::string key =
+      absl::StrCat(param, ":", t.tiles_m.Value(symbols, 0), ",", t.tiles_n.Value(symbols, 0), ",",
+                   t.work() ? t.k_tiles.Value(symbols, 0) : 0, ",", split == symbols.end() ? -1 : split->second);
+  std::lock_guard<std::mutex> lock(uploads_->mu);
+  if (auto it = uploads_->tables.find(key); it != uploads_->tables.end())
+    return TableCopy{it->second.first.ptr(), it->second.second};
+  absl::StatusOr<WorkTable> table = BuildScheduleTable(t, symbols);
+  if (!table.ok()) return table.status();
+  absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(table->words.size() * 4);
+  if (!buf.ok()) return buf.status();
+  if (absl::Status s = buf->CopyFromHost(table->words.data(), table->words.size() * 4); !s.ok()) return s;
+  auto& kept = uploads_->tables[key] = {*std::move(buf), table->partials};
+  return TableCopy{kept.first.ptr(), kept.second};
+}
+
 absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manifest& m, const Symbols& symbols) {
   std::map<std::string, WorkTable> tables;
   for (const ParamSpec& p : m.params) {
@@ -298,8 +316,19 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
                  m.smem_extra.factors.empty() ? "" : absl::StrCat(" + ", m.smem_extra.ToString()), "); ",
                  (*d)->device_name(), " allows a block ", (*d)->max_smem_optin());
 
-  absl::StatusOr<std::map<std::string, WorkTable>> tables = BuildScheduleTables(m, symbols);
-  if (!tables.ok()) return tables.status();
+  std::map<std::string, TableCopy> tables;
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    const ParamSpec& p = m.params[i];
+    if (p.kind != ParamSpec::Kind::kScheduleTable) continue;
+    absl::StatusOr<TableCopy> t = Table(i, p.schedule, symbols);
+    if (!t.ok())
+      return error(absl::StatusCode::kInvalidArgument, m.source, "schedule table ", p.name, ": ", t.status().message());
+    tables[p.name] = *t;
+  }
+  for (const ParamSpec& p : m.params)
+    if (p.kind == ParamSpec::Kind::kWorkspace && !tables.count(p.workspace.table))
+      return error(absl::StatusCode::kInvalidArgument, m.source, "workspace ", p.name, " is sized by schedule table '",
+                   p.workspace.table, "', which the kernel does not have");
   // What the launch's parameter pointers point at; cuLaunchKernel copies the values.
   std::vector<std::unique_ptr<cu::CUtensorMap>> maps;
   std::vector<uint64_t> device_copies;
@@ -329,16 +358,12 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
       continue;
     }
     if (p.kind == ParamSpec::Kind::kScheduleTable) {
-      const std::vector<int32_t>& words = tables->at(p.name).words;
-      absl::StatusOr<uint64_t> copy =
-          DeviceCopy(std::string(reinterpret_cast<const char*>(words.data()), words.size() * 4));
-      if (!copy.ok()) return copy.status();
-      device_copies.push_back(*copy);
+      device_copies.push_back(tables.at(p.name).device);
       pointers.push_back(&device_copies.back());
       continue;
     }
     if (p.kind == ParamSpec::Kind::kWorkspace) {
-      const int64_t bytes = tables->at(p.workspace.table).partials * p.workspace.bytes_per_partial;
+      const int64_t bytes = tables.at(p.workspace.table).partials * p.workspace.bytes_per_partial;
       absl::StatusOr<uint64_t> w = Workspace(i, static_cast<size_t>(bytes));
       if (!w.ok()) return w.status();
       device_copies.push_back(*w);

@@ -127,18 +127,22 @@ absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t
       stream(std::vector<int32_t>(order.begin() + whole, order.end()), 0, groups);
     }
   }
+  size_t most = 0;
+  for (const std::vector<Unit>& units : per_group) most = std::max(most, units.size());
+  if (static_cast<int64_t>(most) >= slots)
+    return absl::InvalidArgumentError(absl::StrCat("a work schedule of ", tiles_m, "x", tiles_n, " tiles of ", k_tiles,
+                                                   " k-tiles (split ", split, ") over ", groups,
+                                                   " CTA groups needs more than ", slots - 1,
+                                                   " units per group; use a larger tile or a smaller split"));
+  const int row = static_cast<int>(most) + 1;  // every row ends with its end mark
   WorkTable table;
-  table.words.assign(static_cast<size_t>(groups) * slots * kWorkWords, 0);
+  table.words.assign((1 + static_cast<size_t>(groups) * row) * kWorkWords, 0);
+  table.words[0] = row;
   std::map<int32_t, int64_t> first_slot;  // by tile
   for (int g = 0; g < groups; ++g) {
     const std::vector<Unit>& units = per_group[g];
-    if (static_cast<int64_t>(units.size()) >= slots)
-      return absl::InvalidArgumentError(absl::StrCat("a work schedule of ", tiles_m, "x", tiles_n, " tiles of ", k_tiles,
-                                                     " k-tiles (split ", split, ") over ", groups,
-                                                     " CTA groups needs more than ", slots - 1,
-                                                     " units per group; use a larger tile or a smaller split"));
     for (size_t u = 0; u <= units.size(); ++u) {
-      int32_t* w = &table.words[(static_cast<size_t>(g) * slots + u) * kWorkWords];
+      int32_t* w = &table.words[(1 + static_cast<size_t>(g) * row + u) * kWorkWords];
       if (u == units.size()) {
         w[0] = -1;
         break;

@@ -20,6 +20,9 @@ namespace kiln::examples {
 namespace {
 
 constexpr int BM = 128, BK = 64, CONSUMERS = 2, SLOTS = 128;
+// The entry point's work tables (read from global memory, rows as long as the launch needs):
+// at most this many units per CTA group (16383 waves of tiles).
+constexpr int WORK_SLOTS = 1 << 14;
 
 // The CTA tile's width, the ring's depth and the cluster (CTAs along M sharing B by multicast):
 // k13/k14's 256, 4 and 2, or narrower tiles for the entry point's small-M shapes; and the entry
@@ -49,7 +52,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
   Value table, partials, counters;
   if (ragged) {
     k.I32Param("split");
-    table = k.ScheduleTableParam("schedule", GemmWork(BM * CLUSTER, BN, BK, GROUPS, SLOTS));
+    table = k.ScheduleTableParam("schedule", GemmWork(BM * CLUSTER, BN, BK, GROUPS, WORK_SLOTS));
     partials = k.WorkspaceParam("partials", f32, "schedule", int64_t{CLUSTER} * BM * BN * 4);
     counters = k.WorkspaceParam("counters", i32, "schedule", int64_t{CLUSTER} * CONSUMERS * 4);
   } else {
@@ -68,7 +71,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
   Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
   std::function<void(const WorkUnitBody&)> work_walk;
   std::function<void(const TileIndexBody&)> tile_walk;
-  if (ragged) work_walk = ScheduledWork(k, table, SLOTS);
+  if (ragged) work_walk = ScheduledWork(k, table, WORK_SLOTS);
   else tile_walk = ScheduledTiles(k, table, SLOTS);
   Value tid = k.ThreadIdx(), rank = CLUSTER > 1 ? k.ClusterCtaRank() : k.I32(0);
   // body(m0, n0, unit): this CTA's rows of each unit's tile; the whole-tile kernels' units have

@@ -196,10 +196,13 @@ void ExpectCoversEveryKTileOnce(int64_t tiles_m, int64_t tiles_n, int64_t k_tile
   absl::StatusOr<WorkTable> t = WorkSchedule(tiles_m, tiles_n, k_tiles, split, groups, slots);
   ASSERT_TRUE(t.ok()) << t.status();
   std::map<int32_t, std::vector<std::array<int32_t, 4>>> by_tile;
+  ASSERT_LE(t->words[0], slots);
+  ASSERT_EQ(t->words.size(), (1 + static_cast<size_t>(groups) * t->words[0]) * kWorkWords);
   for (int g = 0; g < groups; ++g)
-    for (int u = 0; u < slots; ++u) {
-      const int32_t* w = &t->words[(static_cast<size_t>(g) * slots + u) * kWorkWords];
+    for (int u = 0; u < t->words[0]; ++u) {
+      const int32_t* w = t->Entry(g, u);
       if (w[0] == -1) break;
+      ASSERT_LT(u + 1, t->words[0]) << "group " << g << ": no end mark in its row";
       by_tile[w[0]].push_back({w[1] >> 16, w[1] & 0xffff, w[2], w[3]});
     }
   ASSERT_EQ(by_tile.size(), static_cast<size_t>(tiles_m * tiles_n)) << "split " << split;
@@ -237,13 +240,19 @@ TEST(Schedule, WorkTablesCoverEveryKTileOnceInPartOrder) {
   ASSERT_TRUE(sk.ok()) << sk.status();
   for (int g = 0; g < 4; ++g) {
     int64_t k_tiles = 0;
-    for (int u = 0; sk->words[(g * 64 + u) * kWorkWords] != -1; ++u) {
-      const int32_t ks = sk->words[(g * 64 + u) * kWorkWords + 1];
+    for (int u = 0; sk->Entry(g, u)[0] != -1; ++u) {
+      const int32_t ks = sk->Entry(g, u)[1];
       k_tiles += (ks & 0xffff) - (ks >> 16);
     }
     EXPECT_NEAR(k_tiles, 15 * 7 / 4.0, 1) << "group " << g;
   }
   EXPECT_FALSE(WorkSchedule(64, 64, 8, 4, 2, 8).ok());  // too many units for 2 x 7 slots
+  // M = 65536, N = 8192 at 256x256 tiles: 8192 tiles over 64 groups, rows of 128 units + the end
+  // mark, only as long as they need to be.
+  absl::StatusOr<WorkTable> big = WorkSchedule(256, 32, 64, 1, 64, 1 << 14);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(big->words[0], 129);
+  EXPECT_EQ(big->words.size(), (1 + 64 * 129) * static_cast<size_t>(kWorkWords));
   EXPECT_FALSE(WorkSchedule(2, 2, 8, -1, 2, 8).ok());
   EXPECT_FALSE(WorkSchedule(2, 2, 0, 1, 2, 8).ok());
 }

@@ -111,13 +111,20 @@ class LoadedKernel {
   // The two launches and GridFor check the arguments once, then share these.
   absl::StatusOr<Dim3> GridOfCheckedArgs(const std::vector<Arg>& args) const;
   absl::Status LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, cu::CUstream stream) const;
-  // A device copy of `bytes` (a tensor map passed by pointer, a schedule table), made once per
+  // A device copy of `bytes` (a tensor map passed by pointer), made once per
   // distinct content and kept while the kernel is loaded, so that a launch never frees memory
   // an earlier launch may still read.
   absl::StatusOr<uint64_t> DeviceCopy(const std::string& bytes) const;
   // Parameter `param`'s workspace of at least `bytes`: zeroed when (re)allocated, then kept;
   // a smaller one it outgrows is kept too (an earlier launch may still use it).
   absl::StatusOr<uint64_t> Workspace(size_t param, size_t bytes) const;
+  // Schedule table parameter `param` for these integers on the device, built once per distinct
+  // value of its rules (a long work table is megabytes: not rebuilt at every launch).
+  struct TableCopy {
+    uint64_t device = 0;
+    int64_t partials = 0;
+  };
+  absl::StatusOr<TableCopy> Table(size_t param, const ScheduleTableParam& t, const Symbols& symbols) const;
 
   Manifest manifest_;
   Kernel kernel_;
@@ -126,6 +133,7 @@ class LoadedKernel {
     std::mutex mu;
     std::map<std::string, DeviceBuffer> by_content;
     std::map<size_t, DeviceBuffer> workspaces;  // by parameter index
+    std::map<std::string, std::pair<DeviceBuffer, int64_t>> tables;  // by parameter and rule values
     std::vector<DeviceBuffer> outgrown;
   };
   std::unique_ptr<Uploads> uploads_ = std::make_unique<Uploads>();

@@ -18,7 +18,9 @@ absl::StatusOr<std::vector<int32_t>> HilbertSchedule(int64_t tiles_m, int64_t ti
                                                      int slots);
 
 // A work table: the tiles' k-tiles dealt as units of (tile, k range), so that a tile's K can be
-// split over several CTA groups (split-K, stream-K). Each slot is kWorkWords words:
+// split over several CTA groups (split-K, stream-K). A header of kWorkWords words whose first is
+// the slots in each group's row (its most units + 1, at most `slots`), then the groups' rows,
+// each slot kWorkWords words:
 //   [0] m index << 16 | n index, -1 after the group's last unit;
 //   [1] first k-tile << 16 | k-tile past the last;
 //   [2] -1 for a whole tile, else the tile's first partial slot: its parts own slots
@@ -34,7 +36,11 @@ absl::StatusOr<std::vector<int32_t>> HilbertSchedule(int64_t tiles_m, int64_t ti
 // tile's parts are summed in part order by whichever part finishes last: deterministic.
 inline constexpr int kWorkWords = 4;
 struct WorkTable {
-  std::vector<int32_t> words;  // groups x slots x kWorkWords
+  std::vector<int32_t> words;  // the header, then groups x row slots x kWorkWords
+  // A work table's group g, slot u.
+  const int32_t* Entry(int g, int u) const {
+    return &words[(1 + static_cast<size_t>(g) * words[0] + u) * kWorkWords];
+  }
   int64_t partials = 0;        // partial slots used (workspace sizes are per slot)
 };
 absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t k_tiles, int64_t split, int groups,
