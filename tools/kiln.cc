@@ -723,7 +723,8 @@ std::vector<kiln::examples::ProblemSize> GemmSizes(const std::vector<std::string
     if (!args.empty() || size.m < 1 || size.n < 1 || size.k < 1) {
       std::cerr << "usage: kiln " << command << " (--m M --n N --k K | --sizes MxNxK,...) [--dtype bf16|f16] "
                    "[--out_dtype bf16|f16|f32] [--epilogue TERMS] [--tune_cache FILE]"
-                << (std::string(command) == "gemm" ? " [--layout row|col,row|col] [--split S] [--emulate]" : "") << "  (sizes at least 1)\n";
+                << (std::string(command) == "gemm" ? " [--layout row|col,row|col] [--split S] [--emulate]" : "")
+                << "  (sizes at least 1)\n";
       return {};
     }
   return sizes;
@@ -817,6 +818,9 @@ int Gemm(const std::vector<std::string>& args) {
   int timed = 0;
   for (const kiln::examples::ProblemSize& size : sizes) {
     kiln::examples::GemmChoice choice = kiln::examples::ChooseGemm(size, cc, *options, &*tuned);
+    if (absl::GetFlag(FLAGS_split) < -1)
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--split ", absl::GetFlag(FLAGS_split),
+                                                          ": 1 whole tiles, S >= 2 split-K, 0 stream-K")));
     if (const int split = absl::GetFlag(FLAGS_split); split >= 0) {
       if (choice.kernel.rfind("gemm/bf16_sm90", 0) != 0)
         return Fail(absl::InvalidArgumentError(absl::StrCat("--split: ", choice.kernel, " (chosen at ", size.m, "x",
