@@ -276,6 +276,19 @@ absl::StatusOr<LoadedKernel::TableCopy> LoadedKernel::Table(size_t param, const 
   return TableCopy{kept.first.ptr(), kept.second};
 }
 
+namespace {
+// Each workspace parameter is sized by a schedule table the launch has built.
+template <typename Tables>
+absl::Status CheckWorkspaceTables(const Manifest& m, const Tables& tables) {
+  for (const ParamSpec& p : m.params)
+    if (p.kind == ParamSpec::Kind::kWorkspace && !tables.count(p.workspace.table))
+      return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": workspace ", p.name,
+                                                     " is sized by schedule table '", p.workspace.table,
+                                                     "', which the kernel does not have"));
+  return absl::OkStatus();
+}
+}  // namespace
+
 absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manifest& m, const Symbols& symbols) {
   std::map<std::string, WorkTable> tables;
   for (const ParamSpec& p : m.params) {
@@ -286,11 +299,7 @@ absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manif
           absl::StrCat(m.source, ": ", m.name, ": schedule table ", p.name, ": ", t.status().message()));
     tables[p.name] = *std::move(t);
   }
-  for (const ParamSpec& p : m.params)
-    if (p.kind == ParamSpec::Kind::kWorkspace && !tables.count(p.workspace.table))
-      return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": workspace ", p.name,
-                                                     " is sized by schedule table '", p.workspace.table,
-                                                     "', which the kernel does not have"));
+  if (absl::Status st = CheckWorkspaceTables(m, tables); !st.ok()) return st;
   return tables;
 }
 
@@ -325,10 +334,7 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
       return error(absl::StatusCode::kInvalidArgument, m.source, "schedule table ", p.name, ": ", t.status().message());
     tables[p.name] = *t;
   }
-  for (const ParamSpec& p : m.params)
-    if (p.kind == ParamSpec::Kind::kWorkspace && !tables.count(p.workspace.table))
-      return error(absl::StatusCode::kInvalidArgument, m.source, "workspace ", p.name, " is sized by schedule table '",
-                   p.workspace.table, "', which the kernel does not have");
+  if (absl::Status st = CheckWorkspaceTables(m, tables); !st.ok()) return st;
   // What the launch's parameter pointers point at; cuLaunchKernel copies the values.
   std::vector<std::unique_ptr<cu::CUtensorMap>> maps;
   std::vector<uint64_t> device_copies;

@@ -93,8 +93,8 @@ absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t
     for (int64_t i = 0; i < whole; ++i) per_group[i % groups].push_back({order[i], 0, k_tiles});
     // The k-tiles of `tiles` as one run cut evenly among groups first.. first + count - 1, each
     // group's share split where tiles end; a tile's pieces numbered in k order.
-    auto stream = [&](const std::vector<int32_t>& tiles, int first, int count) {
-      const int64_t run = static_cast<int64_t>(tiles.size()) * k_tiles;
+    auto stream = [&](const std::vector<int32_t>& streamed, int first, int count) {
+      const int64_t run = static_cast<int64_t>(streamed.size()) * k_tiles;
       // Fewer groups when the shares would be under 4 k-tiles: each part costs a partial's round trip.
       const int64_t sharers = std::max<int64_t>(1, std::min<int64_t>(count, run / 4));
       std::vector<Unit> pieces;
@@ -102,7 +102,7 @@ absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t
       for (int64_t g = 0; g < sharers; ++g)
         for (int64_t at = g * run / sharers, end = (g + 1) * run / sharers; at < end;) {
           const int64_t t = at / k_tiles, stop = std::min(end, (t + 1) * k_tiles);
-          pieces.push_back({tiles[t], at - t * k_tiles, stop - t * k_tiles});
+          pieces.push_back({streamed[t], at - t * k_tiles, stop - t * k_tiles});
           owner.push_back(first + static_cast<int>(g));
           at = stop;
         }
