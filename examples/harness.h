@@ -3,6 +3,7 @@
 // times it and cuBLAS the same way in the same process.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct RunOptions {
   bool keep_output = false;  // RunGemm: keep C in GemmResult::output
   // A kernel with a work table's "split": 1 whole tiles, S >= 2 split-K in S parts, 0 stream-K.
   int split = 1;
+  // Evict L2 before every timed call (kiln, cuBLAS and the copy alike): cold weights, no
+  // advantage to whichever call reads what the one before it read, host launch work untimed.
+  bool flush_l2 = true;
 };
 
 struct GemmResult {
@@ -44,6 +48,15 @@ struct GemmResult {
 
 // Norm-relative error threshold for the spec's output and accumulator types.
 double Tolerance(const GemmSpec& spec);
+
+// What the GEMM timings run (untimed) before each timed call, with RunOptions::flush_l2: a fill
+// of 256 MB, which evicts L2. Every call then starts from the same cold cache, and the GPU is still
+// busy with the fill while the host records the start event and launches, so host-side launch
+// work (cuBLAS's heuristics, kiln's argument checks) stays out of the time. The fill leaves L2
+// dirty: each timed call pays for writing back up to L2's bytes, the same for kiln, cuBLAS and
+// the copy. (A read of 256 MB would leave it clean, but the one at hand, a cuBLAS GEMM, warms the
+// very kernels cuBLAS then runs: docs/PERF.md, "How the GEMM timings are taken".)
+absl::StatusOr<std::function<absl::Status()>> L2Evictor();
 
 // `reference` is used when cuBLAS is unavailable (a reference/<dtype> bundle).
 absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* reference,

@@ -16,15 +16,25 @@ namespace {
 // A persistent Hopper kernel the entry point may run: its tile (one cluster's, for the clustered
 // one), how many tiles it keeps in flight (its 128 CTAs / the cluster), and its speed per tile
 // relative to the widest where each fills the GPU (measured on an H100, docs/PERF.md: 128x128
-// tiles without multicast ~0.9 of the 256x256 cluster pairs, 128x64 tiles ~0.6).
+// tiles without multicast ~0.9 of the 256x256 cluster pairs, 128x64 tiles ~0.6). For M <= 64,
+// where the weight read bounds the time: the bytes of B its ring keeps in flight per CTA (0: not
+// weighed there), and the most parts it splits a tile into (0: any, stream-K included).
 struct Candidate {
   const char* kernel;
   int tile_m, tile_n, in_flight;
   double speed;
+  int ring_b_bytes = 0, max_parts = 0;
 };
 constexpr Candidate kSm90[] = {
     {"gemm/bf16_sm90", 256, 256, 64, 1.0},
-    {"gemm/bf16_sm90_n128", 128, 128, 128, 0.9},
+    // For M <= 64 only (speed 0: one consumer warpgroup, not measured on compute-bound shapes);
+    // before the others, so that where all of B's time bounds both it wins the tie (its deeper
+    // ring measured faster there). Split in more than two parts it measured ~9 us slower than the
+    // 128x128 tiles at every size tried (docs/PERF.md, "M <= 64"): not weighed.
+    {"gemm/bf16_sm90_m64", 64, 128, 128, 0.0, 8 * 128 * 128, 2},
+    {"gemm/bf16_sm90_n128", 128, 128, 128, 0.9, 6 * 128 * 128},
+    // Not weighed for M <= 64: its 64-wide tiles streamed B slower than the model says at every
+    // shape but two, where it was within 8% of the others (docs/PERF.md, "M <= 64").
     {"gemm/bf16_sm90_n64", 128, 64, 128, 0.6},
 };
 
@@ -54,6 +64,42 @@ double Efficiency(const Candidate& c, const GemmSize& s, int split) {
   return padding * useful / busiest * c.speed;
 }
 
+// M <= 64: the time is the weight read's. A CTA streams B at R / (active CTAs + c) bytes/us,
+// c = R * L0 / (bytes its ring keeps in flight): Little's law with a latency that grows as the
+// CTAs' loads queue at the memory; all of B comes no faster than kStreamCapBytesPerUs; the
+// busiest CTA's bytes set the time; each wave of split tiles adds a partial round trip (stream-K
+// two: a group's run starts and ends inside tiles). The constants were fitted to `kiln tune` runs
+// of every candidate at 14 shapes with M = 8 to 64 on an H100 (docs/PERF.md, "M <= 64"): the
+// picks are within 5% of the fastest measured at 13 of them.
+constexpr double kStreamBytesPerUs = 3.0e6, kStreamCapBytesPerUs = 2.4e6, kIdleLatencyUs = 1.0;
+constexpr double kLaunchUs = 5, kPartialUs = 4;
+
+double StreamUs(const Candidate& c, const GemmSize& s, int split) {
+  const int64_t tiles = ((s.m + c.tile_m - 1) / c.tile_m) * ((s.n + c.tile_n - 1) / c.tile_n);
+  const int64_t k_tiles = (s.k + 63) / 64;
+  int64_t busiest, active, partials;  // k-tiles of the busiest CTA; CTAs streaming; round trips
+  if (split == 0) {
+    busiest = (tiles * k_tiles + c.in_flight - 1) / c.in_flight;
+    active = std::min<int64_t>(c.in_flight, tiles * k_tiles);
+    partials = tiles % c.in_flight == 0 ? 0 : 2;
+  } else {
+    const int64_t parts = std::min<int64_t>(split, k_tiles), units = tiles * parts;
+    const int64_t waves = (units + c.in_flight - 1) / c.in_flight;
+    busiest = waves * ((k_tiles + parts - 1) / parts);
+    active = std::min<int64_t>(units, c.in_flight);
+    partials = parts > 1 ? waves : 0;
+  }
+  const double queue = kStreamBytesPerUs * kIdleLatencyUs / c.ring_b_bytes;
+  const double busiest_bytes = static_cast<double>(busiest) * c.tile_n * 64 * 2;
+  const double all_bytes = static_cast<double>(s.n) * s.k * 2;
+  return kLaunchUs + std::max(busiest_bytes * (active + queue) / kStreamBytesPerUs, all_bytes / kStreamCapBytesPerUs) +
+         partials * kPartialUs;
+}
+
+bool Weighed(const Candidate& c, int split) {
+  return c.max_parts == 0 || (split >= 1 && split <= c.max_parts);
+}
+
 // Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md).
 bool Skinny(const GemmSize& s) { return s.k % 8 == 0 && s.m <= 4; }
 
@@ -67,11 +113,25 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool mn_maj
     return {"reference/bf16", absl::StrCat("K = ", s.k,
                                            ": TMA needs K a multiple of 8 (16-byte rows of A and B), so the "
                                            "reference kernel (any size, not fast)")};
+  if (s.m <= 64) {  // bound by the weight read: the least time streaming B
+    const Candidate* best = nullptr;
+    int best_split = 1;
+    for (const Candidate& c : kSm90)
+      for (int split : kSplits)  // a tie keeps the earlier: whole tiles before splits
+        if (c.ring_b_bytes && Weighed(c, split) && (!best || StreamUs(c, s, split) < StreamUs(*best, s, best_split) - 1e-9))
+          best = &c, best_split = split;
+    return {best->kernel,
+            absl::StrFormat("M = %d: the weight read bounds the time; %dx%d tiles, %s: %.0f us predicted streaming B",
+                            static_cast<int>(s.m), best->tile_m, best->tile_n, SplitName(best_split),
+                            StreamUs(*best, s, best_split)),
+            best_split};
+  }
   const Candidate* best = &kSm90[0];
   int best_split = 1;
   for (const Candidate& c : kSm90)
     for (int split : kSplits)  // a tie keeps the earlier: whole tiles before splits
-      if (Efficiency(c, s, split) > Efficiency(*best, s, best_split) + 1e-9) best = &c, best_split = split;
+      if (Weighed(c, split) && Efficiency(c, s, split) > Efficiency(*best, s, best_split) + 1e-9)
+        best = &c, best_split = split;
   return {best->kernel,
           absl::StrFormat("%dx%d tiles, %d in flight, %s: %.0f%% of the machine's time useful by the tile, wave and "
                           "partial counts",
@@ -160,7 +220,8 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
   std::vector<GemmChoice> c;
   if (s.k % 8 == 0 && compute_capability == 90)
     for (const Candidate& t : kSm90)
-      for (int split : kSplits) c.push_back({t.kernel, "", split});
+      for (int split : kSplits)
+        if (Weighed(t, split)) c.push_back({t.kernel, "", split});
   if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64) c.push_back({"gemm/bf16_skinny", ""});
   if (c.empty()) c.push_back({"reference/bf16", ""});
   return c;

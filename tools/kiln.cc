@@ -85,6 +85,9 @@ ABSL_FLAG(std::string, epilogue, "",
 ABSL_FLAG(std::string, tune_cache, "",
           "`kiln tune` writes (adds to) this file the fastest kernel per size; `kiln gemm` reads it");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
+ABSL_FLAG(bool, flush_l2, true,
+          "GEMM timings: evict L2 before every timed call (kiln, cuBLAS and the weights' copy alike), so "
+          "each reads its inputs from DRAM and host launch work is not timed");
 ABSL_FLAG(std::string, out, "",
           "`kiln bench`: also write the results as TSV here (GEMM rows: name M N K ms TFLOPS cuBLAS-ms "
           "cuBLAS-TFLOPS error spot-error reference ok; row-op rows: name rows cols ms GB/s copy-ms "
@@ -467,6 +470,7 @@ int Emulate(const std::vector<std::string>& args) {
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   if (std::optional<kiln::examples::GemmSpec> g = kiln::examples::GemmOf(b->manifest)) {
     kiln::examples::RunOptions opt;
+    opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
     opt.size = EmulationSize(*b, *g);
     absl::StatusOr<std::vector<kiln::examples::GemmResult>> rs = kiln::examples::EmulateGemmSchedules(*b, opt, *seeds);
     if (!rs.ok()) return Fail(rs.status());
@@ -549,6 +553,7 @@ int Crosscheck(std::vector<std::string> names) {
       continue;
     }
     kiln::examples::RunOptions opt;
+    opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
     opt.size = EmulationSize(*b, *g);
     opt.time = false;
     opt.keep_output = true;
@@ -569,6 +574,7 @@ int Crosscheck(std::vector<std::string> names) {
       for (size_t i; (i = next++) < rows.size();) {
         const auto t0 = std::chrono::steady_clock::now();
         kiln::examples::RunOptions opt;
+        opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
         opt.size = rows[i].gpu.size;
         rows[i].emulated = kiln::examples::EmulateGemm(rows[i].bundle, opt, /*schedule_seed=*/1);
         rows[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -680,6 +686,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
     std::optional<Bundle> ref = ReferenceFor(b->manifest);
     for (const kiln::examples::ProblemSize& size : sizes) {
       kiln::examples::RunOptions opt;
+      opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
       opt.size = size;
       opt.iterations = absl::GetFlag(FLAGS_iters);
       absl::StatusOr<kiln::examples::GemmResult> r =
@@ -774,6 +781,7 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
   }
   kiln::examples::SetGemmSpec(b->manifest, *spec);
   kiln::examples::RunOptions opt;
+  opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
   opt.size = size;
   opt.iterations = absl::GetFlag(FLAGS_iters);
   opt.split = split;

@@ -19,29 +19,31 @@
 namespace kiln::examples {
 namespace {
 
-constexpr int BM = 128, BK = 64, CONSUMERS = 2, SLOTS = 128;
+constexpr int BK = 64, SLOTS = 128;
 // The entry point's work tables (read from global memory, rows as long as the launch needs):
 // at most this many units per CTA group (16383 waves of tiles).
 constexpr int WORK_SLOTS = 1 << 14;
 
-// The CTA tile's width, the ring's depth and the cluster (CTAs along M sharing B by multicast):
-// k13/k14's 256, 4 and 2, or narrower tiles for the entry point's small-M shapes; and the entry
-// point's variants: input type and fused epilogue (with the output type).
+// The CTA tile (64 rows a consumer warpgroup), the ring's depth and the cluster (CTAs along M
+// sharing B by multicast): k13/k14's 128x256, 4 and 2, or smaller tiles for the entry point's
+// small-M shapes; and the entry point's variants: input type and fused epilogue (with the output
+// type).
 struct Shape {
-  int bn = 256, stages = 4, cluster = 2;
+  int bm = 128, bn = 256, stages = 4, cluster = 2;
   GemmVariant variant = {};
 };
 
 // `ragged`: any M, N, K (K a multiple of 8, and M where C goes through its map), through rank-2
 // maps whose bounds zero-fill the loads and clip the stores (the entry point's gemm/bf16_sm90*).
 absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ragged = false, Shape shape = {}) {
-  const int BN = shape.bn, STAGES = shape.stages, CLUSTER = shape.cluster, GROUPS = 128 / CLUSTER;
+  const int BM = shape.bm, BN = shape.bn, STAGES = shape.stages, CLUSTER = shape.cluster, GROUPS = 128 / CLUSTER;
+  const int CONSUMERS = BM / 64;
   const int PIECE_N = std::min(BN, 128);  // columns of C per staged TMA store
   const Scalar in = shape.variant.in, out = shape.variant.epilogue.out;
   // C stored from registers: f32 (stmatrix moves 16-bit elements), or where M is no multiple of 8
   // (C's map would need 16-byte column strides).
   const bool direct_out = out == f32 || shape.variant.any_m;
-  Kernel k(name, sm90a(), {128 * (1 + CONSUMERS)});
+  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (1 + CONSUMERS))});
   TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = ragged ? 2 : 3, .by_value = true,
                                           .c_box_rows = direct_out ? 0 : PIECE_N, .c_swizzle = !direct_out,
                                           .divide_m = BM * CLUSTER, .ragged = ragged, .in_type = ScalarName(in),
@@ -60,12 +62,12 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
   }
   const Epilogue epilogue = Epilogue::Declare(k, shape.variant.epilogue, g.M, g.N, /*column_major=*/true);
   k.Grid("128");
-  if (CLUSTER > 1) k.ClusterDims({CLUSTER, 1, 1});
+  if (CLUSTER > 1) k.ClusterDims({static_cast<unsigned>(CLUSTER), 1, 1});
   SmemTile sA = k.SmemSwizzled(in, BM, BK, Swizzle::k128B, STAGES);
   SmemTile sB = k.SmemSwizzled(in, BN, BK, Swizzle::k128B, STAGES);
-  SmemTile sC[CONSUMERS];  // [n][m]
+  SmemTile sC[2];  // [n][m], one per consumer
   if (!direct_out)
-    for (SmemTile& t : sC) t = k.SmemSwizzled(out, PIECE_N, 64, Swizzle::k128B);
+    for (int x = 0; x < CONSUMERS; ++x) sC[x] = k.SmemSwizzled(out, PIECE_N, 64, Swizzle::k128B);
   SmemTile last_flags;  // per consumer: whether its share of a split tile came last
   if (ragged) last_flags = k.Smem(i32, CONSUMERS, 1);
   Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
@@ -205,6 +207,10 @@ KILN_EXAMPLE_VARIANT(gemm_bf16_sm90, "gemm/bf16_sm90",
 KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n128, "gemm/bf16_sm90_n128",
                      "the entry point's kernel for shapes with few 256x256 tiles: 128x128 CTA tiles, no cluster, 6 stages",
                      [] { return Build("gemm/bf16_sm90_n128", true, /*ragged=*/true, {.bn = 128, .stages = 6, .cluster = 1}); });
+KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_m64, "gemm/bf16_sm90_m64",
+                     "the entry point's kernel for M <= 64, where the weight read bounds the time: 64x128 tiles, one "
+                     "consumer warpgroup, 8 stages",
+                     [] { return Build("gemm/bf16_sm90_m64", true, /*ragged=*/true, {.bm = 64, .bn = 128, .stages = 8, .cluster = 1}); });
 KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n64, "gemm/bf16_sm90_n64",
                      "the entry point's kernel for narrow deep shapes: 128x64 tiles, no cluster, 8 stages",
                      [] { return Build("gemm/bf16_sm90_n64", true, /*ragged=*/true, {.bn = 64, .stages = 8, .cluster = 1}); });
@@ -220,5 +226,6 @@ ExampleFamily Family(const char* base, Shape shape) {
 }
 KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_family, Family("gemm/bf16_sm90", {}));
 KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n128_family, Family("gemm/bf16_sm90_n128", {.bn = 128, .stages = 6, .cluster = 1}));
+KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_m64_family, Family("gemm/bf16_sm90_m64", {.bm = 64, .bn = 128, .stages = 8, .cluster = 1}));
 KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n64_family, Family("gemm/bf16_sm90_n64", {.bn = 64, .stages = 8, .cluster = 1}));
 }  // namespace kiln::examples

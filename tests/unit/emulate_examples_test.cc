@@ -329,7 +329,7 @@ void ExpectCorrectAt(const char* name, std::initializer_list<ProblemSize> sizes,
 }
 
 TEST(EmulatedGemmEntryPoint, TheTileKernelsAtRaggedSizes) {
-  for (const char* name : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64"})
+  for (const char* name : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64", "gemm/bf16_sm90_m64"})
     ExpectCorrectAt(name, {{264, 300, 200}, {8, 1, 8}, {520, 7, 72}, {128, 257, 64}});
 }
 
@@ -338,7 +338,7 @@ TEST(EmulatedGemmEntryPoint, TheTileKernelsAtRaggedSizes) {
 // order the second time, and wants the same bytes: the counters were put back and the parts
 // summed in a fixed order whichever came last.
 TEST(EmulatedGemmEntryPoint, SplitKAndStreamKAtRaggedSizes) {
-  for (const char* name : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64"})
+  for (const char* name : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64", "gemm/bf16_sm90_m64"})
     for (int split : {2, 3, 0}) ExpectCorrectAt(name, {{136, 200, 328}}, split);
   ExpectCorrectAt("gemm/bf16_sm90_n64.bf16-f32.scale.silu", {{131, 70, 200}}, 0);
   ExpectCorrectAt("gemm/bf16_sm90.bf16-bf16.a_mn.b_mn", {{136, 200, 328}}, 0);  // MN-major A and B
@@ -352,8 +352,8 @@ TEST(EmulatedGemmEntryPoint, TheSkinnyKernelAtRaggedSizes) {
 // Every bundled variant (input and output types, each epilogue term) of every entry-point kernel,
 // at a ragged size, against the fp64 product put through the epilogue on the host.
 TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
-  for (const char* base : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64", "gemm/bf16_skinny",
-                           "reference/bf16"}) {
+  for (const char* base : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64", "gemm/bf16_sm90_m64",
+                           "gemm/bf16_skinny", "reference/bf16"}) {
     const bool skinny = std::string(base) == "gemm/bf16_skinny";
     for (const std::string& options : skinny || base[0] == 'r' ? kBundledGemmVariants : kBundledTileVariants) {
       const std::string name = std::string(base) + "." + options;
@@ -419,6 +419,17 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReferen
   // 32 128x128 tiles for 128 slots: each tile's K in 4 parts fills them.
   EXPECT_EQ(Choice({128, 4096, 14336}), P("gemm/bf16_sm90_n128", 4));
   EXPECT_EQ(Choice({1, 4096, 4096}), P("gemm/bf16_skinny", 1));
+  // M <= 64, bound by the weight read (the H100's fastest in docs/PERF.md, "M <= 64"): 48 to 224
+  // 64x128 tiles with the deepest ring, whole, stream B faster than split or streamed tiles...
+  EXPECT_EQ(Choice({16, 6144, 4096}), P("gemm/bf16_sm90_m64", 1));
+  EXPECT_EQ(Choice({64, 10240, 8192}), P("gemm/bf16_sm90_m64", 1));
+  EXPECT_EQ(Choice({8, 28672, 4096}).first, "gemm/bf16_sm90_m64");
+  EXPECT_EQ(Choice({16, 8192, 28672}), P("gemm/bf16_sm90_m64", 2));  // 64 tiles: 2 parts fill 128 CTAs
+  // ...but 32 tiles of a 4096-wide B take 128x128 tiles in 4 parts (the 64-row tile splits in 2
+  // at most).
+  EXPECT_EQ(Choice({16, 4096, 14336}), P("gemm/bf16_sm90_n128", 4));
+  EXPECT_EQ(Choice({64, 4096, 4096}), P("gemm/bf16_sm90_n128", 4));
+  EXPECT_EQ(Choice({13, 6144, 4096}).first, "gemm/bf16_sm90_m64.bf16-bf16.any_m");
   EXPECT_EQ(Choice({13, 4096, 4096}).first, "gemm/bf16_sm90_n128.bf16-bf16.any_m");  // no C map at M = 13
   EXPECT_EQ(Choice({13, 4096, 4096}, {.out_type = "f32"}).first, "gemm/bf16_sm90_n128.bf16-f32");
   EXPECT_EQ(Choice({100, 7, 64}), P("gemm/bf16_sm90_n64.bf16-bf16.any_m", 1));  // one tile, one k-tile
