@@ -16,7 +16,7 @@ namespace {
 // A persistent Hopper kernel the entry point may run: its tile (one cluster's, for the clustered
 // one), how many tiles it keeps in flight (its 128 CTAs / the cluster), and its speed per tile
 // relative to the widest where each fills the GPU (measured on an H100, docs/PERF.md: 128x128
-// tiles without multicast ~0.9 of the 256x256 cluster pairs, 128x64 tiles ~0.6). For M <= 64,
+// tiles without multicast ~0.9 of the 256x256 cluster pairs, 128x64 tiles ~0.6). For M <= 128,
 // where the weight read bounds the time: the bytes of B its ring keeps in flight per CTA (0: not
 // weighed there), and the most parts it splits a tile into (0: any, stream-K included).
 struct Candidate {
@@ -27,13 +27,13 @@ struct Candidate {
 };
 constexpr Candidate kSm90[] = {
     {"gemm/bf16_sm90", 256, 256, 64, 1.0},
-    // For M <= 64 only (speed 0: one consumer warpgroup, not measured on compute-bound shapes);
+    // For M <= 128 only (speed 0: one consumer warpgroup, not measured on compute-bound shapes);
     // before the others, so that where all of B's time bounds both it wins the tie (its deeper
     // ring measured faster there). Split in more than two parts it measured ~9 us slower than the
     // 128x128 tiles at every size tried (docs/PERF.md, "M <= 64"): not weighed.
     {"gemm/bf16_sm90_m64", 64, 128, 128, 0.0, 8 * 128 * 128, 2},
     {"gemm/bf16_sm90_n128", 128, 128, 128, 0.9, 6 * 128 * 128},
-    // Not weighed for M <= 64: its 64-wide tiles streamed B slower than the model says at every
+    // Not weighed for M <= 128: its 64-wide tiles streamed B slower than the model says at every
     // shape but two, where it was within 8% of the others (docs/PERF.md, "M <= 64").
     {"gemm/bf16_sm90_n64", 128, 64, 128, 0.6},
 };
@@ -64,13 +64,15 @@ double Efficiency(const Candidate& c, const GemmSize& s, int split) {
   return padding * useful / busiest * c.speed;
 }
 
-// M <= 64: the time is the weight read's. A CTA streams B at R / (active CTAs + c) bytes/us,
+// M <= 128 (kWeightBoundRows): the time is the weight read's. A CTA streams B at R / (active CTAs + c) bytes/us,
 // c = R * L0 / (bytes its ring keeps in flight): Little's law with a latency that grows as the
 // CTAs' loads queue at the memory; all of B comes no faster than kStreamCapBytesPerUs; the
 // busiest CTA's bytes set the time; each wave of split tiles adds a partial round trip (stream-K
 // two: a group's run starts and ends inside tiles). The constants were fitted to `kiln tune` runs
 // of every candidate at 14 shapes with M = 8 to 64 on an H100 (docs/PERF.md, "M <= 64"): the
-// picks are within 5% of the fastest measured at 13 of them.
+// picks are within 5% of the fastest measured at 13 of them. At M = 128 (three shapes measured
+// later) its picks beat the compute model's at two and tie at the third; at M = 256 they did not.
+constexpr int64_t kWeightBoundRows = 128;
 constexpr double kStreamBytesPerUs = 3.0e6, kStreamCapBytesPerUs = 2.4e6, kIdleLatencyUs = 1.0;
 constexpr double kLaunchUs = 5, kPartialUs = 4;
 
@@ -113,7 +115,7 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool mn_maj
     return {"reference/bf16", absl::StrCat("K = ", s.k,
                                            ": TMA needs K a multiple of 8 (16-byte rows of A and B), so the "
                                            "reference kernel (any size, not fast)")};
-  if (s.m <= 64) {  // bound by the weight read: the least time streaming B
+  if (s.m <= kWeightBoundRows) {  // bound by the weight read: the least time streaming B
     const Candidate* best = nullptr;
     int best_split = 1;
     for (const Candidate& c : kSm90)

@@ -389,7 +389,7 @@ TEST(GemmChoice, VariantNamesCarryTypesAndTheEpilogueInTheKernelsOrder) {
   ASSERT_TRUE(terms.ok()) << terms.status();
   EXPECT_EQ(*terms, "scale.bias_col.gelu.residual");
   EXPECT_EQ(ChooseGemm({100, 7, 60}, 90, {.epilogue = *terms}).kernel, "reference/bf16.bf16-bf16.scale.bias_col.gelu.residual");
-  EXPECT_EQ(ChooseGemm({100, 7, 64}, 90, {.epilogue = "relu"}).kernel, "gemm/bf16_sm90_n64.bf16-bf16.any_m.relu");
+  EXPECT_EQ(ChooseGemm({100, 7, 64}, 90, {.epilogue = "relu"}).kernel, "gemm/bf16_sm90_m64.bf16-bf16.any_m.relu");
   for (const char* bad : {"gelu,relu", "bias_row,bias_col", "scale,scale", "tanh"}) {
     absl::StatusOr<std::string> t = CanonicalEpilogue(bad);
     EXPECT_FALSE(t.ok()) << bad;
@@ -413,9 +413,9 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReferen
   EXPECT_EQ(Choice({1024, 6144, 4096}), P("gemm/bf16_sm90_n128", 1));
   // 40 256x256 tiles for 64 clusters: stream-K.
   EXPECT_EQ(Choice({256, 10240, 8192}), P("gemm/bf16_sm90", 0));
-  // Half of each 256-row tile would be idle at M = 128, and 80 128x128 tiles leave 48 of 128
-  // slots idle: stream-K on 128x128.
-  EXPECT_EQ(Choice({128, 10240, 8192}), P("gemm/bf16_sm90_n128", 0));
+  // M = 128 is bound by the weight read: 80 whole 128x128 tiles stream B without partials (77 us
+  // on the H100, stream-K 84: docs/PERF.md, "M <= 64").
+  EXPECT_EQ(Choice({128, 10240, 8192}), P("gemm/bf16_sm90_n128", 1));
   // 32 128x128 tiles for 128 slots: each tile's K in 4 parts fills them.
   EXPECT_EQ(Choice({128, 4096, 14336}), P("gemm/bf16_sm90_n128", 4));
   EXPECT_EQ(Choice({1, 4096, 4096}), P("gemm/bf16_skinny", 1));
@@ -432,7 +432,8 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReferen
   EXPECT_EQ(Choice({13, 6144, 4096}).first, "gemm/bf16_sm90_m64.bf16-bf16.any_m");
   EXPECT_EQ(Choice({13, 4096, 4096}).first, "gemm/bf16_sm90_n128.bf16-bf16.any_m");  // no C map at M = 13
   EXPECT_EQ(Choice({13, 4096, 4096}, {.out_type = "f32"}).first, "gemm/bf16_sm90_n128.bf16-f32");
-  EXPECT_EQ(Choice({100, 7, 64}), P("gemm/bf16_sm90_n64.bf16-bf16.any_m", 1));  // one tile, one k-tile
+  EXPECT_EQ(Choice({100, 7, 64}), P("gemm/bf16_sm90_m64.bf16-bf16.any_m", 1));  // two tiles, one k-tile
+  EXPECT_EQ(Choice({300, 7, 64}), P("gemm/bf16_sm90_n64.bf16-bf16.any_m", 1));  // past M = 128: the compute model
   const GemmChoice odd = ChooseGemm({100, 7, 60}, 90);
   EXPECT_EQ(odd.kernel, "reference/bf16");
   EXPECT_NE(odd.why.find("TMA needs K a multiple of 8"), std::string::npos) << odd.why;
