@@ -64,33 +64,29 @@ double Efficiency(const Candidate& c, const GemmSize& s, int split) {
   return padding * useful / busiest * c.speed;
 }
 
-// M <= 128 (kWeightBoundRows): the time is the weight read's. A CTA streams B at R / (active CTAs + c) bytes/us,
-// c = R * L0 / (bytes its ring keeps in flight): Little's law with a latency that grows as the
-// CTAs' loads queue at the memory; all of B comes no faster than kStreamCapBytesPerUs; the
-// busiest CTA's bytes set the time; each wave of split tiles adds a partial round trip (stream-K
-// two: a group's run starts and ends inside tiles). The constants were fitted to `kiln tune` runs
-// of every candidate at 14 shapes with M = 8 to 64 on an H100 (docs/PERF.md, "M <= 64"): the
-// picks are within 5% of the fastest measured at 13 of them. At M = 128 (three shapes measured
-// later) its picks beat the compute model's at two and tie at the third; at M = 256 they did not.
+// M <= 128 (kWeightBoundRows): the time is the weight read's. A CTA streams B at
+// R / (active CTAs + c) bytes/us, c = R * L0 / (bytes its ring keeps in flight): Little's law with
+// a latency that grows as the CTAs' loads queue at the memory; all of B comes no faster than
+// kStreamCapBytesPerUs; the busiest CTA's bytes set the time; each wave of split tiles adds a
+// partial round trip. The constants were fitted to `kiln tune` runs of every candidate at 14
+// shapes with M = 8 to 64 on an H100 (docs/PERF.md, "M <= 64"), and with three at M = 128 its
+// picks are within 5% of the fastest tile kernel measured at 14 of 17 (the others lose 8, 10 and
+// 18%). At M = 256 they were no better than the compute model's.
 constexpr int64_t kWeightBoundRows = 128;
 constexpr double kStreamBytesPerUs = 3.0e6, kStreamCapBytesPerUs = 2.4e6, kIdleLatencyUs = 1.0;
 constexpr double kLaunchUs = 5, kPartialUs = 4;
 
+// Whole tiles or split-K; stream-K is not weighed here: in the tune runs it was never faster than
+// the best split-K by more than 1%, and where every tile streams (128x28672x4096) it lost 8-15%
+// to whole tiles, more than its two round trips account for.
 double StreamUs(const Candidate& c, const GemmSize& s, int split) {
   const int64_t tiles = ((s.m + c.tile_m - 1) / c.tile_m) * ((s.n + c.tile_n - 1) / c.tile_n);
   const int64_t k_tiles = (s.k + 63) / 64;
-  int64_t busiest, active, partials;  // k-tiles of the busiest CTA; CTAs streaming; round trips
-  if (split == 0) {
-    busiest = (tiles * k_tiles + c.in_flight - 1) / c.in_flight;
-    active = std::min<int64_t>(c.in_flight, tiles * k_tiles);
-    partials = tiles % c.in_flight == 0 ? 0 : 2;
-  } else {
-    const int64_t parts = std::min<int64_t>(split, k_tiles), units = tiles * parts;
-    const int64_t waves = (units + c.in_flight - 1) / c.in_flight;
-    busiest = waves * ((k_tiles + parts - 1) / parts);
-    active = std::min<int64_t>(units, c.in_flight);
-    partials = parts > 1 ? waves : 0;
-  }
+  const int64_t parts = std::min<int64_t>(split, k_tiles), units = tiles * parts;
+  const int64_t waves = (units + c.in_flight - 1) / c.in_flight;
+  const int64_t busiest = waves * ((k_tiles + parts - 1) / parts);  // k-tiles of the busiest CTA
+  const int64_t active = std::min<int64_t>(units, c.in_flight);      // CTAs streaming
+  const int64_t partials = parts > 1 ? waves : 0;                     // round trips
   const double queue = kStreamBytesPerUs * kIdleLatencyUs / c.ring_b_bytes;
   const double busiest_bytes = static_cast<double>(busiest) * c.tile_n * 64 * 2;
   const double all_bytes = static_cast<double>(s.n) * s.k * 2;
@@ -120,7 +116,8 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool mn_maj
     int best_split = 1;
     for (const Candidate& c : kSm90)
       for (int split : kSplits)  // a tie keeps the earlier: whole tiles before splits
-        if (c.ring_b_bytes && Weighed(c, split) && (!best || StreamUs(c, s, split) < StreamUs(*best, s, best_split) - 1e-9))
+        if (split != 0 && c.ring_b_bytes && Weighed(c, split) &&
+            (!best || StreamUs(c, s, split) < StreamUs(*best, s, best_split) - 1e-9))
           best = &c, best_split = split;
     return {best->kernel,
             absl::StrFormat("M = %d: the weight read bounds the time; %dx%d tiles, %s: %.0f us predicted streaming B",
