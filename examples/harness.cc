@@ -323,18 +323,32 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
   if (absl::Status st = c_buffer.CopyToHost(hc.data(), hc.size()); !st.ok()) return st;
   if (absl::Status st = ref_buffer.CopyToHost(href.data(), href.size()); !st.ok()) return st;
 
-  // Full comparison: the reference's product through the epilogue, in fp64.
+  // Full comparison: the reference's product through the epilogue, in fp64, rows split among
+  // the host's threads (a 16384x28672 C is 470M elements) and their sums added in row order.
+  struct Sums {
+    double diff2 = 0, ref2 = 0;
+    size_t nan_count = 0;
+  };
+  const int64_t workers = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(s.m, 32));
+  std::vector<Sums> sums(workers);
+  std::vector<std::thread> threads;
+  for (int64_t w = 0; w < workers; ++w)
+    threads.emplace_back([&, w] {
+      Sums& out = sums[w];
+      for (int64_t i = s.m * w / workers; i < s.m * (w + 1) / workers; ++i)
+        for (int64_t j = 0; j < s.n; ++j) {
+          const size_t at = Index(g.c_order, i, j, s.m, s.n);
+          const double x = DecodeElement(hc, g.out_type, at);
+          const double y = ApplyEpilogue(*epi, ei, s, DecodeElement(href, ref_spec.out_type, at), i, j);
+          if (std::isnan(x) || std::isinf(x)) ++out.nan_count;
+          out.diff2 += (x - y) * (x - y);
+          out.ref2 += y * y;
+        }
+    });
+  for (std::thread& t : threads) t.join();
   double diff2 = 0, ref2 = 0;
   size_t nan_count = 0;
-  for (int64_t i = 0; i < s.m; ++i)
-    for (int64_t j = 0; j < s.n; ++j) {
-      const size_t at = Index(g.c_order, i, j, s.m, s.n);
-      const double x = DecodeElement(hc, g.out_type, at);
-      const double y = ApplyEpilogue(*epi, ei, s, DecodeElement(href, ref_spec.out_type, at), i, j);
-      if (std::isnan(x) || std::isinf(x)) ++nan_count;
-      diff2 += (x - y) * (x - y);
-      ref2 += y * y;
-    }
+  for (const Sums& x : sums) diff2 += x.diff2, ref2 += x.ref2, nan_count += x.nan_count;
   r.rel_error = nan_count ? NAN : std::sqrt(diff2 / std::max(ref2, 1e-30));
   // fp64 spot checks of random elements against the inputs themselves.
   std::mt19937_64 rng(opt.seed * 7 + 3);

@@ -73,7 +73,7 @@ timeout 120 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 10 --sizes "$tuned"
   2>&1 | grep -v '^# [0-9]*x' | tee -a "$out/tune.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 section "bench"
-timeout 420 "$rt/bin/kiln" --bundles "$bundles" bench --sizes "$sizes" --out "$out/bench.tsv" "$@" \
+timeout 420 "$rt/bin/kiln" --bundles "$bundles" bench --iters 10 --sizes "$sizes" --out "$out/bench.tsv" "$@" \
   2>&1 | tee "$out/bench.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 section "done"
