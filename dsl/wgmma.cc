@@ -347,6 +347,18 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, con
                  loc);
 }
 
+void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const WgmmaTile& bt,
+                   const Operand& b_row0, int k0, bool scale_d, Loc loc) {
+  if (!bt.mn_major) return Wgmma(acc, a, bt.tile, b_row0, k0, scale_d, loc);
+  KernelState& s = *state_;
+  if (!NeedWgmma(s, loc) || acc.n() == 0) return;
+  if (!CheckMnMajorTile(s, bt, "B", acc.n(), b_row0, k0, loc)) return;
+  if (!CheckRegisterA(s, a, bt.tile.elem(), loc)) return;
+  WgmmaEmission emitting(s, acc.regs_.array_, loc);
+  WgmmaRegisterA(s, acc, a, bt.tile.elem(), MnMajorDescriptor(s, bt, b_row0, k0, loc), /*trans_b=*/true, scale_d,
+                 loc);
+}
+
 void Kernel::StMatrix(const Value& smem_row, const std::vector<Value>& regs, bool trans, Loc loc) {
   KernelState& s = *state_;
   const Type& pt = smem_row.type();

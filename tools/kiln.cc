@@ -34,6 +34,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "examples/attention_check.h"
 #include "examples/harness.h"
 #include "examples/plot.h"
 #include "examples/probe_check.h"
@@ -85,6 +86,14 @@ ABSL_FLAG(std::string, epilogue, "",
 ABSL_FLAG(std::string, tune_cache, "",
           "`kiln tune` writes (adds to) this file the fastest kernel per size; `kiln gemm` reads it");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
+ABSL_FLAG(int64_t, b, 1, "`kiln attention`: batch");
+ABSL_FLAG(int64_t, h, 16, "`kiln attention`: query heads");
+ABSL_FLAG(int64_t, hkv, 0, "`kiln attention`: key/value heads, dividing --h (default: --h)");
+ABSL_FLAG(int64_t, s, 4096, "`kiln attention`: query length");
+ABSL_FLAG(int64_t, skv, 0, "`kiln attention`: key/value length (default: --s)");
+ABSL_FLAG(int64_t, d, 128, "`kiln attention`: head dimension, 64, 128 or 256");
+ABSL_FLAG(bool, causal, false, "`kiln attention`: causal mask (bottom-right aligned)");
+ABSL_FLAG(double, scale, 0, "`kiln attention`: softmax scale (0: 1/sqrt(d))");
 ABSL_FLAG(bool, flush_l2, true,
           "GEMM timings: evict L2 before every timed call (kiln, cuBLAS and the weights' copy alike), so "
           "each reads its inputs from DRAM and host launch work is not timed");
@@ -869,6 +878,42 @@ int Gemm(const std::vector<std::string>& args) {
   return failures ? 1 : 0;
 }
 
+// kiln attention: one problem through the attention entry point, checked against an fp64 host
+// reference and timed on the GPU, or (--emulate) checked on the emulator.
+int Attention() {
+  kiln::rt::AttentionSize z;
+  z.b = absl::GetFlag(FLAGS_b), z.hq = absl::GetFlag(FLAGS_h), z.s = absl::GetFlag(FLAGS_s), z.d = absl::GetFlag(FLAGS_d);
+  z.hkv = absl::GetFlag(FLAGS_hkv) ? absl::GetFlag(FLAGS_hkv) : z.hq;
+  z.skv = absl::GetFlag(FLAGS_skv) ? absl::GetFlag(FLAGS_skv) : z.s;
+  kiln::rt::AttentionOptions options;
+  options.dtype = absl::GetFlag(FLAGS_dtype);
+  options.causal = absl::GetFlag(FLAGS_causal);
+  options.scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
+  // The problem's own errors first, on any machine (the pointers here only pass the checks).
+  absl::StatusOr<kiln::rt::AttentionPlan> plan = kiln::rt::PlanAttention(z, options, {16, 16, 16, 16, 16}, 90);
+  if (!plan.ok()) return Fail(plan.status());
+  const std::string shape = kiln::examples::AttentionShapeName(z, options.causal);
+  absl::StatusOr<kiln::examples::AttentionResult> r;
+  if (absl::GetFlag(FLAGS_emulate)) {
+    absl::StatusOr<Bundle> b = GetBundle(plan->kernel);
+    if (!b.ok()) return Fail(b.status());
+    r = kiln::examples::RunAttentionEmulated(*b, z, options, 1);
+  } else {
+    absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+    if (!d.ok()) return Fail(absl::Status(d.status().code(), absl::StrCat(d.status().message(),
+                                                                         " (kiln attention --emulate runs it on the CPU)")));
+    PrintDevice();
+    kiln::rt::AttentionRunner runner(BundleDir());
+    r = kiln::examples::RunAttentionGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1);
+  }
+  if (!r.ok()) return Fail(r.status());
+  std::cout << absl::StrFormat("%s %s: %d rows against fp64, error %.3e, lse %.1e: %s", r->kernel, shape,
+                               r->rows_checked, r->rel_error, r->lse_error, r->passed ? "ok" : "FAIL: " + r->failure);
+  if (r->ms > 0) std::cout << absl::StrFormat("; %.4f ms, %.1f TFLOPS", r->ms, r->tflops);
+  std::cout << std::endl;
+  return r->passed ? 0 : 1;
+}
+
 // kiln tune: every kernel that can run each size (GemmCandidates), checked and timed on this GPU
 // in its plain form (the types and epilogue do not change which tile is fastest much); the
 // fastest correct one goes to --tune_cache, which kiln gemm and GemmRunner read.
@@ -922,7 +967,7 @@ int Tune(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | check [NAME...] | emulate NAME | crosscheck [NAME...] | gemm --m --n --k | tune --sizes | plot TSV | run NAME | bench [NAME...]");
+      "kiln list | mlir|lowered|llvm|ptx|sass NAME | bundle [NAME...] | compile [NAME...] | check [NAME...] | emulate NAME | crosscheck [NAME...] | gemm --m --n --k | tune --sizes | attention --b --h --hkv --s --skv --d [--causal] | plot TSV | run NAME | bench [NAME...]");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   if (args.empty()) {
@@ -965,6 +1010,7 @@ int main(int argc, char** argv) {
   }
   if (command == "gemm") return Gemm(args);
   if (command == "tune") return Tune(args);
+  if (command == "attention") return Attention();
   if (command == "plot") {  // the charts of a results TSV written before (kiln bench/gemm --out)
     if (args.size() != 1) {
       std::cerr << "usage: kiln plot RESULTS.tsv   (writes RESULTS-ratio.svg and RESULTS-versions.svg)\n";

@@ -263,6 +263,10 @@ class Kernel {
   };
   void Wgmma(const WgmmaAccumulator& acc, const WgmmaTile& a, const Operand& a_row0, const WgmmaTile& b,
              const Operand& b_row0, int k0, bool scale_d = true, Loc loc = Loc::current());
+  // A from registers and B a WgmmaTile: an MN-major B of several spans of N (attention's V with
+  // D > 64: rows k_rows*j.. hold columns 64j.. at 128B), or a K-major one as in the first form.
+  void Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const WgmmaTile& b, const Operand& b_row0,
+             int k0, bool scale_d = true, Loc loc = Loc::current());
   void WgmmaCommit(Loc loc = Loc::current());
   void WgmmaWait(int pending, Loc loc = Loc::current());
   // stmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each lane passes one row address.

@@ -1,0 +1,248 @@
+// attention/hopper: FlashAttention forward for sm_90a. O = softmax(scale * Q K^T) V per head, and
+// the log-sum-exp of each row, with the FA3 structure: a producer warp streams Q once and K, V
+// through two TMA pipelines; two consumer warpgroups (64 query rows each, setmaxnreg 240) run
+// S = Q K^T from shared memory, an online softmax in registers (exp2 with the scale folded into
+// one FMA), and O += P V with P taken straight from S's registers (wgmma A from registers, V read
+// MN-major). The last tile of a ragged Q or KV is masked, not padded: TMA zero-fills the loads
+// past S or Skv, the scores past Skv are -inf, the store of O is clipped at S.
+//
+// Tensors (rows of D contiguous): Q, O [B, Hq, S, D]; K, V [B, Hkv, Skv, D]; lse [B, Hq, S] f32
+// (natural log). Grouped-query heads: head h reads KV head h / (Hq / Hkv). Causal masks are
+// bottom-right aligned (query i sees keys j <= i + Skv - S, FlashAttention's convention; the same
+// as top-left when S = Skv); a row that sees no key gets O = 0 and lse = -inf.
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "examples/registry.h"
+#include "kiln/pipeline.h"
+
+namespace kiln::examples {
+namespace {
+
+struct AttentionShape {
+  int d = 128;
+  bool causal = false;
+  Scalar in = bf16;
+};
+
+rt::GridExpr Rule(Kernel& k, const std::string& text) {
+  absl::StatusOr<rt::GridExpr> e = rt::GridExpr::Parse(text);
+  if (!e.ok()) k.Fail(absl::StrCat("rule '", text, "': ", e.status().message()));
+  return e.ok() ? *e : *rt::GridExpr::Parse("1");
+}
+
+// A rank-4 map over [heads, rows, D] seen as {64 columns, rows, D/64 spans, heads}: one box of
+// `box_rows` x `spans` lands as `spans` 128B-swizzled blocks of box_rows x 64, one per 64
+// columns of D (the layout the wgmma tiles below read); rows past `rows` read as zeros and are
+// not written.
+rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& rows, const std::string& heads, int d,
+                           int box_rows, int spans, Scalar in) {
+  rt::TensorMapParam t;
+  t.tensor = tensor;
+  t.dtype = in == f16 ? rt::TmaDtype::kF16 : rt::TmaDtype::kBF16;
+  t.swizzle = rt::TmaSwizzle::k128B;
+  t.dims = {Rule(k, "64"), Rule(k, rows), Rule(k, std::to_string(d / 64)), Rule(k, heads)};
+  t.strides = {Rule(k, std::to_string(d * 2)), Rule(k, "128"), Rule(k, absl::StrCat(rows, "*", d * 2))};
+  t.box = {64, static_cast<uint32_t>(box_rows), static_cast<uint32_t>(spans), 1};
+  return t;
+}
+
+absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape a) {
+  const int D = a.d, BM = 128, BN = D == 256 ? 64 : 128, SPANS = D / 64, STAGES = 2;
+  const Scalar in = a.in;
+  Kernel k(name, sm90a(), {384});
+  Value B = k.I32Param("B"), Hq = k.I32Param("Hq"), Hkv = k.I32Param("Hkv");
+  Value S = k.I32Param("S"), Skv = k.I32Param("Skv");
+  Value scale = k.F32Param("scale");
+  TensorMap tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", D, BM, SPANS, in));
+  TensorMap tk = k.TmaParam("tmK", HeadMap(k, "K", "Skv", "B*Hkv", D, BN, SPANS, in));
+  TensorMap tv = k.TmaParam("tmV", HeadMap(k, "V", "Skv", "B*Hkv", D, BN, SPANS, in));
+  TensorMap to = k.TmaParam("tmO", HeadMap(k, "O", "S", "B*Hq", D, 64, 1, in));
+  Value lse = k.PtrParam("lse", f32);
+  k.Grid(absl::StrCat("S/", BM), "Hq", "B");
+  k.Attribute("attention", absl::StrCat("d=", D, " causal=", a.causal, " in=", in == f16 ? "f16" : "bf16", " block_m=", BM,
+                                        " block_n=", BN));
+
+  // Shared memory: Q (span j in rows BM*j..), then rings of K and V tiles (span j in rows BN*j..).
+  SmemTile sQ = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B);
+  SmemTile sK = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, STAGES);
+  SmemTile sV = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, STAGES);
+  Barriers q_full = k.SmemBarriers(1);
+  Pipeline k_ring(k, STAGES, /*consumers=*/2), v_ring(k, STAGES, /*consumers=*/2);
+
+  // This CTA's query tile, head and KV head; causal grids run the longest tiles first.
+  Value m_tiles = (S + (BM - 1)) / BM;
+  Value m_tile = a.causal ? m_tiles - 1 - k.BlockIdx(0) : k.BlockIdx(0);
+  Value h = k.BlockIdx(1), b = k.BlockIdx(2);
+  Value q_head = b * Hq + h, kv_head = b * Hkv + h / (Hq / Hkv);
+  Value m0 = m_tile * BM;
+  // Keys this tile sees: all of Skv, or causally up to its last row's diagonal (none if negative).
+  Value shift = Skv.To(s32) - S.To(s32);  // query i sees keys j <= i + shift
+  Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : Skv;
+  Value n_tiles = (n_end + (BN - 1)) / BN;
+
+  k.If(k.ThreadIdx() == 0, [&] {
+    q_full[0].Init(1);
+    k_ring.Init();
+    v_ring.Init();
+  });
+  k.SyncThreads();
+
+  // Producer: Q once, then K and V tile by tile (each its own ring, so S = Q K^T can start
+  // while V is still in flight).
+  k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
+    k.If(t == 0, [&] {
+      q_full[0].ArriveExpectTx({&tq});
+      k.TmaLoad(tq, sQ, q_full[0], {0, m0, 0, q_head});
+      Pipeline::Cursor k_at = k_ring.Start(), v_at = v_ring.Start();
+      k.For(0, n_tiles, 1, [&](Value j) {
+        k_ring.Produce(k_at, {{&tk, sK, {0, j * BN, 0, kv_head}}});
+        v_ring.Produce(v_at, {{&tv, sV, {0, j * BN, 0, kv_head}}});
+      });
+    });
+  });
+
+  k.Role({.first_thread = 128, .threads = 256, .max_regs = 240}, [&](Value t) {
+    Value c = t % 128, wg = t / 128, row0 = wg * 64;
+    const double log2e = M_LOG2E;
+    Value scale_log2 = scale * log2e;
+    WgmmaAccumulator s = k.WgmmaAcc(BN), o = k.WgmmaAcc(D);
+    // Per thread: its two rows' running max (in scaled log2 units) and its share of their sums.
+    Regs row_max = k.Registers(Type::Of(f32), 2), row_sum = k.Registers(Type::Of(f32), 2);
+    row_max[0] = k.F32(-INFINITY);
+    row_max[1] = k.F32(-INFINITY);
+    Pipeline::Cursor k_at = k_ring.Start(), v_at = v_ring.Start();
+    q_full[0].Wait(0);
+
+    // The online softmax of one S tile: mask, new row maxima, P = exp2(S * scale_log2 - max)
+    // written over S, O and the sums rescaled by exp2(old max - new max).
+    auto softmax = [&](Value n0, bool masked) {
+      Value limit[2];  // keys below this column are seen, per row half
+      for (int half = 0; half < 2 && masked; ++half) {
+        Value row = (m0 + row0 + s.Row(half)).To(s32);
+        limit[half] = a.causal ? Min(Skv.To(s32), row + 1 + shift) : Skv.To(s32);
+      }
+      Value tile_max[2] = {k.F32(-INFINITY), k.F32(-INFINITY)};
+      for (int p = 0; p < BN / 4; ++p)
+        for (int e = 0; e < 2; ++e) {
+          if (masked) {
+            Value col = (n0 + s.Col(p) + e).To(s32);
+            s[2 * p + e] = Select(col < limit[p % 2], s[2 * p + e], k.F32(-INFINITY));
+          }
+          tile_max[p % 2] = Max(tile_max[p % 2], s[2 * p + e]);
+        }
+      Value base[2], alpha[2];
+      for (int half = 0; half < 2; ++half) {
+        Value mx = tile_max[half];
+        mx = Max(mx, ShflXor(mx, 1));  // the four threads of a row
+        mx = Max(mx, ShflXor(mx, 2));
+        Value new_max = Max(row_max[half], mx * scale_log2);
+        base[half] = Select(new_max == k.F32(-INFINITY), k.F32(0), new_max);  // a row that saw only -inf
+        alpha[half] = Exp2(row_max[half] - base[half]);
+        row_max[half] = new_max;
+      }
+      Value sum[2] = {k.F32(0), k.F32(0)};
+      for (int p = 0; p < BN / 4; ++p)
+        for (int e = 0; e < 2; ++e) {
+          Value pv = Exp2(Fma(s[2 * p + e], scale_log2, -base[p % 2]));
+          s[2 * p + e] = pv;
+          sum[p % 2] = sum[p % 2] + pv;
+        }
+      for (int half = 0; half < 2; ++half) row_sum[half] = Fma(row_sum[half], alpha[half], sum[half]);
+      for (int p = 0; p < D / 4; ++p)
+        for (int e = 0; e < 2; ++e) o[2 * p + e] = o[2 * p + e] * alpha[p % 2];
+    };
+
+    k.For(0, n_tiles, 1, [&](Value j) {
+      Value n0 = j * BN;
+      Value ks = k_ring.Acquire(k_at);
+      k.WgmmaFence();
+      for (int kk = 0; kk < D; kk += 16)
+        k.Wgmma(s, sQ, kk / 64 * BM + row0, sK.Stage(ks), kk / 64 * BN, kk % 64, /*scale_d=*/kk > 0);
+      k.WgmmaCommit();
+      k.WgmmaWait(0);
+      k_ring.Release(ks, c);
+      // Masks only where a tile reaches past Skv or, causally, past its first row's diagonal.
+      Value needs_mask = (n0 + BN).To(s32) > (a.causal ? Min(Skv.To(s32), (m0 + 1).To(s32) + shift) : Skv.To(s32));
+      k.If(needs_mask, [&] { softmax(n0, true); }, [&] { softmax(n0, false); });
+      Value vs = v_ring.Acquire(v_at);
+      k.WgmmaFence();
+      for (int kk = 0; kk < BN; kk += 16)
+        k.Wgmma(o, s.FragmentA(kk / 16, in), {sV.Stage(vs), /*mn_major=*/true, BN}, 0, kk);
+      k.WgmmaCommit();
+      k.WgmmaWait(0);
+      v_ring.Release(vs, c);
+    });
+
+    // O / sum and lse, per row half; then O through this warpgroup's rows of Q's tile (its own
+    // wgmmas, the only readers, have retired) and a clipped TMA store.
+    Value inv[2];
+    for (int half = 0; half < 2; ++half) {
+      Value total = row_sum[half];
+      total = total + ShflXor(total, 1);
+      total = total + ShflXor(total, 2);
+      inv[half] = Select(total > 0.0, Rcp(total), k.F32(0));
+      Value row = m0 + row0 + o.Row(half);
+      Value lse_value = Select(total > 0.0, (row_max[half] + Log2(total)) * M_LN2, k.F32(-INFINITY));
+      k.If((c % 4 == 0) & (row < S), [&] { k.Store(lse + (q_head.To(i64) * S.To(i64) + row.To(i64)), lse_value); });
+    }
+    for (int p = 0; p < D / 4; ++p) {
+      const int span = p / 2 * 8 / 64;  // which 64 columns of D this pair lies in
+      Value x = o[2 * p] * inv[p % 2], y = o[2 * p + 1] * inv[p % 2];
+      k.Store(sQ.At(span * BM + row0 + o.Row(p), o.Col(p) - span * 64), in == f16 ? PackF16x2(x, y) : PackBf16x2(x, y));
+    }
+    k.FenceProxyAsync();
+    k.NamedBarrier(wg + 1, 128);
+    for (int x = 0; x < 2; ++x)
+      k.If((c == 0) & (wg == x), [&] {
+        for (int span = 0; span < SPANS; ++span)
+          k.TmaStore(to, sQ.Rows(span * BM + x * 64, 64), {0, m0 + x * 64, span, q_head});
+        k.BulkCommit();
+        k.BulkWait(0);
+      });
+  });
+  return k.Build();
+}
+
+// Variant names: d64, d128 or d256, then optionally f16 and causal ("d128.f16.causal").
+absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
+  AttentionShape a;
+  bool have_d = false;
+  for (absl::string_view part : absl::StrSplit(options, '.')) {
+    if (part == "d64" || part == "d128" || part == "d256") {
+      a.d = part == "d64" ? 64 : part == "d128" ? 128 : 256;
+      have_d = true;
+    } else if (part == "f16") {
+      a.in = f16;
+    } else if (part == "causal") {
+      a.causal = true;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown option '", part, "' (takes d64, d128 or d256, then f16 and causal)"));
+    }
+  }
+  if (!have_d) return absl::InvalidArgumentError("names no head dimension (d64, d128 or d256)");
+  return a;
+}
+
+ExampleFamily AttentionFamily() {
+  ExampleFamily f{"attention/hopper",
+                  "FlashAttention forward for sm_90a: TMA pipelines for K and V, two consumer warpgroups, online "
+                  "softmax in registers, P*V with P from registers; head dims 64/128/256, bf16/f16, causal",
+                  [](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
+                    absl::StatusOr<AttentionShape> a = ParseAttention(options);
+                    if (!a.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", a.status().message()));
+                    return BuildAttention(name, *a);
+                  },
+                  {}};
+  for (const char* d : {"d64", "d128", "d256"})
+    for (const char* type : {"", ".f16"})
+      for (const char* causal : {"", ".causal"}) f.bundled.push_back(absl::StrCat(d, type, causal));
+  return f;
+}
+
+}  // namespace
+KILN_EXAMPLE_FAMILY(attention_hopper, AttentionFamily());
+}  // namespace kiln::examples

@@ -1,0 +1,109 @@
+#include "kiln/runtime/attention.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "kiln/runtime/driver.h"
+#include "kiln/runtime/manifest.h"
+
+namespace kiln::rt {
+namespace {
+
+absl::Status Invalid(const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat("kiln attention: ", message));
+}
+
+}  // namespace
+
+absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const AttentionOptions& options,
+                                            const AttentionOperands& o, int compute_capability) {
+  if (z.b < 1 || z.hq < 1 || z.hkv < 1 || z.s < 1 || z.skv < 1)
+    return Invalid(absl::StrCat("B, Hq, Hkv, S and Skv must be at least 1 (got B=", z.b, " Hq=", z.hq, " Hkv=", z.hkv,
+                                " S=", z.s, " Skv=", z.skv, ")"));
+  if (z.d != 64 && z.d != 128 && z.d != 256)
+    return Invalid(absl::StrCat("head dimension D = ", z.d, ": the kernels take 64, 128 or 256"));
+  if (z.hq % z.hkv)
+    return Invalid(absl::StrCat("Hq = ", z.hq, " is not a multiple of Hkv = ", z.hkv, " (grouped-query heads)"));
+  // Grid y and z are Hq and B (65535 at most); the maps' rows and heads are 32-bit.
+  if (z.hq > 65535 || z.b > 65535) return Invalid(absl::StrCat("Hq and B must be at most 65535"));
+  if (z.s > INT32_MAX || z.skv > INT32_MAX || z.b * z.hq > INT32_MAX || z.b * z.hq * z.s > INT32_MAX)
+    return Invalid("S, Skv and B * Hq * S must fit in 32 bits");
+  if (options.dtype != "bf16" && options.dtype != "f16")
+    return Invalid(absl::StrCat("type '", options.dtype, "': bf16 or f16"));
+  const float scale = options.scale == 0 ? 1.0f / std::sqrt(static_cast<float>(z.d)) : options.scale;
+  if (!(scale > 0) || !std::isfinite(scale))
+    return Invalid(absl::StrCat("scale = ", options.scale, ": a finite positive number (0: 1/sqrt(D))"));
+  if (!o.q || !o.k || !o.v || !o.o || !o.lse) return Invalid("Q, K, V, O and lse need device pointers");
+  if (o.q % 16 || o.k % 16 || o.v % 16 || o.o % 16)
+    return Invalid("Q, K, V and O are read and written by TMA: 16-byte aligned pointers");
+  if (o.lse % 4) return Invalid("lse must be 4-byte aligned");
+  if (compute_capability != 90)
+    return Invalid(absl::StrCat("the attention kernels are for sm_90a (H100, H200); this device is sm_",
+                                compute_capability));
+  AttentionPlan plan;
+  plan.kernel = absl::StrCat("attention/hopper.d", z.d, options.dtype == "f16" ? ".f16" : "",
+                             options.causal ? ".causal" : "");
+  plan.scale = scale;
+  return plan;
+}
+
+absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const AttentionSize& z, float scale,
+                                               const AttentionOperands& o) {
+  const std::map<std::string, int64_t> ints = {{"B", z.b}, {"Hq", z.hq}, {"Hkv", z.hkv}, {"S", z.s}, {"Skv", z.skv}};
+  const std::map<std::string, cu::CUdeviceptr> maps = {{"Q", o.q}, {"K", o.k}, {"V", o.v}, {"O", o.o}};
+  std::vector<Arg> args;
+  for (const ParamSpec& p : m.params) {
+    using Kind = ParamSpec::Kind;
+    if (p.kind == Kind::kI32 && ints.count(p.name)) {
+      args.push_back(Arg::I32(static_cast<int32_t>(ints.at(p.name))));
+    } else if (p.kind == Kind::kF32 && p.name == "scale") {
+      args.push_back(Arg::F32(scale));
+    } else if (p.kind == Kind::kPointer && p.name == "lse") {
+      args.push_back(Arg::Ptr(o.lse));
+    } else if (p.kind == Kind::kTensorMap && maps.count(p.tensor_map.tensor)) {
+      args.push_back(Arg::Tensor(maps.at(p.tensor_map.tensor)));
+    } else {
+      return absl::InternalError(absl::StrCat(m.name, " (", m.source, "): the attention entry point has no value for its ",
+                                              ParamKindName(p.kind), " parameter '", p.name, "'"));
+    }
+  }
+  return args;
+}
+
+double AttentionFlops(const AttentionSize& z, bool causal) {
+  const double pairs = static_cast<double>(z.s) * z.skv;
+  double kept = pairs;
+  if (causal) {  // query i sees min(Skv, max(0, i + 1 + Skv - S)) keys
+    kept = 0;
+    for (int64_t i = 0; i < z.s; ++i) kept += std::min<double>(z.skv, std::max<double>(0, i + 1 + z.skv - z.s));
+  }
+  return 4.0 * z.b * z.hq * kept * z.d;
+}
+
+absl::Status AttentionRunner::Run(const AttentionSize& size, const AttentionOptions& options,
+                                  const AttentionOperands& operands, cu::CUstream stream) {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  absl::StatusOr<AttentionPlan> plan = PlanAttention(size, options, operands, (*d)->compute_capability());
+  if (!plan.ok()) return plan.status();
+  const LoadedKernel* kernel = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = loaded_.find(plan->kernel);
+    if (it == loaded_.end()) {
+      absl::StatusOr<Bundle> b = ReadBundle(dir_, plan->kernel);
+      if (!b.ok())
+        return absl::NotFoundError(absl::StrCat(b.status().message(), " (write it with `kiln bundle ", plan->kernel,
+                                                "` where kiln has its compiler)"));
+      absl::StatusOr<LoadedKernel> k = LoadedKernel::Load(*b);
+      if (!k.ok()) return k.status();
+      it = loaded_.emplace(plan->kernel, std::make_unique<LoadedKernel>(*std::move(k))).first;
+    }
+    kernel = it->second.get();
+  }
+  absl::StatusOr<std::vector<Arg>> args = AttentionArgs(kernel->manifest(), size, plan->scale, operands);
+  if (!args.ok()) return args.status();
+  return kernel->Launch(*std::move(args), stream);
+}
+
+}  // namespace kiln::rt

@@ -1,0 +1,72 @@
+// The attention entry point of the host API: FlashAttention forward, O = softmax(scale * Q K^T) V
+// per head, and the log-sum-exp of each row, with the attention/hopper kernel for the problem,
+// loaded from a directory of bundles (the build writes build/bundles). No compiler is needed.
+//
+//   kiln::rt::AttentionRunner attention("build/bundles");
+//   absl::Status s = attention.Run({.b = 2, .hq = 16, .hkv = 4, .s = 4096, .skv = 4096, .d = 128},
+//                                  {.causal = true}, {.q = q, .k = k, .v = v, .o = o, .lse = lse});
+//
+// Layouts (contiguous, rows of D elements): Q and O [B, Hq, S, D], K and V [B, Hkv, Skv, D], lse
+// [B, Hq, S] f32 (natural log). Grouped-query heads: query head h reads KV head h / (Hq / Hkv).
+// Causal masks are bottom-right aligned: query i sees keys j <= i + Skv - S (FlashAttention's
+// convention; top-left, torch's is_causal, is the same when S = Skv). A query that sees no key
+// gets O = 0 and lse = -inf.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kiln/runtime/cuda_api.h"
+#include "kiln/runtime/launch.h"
+
+namespace kiln::rt {
+
+struct AttentionSize {
+  int64_t b = 1, hq = 1, hkv = 1, s = 1, skv = 1, d = 128;
+};
+
+struct AttentionOptions {
+  std::string dtype = "bf16";  // of Q, K, V and O: bf16 or f16
+  bool causal = false;
+  float scale = 0;  // of the scores; 0: 1 / sqrt(D)
+};
+
+struct AttentionOperands {
+  cu::CUdeviceptr q = 0, k = 0, v = 0, o = 0, lse = 0;  // 16-byte aligned (lse: 4)
+};
+
+struct AttentionPlan {
+  std::string kernel;  // attention/hopper.d128[.f16][.causal]
+  float scale = 0;     // as the kernel gets it
+};
+
+// The kernel for a call, or an error naming what is wrong with it (sizes, head counts, head
+// dimension, type, scale, pointers, the device). Needs no GPU.
+absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& size, const AttentionOptions& options,
+                                            const AttentionOperands& operands, int compute_capability);
+
+// The launch arguments of an attention kernel for `manifest` (the emulator takes them too).
+absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& manifest, const AttentionSize& size, float scale,
+                                               const AttentionOperands& operands);
+
+// FLOPs of the forward pass as FlashAttention counts them: 4 * B * Hq * S * Skv * D, the share
+// of score pairs a causal mask keeps.
+double AttentionFlops(const AttentionSize& size, bool causal);
+
+class AttentionRunner {
+ public:
+  explicit AttentionRunner(std::string bundle_dir) : dir_(std::move(bundle_dir)) {}
+  // Plans, loads the kernel (once per runner) and launches it on `stream`; does not synchronise.
+  absl::Status Run(const AttentionSize& size, const AttentionOptions& options, const AttentionOperands& operands,
+                   cu::CUstream stream = nullptr);
+
+ private:
+  std::string dir_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<LoadedKernel>> loaded_;
+};
+
+}  // namespace kiln::rt
