@@ -117,7 +117,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
     q_full[0].Wait(0);
 
     // The online softmax of one S tile: mask, new row maxima, P = exp2(S * scale_log2 - max)
-    // written over S, O and the sums rescaled by exp2(old max - new max).
+    // written over S, the sums rescaled by alpha = exp2(old max - new max); O is rescaled by
+    // alpha later (rescale_o), once the wgmma group adding to it has retired.
+    Regs alpha = k.Registers(Type::Of(f32), 2);
     auto softmax = [&](Value n0, bool masked) {
       Value limit[2];  // keys below this column are seen, per row half
       for (int half = 0; half < 2 && masked; ++half) {
@@ -133,7 +135,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
           }
           tile_max[p % 2] = Max(tile_max[p % 2], s[2 * p + e]);
         }
-      Value base[2], alpha[2];
+      Value base[2];
       for (int half = 0; half < 2; ++half) {
         Value mx = tile_max[half];
         mx = Max(mx, ShflXor(mx, 1));  // the four threads of a row
@@ -151,30 +153,78 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
           sum[p % 2] = sum[p % 2] + pv;
         }
       for (int half = 0; half < 2; ++half) row_sum[half] = Fma(row_sum[half], alpha[half], sum[half]);
-      for (int p = 0; p < D / 4; ++p)
-        for (int e = 0; e < 2; ++e) o[2 * p + e] = o[2 * p + e] * alpha[p % 2];
+    };
+    auto rescale_o = [&] {
+      for (int q = 0; q < D / 4; ++q)
+        for (int e = 0; e < 2; ++e) o[2 * q + e] = o[2 * q + e] * alpha[q % 2];
     };
 
-    k.For(0, n_tiles, 1, [&](Value j) {
-      Value n0 = j * BN;
-      Value ks = k_ring.Acquire(k_at);
-      k.WgmmaFence();
+    // The mainloop, FA3's order: in step j a warpgroup issues S = Q K_j and O += P_{j-1} V_{j-1}
+    // together, runs the softmax of S_j while P_{j-1} V_{j-1} is still on the tensor cores, then
+    // rescales O once that group retires. P lives in registers as the next wgmma's A fragments,
+    // so S's accumulator is free for the next tile. The two warpgroups take turns to issue
+    // (named barriers 3 and 4: ping-pong), so one's softmax runs under the other's GEMMs.
+    Regs p_frag = k.Registers(Type::Of(i32), BN / 4);  // P as bf16/f16 pairs, BN / 16 A fragments
+    auto my_turn = [&] { k.NamedBarrier(wg + 3, 256); };
+    auto their_turn = [&] { k.NamedBarrierArrive(4 - wg, 256); };
+    auto issue_s = [&](Value ks) {
       for (int kk = 0; kk < D; kk += 16)
         k.Wgmma(s, sQ, kk / 64 * BM + row0, sK.Stage(ks), kk / 64 * BN, kk % 64, /*scale_d=*/kk > 0);
       k.WgmmaCommit();
-      k.WgmmaWait(0);
-      k_ring.Release(ks, c);
-      // Masks only where a tile reaches past Skv or, causally, past its first row's diagonal.
+    };
+    auto issue_pv = [&](Value vs) {
+      for (int kk = 0; kk < BN; kk += 16)
+        k.Wgmma(o, {p_frag[kk / 4], p_frag[kk / 4 + 1], p_frag[kk / 4 + 2], p_frag[kk / 4 + 3]}, {sV.Stage(vs), /*mn_major=*/true, BN}, 0, kk);
+      k.WgmmaCommit();
+    };
+    // Masks only where a tile reaches past Skv or, causally, past its first row's diagonal.
+    auto softmax_of = [&](Value n0) {
       Value needs_mask = (n0 + BN).To(s32) > (a.causal ? Min(Skv.To(s32), (m0 + 1).To(s32) + shift) : Skv.To(s32));
       k.If(needs_mask, [&] { softmax(n0, true); }, [&] { softmax(n0, false); });
-      Value vs = v_ring.Acquire(v_at);
+    };
+    auto pack_p = [&] {
+      for (int f = 0; f < BN / 16; ++f) {
+        std::vector<Value> frag = s.FragmentA(f, in);
+        for (int r = 0; r < 4; ++r) p_frag[4 * f + r] = frag[r];
+      }
+    };
+    k.If(wg == 1, [&] { k.NamedBarrierArrive(3, 256); });  // warpgroup 0 issues first
+    k.If(n_tiles > 0, [&] {
+      my_turn();
+      Value ks = k_ring.Acquire(k_at);
       k.WgmmaFence();
-      for (int kk = 0; kk < BN; kk += 16)
-        k.Wgmma(o, s.FragmentA(kk / 16, in), {sV.Stage(vs), /*mn_major=*/true, BN}, 0, kk);
-      k.WgmmaCommit();
+      issue_s(ks);
+      their_turn();
       k.WgmmaWait(0);
-      v_ring.Release(vs, c);
+      k_ring.Release(ks, c);
+      softmax_of(k.I32(0));
+      pack_p();
+      Regs v_held = k.Registers(Type::Of(i32), 1);  // the V stage of P_{j-1} V_{j-1}
+      v_held[0] = v_ring.Acquire(v_at);
+      k.For(1, n_tiles, 1, [&](Value j) {
+        my_turn();
+        Value ks = k_ring.Acquire(k_at);
+        k.WgmmaFence();
+        issue_s(ks);
+        issue_pv(v_held[0]);
+        their_turn();
+        k.WgmmaWait(1);  // S_j is in; P_{j-1} V_{j-1} may still run
+        k_ring.Release(ks, c);
+        softmax_of(j * BN);
+        k.WgmmaWait(0);
+        v_ring.Release(v_held[0], c);
+        rescale_o();
+        pack_p();
+        v_held[0] = v_ring.Acquire(v_at);
+      });
+      my_turn();
+      k.WgmmaFence();
+      issue_pv(v_held[0]);
+      their_turn();
+      k.WgmmaWait(0);
+      v_ring.Release(v_held[0], c);
     });
+    k.If(wg == 0, [&] { my_turn(); });  // takes warpgroup 1's last turn: barrier 3 ends balanced
 
     // O / sum and lse, per row half; then O through this warpgroup's rows of Q's tile (its own
     // wgmmas, the only readers, have retired) and a clipped TMA store.
