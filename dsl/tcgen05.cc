@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
+#include "dsl/mn_major.h"
 #include "kiln/tcgen05_desc.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -216,6 +217,52 @@ void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
       s.Materialize(accumulate, i1), mlir::Value(), mlir::Value());
 }
 
+void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a, const Operand& a_row0, int a_k0,
+                      const WgmmaTile& bt, const Operand& b_row0, int b_k0, const Operand& accumulate, int m, int n,
+                      Loc loc) {
+  if (!bt.mn_major && a_k0 != b_k0)
+    return Fail("tcgen05.mma with both tiles K-major reads the same columns of each (a_k0 == b_k0)", loc);
+  if (!bt.mn_major) return TcgenMma(d, d_column, a, a_row0, bt.tile, b_row0, a_k0, accumulate, m, n, loc);
+  KernelState& s = *state_;
+  const SmemTile& b = bt.tile;
+  if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns_ == 0) return;
+  if (d.cta_group_ != 1) return Fail("tcgen05.mma with an MN-major B is built for one CTA (cta_group 1)", loc);
+  if (!detail::UseTcgenGroup(s, 1, loc)) return;
+  absl::StatusOr<uint32_t> idesc =
+      tcgen05::EncodeInstr({.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16, .transpose_b = true}, 1);
+  if (!idesc.ok()) return Fail(std::string(idesc.status().message()), loc);
+  if (n > d.columns_) return Fail(absl::StrCat("an N = ", n, " accumulator needs ", n,
+                                               " tensor memory columns; the allocation (", LocString(d.loc_),
+                                               ") has ", d.columns_), loc);
+  if (!CheckMmaTile(s, a, "A", m, a_row0, a_k0, loc) ||
+      !detail::CheckMnMajorTile(s, bt, "tcgen05.mma", "B", n, b_row0, b_k0, loc))
+    return;
+  if (a.elem() != b.elem()) return Fail("tcgen05.mma A and B tiles hold different types", loc);
+  const Type i1 = Type::Of(Scalar::kI1);
+  if (!Access::IsImm(accumulate) && Access::Val(accumulate).type() != i1)
+    return Fail("tcgen05.mma's accumulate flag is an i1 (a comparison) or 0/1", loc);
+  mlir::Location l = s.ToLoc(loc);
+  const Type i32 = Type::Of(Scalar::kI32);
+  Value daddr = d.Base(loc) + s.Wrap(s.Materialize(d_column, i32), i32);
+  mlir::Value idesc_v = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(*idesc), 32);
+  // The MN-major descriptor (PTX ISA, tcgen05 shared memory descriptor and canonical layouts):
+  // LBO between blocks of columns of N, SBO between 8 rows of K, swizzle in bits 61-63.
+  const detail::MnMajorOffsets o = detail::MnMajorOffsetsOf(bt);
+  const tcgen05::Swizzle swizzle = b.swizzle() == Swizzle::k128B  ? tcgen05::Swizzle::k128B
+                                   : b.swizzle() == Swizzle::k64B ? tcgen05::Swizzle::k64B
+                                                                  : tcgen05::Swizzle::k32B;
+  const uint64_t fixed = tcgen05::EncodeSmem({.leading_byte_offset = static_cast<uint32_t>(o.lbo),
+                                              .stride_byte_offset = static_cast<uint32_t>(o.sbo),
+                                              .swizzle = swizzle});
+  mlir::Value b_desc = mlir::arith::OrIOp::create(
+      s.builder, l, detail::MnMajorStartField(s, bt, b_row0, b_k0, loc),
+      mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64));
+  mlir::NVVM::Tcgen05MMAOp::create(s.builder, l, mlir::NVVM::Tcgen05MMAKind::F16, Group(1),
+                                   mlir::NVVM::Tcgen05MMACollectorOp::DISCARD, /*aShift=*/false, TmemPtr(s, daddr, l),
+                                   SmemDescriptor(s, a, a_row0, a_k0, loc), b_desc, idesc_v,
+                                   s.Materialize(accumulate, i1), mlir::Value(), mlir::Value());
+}
+
 void Kernel::TcgenCommit(const Barrier& bar, int cta_group, const Value& cta_mask, Loc loc) {
   KernelState& s = *state_;
   if (!NeedSm100a(s, "tcgen05.commit", loc) || !detail::UseTcgenGroup(s, cta_group, loc)) return;
@@ -269,6 +316,38 @@ std::vector<Value> Kernel::TcgenLoad(const Tmem& t, const Operand& lane, const O
   std::vector<Value> out;
   for (mlir::Value e : v) out.push_back(s.Wrap(e, f32));
   return out;
+}
+
+void Kernel::TcgenStore(const Tmem& t, const Operand& lane, const Operand& column, const std::vector<Value>& values,
+                        Loc loc) {
+  KernelState& s = *state_;
+  const int num = static_cast<int>(values.size());
+  if (num < 1 || num > 128 || (num & (num - 1)) != 0)
+    return Fail(absl::StrCat("tcgen05.st 32x32b stores 1..128 columns, a power of two, not ", num), loc);
+  if (!NeedSm100a(s, "tcgen05.st", loc)) return;
+  if (t.columns_ == 0) return Fail("tcgen05.st to a Tmem that TensorMemory did not declare", loc);
+  if (Access::IsImm(column) && static_cast<int>(Access::Imm(column)) + num > t.columns_)
+    return Fail(absl::StrCat("tcgen05.st of columns ", Access::Imm(column), "..", Access::Imm(column) + num - 1,
+                             " of an allocation of ", t.columns_, " (", LocString(t.loc_), ")"),
+                loc);
+  const Type f32 = Type::Of(Scalar::kF32), i32 = Type::Of(Scalar::kI32);
+  std::vector<mlir::Value> operands;
+  std::string src, constraints = "r";
+  for (int i = 0; i < num; ++i) {
+    if (values[i].type() != f32) return Fail(absl::StrCat("tcgen05.st stores f32 values; value ", i, " is ",
+                                                          values[i].type().Str()), loc);
+    absl::StrAppend(&src, i ? ", " : "", "$", i + 1);
+    absl::StrAppend(&constraints, ",f");
+  }
+  mlir::Location l = s.ToLoc(loc);
+  Value addr = t.Base(loc) + (s.Wrap(s.Materialize(lane, i32), i32) << Operand(16, loc)) +
+               s.Wrap(s.Materialize(column, i32), i32);
+  operands.push_back(s.Unwrap(addr, loc));
+  for (const Value& v : values) operands.push_back(s.Unwrap(v, loc));
+  // The store and its wait in one block, as TcgenLoad keeps its load and wait together.
+  s.InlineAsmResults(absl::StrCat("tcgen05.st.sync.aligned.32x32b.x", num, ".b32 [$0], {", src,
+                                  "};\ntcgen05.wait::st.sync.aligned;"),
+                     constraints, operands, {}, l);
 }
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 // accumulator fragments, and stmatrix.
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
+#include "dsl/mn_major.h"
 #include "kiln/math.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -70,13 +71,13 @@ bool CheckOperandTile(KernelState& s, const SmemTile& t, const char* which, int 
   }
   return true;
 }
-// An MN-major tile (Kernel::WgmmaTile): swizzled rows of exactly one span, k_rows rows of K per
-// block of span/2 columns, blocks for `rows` columns of M or N from `row0` (a multiple of the
-// span's columns), k0..k0+15 inside a block.
-bool CheckMnMajorTile(KernelState& s, const Kernel::WgmmaTile& w, const char* which, int rows, const Operand& row0,
-                      int k0, const Loc& loc) {
+}  // namespace
+
+namespace detail {
+bool CheckMnMajorTile(KernelState& s, const Kernel::WgmmaTile& w, const char* instr, const char* which, int rows,
+                      const Operand& row0, int k0, const Loc& loc) {
   const SmemTile& t = w.tile;
-  const std::string where = absl::StrCat("wgmma MN-major ", which, " tile (", LocString(t.loc()), ")");
+  const std::string where = absl::StrCat(instr, " MN-major ", which, " tile (", LocString(t.loc()), ")");
   const int es = ScalarBytes(t.elem()), span = SwizzleBytes(t.swizzle()), atom = span ? span / es : 0;
   if (t.elem() != Scalar::kBF16 && t.elem() != Scalar::kF16) {
     s.Fail(absl::StrCat(where, " must hold bf16 or f16"), loc);
@@ -93,7 +94,7 @@ bool CheckMnMajorTile(KernelState& s, const Kernel::WgmmaTile& w, const char* wh
       (Access::IsImm(row0) && (static_cast<int>(Access::Imm(row0)) % atom || Access::Imm(row0) + rows > columns)) ||
       rows > columns) {
     s.Fail(absl::StrCat(where, " holds ", columns, " columns in blocks of ", atom, " and ", w.k_rows,
-                        " rows of K; this wgmma reads ", rows, " columns from ",
+                        " rows of K; this ", instr, " reads ", rows, " columns from ",
                         Access::IsImm(row0) ? absl::StrCat(Access::Imm(row0)) : std::string("a computed column"),
                         " at k0 = ", k0),
            loc);
@@ -102,25 +103,36 @@ bool CheckMnMajorTile(KernelState& s, const Kernel::WgmmaTile& w, const char* wh
   return true;
 }
 
-// Its descriptor (PTX ISA, matrix descriptors, MN-major canonical layouts): each 8 rows of K one
-// swizzle atom, SBO = 8 rows apart; LBO = from one block of columns to the next.
-mlir::Value MnMajorDescriptor(KernelState& s, const Kernel::WgmmaTile& w, const Operand& row0, int k0,
-                              const Loc& loc) {
+mlir::Value MnMajorStartField(KernelState& s, const Kernel::WgmmaTile& w, const Operand& row0, int k0, const Loc& loc) {
   const SmemTile& t = w.tile;
-  const int es = ScalarBytes(t.elem()), span = SwizzleBytes(t.swizzle()), atom = span / es;
-  const int mode = t.swizzle() == Swizzle::k128B ? 1 : t.swizzle() == Swizzle::k64B ? 2 : 3;
+  const int span = SwizzleBytes(t.swizzle()), atom = span / ScalarBytes(t.elem());
   mlir::Location l = s.ToLoc(loc);
   const Type i32 = Type::Of(Scalar::kI32);
-  const int block_bytes = w.k_rows * span;
   Value base = s.Wrap(s.SharedAddress32(s.Unwrap(t.Base(loc)), l), i32);
-  Value addr = base + s.Wrap(s.Materialize(row0, i32), i32) / Operand(atom, loc) * Operand(block_bytes, loc) +
+  Value addr = base + s.Wrap(s.Materialize(row0, i32), i32) / Operand(atom, loc) * Operand(w.k_rows * span, loc) +
                Operand(k0 * span, loc);
   mlir::Value start = s.Unwrap((addr & Operand(0x3FFFF, loc)) >> Operand(4, loc));
-  start = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), start);
-  const uint64_t fixed =
-      (uint64_t(block_bytes >> 4) << 16) | (uint64_t(8 * span >> 4) << 32) | (uint64_t(mode) << 62);
+  return mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), start);
+}
+
+MnMajorOffsets MnMajorOffsetsOf(const Kernel::WgmmaTile& w) {
+  const int span = SwizzleBytes(w.tile.swizzle());
+  return {w.k_rows * span, 8 * span};
+}
+}  // namespace detail
+
+namespace {
+using detail::CheckMnMajorTile;
+
+// Its wgmma descriptor: the start field, LBO, SBO, and the swizzle mode in bits 62-63.
+mlir::Value MnMajorDescriptor(KernelState& s, const Kernel::WgmmaTile& w, const Operand& row0, int k0,
+                              const Loc& loc) {
+  const int mode = w.tile.swizzle() == Swizzle::k128B ? 1 : w.tile.swizzle() == Swizzle::k64B ? 2 : 3;
+  const detail::MnMajorOffsets o = detail::MnMajorOffsetsOf(w);
+  const uint64_t fixed = (uint64_t(o.lbo >> 4) << 16) | (uint64_t(o.sbo >> 4) << 32) | (uint64_t(mode) << 62);
+  mlir::Location l = s.ToLoc(loc);
   mlir::Value hi = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
-  return mlir::arith::OrIOp::create(s.builder, l, start, hi);
+  return mlir::arith::OrIOp::create(s.builder, l, detail::MnMajorStartField(s, w, row0, k0, loc), hi);
 }
 }  // namespace
 
@@ -192,7 +204,7 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const WgmmaTile& at, const Opera
   const SmemTile &a = at.tile, &b = bt.tile;
   if (!NeedWgmma(s, loc) || acc.n() == 0) return;
   auto check = [&](const WgmmaTile& w, const char* which, int rows, const Operand& row0) {
-    return w.mn_major ? CheckMnMajorTile(s, w, which, rows, row0, k0, loc)
+    return w.mn_major ? CheckMnMajorTile(s, w, "wgmma", which, rows, row0, k0, loc)
                       : CheckOperandTile(s, w.tile, which, rows, row0, k0, loc);
   };
   if (!check(at, "A", 64, a_row0) || !check(bt, "B", acc.n(), b_row0)) return;
@@ -352,7 +364,7 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, con
   if (!bt.mn_major) return Wgmma(acc, a, bt.tile, b_row0, k0, scale_d, loc);
   KernelState& s = *state_;
   if (!NeedWgmma(s, loc) || acc.n() == 0) return;
-  if (!CheckMnMajorTile(s, bt, "B", acc.n(), b_row0, k0, loc)) return;
+  if (!CheckMnMajorTile(s, bt, "wgmma", "B", acc.n(), b_row0, k0, loc)) return;
   if (!CheckRegisterA(s, a, bt.tile.elem(), loc)) return;
   WgmmaEmission emitting(s, acc.regs_.array_, loc);
   WgmmaRegisterA(s, acc, a, bt.tile.elem(), MnMajorDescriptor(s, bt, b_row0, k0, loc), /*trans_b=*/true, scale_d,

@@ -187,7 +187,8 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner, con
 absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle, const rt::AttentionSize& z,
                                                      const rt::AttentionOptions& options, uint64_t seed) {
   const bool half = options.dtype == "f16";
-  absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(z, options, {1 << 4, 1 << 4, 1 << 4, 1 << 4, 1 << 4}, 90);
+  const int cc = bundle.manifest.target == "sm_100a" ? 100 : 90;
+  absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(z, options, {1 << 4, 1 << 4, 1 << 4, 1 << 4, 1 << 4}, cc);
   if (!plan.ok()) return plan.status();
   if (plan->kernel != bundle.manifest.name)
     return absl::InvalidArgumentError(absl::StrCat("this problem runs ", plan->kernel, ", not ", bundle.manifest.name));

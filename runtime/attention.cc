@@ -1,8 +1,14 @@
 #include "kiln/runtime/attention.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "kiln/runtime/driver.h"
 #include "kiln/runtime/manifest.h"
 
@@ -37,13 +43,27 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   if (o.q % 16 || o.k % 16 || o.v % 16 || o.o % 16)
     return Invalid("Q, K, V and O are read and written by TMA: 16-byte aligned pointers");
   if (o.lse % 4) return Invalid("lse must be 4-byte aligned");
-  if (compute_capability != 90)
-    return Invalid(absl::StrCat("the attention kernels are for sm_90a (H100, H200); this device is sm_",
+  if (compute_capability != 90 && compute_capability != 100)
+    return Invalid(absl::StrCat("the attention kernels are for sm_90a (H100, H200) and sm_100a (B200); this device is sm_",
                                 compute_capability));
   AttentionPlan plan;
-  plan.kernel = absl::StrCat("attention/hopper.d", z.d, options.dtype == "f16" ? ".f16" : "",
-                             options.causal ? ".causal" : "");
+  plan.kernel = absl::StrCat(compute_capability == 100 ? "attention/blackwell.d" : "attention/hopper.d", z.d,
+                             options.dtype == "f16" ? ".f16" : "", options.causal ? ".causal" : "");
   plan.scale = scale;
+  if (!options.kernel.empty()) {
+    // The override must compute this problem: the planned options, plus tiling options only.
+    std::vector<std::string> want = absl::StrSplit(plan.kernel, '.'), got = absl::StrSplit(options.kernel, '.');
+    bool ok = got[0] == "attention/hopper" || got[0] == "attention/blackwell";
+    for (size_t i = 1; i < want.size(); ++i) ok &= std::find(got.begin() + 1, got.end(), want[i]) != got.end();
+    for (size_t i = 1; i < got.size(); ++i)
+      ok &= std::find(want.begin() + 1, want.end(), got[i]) != want.end() ||
+            ((absl::StartsWith(got[i], "wg") || absl::StartsWith(got[i], "bn") || absl::StartsWith(got[i], "st")) &&
+             got[i].size() > 2 && std::all_of(got[i].begin() + 2, got[i].end(), ::isdigit));
+    if (!ok)
+      return Invalid(absl::StrCat("kernel ", options.kernel, " does not compute this problem (it runs ", plan.kernel,
+                                  " with tiling options wgN, bnN, stN at most)"));
+    plan.kernel = options.kernel;
+  }
   return plan;
 }
 

@@ -2,7 +2,8 @@
 # Attention on the GPU: attention/hopper checked against the fp64 host reference at every head
 # dimension, causal and not, grouped-query heads and ragged lengths, then timed on the problems of
 # docs/PERF.md's attention table next to torch's SDPA flash and cuDNN backends in the same call.
-#   KILN_RT_BUILD, KILN_BUNDLES, OUT as for tools/gpu_suite.sh; ATTENTION_ITERS (default 20).
+#   KILN_RT_BUILD, KILN_BUNDLES, OUT as for tools/gpu_suite.sh; ATTENTION_ITERS (default 20);
+#   ATTENTION_TILINGS: variants of attention/hopper to time besides (kiln bundle writes them).
 set -u
 rt=${KILN_RT_BUILD:-build-rt}
 bundles=${KILN_BUNDLES:-build/bundles}
@@ -32,5 +33,16 @@ for ds in 64:4096 64:16384 128:1024 128:4096 128:16384; do
     kiln --d "$d" --s "$s" --b $((16384 / s)) --h 16 $causal --iters "$iters" || status=1
   done
 done 2>&1 | tee "$out/attention_speed.log"
+# Other tilings of the Hopper kernel (ATTENTION_TILINGS="d64.wg3 d128.bn176 ..."), each at the
+# speed problems of its head dimension, causal variants where the name says causal.
+for tiling in ${ATTENTION_TILINGS:-}; do
+  d=${tiling%%.*}; d=${d#d}
+  causal=--nocausal; [[ $tiling == *causal* ]] && causal=--causal
+  for s in 1024 4096 16384; do
+    [ "$d" = 64 ] && [ "$s" = 1024 ] && continue
+    kiln --kernel "attention/hopper.$tiling" --d "$d" --s "$s" --b $((16384 / s)) --h 16 $causal --iters "$iters" \
+      || status=1
+  done
+done 2>&1 | tee "$out/attention_tilings.log"
 timeout 240 python3 tools/attention_peers.py --iters "$iters" 2>&1 | tee "$out/attention_peers.log"
 exit $status

@@ -94,6 +94,9 @@ ABSL_FLAG(int64_t, skv, 0, "`kiln attention`: key/value length (default: --s)");
 ABSL_FLAG(int64_t, d, 128, "`kiln attention`: head dimension, 64, 128 or 256");
 ABSL_FLAG(bool, causal, false, "`kiln attention`: causal mask (bottom-right aligned)");
 ABSL_FLAG(double, scale, 0, "`kiln attention`: softmax scale (0: 1/sqrt(d))");
+ABSL_FLAG(std::string, kernel, "",
+          "`kiln attention`: run this variant instead of the entry point's choice (a tiling: "
+          "attention/hopper.d64.wg3.bn128; or attention/blackwell.d128 with --emulate)");
 ABSL_FLAG(bool, flush_l2, true,
           "GEMM timings: evict L2 before every timed call (kiln, cuBLAS and the weights' copy alike), so "
           "each reads its inputs from DRAM and host launch work is not timed");
@@ -889,6 +892,7 @@ int Attention() {
   options.dtype = absl::GetFlag(FLAGS_dtype);
   options.causal = absl::GetFlag(FLAGS_causal);
   options.scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
+  options.kernel = absl::GetFlag(FLAGS_kernel);
   // The problem's own errors first, on any machine (the pointers here only pass the checks).
   absl::StatusOr<kiln::rt::AttentionPlan> plan = kiln::rt::PlanAttention(z, options, {16, 16, 16, 16, 16}, 90);
   if (!plan.ok()) return Fail(plan.status());

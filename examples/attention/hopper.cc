@@ -1,58 +1,39 @@
 // attention/hopper: FlashAttention forward for sm_90a. O = softmax(scale * Q K^T) V per head, and
 // the log-sum-exp of each row, with the FA3 structure: a producer warp streams Q once and K, V
-// through two TMA pipelines; two consumer warpgroups (64 query rows each, setmaxnreg 240) run
+// through two TMA pipelines; two or three consumer warpgroups (64 query rows each, setmaxnreg) run
 // S = Q K^T from shared memory, an online softmax in registers (exp2 with the scale folded into
 // one FMA), and O += P V with P taken straight from S's registers (wgmma A from registers, V read
 // MN-major). The last tile of a ragged Q or KV is masked, not padded: TMA zero-fills the loads
 // past S or Skv, the scores past Skv are -inf, the store of O is clipped at S.
 //
-// Tensors (rows of D contiguous): Q, O [B, Hq, S, D]; K, V [B, Hkv, Skv, D]; lse [B, Hq, S] f32
-// (natural log). Grouped-query heads: head h reads KV head h / (Hq / Hkv). Causal masks are
-// bottom-right aligned (query i sees keys j <= i + Skv - S, FlashAttention's convention; the same
-// as top-left when S = Skv); a row that sees no key gets O = 0 and lse = -inf.
+// Tensors, heads and masks: examples/attention/common.h.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "examples/attention/common.h"
 #include "examples/registry.h"
 #include "kiln/pipeline.h"
 
 namespace kiln::examples {
 namespace {
 
-struct AttentionShape {
-  int d = 128;
-  bool causal = false;
-  Scalar in = bf16;
-};
-
-rt::GridExpr Rule(Kernel& k, const std::string& text) {
-  absl::StatusOr<rt::GridExpr> e = rt::GridExpr::Parse(text);
-  if (!e.ok()) k.Fail(absl::StrCat("rule '", text, "': ", e.status().message()));
-  return e.ok() ? *e : *rt::GridExpr::Parse("1");
-}
-
-// A rank-4 map over [heads, rows, D] seen as {64 columns, rows, D/64 spans, heads}: one box of
-// `box_rows` x `spans` lands as `spans` 128B-swizzled blocks of box_rows x 64, one per 64
-// columns of D (the layout the wgmma tiles below read); rows past `rows` read as zeros and are
-// not written.
-rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& rows, const std::string& heads, int d,
-                           int box_rows, int spans, Scalar in) {
-  rt::TensorMapParam t;
-  t.tensor = tensor;
-  t.dtype = in == f16 ? rt::TmaDtype::kF16 : rt::TmaDtype::kBF16;
-  t.swizzle = rt::TmaSwizzle::k128B;
-  t.dims = {Rule(k, "64"), Rule(k, rows), Rule(k, std::to_string(d / 64)), Rule(k, heads)};
-  t.strides = {Rule(k, std::to_string(d * 2)), Rule(k, "128"), Rule(k, absl::StrCat(rows, "*", d * 2))};
-  t.box = {64, static_cast<uint32_t>(box_rows), static_cast<uint32_t>(spans), 1};
-  return t;
+// The default tiling per head dimension (docs/PERF.md, "Attention", says how each was chosen).
+AttentionShape WithDefaults(AttentionShape a) {
+  if (!a.warpgroups) a.warpgroups = a.d == 64 && !a.causal ? 3 : 2;  // 192 query rows: longer GEMMs per turn
+  if (!a.block_n) a.block_n = a.d == 256 ? 64 : 128;
+  if (!a.stages) a.stages = 2;
+  return a;
 }
 
 absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape a) {
-  const int D = a.d, BM = 128, BN = D == 256 ? 64 : 128, SPANS = D / 64, STAGES = 2;
+  a = WithDefaults(a);
+  const int D = a.d, W = a.warpgroups, BM = 64 * W, BN = a.block_n, SPANS = D / 64, STAGES = a.stages;
   const Scalar in = a.in;
-  Kernel k(name, sm90a(), {384});
+  Kernel k(name, sm90a(), {128 * (W + 1)});
+  if (W < 2 || W > 3) k.Fail(absl::StrCat("attention takes 2 or 3 consumer warpgroups, not ", W));
+  if (BN % 16 || BN < 16 || BN > 256) k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 256"));
   Value B = k.I32Param("B"), Hq = k.I32Param("Hq"), Hkv = k.I32Param("Hkv");
   Value S = k.I32Param("S"), Skv = k.I32Param("Skv");
   Value scale = k.F32Param("scale");
@@ -63,14 +44,15 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   Value lse = k.PtrParam("lse", f32);
   k.Grid(absl::StrCat("S/", BM), "Hq", "B");
   k.Attribute("attention", absl::StrCat("d=", D, " causal=", a.causal, " in=", in == f16 ? "f16" : "bf16", " block_m=", BM,
-                                        " block_n=", BN));
+                                        " block_n=", BN,
+                                        " stages=", STAGES));
 
   // Shared memory: Q (span j in rows BM*j..), then rings of K and V tiles (span j in rows BN*j..).
   SmemTile sQ = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B);
   SmemTile sK = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, STAGES);
   SmemTile sV = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, STAGES);
   Barriers q_full = k.SmemBarriers(1);
-  Pipeline k_ring(k, STAGES, /*consumers=*/2), v_ring(k, STAGES, /*consumers=*/2);
+  Pipeline k_ring(k, STAGES, /*consumers=*/W), v_ring(k, STAGES, /*consumers=*/W);  // a release per warpgroup
 
   // This CTA's query tile, head and KV head; causal grids run the longest tiles first.
   Value m_tiles = (S + (BM - 1)) / BM;
@@ -104,7 +86,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
     });
   });
 
-  k.Role({.first_thread = 128, .threads = 256, .max_regs = 240}, [&](Value t) {
+  // The register file split: 24 per producer thread, the rest (a multiple of 8) to the consumers.
+  const int consumer_regs = std::min(240, (65536 / 128 - 24) / W / 8 * 8);
+  k.Role({.first_thread = 128, .threads = 128 * W, .max_regs = consumer_regs}, [&](Value t) {
     Value c = t % 128, wg = t / 128, row0 = wg * 64;
     const double log2e = M_LOG2E;
     Value scale_log2 = scale * log2e;
@@ -163,10 +147,11 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
     // together, runs the softmax of S_j while P_{j-1} V_{j-1} is still on the tensor cores, then
     // rescales O once that group retires. P lives in registers as the next wgmma's A fragments,
     // so S's accumulator is free for the next tile. The two warpgroups take turns to issue
-    // (named barriers 3 and 4: ping-pong), so one's softmax runs under the other's GEMMs.
+    // in a ring (warpgroup w waits at named barrier 1 + w, then signals the next one's), so one's
+    // softmax runs under the others' GEMMs.
     Regs p_frag = k.Registers(Type::Of(i32), BN / 4);  // P as bf16/f16 pairs, BN / 16 A fragments
-    auto my_turn = [&] { k.NamedBarrier(wg + 3, 256); };
-    auto their_turn = [&] { k.NamedBarrierArrive(4 - wg, 256); };
+    auto my_turn = [&] { k.NamedBarrier(wg + 1, 256); };
+    auto their_turn = [&] { k.NamedBarrierArrive((wg + 1) % W + 1, 256); };
     auto issue_s = [&](Value ks) {
       for (int kk = 0; kk < D; kk += 16)
         k.Wgmma(s, sQ, kk / 64 * BM + row0, sK.Stage(ks), kk / 64 * BN, kk % 64, /*scale_d=*/kk > 0);
@@ -188,7 +173,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
         for (int r = 0; r < 4; ++r) p_frag[4 * f + r] = frag[r];
       }
     };
-    k.If(wg == 1, [&] { k.NamedBarrierArrive(3, 256); });  // warpgroup 0 issues first
+    k.If(wg == W - 1, [&] { k.NamedBarrierArrive(1, 256); });  // warpgroup 0 issues first
     k.If(n_tiles > 0, [&] {
       my_turn();
       Value ks = k_ring.Acquire(k_at);
@@ -224,7 +209,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
       k.WgmmaWait(0);
       v_ring.Release(v_held[0], c);
     });
-    k.If(wg == 0, [&] { my_turn(); });  // takes warpgroup 1's last turn: barrier 3 ends balanced
+    k.If(wg == 0, [&] { my_turn(); });  // takes the last warpgroup's last signal: barrier 1 ends balanced
 
     // O / sum and lse, per row half; then O through this warpgroup's rows of Q's tile (its own
     // wgmmas, the only readers, have retired) and a clipped TMA store.
@@ -244,8 +229,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
       k.Store(sQ.At(span * BM + row0 + o.Row(p), o.Col(p) - span * 64), in == f16 ? PackF16x2(x, y) : PackBf16x2(x, y));
     }
     k.FenceProxyAsync();
-    k.NamedBarrier(wg + 1, 128);
-    for (int x = 0; x < 2; ++x)
+    k.NamedBarrier(wg + 1 + W, 128);
+    for (int x = 0; x < W; ++x)
       k.If((c == 0) & (wg == x), [&] {
         for (int span = 0; span < SPANS; ++span)
           k.TmaStore(to, sQ.Rows(span * BM + x * 64, 64), {0, m0 + x * 64, span, q_head});
@@ -254,27 +239,6 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
       });
   });
   return k.Build();
-}
-
-// Variant names: d64, d128 or d256, then optionally f16 and causal ("d128.f16.causal").
-absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
-  AttentionShape a;
-  bool have_d = false;
-  for (absl::string_view part : absl::StrSplit(options, '.')) {
-    if (part == "d64" || part == "d128" || part == "d256") {
-      a.d = part == "d64" ? 64 : part == "d128" ? 128 : 256;
-      have_d = true;
-    } else if (part == "f16") {
-      a.in = f16;
-    } else if (part == "causal") {
-      a.causal = true;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown option '", part, "' (takes d64, d128 or d256, then f16 and causal)"));
-    }
-  }
-  if (!have_d) return absl::InvalidArgumentError("names no head dimension (d64, d128 or d256)");
-  return a;
 }
 
 ExampleFamily AttentionFamily() {
@@ -287,9 +251,7 @@ ExampleFamily AttentionFamily() {
                     return BuildAttention(name, *a);
                   },
                   {}};
-  for (const char* d : {"d64", "d128", "d256"})
-    for (const char* type : {"", ".f16"})
-      for (const char* causal : {"", ".causal"}) f.bundled.push_back(absl::StrCat(d, type, causal));
+  f.bundled = BundledAttentionVariants();
   return f;
 }
 

@@ -43,7 +43,7 @@ absl::Status Cta::Step(Thread& t) {
       return Collective(t, in);
     case Op::kTcgen05: {
       const std::string kind = in.mods.empty() ? "" : in.mods[0];
-      if (kind == "alloc" || kind == "dealloc" || kind == "ld" || kind == "relinquish_alloc_permit")
+      if (kind == "alloc" || kind == "dealloc" || kind == "ld" || kind == "st" || kind == "relinquish_alloc_permit")
         return Collective(t, in);  // .sync.aligned: the whole warp
       if (absl::Status s = Tcgen05(t, in); !s.ok()) return s;
       break;

@@ -94,16 +94,19 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
     tmem_allocs_.erase(it);
     return out;
   }
-  if (kind == "ld") {  // 32x32b.xN: lane i of the warp reads TMEM lane base + i, N columns
+  if (kind == "ld" || kind == "st") {  // 32x32b.xN: lane i of the warp, TMEM lane base + i, N columns
+    const bool store = kind == "st";
     if (!in.Has("32x32b")) {
-      *s = Fail(t, in, "only the 32x32b tcgen05.ld shape is emulated so far");
+      *s = Fail(t, in, absl::StrCat("only the 32x32b tcgen05.", kind, " shape is emulated so far"));
       return out;
     }
     int num = 0;
     for (const std::string& m : in.mods)
       if (m.size() > 1 && m[0] == 'x' && std::isdigit(static_cast<unsigned char>(m[1]))) num = std::atoi(m.c_str() + 1);
-    const uint32_t address = static_cast<uint32_t>(Address(t, in.ops.at(1)));
+    const Operand& taddr = in.ops.at(store ? 0 : 1);
+    const uint32_t address = static_cast<uint32_t>(Address(t, taddr));
     const uint32_t lane0 = address >> 16, col0 = address & 0xffff;
+    // PTX ISA, tcgen05 access restrictions: warp w of a warpgroup reaches lanes 32*(w%4)..+31.
     const int quarter = (t.linear / 32) % 4;
     if (lane0 != static_cast<uint32_t>(32 * quarter)) {
       *s = Fail(t, in, absl::StrCat("warp ", t.linear / 32, " may access TMEM lanes ", 32 * quarter, "..",
@@ -113,12 +116,12 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
     bool inside = false;
     for (const auto& [start, size] : tmem_allocs_) inside |= col0 >= start && col0 + num <= start + size;
     if (!inside) {
-      *s = Fail(t, in, absl::StrCat("tcgen05.ld of columns ", col0, "..", col0 + num - 1,
+      *s = Fail(t, in, absl::StrCat("tcgen05.", kind, " of columns ", col0, "..", col0 + num - 1,
                                     " outside every tensor memory allocation"));
       return out;
     }
     // An MMA not yet complete (issued, or committed but its arrival not yet made) still writes
-    // its accumulator columns: reading them now sees a partial sum.
+    // its accumulator columns: reading them now sees a partial sum, writing them races with it.
     std::vector<const TcgenMma*> pending;
     for (const TcgenMma& op : tcgen_issued_) pending.push_back(&op);
     for (const TcgenCommit& c : tcgen_commits_)
@@ -127,12 +130,24 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       const uint32_t d_col = op->d & 0xffff, d_cols = ((op->idesc >> 17) & 0x3f) << 3;
       if (col0 < d_col + d_cols && d_col < col0 + num) {
         const std::string dsl = m_.DslLine(*op->in);
-        *s = Fail(t, in, absl::StrFormat("tcgen05.ld reads TMEM columns %d..%d, which the tcgen05.mma at PTX line %d%s "
+        *s = Fail(t, in, absl::StrFormat("tcgen05.%s %s TMEM columns %d..%d, which the tcgen05.mma at PTX line %d%s "
                                          "still writes: the wait for its commit's mbarrier is missing or comes too late",
-                                         std::max(col0, d_col), std::min(col0 + num, d_col + d_cols) - 1, op->line,
+                                         kind, store ? "writes" : "reads", std::max(col0, d_col),
+                                         std::min(col0 + num, d_col + d_cols) - 1, op->line,
                                          dsl.empty() ? "" : " (" + dsl + ")"));
         return out;
       }
+    }
+    if (store) {  // {r0, .., rN-1}: lane i's registers, one 32-bit column each
+      const Operand& values = in.ops.at(1);
+      if (values.kind != Operand::Kind::kVector || static_cast<int>(values.regs.size()) != num) {
+        *s = Fail(t, in, absl::StrCat("tcgen05.st .x", num, " takes a vector of ", num, " registers"));
+        return out;
+      }
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < num; ++j)
+          tmem_[(lane0 + i) * 512 + col0 + j] = static_cast<uint32_t>(lanes[i]->r[values.regs[j]]);
+      return out;
     }
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < num; ++j) out[i].push_back(tmem_[(lane0 + i) * 512 + col0 + j]);
@@ -173,28 +188,29 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
   const int m = 128;  // rows per CTA
   if (c_format != 1) return fail("only f32 accumulators are emulated so far");
   if (a_format > 1 || b_format > 1 || a_format != b_format) return fail("A and B must both be f16 or both bf16");
-  if (a_mn || b_mn) return fail("MN-major operands are not emulated yet");
   if ((!op.pair && ((d >> 24) & 0x1f) << 4 != 128) || n < 8 || n > 256 || n % (8 * b_ctas.size()))
     return fail(absl::StrCat("the shape M=", ((d >> 24) & 0x1f) << 4, " N=", n, " is not emulated yet"));
   const bool bf16 = a_format == 1;
-  auto element = [&](Cta& from, uint64_t desc, int row, int k, double* out) -> absl::Status {
+  // Transpose A / B (instruction descriptor bits 15 / 16): the operand is MN-major, read through
+  // the MN-major canonical layouts (LBO between blocks of M or N, SBO between 8 rows of K).
+  auto element = [&](Cta& from, uint64_t desc, bool mn_major, int row, int k, double* out) -> absl::Status {
     // tcgen05: version 1 in bits 46-47, base offset 49-51, layout 61-63 (0 none, 2/4/6: 128/64/32B).
     const int version = (desc >> 46) & 3, base = (desc >> 49) & 7, layout = static_cast<int>(desc >> 61);
     if (version != 1) return fail(absl::StrCat("a shared memory descriptor of version ", version, " (must be 1)"));
     if (base != 0) return fail("descriptor base offsets are not emulated yet");
     const int span = layout == 2 ? 128 : layout == 4 ? 64 : layout == 6 ? 32 : 0;
     if (layout != 0 && span == 0) return fail(absl::StrCat("the descriptor layout ", layout, " is not emulated yet"));
-    const SmemOperand o{(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4, ((desc >> 32) & 0x3fff) << 4, span};
+    const SmemOperand o{(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4, ((desc >> 32) & 0x3fff) << 4, span, mn_major};
     return from.ReadOperand(*op.in, "tcgen05.mma", o, row, k, bf16, out);
   };
   std::vector<double> a(m * 16), b(n * 16);
   for (int r = 0; r < m; ++r)
     for (int k = 0; k < 16; ++k)
-      if (absl::Status s = element(a_cta, op.a_desc, r, k, &a[r * 16 + k]); !s.ok()) return s;
+      if (absl::Status s = element(a_cta, op.a_desc, a_mn, r, k, &a[r * 16 + k]); !s.ok()) return s;
   const int per_cta = n / static_cast<int>(b_ctas.size());
   for (int c = 0; c < n; ++c)
     for (int k = 0; k < 16; ++k)
-      if (absl::Status s = element(*b_ctas[c / per_cta], op.b_desc, c % per_cta, k, &b[c * 16 + k]); !s.ok()) return s;
+      if (absl::Status s = element(*b_ctas[c / per_cta], op.b_desc, b_mn, c % per_cta, k, &b[c * 16 + k]); !s.ok()) return s;
   const uint32_t lane0 = op.d >> 16, col0 = op.d & 0xffff;
   bool inside = lane0 == 0;
   if (inside) {

@@ -2,6 +2,8 @@
 // against the harness's fp64 reference of every row; and the entry point's plan and errors.
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 #include "examples/attention_check.h"
 #include "examples/registry.h"
 #include "gtest/gtest.h"
@@ -23,8 +25,9 @@ struct Case {
   rt::AttentionOptions options;
 };
 
-void ExpectCorrect(const Case& c, uint64_t seed = 3) {
-  absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(c.size, c.options, {16, 16, 16, 16, 16}, 90);
+void ExpectCorrect(const Case& c, uint64_t seed = 3, int compute_capability = 90) {
+  absl::StatusOr<rt::AttentionPlan> plan =
+      rt::PlanAttention(c.size, c.options, {16, 16, 16, 16, 16}, compute_capability);
   ASSERT_TRUE(plan.ok()) << plan.status();
   const rt::Bundle b = BundleOf(plan->kernel);
   const std::string shape = AttentionShapeName(c.size, c.options.causal);
@@ -50,6 +53,37 @@ TEST_P(EmulatedAttention, RaggedLengthsAndGroupedHeads) {
 
 INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedAttention, ::testing::Values(64, 128, 256),
                          [](const auto& info) { return "d" + std::to_string(info.param); });
+
+// attention/blackwell (sm_100a, S and O in tensor memory), the same cases: the emulator is where
+// it runs here.
+class EmulatedBlackwellAttention : public ::testing::TestWithParam<int> {};
+
+TEST_P(EmulatedBlackwellAttention, RaggedLengthsAndGroupedHeads) {
+  const int d = GetParam();
+  for (bool causal : {false, true}) {
+    ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 130, .d = d}, {.causal = causal}}, 3, 100);
+    ExpectCorrect({{.b = 2, .hq = 1, .hkv = 1, .s = 1, .skv = 70, .d = d}, {.causal = causal}}, 3, 100);
+    ExpectCorrect({{.b = 1, .hq = 1, .hkv = 1, .s = 150, .skv = 20, .d = d}, {.causal = causal}}, 3, 100);
+  }
+  ExpectCorrect({{.b = 1, .hq = 2, .hkv = 2, .s = 60, .skv = 300, .d = d}, {.dtype = "f16", .causal = true}}, 4, 100);
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedBlackwellAttention, ::testing::Values(64, 128, 256),
+                         [](const auto& info) { return "d" + std::to_string(info.param); });
+
+// The Hopper kernel's other tilings (three consumer warpgroups, 176-key tiles, deeper rings) at
+// ragged sizes, through the entry point's kernel override.
+TEST(EmulatedAttention, OtherTilings) {
+  for (const char* tiling : {"wg3", "bn176", "bn64.st3", "wg3.bn192"})
+    for (bool causal : {false, true}) {
+      rt::AttentionOptions o{.causal = causal};
+      o.kernel = absl::StrCat("attention/hopper.d64", causal ? ".causal" : "", ".", tiling);
+      ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 200, .skv = 600, .d = 64}, o});  // rings wrap twice
+    }
+  rt::AttentionOptions o;
+  o.kernel = "attention/hopper.d128.bn176";
+  ExpectCorrect({{.b = 1, .hq = 1, .hkv = 1, .s = 130, .skv = 400, .d = 128}, o});
+}
 
 TEST(EmulatedAttention, Fp16AndAScaleOfItsOwn) {
   ExpectCorrect({{.b = 1, .hq = 3, .hkv = 3, .s = 200, .skv = 260, .d = 128},
@@ -91,6 +125,14 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   EXPECT_NE(error({}, {}, {16, 16, 24, 16, 16}, 90).find("16-byte aligned"), std::string::npos);
   EXPECT_NE(error({}, {}, {16, 16, 16, 16, 0}, 90).find("device pointers"), std::string::npos);
   EXPECT_NE(error({}, {}, ok, 80).find("sm_80"), std::string::npos);
+  rt::AttentionOptions other;
+  other.kernel = "attention/hopper.d64.wg3";  // a D = 128 problem
+  EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
+  other.kernel = "attention/hopper.d128.causal";  // not causal
+  EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
+  other.kernel = "attention/hopper.d128.wgx";
+  EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
+  EXPECT_EQ(rt::PlanAttention({}, {}, ok, 100)->kernel, "attention/blackwell.d128");
 }
 
 }  // namespace

@@ -289,6 +289,13 @@ class Kernel {
   void TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a, const Operand& a_row0,
                 const SmemTile& b, const Operand& b_row0, int k0, const Operand& accumulate, int m,
                 int n, Loc loc = Loc::current());
+  // The same with B MN-major (transpose B in the instruction descriptor): `b` holds K rows of N,
+  // as a row-major V does in attention's P*V, in the WgmmaTile form (MN-major canonical layout,
+  // blocks of k_rows rows per 64 columns of N), rows b_k0..b_k0+15 of a block read; A's columns
+  // are a_k0..a_k0+15. One CTA (cta_group 1).
+  void TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a, const Operand& a_row0, int a_k0,
+                const WgmmaTile& b, const Operand& b_row0, int b_k0, const Operand& accumulate, int m, int n,
+                Loc loc = Loc::current());
   // tcgen05.commit: `bar` gets one arrive when this thread's prior tcgen05 ops complete; with
   // `cta_mask`, on the barrier at the same offset in each of those cluster CTAs.
   void TcgenCommit(const Barrier& bar, int cta_group = 1, const Value& cta_mask = Value(),
@@ -298,6 +305,12 @@ class Kernel {
   // includes its tcgen05.wait::ld, so the values are ready (and no copy of them precedes it).
   std::vector<Value> TcgenLoad(const Tmem& t, const Operand& lane, const Operand& column, int num,
                                Loc loc = Loc::current());
+  // tcgen05.st.32x32b.x{values.size()} (1..128, a power of two) of f32 values: lane `lane` +
+  // thread of the warp, columns column.. (the warp's quarter of the lanes only). It includes its
+  // tcgen05.wait::st, so the values are in tensor memory when it returns (an MMA that reads or
+  // accumulates into them may follow once a fence::before_thread_sync and a barrier order it).
+  void TcgenStore(const Tmem& t, const Operand& lane, const Operand& column, const std::vector<Value>& values,
+                  Loc loc = Loc::current());
 
   // The GPU debug mode: every mbarrier wait of this kernel gives up after `ms` milliseconds,
   // writes which wait (its DSL line), the barrier, the phase, the block and the thread to a

@@ -1,6 +1,7 @@
 // The attention entry point of the host API: FlashAttention forward, O = softmax(scale * Q K^T) V
-// per head, and the log-sum-exp of each row, with the attention/hopper kernel for the problem,
-// loaded from a directory of bundles (the build writes build/bundles). No compiler is needed.
+// per head, and the log-sum-exp of each row, with the attention/hopper kernel for the problem
+// (attention/blackwell on sm_100, so far checked on the emulator only), loaded from a directory
+// of bundles (the build writes build/bundles). No compiler is needed.
 //
 //   kiln::rt::AttentionRunner attention("build/bundles");
 //   absl::Status s = attention.Run({.b = 2, .hq = 16, .hkv = 4, .s = 4096, .skv = 4096, .d = 128},
@@ -32,6 +33,9 @@ struct AttentionOptions {
   std::string dtype = "bf16";  // of Q, K, V and O: bf16 or f16
   bool causal = false;
   float scale = 0;  // of the scores; 0: 1 / sqrt(D)
+  // A bundled variant to run instead of the one the plan picks: the same family's name with the
+  // problem's options and a tiling ("attention/hopper.d64.wg3.bn128"), or the other family's.
+  std::string kernel;
 };
 
 struct AttentionOperands {
@@ -39,7 +43,7 @@ struct AttentionOperands {
 };
 
 struct AttentionPlan {
-  std::string kernel;  // attention/hopper.d128[.f16][.causal]
+  std::string kernel;  // attention/hopper.d128[.f16][.causal]; attention/blackwell.* on sm_100
   float scale = 0;     // as the kernel gets it
 };
 

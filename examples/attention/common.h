@@ -1,0 +1,40 @@
+// What attention/hopper and attention/blackwell share: the variant a name asks for, and the
+// tensor maps over [B * heads, rows, D] tensors that land Q, K, V and O as the MMAs read them.
+//
+// Tensors (rows of D contiguous): Q, O [B, Hq, S, D]; K, V [B, Hkv, Skv, D]; lse [B, Hq, S] f32
+// (natural log). Grouped-query heads: head h reads KV head h / (Hq / Hkv). Causal masks are
+// bottom-right aligned (query i sees keys j <= i + Skv - S, FlashAttention's convention; the same
+// as top-left when S = Skv); a row that sees no key gets O = 0 and lse = -inf.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kiln/kernel.h"
+
+namespace kiln::examples {
+
+struct AttentionShape {
+  int d = 128;
+  bool causal = false;
+  Scalar in = bf16;
+  // Tiling, 0 for the kernel's default: consumer warpgroups (64 query rows each), keys per tile,
+  // and the depth of the K and V rings.
+  int warpgroups = 0, block_n = 0, stages = 0;
+};
+
+// Variant names: d64, d128 or d256, then optionally f16 and causal ("d128.f16.causal"), and a
+// tiling other than the default (".wg3.bn176.st3").
+absl::StatusOr<AttentionShape> ParseAttention(const std::string& options);
+
+// The variants the build bundles: every head dimension, type and mask.
+std::vector<std::string> BundledAttentionVariants();
+
+// A rank-4 map over [heads, rows, D] seen as {64 columns, rows, D/64 spans, heads}: one box of
+// `box_rows` x `spans` lands as `spans` 128B-swizzled blocks of box_rows x 64, one per 64
+// columns of D (the K-major layout S = Q K^T reads, and the MN-major one P V reads V in); rows
+// past `rows` read as zeros and are not written.
+rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& rows, const std::string& heads, int d,
+                           int box_rows, int spans, Scalar in);
+
+}  // namespace kiln::examples
