@@ -317,7 +317,7 @@ Value Kernel::ScheduleTableParam(const std::string& name, const ScheduleTable& s
 Value Kernel::WorkspaceParam(const std::string& name, Scalar elem, const std::string& table, int64_t bytes_per_partial,
                              Loc loc) {
   const auto& params = state_->manifest.params;
-  if (std::none_of(params.begin(), params.end(), [&](const rt::ParamSpec& p) {
+  if (!table.empty() && std::none_of(params.begin(), params.end(), [&](const rt::ParamSpec& p) {
         return p.name == table && p.kind == rt::ParamSpec::Kind::kScheduleTable && p.schedule.work();
       }))
     Fail(absl::StrCat("workspace ", name, ": '", table, "' is no work table parameter declared before it"), loc);

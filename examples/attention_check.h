@@ -33,7 +33,8 @@ std::string AttentionShapeName(const rt::AttentionSize& size, bool causal);
 absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner, const rt::AttentionSize& size,
                                                 const rt::AttentionOptions& options, int iters, uint64_t seed);
 
-// On the emulator with `bundle` (the kernel PlanAttention names), every row checked.
+// On the emulator with `bundle` (the kernel PlanAttention names) as a GPU of three SMs, every
+// row checked.
 absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle, const rt::AttentionSize& size,
                                                      const rt::AttentionOptions& options, uint64_t seed);
 

@@ -49,19 +49,28 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   AttentionPlan plan;
   plan.kernel = absl::StrCat(compute_capability == 100 ? "attention/blackwell.d" : "attention/hopper.d", z.d,
                              options.dtype == "f16" ? ".f16" : "", options.causal ? ".causal" : "");
+  // Persistent CTAs (".persist": a CTA per SM taking query tiles from a counter) pay off where a
+  // query tile is short, so that the launch and drain of a CTA per tile weigh: at D = 128 up to
+  // 12 key tiles per query tile on average (docs/PERF.md, "Attention", step 5). Where tiles are
+  // long, a CTA per tile is faster.
+  if (compute_capability == 90 && z.d == 128) {
+    const double mean_keys = AttentionFlops(z, options.causal) / (4.0 * z.b * z.hq * z.s * z.d);
+    if (mean_keys <= 12 * 128) absl::StrAppend(&plan.kernel, ".persist");
+  }
   plan.scale = scale;
   if (!options.kernel.empty()) {
     // The override must compute this problem: the planned options, plus tiling options only.
     std::vector<std::string> want = absl::StrSplit(plan.kernel, '.'), got = absl::StrSplit(options.kernel, '.');
     bool ok = got[0] == "attention/hopper" || got[0] == "attention/blackwell";
-    for (size_t i = 1; i < want.size(); ++i) ok &= std::find(got.begin() + 1, got.end(), want[i]) != got.end();
+    for (size_t i = 1; i < want.size(); ++i)
+      ok &= want[i] == "persist" || std::find(got.begin() + 1, got.end(), want[i]) != got.end();
     for (size_t i = 1; i < got.size(); ++i)
-      ok &= std::find(want.begin() + 1, want.end(), got[i]) != want.end() ||
+      ok &= std::find(want.begin() + 1, want.end(), got[i]) != want.end() || got[i] == "persist" ||
             ((absl::StartsWith(got[i], "wg") || absl::StartsWith(got[i], "bn") || absl::StartsWith(got[i], "st")) &&
              got[i].size() > 2 && std::all_of(got[i].begin() + 2, got[i].end(), ::isdigit));
     if (!ok)
       return Invalid(absl::StrCat("kernel ", options.kernel, " does not compute this problem (it runs ", plan.kernel,
-                                  " with tiling options wgN, bnN, stN at most)"));
+                                  " with tiling options wgN, bnN, stN, persist at most)"));
     plan.kernel = options.kernel;
   }
   return plan;
@@ -82,6 +91,8 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const Attentio
       args.push_back(Arg::Ptr(o.lse));
     } else if (p.kind == Kind::kTensorMap && maps.count(p.tensor_map.tensor)) {
       args.push_back(Arg::Tensor(maps.at(p.tensor_map.tensor)));
+    } else if (p.kind == Kind::kWorkspace) {
+      args.push_back(Arg::Workspace());  // the kernel's tile counter, kept by the launcher
     } else {
       return absl::InternalError(absl::StrCat(m.name, " (", m.source, "): the attention entry point has no value for its ",
                                               ParamKindName(p.kind), " parameter '", p.name, "'"));

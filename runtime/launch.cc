@@ -281,7 +281,7 @@ namespace {
 template <typename Tables>
 absl::Status CheckWorkspaceTables(const Manifest& m, const Tables& tables) {
   for (const ParamSpec& p : m.params)
-    if (p.kind == ParamSpec::Kind::kWorkspace && !tables.count(p.workspace.table))
+    if (p.kind == ParamSpec::Kind::kWorkspace && !p.workspace.table.empty() && !tables.count(p.workspace.table))
       return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": workspace ", p.name,
                                                      " is sized by schedule table '", p.workspace.table,
                                                      "', which the kernel does not have"));
@@ -369,7 +369,8 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
       continue;
     }
     if (p.kind == ParamSpec::Kind::kWorkspace) {
-      const int64_t bytes = tables.at(p.workspace.table).partials * p.workspace.bytes_per_partial;
+      const int64_t bytes =
+          p.workspace.Bytes(p.workspace.table.empty() ? 0 : tables.at(p.workspace.table).partials);
       absl::StatusOr<uint64_t> w = Workspace(i, static_cast<size_t>(bytes));
       if (!w.ok()) return w.status();
       device_copies.push_back(*w);

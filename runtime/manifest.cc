@@ -198,7 +198,8 @@ std::string Manifest::Serialize() const {
         break;
       }
       case ParamSpec::Kind::kWorkspace:
-        absl::StrAppend(&out, "workspace ", p.workspace.table, " ", p.workspace.bytes_per_partial, "\n");
+        absl::StrAppend(&out, "workspace ", p.workspace.table.empty() ? "-" : p.workspace.table, " ",
+                        p.workspace.bytes_per_partial, "\n");
         break;
     }
   }
@@ -287,7 +288,7 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       ParamSpec p;
       p.name = w[1];
       p.kind = ParamSpec::Kind::kWorkspace;
-      p.workspace.table = w[3];
+      p.workspace.table = w[3] == "-" ? "" : w[3];
       if (!num(4, &p.workspace.bytes_per_partial) || p.workspace.bytes_per_partial <= 0)
         return ParseError(line_no, "bad workspace");
       m.params.push_back(p);

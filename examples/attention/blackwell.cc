@@ -26,7 +26,8 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, const
   const int D = a.d, BM = 128, BN = D == 256 ? 64 : 128, SPANS = D / 64, STAGES = 2, CHUNK = 32;
   const Scalar in = a.in;
   Kernel k(name, sm100a(), {192});
-  if (a.warpgroups || a.block_n || a.stages) k.Fail("attention/blackwell has one tiling; it takes no wg/bn/st option");
+  if (a.warpgroups || a.block_n || a.stages || a.persistent)
+    k.Fail("attention/blackwell has one tiling; it takes no wg/bn/st/persist option");
   Value B = k.I32Param("B"), Hq = k.I32Param("Hq"), Hkv = k.I32Param("Hkv");
   Value S = k.I32Param("S"), Skv = k.I32Param("Skv");
   Value scale = k.F32Param("scale");

@@ -27,6 +27,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
       a.in = f16;
     } else if (part == "causal") {
       a.causal = true;
+    } else if (part == "persist") {
+      a.persistent = true;
     } else if (int* field = absl::StartsWith(part, "wg")   ? &a.warpgroups
                             : absl::StartsWith(part, "bn") ? &a.block_n
                             : absl::StartsWith(part, "st") ? &a.stages
@@ -36,7 +38,7 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown option '", part,
           "' (takes d64, d128 or d256, then f16, causal, and a tiling: wgW consumer warpgroups, bnN keys per "
-          "tile, stS ring stages)"));
+          "tile, stS ring stages, persist for a CTA per SM)"));
     }
   }
   if (!have_d) return absl::InvalidArgumentError("names no head dimension (d64, d128 or d256)");

@@ -21,10 +21,13 @@ struct AttentionShape {
   // Tiling, 0 for the kernel's default: consumer warpgroups (64 query rows each), keys per tile,
   // and the depth of the K and V rings.
   int warpgroups = 0, block_n = 0, stages = 0;
+  // A CTA per query tile, or ("persist") a CTA per SM taking query tiles from a counter (the next
+  // tile's loads under this one's epilogue). Hopper only.
+  bool persistent = false;
 };
 
 // Variant names: d64, d128 or d256, then optionally f16 and causal ("d128.f16.causal"), and a
-// tiling other than the default (".wg3.bn176.st3").
+// tiling other than the default (".wg3.bn176.st3", ".persist").
 absl::StatusOr<AttentionShape> ParseAttention(const std::string& options);
 
 // The variants the build bundles: every head dimension, type and mask.

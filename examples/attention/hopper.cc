@@ -42,47 +42,92 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   TensorMap tv = k.TmaParam("tmV", HeadMap(k, "V", "Skv", "B*Hkv", D, BN, SPANS, in));
   TensorMap to = k.TmaParam("tmO", HeadMap(k, "O", "S", "B*Hq", D, 64, 1, in));
   Value lse = k.PtrParam("lse", f32);
-  k.Grid(absl::StrCat("S/", BM), "Hq", "B");
+
+  // The work: query tiles t of BM rows, head-major and, within a head, the longest first (causal
+  // tiles end at their diagonal). A persistent CTA (one per SM) takes its next tile from a counter
+  // in global memory, so a tile's loads start under the previous tile's epilogue, SMs that run
+  // faster take more tiles, and the shortest tiles come last; the CTA that finishes last puts the
+  // counter back to zero for the next launch. Without "persist", a CTA per tile.
+  Value tiles = k.WorkspaceParam("tiles", i32, "", 8);  // {next tile, CTAs done}
+  Value m_tiles = (S + (BM - 1)) / BM;
+  Value total = m_tiles * Hq * B;
+  if (a.persistent)
+    k.Grid("sms");
+  else
+    k.Grid(absl::StrCat("S/", BM, "*Hq*B"));
   k.Attribute("attention", absl::StrCat("d=", D, " causal=", a.causal, " in=", in == f16 ? "f16" : "bf16", " block_m=", BM,
-                                        " block_n=", BN,
-                                        " stages=", STAGES));
+                                        " block_n=", BN, " stages=", STAGES, " persistent=", a.persistent));
 
   // Shared memory: Q (span j in rows BM*j..), then rings of K and V tiles (span j in rows BN*j..).
-  SmemTile sQ = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B);
+  // Q is a ring too, of two stages where they fit: the next tile's Q lands while this one runs.
+  // O goes out through its tile's Q stage, which is released once the TMA store has read it.
+  const int q_stages = 128 * SPANS * (2 * BM + 2 * STAGES * BN) <= 220 * 1024 ? 2 : 1;
+  SmemTile sQ = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B, q_stages);
   SmemTile sK = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, STAGES);
   SmemTile sV = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, STAGES);
-  Barriers q_full = k.SmemBarriers(1);
-  Pipeline k_ring(k, STAGES, /*consumers=*/W), v_ring(k, STAGES, /*consumers=*/W);  // a release per warpgroup
+  Pipeline q_ring(k, q_stages, /*consumers=*/W), k_ring(k, STAGES, /*consumers=*/W), v_ring(k, STAGES, /*consumers=*/W);
 
-  // This CTA's query tile, head and KV head; causal grids run the longest tiles first.
-  Value m_tiles = (S + (BM - 1)) / BM;
-  Value m_tile = a.causal ? m_tiles - 1 - k.BlockIdx(0) : k.BlockIdx(0);
-  Value h = k.BlockIdx(1), b = k.BlockIdx(2);
-  Value q_head = b * Hq + h, kv_head = b * Hkv + h / (Hq / Hkv);
-  Value m0 = m_tile * BM;
-  // Keys this tile sees: all of Skv, or causally up to its last row's diagonal (none if negative).
+  // Tile t: its first query row, head and KV head, and the key tiles it sees (all of Skv, or
+  // causally up to its last row's diagonal; none if that is negative).
   Value shift = Skv.To(s32) - S.To(s32);  // query i sees keys j <= i + shift
-  Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : Skv;
-  Value n_tiles = (n_end + (BN - 1)) / BN;
+  struct QueryTile {
+    Value m0, q_head, kv_head, n_tiles;
+  };
+  auto tile_of = [&](Value t) {
+    Value q_head = t / m_tiles, m = t % m_tiles;
+    Value h = q_head % Hq, b = q_head / Hq;
+    Value m0 = (a.causal ? m_tiles - 1 - m : m) * BM;
+    Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : Skv;
+    return QueryTile{m0, q_head, b * Hkv + h / (Hq / Hkv), (n_end + (BN - 1)) / BN};
+  };
+  // The producer hands each tile number to the consumers in a slot beside its Q stage: slot n % 4
+  // for the CTA's n-th tile, written before the stage's full barrier is armed (its arrive
+  // releases the write) and read once it completes. The slot's previous tile, n - 4, was read
+  // before Q stage n - 3 was released, which the producer waited for. A number past the last
+  // tile ends the walk.
+  SmemTile tile_slots = k.Smem(i32, 1, 4);
 
   k.If(k.ThreadIdx() == 0, [&] {
-    q_full[0].Init(1);
+    q_ring.Init();
     k_ring.Init();
     v_ring.Init();
   });
   k.SyncThreads();
 
-  // Producer: Q once, then K and V tile by tile (each its own ring, so S = Q K^T can start
-  // while V is still in flight).
+  // Producer: per tile, Q once, then K and V tile by tile (each its own ring, so S = Q K^T can
+  // start while V is still in flight).
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
     k.If(t == 0, [&] {
-      q_full[0].ArriveExpectTx({&tq});
-      k.TmaLoad(tq, sQ, q_full[0], {0, m0, 0, q_head});
-      Pipeline::Cursor k_at = k_ring.Start(), v_at = v_ring.Start();
-      k.For(0, n_tiles, 1, [&](Value j) {
-        k_ring.Produce(k_at, {{&tk, sK, {0, j * BN, 0, kv_head}}});
-        v_ring.Produce(v_at, {{&tv, sV, {0, j * BN, 0, kv_head}}});
-      });
+      Pipeline::Cursor q_at = q_ring.Start(), k_at = k_ring.Start(), v_at = v_ring.Start();
+      Regs n = k.Registers(Type::Of(i32), 1), now = k.Registers(Type::Of(i32), 1);
+      k.While(
+          [&] {
+            Value next = a.persistent ? AtomicAdd(tiles, 1) : Select(n[0] == 0, k.BlockIdx(0), total);
+            auto publish = [&] {
+              k.Store(tile_slots.At(0, n[0] % 4), next);
+              QueryTile q = tile_of(Select(next < total, next, k.I32(0)));  // the end: a Q nobody reads
+              q_ring.Produce(q_at, {{&tq, sQ, {0, q.m0, 0, q.q_head}}});
+            };
+            if (a.persistent)
+              publish();
+            else
+              k.If(next < total, publish);  // a CTA per tile: its consumers stop after one
+            n[0] = n[0] + 1;
+            now[0] = next;
+            return next < total;
+          },
+          [&] {
+            QueryTile q = tile_of(now[0]);
+            k.For(0, q.n_tiles, 1, [&](Value j) {
+              k_ring.Produce(k_at, {{&tk, sK, {0, j * BN, 0, q.kv_head}}});
+              v_ring.Produce(v_at, {{&tv, sV, {0, j * BN, 0, q.kv_head}}});
+            });
+          });
+      if (a.persistent)  // every CTA has taken its last number: the last one resets the counter
+        k.If(AtomicAdd(tiles + 1, 1) == k.GridDim(0) - 1, [&] {
+          k.Store(tiles, k.I32(0));
+          k.Store(tiles + 1, k.I32(0));
+        });
     });
   });
 
@@ -92,151 +137,193 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
     Value c = t % 128, wg = t / 128, row0 = wg * 64;
     const double log2e = M_LOG2E;
     Value scale_log2 = scale * log2e;
-    WgmmaAccumulator s = k.WgmmaAcc(BN), o = k.WgmmaAcc(D);
-    // Per thread: its two rows' running max (in scaled log2 units) and its share of their sums.
-    Regs row_max = k.Registers(Type::Of(f32), 2), row_sum = k.Registers(Type::Of(f32), 2);
-    row_max[0] = k.F32(-INFINITY);
-    row_max[1] = k.F32(-INFINITY);
-    Pipeline::Cursor k_at = k_ring.Start(), v_at = v_ring.Start();
-    q_full[0].Wait(0);
-
-    // The online softmax of one S tile: mask, new row maxima, P = exp2(S * scale_log2 - max)
-    // written over S, the sums rescaled by alpha = exp2(old max - new max); O is rescaled by
-    // alpha later (rescale_o), once the wgmma group adding to it has retired.
-    Regs alpha = k.Registers(Type::Of(f32), 2);
-    auto softmax = [&](Value n0, bool masked) {
-      Value limit[2];  // keys below this column are seen, per row half
-      for (int half = 0; half < 2 && masked; ++half) {
-        Value row = (m0 + row0 + s.Row(half)).To(s32);
-        limit[half] = a.causal ? Min(Skv.To(s32), row + 1 + shift) : Skv.To(s32);
-      }
-      Value tile_max[2] = {k.F32(-INFINITY), k.F32(-INFINITY)};
-      for (int p = 0; p < BN / 4; ++p)
-        for (int e = 0; e < 2; ++e) {
-          if (masked) {
-            Value col = (n0 + s.Col(p) + e).To(s32);
-            s[2 * p + e] = Select(col < limit[p % 2], s[2 * p + e], k.F32(-INFINITY));
-          }
-          tile_max[p % 2] = Max(tile_max[p % 2], s[2 * p + e]);
-        }
-      Value base[2];
-      for (int half = 0; half < 2; ++half) {
-        Value mx = tile_max[half];
-        mx = Max(mx, ShflXor(mx, 1));  // the four threads of a row
-        mx = Max(mx, ShflXor(mx, 2));
-        Value new_max = Max(row_max[half], mx * scale_log2);
-        base[half] = Select(new_max == k.F32(-INFINITY), k.F32(0), new_max);  // a row that saw only -inf
-        alpha[half] = Exp2(row_max[half] - base[half]);
-        row_max[half] = new_max;
-      }
-      Value sum[2] = {k.F32(0), k.F32(0)};
-      for (int p = 0; p < BN / 4; ++p)
-        for (int e = 0; e < 2; ++e) {
-          Value pv = Exp2(Fma(s[2 * p + e], scale_log2, -base[p % 2]));
-          s[2 * p + e] = pv;
-          sum[p % 2] = sum[p % 2] + pv;
-        }
-      for (int half = 0; half < 2; ++half) row_sum[half] = Fma(row_sum[half], alpha[half], sum[half]);
-    };
-    auto rescale_o = [&] {
-      for (int q = 0; q < D / 4; ++q)
-        for (int e = 0; e < 2; ++e) o[2 * q + e] = o[2 * q + e] * alpha[q % 2];
-    };
-
-    // The mainloop, FA3's order: in step j a warpgroup issues S = Q K_j and O += P_{j-1} V_{j-1}
-    // together, runs the softmax of S_j while P_{j-1} V_{j-1} is still on the tensor cores, then
-    // rescales O once that group retires. P lives in registers as the next wgmma's A fragments,
-    // so S's accumulator is free for the next tile. The two warpgroups take turns to issue
-    // in a ring (warpgroup w waits at named barrier 1 + w, then signals the next one's), so one's
-    // softmax runs under the others' GEMMs.
-    Regs p_frag = k.Registers(Type::Of(i32), BN / 4);  // P as bf16/f16 pairs, BN / 16 A fragments
+    Pipeline::Cursor q_at = q_ring.Start(), k_at = k_ring.Start(), v_at = v_ring.Start();
+    // The warpgroups take turns to issue their GEMMs, in a ring that runs on across tiles
+    // (warpgroup w waits at named barrier 1 + w, then signals the next one's).
     auto my_turn = [&] { k.NamedBarrier(wg + 1, 256); };
     auto their_turn = [&] { k.NamedBarrierArrive((wg + 1) % W + 1, 256); };
-    auto issue_s = [&](Value ks) {
-      for (int kk = 0; kk < D; kk += 16)
-        k.Wgmma(s, sQ, kk / 64 * BM + row0, sK.Stage(ks), kk / 64 * BN, kk % 64, /*scale_d=*/kk > 0);
-      k.WgmmaCommit();
-    };
-    auto issue_pv = [&](Value vs) {
-      for (int kk = 0; kk < BN; kk += 16)
-        k.Wgmma(o, {p_frag[kk / 4], p_frag[kk / 4 + 1], p_frag[kk / 4 + 2], p_frag[kk / 4 + 3]}, {sV.Stage(vs), /*mn_major=*/true, BN}, 0, kk);
-      k.WgmmaCommit();
-    };
-    // Masks only where a tile reaches past Skv or, causally, past its first row's diagonal.
-    auto softmax_of = [&](Value n0) {
-      Value needs_mask = (n0 + BN).To(s32) > (a.causal ? Min(Skv.To(s32), (m0 + 1).To(s32) + shift) : Skv.To(s32));
-      k.If(needs_mask, [&] { softmax(n0, true); }, [&] { softmax(n0, false); });
-    };
-    auto pack_p = [&] {
-      for (int f = 0; f < BN / 16; ++f) {
-        std::vector<Value> frag = s.FragmentA(f, in);
-        for (int r = 0; r < 4; ++r) p_frag[4 * f + r] = frag[r];
-      }
-    };
     k.If(wg == W - 1, [&] { k.NamedBarrierArrive(1, 256); });  // warpgroup 0 issues first
-    k.If(n_tiles > 0, [&] {
-      my_turn();
-      Value ks = k_ring.Acquire(k_at);
-      k.WgmmaFence();
-      issue_s(ks);
-      their_turn();
-      k.WgmmaWait(0);
-      k_ring.Release(ks, c);
-      softmax_of(k.I32(0));
-      pack_p();
-      Regs v_held = k.Registers(Type::Of(i32), 1);  // the V stage of P_{j-1} V_{j-1}
-      v_held[0] = v_ring.Acquire(v_at);
-      k.For(1, n_tiles, 1, [&](Value j) {
+    Regs n = k.Registers(Type::Of(i32), 1), now = k.Registers(Type::Of(i32), 2);  // {tile, Q stage}
+    // O leaves through its tile's Q stage; with two stages the stage is released during the next
+    // tile's first step, once the TMA store has surely read it, so no warp waits for the store
+    // (a wait that queues behind the next tile's loads). With one stage the producer needs it back
+    // first: released after the store.
+    const bool defer_q = q_stages == 2;
+    Regs q_held = k.Registers(Type::Of(i32), 1);  // the stage whose release is pending, or 2: none
+    q_held[0] = k.I32(2);
+    auto release_held_q = [&] {
+      k.If((c == 0) & (q_held[0] != 2), [&] {
+        k.BulkWait(0, /*smem_reads_only=*/true);
+        q_ring.Release(q_held[0], c);
+      });
+      q_held[0] = k.I32(2);
+    };
+    k.While(
+        [&] {
+          auto take = [&] {
+            now[1] = q_ring.Acquire(q_at);
+            now[0] = k.Load(tile_slots.At(0, n[0] % 4));
+          };
+          Value more = n[0] == 0;
+          if (a.persistent)
+            take();
+          else
+            k.If(more, take);
+          n[0] = n[0] + 1;
+          return a.persistent ? now[0] < total : more;
+        },
+        [&] {
+      QueryTile tile = tile_of(now[0]);
+      Value qs = now[1];
+      Value m0 = tile.m0, n_tiles = tile.n_tiles, q_head = tile.q_head;
+      WgmmaAccumulator s = k.WgmmaAcc(BN), o = k.WgmmaAcc(D);  // zeroed here, for each tile
+      // Per thread: its two rows' running max (in scaled log2 units) and its share of their sums.
+      Regs row_max = k.Registers(Type::Of(f32), 2), row_sum = k.Registers(Type::Of(f32), 2);
+      row_max[0] = k.F32(-INFINITY);
+      row_max[1] = k.F32(-INFINITY);
+      SmemTile sQs = sQ.Stage(qs);
+      // The online softmax of one S tile: mask, new row maxima, P = exp2(S * scale_log2 - max)
+      // written over S, the sums rescaled by alpha = exp2(old max - new max); O is rescaled by
+      // alpha later (rescale_o), once the wgmma group adding to it has retired.
+      Regs alpha = k.Registers(Type::Of(f32), 2);
+      auto softmax = [&](Value n0, bool masked) {
+        Value limit[2];  // keys below this column are seen, per row half
+        for (int half = 0; half < 2 && masked; ++half) {
+          Value row = (m0 + row0 + s.Row(half)).To(s32);
+          limit[half] = a.causal ? Min(Skv.To(s32), row + 1 + shift) : Skv.To(s32);
+        }
+        Value tile_max[2] = {k.F32(-INFINITY), k.F32(-INFINITY)};
+        for (int p = 0; p < BN / 4; ++p)
+          for (int e = 0; e < 2; ++e) {
+            if (masked) {
+              Value col = (n0 + s.Col(p) + e).To(s32);
+              s[2 * p + e] = Select(col < limit[p % 2], s[2 * p + e], k.F32(-INFINITY));
+            }
+            tile_max[p % 2] = Max(tile_max[p % 2], s[2 * p + e]);
+          }
+        Value base[2];
+        for (int half = 0; half < 2; ++half) {
+          Value mx = tile_max[half];
+          mx = Max(mx, ShflXor(mx, 1));  // the four threads of a row
+          mx = Max(mx, ShflXor(mx, 2));
+          Value new_max = Max(row_max[half], mx * scale_log2);
+          base[half] = Select(new_max == k.F32(-INFINITY), k.F32(0), new_max);  // a row that saw only -inf
+          alpha[half] = Exp2(row_max[half] - base[half]);
+          row_max[half] = new_max;
+        }
+        Value sum[2] = {k.F32(0), k.F32(0)};
+        for (int p = 0; p < BN / 4; ++p)
+          for (int e = 0; e < 2; ++e) {
+            Value pv = Exp2(Fma(s[2 * p + e], scale_log2, -base[p % 2]));
+            s[2 * p + e] = pv;
+            sum[p % 2] = sum[p % 2] + pv;
+          }
+        for (int half = 0; half < 2; ++half) row_sum[half] = Fma(row_sum[half], alpha[half], sum[half]);
+      };
+      auto rescale_o = [&] {
+        for (int q = 0; q < D / 4; ++q)
+          for (int e = 0; e < 2; ++e) o[2 * q + e] = o[2 * q + e] * alpha[q % 2];
+      };
+
+      // The mainloop, FA3's order: in step j a warpgroup issues S = Q K_j and O += P_{j-1} V_{j-1}
+      // together, runs the softmax of S_j while P_{j-1} V_{j-1} is still on the tensor cores, then
+      // rescales O once that group retires. P lives in registers as the next wgmma's A fragments,
+      // so S's accumulator is free for the next tile. The two warpgroups take turns to issue
+      // in the ring above, so one's softmax runs under the others' GEMMs.
+      Regs p_frag = k.Registers(Type::Of(i32), BN / 4);  // P as bf16/f16 pairs, BN / 16 A fragments
+      auto issue_s = [&](Value ks) {
+        for (int kk = 0; kk < D; kk += 16)
+          k.Wgmma(s, sQs, kk / 64 * BM + row0, sK.Stage(ks), kk / 64 * BN, kk % 64, /*scale_d=*/kk > 0);
+        k.WgmmaCommit();
+      };
+      auto issue_pv = [&](Value vs) {
+        for (int kk = 0; kk < BN; kk += 16)
+          k.Wgmma(o, {p_frag[kk / 4], p_frag[kk / 4 + 1], p_frag[kk / 4 + 2], p_frag[kk / 4 + 3]}, {sV.Stage(vs), /*mn_major=*/true, BN}, 0, kk);
+        k.WgmmaCommit();
+      };
+      // Masks only where a tile reaches past Skv or, causally, past its first row's diagonal.
+      auto softmax_of = [&](Value n0) {
+        Value needs_mask = (n0 + BN).To(s32) > (a.causal ? Min(Skv.To(s32), (m0 + 1).To(s32) + shift) : Skv.To(s32));
+        k.If(needs_mask, [&] { softmax(n0, true); }, [&] { softmax(n0, false); });
+      };
+      auto pack_p = [&] {
+        for (int f = 0; f < BN / 16; ++f) {
+          std::vector<Value> frag = s.FragmentA(f, in);
+          for (int r = 0; r < 4; ++r) p_frag[4 * f + r] = frag[r];
+        }
+      };
+      if (defer_q) k.If(n_tiles == 0, release_held_q);  // no first step to release it in
+      k.If(n_tiles > 0, [&] {
         my_turn();
         Value ks = k_ring.Acquire(k_at);
         k.WgmmaFence();
         issue_s(ks);
+        their_turn();
+        k.WgmmaWait(0);
+        k_ring.Release(ks, c);
+        if (defer_q) release_held_q();
+        softmax_of(k.I32(0));
+        pack_p();
+        Regs v_held = k.Registers(Type::Of(i32), 1);  // the V stage of P_{j-1} V_{j-1}
+        v_held[0] = v_ring.Acquire(v_at);
+        k.For(1, n_tiles, 1, [&](Value j) {
+          my_turn();
+          Value ks = k_ring.Acquire(k_at);
+          k.WgmmaFence();
+          issue_s(ks);
+          issue_pv(v_held[0]);
+          their_turn();
+          k.WgmmaWait(1);  // S_j is in; P_{j-1} V_{j-1} may still run
+          k_ring.Release(ks, c);
+          softmax_of(j * BN);
+          k.WgmmaWait(0);
+          v_ring.Release(v_held[0], c);
+          rescale_o();
+          pack_p();
+          v_held[0] = v_ring.Acquire(v_at);
+        });
+        my_turn();
+        k.WgmmaFence();
         issue_pv(v_held[0]);
         their_turn();
-        k.WgmmaWait(1);  // S_j is in; P_{j-1} V_{j-1} may still run
-        k_ring.Release(ks, c);
-        softmax_of(j * BN);
         k.WgmmaWait(0);
         v_ring.Release(v_held[0], c);
-        rescale_o();
-        pack_p();
-        v_held[0] = v_ring.Acquire(v_at);
       });
-      my_turn();
-      k.WgmmaFence();
-      issue_pv(v_held[0]);
-      their_turn();
-      k.WgmmaWait(0);
-      v_ring.Release(v_held[0], c);
-    });
-    k.If(wg == 0, [&] { my_turn(); });  // takes the last warpgroup's last signal: barrier 1 ends balanced
 
-    // O / sum and lse, per row half; then O through this warpgroup's rows of Q's tile (its own
-    // wgmmas, the only readers, have retired) and a clipped TMA store.
-    Value inv[2];
-    for (int half = 0; half < 2; ++half) {
-      Value total = row_sum[half];
-      total = total + ShflXor(total, 1);
-      total = total + ShflXor(total, 2);
-      inv[half] = Select(total > 0.0, Rcp(total), k.F32(0));
-      Value row = m0 + row0 + o.Row(half);
-      Value lse_value = Select(total > 0.0, (row_max[half] + Log2(total)) * M_LN2, k.F32(-INFINITY));
-      k.If((c % 4 == 0) & (row < S), [&] { k.Store(lse + (q_head.To(i64) * S.To(i64) + row.To(i64)), lse_value); });
-    }
-    for (int p = 0; p < D / 4; ++p) {
-      const int span = p / 2 * 8 / 64;  // which 64 columns of D this pair lies in
-      Value x = o[2 * p] * inv[p % 2], y = o[2 * p + 1] * inv[p % 2];
-      k.Store(sQ.At(span * BM + row0 + o.Row(p), o.Col(p) - span * 64), in == f16 ? PackF16x2(x, y) : PackBf16x2(x, y));
-    }
-    k.FenceProxyAsync();
-    k.NamedBarrier(wg + 1 + W, 128);
-    for (int x = 0; x < W; ++x)
-      k.If((c == 0) & (wg == x), [&] {
-        for (int span = 0; span < SPANS; ++span)
-          k.TmaStore(to, sQ.Rows(span * BM + x * 64, 64), {0, m0 + x * 64, span, q_head});
-        k.BulkCommit();
-        k.BulkWait(0);
-      });
+      // O / sum and lse, per row half; then O through this warpgroup's rows of Q's stage (its own
+      // wgmmas, the only readers, have retired) and a clipped TMA store; the stage is free for the
+      // next Q once the store has read it.
+      Value inv[2];
+      for (int half = 0; half < 2; ++half) {
+        Value total = row_sum[half];
+        total = total + ShflXor(total, 1);
+        total = total + ShflXor(total, 2);
+        inv[half] = Select(total > 0.0, Rcp(total), k.F32(0));
+        Value row = m0 + row0 + o.Row(half);
+        Value lse_value = Select(total > 0.0, (row_max[half] + Log2(total)) * M_LN2, k.F32(-INFINITY));
+        k.If((c % 4 == 0) & (row < S), [&] { k.Store(lse + (q_head.To(i64) * S.To(i64) + row.To(i64)), lse_value); });
+      }
+      for (int p = 0; p < D / 4; ++p) {
+        const int span = p / 2 * 8 / 64;  // which 64 columns of D this pair lies in
+        Value x = o[2 * p] * inv[p % 2], y = o[2 * p + 1] * inv[p % 2];
+        k.Store(sQs.At(span * BM + row0 + o.Row(p), o.Col(p) - span * 64), in == f16 ? PackF16x2(x, y) : PackBf16x2(x, y));
+      }
+      k.FenceProxyAsync();
+      k.NamedBarrier(wg + 1 + W, 128);
+      for (int x = 0; x < W; ++x)
+        k.If((c == 0) & (wg == x), [&] {
+          for (int span = 0; span < SPANS; ++span)
+            k.TmaStore(to, sQs.Rows(span * BM + x * 64, 64), {0, m0 + x * 64, span, q_head});
+          k.BulkCommit();
+          if (!defer_q) {
+            k.BulkWait(0, /*smem_reads_only=*/true);
+            q_ring.Release(qs, c);
+          }
+        });
+      if (defer_q) q_held[0] = qs;
+        });
+    k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });  // the last store has read its stage
+    k.If(wg == 0, [&] { my_turn(); });  // takes the last warpgroup's last signal: barrier 1 ends balanced
   });
   return k.Build();
 }
@@ -252,6 +339,8 @@ ExampleFamily AttentionFamily() {
                   },
                   {}};
   f.bundled = BundledAttentionVariants();
+  for (const char* v : {"d128", "d128.f16", "d128.causal", "d128.f16.causal"})  // the entry point's persistent picks
+    f.bundled.push_back(absl::StrCat(v, ".persist"));
   return f;
 }
 

@@ -74,7 +74,7 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedBlackwellAttention, ::testing::Values
 // The Hopper kernel's other tilings (three consumer warpgroups, 176-key tiles, deeper rings) at
 // ragged sizes, through the entry point's kernel override.
 TEST(EmulatedAttention, OtherTilings) {
-  for (const char* tiling : {"wg3", "bn176", "bn64.st3", "wg3.bn192"})
+  for (const char* tiling : {"wg3", "bn176", "bn64.st3", "wg3.bn192", "persist", "wg3.persist"})
     for (bool causal : {false, true}) {
       rt::AttentionOptions o{.causal = causal};
       o.kernel = absl::StrCat("attention/hopper.d64", causal ? ".causal" : "", ".", tiling);
@@ -83,6 +83,11 @@ TEST(EmulatedAttention, OtherTilings) {
   rt::AttentionOptions o;
   o.kernel = "attention/hopper.d128.bn176";
   ExpectCorrect({{.b = 1, .hq = 1, .hkv = 1, .s = 130, .skv = 400, .d = 128}, o});
+  // Persistent CTAs at D = 256 (one Q stage: each tile's stage comes back after its store), the
+  // three SMs of the emulated GPU walking six query tiles.
+  o.kernel = "attention/hopper.d256.causal.persist";
+  o.causal = true;
+  ExpectCorrect({{.b = 2, .hq = 3, .hkv = 1, .s = 140, .skv = 140, .d = 256}, o});
 }
 
 TEST(EmulatedAttention, Fp16AndAScaleOfItsOwn) {
@@ -133,6 +138,19 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   other.kernel = "attention/hopper.d128.wgx";
   EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
   EXPECT_EQ(rt::PlanAttention({}, {}, ok, 100)->kernel, "attention/blackwell.d128");
+  // Persistent CTAs where query tiles are short: D = 128 with up to 12 key tiles a query tile on
+  // average.
+  auto planned = [&](int64_t s, bool causal) {
+    return rt::PlanAttention({.b = 1, .hq = 16, .hkv = 16, .s = s, .skv = s, .d = 128}, {.causal = causal}, ok, 90)
+        ->kernel;
+  };
+  EXPECT_EQ(planned(1024, false), "attention/hopper.d128.persist");
+  EXPECT_EQ(planned(1536, false), "attention/hopper.d128.persist");
+  EXPECT_EQ(planned(2048, false), "attention/hopper.d128");
+  EXPECT_EQ(planned(3000, true), "attention/hopper.d128.causal.persist");
+  EXPECT_EQ(planned(4096, true), "attention/hopper.d128.causal");
+  other.kernel = "attention/hopper.d128";  // a persistent plan run by a CTA per tile: allowed
+  EXPECT_TRUE(rt::PlanAttention({.s = 1024, .skv = 1024}, other, ok, 90).ok());
 }
 
 }  // namespace

@@ -80,7 +80,8 @@ class Kernel {
   // A global i32 table the launcher builds on the host (a Hilbert tile order).
   Value ScheduleTableParam(const std::string& name, const ScheduleTable& spec, Loc loc = Loc::current());
   // Global scratch memory of `elem`s the launcher allocates and keeps (rt::WorkspaceParam):
-  // `bytes_per_partial` for each partial slot of the work table parameter `table`, zeroed once.
+  // `bytes_per_partial` for each partial slot of the work table parameter `table`, zeroed once;
+  // with `table` "", `bytes_per_partial` in all (a counter of tiles handed out).
   Value WorkspaceParam(const std::string& name, Scalar elem, const std::string& table, int64_t bytes_per_partial,
                        Loc loc = Loc::current());
   // Grid dims as rules of the integer parameters, e.g. Grid("N/128", "M/128") or Grid("rows/16").

@@ -76,9 +76,11 @@ struct ScheduleTableParam {
 // partial slot the work table `table` (a schedule table parameter) uses at this launch, zeroed
 // when first allocated. The kernel must leave it as it expects to find it (counters back at
 // zero); launches that share a loaded kernel share it, so they must be ordered (one stream).
+// With no table ("-" in the bundle), `bytes_per_partial` is the whole size (a tile counter).
 struct WorkspaceParam {
   std::string table;
   int64_t bytes_per_partial = 0;
+  int64_t Bytes(int64_t partials) const { return table.empty() ? bytes_per_partial : partials * bytes_per_partial; }
 };
 
 // A launch-time rule: integer parameter `symbol` must be a multiple of `multiple` (a kernel's
