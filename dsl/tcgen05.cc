@@ -2,7 +2,9 @@
 // tiles, commit, loads, fences.
 #include <algorithm>
 
+#include <functional>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
@@ -188,33 +190,61 @@ void Kernel::TcgenFenceAfterSync(Loc loc) {
                                      mlir::NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC);
 }
 
+namespace {
+
+// What both forms of TcgenMma check besides their tiles: the instruction descriptor for the
+// shape, N against the accumulator's columns, A and B of one type, an i1 accumulate flag.
+// nullopt after a Fail.
+std::optional<uint32_t> CheckedInstr(KernelState& s, const tcgen05::InstrF16& shape, int cta_group, int columns,
+                                     const Loc& allocated, Scalar a_elem, Scalar b_elem, const Operand& accumulate,
+                                     const Loc& loc) {
+  absl::StatusOr<uint32_t> idesc = tcgen05::EncodeInstr(shape, cta_group);
+  if (!idesc.ok()) return s.Fail(std::string(idesc.status().message()), loc), std::nullopt;
+  if (shape.n > columns)
+    return s.Fail(absl::StrCat("an N = ", shape.n, " accumulator needs ", shape.n,
+                               " tensor memory columns; the allocation (", LocString(allocated), ") has ", columns),
+                  loc),
+           std::nullopt;
+  if (a_elem != b_elem)
+    return s.Fail("tcgen05.mma A and B tiles hold different types", loc), std::nullopt;
+  if (!Access::IsImm(accumulate) && Access::Val(accumulate).type() != Type::Of(Scalar::kI1))
+    return s.Fail("tcgen05.mma's accumulate flag is an i1 (a comparison) or 0/1", loc), std::nullopt;
+  return *idesc;
+}
+
+// tcgen05.mma kind::f16 into the accumulator at `daddr`, from the operands' descriptors.
+// The descriptors are built as the op's operands are (one expression), so the emitted order of
+// their instructions does not depend on the caller.
+void EmitTcgenMma(KernelState& s, int cta_group, const Value& daddr, uint32_t idesc,
+                  const std::function<mlir::Value()>& a_desc, const std::function<mlir::Value()>& b_desc,
+                  const Operand& accumulate, const Loc& loc) {
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value idesc_v = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(idesc), 32);
+  mlir::NVVM::Tcgen05MMAOp::create(s.builder, l, mlir::NVVM::Tcgen05MMAKind::F16, Group(cta_group),
+                                   mlir::NVVM::Tcgen05MMACollectorOp::DISCARD, /*aShift=*/false,
+                                   TmemPtr(s, daddr, l), a_desc(), b_desc(), idesc_v,
+                                   s.Materialize(accumulate, Type::Of(Scalar::kI1)), mlir::Value(), mlir::Value());
+}
+
+}  // namespace
+
 void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a, const Operand& a_row0,
                       const SmemTile& b, const Operand& b_row0, int k0, const Operand& accumulate,
                       int m, int n, Loc loc) {
   KernelState& s = *state_;
   if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns_ == 0 || !detail::UseTcgenGroup(s, d.cta_group_, loc)) return;
-  absl::StatusOr<uint32_t> idesc = tcgen05::EncodeInstr(
-      {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16}, d.cta_group_);
-  if (!idesc.ok()) return Fail(std::string(idesc.status().message()), loc);
-  if (n > d.columns_) return Fail(absl::StrCat("an N = ", n, " accumulator needs ", n,
-                                               " tensor memory columns; the allocation (", LocString(d.loc_),
-                                               ") has ", d.columns_), loc);
   const int rows_a = d.cta_group_ == 2 ? m / 2 : m;  // a CTA pair splits A's rows
-  if (!CheckMmaTile(s, a, "A", rows_a, a_row0, k0, loc) || !CheckMmaTile(s, b, "B", d.cta_group_ == 2 ? n / 2 : n, b_row0, k0, loc))
+  // The tiles are checked after the shape: a shape tcgen05.mma lacks is the first thing to say.
+  std::optional<uint32_t> idesc = CheckedInstr(s, {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16},
+                                               d.cta_group_, d.columns_, d.loc_, a.elem(), b.elem(), accumulate, loc);
+  if (!idesc || !CheckMmaTile(s, a, "A", rows_a, a_row0, k0, loc) ||
+      !CheckMmaTile(s, b, "B", d.cta_group_ == 2 ? n / 2 : n, b_row0, k0, loc))
     return;
-  if (a.elem() != b.elem()) return Fail("tcgen05.mma A and B tiles hold different types", loc);
-  const Type i1 = Type::Of(Scalar::kI1);
-  if (!Access::IsImm(accumulate) && Access::Val(accumulate).type() != i1)
-    return Fail("tcgen05.mma's accumulate flag is an i1 (a comparison) or 0/1", loc);
-  mlir::Location l = s.ToLoc(loc);
   const Type i32 = Type::Of(Scalar::kI32);
   Value daddr = d.Base(loc) + s.Wrap(s.Materialize(d_column, i32), i32);
-  mlir::Value idesc_v = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(*idesc), 32);
-  mlir::NVVM::Tcgen05MMAOp::create(
-      s.builder, l, mlir::NVVM::Tcgen05MMAKind::F16, Group(d.cta_group_),
-      mlir::NVVM::Tcgen05MMACollectorOp::DISCARD, /*aShift=*/false, TmemPtr(s, daddr, l),
-      SmemDescriptor(s, a, a_row0, k0, loc), SmemDescriptor(s, b, b_row0, k0, loc), idesc_v,
-      s.Materialize(accumulate, i1), mlir::Value(), mlir::Value());
+  EmitTcgenMma(
+      s, d.cta_group_, daddr, *idesc, [&] { return SmemDescriptor(s, a, a_row0, k0, loc); },
+      [&] { return SmemDescriptor(s, b, b_row0, k0, loc); }, accumulate, loc);
 }
 
 void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a, const Operand& a_row0, int a_k0,
@@ -228,23 +258,15 @@ void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
   if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns_ == 0) return;
   if (d.cta_group_ != 1) return Fail("tcgen05.mma with an MN-major B is built for one CTA (cta_group 1)", loc);
   if (!detail::UseTcgenGroup(s, 1, loc)) return;
-  absl::StatusOr<uint32_t> idesc =
-      tcgen05::EncodeInstr({.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16, .transpose_b = true}, 1);
-  if (!idesc.ok()) return Fail(std::string(idesc.status().message()), loc);
-  if (n > d.columns_) return Fail(absl::StrCat("an N = ", n, " accumulator needs ", n,
-                                               " tensor memory columns; the allocation (", LocString(d.loc_),
-                                               ") has ", d.columns_), loc);
-  if (!CheckMmaTile(s, a, "A", m, a_row0, a_k0, loc) ||
+  std::optional<uint32_t> idesc =
+      CheckedInstr(s, {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16, .transpose_b = true}, 1, d.columns_,
+                   d.loc_, a.elem(), b.elem(), accumulate, loc);
+  if (!idesc || !CheckMmaTile(s, a, "A", m, a_row0, a_k0, loc) ||
       !detail::CheckMnMajorTile(s, bt, "tcgen05.mma", "B", n, b_row0, b_k0, loc))
     return;
-  if (a.elem() != b.elem()) return Fail("tcgen05.mma A and B tiles hold different types", loc);
-  const Type i1 = Type::Of(Scalar::kI1);
-  if (!Access::IsImm(accumulate) && Access::Val(accumulate).type() != i1)
-    return Fail("tcgen05.mma's accumulate flag is an i1 (a comparison) or 0/1", loc);
   mlir::Location l = s.ToLoc(loc);
   const Type i32 = Type::Of(Scalar::kI32);
   Value daddr = d.Base(loc) + s.Wrap(s.Materialize(d_column, i32), i32);
-  mlir::Value idesc_v = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(*idesc), 32);
   // The MN-major descriptor (PTX ISA, tcgen05 shared memory descriptor and canonical layouts):
   // LBO between blocks of columns of N, SBO between 8 rows of K, swizzle in bits 61-63.
   const detail::MnMajorOffsets o = detail::MnMajorOffsetsOf(bt);
@@ -257,10 +279,9 @@ void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
   mlir::Value b_desc = mlir::arith::OrIOp::create(
       s.builder, l, detail::MnMajorStartField(s, bt, b_row0, b_k0, loc),
       mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64));
-  mlir::NVVM::Tcgen05MMAOp::create(s.builder, l, mlir::NVVM::Tcgen05MMAKind::F16, Group(1),
-                                   mlir::NVVM::Tcgen05MMACollectorOp::DISCARD, /*aShift=*/false, TmemPtr(s, daddr, l),
-                                   SmemDescriptor(s, a, a_row0, a_k0, loc), b_desc, idesc_v,
-                                   s.Materialize(accumulate, i1), mlir::Value(), mlir::Value());
+  EmitTcgenMma(
+      s, 1, daddr, *idesc, [&] { return SmemDescriptor(s, a, a_row0, a_k0, loc); }, [&] { return b_desc; },
+      accumulate, loc);
 }
 
 void Kernel::TcgenCommit(const Barrier& bar, int cta_group, const Value& cta_mask, Loc loc) {

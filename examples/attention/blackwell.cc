@@ -22,20 +22,15 @@
 namespace kiln::examples {
 namespace {
 
-absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, const AttentionShape& a) {
+absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, AttentionShape a) {
   const int D = a.d, BM = 128, BN = D == 256 ? 64 : 128, SPANS = D / 64, STAGES = 2, CHUNK = 32;
   const Scalar in = a.in;
   Kernel k(name, sm100a(), {192});
   if (a.warpgroups || a.block_n || a.stages || a.persistent)
     k.Fail("attention/blackwell has one tiling; it takes no wg/bn/st/persist option");
-  Value B = k.I32Param("B"), Hq = k.I32Param("Hq"), Hkv = k.I32Param("Hkv");
-  Value S = k.I32Param("S"), Skv = k.I32Param("Skv");
-  Value scale = k.F32Param("scale");
-  TensorMap tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", D, BM, SPANS, in));
-  TensorMap tk = k.TmaParam("tmK", HeadMap(k, "K", "Skv", "B*Hkv", D, BN, SPANS, in));
-  TensorMap tv = k.TmaParam("tmV", HeadMap(k, "V", "Skv", "B*Hkv", D, BN, SPANS, in));
-  TensorMap to = k.TmaParam("tmO", HeadMap(k, "O", "S", "B*Hq", D, BM, 1, in));
-  Value lse = k.PtrParam("lse", f32);
+  const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/BM);
+  const Value &B = p.B, &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv, &scale = p.scale, &lse = p.lse;
+  const TensorMap &tq = p.tq, &tk = p.tk, &tv = p.tv, &to = p.to;
   k.Grid(absl::StrCat("S/", BM), "Hq", "B");
   k.Attribute("attention", absl::StrCat("d=", D, " causal=", a.causal, " in=", in == f16 ? "f16" : "bf16", " block_m=", BM,
                                         " block_n=", BN));
@@ -202,17 +197,11 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, const
 }
 
 ExampleFamily BlackwellAttentionFamily() {
-  ExampleFamily f{"attention/blackwell",
-                  "FlashAttention forward for sm_100a: S and O in tensor memory, a TMA warp, an MMA warp, a softmax "
-                  "warpgroup (a row a thread) that rescales O in tensor memory; head dims 64/128/256, bf16/f16, causal",
-                  [](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
-                    absl::StatusOr<AttentionShape> a = ParseAttention(options);
-                    if (!a.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", a.status().message()));
-                    return BuildBlackwellAttention(name, *a);
-                  },
-                  {}};
-  f.bundled = BundledAttentionVariants();
-  return f;
+  return AttentionFamilyOf("attention/blackwell",
+                           "FlashAttention forward for sm_100a: S and O in tensor memory, a TMA warp, an MMA warp, a "
+                           "softmax warpgroup (a row a thread) that rescales O in tensor memory; head dims 64/128/256, "
+                           "bf16/f16, causal",
+                           BuildBlackwellAttention);
 }
 
 }  // namespace

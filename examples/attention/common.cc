@@ -65,4 +65,29 @@ rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& row
   return t;
 }
 
+AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n, int o_rows) {
+  const int spans = a.d / 64;
+  AttentionParams p;
+  p.B = k.I32Param("B"), p.Hq = k.I32Param("Hq"), p.Hkv = k.I32Param("Hkv");
+  p.S = k.I32Param("S"), p.Skv = k.I32Param("Skv");
+  p.scale = k.F32Param("scale");
+  p.tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", a.d, block_m, spans, a.in));
+  p.tk = k.TmaParam("tmK", HeadMap(k, "K", "Skv", "B*Hkv", a.d, block_n, spans, a.in));
+  p.tv = k.TmaParam("tmV", HeadMap(k, "V", "Skv", "B*Hkv", a.d, block_n, spans, a.in));
+  p.to = k.TmaParam("tmO", HeadMap(k, "O", "S", "B*Hq", a.d, o_rows, 1, a.in));
+  p.lse = k.PtrParam("lse", f32);
+  return p;
+}
+
+ExampleFamily AttentionFamilyOf(const std::string& base, const std::string& summary, BuildAttentionFn build) {
+  ExampleFamily f{base, summary,
+                  [build](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
+                    absl::StatusOr<AttentionShape> a = ParseAttention(options);
+                    if (!a.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", a.status().message()));
+                    return build(name, *a);
+                  },
+                  BundledAttentionVariants()};
+  return f;
+}
+
 }  // namespace kiln::examples

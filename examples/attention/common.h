@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "examples/registry.h"
 #include "kiln/kernel.h"
 
 namespace kiln::examples {
@@ -39,5 +40,19 @@ std::vector<std::string> BundledAttentionVariants();
 // past `rows` read as zeros and are not written.
 rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& rows, const std::string& heads, int d,
                            int box_rows, int spans, Scalar in);
+
+// The parameters of every attention kernel (the entry point passes them by name): the sizes, the
+// softmax scale, maps that land Q in boxes of `block_m` rows, K and V of `block_n` rows (all D
+// columns), O's map (boxes of `o_rows` rows by 64 columns) and lse.
+struct AttentionParams {
+  Value B, Hq, Hkv, S, Skv, scale, lse;
+  TensorMap tq, tk, tv, to;
+};
+AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n, int o_rows);
+
+// A family of attention kernels named "<base>.<options>" (ParseAttention), every head dimension,
+// type and mask bundled.
+using BuildAttentionFn = absl::StatusOr<KernelDef> (*)(const std::string& name, AttentionShape a);
+ExampleFamily AttentionFamilyOf(const std::string& base, const std::string& summary, BuildAttentionFn build);
 
 }  // namespace kiln::examples

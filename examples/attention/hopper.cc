@@ -34,14 +34,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   Kernel k(name, sm90a(), {128 * (W + 1)});
   if (W < 2 || W > 3) k.Fail(absl::StrCat("attention takes 2 or 3 consumer warpgroups, not ", W));
   if (BN % 16 || BN < 16 || BN > 256) k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 256"));
-  Value B = k.I32Param("B"), Hq = k.I32Param("Hq"), Hkv = k.I32Param("Hkv");
-  Value S = k.I32Param("S"), Skv = k.I32Param("Skv");
-  Value scale = k.F32Param("scale");
-  TensorMap tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", D, BM, SPANS, in));
-  TensorMap tk = k.TmaParam("tmK", HeadMap(k, "K", "Skv", "B*Hkv", D, BN, SPANS, in));
-  TensorMap tv = k.TmaParam("tmV", HeadMap(k, "V", "Skv", "B*Hkv", D, BN, SPANS, in));
-  TensorMap to = k.TmaParam("tmO", HeadMap(k, "O", "S", "B*Hq", D, 64, 1, in));
-  Value lse = k.PtrParam("lse", f32);
+  const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/64);
+  const Value &B = p.B, &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv, &scale = p.scale, &lse = p.lse;
+  const TensorMap &tq = p.tq, &tk = p.tk, &tv = p.tv, &to = p.to;
 
   // The work: query tiles t of BM rows, head-major and, within a head, the longest first (causal
   // tiles end at their diagonal). A persistent CTA (one per SM) takes its next tile from a counter
@@ -329,16 +324,11 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
 }
 
 ExampleFamily AttentionFamily() {
-  ExampleFamily f{"attention/hopper",
-                  "FlashAttention forward for sm_90a: TMA pipelines for K and V, two consumer warpgroups, online "
-                  "softmax in registers, P*V with P from registers; head dims 64/128/256, bf16/f16, causal",
-                  [](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
-                    absl::StatusOr<AttentionShape> a = ParseAttention(options);
-                    if (!a.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", a.status().message()));
-                    return BuildAttention(name, *a);
-                  },
-                  {}};
-  f.bundled = BundledAttentionVariants();
+  ExampleFamily f = AttentionFamilyOf("attention/hopper",
+                                      "FlashAttention forward for sm_90a: TMA pipelines for K and V, two consumer "
+                                      "warpgroups, online softmax in registers, P*V with P from registers; head dims "
+                                      "64/128/256, bf16/f16, causal",
+                                      BuildAttention);
   for (const char* v : {"d128", "d128.f16", "d128.causal", "d128.f16.causal"})  // the entry point's persistent picks
     f.bundled.push_back(absl::StrCat(v, ".persist"));
   return f;
