@@ -36,6 +36,13 @@ constexpr Candidate kSm90[] = {
     // Not weighed for M <= 128: its 64-wide tiles streamed B slower than the model says at every
     // shape but two, where it was within 8% of the others (docs/PERF.md, "M <= 64").
     {"gemm/bf16_sm90_n64", 128, 64, 128, 0.6},
+    // Tiles that let the 128 CTAs hold a 128- or 256-row problem in one wave (N = 6144: 128 tiles
+    // of 96 for 256 rows; N = 10240: 128 of 80 for 128 rows, 64 pairs of 160 for 256). Speeds from
+    // kiln tune at those shapes (docs/PERF.md, "Tiles for one wave"): against cuBLAS, n160 0.97 and
+    // n96 0.98-0.99 where they fill the GPU, n80 0.90 at 256 rows where it takes two waves.
+    {"gemm/bf16_sm90_n80", 128, 80, 128, 0.85, 7 * 80 * 128},
+    {"gemm/bf16_sm90_n96", 128, 96, 128, 0.9, 7 * 96 * 128},
+    {"gemm/bf16_sm90_n160", 256, 160, 64, 0.95},
 };
 
 // A split tile part's partial round trip (written by every part, read back by the last, with a
@@ -98,6 +105,9 @@ bool Weighed(const Candidate& c, int split) {
   return c.max_parts == 0 || (split >= 1 && split <= c.max_parts);
 }
 
+// MN-major operands are read in 64-wide blocks of the tile's M and N.
+bool Reads(const Candidate& c, bool mn_major) { return !mn_major || (c.tile_n % 64 == 0 && c.tile_m % 64 == 0); }
+
 // Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md).
 bool Skinny(const GemmSize& s) { return s.k % 8 == 0 && s.m <= 4; }
 
@@ -116,7 +126,7 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool mn_maj
     int best_split = 1;
     for (const Candidate& c : kSm90)
       for (int split : kSplits)  // a tie keeps the earlier: whole tiles before splits
-        if (split != 0 && c.ring_b_bytes && Weighed(c, split) &&
+        if (split != 0 && c.ring_b_bytes && Weighed(c, split) && Reads(c, mn_major) &&
             (!best || StreamUs(c, s, split) < StreamUs(*best, s, best_split) - 1e-9))
           best = &c, best_split = split;
     return {best->kernel,
@@ -129,7 +139,7 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool mn_maj
   int best_split = 1;
   for (const Candidate& c : kSm90)
     for (int split : kSplits)  // a tie keeps the earlier: whole tiles before splits
-      if (Weighed(c, split) && Efficiency(c, s, split) > Efficiency(*best, s, best_split) + 1e-9)
+      if (Weighed(c, split) && Reads(c, mn_major) && Efficiency(c, s, split) > Efficiency(*best, s, best_split) + 1e-9)
         best = &c, best_split = split;
   return {best->kernel,
           absl::StrFormat("%dx%d tiles, %d in flight, %s: %.0f%% of the machine's time useful by the tile, wave and "
@@ -231,7 +241,12 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   const bool mn_major = options.a_mn || options.b_mn;
   GemmChoice c = ChooseGemmTile(s, compute_capability, mn_major);
   const GemmChoice* best = tuned ? tuned->Find(compute_capability, s) : nullptr;
-  if (best && mn_major && best->kernel == "gemm/bf16_skinny") best = nullptr;  // K-major only
+  if (best && mn_major) {  // the skinny kernel and the tiles of 80, 96, 160 columns read K-major operands only
+    const Candidate* tile = nullptr;
+    for (const Candidate& x : kSm90)
+      if (best->kernel == x.kernel) tile = &x;
+    if (!tile || !Reads(*tile, true)) best = nullptr;
+  }
   if (best) {
     const std::vector<GemmChoice> can = GemmCandidates(s, compute_capability);
     if (std::any_of(can.begin(), can.end(),

@@ -186,7 +186,7 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
     k.If(r == 0, [&] {
       for (int span = 0; span < SPANS; ++span) k.TmaStore(to, sQ.Rows(span * BM, BM), {0, m0, span, q_head});
       k.BulkCommit();
-      k.BulkWait(0);
+      k.BulkWait(0, /*smem_reads_only=*/true);  // the CTA may end while O lands (as on Hopper)
     });
   });
 

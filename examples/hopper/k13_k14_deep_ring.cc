@@ -38,7 +38,9 @@ struct Shape {
 absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ragged = false, Shape shape = {}) {
   const int BM = shape.bm, BN = shape.bn, STAGES = shape.stages, CLUSTER = shape.cluster, GROUPS = 128 / CLUSTER;
   const int CONSUMERS = BM / 64;
-  const int PIECE_N = std::min(BN, 128);  // columns of C per staged TMA store
+  // Columns of C per staged TMA store: the whole tile up to 128, else 128-column pieces, or two
+  // halves where 128 does not divide it (160: two of 80).
+  const int PIECE_N = BN <= 128 ? BN : BN % 128 == 0 ? 128 : BN / 2;
   const Scalar in = shape.variant.in, out = shape.variant.epilogue.out;
   // C stored from registers: f32 (stmatrix moves 16-bit elements), or where M is no multiple of 8
   // (C's map would need 16-byte column strides).
@@ -214,18 +216,42 @@ KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_m64, "gemm/bf16_sm90_m64",
 KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n64, "gemm/bf16_sm90_n64",
                      "the entry point's kernel for narrow deep shapes: 128x64 tiles, no cluster, 8 stages",
                      [] { return Build("gemm/bf16_sm90_n64", true, /*ragged=*/true, {.bn = 64, .stages = 8, .cluster = 1}); });
+KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n80, "gemm/bf16_sm90_n80",
+                     "the entry point's kernel for 128-row problems whose N splits into 128 columns of 80: 128x80 "
+                     "tiles, no cluster, 7 stages",
+                     [] { return Build("gemm/bf16_sm90_n80", true, /*ragged=*/true, {.bn = 80, .stages = 7, .cluster = 1}); });
+KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n96, "gemm/bf16_sm90_n96",
+                     "the entry point's kernel for problems whose tiles of 96 columns fill the GPU: 128x96 tiles, no "
+                     "cluster, 7 stages",
+                     [] { return Build("gemm/bf16_sm90_n96", true, /*ragged=*/true, {.bn = 96, .stages = 7, .cluster = 1}); });
+KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n160, "gemm/bf16_sm90_n160",
+                     "the entry point's kernel for 256-row problems whose N splits into 64 columns of 160: 128x160 "
+                     "CTA tiles in pairs sharing B (256x160), 5 stages",
+                     [] { return Build("gemm/bf16_sm90_n160", true, /*ragged=*/true, {.bn = 160, .stages = 5, .cluster = 2}); });
 
-// The same three with other element types and fused epilogues, by name (gemm/bf16_sm90.f16-f32.gelu).
+// The same kernels with other element types and fused epilogues, by name (gemm/bf16_sm90.f16-f32.gelu).
+// MN-major operands are read in 64-wide blocks of M and N: tiles of 80, 96 or 160 columns take
+// K-major ones only (the name says so at build time, and the entry point does not pick them).
 ExampleFamily Family(const char* base, Shape shape) {
-  return GemmFamily(base, "the entry point's kernel with other types and a fused epilogue", /*tile=*/true,
-                    [shape](const std::string& name, const GemmVariant& v) {
-                      Shape s = shape;
-                      s.variant = v;
-                      return Build(name.c_str(), true, /*ragged=*/true, s);
-                    });
+  ExampleFamily f = GemmFamily(base, "the entry point's kernel with other types and a fused epilogue", /*tile=*/true,
+                               [shape](const std::string& name, const GemmVariant& v) -> absl::StatusOr<KernelDef> {
+                                 if ((v.a_mn || v.b_mn) && shape.bn % 64)
+                                   return absl::InvalidArgumentError(absl::StrCat(
+                                       name, ": MN-major operands need tiles of whole 64-wide blocks, not ", shape.bn,
+                                       " columns"));
+                                 Shape s = shape;
+                                 s.variant = v;
+                                 return Build(name.c_str(), true, /*ragged=*/true, s);
+                               });
+  if (shape.bn % 64)
+    std::erase_if(f.bundled, [](const std::string& v) { return v.find("_mn") != std::string::npos; });
+  return f;
 }
 KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_family, Family("gemm/bf16_sm90", {}));
 KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n128_family, Family("gemm/bf16_sm90_n128", {.bn = 128, .stages = 6, .cluster = 1}));
 KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_m64_family, Family("gemm/bf16_sm90_m64", {.bm = 64, .bn = 128, .stages = 8, .cluster = 1}));
 KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n64_family, Family("gemm/bf16_sm90_n64", {.bn = 64, .stages = 8, .cluster = 1}));
+KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n80_family, Family("gemm/bf16_sm90_n80", {.bn = 80, .stages = 7, .cluster = 1}));
+KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n96_family, Family("gemm/bf16_sm90_n96", {.bn = 96, .stages = 7, .cluster = 1}));
+KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n160_family, Family("gemm/bf16_sm90_n160", {.bn = 160, .stages = 5, .cluster = 2}));
 }  // namespace kiln::examples
