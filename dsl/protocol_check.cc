@@ -7,6 +7,8 @@
 // the thread index, the lane, constants and elect.sync. Where a condition depends on anything else
 // (a loop variable, memory, the CTA's rank in its cluster) the barrier is left to the emulator.
 #include <algorithm>
+#include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -16,6 +18,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace kiln::detail {
 
@@ -37,7 +40,8 @@ int IntBits(mlir::Type t) { return t.isIndex() ? 64 : t.isInteger() ? static_cas
 // One thread of the block, and what its conditions evaluate to.
 class ThreadEval {
  public:
-  ThreadEval(rt::Dim3 block, int linear) : block_(block), linear_(linear) {}
+  ThreadEval(rt::Dim3 block, int linear, class Invariance* invariance = nullptr)
+      : block_(block), linear_(linear), invariance_(invariance) {}
 
   // Whether the thread runs `op`: every if around it takes the branch that holds the op.
   std::optional<bool> Runs(mlir::Operation* op) {
@@ -45,8 +49,9 @@ class ThreadEval {
       auto branch = mlir::dyn_cast<mlir::scf::IfOp>(parent);
       if (!branch) continue;
       const std::optional<uint64_t> cond = Eval(branch.getCondition());
-      if (!cond) return std::nullopt;
       const bool in_then = branch.getThenRegion().isAncestor(child->getParentRegion());
+      if (!cond && invariance_ && InvariantCondition(branch.getCondition())) continue;  // all threads or none
+      if (!cond) return std::nullopt;
       if ((*cond & 1) != static_cast<uint64_t>(in_then)) return false;
     }
     return true;
@@ -142,16 +147,119 @@ class ThreadEval {
     return std::nullopt;
   }
 
+  bool InvariantCondition(mlir::Value cond);
+
   rt::Dim3 block_;
   int linear_;
+  class Invariance* invariance_;
 };
 
+// Whether a value is the same in every thread of the block: built by pure ops from constants,
+// kernel parameters, the block's, grid's and cluster's ids and sizes, loop variables of loops
+// with such bounds, and registers (allocas) whose every store stores such a value under such
+// conditions. The thread's and lane's ids, elect.sync, the clocks and memory other than
+// registers are not. A condition the evaluation cannot compute but that is the same in every
+// thread (a size parameter, a loop count) lets all the block's threads through or none, so the
+// threads that run an arrival under it are those the other conditions pick.
+class Invariance {
+ public:
+  bool Of(mlir::Value v) {
+    // Shared subexpressions once. A "yes" found while a register is assumed invariant (below) holds
+    // only if that register is, so it is kept only when no assumption is pending; a "no" always.
+    if (auto it = values_.find(v.getAsOpaquePointer()); it != values_.end()) return it->second;
+    const bool invariant = Compute(v);
+    if (!invariant || pending_ == 0) values_[v.getAsOpaquePointer()] = invariant;
+    return invariant;
+  }
+
+  // Whether every thread reaches `op` under the same conditions: the ifs around it and the bounds
+  // of the loops around it are the same in every thread.
+  bool ControlOf(mlir::Operation* op) {
+    for (mlir::Operation* parent = op->getParentOp(); parent; parent = parent->getParentOp()) {
+      if (auto branch = mlir::dyn_cast<mlir::scf::IfOp>(parent); branch && !Of(branch.getCondition())) return false;
+      if (auto loop = mlir::dyn_cast<mlir::scf::ForOp>(parent);
+          loop && !(Of(loop.getLowerBound()) && Of(loop.getUpperBound()) && Of(loop.getStep())))
+        return false;
+      if (auto loop = mlir::dyn_cast<mlir::scf::WhileOp>(parent);
+          loop && !Of(loop.getConditionOp().getCondition()))
+        return false;
+    }
+    return true;
+  }
+
+ private:
+  bool Compute(mlir::Value v) {
+    if (auto arg = mlir::dyn_cast<mlir::BlockArgument>(v)) return OfArgument(arg);
+    mlir::Operation* op = v.getDefiningOp();
+    const llvm::StringRef name = op->getName().getStringRef();
+    if (name.starts_with("nvvm.read.ptx.sreg.")) {
+      const llvm::StringRef sreg = name.drop_front(strlen("nvvm.read.ptx.sreg."));
+      return !(sreg.starts_with("tid.") || sreg == "laneid" || sreg == "warpid" || sreg.starts_with("clock") ||
+               sreg.starts_with("globaltimer") || sreg.starts_with("lanemask"));
+    }
+    if (auto load = mlir::dyn_cast<mlir::LLVM::LoadOp>(op)) return OfRegister(load.getAddr());
+    if (!mlir::isPure(op) || op->getNumRegions() || mlir::isa<mlir::NVVM::NVVMDialect>(op->getDialect()))
+      return false;
+    for (mlir::Value operand : op->getOperands())
+      if (!Of(operand)) return false;
+    return true;
+  }
+
+  bool OfArgument(mlir::BlockArgument arg) {
+    mlir::Operation* owner = arg.getOwner()->getParentOp();
+    if (!owner) return false;
+    if (mlir::isa<mlir::LLVM::LLVMFuncOp>(owner)) return true;  // a kernel parameter
+    if (auto loop = mlir::dyn_cast<mlir::scf::ForOp>(owner); loop && arg == loop.getInductionVar())
+      return Of(loop.getLowerBound()) && Of(loop.getStep());
+    return false;  // loop-carried values and anything else: not followed
+  }
+
+  // A load's address: a register (an alloca, directly or at an invariant element) is invariant
+  // where all its stores are. While its stores are read it is assumed invariant, so that a
+  // register that only ever stores values computed from itself and invariants stays invariant.
+  bool OfRegister(mlir::Value addr) {
+    if (auto gep = addr.getDefiningOp<mlir::LLVM::GEPOp>()) {
+      for (mlir::Value index : gep.getDynamicIndices())
+        if (!Of(index)) return false;
+      addr = gep.getBase();
+    }
+    auto alloca = addr.getDefiningOp<mlir::LLVM::AllocaOp>();
+    if (!alloca) return false;
+    auto [it, fresh] = registers_.try_emplace(alloca.getOperation(), true);  // assumed while its stores are read
+    if (!fresh) return it->second;
+    ++pending_;
+    bool invariant = true;
+    std::vector<mlir::Value> pointers = {alloca.getResult()};
+    for (size_t i = 0; i < pointers.size() && invariant; ++i)
+      for (mlir::Operation* user : pointers[i].getUsers()) {
+        if (auto gep = mlir::dyn_cast<mlir::LLVM::GEPOp>(user)) {
+          pointers.push_back(gep.getResult());
+        } else if (auto store = mlir::dyn_cast<mlir::LLVM::StoreOp>(user)) {
+          invariant = store.getAddr() == pointers[i] && Of(store.getValue()) && ControlOf(store);
+        } else if (!mlir::isa<mlir::LLVM::LoadOp>(user)) {
+          invariant = false;  // passed on (inline asm, a call): not followed
+        }
+        if (!invariant) break;
+      }
+    --pending_;
+    if (!invariant || pending_ == 0) registers_[alloca.getOperation()] = invariant;
+    else registers_.erase(alloca.getOperation());  // rests on an outer register's assumption
+    return invariant;
+  }
+
+  std::map<mlir::Operation*, bool> registers_;
+  std::map<const void*, bool> values_;
+  int pending_ = 0;  // registers assumed invariant while their stores are read
+};
+
+bool ThreadEval::InvariantCondition(mlir::Value cond) { return invariance_->Of(cond); }
+
 // How many threads of the block run `op`, or nothing when a condition around it is not the
-// thread's alone.
-std::optional<int> ThreadsRunning(mlir::Operation* op, rt::Dim3 block) {
+// thread's alone. A condition that is the same in every thread is taken as holding.
+std::optional<int> ThreadsRunning(mlir::Operation* op, rt::Dim3 block, Invariance& invariance) {
   int n = 0;
   for (int t = 0; t < static_cast<int>(block.count()); ++t) {
-    std::optional<bool> runs = ThreadEval(block, t).Runs(op);
+    std::optional<bool> runs = ThreadEval(block, t, &invariance).Runs(op);
     if (!runs) return std::nullopt;
     n += *runs ? 1 : 0;
   }
@@ -165,6 +273,7 @@ std::vector<std::string> ArrivalFindings(const KernelState& s) {
   std::map<int, std::vector<const Record*>> inits, arrivals;  // by barrier array
   for (const Record& r : s.arrival_records) (r.expected ? inits : arrivals)[r.array].push_back(&r);
   std::vector<std::string> findings;
+  Invariance invariance;
   for (const auto& [array, sites] : arrivals) {
     if (!inits.count(array)) continue;
     // The count a phase expects: the array's one count, or, where its barriers differ, the
@@ -183,7 +292,7 @@ std::vector<std::string> ArrivalFindings(const KernelState& s) {
     bool known = true;
     for (const Record* a : sites) {
       const Record* init = expected_for(*a);
-      std::optional<int> n = ThreadsRunning(a->op, s.manifest.block);
+      std::optional<int> n = ThreadsRunning(a->op, s.manifest.block, invariance);
       if (!init || !n) {
         known = false;
         break;

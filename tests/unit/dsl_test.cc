@@ -473,12 +473,18 @@ TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
   int init_line = 0, arrive_line = 0;
   // 0: every thread arrives on a barrier of 128; 1: only the first 64 do; 2: one elected thread
   // of warp 1 on a barrier of 1, then every thread too; 3: a thread picked by a loop variable
-  // (not the thread's alone: left to the emulator).
+  // (not the thread's alone: left to the emulator); 4 and 5: lane 0 of each warp, under a size
+  // parameter and a loop counted by a register (the same in every thread, so they pick nobody),
+  // on a barrier of 2 (too few: a finding) and of 4; 6: under a register that only some threads
+  // set (not the same in every thread: left to the emulator).
+  int loop_arrive_line = 0;
   auto build = [&](int variant) {
     Kernel k("test/arrivals", sm90a(), {128});
+    Value n = k.I32Param("n");
     Barriers bar = k.SmemBarriers(1);
     Value tid = k.ThreadIdx();
-    k.If(tid == 0, [&] { bar[0].Init(variant == 2 ? 1 : 128); }); init_line = __LINE__;
+    const int count = variant == 2 ? 1 : variant == 4 || variant == 6 ? 2 : variant == 5 ? 4 : 128;
+    k.If(tid == 0, [&] { bar[0].Init(count); }); init_line = __LINE__;
     k.SyncThreads();
     if (variant == 0) bar[0].Arrive();
     if (variant == 1) { k.If(tid < 64, [&] { bar[0].Arrive(); }); }
@@ -487,10 +493,25 @@ TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
       bar[0].Arrive(); arrive_line = __LINE__;
     }
     if (variant == 3) k.For(0, 4, 1, [&](Value i) { k.If(tid == i, [&] { bar[0].Arrive(); }); });
+    if (variant == 4 || variant == 5) {
+      Regs steps = k.Registers(Type::Of(i32), 1);
+      steps[0] = n * 2;
+      k.If(n > 0, [&] {
+        k.For(0, steps[0], 1, [&](Value) {
+          k.If(tid % 32 == 0, [&] { bar[0].Arrive(); }); loop_arrive_line = __LINE__;
+          steps[0] = steps[0] - 1;
+        });
+      });
+    }
+    if (variant == 6) {
+      Regs set = k.Registers(Type::Of(i32), 1);
+      k.If(tid < 2, [&] { set[0] = 1; });
+      k.If(set[0] == 1, [&] { bar[0].Arrive(); });
+    }
     bar[0].Wait(0);
     return k.Build();
   };
-  for (int variant : {0, 3}) {
+  for (int variant : {0, 3, 5, 6}) {
     absl::StatusOr<KernelDef> def = build(variant);
     ASSERT_TRUE(def.ok()) << def.status();
     EXPECT_TRUE(def->findings().empty()) << variant << ": " << def->findings().front();
@@ -509,6 +530,14 @@ TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
   EXPECT_EQ(many->findings()[0].rfind(Here(arrive_line), 0), 0u) << many->findings()[0];
   EXPECT_NE(many->findings()[0].find("128 threads arrive here on an mbarrier initialised at"), std::string::npos);
   EXPECT_NE(many->findings()[0].find("for 1 arrivals a phase: more arrivals than a phase expects"), std::string::npos);
+  // A ring built for fewer consumers than release it, as attention/hopper's three warpgroups once
+  // released a ring of two (it hung on the GPU only once the ring wrapped).
+  absl::StatusOr<KernelDef> looped = build(4);
+  ASSERT_TRUE(looped.ok()) << looped.status();
+  ASSERT_EQ(looped->findings().size(), 1u);
+  EXPECT_EQ(looped->findings()[0].rfind(Here(loop_arrive_line), 0), 0u) << looped->findings()[0];
+  EXPECT_NE(looped->findings()[0].find("4 threads arrive here on an mbarrier initialised at"), std::string::npos)
+      << looped->findings()[0];
 }
 
 TEST(Hopper, MulticastNeedsACluster) {
