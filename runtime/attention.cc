@@ -120,7 +120,7 @@ absl::Status AttentionRunner::Run(const AttentionSize& size, const AttentionOpti
   const LoadedKernel* kernel = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = loaded_.find(plan->kernel);
+    auto it = loaded_.find({plan->kernel, stream});
     if (it == loaded_.end()) {
       absl::StatusOr<Bundle> b = ReadBundle(dir_, plan->kernel);
       if (!b.ok())
@@ -128,7 +128,7 @@ absl::Status AttentionRunner::Run(const AttentionSize& size, const AttentionOpti
                                                 "` where kiln has its compiler)"));
       absl::StatusOr<LoadedKernel> k = LoadedKernel::Load(*b);
       if (!k.ok()) return k.status();
-      it = loaded_.emplace(plan->kernel, std::make_unique<LoadedKernel>(*std::move(k))).first;
+      it = loaded_.emplace(std::pair{plan->kernel, stream}, std::make_unique<LoadedKernel>(*std::move(k))).first;
     }
     kernel = it->second.get();
   }

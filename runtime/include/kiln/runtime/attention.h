@@ -14,6 +14,7 @@
 // gets O = 0 and lse = -inf.
 #pragma once
 #include <map>
+#include <utility>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -63,14 +64,17 @@ double AttentionFlops(const AttentionSize& size, bool causal);
 class AttentionRunner {
  public:
   explicit AttentionRunner(std::string bundle_dir) : dir_(std::move(bundle_dir)) {}
-  // Plans, loads the kernel (once per runner) and launches it on `stream`; does not synchronise.
+  // Plans, loads the kernel (once per runner and stream) and launches it on `stream`; does not
+  // synchronise. The persistent kernels (".persist", which the plan picks for short query tiles
+  // at D = 128) take their tiles from a counter each loaded kernel keeps: a kernel per stream
+  // keeps calls on different streams apart, and calls on one stream are ordered.
   absl::Status Run(const AttentionSize& size, const AttentionOptions& options, const AttentionOperands& operands,
                    cu::CUstream stream = nullptr);
 
  private:
   std::string dir_;
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<LoadedKernel>> loaded_;
+  std::map<std::pair<std::string, cu::CUstream>, std::unique_ptr<LoadedKernel>> loaded_;  // by kernel, stream
 };
 
 }  // namespace kiln::rt
