@@ -14,10 +14,10 @@
 // gets O = 0 and lse = -inf.
 #pragma once
 #include <map>
-#include <utility>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"

@@ -13,9 +13,9 @@
 // aligned; where K is not, the reference kernel runs (correct, slow).
 //
 // The tile kernels may split a tile's K (split-K, stream-K: GemmChoice::split); the parts meet in
-// workspaces each loaded kernel keeps, so one runner's calls must be ordered (one stream, or
-// synchronised between streams). The parts are summed in a fixed order: the same inputs give
-// the same bytes.
+// workspaces each loaded kernel keeps. A runner loads a kernel per stream, so calls on different
+// streams keep apart, and calls on one stream are ordered. The parts are summed in a fixed order:
+// the same inputs give the same bytes.
 #pragma once
 
 #include <map>
@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "kiln/runtime/cuda_api.h"
@@ -61,16 +62,17 @@ class GemmRunner {
   // `tune_cache`: a file `kiln tune` wrote, whose measured choices win over the rule ("": none).
   explicit GemmRunner(std::string bundle_dir, std::string tune_cache = "")
       : dir_(std::move(bundle_dir)), tune_path_(std::move(tune_cache)) {}
-  // Plans, loads the kernel (once per runner) and launches it on `stream`; does not synchronise.
+  // Plans, loads the kernel (once per runner and stream) and launches it on `stream`; does not
+  // synchronise.
   absl::Status Run(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
                    cu::CUstream stream = nullptr);
 
  private:
-  absl::StatusOr<const LoadedKernel*> Kernel(const std::string& name);
+  absl::StatusOr<const LoadedKernel*> Kernel(const std::string& name, cu::CUstream stream);
   std::string dir_, tune_path_;
   std::mutex mu_;
   std::optional<GemmTuneCache> tuned_;  // read at the first Run
-  std::map<std::string, std::unique_ptr<LoadedKernel>> loaded_;
+  std::map<std::pair<std::string, cu::CUstream>, std::unique_ptr<LoadedKernel>> loaded_;  // by kernel, stream
 };
 
 }  // namespace kiln::rt
