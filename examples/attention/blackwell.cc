@@ -130,12 +130,18 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
         for (Value x : k.TcgenLoad(tmem, lane0, c, CHUNK)) s.push_back(x);
       k.TcgenFenceBeforeSync();
       s_free.Arrive();
-      // Mask, the new maximum (scaled, log2 units), alpha = exp2(old - new), P and its sum.
+      // Mask (only a tile that reaches past the row's last key: the diagonal's, or Skv's), the new
+      // maximum (scaled, log2 units), alpha = exp2(old - new), P and its sum.
       Value n0 = (j * BN).To(s32), tile_max = k.F32(-INFINITY);
-      for (int c = 0; c < BN; ++c) {
-        s[c] = Select(n0 + c < limit, s[c], k.F32(-INFINITY));
-        tile_max = Max(tile_max, s[c]);
-      }
+      s = k.IfElse(
+          n0 + BN > limit,
+          [&] {
+            std::vector<Value> masked = s;
+            for (int c = 0; c < BN; ++c) masked[c] = Select(n0 + c < limit, s[c], k.F32(-INFINITY));
+            return masked;
+          },
+          [&] { return s; });
+      for (int c = 0; c < BN; ++c) tile_max = Max(tile_max, s[c]);
       Value new_max = Max(row_max[0], tile_max * scale_log2);
       Value base = Select(new_max == k.F32(-INFINITY), k.F32(0), new_max);  // a row that saw only -inf
       Value alpha = Exp2(row_max[0] - base), sum = k.F32(0);
