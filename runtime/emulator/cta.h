@@ -611,6 +611,16 @@ class Cta {
   std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);
   std::map<uint32_t, uint32_t> tmem_allocs_;  // first column -> columns
   std::vector<TcgenMma> tcgen_issued_;          // issued, not yet committed (in order)
+  // tcgen05.st in flight (PTX ISA: asynchronous until the issuing thread's tcgen05.wait::st): the
+  // lanes and columns a warp's store wrote, and its threads that have not waited yet.
+  struct TcgenStoreInFlight {
+    uint32_t lane0, lanes, col0, cols;
+    std::vector<int> threads;
+    const Instr* in;
+  };
+  std::vector<TcgenStoreInFlight> tcgen_stores_;
+  // A message when lanes x columns meet a store in flight, else "".
+  std::string TcgenStoreRace(const char* what, uint32_t lane0, uint32_t lanes, uint32_t col0, uint32_t cols) const;
   struct TcgenCommit {
     std::vector<TcgenMma> mmas;
     uint64_t mbarrier;

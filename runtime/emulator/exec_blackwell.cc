@@ -23,6 +23,10 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     op.accumulate = Read(t, in.ops.at(4), 1) & 1;
     op.line = in.line;
     op.in = &in;
+    const uint32_t m = ((op.idesc >> 24) & 0x1f) << 4, n = ((op.idesc >> 17) & 0x3f) << 3;
+    if (std::string race = TcgenStoreRace("tcgen05.mma's accumulator", 0, pair ? 128 : m, op.d & 0xffff, n);
+        !race.empty())
+      return Fail(t, in, race);
     tcgen_issued_.push_back(op);
     return absl::OkStatus();
   }
@@ -42,6 +46,11 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
   }
   if (kind == "wait::ld") {  // this thread's tcgen05.ld results are now defined
     t.in_flight_regs.ClearWrittenBy(Op::kTcgen05);
+    return absl::OkStatus();
+  }
+  if (kind == "wait::st") {  // this thread's tcgen05.st have completed
+    for (TcgenStoreInFlight& st : tcgen_stores_) std::erase(st.threads, t.linear);
+    std::erase_if(tcgen_stores_, [](const TcgenStoreInFlight& st) { return st.threads.empty(); });
     return absl::OkStatus();
   }
   if (absl::StartsWith(kind, "fence") || absl::StartsWith(kind, "wait")) return absl::OkStatus();
@@ -138,6 +147,12 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
         return out;
       }
     }
+    // A store in flight (no tcgen05.wait::st yet by the threads that issued it) is not yet in
+    // tensor memory for anyone: reading or overwriting its columns races with it.
+    if (std::string race = TcgenStoreRace(store ? "tcgen05.st" : "tcgen05.ld", lane0, n, col0, num); !race.empty()) {
+      *s = Fail(t, in, race);
+      return out;
+    }
     if (store) {  // {r0, .., rN-1}: lane i's registers, one 32-bit column each
       const Operand& values = in.ops.at(1);
       if (values.kind != Operand::Kind::kVector || static_cast<int>(values.regs.size()) != num) {
@@ -147,6 +162,9 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < num; ++j)
           tmem_[(lane0 + i) * 512 + col0 + j] = static_cast<uint32_t>(lanes[i]->r[values.regs[j]]);
+      TcgenStoreInFlight st{lane0, static_cast<uint32_t>(n), col0, static_cast<uint32_t>(num), {}, &in};
+      for (Thread* lane : lanes) st.threads.push_back(lane->linear);
+      tcgen_stores_.push_back(std::move(st));
       return out;
     }
     for (int i = 0; i < n; ++i)
@@ -155,6 +173,19 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
   }
   *s = Fail(t, in, "this tcgen05 instruction is not emulated yet");
   return out;
+}
+
+std::string Cta::TcgenStoreRace(const char* what, uint32_t lane0, uint32_t lanes, uint32_t col0, uint32_t cols) const {
+  for (const TcgenStoreInFlight& st : tcgen_stores_)
+    if (lane0 < st.lane0 + st.lanes && st.lane0 < lane0 + lanes && col0 < st.col0 + st.cols && st.col0 < col0 + cols) {
+      const std::string dsl = m_.DslLine(*st.in);
+      return absl::StrFormat("%s meets TMEM lanes %d..%d, columns %d..%d, which the tcgen05.st at PTX line %d%s "
+                             "wrote and whose threads have not run tcgen05.wait::st: the store may not have landed",
+                             what, std::max(lane0, st.lane0), std::min(lane0 + lanes, st.lane0 + st.lanes) - 1,
+                             std::max(col0, st.col0), std::min(col0 + cols, st.col0 + st.cols) - 1, st.in->line,
+                             dsl.empty() ? "" : " (" + dsl + ")");
+    }
+  return "";
 }
 
 absl::Status Cta::RunTcgenMma(const TcgenMma& op) {

@@ -110,6 +110,20 @@ TEST(EmulatedAttention, AWrongMaskFailsTheCheck) {
   EXPECT_FALSE(r->passed) << "error " << r->rel_error;
 }
 
+// tcgen05.st is asynchronous until the storing thread's tcgen05.wait::st: without the wait, the
+// emulator reports the next use of those columns (P V's MMA into the rescaled O), naming the store.
+TEST(EmulatedBlackwellAttention, AStoreToTensorMemoryWithoutItsWaitIsReported) {
+  rt::Bundle b = BundleOf("attention/blackwell.d64");
+  const std::string wait = "tcgen05.wait::st.sync.aligned;";
+  ASSERT_NE(b.ptx.find(wait), std::string::npos);
+  for (size_t at; (at = b.ptx.find(wait)) != std::string::npos;) b.ptx.replace(at, wait.size(), "");
+  absl::StatusOr<AttentionResult> r =
+      RunAttentionEmulated(b, {.b = 1, .hq = 1, .hkv = 1, .s = 100, .skv = 300, .d = 64}, {}, 1);
+  ASSERT_FALSE(r.ok()) << "no report; the check " << (r->passed ? "passed" : "failed");
+  EXPECT_NE(r.status().message().find("have not run tcgen05.wait::st"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("examples/attention/blackwell.cc:"), std::string::npos) << r.status();
+}
+
 TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   const rt::AttentionOperands ok{16, 16, 16, 16, 16};
   absl::StatusOr<rt::AttentionPlan> p =
