@@ -45,7 +45,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // counter back to zero for the next launch. Without "persist", a CTA per tile.
   Value tiles = k.WorkspaceParam("tiles", i32, "", 8);  // {next tile, CTAs done}
   Value m_tiles = (S + (BM - 1)) / BM;
-  Value total = m_tiles * Hq * B;
+  Value tile_count = m_tiles * Hq * B;
   if (a.persistent)
     k.Grid("sms");
   else
@@ -97,19 +97,19 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
       Regs n = k.Registers(Type::Of(i32), 1), now = k.Registers(Type::Of(i32), 1);
       k.While(
           [&] {
-            Value next = a.persistent ? AtomicAdd(tiles, 1) : Select(n[0] == 0, k.BlockIdx(0), total);
+            Value next = a.persistent ? AtomicAdd(tiles, 1) : Select(n[0] == 0, k.BlockIdx(0), tile_count);
             auto publish = [&] {
               k.Store(tile_slots.At(0, n[0] % 4), next);
-              QueryTile q = tile_of(Select(next < total, next, k.I32(0)));  // the end: a Q nobody reads
+              QueryTile q = tile_of(Select(next < tile_count, next, k.I32(0)));  // the end: a Q nobody reads
               q_ring.Produce(q_at, {{&tq, sQ, {0, q.m0, 0, q.q_head}}});
             };
             if (a.persistent)
               publish();
             else
-              k.If(next < total, publish);  // a CTA per tile: its consumers stop after one
+              k.If(next < tile_count, publish);  // a CTA per tile: its consumers stop after one
             n[0] = n[0] + 1;
             now[0] = next;
-            return next < total;
+            return next < tile_count;
           },
           [&] {
             QueryTile q = tile_of(now[0]);
@@ -139,20 +139,6 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
     auto their_turn = [&] { k.NamedBarrierArrive((wg + 1) % W + 1, 256); };
     k.If(wg == W - 1, [&] { k.NamedBarrierArrive(1, 256); });  // warpgroup 0 issues first
     Regs n = k.Registers(Type::Of(i32), 1), now = k.Registers(Type::Of(i32), 2);  // {tile, Q stage}
-    // O leaves through its tile's Q stage; with two stages the stage is released during the next
-    // tile's first step, once the TMA store has surely read it, so no warp waits for the store
-    // (a wait that queues behind the next tile's loads). With one stage the producer needs it back
-    // first: released after the store.
-    const bool defer_q = q_stages == 2;
-    Regs q_held = k.Registers(Type::Of(i32), 1);  // the stage whose release is pending, or 2: none
-    q_held[0] = k.I32(2);
-    auto release_held_q = [&] {
-      k.If((c == 0) & (q_held[0] != 2), [&] {
-        k.BulkWait(0, /*smem_reads_only=*/true);
-        q_ring.Release(q_held[0], c);
-      });
-      q_held[0] = k.I32(2);
-    };
     k.While(
         [&] {
           auto take = [&] {
@@ -165,7 +151,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
           else
             k.If(more, take);
           n[0] = n[0] + 1;
-          return a.persistent ? now[0] < total : more;
+          return a.persistent ? now[0] < tile_count : more;
         },
         [&] {
       QueryTile tile = tile_of(now[0]);
@@ -247,7 +233,6 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
           for (int r = 0; r < 4; ++r) p_frag[4 * f + r] = frag[r];
         }
       };
-      if (defer_q) k.If(n_tiles == 0, release_held_q);  // no first step to release it in
       k.If(n_tiles > 0, [&] {
         my_turn();
         Value ks = k_ring.Acquire(k_at);
@@ -256,7 +241,6 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
         their_turn();
         k.WgmmaWait(0);
         k_ring.Release(ks, c);
-        if (defer_q) release_held_q();
         softmax_of(k.I32(0));
         pack_p();
         Regs v_held = k.Registers(Type::Of(i32), 1);  // the V stage of P_{j-1} V_{j-1}
@@ -310,14 +294,10 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
           for (int span = 0; span < SPANS; ++span)
             k.TmaStore(to, sQs.Rows(span * BM + x * 64, 64), {0, m0 + x * 64, span, q_head});
           k.BulkCommit();
-          if (!defer_q) {
-            k.BulkWait(0, /*smem_reads_only=*/true);
-            q_ring.Release(qs, c);
-          }
+          k.BulkWait(0, /*smem_reads_only=*/true);
+          q_ring.Release(qs, c);
         });
-      if (defer_q) q_held[0] = qs;
         });
-    k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });  // the last store has read its stage
     k.If(wg == 0, [&] { my_turn(); });  // takes the last warpgroup's last signal: barrier 1 ends balanced
   });
   return k.Build();

@@ -202,32 +202,40 @@ KILN_EXAMPLE_VARIANT(k13, "hopper/k13", "kiln: k12 with a 4-stage ring, wgmma gr
                      [] { return Build("hopper/k13", false); });
 KILN_EXAMPLE_VARIANT(k14, "hopper/k14", "kiln: k13 with the epilogue overlapped with the next tile's first wgmma group",
                      [] { return Build("hopper/k14", true); });
-KILN_EXAMPLE_VARIANT(gemm_bf16_sm90, "gemm/bf16_sm90",
-                     "the GEMM entry point's Hopper kernel: k14 at any M, N, K (M, K multiples of 8), edges by TMA "
-                     "bounds; whole tiles, split-K or stream-K as the launch's split says",
-                     [] { return Build("gemm/bf16_sm90", true, /*ragged=*/true); });
-KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n128, "gemm/bf16_sm90_n128",
-                     "the entry point's kernel for shapes with few 256x256 tiles: 128x128 CTA tiles, no cluster, 6 stages",
-                     [] { return Build("gemm/bf16_sm90_n128", true, /*ragged=*/true, {.bn = 128, .stages = 6, .cluster = 1}); });
-KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_m64, "gemm/bf16_sm90_m64",
-                     "the entry point's kernel for M <= 64, where the weight read bounds the time: 64x128 tiles, one "
-                     "consumer warpgroup, 8 stages",
-                     [] { return Build("gemm/bf16_sm90_m64", true, /*ragged=*/true, {.bm = 64, .bn = 128, .stages = 8, .cluster = 1}); });
-KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n64, "gemm/bf16_sm90_n64",
-                     "the entry point's kernel for narrow deep shapes: 128x64 tiles, no cluster, 8 stages",
-                     [] { return Build("gemm/bf16_sm90_n64", true, /*ragged=*/true, {.bn = 64, .stages = 8, .cluster = 1}); });
-KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n80, "gemm/bf16_sm90_n80",
-                     "the entry point's kernel for 128-row problems whose N splits into 128 columns of 80: 128x80 "
-                     "tiles, no cluster, 7 stages",
-                     [] { return Build("gemm/bf16_sm90_n80", true, /*ragged=*/true, {.bn = 80, .stages = 7, .cluster = 1}); });
-KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n96, "gemm/bf16_sm90_n96",
-                     "the entry point's kernel for problems whose tiles of 96 columns fill the GPU: 128x96 tiles, no "
-                     "cluster, 7 stages",
-                     [] { return Build("gemm/bf16_sm90_n96", true, /*ragged=*/true, {.bn = 96, .stages = 7, .cluster = 1}); });
-KILN_EXAMPLE_VARIANT(gemm_bf16_sm90_n160, "gemm/bf16_sm90_n160",
-                     "the entry point's kernel for 256-row problems whose N splits into 64 columns of 160: 128x160 "
-                     "CTA tiles in pairs sharing B (256x160), 5 stages",
-                     [] { return Build("gemm/bf16_sm90_n160", true, /*ragged=*/true, {.bn = 160, .stages = 5, .cluster = 2}); });
+namespace {
+
+// The entry point's kernels (the GEMM entry point picks one per shape: runtime/gemm_choice.cc),
+// each registered by name and as a family of types and fused epilogues.
+struct EntryKernel {
+  const char* name;
+  const char* summary;
+  Shape shape;
+};
+const EntryKernel kEntryKernels[] = {
+    {"gemm/bf16_sm90",
+     "the GEMM entry point's Hopper kernel: k14 at any M, N, K (M, K multiples of 8), edges by TMA bounds; whole "
+     "tiles, split-K or stream-K as the launch's split says",
+     {}},
+    {"gemm/bf16_sm90_n128", "the entry point's kernel for shapes with few 256x256 tiles: 128x128 CTA tiles, no cluster, 6 stages",
+     {.bn = 128, .stages = 6, .cluster = 1}},
+    {"gemm/bf16_sm90_m64",
+     "the entry point's kernel for M <= 64, where the weight read bounds the time: 64x128 tiles, one consumer "
+     "warpgroup, 8 stages",
+     {.bm = 64, .bn = 128, .stages = 8, .cluster = 1}},
+    {"gemm/bf16_sm90_n64", "the entry point's kernel for narrow deep shapes: 128x64 tiles, no cluster, 8 stages",
+     {.bn = 64, .stages = 8, .cluster = 1}},
+    {"gemm/bf16_sm90_n80",
+     "the entry point's kernel for 128-row problems whose N splits into 128 columns of 80: 128x80 tiles, no cluster, "
+     "7 stages",
+     {.bn = 80, .stages = 7, .cluster = 1}},
+    {"gemm/bf16_sm90_n96",
+     "the entry point's kernel for problems whose tiles of 96 columns fill the GPU: 128x96 tiles, no cluster, 7 stages",
+     {.bn = 96, .stages = 7, .cluster = 1}},
+    {"gemm/bf16_sm90_n160",
+     "the entry point's kernel for 256-row problems whose N splits into 64 columns of 160: 128x160 CTA tiles in "
+     "pairs sharing B (256x160), 5 stages",
+     {.bn = 160, .stages = 5, .cluster = 2}},
+};
 
 // The same kernels with other element types and fused epilogues, by name (gemm/bf16_sm90.f16-f32.gelu).
 // MN-major operands are read in 64-wide blocks of M and N: tiles of 80, 96 or 160 columns take
@@ -247,11 +255,16 @@ ExampleFamily Family(const char* base, Shape shape) {
     std::erase_if(f.bundled, [](const std::string& v) { return v.find("_mn") != std::string::npos; });
   return f;
 }
-KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_family, Family("gemm/bf16_sm90", {}));
-KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n128_family, Family("gemm/bf16_sm90_n128", {.bn = 128, .stages = 6, .cluster = 1}));
-KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_m64_family, Family("gemm/bf16_sm90_m64", {.bm = 64, .bn = 128, .stages = 8, .cluster = 1}));
-KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n64_family, Family("gemm/bf16_sm90_n64", {.bn = 64, .stages = 8, .cluster = 1}));
-KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n80_family, Family("gemm/bf16_sm90_n80", {.bn = 80, .stages = 7, .cluster = 1}));
-KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n96_family, Family("gemm/bf16_sm90_n96", {.bn = 96, .stages = 7, .cluster = 1}));
-KILN_EXAMPLE_FAMILY(gemm_bf16_sm90_n160_family, Family("gemm/bf16_sm90_n160", {.bn = 160, .stages = 5, .cluster = 2}));
+
+const bool kEntryKernelsRegistered = [] {
+  for (const EntryKernel& e : kEntryKernels) {
+    const Shape shape = e.shape;
+    const char* name = e.name;
+    Register({name, e.summary, [name, shape] { return Build(name, true, /*ragged=*/true, shape); }});
+    RegisterFamily(Family(name, shape));
+  }
+  return true;
+}();
+
+}  // namespace
 }  // namespace kiln::examples
