@@ -209,6 +209,18 @@ void Kernel::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const B
   s.tma_loads.push_back({s.LastOp(), Access::BarrierArray(bar), Access::BarrierIndex(bar), loc});
 }
 
+void Kernel::TmaPrefetchL2(const TensorMap& map, std::vector<Operand> coords, Loc loc) {
+  KernelState& s = *state_;
+  if (!NeedHopper(s, "TMA", loc)) return;
+  if (static_cast<int>(coords.size()) != map.rank())
+    return Fail(absl::StrCat("a rank-", map.rank(), " tensor map takes ", map.rank(), " coordinates, not ",
+                             coords.size()),
+                loc);
+  mlir::Location l = s.ToLoc(loc);
+  mlir::NVVM::CpAsyncBulkTensorPrefetchOp::create(s.builder, l, DescriptorPtr(s, map, l), Coordinates(s, coords),
+                                                  mlir::ValueRange{}, mlir::NVVM::TMALoadMode::TILE, mlir::Value());
+}
+
 void Kernel::TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
                       Loc loc) {
   KernelState& s = *state_;

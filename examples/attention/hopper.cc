@@ -38,7 +38,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   const Value &B = p.B, &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv, &scale = p.scale, &lse = p.lse;
   const TensorMap &tq = p.tq, &tk = p.tk, &tv = p.tv, &to = p.to;
 
-  // The work: query tiles t of BM rows, head-major and, within a head, the longest first (causal
+  // The work: query tiles t of BM rows, head-major or in head groups, the longest first (causal
   // tiles end at their diagonal). A persistent CTA (one per SM) takes its next tile from a counter
   // in global memory, so a tile's loads start under the previous tile's epilogue, SMs that run
   // faster take more tiles, and the shortest tiles come last; the CTA that finishes last puts the
@@ -68,8 +68,21 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   struct QueryTile {
     Value m0, q_head, kv_head, n_tiles;
   };
+  // Causal tiles differ in length, and a CTA per tile is dispatched in tile order: heads are
+  // taken in groups whose K and V fit in L2 together (8 MB), and within a group the longest tiles
+  // of all its heads come first, so that the launch ends on the shortest tiles of a group rather
+  // than on the last head's longest (docs/PERF.md, Attention, step 8). Without a mask, head-major.
+  const int kv_bytes_per_key = D * 2 * 2;  // K and V, 16-bit
+  Value group_heads = Max(Min(k.I32((8 << 20) / kv_bytes_per_key) / Max(Skv, k.I32(1)), k.I32(16)), k.I32(1));
   auto tile_of = [&](Value t) {
     Value q_head = t / m_tiles, m = t % m_tiles;
+    if (a.causal) {
+      Value g0 = t / (group_heads * m_tiles) * group_heads;  // the group's first head
+      Value in_group = Min(group_heads, Hq * B - g0);          // fewer in the last group
+      Value i = t - g0 * m_tiles;
+      q_head = g0 + i % in_group;
+      m = i / in_group;  // 0: the longest
+    }
     Value h = q_head % Hq, b = q_head / Hq;
     Value m0 = (a.causal ? m_tiles - 1 - m : m) * BM;
     Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : Skv;
@@ -102,6 +115,14 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
               k.Store(tile_slots.At(0, n[0] % 4), next);
               QueryTile q = tile_of(Select(next < tile_count, next, k.I32(0)));  // the end: a Q nobody reads
               q_ring.Produce(q_at, {{&tq, sQ, {0, q.m0, 0, q.q_head}}});
+              // A CTA per tile waits for its Q from DRAM at its start: bring the Q of the tile a
+              // wave later (an H100's SMs' worth of CTAs ahead) into L2 meanwhile.
+              const int wave = 132;
+              if (!a.persistent)
+                k.If(next + wave < tile_count, [&] {
+                  QueryTile ahead = tile_of(next + wave);
+                  k.TmaPrefetchL2(tq, {0, ahead.m0, 0, ahead.q_head});
+                });
             };
             if (a.persistent)
               publish();

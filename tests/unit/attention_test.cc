@@ -90,6 +90,13 @@ TEST(EmulatedAttention, OtherTilings) {
   ExpectCorrect({{.b = 2, .hq = 3, .hkv = 1, .s = 140, .skv = 140, .d = 256}, o});
 }
 
+// Causal tiles are numbered in groups of at most 16 heads, the longest of the group first, and a
+// CTA per tile prefetches the Q of the tile 132 on: 70 heads of two query tiles (140 tiles) make
+// four whole groups and a last one of six heads, and the first eight tiles prefetch.
+TEST(EmulatedAttention, CausalHeadGroupsAndTheQPrefetch) {
+  ExpectCorrect({{.b = 5, .hq = 14, .hkv = 7, .s = 130, .skv = 130, .d = 64}, {.causal = true}});
+}
+
 TEST(EmulatedAttention, Fp16AndAScaleOfItsOwn) {
   ExpectCorrect({{.b = 1, .hq = 3, .hkv = 3, .s = 200, .skv = 260, .d = 128},
                  {.dtype = "f16", .causal = true, .scale = 0.3f}});

@@ -263,5 +263,48 @@ TEST(Emulator, TmaStoresNeedTheProxyFence) {
       << s;
 }
 
+// An L2 prefetch of a TMA box (cp.async.bulk.prefetch.tensor) has no effect a thread can see,
+// but its operand must be a tensor map with one coordinate per dimension.
+absl::Status PrefetchBox(const std::string& coords) {
+  rt::Bundle b;
+  b.manifest.name = "test/prefetch";
+  b.manifest.entry = "emu";
+  b.manifest.target = "sm_90a";
+  b.manifest.block = {32, 1, 1};
+  b.manifest.source = "emulator_test.cc:3";
+  rt::ParamSpec map{"map", rt::ParamSpec::Kind::kTensorMap};
+  map.tensor_map.tensor = "in";
+  map.tensor_map.dtype = rt::TmaDtype::kF32;
+  map.tensor_map.box = {32};
+  b.manifest.params = {map};
+  b.ptx = absl::StrCat(R"(.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry emu(
+	.param .align 64 .b8 emu_param_0[128]
+)
+{
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<4>;
+	mov.b64 %rd1, emu_param_0;
+	cvta.param.u64 %rd2, %rd1;
+	mov.b32 %r5, 0;
+	cp.async.bulk.prefetch.tensor.1d.L2.global.tile [%rd2, {)", coords, R"(}];
+	ret;
+}
+)");
+  Device d;
+  uint64_t src = *d.Allocate(128);
+  return Launch(d, b, {1, 1, 1}, {rt::Arg::Tensor(src, {32}, {})}).status();
+}
+
+TEST(Emulator, AnL2PrefetchOfABoxChecksItsMap) {
+  absl::Status s = PrefetchBox("%r5");
+  EXPECT_TRUE(s.ok()) << s;
+  s = PrefetchBox("%r5, %r5");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("a rank-1 tensor map with 2 coordinates"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace kiln::emu

@@ -211,6 +211,9 @@ class Kernel {
   void TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
                         std::vector<Operand> coords, const Operand& cta_mask,
                         Loc loc = Loc::current());
+  // Starts bringing the box at `coords` into L2 (cp.async.bulk.prefetch.tensor): no shared
+  // memory, no barrier, nothing to wait for; a later TMA load of it reads L2 instead of DRAM.
+  void TmaPrefetchL2(const TensorMap& map, std::vector<Operand> coords, Loc loc = Loc::current());
   // TMA store of `src` to the box at `coords`, in the current bulk group.
   void TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
                 Loc loc = Loc::current());
