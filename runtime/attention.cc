@@ -57,13 +57,19 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     const double mean_keys = AttentionFlops(z, options.causal) / (4.0 * z.b * z.hq * z.s * z.d);
     if (mean_keys <= 12 * 128) absl::StrAppend(&plan.kernel, ".persist");
   }
+  // At D = 64 three consumer warpgroups (192 query rows) are the default; causal tiles of fewer
+  // than 8 key tiles on average (S < 2048) run faster in two (step 9).
+  if (compute_capability == 90 && z.d == 64 && options.causal &&
+      AttentionFlops(z, true) / (4.0 * z.b * z.hq * z.s * z.d) < 8 * 128)
+    absl::StrAppend(&plan.kernel, ".wg2");
   plan.scale = scale;
   if (!options.kernel.empty()) {
     // The override must compute this problem: the planned options, plus tiling options only.
     std::vector<std::string> want = absl::StrSplit(plan.kernel, '.'), got = absl::StrSplit(options.kernel, '.');
     bool ok = got[0] == "attention/hopper" || got[0] == "attention/blackwell";
     for (size_t i = 1; i < want.size(); ++i)
-      ok &= want[i] == "persist" || std::find(got.begin() + 1, got.end(), want[i]) != got.end();
+      ok &= want[i] == "persist" || absl::StartsWith(want[i], "wg") ||  // the plan's tiling: the override's own
+            std::find(got.begin() + 1, got.end(), want[i]) != got.end();
     for (size_t i = 1; i < got.size(); ++i)
       ok &= std::find(want.begin() + 1, want.end(), got[i]) != want.end() || got[i] == "persist" ||
             ((absl::StartsWith(got[i], "wg") || absl::StartsWith(got[i], "bn") || absl::StartsWith(got[i], "st")) &&

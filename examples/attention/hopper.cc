@@ -21,7 +21,7 @@ namespace {
 
 // The default tiling per head dimension (docs/PERF.md, "Attention", says how each was chosen).
 AttentionShape WithDefaults(AttentionShape a) {
-  if (!a.warpgroups) a.warpgroups = a.d == 64 && !a.causal ? 3 : 2;  // 192 query rows: longer GEMMs per turn
+  if (!a.warpgroups) a.warpgroups = a.d == 64 ? 3 : 2;  // 192 query rows: longer GEMMs per turn
   if (!a.block_n) a.block_n = a.d == 256 ? 64 : a.d == 128 && !a.causal && !a.persistent ? 176 : 128;
   if (!a.stages) a.stages = 2;
   return a;
@@ -332,6 +332,8 @@ ExampleFamily AttentionFamily() {
                                       BuildAttention);
   for (const char* v : {"d128", "d128.f16", "d128.causal", "d128.f16.causal"})  // the entry point's persistent picks
     f.bundled.push_back(absl::StrCat(v, ".persist"));
+  for (const char* v : {"d64.causal", "d64.f16.causal"})  // and its pick for short causal tiles at D = 64
+    f.bundled.push_back(absl::StrCat(v, ".wg2"));
   return f;
 }
 

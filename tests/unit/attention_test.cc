@@ -74,7 +74,7 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedBlackwellAttention, ::testing::Values
 // The Hopper kernel's other tilings (three consumer warpgroups, 176-key tiles, deeper rings) at
 // ragged sizes, through the entry point's kernel override.
 TEST(EmulatedAttention, OtherTilings) {
-  for (const char* tiling : {"wg3", "bn176", "bn64.st3", "wg3.bn192", "persist", "wg3.persist"})
+  for (const char* tiling : {"wg2", "bn176", "bn64.st3", "wg3.bn192", "persist", "wg2.persist"})
     for (bool causal : {false, true}) {
       rt::AttentionOptions o{.causal = causal};
       o.kernel = absl::StrCat("attention/hopper.d64", causal ? ".causal" : "", ".", tiling);
@@ -111,7 +111,7 @@ TEST(EmulatedAttention, AWrongMaskFailsTheCheck) {
   rt::Bundle b = BundleOf(plan->kernel);
   // Run the non-causal kernel but describe the problem as causal: the harness picks the causal
   // kernel by name, so rename the bundle to it.
-  b.manifest.name = "attention/hopper.d64.causal";
+  b.manifest.name = rt::PlanAttention(z, {.causal = true}, {16, 16, 16, 16, 16}, 90)->kernel;
   absl::StatusOr<AttentionResult> r = RunAttentionEmulated(b, z, {.causal = true}, 1);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->passed) << "error " << r->rel_error;
@@ -172,6 +172,17 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   EXPECT_EQ(planned(4096, true), "attention/hopper.d128.causal");
   other.kernel = "attention/hopper.d128";  // a persistent plan run by a CTA per tile: allowed
   EXPECT_TRUE(rt::PlanAttention({.s = 1024, .skv = 1024}, other, ok, 90).ok());
+  // D = 64: three consumer warpgroups, but two for causal tiles of fewer than 8 key tiles.
+  auto planned64 = [&](int64_t s, bool causal) {
+    return rt::PlanAttention({.b = 1, .hq = 16, .hkv = 16, .s = s, .skv = s, .d = 64}, {.causal = causal}, ok, 90)
+        ->kernel;
+  };
+  EXPECT_EQ(planned64(1024, false), "attention/hopper.d64");
+  EXPECT_EQ(planned64(1024, true), "attention/hopper.d64.causal.wg2");
+  EXPECT_EQ(planned64(2048, true), "attention/hopper.d64.causal");
+  rt::AttentionOptions three{.causal = true};  // a two-warpgroup plan run by three: allowed
+  three.kernel = "attention/hopper.d64.causal";
+  EXPECT_TRUE(rt::PlanAttention({.s = 1024, .skv = 1024, .d = 64}, three, ok, 90).ok());
 }
 
 }  // namespace
