@@ -47,7 +47,9 @@ constexpr Candidate kSm90[] = {
 
 // A split tile part's partial round trip (written by every part, read back by the last, with a
 // fence and a count between), in k-tiles of mainloop time: fitted to the H100 measurements in
-// docs/PERF.md, where 4 picked splits that lost to whole tiles.
+// docs/PERF.md, where 4 picked splits that lost to whole tiles. The last part reads the others'
+// partials one after another, so a tile in S parts pays it S - 1 times (256x4096x14336: 256x256
+// tiles in 4 parts 0.89x cuBLAS, 128x128 tiles in 2 parts 1.05x; docs/PERF.md, "Split partials").
 constexpr double kPartialCost = 8;
 // The splits the rule weighs, and kiln tune measures, for the tile kernels.
 constexpr int kSplits[] = {1, 0, 2, 4};
@@ -66,7 +68,7 @@ double Efficiency(const Candidate& c, const GemmSize& s, int split) {
   } else {
     const int64_t parts = std::min<int64_t>(split, k_tiles), units = tiles * parts;
     const int64_t waves = (units + c.in_flight - 1) / c.in_flight;
-    busiest = waves * (std::ceil(static_cast<double>(k_tiles) / parts) + (parts > 1 ? kPartialCost : 0));
+    busiest = waves * (std::ceil(static_cast<double>(k_tiles) / parts) + kPartialCost * (parts - 1));
   }
   return padding * useful / busiest * c.speed;
 }
@@ -93,11 +95,15 @@ double StreamUs(const Candidate& c, const GemmSize& s, int split) {
   const int64_t waves = (units + c.in_flight - 1) / c.in_flight;
   const int64_t busiest = waves * ((k_tiles + parts - 1) / parts);  // k-tiles of the busiest CTA
   const int64_t active = std::min<int64_t>(units, c.in_flight);      // CTAs streaming
-  const int64_t partials = parts > 1 ? waves : 0;                     // round trips
+  // The CTAs of one column of tiles (64-row tiles at M = 128) read the same B side by side (the
+  // schedule's order keeps them together): the memory streams it once for them, L2 serves the rest.
+  const int64_t tiles_m = (s.m + c.tile_m - 1) / c.tile_m;
+  const int64_t streams = (active + tiles_m - 1) / tiles_m;
+  const int64_t partials = parts > 1 ? waves : 0;  // round trips
   const double queue = kStreamBytesPerUs * kIdleLatencyUs / c.ring_b_bytes;
   const double busiest_bytes = static_cast<double>(busiest) * c.tile_n * 64 * 2;
   const double all_bytes = static_cast<double>(s.n) * s.k * 2;
-  return kLaunchUs + std::max(busiest_bytes * (active + queue) / kStreamBytesPerUs, all_bytes / kStreamCapBytesPerUs) +
+  return kLaunchUs + std::max(busiest_bytes * (streams + queue) / kStreamBytesPerUs, all_bytes / kStreamCapBytesPerUs) +
          partials * kPartialUs;
 }
 

@@ -423,9 +423,15 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReferen
   // H100 against 0.79 for 256x256 tiles streamed: docs/PERF.md, "Tiles for one wave").
   EXPECT_EQ(Choice({256, 10240, 8192}), P("gemm/bf16_sm90_n160", 1));
   EXPECT_EQ(Choice({256, 6144, 4096}), P("gemm/bf16_sm90_n96", 1));  // 128 tiles of 128x96
+  // 128 units either way: 16 256x256 tiles in 4 parts read back three partials a tile, 64
+  // 128x128 tiles in 2 parts one (1.05x cuBLAS on the H100 against 0.89).
+  EXPECT_EQ(Choice({256, 4096, 14336}), P("gemm/bf16_sm90_n128", 2));
   // M = 128 is bound by the weight read: 128 whole 128x80 tiles stream B without partials (73 us
   // on the H100, 128x128 tiles 77: docs/PERF.md).
   EXPECT_EQ(Choice({128, 10240, 8192}), P("gemm/bf16_sm90_n80", 1));
+  // 96 64x128 tiles whole: the two rows of tiles read each column of B once from memory (31.5 us
+  // on the H100 against 34.8 for 128x128 tiles in 2 parts: docs/PERF.md, "M <= 64").
+  EXPECT_EQ(Choice({128, 6144, 4096}), P("gemm/bf16_sm90_m64", 1));
   // 32 128x128 tiles for 128 slots: each tile's K in 4 parts fills them.
   EXPECT_EQ(Choice({128, 4096, 14336}), P("gemm/bf16_sm90_n128", 4));
   EXPECT_EQ(Choice({1, 4096, 4096}), P("gemm/bf16_skinny", 1));
