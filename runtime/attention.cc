@@ -58,7 +58,7 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     if (mean_keys <= 12 * 128) absl::StrAppend(&plan.kernel, ".persist");
   }
   // At D = 64 three consumer warpgroups (192 query rows) are the default; causal tiles of fewer
-  // than 8 key tiles on average (S < 2048) run faster in two (step 9).
+  // than 8 key tiles on average (S < 2048) run faster in two (docs/PERF.md, "Attention", step 9).
   if (compute_capability == 90 && z.d == 64 && options.causal &&
       AttentionFlops(z, true) / (4.0 * z.b * z.hq * z.s * z.d) < 8 * 128)
     absl::StrAppend(&plan.kernel, ".wg2");
