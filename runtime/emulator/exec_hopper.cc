@@ -118,16 +118,9 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
   }
   if (in.Has("wait_group"))  // .read or not: the groups it covers have read their boxes (and written them)
     return CompleteBulkGroups(t, Read(t, in.ops.at(0), 32));
-  if (!in.mods.empty() && in.mods[0] == "prefetch") {  // into L2: nothing any thread can see, but a real map
-    absl::StatusOr<const EmulatedTensorMap*> map = MapAt(t, in, Address(t, in.ops.at(0)));
-    if (!map.ok()) return map.status();
-    if (in.ops.at(0).regs.size() != (*map)->spec.box.size())
-      return Fail(t, in, absl::StrCat("a rank-", (*map)->spec.box.size(), " tensor map with ", in.ops.at(0).regs.size(),
-                                      " coordinates"));
-    return absl::OkStatus();
-  }
-  if (in.mods.empty() || in.mods[0] != "tensor") return Fail(t, in, "this bulk copy is not emulated yet");
-  const bool load = in.ops.at(1).kind == Operand::Kind::kAddress && !in.ops.at(1).regs.empty();
+  const bool prefetch = !in.mods.empty() && in.mods[0] == "prefetch";  // into L2: [map, {coords}] only
+  if (!prefetch && (in.mods.empty() || in.mods[0] != "tensor")) return Fail(t, in, "this bulk copy is not emulated yet");
+  const bool load = !prefetch && in.ops.at(1).kind == Operand::Kind::kAddress && !in.ops.at(1).regs.empty();
   const Operand& map_op = load ? in.ops.at(1) : in.ops.at(0);
   absl::StatusOr<const EmulatedTensorMap*> map = MapAt(t, in, Address(t, map_op));
   if (!map.ok()) return map.status();
@@ -135,6 +128,7 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
   for (int r : map_op.regs) coords.push_back(SignExtend(t.r[r], 32));
   if (coords.size() != (*map)->spec.box.size())
     return Fail(t, in, absl::StrCat("a rank-", (*map)->spec.box.size(), " tensor map with ", coords.size(), " coordinates"));
+  if (prefetch) return absl::OkStatus();  // nothing any thread can see
   const uint64_t smem = Address(t, load ? in.ops.at(0) : in.ops.at(1));
   if (smem % 128) return Fail(t, in, absl::StrFormat("the shared address %d of a TMA box is not 128-byte aligned", smem));
   if (load) {

@@ -161,8 +161,8 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   EXPECT_EQ(rt::PlanAttention({}, {}, ok, 100)->kernel, "attention/blackwell.d128");
   // Persistent CTAs where query tiles are short: D = 128 with up to 12 key tiles a query tile on
   // average.
-  auto planned = [&](int64_t s, bool causal) {
-    return rt::PlanAttention({.b = 1, .hq = 16, .hkv = 16, .s = s, .skv = s, .d = 128}, {.causal = causal}, ok, 90)
+  auto planned = [&](int64_t s, bool causal, int d = 128) {
+    return rt::PlanAttention({.b = 1, .hq = 16, .hkv = 16, .s = s, .skv = s, .d = d}, {.causal = causal}, ok, 90)
         ->kernel;
   };
   EXPECT_EQ(planned(1024, false), "attention/hopper.d128.persist");
@@ -173,13 +173,9 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   other.kernel = "attention/hopper.d128";  // a persistent plan run by a CTA per tile: allowed
   EXPECT_TRUE(rt::PlanAttention({.s = 1024, .skv = 1024}, other, ok, 90).ok());
   // D = 64: three consumer warpgroups, but two for causal tiles of fewer than 8 key tiles.
-  auto planned64 = [&](int64_t s, bool causal) {
-    return rt::PlanAttention({.b = 1, .hq = 16, .hkv = 16, .s = s, .skv = s, .d = 64}, {.causal = causal}, ok, 90)
-        ->kernel;
-  };
-  EXPECT_EQ(planned64(1024, false), "attention/hopper.d64");
-  EXPECT_EQ(planned64(1024, true), "attention/hopper.d64.causal.wg2");
-  EXPECT_EQ(planned64(2048, true), "attention/hopper.d64.causal");
+  EXPECT_EQ(planned(1024, false, 64), "attention/hopper.d64");
+  EXPECT_EQ(planned(1024, true, 64), "attention/hopper.d64.causal.wg2");
+  EXPECT_EQ(planned(2048, true, 64), "attention/hopper.d64.causal");
   rt::AttentionOptions three{.causal = true};  // a two-warpgroup plan run by three: allowed
   three.kernel = "attention/hopper.d64.causal";
   EXPECT_TRUE(rt::PlanAttention({.s = 1024, .skv = 1024, .d = 64}, three, ok, 90).ok());

@@ -200,19 +200,26 @@ $L__spin:
 // Generic-proxy writes to shared memory reach a TMA store only through fence.proxy.async (PTX
 // ISA, memory consistency model: proxies). Each thread writes its id; thread 0 stores the 32
 // words with a 1D tensor map.
-absl::Status StoreThroughTma(bool fence, std::vector<uint32_t>* out) {
+// A one-warp sm_90a kernel `emu` whose one parameter is a 1D tensor map of f32 in boxes of 32,
+// over `tensor`.
+rt::Bundle OneMapKernel(const std::string& name, const std::string& tensor, int smem_bytes) {
   rt::Bundle b;
-  b.manifest.name = "test/proxy";
+  b.manifest.name = name;
   b.manifest.entry = "emu";
   b.manifest.target = "sm_90a";
   b.manifest.block = {32, 1, 1};
-  b.manifest.smem_bytes = 1024;
+  b.manifest.smem_bytes = smem_bytes;
   b.manifest.source = "emulator_test.cc:2";
   rt::ParamSpec map{"map", rt::ParamSpec::Kind::kTensorMap};
-  map.tensor_map.tensor = "out";
+  map.tensor_map.tensor = tensor;
   map.tensor_map.dtype = rt::TmaDtype::kF32;
   map.tensor_map.box = {32};
   b.manifest.params = {map};
+  return b;
+}
+
+absl::Status StoreThroughTma(bool fence, std::vector<uint32_t>* out) {
+  rt::Bundle b = OneMapKernel("test/proxy", "out", 1024);
   b.ptx = absl::StrCat(R"(.version 8.0
 .target sm_90a
 .address_size 64
@@ -266,17 +273,7 @@ TEST(Emulator, TmaStoresNeedTheProxyFence) {
 // An L2 prefetch of a TMA box (cp.async.bulk.prefetch.tensor) has no effect a thread can see,
 // but its operand must be a tensor map with one coordinate per dimension.
 absl::Status PrefetchBox(const std::string& coords) {
-  rt::Bundle b;
-  b.manifest.name = "test/prefetch";
-  b.manifest.entry = "emu";
-  b.manifest.target = "sm_90a";
-  b.manifest.block = {32, 1, 1};
-  b.manifest.source = "emulator_test.cc:3";
-  rt::ParamSpec map{"map", rt::ParamSpec::Kind::kTensorMap};
-  map.tensor_map.tensor = "in";
-  map.tensor_map.dtype = rt::TmaDtype::kF32;
-  map.tensor_map.box = {32};
-  b.manifest.params = {map};
+  rt::Bundle b = OneMapKernel("test/prefetch", "in", 0);
   b.ptx = absl::StrCat(R"(.version 8.0
 .target sm_90a
 .address_size 64
