@@ -77,10 +77,11 @@ double Efficiency(const Candidate& c, const GemmSize& s, int split) {
 // R / (active CTAs + c) bytes/us, c = R * L0 / (bytes its ring keeps in flight): Little's law with
 // a latency that grows as the CTAs' loads queue at the memory; all of B comes no faster than
 // kStreamCapBytesPerUs; the busiest CTA's bytes set the time; each wave of split tiles adds a
-// partial round trip. The constants were fitted to `kiln tune` runs of every candidate at 14
-// shapes with M = 8 to 64 on an H100 (docs/PERF.md, "M <= 64"), and with three at M = 128 its
-// picks are within 5% of the fastest tile kernel measured at 14 of 17 (the others lose 8, 10 and
-// 18%). At M = 256 they were no better than the compute model's.
+// partial round trip, and the partials' bytes move at R. The constants were fitted to `kiln tune`
+// runs of every candidate at 14 shapes with M = 8 to 64 on an H100 (docs/PERF.md, "M <= 64");
+// with the partials' bytes, its picks among the 64-row and 128x128 tiles are the fastest measured
+// at all 14 and at the three of M = 128 (without them it lost 1% at 64x4096x4096 and 13% at
+// 128x4096x4096). At M = 256 they were no better than the compute model's.
 constexpr int64_t kWeightBoundRows = 128;
 constexpr double kStreamBytesPerUs = 3.0e6, kStreamCapBytesPerUs = 2.4e6, kIdleLatencyUs = 1.0;
 constexpr double kLaunchUs = 5, kPartialUs = 4;
@@ -100,11 +101,16 @@ double StreamUs(const Candidate& c, const GemmSize& s, int split) {
   const int64_t tiles_m = (s.m + c.tile_m - 1) / c.tile_m;
   const int64_t streams = (active + tiles_m - 1) / tiles_m;
   const int64_t partials = parts > 1 ? waves : 0;  // round trips
+  // What the round trips carry: every part but the last writes its rows of the tile in f32, the
+  // last reads them back. At M = 128 that is 8x the bytes of M = 16 (128x4096x4096: 128x128 tiles
+  // in 4 parts 28.8 us on the H100, at M = 16 26.1; 64-row tiles whole 25.5: docs/PERF.md).
+  const double partial_bytes =
+      static_cast<double>(tiles) * (parts - 1) * std::min<int64_t>(c.tile_m, s.m) * c.tile_n * 4 * 2;
   const double queue = kStreamBytesPerUs * kIdleLatencyUs / c.ring_b_bytes;
   const double busiest_bytes = static_cast<double>(busiest) * c.tile_n * 64 * 2;
   const double all_bytes = static_cast<double>(s.n) * s.k * 2;
   return kLaunchUs + std::max(busiest_bytes * (streams + queue) / kStreamBytesPerUs, all_bytes / kStreamCapBytesPerUs) +
-         partials * kPartialUs;
+         partials * kPartialUs + partial_bytes / kStreamBytesPerUs;
 }
 
 bool Weighed(const Candidate& c, int split) {
