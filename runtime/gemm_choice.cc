@@ -39,10 +39,12 @@ constexpr Candidate kSm90[] = {
     // Tiles that let the 128 CTAs hold a 128- or 256-row problem in one wave (N = 6144: 128 tiles
     // of 96 for 256 rows; N = 10240: 128 of 80 for 128 rows, 64 pairs of 160 for 256). Speeds from
     // kiln tune at those shapes (docs/PERF.md, "Tiles for one wave"): against cuBLAS, n160 0.97 and
-    // n96 0.98-0.99 where they fill the GPU, n80 0.90 at 256 rows where it takes two waves.
+    // n96 0.98-0.99 where they fill the GPU, n80 0.90 at 256 rows where it takes two waves; n160
+    // also 0.99 at 1024x10240x8192 (4 full waves), where 256x256 tiles streamed measured 0.92
+    // (docs/PERF.md, "Partials' bytes"): at 0.95 the rule had taken those.
     {"gemm/bf16_sm90_n80", 128, 80, 128, 0.85, 7 * 80 * 128},
     {"gemm/bf16_sm90_n96", 128, 96, 128, 0.9, 7 * 96 * 128},
-    {"gemm/bf16_sm90_n160", 256, 160, 64, 0.95},
+    {"gemm/bf16_sm90_n160", 256, 160, 64, 0.97},
 };
 
 // A split tile part's partial round trip (written by every part, read back by the last, with a
