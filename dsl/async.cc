@@ -28,15 +28,17 @@ mlir::Value DescriptorPtr(KernelState& s, const TensorMap& map, mlir::Location l
   return p;
 }
 
+// Checks that a TMA operation gives `map` one coordinate per dimension.
+bool CheckCoordinates(KernelState& s, const TensorMap& map, size_t coords, const Loc& loc) {
+  if (static_cast<int>(coords) == map.rank()) return true;
+  s.Fail(absl::StrCat("a rank-", map.rank(), " tensor map takes ", map.rank(), " coordinates, not ", coords), loc);
+  return false;
+}
+
 // Checks that `tile` is what one box of `map` fills: the same bytes and swizzle.
 bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile,
                       size_t coords, const Loc& loc) {
-  if (static_cast<int>(coords) != map.rank()) {
-    s.Fail(absl::StrCat("a rank-", map.rank(), " tensor map takes ", map.rank(),
-                        " coordinates, not ", coords),
-           loc);
-    return false;
-  }
+  if (!CheckCoordinates(s, map, coords, loc)) return false;
   if (map.box_bytes() != tile.stage_bytes()) {
     s.Fail(absl::StrCat("the tensor map's box is ", map.box_bytes(), " bytes but the smem tile (",
                         LocString(tile.loc()), ") holds ", tile.stage_bytes(), " per stage"),
@@ -212,10 +214,7 @@ void Kernel::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const B
 void Kernel::TmaPrefetchL2(const TensorMap& map, std::vector<Operand> coords, Loc loc) {
   KernelState& s = *state_;
   if (!NeedHopper(s, "TMA", loc)) return;
-  if (static_cast<int>(coords.size()) != map.rank())
-    return Fail(absl::StrCat("a rank-", map.rank(), " tensor map takes ", map.rank(), " coordinates, not ",
-                             coords.size()),
-                loc);
+  if (!CheckCoordinates(s, map, coords.size(), loc)) return;
   mlir::Location l = s.ToLoc(loc);
   mlir::NVVM::CpAsyncBulkTensorPrefetchOp::create(s.builder, l, DescriptorPtr(s, map, l), Coordinates(s, coords),
                                                   mlir::ValueRange{}, mlir::NVVM::TMALoadMode::TILE, mlir::Value());

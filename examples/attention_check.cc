@@ -203,30 +203,29 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle, c
     if (!a->ok()) return a->status();
   for (auto [at, host] : {std::pair{*q, &in.q}, std::pair{*k, &in.k}, std::pair{*v, &in.v}})
     if (absl::Status st = d.CopyIn(at, host->data(), host->size() * 2); !st.ok()) return st;
-  if (absl::Status st = d.Fill(*o, 0xff, OBytes(z)); !st.ok()) return st;
-  if (absl::Status st = d.Fill(*lse, 0xff, LseBytes(z)); !st.ok()) return st;
   absl::StatusOr<std::vector<rt::Arg>> args = rt::AttentionArgs(bundle.manifest, z, plan->scale, {*q, *k, *v, *o, *lse});
   if (!args.ok()) return args.status();
-  // Three SMs: a persistent grid then walks several query tiles per CTA (rings, Q stages and the
-  // turn-taking running on across tiles), and leaves a CTA idle where the work is one or two.
-  absl::StatusOr<emu::Stats> stats = emu::Launch(d, bundle, *args, {.seed = seed, .sm_count = 3});
-  if (!stats.ok()) return stats.status();
+  // Outputs poisoned, a launch on three SMs (a persistent grid then walks several query tiles per
+  // CTA, rings, Q stages and the turn-taking running on across tiles, and leaves a CTA idle where
+  // the work is one or two), outputs read back.
   std::vector<uint16_t> ho(OBytes(z) / 2);
   std::vector<float> hl(LseBytes(z) / 4);
-  if (absl::Status st = d.CopyOut(ho.data(), *o, OBytes(z)); !st.ok()) return st;
-  if (absl::Status st = d.CopyOut(hl.data(), *lse, LseBytes(z)); !st.ok()) return st;
+  auto run = [&](uint64_t launch_seed) -> absl::Status {
+    if (absl::Status st = d.Fill(*o, 0xff, OBytes(z)); !st.ok()) return st;
+    if (absl::Status st = d.Fill(*lse, 0xff, LseBytes(z)); !st.ok()) return st;
+    absl::StatusOr<emu::Stats> stats = emu::Launch(d, bundle, *args, {.seed = launch_seed, .sm_count = 3});
+    if (!stats.ok()) return stats.status();
+    if (absl::Status st = d.CopyOut(ho.data(), *o, OBytes(z)); !st.ok()) return st;
+    return d.CopyOut(hl.data(), *lse, LseBytes(z));
+  };
+  if (absl::Status st = run(seed); !st.ok()) return st;
   Check(z, options.causal, plan->scale, half, in, ho, hl, seed, r);
-  // A second launch on the same device, outputs poisoned again, must give the same bytes: a
-  // kernel that hands out tiles from a counter must have left it as it found it.
-  if (absl::Status st = d.Fill(*o, 0xff, OBytes(z)); !st.ok()) return st;
-  if (absl::Status st = d.Fill(*lse, 0xff, LseBytes(z)); !st.ok()) return st;
-  stats = emu::Launch(d, bundle, *args, {.seed = seed + 1, .sm_count = 3});
-  if (!stats.ok()) return stats.status();
-  std::vector<uint16_t> ho2(ho.size());
-  std::vector<float> hl2(hl.size());
-  if (absl::Status st = d.CopyOut(ho2.data(), *o, OBytes(z)); !st.ok()) return st;
-  if (absl::Status st = d.CopyOut(hl2.data(), *lse, LseBytes(z)); !st.ok()) return st;
-  if (r.passed && (ho2 != ho || std::memcmp(hl2.data(), hl.data(), LseBytes(z)) != 0)) {
+  // A second launch on the same device must give the same bytes: a kernel that hands out tiles
+  // from a counter must have left it as it found it.
+  const std::vector<uint16_t> first_o = ho;
+  const std::vector<float> first_lse = hl;
+  if (absl::Status st = run(seed + 1); !st.ok()) return st;
+  if (r.passed && (ho != first_o || std::memcmp(hl.data(), first_lse.data(), LseBytes(z)) != 0)) {
     r.passed = false;
     r.failure = "a second launch gave other outputs (state left behind by the first)";
   }

@@ -53,14 +53,11 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   // query tile is short, so that the launch and drain of a CTA per tile weigh: at D = 128 up to
   // 12 key tiles per query tile on average (docs/PERF.md, "Attention", step 5). Where tiles are
   // long, a CTA per tile is faster.
-  if (compute_capability == 90 && z.d == 128) {
-    const double mean_keys = AttentionFlops(z, options.causal) / (4.0 * z.b * z.hq * z.s * z.d);
-    if (mean_keys <= 12 * 128) absl::StrAppend(&plan.kernel, ".persist");
-  }
+  const double mean_keys = AttentionFlops(z, options.causal) / (4.0 * z.b * z.hq * z.s * z.d);  // a query row sees
+  if (compute_capability == 90 && z.d == 128 && mean_keys <= 12 * 128) absl::StrAppend(&plan.kernel, ".persist");
   // At D = 64 three consumer warpgroups (192 query rows) are the default; causal tiles of fewer
   // than 8 key tiles on average (S < 2048) run faster in two (docs/PERF.md, "Attention", step 9).
-  if (compute_capability == 90 && z.d == 64 && options.causal &&
-      AttentionFlops(z, true) / (4.0 * z.b * z.hq * z.s * z.d) < 8 * 128)
+  if (compute_capability == 90 && z.d == 64 && options.causal && mean_keys < 8 * 128)
     absl::StrAppend(&plan.kernel, ".wg2");
   plan.scale = scale;
   if (!options.kernel.empty()) {
@@ -123,24 +120,11 @@ absl::Status AttentionRunner::Run(const AttentionSize& size, const AttentionOpti
   if (!d.ok()) return d.status();
   absl::StatusOr<AttentionPlan> plan = PlanAttention(size, options, operands, (*d)->compute_capability());
   if (!plan.ok()) return plan.status();
-  const LoadedKernel* kernel = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = loaded_.find({plan->kernel, stream});
-    if (it == loaded_.end()) {
-      absl::StatusOr<Bundle> b = ReadBundle(dir_, plan->kernel);
-      if (!b.ok())
-        return absl::NotFoundError(absl::StrCat(b.status().message(), " (write it with `kiln bundle ", plan->kernel,
-                                                "` where kiln has its compiler)"));
-      absl::StatusOr<LoadedKernel> k = LoadedKernel::Load(*b);
-      if (!k.ok()) return k.status();
-      it = loaded_.emplace(std::pair{plan->kernel, stream}, std::make_unique<LoadedKernel>(*std::move(k))).first;
-    }
-    kernel = it->second.get();
-  }
-  absl::StatusOr<std::vector<Arg>> args = AttentionArgs(kernel->manifest(), size, plan->scale, operands);
+  absl::StatusOr<const LoadedKernel*> kernel = kernels_.Get(plan->kernel, stream);
+  if (!kernel.ok()) return kernel.status();
+  absl::StatusOr<std::vector<Arg>> args = AttentionArgs((*kernel)->manifest(), size, plan->scale, operands);
   if (!args.ok()) return args.status();
-  return kernel->Launch(*std::move(args), stream);
+  return (*kernel)->Launch(*std::move(args), stream);
 }
 
 }  // namespace kiln::rt

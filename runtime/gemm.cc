@@ -97,18 +97,6 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   return plan;
 }
 
-absl::StatusOr<const LoadedKernel*> GemmRunner::Kernel(const std::string& name, cu::CUstream stream) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = loaded_.find({name, stream}); it != loaded_.end()) return it->second.get();
-  absl::StatusOr<Bundle> b = ReadBundle(dir_, name);
-  if (!b.ok())
-    return absl::NotFoundError(absl::StrCat(b.status().message(), " (write it with `kiln bundle ", name,
-                                            "` where kiln has its compiler)"));
-  absl::StatusOr<LoadedKernel> k = LoadedKernel::Load(*b);
-  if (!k.ok()) return k.status();
-  return (loaded_[{name, stream}] = std::make_unique<LoadedKernel>(*std::move(k))).get();
-}
-
 absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
                              cu::CUstream stream) {
   absl::StatusOr<Driver*> d = Driver::Get();
@@ -125,7 +113,7 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
   }
   absl::StatusOr<GemmPlan> plan = PlanGemm(size, options, operands, (*d)->compute_capability(), tuned);
   if (!plan.ok()) return plan.status();
-  absl::StatusOr<const LoadedKernel*> kernel = Kernel(plan->choice.kernel, stream);
+  absl::StatusOr<const LoadedKernel*> kernel = kernels_.Get(plan->choice.kernel, stream);
   if (!kernel.ok()) return kernel.status();
   GemmOperands o = operands;
   if (plan->swapped) std::swap(o.a, o.b), std::swap(o.lda, o.ldb);

@@ -369,9 +369,7 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
       continue;
     }
     if (p.kind == ParamSpec::Kind::kWorkspace) {
-      const int64_t bytes =
-          p.workspace.Bytes(p.workspace.table.empty() ? 0 : tables.at(p.workspace.table).partials);
-      absl::StatusOr<uint64_t> w = Workspace(i, static_cast<size_t>(bytes));
+      absl::StatusOr<uint64_t> w = Workspace(i, static_cast<size_t>(p.workspace.Bytes(tables)));
       if (!w.ok()) return w.status();
       device_copies.push_back(*w);
       pointers.push_back(&device_copies.back());
@@ -384,6 +382,18 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
   absl::Status s = kernel_.Launch({grid, m.block, m.cluster, static_cast<unsigned>(smem), stream}, pointers.data());
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(m.source, ": ", s.message()));
   return s;
+}
+
+absl::StatusOr<const LoadedKernel*> LoadedKernels::Get(const std::string& name, cu::CUstream stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = loaded_.find({name, stream}); it != loaded_.end()) return it->second.get();
+  absl::StatusOr<Bundle> b = ReadBundle(dir_, name);
+  if (!b.ok())
+    return absl::NotFoundError(absl::StrCat(b.status().message(), " (write it with `kiln bundle ", name,
+                                            "` where kiln has its compiler)"));
+  absl::StatusOr<LoadedKernel> k = LoadedKernel::Load(*b);
+  if (!k.ok()) return k.status();
+  return (loaded_[{name, stream}] = std::make_unique<LoadedKernel>(*std::move(k))).get();
 }
 
 }  // namespace kiln::rt

@@ -91,7 +91,7 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
       const rt::WorkspaceParam& w = m.params[i].workspace;
       absl::StatusOr<uint64_t> base =
           device.Workspace(absl::StrCat(m.name, "/", m.params[i].name),
-                           static_cast<size_t>(w.Bytes(w.table.empty() ? 0 : tables->at(w.table).partials)));
+                           static_cast<size_t>(w.Bytes(*tables)));
       if (!base.ok()) return base.status();
       std::memcpy(params.data() + p.offset, &*base, 8);
       continue;

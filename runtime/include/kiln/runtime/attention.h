@@ -63,7 +63,7 @@ double AttentionFlops(const AttentionSize& size, bool causal);
 
 class AttentionRunner {
  public:
-  explicit AttentionRunner(std::string bundle_dir) : dir_(std::move(bundle_dir)) {}
+  explicit AttentionRunner(std::string bundle_dir) : kernels_(std::move(bundle_dir)) {}
   // Plans, loads the kernel (once per runner and stream) and launches it on `stream`; does not
   // synchronise. The persistent kernels (".persist", which the plan picks for short query tiles
   // at D = 128) take their tiles from a counter each loaded kernel keeps: a kernel per stream
@@ -72,9 +72,7 @@ class AttentionRunner {
                    cu::CUstream stream = nullptr);
 
  private:
-  std::string dir_;
-  std::mutex mu_;
-  std::map<std::pair<std::string, cu::CUstream>, std::unique_ptr<LoadedKernel>> loaded_;  // by kernel, stream
+  LoadedKernels kernels_;
 };
 
 }  // namespace kiln::rt

@@ -61,18 +61,17 @@ class GemmRunner {
  public:
   // `tune_cache`: a file `kiln tune` wrote, whose measured choices win over the rule ("": none).
   explicit GemmRunner(std::string bundle_dir, std::string tune_cache = "")
-      : dir_(std::move(bundle_dir)), tune_path_(std::move(tune_cache)) {}
+      : kernels_(std::move(bundle_dir)), tune_path_(std::move(tune_cache)) {}
   // Plans, loads the kernel (once per runner and stream) and launches it on `stream`; does not
   // synchronise.
   absl::Status Run(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
                    cu::CUstream stream = nullptr);
 
  private:
-  absl::StatusOr<const LoadedKernel*> Kernel(const std::string& name, cu::CUstream stream);
-  std::string dir_, tune_path_;
+  LoadedKernels kernels_;
+  std::string tune_path_;
   std::mutex mu_;
   std::optional<GemmTuneCache> tuned_;  // read at the first Run
-  std::map<std::pair<std::string, cu::CUstream>, std::unique_ptr<LoadedKernel>> loaded_;  // by kernel, stream
 };
 
 }  // namespace kiln::rt

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -137,6 +138,21 @@ class LoadedKernel {
     std::vector<DeviceBuffer> outgrown;
   };
   std::unique_ptr<Uploads> uploads_ = std::make_unique<Uploads>();
+};
+
+// The kernels an entry point's runner has loaded from a bundle directory, one per kernel and
+// stream: a kernel's workspaces (split-K partials, tile counters) then keep calls on different
+// streams apart, and calls on one stream are ordered.
+class LoadedKernels {
+ public:
+  explicit LoadedKernels(std::string bundle_dir) : dir_(std::move(bundle_dir)) {}
+  // Loads `name` for `stream` at its first call; NotFound, saying how to write it, without its bundle.
+  absl::StatusOr<const LoadedKernel*> Get(const std::string& name, cu::CUstream stream);
+
+ private:
+  std::string dir_;
+  std::mutex mu_;
+  std::map<std::pair<std::string, cu::CUstream>, std::unique_ptr<LoadedKernel>> loaded_;
 };
 
 }  // namespace kiln::rt

@@ -80,7 +80,11 @@ struct ScheduleTableParam {
 struct WorkspaceParam {
   std::string table;
   int64_t bytes_per_partial = 0;
-  int64_t Bytes(int64_t partials) const { return table.empty() ? bytes_per_partial : partials * bytes_per_partial; }
+  // Its size at a launch whose work tables are `tables` (by name, each with its `partials`).
+  template <typename Tables>
+  int64_t Bytes(const Tables& tables) const {
+    return table.empty() ? bytes_per_partial : tables.at(table).partials * bytes_per_partial;
+  }
 };
 
 // A launch-time rule: integer parameter `symbol` must be a multiple of `multiple` (a kernel's
