@@ -51,10 +51,10 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
                              options.dtype == "f16" ? ".f16" : "", options.causal ? ".causal" : "");
   // Persistent CTAs (".persist": a CTA per SM taking query tiles from a counter) pay off where a
   // query tile is short, so that the launch and drain of a CTA per tile weigh: at D = 128 up to
-  // 12 key tiles per query tile on average (docs/PERF.md, "Attention", step 5). Where tiles are
-  // long, a CTA per tile is faster.
+  // 20 key tiles per query tile on average (docs/PERF.md, "Attention", steps 5 and 11). Where tiles
+  // are long, a CTA per tile is faster.
   const double mean_keys = AttentionFlops(z, options.causal) / (4.0 * z.b * z.hq * z.s * z.d);  // a query row sees
-  if (compute_capability == 90 && z.d == 128 && mean_keys <= 12 * 128) absl::StrAppend(&plan.kernel, ".persist");
+  if (compute_capability == 90 && z.d == 128 && mean_keys <= 20 * 128) absl::StrAppend(&plan.kernel, ".persist");
   // At D = 64 three consumer warpgroups (192 query rows) are the default; causal tiles of fewer
   // than 8 key tiles on average (S < 2048) run faster in two (docs/PERF.md, "Attention", step 9).
   if (compute_capability == 90 && z.d == 64 && options.causal && mean_keys < 8 * 128)

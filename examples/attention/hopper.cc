@@ -31,7 +31,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   a = WithDefaults(a);
   const int D = a.d, W = a.warpgroups, BM = 64 * W, BN = a.block_n, SPANS = D / 64, STAGES = a.stages;
   const Scalar in = a.in;
-  Kernel k(name, sm90a(), {128 * (W + 1)});
+  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
   if (W < 2 || W > 3) k.Fail(absl::StrCat("attention takes 2 or 3 consumer warpgroups, not ", W));
   if (BN % 16 || BN < 16 || BN > 256) k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 256"));
   const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/64);
@@ -56,7 +56,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // Shared memory: Q (span j in rows BM*j..), then rings of K and V tiles (span j in rows BN*j..).
   // Q is a ring too, of two stages where they fit: the next tile's Q lands while this one runs.
   // O goes out through its tile's Q stage, which is released once the TMA store has read it.
-  const int q_stages = 128 * SPANS * (2 * BM + 2 * STAGES * BN) <= 220 * 1024 ? 2 : 1;
+  const int q_stages = 128 * SPANS * (2 * BM + 2 * STAGES * BN) <= 226 * 1024 ? 2 : 1;  // 1 KB for the barriers
   SmemTile sQ = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B, q_stages);
   SmemTile sK = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, STAGES);
   SmemTile sV = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, STAGES);
@@ -264,30 +264,38 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
             k_ring.Release(ks, c);
             softmax_of(k.I32(0));
             pack_p();
-            Regs v_held = k.Registers(Type::Of(i32), 1);  // the V stage of P_{j-1} V_{j-1}
-            v_held[0] = v_ring.Acquire(v_at);
+            // V_{j-1}'s stage: acquired at the end of step j - 1 (a CTA per tile), or at the start of
+            // step j in the persistent kernel, where a stage held in a register across its tile loop
+            // is no longer known warp-uniform and its descriptors leave uniform registers (PERF,
+            // Attention, step 7).
+            const bool v_late = a.persistent;
+            Regs v_held = k.Registers(Type::Of(i32), 1);
+            auto v_stage = [&] { return v_late ? v_ring.Acquire(v_at) : v_held[0]; };
+            if (!v_late) v_held[0] = v_ring.Acquire(v_at);
             k.For(1, n_tiles, 1, [&](Value j) {
               my_turn();
               Value ks = k_ring.Acquire(k_at);
+              Value vs = v_stage();
               k.WgmmaFence();
               issue_s(ks);
-              issue_pv(v_held[0]);
+              issue_pv(vs);
               their_turn();
               k.WgmmaWait(1);  // S_j is in; P_{j-1} V_{j-1} may still run
               k_ring.Release(ks, c);
               softmax_of(j * BN);
               k.WgmmaWait(0);
-              v_ring.Release(v_held[0], c);
+              v_ring.Release(vs, c);
               rescale_o();
               pack_p();
-              v_held[0] = v_ring.Acquire(v_at);
+              if (!v_late) v_held[0] = v_ring.Acquire(v_at);
             });
             my_turn();
+            Value vs = v_stage();
             k.WgmmaFence();
-            issue_pv(v_held[0]);
+            issue_pv(vs);
             their_turn();
             k.WgmmaWait(0);
-            v_ring.Release(v_held[0], c);
+            v_ring.Release(vs, c);
           });
 
           // O / sum and lse, per row half; then O through this warpgroup's rows of Q's stage (its own

@@ -159,17 +159,17 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   other.kernel = "attention/hopper.d128.wgx";
   EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
   EXPECT_EQ(rt::PlanAttention({}, {}, ok, 100)->kernel, "attention/blackwell.d128");
-  // Persistent CTAs where query tiles are short: D = 128 with up to 12 key tiles a query tile on
+  // Persistent CTAs where query tiles are short: D = 128 with up to 20 key tiles a query tile on
   // average.
   auto planned = [&](int64_t s, bool causal, int d = 128) {
     return rt::PlanAttention({.b = 1, .hq = 16, .hkv = 16, .s = s, .skv = s, .d = d}, {.causal = causal}, ok, 90)
         ->kernel;
   };
   EXPECT_EQ(planned(1024, false), "attention/hopper.d128.persist");
-  EXPECT_EQ(planned(1536, false), "attention/hopper.d128.persist");
-  EXPECT_EQ(planned(2048, false), "attention/hopper.d128");
-  EXPECT_EQ(planned(3000, true), "attention/hopper.d128.causal.persist");
-  EXPECT_EQ(planned(4096, true), "attention/hopper.d128.causal");
+  EXPECT_EQ(planned(2560, false), "attention/hopper.d128.persist");
+  EXPECT_EQ(planned(2688, false), "attention/hopper.d128");
+  EXPECT_EQ(planned(4096, true), "attention/hopper.d128.causal.persist");
+  EXPECT_EQ(planned(5120, true), "attention/hopper.d128.causal");
   other.kernel = "attention/hopper.d128";  // a persistent plan run by a CTA per tile: allowed
   EXPECT_TRUE(rt::PlanAttention({.s = 1024, .skv = 1024}, other, ok, 90).ok());
   // D = 64: three consumer warpgroups, but two for causal tiles of fewer than 8 key tiles.
