@@ -1,5 +1,9 @@
 #include "kiln/runtime/gemm.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "kiln/runtime/driver.h"

@@ -43,7 +43,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // in global memory, so a tile's loads start under the previous tile's epilogue, SMs that run
   // faster take more tiles, and the shortest tiles come last; the CTA that finishes last puts the
   // counter back to zero for the next launch. Without "persist", a CTA per tile.
-  Value tiles = k.WorkspaceParam("tiles", i32, "", 8);  // {next tile, CTAs done}
+  Value tiles;  // {next tile, CTAs done}: the persistent kernel's counter
+  if (a.persistent) tiles = k.WorkspaceParam("tiles", i32, "", 8);
   Value m_tiles = (S + (BM - 1)) / BM;
   Value tile_count = m_tiles * Hq * B;
   if (a.persistent)

@@ -13,9 +13,6 @@
 // convention; top-left, torch's is_causal, is the same when S = Skv). A query that sees no key
 // gets O = 0 and lse = -inf.
 #pragma once
-#include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>

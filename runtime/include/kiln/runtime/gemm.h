@@ -18,8 +18,6 @@
 // the same inputs give the same bytes.
 #pragma once
 
-#include <map>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
