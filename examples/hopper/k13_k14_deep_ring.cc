@@ -235,6 +235,10 @@ const EntryKernel kEntryKernels[] = {
      "the entry point's kernel for 256-row problems whose N splits into 64 columns of 160: 128x160 CTA tiles in "
      "pairs sharing B (256x160), 5 stages",
      {.bn = 160, .stages = 5, .cluster = 2}},
+    {"gemm/bf16_sm90_m64n64",
+     "the entry point's kernel for 128-row problems bound by the weight read: 64x64 CTA tiles in pairs sharing B "
+     "(128x64), one consumer warpgroup, 13 stages",
+     {.bm = 64, .bn = 64, .stages = 13, .cluster = 2}},
 };
 
 // The same kernels with other element types and fused epilogues, by name (gemm/bf16_sm90.f16-f32.gelu).

@@ -330,7 +330,7 @@ void ExpectCorrectAt(const char* name, std::initializer_list<ProblemSize> sizes,
 
 TEST(EmulatedGemmEntryPoint, TheTileKernelsAtRaggedSizes) {
   for (const char* name : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64", "gemm/bf16_sm90_m64",
-                           "gemm/bf16_sm90_n80", "gemm/bf16_sm90_n96", "gemm/bf16_sm90_n160"})
+                           "gemm/bf16_sm90_n80", "gemm/bf16_sm90_n96", "gemm/bf16_sm90_n160", "gemm/bf16_sm90_m64n64"})
     ExpectCorrectAt(name, {{264, 300, 200}, {8, 1, 8}, {520, 7, 72}, {128, 257, 64}});
 }
 
@@ -340,7 +340,7 @@ TEST(EmulatedGemmEntryPoint, TheTileKernelsAtRaggedSizes) {
 // summed in a fixed order whichever came last.
 TEST(EmulatedGemmEntryPoint, SplitKAndStreamKAtRaggedSizes) {
   for (const char* name : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64", "gemm/bf16_sm90_m64",
-                           "gemm/bf16_sm90_n80", "gemm/bf16_sm90_n160"})
+                           "gemm/bf16_sm90_n80", "gemm/bf16_sm90_n160", "gemm/bf16_sm90_m64n64"})
     for (int split : {2, 3, 0}) ExpectCorrectAt(name, {{136, 200, 328}}, split);
   ExpectCorrectAt("gemm/bf16_sm90_n64.bf16-f32.scale.silu", {{131, 70, 200}}, 0);
   ExpectCorrectAt("gemm/bf16_sm90.bf16-bf16.a_mn.b_mn", {{136, 200, 328}}, 0);  // MN-major A and B
@@ -355,7 +355,8 @@ TEST(EmulatedGemmEntryPoint, TheSkinnyKernelAtRaggedSizes) {
 // at a ragged size, against the fp64 product put through the epilogue on the host.
 TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
   for (const char* base : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64", "gemm/bf16_sm90_m64",
-                           "gemm/bf16_sm90_n80", "gemm/bf16_sm90_n96", "gemm/bf16_sm90_n160", "gemm/bf16_skinny",
+                           "gemm/bf16_sm90_n80", "gemm/bf16_sm90_n96", "gemm/bf16_sm90_n160", "gemm/bf16_sm90_m64n64",
+                           "gemm/bf16_skinny",
                            "reference/bf16"}) {
     const bool skinny = std::string(base) == "gemm/bf16_skinny";
     // The family's own list: the tiles of 80, 96, 160 columns have no MN-major variants.
@@ -397,7 +398,7 @@ TEST(GemmChoice, VariantNamesCarryTypesAndTheEpilogueInTheKernelsOrder) {
   ASSERT_TRUE(terms.ok()) << terms.status();
   EXPECT_EQ(*terms, "scale.bias_col.gelu.residual");
   EXPECT_EQ(ChooseGemm({100, 7, 60}, 90, {.epilogue = *terms}).kernel, "reference/bf16.bf16-bf16.scale.bias_col.gelu.residual");
-  EXPECT_EQ(ChooseGemm({100, 7, 64}, 90, {.epilogue = "relu"}).kernel, "gemm/bf16_sm90_m64.bf16-bf16.any_m.relu");
+  EXPECT_EQ(ChooseGemm({100, 7, 64}, 90, {.epilogue = "relu"}).kernel, "gemm/bf16_sm90_m64n64.bf16-bf16.any_m.relu");
   for (const char* bad : {"gelu,relu", "bias_row,bias_col", "scale,scale", "tanh"}) {
     absl::StatusOr<std::string> t = CanonicalEpilogue(bad);
     EXPECT_FALSE(t.ok()) << bad;
@@ -435,11 +436,12 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReferen
   // 96 64x128 tiles whole: the two rows of tiles read each column of B once from memory (31.5 us
   // on the H100 against 34.8 for 128x128 tiles in 2 parts: docs/PERF.md, "M <= 64").
   EXPECT_EQ(Choice({128, 6144, 4096}), P("gemm/bf16_sm90_m64", 1));
-  // 32 128x128 tiles for 128 slots: each tile's K in 4 parts fills them...
-  EXPECT_EQ(Choice({128, 4096, 14336}), P("gemm/bf16_sm90_n128", 4));
-  // ...but at K = 4096 the parts' partials, 128 rows of f32 each, cost more than 64 whole 64-row
-  // tiles lose to the queue (25.5 us on the H100 against 28.8: docs/PERF.md, "M <= 64").
-  EXPECT_EQ(Choice({128, 4096, 4096}), P("gemm/bf16_sm90_m64", 1));
+  // N = 4096: 64 pairs of 64x64 tiles, whole, stream B on all 128 CTAs without partials (23.8 us
+  // on the H100 against 25.5 for 64 64x128 tiles and 28.8 for 128x128 tiles in 4 parts; 56.7 at
+  // K = 14336: docs/PERF.md, "64x64 pairs").
+  EXPECT_EQ(Choice({128, 4096, 14336}), P("gemm/bf16_sm90_m64n64", 1));
+  EXPECT_EQ(Choice({128, 4096, 4096}), P("gemm/bf16_sm90_m64n64", 1));
+  EXPECT_EQ(Choice({64, 4096, 4096}), P("gemm/bf16_sm90_m64n64", 1));
   EXPECT_EQ(Choice({1, 4096, 4096}), P("gemm/bf16_skinny", 1));
   // M <= 64, bound by the weight read (the H100's fastest in docs/PERF.md, "M <= 64"): 48 to 224
   // 64x128 tiles with the deepest ring, whole, stream B faster than split or streamed tiles...
@@ -447,14 +449,15 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReferen
   EXPECT_EQ(Choice({64, 10240, 8192}), P("gemm/bf16_sm90_m64", 1));
   EXPECT_EQ(Choice({8, 28672, 4096}).first, "gemm/bf16_sm90_m64");
   EXPECT_EQ(Choice({16, 8192, 28672}), P("gemm/bf16_sm90_m64", 2));  // 64 tiles: 2 parts fill 128 CTAs
-  // ...but 32 tiles of a 4096-wide B take 128x128 tiles in 4 parts (the 64-row tile splits in 2
-  // at most).
+  // ...but a 4096-wide B takes the 64x64 pairs at K = 4096 (23.9 us against 26.2 for 128x128
+  // tiles in 4 parts), and 128x128 tiles in 4 parts at K = 14336, where the model has them a little
+  // ahead (60.0 us predicted against 61.4; measured 60.4-60.9 before the pairs existed).
   EXPECT_EQ(Choice({16, 4096, 14336}), P("gemm/bf16_sm90_n128", 4));
-  EXPECT_EQ(Choice({16, 4096, 4096}), P("gemm/bf16_sm90_n128", 4));
+  EXPECT_EQ(Choice({16, 4096, 4096}), P("gemm/bf16_sm90_m64n64", 1));
   EXPECT_EQ(Choice({13, 6144, 4096}).first, "gemm/bf16_sm90_m64.bf16-bf16.any_m");
-  EXPECT_EQ(Choice({13, 4096, 4096}).first, "gemm/bf16_sm90_n128.bf16-bf16.any_m");  // no C map at M = 13
-  EXPECT_EQ(Choice({13, 4096, 4096}, {.out_type = "f32"}).first, "gemm/bf16_sm90_n128.bf16-f32");
-  EXPECT_EQ(Choice({100, 7, 64}), P("gemm/bf16_sm90_m64.bf16-bf16.any_m", 1));  // two tiles, one k-tile
+  EXPECT_EQ(Choice({13, 4096, 4096}).first, "gemm/bf16_sm90_m64n64.bf16-bf16.any_m");  // no C map at M = 13
+  EXPECT_EQ(Choice({13, 4096, 4096}, {.out_type = "f32"}).first, "gemm/bf16_sm90_m64n64.bf16-f32");
+  EXPECT_EQ(Choice({100, 7, 64}), P("gemm/bf16_sm90_m64n64.bf16-bf16.any_m", 1));  // one pair, one k-tile
   EXPECT_EQ(Choice({300, 7, 64}), P("gemm/bf16_sm90_n80.bf16-bf16.any_m", 1));  // past M = 128: the compute model
   const GemmChoice odd = ChooseGemm({100, 7, 60}, 90);
   EXPECT_EQ(odd.kernel, "reference/bf16");
