@@ -46,8 +46,9 @@ constexpr Candidate kSm90[] = {
     {"gemm/bf16_sm90_n96", 128, 96, 128, 0.9, 7 * 96 * 128},
     {"gemm/bf16_sm90_n160", 256, 160, 64, 0.97},
     // For M <= 128 only: 64x64 tiles in pairs sharing B by multicast (cuBLAS's choice at
-    // 128x4096x4096), 128 CTAs streaming 64 columns of B each where N = 4096. Fastest in kiln tune
-    // at 16, 64 and 128 x 4096 x 4096 and 128x4096x14336 (docs/PERF.md, "64x64 pairs").
+    // 128x4096x4096), so that at N = 4096 all 128 CTAs stream B, a pair its 64 columns. Fastest in
+    // kiln tune at 16, 64 and 128 x 4096 x 4096 and 128x4096x14336 (docs/PERF.md, "64x64 pairs");
+    // in 4 parts it measured 0.44-0.6x cuBLAS, so it splits in 2 at most.
     {"gemm/bf16_sm90_m64n64", 128, 64, 64, 0.0, 13 * 64 * 128, 2},
 };
 
