@@ -236,8 +236,8 @@ const EntryKernel kEntryKernels[] = {
      "pairs sharing B (256x160), 5 stages",
      {.bn = 160, .stages = 5, .cluster = 2}},
     {"gemm/bf16_sm90_m64n64",
-     "the entry point's kernel for 128-row problems bound by the weight read: 64x64 CTA tiles in pairs sharing B "
-     "(128x64), one consumer warpgroup, 13 stages",
+     "the entry point's kernel for M <= 128 with 4096-wide weights, where their read bounds the time: 64x64 CTA "
+     "tiles in pairs sharing B (128x64), one consumer warpgroup, 13 stages",
      {.bm = 64, .bn = 64, .stages = 13, .cluster = 2}},
 };
 

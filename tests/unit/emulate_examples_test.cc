@@ -1,7 +1,9 @@
 // The emulator on kernels the GPU has checked (ops/saxpy and the row ops, correct on an H100 at
 // these kinds of shapes): it runs their PTX, as the compiler emitted it, to the fp64 reference's
 // answer at ragged shapes that take every body of the row kernels, under two schedules.
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "examples/gemm_epilogue.h"
@@ -328,10 +330,23 @@ void ExpectCorrectAt(const char* name, std::initializer_list<ProblemSize> sizes,
   }
 }
 
+// The entry point's Hopper tile kernels, as registered (gemm/bf16_sm90 and its other tiles).
+std::vector<std::string> TileKernels() {
+  std::vector<std::string> bases;
+  for (const ExampleFamily& f : Families())
+    if (f.base.rfind("gemm/bf16_sm90", 0) == 0) bases.push_back(f.base);
+  return bases;
+}
+
 TEST(EmulatedGemmEntryPoint, TheTileKernelsAtRaggedSizes) {
-  for (const char* name : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64", "gemm/bf16_sm90_m64",
-                           "gemm/bf16_sm90_n80", "gemm/bf16_sm90_n96", "gemm/bf16_sm90_n160", "gemm/bf16_sm90_m64n64"})
-    ExpectCorrectAt(name, {{264, 300, 200}, {8, 1, 8}, {520, 7, 72}, {128, 257, 64}});
+  const std::vector<std::string> tiles = TileKernels();
+  // Every kernel the rule and kiln tune weigh is one of them.
+  for (const rt::GemmChoice& c : rt::GemmCandidates({4096, 4096, 4096}, 90))
+    if (c.kernel.rfind("gemm/bf16_sm90", 0) == 0)
+      EXPECT_NE(std::find(tiles.begin(), tiles.end(), c.kernel), tiles.end()) << c.kernel << " is not registered";
+  EXPECT_GE(tiles.size(), 8u);
+  for (const std::string& name : tiles)
+    ExpectCorrectAt(name.c_str(), {{264, 300, 200}, {8, 1, 8}, {520, 7, 72}, {128, 257, 64}});
 }
 
 // Split-K (2 and 3 parts, the last with fewer k-tiles) and stream-K: each split tile's parts meet
@@ -354,18 +369,17 @@ TEST(EmulatedGemmEntryPoint, TheSkinnyKernelAtRaggedSizes) {
 // Every bundled variant (input and output types, each epilogue term) of every entry-point kernel,
 // at a ragged size, against the fp64 product put through the epilogue on the host.
 TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
-  for (const char* base : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64", "gemm/bf16_sm90_m64",
-                           "gemm/bf16_sm90_n80", "gemm/bf16_sm90_n96", "gemm/bf16_sm90_n160", "gemm/bf16_sm90_m64n64",
-                           "gemm/bf16_skinny",
-                           "reference/bf16"}) {
-    const bool skinny = std::string(base) == "gemm/bf16_skinny";
+  std::vector<std::string> bases = TileKernels();
+  bases.insert(bases.end(), {"gemm/bf16_skinny", "reference/bf16"});
+  for (const std::string& base : bases) {
+    const bool skinny = base == "gemm/bf16_skinny";
     // The family's own list: the tiles of 80, 96, 160 columns have no MN-major variants.
     std::vector<std::string> bundled;
     for (const ExampleFamily& f : Families())
       if (f.base == base) bundled = f.bundled;
     ASSERT_FALSE(bundled.empty()) << base;
     for (const std::string& options : bundled) {
-      const std::string name = std::string(base) + "." + options;
+      const std::string name = base + "." + options;
       // C from registers (any_m, f32) at an M no TMA store could take.
       const bool any_m = options.find("any_m") != std::string::npos || options.find("-f32") != std::string::npos;
       ExpectCorrectAt(name.c_str(), {skinny ? ProblemSize{3, 77, 72} : ProblemSize{any_m ? 131 : 136, 200, 88}});
