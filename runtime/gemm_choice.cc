@@ -50,6 +50,13 @@ constexpr Candidate kSm90[] = {
     // kiln tune at 16, 64 and 128 x 4096 x 4096 and 128x4096x14336 (docs/PERF.md, "64x64 pairs");
     // in 4 parts it measured 0.44-0.6x cuBLAS, so it splits in 2 at most.
     {"gemm/bf16_sm90_m64n64", 128, 64, 64, 0.0, 13 * 64 * 128, 2},
+    // For M <= 128 only: 64-row tiles narrow enough that 128 of them cover N = 4096, 6144 and
+    // 10240, so that every CTA streams B (the 64x128 tiles leave 48 to 96 of 128 idle there).
+    // Fastest in kiln tune at 10 of the sweep's 12 shapes of M = 16 and 64 (docs/PERF.md,
+    // "Narrow tiles for M <= 64").
+    {"gemm/bf16_sm90_m64n32", 64, 32, 128, 0.0, 17 * 32 * 128, 2},
+    {"gemm/bf16_sm90_m64n48", 64, 48, 128, 0.0, 15 * 48 * 128, 2},
+    {"gemm/bf16_sm90_m64n80", 64, 80, 128, 0.0, 11 * 80 * 128, 2},
 };
 
 // A split tile part's partial round trip (written by every part, read back by the last, with a
@@ -88,9 +95,13 @@ double Efficiency(const Candidate& c, const GemmSize& s, int split) {
 // runs of every candidate at 14 shapes with M = 8 to 64 on an H100 (docs/PERF.md, "M <= 64");
 // with the partials' bytes, its picks among the 64-row and 128x128 tiles are the fastest measured
 // at all 14 and at the three of M = 128 (without them it lost 1% at 64x4096x4096 and 13% at
-// 128x4096x4096). At M = 256 they were no better than the compute model's.
+// 128x4096x4096). At M = 256 they were no better than the compute model's. The cap was 2.4 TB/s
+// until the narrow 64-row tiles came: with it the model took their 103 CTAs at 16x8192x28672
+// (8192 / 80) for as fast as the 64x128 tiles in 2 parts on 128, which streamed 2.76 TB/s there
+// and won by 5%; 2.6 changes none of the picks among the other tiles (docs/PERF.md, "Narrow tiles
+// for M <= 64").
 constexpr int64_t kWeightBoundRows = 128;
-constexpr double kStreamBytesPerUs = 3.0e6, kStreamCapBytesPerUs = 2.4e6, kIdleLatencyUs = 1.0;
+constexpr double kStreamBytesPerUs = 3.0e6, kStreamCapBytesPerUs = 2.6e6, kIdleLatencyUs = 1.0;
 constexpr double kLaunchUs = 5, kPartialUs = 4;
 
 // Whole tiles or split-K; stream-K is not weighed here: in the tune runs it was never faster than

@@ -412,7 +412,7 @@ TEST(GemmChoice, VariantNamesCarryTypesAndTheEpilogueInTheKernelsOrder) {
   ASSERT_TRUE(terms.ok()) << terms.status();
   EXPECT_EQ(*terms, "scale.bias_col.gelu.residual");
   EXPECT_EQ(ChooseGemm({100, 7, 60}, 90, {.epilogue = *terms}).kernel, "reference/bf16.bf16-bf16.scale.bias_col.gelu.residual");
-  EXPECT_EQ(ChooseGemm({100, 7, 64}, 90, {.epilogue = "relu"}).kernel, "gemm/bf16_sm90_m64n64.bf16-bf16.any_m.relu");
+  EXPECT_EQ(ChooseGemm({100, 7, 64}, 90, {.epilogue = "relu"}).kernel, "gemm/bf16_sm90_m64n32.bf16-bf16.any_m.relu");
   for (const char* bad : {"gelu,relu", "bias_row,bias_col", "scale,scale", "tanh"}) {
     absl::StatusOr<std::string> t = CanonicalEpilogue(bad);
     EXPECT_FALSE(t.ok()) << bad;
@@ -455,23 +455,23 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReferen
   // K = 14336: docs/PERF.md, "64x64 pairs").
   EXPECT_EQ(Choice({128, 4096, 14336}), P("gemm/bf16_sm90_m64n64", 1));
   EXPECT_EQ(Choice({128, 4096, 4096}), P("gemm/bf16_sm90_m64n64", 1));
-  EXPECT_EQ(Choice({64, 4096, 4096}), P("gemm/bf16_sm90_m64n64", 1));
   EXPECT_EQ(Choice({1, 4096, 4096}), P("gemm/bf16_skinny", 1));
-  // M <= 64, bound by the weight read (the H100's fastest in docs/PERF.md, "M <= 64"): 48 to 224
-  // 64x128 tiles with the deepest ring, whole, stream B faster than split or streamed tiles...
-  EXPECT_EQ(Choice({16, 6144, 4096}), P("gemm/bf16_sm90_m64", 1));
-  EXPECT_EQ(Choice({64, 10240, 8192}), P("gemm/bf16_sm90_m64", 1));
-  EXPECT_EQ(Choice({8, 28672, 4096}).first, "gemm/bf16_sm90_m64");
-  EXPECT_EQ(Choice({16, 8192, 28672}), P("gemm/bf16_sm90_m64", 2));  // 64 tiles: 2 parts fill 128 CTAs
-  // ...but a 4096-wide B takes the 64x64 pairs at K = 4096 (23.9 us against 26.2 for 128x128
-  // tiles in 4 parts), and 128x128 tiles in 4 parts at K = 14336, where the model has them a little
-  // ahead (60.0 us predicted against 61.4; measured 60.4-60.9 before the pairs existed).
-  EXPECT_EQ(Choice({16, 4096, 14336}), P("gemm/bf16_sm90_n128", 4));
-  EXPECT_EQ(Choice({16, 4096, 4096}), P("gemm/bf16_sm90_m64n64", 1));
-  EXPECT_EQ(Choice({13, 6144, 4096}).first, "gemm/bf16_sm90_m64.bf16-bf16.any_m");
-  EXPECT_EQ(Choice({13, 4096, 4096}).first, "gemm/bf16_sm90_m64n64.bf16-bf16.any_m");  // no C map at M = 13
-  EXPECT_EQ(Choice({13, 4096, 4096}, {.out_type = "f32"}).first, "gemm/bf16_sm90_m64n64.bf16-f32");
-  EXPECT_EQ(Choice({100, 7, 64}), P("gemm/bf16_sm90_m64n64.bf16-bf16.any_m", 1));  // one pair, one k-tile
+  // M <= 64, bound by the weight read (the H100's fastest in docs/PERF.md, "Narrow tiles for
+  // M <= 64"): 64-row tiles narrow enough for 128 of them to cover N, whole, so that every CTA
+  // streams B without partials (16x10240x8192: 64x80 tiles 71.6 us against 77.3 for 80 64x128
+  // tiles)...
+  EXPECT_EQ(Choice({16, 4096, 4096}), P("gemm/bf16_sm90_m64n32", 1));
+  EXPECT_EQ(Choice({64, 4096, 4096}), P("gemm/bf16_sm90_m64n32", 1));
+  EXPECT_EQ(Choice({16, 6144, 4096}), P("gemm/bf16_sm90_m64n48", 1));
+  EXPECT_EQ(Choice({64, 10240, 8192}), P("gemm/bf16_sm90_m64n80", 1));
+  EXPECT_EQ(Choice({8, 28672, 4096}).first, "gemm/bf16_sm90_m64n80");
+  // ...but where 64x128 tiles in 2 parts fill the 128 CTAs, those (179.7 us at 16x8192x28672
+  // against 189.8 for 103 64x80 tiles).
+  EXPECT_EQ(Choice({16, 8192, 28672}), P("gemm/bf16_sm90_m64", 2));
+  EXPECT_EQ(Choice({13, 6144, 4096}).first, "gemm/bf16_sm90_m64n48.bf16-bf16.any_m");
+  EXPECT_EQ(Choice({13, 4096, 4096}).first, "gemm/bf16_sm90_m64n32.bf16-bf16.any_m");  // no C map at M = 13
+  EXPECT_EQ(Choice({13, 4096, 4096}, {.out_type = "f32"}).first, "gemm/bf16_sm90_m64n32.bf16-f32");
+  EXPECT_EQ(Choice({100, 7, 64}), P("gemm/bf16_sm90_m64n32.bf16-bf16.any_m", 1));  // two tiles, one k-tile
   EXPECT_EQ(Choice({300, 7, 64}), P("gemm/bf16_sm90_n80.bf16-bf16.any_m", 1));  // past M = 128: the compute model
   const GemmChoice odd = ChooseGemm({100, 7, 60}, 90);
   EXPECT_EQ(odd.kernel, "reference/bf16");
