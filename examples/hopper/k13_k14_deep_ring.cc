@@ -239,8 +239,8 @@ const EntryKernel kEntryKernels[] = {
      "the entry point's kernel for M <= 128 with 4096-wide weights, where their read bounds the time: 64x64 CTA "
      "tiles in pairs sharing B (128x64), one consumer warpgroup, 13 stages",
      {.bm = 64, .bn = 64, .stages = 13, .cluster = 2}},
-    // For M <= 64, narrower tiles so that N in 128 of them puts every CTA on the weights (N = 4096,
-    // 6144, 10240), each with a ring as deep as the shared memory holds.
+    // For M <= 64, tiles narrow enough that 128 of them cover N (4096, 6144, 10240), so that every
+    // CTA streams the weights; each with a ring as deep as the shared memory holds.
     {"gemm/bf16_sm90_m64n32",
      "the entry point's kernel for M <= 64 where N is about 4096: 64x32 tiles, one consumer warpgroup, 17 stages",
      {.bm = 64, .bn = 32, .stages = 17, .cluster = 1}},

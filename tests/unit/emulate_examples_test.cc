@@ -357,6 +357,8 @@ TEST(EmulatedGemmEntryPoint, SplitKAndStreamKAtRaggedSizes) {
   for (const char* name : {"gemm/bf16_sm90", "gemm/bf16_sm90_n128", "gemm/bf16_sm90_n64", "gemm/bf16_sm90_m64",
                            "gemm/bf16_sm90_n80", "gemm/bf16_sm90_n160", "gemm/bf16_sm90_m64n64"})
     for (int split : {2, 3, 0}) ExpectCorrectAt(name, {{136, 200, 328}}, split);
+  for (const char* name : {"gemm/bf16_sm90_m64n32", "gemm/bf16_sm90_m64n48", "gemm/bf16_sm90_m64n80"})
+    ExpectCorrectAt(name, {{40, 200, 328}}, 2);  // the rule splits them in 2 at most
   ExpectCorrectAt("gemm/bf16_sm90_n64.bf16-f32.scale.silu", {{131, 70, 200}}, 0);
   ExpectCorrectAt("gemm/bf16_sm90.bf16-bf16.a_mn.b_mn", {{136, 200, 328}}, 0);  // MN-major A and B
   ExpectCorrectAt("gemm/bf16_sm90_n128.bf16-bf16.any_m.scale.bias_col.gelu.residual", {{13, 130, 136}}, 2);
