@@ -68,16 +68,23 @@ void Pipeline::Produce(Cursor& at, const std::vector<TmaCopy>& copies, Loc loc) 
   // A fresh empty barrier counts its (virtual) previous phase as complete: parity 1 passes.
   empty_[stage].Wait(at.phase() ^ Operand(1, loc), loc);
   Barrier full = full_[stage];
-  std::vector<const TensorMap*> maps;  // their boxes give the expected bytes
-  for (const TmaCopy& c : copies) maps.push_back(c.map);
-  full.ArriveExpectTx(maps, loc);
+  std::vector<std::pair<const TensorMap*, Value>> boxes;  // the bytes the stage waits for
+  for (const TmaCopy& c : copies) {
+    if (c.only_if.valid() && c.cta_mask.valid())
+      return k_.Fail("a multicast TMA copy of a stage cannot be conditional (only_if)", loc);
+    boxes.push_back({c.map, c.only_if});
+  }
+  full.ArriveExpectTxIf(boxes, loc);
   for (const TmaCopy& c : copies) {
     auto issue = [&] {
       SmemTile dst = c.tile.Stage(stage, loc);
       if (c.cta_mask.valid()) k_.TmaLoadMulticast(*c.map, dst, full, c.coords, c.cta_mask, loc);
       else k_.TmaLoad(*c.map, dst, full, c.coords, loc);
     };
-    if (c.issue_if.valid()) k_.If(c.issue_if, issue, loc);
+    const Value when = c.only_if.valid() && c.issue_if.valid() ? c.only_if & c.issue_if
+                       : c.only_if.valid()                     ? c.only_if
+                                                               : c.issue_if;
+    if (when.valid()) k_.If(when, issue, loc);
     else issue();
   }
   at.Advance(loc);

@@ -380,6 +380,14 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   if (shape.in_type == "f16") a.dtype = b.dtype = rt::TmaDtype::kF16;
   g.A = k.TmaParam("tmA", a, loc);
   g.B = k.TmaParam("tmB", b, loc);
+  if (shape.a_edge_rows) {
+    if (!shape.ragged || shape.a_mn || shape.interleaved || shape.bm % shape.a_edge_rows || shape.a_edge_rows % 8)
+      k.Fail("A's edge boxes (a_edge_rows) are for ragged K-major A, 8-row multiples dividing bm", loc);
+    rt::TensorMapParam edge = a;
+    edge.box[1] = static_cast<uint32_t>(shape.a_edge_rows);
+    g.A_edge = k.TmaParam("tmA_edge", edge, loc);
+    g.a_edge = true;
+  }
   return g;
 }
 
@@ -395,6 +403,23 @@ std::vector<TmaCopy> TmaGemmOperands::StageCopies(const TensorMap& map, bool mn_
   if (!mn_major) return {{&map, tile, Box(row0, k0)}};
   std::vector<TmaCopy> copies;
   for (int j = 0; j < tile.rows() / bk; ++j) copies.push_back({&map, tile.Rows(j * bk, bk), {row0 + 64 * j, k0}});
+  return copies;
+}
+
+std::vector<TmaCopy> TmaGemmOperands::ACopies(const SmemTile& tile, const Value& row0, const Value& k0,
+                                             int bk) const {
+  std::vector<TmaCopy> copies = StageCopies(A, a_mn, tile, row0, k0, bk);
+  if (!a_edge) return copies;
+  // Measured on an H100 (docs/PERF.md, "A's rows past M"): edge boxes win where at most half the
+  // tile's rows lie before M; past that, each more box issued costs more than the fill it saves.
+  const int half = tile.rows() / 2, rows = static_cast<int>(A_edge.spec().box[1]);
+  Value edge = row0 + half >= M;
+  copies[0].only_if = row0 + half < M;
+  for (int j = 0; j < half / rows; ++j) {
+    Value first = row0 + j * rows;
+    copies.push_back({.map = &A_edge, .tile = tile.Rows(j * rows, rows), .coords = Box(first, k0),
+                      .only_if = edge & (first < M)});
+  }
   return copies;
 }
 
@@ -435,7 +460,7 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
           else k.For(0, k_end, bk, body);
         };
         loop([&](Value k0) {
-          std::vector<TmaCopy> copies = g.StageCopies(g.A, g.a_mn, sA, m0, k0, bk);
+          std::vector<TmaCopy> copies = g.ACopies(sA, m0, k0, bk);
           for (TmaCopy& b : g.StageCopies(g.B, g.b_mn, sB, n0, k0, bk)) {
             if (cluster > 1) b.cta_mask = k.I32(0b11), b.issue_if = rank == 0;  // B multicast to the pair
             copies.push_back(b);

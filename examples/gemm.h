@@ -111,6 +111,9 @@ struct TmaGemmShape {
   int divide_m = 0, divide_n = 0;  // what M and N must divide by (default bm, bn): schedules
   bool c_row_major = false;  // C through a pointer, row-major (seed 002) instead of column-major
   int b_box_rows = 0;        // B's box rows when not bn (a CTA pair loads half of B each)
+  // Ragged, K-major A: a second map of A in boxes of this many rows, for the tiles that reach
+  // past M (TmaGemmOperands::ACopies); 0: none.
+  int a_edge_rows = 0;
   bool interleaved = false;  // A/B unswizzled in 8-column slabs (SmemInterleaved) instead of 128B
   // Any M, N, K (M and K multiples of 8: TMA's 16-byte strides of A, B and column-major C):
   // rank-2 maps, whose bounds zero-fill what loads read past M, N or K and clip what stores
@@ -126,6 +129,8 @@ struct TmaGemmShape {
 };
 struct TmaGemmOperands {
   TensorMap A, B, C;
+  TensorMap A_edge;  // A in boxes of fewer rows (TmaGemmShape::a_edge_rows), if declared
+  bool a_edge = false;
   GlobalTensor Cptr;  // when C has no map
   Value M, N, K;
   int rank;
@@ -140,6 +145,11 @@ struct TmaGemmOperands {
   // one box of the whole tile K-major, or a box per 64-wide block MN-major.
   std::vector<TmaCopy> StageCopies(const TensorMap& map, bool mn_major, const SmemTile& tile, const Value& row0,
                                    const Value& k0, int bk) const;
+  // A's copies for one stage of `tile`: StageCopies, except that with A_edge a tile with at most
+  // half its rows before M loads only its boxes of A_edge's rows that start before M (TMA fills
+  // rows past M with zeros more slowly than it reads rows: docs/PERF.md, "A's rows past M"). The
+  // rows left unloaded feed only rows of C that are not stored.
+  std::vector<TmaCopy> ACopies(const SmemTile& tile, const Value& row0, const Value& k0, int bk) const;
 };
 // Declares M, N, K, then C, A, B (in that order) and the GEMM spec (A row, B col, C col).
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc = Loc::current());

@@ -45,11 +45,15 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
   // C stored from registers: f32 (stmatrix moves 16-bit elements), or where M is no multiple of 8
   // (C's map would need 16-byte column strides).
   const bool direct_out = out == f32 || shape.variant.any_m;
+  // 64-row tiles serve M <= 64, where most of A's 64-row box may lie past M: a tile with at most
+  // 32 rows before M loads A in boxes of 16 rows, those before M only (TmaGemmOperands::ACopies).
+  const int A_EDGE = ragged && BM == 64 && !shape.variant.a_mn ? 16 : 0;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (1 + CONSUMERS))});
   TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = ragged ? 2 : 3, .by_value = true,
                                           .c_box_rows = direct_out ? 0 : PIECE_N, .c_swizzle = !direct_out,
-                                          .divide_m = BM * CLUSTER, .ragged = ragged, .in_type = ScalarName(in),
-                                          .out_type = ScalarName(out), .epilogue = shape.variant.epilogue.Terms(),
+                                          .divide_m = BM * CLUSTER, .a_edge_rows = A_EDGE, .ragged = ragged,
+                                          .in_type = ScalarName(in), .out_type = ScalarName(out),
+                                          .epilogue = shape.variant.epilogue.Terms(),
                                           .a_mn = shape.variant.a_mn, .b_mn = shape.variant.b_mn});
   // The entry point's kernels walk a work table (whole tiles, split-K or stream-K, as the launch's
   // split says); a split tile's parts meet in the workspaces (ReducePartials).

@@ -397,17 +397,26 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
         o.mn_major = mn_major;
         return ReadOperand(*op.in, "wgmma", o, row, k, op.bf16, out);
       };
-      operand_taint_ = op.a_taint;  // then the first tainted or never-written operand byte read
+      // D[row][col] reads only A's row and B's column: each carries the first tainted or
+      // never-written byte among its own (rows of A past a ragged edge may hold anything, and
+      // taint only rows of D that are not stored).
+      std::vector<Origin> row_taint(64, op.a_taint), col_taint(op.n, nullptr);
       std::vector<double> a = op.a_from_regs, b(op.n * 16);
       if (a.empty()) {
         a.resize(64 * 16);
-        for (int r = 0; r < 64; ++r)
+        for (int r = 0; r < 64; ++r) {
+          operand_taint_ = nullptr;
           for (int k = 0; k < 16; ++k)
             if (absl::Status s = element(op.a_desc, r, k, &a[r * 16 + k], op.a_mn_major); !s.ok()) return s;
+          row_taint[r] = operand_taint_;
+        }
       }
-      for (int n = 0; n < op.n; ++n)
+      for (int n = 0; n < op.n; ++n) {
+        operand_taint_ = nullptr;
         for (int k = 0; k < 16; ++k)
           if (absl::Status s = element(op.b_desc, n, k, &b[n * 16 + k], op.b_mn_major); !s.ok()) return s;
+        col_taint[n] = operand_taint_;
+      }
       const double sign = (op.negate_a ? -1.0 : 1.0) * (op.negate_b ? -1.0 : 1.0);
       for (int t = 0; t < 128; ++t) {
         Thread& th = threads_[group * 128 + t];
@@ -419,7 +428,7 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
           for (int k = 0; k < 16; ++k) d += sign * a[row * 16 + k] * b[col * 16 + k];
           th.r[op.d_regs[t][i]] = Bits(static_cast<float>(d));
           const Origin was = op.scale_d ? RegTaint(th, op.d_regs[t][i]) : nullptr;
-          SetRegTaint(th, op.d_regs[t][i], was ? was : operand_taint_);
+          SetRegTaint(th, op.d_regs[t][i], was ? was : row_taint[row] ? row_taint[row] : col_taint[col]);
         }
       }
     }

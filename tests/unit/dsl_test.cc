@@ -431,6 +431,50 @@ TEST(Hopper, StagesAcquiredButNeverReleased) {
   });
 }
 
+// A stage whose second box comes only under a condition: one arrival expects the bytes of the
+// boxes whose conditions hold (a selected count, not a constant), and the box is issued under the
+// same condition. A multicast box cannot be conditional (its bytes land in other CTAs).
+TEST(Hopper, AConditionalBoxOfAStageIsExpectedOnlyWhereItIsLoaded) {
+  // Fills k (a plain or a two-CTA ring) and returns the line of the Produce.
+  auto fill = [](Kernel& k, bool multicast) {
+    int line = 0;
+    Value rows = k.I32Param("rows");
+    TensorMap a = k.TmaParam("tmA", Map128B(32));
+    SmemTile t = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B, 2);
+    if (multicast) k.ClusterDims({2, 1, 1});
+    Pipeline ring(k, 2, 1, multicast ? 2 : 1);
+    k.If(k.ThreadIdx() == 0, [&] { ring.Init(); });
+    k.If(k.ThreadIdx() == 128, [&] {
+      Pipeline::Cursor at = ring.Start();
+      k.For(0, 8, 1, [&](Value i) {
+        TmaCopy second{.map = &a, .tile = t.Rows(32, 32), .coords = {i * 64, 32}, .only_if = rows > 32};
+        if (multicast) second.cta_mask = k.I32(3);
+        ring.Produce(at, {{.map = &a, .tile = t.Rows(0, 32), .coords = {i * 64, 0}}, second}); line = __LINE__;
+      });
+    });
+    k.If(k.ThreadIdx() < 128, [&] {
+      Pipeline::Cursor at = ring.Start();
+      k.For(0, 8, 1, [&](Value) { ring.Consume(at, k.ThreadIdx(), [&](Value s) { k.Load(t.Stage(s).At(0, 0)); }); });
+    });
+    return line;
+  };
+  Kernel plain("test/only_if", sm90a(), {256});
+  fill(plain, false);
+  absl::StatusOr<KernelDef> def = plain.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_EQ(ptx->find("mbarrier.expect_tx"), std::string::npos) << "one arrival carries every byte";
+  EXPECT_NE(ptx->find("selp.b32"), std::string::npos) << *ptx;
+  const size_t arrive = ptx->find("mbarrier.arrive.expect_tx");
+  ASSERT_NE(arrive, std::string::npos);
+  const std::string count = ptx->substr(arrive, ptx->find('\n', arrive) - arrive);
+  EXPECT_EQ(count.find("8192"), std::string::npos) << "the count is not the constant 4096 + 4096: " << count;
+  Kernel multicast("test/only_if", sm90a(), {256});
+  const int line = fill(multicast, true);
+  ExpectError(multicast, line, "a multicast TMA copy of a stage cannot be conditional (only_if)");
+}
+
 // kiln check's reuse check: a TMA load in a loop refills its tile every iteration, so the loading
 // thread must wait somewhere in the loop (here for the readers' release of the stage).
 TEST(Hopper, ALoopThatRefillsATileWithoutWaitingIsAStaticFinding) {

@@ -349,6 +349,17 @@ TEST(EmulatedGemmEntryPoint, TheTileKernelsAtRaggedSizes) {
     ExpectCorrectAt(name.c_str(), {{264, 300, 200}, {8, 1, 8}, {520, 7, 72}, {128, 257, 64}});
 }
 
+// The 64-row tiles load A's rows of a tile with at most 32 rows before M in 16-row boxes, those
+// before M only (TmaGemmOperands::ACopies): 24 rows (the second box straddles M), 88 (a whole
+// tile, then 24 rows), 40 (one 64-row box, zero-filled past M); the pairs' second CTA past M
+// loads no A at all.
+TEST(EmulatedGemmEntryPoint, SixtyFourRowTilesLoadOnlyTheRowsOfABeforeM) {
+  for (const char* name : {"gemm/bf16_sm90_m64", "gemm/bf16_sm90_m64n32", "gemm/bf16_sm90_m64n64",
+                           "gemm/bf16_sm90_m64n48.bf16-f32.scale.silu"})
+    ExpectCorrectAt(name, {{24, 130, 136}, {88, 70, 72}, {40, 33, 64}});
+  ExpectCorrectAt("gemm/bf16_sm90_m64n80.bf16-bf16.any_m", {{21, 90, 64}});
+}
+
 // Split-K (2 and 3 parts, the last with fewer k-tiles) and stream-K: each split tile's parts meet
 // in the workspace. The harness launches twice on one emulated device, the clusters in another
 // order the second time, and wants the same bytes: the counters were put back and the parts

@@ -43,6 +43,9 @@ class Barrier {
   void Arrive(Loc loc = Loc::current()) const;
   // mbarrier.arrive.expect_tx with the bytes the boxes of `maps` deliver to this CTA.
   void ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc = Loc::current()) const;
+  // The same where some boxes come only under a condition (an invalid Value: always): one
+  // arrival expecting the bytes of the boxes whose condition holds.
+  void ArriveExpectTxIf(const std::vector<std::pair<const TensorMap*, Value>>& maps_if, Loc loc = Loc::current()) const;
   // Arrives on the barrier at the same smem address in cluster CTA `cta_rank` (mapa).
   void ArriveCluster(const Operand& cta_rank, Loc loc = Loc::current()) const;
   // arrive.expect_tx on the barrier at the same smem address in cluster CTA `cta_rank`.

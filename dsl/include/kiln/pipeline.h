@@ -28,13 +28,16 @@ class RingPosition {
 };
 
 // One TMA box load of a pipeline stage. With `cta_mask`, a multicast to those cluster CTAs;
-// with `issue_if`, only CTAs where it holds issue it (the others still receive its bytes).
+// with `issue_if`, only CTAs where it holds issue it (the others still receive its bytes); with
+// `only_if` (no multicast), the copy happens, and the stage waits for its bytes, only where it
+// holds (e.g. a box wholly past a ragged edge: its rows of the tile keep whatever they held).
 struct TmaCopy {
   const TensorMap* map;
   SmemTile tile;  // the ring; the pipeline selects the stage
   std::vector<Operand> coords;
   Value cta_mask;
   Value issue_if;
+  Value only_if;
 };
 
 class Pipeline {
