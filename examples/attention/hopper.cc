@@ -270,7 +270,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
             // is no longer known warp-uniform and its descriptors leave uniform registers (PERF,
             // Attention, step 7).
             const bool v_late = a.persistent;
-            Regs v_held = k.Registers(Type::Of(i32), 1);
+            Regs v_held;  // the stage acquired at the end of the step before (a CTA per tile)
+            if (!v_late) v_held = k.Registers(Type::Of(i32), 1);
             auto v_stage = [&] { return v_late ? v_ring.Acquire(v_at) : v_held[0]; };
             if (!v_late) v_held[0] = v_ring.Acquire(v_at);
             k.For(1, n_tiles, 1, [&](Value j) {
