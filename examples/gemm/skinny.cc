@@ -4,8 +4,9 @@
 // same chunk of R rows of A (small, so it stays in L1/L2), then sum within each warp (shuffles)
 // and across the warps (shared memory). With a block per COLS columns and every warp streaming,
 // enough loads are in flight to fill the memory system even where N is only a few thousand.
-// R is 1, 4 or 16, whichever first covers M: rows past M are not computed at all, and M past 16
-// takes further passes (any M is correct). Any N; K a multiple of 8 (16-byte aligned rows).
+// R is 1 or 4: rows past M are not computed at all, and M past 4 takes further passes (any M is
+// correct). Four rows at most keep the kernel at 62 registers, four blocks an SM: with 16 (142
+// registers, one block an SM) too few loads were in flight to stream B at the copy's rate. Any N; K a multiple of 8 (16-byte aligned rows).
 // A row-major, B and C column-major, f32 accumulation: the entry point's layout. Its variants
 // (gemm/bf16_skinny.f16-f32.gelu) read f16, store f16 or f32 and fuse an epilogue.
 #include "absl/strings/str_cat.h"
@@ -17,7 +18,7 @@
 namespace kiln::examples {
 namespace {
 
-constexpr int COLS = 4, THREADS = 256, WARPS = THREADS / 32, VEC = 8, RMAX = 16;
+constexpr int COLS = 4, THREADS = 256, WARPS = THREADS / 32, VEC = 8, RMAX = 4;
 
 absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant& v) {
   Kernel k(name, sm80(), {THREADS});
@@ -62,7 +63,7 @@ absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant
       k.SyncThreads();  // the partials are read before the next pass writes them
     });
   };
-  k.If(g.M <= 1, [&] { rows(1); }, [&] { k.If(g.M <= 4, [&] { rows(4); }, [&] { rows(RMAX); }); });
+  k.If(g.M <= 1, [&] { rows(1); }, [&] { rows(RMAX); });
   return k.Build();
 }
 
