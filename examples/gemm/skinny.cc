@@ -5,8 +5,9 @@
 // and across the warps (shared memory). With a block per COLS columns and every warp streaming,
 // enough loads are in flight to fill the memory system even where N is only a few thousand.
 // R is 1 or 4: rows past M are not computed at all, and M past 4 takes further passes (any M is
-// correct). Four rows at most keep the kernel at 62 registers, four blocks an SM: with 16 (142
-// registers, one block an SM) too few loads were in flight to stream B at the copy's rate. Any N; K a multiple of 8 (16-byte aligned rows).
+// correct). Each thread issues its loads of B for two chunks before the FMAs wait on them; four
+// rows at most keep it at 98 registers, two blocks an SM (with 16 rows: 142, one block, too few
+// loads in flight to stream B at the copy's rate; docs/PERF.md, "The skinny kernel's loads"). Any N; K a multiple of 8 (16-byte aligned rows).
 // A row-major, B and C column-major, f32 accumulation: the entry point's layout. Its variants
 // (gemm/bf16_skinny.f16-f32.gelu) read f16, store f16 or f32 and fuse an epilogue.
 #include "absl/strings/str_cat.h"
@@ -18,7 +19,7 @@
 namespace kiln::examples {
 namespace {
 
-constexpr int COLS = 4, THREADS = 256, WARPS = THREADS / 32, VEC = 8, RMAX = 4;
+constexpr int COLS = 4, THREADS = 256, WARPS = THREADS / 32, VEC = 8, RMAX = 4, UNROLL = 2;
 
 absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant& v) {
   Kernel k(name, sm80(), {THREADS});
@@ -33,19 +34,28 @@ absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant
     k.For(0, g.M, R, [&](Value m0) {
       Regs acc = k.Registers(Type::Of(f32), COLS * R);
       for (int i = 0; i < COLS * R; ++i) acc[i] = k.F32(0);
-      k.For(tid * VEC, g.K, THREADS * VEC, [&](Value k0) {
-        std::vector<std::vector<Value>> b(COLS);
-        for (int c = 0; c < COLS; ++c) {  // the weights: read once, so kept out of L1
-          Value v = LoadGlobal(g.B.At({k0, n0 + c}), VEC, {.cache = CacheHint::kNoL1, .mask = n0 + c < g.N});
-          for (int e = 0; e < VEC; ++e) b[c].push_back(v.Lane(e).To(f32));
-        }
-        for (int m = 0; m < R; ++m) {
-          Value v = LoadGlobal(g.A.At({m0 + m, k0}), VEC, {.mask = m0 + m < g.M});
-          for (int e = 0; e < VEC; ++e) {
-            Value a = v.Lane(e).To(f32);
-            for (int c = 0; c < COLS; ++c) acc[c * R + m] = Fma(a, b[c][e], acc[c * R + m]);
+      // UNROLL chunks a thread: their loads of B all issued before the first FMA waits on one.
+      k.For(tid * VEC, g.K, THREADS * VEC * UNROLL, [&](Value k_first) {
+        std::vector<std::vector<Value>> b(UNROLL * COLS);
+        std::vector<Value> in_k(UNROLL);
+        for (int u = 0; u < UNROLL; ++u) {
+          Value k0 = k_first + u * THREADS * VEC;
+          in_k[u] = k0 < g.K;
+          for (int c = 0; c < COLS; ++c) {  // the weights: read once, so kept out of L1
+            Value v = LoadGlobal(g.B.At({k0, n0 + c}), VEC,
+                                 {.cache = CacheHint::kNoL1, .mask = in_k[u] & (n0 + c < g.N)});
+            for (int e = 0; e < VEC; ++e) b[u * COLS + c].push_back(v.Lane(e));
           }
         }
+        for (int u = 0; u < UNROLL; ++u)
+          for (int m = 0; m < R; ++m) {
+            Value v = LoadGlobal(g.A.At({m0 + m, k_first + u * THREADS * VEC}), VEC, {.mask = in_k[u] & (m0 + m < g.M)});
+            for (int e = 0; e < VEC; ++e) {
+              Value a = v.Lane(e).To(f32);
+              for (int c = 0; c < COLS; ++c)
+                acc[c * R + m] = Fma(a, b[u * COLS + c][e].To(f32), acc[c * R + m]);
+            }
+          }
       });
       for (int i = 0; i < COLS * R; ++i) {
         Value sum = WarpReduce(acc[i], Reduce::kSum);
