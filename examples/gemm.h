@@ -111,8 +111,8 @@ struct TmaGemmShape {
   int divide_m = 0, divide_n = 0;  // what M and N must divide by (default bm, bn): schedules
   bool c_row_major = false;  // C through a pointer, row-major (seed 002) instead of column-major
   int b_box_rows = 0;        // B's box rows when not bn (a CTA pair loads half of B each)
-  // Ragged, K-major A: a second map of A in boxes of this many rows, for the tiles that reach
-  // past M (TmaGemmOperands::ACopies); 0: none.
+  // Ragged, K-major A: a second map of A in boxes of this many rows, for the tiles with at most
+  // half their rows before M (TmaGemmOperands::ACopies); 0: none.
   int a_edge_rows = 0;
   bool interleaved = false;  // A/B unswizzled in 8-column slabs (SmemInterleaved) instead of 128B
   // Any M, N, K (M and K multiples of 8: TMA's 16-byte strides of A, B and column-major C):

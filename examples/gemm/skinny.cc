@@ -7,7 +7,8 @@
 // R is 1 or 4: rows past M are not computed at all, and M past 4 takes further passes (any M is
 // correct). Each thread issues its loads of B for two chunks before the FMAs wait on them; four
 // rows at most keep it at 98 registers, two blocks an SM (with 16 rows: 142, one block, too few
-// loads in flight to stream B at the copy's rate; docs/PERF.md, "The skinny kernel's loads"). Any N; K a multiple of 8 (16-byte aligned rows).
+// loads in flight to stream B at the copy's rate; docs/PERF.md, "The skinny kernel's loads").
+// Any N; K a multiple of 8 (16-byte aligned rows).
 // A row-major, B and C column-major, f32 accumulation: the entry point's layout. Its variants
 // (gemm/bf16_skinny.f16-f32.gelu) read f16, store f16 or f32 and fuse an epilogue.
 #include "absl/strings/str_cat.h"
