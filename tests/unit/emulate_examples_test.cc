@@ -458,6 +458,11 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReferen
   // 128 units either way: 16 256x256 tiles in 4 parts read back three partials a tile, 64
   // 128x128 tiles in 2 parts one (1.05x cuBLAS on the H100 against 0.89).
   EXPECT_EQ(Choice({256, 4096, 14336}), P("gemm/bf16_sm90_n128", 2));
+  // 160-256 rows at N = 4096: 64x128 tiles whole, 96-128 of them, rather than 128x128 tiles in 2
+  // parts (kiln tune on the H100: 0.815 against 0.718 at 160x4096x4096, 0.895 against 0.827 at
+  // 200; even at 256: docs/PERF.md, "64-row tiles past 128 rows").
+  EXPECT_EQ(Choice({160, 4096, 4096}), P("gemm/bf16_sm90_m64", 1));
+  EXPECT_EQ(Choice({200, 4096, 4096}), P("gemm/bf16_sm90_m64", 1));
   // M = 128 is bound by the weight read: 128 whole 128x80 tiles stream B without partials (73 us
   // on the H100, 128x128 tiles 77: docs/PERF.md).
   EXPECT_EQ(Choice({128, 10240, 8192}), P("gemm/bf16_sm90_n80", 1));
@@ -486,7 +491,7 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReferen
   EXPECT_EQ(Choice({13, 4096, 4096}).first, "gemm/bf16_sm90_m64n32.bf16-bf16.any_m");  // no C map at M = 13
   EXPECT_EQ(Choice({13, 4096, 4096}, {.out_type = "f32"}).first, "gemm/bf16_sm90_m64n32.bf16-f32");
   EXPECT_EQ(Choice({100, 7, 64}), P("gemm/bf16_sm90_m64n32.bf16-bf16.any_m", 1));  // two tiles, one k-tile
-  EXPECT_EQ(Choice({300, 7, 64}), P("gemm/bf16_sm90_n80.bf16-bf16.any_m", 1));  // past M = 128: the compute model
+  EXPECT_EQ(Choice({300, 7, 64}), P("gemm/bf16_sm90_m64.bf16-bf16.any_m", 1));  // past M = 128: the least padding
   const GemmChoice odd = ChooseGemm({100, 7, 60}, 90);
   EXPECT_EQ(odd.kernel, "reference/bf16");
   EXPECT_NE(odd.why.find("TMA needs K a multiple of 8"), std::string::npos) << odd.why;
