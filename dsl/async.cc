@@ -357,26 +357,23 @@ void Barrier::ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc)
 
 void Barrier::ArriveExpectTxIf(const std::vector<std::pair<const TensorMap*, Value>>& maps_if, Loc loc) const {
   KernelState& s = StateOf(*this);
+  std::vector<const TensorMap*> always;
   int most = 0;  // every condition holding
-  Value bytes;   // what the conditions give, where any box is conditional
+  Value bytes;   // the conditional boxes' bytes, where their conditions hold
   for (const auto& [m, when] : maps_if) {
     most += m->box_bytes();
-    if (!when.valid()) continue;
+    if (!when.valid()) {
+      always.push_back(m);
+      continue;
+    }
     const Type i32 = Type::Of(Scalar::kI32);
     Value b = Select(when, s.Wrap(s.Materialize(m->box_bytes(), i32), i32), 0);
     bytes = bytes.valid() ? bytes + b : b;
   }
-  if (!bytes.valid()) {
-    std::vector<const TensorMap*> maps;
-    for (const auto& [m, when] : maps_if) maps.push_back(m);
-    return ArriveExpectTx(maps, loc);
-  }
+  if (!bytes.valid()) return ArriveExpectTx(always, loc);
   if (most <= 0 || most >= (1 << 20))
     return s.Fail(absl::StrCat("an mbarrier transaction count is 1..2^20-1 bytes, not up to ", most), loc);
-  for (const auto& [m, when] : maps_if) {
-    if (when.valid()) continue;
-    bytes = bytes + m->box_bytes();
-  }
+  for (const TensorMap* m : always) bytes = bytes + m->box_bytes();
   // The static check balances each box against its copy: a conditional copy must be issued under
   // the same condition (Pipeline::Produce does).
   RecordTx(s, *this, most, /*announced=*/true, loc);

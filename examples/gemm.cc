@@ -381,8 +381,12 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   g.A = k.TmaParam("tmA", a, loc);
   g.B = k.TmaParam("tmB", b, loc);
   if (shape.a_edge_rows) {
-    if (!shape.ragged || shape.a_mn || shape.interleaved || shape.bm % shape.a_edge_rows || shape.a_edge_rows % 8)
-      k.Fail("A's edge boxes (a_edge_rows) are for ragged K-major A, 8-row multiples dividing bm", loc);
+    // ACopies loads the first half of an edge tile in these boxes: they must divide it.
+    if (!shape.ragged || shape.a_mn || shape.interleaved || (shape.bm / 2) % shape.a_edge_rows ||
+        shape.a_edge_rows % 8)
+      k.Fail(absl::StrCat("A's edge boxes (a_edge_rows ", shape.a_edge_rows, ") are for ragged K-major A, ",
+                          "8-row multiples dividing half the tile's ", shape.bm, " rows"),
+             loc);
     rt::TensorMapParam edge = a;
     edge.box[1] = static_cast<uint32_t>(shape.a_edge_rows);
     g.A_edge = k.TmaParam("tmA_edge", edge, loc);

@@ -114,6 +114,15 @@ void ExpectMix(const Mix& m) {
   for (const std::string& s : m.lacks) EXPECT_EQ(ptx->find(s), std::string::npos) << m.name << " has " << s;
 }
 
+// A's edge boxes fill the first half of a tile that reaches past M: boxes that do not divide that
+// half (here 64 rows of a 64-row tile) would load none of A, so the builder refuses them.
+TEST(TmaGemm, EdgeBoxesOfAThatCannotFillHalfTheTileAreRefused) {
+  Kernel k("test/edge", sm90a(), {256});
+  DeclareTmaGemm(k, {.bm = 64, .bn = 64, .bk = 64, .rank = 2, .by_value = true, .a_edge_rows = 64, .ragged = true});
+  const int line = __LINE__ - 1;
+  ExpectErrorAt(k, HereIn("tests/unit/examples_test.cc", line), "8-row multiples dividing half the tile's 64 rows");
+}
+
 TEST(HopperSeries, EachVersionHoldsItsInstructions) {
   for (const Mix& m : kHopperMix) ExpectMix(m);
 }
