@@ -220,6 +220,16 @@ void Kernel::TmaPrefetchL2(const TensorMap& map, std::vector<Operand> coords, Lo
                                                   mlir::ValueRange{}, mlir::NVVM::TMALoadMode::TILE, mlir::Value());
 }
 
+void Kernel::TmaPrefetchDescriptor(const TensorMap& map, Loc loc) {
+  KernelState& s = *state_;
+  if (!NeedHopper(s, "prefetch.tensormap", loc)) return;
+  if (!map.param().valid()) return s.Fail("TmaPrefetchDescriptor of a tensor map that was never declared", loc);
+  mlir::Location l = s.ToLoc(loc);
+  mlir::NVVM::PrefetchOp::create(s.builder, l, /*cacheLevel=*/nullptr, /*evictPriority=*/nullptr,
+                                 DescriptorPtr(s, map, l), /*predicate=*/mlir::Value(), /*tensormap=*/true,
+                                 /*uniform=*/false, /*in_param_space=*/map.spec().by_value);
+}
+
 void Kernel::TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
                       Loc loc) {
   KernelState& s = *state_;

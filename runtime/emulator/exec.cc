@@ -83,6 +83,8 @@ absl::Status Cta::Step(Thread& t) {
     case Op::kCreatePolicy:
       Write(t, in.ops.at(0), 0);
       break;
+    case Op::kPrefetch:  // prefetch, prefetchu, prefetch.tensormap: only a cache hint, no value changes (PTX ISA)
+      break;
     default: {
       const Origin o = SourceTaint(t, in);
       if (absl::Status s = Arith(t, in); !s.ok()) return s;

@@ -75,7 +75,8 @@ const std::map<std::string, Op>& Ops() {
       {"prmt", Op::kPrmt},   {"copysign", Op::kCopysign}, {"testp", Op::kTestp}, {"vote", Op::kVote},
       {"membar", Op::kMembar}, {"fence", Op::kFence}, {"ldmatrix", Op::kLdMatrix}, {"mma", Op::kMma},
       {"mbarrier", Op::kMbarrier}, {"wgmma", Op::kWgmma}, {"setmaxnreg", Op::kSetMaxNReg},
-      {"tcgen05", Op::kTcgen05}, {"elect", Op::kElect}, {"mapa", Op::kMapa}, {"stmatrix", Op::kStMatrix}};
+      {"tcgen05", Op::kTcgen05}, {"elect", Op::kElect}, {"mapa", Op::kMapa}, {"stmatrix", Op::kStMatrix},
+      {"prefetch", Op::kPrefetch}, {"prefetchu", Op::kPrefetch}};
   return *m;
 }
 

@@ -434,6 +434,24 @@ TEST(Hopper, StagesAcquiredButNeverReleased) {
 // A stage whose second box comes only under a condition: one arrival expects the bytes of the
 // boxes whose conditions hold (a selected count, not a constant), and the box is issued under the
 // same condition. A multicast box cannot be conditional (its bytes land in other CTAs).
+TEST(Hopper, ADescriptorPrefetchReadsTheMapsParameter) {
+  Kernel k("test/prefetch_map", sm90a(), {128});
+  TensorMap a = k.TmaParam("tmA", Map128B(32));
+  k.If(k.ThreadIdx() == 0, [&] { k.TmaPrefetchDescriptor(a); });
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  // A __grid_constant__ map: prefetched from the parameter space, once.
+  const size_t at = ptx->find("prefetch.param.tensormap");
+  ASSERT_NE(at, std::string::npos) << *ptx;
+  EXPECT_EQ(ptx->find("prefetch", at + 1), std::string::npos) << *ptx;
+  Kernel bad("test/prefetch_map", sm90a(), {128});
+  TensorMap never;
+  bad.TmaPrefetchDescriptor(never); const int line = __LINE__;
+  ExpectError(bad, line, "TmaPrefetchDescriptor of a tensor map that was never declared");
+}
+
 TEST(Hopper, AConditionalBoxOfAStageIsExpectedOnlyWhereItIsLoaded) {
   // Fills k (a plain or a two-CTA ring) and returns the line of the Produce.
   auto fill = [](Kernel& k, bool multicast) {

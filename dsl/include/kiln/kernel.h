@@ -214,6 +214,9 @@ class Kernel {
   // Starts bringing the box at `coords` into L2 (cp.async.bulk.prefetch.tensor): no shared
   // memory, no barrier, nothing to wait for; a later TMA load of it reads L2 instead of DRAM.
   void TmaPrefetchL2(const TensorMap& map, std::vector<Operand> coords, Loc loc = Loc::current());
+  // Starts fetching the map's descriptor (prefetch.tensormap), so that the first TMA copy through
+  // it does not wait for that fetch; no effect on any value.
+  void TmaPrefetchDescriptor(const TensorMap& map, Loc loc = Loc::current());
   // TMA store of `src` to the box at `coords`, in the current bulk group.
   void TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
                 Loc loc = Loc::current());
