@@ -410,6 +410,11 @@ std::vector<TmaCopy> TmaGemmOperands::StageCopies(const TensorMap& map, bool mn_
   return copies;
 }
 
+void TmaGemmOperands::PrefetchDescriptors(Kernel& k) const {
+  for (const TensorMap* map : {&A, &B, &A_edge, &C})
+    if (map->param().valid()) k.TmaPrefetchDescriptor(*map);
+}
+
 std::vector<TmaCopy> TmaGemmOperands::ACopies(const SmemTile& tile, const Value& row0, const Value& k0,
                                              int bk) const {
   std::vector<TmaCopy> copies = StageCopies(A, a_mn, tile, row0, k0, bk);

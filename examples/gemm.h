@@ -150,6 +150,9 @@ struct TmaGemmOperands {
   // rows past M with zeros more slowly than it reads rows: docs/PERF.md, "A's rows past M"). The
   // rows left unloaded feed only rows of C that are not stored.
   std::vector<TmaCopy> ACopies(const SmemTile& tile, const Value& row0, const Value& k0, int bk) const;
+  // prefetch.tensormap of every map declared (A, B, A_edge, C): for one thread at the kernel's
+  // start, so that the first copies through them do not wait for their descriptors.
+  void PrefetchDescriptors(Kernel& k) const;
 };
 // Declares M, N, K, then C, A, B (in that order) and the GEMM spec (A row, B col, C col).
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc = Loc::current());

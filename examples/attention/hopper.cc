@@ -97,6 +97,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   SmemTile tile_slots = k.Smem(i32, 1, 4);
 
   k.If(k.ThreadIdx() == 0, [&] {
+    for (const TensorMap* map : {&p.tq, &p.tk, &p.tv, &p.to}) k.TmaPrefetchDescriptor(*map);  // under the setup
     q_ring.Init();
     k_ring.Init();
     v_ring.Init();

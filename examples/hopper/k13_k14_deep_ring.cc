@@ -93,7 +93,10 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
     for_each_unit = [&](const auto& body) {
       tile_walk([&](Value mi, Value ni) { body(mi * (BM * CLUSTER) + rank * BM, ni * BN, WorkUnit{}); });
     };
-  k.If(tid == 0, [&] { ring.Init(); });
+  k.If(tid == 0, [&] {
+    if (ragged) g.PrefetchDescriptors(k);  // under the barriers' setup and the cluster's sync
+    ring.Init();
+  });
   if (CLUSTER > 1) k.ClusterSync();
   else k.SyncThreads();
 
