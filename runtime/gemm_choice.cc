@@ -142,7 +142,12 @@ bool Reads(const Candidate& c, bool mn_major) { return !mn_major || (c.tile_n % 
 // Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md).
 bool Skinny(const GemmSize& s) { return s.k % 8 == 0 && s.m <= 4; }
 
-GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool mn_major) {
+// A packed MN-major operand strides its columns by M (A) or N (B) elements: TMA needs those at
+// 16 bytes, a multiple of 8 elements.
+bool TmaStrides(const GemmSize& s, bool a_mn, bool b_mn) { return !(a_mn && s.m % 8) && !(b_mn && s.n % 8); }
+
+GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool a_mn, bool b_mn) {
+  const bool mn_major = a_mn || b_mn;
   if (Skinny(s) && !mn_major && compute_capability >= 80)
     return {"gemm/bf16_skinny", absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
   if (compute_capability != 90)
@@ -152,6 +157,12 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool mn_maj
     return {"reference/bf16", absl::StrCat("K = ", s.k,
                                            ": TMA needs K a multiple of 8 (16-byte rows of A and B), so the "
                                            "reference kernel (any size, not fast)")};
+  if (!TmaStrides(s, a_mn, b_mn))
+    return {"reference/bf16",
+            absl::StrCat(a_mn && s.m % 8 ? absl::StrCat("A column-major with M = ", s.m)
+                                         : absl::StrCat("B row-major with N = ", s.n),
+                         ": TMA needs its columns 16 bytes apart (a multiple of 8 elements), so the reference "
+                         "kernel (any size, not fast)")};
   if (s.m <= kWeightBoundRows) {  // bound by the weight read: the least time streaming B
     const Candidate* best = nullptr;
     int best_split = 1;
@@ -270,8 +281,9 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
 GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptions& options,
                       const GemmTuneCache* tuned) {
   const bool mn_major = options.a_mn || options.b_mn;
-  GemmChoice c = ChooseGemmTile(s, compute_capability, mn_major);
-  const GemmChoice* best = tuned ? tuned->Find(compute_capability, s) : nullptr;
+  GemmChoice c = ChooseGemmTile(s, compute_capability, options.a_mn, options.b_mn);
+  const GemmChoice* best = tuned && TmaStrides(s, options.a_mn, options.b_mn) ? tuned->Find(compute_capability, s)
+                                                                            : nullptr;
   if (best && mn_major) {  // the skinny kernel and the tiles of 80, 96, 160 columns read K-major operands only
     const Candidate* tile = nullptr;
     for (const Candidate& x : kSm90)

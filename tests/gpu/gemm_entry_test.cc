@@ -53,8 +53,16 @@ TEST(GemmEntryPoint, MnMajorOperandsPickTheTransposedVariants) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_sm90.bf16-bf16.b_mn");
   o.c_row_major = false;
-  // A column-major A of M = 2 rows has 4-byte columns, which TMA cannot stride over.
-  EXPECT_NE(PlanError({2, 4096, 4096}, {}, o).find("lda and ldb must be multiples of 8"), std::string::npos);
+  // A packed column-major A of M = 2 rows has 4-byte columns, which TMA cannot stride over: the
+  // reference kernel, which reads through any strides.
+  p = PlanGemm({2, 4096, 4096}, {}, o, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel, "reference/bf16");
+  EXPECT_NE(p->choice.why.find("A column-major with M = 2"), std::string::npos) << p->choice.why;
+  // A leading dimension given is the caller's: one TMA cannot take is an error.
+  o.lda = 132;
+  EXPECT_NE(PlanError({128, 4096, 4096}, {}, o).find("lda and ldb must be multiples of 8"), std::string::npos);
+  o.lda = 0;
   o.a_col_major = false;
   o.b_row_major = true;
   p = PlanGemm({2, 4096, 4096}, {}, o, 90);  // M = 2 would be the skinny kernel's, which reads K-major only

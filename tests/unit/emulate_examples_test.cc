@@ -496,6 +496,13 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReferen
   EXPECT_EQ(odd.kernel, "reference/bf16");
   EXPECT_NE(odd.why.find("TMA needs K a multiple of 8"), std::string::npos) << odd.why;
   EXPECT_EQ(ChooseGemm({4096, 4096, 4096}, 80).kernel, "reference/bf16");
+  // Packed MN-major operands stride their columns by M or N: TMA needs a multiple of 8 there.
+  const GemmChoice a_cols = ChooseGemm({70, 33, 24}, 90, {.a_mn = true});
+  EXPECT_EQ(a_cols.kernel, "reference/bf16");
+  EXPECT_NE(a_cols.why.find("A column-major with M = 70"), std::string::npos) << a_cols.why;
+  EXPECT_EQ(ChooseGemm({64, 33, 24}, 90, {.b_mn = true}).kernel, "reference/bf16");
+  EXPECT_EQ(ChooseGemm({70, 32, 24}, 90, {.b_mn = true}).kernel,
+            "gemm/bf16_sm90_m64n64.bf16-bf16.any_m.b_mn");  // N = 32 strides B's rows by 64 bytes
 }
 
 }  // namespace
