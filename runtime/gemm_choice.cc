@@ -136,6 +136,21 @@ bool Weighed(const Candidate& c, int split) {
   return c.max_parts == 0 || (split >= 1 && split <= c.max_parts);
 }
 
+// Stream-K where the tiles fill fewer than two waves streams every tile, each in two or three
+// parts with a partial's round trip and a reduction each. For the unclustered 128-row tiles that
+// measured far below the model's two round trips a group: 128x96 tiles streamed at 320, 384
+// and 640 x 4096 x 4096 ran 0.65, 0.81-0.84 and 0.55x cuBLAS where 128x128 whole ran 0.80-0.83,
+// 0.90-0.92 and 128x96 whole 0.76-0.80, and at K = 14336 they took 12-35% longer than 256x256
+// pairs in 2 parts. The 256x256 pairs streamed every tile well (768 and 1536 x 4096 x 14336,
+// 768x8192x8192: 2-14% ahead of the stricter rule's picks), and with a full wave of whole tiles
+// first stream-K was the fastest measured (768x11008x4096, 1536x4096x4096, 5000x4096x4096:
+// docs/PERF.md, "Stream-K where every tile streams").
+bool StreamsWell(const Candidate& c, const GemmSize& s) {
+  const int64_t tiles = ((s.m + c.tile_m - 1) / c.tile_m) * ((s.n + c.tile_n - 1) / c.tile_n);
+  const bool clustered = c.in_flight < 128;  // 128 CTAs, in_flight clusters of them
+  return clustered || tiles >= 2 * c.in_flight;
+}
+
 // MN-major operands are read in 64-wide blocks of the tile's M and N.
 bool Reads(const Candidate& c, bool mn_major) { return !mn_major || (c.tile_n % 64 == 0 && c.tile_m % 64 == 0); }
 
@@ -181,7 +196,8 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool a_mn, 
   int best_split = 1;
   for (const Candidate& c : kSm90)
     for (int split : kSplits)  // a tie keeps the earlier: whole tiles before splits
-      if (Weighed(c, split) && Reads(c, mn_major) && Efficiency(c, s, split) > Efficiency(*best, s, best_split) + 1e-9)
+      if (Weighed(c, split) && Reads(c, mn_major) && (split != 0 || StreamsWell(c, s)) &&
+          Efficiency(c, s, split) > Efficiency(*best, s, best_split) + 1e-9)
         best = &c, best_split = split;
   return {best->kernel,
           absl::StrFormat("%dx%d tiles, %d in flight, %s: %.0f%% of the machine's time useful by the tile, wave and "

@@ -463,6 +463,18 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReferen
   // 200; even at 256: docs/PERF.md, "64-row tiles past 128 rows").
   EXPECT_EQ(Choice({160, 4096, 4096}), P("gemm/bf16_sm90_m64", 1));
   EXPECT_EQ(Choice({200, 4096, 4096}), P("gemm/bf16_sm90_m64", 1));
+  // The unclustered tiles stream-K only after a full wave of whole tiles: where every tile would
+  // stream in parts, whole tiles (on the H100, 320x4096x4096: 128x128 whole 0.80-0.83x cuBLAS
+  // against 0.65 for 128x96 streamed; 640x4096x4096: 128x96 whole 0.76-0.80 against 0.55;
+  // docs/PERF.md, "Stream-K where every tile streams")...
+  EXPECT_EQ(Choice({320, 4096, 4096}), P("gemm/bf16_sm90_n128", 1));
+  EXPECT_EQ(Choice({384, 4096, 4096}), P("gemm/bf16_sm90_n128", 1));
+  EXPECT_EQ(Choice({640, 4096, 4096}), P("gemm/bf16_sm90_n96", 1));
+  EXPECT_EQ(Choice({320, 4096, 14336}), P("gemm/bf16_sm90", 2));
+  // ...while the 256x256 pairs stream every tile well (768x4096x14336: 158 us against 180 for
+  // 128x96 tiles streamed), and past a full wave stream-K evens out the last one.
+  EXPECT_EQ(Choice({768, 4096, 14336}), P("gemm/bf16_sm90", 0));
+  EXPECT_EQ(Choice({768, 11008, 4096}).second, 0);
   // M = 128 is bound by the weight read: 128 whole 128x80 tiles stream B without partials (73 us
   // on the H100, 128x128 tiles 77: docs/PERF.md).
   EXPECT_EQ(Choice({128, 10240, 8192}), P("gemm/bf16_sm90_n80", 1));
