@@ -81,7 +81,9 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   if (o.c_row_major) std::swap(k.a, k.b), std::swap(k.lda, k.ldb);
   const Leading ld = LeadingOf(plan.size, k, plan.a_mn, plan.b_mn);
   const std::string& name = plan.choice.kernel;
-  const bool reference = name.rfind("reference/", 0) == 0, tiles = name.rfind("gemm/bf16_sm90", 0) == 0;
+  // The reference and the strided kernel read A, B and C through any strides.
+  const bool reference = name.rfind("reference/", 0) == 0 || name.rfind("gemm/bf16_strided", 0) == 0;
+  const bool tiles = name.rfind("gemm/bf16_sm90", 0) == 0;
   const bool c_map = tiles && !Has(name, "any_m") && options.out_type != "f32";
   const bool c_like_inputs = Has(*terms, "scale") || Has(*terms, "residual");  // laid out with column stride M
   if (!reference && !tiles && (plan.a_mn || plan.b_mn))  // ChooseGemm does not pick it then

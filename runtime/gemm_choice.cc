@@ -165,19 +165,24 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool a_mn, 
   const bool mn_major = a_mn || b_mn;
   if (Skinny(s) && !mn_major && compute_capability >= 80)
     return {"gemm/bf16_skinny", absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
+  // Where TMA cannot read the operands, or no tuned kernel exists for the GPU: the strided
+  // mma.sync kernel (any size and strides; a fraction of the tile kernels' speed).
+  constexpr const char* kStrided = "gemm/bf16_strided";
   if (compute_capability != 90)
-    return {"reference/bf16", absl::StrCat("no tuned kernel for sm_", compute_capability,
-                                           " yet: the reference kernel (any size, not fast)")};
-  if (s.k % 8 != 0)
-    return {"reference/bf16", absl::StrCat("K = ", s.k,
-                                           ": TMA needs K a multiple of 8 (16-byte rows of A and B), so the "
-                                           "reference kernel (any size, not fast)")};
+    return {compute_capability >= 80 ? kStrided : "reference/bf16",
+            absl::StrCat("no tuned kernel for sm_", compute_capability,
+                         compute_capability >= 80 ? " yet: the strided mma.sync kernel (any size)"
+                                                  : ": the reference kernel (any size, not fast)")};
+  if (s.k % 8 != 0 && !(a_mn && b_mn))  // K strides the rows of a K-major operand
+    return {kStrided, absl::StrCat("K = ", s.k,
+                                   ": TMA needs K a multiple of 8 (16-byte rows of K-major A and B), so the "
+                                   "strided mma.sync kernel (any size, elements loaded one by one)")};
   if (!TmaStrides(s, a_mn, b_mn))
-    return {"reference/bf16",
+    return {kStrided,
             absl::StrCat(a_mn && s.m % 8 ? absl::StrCat("A column-major with M = ", s.m)
                                          : absl::StrCat("B row-major with N = ", s.n),
-                         ": TMA needs its columns 16 bytes apart (a multiple of 8 elements), so the reference "
-                         "kernel (any size, not fast)")};
+                         ": TMA needs its columns 16 bytes apart (a multiple of 8 elements), so the strided "
+                         "mma.sync kernel (any size, elements loaded one by one)")};
   if (s.m <= kWeightBoundRows) {  // bound by the weight read: the least time streaming B
     const Candidate* best = nullptr;
     int best_split = 1;
@@ -290,7 +295,7 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
       for (int split : kSplits)
         if (Weighed(t, split)) c.push_back({t.kernel, "", split});
   if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64) c.push_back({"gemm/bf16_skinny", ""});
-  if (c.empty()) c.push_back({"reference/bf16", ""});
+  if (c.empty()) c.push_back({"gemm/bf16_strided", ""});
   return c;
 }
 

@@ -54,10 +54,10 @@ TEST(GemmEntryPoint, MnMajorOperandsPickTheTransposedVariants) {
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_sm90.bf16-bf16.b_mn");
   o.c_row_major = false;
   // A packed column-major A of M = 2 rows has 4-byte columns, which TMA cannot stride over: the
-  // reference kernel, which reads through any strides.
+  // strided kernel, which reads through any strides.
   p = PlanGemm({2, 4096, 4096}, {}, o, 90);
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(p->choice.kernel, "reference/bf16");
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_strided");
   EXPECT_NE(p->choice.why.find("A column-major with M = 2"), std::string::npos) << p->choice.why;
   // A leading dimension given is the caller's: one TMA cannot take is an error.
   o.lda = 132;
@@ -105,12 +105,12 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   EXPECT_NE(PlanError({100, 256, 256}, {}, padded_c).find("ldc must be M (100)"), std::string::npos);
   padded_c.c_in = kAligned;
   EXPECT_NE(PlanError(s, {.epilogue = "scale"}, padded_c).find("C, C_in and residual packed"), std::string::npos);
-  // K no multiple of 8: the reference kernel, which takes any strides.
+  // K no multiple of 8: the strided kernel, which takes any strides.
   GemmOperands odd = kPacked;
   odd.lda = 61;
   absl::StatusOr<GemmPlan> p = PlanGemm({100, 7, 60}, {}, odd, 90);
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(p->choice.kernel, "reference/bf16");
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_strided");
 }
 
 TEST(GemmTuneCache, WrittenReadBackAndPreferredOverTheRule) {
@@ -133,7 +133,7 @@ TEST(GemmTuneCache, WrittenReadBackAndPreferredOverTheRule) {
   EXPECT_EQ(tuned.kernel, "gemm/bf16_sm90_n64.bf16-bf16.relu");
   EXPECT_EQ(tuned.split, 2);
   EXPECT_NE(tuned.why.find("kiln tune"), std::string::npos);
-  EXPECT_EQ(ChooseGemm({256, 10240, 8192}, 80, {}, &*back).kernel, "reference/bf16");  // another GPU's entry
+  EXPECT_EQ(ChooseGemm({256, 10240, 8192}, 80, {}, &*back).kernel, "gemm/bf16_strided");  // another GPU's entry
   EXPECT_EQ(ChooseGemm({1024, 4096, 4096}, 90, {}, &*back).kernel, ChooseGemm({1024, 4096, 4096}, 90).kernel);
   {
     std::ofstream bad(path, std::ios::app);

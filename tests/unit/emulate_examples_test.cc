@@ -372,7 +372,30 @@ TEST(EmulatedGemmEntryPoint, SplitKAndStreamKAtRaggedSizes) {
     ExpectCorrectAt(name, {{40, 200, 328}}, 2);  // the rule splits them in 2 at most
   ExpectCorrectAt("gemm/bf16_sm90_n64.bf16-f32.scale.silu", {{131, 70, 200}}, 0);
   ExpectCorrectAt("gemm/bf16_sm90.bf16-bf16.a_mn.b_mn", {{136, 200, 328}}, 0);  // MN-major A and B
+  ExpectCorrectAt("gemm/bf16_sm90_m64.bf16-bf16.a_mn.b_mn", {{136, 200, 75}});  // any K where both are
   ExpectCorrectAt("gemm/bf16_sm90_n128.bf16-bf16.any_m.scale.bias_col.gelu.residual", {{13, 130, 136}}, 2);
+}
+
+// The strided kernel (K no multiple of 8, operands TMA cannot stride): edges in M, N and K (75:
+// two k-steps and a ragged third), tiles of one row or column, in every storage order of A, B, C.
+TEST(EmulatedGemmEntryPoint, TheStridedKernelAtAnySizeInEveryOrder) {
+  const rt::Bundle b = BundleOf("gemm/bf16_strided");
+  for (const char* a : {"row", "col"})
+    for (const char* bo : {"row", "col"})
+      for (const char* c : {"row", "col"}) {
+        GemmSpec g = *GemmOf(b.manifest);
+        g.a_order = a, g.b_order = bo, g.c_order = c;
+        rt::Bundle ordered = b;
+        SetGemmSpec(ordered.manifest, g);
+        for (const ProblemSize& size : {ProblemSize{130, 140, 75}, ProblemSize{7, 5, 3}, ProblemSize{1, 129, 33}}) {
+          RunOptions opt;
+          opt.size = size;
+          absl::StatusOr<GemmResult> r = EmulateGemm(ordered, opt, 1);
+          const std::string what = absl::StrCat(a, ",", bo, ",", c, " ", size.m, "x", size.n, "x", size.k);
+          ASSERT_TRUE(r.ok()) << what << ": " << r.status();
+          EXPECT_TRUE(r->passed) << what << ": " << r->failure;
+        }
+      }
 }
 
 TEST(EmulatedGemmEntryPoint, TheSkinnyKernelAtRaggedSizes) {
@@ -384,7 +407,7 @@ TEST(EmulatedGemmEntryPoint, TheSkinnyKernelAtRaggedSizes) {
 // at a ragged size, against the fp64 product put through the epilogue on the host.
 TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
   std::vector<std::string> bases = TileKernels();
-  bases.insert(bases.end(), {"gemm/bf16_skinny", "reference/bf16"});
+  bases.insert(bases.end(), {"gemm/bf16_skinny", "gemm/bf16_strided", "reference/bf16"});
   for (const std::string& base : bases) {
     const bool skinny = base == "gemm/bf16_skinny";
     // The family's own list: the tiles of 80, 96, 160 columns have no MN-major variants.
@@ -425,7 +448,7 @@ TEST(GemmChoice, VariantNamesCarryTypesAndTheEpilogueInTheKernelsOrder) {
   absl::StatusOr<std::string> terms = CanonicalEpilogue("residual,gelu,bias_col,scale");
   ASSERT_TRUE(terms.ok()) << terms.status();
   EXPECT_EQ(*terms, "scale.bias_col.gelu.residual");
-  EXPECT_EQ(ChooseGemm({100, 7, 60}, 90, {.epilogue = *terms}).kernel, "reference/bf16.bf16-bf16.scale.bias_col.gelu.residual");
+  EXPECT_EQ(ChooseGemm({100, 7, 60}, 90, {.epilogue = *terms}).kernel, "gemm/bf16_strided.bf16-bf16.scale.bias_col.gelu.residual");
   EXPECT_EQ(ChooseGemm({100, 7, 64}, 90, {.epilogue = "relu"}).kernel, "gemm/bf16_sm90_m64n32.bf16-bf16.any_m.relu");
   for (const char* bad : {"gelu,relu", "bias_row,bias_col", "scale,scale", "tanh"}) {
     absl::StatusOr<std::string> t = CanonicalEpilogue(bad);
@@ -505,14 +528,18 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheReferen
   EXPECT_EQ(Choice({100, 7, 64}), P("gemm/bf16_sm90_m64n32.bf16-bf16.any_m", 1));  // two tiles, one k-tile
   EXPECT_EQ(Choice({300, 7, 64}), P("gemm/bf16_sm90_m64.bf16-bf16.any_m", 1));  // past M = 128: the least padding
   const GemmChoice odd = ChooseGemm({100, 7, 60}, 90);
-  EXPECT_EQ(odd.kernel, "reference/bf16");
+  EXPECT_EQ(odd.kernel, "gemm/bf16_strided");
+  // MN-major A and B are strided by M and N, not K: the tile kernels take any K there.
+  EXPECT_EQ(ChooseGemm({1024, 4096, 4095}, 90, {.a_mn = true, .b_mn = true}).kernel,
+            "gemm/bf16_sm90.bf16-bf16.a_mn.b_mn");
+  EXPECT_EQ(ChooseGemm({1024, 4096, 4095}, 90, {.a_mn = true}).kernel, "gemm/bf16_strided");
   EXPECT_NE(odd.why.find("TMA needs K a multiple of 8"), std::string::npos) << odd.why;
-  EXPECT_EQ(ChooseGemm({4096, 4096, 4096}, 80).kernel, "reference/bf16");
+  EXPECT_EQ(ChooseGemm({4096, 4096, 4096}, 80).kernel, "gemm/bf16_strided");
   // Packed MN-major operands stride their columns by M or N: TMA needs a multiple of 8 there.
   const GemmChoice a_cols = ChooseGemm({70, 33, 24}, 90, {.a_mn = true});
-  EXPECT_EQ(a_cols.kernel, "reference/bf16");
+  EXPECT_EQ(a_cols.kernel, "gemm/bf16_strided");
   EXPECT_NE(a_cols.why.find("A column-major with M = 70"), std::string::npos) << a_cols.why;
-  EXPECT_EQ(ChooseGemm({64, 33, 24}, 90, {.b_mn = true}).kernel, "reference/bf16");
+  EXPECT_EQ(ChooseGemm({64, 33, 24}, 90, {.b_mn = true}).kernel, "gemm/bf16_strided");
   EXPECT_EQ(ChooseGemm({70, 32, 24}, 90, {.b_mn = true}).kernel,
             "gemm/bf16_sm90_m64n64.bf16-bf16.any_m.b_mn");  // N = 32 strides B's rows by 64 bytes
 }

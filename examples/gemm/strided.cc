@@ -1,0 +1,95 @@
+// The GEMM entry point's kernel for operands TMA cannot read (K, or a packed MN-major operand's M
+// or N, no multiple of 8: rows not 16 bytes apart) and for GPUs without a tuned kernel: mma.sync
+// m16n8k16 (f32 accumulate) on 128x128x32 block tiles, 2x4 warps of 64x32, ldmatrix from padded
+// shared memory. Each element of A and B is loaded on its own through the operands' strides
+// (a warp's lanes along the operand's contiguous dimension) and masked past M, N and K, so any
+// size and any storage order; C goes through the epilogue, masked.
+#include "examples/gemm.h"
+#include "examples/registry.h"
+#include "kiln/memory_ops.h"
+
+namespace kiln::examples {
+namespace {
+
+constexpr int BM = 128, BN = 128, BK = 32, THREADS = 256;
+
+absl::StatusOr<KernelDef> BuildStrided(Scalar in, const std::string& name, const EpilogueSpec& epi = {}) {
+  Kernel k(name, sm80(), {THREADS});
+  const Scalar out = epi.out;
+  DescribeGemm(k, {.in_type = ScalarName(in), .out_type = ScalarName(out), .block_m = BM, .block_n = BN,
+                   .block_k = BK, .epilogue = epi.Terms()});
+  Value A = k.PtrParam("A", in), B = k.PtrParam("B", in), C = k.PtrParam("C", out);
+  Value M = k.I32Param("M"), N = k.I32Param("N"), K = k.I32Param("K");
+  Value strides[6];
+  const char* names[] = {"sA0", "sA1", "sB0", "sB1", "sC0", "sC1"};
+  for (int i = 0; i < 6; ++i) strides[i] = k.I32Param(names[i]);
+  const Epilogue epilogue = Epilogue::Declare(k, epi, M, N, strides[4], strides[5]);
+  k.Grid("N/128", "M/128");
+  GlobalTensor a(A, {M, K}, {strides[0], strides[1]}), b(B, {K, N}, {strides[2], strides[3]}),
+      c(C, {M, N}, {strides[4], strides[5]});
+  SmemTile As = k.Smem(in, BM, BK, {.pad = 8}), Bs = k.Smem(in, BN, BK, {.pad = 8});  // [row][k]
+  Kernel::WarpTile w = k.Warps({.tile_m = BM, .tile_n = BN, .warps_m = 2, .warps_n = 4});
+  Value tid = k.ThreadIdx(), lane = k.LaneId();
+  Value m0 = k.BlockIdx(1) * BM, n0 = k.BlockIdx(0) * BN;
+  Regs acc = k.Registers(Type::Of(f32), w.mmas_m * w.mmas_n * 4);
+  for (int i = 0; i < acc.size(); ++i) acc[i] = k.F32(0);
+
+  // The tile's elements, zero past the edges, a warp's 32 lanes along whichever of the operand's
+  // dimensions is contiguous (a uniform branch on its strides): lane l takes k0 + l of rows
+  // warp, warp + 8, ... where K is (K-major), else rows l, l + 32, l + 64, l + 96 of k-columns
+  // warp, warp + 8, ... (MN-major).
+  auto fill = [&](const SmemTile& tile, Value rows, Value row0, Value k0, Value k_contiguous, auto at) {
+    auto put = [&](Value r, Value col) {
+      Value row = row0 + r;
+      k.Store(tile.At(r, col), LoadGlobal(at(row, k0 + col), 1, {.mask = (row < rows) & (k0 + col < K)}));
+    };
+    k.If(k_contiguous, [&] {
+      for (int r = 0; r < BM; r += THREADS / 32) put(tid / 32 + r, lane);
+    }, [&] {
+      for (int r = 0; r < BM; r += 32)
+        for (int col = 0; col < BK; col += THREADS / 32) put(lane + r, tid / 32 + col);
+    });
+  };
+  k.For(0, K, BK, [&](Value k0) {
+    fill(As, M, m0, k0, strides[1] == 1, [&](Value m, Value kk) { return a.At({m, kk}); });
+    fill(Bs, N, n0, k0, strides[2] == 1, [&](Value n, Value kk) { return b.At({kk, n}); });
+    k.SyncThreads();
+    for (int kk = 0; kk < BK; kk += 16) {
+      std::vector<std::vector<Value>> bf;
+      for (int n = 0; n < w.mmas_n; ++n) bf.push_back(k.LdMatrix(Bs, w.n0 + n * 8 + lane % 8, lane / 8 % 2 * 8 + kk, 2));
+      for (int m = 0; m < w.mmas_m; ++m) {
+        auto af = k.LdMatrix(As, w.m0 + m * 16 + lane % 16, lane / 16 * 8 + kk, 4);
+        for (int n = 0; n < w.mmas_n; ++n) {
+          const int base = (m * w.mmas_n + n) * 4;
+          auto d = k.MmaM16N8K16(in, af, bf[n], {acc[base], acc[base + 1], acc[base + 2], acc[base + 3]});
+          for (int i = 0; i < 4; ++i) acc[base + i] = d[i];
+        }
+      }
+    }
+    k.SyncThreads();
+  });
+  // Accumulator i of mma (m, n): row lane / 4 (+ 8 for i >= 2), column lane % 4 * 2 + i % 2.
+  for (int m = 0; m < w.mmas_m; ++m)
+    for (int n = 0; n < w.mmas_n; ++n)
+      for (int i = 0; i < 4; ++i) {
+        Value row = m0 + w.m0 + m * 16 + lane / 4 + (i / 2) * 8, col = n0 + w.n0 + n * 8 + lane % 4 * 2 + i % 2;
+        Value inside = (row < M) & (col < N);
+        StoreGlobal(c.At({row, col}), epilogue.Output(acc[(m * w.mmas_n + n) * 4 + i], row, col, inside),
+                    {.mask = inside});
+      }
+  return k.Build();
+}
+
+absl::StatusOr<KernelDef> StridedBf16() { return BuildStrided(bf16, "gemm/bf16_strided"); }
+
+}  // namespace
+KILN_EXAMPLE("gemm/bf16_strided",
+             "the GEMM entry point's kernel where TMA cannot read the operands (K no multiple of 8) and on GPUs "
+             "without a tuned kernel: mma.sync on 128x128x32 tiles, elements loaded through any strides, masked",
+             StridedBf16);
+KILN_EXAMPLE_FAMILY(strided_bf16_family,
+                    GemmFamily("gemm/bf16_strided", "the strided kernel with other types and a fused epilogue",
+                               /*tile=*/false, [](const std::string& name, const GemmVariant& v) {
+                                 return BuildStrided(v.in, name, v.epilogue);
+                               }));
+}  // namespace kiln::examples
