@@ -36,6 +36,21 @@ void DescribeGemm(Kernel& k, GemmSpec spec, Loc loc) {
     if (tile > 1) k.RequireMultiple(name, tile, loc);
 }
 
+StridedGemm DeclareStridedGemm(Kernel& k, Scalar in, const EpilogueSpec& epi, Loc loc) {
+  Value A = k.PtrParam("A", in, loc), B = k.PtrParam("B", in, loc), C = k.PtrParam("C", epi.out, loc);
+  StridedGemm g;
+  g.M = k.I32Param("M", loc), g.N = k.I32Param("N", loc), g.K = k.I32Param("K", loc);
+  Value s[6];
+  const char* names[] = {"sA0", "sA1", "sB0", "sB1", "sC0", "sC1"};
+  for (int i = 0; i < 6; ++i) s[i] = k.I32Param(names[i], loc);
+  g.a = GlobalTensor(A, {g.M, g.K}, {s[0], s[1]});
+  g.b = GlobalTensor(B, {g.K, g.N}, {s[2], s[3]});
+  g.c = GlobalTensor(C, {g.M, g.N}, {s[4], s[5]});
+  g.a_strides[0] = s[0], g.a_strides[1] = s[1], g.b_strides[0] = s[2], g.b_strides[1] = s[3];
+  g.epilogue = Epilogue::Declare(k, epi, g.M, g.N, s[4], s[5], loc);
+  return g;
+}
+
 GemmOperands DeclareGemm(Kernel& k, const GemmSpec& spec, Loc loc) {
   DescribeGemm(k, spec, loc);
   Value a = k.PtrParam("A", ScalarNamed(k, spec.in_type, loc), loc);
@@ -157,6 +172,20 @@ void StoreTile(Kernel& k, const SmemTile& src, const ElementAt& dst, const Value
   ForEachChunk(k, src, tid, threads, how.warp_strips, "StoreTile", [&](Value r, Value c) {
     k.Store(dst(r, c), k.Load(src.At(r, c), 16 / ScalarBytes(src.elem())));
   });
+}
+
+void MmaWarpStep(Kernel& k, Scalar ab, const SmemTile& As, const SmemTile& Bs, const Kernel::WarpTile& w,
+                 const Value& lane, int kk, const Regs& acc) {
+  std::vector<std::vector<Value>> b;
+  for (int n = 0; n < w.mmas_n; ++n) b.push_back(k.LdMatrix(Bs, w.n0 + n * 8 + lane % 8, lane / 8 % 2 * 8 + kk, 2));
+  for (int m = 0; m < w.mmas_m; ++m) {
+    auto a = k.LdMatrix(As, w.m0 + m * 16 + lane % 16, lane / 16 * 8 + kk, 4);
+    for (int n = 0; n < w.mmas_n; ++n) {
+      const int base = (m * w.mmas_n + n) * 4;
+      auto d = k.MmaM16N8K16(ab, a, b[n], {acc[base], acc[base + 1], acc[base + 2], acc[base + 3]});
+      for (int i = 0; i < 4; ++i) acc[base + i] = d[i];
+    }
+  }
 }
 
 void StoreAccumulator(Kernel& k, const Regs& acc, int mmas_m, int mmas_n, const ElementAt& dst) {

@@ -24,6 +24,17 @@ void DescribeGemm(Kernel& k, GemmSpec spec, Loc loc = Loc::current());
 // Declares the parameters A, B, C, M, N, K (in that order) and describes the GEMM.
 GemmOperands DeclareGemm(Kernel& k, const GemmSpec& spec, Loc loc = Loc::current());
 
+// A GEMM that indexes A, B and C through element strides given at launch (the reference, the
+// strided kernel): declares A, B, C (in `in`, `in`, the epilogue's output type), M, N, K, the
+// strides sA0 sA1 sB0 sB1 sC0 sC1 of (row, col) of each, then the epilogue's parameters.
+struct StridedGemm {
+  Value M, N, K;
+  GlobalTensor a, b, c;  // (m, k), (k, n), (m, n)
+  Value a_strides[2], b_strides[2];
+  Epilogue epilogue;
+};
+StridedGemm DeclareStridedGemm(Kernel& k, Scalar in, const EpilogueSpec& epi, Loc loc = Loc::current());
+
 // ---- mma.sync kernels (Ampere series, cuda_hgemm, blackwell/v0)
 
 // Element (row, col) of some matrix, as a pointer.
@@ -48,6 +59,12 @@ void CopyTile(Kernel& k, const SmemTile& dst, const ElementAt& src, const Value&
 // The way back: writes the smem tile `src` to dst(r, c), chunked as CopyTile does.
 void StoreTile(Kernel& k, const SmemTile& src, const ElementAt& dst, const Value& tid, int threads,
                Chunking how = {});
+
+// One 16-wide k step (k columns kk..kk+15) of an mma.sync warp tile from [row][k] smem tiles:
+// B's fragments (ldmatrix .x2) for every n, then for each m A's (.x4) and its mmas into
+// acc[(m * mmas_n + n) * 4 + i] (f32 accumulate).
+void MmaWarpStep(Kernel& k, Scalar ab, const SmemTile& As, const SmemTile& Bs, const Kernel::WarpTile& w,
+                 const Value& lane, int kk, const Regs& acc);
 
 // Stores an mma.sync warp tile's f32 accumulator, acc[(m * mmas_n + n) * 4 + i], as bf16 pairs:
 // lane l holds rows l/4 and l/4 + 8 and columns (l%4)*2 + {0,1} of each 16x8 tile; dst gets the

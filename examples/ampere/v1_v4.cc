@@ -26,19 +26,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool async, SmemLayout layout)
     CopyTile(k, Bs, [&](Value r, Value c) { return g.B.At({k0 + c, n0 + r}); }, tid, THREADS, async);
     if (async) k.CpAsyncWaitAll();
     k.SyncThreads();
-    for (int kk = 0; kk < BK; kk += 16) {
-      std::vector<std::vector<Value>> b;
-      for (int n = 0; n < w.mmas_n; ++n)
-        b.push_back(k.LdMatrix(Bs, w.n0 + n * 8 + lane % 8, lane / 8 % 2 * 8 + kk, 2));
-      for (int m = 0; m < w.mmas_m; ++m) {
-        auto a = k.LdMatrix(As, w.m0 + m * 16 + lane % 16, lane / 16 * 8 + kk, 4);
-        for (int n = 0; n < w.mmas_n; ++n) {
-          const int base = (m * w.mmas_n + n) * 4;
-          auto d = k.MmaM16N8K16(bf16, a, b[n], {acc[base], acc[base + 1], acc[base + 2], acc[base + 3]});
-          for (int i = 0; i < 4; ++i) acc[base + i] = d[i];
-        }
-      }
-    }
+    for (int kk = 0; kk < BK; kk += 16) MmaWarpStep(k, bf16, As, Bs, w, lane, kk, acc);
     k.SyncThreads();
   });
   StoreAccumulator(k, acc, w.mmas_m, w.mmas_n,

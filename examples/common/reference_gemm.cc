@@ -12,15 +12,11 @@ absl::StatusOr<KernelDef> BuildReference(Scalar in, const std::string& name, con
   const Scalar out = epi.out;
   DescribeGemm(k, {.in_type = ScalarName(in), .out_type = ScalarName(out), .tile_m = 1, .tile_n = 1, .tile_k = 1,
                    .epilogue = epi.Terms()});
-  Value A = k.PtrParam("A", in), B = k.PtrParam("B", in), C = k.PtrParam("C", out);
-  Value M = k.I32Param("M"), N = k.I32Param("N"), K = k.I32Param("K");
-  Value strides[6];
-  const char* names[] = {"sA0", "sA1", "sB0", "sB1", "sC0", "sC1"};
-  for (int i = 0; i < 6; ++i) strides[i] = k.I32Param(names[i]);
-  const Epilogue epilogue = Epilogue::Declare(k, epi, M, N, strides[4], strides[5]);
+  const StridedGemm g = DeclareStridedGemm(k, in, epi);
+  const Value &M = g.M, &N = g.N, &K = g.K;
+  const GlobalTensor &a = g.a, &b = g.b, &c = g.c;
+  const Epilogue& epilogue = g.epilogue;
   k.Grid("N/16", "M/16");
-  GlobalTensor a(A, {M, K}, {strides[0], strides[1]}), b(B, {K, N}, {strides[2], strides[3]}),
-      c(C, {M, N}, {strides[4], strides[5]});
   Value m = k.BlockIdx(1) * 16 + k.ThreadIdx(1), n = k.BlockIdx(0) * 16 + k.ThreadIdx(0);
   k.If((m < M) & (n < N) , [&] {
     Regs acc = k.Registers(Type::Of(f32), 1);

@@ -18,15 +18,9 @@ absl::StatusOr<KernelDef> BuildStrided(Scalar in, const std::string& name, const
   const Scalar out = epi.out;
   DescribeGemm(k, {.in_type = ScalarName(in), .out_type = ScalarName(out), .block_m = BM, .block_n = BN,
                    .block_k = BK, .epilogue = epi.Terms()});
-  Value A = k.PtrParam("A", in), B = k.PtrParam("B", in), C = k.PtrParam("C", out);
-  Value M = k.I32Param("M"), N = k.I32Param("N"), K = k.I32Param("K");
-  Value strides[6];
-  const char* names[] = {"sA0", "sA1", "sB0", "sB1", "sC0", "sC1"};
-  for (int i = 0; i < 6; ++i) strides[i] = k.I32Param(names[i]);
-  const Epilogue epilogue = Epilogue::Declare(k, epi, M, N, strides[4], strides[5]);
+  const StridedGemm g = DeclareStridedGemm(k, in, epi);
+  const Value &M = g.M, &N = g.N, &K = g.K;
   k.Grid("N/128", "M/128");
-  GlobalTensor a(A, {M, K}, {strides[0], strides[1]}), b(B, {K, N}, {strides[2], strides[3]}),
-      c(C, {M, N}, {strides[4], strides[5]});
   SmemTile As = k.Smem(in, BM, BK, {.pad = 8}), Bs = k.Smem(in, BN, BK, {.pad = 8});  // [row][k]
   Kernel::WarpTile w = k.Warps({.tile_m = BM, .tile_n = BN, .warps_m = 2, .warps_n = 4});
   Value tid = k.ThreadIdx(), lane = k.LaneId();
@@ -51,21 +45,10 @@ absl::StatusOr<KernelDef> BuildStrided(Scalar in, const std::string& name, const
     });
   };
   k.For(0, K, BK, [&](Value k0) {
-    fill(As, M, m0, k0, strides[1] == 1, [&](Value m, Value kk) { return a.At({m, kk}); });
-    fill(Bs, N, n0, k0, strides[2] == 1, [&](Value n, Value kk) { return b.At({kk, n}); });
+    fill(As, M, m0, k0, g.a_strides[1] == 1, [&](Value m, Value kk) { return g.a.At({m, kk}); });
+    fill(Bs, N, n0, k0, g.b_strides[0] == 1, [&](Value n, Value kk) { return g.b.At({kk, n}); });
     k.SyncThreads();
-    for (int kk = 0; kk < BK; kk += 16) {
-      std::vector<std::vector<Value>> bf;
-      for (int n = 0; n < w.mmas_n; ++n) bf.push_back(k.LdMatrix(Bs, w.n0 + n * 8 + lane % 8, lane / 8 % 2 * 8 + kk, 2));
-      for (int m = 0; m < w.mmas_m; ++m) {
-        auto af = k.LdMatrix(As, w.m0 + m * 16 + lane % 16, lane / 16 * 8 + kk, 4);
-        for (int n = 0; n < w.mmas_n; ++n) {
-          const int base = (m * w.mmas_n + n) * 4;
-          auto d = k.MmaM16N8K16(in, af, bf[n], {acc[base], acc[base + 1], acc[base + 2], acc[base + 3]});
-          for (int i = 0; i < 4; ++i) acc[base + i] = d[i];
-        }
-      }
-    }
+    for (int kk = 0; kk < BK; kk += 16) MmaWarpStep(k, in, As, Bs, w, lane, kk, acc);
     k.SyncThreads();
   });
   // Accumulator i of mma (m, n): row lane / 4 (+ 8 for i >= 2), column lane % 4 * 2 + i % 2.
@@ -74,7 +57,7 @@ absl::StatusOr<KernelDef> BuildStrided(Scalar in, const std::string& name, const
       for (int i = 0; i < 4; ++i) {
         Value row = m0 + w.m0 + m * 16 + lane / 4 + (i / 2) * 8, col = n0 + w.n0 + n * 8 + lane % 4 * 2 + i % 2;
         Value inside = (row < M) & (col < N);
-        StoreGlobal(c.At({row, col}), epilogue.Output(acc[(m * w.mmas_n + n) * 4 + i], row, col, inside),
+        StoreGlobal(g.c.At({row, col}), g.epilogue.Output(acc[(m * w.mmas_n + n) * 4 + i], row, col, inside),
                     {.mask = inside});
       }
   return k.Build();
