@@ -82,18 +82,18 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   const Leading ld = LeadingOf(plan.size, k, plan.a_mn, plan.b_mn);
   const std::string& name = plan.choice.kernel;
   // The reference and the strided kernel read A, B and C through any strides.
-  const bool reference = name.rfind("reference/", 0) == 0 || name.rfind("gemm/bf16_strided", 0) == 0;
+  const bool any_strides = name.rfind("reference/", 0) == 0 || name.rfind("gemm/bf16_strided", 0) == 0;
   const bool tiles = name.rfind("gemm/bf16_sm90", 0) == 0;
   const bool c_map = tiles && !Has(name, "any_m") && options.out_type != "f32";
   const bool c_like_inputs = Has(*terms, "scale") || Has(*terms, "residual");  // laid out with column stride M
-  if (!reference && !tiles && (plan.a_mn || plan.b_mn))  // ChooseGemm does not pick it then
+  if (!any_strides && !tiles && (plan.a_mn || plan.b_mn))  // ChooseGemm does not pick it then
     return absl::InternalError(absl::StrCat(name, " reads K-major A and B only"));
-  if (!reference && !tiles && (ld.a != plan.size.k || ld.b != plan.size.k))
+  if (!any_strides && !tiles && (ld.a != plan.size.k || ld.b != plan.size.k))
     return Invalid(absl::StrCat(name, " reads packed A and B: lda and ldb must be K (", plan.size.k, ")"));
-  if (!reference && ld.c != plan.size.m && (!c_map || c_like_inputs))
+  if (!any_strides && ld.c != plan.size.m && (!c_map || c_like_inputs))
     return Invalid(absl::StrCat(name, " takes ", c_like_inputs ? "C, C_in and residual" : "C",
                                 " packed: ldc must be ", o.c_row_major ? "N (" : "M (", plan.size.m, ")"));
-  if (!reference) {  // TMA (the tiles) or 16-byte loads (the skinny kernel): 16-byte strides and addresses
+  if (!any_strides) {  // TMA (the tiles) or 16-byte loads (the skinny kernel): 16-byte strides and addresses
     const std::string reads = absl::StrCat(name, " reads A and B 16 bytes at a time: ");
     if (ld.a % 8 || ld.b % 8) return Invalid(reads + "lda and ldb must be multiples of 8");
     if (k.a % 16 || k.b % 16) return Invalid(reads + "16-byte aligned pointers");

@@ -19,6 +19,13 @@ mkdir -p "$out"
 status=0
 section() { echo "== $1   [${SECONDS}s]"; }  # each section's start, seconds into the suite
 skip() { [[ " ${KILN_SUITE_SKIP:-} " == *" $1 "* ]] && echo "== $1: skipped (KILN_SUITE_SKIP)"; }
+for name in ${KILN_SUITE_SKIP:-}; do
+  case $name in
+    crosscheck|reference|ragged|variants|layouts|sweep|tune|bench) ;;
+    *) echo "KILN_SUITE_SKIP: no section '$name' (crosscheck reference ragged variants layouts sweep tune bench)" >&2
+       exit 2 ;;
+  esac
+done
 
 section "device"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || status=1

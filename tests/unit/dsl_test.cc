@@ -431,9 +431,8 @@ TEST(Hopper, StagesAcquiredButNeverReleased) {
   });
 }
 
-// A stage whose second box comes only under a condition: one arrival expects the bytes of the
-// boxes whose conditions hold (a selected count, not a constant), and the box is issued under the
-// same condition. A multicast box cannot be conditional (its bytes land in other CTAs).
+// A descriptor prefetch of a by-value map reads the parameter space, once; of a map never
+// declared it is an error at its line.
 TEST(Hopper, ADescriptorPrefetchReadsTheMapsParameter) {
   Kernel k("test/prefetch_map", sm90a(), {128});
   TensorMap a = k.TmaParam("tmA", Map128B(32));
@@ -452,6 +451,9 @@ TEST(Hopper, ADescriptorPrefetchReadsTheMapsParameter) {
   ExpectError(bad, line, "TmaPrefetchDescriptor of a tensor map that was never declared");
 }
 
+// A stage whose second box comes only under a condition: one arrival expects the bytes of the
+// boxes whose conditions hold (a selected count, not a constant), and the box is issued under the
+// same condition. A multicast box cannot be conditional (its bytes land in other CTAs).
 TEST(Hopper, AConditionalBoxOfAStageIsExpectedOnlyWhereItIsLoaded) {
   // Fills k (a plain or a two-CTA ring) and returns the line of the Produce.
   auto fill = [](Kernel& k, bool multicast) {
