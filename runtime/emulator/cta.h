@@ -304,9 +304,14 @@ class Cta {
     const int quantum = rng_ ? 1 + static_cast<int>((*rng_)() % 64) : 1 << 30;
     Thread& t = threads_[pick];
     for (int i = 0; i < quantum && t.state == Thread::State::kRun; ++i) {
-      if (--*budget_ < 0)
-        return absl::ResourceExhaustedError(absl::StrCat(kernel_, ": the emulator's instruction budget ran out "
-                                                         "(an endless loop? raise Options::max_instructions)"));
+      if (--*budget_ < 0) {  // where the thread then running was: in an endless loop, most likely in it
+        const Instr& at = e_.code[t.pc];
+        const std::string dsl = m_.DslLine(at);
+        return absl::ResourceExhaustedError(absl::StrCat(
+            kernel_, ": the emulator's instruction budget ran out (an endless loop? raise Options::max_instructions); "
+            "thread ", t.linear, " of block (", ctaid_.x, ",", ctaid_.y, ",", ctaid_.z, ") was at PTX line ", at.line,
+            dsl.empty() ? "" : ", ", dsl));
+      }
       ++*executed;
       if (absl::Status s = Step(t); !s.ok()) return s;
     }

@@ -1,5 +1,8 @@
 // The CUDA-core instructions, warp collectives and named barriers: one thread's step, integer and
 // float arithmetic, conversions, loads and stores, atomics, shuffles and reductions, bar.sync.
+#include <cmath>
+#include <limits>
+
 #include "runtime/emulator/cta.h"
 
 namespace kiln::emu::detail {
@@ -140,6 +143,9 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
           case Op::kMax: r = std::fmax(a, b); break;
           default: return Fail(t, in, "not defined on f32");
         }
+        // min/max.NaN: a NaN operand gives the canonical NaN.
+        if ((in.op == Op::kMin || in.op == Op::kMax) && in.Has("NaN") && (std::isnan(a) || std::isnan(b)))
+          r = std::numeric_limits<float>::quiet_NaN();
         put_f(r);
         return absl::OkStatus();
       }
@@ -189,6 +195,11 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
         case Op::kMin: r = sgn ? static_cast<uint64_t>(std::min(sa, sb)) : std::min(a, b); break;
         case Op::kMax: r = sgn ? static_cast<uint64_t>(std::max(sa, sb)) : std::max(a, b); break;
         default: break;
+      }
+      // min/max.relu.s32 (what LLVM makes of max(min(a, b), 0)): a negative result becomes 0.
+      if ((in.op == Op::kMin || in.op == Op::kMax) && in.Has("relu")) {
+        if (!sgn) return Fail(t, in, ".relu is defined on signed integers");
+        if (static_cast<int64_t>(r << (64 - bits)) < 0) r = 0;
       }
       Write(t, in.ops[0], r & Mask(out_bits));
       return absl::OkStatus();

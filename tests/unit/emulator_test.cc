@@ -2,6 +2,7 @@
 // each test states what the ISA says an instruction does and checks the emulator does that.
 #include "kiln/runtime/emulator.h"
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -117,6 +118,34 @@ TEST(Emulator, SignedAndUnsignedComparisonsDiffer) {
 	st.global.b32 [%rd3], %r5;
 )"), 1);
   EXPECT_EQ(v[0], 10u + 0u + 15u);
+}
+
+// min.relu / max.relu.s32 clamp a negative result to 0 (PTX ISA, integer min and max); LLVM fuses
+// max(min(a, b), 0) into min.relu. min/max.NaN.f32 give NaN where an operand is NaN.
+TEST(Emulator, MinMaxReluAndNaN) {
+  std::vector<uint32_t> v = Emulate(Kernel(R"(
+	mov.b32 %r2, -152;
+	min.relu.s32 %r3, %r2, 20;
+	max.relu.s32 %r4, %r2, -7;
+	min.relu.s32 %r5, %r2, -5;
+	min.s32 %r6, %r2, 20;
+	mov.b32 %r11, 30;
+	min.relu.s32 %r12, %r11, 20;
+	add.s32 %r7, %r3, %r4;
+	add.s32 %r7, %r7, %r5;
+	add.s32 %r7, %r7, %r12;
+	mov.b32 %r8, 0f7FC00000;
+	min.f32 %r9, %r8, 0f3F800000;
+	min.NaN.f32 %r10, %r8, 0f3F800000;
+	st.global.b32 [%rd3], %r7;
+	st.global.b32 [%rd3+4], %r6;
+	st.global.b32 [%rd3+8], %r9;
+	st.global.b32 [%rd3+12], %r10;
+)", {1, 1, 1}), 4);
+  EXPECT_EQ(v[0], 20u);                          // three negative results clamped, and min(30, 20)
+  EXPECT_EQ(static_cast<int32_t>(v[1]), -152);   // without .relu
+  EXPECT_EQ(AsF(v[2]), 1.0f);                    // min of NaN and 1: 1
+  EXPECT_TRUE(std::isnan(AsF(v[3])));            // .NaN: NaN
 }
 
 TEST(Emulator, BlockBarrierOrdersSharedMemory) {
