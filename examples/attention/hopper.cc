@@ -22,7 +22,7 @@ namespace {
 // The default tiling per head dimension (docs/PERF.md, "Attention", says how each was chosen).
 AttentionShape WithDefaults(AttentionShape a) {
   if (!a.warpgroups) a.warpgroups = a.d == 64 ? 3 : 2;  // 192 query rows: longer GEMMs per turn
-  if (!a.block_n) a.block_n = a.d == 256 ? 64 : a.d == 128 && !a.causal && !a.persistent ? 176 : 128;
+  if (!a.block_n) a.block_n = a.d == 256 ? 64 : a.d == 128 && !a.causal ? (a.persistent ? 144 : 176) : 128;
   if (!a.stages) a.stages = 2;
   return a;
 }
@@ -151,6 +151,11 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
 
   // The register file split: 24 per producer thread, the rest (a multiple of 8) to the consumers.
   const int consumer_regs = std::min(240, (65536 / 128 - 24) / W / 8 * 8);
+  // Where two Q stages fit, the persistent CTA without a mask runs its tiles as one stream of
+  // steps: a tile's last P V goes out with the next tile's first S, and the tile's epilogue runs
+  // in that step's softmax slot, under the other warpgroups' GEMMs (docs/PERF.md, Attention, step
+  // 12). With one Q stage the next Q can land only once O has left through the stage.
+  const bool stream_tiles = a.persistent && q_stages == 2 && !a.causal;
   k.Role({.first_thread = 128, .threads = 128 * W, .max_regs = consumer_regs}, [&](Value t) {
     Value c = t % 128, wg = t / 128, row0 = wg * 64;
     const double log2e = M_LOG2E;
@@ -162,174 +167,270 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
     auto their_turn = [&] { k.NamedBarrierArrive((wg + 1) % W + 1, 256); };
     k.If(wg == W - 1, [&] { k.NamedBarrierArrive(1, 256); });  // warpgroup 0 issues first
     Regs n = k.Registers(Type::Of(i32), 1), now = k.Registers(Type::Of(i32), 2);  // {tile, Q stage}
-    k.While(
-        [&] {
-          auto take = [&] {
-            now[1] = q_ring.Acquire(q_at);
-            now[0] = k.Load(tile_slots.At(0, n[0] % 4));
-          };
-          Value more = n[0] == 0;
-          if (a.persistent)
-            take();
-          else
-            k.If(more, take);
-          n[0] = n[0] + 1;
-          return a.persistent ? now[0] < tile_count : more;
-        },
-        [&] {
-          QueryTile tile = tile_of(now[0]);
-          Value qs = now[1];
-          Value m0 = tile.m0, n_tiles = tile.n_tiles, q_head = tile.q_head;
-          WgmmaAccumulator s = k.WgmmaAcc(BN), o = k.WgmmaAcc(D);  // zeroed here, for each tile
-          // Per thread: its two rows' running max (in scaled log2 units) and its share of their sums.
-          Regs row_max = k.Registers(Type::Of(f32), 2), row_sum = k.Registers(Type::Of(f32), 2);
-          row_max[0] = k.F32(-INFINITY);
-          row_max[1] = k.F32(-INFINITY);
-          SmemTile sQs = sQ.Stage(qs);
-          // The online softmax of one S tile: mask, new row maxima, P = exp2(S * scale_log2 - max)
-          // written over S, the sums rescaled by alpha = exp2(old max - new max); O is rescaled by
-          // alpha later (rescale_o), once the wgmma group adding to it has retired.
-          Regs alpha = k.Registers(Type::Of(f32), 2);
-          auto softmax = [&](Value n0, bool masked) {
-            Value limit[2];  // keys below this column are seen, per row half
-            for (int half = 0; half < 2 && masked; ++half) {
-              Value row = (m0 + row0 + s.Row(half)).To(s32);
-              limit[half] = a.causal ? Min(Skv.To(s32), row + 1 + shift) : Skv.To(s32);
-            }
-            Value tile_max[2] = {k.F32(-INFINITY), k.F32(-INFINITY)};
-            for (int p = 0; p < BN / 4; ++p)
-              for (int e = 0; e < 2; ++e) {
-                if (masked) {
-                  Value col = (n0 + s.Col(p) + e).To(s32);
-                  s[2 * p + e] = Select(col < limit[p % 2], s[2 * p + e], k.F32(-INFINITY));
-                }
-                tile_max[p % 2] = Max(tile_max[p % 2], s[2 * p + e]);
-              }
-            Value base[2];
-            for (int half = 0; half < 2; ++half) {
-              Value mx = tile_max[half];
-              mx = Max(mx, ShflXor(mx, 1));  // the four threads of a row
-              mx = Max(mx, ShflXor(mx, 2));
-              Value new_max = Max(row_max[half], mx * scale_log2);
-              base[half] = Select(new_max == k.F32(-INFINITY), k.F32(0), new_max);  // a row that saw only -inf
-              alpha[half] = Exp2(row_max[half] - base[half]);
-              row_max[half] = new_max;
-            }
-            Value sum[2] = {k.F32(0), k.F32(0)};
-            for (int p = 0; p < BN / 4; ++p)
-              for (int e = 0; e < 2; ++e) {
-                Value pv = Exp2(Fma(s[2 * p + e], scale_log2, -base[p % 2]));
-                s[2 * p + e] = pv;
-                sum[p % 2] = sum[p % 2] + pv;
-              }
-            for (int half = 0; half < 2; ++half) row_sum[half] = Fma(row_sum[half], alpha[half], sum[half]);
-          };
-          auto rescale_o = [&] {
-            for (int q = 0; q < D / 4; ++q)
-              for (int e = 0; e < 2; ++e) o[2 * q + e] = o[2 * q + e] * alpha[q % 2];
-          };
 
-          // The mainloop, FA3's order: in step j a warpgroup issues S = Q K_j and O += P_{j-1} V_{j-1}
-          // together, runs the softmax of S_j while P_{j-1} V_{j-1} is still on the tensor cores, then
-          // rescales O once that group retires. P lives in registers as the next wgmma's A fragments,
-          // so S's accumulator is free for the next tile. The two warpgroups take turns to issue
-          // in the ring above, so one's softmax runs under the others' GEMMs.
-          Regs p_frag = k.Registers(Type::Of(i32), BN / 4);  // P as bf16/f16 pairs, BN / 16 A fragments
-          auto issue_s = [&](Value ks) {
-            for (int kk = 0; kk < D; kk += 16)
-              k.Wgmma(s, sQs, kk / 64 * BM + row0, sK.Stage(ks), kk / 64 * BN, kk % 64, /*scale_d=*/kk > 0);
-            k.WgmmaCommit();
-          };
-          auto issue_pv = [&](Value vs) {
-            for (int kk = 0; kk < BN; kk += 16)
-              k.Wgmma(o, {p_frag[kk / 4], p_frag[kk / 4 + 1], p_frag[kk / 4 + 2], p_frag[kk / 4 + 3]}, {sV.Stage(vs), /*mn_major=*/true, BN}, 0, kk);
-            k.WgmmaCommit();
-          };
-          // Masks only where a tile reaches past Skv or, causally, past its first row's diagonal.
-          auto softmax_of = [&](Value n0) {
-            Value needs_mask = (n0 + BN).To(s32) > (a.causal ? Min(Skv.To(s32), (m0 + 1).To(s32) + shift) : Skv.To(s32));
-            k.If(needs_mask, [&] { softmax(n0, true); }, [&] { softmax(n0, false); });
-          };
-          auto pack_p = [&] {
-            for (int f = 0; f < BN / 16; ++f) {
-              std::vector<Value> frag = s.FragmentA(f, in);
-              for (int r = 0; r < 4; ++r) p_frag[4 * f + r] = frag[r];
-            }
-          };
-          k.If(n_tiles > 0, [&] {
-            my_turn();
-            Value ks = k_ring.Acquire(k_at);
-            k.WgmmaFence();
-            issue_s(ks);
-            their_turn();
-            k.WgmmaWait(0);
-            k_ring.Release(ks, c);
-            softmax_of(k.I32(0));
-            pack_p();
-            // V_{j-1}'s stage: acquired at the end of step j - 1 (a CTA per tile), or at the start of
-            // step j in the persistent kernel, where a stage held in a register across its tile loop
-            // is no longer known warp-uniform and its descriptors leave uniform registers (PERF,
-            // Attention, step 7).
-            const bool v_late = a.persistent;
-            Regs v_held;  // the stage acquired at the end of the step before (a CTA per tile)
-            if (!v_late) v_held = k.Registers(Type::Of(i32), 1);
-            auto v_stage = [&] { return v_late ? v_ring.Acquire(v_at) : v_held[0]; };
-            if (!v_late) v_held[0] = v_ring.Acquire(v_at);
-            k.For(1, n_tiles, 1, [&](Value j) {
+    // The tile's state: its first query row (for the masks) and Q stage; the S and O accumulators;
+    // per thread its two rows' running max (in scaled log2 units), its share of their sums, the
+    // last rescale factor; P as the next wgmma's A fragments (bf16/f16 pairs, BN / 16 fragments).
+    Value m0;
+    SmemTile sQs;
+    WgmmaAccumulator s, o;
+    Regs row_max, row_sum, alpha, p_frag;
+    auto fresh_state = [&] {
+      s = k.WgmmaAcc(BN);
+      o = k.WgmmaAcc(D);
+      row_max = k.Registers(Type::Of(f32), 2);
+      row_sum = k.Registers(Type::Of(f32), 2);
+      row_max[0] = k.F32(-INFINITY);
+      row_max[1] = k.F32(-INFINITY);
+      alpha = k.Registers(Type::Of(f32), 2);
+      p_frag = k.Registers(Type::Of(i32), BN / 4);
+    };
+    // The online softmax of one S tile: mask, new row maxima, P = exp2(S * scale_log2 - max)
+    // written over S, the sums rescaled by alpha = exp2(old max - new max); O is rescaled by
+    // alpha later (rescale_o), once the wgmma group adding to it has retired.
+    auto softmax = [&](Value n0, bool masked) {
+      Value limit[2];  // keys below this column are seen, per row half
+      for (int half = 0; half < 2 && masked; ++half) {
+        Value row = (m0 + row0 + s.Row(half)).To(s32);
+        limit[half] = a.causal ? Min(Skv.To(s32), row + 1 + shift) : Skv.To(s32);
+      }
+      Value tile_max[2] = {k.F32(-INFINITY), k.F32(-INFINITY)};
+      for (int p = 0; p < BN / 4; ++p)
+        for (int e = 0; e < 2; ++e) {
+          if (masked) {
+            Value col = (n0 + s.Col(p) + e).To(s32);
+            s[2 * p + e] = Select(col < limit[p % 2], s[2 * p + e], k.F32(-INFINITY));
+          }
+          tile_max[p % 2] = Max(tile_max[p % 2], s[2 * p + e]);
+        }
+      Value base[2];
+      for (int half = 0; half < 2; ++half) {
+        Value mx = tile_max[half];
+        mx = Max(mx, ShflXor(mx, 1));  // the four threads of a row
+        mx = Max(mx, ShflXor(mx, 2));
+        Value new_max = Max(row_max[half], mx * scale_log2);
+        base[half] = Select(new_max == k.F32(-INFINITY), k.F32(0), new_max);  // a row that saw only -inf
+        alpha[half] = Exp2(row_max[half] - base[half]);
+        row_max[half] = new_max;
+      }
+      Value sum[2] = {k.F32(0), k.F32(0)};
+      for (int p = 0; p < BN / 4; ++p)
+        for (int e = 0; e < 2; ++e) {
+          Value pv = Exp2(Fma(s[2 * p + e], scale_log2, -base[p % 2]));
+          s[2 * p + e] = pv;
+          sum[p % 2] = sum[p % 2] + pv;
+        }
+      for (int half = 0; half < 2; ++half) row_sum[half] = Fma(row_sum[half], alpha[half], sum[half]);
+    };
+    auto rescale_o = [&] {
+      for (int q = 0; q < D / 4; ++q)
+        for (int e = 0; e < 2; ++e) o[2 * q + e] = o[2 * q + e] * alpha[q % 2];
+    };
+    auto issue_s = [&](Value ks) {
+      for (int kk = 0; kk < D; kk += 16)
+        k.Wgmma(s, sQs, kk / 64 * BM + row0, sK.Stage(ks), kk / 64 * BN, kk % 64, /*scale_d=*/kk > 0);
+      k.WgmmaCommit();
+    };
+    auto issue_pv = [&](Value vs) {
+      for (int kk = 0; kk < BN; kk += 16)
+        k.Wgmma(o, {p_frag[kk / 4], p_frag[kk / 4 + 1], p_frag[kk / 4 + 2], p_frag[kk / 4 + 3]}, {sV.Stage(vs), /*mn_major=*/true, BN}, 0, kk);
+      k.WgmmaCommit();
+    };
+    // Masks only where a tile reaches past Skv or, causally, past its first row's diagonal.
+    auto softmax_of = [&](Value n0) {
+      Value needs_mask = (n0 + BN).To(s32) > (a.causal ? Min(Skv.To(s32), (m0 + 1).To(s32) + shift) : Skv.To(s32));
+      k.If(needs_mask, [&] { softmax(n0, true); }, [&] { softmax(n0, false); });
+    };
+    auto pack_p = [&] {
+      for (int f = 0; f < BN / 16; ++f) {
+        std::vector<Value> frag = s.FragmentA(f, in);
+        for (int r = 0; r < 4; ++r) p_frag[4 * f + r] = frag[r];
+      }
+    };
+    // A tile's end, in two parts: the rows' lse stored and 1 / sum returned (from the sums and
+    // maxima as they stand), then O / sum through this warpgroup's rows of the tile's Q stage (its
+    // own wgmmas, the only readers, have retired) and a clipped TMA store; the stage is free for
+    // the next Q once the store has read it.
+    struct Inverse {
+      Value of[2];
+    };
+    auto finish_rows = [&](Value tile_m0, Value q_head) {
+      Inverse inv;
+      for (int half = 0; half < 2; ++half) {
+        Value total = row_sum[half];
+        total = total + ShflXor(total, 1);
+        total = total + ShflXor(total, 2);
+        inv.of[half] = Select(total > 0.0, Rcp(total), k.F32(0));
+        Value row = tile_m0 + row0 + o.Row(half);
+        Value lse_value = Select(total > 0.0, (row_max[half] + Log2(total)) * M_LN2, k.F32(-INFINITY));
+        k.If((c % 4 == 0) & (row < S), [&] { k.Store(lse + (q_head.To(i64) * S.To(i64) + row.To(i64)), lse_value); });
+      }
+      return inv;
+    };
+    auto store_o = [&](Value tile_m0, Value q_head, Value qs, const Inverse& inv) {
+      SmemTile out = sQ.Stage(qs);
+      for (int p = 0; p < D / 4; ++p) {
+        const int span = p / 2 * 8 / 64;  // which 64 columns of D this pair lies in
+        Value x = o[2 * p] * inv.of[p % 2], y = o[2 * p + 1] * inv.of[p % 2];
+        k.Store(out.At(span * BM + row0 + o.Row(p), o.Col(p) - span * 64), in == f16 ? PackF16x2(x, y) : PackBf16x2(x, y));
+      }
+      k.FenceProxyAsync();
+      k.NamedBarrier(wg + 1 + W, 128);
+      for (int x = 0; x < W; ++x)
+        k.If((c == 0) & (wg == x), [&] {
+          for (int span = 0; span < SPANS; ++span)
+            k.TmaStore(to, out.Rows(span * BM + x * 64, 64), {0, tile_m0 + x * 64, span, q_head});
+          k.BulkCommit();
+          k.BulkWait(0, /*smem_reads_only=*/true);
+          q_ring.Release(qs, c);
+        });
+    };
+    // The steps of one tile: in step j a warpgroup issues S = Q K_j and O += P_{j-1} V_{j-1}
+    // together (FA3's order), runs the softmax of S_j while P_{j-1} V_{j-1} is still on the
+    // tensor cores, then rescales O once that group retires. P lives in registers as the next
+    // wgmma's A fragments, so S's accumulator is free for the next tile. The warpgroups take turns
+    // to issue in the ring above, so one's softmax runs under the others' GEMMs.
+    // V_{j-1}'s stage: acquired at the end of step j - 1 (a CTA per tile), or at the start of step
+    // j in the persistent kernel, where a stage held in a register across its tile loop is no
+    // longer known warp-uniform and its descriptors leave uniform registers (PERF, Attention,
+    // step 7).
+    const bool v_late = a.persistent;
+    Regs v_held;  // the stage acquired at the end of the step before (a CTA per tile)
+    auto v_stage = [&] { return v_late ? v_ring.Acquire(v_at) : v_held[0]; };
+    auto later_steps = [&](Value n_tiles) {
+      k.For(1, n_tiles, 1, [&](Value j) {
+        my_turn();
+        Value ks = k_ring.Acquire(k_at);
+        Value vs = v_stage();
+        k.WgmmaFence();
+        issue_s(ks);
+        issue_pv(vs);
+        their_turn();
+        k.WgmmaWait(1);  // S_j is in; P_{j-1} V_{j-1} may still run
+        k_ring.Release(ks, c);
+        softmax_of(j * BN);
+        k.WgmmaWait(0);
+        v_ring.Release(vs, c);
+        rescale_o();
+        pack_p();
+        if (!v_late) v_held[0] = v_ring.Acquire(v_at);
+      });
+    };
+    auto first_step = [&] {  // S_0 alone
+      my_turn();
+      Value ks = k_ring.Acquire(k_at);
+      k.WgmmaFence();
+      issue_s(ks);
+      their_turn();
+      k.WgmmaWait(0);
+      k_ring.Release(ks, c);
+      softmax_of(k.I32(0));
+      pack_p();
+    };
+    auto last_pv = [&] {  // the tile's last P V alone
+      my_turn();
+      Value vs = v_stage();
+      k.WgmmaFence();
+      issue_pv(vs);
+      their_turn();
+      k.WgmmaWait(0);
+      v_ring.Release(vs, c);
+    };
+    auto take = [&] {
+      now[1] = q_ring.Acquire(q_at);
+      now[0] = k.Load(tile_slots.At(0, n[0] % 4));
+    };
+
+    if (!stream_tiles) {
+      k.While(
+          [&] {
+            Value more = n[0] == 0;
+            if (a.persistent)
+              take();
+            else
+              k.If(more, take);
+            n[0] = n[0] + 1;
+            return a.persistent ? now[0] < tile_count : more;
+          },
+          [&] {
+            QueryTile tile = tile_of(now[0]);
+            Value qs = now[1];
+            m0 = tile.m0;
+            fresh_state();  // zeroed for each tile
+            sQs = sQ.Stage(qs);
+            k.If(tile.n_tiles > 0, [&] {
+              first_step();
+              if (!v_late) {
+                v_held = k.Registers(Type::Of(i32), 1);
+                v_held[0] = v_ring.Acquire(v_at);
+              }
+              later_steps(tile.n_tiles);
+              last_pv();
+            });
+            store_o(m0, tile.q_head, qs, finish_rows(m0, tile.q_head));
+          });
+    } else {
+      // One stream of steps. The first tile starts alone; in each later one, step 0 issues S_0
+      // with the tile before's last P V and runs that tile's epilogue under the other warpgroups'
+      // GEMMs; the last tile's last P V goes alone. (Only without a mask, where every tile sees a
+      // key: a branch per tile between the two kinds of step 0 would leave the rings' positions
+      // in vector registers, and the wgmma descriptors with them.)
+      Regs prev = k.Registers(Type::Of(i32), 2);  // the tile before: its number and Q stage
+      auto start_tile = [&] {
+        QueryTile tile = tile_of(now[0]);
+        m0 = tile.m0;
+        sQs = sQ.Stage(now[1]);
+        return tile;
+      };
+      auto end_steps = [&] {
+        prev[0] = now[0];
+        prev[1] = now[1];
+      };
+      take();
+      n[0] = n[0] + 1;
+      k.If(now[0] < tile_count, [&] {
+        fresh_state();
+        QueryTile tile = start_tile();
+        first_step();
+        later_steps(tile.n_tiles);
+        end_steps();
+        k.While(
+            [&] {
+              take();
+              n[0] = n[0] + 1;
+              return now[0] < tile_count;
+            },
+            [&] {
+              QueryTile tile = start_tile();
               my_turn();
               Value ks = k_ring.Acquire(k_at);
-              Value vs = v_stage();
+              Value vs = v_ring.Acquire(v_at);
               k.WgmmaFence();
               issue_s(ks);
               issue_pv(vs);
               their_turn();
-              k.WgmmaWait(1);  // S_j is in; P_{j-1} V_{j-1} may still run
+              k.WgmmaWait(1);
               k_ring.Release(ks, c);
-              softmax_of(j * BN);
+              QueryTile before = tile_of(prev[0]);
+              Inverse inv = finish_rows(before.m0, before.q_head);
+              for (int half = 0; half < 2; ++half) {  // the new tile's rows
+                row_max[half] = k.F32(-INFINITY);
+                row_sum[half] = k.F32(0);
+              }
+              softmax_of(k.I32(0));
               k.WgmmaWait(0);
               v_ring.Release(vs, c);
-              rescale_o();
+              store_o(before.m0, before.q_head, prev[1], inv);
+              for (int i = 0; i < D / 2; ++i) o[i] = k.F32(0);
               pack_p();
-              if (!v_late) v_held[0] = v_ring.Acquire(v_at);
+              later_steps(tile.n_tiles);
+              end_steps();
             });
-            my_turn();
-            Value vs = v_stage();
-            k.WgmmaFence();
-            issue_pv(vs);
-            their_turn();
-            k.WgmmaWait(0);
-            v_ring.Release(vs, c);
-          });
-
-          // O / sum and lse, per row half; then O through this warpgroup's rows of Q's stage (its own
-          // wgmmas, the only readers, have retired) and a clipped TMA store; the stage is free for the
-          // next Q once the store has read it.
-          Value inv[2];
-          for (int half = 0; half < 2; ++half) {
-            Value total = row_sum[half];
-            total = total + ShflXor(total, 1);
-            total = total + ShflXor(total, 2);
-            inv[half] = Select(total > 0.0, Rcp(total), k.F32(0));
-            Value row = m0 + row0 + o.Row(half);
-            Value lse_value = Select(total > 0.0, (row_max[half] + Log2(total)) * M_LN2, k.F32(-INFINITY));
-            k.If((c % 4 == 0) & (row < S), [&] { k.Store(lse + (q_head.To(i64) * S.To(i64) + row.To(i64)), lse_value); });
-          }
-          for (int p = 0; p < D / 4; ++p) {
-            const int span = p / 2 * 8 / 64;  // which 64 columns of D this pair lies in
-            Value x = o[2 * p] * inv[p % 2], y = o[2 * p + 1] * inv[p % 2];
-            k.Store(sQs.At(span * BM + row0 + o.Row(p), o.Col(p) - span * 64), in == f16 ? PackF16x2(x, y) : PackBf16x2(x, y));
-          }
-          k.FenceProxyAsync();
-          k.NamedBarrier(wg + 1 + W, 128);
-          for (int x = 0; x < W; ++x)
-            k.If((c == 0) & (wg == x), [&] {
-              for (int span = 0; span < SPANS; ++span)
-                k.TmaStore(to, sQs.Rows(span * BM + x * 64, 64), {0, m0 + x * 64, span, q_head});
-              k.BulkCommit();
-              k.BulkWait(0, /*smem_reads_only=*/true);
-              q_ring.Release(qs, c);
-            });
-        });
+        last_pv();
+        QueryTile before = tile_of(prev[0]);
+        store_o(before.m0, before.q_head, prev[1], finish_rows(before.m0, before.q_head));
+      });
+    }
     k.If(wg == 0, [&] { my_turn(); });  // takes the last warpgroup's last signal: barrier 1 ends balanced
   });
   return k.Build();

@@ -83,6 +83,10 @@ TEST(EmulatedAttention, OtherTilings) {
   rt::AttentionOptions o;
   o.kernel = "attention/hopper.d128.bn176";
   ExpectCorrect({{.b = 1, .hq = 1, .hkv = 1, .s = 130, .skv = 400, .d = 128}, o});
+  // Persistent CTAs without a mask at D = 128: each CTA's six tiles run as one stream of steps
+  // (a tile's epilogue inside the next tile's first step), ragged in both lengths.
+  o.kernel = "attention/hopper.d128.persist";
+  ExpectCorrect({{.b = 2, .hq = 3, .hkv = 1, .s = 300, .skv = 200, .d = 128}, o});
   // Persistent CTAs at D = 256 (one Q stage: each tile's stage comes back after its store), the
   // three SMs of the emulated GPU walking six query tiles.
   o.kernel = "attention/hopper.d256.causal.persist";
