@@ -22,7 +22,7 @@ namespace {
 // The default tiling per head dimension (docs/PERF.md, "Attention", says how each was chosen).
 AttentionShape WithDefaults(AttentionShape a) {
   if (!a.warpgroups) a.warpgroups = a.d == 64 ? 3 : 2;  // 192 query rows: longer GEMMs per turn
-  if (!a.block_n) a.block_n = a.d == 256 ? 64 : a.d == 128 && !a.causal ? (a.persistent ? 144 : 176) : 128;
+  if (!a.block_n) a.block_n = a.d == 256 ? 64 : a.d == 128 && !a.causal && !a.persistent ? 176 : 128;
   if (!a.stages) a.stages = 2;
   return a;
 }
