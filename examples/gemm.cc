@@ -46,7 +46,6 @@ StridedGemm DeclareStridedGemm(Kernel& k, Scalar in, const EpilogueSpec& epi, Lo
   g.a = GlobalTensor(A, {g.M, g.K}, {s[0], s[1]});
   g.b = GlobalTensor(B, {g.K, g.N}, {s[2], s[3]});
   g.c = GlobalTensor(C, {g.M, g.N}, {s[4], s[5]});
-  g.a_strides[0] = s[0], g.a_strides[1] = s[1], g.b_strides[0] = s[2], g.b_strides[1] = s[3];
   g.epilogue = Epilogue::Declare(k, epi, g.M, g.N, s[4], s[5], loc);
   return g;
 }

@@ -30,7 +30,6 @@ GemmOperands DeclareGemm(Kernel& k, const GemmSpec& spec, Loc loc = Loc::current
 struct StridedGemm {
   Value M, N, K;
   GlobalTensor a, b, c;  // (m, k), (k, n), (m, n)
-  Value a_strides[2], b_strides[2];
   Epilogue epilogue;
 };
 StridedGemm DeclareStridedGemm(Kernel& k, Scalar in, const EpilogueSpec& epi, Loc loc = Loc::current());

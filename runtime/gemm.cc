@@ -33,6 +33,10 @@ Leading LeadingOf(const GemmSize& s, const GemmOperands& o, bool a_mn, bool b_mn
 
 }  // namespace
 
+bool ReadsAnyStrides(const std::string& kernel) {
+  return kernel.rfind("reference/", 0) == 0 || kernel.rfind("gemm/bf16_strided", 0) == 0;
+}
+
 absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options, const GemmOperands& o,
                                   int compute_capability, const GemmTuneCache* tuned) {
   if (size.m < 1 || size.n < 1 || size.k < 1)
@@ -81,8 +85,7 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   if (o.c_row_major) std::swap(k.a, k.b), std::swap(k.lda, k.ldb);
   const Leading ld = LeadingOf(plan.size, k, plan.a_mn, plan.b_mn);
   const std::string& name = plan.choice.kernel;
-  // The reference and the strided kernel read A, B and C through any strides.
-  const bool any_strides = name.rfind("reference/", 0) == 0 || name.rfind("gemm/bf16_strided", 0) == 0;
+  const bool any_strides = ReadsAnyStrides(name);
   const bool tiles = name.rfind("gemm/bf16_sm90", 0) == 0;
   const bool c_map = tiles && !Has(name, "any_m") && options.out_type != "f32";
   const bool c_like_inputs = Has(*terms, "scale") || Has(*terms, "residual");  // laid out with column stride M

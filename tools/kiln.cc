@@ -41,6 +41,7 @@
 #include "examples/row_ops.h"
 #include "kiln/runtime/driver.h"
 #include "kiln/runtime/launch.h"
+#include "kiln/runtime/gemm.h"
 #include "kiln/runtime/manifest.h"
 #ifdef KILN_HAVE_COMPILER
 #include "examples/registry.h"
@@ -786,7 +787,7 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
   std::optional<kiln::examples::GemmSpec> spec = kiln::examples::GemmOf(b->manifest);
   if (!spec) return absl::InternalError(absl::StrCat(name, " is not a GEMM"));
   spec->c_order = "col";
-  if (name.rfind("reference/", 0) == 0 || name.rfind("gemm/bf16_strided", 0) == 0) {
+  if (kiln::rt::ReadsAnyStrides(name)) {
     const std::string layout = absl::GetFlag(FLAGS_layout);
     spec->a_order = layout.substr(0, layout.find(','));
     spec->b_order = layout.substr(layout.find(',') + 1);

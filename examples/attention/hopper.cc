@@ -9,6 +9,7 @@
 // Tensors, heads and masks: examples/attention/common.h.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -297,22 +298,28 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
     const bool v_late = a.persistent;
     Regs v_held;  // the stage acquired at the end of the step before (a CTA per tile)
     auto v_stage = [&] { return v_late ? v_ring.Acquire(v_at) : v_held[0]; };
+    // A step with both GEMMs: S of the key tile at n0, and the P V before it. `before_softmax`
+    // runs once S is in, `after_pv` once the P V has retired.
+    auto paired_step = [&](Value n0, const std::function<void()>& before_softmax, const std::function<void()>& after_pv) {
+      my_turn();
+      Value ks = k_ring.Acquire(k_at);
+      Value vs = v_stage();
+      k.WgmmaFence();
+      issue_s(ks);
+      issue_pv(vs);
+      their_turn();
+      k.WgmmaWait(1);  // S is in; the P V may still run
+      k_ring.Release(ks, c);
+      before_softmax();
+      softmax_of(n0);
+      k.WgmmaWait(0);
+      v_ring.Release(vs, c);
+      after_pv();
+      pack_p();
+    };
     auto later_steps = [&](Value n_tiles) {
       k.For(1, n_tiles, 1, [&](Value j) {
-        my_turn();
-        Value ks = k_ring.Acquire(k_at);
-        Value vs = v_stage();
-        k.WgmmaFence();
-        issue_s(ks);
-        issue_pv(vs);
-        their_turn();
-        k.WgmmaWait(1);  // S_j is in; P_{j-1} V_{j-1} may still run
-        k_ring.Release(ks, c);
-        softmax_of(j * BN);
-        k.WgmmaWait(0);
-        v_ring.Release(vs, c);
-        rescale_o();
-        pack_p();
+        paired_step(j * BN, [] {}, rescale_o);
         if (!v_late) v_held[0] = v_ring.Acquire(v_at);
       });
     };
@@ -401,28 +408,22 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
               return now[0] < tile_count;
             },
             [&] {
-              QueryTile tile = start_tile();
-              my_turn();
-              Value ks = k_ring.Acquire(k_at);
-              Value vs = v_ring.Acquire(v_at);
-              k.WgmmaFence();
-              issue_s(ks);
-              issue_pv(vs);
-              their_turn();
-              k.WgmmaWait(1);
-              k_ring.Release(ks, c);
-              QueryTile before = tile_of(prev[0]);
-              Inverse inv = finish_rows(before.m0, before.q_head);
-              for (int half = 0; half < 2; ++half) {  // the new tile's rows
-                row_max[half] = k.F32(-INFINITY);
-                row_sum[half] = k.F32(0);
-              }
-              softmax_of(k.I32(0));
-              k.WgmmaWait(0);
-              v_ring.Release(vs, c);
-              store_o(before.m0, before.q_head, prev[1], inv);
-              for (int i = 0; i < D / 2; ++i) o[i] = k.F32(0);
-              pack_p();
+              QueryTile tile = start_tile(), before;
+              Inverse inv;
+              paired_step(
+                  k.I32(0),
+                  [&] {  // the tile before's rows finished, the new tile's started
+                    before = tile_of(prev[0]);
+                    inv = finish_rows(before.m0, before.q_head);
+                    for (int half = 0; half < 2; ++half) {
+                      row_max[half] = k.F32(-INFINITY);
+                      row_sum[half] = k.F32(0);
+                    }
+                  },
+                  [&] {  // its O out, then zero for the new tile
+                    store_o(before.m0, before.q_head, prev[1], inv);
+                    for (int i = 0; i < D / 2; ++i) o[i] = k.F32(0);
+                  });
               later_steps(tile.n_tiles);
               end_steps();
             });

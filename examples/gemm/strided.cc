@@ -45,8 +45,8 @@ absl::StatusOr<KernelDef> BuildStrided(Scalar in, const std::string& name, const
     });
   };
   k.For(0, K, BK, [&](Value k0) {
-    fill(As, M, m0, k0, g.a_strides[1] == 1, [&](Value m, Value kk) { return g.a.At({m, kk}); });
-    fill(Bs, N, n0, k0, g.b_strides[0] == 1, [&](Value n, Value kk) { return g.b.At({kk, n}); });
+    fill(As, M, m0, k0, g.a.stride(1) == 1, [&](Value m, Value kk) { return g.a.At({m, kk}); });
+    fill(Bs, N, n0, k0, g.b.stride(0) == 1, [&](Value n, Value kk) { return g.b.At({kk, n}); });
     k.SyncThreads();
     for (int kk = 0; kk < BK; kk += 16) MmaWarpStep(k, in, As, Bs, w, lane, kk, acc);
     k.SyncThreads();

@@ -111,6 +111,8 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   absl::StatusOr<GemmPlan> p = PlanGemm({100, 7, 60}, {}, odd, 90);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_strided");
+  EXPECT_TRUE(ReadsAnyStrides(p->choice.kernel));
+  EXPECT_FALSE(ReadsAnyStrides(ChooseGemm({100, 8, 64}, 90).kernel));  // a tile kernel: TMA strides
 }
 
 TEST(GemmTuneCache, WrittenReadBackAndPreferredOverTheRule) {

@@ -48,6 +48,7 @@ class GlobalTensor {
   Value At(std::initializer_list<Operand> index, Loc loc = Loc::current()) const;
   const Value& base() const { return base_; }
   const Value& dim(int i) const { return shape_.at(i); }
+  const Value& stride(int i) const { return strides_.at(i); }  // in elements
 
  private:
   Value base_;

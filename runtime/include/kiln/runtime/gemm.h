@@ -50,6 +50,9 @@ struct GemmPlan {
   bool swapped = false;
   bool a_mn = false, b_mn = false;  // the kernel's A and B MN-major (after any swap)
 };
+// Whether `kernel` (a name ChooseGemm gives) reads A, B and C through any element strides, as the
+// reference and the strided kernel do; the others read packed or TMA-strided operands.
+bool ReadsAnyStrides(const std::string& kernel);
 // The plan for a call, or an error naming what is wrong with it (sizes, types, leading
 // dimensions, alignment, an epilogue operand missing). Needs no GPU.
 absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
