@@ -50,31 +50,43 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   AttentionPlan plan;
   plan.kernel = absl::StrCat(compute_capability == 100 ? "attention/blackwell.d" : "attention/hopper.d", z.d,
                              options.dtype == "f16" ? ".f16" : "", options.causal ? ".causal" : "");
-  // Persistent CTAs (".persist": a CTA per SM taking query tiles from a counter) pay off where a
-  // query tile is short, so that the launch and drain of a CTA per tile weigh: at D = 128 up to
-  // 20 key tiles per query tile on average (docs/PERF.md, "Attention", steps 5 and 11). Where tiles
-  // are long, a CTA per tile is faster.
+  // Hopper's tilings (docs/PERF.md, "Attention"). Persistent CTAs (".persist": a CTA per SM taking
+  // query tiles from a counter) at D = 128 and at D = 64 without a mask: with lazy rescaling (step
+  // 13) they are ahead of a CTA per tile at every length measured. Causal D = 64: a CTA per tile
+  // in two consumer warpgroups where query tiles see fewer than 8 key tiles on average (S < 2048;
+  // step 9), persistent from there up to 40 (S <= 10240; measured ahead at S = 4096 and 8192), a
+  // CTA per tile in three warpgroups beyond (ahead at S = 16384; step 13).
+  // Without a mask at D = 128, 160-key tiles where they pad Skv by less than their ~2% faster
+  // steady state gains over 128 (step 13).
   const double mean_keys = AttentionFlops(z, options.causal) / (4.0 * z.b * z.hq * z.s * z.d);  // a query row sees
-  if (compute_capability == 90 && z.d == 128 && mean_keys <= 20 * 128) absl::StrAppend(&plan.kernel, ".persist");
-  // At D = 64 three consumer warpgroups (192 query rows) are the default; causal tiles of fewer
-  // than 8 key tiles on average (S < 2048) run faster in two (docs/PERF.md, "Attention", step 9).
-  if (compute_capability == 90 && z.d == 64 && options.causal && mean_keys < 8 * 128)
-    absl::StrAppend(&plan.kernel, ".wg2");
+  if (compute_capability == 90) {
+    auto padded_time = [&](int block_n, double speed) {
+      return std::ceil(static_cast<double>(z.skv) / block_n) * block_n / speed;
+    };
+    if (z.d == 128 && !options.causal && padded_time(160, 1.02) < padded_time(128, 1.0))
+      absl::StrAppend(&plan.kernel, ".bn160");
+    const bool short_causal_64 = z.d == 64 && options.causal && mean_keys < 8 * 128;
+    if (z.d == 128 || (z.d == 64 && (!options.causal || (!short_causal_64 && mean_keys <= 40 * 128))))
+      absl::StrAppend(&plan.kernel, ".persist");
+    if (short_causal_64) absl::StrAppend(&plan.kernel, ".wg2");
+  }
   plan.scale = scale;
   if (!options.kernel.empty()) {
     // The override must compute this problem: the planned options, plus tiling options only.
     std::vector<std::string> want = absl::StrSplit(plan.kernel, '.'), got = absl::StrSplit(options.kernel, '.');
+    auto tiling = [](const std::string& o) {  // options that change how, not what, a kernel computes
+      return o == "persist" || o == "lazy" || o == "eager" ||
+             ((absl::StartsWith(o, "wg") || absl::StartsWith(o, "bn") || absl::StartsWith(o, "st")) && o.size() > 2 &&
+              std::all_of(o.begin() + 2, o.end(), ::isdigit));
+    };
     bool ok = got[0] == "attention/hopper" || got[0] == "attention/blackwell";
-    for (size_t i = 1; i < want.size(); ++i)
-      ok &= want[i] == "persist" || absl::StartsWith(want[i], "wg") ||  // the plan's tiling: the override's own
-            std::find(got.begin() + 1, got.end(), want[i]) != got.end();
+    for (size_t i = 1; i < want.size(); ++i)  // the plan's tiling: the override's own
+      ok &= tiling(want[i]) || std::find(got.begin() + 1, got.end(), want[i]) != got.end();
     for (size_t i = 1; i < got.size(); ++i)
-      ok &= std::find(want.begin() + 1, want.end(), got[i]) != want.end() || got[i] == "persist" ||
-            ((absl::StartsWith(got[i], "wg") || absl::StartsWith(got[i], "bn") || absl::StartsWith(got[i], "st")) &&
-             got[i].size() > 2 && std::all_of(got[i].begin() + 2, got[i].end(), ::isdigit));
+      ok &= tiling(got[i]) || std::find(want.begin() + 1, want.end(), got[i]) != want.end();
     if (!ok)
       return Invalid(absl::StrCat("kernel ", options.kernel, " does not compute this problem (it runs ", plan.kernel,
-                                  " with tiling options wgN, bnN, stN, persist at most)"));
+                                  " with tiling options wgN, bnN, stN, persist, lazy or eager at most)"));
     plan.kernel = options.kernel;
   }
   return plan;

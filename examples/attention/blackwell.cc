@@ -26,8 +26,8 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
   const int D = a.d, BM = 128, BN = D == 256 ? 64 : 128, SPANS = D / 64, STAGES = 2, CHUNK = 32;
   const Scalar in = a.in;
   Kernel k(name, sm100a(), {192});
-  if (a.warpgroups || a.block_n || a.stages || a.persistent)
-    k.Fail("attention/blackwell has one tiling; it takes no wg/bn/st/persist option");
+  if (a.warpgroups || a.block_n || a.stages || a.persistent || a.lazy_rescale >= 0)
+    k.Fail("attention/blackwell has one tiling; it takes no wg/bn/st/persist/lazy/eager option");
   const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/BM);
   const Value &B = p.B, &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv, &scale = p.scale, &lse = p.lse;
   const TensorMap &tq = p.tq, &tk = p.tk, &tv = p.tv, &to = p.to;

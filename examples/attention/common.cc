@@ -29,6 +29,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
       a.causal = true;
     } else if (part == "persist") {
       a.persistent = true;
+    } else if (part == "lazy" || part == "eager") {
+      a.lazy_rescale = part == "lazy";
     } else if (int* field = absl::StartsWith(part, "wg")   ? &a.warpgroups
                             : absl::StartsWith(part, "bn") ? &a.block_n
                             : absl::StartsWith(part, "st") ? &a.stages
@@ -38,7 +40,7 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown option '", part,
           "' (takes d64, d128 or d256, then f16, causal, and a tiling: wgW consumer warpgroups, bnN keys per "
-          "tile, stS ring stages, persist for a CTA per SM)"));
+          "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling)"));
     }
   }
   if (!have_d) return absl::InvalidArgumentError("names no head dimension (d64, d128 or d256)");

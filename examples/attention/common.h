@@ -25,10 +25,14 @@ struct AttentionShape {
   // A CTA per query tile, or ("persist") a CTA per SM taking query tiles from a counter (the next
   // tile's loads under this one's epilogue). Hopper only.
   bool persistent = false;
+  // The online softmax's O rescale: every step (0, "eager"), or only where a row's maximum has
+  // grown by more than 2^8 since its reference was set (1, "lazy"); -1 for the kernel's default.
+  // Hopper only.
+  int lazy_rescale = -1;
 };
 
 // Variant names: d64, d128 or d256, then optionally f16 and causal ("d128.f16.causal"), and a
-// tiling other than the default (".wg3.bn176.st3", ".persist").
+// tiling other than the default (".wg3.bn176.st3", ".persist"), and the rescale (".lazy", ".eager").
 absl::StatusOr<AttentionShape> ParseAttention(const std::string& options);
 
 // The variants the build bundles: every head dimension, type and mask.

@@ -16,6 +16,7 @@
 #include "examples/attention/common.h"
 #include "examples/registry.h"
 #include "kiln/pipeline.h"
+#include "kiln/warp.h"
 
 namespace kiln::examples {
 namespace {
@@ -25,8 +26,15 @@ AttentionShape WithDefaults(AttentionShape a) {
   if (!a.warpgroups) a.warpgroups = a.d == 64 ? 3 : 2;  // 192 query rows: longer GEMMs per turn
   if (!a.block_n) a.block_n = a.d == 256 ? 64 : a.d == 128 && !a.causal && !a.persistent ? 176 : 128;
   if (!a.stages) a.stages = 2;
+  // Lazy rescaling where it measured faster: the persistent kernels but causal D = 64, whose
+  // spills it grows (docs/PERF.md, Attention, step 13); a CTA per tile ran 1-2% slower with it.
+  if (a.lazy_rescale < 0) a.lazy_rescale = a.persistent && !(a.d == 64 && a.causal);
   return a;
 }
+
+// How far past a row's reference maximum (in log2 units) a lazily rescaled row's scores may go
+// before the reference moves: P = 2^(score - reference) <= 2^8.
+constexpr double kLazySlack = 8.0;
 
 absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape a) {
   a = WithDefaults(a);
@@ -53,7 +61,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   else
     k.Grid(absl::StrCat("S/", BM, "*Hq*B"));
   k.Attribute("attention", absl::StrCat("d=", D, " causal=", a.causal, " in=", in == f16 ? "f16" : "bf16", " block_m=", BM,
-                                        " block_n=", BN, " stages=", STAGES, " persistent=", a.persistent));
+                                        " block_n=", BN, " stages=", STAGES, " persistent=", a.persistent,
+                                        " lazy_rescale=", a.lazy_rescale));
 
   // Shared memory: Q (span j in rows BM*j..), then rings of K and V tiles (span j in rows BN*j..).
   // Q is a ring too, of two stages where they fit: the next tile's Q lands while this one runs.
@@ -210,6 +219,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
         mx = Max(mx, ShflXor(mx, 1));  // the four threads of a row
         mx = Max(mx, ShflXor(mx, 2));
         Value new_max = Max(row_max[half], mx * scale_log2);
+        // Lazily: the row keeps its reference unless the tile's maximum passes it by more than
+        // 2^8, so P <= 256 (exact in bf16/f16 as any P is) and O's rescale is mostly skipped.
+        if (a.lazy_rescale) new_max = Select(new_max <= row_max[half] + kLazySlack, row_max[half], new_max);
         base[half] = Select(new_max == k.F32(-INFINITY), k.F32(0), new_max);  // a row that saw only -inf
         alpha[half] = Exp2(row_max[half] - base[half]);
         row_max[half] = new_max;
@@ -224,8 +236,14 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
       for (int half = 0; half < 2; ++half) row_sum[half] = Fma(row_sum[half], alpha[half], sum[half]);
     };
     auto rescale_o = [&] {
-      for (int q = 0; q < D / 4; ++q)
-        for (int e = 0; e < 2; ++e) o[2 * q + e] = o[2 * q + e] * alpha[q % 2];
+      auto scale_rows = [&] {
+        for (int q = 0; q < D / 4; ++q)
+          for (int e = 0; e < 2; ++e) o[2 * q + e] = o[2 * q + e] * alpha[q % 2];
+      };
+      if (!a.lazy_rescale) return scale_rows();
+      // Only in warps where some row's reference moved (a warp-uniform branch).
+      Value moved = Select((alpha[0] != 1.0) | (alpha[1] != 1.0), k.I32(1), k.I32(0));
+      k.If(ReduxSync(moved, Reduce::kMax) != 0, scale_rows);
     };
     auto issue_s = [&](Value ks) {
       for (int kk = 0; kk < D; kk += 16)
@@ -443,7 +461,8 @@ ExampleFamily AttentionFamily() {
                                       "warpgroups, online softmax in registers, P*V with P from registers; head dims "
                                       "64/128/256, bf16/f16, causal",
                                       BuildAttention);
-  for (const char* v : {"d128", "d128.f16", "d128.causal", "d128.f16.causal"})  // the entry point's persistent picks
+  for (const char* v : {"d128", "d128.f16", "d128.bn160", "d128.f16.bn160", "d128.causal", "d128.f16.causal", "d64",
+                        "d64.f16", "d64.causal", "d64.f16.causal"})  // the entry point's persistent picks
     f.bundled.push_back(absl::StrCat(v, ".persist"));
   for (const char* v : {"d64.causal", "d64.f16.causal"})  // and its pick for short causal tiles at D = 64
     f.bundled.push_back(absl::StrCat(v, ".wg2"));

@@ -106,6 +106,18 @@ TEST(EmulatedAttention, Fp16AndAScaleOfItsOwn) {
                  {.dtype = "f16", .causal = true, .scale = 0.3f}});
 }
 
+// Lazy rescaling (the persistent kernels' default): at scale 2 a row's scores spread over hundreds
+// of log2 units, so later key tiles pass the row's reference by more than 2^8 and O must be
+// rescaled then; at scale 0.02 never after the first tile. The same problems eagerly rescaled.
+TEST(EmulatedAttention, LazyRescaleWhereTheMaximumMovesAndWhereItDoesNot) {
+  for (const char* kernel : {"attention/hopper.d128.persist", "attention/hopper.d128.persist.eager"})
+    for (float scale : {2.0f, 0.02f}) {
+      rt::AttentionOptions o{.scale = scale};
+      o.kernel = kernel;
+      ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 600, .d = 128}, o});
+    }
+}
+
 // The check would notice a kernel computing something else: the same output checked as if it
 // were causal fails.
 TEST(EmulatedAttention, AWrongMaskFailsTheCheck) {
@@ -163,23 +175,29 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   other.kernel = "attention/hopper.d128.wgx";
   EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
   EXPECT_EQ(rt::PlanAttention({}, {}, ok, 100)->kernel, "attention/blackwell.d128");
-  // Persistent CTAs where query tiles are short: D = 128 with up to 20 key tiles a query tile on
-  // average.
+  // Persistent CTAs at D = 128 and at D = 64 without a mask; 160-key tiles at D = 128 without a
+  // mask where they pad the keys by under 2%.
   auto planned = [&](int64_t s, bool causal, int d = 128) {
     return rt::PlanAttention({.b = 1, .hq = 16, .hkv = 16, .s = s, .skv = s, .d = d}, {.causal = causal}, ok, 90)
         ->kernel;
   };
-  EXPECT_EQ(planned(1024, false), "attention/hopper.d128.persist");
-  EXPECT_EQ(planned(2560, false), "attention/hopper.d128.persist");
-  EXPECT_EQ(planned(2688, false), "attention/hopper.d128");
-  EXPECT_EQ(planned(4096, true), "attention/hopper.d128.causal.persist");
-  EXPECT_EQ(planned(5120, true), "attention/hopper.d128.causal");
+  EXPECT_EQ(planned(1024, false), "attention/hopper.d128.persist");          // 160: 1120 keys
+  EXPECT_EQ(planned(2048, false), "attention/hopper.d128.bn160.persist");    // 160: 2080 keys
+  EXPECT_EQ(planned(16384, false), "attention/hopper.d128.bn160.persist");
+  EXPECT_EQ(planned(100, false), "attention/hopper.d128.persist");
+  EXPECT_EQ(planned(16384, true), "attention/hopper.d128.causal.persist");
+  EXPECT_EQ(planned(4096, false, 256), "attention/hopper.d256");
   other.kernel = "attention/hopper.d128";  // a persistent plan run by a CTA per tile: allowed
   EXPECT_TRUE(rt::PlanAttention({.s = 1024, .skv = 1024}, other, ok, 90).ok());
-  // D = 64: three consumer warpgroups, but two for causal tiles of fewer than 8 key tiles.
-  EXPECT_EQ(planned(1024, false, 64), "attention/hopper.d64");
+  other.kernel = "attention/hopper.d128.bn176.eager";  // and any tiling and rescale
+  EXPECT_TRUE(rt::PlanAttention({.s = 1024, .skv = 1024}, other, ok, 90).ok());
+  // D = 64: three consumer warpgroups, persistent without a mask; causal in two warpgroups for
+  // tiles of fewer than 8 key tiles, persistent up to 40, then a CTA per tile.
+  EXPECT_EQ(planned(1024, false, 64), "attention/hopper.d64.persist");
   EXPECT_EQ(planned(1024, true, 64), "attention/hopper.d64.causal.wg2");
-  EXPECT_EQ(planned(2048, true, 64), "attention/hopper.d64.causal");
+  EXPECT_EQ(planned(2048, true, 64), "attention/hopper.d64.causal.persist");
+  EXPECT_EQ(planned(8192, true, 64), "attention/hopper.d64.causal.persist");
+  EXPECT_EQ(planned(16384, true, 64), "attention/hopper.d64.causal");
   rt::AttentionOptions three{.causal = true};  // a two-warpgroup plan run by three: allowed
   three.kernel = "attention/hopper.d64.causal";
   EXPECT_TRUE(rt::PlanAttention({.s = 1024, .skv = 1024, .d = 64}, three, ok, 90).ok());
