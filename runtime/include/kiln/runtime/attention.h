@@ -62,8 +62,8 @@ class AttentionRunner {
  public:
   explicit AttentionRunner(std::string bundle_dir) : kernels_(std::move(bundle_dir)) {}
   // Plans, loads the kernel (once per runner and stream) and launches it on `stream`; does not
-  // synchronise. The persistent kernels (".persist", which the plan picks for short query tiles
-  // at D = 128) take their tiles from a counter each loaded kernel keeps: a kernel per stream
+  // synchronise. The persistent kernels (".persist", which the plan picks at D = 128 and, but for
+  // long causal sequences, at D = 64) take their tiles from a counter each loaded kernel keeps: a kernel per stream
   // keeps calls on different streams apart, and calls on one stream are ordered.
   absl::Status Run(const AttentionSize& size, const AttentionOptions& options, const AttentionOperands& operands,
                    cu::CUstream stream = nullptr);
