@@ -352,11 +352,14 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     k.Fail("other element types and epilogues are for ragged TMA GEMMs", loc);
   if ((shape.a_mn || shape.b_mn) && (!shape.ragged || shape.bk != 64))
     k.Fail("MN-major A or B is for ragged TMA GEMMs with k-tiles of 64 (one 128B swizzle span)", loc);
-  if (shape.ragged)  // what TMA's 16-byte strides need (C's only through a map); the tile divides nothing
+  // Ragged: the tile divides nothing. M a multiple of 8 where C goes through a map (its packed
+  // columns 16 bytes apart); K any, A's and B's strides being the caller's (the entry point
+  // copies operands whose rows are off 16 bytes first, gemm/restride16; a packed K-major operand
+  // of K % 8 != 0 fails at its tensor map, naming it).
+  if (shape.ragged)
     DescribeGemm(k, {.in_type = shape.in_type, .out_type = shape.out_type, .a_order = shape.a_mn ? "col" : "row",
                      .b_order = shape.b_mn ? "row" : "col", .c_order = "col",
-                     .tile_m = shape.c_box_rows ? 8 : 1, .tile_n = 1,  // an MN-major A or B: its ld
-                     .tile_k = shape.a_mn && shape.b_mn ? 1 : 8, .block_m = shape.bm, .block_n = shape.bn,
+                     .tile_m = shape.c_box_rows ? 8 : 1, .tile_n = 1, .tile_k = 1, .block_m = shape.bm, .block_n = shape.bn,
                      .block_k = shape.bk, .epilogue = shape.epilogue},
                  loc);
   else

@@ -75,12 +75,6 @@ std::string SecondLaunchDiffers(int split) {
                       "found, or the parts were not summed in a fixed order");
 }
 
-// A GEMM's device operands: A, B, C and the epilogue's (0 where it has none).
-struct GemmBuffers {
-  uint64_t a = 0, b = 0, c = 0, c_in = 0, bias = 0, residual = 0;
-  float alpha = 1, beta = 0;
-};
-
 // `g` gives the storage orders of A, B, C (the kernel under test's, also for the reference).
 absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& s, int split,
                                  const GemmBuffers& buf) {
@@ -287,9 +281,14 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
   buf.a = *da, buf.b = *db, buf.c = *dc, buf.c_in = *dcin, buf.bias = *dbias, buf.residual = *dres;
   DeviceBuffer &c_buffer = owned[2], &ref_buffer = owned[3];
 
-  absl::StatusOr<Launchable> run = Prepare(bundle, g, s, opt.split, buf);
-  if (!run.ok()) return run.status();
-  if (m.cluster.count() > 1) {  // clusters beyond what fits at once run as a second wave
+  // The GEMM under test: the bundle's kernel on these buffers, or the caller's launch.
+  absl::StatusOr<Launchable> run = absl::UnknownError("unused");
+  if (!opt.launch) {
+    run = Prepare(bundle, g, s, opt.split, buf);
+    if (!run.ok()) return run.status();
+  }
+  auto launch = [&]() -> absl::Status { return opt.launch ? opt.launch(buf) : (*run)(); };
+  if (!opt.launch && m.cluster.count() > 1) {  // clusters beyond what fits at once run as a second wave
     const int64_t wanted = static_cast<int64_t>(run->config.grid.count()) / m.cluster.count();
     absl::StatusOr<int> fit = run->kernel.MaxActiveClusters(run->config);
     if (fit.ok() && *fit < wanted)
@@ -317,7 +316,7 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
   }
   // The kernel under test, into poisoned memory (all-ones bytes are NaN in bf16, f16 and f32).
   if (absl::Status st = c_buffer.Fill(0xff); !st.ok()) return st;
-  if (absl::Status st = (*run)(); !st.ok()) return st;
+  if (absl::Status st = launch(); !st.ok()) return st;
   if (absl::Status st = rt::Synchronize(); !st.ok()) return st;
   std::vector<uint8_t> hc(s.m * s.n * out_bytes), href(s.m * s.n * ref_bytes);
   if (absl::Status st = c_buffer.CopyToHost(hc.data(), hc.size()); !st.ok()) return st;
@@ -377,10 +376,11 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
     r.failure = absl::StrFormat("fp64 spot-check error %.3g exceeds %.0e", r.spot_error, r.tolerance);
   // Split tiles meet in the kernel's workspace: a second launch on it (its counters as the first
   // left them, the parts finishing in another order) must write the same bytes.
-  if (r.failure.empty() && run->args.partials) {
+  // (A caller's launch may split tiles too: it is always launched twice.)
+  if (r.failure.empty() && (opt.launch || run->args.partials)) {
     std::vector<uint8_t> again(hc.size());
     if (absl::Status st = c_buffer.Fill(0xff); !st.ok()) return st;
-    if (absl::Status st = (*run)(); !st.ok()) return st;
+    if (absl::Status st = launch(); !st.ok()) return st;
     if (absl::Status st = rt::Synchronize(); !st.ok()) return st;
     if (absl::Status st = c_buffer.CopyToHost(again.data(), again.size()); !st.ok()) return st;
     if (again != hc)
@@ -390,7 +390,7 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
 
   if (opt.time && r.passed) {
     const double flops = 2.0 * s.m * s.n * s.k;
-    std::vector<std::function<absl::Status()>> fns = {[&] { return (*run)(); }};
+    std::vector<std::function<absl::Status()>> fns = {launch};
     if (cublas.ok())
       fns.push_back([&] {  // like for like: an f16-accumulating kernel against fp16 compute
         return (*cublas)->Gemm(g, s, buf.a, buf.b, *dref, /*spec_accumulator=*/true);

@@ -15,6 +15,12 @@
 
 namespace kiln::examples {
 
+// A GEMM's device operands: A, B, C and the epilogue's (0 where it has none).
+struct GemmBuffers {
+  uint64_t a = 0, b = 0, c = 0, c_in = 0, bias = 0, residual = 0;
+  float alpha = 1, beta = 0;
+};
+
 struct RunOptions {
   ProblemSize size{4096, 4096, 4096};
   int warmup = 3;
@@ -27,6 +33,10 @@ struct RunOptions {
   // Evict L2 before every timed call (kiln, cuBLAS and the copy alike): cold weights, no
   // advantage to whichever call reads what the one before it read, host launch work untimed.
   bool flush_l2 = true;
+  // RunGemm: launches the GEMM under test on the harness's buffers (packed, in the bundle's
+  // layout) instead of the bundle's kernel alone, e.g. through kiln::rt::GemmRunner, which may
+  // run more than one kernel; checked and timed the same way. The bundle still describes it.
+  std::function<absl::Status(const GemmBuffers&)> launch;
 };
 
 struct GemmResult {

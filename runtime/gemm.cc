@@ -1,5 +1,6 @@
 #include "kiln/runtime/gemm.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -77,13 +78,58 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
     if (!reordered.ok()) return reordered.status();
     kernel_options.epilogue = *reordered;
   }
-  plan.choice = ChooseGemm(plan.size, compute_capability, kernel_options, tuned);
-  plan.a_mn = kernel_options.a_mn, plan.b_mn = kernel_options.b_mn;
-
-  // What the chosen kernel can take beyond packed operands.
+  // The operands as the kernel sees them. On sm_90 those TMA cannot stride (rows, or MN-major
+  // columns, off 16 bytes, or a pointer off 16 bytes) are copied first into ones it can.
   GemmOperands k = o;
   if (o.c_row_major) std::swap(k.a, k.b), std::swap(k.lda, k.ldb);
-  const Leading ld = LeadingOf(plan.size, k, plan.a_mn, plan.b_mn);
+  Leading ld = LeadingOf(plan.size, k, kernel_options.a_mn, kernel_options.b_mn);
+  // Not for a problem so small that its launches are its time (at most 2^24 flops, ~5 us of the
+  // strided kernel): there the strided kernel reads the operands as they are.
+  const bool tiny = 2.0 * size.m * size.n * size.k <= double(1 << 24);
+  bool strided_instead = false;
+  if (compute_capability == 90) {
+    const GemmSize& s = plan.size;
+    auto padded = [](int64_t n) { return (n + 7) / 8 * 8; };
+    if (ld.a % 8 || k.a % 16) plan.restrided_lda = padded(kernel_options.a_mn ? s.m : s.k);
+    if (ld.b % 8 || k.b % 16) plan.restrided_ldb = padded(kernel_options.b_mn ? s.n : s.k);
+    strided_instead = tiny && (plan.restrided_lda || plan.restrided_ldb);
+    if (strided_instead) plan.restrided_lda = plan.restrided_ldb = 0;
+    kernel_options.tma_strides = !strided_instead;
+  }
+  plan.choice = ChooseGemm(plan.size, compute_capability, kernel_options, tuned);
+  auto use_strided = [&] {
+    GemmOptions any = kernel_options;
+    any.a_mn = any.b_mn = any.any_m = false;
+    plan.choice = {GemmVariantName("gemm/bf16_strided", any),
+                   "a small problem whose operands its kernel cannot stride as given: the strided mma.sync kernel "
+                   "(a copy first would cost more than it saves)"};
+  };
+  if (strided_instead && !ReadsAnyStrides(plan.choice.kernel)) use_strided();  // TMA-able sizes, odd strides
+  plan.a_mn = kernel_options.a_mn, plan.b_mn = kernel_options.b_mn;
+  if (compute_capability == 90 && plan.choice.kernel.rfind("gemm/bf16_skinny", 0) == 0 &&
+      (ld.a != plan.size.k || ld.b != plan.size.k)) {  // it reads packed rows
+    if (tiny) {
+      use_strided();
+    } else {
+      if (ld.a != plan.size.k) plan.restrided_lda = plan.size.k;
+      if (ld.b != plan.size.k) plan.restrided_ldb = plan.size.k;
+    }
+  }
+  if (plan.restrided_lda || plan.restrided_ldb) {
+    // The copy's grid: a block per row and 2048 columns (y at most 65535).
+    const int64_t longest = std::max(plan.restrided_lda, plan.restrided_ldb);
+    if (longest > int64_t{65535} * 2048)
+      return Invalid(absl::StrCat("rows of ", longest, " elements past what ", kRestrideKernel,
+                                  " copies (65535 * 2048): give A and B leading dimensions that are multiples of 8"));
+    if (plan.restrided_lda) ld.a = plan.restrided_lda, k.a = 16;  // the copy's, aligned
+    if (plan.restrided_ldb) ld.b = plan.restrided_ldb, k.b = 16;
+    const char* which = plan.restrided_lda && plan.restrided_ldb ? "A and B" : plan.restrided_lda ? "A" : "B";
+    absl::StrAppend(&plan.choice.why, "; ", which, " first copied into rows 16 bytes apart (", kRestrideKernel,
+                    "): the kernel cannot stride ", plan.restrided_lda && plan.restrided_ldb ? "them" : "it",
+                    " as given");
+  }
+
+  // What the chosen kernel can take beyond packed operands.
   const std::string& name = plan.choice.kernel;
   const bool any_strides = ReadsAnyStrides(name);
   const bool tiles = name.rfind("gemm/bf16_sm90", 0) == 0;
@@ -127,7 +173,33 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
   GemmOperands o = operands;
   if (plan->swapped) std::swap(o.a, o.b), std::swap(o.lda, o.ldb);
   const GemmSize& s = plan->size;
-  const Leading ld = LeadingOf(s, o, plan->a_mn, plan->b_mn);
+  Leading ld = LeadingOf(s, o, plan->a_mn, plan->b_mn);
+  // Operands TMA cannot stride: copied first, on the same stream, into rows 16 bytes apart.
+  for (int which : {0, 1}) {
+    const int64_t to_ld = which == 0 ? plan->restrided_lda : plan->restrided_ldb;
+    if (!to_ld) continue;
+    const bool mn = which == 0 ? plan->a_mn : plan->b_mn;
+    const int64_t along = which == 0 ? s.m : s.n;  // the operand's M or N
+    const int64_t rows = mn ? s.k : along, cols = mn ? along : s.k;
+    cu::CUdeviceptr& ptr = which == 0 ? o.a : o.b;
+    int64_t& from_ld = which == 0 ? ld.a : ld.b;
+    absl::StatusOr<cu::CUdeviceptr> copy = Scratch(stream, which, static_cast<size_t>(rows * to_ld * 2));
+    if (!copy.ok()) return copy.status();
+    absl::StatusOr<const LoadedKernel*> restride = kernels_.Get(kRestrideKernel, stream);
+    if (!restride.ok()) return restride.status();
+    const std::map<std::string, int64_t> sizes = {{"rows", rows}, {"cols", cols}, {"lds", from_ld}, {"ldd", to_ld}};
+    std::vector<Arg> args;
+    for (const ParamSpec& p : (*restride)->manifest().params) {
+      if (p.kind == ParamSpec::Kind::kPointer && (p.name == "src" || p.name == "dst"))
+        args.push_back(Arg::Ptr(p.name == "src" ? ptr : *copy));
+      else if (p.kind == ParamSpec::Kind::kI32 && sizes.count(p.name))
+        args.push_back(Arg::I32(static_cast<int32_t>(sizes.at(p.name))));
+      else
+        return absl::InternalError(absl::StrCat(kRestrideKernel, ": no value for its parameter '", p.name, "'"));
+    }
+    if (absl::Status st = (*restride)->Launch(std::move(args), stream); !st.ok()) return st;
+    ptr = *copy, from_ld = to_ld;
+  }
   // Element strides of (row, col) of A (M x K), B (K x N), C, for kernels that index generically.
   const std::map<std::string, int64_t> ints = {
       {"M", s.m},
@@ -172,6 +244,20 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
     }
   }
   return (*kernel)->Launch(std::move(args), stream);
+}
+
+absl::StatusOr<cu::CUdeviceptr> GemmRunner::Scratch(cu::CUstream stream, int which, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DeviceBuffer& have = scratch_[{stream, which}];
+  if (have.ptr() && have.bytes() >= bytes) return have.ptr();
+  absl::StatusOr<DeviceBuffer> grown = DeviceBuffer::Allocate(bytes);
+  if (!grown.ok())
+    return absl::Status(grown.status().code(), absl::StrCat("kiln gemm: the copy of ", which == 0 ? "A" : "B",
+                                                            " into rows 16 bytes apart (", bytes, " bytes): ",
+                                                            grown.status().message()));
+  if (have.ptr()) outgrown_.push_back(std::move(have));
+  have = *std::move(grown);
+  return have.ptr();
 }
 
 }  // namespace kiln::rt

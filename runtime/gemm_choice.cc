@@ -161,7 +161,7 @@ bool Skinny(const GemmSize& s) { return s.k % 8 == 0 && s.m <= 4; }
 // 16 bytes, a multiple of 8 elements.
 bool TmaStrides(const GemmSize& s, bool a_mn, bool b_mn) { return !(a_mn && s.m % 8) && !(b_mn && s.n % 8); }
 
-GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool a_mn, bool b_mn) {
+GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool a_mn, bool b_mn, bool tma_strides) {
   const bool mn_major = a_mn || b_mn;
   if (Skinny(s) && !mn_major && compute_capability >= 80)
     return {"gemm/bf16_skinny", absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
@@ -173,11 +173,11 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool a_mn, 
             absl::StrCat("no tuned kernel for sm_", compute_capability,
                          compute_capability >= 80 ? " yet: the strided mma.sync kernel (any size)"
                                                   : ": the reference kernel (any size, not fast)")};
-  if (s.k % 8 != 0 && !(a_mn && b_mn))  // K strides the rows of a K-major operand
+  if (s.k % 8 != 0 && !(a_mn && b_mn) && !tma_strides)  // K strides the rows of a K-major operand
     return {kStrided, absl::StrCat("K = ", s.k,
                                    ": TMA needs K a multiple of 8 (16-byte rows of K-major A and B), so the "
                                    "strided mma.sync kernel (any size, elements loaded one by one)")};
-  if (!TmaStrides(s, a_mn, b_mn))
+  if (!TmaStrides(s, a_mn, b_mn) && !tma_strides)
     return {kStrided,
             absl::StrCat(a_mn && s.m % 8 ? absl::StrCat("A column-major with M = ", s.m)
                                          : absl::StrCat("B row-major with N = ", s.n),
@@ -302,9 +302,12 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
 GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptions& options,
                       const GemmTuneCache* tuned) {
   const bool mn_major = options.a_mn || options.b_mn;
-  GemmChoice c = ChooseGemmTile(s, compute_capability, options.a_mn, options.b_mn);
-  const GemmChoice* best = tuned && TmaStrides(s, options.a_mn, options.b_mn) ? tuned->Find(compute_capability, s)
-                                                                            : nullptr;
+  GemmChoice c = ChooseGemmTile(s, compute_capability, options.a_mn, options.b_mn, options.tma_strides);
+  // kiln tune times packed operands: where those pack rows off 16 bytes it timed the strided
+  // kernel alone, which the tile kernels on aligned strides outrun.
+  const GemmChoice* best = tuned && TmaStrides(s, options.a_mn, options.b_mn) && s.k % 8 == 0
+                               ? tuned->Find(compute_capability, s)
+                               : nullptr;
   if (best && mn_major) {  // the skinny kernel and the tiles of 80, 96, 160 columns read K-major operands only
     const Candidate* tile = nullptr;
     for (const Candidate& x : kSm90)

@@ -19,7 +19,9 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -772,9 +774,9 @@ absl::StatusOr<kiln::examples::GemmOptions> GemmOptionsFromFlags() {
 // One GEMM kernel of the entry point at one size, checked against cuBLAS and fp64 spot checks
 // and timed with cuBLAS (or, `emulate`, checked on the emulator).
 // A split other than whole tiles shows in the result's name (gemm/bf16_sm90_n128+streamK).
-absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& name,
-                                                          const kiln::examples::ProblemSize& size, int split,
-                                                          bool emulate) {
+absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(
+    const std::string& name, const kiln::examples::ProblemSize& size, int split, bool emulate,
+    std::function<absl::Status(const kiln::examples::GemmBuffers&)> launch = nullptr) {
   absl::StatusOr<Bundle> b = GetBundle(name);
   if (!b.ok() && !Compiling() && absl::IsNotFound(b.status()))
     return absl::NotFoundError(absl::StrCat(
@@ -798,9 +800,12 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
   opt.size = size;
   opt.iterations = absl::GetFlag(FLAGS_iters);
   opt.split = split;
+  opt.launch = std::move(launch);
+  const bool restrided = static_cast<bool>(opt.launch);
   absl::StatusOr<kiln::examples::GemmResult> r =
       emulate ? kiln::examples::EmulateGemm(*b, opt, 1) : kiln::examples::RunGemm(*b, nullptr, opt);
   if (r.ok() && split != 1) r->name += split == 0 ? "+streamK" : absl::StrCat("+splitK", split);
+  if (r.ok() && restrided) r->name += "+restride";
   return r;
 }
 
@@ -837,6 +842,7 @@ int Gemm(const std::vector<std::string>& args) {
   int failures = 0;
   double log_ratio = 0, worst = 0;
   int timed = 0;
+  std::optional<kiln::rt::GemmRunner> runner;  // the entry point itself, where it copies operands first
   for (const kiln::examples::ProblemSize& size : sizes) {
     kiln::examples::GemmChoice choice = kiln::examples::ChooseGemm(size, cc, *options, &*tuned);
     if (absl::GetFlag(FLAGS_split) < -1)
@@ -849,9 +855,38 @@ int Gemm(const std::vector<std::string>& args) {
       choice.split = split;
       choice.why += absl::StrCat("; --split ", split);
     }
+    // On an H100/H200, operands whose packed rows TMA cannot stride (K, or an MN-major operand's
+    // M or N, no multiple of 8) take the entry point's way, as kiln::rt::GemmRunner runs them:
+    // copied first into rows 16 bytes apart (gemm/restride16), then a tile kernel; the copies are
+    // inside the time. (The emulator and kiln's own compiler run the strided kernel there.)
+    std::function<absl::Status(const kiln::examples::GemmBuffers&)> through_runner;
+    if (!emulate && cc == 90 && !Compiling() && absl::GetFlag(FLAGS_split) < 0 &&
+        kiln::rt::ReadsAnyStrides(choice.kernel)) {
+      const std::string& ep = options->epilogue;
+      const kiln::cu::CUdeviceptr some = 256;  // plans only: any aligned address
+      kiln::rt::GemmOperands packed{.a = some, .b = some, .c = some, .a_col_major = options->a_mn,
+                                    .b_row_major = options->b_mn};
+      if (ep.find("scale") != std::string::npos) packed.c_in = some;
+      if (ep.find("bias") != std::string::npos) packed.bias = some;
+      if (ep.find("residual") != std::string::npos) packed.residual = some;
+      absl::StatusOr<kiln::rt::GemmPlan> plan = kiln::rt::PlanGemm(size, *options, packed, cc, &*tuned);
+      if (!plan.ok()) return Fail(plan.status());
+      if (plan->restrided_lda || plan->restrided_ldb) {
+        choice = plan->choice;
+        if (!runner) runner.emplace(absl::GetFlag(FLAGS_bundles), absl::GetFlag(FLAGS_tune_cache));
+        const bool a_mn = options->a_mn, b_mn = options->b_mn;
+        const kiln::examples::GemmOptions run_options = *options;
+        through_runner = [&runner, size, a_mn, b_mn, run_options](const kiln::examples::GemmBuffers& b) {
+          return runner->Run(size, run_options,
+                             {.a = b.a, .b = b.b, .c = b.c, .a_col_major = a_mn, .b_row_major = b_mn, .alpha = b.alpha,
+                              .beta = b.beta, .c_in = b.c_in, .bias = b.bias, .residual = b.residual});
+        };
+      }
+    }
     std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": " << choice.kernel << ", "
               << kiln::rt::SplitName(choice.split) << " (" << choice.why << ")" << std::endl;
-    absl::StatusOr<kiln::examples::GemmResult> r = RunEntryKernel(choice.kernel, size, choice.split, emulate);
+    absl::StatusOr<kiln::examples::GemmResult> r =
+        RunEntryKernel(choice.kernel, size, choice.split, emulate, std::move(through_runner));
     if (absl::IsNotFound(r.status())) return Fail(r.status());
     if (!r.ok()) {
       std::cout << size.m << "x" << size.n << "x" << size.k << ": " << r.status().message() << std::endl;

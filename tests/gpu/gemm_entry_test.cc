@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "examples/host_data.h"
@@ -53,15 +55,25 @@ TEST(GemmEntryPoint, MnMajorOperandsPickTheTransposedVariants) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_sm90.bf16-bf16.b_mn");
   o.c_row_major = false;
-  // A packed column-major A of M = 2 rows has 4-byte columns, which TMA cannot stride over: the
-  // strided kernel, which reads through any strides.
+  // A packed column-major A of M = 2 rows has 4-byte columns, which TMA cannot stride over: A is
+  // first copied into columns of 8 (gemm/restride16), then a tile kernel reads the copy.
   p = PlanGemm({2, 4096, 4096}, {}, o, 90);
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(p->choice.kernel, "gemm/bf16_strided");
-  EXPECT_NE(p->choice.why.find("A column-major with M = 2"), std::string::npos) << p->choice.why;
-  // A leading dimension given is the caller's: one TMA cannot take is an error.
+  EXPECT_EQ(p->choice.kernel.rfind("gemm/bf16_sm90", 0), 0u) << p->choice.kernel;
+  EXPECT_NE(p->choice.kernel.find(".a_mn"), std::string::npos) << p->choice.kernel;
+  EXPECT_EQ(p->restrided_lda, 8);
+  EXPECT_EQ(p->restrided_ldb, 0);
+  EXPECT_NE(p->choice.why.find("A first copied into rows 16 bytes apart"), std::string::npos) << p->choice.why;
+  // So is a leading dimension TMA cannot stride (264 bytes), into M's 128.
   o.lda = 132;
-  EXPECT_NE(PlanError({128, 4096, 4096}, {}, o).find("lda and ldb must be multiples of 8"), std::string::npos);
+  p = PlanGemm({128, 4096, 4096}, {}, o, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->restrided_lda, 128);
+  // Elsewhere than sm_90 the strided kernel takes it as it is.
+  p = PlanGemm({128, 4096, 4096}, {}, o, 80);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_strided");
+  EXPECT_EQ(p->restrided_lda, 0);
   o.lda = 0;
   o.a_col_major = false;
   o.b_row_major = true;
@@ -87,17 +99,30 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   GemmOperands o = kPacked;
   o.lda = 200;
   EXPECT_NE(PlanError(s, {}, o).find("lda = 200 is less than K = 256"), std::string::npos);
-  o.lda = 260;  // 520 bytes: no TMA stride
-  EXPECT_NE(PlanError(s, {}, o).find("multiples of 8"), std::string::npos);
+  // Operands TMA cannot read as given are copied first: a stride of 520 bytes, a pointer off 16
+  // bytes; and packed for the skinny kernel, which reads packed rows only.
+  auto restrided = [&](const GemmSize& size, const GemmOperands& ops) {
+    absl::StatusOr<GemmPlan> p = PlanGemm(size, {}, ops, 90);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? std::pair{p->restrided_lda, p->restrided_ldb} : std::pair<int64_t, int64_t>{-1, -1};
+  };
+  o.lda = 260;
+  EXPECT_EQ(restrided(s, o), (std::pair<int64_t, int64_t>{256, 0}));
   o.lda = 264;
-  EXPECT_EQ(PlanError(s, {}, o), "");
+  EXPECT_EQ(restrided(s, o), (std::pair<int64_t, int64_t>{0, 0}));
+  o.lda = 2056;
+  EXPECT_EQ(restrided({4, 2048, 2048}, o), (std::pair<int64_t, int64_t>{2048, 0}));  // skinny
+  o.lda = 264;
   o.a = kAligned + 8;
-  EXPECT_NE(PlanError(s, {}, o).find("16-byte aligned"), std::string::npos);
+  EXPECT_EQ(restrided(s, o), (std::pair<int64_t, int64_t>{256, 0}));
   GemmOperands skewed = kPacked;
   skewed.b = kAligned + 2;
-  EXPECT_NE(PlanError({2, 256, 256}, {}, skewed).find("gemm/bf16_skinny reads A and B 16 bytes at a time"),
-            std::string::npos);
-  EXPECT_NE(PlanError({2, 256, 256}, {}, o).find("gemm/bf16_skinny reads packed A and B"), std::string::npos);
+  EXPECT_EQ(restrided({4, 2048, 2048}, skewed), (std::pair<int64_t, int64_t>{0, 2048}));
+  // A problem of at most 2^24 flops keeps its operands: the strided kernel reads them as they are.
+  absl::StatusOr<GemmPlan> small = PlanGemm({2, 256, 256}, {}, skewed, 90);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->choice.kernel, "gemm/bf16_strided");
+  EXPECT_EQ(small->restrided_ldb, 0);
   // A C stored from registers is packed: at M = 100 (no C map), or with C_in laid out like C.
   GemmOperands padded_c = kPacked;
   padded_c.ldc = 264;
@@ -105,10 +130,19 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   EXPECT_NE(PlanError({100, 256, 256}, {}, padded_c).find("ldc must be M (100)"), std::string::npos);
   padded_c.c_in = kAligned;
   EXPECT_NE(PlanError(s, {.epilogue = "scale"}, padded_c).find("C, C_in and residual packed"), std::string::npos);
-  // K no multiple of 8: the strided kernel, which takes any strides.
+  // K no multiple of 8: A and B copied into rows of 64 (TMA reads zeros past K = 60), then a tile
+  // kernel; a small problem or another GPU than sm_90: the strided kernel, which takes any strides.
   GemmOperands odd = kPacked;
   odd.lda = 61;
-  absl::StatusOr<GemmPlan> p = PlanGemm({100, 7, 60}, {}, odd, 90);
+  absl::StatusOr<GemmPlan> p = PlanGemm({1000, 700, 60}, {}, odd, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel.rfind("gemm/bf16_sm90", 0), 0u) << p->choice.kernel;
+  EXPECT_EQ(p->restrided_lda, 64);
+  EXPECT_EQ(p->restrided_ldb, 64);
+  p = PlanGemm({100, 7, 60}, {}, odd, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_strided");
+  p = PlanGemm({1000, 700, 60}, {}, odd, 89);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_strided");
   EXPECT_TRUE(ReadsAnyStrides(p->choice.kernel));
@@ -154,6 +188,7 @@ struct Case {
   bool row_major_c = false;
   int64_t pad_a = 0, pad_b = 0, pad_c = 0;  // added to the packed leading dimensions
   bool a_col_major = false, b_row_major = false;
+  int64_t skew_a = 0;  // A starts this many elements into its buffer (off 16 bytes: restrided)
 };
 
 float Decode(const std::vector<uint16_t>& v, size_t i, const std::string& type) {
@@ -167,9 +202,9 @@ void RunCase(const Case& c, const char* dir) {
   const int64_t lda = (c.a_col_major ? s.m : s.k) + c.pad_a, ldb = (c.b_row_major ? s.n : s.k) + c.pad_b;
   const int64_t ldc = (c.row_major_c ? s.n : s.m) + c.pad_c;
   const int64_t c_cols = c.row_major_c ? s.m : s.n;  // what ldc counts
-  const std::vector<uint16_t> a = examples::RandomNormal16((c.a_col_major ? s.k : s.m) * lda, 11, half),
+  const std::vector<uint16_t> a = examples::RandomNormal16((c.a_col_major ? s.k : s.m) * lda + c.skew_a, 11, half),
                               b = examples::RandomNormal16((c.b_row_major ? s.k : s.n) * ldb, 12, half);
-  auto a_at = [&](int64_t i, int64_t kk) { return c.a_col_major ? kk * lda + i : i * lda + kk; };
+  auto a_at = [&](int64_t i, int64_t kk) { return c.skew_a + (c.a_col_major ? kk * lda + i : i * lda + kk); };
   auto b_at = [&](int64_t kk, int64_t j) { return c.b_row_major ? kk * ldb + j : j * ldb + kk; };
   // The epilogue's inputs, in the output type (f32 ones from bf16 draws).
   const std::vector<uint16_t> side = examples::RandomNormal16(ldc * c_cols + s.m + s.n, 13, out == "f16");
@@ -198,7 +233,7 @@ void RunCase(const Case& c, const char* dir) {
   const std::string& ep = c.options.epilogue;
   const bool scale = ep.find("scale") != std::string::npos, residual = ep.find("residual") != std::string::npos;
   const char bias = ep.find("bias_row") != std::string::npos ? 'r' : ep.find("bias_col") != std::string::npos ? 'c' : 0;
-  GemmOperands o{.a = da.ptr(), .b = db.ptr(), .c = dc.ptr(), .lda = lda, .ldb = ldb, .ldc = ldc,
+  GemmOperands o{.a = da.ptr() + 2 * c.skew_a, .b = db.ptr(), .c = dc.ptr(), .lda = lda, .ldb = ldb, .ldc = ldc,
                  .c_row_major = c.row_major_c, .a_col_major = c.a_col_major, .b_row_major = c.b_row_major,
                  .alpha = static_cast<float>(1 / std::sqrt(double(s.k))), .beta = 0.5f};
   if (scale) o.c_in = dside.ptr();
@@ -255,7 +290,18 @@ TEST(GemmEntryPointGpu, MatchesFp64ThroughLayoutsPaddingAndEpilogues) {
   RunCase({.size = {300, 264, 200}, .options = {.epilogue = "scale,bias_row,gelu,residual"}, .row_major_c = true}, dir);
   RunCase({.size = {131, 200, 88}, .options = {.out_type = "f32", .epilogue = "scale,silu"}}, dir);  // any M
   RunCase({.size = {3, 4096, 256}, .options = {.in_type = "f16", .out_type = "f16", .epilogue = "bias_row,relu"}}, dir);
-  RunCase({.size = {100, 7, 60}, .pad_a = 1, .pad_b = 3}, dir);                      // the reference, K % 8 != 0
+  // Operands TMA cannot stride as given, copied first into rows 16 bytes apart (gemm/restride16):
+  // K % 8 != 0 with odd leading dimensions, a long odd K, small M, a row-major C, A off 16 bytes.
+  // (A small one, of at most 2^24 flops, runs the strided kernel on them as they are.)
+  RunCase({.size = {100, 7, 60}, .pad_a = 1, .pad_b = 3}, dir);  // small: the strided kernel
+  RunCase({.size = {1000, 70, 60}, .pad_a = 1, .pad_b = 3}, dir);
+  RunCase({.size = {300, 520, 4095}}, dir);
+  RunCase({.size = {2, 4096, 2049}}, dir);
+  RunCase({.size = {64, 4000, 100}, .options = {.in_type = "f16", .out_type = "f16", .epilogue = "bias_row,relu"}}, dir);
+  RunCase({.size = {130, 2000, 99}, .row_major_c = true}, dir);
+  RunCase({.size = {256, 512, 512}, .skew_a = 3}, dir);
+  RunCase({.size = {3, 4096, 1024}, .pad_a = 8}, dir);  // the skinny kernel reads packed rows: A packed first
+  RunCase({.size = {1001, 520, 64}, .a_col_major = true}, dir);  // M % 8 != 0 column-major: any_m.a_mn
   // MN-major A (column-major) and B (row-major): the a_mn / b_mn variants, and the reference.
   RunCase({.size = {512, 384, 256}, .pad_a = 8, .a_col_major = true, .b_row_major = true}, dir);
   RunCase({.size = {264, 300, 200}, .row_major_c = true, .a_col_major = true}, dir);  // swapped: the kernel's B

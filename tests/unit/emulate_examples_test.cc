@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "examples/gemm_epilogue.h"
@@ -96,6 +97,28 @@ TEST(PlantedBugs, NamedBarrierIdsSharedByTwoGroupSizesAreCaught) {
         << s.status();
   }
   EXPECT_GT(found, 0);
+}
+
+// The GEMM entry point's copy of an operand TMA cannot stride: rows from any stride into rows 8
+// elements apart, bit for bit, and nothing written past a row's end (the pad keeps its bytes).
+TEST(EmulatedRestride, CopiesRowsBitForBitAndLeavesThePad) {
+  const rt::Bundle b = BundleOf("gemm/restride16");
+  for (auto [rows, cols, lds] : {std::tuple{3, 1, 1}, std::tuple{2, 7, 9}, std::tuple{2, 2049, 2051}}) {
+    const int ldd = (cols + 7) / 8 * 8;
+    std::vector<uint16_t> src(rows * lds), dst(rows * ldd, 0xabcd);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(i * 2654435761u >> 7);
+    emu::Device d;
+    uint64_t ds = *d.Allocate(src.size() * 2), dd = *d.Allocate(dst.size() * 2);
+    ASSERT_TRUE(d.CopyIn(ds, src.data(), src.size() * 2).ok());
+    ASSERT_TRUE(d.CopyIn(dd, dst.data(), dst.size() * 2).ok());
+    absl::StatusOr<emu::Stats> s = emu::Launch(d, b, {rt::Arg::Ptr(ds), rt::Arg::Ptr(dd), rt::Arg::I32(rows),
+                                                      rt::Arg::I32(cols), rt::Arg::I32(lds), rt::Arg::I32(ldd)});
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE(d.CopyOut(dst.data(), dd, dst.size() * 2).ok());
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < ldd; ++c)
+        ASSERT_EQ(dst[r * ldd + c], c < cols ? src[r * lds + c] : 0xabcd) << rows << "x" << cols << " at " << r << "," << c;
+  }
 }
 
 TEST(EmulatedSaxpy, MatchesTheCpuAtRaggedSizes) {

@@ -8,9 +8,13 @@
 //
 // Layouts: A row-major (M x K) or column-major, B column-major (K x N: the N x K row-major
 // weight of a linear layer) or row-major, C column-major or, with c_row_major, row-major
-// (computed as C^T = B^T A^T, the same kernels). Leading dimensions are in elements (0: packed). The tile kernels read A and B through
-// TMA, so K and the leading dimensions of A and B must be multiples of 8 and the pointers 16-byte
-// aligned; where K is not, the reference kernel runs (correct, slow).
+// (computed as C^T = B^T A^T, the same kernels). Leading dimensions are in elements (0: packed).
+// The tile kernels read A and B through TMA, which needs their rows (columns, MN-major) 16 bytes
+// apart and 16-byte aligned pointers; on sm_90 an operand without them (K, or an MN-major
+// operand's M or N, no multiple of 8; a leading dimension or a pointer off) is first copied into
+// one with them (gemm/restride16, into a buffer the runner keeps per stream and operand, grown to
+// the largest call), elsewhere the strided mma.sync kernel runs. C, C_in and residual are taken
+// as given.
 //
 // The tile kernels may split a tile's K (split-K, stream-K: GemmChoice::split); the parts meet in
 // workspaces each loaded kernel keeps. A runner loads a kernel per stream, so calls on different
@@ -18,13 +22,16 @@
 // the same inputs give the same bytes.
 #pragma once
 
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kiln/runtime/cuda_api.h"
+#include "kiln/runtime/driver.h"
 #include "kiln/runtime/gemm_choice.h"
 #include "kiln/runtime/launch.h"
 
@@ -49,7 +56,12 @@ struct GemmPlan {
   GemmSize size;    // as the kernel sees it
   bool swapped = false;
   bool a_mn = false, b_mn = false;  // the kernel's A and B MN-major (after any swap)
+  // The kernel's A and B copied first by gemm/restride16 into these leading dimensions (0: read
+  // as given).
+  int64_t restrided_lda = 0, restrided_ldb = 0;
 };
+// The copy kernel the entry point runs on operands TMA cannot stride.
+inline constexpr const char* kRestrideKernel = "gemm/restride16";
 // Whether `kernel` (a name ChooseGemm gives) reads A, B and C through any element strides, as the
 // reference and the strided kernel do; the others read packed or TMA-strided operands.
 bool ReadsAnyStrides(const std::string& kernel);
@@ -69,10 +81,15 @@ class GemmRunner {
                    cu::CUstream stream = nullptr);
 
  private:
+  // The buffer for the restrided copy of operand `which` (0: A, 1: B) on `stream`, at least `bytes`.
+  absl::StatusOr<cu::CUdeviceptr> Scratch(cu::CUstream stream, int which, size_t bytes);
+
   LoadedKernels kernels_;
   std::string tune_path_;
   std::mutex mu_;
   std::optional<GemmTuneCache> tuned_;  // read at the first Run
+  std::map<std::pair<cu::CUstream, int>, DeviceBuffer> scratch_;
+  std::vector<DeviceBuffer> outgrown_;  // kept: launches already queued may still read them
 };
 
 }  // namespace kiln::rt

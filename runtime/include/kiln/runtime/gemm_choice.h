@@ -41,6 +41,11 @@ struct GemmOptions {
   // MN-major A (column-major) or B (row-major), as the kernel sees them: the tile kernels' a_mn
   // and b_mn variants, or the reference kernel (which takes any strides); never the skinny one.
   bool a_mn = false, b_mn = false;
+  // A's and B's rows (columns, MN-major) are 16 bytes apart and their pointers 16-byte aligned
+  // whatever K, M and N: leading dimensions the caller padded, or copies the entry point made
+  // (gemm/restride16). The tile kernels then read them through TMA at any K, M and N. Set by
+  // PlanGemm on sm_90; without it a K, M or N that packs rows off 16 bytes gets the strided kernel.
+  bool tma_strides = false;
 };
 // A kernel's variant name: `base` itself for bf16 in and out and no epilogue, else
 // base.<in>-<out>[.any_m][.a_mn][.b_mn][.<epilogue>] (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
@@ -51,11 +56,12 @@ std::string GemmVariantName(const std::string& base, const GemmOptions& options)
 inline const std::vector<std::string> kBundledGemmVariants = {
     "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu", "bf16-f32.scale.silu"};
 // The tile kernels': those, the 16-bit ones again storing C from registers (any_m), which
-// ChooseGemm picks where M is no multiple of 8, and MN-major A and B (a_mn, b_mn).
+// ChooseGemm picks where M is no multiple of 8, and MN-major A and B (a_mn, b_mn), with any M too.
 inline const std::vector<std::string> kBundledTileVariants = {
     "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu", "bf16-f32.scale.silu",
     "bf16-bf16.any_m", "f16-f16.any_m", "bf16-bf16.any_m.scale.bias_col.gelu.residual", "f16-f16.any_m.bias_row.relu",
-    "bf16-bf16.a_mn", "bf16-bf16.b_mn", "bf16-bf16.a_mn.b_mn", "bf16-bf16.any_m.b_mn"};
+    "bf16-bf16.a_mn", "bf16-bf16.b_mn", "bf16-bf16.a_mn.b_mn", "bf16-bf16.any_m.b_mn", "bf16-bf16.any_m.a_mn",
+    "bf16-bf16.any_m.a_mn.b_mn"};
 
 // What `kiln tune` measured: the fastest kernel (its tile: the base name, before any variant
 // options) and split per GPU and problem size. A text file, one line per entry,
