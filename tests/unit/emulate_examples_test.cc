@@ -440,9 +440,13 @@ TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
     ASSERT_FALSE(bundled.empty()) << base;
     for (const std::string& options : bundled) {
       const std::string name = base + "." + options;
-      // C from registers (any_m, f32) at an M no TMA store could take.
+      // C from registers (any_m, f32) at an M no TMA store could take; but a packed column-major A
+      // needs M a multiple of 8 too (its columns 16 bytes apart: the entry point copies it
+      // otherwise, which runtime_test checks on the GPU).
       const bool any_m = options.find("any_m") != std::string::npos || options.find("-f32") != std::string::npos;
-      ExpectCorrectAt(name.c_str(), {skinny ? ProblemSize{3, 77, 72} : ProblemSize{any_m ? 131 : 136, 200, 88}});
+      const bool a_mn = options.find("a_mn") != std::string::npos;
+      ExpectCorrectAt(name.c_str(),
+                      {skinny ? ProblemSize{3, 77, 72} : ProblemSize{any_m && !a_mn ? 131 : 136, 200, 88}});
     }
   }
 }
