@@ -142,6 +142,10 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   p = PlanGemm({100, 7, 60}, {}, odd, 90);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_strided");
+  p = PlanGemm({1024, 4096, 7}, {}, kPacked, 90);  // K <= 32: one k-step of the strided kernel
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_strided");
+  EXPECT_EQ(p->restrided_lda, 0);
   p = PlanGemm({1000, 700, 60}, {}, odd, 89);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_strided");
@@ -292,7 +296,7 @@ TEST(GemmEntryPointGpu, MatchesFp64ThroughLayoutsPaddingAndEpilogues) {
   RunCase({.size = {3, 4096, 256}, .options = {.in_type = "f16", .out_type = "f16", .epilogue = "bias_row,relu"}}, dir);
   // Operands TMA cannot stride as given, copied first into rows 16 bytes apart (gemm/restride16):
   // K % 8 != 0 with odd leading dimensions, a long odd K, small M, a row-major C, A off 16 bytes.
-  // (A small one, of at most 2^24 flops, runs the strided kernel on them as they are.)
+  // (A small one, of at most 2^24 flops or K <= 32, runs the strided kernel on them as they are.)
   RunCase({.size = {100, 7, 60}, .pad_a = 1, .pad_b = 3}, dir);  // small: the strided kernel
   RunCase({.size = {1000, 70, 60}, .pad_a = 1, .pad_b = 3}, dir);
   RunCase({.size = {300, 520, 4095}}, dir);
