@@ -220,7 +220,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
         mx = Max(mx, ShflXor(mx, 2));
         Value new_max = Max(row_max[half], mx * scale_log2);
         // Lazily: the row keeps its reference unless the tile's maximum passes it by more than
-        // 2^8, so P <= 256 (exact in bf16/f16 as any P is) and O's rescale is mostly skipped.
+        // 2^8, so P <= 256 (bf16/f16 keep its relative precision as for any P) and O's rescale
+        // is mostly skipped; O and the sum share the reference, so O / sum is the same.
         if (a.lazy_rescale) new_max = Select(new_max <= row_max[half] + kLazySlack, row_max[half], new_max);
         base[half] = Select(new_max == k.F32(-INFINITY), k.F32(0), new_max);  // a row that saw only -inf
         alpha[half] = Exp2(row_max[half] - base[half]);
