@@ -282,10 +282,11 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
   DeviceBuffer &c_buffer = owned[2], &ref_buffer = owned[3];
 
   // The GEMM under test: the bundle's kernel on these buffers, or the caller's launch.
-  absl::StatusOr<Launchable> run = absl::UnknownError("unused");
+  std::optional<Launchable> run;
   if (!opt.launch) {
-    run = Prepare(bundle, g, s, opt.split, buf);
-    if (!run.ok()) return run.status();
+    absl::StatusOr<Launchable> prepared = Prepare(bundle, g, s, opt.split, buf);
+    if (!prepared.ok()) return prepared.status();
+    run.emplace(*std::move(prepared));
   }
   auto launch = [&]() -> absl::Status { return opt.launch ? opt.launch(buf) : (*run)(); };
   if (!opt.launch && m.cluster.count() > 1) {  // clusters beyond what fits at once run as a second wave

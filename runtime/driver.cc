@@ -129,6 +129,16 @@ absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
   return buffer;
 }
 
+absl::StatusOr<bool> DeviceBuffer::GrowKeepingOld(DeviceBuffer& have, std::vector<DeviceBuffer>& outgrown,
+                                                  size_t bytes) {
+  if (have.ptr() && have.bytes() >= bytes) return false;
+  absl::StatusOr<DeviceBuffer> grown = Allocate(bytes);
+  if (!grown.ok()) return grown.status();
+  if (have.ptr()) outgrown.push_back(std::move(have));
+  have = *std::move(grown);
+  return true;
+}
+
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   std::swap(ptr_, other.ptr_);
   std::swap(bytes_, other.bytes_);

@@ -87,14 +87,14 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   // strided kernel), nor for K <= 32, one k-step of the strided kernel, whose loads are then all
   // it does (1024x4096x7: 0.75x cuBLAS strided, 0.63x copied first): the strided kernel reads
   // the operands as they are there.
-  const bool tiny = 2.0 * size.m * size.n * size.k <= double(1 << 24) || size.k <= 32;
+  const bool strided_suffices = 2.0 * size.m * size.n * size.k <= double(1 << 24) || size.k <= 32;
   bool strided_instead = false;
   if (compute_capability == 90) {
     const GemmSize& s = plan.size;
     auto padded = [](int64_t n) { return (n + 7) / 8 * 8; };
     if (ld.a % 8 || k.a % 16) plan.restrided_lda = padded(kernel_options.a_mn ? s.m : s.k);
     if (ld.b % 8 || k.b % 16) plan.restrided_ldb = padded(kernel_options.b_mn ? s.n : s.k);
-    strided_instead = tiny && (plan.restrided_lda || plan.restrided_ldb);
+    strided_instead = strided_suffices && (plan.restrided_lda || plan.restrided_ldb);
     if (strided_instead) plan.restrided_lda = plan.restrided_ldb = 0;
     kernel_options.tma_strides = !strided_instead;
   }
@@ -103,14 +103,14 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
     GemmOptions any = kernel_options;
     any.a_mn = any.b_mn = any.any_m = false;
     plan.choice = {GemmVariantName("gemm/bf16_strided", any),
-                   "a small problem whose operands its kernel cannot stride as given: the strided mma.sync kernel "
-                   "(a copy first would cost more than it saves)"};
+                   "operands its kernel cannot stride as given, in a problem of at most 2^24 flops or K <= 32: "
+                   "the strided mma.sync kernel (a copy first would cost more than it saves)"};
   };
   if (strided_instead && !ReadsAnyStrides(plan.choice.kernel)) use_strided();  // TMA-able sizes, odd strides
   plan.a_mn = kernel_options.a_mn, plan.b_mn = kernel_options.b_mn;
   if (compute_capability == 90 && plan.choice.kernel.rfind("gemm/bf16_skinny", 0) == 0 &&
       (ld.a != plan.size.k || ld.b != plan.size.k)) {  // it reads packed rows
-    if (tiny) {
+    if (strided_suffices) {
       use_strided();
     } else {
       if (ld.a != plan.size.k) plan.restrided_lda = plan.size.k;
@@ -251,14 +251,11 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
 absl::StatusOr<cu::CUdeviceptr> GemmRunner::Scratch(cu::CUstream stream, int which, size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   DeviceBuffer& have = scratch_[{stream, which}];
-  if (have.ptr() && have.bytes() >= bytes) return have.ptr();
-  absl::StatusOr<DeviceBuffer> grown = DeviceBuffer::Allocate(bytes);
+  absl::StatusOr<bool> grown = DeviceBuffer::GrowKeepingOld(have, outgrown_, bytes);
   if (!grown.ok())
     return absl::Status(grown.status().code(), absl::StrCat("kiln gemm: the copy of ", which == 0 ? "A" : "B",
                                                             " into rows 16 bytes apart (", bytes, " bytes): ",
                                                             grown.status().message()));
-  if (have.ptr()) outgrown_.push_back(std::move(have));
-  have = *std::move(grown);
   return have.ptr();
 }
 

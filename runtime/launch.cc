@@ -249,12 +249,10 @@ absl::StatusOr<uint64_t> LoadedKernel::DeviceCopy(const std::string& bytes) cons
 absl::StatusOr<uint64_t> LoadedKernel::Workspace(size_t param, size_t bytes) const {
   std::lock_guard<std::mutex> lock(uploads_->mu);
   DeviceBuffer& have = uploads_->workspaces[param];
-  if (have.ptr() && have.bytes() >= bytes) return have.ptr();
-  absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(std::max<size_t>(bytes, 256));
-  if (!buf.ok()) return buf.status();
-  if (absl::Status s = buf->Fill(0); !s.ok()) return s;
-  if (have.ptr()) uploads_->outgrown.push_back(std::move(have));
-  have = *std::move(buf);
+  absl::StatusOr<bool> grown = DeviceBuffer::GrowKeepingOld(have, uploads_->outgrown, std::max<size_t>(bytes, 256));
+  if (!grown.ok()) return grown.status();
+  if (*grown)
+    if (absl::Status s = have.Fill(0); !s.ok()) return s;
   return have.ptr();
 }
 

@@ -66,6 +66,10 @@ class DeviceBuffer {
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
   ~DeviceBuffer();
 
+  // `have` at least `bytes` long: where it is shorter, a new buffer replaces it and the old one
+  // moves to `outgrown` (launches already queued may still use it). True where it was replaced.
+  static absl::StatusOr<bool> GrowKeepingOld(DeviceBuffer& have, std::vector<DeviceBuffer>& outgrown, size_t bytes);
+
   cu::CUdeviceptr ptr() const { return ptr_; }
   size_t bytes() const { return bytes_; }
   absl::Status CopyFromHost(const void* src, size_t bytes);
