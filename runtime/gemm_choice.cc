@@ -24,6 +24,9 @@ struct Candidate {
   int tile_m, tile_n, in_flight;
   double speed;
   int ring_b_bytes = 0, max_parts = 0;
+  // Past the weight-bound rows (the compute model): whether its tiles are split (split-K) and
+  // streamed (stream-K) there at all.
+  bool splits = true, streams = true;
 };
 constexpr Candidate kSm90[] = {
     {"gemm/bf16_sm90", 256, 256, 64, 1.0},
@@ -32,7 +35,11 @@ constexpr Candidate kSm90[] = {
     // 128x128 tiles at every size tried (docs/PERF.md, "M <= 64"): not weighed. Its speed, 0.75,
     // fits kiln tune at 160 to 512 x 4096 x 4096 (0.72-0.82 against the others' speeds there:
     // docs/PERF.md, "64-row tiles past 128 rows").
-    {"gemm/bf16_sm90_m64", 64, 128, 128, 0.75, 8 * 128 * 128, 2},
+    // Past 128 rows it runs whole tiles only: split in 2 it lost to its own whole tiles or to
+    // 128x80 tiles split at every such shape of a kiln tune run over 80 shapes of M = 128 to 2048
+    // (8-25% more time at 192 to 512 x 1024 to 2048 x 2048 to 4096; docs/PERF.md, "A tune run
+    // over 80 shapes").
+    {"gemm/bf16_sm90_m64", 64, 128, 128, 0.75, 8 * 128 * 128, 2, /*splits=*/false},
     {"gemm/bf16_sm90_n128", 128, 128, 128, 0.9, 6 * 128 * 128},
     // Not weighed for M <= 128: its 64-wide tiles streamed B slower than the model says at every
     // shape but two, where it was within 8% of the others (docs/PERF.md, "M <= 64").
@@ -43,8 +50,11 @@ constexpr Candidate kSm90[] = {
     // n96 0.98-0.99 where they fill the GPU, n80 0.90 at 256 rows where it takes two waves; n160
     // also 0.99 at 1024x10240x8192 (4 full waves), where 256x256 tiles streamed measured 0.92
     // (docs/PERF.md, "Partials' bytes"): at 0.95 the rule had taken those.
-    {"gemm/bf16_sm90_n80", 128, 80, 128, 0.85, 7 * 80 * 128},
-    {"gemm/bf16_sm90_n96", 128, 96, 128, 0.9, 7 * 96 * 128},
+    // Neither is streamed: where the rule took 128x96 tiles streamed (320 and 384 rows at N =
+    // 10240, 11008 and 28672, 768x4096x4096), whole tiles of them or of another took 0.82-1.05 of
+    // the time in the same tune run (docs/PERF.md, "A tune run over 80 shapes").
+    {"gemm/bf16_sm90_n80", 128, 80, 128, 0.85, 7 * 80 * 128, 0, true, /*streams=*/false},
+    {"gemm/bf16_sm90_n96", 128, 96, 128, 0.9, 7 * 96 * 128, 0, true, /*streams=*/false},
     {"gemm/bf16_sm90_n160", 256, 160, 64, 0.97},
     // For M <= 128 only: 64x64 tiles in pairs sharing B by multicast (cuBLAS's choice at
     // 128x4096x4096), so that at N = 4096 all 128 CTAs stream B, a pair its 64 columns. Fastest in
@@ -201,7 +211,8 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool a_mn, 
   int best_split = 1;
   for (const Candidate& c : kSm90)
     for (int split : kSplits)  // a tie keeps the earlier: whole tiles before splits
-      if (Weighed(c, split) && Reads(c, mn_major) && (split != 0 || StreamsWell(c, s)) &&
+      if (Weighed(c, split) && Reads(c, mn_major) && (split == 1 || c.splits) &&
+          (split != 0 || (c.streams && StreamsWell(c, s))) &&
           Efficiency(c, s, split) > Efficiency(*best, s, best_split) + 1e-9)
         best = &c, best_split = split;
   return {best->kernel,

@@ -525,6 +525,13 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // 128x96 tiles streamed), and past a full wave stream-K evens out the last one.
   EXPECT_EQ(Choice({768, 4096, 14336}), P("gemm/bf16_sm90", 0));
   EXPECT_EQ(Choice({768, 11008, 4096}).second, 0);
+  // Past 128 rows the 64x128 tiles run whole only, and the 128x80 and 128x96 tiles never stream
+  // (H200, one A/B call: 256x1024x4096 16.2 us in 128x80 tiles split against 18.2 in 64x128
+  // tiles split; 384x11008x4096 62.1 us in 128x96 tiles whole against 74.5 streamed, 576x5120x5120
+  // 57.9 in 256x256 pairs whole against 78.2: docs/PERF.md, "A tune run over 80 shapes").
+  EXPECT_EQ(Choice({256, 1024, 4096}), P("gemm/bf16_sm90_n80", 2));
+  EXPECT_EQ(Choice({384, 11008, 4096}), P("gemm/bf16_sm90_n96", 1));
+  EXPECT_EQ(Choice({576, 5120, 5120}), P("gemm/bf16_sm90", 1));
   // M = 128 is bound by the weight read: 128 whole 128x80 tiles stream B without partials (73 us
   // on the H100, 128x128 tiles 77: docs/PERF.md).
   EXPECT_EQ(Choice({128, 10240, 8192}), P("gemm/bf16_sm90_n80", 1));
