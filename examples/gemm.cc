@@ -422,6 +422,11 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     edge.box[1] = static_cast<uint32_t>(shape.a_edge_rows);
     g.A_edge = k.TmaParam("tmA_edge", edge, loc);
     g.a_edge = true;
+    if (shape.bm / 2 > 2 * shape.a_edge_rows) {
+      rt::TensorMapParam half = a;
+      half.box[1] = static_cast<uint32_t>(shape.bm / 2);
+      g.A_half = k.TmaParam("tmA_half", half, loc);
+    }
   }
   return g;
 }
@@ -442,7 +447,7 @@ std::vector<TmaCopy> TmaGemmOperands::StageCopies(const TensorMap& map, bool mn_
 }
 
 void TmaGemmOperands::PrefetchDescriptors(Kernel& k) const {
-  for (const TensorMap* map : {&A, &B, &A_edge, &C})
+  for (const TensorMap* map : {&A, &B, &A_edge, &A_half, &C})
     if (map->param().valid()) k.TmaPrefetchDescriptor(*map);
 }
 
@@ -455,10 +460,17 @@ std::vector<TmaCopy> TmaGemmOperands::ACopies(const SmemTile& tile, const Value&
   const int half = tile.rows() / 2, rows = static_cast<int>(A_edge.spec().box[1]);
   Value edge = row0 + half >= M;
   copies[0].only_if = row0 + half < M;
-  for (int j = 0; j < half / rows; ++j) {
+  const bool with_half = A_half.param().valid();
+  // Edge boxes for up to two of them before M; past that (with A_half) the half box.
+  const int boxes = with_half ? 2 : half / rows;
+  Value few = with_half ? edge & (row0 + boxes * rows >= M) : edge;
+  if (with_half)
+    copies.push_back({.map = &A_half, .tile = tile.Rows(0, half), .coords = Box(row0, k0),
+                      .only_if = edge & (row0 + boxes * rows < M)});
+  for (int j = 0; j < boxes; ++j) {
     Value first = row0 + j * rows;
     copies.push_back({.map = &A_edge, .tile = tile.Rows(j * rows, rows), .coords = Box(first, k0),
-                      .only_if = edge & (first < M)});
+                      .only_if = few & (first < M)});
   }
   return copies;
 }

@@ -146,6 +146,9 @@ struct TmaGemmShape {
 struct TmaGemmOperands {
   TensorMap A, B, C;
   TensorMap A_edge;  // A in boxes of fewer rows (TmaGemmShape::a_edge_rows), if declared
+  // A in boxes of half the tile's rows, declared with A_edge where half the tile holds more than
+  // two edge boxes (128-row tiles).
+  TensorMap A_half;
   bool a_edge = false;
   GlobalTensor Cptr;  // when C has no map
   Value M, N, K;
@@ -163,10 +166,11 @@ struct TmaGemmOperands {
                                    const Value& k0, int bk) const;
   // A's copies for one stage of `tile`: StageCopies, except that with A_edge a tile with at most
   // half its rows before M loads only its boxes of A_edge's rows that start before M (TMA fills
-  // rows past M with zeros more slowly than it reads rows: docs/PERF.md, "A's rows past M"). The
-  // rows left unloaded feed only rows of C that are not stored.
+  // rows past M with zeros more slowly than it reads rows: docs/PERF.md, "A's rows past M"), and
+  // with A_half one box of half the tile where more than two of those lie before M (each box
+  // issued costs too). The rows left unloaded feed only rows of C that are not stored.
   std::vector<TmaCopy> ACopies(const SmemTile& tile, const Value& row0, const Value& k0, int bk) const;
-  // prefetch.tensormap of every map declared (A, B, A_edge, C): for one thread at the kernel's
+  // prefetch.tensormap of every map declared (A, B, A_edge, A_half, C): for one thread at the kernel's
   // start, so that the first copies through them do not wait for their descriptors.
   void PrefetchDescriptors(Kernel& k) const;
 };

@@ -46,9 +46,10 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
   // (C's map would need 16-byte column strides).
   const bool direct_out = out == f32 || shape.variant.any_m;
   // A tile with at most half its rows before M (the last row of tiles at M = 264, 320; every
-  // 64-row tile at M <= 32) loads A in boxes of 16 rows, those before M only
-  // (TmaGemmOperands::ACopies): TMA's zero fill of the rows past M costs throughput (docs/PERF.md,
-  // "A's rows past M" and "A's rows past M in the 128-row tiles").
+  // 64-row tile at M <= 32) loads A in boxes of 16 rows, those before M only, or in a 128-row
+  // tile with more than 32 rows before M one box of 64 (TmaGemmOperands::ACopies): TMA's zero
+  // fill of the rows past M costs throughput, and so does each box issued (docs/PERF.md, "A's rows
+  // past M" and "A's rows past M in the 128-row tiles").
   const int A_EDGE = ragged && !shape.variant.a_mn ? 16 : 0;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (1 + CONSUMERS))});
   TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = ragged ? 2 : 3, .by_value = true,
