@@ -27,9 +27,14 @@ struct Candidate {
   // Past the weight-bound rows (the compute model): whether its tiles are split (split-K) and
   // streamed (stream-K) there at all.
   bool splits = true, streams = true;
+  // Its speed where the operands' rows are not 128 bytes apart (K no multiple of 64 for K-major
+  // A and B): each 128-byte row of a box then spans two L2 lines, and the kernels slow down as
+  // far as their bytes per flop make them (docs/PERF.md, "Rows off 128 bytes"). Measured at
+  // 4096x4096x4104 against the 256x256 pairs, whole tiles (H200).
+  double speed_unaligned = 0;
 };
 constexpr Candidate kSm90[] = {
-    {"gemm/bf16_sm90", 256, 256, 64, 1.0},
+    {"gemm/bf16_sm90", 256, 256, 64, 1.0, 0, 0, true, true, 1.0},
     // Before the others, so that where all of B's time bounds both it wins the tie (its deeper
     // ring measured faster there). Split in more than two parts it measured ~9 us slower than the
     // 128x128 tiles at every size tried (docs/PERF.md, "M <= 64"): not weighed. Its speed, 0.75,
@@ -39,11 +44,11 @@ constexpr Candidate kSm90[] = {
     // 128x80 tiles split at every such shape of a kiln tune run over 80 shapes of M = 128 to 2048
     // (8-25% more time at 192 to 512 x 1024 to 2048 x 2048 to 4096; docs/PERF.md, "A tune run
     // over 80 shapes").
-    {"gemm/bf16_sm90_m64", 64, 128, 128, 0.75, 8 * 128 * 128, 2, /*splits=*/false},
-    {"gemm/bf16_sm90_n128", 128, 128, 128, 0.9, 6 * 128 * 128},
+    {"gemm/bf16_sm90_m64", 64, 128, 128, 0.75, 8 * 128 * 128, 2, /*splits=*/false, true, 0.39},
+    {"gemm/bf16_sm90_n128", 128, 128, 128, 0.9, 6 * 128 * 128, 0, true, true, 0.57},
     // Not weighed for M <= 128: its 64-wide tiles streamed B slower than the model says at every
     // shape but two, where it was within 8% of the others (docs/PERF.md, "M <= 64").
-    {"gemm/bf16_sm90_n64", 128, 64, 128, 0.6},
+    {"gemm/bf16_sm90_n64", 128, 64, 128, 0.6, 0, 0, true, true, 0.39},
     // Tiles that let the 128 CTAs hold a 128- or 256-row problem in one wave (N = 6144: 128 tiles
     // of 96 for 256 rows; N = 10240: 128 of 80 for 128 rows, 64 pairs of 160 for 256). Speeds from
     // kiln tune at those shapes (docs/PERF.md, "Tiles for one wave"): against cuBLAS, n160 0.97 and
@@ -53,9 +58,9 @@ constexpr Candidate kSm90[] = {
     // Neither is streamed: where the rule took 128x96 tiles streamed (320 and 384 rows at N =
     // 10240, 11008 and 28672, 768x4096x4096), whole tiles of them or of another took 0.82-1.05 of
     // the time in the same tune run (docs/PERF.md, "A tune run over 80 shapes").
-    {"gemm/bf16_sm90_n80", 128, 80, 128, 0.85, 7 * 80 * 128, 0, true, /*streams=*/false},
-    {"gemm/bf16_sm90_n96", 128, 96, 128, 0.9, 7 * 96 * 128, 0, true, /*streams=*/false},
-    {"gemm/bf16_sm90_n160", 256, 160, 64, 0.97},
+    {"gemm/bf16_sm90_n80", 128, 80, 128, 0.85, 7 * 80 * 128, 0, true, /*streams=*/false, 0.44},
+    {"gemm/bf16_sm90_n96", 128, 96, 128, 0.9, 7 * 96 * 128, 0, true, /*streams=*/false, 0.48},
+    {"gemm/bf16_sm90_n160", 256, 160, 64, 0.97, 0, 0, true, true, 0.79},
     // For M <= 128 only: 64x64 tiles in pairs sharing B by multicast (cuBLAS's choice at
     // 128x4096x4096), so that at N = 4096 all 128 CTAs stream B, a pair its 64 columns. Fastest in
     // kiln tune at 16, 64 and 128 x 4096 x 4096 and 128x4096x14336 (docs/PERF.md, "64x64 pairs");
@@ -82,7 +87,7 @@ constexpr int kSplits[] = {1, 0, 2, 4};
 // The share of the machine's time that does useful work: tiles padded past M and N are lost,
 // and so are the in-flight slots the busiest group's units leave the others idle for, and the
 // partials' round trips of split tiles.
-double Efficiency(const Candidate& c, const GemmSize& s, int split) {
+double Efficiency(const Candidate& c, const GemmSize& s, int split, bool aligned_rows) {
   const int64_t tiles_m = (s.m + c.tile_m - 1) / c.tile_m, tiles_n = (s.n + c.tile_n - 1) / c.tile_n;
   const int64_t tiles = tiles_m * tiles_n, k_tiles = (s.k + 63) / 64;
   const double padding = static_cast<double>(s.m) / (tiles_m * c.tile_m) * s.n / (tiles_n * c.tile_n);
@@ -95,7 +100,7 @@ double Efficiency(const Candidate& c, const GemmSize& s, int split) {
     const int64_t waves = (units + c.in_flight - 1) / c.in_flight;
     busiest = waves * (std::ceil(static_cast<double>(k_tiles) / parts) + kPartialCost * (parts - 1));
   }
-  return padding * useful / busiest * c.speed;
+  return padding * useful / busiest * (aligned_rows ? c.speed : c.speed_unaligned);
 }
 
 // M <= 128 (kWeightBoundRows): the time is the weight read's. A CTA streams B at
@@ -207,19 +212,23 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool a_mn, 
                             StreamUs(*best, s, best_split)),
             best_split};
   }
+  // Packed operands: K-major rows K elements apart, MN-major ones M (A) or N (B).
+  const bool aligned_rows = (a_mn ? s.m : s.k) % 64 == 0 && (b_mn ? s.n : s.k) % 64 == 0;
+  auto efficiency = [&](const Candidate& c, int split) { return Efficiency(c, s, split, aligned_rows); };
   const Candidate* best = &kSm90[0];
   int best_split = 1;
   for (const Candidate& c : kSm90)
     for (int split : kSplits)  // a tie keeps the earlier: whole tiles before splits
       if (Weighed(c, split) && Reads(c, mn_major) && (split == 1 || c.splits) &&
           (split != 0 || (c.streams && StreamsWell(c, s))) &&
-          Efficiency(c, s, split) > Efficiency(*best, s, best_split) + 1e-9)
+          efficiency(c, split) > efficiency(*best, best_split) + 1e-9)
         best = &c, best_split = split;
   return {best->kernel,
           absl::StrFormat("%dx%d tiles, %d in flight, %s: %.0f%% of the machine's time useful by the tile, wave and "
-                          "partial counts",
+                          "partial counts%s",
                           best->tile_m, best->tile_n, best->in_flight, SplitName(best_split),
-                          100 * Efficiency(*best, s, best_split)),
+                          100 * efficiency(*best, best_split),
+                          aligned_rows ? "" : " (rows off 128 bytes: the tiles' speeds there)"),
           best_split};
 }
 

@@ -536,6 +536,13 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(Choice({256, 1024, 4096}), P("gemm/bf16_sm90_n80", 2));
   EXPECT_EQ(Choice({384, 11008, 4096}), P("gemm/bf16_sm90_n96", 1));
   EXPECT_EQ(Choice({576, 5120, 5120}), P("gemm/bf16_sm90", 1));
+  // Rows off 128 bytes (K no multiple of 64) slow the tiles with more bytes per flop: the 256x256
+  // pairs then, streamed or split (H200, one A/B call: 5000x5000x5000 360 us against 410 for
+  // 128x160 pairs; 512x4096x5000 45.5 against 56.3 for 128x128 tiles: docs/PERF.md, "Rows off
+  // 128 bytes").
+  EXPECT_EQ(Choice({5000, 5000, 5000}), P("gemm/bf16_sm90", 0));
+  EXPECT_EQ(Choice({512, 4096, 5000}), P("gemm/bf16_sm90", 2));
+  EXPECT_EQ(Choice({512, 4096, 4096}).first, "gemm/bf16_sm90_n128");  // the same rows 128 bytes apart
   // M = 128 is bound by the weight read: 128 whole 128x80 tiles stream B without partials (73 us
   // on the H100, 128x128 tiles 77: docs/PERF.md).
   EXPECT_EQ(Choice({128, 10240, 8192}), P("gemm/bf16_sm90_n80", 1));
