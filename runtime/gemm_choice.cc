@@ -93,8 +93,16 @@ double Efficiency(const Candidate& c, const GemmSize& s, int split, bool aligned
   const double padding = static_cast<double>(s.m) / (tiles_m * c.tile_m) * s.n / (tiles_n * c.tile_n);
   const double useful = static_cast<double>(tiles * k_tiles) / c.in_flight;  // k-tiles per group, evenly
   double busiest;  // the busiest group's time in k-tiles
-  if (split == 0) {  // stream-K: even shares; a group's share of the streamed tiles costs up to two partials
+  if (split == 0 && tiles >= c.in_flight) {  // stream-K: even shares, a group's costing up to two partials
     busiest = tiles % c.in_flight == 0 ? useful : std::ceil(useful) + 2 * kPartialCost;
+  } else if (split == 0) {
+    // Fewer tiles than groups: every tile is cut among about sharers / tiles groups (shares of 4
+    // k-tiles at least: WorkSchedule), and its last part reads the others' partials one after
+    // another (130x130x8192: one tile in 32 parts ran 0.32x cuBLAS; docs/PERF.md, "Stream-K of
+    // few tiles").
+    const int64_t run = tiles * k_tiles, sharers = std::max<int64_t>(1, std::min<int64_t>(c.in_flight, run / 4));
+    const int64_t pieces = std::max<int64_t>(2, (sharers + tiles - 1) / tiles);
+    busiest = std::ceil(static_cast<double>(run) / sharers) + kPartialCost * pieces;
   } else {
     const int64_t parts = std::min<int64_t>(split, k_tiles), units = tiles * parts;
     const int64_t waves = (units + c.in_flight - 1) / c.in_flight;
