@@ -97,6 +97,13 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
     strided_instead = strided_suffices && (plan.restrided_lda || plan.restrided_ldb);
     if (strided_instead) plan.restrided_lda = plan.restrided_ldb = 0;
     kernel_options.tma_strides = !strided_instead;
+    // The rows as the tile kernel will read them: the copy's (its buffer 256-byte aligned) or the
+    // caller's.
+    auto rows_128b = [](int64_t to_ld, int64_t from_ld, cu::CUdeviceptr ptr) {
+      return to_ld ? to_ld % 64 == 0 : from_ld % 64 == 0 && ptr % 128 == 0;
+    };
+    kernel_options.rows_128b =
+        rows_128b(plan.restrided_lda, ld.a, k.a) && rows_128b(plan.restrided_ldb, ld.b, k.b);
   }
   plan.choice = ChooseGemm(plan.size, compute_capability, kernel_options, tuned);
   auto use_strided = [&] {

@@ -23,18 +23,18 @@ struct Candidate {
   const char* kernel;
   int tile_m, tile_n, in_flight;
   double speed;
-  int ring_b_bytes = 0, max_parts = 0;
-  // Past the weight-bound rows (the compute model): whether its tiles are split (split-K) and
-  // streamed (stream-K) there at all.
-  bool splits = true, streams = true;
   // Its speed where the operands' rows are not 128 bytes apart (K no multiple of 64 for K-major
   // A and B): each 128-byte row of a box then spans two L2 lines, and the kernels slow down as
   // far as their bytes per flop make them (docs/PERF.md, "Rows off 128 bytes"). Measured at
   // 4096x4096x4104 against the 256x256 pairs, whole tiles (H200).
   double speed_unaligned = 0;
+  int ring_b_bytes = 0, max_parts = 0;
+  // Past the weight-bound rows (the compute model): whether its tiles are split (split-K) and
+  // streamed (stream-K) there at all.
+  bool splits = true, streams = true;
 };
 constexpr Candidate kSm90[] = {
-    {"gemm/bf16_sm90", 256, 256, 64, 1.0, 0, 0, true, true, 1.0},
+    {.kernel = "gemm/bf16_sm90", .tile_m = 256, .tile_n = 256, .in_flight = 64, .speed = 1.0, .speed_unaligned = 1.0},
     // Before the others, so that where all of B's time bounds both it wins the tie (its deeper
     // ring measured faster there). Split in more than two parts it measured ~9 us slower than the
     // 128x128 tiles at every size tried (docs/PERF.md, "M <= 64"): not weighed. Its speed, 0.75,
@@ -44,11 +44,14 @@ constexpr Candidate kSm90[] = {
     // 128x80 tiles split at every such shape of a kiln tune run over 80 shapes of M = 128 to 2048
     // (8-25% more time at 192 to 512 x 1024 to 2048 x 2048 to 4096; docs/PERF.md, "A tune run
     // over 80 shapes").
-    {"gemm/bf16_sm90_m64", 64, 128, 128, 0.75, 8 * 128 * 128, 2, /*splits=*/false, true, 0.39},
-    {"gemm/bf16_sm90_n128", 128, 128, 128, 0.9, 6 * 128 * 128, 0, true, true, 0.57},
+    {.kernel = "gemm/bf16_sm90_m64", .tile_m = 64, .tile_n = 128, .in_flight = 128, .speed = 0.75,
+     .speed_unaligned = 0.39, .ring_b_bytes = 8 * 128 * 128, .max_parts = 2, .splits = false},
+    {.kernel = "gemm/bf16_sm90_n128", .tile_m = 128, .tile_n = 128, .in_flight = 128, .speed = 0.9,
+     .speed_unaligned = 0.57, .ring_b_bytes = 6 * 128 * 128},
     // Not weighed for M <= 128: its 64-wide tiles streamed B slower than the model says at every
     // shape but two, where it was within 8% of the others (docs/PERF.md, "M <= 64").
-    {"gemm/bf16_sm90_n64", 128, 64, 128, 0.6, 0, 0, true, true, 0.39},
+    {.kernel = "gemm/bf16_sm90_n64", .tile_m = 128, .tile_n = 64, .in_flight = 128, .speed = 0.6,
+     .speed_unaligned = 0.39},
     // Tiles that let the 128 CTAs hold a 128- or 256-row problem in one wave (N = 6144: 128 tiles
     // of 96 for 256 rows; N = 10240: 128 of 80 for 128 rows, 64 pairs of 160 for 256). Speeds from
     // kiln tune at those shapes (docs/PERF.md, "Tiles for one wave"): against cuBLAS, n160 0.97 and
@@ -61,21 +64,28 @@ constexpr Candidate kSm90[] = {
     // speed, 0.85 until A's edge rows stopped costing the 128x128 tiles their fill, is 0.75 since
     // (264-384 x 10240 x 8192: 128x128 tiles 14-20% faster; docs/PERF.md, "The 128x80 tiles'
     // speed").
-    {"gemm/bf16_sm90_n80", 128, 80, 128, 0.75, 7 * 80 * 128, 0, true, /*streams=*/false, 0.44},
-    {"gemm/bf16_sm90_n96", 128, 96, 128, 0.9, 7 * 96 * 128, 0, true, /*streams=*/false, 0.48},
-    {"gemm/bf16_sm90_n160", 256, 160, 64, 0.97, 0, 0, true, true, 0.79},
+    {.kernel = "gemm/bf16_sm90_n80", .tile_m = 128, .tile_n = 80, .in_flight = 128, .speed = 0.75,
+     .speed_unaligned = 0.44, .ring_b_bytes = 7 * 80 * 128, .streams = false},
+    {.kernel = "gemm/bf16_sm90_n96", .tile_m = 128, .tile_n = 96, .in_flight = 128, .speed = 0.9,
+     .speed_unaligned = 0.48, .ring_b_bytes = 7 * 96 * 128, .streams = false},
+    {.kernel = "gemm/bf16_sm90_n160", .tile_m = 256, .tile_n = 160, .in_flight = 64, .speed = 0.97,
+     .speed_unaligned = 0.79},
     // For M <= 128 only: 64x64 tiles in pairs sharing B by multicast (cuBLAS's choice at
     // 128x4096x4096), so that at N = 4096 all 128 CTAs stream B, a pair its 64 columns. Fastest in
     // kiln tune at 16, 64 and 128 x 4096 x 4096 and 128x4096x14336 (docs/PERF.md, "64x64 pairs");
     // in 4 parts it measured 0.44-0.6x cuBLAS, so it splits in 2 at most.
-    {"gemm/bf16_sm90_m64n64", 128, 64, 64, 0.0, 13 * 64 * 128, 2},
+    {.kernel = "gemm/bf16_sm90_m64n64", .tile_m = 128, .tile_n = 64, .in_flight = 64, .speed = 0,
+     .ring_b_bytes = 13 * 64 * 128, .max_parts = 2},
     // For M <= 128 only: 64-row tiles narrow enough that 128 of them cover N = 4096, 6144 and
     // 10240, so that every CTA streams B (the 64x128 tiles leave 48 to 96 of 128 idle there).
     // Fastest in kiln tune at 10 of the sweep's 12 shapes of M = 16 and 64 (docs/PERF.md,
     // "Narrow tiles for M <= 64").
-    {"gemm/bf16_sm90_m64n32", 64, 32, 128, 0.0, 17 * 32 * 128, 2},
-    {"gemm/bf16_sm90_m64n48", 64, 48, 128, 0.0, 15 * 48 * 128, 2},
-    {"gemm/bf16_sm90_m64n80", 64, 80, 128, 0.0, 11 * 80 * 128, 2},
+    {.kernel = "gemm/bf16_sm90_m64n32", .tile_m = 64, .tile_n = 32, .in_flight = 128, .speed = 0,
+     .ring_b_bytes = 17 * 32 * 128, .max_parts = 2},
+    {.kernel = "gemm/bf16_sm90_m64n48", .tile_m = 64, .tile_n = 48, .in_flight = 128, .speed = 0,
+     .ring_b_bytes = 15 * 48 * 128, .max_parts = 2},
+    {.kernel = "gemm/bf16_sm90_m64n80", .tile_m = 64, .tile_n = 80, .in_flight = 128, .speed = 0,
+     .ring_b_bytes = 11 * 80 * 128, .max_parts = 2},
 };
 
 // A split tile part's partial round trip (written by every part, read back by the last, with a
@@ -187,7 +197,8 @@ bool Skinny(const GemmSize& s) { return s.k % 8 == 0 && s.m <= 4; }
 // 16 bytes, a multiple of 8 elements.
 bool TmaStrides(const GemmSize& s, bool a_mn, bool b_mn) { return !(a_mn && s.m % 8) && !(b_mn && s.n % 8); }
 
-GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool a_mn, bool b_mn, bool tma_strides) {
+GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmOptions& options) {
+  const bool a_mn = options.a_mn, b_mn = options.b_mn, tma_strides = options.tma_strides;
   const bool mn_major = a_mn || b_mn;
   if (Skinny(s) && !mn_major && compute_capability >= 80)
     return {"gemm/bf16_skinny", absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
@@ -223,8 +234,9 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, bool a_mn, 
                             StreamUs(*best, s, best_split)),
             best_split};
   }
-  // Packed operands: K-major rows K elements apart, MN-major ones M (A) or N (B).
-  const bool aligned_rows = (a_mn ? s.m : s.k) % 64 == 0 && (b_mn ? s.n : s.k) % 64 == 0;
+  // Unless the planner says: packed operands, K-major rows K elements apart, MN-major ones M (A) or N (B).
+  const bool aligned_rows =
+      options.rows_128b.value_or((a_mn ? s.m : s.k) % 64 == 0 && (b_mn ? s.n : s.k) % 64 == 0);
   auto efficiency = [&](const Candidate& c, int split) { return Efficiency(c, s, split, aligned_rows); };
   const Candidate* best = &kSm90[0];
   int best_split = 1;
@@ -333,7 +345,7 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
 GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptions& options,
                       const GemmTuneCache* tuned) {
   const bool mn_major = options.a_mn || options.b_mn;
-  GemmChoice c = ChooseGemmTile(s, compute_capability, options.a_mn, options.b_mn, options.tma_strides);
+  GemmChoice c = ChooseGemmTile(s, compute_capability, options);
   // kiln tune times packed operands: where those pack rows off 16 bytes it timed the strided
   // kernel alone, which the tile kernels on aligned strides outrun.
   const GemmChoice* best = tuned && TmaStrides(s, options.a_mn, options.b_mn) && s.k % 8 == 0

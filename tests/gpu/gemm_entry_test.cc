@@ -43,6 +43,27 @@ TEST(GemmEntryPoint, PlansARowMajorCAsTheTransposedProduct) {
   EXPECT_EQ(col->choice.kernel, "gemm/bf16_sm90");
 }
 
+// The rule weighs the tiles' speeds for rows off 128 bytes by the rows the kernel reads: packed
+// K = 5000 is off, the same K in rows padded to 5056 or copied into rows of 64 elements is not,
+// a pointer off 128 bytes is again (docs/PERF.md, "Rows off 128 bytes").
+TEST(GemmEntryPoint, RowsOff128BytesAreJudgedByTheLeadingDimensionsAndPointers) {
+  const GemmSize s{5000, 5000, 5000};
+  absl::StatusOr<GemmPlan> packed = PlanGemm(s, {}, kPacked, 90);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  EXPECT_EQ(packed->choice.kernel, "gemm/bf16_sm90");
+  EXPECT_NE(packed->choice.why.find("rows off 128 bytes"), std::string::npos) << packed->choice.why;
+  GemmOperands padded = kPacked;
+  padded.lda = padded.ldb = 5056;
+  absl::StatusOr<GemmPlan> p = PlanGemm(s, {}, padded, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_sm90_n160");
+  EXPECT_EQ(p->choice.why.find("rows off 128 bytes"), std::string::npos) << p->choice.why;
+  padded.b = kAligned + 64;  // 16-byte aligned, so read as given, but off 128
+  p = PlanGemm(s, {}, padded, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NE(p->choice.why.find("rows off 128 bytes"), std::string::npos) << p->choice.why;
+}
+
 TEST(GemmEntryPoint, MnMajorOperandsPickTheTransposedVariants) {
   GemmOperands o = kPacked;
   o.a_col_major = o.b_row_major = true;

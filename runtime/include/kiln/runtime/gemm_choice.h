@@ -10,8 +10,9 @@
 
 #include <cstdint>
 #include <map>
-#include <tuple>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -46,6 +47,11 @@ struct GemmOptions {
   // (gemm/restride16). The tile kernels then read them through TMA at any K, M and N. Set by
   // PlanGemm on sm_90; without it a K, M or N that packs rows off 16 bytes gets the strided kernel.
   bool tma_strides = false;
+  // Whether A's and B's rows (columns, MN-major) as the kernel reads them start 128 bytes apart
+  // from 128-byte aligned pointers (the tile kernels then read whole L2 lines: docs/PERF.md, "Rows
+  // off 128 bytes"). Set by PlanGemm from the leading dimensions and pointers; unset, packed
+  // operands are assumed (rows K elements apart, MN-major M or N).
+  std::optional<bool> rows_128b;
 };
 // A kernel's variant name: `base` itself for bf16 in and out and no epilogue, else
 // base.<in>-<out>[.any_m][.a_mn][.b_mn][.<epilogue>] (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
