@@ -1,5 +1,7 @@
 // Hopper asynchronous machinery: TMA tensor maps and copies, mbarriers, bulk groups, fences,
 // cluster and named barriers.
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -150,15 +152,43 @@ void RecordTx(KernelState& s, const Barrier& bar, int64_t bytes, bool announced,
 }
 }  // namespace
 
+namespace {
+// The copy's L2::cache_hint operand: none, or an i64 policy of this kernel.
+std::optional<mlir::Value> PolicyOperand(KernelState& s, const Value& policy, const char* op, const Loc& loc) {
+  if (!policy.valid()) return mlir::Value();
+  if (Access::State(policy) != &s || policy.type() != Type::Of(Scalar::kI64)) {
+    s.Fail(absl::StrCat(op, "'s L2 policy is an i64 of this kernel (Kernel::L2Policy), not ", policy.type().Str()), loc);
+    return std::nullopt;
+  }
+  return s.Unwrap(policy);
+}
+}  // namespace
+
+Value Kernel::L2Policy(CacheHint hint, Loc loc) {
+  KernelState& s = *state_;
+  if (hint != CacheHint::kL2EvictFirst && hint != CacheHint::kL2EvictLast) {
+    s.Fail("an L2 policy is kL2EvictFirst or kL2EvictLast (a copy with no policy has the default)", loc);
+    return Value();
+  }
+  const char* priority = hint == CacheHint::kL2EvictFirst ? "evict_first" : "evict_last";
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Value policy = s.InlineAsm(
+      absl::StrCat("createpolicy.fractional.L2::", priority, ".b64 $0, 1.0;"),
+      "=l", {}, s.builder.getI64Type(), l, /*side_effects=*/false);
+  return s.Wrap(policy, Type::Of(Scalar::kI64));
+}
+
 void Kernel::TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
-                     std::vector<Operand> coords, Loc loc) {
+                     std::vector<Operand> coords, const Value& l2_policy, Loc loc) {
   KernelState& s = *state_;
   if (!NeedHopper(s, "TMA", loc) || !CheckBoxFitsTile(s, map, dst, coords.size(), loc)) return;
+  std::optional<mlir::Value> policy = PolicyOperand(s, l2_policy, "a TMA load", loc);
+  if (!policy) return;
   RecordTx(s, bar, map.box_bytes(), /*announced=*/false, loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
       s.builder, l, ClusterDst(s, dst, loc, l), DescriptorPtr(s, map, l), Coordinates(s, coords),
-      s.Unwrap(bar.ptr()), mlir::ValueRange{}, mlir::Value(), mlir::Value(),
+      s.Unwrap(bar.ptr()), mlir::ValueRange{}, mlir::Value(), *policy,
       mlir::NVVM::TMALoadMode::TILE, false, nullptr, mlir::Value());
   s.tma_loads.push_back({s.LastOp(), Access::BarrierArray(bar), Access::BarrierIndex(bar), loc});
 }
@@ -194,10 +224,13 @@ void Kernel::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrie
 }
 
 void Kernel::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
-                              std::vector<Operand> coords, const Operand& cta_mask, Loc loc) {
+                              std::vector<Operand> coords, const Operand& cta_mask, const Value& l2_policy,
+                              Loc loc) {
   KernelState& s = *state_;
   if (!NeedHopper(s, "TMA multicast", loc) || !CheckBoxFitsTile(s, map, dst, coords.size(), loc))
     return;
+  std::optional<mlir::Value> policy = PolicyOperand(s, l2_policy, "a TMA multicast load", loc);
+  if (!policy) return;
   if (s.manifest.cluster.count() < 2)
     return Fail("TMA multicast needs a cluster of 2 or more CTAs (ClusterDims)", loc);
   RecordTx(s, bar, map.box_bytes(), /*announced=*/false, loc);  // the bytes landing in each CTA of the mask
@@ -206,7 +239,7 @@ void Kernel::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const B
   mask = mlir::arith::TruncIOp::create(s.builder, l, s.builder.getI16Type(), mask);
   mlir::NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
       s.builder, l, ClusterDst(s, dst, loc, l), DescriptorPtr(s, map, l), Coordinates(s, coords),
-      s.Unwrap(bar.ptr()), mlir::ValueRange{}, mask, mlir::Value(),
+      s.Unwrap(bar.ptr()), mlir::ValueRange{}, mask, *policy,
       mlir::NVVM::TMALoadMode::TILE, false, nullptr, mlir::Value());
   s.tma_loads.push_back({s.LastOp(), Access::BarrierArray(bar), Access::BarrierIndex(bar), loc});
 }

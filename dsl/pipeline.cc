@@ -78,8 +78,8 @@ void Pipeline::Produce(Cursor& at, const std::vector<TmaCopy>& copies, Loc loc) 
   for (const TmaCopy& c : copies) {
     auto issue = [&] {
       SmemTile dst = c.tile.Stage(stage, loc);
-      if (c.cta_mask.valid()) k_.TmaLoadMulticast(*c.map, dst, full, c.coords, c.cta_mask, loc);
-      else k_.TmaLoad(*c.map, dst, full, c.coords, loc);
+      if (c.cta_mask.valid()) k_.TmaLoadMulticast(*c.map, dst, full, c.coords, c.cta_mask, c.l2_policy, loc);
+      else k_.TmaLoad(*c.map, dst, full, c.coords, c.l2_policy, loc);
     };
     const Value when = c.only_if.valid() && c.issue_if.valid() ? c.only_if & c.issue_if
                        : c.only_if.valid()                     ? c.only_if

@@ -501,7 +501,8 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
 }
 
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
-                       const SmemTile& sB, int bk, const Value& rank, const ForEachSpan& for_each_span, int cluster) {
+                       const SmemTile& sB, int bk, const Value& rank, const ForEachSpan& for_each_span, int cluster,
+                       const Value& b_policy, const Value& b_policy_if) {
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
     k.If(t == 0, [&] {
       Pipeline::Cursor at = ring.Start();
@@ -512,12 +513,17 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
           else k.For(0, k_end, bk, body);
         };
         loop([&](Value k0) {
-          std::vector<TmaCopy> copies = g.ACopies(sA, m0, k0, bk);
-          for (TmaCopy& b : g.StageCopies(g.B, g.b_mn, sB, n0, k0, bk)) {
-            if (cluster > 1) b.cta_mask = k.I32(0b11), b.issue_if = rank == 0;  // B multicast to the pair
-            copies.push_back(b);
-          }
-          ring.Produce(at, copies);
+          auto produce = [&](const Value& policy) {
+            std::vector<TmaCopy> copies = g.ACopies(sA, m0, k0, bk);
+            for (TmaCopy& b : g.StageCopies(g.B, g.b_mn, sB, n0, k0, bk)) {
+              if (cluster > 1) b.cta_mask = k.I32(0b11), b.issue_if = rank == 0;  // B multicast to the pair
+              b.l2_policy = policy;
+              copies.push_back(b);
+            }
+            ring.Produce(at, copies);
+          };
+          if (b_policy_if.valid()) k.If(b_policy_if, [&] { produce(b_policy); }, [&] { produce(Value()); });
+          else produce(b_policy);
         });
       });
     });

@@ -451,6 +451,47 @@ TEST(Hopper, ADescriptorPrefetchReadsTheMapsParameter) {
   ExpectError(bad, line, "TmaPrefetchDescriptor of a tensor map that was never declared");
 }
 
+// An L2 policy rides on the TMA copy as its cache-hint operand (plain and multicast), the policy
+// made once by createpolicy; a copy without one carries none. A policy of another kind, or a
+// value that is no policy, is an error at its line.
+TEST(Hopper, ATmaCopyCarriesItsL2Policy) {
+  Kernel k("test/l2_policy", sm90a(), {128});
+  k.ClusterDims({2, 1, 1});
+  TensorMap a = k.TmaParam("tmA", Map128B(64));
+  SmemTile t = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B, 3);
+  Barriers bar = k.SmemBarriers(1);
+  Value first = k.L2Policy(CacheHint::kL2EvictFirst);
+  k.If(k.ThreadIdx() == 0, [&] {
+    k.TmaLoad(a, t.Stage(0), bar[0], {0, 0}, first);
+    k.TmaLoadMulticast(a, t.Stage(1), bar[0], {64, 0}, 0b11, first);
+    k.TmaLoad(a, t.Stage(2), bar[0], {128, 0});
+  });
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_NE(ptx->find("createpolicy.fractional.L2::evict_first.b64"), std::string::npos) << *ptx;
+  int hinted = 0, copies = 0;
+  for (size_t at = ptx->find("cp.async.bulk.tensor"); at != std::string::npos;
+       at = ptx->find("cp.async.bulk.tensor", at + 1)) {
+    const std::string line = ptx->substr(at, ptx->find('\n', at) - at);
+    ++copies;
+    if (line.find(".L2::cache_hint") != std::string::npos) ++hinted;
+  }
+  EXPECT_EQ(copies, 3) << *ptx;
+  EXPECT_EQ(hinted, 2) << *ptx;
+
+  Kernel kind("test/l2_policy_kind", sm90a(), {128});
+  kind.L2Policy(CacheHint::kStreaming); const int kind_line = __LINE__;
+  ExpectError(kind, kind_line, "an L2 policy is kL2EvictFirst or kL2EvictLast");
+  Kernel not_policy("test/l2_policy_type", sm90a(), {128});
+  TensorMap m = not_policy.TmaParam("tmA", Map128B(64));
+  SmemTile u = not_policy.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  Barriers b = not_policy.SmemBarriers(1);
+  not_policy.TmaLoad(m, u, b[0], {0, 0}, not_policy.I32(1)); const int type_line = __LINE__;
+  ExpectError(not_policy, type_line, "a TMA load's L2 policy is an i64 of this kernel (Kernel::L2Policy), not i32");
+}
+
 // A stage whose second box comes only under a condition: one arrival expects the bytes of the
 // boxes whose conditions hold (a selected count, not a constant), and the box is issued under the
 // same condition. A multicast box cannot be conditional (its bytes land in other CTAs).

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "kiln/hopper.h"
 #include "kiln/memory.h"
+#include "kiln/memory_ops.h"
 #include "kiln/runtime/manifest.h"
 #include "kiln/target.h"
 #include "kiln/tcgen05.h"
@@ -202,15 +203,21 @@ class Kernel {
   Barriers SmemBarriers(int count, Loc loc = Loc::current());
   // TMA load of one box at `coords` (innermost first) into `dst`, completing on `bar`; with a
   // CTA mask, multicast to the same smem offset of every CTA in the mask.
+  // `l2_policy` (L2Policy), where valid, rides on the copy as its L2::cache_hint.
   void TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
-               std::vector<Operand> coords, Loc loc = Loc::current());
+               std::vector<Operand> coords, const Value& l2_policy = {}, Loc loc = Loc::current());
   // TMA load of a CTA pair (tcgen05 cta_group::2): lands in this CTA's `dst` and completes on
   // `bar` in the pair's leader CTA (the even rank), where the pair's MMA is issued.
   void TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
                    std::vector<Operand> coords, Loc loc = Loc::current());
   void TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
                         std::vector<Operand> coords, const Operand& cta_mask,
-                        Loc loc = Loc::current());
+                        const Value& l2_policy = {}, Loc loc = Loc::current());
+  // An L2 eviction policy for the whole of what a copy reads (createpolicy.fractional, fraction
+  // 1.0): kL2EvictFirst for data read once (its lines go before others'), kL2EvictLast for data
+  // many CTAs read; an i64 for TmaLoad's `l2_policy`. (An evict_normal policy is not the same as
+  // none: TMA loads carrying one measured up to 14% slower on an H200, docs/PERF.md.)
+  Value L2Policy(CacheHint hint, Loc loc = Loc::current());
   // Starts bringing the box at `coords` into L2 (cp.async.bulk.prefetch.tensor): no shared
   // memory, no barrier, nothing to wait for; a later TMA load of it reads L2 instead of DRAM.
   void TmaPrefetchL2(const TensorMap& map, std::vector<Operand> coords, Loc loc = Loc::current());

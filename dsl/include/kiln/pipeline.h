@@ -38,6 +38,7 @@ struct TmaCopy {
   Value cta_mask;
   Value issue_if;
   Value only_if;
+  Value l2_policy;  // Kernel::L2Policy, or none
 };
 
 class Pipeline {
