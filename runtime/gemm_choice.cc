@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <string_view>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -187,6 +188,24 @@ bool StreamsWell(const Candidate& c, const GemmSize& s) {
   return clustered || tiles >= 2 * c.in_flight;
 }
 
+static_assert(std::string_view(kSm90[3].kernel) == "gemm/bf16_sm90_n64", "LongKOverFewTiles names the 128x64 tiles");
+
+int64_t TilesOf(const Candidate& c, const GemmSize& s) {
+  return ((s.m + c.tile_m - 1) / c.tile_m) * ((s.n + c.tile_n - 1) / c.tile_n);
+}
+
+// Up to 128 rows (M a multiple of 8: the kernel with C's map), K of 8192 or more, and at most
+// half as many 128x64 tiles as the 128 CTAs: those tiles streamed, each cut along K among 128 /
+// tiles CTAs or more. The bandwidth model weighs B's bytes alone; here A's weigh too (the 128-row
+// tile reads it once per 64 columns of B, the 64-row tiles once per 32-80), and no CTA idles.
+// Measured on an H200 against the model's picks (docs/PERF.md, "Long K over few tiles"): 6-35%
+// less time at 10 shapes of M = 16-128, N = 1024-4096, K = 8192-16384 (128x4096x14336: 42.2 us
+// against 49.2 for the 64x64 pairs), within 0.5% at two (64x4096x8192, 128x4096x28672); with 96
+// tiles (128x6144x8192) 5% more than 128x96 tiles in 2 parts, hence the half.
+bool LongKOverFewTiles(const GemmSize& s) {
+  return s.m <= kWeightBoundRows && s.m % 8 == 0 && s.k >= 8192 && 2 * TilesOf(kSm90[3], s) <= kSm90[3].in_flight;
+}
+
 // MN-major operands are read in 64-wide blocks of the tile's M and N.
 bool Reads(const Candidate& c, bool mn_major) { return !mn_major || (c.tile_n % 64 == 0 && c.tile_m % 64 == 0); }
 
@@ -220,6 +239,17 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
                                          : absl::StrCat("B row-major with N = ", s.n),
                          ": TMA needs its columns 16 bytes apart (a multiple of 8 elements), so the strided "
                          "mma.sync kernel (any size, elements loaded one by one)")};
+  // Unless the planner says: packed operands, K-major rows K elements apart, MN-major ones M (A) or N (B).
+  const bool aligned_rows =
+      options.rows_128b.value_or((a_mn ? s.m : s.k) % 64 == 0 && (b_mn ? s.n : s.k) % 64 == 0);
+  if (LongKOverFewTiles(s) && !mn_major && aligned_rows) {
+    const Candidate& n64 = kSm90[3];
+    return {n64.kernel,
+            absl::StrFormat("M = %d, K = %d over %d 128x64 tiles: those tiles streamed (stream-K), each cut along K, "
+                            "so that every CTA streams B and A is read once per 64 columns",
+                            static_cast<int>(s.m), static_cast<int>(s.k), static_cast<int>(TilesOf(n64, s))),
+            0};
+  }
   if (s.m <= kWeightBoundRows) {  // bound by the weight read: the least time streaming B
     const Candidate* best = nullptr;
     int best_split = 1;
@@ -234,9 +264,6 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
                             StreamUs(*best, s, best_split)),
             best_split};
   }
-  // Unless the planner says: packed operands, K-major rows K elements apart, MN-major ones M (A) or N (B).
-  const bool aligned_rows =
-      options.rows_128b.value_or((a_mn ? s.m : s.k) % 64 == 0 && (b_mn ? s.n : s.k) % 64 == 0);
   auto efficiency = [&](const Candidate& c, int split) { return Efficiency(c, s, split, aligned_rows); };
   const Candidate* best = &kSm90[0];
   int best_split = 1;

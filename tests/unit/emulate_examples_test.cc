@@ -557,10 +557,20 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // on the H100 against 34.8 for 128x128 tiles in 2 parts: docs/PERF.md, "M <= 64").
   EXPECT_EQ(Choice({128, 6144, 4096}), P("gemm/bf16_sm90_m64", 1));
   // N = 4096: 64 pairs of 64x64 tiles, whole, stream B on all 128 CTAs without partials (23.8 us
-  // on the H100 against 25.5 for 64 64x128 tiles and 28.8 for 128x128 tiles in 4 parts; 56.7 at
-  // K = 14336: docs/PERF.md, "64x64 pairs").
-  EXPECT_EQ(Choice({128, 4096, 14336}), P("gemm/bf16_sm90_m64n64", 1));
+  // on the H100 against 25.5 for 64 64x128 tiles and 28.8 for 128x128 tiles in 4 parts:
+  // docs/PERF.md, "64x64 pairs")...
   EXPECT_EQ(Choice({128, 4096, 4096}), P("gemm/bf16_sm90_m64n64", 1));
+  // ...but with K of 8192 or more over fewer 128x64 tiles than CTAs, those tiles streamed (H200,
+  // kiln tune: 42.1 us against 48.9 for the pairs at 128x4096x14336, 39.5 against 43.4 for 64x32
+  // tiles at M = 16: docs/PERF.md, "Long K over few tiles"); not where M needs the any_m variant,
+  // nor where the 128x64 tiles are more than half the CTAs (128x6144x8192: 5% slower there).
+  EXPECT_EQ(Choice({128, 4096, 14336}), P("gemm/bf16_sm90_n64", 0));
+  EXPECT_EQ(Choice({16, 4096, 14336}), P("gemm/bf16_sm90_n64", 0));
+  EXPECT_EQ(Choice({128, 2048, 8192}), P("gemm/bf16_sm90_n64", 0));
+  EXPECT_NE(Choice({100, 4096, 14336}).first, "gemm/bf16_sm90_n64.bf16-bf16.any_m");
+  EXPECT_EQ(Choice({64, 4096, 4096}).first, "gemm/bf16_sm90_m64n32");
+  EXPECT_EQ(Choice({128, 8192, 28672}), P("gemm/bf16_sm90_n128", 2));
+  EXPECT_NE(Choice({128, 6144, 8192}).first, "gemm/bf16_sm90_n64");
   EXPECT_EQ(Choice({1, 4096, 4096}), P("gemm/bf16_skinny", 1));
   // M <= 64, bound by the weight read (the H100's fastest in docs/PERF.md, "Narrow tiles for
   // M <= 64"): 64-row tiles narrow enough for 128 of them to cover N, whole, so that every CTA
