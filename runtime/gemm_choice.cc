@@ -98,6 +98,11 @@ constexpr double kPartialCost = 8;
 // The splits the rule weighs, and kiln tune measures, for the tile kernels.
 constexpr int kSplits[] = {1, 0, 2, 4};
 
+// Tiles of c covering M x N (rounded up).
+int64_t TilesOf(const Candidate& c, const GemmSize& s) {
+  return ((s.m + c.tile_m - 1) / c.tile_m) * ((s.n + c.tile_n - 1) / c.tile_n);
+}
+
 // The share of the machine's time that does useful work: tiles padded past M and N are lost,
 // and so are the in-flight slots the busiest group's units leave the others idle for, and the
 // partials' round trips of split tiles.
@@ -146,7 +151,7 @@ constexpr double kLaunchUs = 5, kPartialUs = 4;
 // the best split-K by more than 1%, and where every tile streams (128x28672x4096) it lost 8-15%
 // to whole tiles, more than its two round trips account for.
 double StreamUs(const Candidate& c, const GemmSize& s, int split) {
-  const int64_t tiles = ((s.m + c.tile_m - 1) / c.tile_m) * ((s.n + c.tile_n - 1) / c.tile_n);
+  const int64_t tiles = TilesOf(c, s);
   const int64_t k_tiles = (s.k + 63) / 64;
   const int64_t parts = std::min<int64_t>(split, k_tiles), units = tiles * parts;
   const int64_t waves = (units + c.in_flight - 1) / c.in_flight;
@@ -183,27 +188,24 @@ bool Weighed(const Candidate& c, int split) {
 // first stream-K was the fastest measured (768x11008x4096, 1536x4096x4096, 5000x4096x4096:
 // docs/PERF.md, "Stream-K where every tile streams").
 bool StreamsWell(const Candidate& c, const GemmSize& s) {
-  const int64_t tiles = ((s.m + c.tile_m - 1) / c.tile_m) * ((s.n + c.tile_n - 1) / c.tile_n);
+  const int64_t tiles = TilesOf(c, s);
   const bool clustered = c.in_flight < 128;  // 128 CTAs, in_flight clusters of them
   return clustered || tiles >= 2 * c.in_flight;
 }
 
 static_assert(std::string_view(kSm90[3].kernel) == "gemm/bf16_sm90_n64", "LongKOverFewTiles names the 128x64 tiles");
 
-int64_t TilesOf(const Candidate& c, const GemmSize& s) {
-  return ((s.m + c.tile_m - 1) / c.tile_m) * ((s.n + c.tile_n - 1) / c.tile_n);
-}
-
-// Up to 128 rows (M a multiple of 8: the kernel with C's map), K of 8192 or more, and at most
-// half as many 128x64 tiles as the 128 CTAs: those tiles streamed, each cut along K among 128 /
-// tiles CTAs or more. The bandwidth model weighs B's bytes alone; here A's weigh too (the 128-row
-// tile reads it once per 64 columns of B, the 64-row tiles once per 32-80), and no CTA idles.
+// Among the weight-bound rows (the caller's), M a multiple of 8 (the kernel with C's map), K of
+// 8192 or more, and at most half as many 128x64 tiles as the 128 CTAs: those tiles streamed, each
+// cut along K among 128 / tiles CTAs or more. The bandwidth model weighs B's bytes alone; here
+// A's weigh too (the 128-row tile reads it once per 64 columns of B, the 64-row tiles once per
+// 32-80), and no CTA idles.
 // Measured on an H200 against the model's picks (docs/PERF.md, "Long K over few tiles"): 6-35%
 // less time at 10 shapes of M = 16-128, N = 1024-4096, K = 8192-16384 (128x4096x14336: 42.2 us
 // against 49.2 for the 64x64 pairs), within 0.5% at two (64x4096x8192, 128x4096x28672); with 96
 // tiles (128x6144x8192) 5% more than 128x96 tiles in 2 parts, hence the half.
 bool LongKOverFewTiles(const GemmSize& s) {
-  return s.m <= kWeightBoundRows && s.m % 8 == 0 && s.k >= 8192 && 2 * TilesOf(kSm90[3], s) <= kSm90[3].in_flight;
+  return s.m % 8 == 0 && s.k >= 8192 && 2 * TilesOf(kSm90[3], s) <= kSm90[3].in_flight;
 }
 
 // MN-major operands are read in 64-wide blocks of the tile's M and N.
@@ -242,15 +244,15 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
   // Unless the planner says: packed operands, K-major rows K elements apart, MN-major ones M (A) or N (B).
   const bool aligned_rows =
       options.rows_128b.value_or((a_mn ? s.m : s.k) % 64 == 0 && (b_mn ? s.n : s.k) % 64 == 0);
-  if (LongKOverFewTiles(s) && !mn_major && aligned_rows) {
-    const Candidate& n64 = kSm90[3];
-    return {n64.kernel,
-            absl::StrFormat("M = %d, K = %d over %d 128x64 tiles: those tiles streamed (stream-K), each cut along K, "
-                            "so that every CTA streams B and A is read once per 64 columns",
-                            static_cast<int>(s.m), static_cast<int>(s.k), static_cast<int>(TilesOf(n64, s))),
-            0};
-  }
   if (s.m <= kWeightBoundRows) {  // bound by the weight read: the least time streaming B
+    if (LongKOverFewTiles(s) && !mn_major && aligned_rows) {
+      const Candidate& n64 = kSm90[3];
+      return {n64.kernel,
+              absl::StrFormat("M = %d, K = %d over %d 128x64 tiles: those tiles streamed (stream-K), each cut along K, "
+                              "so that every CTA streams B and A is read once per 64 columns",
+                              static_cast<int>(s.m), static_cast<int>(s.k), static_cast<int>(TilesOf(n64, s))),
+              0};
+    }
     const Candidate* best = nullptr;
     int best_split = 1;
     for (const Candidate& c : kSm90)
