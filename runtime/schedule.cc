@@ -95,8 +95,13 @@ absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t
     // group's share split where tiles end; a tile's pieces numbered in k order.
     auto stream = [&](const std::vector<int32_t>& streamed, int first, int count) {
       const int64_t run = static_cast<int64_t>(streamed.size()) * k_tiles;
-      // Fewer groups when the shares would be under 4 k-tiles: each part costs a partial's round trip.
-      const int64_t sharers = std::max<int64_t>(1, std::min<int64_t>(count, run / 4));
+      // Fewer groups when the shares would be under 4 k-tiles, or a tile's parts over
+      // kMostStreamedParts: each part costs the last one a partial's round trip, so a tile cut
+      // 128 ways summed slower than 16 parts streamed its k-tiles (64x64x65536 on 128x64 tiles:
+      // 16 parts 2.3x faster than 128; docs/PERF.md, "Stream-K of one tile").
+      const int64_t sharers = std::max<int64_t>(
+          1, std::min({static_cast<int64_t>(count), run / 4,
+                       static_cast<int64_t>(streamed.size()) * kMostStreamedParts}));
       std::vector<Unit> pieces;
       std::vector<int> owner;
       for (int64_t g = 0; g < sharers; ++g)

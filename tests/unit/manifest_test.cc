@@ -257,6 +257,27 @@ TEST(Schedule, WorkTablesCoverEveryKTileOnceInPartOrder) {
   EXPECT_FALSE(WorkSchedule(2, 2, 0, 1, 2, 8).ok());
 }
 
+// The parts stream-K cuts each tile of a launch into (every tile streamed).
+std::map<int32_t, int> StreamedParts(int64_t tiles_m, int64_t tiles_n, int64_t k_tiles, int groups) {
+  absl::StatusOr<WorkTable> t = WorkSchedule(tiles_m, tiles_n, k_tiles, 0, groups, 64);
+  std::map<int32_t, int> parts;
+  if (!t.ok()) return parts;
+  for (int g = 0; g < groups; ++g)
+    for (int u = 0; t->Entry(g, u)[0] != -1; ++u) parts[t->Entry(g, u)[0]] = t->Entry(g, u)[3] & 0xffff;
+  return parts;
+}
+
+TEST(Schedule, StreamKCutsATileIntoAtMostSixteenParts) {
+  ExpectCoversEveryKTileOnce(1, 1, 1024, 0, 128);
+  // One tile of 1024 k-tiles over 128 groups: 16 parts, not 128 (the last part sums them all).
+  EXPECT_EQ(StreamedParts(1, 1, 1024, 128), (std::map<int32_t, int>{{0, kMostStreamedParts}}));
+  // Four tiles: 16 parts each; eight or more fill the 128 groups at 16 or fewer as before.
+  for (const auto& [tile, parts] : StreamedParts(2, 2, 512, 128)) EXPECT_EQ(parts, 16) << tile;
+  for (const auto& [tile, parts] : StreamedParts(1, 32, 512, 128)) EXPECT_LE(parts, 5) << tile;
+  // Short K: shares of 4 k-tiles at least bound the parts first.
+  EXPECT_EQ(StreamedParts(1, 1, 32, 128), (std::map<int32_t, int>{{0, 8}}));
+}
+
 TEST(Manifest, WorkTablesAndWorkspacesRoundTrip) {
   const std::string text =
       "kiln-bundle 1\nname t\nentry t\ntarget sm_90a\nblock 128 1 1\ncluster 1 1 1\nsmem 0\ngrid 128 1 1\n"

@@ -33,8 +33,11 @@ absl::StatusOr<std::vector<int32_t>> HilbertSchedule(int64_t tiles_m, int64_t ti
 // k-tiles cut evenly among the groups, each group's run split where tiles end (where every tile
 // streams and the rows of tiles divide the groups, each row over its own groups, so that one
 // column's tiles run side by side at the same k and read their columns of B once). Either way a
-// tile's parts are summed in part order by whichever part finishes last: deterministic.
+// tile's parts are summed in part order by whichever part finishes last: deterministic. Stream-K
+// cuts a tile into at most kMostStreamedParts parts (and shares of 4 k-tiles at least), since that
+// last part reads the others' partials one after another.
 inline constexpr int kWorkWords = 4;
+inline constexpr int64_t kMostStreamedParts = 16;
 struct WorkTable {
   std::vector<int32_t> words;  // the header, then groups x row slots x kWorkWords
   // A work table's group g, slot u.
