@@ -272,8 +272,11 @@ TEST(Schedule, StreamKCutsATileIntoAtMostSixteenParts) {
   // One tile of 1024 k-tiles over 128 groups: 16 parts, not 128 (the last part sums them all).
   EXPECT_EQ(StreamedParts(1, 1, 1024, 128), (std::map<int32_t, int>{{0, kMostStreamedParts}}));
   // Four tiles: 16 parts each; eight or more fill the 128 groups at 16 or fewer as before.
-  for (const auto& [tile, parts] : StreamedParts(2, 2, 512, 128)) EXPECT_EQ(parts, 16) << tile;
-  for (const auto& [tile, parts] : StreamedParts(1, 32, 512, 128)) EXPECT_LE(parts, 5) << tile;
+  const std::map<int32_t, int> four = StreamedParts(2, 2, 512, 128), many = StreamedParts(1, 32, 512, 128);
+  ASSERT_EQ(four.size(), 4u);
+  ASSERT_EQ(many.size(), 32u);
+  for (const auto& [tile, parts] : four) EXPECT_EQ(parts, 16) << tile;
+  for (const auto& [tile, parts] : many) EXPECT_LE(parts, 5) << tile;
   // Short K: shares of 4 k-tiles at least bound the parts first.
   EXPECT_EQ(StreamedParts(1, 1, 32, 128), (std::map<int32_t, int>{{0, 8}}));
 }
