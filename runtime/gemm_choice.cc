@@ -117,12 +117,10 @@ double Efficiency(const Candidate& c, const GemmSize& s, int split, bool aligned
     busiest = tiles % c.in_flight == 0 ? useful : std::ceil(useful) + 2 * kPartialCost;
   } else if (split == 0) {
     // Fewer tiles than groups: every tile is cut among about sharers / tiles groups (shares of 4
-    // k-tiles at least, kMostStreamedParts parts at most: WorkSchedule), and its last part reads
+    // k-tiles at least, kMostStreamedParts parts at most: StreamSharers), and its last part reads
     // the others' partials one after another (130x130x8192: one tile in 32 parts ran 0.32x
     // cuBLAS; docs/PERF.md, "Stream-K of few tiles").
-    const int64_t run = tiles * k_tiles;
-    const int64_t sharers =
-        std::max<int64_t>(1, std::min({static_cast<int64_t>(c.in_flight), run / 4, tiles * kMostStreamedParts}));
+    const int64_t run = tiles * k_tiles, sharers = StreamSharers(tiles, k_tiles, c.in_flight);
     const int64_t pieces = std::max<int64_t>(2, (sharers + tiles - 1) / tiles);
     busiest = std::ceil(static_cast<double>(run) / sharers) + kPartialCost * pieces;
   } else {

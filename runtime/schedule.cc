@@ -71,6 +71,14 @@ absl::StatusOr<std::vector<int32_t>> HilbertSchedule(int64_t tiles_m, int64_t ti
   return table;
 }
 
+int64_t StreamSharers(int64_t tiles, int64_t k_tiles, int64_t groups) {
+  // Fewer groups when the shares would be under 4 k-tiles, or a tile's parts over
+  // kMostStreamedParts: each part costs the last one a partial's round trip, so a tile cut 128
+  // ways summed slower than 16 parts streamed its k-tiles (64x64x65536 on 128x64 tiles: 16 parts
+  // 2.2x faster than 128; docs/PERF.md, "Stream-K of one tile").
+  return std::max<int64_t>(1, std::min({groups, tiles * k_tiles / 4, tiles * kMostStreamedParts}));
+}
+
 absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t k_tiles, int64_t split, int groups,
                                        int slots) {
   if (absl::Status s = CheckShape(tiles_m, tiles_n, groups, slots); !s.ok()) return s;
@@ -95,13 +103,7 @@ absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t
     // group's share split where tiles end; a tile's pieces numbered in k order.
     auto stream = [&](const std::vector<int32_t>& streamed, int first, int count) {
       const int64_t run = static_cast<int64_t>(streamed.size()) * k_tiles;
-      // Fewer groups when the shares would be under 4 k-tiles, or a tile's parts over
-      // kMostStreamedParts: each part costs the last one a partial's round trip, so a tile cut
-      // 128 ways summed slower than 16 parts streamed its k-tiles (64x64x65536 on 128x64 tiles:
-      // 16 parts 2.3x faster than 128; docs/PERF.md, "Stream-K of one tile").
-      const int64_t sharers = std::max<int64_t>(
-          1, std::min({static_cast<int64_t>(count), run / 4,
-                       static_cast<int64_t>(streamed.size()) * kMostStreamedParts}));
+      const int64_t sharers = StreamSharers(static_cast<int64_t>(streamed.size()), k_tiles, count);
       std::vector<Unit> pieces;
       std::vector<int> owner;
       for (int64_t g = 0; g < sharers; ++g)

@@ -48,6 +48,10 @@ struct WorkTable {
 };
 absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t k_tiles, int64_t split, int groups,
                                        int slots);
+// How many groups stream-K cuts a run of `tiles` tiles of `k_tiles` k-tiles among (at most
+// `groups`): shares of 4 k-tiles at least, and at most kMostStreamedParts parts a tile. The
+// compute model (gemm_choice.cc) weighs stream-K by the same count.
+int64_t StreamSharers(int64_t tiles, int64_t k_tiles, int64_t groups);
 
 // What a schedule table parameter holds for a launch's integers: a tile table (HilbertSchedule)
 // or, when the parameter has k_tiles and a split symbol, a work table.
