@@ -11,6 +11,11 @@
 #include "kiln/runtime/manifest.h"
 
 namespace kiln::rt {
+
+bool ReadsAnyStrides(const std::string& kernel) {
+  return kernel.rfind("reference/", 0) == 0 || kernel.rfind("gemm/bf16_strided", 0) == 0;
+}
+
 namespace {
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(absl::StrCat("kiln gemm: ", message)); }
@@ -32,48 +37,33 @@ Leading LeadingOf(const GemmSize& s, const GemmOperands& o, bool a_mn, bool b_mn
   return {o.lda ? o.lda : a_mn ? s.m : s.k, o.ldb ? o.ldb : b_mn ? s.n : s.k, o.ldc ? o.ldc : s.m};
 }
 
-}  // namespace
-
-bool ReadsAnyStrides(const std::string& kernel) {
-  return kernel.rfind("reference/", 0) == 0 || kernel.rfind("gemm/bf16_strided", 0) == 0;
+// The operands as the plan takes them. A column-major C of one column is the same bytes as a
+// row-major one with ldc 1, and so computed as C^T = B^T A^T where A and B are K-major and K a
+// multiple of 8: the transposed problem, of one row, is the skinny kernel's, which streams A once
+// (8192x1x8192: 0.92x cuBLAS on the 128x64 tiles; docs/PERF.md, "One column of C").
+GemmOperands Oriented(const GemmSize& size, const GemmOperands& o, int compute_capability) {
+  GemmOperands v = o;
+  if (size.n == 1 && !o.c_row_major && !o.a_col_major && !o.b_row_major && size.k % 8 == 0 &&
+      compute_capability >= 80)
+    v.c_row_major = true, v.ldc = 1;
+  return v;
 }
 
-absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options, const GemmOperands& o,
-                                  int compute_capability, const GemmTuneCache* tuned) {
-  if (size.m < 1 || size.n < 1 || size.k < 1)
-    return Invalid(absl::StrCat("M, N, K must be at least 1 (got ", size.m, "x", size.n, "x", size.k, ")"));
-  if (size.m > INT32_MAX || size.n > INT32_MAX || size.k > INT32_MAX) return Invalid("M, N and K must fit in 32 bits");
-  if (options.in_type != "bf16" && options.in_type != "f16")
-    return Invalid(absl::StrCat("input type '", options.in_type, "': bf16 or f16"));
-  if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
-    return Invalid(absl::StrCat("output type '", options.out_type, "': bf16, f16 or f32"));
-  absl::StatusOr<std::string> terms = CanonicalEpilogue(options.epilogue);
-  if (!terms.ok()) return terms.status();
-  if (!o.a || !o.b || !o.c) return Invalid("A, B and C need device pointers");
-  for (auto [term, ptr, name] : {std::tuple{"scale", o.c_in, "C_in"}, std::tuple{"bias_row", o.bias, "bias"},
-                                 std::tuple{"bias_col", o.bias, "bias"}, std::tuple{"residual", o.residual, "residual"}})
-    if (Has(*terms, term) && !ptr) return Invalid(absl::StrCat("the epilogue's '", term, "' needs ", name));
-  const int64_t a_rows = o.a_col_major ? size.m : size.k, b_rows = o.b_row_major ? size.n : size.k;
-  if (o.lda && o.lda < a_rows)
-    return Invalid(absl::StrCat("lda = ", o.lda, " is less than ", o.a_col_major ? "M = " : "K = ", a_rows));
-  if (o.ldb && o.ldb < b_rows)
-    return Invalid(absl::StrCat("ldb = ", o.ldb, " is less than ", o.b_row_major ? "N = " : "K = ", b_rows));
-  const int64_t c_rows = o.c_row_major ? size.n : size.m;  // what ldc strides over
-  if (o.ldc && o.ldc < c_rows)
-    return Invalid(absl::StrCat("ldc = ", o.ldc, " is less than ", o.c_row_major ? "N = " : "M = ", c_rows));
-
+// PlanGemm past its checks, with the operands Oriented.
+absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& options, const std::string& terms,
+                                     const GemmOperands& o, int compute_capability, const GemmTuneCache* tuned) {
   // A row-major C is computed as C^T = B^T A^T: the same kernels with A and B, M and N, and the
   // bias's axis swapped.
   GemmPlan plan;
   plan.swapped = o.c_row_major;
   plan.size = o.c_row_major ? GemmSize{size.n, size.m, size.k} : size;
   GemmOptions kernel_options = options;
-  kernel_options.epilogue = *terms;
+  kernel_options.epilogue = terms;
   // Swapped, the kernel's A is B^T (MN-major where B is row-major) and its B is A^T.
   kernel_options.a_mn = o.c_row_major ? o.b_row_major : o.a_col_major;
   kernel_options.b_mn = o.c_row_major ? o.a_col_major : o.b_row_major;
   if (o.c_row_major) {
-    kernel_options.epilogue = absl::StrReplaceAll(*terms, {{"bias_row", "bias_col"}, {"bias_col", "bias_row"}});
+    kernel_options.epilogue = absl::StrReplaceAll(terms, {{"bias_row", "bias_col"}, {"bias_col", "bias_row"}});
     absl::StatusOr<std::string> reordered = CanonicalEpilogue(kernel_options.epilogue);
     if (!reordered.ok()) return reordered.status();
     kernel_options.epilogue = *reordered;
@@ -143,7 +133,7 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   const bool any_strides = ReadsAnyStrides(name);
   const bool tiles = name.rfind("gemm/bf16_sm90", 0) == 0;
   const bool c_map = tiles && !Has(name, "any_m") && options.out_type != "f32";
-  const bool c_like_inputs = Has(*terms, "scale") || Has(*terms, "residual");  // laid out with column stride M
+  const bool c_like_inputs = Has(terms, "scale") || Has(terms, "residual");  // laid out with column stride M
   if (!any_strides && !tiles && (plan.a_mn || plan.b_mn))  // ChooseGemm does not pick it then
     return absl::InternalError(absl::StrCat(name, " reads K-major A and B only"));
   if (!any_strides && !tiles && (ld.a != plan.size.k || ld.b != plan.size.k))
@@ -158,6 +148,38 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
     if (c_map && (ld.c % 8 || k.c % 16))
       return Invalid("the tile kernels store C through TMA: ldc a multiple of 8 and C 16-byte aligned");
   }
+  return plan;
+}
+
+}  // namespace
+
+absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options, const GemmOperands& o,
+                                  int compute_capability, const GemmTuneCache* tuned) {
+  if (size.m < 1 || size.n < 1 || size.k < 1)
+    return Invalid(absl::StrCat("M, N, K must be at least 1 (got ", size.m, "x", size.n, "x", size.k, ")"));
+  if (size.m > INT32_MAX || size.n > INT32_MAX || size.k > INT32_MAX) return Invalid("M, N and K must fit in 32 bits");
+  if (options.in_type != "bf16" && options.in_type != "f16")
+    return Invalid(absl::StrCat("input type '", options.in_type, "': bf16 or f16"));
+  if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
+    return Invalid(absl::StrCat("output type '", options.out_type, "': bf16, f16 or f32"));
+  absl::StatusOr<std::string> terms = CanonicalEpilogue(options.epilogue);
+  if (!terms.ok()) return terms.status();
+  if (!o.a || !o.b || !o.c) return Invalid("A, B and C need device pointers");
+  for (auto [term, ptr, name] : {std::tuple{"scale", o.c_in, "C_in"}, std::tuple{"bias_row", o.bias, "bias"},
+                                 std::tuple{"bias_col", o.bias, "bias"}, std::tuple{"residual", o.residual, "residual"}})
+    if (Has(*terms, term) && !ptr) return Invalid(absl::StrCat("the epilogue's '", term, "' needs ", name));
+  const int64_t a_rows = o.a_col_major ? size.m : size.k, b_rows = o.b_row_major ? size.n : size.k;
+  if (o.lda && o.lda < a_rows)
+    return Invalid(absl::StrCat("lda = ", o.lda, " is less than ", o.a_col_major ? "M = " : "K = ", a_rows));
+  if (o.ldb && o.ldb < b_rows)
+    return Invalid(absl::StrCat("ldb = ", o.ldb, " is less than ", o.b_row_major ? "N = " : "K = ", b_rows));
+  const int64_t c_rows = o.c_row_major ? size.n : size.m;  // what ldc strides over
+  if (o.ldc && o.ldc < c_rows)
+    return Invalid(absl::StrCat("ldc = ", o.ldc, " is less than ", o.c_row_major ? "N = " : "M = ", c_rows));
+  const GemmOperands oriented = Oriented(size, o, compute_capability);
+  absl::StatusOr<GemmPlan> plan = PlanChecked(size, options, *terms, oriented, compute_capability, tuned);
+  if (plan.ok() && oriented.c_row_major != o.c_row_major)
+    absl::StrAppend(&plan->choice.why, "; C of one column, computed as its transpose C^T = B^T A^T (M and N swapped)");
   return plan;
 }
 
@@ -179,7 +201,7 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
   if (!plan.ok()) return plan.status();
   absl::StatusOr<const LoadedKernel*> kernel = kernels_.Get(plan->choice.kernel, stream);
   if (!kernel.ok()) return kernel.status();
-  GemmOperands o = operands;
+  GemmOperands o = Oriented(size, operands, (*d)->compute_capability());
   if (plan->swapped) std::swap(o.a, o.b), std::swap(o.lda, o.ldb);
   const GemmSize& s = plan->size;
   Leading ld = LeadingOf(s, o, plan->a_mn, plan->b_mn);

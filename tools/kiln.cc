@@ -774,9 +774,17 @@ absl::StatusOr<kiln::examples::GemmOptions> GemmOptionsFromFlags() {
 // One GEMM kernel of the entry point at one size, checked against cuBLAS and fp64 spot checks
 // and timed with cuBLAS (or, `emulate`, checked on the emulator).
 // A split other than whole tiles shows in the result's name (gemm/bf16_sm90_n128+streamK).
-absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(
-    const std::string& name, const kiln::examples::ProblemSize& size, int split, bool emulate,
-    std::function<absl::Status(const kiln::examples::GemmBuffers&)> launch = nullptr) {
+// The GEMM as kiln::rt::GemmRunner runs it on the harness's buffers, in place of the bundle's
+// kernel alone: `suffix` for the result's name; `epilogue`, the caller's terms, which the
+// reference applies (the kernel's differ where the runner swapped M and N: bias_row is bias_col).
+struct ThroughRunner {
+  std::function<absl::Status(const kiln::examples::GemmBuffers&)> launch;
+  std::string suffix, epilogue;
+};
+
+absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& name,
+                                                          const kiln::examples::ProblemSize& size, int split,
+                                                          bool emulate, const ThroughRunner* via = nullptr) {
   absl::StatusOr<Bundle> b = GetBundle(name);
   if (!b.ok() && !Compiling() && absl::IsNotFound(b.status()))
     return absl::NotFoundError(absl::StrCat(
@@ -794,18 +802,18 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(
     spec->a_order = layout.substr(0, layout.find(','));
     spec->b_order = layout.substr(layout.find(',') + 1);
   }
+  if (via) spec->epilogue = via->epilogue;
   kiln::examples::SetGemmSpec(b->manifest, *spec);
   kiln::examples::RunOptions opt;
   opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
   opt.size = size;
   opt.iterations = absl::GetFlag(FLAGS_iters);
   opt.split = split;
-  opt.launch = std::move(launch);
-  const bool restrided = static_cast<bool>(opt.launch);
+  if (via) opt.launch = via->launch;
   absl::StatusOr<kiln::examples::GemmResult> r =
       emulate ? kiln::examples::EmulateGemm(*b, opt, 1) : kiln::examples::RunGemm(*b, nullptr, opt);
   if (r.ok() && split != 1) r->name += split == 0 ? "+streamK" : absl::StrCat("+splitK", split);
-  if (r.ok() && restrided) r->name += "+restride";
+  if (r.ok() && via) r->name += via->suffix;
   return r;
 }
 
@@ -858,10 +866,11 @@ int Gemm(const std::vector<std::string>& args) {
     // On an H100/H200, operands whose packed rows TMA cannot stride (K, or an MN-major operand's
     // M or N, no multiple of 8) take the entry point's way, as kiln::rt::GemmRunner runs them:
     // copied first into rows 16 bytes apart (gemm/restride16), then a tile kernel; the copies are
-    // inside the time. (The emulator and kiln's own compiler run the strided kernel there.)
-    std::function<absl::Status(const kiln::examples::GemmBuffers&)> through_runner;
+    // inside the time. (The emulator and kiln's own compiler run the strided kernel there.) So
+    // does a C of one column, which the runner computes transposed.
+    std::optional<ThroughRunner> via;
     if (!emulate && cc == 90 && !Compiling() && absl::GetFlag(FLAGS_split) < 0 &&
-        kiln::rt::ReadsAnyStrides(choice.kernel)) {
+        (kiln::rt::ReadsAnyStrides(choice.kernel) || size.n == 1)) {
       const std::string& ep = options->epilogue;
       const kiln::cu::CUdeviceptr some = 256;  // plans only: any aligned address
       kiln::rt::GemmOperands packed{.a = some, .b = some, .c = some, .a_col_major = options->a_mn,
@@ -871,22 +880,28 @@ int Gemm(const std::vector<std::string>& args) {
       if (ep.find("residual") != std::string::npos) packed.residual = some;
       absl::StatusOr<kiln::rt::GemmPlan> plan = kiln::rt::PlanGemm(size, *options, packed, cc, &*tuned);
       if (!plan.ok()) return Fail(plan.status());
-      if (plan->restrided_lda || plan->restrided_ldb) {
+      if (plan->restrided_lda || plan->restrided_ldb || plan->swapped) {
         choice = plan->choice;
         if (!runner) runner.emplace(absl::GetFlag(FLAGS_bundles), absl::GetFlag(FLAGS_tune_cache));
         const bool a_mn = options->a_mn, b_mn = options->b_mn;
         const kiln::examples::GemmOptions run_options = *options;
-        through_runner = [&runner, size, a_mn, b_mn, run_options](const kiln::examples::GemmBuffers& b) {
+        via.emplace();
+        via->launch = [&runner, size, a_mn, b_mn, run_options](const kiln::examples::GemmBuffers& b) {
           return runner->Run(size, run_options,
                              {.a = b.a, .b = b.b, .c = b.c, .a_col_major = a_mn, .b_row_major = b_mn, .alpha = b.alpha,
                               .beta = b.beta, .c_in = b.c_in, .bias = b.bias, .residual = b.residual});
         };
+        if (plan->restrided_lda || plan->restrided_ldb) via->suffix += "+restride";
+        if (plan->swapped) via->suffix += "+transposed";
+        absl::StatusOr<std::string> terms = kiln::examples::CanonicalEpilogue(ep);
+        if (!terms.ok()) return Fail(terms.status());
+        via->epilogue = *terms;
       }
     }
     std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": " << choice.kernel << ", "
               << kiln::rt::SplitName(choice.split) << " (" << choice.why << ")" << std::endl;
     absl::StatusOr<kiln::examples::GemmResult> r =
-        RunEntryKernel(choice.kernel, size, choice.split, emulate, std::move(through_runner));
+        RunEntryKernel(choice.kernel, size, choice.split, emulate, via ? &*via : nullptr);
     if (absl::IsNotFound(r.status())) return Fail(r.status());
     if (!r.ok()) {
       std::cout << size.m << "x" << size.n << "x" << size.k << ": " << r.status().message() << std::endl;

@@ -43,6 +43,34 @@ TEST(GemmEntryPoint, PlansARowMajorCAsTheTransposedProduct) {
   EXPECT_EQ(col->choice.kernel, "gemm/bf16_sm90");
 }
 
+// A column-major C of one column (y = W x, the matrix as A) is computed as its transpose, one row
+// for the skinny kernel, the bias per row of C per column of C^T, whatever ldc the caller gave;
+// not where A or B is MN-major, nor where K packs rows off 16 bytes (the skinny kernel's reads).
+TEST(GemmEntryPoint, OneColumnOfCIsComputedAsItsTranspose) {
+  GemmOperands o = kPacked;
+  o.bias = kAligned;
+  o.ldc = 8200;
+  absl::StatusOr<GemmPlan> p = PlanGemm({8192, 1, 8192}, {.epilogue = "bias_row,gelu"}, o, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->swapped);
+  EXPECT_EQ(p->size.m, 1);
+  EXPECT_EQ(p->size.n, 8192);
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_skinny.bf16-bf16.bias_col.gelu");
+  EXPECT_NE(p->choice.why.find("C of one column"), std::string::npos) << p->choice.why;
+  GemmOperands mn = kPacked;
+  mn.a_col_major = true;
+  p = PlanGemm({8192, 1, 8192}, {}, mn, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE(p->swapped);
+  p = PlanGemm({8192, 1, 8188}, {}, kPacked, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE(p->swapped);
+  p = PlanGemm({8192, 2, 8192}, {}, kPacked, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE(p->swapped);
+  EXPECT_NE(PlanError({8192, 1, 8192}, {}, {.a = kAligned, .b = kAligned, .c = kAligned, .ldc = 100}), "");
+}
+
 // The rule weighs the tiles' speeds for rows off 128 bytes by the rows the kernel reads: packed
 // K = 5000 is off, the same K in rows padded to 5056 or copied into rows of 64 elements is not,
 // a pointer off 128 bytes is again (docs/PERF.md, "Rows off 128 bytes").
@@ -333,6 +361,9 @@ TEST(GemmEntryPointGpu, MatchesFp64ThroughLayoutsPaddingAndEpilogues) {
   RunCase({.size = {131, 256, 136}, .b_row_major = true}, dir);                        // any M
   RunCase({.size = {128, 300, 256}, .pad_b = 4, .b_row_major = true}, dir);  // N = 300, ldb = 304
   RunCase({.size = {100, 7, 60}, .a_col_major = true, .b_row_major = true}, dir);
+  // One column of C, computed transposed (the skinny kernel), with a padded ldc and each term.
+  RunCase({.size = {1000, 1, 520}, .options = {.epilogue = "scale,bias_row,gelu,residual"}, .pad_c = 8}, dir);
+  RunCase({.size = {300, 1, 4096}, .options = {.in_type = "f16", .out_type = "f16", .epilogue = "bias_col,relu"}}, dir);
 }
 
 }  // namespace
