@@ -771,9 +771,6 @@ absl::StatusOr<kiln::examples::GemmOptions> GemmOptionsFromFlags() {
   return options;
 }
 
-// One GEMM kernel of the entry point at one size, checked against cuBLAS and fp64 spot checks
-// and timed with cuBLAS (or, `emulate`, checked on the emulator).
-// A split other than whole tiles shows in the result's name (gemm/bf16_sm90_n128+streamK).
 // The GEMM as kiln::rt::GemmRunner runs it on the harness's buffers, in place of the bundle's
 // kernel alone: `suffix` for the result's name; `epilogue`, the caller's terms, which the
 // reference applies (the kernel's differ where the runner swapped M and N: bias_row is bias_col).
@@ -782,6 +779,9 @@ struct ThroughRunner {
   std::string suffix, epilogue;
 };
 
+// One GEMM kernel of the entry point at one size, checked against cuBLAS and fp64 spot checks
+// and timed with cuBLAS (or, `emulate`, checked on the emulator); `via`, where given, runs it.
+// A split other than whole tiles shows in the result's name (gemm/bf16_sm90_n128+streamK).
 absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& name,
                                                           const kiln::examples::ProblemSize& size, int split,
                                                           bool emulate, const ThroughRunner* via = nullptr) {
