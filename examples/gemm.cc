@@ -502,30 +502,40 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
 
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
                        const SmemTile& sB, int bk, const Value& rank, const ForEachSpan& for_each_span, int cluster,
-                       const Value& b_policy, const Value& b_policy_if) {
+                       const Value& policy, const Value& b_policy_if, const Value& a_policy_if) {
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
     k.If(t == 0, [&] {
       Pipeline::Cursor at = ring.Start();
-      for_each_span([&](Value m0, Value n0, Value k_begin, Value k_end) {
-        // An invalid k_begin is 0 as an immediate (the whole-tile kernels' loop, unchanged).
-        auto loop = [&](const std::function<void(Value)>& body) {
-          if (k_begin.valid()) k.For(k_begin, k_end, bk, body);
-          else k.For(0, k_end, bk, body);
-        };
-        loop([&](Value k0) {
-          auto produce = [&](const Value& policy) {
+      // The whole walk with each operand's policy fixed (none where invalid).
+      auto walk = [&](const Value& a_policy, const Value& b_policy) {
+        for_each_span([&](Value m0, Value n0, Value k_begin, Value k_end) {
+          // An invalid k_begin is 0 as an immediate (the whole-tile kernels' loop, unchanged).
+          auto loop = [&](const std::function<void(Value)>& body) {
+            if (k_begin.valid()) k.For(k_begin, k_end, bk, body);
+            else k.For(0, k_end, bk, body);
+          };
+          loop([&](Value k0) {
             std::vector<TmaCopy> copies = g.ACopies(sA, m0, k0, bk);
+            for (TmaCopy& a : copies) a.l2_policy = a_policy;
             for (TmaCopy& b : g.StageCopies(g.B, g.b_mn, sB, n0, k0, bk)) {
               if (cluster > 1) b.cta_mask = k.I32(0b11), b.issue_if = rank == 0;  // B multicast to the pair
-              b.l2_policy = policy;
+              b.l2_policy = b_policy;
               copies.push_back(b);
             }
             ring.Produce(at, copies);
-          };
-          if (b_policy_if.valid()) k.If(b_policy_if, [&] { produce(b_policy); }, [&] { produce(Value()); });
-          else produce(b_policy);
+          });
         });
-      });
+      };
+      // A policy chosen at run time is a branch between walks with it and without (evict_normal
+      // carried on a copy measured slower than none: docs/PERF.md, "B's lines evicted first"),
+      // taken once: a branch in the loop, each path its own code, cost the short launches ~0.35 us.
+      auto on_a = [&] {
+        if (a_policy_if.valid()) k.If(a_policy_if, [&] { walk(policy, Value()); }, [&] { walk(Value(), Value()); });
+        else walk(Value(), Value());
+      };
+      if (b_policy_if.valid()) k.If(b_policy_if, [&] { walk(Value(), policy); }, on_a);
+      else if (a_policy_if.valid()) on_a();
+      else walk(Value(), policy);
     });
   });
 }

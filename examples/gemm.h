@@ -219,11 +219,11 @@ void SuperTiles(Kernel& k, const Value& first, int groups, const Value& count, c
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
                        const SmemTile& sB, int bk, const Value& rank, const ForEachTile& for_each_tile, int cluster = 2);
 // The same over shares of tiles (split-K, stream-K): each span's k-tiles alone. B's copies carry
-// `b_policy` (Kernel::L2Policy) where it is valid, and where `b_policy_if` is valid only when that
-// i1 holds (no policy otherwise).
+// `policy` (Kernel::L2Policy) where it is valid, and where `b_policy_if` is valid only when that
+// i1 holds; else A's carry it where `a_policy_if` is valid and holds (no policy otherwise).
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
                        const SmemTile& sB, int bk, const Value& rank, const ForEachSpan& for_each_span, int cluster,
-                       const Value& b_policy = {}, const Value& b_policy_if = {});
+                       const Value& policy = {}, const Value& b_policy_if = {}, const Value& a_policy_if = {});
 
 // One tile's mainloop for a consumer warpgroup (fast.cu kernels 9-12): the first k-tile's first
 // wgmma overwrites the accumulator (scale-d 0, so it needs no zeroing), and each stage is released
