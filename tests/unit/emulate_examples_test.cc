@@ -605,5 +605,26 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
             "gemm/bf16_sm90_m64n64.bf16-bf16.any_m.b_mn");  // N = 32 strides B's rows by 64 bytes
 }
 
+// C of few columns: A is the weights, streamed by the 64-row narrow tiles (H200, kiln tune with
+// A evicted first: 4096x16x4096 16.1 us in 64x32 tiles whole against 19.8 for the 128x64 tiles in
+// 2 parts; docs/PERF.md, "C of few columns").
+TEST(GemmChoice, ACOfFewColumnsStreamsAIn64RowTiles) {
+  using P = std::pair<std::string, int>;
+  EXPECT_EQ(Choice({4096, 16, 4096}), P("gemm/bf16_sm90_m64n32", 1));      // 64 tiles, whole
+  EXPECT_EQ(Choice({4096, 64, 4096}), P("gemm/bf16_sm90_m64n32", 1));      // two columns of 64 tiles
+  EXPECT_EQ(Choice({28672, 2, 4096}), P("gemm/bf16_sm90_m64n32", 1));
+  EXPECT_EQ(Choice({16384, 64, 4096}), P("gemm/bf16_sm90_m64n64", 1));     // pairs: 256 CTAs, not 512
+  EXPECT_EQ(Choice({2048, 16, 4096}), P("gemm/bf16_sm90_m64n32", 2));      // 32 tiles: in 2 parts
+  EXPECT_EQ(Choice({4096, 16, 14336}), P("gemm/bf16_sm90_m64n32", 2));     // 64 tiles and a long K
+  EXPECT_EQ(Choice({8192, 16, 14336}), P("gemm/bf16_sm90_m64n32", 1));     // 128: whole
+  EXPECT_EQ(Choice({1024, 16, 16384}), P("gemm/bf16_sm90_n64", 0));        // 16 tiles, long K: streamed
+  EXPECT_EQ(Choice({4095, 24, 4096}).first, "gemm/bf16_sm90_m64n32.bf16-bf16.any_m");
+  // Not past N = 64, under M = 512, nor for MN-major A (the narrow tiles read K-major operands).
+  EXPECT_NE(Choice({4096, 65, 4096}).first, "gemm/bf16_sm90_m64n32");
+  EXPECT_EQ(Choice({256, 16, 8192}), P("gemm/bf16_sm90_n64", 4));
+  EXPECT_EQ(ChooseGemm({4096, 16, 4096}, 90, {.a_mn = true}).kernel.find("m64n32"), std::string::npos);
+  EXPECT_NE(ChooseGemm({4096, 16, 4096}, 90).why.find("A is the weights"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln::examples
