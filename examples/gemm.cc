@@ -310,7 +310,7 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
     if (on) terms = terms.substr(std::min(terms.size(), f.size() + 1));
     return on;
   };
-  const bool any_m = flag("any_m"), a_mn = flag("a_mn"), b_mn = flag("b_mn");
+  const bool any_m = flag("any_m"), a_mn = flag("a_mn"), b_mn = flag("b_mn"), c_row = flag("c_row");
   auto scalar = [](const std::string& t) -> std::optional<Scalar> {
     if (t == "bf16") return bf16;
     if (t == "f16") return f16;
@@ -323,21 +323,24 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
                                                    "<bf16|f16>-<bf16|f16|f32> (then the epilogue's terms)"));
   absl::StatusOr<EpilogueSpec> epilogue = ParseEpilogueTerms(terms, *out_type);
   if (!epilogue.ok()) return epilogue.status();
-  return GemmVariant{*in_type, any_m, a_mn, b_mn, *epilogue};
+  return GemmVariant{*in_type, any_m, a_mn, b_mn, c_row, *epilogue};
 }
 
-ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile, GemmVariantBuild build) {
+ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile, GemmVariantBuild build,
+                         bool c_row) {
   return {base, summary,
-          [tile, build](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
+          [tile, build, c_row](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
             absl::StatusOr<GemmVariant> v = ParseGemmVariant(options);
             if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
             if (v->any_m && (!tile || v->epilogue.out == f32))
               return absl::InvalidArgumentError(absl::StrCat(name, ": takes any M already (no any_m)"));
             if ((v->a_mn || v->b_mn) && !tile)
               return absl::InvalidArgumentError(absl::StrCat(name, ": reads K-major A and B only (no a_mn, b_mn)"));
+            if (v->c_row && !c_row)
+              return absl::InvalidArgumentError(absl::StrCat(name, ": stores C column-major only (no c_row)"));
             return build(name, *v);
           },
-          tile ? kBundledTileVariants : kBundledGemmVariants};
+          tile ? kBundledTileVariants : c_row ? kBundledRowCVariants : kBundledGemmVariants};
 }
 
 ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots) {

@@ -187,6 +187,7 @@ struct GemmVariant {
   Scalar in = bf16;
   bool any_m = false;
   bool a_mn = false, b_mn = false;  // "a_mn", "b_mn": A column-major, B row-major (tile kernels)
+  bool c_row = false;               // "c_row": C (and C_in, residual) row-major (the skinny kernel)
   EpilogueSpec epilogue;
 };
 absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options);
@@ -194,10 +195,12 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options);
 std::string ScalarName(Scalar s);  // "bf16", "f16", "f32"
 // The family (ExampleFamily) of an entry-point kernel: `build` gets each member's parsed options;
 // "any_m" is an option of the tile kernels (`tile`) alone, and of their 16-bit outputs (f32 ones
-// store C from registers anyway). Members' bundled options: kBundledTileVariants for tiles, else
+// store C from registers anyway); "c_row" of those that store C either way (`c_row`). Members'
+// bundled options: kBundledTileVariants for tiles, kBundledRowCVariants for `c_row`, else
 // kBundledGemmVariants.
 using GemmVariantBuild = std::function<absl::StatusOr<KernelDef>(const std::string& name, const GemmVariant& v)>;
-ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile, GemmVariantBuild build);
+ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile, GemmVariantBuild build,
+                         bool c_row = false);
 
 // Runs body(m0, n0) for each output tile a CTA owns, in the kernel's schedule.
 using TileBody = std::function<void(Value m0, Value n0)>;

@@ -48,6 +48,7 @@ using rt::GemmOptions;
 using rt::GemmVariantName;
 using rt::kBundledGemmVariants;
 using rt::kBundledTileVariants;
+using rt::kBundledRowCVariants;
 rt::Symbols ProblemSymbols(const ProblemSize& size);  // {M, N, K}
 
 // The smallest problem that exercises a GEMM kernel's whole protocol: at least 2x2 CTA tiles

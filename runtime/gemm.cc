@@ -37,28 +37,44 @@ Leading LeadingOf(const GemmSize& s, const GemmOperands& o, bool a_mn, bool b_mn
   return {o.lda ? o.lda : a_mn ? s.m : s.k, o.ldb ? o.ldb : b_mn ? s.n : s.k, o.ldc ? o.ldc : s.m};
 }
 
-// The operands as the plan takes them. A column-major C of one column is the same bytes as a
-// row-major one with ldc 1, and so computed as C^T = B^T A^T where A and B are K-major and K a
-// multiple of 8: the transposed problem, of one row, is the skinny kernel's, which streams A once
-// (8192x1x8192: 0.92x cuBLAS on the 128x64 tiles; docs/PERF.md, "One column of C").
-GemmOperands Oriented(const GemmSize& size, const GemmOperands& o, int compute_capability) {
-  GemmOperands v = o;
-  if (size.n == 1 && !o.c_row_major && !o.a_col_major && !o.b_row_major && size.k % 8 == 0 &&
-      compute_capability >= 80)
-    v.c_row_major = true, v.ldc = 1;
+// The operands as the plan takes them, and whether the kernel stores its C row-major. A
+// column-major C of few columns, with A and B K-major and K a multiple of 8, is computed as
+// C^T = B^T A^T, whose few rows are the skinny kernel's: it streams A once. One column is the same
+// bytes as a row-major C with ldc 1 (8192x1x8192: 0.92x cuBLAS on the 128x64 tiles, 1.14 so;
+// docs/PERF.md, "One column of C"); 2-4 columns, packed, take the skinny kernel's c_row variant,
+// which stores C^T row-major, where A is at most 2^24 elements: past that the 64x32 tiles
+// streamed it faster (H200: 4096x2x4096 16.7 us against 17.7, 1000x3x520 5.5 against 7.2, but
+// 16384x2x4096 50.1 against 42.6; docs/PERF.md, "C of few columns").
+struct Orientation {
+  GemmOperands operands;
+  bool c_row = false;
+};
+Orientation Oriented(const GemmSize& size, const GemmOperands& o, int compute_capability) {
+  Orientation v{o};
+  const bool k_major = !o.c_row_major && !o.a_col_major && !o.b_row_major && size.k % 8 == 0 && compute_capability >= 80;
+  const bool packed = (!o.lda || o.lda == size.k) && (!o.ldb || o.ldb == size.k) && (!o.ldc || o.ldc == size.m);
+  if (k_major && size.n == 1) {
+    v.operands.c_row_major = true, v.operands.ldc = 1;
+  } else if (k_major && packed && size.n <= 4 && size.m > 4 && size.m * size.k <= (int64_t{1} << 24)) {
+    v.operands.c_row_major = true, v.operands.ldc = size.m;
+    v.c_row = true;
+  }
   return v;
 }
 
-// PlanGemm past its checks, with the operands Oriented.
+// PlanGemm past its checks, with the operands Oriented (`c_row`: the kernel stores C row-major).
 absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& options, const std::string& terms,
-                                     const GemmOperands& o, int compute_capability, const GemmTuneCache* tuned) {
+                                     const GemmOperands& o, bool c_row, int compute_capability,
+                                     const GemmTuneCache* tuned) {
   // A row-major C is computed as C^T = B^T A^T: the same kernels with A and B, M and N, and the
   // bias's axis swapped.
   GemmPlan plan;
   plan.swapped = o.c_row_major;
+  plan.c_row = c_row;
   plan.size = o.c_row_major ? GemmSize{size.n, size.m, size.k} : size;
   GemmOptions kernel_options = options;
   kernel_options.epilogue = terms;
+  kernel_options.c_row = c_row;
   // Swapped, the kernel's A is B^T (MN-major where B is row-major) and its B is A^T.
   kernel_options.a_mn = o.c_row_major ? o.b_row_major : o.a_col_major;
   kernel_options.b_mn = o.c_row_major ? o.a_col_major : o.b_row_major;
@@ -95,10 +111,13 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
     kernel_options.rows_128b =
         rows_128b(plan.restrided_lda, ld.a, k.a) && rows_128b(plan.restrided_ldb, ld.b, k.b);
   }
-  plan.choice = ChooseGemm(plan.size, compute_capability, kernel_options, tuned);
+  // kiln tune may have measured a tile kernel there, which stores C column-major only.
+  plan.choice = ChooseGemm(plan.size, compute_capability, kernel_options, c_row ? nullptr : tuned);
+  if (c_row && plan.choice.kernel.rfind("gemm/bf16_skinny", 0) != 0)
+    return absl::InternalError(absl::StrCat("kiln gemm: ", plan.choice.kernel, " cannot store C row-major"));
   auto use_strided = [&] {
     GemmOptions any = kernel_options;
-    any.a_mn = any.b_mn = any.any_m = false;
+    any.a_mn = any.b_mn = any.any_m = any.c_row = false;  // its C strides (sC0, sC1) follow plan.c_row
     plan.choice = {GemmVariantName("gemm/bf16_strided", any),
                    "operands its kernel cannot stride as given, in a problem of at most 2^24 flops or K <= 32: "
                    "the strided mma.sync kernel (a copy first would cost more than it saves)"};
@@ -138,9 +157,10 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
     return absl::InternalError(absl::StrCat(name, " reads K-major A and B only"));
   if (!any_strides && !tiles && (ld.a != plan.size.k || ld.b != plan.size.k))
     return Invalid(absl::StrCat(name, " reads packed A and B: lda and ldb must be K (", plan.size.k, ")"));
-  if (!any_strides && ld.c != plan.size.m && (!c_map || c_like_inputs))
+  const int64_t c_packed = c_row ? plan.size.n : plan.size.m;  // a row-major C's rows are N apart
+  if (!any_strides && ld.c != c_packed && (!c_map || c_like_inputs))
     return Invalid(absl::StrCat(name, " takes ", c_like_inputs ? "C, C_in and residual" : "C",
-                                " packed: ldc must be ", o.c_row_major ? "N (" : "M (", plan.size.m, ")"));
+                                " packed: ldc must be ", o.c_row_major != c_row ? "N (" : "M (", c_packed, ")"));
   if (!any_strides) {  // TMA (the tiles) or 16-byte loads (the skinny kernel): 16-byte strides and addresses
     const std::string reads = absl::StrCat(name, " reads A and B 16 bytes at a time: ");
     if (ld.a % 8 || ld.b % 8) return Invalid(reads + "lda and ldb must be multiples of 8");
@@ -176,10 +196,12 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   const int64_t c_rows = o.c_row_major ? size.n : size.m;  // what ldc strides over
   if (o.ldc && o.ldc < c_rows)
     return Invalid(absl::StrCat("ldc = ", o.ldc, " is less than ", o.c_row_major ? "N = " : "M = ", c_rows));
-  const GemmOperands oriented = Oriented(size, o, compute_capability);
-  absl::StatusOr<GemmPlan> plan = PlanChecked(size, options, *terms, oriented, compute_capability, tuned);
-  if (plan.ok() && oriented.c_row_major != o.c_row_major)
-    absl::StrAppend(&plan->choice.why, "; C of one column, computed as its transpose C^T = B^T A^T (M and N swapped)");
+  const Orientation oriented = Oriented(size, o, compute_capability);
+  absl::StatusOr<GemmPlan> plan =
+      PlanChecked(size, options, *terms, oriented.operands, oriented.c_row, compute_capability, tuned);
+  if (plan.ok() && oriented.operands.c_row_major != o.c_row_major)
+    absl::StrAppend(&plan->choice.why, "; C of ", size.n == 1 ? "one column" : absl::StrCat(size.n, " columns"),
+                    ", computed as its transpose C^T = B^T A^T (M and N swapped", oriented.c_row ? ", C^T row-major)" : ")");
   return plan;
 }
 
@@ -201,7 +223,7 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
   if (!plan.ok()) return plan.status();
   absl::StatusOr<const LoadedKernel*> kernel = kernels_.Get(plan->choice.kernel, stream);
   if (!kernel.ok()) return kernel.status();
-  GemmOperands o = Oriented(size, operands, (*d)->compute_capability());
+  GemmOperands o = Oriented(size, operands, (*d)->compute_capability()).operands;
   if (plan->swapped) std::swap(o.a, o.b), std::swap(o.lda, o.ldb);
   const GemmSize& s = plan->size;
   Leading ld = LeadingOf(s, o, plan->a_mn, plan->b_mn);
@@ -240,8 +262,8 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
       {"sA1", plan->a_mn ? ld.a : 1},
       {"sB0", plan->b_mn ? ld.b : 1},
       {"sB1", plan->b_mn ? 1 : ld.b},
-      {"sC0", 1},
-      {"sC1", ld.c},
+      {"sC0", plan->c_row ? ld.c : 1},
+      {"sC1", plan->c_row ? 1 : ld.c},
       {"split", plan->choice.split}};
   const std::map<std::string, cu::CUdeviceptr> pointers = {{"A", o.a},       {"B", o.b},       {"C", o.c},
                                                            {"C_in", o.c_in}, {"bias", o.bias}, {"residual", o.residual}};

@@ -327,10 +327,10 @@ std::string SplitName(int split) {
 }
 
 std::string GemmVariantName(const std::string& base, const GemmOptions& o) {
-  if (o.in_type == "bf16" && o.out_type == "bf16" && o.epilogue.empty() && !o.any_m && !o.a_mn && !o.b_mn) return base;
+  if (o.in_type == "bf16" && o.out_type == "bf16" && o.epilogue.empty() && !o.any_m && !o.a_mn && !o.b_mn && !o.c_row)
+    return base;
   return absl::StrCat(base, ".", o.in_type, "-", o.out_type, o.any_m ? ".any_m" : "", o.a_mn ? ".a_mn" : "",
-                      o.b_mn ? ".b_mn" : "", o.epilogue.empty() ? "" : ".",
-                      o.epilogue);
+                      o.b_mn ? ".b_mn" : "", o.c_row ? ".c_row" : "", o.epilogue.empty() ? "" : ".", o.epilogue);
 }
 
 absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms) {

@@ -796,7 +796,8 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
   // column-major like the others, and A and B are as --layout says.
   std::optional<kiln::examples::GemmSpec> spec = kiln::examples::GemmOf(b->manifest);
   if (!spec) return absl::InternalError(absl::StrCat(name, " is not a GEMM"));
-  spec->c_order = "col";
+  // (A c_row kernel run as itself keeps its row-major C; through the runner, C is the caller's.)
+  if (via || name.find(".c_row") == std::string::npos) spec->c_order = "col";
   if (kiln::rt::ReadsAnyStrides(name)) {
     const std::string layout = absl::GetFlag(FLAGS_layout);
     spec->a_order = layout.substr(0, layout.find(','));
@@ -867,18 +868,33 @@ int Gemm(const std::vector<std::string>& args) {
     // M or N, no multiple of 8) take the entry point's way, as kiln::rt::GemmRunner runs them:
     // copied first into rows 16 bytes apart (gemm/restride16), then a tile kernel; the copies are
     // inside the time. (The emulator and kiln's own compiler run the strided kernel there.) So
-    // does a C of one column, which the runner computes transposed.
-    std::optional<ThroughRunner> via;
-    if (!emulate && cc == 90 && !Compiling() && absl::GetFlag(FLAGS_split) < 0 &&
-        (kiln::rt::ReadsAnyStrides(choice.kernel) || size.n == 1)) {
-      const std::string& ep = options->epilogue;
+    // does a C of 1-4 columns, which the runner computes transposed.
+    const std::string& ep = options->epilogue;
+    auto plan_packed = [&] {
       const kiln::cu::CUdeviceptr some = 256;  // plans only: any aligned address
       kiln::rt::GemmOperands packed{.a = some, .b = some, .c = some, .a_col_major = options->a_mn,
                                     .b_row_major = options->b_mn};
       if (ep.find("scale") != std::string::npos) packed.c_in = some;
       if (ep.find("bias") != std::string::npos) packed.bias = some;
       if (ep.find("residual") != std::string::npos) packed.residual = some;
-      absl::StatusOr<kiln::rt::GemmPlan> plan = kiln::rt::PlanGemm(size, *options, packed, cc, &*tuned);
+      return kiln::rt::PlanGemm(size, *options, packed, cc, &*tuned);
+    };
+    // The emulator runs a transposed plan's kernel on the transposed problem, with operands of
+    // its own: the kernel the runner would launch, at the size it would see.
+    kiln::examples::ProblemSize run_size = size;
+    if (emulate && absl::GetFlag(FLAGS_split) < 0 && size.n <= 4) {
+      absl::StatusOr<kiln::rt::GemmPlan> plan = plan_packed();
+      if (!plan.ok()) return Fail(plan.status());
+      if (plan->swapped) {
+        choice = plan->choice;
+        run_size = {size.n, size.m, size.k};
+        choice.why += absl::StrCat("; emulated as that transposed problem, ", size.n, "x", size.m, "x", size.k);
+      }
+    }
+    std::optional<ThroughRunner> via;
+    if (!emulate && cc == 90 && !Compiling() && absl::GetFlag(FLAGS_split) < 0 &&
+        (kiln::rt::ReadsAnyStrides(choice.kernel) || size.n <= 4)) {
+      absl::StatusOr<kiln::rt::GemmPlan> plan = plan_packed();
       if (!plan.ok()) return Fail(plan.status());
       if (plan->restrided_lda || plan->restrided_ldb || plan->swapped) {
         choice = plan->choice;
@@ -901,7 +917,7 @@ int Gemm(const std::vector<std::string>& args) {
     std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": " << choice.kernel << ", "
               << kiln::rt::SplitName(choice.split) << " (" << choice.why << ")" << std::endl;
     absl::StatusOr<kiln::examples::GemmResult> r =
-        RunEntryKernel(choice.kernel, size, choice.split, emulate, via ? &*via : nullptr);
+        RunEntryKernel(choice.kernel, run_size, choice.split, emulate, via ? &*via : nullptr);
     if (absl::IsNotFound(r.status())) return Fail(r.status());
     if (!r.ok()) {
       std::cout << size.m << "x" << size.n << "x" << size.k << ": " << r.status().message() << std::endl;
@@ -910,8 +926,8 @@ int Gemm(const std::vector<std::string>& args) {
     }
     failures += r->passed ? 0 : 1;
     if (emulate) {
-      std::cout << absl::StrFormat("%s %dx%dx%d on the emulator: error %.3e against fp64: %s\n", r->name, size.m,
-                                   size.n, size.k, r->rel_error, r->passed ? "ok" : "FAIL: " + r->failure);
+      std::cout << absl::StrFormat("%s %dx%dx%d on the emulator: error %.3e against fp64: %s\n", r->name, run_size.m,
+                                   run_size.n, run_size.k, r->rel_error, r->passed ? "ok" : "FAIL: " + r->failure);
       continue;
     }
     std::cout << kiln::examples::TableRow(*r) << std::endl;

@@ -24,9 +24,10 @@ constexpr int COLS = 4, THREADS = 256, WARPS = THREADS / 32, VEC = 8, RMAX = 4, 
 
 absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant& v) {
   Kernel k(name, sm80(), {THREADS});
-  GemmOperands g = DeclareGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out), .c_order = "col",
+  GemmOperands g = DeclareGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out),
+                                   .c_order = v.c_row ? "row" : "col",
                                    .tile_m = 1, .tile_n = 1, .tile_k = VEC, .epilogue = v.epilogue.Terms()});
-  const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, g.M, g.N, /*column_major=*/true);
+  const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, g.M, g.N, /*column_major=*/!v.c_row);
   k.Grid(absl::StrCat("N/", COLS));
   SmemTile partial = k.Smem(f32, WARPS, COLS * RMAX);  // each warp's sums, [warp][c * R + m]
   Value tid = k.ThreadIdx(), lane = k.LaneId(), warp = k.WarpId(), n0 = k.BlockIdx() * COLS;
@@ -84,5 +85,5 @@ KILN_EXAMPLE_VARIANT(gemm_bf16_skinny, "gemm/bf16_skinny",
                      [] { return BuildSkinny("gemm/bf16_skinny", {}); });
 KILN_EXAMPLE_FAMILY(gemm_bf16_skinny_family,
                     GemmFamily("gemm/bf16_skinny", "the small-M kernel with other types and a fused epilogue",
-                               /*tile=*/false, BuildSkinny));
+                               /*tile=*/false, BuildSkinny, /*c_row=*/true));
 }  // namespace kiln::examples

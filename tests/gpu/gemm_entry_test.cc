@@ -65,10 +65,41 @@ TEST(GemmEntryPoint, OneColumnOfCIsComputedAsItsTranspose) {
   p = PlanGemm({8192, 1, 8188}, {}, kPacked, 90);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_FALSE(p->swapped);
-  p = PlanGemm({8192, 2, 8192}, {}, kPacked, 90);
-  ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_FALSE(p->swapped);
+  EXPECT_FALSE(p->c_row);
   EXPECT_NE(PlanError({8192, 1, 8192}, {}, {.a = kAligned, .b = kAligned, .c = kAligned, .ldc = 100}), "");
+}
+
+// 2-4 columns, packed: the same transpose, the skinny kernel storing C^T row-major (its c_row
+// variant), so that the caller's column-major C comes out as it is.
+TEST(GemmEntryPoint, FewColumnsOfCAreComputedAsTheTransposeStoredRowMajor) {
+  GemmOperands o = kPacked;
+  o.bias = kAligned;
+  absl::StatusOr<GemmPlan> p = PlanGemm({4096, 3, 4096}, {.epilogue = "bias_row,gelu"}, o, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->swapped);
+  EXPECT_TRUE(p->c_row);
+  EXPECT_EQ(p->size.m, 3);
+  EXPECT_EQ(p->size.n, 4096);
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_skinny.bf16-bf16.c_row.bias_col.gelu");
+  EXPECT_NE(p->choice.why.find("C of 3 columns"), std::string::npos) << p->choice.why;
+  o.ldc = 2048;  // packed, said
+  EXPECT_TRUE(PlanGemm({2048, 4, 8192}, {}, o, 90)->c_row);
+  // Not with a padded C, A or B, past 4 columns, with at most 4 rows, MN-major A, K off 8, or A
+  // past 2^24 elements.
+  for (auto [size, ldc, lda, a_col] : {std::tuple{GemmSize{4096, 2, 4096}, 4104, 0, false},
+                                       std::tuple{GemmSize{4096, 2, 4096}, 0, 4104, false},
+                                       std::tuple{GemmSize{4096, 5, 4096}, 0, 0, false},
+                                       std::tuple{GemmSize{4, 2, 4096}, 0, 0, false},
+                                       std::tuple{GemmSize{4096, 2, 4096}, 0, 0, true},
+                                       std::tuple{GemmSize{4096, 2, 4100}, 0, 0, false},
+                                       std::tuple{GemmSize{16384, 2, 4096}, 0, 0, false}}) {
+    GemmOperands x = kPacked;
+    x.ldc = ldc, x.lda = lda, x.a_col_major = a_col;
+    absl::StatusOr<GemmPlan> q = PlanGemm(size, {}, x, 90);
+    ASSERT_TRUE(q.ok()) << q.status();
+    EXPECT_FALSE(q->c_row) << size.m << "x" << size.n << "x" << size.k << " " << q->choice.kernel;
+    EXPECT_EQ(q->choice.kernel.find(".c_row"), std::string::npos) << q->choice.kernel;
+  }
 }
 
 // The rule weighs the tiles' speeds for rows off 128 bytes by the rows the kernel reads: packed
@@ -364,6 +395,13 @@ TEST(GemmEntryPointGpu, MatchesFp64ThroughLayoutsPaddingAndEpilogues) {
   // One column of C, computed transposed (the skinny kernel), with a padded ldc and each term.
   RunCase({.size = {1000, 1, 520}, .options = {.epilogue = "scale,bias_row,gelu,residual"}, .pad_c = 8}, dir);
   RunCase({.size = {300, 1, 4096}, .options = {.in_type = "f16", .out_type = "f16", .epilogue = "bias_col,relu"}}, dir);
+  // 2-4 columns, packed: C^T = B^T A^T stored row-major by the skinny kernel's c_row variants.
+  RunCase({.size = {1000, 3, 520}, .options = {.epilogue = "scale,bias_row,gelu,residual"}}, dir);
+  RunCase({.size = {4096, 2, 4096}, .options = {.in_type = "f16", .out_type = "f16", .epilogue = "bias_col,relu"}}, dir);
+  RunCase({.size = {777, 4, 1024}}, dir);
+  RunCase({.size = {2048, 4, 8192}, .options = {.out_type = "f32", .epilogue = "scale,silu"}}, dir);
+  RunCase({.size = {16384, 3, 4096}}, dir);  // A past 2^24 elements: the 64x32 tiles
+  RunCase({.size = {1000, 3, 520}, .pad_c = 8}, dir);  // C padded: the tiles
 }
 
 }  // namespace

@@ -428,6 +428,8 @@ TEST(EmulatedGemmEntryPoint, TheStridedKernelAtAnySizeInEveryOrder) {
 TEST(EmulatedGemmEntryPoint, TheSkinnyKernelAtRaggedSizes) {
   // K = 4120: two chunks a thread a step; in the second step only three threads' first chunks lie in K.
   ExpectCorrectAt("gemm/bf16_skinny", {{1, 300, 200}, {5, 7, 8}, {13, 129, 64}, {40, 33, 8}, {3, 9, 4120}});
+  // C row-major (a column-major C of few columns, transposed by the entry point).
+  ExpectCorrectAt("gemm/bf16_skinny.bf16-bf16.c_row", {{2, 300, 200}, {4, 9, 4120}, {6, 33, 8}});
 }
 
 // Every bundled variant (input and output types, each epilogue term) of every entry-point kernel,

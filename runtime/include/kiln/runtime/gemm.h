@@ -56,6 +56,7 @@ struct GemmPlan {
   GemmChoice choice;
   GemmSize size;    // as the kernel sees it
   bool swapped = false;
+  bool c_row = false;  // the kernel stores its C row-major (a column-major C of 2-4 columns, swapped)
   bool a_mn = false, b_mn = false;  // the kernel's A and B MN-major (after any swap)
   // The kernel's A and B copied first by gemm/restride16 into these leading dimensions (0: read
   // as given).

@@ -42,6 +42,9 @@ struct GemmOptions {
   // MN-major A (column-major) or B (row-major), as the kernel sees them: the tile kernels' a_mn
   // and b_mn variants, or the reference kernel (which takes any strides); never the skinny one.
   bool a_mn = false, b_mn = false;
+  // C (and C_in, residual) row-major as the kernel sees it: the skinny kernel's c_row variant,
+  // which PlanGemm runs for a column-major C of 2-4 columns, computed as C^T = B^T A^T.
+  bool c_row = false;
   // A's and B's rows (columns, MN-major) are 16 bytes apart and their pointers 16-byte aligned
   // whatever K, M and N: leading dimensions the caller padded, or copies the entry point made
   // (gemm/restride16). The tile kernels then read them through TMA at any K, M and N. Set by
@@ -54,7 +57,7 @@ struct GemmOptions {
   std::optional<bool> rows_128b;
 };
 // A kernel's variant name: `base` itself for bf16 in and out and no epilogue, else
-// base.<in>-<out>[.any_m][.a_mn][.b_mn][.<epilogue>] (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
+// base.<in>-<out>[.any_m][.a_mn][.b_mn][.c_row][.<epilogue>] (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
 std::string GemmVariantName(const std::string& base, const GemmOptions& options);
 
 // The variants of each entry-point kernel that the build bundles (and the GPU suite checks), as
@@ -68,6 +71,12 @@ inline const std::vector<std::string> kBundledTileVariants = {
     "bf16-bf16.any_m", "f16-f16.any_m", "bf16-bf16.any_m.scale.bias_col.gelu.residual", "f16-f16.any_m.bias_row.relu",
     "bf16-bf16.a_mn", "bf16-bf16.b_mn", "bf16-bf16.a_mn.b_mn", "bf16-bf16.any_m.b_mn", "bf16-bf16.any_m.a_mn",
     "bf16-bf16.any_m.a_mn.b_mn"};
+// The skinny kernel's: kBundledGemmVariants, and those storing C row-major (c_row) with the
+// epilogues a column-major C of few columns becomes transposed (its bias_row the kernel's bias_col).
+inline const std::vector<std::string> kBundledRowCVariants = {
+    "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu", "bf16-f32.scale.silu",
+    "bf16-bf16.c_row", "f16-f16.c_row.bias_row.relu", "bf16-f32.c_row.scale.silu",
+    "bf16-bf16.c_row.scale.bias_col.gelu.residual", "bf16-bf16.c_row.scale.bias_row.gelu.residual"};
 
 // What `kiln tune` measured: the fastest kernel (its tile: the base name, before any variant
 // options) and split per GPU and problem size. A text file, one line per entry,
