@@ -219,24 +219,26 @@ constexpr const Candidate& Named(std::string_view kernel) {
 // C of few columns (N <= 64, M >= 512): A is the weights. The 64-row narrow tiles stream it 64
 // rows a CTA where the compute model's 128x64 tiles stream 128, so twice as many CTAs read it:
 // 64x32 tiles (two columns of them past N = 32) up to as many tiles as CTAs, else 64x64 pairs;
-// in 2 parts where that leaves 32 tiles or fewer, or 64 or fewer and K >= 8192; where a long K
-// falls on 16 or fewer, the 128x64 tiles streamed (stream-K, 16 parts a tile). Measured by kiln
+// in 2 parts where A has 32 blocks of 64 rows or fewer (the second column of tiles reads its
+// rows from L2), or the tiles are 64 or fewer and K >= 8192; where a long K falls on 16 blocks
+// of rows or fewer, the 128x64 tiles streamed (stream-K, 16 parts a tile). Measured by kiln
 // tune on an H200 at 51 shapes of M = 256 to 28672, N = 2 to 128 (docs/PERF.md, "C of few
-// columns"): these picks are the fastest measured or within 4% at N <= 64, M >= 512; past 64
-// the 128-row tiles were as fast, and under 512 the 128x64 tiles in 4 parts the fastest.
+// columns"): these picks are the fastest measured or within 4% at N <= 64, M >= 768 (512x16x4096:
+// 6%); past 64 columns the 128-row tiles were as fast, under 512 rows the 128x64 tiles in 4 parts
+// the fastest.
 bool FewColumns(const GemmSize& s) { return s.n <= 64 && s.m >= 512; }
 GemmChoice FewColumnsChoice(const GemmSize& s) {
   const int64_t rows = (s.m + 63) / 64;  // 64-row tiles along M
   const bool pairs = s.n > 32 && 2 * rows > 128;
   const Candidate& c = Named(pairs ? "gemm/bf16_sm90_m64n64" : "gemm/bf16_sm90_m64n32");
   const int64_t ctas = pairs ? rows : rows * ((s.n + 31) / 32);
-  if (ctas <= 16 && s.k >= 8192)
+  if (rows <= 16 && s.k >= 8192)
     return {"gemm/bf16_sm90_n64",
-            absl::StrFormat("N = %d: A is the weights, K = %d over %d CTAs of 64-row tiles: 128x64 tiles streamed "
+            absl::StrFormat("N = %d: A is the weights, K = %d over %d blocks of 64 rows: 128x64 tiles streamed "
                             "(stream-K), each cut along K",
-                            static_cast<int>(s.n), static_cast<int>(s.k), static_cast<int>(ctas)),
+                            static_cast<int>(s.n), static_cast<int>(s.k), static_cast<int>(rows)),
             0};
-  const int split = ctas <= 32 || (ctas <= 64 && s.k >= 8192) ? 2 : 1;
+  const int split = rows <= 32 || (ctas <= 64 && s.k >= 8192) ? 2 : 1;
   return {c.kernel,
           absl::StrFormat("N = %d: A is the weights; 64x%d tiles%s, %s, so that a CTA streams 64 rows of A",
                           static_cast<int>(s.n), pairs ? 64 : 32, pairs ? " in pairs" : "", SplitName(split)),

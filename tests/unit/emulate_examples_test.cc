@@ -617,6 +617,7 @@ TEST(GemmChoice, ACOfFewColumnsStreamsAIn64RowTiles) {
   EXPECT_EQ(Choice({28672, 2, 4096}), P("gemm/bf16_sm90_m64n32", 1));
   EXPECT_EQ(Choice({16384, 64, 4096}), P("gemm/bf16_sm90_m64n64", 1));     // pairs: 256 CTAs, not 512
   EXPECT_EQ(Choice({2048, 16, 4096}), P("gemm/bf16_sm90_m64n32", 2));      // 32 tiles: in 2 parts
+  EXPECT_EQ(Choice({2048, 48, 4096}), P("gemm/bf16_sm90_m64n32", 2));      // 32 blocks of A's rows, twice
   EXPECT_EQ(Choice({4096, 16, 14336}), P("gemm/bf16_sm90_m64n32", 2));     // 64 tiles and a long K
   EXPECT_EQ(Choice({8192, 16, 14336}), P("gemm/bf16_sm90_m64n32", 1));     // 128: whole
   EXPECT_EQ(Choice({1024, 16, 16384}), P("gemm/bf16_sm90_n64", 0));        // 16 tiles, long K: streamed
