@@ -220,19 +220,27 @@ constexpr const Candidate& Named(std::string_view kernel) {
 // rows a CTA where the compute model's 128x64 tiles stream 128, so twice as many CTAs read it:
 // 64x32 tiles (two columns of them past N = 32) up to as many tiles as CTAs, else 64x64 pairs;
 // in 2 parts where A has 32 blocks of 64 rows or fewer (the second column of tiles reads its
-// rows from L2), or the tiles are 64 or fewer and K >= 8192; where a long K falls on 16 blocks
-// of rows or fewer, the 128x64 tiles streamed (stream-K, 16 parts a tile). Measured by kiln
-// tune on an H200 at 51 shapes of M = 256 to 28672, N = 2 to 128 (docs/PERF.md, "C of few
-// columns"): these picks are the fastest measured or within 4% at N <= 64, M >= 768 (512x16x4096:
-// 6%); past 64 columns the 128-row tiles were as fast, under 512 rows the 128x64 tiles in 4 parts
-// the fastest.
-bool FewColumns(const GemmSize& s) { return s.n <= 64 && s.m >= 512; }
+// rows from L2), or the tiles are 64 or fewer and K >= 8192. Measured by kiln tune on an H200 at
+// 51 shapes of M = 256 to 28672, N = 2 to 128 (docs/PERF.md, "C of few columns"): these picks are
+// the fastest measured or within 4% at N <= 64, M >= 768 (512x16x4096: 6%); past 64 columns the
+// 128-row tiles were as fast, under 512 rows the 128x64 tiles in 4 parts the fastest. Then, from
+// A/B runs against the rule before:
+// - 16 blocks of rows or fewer and K >= 16384: the 128x64 tiles streamed, 16 parts a tile
+//   (512x64x65536: 40.3 us against 68.5 in 4 parts); K = 8192 to 16383 there keeps the compute
+//   model's pick (512x64x8192: 16.1 us in 4 parts against 17.5 streamed).
+// - past 32 columns and K = 16384 the two columns of 64x32 tiles read A twice from memory
+//   (4096x64x32768: 93.4 us against 82.8 in 4 parts): the compute model's pick.
+bool FewColumns(const GemmSize& s) {
+  if (s.m < 512 || s.n > 64) return false;
+  if ((s.m + 63) / 64 <= 16) return s.k < 8192 || s.k >= 16384;
+  return s.n <= 32 || s.k <= 16384;
+}
 GemmChoice FewColumnsChoice(const GemmSize& s) {
   const int64_t rows = (s.m + 63) / 64;  // 64-row tiles along M
   const bool pairs = s.n > 32 && 2 * rows > 128;
   const Candidate& c = Named(pairs ? "gemm/bf16_sm90_m64n64" : "gemm/bf16_sm90_m64n32");
   const int64_t ctas = pairs ? rows : rows * ((s.n + 31) / 32);
-  if (rows <= 16 && s.k >= 8192)
+  if (rows <= 16 && s.k >= 16384)
     return {"gemm/bf16_sm90_n64",
             absl::StrFormat("N = %d: A is the weights, K = %d over %d blocks of 64 rows: 128x64 tiles streamed "
                             "(stream-K), each cut along K",

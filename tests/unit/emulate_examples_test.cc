@@ -622,9 +622,13 @@ TEST(GemmChoice, ACOfFewColumnsStreamsAIn64RowTiles) {
   EXPECT_EQ(Choice({8192, 16, 14336}), P("gemm/bf16_sm90_m64n32", 1));     // 128: whole
   EXPECT_EQ(Choice({1024, 16, 16384}), P("gemm/bf16_sm90_n64", 0));        // 16 tiles, long K: streamed
   EXPECT_EQ(Choice({4095, 24, 4096}).first, "gemm/bf16_sm90_m64n32.bf16-bf16.any_m");
-  // Not past N = 64, under M = 512, nor for MN-major A (the narrow tiles read K-major operands).
+  // Not past N = 64, under M = 512, past 32 columns with K > 16384, nor for MN-major A (the narrow
+  // tiles read K-major operands).
   EXPECT_NE(Choice({4096, 65, 4096}).first, "gemm/bf16_sm90_m64n32");
   EXPECT_EQ(Choice({256, 16, 8192}), P("gemm/bf16_sm90_n64", 4));
+  EXPECT_EQ(Choice({4096, 64, 32768}), P("gemm/bf16_sm90_n64", 4));  // A read twice by 64x32 tiles there
+  EXPECT_EQ(Choice({512, 64, 8192}), P("gemm/bf16_sm90_n64", 4));    // few rows, K under 16384: 4 parts
+  EXPECT_EQ(Choice({4096, 32, 32768}).first, "gemm/bf16_sm90_m64n32");
   EXPECT_EQ(ChooseGemm({4096, 16, 4096}, 90, {.a_mn = true}).kernel.find("m64n32"), std::string::npos);
   EXPECT_NE(ChooseGemm({4096, 16, 4096}, 90).why.find("A is the weights"), std::string::npos);
 }
