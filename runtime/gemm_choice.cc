@@ -256,8 +256,15 @@ GemmChoice FewColumnsChoice(const GemmSize& s) {
 // MN-major operands are read in 64-wide blocks of the tile's M and N.
 bool Reads(const Candidate& c, bool mn_major) { return !mn_major || (c.tile_n % 64 == 0 && c.tile_m % 64 == 0); }
 
-// Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md).
-bool Skinny(const GemmSize& s) { return s.k % 8 == 0 && s.m <= 4; }
+// Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md), but for
+// 2-4 rows and N past 4096, where the narrow 64-row tiles (their A boxes load only the rows up to
+// M) give every CTA columns of B to stream: on an H200, 2x28672x4096 66.4 us against 81.7, 2-4 x
+// 6144-28672 x 4096-28672 0.80-0.99 of the time, while at N <= 4096 the tiles took 0.97-3.7x
+// (docs/PERF.md, "Two to four rows"). The planner's transpose of a C of 2-4 columns (`c_row`)
+// is the skinny kernel's always: the tiles cannot store C row-major.
+bool Skinny(const GemmSize& s, bool c_row) {
+  return s.k % 8 == 0 && (s.m == 1 || (s.m <= 4 && (c_row || s.n <= 4096)));
+}
 
 // A packed MN-major operand strides its columns by M (A) or N (B) elements: TMA needs those at
 // 16 bytes, a multiple of 8 elements.
@@ -266,7 +273,7 @@ bool TmaStrides(const GemmSize& s, bool a_mn, bool b_mn) { return !(a_mn && s.m 
 GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmOptions& options) {
   const bool a_mn = options.a_mn, b_mn = options.b_mn, tma_strides = options.tma_strides;
   const bool mn_major = a_mn || b_mn;
-  if (Skinny(s) && !mn_major && compute_capability >= 80)
+  if (Skinny(s, options.c_row) && !mn_major && compute_capability >= 80)
     return {"gemm/bf16_skinny", absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
   // Where TMA cannot read the operands, or no tuned kernel exists for the GPU: the strided
   // mma.sync kernel (any size and strides; a fraction of the tile kernels' speed).

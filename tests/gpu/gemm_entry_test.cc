@@ -157,7 +157,7 @@ TEST(GemmEntryPoint, MnMajorOperandsPickTheTransposedVariants) {
   o.lda = 0;
   o.a_col_major = false;
   o.b_row_major = true;
-  p = PlanGemm({2, 4096, 4096}, {}, o, 90);  // M = 2 would be the skinny kernel's, which reads K-major only
+  p = PlanGemm({1, 4096, 4096}, {}, o, 90);  // M = 1 would be the skinny kernel's, which reads K-major only
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel.rfind("gemm/bf16_sm90", 0), 0u) << p->choice.kernel;
   EXPECT_NE(p->choice.kernel.find(".b_mn"), std::string::npos) << p->choice.kernel;
@@ -190,14 +190,15 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   EXPECT_EQ(restrided(s, o), (std::pair<int64_t, int64_t>{256, 0}));
   o.lda = 264;
   EXPECT_EQ(restrided(s, o), (std::pair<int64_t, int64_t>{0, 0}));
-  o.lda = 2056;
-  EXPECT_EQ(restrided({4, 2048, 2048}, o), (std::pair<int64_t, int64_t>{2048, 0}));  // skinny
+  o.lda = 4104;
+  EXPECT_EQ(restrided({1, 4096, 4096}, o), (std::pair<int64_t, int64_t>{4096, 0}));  // skinny
+  EXPECT_EQ(restrided({4, 8192, 4096}, o), (std::pair<int64_t, int64_t>{0, 0}));     // the tiles read it
   o.lda = 264;
   o.a = kAligned + 8;
   EXPECT_EQ(restrided(s, o), (std::pair<int64_t, int64_t>{256, 0}));
   GemmOperands skewed = kPacked;
   skewed.b = kAligned + 2;
-  EXPECT_EQ(restrided({4, 2048, 2048}, skewed), (std::pair<int64_t, int64_t>{0, 2048}));
+  EXPECT_EQ(restrided({1, 4096, 4096}, skewed), (std::pair<int64_t, int64_t>{0, 4096}));
   // A problem of at most 2^24 flops keeps its operands: the strided kernel reads them as they are.
   absl::StatusOr<GemmPlan> small = PlanGemm({2, 256, 256}, {}, skewed, 90);
   ASSERT_TRUE(small.ok()) << small.status();
@@ -384,7 +385,9 @@ TEST(GemmEntryPointGpu, MatchesFp64ThroughLayoutsPaddingAndEpilogues) {
   RunCase({.size = {64, 4000, 100}, .options = {.in_type = "f16", .out_type = "f16", .epilogue = "bias_row,relu"}}, dir);
   RunCase({.size = {130, 2000, 99}, .row_major_c = true}, dir);
   RunCase({.size = {256, 512, 512}, .skew_a = 3}, dir);
-  RunCase({.size = {3, 4096, 1024}, .pad_a = 8}, dir);  // the skinny kernel reads packed rows: A packed first
+  RunCase({.size = {1, 4096, 1024}, .pad_a = 8}, dir);  // the skinny kernel reads packed rows: A packed first
+  RunCase({.size = {3, 4096, 1024}, .pad_a = 8}, dir);  // the same at M = 3
+  RunCase({.size = {3, 6144, 1024}, .pad_a = 8}, dir);  // 2-4 rows past N = 4096: the 64x48 tiles, A read as given
   RunCase({.size = {1001, 520, 64}, .a_col_major = true}, dir);  // M % 8 != 0 column-major: any_m.a_mn
   // MN-major A (column-major) and B (row-major): the a_mn / b_mn variants, and the reference.
   RunCase({.size = {512, 384, 256}, .pad_a = 8, .a_col_major = true, .b_row_major = true}, dir);
