@@ -531,7 +531,7 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
       };
       // A policy chosen at run time is a branch between walks with it and without (evict_normal
       // carried on a copy measured slower than none: docs/PERF.md, "B's lines evicted first"),
-      // taken once: a branch in the loop, each path its own code, cost the short launches ~0.35 us.
+      // taken once: a branch in the loop, each path its own code, cost the short launches ~0.4 us.
       auto on_a = [&] {
         if (a_policy_if.valid()) k.If(a_policy_if, [&] { walk(policy, Value()); }, [&] { walk(Value(), Value()); });
         else walk(Value(), Value());

@@ -209,12 +209,14 @@ bool LongKOverFewTiles(const GemmSize& s) {
   return s.m % 8 == 0 && s.k >= 8192 && 2 * TilesOf(kSm90[3], s) <= kSm90[3].in_flight;
 }
 
-// A tile of kSm90 by its kernel's name.
+// A tile of kSm90 by its kernel's name (the first where none has it: the asserts below).
 constexpr const Candidate& Named(std::string_view kernel) {
   for (const Candidate& c : kSm90)
     if (kernel == c.kernel) return c;
   return kSm90[0];
 }
+static_assert(Named("gemm/bf16_sm90_m64n32").tile_n == 32 && Named("gemm/bf16_sm90_m64n64").tile_n == 64,
+              "FewColumnsChoice names the narrow tiles");
 
 // C of few columns (N <= 64, M >= 512): A is the weights. The 64-row narrow tiles stream it 64
 // rows a CTA where the compute model's 128x64 tiles stream 128, so twice as many CTAs read it:
@@ -258,8 +260,8 @@ bool Reads(const Candidate& c, bool mn_major) { return !mn_major || (c.tile_n % 
 
 // Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md), but for
 // 2-4 rows and N past 4096, where the narrow 64-row tiles (their A boxes load only the rows up to
-// M) give every CTA columns of B to stream: on an H200, 2x28672x4096 66.4 us against 81.7, 2-4 x
-// 6144-28672 x 4096-28672 0.80-0.99 of the time, while at N <= 4096 the tiles took 0.97-3.7x
+// M) give every CTA columns of B to stream: on an H200, 2x28672x4096 67.2 us against 81.8, 0.81-0.97
+// of the time at the sweep's shapes of N > 4096, while at N <= 4096 the tiles took 0.97-3.7x
 // (docs/PERF.md, "Two to four rows"). The planner's transpose of a C of 2-4 columns (`c_row`)
 // is the skinny kernel's always: the tiles cannot store C row-major.
 bool Skinny(const GemmSize& s, bool c_row) {
