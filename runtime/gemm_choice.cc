@@ -259,13 +259,14 @@ GemmChoice FewColumnsChoice(const GemmSize& s) {
 bool Reads(const Candidate& c, bool mn_major) { return !mn_major || (c.tile_n % 64 == 0 && c.tile_m % 64 == 0); }
 
 // Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md), but for
-// 2-4 rows and N past 4096, where the narrow 64-row tiles (their A boxes load only the rows up to
-// M) give every CTA columns of B to stream: on an H200, 2x28672x4096 67.2 us against 81.8, 0.81-0.97
-// of the time at the sweep's shapes of N > 4096, while at N <= 4096 the tiles took 0.97-3.7x
-// (docs/PERF.md, "Two to four rows"). The planner's transpose of a C of 2-4 columns (`c_row`)
-// is the skinny kernel's always: the tiles cannot store C row-major.
+// 3-4 rows and N past 4096, where the narrow 64-row tiles (their A boxes load only the rows up to
+// M) give every CTA columns of B to stream and the skinny kernel's 3- and 4-row passes stream 3.1
+// and 2.9 TB/s against its 1- and 2-row passes' 3.9 (H200: 3x28672x4096 67.1 us in 64x80 tiles
+// against 75.5; 0.81-0.97 of the time at the sweep's shapes of N > 4096, while at N <= 4096 the
+// tiles took 0.97-3.7x; docs/PERF.md, "Two to four rows"). The planner's transpose of a C of 2-4
+// columns (`c_row`) is the skinny kernel's always: the tiles cannot store C row-major.
 bool Skinny(const GemmSize& s, bool c_row) {
-  return s.k % 8 == 0 && (s.m == 1 || (s.m <= 4 && (c_row || s.n <= 4096)));
+  return s.k % 8 == 0 && (s.m <= 2 || (s.m <= 4 && (c_row || s.n <= 4096)));
 }
 
 // A packed MN-major operand strides its columns by M (A) or N (B) elements: TMA needs those at
