@@ -221,9 +221,9 @@ void SuperTiles(Kernel& k, const Value& first, int groups, const Value& count, c
 // registers to 24 and idle.
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
                        const SmemTile& sB, int bk, const Value& rank, const ForEachTile& for_each_tile, int cluster = 2);
-// The same over shares of tiles (split-K, stream-K): each span's k-tiles alone. B's copies carry
-// `policy` (Kernel::L2Policy) where it is valid, and where `b_policy_if` is valid only when that
-// i1 holds; else A's carry it where `a_policy_if` is valid and holds (no policy otherwise).
+// The same over shares of tiles (split-K, stream-K): each span's k-tiles alone. With neither
+// condition valid, B's copies carry `policy` (Kernel::L2Policy) where it is valid; else B's carry
+// it where `b_policy_if` holds, and otherwise A's where `a_policy_if` holds (no policy elsewhere).
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
                        const SmemTile& sB, int bk, const Value& rank, const ForEachSpan& for_each_span, int cluster,
                        const Value& policy = {}, const Value& b_policy_if = {}, const Value& a_policy_if = {});

@@ -42,9 +42,11 @@ Leading LeadingOf(const GemmSize& s, const GemmOperands& o, bool a_mn, bool b_mn
 // C^T = B^T A^T, whose few rows are the skinny kernel's: it streams A once. One column is the same
 // bytes as a row-major C with ldc 1 (8192x1x8192: 0.92x cuBLAS on the 128x64 tiles, 1.14 so;
 // docs/PERF.md, "One column of C"); 2-4 columns, packed, take the skinny kernel's c_row variant,
-// which stores C^T row-major, where A is at most 2^24 elements: past that the 64x32 tiles
-// streamed it faster (H200: 4096x2x4096 16.7 us against 17.7, 1000x3x520 5.5 against 7.2, but
-// 16384x2x4096 50.1 against 42.6; docs/PERF.md, "C of few columns").
+// which stores C^T row-major: 2 columns at any size (its 2-row pass streams as fast as one row's),
+// 3-4 where A is at most 2^24 elements, past which the 64x32 tiles streamed it faster (H200, with
+// the 4-row pass: 4096x2x4096 16.7 us against 17.7, 1000x3x520 5.5 against 7.2, but 16384x2x4096
+// 50.1 against 41.8; docs/PERF.md, "C of few columns", "Two to four rows"). The skinny kernel
+// loads 16 bytes at a time: A and B 16-byte aligned, else the problem stays as it is.
 struct Orientation {
   GemmOperands operands;
   bool c_row = false;
@@ -53,9 +55,11 @@ Orientation Oriented(const GemmSize& size, const GemmOperands& o, int compute_ca
   Orientation v{o};
   const bool k_major = !o.c_row_major && !o.a_col_major && !o.b_row_major && size.k % 8 == 0 && compute_capability >= 80;
   const bool packed = (!o.lda || o.lda == size.k) && (!o.ldb || o.ldb == size.k) && (!o.ldc || o.ldc == size.m);
-  if (k_major && size.n == 1) {
+  const bool aligned = o.a % 16 == 0 && o.b % 16 == 0;
+  const bool few_rows_streamed = size.n <= 2 || size.m * size.k <= (int64_t{1} << 24);
+  if (k_major && aligned && size.n == 1) {
     v.operands.c_row_major = true, v.operands.ldc = 1;
-  } else if (k_major && packed && size.n <= 4 && size.m > 4 && size.m * size.k <= (int64_t{1} << 24)) {
+  } else if (k_major && aligned && packed && size.n <= 4 && size.m > 4 && few_rows_streamed) {
     v.operands.c_row_major = true, v.operands.ldc = size.m;
     v.c_row = true;
   }

@@ -220,7 +220,7 @@ static_assert(Named("gemm/bf16_sm90_m64n32").tile_n == 32 && Named("gemm/bf16_sm
 
 // C of few columns (N <= 64, M >= 512): A is the weights. The 64-row narrow tiles stream it 64
 // rows a CTA where the compute model's 128x64 tiles stream 128, so twice as many CTAs read it:
-// 64x32 tiles (two columns of them past N = 32) up to as many tiles as CTAs, else 64x64 pairs;
+// 64x32 tiles, and past 32 columns two columns of them up to one wave, else 64x64 pairs;
 // in 2 parts where A has 32 blocks of 64 rows or fewer (the second column of tiles reads its
 // rows from L2), or the tiles are 64 or fewer and K >= 8192. Measured by kiln tune on an H200 at
 // 51 shapes of M = 256 to 28672, N = 2 to 128 (docs/PERF.md, "C of few columns"): these picks are
@@ -231,7 +231,8 @@ static_assert(Named("gemm/bf16_sm90_m64n32").tile_n == 32 && Named("gemm/bf16_sm
 //   (512x64x65536: 40.3 us against 68.5 in 4 parts); K = 8192 to 16383 there keeps the compute
 //   model's pick (512x64x8192: 16.1 us in 4 parts against 17.5 streamed).
 // - past 32 columns and K = 16384 the two columns of 64x32 tiles read A twice from memory
-//   (4096x64x32768: 93.4 us against 82.8 in 4 parts): the compute model's pick.
+//   (4096x64x32768: 93.4 us against 82.8 in 4 parts): the compute model's pick (the pairs, which
+//   read it once, not measured there either).
 bool FewColumns(const GemmSize& s) {
   if (s.m < 512 || s.n > 64) return false;
   if ((s.m + 63) / 64 <= 16) return s.k < 8192 || s.k >= 16384;
@@ -261,9 +262,9 @@ bool Reads(const Candidate& c, bool mn_major) { return !mn_major || (c.tile_n % 
 // Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md), but for
 // 3-4 rows and N past 4096, where the narrow 64-row tiles (their A boxes load only the rows up to
 // M) give every CTA columns of B to stream and the skinny kernel's 3- and 4-row passes stream 3.1
-// and 2.9 TB/s against its 1- and 2-row passes' 3.9 (H200: 3x28672x4096 67.1 us in 64x80 tiles
-// against 75.5; 0.81-0.97 of the time at the sweep's shapes of N > 4096, while at N <= 4096 the
-// tiles took 0.97-3.7x; docs/PERF.md, "Two to four rows"). The planner's transpose of a C of 2-4
+// and 2.9 TB/s against its 1- and 2-row passes' 3.85-3.95 (H200: 3x28672x4096 67.1 us in 64x80
+// tiles against 75.5; 0.81-0.98 of the time at the sweep's shapes of N > 4096, while at N <= 4096
+// the tiles took 0.97-3.7x; docs/PERF.md, "Two to four rows"). The planner's transpose of a C of 2-4
 // columns (`c_row`) is the skinny kernel's always: the tiles cannot store C row-major.
 bool Skinny(const GemmSize& s, bool c_row) {
   return s.k % 8 == 0 && (s.m <= 2 || (s.m <= 4 && (c_row || s.n <= 4096)));

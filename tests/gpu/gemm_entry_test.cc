@@ -84,15 +84,20 @@ TEST(GemmEntryPoint, FewColumnsOfCAreComputedAsTheTransposeStoredRowMajor) {
   EXPECT_NE(p->choice.why.find("C of 3 columns"), std::string::npos) << p->choice.why;
   o.ldc = 2048;  // packed, said
   EXPECT_TRUE(PlanGemm({2048, 4, 8192}, {}, o, 90)->c_row);
-  // Not with a padded C, A or B, past 4 columns, with at most 4 rows, MN-major A, K off 8, or A
-  // past 2^24 elements.
+  EXPECT_TRUE(PlanGemm({16384, 2, 4096}, {}, kPacked, 90)->c_row);  // 2 columns at any size
+  // Not with a padded C, A or B, past 4 columns, with at most 4 rows, MN-major A, K off 8, 3-4
+  // columns of A past 2^24 elements, or A off 16 bytes.
+  GemmOperands skewed = kPacked;
+  skewed.a = kAligned + 8;
+  EXPECT_FALSE(PlanGemm({4096, 2, 4096}, {}, skewed, 90)->c_row);
+  EXPECT_FALSE(PlanGemm({4096, 1, 4096}, {}, skewed, 90)->swapped);
   for (auto [size, ldc, lda, a_col] : {std::tuple{GemmSize{4096, 2, 4096}, 4104, 0, false},
                                        std::tuple{GemmSize{4096, 2, 4096}, 0, 4104, false},
                                        std::tuple{GemmSize{4096, 5, 4096}, 0, 0, false},
                                        std::tuple{GemmSize{4, 2, 4096}, 0, 0, false},
                                        std::tuple{GemmSize{4096, 2, 4096}, 0, 0, true},
                                        std::tuple{GemmSize{4096, 2, 4100}, 0, 0, false},
-                                       std::tuple{GemmSize{16384, 2, 4096}, 0, 0, false}}) {
+                                       std::tuple{GemmSize{16384, 3, 4096}, 0, 0, false}}) {
     GemmOperands x = kPacked;
     x.ldc = ldc, x.lda = lda, x.a_col_major = a_col;
     absl::StatusOr<GemmPlan> q = PlanGemm(size, {}, x, 90);
@@ -404,6 +409,7 @@ TEST(GemmEntryPointGpu, MatchesFp64ThroughLayoutsPaddingAndEpilogues) {
   RunCase({.size = {777, 4, 1024}}, dir);
   RunCase({.size = {2048, 4, 8192}, .options = {.out_type = "f32", .epilogue = "scale,silu"}}, dir);
   RunCase({.size = {16384, 3, 4096}}, dir);  // A past 2^24 elements: the 64x32 tiles
+  RunCase({.size = {16384, 2, 4096}, .options = {.in_type = "f16", .out_type = "f16"}}, dir);  // 2 columns: C^T
   RunCase({.size = {1000, 3, 520}, .pad_c = 8}, dir);  // C padded: the tiles
 }
 
