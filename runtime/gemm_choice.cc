@@ -215,8 +215,9 @@ constexpr const Candidate& Named(std::string_view kernel) {
     if (kernel == c.kernel) return c;
   return kSm90[0];
 }
-static_assert(Named("gemm/bf16_sm90_m64n32").tile_n == 32 && Named("gemm/bf16_sm90_m64n64").tile_n == 64,
-              "FewColumnsChoice names the narrow tiles");
+static_assert(Named("gemm/bf16_sm90_m64n32").tile_n == 32 && Named("gemm/bf16_sm90_m64n64").tile_n == 64 &&
+                  Named("gemm/bf16_sm90_n64").tile_m == 128,
+              "FewColumnsChoice names these tiles");
 
 // C of few columns (N <= 64, M >= 512): A is the weights. The 64-row narrow tiles stream it 64
 // rows a CTA where the compute model's 128x64 tiles stream 128, so twice as many CTAs read it:
@@ -244,7 +245,7 @@ GemmChoice FewColumnsChoice(const GemmSize& s) {
   const Candidate& c = Named(pairs ? "gemm/bf16_sm90_m64n64" : "gemm/bf16_sm90_m64n32");
   const int64_t ctas = pairs ? rows : rows * ((s.n + 31) / 32);
   if (rows <= 16 && s.k >= 16384)
-    return {"gemm/bf16_sm90_n64",
+    return {Named("gemm/bf16_sm90_n64").kernel,
             absl::StrFormat("N = %d: A is the weights, K = %d over %d blocks of 64 rows: 128x64 tiles streamed "
                             "(stream-K), each cut along K",
                             static_cast<int>(s.n), static_cast<int>(s.k), static_cast<int>(rows)),

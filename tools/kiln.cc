@@ -796,8 +796,8 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
   // column-major like the others, and A and B are as --layout says.
   std::optional<kiln::examples::GemmSpec> spec = kiln::examples::GemmOf(b->manifest);
   if (!spec) return absl::InternalError(absl::StrCat(name, " is not a GEMM"));
-  // (A c_row kernel run as itself keeps its row-major C; through the runner, C is the caller's.)
-  if (via || name.find(".c_row") == std::string::npos) spec->c_order = "col";
+  // (Other kernels describe their own C: a c_row one's row-major; through the runner, C is the caller's.)
+  if (via || kiln::rt::ReadsAnyStrides(name)) spec->c_order = "col";
   if (kiln::rt::ReadsAnyStrides(name)) {
     const std::string layout = absl::GetFlag(FLAGS_layout);
     spec->a_order = layout.substr(0, layout.find(','));

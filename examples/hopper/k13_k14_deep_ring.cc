@@ -43,7 +43,7 @@ struct Shape {
 Value StreamsB(const TmaGemmOperands& g) { return (g.M <= 1024) & (g.K <= Operand(1 << 27) / g.N); }
 // The same for A where it is the weights: C of few columns (N <= 128, A read by one or a few
 // columns of tiles), M of 4096 or more (at 1024 and 2048 it measured no different) and A at most
-// ~5 L2s. Measured on an H200 against the same kernels without it: 3-9% less time at M = 4096 to
+// ~5 L2s. Measured on an H200 against the same kernels without it: 1-9% less time at M = 4096 to
 // 28672, N = 2 to 128 (docs/PERF.md, "C of few columns"). Never where StreamsB holds (M <= 1024).
 Value StreamsA(const TmaGemmOperands& g) {
   return (g.N <= 128) & (g.M >= 4096) & (g.K <= Operand(1 << 27) / g.M);

@@ -8,8 +8,9 @@
 //
 // Layouts: A row-major (M x K) or column-major, B column-major (K x N: the N x K row-major
 // weight of a linear layer) or row-major, C column-major or, with c_row_major, row-major
-// (computed as C^T = B^T A^T, the same kernels; so is a C of one column where A and B are K-major
-// and K a multiple of 8: the skinny kernel's one row). Leading dimensions are in elements (0: packed).
+// (computed as C^T = B^T A^T, the same kernels; so is a C of 1-4 columns where A and B are K-major,
+// 16-byte aligned and K a multiple of 8, 2-4 of them packed: the skinny kernel's few rows, stored
+// row-major by its c_row variants). Leading dimensions are in elements (0: packed).
 // The tile kernels read A and B through TMA, which needs their rows (columns, MN-major) 16 bytes
 // apart and 16-byte aligned pointers; on sm_90 an operand without them (K, or an MN-major
 // operand's M or N, no multiple of 8; a leading dimension or a pointer off) is first copied into
