@@ -37,6 +37,8 @@ struct RunOptions {
   // layout) instead of the bundle's kernel alone, e.g. through kiln::rt::GemmRunner, which may
   // run more than one kernel; checked and timed the same way. The bundle still describes it.
   std::function<absl::Status(const GemmBuffers&)> launch;
+  // RunGemm at M <= 64: ops/stream_read, timed on the weights (B) beside the copy, where given.
+  const rt::Bundle* stream_read = nullptr;
 };
 
 struct GemmResult {
@@ -52,6 +54,7 @@ struct GemmResult {
   std::string failure;                // why it did not pass
   std::string note;                   // a caveat about the measurement (e.g. cluster waves)
   double weight_gbps = 0, copy_gbps = 0;  // M <= 64: B's bytes / time, and a device copy's (read + write)
+  double read_gbps = 0;               // M <= 64, RunOptions::stream_read: B's bytes / a bare read's time
   uint64_t schedule_seed = 0;         // the emulator's schedule (EmulateGemm)
   std::vector<uint16_t> output;       // a 16-bit C as the kernel wrote it (EmulateGemm; RunGemm with keep_output)
 };

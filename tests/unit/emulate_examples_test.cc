@@ -142,6 +142,31 @@ TEST(EmulatedSaxpy, MatchesTheCpuAtRaggedSizes) {
   }
 }
 
+
+// ops/stream_read must load every word it is given and none past them: a single word of the XOR
+// that makes it write (0x9e3779b9, the kernel's), placed anywhere in the buffer, is found; placed
+// one past the end, it is not. Blocks of 1024 words, the last one partly past the end.
+TEST(EmulatedStreamRead, ReadsEveryWordAndNoneBeyond) {
+  constexpr uint32_t kWrites = 0x9e3779b9u, kUntouched = 0x5a5a5a5au;
+  const rt::Bundle b = BundleOf("ops/stream_read");
+  const int32_t n = 5 * 1024 + 700;
+  for (int32_t at : {0, 1, 255, 256, 1023, 1024 + 3 * 256 + 17, 5 * 1024, n - 1, n}) {
+    std::vector<uint32_t> words(4 * (n + 1), 0);
+    words[4 * at] = kWrites;
+    emu::Device d;
+    uint64_t src = *d.Allocate(words.size() * 4), out = *d.Allocate(4);
+    ASSERT_TRUE(d.CopyIn(src, words.data(), words.size() * 4).ok());
+    ASSERT_TRUE(d.CopyIn(out, &kUntouched, 4).ok());
+    absl::StatusOr<emu::Stats> s =
+        emu::Launch(d, b, {rt::Arg::Ptr(src), rt::Arg::Ptr(out), rt::Arg::I32(n)});
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->blocks, 6);
+    uint32_t got = 0;
+    ASSERT_TRUE(d.CopyOut(&got, out, 4).ok());
+    EXPECT_EQ(got, at < n ? kWrites : kUntouched) << "the marked word at " << at << " of " << n;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::examples
 
