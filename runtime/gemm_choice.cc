@@ -96,8 +96,9 @@ constexpr Candidate kSm90[] = {
 // partials one after another, so a tile in S parts pays it S - 1 times (256x4096x14336: 256x256
 // tiles in 4 parts 0.89x cuBLAS, 128x128 tiles in 2 parts 1.05x; docs/PERF.md, "Split partials").
 constexpr double kPartialCost = 8;
-// The splits the rule weighs, and kiln tune measures, for the tile kernels.
-constexpr int kSplits[] = {1, 0, 2, 4};
+// The splits the rule weighs, and kiln tune measures, for the tile kernels (8 and 16 where few
+// tiles leave CTAs idle: Weighed).
+constexpr int kSplits[] = {1, 0, 2, 4, 8, 16};
 
 // Tiles of c covering M x N (rounded up).
 int64_t TilesOf(const Candidate& c, const GemmSize& s) {
@@ -175,7 +176,16 @@ double StreamUs(const Candidate& c, const GemmSize& s, int split) {
          partials * kPartialUs + partial_bytes / kStreamBytesPerUs;
 }
 
-bool Weighed(const Candidate& c, int split) {
+// Splits past 4 only where a candidate's tiles in 4 parts would leave over half its CTAs idle, in
+// parts of 4 k-tiles or more, and for tiles of 128x96 or less: there the last part's serial sum
+// of the others' partials costs less than the idle CTAs. Measured on an H200 (docs/PERF.md, "Few
+// tiles, long K"): 256x256x65536, 8 tiles of 128x64, 0.44x cuBLAS in 4 parts, 0.68 in 8 and 16;
+// at 512x512x32768 and 2048x256x32768, 32 and 64 such tiles, 8 parts took 1.4-1.5x the time of 4;
+// 128x128 tiles in 8 parts (64 KB partials) took 1.06-1.11x the time of 128x64 in 4 at
+// 512x512x65536 and 768x256x65536.
+bool Weighed(const Candidate& c, const GemmSize& s, int split) {
+  if (split > 4 && (c.tile_m * c.tile_n > 128 * 96 || 2 * 4 * TilesOf(c, s) > c.in_flight || 4 * split > (s.k + 63) / 64))
+    return false;
   return c.max_parts == 0 || (split >= 1 && split <= c.max_parts);
 }
 
@@ -314,7 +324,7 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
     int best_split = 1;
     for (const Candidate& c : kSm90)
       for (int split : kSplits)  // a tie keeps the earlier: whole tiles before splits
-        if (split != 0 && c.ring_b_bytes && Weighed(c, split) && Reads(c, mn_major) &&
+        if (split != 0 && split <= 4 && c.ring_b_bytes && Weighed(c, s, split) && Reads(c, mn_major) &&
             (!best || StreamUs(c, s, split) < StreamUs(*best, s, best_split) - 1e-9))
           best = &c, best_split = split;
     return {best->kernel,
@@ -329,7 +339,7 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
   int best_split = 1;
   for (const Candidate& c : kSm90)
     for (int split : kSplits)  // a tie keeps the earlier: whole tiles before splits
-      if (Weighed(c, split) && Reads(c, mn_major) && (split == 1 || c.splits) &&
+      if (Weighed(c, s, split) && Reads(c, mn_major) && (split == 1 || c.splits) &&
           (split != 0 || (c.streams && StreamsWell(c, s))) &&
           efficiency(c, split) > efficiency(*best, best_split) + 1e-9)
         best = &c, best_split = split;
@@ -423,7 +433,7 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
   if (s.k % 8 == 0 && compute_capability == 90)
     for (const Candidate& t : kSm90)
       for (int split : kSplits)
-        if (Weighed(t, split)) c.push_back({t.kernel, "", split});
+        if (Weighed(t, s, split)) c.push_back({t.kernel, "", split});
   if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64) c.push_back({"gemm/bf16_skinny", ""});
   if (c.empty()) c.push_back({"gemm/bf16_strided", ""});
   return c;

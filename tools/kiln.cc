@@ -75,8 +75,8 @@ ABSL_FLAG(std::string, layout, "row,col",
           "`kiln gemm`: the storage orders of A and B, e.g. col,row: A column-major (M contiguous), B row-major "
           "(N contiguous); C is column-major");
 ABSL_FLAG(int, split, -1,
-          "`kiln gemm`: the tile kernels' split instead of the rule's: 1 whole tiles, S >= 2 split-K in S parts, "
-          "0 stream-K");
+          "`kiln gemm`, `kiln run`: the tile kernels' split instead of the rule's (or whole tiles): 1 whole tiles, "
+          "S >= 2 split-K in S parts, 0 stream-K");
 ABSL_FLAG(std::string, ptx, "", "`kiln emulate`: run this PTX file (e.g. a hand-edited one) with the kernel's manifest");
 ABSL_FLAG(int, watchdog, 0,
           "build every sm_90+ kernel in the GPU debug mode: each mbarrier wait gives up after this many ms and "
@@ -716,8 +716,15 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
       opt.size = size;
       opt.iterations = absl::GetFlag(FLAGS_iters);
       opt.stream_read = StreamRead();
+      const int split = absl::GetFlag(FLAGS_split);
+      if (split >= 0) opt.split = split;  // a kernel without a work table has no split to take
       absl::StatusOr<kiln::examples::GemmResult> r =
           kiln::examples::RunGemm(*b, ref ? &*ref : nullptr, opt);
+      const bool walks_work = std::any_of(b->manifest.params.begin(), b->manifest.params.end(), [](const auto& p) {
+        return p.kind == kiln::rt::ParamSpec::Kind::kScheduleTable && p.schedule.work();
+      });
+      if (r.ok() && split >= 0 && split != 1 && walks_work)
+        r->name += split == 0 ? "+streamK" : absl::StrCat("+splitK", split);
       if (!r.ok()) {
         std::cout << name << " " << size.m << "x" << size.n << "x" << size.k << ": "
                   << r.status().message() << std::endl;

@@ -576,6 +576,20 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // against 48.3; docs/PERF.md, "Stream-K of few tiles"), while 48 256x256 tiles on 64 clusters
   // (768x4096x14336 above) still stream.
   EXPECT_EQ(Choice({256, 256, 8192}).second, 4);
+  // With K long enough for parts of 4 k-tiles, 8 parts where 4 would leave over half the CTAs idle
+  // (H200: 256x256x65536 in 8 parts 0.68 of the time of 4; docs/PERF.md, "Few tiles, long K"),
+  // not where 4 parts fill them (512x512: 32 tiles of 128x64), and never 128x128 tiles in 8.
+  EXPECT_EQ(Choice({256, 256, 65536}), P("gemm/bf16_sm90_n64", 8));
+  EXPECT_EQ(Choice({192, 640, 32768}), P("gemm/bf16_sm90_n80", 8));
+  EXPECT_EQ(Choice({512, 512, 32768}), P("gemm/bf16_sm90_n64", 4));
+  EXPECT_EQ(Choice({512, 512, 65536}), P("gemm/bf16_sm90_n64", 4));
+  auto most_parts = [](const rt::GemmSize& s) {  // among the candidates kiln tune times
+    int most = 0;
+    for (const rt::GemmChoice& c : rt::GemmCandidates(s, 90)) most = std::max(most, c.split);
+    return most;
+  };
+  EXPECT_EQ(most_parts({256, 256, 65536}), 16);
+  EXPECT_EQ(most_parts({4096, 4096, 4096}), 4);
   // M = 128 is bound by the weight read: 128 whole 128x80 tiles stream B without partials (73 us
   // on the H100, 128x128 tiles 77: docs/PERF.md).
   EXPECT_EQ(Choice({128, 10240, 8192}), P("gemm/bf16_sm90_n80", 1));
