@@ -408,7 +408,7 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
     // And against the fastest read of the weights (what no GEMM can beat), where one is at hand.
     std::optional<rt::LoadedKernel> bare_read;
     std::vector<rt::Arg> read_args;
-    if (scratch && opt.stream_read) {
+    if (scratch && opt.stream_read && weight_bytes >= 16) {  // (a read of no whole 16-byte word: none)
       absl::StatusOr<rt::LoadedKernel> k = rt::LoadedKernel::Load(*opt.stream_read);
       if (!k.ok()) return k.status();
       bare_read.emplace(*std::move(k));
