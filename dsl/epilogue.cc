@@ -72,6 +72,10 @@ Value Epilogue::Apply(const Value& acc, const Value& row, const Value& col, cons
   if (spec_.scale) x = Fma(Operand(alpha_, loc), Operand(x, loc), Operand(beta_ * load(c_in_.At({row, col}, loc)), loc));
   if (spec_.bias != BiasAxis::kNone)
     x = x + load(bias_ + (spec_.bias == BiasAxis::kRow ? row : col).To(Scalar::kI64, loc));
+  // The reciprocals are rcp.approx (1 ulp; their argument is >= 1, never subnormal): the IEEE
+  // rcp.rn has a slow path that ptxas branches to for every element, and no load of the next
+  // element's C_in or residual moves above such a branch, so every element waited on its own
+  // round trip to memory (docs/PERF.md, "Random shapes, and what the fused epilogue costs").
   switch (spec_.activation) {
     case Activation::kNone:
       break;
@@ -81,12 +85,12 @@ Value Epilogue::Apply(const Value& acc, const Value& row, const Value& col, cons
     case Activation::kGelu: {  // tanh(u) = 1 - 2 / (e^2u + 1): saturates cleanly as e^2u goes to 0 or inf
       const double sqrt_2_over_pi = 0.7978845608028654;
       Value u = x * Fma(Operand(x * x, loc), Operand(0.044715 * sqrt_2_over_pi, loc), Operand(sqrt_2_over_pi, loc));
-      Value tanh_u = 1.0 - 2.0 * Rcp(Exp(u * 2.0, loc) + 1.0, loc);
+      Value tanh_u = 1.0 - 2.0 * RcpApprox(Exp(u * 2.0, loc) + 1.0, loc);
       x = x * 0.5 * (tanh_u + 1.0);
       break;
     }
     case Activation::kSilu:
-      x = x * Rcp(Exp(-x, loc) + 1.0, loc);
+      x = x * RcpApprox(Exp(-x, loc) + 1.0, loc);
       break;
   }
   if (spec_.residual) x = x + load(residual_.At({row, col}, loc));
