@@ -405,7 +405,7 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
       scratch.emplace(*std::move(sb));
       fns.push_back([&] { return scratch->CopyFrom(owned[1], weight_bytes); });
     }
-    // And against the fastest read of the weights (what no GEMM can beat), where one is at hand.
+    // And against a bare read of the weights (ops/stream_read), where one is at hand.
     std::optional<rt::LoadedKernel> bare_read;
     std::vector<rt::Arg> read_args;
     if (scratch && opt.stream_read && weight_bytes >= 16) {  // (a read of no whole 16-byte word: none)

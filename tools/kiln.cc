@@ -717,12 +717,20 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
       opt.iterations = absl::GetFlag(FLAGS_iters);
       opt.stream_read = StreamRead();
       const int split = absl::GetFlag(FLAGS_split);
-      if (split >= 0) opt.split = split;  // a kernel without a work table has no split to take
-      absl::StatusOr<kiln::examples::GemmResult> r =
-          kiln::examples::RunGemm(*b, ref ? &*ref : nullptr, opt);
       const bool walks_work = std::any_of(b->manifest.params.begin(), b->manifest.params.end(), [](const auto& p) {
         return p.kind == kiln::rt::ParamSpec::Kind::kScheduleTable && p.schedule.work();
       });
+      if (split >= 0 && split != 1 && !walks_work) {
+        std::cout << name << ": --split " << split
+                  << ": this kernel walks no work table, so its tiles are whole (the entry point's gemm/bf16_sm90* "
+                     "kernels split)"
+                  << std::endl;
+        ++failures;
+        break;
+      }
+      if (split >= 0) opt.split = split;
+      absl::StatusOr<kiln::examples::GemmResult> r =
+          kiln::examples::RunGemm(*b, ref ? &*ref : nullptr, opt);
       if (r.ok() && split >= 0 && split != 1 && walks_work)
         r->name += split == 0 ? "+streamK" : absl::StrCat("+splitK", split);
       if (!r.ok()) {

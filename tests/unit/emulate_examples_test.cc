@@ -142,7 +142,6 @@ TEST(EmulatedSaxpy, MatchesTheCpuAtRaggedSizes) {
   }
 }
 
-
 // ops/stream_read must load every word it is given and none past them: a single word of the XOR
 // that makes it write (0x9e3779b9, the kernel's), placed anywhere in the buffer, is found; placed
 // one past the end, it is not. Blocks of 1024 words, the last one partly past the end.
