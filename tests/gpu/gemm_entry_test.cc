@@ -228,6 +228,13 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   p = PlanGemm({100, 7, 60}, {}, odd, 90);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_strided");
+  // As small, but K past 256: copied all the same (the strided kernel would walk the long K on
+  // two CTAs: 1x227x2178 took 106 us there, 17 copied; docs/PERF.md, "Small problems with a long K").
+  p = PlanGemm({1, 227, 2178}, {}, kPacked, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel.rfind("gemm/bf16_sm90", 0), 0u) << p->choice.kernel;
+  EXPECT_EQ(p->restrided_lda, 2184);
+  EXPECT_EQ(p->restrided_ldb, 2184);
   p = PlanGemm({1024, 4096, 7}, {}, kPacked, 90);  // K <= 32: one k-step of the strided kernel
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_strided");
@@ -382,7 +389,7 @@ TEST(GemmEntryPointGpu, MatchesFp64ThroughLayoutsPaddingAndEpilogues) {
   RunCase({.size = {3, 4096, 256}, .options = {.in_type = "f16", .out_type = "f16", .epilogue = "bias_row,relu"}}, dir);
   // Operands TMA cannot stride as given, copied first into rows 16 bytes apart (gemm/restride16):
   // K % 8 != 0 with odd leading dimensions, a long odd K, small M, a row-major C, A off 16 bytes.
-  // (A small one, of at most 2^24 flops or K <= 32, runs the strided kernel on them as they are.)
+  // (A small one, of at most 2^24 flops and K <= 256, or K <= 32, runs the strided kernel on them as they are.)
   RunCase({.size = {100, 7, 60}, .pad_a = 1, .pad_b = 3}, dir);  // small: the strided kernel
   RunCase({.size = {1000, 70, 60}, .pad_a = 1, .pad_b = 3}, dir);
   RunCase({.size = {300, 520, 4095}}, dir);
