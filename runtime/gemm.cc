@@ -126,8 +126,9 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
     GemmOptions any = kernel_options;
     any.a_mn = any.b_mn = any.any_m = any.c_row = false;  // its C strides (sC0, sC1) follow plan.c_row
     plan.choice = {GemmVariantName("gemm/bf16_strided", any),
-                   "operands its kernel cannot stride as given, in a problem of at most 2^24 flops and K <= 256, or K <= 32: "
-                   "the strided mma.sync kernel (a copy first would cost more than it saves)"};
+                   "operands its kernel cannot stride as given, in a problem of at most 2^24 flops and "
+                   "K <= 256, or K <= 32: the strided mma.sync kernel (a copy first would cost more than it "
+                   "saves)"};
   };
   if (strided_instead && !ReadsAnyStrides(plan.choice.kernel)) use_strided();  // TMA-able sizes, odd strides
   plan.a_mn = kernel_options.a_mn, plan.b_mn = kernel_options.b_mn;

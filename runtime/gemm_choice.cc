@@ -184,7 +184,8 @@ double StreamUs(const Candidate& c, const GemmSize& s, int split) {
 // 128x128 tiles in 8 parts (64 KB partials) took 1.06-1.11x the time of 128x64 in 4 at
 // 512x512x65536 and 768x256x65536.
 bool Weighed(const Candidate& c, const GemmSize& s, int split) {
-  if (split > 4 && (c.tile_m * c.tile_n > 128 * 96 || 2 * 4 * TilesOf(c, s) > c.in_flight || 4 * split > (s.k + 63) / 64))
+  if (split > 4 && (c.tile_m * c.tile_n > 128 * 96 || 2 * 4 * TilesOf(c, s) > c.in_flight ||
+                    4 * split > (s.k + 63) / 64))
     return false;
   return c.max_parts == 0 || (split >= 1 && split <= c.max_parts);
 }

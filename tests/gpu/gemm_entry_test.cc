@@ -389,7 +389,8 @@ TEST(GemmEntryPointGpu, MatchesFp64ThroughLayoutsPaddingAndEpilogues) {
   RunCase({.size = {3, 4096, 256}, .options = {.in_type = "f16", .out_type = "f16", .epilogue = "bias_row,relu"}}, dir);
   // Operands TMA cannot stride as given, copied first into rows 16 bytes apart (gemm/restride16):
   // K % 8 != 0 with odd leading dimensions, a long odd K, small M, a row-major C, A off 16 bytes.
-  // (A small one, of at most 2^24 flops and K <= 256, or K <= 32, runs the strided kernel on them as they are.)
+  // (A small one, of at most 2^24 flops and K <= 256, or K <= 32, runs the strided kernel on them
+  // as they are.)
   RunCase({.size = {100, 7, 60}, .pad_a = 1, .pad_b = 3}, dir);  // small: the strided kernel
   RunCase({.size = {1000, 70, 60}, .pad_a = 1, .pad_b = 3}, dir);
   RunCase({.size = {300, 520, 4095}}, dir);
