@@ -96,11 +96,12 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
   // Not for a problem so small that its launches are its time (at most 2^24 flops, ~5 us of the
   // strided kernel), nor for K <= 32, one k-step of the strided kernel, whose loads are then all
   // it does (1024x4096x7: 0.75x cuBLAS strided, 0.63x copied first): the strided kernel reads
-  // the operands as they are there. A small problem with K past 256 is copied all the same: the
+  // the operands as they are there. A small problem with K past 128 is copied all the same: the
   // strided kernel spreads only C's 128x128 tiles over the GPU and walks K one element a thread at
-  // a time, so few tiles over a long K crawl (1x227x2178: two CTAs, 0.06x cuBLAS).
+  // a time, ~0.05 us a k (1x227x2178: two CTAs, 0.06x cuBLAS), where the copies and a tile kernel
+  // take ~10-14 us (K = 100: the strided kernel still 7-37% faster; K = 130-250: 12-42% slower).
   const bool strided_suffices =
-      (2.0 * size.m * size.n * size.k <= double(1 << 24) && size.k <= 256) || size.k <= 32;
+      (2.0 * size.m * size.n * size.k <= double(1 << 24) && size.k <= 128) || size.k <= 32;
   bool strided_instead = false;
   if (compute_capability == 90) {
     const GemmSize& s = plan.size;
@@ -127,7 +128,7 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
     any.a_mn = any.b_mn = any.any_m = any.c_row = false;  // its C strides (sC0, sC1) follow plan.c_row
     plan.choice = {GemmVariantName("gemm/bf16_strided", any),
                    "operands its kernel cannot stride as given, in a problem of at most 2^24 flops and "
-                   "K <= 256, or K <= 32: the strided mma.sync kernel (a copy first would cost more than it "
+                   "K <= 128, or K <= 32: the strided mma.sync kernel (a copy first would cost more than it "
                    "saves)"};
   };
   if (strided_instead && !ReadsAnyStrides(plan.choice.kernel)) use_strided();  // TMA-able sizes, odd strides

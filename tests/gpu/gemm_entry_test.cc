@@ -204,8 +204,9 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   GemmOperands skewed = kPacked;
   skewed.b = kAligned + 2;
   EXPECT_EQ(restrided({1, 4096, 4096}, skewed), (std::pair<int64_t, int64_t>{0, 4096}));
-  // A problem of at most 2^24 flops keeps its operands: the strided kernel reads them as they are.
-  absl::StatusOr<GemmPlan> small = PlanGemm({2, 256, 256}, {}, skewed, 90);
+  // A problem of at most 2^24 flops and K <= 128 keeps its operands: the strided kernel reads them
+  // as they are.
+  absl::StatusOr<GemmPlan> small = PlanGemm({2, 256, 128}, {}, skewed, 90);
   ASSERT_TRUE(small.ok()) << small.status();
   EXPECT_EQ(small->choice.kernel, "gemm/bf16_strided");
   EXPECT_EQ(small->restrided_ldb, 0);
@@ -228,7 +229,7 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   p = PlanGemm({100, 7, 60}, {}, odd, 90);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_strided");
-  // As small, but K past 256: copied all the same (the strided kernel would walk the long K on
+  // As small, but K past 128: copied all the same (the strided kernel would walk the long K on
   // two CTAs: 1x227x2178 took 106 us there, 17 copied; docs/PERF.md, "Small problems with a long K").
   p = PlanGemm({1, 227, 2178}, {}, kPacked, 90);
   ASSERT_TRUE(p.ok()) << p.status();
@@ -389,7 +390,7 @@ TEST(GemmEntryPointGpu, MatchesFp64ThroughLayoutsPaddingAndEpilogues) {
   RunCase({.size = {3, 4096, 256}, .options = {.in_type = "f16", .out_type = "f16", .epilogue = "bias_row,relu"}}, dir);
   // Operands TMA cannot stride as given, copied first into rows 16 bytes apart (gemm/restride16):
   // K % 8 != 0 with odd leading dimensions, a long odd K, small M, a row-major C, A off 16 bytes.
-  // (A small one, of at most 2^24 flops and K <= 256, or K <= 32, runs the strided kernel on them
+  // (A small one, of at most 2^24 flops and K <= 128, or K <= 32, runs the strided kernel on them
   // as they are.)
   RunCase({.size = {100, 7, 60}, .pad_a = 1, .pad_b = 3}, dir);  // small: the strided kernel
   RunCase({.size = {1000, 70, 60}, .pad_a = 1, .pad_b = 3}, dir);
