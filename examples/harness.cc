@@ -399,22 +399,27 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
     // A memory-bound GEMM (M <= 64) against a device copy of its weights (B) in the same run.
     const size_t weight_bytes = hb.size() * 2;
     std::optional<DeviceBuffer> scratch;
+    size_t copy_at = 0, read_at = 0;  // their places among fns (and so among the medians)
     if (s.m <= 64) {
       absl::StatusOr<DeviceBuffer> sb = DeviceBuffer::Allocate(weight_bytes);
       if (!sb.ok()) return sb.status();
       scratch.emplace(*std::move(sb));
+      copy_at = fns.size();
       fns.push_back([&] { return scratch->CopyFrom(owned[1], weight_bytes); });
     }
-    // And against a bare read of the weights (ops/stream_read), where one is at hand.
+    // And against a bare read of the weights (ops/stream_read), where one is at hand: its n counts
+    // whole 16-byte words, at least one and under 2^31.
     std::optional<rt::LoadedKernel> bare_read;
     std::vector<rt::Arg> read_args;
-    if (scratch && opt.stream_read && weight_bytes >= 16) {  // (a read of no whole 16-byte word: none)
+    const size_t words = weight_bytes / 16;
+    if (scratch && opt.stream_read && words >= 1 && words < (size_t{1} << 31)) {
       absl::StatusOr<rt::LoadedKernel> k = rt::LoadedKernel::Load(*opt.stream_read);
       if (!k.ok()) return k.status();
       bare_read.emplace(*std::move(k));
       read_args = {rt::Arg::Ptr(owned[1].ptr()), rt::Arg::Ptr(scratch->ptr()),
-                   rt::Arg::I32(static_cast<int32_t>(weight_bytes / 16))};
-      fns.insert(fns.end() - 1, [&] { return bare_read->Launch(read_args); });
+                   rt::Arg::I32(static_cast<int32_t>(words))};
+      read_at = fns.size();
+      fns.push_back([&] { return bare_read->Launch(read_args); });
     }
     std::function<absl::Status()> evict;
     if (opt.flush_l2) {
@@ -432,10 +437,10 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
     }
     if (scratch) {
       r.weight_gbps = weight_bytes / (r.ms * 1e6);
-      r.copy_gbps = 2.0 * weight_bytes / (ms->back() * 1e6);  // read and write, as the row ops count it
+      r.copy_gbps = 2.0 * weight_bytes / ((*ms)[copy_at] * 1e6);  // read and write, as the row ops count it
       std::string bare;
       if (bare_read) {
-        r.read_gbps = weight_bytes / ((*ms)[ms->size() - 2] * 1e6);
+        r.read_gbps = weight_bytes / ((*ms)[read_at] * 1e6);
         bare = absl::StrFormat(" and %.0f%% of a bare read's %.0f GB/s (ops/stream_read)",
                                100 * r.weight_gbps / r.read_gbps, r.read_gbps);
       }

@@ -324,6 +324,7 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
     const Candidate* best = nullptr;
     int best_split = 1;
     for (const Candidate& c : kSm90)
+      // (4 parts at most: the model's constants were fitted to those; kiln tune still times more.)
       for (int split : kSplits)  // a tie keeps the earlier: whole tiles before splits
         if (split != 0 && split <= 4 && c.ring_b_bytes && Weighed(c, s, split) && Reads(c, mn_major) &&
             (!best || StreamUs(c, s, split) < StreamUs(*best, s, best_split) - 1e-9))
