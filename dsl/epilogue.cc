@@ -66,12 +66,21 @@ Epilogue Epilogue::Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, 
   return e;
 }
 
-Value Epilogue::Apply(const Value& acc, const Value& row, const Value& col, const Value& inside, Loc loc) const {
-  auto load = [&](const Value& ptr) { return LoadGlobal(ptr, 1, {.mask = inside}, loc).To(Scalar::kF32, loc); };
-  Value x = acc;
-  if (spec_.scale) x = Fma(Operand(alpha_, loc), Operand(x, loc), Operand(beta_ * load(c_in_.At({row, col}, loc)), loc));
+Epilogue::Inputs Epilogue::Load(const Value& row, const Value& col, const Value& inside, Loc loc) const {
+  auto load = [&](const Value& ptr) { return LoadGlobal(ptr, 1, {.mask = inside}, loc); };
+  Inputs in;
+  if (spec_.scale) in.c_in = load(c_in_.At({row, col}, loc));
   if (spec_.bias != BiasAxis::kNone)
-    x = x + load(bias_ + (spec_.bias == BiasAxis::kRow ? row : col).To(Scalar::kI64, loc));
+    in.bias = load(bias_ + (spec_.bias == BiasAxis::kRow ? row : col).To(Scalar::kI64, loc));
+  if (spec_.residual) in.residual = load(residual_.At({row, col}, loc));
+  return in;
+}
+
+Value Epilogue::Apply(const Value& acc, const Inputs& in, Loc loc) const {
+  auto f32 = [&](const Value& v) { return v.To(Scalar::kF32, loc); };
+  Value x = acc;
+  if (spec_.scale) x = Fma(Operand(alpha_, loc), Operand(x, loc), Operand(beta_ * f32(in.c_in), loc));
+  if (spec_.bias != BiasAxis::kNone) x = x + f32(in.bias);
   // The reciprocals are rcp.approx (1 ulp; their argument is >= 1, never subnormal): the IEEE
   // rcp.rn has a slow path that ptxas branches to for every element, and no load of the next
   // element's C_in or residual moves above such a branch, so every element waited on its own
@@ -93,13 +102,21 @@ Value Epilogue::Apply(const Value& acc, const Value& row, const Value& col, cons
       x = x * RcpApprox(Exp(-x, loc) + 1.0, loc);
       break;
   }
-  if (spec_.residual) x = x + load(residual_.At({row, col}, loc));
+  if (spec_.residual) x = x + f32(in.residual);
   return x;
 }
 
-Value Epilogue::Output(const Value& acc, const Value& row, const Value& col, const Value& inside, Loc loc) const {
-  Value x = Apply(acc, row, col, inside, loc);
+Value Epilogue::Apply(const Value& acc, const Value& row, const Value& col, const Value& inside, Loc loc) const {
+  return Apply(acc, Load(row, col, inside, loc), loc);
+}
+
+Value Epilogue::Output(const Value& acc, const Inputs& in, Loc loc) const {
+  Value x = Apply(acc, in, loc);
   return spec_.out == Scalar::kF32 ? x : x.To(spec_.out, loc);
+}
+
+Value Epilogue::Output(const Value& acc, const Value& row, const Value& col, const Value& inside, Loc loc) const {
+  return Output(acc, Load(row, col, inside, loc), loc);
 }
 
 }  // namespace kiln

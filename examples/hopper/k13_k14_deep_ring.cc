@@ -11,6 +11,10 @@
 // a tile split over several CTAs (split-K, stream-K) is finished by whichever part ends last,
 // which sums the parts in a fixed order (ReducePartials) before the epilogue.
 #include <algorithm>
+#include <bit>
+#include <functional>
+#include <tuple>
+#include <vector>
 
 #include "examples/gemm.h"
 #include "examples/registry.h"
@@ -165,23 +169,47 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
         }
       });
     };
+    // The fused epilogue's loads (C_in, bias, residual) go out EPI_PAIRS pairs of elements at a
+    // time, all before any is used: element by element, each waited on its own round trip. As
+    // many pairs as the registers left beside the accumulator hold (ptxas gives each thread
+    // 65536 / threads, at most 255; ~40 for the rest, ~8 a pair of loads and addresses): 16 pairs spilled
+    // in the 128x256 tiles and measured 1.1-1.3x their time (docs/PERF.md, "The fused
+    // epilogue's loads together").
+    const int regs = std::min(255, 65536 / (128 * (1 + CONSUMERS)) / 8 * 8);
+    const int EPI_PAIRS = std::clamp(std::bit_floor(static_cast<unsigned>(std::max(regs - BN / 2 - 40, 0) / 8)), 4u, 32u);
+    const bool fused = !shape.variant.epilogue.Plain();
+    auto element_at = [&](Value m0, Value n0, int p, int e) {
+      Value row = m0 + row0 + acc.Row(p), col = n0 + acc.Col(p) + e;
+      return std::tuple{row, col, (row < g.M) & (col < g.N)};
+    };
+    auto in_groups = [&](Value m0, Value n0, const std::function<void(int, const Epilogue::Inputs*)>& body) {
+      for (int p0 = 0; p0 < BN / 4; p0 += EPI_PAIRS) {
+        const int end = std::min(BN / 4, p0 + EPI_PAIRS);
+        std::vector<Epilogue::Inputs> inputs;
+        if (fused)
+          for (int p = p0; p < end; ++p)
+            for (int e = 0; e < 2; ++e) {
+              auto [row, col, inside] = element_at(m0, n0, p, e);
+              inputs.push_back(epilogue.Load(row, col, inside));
+            }
+        for (int p = p0; p < end; ++p) body(p, fused ? &inputs[2 * (p - p0)] : nullptr);
+      }
+    };
     auto store_direct = [&](Value m0, Value n0) {  // each element through the epilogue, where inside M x N
-      for (int p = 0; p < BN / 4; ++p)
+      in_groups(m0, n0, [&](int p, const Epilogue::Inputs* in) {
         for (int e = 0; e < 2; ++e) {
-          Value row = m0 + row0 + acc.Row(p), col = n0 + acc.Col(p) + e, inside = (row < g.M) & (col < g.N);
-          StoreGlobal(g.Cptr.At({row, col}), epilogue.Output(acc[2 * p + e], row, col, inside), {.mask = inside});
+          auto [row, col, inside] = element_at(m0, n0, p, e);
+          Value x = acc[2 * p + e];
+          StoreGlobal(g.Cptr.At({row, col}), in ? epilogue.Output(x, in[e]) : x.To(out), {.mask = inside});
         }
+      });
     };
     auto pack = [&](Value m0, Value n0) {
-      for (int p = 0; p < BN / 4; ++p) {
+      in_groups(m0, n0, [&](int p, const Epilogue::Inputs* in) {
         Value x = acc[2 * p], y = acc[2 * p + 1];
-        if (!shape.variant.epilogue.Plain()) {
-          Value row = m0 + row0 + acc.Row(p), col = n0 + acc.Col(p), row_in = row < g.M;
-          x = epilogue.Apply(x, row, col, row_in & (col < g.N));
-          y = epilogue.Apply(y, row, col + 1, row_in & (col + 1 < g.N));
-        }
+        if (in) x = epilogue.Apply(x, in[0]), y = epilogue.Apply(y, in[1]);
         packed[p] = k.Vector({x.To(out), y.To(out)}).Bitcast(Type::Of(i32));
-      }
+      });
       pending[0] = 1;
       pending[1] = m0;
       pending[2] = n0;

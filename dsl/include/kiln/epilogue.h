@@ -54,11 +54,22 @@ class Epilogue {
   static Epilogue Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, const Value& N,
                           const Value& row_stride, const Value& col_stride, Loc loc = Loc::current());
   const EpilogueSpec& spec() const { return spec_; }
-  // Element (row, col) of the result in f32, before the cast to spec().out. `inside`: an i1 that
-  // is true where (row, col) lies in M x N (loads elsewhere read 0 and touch nothing).
+  // What element (row, col) reads from memory: C_in, bias and residual as stored (invalid where
+  // the spec has no such term). `inside`: an i1 that is true where (row, col) lies in M x N
+  // (loads elsewhere read 0 and touch nothing).
+  struct Inputs {
+    Value c_in, bias, residual;
+  };
+  Inputs Load(const Value& row, const Value& col, const Value& inside, Loc loc = Loc::current()) const;
+  // The result in f32 from the accumulator and its inputs, before the cast to spec().out. A
+  // kernel that loads many elements' inputs before it applies any keeps their loads in flight
+  // together instead of waiting on each in turn.
+  Value Apply(const Value& acc, const Inputs& in, Loc loc = Loc::current()) const;
+  // Load and Apply for one element.
   Value Apply(const Value& acc, const Value& row, const Value& col, const Value& inside,
               Loc loc = Loc::current()) const;
-  // Apply, cast to the output type.
+  // The result cast to the output type.
+  Value Output(const Value& acc, const Inputs& in, Loc loc = Loc::current()) const;
   Value Output(const Value& acc, const Value& row, const Value& col, const Value& inside,
                Loc loc = Loc::current()) const;
 
