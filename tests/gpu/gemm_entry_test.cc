@@ -83,14 +83,20 @@ TEST(GemmEntryPoint, FewColumnsOfCAreComputedAsTheTransposeStoredRowMajor) {
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_skinny.bf16-bf16.c_row.bias_col.gelu");
   EXPECT_NE(p->choice.why.find("C of 3 columns"), std::string::npos) << p->choice.why;
   o.ldc = 2048;  // packed, said
-  EXPECT_TRUE(PlanGemm({2048, 4, 8192}, {}, o, 90)->c_row);
-  EXPECT_TRUE(PlanGemm({16384, 2, 4096}, {}, kPacked, 90)->c_row);  // 2 columns at any size
+  // (row-major C, swapped) of a plan that must succeed; a failed plan fails the test instead.
+  auto how = [](GemmSize size, const GemmOperands& ops) {
+    absl::StatusOr<GemmPlan> q = PlanGemm(size, {}, ops, 90);
+    EXPECT_TRUE(q.ok()) << q.status();
+    return q.ok() ? std::pair{q->c_row, q->swapped} : std::pair{false, false};
+  };
+  EXPECT_TRUE(how({2048, 4, 8192}, o).first);
+  EXPECT_TRUE(how({16384, 2, 4096}, kPacked).first);  // 2 columns at any size
   // Not with a padded C, A or B, past 4 columns, with at most 4 rows, MN-major A, K off 8, 3-4
   // columns of A past 2^24 elements, or A off 16 bytes.
   GemmOperands skewed = kPacked;
   skewed.a = kAligned + 8;
-  EXPECT_FALSE(PlanGemm({4096, 2, 4096}, {}, skewed, 90)->c_row);
-  EXPECT_FALSE(PlanGemm({4096, 1, 4096}, {}, skewed, 90)->swapped);
+  EXPECT_FALSE(how({4096, 2, 4096}, skewed).first);
+  EXPECT_FALSE(how({4096, 1, 4096}, skewed).second);
   for (auto [size, ldc, lda, a_col] : {std::tuple{GemmSize{4096, 2, 4096}, 4104, 0, false},
                                        std::tuple{GemmSize{4096, 2, 4096}, 0, 4104, false},
                                        std::tuple{GemmSize{4096, 5, 4096}, 0, 0, false},
