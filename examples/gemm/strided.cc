@@ -4,6 +4,10 @@
 // shared memory. Each element of A and B is loaded on its own through the operands' strides
 // (a warp's lanes along the operand's contiguous dimension) and masked past M, N and K, so any
 // size and any storage order; C goes through the epilogue, masked.
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
 #include "examples/gemm.h"
 #include "examples/registry.h"
 #include "kiln/memory_ops.h"
@@ -51,15 +55,31 @@ absl::StatusOr<KernelDef> BuildStrided(Scalar in, const std::string& name, const
     for (int kk = 0; kk < BK; kk += 16) MmaWarpStep(k, in, As, Bs, w, lane, kk, acc);
     k.SyncThreads();
   });
-  // Accumulator i of mma (m, n): row lane / 4 (+ 8 for i >= 2), column lane % 4 * 2 + i % 2.
-  for (int m = 0; m < w.mmas_m; ++m)
-    for (int n = 0; n < w.mmas_n; ++n)
+  // Accumulator i of mma (m, n): row lane / 4 (+ 8 for i >= 2), column lane % 4 * 2 + i % 2. A
+  // fused epilogue's loads go out for EPI_MMAS mmas' elements before any is applied (one element
+  // at a time, each waited on its own round trip: docs/PERF.md, "The fused epilogue's loads
+  // together").
+  auto element = [&](int j, int i) {
+    const int m = j / w.mmas_n, n = j % w.mmas_n;
+    Value row = m0 + w.m0 + m * 16 + lane / 4 + (i / 2) * 8, col = n0 + w.n0 + n * 8 + lane % 4 * 2 + i % 2;
+    return std::tuple{row, col, (row < M) & (col < N)};
+  };
+  const int mmas = w.mmas_m * w.mmas_n, EPI_MMAS = 8;
+  for (int j0 = 0; j0 < mmas; j0 += EPI_MMAS) {
+    const int end = std::min(mmas, j0 + EPI_MMAS);
+    std::vector<Epilogue::Inputs> inputs(4 * (end - j0));
+    if (!epi.Plain())
+      for (int j = j0; j < end; ++j)
+        for (int i = 0; i < 4; ++i) {
+          auto [row, col, inside] = element(j, i);
+          inputs[(j - j0) * 4 + i] = g.epilogue.Load(row, col, inside);
+        }
+    for (int j = j0; j < end; ++j)
       for (int i = 0; i < 4; ++i) {
-        Value row = m0 + w.m0 + m * 16 + lane / 4 + (i / 2) * 8, col = n0 + w.n0 + n * 8 + lane % 4 * 2 + i % 2;
-        Value inside = (row < M) & (col < N);
-        StoreGlobal(g.c.At({row, col}), g.epilogue.Output(acc[(m * w.mmas_n + n) * 4 + i], row, col, inside),
-                    {.mask = inside});
+        auto [row, col, inside] = element(j, i);
+        StoreGlobal(g.c.At({row, col}), g.epilogue.Output(acc[j * 4 + i], inputs[(j - j0) * 4 + i]), {.mask = inside});
       }
+  }
   return k.Build();
 }
 
