@@ -66,17 +66,26 @@ Epilogue Epilogue::Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, 
   return e;
 }
 
-Epilogue::Inputs Epilogue::Load(const Value& row, const Value& col, const Value& inside, Loc loc) const {
+Epilogue::Inputs Epilogue::Load(const Value& row, const Value& col, const Value& inside, bool matrices,
+                                Loc loc) const {
   auto load = [&](const Value& ptr) { return LoadGlobal(ptr, 1, {.mask = inside}, loc); };
   Inputs in;
-  if (spec_.scale) in.c_in = load(c_in_.At({row, col}, loc));
+  if (spec_.scale && matrices) in.c_in = load(c_in_.At({row, col}, loc));
   if (spec_.bias != BiasAxis::kNone)
     in.bias = load(bias_ + (spec_.bias == BiasAxis::kRow ? row : col).To(Scalar::kI64, loc));
-  if (spec_.residual) in.residual = load(residual_.At({row, col}, loc));
+  if (spec_.residual && matrices) in.residual = load(residual_.At({row, col}, loc));
   return in;
 }
 
 Value Epilogue::Apply(const Value& acc, const Inputs& in, Loc loc) const {
+  return AddResidual(ApplyBeforeResidual(acc, in, loc), in.residual, loc);
+}
+
+Value Epilogue::AddResidual(const Value& x, const Value& residual, Loc loc) const {
+  return spec_.residual ? x + residual.To(Scalar::kF32, loc) : x;
+}
+
+Value Epilogue::ApplyBeforeResidual(const Value& acc, const Inputs& in, Loc loc) const {
   auto f32 = [&](const Value& v) { return v.To(Scalar::kF32, loc); };
   Value x = acc;
   if (spec_.scale) x = Fma(Operand(alpha_, loc), Operand(x, loc), Operand(beta_ * f32(in.c_in), loc));
@@ -102,12 +111,11 @@ Value Epilogue::Apply(const Value& acc, const Inputs& in, Loc loc) const {
       x = x * RcpApprox(Exp(-x, loc) + 1.0, loc);
       break;
   }
-  if (spec_.residual) x = x + f32(in.residual);
   return x;
 }
 
 Value Epilogue::Apply(const Value& acc, const Value& row, const Value& col, const Value& inside, Loc loc) const {
-  return Apply(acc, Load(row, col, inside, loc), loc);
+  return Apply(acc, Load(row, col, inside, true, loc), loc);
 }
 
 Value Epilogue::Output(const Value& acc, const Inputs& in, Loc loc) const {
@@ -116,7 +124,7 @@ Value Epilogue::Output(const Value& acc, const Inputs& in, Loc loc) const {
 }
 
 Value Epilogue::Output(const Value& acc, const Value& row, const Value& col, const Value& inside, Loc loc) const {
-  return Output(acc, Load(row, col, inside, loc), loc);
+  return Output(acc, Load(row, col, inside, true, loc), loc);
 }
 
 }  // namespace kiln

@@ -519,7 +519,9 @@ absl::StatusOr<std::vector<uint8_t>> EmulatedOutput(const rt::Bundle& bundle, co
       args.push_back(rt::Arg::I32(static_cast<int32_t>(ints.at(p.name))));
     else if (p.kind == rt::ParamSpec::Kind::kTensorMap) {
       const std::string& t = p.tensor_map.tensor;
-      args.push_back(rt::Arg::Tensor(t == "A" ? da : t == "B" ? db : dc));
+      if (!pointers.count(t))
+        return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no tensor ", t, " for map ", p.name));
+      args.push_back(rt::Arg::Tensor(pointers.at(t)));
     } else if (p.kind == rt::ParamSpec::Kind::kScheduleTable)
       args.push_back(rt::Arg::Schedule());
     else if (p.kind == rt::ParamSpec::Kind::kWorkspace)

@@ -176,6 +176,8 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
     if (k.a % 16 || k.b % 16) return Invalid(reads + "16-byte aligned pointers");
     if (c_map && (ld.c % 8 || k.c % 16))
       return Invalid("the tile kernels store C through TMA: ldc a multiple of 8 and C 16-byte aligned");
+    if (c_map && ((Has(terms, "scale") && k.c_in % 16) || (Has(terms, "residual") && k.residual % 16)))
+      return Invalid("the tile kernels read the epilogue's C_in and residual through TMA: 16-byte aligned pointers");
   }
   return plan;
 }
@@ -292,12 +294,13 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
       args.push_back(Arg::Workspace());
     } else if (p.kind == Kind::kTensorMap && pointers.count(p.tensor_map.tensor) && p.tensor_map.rank() == 2) {
       // The ragged kernels' rank-2 maps: {K, rows} for K-major A and B, {rows, K} for MN-major
-      // ones, {M, N} for C; the leading dimension is the one stride.
+      // ones, {M, N} for C and the epilogue's C_in and residual (packed); the leading dimension
+      // is the one stride.
       const std::string& t = p.tensor_map.tensor;
-      const bool mn = (t == "A" && plan->a_mn) || (t == "B" && plan->b_mn);
+      const bool mn = (t == "A" && plan->a_mn) || (t == "B" && plan->b_mn), c_like = t != "A" && t != "B";
       const uint64_t rows = t == "A" ? s.m : s.n;
-      const uint64_t inner = t == "C" ? s.m : mn ? rows : s.k, outer = t == "C" ? s.n : mn ? s.k : rows;
-      const int64_t stride = t == "A" ? ld.a : t == "B" ? ld.b : ld.c;
+      const uint64_t inner = c_like ? s.m : mn ? rows : s.k, outer = c_like ? s.n : mn ? s.k : rows;
+      const int64_t stride = t == "A" ? ld.a : t == "B" ? ld.b : t == "C" ? ld.c : s.m;
       const uint64_t bytes = p.tensor_map.dtype == TmaDtype::kF32 ? 4 : 2;
       args.push_back(Arg::Tensor(pointers.at(t), {inner, outer}, {static_cast<uint64_t>(stride) * bytes}));
     } else {

@@ -89,7 +89,33 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
   } else {
     table = k.ScheduleTableParam("schedule", GemmTiles(BM * CLUSTER, BN, GROUPS, SLOTS));
   }
-  const Epilogue epilogue = Epilogue::Declare(k, shape.variant.epilogue, g.M, g.N, /*column_major=*/true);
+  const EpilogueSpec& epi = shape.variant.epilogue;
+  const Epilogue epilogue = Epilogue::Declare(k, epi, g.M, g.N, /*column_major=*/true);
+  // A fused epilogue's loads (C_in, bias, residual) go out EPI_PAIRS pairs of a thread's
+  // accumulators at a time, all before any is used: element by element, each waited on its own
+  // round trip. As many pairs as the registers left beside the accumulator hold (ptxas gives each
+  // thread 65536 / threads, at most 255; ~40 for the rest, ~8 a pair of loads and addresses): 16
+  // pairs spilled in the 128x256 tiles and measured 1.1-1.3x their time (docs/PERF.md, "The fused
+  // epilogue's loads together").
+  const int regs = std::min(255, 65536 / (128 * (1 + CONSUMERS)) / 8 * 8);
+  const int EPI_PAIRS = std::clamp(std::bit_floor(static_cast<unsigned>(std::max(regs - BN / 2 - 40, 0) / 8)), 4u, 32u);
+  // Where a tile takes more than two such groups and C leaves through its map, C_in and the
+  // residual come in the way C goes out: a piece at a time by TMA into the consumer's C staging
+  // buffer, read back in the accumulator's order (ldmatrix.trans, the inverse of the stmatrix
+  // that stages C), whole lines and no registers held for loads in flight. Measured (docs/PERF.md,
+  // "C_in and residual through TMA"): 0.85-0.97 of the time in the 128x256 tiles, 0.95 in the
+  // 128x160; 1.02-1.05 in tiles of one or two groups (64x128 at N = 128, 128x64 split in 4).
+  const bool staged_inputs = ragged && !direct_out && (epi.scale || epi.residual) && 2 * EPI_PAIRS < BN / 4;
+  TensorMap tm_c_in, tm_residual;
+  if (staged_inputs) {
+    auto like_c = [&](const char* tensor, const char* name) {
+      rt::TensorMapParam spec = g.C.spec();
+      spec.tensor = tensor;
+      return k.TmaParam(name, spec);
+    };
+    if (epi.scale) tm_c_in = like_c("C_in", "tmC_in");
+    if (epi.residual) tm_residual = like_c("residual", "tmResidual");
+  }
   k.Grid("128");
   if (CLUSTER > 1) k.ClusterDims({static_cast<unsigned>(CLUSTER), 1, 1});
   SmemTile sA = k.SmemSwizzled(in, BM, BK, Swizzle::k128B, STAGES);
@@ -97,6 +123,8 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
   SmemTile sC[2];  // [n][m], one per consumer
   if (!direct_out)
     for (int x = 0; x < CONSUMERS; ++x) sC[x] = k.SmemSwizzled(out, PIECE_N, 64, Swizzle::k128B);
+  Barriers input_bars;  // per consumer: its staged C_in or residual piece has landed
+  if (staged_inputs) input_bars = k.SmemBarriers(CONSUMERS);
   SmemTile last_flags;  // per consumer: whether its share of a split tile came last
   if (ragged) last_flags = k.Smem(i32, CONSUMERS, 1);
   Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
@@ -118,6 +146,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
     };
   k.If(tid == 0, [&] {
     if (ragged) g.PrefetchDescriptors(k);  // under the barriers' setup and the cluster's sync
+    for (int x = 0; x < input_bars.size(); ++x) input_bars[x].Init(1);
     ring.Init();
   });
   if (CLUSTER > 1) k.ClusterSync();
@@ -148,6 +177,11 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
     };
     Regs packed = k.Registers(Type::Of(i32), BN / 4);  // the tile to write, pairs of 16-bit elements
     Regs pending = k.Registers(Type::Of(i32), 3);        // {tile to write?, its m0, its n0}
+    Regs input_phase;  // the parity input_bars[wg] completes next
+    if (staged_inputs) {
+      input_phase = k.Registers(Type::Of(i32), 1);
+      input_phase[0] = k.I32(0);
+    }
     auto write_out = [&] {
       for (int x = 0; x < CONSUMERS; ++x) k.If(wg == x, [&] {
         // Lane l addresses row (l % 8) + 8 * (l / 16) of matrix l / 8, transposed: n rows, m cols.
@@ -170,13 +204,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
       });
     };
     // The fused epilogue's loads (C_in, bias, residual) go out EPI_PAIRS pairs of elements at a
-    // time, all before any is used: element by element, each waited on its own round trip. As
-    // many pairs as the registers left beside the accumulator hold (ptxas gives each thread
-    // 65536 / threads, at most 255; ~40 for the rest, ~8 a pair of loads and addresses): 16 pairs spilled
-    // in the 128x256 tiles and measured 1.1-1.3x their time (docs/PERF.md, "The fused
-    // epilogue's loads together").
-    const int regs = std::min(255, 65536 / (128 * (1 + CONSUMERS)) / 8 * 8);
-    const int EPI_PAIRS = std::clamp(std::bit_floor(static_cast<unsigned>(std::max(regs - BN / 2 - 40, 0) / 8)), 4u, 32u);
+    // time, all before any is used (above).
     const bool fused = !shape.variant.epilogue.Plain();
     auto element_at = [&](Value m0, Value n0, int p, int e) {
       Value row = m0 + row0 + acc.Row(p), col = n0 + acc.Col(p) + e;
@@ -186,13 +214,13 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
       for (int p0 = 0; p0 < BN / 4; p0 += EPI_PAIRS) {
         const int end = std::min(BN / 4, p0 + EPI_PAIRS);
         std::vector<Epilogue::Inputs> inputs;
-        if (fused)
+        if (fused && !staged_inputs)
           for (int p = p0; p < end; ++p)
             for (int e = 0; e < 2; ++e) {
               auto [row, col, inside] = element_at(m0, n0, p, e);
               inputs.push_back(epilogue.Load(row, col, inside));
             }
-        for (int p = p0; p < end; ++p) body(p, fused ? &inputs[2 * (p - p0)] : nullptr);
+        for (int p = p0; p < end; ++p) body(p, inputs.empty() ? nullptr : &inputs[2 * (p - p0)]);
       }
     };
     auto store_direct = [&](Value m0, Value n0) {  // each element through the epilogue, where inside M x N
@@ -204,10 +232,62 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
         }
       });
     };
+    // The staged inputs: per piece, C_in's terms through the activation into the accumulator,
+    // then the residual, each matrix's piece landing in sC[x] (free once the stores before have
+    // read it and every thread its last ldmatrix).
+    auto apply_staged = [&](Value m0, Value n0) {
+      Value n = lane % 8 + lane / 16 * 8, m = c / 32 * 16 + (lane & 8);  // as write_out's stmatrix
+      // The accumulator changes outside any branch on the warpgroup (inside one, ptxas spilled
+      // 1.4 KB of it): only the copy's issue and the buffer's address depend on it.
+      // (Both buffers 1024-byte aligned: the same swizzle at the same offset from either.)
+      const int64_t next_buffer = CONSUMERS == 1 ? 0 : (sC[1].offset_bytes() - sC[0].offset_bytes()) / ScalarBytes(out);
+      auto buffer_at = [&](int row) { return sC[0].At(n + row, m) + (wg * next_buffer).To(Scalar::kI64); };
+      for (int piece = 0; piece < BN / PIECE_N; ++piece) {
+        auto stage = [&](const TensorMap& map) {
+          k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });
+          k.NamedBarrier(wg + 2, 128);
+          k.If(c == 0, [&] {
+            for (int x = 0; x < CONSUMERS; ++x) k.If(wg == x, [&] {
+              input_bars[x].ArriveExpectTx({&map});
+              k.TmaLoad(map, sC[x], input_bars[x], g.CBox(m0 + x * 64, n0 + piece * PIECE_N));
+            });
+          });
+          input_bars[wg].Wait(input_phase[0]);
+          input_phase[0] = input_phase[0] ^ 1;
+        };
+        // Pairs 4q .. 4q+3 of the piece: one ldmatrix.x4, each register a pair's two elements.
+        auto each_pair = [&](const TensorMap* map, const std::function<void(int, Value, Value)>& body) {
+          if (map) stage(*map);
+          for (int q = 0; q < PIECE_N / 16; ++q) {
+            std::vector<Value> words;
+            if (map) words = k.LdMatrix(buffer_at(q * 16), 4, /*trans=*/true);
+            for (int j = 0; j < 4; ++j) {
+              Value v = map ? words[j].Bitcast(Type::Vec(out, 2)) : Value();
+              body(4 * (piece * PIECE_N / 16 + q) + j, map ? v.Lane(0) : Value(), map ? v.Lane(1) : Value());
+            }
+          }
+        };
+        each_pair(epi.scale ? &tm_c_in : nullptr, [&](int p, Value c0, Value c1) {
+          auto [row, col, inside] = element_at(m0, n0, p, 0);
+          Epilogue::Inputs in0 = epilogue.Load(row, col, inside, /*matrices=*/false);
+          auto [row1, col1, inside1] = element_at(m0, n0, p, 1);
+          Epilogue::Inputs in1 = epilogue.Load(row1, col1, inside1, /*matrices=*/false);
+          in0.c_in = c0, in1.c_in = c1;
+          acc[2 * p] = epilogue.ApplyBeforeResidual(acc[2 * p], in0);
+          acc[2 * p + 1] = epilogue.ApplyBeforeResidual(acc[2 * p + 1], in1);
+        });
+        if (epi.residual)
+          each_pair(&tm_residual, [&](int p, Value r0, Value r1) {
+            acc[2 * p] = epilogue.AddResidual(acc[2 * p], r0);
+            acc[2 * p + 1] = epilogue.AddResidual(acc[2 * p + 1], r1);
+          });
+      }
+    };
     auto pack = [&](Value m0, Value n0) {
+      if (staged_inputs) apply_staged(m0, n0);
       in_groups(m0, n0, [&](int p, const Epilogue::Inputs* in) {
         Value x = acc[2 * p], y = acc[2 * p + 1];
-        if (in) x = epilogue.Apply(x, in[0]), y = epilogue.Apply(y, in[1]);
+        if (in && !staged_inputs) x = epilogue.Apply(x, in[0]), y = epilogue.Apply(y, in[1]);
         packed[p] = k.Vector({x.To(out), y.To(out)}).Bitcast(Type::Of(i32));
       });
       pending[0] = 1;

@@ -187,6 +187,13 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   EXPECT_NE(PlanError(s, {.epilogue = "bias_col"}, kPacked).find("'bias_col' needs bias"), std::string::npos);
   EXPECT_NE(PlanError(s, {.epilogue = "scale"}, kPacked).find("needs C_in"), std::string::npos);
   EXPECT_NE(PlanError(s, {}, {.a = kAligned, .c = kAligned}).find("need device pointers"), std::string::npos);
+  // The tile kernels read C_in and residual through TMA; the kernels storing C from registers
+  // (f32) load them element by element, from any address.
+  GemmOperands off = kPacked;
+  off.c_in = kAligned + 8, off.residual = kAligned;
+  EXPECT_NE(PlanError(s, {.epilogue = "scale,residual"}, off).find("C_in and residual through TMA"), std::string::npos);
+  EXPECT_EQ(PlanError(s, {.epilogue = "residual"}, off), "");
+  EXPECT_EQ(PlanError(s, {.out_type = "f32", .epilogue = "scale,residual"}, off), "");
   GemmOperands o = kPacked;
   o.lda = 200;
   EXPECT_NE(PlanError(s, {}, o).find("lda = 200 is less than K = 256"), std::string::npos);

@@ -60,11 +60,17 @@ class Epilogue {
   struct Inputs {
     Value c_in, bias, residual;
   };
-  Inputs Load(const Value& row, const Value& col, const Value& inside, Loc loc = Loc::current()) const;
+  // With `matrices` false, the bias only (a kernel that brings C_in and residual in itself).
+  Inputs Load(const Value& row, const Value& col, const Value& inside, bool matrices = true,
+              Loc loc = Loc::current()) const;
   // The result in f32 from the accumulator and its inputs, before the cast to spec().out. A
   // kernel that loads many elements' inputs before it applies any keeps their loads in flight
   // together instead of waiting on each in turn.
   Value Apply(const Value& acc, const Inputs& in, Loc loc = Loc::current()) const;
+  // Apply in two steps, for a kernel that has the residual later than the rest: all terms up to
+  // the activation (in.residual unused), then the residual (where the spec has one).
+  Value ApplyBeforeResidual(const Value& acc, const Inputs& in, Loc loc = Loc::current()) const;
+  Value AddResidual(const Value& x, const Value& residual, Loc loc = Loc::current()) const;
   // Load and Apply for one element.
   Value Apply(const Value& acc, const Value& row, const Value& col, const Value& inside,
               Loc loc = Loc::current()) const;
