@@ -245,6 +245,16 @@ absl::Status Cta::CompleteAsync(size_t index) {
     bytes += es;
     if (to + es > shared_.size())
       return absl::InvalidArgumentError(absl::StrCat(kernel_, ": a TMA box lands past the block's shared memory"));
+    // A TMA store reads its box until a bulk wait covers it: a load landing there first would
+    // change what the store writes (a buffer reused for loads without cp.async.bulk.wait_group.read).
+    uint64_t at = 0;
+    if (const Instr* by = tma_store_reading_.Holder(to, es, &at)) {
+      const std::string load_dsl = m_.DslLine(*op.issued_by);
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s%s: PTX line %d (%s): a TMA load lands on shared byte %d, which a TMA store still in flight reads (%s): "
+          "its cp.async.bulk.wait_group.read is missing or too shallow",
+          load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text, at, Where(*by)));
+    }
     if (!generic_writer_.empty())  // what the async proxy wrote needs no fence to be read by it
       std::fill(generic_writer_.begin() + to, generic_writer_.begin() + to + es, 0);
     if (tma_swizzle_.empty()) tma_swizzle_.assign(shared_.size(), 0);
