@@ -480,6 +480,35 @@ TEST(GemmFamilies, MembersBuildFromTheirNamesAndBadOptionsSayWhy) {
   }
 }
 
+// Tiles of more than two groups of epilogue loads read C_in and the residual through tensor maps
+// (staged in the C buffer, read back by ldmatrix.trans); the others, and C stored from registers,
+// load them element by element.
+TEST(GemmFamilies, WideTilesStageCInAndTheResidualThroughTma) {
+  auto staged = [](const std::string& name) {
+    absl::StatusOr<KernelDef> def = Find(name)->build();
+    EXPECT_TRUE(def.ok()) << name << ": " << def.status();
+    std::set<std::string> maps;
+    if (def.ok())
+      for (const rt::ParamSpec& p : def->manifest().params)
+        if (p.kind == rt::ParamSpec::Kind::kTensorMap && p.tensor_map.tensor != "A" && p.tensor_map.tensor != "B" &&
+            p.tensor_map.tensor != "C")
+          maps.insert(p.tensor_map.tensor);
+    return maps;
+  };
+  const std::set<std::string> both = {"C_in", "residual"};
+  EXPECT_EQ(staged("gemm/bf16_sm90.bf16-bf16.scale.bias_col.gelu.residual"), both);
+  EXPECT_EQ(staged("gemm/bf16_sm90_n80.f16-f16.residual"), std::set<std::string>{"residual"});
+  EXPECT_EQ(staged("gemm/bf16_sm90_n128.bf16-bf16.scale.relu"), std::set<std::string>{"C_in"});
+  EXPECT_TRUE(staged("gemm/bf16_sm90_m64.bf16-bf16.scale.residual").empty());
+  EXPECT_TRUE(staged("gemm/bf16_sm90_n64.bf16-bf16.scale.residual").empty());
+  EXPECT_TRUE(staged("gemm/bf16_sm90.bf16-bf16.any_m.scale.residual").empty());
+  EXPECT_TRUE(staged("gemm/bf16_sm90.bf16-f32.scale.residual").empty());
+  EXPECT_TRUE(staged("gemm/bf16_sm90.bf16-bf16.bias_col.gelu").empty());
+  // The staged variant is one PTX: ldmatrix.trans reads the pieces back.
+  EXPECT_GE(Count("gemm/bf16_sm90.bf16-bf16.scale.residual", "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), 1);
+  EXPECT_EQ(Count("gemm/bf16_sm90_m64.bf16-bf16.scale.residual", "ldmatrix"), 0);
+}
+
 TEST(GemmSpecText, TheEpilogueRoundTrips) {
   GemmSpec g{.out_type = "f32", .c_order = "col", .tile_m = 8, .tile_k = 8, .block_m = 128, .block_n = 64,
              .block_k = 64, .epilogue = "scale.bias_row.relu"};
