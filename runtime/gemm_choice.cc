@@ -5,6 +5,7 @@
 #include <fstream>
 #include <string_view>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -468,6 +469,16 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   const bool tiles = c.kernel.rfind("gemm/bf16_sm90", 0) == 0;
   o.any_m = tiles && s.m % 8 != 0 && options.out_type != "f32";
   if (o.any_m) c.why += "; C stored from registers (M is no multiple of 8: no TMA store)";
+  // There an epilogue reading C_in or a residual loads them element by element, a few pairs at a
+  // time: 4 in the 128x256 tiles, whose accumulator fills the registers, 8 in the 128x128 ones.
+  // The 128x128 tiles measured 1.07-1.34x the speed of the 256x256 and 256x160 pairs over 8
+  // shapes of K = 40 to 4096, whole tiles (docs/PERF.md, "C from registers with C_in").
+  const bool reads_matrices = absl::StrContains(options.epilogue, "scale") || absl::StrContains(options.epilogue, "residual");
+  if (o.any_m && reads_matrices && !best && c.split == 1 &&
+      (c.kernel == kSm90[0].kernel || c.kernel == std::string_view("gemm/bf16_sm90_n160"))) {
+    c.kernel = Named("gemm/bf16_sm90_n128").kernel;
+    c.why += "; 128x128 tiles instead, whose registers hold more of the epilogue's loads in flight";
+  }
   o.a_mn = tiles && options.a_mn, o.b_mn = tiles && options.b_mn;  // the reference reads through strides
   c.kernel = GemmVariantName(c.kernel, o);
   return c;

@@ -260,6 +260,19 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   EXPECT_FALSE(ReadsAnyStrides(ChooseGemm({100, 8, 64}, 90).kernel));  // a tile kernel: TMA strides
 }
 
+// C stored from registers (M no multiple of 8) with C_in or a residual: the 128x128 tiles, whose
+// registers keep more of the epilogue's loads in flight, in place of the 256-row pairs.
+TEST(GemmEntryPoint, EpiloguesReadingMatricesFromRegistersTakeThe128x128Tiles) {
+  const GemmSize s{4095, 4096, 4096};
+  EXPECT_EQ(ChooseGemm(s, 90).kernel, "gemm/bf16_sm90.bf16-bf16.any_m");
+  const GemmChoice fused = ChooseGemm(s, 90, {.epilogue = "scale.residual"});
+  EXPECT_EQ(fused.kernel, "gemm/bf16_sm90_n128.bf16-bf16.any_m.scale.residual") << fused.why;
+  EXPECT_EQ(fused.split, 1);
+  EXPECT_EQ(ChooseGemm(s, 90, {.epilogue = "bias_col.gelu"}).kernel, "gemm/bf16_sm90.bf16-bf16.any_m.bias_col.gelu");
+  EXPECT_EQ(ChooseGemm({4096, 4096, 4096}, 90, {.epilogue = "scale.residual"}).kernel,
+            "gemm/bf16_sm90.bf16-bf16.scale.residual");  // C through its map: C_in and residual by TMA
+}
+
 TEST(GemmTuneCache, WrittenReadBackAndPreferredOverTheRule) {
   const std::string path = ::testing::TempDir() + "/kiln_tune_test.txt";
   std::remove(path.c_str());
