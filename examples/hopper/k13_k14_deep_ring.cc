@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <bit>
 #include <functional>
+#include <map>
 #include <tuple>
 #include <vector>
 
@@ -242,6 +243,21 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
       // (Both buffers 1024-byte aligned: the same swizzle at the same offset from either.)
       const int64_t next_buffer = CONSUMERS == 1 ? 0 : (sC[1].offset_bytes() - sC[0].offset_bytes()) / ScalarBytes(out);
       auto buffer_at = [&](int row) { return sC[0].At(n + row, m) + (wg * next_buffer).To(Scalar::kI64); };
+      // The bias loaded once a tile for each of a thread's two rows (bias_row: pair p's row is
+      // the p % 2 one) or each pair of columns (bias_col: p / 2, shared by the pair's two rows),
+      // masked by that index alone.
+      std::map<int, std::pair<Value, Value>> bias_of;
+      auto bias_for = [&](int p) -> std::pair<Value, Value> {
+        if (epi.bias == BiasAxis::kNone) return {};
+        const bool by_row = epi.bias == BiasAxis::kRow;
+        const int key = by_row ? p % 2 : p / 2;
+        if (auto it = bias_of.find(key); it != bias_of.end()) return it->second;
+        auto [row, col, inside] = element_at(m0, n0, p, 0);
+        auto [row1, col1, inside1] = element_at(m0, n0, p, 1);
+        Value b0 = epilogue.Load(row, col, by_row ? row < g.M : col < g.N, /*matrices=*/false).bias;
+        Value b1 = by_row ? b0 : epilogue.Load(row1, col1, col1 < g.N, /*matrices=*/false).bias;
+        return bias_of[key] = {b0, b1};
+      };
       for (int piece = 0; piece < BN / PIECE_N; ++piece) {
         auto stage = [&](const TensorMap& map) {
           k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });
@@ -268,10 +284,8 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
           }
         };
         each_pair(epi.scale ? &tm_c_in : nullptr, [&](int p, Value c0, Value c1) {
-          auto [row, col, inside] = element_at(m0, n0, p, 0);
-          Epilogue::Inputs in0 = epilogue.Load(row, col, inside, /*matrices=*/false);
-          auto [row1, col1, inside1] = element_at(m0, n0, p, 1);
-          Epilogue::Inputs in1 = epilogue.Load(row1, col1, inside1, /*matrices=*/false);
+          Epilogue::Inputs in0, in1;
+          std::tie(in0.bias, in1.bias) = bias_for(p);
           in0.c_in = c0, in1.c_in = c1;
           acc[2 * p] = epilogue.ApplyBeforeResidual(acc[2 * p], in0);
           acc[2 * p + 1] = epilogue.ApplyBeforeResidual(acc[2 * p + 1], in1);
