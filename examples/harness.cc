@@ -520,7 +520,8 @@ absl::StatusOr<std::vector<uint8_t>> EmulatedOutput(const rt::Bundle& bundle, co
     else if (p.kind == rt::ParamSpec::Kind::kTensorMap) {
       const std::string& t = p.tensor_map.tensor;
       if (!pointers.count(t))
-        return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no tensor ", t, " for map ", p.name));
+        return absl::InvalidArgumentError(
+            absl::StrCat(m.name, ": the GEMM harness has no tensor ", t, " for map ", p.name));
       args.push_back(rt::Arg::Tensor(pointers.at(t)));
     } else if (p.kind == rt::ParamSpec::Kind::kScheduleTable)
       args.push_back(rt::Arg::Schedule());

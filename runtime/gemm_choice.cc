@@ -473,9 +473,10 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   // time: 4 in the 128x256 tiles, whose accumulator fills the registers, 8 in the 128x128 ones.
   // The 128x128 tiles measured 1.07-1.34x the speed of the 256x256 and 256x160 pairs over 8
   // shapes of K = 40 to 4096, whole tiles (docs/PERF.md, "C from registers with C_in").
-  const bool reads_matrices = absl::StrContains(options.epilogue, "scale") || absl::StrContains(options.epilogue, "residual");
+  const bool reads_matrices =
+      absl::StrContains(options.epilogue, "scale") || absl::StrContains(options.epilogue, "residual");
   if (o.any_m && reads_matrices && !best && c.split == 1 &&
-      (c.kernel == kSm90[0].kernel || c.kernel == std::string_view("gemm/bf16_sm90_n160"))) {
+      (c.kernel == Named("gemm/bf16_sm90").kernel || c.kernel == Named("gemm/bf16_sm90_n160").kernel)) {
     c.kernel = Named("gemm/bf16_sm90_n128").kernel;
     c.why += "; 128x128 tiles instead, whose registers hold more of the epilogue's loads in flight";
   }

@@ -6,10 +6,10 @@
 // enough loads are in flight to fill the memory system even where N is only a few thousand.
 // R is M up to 4 (a pass of 2 rows streams B about as fast as one of 1, 3.85 TB/s on an H200
 // against 3.95, where the 4-row pass streams 2.9: docs/PERF.md, "Two to four rows"): rows past M
-// are not computed at all, and M past 4 takes further passes of 4 (any M is correct). Each thread issues its loads of B for
-// two chunks before the FMAs wait on them; four rows at most keep it at 104 registers, two blocks
-// an SM (with 16 rows: 142, one block, too few loads in flight to stream B at the copy's rate;
-// docs/PERF.md, "The skinny kernel's loads").
+// are not computed at all, and M past 4 takes further passes of 4 (any M is correct). Each thread
+// issues its loads of B for two chunks before the FMAs wait on them; four rows at most keep it at
+// 104 registers, two blocks an SM (with 16 rows: 142, one block, too few loads in flight to stream
+// B at the copy's rate; docs/PERF.md, "The skinny kernel's loads").
 // Any N; K a multiple of 8 (16-byte aligned rows).
 // A row-major, B and C column-major, f32 accumulation: the entry point's layout. Its variants
 // (gemm/bf16_skinny.f16-f32.gelu) read f16, store f16 or f32 and fuse an epilogue.

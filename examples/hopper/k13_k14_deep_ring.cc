@@ -206,7 +206,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
     };
     // The fused epilogue's loads (C_in, bias, residual) go out EPI_PAIRS pairs of elements at a
     // time, all before any is used (above).
-    const bool fused = !shape.variant.epilogue.Plain();
+    const bool fused = !epi.Plain();
     auto element_at = [&](Value m0, Value n0, int p, int e) {
       Value row = m0 + row0 + acc.Row(p), col = n0 + acc.Col(p) + e;
       return std::tuple{row, col, (row < g.M) & (col < g.N)};
@@ -252,10 +252,11 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
         const bool by_row = epi.bias == BiasAxis::kRow;
         const int key = by_row ? p % 2 : p / 2;
         if (auto it = bias_of.find(key); it != bias_of.end()) return it->second;
-        auto [row, col, inside] = element_at(m0, n0, p, 0);
-        auto [row1, col1, inside1] = element_at(m0, n0, p, 1);
-        Value b0 = epilogue.Load(row, col, by_row ? row < g.M : col < g.N, /*matrices=*/false).bias;
-        Value b1 = by_row ? b0 : epilogue.Load(row1, col1, col1 < g.N, /*matrices=*/false).bias;
+        auto bias_at = [&](int e) {
+          Value row = std::get<0>(element_at(m0, n0, p, e)), col = std::get<1>(element_at(m0, n0, p, e));
+          return epilogue.Load(row, col, by_row ? row < g.M : col < g.N, /*matrices=*/false).bias;
+        };
+        Value b0 = bias_at(0), b1 = by_row ? b0 : bias_at(1);
         return bias_of[key] = {b0, b1};
       };
       for (int piece = 0; piece < BN / PIECE_N; ++piece) {
@@ -301,7 +302,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
       if (staged_inputs) apply_staged(m0, n0);
       in_groups(m0, n0, [&](int p, const Epilogue::Inputs* in) {
         Value x = acc[2 * p], y = acc[2 * p + 1];
-        if (in && !staged_inputs) x = epilogue.Apply(x, in[0]), y = epilogue.Apply(y, in[1]);
+        if (in) x = epilogue.Apply(x, in[0]), y = epilogue.Apply(y, in[1]);  // (none where staged)
         packed[p] = k.Vector({x.To(out), y.To(out)}).Bitcast(Type::Of(i32));
       });
       pending[0] = 1;
