@@ -51,6 +51,7 @@ Epilogue Epilogue::Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, 
                            const Value& row_stride, const Value& col_stride, Loc loc) {
   Epilogue e;
   e.spec_ = spec;
+  e.m_ = M, e.n_ = N;
   if (spec.out != Scalar::kBF16 && spec.out != Scalar::kF16 && spec.out != Scalar::kF32)
     k.Fail("an epilogue stores bf16, f16 or f32", loc);
   auto matrix = [&](const char* name) {
@@ -66,15 +67,28 @@ Epilogue Epilogue::Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, 
   return e;
 }
 
-Epilogue::Inputs Epilogue::Load(const Value& row, const Value& col, const Value& inside, bool matrices,
-                                Loc loc) const {
-  auto load = [&](const Value& ptr) { return LoadGlobal(ptr, 1, {.mask = inside}, loc); };
-  Inputs in;
-  if (spec_.scale && matrices) in.c_in = load(c_in_.At({row, col}, loc));
-  if (spec_.bias != BiasAxis::kNone)
-    in.bias = load(bias_ + (spec_.bias == BiasAxis::kRow ? row : col).To(Scalar::kI64, loc));
-  if (spec_.residual && matrices) in.residual = load(residual_.At({row, col}, loc));
+Epilogue::Inputs Epilogue::Load(const Value& row, const Value& col, const Value& inside, Loc loc) const {
+  Inputs in = LoadMatrices(row, col, inside, loc);
+  if (spec_.bias != BiasAxis::kNone) in.bias = LoadGlobal(BiasAddress(row, col, loc), 1, {.mask = inside}, loc);
   return in;
+}
+
+Epilogue::Inputs Epilogue::LoadMatrices(const Value& row, const Value& col, const Value& inside, Loc loc) const {
+  auto load = [&](const GlobalTensor& t) { return LoadGlobal(t.At({row, col}, loc), 1, {.mask = inside}, loc); };
+  Inputs in;
+  if (spec_.scale) in.c_in = load(c_in_);
+  if (spec_.residual) in.residual = load(residual_);
+  return in;
+}
+
+Value Epilogue::LoadBias(const Value& row, const Value& col, Loc loc) const {
+  if (spec_.bias == BiasAxis::kNone) return Value();
+  const bool by_row = spec_.bias == BiasAxis::kRow;
+  return LoadGlobal(BiasAddress(row, col, loc), 1, {.mask = by_row ? row < m_ : col < n_}, loc);
+}
+
+Value Epilogue::BiasAddress(const Value& row, const Value& col, Loc loc) const {
+  return bias_ + (spec_.bias == BiasAxis::kRow ? row : col).To(Scalar::kI64, loc);
 }
 
 Value Epilogue::Apply(const Value& acc, const Inputs& in, Loc loc) const {
@@ -90,32 +104,37 @@ Value Epilogue::ApplyBeforeResidual(const Value& acc, const Inputs& in, Loc loc)
   Value x = acc;
   if (spec_.scale) x = Fma(Operand(alpha_, loc), Operand(x, loc), Operand(beta_ * f32(in.c_in), loc));
   if (spec_.bias != BiasAxis::kNone) x = x + f32(in.bias);
-  // The reciprocals are rcp.approx (1 ulp; their argument is >= 1, never subnormal): the IEEE
-  // rcp.rn has a slow path that ptxas branches to for every element, and no load of the next
-  // element's C_in or residual moves above such a branch, so every element waited on its own
-  // round trip to memory (docs/PERF.md, "Random shapes, and what the fused epilogue costs").
+  // GELU and SiLU are x * (1 + tanh(u)) / 2 with one tanh.approx.f32 each (u = the GELU's cubic,
+  // or x / 2 for SiLU: x * sigmoid(x) exactly): one special-function instruction and five or two
+  // others an element. The forms through ex2 and rcp took two special-function instructions and
+  // ~14 others, and bounded the epilogue (docs/PERF.md, "GELU and SiLU through tanh.approx").
+  // tanh.approx's relative error is at most 2^-11, so the result's is at most |x| 2^-12: under half
+  // a bf16 or f16 step where |x| dominates.
+  auto half_x_times_one_plus_tanh = [&](const Value& u) {
+    Value half = x * 0.5;
+    return Fma(Operand(half, loc), Operand(TanhApprox(u, loc), loc), Operand(half, loc));
+  };
   switch (spec_.activation) {
     case Activation::kNone:
       break;
     case Activation::kRelu:
       x = Max(Operand(x, loc), Operand(0.0, loc));
       break;
-    case Activation::kGelu: {  // tanh(u) = 1 - 2 / (e^2u + 1): saturates cleanly as e^2u goes to 0 or inf
+    case Activation::kGelu: {
       const double sqrt_2_over_pi = 0.7978845608028654;
       Value u = x * Fma(Operand(x * x, loc), Operand(0.044715 * sqrt_2_over_pi, loc), Operand(sqrt_2_over_pi, loc));
-      Value tanh_u = 1.0 - 2.0 * RcpApprox(Exp(u * 2.0, loc) + 1.0, loc);
-      x = x * 0.5 * (tanh_u + 1.0);
+      x = half_x_times_one_plus_tanh(u);
       break;
     }
     case Activation::kSilu:
-      x = x * RcpApprox(Exp(-x, loc) + 1.0, loc);
+      x = half_x_times_one_plus_tanh(x * 0.5);
       break;
   }
   return x;
 }
 
 Value Epilogue::Apply(const Value& acc, const Value& row, const Value& col, const Value& inside, Loc loc) const {
-  return Apply(acc, Load(row, col, inside, true, loc), loc);
+  return Apply(acc, Load(row, col, inside, loc), loc);
 }
 
 Value Epilogue::Output(const Value& acc, const Inputs& in, Loc loc) const {
@@ -124,7 +143,7 @@ Value Epilogue::Output(const Value& acc, const Inputs& in, Loc loc) const {
 }
 
 Value Epilogue::Output(const Value& acc, const Value& row, const Value& col, const Value& inside, Loc loc) const {
-  return Output(acc, Load(row, col, inside, true, loc), loc);
+  return Output(acc, Load(row, col, inside, loc), loc);
 }
 
 }  // namespace kiln

@@ -46,6 +46,7 @@ Value Sqrt(const Value& x, Loc loc) { return UnaryF32("Sqrt", "sqrt.rn.f32", x, 
 Value SqrtApprox(const Value& x, Loc loc) { return UnaryF32("SqrtApprox", "sqrt.approx.ftz.f32", x, loc); }
 Value Rcp(const Value& x, Loc loc) { return UnaryF32("Rcp", "rcp.rn.f32", x, loc); }
 Value RcpApprox(const Value& x, Loc loc) { return UnaryF32("RcpApprox", "rcp.approx.ftz.f32", x, loc); }
+Value TanhApprox(const Value& x, Loc loc) { return UnaryF32("TanhApprox", "tanh.approx.f32", x, loc); }
 
 Value Exp(const Value& x, Loc loc) {
   if (!StateOf(x)) return x;

@@ -152,11 +152,11 @@ WgmmaAccumulator Kernel::WgmmaAcc(int n, Loc loc) {
 }
 
 Value WgmmaAccumulator::Row(int pair, Loc loc) const {
-  return warp_ * Operand(16, loc) + lane_ / Operand(4, loc) + Operand(pair % 2 * 8, loc);
+  return warp_ * Operand(16, loc) + lane_ / Operand(4, loc) + Operand(RowSlot(pair) * 8, loc);
 }
 
 Value WgmmaAccumulator::Col(int pair, Loc loc) const {
-  return lane_ % Operand(4, loc) * Operand(2, loc) + Operand(pair / 2 * 8, loc);
+  return lane_ % Operand(4, loc) * Operand(2, loc) + Operand(ColSlot(pair) * 8, loc);
 }
 
 void Kernel::WgmmaFence(Loc loc) {

@@ -223,6 +223,8 @@ absl::Status ProbeMath(Target& t, int64_t n, uint64_t seed, Checker& c) {
     c.Float("Min", i, g[13], std::fmin(zv, xv));
     c.Float("Max", i, g[14], std::fmax(zv, xv));
     c.Float("Neg", i, g[15], -zv);
+    const double th = std::tanh(double{zv});  // tanh.approx.f32: 2^-11 relative, its PTX ISA bound
+    c.Near("TanhApprox", i, g[16], th, std::ldexp(std::fabs(th), -11));
     const int32_t s = w[i];
     const int32_t* h = &(*q)[i * probe::kIntOps];
     const int32_t want[probe::kIntOps] = {s / 7, s % 7, s >> 3, std::min(s, -5), std::max(s, -5), s * -3 + 1,

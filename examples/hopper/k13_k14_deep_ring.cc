@@ -211,16 +211,35 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
       Value row = m0 + row0 + acc.Row(p), col = n0 + acc.Col(p) + e;
       return std::tuple{row, col, (row < g.M) & (col < g.N)};
     };
+    // The bias of a tile's pairs, loaded once for the pairs that share it (a thread's two rows for
+    // bias_row, each of its column pairs for bias_col), each load masked by its index alone.
+    using BiasOfSlot = std::map<int, std::pair<Value, Value>>;
+    auto bias_for = [&](BiasOfSlot& loaded, Value m0, Value n0, int p) -> std::pair<Value, Value> {
+      if (epi.bias == BiasAxis::kNone) return {};
+      const bool by_row = epi.bias == BiasAxis::kRow;
+      const int slot = by_row ? WgmmaAccumulator::RowSlot(p) : WgmmaAccumulator::ColSlot(p);
+      if (auto it = loaded.find(slot); it != loaded.end()) return it->second;
+      auto bias_at = [&](int e) {
+        auto [row, col, inside] = element_at(m0, n0, p, e);
+        return epilogue.LoadBias(row, col);
+      };
+      Value b0 = bias_at(0), b1 = by_row ? b0 : bias_at(1);
+      return loaded[slot] = {b0, b1};
+    };
     auto in_groups = [&](Value m0, Value n0, const std::function<void(int, const Epilogue::Inputs*)>& body) {
+      BiasOfSlot bias;
       for (int p0 = 0; p0 < BN / 4; p0 += EPI_PAIRS) {
         const int end = std::min(BN / 4, p0 + EPI_PAIRS);
         std::vector<Epilogue::Inputs> inputs;
         if (fused && !staged_inputs)
-          for (int p = p0; p < end; ++p)
+          for (int p = p0; p < end; ++p) {
+            const auto [b0, b1] = bias_for(bias, m0, n0, p);
             for (int e = 0; e < 2; ++e) {
               auto [row, col, inside] = element_at(m0, n0, p, e);
-              inputs.push_back(epilogue.Load(row, col, inside));
+              inputs.push_back(epilogue.LoadMatrices(row, col, inside));
+              inputs.back().bias = e == 0 ? b0 : b1;
             }
+          }
         for (int p = p0; p < end; ++p) body(p, inputs.empty() ? nullptr : &inputs[2 * (p - p0)]);
       }
     };
@@ -243,22 +262,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
       // (Both buffers 1024-byte aligned: the same swizzle at the same offset from either.)
       const int64_t next_buffer = CONSUMERS == 1 ? 0 : (sC[1].offset_bytes() - sC[0].offset_bytes()) / ScalarBytes(out);
       auto buffer_at = [&](int row) { return sC[0].At(n + row, m) + (wg * next_buffer).To(Scalar::kI64); };
-      // The bias loaded once a tile for each of a thread's two rows (bias_row: pair p's row is
-      // the p % 2 one) or each pair of columns (bias_col: p / 2, shared by the pair's two rows),
-      // masked by that index alone.
-      std::map<int, std::pair<Value, Value>> bias_of;
-      auto bias_for = [&](int p) -> std::pair<Value, Value> {
-        if (epi.bias == BiasAxis::kNone) return {};
-        const bool by_row = epi.bias == BiasAxis::kRow;
-        const int key = by_row ? p % 2 : p / 2;
-        if (auto it = bias_of.find(key); it != bias_of.end()) return it->second;
-        auto bias_at = [&](int e) {
-          Value row = std::get<0>(element_at(m0, n0, p, e)), col = std::get<1>(element_at(m0, n0, p, e));
-          return epilogue.Load(row, col, by_row ? row < g.M : col < g.N, /*matrices=*/false).bias;
-        };
-        Value b0 = bias_at(0), b1 = by_row ? b0 : bias_at(1);
-        return bias_of[key] = {b0, b1};
-      };
+      BiasOfSlot bias;
       for (int piece = 0; piece < BN / PIECE_N; ++piece) {
         auto stage = [&](const TensorMap& map) {
           k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });
@@ -286,7 +290,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
         };
         each_pair(epi.scale ? &tm_c_in : nullptr, [&](int p, Value c0, Value c1) {
           Epilogue::Inputs in0, in1;
-          std::tie(in0.bias, in1.bias) = bias_for(p);
+          std::tie(in0.bias, in1.bias) = bias_for(bias, m0, n0, p);
           in0.c_in = c0, in1.c_in = c1;
           acc[2 * p] = epilogue.ApplyBeforeResidual(acc[2 * p], in0);
           acc[2 * p + 1] = epilogue.ApplyBeforeResidual(acc[2 * p + 1], in1);

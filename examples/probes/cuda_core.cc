@@ -34,7 +34,7 @@ absl::StatusOr<KernelDef> BuildMath() {
     std::vector<Value> r = {Exp2(zv),  Exp(zv),          Log2(xv),        Log(xv),     Rsqrt(xv),
                             Sqrt(xv),  SqrtApprox(xv),   Rcp(zv),         RcpApprox(zv), zv / xv,
                             DivApprox(zv, xv), Abs(zv),  Fma(zv, xv, zv), Min(zv, xv), Max(zv, xv),
-                            -zv};
+                            -zv,       TanhApprox(zv)};
     for (size_t j = 0; j < r.size(); ++j) k.Store(y + i * probe::kMathOps + static_cast<int>(j), r[j]);
     Value s = k.Load(w + i).To(s32);
     // The order is probe::kIntOps.

@@ -278,7 +278,7 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
       Write(t, in.ops[0], r ? 1 : 0);
       return absl::OkStatus();
     }
-    case Op::kEx2: case Op::kLg2: case Op::kRsqrt: case Op::kSqrt: case Op::kRcp: {
+    case Op::kEx2: case Op::kLg2: case Op::kRsqrt: case Op::kSqrt: case Op::kRcp: case Op::kTanh: {
       if (!is_f32) return Fail(t, in, "only the f32 forms are emulated");
       float a = in.ftz ? FlushDenormal(f(1)) : f(1), r = 0;
       switch (in.op) {
@@ -286,6 +286,9 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
         case Op::kLg2: r = std::log2(a); break;
         case Op::kRsqrt: r = 1.0f / std::sqrt(a); break;
         case Op::kSqrt: r = std::sqrt(a); break;
+        // tanh.approx.f32: the PTX ISA bounds its relative error by 2^-11; the exact value lies
+        // within that bound (+-inf give +-1, subnormals pass through, as documented).
+        case Op::kTanh: r = std::tanh(a); break;
         default: r = 1.0f / a; break;
       }
       put_f(r);

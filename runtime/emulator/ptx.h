@@ -44,7 +44,7 @@ struct Operand {
 
 enum class Op : uint16_t {
   kUnknown, kMov, kAdd, kSub, kMul, kMad, kFma, kDiv, kRem, kMin, kMax, kNeg, kAbs, kAnd, kOr, kXor, kNot,
-  kShl, kShr, kSelp, kSetp, kCvt, kCvta, kEx2, kLg2, kRsqrt, kSqrt, kRcp, kLd, kSt, kShfl, kBar, kBarArrive,
+  kShl, kShr, kSelp, kSetp, kCvt, kCvta, kEx2, kLg2, kRsqrt, kSqrt, kRcp, kTanh, kLd, kSt, kShfl, kBar, kBarArrive,
   kBra, kRet, kExit, kAtom, kRed, kRedux, kCreatePolicy, kBrev, kPopc, kClz, kBfe, kPrmt, kCopysign, kTestp,
   kVote, kMembar, kFence, kCpAsync, kLdMatrix, kMma, kMbarrier, kCpAsyncBulk, kWgmma, kSetMaxNReg, kTcgen05,
   kElect, kMapa, kStMatrix, kPrefetch

@@ -22,7 +22,8 @@ enum class Activation : uint8_t {
   kNone,
   kRelu,  // max(x, 0)
   kGelu,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh form (torch's approximate='tanh')
-  kSilu,  // x / (1 + e^-x)
+  kSilu,  // x / (1 + e^-x) = 0.5 x (1 + tanh(x / 2))
+  // (GELU and SiLU take tanh from tanh.approx.f32: relative error <= 2^-11, so <= |x| 2^-12 in the result.)
 };
 enum class BiasAxis : uint8_t { kNone, kRow /* bias[r], length M */, kColumn /* bias[c], length N */ };
 
@@ -60,9 +61,13 @@ class Epilogue {
   struct Inputs {
     Value c_in, bias, residual;
   };
-  // With `matrices` false, the bias only (a kernel that brings C_in and residual in itself).
-  Inputs Load(const Value& row, const Value& col, const Value& inside, bool matrices = true,
-              Loc loc = Loc::current()) const;
+  Inputs Load(const Value& row, const Value& col, const Value& inside, Loc loc = Loc::current()) const;
+  // C_in and the residual only, for a kernel that loads the bias once for the elements sharing it.
+  Inputs LoadMatrices(const Value& row, const Value& col, const Value& inside, Loc loc = Loc::current()) const;
+  // The bias of element (row, col): bias[row] (bias_row) or bias[col] (bias_col), masked by that
+  // index alone (row < M or col < N), so one load serves every element of its row or column.
+  // Invalid where the spec has no bias.
+  Value LoadBias(const Value& row, const Value& col, Loc loc = Loc::current()) const;
   // The result in f32 from the accumulator and its inputs, before the cast to spec().out. A
   // kernel that loads many elements' inputs before it applies any keeps their loads in flight
   // together instead of waiting on each in turn.
@@ -80,8 +85,10 @@ class Epilogue {
                Loc loc = Loc::current()) const;
 
  private:
+  Value BiasAddress(const Value& row, const Value& col, Loc loc) const;
+
   EpilogueSpec spec_;
-  Value alpha_, beta_, bias_;
+  Value m_, n_, alpha_, beta_, bias_;
   GlobalTensor c_in_, residual_;
 };
 

@@ -87,6 +87,11 @@ class WgmmaAccumulator {
   RegRef operator[](RegIndex i) const { return regs_[i]; }
   Value Row(int pair, Loc loc = Loc::current()) const;
   Value Col(int pair, Loc loc = Loc::current()) const;
+  // Which of a thread's two rows (RowSlot: 0 or 1) and of its column pairs (ColSlot: 0 to n/8-1)
+  // pair `pair` lies on: pairs of one slot share Row (Col), so a per-row or per-column value is
+  // loaded once for all of them.
+  static int RowSlot(int pair) { return pair % 2; }
+  static int ColSlot(int pair) { return pair / 2; }
   const Regs& regs() const { return regs_; }
   // Columns 16*k16 .. 16*k16+15 rounded to `elem` (bf16 or f16) as the A operand of a wgmma
   // with A in registers: the A fragment of m64k16 is the accumulator's layout over 16 columns,

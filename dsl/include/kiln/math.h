@@ -25,6 +25,9 @@ Value SqrtApprox(const Value& x, Loc loc = Loc::current());
 // 1/x: rcp.rn.f32 (IEEE); RcpApprox: rcp.approx.ftz.f32 (max relative error 2^-23).
 Value Rcp(const Value& x, Loc loc = Loc::current());
 Value RcpApprox(const Value& x, Loc loc = Loc::current());
+// tanh x: tanh.approx.f32, one special-function instruction (max relative error 2^-11 over the
+// whole range; subnormal inputs pass through; +-inf give +-1).
+Value TanhApprox(const Value& x, Loc loc = Loc::current());
 // a / b: div.approx.ftz.f32 (2 ulp over the full range). IEEE division is operator/ (div.rn.f32).
 Value DivApprox(const Operand& a, const Operand& b);
 // |x| for f32 (abs.f32) or f16/bf16.
