@@ -55,6 +55,10 @@ struct GemmResult {
   std::string note;                   // a caveat about the measurement (e.g. cluster waves)
   double weight_gbps = 0, copy_gbps = 0;  // M <= 64: B's bytes / time, and a device copy's (read + write)
   double read_gbps = 0;               // M <= 64, RunOptions::stream_read: B's bytes / a bare read's time
+  // M <= 64 in steady state: the same rates over launches back to back, each on the next of
+  // `steady_copies` copies of B (so each reads its weights from DRAM); 0 where not measured.
+  double steady_weight_gbps = 0, steady_copy_gbps = 0, steady_read_gbps = 0, steady_cublas_gbps = 0;
+  int steady_copies = 0;
   uint64_t schedule_seed = 0;         // the emulator's schedule (EmulateGemm)
   std::vector<uint16_t> output;       // a 16-bit C as the kernel wrote it (EmulateGemm; RunGemm with keep_output)
 };

@@ -138,6 +138,34 @@ TEST(HarnessGpu, RefusesAKernelBuiltForAnotherChip) {
   EXPECT_NE(r.status().message().find("cannot run here"), std::string::npos) << r.status();
 }
 
+// A memory-bound GEMM (M <= 64) reports the weights' rates per call and in steady state (back to
+// back over copies of B making 256 MB or more), each beside a device copy's and a bare read's;
+// a compute-bound one reports neither.
+TEST(HarnessGpu, MemoryBoundGemmsReportTheWeightsRatesPerCallAndInSteadyState) {
+  REQUIRE_GPU_AND_BUNDLES();
+  if ((*Driver::Get())->compute_capability() != 90) GTEST_SKIP() << "the 64-row tiles are sm_90a kernels";
+  absl::StatusOr<Bundle> b = ReadBundle(dir, "gemm/bf16_sm90_m64n32"), read = ReadBundle(dir, "ops/stream_read");
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(read.ok()) << read.status();
+  examples::RunOptions opt;
+  opt.size = {16, 4096, 4096};  // 32 MB of weights: 9 copies
+  opt.iterations = 4;
+  opt.stream_read = &*read;
+  absl::StatusOr<examples::GemmResult> r = examples::RunGemm(*b, nullptr, opt);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->passed) << examples::TableRow(*r);
+  for (double rate : {r->weight_gbps, r->copy_gbps, r->read_gbps, r->steady_weight_gbps, r->steady_copy_gbps,
+                      r->steady_read_gbps, r->steady_cublas_gbps})
+    EXPECT_TRUE(rate > 0 && std::isfinite(rate)) << r->note;
+  EXPECT_EQ(r->steady_copies, 9);
+  EXPECT_NE(r->note.find("in steady state (launches back to back over 9 copies of B)"), std::string::npos) << r->note;
+  opt.size = {128, 4096, 4096};
+  r = examples::RunGemm(*b, nullptr, opt);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steady_copies, 0);
+  EXPECT_EQ(r->weight_gbps, 0);
+}
+
 // Every bundle in $KILN_BUNDLE_DIR, correct at a small square and a non-square size (each
 // rounded up to the bundle's tile, for kernels whose schedules need large multiples).
 TEST(BundlesGpu, EveryBundleIsCorrect) {
