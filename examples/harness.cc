@@ -237,7 +237,10 @@ namespace {
 // from DRAM while no launch pays the per-call costs the single-call figures carry (the launch and
 // events around one call, the fill's write-back): docs/PERF.md, "The weights in steady state".
 // `run(f, i)` launches function f (0 kiln, 1 cuBLAS where `with_cublas`) on copy i. The copy
-// counts its bytes twice (read and write), as the single-call figure does.
+// counts its bytes twice (read and write), as the single-call figure does. Only for weights of
+// 16 MB or more (at most 17 copies): smaller ones would need hundreds to thousands of copies.
+constexpr size_t kSteadyStateMinBytes = size_t{16} << 20;
+
 struct Rotation {
   std::vector<DeviceBuffer> weights, sinks;  // R copies of B, and R buffers the copy writes
 };
@@ -513,6 +516,7 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
                                             "the same run",
                                             r.weight_gbps, 100 * r.weight_gbps / r.copy_gbps, r.copy_gbps, bare));
       // The same in steady state, where the copies of B fit beside the run's buffers (else a note).
+      if (weight_bytes < kSteadyStateMinBytes) return r;  // (nothing else follows)
       absl::StatusOr<Rotation> rot = RotateWeights(owned[1], weight_bytes);
       std::vector<Launchable> on_copy;  // the bundle's kernel bound to each copy of B
       if (rot.ok() && !opt.launch)

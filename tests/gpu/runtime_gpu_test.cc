@@ -138,9 +138,9 @@ TEST(HarnessGpu, RefusesAKernelBuiltForAnotherChip) {
   EXPECT_NE(r.status().message().find("cannot run here"), std::string::npos) << r.status();
 }
 
-// A memory-bound GEMM (M <= 64) reports the weights' rates per call and in steady state (back to
-// back over copies of B making 256 MB or more), each beside a device copy's and a bare read's;
-// a compute-bound one reports neither.
+// A memory-bound GEMM (M <= 64) reports the weights' rates per call and, for 16 MB of weights or
+// more, in steady state (back to back over copies of B making 256 MB or more), each beside a
+// device copy's and a bare read's; a compute-bound one reports neither.
 TEST(HarnessGpu, MemoryBoundGemmsReportTheWeightsRatesPerCallAndInSteadyState) {
   REQUIRE_GPU_AND_BUNDLES();
   if ((*Driver::Get())->compute_capability() != 90) GTEST_SKIP() << "the 64-row tiles are sm_90a kernels";
@@ -159,6 +159,12 @@ TEST(HarnessGpu, MemoryBoundGemmsReportTheWeightsRatesPerCallAndInSteadyState) {
     EXPECT_TRUE(rate > 0 && std::isfinite(rate)) << r->note;
   EXPECT_EQ(r->steady_copies, 9);
   EXPECT_NE(r->note.find("in steady state (launches back to back over 9 copies of B)"), std::string::npos) << r->note;
+  opt.size = {16, 256, 2048};  // 1 MB of weights: per call only
+  r = examples::RunGemm(*b, nullptr, opt);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->weight_gbps, 0);
+  EXPECT_EQ(r->steady_copies, 0);
+  EXPECT_EQ(r->note.find("steady state"), std::string::npos) << r->note;
   opt.size = {128, 4096, 4096};
   r = examples::RunGemm(*b, nullptr, opt);
   ASSERT_TRUE(r.ok()) << r.status();
