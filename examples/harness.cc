@@ -518,13 +518,17 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
       // The same in steady state, where the copies of B fit beside the run's buffers (else a note).
       if (weight_bytes < kSteadyStateMinBytes) return r;  // (nothing else follows)
       absl::StatusOr<Rotation> rot = RotateWeights(owned[1], weight_bytes);
+      absl::Status steady = rot.status();
       std::vector<Launchable> on_copy;  // the bundle's kernel bound to each copy of B
       if (rot.ok() && !opt.launch)
         for (const DeviceBuffer& w : rot->weights) {
           GemmBuffers bw = buf;
           bw.b = w.ptr();
           absl::StatusOr<Launchable> l = Prepare(bundle, g, s, opt.split, bw);
-          if (!l.ok()) return l.status();
+          if (!l.ok()) {
+            steady = l.status();
+            break;
+          }
           on_copy.push_back(*std::move(l));
         }
       auto run_on = [&](int f, int i) -> absl::Status {
@@ -535,9 +539,9 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
         bw.b = b;
         return opt.launch(bw);
       };
-      absl::Status steady = rot.ok() ? MeasureSteadyState(*rot, weight_bytes, cublas.ok(), run_on,
-                                                            bare_read ? &*bare_read : nullptr, opt.iterations, r)
-                                     : rot.status();
+      if (steady.ok())
+        steady = MeasureSteadyState(*rot, weight_bytes, cublas.ok(), run_on, bare_read ? &*bare_read : nullptr,
+                                    opt.iterations, r);
       if (steady.ok()) {
         std::string steady_read, steady_cublas;
         if (r.steady_read_gbps > 0)
