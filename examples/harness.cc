@@ -540,18 +540,21 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
         return opt.launch(bw);
       };
       if (steady.ok())
-        steady = MeasureSteadyState(*rot, weight_bytes, cublas.ok(), run_on, bare_read ? &*bare_read : nullptr,
-                                    opt.iterations, r);
+        steady = MeasureSteadyState(*rot, weight_bytes, cublas.ok(), run_on,
+                                    bare_read ? &*bare_read : nullptr, opt.iterations, r);
       if (steady.ok()) {
         std::string steady_read, steady_cublas;
         if (r.steady_read_gbps > 0)
-          steady_read = absl::StrFormat(", %.0f%% of a bare read's %.0f GB/s", 100 * r.steady_weight_gbps / r.steady_read_gbps,
-                                        r.steady_read_gbps);
-        if (r.steady_cublas_gbps > 0) steady_cublas = absl::StrFormat(" (cuBLAS %.0f GB/s)", r.steady_cublas_gbps);
-        r.note = absl::StrCat(r.note, absl::StrFormat(
-            "; in steady state (launches back to back over %d copies of B) %.0f GB/s, %.0f%% of the copy's %.0f GB/s%s%s",
-            r.steady_copies, r.steady_weight_gbps, 100 * r.steady_weight_gbps / r.steady_copy_gbps,
-            r.steady_copy_gbps, steady_read, steady_cublas));
+          steady_read = absl::StrFormat(", %.0f%% of a bare read's %.0f GB/s",
+                                        100 * r.steady_weight_gbps / r.steady_read_gbps, r.steady_read_gbps);
+        if (r.steady_cublas_gbps > 0)
+          steady_cublas = absl::StrFormat(" (cuBLAS %.0f GB/s)", r.steady_cublas_gbps);
+        r.note = absl::StrCat(
+            r.note, absl::StrFormat("; in steady state (launches back to back over %d copies of B) %.0f GB/s, "
+                                    "%.0f%% of the copy's %.0f GB/s%s%s",
+                                    r.steady_copies, r.steady_weight_gbps,
+                                    100 * r.steady_weight_gbps / r.steady_copy_gbps, r.steady_copy_gbps,
+                                    steady_read, steady_cublas));
       } else {
         r.note = absl::StrCat(r.note, "; steady state not measured: ", steady.message());
       }
