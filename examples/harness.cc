@@ -237,8 +237,9 @@ namespace {
 // from DRAM while no launch pays the per-call costs the single-call figures carry (the launch and
 // events around one call, the fill's write-back): docs/PERF.md, "The weights in steady state".
 // `run(f, i)` launches function f (0 kiln, 1 cuBLAS where `with_cublas`) on copy i. The copy
-// counts its bytes twice (read and write), as the single-call figure does. Only for weights of
-// 16 MB or more (at most 17 copies): smaller ones would need hundreds to thousands of copies.
+// counts its bytes twice (read and write), as the single-call figure does. The rates go into r's
+// fields and its note. Only for weights of 16 MB or more (at most 17 copies): smaller ones would
+// need hundreds to thousands of copies.
 constexpr size_t kSteadyStateMinBytes = size_t{16} << 20;
 
 struct Rotation {
@@ -291,6 +292,16 @@ absl::Status MeasureSteadyState(Rotation& rot, size_t bytes, bool with_cublas,
   r.steady_copy_gbps = gbps(1, 2.0 * bytes);
   if (bare_read) r.steady_read_gbps = gbps(2, bytes);
   if (with_cublas) r.steady_cublas_gbps = gbps(blocks.size() - 1, bytes);
+  std::string read, cublas;
+  if (bare_read)
+    read = absl::StrFormat(", %.0f%% of a bare read's %.0f GB/s", 100 * r.steady_weight_gbps / r.steady_read_gbps,
+                           r.steady_read_gbps);
+  if (with_cublas) cublas = absl::StrFormat(" (cuBLAS %.0f GB/s)", r.steady_cublas_gbps);
+  r.note = absl::StrCat(r.note, absl::StrFormat("; in steady state (launches back to back over %d copies of B) "
+                                                "%.0f GB/s, %.0f%% of the copy's %.0f GB/s%s%s",
+                                                copies, r.steady_weight_gbps,
+                                                100 * r.steady_weight_gbps / r.steady_copy_gbps,
+                                                r.steady_copy_gbps, read, cublas));
   return absl::OkStatus();
 }
 
@@ -515,48 +526,35 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
                             absl::StrFormat("weights read at %.0f GB/s, %.0f%% of the device copy's %.0f GB/s%s in "
                                             "the same run",
                                             r.weight_gbps, 100 * r.weight_gbps / r.copy_gbps, r.copy_gbps, bare));
-      // The same in steady state, where the copies of B fit beside the run's buffers (else a note).
-      if (weight_bytes < kSteadyStateMinBytes) return r;  // (nothing else follows)
-      absl::StatusOr<Rotation> rot = RotateWeights(owned[1], weight_bytes);
-      absl::Status steady = rot.status();
-      std::vector<Launchable> on_copy;  // the bundle's kernel bound to each copy of B
-      if (rot.ok() && !opt.launch)
-        for (const DeviceBuffer& w : rot->weights) {
-          GemmBuffers bw = buf;
-          bw.b = w.ptr();
-          absl::StatusOr<Launchable> l = Prepare(bundle, g, s, opt.split, bw);
-          if (!l.ok()) {
-            steady = l.status();
-            break;
+      // The same in steady state, where the copies of B fit beside the run's buffers (else a note),
+      // for 16 MB of weights or more.
+      if (weight_bytes >= kSteadyStateMinBytes) {
+        absl::StatusOr<Rotation> rot = RotateWeights(owned[1], weight_bytes);
+        absl::Status steady = rot.status();
+        std::vector<Launchable> on_copy;  // the bundle's kernel bound to each copy of B
+        if (rot.ok() && !opt.launch)
+          for (const DeviceBuffer& w : rot->weights) {
+            GemmBuffers bw = buf;
+            bw.b = w.ptr();
+            absl::StatusOr<Launchable> l = Prepare(bundle, g, s, opt.split, bw);
+            if (!l.ok()) {
+              steady = l.status();
+              break;
+            }
+            on_copy.push_back(*std::move(l));
           }
-          on_copy.push_back(*std::move(l));
-        }
-      auto run_on = [&](int f, int i) -> absl::Status {
-        const uint64_t b = rot->weights[i].ptr();
-        if (f == 1) return (*cublas)->Gemm(g, s, buf.a, b, *dref, /*spec_accumulator=*/true);
-        if (!opt.launch) return on_copy[i]();
-        GemmBuffers bw = buf;
-        bw.b = b;
-        return opt.launch(bw);
-      };
-      if (steady.ok())
-        steady = MeasureSteadyState(*rot, weight_bytes, cublas.ok(), run_on,
-                                    bare_read ? &*bare_read : nullptr, opt.iterations, r);
-      if (steady.ok()) {
-        std::string steady_read, steady_cublas;
-        if (r.steady_read_gbps > 0)
-          steady_read = absl::StrFormat(", %.0f%% of a bare read's %.0f GB/s",
-                                        100 * r.steady_weight_gbps / r.steady_read_gbps, r.steady_read_gbps);
-        if (r.steady_cublas_gbps > 0)
-          steady_cublas = absl::StrFormat(" (cuBLAS %.0f GB/s)", r.steady_cublas_gbps);
-        r.note = absl::StrCat(
-            r.note, absl::StrFormat("; in steady state (launches back to back over %d copies of B) %.0f GB/s, "
-                                    "%.0f%% of the copy's %.0f GB/s%s%s",
-                                    r.steady_copies, r.steady_weight_gbps,
-                                    100 * r.steady_weight_gbps / r.steady_copy_gbps, r.steady_copy_gbps,
-                                    steady_read, steady_cublas));
-      } else {
-        r.note = absl::StrCat(r.note, "; steady state not measured: ", steady.message());
+        auto run_on = [&](int f, int i) -> absl::Status {
+          const uint64_t b = rot->weights[i].ptr();
+          if (f == 1) return (*cublas)->Gemm(g, s, buf.a, b, *dref, /*spec_accumulator=*/true);
+          if (!opt.launch) return on_copy[i]();
+          GemmBuffers bw = buf;
+          bw.b = b;
+          return opt.launch(bw);
+        };
+        if (steady.ok())
+          steady = MeasureSteadyState(*rot, weight_bytes, cublas.ok(), run_on,
+                                      bare_read ? &*bare_read : nullptr, opt.iterations, r);
+        if (!steady.ok()) r.note = absl::StrCat(r.note, "; steady state not measured: ", steady.message());
       }
     }
   }

@@ -161,7 +161,7 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
   const bool any_strides = ReadsAnyStrides(name);
   const bool tiles = name.rfind("gemm/bf16_sm90", 0) == 0;
   const bool c_map = tiles && !Has(name, "any_m") && options.out_type != "f32";
-  const bool c_like_inputs = Has(terms, "scale") || Has(terms, "residual");  // laid out with column stride M
+  const bool c_like_inputs = EpilogueReadsMatrices(terms);  // laid out with column stride M
   if (!any_strides && !tiles && (plan.a_mn || plan.b_mn))  // ChooseGemm does not pick it then
     return absl::InternalError(absl::StrCat(name, " reads K-major A and B only"));
   if (!any_strides && !tiles && (ld.a != plan.size.k || ld.b != plan.size.k))

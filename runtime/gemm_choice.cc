@@ -5,7 +5,6 @@
 #include <fstream>
 #include <string_view>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -389,6 +388,12 @@ absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms) {
   return absl::StrJoin(out, ".");
 }
 
+bool EpilogueReadsMatrices(const std::string& canonical_terms) {
+  for (absl::string_view t : absl::StrSplit(canonical_terms, '.'))
+    if (t == "scale" || t == "residual") return true;
+  return false;
+}
+
 absl::StatusOr<GemmTuneCache> GemmTuneCache::Read(const std::string& path) {
   GemmTuneCache cache;
   std::ifstream in(path);
@@ -473,9 +478,7 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   // time: 4 in the 128x256 tiles, whose accumulator fills the registers, 8 in the 128x128 ones.
   // The 128x128 tiles measured 1.07-1.34x the speed of the 256x256 and 256x160 pairs over 8
   // shapes of K = 40 to 4096, whole tiles (docs/PERF.md, "C from registers with C_in").
-  const bool reads_matrices =
-      absl::StrContains(options.epilogue, "scale") || absl::StrContains(options.epilogue, "residual");
-  if (o.any_m && reads_matrices && !best && c.split == 1 &&
+  if (o.any_m && EpilogueReadsMatrices(options.epilogue) && !best && c.split == 1 &&
       (c.kernel == Named("gemm/bf16_sm90").kernel || c.kernel == Named("gemm/bf16_sm90_n160").kernel)) {
     c.kernel = Named("gemm/bf16_sm90_n128").kernel;
     c.why += "; 128x128 tiles instead, whose registers hold more of the epilogue's loads in flight";

@@ -23,7 +23,8 @@ enum class Activation : uint8_t {
   kRelu,  // max(x, 0)
   kGelu,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh form (torch's approximate='tanh')
   kSilu,  // x / (1 + e^-x) = 0.5 x (1 + tanh(x / 2))
-  // (GELU and SiLU take tanh from tanh.approx.f32: relative error <= 2^-11, so <= |x| 2^-12 in the result.)
+  // (GELU and SiLU take tanh from tanh.approx.f32, relative error <= 2^-11: the result is within
+  // |x| 2^-12 of the exact function.)
 };
 enum class BiasAxis : uint8_t { kNone, kRow /* bias[r], length M */, kColumn /* bias[c], length N */ };
 

@@ -115,5 +115,7 @@ GemmChoice ChooseGemm(const GemmSize& size, int compute_capability, const GemmOp
 // '.'-joined ("bias_col.gelu"), as kernel names carry them; an unknown or repeated term, or two
 // biases or two activations, is an error.
 absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms);
+// Whether canonical terms read M x N matrices beside the accumulator: C_in ("scale") or a residual.
+bool EpilogueReadsMatrices(const std::string& canonical_terms);
 
 }  // namespace kiln::rt
