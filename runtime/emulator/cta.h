@@ -636,6 +636,7 @@ class Cta {
   // wgmma: the warpgroup's ops issued since its last commit, and its committed groups.
   struct WgmmaOp {
     std::vector<std::vector<int>> d_regs;  // per thread of the warpgroup
+    std::vector<std::vector<int>> a_regs;  // per thread, where A comes from registers
     uint64_t a_desc = 0, b_desc = 0;
     std::vector<double> a_from_regs;  // 64 x 16, row-major, when A comes from registers (read at issue)
     std::vector<std::pair<uint64_t, uint64_t>> reads;  // shared byte spans [lo, hi) of its descriptors
@@ -645,7 +646,9 @@ class Cta {
     bool scale_d = true, negate_a = false, negate_b = false, bf16 = true;
     int line = 0;
     const Instr* in = nullptr;
-    Origin a_taint = nullptr;  // of A's registers, read at issue
+    // Per row of A from registers, read at issue: the first tainted register holding that row
+    // (row r of D reads only row r of A, so a row past a ragged edge taints only its own).
+    std::vector<Origin> a_row_taint;
   };
   struct Warpgroup {
     int arrived = 0;  // threads waiting at a wgmma instruction (all 128 release it)

@@ -1,5 +1,6 @@
 // The CUDA-core instructions, warp collectives and named barriers: one thread's step, integer and
 // float arithmetic, conversions, loads and stores, atomics, shuffles and reductions, bar.sync.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -335,7 +336,9 @@ absl::Status Cta::SetMaxNReg(Thread& t, const Instr& in) {
 
 // The ISA leaves a register undefined while an asynchronous op may still write it: a wgmma's
 // accumulators until the wgmma.wait_group that covers it (other wgmmas may chain on them), a
-// tcgen05.ld's destinations until tcgen05.wait::ld.
+// tcgen05.ld's destinations until tcgen05.wait::ld. A wgmma's A fragment from registers is read
+// until that wait_group as well: an instruction that rewrites it first (a loop's next ldmatrix
+// into the same registers) changes what the wgmma multiplies, on the GPU alone.
 absl::Status Cta::CheckInFlightRegs(const Thread& t, const Instr& in) const {
   auto check = [&](int reg) -> absl::Status {
     const Instr* in_flight = t.in_flight_regs.Find(reg);
@@ -343,6 +346,11 @@ absl::Status Cta::CheckInFlightRegs(const Thread& t, const Instr& in) const {
     const Instr& by = *in_flight;
     const std::string dsl = m_.DslLine(by);
     const bool wgmma = by.op == Op::kWgmma;
+    const std::vector<int>& d = by.ops.at(0).regs;
+    if (wgmma && std::find(d.begin(), d.end(), reg) == d.end())
+      return Fail(t, in, absl::StrCat("uses ", e_.reg_names.at(reg), " while the wgmma at PTX line ", by.line,
+                                      dsl.empty() ? "" : " (" + dsl + ")",
+                                      " may still read it: an A fragment's register used before its wgmma.wait_group"));
     return Fail(t, in, absl::StrCat("uses ", e_.reg_names.at(reg), " while the ", wgmma ? "wgmma" : "tcgen05.ld",
                                     " at PTX line ", by.line, dsl.empty() ? "" : " (" + dsl + ")",
                                     " may still write it: an accumulator read before its ",

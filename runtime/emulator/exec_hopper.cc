@@ -344,7 +344,7 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
     op.negate_b = SignExtend(Read(t0, in.ops.at(5), 32), 32) < 0;
     op.a_mn_major = !a_regs && (Read(t0, in.ops.at(6), 32) & 1);
     op.b_mn_major = Read(t0, in.ops.back(), 32) & 1;
-    if (a_regs) op.a_from_regs.assign(64 * 16, 0.0);
+    if (a_regs) op.a_from_regs.assign(64 * 16, 0.0), op.a_row_taint.assign(64, nullptr);
     for (int i = first; i < first + 128; ++i) {
       const Instr& mine = e_.code[threads_[i].pc];
       if ((!a_regs && Read(threads_[i], mine.ops.at(1), 64) != op.a_desc) ||
@@ -357,8 +357,8 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
         const int t = i - first, warp = t / 32, lane = t % 32;
         for (int j = 0; j < 4; ++j) {
           const uint64_t bits = threads_[i].r[mine.ops[1].regs[j]];
-          if (!op.a_taint) op.a_taint = RegTaint(threads_[i], mine.ops[1].regs[j]);
           const int row = 16 * warp + lane / 4 + 8 * (j % 2), col = 8 * (j / 2) + 2 * (lane % 4);
+          if (!op.a_row_taint[row]) op.a_row_taint[row] = RegTaint(threads_[i], mine.ops[1].regs[j]);
           for (int h = 0; h < 2; ++h) {
             const uint16_t e = static_cast<uint16_t>(bits >> (16 * h));
             op.a_from_regs[row * 16 + col + h] = op.bf16 ? Bf16ToF32(e) : F16ToF32(e);
@@ -367,6 +367,10 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
       }
       op.d_regs.push_back(mine.ops.at(0).regs);
       for (int r : mine.ops.at(0).regs) threads_[i].in_flight_regs.Set(r, &mine);  // until its wait_group
+      if (a_regs) {  // the A fragment is read until then too (PTX ISA: accessing it before is undefined)
+        op.a_regs.push_back(mine.ops[1].regs);
+        for (int r : mine.ops[1].regs) threads_[i].in_flight_regs.Set(r, &mine);
+      }
       if (static_cast<int>(mine.ops.at(0).regs.size()) != op.n / 2)
         return Fail(threads_[i], mine, absl::StrCat("an m64n", op.n, " accumulator has ", op.n / 2, " registers"));
     }
@@ -410,7 +414,8 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
       // D[row][col] reads only A's row and B's column: each carries the first tainted or
       // never-written byte among its own (rows of A past a ragged edge may hold anything, and
       // taint only rows of D that are not stored).
-      std::vector<Origin> row_taint(64, op.a_taint), col_taint(op.n, nullptr);
+      std::vector<Origin> row_taint = op.a_row_taint, col_taint(op.n, nullptr);
+      row_taint.resize(64, nullptr);
       std::vector<double> a = op.a_from_regs, b(op.n * 16);
       if (a.empty()) {
         a.resize(64 * 16);
@@ -451,6 +456,8 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
     th.in_flight_regs.ClearWrittenBy(Op::kWgmma);
     auto mark = [&](const WgmmaOp& op) {
       for (int r : op.d_regs[t]) th.in_flight_regs.Set(r, op.in);
+      if (!op.a_regs.empty())
+        for (int r : op.a_regs[t]) th.in_flight_regs.Set(r, op.in);
     };
     for (const std::vector<WgmmaOp>& g : wg.groups)
       for (const WgmmaOp& op : g) mark(op);

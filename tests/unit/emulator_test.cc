@@ -299,6 +299,86 @@ TEST(Emulator, TmaStoresNeedTheProxyFence) {
       << s;
 }
 
+// A wgmma with A from registers reads them until the wgmma.wait_group that covers it (PTX ISA,
+// wgmma.mma_async: accessing the A fragment's registers before that wait is undefined). One
+// warpgroup multiplies a 64x16 A of ones (registers) by a 16x8 B of ones (shared memory, no
+// swizzle: 8-row core matrices of 16 bytes, the two halves of K 128 bytes apart); each D element
+// is 16 (descriptor: start >> 4, LBO 128 >> 4 at bit 16, SBO 256 >> 4 at bit 32). `rewrite` puts a write to an A register between the commit and the wait.
+absl::Status RegisterAWgmma(const std::string& rewrite, std::vector<uint32_t>* out) {
+  rt::Bundle b;
+  b.manifest.name = "test/wgmma_a_regs";
+  b.manifest.entry = "emu";
+  b.manifest.target = "sm_90a";
+  b.manifest.block = {128, 1, 1};
+  b.manifest.source = "emulator_test.cc:3";
+  b.manifest.smem_bytes = 1024;
+  b.manifest.params = {{"out", rt::ParamSpec::Kind::kPointer}, {"n", rt::ParamSpec::Kind::kI32}};
+  b.ptx = absl::StrCat(R"(.version 8.0
+.target sm_90a
+.address_size 64
+.extern .shared .align 1024 .b8 smem[];
+.visible .entry emu(
+	.param .u64 .ptr .global .align 1 emu_param_0,
+	.param .u32 emu_param_1
+)
+{
+	.reg .b32 %r<16>;
+	.reg .b64 %rd<8>;
+	mov.u32 %r1, %tid.x;
+	mov.u32 %r2, smem;
+	shl.b32 %r3, %r1, 2;
+	add.s32 %r4, %r2, %r3;
+	mov.b32 %r5, 1065369472;
+	st.shared.b32 [%r4], %r5;
+	fence.proxy.async.shared::cta;
+	bar.sync 0;
+	mov.b32 %r6, %r5;
+	mov.b32 %r7, %r5;
+	mov.b32 %r8, %r5;
+	cvt.u64.u32 %rd1, %r2;
+	shr.u64 %rd1, %rd1, 4;
+	or.b64 %rd1, %rd1, 68720001024;
+	wgmma.fence.sync.aligned;
+	{
+	.reg .pred p;
+	setp.ne.b32 p, 0, 0;
+	wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r10, %r11, %r12, %r13}, {%r5, %r6, %r7, %r8}, %rd1, p, 1, 1, 0;
+	}
+	wgmma.commit_group.sync.aligned;
+)", rewrite, R"(
+	wgmma.wait_group.sync.aligned 0;
+	ld.param.b64 %rd2, [emu_param_0];
+	mul.wide.u32 %rd3, %r1, 4;
+	add.s64 %rd4, %rd2, %rd3;
+	st.global.b32 [%rd4], %r10;
+	ret;
+}
+)");
+  Device d;
+  uint64_t dst = *d.Allocate(128 * 4);
+  absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Ptr(dst), rt::Arg::I32(128)});
+  out->assign(128, 0);
+  EXPECT_TRUE(d.CopyOut(out->data(), dst, 128 * 4).ok());
+  return s.status();
+}
+
+TEST(Emulator, AWgmmaReadsItsRegisterFragmentUntilItsWait) {
+  std::vector<uint32_t> out;
+  absl::Status s = RegisterAWgmma("", &out);
+  ASSERT_TRUE(s.ok()) << s;
+  float sixteen = 16;
+  uint32_t bits;
+  std::memcpy(&bits, &sixteen, 4);
+  for (int i = 0; i < 128; ++i) EXPECT_EQ(out[i], bits) << "thread " << i;
+  // The next k-step's fragment loaded into the same registers while this one may still run.
+  s = RegisterAWgmma("\tmov.b32 %r6, 0;", &out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("uses %r6 while the wgmma at PTX line"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("may still read it: an A fragment's register used before its wgmma.wait_group"),
+            std::string::npos)
+      << s;
+}
+
 // An L2 prefetch of a TMA box (cp.async.bulk.prefetch.tensor) has no effect a thread can see,
 // but its operand must be a tensor map with one coordinate per dimension.
 absl::Status PrefetchBox(const std::string& coords) {
