@@ -346,10 +346,11 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
           efficiency(c, split) > efficiency(*best, best_split) + 1e-9)
         best = &c, best_split = split;
   return {best->kernel,
-          absl::StrFormat("%dx%d tiles, %d in flight, %s: %.0f%% of the machine's time useful by the tile, wave and "
+          absl::StrFormat("%dx%d tiles, %d in flight, %s: %.*f%% of the machine's time useful by the tile, wave and "
                           "partial counts%s",
                           best->tile_m, best->tile_n, best->in_flight, SplitName(best_split),
-                          100 * efficiency(*best, best_split),
+                          // a problem of a few tiles: two significant digits, not "0%"
+                          efficiency(*best, best_split) < 0.01 ? 2 : 0, 100 * efficiency(*best, best_split),
                           aligned_rows ? "" : " (rows off 128 bytes: the tiles' speeds there)"),
           best_split};
 }
