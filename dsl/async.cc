@@ -313,6 +313,18 @@ void Kernel::ClusterSync(Loc loc) {
   state_->waits.push_back({state_->LastOp(), -1, "", loc});
 }
 
+void Kernel::WaitForPriorGrids(Loc loc) {
+  if (!NeedHopper(*state_, "griddepcontrol", loc)) return;
+  mlir::NVVM::GriddepcontrolOp::create(state_->builder, state_->ToLoc(loc), mlir::NVVM::GridDepActionKind::wait);
+  state_->manifest.waits_for_prior_grids = true;
+}
+
+void Kernel::LaunchDependents(Loc loc) {
+  if (!NeedHopper(*state_, "griddepcontrol", loc)) return;
+  mlir::NVVM::GriddepcontrolOp::create(state_->builder, state_->ToLoc(loc),
+                                       mlir::NVVM::GridDepActionKind::launch_dependents);
+}
+
 namespace {
 bool CheckNamedBarrier(KernelState& s, const Operand& id, int threads, const Loc& loc) {
   if (Access::IsImm(id) && (Access::Imm(id) < 0 || Access::Imm(id) > 15)) {

@@ -242,15 +242,21 @@ absl::StatusOr<int> Kernel::Attribute(int attribute) const {
 }
 
 namespace {
-// The driver's launch config for `config`, with its cluster dims in `cluster` (attached when
-// `with_cluster`).
-cu::CUlaunchConfig DriverConfig(const LaunchConfig& config, cu::CUlaunchAttribute& cluster,
-                                bool with_cluster) {
-  cluster.id = cu::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster.value.clusterDim = {config.cluster.x, config.cluster.y, config.cluster.z};
+// The driver's launch config for `config`, its attributes in `attrs` (room for two): the cluster
+// dims where it has a cluster, programmatic dependent launch where it asks for it.
+cu::CUlaunchConfig DriverConfig(const LaunchConfig& config, cu::CUlaunchAttribute* attrs) {
+  unsigned count = 0;
+  if (config.cluster.count() > 1) {
+    attrs[count].id = cu::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[count++].value.clusterDim = {config.cluster.x, config.cluster.y, config.cluster.z};
+  }
+  if (config.programmatic) {
+    attrs[count].id = cu::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[count++].value.programmaticStreamSerializationAllowed = 1;
+  }
   return cu::CUlaunchConfig{config.grid.x,  config.grid.y,  config.grid.z,
                             config.block.x, config.block.y, config.block.z,
-                            config.dynamic_smem, config.stream, &cluster, with_cluster ? 1u : 0u};
+                            config.dynamic_smem, config.stream, attrs, count};
 }
 }  // namespace
 
@@ -263,8 +269,8 @@ absl::Status Kernel::Launch(const LaunchConfig& config, void** args) const {
         entry_, " needs ", config.dynamic_smem, " bytes of shared memory; ", (*d)->device_name(),
         " allows at most ", (*d)->max_smem_optin(), " per block"));
   if (absl::Status s = RaiseSmemLimit(**d, config.dynamic_smem); !s.ok()) return s;
-  cu::CUlaunchAttribute cluster{};
-  cu::CUlaunchConfig launch = DriverConfig(config, cluster, config.cluster.count() > 1);
+  cu::CUlaunchAttribute attrs[2]{};
+  cu::CUlaunchConfig launch = DriverConfig(config, attrs);
   return (*d)->Check(api.cuLaunchKernelEx(&launch, function_, args, nullptr),
                      absl::StrCat("launching ", entry_));
 }
@@ -285,8 +291,12 @@ absl::StatusOr<int> Kernel::MaxActiveClusters(const LaunchConfig& config) const 
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   if (absl::Status s = RaiseSmemLimit(**d, config.dynamic_smem); !s.ok()) return s;
+  // The occupancy query takes the cluster dims even for clusters of one.
   cu::CUlaunchAttribute cluster{};
-  cu::CUlaunchConfig launch = DriverConfig(config, cluster, true);
+  cluster.id = cu::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim = {config.cluster.x, config.cluster.y, config.cluster.z};
+  cu::CUlaunchConfig launch{config.grid.x,  config.grid.y,  config.grid.z, config.block.x, config.block.y,
+                            config.block.z, config.dynamic_smem, config.stream, &cluster, 1};
   int clusters = 0;
   if (absl::Status s = (*d)->Check((*d)->api().cuOccupancyMaxActiveClusters(&clusters, function_, &launch),
                                    absl::StrCat("cuOccupancyMaxActiveClusters for ", entry_));

@@ -377,7 +377,8 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
   }
   if (watchdog_)
     if (absl::Status armed = watchdog_->Arm(); !armed.ok()) return armed;
-  absl::Status s = kernel_.Launch({grid, m.block, m.cluster, static_cast<unsigned>(smem), stream}, pointers.data());
+  absl::Status s = kernel_.Launch(
+      {grid, m.block, m.cluster, static_cast<unsigned>(smem), stream, m.waits_for_prior_grids}, pointers.data());
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(m.source, ": ", s.message()));
   return s;
 }

@@ -209,6 +209,7 @@ std::string Manifest::Serialize() const {
     absl::StrAppend(&out, "require ", r.symbol, " ", r.multiple, " ", r.source, "\n");
   for (const auto& [key, value] : attributes) absl::StrAppend(&out, "attr ", key, " ", value, "\n");
   if (watchdog_ms > 0) absl::StrAppend(&out, "watchdog ", watchdog_ms, "\n");
+  if (waits_for_prior_grids) absl::StrAppend(&out, "waits_for_prior_grids\n");
   for (size_t i = 0; i < watch_sites.size(); ++i) absl::StrAppend(&out, "watch ", i, " ", watch_sites[i], "\n");
   absl::StrAppend(&out, "source ", source, "\n");
   return out;
@@ -303,6 +304,8 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       m.requirements.push_back(r);
     } else if (key == "watchdog" && want(1)) {
       if (!num(1, &m.watchdog_ms) || m.watchdog_ms <= 0) return ParseError(line_no, "bad watchdog time");
+    } else if (key == "waits_for_prior_grids" && want(0)) {
+      m.waits_for_prior_grids = true;
     } else if (key == "watch" && want(2)) {
       size_t index;
       if (!num(1, &index) || index != m.watch_sites.size()) return ParseError(line_no, "watch sites out of order");

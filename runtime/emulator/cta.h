@@ -181,6 +181,7 @@ using Origin = const ptx::Instr*;
 
 struct Thread {
   int x = 0, y = 0, z = 0, linear = 0;
+  bool waited_for_prior_grids = false;  // has run griddepcontrol.wait
   std::vector<TmaStore> bulk_open;                 // TMA stores not yet committed
   std::vector<std::vector<TmaStore>> bulk_groups;  // committed bulk groups, oldest first
   int pc = 0;
@@ -224,6 +225,8 @@ class Cta {
     }
     if (rng_)
       for (int w = 0; w < (n + 31) / 32; ++w) warp_priority_.push_back((*rng_)());
+    for (const ptx::Instr& in : e.code)
+      if (in.op == ptx::Op::kGriddepcontrol && in.Has("wait")) waits_for_prior_grids_ = true;
   }
 
   void JoinCluster(ClusterState* c, int rank) { cluster_ = c, rank_ = rank; }
@@ -390,6 +393,12 @@ class Cta {
     if (o.kind == Operand::Kind::kReg) t.r[o.reg] = v;
   }
 
+  absl::Status CheckPriorGridsWaited(const Thread& t, const Instr& in) {
+    if (!waits_for_prior_grids_ || t.waited_for_prior_grids) return absl::OkStatus();
+    return Fail(t, in, "touches global memory before this thread's griddepcontrol.wait: the grids before this one "
+                       "may still be writing it (the kernel is launched while they finish)");
+  }
+
   // The bytes an access touches, or an error naming the address.
   absl::StatusOr<uint8_t*> Memory(Thread& t, const Instr& in, Space space, uint64_t addr, int bytes) {
     if (addr % bytes != 0 && bytes <= 16)
@@ -406,6 +415,7 @@ class Cta {
       }
     }
     if (space == Space::kGlobal) {
+      if (absl::Status s = CheckPriorGridsWaited(t, in); !s.ok()) return s;
       uint8_t* p = dev_.Find(addr, bytes);
       if (!p) return Fail(t, in, absl::StrFormat("out-of-bounds global access of %d bytes at 0x%x", bytes, addr));
       return p;
@@ -566,6 +576,10 @@ class Cta {
   ClusterState* cluster_ = nullptr;
   int rank_ = 0;
   bool exited_ = false;
+  // The kernel runs griddepcontrol.wait (programmatic dependent launch): until a thread has run
+  // it, the grids before this one may still be writing global memory, so that thread may not
+  // touch it (PTX ISA, griddepcontrol). The emulator runs one grid: it checks the order only.
+  bool waits_for_prior_grids_ = false;
   static constexpr int kClusterBarrier = -2;  // Thread::barrier while waiting at barrier.cluster.wait
   static constexpr int kRegisterWait = -3;    // ... at a setmaxnreg.inc the SM cannot grant yet
   static constexpr uint64_t kOffsetMask = 0xFFFFFF;  // shared::cluster: (rank + 1) << 24 | offset

@@ -3,6 +3,7 @@
 // scheduler.
 #include "kiln/runtime/emulator.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "runtime/emulator/cta.h"
@@ -72,6 +73,15 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
   if (entry->params.size() != args.size())
     return absl::InvalidArgumentError(absl::StrCat(m.name, ": the PTX entry takes ", entry->params.size(),
                                                    " parameters, the manifest ", args.size()));
+  // A manifest that asks for programmatic dependent launch over a kernel that never waits for the
+  // grids before it would let the runtime start it on memory they are still writing.
+  const bool waits = std::any_of(entry->code.begin(), entry->code.end(), [](const ptx::Instr& in) {
+    return in.op == ptx::Op::kGriddepcontrol && in.Has("wait");
+  });
+  if (m.waits_for_prior_grids && !waits)
+    return absl::FailedPreconditionError(absl::StrCat(
+        m.name, ": its manifest says it waits for the grids before it (waits_for_prior_grids), but its PTX has no "
+                "griddepcontrol.wait"));
   absl::StatusOr<std::map<std::string, rt::WorkTable>> tables = rt::BuildScheduleTables(m, symbols);
   if (!tables.ok()) return tables.status();
   std::vector<uint8_t> params(entry->param_bytes, 0);

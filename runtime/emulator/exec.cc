@@ -87,6 +87,10 @@ absl::Status Cta::Step(Thread& t) {
     case Op::kCreatePolicy:
       Write(t, in.ops.at(0), 0);
       break;
+    case Op::kGriddepcontrol:  // one grid at a time here: the grids before it have finished
+      if (in.Has("wait")) t.waited_for_prior_grids = true;
+      else if (!in.Has("launch_dependents")) return Fail(t, in, "griddepcontrol takes .wait or .launch_dependents");
+      break;
     case Op::kPrefetch:  // prefetch, prefetchu, prefetch.tensormap: only a cache hint, no value changes (PTX ISA)
       break;
     default: {

@@ -120,6 +120,8 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
     return CompleteBulkGroups(t, Read(t, in.ops.at(0), 32));
   const bool prefetch = !in.mods.empty() && in.mods[0] == "prefetch";  // into L2: [map, {coords}] only
   if (!prefetch && (in.mods.empty() || in.mods[0] != "tensor")) return Fail(t, in, "this bulk copy is not emulated yet");
+  if (!prefetch)
+    if (absl::Status s = CheckPriorGridsWaited(t, in); !s.ok()) return s;
   const bool load = !prefetch && in.ops.at(1).kind == Operand::Kind::kAddress && !in.ops.at(1).regs.empty();
   const Operand& map_op = load ? in.ops.at(1) : in.ops.at(0);
   absl::StatusOr<const EmulatedTensorMap*> map = MapAt(t, in, Address(t, map_op));

@@ -47,7 +47,7 @@ enum class Op : uint16_t {
   kShl, kShr, kSelp, kSetp, kCvt, kCvta, kEx2, kLg2, kRsqrt, kSqrt, kRcp, kTanh, kLd, kSt, kShfl, kBar, kBarArrive,
   kBra, kRet, kExit, kAtom, kRed, kRedux, kCreatePolicy, kBrev, kPopc, kClz, kBfe, kPrmt, kCopysign, kTestp,
   kVote, kMembar, kFence, kCpAsync, kLdMatrix, kMma, kMbarrier, kCpAsyncBulk, kWgmma, kSetMaxNReg, kTcgen05,
-  kElect, kMapa, kStMatrix, kPrefetch
+  kElect, kMapa, kStMatrix, kPrefetch, kGriddepcontrol
 };
 
 struct Instr {

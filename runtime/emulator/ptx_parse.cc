@@ -77,7 +77,7 @@ const std::map<std::string, Op>& Ops() {
       {"membar", Op::kMembar}, {"fence", Op::kFence}, {"ldmatrix", Op::kLdMatrix}, {"mma", Op::kMma},
       {"mbarrier", Op::kMbarrier}, {"wgmma", Op::kWgmma}, {"setmaxnreg", Op::kSetMaxNReg},
       {"tcgen05", Op::kTcgen05}, {"elect", Op::kElect}, {"mapa", Op::kMapa}, {"stmatrix", Op::kStMatrix},
-      {"prefetch", Op::kPrefetch}, {"prefetchu", Op::kPrefetch}};
+      {"prefetch", Op::kPrefetch}, {"prefetchu", Op::kPrefetch}, {"griddepcontrol", Op::kGriddepcontrol}};
   return *m;
 }
 

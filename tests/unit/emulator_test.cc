@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 
 namespace kiln::emu {
@@ -297,6 +298,34 @@ TEST(Emulator, TmaStoresNeedTheProxyFence) {
                              "fence.proxy.async after it"),
             std::string::npos)
       << s;
+}
+
+// Programmatic dependent launch (PTX ISA, griddepcontrol): a kernel launched while the grids
+// before it finish may touch global memory only after its griddepcontrol.wait, and a manifest
+// that asks for such a launch must come with a kernel that waits.
+absl::Status PriorGrids(const std::string& body, bool manifest_says) {
+  rt::Bundle b = Kernel(body);
+  b.ptx = absl::StrReplaceAll(b.ptx, {{".target sm_80", ".target sm_90a"}});
+  b.manifest.target = "sm_90a";
+  b.manifest.waits_for_prior_grids = manifest_says;
+  absl::Status s;
+  Emulate(b, 32, &s);
+  return s;
+}
+
+TEST(Emulator, GlobalMemoryWaitsForThePriorGrids) {
+  const std::string store = "\tst.global.u32 [%rd3], %r1;\n";
+  EXPECT_TRUE(PriorGrids("\tgriddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;\n" + store, true).ok());
+  absl::Status s = PriorGrids(store + "\tgriddepcontrol.wait;\n", true);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("touches global memory before this thread's griddepcontrol.wait"), std::string::npos) << s;
+  s = PriorGrids(store, true);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("its manifest says it waits for the grids before it (waits_for_prior_grids), but its "
+                             "PTX has no griddepcontrol.wait"),
+            std::string::npos)
+      << s;
+  EXPECT_TRUE(PriorGrids(store, false).ok());  // launched in stream order: nothing to wait for
 }
 
 // A wgmma with A from registers reads them until the wgmma.wait_group that covers it (PTX ISA,

@@ -105,6 +105,16 @@ TEST(Manifest, WatchdogSitesRoundTripInOrder) {
   EXPECT_FALSE(Manifest::Parse(Sample().Serialize() + "watchdog 0\n").ok());
 }
 
+TEST(Manifest, ProgrammaticLaunchRoundTrips) {
+  Manifest m = Sample();
+  EXPECT_FALSE(Manifest::Parse(m.Serialize())->waits_for_prior_grids);
+  m.waits_for_prior_grids = true;
+  absl::StatusOr<Manifest> back = Manifest::Parse(m.Serialize());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->waits_for_prior_grids);
+  EXPECT_FALSE(Manifest::Parse(Sample().Serialize() + "waits_for_prior_grids 1\n").ok());
+}
+
 TEST(GridExpr, EvaluatesProductsAndCeilings) {
   absl::StatusOr<GridExpr> g = GridExpr::Parse("M/128*N/256");
   ASSERT_TRUE(g.ok());

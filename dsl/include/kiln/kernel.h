@@ -237,6 +237,15 @@ class Kernel {
   // before its later ones: what publishing data through a global flag or counter needs.
   void FenceGpu(Loc loc = Loc::current());
   void ClusterSync(Loc loc = Loc::current());       // barrier.cluster.arrive + wait
+  // Programmatic dependent launch (sm_90 and later). griddepcontrol.wait: this thread waits until
+  // the grids before this one in the stream have completed and their writes are visible. A kernel
+  // that calls it says so in its manifest (waits_for_prior_grids), and the runtime then launches
+  // it early, while those grids finish: every thread must call it before it touches global
+  // memory (the emulator checks), and what comes before it overlaps their tail.
+  void WaitForPriorGrids(Loc loc = Loc::current());
+  // griddepcontrol.launch_dependents: the next kernel in the stream may launch once every CTA of
+  // this grid has run it or exited (it still waits for this grid's end before touching memory).
+  void LaunchDependents(Loc loc = Loc::current());
   void NamedBarrier(const Operand& id, int threads, Loc loc = Loc::current());  // bar.sync id, n
   // bar.arrive id, n: counts this warp toward barrier `id` without waiting (a producer's signal).
   void NamedBarrierArrive(const Operand& id, int threads, Loc loc = Loc::current());

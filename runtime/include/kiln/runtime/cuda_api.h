@@ -32,15 +32,18 @@ inline constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 inline constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 inline constexpr int CU_JIT_LOG_VERBOSE = 12;
 inline constexpr int CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
+inline constexpr int CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
 inline constexpr unsigned CU_EVENT_DEFAULT = 0;
 
-// CUlaunchAttributeValue is a 64-byte union; kiln only sets the cluster dimension.
+// CUlaunchAttributeValue is a 64-byte union; kiln sets the cluster dimension and programmatic
+// dependent launch.
 union CUlaunchAttributeValue {
   char pad[64];
   unsigned long long align;  // the driver's union holds pointers
   struct {
     unsigned x, y, z;
   } clusterDim;
+  int programmaticStreamSerializationAllowed;
 };
 struct CUlaunchAttribute {
   int id;

@@ -87,6 +87,11 @@ struct LaunchConfig {
   Dim3 grid, block, cluster;
   unsigned dynamic_smem = 0;
   cu::CUstream stream = nullptr;  // the default stream when null
+  // Programmatic dependent launch: the kernel may start before the work before it in the stream
+  // has finished, as soon as that work triggers it (griddepcontrol.launch_dependents) or ends. Only
+  // for kernels that wait for it (griddepcontrol.wait) before they touch memory it may write
+  // (Manifest::waits_for_prior_grids).
+  bool programmatic = false;
 };
 
 // A loaded module and one of its kernels.

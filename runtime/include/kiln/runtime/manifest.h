@@ -126,6 +126,10 @@ struct Manifest {
   // host-visible buffer and traps. 0: off.
   int watchdog_ms = 0;
   std::vector<std::string> watch_sites;
+  // The kernel waits for the grids before it in the stream (griddepcontrol.wait) before it
+  // touches memory they may write, so the runtime launches it with programmatic dependent launch:
+  // it may start, and do what comes before that wait, while they finish.
+  bool waits_for_prior_grids = false;
 
   std::string Serialize() const;
   static absl::StatusOr<Manifest> Parse(absl::string_view text);
