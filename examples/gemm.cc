@@ -505,10 +505,12 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
 
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
                        const SmemTile& sB, int bk, const Value& rank, const ForEachSpan& for_each_span, int cluster,
-                       const Value& policy, const Value& b_policy_if, const Value& a_policy_if) {
+                       const Value& policy, const Value& b_policy_if, const Value& a_policy_if,
+                       bool wait_prior_grids) {
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
     k.If(t == 0, [&] {
       Pipeline::Cursor at = ring.Start();
+      if (wait_prior_grids) k.WaitForPriorGrids();
       // The whole walk with each operand's policy fixed (none where invalid).
       auto walk = [&](const Value& a_policy, const Value& b_policy) {
         for_each_span([&](Value m0, Value n0, Value k_begin, Value k_end) {
@@ -539,6 +541,7 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
       if (b_policy_if.valid()) k.If(b_policy_if, [&] { walk(Value(), policy); }, on_a);
       else if (a_policy_if.valid()) on_a();
       else walk(Value(), policy);
+      if (wait_prior_grids) k.LaunchDependents();
     });
   });
 }

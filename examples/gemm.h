@@ -224,9 +224,13 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
 // The same over shares of tiles (split-K, stream-K): each span's k-tiles alone. With neither
 // condition valid, B's copies carry `policy` (Kernel::L2Policy) where it is valid; else B's carry
 // it where `b_policy_if` holds, and otherwise A's where `a_policy_if` holds (no policy elsewhere).
+// With `wait_prior_grids` (a kernel launched while the one before it finishes), the producer
+// waits for the grids before it (Kernel::WaitForPriorGrids) before its first copy, and once it
+// has asked for its last lets the next kernel launch (Kernel::LaunchDependents).
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
                        const SmemTile& sB, int bk, const Value& rank, const ForEachSpan& for_each_span, int cluster,
-                       const Value& policy = {}, const Value& b_policy_if = {}, const Value& a_policy_if = {});
+                       const Value& policy = {}, const Value& b_policy_if = {}, const Value& a_policy_if = {},
+                       bool wait_prior_grids = false);
 
 // One tile's mainloop for a consumer warpgroup (fast.cu kernels 9-12): the first k-tile's first
 // wgmma overwrites the accumulator (scale-d 0, so it needs no zeroing), and each stage is released

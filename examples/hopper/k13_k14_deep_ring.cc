@@ -153,17 +153,23 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
   if (CLUSTER > 1) k.ClusterSync();
   else k.SyncThreads();
 
+  // Programmatic dependent launch (the entry point's kernels): the setup above overlaps the end of
+  // the kernel before this one in the stream, which may still write what this one reads; each
+  // role waits for it (WaitForPriorGrids) before it touches global memory, and the producer lets
+  // the next kernel launch once it has asked for its last copy.
   if (ragged)
     MulticastProducer(k, ring, g, sA, sB, BK, rank, ForEachSpan([&](const SpanBody& body) {
                         for_each_unit([&](Value m0, Value n0, const WorkUnit& u) {
                           body(m0, n0, u.k_begin * BK, u.k_end * BK);
                         });
-                      }), CLUSTER, k.L2Policy(CacheHint::kL2EvictFirst), StreamsB(g), StreamsA(g));
+                      }), CLUSTER, k.L2Policy(CacheHint::kL2EvictFirst), StreamsB(g), StreamsA(g),
+                      /*wait_prior_grids=*/true);
   else
     MulticastProducer(k, ring, g, sA, sB, BK, rank, ForEachTile([&](const TileBody& body) {
                         for_each_unit([&](Value m0, Value n0, const WorkUnit&) { body(m0, n0); });
                       }), CLUSTER);
   k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240}, [&](Value t) {
+    if (ragged) k.WaitForPriorGrids();
     Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
     WgmmaAccumulator acc = k.WgmmaAcc(BN);
     Pipeline::Cursor at = ring.Start();

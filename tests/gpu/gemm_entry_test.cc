@@ -1,6 +1,7 @@
 // The host API's GEMM entry point (kiln/runtime/gemm.h): its plans and errors here, and on a GPU
 // (with KILN_BUNDLE_DIR) its results against an fp64 product computed in this file, through
 // row- and column-major C, padded leading dimensions and epilogues.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -400,6 +401,58 @@ void RunCase(const Case& c, const char* dir) {
   const double rel = std::sqrt(err2 / std::max(ref2, 1e-30));
   EXPECT_EQ(nans, 0) << s.m << "x" << s.n << "x" << s.k;
   EXPECT_LT(rel, f32_out ? 1e-4 : 1e-2) << s.m << "x" << s.n << "x" << s.k << " " << c.options.epilogue;
+}
+
+// Programmatic dependent launch: the entry point's kernels start while the kernel before them in
+// the stream ends, and wait for it before they read. A chain of calls on one stream, each reading
+// the one before's output (x_{i+1} = x_i W_i^T, C row-major as the next A), checks that wait: each
+// layer's result against fp64 from the GPU's own input to it.
+TEST(GemmEntryPointGpu, ChainedCallsOnOneStreamReadTheCallBefore) {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) GTEST_SKIP() << "no GPU here: " << d.status().message();
+  const char* dir = std::getenv("KILN_BUNDLE_DIR");
+  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  const int64_t m = 16, n = 2048, layers = 4;
+  auto allocate = [](size_t bytes) {
+    absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(bytes);
+    EXPECT_TRUE(buf.ok()) << buf.status();
+    return *std::move(buf);
+  };
+  std::vector<std::vector<uint16_t>> w;
+  std::vector<DeviceBuffer> dw, dx;
+  for (int64_t i = 0; i < layers; ++i) {
+    w.push_back(examples::RandomNormal16(n * n, 30 + i, false));
+    dw.push_back(allocate(n * n * 2));
+    ASSERT_TRUE(dw.back().CopyFromHost(w.back().data(), n * n * 2).ok());
+  }
+  const std::vector<uint16_t> x0 = examples::RandomNormal16(m * n, 29, false);
+  for (int64_t i = 0; i <= layers; ++i) {
+    dx.push_back(allocate(m * n * 2));
+    ASSERT_TRUE((i == 0 ? dx[0].CopyFromHost(x0.data(), m * n * 2) : dx[i].Fill(0xff)).ok());  // NaN until written
+  }
+  GemmRunner runner(dir);
+  for (int64_t i = 0; i < layers; ++i) {
+    absl::Status st = runner.Run({m, n, n}, {}, {.a = dx[i].ptr(), .b = dw[i].ptr(), .c = dx[i + 1].ptr(), .c_row_major = true});
+    ASSERT_TRUE(st.ok()) << st;
+  }
+  ASSERT_TRUE(Synchronize().ok());
+  std::vector<std::vector<uint16_t>> x(layers + 1, std::vector<uint16_t>(m * n));
+  for (int64_t i = 0; i <= layers; ++i) ASSERT_TRUE(dx[i].CopyToHost(x[i].data(), m * n * 2).ok());
+  for (int64_t i = 0; i < layers; ++i) {
+    double err2 = 0, ref2 = 0;
+    int64_t nans = 0;
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0;
+        for (int64_t kk = 0; kk < n; ++kk)
+          ref += double(examples::Bf16ToFloat(x[i][r * n + kk])) * examples::Bf16ToFloat(w[i][j * n + kk]);
+        const double y = examples::Bf16ToFloat(x[i + 1][r * n + j]);
+        if (!std::isfinite(y)) ++nans;
+        err2 += (y - ref) * (y - ref), ref2 += ref * ref;
+      }
+    EXPECT_EQ(nans, 0) << "layer " << i;
+    EXPECT_LT(std::sqrt(err2 / std::max(ref2, 1e-30)), 1e-2) << "layer " << i;
+  }
 }
 
 TEST(GemmEntryPointGpu, MatchesFp64ThroughLayoutsPaddingAndEpilogues) {

@@ -123,6 +123,14 @@ const std::vector<Mutation>& Mutations() {
       // Uninitialised values: shared bytes nothing wrote reach the output.
       {"v5-short-load", "ampere/v5", "one 16-byte cp.async of the A tile missing",
        {Drop("cp.async.cg.shared.global [%r9], [%rd5], 16;")}, "an uninitialised value reaches the output"},
+      // The entry point's kernels, launched while the kernel before them finishes: each role waits
+      // for it before touching global memory.
+      {"entry-producer-no-grid-wait", "gemm/bf16_sm90_m64n32", "the producer's griddepcontrol.wait missing",
+       {Drop("griddepcontrol.wait;", 1)}, "touches global memory before this thread's griddepcontrol.wait",
+       {64, 64, 128}},
+      {"entry-consumer-no-grid-wait", "gemm/bf16_sm90_m64n32", "the consumers' griddepcontrol.wait missing",
+       {Drop("griddepcontrol.wait;", 2)}, "touches global memory before this thread's griddepcontrol.wait",
+       {64, 64, 128}},
       {"staged-no-store-wait", "gemm/bf16_sm90_n80.bf16-bf16.scale.bias_col.gelu.residual",
        "C_in staged into the C buffer before the last tile's TMA store read it",
        {Drop("cp.async.bulk.wait_group.read \t0;", 3)}, "a TMA load lands on shared byte", {1152, 1200, 64}},
