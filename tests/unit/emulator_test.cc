@@ -62,6 +62,13 @@ std::vector<uint32_t> Emulate(const rt::Bundle& b, int count, absl::Status* stat
 
 float AsF(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 
+// The same bundle for sm_90a (Hopper instructions).
+rt::Bundle Sm90(rt::Bundle b) {
+  b.ptx = absl::StrReplaceAll(b.ptx, {{".target sm_80", ".target sm_90a"}});
+  b.manifest.target = "sm_90a";
+  return b;
+}
+
 TEST(Emulator, PackedConversionPutsTheFirstSourceInTheUpperHalf) {
   // PTX ISA, cvt: "the value converted from input a is stored in the upper half of d".
   std::vector<uint32_t> v = Emulate(Kernel(R"(
@@ -304,9 +311,7 @@ TEST(Emulator, TmaStoresNeedTheProxyFence) {
 // before it finish may touch global memory only after its griddepcontrol.wait, and a manifest
 // that asks for such a launch must come with a kernel that waits.
 absl::Status PriorGrids(const std::string& body, bool manifest_says) {
-  rt::Bundle b = Kernel(body);
-  b.ptx = absl::StrReplaceAll(b.ptx, {{".target sm_80", ".target sm_90a"}});
-  b.manifest.target = "sm_90a";
+  rt::Bundle b = Sm90(Kernel(body));
   b.manifest.waits_for_prior_grids = manifest_says;
   absl::Status s;
   Emulate(b, 32, &s);
@@ -332,29 +337,10 @@ TEST(Emulator, GlobalMemoryWaitsForThePriorGrids) {
 // wgmma.mma_async: accessing the A fragment's registers before that wait is undefined). One
 // warpgroup multiplies a 64x16 A of ones (registers) by a 16x8 B of ones (shared memory, no
 // swizzle: 8-row core matrices of 16 bytes, the two halves of K 128 bytes apart); each D element
-// is 16 (descriptor: start >> 4, LBO 128 >> 4 at bit 16, SBO 256 >> 4 at bit 32). `rewrite` puts a write to an A register between the commit and the wait.
+// is 16 (descriptor: start >> 4, LBO 128 >> 4 at bit 16, SBO 256 >> 4 at bit 32). `rewrite` puts
+// a write to an A register between the commit and the wait.
 absl::Status RegisterAWgmma(const std::string& rewrite, std::vector<uint32_t>* out) {
-  rt::Bundle b;
-  b.manifest.name = "test/wgmma_a_regs";
-  b.manifest.entry = "emu";
-  b.manifest.target = "sm_90a";
-  b.manifest.block = {128, 1, 1};
-  b.manifest.source = "emulator_test.cc:3";
-  b.manifest.smem_bytes = 1024;
-  b.manifest.params = {{"out", rt::ParamSpec::Kind::kPointer}, {"n", rt::ParamSpec::Kind::kI32}};
-  b.ptx = absl::StrCat(R"(.version 8.0
-.target sm_90a
-.address_size 64
-.extern .shared .align 1024 .b8 smem[];
-.visible .entry emu(
-	.param .u64 .ptr .global .align 1 emu_param_0,
-	.param .u32 emu_param_1
-)
-{
-	.reg .b32 %r<16>;
-	.reg .b64 %rd<8>;
-	mov.u32 %r1, %tid.x;
-	mov.u32 %r2, smem;
+  rt::Bundle b = Sm90(Kernel(absl::StrCat(R"(	mov.u32 %r2, smem;
 	shl.b32 %r3, %r1, 2;
 	add.s32 %r4, %r2, %r3;
 	mov.b32 %r5, 1065369472;
@@ -364,31 +350,23 @@ absl::Status RegisterAWgmma(const std::string& rewrite, std::vector<uint32_t>* o
 	mov.b32 %r6, %r5;
 	mov.b32 %r7, %r5;
 	mov.b32 %r8, %r5;
-	cvt.u64.u32 %rd1, %r2;
-	shr.u64 %rd1, %rd1, 4;
-	or.b64 %rd1, %rd1, 68720001024;
+	cvt.u64.u32 %rd5, %r2;
+	shr.u64 %rd5, %rd5, 4;
+	or.b64 %rd5, %rd5, 68720001024;
 	wgmma.fence.sync.aligned;
 	{
 	.reg .pred p;
 	setp.ne.b32 p, 0, 0;
-	wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r10, %r11, %r12, %r13}, {%r5, %r6, %r7, %r8}, %rd1, p, 1, 1, 0;
+	wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r10, %r11, %r12, %r13}, {%r5, %r6, %r7, %r8}, %rd5, p, 1, 1, 0;
 	}
 	wgmma.commit_group.sync.aligned;
 )", rewrite, R"(
 	wgmma.wait_group.sync.aligned 0;
-	ld.param.b64 %rd2, [emu_param_0];
-	mul.wide.u32 %rd3, %r1, 4;
-	add.s64 %rd4, %rd2, %rd3;
-	st.global.b32 [%rd4], %r10;
-	ret;
-}
-)");
-  Device d;
-  uint64_t dst = *d.Allocate(128 * 4);
-  absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Ptr(dst), rt::Arg::I32(128)});
-  out->assign(128, 0);
-  EXPECT_TRUE(d.CopyOut(out->data(), dst, 128 * 4).ok());
-  return s.status();
+	st.global.b32 [%rd3], %r10;
+)"), {128, 1, 1}));
+  absl::Status s;
+  *out = Emulate(b, 128, &s);
+  return s;
 }
 
 TEST(Emulator, AWgmmaReadsItsRegisterFragmentUntilItsWait) {
