@@ -224,7 +224,7 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
   if (!tune_path_.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!tuned_) {
-      absl::StatusOr<GemmTuneCache> read = GemmTuneCache::Read(tune_path_);
+      absl::StatusOr<GemmTuneCache> read = GemmTuneCache::ReadExisting(tune_path_);
       if (!read.ok()) return read.status();
       tuned_ = *std::move(read);
     }

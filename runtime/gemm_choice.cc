@@ -395,6 +395,13 @@ bool EpilogueReadsMatrices(const std::string& canonical_terms) {
   return false;
 }
 
+absl::StatusOr<GemmTuneCache> GemmTuneCache::ReadExisting(const std::string& path) {
+  if (!std::ifstream(path))
+    return absl::NotFoundError(
+        absl::StrCat("tune cache ", path, ": cannot open it (`kiln tune --sizes ... --tune_cache FILE` writes one)"));
+  return Read(path);
+}
+
 absl::StatusOr<GemmTuneCache> GemmTuneCache::Read(const std::string& path) {
   GemmTuneCache cache;
   std::ifstream in(path);

@@ -849,7 +849,7 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
 // The tune cache named by --tune_cache (empty where none is).
 absl::StatusOr<kiln::rt::GemmTuneCache> TuneCacheFromFlag() {
   if (absl::GetFlag(FLAGS_tune_cache).empty()) return kiln::rt::GemmTuneCache();
-  return kiln::rt::GemmTuneCache::Read(absl::GetFlag(FLAGS_tune_cache));
+  return kiln::rt::GemmTuneCache::ReadExisting(absl::GetFlag(FLAGS_tune_cache));
 }
 
 // The GEMM entry point: C = epilogue(A * B) at any M, N, K >= 1 (A row-major, B and C

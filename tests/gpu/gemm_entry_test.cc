@@ -280,6 +280,9 @@ TEST(GemmTuneCache, WrittenReadBackAndPreferredOverTheRule) {
   absl::StatusOr<GemmTuneCache> empty = GemmTuneCache::Read(path);  // absent: empty
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ(empty->size(), 0u);
+  absl::StatusOr<GemmTuneCache> absent = GemmTuneCache::ReadExisting(path);  // to a reader of choices: an error
+  ASSERT_FALSE(absent.ok());
+  EXPECT_NE(absent.status().message().find("cannot open it"), std::string::npos) << absent.status();
   GemmTuneCache cache;
   cache.Set(90, {256, 10240, 8192}, "gemm/bf16_sm90_n128", 0, 0.21);
   cache.Set(90, {256, 10240, 8192}, "gemm/bf16_sm90_n64", 2, 0.20);  // a later measurement replaces it

@@ -76,7 +76,8 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
 
 class GemmRunner {
  public:
-  // `tune_cache`: a file `kiln tune` wrote, whose measured choices win over the rule ("": none).
+  // `tune_cache`: a file `kiln tune` wrote, whose measured choices win over the rule ("": none;
+  // a path that cannot be opened fails the first Run).
   explicit GemmRunner(std::string bundle_dir, std::string tune_cache = "")
       : kernels_(std::move(bundle_dir)), tune_path_(std::move(tune_cache)) {}
   // Plans, loads the kernel (once per runner and stream) and launches it on `stream`; does not

@@ -90,6 +90,9 @@ class GemmTuneCache {
  public:
   // An absent file is an empty cache; a line that does not parse is an error naming it.
   static absl::StatusOr<GemmTuneCache> Read(const std::string& path);
+  // The same for a reader of the choices (kiln gemm, GemmRunner), to whom an absent file is an
+  // error: a path mistyped would otherwise drop every measured choice without a word.
+  static absl::StatusOr<GemmTuneCache> ReadExisting(const std::string& path);
   absl::Status Write(const std::string& path) const;
   const GemmChoice* Find(int compute_capability, const GemmSize& size) const;  // kernel and split
   void Set(int compute_capability, const GemmSize& size, const std::string& kernel, int split, double ms);
