@@ -278,6 +278,11 @@ bool Reads(const Candidate& c, bool mn_major) { return !mn_major || (c.tile_n % 
 // tiles against 75.5; 0.81-0.98 of the time at the sweep's shapes of N > 4096, while at N <= 4096
 // the tiles took 0.97-3.7x; docs/PERF.md, "Two to four rows"). The planner's transpose of a C of 2-4
 // columns (`c_row`) is the skinny kernel's always: the tiles cannot store C row-major.
+// Its build for the GPU: on Hopper the one launched while the kernel before it ends.
+std::string SkinnyKernel(int compute_capability) {
+  return compute_capability == 90 ? "gemm/bf16_skinny_sm90" : "gemm/bf16_skinny";
+}
+
 bool Skinny(const GemmSize& s, bool c_row) {
   return s.k % 8 == 0 && (s.m <= 2 || (s.m <= 4 && (c_row || s.n <= 4096)));
 }
@@ -290,7 +295,8 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
   const bool a_mn = options.a_mn, b_mn = options.b_mn, tma_strides = options.tma_strides;
   const bool mn_major = a_mn || b_mn;
   if (Skinny(s, options.c_row) && !mn_major && compute_capability >= 80)
-    return {"gemm/bf16_skinny", absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
+    return {SkinnyKernel(compute_capability),
+            absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
   // Where TMA cannot read the operands, or no tuned kernel exists for the GPU: the strided
   // mma.sync kernel (any size and strides; a fraction of the tile kernels' speed).
   constexpr const char* kStrided = "gemm/bf16_strided";
@@ -450,7 +456,7 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
     for (const Candidate& t : kSm90)
       for (int split : kSplits)
         if (Weighed(t, s, split)) c.push_back({t.kernel, "", split});
-  if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64) c.push_back({"gemm/bf16_skinny", ""});
+  if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64) c.push_back({SkinnyKernel(compute_capability), ""});
   if (c.empty()) c.push_back({"gemm/bf16_strided", ""});
   return c;
 }

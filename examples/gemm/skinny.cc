@@ -13,6 +13,10 @@
 // Any N; K a multiple of 8 (16-byte aligned rows).
 // A row-major, B and C column-major, f32 accumulation: the entry point's layout. Its variants
 // (gemm/bf16_skinny.f16-f32.gelu) read f16, store f16 or f32 and fuse an epilogue.
+// gemm/bf16_skinny_sm90 is the same kernel for Hopper, launched while the kernel before it ends
+// (programmatic dependent launch): every thread waits for that kernel before its first load, and
+// lets the next one launch once its loads are issued (docs/PERF.md, "Launched while the kernel
+// before ends").
 #include <functional>
 
 #include "absl/strings/str_cat.h"
@@ -26,8 +30,8 @@ namespace {
 
 constexpr int COLS = 4, THREADS = 256, WARPS = THREADS / 32, VEC = 8, RMAX = 4, UNROLL = 2;
 
-absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant& v) {
-  Kernel k(name, sm80(), {THREADS});
+absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant& v, bool hopper) {
+  Kernel k(name, hopper ? sm90a() : sm80(), {THREADS});
   GemmOperands g = DeclareGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out),
                                    .c_order = v.c_row ? "row" : "col",
                                    .tile_m = 1, .tile_n = 1, .tile_k = VEC, .epilogue = v.epilogue.Terms()});
@@ -35,6 +39,7 @@ absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant
   k.Grid(absl::StrCat("N/", COLS));
   SmemTile partial = k.Smem(f32, WARPS, COLS * RMAX);  // each warp's sums, [warp][c * R + m]
   Value tid = k.ThreadIdx(), lane = k.LaneId(), warp = k.WarpId(), n0 = k.BlockIdx() * COLS;
+  if (hopper) k.WaitForPriorGrids();
   // R rows of A from m0 against the block's columns.
   auto rows = [&](int R) {
     k.For(0, g.M, R, [&](Value m0) {
@@ -63,6 +68,7 @@ absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant
             }
           }
       });
+      if (hopper) k.LaunchDependents();  // this thread's loads are issued (a later pass's call does nothing)
       for (int i = 0; i < COLS * R; ++i) {
         Value sum = WarpReduce(acc[i], Reduce::kSum);
         k.If(lane == 0, [&] { k.Store(partial.At(warp, i), sum); });
@@ -91,8 +97,22 @@ absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant
 }  // namespace
 KILN_EXAMPLE_VARIANT(gemm_bf16_skinny, "gemm/bf16_skinny",
                      "the entry point's kernel for small M: CUDA cores, B streamed once in 16-byte chunks",
-                     [] { return BuildSkinny("gemm/bf16_skinny", {}); });
+                     [] { return BuildSkinny("gemm/bf16_skinny", {}, /*hopper=*/false); });
 KILN_EXAMPLE_FAMILY(gemm_bf16_skinny_family,
                     GemmFamily("gemm/bf16_skinny", "the small-M kernel with other types and a fused epilogue",
-                               /*tile=*/false, BuildSkinny, /*c_row=*/true));
+                               /*tile=*/false,
+                               [](const std::string& name, const GemmVariant& v) {
+                                 return BuildSkinny(name, v, /*hopper=*/false);
+                               },
+                               /*c_row=*/true));
+KILN_EXAMPLE_VARIANT(gemm_bf16_skinny_sm90, "gemm/bf16_skinny_sm90",
+                     "the small-M kernel on Hopper, launched while the kernel before it ends",
+                     [] { return BuildSkinny("gemm/bf16_skinny_sm90", {}, /*hopper=*/true); });
+KILN_EXAMPLE_FAMILY(gemm_bf16_skinny_sm90_family,
+                    GemmFamily("gemm/bf16_skinny_sm90", "the Hopper small-M kernel with other types and a fused epilogue",
+                               /*tile=*/false,
+                               [](const std::string& name, const GemmVariant& v) {
+                                 return BuildSkinny(name, v, /*hopper=*/true);
+                               },
+                               /*c_row=*/true));
 }  // namespace kiln::examples

@@ -56,7 +56,7 @@ TEST(GemmEntryPoint, OneColumnOfCIsComputedAsItsTranspose) {
   EXPECT_TRUE(p->swapped);
   EXPECT_EQ(p->size.m, 1);
   EXPECT_EQ(p->size.n, 8192);
-  EXPECT_EQ(p->choice.kernel, "gemm/bf16_skinny.bf16-bf16.bias_col.gelu");
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_skinny_sm90.bf16-bf16.bias_col.gelu");
   EXPECT_NE(p->choice.why.find("C of one column"), std::string::npos) << p->choice.why;
   GemmOperands mn = kPacked;
   mn.a_col_major = true;
@@ -81,7 +81,7 @@ TEST(GemmEntryPoint, FewColumnsOfCAreComputedAsTheTransposeStoredRowMajor) {
   EXPECT_TRUE(p->c_row);
   EXPECT_EQ(p->size.m, 3);
   EXPECT_EQ(p->size.n, 4096);
-  EXPECT_EQ(p->choice.kernel, "gemm/bf16_skinny.bf16-bf16.c_row.bias_col.gelu");
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_skinny_sm90.bf16-bf16.c_row.bias_col.gelu");
   EXPECT_NE(p->choice.why.find("C of 3 columns"), std::string::npos) << p->choice.why;
   o.ldc = 2048;  // packed, said
   // (row-major C, swapped) of a plan that must succeed; a failed plan fails the test instead.

@@ -454,15 +454,17 @@ TEST(EmulatedGemmEntryPoint, TheSkinnyKernelAtRaggedSizes) {
   ExpectCorrectAt("gemm/bf16_skinny", {{1, 300, 200}, {5, 7, 8}, {13, 129, 64}, {40, 33, 8}, {3, 9, 4120}, {2, 77, 1032}});
   // C row-major (a column-major C of few columns, transposed by the entry point).
   ExpectCorrectAt("gemm/bf16_skinny.bf16-bf16.c_row", {{2, 300, 200}, {4, 9, 4120}, {6, 33, 8}});
+  // The Hopper twin: the same sums, each thread's loads after its wait for the kernel before.
+  ExpectCorrectAt("gemm/bf16_skinny_sm90", {{1, 300, 200}, {13, 129, 64}, {3, 9, 4120}});
 }
 
 // Every bundled variant (input and output types, each epilogue term) of every entry-point kernel,
 // at a ragged size, against the fp64 product put through the epilogue on the host.
 TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
   std::vector<std::string> bases = TileKernels();
-  bases.insert(bases.end(), {"gemm/bf16_skinny", "gemm/bf16_strided", "reference/bf16"});
+  bases.insert(bases.end(), {"gemm/bf16_skinny", "gemm/bf16_skinny_sm90", "gemm/bf16_strided", "reference/bf16"});
   for (const std::string& base : bases) {
-    const bool skinny = base == "gemm/bf16_skinny";
+    const bool skinny = base.rfind("gemm/bf16_skinny", 0) == 0;
     // The family's own list: the tiles of 80, 96, 160 columns have no MN-major variants.
     std::vector<std::string> bundled;
     for (const ExampleFamily& f : Families())
@@ -501,7 +503,7 @@ TEST(EmulatedGemmEntryPoint, AnEpilogueOtherThanTheDescribedOneFails) {
 TEST(GemmChoice, VariantNamesCarryTypesAndTheEpilogueInTheKernelsOrder) {
   EXPECT_EQ(ChooseGemm({4096, 4096, 4096}, 90, {}).kernel, "gemm/bf16_sm90");
   EXPECT_EQ(ChooseGemm({1, 4096, 4096}, 90, {.in_type = "f16", .out_type = "f32"}).kernel,
-            "gemm/bf16_skinny.f16-f32");
+            "gemm/bf16_skinny_sm90.f16-f32");
   absl::StatusOr<std::string> terms = CanonicalEpilogue("residual,gelu,bias_col,scale");
   ASSERT_TRUE(terms.ok()) << terms.status();
   EXPECT_EQ(*terms, "scale.bias_col.gelu.residual");
@@ -610,13 +612,13 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(Choice({64, 4096, 4096}).first, "gemm/bf16_sm90_m64n32");
   EXPECT_EQ(Choice({128, 8192, 28672}), P("gemm/bf16_sm90_n128", 2));
   EXPECT_NE(Choice({128, 6144, 8192}).first, "gemm/bf16_sm90_n64");
-  EXPECT_EQ(Choice({1, 4096, 4096}), P("gemm/bf16_skinny", 1));
+  EXPECT_EQ(Choice({1, 4096, 4096}), P("gemm/bf16_skinny_sm90", 1));
   // 3-4 rows: the skinny kernel up to N = 4096, the narrow tiles past it (H200: 3x28672x4096 67.1
   // us against 75.5; 4x512x4096 6.6 against 16.5 the other way); 2 rows, whose pass streams as
   // fast as one row's, the skinny kernel always (docs/PERF.md, "Two to four rows").
-  EXPECT_EQ(Choice({4, 4096, 14336}), P("gemm/bf16_skinny", 1));
-  EXPECT_EQ(Choice({2, 512, 4096}), P("gemm/bf16_skinny", 1));
-  EXPECT_EQ(Choice({2, 28672, 4096}), P("gemm/bf16_skinny", 1));
+  EXPECT_EQ(Choice({4, 4096, 14336}), P("gemm/bf16_skinny_sm90", 1));
+  EXPECT_EQ(Choice({2, 512, 4096}), P("gemm/bf16_skinny_sm90", 1));
+  EXPECT_EQ(Choice({2, 28672, 4096}), P("gemm/bf16_skinny_sm90", 1));
   EXPECT_EQ(Choice({3, 28672, 4096}).first, "gemm/bf16_sm90_m64n80.bf16-bf16.any_m");
   EXPECT_EQ(Choice({4, 6144, 4096}).first, "gemm/bf16_sm90_m64n48.bf16-bf16.any_m");
   // M <= 64, bound by the weight read (the H100's fastest in docs/PERF.md, "Narrow tiles for
