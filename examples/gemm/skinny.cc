@@ -94,25 +94,29 @@ absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant
   return k.Build();
 }
 
+// Both builds: for sm_80 on, and for Hopper the one that waits for the kernel before it; each with
+// its family of types and fused epilogues (gemm/bf16_skinny_sm90.f16-f32.gelu).
+struct SkinnyBuild {
+  const char* name;
+  const char* summary;
+  bool hopper;
+};
+constexpr SkinnyBuild kSkinnyBuilds[] = {
+    {"gemm/bf16_skinny", "the entry point's kernel for small M: CUDA cores, B streamed once in 16-byte chunks", false},
+    {"gemm/bf16_skinny_sm90", "the small-M kernel on Hopper, launched while the kernel before it ends", true}};
+
+const bool kSkinnyRegistered = [] {
+  for (const SkinnyBuild& b : kSkinnyBuilds) {
+    const char* name = b.name;
+    const bool hopper = b.hopper;
+    Register({name, b.summary, [name, hopper] { return BuildSkinny(name, {}, hopper); }});
+    RegisterFamily(GemmFamily(
+        name, "the small-M kernel with other types and a fused epilogue", /*tile=*/false,
+        [hopper](const std::string& variant, const GemmVariant& v) { return BuildSkinny(variant, v, hopper); },
+        /*c_row=*/true));
+  }
+  return true;
+}();
+
 }  // namespace
-KILN_EXAMPLE_VARIANT(gemm_bf16_skinny, "gemm/bf16_skinny",
-                     "the entry point's kernel for small M: CUDA cores, B streamed once in 16-byte chunks",
-                     [] { return BuildSkinny("gemm/bf16_skinny", {}, /*hopper=*/false); });
-KILN_EXAMPLE_FAMILY(gemm_bf16_skinny_family,
-                    GemmFamily("gemm/bf16_skinny", "the small-M kernel with other types and a fused epilogue",
-                               /*tile=*/false,
-                               [](const std::string& name, const GemmVariant& v) {
-                                 return BuildSkinny(name, v, /*hopper=*/false);
-                               },
-                               /*c_row=*/true));
-KILN_EXAMPLE_VARIANT(gemm_bf16_skinny_sm90, "gemm/bf16_skinny_sm90",
-                     "the small-M kernel on Hopper, launched while the kernel before it ends",
-                     [] { return BuildSkinny("gemm/bf16_skinny_sm90", {}, /*hopper=*/true); });
-KILN_EXAMPLE_FAMILY(gemm_bf16_skinny_sm90_family,
-                    GemmFamily("gemm/bf16_skinny_sm90", "the Hopper small-M kernel with other types and a fused epilogue",
-                               /*tile=*/false,
-                               [](const std::string& name, const GemmVariant& v) {
-                                 return BuildSkinny(name, v, /*hopper=*/true);
-                               },
-                               /*c_row=*/true));
 }  // namespace kiln::examples
