@@ -271,6 +271,12 @@ GemmChoice FewColumnsChoice(const GemmSize& s) {
 // MN-major operands are read in 64-wide blocks of the tile's M and N.
 bool Reads(const Candidate& c, bool mn_major) { return !mn_major || (c.tile_n % 64 == 0 && c.tile_m % 64 == 0); }
 
+// The skinny kernel's build for the GPU: on Hopper the one launched while the kernel before it
+// ends.
+std::string SkinnyKernel(int compute_capability) {
+  return compute_capability == 90 ? "gemm/bf16_skinny_sm90" : "gemm/bf16_skinny";
+}
+
 // Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md), but for
 // 3-4 rows and N past 4096, where the narrow 64-row tiles (their A boxes load only the rows up to
 // M) give every CTA columns of B to stream and the skinny kernel's 3- and 4-row passes stream 3.1
@@ -278,11 +284,6 @@ bool Reads(const Candidate& c, bool mn_major) { return !mn_major || (c.tile_n % 
 // tiles against 75.5; 0.81-0.98 of the time at the sweep's shapes of N > 4096, while at N <= 4096
 // the tiles took 0.97-3.7x; docs/PERF.md, "Two to four rows"). The planner's transpose of a C of 2-4
 // columns (`c_row`) is the skinny kernel's always: the tiles cannot store C row-major.
-// Its build for the GPU: on Hopper the one launched while the kernel before it ends.
-std::string SkinnyKernel(int compute_capability) {
-  return compute_capability == 90 ? "gemm/bf16_skinny_sm90" : "gemm/bf16_skinny";
-}
-
 bool Skinny(const GemmSize& s, bool c_row) {
   return s.k % 8 == 0 && (s.m <= 2 || (s.m <= 4 && (c_row || s.n <= 4096)));
 }
@@ -355,7 +356,7 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
           absl::StrFormat("%dx%d tiles, %d in flight, %s: %.*f%% of the machine's time useful by the tile, wave and "
                           "partial counts%s",
                           best->tile_m, best->tile_n, best->in_flight, SplitName(best_split),
-                          // a problem of a few tiles: two significant digits, not "0%"
+                          // a problem of a few tiles: two decimals, not "0%"
                           efficiency(*best, best_split) < 0.01 ? 2 : 0, 100 * efficiency(*best, best_split),
                           aligned_rows ? "" : " (rows off 128 bytes: the tiles' speeds there)"),
           best_split};
