@@ -209,9 +209,8 @@ absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const GemmSpec& lay
     if (!w.ok()) return w.status();
     watchdog = *std::move(w);
   }
-  return Launchable{*std::move(kernel),
-                    {*grid, m.block, m.cluster, m.smem_bytes, nullptr, m.waits_for_prior_grids},
-                    *std::move(args), std::move(watchdog)};
+  return Launchable{*std::move(kernel), rt::LaunchConfigOf(m, *grid, m.smem_bytes), *std::move(args),
+                    std::move(watchdog)};
 }
 
 }  // namespace

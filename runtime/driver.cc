@@ -243,10 +243,12 @@ absl::StatusOr<int> Kernel::Attribute(int attribute) const {
 
 namespace {
 // The driver's launch config for `config`, its attributes in `attrs` (room for two): the cluster
-// dims where it has a cluster, programmatic dependent launch where it asks for it.
-cu::CUlaunchConfig DriverConfig(const LaunchConfig& config, cu::CUlaunchAttribute* attrs) {
+// dims where it has a cluster (or always: the occupancy query takes them even for clusters of
+// one), programmatic dependent launch where it asks for it.
+cu::CUlaunchConfig DriverConfig(const LaunchConfig& config, cu::CUlaunchAttribute* attrs,
+                                bool cluster_always = false) {
   unsigned count = 0;
-  if (config.cluster.count() > 1) {
+  if (cluster_always || config.cluster.count() > 1) {
     attrs[count].id = cu::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     attrs[count++].value.clusterDim = {config.cluster.x, config.cluster.y, config.cluster.z};
   }
@@ -291,12 +293,10 @@ absl::StatusOr<int> Kernel::MaxActiveClusters(const LaunchConfig& config) const 
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   if (absl::Status s = RaiseSmemLimit(**d, config.dynamic_smem); !s.ok()) return s;
-  // The occupancy query takes the cluster dims even for clusters of one.
-  cu::CUlaunchAttribute cluster{};
-  cluster.id = cu::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster.value.clusterDim = {config.cluster.x, config.cluster.y, config.cluster.z};
-  cu::CUlaunchConfig launch{config.grid.x,  config.grid.y,  config.grid.z, config.block.x, config.block.y,
-                            config.block.z, config.dynamic_smem, config.stream, &cluster, 1};
+  LaunchConfig occupancy = config;
+  occupancy.programmatic = false;  // the cluster dims alone
+  cu::CUlaunchAttribute attrs[2]{};
+  cu::CUlaunchConfig launch = DriverConfig(occupancy, attrs, /*cluster_always=*/true);
   int clusters = 0;
   if (absl::Status s = (*d)->Check((*d)->api().cuOccupancyMaxActiveClusters(&clusters, function_, &launch),
                                    absl::StrCat("cuOccupancyMaxActiveClusters for ", entry_));

@@ -45,6 +45,10 @@ const char* ParamKindName(ParamSpec::Kind kind) {
   return "?";
 }
 
+LaunchConfig LaunchConfigOf(const Manifest& m, Dim3 grid, unsigned smem, cu::CUstream stream) {
+  return {grid, m.block, m.cluster, smem, stream, m.waits_for_prior_grids};
+}
+
 absl::Status CheckTarget(const Manifest& m, const Driver& d) {
   const int cc = d.compute_capability();
   const bool arch_specific = m.target.back() == 'a';
@@ -377,8 +381,7 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
   }
   if (watchdog_)
     if (absl::Status armed = watchdog_->Arm(); !armed.ok()) return armed;
-  absl::Status s = kernel_.Launch(
-      {grid, m.block, m.cluster, static_cast<unsigned>(smem), stream, m.waits_for_prior_grids}, pointers.data());
+  absl::Status s = kernel_.Launch(LaunchConfigOf(m, grid, static_cast<unsigned>(smem), stream), pointers.data());
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(m.source, ": ", s.message()));
   return s;
 }

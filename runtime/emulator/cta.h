@@ -225,11 +225,11 @@ class Cta {
     }
     if (rng_)
       for (int w = 0; w < (n + 31) / 32; ++w) warp_priority_.push_back((*rng_)());
-    for (const ptx::Instr& in : e.code)
-      if (in.op == ptx::Op::kGriddepcontrol && in.Has("wait")) waits_for_prior_grids_ = true;
   }
 
   void JoinCluster(ClusterState* c, int rank) { cluster_ = c, rank_ = rank; }
+  // The kernel runs griddepcontrol.wait somewhere (the launch scans its PTX once).
+  void SetWaitsForPriorGrids(bool waits) { waits_for_prior_grids_ = waits; }
   bool exited() const { return exited_; }
   int LiveThreads() const {
     return static_cast<int>(std::count_if(threads_.begin(), threads_.end(),

@@ -166,6 +166,7 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
                                                static_top + smem, m.name, options.seed ? &rng : nullptr, &budget,
                                                &maps));
           ctas.back()->JoinCluster(&cluster, static_cast<int>(ctas.size()) - 1);
+          ctas.back()->SetWaitsForPriorGrids(waits);
           cluster.ctas.push_back(ctas.back().get());
         }
     std::vector<bool> finished(ctas.size(), false);

@@ -416,8 +416,8 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
       // D[row][col] reads only A's row and B's column: each carries the first tainted or
       // never-written byte among its own (rows of A past a ragged edge may hold anything, and
       // taint only rows of D that are not stored).
-      std::vector<Origin> row_taint = op.a_row_taint, col_taint(op.n, nullptr);
-      row_taint.resize(64, nullptr);
+      std::vector<Origin> row_taint = op.a_row_taint.empty() ? std::vector<Origin>(64) : op.a_row_taint;
+      std::vector<Origin> col_taint(op.n, nullptr);
       std::vector<double> a = op.a_from_regs, b(op.n * 16);
       if (a.empty()) {
         a.resize(64 * 16);

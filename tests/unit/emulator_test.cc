@@ -373,10 +373,7 @@ TEST(Emulator, AWgmmaReadsItsRegisterFragmentUntilItsWait) {
   std::vector<uint32_t> out;
   absl::Status s = RegisterAWgmma("", &out);
   ASSERT_TRUE(s.ok()) << s;
-  float sixteen = 16;
-  uint32_t bits;
-  std::memcpy(&bits, &sixteen, 4);
-  for (int i = 0; i < 128; ++i) EXPECT_EQ(out[i], bits) << "thread " << i;
+  for (int i = 0; i < 128; ++i) EXPECT_EQ(AsF(out[i]), 16.0f) << "thread " << i;
   // The next k-step's fragment loaded into the same registers while this one may still run.
   s = RegisterAWgmma("\tmov.b32 %r6, 0;", &out);
   ASSERT_FALSE(s.ok());

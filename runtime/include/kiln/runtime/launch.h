@@ -61,6 +61,9 @@ const char* ParamKindName(ParamSpec::Kind kind);  // "ptr", "i32", ...
 // OK when `m`'s target runs on the driver's device; FailedPrecondition ("... cannot run
 // here") for a newer or arch-specific chip (an sm_100a kernel on an H100/H200).
 absl::Status CheckTarget(const Manifest& m, const Driver& d);
+// The driver launch of `m` at `grid` with `smem` bytes of dynamic shared memory: its block and
+// cluster, and programmatic dependent launch where the kernel waits for the grids before it.
+LaunchConfig LaunchConfigOf(const Manifest& m, Dim3 grid, unsigned smem, cu::CUstream stream = nullptr);
 // Whether `args` match `m`'s parameters one by one (the message lists the expected signature),
 // and the integer arguments meet the kernel's requirements (RequireMultiple).
 absl::Status CheckArgs(const Manifest& m, const std::vector<Arg>& args);
