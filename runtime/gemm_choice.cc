@@ -34,6 +34,8 @@ struct Candidate {
   // Past the weight-bound rows (the compute model): whether its tiles are split (split-K) and
   // streamed (stream-K) there at all.
   bool splits = true, streams = true;
+  // The widest C it is for (0: any): kiln tune times it there only.
+  int max_n = 0;
 };
 constexpr Candidate kSm90[] = {
     {.kernel = "gemm/bf16_sm90", .tile_m = 256, .tile_n = 256, .in_flight = 64, .speed = 1.0, .speed_unaligned = 1.0},
@@ -88,6 +90,9 @@ constexpr Candidate kSm90[] = {
      .ring_b_bytes = 15 * 48 * 128, .max_parts = 2},
     {.kernel = "gemm/bf16_sm90_m64n80", .tile_m = 64, .tile_n = 80, .in_flight = 128, .speed = 0,
      .ring_b_bytes = 11 * 80 * 128, .max_parts = 2},
+    // For a C of 16 columns or fewer whose A (the weights) has few blocks of 64 rows over a long
+    // K: 22 stages of 8 KB of A each (FewColumnsChoice).
+    {.kernel = "gemm/bf16_sm90_m64n16", .tile_m = 64, .tile_n = 16, .in_flight = 128, .speed = 0, .max_n = 16},
 };
 
 // A split tile part's partial round trip (written by every part, read back by the last, with a
@@ -227,7 +232,7 @@ constexpr const Candidate& Named(std::string_view kernel) {
   return kSm90[0];
 }
 static_assert(Named("gemm/bf16_sm90_m64n32").tile_n == 32 && Named("gemm/bf16_sm90_m64n64").tile_n == 64 &&
-                  Named("gemm/bf16_sm90_n64").tile_m == 128,
+                  Named("gemm/bf16_sm90_n64").tile_m == 128 && Named("gemm/bf16_sm90_m64n16").tile_n == 16,
               "FewColumnsChoice names these tiles");
 
 // C of few columns (N <= 64, M >= 512): A is the weights. The 64-row narrow tiles stream it 64
@@ -245,9 +250,15 @@ static_assert(Named("gemm/bf16_sm90_m64n32").tile_n == 32 && Named("gemm/bf16_sm
 // - past 32 columns and K = 16384 the two columns of 64x32 tiles read A twice from memory
 //   (4096x64x32768: 93.4 us against 82.8 in 4 parts): the compute model's pick (the pairs, which
 //   read it once, not measured there either).
+// - 16 columns or fewer, 16 blocks of rows or fewer and K >= 8192: 64x16 tiles, whose ring keeps
+//   22 stages of 8 KB of A in flight against the 64x32 tiles' 17, in parts making ~64 CTAs: 8 for
+//   8 blocks, 4 for 9-16 (H200, docs/PERF.md, "A few blocks of rows over a long K"): 1.15-1.33x
+//   the speed of the picks before (1024x16x8192 0.68 -> 0.89-0.90x cuBLAS, 1024x16x16384 0.71-0.73
+//   -> 0.91-0.93, 1024x8x16384 0.72 -> 0.88-0.90, 1024x16x32768 0.78 -> 0.90-0.92, 512x16x16384
+//   0.63-0.65 -> 0.77); at 1024 rows in 8 parts 0.79-0.86, streamed 0.78-0.86.
 bool FewColumns(const GemmSize& s) {
   if (s.m < 512 || s.n > 64) return false;
-  if ((s.m + 63) / 64 <= 16) return s.k < 8192 || s.k >= 16384;
+  if ((s.m + 63) / 64 <= 16) return s.k < 8192 || s.k >= 16384 || s.n <= 16;
   return s.n <= 32 || s.k <= 16384;
 }
 GemmChoice FewColumnsChoice(const GemmSize& s) {
@@ -255,6 +266,14 @@ GemmChoice FewColumnsChoice(const GemmSize& s) {
   const bool pairs = s.n > 32 && 2 * rows > 128;
   const Candidate& c = Named(pairs ? "gemm/bf16_sm90_m64n64" : "gemm/bf16_sm90_m64n32");
   const int64_t ctas = pairs ? rows : rows * ((s.n + 31) / 32);
+  if (s.n <= 16 && rows <= 16 && s.k >= 8192) {
+    const int parts = rows <= 8 ? 8 : 4;
+    return {Named("gemm/bf16_sm90_m64n16").kernel,
+            absl::StrFormat("N = %d: A is the weights, K = %d over %d blocks of 64 rows: 64x16 tiles in %d parts, "
+                            "their deep ring streaming A",
+                            static_cast<int>(s.n), static_cast<int>(s.k), static_cast<int>(rows), parts),
+            parts};
+  }
   if (rows <= 16 && s.k >= 16384)
     return {Named("gemm/bf16_sm90_n64").kernel,
             absl::StrFormat("N = %d: A is the weights, K = %d over %d blocks of 64 rows: 128x64 tiles streamed "
@@ -456,7 +475,7 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
   if (s.k % 8 == 0 && compute_capability == 90)
     for (const Candidate& t : kSm90)
       for (int split : kSplits)
-        if (Weighed(t, s, split)) c.push_back({t.kernel, "", split});
+        if (Weighed(t, s, split) && (t.max_n == 0 || s.n <= t.max_n)) c.push_back({t.kernel, "", split});
   if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64) c.push_back({SkinnyKernel(compute_capability), ""});
   if (c.empty()) c.push_back({"gemm/bf16_strided", ""});
   return c;

@@ -406,6 +406,10 @@ const EntryKernel kEntryKernels[] = {
     {"gemm/bf16_sm90_m64n48",
      "the entry point's kernel for M <= 64 where N is about 6144: 64x48 tiles, one consumer warpgroup, 15 stages",
      {.bm = 64, .bn = 48, .stages = 15, .cluster = 1}},
+    {"gemm/bf16_sm90_m64n16",
+     "the entry point's kernel for a C of 16 columns or fewer whose A is the weights: 64x16 tiles, one consumer "
+     "warpgroup, 22 stages",
+     {.bm = 64, .bn = 16, .stages = 22, .cluster = 1}},
     {"gemm/bf16_sm90_m64n80",
      "the entry point's kernel for M <= 64 where N is 10240 or more: 64x80 tiles, one consumer warpgroup, 11 stages",
      {.bm = 64, .bn = 80, .stages = 11, .cluster = 1}},

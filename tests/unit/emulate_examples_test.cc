@@ -421,6 +421,11 @@ TEST(EmulatedGemmEntryPoint, SplitKAndStreamKAtRaggedSizes) {
     for (int split : {2, 3, 0}) ExpectCorrectAt(name, {{136, 200, 328}}, split);
   for (const char* name : {"gemm/bf16_sm90_m64n32", "gemm/bf16_sm90_m64n48", "gemm/bf16_sm90_m64n80"})
     ExpectCorrectAt(name, {{40, 200, 328}}, 2);  // the rule splits them in 2 at most
+  // The 64x16 tiles as the rule takes them (C of few columns, in 4 or 8 parts), the last part of
+  // each tile short, C of 5 and 16 columns, M no multiple of 8.
+  for (int split : {4, 8}) ExpectCorrectAt("gemm/bf16_sm90_m64n16", {{200, 16, 1096}, {136, 5, 584}}, split);
+  ExpectCorrectAt("gemm/bf16_sm90_m64n16.bf16-f32.scale.bias_row.silu", {{131, 13, 1096}}, 4);
+  ExpectCorrectAt("gemm/bf16_sm90_m64n16.bf16-bf16.any_m", {{141, 9, 520}}, 8);
   ExpectCorrectAt("gemm/bf16_sm90_n64.bf16-f32.scale.silu", {{131, 70, 200}}, 0);
   ExpectCorrectAt("gemm/bf16_sm90.bf16-bf16.a_mn.b_mn", {{136, 200, 328}}, 0);  // MN-major A and B
   ExpectCorrectAt("gemm/bf16_sm90_m64.bf16-bf16.a_mn.b_mn", {{136, 200, 75}});  // any K where both are
@@ -668,7 +673,15 @@ TEST(GemmChoice, ACOfFewColumnsStreamsAIn64RowTiles) {
   EXPECT_EQ(Choice({2048, 48, 4096}), P("gemm/bf16_sm90_m64n32", 2));      // 32 blocks of A's rows, twice
   EXPECT_EQ(Choice({4096, 16, 14336}), P("gemm/bf16_sm90_m64n32", 2));     // 64 tiles and a long K
   EXPECT_EQ(Choice({8192, 16, 14336}), P("gemm/bf16_sm90_m64n32", 1));     // 128: whole
-  EXPECT_EQ(Choice({1024, 16, 16384}), P("gemm/bf16_sm90_n64", 0));        // 16 tiles, long K: streamed
+  EXPECT_EQ(Choice({1024, 32, 16384}), P("gemm/bf16_sm90_n64", 0));        // 16 tiles, long K: streamed
+  // 16 columns or fewer, 16 blocks of A's rows or fewer, K >= 8192: 64x16 tiles in ~64 CTAs.
+  EXPECT_EQ(Choice({1024, 16, 16384}), P("gemm/bf16_sm90_m64n16", 4));
+  EXPECT_EQ(Choice({1024, 8, 8192}), P("gemm/bf16_sm90_m64n16", 4));
+  EXPECT_EQ(Choice({512, 16, 16384}), P("gemm/bf16_sm90_m64n16", 8));
+  EXPECT_EQ(Choice({1001, 5, 32768}).first, "gemm/bf16_sm90_m64n16.bf16-bf16.any_m");
+  EXPECT_EQ(Choice({1024, 17, 8192}).first, "gemm/bf16_sm90_n64");        // 17 columns: as before
+  EXPECT_EQ(Choice({2048, 16, 16384}), P("gemm/bf16_sm90_m64n32", 2));     // 32 blocks: as before
+  EXPECT_EQ(Choice({1024, 16, 4096}), P("gemm/bf16_sm90_m64n32", 2));      // K < 8192: as before
   EXPECT_EQ(Choice({4095, 24, 4096}).first, "gemm/bf16_sm90_m64n32.bf16-bf16.any_m");
   // Not past N = 64, under M = 512, past 32 columns with K > 16384, nor for MN-major A (the narrow
   // tiles read K-major operands).
