@@ -651,6 +651,10 @@ void Kernel::SyncThreads(Loc loc) {
   state_->waits.push_back({state_->LastOp(), -1, "", loc});
 }
 
+void Kernel::SyncWarp(Loc loc) {
+  mlir::NVVM::SyncWarpOp::create(state_->builder, state_->ToLoc(loc), state_->Unwrap(I32(-1, loc), loc));
+}
+
 namespace {
 // The static transaction-byte check: within each loop body (a loop iteration is one phase of
 // the barriers it uses), every barrier must be announced as many bytes by expect_tx as its TMA

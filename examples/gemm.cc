@@ -255,6 +255,15 @@ std::function<void(const WorkUnitBody&)> ScheduledWork(Kernel& k, const Value& t
   };
 }
 
+void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value& slot, const Value& row,
+                     const Value& col, const GemmOperands& g, const Epilogue& epilogue) {
+  Regs total = k.Registers(Type::Of(f32), 1);
+  total[0] = k.F32(0);
+  for (int w = 0; w < warps; ++w) total[0] = Value(total[0]) + k.Load(partial.At(w, slot));
+  Value inside = (row < g.M) & (col < g.N);
+  k.If(inside, [&] { k.Store(g.C.At({row, col}), epilogue.Output(total[0], row, col, inside)); });
+}
+
 Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, const Value& partials,
                      const Value& counters, const Value& share, int shares, const Value& thread, int threads,
                      const Operand& barrier, const Value& flag, const std::function<Value(int)>& live) {

@@ -114,6 +114,12 @@ Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, co
                      const Value& counters, const Value& share, int shares, const Value& thread, int threads,
                      const Operand& barrier, const Value& flag, const std::function<Value(int)>& live = nullptr);
 
+// One element of C from the warps' sums of a block: partial.At(w, slot) for w = 0 .. warps-1,
+// added in that order (the same sum on every run), stored at (row, col) through the epilogue
+// where inside M x N. After the block's barrier that makes the partials visible.
+void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value& slot, const Value& row,
+                     const Value& col, const GemmOperands& g, const Epilogue& epilogue);
+
 // The TMA series' operands (fast.cu, seed 002): A (MxK) and B (as NxK) both K-major, read through
 // TMA tensor maps (rank 3: one box covers a whole k-tile of bk); C column-major, written through
 // a pointer or (c_box_rows > 0) a tensor map, or row-major through a pointer (c_row_major).

@@ -118,6 +118,12 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
     };
     kernel_options.rows_128b =
         rows_128b(plan.restrided_lda, ld.a, k.a) && rows_128b(plan.restrided_ldb, ld.b, k.b);
+    // As the kernel will read them: K-major rows K apart (the caller's or the copy's) and C M apart.
+    auto packed_rows = [&](int64_t to_ld, int64_t from_ld, cu::CUdeviceptr ptr) {
+      return to_ld ? to_ld == s.k : from_ld == s.k && ptr % 16 == 0;
+    };
+    kernel_options.packed = !kernel_options.a_mn && !kernel_options.b_mn && !c_row && ld.c == s.m &&
+                            packed_rows(plan.restrided_lda, ld.a, k.a) && packed_rows(plan.restrided_ldb, ld.b, k.b);
   }
   // kiln tune may have measured a tile kernel there, which stores C column-major only.
   plan.choice = ChooseGemm(plan.size, compute_capability, kernel_options, c_row ? nullptr : tuned);

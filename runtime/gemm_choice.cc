@@ -307,6 +307,22 @@ bool Skinny(const GemmSize& s, bool c_row) {
   return s.k % 8 == 0 && (s.m <= 2 || (s.m <= 4 && (c_row || s.n <= 4096)));
 }
 
+// 3 to 16 rows on Hopper with N of 1024 to 4096 (at most 2048 only up to K = 8192): the weights
+// read in 16-byte chunks straight into mma.sync fragments, a block per 16 columns of C
+// (gemm/bf16_mma16_sm90). Measured on an H200 against the picks before (docs/PERF.md, "Up to 16
+// rows on mma.sync"), steady-state share of the copy: 3-4x4096x4096 80-81% against the skinny
+// kernel's 67-68, 8-16x4096x4096 81-85% against the 64x32 tiles' 65-66, 8-16x2048x4096 66-70%
+// against 39-40, 4-16x4096x14336 85-87% against 78-86. Not past N = 4096, where its blocks (one
+// per 16 columns, 2 an SM) no longer fit one wave (6144: 78-82% against the 64x48 tiles' 88-89;
+// 8192x8192: 84 against 91), nor at N = 2048 and a long K, where half the SMs get none
+// (16x2048x14336: 62 against the 128x64 tiles' 75); 1-2 rows stay the skinny kernel's (93%
+// against 82 at 1x4096x4096).
+// It reads packed operands only (GemmOptions::packed): elsewhere the tiles or the skinny kernel.
+bool Mma16(const GemmSize& s, const GemmOptions& o) {
+  return !o.c_row && o.packed.value_or(true) && s.k % 8 == 0 && s.m >= 3 && s.m <= 16 && s.n >= 1024 && s.n <= 4096 &&
+         (s.n > 2048 || s.k <= 8192);
+}
+
 // A packed MN-major operand strides its columns by M (A) or N (B) elements: TMA needs those at
 // 16 bytes, a multiple of 8 elements.
 bool TmaStrides(const GemmSize& s, bool a_mn, bool b_mn) { return !(a_mn && s.m % 8) && !(b_mn && s.n % 8); }
@@ -314,6 +330,10 @@ bool TmaStrides(const GemmSize& s, bool a_mn, bool b_mn) { return !(a_mn && s.m 
 GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmOptions& options) {
   const bool a_mn = options.a_mn, b_mn = options.b_mn, tma_strides = options.tma_strides;
   const bool mn_major = a_mn || b_mn;
+  if (compute_capability == 90 && Mma16(s, options) && !mn_major)
+    return {"gemm/bf16_mma16_sm90", absl::StrCat("M = ", s.m, ", N = ", s.n,
+                                                 ": the weights read in 16-byte chunks into mma.sync fragments, "
+                                                 "a block per 16 columns")};
   if (Skinny(s, options.c_row) && !mn_major && compute_capability >= 80)
     return {SkinnyKernel(compute_capability),
             absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
@@ -477,6 +497,7 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
       for (int split : kSplits)
         if (Weighed(t, s, split) && (t.max_n == 0 || s.n <= t.max_n)) c.push_back({t.kernel, "", split});
   if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64) c.push_back({SkinnyKernel(compute_capability), ""});
+  if (s.k % 8 == 0 && compute_capability == 90 && s.m <= 16) c.push_back({"gemm/bf16_mma16_sm90", ""});
   if (c.empty()) c.push_back({"gemm/bf16_strided", ""});
   return c;
 }

@@ -75,12 +75,7 @@ absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant
       }
       k.SyncThreads();
       k.If(tid < COLS * R, [&] {
-        Value c = tid / R, m = tid % R;
-        Regs total = k.Registers(Type::Of(f32), 1);
-        total[0] = k.F32(0);
-        for (int w = 0; w < WARPS; ++w) total[0] = Value(total[0]) + k.Load(partial.At(w, tid));  // in order
-        Value row = m0 + m, col = n0 + c, inside = (row < g.M) & (col < g.N);
-        k.If(inside, [&] { k.Store(g.C.At({row, col}), epilogue.Output(total[0], row, col, inside)); });
+        StoreSumOfWarps(k, partial, WARPS, tid, m0 + tid % R, n0 + tid / R, g, epilogue);
       });
       k.SyncThreads();  // the partials are read before the next pass writes them
     });

@@ -463,13 +463,20 @@ TEST(EmulatedGemmEntryPoint, TheSkinnyKernelAtRaggedSizes) {
   ExpectCorrectAt("gemm/bf16_skinny_sm90", {{1, 300, 200}, {13, 129, 64}, {3, 9, 4120}});
 }
 
+// Up to 16 rows on mma.sync: N past a block's 16 columns, K ending inside a warp's chunk and
+// inside a thread's step (4120 = 32 chunks of 128 and 24), M past 16 (a second and third pass).
+TEST(EmulatedGemmEntryPoint, TheMma16KernelAtRaggedSizes) {
+  ExpectCorrectAt("gemm/bf16_mma16_sm90", {{3, 77, 72}, {16, 130, 1032}, {13, 33, 4120}, {17, 20, 264}, {40, 9, 8}});
+}
+
 // Every bundled variant (input and output types, each epilogue term) of every entry-point kernel,
 // at a ragged size, against the fp64 product put through the epilogue on the host.
 TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
   std::vector<std::string> bases = TileKernels();
-  bases.insert(bases.end(), {"gemm/bf16_skinny", "gemm/bf16_skinny_sm90", "gemm/bf16_strided", "reference/bf16"});
+  bases.insert(bases.end(), {"gemm/bf16_skinny", "gemm/bf16_skinny_sm90", "gemm/bf16_mma16_sm90", "gemm/bf16_strided",
+                             "reference/bf16"});
   for (const std::string& base : bases) {
-    const bool skinny = base.rfind("gemm/bf16_skinny", 0) == 0;
+    const bool skinny = base.rfind("gemm/bf16_skinny", 0) == 0 || base == "gemm/bf16_mma16_sm90";
     // The family's own list: the tiles of 80, 96, 160 columns have no MN-major variants.
     std::vector<std::string> bundled;
     for (const ExampleFamily& f : Families())
@@ -611,17 +618,20 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // tiles at M = 16: docs/PERF.md, "Long K over few tiles"); not where M needs the any_m variant,
   // nor where the 128x64 tiles are more than half the CTAs (128x6144x8192: 5% slower there).
   EXPECT_EQ(Choice({128, 4096, 14336}), P("gemm/bf16_sm90_n64", 0));
-  EXPECT_EQ(Choice({16, 4096, 14336}), P("gemm/bf16_sm90_n64", 0));
+  EXPECT_EQ(Choice({32, 4096, 14336}), P("gemm/bf16_sm90_n64", 0));
   EXPECT_EQ(Choice({128, 2048, 8192}), P("gemm/bf16_sm90_n64", 0));
   EXPECT_NE(Choice({100, 4096, 14336}).first, "gemm/bf16_sm90_n64.bf16-bf16.any_m");
   EXPECT_EQ(Choice({64, 4096, 4096}).first, "gemm/bf16_sm90_m64n32");
   EXPECT_EQ(Choice({128, 8192, 28672}), P("gemm/bf16_sm90_n128", 2));
   EXPECT_NE(Choice({128, 6144, 8192}).first, "gemm/bf16_sm90_n64");
   EXPECT_EQ(Choice({1, 4096, 4096}), P("gemm/bf16_skinny_sm90", 1));
-  // 3-4 rows: the skinny kernel up to N = 4096, the narrow tiles past it (H200: 3x28672x4096 67.1
-  // us against 75.5; 4x512x4096 6.6 against 16.5 the other way); 2 rows, whose pass streams as
-  // fast as one row's, the skinny kernel always (docs/PERF.md, "Two to four rows").
-  EXPECT_EQ(Choice({4, 4096, 14336}), P("gemm/bf16_skinny_sm90", 1));
+  // 3-4 rows: the skinny kernel up to N = 4096 (but the mma.sync kernel from N = 1024 on Hopper),
+  // the narrow tiles past it (H200: 3x28672x4096 67.1 us against 75.5; 4x512x4096 6.6 against
+  // 16.5 the other way); 2 rows, whose pass streams as fast as one row's, the skinny kernel always
+  // (docs/PERF.md, "Two to four rows").
+  EXPECT_EQ(Choice({4, 1000, 14336}), P("gemm/bf16_skinny_sm90", 1));
+  EXPECT_EQ(Choice({4, 4096, 14336}, {.c_row = true}), P("gemm/bf16_skinny_sm90.bf16-bf16.c_row", 1));
+  EXPECT_EQ(ChooseGemm({4, 4096, 14336}, 80, {}).kernel, "gemm/bf16_skinny");
   EXPECT_EQ(Choice({2, 512, 4096}), P("gemm/bf16_skinny_sm90", 1));
   EXPECT_EQ(Choice({2, 28672, 4096}), P("gemm/bf16_skinny_sm90", 1));
   EXPECT_EQ(Choice({3, 28672, 4096}).first, "gemm/bf16_sm90_m64n80.bf16-bf16.any_m");
@@ -630,17 +640,31 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // M <= 64"): 64-row tiles narrow enough for 128 of them to cover N, whole, so that every CTA
   // streams B without partials (16x10240x8192: 64x80 tiles 71.6 us against 77.3 for 80 64x128
   // tiles)...
-  EXPECT_EQ(Choice({16, 4096, 4096}), P("gemm/bf16_sm90_m64n32", 1));
+  EXPECT_EQ(Choice({32, 4096, 4096}), P("gemm/bf16_sm90_m64n32", 1));
   EXPECT_EQ(Choice({64, 4096, 4096}), P("gemm/bf16_sm90_m64n32", 1));
   EXPECT_EQ(Choice({16, 6144, 4096}), P("gemm/bf16_sm90_m64n48", 1));
+  // 3-16 rows and N of 1024-4096 (2048 or less only up to K = 8192): the mma.sync kernel
+  // (docs/PERF.md, "Up to 16 rows on mma.sync"); not MN-major, nor C row-major, nor off Hopper.
+  EXPECT_EQ(Choice({16, 4096, 4096}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_EQ(Choice({3, 4096, 4096}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_EQ(Choice({4, 4096, 14336}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_EQ(Choice({13, 2048, 8192}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_EQ(Choice({16, 1024, 4096}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_NE(Choice({16, 2048, 14336}).first, "gemm/bf16_mma16_sm90");
+  EXPECT_NE(Choice({17, 4096, 4096}).first, "gemm/bf16_mma16_sm90");
+  EXPECT_NE(Choice({16, 4104, 4096}).first, "gemm/bf16_mma16_sm90");
+  EXPECT_NE(Choice({16, 1016, 4096}).first, "gemm/bf16_mma16_sm90");
+  EXPECT_EQ(Choice({2, 4096, 4096}), P("gemm/bf16_skinny_sm90", 1));
+  EXPECT_EQ(ChooseGemm({16, 4096, 4096}, 90, {.b_mn = true}).kernel.find("mma16"), std::string::npos);
   EXPECT_EQ(Choice({64, 10240, 8192}), P("gemm/bf16_sm90_m64n80", 1));
   EXPECT_EQ(Choice({8, 28672, 4096}).first, "gemm/bf16_sm90_m64n80");
   // ...but where 64x128 tiles in 2 parts fill the 128 CTAs, those (179.7 us at 16x8192x28672
   // against 189.8 for 103 64x80 tiles).
   EXPECT_EQ(Choice({16, 8192, 28672}), P("gemm/bf16_sm90_m64", 2));
   EXPECT_EQ(Choice({13, 6144, 4096}).first, "gemm/bf16_sm90_m64n48.bf16-bf16.any_m");
-  EXPECT_EQ(Choice({13, 4096, 4096}).first, "gemm/bf16_sm90_m64n32.bf16-bf16.any_m");  // no C map at M = 13
-  EXPECT_EQ(Choice({13, 4096, 4096}, {.out_type = "f32"}).first, "gemm/bf16_sm90_m64n32.bf16-f32");
+  EXPECT_EQ(Choice({13, 8192, 4096}).first, "gemm/bf16_sm90_m64n80.bf16-bf16.any_m");  // no C map at M = 13
+  EXPECT_EQ(Choice({13, 8192, 4096}, {.out_type = "f32"}).first, "gemm/bf16_sm90_m64n80.bf16-f32");
+  EXPECT_EQ(Choice({13, 4096, 4096}, {.out_type = "f32"}).first, "gemm/bf16_mma16_sm90.bf16-f32");
   EXPECT_EQ(Choice({100, 7, 64}), P("gemm/bf16_sm90_m64n32.bf16-bf16.any_m", 1));  // two tiles, one k-tile
   EXPECT_EQ(Choice({300, 7, 64}), P("gemm/bf16_sm90_m64.bf16-bf16.any_m", 1));  // past M = 128: the least padding
   const GemmChoice odd = ChooseGemm({100, 7, 60}, 90);

@@ -157,6 +157,10 @@ class Kernel {
   void Store(const Value& ptr, const Operand& value, Loc loc = Loc::current());
   Value Vector(const std::vector<Value>& lanes, Loc loc = Loc::current());
   void SyncThreads(Loc loc = Loc::current());
+  // bar.warp.sync of the whole warp. Also where ptxas schedules nothing across: loads issued
+  // before it are all in flight before any instruction after it waits on one (ptxas otherwise may
+  // interleave independent loads with the math that uses the first of them).
+  void SyncWarp(Loc loc = Loc::current());
   // st.global.L1::no_allocate of a 16-byte vector: the line is not kept in L1.
   void StoreNoL1Allocate(const Value& ptr, const Value& value, Loc loc = Loc::current());
   // st.global.wt: a store that writes through to memory without keeping the line in L1.

@@ -55,6 +55,10 @@ struct GemmOptions {
   // off 128 bytes"). Set by PlanGemm from the leading dimensions and pointers; unset, packed
   // operands are assumed (rows K elements apart, MN-major M or N).
   std::optional<bool> rows_128b;
+  // Whether A and B are K-major with rows K elements apart from 16-byte aligned pointers, and C
+  // column-major with columns M apart, as the kernel reads and writes them (the mma.sync kernel
+  // for up to 16 rows takes only those). Set by PlanGemm; unset, packed operands are assumed.
+  std::optional<bool> packed;
 };
 // A kernel's variant name: `base` itself for bf16 in and out and no epilogue, else
 // base.<in>-<out>[.any_m][.a_mn][.b_mn][.c_row][.<epilogue>] (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
