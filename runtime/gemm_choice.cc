@@ -511,6 +511,8 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   const GemmChoice* best = tuned && TmaStrides(s, options.a_mn, options.b_mn) && s.k % 8 == 0
                                ? tuned->Find(compute_capability, s)
                                : nullptr;
+  // kiln tune times packed operands: the mma.sync kernel it may have measured reads only those.
+  if (best && best->kernel == "gemm/bf16_mma16_sm90" && !options.packed.value_or(true)) best = nullptr;
   if (best && mn_major) {  // the skinny kernel and the tiles of 80, 96, 160 columns read K-major operands only
     const Candidate* tile = nullptr;
     for (const Candidate& x : kSm90)

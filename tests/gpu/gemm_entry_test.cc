@@ -319,6 +319,11 @@ TEST(GemmTuneCache, WrittenReadBackAndPreferredOverTheRule) {
   EXPECT_NE(tuned.why.find("kiln tune"), std::string::npos);
   EXPECT_EQ(ChooseGemm({256, 10240, 8192}, 80, {}, &*back).kernel, "gemm/bf16_strided");  // another GPU's entry
   EXPECT_EQ(ChooseGemm({1024, 4096, 4096}, 90, {}, &*back).kernel, ChooseGemm({1024, 4096, 4096}, 90).kernel);
+  // The mma.sync kernel measured fastest over packed operands is not taken over padded ones.
+  GemmTuneCache small;
+  small.Set(90, {8, 8192, 4096}, "gemm/bf16_mma16_sm90", 1, 0.02);
+  EXPECT_EQ(ChooseGemm({8, 8192, 4096}, 90, {}, &small).kernel, "gemm/bf16_mma16_sm90");
+  EXPECT_NE(ChooseGemm({8, 8192, 4096}, 90, {.packed = false}, &small).kernel, "gemm/bf16_mma16_sm90");
   {
     std::ofstream bad(path, std::ios::app);
     bad << "sm_90 64 64 gemm/bf16_sm90 0.1\n";
