@@ -318,6 +318,7 @@ bool Skinny(const GemmSize& s, bool c_row) {
 // (16x2048x14336: 62 against the 128x64 tiles' 75); 1-2 rows stay the skinny kernel's (93%
 // against 82 at 1x4096x4096).
 // It reads packed operands only (GemmOptions::packed): elsewhere the tiles or the skinny kernel.
+constexpr const char* kMma16Kernel = "gemm/bf16_mma16_sm90";
 bool Mma16(const GemmSize& s, const GemmOptions& o) {
   return !o.c_row && o.packed.value_or(true) && s.k % 8 == 0 && s.m >= 3 && s.m <= 16 && s.n >= 1024 && s.n <= 4096 &&
          (s.n > 2048 || s.k <= 8192);
@@ -331,9 +332,9 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
   const bool a_mn = options.a_mn, b_mn = options.b_mn, tma_strides = options.tma_strides;
   const bool mn_major = a_mn || b_mn;
   if (compute_capability == 90 && Mma16(s, options) && !mn_major)
-    return {"gemm/bf16_mma16_sm90", absl::StrCat("M = ", s.m, ", N = ", s.n,
-                                                 ": the weights read in 16-byte chunks into mma.sync fragments, "
-                                                 "a block per 16 columns")};
+    return {kMma16Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n,
+                                       ": the weights read in 16-byte chunks into mma.sync fragments, "
+                                       "a block per 16 columns")};
   if (Skinny(s, options.c_row) && !mn_major && compute_capability >= 80)
     return {SkinnyKernel(compute_capability),
             absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
@@ -497,7 +498,7 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
       for (int split : kSplits)
         if (Weighed(t, s, split) && (t.max_n == 0 || s.n <= t.max_n)) c.push_back({t.kernel, "", split});
   if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64) c.push_back({SkinnyKernel(compute_capability), ""});
-  if (s.k % 8 == 0 && compute_capability == 90 && s.m <= 16) c.push_back({"gemm/bf16_mma16_sm90", ""});
+  if (s.k % 8 == 0 && compute_capability == 90 && s.m <= 16) c.push_back({kMma16Kernel, ""});
   if (c.empty()) c.push_back({"gemm/bf16_strided", ""});
   return c;
 }
@@ -511,14 +512,16 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   const GemmChoice* best = tuned && TmaStrides(s, options.a_mn, options.b_mn) && s.k % 8 == 0
                                ? tuned->Find(compute_capability, s)
                                : nullptr;
-  // kiln tune times packed operands: the mma.sync kernel it may have measured reads only those.
-  if (best && best->kernel == "gemm/bf16_mma16_sm90" && !options.packed.value_or(true)) best = nullptr;
-  if (best && mn_major) {  // the skinny kernel and the tiles of 80, 96, 160 columns read K-major operands only
-    const Candidate* tile = nullptr;
+  // Its pick stands only where that kernel reads the operands as given: the mma.sync kernel packed
+  // K-major ones only, the skinny kernel and the tiles of 80, 96, 160 columns K-major ones only.
+  auto reads_as_given = [&](const std::string& kernel) {
+    if (kernel == kMma16Kernel) return !mn_major && options.packed.value_or(true);
+    if (!mn_major) return true;
     for (const Candidate& x : kSm90)
-      if (best->kernel == x.kernel) tile = &x;
-    if (!tile || !Reads(*tile, true)) best = nullptr;
-  }
+      if (kernel == x.kernel) return Reads(x, true);
+    return false;
+  };
+  if (best && !reads_as_given(best->kernel)) best = nullptr;
   if (best) {
     const std::vector<GemmChoice> can = GemmCandidates(s, compute_capability);
     if (std::any_of(can.begin(), can.end(),
