@@ -101,7 +101,7 @@ std::vector<Value> Kernel::LdMatrix(const SmemTile& tile, const Operand& row, co
 }
 
 void Kernel::CpAsync(const SmemTile& tile, const Operand& row, const Operand& col,
-                     const Value& src, int bytes, CacheAt cache, int l2_prefetch, Loc loc) {
+                     const Value& src, int bytes, CacheAt cache, int l2_prefetch, const Value& src_bytes, Loc loc) {
   KernelState& s = *state_;
   if (s.target.compute_capability < 80) return Fail("cp.async needs sm_80 or later", loc);
   if (bytes != 4 && bytes != 8 && bytes != 16)
@@ -117,12 +117,15 @@ void Kernel::CpAsync(const SmemTile& tile, const Operand& row, const Operand& co
   std::string bad = SplitsRows(tile, bytes, "cp.async");
   if (bad.empty()) bad = MisalignedColumn(tile, col, bytes, "a cp.async");
   if (!bad.empty()) return Fail(bad, loc);
+  if (src_bytes.valid() && !(src_bytes.type() == Type::Of(i32)))
+    return Fail(absl::StrCat("cp.async's source size is an i32, not ", src_bytes.type().Str()), loc);
   if (l2_prefetch != 0) {  // the NVVM op has no prefetch size
     mlir::Location l = s.ToLoc(loc);
+    std::vector<mlir::Value> operands = {s.SharedAddress32(s.Unwrap(tile.At(row, col, loc)), l), s.Unwrap(src, loc)};
+    if (src_bytes.valid()) operands.push_back(s.Unwrap(src_bytes, loc));
     s.InlineAsm(absl::StrCat("cp.async.", cache == CacheAt::kL2 ? "cg" : "ca", ".shared.global.L2::",
-                             l2_prefetch, "B [$0], [$1], ", bytes, ";"),
-                "r,l,~{memory}", {s.SharedAddress32(s.Unwrap(tile.At(row, col, loc)), l), s.Unwrap(src, loc)},
-                mlir::Type(), l);
+                             l2_prefetch, "B [$0], [$1], ", bytes, src_bytes.valid() ? ", $2;" : ";"),
+                src_bytes.valid() ? "r,l,r,~{memory}" : "r,l,~{memory}", operands, mlir::Type(), l);
     return;
   }
   mlir::NVVM::CpAsyncOp::create(
@@ -130,7 +133,7 @@ void Kernel::CpAsync(const SmemTile& tile, const Operand& row, const Operand& co
       static_cast<uint32_t>(bytes),
       cache == CacheAt::kL2 ? mlir::NVVM::LoadCacheModifierKind::CG
                             : mlir::NVVM::LoadCacheModifierKind::CA,
-      mlir::Value());
+      src_bytes.valid() ? s.Unwrap(src_bytes, loc) : mlir::Value());
 }
 
 void Kernel::CpAsyncCommit(Loc loc) {

@@ -195,6 +195,28 @@ TEST(AmpereCopy, PrefetchesIntoL2) {
   EXPECT_NE(ptx->find("], 8;"), std::string::npos) << *ptx;
 }
 
+// The source size (zeros past it) goes out as cp.async's fourth operand, with or without an L2
+// prefetch; anything but an i32 is refused at the call.
+TEST(AmpereCopy, SourceSizeZeroFills) {
+  Kernel k("test/cpa_src_size", sm80(), {32});
+  Value a = k.PtrParam("A", bf16);
+  SmemTile t = k.Smem(bf16, 64, 64, SmemLayout{.swizzle = UnitSwizzle::Row8(), .stages = 2});
+  Value inside = k.LaneId() < 7;
+  k.CpAsync(t, k.LaneId(), 0, a, 16, Kernel::CacheAt::kL2, 0, Select(inside, k.I32(16), k.I32(0)));
+  k.CpAsync(t.Stage(1), k.LaneId(), 0, a, 16, Kernel::CacheAt::kL2, 128, Select(inside, k.I32(16), k.I32(0)));
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_NE(ptx->find("], 16, %r"), std::string::npos) << *ptx;
+  EXPECT_NE(ptx->find("cp.async.cg.shared.global.L2::128B [%r"), std::string::npos) << *ptx;
+  Kernel bad("test/cpa_src_size_type", sm80(), {32});
+  Value b = bad.PtrParam("A", bf16);
+  SmemTile u = bad.Smem(bf16, 64, 64);
+  bad.CpAsync(u, bad.LaneId(), 0, b, 16, Kernel::CacheAt::kL2, 0, bad.F32(16)); const int line = __LINE__;
+  ExpectError(bad, line, "cp.async's source size is an i32, not f32");
+}
+
 TEST(AmpereCopy, EmitsTheGroupOps) {
   Kernel k("test/cpa", sm80(), {32});
   Value a = k.PtrParam("A", bf16);

@@ -469,6 +469,15 @@ TEST(EmulatedGemmEntryPoint, TheMma16KernelAtRaggedSizes) {
   ExpectCorrectAt("gemm/bf16_mma16_sm90", {{3, 77, 72}, {16, 130, 1032}, {13, 33, 4120}, {17, 20, 264}, {40, 9, 8}});
 }
 
+// The cp.async ring kernels for a few rows, whole tiles, split-K and stream-K: N past a block's
+// 128 columns, K ending inside a k-tile of 128, M past a tile of 16 or 64 rows, a 1x7x8 corner.
+// Their edges are cp.async's zero fill (source size 0), and the emulator fails a read of a stage
+// a copy still writes.
+TEST(EmulatedGemm, TheCpAsyncRingKernelsAtRaggedSizes) {
+  for (const char* name : {"gemm/bf16_mma16_ring_sm90", "gemm/bf16_mma64_ring_sm90"})
+    for (int split : {1, 3, 0}) ExpectCorrectAt(name, {{13, 300, 1032}, {70, 129, 72}, {1, 7, 8}}, split);
+}
+
 // Every bundled variant (input and output types, each epilogue term) of every entry-point kernel,
 // at a ragged size, against the fp64 product put through the epilogue on the host.
 TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {

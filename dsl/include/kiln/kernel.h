@@ -176,10 +176,12 @@ class Kernel {
                               bool trans = false, Loc loc = Loc::current());
   // cp.async of `bytes` (4, 8 or 16; .cg needs 16) from global `src` into tile(row, col).
   // `l2_prefetch` (0, 64, 128 or 256: .L2::64B etc.) asks L2 to fetch that aligned span around
-  // the source, so the next k-tile's bytes of a short row are already on chip.
+  // the source, so the next k-tile's bytes of a short row are already on chip. `src_bytes`, where
+  // given (an i32 of 0 .. bytes), copies only that many bytes and fills the rest with zeros: 0
+  // reads nothing (an edge past the operand), though `src` should still point inside it.
   enum class CacheAt { kL1, kL2 };  // .ca, .cg
   void CpAsync(const SmemTile& tile, const Operand& row, const Operand& col, const Value& src,
-               int bytes = 16, CacheAt cache = CacheAt::kL2, int l2_prefetch = 0,
+               int bytes = 16, CacheAt cache = CacheAt::kL2, int l2_prefetch = 0, const Value& src_bytes = {},
                Loc loc = Loc::current());
   void CpAsyncCommit(Loc loc = Loc::current());                // cp.async.commit_group
   void CpAsyncWait(int pending, Loc loc = Loc::current());     // cp.async.wait_group
