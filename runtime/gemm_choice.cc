@@ -324,6 +324,24 @@ bool Mma16(const GemmSize& s, const GemmOptions& o) {
          (s.n > 2048 || s.k <= 8192);
 }
 
+// 12 to 16 rows on Hopper, N of 2048 to 4096, over a longer K (N = 2048: K of 4096 to 8192; N past
+// 2048: K of 8192 or more): the mma16 kernel's blocks with the weights read by TMA boxes of 256 k
+// (gemm/bf16_tma16_sm90). Measured on an H200 against the picks before (docs/PERF.md, "The weights
+// by TMA boxes into mma.sync"), steady-state share of the copy: 16x4096x14336 94% against 86,
+// 12x4096x14336 92 against 88, 16x4096x8192 89 against 83, 16x3072x14336 84 against 75,
+// 16x2048x8192 74 against 61, 16x2048x4096 71 against 65 (single calls within 1-4 points either
+// way). Not at 8 rows or fewer (8x4096x14336: 79 against the mma16 kernel's 88), at 4096x4096 (a
+// tie, 81-82%), or at N = 2048 with K past 8192 (16x2048x14336: 75 against the 128x64 tiles' 76,
+// single call 55 against 66). Packed operands only, as the mma16 kernel, and rows 128 bytes apart
+// (K a multiple of 64): at 14x4000x8200 and 13x3000x9000 its boxes of rows off 128 bytes read the
+// weights at 58-59% of the copy in steady state.
+constexpr const char* kTma16Kernel = "gemm/bf16_tma16_sm90";
+bool Tma16(const GemmSize& s, const GemmOptions& o) {
+  return !o.c_row && o.packed.value_or(true) && o.rows_128b.value_or(s.k % 64 == 0) && s.k % 8 == 0 && s.m >= 12 &&
+         s.m <= 16 && s.n >= 2048 &&
+         s.n <= 4096 && (s.n > 2048 ? s.k >= 8192 : s.k >= 4096 && s.k <= 8192);
+}
+
 // A packed MN-major operand strides its columns by M (A) or N (B) elements: TMA needs those at
 // 16 bytes, a multiple of 8 elements.
 bool TmaStrides(const GemmSize& s, bool a_mn, bool b_mn) { return !(a_mn && s.m % 8) && !(b_mn && s.n % 8); }
@@ -331,6 +349,9 @@ bool TmaStrides(const GemmSize& s, bool a_mn, bool b_mn) { return !(a_mn && s.m 
 GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmOptions& options) {
   const bool a_mn = options.a_mn, b_mn = options.b_mn, tma_strides = options.tma_strides;
   const bool mn_major = a_mn || b_mn;
+  if (compute_capability == 90 && Tma16(s, options) && !mn_major)
+    return {kTma16Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k,
+                                       ": the weights by TMA boxes of 256 k into mma.sync, a block per 16 columns")};
   if (compute_capability == 90 && Mma16(s, options) && !mn_major)
     return {kMma16Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n,
                                        ": the weights read in 16-byte chunks into mma.sync fragments, "
@@ -498,7 +519,10 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
       for (int split : kSplits)
         if (Weighed(t, s, split) && (t.max_n == 0 || s.n <= t.max_n)) c.push_back({t.kernel, "", split});
   if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64) c.push_back({SkinnyKernel(compute_capability), ""});
-  if (s.k % 8 == 0 && compute_capability == 90 && s.m <= 16) c.push_back({kMma16Kernel, ""});
+  if (s.k % 8 == 0 && compute_capability == 90 && s.m <= 16) {
+    c.push_back({kMma16Kernel, ""});
+    c.push_back({kTma16Kernel, ""});
+  }
   if (c.empty()) c.push_back({"gemm/bf16_strided", ""});
   return c;
 }
@@ -512,10 +536,10 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   const GemmChoice* best = tuned && TmaStrides(s, options.a_mn, options.b_mn) && s.k % 8 == 0
                                ? tuned->Find(compute_capability, s)
                                : nullptr;
-  // Its pick stands only where that kernel reads the operands as given: the mma.sync kernel packed
-  // K-major ones only, the skinny kernel and the tiles of 80, 96, 160 columns K-major ones only.
+  // Its pick stands only where that kernel reads the operands as given: the mma.sync kernels
+  // packed K-major ones only, the skinny kernel and the tiles of 80, 96, 160 columns K-major ones only.
   auto reads_as_given = [&](const std::string& kernel) {
-    if (kernel == kMma16Kernel) return !mn_major && options.packed.value_or(true);
+    if (kernel == kMma16Kernel || kernel == kTma16Kernel) return !mn_major && options.packed.value_or(true);
     if (!mn_major) return true;
     for (const Candidate& x : kSm90)
       if (kernel == x.kernel) return Reads(x, true);

@@ -478,14 +478,21 @@ TEST(EmulatedGemm, TheCpAsyncRingKernelsAtRaggedSizes) {
     for (int split : {1, 3, 0}) ExpectCorrectAt(name, {{13, 300, 1032}, {70, 129, 72}, {1, 7, 8}}, split);
 }
 
+// The TMA-fed kernel for up to 16 rows: N past a block's 16 columns, K ending inside a box of 256
+// (4120), M past 16 (further passes), a 1x7x8 corner.
+TEST(EmulatedGemmEntryPoint, TheTma16KernelAtRaggedSizes) {
+  ExpectCorrectAt("gemm/bf16_tma16_sm90", {{3, 77, 72}, {16, 130, 1032}, {13, 33, 4120}, {17, 20, 264}, {40, 9, 8}, {1, 7, 8}});
+}
+
 // Every bundled variant (input and output types, each epilogue term) of every entry-point kernel,
 // at a ragged size, against the fp64 product put through the epilogue on the host.
 TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
   std::vector<std::string> bases = TileKernels();
-  bases.insert(bases.end(), {"gemm/bf16_skinny", "gemm/bf16_skinny_sm90", "gemm/bf16_mma16_sm90", "gemm/bf16_strided",
-                             "reference/bf16"});
+  bases.insert(bases.end(), {"gemm/bf16_skinny", "gemm/bf16_skinny_sm90", "gemm/bf16_mma16_sm90", "gemm/bf16_tma16_sm90",
+                             "gemm/bf16_strided", "reference/bf16"});
   for (const std::string& base : bases) {
-    const bool skinny = base.rfind("gemm/bf16_skinny", 0) == 0 || base == "gemm/bf16_mma16_sm90";
+    const bool skinny = base.rfind("gemm/bf16_skinny", 0) == 0 || base == "gemm/bf16_mma16_sm90" ||
+                        base == "gemm/bf16_tma16_sm90";
     // The family's own list: the tiles of 80, 96, 160 columns have no MN-major variants.
     std::vector<std::string> bundled;
     for (const ExampleFamily& f : Families())
@@ -657,7 +664,7 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(Choice({16, 4096, 4096}), P("gemm/bf16_mma16_sm90", 1));
   EXPECT_EQ(Choice({3, 4096, 4096}), P("gemm/bf16_mma16_sm90", 1));
   EXPECT_EQ(Choice({4, 4096, 14336}), P("gemm/bf16_mma16_sm90", 1));
-  EXPECT_EQ(Choice({13, 2048, 8192}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_EQ(Choice({11, 2048, 8192}), P("gemm/bf16_mma16_sm90", 1));
   EXPECT_EQ(Choice({16, 1024, 4096}), P("gemm/bf16_mma16_sm90", 1));
   EXPECT_NE(Choice({16, 2048, 14336}).first, "gemm/bf16_mma16_sm90");
   EXPECT_NE(Choice({17, 4096, 4096}).first, "gemm/bf16_mma16_sm90");
@@ -665,6 +672,23 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_NE(Choice({16, 1016, 4096}).first, "gemm/bf16_mma16_sm90");
   EXPECT_EQ(Choice({2, 4096, 4096}), P("gemm/bf16_skinny_sm90", 1));
   EXPECT_EQ(ChooseGemm({16, 4096, 4096}, 90, {.b_mn = true}).kernel.find("mma16"), std::string::npos);
+  // 12-16 rows, N of 2048-4096 over a longer K: the weights by TMA boxes (docs/PERF.md, "The
+  // weights by TMA boxes into mma.sync"); not at 8 rows, 4096x4096, N = 2048 past K = 8192, nor
+  // over padded operands or rows off 128 bytes.
+  EXPECT_EQ(Choice({16, 4096, 14336}), P("gemm/bf16_tma16_sm90", 1));
+  EXPECT_EQ(Choice({12, 4096, 8192}), P("gemm/bf16_tma16_sm90", 1));
+  EXPECT_EQ(Choice({13, 3000, 9024}), P("gemm/bf16_tma16_sm90", 1));
+  EXPECT_EQ(Choice({13, 3000, 9000}), P("gemm/bf16_mma16_sm90", 1));  // rows off 128 bytes
+  EXPECT_EQ(Choice({16, 4096, 14336}, {.rows_128b = false}).first, "gemm/bf16_mma16_sm90");
+  EXPECT_EQ(Choice({16, 2048, 4096}), P("gemm/bf16_tma16_sm90", 1));
+  EXPECT_EQ(Choice({16, 4096, 14336}, {.out_type = "f32", .epilogue = "scale"}).first,
+            "gemm/bf16_tma16_sm90.bf16-f32.scale");
+  EXPECT_EQ(Choice({8, 4096, 14336}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_EQ(Choice({16, 4096, 4096}).first, "gemm/bf16_mma16_sm90");
+  EXPECT_NE(Choice({16, 2048, 14336}).first.find("gemm/bf16_tma16_sm90"), 0u);
+  EXPECT_NE(Choice({16, 6144, 14336}).first.find("gemm/bf16_tma16_sm90"), 0u);
+  EXPECT_EQ(ChooseGemm({16, 4096, 14336}, 90, {.packed = false}).kernel.find("tma16"), std::string::npos);
+  EXPECT_EQ(ChooseGemm({16, 4096, 14336}, 90, {.a_mn = true}).kernel.find("tma16"), std::string::npos);
   EXPECT_EQ(Choice({64, 10240, 8192}), P("gemm/bf16_sm90_m64n80", 1));
   EXPECT_EQ(Choice({8, 28672, 4096}).first, "gemm/bf16_sm90_m64n80");
   // ...but where 64x128 tiles in 2 parts fill the 128 CTAs, those (179.7 us at 16x8192x28672

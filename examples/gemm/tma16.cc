@@ -1,0 +1,118 @@
+// gemm/bf16_tma16_sm90: C = A * B for up to 16 rows a pass, the weights read by TMA in boxes of
+// 256 k x 16 columns (512 contiguous bytes of each column a box) into a ring of 4 stages, consumed
+// by 8 warps with mma.sync. A block owns 16 columns of C over the whole K, as the mma16 kernel
+// (mma16.cc) does, but one thread of a ninth warp issues the boxes (B's and A's 16 rows), so no
+// consumer computes an address or holds a load in flight. Each consumer warp takes 32 of a
+// stage's 256 k: C^T = B^T A^T with mma16's permuted k order (a thread's 16-byte shared load
+// feeds two mmas). The warps' sums meet in shared memory in a fixed order. Rows past M, columns
+// past N and k past K land as zeros (TMA's bounds); M past 16 takes further passes.
+// A consumer releases a stage only after `fence.proxy.async`: its reads are generic-proxy loads and
+// the next box's write is the async proxy's. Without the fence ptxas issued the release before the
+// loads had read the stage (SASS: SYNCS.ARRIVE right after the LDS), and on an H200 a box
+// overwrote a stage still being read: 16x8192x8192 failed its check (error 0.02 against cuBLAS) in
+// 3 runs of 3, and 16x4096x4096 read some wrong k (error 3e-3 where 1.7e-3 is usual).
+// The entry point takes it on Hopper for 16 rows or a few fewer over a long K (runtime/gemm_choice.cc).
+#include "absl/strings/str_cat.h"
+#include "examples/gemm.h"
+#include "examples/registry.h"
+#include "kiln/memory_ops.h"
+#include "kiln/pipeline.h"
+
+namespace kiln::examples {
+namespace {
+
+constexpr int CONSUMERS = 8, THREADS = 32 * (CONSUMERS + 1), ROWS = 16, BOX_K = 32 * CONSUMERS, STAGES = 4;
+
+rt::TensorMapParam KMajorBoxes(const std::string& operand, const std::string& rows, Scalar in) {
+  rt::TensorMapParam t;
+  t.tensor = operand;
+  t.dtype = in == f16 ? rt::TmaDtype::kF16 : rt::TmaDtype::kBF16;
+  t.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse(rows)};
+  t.strides = {*rt::GridExpr::Parse("K*2")};
+  t.box = {BOX_K, ROWS};
+  return t;
+}
+
+absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant& v) {
+  Kernel k(name, sm90a(), {THREADS});
+  DescribeGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out), .c_order = "col",
+                   .tile_m = 1, .tile_n = 1, .tile_k = 8, .epilogue = v.epilogue.Terms()});
+  Value M = k.I32Param("M"), N = k.I32Param("N"), K = k.I32Param("K");
+  GlobalTensor C(k.PtrParam("C", v.epilogue.out), {M, N}, {k.I32(1), M});
+  TensorMap tmA = k.TmaParam("tmA", KMajorBoxes("A", "M", v.in)), tmB = k.TmaParam("tmB", KMajorBoxes("B", "N", v.in));
+  const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, M, N, /*column_major=*/true);
+  k.Grid(absl::StrCat("N/", ROWS));
+  SmemTile sB = k.Smem(v.in, ROWS, BOX_K, SmemLayout{.stages = STAGES});  // [column of C][k]
+  SmemTile sA = k.Smem(v.in, ROWS, BOX_K, SmemLayout{.stages = STAGES});  // [row of A][k]
+  SmemTile partial = k.Smem(f32, CONSUMERS, ROWS * ROWS);                 // [warp][n * 16 + m]
+  Pipeline ring(k, STAGES, CONSUMERS);
+  Value tid = k.ThreadIdx(), lane = k.LaneId(), warp = k.WarpId(), n0 = k.BlockIdx() * ROWS;
+  Value quad = lane / 4, t = lane % 4;  // the mma fragment's row (group) and k slot pair
+  k.If(tid == 0, [&] { ring.Init(); });
+  k.SyncThreads();
+  k.WaitForPriorGrids();
+  Pipeline::Cursor produce = ring.Start(), consume = ring.Start();
+  k.For(0, M, ROWS, [&](Value m0) {
+    Regs acc = k.Registers(Type::Of(f32), 8);  // [half of A's rows][4]
+    for (int i = 0; i < 8; ++i) acc[i] = k.F32(0);
+    k.If(warp == CONSUMERS, [&] {
+      k.If(lane == 0, [&] {
+        k.For(0, K, BOX_K, [&](Value k0) {
+          ring.Produce(produce, {{.map = &tmB, .tile = sB, .coords = {k0, n0}},
+                                 {.map = &tmA, .tile = sA, .coords = {k0, m0}}});
+        });
+      });
+    }, [&] {
+      k.For(0, K, BOX_K, [&](Value) {
+        ring.Consume(consume, lane, [&](Value stage) {
+          // This warp's 32 k of the stage: columns (rows of A) quad and quad + 8 at k 8t .. 8t+7.
+          auto words = [&](const SmemTile& tile, const Value& row) {
+            return k.Load(tile.Stage(stage).At(row, warp * 32 + t * 8), 8).Bitcast(Type::Vec(i32, 4));
+          };
+          Value b_lo = words(sB, quad), b_hi = words(sB, quad + 8), a_lo = words(sA, quad), a_hi = words(sA, quad + 8);
+          for (int h = 0; h < 2; ++h) {
+            // B^T's rows quad and quad+8 at slots (2t, 2t+1) then (2t+8, 2t+9): words 2h, 2h+1.
+            std::vector<Value> a = {b_lo.Lane(2 * h), b_hi.Lane(2 * h), b_lo.Lane(2 * h + 1), b_hi.Lane(2 * h + 1)};
+            for (int half = 0; half < 2; ++half) {
+              const Value& x = half == 0 ? a_lo : a_hi;
+              auto d = k.MmaM16N8K16(v.in, a, {x.Lane(2 * h), x.Lane(2 * h + 1)},
+                                     {acc[4 * half], acc[4 * half + 1], acc[4 * half + 2], acc[4 * half + 3]});
+              for (int i = 0; i < 4; ++i) acc[4 * half + i] = d[i];
+            }
+          }
+          k.FenceProxyAsync();  // the reads above before the next box's write (the async proxy)
+          k.SyncWarp();         // every lane's, before lane 0 releases the stage
+        });
+      });
+      // d[i] of half `half`: B^T's row quad + 8 * (i / 2), A's row 8 * half + 2t + i % 2.
+      for (int half = 0; half < 2; ++half)
+        for (int i = 0; i < 4; ++i) {
+          Value n = quad + 8 * (i / 2), m = 8 * half + t * 2 + i % 2;
+          k.Store(partial.At(warp, n * ROWS + m), acc[4 * half + i]);
+        }
+    });
+    k.SyncThreads();
+    k.If(tid < ROWS * ROWS, [&] {
+      Regs total = k.Registers(Type::Of(f32), 1);
+      total[0] = k.F32(0);
+      for (int w = 0; w < CONSUMERS; ++w) total[0] = Value(total[0]) + k.Load(partial.At(w, tid));
+      Value row = m0 + tid % ROWS, col = n0 + tid / ROWS, inside = (row < M) & (col < N);
+      k.If(inside, [&] { k.Store(C.At({row, col}), epilogue.Output(total[0], row, col, inside)); });
+    });
+    k.SyncThreads();  // the partials are read before the next pass writes them
+  });
+  k.LaunchDependents();
+  return k.Build();
+}
+
+const bool kTma16Registered = [] {
+  const char* name = "gemm/bf16_tma16_sm90";
+  Register({name, "the entry point's kernel for 16 rows over a long K: B by TMA boxes into mma.sync",
+            [name] { return BuildTma16(name, {}); }});
+  RegisterFamily(GemmFamily(name, "the TMA-fed 16-row kernel with other types and a fused epilogue", /*tile=*/false,
+                            [](const std::string& variant, const GemmVariant& v) { return BuildTma16(variant, v); }));
+  return true;
+}();
+
+}  // namespace
+}  // namespace kiln::examples
