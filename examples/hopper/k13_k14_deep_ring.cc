@@ -271,6 +271,10 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue, bool ra
       BiasOfSlot bias;
       for (int piece = 0; piece < BN / PIECE_N; ++piece) {
         auto stage = [&](const TensorMap& map) {
+          // Every thread's ldmatrix reads of the buffer (the piece before) ordered before the
+          // async proxy's write of the next box: without it the box may overtake a read (the
+          // emulator's proxy check; on an H200 it did in gemm/bf16_tma16_sm90's ring).
+          k.FenceProxyAsync();
           k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });
           k.NamedBarrier(wg + 2, 128);
           k.If(c == 0, [&] {

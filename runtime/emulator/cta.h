@@ -612,6 +612,15 @@ class Cta {
   std::map<int, int> warpgroup_regs_;
   absl::Status SetMaxNReg(Thread& t, const Instr& in);
   std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> unfenced_;
+  // Shared bytes read through the generic proxy (ld.shared, ldmatrix): the last reading thread + 1
+  // (0: none) and that thread's count of fence.proxy.async at the read. A TMA load landing on a
+  // byte whose reader has not fenced since is a write of the async proxy that may overtake the
+  // read (PTX ISA, proxies: a fence.proxy.async orders the generic accesses before it with the
+  // async proxy's after it); on an H200 it did (docs/PERF.md, "The weights by TMA boxes").
+  std::vector<int32_t> generic_reader_, generic_read_epoch_;
+  std::map<int, int32_t> proxy_fences_;  // per thread
+  std::map<int, const Instr*> last_generic_read_;
+  void NoteGenericRead(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes);
   // A shared access that a TMA load in flight will overwrite (the wait for it is missing).
   absl::Status CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off, uint64_t bytes, const char* what);
   // cp.async copies not landed yet: a read of such a byte is an error (a missing or too shallow

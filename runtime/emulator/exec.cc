@@ -62,7 +62,9 @@ absl::Status Cta::Step(Thread& t) {
       return Collective(t, in);
     case Op::kBar:
       if (in.Has("cluster")) return ClusterBarrier(t, in);
-      if (in.Has("warp")) break;  // bar.warp.sync: lanes of a warp run apart here anyway
+      // bar.warp.sync: the member lanes meet (and their memory accesses before it are ordered
+      // before those after it, among them), so none runs past it until all have reached it.
+      if (in.Has("warp")) return Collective(t, in);
       return Arrive(t, in, !in.Has("arrive"));
     case Op::kLd: case Op::kSt:
       if (absl::Status s = LoadStore(t, in); !s.ok()) return s;
@@ -82,6 +84,7 @@ absl::Status Cta::Step(Thread& t) {
           for (uint64_t b = off; b < off + n; ++b)
             if (generic_writer_[b] == t.linear + 1) generic_writer_[b] = 0;
         unfenced_[t.linear].clear();
+        ++proxy_fences_[t.linear];  // its generic reads so far are ordered before the async proxy's writes
       }
       break;
     case Op::kCreatePolicy:
@@ -450,8 +453,10 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
   if (*p >= shared_.data() && *p < shared_.data() + shared_.size()) {
     const uint64_t off = *p - shared_.data(), n = static_cast<uint64_t>(elem) * in.vec;
     if (absl::Status s = CheckPendingOverlap(&t, in, off, n, load ? "reads" : "writes"); !s.ok()) return s;
-    if (load)
+    if (load) {
       if (absl::Status s = CheckCpAsyncPending(t, in, off, n); !s.ok()) return s;
+      NoteGenericRead(t, in, off, n);
+    }
     if (!load) {
       if (absl::Status s = CheckTmaStoreReading(t, in, off, n); !s.ok()) return s;
       if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
@@ -541,8 +546,9 @@ absl::Status Cta::TryReleaseWarp(int warp) {
   const Instr& in = e_.code[some->pc];
   const bool whole_warp =
       in.op == Op::kLdMatrix || in.op == Op::kMma || in.op == Op::kTcgen05 || in.op == Op::kStMatrix;  // .sync.aligned
-  const uint32_t members =
+  uint32_t members =
       whole_warp ? static_cast<uint32_t>(Mask(n)) : static_cast<uint32_t>(Read(*some, in.ops.back(), 32));
+  if (in.op == Op::kBar) members &= static_cast<uint32_t>(Mask(n));  // bar.warp.sync -1 in a block's last, partial warp
   for (int i = 0; i < n; ++i) {
     if (!(members >> i & 1)) continue;
     if (lanes[i]->state == Thread::State::kDone)
@@ -641,7 +647,7 @@ absl::Status Cta::TryReleaseWarp(int warp) {
   for (int i = 0; i < n; ++i) {
     if (!(members >> i & 1)) continue;
     Thread& l = *lanes[i];
-    if (e_.code[l.pc].op != Op::kElect) {
+    if (e_.code[l.pc].op != Op::kElect && e_.code[l.pc].op != Op::kBar) {  // bar.warp.sync: no result
       Write(l, e_.code[l.pc].ops.at(0), results[i]);
       TaintDestinations(l, e_.code[l.pc], taints[i]);
     }

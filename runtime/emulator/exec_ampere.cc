@@ -27,6 +27,7 @@ std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lan
       if (s->ok()) *s = pending;
       return 0;
     }
+    NoteGenericRead(src, e_.code[src.pc], *p - shared_.data(), 2);
     uint16_t v;
     std::memcpy(&v, *p, 2);
     if (!warp_taint_) warp_taint_ = SharedTaint(*p, 2, in);

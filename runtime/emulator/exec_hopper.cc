@@ -259,6 +259,23 @@ absl::Status Cta::CompleteAsync(size_t index) {
     }
     if (!generic_writer_.empty())  // what the async proxy wrote needs no fence to be read by it
       std::fill(generic_writer_.begin() + to, generic_writer_.begin() + to + es, 0);
+    if (!generic_reader_.empty())
+      for (uint64_t b = to; b < to + es; ++b) {
+        const int32_t reader = generic_reader_[b] - 1;
+        if (reader < 0) continue;
+        if (generic_read_epoch_[b] == proxy_fences_[reader]) {
+          const std::string load_dsl = m_.DslLine(*op.issued_by);
+          const Instr* read = last_generic_read_[reader];
+          const std::string read_dsl = read ? m_.DslLine(*read) : "";
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s%s: PTX line %d (%s): a TMA load lands on shared byte %d, which thread %d read through the generic "
+              "proxy (its last such read: PTX line %d%s%s) with no fence.proxy.async after the read: the async proxy's "
+              "write may overtake it (fence.proxy.async before the stage is released to the producer)",
+              load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text, b, reader,
+              read ? read->line : 0, read_dsl.empty() ? "" : ", ", read_dsl));
+        }
+        generic_reader_[b] = 0;
+      }
     if (tma_swizzle_.empty()) tma_swizzle_.assign(shared_.size(), 0);
     std::fill(tma_swizzle_.begin() + to, tma_swizzle_.begin() + to + es, static_cast<uint8_t>(swizzle_span + 1));
     MarkSharedWritten(to, es);
@@ -642,6 +659,19 @@ absl::Status Cta::CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t
                                                       kernel_, in.line, in.text, msg));
   }
   return absl::OkStatus();
+}
+
+void Cta::NoteGenericRead(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes) {
+  if (generic_reader_.empty()) {
+    generic_reader_.assign(shared_.size(), 0);
+    generic_read_epoch_.assign(shared_.size(), 0);
+  }
+  const int32_t epoch = proxy_fences_[t.linear];
+  for (uint64_t b = off; b < off + bytes && b < generic_reader_.size(); ++b) {
+    generic_reader_[b] = t.linear + 1;
+    generic_read_epoch_[b] = epoch;
+  }
+  last_generic_read_[t.linear] = &in;
 }
 
 absl::Status Cta::CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, const char* reader) {

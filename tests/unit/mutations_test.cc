@@ -84,6 +84,8 @@ const std::vector<Mutation>& Mutations() {
        {256, 256, 1024}},
       {"k13-no-proxy-fence", "hopper/k13", "TMA store of generic writes without fence.proxy.async",
        {Drop("fence.proxy.async.shared::cta;")}, "with no fence.proxy.async after it"},
+      {"tma16-no-proxy-fence", "gemm/bf16_tma16_sm90", "a stage read with ld.shared released without fence.proxy.async",
+       {Drop("fence.proxy.async.shared::cta;")}, "with no fence.proxy.async after the read", {16, 32, 2048}},
       {"k13-no-store-wait", "hopper/k13", "staging buffer rewritten before the TMA store read it",
        {Drop("cp.async.bulk.wait_group.read \t0;")}, "which a TMA store still in flight reads"},
       {"k11-early-exit", "hopper/k11", "a CTA exits without the final cluster barrier",
