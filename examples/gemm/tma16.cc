@@ -38,7 +38,9 @@ absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant&
   DescribeGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out), .c_order = "col",
                    .tile_m = 1, .tile_n = 1, .tile_k = 8, .epilogue = v.epilogue.Terms()});
   Value M = k.I32Param("M"), N = k.I32Param("N"), K = k.I32Param("K");
-  GlobalTensor C(k.PtrParam("C", v.epilogue.out), {M, N}, {k.I32(1), M});
+  GemmOperands out;  // C and its bounds for the warps' sums (A and B come by TMA)
+  out.C = GlobalTensor(k.PtrParam("C", v.epilogue.out), {M, N}, {k.I32(1), M});
+  out.M = M, out.N = N, out.K = K;
   TensorMap tmA = k.TmaParam("tmA", KMajorBoxes("A", "M", v.in)), tmB = k.TmaParam("tmB", KMajorBoxes("B", "N", v.in));
   const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, M, N, /*column_major=*/true);
   k.Grid(absl::StrCat("N/", ROWS));
@@ -92,12 +94,8 @@ absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant&
         }
     });
     k.SyncThreads();
-    k.If(tid < ROWS * ROWS, [&] {
-      Regs total = k.Registers(Type::Of(f32), 1);
-      total[0] = k.F32(0);
-      for (int w = 0; w < CONSUMERS; ++w) total[0] = Value(total[0]) + k.Load(partial.At(w, tid));
-      Value row = m0 + tid % ROWS, col = n0 + tid / ROWS, inside = (row < M) & (col < N);
-      k.If(inside, [&] { k.Store(C.At({row, col}), epilogue.Output(total[0], row, col, inside)); });
+    k.If(tid < ROWS * ROWS, [&] {  // the consumers' threads, one element each
+      StoreSumOfWarps(k, partial, CONSUMERS, tid, m0 + tid % ROWS, n0 + tid / ROWS, out, epilogue);
     });
     k.SyncThreads();  // the partials are read before the next pass writes them
   });
