@@ -338,8 +338,18 @@ bool Mma16(const GemmSize& s, const GemmOptions& o) {
 constexpr const char* kTma16Kernel = "gemm/bf16_tma16_sm90";
 bool Tma16(const GemmSize& s, const GemmOptions& o) {
   return !o.c_row && o.packed.value_or(true) && o.rows_128b.value_or(s.k % 64 == 0) && s.k % 8 == 0 && s.m >= 12 &&
-         s.m <= 16 && s.n >= 2048 &&
-         s.n <= 4096 && (s.n > 2048 ? s.k >= 8192 : s.k >= 4096 && s.k <= 8192);
+         s.m <= 16 && s.n >= 2048 && s.n <= 4096 && (s.n > 2048 ? s.k >= 8192 : s.k >= 4096 && s.k <= 8192);
+}
+// 3 to 8 rows, N of 2048 to 4096, K of 4096 or more: the same with A's box of 8 rows (at 8 rows or
+// fewer the 16-row box's rows past M cost the kernel 8-26 points). Steady state against the mma16
+// kernel (docs/PERF.md, "The weights by TMA boxes into mma.sync"): 8x4096x14336 97% against 88,
+// 4x4096x14336 97 against 87, 8x4096x8192 94 against 87, 8x4096x4096 86 against 84, 4x4096x4096
+// 85 against 81, 8x2048x8192 77 against 71, 8x2048x4096 74 against 71 (single calls 2-7 points
+// under the mma16 kernel's). Same operands as above.
+constexpr const char* kTma8Kernel = "gemm/bf16_tma8_sm90";
+bool Tma8(const GemmSize& s, const GemmOptions& o) {
+  return !o.c_row && o.packed.value_or(true) && o.rows_128b.value_or(s.k % 64 == 0) && s.k % 8 == 0 && s.m >= 3 &&
+         s.m <= 8 && s.n >= 2048 && s.n <= 4096 && s.k >= 4096;
 }
 
 // A packed MN-major operand strides its columns by M (A) or N (B) elements: TMA needs those at
@@ -349,6 +359,9 @@ bool TmaStrides(const GemmSize& s, bool a_mn, bool b_mn) { return !(a_mn && s.m 
 GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmOptions& options) {
   const bool a_mn = options.a_mn, b_mn = options.b_mn, tma_strides = options.tma_strides;
   const bool mn_major = a_mn || b_mn;
+  if (compute_capability == 90 && Tma8(s, options) && !mn_major)
+    return {kTma8Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k,
+                                      ": the weights by TMA boxes of 256 k into mma.sync, A's box of 8 rows")};
   if (compute_capability == 90 && Tma16(s, options) && !mn_major)
     return {kTma16Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k,
                                        ": the weights by TMA boxes of 256 k into mma.sync, a block per 16 columns")};
@@ -522,6 +535,7 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
   if (s.k % 8 == 0 && compute_capability == 90 && s.m <= 16) {
     c.push_back({kMma16Kernel, ""});
     c.push_back({kTma16Kernel, ""});
+    c.push_back({kTma8Kernel, ""});
   }
   if (c.empty()) c.push_back({"gemm/bf16_strided", ""});
   return c;
@@ -539,7 +553,8 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   // Its pick stands only where that kernel reads the operands as given: the mma.sync kernels
   // packed K-major ones only, the skinny kernel and the tiles of 80, 96, 160 columns K-major ones only.
   auto reads_as_given = [&](const std::string& kernel) {
-    if (kernel == kMma16Kernel || kernel == kTma16Kernel) return !mn_major && options.packed.value_or(true);
+    if (kernel == kMma16Kernel || kernel == kTma16Kernel || kernel == kTma8Kernel)
+      return !mn_major && options.packed.value_or(true);
     if (!mn_major) return true;
     for (const Candidate& x : kSm90)
       if (kernel == x.kernel) return Reads(x, true);

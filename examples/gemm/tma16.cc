@@ -1,4 +1,4 @@
-// gemm/bf16_tma16_sm90: C = A * B for up to 16 rows a pass, the weights read by TMA in boxes of
+// gemm/bf16_tma16_sm90 (and _tma8_sm90, 8 rows a pass): C = A * B for up to 16 rows a pass, the weights read by TMA in boxes of
 // 256 k x 16 columns (512 contiguous bytes of each column a box) into a ring of 4 stages, consumed
 // by 8 warps with mma.sync. A block owns 16 columns of C over the whole K, as the mma16 kernel
 // (mma16.cc) does, but one thread of a ninth warp issues the boxes (B's and A's 16 rows), so no
@@ -11,7 +11,7 @@
 // loads had read the stage (SASS: SYNCS.ARRIVE right after the LDS), and on an H200 a box
 // overwrote a stage still being read: 16x8192x8192 failed its check (error 0.02 against cuBLAS) in
 // 3 runs of 3, and 16x4096x4096 read some wrong k (error 3e-3 where 1.7e-3 is usual).
-// The entry point takes it on Hopper for 16 rows or a few fewer over a long K (runtime/gemm_choice.cc).
+// The entry point takes them on Hopper for 12-16 and 3-8 rows over a long K (runtime/gemm_choice.cc).
 #include "absl/strings/str_cat.h"
 #include "examples/gemm.h"
 #include "examples/registry.h"
@@ -23,17 +23,18 @@ namespace {
 
 constexpr int CONSUMERS = 8, THREADS = 32 * (CONSUMERS + 1), ROWS = 16, BOX_K = 32 * CONSUMERS, STAGES = 4;
 
-rt::TensorMapParam KMajorBoxes(const std::string& operand, const std::string& rows, Scalar in) {
+rt::TensorMapParam KMajorBoxes(const std::string& operand, const std::string& rows, Scalar in, int box_rows) {
   rt::TensorMapParam t;
   t.tensor = operand;
   t.dtype = in == f16 ? rt::TmaDtype::kF16 : rt::TmaDtype::kBF16;
   t.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse(rows)};
   t.strides = {*rt::GridExpr::Parse("K*2")};
-  t.box = {BOX_K, ROWS};
+  t.box = {BOX_K, static_cast<uint32_t>(box_rows)};
   return t;
 }
 
-absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant& v) {
+absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant& v, int rows_a = ROWS) {
+  const int halves = rows_a / 8;  // n8 groups of the mma over A's rows
   Kernel k(name, sm90a(), {THREADS});
   DescribeGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out), .c_order = "col",
                    .tile_m = 1, .tile_n = 1, .tile_k = 8, .epilogue = v.epilogue.Terms()});
@@ -41,12 +42,13 @@ absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant&
   GemmOperands out;  // C and its bounds for the warps' sums (A and B come by TMA)
   out.C = GlobalTensor(k.PtrParam("C", v.epilogue.out), {M, N}, {k.I32(1), M});
   out.M = M, out.N = N, out.K = K;
-  TensorMap tmA = k.TmaParam("tmA", KMajorBoxes("A", "M", v.in)), tmB = k.TmaParam("tmB", KMajorBoxes("B", "N", v.in));
+  TensorMap tmA = k.TmaParam("tmA", KMajorBoxes("A", "M", v.in, rows_a)),
+            tmB = k.TmaParam("tmB", KMajorBoxes("B", "N", v.in, ROWS));
   const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, M, N, /*column_major=*/true);
   k.Grid(absl::StrCat("N/", ROWS));
   SmemTile sB = k.Smem(v.in, ROWS, BOX_K, SmemLayout{.stages = STAGES});  // [column of C][k]
-  SmemTile sA = k.Smem(v.in, ROWS, BOX_K, SmemLayout{.stages = STAGES});  // [row of A][k]
-  SmemTile partial = k.Smem(f32, CONSUMERS, ROWS * ROWS);                 // [warp][n * 16 + m]
+  SmemTile sA = k.Smem(v.in, rows_a, BOX_K, SmemLayout{.stages = STAGES});  // [row of A][k]
+  SmemTile partial = k.Smem(f32, CONSUMERS, ROWS * rows_a);                 // [warp][n * rows_a + m]
   Pipeline ring(k, STAGES, CONSUMERS);
   Value tid = k.ThreadIdx(), lane = k.LaneId(), warp = k.WarpId(), n0 = k.BlockIdx() * ROWS;
   Value quad = lane / 4, t = lane % 4;  // the mma fragment's row (group) and k slot pair
@@ -54,9 +56,9 @@ absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant&
   k.SyncThreads();
   k.WaitForPriorGrids();
   Pipeline::Cursor produce = ring.Start(), consume = ring.Start();
-  k.For(0, M, ROWS, [&](Value m0) {
-    Regs acc = k.Registers(Type::Of(f32), 8);  // [half of A's rows][4]
-    for (int i = 0; i < 8; ++i) acc[i] = k.F32(0);
+  k.For(0, M, rows_a, [&](Value m0) {
+    Regs acc = k.Registers(Type::Of(f32), 4 * halves);  // [half of A's rows][4]
+    for (int i = 0; i < 4 * halves; ++i) acc[i] = k.F32(0);
     k.If(warp == CONSUMERS, [&] {
       k.If(lane == 0, [&] {
         k.For(0, K, BOX_K, [&](Value k0) {
@@ -71,11 +73,12 @@ absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant&
           auto words = [&](const SmemTile& tile, const Value& row) {
             return k.Load(tile.Stage(stage).At(row, warp * 32 + t * 8), 8).Bitcast(Type::Vec(i32, 4));
           };
-          Value b_lo = words(sB, quad), b_hi = words(sB, quad + 8), a_lo = words(sA, quad), a_hi = words(sA, quad + 8);
+          Value b_lo = words(sB, quad), b_hi = words(sB, quad + 8), a_lo = words(sA, quad);
+          Value a_hi = halves == 2 ? words(sA, quad + 8) : Value();
           for (int h = 0; h < 2; ++h) {
             // B^T's rows quad and quad+8 at slots (2t, 2t+1) then (2t+8, 2t+9): words 2h, 2h+1.
             std::vector<Value> a = {b_lo.Lane(2 * h), b_hi.Lane(2 * h), b_lo.Lane(2 * h + 1), b_hi.Lane(2 * h + 1)};
-            for (int half = 0; half < 2; ++half) {
+            for (int half = 0; half < halves; ++half) {
               const Value& x = half == 0 ? a_lo : a_hi;
               auto d = k.MmaM16N8K16(v.in, a, {x.Lane(2 * h), x.Lane(2 * h + 1)},
                                      {acc[4 * half], acc[4 * half + 1], acc[4 * half + 2], acc[4 * half + 3]});
@@ -87,15 +90,15 @@ absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant&
         });
       });
       // d[i] of half `half`: B^T's row quad + 8 * (i / 2), A's row 8 * half + 2t + i % 2.
-      for (int half = 0; half < 2; ++half)
+      for (int half = 0; half < halves; ++half)
         for (int i = 0; i < 4; ++i) {
           Value n = quad + 8 * (i / 2), m = 8 * half + t * 2 + i % 2;
-          k.Store(partial.At(warp, n * ROWS + m), acc[4 * half + i]);
+          k.Store(partial.At(warp, n * rows_a + m), acc[4 * half + i]);
         }
     });
     k.SyncThreads();
-    k.If(tid < ROWS * ROWS, [&] {  // the consumers' threads, one element each
-      StoreSumOfWarps(k, partial, CONSUMERS, tid, m0 + tid % ROWS, n0 + tid / ROWS, out, epilogue);
+    k.If(tid < ROWS * rows_a, [&] {  // the consumers' threads, one element each
+      StoreSumOfWarps(k, partial, CONSUMERS, tid, m0 + tid % rows_a, n0 + tid / rows_a, out, epilogue);
     });
     k.SyncThreads();  // the partials are read before the next pass writes them
   });
@@ -103,12 +106,21 @@ absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant&
   return k.Build();
 }
 
+// The kernel for 16 rows a pass, and for 8 (an A box of 8 rows: at 8 rows or fewer the 16-row
+// box's rows past M, zero-filled by TMA, cost it 8-26 points of the copy; docs/PERF.md).
+void RegisterRows(const char* name, int rows_a) {
+  Register({name, absl::StrCat("the entry point's kernel for ", rows_a == 16 ? "12-16" : "3-8",
+                               " rows over a long K: B by TMA boxes into mma.sync"),
+            [name, rows_a] { return BuildTma16(name, {}, rows_a); }});
+  RegisterFamily(GemmFamily(name, absl::StrCat("the TMA-fed ", rows_a, "-row kernel with other types and a fused epilogue"),
+                            /*tile=*/false, [rows_a](const std::string& variant, const GemmVariant& v) {
+                              return BuildTma16(variant, v, rows_a);
+                            }));
+}
+
 const bool kTma16Registered = [] {
-  const char* name = "gemm/bf16_tma16_sm90";
-  Register({name, "the entry point's kernel for 16 rows over a long K: B by TMA boxes into mma.sync",
-            [name] { return BuildTma16(name, {}); }});
-  RegisterFamily(GemmFamily(name, "the TMA-fed 16-row kernel with other types and a fused epilogue", /*tile=*/false,
-                            [](const std::string& variant, const GemmVariant& v) { return BuildTma16(variant, v); }));
+  RegisterRows("gemm/bf16_tma16_sm90", 16);
+  RegisterRows("gemm/bf16_tma8_sm90", 8);
   return true;
 }();
 

@@ -478,10 +478,11 @@ TEST(EmulatedGemm, TheCpAsyncRingKernelsAtRaggedSizes) {
     for (int split : {1, 3, 0}) ExpectCorrectAt(name, {{13, 300, 1032}, {70, 129, 72}, {1, 7, 8}}, split);
 }
 
-// The TMA-fed kernel for up to 16 rows: N past a block's 16 columns, K ending inside a box of 256
+// The TMA-fed kernels for up to 16 and 8 rows a pass: N past a block's 16 columns, K ending inside a box of 256
 // (4120), M past 16 (further passes), a 1x7x8 corner.
 TEST(EmulatedGemmEntryPoint, TheTma16KernelAtRaggedSizes) {
-  ExpectCorrectAt("gemm/bf16_tma16_sm90", {{3, 77, 72}, {16, 130, 1032}, {13, 33, 4120}, {17, 20, 264}, {40, 9, 8}, {1, 7, 8}});
+  for (const char* name : {"gemm/bf16_tma16_sm90", "gemm/bf16_tma8_sm90"})
+    ExpectCorrectAt(name, {{3, 77, 72}, {16, 130, 1032}, {13, 33, 4120}, {17, 20, 264}, {40, 9, 8}, {1, 7, 8}});
 }
 
 // Every bundled variant (input and output types, each epilogue term) of every entry-point kernel,
@@ -489,10 +490,10 @@ TEST(EmulatedGemmEntryPoint, TheTma16KernelAtRaggedSizes) {
 TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
   std::vector<std::string> bases = TileKernels();
   bases.insert(bases.end(), {"gemm/bf16_skinny", "gemm/bf16_skinny_sm90", "gemm/bf16_mma16_sm90", "gemm/bf16_tma16_sm90",
-                             "gemm/bf16_strided", "reference/bf16"});
+                             "gemm/bf16_tma8_sm90", "gemm/bf16_strided", "reference/bf16"});
   for (const std::string& base : bases) {
     const bool skinny = base.rfind("gemm/bf16_skinny", 0) == 0 || base == "gemm/bf16_mma16_sm90" ||
-                        base == "gemm/bf16_tma16_sm90";
+                        base.rfind("gemm/bf16_tma", 0) == 0;
     // The family's own list: the tiles of 80, 96, 160 columns have no MN-major variants.
     std::vector<std::string> bundled;
     for (const ExampleFamily& f : Families())
@@ -662,8 +663,8 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // 3-16 rows and N of 1024-4096 (2048 or less only up to K = 8192): the mma.sync kernel
   // (docs/PERF.md, "Up to 16 rows on mma.sync"); not MN-major, nor C row-major, nor off Hopper.
   EXPECT_EQ(Choice({16, 4096, 4096}), P("gemm/bf16_mma16_sm90", 1));
-  EXPECT_EQ(Choice({3, 4096, 4096}), P("gemm/bf16_mma16_sm90", 1));
-  EXPECT_EQ(Choice({4, 4096, 14336}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_EQ(Choice({3, 4096, 2048}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_EQ(Choice({4, 1536, 8192}), P("gemm/bf16_mma16_sm90", 1));
   EXPECT_EQ(Choice({11, 2048, 8192}), P("gemm/bf16_mma16_sm90", 1));
   EXPECT_EQ(Choice({16, 1024, 4096}), P("gemm/bf16_mma16_sm90", 1));
   EXPECT_NE(Choice({16, 2048, 14336}).first, "gemm/bf16_mma16_sm90");
@@ -683,7 +684,15 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(Choice({16, 2048, 4096}), P("gemm/bf16_tma16_sm90", 1));
   EXPECT_EQ(Choice({16, 4096, 14336}, {.out_type = "f32", .epilogue = "scale"}).first,
             "gemm/bf16_tma16_sm90.bf16-f32.scale");
-  EXPECT_EQ(Choice({8, 4096, 14336}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_EQ(Choice({11, 4096, 14336}), P("gemm/bf16_mma16_sm90", 1));
+  // 3-8 rows there: A's box of 8 rows.
+  EXPECT_EQ(Choice({8, 4096, 14336}), P("gemm/bf16_tma8_sm90", 1));
+  EXPECT_EQ(Choice({3, 2048, 4096}), P("gemm/bf16_tma8_sm90", 1));
+  EXPECT_EQ(Choice({4, 4096, 4096}), P("gemm/bf16_tma8_sm90", 1));
+  EXPECT_EQ(Choice({8, 4096, 2048}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_EQ(Choice({8, 1024, 8192}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_EQ(Choice({2, 4096, 14336}), P("gemm/bf16_skinny_sm90", 1));
+  EXPECT_EQ(ChooseGemm({8, 4096, 14336}, 90, {.packed = false}).kernel.find("tma8"), std::string::npos);
   EXPECT_EQ(Choice({16, 4096, 4096}).first, "gemm/bf16_mma16_sm90");
   EXPECT_NE(Choice({16, 2048, 14336}).first.find("gemm/bf16_tma16_sm90"), 0u);
   EXPECT_NE(Choice({16, 6144, 14336}).first.find("gemm/bf16_tma16_sm90"), 0u);
