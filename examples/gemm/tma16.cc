@@ -1,11 +1,11 @@
-// gemm/bf16_tma16_sm90 (and _tma8_sm90, 8 rows a pass): C = A * B for up to 16 rows a pass, the weights read by TMA in boxes of
-// 256 k x 16 columns (512 contiguous bytes of each column a box) into a ring of 4 stages, consumed
-// by 8 warps with mma.sync. A block owns 16 columns of C over the whole K, as the mma16 kernel
-// (mma16.cc) does, but one thread of a ninth warp issues the boxes (B's and A's 16 rows), so no
-// consumer computes an address or holds a load in flight. Each consumer warp takes 32 of a
-// stage's 256 k: C^T = B^T A^T with mma16's permuted k order (a thread's 16-byte shared load
-// feeds two mmas). The warps' sums meet in shared memory in a fixed order. Rows past M, columns
-// past N and k past K land as zeros (TMA's bounds); M past 16 takes further passes.
+// gemm/bf16_tma16_sm90 and gemm/bf16_tma8_sm90: C = A * B for 16 (8) rows of A a pass, the weights
+// read by TMA in boxes of 256 k x 16 columns (512 contiguous bytes of each column a box) into a ring
+// of 4 stages, consumed by 8 warps with mma.sync. A block owns 16 columns of C over the whole K, as
+// the mma16 kernel (mma16.cc) does, but one thread of a ninth warp issues the boxes (B's, and A's
+// rows of the pass), so no consumer computes an address or holds a load in flight. Each consumer
+// warp takes 32 of a stage's 256 k: C^T = B^T A^T with mma16's permuted k order (a thread's 16-byte
+// shared load feeds two mmas). The warps' sums meet in shared memory in a fixed order. Rows past M,
+// columns past N and k past K land as zeros (TMA's bounds); further rows take further passes.
 // A consumer releases a stage only after `fence.proxy.async`: its reads are generic-proxy loads and
 // the next box's write is the async proxy's. Without the fence ptxas issued the release before the
 // loads had read the stage (SASS: SYNCS.ARRIVE right after the LDS), and on an H200 a box
@@ -112,10 +112,10 @@ void RegisterRows(const char* name, int rows_a) {
   Register({name, absl::StrCat("the entry point's kernel for ", rows_a == 16 ? "12-16" : "3-8",
                                " rows over a long K: B by TMA boxes into mma.sync"),
             [name, rows_a] { return BuildTma16(name, {}, rows_a); }});
-  RegisterFamily(GemmFamily(name, absl::StrCat("the TMA-fed ", rows_a, "-row kernel with other types and a fused epilogue"),
-                            /*tile=*/false, [rows_a](const std::string& variant, const GemmVariant& v) {
-                              return BuildTma16(variant, v, rows_a);
-                            }));
+  const std::string summary = absl::StrCat("the TMA-fed ", rows_a, "-row kernel with other types and a fused epilogue");
+  RegisterFamily(GemmFamily(name, summary, /*tile=*/false, [rows_a](const std::string& variant, const GemmVariant& v) {
+    return BuildTma16(variant, v, rows_a);
+  }));
 }
 
 const bool kTma16Registered = [] {
