@@ -255,6 +255,29 @@ std::function<void(const WorkUnitBody&)> ScheduledWork(Kernel& k, const Value& t
   };
 }
 
+void StepMmas(Kernel& k, Scalar in, const Value& b_lo, const Value& b_hi, const std::vector<Value>& a,
+              const Regs& acc) {
+  for (int h = 0; h < 2; ++h) {
+    // B^T's rows quad and quad+8 at slots (2t, 2t+1) then (2t+8, 2t+9): words 2h, 2h+1.
+    std::vector<Value> bt = {b_lo.Lane(2 * h), b_hi.Lane(2 * h), b_lo.Lane(2 * h + 1), b_hi.Lane(2 * h + 1)};
+    for (size_t g = 0; g < a.size(); ++g) {
+      auto d = k.MmaM16N8K16(in, bt, {a[g].Lane(2 * h), a[g].Lane(2 * h + 1)},
+                             {acc[4 * g], acc[4 * g + 1], acc[4 * g + 2], acc[4 * g + 3]});
+      for (int i = 0; i < 4; ++i) acc[4 * g + i] = d[i];
+    }
+  }
+}
+
+void StoreStepSums(Kernel& k, const SmemTile& partial, const Value& warp, const Value& lane, int groups, int rows,
+                   const Regs& acc) {
+  Value quad = lane / 4, t = lane % 4;
+  for (int g = 0; g < groups; ++g)
+    for (int i = 0; i < 4; ++i) {
+      Value n = quad + 8 * (i / 2), m = 8 * g + t * 2 + i % 2;
+      k.Store(partial.At(warp, n * rows + m), acc[4 * g + i]);
+    }
+}
+
 void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value& slot, const Value& row,
                      const Value& col, const GemmOperands& g, const Epilogue& epilogue) {
   Regs total = k.Registers(Type::Of(f32), 1);

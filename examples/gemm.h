@@ -114,6 +114,18 @@ Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, co
                      const Value& counters, const Value& share, int shares, const Value& thread, int threads,
                      const Operand& barrier, const Value& flag, const std::function<Value(int)>& live = nullptr);
 
+// The weight-streaming mma.sync kernels (mma16.cc, tma16.cc) compute C^T = B^T A^T over 32-k steps
+// in a permuted k order both operands share: a thread of quad index t holds k 8t .. 8t+7 of a step
+// as 4 x b32 words, words 2h and 2h+1 filling the k slots (2t, 2t+1) and (2t+8, 2t+9) of the
+// step's mma h. StepMmas runs one step: B's columns quad and quad + 8 (`b_lo`, `b_hi`) against
+// each n8 group g of A's rows (`a[g]`, rows 8g + quad), accumulating group g in acc[4g .. 4g+3].
+void StepMmas(Kernel& k, Scalar in, const Value& b_lo, const Value& b_hi, const std::vector<Value>& a,
+              const Regs& acc);
+// Stores a warp's accumulators of StepMmas (a.size() == groups) into partial.At(warp, n * rows + m):
+// d[i] of group g is C's column quad + 8 * (i / 2) of the block, row 8g + 2t + i % 2 of the pass.
+void StoreStepSums(Kernel& k, const SmemTile& partial, const Value& warp, const Value& lane, int groups, int rows,
+                   const Regs& acc);
+
 // One element of C from the warps' sums of a block: partial.At(w, slot) for w = 0 .. warps-1,
 // added in that order (the same sum on every run), stored at (row, col) through the epilogue
 // where inside M x N. After the block's barrier that makes the partials visible.

@@ -51,26 +51,10 @@ absl::StatusOr<KernelDef> BuildMma16(const std::string& name, const GemmVariant&
         a_hi.push_back(words(g.A.At({m0 + quad + 8, k0}), in_k & (m0 + quad + 8 < g.M), CacheHint::kDefault));
       }
       k.SyncWarp();  // every load above in flight before the first mma waits on one
-      for (int s = 0; s < STEPS; ++s)
-        for (int h = 0; h < 2; ++h) {
-          // B^T's rows quad and quad+8 at slots (2t, 2t+1) then (2t+8, 2t+9): words 2h, 2h+1.
-          std::vector<Value> a = {b_lo[s].Lane(2 * h), b_hi[s].Lane(2 * h), b_lo[s].Lane(2 * h + 1),
-                                  b_hi[s].Lane(2 * h + 1)};
-          for (int half = 0; half < 2; ++half) {
-            const Value& x = half == 0 ? a_lo[s] : a_hi[s];
-            auto d = k.MmaM16N8K16(v.in, a, {x.Lane(2 * h), x.Lane(2 * h + 1)},
-                                   {acc[4 * half], acc[4 * half + 1], acc[4 * half + 2], acc[4 * half + 3]});
-            for (int i = 0; i < 4; ++i) acc[4 * half + i] = d[i];
-          }
-        }
+      for (int s = 0; s < STEPS; ++s) StepMmas(k, v.in, b_lo[s], b_hi[s], {a_lo[s], a_hi[s]}, acc);
     });
     k.LaunchDependents();  // this thread's loads are issued (a later pass's call does nothing)
-    // d[i] of half `half`: B^T's row quad + 8 * (i / 2), A's row 8 * half + 2t + i % 2.
-    for (int half = 0; half < 2; ++half)
-      for (int i = 0; i < 4; ++i) {
-        Value n = quad + 8 * (i / 2), m = 8 * half + t * 2 + i % 2;
-        k.Store(partial.At(warp, n * ROWS + m), acc[4 * half + i]);
-      }
+    StoreStepSums(k, partial, warp, lane, 2, ROWS, acc);
     k.SyncThreads();
     StoreSumOfWarps(k, partial, WARPS, tid, m0 + tid % ROWS, n0 + tid / ROWS, g, epilogue);  // 256: one each
     k.SyncThreads();  // the partials are read before the next pass writes them

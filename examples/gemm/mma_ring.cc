@@ -28,18 +28,13 @@ namespace kiln::examples {
 namespace {
 
 constexpr int THREADS = 256, WARPS = THREADS / 32, BN = 16 * WARPS, WORK_SLOTS = 1 << 14;
+constexpr int GROUPS = 132;               // blocks (persistent): one an SM of an H100 SXM / H200
+constexpr int kRingBytes = 200 * 1024;    // the stages' shared memory, at most
+constexpr int BK = 128;                   // k a stage (64 measured slower: docs/PERF.md)
 
-struct MmaRowsShape {
-  int rows;             // A's rows a tile
-  int bk = 64;          // k a stage
-  int groups = 132;     // blocks (persistent): 132 one an SM of an H100 SXM / H200
-  int ring_bytes = 200 * 1024;  // the stages' shared memory, at most
-};
-
-absl::StatusOr<KernelDef> BuildMmaRows(const std::string& name, const GemmVariant& v, const MmaRowsShape& shape) {
-  const int rows = shape.rows, BK = shape.bk, GROUPS = shape.groups;
+absl::StatusOr<KernelDef> BuildMmaRows(const std::string& name, const GemmVariant& v, int rows) {
   const int groups_m = rows / 8;  // n8 tiles of the mma over A's rows
-  const int stage_bytes = (BN + rows) * BK * 2, stages = std::min(8, shape.ring_bytes / stage_bytes);
+  const int stage_bytes = (BN + rows) * BK * 2, stages = std::min(8, kRingBytes / stage_bytes);
   Kernel k(name, sm90a(), {THREADS});
   GemmOperands g = DeclareGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out),
                                    .c_order = "col", .tile_m = 1, .tile_n = 1, .tile_k = 8,
@@ -131,15 +126,15 @@ absl::StatusOr<KernelDef> BuildMmaRows(const std::string& name, const GemmVarian
   return k.Build();
 }
 
-void RegisterRows(const char* name, const MmaRowsShape& shape) {
-  Register({name, absl::StrCat("up to ", shape.rows, " rows a tile: B streamed through cp.async stages into mma.sync, ",
+void RegisterRows(const char* name, int rows) {
+  Register({name, absl::StrCat("up to ", rows, " rows a tile: B streamed through cp.async stages into mma.sync, ",
                                "A shared by 8 warps (not the entry point's pick)"),
-            [name, shape] { return BuildMmaRows(name, {}, shape); }});
+            [name, rows] { return BuildMmaRows(name, {}, rows); }});
 }
 
 const bool kMmaRowsRegistered = [] {
-  RegisterRows("gemm/bf16_mma16_ring_sm90", {.rows = 16, .bk = 128});
-  RegisterRows("gemm/bf16_mma64_ring_sm90", {.rows = 64, .bk = 128});
+  RegisterRows("gemm/bf16_mma16_ring_sm90", 16);
+  RegisterRows("gemm/bf16_mma64_ring_sm90", 64);
   return true;
 }();
 

@@ -73,28 +73,15 @@ absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant&
           auto words = [&](const SmemTile& tile, const Value& row) {
             return k.Load(tile.Stage(stage).At(row, warp * 32 + t * 8), 8).Bitcast(Type::Vec(i32, 4));
           };
-          Value b_lo = words(sB, quad), b_hi = words(sB, quad + 8), a_lo = words(sA, quad);
-          Value a_hi = halves == 2 ? words(sA, quad + 8) : Value();
-          for (int h = 0; h < 2; ++h) {
-            // B^T's rows quad and quad+8 at slots (2t, 2t+1) then (2t+8, 2t+9): words 2h, 2h+1.
-            std::vector<Value> a = {b_lo.Lane(2 * h), b_hi.Lane(2 * h), b_lo.Lane(2 * h + 1), b_hi.Lane(2 * h + 1)};
-            for (int half = 0; half < halves; ++half) {
-              const Value& x = half == 0 ? a_lo : a_hi;
-              auto d = k.MmaM16N8K16(v.in, a, {x.Lane(2 * h), x.Lane(2 * h + 1)},
-                                     {acc[4 * half], acc[4 * half + 1], acc[4 * half + 2], acc[4 * half + 3]});
-              for (int i = 0; i < 4; ++i) acc[4 * half + i] = d[i];
-            }
-          }
+          Value b_lo = words(sB, quad), b_hi = words(sB, quad + 8);
+          std::vector<Value> a;
+          for (int g = 0; g < halves; ++g) a.push_back(words(sA, quad + 8 * g));
+          StepMmas(k, v.in, b_lo, b_hi, a, acc);
           k.FenceProxyAsync();  // the reads above before the next box's write (the async proxy)
           k.SyncWarp();         // every lane's, before lane 0 releases the stage
         });
       });
-      // d[i] of half `half`: B^T's row quad + 8 * (i / 2), A's row 8 * half + 2t + i % 2.
-      for (int half = 0; half < halves; ++half)
-        for (int i = 0; i < 4; ++i) {
-          Value n = quad + 8 * (i / 2), m = 8 * half + t * 2 + i % 2;
-          k.Store(partial.At(warp, n * rows_a + m), acc[4 * half + i]);
-        }
+      StoreStepSums(k, partial, warp, lane, halves, rows_a, acc);
     });
     k.SyncThreads();
     k.If(tid < ROWS * rows_a, [&] {  // the consumers' threads, one element each
