@@ -352,6 +352,32 @@ bool Tma8(const GemmSize& s, const GemmOptions& o) {
          s.m <= 8 && s.n >= 2048 && s.n <= 4096 && s.k >= 4096;
 }
 
+// 17 to 64 rows (3 to 64 over a long K) on Hopper where the 64-row blocks of 32 or 64 columns make one wave: a block owns
+// its columns over the whole K, its ring's stages carry 256 k (32 columns) or 128 k (64 columns),
+// and A's box holds the pass's rows before M only (gemm/bf16_k256n32_sm90, gemm/bf16_k128n64_sm90;
+// examples/gemm/wide_k.cc). The 64-row tiles hand over stages of 64 k (4-5 KB of B); these, 4x or
+// 2x the bytes a hand-off. Measured on an H200 against the picks before (docs/PERF.md, "Stages of
+// 128 and 256 k at 17-64 rows"), steady-state share of the copy (single call): 32 columns at
+// N = 4096, 17-64 rows: K = 2048 72-79% against 57-64 (56-59 against 52-56), K = 4096 73-80
+// against 57-65 (60-61 against 55-63), K = 14336 82-91 against 59-85 (71-73 against 59-75); 64
+// columns at N = 8192: K = 8192 91-93 against 84-90 (75-77 against 76-78), K = 14336 97-98
+// against 87-89 (84-85 against 76-78), K = 28672 96-100 against 89-91 (90-93 against 86-88). Not
+// at N = 3072 (96 blocks; 4096x14336 77-79 against 73-75, single calls 3-4 points under), nor
+// with 64 columns at K = 4096 (86-89 against 81-85 in steady state, but single calls 5-6 points
+// under) or N = 6144 (77-82 against 79-89). 64 columns from 3 rows where K >= 12288 (4-16 rows at
+// N = 8192: K = 14336 99-100% against 89-93, K = 28672 100-101 against 91-95, single calls 4-6
+// points up; at K = 8192 single calls 3-6 points down); 32 columns not under 17 rows, where the
+// mma.sync kernels read as fast or faster. Packed K-major operands with rows 128 bytes apart.
+constexpr const char* kWide32Kernel = "gemm/bf16_k256n32_sm90";
+constexpr const char* kWide64Kernel = "gemm/bf16_k128n64_sm90";
+const char* WideStages(const GemmSize& s, const GemmOptions& o) {
+  if (o.c_row || !o.packed.value_or(true) || !o.rows_128b.value_or(s.k % 64 == 0) || s.k % 8 || s.m < 3 || s.m > 64)
+    return nullptr;
+  if (s.m >= 17 && s.n >= 3584 && s.n <= 32 * 132 && s.k >= 1024) return kWide32Kernel;
+  if (s.n >= 7680 && s.n <= 64 * 132 && s.k >= (s.m >= 17 ? 8192 : 12288)) return kWide64Kernel;
+  return nullptr;
+}
+
 // A packed MN-major operand strides its columns by M (A) or N (B) elements: TMA needs those at
 // 16 bytes, a multiple of 8 elements.
 bool TmaStrides(const GemmSize& s, bool a_mn, bool b_mn) { return !(a_mn && s.m % 8) && !(b_mn && s.n % 8); }
@@ -365,6 +391,10 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
   if (compute_capability == 90 && Tma16(s, options) && !mn_major)
     return {kTma16Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k,
                                        ": the weights by TMA boxes of 256 k into mma.sync, a block per 16 columns")};
+  if (const char* wide = compute_capability == 90 && !mn_major ? WideStages(s, options) : nullptr)
+    return {wide, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k, ": 64-row blocks of ",
+                               wide == kWide32Kernel ? "32 columns in stages of 256 k" : "64 columns in stages of 128 k",
+                               ", one wave, A's box of the rows before M")};
   if (compute_capability == 90 && Mma16(s, options) && !mn_major)
     return {kMma16Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n,
                                        ": the weights read in 16-byte chunks into mma.sync fragments, "
@@ -537,6 +567,10 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
     c.push_back({kTma16Kernel, ""});
     c.push_back({kTma8Kernel, ""});
   }
+  if (s.k % 8 == 0 && compute_capability == 90 && s.m >= 3 && s.m <= 64) {
+    c.push_back({kWide32Kernel, ""});
+    c.push_back({kWide64Kernel, ""});
+  }
   if (c.empty()) c.push_back({"gemm/bf16_strided", ""});
   return c;
 }
@@ -553,7 +587,8 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   // Its pick stands only where that kernel reads the operands as given: the mma.sync kernels
   // packed K-major ones only, the skinny kernel and the tiles of 80, 96, 160 columns K-major ones only.
   auto reads_as_given = [&](const std::string& kernel) {
-    if (kernel == kMma16Kernel || kernel == kTma16Kernel || kernel == kTma8Kernel)
+    if (kernel == kMma16Kernel || kernel == kTma16Kernel || kernel == kTma8Kernel || kernel == kWide32Kernel ||
+        kernel == kWide64Kernel)
       return !mn_major && options.packed.value_or(true);
     if (!mn_major) return true;
     for (const Candidate& x : kSm90)

@@ -66,7 +66,7 @@ section "the bundled variants (input and output types, each epilogue term) on ea
 for v in f16:f16: bf16:f32: bf16:bf16:scale,bias_col,gelu,residual f16:f16:bias_row,relu bf16:f32:scale,silu; do
   IFS=: read -r in outt epi <<<"$v"
   timeout 120 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 3 --dtype "$in" --out_dtype "$outt" --epilogue "$epi" \
-    --sizes 1x4096x4096,13x1000x64,100x100x100,264x300x200,4096x4096x4096,1024x6144x4096,128x4096x14336,16x6144x4096,64x10240x8192 2>&1 \
+    --sizes 1x4096x4096,13x1000x64,100x100x100,264x300x200,4096x4096x4096,1024x6144x4096,128x4096x14336,16x6144x4096,64x10240x8192,40x4096x8192,64x8192x8192 2>&1 \
     | grep -v '^# [0-9]*x' | tee -a "$out/gemm_variants.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done

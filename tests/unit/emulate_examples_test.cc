@@ -485,12 +485,21 @@ TEST(EmulatedGemmEntryPoint, TheTma16KernelAtRaggedSizes) {
     ExpectCorrectAt(name, {{3, 77, 72}, {16, 130, 1032}, {13, 33, 4120}, {17, 20, 264}, {40, 9, 8}, {1, 7, 8}});
 }
 
+// The wide-stage kernels for 17-64 rows: N past a block's 32 or 64 columns, K ending inside a stage
+// (1032: inside its second 64-k slab; 4120 past 16 stages), M past 64 (a second pass) and each
+// size of A's box (17, 40, 63 rows: boxes of 32, 48, 64), a 1x7x8 corner.
+TEST(EmulatedGemmEntryPoint, TheWideStageKernelsAtRaggedSizes) {
+  for (const char* name : {"gemm/bf16_k256n32_sm90", "gemm/bf16_k128n64_sm90"})
+    ExpectCorrectAt(name, {{17, 130, 1032}, {40, 33, 4120}, {63, 65, 264}, {70, 20, 72}, {1, 7, 8}});
+}
+
 // Every bundled variant (input and output types, each epilogue term) of every entry-point kernel,
 // at a ragged size, against the fp64 product put through the epilogue on the host.
 TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
   std::vector<std::string> bases = TileKernels();
   bases.insert(bases.end(), {"gemm/bf16_skinny", "gemm/bf16_skinny_sm90", "gemm/bf16_mma16_sm90", "gemm/bf16_tma16_sm90",
-                             "gemm/bf16_tma8_sm90", "gemm/bf16_strided", "reference/bf16"});
+                             "gemm/bf16_tma8_sm90", "gemm/bf16_k256n32_sm90", "gemm/bf16_k128n64_sm90",
+                             "gemm/bf16_strided", "reference/bf16"});
   for (const std::string& base : bases) {
     const bool skinny = base.rfind("gemm/bf16_skinny", 0) == 0 || base == "gemm/bf16_mma16_sm90" ||
                         base.rfind("gemm/bf16_tma", 0) == 0;
@@ -635,10 +644,12 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // tiles at M = 16: docs/PERF.md, "Long K over few tiles"); not where M needs the any_m variant,
   // nor where the 128x64 tiles are more than half the CTAs (128x6144x8192: 5% slower there).
   EXPECT_EQ(Choice({128, 4096, 14336}), P("gemm/bf16_sm90_n64", 0));
-  EXPECT_EQ(Choice({32, 4096, 14336}), P("gemm/bf16_sm90_n64", 0));
+  // (At 17-64 rows over packed operands the wide-stage kernels come first: below.)
+  const GemmOptions padded = {.packed = false};
+  EXPECT_EQ(Choice({32, 4096, 14336}, padded), P("gemm/bf16_sm90_n64", 0));
   EXPECT_EQ(Choice({128, 2048, 8192}), P("gemm/bf16_sm90_n64", 0));
   EXPECT_NE(Choice({100, 4096, 14336}).first, "gemm/bf16_sm90_n64.bf16-bf16.any_m");
-  EXPECT_EQ(Choice({64, 4096, 4096}).first, "gemm/bf16_sm90_m64n32");
+  EXPECT_EQ(Choice({64, 4096, 4096}, padded).first, "gemm/bf16_sm90_m64n32");
   EXPECT_EQ(Choice({128, 8192, 28672}), P("gemm/bf16_sm90_n128", 2));
   EXPECT_NE(Choice({128, 6144, 8192}).first, "gemm/bf16_sm90_n64");
   EXPECT_EQ(Choice({1, 4096, 4096}), P("gemm/bf16_skinny_sm90", 1));
@@ -657,8 +668,8 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // M <= 64"): 64-row tiles narrow enough for 128 of them to cover N, whole, so that every CTA
   // streams B without partials (16x10240x8192: 64x80 tiles 71.6 us against 77.3 for 80 64x128
   // tiles)...
-  EXPECT_EQ(Choice({32, 4096, 4096}), P("gemm/bf16_sm90_m64n32", 1));
-  EXPECT_EQ(Choice({64, 4096, 4096}), P("gemm/bf16_sm90_m64n32", 1));
+  EXPECT_EQ(Choice({32, 4096, 4096}, padded), P("gemm/bf16_sm90_m64n32", 1));
+  EXPECT_EQ(Choice({64, 4096, 4096}, padded), P("gemm/bf16_sm90_m64n32", 1));
   EXPECT_EQ(Choice({16, 6144, 4096}), P("gemm/bf16_sm90_m64n48", 1));
   // 3-16 rows and N of 1024-4096 (2048 or less only up to K = 8192): the mma.sync kernel
   // (docs/PERF.md, "Up to 16 rows on mma.sync"); not MN-major, nor C row-major, nor off Hopper.
@@ -698,11 +709,32 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_NE(Choice({16, 6144, 14336}).first.find("gemm/bf16_tma16_sm90"), 0u);
   EXPECT_EQ(ChooseGemm({16, 4096, 14336}, 90, {.packed = false}).kernel.find("tma16"), std::string::npos);
   EXPECT_EQ(ChooseGemm({16, 4096, 14336}, 90, {.a_mn = true}).kernel.find("tma16"), std::string::npos);
+  // 17-64 rows where 64-row blocks of 32 columns (N 3584-4224, K >= 1024) or 64 columns (N
+  // 7680-8448, K >= 8192) make one wave: stages of 256 or 128 k (docs/PERF.md, "Stages of 128 and
+  // 256 k at 17-64 rows"); not past those N, at N = 3072 or 6144, at 16 rows, nor over padded,
+  // MN-major or off-128-byte operands.
+  EXPECT_EQ(Choice({64, 4096, 4096}), P("gemm/bf16_k256n32_sm90", 1));
+  EXPECT_EQ(Choice({17, 4096, 14336}), P("gemm/bf16_k256n32_sm90", 1));
+  EXPECT_EQ(Choice({40, 4000, 1024}), P("gemm/bf16_k256n32_sm90", 1));
+  EXPECT_EQ(Choice({64, 8192, 28672}), P("gemm/bf16_k128n64_sm90", 1));
+  EXPECT_EQ(Choice({24, 8192, 8192}), P("gemm/bf16_k128n64_sm90", 1));
+  EXPECT_EQ(Choice({16, 8192, 28672}), P("gemm/bf16_k128n64_sm90", 1));  // under 17 rows: K >= 12288
+  EXPECT_EQ(Choice({3, 8000, 14336}), P("gemm/bf16_k128n64_sm90", 1));
+  EXPECT_EQ(Choice({16, 8192, 8192}).first.find("gemm/bf16_k"), std::string::npos);
+  EXPECT_EQ(Choice({2, 8192, 28672}), P("gemm/bf16_skinny_sm90", 1));
+  EXPECT_EQ(Choice({64, 8192, 14336}, {.out_type = "f32", .epilogue = "bias_col"}).first,
+            "gemm/bf16_k128n64_sm90.bf16-f32.bias_col");
+  for (ProblemSize other : {ProblemSize{64, 8192, 4096}, ProblemSize{64, 6144, 4096}, ProblemSize{64, 3072, 14336},
+                            ProblemSize{16, 4096, 4096}, ProblemSize{65, 4096, 4096}, ProblemSize{64, 4352, 4096},
+                            ProblemSize{64, 4096, 512}, ProblemSize{64, 4096, 4104}})
+    EXPECT_EQ(Choice(other).first.find("gemm/bf16_k"), std::string::npos) << other.m << "x" << other.n << "x" << other.k;
+  EXPECT_EQ(ChooseGemm({64, 4096, 4096}, 90, {.packed = false}).kernel.find("gemm/bf16_k"), std::string::npos);
+  EXPECT_EQ(ChooseGemm({64, 4096, 4096}, 90, {.b_mn = true}).kernel.find("gemm/bf16_k"), std::string::npos);
   EXPECT_EQ(Choice({64, 10240, 8192}), P("gemm/bf16_sm90_m64n80", 1));
   EXPECT_EQ(Choice({8, 28672, 4096}).first, "gemm/bf16_sm90_m64n80");
   // ...but where 64x128 tiles in 2 parts fill the 128 CTAs, those (179.7 us at 16x8192x28672
-  // against 189.8 for 103 64x80 tiles).
-  EXPECT_EQ(Choice({16, 8192, 28672}), P("gemm/bf16_sm90_m64", 2));
+  // against 189.8 for 103 64x80 tiles; over packed operands the 64x64 wide-stage blocks, above).
+  EXPECT_EQ(Choice({16, 8192, 28672}, padded), P("gemm/bf16_sm90_m64", 2));
   EXPECT_EQ(Choice({13, 6144, 4096}).first, "gemm/bf16_sm90_m64n48.bf16-bf16.any_m");
   EXPECT_EQ(Choice({13, 8192, 4096}).first, "gemm/bf16_sm90_m64n80.bf16-bf16.any_m");  // no C map at M = 13
   EXPECT_EQ(Choice({13, 8192, 4096}, {.out_type = "f32"}).first, "gemm/bf16_sm90_m64n80.bf16-f32");
