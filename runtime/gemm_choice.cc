@@ -352,23 +352,22 @@ bool Tma8(const GemmSize& s, const GemmOptions& o) {
          s.m <= 8 && s.n >= 2048 && s.n <= 4096 && s.k >= 4096;
 }
 
-// 17 to 64 rows (3 to 64 over a long K) on Hopper where the 64-row blocks of 32 or 64 columns make one wave: a block owns
-// its columns over the whole K, its ring's stages carry 256 k (32 columns) or 128 k (64 columns),
-// and A's box holds the pass's rows before M only (gemm/bf16_k256n32_sm90, gemm/bf16_k128n64_sm90;
-// examples/gemm/wide_k.cc). The 64-row tiles hand over stages of 64 k (4-5 KB of B); these, 4x or
-// 2x the bytes a hand-off. Measured on an H200 against the picks before (docs/PERF.md, "Stages of
-// 128 and 256 k at 17-64 rows"), steady-state share of the copy (single call): 32 columns at
-// N = 4096, 17-64 rows: K = 2048 72-79% against 57-64 (56-59 against 52-56), K = 4096 73-80
-// against 57-65 (60-61 against 55-63), K = 14336 82-91 against 59-85 (71-73 against 59-75); 64
-// columns at N = 8192: K = 8192 91-93 against 84-90 (75-77 against 76-78), K = 14336 97-98
-// against 87-89 (84-85 against 76-78), K = 28672 96-100 against 89-91 (90-93 against 86-88). Not
-// at N = 3072 (96 blocks; 4096x14336 77-79 against 73-75, single calls 3-4 points under), nor
-// with 64 columns at K = 4096 (86-89 against 81-85 in steady state, but single calls 5-6 points
-// under) or N = 6144 (77-82 against 79-89). 64 columns from 3 rows where K >= 12288 (4-16 rows at
-// N = 8192: K = 14336 99-100% against 89-93, K = 28672 100-101 against 91-95, single calls 4-6
-// points up; at K = 8192 single calls 3-6 points down); 32 columns not under 17 rows, where the
-// mma.sync kernels read as fast or faster. Packed K-major operands with rows 128 bytes apart.
-constexpr const char* kWide32Kernel = "gemm/bf16_k256n32_sm90";
+// 17 to 64 rows (3 to 64 over a long K) on Hopper where 64-row blocks of 32 or 64 columns make one
+// wave: a block owns its columns over the whole K in stages of 128 k, A's box the pass's rows
+// before M (gemm/bf16_k128n32_sm90, gemm/bf16_k128n64_sm90; examples/gemm/wide_k.cc). The 64-row
+// tiles hand over stages of 64 k (4-5 KB of B); these twice the bytes, each freed while the next
+// one's wgmmas run. Measured on an H200 (docs/PERF.md, "Stages of 128 and 256 k at 17-64 rows"),
+// single call / steady-state share of the copy, 17-64 rows: 32 columns at N = 4096, K = 1024
+// 51-54% (the 64x32 tiles 46-48), K = 2048 59-61/81-87 (53-57/57-63), K = 4096 59-62/80-84
+// (55-63/58-66), K = 14336 72-75/86-93 (the picks before, 128x64 tiles streamed, 73-75/81-85); 64
+// columns at N = 8192, K = 8192 77-78/91-95 (76-79/84-91), K = 14336 83-86/97-100 (76-78/87-89), K =
+// 28672 91-94/97-102 (86-88/89-91). Not at N = 3072 (96 blocks: single calls 3-4 points under),
+// N = 6144 (48 columns: 67-68/89-91 against the 64x48 tiles' 72/86-90), nor with 64 columns at
+// K = 4096 (single calls 5-6 points under). Under 17 rows only the 64-column kernel and only where
+// K >= 12288 (4-16 rows at N = 8192, K = 14336: 86/100 against 80/89-93; at K = 8192 single calls
+// 3-6 points under); there the mma.sync kernels read as fast at N = 4096. Packed K-major operands
+// with rows 128 bytes apart.
+constexpr const char* kWide32Kernel = "gemm/bf16_k128n32_sm90";
 constexpr const char* kWide64Kernel = "gemm/bf16_k128n64_sm90";
 const char* WideStages(const GemmSize& s, const GemmOptions& o) {
   if (o.c_row || !o.packed.value_or(true) || !o.rows_128b.value_or(s.k % 64 == 0) || s.k % 8 || s.m < 3 || s.m > 64)
@@ -393,7 +392,7 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
                                        ": the weights by TMA boxes of 256 k into mma.sync, a block per 16 columns")};
   if (const char* wide = compute_capability == 90 && !mn_major ? WideStages(s, options) : nullptr)
     return {wide, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k, ": 64-row blocks of ",
-                               wide == kWide32Kernel ? "32 columns in stages of 256 k" : "64 columns in stages of 128 k",
+                               wide == kWide32Kernel ? "32" : "64", " columns in stages of 128 k",
                                ", one wave, A's box of the rows before M")};
   if (compute_capability == 90 && Mma16(s, options) && !mn_major)
     return {kMma16Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n,

@@ -1,10 +1,13 @@
-// gemm/bf16_wk*_sm90: C = A * B for up to 64 rows of A a pass, in stages of 128 or 256 k: one
-// block owns BN columns of C over the whole K, a producer thread fills each stage with 2 or 4
-// 128B-swizzled TMA boxes of 64 k for A (64 rows) and B (BN columns), and one consumer warpgroup
-// runs the stage's wgmmas (m64nBNk16) and frees it. The 64-row tiles (k13_k14_deep_ring.cc) hand
-// over a stage of 64 k (4 KB of B at BN = 32) at a time; here a stage carries 2-4x the bytes, so
-// the ring's hand-offs per byte of the weights fall by as much. Rows past M, columns past N and k
-// past K land as zeros (TMA's bounds); stores are clipped to M x N.
+// gemm/bf16_k128n32_sm90 and gemm/bf16_k128n64_sm90: C = A * B for up to 64 rows of A a pass in
+// stages of 128 k. A block owns 32 (64) columns of C over the whole K; a producer thread fills each
+// stage with two 128B-swizzled TMA boxes of 64 k for B's columns and two for A's rows, and one
+// consumer warpgroup runs the stage's wgmmas (m64n32k16 or m64n64k16). The 64-row tiles
+// (k13_k14_deep_ring.cc) hand over a stage of 64 k (4 KB of B at 32 columns); here a stage carries
+// twice the bytes and a stage goes back while the next one's wgmmas run. A's box holds the pass's
+// rows before M only (16, 32, 48 or 64): TMA's zero fill of rows past M costs more than a read.
+// Rows past M (in the box), columns past N and k past K land as zeros (TMA's bounds); stores are
+// clipped to M x N, each element through the fused epilogue. The entry point takes them on Hopper
+// where their blocks make one wave (runtime/gemm_choice.cc, WideStages).
 #include "absl/strings/str_cat.h"
 #include "examples/gemm.h"
 #include "examples/registry.h"
@@ -14,7 +17,7 @@
 namespace kiln::examples {
 namespace {
 
-constexpr int ROWS = 64, EDGE_ROWS = 16, SLAB = 64, RING_BYTES = 208 * 1024;
+constexpr int ROWS = 64, EDGE_ROWS = 16, SLAB = 64, SLABS = 2, STAGE_K = SLAB * SLABS, RING_BYTES = 208 * 1024;
 
 rt::TensorMapParam SwizzledBoxes(const std::string& operand, const std::string& rows, Scalar in, int box_rows) {
   rt::TensorMapParam t;
@@ -27,9 +30,8 @@ rt::TensorMapParam SwizzledBoxes(const std::string& operand, const std::string& 
   return t;
 }
 
-absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant& v, int bn, int slabs) {
-  const int stage_k = SLAB * slabs;
-  const int stages = std::min(8, RING_BYTES / ((ROWS + bn) * stage_k * 2));
+absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant& v, int bn) {
+  const int stages = std::min(8, RING_BYTES / ((ROWS + bn) * STAGE_K * 2));  // 32 columns: 8 of 24 KB; 64: 6 of 32 KB
   Kernel k(name, sm90a(), {256});
   DescribeGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out), .c_order = "col",
                    .tile_m = 1, .tile_n = 1, .tile_k = 8, .epilogue = v.epilogue.Terms()});
@@ -45,8 +47,8 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
   const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, M, N, /*column_major=*/true);
   k.Grid(absl::StrCat("N/", bn));
   std::vector<SmemTile> sA, sB;  // a stage's slabs of 64 k
-  for (int j = 0; j < slabs; ++j) sA.push_back(k.SmemSwizzled(v.in, ROWS, SLAB, Swizzle::k128B, stages));
-  for (int j = 0; j < slabs; ++j) sB.push_back(k.SmemSwizzled(v.in, bn, SLAB, Swizzle::k128B, stages));
+  for (int j = 0; j < SLABS; ++j) sA.push_back(k.SmemSwizzled(v.in, ROWS, SLAB, Swizzle::k128B, stages));
+  for (int j = 0; j < SLABS; ++j) sB.push_back(k.SmemSwizzled(v.in, bn, SLAB, Swizzle::k128B, stages));
   Pipeline ring(k, stages, /*consumers=*/1);
   Value tid = k.ThreadIdx(), n0 = k.BlockIdx() * bn;
   k.If(tid == 0, [&] {
@@ -62,10 +64,10 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
       k.For(0, M, ROWS, [&](Value m0) {
         auto pass = [&](int box) {  // the pass's k loop with A's boxes of `box` rows
           const TensorMap& map = tmA[box / EDGE_ROWS - 1];
-          k.For(0, K, stage_k, [&](Value k0) {
+          k.For(0, K, STAGE_K, [&](Value k0) {
             std::vector<TmaCopy> copies;
-            for (int j = 0; j < slabs; ++j) copies.push_back({.map = &tmB, .tile = sB[j], .coords = {k0 + j * SLAB, n0}});
-            for (int j = 0; j < slabs; ++j)
+            for (int j = 0; j < SLABS; ++j) copies.push_back({.map = &tmB, .tile = sB[j], .coords = {k0 + j * SLAB, n0}});
+            for (int j = 0; j < SLABS; ++j)
               copies.push_back({.map = &map, .tile = sA[j].Rows(0, box), .coords = {k0 + j * SLAB, m0}});
             ring.Produce(at, copies);
           });
@@ -85,15 +87,28 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
     k.For(0, M, ROWS, [&](Value m0) {
       WgmmaAccumulator acc = k.WgmmaAcc(bn);
       for (int p = 0; p < bn / 2; ++p) acc[p] = k.F32(0);
-      k.For(0, K, stage_k, [&](Value) {
-        ring.Consume(at, t, [&](Value s) {
-          k.WgmmaFence();
-          for (int j = 0; j < slabs; ++j)
-            for (int kk = 0; kk < SLAB; kk += 16) k.Wgmma(acc, sA[j].Stage(s), 0, sB[j].Stage(s), 0, kk);
-          k.WgmmaCommit();
-          k.WgmmaWait(0);
-        });
+      auto mma = [&](const Value& s) {
+        k.WgmmaFence();
+        for (int j = 0; j < SLABS; ++j)
+          for (int kk = 0; kk < SLAB; kk += 16) k.Wgmma(acc, sA[j].Stage(s), 0, sB[j].Stage(s), 0, kk);
+        k.WgmmaCommit();
+      };
+      // A stage goes back once the group after it is issued and its own group has retired
+      // (wgmma.wait_group 1), so the tensor cores work while the next stage is waited for: at
+      // 64x4096x4096 86% of the copy in steady state against 81-82 for a release after each
+      // group's wait_group 0 (docs/PERF.md).
+      Regs held = k.Registers(Type::Of(i32), 1);  // the stage the group in flight reads
+      held[0] = ring.Acquire(at);
+      mma(held[0]);
+      k.For(STAGE_K, K, STAGE_K, [&](Value) {
+        Value s = ring.Acquire(at);
+        mma(s);
+        k.WgmmaWait(1);
+        ring.Release(held[0], t);
+        held[0] = s;
       });
+      k.WgmmaWait(0);
+      ring.Release(held[0], t);
       for (int p = 0; p < bn / 4; ++p)
         for (int e = 0; e < 2; ++e) {
           Value row = m0 + acc.Row(p), col = n0 + acc.Col(p) + e, inside = (row < M) & (col < N);
@@ -104,21 +119,21 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
   return k.Build();
 }
 
-void RegisterWideK(int bn, int slabs) {
-  const std::string name = absl::StrCat("gemm/bf16_k", slabs * SLAB, "n", bn, "_sm90");
+void RegisterWideK(int bn) {
+  const std::string name = absl::StrCat("gemm/bf16_k", STAGE_K, "n", bn, "_sm90");
   Register({name,
-            absl::StrCat("the entry point's kernel for 17-64 rows: 64x", bn, " blocks over the whole K in stages of ",
-                         slabs * SLAB, " k"),
-            [=] { return BuildWideK(name, {}, bn, slabs); }});
-  RegisterFamily(GemmFamily(name, "the wide-stage 64-row kernel with other types and a fused epilogue", /*tile=*/false,
-                            [=](const std::string& variant, const GemmVariant& v) {
-                              return BuildWideK(variant, v, bn, slabs);
+            absl::StrCat("the entry point's kernel for up to 64 rows where ", bn, "-column blocks make one wave: ",
+                         "64 rows over the whole K in stages of ", STAGE_K, " k"),
+            [=] { return BuildWideK(name, {}, bn); }});
+  RegisterFamily(GemmFamily(name, absl::StrCat("the ", bn, "-column wide-stage kernel with other types and a fused epilogue"),
+                            /*tile=*/false, [=](const std::string& variant, const GemmVariant& v) {
+                              return BuildWideK(variant, v, bn);
                             }));
 }
 
 const bool kWideKRegistered = [] {
-  RegisterWideK(32, 4);
-  RegisterWideK(64, 2);
+  RegisterWideK(32);
+  RegisterWideK(64);
   return true;
 }();
 

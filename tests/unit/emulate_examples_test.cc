@@ -485,11 +485,11 @@ TEST(EmulatedGemmEntryPoint, TheTma16KernelAtRaggedSizes) {
     ExpectCorrectAt(name, {{3, 77, 72}, {16, 130, 1032}, {13, 33, 4120}, {17, 20, 264}, {40, 9, 8}, {1, 7, 8}});
 }
 
-// The wide-stage kernels for 17-64 rows: N past a block's 32 or 64 columns, K ending inside a stage
-// (1032: inside its second 64-k slab; 4120 past 16 stages), M past 64 (a second pass) and each
-// size of A's box (17, 40, 63 rows: boxes of 32, 48, 64), a 1x7x8 corner.
+// The wide-stage kernels for up to 64 rows: N past a block's 32 or 64 columns, K ending inside a
+// stage's first 64-k slab (1032, 4120: past the ring's depth), K of one stage, M past 64 (a second
+// pass of 6 rows) and each size of A's box (17, 40, 63 rows: boxes of 32, 48, 64), a 1x7x8 corner.
 TEST(EmulatedGemmEntryPoint, TheWideStageKernelsAtRaggedSizes) {
-  for (const char* name : {"gemm/bf16_k256n32_sm90", "gemm/bf16_k128n64_sm90"})
+  for (const char* name : {"gemm/bf16_k128n32_sm90", "gemm/bf16_k128n64_sm90"})
     ExpectCorrectAt(name, {{17, 130, 1032}, {40, 33, 4120}, {63, 65, 264}, {70, 20, 72}, {1, 7, 8}});
 }
 
@@ -498,7 +498,7 @@ TEST(EmulatedGemmEntryPoint, TheWideStageKernelsAtRaggedSizes) {
 TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
   std::vector<std::string> bases = TileKernels();
   bases.insert(bases.end(), {"gemm/bf16_skinny", "gemm/bf16_skinny_sm90", "gemm/bf16_mma16_sm90", "gemm/bf16_tma16_sm90",
-                             "gemm/bf16_tma8_sm90", "gemm/bf16_k256n32_sm90", "gemm/bf16_k128n64_sm90",
+                             "gemm/bf16_tma8_sm90", "gemm/bf16_k128n32_sm90", "gemm/bf16_k128n64_sm90",
                              "gemm/bf16_strided", "reference/bf16"});
   for (const std::string& base : bases) {
     const bool skinny = base.rfind("gemm/bf16_skinny", 0) == 0 || base == "gemm/bf16_mma16_sm90" ||
@@ -713,9 +713,9 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // 7680-8448, K >= 8192) make one wave: stages of 256 or 128 k (docs/PERF.md, "Stages of 128 and
   // 256 k at 17-64 rows"); not past those N, at N = 3072 or 6144, at 16 rows, nor over padded,
   // MN-major or off-128-byte operands.
-  EXPECT_EQ(Choice({64, 4096, 4096}), P("gemm/bf16_k256n32_sm90", 1));
-  EXPECT_EQ(Choice({17, 4096, 14336}), P("gemm/bf16_k256n32_sm90", 1));
-  EXPECT_EQ(Choice({40, 4000, 1024}), P("gemm/bf16_k256n32_sm90", 1));
+  EXPECT_EQ(Choice({64, 4096, 4096}), P("gemm/bf16_k128n32_sm90", 1));
+  EXPECT_EQ(Choice({17, 4096, 14336}), P("gemm/bf16_k128n32_sm90", 1));
+  EXPECT_EQ(Choice({40, 4000, 1024}), P("gemm/bf16_k128n32_sm90", 1));
   EXPECT_EQ(Choice({64, 8192, 28672}), P("gemm/bf16_k128n64_sm90", 1));
   EXPECT_EQ(Choice({24, 8192, 8192}), P("gemm/bf16_k128n64_sm90", 1));
   EXPECT_EQ(Choice({16, 8192, 28672}), P("gemm/bf16_k128n64_sm90", 1));  // under 17 rows: K >= 12288
