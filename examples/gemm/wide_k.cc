@@ -109,11 +109,31 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
       });
       k.WgmmaWait(0);
       ring.Release(held[0], t);
+      const EpilogueSpec& epi = v.epilogue;
+      if (!epi.scale && epi.bias == BiasAxis::kNone && !epi.residual) {  // nothing to load: each element as it is
+        for (int p = 0; p < bn / 4; ++p)
+          for (int e = 0; e < 2; ++e) {
+            Value row = m0 + acc.Row(p), col = n0 + acc.Col(p) + e, inside = (row < M) & (col < N);
+            k.If(inside, [&] { k.Store(C.At({row, col}), epilogue.Output(acc[2 * p + e], row, col, inside)); });
+          }
+        return;
+      }
+      // The thread's elements: every input of the fused epilogue (C_in, bias, residual) loaded
+      // before any is used, so that their round trips overlap.
+      struct Element {
+        Value row, col, inside;
+        Epilogue::Inputs in;
+      };
+      std::vector<Element> elements;
       for (int p = 0; p < bn / 4; ++p)
         for (int e = 0; e < 2; ++e) {
           Value row = m0 + acc.Row(p), col = n0 + acc.Col(p) + e, inside = (row < M) & (col < N);
-          k.If(inside, [&] { k.Store(C.At({row, col}), epilogue.Output(acc[2 * p + e], row, col, inside)); });
+          elements.push_back({row, col, inside, epilogue.Load(row, col, inside)});
         }
+      for (size_t i = 0; i < elements.size(); ++i) {
+        const Element& x = elements[i];
+        StoreGlobal(C.At({x.row, x.col}), epilogue.Output(acc[static_cast<int>(i)], x.in), {.mask = x.inside});
+      }
     });
   });
   return k.Build();
