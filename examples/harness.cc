@@ -263,9 +263,9 @@ absl::StatusOr<Rotation> RotateWeights(const DeviceBuffer& b, size_t bytes) {
 
 absl::Status MeasureSteadyState(Rotation& rot, size_t bytes, bool with_cublas,
                                 const std::function<absl::Status(int f, int i)>& run,
-                                rt::LoadedKernel* bare_read, int iterations, GemmResult& r) {
+                                rt::LoadedKernel* bare_read, int iterations, int min_launches, GemmResult& r) {
   const int copies = static_cast<int>(rot.weights.size());
-  const int launches = std::max(copies, 8);
+  const int launches = std::max(copies, min_launches);
   const size_t words = bytes / 16;
   using Block = std::function<absl::Status()>;
   auto block = [&](const std::function<absl::Status(int)>& one) -> Block {
@@ -553,7 +553,7 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
         };
         if (steady.ok())
           steady = MeasureSteadyState(*rot, weight_bytes, cublas.ok(), run_on,
-                                      bare_read ? &*bare_read : nullptr, opt.iterations, r);
+                                      bare_read ? &*bare_read : nullptr, opt.iterations, opt.steady_launches, r);
         if (!steady.ok()) r.note = absl::StrCat(r.note, "; steady state not measured: ", steady.message());
       }
     }

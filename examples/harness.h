@@ -33,6 +33,12 @@ struct RunOptions {
   // Evict L2 before every timed call (kiln, cuBLAS and the copy alike): cold weights, no
   // advantage to whichever call reads what the one before it read, host launch work untimed.
   bool flush_l2 = true;
+  // RunGemm at M <= 64 (weights of 16 MB or more): launches a timed block of the steady-state
+  // measure makes at least, back to back (more where the weights' copies are more). A block's
+  // first launch has no launch before it to overlap: 8 a block counted that start once in 8, and
+  // put the 32-48 MB weights 3-5 points under what 32 a block measure (docs/PERF.md, "Launches a
+  // timed block").
+  int steady_launches = 32;
   // RunGemm: launches the GEMM under test on the harness's buffers (packed, in the bundle's
   // layout) instead of the bundle's kernel alone, e.g. through kiln::rt::GemmRunner, which may
   // run more than one kernel; checked and timed the same way. The bundle still describes it.

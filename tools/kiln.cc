@@ -100,6 +100,9 @@ ABSL_FLAG(double, scale, 0, "`kiln attention`: softmax scale (0: 1/sqrt(d))");
 ABSL_FLAG(std::string, kernel, "",
           "`kiln attention`: run this variant instead of the entry point's choice (a tiling: "
           "attention/hopper.d64.wg3.bn128; or attention/blackwell.d128 with --emulate)");
+ABSL_FLAG(int32_t, steady_launches, 32,
+          "GEMM timings at M <= 64: launches a timed block of the steady-state measure (back to back over "
+          "copies of the weights) makes at least");
 ABSL_FLAG(bool, flush_l2, true,
           "GEMM timings: evict L2 before every timed call (kiln, cuBLAS and the weights' copy alike), so "
           "each reads its inputs from DRAM and host launch work is not timed");
@@ -497,6 +500,7 @@ int Emulate(const std::vector<std::string>& args) {
   if (std::optional<kiln::examples::GemmSpec> g = kiln::examples::GemmOf(b->manifest)) {
     kiln::examples::RunOptions opt;
     opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
+    opt.steady_launches = absl::GetFlag(FLAGS_steady_launches);
     opt.size = EmulationSize(*b, *g);
     absl::StatusOr<std::vector<kiln::examples::GemmResult>> rs = kiln::examples::EmulateGemmSchedules(*b, opt, *seeds);
     if (!rs.ok()) return Fail(rs.status());
@@ -580,6 +584,7 @@ int Crosscheck(std::vector<std::string> names) {
     }
     kiln::examples::RunOptions opt;
     opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
+    opt.steady_launches = absl::GetFlag(FLAGS_steady_launches);
     opt.size = EmulationSize(*b, *g);
     opt.time = false;
     opt.keep_output = true;
@@ -601,6 +606,7 @@ int Crosscheck(std::vector<std::string> names) {
         const auto t0 = std::chrono::steady_clock::now();
         kiln::examples::RunOptions opt;
         opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
+        opt.steady_launches = absl::GetFlag(FLAGS_steady_launches);
         opt.size = rows[i].gpu.size;
         rows[i].emulated = kiln::examples::EmulateGemm(rows[i].bundle, opt, /*schedule_seed=*/1);
         rows[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -725,6 +731,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
     for (const kiln::examples::ProblemSize& size : sizes) {
       kiln::examples::RunOptions opt;
       opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
+      opt.steady_launches = absl::GetFlag(FLAGS_steady_launches);
       opt.size = size;
       opt.iterations = absl::GetFlag(FLAGS_iters);
       opt.stream_read = StreamRead();
@@ -834,6 +841,7 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
   kiln::examples::SetGemmSpec(b->manifest, *spec);
   kiln::examples::RunOptions opt;
   opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
+  opt.steady_launches = absl::GetFlag(FLAGS_steady_launches);
   opt.size = size;
   opt.iterations = absl::GetFlag(FLAGS_iters);
   opt.split = split;
