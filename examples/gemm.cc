@@ -278,6 +278,18 @@ void StoreStepSums(Kernel& k, const SmemTile& partial, const Value& warp, const 
     }
 }
 
+rt::TensorMapParam PackedKMajorMap(const std::string& operand, const std::string& rows, Scalar in, int box_k,
+                                   int box_rows, rt::TmaSwizzle swizzle) {
+  rt::TensorMapParam t;
+  t.tensor = operand;
+  t.dtype = in == f16 ? rt::TmaDtype::kF16 : rt::TmaDtype::kBF16;
+  t.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse(rows)};
+  t.strides = {*rt::GridExpr::Parse("K*2")};
+  t.box = {static_cast<uint32_t>(box_k), static_cast<uint32_t>(box_rows)};
+  t.swizzle = swizzle;
+  return t;
+}
+
 void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value& slot, const Value& row,
                      const Value& col, const GemmOperands& g, const Epilogue& epilogue) {
   Regs total = k.Registers(Type::Of(f32), 1);

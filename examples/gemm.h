@@ -132,6 +132,11 @@ void StoreStepSums(Kernel& k, const SmemTile& partial, const Value& warp, const 
 void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value& slot, const Value& row,
                      const Value& col, const GemmOperands& g, const Epilogue& epilogue);
 
+// A rank-2 map of a packed K-major operand (`operand`, for messages: "A" or "B") of `rows` rows
+// (a rule: "M" or "N") of K elements, read in boxes of box_k x box_rows, optionally swizzled.
+rt::TensorMapParam PackedKMajorMap(const std::string& operand, const std::string& rows, Scalar in, int box_k,
+                                   int box_rows, rt::TmaSwizzle swizzle = rt::TmaSwizzle::kNone);
+
 // The TMA series' operands (fast.cu, seed 002): A (MxK) and B (as NxK) both K-major, read through
 // TMA tensor maps (rank 3: one box covers a whole k-tile of bk); C column-major, written through
 // a pointer or (c_box_rows > 0) a tensor map, or row-major through a pointer (c_row_major).

@@ -23,16 +23,6 @@ namespace {
 
 constexpr int CONSUMERS = 8, THREADS = 32 * (CONSUMERS + 1), ROWS = 16, BOX_K = 32 * CONSUMERS, STAGES = 4;
 
-rt::TensorMapParam KMajorBoxes(const std::string& operand, const std::string& rows, Scalar in, int box_rows) {
-  rt::TensorMapParam t;
-  t.tensor = operand;
-  t.dtype = in == f16 ? rt::TmaDtype::kF16 : rt::TmaDtype::kBF16;
-  t.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse(rows)};
-  t.strides = {*rt::GridExpr::Parse("K*2")};
-  t.box = {BOX_K, static_cast<uint32_t>(box_rows)};
-  return t;
-}
-
 absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant& v, int rows_a = ROWS) {
   const int halves = rows_a / 8;  // n8 groups of the mma over A's rows
   Kernel k(name, sm90a(), {THREADS});
@@ -42,8 +32,8 @@ absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant&
   GemmOperands out;  // C and its bounds for the warps' sums (A and B come by TMA)
   out.C = GlobalTensor(k.PtrParam("C", v.epilogue.out), {M, N}, {k.I32(1), M});
   out.M = M, out.N = N, out.K = K;
-  TensorMap tmA = k.TmaParam("tmA", KMajorBoxes("A", "M", v.in, rows_a)),
-            tmB = k.TmaParam("tmB", KMajorBoxes("B", "N", v.in, ROWS));
+  TensorMap tmA = k.TmaParam("tmA", PackedKMajorMap("A", "M", v.in, BOX_K, rows_a)),
+            tmB = k.TmaParam("tmB", PackedKMajorMap("B", "N", v.in, BOX_K, ROWS));
   const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, M, N, /*column_major=*/true);
   k.Grid(absl::StrCat("N/", ROWS));
   SmemTile sB = k.Smem(v.in, ROWS, BOX_K, SmemLayout{.stages = STAGES});  // [column of C][k]

@@ -19,17 +19,6 @@ namespace {
 
 constexpr int ROWS = 64, EDGE_ROWS = 16, SLAB = 64, SLABS = 2, STAGE_K = SLAB * SLABS, RING_BYTES = 208 * 1024;
 
-rt::TensorMapParam SwizzledBoxes(const std::string& operand, const std::string& rows, Scalar in, int box_rows) {
-  rt::TensorMapParam t;
-  t.tensor = operand;
-  t.dtype = in == f16 ? rt::TmaDtype::kF16 : rt::TmaDtype::kBF16;
-  t.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse(rows)};
-  t.strides = {*rt::GridExpr::Parse("K*2")};
-  t.box = {SLAB, static_cast<uint32_t>(box_rows)};
-  t.swizzle = rt::TmaSwizzle::k128B;
-  return t;
-}
-
 absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant& v, int bn) {
   const int stages = std::min(8, RING_BYTES / ((ROWS + bn) * STAGE_K * 2));  // 32 columns: 8 of 24 KB; 64: 6 of 32 KB
   Kernel k(name, sm90a(), {256});
@@ -42,8 +31,9 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
   // does each further box issued: docs/PERF.md).
   std::vector<TensorMap> tmA;
   for (int rows = EDGE_ROWS; rows <= ROWS; rows += EDGE_ROWS)
-    tmA.push_back(k.TmaParam(absl::StrCat("tmA", rows), SwizzledBoxes("A", "M", v.in, rows)));
-  TensorMap tmB = k.TmaParam("tmB", SwizzledBoxes("B", "N", v.in, bn));
+    tmA.push_back(
+        k.TmaParam(absl::StrCat("tmA", rows), PackedKMajorMap("A", "M", v.in, SLAB, rows, rt::TmaSwizzle::k128B)));
+  TensorMap tmB = k.TmaParam("tmB", PackedKMajorMap("B", "N", v.in, SLAB, bn, rt::TmaSwizzle::k128B));
   const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, M, N, /*column_major=*/true);
   k.Grid(absl::StrCat("N/", bn));
   std::vector<SmemTile> sA, sB;  // a stage's slabs of 64 k
@@ -66,7 +56,8 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
           const TensorMap& map = tmA[box / EDGE_ROWS - 1];
           k.For(0, K, STAGE_K, [&](Value k0) {
             std::vector<TmaCopy> copies;
-            for (int j = 0; j < SLABS; ++j) copies.push_back({.map = &tmB, .tile = sB[j], .coords = {k0 + j * SLAB, n0}});
+            for (int j = 0; j < SLABS; ++j)
+              copies.push_back({.map = &tmB, .tile = sB[j], .coords = {k0 + j * SLAB, n0}});
             for (int j = 0; j < SLABS; ++j)
               copies.push_back({.map = &map, .tile = sA[j].Rows(0, box), .coords = {k0 + j * SLAB, m0}});
             ring.Produce(at, copies);
@@ -145,10 +136,10 @@ void RegisterWideK(int bn) {
             absl::StrCat("the entry point's kernel for up to 64 rows where ", bn, "-column blocks make one wave: ",
                          "64 rows over the whole K in stages of ", STAGE_K, " k"),
             [=] { return BuildWideK(name, {}, bn); }});
-  RegisterFamily(GemmFamily(name, absl::StrCat("the ", bn, "-column wide-stage kernel with other types and a fused epilogue"),
-                            /*tile=*/false, [=](const std::string& variant, const GemmVariant& v) {
-                              return BuildWideK(variant, v, bn);
-                            }));
+  const std::string summary = absl::StrCat("the ", bn, "-column wide-stage kernel with other types and a fused epilogue");
+  RegisterFamily(GemmFamily(name, summary, /*tile=*/false, [=](const std::string& variant, const GemmVariant& v) {
+    return BuildWideK(variant, v, bn);
+  }));
 }
 
 const bool kWideKRegistered = [] {

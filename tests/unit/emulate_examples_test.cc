@@ -727,7 +727,8 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   for (ProblemSize other : {ProblemSize{64, 8192, 4096}, ProblemSize{64, 6144, 4096}, ProblemSize{64, 3072, 14336},
                             ProblemSize{16, 4096, 4096}, ProblemSize{65, 4096, 4096}, ProblemSize{64, 4352, 4096},
                             ProblemSize{64, 4096, 512}, ProblemSize{64, 4096, 4104}})
-    EXPECT_EQ(Choice(other).first.find("gemm/bf16_k"), std::string::npos) << other.m << "x" << other.n << "x" << other.k;
+    EXPECT_EQ(Choice(other).first.find("gemm/bf16_k"), std::string::npos)
+        << other.m << "x" << other.n << "x" << other.k;
   EXPECT_EQ(ChooseGemm({64, 4096, 4096}, 90, {.packed = false}).kernel.find("gemm/bf16_k"), std::string::npos);
   EXPECT_EQ(ChooseGemm({64, 4096, 4096}, 90, {.b_mn = true}).kernel.find("gemm/bf16_k"), std::string::npos);
   EXPECT_EQ(Choice({64, 10240, 8192}), P("gemm/bf16_sm90_m64n80", 1));
