@@ -357,8 +357,8 @@ bool Tma8(const GemmSize& s, const GemmOptions& o) {
 // before M (gemm/bf16_k128n32_sm90, gemm/bf16_k128n64_sm90; examples/gemm/wide_k.cc). The 64-row
 // tiles hand over stages of 64 k (4-5 KB of B); these twice the bytes, each freed while the next
 // one's wgmmas run. Measured on an H200 (docs/PERF.md, "Stages of 128 and 256 k at 17-64 rows"),
-// single call / steady-state share of the copy, 17-64 rows: 32 columns at N = 4096, K = 1024
-// 51-54% (the 64x32 tiles 46-48), K = 2048 59-61/81-87 (53-57/57-63), K = 4096 59-62/80-84
+// rings of 8 and 6 stages, single call / steady-state share of the copy (blocks of 8 launches),
+// 17-64 rows: 32 columns at N = 4096, K = 1024 51-54% (the 64x32 tiles 46-48), K = 2048 59-61/81-87 (53-57/57-63), K = 4096 59-62/80-84
 // (55-63/58-66), K = 14336 72-75/86-93 (the picks before, 128x64 tiles streamed, 73-75/81-85); 64
 // columns at N = 8192, K = 8192 77-78/91-95 (76-79/84-91), K = 14336 83-86/97-100 (76-78/87-89), K =
 // 28672 91-94/97-102 (86-88/89-91). Not at N = 3072 (96 blocks: single calls 3-4 points under),

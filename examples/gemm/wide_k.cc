@@ -87,9 +87,9 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
         k.WgmmaCommit();
       };
       // A stage goes back once the group after it is issued and its own group has retired
-      // (wgmma.wait_group 1), so the tensor cores work while the next stage is waited for: at
-      // 64x4096x4096 86% of the copy in steady state against 81-82 for a release after each
-      // group's wait_group 0 (docs/PERF.md).
+      // (wgmma.wait_group 1), so the tensor cores work while the next stage is waited for
+      // (64x4096x4096, blocks of 8 launches: 82-84% of the copy against 81-82 released after each
+      // group's wait_group 0 in 256-k stages; 86 with 128-k stages; docs/PERF.md).
       Regs held = k.Registers(Type::Of(i32), 1);  // the stage the group in flight reads
       held[0] = ring.Acquire(at);
       mma(held[0]);
@@ -138,7 +138,8 @@ void RegisterWideK(int bn) {
             absl::StrCat("the entry point's kernel for up to 64 rows where ", bn, "-column blocks make one wave: ",
                          "64 rows over the whole K in stages of ", STAGE_K, " k"),
             [=] { return BuildWideK(name, {}, bn); }});
-  const std::string summary = absl::StrCat("the ", bn, "-column wide-stage kernel with other types and a fused epilogue");
+  const std::string summary =
+      absl::StrCat("the ", bn, "-column wide-stage kernel with other types and a fused epilogue");
   RegisterFamily(GemmFamily(name, summary, /*tile=*/false, [=](const std::string& variant, const GemmVariant& v) {
     return BuildWideK(variant, v, bn);
   }));

@@ -486,8 +486,9 @@ TEST(EmulatedGemmEntryPoint, TheTma16KernelAtRaggedSizes) {
 }
 
 // The wide-stage kernels for up to 64 rows: N past a block's 32 or 64 columns, K ending inside a
-// stage's first 64-k slab (1032, 4120: past the ring's depth), K of one stage, M past 64 (a second
-// pass of 6 rows) and each size of A's box (17, 40, 63 rows: boxes of 32, 48, 64), a 1x7x8 corner.
+// stage's first 64-k slab (1032; 4120, 33 stages, wraps the ring of 7 or 9), K of one stage (72, 8),
+// M past 64 (a second pass of 6 rows) and each size of A's box (17, 40, 63 rows: boxes of 32, 48,
+// 64; 1 row: 16), a 1x7x8 corner.
 TEST(EmulatedGemmEntryPoint, TheWideStageKernelsAtRaggedSizes) {
   for (const char* name : {"gemm/bf16_k128n32_sm90", "gemm/bf16_k128n64_sm90"})
     ExpectCorrectAt(name, {{17, 130, 1032}, {40, 33, 4120}, {63, 65, 264}, {70, 20, 72}, {1, 7, 8}});
@@ -710,9 +711,9 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(ChooseGemm({16, 4096, 14336}, 90, {.packed = false}).kernel.find("tma16"), std::string::npos);
   EXPECT_EQ(ChooseGemm({16, 4096, 14336}, 90, {.a_mn = true}).kernel.find("tma16"), std::string::npos);
   // 17-64 rows where 64-row blocks of 32 columns (N 3584-4224, K >= 1024) or 64 columns (N
-  // 7680-8448, K >= 8192) make one wave: stages of 256 or 128 k (docs/PERF.md, "Stages of 128 and
-  // 256 k at 17-64 rows"); not past those N, at N = 3072 or 6144, at 16 rows, nor over padded,
-  // MN-major or off-128-byte operands.
+  // 7680-8448, K >= 8192; from 3 rows where K >= 12288) make one wave, in stages of 128 k
+  // (docs/PERF.md, "Stages of 128 and 256 k at 17-64 rows"); not past those N, at N = 3072 or 6144,
+  // with 32 columns at 16 rows, nor over padded, MN-major or off-128-byte operands.
   EXPECT_EQ(Choice({64, 4096, 4096}), P("gemm/bf16_k128n32_sm90", 1));
   EXPECT_EQ(Choice({17, 4096, 14336}), P("gemm/bf16_k128n32_sm90", 1));
   EXPECT_EQ(Choice({40, 4000, 1024}), P("gemm/bf16_k128n32_sm90", 1));
