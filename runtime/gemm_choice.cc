@@ -367,12 +367,19 @@ bool Tma8(const GemmSize& s, const GemmOptions& o) {
 // K >= 12288 (4-16 rows at N = 8192, K = 14336: 86/100 against 80/89-93; at K = 8192 single calls
 // 3-6 points under); there the mma.sync kernels read as fast at N = 4096. Packed K-major operands
 // with rows 128 bytes apart.
+// The 32-column kernel also from 9 rows, and from 3 rows past N = 4096 (where no mma.sync kernel
+// reads: the 64x48 tiles took 16x4224x4096, 71% in steady state against its 93-94). At 12-16 rows
+// and N = 4096 (blocks of 32 launches, docs/PERF.md, "The 32-column wide stages from 9 rows"),
+// single call / steady state against the picks before: K = 2048 59-60/87-89 (mma16 59-60/83-86),
+// K = 4096 60-62/90-91 (mma16 62-66/84-85), K = 8192 67-68/94-96 (the 16-row TMA boxes 66-71/90-93),
+// K = 14336 74-75/97 (73-75/94-96); 16x3584x4096 61/89 (mma16 63-64/82). At 3-8 rows the 8-row TMA
+// boxes read as fast or faster (8x4096x4096 90% either; 4x4096x8192 89-90 against 96).
 constexpr const char* kWide32Kernel = "gemm/bf16_k128n32_sm90";
 constexpr const char* kWide64Kernel = "gemm/bf16_k128n64_sm90";
 const char* WideStages(const GemmSize& s, const GemmOptions& o) {
   if (o.c_row || !o.packed.value_or(true) || !o.rows_128b.value_or(s.k % 64 == 0) || s.k % 8 || s.m < 3 || s.m > 64)
     return nullptr;
-  if (s.m >= 17 && s.n >= 3584 && s.n <= 32 * 132 && s.k >= 1024) return kWide32Kernel;
+  if ((s.m >= 9 || s.n > 4096) && s.n >= 3584 && s.n <= 32 * 132 && s.k >= 1024) return kWide32Kernel;
   if (s.n >= 7680 && s.n <= 64 * 132 && s.k >= (s.m >= 17 ? 8192 : 12288)) return kWide64Kernel;
   return nullptr;
 }
@@ -387,13 +394,13 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
   if (compute_capability == 90 && Tma8(s, options) && !mn_major)
     return {kTma8Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k,
                                       ": the weights by TMA boxes of 256 k into mma.sync, A's box of 8 rows")};
-  if (compute_capability == 90 && Tma16(s, options) && !mn_major)
-    return {kTma16Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k,
-                                       ": the weights by TMA boxes of 256 k into mma.sync, a block per 16 columns")};
   if (const char* wide = compute_capability == 90 && !mn_major ? WideStages(s, options) : nullptr)
     return {wide, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k, ": 64-row blocks of ",
                                wide == kWide32Kernel ? "32" : "64", " columns in stages of 128 k",
                                ", one wave, A's box of the rows before M")};
+  if (compute_capability == 90 && Tma16(s, options) && !mn_major)
+    return {kTma16Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k,
+                                       ": the weights by TMA boxes of 256 k into mma.sync, a block per 16 columns")};
   if (compute_capability == 90 && Mma16(s, options) && !mn_major)
     return {kMma16Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n,
                                        ": the weights read in 16-byte chunks into mma.sync fragments, "

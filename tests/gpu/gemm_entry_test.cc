@@ -47,18 +47,18 @@ TEST(GemmEntryPoint, PlansARowMajorCAsTheTransposedProduct) {
 // Up to 16 rows, the mma.sync kernel reads A and B in packed 16-byte chunks and stores C packed:
 // with a padded operand the planner leaves it for a kernel that strides them.
 TEST(GemmEntryPoint, TheMma16KernelOnlyOverPackedOperands) {
-  absl::StatusOr<GemmPlan> p = PlanGemm({16, 4096, 4096}, {}, kPacked, 90);
+  absl::StatusOr<GemmPlan> p = PlanGemm({16, 3072, 4096}, {}, kPacked, 90);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_mma16_sm90");
   for (GemmOperands o : {GemmOperands{.a = kAligned, .b = kAligned, .c = kAligned, .lda = 4104},
                          GemmOperands{.a = kAligned, .b = kAligned, .c = kAligned, .ldb = 4112},
                          GemmOperands{.a = kAligned, .b = kAligned, .c = kAligned, .ldc = 24}}) {
-    p = PlanGemm({16, 4096, 4096}, {}, o, 90);
+    p = PlanGemm({16, 3072, 4096}, {}, o, 90);
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ(p->choice.kernel.find("mma16"), std::string::npos) << p->choice.kernel;
   }
   // A off 16 bytes is copied first for any kernel on sm_90, and the copy is packed.
-  p = PlanGemm({16, 4096, 4096}, {}, {.a = kAligned + 8, .b = kAligned, .c = kAligned}, 90);
+  p = PlanGemm({16, 3072, 4096}, {}, {.a = kAligned + 8, .b = kAligned, .c = kAligned}, 90);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_mma16_sm90");
   EXPECT_EQ(p->restrided_lda, 4096);

@@ -673,8 +673,10 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(Choice({64, 4096, 4096}, padded), P("gemm/bf16_sm90_m64n32", 1));
   EXPECT_EQ(Choice({16, 6144, 4096}), P("gemm/bf16_sm90_m64n48", 1));
   // 3-16 rows and N of 1024-4096 (2048 or less only up to K = 8192): the mma.sync kernel
-  // (docs/PERF.md, "Up to 16 rows on mma.sync"); not MN-major, nor C row-major, nor off Hopper.
-  EXPECT_EQ(Choice({16, 4096, 4096}), P("gemm/bf16_mma16_sm90", 1));
+  // (docs/PERF.md, "Up to 16 rows on mma.sync"), from 9 rows only under N = 3584 (the wide stages,
+  // below); not MN-major, nor C row-major, nor off Hopper.
+  EXPECT_EQ(Choice({16, 3072, 4096}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_EQ(Choice({8, 4096, 2048}), P("gemm/bf16_mma16_sm90", 1));
   EXPECT_EQ(Choice({3, 4096, 2048}), P("gemm/bf16_mma16_sm90", 1));
   EXPECT_EQ(Choice({4, 1536, 8192}), P("gemm/bf16_mma16_sm90", 1));
   EXPECT_EQ(Choice({11, 2048, 8192}), P("gemm/bf16_mma16_sm90", 1));
@@ -688,15 +690,15 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // 12-16 rows, N of 2048-4096 over a longer K: the weights by TMA boxes (docs/PERF.md, "The
   // weights by TMA boxes into mma.sync"); not at 8 rows, 4096x4096, N = 2048 past K = 8192, nor
   // over padded operands or rows off 128 bytes.
-  EXPECT_EQ(Choice({16, 4096, 14336}), P("gemm/bf16_tma16_sm90", 1));
-  EXPECT_EQ(Choice({12, 4096, 8192}), P("gemm/bf16_tma16_sm90", 1));
+  EXPECT_EQ(Choice({16, 3072, 14336}), P("gemm/bf16_tma16_sm90", 1));
+  EXPECT_EQ(Choice({12, 3072, 8192}), P("gemm/bf16_tma16_sm90", 1));
   EXPECT_EQ(Choice({13, 3000, 9024}), P("gemm/bf16_tma16_sm90", 1));
   EXPECT_EQ(Choice({13, 3000, 9000}), P("gemm/bf16_mma16_sm90", 1));  // rows off 128 bytes
   EXPECT_EQ(Choice({16, 4096, 14336}, {.rows_128b = false}).first, "gemm/bf16_mma16_sm90");
   EXPECT_EQ(Choice({16, 2048, 4096}), P("gemm/bf16_tma16_sm90", 1));
-  EXPECT_EQ(Choice({16, 4096, 14336}, {.out_type = "f32", .epilogue = "scale"}).first,
+  EXPECT_EQ(Choice({16, 3072, 14336}, {.out_type = "f32", .epilogue = "scale"}).first,
             "gemm/bf16_tma16_sm90.bf16-f32.scale");
-  EXPECT_EQ(Choice({11, 4096, 14336}), P("gemm/bf16_mma16_sm90", 1));
+  EXPECT_EQ(Choice({11, 3072, 14336}), P("gemm/bf16_mma16_sm90", 1));
   // 3-8 rows there: A's box of 8 rows.
   EXPECT_EQ(Choice({8, 4096, 14336}), P("gemm/bf16_tma8_sm90", 1));
   EXPECT_EQ(Choice({3, 2048, 4096}), P("gemm/bf16_tma8_sm90", 1));
@@ -705,18 +707,28 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(Choice({8, 1024, 8192}), P("gemm/bf16_mma16_sm90", 1));
   EXPECT_EQ(Choice({2, 4096, 14336}), P("gemm/bf16_skinny_sm90", 1));
   EXPECT_EQ(ChooseGemm({8, 4096, 14336}, 90, {.packed = false}).kernel.find("tma8"), std::string::npos);
-  EXPECT_EQ(Choice({16, 4096, 4096}).first, "gemm/bf16_mma16_sm90");
+  EXPECT_EQ(Choice({16, 3500, 4096}).first, "gemm/bf16_mma16_sm90");
   EXPECT_NE(Choice({16, 2048, 14336}).first.find("gemm/bf16_tma16_sm90"), 0u);
   EXPECT_NE(Choice({16, 6144, 14336}).first.find("gemm/bf16_tma16_sm90"), 0u);
   EXPECT_EQ(ChooseGemm({16, 4096, 14336}, 90, {.packed = false}).kernel.find("tma16"), std::string::npos);
   EXPECT_EQ(ChooseGemm({16, 4096, 14336}, 90, {.a_mn = true}).kernel.find("tma16"), std::string::npos);
   // 17-64 rows where 64-row blocks of 32 columns (N 3584-4224, K >= 1024) or 64 columns (N
   // 7680-8448, K >= 8192; from 3 rows where K >= 12288) make one wave, in stages of 128 k
-  // (docs/PERF.md, "Stages of 128 and 256 k at 17-64 rows"); not past those N, at N = 3072 or 6144,
-  // with 32 columns at 16 rows, nor over padded, MN-major or off-128-byte operands.
+  // (docs/PERF.md, "Stages of 128 and 256 k at 17-64 rows"); 32 columns also from 9 rows, and
+  // from 3 rows past N = 4096 ("The 32-column wide stages from 9 rows"); not past those N, at
+  // N = 3072 or 6144, with 32 columns at 3-8 rows up to N = 4096, nor over padded, MN-major or
+  // off-128-byte operands.
   EXPECT_EQ(Choice({64, 4096, 4096}), P("gemm/bf16_k128n32_sm90", 1));
   EXPECT_EQ(Choice({17, 4096, 14336}), P("gemm/bf16_k128n32_sm90", 1));
   EXPECT_EQ(Choice({40, 4000, 1024}), P("gemm/bf16_k128n32_sm90", 1));
+  EXPECT_EQ(Choice({16, 4096, 4096}), P("gemm/bf16_k128n32_sm90", 1));
+  EXPECT_EQ(Choice({9, 4096, 2048}), P("gemm/bf16_k128n32_sm90", 1));
+  EXPECT_EQ(Choice({12, 4096, 8192}), P("gemm/bf16_k128n32_sm90", 1));
+  EXPECT_EQ(Choice({16, 3584, 14336}), P("gemm/bf16_k128n32_sm90", 1));
+  EXPECT_EQ(Choice({4, 4224, 4096}), P("gemm/bf16_k128n32_sm90", 1));
+  EXPECT_EQ(Choice({16, 4096, 14336}, {.out_type = "f32", .epilogue = "scale"}).first,
+            "gemm/bf16_k128n32_sm90.bf16-f32.scale");
+  EXPECT_EQ(Choice({2, 4224, 4096}), P("gemm/bf16_skinny_sm90", 1));
   EXPECT_EQ(Choice({64, 8192, 28672}), P("gemm/bf16_k128n64_sm90", 1));
   EXPECT_EQ(Choice({24, 8192, 8192}), P("gemm/bf16_k128n64_sm90", 1));
   EXPECT_EQ(Choice({16, 8192, 28672}), P("gemm/bf16_k128n64_sm90", 1));  // under 17 rows: K >= 12288
@@ -726,7 +738,8 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(Choice({64, 8192, 14336}, {.out_type = "f32", .epilogue = "bias_col"}).first,
             "gemm/bf16_k128n64_sm90.bf16-f32.bias_col");
   for (ProblemSize other : {ProblemSize{64, 8192, 4096}, ProblemSize{64, 6144, 4096}, ProblemSize{64, 3072, 14336},
-                            ProblemSize{16, 4096, 4096}, ProblemSize{65, 4096, 4096}, ProblemSize{64, 4352, 4096},
+                            ProblemSize{8, 4096, 4096}, ProblemSize{16, 3500, 4096}, ProblemSize{16, 4096, 512},
+                            ProblemSize{65, 4096, 4096}, ProblemSize{64, 4352, 4096},
                             ProblemSize{64, 4096, 512}, ProblemSize{64, 4096, 4104}})
     EXPECT_EQ(Choice(other).first.find("gemm/bf16_k"), std::string::npos)
         << other.m << "x" << other.n << "x" << other.k;
@@ -740,7 +753,8 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(Choice({13, 6144, 4096}).first, "gemm/bf16_sm90_m64n48.bf16-bf16.any_m");
   EXPECT_EQ(Choice({13, 8192, 4096}).first, "gemm/bf16_sm90_m64n80.bf16-bf16.any_m");  // no C map at M = 13
   EXPECT_EQ(Choice({13, 8192, 4096}, {.out_type = "f32"}).first, "gemm/bf16_sm90_m64n80.bf16-f32");
-  EXPECT_EQ(Choice({13, 4096, 4096}, {.out_type = "f32"}).first, "gemm/bf16_mma16_sm90.bf16-f32");
+  EXPECT_EQ(Choice({13, 3072, 4096}, {.out_type = "f32"}).first, "gemm/bf16_mma16_sm90.bf16-f32");
+  EXPECT_EQ(Choice({13, 4096, 4096}, {.out_type = "f32"}).first, "gemm/bf16_k128n32_sm90.bf16-f32");
   EXPECT_EQ(Choice({100, 7, 64}), P("gemm/bf16_sm90_m64n32.bf16-bf16.any_m", 1));  // two tiles, one k-tile
   EXPECT_EQ(Choice({300, 7, 64}), P("gemm/bf16_sm90_m64.bf16-bf16.any_m", 1));  // past M = 128: the least padding
   const GemmChoice odd = ChooseGemm({100, 7, 60}, 90);
