@@ -290,6 +290,15 @@ rt::TensorMapParam PackedKMajorMap(const std::string& operand, const std::string
   return t;
 }
 
+rt::TensorMapParam PackedMnMajorMap(const std::string& operand, const std::string& rows, Scalar in, int box_k,
+                                    int box_rows, rt::TmaSwizzle swizzle) {
+  rt::TensorMapParam t = PackedKMajorMap(operand, rows, in, box_k, box_rows, swizzle);
+  t.dims = {*rt::GridExpr::Parse(rows), *rt::GridExpr::Parse("K")};
+  t.strides = {*rt::GridExpr::Parse(rows + "*2")};
+  t.box = {static_cast<uint32_t>(box_rows), static_cast<uint32_t>(box_k)};
+  return t;
+}
+
 void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value& slot, const Value& row,
                      const Value& col, const GemmOperands& g, const Epilogue& epilogue) {
   Regs total = k.Registers(Type::Of(f32), 1);
@@ -371,20 +380,21 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
 }
 
 ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile, GemmVariantBuild build,
-                         bool c_row) {
+                         bool c_row, bool b_mn) {
   return {base, summary,
-          [tile, build, c_row](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
+          [tile, build, c_row, b_mn](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
             absl::StatusOr<GemmVariant> v = ParseGemmVariant(options);
             if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
             if (v->any_m && (!tile || v->epilogue.out == f32))
               return absl::InvalidArgumentError(absl::StrCat(name, ": takes any M already (no any_m)"));
-            if ((v->a_mn || v->b_mn) && !tile)
-              return absl::InvalidArgumentError(absl::StrCat(name, ": reads K-major A and B only (no a_mn, b_mn)"));
+            if ((v->a_mn || (v->b_mn && !b_mn)) && !tile)
+              return absl::InvalidArgumentError(absl::StrCat(
+                  name, b_mn ? ": reads K-major A only (no a_mn)" : ": reads K-major A and B only (no a_mn, b_mn)"));
             if (v->c_row && !c_row)
               return absl::InvalidArgumentError(absl::StrCat(name, ": stores C column-major only (no c_row)"));
             return build(name, *v);
           },
-          tile ? kBundledTileVariants : c_row ? kBundledRowCVariants : kBundledGemmVariants};
+          tile ? kBundledTileVariants : c_row ? kBundledRowCVariants : b_mn ? rt::kBundledWideVariants : kBundledGemmVariants};
 }
 
 ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots) {

@@ -136,6 +136,10 @@ void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value&
 // (a rule: "M" or "N") of K elements, read in boxes of box_k x box_rows, optionally swizzled.
 rt::TensorMapParam PackedKMajorMap(const std::string& operand, const std::string& rows, Scalar in, int box_k,
                                    int box_rows, rt::TmaSwizzle swizzle = rt::TmaSwizzle::kNone);
+// The same for an MN-major operand packed as [K][rows] (a row-major B): boxes of `box_rows` of
+// `rows` (one swizzle span) by `box_k` of K.
+rt::TensorMapParam PackedMnMajorMap(const std::string& operand, const std::string& rows, Scalar in, int box_k,
+                                    int box_rows, rt::TmaSwizzle swizzle);
 
 // The TMA series' operands (fast.cu, seed 002): A (MxK) and B (as NxK) both K-major, read through
 // TMA tensor maps (rank 3: one box covers a whole k-tile of bk); C column-major, written through
@@ -222,8 +226,9 @@ std::string ScalarName(Scalar s);  // "bf16", "f16", "f32"
 // bundled options: kBundledTileVariants for tiles, kBundledRowCVariants for `c_row`, else
 // kBundledGemmVariants.
 using GemmVariantBuild = std::function<absl::StatusOr<KernelDef>(const std::string& name, const GemmVariant& v)>;
+// `b_mn`: a kernel that is no tile kernel but reads a row-major B (bundles kBundledWideVariants).
 ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile, GemmVariantBuild build,
-                         bool c_row = false);
+                         bool c_row = false, bool b_mn = false);
 
 // Runs body(m0, n0) for each output tile a CTA owns, in the kernel's schedule.
 using TileBody = std::function<void(Value m0, Value n0)>;

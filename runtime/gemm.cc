@@ -118,12 +118,14 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
     };
     kernel_options.rows_128b =
         rows_128b(plan.restrided_lda, ld.a, k.a) && rows_128b(plan.restrided_ldb, ld.b, k.b);
-    // As the kernel will read them: K-major rows K apart (the caller's or the copy's) and C M apart.
-    auto packed_rows = [&](int64_t to_ld, int64_t from_ld, cu::CUdeviceptr ptr) {
-      return to_ld ? to_ld == s.k : from_ld == s.k && ptr % 16 == 0;
+    // As the kernel will read them: A's K-major rows K apart (the caller's or the copy's), B's the
+    // same or, row-major, N apart, and C M apart.
+    auto packed_rows = [&](int64_t to_ld, int64_t from_ld, cu::CUdeviceptr ptr, int64_t row) {
+      return to_ld ? to_ld == row : from_ld == row && ptr % 16 == 0;
     };
-    kernel_options.packed = !kernel_options.a_mn && !kernel_options.b_mn && !c_row && ld.c == s.m &&
-                            packed_rows(plan.restrided_lda, ld.a, k.a) && packed_rows(plan.restrided_ldb, ld.b, k.b);
+    kernel_options.packed = !kernel_options.a_mn && !c_row && ld.c == s.m &&
+                            packed_rows(plan.restrided_lda, ld.a, k.a, s.k) &&
+                            packed_rows(plan.restrided_ldb, ld.b, k.b, kernel_options.b_mn ? s.n : s.k);
   }
   // kiln tune may have measured a tile kernel there, which stores C column-major only.
   plan.choice = ChooseGemm(plan.size, compute_capability, kernel_options, c_row ? nullptr : tuned);
@@ -168,10 +170,13 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
   const bool tiles = name.rfind("gemm/bf16_sm90", 0) == 0;
   const bool c_map = tiles && !Has(name, "any_m") && options.out_type != "f32";
   const bool c_like_inputs = EpilogueReadsMatrices(terms);  // laid out with column stride M
-  if (!any_strides && !tiles && (plan.a_mn || plan.b_mn))  // ChooseGemm does not pick it then
-    return absl::InternalError(absl::StrCat(name, " reads K-major A and B only"));
-  if (!any_strides && !tiles && (ld.a != plan.size.k || ld.b != plan.size.k))
-    return Invalid(absl::StrCat(name, " reads packed A and B: lda and ldb must be K (", plan.size.k, ")"));
+  const bool wide = name.rfind("gemm/bf16_k128n", 0) == 0;  // a row-major B too
+  if (!any_strides && !tiles && (plan.a_mn || (plan.b_mn && !wide)))  // ChooseGemm does not pick it then
+    return absl::InternalError(absl::StrCat(name, wide ? " reads a K-major A only" : " reads K-major A and B only"));
+  const int64_t b_packed = plan.b_mn ? plan.size.n : plan.size.k;
+  if (!any_strides && !tiles && (ld.a != plan.size.k || ld.b != b_packed))
+    return Invalid(absl::StrCat(name, " reads packed A and B: lda must be K (", plan.size.k, ") and ldb ",
+                                plan.b_mn ? "N (" : "K (", b_packed, ")"));
   const int64_t c_packed = c_row ? plan.size.n : plan.size.m;  // a row-major C's rows are N apart
   if (!any_strides && ld.c != c_packed && (!c_map || c_like_inputs))
     return Invalid(absl::StrCat(name, " takes ", c_like_inputs ? "C, C_in and residual" : "C",

@@ -374,10 +374,16 @@ bool Tma8(const GemmSize& s, const GemmOptions& o) {
 // K = 4096 60-62/90-91 (mma16 62-66/84-85), K = 8192 67-68/94-96 (the 16-row TMA boxes 66-71/90-93),
 // K = 14336 74-75/97 (73-75/94-96); 16x3584x4096 61/89 (mma16 63-64/82). At 3-8 rows the 8-row TMA
 // boxes read as fast or faster (8x4096x4096 90% either; 4x4096x8192 89-90 against 96).
+// A row-major B (b_mn: a [K][N] weight, rows N apart, N a multiple of 64) lands in MN-major boxes
+// (64B swizzle at 32 columns, 128B at 64). On an H100 (docs/PERF.md, "A row-major B in the wide
+// stages"), single call / steady state against the 64x64 tiles' b_mn variant: 16x4096x4096 64/93
+// (70/83), 64x4096x4096 62/93 (70/81), 64x8192x8192 81/98 (85/91), 16x8192x28672 94/100 (88/93),
+// 64x4096x14336 75-76/91 (85/91; the rule's pick before, 128x128 tiles in 4 parts, 75/85).
 constexpr const char* kWide32Kernel = "gemm/bf16_k128n32_sm90";
 constexpr const char* kWide64Kernel = "gemm/bf16_k128n64_sm90";
 const char* WideStages(const GemmSize& s, const GemmOptions& o) {
-  if (o.c_row || !o.packed.value_or(true) || !o.rows_128b.value_or(s.k % 64 == 0) || s.k % 8 || s.m < 3 || s.m > 64)
+  if (o.c_row || o.a_mn || !o.packed.value_or(true) ||
+      !o.rows_128b.value_or(s.k % 64 == 0 && (!o.b_mn || s.n % 64 == 0)) || s.k % 8 || s.m < 3 || s.m > 64)
     return nullptr;
   if ((s.m >= 9 || s.n > 4096) && s.n >= 3584 && s.n <= 32 * 132 && s.k >= 1024) return kWide32Kernel;
   if (s.n >= 7680 && s.n <= 64 * 132 && s.k >= (s.m >= 17 ? 8192 : 12288)) return kWide64Kernel;
@@ -394,7 +400,7 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
   if (compute_capability == 90 && Tma8(s, options) && !mn_major)
     return {kTma8Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k,
                                       ": the weights by TMA boxes of 256 k into mma.sync, A's box of 8 rows")};
-  if (const char* wide = compute_capability == 90 && !mn_major ? WideStages(s, options) : nullptr)
+  if (const char* wide = compute_capability == 90 ? WideStages(s, options) : nullptr)
     return {wide, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k, ": 64-row blocks of ",
                                wide == kWide32Kernel ? "32" : "64", " columns in stages of 128 k",
                                ", one wave, A's box of the rows before M")};
@@ -591,10 +597,11 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
                                ? tuned->Find(compute_capability, s)
                                : nullptr;
   // Its pick stands only where that kernel reads the operands as given: the mma.sync kernels
-  // packed K-major ones only, the skinny kernel and the tiles of 80, 96, 160 columns K-major ones only.
+  // packed K-major ones only, the wide-stage kernels a packed K-major A and either B, the skinny
+  // kernel and the tiles of 80, 96, 160 columns K-major ones only.
   auto reads_as_given = [&](const std::string& kernel) {
-    if (kernel == kMma16Kernel || kernel == kTma16Kernel || kernel == kTma8Kernel || kernel == kWide32Kernel ||
-        kernel == kWide64Kernel)
+    if (kernel == kWide32Kernel || kernel == kWide64Kernel) return !options.a_mn && options.packed.value_or(true);
+    if (kernel == kMma16Kernel || kernel == kTma16Kernel || kernel == kTma8Kernel)
       return !mn_major && options.packed.value_or(true);
     if (!mn_major) return true;
     for (const Candidate& x : kSm90)
@@ -623,7 +630,9 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
     c.kernel = Named("gemm/bf16_sm90_n128").kernel;
     c.why += "; 128x128 tiles instead, whose registers hold more of the epilogue's loads in flight";
   }
-  o.a_mn = tiles && options.a_mn, o.b_mn = tiles && options.b_mn;  // the reference reads through strides
+  // The reference reads through strides; the wide-stage kernels take a row-major B as b_mn.
+  const bool wide = c.kernel == kWide32Kernel || c.kernel == kWide64Kernel;
+  o.a_mn = tiles && options.a_mn, o.b_mn = (tiles || wide) && options.b_mn;
   c.kernel = GemmVariantName(c.kernel, o);
   return c;
 }

@@ -75,7 +75,7 @@ if ! skip layouts; then
 section "MN-major A and B (--layout A's order,B's order), each with the three tiles and a split"
 for layout in col,row row,row col,col; do
   timeout 100 "$rt/bin/kiln" --bundles "$bundles" gemm --iters 10 --layout "$layout" \
-    --sizes 4096x4096x4096,1024x6144x4096,256x10240x8192,264x304x200,136x4096x4096,16x4096x4096 2>&1 \
+    --sizes 4096x4096x4096,1024x6144x4096,256x10240x8192,264x304x200,136x4096x4096,16x4096x4096,64x8192x8192 2>&1 \
     | grep -v '^# [0-9]*x' | tee -a "$out/gemm_layouts.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done

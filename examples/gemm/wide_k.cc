@@ -6,8 +6,9 @@
 // twice the bytes and a stage goes back while the next one's wgmmas run. A's box holds the pass's
 // rows before M only (16, 32, 48 or 64): TMA's zero fill of rows past M costs more than a read.
 // Rows past M (in the box), columns past N and k past K land as zeros (TMA's bounds); stores are
-// clipped to M x N, each element through the fused epilogue. The entry point takes them on Hopper
-// where their blocks make one wave (runtime/gemm_choice.cc, WideStages).
+// clipped to M x N, each element through the fused epilogue. B K-major, or row-major (`.b_mn`: K
+// rows of N, each box 64 k x the block's columns, read as wgmma's MN-major B). The entry point
+// takes them on Hopper where their blocks make one wave (runtime/gemm_choice.cc, WideStages).
 #include "absl/strings/str_cat.h"
 #include "examples/gemm.h"
 #include "examples/registry.h"
@@ -24,8 +25,14 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
   // stages' ring depth").
   const int stages = std::min(9, RING_BYTES / ((ROWS + bn) * STAGE_K * 2));
   Kernel k(name, sm90a(), {256});
-  DescribeGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out), .c_order = "col",
-                   .tile_m = 1, .tile_n = 1, .tile_k = 8, .epilogue = v.epilogue.Terms()});
+  // B row-major (b_mn: K rows of N, as a [K][N] weight lies) lands as MN-major boxes of 64 k x the
+  // block's columns, one swizzle span each (64B at 32 columns, 128B at 64), read as wgmma's
+  // transposed B.
+  const Swizzle b_swizzle = bn * 2 == 128 ? Swizzle::k128B : Swizzle::k64B;
+  DescribeGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out),
+                   .b_order = v.b_mn ? "row" : "col", .c_order = "col",
+                   .tile_m = 1, .tile_n = v.b_mn ? 8 : 1, .tile_k = 8,  // TMA strides B's rows: 16 bytes
+                   .epilogue = v.epilogue.Terms()});
   Value M = k.I32Param("M"), N = k.I32Param("N"), K = k.I32Param("K");
   GlobalTensor C(k.PtrParam("C", v.epilogue.out), {M, N}, {k.I32(1), M});
   // A's maps by the rows of its box: 16, 32, 48, 64. A pass loads the rows before M only, in one
@@ -35,12 +42,17 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
   for (int rows = EDGE_ROWS; rows <= ROWS; rows += EDGE_ROWS)
     tmA.push_back(
         k.TmaParam(absl::StrCat("tmA", rows), PackedKMajorMap("A", "M", v.in, SLAB, rows, rt::TmaSwizzle::k128B)));
-  TensorMap tmB = k.TmaParam("tmB", PackedKMajorMap("B", "N", v.in, SLAB, bn, rt::TmaSwizzle::k128B));
+  TensorMap tmB = k.TmaParam("tmB", v.b_mn ? PackedMnMajorMap("B", "N", v.in, SLAB, bn, b_swizzle == Swizzle::k128B
+                                                                                           ? rt::TmaSwizzle::k128B
+                                                                                           : rt::TmaSwizzle::k64B)
+                                           : PackedKMajorMap("B", "N", v.in, SLAB, bn, rt::TmaSwizzle::k128B));
   const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, M, N, /*column_major=*/true);
   k.Grid(absl::StrCat("N/", bn));
   std::vector<SmemTile> sA, sB;  // a stage's slabs of 64 k
   for (int j = 0; j < SLABS; ++j) sA.push_back(k.SmemSwizzled(v.in, ROWS, SLAB, Swizzle::k128B, stages));
-  for (int j = 0; j < SLABS; ++j) sB.push_back(k.SmemSwizzled(v.in, bn, SLAB, Swizzle::k128B, stages));
+  for (int j = 0; j < SLABS; ++j)
+    sB.push_back(v.b_mn ? k.SmemSwizzled(v.in, SLAB, bn, b_swizzle, stages)
+                        : k.SmemSwizzled(v.in, bn, SLAB, Swizzle::k128B, stages));
   Pipeline ring(k, stages, /*consumers=*/1);
   Value tid = k.ThreadIdx(), n0 = k.BlockIdx() * bn;
   k.If(tid == 0, [&] {
@@ -59,7 +71,9 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
           k.For(0, K, STAGE_K, [&](Value k0) {
             std::vector<TmaCopy> copies;
             for (int j = 0; j < SLABS; ++j)
-              copies.push_back({.map = &tmB, .tile = sB[j], .coords = {k0 + j * SLAB, n0}});
+              copies.push_back({.map = &tmB, .tile = sB[j],
+                                .coords = v.b_mn ? std::vector<Operand>{n0, k0 + j * SLAB}
+                                                 : std::vector<Operand>{k0 + j * SLAB, n0}});
             for (int j = 0; j < SLABS; ++j)
               copies.push_back({.map = &map, .tile = sA[j].Rows(0, box), .coords = {k0 + j * SLAB, m0}});
             ring.Produce(at, copies);
@@ -83,7 +97,13 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
       auto mma = [&](const Value& s) {
         k.WgmmaFence();
         for (int j = 0; j < SLABS; ++j)
-          for (int kk = 0; kk < SLAB; kk += 16) k.Wgmma(acc, sA[j].Stage(s), 0, sB[j].Stage(s), 0, kk);
+          for (int kk = 0; kk < SLAB; kk += 16) {
+            if (v.b_mn)
+              k.Wgmma(acc, Kernel::WgmmaTile{sA[j].Stage(s)}, 0, Kernel::WgmmaTile{sB[j].Stage(s), true, SLAB}, 0,
+                      kk);
+            else
+              k.Wgmma(acc, sA[j].Stage(s), 0, sB[j].Stage(s), 0, kk);
+          }
         k.WgmmaCommit();
       };
       // A stage goes back once the group after it is issued and its own group has retired
@@ -140,9 +160,10 @@ void RegisterWideK(int bn) {
             [=] { return BuildWideK(name, {}, bn); }});
   const std::string summary =
       absl::StrCat("the ", bn, "-column wide-stage kernel with other types and a fused epilogue");
-  RegisterFamily(GemmFamily(name, summary, /*tile=*/false, [=](const std::string& variant, const GemmVariant& v) {
-    return BuildWideK(variant, v, bn);
-  }));
+  RegisterFamily(GemmFamily(
+      name, summary, /*tile=*/false,
+      [=](const std::string& variant, const GemmVariant& v) { return BuildWideK(variant, v, bn); },
+      /*c_row=*/false, /*b_mn=*/true));
 }
 
 const bool kWideKRegistered = [] {

@@ -488,10 +488,13 @@ TEST(EmulatedGemmEntryPoint, TheTma16KernelAtRaggedSizes) {
 // The wide-stage kernels for up to 64 rows: N past a block's 32 or 64 columns, K ending inside a
 // stage's first 64-k slab (1032; 4120, 33 stages, wraps the ring of 7 or 9), K of one stage (72, 8),
 // M past 64 (a second pass of 6 rows) and each size of A's box (17, 40, 63 rows: boxes of 32, 48,
-// 64; 1 row: 16), a 1x7x8 corner.
+// 64; 1 row: 16), a 1x7x8 corner. With a row-major B (its MN-major boxes of 64B and 128B
+// swizzle), N a multiple of 8 (TMA strides B's rows by N).
 TEST(EmulatedGemmEntryPoint, TheWideStageKernelsAtRaggedSizes) {
   for (const char* name : {"gemm/bf16_k128n32_sm90", "gemm/bf16_k128n64_sm90"})
     ExpectCorrectAt(name, {{17, 130, 1032}, {40, 33, 4120}, {63, 65, 264}, {70, 20, 72}, {1, 7, 8}});
+  for (const char* name : {"gemm/bf16_k128n32_sm90.bf16-bf16.b_mn", "gemm/bf16_k128n64_sm90.bf16-bf16.b_mn"})
+    ExpectCorrectAt(name, {{17, 136, 1032}, {40, 40, 4120}, {63, 72, 264}, {70, 24, 72}, {1, 8, 8}});
 }
 
 // Every bundled variant (input and output types, each epilogue term) of every entry-point kernel,
@@ -744,7 +747,15 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
     EXPECT_EQ(Choice(other).first.find("gemm/bf16_k"), std::string::npos)
         << other.m << "x" << other.n << "x" << other.k;
   EXPECT_EQ(ChooseGemm({64, 4096, 4096}, 90, {.packed = false}).kernel.find("gemm/bf16_k"), std::string::npos);
-  EXPECT_EQ(ChooseGemm({64, 4096, 4096}, 90, {.b_mn = true}).kernel.find("gemm/bf16_k"), std::string::npos);
+  EXPECT_EQ(ChooseGemm({64, 4096, 4096}, 90, {.a_mn = true}).kernel.find("gemm/bf16_k"), std::string::npos);
+  // A row-major B (a [K][N] weight) too, packed (rows N apart): its b_mn variant.
+  EXPECT_EQ(Choice({16, 4096, 4096}, {.b_mn = true}).first, "gemm/bf16_k128n32_sm90.bf16-bf16.b_mn");
+  EXPECT_EQ(Choice({64, 8192, 8192}, {.b_mn = true}).first, "gemm/bf16_k128n64_sm90.bf16-bf16.b_mn");
+  EXPECT_EQ(Choice({16, 4096, 4096}, {.a_mn = true, .b_mn = true}).first.find("gemm/bf16_k"), std::string::npos);
+  EXPECT_EQ(Choice({16, 4096, 4096}, {.b_mn = true, .packed = false}).first.find("gemm/bf16_k"), std::string::npos);
+  EXPECT_EQ(Choice({16, 4040, 4096}, {.b_mn = true}).first.find("gemm/bf16_k"), std::string::npos);  // N off 64
+  EXPECT_EQ(Choice({64, 4096, 14336}, {.b_mn = true}).first, "gemm/bf16_k128n32_sm90.bf16-bf16.b_mn");
+  EXPECT_EQ(Choice({16, 8192, 28672}, {.b_mn = true}).first, "gemm/bf16_k128n64_sm90.bf16-bf16.b_mn");
   EXPECT_EQ(Choice({64, 10240, 8192}), P("gemm/bf16_sm90_m64n80", 1));
   EXPECT_EQ(Choice({8, 28672, 4096}).first, "gemm/bf16_sm90_m64n80");
   // ...but where 64x128 tiles in 2 parts fill the 128 CTAs, those (179.7 us at 16x8192x28672

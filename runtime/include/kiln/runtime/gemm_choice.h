@@ -55,9 +55,11 @@ struct GemmOptions {
   // off 128 bytes"). Set by PlanGemm from the leading dimensions and pointers; unset, packed
   // operands are assumed (rows K elements apart, MN-major M or N).
   std::optional<bool> rows_128b;
-  // Whether A and B are K-major with rows K elements apart from 16-byte aligned pointers, and C
-  // column-major with columns M apart, as the kernel reads and writes them (the mma.sync kernel
-  // for up to 16 rows takes only those). Set by PlanGemm; unset, packed operands are assumed.
+  // Whether A and B are packed from 16-byte aligned pointers, and C column-major with columns M
+  // apart, as the kernel reads and writes them: A K-major with rows K elements apart, B the same
+  // or, with b_mn, row-major with rows N apart (the mma.sync kernels for up to 16 rows take
+  // K-major ones only, the wide-stage kernels either B). Set by PlanGemm; unset, packed operands
+  // are assumed.
   std::optional<bool> packed;
 };
 // A kernel's variant name: `base` itself for bf16 in and out and no epilogue, else
@@ -75,6 +77,12 @@ inline const std::vector<std::string> kBundledTileVariants = {
     "bf16-bf16.any_m", "f16-f16.any_m", "bf16-bf16.any_m.scale.bias_col.gelu.residual", "f16-f16.any_m.bias_row.relu",
     "bf16-bf16.a_mn", "bf16-bf16.b_mn", "bf16-bf16.a_mn.b_mn", "bf16-bf16.any_m.b_mn", "bf16-bf16.any_m.a_mn",
     "bf16-bf16.any_m.a_mn.b_mn"};
+// The wide-stage kernels': kBundledGemmVariants and a row-major B (b_mn), plain and fused.
+inline const std::vector<std::string> kBundledWideVariants = [] {
+  std::vector<std::string> v = kBundledGemmVariants;
+  v.insert(v.end(), {"bf16-bf16.b_mn", "f16-f16.b_mn", "bf16-f32.b_mn.scale.silu"});
+  return v;
+}();
 // The skinny kernel's: kBundledGemmVariants, then each of those as the entry point runs it for a
 // column-major C of 1-4 columns, transposed (the bias's axis swapped; c_row for 2-4 columns).
 inline const std::vector<std::string> kBundledRowCVariants = [] {
