@@ -378,14 +378,19 @@ bool Tma8(const GemmSize& s, const GemmOptions& o) {
 // (64B swizzle at 32 columns, 128B at 64). On an H100 (docs/PERF.md, "A row-major B in the wide
 // stages"), single call / steady state against the 64x64 tiles' b_mn variant: 16x4096x4096 64/93
 // (70/83), 64x4096x4096 62/93 (70/81), 64x8192x8192 81/98 (85/91), 16x8192x28672 94/100 (88/93),
-// 64x4096x14336 75-76/91 (85/91; the rule's pick before, 128x128 tiles in 4 parts, 75/85).
+// 64x4096x14336 75-76/91 (85/91; the rule's pick before, 128x128 tiles in 4 parts, 75/85). No
+// mma.sync or skinny kernel reads a row-major B, so with one both take 1-64 rows, the 32-column
+// one whatever M: against the tiles the rule took, 1x4096x4096 63/93 (71/84), 2x4096x8192 67/93
+// (70/80), 4x4096x4096 62/93 (69/84), 8x3584x4096 62/92 (65/75), 8x4096x14336 75/94 (76/90),
+// 1x8192x14336 88/100 (82/93).
 constexpr const char* kWide32Kernel = "gemm/bf16_k128n32_sm90";
 constexpr const char* kWide64Kernel = "gemm/bf16_k128n64_sm90";
 const char* WideStages(const GemmSize& s, const GemmOptions& o) {
   if (o.c_row || o.a_mn || !o.packed.value_or(true) ||
-      !o.rows_128b.value_or(s.k % 64 == 0 && (!o.b_mn || s.n % 64 == 0)) || s.k % 8 || s.m < 3 || s.m > 64)
+      !o.rows_128b.value_or(s.k % 64 == 0 && (!o.b_mn || s.n % 64 == 0)) || s.k % 8 || s.m < (o.b_mn ? 1 : 3) ||
+      s.m > 64)
     return nullptr;
-  if ((s.m >= 9 || s.n > 4096) && s.n >= 3584 && s.n <= 32 * 132 && s.k >= 1024) return kWide32Kernel;
+  if ((s.m >= 9 || s.n > 4096 || o.b_mn) && s.n >= 3584 && s.n <= 32 * 132 && s.k >= 1024) return kWide32Kernel;
   if (s.n >= 7680 && s.n <= 64 * 132 && s.k >= (s.m >= 17 ? 8192 : 12288)) return kWide64Kernel;
   return nullptr;
 }

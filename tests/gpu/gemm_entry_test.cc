@@ -189,7 +189,12 @@ TEST(GemmEntryPoint, MnMajorOperandsPickTheTransposedVariants) {
   o.lda = 0;
   o.a_col_major = false;
   o.b_row_major = true;
-  p = PlanGemm({1, 4096, 4096}, {}, o, 90);  // M = 1 would be the skinny kernel's, which reads K-major only
+  // M = 1 would be the skinny kernel's, which reads K-major only: the wide-stage kernel's row-major-B
+  // variant where its blocks make one wave, else a tile kernel's.
+  p = PlanGemm({1, 4096, 4096}, {}, o, 90);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_k128n32_sm90.bf16-bf16.b_mn");
+  p = PlanGemm({1, 6144, 4096}, {}, o, 90);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel.rfind("gemm/bf16_sm90", 0), 0u) << p->choice.kernel;
   EXPECT_NE(p->choice.kernel.find(".b_mn"), std::string::npos) << p->choice.kernel;

@@ -756,6 +756,11 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(Choice({16, 4040, 4096}, {.b_mn = true}).first.find("gemm/bf16_k"), std::string::npos);  // N off 64
   EXPECT_EQ(Choice({64, 4096, 14336}, {.b_mn = true}).first, "gemm/bf16_k128n32_sm90.bf16-bf16.b_mn");
   EXPECT_EQ(Choice({16, 8192, 28672}, {.b_mn = true}).first, "gemm/bf16_k128n64_sm90.bf16-bf16.b_mn");
+  // No mma.sync or skinny kernel reads a row-major B: the wide stages from 1 row there.
+  EXPECT_EQ(Choice({1, 4096, 4096}, {.b_mn = true}).first, "gemm/bf16_k128n32_sm90.bf16-bf16.b_mn");
+  EXPECT_EQ(Choice({8, 3584, 4096}, {.b_mn = true}).first, "gemm/bf16_k128n32_sm90.bf16-bf16.b_mn");
+  EXPECT_EQ(Choice({1, 8192, 14336}, {.b_mn = true}).first, "gemm/bf16_k128n64_sm90.bf16-bf16.b_mn");
+  EXPECT_EQ(Choice({1, 8192, 8192}, {.b_mn = true}).first.find("gemm/bf16_k"), std::string::npos);
   EXPECT_EQ(Choice({64, 10240, 8192}), P("gemm/bf16_sm90_m64n80", 1));
   EXPECT_EQ(Choice({8, 28672, 4096}).first, "gemm/bf16_sm90_m64n80");
   // ...but where 64x128 tiles in 2 parts fill the 128 CTAs, those (179.7 us at 16x8192x28672
