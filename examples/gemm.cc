@@ -278,25 +278,29 @@ void StoreStepSums(Kernel& k, const SmemTile& partial, const Value& warp, const 
     }
 }
 
-rt::TensorMapParam PackedKMajorMap(const std::string& operand, const std::string& rows, Scalar in, int box_k,
-                                   int box_rows, rt::TmaSwizzle swizzle) {
+namespace {
+// A rank-2 map of a packed 16-bit operand: `inner` elements a row (contiguous), `outer` rows.
+rt::TensorMapParam PackedMap(const std::string& operand, Scalar in, const std::string& inner, const std::string& outer,
+                             int box_inner, int box_outer, rt::TmaSwizzle swizzle) {
   rt::TensorMapParam t;
   t.tensor = operand;
   t.dtype = in == f16 ? rt::TmaDtype::kF16 : rt::TmaDtype::kBF16;
-  t.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse(rows)};
-  t.strides = {*rt::GridExpr::Parse("K*2")};
-  t.box = {static_cast<uint32_t>(box_k), static_cast<uint32_t>(box_rows)};
+  t.dims = {*rt::GridExpr::Parse(inner), *rt::GridExpr::Parse(outer)};
+  t.strides = {*rt::GridExpr::Parse(inner + "*2")};
+  t.box = {static_cast<uint32_t>(box_inner), static_cast<uint32_t>(box_outer)};
   t.swizzle = swizzle;
   return t;
+}
+}  // namespace
+
+rt::TensorMapParam PackedKMajorMap(const std::string& operand, const std::string& rows, Scalar in, int box_k,
+                                   int box_rows, rt::TmaSwizzle swizzle) {
+  return PackedMap(operand, in, "K", rows, box_k, box_rows, swizzle);
 }
 
 rt::TensorMapParam PackedMnMajorMap(const std::string& operand, const std::string& rows, Scalar in, int box_k,
                                     int box_rows, rt::TmaSwizzle swizzle) {
-  rt::TensorMapParam t = PackedKMajorMap(operand, rows, in, box_k, box_rows, swizzle);
-  t.dims = {*rt::GridExpr::Parse(rows), *rt::GridExpr::Parse("K")};
-  t.strides = {*rt::GridExpr::Parse(rows + "*2")};
-  t.box = {static_cast<uint32_t>(box_rows), static_cast<uint32_t>(box_k)};
-  return t;
+  return PackedMap(operand, in, rows, "K", box_rows, box_k, swizzle);
 }
 
 void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value& slot, const Value& row,

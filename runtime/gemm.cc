@@ -170,7 +170,7 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
   const bool tiles = name.rfind("gemm/bf16_sm90", 0) == 0;
   const bool c_map = tiles && !Has(name, "any_m") && options.out_type != "f32";
   const bool c_like_inputs = EpilogueReadsMatrices(terms);  // laid out with column stride M
-  const bool wide = name.rfind("gemm/bf16_k128n", 0) == 0;  // a row-major B too
+  const bool wide = IsWideStageKernel(name);  // a row-major B too
   if (!any_strides && !tiles && (plan.a_mn || (plan.b_mn && !wide)))  // ChooseGemm does not pick it then
     return absl::InternalError(absl::StrCat(name, wide ? " reads a K-major A only" : " reads K-major A and B only"));
   const int64_t b_packed = plan.b_mn ? plan.size.n : plan.size.k;

@@ -324,8 +324,8 @@ bool Mma16(const GemmSize& s, const GemmOptions& o) {
          (s.n > 2048 || s.k <= 8192);
 }
 
-// 12 to 16 rows on Hopper, N of 2048 to 4096, over a longer K (N = 2048: K of 4096 to 8192; N past
-// 2048: K of 8192 or more): the mma16 kernel's blocks with the weights read by TMA boxes of 256 k
+// 12 to 16 rows on Hopper, N of 2048 to 3583 (from 3584 the wide stages, below, read faster), over
+// a longer K (N = 2048: K of 4096 to 8192; N past 2048: K of 8192 or more): the mma16 kernel's blocks with the weights read by TMA boxes of 256 k
 // (gemm/bf16_tma16_sm90). Measured on an H200 against the picks before (docs/PERF.md, "The weights
 // by TMA boxes into mma.sync"), steady-state share of the copy: 16x4096x14336 94% against 86,
 // 12x4096x14336 92 against 88, 16x4096x8192 89 against 83, 16x3072x14336 84 against 75,
@@ -338,7 +338,7 @@ bool Mma16(const GemmSize& s, const GemmOptions& o) {
 constexpr const char* kTma16Kernel = "gemm/bf16_tma16_sm90";
 bool Tma16(const GemmSize& s, const GemmOptions& o) {
   return !o.c_row && o.packed.value_or(true) && o.rows_128b.value_or(s.k % 64 == 0) && s.k % 8 == 0 && s.m >= 12 &&
-         s.m <= 16 && s.n >= 2048 && s.n <= 4096 && (s.n > 2048 ? s.k >= 8192 : s.k >= 4096 && s.k <= 8192);
+         s.m <= 16 && s.n >= 2048 && s.n < 3584 && (s.n > 2048 ? s.k >= 8192 : s.k >= 4096 && s.k <= 8192);
 }
 // 3 to 8 rows, N of 2048 to 4096, K of 4096 or more: the same with A's box of 8 rows (at 8 rows or
 // fewer the 16-row box's rows past M cost the kernel 8-26 points). Steady state against the mma16
@@ -489,6 +489,12 @@ std::string SplitName(int split) {
   return split == 1 ? "whole tiles" : split == 0 ? "stream-K" : absl::StrCat("split-K ", split);
 }
 
+bool IsWideStageKernel(const std::string& kernel) {
+  for (const std::string base : {kWide32Kernel, kWide64Kernel})
+    if (kernel == base || kernel.rfind(base + ".", 0) == 0) return true;
+  return false;
+}
+
 std::string GemmVariantName(const std::string& base, const GemmOptions& o) {
   if (o.in_type == "bf16" && o.out_type == "bf16" && o.epilogue.empty() && !o.any_m && !o.a_mn && !o.b_mn && !o.c_row)
     return base;
@@ -605,7 +611,7 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   // packed K-major ones only, the wide-stage kernels a packed K-major A and either B, the skinny
   // kernel and the tiles of 80, 96, 160 columns K-major ones only.
   auto reads_as_given = [&](const std::string& kernel) {
-    if (kernel == kWide32Kernel || kernel == kWide64Kernel) return !options.a_mn && options.packed.value_or(true);
+    if (IsWideStageKernel(kernel)) return !options.a_mn && options.packed.value_or(true);
     if (kernel == kMma16Kernel || kernel == kTma16Kernel || kernel == kTma8Kernel)
       return !mn_major && options.packed.value_or(true);
     if (!mn_major) return true;
@@ -636,8 +642,7 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
     c.why += "; 128x128 tiles instead, whose registers hold more of the epilogue's loads in flight";
   }
   // The reference reads through strides; the wide-stage kernels take a row-major B as b_mn.
-  const bool wide = c.kernel == kWide32Kernel || c.kernel == kWide64Kernel;
-  o.a_mn = tiles && options.a_mn, o.b_mn = (tiles || wide) && options.b_mn;
+  o.a_mn = tiles && options.a_mn, o.b_mn = (tiles || IsWideStageKernel(c.kernel)) && options.b_mn;
   c.kernel = GemmVariantName(c.kernel, o);
   return c;
 }

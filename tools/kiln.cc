@@ -114,6 +114,14 @@ ABSL_FLAG(std::string, cache, "\x01", "`kiln compile`: the compile cache (defaul
 
 namespace {
 
+// The GEMM harness's options the timing flags set (--flush_l2, --steady_launches).
+kiln::examples::RunOptions TimingFlags() {
+  kiln::examples::RunOptions opt;
+  opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
+  opt.steady_launches = absl::GetFlag(FLAGS_steady_launches);
+  return opt;
+}
+
 using kiln::rt::Bundle;
 
 int Fail(const absl::Status& s) {
@@ -498,9 +506,7 @@ int Emulate(const std::vector<std::string>& args) {
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   if (std::optional<kiln::examples::GemmSpec> g = kiln::examples::GemmOf(b->manifest)) {
-    kiln::examples::RunOptions opt;
-    opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
-    opt.steady_launches = absl::GetFlag(FLAGS_steady_launches);
+    kiln::examples::RunOptions opt = TimingFlags();
     opt.size = EmulationSize(*b, *g);
     absl::StatusOr<std::vector<kiln::examples::GemmResult>> rs = kiln::examples::EmulateGemmSchedules(*b, opt, *seeds);
     if (!rs.ok()) return Fail(rs.status());
@@ -582,9 +588,7 @@ int Crosscheck(std::vector<std::string> names) {
       if (!everything) return Fail(here);
       continue;
     }
-    kiln::examples::RunOptions opt;
-    opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
-    opt.steady_launches = absl::GetFlag(FLAGS_steady_launches);
+    kiln::examples::RunOptions opt = TimingFlags();
     opt.size = EmulationSize(*b, *g);
     opt.time = false;
     opt.keep_output = true;
@@ -604,9 +608,7 @@ int Crosscheck(std::vector<std::string> names) {
     workers.emplace_back([&] {
       for (size_t i; (i = next++) < rows.size();) {
         const auto t0 = std::chrono::steady_clock::now();
-        kiln::examples::RunOptions opt;
-        opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
-        opt.steady_launches = absl::GetFlag(FLAGS_steady_launches);
+        kiln::examples::RunOptions opt = TimingFlags();
         opt.size = rows[i].gpu.size;
         rows[i].emulated = kiln::examples::EmulateGemm(rows[i].bundle, opt, /*schedule_seed=*/1);
         rows[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -729,9 +731,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::examples::Prob
       continue;
     }
     for (const kiln::examples::ProblemSize& size : sizes) {
-      kiln::examples::RunOptions opt;
-      opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
-      opt.steady_launches = absl::GetFlag(FLAGS_steady_launches);
+      kiln::examples::RunOptions opt = TimingFlags();
       opt.size = size;
       opt.iterations = absl::GetFlag(FLAGS_iters);
       opt.stream_read = StreamRead();
@@ -839,9 +839,7 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
   }
   if (via) spec->epilogue = via->epilogue;
   kiln::examples::SetGemmSpec(b->manifest, *spec);
-  kiln::examples::RunOptions opt;
-  opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
-  opt.steady_launches = absl::GetFlag(FLAGS_steady_launches);
+  kiln::examples::RunOptions opt = TimingFlags();
   opt.size = size;
   opt.iterations = absl::GetFlag(FLAGS_iters);
   opt.split = split;

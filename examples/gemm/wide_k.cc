@@ -28,7 +28,8 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
   // B row-major (b_mn: K rows of N, as a [K][N] weight lies) lands as MN-major boxes of 64 k x the
   // block's columns, one swizzle span each (64B at 32 columns, 128B at 64), read as wgmma's
   // transposed B.
-  const Swizzle b_swizzle = bn * 2 == 128 ? Swizzle::k128B : Swizzle::k64B;
+  const bool b_span128 = bn * 2 == 128;  // else 64 bytes
+  const Swizzle b_swizzle = b_span128 ? Swizzle::k128B : Swizzle::k64B;
   DescribeGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out),
                    .b_order = v.b_mn ? "row" : "col", .c_order = "col",
                    .tile_m = 1, .tile_n = v.b_mn ? 8 : 1, .tile_k = 8,  // TMA strides B's rows: 16 bytes
@@ -42,10 +43,9 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
   for (int rows = EDGE_ROWS; rows <= ROWS; rows += EDGE_ROWS)
     tmA.push_back(
         k.TmaParam(absl::StrCat("tmA", rows), PackedKMajorMap("A", "M", v.in, SLAB, rows, rt::TmaSwizzle::k128B)));
-  TensorMap tmB = k.TmaParam("tmB", v.b_mn ? PackedMnMajorMap("B", "N", v.in, SLAB, bn, b_swizzle == Swizzle::k128B
-                                                                                           ? rt::TmaSwizzle::k128B
-                                                                                           : rt::TmaSwizzle::k64B)
-                                           : PackedKMajorMap("B", "N", v.in, SLAB, bn, rt::TmaSwizzle::k128B));
+  TensorMap tmB = k.TmaParam(
+      "tmB", v.b_mn ? PackedMnMajorMap("B", "N", v.in, SLAB, bn, b_span128 ? rt::TmaSwizzle::k128B : rt::TmaSwizzle::k64B)
+                    : PackedKMajorMap("B", "N", v.in, SLAB, bn, rt::TmaSwizzle::k128B));
   const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, M, N, /*column_major=*/true);
   k.Grid(absl::StrCat("N/", bn));
   std::vector<SmemTile> sA, sB;  // a stage's slabs of 64 k

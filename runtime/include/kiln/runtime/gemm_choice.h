@@ -62,6 +62,9 @@ struct GemmOptions {
   // are assumed.
   std::optional<bool> packed;
 };
+// Whether `kernel` (a base name or a variant's) is a wide-stage kernel (gemm/bf16_k128n32_sm90,
+// _k128n64_sm90), which reads a row-major B too (b_mn) but K-major A only.
+bool IsWideStageKernel(const std::string& kernel);
 // A kernel's variant name: `base` itself for bf16 in and out and no epilogue, else
 // base.<in>-<out>[.any_m][.a_mn][.b_mn][.c_row][.<epilogue>] (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
 std::string GemmVariantName(const std::string& base, const GemmOptions& options);
