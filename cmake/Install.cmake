@@ -1,16 +1,20 @@
 # `cmake --install build --prefix P`: headers, libraries, the kiln command and a CMake package,
 # so that another project does
 #   find_package(kiln CONFIG REQUIRED)                      # kiln::kiln (builder + compiler + runtime)
-#   find_package(kiln CONFIG REQUIRED COMPONENTS runtime)   # kiln::runtime only (no LLVM needed)
+#   find_package(kiln CONFIG REQUIRED COMPONENTS runtime)   # kiln::runtime, kiln::emulator, kiln::ops
+#                                                           # (no LLVM needed)
 # A runtime-only build (KILN_RUNTIME_ONLY) installs the runtime component alone.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(KILN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
 
-install(TARGETS kiln_runtime EXPORT kilnRuntimeTargets
+install(TARGETS kiln_bundle kiln_emulator kiln_runtime kiln_ops EXPORT kilnRuntimeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/bundle/include/ ${PROJECT_SOURCE_DIR}/emulator/include/
+                  ${PROJECT_SOURCE_DIR}/runtime/include/ ${PROJECT_SOURCE_DIR}/ops/gemm/include/
+                  ${PROJECT_SOURCE_DIR}/ops/attention/include/
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT kilnRuntimeTargets NAMESPACE kiln:: DESTINATION ${KILN_CMAKE_DIR})
 install(TARGETS kiln RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 

@@ -8,7 +8,7 @@
 #include "kiln/kernel.h"
 #include "kiln/math.h"
 #include "kiln/memory_ops.h"
-#include "kiln/runtime/gemm_choice.h"
+#include "kiln/bundle/epilogue_terms.h"
 
 namespace kiln {
 

@@ -76,7 +76,7 @@ absl::StatusOr<Cublas*> Cublas::Get() {
   return instance;
 }
 
-absl::Status Cublas::Gemm(const GemmSpec& spec, const ProblemSize& size, uint64_t a,
+absl::Status Cublas::Gemm(const GemmSpec& spec, const rt::GemmSize& size, uint64_t a,
                           uint64_t b, uint64_t c, bool spec_accumulator) const {
   const float alpha32 = 1.0f, beta32 = 0.0f;
   const uint16_t alpha16 = 0x3c00, beta16 = 0;  // fp16 1.0 and 0.0: compute-16F scalars are half

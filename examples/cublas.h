@@ -13,7 +13,7 @@ class Cublas {
   // C = A * B for the spec's dtypes and storage orders on the default stream, in fp32 compute
   // (the reference), or with `spec_accumulator` in the spec's accumulator type (fp16 compute
   // for an f16 accumulator: the like-for-like baseline the harness times).
-  absl::Status Gemm(const GemmSpec& spec, const ProblemSize& size, uint64_t a, uint64_t b,
+  absl::Status Gemm(const GemmSpec& spec, const rt::GemmSize& size, uint64_t a, uint64_t b,
                     uint64_t c, bool spec_accumulator = false) const;
   const std::string& library() const { return library_; }
 

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kiln/memory_ops.h"
-#include "kiln/runtime/schedule.h"
+#include "kiln/bundle/schedule.h"
 
 namespace kiln::examples {
 namespace {
@@ -398,7 +398,7 @@ ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bo
               return absl::InvalidArgumentError(absl::StrCat(name, ": stores C column-major only (no c_row)"));
             return build(name, *v);
           },
-          tile ? kBundledTileVariants : c_row ? kBundledRowCVariants : b_mn ? rt::kBundledWideVariants : kBundledGemmVariants};
+          tile ? kBundledTileVariants : c_row ? kBundledRowCVariants : b_mn ? kBundledWideVariants : kBundledGemmVariants};
 }
 
 ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "examples/host_data.h"
+#include "kiln/bundle/epilogue_terms.h"
 
 namespace kiln::examples {
 
@@ -56,7 +57,7 @@ std::vector<uint8_t> RandomEncoded(size_t n, const std::string& type, uint64_t s
 }
 }  // namespace
 
-EpilogueInputs RandomEpilogueInputs(const HostEpilogue& e, const ProblemSize& s, uint64_t seed) {
+EpilogueInputs RandomEpilogueInputs(const HostEpilogue& e, const rt::GemmSize& s, uint64_t seed) {
   EpilogueInputs in;
   if (e.scale) {
     in.alpha = static_cast<float>(1 / std::sqrt(static_cast<double>(s.k)));
@@ -68,7 +69,7 @@ EpilogueInputs RandomEpilogueInputs(const HostEpilogue& e, const ProblemSize& s,
   return in;
 }
 
-double ApplyEpilogue(const HostEpilogue& e, const EpilogueInputs& in, const ProblemSize& s, double x, int64_t i,
+double ApplyEpilogue(const HostEpilogue& e, const EpilogueInputs& in, const rt::GemmSize& s, double x, int64_t i,
                      int64_t j) {
   const size_t at = e.c_order == "row" ? i * s.n + j : j * s.m + i;
   if (e.scale) x = static_cast<double>(in.alpha) * x + static_cast<double>(in.beta) * DecodeElement(in.c_in, e.type, at);

@@ -30,9 +30,9 @@ struct EpilogueInputs {
 };
 // alpha = 1/sqrt(K) (so the scaled product, like each other term, is about unit size and an
 // error in any term shows), beta = 0.5, the rest random normals (from `seed`).
-EpilogueInputs RandomEpilogueInputs(const HostEpilogue& e, const ProblemSize& s, uint64_t seed);
+EpilogueInputs RandomEpilogueInputs(const HostEpilogue& e, const rt::GemmSize& s, uint64_t seed);
 // What the kernel should store at (i, j), given the exact product there.
-double ApplyEpilogue(const HostEpilogue& e, const EpilogueInputs& in, const ProblemSize& s, double product,
+double ApplyEpilogue(const HostEpilogue& e, const EpilogueInputs& in, const rt::GemmSize& s, double product,
                      int64_t i, int64_t j);
 
 // Elements of encoded data of a GEMM element type: "bf16", "f16" (2 bytes) or "f32" (4).

@@ -45,9 +45,9 @@ absl::StatusOr<GemmSpec> GemmSpec::Parse(absl::string_view text) {
   return g;
 }
 
-rt::Symbols ProblemSymbols(const ProblemSize& size) { return {{"M", size.m}, {"N", size.n}, {"K", size.k}}; }
+rt::Symbols ProblemSymbols(const rt::GemmSize& size) { return {{"M", size.m}, {"N", size.n}, {"K", size.k}}; }
 
-ProblemSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g) {
+rt::GemmSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g) {
   int64_t ring = 1;
   if (const std::string* text = m.Attribute("ring"); !text || !absl::SimpleAtoi(*text, &ring) || ring < 1) ring = 1;
   auto round_up = [](int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; };
@@ -72,7 +72,7 @@ void SetGemmSpec(rt::Manifest& m, const GemmSpec& g) {
   m.attributes.emplace_back("gemm", g.ToString());
 }
 
-absl::Status CheckProblem(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& size) {
+absl::Status CheckProblem(const rt::Manifest& m, const GemmSpec& g, const rt::GemmSize& size) {
   const int64_t dims[] = {size.m, size.n, size.k};
   const int64_t tiles[] = {g.tile_m, g.tile_n, g.tile_k};
   const char* names[] = {"M", "N", "K"};
@@ -87,7 +87,7 @@ absl::Status CheckProblem(const rt::Manifest& m, const GemmSpec& g, const Proble
   return absl::OkStatus();
 }
 
-absl::StatusOr<rt::Dim3> GemmGrid(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& size,
+absl::StatusOr<rt::Dim3> GemmGrid(const rt::Manifest& m, const GemmSpec& g, const rt::GemmSize& size,
                                   int sm_count) {
   if (absl::Status s = CheckProblem(m, g, size); !s.ok()) return s;
   return m.GridFor(ProblemSymbols(size), sm_count);

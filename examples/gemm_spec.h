@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "kiln/runtime/driver.h"
-#include "kiln/runtime/gemm_choice.h"
-#include "kiln/runtime/manifest.h"
+#include "kiln/bundle/dims.h"
+#include "kiln/bundle/manifest.h"
 
 namespace kiln {
 class Kernel;
@@ -39,22 +39,40 @@ struct GemmSpec {
   static absl::StatusOr<GemmSpec> Parse(absl::string_view text);
 };
 
-using ProblemSize = rt::GemmSize;  // the host API's
-// The host API's kernel choice, under the examples' names.
-using rt::CanonicalEpilogue;
-using rt::ChooseGemm;
-using rt::GemmChoice;
-using rt::GemmOptions;
-using rt::GemmVariantName;
-using rt::kBundledGemmVariants;
-using rt::kBundledTileVariants;
-using rt::kBundledRowCVariants;
-rt::Symbols ProblemSymbols(const ProblemSize& size);  // {M, N, K}
+// The variants of each entry-point kernel that the build bundles (and the GPU suite checks), as
+// the suffixes of their names (rt::GemmVariantName, kiln/ops/gemm_choice.h): each type pair and each epilogue term at least once.
+inline const std::vector<std::string> kBundledGemmVariants = {
+    "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu", "bf16-f32.scale.silu"};
+// The tile kernels': those, the 16-bit ones again storing C from registers (any_m), which
+// ChooseGemm picks where M is no multiple of 8, and MN-major A and B (a_mn, b_mn), with any M too.
+inline const std::vector<std::string> kBundledTileVariants = {
+    "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu", "bf16-f32.scale.silu",
+    "bf16-bf16.any_m", "f16-f16.any_m", "bf16-bf16.any_m.scale.bias_col.gelu.residual", "f16-f16.any_m.bias_row.relu",
+    "bf16-bf16.a_mn", "bf16-bf16.b_mn", "bf16-bf16.a_mn.b_mn", "bf16-bf16.any_m.b_mn", "bf16-bf16.any_m.a_mn",
+    "bf16-bf16.any_m.a_mn.b_mn"};
+// The wide-stage kernels': kBundledGemmVariants and a row-major B (b_mn), plain and fused.
+inline const std::vector<std::string> kBundledWideVariants = [] {
+  std::vector<std::string> v = kBundledGemmVariants;
+  v.insert(v.end(), {"bf16-bf16.b_mn", "f16-f16.b_mn", "bf16-f32.b_mn.scale.silu"});
+  return v;
+}();
+// The skinny kernel's: kBundledGemmVariants, then each of those as the entry point runs it for a
+// column-major C of 1-4 columns, transposed (the bias's axis swapped; c_row for 2-4 columns).
+inline const std::vector<std::string> kBundledRowCVariants = [] {
+  std::vector<std::string> v = kBundledGemmVariants;
+  v.insert(v.end(), {"bf16-bf16.scale.bias_row.gelu.residual", "f16-f16.bias_col.relu", "bf16-bf16.c_row",
+                     "f16-f16.c_row", "bf16-f32.c_row", "bf16-bf16.c_row.scale.bias_row.gelu.residual",
+                     "f16-f16.c_row.bias_col.relu", "bf16-f32.c_row.scale.silu",
+                     "bf16-bf16.c_row.scale.bias_col.gelu.residual", "f16-f16.c_row.bias_row.relu"});
+  return v;
+}();
+
+rt::Symbols ProblemSymbols(const rt::GemmSize& size);  // {M, N, K}
 
 // The smallest problem that exercises a GEMM kernel's whole protocol: at least 2x2 CTA tiles
 // (rounded up to what M and N must divide by) and 2 * ring + 1 K steps, so that the deepest ring
 // of stages (the manifest's "ring" attribute; 1 without one) wraps at least twice.
-ProblemSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g);
+rt::GemmSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g);
 
 // The kernel's GEMM description, if it is a GEMM (has a "gemm" attribute that parses).
 std::optional<GemmSpec> GemmOf(const rt::Manifest& m);
@@ -63,9 +81,9 @@ std::optional<GemmSpec> GemmOf(const rt::Manifest& m);
 void SetGemmSpec(rt::Manifest& m, const GemmSpec& g);
 // Fails with a message naming the kernel's tile and the line that set it when the problem does
 // not divide by the tile.
-absl::Status CheckProblem(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& size);
+absl::Status CheckProblem(const rt::Manifest& m, const GemmSpec& g, const rt::GemmSize& size);
 // The grid of a GEMM launch: the tile check, then the kernel's grid rule over M, N, K.
-absl::StatusOr<rt::Dim3> GemmGrid(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& size,
+absl::StatusOr<rt::Dim3> GemmGrid(const rt::Manifest& m, const GemmSpec& g, const rt::GemmSize& size,
                                   int sm_count);
 
 }  // namespace kiln::examples

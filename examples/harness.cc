@@ -16,9 +16,9 @@
 #include "examples/timing.h"
 #include "examples/host_data.h"
 #include "kiln/runtime/driver.h"
-#include "kiln/runtime/emulator.h"
+#include "kiln/emulator.h"
 #include "kiln/runtime/launch.h"
-#include "kiln/runtime/schedule.h"
+#include "kiln/bundle/schedule.h"
 #include "kiln/runtime/tensor_map.h"
 
 namespace kiln::examples {
@@ -50,7 +50,7 @@ struct ArgPack {
 // The integer parameters the harness binds by name: the sizes M, N, K, a work table's split
 // and, for kernels that index generically (the references), element strides of (row, col) of
 // A, B and C.
-std::map<std::string, int64_t> GemmIntArgs(const GemmSpec& g, const ProblemSize& s, int split) {
+std::map<std::string, int64_t> GemmIntArgs(const GemmSpec& g, const rt::GemmSize& s, int split) {
   auto strides = [](const std::string& order, int64_t rows, int64_t cols) {
     return order == "row" ? std::pair<int64_t, int64_t>{cols, 1} : std::pair<int64_t, int64_t>{1, rows};
   };
@@ -76,7 +76,7 @@ std::string SecondLaunchDiffers(int split) {
 }
 
 // `g` gives the storage orders of A, B, C (the kernel under test's, also for the reference).
-absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& s, int split,
+absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const rt::GemmSize& s, int split,
                                  const GemmBuffers& buf) {
   ArgPack pack;
   pack.pointers.reserve(m.params.size());
@@ -164,14 +164,14 @@ double ToFloat(uint16_t v, const std::string& type) {
 struct GemmInputs {
   std::vector<uint16_t> a, b;
 };
-GemmInputs RandomGemmInputs(const GemmSpec& g, const ProblemSize& s, uint64_t seed) {
+GemmInputs RandomGemmInputs(const GemmSpec& g, const rt::GemmSize& s, uint64_t seed) {
   const bool half_in = g.in_type == "f16";
   return {RandomNormal16(s.m * s.k, seed, half_in), RandomNormal16(s.k * s.n, seed + 1, half_in)};
 }
 
 // What both harnesses (GPU and emulator) check before running a GEMM: the problem against the
 // tile, 16-bit inputs, an epilogue they know; then the epilogue to apply to the reference.
-absl::StatusOr<HostEpilogue> CheckedEpilogue(const rt::Manifest& m, const GemmSpec& g, const ProblemSize& s) {
+absl::StatusOr<HostEpilogue> CheckedEpilogue(const rt::Manifest& m, const GemmSpec& g, const rt::GemmSize& s) {
   if (absl::Status st = CheckProblem(m, g, s); !st.ok()) return st;
   if (g.in_type == "f32") return absl::UnimplementedError("the GEMM harness handles 16-bit inputs");
   absl::StatusOr<HostEpilogue> epi = EpilogueOf(g);
@@ -192,7 +192,7 @@ struct Launchable {
 };
 
 absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const GemmSpec& layout,
-                                   const ProblemSize& size, int split, const GemmBuffers& buffers) {
+                                   const rt::GemmSize& size, int split, const GemmBuffers& buffers) {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   const rt::Manifest& m = bundle.manifest;
@@ -316,7 +316,7 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
         m.name, " (", m.source, ") is not a GEMM; the GEMM harness (kiln run/bench) cannot check it. "
         "Launch it with kiln::rt::LoadedKernel"));
   const GemmSpec& g = *gemm;
-  const ProblemSize& s = opt.size;
+  const rt::GemmSize& s = opt.size;
   absl::StatusOr<HostEpilogue> epi = CheckedEpilogue(m, g, s);
   if (!epi.ok()) return epi.status();
   absl::StatusOr<Driver*> d = Driver::Get();
@@ -577,7 +577,7 @@ namespace {
 
 // The exact product in fp64, row-major M x N, with the inputs decoded once (A as M x K, B as
 // N x K, so each element is one contiguous dot product).
-std::vector<double> Fp64Product(const GemmSpec& g, const ProblemSize& s, const std::vector<uint16_t>& ha,
+std::vector<double> Fp64Product(const GemmSpec& g, const rt::GemmSize& s, const std::vector<uint16_t>& ha,
                                 const std::vector<uint16_t>& hb) {
   std::vector<double> a(s.m * s.k), b(s.n * s.k), c(s.m * s.n);
   for (int64_t i = 0; i < s.m; ++i)
@@ -600,7 +600,7 @@ std::vector<double> Fp64Product(const GemmSpec& g, const ProblemSize& s, const s
 // One emulated launch on the inputs; C as the kernel left it (poisoned with NaN before).
 // C's bytes as the kernel left them (poisoned with NaN before).
 absl::StatusOr<std::vector<uint8_t>> EmulatedOutput(const rt::Bundle& bundle, const GemmSpec& g,
-                                                    const ProblemSize& s, const std::vector<uint16_t>& ha,
+                                                    const rt::GemmSize& s, const std::vector<uint16_t>& ha,
                                                     const std::vector<uint16_t>& hb, const EpilogueInputs& ei,
                                                     int split, uint64_t schedule_seed) {
   const rt::Manifest& m = bundle.manifest;
@@ -673,7 +673,7 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(const rt::Bundle& b
   const std::optional<GemmSpec> gemm = GemmOf(m);
   if (!gemm) return absl::FailedPreconditionError(absl::StrCat(m.name, " (", m.source, ") is not a GEMM"));
   const GemmSpec& g = *gemm;
-  const ProblemSize& s = opt.size;
+  const rt::GemmSize& s = opt.size;
   absl::StatusOr<HostEpilogue> epi = CheckedEpilogue(m, g, s);
   if (!epi.ok()) return epi.status();
   if (s.m * s.n * s.k > (int64_t{1} << 33))
@@ -733,7 +733,7 @@ double Ulp(double v, const std::string& type) {
 }
 }  // namespace
 
-std::vector<double> ProductScales(const GemmSpec& g, const ProblemSize& s, uint64_t seed) {
+std::vector<double> ProductScales(const GemmSpec& g, const rt::GemmSize& s, uint64_t seed) {
   const auto [ha, hb] = RandomGemmInputs(g, s, seed);
   std::vector<uint16_t> abs_a(ha.size()), abs_b(hb.size());  // |a|, |b|: the sign bit cleared
   for (size_t i = 0; i < ha.size(); ++i) abs_a[i] = ha[i] & 0x7fff;
@@ -741,7 +741,7 @@ std::vector<double> ProductScales(const GemmSpec& g, const ProblemSize& s, uint6
   return Fp64Product(g, s, abs_a, abs_b);
 }
 
-OutputAgreement CompareOutputs(const GemmSpec& g, const ProblemSize& s, const std::vector<uint16_t>& x,
+OutputAgreement CompareOutputs(const GemmSpec& g, const rt::GemmSize& s, const std::vector<uint16_t>& x,
                                const std::vector<uint16_t>& y, const std::vector<double>& scale, double rel) {
   OutputAgreement a;
   double diff2 = 0, norm2 = 0;

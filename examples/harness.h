@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "kiln/runtime/driver.h"
 #include "examples/gemm_spec.h"
-#include "kiln/runtime/manifest.h"
+#include "kiln/bundle/manifest.h"
 
 namespace kiln::examples {
 
@@ -22,7 +22,7 @@ struct GemmBuffers {
 };
 
 struct RunOptions {
-  ProblemSize size{4096, 4096, 4096};
+  rt::GemmSize size{4096, 4096, 4096};
   int warmup = 3;
   int iterations = 20;  // timed runs; the median is reported
   uint64_t seed = 1;
@@ -49,7 +49,7 @@ struct RunOptions {
 
 struct GemmResult {
   std::string name;
-  ProblemSize size;
+  rt::GemmSize size;
   double ms = 0, tflops = 0;          // median
   double cublas_ms = 0, cublas_tflops = 0;
   double rel_error = 0;               // ||C - ref|| / ||ref|| over every element
@@ -113,8 +113,8 @@ struct OutputAgreement {
 };
 // sum_k |a_ik b_kj| for every element of the product of the harness's inputs for `seed`
 // (RunOptions::seed), row-major M x N.
-std::vector<double> ProductScales(const GemmSpec& g, const ProblemSize& s, uint64_t seed);
-OutputAgreement CompareOutputs(const GemmSpec& g, const ProblemSize& s, const std::vector<uint16_t>& x,
+std::vector<double> ProductScales(const GemmSpec& g, const rt::GemmSize& s, uint64_t seed);
+OutputAgreement CompareOutputs(const GemmSpec& g, const rt::GemmSize& s, const std::vector<uint16_t>& x,
                                const std::vector<uint16_t>& y, const std::vector<double>& scale, double rel);
 
 // The table: header once, then one row per result.

@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
                                    "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"};
 
-std::string ShapeName(const ProblemSize& s) { return absl::StrCat(s.m, "x", s.n, "x", s.k); }
+std::string ShapeName(const rt::GemmSize& s) { return absl::StrCat(s.m, "x", s.n, "x", s.k); }
 
 std::string Escape(const std::string& text) {
   std::string out;

@@ -14,7 +14,7 @@
 #include "examples/host_data.h"
 #include "examples/probes/probes.h"
 #include "kiln/runtime/driver.h"
-#include "kiln/runtime/emulator.h"
+#include "kiln/emulator.h"
 #include "kiln/runtime/launch.h"
 
 namespace kiln::examples {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kiln/runtime/manifest.h"
+#include "kiln/bundle/manifest.h"
 
 namespace kiln::examples {
 

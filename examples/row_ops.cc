@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "examples/host_data.h"
 #include "examples/timing.h"
-#include "kiln/runtime/emulator.h"
+#include "kiln/emulator.h"
 #include "kiln/runtime/launch.h"
 
 namespace kiln::examples {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "kiln/runtime/manifest.h"
+#include "kiln/bundle/manifest.h"
 
 namespace kiln::examples {
 
@@ -33,7 +33,7 @@ struct RowOpResult {
 absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOptions& options);
 
 // The same check on kiln's PTX emulator instead of a GPU (no timing): `schedule_seed` orders the
-// emulated threads (kiln/runtime/emulator.h).
+// emulated threads (kiln/emulator.h).
 absl::StatusOr<RowOpResult> EmulateRowOp(const rt::Bundle& bundle, const RowOpOptions& options,
                                          uint64_t schedule_seed = 1);
 

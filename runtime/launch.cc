@@ -10,40 +10,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "kiln/runtime/driver.h"
-#include "kiln/runtime/schedule.h"
+#include "kiln/bundle/schedule.h"
 #include "kiln/runtime/tensor_map.h"
 
 namespace kiln::rt {
-
-Arg::Arg(Kind kind, const void* value, size_t size) : kind_(kind) {
-  if (size) std::memcpy(bytes_, value, size);
-}
-
-Arg Arg::Tensor(cu::CUdeviceptr address, std::vector<uint64_t> dims, std::vector<uint64_t> strides_bytes) {
-  Arg a = Tensor(address);
-  a.dims_ = std::move(dims);
-  a.strides_ = std::move(strides_bytes);
-  return a;
-}
-
-uint64_t Arg::address() const {
-  uint64_t v;
-  std::memcpy(&v, bytes_, sizeof(v));
-  return v;
-}
-
-const char* ParamKindName(ParamSpec::Kind kind) {
-  switch (kind) {
-    case ParamSpec::Kind::kPointer: return "ptr";
-    case ParamSpec::Kind::kI32: return "i32";
-    case ParamSpec::Kind::kI64: return "i64";
-    case ParamSpec::Kind::kF32: return "f32";
-    case ParamSpec::Kind::kTensorMap: return "tensor map";
-    case ParamSpec::Kind::kScheduleTable: return "schedule table";
-    case ParamSpec::Kind::kWorkspace: return "workspace";
-  }
-  return "?";
-}
 
 LaunchConfig LaunchConfigOf(const Manifest& m, Dim3 grid, unsigned smem, cu::CUstream stream) {
   return {grid, m.block, m.cluster, smem, stream, m.waits_for_prior_grids};
@@ -62,48 +32,6 @@ absl::Status CheckTarget(const Manifest& m, const Driver& d) {
         "%s is built for %s; %s is sm_%d, so it cannot run here", m.name, m.target,
         d.device_name(), cc));
   return absl::OkStatus();
-}
-
-absl::Status CheckArgs(const Manifest& m, const std::vector<Arg>& args) {
-  auto signature = [&] {
-    return absl::StrJoin(m.params, ", ", [](std::string* out, const ParamSpec& p) {
-      absl::StrAppend(out, ParamKindName(p.kind), " ", p.name);
-    });
-  };
-  if (args.size() != m.params.size())
-    return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, " takes ", m.params.size(),
-                                                   " arguments (", signature(), "), not ", args.size()));
-  for (size_t i = 0; i < args.size(); ++i) {
-    const ParamSpec& p = m.params[i];
-    if (args[i].kind() != p.kind)
-      return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, " argument ", i, " (", p.name,
-                                                     ") is ", ParamKindName(p.kind), ", not ",
-                                                     ParamKindName(args[i].kind()), "; it takes (",
-                                                     signature(), ")"));
-    if (p.kind != ParamSpec::Kind::kTensorMap) continue;
-    const TensorMapParam& t = p.tensor_map;
-    const Arg& a = args[i];
-    if (a.dims().empty() && t.bound_at_launch())
-      return absl::InvalidArgumentError(absl::StrCat(
-          m.source, ": ", m.name, " argument ", i, " (tensor map ", p.name, " over ", t.tensor,
-          ") has its dims bound at launch: pass Arg::Tensor(address, dims, strides) with ", t.rank(),
-          " dims and ", t.rank() - 1, " strides"));
-    if (!a.dims().empty() && (a.dims().size() != static_cast<size_t>(t.rank()) ||
-                              a.strides_bytes().size() + 1 != a.dims().size()))
-      return absl::InvalidArgumentError(absl::StrCat(
-          m.source, ": ", m.name, " argument ", i, " (tensor map ", p.name, " over ", t.tensor, ") is rank ",
-          t.rank(), ": it takes ", t.rank(), " dims and ", t.rank() - 1, " strides, not ", a.dims().size(),
-          " and ", a.strides_bytes().size()));
-  }
-  return m.CheckRequirements(SymbolsOf(m, args));
-}
-
-Symbols SymbolsOf(const Manifest& m, const std::vector<Arg>& args) {
-  Symbols symbols;
-  for (size_t i = 0; i < args.size() && i < m.params.size(); ++i)
-    if (args[i].kind() == Arg::Kind::kI32 || args[i].kind() == Arg::Kind::kI64)
-      symbols[m.params[i].name] = args[i].AsInt();
-  return symbols;
 }
 
 // ---- the GPU debug mode's record: pinned host memory mapped into the device, so that it can
@@ -201,17 +129,6 @@ absl::StatusOr<LoadedKernel> LoadedKernel::Load(const Bundle& bundle) {
   return loaded;
 }
 
-int64_t Arg::AsInt() const {
-  if (kind_ == Kind::kI32) {
-    int32_t v;
-    std::memcpy(&v, bytes_, sizeof(v));
-    return v;
-  }
-  int64_t v;
-  std::memcpy(&v, bytes_, sizeof(v));
-  return v;
-}
-
 absl::StatusOr<Dim3> LoadedKernel::GridFor(const std::vector<Arg>& args) const {
   if (absl::Status s = CheckArgs(manifest_, args); !s.ok()) return s;
   return GridOfCheckedArgs(args);
@@ -276,33 +193,6 @@ absl::StatusOr<LoadedKernel::TableCopy> LoadedKernel::Table(size_t param, const 
   if (absl::Status s = buf->CopyFromHost(table->words.data(), table->words.size() * 4); !s.ok()) return s;
   auto& kept = uploads_->tables[key] = {*std::move(buf), table->partials};
   return TableCopy{kept.first.ptr(), kept.second};
-}
-
-namespace {
-// Each workspace parameter is sized by a schedule table the launch has built.
-template <typename Tables>
-absl::Status CheckWorkspaceTables(const Manifest& m, const Tables& tables) {
-  for (const ParamSpec& p : m.params)
-    if (p.kind == ParamSpec::Kind::kWorkspace && !p.workspace.table.empty() && !tables.count(p.workspace.table))
-      return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": workspace ", p.name,
-                                                     " is sized by schedule table '", p.workspace.table,
-                                                     "', which the kernel does not have"));
-  return absl::OkStatus();
-}
-}  // namespace
-
-absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manifest& m, const Symbols& symbols) {
-  std::map<std::string, WorkTable> tables;
-  for (const ParamSpec& p : m.params) {
-    if (p.kind != ParamSpec::Kind::kScheduleTable) continue;
-    absl::StatusOr<WorkTable> t = BuildScheduleTable(p.schedule, symbols);
-    if (!t.ok())
-      return absl::InvalidArgumentError(
-          absl::StrCat(m.source, ": ", m.name, ": schedule table ", p.name, ": ", t.status().message()));
-    tables[p.name] = *std::move(t);
-  }
-  if (absl::Status st = CheckWorkspaceTables(m, tables); !st.ok()) return st;
-  return tables;
 }
 
 absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, cu::CUstream stream) const {

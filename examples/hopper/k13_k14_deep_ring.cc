@@ -367,7 +367,7 @@ KILN_EXAMPLE_VARIANT(k14, "hopper/k14", "kiln: k13 with the epilogue overlapped 
                      [] { return Build("hopper/k14", true); });
 namespace {
 
-// The entry point's kernels (the GEMM entry point picks one per shape: runtime/gemm_choice.cc),
+// The entry point's kernels (the GEMM entry point picks one per shape: ops/gemm/gemm_choice.cc),
 // each registered by name and as a family of types and fused epilogues.
 struct EntryKernel {
   const char* name;

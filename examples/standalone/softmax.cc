@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kiln/runtime/emulator.h"
+#include "kiln/emulator.h"
 #include "kiln/runtime/launch.h"
-#include "kiln/runtime/manifest.h"
+#include "kiln/bundle/manifest.h"
 #ifndef KILN_RUNTIME_ONLY
 #include "kiln/compile.h"
 #include "kiln/kernel.h"

@@ -1,4 +1,4 @@
-// The host API's GEMM entry point (kiln/runtime/gemm.h): its plans and errors here, and on a GPU
+// The host API's GEMM entry point (kiln/ops/gemm.h): its plans and errors here, and on a GPU
 // (with KILN_BUNDLE_DIR) its results against an fp64 product computed in this file, through
 // row- and column-major C, padded leading dimensions and epilogues.
 #include <algorithm>
@@ -14,7 +14,7 @@
 #include "examples/host_data.h"
 #include "gtest/gtest.h"
 #include "kiln/runtime/driver.h"
-#include "kiln/runtime/gemm.h"
+#include "kiln/ops/gemm.h"
 
 namespace kiln::rt {
 namespace {

@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "kiln/runtime/driver.h"
 #include "kiln/runtime/launch.h"
-#include "kiln/runtime/manifest.h"
+#include "kiln/bundle/manifest.h"
 #include "kiln/runtime/tensor_map.h"
 
 namespace kiln::rt {
@@ -198,8 +198,8 @@ TEST(BundlesGpu, EveryBundleIsCorrect) {
     absl::StatusOr<Bundle> ref = ReadBundle(dir, "reference/" + gemm->in_type);
     const examples::GemmSpec& g = *gemm;
     auto up = [](int64_t v, int64_t tile) { return (v + tile - 1) / tile * tile; };
-    using examples::ProblemSize;
-    for (ProblemSize size : {ProblemSize{512, 512, 512}, ProblemSize{768, 256, 384}}) {
+    using rt::GemmSize;
+    for (rt::GemmSize size : {rt::GemmSize{512, 512, 512}, rt::GemmSize{768, 256, 384}}) {
       size = {up(size.m, g.tile_m), up(size.n, g.tile_n), up(size.k, g.tile_k)};
       examples::RunOptions opt;
       opt.size = size;

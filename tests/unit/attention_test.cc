@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "examples/attention_check.h"
+#include "ops/attention/attention_check.h"
 #include "examples/registry.h"
 #include "gtest/gtest.h"
 #include "kiln/lowering.h"
@@ -144,7 +144,7 @@ TEST(EmulatedBlackwellAttention, AStoreToTensorMemoryWithoutItsWaitIsReported) {
       RunAttentionEmulated(b, {.b = 1, .hq = 1, .hkv = 1, .s = 100, .skv = 300, .d = 64}, {}, 1);
   ASSERT_FALSE(r.ok()) << "no report; the check " << (r->passed ? "passed" : "failed");
   EXPECT_NE(r.status().message().find("have not run tcgen05.wait::st"), std::string::npos) << r.status();
-  EXPECT_NE(r.status().message().find("examples/attention/blackwell.cc:"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("ops/attention/kernels/blackwell.cc:"), std::string::npos) << r.status();
 }
 
 TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {

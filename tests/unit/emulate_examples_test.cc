@@ -15,9 +15,16 @@
 #include "examples/row_ops.h"
 #include "gtest/gtest.h"
 #include "kiln/lowering.h"
-#include "kiln/runtime/emulator.h"
+#include "kiln/emulator.h"
+#include "kiln/ops/gemm_choice.h"
 
 namespace kiln::examples {
+// The GEMM entry point's rule (kiln/ops/gemm_choice.h), checked here beside the kernels it picks.
+using rt::CanonicalEpilogue;
+using rt::ChooseGemm;
+using rt::GemmChoice;
+using rt::GemmOptions;
+using rt::GemmVariantName;
 namespace {
 
 rt::Bundle BundleOf(const std::string& name) {
@@ -334,7 +341,7 @@ namespace {
 // element's scale (sum_k |a_ik b_kj|); NaN never agrees.
 TEST(Crosscheck, OutputsAgreeWithinAnUlpAndTheScaleNotBeyond) {
   const GemmSpec g;  // bf16 in and out, f32 accumulators, C row-major
-  const ProblemSize s{1, 5, 16};
+  const rt::GemmSize s{1, 5, 16};
   const std::vector<double> scale = {100, 100, 100, 100, 100};
   auto bf16 = [](float f) { return FloatToBf16(f); };
   // 32 and 32.25 are neighbours in bf16 (ulp 0.25 in [32, 64)); 32.5 is two ulps off; an
@@ -348,7 +355,7 @@ TEST(Crosscheck, OutputsAgreeWithinAnUlpAndTheScaleNotBeyond) {
   EXPECT_NEAR(a.worst, 0.5 / 100, 1e-9);
   EXPECT_NE(a.worst_element.find("(0,2): 32.5 vs 32"), std::string::npos) << a.worst_element;
   // The scales are those of the harness's inputs: |a| . |b| over K.
-  const ProblemSize tiny{2, 3, 4};
+  const rt::GemmSize tiny{2, 3, 4};
   const std::vector<double> sc = ProductScales(g, tiny, 1);
   ASSERT_EQ(sc.size(), 6u);
   for (double v : sc) EXPECT_GT(v, 0);
@@ -363,9 +370,9 @@ namespace {
 // The GEMM entry point's kernels at sizes no tile divides. The Hopper ones: TMA's bounds
 // zero-fill the loads past M, N and K and clip the stores (M and K multiples of 8, N anything).
 // The skinny one: masks, and rows in passes (any M, K a multiple of 8).
-void ExpectCorrectAt(const char* name, std::initializer_list<ProblemSize> sizes, int split = 1) {
+void ExpectCorrectAt(const char* name, std::initializer_list<rt::GemmSize> sizes, int split = 1) {
   const rt::Bundle b = BundleOf(name);
-  for (const ProblemSize& size : sizes) {
+  for (const rt::GemmSize& size : sizes) {
     RunOptions opt;
     opt.size = size;
     opt.split = split;
@@ -443,7 +450,7 @@ TEST(EmulatedGemmEntryPoint, TheStridedKernelAtAnySizeInEveryOrder) {
         g.a_order = a, g.b_order = bo, g.c_order = c;
         rt::Bundle ordered = b;
         SetGemmSpec(ordered.manifest, g);
-        for (const ProblemSize& size : {ProblemSize{130, 140, 75}, ProblemSize{7, 5, 3}, ProblemSize{1, 129, 33}}) {
+        for (const rt::GemmSize& size : {rt::GemmSize{130, 140, 75}, rt::GemmSize{7, 5, 3}, rt::GemmSize{1, 129, 33}}) {
           RunOptions opt;
           opt.size = size;
           absl::StatusOr<GemmResult> r = EmulateGemm(ordered, opt, 1);
@@ -520,7 +527,7 @@ TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
       const bool any_m = options.find("any_m") != std::string::npos || options.find("-f32") != std::string::npos;
       const bool a_mn = options.find("a_mn") != std::string::npos;
       ExpectCorrectAt(name.c_str(),
-                      {skinny ? ProblemSize{3, 77, 72} : ProblemSize{any_m && !a_mn ? 131 : 136, 200, 88}});
+                      {skinny ? rt::GemmSize{3, 77, 72} : rt::GemmSize{any_m && !a_mn ? 131 : 136, 200, 88}});
     }
   }
 }
@@ -559,7 +566,7 @@ TEST(GemmChoice, VariantNamesCarryTypesAndTheEpilogueInTheKernelsOrder) {
 }
 
 // (kernel, split) as the rule gives it.
-std::pair<std::string, int> Choice(const ProblemSize& s, const GemmOptions& o = {}) {
+std::pair<std::string, int> Choice(const rt::GemmSize& s, const GemmOptions& o = {}) {
   const GemmChoice c = ChooseGemm(s, 90, o);
   return {c.kernel, c.split};
 }
@@ -740,10 +747,10 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(Choice({2, 8192, 28672}), P("gemm/bf16_skinny_sm90", 1));
   EXPECT_EQ(Choice({64, 8192, 14336}, {.out_type = "f32", .epilogue = "bias_col"}).first,
             "gemm/bf16_k128n64_sm90.bf16-f32.bias_col");
-  for (ProblemSize other : {ProblemSize{64, 8192, 4096}, ProblemSize{64, 6144, 4096}, ProblemSize{64, 3072, 14336},
-                            ProblemSize{8, 4096, 4096}, ProblemSize{16, 3500, 4096}, ProblemSize{16, 4096, 512},
-                            ProblemSize{65, 4096, 4096}, ProblemSize{64, 4352, 4096},
-                            ProblemSize{64, 4096, 512}, ProblemSize{64, 4096, 4104}})
+  for (rt::GemmSize other : {rt::GemmSize{64, 8192, 4096}, rt::GemmSize{64, 6144, 4096}, rt::GemmSize{64, 3072, 14336},
+                            rt::GemmSize{8, 4096, 4096}, rt::GemmSize{16, 3500, 4096}, rt::GemmSize{16, 4096, 512},
+                            rt::GemmSize{65, 4096, 4096}, rt::GemmSize{64, 4352, 4096},
+                            rt::GemmSize{64, 4096, 512}, rt::GemmSize{64, 4096, 4104}})
     EXPECT_EQ(Choice(other).first.find("gemm/bf16_k"), std::string::npos)
         << other.m << "x" << other.n << "x" << other.k;
   EXPECT_EQ(ChooseGemm({64, 4096, 4096}, 90, {.packed = false}).kernel.find("gemm/bf16_k"), std::string::npos);

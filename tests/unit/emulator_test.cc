@@ -1,6 +1,6 @@
 // The PTX emulator against the PTX ISA's definitions, on hand-written PTX (no compiler needed):
 // each test states what the ISA says an instruction does and checks the emulator does that.
-#include "kiln/runtime/emulator.h"
+#include "kiln/emulator.h"
 
 #include <cmath>
 #include <cstring>

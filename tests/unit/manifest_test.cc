@@ -1,4 +1,4 @@
-#include "kiln/runtime/manifest.h"
+#include "kiln/bundle/manifest.h"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "examples/gemm_spec.h"
 #include "gtest/gtest.h"
-#include "kiln/runtime/schedule.h"
+#include "kiln/bundle/schedule.h"
 
 namespace kiln::rt {
 namespace {

@@ -26,7 +26,7 @@ struct Mutation {
   std::string id, kernel, bug;
   std::vector<Edit> edits;
   std::string expect;             // the class, as the report words it
-  ProblemSize size = {0, 0, 0};   // GEMMs: 0 = one tile, two k-tiles; row ops: rows x cols in m x n
+  rt::GemmSize size = {0, 0, 0};   // GEMMs: 0 = one tile, two k-tiles; row ops: rows x cols in m x n
 };
 
 void PrintTo(const Mutation& m, std::ostream* os) { *os << m.id; }

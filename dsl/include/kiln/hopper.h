@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kiln/memory.h"
-#include "kiln/runtime/manifest.h"
+#include "kiln/bundle/manifest.h"
 
 namespace kiln {
 

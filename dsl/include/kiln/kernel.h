@@ -28,7 +28,7 @@
 #include "kiln/hopper.h"
 #include "kiln/memory.h"
 #include "kiln/memory_ops.h"
-#include "kiln/runtime/manifest.h"
+#include "kiln/bundle/manifest.h"
 #include "kiln/target.h"
 #include "kiln/tcgen05.h"
 #include "kiln/value.h"

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "kiln/kernel.h"
-#include "kiln/runtime/manifest.h"
+#include "kiln/bundle/manifest.h"
 
 namespace kiln {
 

@@ -11,14 +11,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kiln/bundle/dims.h"
 #include "kiln/runtime/cuda_api.h"
 
 namespace kiln::rt {
-
-struct Dim3 {
-  unsigned x = 1, y = 1, z = 1;
-  unsigned count() const { return x * y * z; }
-};
 
 // Entry points resolved from libcuda.so.1.
 struct DriverApi {

@@ -15,48 +15,11 @@
 
 #include "absl/status/statusor.h"
 #include "kiln/runtime/driver.h"
-#include "kiln/runtime/manifest.h"
-#include "kiln/runtime/schedule.h"
+#include "kiln/bundle/args.h"
+#include "kiln/bundle/manifest.h"
+#include "kiln/bundle/schedule.h"
 
 namespace kiln::rt {
-
-// One launch argument: a device pointer, a scalar of a parameter's exact type, a tensor for a
-// tensor map parameter, or the request that the launcher build a schedule table.
-class Arg {
- public:
-  using Kind = ParamSpec::Kind;
-  static Arg Ptr(cu::CUdeviceptr p) { return Arg(Kind::kPointer, &p, sizeof(p)); }
-  static Arg Ptr(const DeviceBuffer& b) { return Ptr(b.ptr()); }
-  static Arg I32(int32_t v) { return Arg(Kind::kI32, &v, sizeof(v)); }
-  static Arg I64(int64_t v) { return Arg(Kind::kI64, &v, sizeof(v)); }
-  static Arg F32(float v) { return Arg(Kind::kF32, &v, sizeof(v)); }
-  // The tensor a tensor map parameter covers, at `address`: the launcher encodes the map from the
-  // parameter's box and swizzle and its dims and strides rules.
-  static Arg Tensor(cu::CUdeviceptr address) { return Arg(Kind::kTensorMap, &address, sizeof(address)); }
-  static Arg Tensor(const DeviceBuffer& b) { return Tensor(b.ptr()); }
-  // The same with the dims (elements, innermost first) and strides (bytes, of dims 1..) given
-  // here: for a parameter whose dims are bound at launch, or to override its rules.
-  static Arg Tensor(cu::CUdeviceptr address, std::vector<uint64_t> dims, std::vector<uint64_t> strides_bytes);
-  // A schedule table parameter: the launcher builds it from its rules and the launch's integers.
-  static Arg Schedule() { return Arg(Kind::kScheduleTable, nullptr, 0); }
-  // A workspace parameter: the launcher allocates it (WorkspaceParam) and keeps it for later launches.
-  static Arg Workspace() { return Arg(Kind::kWorkspace, nullptr, 0); }
-
-  Kind kind() const { return kind_; }
-  void* data() { return bytes_; }
-  int64_t AsInt() const;  // an i32 or i64 argument's value (grid rules read them)
-  uint64_t address() const;  // a pointer's or a tensor's
-  const std::vector<uint64_t>& dims() const { return dims_; }  // a tensor's, when given
-  const std::vector<uint64_t>& strides_bytes() const { return strides_; }
-
- private:
-  Arg(Kind kind, const void* value, size_t size);
-  Kind kind_;
-  alignas(8) unsigned char bytes_[8] = {};
-  std::vector<uint64_t> dims_, strides_;
-};
-
-const char* ParamKindName(ParamSpec::Kind kind);  // "ptr", "i32", ...
 
 // OK when `m`'s target runs on the driver's device; FailedPrecondition ("... cannot run
 // here") for a newer or arch-specific chip (an sm_100a kernel on an H100/H200).
@@ -64,14 +27,6 @@ absl::Status CheckTarget(const Manifest& m, const Driver& d);
 // The driver launch of `m` at `grid` with `smem` bytes of dynamic shared memory: its block and
 // cluster, and programmatic dependent launch where the kernel waits for the grids before it.
 LaunchConfig LaunchConfigOf(const Manifest& m, Dim3 grid, unsigned smem, cu::CUstream stream = nullptr);
-// Whether `args` match `m`'s parameters one by one (the message lists the expected signature),
-// and the integer arguments meet the kernel's requirements (RequireMultiple).
-absl::Status CheckArgs(const Manifest& m, const std::vector<Arg>& args);
-// The integer arguments by parameter name (what grid, smem and tensor map rules read).
-Symbols SymbolsOf(const Manifest& m, const std::vector<Arg>& args);
-// Every schedule table of a launch by parameter name (a work table's partial count sizes the
-// workspaces); fails, naming the kernel, on a bad table or a workspace naming no table.
-absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manifest& m, const Symbols& symbols);
 
 // A bundle loaded on the current device.
 // The GPU debug mode's record (Kernel::Watchdog): pinned host memory mapped into the device and

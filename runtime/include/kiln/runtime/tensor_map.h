@@ -1,37 +1,14 @@
-// TMA descriptors through cuTensorMapEncodeTiled, with the arguments checked first so that a bad
-// spec is a message rather than CUDA_ERROR_INVALID_VALUE.
+// TMA descriptors through cuTensorMapEncodeTiled, the spec checked first (kiln/bundle/tensor_map_spec.h).
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "absl/status/statusor.h"
+#include "kiln/bundle/tensor_map_spec.h"
 #include "kiln/runtime/cuda_api.h"
 
 namespace kiln::rt {
 
-enum class TmaDtype { kU8 = 0, kU16 = 1, kF16 = 6, kF32 = 7, kBF16 = 9 };  // CUtensorMapDataType
-enum class TmaSwizzle { kNone = 0, k32B = 1, k64B = 2, k128B = 3 };        // CUtensorMapSwizzle
-enum class TmaL2Promotion { kNone = 0, k64B = 1, k128B = 2, k256B = 3 };
-enum class TmaOobFill { kZero = 0, kNanRequestZeroFma = 1 };
-
-struct TensorMapSpec {
-  TmaDtype dtype = TmaDtype::kBF16;
-  std::vector<uint64_t> dims;           // innermost first, elements
-  std::vector<uint64_t> strides_bytes;  // rank - 1 entries: strides of dims 1.., in bytes
-  std::vector<uint32_t> box;            // innermost first, elements
-  TmaSwizzle swizzle = TmaSwizzle::kNone;
-  TmaL2Promotion l2 = TmaL2Promotion::kNone;
-  TmaOobFill oob = TmaOobFill::kZero;
-};
-
-int TmaElementBytes(TmaDtype dtype);
-// The box rules alone (extents 1..256, inner extent a multiple of 16 bytes within the swizzle
-// span): what a kernel can check when it declares a map, before any size is known.
-absl::Status ValidateTmaBox(const std::vector<uint32_t>& box, TmaDtype dtype, TmaSwizzle swizzle);
-// Checks the spec against the rules of cuTensorMapEncodeTiled (rank 1..5, 16-byte strides,
-// box <= 256 per dim, swizzle span), then encodes it.
-absl::Status ValidateTensorMap(const TensorMapSpec& spec, uint64_t address);
 absl::StatusOr<cu::CUtensorMap> EncodeTensorMap(const TensorMapSpec& spec, uint64_t address);
 
 }  // namespace kiln::rt

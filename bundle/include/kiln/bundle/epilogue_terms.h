@@ -1,0 +1,19 @@
+// A GEMM's fused epilogue as its kernels' names and manifests spell it: terms in a fixed order,
+// '.'-joined ("scale.bias_col.gelu.residual"). The builder (kiln/epilogue.h), the GEMM entry
+// point and the harness all read and write this spelling.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace kiln::rt {
+
+// Epilogue terms in any order, ',' or '.' between them ("gelu,bias_col"), in the kernels' order,
+// '.'-joined ("bias_col.gelu"), as kernel names carry them; an unknown or repeated term, or two
+// biases or two activations, is an error.
+absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms);
+// Whether canonical terms read M x N matrices beside the accumulator: C_in ("scale") or a residual.
+bool EpilogueReadsMatrices(const std::string& canonical_terms);
+
+}  // namespace kiln::rt

@@ -1,0 +1,408 @@
+#include "kiln/bundle/manifest.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace kiln::rt {
+namespace {
+
+constexpr absl::string_view kMagic = "kiln-bundle 1";
+
+absl::Status ParseError(int line, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("manifest line ", line, ": ", what));
+}
+
+// A C identifier: "sms" or a parameter's name.
+bool IsSymbol(absl::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+absl::StatusOr<GridExpr> GridExpr::Parse(absl::string_view text) {
+  GridExpr expr;
+  for (absl::string_view part : absl::StrSplit(text, '*')) {
+    Factor f;
+    std::vector<absl::string_view> sym_div = absl::StrSplit(part, '/');
+    if (sym_div.size() == 1 && absl::SimpleAtoi(part, &f.value) && f.value > 0) {
+      expr.factors.push_back(f);
+      continue;
+    }
+    f.value = 1;  // SimpleAtoi above may have written it
+    if (!IsSymbol(sym_div[0]) || sym_div.size() > 2)
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad grid factor '", part, "': a factor is a positive integer, or a symbol (the name ",
+                       "of an integer parameter of the kernel, e.g. M or rows, or sms: the SM count), ",
+                       "optionally divided by a positive integer, e.g. M/128; factors multiply with '*'"));
+    f.symbol = std::string(sym_div[0]);
+    if (sym_div.size() == 2 && (!absl::SimpleAtoi(sym_div[1], &f.value) || f.value <= 0))
+      return absl::InvalidArgumentError(absl::StrCat("bad grid divisor in '", part, "'"));
+    expr.factors.push_back(f);
+  }
+  if (expr.factors.empty()) return absl::InvalidArgumentError("empty grid expression");
+  return expr;
+}
+
+std::string GridExpr::ToString() const {
+  if (factors.empty()) return "1";
+  return absl::StrJoin(factors, "*", [](std::string* out, const Factor& f) {
+    if (f.symbol.empty()) absl::StrAppend(out, f.value);
+    else if (f.value == 1) absl::StrAppend(out, f.symbol);
+    else absl::StrAppend(out, f.symbol, "/", f.value);
+  });
+}
+
+std::vector<std::string> GridExpr::SymbolNames() const {
+  std::vector<std::string> names;
+  for (const Factor& f : factors)
+    if (!f.symbol.empty() && f.symbol != "sms") names.push_back(f.symbol);
+  return names;
+}
+
+int64_t GridExpr::Value(const Symbols& symbols, int sm_count) const {
+  int64_t total = 1;
+  for (const Factor& f : factors) {
+    if (f.symbol.empty()) total *= f.value;
+    else if (f.symbol == "sms") total *= std::max<int64_t>(1, sm_count / f.value);  // sms/2*2: even
+    else {
+      auto it = symbols.find(f.symbol);
+      const int64_t v = it == symbols.end() ? 0 : it->second;
+      total *= (v + f.value - 1) / f.value;
+    }
+  }
+  return total;
+}
+
+absl::StatusOr<unsigned> GridExpr::Evaluate(const Symbols& symbols, int sm_count) const {
+  for (const Factor& f : factors)
+    if (!f.symbol.empty() && f.symbol != "sms" && !symbols.contains(f.symbol))
+      return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " needs ", f.symbol,
+                                                     ", which has no value here"));
+  const int64_t total = Value(symbols, sm_count);
+  if (total <= 0 || total > (int64_t{1} << 31) - 1)
+    return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " = ", total,
+                                                   " is out of range"));
+  return static_cast<unsigned>(total);
+}
+
+TensorMapSpec TensorMapParam::Resolve(const Symbols& symbols) const {
+  TensorMapSpec spec;
+  spec.dtype = dtype;
+  spec.swizzle = swizzle;
+  spec.box = box;
+  for (const GridExpr& d : dims) spec.dims.push_back(d.Value(symbols, 0));
+  for (const GridExpr& s : strides) spec.strides_bytes.push_back(s.Value(symbols, 0));
+  return spec;
+}
+
+int TensorMapParam::BoxBytes() const {
+  int bytes = TmaElementBytes(dtype);
+  for (uint32_t b : box) bytes *= b;
+  return bytes;
+}
+
+namespace {
+const char* const kSwizzleNames[] = {"none", "32B", "64B", "128B"};
+const std::pair<const char*, TmaDtype> kDtypeNames[] = {
+    {"u8", TmaDtype::kU8}, {"u16", TmaDtype::kU16}, {"f16", TmaDtype::kF16},
+    {"f32", TmaDtype::kF32}, {"bf16", TmaDtype::kBF16}};
+
+std::string ExprList(const std::vector<GridExpr>& list) {
+  if (list.empty()) return "-";
+  return absl::StrJoin(list, ",", [](std::string* out, const GridExpr& e) { out->append(e.ToString()); });
+}
+
+std::string TensorMapLine(const TensorMapParam& t) {
+  const char* dtype = "?";
+  for (auto [name, d] : kDtypeNames) if (d == t.dtype) dtype = name;
+  return absl::StrCat(t.tensor, " ", t.by_value ? "value" : "pointer", " ", dtype, " ",
+                      ExprList(t.dims), " ", ExprList(t.strides), " ", absl::StrJoin(t.box, ","),
+                      " ", kSwizzleNames[static_cast<int>(t.swizzle)]);
+}
+
+// Fields after "param NAME tmap": operand, pass mode, dtype, dims, strides, box, swizzle.
+absl::StatusOr<TensorMapParam> ParseTensorMap(const std::vector<std::string>& w) {
+  TensorMapParam t;
+  t.tensor = w[0];
+  if (w[1] != "value" && w[1] != "pointer") return absl::InvalidArgumentError("bad tensor map pass mode");
+  t.by_value = w[1] == "value";
+  bool dtype_ok = false;
+  for (auto [name, d] : kDtypeNames) if (w[2] == name) t.dtype = d, dtype_ok = true;
+  if (!dtype_ok) return absl::InvalidArgumentError("bad tensor map dtype");
+  for (auto [text, out] : {std::pair{&w[3], &t.dims}, std::pair{&w[4], &t.strides}}) {
+    if (*text == "-") continue;
+    for (absl::string_view part : absl::StrSplit(*text, ',')) {
+      absl::StatusOr<GridExpr> e = GridExpr::Parse(part);
+      if (!e.ok()) return e.status();
+      out->push_back(*e);
+    }
+  }
+  for (absl::string_view part : absl::StrSplit(w[5], ',')) {
+    uint32_t b;
+    if (!absl::SimpleAtoi(part, &b)) return absl::InvalidArgumentError("bad tensor map box");
+    t.box.push_back(b);
+  }
+  int swizzle = -1;
+  for (int i = 0; i < 4; ++i) if (w[6] == kSwizzleNames[i]) swizzle = i;
+  if (swizzle < 0) return absl::InvalidArgumentError("bad tensor map swizzle");
+  t.swizzle = static_cast<TmaSwizzle>(swizzle);
+  if (t.box.empty() || t.box.size() > 5 ||
+      (!t.dims.empty() && (t.dims.size() != t.box.size() || t.strides.size() + 1 != t.dims.size())))
+    return absl::InvalidArgumentError("tensor map rank, box and strides disagree");
+  return t;
+}
+}  // namespace
+
+std::string Manifest::Serialize() const {
+  std::string out = absl::StrCat(kMagic, "\n");
+  absl::StrAppend(&out, "name ", name, "\nentry ", entry, "\ntarget ", target, "\n");
+  absl::StrAppend(&out, "block ", block.x, " ", block.y, " ", block.z, "\n");
+  absl::StrAppend(&out, "cluster ", cluster.x, " ", cluster.y, " ", cluster.z, "\n");
+  absl::StrAppend(&out, "smem ", smem_bytes, "\n");
+  absl::StrAppend(&out, "grid ", grid[0].ToString(), " ", grid[1].ToString(), " ",
+                  grid[2].ToString(), "\n");
+  for (const ParamSpec& p : params) {
+    absl::StrAppend(&out, "param ", p.name, " ");
+    switch (p.kind) {
+      case ParamSpec::Kind::kPointer: absl::StrAppend(&out, "ptr\n"); break;
+      case ParamSpec::Kind::kI32: absl::StrAppend(&out, "i32\n"); break;
+      case ParamSpec::Kind::kI64: absl::StrAppend(&out, "i64\n"); break;
+      case ParamSpec::Kind::kF32: absl::StrAppend(&out, "f32\n"); break;
+      case ParamSpec::Kind::kTensorMap:
+        absl::StrAppend(&out, "tmap ", TensorMapLine(p.tensor_map), "\n");
+        break;
+      case ParamSpec::Kind::kScheduleTable: {
+        const ScheduleTableParam& t = p.schedule;
+        absl::StrAppend(&out, "table ", t.curve, " ", t.tiles_m.ToString(), " ", t.tiles_n.ToString(),
+                        " ", t.groups, " ", t.slots);
+        if (t.work()) absl::StrAppend(&out, " work ", t.k_tiles.ToString(), " ", t.split);
+        absl::StrAppend(&out, "\n");
+        break;
+      }
+      case ParamSpec::Kind::kWorkspace:
+        absl::StrAppend(&out, "workspace ", p.workspace.table.empty() ? "-" : p.workspace.table, " ",
+                        p.workspace.bytes_per_partial, "\n");
+        break;
+    }
+  }
+  if (!smem_extra.factors.empty())
+    absl::StrAppend(&out, "smem_extra ", smem_extra.ToString(), " ", smem_extra_source, "\n");
+  for (const Requirement& r : requirements)
+    absl::StrAppend(&out, "require ", r.symbol, " ", r.multiple, " ", r.source, "\n");
+  for (const auto& [key, value] : attributes) absl::StrAppend(&out, "attr ", key, " ", value, "\n");
+  if (watchdog_ms > 0) absl::StrAppend(&out, "watchdog ", watchdog_ms, "\n");
+  if (waits_for_prior_grids) absl::StrAppend(&out, "waits_for_prior_grids\n");
+  for (size_t i = 0; i < watch_sites.size(); ++i) absl::StrAppend(&out, "watch ", i, " ", watch_sites[i], "\n");
+  absl::StrAppend(&out, "source ", source, "\n");
+  return out;
+}
+
+absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
+  Manifest m;
+  int line_no = 0;
+  bool magic = false;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    ++line_no;
+    std::vector<std::string> w = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (!magic) {
+      if (line != kMagic) return ParseError(line_no, "not a kiln bundle manifest");
+      magic = true;
+      continue;
+    }
+    const std::string& key = w[0];
+    auto want = [&](size_t n) { return w.size() == n + 1; };
+    auto num = [&](size_t i, auto* out) { return absl::SimpleAtoi(w[i], out); };
+    if (key == "name" && want(1)) m.name = w[1];
+    else if (key == "entry" && want(1)) m.entry = w[1];
+    else if (key == "target" && want(1)) m.target = w[1];
+    else if (key == "source" && want(1)) m.source = w[1];
+    else if ((key == "block" || key == "cluster") && want(3)) {
+      Dim3& d = key == "block" ? m.block : m.cluster;
+      if (!num(1, &d.x) || !num(2, &d.y) || !num(3, &d.z) || d.count() == 0)
+        return ParseError(line_no, "bad dims");
+    } else if (key == "smem" && want(1)) {
+      if (!num(1, &m.smem_bytes)) return ParseError(line_no, "bad smem size");
+    } else if (key == "grid" && want(3)) {
+      for (int i = 0; i < 3; ++i) {
+        absl::StatusOr<GridExpr> g = GridExpr::Parse(w[i + 1]);
+        if (!g.ok()) return ParseError(line_no, g.status().message());
+        m.grid[i] = *g;
+      }
+    } else if (key == "param" && want(2)) {
+      static const std::map<std::string, ParamSpec::Kind> kKinds = {
+          {"ptr", ParamSpec::Kind::kPointer}, {"i32", ParamSpec::Kind::kI32},
+          {"i64", ParamSpec::Kind::kI64}, {"f32", ParamSpec::Kind::kF32}};
+      auto kind = kKinds.find(w[2]);
+      if (kind == kKinds.end())
+        return ParseError(line_no, "bad param kind (ptr, i32, i64, f32, tmap, table, workspace)");
+      ParamSpec p;
+      p.name = w[1];
+      p.kind = kind->second;
+      m.params.push_back(p);
+    } else if (key == "param" && w.size() == 10 && w[2] == "tmap") {
+      absl::StatusOr<TensorMapParam> t =
+          ParseTensorMap(std::vector<std::string>(w.begin() + 3, w.end()));
+      if (!t.ok()) return ParseError(line_no, t.status().message());
+      ParamSpec p;
+      p.name = w[1];
+      p.kind = ParamSpec::Kind::kTensorMap;
+      p.tensor_map = *std::move(t);
+      m.params.push_back(p);
+    } else if (key == "param" && (w.size() == 8 || (w.size() == 11 && w[8] == "work")) && w[2] == "table") {
+      ParamSpec p;
+      p.name = w[1];
+      p.kind = ParamSpec::Kind::kScheduleTable;
+      ScheduleTableParam& t = p.schedule;
+      t.curve = w[3];
+      absl::StatusOr<GridExpr> tm = GridExpr::Parse(w[4]), tn = GridExpr::Parse(w[5]);
+      if (t.curve != "hilbert" || !tm.ok() || !tn.ok() || !num(6, &t.groups) || !num(7, &t.slots) ||
+          t.groups <= 0 || t.slots <= 0)
+        return ParseError(line_no, "bad schedule table");
+      t.tiles_m = *tm;
+      t.tiles_n = *tn;
+      if (w.size() == 11) {
+        absl::StatusOr<GridExpr> kt = GridExpr::Parse(w[9]);
+        if (!kt.ok()) return ParseError(line_no, "bad work table k-tiles");
+        t.k_tiles = *kt;
+        t.split = w[10];
+      }
+      m.params.push_back(p);
+    } else if (key == "param" && w.size() == 5 && w[2] == "workspace") {
+      ParamSpec p;
+      p.name = w[1];
+      p.kind = ParamSpec::Kind::kWorkspace;
+      p.workspace.table = w[3] == "-" ? "" : w[3];
+      if (!num(4, &p.workspace.bytes_per_partial) || p.workspace.bytes_per_partial <= 0)
+        return ParseError(line_no, "bad workspace");
+      m.params.push_back(p);
+    } else if (key == "smem_extra" && want(2)) {
+      absl::StatusOr<GridExpr> e = GridExpr::Parse(w[1]);
+      if (!e.ok()) return ParseError(line_no, e.status().message());
+      m.smem_extra = *e;
+      m.smem_extra_source = w[2];
+    } else if (key == "require" && want(3)) {
+      Requirement r{w[1], 0, w[3]};
+      if (!num(2, &r.multiple) || r.multiple <= 0) return ParseError(line_no, "bad requirement");
+      m.requirements.push_back(r);
+    } else if (key == "watchdog" && want(1)) {
+      if (!num(1, &m.watchdog_ms) || m.watchdog_ms <= 0) return ParseError(line_no, "bad watchdog time");
+    } else if (key == "waits_for_prior_grids" && want(0)) {
+      m.waits_for_prior_grids = true;
+    } else if (key == "watch" && want(2)) {
+      size_t index;
+      if (!num(1, &index) || index != m.watch_sites.size()) return ParseError(line_no, "watch sites out of order");
+      m.watch_sites.push_back(w[2]);
+    } else if (key == "attr" && w.size() >= 2) {
+      std::vector<std::string> rest(w.begin() + 2, w.end());
+      m.attributes.emplace_back(w[1], absl::StrJoin(rest, " "));
+    } else {
+      return ParseError(line_no, absl::StrCat("unknown or malformed entry '", line, "'"));
+    }
+  }
+  if (!magic) return ParseError(0, "empty manifest");
+  if (m.name.empty() || m.entry.empty() || m.target.empty())
+    return absl::InvalidArgumentError("manifest lacks name, entry or target");
+  return m;
+}
+
+absl::Status Manifest::CheckRequirements(const Symbols& symbols) const {
+  for (const Requirement& r : requirements) {
+    auto it = symbols.find(r.symbol);
+    if (it == symbols.end())
+      return absl::InvalidArgumentError(absl::StrCat(r.source, ": ", name, " requires ", r.symbol,
+                                                     " to be a multiple of ", r.multiple, ", but has no ", r.symbol));
+    if (it->second % r.multiple != 0)
+      return absl::InvalidArgumentError(absl::StrCat(r.source, ": ", name, " requires ", r.symbol,
+                                                     " to be a multiple of ", r.multiple, "; it is ", it->second));
+  }
+  return absl::OkStatus();
+}
+
+int64_t Manifest::SmemBytes(const Symbols& symbols) const {
+  return smem_bytes + (smem_extra.factors.empty() ? 0 : smem_extra.Value(symbols, 0));
+}
+
+const std::string* Manifest::Attribute(absl::string_view key) const {
+  for (const auto& [k, v] : attributes)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+absl::StatusOr<Dim3> Manifest::GridFor(const Symbols& symbols, int sm_count) const {
+  unsigned d[3];
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<unsigned> v = grid[i].Evaluate(symbols, sm_count);
+    if (!v.ok()) return v.status();
+    d[i] = *v;
+  }
+  return Dim3{d[0], d[1], d[2]};
+}
+
+std::string BundleStem(const std::string& kernel_name) {
+  std::string stem = kernel_name;
+  std::replace(stem.begin(), stem.end(), '/', '.');
+  return stem;
+}
+
+absl::Status WriteBundle(const std::string& dir, const Bundle& bundle) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string stem = absl::StrCat(dir, "/", BundleStem(bundle.manifest.name));
+  for (auto [path, text] : {std::pair{stem + ".manifest", bundle.manifest.Serialize()},
+                            std::pair{stem + ".ptx", bundle.ptx}}) {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Bundle> ReadBundle(const std::string& dir, const std::string& kernel_name) {
+  const std::string stem = absl::StrCat(dir, "/", BundleStem(kernel_name));
+  absl::StatusOr<std::string> text = ReadFile(stem + ".manifest");
+  if (!text.ok())
+    return absl::NotFoundError(absl::StrCat("no bundle for '", kernel_name, "' in ", dir));
+  absl::StatusOr<Manifest> manifest = Manifest::Parse(*text);
+  if (!manifest.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(stem, ".manifest: ", manifest.status().message()));
+  absl::StatusOr<std::string> ptx = ReadFile(stem + ".ptx");
+  if (!ptx.ok()) return ptx.status();
+  return Bundle{*std::move(manifest), *std::move(ptx)};
+}
+
+absl::StatusOr<std::vector<std::string>> ListBundles(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().extension() != ".manifest") continue;
+    absl::StatusOr<std::string> text = ReadFile(entry.path().string());
+    if (!text.ok()) return text.status();
+    absl::StatusOr<Manifest> m = Manifest::Parse(*text);
+    if (!m.ok()) return m.status();
+    names.push_back(m->name);
+  }
+  if (ec) return absl::NotFoundError(absl::StrCat("cannot list bundles in ", dir, ": ", ec.message()));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace kiln::rt

@@ -1,0 +1,685 @@
+// The emulator's machine state: a CTA (its threads, shared and tensor memory, barriers and the
+// asynchronous work in flight) and the cluster it belongs to. Private to emulator/; the
+// instructions are executed by exec*.cc, one file per family.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "kiln/emulator.h"
+#include "kiln/bundle/schedule.h"
+#include "emulator/ptx.h"
+
+namespace kiln::emu::detail {
+
+using ptx::Instr;
+using ptx::Op;
+using ptx::Operand;
+using ptx::Space;
+using ptx::Ty;
+
+// Generic addresses of shared memory and of the parameters live in these windows (cvta.shared
+// and cvta.param add them).
+inline constexpr uint64_t kSharedWindow = uint64_t{0xF} << 44;
+inline constexpr uint64_t kParamWindow = uint64_t{0xE} << 44;
+inline constexpr uint64_t kTensorMapMagic = 0x50414d544e4c494bull;  // "KILNTMAP"
+
+inline float F32(uint64_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits)); }
+inline uint64_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
+inline double F64(uint64_t bits) { return std::bit_cast<double>(bits); }
+inline uint64_t Bits(double d) { return std::bit_cast<uint64_t>(d); }
+
+inline float FlushDenormal(float f) { return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f; }
+
+inline float Bf16ToF32(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
+inline uint16_t F32ToBf16(float f) {  // round to nearest even; NaN stays a (quiet) NaN
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
+  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+inline float F16ToF32(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
+inline uint16_t F32ToF16(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+
+// The fp8 formats (PTX ISA, alternate floating-point data formats): e4m3 has bias 7, no
+// infinities and one NaN per sign (S.1111.111), largest finite 448; e5m2 is IEEE-like with bias
+// 15, largest finite 57344. Conversions from f32 round to nearest even; .satfinite (which PTX
+// requires for these) turns magnitudes past the largest finite value, infinities included, into
+// that value, and NaN into NaN.
+inline uint8_t F32ToFp8(float x, bool e4m3) {
+  const int man = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const double max = e4m3 ? 448.0 : 57344.0;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  if (std::isnan(x)) return 0x7f;
+  double a = std::fabs(static_cast<double>(x));
+  const int min_exp = 1 - bias;  // of the normals; subnormals share its quantum
+  const int e = a == 0 ? min_exp : std::max(std::ilogb(a), min_exp);
+  const double quantum = std::ldexp(1.0, e - man);
+  a = std::min(std::nearbyint(a / quantum) * quantum, max);  // exact scaling; ties to even
+  if (a == 0) return sign;
+  const int ea = std::ilogb(a);
+  if (ea < min_exp) return sign | static_cast<uint8_t>(a / std::ldexp(1.0, min_exp - man));
+  const int mant = static_cast<int>(a / std::ldexp(1.0, ea - man)) - (1 << man);
+  return sign | static_cast<uint8_t>((ea + bias) << man | mant);
+}
+inline double Fp8ToDouble(uint8_t v, bool e4m3) {
+  const int man = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, exp_mask = e4m3 ? 0xf : 0x1f;
+  const int exp = (v >> man) & exp_mask, mant = v & ((1 << man) - 1);
+  const double sign = v & 0x80 ? -1.0 : 1.0;
+  if (e4m3 ? (exp == 0xf && mant == 7) : (exp == 0x1f && mant != 0)) return std::nan("");
+  if (!e4m3 && exp == 0x1f) return sign * INFINITY;
+  if (exp == 0) return sign * std::ldexp(mant, 1 - bias - man);
+  return sign * std::ldexp((1 << man) + mant, exp - bias - man);
+}
+
+inline uint64_t Mask(int bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
+inline int64_t SignExtend(uint64_t v, int bits) {
+  if (bits >= 64) return static_cast<int64_t>(v);
+  const uint64_t m = uint64_t{1} << (bits - 1);
+  v &= Mask(bits);
+  return static_cast<int64_t>((v ^ m) - m);
+}
+
+// A cp.async in flight: the source bytes as read at issue, written to shared memory when its
+// group completes (at the cp.async.wait_group that needs it: the latest moment the ISA allows, so
+// a read of the destination before the wait sees the old bytes).
+struct AsyncCopy {
+  uint64_t shared_offset = 0;
+  std::vector<uint8_t> bytes;
+};
+
+// Shared bytes an asynchronous operation is not done with (a cp.async not landed, a TMA store
+// not yet read), by byte: how many such operations, and the instruction of one of them.
+class BusyBytes {
+ public:
+  void Add(uint64_t off, uint64_t n, const ptx::Instr* by, size_t shared_size) {
+    if (count_.empty()) count_.assign(shared_size, 0), by_.assign(shared_size, nullptr);
+    for (uint64_t b = off; b < off + n; ++b) ++count_[b], by_[b] = by;
+  }
+  void Remove(uint64_t off, uint64_t n) {
+    for (uint64_t b = off; b < off + n; ++b) --count_[b];
+  }
+  // The first busy byte of [off, off + n) and the instruction holding it, or null.
+  const ptx::Instr* Holder(uint64_t off, uint64_t n, uint64_t* at) const {
+    for (uint64_t b = off; b < off + n && b < count_.size(); ++b)
+      if (count_[b]) return *at = b, by_[b];
+    return nullptr;
+  }
+
+ private:
+  std::vector<uint16_t> count_;
+  std::vector<const ptx::Instr*> by_;
+};
+
+// A tensor map as the launcher describes it: the emulator's own 128-byte image (a magic word and
+// an index into the launch's table) stands where the driver's opaque CUtensorMap would.
+struct EmulatedTensorMap {
+  rt::TensorMapSpec spec;
+  uint64_t address = 0;
+};
+
+// A tcgen05.mma kind::f16 in flight: D (TMEM, fp32) (+)= A (smem) x B (smem)^T, both K-major.
+struct TcgenMma {
+  uint32_t d = 0;  // TMEM address: lane << 16 | column
+  uint64_t a_desc = 0, b_desc = 0;
+  uint32_t idesc = 0;
+  bool accumulate = true;
+  bool pair = false;  // cta_group::2: issued by the pair's even CTA over both CTAs' operands
+  int line = 0;
+  const ptx::Instr* in = nullptr;
+};
+
+// A TMA store issued by a thread: it reads its shared box until a cp.async.bulk.wait_group
+// (.read) covers its bulk group; the global bytes are written then.
+struct TmaStore {
+  const struct EmulatedTensorMap* map;
+  std::vector<int64_t> coords;
+  uint64_t smem;
+  const ptx::Instr* in;
+};
+
+// Registers an asynchronous op will still write (a wgmma's accumulators until the
+// wgmma.wait_group that completes it, tcgen05.ld destinations until tcgen05.wait::ld), with that
+// op: touching one before its wait is an error. Indexed by register (every instruction asks).
+class InFlightRegs {
+ public:
+  bool empty() const { return count_ == 0; }
+  const ptx::Instr* Find(int reg) const {
+    return reg >= 0 && reg < static_cast<int>(by_reg_.size()) ? by_reg_[reg] : nullptr;
+  }
+  void Set(int reg, const ptx::Instr* by) {
+    if (reg >= static_cast<int>(by_reg_.size())) by_reg_.resize(reg + 1, nullptr);
+    count_ += by_reg_[reg] ? 0 : 1;
+    by_reg_[reg] = by;
+  }
+  void ClearWrittenBy(ptx::Op op) {  // every register an op of this kind holds
+    if (!count_) return;
+    for (const ptx::Instr*& by : by_reg_)
+      if (by && by->op == op) by = nullptr, --count_;
+  }
+
+ private:
+  std::vector<const ptx::Instr*> by_reg_;
+  int count_ = 0;
+};
+
+// Where a register's or a shared byte's value came from, for uninitialised values (taint.cc):
+// null for a defined value, else the instruction that read never-written shared memory (a
+// ld.shared, ldmatrix, wgmma) from which the value derives.
+using Origin = const ptx::Instr*;
+
+struct Thread {
+  int x = 0, y = 0, z = 0, linear = 0;
+  bool waited_for_prior_grids = false;  // has run griddepcontrol.wait
+  std::vector<TmaStore> bulk_open;                 // TMA stores not yet committed
+  std::vector<std::vector<TmaStore>> bulk_groups;  // committed bulk groups, oldest first
+  int pc = 0;
+  std::vector<uint64_t> r;
+  std::vector<AsyncCopy> open_group;               // not yet committed
+  std::vector<std::vector<AsyncCopy>> groups;      // committed, oldest first
+  enum class State : uint8_t { kRun, kWarp, kBarrier, kMbarrier, kDone } state = State::kRun;
+  int barrier = -1;
+  uint64_t mbarrier = 0;  // kMbarrier: the shared offset it waits on
+  std::map<uint64_t, int64_t> next_phase;  // per mbarrier: the phase this thread waits for next
+  int64_t cluster_phase = -1;              // the barrier.cluster phase it arrived in
+  InFlightRegs in_flight_regs;
+  std::vector<Origin> taint;  // per register (taint.cc); shorter than r: the rest are defined
+};
+
+class Cta;
+
+// The CTAs of one cluster, run under one scheduler, and the cluster barrier (barrier.cluster).
+struct ClusterState {
+  std::vector<Cta*> ctas;  // by %cluster_ctarank (x fastest)
+  rt::Dim3 dims, id, count;  // cluster shape, this cluster's index, clusters in the grid
+  int64_t phase = 0;         // completed barrier.cluster phases
+  int arrived = 0;
+  void TryRelease();
+};
+
+class Cta {
+ public:
+  Cta(Device& dev, const ptx::Module& m, const ptx::Entry& e, const std::vector<uint8_t>& params, rt::Dim3 grid,
+      rt::Dim3 block, rt::Dim3 ctaid, int64_t smem_bytes, const std::string& kernel, std::mt19937_64* rng,
+      int64_t* budget, const std::vector<EmulatedTensorMap>* maps)
+      : dev_(dev), m_(m), e_(e), params_(params), grid_(grid), block_(block), ctaid_(ctaid),
+        shared_(smem_bytes, 0), kernel_(kernel), rng_(rng), budget_(budget), maps_(maps) {
+    const int n = static_cast<int>(block.count());
+    threads_.resize(n);
+    for (int i = 0; i < n; ++i) {
+      Thread& t = threads_[i];
+      t.linear = i;
+      t.x = i % block.x, t.y = (i / block.x) % block.y, t.z = i / (block.x * block.y);
+      t.r.assign(e.num_regs, 0);
+    }
+    if (rng_)
+      for (int w = 0; w < (n + 31) / 32; ++w) warp_priority_.push_back((*rng_)());
+  }
+
+  void JoinCluster(ClusterState* c, int rank) { cluster_ = c, rank_ = rank; }
+  // The kernel runs griddepcontrol.wait somewhere (the launch scans its PTX once).
+  void SetWaitsForPriorGrids(bool waits) { waits_for_prior_grids_ = waits; }
+  bool exited() const { return exited_; }
+  int LiveThreads() const {
+    return static_cast<int>(std::count_if(threads_.begin(), threads_.end(),
+                                          [](const Thread& t) { return t.state != Thread::State::kDone; }));
+  }
+  void WakeClusterWaiters() {
+    for (Thread& t : threads_)
+      if (t.state == Thread::State::kBarrier && t.barrier == kClusterBarrier) t.state = Thread::State::kRun;
+  }
+
+  // One scheduling decision: an asynchronous completion, or a quantum of one thread.
+  enum class Progress { kMoved, kIdle, kFinished };
+  absl::StatusOr<Progress> Advance(int64_t* executed) {
+    std::vector<int>& runnable = runnable_;  // reused: this runs once per quantum
+    runnable.clear();
+    for (const Thread& t : threads_)
+      if (t.state == Thread::State::kRun) runnable.push_back(t.linear);
+    // An asynchronous copy lands at a moment the seed picks between its issue and the first
+    // time every thread waits (in index order: only then).
+    const size_t in_flight = pending_.size() + (tcgen_commits_.empty() ? 0 : 1);
+    if (in_flight && (runnable.empty() || (rng_ && (*rng_)() % 4 == 0))) {
+      const size_t pick = rng_ ? (*rng_)() % in_flight : 0;
+      if (pick < pending_.size()) {
+        if (absl::Status s = CompleteAsync(pick); !s.ok()) return s;
+      } else {  // the oldest tcgen05 commit: its MMAs in issue order, then its arrival
+        TcgenCommit c = std::move(tcgen_commits_.front());
+        tcgen_commits_.erase(tcgen_commits_.begin());
+        for (const TcgenMma& op : c.mmas)
+          if (absl::Status s = RunTcgenMma(op); !s.ok()) return s;
+        auto fail = [&](const std::string& what) {
+          return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: tcgen05.commit: %s", kernel_, c.line, what));
+        };
+        if (c.cta_mask == 0) {
+          if (absl::Status s = ArriveOn(c.mbarrier, 0, fail); !s.ok()) return s;
+        } else {
+          for (size_t r = 0; r < cluster_->ctas.size(); ++r)
+            if (c.cta_mask >> r & 1)
+              if (absl::Status s = cluster_->ctas[r]->ArriveOn(c.mbarrier, 0, fail); !s.ok()) return s;
+        }
+      }
+      return Progress::kMoved;
+    }
+    if (runnable.empty()) {
+      if (std::all_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kDone; })) {
+        exited_ = true;
+        if (!exit_error_.ok()) return exit_error_;  // a store its thread left in flight failed
+        if (absl::Status s = CheckTmemAtExit(); !s.ok()) return s;
+        return Progress::kFinished;
+      }
+      if (absl::Status s = ReleaseBarriersOfExitedThreads(); !s.ok()) return s;
+      if (std::any_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kRun; }))
+        return Progress::kMoved;
+      return Progress::kIdle;
+    }
+    // A seeded choice of thread and of how long it runs before the next choice: half the time
+    // any runnable thread, half the time one of the runnable warp the seed ranks highest, so
+    // that some warps run far ahead of others (races that need a lagging warp show up); now and
+    // then a warp is re-ranked, so no order holds for a whole launch.
+    int pick = runnable.front();
+    if (rng_) {
+      const uint64_t r = (*rng_)();
+      if (r % 512 == 0) warp_priority_[(r >> 9) % warp_priority_.size()] = (*rng_)();
+      if (r & 512) {
+        pick = runnable[(r >> 10) % runnable.size()];
+      } else {
+        int top = -1;
+        for (int i : runnable)
+          if (top < 0 || warp_priority_[i / 32] > warp_priority_[top / 32]) top = i;
+        int first = -1, count = 0;  // the top warp's runnable threads, a contiguous run
+        for (size_t i = 0; i < runnable.size(); ++i)
+          if (runnable[i] / 32 == top / 32) first = first < 0 ? static_cast<int>(i) : first, ++count;
+        pick = runnable[first + (r >> 10) % count];
+      }
+    }
+    const int quantum = rng_ ? 1 + static_cast<int>((*rng_)() % 64) : 1 << 30;
+    Thread& t = threads_[pick];
+    for (int i = 0; i < quantum && t.state == Thread::State::kRun; ++i) {
+      if (--*budget_ < 0) {  // where the thread then running was: in an endless loop, most likely in it
+        const Instr& at = e_.code[t.pc];
+        const std::string dsl = m_.DslLine(at);
+        return absl::ResourceExhaustedError(absl::StrCat(
+            kernel_, ": the emulator's instruction budget ran out (an endless loop? raise Options::max_instructions); "
+            "thread ", t.linear, " of block (", ctaid_.x, ",", ctaid_.y, ",", ctaid_.z, ") was at PTX line ", at.line,
+            dsl.empty() ? "" : ", ", dsl));
+      }
+      ++*executed;
+      if (absl::Status s = Step(t); !s.ok()) return s;
+    }
+    return Progress::kMoved;
+  }
+
+  absl::Status Deadlock() const;
+
+ private:
+  // "DSL line: kernel: what, in thread .. of block .. (PTX line N: text)"; without line tables
+  // the message starts with the kernel.
+  absl::Status Fail(const Thread& t, const Instr& in, const std::string& what) const {
+    const std::string dsl = m_.DslLine(in);
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s%s: PTX line %d (%s): %s, in thread (%d,%d,%d) of block (%d,%d,%d)", dsl.empty() ? "" : dsl + ": ", kernel_,
+        in.line, in.text, what, t.x, t.y, t.z, ctaid_.x, ctaid_.y, ctaid_.z));
+  }
+
+  uint64_t SpecialValue(const Thread& t, ptx::Special s) const {
+    switch (s) {
+      case ptx::Special::kTidX: return t.x;
+      case ptx::Special::kTidY: return t.y;
+      case ptx::Special::kTidZ: return t.z;
+      case ptx::Special::kNtidX: return block_.x;
+      case ptx::Special::kNtidY: return block_.y;
+      case ptx::Special::kNtidZ: return block_.z;
+      case ptx::Special::kCtaidX: return ctaid_.x;
+      case ptx::Special::kCtaidY: return ctaid_.y;
+      case ptx::Special::kCtaidZ: return ctaid_.z;
+      case ptx::Special::kNctaidX: return grid_.x;
+      case ptx::Special::kNctaidY: return grid_.y;
+      case ptx::Special::kNctaidZ: return grid_.z;
+      case ptx::Special::kLaneId: return t.linear % 32;
+      case ptx::Special::kWarpId: return t.linear / 32;
+      case ptx::Special::kClusterCtaRank: return rank_;
+      case ptx::Special::kClusterNctaRank: return cluster_ ? cluster_->ctas.size() : 1;
+      case ptx::Special::kClusterIdX: return cluster_ ? cluster_->id.x : ctaid_.x;
+      case ptx::Special::kClusterIdY: return cluster_ ? cluster_->id.y : ctaid_.y;
+      case ptx::Special::kClusterIdZ: return cluster_ ? cluster_->id.z : ctaid_.z;
+      case ptx::Special::kNClusterIdX: return cluster_ ? cluster_->count.x : grid_.x;
+      case ptx::Special::kNClusterIdY: return cluster_ ? cluster_->count.y : grid_.y;
+      case ptx::Special::kNClusterIdZ: return cluster_ ? cluster_->count.z : grid_.z;
+      case ptx::Special::kClusterCtaIdX: return cluster_ ? ctaid_.x % cluster_->dims.x : 0;
+      case ptx::Special::kClusterCtaIdY: return cluster_ ? ctaid_.y % cluster_->dims.y : 0;
+      case ptx::Special::kClusterCtaIdZ: return cluster_ ? ctaid_.z % cluster_->dims.z : 0;
+      case ptx::Special::kClusterNctaIdX: return cluster_ ? cluster_->dims.x : 1;
+      case ptx::Special::kClusterNctaIdY: return cluster_ ? cluster_->dims.y : 1;
+      case ptx::Special::kClusterNctaIdZ: return cluster_ ? cluster_->dims.z : 1;
+    }
+    return 0;
+  }
+
+  // An operand's bits (registers hold raw bits; a float immediate is given as bits of its width).
+  uint64_t Read(const Thread& t, const Operand& o, int bits) const {
+    uint64_t v = 0;
+    switch (o.kind) {
+      case Operand::Kind::kReg: v = t.r[o.reg]; break;
+      case Operand::Kind::kImm:
+        v = o.imm_is_decimal && bits == 32 ? std::bit_cast<uint32_t>(static_cast<float>(std::bit_cast<double>(o.imm)))
+                                           : o.imm;
+        break;
+      case Operand::Kind::kSpecial: v = SpecialValue(t, o.special); break;
+      case Operand::Kind::kSymbol: {
+        auto it = m_.shared_symbols.find(o.symbol);
+        v = it == m_.shared_symbols.end() ? 0 : static_cast<uint64_t>(it->second);
+        for (const ptx::Param& p : e_.params)
+          if (p.name == o.symbol) v = p.offset;  // an address in the parameter space
+        break;
+      }
+      default: break;
+    }
+    if (o.negate) v = !(v & 1);
+    return v & Mask(bits);
+  }
+  void Write(Thread& t, const Operand& o, uint64_t v) {
+    if (o.kind == Operand::Kind::kReg) t.r[o.reg] = v;
+  }
+
+  absl::Status CheckPriorGridsWaited(const Thread& t, const Instr& in) {
+    if (!waits_for_prior_grids_ || t.waited_for_prior_grids) return absl::OkStatus();
+    return Fail(t, in, "touches global memory before this thread's griddepcontrol.wait: the grids before this one "
+                       "may still be writing it (the kernel is launched while they finish)");
+  }
+
+  // The bytes an access touches, or an error naming the address.
+  absl::StatusOr<uint8_t*> Memory(Thread& t, const Instr& in, Space space, uint64_t addr, int bytes) {
+    if (addr % bytes != 0 && bytes <= 16)
+      return Fail(t, in, absl::StrFormat("misaligned %d-byte access at 0x%x", bytes, addr));
+    if (space == Space::kGeneric) {
+      if (addr >= kSharedWindow && addr < kSharedWindow + (uint64_t{1} << 32)) {
+        space = Space::kShared;
+        addr -= kSharedWindow;
+      } else if (addr >= kParamWindow && addr < kParamWindow + (uint64_t{1} << 32)) {
+        space = Space::kParam;
+        addr -= kParamWindow;
+      } else {
+        space = Space::kGlobal;
+      }
+    }
+    if (space == Space::kGlobal) {
+      if (absl::Status s = CheckPriorGridsWaited(t, in); !s.ok()) return s;
+      uint8_t* p = dev_.Find(addr, bytes);
+      if (!p) return Fail(t, in, absl::StrFormat("out-of-bounds global access of %d bytes at 0x%x", bytes, addr));
+      return p;
+    }
+    if (space == Space::kShared && (addr >> 24) != 0) {  // shared::cluster: another CTA's memory
+      absl::StatusOr<Cta*> peer = Peer(t, in, (addr >> 24) - 1);
+      if (!peer.ok()) return peer.status();
+      addr &= kOffsetMask;
+      if (*peer != this) {
+        if (addr + bytes > (*peer)->shared_.size())
+          return Fail(t, in, absl::StrFormat("shared access of %d bytes at offset %d of cluster CTA %d, past its %d bytes",
+                                             bytes, addr, (*peer)->rank_, (*peer)->shared_.size()));
+        return (*peer)->shared_.data() + addr;
+      }
+    }
+    if (space == Space::kShared) {
+      if (addr + bytes > shared_.size())
+        return Fail(t, in, absl::StrFormat("shared access of %d bytes at offset %d, past the block's %d bytes", bytes,
+                                           addr, shared_.size()));
+      return shared_.data() + addr;
+    }
+    if (space == Space::kParam) {
+      if (addr + bytes > params_.size()) return Fail(t, in, "parameter access past the parameters");
+      return const_cast<uint8_t*>(params_.data()) + addr;
+    }
+    return Fail(t, in, "this state space is not emulated yet");
+  }
+
+  uint64_t Address(const Thread& t, const Operand& o) const {
+    if (o.kind != Operand::Kind::kAddress) return 0;
+    uint64_t base = 0;
+    if (o.reg >= 0) base = t.r[o.reg];
+    else if (!o.symbol.empty()) {
+      if (auto it = m_.shared_symbols.find(o.symbol); it != m_.shared_symbols.end()) base = it->second;
+      for (const ptx::Param& p : e_.params)
+        if (p.name == o.symbol) base = p.offset;
+    }
+    return base + o.offset;
+  }
+
+  absl::Status Step(Thread& t);
+  absl::Status Collective(Thread& t, const Instr& in);
+  absl::Status TryReleaseWarp(int warp);
+  absl::Status Arrive(Thread& t, const Instr& in, bool wait);
+  absl::Status ReleaseBarriersOfExitedThreads();
+  absl::Status Arith(Thread& t, const Instr& in);
+  absl::Status Convert(Thread& t, const Instr& in);
+  absl::Status LoadStore(Thread& t, const Instr& in);
+  absl::Status Atomic(Thread& t, const Instr& in);
+  absl::Status CpAsync(Thread& t, const Instr& in);
+  absl::StatusOr<Cta*> Peer(const Thread& t, const Instr& in, uint64_t rank) const;
+  absl::Status ClusterBarrier(Thread& t, const Instr& in);
+  // One arrival, expecting `tx` more bytes, on the mbarrier at `offset` of this CTA (from a
+  // peer's remote arrive, or a commit); `fail` words an error for the instruction behind it.
+  absl::Status ArriveOn(uint64_t offset, int64_t tx, const std::function<absl::Status(const std::string&)>& fail);
+  std::vector<std::vector<uint64_t>> StMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
+  absl::Status Tcgen05(Thread& t, const Instr& in);
+  absl::Status CheckInFlightRegs(const Thread& t, const Instr& in) const;
+  std::vector<std::vector<uint64_t>> TcgenWarp(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
+  absl::Status RunTcgenMma(const struct TcgenMma& op);
+  // One CTA's rows of an MMA: D rows from `a_cta`'s A operand, B columns from `b_ctas` (one CTA,
+  // or a pair's two, each holding N / 2), into this CTA's tensor memory.
+  absl::Status RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vector<Cta*>& b_ctas, int n);
+  absl::Status CheckTmemAtExit();
+
+  // ---- uninitialised values (taint.cc): shared memory starts undefined (PTX ISA); a read of
+  // never-written bytes taints what it writes, arithmetic carries taints to its results, stores
+  // carry them back to shared memory, and a tainted value reaching global memory (a store, a TMA
+  // store's box) is an error naming both instructions.
+  static Origin NeverWritten();  // the shared-byte marker of "no write yet"
+  Origin RegTaint(const Thread& t, int reg) const {
+    return reg >= 0 && reg < static_cast<int>(t.taint.size()) ? t.taint[reg] : nullptr;
+  }
+  void SetRegTaint(Thread& t, int reg, Origin o);
+  Origin OperandTaint(const Thread& t, const ptx::Operand& o) const;
+  // Of an instruction's sources (its guard, operands 1..; selp: the source it selects).
+  Origin SourceTaint(const Thread& t, const Instr& in) const;
+  void TaintDestinations(Thread& t, const Instr& in, Origin o);
+  // Of the `n` shared bytes at `p` (this CTA's or a cluster peer's): `reader` where one was never
+  // written, else the first byte's origin.
+  Origin SharedTaint(const uint8_t* p, size_t n, const Instr& reader) const;
+  void SetSharedTaint(uint8_t* p, size_t n, Origin o);
+  Cta* SharedOwner(const uint8_t* p) const;  // this CTA or the cluster peer whose shared memory holds p
+  void MarkSharedWritten(uint64_t offset, size_t n) { SetSharedTaint(shared_.data() + offset, n, nullptr); }
+  // An error when `o` (a value `in` writes to global memory) derives from never-written memory.
+  absl::Status CheckReachesGlobal(const Thread* t, const Instr& in, Origin o) const;
+  absl::Status Mbarrier(Thread& t, const Instr& in);
+  absl::Status MbarrierComplete(uint64_t offset);
+  absl::Status Bulk(Thread& t, const Instr& in);
+  absl::Status CompleteAsync(size_t index);
+  absl::Status TryReleaseWarpgroup(int group);
+  absl::Status CompleteWgmmaGroups(int group, size_t keep);
+  absl::StatusOr<const EmulatedTensorMap*> MapAt(Thread& t, const Instr& in, uint64_t generic);
+  absl::Status ForEachBoxElement(const EmulatedTensorMap& map, const std::vector<int64_t>& coords, uint64_t smem,
+                                 const std::function<absl::Status(uint64_t, uint64_t, bool, int)>& fn);
+  // A K-major matrix operand in shared memory as wgmma and tcgen05 descriptors describe it (PTX
+  // ISA, matrix descriptors): start address, leading byte offset (between 8-column core matrices
+  // along K, without swizzle), stride byte offset (between 8-row groups), swizzle span (0: none).
+  // A matrix descriptor's operand in shared memory: start, leading and stride byte offsets,
+  // swizzle span, and which dimension is contiguous.
+  struct SmemOperand {
+    uint64_t start = 0, lbo = 0, sbo = 0;
+    int span = 0;
+    bool mn_major = false;  // the operand's rows (M or N) contiguous instead of K
+  };
+  static uint64_t OperandAddress(const SmemOperand& o, int row, int k);
+  // The shared bytes [lo, hi) that `rows` x 16 elements of a descriptor's operand span.
+  static std::pair<uint64_t, uint64_t> OperandSpan(const SmemOperand& o, int rows);
+  static SmemOperand WgmmaOperand(uint64_t desc);
+  // Element (row, k) of a bf16/f16 operand, read for `in` by the async proxy (`reader`): the
+  // bounds, the proxy fence and pending TMA destinations are checked.
+  absl::Status ReadOperand(const Instr& in, const char* reader, const SmemOperand& o, int row, int k, bool bf16,
+                           double* out);
+  static uint64_t Swizzled(uint64_t offset, int swizzle_bytes) {
+    // 128B: address bits [4,7) ^= bits [7,10); 64B: [4,6) ^= [7,9); 32B: bit 4 ^= bit 7.
+    const int bits = swizzle_bytes == 128 ? 3 : swizzle_bytes == 64 ? 2 : swizzle_bytes == 32 ? 1 : 0;
+    return offset ^ (((offset >> 7) & ((uint64_t{1} << bits) - 1)) << 4);
+  }
+  void CompleteGroups(Thread& t, size_t keep);
+  void Exit(Thread& t) {
+    if (!t.open_group.empty()) t.groups.push_back(std::move(t.open_group));  // copies still land
+    CompleteGroups(t, 0);
+    if (!t.bulk_open.empty()) t.bulk_groups.push_back(std::move(t.bulk_open));  // stores still write
+    if (absl::Status s = CompleteBulkGroups(t, 0); !s.ok() && exit_error_.ok()) exit_error_ = s;
+    t.state = Thread::State::kDone;
+  }
+  // TMA stores' boxes not yet read: a generic write to one is an error (the buffer reused
+  // before cp.async.bulk.wait_group.read).
+  BusyBytes tma_store_reading_;
+  absl::Status exit_error_;
+  absl::Status CompleteBulkGroups(Thread& t, size_t keep);
+  absl::Status WriteTmaStore(const TmaStore& st);
+  absl::Status CheckTmaStoreReading(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes);
+  std::vector<std::vector<uint64_t>> LdMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
+  std::vector<std::vector<uint64_t>> Mma(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
+
+  Device& dev_;
+  const ptx::Module& m_;
+  const ptx::Entry& e_;
+  const std::vector<uint8_t>& params_;
+  rt::Dim3 grid_, block_, ctaid_;
+  std::vector<uint8_t> shared_;
+  std::string kernel_;
+  std::mt19937_64* rng_;
+  std::vector<uint64_t> warp_priority_;  // the seed's ranking of the warps (see Advance)
+  std::vector<int> runnable_;             // Advance's scratch list
+  std::vector<Origin> smem_origin_;       // per shared byte (taint.cc); empty until first used
+  Origin warp_taint_ = nullptr;           // of the warp instruction (ldmatrix, mma.sync) being computed
+  Origin operand_taint_ = nullptr;        // of the descriptor operands ReadOperand has read
+  int64_t* budget_;
+  std::vector<Thread> threads_;
+  struct BarrierState {
+    int arrived = 0, expected = 0;
+    std::vector<int> waiting;
+  };
+  std::map<int, BarrierState> barriers_;
+  const std::vector<EmulatedTensorMap>* maps_;
+  ClusterState* cluster_ = nullptr;
+  int rank_ = 0;
+  bool exited_ = false;
+  // The kernel runs griddepcontrol.wait (programmatic dependent launch): until a thread has run
+  // it, the grids before this one may still be writing global memory, so that thread may not
+  // touch it (PTX ISA, griddepcontrol). The emulator runs one grid: it checks the order only.
+  bool waits_for_prior_grids_ = false;
+  static constexpr int kClusterBarrier = -2;  // Thread::barrier while waiting at barrier.cluster.wait
+  static constexpr int kRegisterWait = -3;    // ... at a setmaxnreg.inc the SM cannot grant yet
+  static constexpr uint64_t kOffsetMask = 0xFFFFFF;  // shared::cluster: (rank + 1) << 24 | offset
+  struct MbarrierState {
+    int expected = 0, pending = 0;
+    int64_t tx = 0;
+    int phase = 0;  // parity of the phase in progress
+    int64_t completed = 0;  // phases completed so far
+  };
+  std::map<uint64_t, MbarrierState> mbarriers_;  // by shared offset
+  // A TMA load in flight.
+  struct AsyncLoad {
+    const EmulatedTensorMap* map;
+    std::vector<int64_t> coords;
+    uint64_t dst = 0, mbarrier = 0;
+    const Instr* issued_by = nullptr;
+    uint64_t Bytes() const {
+      uint64_t n = rt::TmaElementBytes(map->spec.dtype);
+      for (uint32_t b : map->spec.box) n *= b;
+      return n;
+    }
+  };
+  // Shared bytes written through the generic proxy and not yet fenced for the async proxy:
+  // the writing thread + 1 (0: clean), and each thread's unfenced ranges.
+  std::vector<int32_t> generic_writer_;
+  // The swizzle span + 1 of the TMA load that last wrote each shared byte (0: none), for the
+  // descriptors that read them: a different span reads the tile scrambled.
+  std::vector<uint8_t> tma_swizzle_;
+  // setmaxnreg: each warpgroup's registers per thread, against the SM's 64K (from an even split).
+  std::map<int, int> warpgroup_regs_;
+  absl::Status SetMaxNReg(Thread& t, const Instr& in);
+  std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> unfenced_;
+  // Shared bytes read through the generic proxy (ld.shared, ldmatrix): the last reading thread + 1
+  // (0: none) and that thread's count of fence.proxy.async at the read. A TMA load landing on a
+  // byte whose reader has not fenced since is a write of the async proxy that may overtake the
+  // read (PTX ISA, proxies: a fence.proxy.async orders the generic accesses before it with the
+  // async proxy's after it); on an H200 it did (docs/PERF.md, "The weights by TMA boxes").
+  std::vector<int32_t> generic_reader_, generic_read_epoch_;
+  std::map<int, int32_t> proxy_fences_;  // per thread
+  std::map<int, const Instr*> last_generic_read_;
+  void NoteGenericRead(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes);
+  // A shared access that a TMA load in flight will overwrite (the wait for it is missing).
+  absl::Status CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off, uint64_t bytes, const char* what);
+  // cp.async copies not landed yet: a read of such a byte is an error (a missing or too shallow
+  // cp.async.wait_group, or no barrier between another thread's wait and this read).
+  BusyBytes cp_async_pending_;
+  // "PTX line N, dsl line" of an instruction, for messages that name two.
+  std::string Where(const Instr& in) const {
+    const std::string dsl = m_.DslLine(in);
+    return absl::StrCat("PTX line ", in.line, dsl.empty() ? "" : ", " + dsl);
+  }
+  absl::Status CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes);
+  // An async-proxy read (wgmma, tcgen05.mma, TMA store) of bytes a generic store left unfenced.
+  absl::Status CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, const char* reader);
+  std::vector<AsyncLoad> pending_;
+  // Tensor memory: 128 lanes x 512 32-bit columns, and which columns are allocated.
+  std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);
+  std::map<uint32_t, uint32_t> tmem_allocs_;  // first column -> columns
+  std::vector<TcgenMma> tcgen_issued_;          // issued, not yet committed (in order)
+  // tcgen05.st in flight (PTX ISA: asynchronous until the issuing thread's tcgen05.wait::st): the
+  // lanes and columns a warp's store wrote, and its threads that have not waited yet.
+  struct TcgenStoreInFlight {
+    uint32_t lane0, lanes, col0, cols;
+    std::vector<int> threads;
+    const Instr* in;
+  };
+  std::vector<TcgenStoreInFlight> tcgen_stores_;
+  // A message when lanes x columns meet a store in flight, else "".
+  std::string TcgenStoreRace(const char* what, uint32_t lane0, uint32_t lanes, uint32_t col0, uint32_t cols) const;
+  struct TcgenCommit {
+    std::vector<TcgenMma> mmas;
+    uint64_t mbarrier;
+    uint16_t cta_mask = 0;  // multicast: the cluster CTAs whose barrier at that offset gets the arrival
+    int line = 0;
+  };
+  std::vector<TcgenCommit> tcgen_commits_;      // committed, completing in order
+  // wgmma: the warpgroup's ops issued since its last commit, and its committed groups.
+  struct WgmmaOp {
+    std::vector<std::vector<int>> d_regs;  // per thread of the warpgroup
+    std::vector<std::vector<int>> a_regs;  // per thread, where A comes from registers
+    uint64_t a_desc = 0, b_desc = 0;
+    std::vector<double> a_from_regs;  // 64 x 16, row-major, when A comes from registers (read at issue)
+    std::vector<std::pair<uint64_t, uint64_t>> reads;  // shared byte spans [lo, hi) of its descriptors
+    bool a_mn_major = false;                           // imm-trans-a (A from a descriptor)
+    bool b_mn_major = false;                           // imm-trans-b
+    int n = 0;
+    bool scale_d = true, negate_a = false, negate_b = false, bf16 = true;
+    int line = 0;
+    const Instr* in = nullptr;
+    // Per row of A from registers, read at issue: the first tainted register holding that row
+    // (row r of D reads only row r of A, so a row past a ragged edge taints only its own).
+    std::vector<Origin> a_row_taint;
+  };
+  struct Warpgroup {
+    int arrived = 0;  // threads waiting at a wgmma instruction (all 128 release it)
+    std::vector<WgmmaOp> open;
+    std::vector<std::vector<WgmmaOp>> groups;
+  };
+  std::map<int, Warpgroup> warpgroups_;
+};
+
+
+}  // namespace kiln::emu::detail

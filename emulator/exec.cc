@@ -1,0 +1,760 @@
+// The CUDA-core instructions, warp collectives and named barriers: one thread's step, integer and
+// float arithmetic, conversions, loads and stores, atomics, shuffles and reductions, bar.sync.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "emulator/cta.h"
+
+namespace kiln::emu::detail {
+
+absl::Status Cta::Step(Thread& t) {
+  if (t.pc >= static_cast<int>(e_.code.size())) {
+    Exit(t);
+    return absl::OkStatus();
+  }
+  const Instr& in = e_.code[t.pc];
+  if (!t.in_flight_regs.empty() && in.op != Op::kWgmma && !(in.op == Op::kTcgen05 && in.Has("wait::ld")))
+    if (absl::Status s = CheckInFlightRegs(t, in); !s.ok()) return s;
+  if (in.guard >= 0 && ((t.r[in.guard] & 1) != 0) == in.guard_negated) {
+    ++t.pc;
+    return absl::OkStatus();
+  }
+  switch (in.op) {
+    case Op::kBra:
+      t.pc = in.ops.at(0).target;
+      return absl::OkStatus();
+    case Op::kRet: case Op::kExit:
+      Exit(t);
+      return absl::OkStatus();
+    case Op::kShfl: case Op::kRedux: case Op::kVote: case Op::kLdMatrix: case Op::kMma:
+      return Collective(t, in);
+    case Op::kCpAsync:
+      if (absl::Status s = CpAsync(t, in); !s.ok()) return s;
+      break;
+    case Op::kMbarrier:
+      return Mbarrier(t, in);
+    case Op::kCpAsyncBulk:
+      if (absl::Status s = Bulk(t, in); !s.ok()) return s;
+      break;
+    case Op::kWgmma:
+      t.state = Thread::State::kWarp;
+      ++warpgroups_[t.linear / 128].arrived;
+      return TryReleaseWarpgroup(t.linear / 128);
+    case Op::kSetMaxNReg:  // register accounting: no effect on values; an .inc may wait
+      return SetMaxNReg(t, in);
+    case Op::kElect:
+      return Collective(t, in);
+    case Op::kTcgen05: {
+      const std::string kind = in.mods.empty() ? "" : in.mods[0];
+      if (kind == "alloc" || kind == "dealloc" || kind == "ld" || kind == "st" || kind == "relinquish_alloc_permit")
+        return Collective(t, in);  // .sync.aligned: the whole warp
+      if (absl::Status s = Tcgen05(t, in); !s.ok()) return s;
+      break;
+    }
+    case Op::kMapa: {  // the same shared offset in cluster CTA `rank`
+      const uint64_t rank = Read(t, in.ops.at(2), 32);
+      if (absl::StatusOr<Cta*> peer = Peer(t, in, rank); !peer.ok()) return peer.status();
+      Write(t, in.ops[0], ((rank + 1) << 24) | (Read(t, in.ops.at(1), 32) & kOffsetMask));
+      break;
+    }
+    case Op::kStMatrix:
+      return Collective(t, in);
+    case Op::kBar:
+      if (in.Has("cluster")) return ClusterBarrier(t, in);
+      // bar.warp.sync: the member lanes meet (and their memory accesses before it are ordered
+      // before those after it, among them), so none runs past it until all have reached it.
+      if (in.Has("warp")) return Collective(t, in);
+      return Arrive(t, in, !in.Has("arrive"));
+    case Op::kLd: case Op::kSt:
+      if (absl::Status s = LoadStore(t, in); !s.ok()) return s;
+      break;
+    case Op::kAtom: case Op::kRed:
+      if (absl::Status s = Atomic(t, in); !s.ok()) return s;
+      break;
+    case Op::kCvt: {
+      const Origin o = SourceTaint(t, in);
+      if (absl::Status s = Convert(t, in); !s.ok()) return s;
+      TaintDestinations(t, in, o);
+      break;
+    }
+    case Op::kMembar: case Op::kFence:
+      if (in.op == Op::kFence && !in.mods.empty() && in.mods[0] == "proxy" && in.Has("async")) {
+        for (auto [off, n] : unfenced_[t.linear])  // this thread's generic writes now reach the async proxy
+          for (uint64_t b = off; b < off + n; ++b)
+            if (generic_writer_[b] == t.linear + 1) generic_writer_[b] = 0;
+        unfenced_[t.linear].clear();
+        ++proxy_fences_[t.linear];  // its generic reads so far are ordered before the async proxy's writes
+      }
+      break;
+    case Op::kCreatePolicy:
+      Write(t, in.ops.at(0), 0);
+      break;
+    case Op::kGriddepcontrol:  // one grid at a time here: the grids before it have finished
+      if (in.Has("wait")) t.waited_for_prior_grids = true;
+      else if (!in.Has("launch_dependents")) return Fail(t, in, "griddepcontrol takes .wait or .launch_dependents");
+      break;
+    case Op::kPrefetch:  // prefetch, prefetchu, prefetch.tensormap: only a cache hint, no value changes (PTX ISA)
+      break;
+    default: {
+      const Origin o = SourceTaint(t, in);
+      if (absl::Status s = Arith(t, in); !s.ok()) return s;
+      TaintDestinations(t, in, o);
+    }
+  }
+  ++t.pc;
+  return absl::OkStatus();
+}
+
+absl::Status Cta::Arith(Thread& t, const Instr& in) {
+  const Ty ty = in.type;
+  const int bits = ptx::TyBits(ty);
+  auto src = [&](int i) { return Read(t, in.ops.at(i), bits == 1 ? 1 : bits); };
+  auto f = [&](int i) { return F32(src(i)); };
+  const bool sgn = ptx::TyIsSigned(ty);
+  auto si = [&](int i) { return SignExtend(src(i), bits); };
+  const bool is_f32 = ty == Ty::kF32, is_f64 = ty == Ty::kF64;
+  auto put_f = [&](float v) { Write(t, in.ops[0], Bits(in.ftz ? FlushDenormal(v) : v)); };
+  switch (in.op) {
+    case Op::kMov: {
+      const Operand& d = in.ops.at(0);
+      const Operand& s = in.ops.at(1);
+      if (d.kind == Operand::Kind::kVector) {  // unpack: element 0 from the lowest bits
+        const int part = bits / static_cast<int>(d.regs.size());
+        const uint64_t v = Read(t, s, bits);
+        for (size_t i = 0; i < d.regs.size(); ++i)
+          if (d.regs[i] >= 0) t.r[d.regs[i]] = (v >> (part * i)) & Mask(part);
+        return absl::OkStatus();
+      }
+      if (s.kind == Operand::Kind::kVector) {  // pack
+        const int part = bits / static_cast<int>(s.regs.size());
+        uint64_t v = 0;
+        for (size_t i = 0; i < s.regs.size(); ++i) v |= (t.r[s.regs[i]] & Mask(part)) << (part * i);
+        Write(t, d, v);
+        return absl::OkStatus();
+      }
+      Write(t, d, Read(t, s, bits == 0 ? 64 : bits));
+      return absl::OkStatus();
+    }
+    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kMad: case Op::kFma: case Op::kDiv: case Op::kRem:
+    case Op::kMin: case Op::kMax: {
+      if (is_f32) {
+        float a = f(1), b = f(2), r = 0;
+        if (in.ftz) a = FlushDenormal(a), b = FlushDenormal(b);
+        switch (in.op) {
+          case Op::kAdd: r = a + b; break;
+          case Op::kSub: r = a - b; break;
+          case Op::kMul: r = a * b; break;
+          case Op::kMad: case Op::kFma: r = std::fma(a, b, in.ftz ? FlushDenormal(f(3)) : f(3)); break;
+          case Op::kDiv: r = a / b; break;
+          case Op::kMin: r = std::fmin(a, b); break;  // one NaN: the other operand, as PTX's min/max
+          case Op::kMax: r = std::fmax(a, b); break;
+          default: return Fail(t, in, "not defined on f32");
+        }
+        // min/max.NaN: a NaN operand gives the canonical NaN.
+        if ((in.op == Op::kMin || in.op == Op::kMax) && in.Has("NaN") && (std::isnan(a) || std::isnan(b)))
+          r = std::numeric_limits<float>::quiet_NaN();
+        put_f(r);
+        return absl::OkStatus();
+      }
+      if (is_f64) {
+        double a = F64(src(1)), b = F64(src(2)), r = 0;
+        switch (in.op) {
+          case Op::kAdd: r = a + b; break;
+          case Op::kSub: r = a - b; break;
+          case Op::kMul: r = a * b; break;
+          case Op::kMad: case Op::kFma: r = std::fma(a, b, F64(src(3))); break;
+          case Op::kDiv: r = a / b; break;
+          case Op::kMin: r = std::fmin(a, b); break;
+          case Op::kMax: r = std::fmax(a, b); break;
+          default: return Fail(t, in, "not defined on f64");
+        }
+        Write(t, in.ops[0], Bits(r));
+        return absl::OkStatus();
+      }
+      if (ptx::TyIsFloat(ty)) return Fail(t, in, "this float type is not emulated yet");
+      // Integers: .wide doubles the width of the result; .hi keeps the upper half.
+      const uint64_t a = src(1), b = src(2);
+      const int64_t sa = si(1), sb = si(2);
+      uint64_t r = 0;
+      int out_bits = in.wide ? 2 * bits : bits;
+      switch (in.op) {
+        case Op::kAdd: r = a + b; break;
+        case Op::kSub: r = a - b; break;
+        case Op::kMul: case Op::kMad: {
+          if (in.wide) r = sgn ? static_cast<uint64_t>(sa * sb) : a * b;
+          else if (in.hi) {
+            __int128 p = sgn ? static_cast<__int128>(sa) * sb : static_cast<__int128>(static_cast<unsigned __int128>(a) * b);
+            r = static_cast<uint64_t>(p >> bits);
+          } else {
+            r = a * b;
+          }
+          if (in.op == Op::kMad) r += Read(t, in.ops.at(3), out_bits);
+          break;
+        }
+        case Op::kDiv:
+          if (b == 0) r = Mask(bits);
+          else r = sgn ? static_cast<uint64_t>(sa / sb) : a / b;
+          break;
+        case Op::kRem:
+          if (b == 0) r = a;
+          else r = sgn ? static_cast<uint64_t>(sa % sb) : a % b;
+          break;
+        case Op::kMin: r = sgn ? static_cast<uint64_t>(std::min(sa, sb)) : std::min(a, b); break;
+        case Op::kMax: r = sgn ? static_cast<uint64_t>(std::max(sa, sb)) : std::max(a, b); break;
+        default: break;
+      }
+      // min/max.relu.s32 (what LLVM makes of max(min(a, b), 0)): a negative result becomes 0.
+      if ((in.op == Op::kMin || in.op == Op::kMax) && in.Has("relu")) {
+        if (!sgn) return Fail(t, in, ".relu is defined on signed integers");
+        if (static_cast<int64_t>(r << (64 - bits)) < 0) r = 0;
+      }
+      Write(t, in.ops[0], r & Mask(out_bits));
+      return absl::OkStatus();
+    }
+    case Op::kNeg: case Op::kAbs:
+      if (is_f32) put_f(in.op == Op::kNeg ? -f(1) : std::fabs(f(1)));
+      else if (ptx::TyIsFloat(ty)) return Fail(t, in, "this float type is not emulated yet");
+      else Write(t, in.ops[0], static_cast<uint64_t>(in.op == Op::kNeg ? -si(1) : std::llabs(si(1))) & Mask(bits));
+      return absl::OkStatus();
+    case Op::kAnd: Write(t, in.ops[0], src(1) & src(2)); return absl::OkStatus();
+    case Op::kOr: Write(t, in.ops[0], src(1) | src(2)); return absl::OkStatus();
+    case Op::kXor: Write(t, in.ops[0], src(1) ^ src(2)); return absl::OkStatus();
+    case Op::kNot: Write(t, in.ops[0], ~src(1) & Mask(bits)); return absl::OkStatus();
+    case Op::kShl: case Op::kShr: {
+      const uint64_t n = Read(t, in.ops.at(2), 32);  // shift amounts past the width give 0 (or the sign)
+      uint64_t r;
+      if (in.op == Op::kShl) r = n >= static_cast<uint64_t>(bits) ? 0 : src(1) << n;
+      else if (sgn) r = static_cast<uint64_t>(si(1) >> std::min<uint64_t>(n, bits - 1));
+      else r = n >= static_cast<uint64_t>(bits) ? 0 : src(1) >> n;
+      Write(t, in.ops[0], r & Mask(bits));
+      return absl::OkStatus();
+    }
+    case Op::kBfe: {  // bits pos..pos+len-1 of a, sign-extended for signed types
+      const uint64_t pos = Read(t, in.ops.at(2), 32) & 0xff, len = Read(t, in.ops.at(3), 32) & 0xff;
+      uint64_t r = 0;
+      if (len > 0) {
+        const uint64_t field = pos >= static_cast<uint64_t>(bits) ? 0 : (src(1) >> pos) & Mask(static_cast<int>(len));
+        r = field;
+        if (sgn) {
+          const int top = static_cast<int>(std::min<uint64_t>(pos + len, bits) - 1);
+          const bool sign = pos + len > static_cast<uint64_t>(bits) ? (src(1) >> (bits - 1)) & 1 : (src(1) >> top) & 1;
+          if (sign) r |= ~Mask(static_cast<int>(len));
+        }
+      }
+      Write(t, in.ops[0], r & Mask(bits));
+      return absl::OkStatus();
+    }
+    case Op::kSelp:
+      Write(t, in.ops[0], (Read(t, in.ops.at(3), 1) & 1) ? src(1) : src(2));
+      return absl::OkStatus();
+    case Op::kSetp: {
+      bool r = false;
+      const std::string& c = in.cmp;
+      if (ptx::TyIsFloat(ty)) {
+        const double a = is_f64 ? F64(src(1)) : f(1), b = is_f64 ? F64(src(2)) : f(2);
+        const bool unordered = std::isnan(a) || std::isnan(b);
+        if (c == "num") r = !unordered;
+        else if (c == "nan") r = unordered;
+        else {
+          const bool u = c.size() == 3;  // equ, ltu, ...: true when unordered
+          const std::string base = u ? c.substr(0, 2) : c;
+          if (unordered) r = u;
+          else if (base == "eq") r = a == b;
+          else if (base == "ne") r = a != b;
+          else if (base == "lt") r = a < b;
+          else if (base == "le") r = a <= b;
+          else if (base == "gt") r = a > b;
+          else if (base == "ge") r = a >= b;
+        }
+      } else {
+        const bool s = sgn && c != "lo" && c != "ls" && c != "hi" && c != "hs";
+        const uint64_t a = src(1), b = src(2);
+        const int64_t x = si(1), y = si(2);
+        if (c == "eq") r = a == b;
+        else if (c == "ne") r = a != b;
+        else if (c == "lt") r = s ? x < y : a < b;
+        else if (c == "le") r = s ? x <= y : a <= b;
+        else if (c == "gt") r = s ? x > y : a > b;
+        else if (c == "ge") r = s ? x >= y : a >= b;
+        else if (c == "lo") r = a < b;
+        else if (c == "ls") r = a <= b;
+        else if (c == "hi") r = a > b;
+        else if (c == "hs") r = a >= b;
+        else return Fail(t, in, "unknown comparison");
+      }
+      Write(t, in.ops[0], r ? 1 : 0);
+      return absl::OkStatus();
+    }
+    case Op::kEx2: case Op::kLg2: case Op::kRsqrt: case Op::kSqrt: case Op::kRcp: case Op::kTanh: {
+      if (!is_f32) return Fail(t, in, "only the f32 forms are emulated");
+      float a = in.ftz ? FlushDenormal(f(1)) : f(1), r = 0;
+      switch (in.op) {
+        case Op::kEx2: r = std::exp2(a); break;
+        case Op::kLg2: r = std::log2(a); break;
+        case Op::kRsqrt: r = 1.0f / std::sqrt(a); break;
+        case Op::kSqrt: r = std::sqrt(a); break;
+        // tanh.approx.f32: the PTX ISA bounds its relative error by 2^-11; the exact value lies
+        // within that bound (+-inf give +-1, subnormals pass through, as documented).
+        case Op::kTanh: r = std::tanh(a); break;
+        default: r = 1.0f / a; break;
+      }
+      put_f(r);
+      return absl::OkStatus();
+    }
+    case Op::kCvta: {
+      const bool to = in.Has("to");
+      uint64_t v = Read(t, in.ops.at(1), 64);
+      if (in.space == Space::kShared) v = to ? v - kSharedWindow : v + kSharedWindow;
+      if (in.space == Space::kParam) v = to ? v - kParamWindow : v + kParamWindow;
+      Write(t, in.ops[0], v & Mask(bits ? bits : 64));
+      return absl::OkStatus();
+    }
+    default:
+      return Fail(t, in, "the emulator does not execute this instruction yet");
+  }
+}
+
+// setmaxnreg.{inc,dec}.sync.aligned.u32 N: the warpgroup's threads now hold N registers each.
+// The warpgroups start from an even split of the SM's 64K registers over the block (what ptxas
+// assumes for one block per SM). An .inc that would take the block past 64K waits, as on the
+// GPU, until a .dec gives registers back; if none does, the deadlock report says so.
+absl::Status Cta::SetMaxNReg(Thread& t, const Instr& in) {
+  const int group = t.linear / 128;
+  const int n = static_cast<int>(Read(t, in.ops.at(0), 32));
+  if (n < 24 || n > 256 || n % 8) return Fail(t, in, absl::StrCat("setmaxnreg takes 24..256 in steps of 8, not ", n));
+  const int groups = (static_cast<int>(threads_.size()) + 127) / 128;
+  const int even = std::min(255, 65536 / (groups * 128)) / 8 * 8;
+  for (int g = 0; g < groups; ++g) warpgroup_regs_.try_emplace(g, even);
+  int64_t total = 0;
+  for (const auto& [g, regs] : warpgroup_regs_) total += int64_t{g == group ? n : regs} * 128;
+  if (in.Has("inc") && total > 65536) {
+    t.state = Thread::State::kBarrier;
+    t.barrier = kRegisterWait;
+    return absl::OkStatus();  // the pc stays: it asks again when woken
+  }
+  warpgroup_regs_[group] = n;
+  if (in.Has("dec"))
+    for (Thread& w : threads_)
+      if (w.state == Thread::State::kBarrier && w.barrier == kRegisterWait) w.state = Thread::State::kRun;
+  ++t.pc;
+  return absl::OkStatus();
+}
+
+// The ISA leaves a register undefined while an asynchronous op may still write it: a wgmma's
+// accumulators until the wgmma.wait_group that covers it (other wgmmas may chain on them), a
+// tcgen05.ld's destinations until tcgen05.wait::ld. A wgmma's A fragment from registers is read
+// until that wait_group as well: an instruction that rewrites it first (a loop's next ldmatrix
+// into the same registers) changes what the wgmma multiplies, on the GPU alone.
+absl::Status Cta::CheckInFlightRegs(const Thread& t, const Instr& in) const {
+  auto check = [&](int reg) -> absl::Status {
+    const Instr* in_flight = t.in_flight_regs.Find(reg);
+    if (!in_flight) return absl::OkStatus();
+    const Instr& by = *in_flight;
+    const std::string dsl = m_.DslLine(by);
+    const bool wgmma = by.op == Op::kWgmma;
+    const std::vector<int>& d = by.ops.at(0).regs;
+    if (wgmma && std::find(d.begin(), d.end(), reg) == d.end())
+      return Fail(t, in, absl::StrCat("uses ", e_.reg_names.at(reg), " while the wgmma at PTX line ", by.line,
+                                      dsl.empty() ? "" : " (" + dsl + ")",
+                                      " may still read it: an A fragment's register used before its wgmma.wait_group"));
+    return Fail(t, in, absl::StrCat("uses ", e_.reg_names.at(reg), " while the ", wgmma ? "wgmma" : "tcgen05.ld",
+                                    " at PTX line ", by.line, dsl.empty() ? "" : " (" + dsl + ")",
+                                    " may still write it: an accumulator read before its ",
+                                    wgmma ? "wgmma.wait_group" : "tcgen05.wait::ld"));
+  };
+  if (absl::Status s = check(in.guard); !s.ok()) return s;
+  for (const Operand& o : in.ops) {
+    if (absl::Status s = check(o.reg); !s.ok()) return s;
+    for (int r : o.regs)
+      if (absl::Status s = check(r); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cta::Convert(Thread& t, const Instr& in) {
+  const Ty d = in.type, s = in.src_type;
+  const bool fp8_src = s == Ty::kE4M3x2 || s == Ty::kE5M2x2, fp8_dst = d == Ty::kE4M3x2 || d == Ty::kE5M2x2;
+  if (d == Ty::kF16x2 && fp8_src) {  // each byte to f16 (exact), the upper byte to the upper half
+    const uint64_t v = Read(t, in.ops.at(1), 16);
+    auto one = [&](uint8_t b) -> uint64_t { return F32ToF16(static_cast<float>(Fp8ToDouble(b, s == Ty::kE4M3x2))); };
+    Write(t, in.ops[0], one(v >> 8 & 0xff) << 16 | one(v & 0xff));
+    return absl::OkStatus();
+  }
+  if (fp8_dst) {  // cvt.rn.satfinite.e4m3x2.f32 d, a, b: a to the upper byte
+    if (s != Ty::kF32 || !in.Has("satfinite")) return Fail(t, in, "only cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 is emulated");
+    const float a = F32(Read(t, in.ops.at(1), 32)), b = F32(Read(t, in.ops.at(2), 32));
+    const bool e4 = d == Ty::kE4M3x2;
+    Write(t, in.ops[0], uint64_t{F32ToFp8(a, e4)} << 8 | F32ToFp8(b, e4));
+    return absl::OkStatus();
+  }
+  if (d == Ty::kBF16x2 || d == Ty::kF16x2) {  // d = {cvt(a) in the upper half, cvt(b) in the lower}
+    const float a = F32(Read(t, in.ops.at(1), 32)), b = F32(Read(t, in.ops.at(2), 32));
+    auto one = [&](float v) -> uint64_t { return d == Ty::kBF16x2 ? F32ToBf16(v) : F32ToF16(v); };
+    Write(t, in.ops[0], (one(a) << 16) | one(b));
+    return absl::OkStatus();
+  }
+  const uint64_t v = Read(t, in.ops.at(1), ptx::TyBits(s));
+  double x;  // the source's value
+  if (s == Ty::kF32) x = F32(v);
+  else if (s == Ty::kF64) x = F64(v);
+  else if (s == Ty::kBF16) x = Bf16ToF32(static_cast<uint16_t>(v));
+  else if (s == Ty::kF16) x = F16ToF32(static_cast<uint16_t>(v));
+  else if (ptx::TyIsSigned(s)) x = static_cast<double>(SignExtend(v, ptx::TyBits(s)));
+  else x = static_cast<double>(v);
+  const int db = ptx::TyBits(d);
+  if (!ptx::TyIsFloat(s) && !ptx::TyIsFloat(d)) {  // integer widths: sign- or zero-extend, truncate
+    const uint64_t r = ptx::TyIsSigned(s) ? static_cast<uint64_t>(SignExtend(v, ptx::TyBits(s))) : v;
+    Write(t, in.ops[0], r & Mask(db));
+    return absl::OkStatus();
+  }
+  if (ptx::TyIsFloat(d)) {
+    if (d == Ty::kF32) {
+      float r = static_cast<float>(x);
+      if (in.ftz) r = FlushDenormal(r);
+      Write(t, in.ops[0], Bits(r));
+    } else if (d == Ty::kF64) {
+      Write(t, in.ops[0], Bits(x));
+    } else if (d == Ty::kBF16) {
+      Write(t, in.ops[0], F32ToBf16(static_cast<float>(x)));
+    } else if (d == Ty::kF16) {
+      Write(t, in.ops[0], F32ToF16(static_cast<float>(x)));
+    } else {
+      return Fail(t, in, "this conversion is not emulated yet");
+    }
+    return absl::OkStatus();
+  }
+  // Float to integer: the rounding modifier (rzi: toward zero, rni: nearest even, ...), saturated
+  // to the destination's range; NaN gives 0.
+  double r = x;
+  if (in.rounding == "rni") r = std::nearbyint(x);
+  else if (in.rounding == "rmi") r = std::floor(x);
+  else if (in.rounding == "rpi") r = std::ceil(x);
+  else r = std::trunc(x);
+  if (std::isnan(r)) r = 0;
+  if (ptx::TyIsSigned(d)) {
+    const double lo = -std::ldexp(1.0, db - 1), hi = std::ldexp(1.0, db - 1) - 1;
+    Write(t, in.ops[0], static_cast<uint64_t>(static_cast<int64_t>(std::clamp(r, lo, hi))) & Mask(db));
+  } else {
+    const double hi = std::ldexp(1.0, db) - 1;
+    Write(t, in.ops[0], static_cast<uint64_t>(std::clamp(r, 0.0, hi)) & Mask(db));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
+  const int elem = std::max(1, ptx::TyBits(in.type) / 8);
+  const bool load = in.op == Op::kLd;
+  const Operand& addr_op = load ? in.ops.at(1) : in.ops.at(0);
+  const Operand& val = load ? in.ops.at(0) : in.ops.at(1);
+  const uint64_t addr = Address(t, addr_op);
+  absl::StatusOr<uint8_t*> p = Memory(t, in, in.space, addr, elem * in.vec);
+  if (!p.ok()) return p.status();
+  if (*p >= shared_.data() && *p < shared_.data() + shared_.size()) {
+    const uint64_t off = *p - shared_.data(), n = static_cast<uint64_t>(elem) * in.vec;
+    if (absl::Status s = CheckPendingOverlap(&t, in, off, n, load ? "reads" : "writes"); !s.ok()) return s;
+    if (load) {
+      if (absl::Status s = CheckCpAsyncPending(t, in, off, n); !s.ok()) return s;
+      NoteGenericRead(t, in, off, n);
+    }
+    if (!load) {
+      if (absl::Status s = CheckTmaStoreReading(t, in, off, n); !s.ok()) return s;
+      if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
+      std::fill(generic_writer_.begin() + off, generic_writer_.begin() + off + n, t.linear + 1);
+      unfenced_[t.linear].push_back({off, n});
+    }
+  }
+  std::vector<int> regs = val.kind == Operand::Kind::kVector ? val.regs : std::vector<int>{val.reg};
+  const bool shared = *p >= shared_.data() && *p < shared_.data() + shared_.size();
+  const bool local_or_param = in.space == Space::kParam || in.space == Space::kLocal || in.space == Space::kConst;
+  const bool in_shared = shared || (!local_or_param && SharedOwner(*p));  // a peer's, through mapa
+  const Origin address_taint = OperandTaint(t, addr_op);
+  for (int i = 0; i < in.vec && i < static_cast<int>(regs.size()); ++i) {
+    uint8_t* at = *p + i * elem;
+    if (load) {
+      uint64_t v = 0;
+      std::memcpy(&v, at, elem);
+      if (ptx::TyIsSigned(in.type)) v = static_cast<uint64_t>(SignExtend(v, elem * 8));
+      if (regs[i] >= 0) t.r[regs[i]] = v;
+      const Origin o = in_shared ? SharedTaint(at, elem, in) : nullptr;
+      SetRegTaint(t, regs[i], o ? o : address_taint);
+    } else {
+      uint64_t v = val.kind == Operand::Kind::kVector ? t.r[regs[i]] : Read(t, val, elem * 8);
+      std::memcpy(at, &v, elem);
+      const Origin o = val.kind == Operand::Kind::kVector ? RegTaint(t, regs[i]) : OperandTaint(t, val);
+      if (in_shared) SetSharedTaint(at, elem, o);
+      else if (!local_or_param)
+        if (absl::Status s = CheckReachesGlobal(&t, in, o); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cta::Atomic(Thread& t, const Instr& in) {
+  const bool result = in.op == Op::kAtom;
+  const int base = result ? 1 : 0;
+  const int bits = ptx::TyBits(in.type);
+  absl::StatusOr<uint8_t*> p = Memory(t, in, in.space, Address(t, in.ops.at(base)), bits / 8);
+  if (!p.ok()) return p.status();
+  uint64_t old = 0;
+  std::memcpy(&old, *p, bits / 8);
+  const uint64_t b = Read(t, in.ops.at(base + 1), bits);
+  uint64_t r = old;
+  const std::string& op = in.cmp;
+  if (in.type == Ty::kF32) {
+    if (op != "add") return Fail(t, in, "only atom.add on f32 is emulated");
+    r = Bits(F32(old) + F32(b));
+  } else {
+    const bool s = ptx::TyIsSigned(in.type);
+    const int64_t so = SignExtend(old, bits), sb = SignExtend(b, bits);
+    if (op == "add") r = old + b;
+    else if (op == "min") r = s ? static_cast<uint64_t>(std::min(so, sb)) : std::min(old, b);
+    else if (op == "max") r = s ? static_cast<uint64_t>(std::max(so, sb)) : std::max(old, b);
+    else if (op == "exch") r = b;
+    else if (op == "and") r = old & b;
+    else if (op == "or") r = old | b;
+    else if (op == "xor") r = old ^ b;
+    else if (op == "cas") r = old == b ? Read(t, in.ops.at(base + 2), bits) : old;
+    else return Fail(t, in, "this atomic operation is not emulated yet");
+  }
+  r &= Mask(bits);
+  std::memcpy(*p, &r, bits / 8);
+  if (result) Write(t, in.ops[0], old);
+  // The old value's origin, and the new one's: the old value's or the operands'.
+  Origin was = SharedOwner(*p) ? SharedTaint(*p, bits / 8, in) : nullptr, operands = SourceTaint(t, in);
+  if (result) SetRegTaint(t, in.ops[0].reg, was);
+  if (SharedOwner(*p)) SetSharedTaint(*p, bits / 8, was ? was : operands);
+  else if (absl::Status s = CheckReachesGlobal(&t, in, operands); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+// ---- warp collectives: a lane waits until every lane of the member mask is at one
+
+absl::Status Cta::Collective(Thread& t, const Instr& in) {
+  t.state = Thread::State::kWarp;
+  return TryReleaseWarp(t.linear / 32);
+}
+
+absl::Status Cta::TryReleaseWarp(int warp) {
+  const int first = warp * 32, n = std::min<int>(32, static_cast<int>(threads_.size()) - first);
+  std::vector<Thread*> lanes;
+  for (int i = 0; i < n; ++i) lanes.push_back(&threads_[first + i]);
+  Thread* some = nullptr;
+  for (Thread* l : lanes)
+    if (l->state == Thread::State::kWarp) some = l;
+  if (!some) return absl::OkStatus();
+  const Instr& in = e_.code[some->pc];
+  const bool whole_warp =
+      in.op == Op::kLdMatrix || in.op == Op::kMma || in.op == Op::kTcgen05 || in.op == Op::kStMatrix;  // .sync.aligned
+  uint32_t members =
+      whole_warp ? static_cast<uint32_t>(Mask(n)) : static_cast<uint32_t>(Read(*some, in.ops.back(), 32));
+  if (in.op == Op::kBar) members &= static_cast<uint32_t>(Mask(n));  // bar.warp.sync -1 in a block's last, partial warp
+  for (int i = 0; i < n; ++i) {
+    if (!(members >> i & 1)) continue;
+    if (lanes[i]->state == Thread::State::kDone)
+      return Fail(*some, in, absl::StrCat("lane ", i, " of the member mask has exited"));
+    if (lanes[i]->state != Thread::State::kWarp) return absl::OkStatus();  // not all here yet
+    const Instr& other = e_.code[lanes[i]->pc];
+    if (other.op != in.op)
+      return Fail(*some, in, absl::StrCat("lane ", i, " waits at a different warp instruction (PTX line ", other.line, ")"));
+  }
+  for (int i = n; i < 32; ++i)
+    if (members >> i & 1) return Fail(*some, in, absl::StrCat("the member mask names lane ", i, ", which this block does not have"));
+  // Everyone is here: compute each member lane's result from the values at this moment.
+  if (whole_warp) {
+    absl::Status s;
+    std::vector<std::vector<uint64_t>> out = in.op == Op::kMma        ? Mma(lanes, in, &s)
+                                             : in.op == Op::kTcgen05  ? TcgenWarp(lanes, in, &s)
+                                             : in.op == Op::kStMatrix ? StMatrix(lanes, in, &s)
+                                                                      : LdMatrix(lanes, in, &s);
+    if (!s.ok()) return s;
+    // ldmatrix: the rows it read; mma.sync: every lane's fragments (a warp-wide origin).
+    Origin taint = warp_taint_;
+    warp_taint_ = nullptr;
+    if (in.op == Op::kMma)
+      for (int i = 0; i < n && !taint; ++i) taint = SourceTaint(*lanes[i], e_.code[lanes[i]->pc]);
+    for (int i = 0; i < n; ++i) {
+      Thread& l = *lanes[i];
+      const Operand& d = e_.code[l.pc].ops.at(0);
+      for (size_t k = 0; k < d.regs.size() && k < out[i].size(); ++k) {
+        l.r[d.regs[k]] = out[i][k];
+        SetRegTaint(l, d.regs[k], taint);
+        if (in.op == Op::kTcgen05 && d.regs[k] >= 0) l.in_flight_regs.Set(d.regs[k], &in);  // until wait::ld
+      }
+      l.state = Thread::State::kRun;
+      ++l.pc;
+    }
+    return absl::OkStatus();
+  }
+  std::vector<uint64_t> results(n, 0);
+  std::vector<Origin> taints(n, nullptr);  // a shuffle's: its source lane's; a reduction's: any lane's
+  for (int i = 0; i < n; ++i) {
+    if (!(members >> i & 1)) continue;
+    Thread& l = *lanes[i];
+    const Instr& li = e_.code[l.pc];
+    if (li.op == Op::kElect) {  // the lowest lane of the member mask is elected
+      const int elected = std::countr_zero(members);
+      if (li.ops.at(0).kind == Operand::Kind::kVector) {
+        if (li.ops[0].regs[0] >= 0) l.r[li.ops[0].regs[0]] = elected;
+        l.r[li.ops[0].regs[1]] = i == elected;
+      } else {
+        Write(l, li.ops[0], i == elected);
+      }
+      continue;
+    } else if (li.op == Op::kShfl) {
+      const uint32_t b = static_cast<uint32_t>(Read(l, li.ops.at(2), 32)) & 31;
+      const uint32_t c = static_cast<uint32_t>(Read(l, li.ops.at(3), 32));
+      const uint32_t segmask = (c >> 8) & 31, cval = c & 31;
+      const int lane = i;
+      const int max_lane = (lane & segmask) | (cval & ~segmask), min_lane = lane & segmask;
+      int j = lane;
+      bool pval;
+      if (li.cmp == "up") j = lane - static_cast<int>(b), pval = j >= max_lane;
+      else if (li.cmp == "down") j = lane + static_cast<int>(b), pval = j <= max_lane;
+      else if (li.cmp == "bfly") j = lane ^ static_cast<int>(b), pval = j <= max_lane;
+      else j = min_lane | (static_cast<int>(b) & ~static_cast<int>(segmask)), pval = j <= max_lane;
+      if (!pval) j = lane;
+      if (j < 0 || j >= n || !(members >> j & 1))
+        return Fail(l, li, absl::StrCat("shfl reads lane ", j, ", which is not in the member mask"));
+      results[i] = Read(*lanes[j], e_.code[lanes[j]->pc].ops.at(1), 32);
+      taints[i] = OperandTaint(*lanes[j], e_.code[lanes[j]->pc].ops.at(1));
+    } else if (li.op == Op::kRedux || li.op == Op::kVote) {
+      uint64_t acc = 0;
+      bool first_value = true;
+      for (int k = 0; k < n; ++k) {
+        if (!(members >> k & 1)) continue;
+        const uint64_t v = Read(*lanes[k], e_.code[lanes[k]->pc].ops.at(1), li.op == Op::kVote ? 1 : 32);
+        if (!taints[i]) taints[i] = OperandTaint(*lanes[k], e_.code[lanes[k]->pc].ops.at(1));
+        if (li.op == Op::kVote) { acc |= (v & 1) << k; continue; }
+        const bool s = ptx::TyIsSigned(li.type);
+        const int64_t sv = SignExtend(v, 32), sa = SignExtend(acc, 32);
+        if (first_value) acc = v;
+        else if (li.cmp == "add") acc = (acc + v) & 0xffffffff;
+        else if (li.cmp == "min") acc = s ? static_cast<uint32_t>(std::min(sa, sv)) : std::min(acc, v);
+        else if (li.cmp == "max") acc = s ? static_cast<uint32_t>(std::max(sa, sv)) : std::max(acc, v);
+        else if (li.cmp == "and") acc &= v;
+        else if (li.cmp == "or") acc |= v;
+        else if (li.cmp == "xor") acc ^= v;
+        first_value = false;
+      }
+      if (li.op == Op::kVote && li.cmp != "ballot") {
+        const uint64_t all = acc == (members & Mask(n)), any = acc != 0;
+        acc = li.cmp == "all" ? all : li.cmp == "any" ? any : (all || acc == 0);
+      }
+      results[i] = acc;
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    if (!(members >> i & 1)) continue;
+    Thread& l = *lanes[i];
+    if (e_.code[l.pc].op != Op::kElect && e_.code[l.pc].op != Op::kBar) {  // bar.warp.sync: no result
+      Write(l, e_.code[l.pc].ops.at(0), results[i]);
+      TaintDestinations(l, e_.code[l.pc], taints[i]);
+    }
+    l.state = Thread::State::kRun;
+    ++l.pc;
+  }
+  return absl::OkStatus();
+}
+
+
+// ---- barriers: bar.sync / barrier.sync id[, count]; bar.arrive id, count
+
+absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
+  const int id = in.ops.empty() ? 0 : static_cast<int>(Read(t, in.ops[0], 32));
+  if (id < 0 || id > 15) return Fail(t, in, absl::StrCat("barrier id ", id, " is outside 0..15"));
+  int expected = static_cast<int>(threads_.size());
+  if (in.ops.size() > 1) expected = static_cast<int>(Read(t, in.ops[1], 32));
+  else expected -= static_cast<int>(std::count_if(threads_.begin(), threads_.end(),
+                                                  [](const Thread& x) { return x.state == Thread::State::kDone; }));
+  if (expected % 32 && in.ops.size() > 1) return Fail(t, in, absl::StrCat("a thread count of ", expected, " is not whole warps"));
+  BarrierState& b = barriers_[id];
+  if (b.arrived == 0) b.expected = expected;
+  else if (in.ops.size() > 1 && b.expected != expected)
+    return Fail(t, in, absl::StrCat("barrier ", id, " expects ", expected, " threads here and ", b.expected,
+                                    " at the threads already waiting"));
+  ++b.arrived;
+  ++t.pc;
+  if (wait) {
+    t.state = Thread::State::kBarrier;
+    t.barrier = id;
+    b.waiting.push_back(t.linear);
+  }
+  if (b.arrived > b.expected)
+    return Fail(t, in, absl::StrCat("barrier ", id, ": ", b.arrived, " arrivals where ", b.expected, " are expected"));
+  if (b.arrived == b.expected) {
+    for (int w : b.waiting) threads_[w].state = Thread::State::kRun, threads_[w].barrier = -1;
+    b = BarrierState{};
+  }
+  return absl::OkStatus();
+}
+
+// A full-block barrier (no thread count) counts the threads alive when it began; when threads
+// exit while others wait, the rest may now be complete.
+absl::Status Cta::ReleaseBarriersOfExitedThreads() {
+  const int live = static_cast<int>(std::count_if(threads_.begin(), threads_.end(),
+                                                  [](const Thread& x) { return x.state != Thread::State::kDone; }));
+  for (auto& [id, b] : barriers_) {
+    if (b.arrived == 0 || b.waiting.empty()) continue;
+    const Instr& in = e_.code[threads_[b.waiting.front()].pc - 1];
+    if (in.ops.size() <= 1 && b.arrived >= live) {
+      for (int w : b.waiting) threads_[w].state = Thread::State::kRun, threads_[w].barrier = -1;
+      b = BarrierState{};
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cta::Deadlock() const {
+  std::vector<std::string> who;
+  for (const auto& [id, b] : barriers_)
+    if (!b.waiting.empty())
+      who.push_back(absl::StrCat(b.waiting.size(), " threads at barrier ", id, " (", b.arrived, " of ", b.expected,
+                                 " arrived; PTX line ", e_.code[threads_[b.waiting.front()].pc - 1].line,
+                                 m_.DslLine(e_.code[threads_[b.waiting.front()].pc - 1]).empty() ? "" : ", ",
+                                 m_.DslLine(e_.code[threads_[b.waiting.front()].pc - 1]), ")"));
+  std::map<uint64_t, std::pair<int, const Instr*>> on_mbarrier;
+  for (const Thread& t : threads_)
+    if (t.state == Thread::State::kMbarrier) on_mbarrier[t.mbarrier] = {on_mbarrier[t.mbarrier].first + 1, &e_.code[t.pc]};
+  for (const auto& [off, waiters] : on_mbarrier) {
+    const MbarrierState& b = mbarriers_.at(off);
+    const std::string dsl = m_.DslLine(*waiters.second);
+    // With every arrival in, the transaction count says what is wrong: bytes announced by
+    // expect_tx that no copy delivers (overflow), or more bytes than announced (underflow).
+    std::string why;
+    if (b.pending == 0 && b.tx > 0)
+      why = absl::StrFormat(": tx-count overflow: %d bytes announced by expect_tx never arrived", b.tx);
+    else if (b.pending == 0 && b.tx < 0)
+      why = absl::StrFormat(": tx-count underflow: the copies delivered %d bytes more than expect_tx announced", -b.tx);
+    else if (b.pending > 0)
+      why = absl::StrFormat(": %d arrivals missing", b.pending);
+    who.push_back(absl::StrFormat("%d threads wait on the mbarrier at shared offset %d for its phase of parity %d "
+                                  "(%d of %d arrivals pending, transaction count %d; PTX line %d%s)%s",
+                                  waiters.first, off, b.phase, b.pending, b.expected, b.tx, waiters.second->line,
+                                  dsl.empty() ? "" : ", " + dsl, why));
+  }
+  int register_waiters = 0;
+  for (const Thread& t : threads_) register_waiters += t.state == Thread::State::kBarrier && t.barrier == kRegisterWait;
+  if (register_waiters)
+    who.push_back(absl::StrFormat("%d threads wait at setmaxnreg.inc for registers no warpgroup gives back (the "
+                                  "warpgroups hold %s registers per thread, of the SM's 65536 in all)",
+                                  register_waiters, absl::StrJoin(warpgroup_regs_, ", ", absl::PairFormatter(":"))));
+  int cluster_waiters = 0;
+  for (const Thread& t : threads_)
+    cluster_waiters += t.state == Thread::State::kBarrier && t.barrier == kClusterBarrier;
+  if (cluster_waiters && cluster_)
+    who.push_back(absl::StrFormat("%d threads at barrier.cluster.wait (%d threads of the cluster have arrived)",
+                                  cluster_waiters, cluster_->arrived));
+  int warp_waiters = 0, line = 0;
+  for (const Thread& t : threads_)
+    if (t.state == Thread::State::kWarp) ++warp_waiters, line = e_.code[t.pc].line;
+  if (warp_waiters)
+    who.push_back(absl::StrCat(warp_waiters, " threads at a warp collective whose lanes never all arrive (PTX line ",
+                               line, ")"));
+  return absl::FailedPreconditionError(absl::StrFormat("%s: deadlock in block (%d,%d,%d): every live thread waits: %s",
+                                                       kernel_, ctaid_.x, ctaid_.y, ctaid_.z,
+                                                       absl::StrJoin(who, "; ")));
+}
+
+
+}  // namespace kiln::emu::detail

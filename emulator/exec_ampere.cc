@@ -1,0 +1,140 @@
+// Ampere's tensor-core data movement and MMA: ldmatrix, mma.sync m16n8k16, cp.async groups.
+#include "emulator/cta.h"
+
+namespace kiln::emu::detail {
+
+// ---- Ampere's tensor-core data movement and MMA (PTX ISA: ldmatrix, mma.m16n8k16 fragments)
+
+// ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: lanes 8i..8i+7 give the row addresses
+// of matrix i; lane t receives row t/4, columns 2(t%4) and 2(t%4)+1 of each matrix (with .trans,
+// of its transpose), the lower column in the lower half.
+std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s) {
+  const int matrices = in.vec, n = static_cast<int>(lanes.size());
+  std::vector<std::vector<uint64_t>> out(n, std::vector<uint64_t>(matrices, 0));
+  if (n < 32) {
+    *s = Fail(*lanes[0], in, "ldmatrix needs a whole warp");
+    return out;
+  }
+  auto element = [&](int matrix, int row, int col) -> uint64_t {
+    Thread& src = *lanes[8 * matrix + row];
+    const uint64_t addr = Address(src, e_.code[src.pc].ops.at(1)) + 2 * col;
+    absl::StatusOr<uint8_t*> p = Memory(src, e_.code[src.pc], Space::kShared, addr, 2);
+    if (!p.ok()) {
+      if (s->ok()) *s = p.status();
+      return 0;
+    }
+    if (absl::Status pending = CheckCpAsyncPending(src, e_.code[src.pc], addr, 2); !pending.ok()) {
+      if (s->ok()) *s = pending;
+      return 0;
+    }
+    NoteGenericRead(src, e_.code[src.pc], *p - shared_.data(), 2);
+    uint16_t v;
+    std::memcpy(&v, *p, 2);
+    if (!warp_taint_) warp_taint_ = SharedTaint(*p, 2, in);
+    return v;
+  };
+  for (int t = 0; t < 32; ++t)
+    for (int m = 0; m < matrices; ++m) {
+      const int r = t / 4, c = 2 * (t % 4);
+      const uint64_t lo = in.Has("trans") ? element(m, c, r) : element(m, r, c);
+      const uint64_t hi = in.Has("trans") ? element(m, c + 1, r) : element(m, r, c + 1);
+      out[t][m] = lo | hi << 16;
+    }
+  return out;
+}
+
+// mma.sync.aligned.m16n8k16.row.col: D (16x8) = A (16x16) * B (16x8) + C with the ISA's fragments
+// (g = lane / 4, t = lane % 4): A reg j holds row g + 8(j%2), columns 2t + 8(j/2) and the next;
+// B reg j holds rows 2t + 8j and the next of column g; f32 C/D reg j holds row g + 8(j/2),
+// column 2t + j%2 (f16: reg j packs row g + 8j, columns 2t and 2t+1).
+std::vector<std::vector<uint64_t>> Cta::Mma(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s) {
+  const int n = static_cast<int>(lanes.size());
+  const bool f32_acc = in.type == Ty::kF32;
+  std::vector<std::vector<uint64_t>> out(n, std::vector<uint64_t>(f32_acc ? 4 : 2, 0));
+  if (!in.Has("m16n8k16") || !in.Has("row") || !in.Has("col") || n < 32 ||
+      (in.src_type != Ty::kBF16 && in.src_type != Ty::kF16)) {
+    *s = Fail(*lanes[0], in, "only mma.sync m16n8k16.row.col with bf16/f16 inputs is emulated");
+    return out;
+  }
+  auto half = [](uint64_t reg, int which) { return static_cast<uint16_t>(reg >> (16 * which)); };
+  auto input = [&](uint16_t h) -> double { return in.src_type == Ty::kBF16 ? Bf16ToF32(h) : F16ToF32(h); };
+  auto reg = [&](int lane, int operand, int j) { return lanes[lane]->r[e_.code[lanes[lane]->pc].ops.at(operand).regs.at(j)]; };
+  double a[16][16], b[16][8], c[16][8];
+  for (int row = 0; row < 16; ++row)
+    for (int k = 0; k < 16; ++k)
+      a[row][k] = input(half(reg((row % 8) * 4 + (k % 8) / 2, 1, row / 8 + 2 * (k / 8)), k % 2));
+  for (int k = 0; k < 16; ++k)
+    for (int col = 0; col < 8; ++col) b[k][col] = input(half(reg(col * 4 + (k % 8) / 2, 2, k / 8), k % 2));
+  for (int row = 0; row < 16; ++row)
+    for (int col = 0; col < 8; ++col) {
+      const int lane = (row % 8) * 4 + col / 2;
+      c[row][col] = f32_acc ? F32(reg(lane, 3, (row / 8) * 2 + col % 2)) : F16ToF32(half(reg(lane, 3, row / 8), col % 2));
+    }
+  for (int row = 0; row < 16; ++row)
+    for (int col = 0; col < 8; ++col) {
+      double d = c[row][col];
+      for (int k = 0; k < 16; ++k) d += a[row][k] * b[k][col];
+      const int lane = (row % 8) * 4 + col / 2;
+      if (f32_acc) out[lane][(row / 8) * 2 + col % 2] = Bits(static_cast<float>(d));
+      else out[lane][row / 8] |= uint64_t{F32ToF16(static_cast<float>(d))} << (16 * (col % 2));
+    }
+  return out;
+}
+
+// cp.async.{ca,cg}.shared.global [dst], [src], size[, src_size] (bytes past src_size are zeros);
+// cp.async.commit_group; cp.async.wait_group N; cp.async.wait_all.
+absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
+  if (in.Has("commit_group")) {
+    t.groups.push_back(std::move(t.open_group));
+    t.open_group.clear();
+    return absl::OkStatus();
+  }
+  if (in.Has("wait_group")) {
+    CompleteGroups(t, Read(t, in.ops.at(0), 32));
+    return absl::OkStatus();
+  }
+  if (in.Has("wait_all")) {
+    if (!t.open_group.empty()) t.groups.push_back(std::move(t.open_group));
+    t.open_group.clear();
+    CompleteGroups(t, 0);
+    return absl::OkStatus();
+  }
+  const int size = static_cast<int>(Read(t, in.ops.at(2), 32));
+  const int src_size = in.ops.size() > 3 ? static_cast<int>(Read(t, in.ops.at(3), 32)) : size;
+  if (size != 4 && size != 8 && size != 16) return Fail(t, in, "cp.async copies 4, 8 or 16 bytes");
+  AsyncCopy copy;
+  copy.shared_offset = Address(t, in.ops.at(0));
+  if (absl::StatusOr<uint8_t*> dst = Memory(t, in, Space::kShared, copy.shared_offset, size); !dst.ok()) return dst.status();
+  copy.bytes.assign(size, 0);
+  if (src_size > 0) {
+    absl::StatusOr<uint8_t*> src = Memory(t, in, Space::kGlobal, Address(t, in.ops.at(1)), std::min(size, src_size));
+    if (!src.ok()) return src.status();
+    std::memcpy(copy.bytes.data(), *src, std::min(size, src_size));
+  }
+  cp_async_pending_.Add(copy.shared_offset, size, &in, shared_.size());
+  t.open_group.push_back(std::move(copy));
+  return absl::OkStatus();
+}
+
+absl::Status Cta::CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes) {
+  uint64_t at = 0;
+  const Instr* by = cp_async_pending_.Holder(off, bytes, &at);
+  if (!by) return absl::OkStatus();
+  return Fail(t, in, absl::StrCat("reads shared byte ", at, ", which a cp.async still in flight will write (", Where(*by),
+                                  "): its cp.async.wait_group is missing or too shallow, or no barrier orders the "
+                                  "waiting thread before this read"));
+}
+
+void Cta::CompleteGroups(Thread& t, size_t keep) {
+  while (t.groups.size() > keep) {
+    for (const AsyncCopy& c : t.groups.front()) {
+      std::memcpy(shared_.data() + c.shared_offset, c.bytes.data(), c.bytes.size());
+      MarkSharedWritten(c.shared_offset, c.bytes.size());
+      cp_async_pending_.Remove(c.shared_offset, c.bytes.size());
+    }
+    t.groups.erase(t.groups.begin());
+  }
+}
+
+
+}  // namespace kiln::emu::detail

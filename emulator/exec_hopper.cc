@@ -1,0 +1,691 @@
+// Hopper: mbarriers, TMA (cp.async.bulk.tensor), wgmma, clusters (distributed shared memory,
+// barrier.cluster, multicast), stmatrix, and the asynchronous proxy's rules.
+#include "emulator/cta.h"
+
+namespace kiln::emu::detail {
+
+// ---- Hopper: mbarriers, TMA (cp.async.bulk.tensor) and wgmma
+
+// mbarrier.init / arrive[.expect_tx] / expect_tx / try_wait.parity / test_wait.parity on a 64-bit
+// barrier in shared memory: an expected arrival count, the arrivals still pending in the current
+// phase, a transaction count, and the phase's parity. A phase completes when its arrivals and
+// transactions are both done; try_wait.parity P is true once the phase of parity P completed.
+absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
+  const std::string kind = in.mods.empty() ? "" : in.mods[0];
+  const Operand* addr_op = nullptr;
+  for (const Operand& o : in.ops)
+    if (o.kind == Operand::Kind::kAddress) addr_op = &o;
+  if (!addr_op) return Fail(t, in, "an mbarrier instruction without an address");
+  uint64_t off = Address(t, *addr_op);
+  if ((off >> 24) != 0) {  // a barrier of a cluster peer (mapa): arrivals only
+    absl::StatusOr<Cta*> peer = Peer(t, in, (off >> 24) - 1);
+    if (!peer.ok()) return peer.status();
+    off &= kOffsetMask;
+    if (*peer != this) {
+      if (kind != "arrive") return Fail(t, in, "only arrivals reach the mbarrier of another CTA");
+      const int64_t tx = in.Has("expect_tx") ? static_cast<int64_t>(Read(t, in.ops.back(), 32)) : 0;
+      ++t.pc;
+      return (*peer)->ArriveOn(off, tx, [&](const std::string& what) { return Fail(t, in, what); });
+    }
+  }
+  if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, off, 8); !p.ok()) return p.status();
+  if (kind == "init") {
+    const int count = static_cast<int>(Read(t, in.ops.back(), 32));
+    if (count < 1) return Fail(t, in, absl::StrCat("an mbarrier expects at least one arrival, not ", count));
+    mbarriers_[off] = MbarrierState{count, count, 0, 0};
+    ++t.pc;
+    return absl::OkStatus();
+  }
+  auto it = mbarriers_.find(off);
+  if (it == mbarriers_.end())
+    return Fail(t, in, absl::StrFormat("the mbarrier at shared offset %d was never initialised", off));
+  MbarrierState& b = it->second;
+  if (kind == "arrive" || kind == "arrive_drop" || kind == "expect_tx") {
+    if (in.Has("expect_tx") || kind == "expect_tx") b.tx += static_cast<int64_t>(Read(t, in.ops.back(), 32));
+    if (kind != "expect_tx") {
+      if (--b.pending < 0)
+        return Fail(t, in, absl::StrFormat("an arrival beyond the %d the mbarrier at shared offset %d expects in this phase",
+                                           b.expected, off));
+      if (kind == "arrive_drop") --b.expected;
+      if (in.ops[0].kind == Operand::Kind::kReg) Write(t, in.ops[0], static_cast<uint64_t>(b.phase));
+    }
+    ++t.pc;
+    return MbarrierComplete(off);
+  }
+  if (kind == "try_wait" || kind == "test_wait") {
+    const int parity = static_cast<int>(Read(t, in.ops.back(), 32) & 1);
+    // The phase meant: of this parity, the one before the thread's next unseen phase (phase -1,
+    // of parity 1, counts as complete: the producer's first wait on an empty slot) or its next.
+    // The ISA's parity names only the current or the immediately preceding phase; a thread two
+    // phases behind would wait on the wrong one (on a GPU: hang, or run on with stale data).
+    int64_t& next = t.next_phase[off];
+    const int64_t meant = ((next - 1) & 1) == parity ? next - 1 : next;
+    if (meant < 0 && b.completed >= 1)
+      return Fail(t, in, absl::StrFormat("this thread waits on parity %d of the mbarrier at shared offset %d before it has "
+                                         "waited on any of its phases, and %d have completed: a wrong phase (a "
+                                         "consumer's first wait is parity 0; parity 1 is a producer's wait on a free "
+                                         "slot) or a thread two phases behind",
+                                         parity, off, b.completed));
+    if (b.completed >= meant + 2)
+      return Fail(t, in, absl::StrFormat("this thread waits for phase %d (parity %d) of the mbarrier at shared offset %d, "
+                                         "which has completed %d phases: it fell two phases behind (nothing holds the "
+                                         "other threads until it has waited: give it an arrival, or a barrier)",
+                                         meant, parity, off, b.completed));
+    const bool done = b.completed > meant;
+    if (done && kind == "try_wait") next = meant + 1;
+    if (!done && kind == "try_wait") {  // blocks until the phase completes, then runs again
+      t.state = Thread::State::kMbarrier;
+      t.mbarrier = off;
+      return absl::OkStatus();
+    }
+    Write(t, in.ops[0], done ? 1 : 0);
+    ++t.pc;
+    return absl::OkStatus();
+  }
+  return Fail(t, in, "this mbarrier operation is not emulated yet");
+}
+
+absl::Status Cta::MbarrierComplete(uint64_t offset) {
+  MbarrierState& b = mbarriers_[offset];
+  if (b.pending != 0 || b.tx != 0) return absl::OkStatus();
+  b.phase ^= 1;
+  ++b.completed;
+  b.pending = b.expected;
+  for (Thread& w : threads_)
+    if (w.state == Thread::State::kMbarrier && w.mbarrier == offset) w.state = Thread::State::kRun;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const EmulatedTensorMap*> Cta::MapAt(Thread& t, const Instr& in, uint64_t generic) {
+  absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kGeneric, generic, 16);
+  if (!p.ok()) return p.status();
+  uint64_t magic, index;
+  std::memcpy(&magic, *p, 8);
+  std::memcpy(&index, *p + 8, 8);
+  if (magic != kTensorMapMagic || !maps_ || index >= maps_->size())
+    return Fail(t, in, "the tensor map operand does not point at a tensor map the launcher encoded");
+  return &(*maps_)[index];
+}
+
+// cp.async.bulk.tensor loads (global -> shared, completing on an mbarrier) and stores (shared ->
+// global, in bulk groups); cp.async.bulk.commit_group / wait_group. A load lands when the
+// scheduler completes it; a store is done at issue (its group is complete at once).
+absl::Status Cta::Bulk(Thread& t, const Instr& in) {
+  if (in.Has("commit_group")) {
+    t.bulk_groups.push_back(std::move(t.bulk_open));
+    t.bulk_open.clear();
+    return absl::OkStatus();
+  }
+  if (in.Has("wait_group"))  // .read or not: the groups it covers have read their boxes (and written them)
+    return CompleteBulkGroups(t, Read(t, in.ops.at(0), 32));
+  const bool prefetch = !in.mods.empty() && in.mods[0] == "prefetch";  // into L2: [map, {coords}] only
+  if (!prefetch && (in.mods.empty() || in.mods[0] != "tensor")) return Fail(t, in, "this bulk copy is not emulated yet");
+  if (!prefetch)
+    if (absl::Status s = CheckPriorGridsWaited(t, in); !s.ok()) return s;
+  const bool load = !prefetch && in.ops.at(1).kind == Operand::Kind::kAddress && !in.ops.at(1).regs.empty();
+  const Operand& map_op = load ? in.ops.at(1) : in.ops.at(0);
+  absl::StatusOr<const EmulatedTensorMap*> map = MapAt(t, in, Address(t, map_op));
+  if (!map.ok()) return map.status();
+  std::vector<int64_t> coords;
+  for (int r : map_op.regs) coords.push_back(SignExtend(t.r[r], 32));
+  if (coords.size() != (*map)->spec.box.size())
+    return Fail(t, in, absl::StrCat("a rank-", (*map)->spec.box.size(), " tensor map with ", coords.size(), " coordinates"));
+  if (prefetch) return absl::OkStatus();  // nothing any thread can see
+  const uint64_t smem = Address(t, load ? in.ops.at(0) : in.ops.at(1));
+  if (smem % 128) return Fail(t, in, absl::StrFormat("the shared address %d of a TMA box is not 128-byte aligned", smem));
+  if (load) {
+    const uint64_t bar = Address(t, in.ops.at(2));
+    if (!in.Has("multicast::cluster")) {
+      pending_.push_back({*map, coords, smem & kOffsetMask, bar, &in});
+      return absl::OkStatus();
+    }
+    // The box lands at the same offset in every CTA of the mask, each completing on its own
+    // barrier at the same offset.
+    const uint64_t mask = Read(t, in.ops.at(3), 16);
+    for (uint64_t r = 0; r < 16; ++r) {
+      if (!(mask >> r & 1)) continue;
+      absl::StatusOr<Cta*> peer = Peer(t, in, r);
+      if (!peer.ok()) return peer.status();
+      (*peer)->pending_.push_back({*map, coords, smem & kOffsetMask, bar & kOffsetMask, &in});
+    }
+    return absl::OkStatus();
+  }
+  // Store: the fence and in-flight loads are checked now; its box is read (and the global bytes
+  // written) when a bulk wait covers its group, and until then the box may not be rewritten.
+  absl::Status checked = ForEachBoxElement(**map, coords, smem, [&](uint64_t shared, uint64_t, bool inside, int es) {
+    if (!inside) return absl::OkStatus();
+    if (shared + es > shared_.size()) return Fail(t, in, "a TMA store reads past the block's shared memory");
+    if (absl::Status s = CheckFenced(in, shared, es, "a TMA store"); !s.ok()) return s;
+    if (absl::Status s = CheckPendingOverlap(&t, in, shared, es, "stores from"); !s.ok()) return s;
+    tma_store_reading_.Add(shared, es, &in, shared_.size());
+    return absl::OkStatus();
+  });
+  if (!checked.ok()) return checked;
+  t.bulk_open.push_back({*map, coords, smem, &in});
+  return absl::OkStatus();
+}
+
+absl::Status Cta::WriteTmaStore(const TmaStore& st) {
+  return ForEachBoxElement(*st.map, st.coords, st.smem, [&](uint64_t shared, uint64_t global, bool inside, int es) {
+    if (!inside) return absl::OkStatus();
+    tma_store_reading_.Remove(shared, es);
+    uint8_t* to = dev_.Find(global, es);
+    if (!to)
+      return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a TMA store writes outside any allocation (0x%x)",
+                                                        kernel_, st.in->line, global));
+    std::memcpy(to, shared_.data() + shared, es);
+    return CheckReachesGlobal(nullptr, *st.in, SharedTaint(shared_.data() + shared, es, *st.in));
+  });
+}
+
+absl::Status Cta::CompleteBulkGroups(Thread& t, size_t keep) {
+  while (t.bulk_groups.size() > keep) {
+    for (const TmaStore& st : t.bulk_groups.front())
+      if (absl::Status s = WriteTmaStore(st); !s.ok()) return s;
+    t.bulk_groups.erase(t.bulk_groups.begin());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cta::CheckTmaStoreReading(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes) {
+  uint64_t at = 0;
+  const Instr* by = tma_store_reading_.Holder(off, bytes, &at);
+  if (!by) return absl::OkStatus();
+  return Fail(t, in, absl::StrCat("writes shared byte ", at, ", which a TMA store still in flight reads (", Where(*by),
+                                  "): its cp.async.bulk.wait_group.read is missing or too shallow"));
+}
+
+// Calls fn(shared offset through the swizzle, global address, inside the tensor, element bytes)
+// for each element of the box at `coords`, innermost dimension fastest, as TMA lays a box out.
+absl::Status Cta::ForEachBoxElement(const EmulatedTensorMap& map, const std::vector<int64_t>& coords, uint64_t smem,
+                                    const std::function<absl::Status(uint64_t, uint64_t, bool, int)>& fn) {
+  const rt::TensorMapSpec& s = map.spec;
+  const int es = rt::TmaElementBytes(s.dtype), swz = s.swizzle == rt::TmaSwizzle::kNone ? 0 : 16 << static_cast<int>(s.swizzle);
+  int64_t total = 1;
+  for (uint32_t b : s.box) total *= b;
+  for (int64_t linear = 0; linear < total; ++linear) {
+    int64_t rest = linear;
+    uint64_t g = map.address;
+    bool inside = true;
+    for (size_t d = 0; d < s.box.size(); ++d) {
+      const int64_t c = coords[d] + rest % s.box[d];
+      rest /= s.box[d];
+      inside &= c >= 0 && c < static_cast<int64_t>(s.dims[d]);
+      g += c * (d == 0 ? es : s.strides_bytes[d - 1]);
+    }
+    if (absl::Status st = fn(Swizzled(smem + linear * es, swz), g, inside, es); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cta::CompleteAsync(size_t index) {
+  AsyncLoad op = pending_[index];
+  pending_.erase(pending_.begin() + index);
+  // A wgmma issued but not yet waited for still reads its operands: a box landing on them means
+  // the stage was handed back to the producer too early.
+  for (const auto& [group, wg] : warpgroups_) {
+    std::vector<const WgmmaOp*> ops;
+    for (const std::vector<WgmmaOp>& g : wg.groups)
+      for (const WgmmaOp& w : g) ops.push_back(&w);
+    for (const WgmmaOp& w : wg.open) ops.push_back(&w);
+    for (const WgmmaOp* w : ops)
+      for (auto [lo, hi] : w->reads)
+        if (op.dst < hi && lo < op.dst + op.Bytes()) {
+          const std::string load_dsl = m_.DslLine(*op.issued_by), mma_dsl = m_.DslLine(*w->in);
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s%s: PTX line %d (%s): a TMA load lands on shared bytes %d..%d, which the wgmma at PTX line %d%s still "
+              "reads (until its wgmma.wait_group): the stage was released to the producer too early",
+              load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text,
+              std::max(op.dst, lo), std::min(op.dst + op.Bytes(), hi) - 1, w->line,
+              mma_dsl.empty() ? "" : " (" + mma_dsl + ")"));
+        }
+  }
+  int64_t bytes = 0;
+  const rt::TmaSwizzle sw = op.map->spec.swizzle;
+  const int swizzle_span = sw == rt::TmaSwizzle::kNone ? 0 : 16 << static_cast<int>(sw);
+  absl::Status landed = ForEachBoxElement(*op.map, op.coords, op.dst, [&](uint64_t to, uint64_t g, bool inside, int es) {
+    bytes += es;
+    if (to + es > shared_.size())
+      return absl::InvalidArgumentError(absl::StrCat(kernel_, ": a TMA box lands past the block's shared memory"));
+    // A TMA store reads its box until a bulk wait covers it: a load landing there first would
+    // change what the store writes (a buffer reused for loads without cp.async.bulk.wait_group.read).
+    uint64_t at = 0;
+    if (const Instr* by = tma_store_reading_.Holder(to, es, &at)) {
+      const std::string load_dsl = m_.DslLine(*op.issued_by);
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s%s: PTX line %d (%s): a TMA load lands on shared byte %d, which a TMA store still in flight reads (%s): "
+          "its cp.async.bulk.wait_group.read is missing or too shallow",
+          load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text, at, Where(*by)));
+    }
+    if (!generic_writer_.empty())  // what the async proxy wrote needs no fence to be read by it
+      std::fill(generic_writer_.begin() + to, generic_writer_.begin() + to + es, 0);
+    if (!generic_reader_.empty())
+      for (uint64_t b = to; b < to + es; ++b) {
+        const int32_t reader = generic_reader_[b] - 1;
+        if (reader < 0) continue;
+        if (generic_read_epoch_[b] == proxy_fences_[reader]) {
+          const std::string load_dsl = m_.DslLine(*op.issued_by);
+          const Instr* read = last_generic_read_[reader];
+          const std::string read_dsl = read ? m_.DslLine(*read) : "";
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s%s: PTX line %d (%s): a TMA load lands on shared byte %d, which thread %d read through the generic "
+              "proxy (its last such read: PTX line %d%s%s) with no fence.proxy.async after the read: the async proxy's "
+              "write may overtake it (fence.proxy.async before the stage is released to the producer)",
+              load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text, b, reader,
+              read ? read->line : 0, read_dsl.empty() ? "" : ", ", read_dsl));
+        }
+        generic_reader_[b] = 0;
+      }
+    if (tma_swizzle_.empty()) tma_swizzle_.assign(shared_.size(), 0);
+    std::fill(tma_swizzle_.begin() + to, tma_swizzle_.begin() + to + es, static_cast<uint8_t>(swizzle_span + 1));
+    MarkSharedWritten(to, es);
+    if (!inside) {  // out of bounds: zero fill
+      std::memset(shared_.data() + to, 0, es);
+      return absl::OkStatus();
+    }
+    const uint8_t* from = dev_.Find(g, es);
+    if (!from)
+      return absl::InvalidArgumentError(absl::StrFormat("%s: a TMA load reads outside any allocation (0x%x)", kernel_, g));
+    std::memcpy(shared_.data() + to, from, es);
+    return absl::OkStatus();
+  });
+  if (!landed.ok()) return landed;
+  if ((op.mbarrier >> 24) != 0 && cluster_) {  // completes on a peer's barrier (a CTA pair's leader)
+    const uint64_t rank = (op.mbarrier >> 24) - 1;
+    if (rank >= cluster_->ctas.size())
+      return absl::InvalidArgumentError(absl::StrCat(kernel_, ": a TMA load completes on cluster CTA ", rank, ", outside the cluster"));
+    Cta* peer = cluster_->ctas[rank];
+    if (peer != this) {
+      auto pit = peer->mbarriers_.find(op.mbarrier & kOffsetMask);
+      if (pit == peer->mbarriers_.end())
+        return absl::InvalidArgumentError(absl::StrFormat("%s: a TMA load completes on shared offset %d of cluster CTA %d, "
+                                                          "which holds no initialised mbarrier", kernel_,
+                                                          op.mbarrier & kOffsetMask, rank));
+      pit->second.tx -= bytes;
+      return peer->MbarrierComplete(op.mbarrier & kOffsetMask);
+    }
+    op.mbarrier &= kOffsetMask;
+  }
+  auto it = mbarriers_.find(op.mbarrier);
+  if (it == mbarriers_.end())
+    return absl::InvalidArgumentError(absl::StrFormat("%s: a TMA load completes on shared offset %d, which holds no "
+                                                      "initialised mbarrier", kernel_, op.mbarrier));
+  it->second.tx -= bytes;  // the whole box counts, zero fill included
+  return MbarrierComplete(op.mbarrier);
+}
+
+// wgmma.fence / mma_async / commit_group / wait_group: each a meeting of the warpgroup's 128
+// threads. mma_async joins the open group with its descriptors and registers; wait_group N
+// computes every group but the newest N, so accumulators change only there, as on the GPU.
+absl::Status Cta::TryReleaseWarpgroup(int group) {
+  const int first = group * 128;
+  if (first + 128 > static_cast<int>(threads_.size()))
+    return Fail(threads_[first], e_.code[threads_[first].pc], "wgmma needs a whole warpgroup of 128 threads");
+  Warpgroup& wg = warpgroups_[group];
+  // The first arrival checks that no member has exited; the others wait until all 128 are here.
+  if (wg.arrived != 1 && wg.arrived < 128) return absl::OkStatus();
+  for (int i = first; i < first + 128; ++i) {
+    if (threads_[i].state == Thread::State::kDone)
+      return Fail(threads_[first], e_.code[threads_[first].pc], absl::StrCat("thread ", i, " of the warpgroup has exited"));
+    if (threads_[i].state != Thread::State::kWarp) return absl::OkStatus();
+  }
+  Thread& t0 = threads_[first];
+  const Instr& in = e_.code[t0.pc];
+  const std::string kind = in.mods.empty() ? "" : in.mods[0];
+  for (int i = first; i < first + 128; ++i) {
+    const Instr& other = e_.code[threads_[i].pc];
+    if (other.op != Op::kWgmma || other.mods.empty() || other.mods[0] != kind)
+      return Fail(threads_[i], other, absl::StrCat("the warpgroup is split between wgmma.", kind, " (PTX line ", in.line,
+                                                   ") and this"));
+  }
+  if (kind == "mma_async") {
+    WgmmaOp op;
+    op.line = in.line;
+    op.in = &in;
+    for (const std::string& m : in.mods)
+      if (m.size() > 4 && m[0] == 'm' && m.find('n') != std::string::npos && m.find('k') != std::string::npos)
+        op.n = std::atoi(m.substr(m.find('n') + 1).c_str());
+    op.bf16 = in.Has("bf16");
+    if (!in.Has("f32") || (!op.bf16 && !in.Has("f16")) || op.n % 8 || op.n < 8 || op.n > 256)
+      return Fail(t0, in, "only wgmma m64nNk16 with bf16/f16 inputs and f32 accumulators is emulated");
+    // Operands: d, a (a descriptor, or four b32 registers), b-desc, scale-d, imm-scale-a,
+    // imm-scale-b, then imm-trans-a (descriptor A only) and imm-trans-b.
+    const bool a_regs = in.ops.at(1).kind == Operand::Kind::kVector;
+    if (a_regs && in.ops[1].regs.size() != 4)
+      return Fail(t0, in, "wgmma A from registers takes four b32 registers (m64k16 of 16-bit elements)");
+    if (in.ops.size() != (a_regs ? 7u : 8u))
+      return Fail(t0, in, absl::StrCat("wgmma with A from ", a_regs ? "registers" : "a descriptor", " has ",
+                                       a_regs ? 7 : 8, " operands, not ", in.ops.size()));
+    if (!a_regs) op.a_desc = Read(t0, in.ops.at(1), 64);
+    op.b_desc = Read(t0, in.ops.at(2), 64);
+    op.scale_d = Read(t0, in.ops.at(3), 1) & 1;
+    op.negate_a = SignExtend(Read(t0, in.ops.at(4), 32), 32) < 0;
+    op.negate_b = SignExtend(Read(t0, in.ops.at(5), 32), 32) < 0;
+    op.a_mn_major = !a_regs && (Read(t0, in.ops.at(6), 32) & 1);
+    op.b_mn_major = Read(t0, in.ops.back(), 32) & 1;
+    if (a_regs) op.a_from_regs.assign(64 * 16, 0.0), op.a_row_taint.assign(64, nullptr);
+    for (int i = first; i < first + 128; ++i) {
+      const Instr& mine = e_.code[threads_[i].pc];
+      if ((!a_regs && Read(threads_[i], mine.ops.at(1), 64) != op.a_desc) ||
+          Read(threads_[i], mine.ops.at(2), 64) != op.b_desc)
+        return Fail(threads_[i], mine, "wgmma descriptors differ across the warpgroup");
+      if (a_regs) {
+        // The A fragment of m64k16 (PTX ISA, wgmma register fragments): warp w holds rows
+        // 16w..16w+15; register j of lane l holds row 16w + l/4 + 8*(j%2), columns
+        // 8*(j/2) + 2*(l%4) (low half) and the next column (high half).
+        const int t = i - first, warp = t / 32, lane = t % 32;
+        for (int j = 0; j < 4; ++j) {
+          const uint64_t bits = threads_[i].r[mine.ops[1].regs[j]];
+          const int row = 16 * warp + lane / 4 + 8 * (j % 2), col = 8 * (j / 2) + 2 * (lane % 4);
+          if (!op.a_row_taint[row]) op.a_row_taint[row] = RegTaint(threads_[i], mine.ops[1].regs[j]);
+          for (int h = 0; h < 2; ++h) {
+            const uint16_t e = static_cast<uint16_t>(bits >> (16 * h));
+            op.a_from_regs[row * 16 + col + h] = op.bf16 ? Bf16ToF32(e) : F16ToF32(e);
+          }
+        }
+      }
+      op.d_regs.push_back(mine.ops.at(0).regs);
+      for (int r : mine.ops.at(0).regs) threads_[i].in_flight_regs.Set(r, &mine);  // until its wait_group
+      if (a_regs) {  // the A fragment is read until then too (PTX ISA: accessing it before is undefined)
+        op.a_regs.push_back(mine.ops[1].regs);
+        for (int r : mine.ops[1].regs) threads_[i].in_flight_regs.Set(r, &mine);
+      }
+      if (static_cast<int>(mine.ops.at(0).regs.size()) != op.n / 2)
+        return Fail(threads_[i], mine, absl::StrCat("an m64n", op.n, " accumulator has ", op.n / 2, " registers"));
+    }
+    if (!a_regs) {
+      SmemOperand a_operand = WgmmaOperand(op.a_desc);
+      a_operand.mn_major = op.a_mn_major;
+      op.reads.push_back(OperandSpan(a_operand, 64));
+    }
+    SmemOperand b_operand = WgmmaOperand(op.b_desc);
+    b_operand.mn_major = op.b_mn_major;
+    op.reads.push_back(OperandSpan(b_operand, op.n));
+    wg.open.push_back(std::move(op));
+  } else if (kind == "commit_group") {
+    wg.groups.push_back(std::move(wg.open));
+    wg.open.clear();
+  } else if (kind == "wait_group") {
+    if (absl::Status s = CompleteWgmmaGroups(group, Read(t0, in.ops.at(0), 32)); !s.ok()) return s;
+  } else if (kind != "fence") {
+    return Fail(t0, in, "this wgmma instruction is not emulated yet");
+  }
+  for (int i = first; i < first + 128; ++i) {
+    threads_[i].state = Thread::State::kRun;
+    ++threads_[i].pc;
+  }
+  wg.arrived = 0;
+  return absl::OkStatus();
+}
+
+// A descriptor's element (row, k) of a K-major operand (PTX ISA, matrix descriptors): start
+// address, leading byte offset (between 8-column core matrices along K, without swizzle), stride
+// byte offset (between 8-row groups), and the swizzle mode in bits 62-63 (1: 128B, 2: 64B, 3: 32B).
+absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
+  Warpgroup& wg = warpgroups_[group];
+  while (wg.groups.size() > keep) {
+    for (const WgmmaOp& op : wg.groups.front()) {
+      auto element = [&](uint64_t desc, int row, int k, double* out, bool mn_major = false) {
+        SmemOperand o = WgmmaOperand(desc);
+        o.mn_major = mn_major;
+        return ReadOperand(*op.in, "wgmma", o, row, k, op.bf16, out);
+      };
+      // D[row][col] reads only A's row and B's column: each carries the first tainted or
+      // never-written byte among its own (rows of A past a ragged edge may hold anything, and
+      // taint only rows of D that are not stored).
+      std::vector<Origin> row_taint = op.a_row_taint.empty() ? std::vector<Origin>(64) : op.a_row_taint;
+      std::vector<Origin> col_taint(op.n, nullptr);
+      std::vector<double> a = op.a_from_regs, b(op.n * 16);
+      if (a.empty()) {
+        a.resize(64 * 16);
+        for (int r = 0; r < 64; ++r) {
+          operand_taint_ = nullptr;
+          for (int k = 0; k < 16; ++k)
+            if (absl::Status s = element(op.a_desc, r, k, &a[r * 16 + k], op.a_mn_major); !s.ok()) return s;
+          row_taint[r] = operand_taint_;
+        }
+      }
+      for (int n = 0; n < op.n; ++n) {
+        operand_taint_ = nullptr;
+        for (int k = 0; k < 16; ++k)
+          if (absl::Status s = element(op.b_desc, n, k, &b[n * 16 + k], op.b_mn_major); !s.ok()) return s;
+        col_taint[n] = operand_taint_;
+      }
+      const double sign = (op.negate_a ? -1.0 : 1.0) * (op.negate_b ? -1.0 : 1.0);
+      for (int t = 0; t < 128; ++t) {
+        Thread& th = threads_[group * 128 + t];
+        const int warp = t / 32, lane = t % 32;
+        for (int i = 0; i < op.n / 2; ++i) {
+          const int pair = i / 2;
+          const int row = 16 * warp + lane / 4 + 8 * (pair % 2), col = 8 * (pair / 2) + 2 * (lane % 4) + i % 2;
+          double d = op.scale_d ? F32(th.r[op.d_regs[t][i]]) : 0.0;
+          for (int k = 0; k < 16; ++k) d += sign * a[row * 16 + k] * b[col * 16 + k];
+          th.r[op.d_regs[t][i]] = Bits(static_cast<float>(d));
+          const Origin was = op.scale_d ? RegTaint(th, op.d_regs[t][i]) : nullptr;
+          SetRegTaint(th, op.d_regs[t][i], was ? was : row_taint[row] ? row_taint[row] : col_taint[col]);
+        }
+      }
+    }
+    wg.groups.erase(wg.groups.begin());
+  }
+  // Accumulators stay in flight while any op not yet computed (a later group, the open one)
+  // writes them: the same registers chain through every group of a mainloop.
+  for (int t = 0; t < 128; ++t) {
+    Thread& th = threads_[group * 128 + t];
+    th.in_flight_regs.ClearWrittenBy(Op::kWgmma);
+    auto mark = [&](const WgmmaOp& op) {
+      for (int r : op.d_regs[t]) th.in_flight_regs.Set(r, op.in);
+      if (!op.a_regs.empty())
+        for (int r : op.a_regs[t]) th.in_flight_regs.Set(r, op.in);
+    };
+    for (const std::vector<WgmmaOp>& g : wg.groups)
+      for (const WgmmaOp& op : g) mark(op);
+    for (const WgmmaOp& op : wg.open) mark(op);
+  }
+  return absl::OkStatus();
+}
+
+
+// Element (row, k) of a 16-bit operand in the canonical layouts (PTX ISA, shared memory matrix
+// layouts), in 16-byte units T. K-major: 8-row atoms SBO apart, each row one swizzle span of K
+// (without swizzle: 8x8 core matrices, LBO along K). MN-major: each k one span of rows, 8 k
+// per atom, atoms SBO apart along K and LBO apart along the rows (without swizzle the roles
+// swap: core matrices SBO apart along the rows, LBO along K).
+uint64_t Cta::OperandAddress(const SmemOperand& o, int row, int k) {
+  if (o.mn_major) {
+    if (!o.span) return o.start + (row % 8) * 2 + (row / 8) * o.sbo + (k % 8) * 16 + (k / 8) * o.lbo;
+    const int atom = o.span / 2;  // rows per span
+    return Swizzled(o.start + (row % atom) * 2 + (row / atom) * o.lbo + (k % 8) * o.span + (k / 8) * o.sbo, o.span);
+  }
+  return o.span ? Swizzled(o.start + (row / 8) * o.sbo + (row % 8) * o.span + k * 2, o.span)
+                : o.start + (row / 8) * o.sbo + (k / 8) * o.lbo + (row % 8) * 16 + (k % 8) * 2;
+}
+
+std::pair<uint64_t, uint64_t> Cta::OperandSpan(const SmemOperand& o, int rows) {
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < 16; ++k) {
+      const uint64_t a = OperandAddress(o, r, k);
+      lo = std::min(lo, a), hi = std::max(hi, a + 2);
+    }
+  return {lo, hi};
+}
+
+Cta::SmemOperand Cta::WgmmaOperand(uint64_t desc) {  // wgmma: swizzle mode in bits 62-63
+  const int mode = static_cast<int>(desc >> 62);
+  return {(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4, ((desc >> 32) & 0x3fff) << 4,
+          mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0};
+}
+
+absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const SmemOperand& o, int row, int k, bool bf16,
+                              double* out) {
+  const uint64_t addr = OperandAddress(o, row, k);
+  if (addr + 2 > shared_.size())
+    return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a %s descriptor reads shared offset %d, past "
+                                                      "the block's %d bytes", kernel_, in.line, reader, addr,
+                                                      shared_.size()));
+  if (absl::Status s = CheckFenced(in, addr, 2, reader); !s.ok()) return s;
+  if (!tma_swizzle_.empty() && tma_swizzle_[addr] && tma_swizzle_[addr] != o.span + 1)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s%s: PTX line %d (%s): a %s descriptor with %s reads shared byte %d, which a TMA load laid out with %s: "
+        "the descriptor's swizzle does not match the tensor map's",
+        m_.DslLine(in).empty() ? "" : m_.DslLine(in) + ": ", kernel_, in.line, in.text, reader,
+        o.span ? absl::StrCat(o.span, "B swizzle") : "no swizzle", addr,
+        tma_swizzle_[addr] > 1 ? absl::StrCat(tma_swizzle_[addr] - 1, "B swizzle") : "no swizzle"));
+  if (absl::Status s = CheckPendingOverlap(nullptr, in, addr, 2, absl::StrCat(reader, " reads").c_str()); !s.ok())
+    return s;
+  uint16_t h;
+  std::memcpy(&h, shared_.data() + addr, 2);
+  if (!operand_taint_) operand_taint_ = SharedTaint(shared_.data() + addr, 2, in);
+  *out = bf16 ? Bf16ToF32(h) : F16ToF32(h);
+  return absl::OkStatus();
+}
+
+// ---- clusters: peers, distributed shared memory, barrier.cluster, stmatrix
+
+absl::StatusOr<Cta*> Cta::Peer(const Thread& t, const Instr& in, uint64_t rank) const {
+  const uint64_t size = cluster_ ? cluster_->ctas.size() : 1;
+  if (rank >= size) return Fail(t, in, absl::StrCat("cluster CTA rank ", rank, " is outside the cluster of ", size));
+  Cta* peer = cluster_ ? cluster_->ctas[rank] : const_cast<Cta*>(this);
+  if (peer->exited_)
+    return Fail(t, in, absl::StrCat("cluster CTA ", rank, " has exited: its shared memory is gone (it must wait for its "
+                                    "peers, e.g. with barrier.cluster, before it exits)"));
+  return peer;
+}
+
+absl::Status Cta::ArriveOn(uint64_t offset, int64_t tx, const std::function<absl::Status(const std::string&)>& fail) {
+  auto it = mbarriers_.find(offset);
+  if (it == mbarriers_.end())
+    return fail(absl::StrFormat("the mbarrier at shared offset %d of cluster CTA %d was never initialised", offset, rank_));
+  it->second.tx += tx;
+  if (--it->second.pending < 0)
+    return fail(absl::StrFormat("an arrival beyond the %d the mbarrier at shared offset %d of cluster CTA %d "
+                                "expects in this phase", it->second.expected, offset, rank_));
+  return MbarrierComplete(offset);
+}
+
+// barrier.cluster.arrive marks the thread's arrival in the current phase; barrier.cluster.wait
+// holds it until every live thread of every CTA in the cluster has arrived.
+absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
+  if (!cluster_) return Fail(t, in, "barrier.cluster outside a cluster");
+  if (in.Has("arrive")) {
+    t.cluster_phase = cluster_->phase;
+    ++cluster_->arrived;
+    ++t.pc;
+    cluster_->TryRelease();
+    return absl::OkStatus();
+  }
+  if (in.Has("wait")) {
+    if (t.cluster_phase < 0) return Fail(t, in, "barrier.cluster.wait without an arrive before it");
+    if (cluster_->phase > t.cluster_phase) {
+      ++t.pc;
+      return absl::OkStatus();
+    }
+    t.state = Thread::State::kBarrier;
+    t.barrier = kClusterBarrier;
+    return absl::OkStatus();
+  }
+  return Fail(t, in, "this barrier.cluster form is not emulated yet");
+}
+
+void ClusterState::TryRelease() {
+  int live = 0;
+  for (Cta* c : ctas) live += c->LiveThreads();
+  if (arrived == 0 || arrived < live) return;
+  ++phase;
+  arrived = 0;
+  for (Cta* c : ctas) c->WakeClusterWaiters();
+}
+
+// stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: the inverse of ldmatrix. Lanes 8i..8i+7
+// give the row addresses of matrix i; lane t's register i holds row t/4, columns 2(t%4) and
+// 2(t%4)+1 of matrix i (with .trans, of its transpose), the lower column in the lower half.
+std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s) {
+  const int n = static_cast<int>(lanes.size());
+  std::vector<std::vector<uint64_t>> out(n);
+  const int matrices = in.vec;
+  if (n < 32) {
+    *s = Fail(*lanes[0], in, "stmatrix needs a whole warp");
+    return out;
+  }
+  auto store = [&](int matrix, int row, int col, uint16_t v, Origin taint) {
+    Thread& dst = *lanes[8 * matrix + row];
+    const uint64_t addr = Address(dst, e_.code[dst.pc].ops.at(0)) + 2 * col;
+    absl::StatusOr<uint8_t*> p = Memory(dst, e_.code[dst.pc], Space::kShared, addr, 2);
+    if (!p.ok()) {
+      if (s->ok()) *s = p.status();
+      return;
+    }
+    const uint64_t off = *p - shared_.data();
+    if (*p >= shared_.data() && off < shared_.size())
+      if (absl::Status busy = CheckTmaStoreReading(dst, e_.code[dst.pc], off, 2); !busy.ok()) {
+        if (s->ok()) *s = busy;
+        return;
+      }
+    std::memcpy(*p, &v, 2);
+    SetSharedTaint(*p, 2, taint);
+    if (*p >= shared_.data() && off < shared_.size()) {  // a generic-proxy write, as st.shared
+      if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
+      generic_writer_[off] = generic_writer_[off + 1] = lanes[0]->linear + 1;
+      unfenced_[lanes[0]->linear].push_back({off, 2});
+    }
+  };
+  for (int t = 0; t < 32; ++t)
+    for (int m = 0; m < matrices; ++m) {
+      const int reg = e_.code[lanes[t]->pc].ops.at(1).regs.at(m);
+      const uint64_t v = lanes[t]->r[reg];
+      const int r = t / 4, c = 2 * (t % 4);
+      for (int h = 0; h < 2; ++h) {
+        const uint16_t x = static_cast<uint16_t>(v >> (16 * h));
+        if (in.Has("trans")) store(m, c + h, r, x, RegTaint(*lanes[t], reg));
+        else store(m, r, c + h, x, RegTaint(*lanes[t], reg));
+      }
+    }
+  return out;
+}
+
+// ---- the asynchronous proxy's rules
+
+absl::Status Cta::CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off, uint64_t bytes, const char* what) {
+  for (const AsyncLoad& p : pending_) {
+    if (off + bytes <= p.dst || p.dst + p.Bytes() <= off) continue;
+    const std::string dsl = m_.DslLine(*p.issued_by);
+    const std::string msg = absl::StrFormat(
+        "%s shared bytes %d..%d, which a TMA load still in flight will write (issued at PTX line %d%s%s): the wait "
+        "for its mbarrier is missing or comes too late",
+        what, off, off + bytes - 1, p.issued_by->line, dsl.empty() ? "" : ", ", dsl);
+    if (t) return Fail(*t, in, msg);
+    return absl::InvalidArgumentError(absl::StrFormat("%s%s: PTX line %d (%s): %s", m_.DslLine(in).empty() ? "" : m_.DslLine(in) + ": ",
+                                                      kernel_, in.line, in.text, msg));
+  }
+  return absl::OkStatus();
+}
+
+void Cta::NoteGenericRead(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes) {
+  if (generic_reader_.empty()) {
+    generic_reader_.assign(shared_.size(), 0);
+    generic_read_epoch_.assign(shared_.size(), 0);
+  }
+  const int32_t epoch = proxy_fences_[t.linear];
+  for (uint64_t b = off; b < off + bytes && b < generic_reader_.size(); ++b) {
+    generic_reader_[b] = t.linear + 1;
+    generic_read_epoch_[b] = epoch;
+  }
+  last_generic_read_[t.linear] = &in;
+}
+
+absl::Status Cta::CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, const char* reader) {
+  if (generic_writer_.empty()) return absl::OkStatus();
+  for (uint64_t b = off; b < off + bytes && b < generic_writer_.size(); ++b)
+    if (generic_writer_[b] != 0) {
+      const std::string dsl = m_.DslLine(in);
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s%s: PTX line %d (%s): %s reads shared byte %d, which thread %d wrote through the generic proxy with no "
+          "fence.proxy.async after it (the async proxy may not see the write)",
+          dsl.empty() ? "" : dsl + ": ", kernel_, in.line, in.text, reader, b, generic_writer_[b] - 1));
+    }
+  return absl::OkStatus();
+}
+
+
+}  // namespace kiln::emu::detail

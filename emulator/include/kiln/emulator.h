@@ -1,0 +1,65 @@
+// kiln's CPU emulator of the PTX it emits: runs a bundle's kernel without a GPU, thread by thread,
+// with the semantics of the PTX ISA (not of the builder that emitted the code, so a lowering
+// mistake shows up as a wrong result). A seed orders the threads; warp-synchronous instructions
+// (shfl.sync, redux.sync, vote.sync) and barriers (bar.sync, bar.arrive) meet their
+// participants, and a launch where every live thread waits is reported as a deadlock that says
+// who waits on what. Out-of-bounds accesses, unknown instructions and step limits are errors
+// naming the PTX line and the thread.
+//
+// Emulated: the CUDA-core subset, warp collectives and named barriers; cp.async, ldmatrix and
+// mma.sync; mbarriers, TMA loads and stores (tensor maps built as the launcher builds them),
+// wgmma, stmatrix, clusters (distributed shared memory, multicast, barrier.cluster); tensor
+// memory and tcgen05 for single CTAs. A kernel using anything else is refused with the
+// instruction named. docs/EMULATOR.md describes the model.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kiln/bundle/args.h"
+#include "kiln/bundle/manifest.h"
+
+namespace kiln::emu {
+
+// The emulated device's global memory: allocations with gaps between them, so an access past
+// one is an error rather than a read of its neighbour.
+class Device {
+ public:
+  absl::StatusOr<uint64_t> Allocate(size_t bytes);
+  absl::Status CopyIn(uint64_t dst, const void* src, size_t bytes);
+  absl::Status CopyOut(void* dst, uint64_t src, size_t bytes) const;
+  absl::Status Fill(uint64_t dst, uint8_t byte, size_t bytes);
+  // The bytes at [address, address + bytes), or null when they are not all in one allocation.
+  uint8_t* Find(uint64_t address, size_t bytes);
+  // A kernel's workspace parameter (rt::WorkspaceParam) of at least `bytes`, kept across launches
+  // as the launcher keeps it: zeroed when (re)allocated, then as the last launch left it.
+  absl::StatusOr<uint64_t> Workspace(const std::string& key, size_t bytes);
+
+ private:
+  std::map<uint64_t, std::vector<uint8_t>> blocks_;  // by base address
+  std::map<std::string, std::pair<uint64_t, size_t>> workspaces_;  // by kernel and parameter
+  uint64_t next_ = uint64_t{1} << 32;
+};
+
+struct Options {
+  uint64_t seed = 1;                         // thread order; 0 runs threads in index order
+  int sm_count = 132;                        // what "sms" in a grid rule means here
+  int64_t max_instructions = 4'000'000'000;  // over the whole launch, then an error
+};
+
+struct Stats {
+  int64_t instructions = 0;  // executed, summed over threads
+  int64_t blocks = 0;
+};
+
+// Runs the bundle's kernel on `device` with the grid its rule gives for `args` (checked as
+// rt::LoadedKernel checks them), or on `grid`.
+absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, const std::vector<rt::Arg>& args,
+                             const Options& options = {});
+absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, rt::Dim3 grid,
+                             const std::vector<rt::Arg>& args, const Options& options = {});
+
+}  // namespace kiln::emu

@@ -1,0 +1,235 @@
+#include "ops/attention/attention_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "examples/host_data.h"
+#include "examples/timing.h"
+#include "kiln/runtime/driver.h"
+#include "kiln/emulator.h"
+
+namespace kiln::examples {
+namespace {
+
+struct Inputs {
+  std::vector<uint16_t> q, k, v;
+};
+
+Inputs RandomInputs(const rt::AttentionSize& z, bool half, uint64_t seed) {
+  return {RandomNormal16(z.b * z.hq * z.s * z.d, seed, half), RandomNormal16(z.b * z.hkv * z.skv * z.d, seed + 1, half),
+          RandomNormal16(z.b * z.hkv * z.skv * z.d, seed + 2, half)};
+}
+
+// Keys query row i sees.
+int64_t KeysSeen(const rt::AttentionSize& z, bool causal, int64_t i) {
+  return causal ? std::clamp<int64_t>(i + 1 + z.skv - z.s, 0, z.skv) : z.skv;
+}
+
+// Rows (head-major: (b * Hq + h) * S + i) to compare: all of them when that is cheap, else the
+// first and last rows of the first and last heads, each tile edge of one head, and random rows.
+std::vector<int64_t> RowsToCheck(const rt::AttentionSize& z, uint64_t seed) {
+  const int64_t heads = z.b * z.hq, rows = heads * z.s;
+  if (static_cast<double>(rows) * z.skv * z.d <= 4e8) {
+    std::vector<int64_t> all(rows);
+    for (int64_t r = 0; r < rows; ++r) all[r] = r;
+    return all;
+  }
+  std::set<int64_t> pick;
+  std::mt19937_64 rng(seed * 13 + 5);
+  for (int64_t head : {int64_t{0}, heads - 1})
+    for (int64_t i : {int64_t{0}, int64_t{1}, z.s - 2, z.s - 1})
+      if (i >= 0) pick.insert(head * z.s + i);
+  const int64_t head = static_cast<int64_t>(rng() % heads);
+  for (int64_t edge = 64; edge < z.s && pick.size() < 192; edge += 64)
+    for (int64_t i : {edge - 1, edge}) pick.insert(head * z.s + i);
+  while (pick.size() < 384 && pick.size() < static_cast<size_t>(rows)) pick.insert(static_cast<int64_t>(rng() % rows));
+  return {pick.begin(), pick.end()};
+}
+
+struct Sums {
+  double diff2 = 0, ref2 = 0, lse_error = 0;
+  int64_t bad = 0;  // NaN or Inf where a number belongs, or a wrong -inf
+};
+
+// fp64 reference of one row against the kernel's O and lse.
+void CheckRow(const rt::AttentionSize& z, bool causal, double scale, bool half, const Inputs& in,
+              const std::vector<uint16_t>& o, const std::vector<float>& lse, int64_t row, Sums& out) {
+  auto decode = [half](uint16_t x) { return static_cast<double>(half ? HalfToFloat(x) : Bf16ToFloat(x)); };
+  const int64_t head = row / z.s, i = row % z.s, b = head / z.hq, h = head % z.hq;
+  const int64_t kv_head = b * z.hkv + h / (z.hq / z.hkv), keys = KeysSeen(z, causal, i);
+  const uint16_t* q = &in.q[row * z.d];
+  std::vector<double> score(keys), acc(z.d, 0.0);
+  double max = -INFINITY;
+  for (int64_t j = 0; j < keys; ++j) {
+    const uint16_t* kj = &in.k[(kv_head * z.skv + j) * z.d];
+    double dot = 0;
+    for (int64_t c = 0; c < z.d; ++c) dot += decode(q[c]) * decode(kj[c]);
+    score[j] = dot * scale;
+    max = std::max(max, score[j]);
+  }
+  double sum = 0;
+  for (int64_t j = 0; j < keys; ++j) {
+    const double p = std::exp(score[j] - max);
+    sum += p;
+    const uint16_t* vj = &in.v[(kv_head * z.skv + j) * z.d];
+    for (int64_t c = 0; c < z.d; ++c) acc[c] += p * decode(vj[c]);
+  }
+  for (int64_t c = 0; c < z.d; ++c) {
+    const double want = keys ? acc[c] / sum : 0.0, got = decode(o[row * z.d + c]);
+    if (!std::isfinite(got)) ++out.bad;
+    out.diff2 += (got - want) * (got - want);
+    out.ref2 += want * want;
+  }
+  const double want_lse = keys ? max + std::log(sum) : -INFINITY, got_lse = lse[row];
+  if (keys == 0) {
+    if (!(std::isinf(got_lse) && got_lse < 0)) ++out.bad;
+  } else if (!std::isfinite(got_lse)) {
+    ++out.bad;
+  } else {
+    out.lse_error = std::max(out.lse_error, std::abs(got_lse - want_lse));
+  }
+}
+
+// Compares the checked rows on all host threads and scans all of O and lse for NaN (the poison
+// an unwritten tile leaves).
+void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, const Inputs& in,
+           const std::vector<uint16_t>& o, const std::vector<float>& lse, uint64_t seed, AttentionResult& r) {
+  const std::vector<int64_t> rows = RowsToCheck(z, seed);
+  const int64_t workers = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(rows.size(), 32));
+  std::vector<Sums> sums(workers);
+  std::vector<std::thread> threads;
+  for (int64_t w = 0; w < workers; ++w)
+    threads.emplace_back([&, w] {
+      for (size_t n = rows.size() * w / workers; n < rows.size() * (w + 1) / workers; ++n)
+        CheckRow(z, causal, scale, half, in, o, lse, rows[n], sums[w]);
+    });
+  for (std::thread& t : threads) t.join();
+  Sums all;
+  for (const Sums& s : sums)
+    all.diff2 += s.diff2, all.ref2 += s.ref2, all.bad += s.bad, all.lse_error = std::max(all.lse_error, s.lse_error);
+  int64_t unwritten = 0;
+  for (uint16_t x : o) unwritten += std::isnan(half ? HalfToFloat(x) : Bf16ToFloat(x));
+  for (float x : lse) unwritten += std::isnan(x);
+  r.rows_checked = static_cast<int64_t>(rows.size());
+  r.rel_error = all.bad ? NAN : std::sqrt(all.diff2 / std::max(all.ref2, 1e-30));
+  r.lse_error = all.lse_error;
+  // bf16 keeps 8 bits (P and O are rounded to it), f16 11.
+  const double tolerance = half ? 4e-3 : 2e-2;
+  if (unwritten)
+    r.failure = absl::StrCat(unwritten, " elements of O and lse still NaN (never written)");
+  else if (all.bad)
+    r.failure = absl::StrCat(all.bad, " NaN, Inf or wrong -inf values in the checked rows");
+  else if (!(r.rel_error <= tolerance))
+    r.failure = absl::StrFormat("error %.3e over the tolerance %.0e", r.rel_error, tolerance);
+  else if (!(r.lse_error <= 1e-2))
+    r.failure = absl::StrFormat("lse off by %.3e (tolerance 1e-2)", r.lse_error);
+  r.passed = r.failure.empty();
+}
+
+int64_t OBytes(const rt::AttentionSize& z) { return z.b * z.hq * z.s * z.d * 2; }
+int64_t LseBytes(const rt::AttentionSize& z) { return z.b * z.hq * z.s * 4; }
+
+}  // namespace
+
+std::string AttentionShapeName(const rt::AttentionSize& z, bool causal) {
+  return absl::StrCat("b", z.b, " hq", z.hq, " hkv", z.hkv, " s", z.s, " skv", z.skv, " d", z.d,
+                      causal ? " causal" : "");
+}
+
+absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner, const rt::AttentionSize& z,
+                                                const rt::AttentionOptions& options, int iters, uint64_t seed) {
+  const bool half = options.dtype == "f16";
+  absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(z, options, {1 << 4, 1 << 4, 1 << 4, 1 << 4, 1 << 4}, 90);
+  if (!plan.ok()) return plan.status();
+  AttentionResult r;
+  r.kernel = plan->kernel, r.size = z, r.causal = options.causal;
+  const Inputs in = RandomInputs(z, half, seed);
+  absl::StatusOr<rt::DeviceBuffer> q = rt::DeviceBuffer::Allocate(in.q.size() * 2),
+                                   k = rt::DeviceBuffer::Allocate(in.k.size() * 2),
+                                   v = rt::DeviceBuffer::Allocate(in.v.size() * 2),
+                                   o = rt::DeviceBuffer::Allocate(OBytes(z)), lse = rt::DeviceBuffer::Allocate(LseBytes(z));
+  for (auto* b : {&q, &k, &v, &o, &lse})
+    if (!b->ok()) return b->status();
+  for (auto [buffer, host] : {std::pair{&*q, &in.q}, std::pair{&*k, &in.k}, std::pair{&*v, &in.v}})
+    if (absl::Status st = buffer->CopyFromHost(host->data(), host->size() * 2); !st.ok()) return st;
+  if (absl::Status st = o->Fill(0xff); !st.ok()) return st;  // NaN until written
+  if (absl::Status st = lse->Fill(0xff); !st.ok()) return st;
+  const rt::AttentionOperands ops = {q->ptr(), k->ptr(), v->ptr(), o->ptr(), lse->ptr()};
+  if (absl::Status st = runner.Run(z, options, ops); !st.ok()) return st;
+  if (absl::Status st = rt::Synchronize(); !st.ok()) return st;
+  std::vector<uint16_t> ho(OBytes(z) / 2);
+  std::vector<float> hl(LseBytes(z) / 4);
+  if (absl::Status st = o->CopyToHost(ho.data(), OBytes(z)); !st.ok()) return st;
+  if (absl::Status st = lse->CopyToHost(hl.data(), LseBytes(z)); !st.ok()) return st;
+  Check(z, options.causal, plan->scale, half, in, ho, hl, seed, r);
+  if (iters > 0 && r.passed) {
+    // Ten launches back to back per timed call, so the host's work per launch (the maps'
+    // encoding) overlaps the kernels before it.
+    constexpr int kRepeats = 10;
+    std::vector<std::function<absl::Status()>> fns = {[&]() -> absl::Status {
+      for (int n = 0; n < kRepeats; ++n)
+        if (absl::Status st = runner.Run(z, options, ops); !st.ok()) return st;
+      return absl::OkStatus();
+    }};
+    absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, 1, iters);
+    if (!ms.ok()) return ms.status();
+    r.ms = (*ms)[0] / kRepeats;
+    r.tflops = rt::AttentionFlops(z, options.causal) / (r.ms * 1e-3) / 1e12;
+  }
+  return r;
+}
+
+absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle, const rt::AttentionSize& z,
+                                                     const rt::AttentionOptions& options, uint64_t seed) {
+  const bool half = options.dtype == "f16";
+  const int cc = bundle.manifest.target == "sm_100a" ? 100 : 90;
+  absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(z, options, {1 << 4, 1 << 4, 1 << 4, 1 << 4, 1 << 4}, cc);
+  if (!plan.ok()) return plan.status();
+  if (plan->kernel != bundle.manifest.name)
+    return absl::InvalidArgumentError(absl::StrCat("this problem runs ", plan->kernel, ", not ", bundle.manifest.name));
+  AttentionResult r;
+  r.kernel = plan->kernel, r.size = z, r.causal = options.causal;
+  const Inputs in = RandomInputs(z, half, seed);
+  emu::Device d;
+  absl::StatusOr<uint64_t> q = d.Allocate(in.q.size() * 2), k = d.Allocate(in.k.size() * 2),
+                           v = d.Allocate(in.v.size() * 2), o = d.Allocate(OBytes(z)), lse = d.Allocate(LseBytes(z));
+  for (auto* a : {&q, &k, &v, &o, &lse})
+    if (!a->ok()) return a->status();
+  for (auto [at, host] : {std::pair{*q, &in.q}, std::pair{*k, &in.k}, std::pair{*v, &in.v}})
+    if (absl::Status st = d.CopyIn(at, host->data(), host->size() * 2); !st.ok()) return st;
+  absl::StatusOr<std::vector<rt::Arg>> args = rt::AttentionArgs(bundle.manifest, z, plan->scale, {*q, *k, *v, *o, *lse});
+  if (!args.ok()) return args.status();
+  // Outputs poisoned, a launch on three SMs (a persistent grid then walks several query tiles per
+  // CTA, rings, Q stages and the turn-taking running on across tiles, and leaves a CTA idle where
+  // the work is one or two), outputs read back.
+  std::vector<uint16_t> ho(OBytes(z) / 2);
+  std::vector<float> hl(LseBytes(z) / 4);
+  auto run = [&](uint64_t launch_seed) -> absl::Status {
+    if (absl::Status st = d.Fill(*o, 0xff, OBytes(z)); !st.ok()) return st;
+    if (absl::Status st = d.Fill(*lse, 0xff, LseBytes(z)); !st.ok()) return st;
+    absl::StatusOr<emu::Stats> stats = emu::Launch(d, bundle, *args, {.seed = launch_seed, .sm_count = 3});
+    if (!stats.ok()) return stats.status();
+    if (absl::Status st = d.CopyOut(ho.data(), *o, OBytes(z)); !st.ok()) return st;
+    return d.CopyOut(hl.data(), *lse, LseBytes(z));
+  };
+  if (absl::Status st = run(seed); !st.ok()) return st;
+  Check(z, options.causal, plan->scale, half, in, ho, hl, seed, r);
+  // A second launch on the same device must give the same bytes: a kernel that hands out tiles
+  // from a counter must have left it as it found it.
+  const std::vector<uint16_t> first_o = ho;
+  const std::vector<float> first_lse = hl;
+  if (absl::Status st = run(seed + 1); !st.ok()) return st;
+  if (r.passed && (ho != first_o || std::memcmp(hl.data(), first_lse.data(), LseBytes(z)) != 0)) {
+    r.passed = false;
+    r.failure = "a second launch gave other outputs (state left behind by the first)";
+  }
+  return r;
+}
+
+}  // namespace kiln::examples

@@ -1,0 +1,41 @@
+// The attention harness: random normal Q, K, V, the entry point's kernel run on the GPU or the
+// emulator with O and lse poisoned with NaN, and an independent fp64 reference on the host (two
+// passes over each checked row: the scores, their maximum, then exp and the weighted sum; no
+// online rescaling, no rounding of P) for every row of small problems and a spread of rows of
+// large ones. The error is ||O - ref|| / ||ref|| over the checked rows; NaN or Inf fails.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kiln/ops/attention.h"
+#include "kiln/bundle/manifest.h"
+
+namespace kiln::examples {
+
+struct AttentionResult {
+  std::string kernel;
+  rt::AttentionSize size;
+  bool causal = false;
+  int64_t rows_checked = 0;
+  double rel_error = 0;  // of O, NaN when any checked element is NaN or Inf
+  double lse_error = 0;  // largest absolute error of the checked rows' lse
+  bool passed = false;
+  std::string failure;
+  double ms = 0, tflops = 0;  // GPU runs only: median of the timed runs
+};
+
+// The problem as one line: "b2 hq16 hkv4 s4096 skv4096 d128 causal".
+std::string AttentionShapeName(const rt::AttentionSize& size, bool causal);
+
+// On the GPU with the runner's kernel: checked once, then `iters` timed runs (0: none).
+absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner, const rt::AttentionSize& size,
+                                                const rt::AttentionOptions& options, int iters, uint64_t seed);
+
+// On the emulator with `bundle` (the kernel PlanAttention names) as a GPU of three SMs, every
+// row checked.
+absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle, const rt::AttentionSize& size,
+                                                     const rt::AttentionOptions& options, uint64_t seed);
+
+}  // namespace kiln::examples

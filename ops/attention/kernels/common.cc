@@ -1,0 +1,95 @@
+#include "ops/attention/kernels/common.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace kiln::examples {
+namespace {
+
+rt::GridExpr Rule(Kernel& k, const std::string& text) {
+  absl::StatusOr<rt::GridExpr> e = rt::GridExpr::Parse(text);
+  if (!e.ok()) k.Fail(absl::StrCat("rule '", text, "': ", e.status().message()));
+  return e.ok() ? *e : *rt::GridExpr::Parse("1");
+}
+
+}  // namespace
+
+absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
+  AttentionShape a;
+  bool have_d = false;
+  for (absl::string_view part : absl::StrSplit(options, '.')) {
+    if (part == "d64" || part == "d128" || part == "d256") {
+      a.d = part == "d64" ? 64 : part == "d128" ? 128 : 256;
+      have_d = true;
+    } else if (part == "f16") {
+      a.in = f16;
+    } else if (part == "causal") {
+      a.causal = true;
+    } else if (part == "persist") {
+      a.persistent = true;
+    } else if (part == "lazy" || part == "eager") {
+      a.lazy_rescale = part == "lazy";
+    } else if (int* field = absl::StartsWith(part, "wg")   ? &a.warpgroups
+                            : absl::StartsWith(part, "bn") ? &a.block_n
+                            : absl::StartsWith(part, "st") ? &a.stages
+                                                           : nullptr;
+               field && absl::SimpleAtoi(part.substr(2), field) && *field > 0) {
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown option '", part,
+          "' (takes d64, d128 or d256, then f16, causal, and a tiling: wgW consumer warpgroups, bnN keys per "
+          "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling)"));
+    }
+  }
+  if (!have_d) return absl::InvalidArgumentError("names no head dimension (d64, d128 or d256)");
+  return a;
+}
+
+std::vector<std::string> BundledAttentionVariants() {
+  std::vector<std::string> v;
+  for (const char* d : {"d64", "d128", "d256"})
+    for (const char* type : {"", ".f16"})
+      for (const char* causal : {"", ".causal"}) v.push_back(absl::StrCat(d, type, causal));
+  return v;
+}
+
+rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& rows, const std::string& heads, int d,
+                           int box_rows, int spans, Scalar in) {
+  rt::TensorMapParam t;
+  t.tensor = tensor;
+  t.dtype = in == f16 ? rt::TmaDtype::kF16 : rt::TmaDtype::kBF16;
+  t.swizzle = rt::TmaSwizzle::k128B;
+  t.dims = {Rule(k, "64"), Rule(k, rows), Rule(k, std::to_string(d / 64)), Rule(k, heads)};
+  t.strides = {Rule(k, std::to_string(d * 2)), Rule(k, "128"), Rule(k, absl::StrCat(rows, "*", d * 2))};
+  t.box = {64, static_cast<uint32_t>(box_rows), static_cast<uint32_t>(spans), 1};
+  return t;
+}
+
+AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n, int o_rows) {
+  const int spans = a.d / 64;
+  AttentionParams p;
+  p.B = k.I32Param("B"), p.Hq = k.I32Param("Hq"), p.Hkv = k.I32Param("Hkv");
+  p.S = k.I32Param("S"), p.Skv = k.I32Param("Skv");
+  p.scale = k.F32Param("scale");
+  p.tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", a.d, block_m, spans, a.in));
+  p.tk = k.TmaParam("tmK", HeadMap(k, "K", "Skv", "B*Hkv", a.d, block_n, spans, a.in));
+  p.tv = k.TmaParam("tmV", HeadMap(k, "V", "Skv", "B*Hkv", a.d, block_n, spans, a.in));
+  p.to = k.TmaParam("tmO", HeadMap(k, "O", "S", "B*Hq", a.d, o_rows, 1, a.in));
+  p.lse = k.PtrParam("lse", f32);
+  return p;
+}
+
+ExampleFamily AttentionFamilyOf(const std::string& base, const std::string& summary, BuildAttentionFn build) {
+  ExampleFamily f{base, summary,
+                  [build](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
+                    absl::StatusOr<AttentionShape> a = ParseAttention(options);
+                    if (!a.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", a.status().message()));
+                    return build(name, *a);
+                  },
+                  BundledAttentionVariants()};
+  return f;
+}
+
+}  // namespace kiln::examples

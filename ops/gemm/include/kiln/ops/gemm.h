@@ -1,0 +1,100 @@
+// The GEMM entry point of the host API: C = epilogue(A * B) at any M, N, K >= 1 on the current
+// device, with the kernel ChooseGemm picks for it, loaded from a directory of bundles (`kiln
+// bundle` writes them; the build writes build/bundles). No compiler is needed.
+//
+//   kiln::rt::GemmRunner gemm("build/bundles");
+//   absl::Status s = gemm.Run({m, n, k}, {.epilogue = "bias_col,gelu"},
+//                             {.a = x, .b = w, .c = y, .bias = b, .c_row_major = true});
+//
+// Layouts: A row-major (M x K) or column-major, B column-major (K x N: the N x K row-major
+// weight of a linear layer) or row-major, C column-major or, with c_row_major, row-major
+// (computed as C^T = B^T A^T, the same kernels; so is a C of 1-4 columns where A and B are K-major,
+// 16-byte aligned and K a multiple of 8, 2-4 of them packed: the skinny kernel's few rows, stored
+// row-major by its c_row variants). Leading dimensions are in elements (0: packed).
+// The tile kernels read A and B through TMA, which needs their rows (columns, MN-major) 16 bytes
+// apart and 16-byte aligned pointers; on sm_90 an operand without them (K, or an MN-major
+// operand's M or N, no multiple of 8; a leading dimension or a pointer off) is first copied into
+// one with them (gemm/restride16, into a buffer the runner keeps per stream and operand, grown to
+// the largest call), elsewhere the strided mma.sync kernel runs. C, C_in and residual are taken
+// as given; where a tile kernel stores C through TMA, it reads C_in and residual through TMA too,
+// so their pointers must then be 16-byte aligned (the plan says so otherwise).
+//
+// The tile kernels may split a tile's K (split-K, stream-K: GemmChoice::split); the parts meet in
+// workspaces each loaded kernel keeps. A runner loads a kernel per stream, so calls on different
+// streams keep apart, and calls on one stream are ordered. The parts are summed in a fixed order:
+// the same inputs give the same bytes.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kiln/runtime/cuda_api.h"
+#include "kiln/runtime/driver.h"
+#include "kiln/ops/gemm_choice.h"
+#include "kiln/runtime/launch.h"
+
+namespace kiln::rt {
+
+struct GemmOperands {
+  cu::CUdeviceptr a = 0, b = 0, c = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;  // elements between rows of A, columns of B, C's columns (rows if row-major)
+  bool c_row_major = false;           // C, C_in and residual row-major
+  // A column-major (M contiguous: lda counts rows, at least M) and B row-major (N contiguous: ldb
+  // at least N); by default A is row-major and B column-major (both K contiguous).
+  bool a_col_major = false, b_row_major = false;
+  // The epilogue's (GemmOptions::epilogue): alpha, beta and C_in for "scale", bias for "bias_row"
+  // (M values) or "bias_col" (N), residual for "residual"; C_in and residual laid out like C.
+  float alpha = 1, beta = 0;
+  cu::CUdeviceptr c_in = 0, bias = 0, residual = 0;
+};
+
+// What Run would launch: the kernel, its problem (M and N swapped for a row-major C) and why.
+struct GemmPlan {
+  GemmChoice choice;
+  GemmSize size;    // as the kernel sees it
+  bool swapped = false;
+  bool c_row = false;  // the kernel stores its C row-major (a column-major C of 2-4 columns, swapped)
+  bool a_mn = false, b_mn = false;  // the kernel's A and B MN-major (after any swap)
+  // The kernel's A and B copied first by gemm/restride16 into these leading dimensions (0: read
+  // as given).
+  int64_t restrided_lda = 0, restrided_ldb = 0;
+};
+// The copy kernel the entry point runs on operands TMA cannot stride.
+inline constexpr const char* kRestrideKernel = "gemm/restride16";
+// Whether `kernel` (a name ChooseGemm gives) reads A, B and C through any element strides, as the
+// reference and the strided kernel do; the others read packed or TMA-strided operands.
+bool ReadsAnyStrides(const std::string& kernel);
+// The plan for a call, or an error naming what is wrong with it (sizes, types, leading
+// dimensions, alignment, an epilogue operand missing). Needs no GPU.
+absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
+                                  int compute_capability, const GemmTuneCache* tuned = nullptr);
+
+class GemmRunner {
+ public:
+  // `tune_cache`: a file `kiln tune` wrote, whose measured choices win over the rule ("": none;
+  // a path that cannot be opened fails the first Run).
+  explicit GemmRunner(std::string bundle_dir, std::string tune_cache = "")
+      : kernels_(std::move(bundle_dir)), tune_path_(std::move(tune_cache)) {}
+  // Plans, loads the kernel (once per runner and stream) and launches it on `stream`; does not
+  // synchronise.
+  absl::Status Run(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
+                   cu::CUstream stream = nullptr);
+
+ private:
+  // The buffer for the restrided copy of operand `which` (0: A, 1: B) on `stream`, at least `bytes`.
+  absl::StatusOr<cu::CUdeviceptr> Scratch(cu::CUstream stream, int which, size_t bytes);
+
+  LoadedKernels kernels_;
+  std::string tune_path_;
+  std::mutex mu_;
+  std::optional<GemmTuneCache> tuned_;  // read at the first Run
+  std::map<std::pair<cu::CUstream, int>, DeviceBuffer> scratch_;
+  std::vector<DeviceBuffer> outgrown_;  // kept: launches already queued may still read them
+};
+
+}  // namespace kiln::rt

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""The layers' rules (docs/ARCHITECTURE.md), checked over the tree so that a break cannot come back
+silently:
+
+  * each layer's sources #include only the layers below it (and itself);
+  * each layer's CMake targets link only the kiln libraries of those layers;
+  * the layers under ops/ name no kernel ("gemm/...", "attention/..." literals);
+  * no function in ops/, examples/, runtime/ or dsl/ is longer than MAX_FUNCTION_LINES, except
+    those listed in LONG_FUNCTIONS (each waits to be split; the list may only shrink).
+
+Usage: check_layers.py [repo root]. Prints each violation and exits 1 if there is one.
+"""
+import os
+import re
+import sys
+
+# Which layers each layer may include; the order is the stack's, ground first.
+ALLOWED = {
+    "bundle": {"bundle"},
+    "emulator": {"bundle", "emulator"},
+    "runtime": {"bundle", "runtime"},
+    "dsl": {"bundle", "dsl"},
+    "lowering": {"bundle", "dsl", "lowering"},
+    "examples": {"bundle", "emulator", "runtime", "dsl", "lowering", "examples"},
+    "ops": {"bundle", "emulator", "runtime", "dsl", "lowering", "examples", "ops"},
+    "tools": {"bundle", "emulator", "runtime", "dsl", "lowering", "examples", "ops", "tools"},
+}
+
+# The kiln libraries each layer's CMake file defines.
+LIBRARY_LAYER = {
+    "kiln_bundle": "bundle",
+    "kiln_emulator": "emulator",
+    "kiln_runtime": "runtime",
+    "kiln_dsl": "dsl",
+    "kiln_lowering": "lowering",
+    "kiln_all": "lowering",
+    "kiln_harness": "examples",
+    "kiln_examples": "examples",
+    "kiln_ops": "ops",
+    "kiln_ops_check": "ops",
+    "kiln_ops_kernels": "ops",
+}
+
+MAX_FUNCTION_LINES = 150
+# Functions over the limit today, by file and name: each is to be cut into named pieces.
+LONG_FUNCTIONS = {
+    ("emulator/exec.cc", "Cta::Arith"),
+    ("examples/harness.cc", "RunGemm"),
+    ("examples/hopper/k13_k14_deep_ring.cc", "Build"),
+    ("ops/attention/kernels/blackwell.cc", "BuildBlackwellAttention"),
+    ("ops/attention/kernels/hopper.cc", "BuildAttention"),
+}
+
+SOURCE_EXTENSIONS = (".cc", ".h")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+KERNEL_NAME = re.compile(r'"(gemm|attention|hopper|ampere|blackwell|hgemm|reference|ops|probe)/[a-z0-9_]')
+
+
+def layer_of_path(rel):
+    top = rel.split("/", 1)[0]
+    return top if top in ALLOWED else None
+
+
+def header_layer(root, include):
+    """The layer an #include "..." names, or None for a third-party or system header."""
+    first = include.split("/", 1)[0]
+    if first in ALLOWED and os.path.exists(os.path.join(root, include)):
+        return first  # a private header by its path from the root: dsl/kernel_state.h
+    for layer, base in (("bundle", "bundle/include"), ("emulator", "emulator/include"),
+                        ("runtime", "runtime/include"), ("dsl", "dsl/include"),
+                        ("lowering", "lowering/include"), ("ops", "ops/gemm/include"),
+                        ("ops", "ops/attention/include")):
+        if os.path.exists(os.path.join(root, base, include)):
+            return layer
+    return None
+
+
+def sources(root, top):
+    for directory, _, files in os.walk(os.path.join(root, top)):
+        for name in files:
+            if name.endswith(SOURCE_EXTENSIONS):
+                path = os.path.join(directory, name)
+                yield os.path.relpath(path, root), path
+
+
+def check_includes(root, problems):
+    for top in ALLOWED:
+        for rel, path in sources(root, top):
+            text = open(path, encoding="utf-8").read()
+            for include in INCLUDE.findall(text):
+                layer = header_layer(root, include)
+                if layer and layer not in ALLOWED[top]:
+                    problems.append(f"{rel}: includes {include} ({layer}/), above {top}/")
+
+
+def check_links(root, problems):
+    link = re.compile(r"target_link_libraries\(\s*(\S+)([^)]*)\)", re.S)
+    for top in ALLOWED:
+        cmake = os.path.join(root, top, "CMakeLists.txt")
+        if not os.path.exists(cmake):
+            continue
+        for target, rest in link.findall(open(cmake, encoding="utf-8").read()):
+            for library in re.findall(r"\bkiln_[a-z_]+", rest):
+                layer = LIBRARY_LAYER.get(library)
+                if layer and layer not in ALLOWED[top]:
+                    problems.append(f"{top}/CMakeLists.txt: {target} links {library} ({layer}/)")
+
+
+def check_kernel_names(root, problems):
+    for top in ("bundle", "emulator", "runtime", "dsl", "lowering"):
+        for rel, path in sources(root, top):
+            for number, line in enumerate(open(path, encoding="utf-8"), 1):
+                code = line.split("//", 1)[0]
+                if KERNEL_NAME.search(code):
+                    problems.append(f"{rel}:{number}: names a kernel: {line.strip()}")
+
+
+def long_functions(path):
+    """(name, first line, length) of each function body over MAX_FUNCTION_LINES that starts at
+    namespace scope."""
+    found, depth, namespaces, start, name, header = [], 0, 0, None, None, []
+    for number, line in enumerate(open(path, encoding="utf-8"), 1):
+        code = re.sub(r'"(\\.|[^"\\])*"', '""', line.split("//", 1)[0])
+        opens, closes = code.count("{"), code.count("}")
+        if depth == namespaces and start is None:
+            header = (header + [code.strip()])[-6:]
+            if re.match(r"^\s*(namespace\b.*|extern\s+\"\"\s*)\{\s*$", code):
+                namespaces += 1
+            elif opens > closes and not re.match(r"^\s*(struct|class|enum|union)\b", code):
+                signature = " ".join(header)
+                match = re.search(r"([A-Za-z_][\w:~]*)\s*\(", signature)
+                if ")" in signature and "=" not in signature.split("(")[0] and match:
+                    start, name = number, match.group(1)
+        depth += opens - closes
+        if depth < namespaces:  # a namespace closed
+            namespaces = depth
+        if start is not None and depth == namespaces:
+            if number - start + 1 > MAX_FUNCTION_LINES:
+                found.append((name, start, number - start + 1))
+            start, header = None, []
+        elif depth == namespaces and start is None and ";" in code:
+            header = []
+    return found
+
+
+def check_function_lengths(root, problems):
+    seen = set()
+    for top in ("ops", "examples", "runtime", "dsl", "bundle", "emulator"):
+        for rel, path in sources(root, top):
+            for name, first, length in long_functions(path):
+                key = (rel, name)
+                seen.add(key)
+                if key not in LONG_FUNCTIONS:
+                    problems.append(f"{rel}:{first}: {name} is {length} lines (at most "
+                                    f"{MAX_FUNCTION_LINES}; cut it into named pieces)")
+    for rel, name in sorted(LONG_FUNCTIONS - seen):
+        problems.append(f"{rel}: {name} is no longer over {MAX_FUNCTION_LINES} lines: take it off "
+                        "LONG_FUNCTIONS in tools/check_layers.py")
+
+
+def main():
+    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                           os.path.join(os.path.dirname(__file__), ".."))
+    problems = []
+    check_includes(root, problems)
+    check_links(root, problems)
+    check_kernel_names(root, problems)
+    check_function_lengths(root, problems)
+    for p in problems:
+        print(p)
+    print(f"layers: {len(problems)} problems" if problems else "layers: ok")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+// Helpers every command shares: finding kernels (built here or read from bundles), parsing sizes and
+// shapes, the device line, the charts.
+#include "tools/kiln/common.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tools/kiln/flags.h"
+
+namespace kiln::cli {
+
+// The GEMM harness's options the timing flags set (--flush_l2, --steady_launches).
+kiln::examples::RunOptions TimingFlags() {
+  kiln::examples::RunOptions opt;
+  opt.flush_l2 = absl::GetFlag(FLAGS_flush_l2);
+  opt.steady_launches = absl::GetFlag(FLAGS_steady_launches);
+  return opt;
+}
+
+using kiln::rt::Bundle;
+
+int Fail(const absl::Status& s) {
+  std::cerr << "kiln: " << s.message() << "\n";
+  return 1;
+}
+
+std::string BundleDir() {
+  std::string dir = absl::GetFlag(FLAGS_bundles);
+  if (!dir.empty()) return dir;
+  // A runtime-only build looks next to itself: <build>/bin/kiln -> <build>/bundles.
+  char exe[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return "bundles";
+  return (std::filesystem::path(exe).parent_path().parent_path() / "bundles").string();
+}
+
+bool Compiling() {
+#ifdef KILN_HAVE_COMPILER
+  return absl::GetFlag(FLAGS_bundles).empty();
+#else
+  return false;
+#endif
+}
+
+// A family member (base.options: gemm/bf16_sm90.f16-f32.gelu): bundled for kiln gemm, checked by
+// it and by the emulator tests, not part of kiln bench's or crosscheck's whole-registry runs.
+bool FamilyMember(const std::string& name) {
+  const size_t slash = name.rfind('/');
+  return name.find('.', slash == std::string::npos ? 0 : slash) != std::string::npos;
+}
+
+absl::StatusOr<std::vector<std::string>> KernelNames() {
+#ifdef KILN_HAVE_COMPILER
+  if (Compiling()) {
+    std::vector<std::string> names;
+    for (const auto& e : kiln::examples::All()) names.push_back(e.name);
+    for (const auto& f : kiln::examples::Families())  // the variants the GPU suite runs
+      for (const std::string& options : f.bundled) names.push_back(absl::StrCat(f.base, ".", options));
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+#endif
+  return kiln::rt::ListBundles(BundleDir());
+}
+
+#ifdef KILN_HAVE_COMPILER
+absl::StatusOr<kiln::KernelDef> BuildKernel(const std::string& name) {
+  const kiln::examples::Example* e = kiln::examples::Find(name);
+  if (!e)
+    return absl::NotFoundError(absl::StrCat("unknown kernel '", name, "' (see `kiln list`)"));
+  return e->build();
+}
+#endif
+
+// `findings`: where given, kiln check's static findings (kernels built here only).
+absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::string>* findings) {
+#ifdef KILN_HAVE_COMPILER
+  if (Compiling()) {
+    absl::StatusOr<kiln::KernelDef> def = BuildKernel(name);
+    if (!def.ok()) return def.status();
+    if (findings) *findings = def->findings();
+    absl::StatusOr<std::string> ptx = kiln::EmitPtx(*def);
+    if (!ptx.ok()) return ptx.status();
+    return Bundle{def->manifest(), *std::move(ptx)};
+  }
+#endif
+  absl::StatusOr<Bundle> b = kiln::rt::ReadBundle(BundleDir(), name);
+  if (!b.ok() && absl::IsNotFound(b.status()))
+    return absl::NotFoundError(absl::StrCat("unknown kernel '", name, "': ", b.status().message()));
+  return b;
+}
+
+// The fallback reference for a kernel's dtype, when one can be had.
+std::optional<Bundle> ReferenceFor(const kiln::rt::Manifest& m) {
+  std::optional<kiln::examples::GemmSpec> g = kiln::examples::GemmOf(m);
+  if (!g) return std::nullopt;
+  absl::StatusOr<Bundle> b = GetBundle(absl::StrCat("reference/", g->in_type));
+  if (!b.ok()) return std::nullopt;
+  return *std::move(b);
+}
+
+// ops/stream_read, which the GEMM harness times on the weights at M <= 64 (null where this kiln
+// has no such bundle: the timing then goes without it).
+const Bundle* StreamRead() {
+  static const std::optional<Bundle> bundle = []() -> std::optional<Bundle> {
+    absl::StatusOr<Bundle> b = GetBundle("ops/stream_read");
+    if (!b.ok()) return std::nullopt;
+    return *std::move(b);
+  }();
+  return bundle ? &*bundle : nullptr;
+}
+
+// The kernels a command names, or every kernel when it names none.
+absl::StatusOr<std::vector<std::string>> NamesOrAll(const std::vector<std::string>& args) {
+  if (!args.empty()) return args;
+  return KernelNames();
+}
+
+absl::StatusOr<std::vector<kiln::rt::GemmSize>> ParseSizes(const std::string& text) {
+  std::vector<kiln::rt::GemmSize> sizes;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> p = absl::StrSplit(item, 'x');
+    int64_t v[3];
+    bool ok = (p.size() == 1 || p.size() == 3);
+    for (size_t i = 0; ok && i < p.size(); ++i) ok = absl::SimpleAtoi(p[i], &v[i]) && v[i] > 0;
+    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad size '", item, "' (S or MxNxK)"));
+    sizes.push_back(p.size() == 1 ? kiln::rt::GemmSize{v[0], v[0], v[0]}
+                                  : kiln::rt::GemmSize{v[0], v[1], v[2]});
+  }
+  return sizes;
+}
+
+absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseShapes(const std::string& text) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> p = absl::StrSplit(item, 'x');
+    int64_t r, c;
+    if (p.size() != 2 || !absl::SimpleAtoi(p[0], &r) || !absl::SimpleAtoi(p[1], &c) || r < 1 || c < 1)
+      return absl::InvalidArgumentError(absl::StrCat("bad shape '", item, "' (ROWSxCOLS)"));
+    shapes.push_back({r, c});
+  }
+  return shapes;
+}
+
+void PrintDevice() {
+  absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+  if (!d.ok()) return;
+  char date[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
+  std::cout << "# " << (*d)->device_name() << " (sm_" << (*d)->compute_capability() << ", "
+            << (*d)->sm_count() << " SMs), driver " << (*d)->driver_version() << ", " << date
+            << "\n";
+}
+
+absl::StatusOr<std::vector<uint64_t>> ScheduleSeeds() {
+  std::vector<uint64_t> seeds;
+  for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_seeds), ',', absl::SkipEmpty())) {
+    uint64_t seed;
+    if (!absl::SimpleAtoi(item, &seed)) return absl::InvalidArgumentError(absl::StrCat("bad seed '", item, "'"));
+    seeds.push_back(seed);
+  }
+  if (seeds.empty()) return absl::InvalidArgumentError("--seeds names no schedule");
+  return seeds;
+}
+
+// The GEMM size of `kiln emulate` and `kiln crosscheck`: the kernel's protocol size
+// (kiln::examples::ProtocolSize) unless --m/--n/--k say otherwise.
+kiln::rt::GemmSize EmulationSize(const Bundle& b, const kiln::examples::GemmSpec& g) {
+  kiln::rt::GemmSize size = kiln::examples::ProtocolSize(b.manifest, g);
+  if (absl::GetFlag(FLAGS_m)) size.m = absl::GetFlag(FLAGS_m);
+  if (absl::GetFlag(FLAGS_n)) size.n = absl::GetFlag(FLAGS_n);
+  if (absl::GetFlag(FLAGS_k)) size.k = absl::GetFlag(FLAGS_k);
+  return size;
+}
+
+std::string SeedList(const std::vector<uint64_t>& seeds) { return absl::StrJoin(seeds, ","); }
+
+// Beside a results TSV (kiln bench/gemm --out F.tsv): F-ratio.svg, the ratio to cuBLAS against
+// the shape a line per kernel, and F-versions.svg, each series' versions at one shape.
+// `as_one`: draw every row as one kernel of that name (kiln gemm: the entry point, whichever
+// kernel it chose at each shape).
+int WritePlots(const std::string& tsv_path, const std::string& title, const std::string& as_one) {
+  absl::StatusOr<std::vector<kiln::examples::GemmResult>> results = kiln::examples::ReadResultsTsv(tsv_path);
+  if (!results.ok()) return Fail(results.status());
+  if (!as_one.empty())
+    for (kiln::examples::GemmResult& r : *results) r.name = as_one;
+  const std::string stem(absl::StripSuffix(tsv_path, ".tsv"));
+  for (const auto& [suffix, svg] :
+       {std::pair{"-ratio.svg", kiln::examples::RatioChart(*results, title + ": ratio to cuBLAS")},
+        std::pair{"-versions.svg", kiln::examples::ProgressionChart(*results, title + ": each series' versions")}}) {
+    std::ofstream out(stem + suffix);
+    out << svg;
+    if (!out) return Fail(absl::InternalError(absl::StrCat("cannot write ", stem, suffix)));
+    std::cerr << "kiln: wrote " << stem << suffix << "\n";
+  }
+  return 0;
+}
+
+}  // namespace kiln::cli

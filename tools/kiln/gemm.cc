@@ -1,0 +1,154 @@
+// `kiln gemm`: C = epilogue(A * B) at any size through the GEMM entry point.
+#include "tools/kiln/common.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tools/kiln/flags.h"
+
+namespace kiln::cli {
+
+// The GEMM entry point: C = epilogue(A * B) at any M, N, K >= 1 (A row-major, B and C
+// column-major) with the kernel ChooseGemm picks for this GPU (or --tune_cache's measured one),
+// checked against cuBLAS and fp64 spot checks and timed with it, for --m --n --k or each of
+// --sizes (then with the geometric mean of the ratio to cuBLAS); --emulate runs the choice for an
+// H100 on the CPU emulator instead.
+int Gemm(const std::vector<std::string>& args) {
+  const std::vector<kiln::rt::GemmSize> sizes = GemmSizes(args, "gemm");
+  if (sizes.empty()) return 2;
+  absl::StatusOr<kiln::rt::GemmOptions> options = GemmOptionsFromFlags();
+  if (!options.ok()) return Fail(options.status());
+  absl::StatusOr<kiln::rt::GemmTuneCache> tuned = TuneCacheFromFlag();
+  if (!tuned.ok()) return Fail(tuned.status());
+  const bool emulate = absl::GetFlag(FLAGS_emulate);
+  int cc = 90;
+  if (!emulate) {
+    absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+    if (!d.ok()) return Fail(absl::Status(d.status().code(), absl::StrCat(d.status().message(),
+                                                                         " (kiln gemm --emulate runs it on the CPU)")));
+    cc = (*d)->compute_capability();
+    PrintDevice();
+    std::cout << kiln::examples::TableHeader() << std::endl;
+  }
+  std::ofstream tsv;
+  if (!absl::GetFlag(FLAGS_out).empty()) tsv.open(absl::GetFlag(FLAGS_out));
+  int failures = 0;
+  double log_ratio = 0, worst = 0;
+  int timed = 0;
+  std::optional<kiln::rt::GemmRunner> runner;  // the entry point itself, where it copies operands first
+  for (const kiln::rt::GemmSize& size : sizes) {
+    kiln::rt::GemmChoice choice = kiln::rt::ChooseGemm(size, cc, *options, &*tuned);
+    if (absl::GetFlag(FLAGS_split) < -1)
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--split ", absl::GetFlag(FLAGS_split),
+                                                          ": 1 whole tiles, S >= 2 split-K, 0 stream-K")));
+    if (const int split = absl::GetFlag(FLAGS_split); split >= 0) {
+      if (choice.kernel.rfind("gemm/bf16_sm90", 0) != 0)
+        return Fail(absl::InvalidArgumentError(absl::StrCat("--split: ", choice.kernel, " (chosen at ", size.m, "x",
+                                                            size.n, "x", size.k, ") keeps its tiles whole")));
+      choice.split = split;
+      choice.why += absl::StrCat("; --split ", split);
+    }
+    // On an H100/H200, operands whose packed rows TMA cannot stride (K, or an MN-major operand's
+    // M or N, no multiple of 8) take the entry point's way, as kiln::rt::GemmRunner runs them:
+    // copied first into rows 16 bytes apart (gemm/restride16), then a tile kernel; the copies are
+    // inside the time. (The emulator and kiln's own compiler run the strided kernel there.) So
+    // does a C of 1-4 columns, which the runner computes transposed.
+    const std::string& ep = options->epilogue;
+    auto plan_packed = [&] {
+      const kiln::cu::CUdeviceptr some = 256;  // plans only: any aligned address
+      kiln::rt::GemmOperands packed{.a = some, .b = some, .c = some, .a_col_major = options->a_mn,
+                                    .b_row_major = options->b_mn};
+      if (ep.find("scale") != std::string::npos) packed.c_in = some;
+      if (ep.find("bias") != std::string::npos) packed.bias = some;
+      if (ep.find("residual") != std::string::npos) packed.residual = some;
+      return kiln::rt::PlanGemm(size, *options, packed, cc, &*tuned);
+    };
+    // The emulator runs a transposed plan's kernel on the transposed problem, with operands of
+    // its own: the kernel the runner would launch, at the size it would see.
+    kiln::rt::GemmSize run_size = size;
+    if (emulate && absl::GetFlag(FLAGS_split) < 0 && size.n <= 4) {
+      absl::StatusOr<kiln::rt::GemmPlan> plan = plan_packed();
+      if (!plan.ok()) return Fail(plan.status());
+      if (plan->swapped) {
+        choice = plan->choice;
+        run_size = {size.n, size.m, size.k};
+        choice.why += absl::StrCat("; emulated as that transposed problem, ", size.n, "x", size.m, "x", size.k);
+      }
+    }
+    std::optional<ThroughRunner> via;
+    if (!emulate && cc == 90 && !Compiling() && absl::GetFlag(FLAGS_split) < 0 &&
+        (kiln::rt::ReadsAnyStrides(choice.kernel) || size.n <= 4)) {
+      absl::StatusOr<kiln::rt::GemmPlan> plan = plan_packed();
+      if (!plan.ok()) return Fail(plan.status());
+      if (plan->restrided_lda || plan->restrided_ldb || plan->swapped) {
+        choice = plan->choice;
+        if (!runner) runner.emplace(absl::GetFlag(FLAGS_bundles), absl::GetFlag(FLAGS_tune_cache));
+        const bool a_mn = options->a_mn, b_mn = options->b_mn;
+        const kiln::rt::GemmOptions run_options = *options;
+        via.emplace();
+        via->launch = [&runner, size, a_mn, b_mn, run_options](const kiln::examples::GemmBuffers& b) {
+          return runner->Run(size, run_options,
+                             {.a = b.a, .b = b.b, .c = b.c, .a_col_major = a_mn, .b_row_major = b_mn, .alpha = b.alpha,
+                              .beta = b.beta, .c_in = b.c_in, .bias = b.bias, .residual = b.residual});
+        };
+        if (plan->restrided_lda || plan->restrided_ldb) via->suffix += "+restride";
+        if (plan->swapped) via->suffix += "+transposed";
+        absl::StatusOr<std::string> terms = kiln::rt::CanonicalEpilogue(ep);
+        if (!terms.ok()) return Fail(terms.status());
+        via->epilogue = *terms;
+      }
+    }
+    std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": " << choice.kernel << ", "
+              << kiln::rt::SplitName(choice.split) << " (" << choice.why << ")" << std::endl;
+    absl::StatusOr<kiln::examples::GemmResult> r =
+        RunEntryKernel(choice.kernel, run_size, choice.split, emulate, via ? &*via : nullptr);
+    if (absl::IsNotFound(r.status())) return Fail(r.status());
+    if (!r.ok()) {
+      std::cout << size.m << "x" << size.n << "x" << size.k << ": " << r.status().message() << std::endl;
+      ++failures;
+      continue;
+    }
+    failures += r->passed ? 0 : 1;
+    if (emulate) {
+      std::cout << absl::StrFormat("%s %dx%dx%d on the emulator: error %.3e against fp64: %s\n", r->name, run_size.m,
+                                   run_size.n, run_size.k, r->rel_error, r->passed ? "ok" : "FAIL: " + r->failure);
+      continue;
+    }
+    std::cout << kiln::examples::TableRow(*r) << std::endl;
+    if (!r->note.empty()) std::cout << "#   note: " << r->note << std::endl;
+    if (tsv.is_open()) tsv << kiln::examples::TsvRow(*r) << "\n";
+    if (r->passed && r->cublas_tflops > 0) {
+      const double ratio = r->tflops / r->cublas_tflops;
+      log_ratio += std::log(ratio), worst = timed ? std::min(worst, ratio) : ratio, ++timed;
+    }
+  }
+  if (timed > 1)
+    std::cout << absl::StrFormat("# %d shapes: geometric mean of the ratio to cuBLAS %.3f, lowest %.3f\n", timed,
+                                 std::exp(log_ratio / timed), worst);
+  if (tsv.is_open() && timed) {
+    tsv.close();
+    failures += WritePlots(absl::GetFlag(FLAGS_out), "kiln gemm", "kiln gemm/the kernel it chose");
+  }
+  return failures ? 1 : 0;
+}
+
+}  // namespace kiln::cli

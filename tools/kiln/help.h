@@ -1,0 +1,15 @@
+// `kiln --help` and `kiln COMMAND --help`: each command's usage and the flags it reads.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace kiln::cli {
+
+// Every command's synopsis, a line each, and how to ask for one command's flags.
+std::string Overview();
+// Where argv asks for help (--help or -h): prints the overview, or the named command's usage and
+// flags, and returns the exit code (0; 2 for an unknown command). Else nullopt.
+std::optional<int> HandleHelp(int argc, char** argv);
+
+}  // namespace kiln::cli

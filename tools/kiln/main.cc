@@ -1,0 +1,89 @@
+// The kiln command line: `kiln COMMAND ...`, one file per command in this folder; this one
+// dispatches, and answers `kiln --help` and `kiln COMMAND --help` (usage, then the command's flags
+// with their defaults; exit 0).
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "tools/kiln/common.h"
+#include "tools/kiln/flags.h"
+#include "tools/kiln/help.h"
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("kiln COMMAND [ARGS] [FLAGS]; `kiln --help` lists the commands");
+  if (std::optional<int> code = kiln::cli::HandleHelp(argc, argv)) return *code;
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<std::string> args(positional.begin() + 1, positional.end());
+  if (args.empty()) {
+    std::cerr << kiln::cli::Overview();
+    return 2;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+#ifdef KILN_HAVE_COMPILER
+  kiln::SetDefaultWatchdog(absl::GetFlag(FLAGS_watchdog));
+#else
+  if (absl::GetFlag(FLAGS_watchdog))
+    return kiln::cli::Fail(absl::FailedPreconditionError("--watchdog builds kernels: this kiln has no compiler (bundle them with it)"));
+#endif
+  if (command == "list") {
+    absl::StatusOr<std::vector<std::string>> names = kiln::cli::KernelNames();
+    if (!names.ok()) return kiln::cli::Fail(names.status());
+    for (const std::string& n : *names) std::cout << n << "\n";
+    return 0;
+  }
+  if (command == "mlir" || command == "lowered" || command == "llvm" || command == "ptx" ||
+      command == "sass")
+    return kiln::cli::Stage(command, args);
+  if (command == "bundle") return kiln::cli::WriteBundles(args);
+  if (command == "emulate") return kiln::cli::Emulate(args);
+  if (command == "crosscheck") return kiln::cli::Crosscheck(args);
+  if (command == "check") {
+#ifdef KILN_HAVE_COMPILER
+    return kiln::cli::CheckKernels(args);
+#else
+    return kiln::cli::Fail(absl::FailedPreconditionError("kiln check builds kernels: this kiln has no compiler"));
+#endif
+  }
+  if (command == "compile") {
+#ifdef KILN_HAVE_COMPILER
+    return kiln::cli::CompileThroughCache(args);
+#else
+    return kiln::cli::Fail(absl::FailedPreconditionError("this kiln was built without the compiler"));
+#endif
+  }
+  if (command == "gemm") return kiln::cli::Gemm(args);
+  if (command == "tune") return kiln::cli::Tune(args);
+  if (command == "attention") return kiln::cli::Attention();
+  if (command == "plot") {  // the charts of a results TSV written before (kiln bench/gemm --out)
+    if (args.size() != 1) {
+      std::cerr << "usage: kiln plot RESULTS.tsv   (writes RESULTS-ratio.svg and RESULTS-versions.svg)\n";
+      return 2;
+    }
+    return kiln::cli::WritePlots(args[0], std::filesystem::path(args[0]).stem().string());
+  }
+  if (command == "run") {
+    if (args.size() != 1) {
+      std::cerr << "usage: kiln run NAME [--m M --n N --k K]\n";
+      return 2;
+    }
+    auto size = [](int64_t v) { return v ? v : int64_t{4096}; };
+    return kiln::cli::Bench(args, {{size(absl::GetFlag(FLAGS_m)), size(absl::GetFlag(FLAGS_n)), size(absl::GetFlag(FLAGS_k))}},
+                 {{absl::GetFlag(FLAGS_rows) ? absl::GetFlag(FLAGS_rows) : 32768,
+                   absl::GetFlag(FLAGS_cols) ? absl::GetFlag(FLAGS_cols) : 4096}});
+  }
+  if (command == "bench") {
+    absl::StatusOr<std::vector<kiln::rt::GemmSize>> sizes = kiln::cli::ParseSizes(absl::GetFlag(FLAGS_sizes));
+    if (!sizes.ok()) return kiln::cli::Fail(sizes.status());
+    absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> shapes = kiln::cli::ParseShapes(absl::GetFlag(FLAGS_shapes));
+    if (!shapes.ok()) return kiln::cli::Fail(shapes.status());
+    return kiln::cli::Bench(args, *sizes, *shapes);
+  }
+  std::cerr << "kiln: unknown command '" << command << "'\n" << kiln::cli::Overview();
+  return 2;
+}

@@ -1,0 +1,59 @@
+// `kiln mlir|lowered|llvm|ptx|sass NAME`: one stage of a kernel on stdout.
+#include "tools/kiln/common.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tools/kiln/flags.h"
+
+namespace kiln::cli {
+
+int Stage(const std::string& stage_name, const std::vector<std::string>& args) {
+  if (args.size() != 1) {
+    std::cerr << "usage: kiln " << stage_name << " NAME\n";
+    return 2;
+  }
+#ifdef KILN_HAVE_COMPILER
+  if (Compiling()) {
+    absl::StatusOr<kiln::Stage> stage = kiln::ParseStage(stage_name);
+    if (!stage.ok()) return Fail(stage.status());
+    absl::StatusOr<kiln::KernelDef> def = BuildKernel(args[0]);
+    if (!def.ok()) return Fail(def.status());
+    absl::StatusOr<std::string> text = *stage == kiln::Stage::kPtx && absl::GetFlag(FLAGS_lines)
+                                           ? kiln::EmitPtx(*def, {.line_info = true})
+                                           : kiln::EmitStage(*def, *stage);
+    if (!text.ok()) return Fail(text.status());
+    std::cout << *text;
+    return 0;
+  }
+#endif
+  if (stage_name != "ptx")
+    return Fail(absl::FailedPreconditionError(
+        absl::StrCat("this kiln was built without the compiler; only `kiln ptx` reads bundles, not `",
+                     stage_name, "`")));
+  absl::StatusOr<Bundle> b = GetBundle(args[0]);
+  if (!b.ok()) return Fail(b.status());
+  std::cout << b->ptx;
+  return 0;
+}
+
+}  // namespace kiln::cli

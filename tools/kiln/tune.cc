@@ -1,0 +1,79 @@
+// `kiln tune`: time every candidate kernel and split, record the fastest for `kiln gemm`.
+#include "tools/kiln/common.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tools/kiln/flags.h"
+
+namespace kiln::cli {
+
+// kiln tune: every kernel that can run each size (GemmCandidates), checked and timed on this GPU
+// in its plain form (the types and epilogue do not change which tile is fastest much); the
+// fastest correct one goes to --tune_cache, which kiln gemm and GemmRunner read.
+int Tune(const std::vector<std::string>& args) {
+  const std::vector<kiln::rt::GemmSize> sizes = GemmSizes(args, "tune");
+  if (sizes.empty()) return 2;
+  const std::string path = absl::GetFlag(FLAGS_tune_cache);
+  if (path.empty()) return Fail(absl::InvalidArgumentError("kiln tune writes its choices to --tune_cache FILE"));
+  absl::StatusOr<kiln::rt::GemmTuneCache> cache = kiln::rt::GemmTuneCache::Read(path);
+  if (!cache.ok()) return Fail(cache.status());
+  absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+  if (!d.ok()) return Fail(d.status());
+  const int cc = (*d)->compute_capability();
+  PrintDevice();
+  std::cout << kiln::examples::TableHeader() << std::endl;
+  int failures = 0;
+  for (const kiln::rt::GemmSize& size : sizes) {
+    std::optional<kiln::rt::GemmChoice> best;
+    double best_ms = 0;
+    for (const kiln::rt::GemmChoice& c : kiln::rt::GemmCandidates(size, cc)) {
+      kiln::rt::GemmOptions plain;
+      plain.any_m = c.kernel.rfind("gemm/bf16_sm90", 0) == 0 && size.m % 8 != 0;
+      absl::StatusOr<kiln::examples::GemmResult> r =
+          RunEntryKernel(kiln::rt::GemmVariantName(c.kernel, plain), size, c.split, false);
+      if (!r.ok()) {
+        std::cout << c.kernel << " (" << kiln::rt::SplitName(c.split) << ") " << size.m << "x" << size.n << "x"
+                  << size.k << ": " << r.status().message() << std::endl;
+        ++failures;
+        continue;
+      }
+      std::cout << kiln::examples::TableRow(*r) << std::endl;
+      if (r->passed && (!best || r->ms < best_ms)) best = c, best_ms = r->ms;
+    }
+    const kiln::rt::GemmChoice rule = kiln::rt::ChooseGemm(size, cc);
+    if (!best) {
+      std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": no candidate passed" << std::endl;
+      ++failures;
+      continue;
+    }
+    cache->Set(cc, size, best->kernel, best->split, best_ms);
+    std::cout << absl::StrFormat("# %dx%dx%d: fastest %s, %s (%.4f ms); the rule picks %s, %s\n", size.m, size.n,
+                                 size.k, best->kernel, kiln::rt::SplitName(best->split), best_ms, rule.kernel,
+                                 kiln::rt::SplitName(rule.split));
+  }
+  if (absl::Status st = cache->Write(path); !st.ok()) return Fail(st);
+  std::cout << "# " << cache->size() << " entries in " << path << std::endl;
+  return failures ? 1 : 0;
+}
+
+}  // namespace kiln::cli
