@@ -46,7 +46,6 @@ MAX_FUNCTION_LINES = 150
 LONG_FUNCTIONS = {
     ("emulator/exec.cc", "Cta::Arith"),
     ("examples/harness.cc", "RunGemm"),
-    ("examples/hopper/k13_k14_deep_ring.cc", "Build"),
     ("ops/attention/kernels/blackwell.cc", "BuildBlackwellAttention"),
     ("ops/attention/kernels/hopper.cc", "BuildAttention"),
 }

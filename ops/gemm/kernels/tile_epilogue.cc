@@ -1,0 +1,166 @@
+#include "ops/gemm/kernels/tile_epilogue.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace kiln::ops {
+
+TileEpilogue::TileEpilogue(TileKernel& tk, WgmmaAccumulator& acc, const Value& c, const Value& wg, const Value& lane,
+                           const Value& row0)
+    : tk_(tk), k_(tk.k), acc_(acc), c_(c), wg_(wg), lane_(lane), row0_(row0) {
+  packed_ = k_.Registers(Type::Of(i32), tk.shape.bn / 4);
+  pending_ = k_.Registers(Type::Of(i32), 3);
+  if (tk.staged_inputs) {
+    input_phase_ = k_.Registers(Type::Of(i32), 1);
+    input_phase_[0] = k_.I32(0);
+  }
+}
+
+void TileEpilogue::WriteOut() {
+  const int BN = tk_.shape.bn, PIECE_N = tk_.piece_n;
+  for (int x = 0; x < tk_.consumers; ++x) k_.If(wg_ == x, [&] {
+    // Lane l addresses row (l % 8) + 8 * (l / 16) of matrix l / 8, transposed: n rows, m cols.
+    Value n = lane_ % 8 + lane_ / 16 * 8, m = c_ / 32 * 16 + (lane_ & 8);
+    for (int piece = 0; piece < BN / PIECE_N; ++piece) {
+      k_.If(c_ == 0, [&] { k_.BulkWait(0, /*smem_reads_only=*/true); });  // buffer read out
+      k_.NamedBarrier(wg_ + 2, 128);
+      for (int q = 0; q < PIECE_N / 16; ++q) {
+        const int f = 4 * (piece * PIECE_N / 16 + q);
+        k_.StMatrix(tk_.sC[x].At(n + q * 16, m), {packed_[f], packed_[f + 1], packed_[f + 2], packed_[f + 3]},
+                    /*trans=*/true);
+      }
+      k_.FenceProxyAsync();
+      k_.NamedBarrier(wg_ + 2, 128);
+      k_.If(c_ == 0, [&] {
+        k_.TmaStore(tk_.g.C, tk_.sC[x], tk_.g.CBox(pending_[1] + x * 64, pending_[2] + piece * PIECE_N));
+        k_.BulkCommit();
+      });
+    }
+  });
+}
+
+std::tuple<Value, Value, Value> TileEpilogue::ElementAt(const Value& m0, const Value& n0, int p, int e) const {
+  Value row = m0 + row0_ + acc_.Row(p), col = n0 + acc_.Col(p) + e;
+  return std::tuple{row, col, (row < tk_.g.M) & (col < tk_.g.N)};
+}
+
+// A thread's two rows share a bias_row, each of its column pairs a bias_col; each load is masked
+// by its index alone.
+std::pair<Value, Value> TileEpilogue::BiasFor(BiasOfSlot& loaded, const Value& m0, const Value& n0, int p) const {
+  if (tk_.epi.bias == BiasAxis::kNone) return {};
+  const bool by_row = tk_.epi.bias == BiasAxis::kRow;
+  const int slot = by_row ? WgmmaAccumulator::RowSlot(p) : WgmmaAccumulator::ColSlot(p);
+  if (auto it = loaded.find(slot); it != loaded.end()) return it->second;
+  auto bias_at = [&](int e) {
+    auto [row, col, inside] = ElementAt(m0, n0, p, e);
+    return tk_.epilogue.LoadBias(row, col);
+  };
+  Value b0 = bias_at(0), b1 = by_row ? b0 : bias_at(1);
+  return loaded[slot] = {b0, b1};
+}
+
+// The fused epilogue's loads (C_in, bias, residual) go out epi_pairs pairs of elements at a time,
+// all before any is used (EpiloguePairs, tile_sm90.cc).
+void TileEpilogue::InGroups(const Value& m0, const Value& n0,
+                            const std::function<void(int, const Epilogue::Inputs*)>& body) {
+  const int BN = tk_.shape.bn;
+  const bool fused = !tk_.epi.Plain();
+  BiasOfSlot bias;
+  for (int p0 = 0; p0 < BN / 4; p0 += tk_.epi_pairs) {
+    const int end = std::min(BN / 4, p0 + tk_.epi_pairs);
+    std::vector<Epilogue::Inputs> inputs;
+    if (fused && !tk_.staged_inputs)
+      for (int p = p0; p < end; ++p) {
+        const auto [b0, b1] = BiasFor(bias, m0, n0, p);
+        for (int e = 0; e < 2; ++e) {
+          auto [row, col, inside] = ElementAt(m0, n0, p, e);
+          inputs.push_back(tk_.epilogue.LoadMatrices(row, col, inside));
+          inputs.back().bias = e == 0 ? b0 : b1;
+        }
+      }
+    for (int p = p0; p < end; ++p) body(p, inputs.empty() ? nullptr : &inputs[2 * (p - p0)]);
+  }
+}
+
+void TileEpilogue::StoreDirect(const Value& m0, const Value& n0) {
+  InGroups(m0, n0, [&](int p, const Epilogue::Inputs* in) {
+    for (int e = 0; e < 2; ++e) {
+      auto [row, col, inside] = ElementAt(m0, n0, p, e);
+      Value x = acc_[2 * p + e];
+      StoreGlobal(tk_.g.Cptr.At({row, col}), in ? tk_.epilogue.Output(x, in[e]) : x.To(tk_.out), {.mask = inside});
+    }
+  });
+}
+
+void TileEpilogue::Pack(const Value& m0, const Value& n0) {
+  if (tk_.staged_inputs) ApplyStaged(m0, n0);
+  InGroups(m0, n0, [&](int p, const Epilogue::Inputs* in) {
+    Value x = acc_[2 * p], y = acc_[2 * p + 1];
+    if (in) x = tk_.epilogue.Apply(x, in[0]), y = tk_.epilogue.Apply(y, in[1]);  // (none where staged)
+    packed_[p] = k_.Vector({x.To(tk_.out), y.To(tk_.out)}).Bitcast(Type::Of(i32));
+  });
+  pending_[0] = 1;
+  pending_[1] = m0;
+  pending_[2] = n0;
+}
+
+// Per piece, C_in's terms through the activation into the accumulator, then the residual, each
+// matrix's piece landing in the consumer's C buffer (free once the stores before have read it and
+// every thread its last ldmatrix).
+void TileEpilogue::ApplyStaged(const Value& m0, const Value& n0) {
+  const int BN = tk_.shape.bn, PIECE_N = tk_.piece_n, CONSUMERS = tk_.consumers;
+  const EpilogueSpec& epi = tk_.epi;
+  const SmemTile* sC = tk_.sC;
+  Value n = lane_ % 8 + lane_ / 16 * 8, m = c_ / 32 * 16 + (lane_ & 8);  // as WriteOut's stmatrix
+  // The accumulator changes outside any branch on the warpgroup (inside one, ptxas spilled it):
+  // only the copy's issue and the buffer's address depend on it.
+  // (Both buffers 1024-byte aligned: the same swizzle at the same offset from either.)
+  const int64_t next_buffer =
+      CONSUMERS == 1 ? 0 : (sC[1].offset_bytes() - sC[0].offset_bytes()) / ScalarBytes(tk_.out);
+  auto buffer_at = [&](int row) { return sC[0].At(n + row, m) + (wg_ * next_buffer).To(Scalar::kI64); };
+  BiasOfSlot bias;
+  for (int piece = 0; piece < BN / PIECE_N; ++piece) {
+    auto stage = [&](const TensorMap& map) {
+      // Every thread's ldmatrix reads of the buffer (the piece before) ordered before the async
+      // proxy's write of the next box: without it the box may overtake a read (the emulator's
+      // proxy check; on a GPU it did in gemm/bf16_tma16_sm90's ring).
+      k_.FenceProxyAsync();
+      k_.If(c_ == 0, [&] { k_.BulkWait(0, /*smem_reads_only=*/true); });
+      k_.NamedBarrier(wg_ + 2, 128);
+      k_.If(c_ == 0, [&] {
+        for (int x = 0; x < CONSUMERS; ++x) k_.If(wg_ == x, [&] {
+          tk_.input_bars[x].ArriveExpectTx({&map});
+          k_.TmaLoad(map, sC[x], tk_.input_bars[x], tk_.g.CBox(m0 + x * 64, n0 + piece * PIECE_N));
+        });
+      });
+      tk_.input_bars[wg_].Wait(input_phase_[0]);
+      input_phase_[0] = input_phase_[0] ^ 1;
+    };
+    // Pairs 4q .. 4q+3 of the piece: one ldmatrix.x4, each register a pair's two elements.
+    auto each_pair = [&](const TensorMap* map, const std::function<void(int, Value, Value)>& body) {
+      if (map) stage(*map);
+      for (int q = 0; q < PIECE_N / 16; ++q) {
+        std::vector<Value> words;
+        if (map) words = k_.LdMatrix(buffer_at(q * 16), 4, /*trans=*/true);
+        for (int j = 0; j < 4; ++j) {
+          Value v = map ? words[j].Bitcast(Type::Vec(tk_.out, 2)) : Value();
+          body(4 * (piece * PIECE_N / 16 + q) + j, map ? v.Lane(0) : Value(), map ? v.Lane(1) : Value());
+        }
+      }
+    };
+    each_pair(epi.scale ? &tk_.tm_c_in : nullptr, [&](int p, Value c0, Value c1) {
+      Epilogue::Inputs in0, in1;
+      std::tie(in0.bias, in1.bias) = BiasFor(bias, m0, n0, p);
+      in0.c_in = c0, in1.c_in = c1;
+      acc_[2 * p] = tk_.epilogue.ApplyBeforeResidual(acc_[2 * p], in0);
+      acc_[2 * p + 1] = tk_.epilogue.ApplyBeforeResidual(acc_[2 * p + 1], in1);
+    });
+    if (epi.residual)
+      each_pair(&tk_.tm_residual, [&](int p, Value r0, Value r1) {
+        acc_[2 * p] = tk_.epilogue.AddResidual(acc_[2 * p], r0);
+        acc_[2 * p + 1] = tk_.epilogue.AddResidual(acc_[2 * p + 1], r1);
+      });
+  }
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,125 @@
+// The tile kernels' declaration: operands, launch parameters, shared memory, the work walk, and
+// the producer and consumer roles (tile_sm90.h says the algorithm).
+#include "ops/gemm/kernels/tile_sm90.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace kiln::ops {
+namespace {
+
+using examples::TmaGemmOperands;
+using examples::WorkUnit;
+
+// Where B is read by few rows of tiles (M <= 1024) and fills at most ~5 L2s (N * K <= 2^27
+// elements), its loads carry an L2 evict_first policy: its lines, read once or by a few CTAs side
+// by side, make room before lines that were in L2 at the start (a writer's dirty output, which
+// would be written back). Where other rows of tiles read B again it costs time
+// (docs/perf/2026-11-26-b-lines-evicted-first.md). Elsewhere the copies carry no policy.
+Value StreamsB(const TmaGemmOperands& g) { return (g.M <= 1024) & (g.K <= Operand(1 << 27) / g.N); }
+// The same for A where it is the weights: C of few columns (N <= 128), M of 4096 or more, A at
+// most ~5 L2s (docs/perf/2026-11-26-c-of-few-columns.md). Never where StreamsB holds.
+Value StreamsA(const TmaGemmOperands& g) {
+  return (g.N <= 128) & (g.M >= 4096) & (g.K <= Operand(1 << 27) / g.M);
+}
+
+// Accumulator pairs whose fused-epilogue loads (C_in, bias, residual) go out together, all before
+// any is used: as many as the registers beside the accumulator hold (ptxas gives each thread
+// 65536 / threads, at most 255; ~40 for the rest, ~8 a pair of loads and addresses); more spill
+// (docs/perf/2026-11-26-fused-epilogue-loads-together.md).
+int EpiloguePairs(int consumers, int bn) {
+  const int regs = std::min(255, 65536 / (128 * (1 + consumers)) / 8 * 8);
+  return std::clamp(std::bit_floor(static_cast<unsigned>(std::max(regs - bn / 2 - 40, 0) / 8)), 4u, 32u);
+}
+
+}  // namespace
+
+absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& shape) {
+  const int BM = shape.bm, BN = shape.bn, BK = kTileBk, STAGES = shape.stages, CLUSTER = shape.cluster;
+  const int GROUPS = 128 / CLUSTER, CONSUMERS = BM / 64;
+  // Columns of C per staged TMA store: the whole tile up to 128, else 128-column pieces, or two
+  // halves where 128 does not divide it (160: two of 80).
+  const int PIECE_N = BN <= 128 ? BN : BN % 128 == 0 ? 128 : BN / 2;
+  const Scalar in = shape.variant.in, out = shape.variant.epilogue.out;
+  // C stored from registers: f32 (stmatrix moves 16-bit elements), or where M is no multiple of 8
+  // (C's map would need 16-byte column strides).
+  const bool direct_out = out == f32 || shape.variant.any_m;
+  // A tile with at most half its rows before M loads A in boxes of 16 rows, those before M only,
+  // or in a 128-row tile with more than 32 rows before M one box of 64 (ACopies): TMA's zero fill
+  // of rows past M costs throughput, and so does each box issued
+  // (docs/perf/2026-11-25-a-rows-past-m.md, docs/perf/2026-11-26-a-rows-past-m-128-row-tiles.md).
+  const int A_EDGE = !shape.variant.a_mn ? 16 : 0;
+  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (1 + CONSUMERS))});
+  TmaGemmOperands g = examples::DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 2, .by_value = true,
+                                          .c_box_rows = direct_out ? 0 : PIECE_N, .c_swizzle = !direct_out,
+                                          .divide_m = BM * CLUSTER, .a_edge_rows = A_EDGE, .ragged = true,
+                                          .in_type = examples::ScalarName(in), .out_type = examples::ScalarName(out),
+                                          .epilogue = shape.variant.epilogue.Terms(),
+                                          .a_mn = shape.variant.a_mn, .b_mn = shape.variant.b_mn});
+  // The work table (whole tiles, split-K or stream-K, as the launch's split says); a split tile's
+  // parts meet in the workspaces (ReducePartials).
+  k.I32Param("split");
+  Value table = k.ScheduleTableParam("schedule", examples::GemmWork(BM * CLUSTER, BN, BK, GROUPS, kWorkSlots));
+  Value partials = k.WorkspaceParam("partials", f32, "schedule", int64_t{CLUSTER} * BM * BN * 4);
+  Value counters = k.WorkspaceParam("counters", i32, "schedule", int64_t{CLUSTER} * CONSUMERS * 4);
+  const EpilogueSpec& epi = shape.variant.epilogue;
+  const Epilogue epilogue = Epilogue::Declare(k, epi, g.M, g.N, /*column_major=*/true);
+  const int EPI_PAIRS = EpiloguePairs(CONSUMERS, BN);
+  // Where a tile takes more than two groups of such loads and C leaves through its map, C_in and
+  // the residual come in the way C goes out: a piece at a time by TMA into the consumer's C
+  // buffer, read back in the accumulator's order (ldmatrix.trans), whole lines and no registers
+  // held for loads in flight (docs/perf/2026-11-26-c-in-and-residual-through-tma.md).
+  const bool staged_inputs = !direct_out && (epi.scale || epi.residual) && 2 * EPI_PAIRS < BN / 4;
+  TensorMap tm_c_in, tm_residual;
+  if (staged_inputs) {
+    auto like_c = [&](const char* tensor, const char* map_name) {
+      rt::TensorMapParam spec = g.C.spec();
+      spec.tensor = tensor;
+      return k.TmaParam(map_name, spec);
+    };
+    if (epi.scale) tm_c_in = like_c("C_in", "tmC_in");
+    if (epi.residual) tm_residual = like_c("residual", "tmResidual");
+  }
+  k.Grid("128");
+  if (CLUSTER > 1) k.ClusterDims({static_cast<unsigned>(CLUSTER), 1, 1});
+  SmemTile sA = k.SmemSwizzled(in, BM, BK, Swizzle::k128B, STAGES);
+  SmemTile sB = k.SmemSwizzled(in, BN, BK, Swizzle::k128B, STAGES);
+  SmemTile sC[2];  // [n][m], one per consumer
+  if (!direct_out)
+    for (int x = 0; x < CONSUMERS; ++x) sC[x] = k.SmemSwizzled(out, PIECE_N, 64, Swizzle::k128B);
+  Barriers input_bars;
+  if (staged_inputs) input_bars = k.SmemBarriers(CONSUMERS);
+  SmemTile last_flags = k.Smem(i32, CONSUMERS, 1);  // per consumer: its share of a split tile came last
+  Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
+  std::function<void(const examples::WorkUnitBody&)> work_walk = examples::ScheduledWork(k, table, kWorkSlots);
+  Value tid = k.ThreadIdx(), rank = CLUSTER > 1 ? k.ClusterCtaRank() : k.I32(0);
+  TileKernel tk{k, shape, CONSUMERS, PIECE_N, in, out, direct_out, staged_inputs, EPI_PAIRS, g, epi, epilogue,
+                tm_c_in, tm_residual, sA, sB, {sC[0], sC[1]}, last_flags, input_bars, partials, counters, rank,
+                ring, nullptr};
+  tk.for_each_unit = [&](const auto& body) {
+    work_walk([&](const WorkUnit& u) { body(u.m_index * (BM * CLUSTER) + rank * BM, u.n_index * BN, u); });
+  };
+  k.If(tid == 0, [&] {
+    g.PrefetchDescriptors(k);  // under the barriers' setup and the cluster's sync
+    for (int x = 0; x < input_bars.size(); ++x) input_bars[x].Init(1);
+    ring.Init();
+  });
+  if (CLUSTER > 1) k.ClusterSync();
+  else k.SyncThreads();
+
+  // Programmatic dependent launch: the setup above overlaps the end of the kernel before this one
+  // in the stream, which may still write what this one reads; each role waits for it
+  // (WaitForPriorGrids) before it touches global memory, and the producer lets the next kernel
+  // launch once it has asked for its last copy.
+  examples::MulticastProducer(k, ring, g, sA, sB, BK, rank, examples::ForEachSpan([&](const examples::SpanBody& body) {
+                                tk.for_each_unit([&](Value m0, Value n0, const WorkUnit& u) {
+                                  body(m0, n0, u.k_begin * BK, u.k_end * BK);
+                                });
+                              }), CLUSTER, k.L2Policy(CacheHint::kL2EvictFirst), StreamsB(g), StreamsA(g),
+                              /*wait_prior_grids=*/true);
+  k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240}, [&](Value t) { RunTileConsumer(tk, t); });
+  if (CLUSTER > 1) k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done
+  return k.Build();
+}
+
+}  // namespace kiln::ops

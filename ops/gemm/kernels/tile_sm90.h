@@ -1,0 +1,70 @@
+// The GEMM entry point's tile kernels on Hopper (gemm/bf16_sm90*): hopper/k14 (a TMA producer
+// warpgroup feeding a ring of stages to one or two wgmma consumer warpgroups, clusters sharing B
+// by multicast, the epilogue under the next tile's first wgmma group) at any M, N, K.
+//
+// Algorithm: the CTA walks a work table of (tile, k range) units built by the launcher (whole
+// tiles, split-K or stream-K as the launch's split says). For each unit the producer loads A's and
+// B's boxes of 64 k into the ring; each consumer issues a stage's wgmma group, waits for the group
+// before it and frees that group's stage. A split tile's parts meet in a workspace and the part
+// that ends last sums them in part order (deterministic). The epilogue applies the fused terms and
+// writes C: packed to 16 bits and out through staged TMA stores under the next tile's first group,
+// or element by element from registers (an f32 C, or an M that is no multiple of 8).
+//
+// Constraints (checked at build or launch): K a multiple of 8 (TMA's 16-byte strides); M too where
+// C goes through its map; MN-major operands need tiles of whole 64-column blocks.
+//
+// The pieces: tile_sm90.cc declares the kernel and its roles; tile_consumer.cc is the consumers'
+// mainloop; tile_epilogue.cc their epilogue.
+#pragma once
+
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "examples/gemm.h"
+#include "kiln/pipeline.h"
+
+namespace kiln::ops {
+
+using examples::GemmVariant;
+
+// The CTA tile (64 rows a consumer warpgroup), the ring's depth, the cluster (CTAs along M sharing
+// B by multicast), and the variant: element types, storage orders and fused epilogue.
+struct TileShape {
+  int bm = 128, bn = 256, stages = 4, cluster = 2;
+  GemmVariant variant = {};
+};
+
+absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& shape);
+
+// ---- shared by the pieces (tile_sm90.cc, tile_consumer.cc, tile_epilogue.cc)
+
+inline constexpr int kTileBk = 64;
+// At most this many work units per CTA group (16383 waves of tiles): the table is read from
+// global memory, rows as long as the launch needs.
+inline constexpr int kWorkSlots = 1 << 14;
+
+// What the kernel declared, as the consumers read it.
+struct TileKernel {
+  Kernel& k;
+  TileShape shape;
+  int consumers, piece_n;       // consumer warpgroups; columns of C a staged store writes
+  Scalar in, out;
+  bool direct_out;              // C stored from registers (f32, or any M), not staged by TMA
+  bool staged_inputs;           // C_in and residual come in by TMA through the C buffers
+  int epi_pairs;                // accumulator pairs whose epilogue inputs load together
+  examples::TmaGemmOperands g;
+  EpilogueSpec epi;
+  Epilogue epilogue;
+  TensorMap tm_c_in, tm_residual;
+  SmemTile sA, sB, sC[2], last_flags;
+  Barriers input_bars;          // per consumer: its staged C_in or residual piece has landed
+  Value partials, counters, rank;
+  Pipeline& ring;
+  // body(m0, n0, unit): this CTA's rows of each unit's tile.
+  std::function<void(const std::function<void(Value, Value, const examples::WorkUnit&)>&)> for_each_unit;
+};
+
+// The consumer warpgroups' role: thread `t` of 128 * consumers.
+void RunTileConsumer(TileKernel& tk, const Value& t);
+
+}  // namespace kiln::ops
