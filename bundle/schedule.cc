@@ -74,8 +74,7 @@ absl::StatusOr<std::vector<int32_t>> HilbertSchedule(int64_t tiles_m, int64_t ti
 int64_t StreamSharers(int64_t tiles, int64_t k_tiles, int64_t groups) {
   // Fewer groups when the shares would be under 4 k-tiles, or a tile's parts over
   // kMostStreamedParts: each part costs the last one a partial's round trip, so a tile cut 128
-  // ways summed slower than 16 parts streamed its k-tiles (64x64x65536 on 128x64 tiles: 16 parts
-  // 2.2x faster than 128; docs/PERF.md, "Stream-K of one tile").
+  // ways summed slower than 16 parts streamed its k-tiles (docs/perf/2026-11-26-stream-k-of-one-tile.md).
   return std::max<int64_t>(1, std::min({groups, tiles * k_tiles / 4, tiles * kMostStreamedParts}));
 }
 

@@ -107,7 +107,7 @@ Value Epilogue::ApplyBeforeResidual(const Value& acc, const Inputs& in, Loc loc)
   // GELU and SiLU are x * (1 + tanh(u)) / 2 with one tanh.approx.f32 each (u = the GELU's cubic,
   // or x / 2 for SiLU: x * sigmoid(x) exactly): one special-function instruction and five or two
   // others an element. The forms through ex2 and rcp took two special-function instructions and
-  // ~14 others, and bounded the epilogue (docs/PERF.md, "GELU and SiLU through tanh.approx").
+  // ~14 others, and bounded the epilogue (docs/perf/2026-11-26-gelu-silu-tanh-approx-bias-once.md).
   // tanh.approx's relative error is at most 2^-11, so the result's absolute error is at most
   // |x| 2^-12: under half a bf16 or f16 step where |x| dominates.
   auto half_x_times_one_plus_tanh = [&](const Value& u) {

@@ -616,7 +616,7 @@ class Cta {
   // (0: none) and that thread's count of fence.proxy.async at the read. A TMA load landing on a
   // byte whose reader has not fenced since is a write of the async proxy that may overtake the
   // read (PTX ISA, proxies: a fence.proxy.async orders the generic accesses before it with the
-  // async proxy's after it); on an H200 it did (docs/PERF.md, "The weights by TMA boxes").
+  // async proxy's after it); on an H200 it did (docs/perf/2026-11-27-weights-by-tma-boxes-mma-sync.md).
   std::vector<int32_t> generic_reader_, generic_read_epoch_;
   std::map<int, int32_t> proxy_fences_;  // per thread
   std::map<int, const Instr*> last_generic_read_;

@@ -516,8 +516,8 @@ std::vector<TmaCopy> TmaGemmOperands::ACopies(const SmemTile& tile, const Value&
                                              int bk) const {
   std::vector<TmaCopy> copies = StageCopies(A, a_mn, tile, row0, k0, bk);
   if (!a_edge) return copies;
-  // Measured on an H100 (docs/PERF.md, "A's rows past M"): edge boxes win where at most half the
-  // tile's rows lie before M; past that, each more box issued costs more than the fill it saves.
+  // Edge boxes win where at most half the tile's rows lie before M; past that, each more box
+  // issued costs more than the fill it saves (docs/perf/2026-11-25-a-rows-past-m.md).
   const int half = tile.rows() / 2, rows = static_cast<int>(A_edge.spec().box[1]);
   Value edge = row0 + half >= M;
   copies[0].only_if = row0 + half < M;
@@ -590,8 +590,9 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
         });
       };
       // A policy chosen at run time is a branch between walks with it and without (evict_normal
-      // carried on a copy measured slower than none: docs/PERF.md, "B's lines evicted first"),
-      // taken once: a branch in the loop, each path its own code, cost the short launches ~0.4 us.
+      // carried on a copy is slower than none: docs/perf/2026-11-26-b-lines-evicted-first.md),
+      // taken once: a branch in the loop, each path its own code, slowed the short launches
+      // (docs/perf/2026-11-26-c-of-few-columns.md).
       auto on_a = [&] {
         if (a_policy_if.valid()) k.If(a_policy_if, [&] { walk(policy, Value()); }, [&] { walk(Value(), Value()); });
         else walk(Value(), Value());

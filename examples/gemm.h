@@ -193,7 +193,7 @@ struct TmaGemmOperands {
                                    const Value& k0, int bk) const;
   // A's copies for one stage of `tile`: StageCopies, except that with A_edge a tile with at most
   // half its rows before M loads only its boxes of A_edge's rows that start before M (TMA fills
-  // rows past M with zeros more slowly than it reads rows: docs/PERF.md, "A's rows past M"), and
+  // rows past M with zeros more slowly than it reads rows: docs/perf/2026-11-25-a-rows-past-m.md), and
   // with A_half one box of half the tile where more than two of those lie before M (each box
   // issued costs too). The rows left unloaded feed only rows of C that are not stored.
   std::vector<TmaCopy> ACopies(const SmemTile& tile, const Value& row0, const Value& k0, int bk) const;

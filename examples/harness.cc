@@ -235,7 +235,7 @@ namespace {
 // block launches a function `launches` times back to back, the i-th on the (i mod R)-th of R copies
 // of B whose others make 256 MB or more (the L2 fill's bytes), so every launch reads its weights
 // from DRAM while no launch pays the per-call costs the single-call figures carry (the launch and
-// events around one call, the fill's write-back): docs/PERF.md, "The weights in steady state".
+// events around one call, the fill's write-back): docs/perf/2026-11-26-weights-in-steady-state.md.
 // `run(f, i)` launches function f (0 kiln, 1 cuBLAS where `with_cublas`) on copy i. The copy
 // counts its bytes twice (read and write), as the single-call figure does. The rates go into r's
 // fields and its note. Only for weights of 16 MB or more (at most 17 copies): smaller ones would

@@ -36,8 +36,8 @@ struct RunOptions {
   // RunGemm at M <= 64 (weights of 16 MB or more): launches a timed block of the steady-state
   // measure makes at least, back to back (more where the weights' copies are more). A block's
   // first launch has no launch before it to overlap: 8 a block counted that start once in 8, and
-  // put the 32-48 MB weights 3-5 points under what 32 a block measure (docs/PERF.md, "Launches a
-  // timed block").
+  // put the 32-48 MB weights' rate under what 32 a block measure
+  // (docs/perf/2026-11-27-launches-a-timed-block.md).
   int steady_launches = 32;
   // RunGemm: launches the GEMM under test on the harness's buffers (packed, in the bundle's
   // layout) instead of the bundle's kernel alone, e.g. through kiln::rt::GemmRunner, which may
@@ -78,7 +78,7 @@ double Tolerance(const GemmSpec& spec);
 // work (cuBLAS's heuristics, kiln's argument checks) stays out of the time. The fill leaves L2
 // dirty: each timed call pays for writing back up to L2's bytes, the same for kiln, cuBLAS and
 // the copy. (A read of 256 MB would leave it clean, but the one at hand, a cuBLAS GEMM, warms the
-// very kernels cuBLAS then runs: docs/PERF.md, "How the GEMM timings are taken".)
+// very kernels cuBLAS then runs: docs/perf/2026-11-24-how-gemm-timings-are-taken.md.)
 absl::StatusOr<std::function<absl::Status()>> L2Evictor();
 
 // `reference` is used when cuBLAS is unavailable (a reference/<dtype> bundle).

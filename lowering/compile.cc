@@ -76,8 +76,9 @@ absl::Status WriteCached(const std::string& dir, const std::string& key, const r
   return absl::OkStatus();
 }
 
-// The module as MLIR bytecode, locations included: ten times cheaper to produce than its text
-// (k10: 2 MB of MLIR text, 80 ms to print).
+// The module as MLIR bytecode, locations included: far cheaper to produce than its text, whose
+// printing dominated a warm build of the large unrolled kernels
+// (docs/perf/2026-11-23-compile-times-disk-cache.md).
 std::string ModuleBytes(const KernelDef& kernel) {
   std::string out;
   llvm::raw_string_ostream os(out);

@@ -7,6 +7,7 @@
 #   tools/suite_ab.sh REPS NAME=RT_BUILD:BUNDLES NAME=RT_BUILD:BUNDLES...
 #   OUT            where each run's logs go (default /tmp/kiln-suite-ab)
 #   AB_SIZES       bench sizes (default 4096); AB_SWEEP: kiln gemm sizes (default: the suite's sweep)
+#   AB_KERNELS     the kernels kiln bench times (default: every kernel this GPU runs)
 set -u
 if [ $# -lt 3 ]; then
   echo "usage: $0 REPS NAME=RT_BUILD:BUNDLES NAME=RT_BUILD:BUNDLES..." >&2
@@ -29,7 +30,7 @@ for r in $(seq "$reps"); do
     kiln=("$rt/bin/kiln" --bundles "$bundles")
     echo "== $name run $r   [${SECONDS}s]"
     timeout 300 "${kiln[@]}" bench --iters 10 --sizes "${AB_SIZES:-4096}" --shapes 32768x4096 \
-      --out "$out/$name.$r.bench.tsv" >"$out/$name.$r.bench.log" 2>&1 || status=1
+      --out "$out/$name.$r.bench.tsv" ${AB_KERNELS:-} >"$out/$name.$r.bench.log" 2>&1 || status=1
     timeout 300 "${kiln[@]}" gemm --iters 10 --sizes "$sweep" --out "$out/$name.$r.gemm.tsv" \
       >"$out/$name.$r.gemm.log" 2>&1 || status=1
     : >"$out/$name.$r.attention.log"
@@ -93,6 +94,9 @@ for name in names[1:]:
     if r:
         print(f"{name}/{names[0]}: geomean {statistics.geometric_mean(r):.3f}, range {min(r):.3f}-{max(r):.3f} "
               f"over {len(r)} kernels and sizes")
+if not order:
+    print("no results: every run failed (see the logs)")
+    bad += 1
 print(f"incorrect or missing: {bad}")
 sys.exit(1 if bad else 0)
 EOF

@@ -99,7 +99,7 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
     });
   } else if (v.regs != Regs2::kAcrossTiles) {  // pg2s: load the next tile, compute this one
     // (cuda_hgemm computes its last tile after the loop instead of branching around the load;
-    // measured, that peel made kiln's pg2s 6% slower at 4096: docs/PERF.md)
+    // that peel made kiln's pg2s slower: docs/perf/2026-11-23-cuda-hgemm-originals-speed.md)
     load(k.I32(0), k.I32(0));
     k.CpAsyncCommit();
     k.CpAsyncWait(0);

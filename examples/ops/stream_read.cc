@@ -4,11 +4,11 @@
 // weight read can be put against a bare read of the same bytes, fixed costs included, as well as
 // against the copy (which moves twice the bytes over one launch).
 //
-// Its shape is the one that read 32-224 MB fastest among those measured (docs/PERF.md, "What a
-// read of the weights can reach"; at 448 MB a ring of TMA bulk copies was 3% faster): one shot,
+// Its shape is the one that read 32-224 MB fastest among those tried (at 448 MB a ring of TMA
+// bulk copies was faster; docs/perf/2026-11-26-what-a-weight-read-can-reach.md): one shot,
 // each block of 256 threads reading 16 KB, 4 loads a thread all in flight before any is used,
 // then exiting; the hardware keeps 8 such blocks on every SM. Not a ceiling: the skinny GEMM
-// kernel reads some weights up to 6% faster. Any n < 2^31 (the words past n are not touched).
+// kernel reads some weights faster. Any n < 2^31 (the words past n are not touched).
 #include "examples/registry.h"
 #include "kiln/memory_ops.h"
 

@@ -17,8 +17,9 @@ namespace {
 
 // A persistent Hopper kernel the entry point may run: its tile (one cluster's, for the clustered
 // one), how many tiles it keeps in flight (its 128 CTAs / the cluster), and its speed per tile
-// relative to the widest where each fills the GPU (measured on an H100, docs/PERF.md: 128x128
-// tiles without multicast ~0.9 of the 256x256 cluster pairs, 128x64 tiles ~0.6). For M <= 128,
+// relative to the widest where each fills the GPU (measured on an H100:
+// docs/perf/2026-11-23-second-tile-per-shape-choice.md,
+// docs/perf/2026-11-23-third-tile-narrow-deep-shapes.md). For M <= 128,
 // where the weight read bounds the time: the bytes of B its ring keeps in flight per CTA (0: not
 // weighed there), and the most parts it splits a tile into (0: any, stream-K included).
 struct Candidate {
@@ -27,7 +28,7 @@ struct Candidate {
   double speed;
   // Its speed where the operands' rows are not 128 bytes apart (K no multiple of 64 for K-major
   // A and B): each 128-byte row of a box then spans two L2 lines, and the kernels slow down as
-  // far as their bytes per flop make them (docs/PERF.md, "Rows off 128 bytes"). Measured at
+  // far as their bytes per flop make them (docs/perf/2026-11-26-rows-off-128-bytes.md). Measured at
   // 4096x4096x4104 against the 256x256 pairs, whole tiles (H200).
   double speed_unaligned = 0;
   int ring_b_bytes = 0, max_parts = 0;
@@ -40,34 +41,32 @@ struct Candidate {
 constexpr Candidate kSm90[] = {
     {.kernel = "gemm/bf16_sm90", .tile_m = 256, .tile_n = 256, .in_flight = 64, .speed = 1.0, .speed_unaligned = 1.0},
     // Before the others, so that where all of B's time bounds both it wins the tie (its deeper
-    // ring measured faster there). Split in more than two parts it measured ~9 us slower than the
-    // 128x128 tiles at every size tried (docs/PERF.md, "M <= 64"): not weighed. Its speed, 0.75,
-    // fits kiln tune at 160 to 512 x 4096 x 4096 (0.72-0.82 against the others' speeds there:
-    // docs/PERF.md, "64-row tiles past 128 rows").
+    // ring measured faster there). Split in more than two parts it is slower than the 128x128
+    // tiles at every size tried (docs/perf/2026-11-24-m64-64-row-tile-bandwidth-model.md): not
+    // weighed. Its speed fits kiln tune at M = 160 to 512, N = K = 4096
+    // (docs/perf/2026-11-25-64-row-tiles-past-128-rows.md).
     // Past 128 rows it runs whole tiles only: split in 2 it lost to its own whole tiles or to
     // 128x80 tiles split at every such shape of a kiln tune run over 80 shapes of M = 128 to 2048
-    // (8-25% more time at 192 to 512 x 1024 to 2048 x 2048 to 4096; docs/PERF.md, "A tune run
-    // over 80 shapes").
+    // (docs/perf/2026-11-26-tune-run-over-80-shapes.md).
     {.kernel = "gemm/bf16_sm90_m64", .tile_m = 64, .tile_n = 128, .in_flight = 128, .speed = 0.75,
      .speed_unaligned = 0.39, .ring_b_bytes = 8 * 128 * 128, .max_parts = 2, .splits = false},
     {.kernel = "gemm/bf16_sm90_n128", .tile_m = 128, .tile_n = 128, .in_flight = 128, .speed = 0.9,
      .speed_unaligned = 0.57, .ring_b_bytes = 6 * 128 * 128},
     // Not weighed for M <= 128: its 64-wide tiles streamed B slower than the model says at every
-    // shape but two, where it was within 8% of the others (docs/PERF.md, "M <= 64").
+    // shape but two, where it was fastest (docs/perf/2026-11-24-m64-64-row-tile-bandwidth-model.md).
     {.kernel = "gemm/bf16_sm90_n64", .tile_m = 128, .tile_n = 64, .in_flight = 128, .speed = 0.6,
      .speed_unaligned = 0.39},
     // Tiles that let the 128 CTAs hold a 128- or 256-row problem in one wave (N = 6144: 128 tiles
     // of 96 for 256 rows; N = 10240: 128 of 80 for 128 rows, 64 pairs of 160 for 256). Speeds from
-    // kiln tune at those shapes (docs/PERF.md, "Tiles for one wave"): against cuBLAS, n160 0.97 and
-    // n96 0.98-0.99 where they fill the GPU, n80 0.90 at 256 rows where it takes two waves; n160
-    // also 0.99 at 1024x10240x8192 (4 full waves), where 256x256 tiles streamed measured 0.92
-    // (docs/PERF.md, "Partials' bytes"): at 0.95 the rule had taken those.
+    // kiln tune at those shapes, where they fill the GPU (docs/perf/2026-11-24-tiles-for-one-wave.md);
+    // n160's is high enough that the rule takes it over the 256x256 tiles streamed at
+    // 1024x10240x8192 (4 full waves), where it is faster (docs/perf/2026-11-25-partials-bytes.md).
     // Neither is streamed: where the rule took 128x96 tiles streamed (320 and 384 rows at N =
-    // 10240, 11008 and 28672, 768x4096x4096), whole tiles of them or of another took 0.82-1.05 of
-    // the time in the same tune run (docs/PERF.md, "A tune run over 80 shapes"). The 128x80 tiles'
-    // speed, 0.85 until A's edge rows stopped costing the 128x128 tiles their fill, is 0.75 since
-    // (264-384 x 10240 x 8192: 128x128 tiles 14-20% faster; docs/PERF.md, "The 128x80 tiles'
-    // speed").
+    // 10240, 11008 and 28672, 768x4096x4096), whole tiles of them or of another were faster at
+    // most shapes in the same tune run (docs/perf/2026-11-26-tune-run-over-80-shapes.md). The
+    // 128x80 tiles' speed was lowered once A's edge rows stopped costing the 128x128 tiles their
+    // fill: those are faster at M = 264 to 384, N = 10240, K = 8192
+    // (docs/perf/2026-11-26-128x80-tiles-speed.md).
     {.kernel = "gemm/bf16_sm90_n80", .tile_m = 128, .tile_n = 80, .in_flight = 128, .speed = 0.75,
      .speed_unaligned = 0.44, .ring_b_bytes = 7 * 80 * 128, .streams = false},
     {.kernel = "gemm/bf16_sm90_n96", .tile_m = 128, .tile_n = 96, .in_flight = 128, .speed = 0.9,
@@ -76,14 +75,14 @@ constexpr Candidate kSm90[] = {
      .speed_unaligned = 0.79},
     // For M <= 128 only: 64x64 tiles in pairs sharing B by multicast (cuBLAS's choice at
     // 128x4096x4096), so that at N = 4096 all 128 CTAs stream B, a pair its 64 columns. Fastest in
-    // kiln tune at 16, 64 and 128 x 4096 x 4096 and 128x4096x14336 (docs/PERF.md, "64x64 pairs");
-    // in 4 parts it measured 0.44-0.6x cuBLAS, so it splits in 2 at most.
+    // kiln tune at M = 16, 64 and 128, N = K = 4096 and at 128x4096x14336; in 4 parts it is far
+    // slower, so it splits in 2 at most (docs/perf/2026-11-25-64x64-pairs.md).
     {.kernel = "gemm/bf16_sm90_m64n64", .tile_m = 128, .tile_n = 64, .in_flight = 64, .speed = 0,
      .ring_b_bytes = 13 * 64 * 128, .max_parts = 2},
     // For M <= 128 only: 64-row tiles narrow enough that 128 of them cover N = 4096, 6144 and
     // 10240, so that every CTA streams B (the 64x128 tiles leave 48 to 96 of 128 idle there).
-    // Fastest in kiln tune at 10 of the sweep's 12 shapes of M = 16 and 64 (docs/PERF.md,
-    // "Narrow tiles for M <= 64").
+    // Fastest in kiln tune at 10 of the sweep's 12 shapes of M = 16 and 64
+    // (docs/perf/2026-11-25-narrow-tiles-m64.md).
     {.kernel = "gemm/bf16_sm90_m64n32", .tile_m = 64, .tile_n = 32, .in_flight = 128, .speed = 0,
      .ring_b_bytes = 17 * 32 * 128, .max_parts = 2},
     {.kernel = "gemm/bf16_sm90_m64n48", .tile_m = 64, .tile_n = 48, .in_flight = 128, .speed = 0,
@@ -96,10 +95,11 @@ constexpr Candidate kSm90[] = {
 };
 
 // A split tile part's partial round trip (written by every part, read back by the last, with a
-// fence and a count between), in k-tiles of mainloop time: fitted to the H100 measurements in
-// docs/PERF.md, where 4 picked splits that lost to whole tiles. The last part reads the others'
-// partials one after another, so a tile in S parts pays it S - 1 times (256x4096x14336: 256x256
-// tiles in 4 parts 0.89x cuBLAS, 128x128 tiles in 2 parts 1.05x; docs/PERF.md, "Split partials").
+// fence and a count between), in k-tiles of mainloop time: fitted to the H100 measurements, where
+// 4 picked splits that lost to whole tiles (docs/perf/2026-11-23-split-k-and-stream-k.md). The
+// last part reads the others' partials one after another, so a tile in S parts pays it S - 1 times
+// (at 256x4096x14336 256x256 tiles in 4 parts lose to 128x128 tiles in 2:
+// docs/perf/2026-11-25-split-partials-64-row-tile.md).
 constexpr double kPartialCost = 8;
 // The splits the rule weighs, and kiln tune measures, for the tile kernels (8 and 16 where few
 // tiles leave CTAs idle: Weighed).
@@ -124,8 +124,8 @@ double Efficiency(const Candidate& c, const GemmSize& s, int split, bool aligned
   } else if (split == 0) {
     // Fewer tiles than groups: every tile is cut among about sharers / tiles groups (shares of 4
     // k-tiles at least, kMostStreamedParts parts at most: StreamSharers), and its last part reads
-    // the others' partials one after another (130x130x8192: one tile in 32 parts ran 0.32x
-    // cuBLAS; docs/PERF.md, "Stream-K of few tiles").
+    // the others' partials one after another (one tile in 32 parts at 130x130x8192 ran far under
+    // cuBLAS: docs/perf/2026-11-26-stream-k-of-few-tiles.md).
     const int64_t run = tiles * k_tiles, sharers = StreamSharers(tiles, k_tiles, c.in_flight);
     const int64_t pieces = std::max<int64_t>(2, (sharers + tiles - 1) / tiles);
     busiest = std::ceil(static_cast<double>(run) / sharers) + kPartialCost * pieces;
@@ -142,21 +142,23 @@ double Efficiency(const Candidate& c, const GemmSize& s, int split, bool aligned
 // a latency that grows as the CTAs' loads queue at the memory; all of B comes no faster than
 // kStreamCapBytesPerUs; the busiest CTA's bytes set the time; each wave of split tiles adds a
 // partial round trip, and the partials' bytes move at R. The constants were fitted to `kiln tune`
-// runs of every candidate at 14 shapes with M = 8 to 64 on an H100 (docs/PERF.md, "M <= 64");
-// with the partials' bytes, its picks among the 64-row and 128x128 tiles are the fastest measured
-// at all 14 and at the three of M = 128 (without them it lost 1% at 64x4096x4096 and 13% at
-// 128x4096x4096). At M = 256 they were no better than the compute model's. The cap was 2.4 TB/s
-// until the narrow 64-row tiles came: with it the model took their 103 CTAs at 16x8192x28672
-// (8192 / 80) for as fast as the 64x128 tiles in 2 parts on 128, which streamed 2.76 TB/s there
-// and won by 5%; 2.6 changes none of the picks among the other tiles (docs/PERF.md, "Narrow tiles
-// for M <= 64").
+// runs of every candidate at 14 shapes with M = 8 to 64 on an H100
+// (docs/perf/2026-11-24-m64-64-row-tile-bandwidth-model.md); with the partials' bytes, its picks
+// among the 64-row and 128x128 tiles are the fastest measured at all 14 and at the three of
+// M = 128 (without them it lost at 64x4096x4096 and 128x4096x4096:
+// docs/perf/2026-11-25-partials-bytes.md). At M = 256 they were no better than the compute
+// model's. The cap was lower until the narrow 64-row tiles came: with it the model took their 103
+// CTAs at 16x8192x28672 (8192 / 80) for as fast as the 64x128 tiles in 2 parts on 128, which
+// streamed faster than that cap there and won; the cap now changes none of the picks among the
+// other tiles (docs/perf/2026-11-25-narrow-tiles-m64.md).
 constexpr int64_t kWeightBoundRows = 128;
 constexpr double kStreamBytesPerUs = 3.0e6, kStreamCapBytesPerUs = 2.6e6, kIdleLatencyUs = 1.0;
 constexpr double kLaunchUs = 5, kPartialUs = 4;
 
-// Whole tiles or split-K; stream-K is not weighed here: in the tune runs it was never faster than
-// the best split-K by more than 1%, and where every tile streams (128x28672x4096) it lost 8-15%
-// to whole tiles, more than its two round trips account for.
+// Whole tiles or split-K; stream-K is not weighed here: in the tune runs it was never clearly
+// faster than the best split-K, and where every tile streams (128x28672x4096) it lost to whole
+// tiles by more than its two round trips account for
+// (docs/perf/2026-11-24-m64-64-row-tile-bandwidth-model.md).
 double StreamUs(const Candidate& c, const GemmSize& s, int split) {
   const int64_t tiles = TilesOf(c, s);
   const int64_t k_tiles = (s.k + 63) / 64;
@@ -170,8 +172,9 @@ double StreamUs(const Candidate& c, const GemmSize& s, int split) {
   const int64_t streams = (active + tiles_m - 1) / tiles_m;
   const int64_t partials = parts > 1 ? waves : 0;  // round trips
   // What the round trips carry: every part but the last writes its rows of the tile in f32, the
-  // last reads them back. At M = 128 that is 8x the bytes of M = 16 (128x4096x4096: 128x128 tiles
-  // in 4 parts 28.8 us on the H100, at M = 16 26.1; 64-row tiles whole 25.5: docs/PERF.md).
+  // last reads them back. At M = 128 that is eight times the bytes of M = 16, enough to make the
+  // 128x128 tiles in 4 parts slower there than at M = 16 and than the 64-row tiles whole
+  // (docs/perf/2026-11-25-partials-bytes.md).
   const double partial_bytes =
       static_cast<double>(tiles) * (parts - 1) * std::min<int64_t>(c.tile_m, s.m) * c.tile_n * 4 * 2;
   const double queue = kStreamBytesPerUs * kIdleLatencyUs / c.ring_b_bytes;
@@ -183,11 +186,11 @@ double StreamUs(const Candidate& c, const GemmSize& s, int split) {
 
 // Splits past 4 only where a candidate's tiles in 4 parts would leave over half its CTAs idle, in
 // parts of 4 k-tiles or more, and for tiles of 128x96 or less: there the last part's serial sum
-// of the others' partials costs less than the idle CTAs. Measured on an H200 (docs/PERF.md, "Few
-// tiles, long K"): 256x256x65536, 8 tiles of 128x64, 0.44x cuBLAS in 4 parts, 0.68 in 8 and 16;
-// at 512x512x32768 and 2048x256x32768, 32 and 64 such tiles, 8 parts took 1.4-1.5x the time of 4;
-// 128x128 tiles in 8 parts (64 KB partials) took 1.06-1.11x the time of 128x64 in 4 at
-// 512x512x65536 and 768x256x65536.
+// of the others' partials costs less than the idle CTAs. Measured on an H200
+// (docs/perf/2026-11-26-few-tiles-long-k.md): with 8 tiles of 128x64 (256x256x65536) 8 and 16
+// parts beat 4; with 32 and 64 such tiles (512x512x32768, 2048x256x32768) 8 parts lost to 4;
+// 128x128 tiles in 8 parts (64 KB partials) lost to 128x64 in 4 at 512x512x65536 and
+// 768x256x65536.
 bool Weighed(const Candidate& c, const GemmSize& s, int split) {
   if (split > 4 && (c.tile_m * c.tile_n > 128 * 96 || 2 * 4 * TilesOf(c, s) > c.in_flight ||
                     4 * split > (s.k + 63) / 64))
@@ -197,13 +200,12 @@ bool Weighed(const Candidate& c, const GemmSize& s, int split) {
 
 // Stream-K where the tiles fill fewer than two waves streams every tile, each in two or three
 // parts with a partial's round trip and a reduction each. For the unclustered 128-row tiles that
-// measured far below the model's two round trips a group: 128x96 tiles streamed at 320, 384
-// and 640 x 4096 x 4096 ran 0.65, 0.81-0.84 and 0.55x cuBLAS where 128x128 whole ran 0.80-0.83,
-// 0.90-0.92 and 128x96 whole 0.76-0.80, and at K = 14336 they took 12-35% longer than 256x256
-// pairs in 2 parts. The 256x256 pairs streamed every tile well (768 and 1536 x 4096 x 14336,
-// 768x8192x8192: 2-14% ahead of the stricter rule's picks), and with a full wave of whole tiles
-// first stream-K was the fastest measured (768x11008x4096, 1536x4096x4096, 5000x4096x4096:
-// docs/PERF.md, "Stream-K where every tile streams").
+// measured far below the model's two round trips a group: 128x96 tiles streamed at M = 320, 384
+// and 640, N = K = 4096 lost to whole tiles, and at K = 14336 to 256x256 pairs in 2 parts. The
+// 256x256 pairs streamed every tile well (768x4096x14336, 1536x4096x14336, 768x8192x8192: ahead
+// of the stricter rule's picks), and with a full wave of whole tiles first stream-K was the
+// fastest measured (768x11008x4096, 1536x4096x4096, 5000x4096x4096:
+// docs/perf/2026-11-25-stream-k-every-tile-streams.md).
 bool StreamsWell(const Candidate& c, const GemmSize& s) {
   const int64_t tiles = TilesOf(c, s);
   const bool clustered = c.in_flight < 128;  // 128 CTAs, in_flight clusters of them
@@ -217,10 +219,10 @@ static_assert(std::string_view(kSm90[3].kernel) == "gemm/bf16_sm90_n64", "LongKO
 // cut along K among 128 / tiles CTAs or more. The bandwidth model weighs B's bytes alone; here
 // A's weigh too (the 128-row tile reads it once per 64 columns of B, the 64-row tiles once per
 // 32-80), and no CTA idles.
-// Measured on an H200 against the model's picks (docs/PERF.md, "Long K over few tiles"): 6-35%
-// less time at 10 shapes of M = 16-128, N = 1024-4096, K = 8192-16384 (128x4096x14336: 42.2 us
-// against 49.2 for the 64x64 pairs), within 0.5% at two (64x4096x8192, 128x4096x28672); with 96
-// tiles (128x6144x8192) 5% more than 128x96 tiles in 2 parts, hence the half.
+// Measured on an H200 against the model's picks (docs/perf/2026-11-26-long-k-over-few-tiles.md):
+// less time at 10 shapes of M = 16-128, N = 1024-4096, K = 8192-16384, level at two
+// (64x4096x8192, 128x4096x28672); with 96 tiles (128x6144x8192) more than 128x96 tiles in 2
+// parts, hence the half.
 bool LongKOverFewTiles(const GemmSize& s) {
   return s.m % 8 == 0 && s.k >= 8192 && 2 * TilesOf(kSm90[3], s) <= kSm90[3].in_flight;
 }
@@ -240,22 +242,20 @@ static_assert(Named("gemm/bf16_sm90_m64n32").tile_n == 32 && Named("gemm/bf16_sm
 // 64x32 tiles, and past 32 columns two columns of them up to one wave, else 64x64 pairs;
 // in 2 parts where A has 32 blocks of 64 rows or fewer (the second column of tiles reads its
 // rows from L2), or the tiles are 64 or fewer and K >= 8192. Measured by kiln tune on an H200 at
-// 51 shapes of M = 256 to 28672, N = 2 to 128 (docs/PERF.md, "C of few columns"): these picks are
-// the fastest measured or within 4% at N <= 64, M >= 768 (512x16x4096: 6%); past 64 columns the
+// 51 shapes of M = 256 to 28672, N = 2 to 128 (docs/perf/2026-11-26-c-of-few-columns.md): these
+// picks are the fastest measured or close to it at N <= 64, M >= 768; past 64 columns the
 // 128-row tiles were as fast, under 512 rows the 128x64 tiles in 4 parts the fastest. Then, from
 // A/B runs against the rule before:
 // - 16 blocks of rows or fewer and K >= 16384: the 128x64 tiles streamed, 16 parts a tile
-//   (512x64x65536: 40.3 us against 68.5 in 4 parts); K = 8192 to 16383 there keeps the compute
-//   model's pick (512x64x8192: 16.1 us in 4 parts against 17.5 streamed).
+//   (faster than in 4 parts at 512x64x65536); K = 8192 to 16383 there keeps the compute model's
+//   pick (in 4 parts faster than streamed at 512x64x8192).
 // - past 32 columns and K = 16384 the two columns of 64x32 tiles read A twice from memory
-//   (4096x64x32768: 93.4 us against 82.8 in 4 parts): the compute model's pick (the pairs, which
+//   (slower than in 4 parts at 4096x64x32768): the compute model's pick (the pairs, which
 //   read it once, not measured there either).
 // - 16 columns or fewer, 16 blocks of rows or fewer and K >= 8192: 64x16 tiles, whose ring keeps
 //   22 stages of 8 KB of A in flight against the 64x32 tiles' 17, in parts making ~64 CTAs: 8 for
-//   8 blocks, 4 for 9-16 (H200, docs/PERF.md, "A few blocks of rows over a long K"): 1.15-1.33x
-//   the speed of the picks before (1024x16x8192 0.68 -> 0.89-0.90x cuBLAS, 1024x16x16384 0.71-0.73
-//   -> 0.91-0.93, 1024x8x16384 0.72 -> 0.88-0.90, 1024x16x32768 0.78 -> 0.90-0.92, 512x16x16384
-//   0.63-0.65 -> 0.77); at 1024 rows in 8 parts 0.79-0.86, streamed 0.78-0.86.
+//   8 blocks, 4 for 9-16, faster than the picks before at every shape measured, and at 1024 rows
+//   than 8 parts or stream-K (H200, docs/perf/2026-11-27-few-row-blocks-long-k.md).
 bool FewColumns(const GemmSize& s) {
   if (s.m < 512 || s.n > 64) return false;
   if ((s.m + 63) / 64 <= 16) return s.k < 8192 || s.k >= 16384 || s.n <= 16;
@@ -296,27 +296,25 @@ std::string SkinnyKernel(int compute_capability) {
   return compute_capability == 90 ? "gemm/bf16_skinny_sm90" : "gemm/bf16_skinny";
 }
 
-// Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles (docs/PERF.md), but for
-// 3-4 rows and N past 4096, where the narrow 64-row tiles (their A boxes load only the rows up to
-// M) give every CTA columns of B to stream and the skinny kernel's 3- and 4-row passes stream 3.1
-// and 2.9 TB/s against its 1- and 2-row passes' 3.85-3.95 (H200: 3x28672x4096 67.1 us in 64x80
-// tiles against 75.5; 0.81-0.98 of the time at the sweep's shapes of N > 4096, while at N <= 4096
-// the tiles took 0.97-3.7x; docs/PERF.md, "Two to four rows"). The planner's transpose of a C of 2-4
-// columns (`c_row`) is the skinny kernel's always: the tiles cannot store C row-major.
+// Up to 4 rows, reading B once on CUDA cores beats the tensor-core tiles
+// (docs/perf/2026-11-23-m16-weights-streamed-once.md), but for 3-4 rows and N past 4096, where
+// the narrow 64-row tiles (their A boxes load only the rows up to M) give every CTA columns of B
+// to stream and the skinny kernel's 3- and 4-row passes stream B slower than its 1- and 2-row
+// passes: there the tiles took less time at the sweep's shapes, while at N <= 4096 they are
+// level or slower (H200, docs/perf/2026-11-26-two-to-four-rows.md). The planner's transpose of a
+// C of 2-4 columns (`c_row`) is the skinny kernel's always: the tiles cannot store C row-major.
 bool Skinny(const GemmSize& s, bool c_row) {
   return s.k % 8 == 0 && (s.m <= 2 || (s.m <= 4 && (c_row || s.n <= 4096)));
 }
 
 // 3 to 16 rows on Hopper with N of 1024 to 4096 (at most 2048 only up to K = 8192): the weights
 // read in 16-byte chunks straight into mma.sync fragments, a block per 16 columns of C
-// (gemm/bf16_mma16_sm90). Measured on an H200 against the picks before (docs/PERF.md, "Up to 16
-// rows on mma.sync"), steady-state share of the copy: 3-4x4096x4096 80-81% against the skinny
-// kernel's 67-68, 8-16x4096x4096 81-85% against the 64x32 tiles' 65-66, 8-16x2048x4096 66-70%
-// against 39-40, 4-16x4096x14336 85-87% against 78-86. Not past N = 4096, where its blocks (one
-// per 16 columns, 2 an SM) no longer fit one wave (6144: 78-82% against the 64x48 tiles' 88-89;
-// 8192x8192: 84 against 91), nor at N = 2048 and a long K, where half the SMs get none
-// (16x2048x14336: 62 against the 128x64 tiles' 75); 1-2 rows stay the skinny kernel's (93%
-// against 82 at 1x4096x4096).
+// (gemm/bf16_mma16_sm90). Measured on an H200 against the picks before, in steady state
+// (docs/perf/2026-11-27-up-to-16-rows-mma-sync.md): ahead of the picks before (at 3-4 rows the
+// skinny kernel) at 3-16 rows, N = 2048 and 4096, K up to 14336. Not past N = 4096,
+// where its blocks (one per 16 columns, 2 an SM) no longer fit one wave and the 64-row tiles are
+// faster, nor at N = 2048 and a long K, where half the SMs get none and the 128x64 tiles are
+// faster; 1-2 rows stay the skinny kernel's, faster there.
 // It reads packed operands only (GemmOptions::packed): elsewhere the tiles or the skinny kernel.
 constexpr const char* kMma16Kernel = "gemm/bf16_mma16_sm90";
 bool Mma16(const GemmSize& s, const GemmOptions& o) {
@@ -325,27 +323,23 @@ bool Mma16(const GemmSize& s, const GemmOptions& o) {
 }
 
 // 12 to 16 rows on Hopper, N of 2048 to 3583 (from 3584 the wide stages, below, read faster), over
-// a longer K (N = 2048: K of 4096 to 8192; N past 2048: K of 8192 or more): the mma16 kernel's blocks with the weights read by TMA boxes of 256 k
-// (gemm/bf16_tma16_sm90). Measured on an H200 against the picks before (docs/PERF.md, "The weights
-// by TMA boxes into mma.sync"), steady-state share of the copy: 16x4096x14336 94% against 86,
-// 12x4096x14336 92 against 88, 16x4096x8192 89 against 83, 16x3072x14336 84 against 75,
-// 16x2048x8192 74 against 61, 16x2048x4096 71 against 65 (single calls within 1-4 points either
-// way). Not at 8 rows or fewer (8x4096x14336: 79 against the mma16 kernel's 88), at 4096x4096 (a
-// tie, 81-82%), or at N = 2048 with K past 8192 (16x2048x14336: 75 against the 128x64 tiles' 76,
-// single call 55 against 66). Packed operands only, as the mma16 kernel, and rows 128 bytes apart
-// (K a multiple of 64): at 14x4000x8200 and 13x3000x9000 its boxes of rows off 128 bytes read the
-// weights at 58-59% of the copy in steady state.
+// a longer K (N = 2048: K of 4096 to 8192; N past 2048: K of 8192 or more): the mma16 kernel's
+// blocks with the weights read by TMA boxes of 256 k (gemm/bf16_tma16_sm90). Measured on an H200
+// against the picks before (docs/perf/2026-11-27-weights-by-tma-boxes-mma-sync.md): ahead in
+// steady state at every such shape, single calls about level. Not at 8 rows or fewer (the mma16
+// kernel is faster), at 4096x4096 (a tie), or at N = 2048 with K past 8192 (the 128x64 tiles are
+// faster). Packed operands only, as the mma16 kernel, and rows 128 bytes apart (K a multiple of
+// 64): its boxes of rows off 128 bytes read the weights far slower (14x4000x8200, 13x3000x9000).
 constexpr const char* kTma16Kernel = "gemm/bf16_tma16_sm90";
 bool Tma16(const GemmSize& s, const GemmOptions& o) {
   return !o.c_row && o.packed.value_or(true) && o.rows_128b.value_or(s.k % 64 == 0) && s.k % 8 == 0 && s.m >= 12 &&
          s.m <= 16 && s.n >= 2048 && s.n < 3584 && (s.n > 2048 ? s.k >= 8192 : s.k >= 4096 && s.k <= 8192);
 }
 // 3 to 8 rows, N of 2048 to 4096, K of 4096 or more: the same with A's box of 8 rows (at 8 rows or
-// fewer the 16-row box's rows past M cost the kernel 8-26 points). Steady state against the mma16
-// kernel (docs/PERF.md, "The weights by TMA boxes into mma.sync"): 8x4096x14336 97% against 88,
-// 4x4096x14336 97 against 87, 8x4096x8192 94 against 87, 8x4096x4096 86 against 84, 4x4096x4096
-// 85 against 81, 8x2048x8192 77 against 71, 8x2048x4096 74 against 71 (single calls 2-7 points
-// under the mma16 kernel's). Same operands as above.
+// fewer the 16-row box's rows past M slow the kernel). Ahead of the mma16 kernel in steady state
+// at every such shape measured, single calls level or a little under it
+// (docs/perf/2026-11-27-a-box-of-8-rows.md; the kernel:
+// docs/perf/2026-11-27-weights-by-tma-boxes-mma-sync.md). Same operands as above.
 constexpr const char* kTma8Kernel = "gemm/bf16_tma8_sm90";
 bool Tma8(const GemmSize& s, const GemmOptions& o) {
   return !o.c_row && o.packed.value_or(true) && o.rows_128b.value_or(s.k % 64 == 0) && s.k % 8 == 0 && s.m >= 3 &&
@@ -356,33 +350,24 @@ bool Tma8(const GemmSize& s, const GemmOptions& o) {
 // wave: a block owns its columns over the whole K in stages of 128 k, A's box the pass's rows
 // before M (gemm/bf16_k128n32_sm90, gemm/bf16_k128n64_sm90; ops/gemm/kernels/wide_k.cc). The 64-row
 // tiles hand over stages of 64 k (4-5 KB of B); these twice the bytes, each freed while the next
-// one's wgmmas run. Measured on an H200 (docs/PERF.md, "Stages of 128 and 256 k at 17-64 rows"),
-// rings of 8 and 6 stages, single call / steady-state share of the copy (blocks of 8 launches),
-// 17-64 rows: 32 columns at N = 4096, K = 1024 51-54% (the 64x32 tiles 46-48), K = 2048 59-61/81-87 (53-57/57-63), K = 4096 59-62/80-84
-// (55-63/58-66), K = 14336 72-75/86-93 (the picks before, 128x64 tiles streamed, 73-75/81-85); 64
-// columns at N = 8192, K = 8192 77-78/91-95 (76-79/84-91), K = 14336 83-86/97-100 (76-78/87-89), K =
-// 28672 91-94/97-102 (86-88/89-91). Not at N = 3072 (96 blocks: single calls 3-4 points under),
-// N = 6144 (48 columns: 67-68/89-91 against the 64x48 tiles' 72/86-90), nor with 64 columns at
-// K = 4096 (single calls 5-6 points under). Under 17 rows only the 64-column kernel and only where
-// K >= 12288 (4-16 rows at N = 8192, K = 14336: 86/100 against 80/89-93; at K = 8192 single calls
-// 3-6 points under); there the mma.sync kernels read as fast at N = 4096. Packed K-major operands
-// with rows 128 bytes apart.
+// one's wgmmas run. Measured on an H200 with rings of 8 and 6 stages, single calls and steady state
+// (docs/perf/2026-11-27-stages-128-256-k-17-64-rows.md): at 17-64 rows level with or ahead of the
+// picks before with 32 columns at N = 4096 (K = 1024 to 14336) and with 64 columns at N = 8192
+// (K = 8192 to 28672). Not at N = 3072 (96 blocks), N = 6144 (48 columns: the 64x48 tiles as fast
+// or faster), nor with 64 columns at K = 4096 (single calls slower). Under 17 rows only the
+// 64-column kernel and only where K >= 12288 (at K = 8192 single calls slower); there the mma.sync
+// kernels read as fast at N = 4096. Packed K-major operands with rows 128 bytes apart.
 // The 32-column kernel also from 9 rows, and from 3 rows past N = 4096 (where no mma.sync kernel
-// reads: the 64x48 tiles took 16x4224x4096, 71% in steady state against its 93-94). At 12-16 rows
-// and N = 4096 (blocks of 32 launches, docs/PERF.md, "The 32-column wide stages from 9 rows"),
-// single call / steady state against the picks before: K = 2048 59-60/87-89 (mma16 59-60/83-86),
-// K = 4096 60-62/90-91 (mma16 62-66/84-85), K = 8192 67-68/94-96 (the 16-row TMA boxes 66-71/90-93),
-// K = 14336 74-75/97 (73-75/94-96); 16x3584x4096 61/89 (mma16 63-64/82). At 3-8 rows the 8-row TMA
-// boxes read as fast or faster (8x4096x4096 90% either; 4x4096x8192 89-90 against 96).
+// reads, and the 64x48 tiles are far slower in steady state at 16x4224x4096). At 12-16 rows and
+// N = 4096 (blocks of 32 launches), against the picks before: level or a little under in single
+// calls, ahead in steady state (docs/perf/2026-11-27-32-column-wide-stages-from-9-rows.md). At 3-8
+// rows the 8-row TMA boxes read as fast or faster.
 // A row-major B (b_mn: a [K][N] weight, rows N apart, N a multiple of 64) lands in MN-major boxes
-// (64B swizzle at 32 columns, 128B at 64). On an H100 (docs/PERF.md, "A row-major B in the wide
-// stages"), single call / steady state against the 64x64 tiles' b_mn variant: 16x4096x4096 64/93
-// (70/83), 64x4096x4096 62/93 (70/81), 64x8192x8192 81/98 (85/91), 16x8192x28672 94/100 (88/93),
-// 64x4096x14336 75-76/91 (85/91; the rule's pick before, 128x128 tiles in 4 parts, 75/85). No
+// (64B swizzle at 32 columns, 128B at 64). On an H100, against the 64x64 tiles' b_mn variant and
+// at 1-8 rows against the tiles the rule took: ahead in steady state at every shape measured (or
+// level), mostly behind in single calls (docs/perf/2026-11-27-row-major-b-wide-stages.md). No
 // mma.sync or skinny kernel reads a row-major B, so with one both take 1-64 rows, the 32-column
-// one whatever M: against the tiles the rule took, 1x4096x4096 63/93 (71/84), 2x4096x8192 67/93
-// (70/80), 4x4096x4096 62/93 (69/84), 8x3584x4096 62/92 (65/75), 8x4096x14336 75/94 (76/90),
-// 1x8192x14336 88/100 (82/93).
+// one whatever M.
 constexpr const char* kWide32Kernel = "gemm/bf16_k128n32_sm90";
 constexpr const char* kWide64Kernel = "gemm/bf16_k128n64_sm90";
 const char* WideStages(const GemmSize& s, const GemmOptions& o) {
@@ -607,8 +592,8 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   if (o.any_m) c.why += "; C stored from registers (M is no multiple of 8: no TMA store)";
   // There an epilogue reading C_in or a residual loads them element by element, a few pairs at a
   // time: 4 in the 128x256 tiles, whose accumulator fills the registers, 8 in the 128x128 ones.
-  // The 128x128 tiles measured 1.07-1.34x the speed of the 256x256 and 256x160 pairs over 8
-  // shapes of K = 40 to 4096, whole tiles (docs/PERF.md, "C from registers with C_in").
+  // The 128x128 tiles were faster than the 256x256 and 256x160 pairs at all 8 shapes of K = 40 to
+  // 4096 measured, whole tiles (docs/perf/2026-11-26-c-from-registers-with-c-in.md).
   if (o.any_m && EpilogueReadsMatrices(options.epilogue) && !best && c.split == 1 &&
       (c.kernel == Named("gemm/bf16_sm90").kernel || c.kernel == Named("gemm/bf16_sm90_n160").kernel)) {
     c.kernel = Named("gemm/bf16_sm90_n128").kernel;

@@ -40,12 +40,12 @@ Leading LeadingOf(const GemmSize& s, const GemmOperands& o, bool a_mn, bool b_mn
 // The operands as the plan takes them, and whether the kernel stores its C row-major. A
 // column-major C of few columns, with A and B K-major and K a multiple of 8, is computed as
 // C^T = B^T A^T, whose few rows are the skinny kernel's: it streams A once. One column is the same
-// bytes as a row-major C with ldc 1 (8192x1x8192: 0.92x cuBLAS on the 128x64 tiles, 1.14 so;
-// docs/PERF.md, "One column of C"); 2-4 columns, packed, take the skinny kernel's c_row variant,
-// which stores C^T row-major: 2 columns at any size (its 2-row pass streams as fast as one row's),
-// 3-4 where A is at most 2^24 elements, past which the 64x32 tiles streamed it faster (H200, with
-// the 4-row pass: 4096x2x4096 16.7 us against 17.7, 1000x3x520 5.5 against 7.2, but 16384x2x4096
-// 50.1 against 41.8; docs/PERF.md, "C of few columns", "Two to four rows"). The skinny kernel
+// bytes as a row-major C with ldc 1, faster so than on the 128x64 tiles
+// (docs/perf/2026-11-26-one-column-of-c.md); 2-4 columns, packed, take the skinny kernel's c_row
+// variant, which stores C^T row-major: 2 columns at any size (its 2-row pass streams as fast as
+// one row's), 3-4 where A is at most 2^24 elements, past which the 64x32 tiles streamed it faster
+// (H200, with the 4-row pass: docs/perf/2026-11-26-c-of-few-columns.md,
+// docs/perf/2026-11-26-two-to-four-rows.md). The skinny kernel
 // loads 16 bytes at a time: A and B 16-byte aligned, else the problem stays as it is.
 struct Orientation {
   GemmOperands operands;
@@ -93,13 +93,14 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
   GemmOperands k = o;
   if (o.c_row_major) std::swap(k.a, k.b), std::swap(k.lda, k.ldb);
   Leading ld = LeadingOf(plan.size, k, kernel_options.a_mn, kernel_options.b_mn);
-  // Not for a problem so small that its launches are its time (at most 2^24 flops, ~5 us of the
-  // strided kernel), nor for K <= 32, one k-step of the strided kernel, whose loads are then all
-  // it does (1024x4096x7: 0.75x cuBLAS strided, 0.63x copied first): the strided kernel reads
-  // the operands as they are there. A small problem with K past 128 is copied all the same: the
-  // strided kernel spreads only C's 128x128 tiles over the GPU and walks K one element a thread at
-  // a time, ~0.05 us a k (1x227x2178: two CTAs, 0.06x cuBLAS), where the copies and a tile kernel
-  // take ~10-14 us (K = 100: the strided kernel still 7-37% faster; K = 130-250: 12-42% slower).
+  // Not for a problem so small that its launches are its time (at most 2^24 flops), nor for
+  // K <= 32, one k-step of the strided kernel, whose loads are then all it does (copying first was
+  // slower there: docs/perf/2026-11-26-operands-tma-cannot-stride-copied-first.md): the strided
+  // kernel reads the operands as they are there. A small problem with K past 128 is copied all
+  // the same: the strided kernel spreads only C's 128x128 tiles over the GPU and walks K one
+  // element a thread at a time, so its time grows with K while the copies and a tile kernel cost
+  // about the same at any small size; it still won at K = 100 and lost from K = 130
+  // (docs/perf/2026-11-26-small-problems-long-k.md).
   const bool strided_suffices =
       (2.0 * size.m * size.n * size.k <= double(1 << 24) && size.k <= 128) || size.k <= 32;
   bool strided_instead = false;

@@ -222,7 +222,7 @@ class Kernel {
   // An L2 eviction policy for the whole of what a copy reads (createpolicy.fractional, fraction
   // 1.0): kL2EvictFirst for data read once (its lines go before others'), kL2EvictLast for data
   // many CTAs read; an i64 for TmaLoad's `l2_policy`. (An evict_normal policy is not the same as
-  // none: TMA loads carrying one measured up to 14% slower on an H200, docs/PERF.md.)
+  // none: TMA loads carrying one are slower: docs/perf/2026-11-26-b-lines-evicted-first.md.)
   Value L2Policy(CacheHint hint, Loc loc = Loc::current());
   // Starts bringing the box at `coords` into L2 (cp.async.bulk.prefetch.tensor): no shared
   // memory, no barrier, nothing to wait for; a later TMA load of it reads L2 instead of DRAM.

@@ -21,13 +21,13 @@
 namespace kiln::examples {
 namespace {
 
-// The default tiling per head dimension (docs/PERF.md, "Attention", says how each was chosen).
+// The default tiling per head dimension (docs/perf/2026-11-24-attention.md says how each was chosen).
 AttentionShape WithDefaults(AttentionShape a) {
   if (!a.warpgroups) a.warpgroups = a.d == 64 ? 3 : 2;  // 192 query rows: longer GEMMs per turn
   if (!a.block_n) a.block_n = a.d == 256 ? 64 : a.d == 128 && !a.causal && !a.persistent ? 176 : 128;
   if (!a.stages) a.stages = 2;
   // Lazy rescaling where it measured faster: the persistent kernels but causal D = 64, whose
-  // spills it grows (docs/PERF.md, Attention, step 13); a CTA per tile ran 1-2% slower with it.
+  // spills it grows (docs/perf/2026-11-24-attention.md, step 13); a CTA per tile ran slower with it.
   if (a.lazy_rescale < 0) a.lazy_rescale = a.persistent && !(a.d == 64 && a.causal);
   return a;
 }
@@ -82,7 +82,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // Causal tiles differ in length, and a CTA per tile is dispatched in tile order: heads are
   // taken in groups whose K and V fit in L2 together (8 MB), and within a group the longest tiles
   // of all its heads come first, so that the launch ends on the shortest tiles of a group rather
-  // than on the last head's longest (docs/PERF.md, Attention, step 8). Without a mask, head-major.
+  // than on the last head's longest (docs/perf/2026-11-24-attention.md, step 8).
+  // Without a mask, head-major.
   const int kv_bytes_per_key = D * 2 * 2;  // K and V, 16-bit
   Value group_heads = Max(Min(k.I32((8 << 20) / kv_bytes_per_key) / Max(Skv, k.I32(1)), k.I32(16)), k.I32(1));
   auto tile_of = [&](Value t) {
@@ -163,8 +164,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   const int consumer_regs = std::min(240, (65536 / 128 - 24) / W / 8 * 8);
   // Where two Q stages fit, the persistent CTA without a mask runs its tiles as one stream of
   // steps: a tile's last P V goes out with the next tile's first S, and the tile's epilogue runs
-  // in that step's softmax slot, under the other warpgroups' GEMMs (docs/PERF.md, Attention, step
-  // 12). With one Q stage the next Q can land only once O has left through the stage.
+  // in that step's softmax slot, under the other warpgroups' GEMMs
+  // (docs/perf/2026-11-24-attention.md, step 12). With one Q stage the next Q can land only once
+  // O has left through the stage.
   const bool stream_tiles = a.persistent && q_stages == 2 && !a.causal;
   k.Role({.first_thread = 128, .threads = 128 * W, .max_regs = consumer_regs}, [&](Value t) {
     Value c = t % 128, wg = t / 128, row0 = wg * 64;
@@ -312,8 +314,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
     // to issue in the ring above, so one's softmax runs under the others' GEMMs.
     // V_{j-1}'s stage: acquired at the end of step j - 1 (a CTA per tile), or at the start of step
     // j in the persistent kernel, where a stage held in a register across its tile loop is no
-    // longer known warp-uniform and its descriptors leave uniform registers (PERF, Attention,
-    // step 7).
+    // longer known warp-uniform and its descriptors leave uniform registers
+    // (docs/perf/2026-11-24-attention.md, step 7).
     const bool v_late = a.persistent;
     Regs v_held;  // the stage acquired at the end of the step before (a CTA per tile)
     auto v_stage = [&] { return v_late ? v_ring.Acquire(v_at) : v_held[0]; };

@@ -9,9 +9,9 @@
 // first and 8t+4..8t+7 the second. The warps' sums meet in shared memory, in a fixed order.
 // Rows past M are loaded as zeros; M past 16 takes further passes of 16. K a multiple of 8.
 // A warp barrier between the loads and the mmas keeps ptxas from interleaving them: without it
-// 4 of the 16 loads were in flight and the weights streamed at 60% of the copy where they stream
-// at 81% with it (16x4096x4096 on an H200, launches back to back; docs/PERF.md, "Up to 16 rows on
-// mma.sync"). The entry point takes it for 3-16 rows and N of 1024-4096 (ops/gemm/gemm_choice.cc).
+// only 4 of the 16 loads were in flight and the weights streamed far slower
+// (docs/perf/2026-11-27-up-to-16-rows-mma-sync.md). The entry point takes it for 3-16 rows and N
+// of 1024-4096 (ops/gemm/gemm_choice.cc).
 // Hopper only: it waits for the kernel before it (programmatic dependent launch) as the skinny
 // kernel's Hopper build does.
 #include "absl/strings/str_cat.h"

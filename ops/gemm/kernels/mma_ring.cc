@@ -12,10 +12,11 @@
 // tiles, split-K or stream-K, the launch's split says; a split tile's parts meet in the workspace
 // in a fixed order (ReducePartials). Rows past M, columns past N and k past K copy as zeros
 // (cp.async's source size 0). K a multiple of 8; packed K-major A and B, column-major C.
-// Measured on an H200 (docs/PERF.md, "A ring of cp.async stages for up to 64 rows"): each k-tile
+// Measured on an H200 (docs/perf/2026-11-27-cp-async-ring-64-rows-not-picked.md): each k-tile
 // is bound by the latency of its chain of instructions (a wait, a block barrier, the copies'
-// addresses, ldmatrix, mma) and each unit by filling its ring, so it reads the weights at
-// 0.7-1.0 of the kernels the entry point picks; no rule takes it. `kiln run NAME --split S`.
+// addresses, ldmatrix, mma) and each unit by filling its ring, so it reads the weights no faster
+// than the kernels the entry point picks, at most shapes slower; no rule takes it.
+// `kiln run NAME --split S`.
 #include <algorithm>
 #include <functional>
 
@@ -30,7 +31,9 @@ namespace {
 constexpr int THREADS = 256, WARPS = THREADS / 32, BN = 16 * WARPS, WORK_SLOTS = 1 << 14;
 constexpr int GROUPS = 132;               // blocks (persistent): one an SM of an H100 SXM / H200
 constexpr int kRingBytes = 200 * 1024;    // the stages' shared memory, at most
-constexpr int BK = 128;                   // k a stage (64 measured slower: docs/PERF.md)
+// A stage of 64 k measured slower, twice the chains a byte
+// (docs/perf/2026-11-27-cp-async-ring-64-rows-not-picked.md).
+constexpr int BK = 128;                   // k a stage
 
 absl::StatusOr<KernelDef> BuildMmaRows(const std::string& name, const GemmVariant& v, int rows) {
   const int groups_m = rows / 8;  // n8 tiles of the mma over A's rows

@@ -4,19 +4,19 @@
 // same chunk of R rows of A (small, so it stays in L1/L2), then sum within each warp (shuffles)
 // and across the warps (shared memory). With a block per COLS columns and every warp streaming,
 // enough loads are in flight to fill the memory system even where N is only a few thousand.
-// R is M up to 4 (a pass of 2 rows streams B about as fast as one of 1, 3.85 TB/s on an H200
-// against 3.95, where the 4-row pass streams 2.9: docs/PERF.md, "Two to four rows"): rows past M
+// R is M up to 4 (a pass of 2 rows streams B about as fast as one of 1, where the 4-row pass
+// streams it slower: docs/perf/2026-11-26-two-to-four-rows.md): rows past M
 // are not computed at all, and M past 4 takes further passes of 4 (any M is correct). Each thread
 // issues its loads of B for two chunks before the FMAs wait on them; four rows at most keep it at
 // 104 registers, two blocks an SM (with 16 rows: 142, one block, too few loads in flight to stream
-// B at the copy's rate; docs/PERF.md, "The skinny kernel's loads").
+// B at the copy's rate; docs/perf/2026-11-25-skinny-kernel-loads.md).
 // Any N; K a multiple of 8 (16-byte aligned rows).
 // A row-major, B and C column-major, f32 accumulation: the entry point's layout. Its variants
 // (gemm/bf16_skinny.f16-f32.gelu) read f16, store f16 or f32 and fuse an epilogue.
 // gemm/bf16_skinny_sm90 is the same kernel for Hopper, launched while the kernel before it ends
 // (programmatic dependent launch): every thread waits for that kernel before its first load, and
-// lets the next one launch once its loads are issued (docs/PERF.md, "Launched while the kernel
-// before ends").
+// lets the next one launch once its loads are issued
+// (docs/perf/2026-11-27-launched-while-kernel-before-ends.md).
 #include <functional>
 
 #include "absl/strings/str_cat.h"

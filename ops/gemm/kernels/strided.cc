@@ -57,8 +57,8 @@ absl::StatusOr<KernelDef> BuildStrided(Scalar in, const std::string& name, const
   });
   // Accumulator i of mma (m, n): row lane / 4 (+ 8 for i >= 2), column lane % 4 * 2 + i % 2. A
   // fused epilogue's loads go out for EPI_MMAS mmas' elements before any is applied (one element
-  // at a time, each waited on its own round trip: docs/PERF.md, "The fused epilogue's loads
-  // together").
+  // at a time, each waited on its own round trip:
+  // docs/perf/2026-11-26-fused-epilogue-loads-together.md).
   auto element = [&](int j, int i) {
     const int m = j / w.mmas_n, n = j % w.mmas_n;
     Value row = m0 + w.m0 + m * 16 + lane / 4 + (i / 2) * 8, col = n0 + w.n0 + n * 8 + lane % 4 * 2 + i % 2;

@@ -84,7 +84,7 @@ absl::StatusOr<KernelDef> BuildTma16(const std::string& name, const GemmVariant&
 }
 
 // The kernel for 16 rows a pass, and for 8 (an A box of 8 rows: at 8 rows or fewer the 16-row
-// box's rows past M, zero-filled by TMA, cost it 8-26 points of the copy; docs/PERF.md).
+// box's rows past M, zero-filled by TMA, slow it; docs/perf/2026-11-27-a-box-of-8-rows.md).
 void RegisterRows(const char* name, int rows_a) {
   Register({name, absl::StrCat("the entry point's kernel for ", rows_a == 16 ? "12-16" : "3-8",
                                " rows over a long K: B by TMA boxes into mma.sync"),

@@ -21,8 +21,8 @@ namespace {
 constexpr int ROWS = 64, EDGE_ROWS = 16, SLAB = 64, SLABS = 2, STAGE_K = SLAB * SLABS, RING_BYTES = 224 * 1024;
 
 absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant& v, int bn) {
-  // 32 columns: 9 stages of 24 KB; 64: 7 of 32 KB (a stage more or less: docs/PERF.md, "The wide
-  // stages' ring depth").
+  // 32 columns: 9 stages of 24 KB; 64: 7 of 32 KB: as deep as the ring's bytes allow, its depth in
+  // stages setting the small shapes' rate (docs/perf/2026-11-27-wide-stages-ring-depth.md).
   const int stages = std::min(9, RING_BYTES / ((ROWS + bn) * STAGE_K * 2));
   Kernel k(name, sm90a(), {256});
   // B row-major (b_mn: K rows of N, as a [K][N] weight lies) lands as MN-major boxes of 64 k x the
@@ -38,7 +38,8 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
   GlobalTensor C(k.PtrParam("C", v.epilogue.out), {M, N}, {k.I32(1), M});
   // A's maps by the rows of its box: 16, 32, 48, 64. A pass loads the rows before M only, in one
   // box a slab (TMA's zero fill of rows past M costs more than a read of as many rows, and so
-  // does each further box issued: docs/PERF.md).
+  // does each further box issued: docs/perf/2026-11-25-a-rows-past-m.md,
+  // docs/perf/2026-11-27-stages-128-256-k-17-64-rows.md).
   std::vector<TensorMap> tmA;
   for (int rows = EDGE_ROWS; rows <= ROWS; rows += EDGE_ROWS)
     tmA.push_back(
@@ -107,9 +108,9 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
         k.WgmmaCommit();
       };
       // A stage goes back once the group after it is issued and its own group has retired
-      // (wgmma.wait_group 1), so the tensor cores work while the next stage is waited for
-      // (64x4096x4096, blocks of 8 launches: 82-84% of the copy against 81-82 released after each
-      // group's wait_group 0 in 256-k stages; 86 with 128-k stages; docs/PERF.md).
+      // (wgmma.wait_group 1), so the tensor cores work while the next stage is waited for: in
+      // 256-k stages level with a release after each group's wait_group 0, ahead of it in 128-k
+      // stages (docs/perf/2026-11-27-stages-128-256-k-17-64-rows.md).
       Regs held = k.Registers(Type::Of(i32), 1);  // the stage the group in flight reads
       held[0] = ring.Acquire(at);
       mma(held[0]);

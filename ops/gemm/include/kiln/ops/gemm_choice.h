@@ -4,8 +4,9 @@
 // the one whose tiles waste least of the machine (tiles padded past M and N, a last wave that
 // fills few of the in-flight slots), weighed by its measured speed per tile; for M <= 4 the
 // skinny kernel; else kiln's reference kernel, which takes any size (slowly). The kernel's
-// variant carries the element types and the fused epilogue. docs/PERF.md records the rule and
-// how the choice does against cuBLAS.
+// variant carries the element types and the fused epilogue. The dated entries that docs/PERF.md
+// indexes, from docs/perf/2026-11-23-gemm-ragged-entry-point.md on, record the rule and how the
+// choice does against cuBLAS.
 #pragma once
 
 #include <cstdint>
@@ -49,9 +50,9 @@ struct GemmOptions {
   // PlanGemm on sm_90; without it a K, M or N that packs rows off 16 bytes gets the strided kernel.
   bool tma_strides = false;
   // Whether A's and B's rows (columns, MN-major) as the kernel reads them start 128 bytes apart
-  // from 128-byte aligned pointers (the tile kernels then read whole L2 lines: docs/PERF.md, "Rows
-  // off 128 bytes"). Set by PlanGemm from the leading dimensions and pointers; unset, packed
-  // operands are assumed (rows K elements apart, MN-major M or N).
+  // from 128-byte aligned pointers (the tile kernels then read whole L2 lines:
+  // docs/perf/2026-11-26-rows-off-128-bytes.md). Set by PlanGemm from the leading dimensions and
+  // pointers; unset, packed operands are assumed (rows K elements apart, MN-major M or N).
   std::optional<bool> rows_128b;
   // Whether A and B are packed from 16-byte aligned pointers, and C column-major with columns M
   // apart, as the kernel reads and writes them: A K-major with rows K elements apart, B the same
