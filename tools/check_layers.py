@@ -6,7 +6,9 @@ silently:
   * each layer's CMake targets link only the kiln libraries of those layers;
   * the layers under ops/ name no kernel ("gemm/...", "attention/..." literals);
   * no function in ops/, examples/, runtime/ or dsl/ is longer than MAX_FUNCTION_LINES, except
-    those listed in LONG_FUNCTIONS (each waits to be split; the list may only shrink).
+    those listed in LONG_FUNCTIONS (each waits to be split; the list may only shrink);
+  * no code comment carries a measured figure (a speed ratio, a percentage, a time, a rate): the
+    comment states the rule and cites the dated entry in docs/perf/ that holds the figures.
 
 Usage: check_layers.py [repo root]. Prints each violation and exits 1 if there is one.
 """
@@ -48,6 +50,14 @@ LONG_FUNCTIONS = {
     ("examples/harness.cc", "RunGemm"),
     ("ops/attention/kernels/blackwell.cc", "BuildBlackwellAttention"),
     ("ops/attention/kernels/hopper.cc", "BuildAttention"),
+}
+
+# Comment text that reads as a measured figure: 1.05x, 93%, 73 us, 2.2 ms, 3.3 TB/s, 600 TFLOPS.
+FIGURE = re.compile(r"(\b\d+(\.\d+)?x\b(?!\s*\d)|\d+(\.\d+)?\s*%|\b\d+(\.\d+)?\s*(us|ms|GB/s|TB/s|TFLOPS)\b)")
+# Comments whose number is a setting or a format, not a measurement: (file, text in the line).
+NOT_FIGURES = {
+    ("examples/probes/watchdog.cc", "after 200 ms"),  # the deadline the probe sets
+    ("ops/gemm/gemm_choice.cc", 'not "0%"'),           # the printed format
 }
 
 SOURCE_EXTENSIONS = (".cc", ".h")
@@ -157,6 +167,18 @@ def check_function_lengths(root, problems):
                         "LONG_FUNCTIONS in tools/check_layers.py")
 
 
+def check_comment_figures(root, problems):
+    for top in ALLOWED:
+        for rel, path in sources(root, top):
+            for number, line in enumerate(open(path, encoding="utf-8"), 1):
+                if "//" not in line:
+                    continue
+                comment = line.split("//", 1)[1]
+                if FIGURE.search(comment) and not any(rel == f and t in line for f, t in NOT_FIGURES):
+                    problems.append(f"{rel}:{number}: a figure in a comment (state the rule, cite the "
+                                    f"docs/perf/ entry): {line.strip()}")
+
+
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                            os.path.join(os.path.dirname(__file__), ".."))
@@ -165,6 +187,7 @@ def main():
     check_links(root, problems)
     check_kernel_names(root, problems)
     check_function_lengths(root, problems)
+    check_comment_figures(root, problems)
     for p in problems:
         print(p)
     print(f"layers: {len(problems)} problems" if problems else "layers: ok")
