@@ -4,8 +4,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "kiln/memory_ops.h"
 #include "kiln/bundle/schedule.h"
+#include "kiln/memory_ops.h"
 
 namespace kiln::examples {
 namespace {
@@ -14,7 +14,8 @@ namespace {
 Scalar ScalarNamed(Kernel& k, const std::string& name, Loc loc) {
   if (name == "f16") return f16;
   if (name == "f32") return f32;
-  if (name != "bf16") k.Fail(absl::StrCat("unknown element type '", name, "' (bf16, f16 or f32)"), loc);
+  if (name != "bf16")
+    k.Fail(absl::StrCat("unknown element type '", name, "' (bf16, f16 or f32)"), loc);
   return bf16;
 }
 
@@ -29,15 +30,18 @@ GlobalTensor Matrix(const Value& base, const Value& rows, const Value& cols,
 }  // namespace
 
 void DescribeGemm(Kernel& k, GemmSpec spec, Loc loc) {
-  if (spec.tile_m <= 0 || spec.tile_n <= 0 || spec.tile_k <= 0) return k.Fail("GEMM tile sizes must be positive", loc);
+  if (spec.tile_m <= 0 || spec.tile_n <= 0 || spec.tile_k <= 0)
+    return k.Fail("GEMM tile sizes must be positive", loc);
   spec.source = LocString(loc);
   k.Attribute("gemm", spec.ToString(), loc);
-  for (auto [name, tile] : {std::pair{"M", spec.tile_m}, std::pair{"N", spec.tile_n}, std::pair{"K", spec.tile_k}})
+  for (auto [name, tile] :
+       {std::pair{"M", spec.tile_m}, std::pair{"N", spec.tile_n}, std::pair{"K", spec.tile_k}})
     if (tile > 1) k.RequireMultiple(name, tile, loc);
 }
 
 StridedGemm DeclareStridedGemm(Kernel& k, Scalar in, const EpilogueSpec& epi, Loc loc) {
-  Value A = k.PtrParam("A", in, loc), B = k.PtrParam("B", in, loc), C = k.PtrParam("C", epi.out, loc);
+  Value A = k.PtrParam("A", in, loc), B = k.PtrParam("B", in, loc),
+        C = k.PtrParam("C", epi.out, loc);
   StridedGemm g;
   g.M = k.I32Param("M", loc), g.N = k.I32Param("N", loc), g.K = k.I32Param("K", loc);
   Value s[6];
@@ -78,8 +82,9 @@ rt::GridExpr Expr(Kernel& k, const std::string& text, Loc loc) {
 // A K-major matrix of `rows` x K (rows "M" or "N"): 128B-swizzled boxes of box_rows x 64 (rank 3:
 // box_k / 64 of them at once), or with `interleaved`, unswizzled boxes of 8-column slabs in the
 // tensor cores' no-swizzle layout (rank 3: box_k / 8 slabs at once; rank 2: one slab).
-rt::TensorMapParam KMajorMap(Kernel& k, const std::string& operand, const std::string& rows, int box_rows,
-                             int rank, bool by_value, int box_k, bool interleaved, Loc loc) {
+rt::TensorMapParam KMajorMap(Kernel& k, const std::string& operand, const std::string& rows,
+                             int box_rows, int rank, bool by_value, int box_k, bool interleaved,
+                             Loc loc) {
   auto Expr = [&](const std::string& text) { return examples::Expr(k, text, loc); };
   rt::TensorMapParam t;
   t.tensor = operand;
@@ -94,7 +99,8 @@ rt::TensorMapParam KMajorMap(Kernel& k, const std::string& operand, const std::s
   }
   t.dims = {Expr(std::to_string(slab)), Expr(rows), Expr("K/" + std::to_string(slab))};
   t.strides = {Expr("K*2"), Expr(std::to_string(slab * 2))};
-  t.box = {static_cast<uint32_t>(slab), static_cast<uint32_t>(box_rows), static_cast<uint32_t>(box_k / slab)};
+  t.box = {static_cast<uint32_t>(slab), static_cast<uint32_t>(box_rows),
+           static_cast<uint32_t>(box_k / slab)};
   for (int d = 3; d < rank; ++d) {  // unit dims: any legal stride
     t.dims.push_back(Expr("1"));
     t.strides.push_back(Expr(rows + "*K*2"));
@@ -107,8 +113,8 @@ rt::TensorMapParam KMajorMap(Kernel& k, const std::string& operand, const std::s
 namespace {
 // An MN-major matrix of K x `rows` (rows "M" or "N" contiguous: a column-major A, a row-major B):
 // rank 2 {rows, K}, 128B-swizzled boxes of 64 of its rows by bk of K.
-rt::TensorMapParam MnMajorMap(Kernel& k, const std::string& operand, const std::string& rows, int bk, bool by_value,
-                              Loc loc) {
+rt::TensorMapParam MnMajorMap(Kernel& k, const std::string& operand, const std::string& rows,
+                              int bk, bool by_value, Loc loc) {
   rt::TensorMapParam t;
   t.tensor = operand;
   t.by_value = by_value;
@@ -135,12 +141,14 @@ void ForEachChunk(Kernel& k, const SmemTile& tile, const Value& tid, int threads
                   const char* what, const std::function<void(Value row, Value col)>& chunk) {
   const int per_chunk = 16 / ScalarBytes(tile.elem()), chunks_per_row = tile.cols() / per_chunk;
   if (tile.cols() % per_chunk != 0)
-    return k.Fail(absl::StrCat(what, ": rows of ", tile.cols(), " elements are not whole 16-byte chunks"));
+    return k.Fail(
+        absl::StrCat(what, ": rows of ", tile.cols(), " elements are not whole 16-byte chunks"));
   const int chunks = tile.rows() * chunks_per_row;
   if (warp_strips) {
     const int warps = threads / 32, share = chunks / std::max(warps, 1);
     if (warps == 0 || threads % 32 != 0 || chunks % warps != 0 || share % 32 != 0)
-      return k.Fail(absl::StrCat(what, ": ", chunks, " chunks do not split into strips of whole 32-chunk steps for ",
+      return k.Fail(absl::StrCat(what, ": ", chunks,
+                                 " chunks do not split into strips of whole 32-chunk steps for ",
                                  threads, " threads"));
     Value strip = tid / 32 * share + tid % 32;
     for (int step = 0; step < share; step += 32) {
@@ -151,8 +159,10 @@ void ForEachChunk(Kernel& k, const SmemTile& tile, const Value& tid, int threads
   }
   for (int first = 0; first < chunks; first += threads) {
     Value i = tid + first, r = i / chunks_per_row, c = i % chunks_per_row * per_chunk;
-    if (chunks - first >= threads) chunk(r, c);
-    else k.If(i < chunks, [&] { chunk(r, c); });
+    if (chunks - first >= threads)
+      chunk(r, c);
+    else
+      k.If(i < chunks, [&] { chunk(r, c); });
   }
 }
 
@@ -161,8 +171,10 @@ void ForEachChunk(Kernel& k, const SmemTile& tile, const Value& tid, int threads
 void CopyTile(Kernel& k, const SmemTile& dst, const ElementAt& src, const Value& tid, int threads,
               bool async, Chunking how) {
   ForEachChunk(k, dst, tid, threads, how.warp_strips, "CopyTile", [&](Value r, Value c) {
-    if (async) k.CpAsync(dst, r, c, src(r, c), 16, Kernel::CacheAt::kL2, how.l2_prefetch);
-    else k.Store(dst.At(r, c), k.Load(src(r, c), 16 / ScalarBytes(dst.elem())));
+    if (async)
+      k.CpAsync(dst, r, c, src(r, c), 16, Kernel::CacheAt::kL2, how.l2_prefetch);
+    else
+      k.Store(dst.At(r, c), k.Load(src(r, c), 16 / ScalarBytes(dst.elem())));
   });
 }
 
@@ -173,10 +185,11 @@ void StoreTile(Kernel& k, const SmemTile& src, const ElementAt& dst, const Value
   });
 }
 
-void MmaWarpStep(Kernel& k, Scalar ab, const SmemTile& As, const SmemTile& Bs, const Kernel::WarpTile& w,
-                 const Value& lane, int kk, const Regs& acc) {
+void MmaWarpStep(Kernel& k, Scalar ab, const SmemTile& As, const SmemTile& Bs,
+                 const Kernel::WarpTile& w, const Value& lane, int kk, const Regs& acc) {
   std::vector<std::vector<Value>> b;
-  for (int n = 0; n < w.mmas_n; ++n) b.push_back(k.LdMatrix(Bs, w.n0 + n * 8 + lane % 8, lane / 8 % 2 * 8 + kk, 2));
+  for (int n = 0; n < w.mmas_n; ++n)
+    b.push_back(k.LdMatrix(Bs, w.n0 + n * 8 + lane % 8, lane / 8 % 2 * 8 + kk, 2));
   for (int m = 0; m < w.mmas_m; ++m) {
     auto a = k.LdMatrix(As, w.m0 + m * 16 + lane % 16, lane / 16 * 8 + kk, 4);
     for (int n = 0; n < w.mmas_n; ++n) {
@@ -198,16 +211,18 @@ void StoreAccumulator(Kernel& k, const Regs& acc, int mmas_m, int mmas_n, const 
       }
 }
 
-void StoreTmemRows(Kernel& k, const Tmem& acc, const Value& lane0, const Value& col0, int n, int per_load,
-                   const ElementAt& dst, bool no_l1) {
+void StoreTmemRows(Kernel& k, const Tmem& acc, const Value& lane0, const Value& col0, int n,
+                   int per_load, const ElementAt& dst, bool no_l1) {
   Value row = lane0 + k.LaneId();
   for (int c = 0; c < n; c += per_load) {
     std::vector<Value> x = k.TcgenLoad(acc, lane0, col0 + c, per_load);  // waits for its registers
     for (int h = 0; h < per_load; h += 8) {
       std::vector<Value> eight;
       for (int i = h; i < h + 8; ++i) eight.push_back(x[i].To(bf16));
-      if (no_l1) k.StoreNoL1Allocate(dst(row, k.I32(c + h)), k.Vector(eight));
-      else k.Store(dst(row, k.I32(c + h)), k.Vector(eight));
+      if (no_l1)
+        k.StoreNoL1Allocate(dst(row, k.I32(c + h)), k.Vector(eight));
+      else
+        k.Store(dst(row, k.I32(c + h)), k.Vector(eight));
     }
   }
 }
@@ -220,16 +235,22 @@ std::function<void(const TileIndexBody&)> ScheduledTiles(Kernel& k, const Value&
   return [&k, order, slots](const TileIndexBody& body) {
     Regs it = k.Registers(Type::Of(i32), 1);
     auto entry = [&] { return k.Load(order.At(Min(it[0], slots - 1), 0)); };
-    k.While([&] { return (it[0] < slots) & (entry() != -1); }, [&] {
-      Value e = entry();
-      body(e >> 16, e & 0xffff);
-      it[0] += 1;
-    });
+    k.While([&] { return (it[0] < slots) & (entry() != -1); },
+            [&] {
+              Value e = entry();
+              body(e >> 16, e & 0xffff);
+              it[0] += 1;
+            });
   };
 }
 
 ScheduleTable GemmWork(int tile_m, int tile_n, int bk, int groups, int slots) {
-  return {absl::StrCat("M/", tile_m), absl::StrCat("N/", tile_n), groups, slots, absl::StrCat("K/", bk), "split"};
+  return {absl::StrCat("M/", tile_m),
+          absl::StrCat("N/", tile_n),
+          groups,
+          slots,
+          absl::StrCat("K/", bk),
+          "split"};
 }
 
 std::function<void(const WorkUnitBody&)> ScheduledWork(Kernel& k, const Value& table, int slots) {
@@ -242,24 +263,28 @@ std::function<void(const WorkUnitBody&)> ScheduledWork(Kernel& k, const Value& t
     Regs it = k.Registers(Type::Of(i32), 1), w = k.Registers(Type::Of(i32), words);
     auto fetch = [&](const Value& slot) {
       Value inside = slot < row, at = first + Min(slot, row - 1) * words;
-      for (int j = 0; j < words; ++j) w[j] = LoadGlobal(flat.At({at + j}), 1, {.mask = inside, .fill = -1});
+      for (int j = 0; j < words; ++j)
+        w[j] = LoadGlobal(flat.At({at + j}), 1, {.mask = inside, .fill = -1});
     };
     it[0] = k.I32(0);
     fetch(k.I32(0));
-    k.While([&] { return Value(w[0]) != -1; }, [&] {
-      Value tile = w[0], ks = w[1], first_slot = w[2], part = w[3];
-      it[0] += 1;
-      fetch(it[0]);  // the next entry's load is under this unit's work
-      body({tile >> 16, tile & 0xffff, ks >> 16, ks & 0xffff, first_slot, part >> 16, part & 0xffff});
-    });
+    k.While([&] { return Value(w[0]) != -1; },
+            [&] {
+              Value tile = w[0], ks = w[1], first_slot = w[2], part = w[3];
+              it[0] += 1;
+              fetch(it[0]);  // the next entry's load is under this unit's work
+              body({tile >> 16, tile & 0xffff, ks >> 16, ks & 0xffff, first_slot, part >> 16,
+                    part & 0xffff});
+            });
   };
 }
 
-void StepMmas(Kernel& k, Scalar in, const Value& b_lo, const Value& b_hi, const std::vector<Value>& a,
-              const Regs& acc) {
+void StepMmas(Kernel& k, Scalar in, const Value& b_lo, const Value& b_hi,
+              const std::vector<Value>& a, const Regs& acc) {
   for (int h = 0; h < 2; ++h) {
     // B^T's rows quad and quad+8 at slots (2t, 2t+1) then (2t+8, 2t+9): words 2h, 2h+1.
-    std::vector<Value> bt = {b_lo.Lane(2 * h), b_hi.Lane(2 * h), b_lo.Lane(2 * h + 1), b_hi.Lane(2 * h + 1)};
+    std::vector<Value> bt = {b_lo.Lane(2 * h), b_hi.Lane(2 * h), b_lo.Lane(2 * h + 1),
+                             b_hi.Lane(2 * h + 1)};
     for (size_t g = 0; g < a.size(); ++g) {
       auto d = k.MmaM16N8K16(in, bt, {a[g].Lane(2 * h), a[g].Lane(2 * h + 1)},
                              {acc[4 * g], acc[4 * g + 1], acc[4 * g + 2], acc[4 * g + 3]});
@@ -268,8 +293,8 @@ void StepMmas(Kernel& k, Scalar in, const Value& b_lo, const Value& b_hi, const 
   }
 }
 
-void StoreStepSums(Kernel& k, const SmemTile& partial, const Value& warp, const Value& lane, int groups, int rows,
-                   const Regs& acc) {
+void StoreStepSums(Kernel& k, const SmemTile& partial, const Value& warp, const Value& lane,
+                   int groups, int rows, const Regs& acc) {
   Value quad = lane / 4, t = lane % 4;
   for (int g = 0; g < groups; ++g)
     for (int i = 0; i < 4; ++i) {
@@ -280,8 +305,9 @@ void StoreStepSums(Kernel& k, const SmemTile& partial, const Value& warp, const 
 
 namespace {
 // A rank-2 map of a packed 16-bit operand: `inner` elements a row (contiguous), `outer` rows.
-rt::TensorMapParam PackedMap(const std::string& operand, Scalar in, const std::string& inner, const std::string& outer,
-                             int box_inner, int box_outer, rt::TmaSwizzle swizzle) {
+rt::TensorMapParam PackedMap(const std::string& operand, Scalar in, const std::string& inner,
+                             const std::string& outer, int box_inner, int box_outer,
+                             rt::TmaSwizzle swizzle) {
   rt::TensorMapParam t;
   t.tensor = operand;
   t.dtype = in == f16 ? rt::TmaDtype::kF16 : rt::TmaDtype::kBF16;
@@ -293,18 +319,19 @@ rt::TensorMapParam PackedMap(const std::string& operand, Scalar in, const std::s
 }
 }  // namespace
 
-rt::TensorMapParam PackedKMajorMap(const std::string& operand, const std::string& rows, Scalar in, int box_k,
-                                   int box_rows, rt::TmaSwizzle swizzle) {
+rt::TensorMapParam PackedKMajorMap(const std::string& operand, const std::string& rows, Scalar in,
+                                   int box_k, int box_rows, rt::TmaSwizzle swizzle) {
   return PackedMap(operand, in, "K", rows, box_k, box_rows, swizzle);
 }
 
-rt::TensorMapParam PackedMnMajorMap(const std::string& operand, const std::string& rows, Scalar in, int box_k,
-                                    int box_rows, rt::TmaSwizzle swizzle) {
+rt::TensorMapParam PackedMnMajorMap(const std::string& operand, const std::string& rows, Scalar in,
+                                    int box_k, int box_rows, rt::TmaSwizzle swizzle) {
   return PackedMap(operand, in, rows, "K", box_rows, box_k, swizzle);
 }
 
-void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value& slot, const Value& row,
-                     const Value& col, const GemmOperands& g, const Epilogue& epilogue) {
+void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value& slot,
+                     const Value& row, const Value& col, const GemmOperands& g,
+                     const Epilogue& epilogue) {
   Regs total = k.Registers(Type::Of(f32), 1);
   total[0] = k.F32(0);
   for (int w = 0; w < warps; ++w) total[0] = Value(total[0]) + k.Load(partial.At(w, slot));
@@ -313,11 +340,14 @@ void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value&
 }
 
 Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, const Value& partials,
-                     const Value& counters, const Value& share, int shares, const Value& thread, int threads,
-                     const Operand& barrier, const Value& flag, const std::function<Value(int)>& live) {
+                     const Value& counters, const Value& share, int shares, const Value& thread,
+                     int threads, const Operand& barrier, const Value& flag,
+                     const std::function<Value(int)>& live) {
   // [slot * shares + share][register][thread]: each register's store is one coalesced row.
   GlobalTensor ws(partials, {}, {k.I32(regs * threads), k.I32(threads), k.I32(1)});
-  auto at = [&](const Value& part, int r) { return ws.At({(u.slot + part) * shares + share, k.I32(r), thread}); };
+  auto at = [&](const Value& part, int r) {
+    return ws.At({(u.slot + part) * shares + share, k.I32(r), thread});
+  };
   auto mask = [&](int r) { return live ? live(r) : Value(); };  // none: every register
   for (int r = 0; r < regs; ++r) StoreGlobal(at(u.part, r), acc[r], {.mask = mask(r)});
   k.FenceGpu();  // the partial is out before the count says so
@@ -342,7 +372,8 @@ Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, co
       for (int j = 0; j < n; ++j) sum[j] = k.F32(0);
       auto add_parts = [&](const Operand& from, const Operand& to) {
         k.For(from, to, 1, [&](Value p) {
-          for (int j = 0; j < n; ++j) sum[j] = Value(sum[j]) + LoadGlobal(at(p, r0 + j), 1, {.mask = mask(r0 + j)});
+          for (int j = 0; j < n; ++j)
+            sum[j] = Value(sum[j]) + LoadGlobal(at(p, r0 + j), 1, {.mask = mask(r0 + j)});
         });
       };
       add_parts(0, u.part);
@@ -376,29 +407,39 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
   };
   const std::optional<Scalar> in_type = scalar(in), out_type = scalar(out);
   if (!in_type || !out_type || *in_type == f32)
-    return absl::InvalidArgumentError(absl::StrCat("options '", options, "': they start with the input and output types, "
-                                                   "<bf16|f16>-<bf16|f16|f32> (then the epilogue's terms)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("options '", options,
+                     "': they start with the input and output types, "
+                     "<bf16|f16>-<bf16|f16|f32> (then the epilogue's terms)"));
   absl::StatusOr<EpilogueSpec> epilogue = ParseEpilogueTerms(terms, *out_type);
   if (!epilogue.ok()) return epilogue.status();
   return GemmVariant{*in_type, any_m, a_mn, b_mn, c_row, *epilogue};
 }
 
-ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile, GemmVariantBuild build,
-                         bool c_row, bool b_mn) {
-  return {base, summary,
-          [tile, build, c_row, b_mn](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
-            absl::StatusOr<GemmVariant> v = ParseGemmVariant(options);
-            if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
-            if (v->any_m && (!tile || v->epilogue.out == f32))
-              return absl::InvalidArgumentError(absl::StrCat(name, ": takes any M already (no any_m)"));
-            if ((v->a_mn || (v->b_mn && !b_mn)) && !tile)
-              return absl::InvalidArgumentError(absl::StrCat(
-                  name, b_mn ? ": reads K-major A only (no a_mn)" : ": reads K-major A and B only (no a_mn, b_mn)"));
-            if (v->c_row && !c_row)
-              return absl::InvalidArgumentError(absl::StrCat(name, ": stores C column-major only (no c_row)"));
-            return build(name, *v);
-          },
-          tile ? kBundledTileVariants : c_row ? kBundledRowCVariants : b_mn ? kBundledWideVariants : kBundledGemmVariants};
+ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile,
+                         GemmVariantBuild build, bool c_row, bool b_mn) {
+  return {
+      base, summary,
+      [tile, build, c_row, b_mn](const std::string& name,
+                                 const std::string& options) -> absl::StatusOr<KernelDef> {
+        absl::StatusOr<GemmVariant> v = ParseGemmVariant(options);
+        if (!v.ok())
+          return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
+        if (v->any_m && (!tile || v->epilogue.out == f32))
+          return absl::InvalidArgumentError(absl::StrCat(name, ": takes any M already (no any_m)"));
+        if ((v->a_mn || (v->b_mn && !b_mn)) && !tile)
+          return absl::InvalidArgumentError(
+              absl::StrCat(name, b_mn ? ": reads K-major A only (no a_mn)"
+                                      : ": reads K-major A and B only (no a_mn, b_mn)"));
+        if (v->c_row && !c_row)
+          return absl::InvalidArgumentError(
+              absl::StrCat(name, ": stores C column-major only (no c_row)"));
+        return build(name, *v);
+      },
+      tile    ? kBundledTileVariants
+      : c_row ? kBundledRowCVariants
+      : b_mn  ? kBundledWideVariants
+              : kBundledGemmVariants};
 }
 
 ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots) {
@@ -406,30 +447,46 @@ ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots) {
 }
 
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
-  if (shape.ragged && (shape.rank != 2 || shape.c_row_major || shape.interleaved ||
-                       (!shape.c_box_rows && shape.c_swizzle) || (shape.c_box_rows && shape.out_type == "f32")))
-    k.Fail("a ragged TMA GEMM takes rank-2 A and B maps and a column-major C, through a 16-bit map or a pointer", loc);
-  if (!shape.ragged && (shape.in_type != "bf16" || shape.out_type != "bf16" || !shape.epilogue.empty()))
+  if (shape.ragged &&
+      (shape.rank != 2 || shape.c_row_major || shape.interleaved ||
+       (!shape.c_box_rows && shape.c_swizzle) || (shape.c_box_rows && shape.out_type == "f32")))
+    k.Fail(
+        "a ragged TMA GEMM takes rank-2 A and B maps and a column-major C, through a 16-bit map or "
+        "a pointer",
+        loc);
+  if (!shape.ragged &&
+      (shape.in_type != "bf16" || shape.out_type != "bf16" || !shape.epilogue.empty()))
     k.Fail("other element types and epilogues are for ragged TMA GEMMs", loc);
   if ((shape.a_mn || shape.b_mn) && (!shape.ragged || shape.bk != 64))
-    k.Fail("MN-major A or B is for ragged TMA GEMMs with k-tiles of 64 (one 128B swizzle span)", loc);
+    k.Fail("MN-major A or B is for ragged TMA GEMMs with k-tiles of 64 (one 128B swizzle span)",
+           loc);
   // Ragged: the tile divides nothing. M a multiple of 8 where C goes through a map (its packed
   // columns 16 bytes apart); K any, A's and B's strides being the caller's (the entry point
   // copies operands whose rows are off 16 bytes first, gemm/restride16; a packed K-major operand
   // of K % 8 != 0 fails at its tensor map, naming it).
   if (shape.ragged)
-    DescribeGemm(k, {.in_type = shape.in_type, .out_type = shape.out_type, .a_order = shape.a_mn ? "col" : "row",
-                     .b_order = shape.b_mn ? "row" : "col", .c_order = "col",
-                     .tile_m = shape.c_box_rows ? 8 : 1, .tile_n = 1, .tile_k = 1, .block_m = shape.bm, .block_n = shape.bn,
-                     .block_k = shape.bk, .epilogue = shape.epilogue},
+    DescribeGemm(k,
+                 {.in_type = shape.in_type,
+                  .out_type = shape.out_type,
+                  .a_order = shape.a_mn ? "col" : "row",
+                  .b_order = shape.b_mn ? "row" : "col",
+                  .c_order = "col",
+                  .tile_m = shape.c_box_rows ? 8 : 1,
+                  .tile_n = 1,
+                  .tile_k = 1,
+                  .block_m = shape.bm,
+                  .block_n = shape.bn,
+                  .block_k = shape.bk,
+                  .epilogue = shape.epilogue},
                  loc);
   else
-    DescribeGemm(k, {.c_order = shape.c_row_major ? "row" : "col",
-                     .tile_m = shape.divide_m ? shape.divide_m : shape.bm,
-                     .tile_n = shape.divide_n ? shape.divide_n : shape.bn,
-                     .tile_k = shape.bk,
-                     .block_m = shape.divide_m || shape.divide_n ? shape.bm : 0,
-                     .block_n = shape.divide_m || shape.divide_n ? shape.bn : 0},
+    DescribeGemm(k,
+                 {.c_order = shape.c_row_major ? "row" : "col",
+                  .tile_m = shape.divide_m ? shape.divide_m : shape.bm,
+                  .tile_n = shape.divide_n ? shape.divide_n : shape.bn,
+                  .tile_k = shape.bk,
+                  .block_m = shape.divide_m || shape.divide_n ? shape.bm : 0,
+                  .block_n = shape.divide_m || shape.divide_n ? shape.bn : 0},
                  loc);
   TmaGemmOperands g;
   g.rank = shape.rank;
@@ -463,11 +520,12 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   const int box_k = shape.rank == 3 ? shape.bk : 64;  // rank 3: one box covers the k-tile
   g.slab = shape.interleaved ? 8 : 64;
   rt::TensorMapParam a = shape.a_mn ? MnMajorMap(k, "A", "M", shape.bk, shape.by_value, loc)
-                                    : KMajorMap(k, "A", "M", shape.bm, shape.rank, shape.by_value, box_k,
-                                                shape.interleaved, loc);
-  rt::TensorMapParam b = shape.b_mn ? MnMajorMap(k, "B", "N", shape.bk, shape.by_value, loc)
-                                    : KMajorMap(k, "B", "N", shape.b_box_rows ? shape.b_box_rows : shape.bn,
-                                                shape.rank, shape.by_value, box_k, shape.interleaved, loc);
+                                    : KMajorMap(k, "A", "M", shape.bm, shape.rank, shape.by_value,
+                                                box_k, shape.interleaved, loc);
+  rt::TensorMapParam b =
+      shape.b_mn ? MnMajorMap(k, "B", "N", shape.bk, shape.by_value, loc)
+                 : KMajorMap(k, "B", "N", shape.b_box_rows ? shape.b_box_rows : shape.bn,
+                             shape.rank, shape.by_value, box_k, shape.interleaved, loc);
   g.a_mn = shape.a_mn, g.b_mn = shape.b_mn;
   if (shape.in_type == "f16") a.dtype = b.dtype = rt::TmaDtype::kF16;
   g.A = k.TmaParam("tmA", a, loc);
@@ -476,7 +534,8 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     // ACopies loads the first half of an edge tile in these boxes: they must divide it.
     if (!shape.ragged || shape.a_mn || shape.interleaved || (shape.bm / 2) % shape.a_edge_rows ||
         shape.a_edge_rows % 8)
-      k.Fail(absl::StrCat("A's edge boxes (a_edge_rows ", shape.a_edge_rows, ") are for ragged K-major A, ",
+      k.Fail(absl::StrCat("A's edge boxes (a_edge_rows ", shape.a_edge_rows,
+                          ") are for ragged K-major A, ",
                           "8-row multiples dividing half the tile's ", shape.bm, " rows"),
              loc);
     rt::TensorMapParam edge = a;
@@ -499,11 +558,13 @@ std::vector<Operand> TmaGemmOperands::Box(const Value& row0, const Value& k0) co
   return c;
 }
 
-std::vector<TmaCopy> TmaGemmOperands::StageCopies(const TensorMap& map, bool mn_major, const SmemTile& tile,
-                                                  const Value& row0, const Value& k0, int bk) const {
+std::vector<TmaCopy> TmaGemmOperands::StageCopies(const TensorMap& map, bool mn_major,
+                                                  const SmemTile& tile, const Value& row0,
+                                                  const Value& k0, int bk) const {
   if (!mn_major) return {{&map, tile, Box(row0, k0)}};
   std::vector<TmaCopy> copies;
-  for (int j = 0; j < tile.rows() / bk; ++j) copies.push_back({&map, tile.Rows(j * bk, bk), {row0 + 64 * j, k0}});
+  for (int j = 0; j < tile.rows() / bk; ++j)
+    copies.push_back({&map, tile.Rows(j * bk, bk), {row0 + 64 * j, k0}});
   return copies;
 }
 
@@ -512,8 +573,8 @@ void TmaGemmOperands::PrefetchDescriptors(Kernel& k) const {
     if (map->param().valid()) k.TmaPrefetchDescriptor(*map);
 }
 
-std::vector<TmaCopy> TmaGemmOperands::ACopies(const SmemTile& tile, const Value& row0, const Value& k0,
-                                             int bk) const {
+std::vector<TmaCopy> TmaGemmOperands::ACopies(const SmemTile& tile, const Value& row0,
+                                              const Value& k0, int bk) const {
   std::vector<TmaCopy> copies = StageCopies(A, a_mn, tile, row0, k0, bk);
   if (!a_edge) return copies;
   // Edge boxes win where at most half the tile's rows lie before M; past that, each more box
@@ -526,11 +587,15 @@ std::vector<TmaCopy> TmaGemmOperands::ACopies(const SmemTile& tile, const Value&
   const int boxes = with_half ? 2 : half / rows;
   Value few = with_half ? edge & (row0 + boxes * rows >= M) : edge;
   if (with_half)
-    copies.push_back({.map = &A_half, .tile = tile.Rows(0, half), .coords = Box(row0, k0),
+    copies.push_back({.map = &A_half,
+                      .tile = tile.Rows(0, half),
+                      .coords = Box(row0, k0),
                       .only_if = edge & (row0 + boxes * rows < M)});
   for (int j = 0; j < boxes; ++j) {
     Value first = row0 + j * rows;
-    copies.push_back({.map = &A_edge, .tile = tile.Rows(j * rows, rows), .coords = Box(first, k0),
+    copies.push_back({.map = &A_edge,
+                      .tile = tile.Rows(j * rows, rows),
+                      .coords = Box(first, k0),
                       .only_if = few & (first < M)});
   }
   return copies;
@@ -541,8 +606,8 @@ std::vector<Operand> TmaGemmOperands::CBox(const Value& m0, const Value& n0) con
   return {0, n0, m0 / 64};
 }
 
-void SuperTiles(Kernel& k, const Value& first, int groups, const Value& count, const Value& tiles_n, int tm,
-                int tn, const TileBody& body) {
+void SuperTiles(Kernel& k, const Value& first, int groups, const Value& count, const Value& tiles_n,
+                int tm, int tn, const TileBody& body) {
   k.For(first, count, groups, [&](Value num) {
     Value super = num / (tm * tn), pos = num % (tm * tn);
     Value m = super / (tiles_n / tn) * tm + pos / tn, n = super % (tiles_n / tn) * tn + pos % tn;
@@ -551,20 +616,18 @@ void SuperTiles(Kernel& k, const Value& first, int groups, const Value& count, c
 }
 
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
-                       const SmemTile& sB, int bk, const Value& rank, const ForEachTile& for_each_tile,
-                       int cluster) {
-  MulticastProducer(
-      k, ring, g, sA, sB, bk, rank,
-      ForEachSpan([&](const SpanBody& body) {
-        for_each_tile([&](Value m0, Value n0) { body(m0, n0, Value(), g.K); });
-      }),
-      cluster);
+                       const SmemTile& sB, int bk, const Value& rank,
+                       const ForEachTile& for_each_tile, int cluster) {
+  MulticastProducer(k, ring, g, sA, sB, bk, rank, ForEachSpan([&](const SpanBody& body) {
+                      for_each_tile([&](Value m0, Value n0) { body(m0, n0, Value(), g.K); });
+                    }),
+                    cluster);
 }
 
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
-                       const SmemTile& sB, int bk, const Value& rank, const ForEachSpan& for_each_span, int cluster,
-                       const Value& policy, const Value& b_policy_if, const Value& a_policy_if,
-                       bool wait_prior_grids) {
+                       const SmemTile& sB, int bk, const Value& rank,
+                       const ForEachSpan& for_each_span, int cluster, const Value& policy,
+                       const Value& b_policy_if, const Value& a_policy_if, bool wait_prior_grids) {
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
     k.If(t == 0, [&] {
       Pipeline::Cursor at = ring.Start();
@@ -574,14 +637,17 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
         for_each_span([&](Value m0, Value n0, Value k_begin, Value k_end) {
           // An invalid k_begin is 0 as an immediate (the whole-tile kernels' loop, unchanged).
           auto loop = [&](const std::function<void(Value)>& body) {
-            if (k_begin.valid()) k.For(k_begin, k_end, bk, body);
-            else k.For(0, k_end, bk, body);
+            if (k_begin.valid())
+              k.For(k_begin, k_end, bk, body);
+            else
+              k.For(0, k_end, bk, body);
           };
           loop([&](Value k0) {
             std::vector<TmaCopy> copies = g.ACopies(sA, m0, k0, bk);
             for (TmaCopy& a : copies) a.l2_policy = a_policy;
             for (TmaCopy& b : g.StageCopies(g.B, g.b_mn, sB, n0, k0, bk)) {
-              if (cluster > 1) b.cta_mask = k.I32(0b11), b.issue_if = rank == 0;  // B multicast to the pair
+              if (cluster > 1)
+                b.cta_mask = k.I32(0b11), b.issue_if = rank == 0;  // B multicast to the pair
               b.l2_policy = b_policy;
               copies.push_back(b);
             }
@@ -594,19 +660,53 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
       // taken once: a branch in the loop, each path its own code, slowed the short launches
       // (docs/perf/2026-11-26-c-of-few-columns.md).
       auto on_a = [&] {
-        if (a_policy_if.valid()) k.If(a_policy_if, [&] { walk(policy, Value()); }, [&] { walk(Value(), Value()); });
-        else walk(Value(), Value());
+        if (a_policy_if.valid())
+          k.If(
+              a_policy_if, [&] { walk(policy, Value()); }, [&] { walk(Value(), Value()); });
+        else
+          walk(Value(), Value());
       };
-      if (b_policy_if.valid()) k.If(b_policy_if, [&] { walk(Value(), policy); }, on_a);
-      else if (a_policy_if.valid()) on_a();
-      else walk(Value(), policy);
+      if (b_policy_if.valid())
+        k.If(
+            b_policy_if, [&] { walk(Value(), policy); }, on_a);
+      else if (a_policy_if.valid())
+        on_a();
+      else
+        walk(Value(), policy);
       if (wait_prior_grids) k.LaunchDependents();
     });
   });
 }
 
-void ConsumeTile(Kernel& k, Pipeline& ring, Pipeline::Cursor& at, const Value& thread, WgmmaAccumulator& acc,
-                 const SmemTile& sA, const SmemTile& sB, const Value& row0, int bk, const Value& K) {
+void WritePackedTile(Kernel& k, const TmaGemmOperands& g, const SmemTile* buffers, int consumers,
+                     int bn, int piece_n, const Value& wg, const Value& c, const Value& lane,
+                     const Regs& packed, const Regs& at) {
+  for (int x = 0; x < consumers; ++x)
+    k.If(wg == x, [&] {
+      // Lane l addresses row (l % 8) + 8 * (l / 16) of matrix l / 8, transposed: n rows, m cols.
+      Value n = lane % 8 + lane / 16 * 8, m = c / 32 * 16 + (lane & 8);
+      for (int piece = 0; piece < bn / piece_n; ++piece) {
+        k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });  // buffer read out
+        k.NamedBarrier(wg + 2, 128);
+        for (int q = 0; q < piece_n / 16; ++q) {
+          const int f = 4 * (piece * piece_n / 16 + q);
+          k.StMatrix(buffers[x].At(n + q * 16, m),
+                     {packed[f], packed[f + 1], packed[f + 2], packed[f + 3]},
+                     /*trans=*/true);
+        }
+        k.FenceProxyAsync();
+        k.NamedBarrier(wg + 2, 128);
+        k.If(c == 0, [&] {
+          k.TmaStore(g.C, buffers[x], g.CBox(at[1] + x * 64, at[2] + piece * piece_n));
+          k.BulkCommit();
+        });
+      }
+    });
+}
+
+void ConsumeTile(Kernel& k, Pipeline& ring, Pipeline::Cursor& at, const Value& thread,
+                 WgmmaAccumulator& acc, const SmemTile& sA, const SmemTile& sB, const Value& row0,
+                 int bk, const Value& K) {
   auto mma = [&](bool first) {
     return [&, first](Value s) {
       k.WgmmaFence();

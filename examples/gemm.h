@@ -32,7 +32,8 @@ struct StridedGemm {
   GlobalTensor a, b, c;  // (m, k), (k, n), (m, n)
   Epilogue epilogue;
 };
-StridedGemm DeclareStridedGemm(Kernel& k, Scalar in, const EpilogueSpec& epi, Loc loc = Loc::current());
+StridedGemm DeclareStridedGemm(Kernel& k, Scalar in, const EpilogueSpec& epi,
+                               Loc loc = Loc::current());
 
 // ---- mma.sync kernels (Ampere series, cuda_hgemm, blackwell/v0)
 
@@ -62,8 +63,8 @@ void StoreTile(Kernel& k, const SmemTile& src, const ElementAt& dst, const Value
 // One 16-wide k step (k columns kk..kk+15) of an mma.sync warp tile from [row][k] smem tiles:
 // B's fragments (ldmatrix .x2) for every n, then for each m A's (.x4) and its mmas into
 // acc[(m * mmas_n + n) * 4 + i] (f32 accumulate).
-void MmaWarpStep(Kernel& k, Scalar ab, const SmemTile& As, const SmemTile& Bs, const Kernel::WarpTile& w,
-                 const Value& lane, int kk, const Regs& acc);
+void MmaWarpStep(Kernel& k, Scalar ab, const SmemTile& As, const SmemTile& Bs,
+                 const Kernel::WarpTile& w, const Value& lane, int kk, const Regs& acc);
 
 // Stores an mma.sync warp tile's f32 accumulator, acc[(m * mmas_n + n) * 4 + i], as bf16 pairs:
 // lane l holds rows l/4 and l/4 + 8 and columns (l%4)*2 + {0,1} of each 16x8 tile; dst gets the
@@ -73,11 +74,11 @@ void StoreAccumulator(Kernel& k, const Regs& acc, int mmas_m, int mmas_n, const 
 // Blackwell epilogue for one warp: TMEM lanes lane0..lane0+31 (the warp's quarter) x columns
 // col0..col0+n, read `per_load` columns at a time (tcgen05.ld 32x32b), rounded to bf16 and stored
 // 16 bytes at a time to dst(lane0 + lane, column - col0); with `no_l1`, without allocating in L1.
-void StoreTmemRows(Kernel& k, const Tmem& acc, const Value& lane0, const Value& col0, int n, int per_load,
-                   const ElementAt& dst, bool no_l1 = false);
+void StoreTmemRows(Kernel& k, const Tmem& acc, const Value& lane0, const Value& col0, int n,
+                   int per_load, const ElementAt& dst, bool no_l1 = false);
 
-// A host-built tile schedule (Kernel::ScheduleTableParam, a [cluster][slot] table of m_index << 16 |
-// n_index entries, -1 after the last): copies this cluster's row into smem (threads below
+// A host-built tile schedule (Kernel::ScheduleTableParam, a [cluster][slot] table of m_index << 16
+// | n_index entries, -1 after the last): copies this cluster's row into smem (threads below
 // `slots`; the caller synchronises before walking) and returns the walk over it, which calls
 // body(m_index, n_index) for each of the cluster's tiles in order.
 // The schedule table of a GEMM's C tiles of tile_m x tile_n: (M/tile_m) x (N/tile_n) tiles.
@@ -111,35 +112,39 @@ std::function<void(const WorkUnitBody&)> ScheduledWork(Kernel& k, const Value& t
 // lies inside the problem): the others are neither stored nor read (at M = 16, 7/8 of a 128-row
 // tile's partial).
 Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, const Value& partials,
-                     const Value& counters, const Value& share, int shares, const Value& thread, int threads,
-                     const Operand& barrier, const Value& flag, const std::function<Value(int)>& live = nullptr);
+                     const Value& counters, const Value& share, int shares, const Value& thread,
+                     int threads, const Operand& barrier, const Value& flag,
+                     const std::function<Value(int)>& live = nullptr);
 
 // The weight-streaming mma.sync kernels (mma16.cc, tma16.cc) compute C^T = B^T A^T over 32-k steps
 // in a permuted k order both operands share: a thread of quad index t holds k 8t .. 8t+7 of a step
 // as 4 x b32 words, words 2h and 2h+1 filling the k slots (2t, 2t+1) and (2t+8, 2t+9) of the
 // step's mma h. StepMmas runs one step: B's columns quad and quad + 8 (`b_lo`, `b_hi`) against
 // each n8 group g of A's rows (`a[g]`, rows 8g + quad), accumulating group g in acc[4g .. 4g+3].
-void StepMmas(Kernel& k, Scalar in, const Value& b_lo, const Value& b_hi, const std::vector<Value>& a,
-              const Regs& acc);
-// Stores a warp's accumulators of StepMmas (a.size() == groups) into partial.At(warp, n * rows + m):
-// d[i] of group g is C's column quad + 8 * (i / 2) of the block, row 8g + 2t + i % 2 of the pass.
-void StoreStepSums(Kernel& k, const SmemTile& partial, const Value& warp, const Value& lane, int groups, int rows,
-                   const Regs& acc);
+void StepMmas(Kernel& k, Scalar in, const Value& b_lo, const Value& b_hi,
+              const std::vector<Value>& a, const Regs& acc);
+// Stores a warp's accumulators of StepMmas (a.size() == groups) into partial.At(warp, n * rows +
+// m): d[i] of group g is C's column quad + 8 * (i / 2) of the block, row 8g + 2t + i % 2 of the
+// pass.
+void StoreStepSums(Kernel& k, const SmemTile& partial, const Value& warp, const Value& lane,
+                   int groups, int rows, const Regs& acc);
 
 // One element of C from the warps' sums of a block: partial.At(w, slot) for w = 0 .. warps-1,
 // added in that order (the same sum on every run), stored at (row, col) through the epilogue
 // where inside M x N. After the block's barrier that makes the partials visible.
-void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value& slot, const Value& row,
-                     const Value& col, const GemmOperands& g, const Epilogue& epilogue);
+void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value& slot,
+                     const Value& row, const Value& col, const GemmOperands& g,
+                     const Epilogue& epilogue);
 
 // A rank-2 map of a packed K-major operand (`operand`, for messages: "A" or "B") of `rows` rows
 // (a rule: "M" or "N") of K elements, read in boxes of box_k x box_rows, optionally swizzled.
-rt::TensorMapParam PackedKMajorMap(const std::string& operand, const std::string& rows, Scalar in, int box_k,
-                                   int box_rows, rt::TmaSwizzle swizzle = rt::TmaSwizzle::kNone);
+rt::TensorMapParam PackedKMajorMap(const std::string& operand, const std::string& rows, Scalar in,
+                                   int box_k, int box_rows,
+                                   rt::TmaSwizzle swizzle = rt::TmaSwizzle::kNone);
 // The same for an MN-major operand packed as [K][rows] (a row-major B): boxes of `box_rows` of
 // `rows` (one swizzle span) by `box_k` of K.
-rt::TensorMapParam PackedMnMajorMap(const std::string& operand, const std::string& rows, Scalar in, int box_k,
-                                    int box_rows, rt::TmaSwizzle swizzle);
+rt::TensorMapParam PackedMnMajorMap(const std::string& operand, const std::string& rows, Scalar in,
+                                    int box_k, int box_rows, rt::TmaSwizzle swizzle);
 
 // The TMA series' operands (fast.cu, seed 002): A (MxK) and B (as NxK) both K-major, read through
 // TMA tensor maps (rank 3: one box covers a whole k-tile of bk); C column-major, written through
@@ -150,7 +155,7 @@ struct TmaGemmShape {
   bool by_value = false;  // __grid_constant__ maps, else pointers to device copies
   int c_box_rows = 0;     // C map box: {64 + c_pad, c_box_rows, c_box_cols / 64}
   int c_box_cols = 64, c_pad = 0;
-  bool c_swizzle = false;  // C's box read from a 128B-swizzled smem tile (then c_pad = 0)
+  bool c_swizzle = false;          // C's box read from a 128B-swizzled smem tile (then c_pad = 0)
   int divide_m = 0, divide_n = 0;  // what M and N must divide by (default bm, bn): schedules
   bool c_row_major = false;  // C through a pointer, row-major (seed 002) instead of column-major
   int b_box_rows = 0;        // B's box rows when not bn (a CTA pair loads half of B each)
@@ -182,23 +187,24 @@ struct TmaGemmOperands {
   int rank;
   bool a_mn = false, b_mn = false;
   int c_rank = 3;  // C's map: {64, N, M/64}, or (ragged) {M, N}
-  int slab = 64;  // columns per box slice along K: 64 (128B swizzle) or 8 (interleaved)
+  int slab = 64;   // columns per box slice along K: 64 (128B swizzle) or 8 (interleaved)
   // TMA box coordinates of the slab-wide K slice k0 of rows row0.. (innermost first).
   std::vector<Operand> Box(const Value& row0, const Value& k0) const;
   // C map box coordinates of rows m0.. (M) and columns n0.. (N).
   std::vector<Operand> CBox(const Value& m0, const Value& n0) const;
   // The TMA copies that fill one stage of `tile` (`rows` of M or N from row0, k-tile k0 of bk):
   // one box of the whole tile K-major, or a box per 64-wide block MN-major.
-  std::vector<TmaCopy> StageCopies(const TensorMap& map, bool mn_major, const SmemTile& tile, const Value& row0,
-                                   const Value& k0, int bk) const;
+  std::vector<TmaCopy> StageCopies(const TensorMap& map, bool mn_major, const SmemTile& tile,
+                                   const Value& row0, const Value& k0, int bk) const;
   // A's copies for one stage of `tile`: StageCopies, except that with A_edge a tile with at most
   // half its rows before M loads only its boxes of A_edge's rows that start before M (TMA fills
-  // rows past M with zeros more slowly than it reads rows: docs/perf/2026-11-25-a-rows-past-m.md), and
-  // with A_half one box of half the tile where more than two of those lie before M (each box
+  // rows past M with zeros more slowly than it reads rows: docs/perf/2026-11-25-a-rows-past-m.md),
+  // and with A_half one box of half the tile where more than two of those lie before M (each box
   // issued costs too). The rows left unloaded feed only rows of C that are not stored.
-  std::vector<TmaCopy> ACopies(const SmemTile& tile, const Value& row0, const Value& k0, int bk) const;
-  // prefetch.tensormap of every map declared (A, B, A_edge, A_half, C): for one thread at the kernel's
-  // start, so that the first copies through them do not wait for their descriptors.
+  std::vector<TmaCopy> ACopies(const SmemTile& tile, const Value& row0, const Value& k0,
+                               int bk) const;
+  // prefetch.tensormap of every map declared (A, B, A_edge, A_half, C): for one thread at the
+  // kernel's start, so that the first copies through them do not wait for their descriptors.
   void PrefetchDescriptors(Kernel& k) const;
 };
 // Declares M, N, K, then C, A, B (in that order) and the GEMM spec (A row, B col, C col).
@@ -225,10 +231,11 @@ std::string ScalarName(Scalar s);  // "bf16", "f16", "f32"
 // store C from registers anyway); "c_row" of those that store C either way (`c_row`). Members'
 // bundled options: kBundledTileVariants for tiles, kBundledRowCVariants for `c_row`, else
 // kBundledGemmVariants.
-using GemmVariantBuild = std::function<absl::StatusOr<KernelDef>(const std::string& name, const GemmVariant& v)>;
+using GemmVariantBuild =
+    std::function<absl::StatusOr<KernelDef>(const std::string& name, const GemmVariant& v)>;
 // `b_mn`: a kernel that is no tile kernel but reads a row-major B (bundles kBundledWideVariants).
-ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile, GemmVariantBuild build,
-                         bool c_row = false, bool b_mn = false);
+ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile,
+                         GemmVariantBuild build, bool c_row = false, bool b_mn = false);
 
 // Runs body(m0, n0) for each output tile a CTA owns, in the kernel's schedule.
 using TileBody = std::function<void(Value m0, Value n0)>;
@@ -240,15 +247,16 @@ using ForEachSpan = std::function<void(const SpanBody&)>;
 // The persistent walk of fast.cu kernels 6-10 over `count` tiles, tiles_n to a row: numbered
 // super-tile by super-tile (tm x tn tiles each, row-major inside and out), this CTA (or cluster)
 // taking every `groups`-th from `first`; body(m index, n index).
-void SuperTiles(Kernel& k, const Value& first, int groups, const Value& count, const Value& tiles_n, int tm,
-                int tn, const TileBody& body);
+void SuperTiles(Kernel& k, const Value& first, int groups, const Value& count, const Value& tiles_n,
+                int tm, int tn, const TileBody& body);
 
 // The producer warpgroup of the clustered kernels (fast.cu kernels 8-12, hopper/k13, k14): its
 // first thread streams each tile's k-tiles into the ring, A for this CTA, B multicast to both
 // CTAs of the pair by rank 0 (with `cluster` 1, both plain loads); the other threads drop their
 // registers to 24 and idle.
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
-                       const SmemTile& sB, int bk, const Value& rank, const ForEachTile& for_each_tile, int cluster = 2);
+                       const SmemTile& sB, int bk, const Value& rank,
+                       const ForEachTile& for_each_tile, int cluster = 2);
 // The same over shares of tiles (split-K, stream-K): each span's k-tiles alone. With neither
 // condition valid, B's copies carry `policy` (Kernel::L2Policy) where it is valid; else B's carry
 // it where `b_policy_if` holds, and otherwise A's where `a_policy_if` holds (no policy elsewhere).
@@ -256,14 +264,26 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
 // waits for the grids before it (Kernel::WaitForPriorGrids) before its first copy, and once it
 // has asked for its last lets the next kernel launch (Kernel::LaunchDependents).
 void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, const SmemTile& sA,
-                       const SmemTile& sB, int bk, const Value& rank, const ForEachSpan& for_each_span, int cluster,
-                       const Value& policy = {}, const Value& b_policy_if = {}, const Value& a_policy_if = {},
+                       const SmemTile& sB, int bk, const Value& rank,
+                       const ForEachSpan& for_each_span, int cluster, const Value& policy = {},
+                       const Value& b_policy_if = {}, const Value& a_policy_if = {},
                        bool wait_prior_grids = false);
+
+// A consumer warpgroup's packed 16-bit tile out through its 128B-swizzled C buffer (hopper/k13's
+// epilogue, which the entry point's tile kernels share): for each consumer x (the thread's own,
+// `wg`), per piece of `piece_n` columns, stmatrix (transposed) into buffers[x] once the TMA store
+// before has read it, then one TMA store of the piece at (m0 + 64 * x, n0 + piece * piece_n), where
+// m0 and n0 are `at`[1] and [2]. `packed` holds the pairs in the wgmma accumulator's order; `c` is
+// the thread in its warpgroup, `lane` in its warp; named barrier wg + 2 meets the warpgroup.
+void WritePackedTile(Kernel& k, const TmaGemmOperands& g, const SmemTile* buffers, int consumers,
+                     int bn, int piece_n, const Value& wg, const Value& c, const Value& lane,
+                     const Regs& packed, const Regs& at);
 
 // One tile's mainloop for a consumer warpgroup (fast.cu kernels 9-12): the first k-tile's first
 // wgmma overwrites the accumulator (scale-d 0, so it needs no zeroing), and each stage is released
 // once its wgmmas have retired. `thread` is the thread's index in its warpgroup.
-void ConsumeTile(Kernel& k, Pipeline& ring, Pipeline::Cursor& at, const Value& thread, WgmmaAccumulator& acc,
-                 const SmemTile& sA, const SmemTile& sB, const Value& row0, int bk, const Value& K);
+void ConsumeTile(Kernel& k, Pipeline& ring, Pipeline::Cursor& at, const Value& thread,
+                 WgmmaAccumulator& acc, const SmemTile& sA, const SmemTile& sB, const Value& row0,
+                 int bk, const Value& K);
 
 }  // namespace kiln::examples

@@ -13,12 +13,12 @@
 #include "absl/strings/str_format.h"
 #include "examples/cublas.h"
 #include "examples/gemm_epilogue.h"
-#include "examples/timing.h"
 #include "examples/host_data.h"
-#include "kiln/runtime/driver.h"
-#include "kiln/emulator.h"
-#include "kiln/runtime/launch.h"
+#include "examples/timing.h"
 #include "kiln/bundle/schedule.h"
+#include "kiln/emulator.h"
+#include "kiln/runtime/driver.h"
+#include "kiln/runtime/launch.h"
 #include "kiln/runtime/tensor_map.h"
 
 namespace kiln::examples {
@@ -42,8 +42,8 @@ struct ArgPack {
   std::vector<int32_t> ints;
   std::vector<float> floats;
   std::vector<std::unique_ptr<cu::CUtensorMap>> maps;  // by-value tensor maps
-  std::vector<DeviceBuffer> buffers;                    // device copies of maps and tables, workspaces
-  bool partials = false;  // a work table splits tiles: they meet in the workspace
+  std::vector<DeviceBuffer> buffers;  // device copies of maps and tables, workspaces
+  bool partials = false;              // a work table splits tiles: they meet in the workspace
   std::vector<void*> args;
 };
 
@@ -52,13 +52,14 @@ struct ArgPack {
 // A, B and C.
 std::map<std::string, int64_t> GemmIntArgs(const GemmSpec& g, const rt::GemmSize& s, int split) {
   auto strides = [](const std::string& order, int64_t rows, int64_t cols) {
-    return order == "row" ? std::pair<int64_t, int64_t>{cols, 1} : std::pair<int64_t, int64_t>{1, rows};
+    return order == "row" ? std::pair<int64_t, int64_t>{cols, 1}
+                          : std::pair<int64_t, int64_t>{1, rows};
   };
   auto [a0, a1] = strides(g.a_order, s.m, s.k);
   auto [b0, b1] = strides(g.b_order, s.k, s.n);
   auto [c0, c1] = strides(g.c_order, s.m, s.n);
-  return {{"M", s.m},   {"N", s.n},   {"K", s.k},   {"sA0", a0}, {"sA1", a1},
-          {"sB0", b0},  {"sB1", b1},  {"sC0", c0},  {"sC1", c1}, {"split", split}};
+  return {{"M", s.m},  {"N", s.n},  {"K", s.k},  {"sA0", a0}, {"sA1", a1},
+          {"sB0", b0}, {"sB1", b1}, {"sC0", c0}, {"sC1", c1}, {"split", split}};
 }
 
 // Copies `bytes` of host data to a new device buffer owned by `pack`; returns its address.
@@ -71,13 +72,14 @@ absl::StatusOr<uint64_t> Upload(ArgPack& pack, const void* data, size_t bytes) {
 }
 // Why a split kernel fails when a second launch on its workspace writes other bytes than the first.
 std::string SecondLaunchDiffers(int split) {
-  return absl::StrCat("a second launch (split ", split, ") wrote different bytes: its workspace was not left as "
+  return absl::StrCat("a second launch (split ", split,
+                      ") wrote different bytes: its workspace was not left as "
                       "found, or the parts were not summed in a fixed order");
 }
 
 // `g` gives the storage orders of A, B, C (the kernel under test's, also for the reference).
-absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const rt::GemmSize& s, int split,
-                                 const GemmBuffers& buf) {
+absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const rt::GemmSize& s,
+                                 int split, const GemmBuffers& buf) {
   ArgPack pack;
   pack.pointers.reserve(m.params.size());
   pack.ints.reserve(m.params.size());
@@ -88,18 +90,19 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
   if (!tables.ok()) return tables.status();
   for (const auto& [name, t] : *tables) pack.partials |= t.partials > 0;
   auto operand = [&](const std::string& name) -> uint64_t {
-    return name == "A"      ? buf.a
-           : name == "B"    ? buf.b
-           : name == "C"    ? buf.c
-           : name == "C_in" ? buf.c_in
-           : name == "bias" ? buf.bias
+    return name == "A"          ? buf.a
+           : name == "B"        ? buf.b
+           : name == "C"        ? buf.c
+           : name == "C_in"     ? buf.c_in
+           : name == "bias"     ? buf.bias
            : name == "residual" ? buf.residual
                                 : 0;
   };
   for (const rt::ParamSpec& p : m.params) {
     if (p.kind == rt::ParamSpec::Kind::kTensorMap) {
       const rt::TensorMapParam& t = p.tensor_map;
-      absl::StatusOr<cu::CUtensorMap> map = rt::EncodeTensorMap(t.Resolve(ProblemSymbols(s)), operand(t.tensor));
+      absl::StatusOr<cu::CUtensorMap> map =
+          rt::EncodeTensorMap(t.Resolve(ProblemSymbols(s)), operand(t.tensor));
       if (!map.ok())
         return absl::InvalidArgumentError(absl::StrCat(m.name, ": tensor map ", p.name, " (",
                                                        m.source, "): ", map.status().message()));
@@ -107,7 +110,8 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
       if (t.by_value) {
         pack.args.push_back(pack.maps.back().get());
       } else {
-        absl::StatusOr<uint64_t> dev = Upload(pack, pack.maps.back().get(), sizeof(cu::CUtensorMap));
+        absl::StatusOr<uint64_t> dev =
+            Upload(pack, pack.maps.back().get(), sizeof(cu::CUtensorMap));
         if (!dev.ok()) return dev.status();
         pack.pointers.push_back(*dev);
         pack.args.push_back(&pack.pointers.back());
@@ -123,8 +127,8 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
       continue;
     }
     if (p.kind == rt::ParamSpec::Kind::kWorkspace) {  // zeroed once; the kernel leaves it so
-      const int64_t bytes =
-          std::max<int64_t>(256, tables->at(p.workspace.table).partials * p.workspace.bytes_per_partial);
+      const int64_t bytes = std::max<int64_t>(
+          256, tables->at(p.workspace.table).partials * p.workspace.bytes_per_partial);
       absl::StatusOr<DeviceBuffer> ws = DeviceBuffer::Allocate(static_cast<size_t>(bytes));
       if (!ws.ok()) return ws.status();
       if (absl::Status st = ws->Fill(0); !st.ok()) return st;
@@ -135,7 +139,9 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
     }
     if (p.kind == rt::ParamSpec::Kind::kPointer) {
       uint64_t v = operand(p.name);
-      if (!v) return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no pointer for parameter ", p.name));
+      if (!v)
+        return absl::InvalidArgumentError(
+            absl::StrCat(m.name, ": the GEMM harness has no pointer for parameter ", p.name));
       pack.pointers.push_back(v);
       pack.args.push_back(&pack.pointers.back());
     } else if (p.kind == rt::ParamSpec::Kind::kF32 && (p.name == "alpha" || p.name == "beta")) {
@@ -143,11 +149,13 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
       pack.args.push_back(&pack.floats.back());
     } else {
       if (p.kind != rt::ParamSpec::Kind::kI32)
-        return absl::InvalidArgumentError(absl::StrCat(m.name, " (", m.source, "): the GEMM harness passes i32 sizes; parameter ",
-                                                       p.name, " is ", rt::ParamKindName(p.kind),
-                                                       " (launch it through kiln::rt::LoadedKernel)"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            m.name, " (", m.source, "): the GEMM harness passes i32 sizes; parameter ", p.name,
+            " is ", rt::ParamKindName(p.kind), " (launch it through kiln::rt::LoadedKernel)"));
       auto it = ints.find(p.name);
-      if (it == ints.end()) return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
+      if (it == ints.end())
+        return absl::InvalidArgumentError(
+            absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
       pack.ints.push_back(static_cast<int32_t>(it->second));
       pack.args.push_back(&pack.ints.back());
     }
@@ -171,11 +179,13 @@ GemmInputs RandomGemmInputs(const GemmSpec& g, const rt::GemmSize& s, uint64_t s
 
 // What both harnesses (GPU and emulator) check before running a GEMM: the problem against the
 // tile, 16-bit inputs, an epilogue they know; then the epilogue to apply to the reference.
-absl::StatusOr<HostEpilogue> CheckedEpilogue(const rt::Manifest& m, const GemmSpec& g, const rt::GemmSize& s) {
+absl::StatusOr<HostEpilogue> CheckedEpilogue(const rt::Manifest& m, const GemmSpec& g,
+                                             const rt::GemmSize& s) {
   if (absl::Status st = CheckProblem(m, g, s); !st.ok()) return st;
   if (g.in_type == "f32") return absl::UnimplementedError("the GEMM harness handles 16-bit inputs");
   absl::StatusOr<HostEpilogue> epi = EpilogueOf(g);
-  if (!epi.ok()) return absl::InvalidArgumentError(absl::StrCat(m.name, ": ", epi.status().message()));
+  if (!epi.ok())
+    return absl::InvalidArgumentError(absl::StrCat(m.name, ": ", epi.status().message()));
   return epi;
 }
 
@@ -192,7 +202,8 @@ struct Launchable {
 };
 
 absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const GemmSpec& layout,
-                                   const rt::GemmSize& size, int split, const GemmBuffers& buffers) {
+                                   const rt::GemmSize& size, int split,
+                                   const GemmBuffers& buffers) {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   const rt::Manifest& m = bundle.manifest;
@@ -209,8 +220,8 @@ absl::StatusOr<Launchable> Prepare(const rt::Bundle& bundle, const GemmSpec& lay
     if (!w.ok()) return w.status();
     watchdog = *std::move(w);
   }
-  return Launchable{*std::move(kernel), rt::LaunchConfigOf(m, *grid, m.smem_bytes), *std::move(args),
-                    std::move(watchdog)};
+  return Launchable{*std::move(kernel), rt::LaunchConfigOf(m, *grid, m.smem_bytes),
+                    *std::move(args), std::move(watchdog)};
 }
 
 }  // namespace
@@ -223,7 +234,8 @@ double Tolerance(const GemmSpec& spec) {
 }
 
 absl::StatusOr<std::function<absl::Status()>> L2Evictor() {
-  absl::StatusOr<DeviceBuffer> b = DeviceBuffer::Allocate(size_t{256} << 20);  // several times any L2
+  absl::StatusOr<DeviceBuffer> b =
+      DeviceBuffer::Allocate(size_t{256} << 20);  // several times any L2
   if (!b.ok()) return b.status();
   auto buffer = std::make_shared<DeviceBuffer>(*std::move(b));
   return std::function<absl::Status()>([buffer] { return buffer->Fill(0); });
@@ -251,7 +263,8 @@ absl::StatusOr<Rotation> RotateWeights(const DeviceBuffer& b, size_t bytes) {
   const size_t copies = std::max<size_t>(2, (floor_bytes + bytes - 1) / bytes + 1);
   Rotation r;
   for (size_t i = 0; i < copies; ++i) {
-    absl::StatusOr<DeviceBuffer> w = DeviceBuffer::Allocate(bytes), sink = DeviceBuffer::Allocate(bytes);
+    absl::StatusOr<DeviceBuffer> w = DeviceBuffer::Allocate(bytes),
+                                 sink = DeviceBuffer::Allocate(bytes);
     if (!w.ok()) return w.status();
     if (!sink.ok()) return sink.status();
     if (absl::Status st = w->CopyFrom(b, bytes); !st.ok()) return st;
@@ -263,7 +276,8 @@ absl::StatusOr<Rotation> RotateWeights(const DeviceBuffer& b, size_t bytes) {
 
 absl::Status MeasureSteadyState(Rotation& rot, size_t bytes, bool with_cublas,
                                 const std::function<absl::Status(int f, int i)>& run,
-                                rt::LoadedKernel* bare_read, int iterations, int min_launches, GemmResult& r) {
+                                rt::LoadedKernel* bare_read, int iterations, int min_launches,
+                                GemmResult& r) {
   const int copies = static_cast<int>(rot.weights.size());
   const int launches = std::max(copies, min_launches);
   const size_t words = bytes / 16;
@@ -275,16 +289,18 @@ absl::Status MeasureSteadyState(Rotation& rot, size_t bytes, bool with_cublas,
       return absl::OkStatus();
     };
   };
-  std::vector<Block> blocks = {
-      block([&](int i) { return run(0, i); }),
-      block([&](int i) { return rot.sinks[i].CopyFrom(rot.weights[i], bytes); })};
+  std::vector<Block> blocks = {block([&](int i) { return run(0, i); }), block([&](int i) {
+                                 return rot.sinks[i].CopyFrom(rot.weights[i], bytes);
+                               })};
   if (bare_read)
     blocks.push_back(block([&](int i) {
-      return bare_read->Launch({rt::Arg::Ptr(rot.weights[i].ptr()), rt::Arg::Ptr(rot.sinks[i].ptr()),
+      return bare_read->Launch({rt::Arg::Ptr(rot.weights[i].ptr()),
+                                rt::Arg::Ptr(rot.sinks[i].ptr()),
                                 rt::Arg::I32(static_cast<int32_t>(words))});
     }));
   if (with_cublas) blocks.push_back(block([&](int i) { return run(1, i); }));
-  absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(blocks, 1, std::max(3, iterations / 2));
+  absl::StatusOr<std::vector<double>> ms =
+      InterleavedMediansMs(blocks, 1, std::max(3, iterations / 2));
   if (!ms.ok()) return ms.status();
   auto gbps = [&](size_t at, double counted) { return counted / ((*ms)[at] / launches * 1e6); };
   r.steady_copies = copies;
@@ -294,14 +310,285 @@ absl::Status MeasureSteadyState(Rotation& rot, size_t bytes, bool with_cublas,
   if (with_cublas) r.steady_cublas_gbps = gbps(blocks.size() - 1, bytes);
   std::string read, cublas;
   if (bare_read)
-    read = absl::StrFormat(", %.0f%% of a bare read's %.0f GB/s", 100 * r.steady_weight_gbps / r.steady_read_gbps,
-                           r.steady_read_gbps);
+    read = absl::StrFormat(", %.0f%% of a bare read's %.0f GB/s",
+                           100 * r.steady_weight_gbps / r.steady_read_gbps, r.steady_read_gbps);
   if (with_cublas) cublas = absl::StrFormat(" (cuBLAS %.0f GB/s)", r.steady_cublas_gbps);
-  r.note = absl::StrCat(r.note, absl::StrFormat("; in steady state (launches back to back over %d copies of B) "
-                                                "%.0f GB/s, %.0f%% of the copy's %.0f GB/s%s%s",
-                                                copies, r.steady_weight_gbps,
-                                                100 * r.steady_weight_gbps / r.steady_copy_gbps,
-                                                r.steady_copy_gbps, read, cublas));
+  r.note = absl::StrCat(
+      r.note,
+      absl::StrFormat("; in steady state (launches back to back over %d copies of B) "
+                      "%.0f GB/s, %.0f%% of the copy's %.0f GB/s%s%s",
+                      copies, r.steady_weight_gbps, 100 * r.steady_weight_gbps / r.steady_copy_gbps,
+                      r.steady_copy_gbps, read, cublas));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace {
+
+// One RunGemm call's inputs and buffers: A, B, C, the reference's C, then the epilogue's inputs on
+// the device (owned, in that order), and the GEMM under test as a launch.
+struct GemmRun {
+  const rt::Bundle& bundle;
+  const GemmSpec& g;
+  const rt::GemmSize& s;
+  HostEpilogue epi;
+  EpilogueInputs ei;
+  GemmInputs host;
+  GemmSpec ref_spec;  // the reference's product: cuBLAS's in f32, or the fallback kernel's type
+  absl::StatusOr<Cublas*> cublas;
+  std::vector<DeviceBuffer> owned;
+  GemmBuffers buf;
+  uint64_t dref = 0;
+  std::optional<Launchable> run;      // the bundle's kernel on these buffers (no caller's launch)
+  std::optional<Launchable> ref_run;  // the fallback reference's launch, kept while it may run
+  std::function<absl::Status()> launch;  // the GEMM under test: `run` or the caller's launch
+  std::vector<uint8_t> hc, href;         // C and the reference's C, read back
+};
+
+// Random inputs on the device and the buffers they go to.
+absl::Status Upload(GemmRun& x, const rt::Bundle* reference) {
+  const rt::GemmSize& s = x.s;
+  auto device = [&](size_t bytes, const void* host) -> absl::StatusOr<uint64_t> {
+    if (!bytes) return 0;
+    absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(bytes);
+    if (!buf.ok()) return buf.status();
+    if (host)
+      if (absl::Status st = buf->CopyFromHost(host, bytes); !st.ok()) return st;
+    x.owned.push_back(*std::move(buf));
+    return x.owned.back().ptr();
+  };
+  x.owned.reserve(8);
+  x.buf = {.alpha = x.ei.alpha, .beta = x.ei.beta};
+  x.ref_spec = x.g;
+  x.ref_spec.out_type = "f32";
+  if (!x.cublas.ok() && reference)
+    if (std::optional<GemmSpec> rg = GemmOf(reference->manifest))
+      x.ref_spec.out_type = rg->out_type;
+  const auto& [ha, hb] = x.host;
+  const EpilogueInputs& ei = x.ei;
+  absl::StatusOr<uint64_t> da = device(ha.size() * 2, ha.data()),
+                           db = device(hb.size() * 2, hb.data()),
+                           dc = device(s.m * s.n * ElementBytes(x.g.out_type), nullptr),
+                           dref = device(s.m * s.n * ElementBytes(x.ref_spec.out_type), nullptr),
+                           dcin = device(ei.c_in.size(), ei.c_in.data()),
+                           dbias = device(ei.bias.size(), ei.bias.data()),
+                           dres = device(ei.residual.size(), ei.residual.data());
+  for (auto* p : {&da, &db, &dc, &dref, &dcin, &dbias, &dres})
+    if (!p->ok()) return p->status();
+  x.buf.a = *da, x.buf.b = *db, x.buf.c = *dc, x.buf.c_in = *dcin, x.buf.bias = *dbias,
+  x.buf.residual = *dres;
+  x.dref = *dref;
+  return absl::OkStatus();
+}
+
+// The reference's C first, into a poisoned buffer of its own, then the kernel's, into poisoned
+// memory (all-ones bytes are NaN in bf16, f16 and f32); both read back.
+absl::Status RunBoth(GemmRun& x, const rt::Bundle* reference, GemmResult& r) {
+  DeviceBuffer &c_buffer = x.owned[2], &ref_buffer = x.owned[3];
+  if (absl::Status st = ref_buffer.Fill(0xff); !st.ok()) return st;
+  if (x.cublas.ok()) {
+    r.reference = "cublas";
+    if (absl::Status st = (*x.cublas)->Gemm(x.ref_spec, x.s, x.buf.a, x.buf.b, x.dref); !st.ok())
+      return st;
+  } else {
+    if (!reference)
+      return absl::FailedPreconditionError(absl::StrCat("no reference: cuBLAS is unavailable (",
+                                                        x.cublas.status().message(),
+                                                        ") and no reference bundle was given"));
+    r.reference = reference->manifest.name;
+    // The reference indexes through stride parameters, set from the tested kernel's layouts.
+    absl::StatusOr<Launchable> rr =
+        Prepare(*reference, x.g, x.s, 1, {.a = x.buf.a, .b = x.buf.b, .c = x.dref});
+    if (!rr.ok()) return rr.status();
+    if (absl::Status st = (*rr)(); !st.ok()) return st;
+    x.ref_run.emplace(*std::move(rr));
+  }
+  if (absl::Status st = c_buffer.Fill(0xff); !st.ok()) return st;
+  if (absl::Status st = x.launch(); !st.ok()) return st;
+  if (absl::Status st = rt::Synchronize(); !st.ok()) return st;
+  x.hc.resize(x.s.m * x.s.n * ElementBytes(x.g.out_type));
+  x.href.resize(x.s.m * x.s.n * ElementBytes(x.ref_spec.out_type));
+  if (absl::Status st = c_buffer.CopyToHost(x.hc.data(), x.hc.size()); !st.ok()) return st;
+  return ref_buffer.CopyToHost(x.href.data(), x.href.size());
+}
+
+// Full comparison: the reference's product through the epilogue, in fp64, rows split among the
+// host's threads (a 16384x28672 C is 470M elements) and their sums added in row order; then fp64
+// spot checks of random elements against the inputs themselves. Sets the errors and the failure.
+void Compare(const GemmRun& x, uint64_t seed, GemmResult& r) {
+  const GemmSpec& g = x.g;
+  const rt::GemmSize& s = x.s;
+  struct Sums {
+    double diff2 = 0, ref2 = 0;
+    size_t nan_count = 0;
+  };
+  const int64_t workers =
+      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(s.m, 32));
+  std::vector<Sums> sums(workers);
+  std::vector<std::thread> threads;
+  for (int64_t w = 0; w < workers; ++w)
+    threads.emplace_back([&, w] {
+      Sums& out = sums[w];
+      for (int64_t i = s.m * w / workers; i < s.m * (w + 1) / workers; ++i)
+        for (int64_t j = 0; j < s.n; ++j) {
+          const size_t at = Index(g.c_order, i, j, s.m, s.n);
+          const double got = DecodeElement(x.hc, g.out_type, at);
+          const double y =
+              ApplyEpilogue(x.epi, x.ei, s, DecodeElement(x.href, x.ref_spec.out_type, at), i, j);
+          if (std::isnan(got) || std::isinf(got)) ++out.nan_count;
+          out.diff2 += (got - y) * (got - y);
+          out.ref2 += y * y;
+        }
+    });
+  for (std::thread& t : threads) t.join();
+  double diff2 = 0, ref2 = 0;
+  size_t nan_count = 0;
+  for (const Sums& part : sums) diff2 += part.diff2, ref2 += part.ref2, nan_count += part.nan_count;
+  r.rel_error = nan_count ? NAN : std::sqrt(diff2 / std::max(ref2, 1e-30));
+  std::mt19937_64 rng(seed * 7 + 3);
+  double sd2 = 0, sr2 = 0;
+  for (int t = 0; t < 64; ++t) {
+    const int64_t i = rng() % s.m, j = rng() % s.n;
+    double acc = 0;
+    for (int64_t kk = 0; kk < s.k; ++kk)
+      acc += ToFloat(x.host.a[Index(g.a_order, i, kk, s.m, s.k)], g.in_type) *
+             ToFloat(x.host.b[Index(g.b_order, kk, j, s.k, s.n)], g.in_type);
+    const double want = ApplyEpilogue(x.epi, x.ei, s, acc, i, j);
+    const double got = DecodeElement(x.hc, g.out_type, Index(g.c_order, i, j, s.m, s.n));
+    sd2 += (got - want) * (got - want);
+    sr2 += want * want;
+  }
+  r.spot_error = std::sqrt(sd2 / std::max(sr2, 1e-30));
+  if (nan_count)
+    r.failure = absl::StrCat(nan_count, " outputs are NaN/Inf (unwritten or overflowed)");
+  else if (!(r.rel_error <= r.tolerance))
+    r.failure =
+        absl::StrFormat("error %.3g vs %s exceeds %.0e", r.rel_error, r.reference, r.tolerance);
+  else if (!(r.spot_error <= r.tolerance))
+    r.failure =
+        absl::StrFormat("fp64 spot-check error %.3g exceeds %.0e", r.spot_error, r.tolerance);
+}
+
+// Split tiles meet in the kernel's workspace: a second launch on it (its counters as the first
+// left them, the parts finishing in another order) must write the same bytes. (A caller's launch
+// may split tiles too: it is always launched twice.)
+absl::Status LaunchAgain(GemmRun& x, bool callers_launch, int split, GemmResult& r) {
+  if (!r.failure.empty() || !(callers_launch || x.run->args.partials)) return absl::OkStatus();
+  DeviceBuffer& c_buffer = x.owned[2];
+  std::vector<uint8_t> again(x.hc.size());
+  if (absl::Status st = c_buffer.Fill(0xff); !st.ok()) return st;
+  if (absl::Status st = x.launch(); !st.ok()) return st;
+  if (absl::Status st = rt::Synchronize(); !st.ok()) return st;
+  if (absl::Status st = c_buffer.CopyToHost(again.data(), again.size()); !st.ok()) return st;
+  if (again != x.hc) r.failure = SecondLaunchDiffers(split);
+  return absl::OkStatus();
+}
+
+// A memory-bound GEMM's (M <= 64) weights against a device copy of them in the same run, and the
+// same in steady state: the note's figures (the medians of the copy and of a bare read at
+// `copy_at` and `read_at` among `ms`).
+void NoteWeightRates(GemmRun& x, const RunOptions& opt, size_t weight_bytes,
+                     const std::vector<double>& ms, size_t copy_at, size_t read_at,
+                     rt::LoadedKernel* bare_read, GemmResult& r) {
+  r.weight_gbps = weight_bytes / (r.ms * 1e6);
+  r.copy_gbps =
+      2.0 * weight_bytes / (ms[copy_at] * 1e6);  // read and write, as the row ops count it
+  std::string bare;
+  if (bare_read) {
+    r.read_gbps = weight_bytes / (ms[read_at] * 1e6);
+    bare = absl::StrFormat(" and %.0f%% of a bare read's %.0f GB/s (ops/stream_read)",
+                           100 * r.weight_gbps / r.read_gbps, r.read_gbps);
+  }
+  r.note = absl::StrCat(
+      r.note, r.note.empty() ? "" : "; ",
+      absl::StrFormat("weights read at %.0f GB/s, %.0f%% of the device copy's %.0f GB/s%s in "
+                      "the same run",
+                      r.weight_gbps, 100 * r.weight_gbps / r.copy_gbps, r.copy_gbps, bare));
+  // The same in steady state, where the copies of B fit beside the run's buffers (else a note),
+  // for 16 MB of weights or more.
+  if (weight_bytes < kSteadyStateMinBytes) return;
+  absl::StatusOr<Rotation> rot = RotateWeights(x.owned[1], weight_bytes);
+  absl::Status steady = rot.status();
+  std::vector<Launchable> on_copy;  // the bundle's kernel bound to each copy of B
+  if (rot.ok() && !opt.launch)
+    for (const DeviceBuffer& w : rot->weights) {
+      GemmBuffers bw = x.buf;
+      bw.b = w.ptr();
+      absl::StatusOr<Launchable> l = Prepare(x.bundle, x.g, x.s, opt.split, bw);
+      if (!l.ok()) {
+        steady = l.status();
+        break;
+      }
+      on_copy.push_back(*std::move(l));
+    }
+  auto run_on = [&](int f, int i) -> absl::Status {
+    const uint64_t b = rot->weights[i].ptr();
+    if (f == 1) return (*x.cublas)->Gemm(x.g, x.s, x.buf.a, b, x.dref, /*spec_accumulator=*/true);
+    if (!opt.launch) return on_copy[i]();
+    GemmBuffers bw = x.buf;
+    bw.b = b;
+    return opt.launch(bw);
+  };
+  if (steady.ok())
+    steady = MeasureSteadyState(*rot, weight_bytes, x.cublas.ok(), run_on, bare_read,
+                                opt.iterations, opt.steady_launches, r);
+  if (!steady.ok())
+    r.note = absl::StrCat(r.note, "; steady state not measured: ", steady.message());
+}
+
+// The kernel, cuBLAS (like for like: an f16-accumulating kernel against fp16 compute) and, for
+// M <= 64, a device copy of the weights and a bare read of them (ops/stream_read, where one is at
+// hand), their calls interleaved, each the median of opt.iterations.
+absl::Status Time(GemmRun& x, const RunOptions& opt, GemmResult& r) {
+  const rt::GemmSize& s = x.s;
+  const double flops = 2.0 * s.m * s.n * s.k;
+  std::vector<std::function<absl::Status()>> fns = {x.launch};
+  if (x.cublas.ok())
+    fns.push_back([&] {
+      return (*x.cublas)->Gemm(x.g, s, x.buf.a, x.buf.b, x.dref, /*spec_accumulator=*/true);
+    });
+  const size_t weight_bytes = x.host.b.size() * 2;
+  std::optional<DeviceBuffer> scratch;
+  size_t copy_at = 0, read_at = 0;  // their places among fns (and so among the medians)
+  if (s.m <= 64) {
+    absl::StatusOr<DeviceBuffer> sb = DeviceBuffer::Allocate(weight_bytes);
+    if (!sb.ok()) return sb.status();
+    scratch.emplace(*std::move(sb));
+    copy_at = fns.size();
+    fns.push_back([&] { return scratch->CopyFrom(x.owned[1], weight_bytes); });
+  }
+  // A bare read's n counts whole 16-byte words, at least one and under 2^31.
+  std::optional<rt::LoadedKernel> bare_read;
+  std::vector<rt::Arg> read_args;
+  const size_t words = weight_bytes / 16;
+  if (scratch && opt.stream_read && words >= 1 && words < (size_t{1} << 31)) {
+    absl::StatusOr<rt::LoadedKernel> k = rt::LoadedKernel::Load(*opt.stream_read);
+    if (!k.ok()) return k.status();
+    bare_read.emplace(*std::move(k));
+    read_args = {rt::Arg::Ptr(x.owned[1].ptr()), rt::Arg::Ptr(scratch->ptr()),
+                 rt::Arg::I32(static_cast<int32_t>(words))};
+    read_at = fns.size();
+    fns.push_back([&] { return bare_read->Launch(read_args); });
+  }
+  std::function<absl::Status()> evict;
+  if (opt.flush_l2) {
+    absl::StatusOr<std::function<absl::Status()>> e = L2Evictor();
+    if (!e.ok()) return e.status();
+    evict = *std::move(e);
+  }
+  absl::StatusOr<std::vector<double>> ms =
+      InterleavedMediansMs(fns, opt.warmup, opt.iterations, evict);
+  if (!ms.ok()) return ms.status();
+  r.ms = (*ms)[0];
+  r.tflops = flops / (r.ms * 1e-3) / 1e12;
+  if (x.cublas.ok()) {
+    r.cublas_ms = (*ms)[1];
+    r.cublas_tflops = flops / (r.cublas_ms * 1e-3) / 1e12;
+  }
+  if (scratch)
+    NoteWeightRates(x, opt, weight_bytes, *ms, copy_at, read_at, bare_read ? &*bare_read : nullptr,
+                    r);
   return absl::OkStatus();
 }
 
@@ -312,9 +599,10 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
   const rt::Manifest& m = bundle.manifest;
   const std::optional<GemmSpec> gemm = GemmOf(m);
   if (!gemm)
-    return absl::FailedPreconditionError(absl::StrCat(
-        m.name, " (", m.source, ") is not a GEMM; the GEMM harness (kiln run/bench) cannot check it. "
-        "Launch it with kiln::rt::LoadedKernel"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(m.name, " (", m.source,
+                     ") is not a GEMM; the GEMM harness (kiln run/bench) cannot check it. "
+                     "Launch it with kiln::rt::LoadedKernel"));
   const GemmSpec& g = *gemm;
   const rt::GemmSize& s = opt.size;
   absl::StatusOr<HostEpilogue> epi = CheckedEpilogue(m, g, s);
@@ -327,237 +615,40 @@ absl::StatusOr<GemmResult> RunGemm(const rt::Bundle& bundle, const rt::Bundle* r
   r.name = m.name;
   r.size = s;
   r.tolerance = Tolerance(g);
-  const auto [ha, hb] = RandomGemmInputs(g, s, opt.seed);
-  const EpilogueInputs ei = RandomEpilogueInputs(*epi, s, opt.seed);
-  const size_t out_bytes = ElementBytes(g.out_type);
-  std::vector<DeviceBuffer> owned;  // A, B, C, the reference's C, then the epilogue's inputs
-  auto device = [&](size_t bytes, const void* host) -> absl::StatusOr<uint64_t> {
-    if (!bytes) return 0;
-    absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(bytes);
-    if (!buf.ok()) return buf.status();
-    if (host)
-      if (absl::Status st = buf->CopyFromHost(host, bytes); !st.ok()) return st;
-    owned.push_back(*std::move(buf));
-    return owned.back().ptr();
-  };
-  owned.reserve(8);
-  GemmBuffers buf{.alpha = ei.alpha, .beta = ei.beta};
-  // The reference's product: cuBLAS's in f32 (the epilogue applied to it on the host), or the
-  // fallback kernel's in its own output type.
-  absl::StatusOr<Cublas*> cublas = Cublas::Get();
-  GemmSpec ref_spec = g;
-  ref_spec.out_type = "f32";
-  if (!cublas.ok() && reference)
-    if (std::optional<GemmSpec> rg = GemmOf(reference->manifest)) ref_spec.out_type = rg->out_type;
-  const size_t ref_bytes = ElementBytes(ref_spec.out_type);
-  absl::StatusOr<uint64_t> da = device(ha.size() * 2, ha.data()), db = device(hb.size() * 2, hb.data()),
-                           dc = device(s.m * s.n * out_bytes, nullptr), dref = device(s.m * s.n * ref_bytes, nullptr),
-                           dcin = device(ei.c_in.size(), ei.c_in.data()), dbias = device(ei.bias.size(), ei.bias.data()),
-                           dres = device(ei.residual.size(), ei.residual.data());
-  for (auto* p : {&da, &db, &dc, &dref, &dcin, &dbias, &dres})
-    if (!p->ok()) return p->status();
-  buf.a = *da, buf.b = *db, buf.c = *dc, buf.c_in = *dcin, buf.bias = *dbias, buf.residual = *dres;
-  DeviceBuffer &c_buffer = owned[2], &ref_buffer = owned[3];
-
+  GemmRun x{.bundle = bundle,
+            .g = g,
+            .s = s,
+            .epi = *epi,
+            .ei = RandomEpilogueInputs(*epi, s, opt.seed),
+            .host = RandomGemmInputs(g, s, opt.seed),
+            .cublas = Cublas::Get()};
+  if (absl::Status st = Upload(x, reference); !st.ok()) return st;
   // The GEMM under test: the bundle's kernel on these buffers, or the caller's launch.
-  std::optional<Launchable> run;
   if (!opt.launch) {
-    absl::StatusOr<Launchable> prepared = Prepare(bundle, g, s, opt.split, buf);
+    absl::StatusOr<Launchable> prepared = Prepare(bundle, g, s, opt.split, x.buf);
     if (!prepared.ok()) return prepared.status();
-    run.emplace(*std::move(prepared));
+    x.run.emplace(*std::move(prepared));
   }
-  auto launch = [&]() -> absl::Status { return opt.launch ? opt.launch(buf) : (*run)(); };
-  if (!opt.launch && m.cluster.count() > 1) {  // clusters beyond what fits at once run as a second wave
-    const int64_t wanted = static_cast<int64_t>(run->config.grid.count()) / m.cluster.count();
-    absl::StatusOr<int> fit = run->kernel.MaxActiveClusters(run->config);
+  x.launch = [&]() -> absl::Status { return opt.launch ? opt.launch(x.buf) : (*x.run)(); };
+  if (!opt.launch &&
+      m.cluster.count() > 1) {  // clusters beyond what fits at once run as a second wave
+    const int64_t wanted = static_cast<int64_t>(x.run->config.grid.count()) / m.cluster.count();
+    absl::StatusOr<int> fit = x.run->kernel.MaxActiveClusters(x.run->config);
     if (fit.ok() && *fit < wanted)
       r.note = absl::StrCat("only ", *fit, " of its ", wanted, " clusters of ", m.cluster.count(),
                             " fit on the GPU at once");
   }
-
-  // Reference first, into a poisoned buffer of its own.
-  if (absl::Status st = ref_buffer.Fill(0xff); !st.ok()) return st;
-  std::optional<Launchable> ref_run;
-  if (cublas.ok()) {
-    r.reference = "cublas";
-    if (absl::Status st = (*cublas)->Gemm(ref_spec, s, buf.a, buf.b, *dref); !st.ok()) return st;
-  } else {
-    if (!reference)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "no reference: cuBLAS is unavailable (", cublas.status().message(),
-          ") and no reference bundle was given"));
-    r.reference = reference->manifest.name;
-    // The reference indexes through stride parameters, set from the tested kernel's layouts.
-    absl::StatusOr<Launchable> rr = Prepare(*reference, g, s, 1, {.a = buf.a, .b = buf.b, .c = *dref});
-    if (!rr.ok()) return rr.status();
-    if (absl::Status st = (*rr)(); !st.ok()) return st;
-    ref_run.emplace(*std::move(rr));
-  }
-  // The kernel under test, into poisoned memory (all-ones bytes are NaN in bf16, f16 and f32).
-  if (absl::Status st = c_buffer.Fill(0xff); !st.ok()) return st;
-  if (absl::Status st = launch(); !st.ok()) return st;
-  if (absl::Status st = rt::Synchronize(); !st.ok()) return st;
-  std::vector<uint8_t> hc(s.m * s.n * out_bytes), href(s.m * s.n * ref_bytes);
-  if (absl::Status st = c_buffer.CopyToHost(hc.data(), hc.size()); !st.ok()) return st;
-  if (absl::Status st = ref_buffer.CopyToHost(href.data(), href.size()); !st.ok()) return st;
-
-  // Full comparison: the reference's product through the epilogue, in fp64, rows split among
-  // the host's threads (a 16384x28672 C is 470M elements) and their sums added in row order.
-  struct Sums {
-    double diff2 = 0, ref2 = 0;
-    size_t nan_count = 0;
-  };
-  const int64_t workers = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(s.m, 32));
-  std::vector<Sums> sums(workers);
-  std::vector<std::thread> threads;
-  for (int64_t w = 0; w < workers; ++w)
-    threads.emplace_back([&, w] {
-      Sums& out = sums[w];
-      for (int64_t i = s.m * w / workers; i < s.m * (w + 1) / workers; ++i)
-        for (int64_t j = 0; j < s.n; ++j) {
-          const size_t at = Index(g.c_order, i, j, s.m, s.n);
-          const double x = DecodeElement(hc, g.out_type, at);
-          const double y = ApplyEpilogue(*epi, ei, s, DecodeElement(href, ref_spec.out_type, at), i, j);
-          if (std::isnan(x) || std::isinf(x)) ++out.nan_count;
-          out.diff2 += (x - y) * (x - y);
-          out.ref2 += y * y;
-        }
-    });
-  for (std::thread& t : threads) t.join();
-  double diff2 = 0, ref2 = 0;
-  size_t nan_count = 0;
-  for (const Sums& x : sums) diff2 += x.diff2, ref2 += x.ref2, nan_count += x.nan_count;
-  r.rel_error = nan_count ? NAN : std::sqrt(diff2 / std::max(ref2, 1e-30));
-  // fp64 spot checks of random elements against the inputs themselves.
-  std::mt19937_64 rng(opt.seed * 7 + 3);
-  double sd2 = 0, sr2 = 0;
-  for (int t = 0; t < 64; ++t) {
-    const int64_t i = rng() % s.m, j = rng() % s.n;
-    double acc = 0;
-    for (int64_t kk = 0; kk < s.k; ++kk)
-      acc += ToFloat(ha[Index(g.a_order, i, kk, s.m, s.k)], g.in_type) *
-             ToFloat(hb[Index(g.b_order, kk, j, s.k, s.n)], g.in_type);
-    const double want = ApplyEpilogue(*epi, ei, s, acc, i, j);
-    const double got = DecodeElement(hc, g.out_type, Index(g.c_order, i, j, s.m, s.n));
-    sd2 += (got - want) * (got - want);
-    sr2 += want * want;
-  }
-  r.spot_error = std::sqrt(sd2 / std::max(sr2, 1e-30));
-  if (opt.keep_output && out_bytes == 2) {
+  if (absl::Status st = RunBoth(x, reference, r); !st.ok()) return st;
+  Compare(x, opt.seed, r);
+  if (opt.keep_output && ElementBytes(g.out_type) == 2) {
     r.output.resize(s.m * s.n);
-    std::memcpy(r.output.data(), hc.data(), hc.size());
+    std::memcpy(r.output.data(), x.hc.data(), x.hc.size());
   }
-  if (nan_count)
-    r.failure = absl::StrCat(nan_count, " outputs are NaN/Inf (unwritten or overflowed)");
-  else if (!(r.rel_error <= r.tolerance))
-    r.failure = absl::StrFormat("error %.3g vs %s exceeds %.0e", r.rel_error, r.reference, r.tolerance);
-  else if (!(r.spot_error <= r.tolerance))
-    r.failure = absl::StrFormat("fp64 spot-check error %.3g exceeds %.0e", r.spot_error, r.tolerance);
-  // Split tiles meet in the kernel's workspace: a second launch on it (its counters as the first
-  // left them, the parts finishing in another order) must write the same bytes.
-  // (A caller's launch may split tiles too: it is always launched twice.)
-  if (r.failure.empty() && (opt.launch || run->args.partials)) {
-    std::vector<uint8_t> again(hc.size());
-    if (absl::Status st = c_buffer.Fill(0xff); !st.ok()) return st;
-    if (absl::Status st = launch(); !st.ok()) return st;
-    if (absl::Status st = rt::Synchronize(); !st.ok()) return st;
-    if (absl::Status st = c_buffer.CopyToHost(again.data(), again.size()); !st.ok()) return st;
-    if (again != hc)
-      r.failure = SecondLaunchDiffers(opt.split);
-  }
+  if (absl::Status st = LaunchAgain(x, static_cast<bool>(opt.launch), opt.split, r); !st.ok())
+    return st;
   r.passed = r.failure.empty();
-
-  if (opt.time && r.passed) {
-    const double flops = 2.0 * s.m * s.n * s.k;
-    std::vector<std::function<absl::Status()>> fns = {launch};
-    if (cublas.ok())
-      fns.push_back([&] {  // like for like: an f16-accumulating kernel against fp16 compute
-        return (*cublas)->Gemm(g, s, buf.a, buf.b, *dref, /*spec_accumulator=*/true);
-      });
-    // A memory-bound GEMM (M <= 64) against a device copy of its weights (B) in the same run.
-    const size_t weight_bytes = hb.size() * 2;
-    std::optional<DeviceBuffer> scratch;
-    size_t copy_at = 0, read_at = 0;  // their places among fns (and so among the medians)
-    if (s.m <= 64) {
-      absl::StatusOr<DeviceBuffer> sb = DeviceBuffer::Allocate(weight_bytes);
-      if (!sb.ok()) return sb.status();
-      scratch.emplace(*std::move(sb));
-      copy_at = fns.size();
-      fns.push_back([&] { return scratch->CopyFrom(owned[1], weight_bytes); });
-    }
-    // And against a bare read of the weights (ops/stream_read), where one is at hand: its n counts
-    // whole 16-byte words, at least one and under 2^31.
-    std::optional<rt::LoadedKernel> bare_read;
-    std::vector<rt::Arg> read_args;
-    const size_t words = weight_bytes / 16;
-    if (scratch && opt.stream_read && words >= 1 && words < (size_t{1} << 31)) {
-      absl::StatusOr<rt::LoadedKernel> k = rt::LoadedKernel::Load(*opt.stream_read);
-      if (!k.ok()) return k.status();
-      bare_read.emplace(*std::move(k));
-      read_args = {rt::Arg::Ptr(owned[1].ptr()), rt::Arg::Ptr(scratch->ptr()),
-                   rt::Arg::I32(static_cast<int32_t>(words))};
-      read_at = fns.size();
-      fns.push_back([&] { return bare_read->Launch(read_args); });
-    }
-    std::function<absl::Status()> evict;
-    if (opt.flush_l2) {
-      absl::StatusOr<std::function<absl::Status()>> e = L2Evictor();
-      if (!e.ok()) return e.status();
-      evict = *std::move(e);
-    }
-    absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, opt.warmup, opt.iterations, evict);
-    if (!ms.ok()) return ms.status();
-    r.ms = (*ms)[0];
-    r.tflops = flops / (r.ms * 1e-3) / 1e12;
-    if (cublas.ok()) {
-      r.cublas_ms = (*ms)[1];
-      r.cublas_tflops = flops / (r.cublas_ms * 1e-3) / 1e12;
-    }
-    if (scratch) {
-      r.weight_gbps = weight_bytes / (r.ms * 1e6);
-      r.copy_gbps = 2.0 * weight_bytes / ((*ms)[copy_at] * 1e6);  // read and write, as the row ops count it
-      std::string bare;
-      if (bare_read) {
-        r.read_gbps = weight_bytes / ((*ms)[read_at] * 1e6);
-        bare = absl::StrFormat(" and %.0f%% of a bare read's %.0f GB/s (ops/stream_read)",
-                               100 * r.weight_gbps / r.read_gbps, r.read_gbps);
-      }
-      r.note = absl::StrCat(r.note, r.note.empty() ? "" : "; ",
-                            absl::StrFormat("weights read at %.0f GB/s, %.0f%% of the device copy's %.0f GB/s%s in "
-                                            "the same run",
-                                            r.weight_gbps, 100 * r.weight_gbps / r.copy_gbps, r.copy_gbps, bare));
-      // The same in steady state, where the copies of B fit beside the run's buffers (else a note),
-      // for 16 MB of weights or more.
-      if (weight_bytes >= kSteadyStateMinBytes) {
-        absl::StatusOr<Rotation> rot = RotateWeights(owned[1], weight_bytes);
-        absl::Status steady = rot.status();
-        std::vector<Launchable> on_copy;  // the bundle's kernel bound to each copy of B
-        if (rot.ok() && !opt.launch)
-          for (const DeviceBuffer& w : rot->weights) {
-            GemmBuffers bw = buf;
-            bw.b = w.ptr();
-            absl::StatusOr<Launchable> l = Prepare(bundle, g, s, opt.split, bw);
-            if (!l.ok()) {
-              steady = l.status();
-              break;
-            }
-            on_copy.push_back(*std::move(l));
-          }
-        auto run_on = [&](int f, int i) -> absl::Status {
-          const uint64_t b = rot->weights[i].ptr();
-          if (f == 1) return (*cublas)->Gemm(g, s, buf.a, b, *dref, /*spec_accumulator=*/true);
-          if (!opt.launch) return on_copy[i]();
-          GemmBuffers bw = buf;
-          bw.b = b;
-          return opt.launch(bw);
-        };
-        if (steady.ok())
-          steady = MeasureSteadyState(*rot, weight_bytes, cublas.ok(), run_on,
-                                      bare_read ? &*bare_read : nullptr, opt.iterations, opt.steady_launches, r);
-        if (!steady.ok()) r.note = absl::StrCat(r.note, "; steady state not measured: ", steady.message());
-      }
-    }
-  }
+  if (opt.time && r.passed)
+    if (absl::Status st = Time(x, opt, r); !st.ok()) return st;
   return r;
 }
 
@@ -577,13 +668,15 @@ namespace {
 
 // The exact product in fp64, row-major M x N, with the inputs decoded once (A as M x K, B as
 // N x K, so each element is one contiguous dot product).
-std::vector<double> Fp64Product(const GemmSpec& g, const rt::GemmSize& s, const std::vector<uint16_t>& ha,
-                                const std::vector<uint16_t>& hb) {
+std::vector<double> Fp64Product(const GemmSpec& g, const rt::GemmSize& s,
+                                const std::vector<uint16_t>& ha, const std::vector<uint16_t>& hb) {
   std::vector<double> a(s.m * s.k), b(s.n * s.k), c(s.m * s.n);
   for (int64_t i = 0; i < s.m; ++i)
-    for (int64_t k = 0; k < s.k; ++k) a[i * s.k + k] = ToFloat(ha[Index(g.a_order, i, k, s.m, s.k)], g.in_type);
+    for (int64_t k = 0; k < s.k; ++k)
+      a[i * s.k + k] = ToFloat(ha[Index(g.a_order, i, k, s.m, s.k)], g.in_type);
   for (int64_t j = 0; j < s.n; ++j)
-    for (int64_t k = 0; k < s.k; ++k) b[j * s.k + k] = ToFloat(hb[Index(g.b_order, k, j, s.k, s.n)], g.in_type);
+    for (int64_t k = 0; k < s.k; ++k)
+      b[j * s.k + k] = ToFloat(hb[Index(g.b_order, k, j, s.k, s.n)], g.in_type);
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < s.n; ++j) {
       const double *x = &a[i * s.k], *y = &b[j * s.k];
@@ -600,21 +693,26 @@ std::vector<double> Fp64Product(const GemmSpec& g, const rt::GemmSize& s, const 
 // One emulated launch on the inputs; C as the kernel left it (poisoned with NaN before).
 // C's bytes as the kernel left them (poisoned with NaN before).
 absl::StatusOr<std::vector<uint8_t>> EmulatedOutput(const rt::Bundle& bundle, const GemmSpec& g,
-                                                    const rt::GemmSize& s, const std::vector<uint16_t>& ha,
-                                                    const std::vector<uint16_t>& hb, const EpilogueInputs& ei,
-                                                    int split, uint64_t schedule_seed) {
+                                                    const rt::GemmSize& s,
+                                                    const std::vector<uint16_t>& ha,
+                                                    const std::vector<uint16_t>& hb,
+                                                    const EpilogueInputs& ei, int split,
+                                                    uint64_t schedule_seed) {
   const rt::Manifest& m = bundle.manifest;
   emu::Device d;
   const size_t c_bytes = s.m * s.n * ElementBytes(g.out_type);
-  const uint64_t da = *d.Allocate(ha.size() * 2), db = *d.Allocate(hb.size() * 2), dc = *d.Allocate(c_bytes);
+  const uint64_t da = *d.Allocate(ha.size() * 2), db = *d.Allocate(hb.size() * 2),
+                 dc = *d.Allocate(c_bytes);
   if (absl::Status st = d.CopyIn(da, ha.data(), ha.size() * 2); !st.ok()) return st;
   if (absl::Status st = d.CopyIn(db, hb.data(), hb.size() * 2); !st.ok()) return st;
   if (absl::Status st = d.Fill(dc, 0xff, c_bytes); !st.ok()) return st;  // NaN until written
   std::map<std::string, uint64_t> pointers = {{"A", da}, {"B", db}, {"C", dc}};
-  for (auto [name, data] : {std::pair{"C_in", &ei.c_in}, std::pair{"bias", &ei.bias}, std::pair{"residual", &ei.residual}})
+  for (auto [name, data] : {std::pair{"C_in", &ei.c_in}, std::pair{"bias", &ei.bias},
+                            std::pair{"residual", &ei.residual}})
     if (!data->empty()) {
       pointers[name] = *d.Allocate(data->size());
-      if (absl::Status st = d.CopyIn(pointers[name], data->data(), data->size()); !st.ok()) return st;
+      if (absl::Status st = d.CopyIn(pointers[name], data->data(), data->size()); !st.ok())
+        return st;
     }
   const std::map<std::string, int64_t> ints = GemmIntArgs(g, s, split);
   std::vector<rt::Arg> args;
@@ -636,7 +734,8 @@ absl::StatusOr<std::vector<uint8_t>> EmulatedOutput(const rt::Bundle& bundle, co
     else if (p.kind == rt::ParamSpec::Kind::kWorkspace)
       args.push_back(rt::Arg::Workspace());
     else
-      return absl::InvalidArgumentError(absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
+      return absl::InvalidArgumentError(
+          absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
   }
   absl::StatusOr<emu::Stats> stats = emu::Launch(d, bundle, args, {.seed = schedule_seed});
   if (!stats.ok()) return stats.status();
@@ -647,46 +746,53 @@ absl::StatusOr<std::vector<uint8_t>> EmulatedOutput(const rt::Bundle& bundle, co
   absl::StatusOr<std::map<std::string, rt::WorkTable>> tables =
       rt::BuildScheduleTables(m, rt::Symbols(ints.begin(), ints.end()));
   if (!tables.ok()) return tables.status();
-  if (std::any_of(tables->begin(), tables->end(), [](const auto& t) { return t.second.partials > 0; })) {
+  if (std::any_of(tables->begin(), tables->end(),
+                  [](const auto& t) { return t.second.partials > 0; })) {
     if (absl::Status st = d.Fill(dc, 0xff, c_bytes); !st.ok()) return st;
     absl::StatusOr<emu::Stats> again = emu::Launch(d, bundle, args, {.seed = schedule_seed + 1});
     if (!again.ok()) return again.status();
     std::vector<uint8_t> hc2(c_bytes);
     if (absl::Status st = d.CopyOut(hc2.data(), dc, hc2.size()); !st.ok()) return st;
     if (hc2 != hc)
-      return absl::InternalError(absl::StrCat(m.name, " (", m.source, "): ", SecondLaunchDiffers(split)));
+      return absl::InternalError(
+          absl::StrCat(m.name, " (", m.source, "): ", SecondLaunchDiffers(split)));
   }
   return hc;
 }
 
 }  // namespace
 
-absl::StatusOr<GemmResult> EmulateGemm(const rt::Bundle& bundle, const RunOptions& opt, uint64_t schedule_seed) {
+absl::StatusOr<GemmResult> EmulateGemm(const rt::Bundle& bundle, const RunOptions& opt,
+                                       uint64_t schedule_seed) {
   absl::StatusOr<std::vector<GemmResult>> r = EmulateGemmSchedules(bundle, opt, {schedule_seed});
   if (!r.ok()) return r.status();
   return std::move(r->front());
 }
 
-absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(const rt::Bundle& bundle, const RunOptions& opt,
-                                                             const std::vector<uint64_t>& schedule_seeds) {
+absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(
+    const rt::Bundle& bundle, const RunOptions& opt, const std::vector<uint64_t>& schedule_seeds) {
   const rt::Manifest& m = bundle.manifest;
   const std::optional<GemmSpec> gemm = GemmOf(m);
-  if (!gemm) return absl::FailedPreconditionError(absl::StrCat(m.name, " (", m.source, ") is not a GEMM"));
+  if (!gemm)
+    return absl::FailedPreconditionError(absl::StrCat(m.name, " (", m.source, ") is not a GEMM"));
   const GemmSpec& g = *gemm;
   const rt::GemmSize& s = opt.size;
   absl::StatusOr<HostEpilogue> epi = CheckedEpilogue(m, g, s);
   if (!epi.ok()) return epi.status();
   if (s.m * s.n * s.k > (int64_t{1} << 33))
-    return absl::InvalidArgumentError(absl::StrCat(m.name, ": M*N*K of at most 2^33 on the emulator"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(m.name, ": M*N*K of at most 2^33 on the emulator"));
   const auto [ha, hb] = RandomGemmInputs(g, s, opt.seed);
   const EpilogueInputs ei = RandomEpilogueInputs(*epi, s, opt.seed);
 
   // The schedules run side by side (each launch has its own device), the reference meanwhile.
-  std::vector<absl::StatusOr<std::vector<uint8_t>>> outputs(schedule_seeds.size(), absl::UnknownError("not run"));
+  std::vector<absl::StatusOr<std::vector<uint8_t>>> outputs(schedule_seeds.size(),
+                                                            absl::UnknownError("not run"));
   std::vector<std::thread> workers;
   for (size_t i = 0; i < schedule_seeds.size(); ++i)
-    workers.emplace_back(
-        [&, i] { outputs[i] = EmulatedOutput(bundle, g, s, ha, hb, ei, opt.split, schedule_seeds[i]); });
+    workers.emplace_back([&, i] {
+      outputs[i] = EmulatedOutput(bundle, g, s, ha, hb, ei, opt.split, schedule_seeds[i]);
+    });
   const std::vector<double> want = Fp64Product(g, s, ha, hb);
   for (std::thread& w : workers) w.join();
 
@@ -694,7 +800,8 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(const rt::Bundle& b
   for (size_t run = 0; run < schedule_seeds.size(); ++run) {
     if (!outputs[run].ok())  // the emulator's report (deadlock, race, ...) names the schedule
       return absl::Status(outputs[run].status().code(),
-                          absl::StrCat(outputs[run].status().message(), " (schedule seed ", schedule_seeds[run], ")"));
+                          absl::StrCat(outputs[run].status().message(), " (schedule seed ",
+                                       schedule_seeds[run], ")"));
     GemmResult r;
     r.name = m.name;
     r.size = s;
@@ -717,8 +824,10 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(const rt::Bundle& b
       }
     r.rel_error = std::sqrt(err / std::max(norm, 1e-30));
     r.spot_error = r.rel_error;
-    if (nans) r.failure = absl::StrCat(nans, " NaN or unwritten elements");
-    else if (!(r.rel_error <= r.tolerance)) r.failure = absl::StrFormat("error %.3g over tolerance %.3g", r.rel_error, r.tolerance);
+    if (nans)
+      r.failure = absl::StrCat(nans, " NaN or unwritten elements");
+    else if (!(r.rel_error <= r.tolerance))
+      r.failure = absl::StrFormat("error %.3g over tolerance %.3g", r.rel_error, r.tolerance);
     r.passed = r.failure.empty();
     results.push_back(std::move(r));
   }
@@ -741,8 +850,9 @@ std::vector<double> ProductScales(const GemmSpec& g, const rt::GemmSize& s, uint
   return Fp64Product(g, s, abs_a, abs_b);
 }
 
-OutputAgreement CompareOutputs(const GemmSpec& g, const rt::GemmSize& s, const std::vector<uint16_t>& x,
-                               const std::vector<uint16_t>& y, const std::vector<double>& scale, double rel) {
+OutputAgreement CompareOutputs(const GemmSpec& g, const rt::GemmSize& s,
+                               const std::vector<uint16_t>& x, const std::vector<uint16_t>& y,
+                               const std::vector<double>& scale, double rel) {
   OutputAgreement a;
   double diff2 = 0, norm2 = 0;
   const size_t n = static_cast<size_t>(s.m * s.n);
@@ -768,8 +878,10 @@ OutputAgreement CompareOutputs(const GemmSpec& g, const rt::GemmSize& s, const s
       // An f16 accumulator rounds at each 16-deep MMA step; where the two sums straddle a rounding
       // boundary they part by one accumulator ulp, which later steps carry along.
       if (g.acc_type == "f16") allowed += static_cast<double>(s.k / 16) * Ulp(sc, "f16");
-      if (d <= allowed) ++a.close;
-      else ++a.apart;
+      if (d <= allowed)
+        ++a.close;
+      else
+        ++a.apart;
       if (d / sc > a.worst) {
         a.worst = d / sc;
         a.worst_element = absl::StrFormat("(%d,%d): %.6g vs %.6g, scale %.4g", i, j, u, v, sc);
@@ -782,9 +894,8 @@ OutputAgreement CompareOutputs(const GemmSpec& g, const rt::GemmSize& s, const s
 
 std::string TsvRow(const GemmResult& r) {
   return absl::StrFormat("%s\t%d\t%d\t%d\t%.4f\t%.3f\t%.4f\t%.3f\t%.3e\t%.3e\t%s\t%s", r.name,
-                         r.size.m, r.size.n, r.size.k, r.ms, r.tflops, r.cublas_ms,
-                         r.cublas_tflops, r.rel_error, r.spot_error, r.reference,
-                         r.passed ? "ok" : "fail");
+                         r.size.m, r.size.n, r.size.k, r.ms, r.tflops, r.cublas_ms, r.cublas_tflops,
+                         r.rel_error, r.spot_error, r.reference, r.passed ? "ok" : "fail");
 }
 
 }  // namespace kiln::examples

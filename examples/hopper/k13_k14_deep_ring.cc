@@ -20,8 +20,14 @@ constexpr int CONSUMERS = BM / 64, GROUPS = 128 / CLUSTER, PIECE_N = 128;
 
 absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue) {
   Kernel k(name, sm90a(), {128 * (1 + CONSUMERS)});
-  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
-                                          .c_box_rows = PIECE_N, .c_swizzle = true, .divide_m = BM * CLUSTER});
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM,
+                                         .bn = BN,
+                                         .bk = BK,
+                                         .rank = 3,
+                                         .by_value = true,
+                                         .c_box_rows = PIECE_N,
+                                         .c_swizzle = true,
+                                         .divide_m = BM * CLUSTER});
   Value table = k.ScheduleTableParam("schedule", GemmTiles(BM * CLUSTER, BN, GROUPS, SLOTS));
   k.Grid("128");
   k.ClusterDims({CLUSTER, 1, 1});
@@ -41,7 +47,8 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue) {
 
   MulticastProducer(k, ring, g, sA, sB, BK, rank, ForEachTile([&](const TileBody& body) {
                       for_each_tile([&](Value m0, Value n0) { body(m0, n0); });
-                    }), CLUSTER);
+                    }),
+                    CLUSTER);
   k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240}, [&](Value t) {
     Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
     WgmmaAccumulator acc = k.WgmmaAcc(BN);
@@ -51,34 +58,17 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue) {
       Value s = ring.Acquire(at);
       k.WgmmaFence();
       for (int kk = 0; kk < BK; kk += 16)
-        k.Wgmma(acc, {sA.Stage(s), false, BK}, row0, {sB.Stage(s), false, BK}, 0, kk, /*scale_d=*/!(first && kk == 0));
+        k.Wgmma(acc, {sA.Stage(s), false, BK}, row0, {sB.Stage(s), false, BK}, 0, kk,
+                /*scale_d=*/!(first && kk == 0));
       k.WgmmaCommit();
       return s;
     };
     Regs packed = k.Registers(Type::Of(i32), BN / 4);  // the tile to write, pairs of bf16
-    Regs pending = k.Registers(Type::Of(i32), 3);        // {tile to write?, its m0, its n0}
+    Regs pending = k.Registers(Type::Of(i32), 3);      // {tile to write?, its m0, its n0}
     // The packed tile out in 64x128 pieces: stmatrix (transposed) into the swizzled buffer, then
     // one TMA store, once the store before has read the buffer.
     auto write_out = [&] {
-      for (int x = 0; x < CONSUMERS; ++x) k.If(wg == x, [&] {
-        // Lane l addresses row (l % 8) + 8 * (l / 16) of matrix l / 8, transposed: n rows, m cols.
-        Value n = lane % 8 + lane / 16 * 8, m = c / 32 * 16 + (lane & 8);
-        for (int piece = 0; piece < BN / PIECE_N; ++piece) {
-          k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });  // buffer read out
-          k.NamedBarrier(wg + 2, 128);
-          for (int q = 0; q < PIECE_N / 16; ++q) {
-            const int f = 4 * (piece * PIECE_N / 16 + q);
-            k.StMatrix(sC[x].At(n + q * 16, m), {packed[f], packed[f + 1], packed[f + 2], packed[f + 3]},
-                       /*trans=*/true);
-          }
-          k.FenceProxyAsync();
-          k.NamedBarrier(wg + 2, 128);
-          k.If(c == 0, [&] {
-            k.TmaStore(g.C, sC[x], g.CBox(pending[1] + x * 64, pending[2] + piece * PIECE_N));
-            k.BulkCommit();
-          });
-        }
-      });
+      WritePackedTile(k, g, sC, CONSUMERS, BN, PIECE_N, wg, c, lane, packed, pending);
     };
     auto pack = [&](Value m0, Value n0) {  // the accumulator to bf16 pairs, then (k13) out
       for (int p = 0; p < BN / 4; ++p) {
@@ -111,8 +101,12 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue) {
 }
 
 }  // namespace
-KILN_EXAMPLE_VARIANT(k13, "hopper/k13", "kiln: k12 with a 4-stage ring, wgmma groups in flight across stages, swizzled C pieces",
-                     [] { return Build("hopper/k13", false); });
-KILN_EXAMPLE_VARIANT(k14, "hopper/k14", "kiln: k13 with the epilogue overlapped with the next tile's first wgmma group",
-                     [] { return Build("hopper/k14", true); });
+KILN_EXAMPLE_VARIANT(
+    k13, "hopper/k13",
+    "kiln: k12 with a 4-stage ring, wgmma groups in flight across stages, swizzled C pieces",
+    [] { return Build("hopper/k13", false); });
+KILN_EXAMPLE_VARIANT(
+    k14, "hopper/k14",
+    "kiln: k13 with the epilogue overlapped with the next tile's first wgmma group",
+    [] { return Build("hopper/k14", true); });
 }  // namespace kiln::examples

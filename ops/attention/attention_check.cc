@@ -11,8 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "examples/host_data.h"
 #include "examples/timing.h"
-#include "kiln/runtime/driver.h"
 #include "kiln/emulator.h"
+#include "kiln/runtime/driver.h"
 
 namespace kiln::examples {
 namespace {
@@ -22,7 +22,8 @@ struct Inputs {
 };
 
 Inputs RandomInputs(const rt::AttentionSize& z, bool half, uint64_t seed) {
-  return {RandomNormal16(z.b * z.hq * z.s * z.d, seed, half), RandomNormal16(z.b * z.hkv * z.skv * z.d, seed + 1, half),
+  return {RandomNormal16(z.b * z.hq * z.s * z.d, seed, half),
+          RandomNormal16(z.b * z.hkv * z.skv * z.d, seed + 1, half),
           RandomNormal16(z.b * z.hkv * z.skv * z.d, seed + 2, half)};
 }
 
@@ -48,7 +49,8 @@ std::vector<int64_t> RowsToCheck(const rt::AttentionSize& z, uint64_t seed) {
   const int64_t head = static_cast<int64_t>(rng() % heads);
   for (int64_t edge = 64; edge < z.s && pick.size() < 192; edge += 64)
     for (int64_t i : {edge - 1, edge}) pick.insert(head * z.s + i);
-  while (pick.size() < 384 && pick.size() < static_cast<size_t>(rows)) pick.insert(static_cast<int64_t>(rng() % rows));
+  while (pick.size() < 384 && pick.size() < static_cast<size_t>(rows))
+    pick.insert(static_cast<int64_t>(rng() % rows));
   return {pick.begin(), pick.end()};
 }
 
@@ -59,8 +61,11 @@ struct Sums {
 
 // fp64 reference of one row against the kernel's O and lse.
 void CheckRow(const rt::AttentionSize& z, bool causal, double scale, bool half, const Inputs& in,
-              const std::vector<uint16_t>& o, const std::vector<float>& lse, int64_t row, Sums& out) {
-  auto decode = [half](uint16_t x) { return static_cast<double>(half ? HalfToFloat(x) : Bf16ToFloat(x)); };
+              const std::vector<uint16_t>& o, const std::vector<float>& lse, int64_t row,
+              Sums& out) {
+  auto decode = [half](uint16_t x) {
+    return static_cast<double>(half ? HalfToFloat(x) : Bf16ToFloat(x));
+  };
   const int64_t head = row / z.s, i = row % z.s, b = head / z.hq, h = head % z.hq;
   const int64_t kv_head = b * z.hkv + h / (z.hq / z.hkv), keys = KeysSeen(z, causal, i);
   const uint16_t* q = &in.q[row * z.d];
@@ -99,9 +104,11 @@ void CheckRow(const rt::AttentionSize& z, bool causal, double scale, bool half, 
 // Compares the checked rows on all host threads and scans all of O and lse for NaN (the poison
 // an unwritten tile leaves).
 void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, const Inputs& in,
-           const std::vector<uint16_t>& o, const std::vector<float>& lse, uint64_t seed, AttentionResult& r) {
+           const std::vector<uint16_t>& o, const std::vector<float>& lse, uint64_t seed,
+           AttentionResult& r) {
   const std::vector<int64_t> rows = RowsToCheck(z, seed);
-  const int64_t workers = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(rows.size(), 32));
+  const int64_t workers = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1,
+                                              std::min<int64_t>(rows.size(), 32));
   std::vector<Sums> sums(workers);
   std::vector<std::thread> threads;
   for (int64_t w = 0; w < workers; ++w)
@@ -112,7 +119,8 @@ void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, con
   for (std::thread& t : threads) t.join();
   Sums all;
   for (const Sums& s : sums)
-    all.diff2 += s.diff2, all.ref2 += s.ref2, all.bad += s.bad, all.lse_error = std::max(all.lse_error, s.lse_error);
+    all.diff2 += s.diff2, all.ref2 += s.ref2, all.bad += s.bad,
+        all.lse_error = std::max(all.lse_error, s.lse_error);
   int64_t unwritten = 0;
   for (uint16_t x : o) unwritten += std::isnan(half ? HalfToFloat(x) : Bf16ToFloat(x));
   for (float x : lse) unwritten += std::isnan(x);
@@ -142,10 +150,13 @@ std::string AttentionShapeName(const rt::AttentionSize& z, bool causal) {
                       causal ? " causal" : "");
 }
 
-absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner, const rt::AttentionSize& z,
-                                                const rt::AttentionOptions& options, int iters, uint64_t seed) {
+absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
+                                                const rt::AttentionSize& z,
+                                                const rt::AttentionOptions& options, int iters,
+                                                uint64_t seed) {
   const bool half = options.dtype == "f16";
-  absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(z, options, {1 << 4, 1 << 4, 1 << 4, 1 << 4, 1 << 4}, 90);
+  absl::StatusOr<rt::AttentionPlan> plan =
+      rt::PlanAttention(z, options, {1 << 4, 1 << 4, 1 << 4, 1 << 4, 1 << 4}, 90);
   if (!plan.ok()) return plan.status();
   AttentionResult r;
   r.kernel = plan->kernel, r.size = z, r.causal = options.causal;
@@ -153,7 +164,8 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner, con
   absl::StatusOr<rt::DeviceBuffer> q = rt::DeviceBuffer::Allocate(in.q.size() * 2),
                                    k = rt::DeviceBuffer::Allocate(in.k.size() * 2),
                                    v = rt::DeviceBuffer::Allocate(in.v.size() * 2),
-                                   o = rt::DeviceBuffer::Allocate(OBytes(z)), lse = rt::DeviceBuffer::Allocate(LseBytes(z));
+                                   o = rt::DeviceBuffer::Allocate(OBytes(z)),
+                                   lse = rt::DeviceBuffer::Allocate(LseBytes(z));
   for (auto* b : {&q, &k, &v, &o, &lse})
     if (!b->ok()) return b->status();
   for (auto [buffer, host] : {std::pair{&*q, &in.q}, std::pair{&*k, &in.k}, std::pair{&*v, &in.v}})
@@ -185,25 +197,31 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner, con
   return r;
 }
 
-absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle, const rt::AttentionSize& z,
-                                                     const rt::AttentionOptions& options, uint64_t seed) {
+absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
+                                                     const rt::AttentionSize& z,
+                                                     const rt::AttentionOptions& options,
+                                                     uint64_t seed) {
   const bool half = options.dtype == "f16";
   const int cc = bundle.manifest.target == "sm_100a" ? 100 : 90;
-  absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(z, options, {1 << 4, 1 << 4, 1 << 4, 1 << 4, 1 << 4}, cc);
+  absl::StatusOr<rt::AttentionPlan> plan =
+      rt::PlanAttention(z, options, {1 << 4, 1 << 4, 1 << 4, 1 << 4, 1 << 4}, cc);
   if (!plan.ok()) return plan.status();
   if (plan->kernel != bundle.manifest.name)
-    return absl::InvalidArgumentError(absl::StrCat("this problem runs ", plan->kernel, ", not ", bundle.manifest.name));
+    return absl::InvalidArgumentError(
+        absl::StrCat("this problem runs ", plan->kernel, ", not ", bundle.manifest.name));
   AttentionResult r;
   r.kernel = plan->kernel, r.size = z, r.causal = options.causal;
   const Inputs in = RandomInputs(z, half, seed);
   emu::Device d;
   absl::StatusOr<uint64_t> q = d.Allocate(in.q.size() * 2), k = d.Allocate(in.k.size() * 2),
-                           v = d.Allocate(in.v.size() * 2), o = d.Allocate(OBytes(z)), lse = d.Allocate(LseBytes(z));
+                           v = d.Allocate(in.v.size() * 2), o = d.Allocate(OBytes(z)),
+                           lse = d.Allocate(LseBytes(z));
   for (auto* a : {&q, &k, &v, &o, &lse})
     if (!a->ok()) return a->status();
   for (auto [at, host] : {std::pair{*q, &in.q}, std::pair{*k, &in.k}, std::pair{*v, &in.v}})
     if (absl::Status st = d.CopyIn(at, host->data(), host->size() * 2); !st.ok()) return st;
-  absl::StatusOr<std::vector<rt::Arg>> args = rt::AttentionArgs(bundle.manifest, z, plan->scale, {*q, *k, *v, *o, *lse});
+  absl::StatusOr<std::vector<rt::Arg>> args =
+      rt::AttentionArgs(bundle.manifest, z, plan->scale, {*q, *k, *v, *o, *lse});
   if (!args.ok()) return args.status();
   // Outputs poisoned, a launch on three SMs (a persistent grid then walks several query tiles per
   // CTA, rings, Q stages and the turn-taking running on across tiles, and leaves a CTA idle where
@@ -213,7 +231,8 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle, c
   auto run = [&](uint64_t launch_seed) -> absl::Status {
     if (absl::Status st = d.Fill(*o, 0xff, OBytes(z)); !st.ok()) return st;
     if (absl::Status st = d.Fill(*lse, 0xff, LseBytes(z)); !st.ok()) return st;
-    absl::StatusOr<emu::Stats> stats = emu::Launch(d, bundle, *args, {.seed = launch_seed, .sm_count = 3});
+    absl::StatusOr<emu::Stats> stats =
+        emu::Launch(d, bundle, *args, {.seed = launch_seed, .sm_count = 3});
     if (!stats.ok()) return stats.status();
     if (absl::Status st = d.CopyOut(ho.data(), *o, OBytes(z)); !st.ok()) return st;
     return d.CopyOut(hl.data(), *lse, LseBytes(z));

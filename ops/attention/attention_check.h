@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kiln/ops/attention.h"
 #include "kiln/bundle/manifest.h"
+#include "kiln/ops/attention.h"
 
 namespace kiln::examples {
 
@@ -30,12 +30,16 @@ struct AttentionResult {
 std::string AttentionShapeName(const rt::AttentionSize& size, bool causal);
 
 // On the GPU with the runner's kernel: checked once, then `iters` timed runs (0: none).
-absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner, const rt::AttentionSize& size,
-                                                const rt::AttentionOptions& options, int iters, uint64_t seed);
+absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
+                                                const rt::AttentionSize& size,
+                                                const rt::AttentionOptions& options, int iters,
+                                                uint64_t seed);
 
 // On the emulator with `bundle` (the kernel PlanAttention names) as a GPU of three SMs, every
 // row checked.
-absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle, const rt::AttentionSize& size,
-                                                     const rt::AttentionOptions& options, uint64_t seed);
+absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
+                                                     const rt::AttentionSize& size,
+                                                     const rt::AttentionOptions& options,
+                                                     uint64_t seed);
 
 }  // namespace kiln::examples

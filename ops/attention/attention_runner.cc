@@ -1,5 +1,3 @@
-#include "kiln/ops/attention.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -10,8 +8,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "kiln/runtime/driver.h"
 #include "kiln/bundle/manifest.h"
+#include "kiln/ops/attention.h"
+#include "kiln/runtime/driver.h"
 
 namespace kiln::rt {
 namespace {
@@ -25,40 +24,48 @@ absl::Status Invalid(const std::string& message) {
 absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const AttentionOptions& options,
                                             const AttentionOperands& o, int compute_capability) {
   if (z.b < 1 || z.hq < 1 || z.hkv < 1 || z.s < 1 || z.skv < 1)
-    return Invalid(absl::StrCat("B, Hq, Hkv, S and Skv must be at least 1 (got B=", z.b, " Hq=", z.hq, " Hkv=", z.hkv,
-                                " S=", z.s, " Skv=", z.skv, ")"));
+    return Invalid(absl::StrCat("B, Hq, Hkv, S and Skv must be at least 1 (got B=", z.b,
+                                " Hq=", z.hq, " Hkv=", z.hkv, " S=", z.s, " Skv=", z.skv, ")"));
   if (z.d != 64 && z.d != 128 && z.d != 256)
     return Invalid(absl::StrCat("head dimension D = ", z.d, ": the kernels take 64, 128 or 256"));
   if (z.hq % z.hkv)
-    return Invalid(absl::StrCat("Hq = ", z.hq, " is not a multiple of Hkv = ", z.hkv, " (grouped-query heads)"));
+    return Invalid(absl::StrCat("Hq = ", z.hq, " is not a multiple of Hkv = ", z.hkv,
+                                " (grouped-query heads)"));
   // Grid y and z are Hq and B (65535 at most); the maps' rows and heads are 32-bit.
   if (z.hq > 65535 || z.b > 65535) return Invalid(absl::StrCat("Hq and B must be at most 65535"));
-  if (z.s > INT32_MAX || z.skv > INT32_MAX || z.b * z.hq > INT32_MAX || z.b * z.hq * z.s > INT32_MAX)
+  if (z.s > INT32_MAX || z.skv > INT32_MAX || z.b * z.hq > INT32_MAX ||
+      z.b * z.hq * z.s > INT32_MAX)
     return Invalid("S, Skv and B * Hq * S must fit in 32 bits");
   if (options.dtype != "bf16" && options.dtype != "f16")
     return Invalid(absl::StrCat("type '", options.dtype, "': bf16 or f16"));
-  const float scale = options.scale == 0 ? 1.0f / std::sqrt(static_cast<float>(z.d)) : options.scale;
+  const float scale =
+      options.scale == 0 ? 1.0f / std::sqrt(static_cast<float>(z.d)) : options.scale;
   if (!(scale > 0) || !std::isfinite(scale))
-    return Invalid(absl::StrCat("scale = ", options.scale, ": a finite positive number (0: 1/sqrt(D))"));
-  if (!o.q || !o.k || !o.v || !o.o || !o.lse) return Invalid("Q, K, V, O and lse need device pointers");
+    return Invalid(
+        absl::StrCat("scale = ", options.scale, ": a finite positive number (0: 1/sqrt(D))"));
+  if (!o.q || !o.k || !o.v || !o.o || !o.lse)
+    return Invalid("Q, K, V, O and lse need device pointers");
   if (o.q % 16 || o.k % 16 || o.v % 16 || o.o % 16)
     return Invalid("Q, K, V and O are read and written by TMA: 16-byte aligned pointers");
   if (o.lse % 4) return Invalid("lse must be 4-byte aligned");
   if (compute_capability != 90 && compute_capability != 100)
-    return Invalid(absl::StrCat("the attention kernels are for sm_90a (H100, H200) and sm_100a (B200); this device is sm_",
-                                compute_capability));
+    return Invalid(absl::StrCat(
+        "the attention kernels are for sm_90a (H100, H200) and sm_100a (B200); this device is sm_",
+        compute_capability));
   AttentionPlan plan;
-  plan.kernel = absl::StrCat(compute_capability == 100 ? "attention/blackwell.d" : "attention/hopper.d", z.d,
-                             options.dtype == "f16" ? ".f16" : "", options.causal ? ".causal" : "");
+  plan.kernel =
+      absl::StrCat(compute_capability == 100 ? "attention/blackwell.d" : "attention/hopper.d", z.d,
+                   options.dtype == "f16" ? ".f16" : "", options.causal ? ".causal" : "");
   // Hopper's tilings (docs/perf/2026-11-24-attention.md). Persistent CTAs (".persist": a CTA per
-  // SM taking query tiles from a counter) at D = 128 and at D = 64 without a mask: with lazy rescaling (step
-  // 13) they are ahead of a CTA per tile at every length measured. Causal D = 64: a CTA per tile
-  // in two consumer warpgroups where query tiles see fewer than 8 key tiles on average (S < 2048;
-  // step 9), persistent from there up to 40 (S <= 10240; measured ahead at S = 4096 and 8192), a
-  // CTA per tile in three warpgroups beyond (ahead at S = 16384; step 13).
-  // Without a mask at D = 128, 160-key tiles where they pad Skv by less than their faster
-  // steady state gains over 128 (the speeds weighed below; step 13).
-  const double mean_keys = AttentionFlops(z, options.causal) / (4.0 * z.b * z.hq * z.s * z.d);  // a query row sees
+  // SM taking query tiles from a counter) at D = 128 and at D = 64 without a mask: with lazy
+  // rescaling (step 13) they are ahead of a CTA per tile at every length measured. Causal D = 64: a
+  // CTA per tile in two consumer warpgroups where query tiles see fewer than 8 key tiles on average
+  // (S < 2048; step 9), persistent from there up to 40 (S <= 10240; measured ahead at S = 4096 and
+  // 8192), a CTA per tile in three warpgroups beyond (ahead at S = 16384; step 13). Without a mask
+  // at D = 128, 160-key tiles where they pad Skv by less than their faster steady state gains over
+  // 128 (the speeds weighed below; step 13).
+  const double mean_keys =
+      AttentionFlops(z, options.causal) / (4.0 * z.b * z.hq * z.s * z.d);  // a query row sees
   if (compute_capability == 90) {
     auto padded_time = [&](int block_n, double speed) {
       return std::ceil(static_cast<double>(z.skv) / block_n) * block_n / speed;
@@ -66,36 +73,43 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     if (z.d == 128 && !options.causal && padded_time(160, 1.02) < padded_time(128, 1.0))
       absl::StrAppend(&plan.kernel, ".bn160");
     const bool short_causal_64 = z.d == 64 && options.causal && mean_keys < 8 * 128;
-    if (z.d == 128 || (z.d == 64 && (!options.causal || (!short_causal_64 && mean_keys <= 40 * 128))))
+    if (z.d == 128 ||
+        (z.d == 64 && (!options.causal || (!short_causal_64 && mean_keys <= 40 * 128))))
       absl::StrAppend(&plan.kernel, ".persist");
     if (short_causal_64) absl::StrAppend(&plan.kernel, ".wg2");
   }
   plan.scale = scale;
   if (!options.kernel.empty()) {
     // The override must compute this problem: the planned options, plus tiling options only.
-    std::vector<std::string> want = absl::StrSplit(plan.kernel, '.'), got = absl::StrSplit(options.kernel, '.');
-    auto tiling = [](const std::string& o) {  // options that change how, not what, a kernel computes
-      return o == "persist" || o == "lazy" || o == "eager" ||
-             ((absl::StartsWith(o, "wg") || absl::StartsWith(o, "bn") || absl::StartsWith(o, "st")) && o.size() > 2 &&
-              std::all_of(o.begin() + 2, o.end(), ::isdigit));
-    };
+    std::vector<std::string> want = absl::StrSplit(plan.kernel, '.'),
+                             got = absl::StrSplit(options.kernel, '.');
+    auto tiling =
+        [](const std::string& o) {  // options that change how, not what, a kernel computes
+          return o == "persist" || o == "lazy" || o == "eager" ||
+                 ((absl::StartsWith(o, "wg") || absl::StartsWith(o, "bn") ||
+                   absl::StartsWith(o, "st")) &&
+                  o.size() > 2 && std::all_of(o.begin() + 2, o.end(), ::isdigit));
+        };
     bool ok = got[0] == "attention/hopper" || got[0] == "attention/blackwell";
     for (size_t i = 1; i < want.size(); ++i)  // the plan's tiling: the override's own
       ok &= tiling(want[i]) || std::find(got.begin() + 1, got.end(), want[i]) != got.end();
     for (size_t i = 1; i < got.size(); ++i)
       ok &= tiling(got[i]) || std::find(want.begin() + 1, want.end(), got[i]) != want.end();
     if (!ok)
-      return Invalid(absl::StrCat("kernel ", options.kernel, " does not compute this problem (it runs ", plan.kernel,
-                                  " with tiling options wgN, bnN, stN, persist, lazy or eager at most)"));
+      return Invalid(absl::StrCat(
+          "kernel ", options.kernel, " does not compute this problem (it runs ", plan.kernel,
+          " with tiling options wgN, bnN, stN, persist, lazy or eager at most)"));
     plan.kernel = options.kernel;
   }
   return plan;
 }
 
-absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const AttentionSize& z, float scale,
-                                               const AttentionOperands& o) {
-  const std::map<std::string, int64_t> ints = {{"B", z.b}, {"Hq", z.hq}, {"Hkv", z.hkv}, {"S", z.s}, {"Skv", z.skv}};
-  const std::map<std::string, cu::CUdeviceptr> maps = {{"Q", o.q}, {"K", o.k}, {"V", o.v}, {"O", o.o}};
+absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const AttentionSize& z,
+                                               float scale, const AttentionOperands& o) {
+  const std::map<std::string, int64_t> ints = {
+      {"B", z.b}, {"Hq", z.hq}, {"Hkv", z.hkv}, {"S", z.s}, {"Skv", z.skv}};
+  const std::map<std::string, cu::CUdeviceptr> maps = {
+      {"Q", o.q}, {"K", o.k}, {"V", o.v}, {"O", o.o}};
   std::vector<Arg> args;
   for (const ParamSpec& p : m.params) {
     using Kind = ParamSpec::Kind;
@@ -110,7 +124,8 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const Attentio
     } else if (p.kind == Kind::kWorkspace) {
       args.push_back(Arg::Workspace());  // the kernel's tile counter, kept by the launcher
     } else {
-      return absl::InternalError(absl::StrCat(m.name, " (", m.source, "): the attention entry point has no value for its ",
+      return absl::InternalError(absl::StrCat(m.name, " (", m.source,
+                                              "): the attention entry point has no value for its ",
                                               ParamKindName(p.kind), " parameter '", p.name, "'"));
     }
   }
@@ -122,7 +137,8 @@ double AttentionFlops(const AttentionSize& z, bool causal) {
   double kept = pairs;
   if (causal) {  // query i sees min(Skv, max(0, i + 1 + Skv - S)) keys
     kept = 0;
-    for (int64_t i = 0; i < z.s; ++i) kept += std::min<double>(z.skv, std::max<double>(0, i + 1 + z.skv - z.s));
+    for (int64_t i = 0; i < z.s; ++i)
+      kept += std::min<double>(z.skv, std::max<double>(0, i + 1 + z.skv - z.s));
   }
   return 4.0 * z.b * z.hq * kept * z.d;
 }
@@ -131,11 +147,13 @@ absl::Status AttentionRunner::Run(const AttentionSize& size, const AttentionOpti
                                   const AttentionOperands& operands, cu::CUstream stream) {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
-  absl::StatusOr<AttentionPlan> plan = PlanAttention(size, options, operands, (*d)->compute_capability());
+  absl::StatusOr<AttentionPlan> plan =
+      PlanAttention(size, options, operands, (*d)->compute_capability());
   if (!plan.ok()) return plan.status();
   absl::StatusOr<const LoadedKernel*> kernel = kernels_.Get(plan->kernel, stream);
   if (!kernel.ok()) return kernel.status();
-  absl::StatusOr<std::vector<Arg>> args = AttentionArgs((*kernel)->manifest(), size, plan->scale, operands);
+  absl::StatusOr<std::vector<Arg>> args =
+      AttentionArgs((*kernel)->manifest(), size, plan->scale, operands);
   if (!args.ok()) return args.status();
   return (*kernel)->Launch(*std::move(args), stream);
 }

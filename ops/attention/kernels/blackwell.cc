@@ -4,23 +4,206 @@
 //   warp 5      issues the MMAs from one thread: S = Q K_j^T into TMEM columns [0, BN), and
 //               O += P_j V_j into columns [BN, BN + D) with V read MN-major;
 //   warps 0-3   run the softmax, thread r owning query row r (TMEM lane r): S_j out of tensor
-//               memory, the online softmax in registers (exp2 with the scale folded into one FMA,
-//               one row per thread so no shuffles), O rescaled in tensor memory once P_{j-1} V_{j-1}
-//               has landed, P_j to shared memory for the next MMA; then O / sum through shared
-//               memory and a clipped TMA store, and the log-sum-exp.
+//               memory, the online softmax in registers (exp2 with the scale folded into one
+//               FMA, one row per thread so no shuffles), O rescaled in tensor memory once
+//               P_{j-1} V_{j-1} has landed, P_j to shared memory for the next MMA; then O / sum
+//               through shared memory and a clipped TMA store, and the log-sum-exp.
 // S_{j+1} is issued as soon as the softmax has read S_j, so it runs under the softmax of tile j.
 // Ragged tiles are masked, not padded, as on Hopper. Tensors, heads and masks:
 // ops/attention/kernels/common.h.
+//
+// The pieces: BuildBlackwellAttention declares the kernel and runs the roles (LoadWarp, MmaWarp,
+// SoftmaxWarps); SoftmaxTile is the softmax warps' step, StoreRows their end.
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "ops/attention/kernels/common.h"
 #include "examples/registry.h"
 #include "kiln/pipeline.h"
+#include "ops/attention/kernels/common.h"
 
 namespace kiln::examples {
 namespace {
+
+// What the kernel declared, as its roles read it.
+struct BlackwellAttention {
+  Kernel& k;
+  AttentionShape a;
+  int D, BM, BN, SPANS, STAGES, CHUNK;
+  Scalar in;
+  AttentionParams p;
+  SmemTile sQ, sK, sV, sP;
+  Barrier q_full, s_full, s_free, p_full, o_ready;
+  Pipeline &k_ring, &v_ring;
+  Tmem tmem;
+  Value m0, q_head, kv_head;
+  Value shift;  // query i sees keys j <= i + shift
+  Value n_tiles, warp;
+};
+
+// Warp 4: Q once, then K and V tile by tile.
+void LoadWarp(BlackwellAttention& b) {
+  Kernel& k = b.k;
+  k.If(k.ElectOne(), [&] {
+    b.q_full.ArriveExpectTx({&b.p.tq});
+    k.TmaLoad(b.p.tq, b.sQ, b.q_full, {0, b.m0, 0, b.q_head});
+    Pipeline::Cursor k_at = b.k_ring.Start(), v_at = b.v_ring.Start();
+    k.For(0, b.n_tiles, 1, [&](Value j) {
+      b.k_ring.Produce(k_at, {{&b.p.tk, b.sK, {0, j * b.BN, 0, b.kv_head}}});
+      b.v_ring.Produce(v_at, {{&b.p.tv, b.sV, {0, j * b.BN, 0, b.kv_head}}});
+    });
+  });
+}
+
+// Warp 5, one thread: S_0, then per key tile j S_{j+1} once the softmax has read S_j, and
+// O += P_j V_j once P_j is in shared memory.
+void MmaWarp(BlackwellAttention& b) {
+  Kernel& k = b.k;
+  const int D = b.D, BM = b.BM, BN = b.BN;
+  k.If(k.ElectOne(), [&] {
+    Pipeline::Cursor k_at = b.k_ring.Start(), v_at = b.v_ring.Start();
+    auto issue_s = [&] {
+      Value ks = b.k_ring.Acquire(k_at);
+      k.TcgenFenceAfterSync();
+      for (int kk = 0; kk < D; kk += 16)
+        k.TcgenMma(b.tmem, 0, b.sQ, kk / 64 * BM, b.sK.Stage(ks), kk / 64 * BN, kk % 64,
+                   Operand(kk > 0 ? 1 : 0), BM, BN);
+      k.TcgenCommit(b.s_full);
+      k.TcgenCommit(b.k_ring.EmptyBarrier(ks));  // the stage is free once these MMAs complete
+    };
+    k.If(b.n_tiles > 0, [&] {
+      b.q_full.Wait(0);
+      issue_s();
+    });
+    k.For(0, b.n_tiles, 1, [&](Value j) {
+      k.If(j + 1 < b.n_tiles, [&] {
+        b.s_free.Wait(j % 2);  // the softmax has S_j in registers: S_{j+1} may overwrite it
+        issue_s();
+      });
+      b.p_full.Wait(j % 2);
+      Value vs = b.v_ring.Acquire(v_at);
+      k.TcgenFenceAfterSync();
+      for (int kk = 0; kk < BN; kk += 16)
+        k.TcgenMma(b.tmem, BN, b.sP, kk / 64 * BM, kk % 64,
+                   Kernel::WgmmaTile{b.sV.Stage(vs), /*mn_major=*/true, BN}, 0, kk,
+                   kk > 0 ? Operand(1) : Operand(j > 0), BM, D);
+      k.TcgenCommit(b.o_ready);
+      k.TcgenCommit(b.v_ring.EmptyBarrier(vs));
+    });
+  });
+}
+
+// A softmax thread's row: r (its TMEM lane), its warp's first lane, its query row, the scale in
+// log2 units, the keys it sees (below `limit`), its running maximum and sum.
+struct SoftmaxRow {
+  Value r, lane0, row, scale_log2, limit;
+  Regs row_max, row_sum;
+};
+
+// Key tile j of the softmax warps: S_j out of tensor memory, the online softmax, O rescaled and
+// P_j to shared memory.
+void SoftmaxTile(BlackwellAttention& b, SoftmaxRow& t, Value j) {
+  Kernel& k = b.k;
+  const int BN = b.BN, CHUNK = b.CHUNK;
+  b.s_full.Wait(j % 2);
+  k.TcgenFenceAfterSync();
+  std::vector<Value> s;
+  for (int c = 0; c < BN; c += CHUNK)
+    for (Value x : k.TcgenLoad(b.tmem, t.lane0, c, CHUNK)) s.push_back(x);
+  k.TcgenFenceBeforeSync();
+  b.s_free.Arrive();
+  // Mask (only a tile that reaches past the row's last key: the diagonal's, or Skv's), the new
+  // maximum (scaled, log2 units), alpha = exp2(old - new), P and its sum.
+  Value n0 = (j * BN).To(s32), tile_max = k.F32(-INFINITY);
+  s = k.IfElse(
+      n0 + BN > t.limit,
+      [&] {
+        std::vector<Value> masked = s;
+        for (int c = 0; c < BN; ++c) masked[c] = Select(n0 + c < t.limit, s[c], k.F32(-INFINITY));
+        return masked;
+      },
+      [&] { return s; });
+  for (int c = 0; c < BN; ++c) tile_max = Max(tile_max, s[c]);
+  Value new_max = Max(t.row_max[0], tile_max * t.scale_log2);
+  // A row that saw only -inf:
+  Value base = Select(new_max == k.F32(-INFINITY), k.F32(0), new_max);
+  Value alpha = Exp2(t.row_max[0] - base), sum = k.F32(0);
+  t.row_max[0] = new_max;
+  for (int c = 0; c < BN; ++c) {
+    s[c] = Exp2(Fma(s[c], t.scale_log2, -base));
+    sum = sum + s[c];
+  }
+  t.row_sum[0] = Fma(t.row_sum[0], alpha, sum);
+  // O += P_{j-1} V_{j-1} has landed: rescale O in tensor memory, and P's buffer is free.
+  k.If(j > 0, [&] {
+    b.o_ready.Wait((j + 1) % 2);
+    k.TcgenFenceAfterSync();
+    for (int c = 0; c < b.D; c += CHUNK) {
+      std::vector<Value> o = k.TcgenLoad(b.tmem, t.lane0, BN + c, CHUNK);
+      for (Value& x : o) x = x * alpha;
+      k.TcgenStore(b.tmem, t.lane0, BN + c, o);
+    }
+  });
+  for (int c = 0; c < BN; c += 2)
+    k.Store(b.sP.At(c / 64 * b.BM + t.r, c % 64),
+            b.in == f16 ? PackF16x2(s[c], s[c + 1]) : PackBf16x2(s[c], s[c + 1]));
+  k.FenceProxyAsync();  // P is read by the MMA (the async proxy)
+  k.TcgenFenceBeforeSync();
+  b.p_full.Arrive();
+}
+
+// O / sum through Q's tile (every MMA reading Q has completed once the last O is in; with no key
+// tile, Q's load must have landed before it is overwritten), a clipped TMA store, and lse.
+void StoreRows(BlackwellAttention& b, SoftmaxRow& t) {
+  Kernel& k = b.k;
+  const int D = b.D, BM = b.BM, BN = b.BN, CHUNK = b.CHUNK;
+  const Value& S = b.p.S;
+  Value total = t.row_sum[0];
+  Value inv = Select(total > 0.0, Rcp(total), k.F32(0));
+  b.q_full.Wait(0);
+  auto store_o = [&](int c, const std::vector<Value>& o) {
+    for (int e = 0; e < CHUNK; e += 2)
+      k.Store(b.sQ.At((c + e) / 64 * BM + t.r, (c + e) % 64),
+              b.in == f16 ? PackF16x2(o[e] * inv, o[e + 1] * inv)
+                          : PackBf16x2(o[e] * inv, o[e + 1] * inv));
+  };
+  k.If(
+      b.n_tiles > 0,
+      [&] {
+        b.o_ready.Wait((b.n_tiles + 1) % 2);
+        k.TcgenFenceAfterSync();
+        for (int c = 0; c < D; c += CHUNK) store_o(c, k.TcgenLoad(b.tmem, t.lane0, BN + c, CHUNK));
+      },
+      [&] {  // a row tile that sees no key: O = 0
+        for (int c = 0; c < D; c += CHUNK) store_o(c, std::vector<Value>(CHUNK, k.F32(0)));
+      });
+  Value lse_value = Select(total > 0.0, (t.row_max[0] + Log2(total)) * M_LN2, k.F32(-INFINITY));
+  k.If(t.row < S,
+       [&] { k.Store(b.p.lse + (b.q_head.To(i64) * S.To(i64) + t.row.To(i64)), lse_value); });
+  k.FenceProxyAsync();
+  k.NamedBarrier(1, BM);
+  k.If(t.r == 0, [&] {
+    for (int span = 0; span < b.SPANS; ++span)
+      k.TmaStore(b.p.to, b.sQ.Rows(span * BM, BM), {0, b.m0, span, b.q_head});
+    k.BulkCommit();
+    k.BulkWait(0, /*smem_reads_only=*/true);  // the CTA may end while O lands (as on Hopper)
+  });
+}
+
+// Warps 0-3: thread r owns query row m0 + r.
+void SoftmaxWarps(BlackwellAttention& b) {
+  Kernel& k = b.k;
+  const Value& Skv = b.p.Skv;
+  Value r = k.ThreadIdx(), lane0 = b.warp * 32, row = b.m0 + r;
+  Value scale_log2 = b.p.scale * M_LOG2E;
+  Value limit = b.a.causal ? Min(Skv.To(s32), row.To(s32) + 1 + b.shift) : Skv.To(s32);
+  Regs row_max = k.Registers(Type::Of(f32), 1), row_sum = k.Registers(Type::Of(f32), 1);
+  row_max[0] = k.F32(-INFINITY);
+  SoftmaxRow t{r, lane0, row, scale_log2, limit, row_max, row_sum};
+  k.For(0, b.n_tiles, 1, [&](Value j) { SoftmaxTile(b, t, j); });
+  StoreRows(b, t);
+}
 
 absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, AttentionShape a) {
   const int D = a.d, BM = 128, BN = D == 256 ? 64 : 128, SPANS = D / 64, STAGES = 2, CHUNK = 32;
@@ -29,11 +212,11 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
   if (a.warpgroups || a.block_n || a.stages || a.persistent || a.lazy_rescale >= 0)
     k.Fail("attention/blackwell has one tiling; it takes no wg/bn/st/persist/lazy/eager option");
   const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/BM);
-  const Value &B = p.B, &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv, &scale = p.scale, &lse = p.lse;
-  const TensorMap &tq = p.tq, &tk = p.tk, &tv = p.tv, &to = p.to;
+  const Value &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv;
   k.Grid(absl::StrCat("S/", BM), "Hq", "B");
-  k.Attribute("attention", absl::StrCat("d=", D, " causal=", a.causal, " in=", in == f16 ? "f16" : "bf16", " block_m=", BM,
-                                        " block_n=", BN));
+  k.Attribute("attention",
+              absl::StrCat("d=", D, " causal=", a.causal, " in=", in == f16 ? "f16" : "bf16",
+                           " block_m=", BM, " block_n=", BN));
 
   // Shared memory: Q (span j in rows BM*j..; O goes out through it at the end), rings of K and V
   // tiles (span j in rows BN*j..), and P (keys 64j.. in rows BM*j..), all K-major 128B-swizzled.
@@ -57,13 +240,16 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
   Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : Skv;
   Value n_tiles = (n_end + (BN - 1)) / BN;
   Value warp = k.WarpId();
+  BlackwellAttention ba{k,      a,    D,  BM,     BN,      SPANS,  STAGES,  CHUNK,  in,      p,
+                        sQ,     sK,   sV, sP,     q_full,  s_full, s_free,  p_full, o_ready, k_ring,
+                        v_ring, tmem, m0, q_head, kv_head, shift,  n_tiles, warp};
 
   k.If(k.ThreadIdx() == 0, [&] {
     q_full.Init(1);
-    s_full.Init(1);      // a commit: S_j computed
-    s_free.Init(BM);     // every softmax thread has read S_j
-    p_full.Init(BM);     // every softmax thread has written P_j and rescaled O
-    o_ready.Init(1);     // a commit: O += P_j V_j done (and P's buffer free)
+    s_full.Init(1);   // a commit: S_j computed
+    s_free.Init(BM);  // every softmax thread has read S_j
+    p_full.Init(BM);  // every softmax thread has written P_j and rescaled O
+    o_ready.Init(1);  // a commit: O += P_j V_j done (and P's buffer free)
     k_ring.Init();
     v_ring.Init();
   });
@@ -71,130 +257,9 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
   k.SyncThreads();
   k.TcgenFenceAfterSync();
 
-  k.If(warp == 4, [&] {
-    k.If(k.ElectOne(), [&] {
-      q_full.ArriveExpectTx({&tq});
-      k.TmaLoad(tq, sQ, q_full, {0, m0, 0, q_head});
-      Pipeline::Cursor k_at = k_ring.Start(), v_at = v_ring.Start();
-      k.For(0, n_tiles, 1, [&](Value j) {
-        k_ring.Produce(k_at, {{&tk, sK, {0, j * BN, 0, kv_head}}});
-        v_ring.Produce(v_at, {{&tv, sV, {0, j * BN, 0, kv_head}}});
-      });
-    });
-  });
-
-  k.If(warp == 5, [&] {
-    k.If(k.ElectOne(), [&] {
-      Pipeline::Cursor k_at = k_ring.Start(), v_at = v_ring.Start();
-      auto issue_s = [&] {
-        Value ks = k_ring.Acquire(k_at);
-        k.TcgenFenceAfterSync();
-        for (int kk = 0; kk < D; kk += 16)
-          k.TcgenMma(tmem, 0, sQ, kk / 64 * BM, sK.Stage(ks), kk / 64 * BN, kk % 64, Operand(kk > 0 ? 1 : 0), BM, BN);
-        k.TcgenCommit(s_full);
-        k.TcgenCommit(k_ring.EmptyBarrier(ks));  // the stage is free once these MMAs complete
-      };
-      k.If(n_tiles > 0, [&] {
-        q_full.Wait(0);
-        issue_s();
-      });
-      k.For(0, n_tiles, 1, [&](Value j) {
-        k.If(j + 1 < n_tiles, [&] {
-          s_free.Wait(j % 2);  // the softmax has S_j in registers: S_{j+1} may overwrite it
-          issue_s();
-        });
-        p_full.Wait(j % 2);
-        Value vs = v_ring.Acquire(v_at);
-        k.TcgenFenceAfterSync();
-        for (int kk = 0; kk < BN; kk += 16)
-          k.TcgenMma(tmem, BN, sP, kk / 64 * BM, kk % 64, Kernel::WgmmaTile{sV.Stage(vs), /*mn_major=*/true, BN}, 0, kk,
-                     kk > 0 ? Operand(1) : Operand(j > 0), BM, D);
-        k.TcgenCommit(o_ready);
-        k.TcgenCommit(v_ring.EmptyBarrier(vs));
-      });
-    });
-  });
-
-  k.If(warp < 4, [&] {
-    Value r = k.ThreadIdx(), lane0 = warp * 32, row = m0 + r;
-    Value scale_log2 = scale * M_LOG2E;
-    // The keys row r sees: below `limit`.
-    Value limit = a.causal ? Min(Skv.To(s32), row.To(s32) + 1 + shift) : Skv.To(s32);
-    Regs row_max = k.Registers(Type::Of(f32), 1), row_sum = k.Registers(Type::Of(f32), 1);
-    row_max[0] = k.F32(-INFINITY);
-    k.For(0, n_tiles, 1, [&](Value j) {
-      s_full.Wait(j % 2);
-      k.TcgenFenceAfterSync();
-      std::vector<Value> s;
-      for (int c = 0; c < BN; c += CHUNK)
-        for (Value x : k.TcgenLoad(tmem, lane0, c, CHUNK)) s.push_back(x);
-      k.TcgenFenceBeforeSync();
-      s_free.Arrive();
-      // Mask (only a tile that reaches past the row's last key: the diagonal's, or Skv's), the new
-      // maximum (scaled, log2 units), alpha = exp2(old - new), P and its sum.
-      Value n0 = (j * BN).To(s32), tile_max = k.F32(-INFINITY);
-      s = k.IfElse(
-          n0 + BN > limit,
-          [&] {
-            std::vector<Value> masked = s;
-            for (int c = 0; c < BN; ++c) masked[c] = Select(n0 + c < limit, s[c], k.F32(-INFINITY));
-            return masked;
-          },
-          [&] { return s; });
-      for (int c = 0; c < BN; ++c) tile_max = Max(tile_max, s[c]);
-      Value new_max = Max(row_max[0], tile_max * scale_log2);
-      Value base = Select(new_max == k.F32(-INFINITY), k.F32(0), new_max);  // a row that saw only -inf
-      Value alpha = Exp2(row_max[0] - base), sum = k.F32(0);
-      row_max[0] = new_max;
-      for (int c = 0; c < BN; ++c) {
-        s[c] = Exp2(Fma(s[c], scale_log2, -base));
-        sum = sum + s[c];
-      }
-      row_sum[0] = Fma(row_sum[0], alpha, sum);
-      // O += P_{j-1} V_{j-1} has landed: rescale O in tensor memory, and P's buffer is free.
-      k.If(j > 0, [&] {
-        o_ready.Wait((j + 1) % 2);
-        k.TcgenFenceAfterSync();
-        for (int c = 0; c < D; c += CHUNK) {
-          std::vector<Value> o = k.TcgenLoad(tmem, lane0, BN + c, CHUNK);
-          for (Value& x : o) x = x * alpha;
-          k.TcgenStore(tmem, lane0, BN + c, o);
-        }
-      });
-      for (int c = 0; c < BN; c += 2)
-        k.Store(sP.At(c / 64 * BM + r, c % 64), in == f16 ? PackF16x2(s[c], s[c + 1]) : PackBf16x2(s[c], s[c + 1]));
-      k.FenceProxyAsync();  // P is read by the MMA (the async proxy)
-      k.TcgenFenceBeforeSync();
-      p_full.Arrive();
-    });
-
-    // O / sum through Q's tile (every MMA reading Q has completed once the last O is in; with no
-    // key tile, Q's load must have landed before it is overwritten), a clipped TMA store, and lse.
-    Value total = row_sum[0];
-    Value inv = Select(total > 0.0, Rcp(total), k.F32(0));
-    q_full.Wait(0);
-    auto store_o = [&](int c, const std::vector<Value>& o) {
-      for (int e = 0; e < CHUNK; e += 2)
-        k.Store(sQ.At((c + e) / 64 * BM + r, (c + e) % 64),
-                in == f16 ? PackF16x2(o[e] * inv, o[e + 1] * inv) : PackBf16x2(o[e] * inv, o[e + 1] * inv));
-    };
-    k.If(n_tiles > 0, [&] {
-      o_ready.Wait((n_tiles + 1) % 2);
-      k.TcgenFenceAfterSync();
-      for (int c = 0; c < D; c += CHUNK) store_o(c, k.TcgenLoad(tmem, lane0, BN + c, CHUNK));
-    }, [&] {  // a row tile that sees no key: O = 0
-      for (int c = 0; c < D; c += CHUNK) store_o(c, std::vector<Value>(CHUNK, k.F32(0)));
-    });
-    Value lse_value = Select(total > 0.0, (row_max[0] + Log2(total)) * M_LN2, k.F32(-INFINITY));
-    k.If(row < S, [&] { k.Store(lse + (q_head.To(i64) * S.To(i64) + row.To(i64)), lse_value); });
-    k.FenceProxyAsync();
-    k.NamedBarrier(1, BM);
-    k.If(r == 0, [&] {
-      for (int span = 0; span < SPANS; ++span) k.TmaStore(to, sQ.Rows(span * BM, BM), {0, m0, span, q_head});
-      k.BulkCommit();
-      k.BulkWait(0, /*smem_reads_only=*/true);  // the CTA may end while O lands (as on Hopper)
-    });
-  });
+  k.If(warp == 4, [&] { LoadWarp(ba); });
+  k.If(warp == 5, [&] { MmaWarp(ba); });
+  k.If(warp < 4, [&] { SoftmaxWarps(ba); });
 
   k.TcgenFenceBeforeSync();
   k.SyncThreads();
@@ -203,11 +268,12 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
 }
 
 ExampleFamily BlackwellAttentionFamily() {
-  return AttentionFamilyOf("attention/blackwell",
-                           "FlashAttention forward for sm_100a: S and O in tensor memory, a TMA warp, an MMA warp, a "
-                           "softmax warpgroup (a row a thread) that rescales O in tensor memory; head dims 64/128/256, "
-                           "bf16/f16, causal",
-                           BuildBlackwellAttention);
+  return AttentionFamilyOf(
+      "attention/blackwell",
+      "FlashAttention forward for sm_100a: S and O in tensor memory, a TMA warp, an MMA warp, a "
+      "softmax warpgroup (a row a thread) that rescales O in tensor memory; head dims 64/128/256, "
+      "bf16/f16, causal",
+      BuildBlackwellAttention);
 }
 
 }  // namespace

@@ -39,7 +39,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown option '", part,
-          "' (takes d64, d128 or d256, then f16, causal, and a tiling: wgW consumer warpgroups, bnN keys per "
+          "' (takes d64, d128 or d256, then f16, causal, and a tiling: wgW consumer warpgroups, "
+          "bnN keys per "
           "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling)"));
     }
   }
@@ -55,19 +56,21 @@ std::vector<std::string> BundledAttentionVariants() {
   return v;
 }
 
-rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& rows, const std::string& heads, int d,
-                           int box_rows, int spans, Scalar in) {
+rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& rows,
+                           const std::string& heads, int d, int box_rows, int spans, Scalar in) {
   rt::TensorMapParam t;
   t.tensor = tensor;
   t.dtype = in == f16 ? rt::TmaDtype::kF16 : rt::TmaDtype::kBF16;
   t.swizzle = rt::TmaSwizzle::k128B;
   t.dims = {Rule(k, "64"), Rule(k, rows), Rule(k, std::to_string(d / 64)), Rule(k, heads)};
-  t.strides = {Rule(k, std::to_string(d * 2)), Rule(k, "128"), Rule(k, absl::StrCat(rows, "*", d * 2))};
+  t.strides = {Rule(k, std::to_string(d * 2)), Rule(k, "128"),
+               Rule(k, absl::StrCat(rows, "*", d * 2))};
   t.box = {64, static_cast<uint32_t>(box_rows), static_cast<uint32_t>(spans), 1};
   return t;
 }
 
-AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n, int o_rows) {
+AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n,
+                                       int o_rows) {
   const int spans = a.d / 64;
   AttentionParams p;
   p.B = k.I32Param("B"), p.Hq = k.I32Param("Hq"), p.Hkv = k.I32Param("Hkv");
@@ -81,14 +84,17 @@ AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int b
   return p;
 }
 
-ExampleFamily AttentionFamilyOf(const std::string& base, const std::string& summary, BuildAttentionFn build) {
-  ExampleFamily f{base, summary,
-                  [build](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
-                    absl::StatusOr<AttentionShape> a = ParseAttention(options);
-                    if (!a.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", a.status().message()));
-                    return build(name, *a);
-                  },
-                  BundledAttentionVariants()};
+ExampleFamily AttentionFamilyOf(const std::string& base, const std::string& summary,
+                                BuildAttentionFn build) {
+  ExampleFamily f{
+      base, summary,
+      [build](const std::string& name, const std::string& options) -> absl::StatusOr<KernelDef> {
+        absl::StatusOr<AttentionShape> a = ParseAttention(options);
+        if (!a.ok())
+          return absl::InvalidArgumentError(absl::StrCat(name, ": ", a.status().message()));
+        return build(name, *a);
+      },
+      BundledAttentionVariants()};
   return f;
 }
 

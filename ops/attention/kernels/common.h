@@ -32,7 +32,8 @@ struct AttentionShape {
 };
 
 // Variant names: d64, d128 or d256, then optionally f16 and causal ("d128.f16.causal"), and a
-// tiling other than the default (".wg3.bn176.st3", ".persist"), and the rescale (".lazy", ".eager").
+// tiling other than the default (".wg3.bn176.st3", ".persist"), and the rescale (".lazy",
+// ".eager").
 absl::StatusOr<AttentionShape> ParseAttention(const std::string& options);
 
 // The variants the build bundles: every head dimension, type and mask.
@@ -42,8 +43,8 @@ std::vector<std::string> BundledAttentionVariants();
 // `box_rows` x `spans` lands as `spans` 128B-swizzled blocks of box_rows x 64, one per 64
 // columns of D (the K-major layout S = Q K^T reads, and the MN-major one P V reads V in); rows
 // past `rows` read as zeros and are not written.
-rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& rows, const std::string& heads, int d,
-                           int box_rows, int spans, Scalar in);
+rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& rows,
+                           const std::string& heads, int d, int box_rows, int spans, Scalar in);
 
 // The parameters of every attention kernel (the entry point passes them by name): the sizes, the
 // softmax scale, maps that land Q in boxes of `block_m` rows, K and V of `block_n` rows (all D
@@ -52,11 +53,13 @@ struct AttentionParams {
   Value B, Hq, Hkv, S, Skv, scale, lse;
   TensorMap tq, tk, tv, to;
 };
-AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n, int o_rows);
+AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n,
+                                       int o_rows);
 
 // A family of attention kernels named "<base>.<options>" (ParseAttention), every head dimension,
 // type and mask bundled.
 using BuildAttentionFn = absl::StatusOr<KernelDef> (*)(const std::string& name, AttentionShape a);
-ExampleFamily AttentionFamilyOf(const std::string& base, const std::string& summary, BuildAttentionFn build);
+ExampleFamily AttentionFamilyOf(const std::string& base, const std::string& summary,
+                                BuildAttentionFn build);
 
 }  // namespace kiln::examples

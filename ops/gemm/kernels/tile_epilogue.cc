@@ -5,8 +5,8 @@
 
 namespace kiln::ops {
 
-TileEpilogue::TileEpilogue(TileKernel& tk, WgmmaAccumulator& acc, const Value& c, const Value& wg, const Value& lane,
-                           const Value& row0)
+TileEpilogue::TileEpilogue(TileKernel& tk, WgmmaAccumulator& acc, const Value& c, const Value& wg,
+                           const Value& lane, const Value& row0)
     : tk_(tk), k_(tk.k), acc_(acc), c_(c), wg_(wg), lane_(lane), row0_(row0) {
   packed_ = k_.Registers(Type::Of(i32), tk.shape.bn / 4);
   pending_ = k_.Registers(Type::Of(i32), 3);
@@ -17,36 +17,20 @@ TileEpilogue::TileEpilogue(TileKernel& tk, WgmmaAccumulator& acc, const Value& c
 }
 
 void TileEpilogue::WriteOut() {
-  const int BN = tk_.shape.bn, PIECE_N = tk_.piece_n;
-  for (int x = 0; x < tk_.consumers; ++x) k_.If(wg_ == x, [&] {
-    // Lane l addresses row (l % 8) + 8 * (l / 16) of matrix l / 8, transposed: n rows, m cols.
-    Value n = lane_ % 8 + lane_ / 16 * 8, m = c_ / 32 * 16 + (lane_ & 8);
-    for (int piece = 0; piece < BN / PIECE_N; ++piece) {
-      k_.If(c_ == 0, [&] { k_.BulkWait(0, /*smem_reads_only=*/true); });  // buffer read out
-      k_.NamedBarrier(wg_ + 2, 128);
-      for (int q = 0; q < PIECE_N / 16; ++q) {
-        const int f = 4 * (piece * PIECE_N / 16 + q);
-        k_.StMatrix(tk_.sC[x].At(n + q * 16, m), {packed_[f], packed_[f + 1], packed_[f + 2], packed_[f + 3]},
-                    /*trans=*/true);
-      }
-      k_.FenceProxyAsync();
-      k_.NamedBarrier(wg_ + 2, 128);
-      k_.If(c_ == 0, [&] {
-        k_.TmaStore(tk_.g.C, tk_.sC[x], tk_.g.CBox(pending_[1] + x * 64, pending_[2] + piece * PIECE_N));
-        k_.BulkCommit();
-      });
-    }
-  });
+  examples::WritePackedTile(k_, tk_.g, tk_.sC, tk_.consumers, tk_.shape.bn, tk_.piece_n, wg_, c_,
+                            lane_, packed_, pending_);
 }
 
-std::tuple<Value, Value, Value> TileEpilogue::ElementAt(const Value& m0, const Value& n0, int p, int e) const {
+std::tuple<Value, Value, Value> TileEpilogue::ElementAt(const Value& m0, const Value& n0, int p,
+                                                        int e) const {
   Value row = m0 + row0_ + acc_.Row(p), col = n0 + acc_.Col(p) + e;
   return std::tuple{row, col, (row < tk_.g.M) & (col < tk_.g.N)};
 }
 
 // A thread's two rows share a bias_row, each of its column pairs a bias_col; each load is masked
 // by its index alone.
-std::pair<Value, Value> TileEpilogue::BiasFor(BiasOfSlot& loaded, const Value& m0, const Value& n0, int p) const {
+std::pair<Value, Value> TileEpilogue::BiasFor(BiasOfSlot& loaded, const Value& m0, const Value& n0,
+                                              int p) const {
   if (tk_.epi.bias == BiasAxis::kNone) return {};
   const bool by_row = tk_.epi.bias == BiasAxis::kRow;
   const int slot = by_row ? WgmmaAccumulator::RowSlot(p) : WgmmaAccumulator::ColSlot(p);
@@ -87,7 +71,8 @@ void TileEpilogue::StoreDirect(const Value& m0, const Value& n0) {
     for (int e = 0; e < 2; ++e) {
       auto [row, col, inside] = ElementAt(m0, n0, p, e);
       Value x = acc_[2 * p + e];
-      StoreGlobal(tk_.g.Cptr.At({row, col}), in ? tk_.epilogue.Output(x, in[e]) : x.To(tk_.out), {.mask = inside});
+      StoreGlobal(tk_.g.Cptr.At({row, col}), in ? tk_.epilogue.Output(x, in[e]) : x.To(tk_.out),
+                  {.mask = inside});
     }
   });
 }
@@ -96,7 +81,8 @@ void TileEpilogue::Pack(const Value& m0, const Value& n0) {
   if (tk_.staged_inputs) ApplyStaged(m0, n0);
   InGroups(m0, n0, [&](int p, const Epilogue::Inputs* in) {
     Value x = acc_[2 * p], y = acc_[2 * p + 1];
-    if (in) x = tk_.epilogue.Apply(x, in[0]), y = tk_.epilogue.Apply(y, in[1]);  // (none where staged)
+    if (in)
+      x = tk_.epilogue.Apply(x, in[0]), y = tk_.epilogue.Apply(y, in[1]);  // (none where staged)
     packed_[p] = k_.Vector({x.To(tk_.out), y.To(tk_.out)}).Bitcast(Type::Of(i32));
   });
   pending_[0] = 1;
@@ -117,7 +103,9 @@ void TileEpilogue::ApplyStaged(const Value& m0, const Value& n0) {
   // (Both buffers 1024-byte aligned: the same swizzle at the same offset from either.)
   const int64_t next_buffer =
       CONSUMERS == 1 ? 0 : (sC[1].offset_bytes() - sC[0].offset_bytes()) / ScalarBytes(tk_.out);
-  auto buffer_at = [&](int row) { return sC[0].At(n + row, m) + (wg_ * next_buffer).To(Scalar::kI64); };
+  auto buffer_at = [&](int row) {
+    return sC[0].At(n + row, m) + (wg_ * next_buffer).To(Scalar::kI64);
+  };
   BiasOfSlot bias;
   for (int piece = 0; piece < BN / PIECE_N; ++piece) {
     auto stage = [&](const TensorMap& map) {
@@ -128,10 +116,12 @@ void TileEpilogue::ApplyStaged(const Value& m0, const Value& n0) {
       k_.If(c_ == 0, [&] { k_.BulkWait(0, /*smem_reads_only=*/true); });
       k_.NamedBarrier(wg_ + 2, 128);
       k_.If(c_ == 0, [&] {
-        for (int x = 0; x < CONSUMERS; ++x) k_.If(wg_ == x, [&] {
-          tk_.input_bars[x].ArriveExpectTx({&map});
-          k_.TmaLoad(map, sC[x], tk_.input_bars[x], tk_.g.CBox(m0 + x * 64, n0 + piece * PIECE_N));
-        });
+        for (int x = 0; x < CONSUMERS; ++x)
+          k_.If(wg_ == x, [&] {
+            tk_.input_bars[x].ArriveExpectTx({&map});
+            k_.TmaLoad(map, sC[x], tk_.input_bars[x],
+                       tk_.g.CBox(m0 + x * 64, n0 + piece * PIECE_N));
+          });
       });
       tk_.input_bars[wg_].Wait(input_phase_[0]);
       input_phase_[0] = input_phase_[0] ^ 1;
@@ -144,7 +134,8 @@ void TileEpilogue::ApplyStaged(const Value& m0, const Value& n0) {
         if (map) words = k_.LdMatrix(buffer_at(q * 16), 4, /*trans=*/true);
         for (int j = 0; j < 4; ++j) {
           Value v = map ? words[j].Bitcast(Type::Vec(tk_.out, 2)) : Value();
-          body(4 * (piece * PIECE_N / 16 + q) + j, map ? v.Lane(0) : Value(), map ? v.Lane(1) : Value());
+          body(4 * (piece * PIECE_N / 16 + q) + j, map ? v.Lane(0) : Value(),
+               map ? v.Lane(1) : Value());
         }
       }
     };

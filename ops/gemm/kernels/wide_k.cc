@@ -18,7 +18,20 @@
 namespace kiln::examples {
 namespace {
 
-constexpr int ROWS = 64, EDGE_ROWS = 16, SLAB = 64, SLABS = 2, STAGE_K = SLAB * SLABS, RING_BYTES = 224 * 1024;
+constexpr int ROWS = 64, EDGE_ROWS = 16, SLAB = 64, SLABS = 2, STAGE_K = SLAB * SLABS,
+              RING_BYTES = 224 * 1024;
+
+// The GEMM it computes, as the harness and the entry point read it from the manifest.
+void DescribeWideK(Kernel& k, const GemmVariant& v) {
+  DescribeGemm(k, {.in_type = ScalarName(v.in),
+                   .out_type = ScalarName(v.epilogue.out),
+                   .b_order = v.b_mn ? "row" : "col",
+                   .c_order = "col",
+                   .tile_m = 1,
+                   .tile_n = v.b_mn ? 8 : 1,
+                   .tile_k = 8,  // TMA strides B's rows: 16 bytes
+                   .epilogue = v.epilogue.Terms()});
+}
 
 absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant& v, int bn) {
   // 32 columns: 9 stages of 24 KB; 64: 7 of 32 KB: as deep as the ring's bytes allow, its depth in
@@ -30,10 +43,7 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
   // transposed B.
   const bool b_span128 = bn * 2 == 128;  // else 64 bytes
   const Swizzle b_swizzle = b_span128 ? Swizzle::k128B : Swizzle::k64B;
-  DescribeGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out),
-                   .b_order = v.b_mn ? "row" : "col", .c_order = "col",
-                   .tile_m = 1, .tile_n = v.b_mn ? 8 : 1, .tile_k = 8,  // TMA strides B's rows: 16 bytes
-                   .epilogue = v.epilogue.Terms()});
+  DescribeWideK(k, v);
   Value M = k.I32Param("M"), N = k.I32Param("N"), K = k.I32Param("K");
   GlobalTensor C(k.PtrParam("C", v.epilogue.out), {M, N}, {k.I32(1), M});
   // A's maps by the rows of its box: 16, 32, 48, 64. A pass loads the rows before M only, in one
@@ -42,15 +52,17 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
   // docs/perf/2026-11-27-stages-128-256-k-17-64-rows.md).
   std::vector<TensorMap> tmA;
   for (int rows = EDGE_ROWS; rows <= ROWS; rows += EDGE_ROWS)
-    tmA.push_back(
-        k.TmaParam(absl::StrCat("tmA", rows), PackedKMajorMap("A", "M", v.in, SLAB, rows, rt::TmaSwizzle::k128B)));
+    tmA.push_back(k.TmaParam(absl::StrCat("tmA", rows),
+                             PackedKMajorMap("A", "M", v.in, SLAB, rows, rt::TmaSwizzle::k128B)));
   TensorMap tmB = k.TmaParam(
-      "tmB", v.b_mn ? PackedMnMajorMap("B", "N", v.in, SLAB, bn, b_span128 ? rt::TmaSwizzle::k128B : rt::TmaSwizzle::k64B)
+      "tmB", v.b_mn ? PackedMnMajorMap("B", "N", v.in, SLAB, bn,
+                                       b_span128 ? rt::TmaSwizzle::k128B : rt::TmaSwizzle::k64B)
                     : PackedKMajorMap("B", "N", v.in, SLAB, bn, rt::TmaSwizzle::k128B));
   const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, M, N, /*column_major=*/true);
   k.Grid(absl::StrCat("N/", bn));
   std::vector<SmemTile> sA, sB;  // a stage's slabs of 64 k
-  for (int j = 0; j < SLABS; ++j) sA.push_back(k.SmemSwizzled(v.in, ROWS, SLAB, Swizzle::k128B, stages));
+  for (int j = 0; j < SLABS; ++j)
+    sA.push_back(k.SmemSwizzled(v.in, ROWS, SLAB, Swizzle::k128B, stages));
   for (int j = 0; j < SLABS; ++j)
     sB.push_back(v.b_mn ? k.SmemSwizzled(v.in, SLAB, bn, b_swizzle, stages)
                         : k.SmemSwizzled(v.in, bn, SLAB, Swizzle::k128B, stages));
@@ -72,19 +84,28 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
           k.For(0, K, STAGE_K, [&](Value k0) {
             std::vector<TmaCopy> copies;
             for (int j = 0; j < SLABS; ++j)
-              copies.push_back({.map = &tmB, .tile = sB[j],
+              copies.push_back({.map = &tmB,
+                                .tile = sB[j],
                                 .coords = v.b_mn ? std::vector<Operand>{n0, k0 + j * SLAB}
                                                  : std::vector<Operand>{k0 + j * SLAB, n0}});
             for (int j = 0; j < SLABS; ++j)
-              copies.push_back({.map = &map, .tile = sA[j].Rows(0, box), .coords = {k0 + j * SLAB, m0}});
+              copies.push_back(
+                  {.map = &map, .tile = sA[j].Rows(0, box), .coords = {k0 + j * SLAB, m0}});
             ring.Produce(at, copies);
           });
         };
         // The box for the rows left, chosen once a pass (a choice in the loop costs each copy).
         Value left = M - m0;
-        k.If(left > 48, [&] { pass(64); }, [&] {
-          k.If(left > 32, [&] { pass(48); }, [&] { k.If(left > 16, [&] { pass(32); }, [&] { pass(16); }); });
-        });
+        k.If(
+            left > 48, [&] { pass(64); },
+            [&] {
+              k.If(
+                  left > 32, [&] { pass(48); },
+                  [&] {
+                    k.If(
+                        left > 16, [&] { pass(32); }, [&] { pass(16); });
+                  });
+            });
       });
       k.LaunchDependents();
     });
@@ -100,8 +121,8 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
         for (int j = 0; j < SLABS; ++j)
           for (int kk = 0; kk < SLAB; kk += 16) {
             if (v.b_mn)
-              k.Wgmma(acc, Kernel::WgmmaTile{sA[j].Stage(s)}, 0, Kernel::WgmmaTile{sB[j].Stage(s), true, SLAB}, 0,
-                      kk);
+              k.Wgmma(acc, Kernel::WgmmaTile{sA[j].Stage(s)}, 0,
+                      Kernel::WgmmaTile{sB[j].Stage(s), true, SLAB}, 0, kk);
             else
               k.Wgmma(acc, sA[j].Stage(s), 0, sB[j].Stage(s), 0, kk);
           }
@@ -124,11 +145,14 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
       k.WgmmaWait(0);
       ring.Release(held[0], t);
       const EpilogueSpec& epi = v.epilogue;
-      if (!epi.scale && epi.bias == BiasAxis::kNone && !epi.residual) {  // nothing to load: each element as it is
+      if (!epi.scale && epi.bias == BiasAxis::kNone &&
+          !epi.residual) {  // nothing to load: each element as it is
         for (int p = 0; p < bn / 4; ++p)
           for (int e = 0; e < 2; ++e) {
             Value row = m0 + acc.Row(p), col = n0 + acc.Col(p) + e, inside = (row < M) & (col < N);
-            k.If(inside, [&] { k.Store(C.At({row, col}), epilogue.Output(acc[2 * p + e], row, col, inside)); });
+            k.If(inside, [&] {
+              k.Store(C.At({row, col}), epilogue.Output(acc[2 * p + e], row, col, inside));
+            });
           }
         return;
       }
@@ -146,7 +170,8 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
         }
       for (size_t i = 0; i < elements.size(); ++i) {
         const Element& x = elements[i];
-        StoreGlobal(C.At({x.row, x.col}), epilogue.Output(acc[static_cast<int>(i)], x.in), {.mask = x.inside});
+        StoreGlobal(C.At({x.row, x.col}), epilogue.Output(acc[static_cast<int>(i)], x.in),
+                    {.mask = x.inside});
       }
     });
   });
@@ -156,8 +181,9 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
 void RegisterWideK(int bn) {
   const std::string name = absl::StrCat("gemm/bf16_k", STAGE_K, "n", bn, "_sm90");
   Register({name,
-            absl::StrCat("the entry point's kernel for up to 64 rows where ", bn, "-column blocks make one wave: ",
-                         "64 rows over the whole K in stages of ", STAGE_K, " k"),
+            absl::StrCat("the entry point's kernel for up to 64 rows where ", bn,
+                         "-column blocks make one wave: ", "64 rows over the whole K in stages of ",
+                         STAGE_K, " k"),
             [=] { return BuildWideK(name, {}, bn); }});
   const std::string summary =
       absl::StrCat("the ", bn, "-column wide-stage kernel with other types and a fused epilogue");

@@ -47,12 +47,14 @@ struct AttentionPlan {
 
 // The kernel for a call, or an error naming what is wrong with it (sizes, head counts, head
 // dimension, type, scale, pointers, the device). Needs no GPU.
-absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& size, const AttentionOptions& options,
-                                            const AttentionOperands& operands, int compute_capability);
+absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& size,
+                                            const AttentionOptions& options,
+                                            const AttentionOperands& operands,
+                                            int compute_capability);
 
 // The launch arguments of an attention kernel for `manifest` (the emulator takes them too).
-absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& manifest, const AttentionSize& size, float scale,
-                                               const AttentionOperands& operands);
+absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& manifest, const AttentionSize& size,
+                                               float scale, const AttentionOperands& operands);
 
 // FLOPs of the forward pass as FlashAttention counts them: 4 * B * Hq * S * Skv * D, the share
 // of score pairs a causal mask keeps.
@@ -63,10 +65,10 @@ class AttentionRunner {
   explicit AttentionRunner(std::string bundle_dir) : kernels_(std::move(bundle_dir)) {}
   // Plans, loads the kernel (once per runner and stream) and launches it on `stream`; does not
   // synchronise. The persistent kernels (".persist", which the plan picks at D = 128 and, but for
-  // long causal sequences, at D = 64) take their tiles from a counter each loaded kernel keeps: a kernel per stream
-  // keeps calls on different streams apart, and calls on one stream are ordered.
-  absl::Status Run(const AttentionSize& size, const AttentionOptions& options, const AttentionOperands& operands,
-                   cu::CUstream stream = nullptr);
+  // long causal sequences, at D = 64) take their tiles from a counter each loaded kernel keeps: a
+  // kernel per stream keeps calls on different streams apart, and calls on one stream are ordered.
+  absl::Status Run(const AttentionSize& size, const AttentionOptions& options,
+                   const AttentionOperands& operands, cu::CUstream stream = nullptr);
 
  private:
   LoadedKernels kernels_;

@@ -1,0 +1,217 @@
+// attention/hopper's consumers: the warpgroups' turns at issuing their GEMMs, the steps of a tile
+// (S = Q K_j with the P V before it, the softmax under the P V, O rescaled once it retires) and
+// the walk over the CTA's tiles, a tile at a time or as one stream of steps.
+#include "ops/attention/kernels/hopper_consumer.h"
+
+#include <cmath>
+
+namespace kiln::examples::attention_sm90 {
+
+void RunConsumers(HopperAttention& h, const Value& t, bool stream_tiles) {
+  HopperConsumer consumer(h, t);
+  consumer.Run(stream_tiles);
+}
+
+// The warpgroups take turns to issue their GEMMs, in a ring that runs on across tiles
+// (warpgroup w waits at named barrier 1 + w, then signals the next one's); warpgroup 0 issues
+// first.
+HopperConsumer::HopperConsumer(HopperAttention& h, const Value& t)
+    : h_(h),
+      k_(h.k),
+      c_(t % 128),
+      wg_(t / 128),
+      row0_(wg_ * 64),
+      scale_log2_(h.p.scale * M_LOG2E),
+      q_at_(h.q_ring.Start()),
+      k_at_(h.k_ring.Start()),
+      v_at_(h.v_ring.Start()),
+      v_late_(h.a.persistent) {
+  k_.If(wg_ == h_.W - 1, [&] { k_.NamedBarrierArrive(1, 256); });
+  n_ = k_.Registers(Type::Of(i32), 1);
+  now_ = k_.Registers(Type::Of(i32), 2);
+}
+
+void HopperConsumer::Run(bool stream_tiles) {
+  if (!stream_tiles)
+    TileByTile();
+  else
+    Streamed();
+  // Takes the last warpgroup's last signal: barrier 1 ends balanced.
+  k_.If(wg_ == 0, [&] { MyTurn(); });
+}
+
+void HopperConsumer::MyTurn() { k_.NamedBarrier(wg_ + 1, 256); }
+
+void HopperConsumer::TheirTurn() { k_.NamedBarrierArrive((wg_ + 1) % h_.W + 1, 256); }
+
+// The next tile: its Q stage, then its number from the slot beside it.
+void HopperConsumer::Take() {
+  now_[1] = h_.q_ring.Acquire(q_at_);
+  now_[0] = k_.Load(h_.tile_slots.At(0, n_[0] % 4));
+}
+
+// In the persistent kernel a stage held in a register across its tile loop is no longer known
+// warp-uniform and its descriptors leave uniform registers (docs/perf/2026-11-24-attention.md,
+// step 7): there V's stage is acquired in the step that reads it.
+Value HopperConsumer::VStage() { return v_late_ ? h_.v_ring.Acquire(v_at_) : v_held_[0]; }
+
+void HopperConsumer::IssueS(Value ks) {
+  for (int kk = 0; kk < h_.D; kk += 16)
+    k_.Wgmma(s_, sQs_, kk / 64 * h_.BM + row0_, h_.sK.Stage(ks), kk / 64 * h_.BN, kk % 64,
+             /*scale_d=*/kk > 0);
+  k_.WgmmaCommit();
+}
+
+void HopperConsumer::IssuePv(Value vs) {
+  for (int kk = 0; kk < h_.BN; kk += 16)
+    k_.Wgmma(o_, {p_frag_[kk / 4], p_frag_[kk / 4 + 1], p_frag_[kk / 4 + 2], p_frag_[kk / 4 + 3]},
+             {h_.sV.Stage(vs), /*mn_major=*/true, h_.BN}, 0, kk);
+  k_.WgmmaCommit();
+}
+
+// The steps of one tile: in step j a warpgroup issues S = Q K_j and O += P_{j-1} V_{j-1}
+// together (FA3's order), runs the softmax of S_j while P_{j-1} V_{j-1} is still on the tensor
+// cores, then rescales O once that group retires. P lives in registers as the next wgmma's A
+// fragments, so S's accumulator is free for the next tile. The warpgroups take turns to issue, so
+// one's softmax runs under the others' GEMMs.
+
+void HopperConsumer::FirstStep() {  // S_0 alone
+  MyTurn();
+  Value ks = h_.k_ring.Acquire(k_at_);
+  k_.WgmmaFence();
+  IssueS(ks);
+  TheirTurn();
+  k_.WgmmaWait(0);
+  h_.k_ring.Release(ks, c_);
+  SoftmaxOf(k_.I32(0));
+  PackP();
+}
+
+// A step with both GEMMs: S of the key tile at n0, and the P V before it. `before_softmax` runs
+// once S is in, `after_pv` once the P V has retired.
+void HopperConsumer::PairedStep(Value n0, const std::function<void()>& before_softmax,
+                                const std::function<void()>& after_pv) {
+  MyTurn();
+  Value ks = h_.k_ring.Acquire(k_at_);
+  Value vs = VStage();
+  k_.WgmmaFence();
+  IssueS(ks);
+  IssuePv(vs);
+  TheirTurn();
+  k_.WgmmaWait(1);  // S is in; the P V may still run
+  h_.k_ring.Release(ks, c_);
+  before_softmax();
+  SoftmaxOf(n0);
+  k_.WgmmaWait(0);
+  h_.v_ring.Release(vs, c_);
+  after_pv();
+  PackP();
+}
+
+void HopperConsumer::LaterSteps(Value n_tiles) {
+  k_.For(1, n_tiles, 1, [&](Value j) {
+    PairedStep(
+        j * h_.BN, [] {}, [&] { RescaleO(); });
+    if (!v_late_) v_held_[0] = h_.v_ring.Acquire(v_at_);
+  });
+}
+
+void HopperConsumer::LastPv() {  // the tile's last P V alone
+  MyTurn();
+  Value vs = VStage();
+  k_.WgmmaFence();
+  IssuePv(vs);
+  TheirTurn();
+  k_.WgmmaWait(0);
+  h_.v_ring.Release(vs, c_);
+}
+
+// A tile at a time: its state fresh, its steps, its end.
+void HopperConsumer::TileByTile() {
+  k_.While(
+      [&] {
+        Value more = n_[0] == 0;
+        if (h_.a.persistent)
+          Take();
+        else
+          k_.If(more, [&] { Take(); });
+        n_[0] = n_[0] + 1;
+        return h_.a.persistent ? now_[0] < h_.tile_count : more;
+      },
+      [&] {
+        QueryTile tile = h_.TileOf(now_[0]);
+        Value qs = now_[1];
+        m0_ = tile.m0;
+        FreshState();  // zeroed for each tile
+        sQs_ = h_.sQ.Stage(qs);
+        k_.If(tile.n_tiles > 0, [&] {
+          FirstStep();
+          if (!v_late_) {
+            v_held_ = k_.Registers(Type::Of(i32), 1);
+            v_held_[0] = h_.v_ring.Acquire(v_at_);
+          }
+          LaterSteps(tile.n_tiles);
+          LastPv();
+        });
+        StoreO(m0_, tile.q_head, qs, FinishRows(m0_, tile.q_head));
+      });
+}
+
+// One stream of steps. The first tile starts alone; in each later one, step 0 issues S_0 with the
+// tile before's last P V and runs that tile's epilogue under the other warpgroups' GEMMs; the
+// last tile's last P V goes alone. (Only without a mask, where every tile sees a key: a branch
+// per tile between the two kinds of step 0 would leave the rings' positions in vector registers,
+// and the wgmma descriptors with them.)
+void HopperConsumer::Streamed() {
+  Regs prev = k_.Registers(Type::Of(i32), 2);  // the tile before: its number and Q stage
+  auto start_tile = [&] {
+    QueryTile tile = h_.TileOf(now_[0]);
+    m0_ = tile.m0;
+    sQs_ = h_.sQ.Stage(now_[1]);
+    return tile;
+  };
+  auto end_steps = [&] {
+    prev[0] = now_[0];
+    prev[1] = now_[1];
+  };
+  Take();
+  n_[0] = n_[0] + 1;
+  k_.If(now_[0] < h_.tile_count, [&] {
+    FreshState();
+    QueryTile tile = start_tile();
+    FirstStep();
+    LaterSteps(tile.n_tiles);
+    end_steps();
+    k_.While(
+        [&] {
+          Take();
+          n_[0] = n_[0] + 1;
+          return now_[0] < h_.tile_count;
+        },
+        [&] {
+          QueryTile tile = start_tile(), before;
+          Inverse inv;
+          PairedStep(
+              k_.I32(0),
+              [&] {  // the tile before's rows finished, the new tile's started
+                before = h_.TileOf(prev[0]);
+                inv = FinishRows(before.m0, before.q_head);
+                for (int half = 0; half < 2; ++half) {
+                  row_max_[half] = k_.F32(-INFINITY);
+                  row_sum_[half] = k_.F32(0);
+                }
+              },
+              [&] {  // its O out, then zero for the new tile
+                StoreO(before.m0, before.q_head, prev[1], inv);
+                for (int i = 0; i < h_.D / 2; ++i) o_[i] = k_.F32(0);
+              });
+          LaterSteps(tile.n_tiles);
+          end_steps();
+        });
+    LastPv();
+    QueryTile before = h_.TileOf(prev[0]);
+    StoreO(before.m0, before.q_head, prev[1], FinishRows(before.m0, before.q_head));
+  });
+}
+
+}  // namespace kiln::examples::attention_sm90

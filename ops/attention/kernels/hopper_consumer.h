@@ -1,0 +1,73 @@
+// attention/hopper's consumer warpgroups (hopper.cc says the algorithm), as one object per thread
+// of 128 * W: the warpgroups' turns, the tile walk (a tile at a time, or the persistent kernel's
+// one stream of steps), the steps of a tile (hopper_consumer.cc), the online softmax
+// (hopper_softmax.cc) and a tile's end (hopper_epilogue.cc).
+#pragma once
+
+#include <functional>
+
+#include "ops/attention/kernels/hopper_parts.h"
+
+namespace kiln::examples::attention_sm90 {
+
+class HopperConsumer {
+ public:
+  // Thread `t`'s place: its warpgroup's rows, the three rings' cursors, and the registers of the
+  // tile walk; the last warpgroup signals the first one's turn.
+  HopperConsumer(HopperAttention& h, const Value& t);
+  // The CTA's tiles, each on its own or (stream_tiles) as one stream of steps.
+  void Run(bool stream_tiles);
+
+ private:
+  // 1 / sum of a thread's two rows.
+  struct Inverse {
+    Value of[2];
+  };
+
+  // hopper_consumer.cc: the turns, the steps of a tile, the tile walks.
+  void MyTurn();
+  void TheirTurn();
+  void Take();
+  Value VStage();
+  void IssueS(Value ks);
+  void IssuePv(Value vs);
+  void FirstStep();
+  void PairedStep(Value n0, const std::function<void()>& before_softmax,
+                  const std::function<void()>& after_pv);
+  void LaterSteps(Value n_tiles);
+  void LastPv();
+  void TileByTile();
+  void Streamed();
+
+  // hopper_softmax.cc: the tile's state and the online softmax.
+  void FreshState();
+  void Softmax(Value n0, bool masked);
+  void SoftmaxOf(Value n0);
+  void RescaleO();
+  void PackP();
+
+  // hopper_epilogue.cc: a tile's end.
+  Inverse FinishRows(Value tile_m0, Value q_head);
+  void StoreO(Value tile_m0, Value q_head, Value qs, const Inverse& inv);
+
+  HopperAttention& h_;
+  Kernel& k_;
+  Value c_, wg_, row0_;  // the thread in its warpgroup, the warpgroup, its first row of the tile
+  Value scale_log2_;
+  Pipeline::Cursor q_at_, k_at_, v_at_;
+  Regs n_, now_;  // {tiles taken}, {tile, Q stage}
+  // V_{j-1}'s stage: acquired at the end of step j - 1 (a CTA per tile; v_held_), or at the start
+  // of step j in the persistent kernel (hopper_consumer.cc).
+  bool v_late_;
+  Regs v_held_;
+
+  // The tile's state: its first query row (for the masks) and Q stage; the S and O accumulators;
+  // per thread its two rows' running max (in scaled log2 units), its share of their sums, the
+  // last rescale factor; P as the next wgmma's A fragments (bf16/f16 pairs, BN / 16 fragments).
+  Value m0_;
+  SmemTile sQs_;
+  WgmmaAccumulator s_, o_;
+  Regs row_max_, row_sum_, alpha_, p_frag_;
+};
+
+}  // namespace kiln::examples::attention_sm90

@@ -1,0 +1,50 @@
+// attention/hopper's tile end, per consumer warpgroup, in two parts: the rows' lse stored and
+// 1 / sum returned (from the sums and maxima as they stand), then O / sum through this
+// warpgroup's rows of the tile's Q stage (its own wgmmas, the only readers, have retired) and a
+// clipped TMA store; the stage is free for the next Q once the store has read it.
+#include <cmath>
+
+#include "kiln/warp.h"
+#include "ops/attention/kernels/hopper_consumer.h"
+
+namespace kiln::examples::attention_sm90 {
+
+HopperConsumer::Inverse HopperConsumer::FinishRows(Value tile_m0, Value q_head) {
+  const Value& S = h_.p.S;
+  Inverse inv;
+  for (int half = 0; half < 2; ++half) {
+    Value total = row_sum_[half];
+    total = total + ShflXor(total, 1);
+    total = total + ShflXor(total, 2);
+    inv.of[half] = Select(total > 0.0, Rcp(total), k_.F32(0));
+    Value row = tile_m0 + row0_ + o_.Row(half);
+    Value lse_value =
+        Select(total > 0.0, (row_max_[half] + Log2(total)) * M_LN2, k_.F32(-INFINITY));
+    k_.If((c_ % 4 == 0) & (row < S),
+          [&] { k_.Store(h_.p.lse + (q_head.To(i64) * S.To(i64) + row.To(i64)), lse_value); });
+  }
+  return inv;
+}
+
+void HopperConsumer::StoreO(Value tile_m0, Value q_head, Value qs, const Inverse& inv) {
+  const int BM = h_.BM, W = h_.W;
+  SmemTile out = h_.sQ.Stage(qs);
+  for (int p = 0; p < h_.D / 4; ++p) {
+    const int span = p / 2 * 8 / 64;  // which 64 columns of D this pair lies in
+    Value x = o_[2 * p] * inv.of[p % 2], y = o_[2 * p + 1] * inv.of[p % 2];
+    k_.Store(out.At(span * BM + row0_ + o_.Row(p), o_.Col(p) - span * 64),
+             h_.in == f16 ? PackF16x2(x, y) : PackBf16x2(x, y));
+  }
+  k_.FenceProxyAsync();
+  k_.NamedBarrier(wg_ + 1 + W, 128);
+  for (int x = 0; x < W; ++x)
+    k_.If((c_ == 0) & (wg_ == x), [&] {
+      for (int span = 0; span < h_.SPANS; ++span)
+        k_.TmaStore(h_.p.to, out.Rows(span * BM + x * 64, 64), {0, tile_m0 + x * 64, span, q_head});
+      k_.BulkCommit();
+      k_.BulkWait(0, /*smem_reads_only=*/true);
+      h_.q_ring.Release(qs, c_);
+    });
+}
+
+}  // namespace kiln::examples::attention_sm90

@@ -1,0 +1,44 @@
+// What the pieces of attention/hopper share (hopper.cc says the algorithm and its constraints):
+// the kernel as declared (shape, parameters, the work, shared memory, the rings), the query tile
+// a tile number stands for, and the two roles. hopper.cc declares the kernel; hopper_producer.cc
+// is the producer warp; hopper_consumer.h the consumer warpgroups.
+#pragma once
+
+#include "kiln/pipeline.h"
+#include "ops/attention/kernels/common.h"
+
+namespace kiln::examples::attention_sm90 {
+
+// Tile t: its first query row, head and KV head, and the key tiles it sees (all of Skv, or
+// causally up to its last row's diagonal; none if that is negative).
+struct QueryTile {
+  Value m0, q_head, kv_head, n_tiles;
+};
+
+// What the kernel declared, as its roles read it.
+struct HopperAttention {
+  Kernel& k;
+  AttentionShape a;  // with the kernel's defaults filled in
+  // Head dimension, consumer warpgroups, query and key tile rows, D's 64-column spans, the depth
+  // of the K and V rings, and of Q's (2 where they fit, else 1).
+  int D, W, BM, BN, SPANS, STAGES, q_stages;
+  Scalar in;
+  AttentionParams p;
+  Value tiles;  // {next tile, CTAs done}: the persistent kernel's counter
+  Value m_tiles, tile_count;
+  SmemTile sQ, sK, sV;
+  Pipeline &q_ring, &k_ring, &v_ring;
+  Value shift;          // query i sees keys j <= i + shift
+  Value group_heads;    // causal: the heads whose tiles are dispatched together
+  SmemTile tile_slots;  // the tile numbers the producer hands to the consumers (hopper.cc)
+
+  // The tile number t stands for (hopper.cc: the order of the work).
+  QueryTile TileOf(Value t) const;
+};
+
+// The producer warp's role: thread `t` of 128 (one thread issues).
+void RunProducer(HopperAttention& h, const Value& t);
+// The consumer warpgroups' role: thread `t` of 128 * W.
+void RunConsumers(HopperAttention& h, const Value& t, bool stream_tiles);
+
+}  // namespace kiln::examples::attention_sm90
