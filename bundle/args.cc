@@ -26,13 +26,20 @@ uint64_t Arg::address() const {
 
 const char* ParamKindName(ParamSpec::Kind kind) {
   switch (kind) {
-    case ParamSpec::Kind::kPointer: return "ptr";
-    case ParamSpec::Kind::kI32: return "i32";
-    case ParamSpec::Kind::kI64: return "i64";
-    case ParamSpec::Kind::kF32: return "f32";
-    case ParamSpec::Kind::kTensorMap: return "tensor map";
-    case ParamSpec::Kind::kScheduleTable: return "schedule table";
-    case ParamSpec::Kind::kWorkspace: return "workspace";
+    case ParamSpec::Kind::kPointer:
+      return "ptr";
+    case ParamSpec::Kind::kI32:
+      return "i32";
+    case ParamSpec::Kind::kI64:
+      return "i64";
+    case ParamSpec::Kind::kF32:
+      return "f32";
+    case ParamSpec::Kind::kTensorMap:
+      return "tensor map";
+    case ParamSpec::Kind::kScheduleTable:
+      return "schedule table";
+    case ParamSpec::Kind::kWorkspace:
+      return "workspace";
   }
   return "?";
 }
@@ -44,29 +51,29 @@ absl::Status CheckArgs(const Manifest& m, const std::vector<Arg>& args) {
     });
   };
   if (args.size() != m.params.size())
-    return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, " takes ", m.params.size(),
-                                                   " arguments (", signature(), "), not ", args.size()));
+    return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, " takes ",
+                                                   m.params.size(), " arguments (", signature(),
+                                                   "), not ", args.size()));
   for (size_t i = 0; i < args.size(); ++i) {
     const ParamSpec& p = m.params[i];
     if (args[i].kind() != p.kind)
-      return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, " argument ", i, " (", p.name,
-                                                     ") is ", ParamKindName(p.kind), ", not ",
-                                                     ParamKindName(args[i].kind()), "; it takes (",
-                                                     signature(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          m.source, ": ", m.name, " argument ", i, " (", p.name, ") is ", ParamKindName(p.kind),
+          ", not ", ParamKindName(args[i].kind()), "; it takes (", signature(), ")"));
     if (p.kind != ParamSpec::Kind::kTensorMap) continue;
     const TensorMapParam& t = p.tensor_map;
     const Arg& a = args[i];
     if (a.dims().empty() && t.bound_at_launch())
       return absl::InvalidArgumentError(absl::StrCat(
           m.source, ": ", m.name, " argument ", i, " (tensor map ", p.name, " over ", t.tensor,
-          ") has its dims bound at launch: pass Arg::Tensor(address, dims, strides) with ", t.rank(),
-          " dims and ", t.rank() - 1, " strides"));
+          ") has its dims bound at launch: pass Arg::Tensor(address, dims, strides) with ",
+          t.rank(), " dims and ", t.rank() - 1, " strides"));
     if (!a.dims().empty() && (a.dims().size() != static_cast<size_t>(t.rank()) ||
                               a.strides_bytes().size() + 1 != a.dims().size()))
       return absl::InvalidArgumentError(absl::StrCat(
-          m.source, ": ", m.name, " argument ", i, " (tensor map ", p.name, " over ", t.tensor, ") is rank ",
-          t.rank(), ": it takes ", t.rank(), " dims and ", t.rank() - 1, " strides, not ", a.dims().size(),
-          " and ", a.strides_bytes().size()));
+          m.source, ": ", m.name, " argument ", i, " (tensor map ", p.name, " over ", t.tensor,
+          ") is rank ", t.rank(), ": it takes ", t.rank(), " dims and ", t.rank() - 1,
+          " strides, not ", a.dims().size(), " and ", a.strides_bytes().size()));
   }
   return m.CheckRequirements(SymbolsOf(m, args));
 }
@@ -90,14 +97,15 @@ int64_t Arg::AsInt() const {
   return v;
 }
 
-absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manifest& m, const Symbols& symbols) {
+absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manifest& m,
+                                                                     const Symbols& symbols) {
   std::map<std::string, WorkTable> tables;
   for (const ParamSpec& p : m.params) {
     if (p.kind != ParamSpec::Kind::kScheduleTable) continue;
     absl::StatusOr<WorkTable> t = BuildScheduleTable(p.schedule, symbols);
     if (!t.ok())
-      return absl::InvalidArgumentError(
-          absl::StrCat(m.source, ": ", m.name, ": schedule table ", p.name, ": ", t.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": schedule table ",
+                                                     p.name, ": ", t.status().message()));
     tables[p.name] = *std::move(t);
   }
   if (absl::Status st = CheckWorkspaceTables(m, tables); !st.ok()) return st;

@@ -10,23 +10,28 @@
 namespace kiln::rt {
 
 absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms) {
-  static const char* kOrder[] = {"scale", "bias_row", "bias_col", "relu", "gelu", "silu", "residual"};
+  static const char* kOrder[] = {"scale", "bias_row", "bias_col", "relu",
+                                 "gelu",  "silu",     "residual"};
   std::vector<std::string> given = absl::StrSplit(terms, absl::ByAnyChar(".,"), absl::SkipEmpty());
   std::vector<std::string> out;
   int biases = 0, activations = 0;
   for (int i = 0; i < 7; ++i) {
     const int64_t n = std::count(given.begin(), given.end(), kOrder[i]);
-    if (n > 1) return absl::InvalidArgumentError(absl::StrCat("epilogue '", terms, "': '", kOrder[i], "' twice"));
+    if (n > 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat("epilogue '", terms, "': '", kOrder[i], "' twice"));
     if (!n) continue;
     out.push_back(kOrder[i]);
     biases += i == 1 || i == 2, activations += i >= 3 && i <= 5;
   }
   for (const std::string& t : given)
     if (std::find(std::begin(kOrder), std::end(kOrder), t) == std::end(kOrder))
-      return absl::InvalidArgumentError(absl::StrCat("epilogue '", terms, "': unknown term '", t,
-                                                     "' (scale, bias_row, bias_col, relu, gelu, silu, residual)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("epilogue '", terms, "': unknown term '", t,
+                       "' (scale, bias_row, bias_col, relu, gelu, silu, residual)"));
   if (biases > 1 || activations > 1)
-    return absl::InvalidArgumentError(absl::StrCat("epilogue '", terms, "': one bias and one activation at most"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("epilogue '", terms, "': one bias and one activation at most"));
   return absl::StrJoin(out, ".");
 }
 

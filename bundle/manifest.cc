@@ -24,7 +24,9 @@ absl::Status ParseError(int line, absl::string_view what) {
 // A C identifier: "sms" or a parameter's name.
 bool IsSymbol(absl::string_view s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -48,10 +50,10 @@ absl::StatusOr<GridExpr> GridExpr::Parse(absl::string_view text) {
     }
     f.value = 1;  // SimpleAtoi above may have written it
     if (!IsSymbol(sym_div[0]) || sym_div.size() > 2)
-      return absl::InvalidArgumentError(
-          absl::StrCat("bad grid factor '", part, "': a factor is a positive integer, or a symbol (the name ",
-                       "of an integer parameter of the kernel, e.g. M or rows, or sms: the SM count), ",
-                       "optionally divided by a positive integer, e.g. M/128; factors multiply with '*'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad grid factor '", part, "': a factor is a positive integer, or a symbol (the name ",
+          "of an integer parameter of the kernel, e.g. M or rows, or sms: the SM count), ",
+          "optionally divided by a positive integer, e.g. M/128; factors multiply with '*'"));
     f.symbol = std::string(sym_div[0]);
     if (sym_div.size() == 2 && (!absl::SimpleAtoi(sym_div[1], &f.value) || f.value <= 0))
       return absl::InvalidArgumentError(absl::StrCat("bad grid divisor in '", part, "'"));
@@ -64,9 +66,12 @@ absl::StatusOr<GridExpr> GridExpr::Parse(absl::string_view text) {
 std::string GridExpr::ToString() const {
   if (factors.empty()) return "1";
   return absl::StrJoin(factors, "*", [](std::string* out, const Factor& f) {
-    if (f.symbol.empty()) absl::StrAppend(out, f.value);
-    else if (f.value == 1) absl::StrAppend(out, f.symbol);
-    else absl::StrAppend(out, f.symbol, "/", f.value);
+    if (f.symbol.empty())
+      absl::StrAppend(out, f.value);
+    else if (f.value == 1)
+      absl::StrAppend(out, f.symbol);
+    else
+      absl::StrAppend(out, f.symbol, "/", f.value);
   });
 }
 
@@ -80,8 +85,10 @@ std::vector<std::string> GridExpr::SymbolNames() const {
 int64_t GridExpr::Value(const Symbols& symbols, int sm_count) const {
   int64_t total = 1;
   for (const Factor& f : factors) {
-    if (f.symbol.empty()) total *= f.value;
-    else if (f.symbol == "sms") total *= std::max<int64_t>(1, sm_count / f.value);  // sms/2*2: even
+    if (f.symbol.empty())
+      total *= f.value;
+    else if (f.symbol == "sms")
+      total *= std::max<int64_t>(1, sm_count / f.value);  // sms/2*2: even
     else {
       auto it = symbols.find(f.symbol);
       const int64_t v = it == symbols.end() ? 0 : it->second;
@@ -94,12 +101,12 @@ int64_t GridExpr::Value(const Symbols& symbols, int sm_count) const {
 absl::StatusOr<unsigned> GridExpr::Evaluate(const Symbols& symbols, int sm_count) const {
   for (const Factor& f : factors)
     if (!f.symbol.empty() && f.symbol != "sms" && !symbols.contains(f.symbol))
-      return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " needs ", f.symbol,
-                                                     ", which has no value here"));
+      return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " needs ",
+                                                     f.symbol, ", which has no value here"));
   const int64_t total = Value(symbols, sm_count);
   if (total <= 0 || total > (int64_t{1} << 31) - 1)
-    return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " = ", total,
-                                                   " is out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("grid dimension ", ToString(), " = ", total, " is out of range"));
   return static_cast<unsigned>(total);
 }
 
@@ -121,18 +128,22 @@ int TensorMapParam::BoxBytes() const {
 
 namespace {
 const char* const kSwizzleNames[] = {"none", "32B", "64B", "128B"};
-const std::pair<const char*, TmaDtype> kDtypeNames[] = {
-    {"u8", TmaDtype::kU8}, {"u16", TmaDtype::kU16}, {"f16", TmaDtype::kF16},
-    {"f32", TmaDtype::kF32}, {"bf16", TmaDtype::kBF16}};
+const std::pair<const char*, TmaDtype> kDtypeNames[] = {{"u8", TmaDtype::kU8},
+                                                        {"u16", TmaDtype::kU16},
+                                                        {"f16", TmaDtype::kF16},
+                                                        {"f32", TmaDtype::kF32},
+                                                        {"bf16", TmaDtype::kBF16}};
 
 std::string ExprList(const std::vector<GridExpr>& list) {
   if (list.empty()) return "-";
-  return absl::StrJoin(list, ",", [](std::string* out, const GridExpr& e) { out->append(e.ToString()); });
+  return absl::StrJoin(list, ",",
+                       [](std::string* out, const GridExpr& e) { out->append(e.ToString()); });
 }
 
 std::string TensorMapLine(const TensorMapParam& t) {
   const char* dtype = "?";
-  for (auto [name, d] : kDtypeNames) if (d == t.dtype) dtype = name;
+  for (auto [name, d] : kDtypeNames)
+    if (d == t.dtype) dtype = name;
   return absl::StrCat(t.tensor, " ", t.by_value ? "value" : "pointer", " ", dtype, " ",
                       ExprList(t.dims), " ", ExprList(t.strides), " ", absl::StrJoin(t.box, ","),
                       " ", kSwizzleNames[static_cast<int>(t.swizzle)]);
@@ -142,10 +153,12 @@ std::string TensorMapLine(const TensorMapParam& t) {
 absl::StatusOr<TensorMapParam> ParseTensorMap(const std::vector<std::string>& w) {
   TensorMapParam t;
   t.tensor = w[0];
-  if (w[1] != "value" && w[1] != "pointer") return absl::InvalidArgumentError("bad tensor map pass mode");
+  if (w[1] != "value" && w[1] != "pointer")
+    return absl::InvalidArgumentError("bad tensor map pass mode");
   t.by_value = w[1] == "value";
   bool dtype_ok = false;
-  for (auto [name, d] : kDtypeNames) if (w[2] == name) t.dtype = d, dtype_ok = true;
+  for (auto [name, d] : kDtypeNames)
+    if (w[2] == name) t.dtype = d, dtype_ok = true;
   if (!dtype_ok) return absl::InvalidArgumentError("bad tensor map dtype");
   for (auto [text, out] : {std::pair{&w[3], &t.dims}, std::pair{&w[4], &t.strides}}) {
     if (*text == "-") continue;
@@ -161,7 +174,8 @@ absl::StatusOr<TensorMapParam> ParseTensorMap(const std::vector<std::string>& w)
     t.box.push_back(b);
   }
   int swizzle = -1;
-  for (int i = 0; i < 4; ++i) if (w[6] == kSwizzleNames[i]) swizzle = i;
+  for (int i = 0; i < 4; ++i)
+    if (w[6] == kSwizzleNames[i]) swizzle = i;
   if (swizzle < 0) return absl::InvalidArgumentError("bad tensor map swizzle");
   t.swizzle = static_cast<TmaSwizzle>(swizzle);
   if (t.box.empty() || t.box.size() > 5 ||
@@ -182,24 +196,32 @@ std::string Manifest::Serialize() const {
   for (const ParamSpec& p : params) {
     absl::StrAppend(&out, "param ", p.name, " ");
     switch (p.kind) {
-      case ParamSpec::Kind::kPointer: absl::StrAppend(&out, "ptr\n"); break;
-      case ParamSpec::Kind::kI32: absl::StrAppend(&out, "i32\n"); break;
-      case ParamSpec::Kind::kI64: absl::StrAppend(&out, "i64\n"); break;
-      case ParamSpec::Kind::kF32: absl::StrAppend(&out, "f32\n"); break;
+      case ParamSpec::Kind::kPointer:
+        absl::StrAppend(&out, "ptr\n");
+        break;
+      case ParamSpec::Kind::kI32:
+        absl::StrAppend(&out, "i32\n");
+        break;
+      case ParamSpec::Kind::kI64:
+        absl::StrAppend(&out, "i64\n");
+        break;
+      case ParamSpec::Kind::kF32:
+        absl::StrAppend(&out, "f32\n");
+        break;
       case ParamSpec::Kind::kTensorMap:
         absl::StrAppend(&out, "tmap ", TensorMapLine(p.tensor_map), "\n");
         break;
       case ParamSpec::Kind::kScheduleTable: {
         const ScheduleTableParam& t = p.schedule;
-        absl::StrAppend(&out, "table ", t.curve, " ", t.tiles_m.ToString(), " ", t.tiles_n.ToString(),
-                        " ", t.groups, " ", t.slots);
+        absl::StrAppend(&out, "table ", t.curve, " ", t.tiles_m.ToString(), " ",
+                        t.tiles_n.ToString(), " ", t.groups, " ", t.slots);
         if (t.work()) absl::StrAppend(&out, " work ", t.k_tiles.ToString(), " ", t.split);
         absl::StrAppend(&out, "\n");
         break;
       }
       case ParamSpec::Kind::kWorkspace:
-        absl::StrAppend(&out, "workspace ", p.workspace.table.empty() ? "-" : p.workspace.table, " ",
-                        p.workspace.bytes_per_partial, "\n");
+        absl::StrAppend(&out, "workspace ", p.workspace.table.empty() ? "-" : p.workspace.table,
+                        " ", p.workspace.bytes_per_partial, "\n");
         break;
     }
   }
@@ -210,7 +232,8 @@ std::string Manifest::Serialize() const {
   for (const auto& [key, value] : attributes) absl::StrAppend(&out, "attr ", key, " ", value, "\n");
   if (watchdog_ms > 0) absl::StrAppend(&out, "watchdog ", watchdog_ms, "\n");
   if (waits_for_prior_grids) absl::StrAppend(&out, "waits_for_prior_grids\n");
-  for (size_t i = 0; i < watch_sites.size(); ++i) absl::StrAppend(&out, "watch ", i, " ", watch_sites[i], "\n");
+  for (size_t i = 0; i < watch_sites.size(); ++i)
+    absl::StrAppend(&out, "watch ", i, " ", watch_sites[i], "\n");
   absl::StrAppend(&out, "source ", source, "\n");
   return out;
 }
@@ -230,10 +253,14 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
     const std::string& key = w[0];
     auto want = [&](size_t n) { return w.size() == n + 1; };
     auto num = [&](size_t i, auto* out) { return absl::SimpleAtoi(w[i], out); };
-    if (key == "name" && want(1)) m.name = w[1];
-    else if (key == "entry" && want(1)) m.entry = w[1];
-    else if (key == "target" && want(1)) m.target = w[1];
-    else if (key == "source" && want(1)) m.source = w[1];
+    if (key == "name" && want(1))
+      m.name = w[1];
+    else if (key == "entry" && want(1))
+      m.entry = w[1];
+    else if (key == "target" && want(1))
+      m.target = w[1];
+    else if (key == "source" && want(1))
+      m.source = w[1];
     else if ((key == "block" || key == "cluster") && want(3)) {
       Dim3& d = key == "block" ? m.block : m.cluster;
       if (!num(1, &d.x) || !num(2, &d.y) || !num(3, &d.z) || d.count() == 0)
@@ -248,8 +275,10 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       }
     } else if (key == "param" && want(2)) {
       static const std::map<std::string, ParamSpec::Kind> kKinds = {
-          {"ptr", ParamSpec::Kind::kPointer}, {"i32", ParamSpec::Kind::kI32},
-          {"i64", ParamSpec::Kind::kI64}, {"f32", ParamSpec::Kind::kF32}};
+          {"ptr", ParamSpec::Kind::kPointer},
+          {"i32", ParamSpec::Kind::kI32},
+          {"i64", ParamSpec::Kind::kI64},
+          {"f32", ParamSpec::Kind::kF32}};
       auto kind = kKinds.find(w[2]);
       if (kind == kKinds.end())
         return ParseError(line_no, "bad param kind (ptr, i32, i64, f32, tmap, table, workspace)");
@@ -266,7 +295,8 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       p.kind = ParamSpec::Kind::kTensorMap;
       p.tensor_map = *std::move(t);
       m.params.push_back(p);
-    } else if (key == "param" && (w.size() == 8 || (w.size() == 11 && w[8] == "work")) && w[2] == "table") {
+    } else if (key == "param" && (w.size() == 8 || (w.size() == 11 && w[8] == "work")) &&
+               w[2] == "table") {
       ParamSpec p;
       p.name = w[1];
       p.kind = ParamSpec::Kind::kScheduleTable;
@@ -303,12 +333,14 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       if (!num(2, &r.multiple) || r.multiple <= 0) return ParseError(line_no, "bad requirement");
       m.requirements.push_back(r);
     } else if (key == "watchdog" && want(1)) {
-      if (!num(1, &m.watchdog_ms) || m.watchdog_ms <= 0) return ParseError(line_no, "bad watchdog time");
+      if (!num(1, &m.watchdog_ms) || m.watchdog_ms <= 0)
+        return ParseError(line_no, "bad watchdog time");
     } else if (key == "waits_for_prior_grids" && want(0)) {
       m.waits_for_prior_grids = true;
     } else if (key == "watch" && want(2)) {
       size_t index;
-      if (!num(1, &index) || index != m.watch_sites.size()) return ParseError(line_no, "watch sites out of order");
+      if (!num(1, &index) || index != m.watch_sites.size())
+        return ParseError(line_no, "watch sites out of order");
       m.watch_sites.push_back(w[2]);
     } else if (key == "attr" && w.size() >= 2) {
       std::vector<std::string> rest(w.begin() + 2, w.end());
@@ -328,10 +360,12 @@ absl::Status Manifest::CheckRequirements(const Symbols& symbols) const {
     auto it = symbols.find(r.symbol);
     if (it == symbols.end())
       return absl::InvalidArgumentError(absl::StrCat(r.source, ": ", name, " requires ", r.symbol,
-                                                     " to be a multiple of ", r.multiple, ", but has no ", r.symbol));
+                                                     " to be a multiple of ", r.multiple,
+                                                     ", but has no ", r.symbol));
     if (it->second % r.multiple != 0)
       return absl::InvalidArgumentError(absl::StrCat(r.source, ": ", name, " requires ", r.symbol,
-                                                     " to be a multiple of ", r.multiple, "; it is ", it->second));
+                                                     " to be a multiple of ", r.multiple,
+                                                     "; it is ", it->second));
   }
   return absl::OkStatus();
 }
@@ -400,7 +434,8 @@ absl::StatusOr<std::vector<std::string>> ListBundles(const std::string& dir) {
     if (!m.ok()) return m.status();
     names.push_back(m->name);
   }
-  if (ec) return absl::NotFoundError(absl::StrCat("cannot list bundles in ", dir, ": ", ec.message()));
+  if (ec)
+    return absl::NotFoundError(absl::StrCat("cannot list bundles in ", dir, ": ", ec.message()));
   std::sort(names.begin(), names.end());
   return names;
 }

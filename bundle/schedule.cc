@@ -38,7 +38,8 @@ std::vector<int32_t> HilbertOrder(int64_t tiles_m, int64_t tiles_n) {
 }
 
 absl::Status CheckShape(int64_t tiles_m, int64_t tiles_n, int groups, int slots) {
-  if (tiles_m <= 0 || tiles_n <= 0 || groups <= 0 || slots <= 0 || tiles_m >= (1 << 15) || tiles_n >= (1 << 16))
+  if (tiles_m <= 0 || tiles_n <= 0 || groups <= 0 || slots <= 0 || tiles_m >= (1 << 15) ||
+      tiles_n >= (1 << 16))
     return absl::InvalidArgumentError(absl::StrCat("bad Hilbert schedule shape ", tiles_m, "x",
                                                    tiles_n, " over ", groups, " groups"));
   return absl::OkStatus();
@@ -74,16 +75,18 @@ absl::StatusOr<std::vector<int32_t>> HilbertSchedule(int64_t tiles_m, int64_t ti
 int64_t StreamSharers(int64_t tiles, int64_t k_tiles, int64_t groups) {
   // Fewer groups when the shares would be under 4 k-tiles, or a tile's parts over
   // kMostStreamedParts: each part costs the last one a partial's round trip, so a tile cut 128
-  // ways summed slower than 16 parts streamed its k-tiles (docs/perf/2026-11-26-stream-k-of-one-tile.md).
+  // ways summed slower than 16 parts streamed its k-tiles
+  // (docs/perf/2026-11-26-stream-k-of-one-tile.md).
   return std::max<int64_t>(1, std::min({groups, tiles * k_tiles / 4, tiles * kMostStreamedParts}));
 }
 
-absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t k_tiles, int64_t split, int groups,
-                                       int slots) {
+absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t k_tiles,
+                                       int64_t split, int groups, int slots) {
   if (absl::Status s = CheckShape(tiles_m, tiles_n, groups, slots); !s.ok()) return s;
   if (k_tiles <= 0 || k_tiles >= (1 << 15) || split < 0)
-    return absl::InvalidArgumentError(absl::StrCat("bad work schedule: ", k_tiles, " k-tiles split ", split,
-                                                   " (k-tiles 1..32767, split 0 for stream-K or >= 1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad work schedule: ", k_tiles, " k-tiles split ", split,
+                     " (k-tiles 1..32767, split 0 for stream-K or >= 1)"));
   const std::vector<int32_t> order = HilbertOrder(tiles_m, tiles_n);
   const int64_t tiles = static_cast<int64_t>(order.size());
   std::vector<std::vector<Unit>> per_group(groups);
@@ -92,11 +95,12 @@ absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t
     int64_t dealt = 0;
     for (int32_t tile : order)
       for (int64_t p = 0; p < parts; ++p)
-        per_group[dealt++ % groups].push_back(
-            {tile, p * k_tiles / parts, (p + 1) * k_tiles / parts, static_cast<int>(p), static_cast<int>(parts)});
+        per_group[dealt++ % groups].push_back({tile, p * k_tiles / parts, (p + 1) * k_tiles / parts,
+                                               static_cast<int>(p), static_cast<int>(parts)});
   } else {  // stream-K: whole tiles while they fill every group, the rest cut evenly
     int64_t whole = tiles / groups * groups;  // full waves
-    if (whole != tiles && whole >= groups) whole -= groups;  // the last joins the stream: shares of a tile or more
+    if (whole != tiles && whole >= groups)
+      whole -= groups;  // the last joins the stream: shares of a tile or more
     for (int64_t i = 0; i < whole; ++i) per_group[i % groups].push_back({order[i], 0, k_tiles});
     // The k-tiles of `tiles` as one run cut evenly among groups first.. first + count - 1, each
     // group's share split where tiles end; a tile's pieces numbered in k order.
@@ -115,7 +119,8 @@ absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t
       for (size_t i = 0; i < pieces.size();) {
         size_t j = i;
         while (j < pieces.size() && pieces[j].tile == pieces[i].tile) ++j;
-        for (size_t q = i; q < j; ++q) pieces[q].part = static_cast<int>(q - i), pieces[q].parts = static_cast<int>(j - i);
+        for (size_t q = i; q < j; ++q)
+          pieces[q].part = static_cast<int>(q - i), pieces[q].parts = static_cast<int>(j - i);
         i = j;
       }
       for (size_t i = 0; i < pieces.size(); ++i) per_group[owner[i]].push_back(pieces[i]);
@@ -136,10 +141,10 @@ absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t
   size_t most = 0;
   for (const std::vector<Unit>& units : per_group) most = std::max(most, units.size());
   if (static_cast<int64_t>(most) >= slots)
-    return absl::InvalidArgumentError(absl::StrCat("a work schedule of ", tiles_m, "x", tiles_n, " tiles of ", k_tiles,
-                                                   " k-tiles (split ", split, ") over ", groups,
-                                                   " CTA groups needs more than ", slots - 1,
-                                                   " units per group; use a larger tile or a smaller split"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a work schedule of ", tiles_m, "x", tiles_n, " tiles of ", k_tiles,
+                     " k-tiles (split ", split, ") over ", groups, " CTA groups needs more than ",
+                     slots - 1, " units per group; use a larger tile or a smaller split"));
   const int row = static_cast<int>(most) + 1;  // every row ends with its end mark
   WorkTable table;
   table.words.assign((1 + static_cast<size_t>(groups) * row) * kWorkWords, 0);
@@ -172,14 +177,16 @@ absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t
 absl::StatusOr<WorkTable> BuildScheduleTable(const ScheduleTableParam& t, const Symbols& symbols) {
   const int64_t tiles_m = t.tiles_m.Value(symbols, 0), tiles_n = t.tiles_n.Value(symbols, 0);
   if (t.split.empty()) {
-    absl::StatusOr<std::vector<int32_t>> tiles = HilbertSchedule(tiles_m, tiles_n, t.groups, t.slots);
+    absl::StatusOr<std::vector<int32_t>> tiles =
+        HilbertSchedule(tiles_m, tiles_n, t.groups, t.slots);
     if (!tiles.ok()) return tiles.status();
     return WorkTable{*std::move(tiles), 0};
   }
   auto split = symbols.find(t.split);
   if (split == symbols.end())
-    return absl::InvalidArgumentError(absl::StrCat("the work schedule's split, integer parameter '", t.split,
-                                                   "', has no value"));
-  return WorkSchedule(tiles_m, tiles_n, t.k_tiles.Value(symbols, 0), split->second, t.groups, t.slots);
+    return absl::InvalidArgumentError(
+        absl::StrCat("the work schedule's split, integer parameter '", t.split, "', has no value"));
+  return WorkSchedule(tiles_m, tiles_n, t.k_tiles.Value(symbols, 0), split->second, t.groups,
+                      t.slots);
 }
 }  // namespace kiln::rt

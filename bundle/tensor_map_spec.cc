@@ -6,9 +6,14 @@ namespace kiln::rt {
 
 int TmaElementBytes(TmaDtype dtype) {
   switch (dtype) {
-    case TmaDtype::kU8: return 1;
-    case TmaDtype::kU16: case TmaDtype::kF16: case TmaDtype::kBF16: return 2;
-    case TmaDtype::kF32: return 4;
+    case TmaDtype::kU8:
+      return 1;
+    case TmaDtype::kU16:
+    case TmaDtype::kF16:
+    case TmaDtype::kBF16:
+      return 2;
+    case TmaDtype::kF32:
+      return 4;
   }
   return 0;
 }
@@ -16,15 +21,15 @@ int TmaElementBytes(TmaDtype dtype) {
 absl::Status ValidateTmaBox(const std::vector<uint32_t>& box, TmaDtype dtype, TmaSwizzle swizzle) {
   for (size_t i = 0; i < box.size(); ++i)
     if (box[i] == 0 || box[i] > 256)
-      return absl::InvalidArgumentError(absl::StrCat("tensor map box dim ", i, " = ", box[i],
-                                                     " must be in 1..256"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor map box dim ", i, " = ", box[i], " must be in 1..256"));
   if (box.empty()) return absl::InvalidArgumentError("tensor map box is empty");
   const uint64_t inner_bytes = box[0] * TmaElementBytes(dtype);
   const uint64_t span[] = {0, 32, 64, 128};
   if (swizzle != TmaSwizzle::kNone && inner_bytes > span[static_cast<int>(swizzle)])
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor map inner box of ", inner_bytes, " bytes exceeds its swizzle span of ",
-                     span[static_cast<int>(swizzle)]));
+    return absl::InvalidArgumentError(absl::StrCat("tensor map inner box of ", inner_bytes,
+                                                   " bytes exceeds its swizzle span of ",
+                                                   span[static_cast<int>(swizzle)]));
   if (inner_bytes % 16 != 0)
     return absl::InvalidArgumentError("tensor map inner box must be a multiple of 16 bytes");
   return absl::OkStatus();
@@ -39,8 +44,8 @@ absl::Status ValidateTensorMap(const TensorMapSpec& spec, uint64_t address) {
     return absl::InvalidArgumentError("tensor map base address must be 16-byte aligned");
   for (uint64_t s : spec.strides_bytes)
     if (s % 16 != 0)
-      return absl::InvalidArgumentError(absl::StrCat("tensor map stride ", s,
-                                                     " bytes is not a multiple of 16"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor map stride ", s, " bytes is not a multiple of 16"));
   for (size_t i = 0; i < rank; ++i)
     if (spec.dims[i] == 0)
       return absl::InvalidArgumentError(absl::StrCat("tensor map dim ", i, " is empty"));

@@ -22,16 +22,17 @@ std::string SplitsRows(const SmemTile& tile, int bytes, const char* what) {
     return absl::StrCat("the tile (", LocString(tile.loc()), ") swizzles ", x.unit_bytes,
                         "-byte units, which splits ", what, "'s ", bytes, "-byte rows");
   if (tile.row_stride() * elem % bytes != 0)
-    return absl::StrCat("the tile (", LocString(tile.loc()), ") has rows ", tile.row_stride() * elem,
-                        " bytes apart (", tile.cols(), " + ", tile.row_stride() - tile.cols(),
-                        " padding elements), so ", what, "'s ", bytes,
-                        "-byte rows are not all aligned; pad by a multiple of ", bytes / elem,
-                        " elements");
+    return absl::StrCat("the tile (", LocString(tile.loc()), ") has rows ",
+                        tile.row_stride() * elem, " bytes apart (", tile.cols(), " + ",
+                        tile.row_stride() - tile.cols(), " padding elements), so ", what, "'s ",
+                        bytes, "-byte rows are not all aligned; pad by a multiple of ",
+                        bytes / elem, " elements");
   return "";
 }
 
 // A compile-time column that is not on a `bytes` boundary.
-std::string MisalignedColumn(const SmemTile& tile, const Operand& col, int bytes, const char* what) {
+std::string MisalignedColumn(const SmemTile& tile, const Operand& col, int bytes,
+                             const char* what) {
   if (!Access::IsImm(col)) return "";
   const int64_t c = static_cast<int64_t>(Access::Imm(col)) * ScalarBytes(tile.elem());
   if (c % bytes == 0) return "";
@@ -44,7 +45,8 @@ SmemTile Kernel::Smem(Scalar elem, int rows, int cols, const SmemLayout& layout,
   const UnitSwizzle& x = layout.swizzle;
   const int row_bytes = cols * ScalarBytes(elem);
   std::string bad;
-  if (layout.stages < 1) bad = absl::StrCat("a tile ring needs at least one stage, not ", layout.stages);
+  if (layout.stages < 1)
+    bad = absl::StrCat("a tile ring needs at least one stage, not ", layout.stages);
   else if (!PowerOfTwo(x.unit_bytes) || !PowerOfTwo(x.period) || !PowerOfTwo(x.divide) ||
            x.divide > x.period)
     bad = absl::StrCat("an XOR swizzle of ", x.unit_bytes, "-byte units by (row % ", x.period,
@@ -55,8 +57,8 @@ SmemTile Kernel::Smem(Scalar elem, int rows, int cols, const SmemLayout& layout,
   else if (x.period > 1 && layout.pad != 0)
     bad = "a tile is either padded or XOR-swizzled, not both (padding shifts the swizzled units)";
   else if (x.period > 1 && x.unit_bytes < ScalarBytes(elem))
-    bad = absl::StrCat("swizzle units of ", x.unit_bytes, " bytes would split ",
-                       ScalarBytes(elem), "-byte elements");
+    bad = absl::StrCat("swizzle units of ", x.unit_bytes, " bytes would split ", ScalarBytes(elem),
+                       "-byte elements");
   else if (x.period > 1 && (row_bytes % x.unit_bytes != 0 ||
                             (row_bytes / x.unit_bytes) % (x.period / x.divide) != 0))
     bad = absl::StrCat("this swizzle permutes blocks of ", x.period / x.divide, " ", x.unit_bytes,
@@ -100,8 +102,8 @@ std::vector<Value> Kernel::LdMatrix(const SmemTile& tile, const Operand& row, co
   return LdMatrix(tile.At(row, col, loc), num, trans, loc);
 }
 
-void Kernel::CpAsync(const SmemTile& tile, const Operand& row, const Operand& col,
-                     const Value& src, int bytes, CacheAt cache, int l2_prefetch, const Value& src_bytes, Loc loc) {
+void Kernel::CpAsync(const SmemTile& tile, const Operand& row, const Operand& col, const Value& src,
+                     int bytes, CacheAt cache, int l2_prefetch, const Value& src_bytes, Loc loc) {
   KernelState& s = *state_;
   if (s.target.compute_capability < 80) return Fail("cp.async needs sm_80 or later", loc);
   if (bytes != 4 && bytes != 8 && bytes != 16)
@@ -113,27 +115,30 @@ void Kernel::CpAsync(const SmemTile& tile, const Operand& row, const Operand& co
     return Fail(absl::StrCat("cp.async reads global memory, not through ", st.Str()), loc);
   if (l2_prefetch != 0 && l2_prefetch != 64 && l2_prefetch != 128 && l2_prefetch != 256)
     return Fail(absl::StrCat("cp.async prefetches 64, 128 or 256 bytes into L2 (or 0: none), not ",
-                             l2_prefetch), loc);
+                             l2_prefetch),
+                loc);
   std::string bad = SplitsRows(tile, bytes, "cp.async");
   if (bad.empty()) bad = MisalignedColumn(tile, col, bytes, "a cp.async");
   if (!bad.empty()) return Fail(bad, loc);
   if (src_bytes.valid() && !(src_bytes.type() == Type::Of(i32)))
-    return Fail(absl::StrCat("cp.async's source size is an i32, not ", src_bytes.type().Str()), loc);
+    return Fail(absl::StrCat("cp.async's source size is an i32, not ", src_bytes.type().Str()),
+                loc);
   if (l2_prefetch != 0) {  // the NVVM op has no prefetch size
     mlir::Location l = s.ToLoc(loc);
-    std::vector<mlir::Value> operands = {s.SharedAddress32(s.Unwrap(tile.At(row, col, loc)), l), s.Unwrap(src, loc)};
+    std::vector<mlir::Value> operands = {s.SharedAddress32(s.Unwrap(tile.At(row, col, loc)), l),
+                                         s.Unwrap(src, loc)};
     if (src_bytes.valid()) operands.push_back(s.Unwrap(src_bytes, loc));
-    s.InlineAsm(absl::StrCat("cp.async.", cache == CacheAt::kL2 ? "cg" : "ca", ".shared.global.L2::",
-                             l2_prefetch, "B [$0], [$1], ", bytes, src_bytes.valid() ? ", $2;" : ";"),
+    s.InlineAsm(absl::StrCat("cp.async.", cache == CacheAt::kL2 ? "cg" : "ca",
+                             ".shared.global.L2::", l2_prefetch, "B [$0], [$1], ", bytes,
+                             src_bytes.valid() ? ", $2;" : ";"),
                 src_bytes.valid() ? "r,l,r,~{memory}" : "r,l,~{memory}", operands, mlir::Type(), l);
     return;
   }
-  mlir::NVVM::CpAsyncOp::create(
-      s.builder, s.ToLoc(loc), s.Unwrap(tile.At(row, col, loc)), s.Unwrap(src, loc),
-      static_cast<uint32_t>(bytes),
-      cache == CacheAt::kL2 ? mlir::NVVM::LoadCacheModifierKind::CG
-                            : mlir::NVVM::LoadCacheModifierKind::CA,
-      src_bytes.valid() ? s.Unwrap(src_bytes, loc) : mlir::Value());
+  mlir::NVVM::CpAsyncOp::create(s.builder, s.ToLoc(loc), s.Unwrap(tile.At(row, col, loc)),
+                                s.Unwrap(src, loc), static_cast<uint32_t>(bytes),
+                                cache == CacheAt::kL2 ? mlir::NVVM::LoadCacheModifierKind::CG
+                                                      : mlir::NVVM::LoadCacheModifierKind::CA,
+                                src_bytes.valid() ? s.Unwrap(src_bytes, loc) : mlir::Value());
 }
 
 void Kernel::CpAsyncCommit(Loc loc) {
@@ -160,7 +165,8 @@ Kernel::WarpTile Kernel::Warps(const WarpTiling& w, Loc loc) {
   std::string bad;
   if (block.y != 1 || block.z != 1)
     bad = "a warp tiling numbers warps along threadIdx.x; the block must be one-dimensional";
-  else if (w.warps_m <= 0 || w.warps_n <= 0 || w.mma_m <= 0 || w.mma_n <= 0 || w.tile_m <= 0 || w.tile_n <= 0)
+  else if (w.warps_m <= 0 || w.warps_n <= 0 || w.mma_m <= 0 || w.mma_n <= 0 || w.tile_m <= 0 ||
+           w.tile_n <= 0)
     bad = "a warp tiling needs positive sizes";
   else if (w.tile_m % (w.warps_m * w.mma_m) != 0 || w.tile_n % (w.warps_n * w.mma_n) != 0)
     bad = absl::StrCat("a ", w.tile_m, "x", w.tile_n, " tile does not divide into ", w.warps_m, "x",

@@ -1,7 +1,8 @@
 // Types, arithmetic operators and conversions on kiln values.
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
 
 namespace kiln {
 
@@ -10,10 +11,19 @@ using detail::KernelState;
 
 int ScalarBytes(Scalar s) {
   switch (s) {
-    case Scalar::kI1: return 1;
-    case Scalar::kI16: case Scalar::kF16: case Scalar::kBF16: return 2;
-    case Scalar::kI32: case Scalar::kF32: case Scalar::kS32: return 4;
-    case Scalar::kI64: case Scalar::kS64: return 8;
+    case Scalar::kI1:
+      return 1;
+    case Scalar::kI16:
+    case Scalar::kF16:
+    case Scalar::kBF16:
+      return 2;
+    case Scalar::kI32:
+    case Scalar::kF32:
+    case Scalar::kS32:
+      return 4;
+    case Scalar::kI64:
+    case Scalar::kS64:
+      return 8;
   }
   return 0;
 }
@@ -21,7 +31,8 @@ int ScalarBytes(Scalar s) {
 bool IsSigned(Scalar s) { return s == Scalar::kS32 || s == Scalar::kS64; }
 
 bool Type::IsFloat() const {
-  return kind != Kind::kPointer && (elem == Scalar::kF16 || elem == Scalar::kBF16 || elem == Scalar::kF32);
+  return kind != Kind::kPointer &&
+         (elem == Scalar::kF16 || elem == Scalar::kBF16 || elem == Scalar::kF32);
 }
 bool Type::IsInt() const { return kind != Kind::kPointer && !IsFloat(); }
 int Type::Bytes() const { return kind == Kind::kPointer ? 8 : ScalarBytes(elem) * lanes; }
@@ -30,9 +41,12 @@ std::string Type::Str() const {
   static const char* names[] = {"i1", "i16", "i32", "i64", "f16", "bf16", "f32", "s32", "s64"};
   const char* e = names[static_cast<int>(elem)];
   switch (kind) {
-    case Kind::kScalar: return e;
-    case Kind::kVector: return absl::StrCat(e, "x", lanes);
-    case Kind::kPointer: return absl::StrCat(space == Space::kShared ? "smem" : "global", "<", e, ">*");
+    case Kind::kScalar:
+      return e;
+    case Kind::kVector:
+      return absl::StrCat(e, "x", lanes);
+    case Kind::kPointer:
+      return absl::StrCat(space == Space::kShared ? "smem" : "global", "<", e, ">*");
   }
   return "?";
 }
@@ -58,7 +72,8 @@ enum class Bin { kAdd, kSub, kMul, kDiv, kRem, kAnd, kOr, kXor, kShl, kShr, kMin
 // C++ evaluates int op int itself).
 KernelState* Resolve(const Operand& a, const Operand& b, Type* t) {
   const Operand& v = Access::IsImm(a) ? b : a;
-  *t = Access::IsImm(v) ? Access::TypeOf(Access::Val(v)) : Access::Val(v).type();  // numbers: no Value read
+  *t = Access::IsImm(v) ? Access::TypeOf(Access::Val(v))
+                        : Access::Val(v).type();  // numbers: no Value read
   return Access::State(Access::Val(v));
 }
 
@@ -77,7 +92,8 @@ const Value* EmptyOperand(std::initializer_list<const Operand*> ops, KernelState
 }
 
 // Handles an empty operand (see EmptyOperand); false when there is none.
-bool PassOnEmpty(std::initializer_list<const Operand*> ops, Type result, const Loc& loc, Value* out) {
+bool PassOnEmpty(std::initializer_list<const Operand*> ops, Type result, const Loc& loc,
+                 Value* out) {
   KernelState* owner;
   const Value* empty = EmptyOperand(ops, &owner);
   if (!empty) return false;
@@ -118,7 +134,8 @@ Value Binary(Bin kind, const char* name, const Operand& a, const Operand& b) {
   Type t;
   KernelState* s = Resolve(a, b, &t);
   if (Value e; PassOnEmpty({&a, &b}, t, a.loc(), &e)) return e;
-  if (!CheckSameType(*s, a, b, t, name)) return s->Poison(t.kind == Type::Kind::kPointer ? Type::Of(Scalar::kI32) : t, a.loc());
+  if (!CheckSameType(*s, a, b, t, name))
+    return s->Poison(t.kind == Type::Kind::kPointer ? Type::Of(Scalar::kI32) : t, a.loc());
   mlir::OpBuilder& bld = s->builder;
   mlir::Location l = s->ToLoc(a.loc());
   mlir::Value x = s->Materialize(a, t), y = s->Materialize(b, t);
@@ -127,23 +144,33 @@ Value Binary(Bin kind, const char* name, const Operand& a, const Operand& b) {
   namespace ar = mlir::arith;
   const ar::IntegerOverflowFlags no_wrap = sg ? kNoSignedWrap : kNoUnsignedWrap;
   switch (kind) {
-    case Bin::kAdd: r = f ? ar::AddFOp::create(bld, l, x, y).getResult() : ar::AddIOp::create(bld, l, x, y, no_wrap).getResult(); break;
-    case Bin::kSub:
-      r = f ? ar::SubFOp::create(bld, l, x, y).getResult()
-            : sg ? ar::SubIOp::create(bld, l, x, y, kNoSignedWrap).getResult() : ar::SubIOp::create(bld, l, x, y).getResult();
+    case Bin::kAdd:
+      r = f ? ar::AddFOp::create(bld, l, x, y).getResult()
+            : ar::AddIOp::create(bld, l, x, y, no_wrap).getResult();
       break;
-    case Bin::kMul: r = f ? ar::MulFOp::create(bld, l, x, y).getResult() : ar::MulIOp::create(bld, l, x, y, no_wrap).getResult(); break;
+    case Bin::kSub:
+      r = f    ? ar::SubFOp::create(bld, l, x, y).getResult()
+          : sg ? ar::SubIOp::create(bld, l, x, y, kNoSignedWrap).getResult()
+               : ar::SubIOp::create(bld, l, x, y).getResult();
+      break;
+    case Bin::kMul:
+      r = f ? ar::MulFOp::create(bld, l, x, y).getResult()
+            : ar::MulIOp::create(bld, l, x, y, no_wrap).getResult();
+      break;
     case Bin::kDiv:
-      r = f ? ar::DivFOp::create(bld, l, x, y).getResult()
-            : sg ? ar::DivSIOp::create(bld, l, x, y).getResult() : ar::DivUIOp::create(bld, l, x, y).getResult();
+      r = f    ? ar::DivFOp::create(bld, l, x, y).getResult()
+          : sg ? ar::DivSIOp::create(bld, l, x, y).getResult()
+               : ar::DivUIOp::create(bld, l, x, y).getResult();
       break;
     case Bin::kMin:
-      r = f ? ar::MinNumFOp::create(bld, l, x, y).getResult()
-            : sg ? ar::MinSIOp::create(bld, l, x, y).getResult() : ar::MinUIOp::create(bld, l, x, y).getResult();
+      r = f    ? ar::MinNumFOp::create(bld, l, x, y).getResult()
+          : sg ? ar::MinSIOp::create(bld, l, x, y).getResult()
+               : ar::MinUIOp::create(bld, l, x, y).getResult();
       break;
     case Bin::kMax:
-      r = f ? ar::MaxNumFOp::create(bld, l, x, y).getResult()
-            : sg ? ar::MaxSIOp::create(bld, l, x, y).getResult() : ar::MaxUIOp::create(bld, l, x, y).getResult();
+      r = f    ? ar::MaxNumFOp::create(bld, l, x, y).getResult()
+          : sg ? ar::MaxSIOp::create(bld, l, x, y).getResult()
+               : ar::MaxUIOp::create(bld, l, x, y).getResult();
       break;
     default:
       if (f) {
@@ -151,12 +178,26 @@ Value Binary(Bin kind, const char* name, const Operand& a, const Operand& b) {
         return s->Poison(t, a.loc());
       }
       switch (kind) {
-        case Bin::kRem: r = sg ? ar::RemSIOp::create(bld, l, x, y).getResult() : ar::RemUIOp::create(bld, l, x, y).getResult(); break;
-        case Bin::kAnd: r = ar::AndIOp::create(bld, l, x, y); break;
-        case Bin::kOr: r = ar::OrIOp::create(bld, l, x, y); break;
-        case Bin::kXor: r = ar::XOrIOp::create(bld, l, x, y); break;
-        case Bin::kShl: r = ar::ShLIOp::create(bld, l, x, y); break;
-        default: r = sg ? ar::ShRSIOp::create(bld, l, x, y).getResult() : ar::ShRUIOp::create(bld, l, x, y).getResult(); break;
+        case Bin::kRem:
+          r = sg ? ar::RemSIOp::create(bld, l, x, y).getResult()
+                 : ar::RemUIOp::create(bld, l, x, y).getResult();
+          break;
+        case Bin::kAnd:
+          r = ar::AndIOp::create(bld, l, x, y);
+          break;
+        case Bin::kOr:
+          r = ar::OrIOp::create(bld, l, x, y);
+          break;
+        case Bin::kXor:
+          r = ar::XOrIOp::create(bld, l, x, y);
+          break;
+        case Bin::kShl:
+          r = ar::ShLIOp::create(bld, l, x, y);
+          break;
+        default:
+          r = sg ? ar::ShRSIOp::create(bld, l, x, y).getResult()
+                 : ar::ShRUIOp::create(bld, l, x, y).getResult();
+          break;
       }
   }
   return s->Wrap(r, t);
@@ -173,7 +214,11 @@ Value Compare(mlir::arith::CmpIPredicate ip, mlir::arith::CmpFPredicate fp, cons
   mlir::Value x = s->Materialize(a, t), y = s->Materialize(b, t);
   if (IsSigned(t.elem)) {  // the unsigned predicate's signed twin
     using P = mlir::arith::CmpIPredicate;
-    ip = ip == P::ult ? P::slt : ip == P::ule ? P::sle : ip == P::ugt ? P::sgt : ip == P::uge ? P::sge : ip;
+    ip = ip == P::ult   ? P::slt
+         : ip == P::ule ? P::sle
+         : ip == P::ugt ? P::sgt
+         : ip == P::uge ? P::sge
+                        : ip;
   }
   mlir::Value r = t.IsFloat() ? mlir::arith::CmpFOp::create(s->builder, l, fp, x, y).getResult()
                               : mlir::arith::CmpIOp::create(s->builder, l, ip, x, y).getResult();
@@ -187,10 +232,12 @@ using mlir::arith::CmpIPredicate;
 
 Value operator+(const Operand& a, const Operand& b) {
   // pointer + i32 or i64: advances by that many elements (like C).
-  if (!Access::IsImm(a) && Access::Val(a).valid() && Access::Val(a).type().kind == Type::Kind::kPointer &&
-      (Access::IsImm(b) ? !Access::IsFloatImm(b)
-                        : Access::Val(b).type().kind == Type::Kind::kScalar &&
-                              ScalarBytes(Access::Val(b).type().elem) >= 4 && Access::Val(b).type().IsInt())) {
+  if (!Access::IsImm(a) && Access::Val(a).valid() &&
+      Access::Val(a).type().kind == Type::Kind::kPointer &&
+      (Access::IsImm(b)
+           ? !Access::IsFloatImm(b)
+           : Access::Val(b).type().kind == Type::Kind::kScalar &&
+                 ScalarBytes(Access::Val(b).type().elem) >= 4 && Access::Val(b).type().IsInt())) {
     const Value& p = Access::Val(a);
     KernelState& s = *Access::State(p);
     if (!Access::IsImm(b) && !Access::Val(b).valid()) {
@@ -199,24 +246,30 @@ Value operator+(const Operand& a, const Operand& b) {
     }
     mlir::Location l = s.ToLoc(a.loc());
     // A signed index may be negative (sign-extended); an i32 one is zero-extended.
-    const Scalar e = Access::IsImm(b) ? (Access::Imm(b) < 0 ? Scalar::kS32 : Scalar::kI32) : Access::Val(b).type().elem;
+    const Scalar e = Access::IsImm(b) ? (Access::Imm(b) < 0 ? Scalar::kS32 : Scalar::kI32)
+                                      : Access::Val(b).type().elem;
     const bool wide = ScalarBytes(e) == 8;
     mlir::Value n = s.Materialize(b, Type::Of(e));
-    mlir::Value i = wide ? n
-                   : IsSigned(e) ? mlir::arith::ExtSIOp::create(s.builder, l, s.builder.getI64Type(), n).getResult()
-                                 : mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), n).getResult();
-    return s.Wrap(mlir::LLVM::GEPOp::create(s.builder, l, s.ToMlir(p.type()), s.ToMlir(p.type().elem),
-                                            s.Unwrap(p), mlir::ValueRange{i}),
-                  p.type());
+    mlir::Value i =
+        wide ? n
+        : IsSigned(e)
+            ? mlir::arith::ExtSIOp::create(s.builder, l, s.builder.getI64Type(), n).getResult()
+            : mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), n).getResult();
+    return s.Wrap(
+        mlir::LLVM::GEPOp::create(s.builder, l, s.ToMlir(p.type()), s.ToMlir(p.type().elem),
+                                  s.Unwrap(p), mlir::ValueRange{i}),
+        p.type());
   }
- return Binary(Bin::kAdd, "+", a, b); }
+  return Binary(Bin::kAdd, "+", a, b);
+}
 Value operator-(const Operand& a, const Operand& b) { return Binary(Bin::kSub, "-", a, b); }
 Value operator-(const Operand& a) {
   if (Access::IsImm(a) || !Access::Val(a).valid() || !Access::Val(a).type().IsFloat())
     return Binary(Bin::kSub, "-", Operand(0, a.loc()), a);
   const Value& v = Access::Val(a);
   KernelState& s = *Access::State(v);
-  return s.Wrap(mlir::arith::NegFOp::create(s.builder, s.ToLoc(a.loc()), s.Unwrap(v, a.loc())), v.type());
+  return s.Wrap(mlir::arith::NegFOp::create(s.builder, s.ToLoc(a.loc()), s.Unwrap(v, a.loc())),
+                v.type());
 }
 Value operator*(const Operand& a, const Operand& b) { return Binary(Bin::kMul, "*", a, b); }
 Value operator/(const Operand& a, const Operand& b) { return Binary(Bin::kDiv, "/", a, b); }
@@ -228,12 +281,24 @@ Value operator<<(const Operand& a, const Operand& b) { return Binary(Bin::kShl, 
 Value operator>>(const Operand& a, const Operand& b) { return Binary(Bin::kShr, ">>", a, b); }
 Value Min(const Operand& a, const Operand& b) { return Binary(Bin::kMin, "Min", a, b); }
 Value Max(const Operand& a, const Operand& b) { return Binary(Bin::kMax, "Max", a, b); }
-Value operator<(const Operand& a, const Operand& b) { return Compare(CmpIPredicate::ult, CmpFPredicate::OLT, "<", a, b); }
-Value operator<=(const Operand& a, const Operand& b) { return Compare(CmpIPredicate::ule, CmpFPredicate::OLE, "<=", a, b); }
-Value operator>(const Operand& a, const Operand& b) { return Compare(CmpIPredicate::ugt, CmpFPredicate::OGT, ">", a, b); }
-Value operator>=(const Operand& a, const Operand& b) { return Compare(CmpIPredicate::uge, CmpFPredicate::OGE, ">=", a, b); }
-Value operator==(const Operand& a, const Operand& b) { return Compare(CmpIPredicate::eq, CmpFPredicate::OEQ, "==", a, b); }
-Value operator!=(const Operand& a, const Operand& b) { return Compare(CmpIPredicate::ne, CmpFPredicate::UNE, "!=", a, b); }
+Value operator<(const Operand& a, const Operand& b) {
+  return Compare(CmpIPredicate::ult, CmpFPredicate::OLT, "<", a, b);
+}
+Value operator<=(const Operand& a, const Operand& b) {
+  return Compare(CmpIPredicate::ule, CmpFPredicate::OLE, "<=", a, b);
+}
+Value operator>(const Operand& a, const Operand& b) {
+  return Compare(CmpIPredicate::ugt, CmpFPredicate::OGT, ">", a, b);
+}
+Value operator>=(const Operand& a, const Operand& b) {
+  return Compare(CmpIPredicate::uge, CmpFPredicate::OGE, ">=", a, b);
+}
+Value operator==(const Operand& a, const Operand& b) {
+  return Compare(CmpIPredicate::eq, CmpFPredicate::OEQ, "==", a, b);
+}
+Value operator!=(const Operand& a, const Operand& b) {
+  return Compare(CmpIPredicate::ne, CmpFPredicate::UNE, "!=", a, b);
+}
 
 Value Select(const Operand& cond, const Operand& a, const Operand& b) {
   Type t;
@@ -251,8 +316,8 @@ Value Select(const Operand& cond, const Operand& a, const Operand& b) {
   }
   if (!CheckSameType(*s, a, b, t, "Select")) return s->Poison(t, a.loc());
   return s->Wrap(mlir::arith::SelectOp::create(s->builder, s->ToLoc(cond.loc()),
-                                               s->Unwrap(Access::Val(cond), cond.loc()), s->Materialize(a, t),
-                                               s->Materialize(b, t)),
+                                               s->Unwrap(Access::Val(cond), cond.loc()),
+                                               s->Materialize(a, t), s->Materialize(b, t)),
                  t);
 }
 
@@ -260,7 +325,7 @@ Value Fma(const Operand& a, const Operand& b, const Operand& c) {
   Type t;
   KernelState* s = Resolve(a, b, &t);
   if (Value e; PassOnEmpty({&a, &b, &c}, t, a.loc(), &e)) return e;
-  if (!s) {  // a and b are numbers: c decides
+  if (!s) {                                       // a and b are numbers: c decides
     if (Access::IsImm(c)) return Value(a.loc());  // three numbers: nothing to build
     const Value& cv = Access::Val(c);
     const double p = Access::Imm(a) * Access::Imm(b);
@@ -293,13 +358,22 @@ Value Value::To(Scalar to, Loc loc) const {
   const bool ff = from.IsFloat(), tf = result.IsFloat();
   const bool from_signed = IsSigned(from.elem), to_signed = IsSigned(to);
   const int fb = ScalarBytes(from.elem), tb = ScalarBytes(to);
-  if (ff && tf) r = tb > fb ? ar::ExtFOp::create(s.builder, l, mt, v).getResult()
-                            : ar::TruncFOp::create(s.builder, l, mt, v).getResult();
-  else if (ff) r = to_signed ? ar::FPToSIOp::create(s.builder, l, mt, v).getResult() : ar::FPToUIOp::create(s.builder, l, mt, v).getResult();
-  else if (tf) r = from_signed ? ar::SIToFPOp::create(s.builder, l, mt, v).getResult() : ar::UIToFPOp::create(s.builder, l, mt, v).getResult();
-  else if (tb == fb) r = v;  // i32 <-> s32: the same bits, read another way
-  else if (tb > fb) r = from_signed ? ar::ExtSIOp::create(s.builder, l, mt, v).getResult() : ar::ExtUIOp::create(s.builder, l, mt, v).getResult();
-  else r = ar::TruncIOp::create(s.builder, l, mt, v);
+  if (ff && tf)
+    r = tb > fb ? ar::ExtFOp::create(s.builder, l, mt, v).getResult()
+                : ar::TruncFOp::create(s.builder, l, mt, v).getResult();
+  else if (ff)
+    r = to_signed ? ar::FPToSIOp::create(s.builder, l, mt, v).getResult()
+                  : ar::FPToUIOp::create(s.builder, l, mt, v).getResult();
+  else if (tf)
+    r = from_signed ? ar::SIToFPOp::create(s.builder, l, mt, v).getResult()
+                    : ar::UIToFPOp::create(s.builder, l, mt, v).getResult();
+  else if (tb == fb)
+    r = v;  // i32 <-> s32: the same bits, read another way
+  else if (tb > fb)
+    r = from_signed ? ar::ExtSIOp::create(s.builder, l, mt, v).getResult()
+                    : ar::ExtUIOp::create(s.builder, l, mt, v).getResult();
+  else
+    r = ar::TruncIOp::create(s.builder, l, mt, v);
   return s.Wrap(r, result);
 }
 
@@ -311,7 +385,8 @@ Value Value::Bitcast(Type t, Loc loc) const {
     s.Fail(absl::StrCat("cannot bitcast ", type_.Str(), " to ", t.Str()), loc);
     return s.Poison(t, loc);
   }
-  return s.Wrap(mlir::LLVM::BitcastOp::create(s.builder, s.ToLoc(loc), s.ToMlir(t), s.Unwrap(*this)), t);
+  return s.Wrap(
+      mlir::LLVM::BitcastOp::create(s.builder, s.ToLoc(loc), s.ToMlir(t), s.Unwrap(*this)), t);
 }
 
 Value Value::Lane(int i, Loc loc) const {

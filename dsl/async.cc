@@ -20,7 +20,9 @@ bool NeedHopper(KernelState& s, const char* what, const Loc& loc) {
   return false;
 }
 
-mlir::Type SharedPtr(KernelState& s) { return mlir::LLVM::LLVMPointerType::get(s.context.get(), 3); }
+mlir::Type SharedPtr(KernelState& s) {
+  return mlir::LLVM::LLVMPointerType::get(s.context.get(), 3);
+}
 
 // Generic pointer to the CUtensorMap, whichever way the parameter is passed.
 mlir::Value DescriptorPtr(KernelState& s, const TensorMap& map, mlir::Location l) {
@@ -33,13 +35,15 @@ mlir::Value DescriptorPtr(KernelState& s, const TensorMap& map, mlir::Location l
 // Checks that a TMA operation gives `map` one coordinate per dimension.
 bool CheckCoordinates(KernelState& s, const TensorMap& map, size_t coords, const Loc& loc) {
   if (static_cast<int>(coords) == map.rank()) return true;
-  s.Fail(absl::StrCat("a rank-", map.rank(), " tensor map takes ", map.rank(), " coordinates, not ", coords), loc);
+  s.Fail(absl::StrCat("a rank-", map.rank(), " tensor map takes ", map.rank(), " coordinates, not ",
+                      coords),
+         loc);
   return false;
 }
 
 // Checks that `tile` is what one box of `map` fills: the same bytes and swizzle.
-bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile,
-                      size_t coords, const Loc& loc) {
+bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile, size_t coords,
+                      const Loc& loc) {
   if (!CheckCoordinates(s, map, coords, loc)) return false;
   if (map.box_bytes() != tile.stage_bytes()) {
     s.Fail(absl::StrCat("the tensor map's box is ", map.box_bytes(), " bytes but the smem tile (",
@@ -106,14 +110,18 @@ TensorMap Kernel::TmaParam(const std::string& name, const rt::TensorMapParam& sp
   map.loc_ = loc;
   NeedHopper(s, "TMA", loc);
   if (spec.box.empty() || spec.box.size() > 5 ||
-      (!spec.bound_at_launch() && (spec.dims.size() != spec.box.size() || spec.strides.size() + 1 != spec.dims.size())))
-    Fail("a tensor map has rank 1..5: one box extent per dim, and either no dims (bound at launch) or one "
-         "dims rule per box extent and rank-1 strides",
-         loc);
+      (!spec.bound_at_launch() &&
+       (spec.dims.size() != spec.box.size() || spec.strides.size() + 1 != spec.dims.size())))
+    Fail(
+        "a tensor map has rank 1..5: one box extent per dim, and either no dims (bound at launch) "
+        "or one "
+        "dims rule per box extent and rank-1 strides",
+        loc);
   else if (absl::Status box = rt::ValidateTmaBox(spec.box, spec.dtype, spec.swizzle); !box.ok())
     Fail(std::string(box.message()), loc);
   for (const std::vector<rt::GridExpr>* rules : {&spec.dims, &spec.strides})
-    for (const rt::GridExpr& e : *rules) (void)s.ParseRule(absl::StrCat("tensor map ", name), e.ToString(), loc);
+    for (const rt::GridExpr& e : *rules)
+      (void)s.ParseRule(absl::StrCat("tensor map ", name), e.ToString(), loc);
   // By value: a __grid_constant__ CUtensorMap in the parameter space, addressed in place.
   // By pointer: a global pointer to a copy the launcher made.
   mlir::Block* entry = &s.func.getBody().front();
@@ -147,17 +155,20 @@ namespace {
 // For the static transaction-byte check (KernelState::tx_records).
 void RecordTx(KernelState& s, const Barrier& bar, int64_t bytes, bool announced, const Loc& loc) {
   if (Access::BarrierArray(bar) < 0) return;
-  s.tx_records.push_back({Access::BarrierArray(bar), Access::BarrierIndex(bar), bytes, announced, loc,
-                          s.loop_stack.back()});
+  s.tx_records.push_back({Access::BarrierArray(bar), Access::BarrierIndex(bar), bytes, announced,
+                          loc, s.loop_stack.back()});
 }
 }  // namespace
 
 namespace {
 // The copy's L2::cache_hint operand: none, or an i64 policy of this kernel.
-std::optional<mlir::Value> PolicyOperand(KernelState& s, const Value& policy, const char* op, const Loc& loc) {
+std::optional<mlir::Value> PolicyOperand(KernelState& s, const Value& policy, const char* op,
+                                         const Loc& loc) {
   if (!policy.valid()) return mlir::Value();
   if (Access::State(policy) != &s || policy.type() != Type::Of(Scalar::kI64)) {
-    s.Fail(absl::StrCat(op, "'s L2 policy is an i64 of this kernel (Kernel::L2Policy), not ", policy.type().Str()), loc);
+    s.Fail(absl::StrCat(op, "'s L2 policy is an i64 of this kernel (Kernel::L2Policy), not ",
+                        policy.type().Str()),
+           loc);
     return std::nullopt;
   }
   return s.Unwrap(policy);
@@ -167,14 +178,15 @@ std::optional<mlir::Value> PolicyOperand(KernelState& s, const Value& policy, co
 Value Kernel::L2Policy(CacheHint hint, Loc loc) {
   KernelState& s = *state_;
   if (hint != CacheHint::kL2EvictFirst && hint != CacheHint::kL2EvictLast) {
-    s.Fail("an L2 policy is kL2EvictFirst or kL2EvictLast (a copy with no policy has the default)", loc);
+    s.Fail("an L2 policy is kL2EvictFirst or kL2EvictLast (a copy with no policy has the default)",
+           loc);
     return Value();
   }
   const char* priority = hint == CacheHint::kL2EvictFirst ? "evict_first" : "evict_last";
   mlir::Location l = s.ToLoc(loc);
-  mlir::Value policy = s.InlineAsm(
-      absl::StrCat("createpolicy.fractional.L2::", priority, ".b64 $0, 1.0;"),
-      "=l", {}, s.builder.getI64Type(), l, /*side_effects=*/false);
+  mlir::Value policy =
+      s.InlineAsm(absl::StrCat("createpolicy.fractional.L2::", priority, ".b64 $0, 1.0;"), "=l", {},
+                  s.builder.getI64Type(), l, /*side_effects=*/false);
   return s.Wrap(policy, Type::Of(Scalar::kI64));
 }
 
@@ -196,15 +208,18 @@ void Kernel::TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& b
 void Kernel::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
                          std::vector<Operand> coords, Loc loc) {
   KernelState& s = *state_;
-  if (s.target.chip != "sm_100a") return Fail("a CTA-pair TMA load (cta_group::2) needs sm_100a", loc);
-  if (s.manifest.cluster.count() % 2 != 0) return Fail("a CTA-pair TMA load needs clusters of CTA pairs", loc);
+  if (s.target.chip != "sm_100a")
+    return Fail("a CTA-pair TMA load (cta_group::2) needs sm_100a", loc);
+  if (s.manifest.cluster.count() % 2 != 0)
+    return Fail("a CTA-pair TMA load needs clusters of CTA pairs", loc);
   if (!detail::UseTcgenGroup(s, 2, loc)) return;
   if (!CheckBoxFitsTile(s, map, dst, coords.size(), loc)) return;
   RecordTx(s, bar, map.box_bytes(), /*announced=*/false, loc);
   mlir::Location l = s.ToLoc(loc);
   const Type i32 = Type::Of(Scalar::kI32);
   // The leader's barrier: the same smem offset in the even CTA of the pair (mapa).
-  std::vector<mlir::Value> args = {s.SharedAddress32(s.Unwrap(dst.Base(loc)), l), DescriptorPtr(s, map, l)};
+  std::vector<mlir::Value> args = {s.SharedAddress32(s.Unwrap(dst.Base(loc)), l),
+                                   DescriptorPtr(s, map, l)};
   std::string list;
   for (size_t i = 0; i < coords.size(); ++i) {
     args.push_back(s.Materialize(coords[i], i32));
@@ -216,16 +231,17 @@ void Kernel::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrie
   std::string constraints = "r,l";
   for (size_t i = 0; i < n; ++i) constraints += ",r";
   constraints += ",r,r,~{memory}";
-  s.InlineAsm(absl::StrCat("{\n.reg .b32 leader;\nmapa.shared::cluster.u32 leader, $", n + 2, ", $", n + 3,
-                           ";\ncp.async.bulk.tensor.", n, "d.shared::cluster.global.mbarrier::complete_tx::bytes",
+  s.InlineAsm(absl::StrCat("{\n.reg .b32 leader;\nmapa.shared::cluster.u32 leader, $", n + 2, ", $",
+                           n + 3, ";\ncp.async.bulk.tensor.", n,
+                           "d.shared::cluster.global.mbarrier::complete_tx::bytes",
                            ".cta_group::2 [$0], [$1, {", list, "}], [leader];\n}"),
               constraints, args, mlir::Type(), l);
   s.tma_loads.push_back({s.LastOp(), Access::BarrierArray(bar), Access::BarrierIndex(bar), loc});
 }
 
 void Kernel::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
-                              std::vector<Operand> coords, const Operand& cta_mask, const Value& l2_policy,
-                              Loc loc) {
+                              std::vector<Operand> coords, const Operand& cta_mask,
+                              const Value& l2_policy, Loc loc) {
   KernelState& s = *state_;
   if (!NeedHopper(s, "TMA multicast", loc) || !CheckBoxFitsTile(s, map, dst, coords.size(), loc))
     return;
@@ -233,14 +249,15 @@ void Kernel::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const B
   if (!policy) return;
   if (s.manifest.cluster.count() < 2)
     return Fail("TMA multicast needs a cluster of 2 or more CTAs (ClusterDims)", loc);
-  RecordTx(s, bar, map.box_bytes(), /*announced=*/false, loc);  // the bytes landing in each CTA of the mask
+  RecordTx(s, bar, map.box_bytes(), /*announced=*/false,
+           loc);  // the bytes landing in each CTA of the mask
   mlir::Location l = s.ToLoc(loc);
   mlir::Value mask = s.Materialize(cta_mask, Type::Of(Scalar::kI32));
   mask = mlir::arith::TruncIOp::create(s.builder, l, s.builder.getI16Type(), mask);
   mlir::NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
       s.builder, l, ClusterDst(s, dst, loc, l), DescriptorPtr(s, map, l), Coordinates(s, coords),
-      s.Unwrap(bar.ptr()), mlir::ValueRange{}, mask, *policy,
-      mlir::NVVM::TMALoadMode::TILE, false, nullptr, mlir::Value());
+      s.Unwrap(bar.ptr()), mlir::ValueRange{}, mask, *policy, mlir::NVVM::TMALoadMode::TILE, false,
+      nullptr, mlir::Value());
   s.tma_loads.push_back({s.LastOp(), Access::BarrierArray(bar), Access::BarrierIndex(bar), loc});
 }
 
@@ -249,17 +266,20 @@ void Kernel::TmaPrefetchL2(const TensorMap& map, std::vector<Operand> coords, Lo
   if (!NeedHopper(s, "TMA", loc)) return;
   if (!CheckCoordinates(s, map, coords.size(), loc)) return;
   mlir::Location l = s.ToLoc(loc);
-  mlir::NVVM::CpAsyncBulkTensorPrefetchOp::create(s.builder, l, DescriptorPtr(s, map, l), Coordinates(s, coords),
-                                                  mlir::ValueRange{}, mlir::NVVM::TMALoadMode::TILE, mlir::Value());
+  mlir::NVVM::CpAsyncBulkTensorPrefetchOp::create(s.builder, l, DescriptorPtr(s, map, l),
+                                                  Coordinates(s, coords), mlir::ValueRange{},
+                                                  mlir::NVVM::TMALoadMode::TILE, mlir::Value());
 }
 
 void Kernel::TmaPrefetchDescriptor(const TensorMap& map, Loc loc) {
   KernelState& s = *state_;
   if (!NeedHopper(s, "prefetch.tensormap", loc)) return;
-  if (!map.param().valid()) return s.Fail("TmaPrefetchDescriptor of a tensor map that was never declared", loc);
+  if (!map.param().valid())
+    return s.Fail("TmaPrefetchDescriptor of a tensor map that was never declared", loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::NVVM::PrefetchOp::create(s.builder, l, /*cacheLevel=*/nullptr, /*evictPriority=*/nullptr,
-                                 DescriptorPtr(s, map, l), /*predicate=*/mlir::Value(), /*tensormap=*/true,
+                                 DescriptorPtr(s, map, l), /*predicate=*/mlir::Value(),
+                                 /*tensormap=*/true,
                                  /*uniform=*/false, /*in_param_space=*/map.spec().by_value);
 }
 
@@ -281,10 +301,9 @@ void Kernel::BulkCommit(Loc loc) {
 void Kernel::BulkWait(int pending, bool smem_reads_only, Loc loc) {
   if (!NeedHopper(*state_, "cp.async.bulk", loc)) return;
   if (pending < 0 || pending > 63) return Fail("BulkWait takes 0..63 pending groups", loc);
-  mlir::NVVM::CpAsyncBulkWaitGroupOp::create(state_->builder, state_->ToLoc(loc),
-                                             static_cast<uint32_t>(pending),
-                                             smem_reads_only ? state_->builder.getUnitAttr()
-                                                             : mlir::UnitAttr());
+  mlir::NVVM::CpAsyncBulkWaitGroupOp::create(
+      state_->builder, state_->ToLoc(loc), static_cast<uint32_t>(pending),
+      smem_reads_only ? state_->builder.getUnitAttr() : mlir::UnitAttr());
 }
 
 // ---- fences and barriers
@@ -315,7 +334,8 @@ void Kernel::ClusterSync(Loc loc) {
 
 void Kernel::WaitForPriorGrids(Loc loc) {
   if (!NeedHopper(*state_, "griddepcontrol", loc)) return;
-  mlir::NVVM::GriddepcontrolOp::create(state_->builder, state_->ToLoc(loc), mlir::NVVM::GridDepActionKind::wait);
+  mlir::NVVM::GriddepcontrolOp::create(state_->builder, state_->ToLoc(loc),
+                                       mlir::NVVM::GridDepActionKind::wait);
   state_->manifest.waits_for_prior_grids = true;
 }
 
@@ -332,7 +352,9 @@ bool CheckNamedBarrier(KernelState& s, const Operand& id, int threads, const Loc
     return false;
   }
   if (threads <= 0 || threads % 32 || threads > static_cast<int>(s.manifest.block.count())) {
-    s.Fail(absl::StrCat("a named barrier counts whole warps of the block, not ", threads, " threads"), loc);
+    s.Fail(
+        absl::StrCat("a named barrier counts whole warps of the block, not ", threads, " threads"),
+        loc);
     return false;
   }
   return true;
@@ -351,8 +373,9 @@ void Kernel::NamedBarrier(const Operand& id, int threads, Loc loc) {
   if (!CheckNamedBarrier(s, id, threads, loc)) return;
   mlir::Location l = s.ToLoc(loc);
   mlir::Value n = mlir::arith::ConstantIntOp::create(s.builder, l, threads, 32);
-  mlir::NVVM::BarrierOp::create(s.builder, l, mlir::Type(), s.Materialize(id, Type::Of(Scalar::kI32)),
-                                n, nullptr, mlir::Value());
+  mlir::NVVM::BarrierOp::create(s.builder, l, mlir::Type(),
+                                s.Materialize(id, Type::Of(Scalar::kI32)), n, nullptr,
+                                mlir::Value());
 }
 
 Barriers Kernel::SmemBarriers(int count, Loc loc) {
@@ -371,7 +394,8 @@ Barrier Barriers::operator[](const Operand& i) const {
     s.Fail(absl::StrCat("barrier ", Access::Imm(i), " of an array of ", count_), i.loc());
   b.ptr_ = tile_.At(i, 0, i.loc());
   b.array_ = tile_.offset_bytes();
-  b.index_ = Access::IsImm(i) ? absl::StrCat(Access::Imm(i)) : absl::StrCat("v", Access::Id(Access::Val(i)));
+  b.index_ = Access::IsImm(i) ? absl::StrCat(Access::Imm(i))
+                              : absl::StrCat("v", Access::Id(Access::Val(i)));
   return b;
 }
 
@@ -401,7 +425,8 @@ void Barrier::ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc)
   int bytes = 0;
   for (const TensorMap* m : maps) bytes += m->box_bytes();
   if (bytes <= 0 || bytes >= (1 << 20))
-    return s.Fail(absl::StrCat("an mbarrier transaction count is 1..2^20-1 bytes, not ", bytes), loc);
+    return s.Fail(absl::StrCat("an mbarrier transaction count is 1..2^20-1 bytes, not ", bytes),
+                  loc);
   RecordTx(s, *this, bytes, /*announced=*/true, loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Value tx = mlir::arith::ConstantIntOp::create(s.builder, l, bytes, 32);
@@ -410,7 +435,8 @@ void Barrier::ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc)
   s.RecordArrival(array_, index_, 0, loc);
 }
 
-void Barrier::ArriveExpectTxIf(const std::vector<std::pair<const TensorMap*, Value>>& maps_if, Loc loc) const {
+void Barrier::ArriveExpectTxIf(const std::vector<std::pair<const TensorMap*, Value>>& maps_if,
+                               Loc loc) const {
   KernelState& s = StateOf(*this);
   std::vector<const TensorMap*> always;
   int most = 0;  // every condition holding
@@ -427,7 +453,8 @@ void Barrier::ArriveExpectTxIf(const std::vector<std::pair<const TensorMap*, Val
   }
   if (!bytes.valid()) return ArriveExpectTx(always, loc);
   if (most <= 0 || most >= (1 << 20))
-    return s.Fail(absl::StrCat("an mbarrier transaction count is 1..2^20-1 bytes, not up to ", most), loc);
+    return s.Fail(
+        absl::StrCat("an mbarrier transaction count is 1..2^20-1 bytes, not up to ", most), loc);
   for (const TensorMap* m : always) bytes = bytes + m->box_bytes();
   // The static check balances each box against its copy: a conditional copy must be issued under
   // the same condition (Pipeline::Produce does).
@@ -452,15 +479,16 @@ void Barrier::ArriveCluster(const Operand& cta_rank, Loc loc) const {
   s.RecordArrival(array_, index_, 0, loc, /*remote=*/true);
 }
 
-void Barrier::ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps, const Operand& cta_rank,
-                                    Loc loc) const {
+void Barrier::ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps,
+                                    const Operand& cta_rank, Loc loc) const {
   KernelState& s = StateOf(*this);
   if (s.manifest.cluster.count() < 2)
     return s.Fail("a remote arrive needs a cluster of 2 or more CTAs (ClusterDims)", loc);
   int bytes = 0;
   for (const TensorMap* m : maps) bytes += m->box_bytes();
   if (bytes <= 0 || bytes >= (1 << 20))
-    return s.Fail(absl::StrCat("an mbarrier transaction count is 1..2^20-1 bytes, not ", bytes), loc);
+    return s.Fail(absl::StrCat("an mbarrier transaction count is 1..2^20-1 bytes, not ", bytes),
+                  loc);
   RecordTx(s, *this, bytes, /*announced=*/true, loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Value addr = s.SharedAddress32(s.Unwrap(ptr_), l);
@@ -468,7 +496,8 @@ void Barrier::ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps, c
   s.InlineAsm(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, $0, $1;\n"
       "mbarrier.arrive.expect_tx.release.cta.shared::cluster.b64 _, [remote], $2;\n}",
-      "r,r,r,~{memory}", {addr, s.Materialize(cta_rank, Type::Of(Scalar::kI32)), tx}, mlir::Type(), l);
+      "r,r,r,~{memory}", {addr, s.Materialize(cta_rank, Type::Of(Scalar::kI32)), tx}, mlir::Type(),
+      l);
   s.RecordArrival(array_, index_, 0, loc, /*remote=*/true);
 }
 
@@ -476,10 +505,12 @@ namespace {
 
 // The module globals a watchdog'd wait reports through: the address of the host-mapped record
 // (set by the runtime before each launch) and the word that picks the one wait that reports.
-mlir::LLVM::GlobalOp WatchdogGlobal(KernelState& s, const char* name, mlir::Type type, mlir::Location l) {
+mlir::LLVM::GlobalOp WatchdogGlobal(KernelState& s, const char* name, mlir::Type type,
+                                    mlir::Location l) {
   mlir::OpBuilder b(s.context.get());
   b.setInsertionPointToStart(s.module->getBody());
-  return mlir::LLVM::GlobalOp::create(b, l, type, /*isConstant=*/false, mlir::LLVM::Linkage::External, name,
+  return mlir::LLVM::GlobalOp::create(b, l, type, /*isConstant=*/false,
+                                      mlir::LLVM::Linkage::External, name,
                                       b.getIntegerAttr(type, 0), /*alignment=*/8, /*addrSpace=*/1);
 }
 
@@ -518,7 +549,9 @@ void Barrier::Wait(const Operand& phase, Loc loc) const {
         "kiln_lost_${:uid}:\n@more nanosleep.u32 1000000;\n@more bra.uni kiln_lost_${:uid};\n"
         "ld.global.u64 rec, [$2];\n"
         "setp.eq.u64 more, rec, 0;\n@more trap;\n"  // launched without a record: stop all the same
-        "st.volatile.global.u32 [rec+4], ", site, ";\n"
+        "st.volatile.global.u32 [rec+4], ",
+        site,
+        ";\n"
         "st.volatile.global.u32 [rec+8], $0;\nst.volatile.global.u32 [rec+12], $1;\n"
         "mov.u32 v, %ctaid.x;\nst.volatile.global.u32 [rec+16], v;\n"
         "mov.u32 v, %ctaid.y;\nst.volatile.global.u32 [rec+20], v;\n"
@@ -527,8 +560,8 @@ void Barrier::Wait(const Operand& phase, Loc loc) const {
         "membar.sys;\nst.volatile.global.u32 [rec], 1;\nmembar.sys;\ntrap;\n"
         "kiln_waited_${:uid}:\n}");
     s.InlineAsm(ptx, "r,r,l,l,~{memory}",
-                {addr, s.Materialize(phase, Type::Of(Scalar::kI32)), AddressOf(s, s.watchdog_record, l),
-                 AddressOf(s, s.watchdog_claim, l)},
+                {addr, s.Materialize(phase, Type::Of(Scalar::kI32)),
+                 AddressOf(s, s.watchdog_record, l), AddressOf(s, s.watchdog_claim, l)},
                 mlir::Type(), l);
     s.waits.push_back({s.LastOp(), array_, index_, loc});
     return;

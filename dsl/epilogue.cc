@@ -5,10 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "kiln/bundle/epilogue_terms.h"
 #include "kiln/kernel.h"
 #include "kiln/math.h"
 #include "kiln/memory_ops.h"
-#include "kiln/bundle/epilogue_terms.h"
 
 namespace kiln {
 
@@ -27,22 +27,30 @@ std::string EpilogueSpec::Terms() const {
 absl::StatusOr<EpilogueSpec> ParseEpilogueTerms(const std::string& terms, Scalar out) {
   EpilogueSpec spec;
   spec.out = out;
-  absl::StatusOr<std::string> canonical = rt::CanonicalEpilogue(terms);  // known terms, one of each kind
+  absl::StatusOr<std::string> canonical =
+      rt::CanonicalEpilogue(terms);  // known terms, one of each kind
   if (!canonical.ok()) return canonical.status();
   for (absl::string_view t : absl::StrSplit(*canonical, '.', absl::SkipEmpty())) {
-    if (t == "scale") spec.scale = true;
-    else if (t == "residual") spec.residual = true;
-    else if (t == "bias_row") spec.bias = BiasAxis::kRow;
-    else if (t == "bias_col") spec.bias = BiasAxis::kColumn;
-    else if (t == "relu") spec.activation = Activation::kRelu;
-    else if (t == "gelu") spec.activation = Activation::kGelu;
-    else spec.activation = Activation::kSilu;
+    if (t == "scale")
+      spec.scale = true;
+    else if (t == "residual")
+      spec.residual = true;
+    else if (t == "bias_row")
+      spec.bias = BiasAxis::kRow;
+    else if (t == "bias_col")
+      spec.bias = BiasAxis::kColumn;
+    else if (t == "relu")
+      spec.activation = Activation::kRelu;
+    else if (t == "gelu")
+      spec.activation = Activation::kGelu;
+    else
+      spec.activation = Activation::kSilu;
   }
   return spec;
 }
 
-Epilogue Epilogue::Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, const Value& N, bool column_major,
-                           Loc loc) {
+Epilogue Epilogue::Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, const Value& N,
+                           bool column_major, Loc loc) {
   Value one = k.I32(1, loc);
   return column_major ? Declare(k, spec, M, N, one, M, loc) : Declare(k, spec, M, N, N, one, loc);
 }
@@ -67,14 +75,19 @@ Epilogue Epilogue::Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, 
   return e;
 }
 
-Epilogue::Inputs Epilogue::Load(const Value& row, const Value& col, const Value& inside, Loc loc) const {
+Epilogue::Inputs Epilogue::Load(const Value& row, const Value& col, const Value& inside,
+                                Loc loc) const {
   Inputs in = LoadMatrices(row, col, inside, loc);
-  if (spec_.bias != BiasAxis::kNone) in.bias = LoadGlobal(BiasAddress(row, col, loc), 1, {.mask = inside}, loc);
+  if (spec_.bias != BiasAxis::kNone)
+    in.bias = LoadGlobal(BiasAddress(row, col, loc), 1, {.mask = inside}, loc);
   return in;
 }
 
-Epilogue::Inputs Epilogue::LoadMatrices(const Value& row, const Value& col, const Value& inside, Loc loc) const {
-  auto load = [&](const GlobalTensor& t) { return LoadGlobal(t.At({row, col}, loc), 1, {.mask = inside}, loc); };
+Epilogue::Inputs Epilogue::LoadMatrices(const Value& row, const Value& col, const Value& inside,
+                                        Loc loc) const {
+  auto load = [&](const GlobalTensor& t) {
+    return LoadGlobal(t.At({row, col}, loc), 1, {.mask = inside}, loc);
+  };
   Inputs in;
   if (spec_.scale) in.c_in = load(c_in_);
   if (spec_.residual) in.residual = load(residual_);
@@ -102,7 +115,8 @@ Value Epilogue::AddResidual(const Value& x, const Value& residual, Loc loc) cons
 Value Epilogue::ApplyBeforeResidual(const Value& acc, const Inputs& in, Loc loc) const {
   auto f32 = [&](const Value& v) { return v.To(Scalar::kF32, loc); };
   Value x = acc;
-  if (spec_.scale) x = Fma(Operand(alpha_, loc), Operand(x, loc), Operand(beta_ * f32(in.c_in), loc));
+  if (spec_.scale)
+    x = Fma(Operand(alpha_, loc), Operand(x, loc), Operand(beta_ * f32(in.c_in), loc));
   if (spec_.bias != BiasAxis::kNone) x = x + f32(in.bias);
   // GELU and SiLU are x * (1 + tanh(u)) / 2 with one tanh.approx.f32 each (u = the GELU's cubic,
   // or x / 2 for SiLU: x * sigmoid(x) exactly): one special-function instruction and five or two
@@ -122,7 +136,8 @@ Value Epilogue::ApplyBeforeResidual(const Value& acc, const Inputs& in, Loc loc)
       break;
     case Activation::kGelu: {
       const double sqrt_2_over_pi = 0.7978845608028654;
-      Value u = x * Fma(Operand(x * x, loc), Operand(0.044715 * sqrt_2_over_pi, loc), Operand(sqrt_2_over_pi, loc));
+      Value u = x * Fma(Operand(x * x, loc), Operand(0.044715 * sqrt_2_over_pi, loc),
+                        Operand(sqrt_2_over_pi, loc));
       x = half_x_times_one_plus_tanh(u);
       break;
     }
@@ -133,7 +148,8 @@ Value Epilogue::ApplyBeforeResidual(const Value& acc, const Inputs& in, Loc loc)
   return x;
 }
 
-Value Epilogue::Apply(const Value& acc, const Value& row, const Value& col, const Value& inside, Loc loc) const {
+Value Epilogue::Apply(const Value& acc, const Value& row, const Value& col, const Value& inside,
+                      Loc loc) const {
   return Apply(acc, Load(row, col, inside, loc), loc);
 }
 
@@ -142,7 +158,8 @@ Value Epilogue::Output(const Value& acc, const Inputs& in, Loc loc) const {
   return spec_.out == Scalar::kF32 ? x : x.To(spec_.out, loc);
 }
 
-Value Epilogue::Output(const Value& acc, const Value& row, const Value& col, const Value& inside, Loc loc) const {
+Value Epilogue::Output(const Value& acc, const Value& row, const Value& col, const Value& inside,
+                       Loc loc) const {
   return Output(acc, Load(row, col, inside, loc), loc);
 }
 

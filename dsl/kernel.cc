@@ -46,8 +46,7 @@ KernelState::KernelState(std::string name, const Target& t, rt::Dim3 block, cons
       mlir::LLVM::LLVMFunctionType::get(mlir::LLVM::LLVMVoidType::get(context.get()), {}));
   func->setAttr(mlir::NVVM::NVVMDialect::getKernelFuncAttrName(), builder.getUnitAttr());
   func->setAttr(mlir::NVVM::NVVMDialect::getMaxntidAttrName(),
-                builder.getDenseI32ArrayAttr({static_cast<int>(block.x),
-                                              static_cast<int>(block.y),
+                builder.getDenseI32ArrayAttr({static_cast<int>(block.x), static_cast<int>(block.y),
                                               static_cast<int>(block.z)}));
   // Entry block: allocas, then a branch to the body block where the program goes.
   mlir::Block* entry = func.addEntryBlock(builder);
@@ -74,8 +73,8 @@ std::optional<Loc>& EmptyValueRead() {
 void KernelState::Fail(const std::string& message, const Loc& loc) {
   std::optional<Loc> empty = std::exchange(EmptyValueRead(), std::nullopt);
   if (error) return;
-  error = empty ? absl::StrCat(LocString(loc), ": a kiln::Value declared empty at ", LocString(*empty),
-                               " is used before the kernel gave it a value")
+  error = empty ? absl::StrCat(LocString(loc), ": a kiln::Value declared empty at ",
+                               LocString(*empty), " is used before the kernel gave it a value")
                 : absl::StrCat(LocString(loc), ": ", message);
 }
 
@@ -88,13 +87,15 @@ Value KernelState::Wrap(mlir::Value v, Type t) {
 
 mlir::Value KernelState::Unwrap(const Value& v, std::optional<Loc> use) {
   const int id = Access::Id(v);
-  if (Access::State(v) == this && id >= 0 && id < static_cast<int>(values.size())) return values[id];
+  if (Access::State(v) == this && id >= 0 && id < static_cast<int>(values.size()))
+    return values[id];
   if (Access::State(v) == nullptr && use) {
     EmptyValueRead() = Access::Declared(v);
     Fail("", *use);  // reported as the empty Value's use
   } else if (Access::State(v) == nullptr) {
     EmptyValueRead().reset();
-    Fail("a kiln::Value declared empty here is used before the kernel gave it a value", Access::Declared(v));
+    Fail("a kiln::Value declared empty here is used before the kernel gave it a value",
+         Access::Declared(v));
   } else {
     Fail("a kiln::Value made by another Kernel is used here", use ? *use : last_loc);
   }
@@ -106,21 +107,32 @@ mlir::Value KernelState::Unwrap(const Value& v, std::optional<Loc> use) {
 mlir::Type KernelState::ToMlir(Scalar s) {
   mlir::MLIRContext* c = context.get();
   switch (s) {
-    case Scalar::kI1: return mlir::IntegerType::get(c, 1);
-    case Scalar::kI16: return mlir::IntegerType::get(c, 16);
-    case Scalar::kI32: case Scalar::kS32: return mlir::IntegerType::get(c, 32);
-    case Scalar::kI64: case Scalar::kS64: return mlir::IntegerType::get(c, 64);
-    case Scalar::kF16: return mlir::Float16Type::get(c);
-    case Scalar::kBF16: return mlir::BFloat16Type::get(c);
-    case Scalar::kF32: return mlir::Float32Type::get(c);
+    case Scalar::kI1:
+      return mlir::IntegerType::get(c, 1);
+    case Scalar::kI16:
+      return mlir::IntegerType::get(c, 16);
+    case Scalar::kI32:
+    case Scalar::kS32:
+      return mlir::IntegerType::get(c, 32);
+    case Scalar::kI64:
+    case Scalar::kS64:
+      return mlir::IntegerType::get(c, 64);
+    case Scalar::kF16:
+      return mlir::Float16Type::get(c);
+    case Scalar::kBF16:
+      return mlir::BFloat16Type::get(c);
+    case Scalar::kF32:
+      return mlir::Float32Type::get(c);
   }
   return {};
 }
 
 mlir::Type KernelState::ToMlir(Type t) {
   switch (t.kind) {
-    case Type::Kind::kScalar: return ToMlir(t.elem);
-    case Type::Kind::kVector: return mlir::VectorType::get({t.lanes}, ToMlir(t.elem));
+    case Type::Kind::kScalar:
+      return ToMlir(t.elem);
+    case Type::Kind::kVector:
+      return mlir::VectorType::get({t.lanes}, ToMlir(t.elem));
     case Type::Kind::kPointer:
       return mlir::LLVM::LLVMPointerType::get(context.get(), t.space == Space::kShared ? 3 : 1);
   }
@@ -130,8 +142,10 @@ mlir::Type KernelState::ToMlir(Type t) {
 Value KernelState::Constant(Type t, double v, const Loc& loc) {
   mlir::Type mt = ToMlir(t.elem);
   mlir::TypedAttr attr;
-  if (t.IsFloat()) attr = builder.getFloatAttr(mt, v);
-  else attr = builder.getIntegerAttr(mt, static_cast<int64_t>(v));
+  if (t.IsFloat())
+    attr = builder.getFloatAttr(mt, v);
+  else
+    attr = builder.getIntegerAttr(mt, static_cast<int64_t>(v));
   if (t.kind == Type::Kind::kVector)
     attr = mlir::DenseElementsAttr::get(mlir::cast<mlir::ShapedType>(ToMlir(t)),
                                         mlir::Attribute(attr));
@@ -150,11 +164,12 @@ mlir::Value KernelState::InlineAsm(const std::string& ptx, const std::string& co
 }
 
 std::vector<mlir::Value> KernelState::InlineAsmResults(const std::string& ptx,
-                                                      const std::string& constraints,
-                                                      llvm::ArrayRef<mlir::Value> operands,
-                                                      llvm::ArrayRef<mlir::Type> results,
-                                                      mlir::Location l, bool side_effects) {
-  if (results.size() == 1) return {InlineAsm(ptx, constraints, operands, results[0], l, side_effects)};
+                                                       const std::string& constraints,
+                                                       llvm::ArrayRef<mlir::Value> operands,
+                                                       llvm::ArrayRef<mlir::Type> results,
+                                                       mlir::Location l, bool side_effects) {
+  if (results.size() == 1)
+    return {InlineAsm(ptx, constraints, operands, results[0], l, side_effects)};
   mlir::Type st = results.empty() ? mlir::Type()
                                   : mlir::LLVM::LLVMStructType::getLiteral(context.get(), results);
   mlir::Value packed = InlineAsm(ptx, constraints, operands, st, l, side_effects);
@@ -214,13 +229,19 @@ void SetDefaultWatchdog(int ms) { DefaultWatchdogMs() = ms; }
 
 void Kernel::Watchdog(int ms, Loc loc) {
   KernelState& s = *state_;
-  if (ms <= 0 || ms > 3600 * 1000) return Fail(absl::StrCat("a watchdog of ", ms, " ms: give 1..3600000"), loc);
+  if (ms <= 0 || ms > 3600 * 1000)
+    return Fail(absl::StrCat("a watchdog of ", ms, " ms: give 1..3600000"), loc);
   if (s.target.compute_capability < 90)
-    return Fail(absl::StrCat("the watchdog bounds mbarrier waits, which need sm_90 or later; this kernel targets ",
-                             s.target.chip), loc);
+    return Fail(
+        absl::StrCat(
+            "the watchdog bounds mbarrier waits, which need sm_90 or later; this kernel targets ",
+            s.target.chip),
+        loc);
   if (s.waits_built > 0)
-    return Fail(absl::StrCat("Watchdog comes after ", s.waits_built, " mbarrier wait(s) it would not cover: call it "
-                             "before the first wait"), loc);
+    return Fail(absl::StrCat("Watchdog comes after ", s.waits_built,
+                             " mbarrier wait(s) it would not cover: call it "
+                             "before the first wait"),
+                loc);
   s.watchdog_ms = s.manifest.watchdog_ms = ms;
 }
 
@@ -229,7 +250,8 @@ Kernel::Kernel(std::string name, const Target& target, rt::Dim3 block, Loc loc)
   if (block.count() == 0 || block.count() > 1024)
     Fail(absl::StrCat("a block has 1..1024 threads, not ", block.count()), loc);
   // The process-wide debug default covers the kernels with mbarriers to wait on (sm_90+).
-  if (DefaultWatchdogMs() > 0 && target.compute_capability >= 90) Watchdog(DefaultWatchdogMs(), loc);
+  if (DefaultWatchdogMs() > 0 && target.compute_capability >= 90)
+    Watchdog(DefaultWatchdogMs(), loc);
 }
 
 Kernel::~Kernel() = default;
@@ -263,8 +285,8 @@ Value Kernel::PtrParam(const std::string& name, Scalar elem, Loc loc) {
                   loc);
 }
 
-absl::StatusOr<rt::GridExpr> KernelState::ParseRule(const std::string& what, const std::string& text,
-                                                   const Loc& loc) {
+absl::StatusOr<rt::GridExpr> KernelState::ParseRule(const std::string& what,
+                                                    const std::string& text, const Loc& loc) {
   absl::StatusOr<rt::GridExpr> e = rt::GridExpr::Parse(text);
   if (!e.ok()) {
     Fail(std::string(e.status().message()), loc);
@@ -273,12 +295,14 @@ absl::StatusOr<rt::GridExpr> KernelState::ParseRule(const std::string& what, con
   final_checks.push_back([this, what, expr = *e, loc] {
     std::vector<std::string> ints;
     for (const rt::ParamSpec& p : manifest.params)
-      if (p.kind == rt::ParamSpec::Kind::kI32 || p.kind == rt::ParamSpec::Kind::kI64) ints.push_back(p.name);
+      if (p.kind == rt::ParamSpec::Kind::kI32 || p.kind == rt::ParamSpec::Kind::kI64)
+        ints.push_back(p.name);
     for (const std::string& symbol : expr.SymbolNames())
       if (std::find(ints.begin(), ints.end(), symbol) == ints.end())
         return Fail(absl::StrCat(what, " rule ", expr.ToString(), " names ", symbol,
                                  ", which is not an integer parameter of this kernel (",
-                                 ints.empty() ? "it has none" : absl::StrCat("it has ", absl::StrJoin(ints, ", ")),
+                                 ints.empty() ? "it has none"
+                                              : absl::StrCat("it has ", absl::StrJoin(ints, ", ")),
                                  "; sms is the SM count)"),
                     loc);
   });
@@ -289,8 +313,10 @@ Value Kernel::ScheduleTableParam(const std::string& name, const ScheduleTable& s
   rt::ScheduleTableParam t;
   t.groups = spec.groups;
   t.slots = spec.slots;
-  if (spec.groups <= 0 || spec.slots <= 0) Fail("a schedule table needs positive groups and slots", loc);
-  for (auto [text, out] : {std::pair{&spec.tiles_m, &t.tiles_m}, std::pair{&spec.tiles_n, &t.tiles_n}}) {
+  if (spec.groups <= 0 || spec.slots <= 0)
+    Fail("a schedule table needs positive groups and slots", loc);
+  for (auto [text, out] :
+       {std::pair{&spec.tiles_m, &t.tiles_m}, std::pair{&spec.tiles_n, &t.tiles_n}}) {
     absl::StatusOr<rt::GridExpr> e = state_->ParseRule("schedule table", *text, loc);
     if (e.ok()) *out = *e;
   }
@@ -302,7 +328,8 @@ Value Kernel::ScheduleTableParam(const std::string& name, const ScheduleTable& s
     t.split = spec.split;
     const auto& params = state_->manifest.params;
     if (std::none_of(params.begin(), params.end(), [&](const rt::ParamSpec& p) {
-          return p.name == spec.split && (p.kind == rt::ParamSpec::Kind::kI32 || p.kind == rt::ParamSpec::Kind::kI64);
+          return p.name == spec.split &&
+                 (p.kind == rt::ParamSpec::Kind::kI32 || p.kind == rt::ParamSpec::Kind::kI64);
         }))
       Fail(absl::StrCat("a work table's split '", spec.split,
                         "' must be an integer parameter declared before it"),
@@ -314,15 +341,20 @@ Value Kernel::ScheduleTableParam(const std::string& name, const ScheduleTable& s
   return v;
 }
 
-Value Kernel::WorkspaceParam(const std::string& name, Scalar elem, const std::string& table, int64_t bytes_per_partial,
-                             Loc loc) {
+Value Kernel::WorkspaceParam(const std::string& name, Scalar elem, const std::string& table,
+                             int64_t bytes_per_partial, Loc loc) {
   const auto& params = state_->manifest.params;
   if (!table.empty() && std::none_of(params.begin(), params.end(), [&](const rt::ParamSpec& p) {
-        return p.name == table && p.kind == rt::ParamSpec::Kind::kScheduleTable && p.schedule.work();
+        return p.name == table && p.kind == rt::ParamSpec::Kind::kScheduleTable &&
+               p.schedule.work();
       }))
-    Fail(absl::StrCat("workspace ", name, ": '", table, "' is no work table parameter declared before it"), loc);
-  if (bytes_per_partial <= 0) Fail(absl::StrCat("workspace ", name, ": bytes per partial must be positive"), loc);
-  Value v = AddParam(*state_, name, Type::Ptr(Space::kGlobal, elem), rt::ParamSpec::Kind::kWorkspace, loc);
+    Fail(absl::StrCat("workspace ", name, ": '", table,
+                      "' is no work table parameter declared before it"),
+         loc);
+  if (bytes_per_partial <= 0)
+    Fail(absl::StrCat("workspace ", name, ": bytes per partial must be positive"), loc);
+  Value v = AddParam(*state_, name, Type::Ptr(Space::kGlobal, elem),
+                     rt::ParamSpec::Kind::kWorkspace, loc);
   state_->manifest.params.back().workspace = {table, bytes_per_partial};
   return v;
 }
@@ -347,7 +379,9 @@ void Kernel::Grid(const std::string& x, const std::string& y, const std::string&
 }
 
 void Kernel::RequireMultiple(const std::string& name, int64_t multiple, Loc loc) {
-  if (multiple <= 0) return Fail(absl::StrCat("RequireMultiple(", name, ", ", multiple, "): not a positive multiple"), loc);
+  if (multiple <= 0)
+    return Fail(
+        absl::StrCat("RequireMultiple(", name, ", ", multiple, "): not a positive multiple"), loc);
   if (!state_->ParseRule("requirement", name, loc).ok()) return;
   state_->manifest.requirements.push_back({name, multiple, LocString(loc)});
 }
@@ -423,10 +457,10 @@ void Kernel::ClusterDims(rt::Dim3 dims, Loc loc) {
   if (dims.count() == 0 || dims.count() > 16)
     return Fail(absl::StrCat("a cluster has 1..16 blocks, not ", dims.count()), loc);
   s.manifest.cluster = dims;
-  s.func->setAttr(mlir::NVVM::NVVMDialect::getClusterDimAttrName(),
-                  s.builder.getDenseI32ArrayAttr({static_cast<int>(dims.x),
-                                                  static_cast<int>(dims.y),
-                                                  static_cast<int>(dims.z)}));
+  s.func->setAttr(
+      mlir::NVVM::NVVMDialect::getClusterDimAttrName(),
+      s.builder.getDenseI32ArrayAttr(
+          {static_cast<int>(dims.x), static_cast<int>(dims.y), static_cast<int>(dims.z)}));
 }
 
 void Kernel::For(const Operand& lo, const Operand& hi, const Operand& step,
@@ -445,8 +479,7 @@ void Kernel::For(const Operand& lo, const Operand& hi, const Operand& step,
   s.loop_stack.pop_back();
 }
 
-void Kernel::While(const std::function<Value()>& cond, const std::function<void()>& body,
-                   Loc loc) {
+void Kernel::While(const std::function<Value()>& cond, const std::function<void()>& body, Loc loc) {
   KernelState& s = *state_;
   mlir::Location l = s.ToLoc(loc);
   auto op = mlir::scf::WhileOp::create(s.builder, l, mlir::TypeRange{}, mlir::ValueRange{});
@@ -488,10 +521,12 @@ void Kernel::Role(const RoleSpec& role, const std::function<void(Value)>& body, 
         // registers: an .inc past them waits, as on the GPU, for registers nobody frees.
         KernelState& st = *state_;
         const int wgs = (static_cast<int>(st.manifest.block.count()) + 127) / 128;
-        const int launch_regs = std::min(255, 65536 / static_cast<int>(st.manifest.block.count()) / 8 * 8);
+        const int launch_regs =
+            std::min(255, 65536 / static_cast<int>(st.manifest.block.count()) / 8 * 8);
         std::vector<int> regs(wgs, launch_regs);
         for (const KernelState::RegisterRole& r : st.register_roles)
-          for (int g = r.first_thread / 128; g < (r.first_thread + r.threads) / 128; ++g) regs[g] = r.max_regs;
+          for (int g = r.first_thread / 128; g < (r.first_thread + r.threads) / 128; ++g)
+            regs[g] = r.max_regs;
         int64_t total = 0;
         std::string each;
         for (int g = 0; g < wgs; ++g) {
@@ -502,27 +537,32 @@ void Kernel::Role(const RoleSpec& role, const std::function<void(Value)>& body, 
           const KernelState::RegisterRole* top = &st.register_roles.front();
           for (const KernelState::RegisterRole& r : st.register_roles)
             if (r.max_regs > top->max_regs) top = &r;
-          Fail(absl::StrCat("the roles' register budgets (", each, " per thread) need ", total,
-                            " registers; an SM has 65536, so this setmaxnreg.inc would wait forever"),
+          Fail(absl::StrCat(
+                   "the roles' register budgets (", each, " per thread) need ", total,
+                   " registers; an SM has 65536, so this setmaxnreg.inc would wait forever"),
                top->loc);
         }
       });
     s.register_roles.push_back({role.first_thread, role.threads, role.max_regs, loc});
   }
   Value tid = ThreadIdx(0, loc);
-  Value inside = role.first_thread == 0 ? tid < Operand(role.threads, loc)
-                                        : (tid - Operand(role.first_thread, loc)) < Operand(role.threads, loc);
-  If(inside, [&] {
-    if (role.max_regs) {
-      // What each thread gets at launch: 64K registers shared by the block, in steps of 8.
-      const int launch_regs = std::min(255, 65536 / block / 8 * 8);
-      mlir::NVVM::SetMaxRegisterOp::create(
-          s.builder, s.ToLoc(loc), role.max_regs,
-          role.max_regs > launch_regs ? mlir::NVVM::SetMaxRegisterAction::increase
-                                      : mlir::NVVM::SetMaxRegisterAction::decrease);
-    }
-    body(role.first_thread == 0 ? tid : tid - Operand(role.first_thread, loc));
-  }, loc);
+  Value inside = role.first_thread == 0
+                     ? tid < Operand(role.threads, loc)
+                     : (tid - Operand(role.first_thread, loc)) < Operand(role.threads, loc);
+  If(
+      inside,
+      [&] {
+        if (role.max_regs) {
+          // What each thread gets at launch: 64K registers shared by the block, in steps of 8.
+          const int launch_regs = std::min(255, 65536 / block / 8 * 8);
+          mlir::NVVM::SetMaxRegisterOp::create(s.builder, s.ToLoc(loc), role.max_regs,
+                                               role.max_regs > launch_regs
+                                                   ? mlir::NVVM::SetMaxRegisterAction::increase
+                                                   : mlir::NVVM::SetMaxRegisterAction::decrease);
+        }
+        body(role.first_thread == 0 ? tid : tid - Operand(role.first_thread, loc));
+      },
+      loc);
 }
 
 namespace {
@@ -531,8 +571,9 @@ void BuildIf(Kernel& k, KernelState& s, const Operand& cond, const std::function
              const std::function<void()>* otherwise, Loc loc) {
   if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1))
     return k.Fail("If needs an i1 condition (a comparison)", loc);
-  auto op = mlir::scf::IfOp::create(s.builder, s.ToLoc(loc), s.Unwrap(Access::Val(cond), cond.loc()),
-                                    /*withElseRegion=*/otherwise != nullptr);
+  auto op =
+      mlir::scf::IfOp::create(s.builder, s.ToLoc(loc), s.Unwrap(Access::Val(cond), cond.loc()),
+                              /*withElseRegion=*/otherwise != nullptr);
   mlir::OpBuilder::InsertionGuard guard(s.builder);
   s.builder.setInsertionPoint(op.thenBlock()->getTerminator());
   then();
@@ -551,7 +592,8 @@ void Kernel::If(const Operand& cond, const std::function<void()>& then,
   BuildIf(*this, *state_, cond, then, &otherwise, loc);
 }
 
-std::vector<Value> Kernel::IfElse(const Operand& cond, const std::function<std::vector<Value>()>& then,
+std::vector<Value> Kernel::IfElse(const Operand& cond,
+                                  const std::function<std::vector<Value>()>& then,
                                   const std::function<std::vector<Value>()>& otherwise, Loc loc) {
   KernelState& s = *state_;
   if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1)) {
@@ -561,7 +603,8 @@ std::vector<Value> Kernel::IfElse(const Operand& cond, const std::function<std::
   // The branches are built first, into an scf.if without results; once their values (and so
   // the result types) are known, the regions move into one that yields them.
   mlir::Location l = s.ToLoc(loc);
-  auto draft = mlir::scf::IfOp::create(s.builder, l, s.Unwrap(Access::Val(cond), cond.loc()), /*withElseRegion=*/true);
+  auto draft = mlir::scf::IfOp::create(s.builder, l, s.Unwrap(Access::Val(cond), cond.loc()),
+                                       /*withElseRegion=*/true);
   std::vector<Value> yielded[2];
   {
     mlir::OpBuilder::InsertionGuard guard(s.builder);
@@ -574,13 +617,16 @@ std::vector<Value> Kernel::IfElse(const Operand& cond, const std::function<std::
   std::vector<mlir::Type> mlir_types;
   bool ok = yielded[0].size() == yielded[1].size();
   if (!ok)
-    Fail(absl::StrCat("IfElse branches yield ", yielded[0].size(), " and ", yielded[1].size(), " values"), loc);
+    Fail(absl::StrCat("IfElse branches yield ", yielded[0].size(), " and ", yielded[1].size(),
+                      " values"),
+         loc);
   for (size_t i = 0; ok && i < yielded[0].size(); ++i) {
-    for (const Value& v : {yielded[0][i], yielded[1][i]}) s.Unwrap(v, loc);  // reports an empty one here
+    for (const Value& v : {yielded[0][i], yielded[1][i]})
+      s.Unwrap(v, loc);  // reports an empty one here
     const Type a = yielded[0][i].type(), b = yielded[1][i].type();
     if (!(a == b)) {
-      Fail(absl::StrCat("IfElse branches yield different types for value ", i, ": ", a.Str(), " vs ", b.Str(),
-                        " (convert with .To())"),
+      Fail(absl::StrCat("IfElse branches yield different types for value ", i, ": ", a.Str(),
+                        " vs ", b.Str(), " (convert with .To())"),
            loc);
       ok = false;
     }
@@ -589,10 +635,12 @@ std::vector<Value> Kernel::IfElse(const Operand& cond, const std::function<std::
   }
   if (!ok || s.error) {  // the build fails; the draft stays (a Value made in it may have uses)
     std::vector<Value> poison;
-    for (const Value& v : yielded[0]) poison.push_back(s.Poison(v.valid() ? v.type() : Type::Of(Scalar::kI32), loc));
+    for (const Value& v : yielded[0])
+      poison.push_back(s.Poison(v.valid() ? v.type() : Type::Of(Scalar::kI32), loc));
     return poison;
   }
-  auto op = mlir::scf::IfOp::create(s.builder, l, mlir_types, draft.getCondition(), /*withElseRegion=*/true);
+  auto op = mlir::scf::IfOp::create(s.builder, l, mlir_types, draft.getCondition(),
+                                    /*withElseRegion=*/true);
   for (int branch = 0; branch < 2; ++branch) {
     mlir::Region& to = branch == 0 ? op.getThenRegion() : op.getElseRegion();
     to.takeBody(branch == 0 ? draft.getThenRegion() : draft.getElseRegion());
@@ -613,7 +661,8 @@ std::vector<Value> Kernel::IfElse(const Operand& cond, const std::function<std::
 Value Kernel::IfElse(const Operand& cond, const std::function<Value()>& then,
                      const std::function<Value()>& otherwise, Loc loc) {
   std::vector<Value> r = IfElse(
-      cond, [&] { return std::vector<Value>{then()}; }, [&] { return std::vector<Value>{otherwise()}; }, loc);
+      cond, [&] { return std::vector<Value>{then()}; },
+      [&] { return std::vector<Value>{otherwise()}; }, loc);
   return r.empty() ? Value(loc) : r[0];
 }
 
@@ -652,7 +701,8 @@ void Kernel::SyncThreads(Loc loc) {
 }
 
 void Kernel::SyncWarp(Loc loc) {
-  mlir::NVVM::SyncWarpOp::create(state_->builder, state_->ToLoc(loc), state_->Unwrap(I32(-1, loc), loc));
+  mlir::NVVM::SyncWarpOp::create(state_->builder, state_->ToLoc(loc),
+                                 state_->Unwrap(I32(-1, loc), loc));
 }
 
 namespace {
@@ -662,23 +712,27 @@ namespace {
 // (too many), so it is reported with the lines of both sides.
 std::vector<std::string> StaticFindings(const KernelState& s) {
   std::map<std::tuple<int, std::string, int>, std::vector<const KernelState::TxRecord*>> by_barrier;
-  for (const KernelState::TxRecord& r : s.tx_records) by_barrier[{r.array, r.index, r.loop}].push_back(&r);
+  for (const KernelState::TxRecord& r : s.tx_records)
+    by_barrier[{r.array, r.index, r.loop}].push_back(&r);
   std::vector<std::string> findings;
   for (const auto& [key, records] : by_barrier) {
     int64_t announced = 0, delivered = 0;
     std::vector<std::string> announced_at, delivered_at;
     for (const KernelState::TxRecord* r : records) {
       (r->announced ? announced : delivered) += r->bytes;
-      (r->announced ? announced_at : delivered_at).push_back(absl::StrCat(LocString(r->loc), " (", r->bytes, ")"));
+      (r->announced ? announced_at : delivered_at)
+          .push_back(absl::StrCat(LocString(r->loc), " (", r->bytes, ")"));
     }
     if (announced == delivered) continue;
-    findings.push_back(absl::StrCat(
-        LocString(records.front()->loc), ": tx-count mismatch: the mbarrier at shared offset ", std::get<0>(key), " [",
-        std::get<1>(key), "] is announced ", announced, " bytes by expect_tx",
-        announced_at.empty() ? "" : " at " + absl::StrJoin(announced_at, ", "), " but its TMA loads deliver ", delivered,
-        delivered_at.empty() ? "" : " at " + absl::StrJoin(delivered_at, ", "),
-        announced < delivered ? ": the phase completes before the last bytes land"
-                              : ": the phase never completes (the GPU hangs)"));
+    findings.push_back(
+        absl::StrCat(LocString(records.front()->loc),
+                     ": tx-count mismatch: the mbarrier at shared offset ", std::get<0>(key), " [",
+                     std::get<1>(key), "] is announced ", announced, " bytes by expect_tx",
+                     announced_at.empty() ? "" : " at " + absl::StrJoin(announced_at, ", "),
+                     " but its TMA loads deliver ", delivered,
+                     delivered_at.empty() ? "" : " at " + absl::StrJoin(delivered_at, ", "),
+                     announced < delivered ? ": the phase completes before the last bytes land"
+                                           : ": the phase never completes (the GPU hangs)"));
   }
   for (std::string& f : ArrivalFindings(s)) findings.push_back(std::move(f));
   for (std::string& f : ReuseFindings(s)) findings.push_back(std::move(f));
@@ -692,8 +746,10 @@ absl::StatusOr<KernelDef> Kernel::Build() {
   for (const auto& check : s.final_checks) check();
   if (s.error) return absl::InvalidArgumentError(*s.error);
   s.manifest.smem_bytes = s.smem_top;
-  // The deepest ring tells a harness how many K steps wrap every ring (kiln emulate's default size).
-  if (s.deepest_ring > 1) s.manifest.attributes.emplace_back("ring", std::to_string(s.deepest_ring));
+  // The deepest ring tells a harness how many K steps wrap every ring (kiln emulate's default
+  // size).
+  if (s.deepest_ring > 1)
+    s.manifest.attributes.emplace_back("ring", std::to_string(s.deepest_ring));
   mlir::LLVM::ReturnOp::create(s.builder, s.ToLoc(s.kernel_loc), mlir::ValueRange{});
   if (absl::Status scoped = CheckValuesStayInTheirBodies(*s.module); !scoped.ok()) return scoped;
   std::string diagnostics;
@@ -704,8 +760,8 @@ absl::StatusOr<KernelDef> Kernel::Build() {
       return mlir::success();
     });
     if (mlir::failed(mlir::verify(*s.module)))
-      return absl::InternalError(absl::StrCat("kernel ", s.manifest.name,
-                                              " failed MLIR verification:\n", diagnostics));
+      return absl::InternalError(
+          absl::StrCat("kernel ", s.manifest.name, " failed MLIR verification:\n", diagnostics));
   }
   auto module = std::make_shared<KernelDef::Module>();
   module->context = std::move(s.context);

@@ -50,8 +50,8 @@ struct KernelState {
   // A PTX snippet with side effects (for instructions without an NVVM op that fits); `result`
   // null for none.
   mlir::Value InlineAsm(const std::string& ptx, const std::string& constraints,
-                        llvm::ArrayRef<mlir::Value> operands, mlir::Type result,
-                        mlir::Location l, bool side_effects = true);
+                        llvm::ArrayRef<mlir::Value> operands, mlir::Type result, mlir::Location l,
+                        bool side_effects = true);
   // The same with several results (a struct unpacked); `side_effects` false lets LLVM move,
   // merge or drop it like arithmetic.
   std::vector<mlir::Value> InlineAsmResults(const std::string& ptx, const std::string& constraints,
@@ -61,7 +61,8 @@ struct KernelState {
   // A launch-time rule (grid, tensor map dims, schedule table, dynamic smem, requirement): parsed
   // now, and at Build every symbol it names must be an integer parameter (declared before or
   // after). Errors name `loc` and say what the rule was for (`what`, e.g. "grid").
-  absl::StatusOr<rt::GridExpr> ParseRule(const std::string& what, const std::string& text, const Loc& loc);
+  absl::StatusOr<rt::GridExpr> ParseRule(const std::string& what, const std::string& text,
+                                         const Loc& loc);
   // Sets the attributes of kernel argument `index`, keeping one entry per argument.
   void SetArgAttrs(unsigned index, llvm::ArrayRef<mlir::NamedAttribute> attrs);
   // 32-bit shared-space address of a smem pointer (for descriptors and mapa).
@@ -80,9 +81,10 @@ struct KernelState {
   Target target;
   rt::Manifest manifest;
   Loc kernel_loc;
-  Loc last_loc;  // the newest location ToLoc saw: where a Value of another kernel is reported
+  Loc last_loc;      // the newest location ToLoc saw: where a Value of another kernel is reported
   int smem_top = 0;  // bytes planned so far
-  int deepest_ring = 1;  // the most stages of any shared-memory ring or pipeline (manifest attribute "ring")
+  int deepest_ring =
+      1;  // the most stages of any shared-memory ring or pipeline (manifest attribute "ring")
   std::optional<Loc> smem_dynamic_at;  // where SmemDynamic closed the plan
   std::optional<std::string> error;
   // Whole-kernel checks run by Build() (e.g. a pipeline consumed but never produced).
@@ -117,19 +119,21 @@ struct KernelState {
   struct ArrivalRecord {
     int array;
     std::string index;
-    int expected;        // an Init's count; 0 for an arrival
+    int expected;         // an Init's count; 0 for an arrival
     mlir::Operation* op;  // the arriving (or initialising) op
     Loc loc;
-    bool remote = false;  // on a cluster peer's barrier (mapa): one CTA's, or all of them, may land on one
+    bool remote =
+        false;  // on a cluster peer's barrier (mapa): one CTA's, or all of them, may land on one
   };
   std::vector<ArrivalRecord> arrival_records;
   // Records the op just built (the one before the insertion point).
-  void RecordArrival(int array, const std::string& index, int expected, const Loc& loc, bool remote = false);
+  void RecordArrival(int array, const std::string& index, int expected, const Loc& loc,
+                     bool remote = false);
   // The static reuse check (protocol_check.cc): TMA loads into shared memory, and the ops that
   // make a thread wait (mbarrier waits, CTA and cluster barriers).
   struct WaitRecord {
     mlir::Operation* op;
-    int array = -1;      // the mbarrier waited on or completed (-1: a CTA or cluster barrier)
+    int array = -1;  // the mbarrier waited on or completed (-1: a CTA or cluster barrier)
     std::string index;
     Loc loc;
   };

@@ -43,10 +43,16 @@ Value Exp2(const Value& x, Loc loc) { return UnaryF32("Exp2", "ex2.approx.ftz.f3
 Value Log2(const Value& x, Loc loc) { return UnaryF32("Log2", "lg2.approx.ftz.f32", x, loc); }
 Value Rsqrt(const Value& x, Loc loc) { return UnaryF32("Rsqrt", "rsqrt.approx.ftz.f32", x, loc); }
 Value Sqrt(const Value& x, Loc loc) { return UnaryF32("Sqrt", "sqrt.rn.f32", x, loc); }
-Value SqrtApprox(const Value& x, Loc loc) { return UnaryF32("SqrtApprox", "sqrt.approx.ftz.f32", x, loc); }
+Value SqrtApprox(const Value& x, Loc loc) {
+  return UnaryF32("SqrtApprox", "sqrt.approx.ftz.f32", x, loc);
+}
 Value Rcp(const Value& x, Loc loc) { return UnaryF32("Rcp", "rcp.rn.f32", x, loc); }
-Value RcpApprox(const Value& x, Loc loc) { return UnaryF32("RcpApprox", "rcp.approx.ftz.f32", x, loc); }
-Value TanhApprox(const Value& x, Loc loc) { return UnaryF32("TanhApprox", "tanh.approx.f32", x, loc); }
+Value RcpApprox(const Value& x, Loc loc) {
+  return UnaryF32("RcpApprox", "rcp.approx.ftz.f32", x, loc);
+}
+Value TanhApprox(const Value& x, Loc loc) {
+  return UnaryF32("TanhApprox", "tanh.approx.f32", x, loc);
+}
 
 Value Exp(const Value& x, Loc loc) {
   if (!StateOf(x)) return x;
@@ -89,24 +95,27 @@ namespace {
 
 // Two f32 values into one register by `instr` ("cvt.rn.bf16x2.f32 $0, $1, $2;" shape), whose
 // result has `bits` (32: "=r", 16: "=h") and is read back as `result`.
-Value PackPair(const char* op, const std::string& instr, int bits, const Type& result, const Value& lo,
-               const Value& hi, const Loc& loc) {
+Value PackPair(const char* op, const std::string& instr, int bits, const Type& result,
+               const Value& lo, const Value& hi, const Loc& loc) {
   if (!StateOf(lo)) return lo;
   if (!StateOf(hi)) return hi;
   KernelState& s = *StateOf(lo);
   if (!Expect(s, lo, kF32, op, loc) || !Expect(s, hi, kF32, op, loc)) return s.Poison(result, loc);
   const Type word = Type::Of(bits == 32 ? Scalar::kI32 : Scalar::kI16);
   // The first source goes to the upper half of the destination (PTX ISA, cvt): hi first.
-  mlir::Value packed = s.InlineAsm(absl::StrCat(instr, " $0, $1, $2;"), bits == 32 ? "=r,f,f" : "=h,f,f",
-                                   {s.Unwrap(hi, loc), s.Unwrap(lo, loc)}, s.ToMlir(word), s.ToLoc(loc),
-                                   /*side_effects=*/false);
+  mlir::Value packed =
+      s.InlineAsm(absl::StrCat(instr, " $0, $1, $2;"), bits == 32 ? "=r,f,f" : "=h,f,f",
+                  {s.Unwrap(hi, loc), s.Unwrap(lo, loc)}, s.ToMlir(word), s.ToLoc(loc),
+                  /*side_effects=*/false);
   Value w = s.Wrap(packed, word);
   return result == word ? w : w.Bitcast(result, loc);
 }
 
 bool CheckFp8Target(KernelState& s, const char* op, const Loc& loc) {
   if (s.target.compute_capability >= 89) return true;
-  s.Fail(absl::StrCat(op, " needs sm_89 or later (fp8 conversions); this kernel targets ", s.target.chip), loc);
+  s.Fail(absl::StrCat(op, " needs sm_89 or later (fp8 conversions); this kernel targets ",
+                      s.target.chip),
+         loc);
   return false;
 }
 
@@ -135,9 +144,10 @@ Value UnpackFp8x2(const Value& packed, Fp8 format, Loc loc) {
   if (!Expect(*s, packed, Type::Of(Scalar::kI16), "UnpackFp8x2", loc) ||
       !CheckFp8Target(*s, "UnpackFp8x2", loc))
     return s->Poison(result, loc);
-  mlir::Value bits = s->InlineAsm(absl::StrCat("cvt.rn.f16x2.", Fp8Name(format), " $0, $1;"), "=r,h",
-                                  {s->Unwrap(packed, loc)}, s->builder.getI32Type(), s->ToLoc(loc),
-                                  /*side_effects=*/false);
+  mlir::Value bits =
+      s->InlineAsm(absl::StrCat("cvt.rn.f16x2.", Fp8Name(format), " $0, $1;"), "=r,h",
+                   {s->Unwrap(packed, loc)}, s->builder.getI32Type(), s->ToLoc(loc),
+                   /*side_effects=*/false);
   return s->Wrap(bits, Type::Of(Scalar::kI32)).Bitcast(result, loc);
 }
 

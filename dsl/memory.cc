@@ -59,9 +59,9 @@ Regs Kernel::Registers(Type type, int count, Loc loc) {
   // Zero-initialise in the body so that every use sees a defined value.
   mlir::Value zero = s.Unwrap(s.Constant(type, 0, loc));
   for (int i = 0; i < count; ++i) {
-    mlir::Value p = mlir::LLVM::GEPOp::create(
-        s.builder, l, mlir::LLVM::LLVMPointerType::get(s.context.get()), array, alloca,
-        llvm::ArrayRef<mlir::LLVM::GEPArg>{0, i});
+    mlir::Value p =
+        mlir::LLVM::GEPOp::create(s.builder, l, mlir::LLVM::LLVMPointerType::get(s.context.get()),
+                                  array, alloca, llvm::ArrayRef<mlir::LLVM::GEPArg>{0, i});
     mlir::LLVM::StoreOp::create(s.builder, l, zero, p);
   }
   return r;
@@ -97,12 +97,13 @@ Value RegRef::Load(Loc loc) const {
       if (!by) by = in_flight(g);
     if (by)
       s.Fail(absl::StrCat("reads a wgmma accumulator that the wgmma at ", LocString(*by),
-                          " may still write: an accumulator read before the wgmma.wait_group that completes it"),
+                          " may still write: an accumulator read before the wgmma.wait_group that "
+                          "completes it"),
              loc);
   }
   mlir::Location l = s.ToLoc(loc);
-  return s.Wrap(mlir::LLVM::LoadOp::create(s.builder, l, s.ToMlir(t), RegAddress(s, array_, index_, l)),
-                t);
+  return s.Wrap(
+      mlir::LLVM::LoadOp::create(s.builder, l, s.ToMlir(t), RegAddress(s, array_, index_, l)), t);
 }
 
 const RegRef& RegRef::operator=(const Operand& v) const {
@@ -150,9 +151,9 @@ SmemTile Kernel::Smem(Scalar elem, int rows, int cols, int pad, int align, Loc l
   t.offset_ = (s.smem_top + align - 1) / align * align;
   s.smem_top = t.offset_ + t.bytes();
   if (s.smem_top > s.target.smem_budget_bytes)
-    Fail(absl::StrCat("shared memory over budget: this ", rows, "x", cols, " tile brings the total to ",
-                      s.smem_top, " bytes; ", s.target.chip, " allows ",
-                      s.target.smem_budget_bytes),
+    Fail(absl::StrCat("shared memory over budget: this ", rows, "x", cols,
+                      " tile brings the total to ", s.smem_top, " bytes; ", s.target.chip,
+                      " allows ", s.target.smem_budget_bytes),
          loc);
   return t;
 }
@@ -160,8 +161,8 @@ SmemTile Kernel::Smem(Scalar elem, int rows, int cols, int pad, int align, Loc l
 SmemTile Kernel::SmemInterleaved(Scalar elem, int rows, int cols, int stages, Loc loc) {
   const int per_slab = 16 / ScalarBytes(elem);
   if (cols % per_slab != 0 || rows % 8 != 0) {
-    Fail(absl::StrCat("an interleaved tile is whole 8-row, 16-byte core matrices: ", rows, "x", cols,
-                      " elements of ", ScalarBytes(elem), " bytes is not"),
+    Fail(absl::StrCat("an interleaved tile is whole 8-row, 16-byte core matrices: ", rows, "x",
+                      cols, " elements of ", ScalarBytes(elem), " bytes is not"),
          loc);
     return Smem(elem, rows, cols, 0, 128, loc);
   }
@@ -191,7 +192,7 @@ SmemTile SmemTile::Slab(int s, Loc loc) const {
 }
 
 SmemTile Kernel::SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzle, int stages,
-                               Loc loc) {
+                              Loc loc) {
   const int span = SwizzleBytes(swizzle);
   if (span && cols * ScalarBytes(elem) != span) {
     Fail(absl::StrCat("a ", span, "B-swizzled tile has rows of ", span, " bytes; ", cols,
@@ -212,7 +213,8 @@ SmemTile Kernel::SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzle, 
   t.loc_ = loc;
   if (t.stage_bytes() % 1024 != 0 && stages > 1 && span)
     Fail(absl::StrCat("each stage of a swizzled ring must be a multiple of 1024 bytes, not ",
-                      t.stage_bytes()), loc);
+                      t.stage_bytes()),
+         loc);
   return t;
 }
 
@@ -333,8 +335,8 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
   if (const int64_t dr = ConstantPart(s.Unwrap(r)); dr > 0) {
     const int span = SwizzleBytes(swizzle_);
     const int64_t dr_bytes = dr * (interleaved_ ? 16 : row_stride_ * ScalarBytes(elem_));
-    const bool keeps_phase = (xor_.period <= 1 || dr % xor_.period == 0) &&
-                             (span == 0 || dr_bytes % (span * 8) == 0);
+    const bool keeps_phase =
+        (xor_.period <= 1 || dr % xor_.period == 0) && (span == 0 || dr_bytes % (span * 8) == 0);
     mlir::Value rest = keeps_phase ? WithoutConstant(s, s.Unwrap(r), s.ToLoc(loc)) : mlir::Value();
     if (rest) {
       r = s.Wrap(rest, i32);
@@ -357,8 +359,8 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
     Value col_bytes = s.Wrap(s.Materialize(col, i32), i32) * Operand(ScalarBytes(elem_), loc);
     Value unit = col_bytes >> Operand(unit_shift, loc);
     Value moved = xor_.rotate ? (unit + f) & Operand(units - 1, loc) : unit ^ f;
-    byte = r * Operand(row_stride_ * ScalarBytes(elem_), loc) + (moved << Operand(unit_shift, loc)) +
-           (col_bytes & Operand(xor_.unit_bytes - 1, loc));
+    byte = r * Operand(row_stride_ * ScalarBytes(elem_), loc) +
+           (moved << Operand(unit_shift, loc)) + (col_bytes & Operand(xor_.unit_bytes - 1, loc));
   }
   if (const int span = SwizzleBytes(swizzle_)) {
     // The 16-byte chunk index XORs with the row within its 8-row (or 4/2-row) atom.
@@ -430,11 +432,13 @@ void Kernel::StoreWriteThrough(const Value& ptr, const Operand& value, Loc loc) 
   if (pt.kind != Type::Kind::kPointer || pt.space != Space::kGlobal || t != Type::Of(pt.elem) ||
       (t.Bytes() != 2 && t.Bytes() != 4))
     return Fail(absl::StrCat("StoreWriteThrough stores one 16- or 32-bit element to global "
-                             "memory, not ", t.Str(), " through ", pt.Str()),
+                             "memory, not ",
+                             t.Str(), " through ", pt.Str()),
                 loc);
   mlir::Location l = s.ToLoc(loc);
-  mlir::Value bits = s.Unwrap(
-      s.Wrap(s.Materialize(value, t), t).Bitcast(Type::Of(t.Bytes() == 2 ? Scalar::kI16 : Scalar::kI32), loc));
+  mlir::Value bits =
+      s.Unwrap(s.Wrap(s.Materialize(value, t), t)
+                   .Bitcast(Type::Of(t.Bytes() == 2 ? Scalar::kI16 : Scalar::kI32), loc));
   s.InlineAsm(t.Bytes() == 2 ? "st.global.wt.b16 [$0], $1;" : "st.global.wt.b32 [$0], $1;",
               t.Bytes() == 2 ? "l,h" : "l,r", {s.Unwrap(ptr, loc), bits}, {}, l);
 }
@@ -454,8 +458,8 @@ void Kernel::StoreNoL1Allocate(const Value& ptr, const Value& value, Loc loc) {
   for (int i = 0; i < 4; ++i)
     args.push_back(mlir::LLVM::ExtractElementOp::create(
         s.builder, l, words, mlir::arith::ConstantIntOp::create(s.builder, l, i, 32)));
-  s.InlineAsm("st.global.L1::no_allocate.v4.b32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r,~{memory}", args,
-              {}, l);
+  s.InlineAsm("st.global.L1::no_allocate.v4.b32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r,~{memory}",
+              args, {}, l);
 }
 
 Value Kernel::Vector(const std::vector<Value>& lanes, Loc loc) {

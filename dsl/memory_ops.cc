@@ -22,29 +22,45 @@ namespace {
 
 const char* HintSuffix(CacheHint h) {
   switch (h) {
-    case CacheHint::kDefault: return "";
-    case CacheHint::kReadOnly: return ".nc";
-    case CacheHint::kStreaming: return ".cs";
-    case CacheHint::kNoL1: return ".L1::no_allocate";
-    case CacheHint::kL2EvictFirst: case CacheHint::kL2EvictLast: return ".L2::cache_hint";
+    case CacheHint::kDefault:
+      return "";
+    case CacheHint::kReadOnly:
+      return ".nc";
+    case CacheHint::kStreaming:
+      return ".cs";
+    case CacheHint::kNoL1:
+      return ".L1::no_allocate";
+    case CacheHint::kL2EvictFirst:
+    case CacheHint::kL2EvictLast:
+      return ".L2::cache_hint";
   }
   return "";
 }
 
-bool UsesPolicy(CacheHint h) { return h == CacheHint::kL2EvictFirst || h == CacheHint::kL2EvictLast; }
+bool UsesPolicy(CacheHint h) {
+  return h == CacheHint::kL2EvictFirst || h == CacheHint::kL2EvictLast;
+}
 
 // The bits of `v` as one element of `s` (fill values: 0, +-inf and other exact numbers).
 uint64_t ElementBits(Scalar s, double v) {
   switch (s) {
-    case Scalar::kF32: return std::bit_cast<uint32_t>(static_cast<float>(v));
+    case Scalar::kF32:
+      return std::bit_cast<uint32_t>(static_cast<float>(v));
     case Scalar::kBF16: {  // round to nearest even from f32
       uint32_t f = std::bit_cast<uint32_t>(static_cast<float>(v));
       return (f + 0x7fff + ((f >> 16) & 1)) >> 16;
     }
-    case Scalar::kF16: return std::bit_cast<uint16_t>(static_cast<_Float16>(v));
-    case Scalar::kI1: case Scalar::kI16: return static_cast<uint16_t>(static_cast<int64_t>(v));
-    case Scalar::kI32: case Scalar::kS32: return static_cast<uint32_t>(static_cast<int64_t>(v));
-    case Scalar::kI64: case Scalar::kS64: return static_cast<uint64_t>(static_cast<int64_t>(v));
+    case Scalar::kF16:
+      return std::bit_cast<uint16_t>(static_cast<_Float16>(v));
+    case Scalar::kI1:
+    case Scalar::kI16:
+      return static_cast<uint16_t>(static_cast<int64_t>(v));
+    case Scalar::kI32:
+    case Scalar::kS32:
+      return static_cast<uint32_t>(static_cast<int64_t>(v));
+    case Scalar::kI64:
+    case Scalar::kS64:
+      return static_cast<uint64_t>(static_cast<int64_t>(v));
   }
   return 0;
 }
@@ -58,8 +74,8 @@ Words WordsFor(int bytes) { return bytes == 2 ? Words{1, 16, "h"} : Words{bytes 
 
 // The access's checks shared by loads and stores: a global pointer, a legal vector size, a
 // valid mask. Returns the vector type moved, or nullopt after reporting the error.
-std::optional<Type> CheckAccess(KernelState& s, const Value& ptr, int lanes, const GlobalAccess& how,
-                                const char* op, const Loc& loc) {
+std::optional<Type> CheckAccess(KernelState& s, const Value& ptr, int lanes,
+                                const GlobalAccess& how, const char* op, const Loc& loc) {
   const Type& pt = ptr.type();
   if (pt.kind != Type::Kind::kPointer || pt.space != Space::kGlobal) {
     s.Fail(absl::StrCat(op, " needs a global pointer, not ", pt.Str()), loc);
@@ -67,13 +83,15 @@ std::optional<Type> CheckAccess(KernelState& s, const Value& ptr, int lanes, con
   }
   const Type t = lanes == 1 ? Type::Of(pt.elem) : Type::Vec(pt.elem, lanes);
   const int bytes = t.Bytes();
-  if (lanes < 1 || (lanes & (lanes - 1)) != 0 || (bytes != 2 && bytes != 4 && bytes != 8 && bytes != 16)) {
+  if (lanes < 1 || (lanes & (lanes - 1)) != 0 ||
+      (bytes != 2 && bytes != 4 && bytes != 8 && bytes != 16)) {
     s.Fail(absl::StrCat(op, " moves one aligned vector of 2, 4, 8 or 16 bytes, not ", lanes, " x ",
                         Type::Of(pt.elem).Str()),
            loc);
     return std::nullopt;
   }
-  if (how.mask.valid() && (Access::State(how.mask) != &s || how.mask.type() != Type::Of(Scalar::kI1))) {
+  if (how.mask.valid() &&
+      (Access::State(how.mask) != &s || how.mask.type() != Type::Of(Scalar::kI1))) {
     s.Fail(absl::StrCat(op, "'s mask is an i1 of this kernel, not ", how.mask.type().Str()), loc);
     return std::nullopt;
   }
@@ -83,10 +101,12 @@ std::optional<Type> CheckAccess(KernelState& s, const Value& ptr, int lanes, con
 // The asm lines before the access: the predicate and the cache policy.
 std::string Preamble(const GlobalAccess& how, int mask_operand) {
   std::string p;
-  if (how.mask.valid()) absl::StrAppend(&p, ".reg .pred p;\nsetp.ne.b32 p, $", mask_operand, ", 0;\n");
+  if (how.mask.valid())
+    absl::StrAppend(&p, ".reg .pred p;\nsetp.ne.b32 p, $", mask_operand, ", 0;\n");
   if (UsesPolicy(how.cache))
     absl::StrAppend(&p, ".reg .b64 pol;\ncreatepolicy.fractional.L2::",
-                    how.cache == CacheHint::kL2EvictFirst ? "evict_first" : "evict_last", ".b64 pol, 1.0;\n");
+                    how.cache == CacheHint::kL2EvictFirst ? "evict_first" : "evict_last",
+                    ".b64 pol, 1.0;\n");
   return p;
 }
 
@@ -107,18 +127,23 @@ Value LoadGlobal(const Value& ptr, int lanes, const GlobalAccess& how, Loc loc) 
   if (!sp) return ptr;
   KernelState& s = *sp;
   std::optional<Type> t = CheckAccess(s, ptr, lanes, how, "LoadGlobal", loc);
-  if (!t) return s.Poison(lanes == 1 ? Type::Of(ptr.type().elem) : Type::Vec(ptr.type().elem, std::max(lanes, 1)), loc);
+  if (!t)
+    return s.Poison(
+        lanes == 1 ? Type::Of(ptr.type().elem) : Type::Vec(ptr.type().elem, std::max(lanes, 1)),
+        loc);
   const Words w = WordsFor(t->Bytes());
   mlir::Location l = s.ToLoc(loc);
   mlir::Type word_type = w.bits == 16 ? s.builder.getI16Type() : s.builder.getI32Type();
   std::vector<mlir::Value> operands = {s.Unwrap(ptr, loc)};
   const int ptr_operand = w.count, mask_operand = w.count + 1;
   std::string constraints;
-  for (int i = 0; i < w.count; ++i) absl::StrAppend(&constraints, how.mask.valid() ? "=&" : "=", w.reg, ",");
+  for (int i = 0; i < w.count; ++i)
+    absl::StrAppend(&constraints, how.mask.valid() ? "=&" : "=", w.reg, ",");
   absl::StrAppend(&constraints, "l");
   std::string ptx = absl::StrCat("{\n", Preamble(how, mask_operand));
   if (how.mask.valid()) {
-    operands.push_back(mlir::LLVM::ZExtOp::create(s.builder, l, s.builder.getI32Type(), s.Unwrap(how.mask, loc)));
+    operands.push_back(
+        mlir::LLVM::ZExtOp::create(s.builder, l, s.builder.getI32Type(), s.Unwrap(how.mask, loc)));
     absl::StrAppend(&constraints, ",r");
     // The fill, word by word, in the lanes' byte order.
     std::vector<unsigned char> bytes(t->Bytes());
@@ -134,8 +159,9 @@ Value LoadGlobal(const Value& ptr, int lanes, const GlobalAccess& how, Loc loc) 
     }
     absl::StrAppend(&ptx, "@p ");
   }
-  absl::StrAppend(&ptx, "ld.global", HintSuffix(how.cache), VectorSuffix(w), " ", OperandList(0, w.count),
-                  ", [$", ptr_operand, "]", UsesPolicy(how.cache) ? ", pol" : "", ";\n}");
+  absl::StrAppend(&ptx, "ld.global", HintSuffix(how.cache), VectorSuffix(w), " ",
+                  OperandList(0, w.count), ", [$", ptr_operand, "]",
+                  UsesPolicy(how.cache) ? ", pol" : "", ";\n}");
   std::vector<mlir::Type> result_types(w.count, word_type);
   std::vector<mlir::Value> words = s.InlineAsmResults(ptx, constraints, operands, result_types, l);
   mlir::Value packed = words[0];
@@ -143,13 +169,15 @@ Value LoadGlobal(const Value& ptr, int lanes, const GlobalAccess& how, Loc loc) 
     mlir::Type vt = mlir::VectorType::get({w.count}, word_type);
     packed = mlir::LLVM::PoisonOp::create(s.builder, l, vt);
     for (int i = 0; i < w.count; ++i) {
-      mlir::Value idx = mlir::LLVM::ConstantOp::create(s.builder, l, s.builder.getI32IntegerAttr(i));
+      mlir::Value idx =
+          mlir::LLVM::ConstantOp::create(s.builder, l, s.builder.getI32IntegerAttr(i));
       packed = mlir::LLVM::InsertElementOp::create(s.builder, l, packed, words[i], idx);
     }
   }
-  mlir::Value r = s.ToMlir(*t) == packed.getType()
-                      ? packed
-                      : mlir::LLVM::BitcastOp::create(s.builder, l, s.ToMlir(*t), packed).getResult();
+  mlir::Value r =
+      s.ToMlir(*t) == packed.getType()
+          ? packed
+          : mlir::LLVM::BitcastOp::create(s.builder, l, s.ToMlir(*t), packed).getResult();
   return s.Wrap(r, *t);
 }
 
@@ -168,12 +196,19 @@ void StoreGlobal(const Value& ptr, const Value& value, const GlobalAccess& how, 
   const Words w = WordsFor(t->Bytes());
   mlir::Location l = s.ToLoc(loc);
   mlir::Type word_type = w.bits == 16 ? s.builder.getI16Type() : s.builder.getI32Type();
-  mlir::Type packed_type = w.count > 1 ? mlir::Type(mlir::VectorType::get({w.count}, word_type)) : word_type;
+  mlir::Type packed_type =
+      w.count > 1 ? mlir::Type(mlir::VectorType::get({w.count}, word_type)) : word_type;
   mlir::Value v = s.Unwrap(value, loc);
-  mlir::Value packed = v.getType() == packed_type ? v : mlir::LLVM::BitcastOp::create(s.builder, l, packed_type, v).getResult();
+  mlir::Value packed =
+      v.getType() == packed_type
+          ? v
+          : mlir::LLVM::BitcastOp::create(s.builder, l, packed_type, v).getResult();
   std::vector<mlir::Value> operands = {s.Unwrap(ptr, loc)};
   for (int i = 0; i < w.count; ++i) {
-    if (w.count == 1) { operands.push_back(packed); break; }
+    if (w.count == 1) {
+      operands.push_back(packed);
+      break;
+    }
     mlir::Value idx = mlir::LLVM::ConstantOp::create(s.builder, l, s.builder.getI32IntegerAttr(i));
     operands.push_back(mlir::LLVM::ExtractElementOp::create(s.builder, l, packed, idx));
   }
@@ -181,13 +216,15 @@ void StoreGlobal(const Value& ptr, const Value& value, const GlobalAccess& how, 
   for (int i = 0; i < w.count; ++i) absl::StrAppend(&constraints, ",", w.reg);
   const int mask_operand = w.count + 1;
   if (how.mask.valid()) {
-    operands.push_back(mlir::LLVM::ZExtOp::create(s.builder, l, s.builder.getI32Type(), s.Unwrap(how.mask, loc)));
+    operands.push_back(
+        mlir::LLVM::ZExtOp::create(s.builder, l, s.builder.getI32Type(), s.Unwrap(how.mask, loc)));
     absl::StrAppend(&constraints, ",r");
   }
   absl::StrAppend(&constraints, ",~{memory}");
-  std::string ptx = absl::StrCat("{\n", Preamble(how, mask_operand), how.mask.valid() ? "@p " : "", "st.global",
-                                 HintSuffix(how.cache), VectorSuffix(w), " [$0], ", OperandList(1, w.count),
-                                 UsesPolicy(how.cache) ? ", pol" : "", ";\n}");
+  std::string ptx =
+      absl::StrCat("{\n", Preamble(how, mask_operand), how.mask.valid() ? "@p " : "", "st.global",
+                   HintSuffix(how.cache), VectorSuffix(w), " [$0], ", OperandList(1, w.count),
+                   UsesPolicy(how.cache) ? ", pol" : "", ";\n}");
   s.InlineAsm(ptx, constraints, operands, nullptr, l);
 }
 
@@ -196,8 +233,8 @@ namespace {
 enum class AtomOp { kAdd, kMax, kMin, kCas };
 
 // atom (with_result) or red on `ptr`; `compare` only for kCas.
-Value Atomic(AtomOp op, bool with_result, const Value& ptr, const Operand* compare, const Operand& value,
-             const Loc& loc) {
+Value Atomic(AtomOp op, bool with_result, const Value& ptr, const Operand* compare,
+             const Operand& value, const Loc& loc) {
   static const char* names[] = {"add", "max", "min", "cas"};
   const char* name = names[static_cast<int>(op)];
   KernelState* sp = Access::State(ptr);
@@ -214,30 +251,43 @@ Value Atomic(AtomOp op, bool with_result, const Value& ptr, const Operand* compa
   const char* type_suffix = nullptr;
   const char* reg = nullptr;
   switch (pt.elem) {
-    case Scalar::kF32: type_suffix = op == AtomOp::kAdd ? ".f32" : nullptr, reg = "f"; break;
-    case Scalar::kI32: type_suffix = op == AtomOp::kCas ? ".b32" : ".u32", reg = "r"; break;
-    case Scalar::kS32: type_suffix = op == AtomOp::kCas ? ".b32" : ".s32", reg = "r"; break;
+    case Scalar::kF32:
+      type_suffix = op == AtomOp::kAdd ? ".f32" : nullptr, reg = "f";
+      break;
+    case Scalar::kI32:
+      type_suffix = op == AtomOp::kCas ? ".b32" : ".u32", reg = "r";
+      break;
+    case Scalar::kS32:
+      type_suffix = op == AtomOp::kCas ? ".b32" : ".s32", reg = "r";
+      break;
     case Scalar::kI64:
       type_suffix = op == AtomOp::kCas ? ".b64" : op == AtomOp::kAdd ? ".u64" : nullptr, reg = "l";
       break;
-    default: break;
+    default:
+      break;
   }
-  if (!type_suffix) return fail(absl::StrCat("not offered on ", t.Str(), " (PTX has no such atom)"));
+  if (!type_suffix)
+    return fail(absl::StrCat("not offered on ", t.Str(), " (PTX has no such atom)"));
   for (const Operand* o : {compare, &value})
     if (o && !Access::IsImm(*o) && Access::Val(*o).valid() && Access::Val(*o).type() != t)
-      return fail(absl::StrCat("the value is ", Access::Val(*o).type().Str(), ", the memory ", t.Str()));
+      return fail(
+          absl::StrCat("the value is ", Access::Val(*o).type().Str(), ", the memory ", t.Str()));
   mlir::Location l = s.ToLoc(loc);
   const bool shared = pt.space == Space::kShared;
-  std::vector<mlir::Value> operands = {shared ? s.SharedAddress32(s.Unwrap(ptr, loc), l) : s.Unwrap(ptr, loc)};
+  std::vector<mlir::Value> operands = {shared ? s.SharedAddress32(s.Unwrap(ptr, loc), l)
+                                              : s.Unwrap(ptr, loc)};
   if (compare) operands.push_back(s.Materialize(*compare, t));
   operands.push_back(s.Materialize(value, t));
   const int first = with_result ? 1 : 0;
-  std::string ptx = absl::StrCat(with_result ? "atom" : "red", shared ? ".shared" : ".global", ".", name,
-                                 type_suffix, " ", with_result ? "$0, " : "", "[$", first, "], $", first + 1,
-                                 compare ? absl::StrCat(", $", first + 2) : "", ";");
-  std::string constraints = absl::StrCat(with_result ? absl::StrCat("=", reg, ",") : "", shared ? "r" : "l", ",", reg,
-                                         compare ? absl::StrCat(",", reg) : "", ",~{memory}");
-  mlir::Value r = s.InlineAsm(ptx, constraints, operands, with_result ? s.ToMlir(t) : mlir::Type(), l);
+  std::string ptx =
+      absl::StrCat(with_result ? "atom" : "red", shared ? ".shared" : ".global", ".", name,
+                   type_suffix, " ", with_result ? "$0, " : "", "[$", first, "], $", first + 1,
+                   compare ? absl::StrCat(", $", first + 2) : "", ";");
+  std::string constraints =
+      absl::StrCat(with_result ? absl::StrCat("=", reg, ",") : "", shared ? "r" : "l", ",", reg,
+                   compare ? absl::StrCat(",", reg) : "", ",~{memory}");
+  mlir::Value r =
+      s.InlineAsm(ptx, constraints, operands, with_result ? s.ToMlir(t) : mlir::Type(), l);
   return with_result ? s.Wrap(r, t) : Value(loc);
 }
 
@@ -255,7 +305,11 @@ Value AtomicMin(const Value& ptr, const Operand& value, Loc loc) {
 Value AtomicCas(const Value& ptr, const Operand& compare, const Operand& value, Loc loc) {
   return Atomic(AtomOp::kCas, true, ptr, &compare, value, loc);
 }
-void RedAdd(const Value& ptr, const Operand& value, Loc loc) { Atomic(AtomOp::kAdd, false, ptr, nullptr, value, loc); }
-void RedMax(const Value& ptr, const Operand& value, Loc loc) { Atomic(AtomOp::kMax, false, ptr, nullptr, value, loc); }
+void RedAdd(const Value& ptr, const Operand& value, Loc loc) {
+  Atomic(AtomOp::kAdd, false, ptr, nullptr, value, loc);
+}
+void RedMax(const Value& ptr, const Operand& value, Loc loc) {
+  Atomic(AtomOp::kMax, false, ptr, nullptr, value, loc);
+}
 
 }  // namespace kiln

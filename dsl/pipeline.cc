@@ -5,7 +5,10 @@
 namespace kiln {
 
 Pipeline::Pipeline(Kernel& k, int stages, int consumers, int cluster, Loc loc)
-    : k_(k), stages_(stages), consumers_(consumers), cluster_(cluster),
+    : k_(k),
+      stages_(stages),
+      consumers_(consumers),
+      cluster_(cluster),
       uses_(std::make_shared<Uses>()) {
   if (stages < 1 || consumers < 1 || cluster < 1) {
     k.Fail(absl::StrCat("a pipeline of ", stages, " stages, ", consumers, " consumers and ",
@@ -18,17 +21,24 @@ Pipeline::Pipeline(Kernel& k, int stages, int consumers, int cluster, Loc loc)
   std::shared_ptr<Uses> uses = uses_;
   k.CheckAtBuild([&k, uses, loc, stages = stages_] {
     if (!uses->consumed.empty() && uses->produced.empty())
-      k.Fail("this pipeline stage is consumed but nothing produces it (no Produce on the "
-             "pipeline declared at " + LocString(loc) + "); the consumer would wait forever",
-             uses->consumed.front());
+      k.Fail(
+          "this pipeline stage is consumed but nothing produces it (no Produce on the "
+          "pipeline declared at " +
+              LocString(loc) + "); the consumer would wait forever",
+          uses->consumed.front());
     if (!uses->produced.empty() && uses->consumed.empty())
-      k.Fail("this pipeline stage is produced but never consumed; the producer would wait "
-             "forever for a free stage",
-             uses->produced.front());
+      k.Fail(
+          "this pipeline stage is produced but never consumed; the producer would wait "
+          "forever for a free stage",
+          uses->produced.front());
     if (!uses->consumed.empty() && !uses->produced.empty() && !uses->released && stages > 0)
-      k.Fail(absl::StrCat("pipeline stages are acquired here but never released (no Release, and no commit to an "
-                          "EmptyBarrier, on the pipeline declared at ", LocString(loc), "): the producer would wait "
-                          "forever to reuse the first of its ", stages, " stages"),
+      k.Fail(absl::StrCat("pipeline stages are acquired here but never released (no Release, and "
+                          "no commit to an "
+                          "EmptyBarrier, on the pipeline declared at ",
+                          LocString(loc),
+                          "): the producer would wait "
+                          "forever to reuse the first of its ",
+                          stages, " stages"),
              uses->consumed.front());
     if ((!uses->produced.empty() || !uses->consumed.empty()) && !uses->initialised)
       k.Fail("the pipeline is used but never initialised (Init)", loc);
@@ -78,14 +88,18 @@ void Pipeline::Produce(Cursor& at, const std::vector<TmaCopy>& copies, Loc loc) 
   for (const TmaCopy& c : copies) {
     auto issue = [&] {
       SmemTile dst = c.tile.Stage(stage, loc);
-      if (c.cta_mask.valid()) k_.TmaLoadMulticast(*c.map, dst, full, c.coords, c.cta_mask, c.l2_policy, loc);
-      else k_.TmaLoad(*c.map, dst, full, c.coords, c.l2_policy, loc);
+      if (c.cta_mask.valid())
+        k_.TmaLoadMulticast(*c.map, dst, full, c.coords, c.cta_mask, c.l2_policy, loc);
+      else
+        k_.TmaLoad(*c.map, dst, full, c.coords, c.l2_policy, loc);
     };
     const Value when = c.only_if.valid() && c.issue_if.valid() ? c.only_if & c.issue_if
                        : c.only_if.valid()                     ? c.only_if
                                                                : c.issue_if;
-    if (when.valid()) k_.If(when, issue, loc);
-    else issue();
+    if (when.valid())
+      k_.If(when, issue, loc);
+    else
+      issue();
   }
   at.Advance(loc);
 }
@@ -108,11 +122,13 @@ Value Pipeline::Acquire(Cursor& at, Loc loc) {
 void Pipeline::Release(const Value& stage, const Value& thread_in_wg, Loc loc) {
   uses_->released = true;
   if (cluster_ == 1) {
-    k_.If(thread_in_wg == Operand(0, loc), [&] { empty_[stage].Arrive(loc); }, loc);
+    k_.If(
+        thread_in_wg == Operand(0, loc), [&] { empty_[stage].Arrive(loc); }, loc);
   } else {
     // Every CTA of the cluster may have multicast into this stage: release it everywhere.
-    k_.If(thread_in_wg < Operand(cluster_, loc), [&] { empty_[stage].ArriveCluster(thread_in_wg, loc); },
-          loc);
+    k_.If(
+        thread_in_wg < Operand(cluster_, loc),
+        [&] { empty_[stage].ArriveCluster(thread_in_wg, loc); }, loc);
   }
 }
 

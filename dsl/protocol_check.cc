@@ -23,11 +23,14 @@
 namespace kiln::detail {
 
 mlir::Operation* KernelState::LastOp() const {
-  if (!builder.getInsertionBlock() || builder.getInsertionPoint() == builder.getInsertionBlock()->begin()) return nullptr;
+  if (!builder.getInsertionBlock() ||
+      builder.getInsertionPoint() == builder.getInsertionBlock()->begin())
+    return nullptr;
   return &*std::prev(builder.getInsertionPoint());
 }
 
-void KernelState::RecordArrival(int array, const std::string& index, int expected, const Loc& loc, bool remote) {
+void KernelState::RecordArrival(int array, const std::string& index, int expected, const Loc& loc,
+                                bool remote) {
   if (array < 0 || !LastOp()) return;
   arrival_records.push_back({array, index, expected, LastOp(), loc, remote});
 }
@@ -35,7 +38,9 @@ void KernelState::RecordArrival(int array, const std::string& index, int expecte
 namespace {
 
 // An integer (or index) type's width; 0 for anything else.
-int IntBits(mlir::Type t) { return t.isIndex() ? 64 : t.isInteger() ? static_cast<int>(t.getIntOrFloatBitWidth()) : 0; }
+int IntBits(mlir::Type t) {
+  return t.isIndex() ? 64 : t.isInteger() ? static_cast<int>(t.getIntOrFloatBitWidth()) : 0;
+}
 
 // One thread of the block, and what its conditions evaluate to.
 class ThreadEval {
@@ -45,12 +50,14 @@ class ThreadEval {
 
   // Whether the thread runs `op`: every if around it takes the branch that holds the op.
   std::optional<bool> Runs(mlir::Operation* op) {
-    for (mlir::Operation* child = op; mlir::Operation* parent = child->getParentOp(); child = parent) {
+    for (mlir::Operation* child = op; mlir::Operation* parent = child->getParentOp();
+         child = parent) {
       auto branch = mlir::dyn_cast<mlir::scf::IfOp>(parent);
       if (!branch) continue;
       const std::optional<uint64_t> cond = Eval(branch.getCondition());
       const bool in_then = branch.getThenRegion().isAncestor(child->getParentRegion());
-      if (!cond && invariance_ && InvariantCondition(branch.getCondition())) continue;  // all threads or none
+      if (!cond && invariance_ && InvariantCondition(branch.getCondition()))
+        continue;  // all threads or none
       if (!cond) return std::nullopt;
       if ((*cond & 1) != static_cast<uint64_t>(in_then)) return false;
     }
@@ -68,7 +75,8 @@ class ThreadEval {
 
  private:
   static int64_t Signed(uint64_t v, int bits) {
-    return bits >= 64 ? static_cast<int64_t>(v) : static_cast<int64_t>(v << (64 - bits)) >> (64 - bits);
+    return bits >= 64 ? static_cast<int64_t>(v)
+                      : static_cast<int64_t>(v << (64 - bits)) >> (64 - bits);
   }
 
   std::optional<uint64_t> Compute(mlir::Value v) {
@@ -76,7 +84,8 @@ class ThreadEval {
     if (!op) return std::nullopt;  // a block argument: a loop variable, an if's result
     const int lane = linear_ % 32;
     if (auto c = mlir::dyn_cast<mlir::arith::ConstantOp>(op)) {
-      if (auto i = mlir::dyn_cast<mlir::IntegerAttr>(c.getValue())) return i.getValue().getZExtValue();
+      if (auto i = mlir::dyn_cast<mlir::IntegerAttr>(c.getValue()))
+        return i.getValue().getZExtValue();
       return std::nullopt;
     }
     if (mlir::isa<mlir::NVVM::ThreadIdXOp>(op)) return linear_ % block_.x;
@@ -96,7 +105,8 @@ class ThreadEval {
     }
     auto arg = [&](int i) { return Eval(op->getOperand(i)); };
     const int in_bits = op->getNumOperands() ? IntBits(op->getOperand(0).getType()) : 0;
-    if (mlir::isa<mlir::arith::ExtUIOp, mlir::arith::TruncIOp, mlir::arith::IndexCastOp, mlir::arith::IndexCastUIOp>(op))
+    if (mlir::isa<mlir::arith::ExtUIOp, mlir::arith::TruncIOp, mlir::arith::IndexCastOp,
+                  mlir::arith::IndexCastUIOp>(op))
       return arg(0);
     if (mlir::isa<mlir::arith::ExtSIOp>(op)) {
       std::optional<uint64_t> a = arg(0);
@@ -115,16 +125,26 @@ class ThreadEval {
     if (auto cmp = mlir::dyn_cast<mlir::arith::CmpIOp>(op)) {
       using P = mlir::arith::CmpIPredicate;
       switch (cmp.getPredicate()) {
-        case P::eq: return *a == *b;
-        case P::ne: return *a != *b;
-        case P::ult: return *a < *b;
-        case P::ule: return *a <= *b;
-        case P::ugt: return *a > *b;
-        case P::uge: return *a >= *b;
-        case P::slt: return sa < sb;
-        case P::sle: return sa <= sb;
-        case P::sgt: return sa > sb;
-        case P::sge: return sa >= sb;
+        case P::eq:
+          return *a == *b;
+        case P::ne:
+          return *a != *b;
+        case P::ult:
+          return *a < *b;
+        case P::ule:
+          return *a <= *b;
+        case P::ugt:
+          return *a > *b;
+        case P::uge:
+          return *a >= *b;
+        case P::slt:
+          return sa < sb;
+        case P::sle:
+          return sa <= sb;
+        case P::sgt:
+          return sa > sb;
+        case P::sge:
+          return sa >= sb;
       }
       return std::nullopt;
     }
@@ -136,11 +156,13 @@ class ThreadEval {
     if (mlir::isa<mlir::arith::XOrIOp>(op)) return *a ^ *b;
     if (mlir::isa<mlir::arith::ShLIOp>(op)) return *b < 64 ? *a << *b : 0;
     if (mlir::isa<mlir::arith::ShRUIOp>(op)) return *b < 64 ? *a >> *b : 0;
-    if (mlir::isa<mlir::arith::ShRSIOp>(op)) return static_cast<uint64_t>(sa >> std::min<int64_t>(sb, 63));
+    if (mlir::isa<mlir::arith::ShRSIOp>(op))
+      return static_cast<uint64_t>(sa >> std::min<int64_t>(sb, 63));
     if (*b == 0) return std::nullopt;  // a division by zero is not this check's to judge
     if (mlir::isa<mlir::arith::DivUIOp>(op)) return *a / *b;
     if (mlir::isa<mlir::arith::RemUIOp>(op)) return *a % *b;
-    if (sb == -1 && mlir::isa<mlir::arith::DivSIOp, mlir::arith::RemSIOp>(op))  // wraps, never traps
+    if (sb == -1 &&
+        mlir::isa<mlir::arith::DivSIOp, mlir::arith::RemSIOp>(op))  // wraps, never traps
       return mlir::isa<mlir::arith::DivSIOp>(op) ? uint64_t{0} - *a : 0;
     if (mlir::isa<mlir::arith::DivSIOp>(op)) return static_cast<uint64_t>(sa / sb);
     if (mlir::isa<mlir::arith::RemSIOp>(op)) return static_cast<uint64_t>(sa % sb);
@@ -176,7 +198,9 @@ class Invariance {
   // of the loops around it are the same in every thread.
   bool ControlOf(mlir::Operation* op) {
     for (mlir::Operation* parent = op->getParentOp(); parent; parent = parent->getParentOp()) {
-      if (auto branch = mlir::dyn_cast<mlir::scf::IfOp>(parent); branch && !Of(branch.getCondition())) return false;
+      if (auto branch = mlir::dyn_cast<mlir::scf::IfOp>(parent);
+          branch && !Of(branch.getCondition()))
+        return false;
       if (auto loop = mlir::dyn_cast<mlir::scf::ForOp>(parent);
           loop && !(Of(loop.getLowerBound()) && Of(loop.getUpperBound()) && Of(loop.getStep())))
         return false;
@@ -194,11 +218,13 @@ class Invariance {
     const llvm::StringRef name = op->getName().getStringRef();
     if (name.starts_with("nvvm.read.ptx.sreg.")) {
       const llvm::StringRef sreg = name.drop_front(strlen("nvvm.read.ptx.sreg."));
-      return !(sreg.starts_with("tid.") || sreg == "laneid" || sreg == "warpid" || sreg.starts_with("clock") ||
-               sreg.starts_with("globaltimer") || sreg.starts_with("lanemask"));
+      return !(sreg.starts_with("tid.") || sreg == "laneid" || sreg == "warpid" ||
+               sreg.starts_with("clock") || sreg.starts_with("globaltimer") ||
+               sreg.starts_with("lanemask"));
     }
     if (auto load = mlir::dyn_cast<mlir::LLVM::LoadOp>(op)) return OfRegister(load.getAddr());
-    if (!mlir::isPure(op) || op->getNumRegions() || mlir::isa<mlir::NVVM::NVVMDialect>(op->getDialect()))
+    if (!mlir::isPure(op) || op->getNumRegions() ||
+        mlir::isa<mlir::NVVM::NVVMDialect>(op->getDialect()))
       return false;
     for (mlir::Value operand : op->getOperands())
       if (!Of(operand)) return false;
@@ -225,7 +251,8 @@ class Invariance {
     }
     auto alloca = addr.getDefiningOp<mlir::LLVM::AllocaOp>();
     if (!alloca) return false;
-    auto [it, fresh] = registers_.try_emplace(alloca.getOperation(), true);  // assumed while its stores are read
+    auto [it, fresh] =
+        registers_.try_emplace(alloca.getOperation(), true);  // assumed while its stores are read
     if (!fresh) return it->second;
     ++pending_;
     bool invariant = true;
@@ -242,8 +269,10 @@ class Invariance {
         if (!invariant) break;
       }
     --pending_;
-    if (!invariant || pending_ == 0) registers_[alloca.getOperation()] = invariant;
-    else registers_.erase(alloca.getOperation());  // rests on an outer register's assumption
+    if (!invariant || pending_ == 0)
+      registers_[alloca.getOperation()] = invariant;
+    else
+      registers_.erase(alloca.getOperation());  // rests on an outer register's assumption
     return invariant;
   }
 
@@ -288,7 +317,8 @@ std::vector<std::string> ArrivalFindings(const KernelState& s) {
       return nullptr;
     };
     // Group the arrivals by the barrier they reach: the init they answer to and their index.
-    std::map<std::pair<const Record*, std::string>, std::vector<std::pair<const Record*, int>>> by_barrier;
+    std::map<std::pair<const Record*, std::string>, std::vector<std::pair<const Record*, int>>>
+        by_barrier;
     bool known = true;
     for (const Record* a : sites) {
       const Record* init = expected_for(*a);
@@ -310,14 +340,16 @@ std::vector<std::string> ArrivalFindings(const KernelState& s) {
       std::vector<std::string> where;
       bool too_many = false;  // said for its site; the phase-sum finding would say it again
       for (const auto& [a, n] : counted) {
-        options.push_back(a->remote && cluster > 1 ? std::vector<int>{n, n * cluster} : std::vector<int>{n});
+        options.push_back(a->remote && cluster > 1 ? std::vector<int>{n, n * cluster}
+                                                   : std::vector<int>{n});
         where.push_back(absl::StrCat(LocString(a->loc), " (", n, n == 1 ? " thread" : " threads",
                                      a->remote ? ", remote)" : ")"));
         too_many |= n > want;
         if (n > want)
-          findings.push_back(absl::StrCat(
-              LocString(a->loc), ": ", n, " threads arrive here on an mbarrier initialised at ", LocString(init->loc),
-              " for ", want, " arrivals a phase: more arrivals than a phase expects"));
+          findings.push_back(absl::StrCat(LocString(a->loc), ": ", n,
+                                          " threads arrive here on an mbarrier initialised at ",
+                                          LocString(init->loc), " for ", want,
+                                          " arrivals a phase: more arrivals than a phase expects"));
       }
       // Fine when some reading has every site complete a phase alone (or not run), or all of
       // them add up to one phase.
@@ -332,12 +364,14 @@ std::vector<std::string> ArrivalFindings(const KernelState& s) {
         fine = (each && sum > 0) || sum == want;
       }
       if (!any_runs)
-        findings.push_back(absl::StrCat(LocString(init->loc), ": no thread of the block runs an arrival on this mbarrier (",
-                                        absl::StrJoin(where, ", "), "): its phases never complete"));
+        findings.push_back(absl::StrCat(
+            LocString(init->loc), ": no thread of the block runs an arrival on this mbarrier (",
+            absl::StrJoin(where, ", "), "): its phases never complete"));
       else if (!fine && !too_many)
-        findings.push_back(absl::StrCat(LocString(init->loc), ": the mbarrier expects ", want,
-                                        " arrivals a phase, but its arrivals come from ", absl::StrJoin(where, ", "),
-                                        ", which neither complete a phase each nor add up to ", want));
+        findings.push_back(absl::StrCat(
+            LocString(init->loc), ": the mbarrier expects ", want,
+            " arrivals a phase, but its arrivals come from ", absl::StrJoin(where, ", "),
+            ", which neither complete a phase each nor add up to ", want));
     }
   }
   return findings;
@@ -354,10 +388,12 @@ std::vector<std::string> ReuseFindings(const KernelState& s) {
   for (const KernelState::WaitRecord& load : s.tma_loads) {
     if (!load.op) continue;
     mlir::Operation* loop = load.op->getParentOp();
-    while (loop && !mlir::isa<mlir::scf::ForOp, mlir::scf::WhileOp>(loop)) loop = loop->getParentOp();
-    if (!loop) continue;  // loaded once: nothing to reuse
+    while (loop && !mlir::isa<mlir::scf::ForOp, mlir::scf::WhileOp>(loop))
+      loop = loop->getParentOp();
+    if (!loop) continue;          // loaded once: nothing to reuse
     std::set<mlir::Block*> path;  // the blocks from the load up to the loop body
-    for (mlir::Operation* op = load.op; op != loop; op = op->getParentOp()) path.insert(op->getBlock());
+    for (mlir::Operation* op = load.op; op != loop; op = op->getParentOp())
+      path.insert(op->getBlock());
     int own = 0, other = 0;
     for (const KernelState::WaitRecord& w : s.waits) {
       if (!w.op || !path.count(w.op->getBlock()) || !loop->isProperAncestor(w.op)) continue;
@@ -365,9 +401,12 @@ std::vector<std::string> ReuseFindings(const KernelState& s) {
     }
     if (other == 0 && own < 2)
       findings.push_back(absl::StrCat(
-          LocString(load.loc), ": this TMA load refills shared memory on every iteration of its loop, but the loading "
-          "thread waits in that loop only for the load itself, not for the reads of the last fill (an mbarrier wait "
-          "for the stage's release, a CTA or cluster barrier): it can overwrite a stage that is still being read"));
+          LocString(load.loc),
+          ": this TMA load refills shared memory on every iteration of its loop, but the loading "
+          "thread waits in that loop only for the load itself, not for the reads of the last fill "
+          "(an mbarrier wait "
+          "for the stage's release, a CTA or cluster barrier): it can overwrite a stage that is "
+          "still being read"));
   }
   return findings;
 }

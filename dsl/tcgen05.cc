@@ -1,7 +1,6 @@
 // Blackwell tensor memory and tcgen05: allocation, MMA with descriptors derived from the smem
 // tiles, commit, loads, fences.
 #include <algorithm>
-
 #include <functional>
 #include <map>
 #include <optional>
@@ -31,8 +30,8 @@ mlir::NVVM::CTAGroupKind Group(int cta_group) {
 
 // Tensor memory address (i32) as the addrspace(6) pointer the NVVM ops take.
 mlir::Value TmemPtr(KernelState& s, const Value& address, mlir::Location l) {
-  return mlir::LLVM::IntToPtrOp::create(s.builder, l, mlir::LLVM::LLVMPointerType::get(s.context.get(), 6),
-                                        s.Unwrap(address));
+  return mlir::LLVM::IntToPtrOp::create(
+      s.builder, l, mlir::LLVM::LLVMPointerType::get(s.context.get(), 6), s.Unwrap(address));
 }
 
 // The smem descriptor (as i64) of rows row0.. and columns k0..k0+15 of a K-major tile. 128B
@@ -45,15 +44,18 @@ mlir::Value SmemDescriptor(KernelState& s, const SmemTile& t, const Operand& row
   const int es = ScalarBytes(t.elem()), slab_bytes = t.rows() * 16;
   Value base = s.Wrap(s.SharedAddress32(s.Unwrap(t.Base(loc)), l), i32);
   Value row = s.Wrap(s.Materialize(row0, i32), i32);
-  Value addr = t.interleaved() ? base + row * Operand(16, loc) + Operand(k0 * es / 16 * slab_bytes, loc)
-                               : base + row * Operand(128, loc) + Operand(k0 * es, loc);
+  Value addr = t.interleaved()
+                   ? base + row * Operand(16, loc) + Operand(k0 * es / 16 * slab_bytes, loc)
+                   : base + row * Operand(128, loc) + Operand(k0 * es, loc);
   mlir::Value start = s.Unwrap((addr & Operand(0x3FFFF, loc)) >> Operand(4, loc));
   start = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), start);
   const uint64_t fixed =
       t.interleaved()
-          ? tcgen05::EncodeSmem({.leading_byte_offset = static_cast<uint32_t>(slab_bytes), .stride_byte_offset = 128})
+          ? tcgen05::EncodeSmem({.leading_byte_offset = static_cast<uint32_t>(slab_bytes),
+                                 .stride_byte_offset = 128})
           : tcgen05::EncodeSmem({.stride_byte_offset = 1024, .swizzle = tcgen05::Swizzle::k128B});
-  mlir::Value hi = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
+  mlir::Value hi =
+      mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
   return mlir::arith::OrIOp::create(s.builder, l, start, hi);
 }
 
@@ -64,12 +66,14 @@ bool CheckMmaTile(KernelState& s, const SmemTile& t, const char* which, int rows
     s.Fail(absl::StrCat(where, " must hold bf16 or f16"), loc);
     return false;
   }
-  const bool swizzled = t.swizzle() == Swizzle::k128B && t.row_stride() * ScalarBytes(t.elem()) == 128;
+  const bool swizzled =
+      t.swizzle() == Swizzle::k128B && t.row_stride() * ScalarBytes(t.elem()) == 128;
   if (!swizzled && !t.interleaved()) {
-    s.Fail(absl::StrCat(where, " must be K-major: 128-byte rows in 128B swizzle (SmemSwizzled) or ",
-                        "8-column slabs without swizzle (SmemInterleaved); no descriptor describes ",
-                        "this layout"),
-           loc);
+    s.Fail(
+        absl::StrCat(where, " must be K-major: 128-byte rows in 128B swizzle (SmemSwizzled) or ",
+                     "8-column slabs without swizzle (SmemInterleaved); no descriptor describes ",
+                     "this layout"),
+        loc);
     return false;
   }
   if (Access::IsImm(row0) && static_cast<int>(Access::Imm(row0)) % 8 != 0) {
@@ -80,12 +84,14 @@ bool CheckMmaTile(KernelState& s, const SmemTile& t, const char* which, int rows
     return false;
   }
   if (k0 < 0 || k0 % 16 || k0 + 16 > t.cols()) {
-    s.Fail(absl::StrCat(where, ": k0 = ", k0, " is not a 16-wide slice of its ", t.cols(), " columns"), loc);
+    s.Fail(
+        absl::StrCat(where, ": k0 = ", k0, " is not a 16-wide slice of its ", t.cols(), " columns"),
+        loc);
     return false;
   }
   if (Access::IsImm(row0) && (Access::Imm(row0) < 0 || Access::Imm(row0) + rows > t.rows())) {
-    s.Fail(absl::StrCat(where, ": this tcgen05.mma reads ", rows, " rows from row ", Access::Imm(row0),
-                        " but the tile has ", t.rows()),
+    s.Fail(absl::StrCat(where, ": this tcgen05.mma reads ", rows, " rows from row ",
+                        Access::Imm(row0), " but the tile has ", t.rows()),
            loc);
     return false;
   }
@@ -101,8 +107,9 @@ bool UseTcgenGroup(KernelState& s, int cta_group, const Loc& loc) {
     return true;
   }
   if (s.tcgen_group == cta_group) return true;
-  s.Fail(absl::StrCat("this tcgen05 op uses cta_group::", cta_group, " but the kernel already uses cta_group::",
-                      s.tcgen_group, " (", LocString(s.tcgen_group_loc), "); a kernel uses one of them"),
+  s.Fail(absl::StrCat("this tcgen05 op uses cta_group::", cta_group,
+                      " but the kernel already uses cta_group::", s.tcgen_group, " (",
+                      LocString(s.tcgen_group_loc), "); a kernel uses one of them"),
          loc);
   return false;
 }
@@ -111,8 +118,9 @@ bool UseTcgenGroup(KernelState& s, int cta_group, const Loc& loc) {
 Value Tmem::Base(Loc loc) const {
   Value slot = slot_.At(0, 0, loc);
   KernelState& s = *Access::State(slot);
-  return s.Wrap(mlir::LLVM::LoadOp::create(s.builder, s.ToLoc(loc), s.builder.getI32Type(), s.Unwrap(slot)),
-                Type::Of(Scalar::kI32));
+  return s.Wrap(
+      mlir::LLVM::LoadOp::create(s.builder, s.ToLoc(loc), s.builder.getI32Type(), s.Unwrap(slot)),
+      Type::Of(Scalar::kI32));
 }
 
 Tmem Kernel::TensorMemory(int columns, int cta_group, Loc loc) {
@@ -121,27 +129,34 @@ Tmem Kernel::TensorMemory(int columns, int cta_group, Loc loc) {
   t.columns_ = columns;
   t.cta_group_ = cta_group;
   if (columns < 32 || columns > 512 || (columns & (columns - 1)) != 0)
-    Fail(absl::StrCat("tensor memory is allocated in powers of two from 32 to 512 columns, not ", columns), loc);
-  if (cta_group != 1 && cta_group != 2) Fail(absl::StrCat("cta_group is 1 or 2, not ", cta_group), loc);
+    Fail(absl::StrCat("tensor memory is allocated in powers of two from 32 to 512 columns, not ",
+                      columns),
+         loc);
+  if (cta_group != 1 && cta_group != 2)
+    Fail(absl::StrCat("cta_group is 1 or 2, not ", cta_group), loc);
   t.slot_ = Smem(Scalar::kI32, 1, 1, 0, 16, loc);
   return t;
 }
 
 void Kernel::TmemAlloc(const Tmem& t, Loc loc) {
   KernelState& s = *state_;
-  if (!NeedSm100a(s, "tcgen05.alloc", loc) || t.columns_ == 0 || !detail::UseTcgenGroup(s, t.cta_group_, loc)) return;
+  if (!NeedSm100a(s, "tcgen05.alloc", loc) || t.columns_ == 0 ||
+      !detail::UseTcgenGroup(s, t.cta_group_, loc))
+    return;
   if (s.tmem_allocs.empty()) {
     CheckAtBuild([this] {
       KernelState& st = *state_;
       for (const auto& [slot, cols, where] : st.tmem_allocs)
         if (std::find(st.tmem_frees.begin(), st.tmem_frees.end(), slot) == st.tmem_frees.end())
-          Fail("tensor memory allocated here is never freed (TmemFree); it must be deallocated "
-               "before the kernel ends",
-               where);
+          Fail(
+              "tensor memory allocated here is never freed (TmemFree); it must be deallocated "
+              "before the kernel ends",
+              where);
       // Each allocation (by its slot) holds its columns for the kernel's life: together they
       // must fit the SM's 512, or the last tcgen05.alloc waits forever.
       std::map<int, int> columns;
-      for (const auto& [slot, cols, where] : st.tmem_allocs) columns[slot] = std::max(columns[slot], cols);
+      for (const auto& [slot, cols, where] : st.tmem_allocs)
+        columns[slot] = std::max(columns[slot], cols);
       int total = 0;
       for (const auto& [slot, cols] : columns) total += cols;
       if (total > 512)
@@ -153,21 +168,28 @@ void Kernel::TmemAlloc(const Tmem& t, Loc loc) {
   s.tmem_allocs.push_back({t.slot_.offset_bytes(), t.columns_, loc});
   mlir::Location l = s.ToLoc(loc);
   mlir::Value cols = mlir::arith::ConstantIntOp::create(s.builder, l, t.columns_, 32);
-  mlir::NVVM::Tcgen05AllocOp::create(s.builder, l, s.Unwrap(t.slot_.At(0, 0, loc)), cols, Group(t.cta_group_));
+  mlir::NVVM::Tcgen05AllocOp::create(s.builder, l, s.Unwrap(t.slot_.At(0, 0, loc)), cols,
+                                     Group(t.cta_group_));
 }
 
 void Kernel::TmemFree(const Tmem& t, Loc loc) {
   KernelState& s = *state_;
-  if (!NeedSm100a(s, "tcgen05.dealloc", loc) || t.columns_ == 0 || !detail::UseTcgenGroup(s, t.cta_group_, loc)) return;
+  if (!NeedSm100a(s, "tcgen05.dealloc", loc) || t.columns_ == 0 ||
+      !detail::UseTcgenGroup(s, t.cta_group_, loc))
+    return;
   s.tmem_frees.push_back(t.slot_.offset_bytes());
   mlir::Location l = s.ToLoc(loc);
   mlir::Value cols = mlir::arith::ConstantIntOp::create(s.builder, l, t.columns_, 32);
-  mlir::NVVM::Tcgen05DeallocOp::create(s.builder, l, TmemPtr(s, t.Base(loc), l), cols, Group(t.cta_group_));
+  mlir::NVVM::Tcgen05DeallocOp::create(s.builder, l, TmemPtr(s, t.Base(loc), l), cols,
+                                       Group(t.cta_group_));
 }
 
 void Kernel::TmemRelinquish(int cta_group, Loc loc) {
-  if (!NeedSm100a(*state_, "tcgen05.relinquish_alloc_permit", loc) || !detail::UseTcgenGroup(*state_, cta_group, loc)) return;
-  mlir::NVVM::Tcgen05RelinquishAllocPermitOp::create(state_->builder, state_->ToLoc(loc), Group(cta_group));
+  if (!NeedSm100a(*state_, "tcgen05.relinquish_alloc_permit", loc) ||
+      !detail::UseTcgenGroup(*state_, cta_group, loc))
+    return;
+  mlir::NVVM::Tcgen05RelinquishAllocPermitOp::create(state_->builder, state_->ToLoc(loc),
+                                                     Group(cta_group));
 }
 
 Value Kernel::ElectOne(Loc loc) {
@@ -195,20 +217,22 @@ namespace {
 // What both forms of TcgenMma check besides their tiles: the instruction descriptor for the
 // shape, N against the accumulator's columns, A and B of one type, an i1 accumulate flag.
 // nullopt after a Fail.
-std::optional<uint32_t> CheckedInstr(KernelState& s, const tcgen05::InstrF16& shape, int cta_group, int columns,
-                                     const Loc& allocated, Scalar a_elem, Scalar b_elem, const Operand& accumulate,
-                                     const Loc& loc) {
+std::optional<uint32_t> CheckedInstr(KernelState& s, const tcgen05::InstrF16& shape, int cta_group,
+                                     int columns, const Loc& allocated, Scalar a_elem,
+                                     Scalar b_elem, const Operand& accumulate, const Loc& loc) {
   absl::StatusOr<uint32_t> idesc = tcgen05::EncodeInstr(shape, cta_group);
   if (!idesc.ok()) return s.Fail(std::string(idesc.status().message()), loc), std::nullopt;
   if (shape.n > columns)
     return s.Fail(absl::StrCat("an N = ", shape.n, " accumulator needs ", shape.n,
-                               " tensor memory columns; the allocation (", LocString(allocated), ") has ", columns),
+                               " tensor memory columns; the allocation (", LocString(allocated),
+                               ") has ", columns),
                   loc),
            std::nullopt;
   if (a_elem != b_elem)
     return s.Fail("tcgen05.mma A and B tiles hold different types", loc), std::nullopt;
   if (!Access::IsImm(accumulate) && Access::Val(accumulate).type() != Type::Of(Scalar::kI1))
-    return s.Fail("tcgen05.mma's accumulate flag is an i1 (a comparison) or 0/1", loc), std::nullopt;
+    return s.Fail("tcgen05.mma's accumulate flag is an i1 (a comparison) or 0/1", loc),
+           std::nullopt;
   return *idesc;
 }
 
@@ -216,27 +240,33 @@ std::optional<uint32_t> CheckedInstr(KernelState& s, const tcgen05::InstrF16& sh
 // The descriptors are built as the op's operands are (one expression), so the emitted order of
 // their instructions does not depend on the caller.
 void EmitTcgenMma(KernelState& s, int cta_group, const Value& daddr, uint32_t idesc,
-                  const std::function<mlir::Value()>& a_desc, const std::function<mlir::Value()>& b_desc,
-                  const Operand& accumulate, const Loc& loc) {
+                  const std::function<mlir::Value()>& a_desc,
+                  const std::function<mlir::Value()>& b_desc, const Operand& accumulate,
+                  const Loc& loc) {
   mlir::Location l = s.ToLoc(loc);
-  mlir::Value idesc_v = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(idesc), 32);
+  mlir::Value idesc_v =
+      mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(idesc), 32);
   mlir::NVVM::Tcgen05MMAOp::create(s.builder, l, mlir::NVVM::Tcgen05MMAKind::F16, Group(cta_group),
                                    mlir::NVVM::Tcgen05MMACollectorOp::DISCARD, /*aShift=*/false,
                                    TmemPtr(s, daddr, l), a_desc(), b_desc(), idesc_v,
-                                   s.Materialize(accumulate, Type::Of(Scalar::kI1)), mlir::Value(), mlir::Value());
+                                   s.Materialize(accumulate, Type::Of(Scalar::kI1)), mlir::Value(),
+                                   mlir::Value());
 }
 
 }  // namespace
 
-void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a, const Operand& a_row0,
-                      const SmemTile& b, const Operand& b_row0, int k0, const Operand& accumulate,
-                      int m, int n, Loc loc) {
+void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
+                      const Operand& a_row0, const SmemTile& b, const Operand& b_row0, int k0,
+                      const Operand& accumulate, int m, int n, Loc loc) {
   KernelState& s = *state_;
-  if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns_ == 0 || !detail::UseTcgenGroup(s, d.cta_group_, loc)) return;
+  if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns_ == 0 ||
+      !detail::UseTcgenGroup(s, d.cta_group_, loc))
+    return;
   const int rows_a = d.cta_group_ == 2 ? m / 2 : m;  // a CTA pair splits A's rows
   // The tiles are checked after the shape: a shape tcgen05.mma lacks is the first thing to say.
-  std::optional<uint32_t> idesc = CheckedInstr(s, {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16},
-                                               d.cta_group_, d.columns_, d.loc_, a.elem(), b.elem(), accumulate, loc);
+  std::optional<uint32_t> idesc =
+      CheckedInstr(s, {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16}, d.cta_group_,
+                   d.columns_, d.loc_, a.elem(), b.elem(), accumulate, loc);
   if (!idesc || !CheckMmaTile(s, a, "A", rows_a, a_row0, k0, loc) ||
       !CheckMmaTile(s, b, "B", d.cta_group_ == 2 ? n / 2 : n, b_row0, k0, loc))
     return;
@@ -247,20 +277,23 @@ void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
       [&] { return SmemDescriptor(s, b, b_row0, k0, loc); }, accumulate, loc);
 }
 
-void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a, const Operand& a_row0, int a_k0,
-                      const WgmmaTile& bt, const Operand& b_row0, int b_k0, const Operand& accumulate, int m, int n,
-                      Loc loc) {
+void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
+                      const Operand& a_row0, int a_k0, const WgmmaTile& bt, const Operand& b_row0,
+                      int b_k0, const Operand& accumulate, int m, int n, Loc loc) {
   if (!bt.mn_major && a_k0 != b_k0)
-    return Fail("tcgen05.mma with both tiles K-major reads the same columns of each (a_k0 == b_k0)", loc);
-  if (!bt.mn_major) return TcgenMma(d, d_column, a, a_row0, bt.tile, b_row0, a_k0, accumulate, m, n, loc);
+    return Fail("tcgen05.mma with both tiles K-major reads the same columns of each (a_k0 == b_k0)",
+                loc);
+  if (!bt.mn_major)
+    return TcgenMma(d, d_column, a, a_row0, bt.tile, b_row0, a_k0, accumulate, m, n, loc);
   KernelState& s = *state_;
   const SmemTile& b = bt.tile;
   if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns_ == 0) return;
-  if (d.cta_group_ != 1) return Fail("tcgen05.mma with an MN-major B is built for one CTA (cta_group 1)", loc);
+  if (d.cta_group_ != 1)
+    return Fail("tcgen05.mma with an MN-major B is built for one CTA (cta_group 1)", loc);
   if (!detail::UseTcgenGroup(s, 1, loc)) return;
-  std::optional<uint32_t> idesc =
-      CheckedInstr(s, {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16, .transpose_b = true}, 1, d.columns_,
-                   d.loc_, a.elem(), b.elem(), accumulate, loc);
+  std::optional<uint32_t> idesc = CheckedInstr(
+      s, {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16, .transpose_b = true}, 1,
+      d.columns_, d.loc_, a.elem(), b.elem(), accumulate, loc);
   if (!idesc || !CheckMmaTile(s, a, "A", m, a_row0, a_k0, loc) ||
       !detail::CheckMnMajorTile(s, bt, "tcgen05.mma", "B", n, b_row0, b_k0, loc))
     return;
@@ -280,8 +313,8 @@ void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
       s.builder, l, detail::MnMajorStartField(s, bt, b_row0, b_k0, loc),
       mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64));
   EmitTcgenMma(
-      s, 1, daddr, *idesc, [&] { return SmemDescriptor(s, a, a_row0, a_k0, loc); }, [&] { return b_desc; },
-      accumulate, loc);
+      s, 1, daddr, *idesc, [&] { return SmemDescriptor(s, a, a_row0, a_k0, loc); },
+      [&] { return b_desc; }, accumulate, loc);
 }
 
 void Kernel::TcgenCommit(const Barrier& bar, int cta_group, const Value& cta_mask, Loc loc) {
@@ -290,16 +323,20 @@ void Kernel::TcgenCommit(const Barrier& bar, int cta_group, const Value& cta_mas
   mlir::Location l = s.ToLoc(loc);
   mlir::Value mask;
   if (cta_mask.valid()) {
-    if (s.manifest.cluster.count() < 2) return Fail("a multicast commit needs a cluster of 2 or more CTAs", loc);
-    if (cta_mask.type() != Type::Of(Scalar::kI32)) return Fail("the commit's CTA mask is an i32 (16 bits used)", loc);
-    mask = mlir::arith::TruncIOp::create(s.builder, l, s.builder.getI16Type(), s.Unwrap(cta_mask, loc));
+    if (s.manifest.cluster.count() < 2)
+      return Fail("a multicast commit needs a cluster of 2 or more CTAs", loc);
+    if (cta_mask.type() != Type::Of(Scalar::kI32))
+      return Fail("the commit's CTA mask is an i32 (16 bits used)", loc);
+    mask = mlir::arith::TruncIOp::create(s.builder, l, s.builder.getI16Type(),
+                                         s.Unwrap(cta_mask, loc));
   }
   mlir::NVVM::Tcgen05CommitOp::create(s.builder, l, s.Unwrap(bar.ptr()), mask, Group(cta_group));
-  s.RecordArrival(Access::BarrierArray(bar), Access::BarrierIndex(bar), 0, loc);  // one arrival when the MMAs complete
+  s.RecordArrival(Access::BarrierArray(bar), Access::BarrierIndex(bar), 0,
+                  loc);  // one arrival when the MMAs complete
 }
 
-std::vector<Value> Kernel::TcgenLoad(const Tmem& t, const Operand& lane, const Operand& column, int num,
-                                     Loc loc) {
+std::vector<Value> Kernel::TcgenLoad(const Tmem& t, const Operand& lane, const Operand& column,
+                                     int num, Loc loc) {
   KernelState& s = *state_;
   const Type f32 = Type::Of(Scalar::kF32);
   if (num < 1 || num > 128 || (num & (num - 1)) != 0) {
@@ -312,8 +349,9 @@ std::vector<Value> Kernel::TcgenLoad(const Tmem& t, const Operand& lane, const O
     return std::vector<Value>(num, s.Poison(f32, loc));
   }
   if (Access::IsImm(column) && static_cast<int>(Access::Imm(column)) + num > t.columns_) {
-    Fail(absl::StrCat("tcgen05.ld of columns ", Access::Imm(column), "..", Access::Imm(column) + num - 1,
-                      " of an allocation of ", t.columns_, " (", LocString(t.loc_), ")"),
+    Fail(absl::StrCat("tcgen05.ld of columns ", Access::Imm(column), "..",
+                      Access::Imm(column) + num - 1, " of an allocation of ", t.columns_, " (",
+                      LocString(t.loc_), ")"),
          loc);
     return std::vector<Value>(num, s.Poison(f32, loc));
   }
@@ -330,33 +368,38 @@ std::vector<Value> Kernel::TcgenLoad(const Tmem& t, const Operand& lane, const O
     absl::StrAppend(&constraints, i ? "," : "", "=f");
   }
   absl::StrAppend(&constraints, ",r");
-  const std::string ptx = absl::StrCat("tcgen05.ld.sync.aligned.32x32b.x", num, ".b32 {", dst, "}, [$", num,
-                                       "];\ntcgen05.wait::ld.sync.aligned;");
+  const std::string ptx = absl::StrCat("tcgen05.ld.sync.aligned.32x32b.x", num, ".b32 {", dst,
+                                       "}, [$", num, "];\ntcgen05.wait::ld.sync.aligned;");
   std::vector<mlir::Type> types(num, s.builder.getF32Type());
-  std::vector<mlir::Value> v = s.InlineAsmResults(ptx, constraints, {s.Unwrap(addr, loc)}, types, l);
+  std::vector<mlir::Value> v =
+      s.InlineAsmResults(ptx, constraints, {s.Unwrap(addr, loc)}, types, l);
   std::vector<Value> out;
   for (mlir::Value e : v) out.push_back(s.Wrap(e, f32));
   return out;
 }
 
-void Kernel::TcgenStore(const Tmem& t, const Operand& lane, const Operand& column, const std::vector<Value>& values,
-                        Loc loc) {
+void Kernel::TcgenStore(const Tmem& t, const Operand& lane, const Operand& column,
+                        const std::vector<Value>& values, Loc loc) {
   KernelState& s = *state_;
   const int num = static_cast<int>(values.size());
   if (num < 1 || num > 128 || (num & (num - 1)) != 0)
-    return Fail(absl::StrCat("tcgen05.st 32x32b stores 1..128 columns, a power of two, not ", num), loc);
+    return Fail(absl::StrCat("tcgen05.st 32x32b stores 1..128 columns, a power of two, not ", num),
+                loc);
   if (!NeedSm100a(s, "tcgen05.st", loc)) return;
   if (t.columns_ == 0) return Fail("tcgen05.st to a Tmem that TensorMemory did not declare", loc);
   if (Access::IsImm(column) && static_cast<int>(Access::Imm(column)) + num > t.columns_)
-    return Fail(absl::StrCat("tcgen05.st of columns ", Access::Imm(column), "..", Access::Imm(column) + num - 1,
-                             " of an allocation of ", t.columns_, " (", LocString(t.loc_), ")"),
+    return Fail(absl::StrCat("tcgen05.st of columns ", Access::Imm(column), "..",
+                             Access::Imm(column) + num - 1, " of an allocation of ", t.columns_,
+                             " (", LocString(t.loc_), ")"),
                 loc);
   const Type f32 = Type::Of(Scalar::kF32), i32 = Type::Of(Scalar::kI32);
   std::vector<mlir::Value> operands;
   std::string src, constraints = "r";
   for (int i = 0; i < num; ++i) {
-    if (values[i].type() != f32) return Fail(absl::StrCat("tcgen05.st stores f32 values; value ", i, " is ",
-                                                          values[i].type().Str()), loc);
+    if (values[i].type() != f32)
+      return Fail(
+          absl::StrCat("tcgen05.st stores f32 values; value ", i, " is ", values[i].type().Str()),
+          loc);
     absl::StrAppend(&src, i ? ", " : "", "$", i + 1);
     absl::StrAppend(&constraints, ",f");
   }

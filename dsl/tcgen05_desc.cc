@@ -10,10 +10,10 @@ absl::StatusOr<uint32_t> EncodeInstr(const InstrF16& d, int cta_group) {
   const bool m_ok = cta_group == 1 ? (d.m == 64 || d.m == 128) : (d.m == 128 || d.m == 256);
   const int n_step = cta_group == 1 ? 8 : 16;
   if (!m_ok || d.n < n_step || d.n > 256 || d.n % n_step != 0)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tcgen05.mma kind::f16 with cta_group::", cta_group, " has M ",
-        cta_group == 1 ? "64 or 128" : "128 or 256", " and N from ", n_step, " to 256 in steps of ",
-        n_step, "; not ", d.m, "x", d.n));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tcgen05.mma kind::f16 with cta_group::", cta_group, " has M ",
+                     cta_group == 1 ? "64 or 128" : "128 or 256", " and N from ", n_step,
+                     " to 256 in steps of ", n_step, "; not ", d.m, "x", d.n));
   if (!d.f32_accumulator && d.bf16_inputs)
     return absl::InvalidArgumentError("an f16 accumulator needs f16 inputs, not bf16");
   uint32_t bits = 0;
@@ -33,8 +33,7 @@ uint64_t EncodeSmem(const SmemDesc& d) {
   auto encode = [](uint32_t x) { return static_cast<uint64_t>((x & 0x3FFFF) >> 4); };
   return encode(d.start_address) | encode(d.leading_byte_offset) << 16 |
          encode(d.stride_byte_offset) << 32 | uint64_t{1} << 46 |
-         static_cast<uint64_t>(d.base_offset & 7) << 49 |
-         static_cast<uint64_t>(d.swizzle) << 61;
+         static_cast<uint64_t>(d.base_offset & 7) << 49 | static_cast<uint64_t>(d.swizzle) << 61;
 }
 
 }  // namespace kiln::tcgen05

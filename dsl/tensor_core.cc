@@ -56,15 +56,19 @@ std::vector<Value> Kernel::MmaM16N8K16(Scalar ab, const std::vector<Value>& a,
     Fail(m, loc);
     return std::vector<Value>(nc, s.Poison(acc, loc));
   };
-  if (ab != Scalar::kBF16 && ab != Scalar::kF16) return fail("mma.m16n8k16 takes bf16 or f16 inputs");
+  if (ab != Scalar::kBF16 && ab != Scalar::kF16)
+    return fail("mma.m16n8k16 takes bf16 or f16 inputs");
   if (f16_acc && ab != Scalar::kF16) return fail("an f16 accumulator needs f16 inputs");
   if (a.size() != 4 || b.size() != 2 || c.size() != nc)
-    return fail(absl::StrCat("mma.m16n8k16 takes 4 A, 2 B and ", nc, " C registers; got ",
-                             a.size(), ", ", b.size(), ", ", c.size()));
+    return fail(absl::StrCat("mma.m16n8k16 takes 4 A, 2 B and ", nc, " C registers; got ", a.size(),
+                             ", ", b.size(), ", ", c.size()));
   const Type b32 = Type::Of(Scalar::kI32);
-  for (const Value& v : a) if (v.type() != b32) return fail("mma A registers are b32 (pairs of 16-bit values)");
-  for (const Value& v : b) if (v.type() != b32) return fail("mma B registers are b32 (pairs of 16-bit values)");
-  for (const Value& v : c) if (v.type() != acc) return fail(absl::StrCat("mma accumulators must all be ", acc.Str()));
+  for (const Value& v : a)
+    if (v.type() != b32) return fail("mma A registers are b32 (pairs of 16-bit values)");
+  for (const Value& v : b)
+    if (v.type() != b32) return fail("mma B registers are b32 (pairs of 16-bit values)");
+  for (const Value& v : c)
+    if (v.type() != acc) return fail(absl::StrCat("mma accumulators must all be ", acc.Str()));
   if (s.target.compute_capability < 80) Fail("mma.m16n8k16 needs sm_80 or later", loc);
 
   mlir::Location l = s.ToLoc(loc);

@@ -18,10 +18,14 @@ bool IsPowerOfTwo(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 const char* ModeName(ShflMode m) {
   switch (m) {
-    case ShflMode::kIdx: return "idx";
-    case ShflMode::kUp: return "up";
-    case ShflMode::kDown: return "down";
-    case ShflMode::kXor: return "bfly";
+    case ShflMode::kIdx:
+      return "idx";
+    case ShflMode::kUp:
+      return "up";
+    case ShflMode::kDown:
+      return "down";
+    case ShflMode::kXor:
+      return "bfly";
   }
   return "?";
 }
@@ -35,9 +39,12 @@ bool CheckReducible(KernelState& s, const Value& v, const char* op, const Loc& l
 
 Value Combine(Reduce op, const Value& a, const Value& b, const Loc& loc) {
   switch (op) {
-    case Reduce::kSum: return Operand(a, loc) + Operand(b, loc);
-    case Reduce::kMax: return Max(Operand(a, loc), Operand(b, loc));
-    case Reduce::kMin: return Min(Operand(a, loc), Operand(b, loc));
+    case Reduce::kSum:
+      return Operand(a, loc) + Operand(b, loc);
+    case Reduce::kMax:
+      return Max(Operand(a, loc), Operand(b, loc));
+    case Reduce::kMin:
+      return Min(Operand(a, loc), Operand(b, loc));
   }
   return a;
 }
@@ -46,9 +53,12 @@ Value Combine(Reduce op, const Value& a, const Value& b, const Loc& loc) {
 double Identity(Reduce op, const Type& t) {
   const bool f = t.IsFloat();
   switch (op) {
-    case Reduce::kSum: return 0;
-    case Reduce::kMax: return f ? -std::numeric_limits<double>::infinity() : 0;
-    case Reduce::kMin: return f ? std::numeric_limits<double>::infinity() : 4294967295.0;
+    case Reduce::kSum:
+      return 0;
+    case Reduce::kMax:
+      return f ? -std::numeric_limits<double>::infinity() : 0;
+    case Reduce::kMin:
+      return f ? std::numeric_limits<double>::infinity() : 4294967295.0;
   }
   return 0;
 }
@@ -67,8 +77,11 @@ Value Shfl(ShflMode mode, const Value& v, const Operand& src, int width, Loc loc
     s->Fail(absl::StrCat("Shfl width is a power of two up to 32, not ", width), loc);
     return s->Poison(t, loc);
   }
-  if (!Access::IsImm(src) && Access::Val(src).valid() && Access::Val(src).type() != Type::Of(Scalar::kI32)) {
-    s->Fail(absl::StrCat("Shfl's lane, distance or mask is an i32, not ", Access::Val(src).type().Str()), loc);
+  if (!Access::IsImm(src) && Access::Val(src).valid() &&
+      Access::Val(src).type() != Type::Of(Scalar::kI32)) {
+    s->Fail(absl::StrCat("Shfl's lane, distance or mask is an i32, not ",
+                         Access::Val(src).type().Str()),
+            loc);
     return s->Poison(t, loc);
   }
   // The c operand (PTX ISA, shfl.sync): the segment mask in bits 8..12 and the clamp lane in
@@ -83,8 +96,9 @@ Value Shfl(ShflMode mode, const Value& v, const Operand& src, int width, Loc loc
   const std::string b = imm ? absl::StrCat(static_cast<int>(Access::Imm(src))) : "$2";
   std::vector<mlir::Value> operands = {bits};
   if (!imm) operands.push_back(s->Materialize(src, i32));
-  mlir::Value out = s->InlineAsm(absl::StrCat("shfl.sync.", ModeName(mode), ".b32 $0, $1, ", b, ", ", c, ", -1;"),
-                                 imm ? "=r,r" : "=r,r,r", operands, s->builder.getI32Type(), l);
+  mlir::Value out =
+      s->InlineAsm(absl::StrCat("shfl.sync.", ModeName(mode), ".b32 $0, $1, ", b, ", ", c, ", -1;"),
+                   imm ? "=r,r" : "=r,r,r", operands, s->builder.getI32Type(), l);
   Value r = s->Wrap(out, i32);
   return t == i32 ? r : r.Bitcast(t, loc);
 }
@@ -108,7 +122,8 @@ Value ReduxSync(const Value& v, Reduce op, Loc loc) {
   if (!s) return v;
   const Type i32 = Type::Of(Scalar::kI32);
   if (v.type() != i32) {
-    s->Fail(absl::StrCat("ReduxSync reduces i32 values (redux.sync.*.u32), not ", v.type().Str()), loc);
+    s->Fail(absl::StrCat("ReduxSync reduces i32 values (redux.sync.*.u32), not ", v.type().Str()),
+            loc);
     return s->Poison(v.type(), loc);
   }
   if (s->target.compute_capability < 80) {
@@ -132,8 +147,9 @@ Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads, Loc loc) {
   const int block = static_cast<int>(s.manifest.block.count());
   if (threads == 0) threads = block;
   if (threads % 32 != 0 || block % threads != 0 || block % 32 != 0) {
-    s.Fail(absl::StrCat("GroupReduce over groups of ", threads, " threads: a group is whole warps and ",
-                        "the block (", block, " threads) is whole groups"),
+    s.Fail(absl::StrCat("GroupReduce over groups of ", threads,
+                        " threads: a group is whole warps and ", "the block (", block,
+                        " threads) is whole groups"),
            loc);
     return s.Poison(v.type(), loc);
   }
@@ -166,17 +182,25 @@ Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads, Loc loc) {
     k.NamedBarrier(Operand(group, loc) + Operand(first_id, loc), threads, loc);
   };
   sync();  // the previous use of these slots (a loop) has been read by every warp of the group
-  k.If(Operand(lane, loc) == Operand(0, loc), [&] { k.Store(slots.At(0, warp, loc), partial, loc); }, loc);
+  k.If(
+      Operand(lane, loc) == Operand(0, loc), [&] { k.Store(slots.At(0, warp, loc), partial, loc); },
+      loc);
   sync();
   const Value first = Operand(group, loc) * Operand(group_warps, loc);
   if (group_warps <= 4) {  // a few broadcast loads beat five shuffles
     Value acc = k.Load(slots.At(0, first, loc), 1, loc);
     for (int w = 1; w < group_warps; ++w)
-      acc = Combine(op, acc, k.Load(slots.At(0, Operand(first, loc) + Operand(w, loc), loc), 1, loc), loc);
+      acc = Combine(op, acc,
+                    k.Load(slots.At(0, Operand(first, loc) + Operand(w, loc), loc), 1, loc), loc);
     return acc;
   }
   // Lane i of each warp reads the group's warp i; then a warp reduction over the lanes.
-  Value mine = k.Load(slots.At(0, Operand(first, loc) + Operand(Min(Operand(lane, loc), Operand(group_warps - 1, loc)), loc), loc), 1, loc);
+  Value mine =
+      k.Load(slots.At(0,
+                      Operand(first, loc) +
+                          Operand(Min(Operand(lane, loc), Operand(group_warps - 1, loc)), loc),
+                      loc),
+             1, loc);
   const double id = Identity(op, t);
   Value in_group = Operand(lane, loc) < Operand(group_warps, loc);
   Value masked = t.IsFloat() ? Select(Operand(in_group, loc), Operand(mine, loc), Operand(id, loc))

@@ -34,9 +34,10 @@ mlir::Value Descriptor(KernelState& s, const SmemTile& t, const Operand& row0, i
                Operand(k0 * es, loc);
   mlir::Value start = s.Unwrap((addr & Operand(0x3FFFF, loc)) >> Operand(4, loc));
   start = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), start);
-  const uint64_t fixed = (uint64_t{16 >> 4} << 16) | (uint64_t(8 * row_bytes >> 4) << 32) |
-                         (uint64_t(mode) << 62);
-  mlir::Value hi = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
+  const uint64_t fixed =
+      (uint64_t{16 >> 4} << 16) | (uint64_t(8 * row_bytes >> 4) << 32) | (uint64_t(mode) << 62);
+  mlir::Value hi =
+      mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
   return mlir::arith::OrIOp::create(s.builder, l, start, hi);
 }
 
@@ -50,16 +51,17 @@ bool CheckOperandTile(KernelState& s, const SmemTile& t, const char* which, int 
   const int span = SwizzleBytes(t.swizzle());
   if (span == 0 || t.row_stride() * ScalarBytes(t.elem()) != span) {
     s.Fail(absl::StrCat(where, " must be K-major with rows of exactly its swizzle span; it has ",
-                        span ? absl::StrCat(span, "B swizzle and ", t.row_stride() * ScalarBytes(t.elem()), "-byte rows")
+                        span ? absl::StrCat(span, "B swizzle and ",
+                                            t.row_stride() * ScalarBytes(t.elem()), "-byte rows")
                              : std::string("no swizzle"),
                         ", which no wgmma descriptor describes"),
            loc);
     return false;
   }
   if (k0 < 0 || k0 % 16 || k0 + 16 > t.cols()) {
-    s.Fail(absl::StrCat(where, ": k0 = ", k0, " is not a 16-wide slice of its ", t.cols(),
-                        " columns"),
-           loc);
+    s.Fail(
+        absl::StrCat(where, ": k0 = ", k0, " is not a 16-wide slice of its ", t.cols(), " columns"),
+        loc);
     return false;
   }
   if (rows > t.rows() || (Access::IsImm(row0) && (static_cast<int>(Access::Imm(row0)) % 8 ||
@@ -74,28 +76,35 @@ bool CheckOperandTile(KernelState& s, const SmemTile& t, const char* which, int 
 }  // namespace
 
 namespace detail {
-bool CheckMnMajorTile(KernelState& s, const Kernel::WgmmaTile& w, const char* instr, const char* which, int rows,
-                      const Operand& row0, int k0, const Loc& loc) {
+bool CheckMnMajorTile(KernelState& s, const Kernel::WgmmaTile& w, const char* instr,
+                      const char* which, int rows, const Operand& row0, int k0, const Loc& loc) {
   const SmemTile& t = w.tile;
-  const std::string where = absl::StrCat(instr, " MN-major ", which, " tile (", LocString(t.loc()), ")");
-  const int es = ScalarBytes(t.elem()), span = SwizzleBytes(t.swizzle()), atom = span ? span / es : 0;
+  const std::string where =
+      absl::StrCat(instr, " MN-major ", which, " tile (", LocString(t.loc()), ")");
+  const int es = ScalarBytes(t.elem()), span = SwizzleBytes(t.swizzle()),
+            atom = span ? span / es : 0;
   if (t.elem() != Scalar::kBF16 && t.elem() != Scalar::kF16) {
     s.Fail(absl::StrCat(where, " must hold bf16 or f16"), loc);
     return false;
   }
-  if (span == 0 || t.row_stride() * es != span || w.k_rows <= 0 || w.k_rows % 8 || t.rows() % w.k_rows) {
-    s.Fail(absl::StrCat(where, " must be swizzled with rows of exactly its swizzle span, in blocks of k_rows (",
-                        w.k_rows, ", a multiple of 8) rows of K; it has ", t.rows(), " rows"),
-           loc);
+  if (span == 0 || t.row_stride() * es != span || w.k_rows <= 0 || w.k_rows % 8 ||
+      t.rows() % w.k_rows) {
+    s.Fail(
+        absl::StrCat(
+            where, " must be swizzled with rows of exactly its swizzle span, in blocks of k_rows (",
+            w.k_rows, ", a multiple of 8) rows of K; it has ", t.rows(), " rows"),
+        loc);
     return false;
   }
   const int columns = t.rows() / w.k_rows * atom;  // of M or N
   if (k0 < 0 || k0 % 16 || k0 + 16 > w.k_rows || (rows > atom && rows % atom) ||
-      (Access::IsImm(row0) && (static_cast<int>(Access::Imm(row0)) % atom || Access::Imm(row0) + rows > columns)) ||
+      (Access::IsImm(row0) &&
+       (static_cast<int>(Access::Imm(row0)) % atom || Access::Imm(row0) + rows > columns)) ||
       rows > columns) {
-    s.Fail(absl::StrCat(where, " holds ", columns, " columns in blocks of ", atom, " and ", w.k_rows,
-                        " rows of K; this ", instr, " reads ", rows, " columns from ",
-                        Access::IsImm(row0) ? absl::StrCat(Access::Imm(row0)) : std::string("a computed column"),
+    s.Fail(absl::StrCat(where, " holds ", columns, " columns in blocks of ", atom, " and ",
+                        w.k_rows, " rows of K; this ", instr, " reads ", rows, " columns from ",
+                        Access::IsImm(row0) ? absl::StrCat(Access::Imm(row0))
+                                            : std::string("a computed column"),
                         " at k0 = ", k0),
            loc);
     return false;
@@ -103,14 +112,17 @@ bool CheckMnMajorTile(KernelState& s, const Kernel::WgmmaTile& w, const char* in
   return true;
 }
 
-mlir::Value MnMajorStartField(KernelState& s, const Kernel::WgmmaTile& w, const Operand& row0, int k0, const Loc& loc) {
+mlir::Value MnMajorStartField(KernelState& s, const Kernel::WgmmaTile& w, const Operand& row0,
+                              int k0, const Loc& loc) {
   const SmemTile& t = w.tile;
   const int span = SwizzleBytes(t.swizzle()), atom = span / ScalarBytes(t.elem());
   mlir::Location l = s.ToLoc(loc);
   const Type i32 = Type::Of(Scalar::kI32);
   Value base = s.Wrap(s.SharedAddress32(s.Unwrap(t.Base(loc)), l), i32);
-  Value addr = base + s.Wrap(s.Materialize(row0, i32), i32) / Operand(atom, loc) * Operand(w.k_rows * span, loc) +
-               Operand(k0 * span, loc);
+  Value addr =
+      base +
+      s.Wrap(s.Materialize(row0, i32), i32) / Operand(atom, loc) * Operand(w.k_rows * span, loc) +
+      Operand(k0 * span, loc);
   mlir::Value start = s.Unwrap((addr & Operand(0x3FFFF, loc)) >> Operand(4, loc));
   return mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), start);
 }
@@ -125,14 +137,19 @@ namespace {
 using detail::CheckMnMajorTile;
 
 // Its wgmma descriptor: the start field, LBO, SBO, and the swizzle mode in bits 62-63.
-mlir::Value MnMajorDescriptor(KernelState& s, const Kernel::WgmmaTile& w, const Operand& row0, int k0,
-                              const Loc& loc) {
-  const int mode = w.tile.swizzle() == Swizzle::k128B ? 1 : w.tile.swizzle() == Swizzle::k64B ? 2 : 3;
+mlir::Value MnMajorDescriptor(KernelState& s, const Kernel::WgmmaTile& w, const Operand& row0,
+                              int k0, const Loc& loc) {
+  const int mode = w.tile.swizzle() == Swizzle::k128B  ? 1
+                   : w.tile.swizzle() == Swizzle::k64B ? 2
+                                                       : 3;
   const detail::MnMajorOffsets o = detail::MnMajorOffsetsOf(w);
-  const uint64_t fixed = (uint64_t(o.lbo >> 4) << 16) | (uint64_t(o.sbo >> 4) << 32) | (uint64_t(mode) << 62);
+  const uint64_t fixed =
+      (uint64_t(o.lbo >> 4) << 16) | (uint64_t(o.sbo >> 4) << 32) | (uint64_t(mode) << 62);
   mlir::Location l = s.ToLoc(loc);
-  mlir::Value hi = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
-  return mlir::arith::OrIOp::create(s.builder, l, detail::MnMajorStartField(s, w, row0, k0, loc), hi);
+  mlir::Value hi =
+      mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
+  return mlir::arith::OrIOp::create(s.builder, l, detail::MnMajorStartField(s, w, row0, k0, loc),
+                                    hi);
 }
 }  // namespace
 
@@ -176,7 +193,8 @@ void Kernel::WgmmaWait(int pending, Loc loc) {
   if (pending < 0 || pending > 7) return Fail("wgmma.wait_group takes 0..7", loc);
   mlir::NVVM::WgmmaWaitGroupSyncOp::create(state_->builder, state_->ToLoc(loc), pending);
   auto& groups = state_->wgmma_groups;
-  if (groups.size() > static_cast<size_t>(pending)) groups.erase(groups.begin(), groups.end() - pending);
+  if (groups.size() > static_cast<size_t>(pending))
+    groups.erase(groups.begin(), groups.end() - pending);
 }
 
 // The accumulator registers a wgmma reads and writes: its builder may touch them, and until the
@@ -198,8 +216,8 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const SmemTile& a, const Operand
   Wgmma(acc, WgmmaTile{a}, a_row0, WgmmaTile{b}, b_row0, k0, scale_d, loc);
 }
 
-void Kernel::Wgmma(const WgmmaAccumulator& acc, const WgmmaTile& at, const Operand& a_row0, const WgmmaTile& bt,
-                   const Operand& b_row0, int k0, bool scale_d, Loc loc) {
+void Kernel::Wgmma(const WgmmaAccumulator& acc, const WgmmaTile& at, const Operand& a_row0,
+                   const WgmmaTile& bt, const Operand& b_row0, int k0, bool scale_d, Loc loc) {
   KernelState& s = *state_;
   const SmemTile &a = at.tile, &b = bt.tile;
   if (!NeedWgmma(s, loc) || acc.n() == 0) return;
@@ -213,13 +231,15 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const WgmmaTile& at, const Opera
   mlir::Location l = s.ToLoc(loc);
   mlir::Type f32 = s.builder.getF32Type();
   const int regs = acc.n() / 2;
-  mlir::Type st = mlir::LLVM::LLVMStructType::getLiteral(
-      s.context.get(), llvm::SmallVector<mlir::Type>(regs, f32));
+  mlir::Type st = mlir::LLVM::LLVMStructType::getLiteral(s.context.get(),
+                                                         llvm::SmallVector<mlir::Type>(regs, f32));
   mlir::Value d = mlir::LLVM::PoisonOp::create(s.builder, l, st);
   // With scale-d 0 the old accumulator is not read: passing poison lets it die before this.
   for (int i = 0; i < regs && scale_d; ++i)
-    d = mlir::LLVM::InsertValueOp::create(s.builder, l, d, s.Unwrap(acc[RegIndex(i, loc)].Load(loc)), i);
-  const auto ty = a.elem() == Scalar::kBF16 ? mlir::NVVM::WGMMATypes::bf16 : mlir::NVVM::WGMMATypes::f16;
+    d = mlir::LLVM::InsertValueOp::create(s.builder, l, d,
+                                          s.Unwrap(acc[RegIndex(i, loc)].Load(loc)), i);
+  const auto ty =
+      a.elem() == Scalar::kBF16 ? mlir::NVVM::WGMMATypes::bf16 : mlir::NVVM::WGMMATypes::f16;
   auto op = mlir::NVVM::WgmmaMmaAsyncOp::create(
       s.builder, l, st, d,
       at.mn_major ? MnMajorDescriptor(s, at, a_row0, k0, loc) : Descriptor(s, a, a_row0, k0, loc),
@@ -244,15 +264,16 @@ std::vector<Value> WgmmaAccumulator::FragmentA(int k16, Scalar elem, Loc loc) co
     return {};
   }
   if (k16 < 0 || 16 * (k16 + 1) > n_) {
-    s.Fail(absl::StrCat("A fragment ", k16, " is columns ", 16 * k16, "..", 16 * k16 + 15, " of a ", n_,
-                        "-column accumulator"),
+    s.Fail(absl::StrCat("A fragment ", k16, " is columns ", 16 * k16, "..", 16 * k16 + 15, " of a ",
+                        n_, "-column accumulator"),
            loc);
     return {};
   }
   std::vector<Value> a;
   for (int i = 0; i < 4; ++i) {
     const int pair = 4 * k16 + i;
-    Value lo = regs_[RegIndex(2 * pair, loc)].Load(loc), hi = regs_[RegIndex(2 * pair + 1, loc)].Load(loc);
+    Value lo = regs_[RegIndex(2 * pair, loc)].Load(loc),
+          hi = regs_[RegIndex(2 * pair + 1, loc)].Load(loc);
     Value packed = elem == Scalar::kBF16 ? PackBf16x2(lo, hi, loc) : PackF16x2(lo, hi, loc);
     a.push_back(packed.Bitcast(Type::Of(Scalar::kI32), loc));
   }
@@ -269,7 +290,8 @@ bool CheckRegisterA(KernelState& s, const std::vector<Value>& a, Scalar elem, co
   const Type pair = Type::Vec(elem, 2);
   for (const Value& r : a)
     if (r.valid() && r.type() != Type::Of(Scalar::kI32) && r.type() != pair) {
-      s.Fail(absl::StrCat("wgmma A registers are i32 or ", pair.Str(), " (the B tile's type), not ", r.type().Str()),
+      s.Fail(absl::StrCat("wgmma A registers are i32 or ", pair.Str(), " (the B tile's type), not ",
+                          r.type().Str()),
              loc);
       return false;
     }
@@ -278,8 +300,8 @@ bool CheckRegisterA(KernelState& s, const std::vector<Value>& a, Scalar elem, co
 
 // wgmma with A from registers and B from `b_desc`. No NVVM op takes A from registers: the
 // instruction itself, accumulators tied in and out; `trans_b` is imm-trans-b (1: MN-major B).
-void WgmmaRegisterA(KernelState& s, const WgmmaAccumulator& acc, const std::vector<Value>& a, Scalar elem,
-                    mlir::Value b_desc, bool trans_b, bool scale_d, const Loc& loc) {
+void WgmmaRegisterA(KernelState& s, const WgmmaAccumulator& acc, const std::vector<Value>& a,
+                    Scalar elem, mlir::Value b_desc, bool trans_b, bool scale_d, const Loc& loc) {
   mlir::Location l = s.ToLoc(loc);
   const int regs = acc.n() / 2;
   const char* type = elem == Scalar::kBF16 ? "bf16" : "f16";
@@ -303,13 +325,14 @@ void WgmmaRegisterA(KernelState& s, const WgmmaAccumulator& acc, const std::vect
   absl::StrAppend(&constraints, ",l");
   operands.push_back(b_desc);
   // Operands after B: scale-d (a predicate), imm-scale-a, imm-scale-b, imm-trans-b.
-  const std::string ptx = absl::StrCat(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, ", scale_d ? 1 : 0, ", 0;\nwgmma.mma_async.sync.aligned.m64n", acc.n(),
-      "k16.f32.", type, ".", type, " {", d_list, "}, {", a_list, "}, $", first_a + 4, ", p, 1, 1, ", trans_b ? 1 : 0,
-      ";\n}");
+  const std::string ptx = absl::StrCat("{\n.reg .pred p;\nsetp.ne.b32 p, ", scale_d ? 1 : 0,
+                                       ", 0;\nwgmma.mma_async.sync.aligned.m64n", acc.n(),
+                                       "k16.f32.", type, ".", type, " {", d_list, "}, {", a_list,
+                                       "}, $", first_a + 4, ", p, 1, 1, ", trans_b ? 1 : 0, ";\n}");
   std::vector<mlir::Type> result_types(regs, s.builder.getF32Type());
   std::vector<mlir::Value> d = s.InlineAsmResults(ptx, constraints, operands, result_types, l);
-  for (int i = 0; i < regs; ++i) acc[RegIndex(i, loc)] = Operand(s.Wrap(d[i], Type::Of(Scalar::kF32)), loc);
+  for (int i = 0; i < regs; ++i)
+    acc[RegIndex(i, loc)] = Operand(s.Wrap(d[i], Type::Of(Scalar::kF32)), loc);
 }
 
 }  // namespace
@@ -321,11 +344,12 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, con
   if (!CheckOperandTile(s, b, "B", acc.n(), b_row0, k0, loc)) return;
   if (!CheckRegisterA(s, a, b.elem(), loc)) return;
   WgmmaEmission emitting(s, acc.regs_.array_, loc);
-  WgmmaRegisterA(s, acc, a, b.elem(), Descriptor(s, b, b_row0, k0, loc), /*trans_b=*/false, scale_d, loc);
+  WgmmaRegisterA(s, acc, a, b.elem(), Descriptor(s, b, b_row0, k0, loc), /*trans_b=*/false, scale_d,
+                 loc);
 }
 
-void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b, MnMajor,
-                   int k0, bool scale_d, Loc loc) {
+void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b,
+                   MnMajor, int k0, bool scale_d, Loc loc) {
   KernelState& s = *state_;
   if (!NeedWgmma(s, loc) || acc.n() == 0) return;
   const std::string where = absl::StrCat("wgmma MN-major B tile (", LocString(b.loc()), ")");
@@ -333,14 +357,18 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, con
   if (b.elem() != Scalar::kBF16 && b.elem() != Scalar::kF16)
     return Fail(absl::StrCat(where, " must hold bf16 or f16"), loc);
   if (span == 0 || b.row_stride() * es != span)
-    return Fail(absl::StrCat(where, " must be swizzled with rows of exactly its swizzle span (K rows of N)"), loc);
+    return Fail(absl::StrCat(
+                    where, " must be swizzled with rows of exactly its swizzle span (K rows of N)"),
+                loc);
   const int atom = span / es;  // N columns per swizzle atom
   if (acc.n() > atom * b.stages() || (acc.n() > atom && acc.n() % atom))
-    return Fail(absl::StrCat(where, " holds ", atom * b.stages(), " columns of N in ", b.stages(), " atom(s) of ", atom,
-                             "; this wgmma needs N = ", acc.n()),
+    return Fail(absl::StrCat(where, " holds ", atom * b.stages(), " columns of N in ", b.stages(),
+                             " atom(s) of ", atom, "; this wgmma needs N = ", acc.n()),
                 loc);
   if (k0 < 0 || k0 % 16 || k0 + 16 > b.rows())
-    return Fail(absl::StrCat(where, ": k0 = ", k0, " is not a 16-row slice of its ", b.rows(), " rows of K"), loc);
+    return Fail(absl::StrCat(where, ": k0 = ", k0, " is not a 16-row slice of its ", b.rows(),
+                             " rows of K"),
+                loc);
   if (!CheckRegisterA(s, a, b.elem(), loc)) return;
   WgmmaEmission emitting(s, acc.regs_.array_, loc);
   // MN-major canonical layout (PTX ISA, matrix descriptors): each 8 rows of K are one swizzle
@@ -354,9 +382,10 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, con
   start = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), start);
   const uint64_t fixed = (uint64_t(b.stage_bytes() >> 4) << 16) | (uint64_t(8 * span >> 4) << 32) |
                          (uint64_t(mode) << 62);
-  mlir::Value hi = mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
-  WgmmaRegisterA(s, acc, a, b.elem(), mlir::arith::OrIOp::create(s.builder, l, start, hi), /*trans_b=*/true, scale_d,
-                 loc);
+  mlir::Value hi =
+      mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
+  WgmmaRegisterA(s, acc, a, b.elem(), mlir::arith::OrIOp::create(s.builder, l, start, hi),
+                 /*trans_b=*/true, scale_d, loc);
 }
 
 void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const WgmmaTile& bt,
@@ -367,8 +396,8 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, con
   if (!CheckMnMajorTile(s, bt, "wgmma", "B", acc.n(), b_row0, k0, loc)) return;
   if (!CheckRegisterA(s, a, bt.tile.elem(), loc)) return;
   WgmmaEmission emitting(s, acc.regs_.array_, loc);
-  WgmmaRegisterA(s, acc, a, bt.tile.elem(), MnMajorDescriptor(s, bt, b_row0, k0, loc), /*trans_b=*/true, scale_d,
-                 loc);
+  WgmmaRegisterA(s, acc, a, bt.tile.elem(), MnMajorDescriptor(s, bt, b_row0, k0, loc),
+                 /*trans_b=*/true, scale_d, loc);
 }
 
 void Kernel::StMatrix(const Value& smem_row, const std::vector<Value>& regs, bool trans, Loc loc) {
@@ -377,20 +406,19 @@ void Kernel::StMatrix(const Value& smem_row, const std::vector<Value>& regs, boo
   if (regs.size() != 1 && regs.size() != 2 && regs.size() != 4)
     return Fail(absl::StrCat("stmatrix stores 1, 2 or 4 matrices, not ", regs.size()), loc);
   if (pt.kind != Type::Kind::kPointer || pt.space != Space::kShared || ScalarBytes(pt.elem) != 2)
-    return Fail(absl::StrCat("stmatrix writes 16-bit elements to shared memory, not through ",
-                             pt.Str()),
-                loc);
+    return Fail(
+        absl::StrCat("stmatrix writes 16-bit elements to shared memory, not through ", pt.Str()),
+        loc);
   for (const Value& r : regs)
     if (r.type() != Type::Of(Scalar::kI32))
       return Fail("stmatrix registers are b32 (pairs of 16-bit values)", loc);
   if (s.target.compute_capability < 90) return Fail("stmatrix needs sm_90 or later", loc);
   llvm::SmallVector<mlir::Value> src;
   for (const Value& r : regs) src.push_back(s.Unwrap(r, loc));
-  mlir::NVVM::StMatrixOp::create(
-      s.builder, s.ToLoc(loc), s.Unwrap(smem_row), src,
-      trans ? mlir::NVVM::MMALayout::col : mlir::NVVM::MMALayout::row,
-      mlir::NVVM::LdStMatrixShapeAttr::get(s.context.get(), 8, 8),
-      mlir::NVVM::LdStMatrixEltType::B16);
+  mlir::NVVM::StMatrixOp::create(s.builder, s.ToLoc(loc), s.Unwrap(smem_row), src,
+                                 trans ? mlir::NVVM::MMALayout::col : mlir::NVVM::MMALayout::row,
+                                 mlir::NVVM::LdStMatrixShapeAttr::get(s.context.get(), 8, 8),
+                                 mlir::NVVM::LdStMatrixEltType::B16);
 }
 
 }  // namespace kiln

@@ -18,9 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "kiln/emulator.h"
-#include "kiln/bundle/schedule.h"
 #include "emulator/ptx.h"
+#include "kiln/bundle/schedule.h"
+#include "kiln/emulator.h"
 
 namespace kiln::emu::detail {
 
@@ -41,7 +41,9 @@ inline uint64_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
 inline double F64(uint64_t bits) { return std::bit_cast<double>(bits); }
 inline uint64_t Bits(double d) { return std::bit_cast<uint64_t>(d); }
 
-inline float FlushDenormal(float f) { return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f; }
+inline float FlushDenormal(float f) {
+  return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f;
+}
 
 inline float Bf16ToF32(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
 inline uint16_t F32ToBf16(float f) {  // round to nearest even; NaN stays a (quiet) NaN
@@ -181,16 +183,16 @@ using Origin = const ptx::Instr*;
 
 struct Thread {
   int x = 0, y = 0, z = 0, linear = 0;
-  bool waited_for_prior_grids = false;  // has run griddepcontrol.wait
+  bool waited_for_prior_grids = false;             // has run griddepcontrol.wait
   std::vector<TmaStore> bulk_open;                 // TMA stores not yet committed
   std::vector<std::vector<TmaStore>> bulk_groups;  // committed bulk groups, oldest first
   int pc = 0;
   std::vector<uint64_t> r;
-  std::vector<AsyncCopy> open_group;               // not yet committed
-  std::vector<std::vector<AsyncCopy>> groups;      // committed, oldest first
+  std::vector<AsyncCopy> open_group;           // not yet committed
+  std::vector<std::vector<AsyncCopy>> groups;  // committed, oldest first
   enum class State : uint8_t { kRun, kWarp, kBarrier, kMbarrier, kDone } state = State::kRun;
   int barrier = -1;
-  uint64_t mbarrier = 0;  // kMbarrier: the shared offset it waits on
+  uint64_t mbarrier = 0;                   // kMbarrier: the shared offset it waits on
   std::map<uint64_t, int64_t> next_phase;  // per mbarrier: the phase this thread waits for next
   int64_t cluster_phase = -1;              // the barrier.cluster phase it arrived in
   InFlightRegs in_flight_regs;
@@ -201,7 +203,7 @@ class Cta;
 
 // The CTAs of one cluster, run under one scheduler, and the cluster barrier (barrier.cluster).
 struct ClusterState {
-  std::vector<Cta*> ctas;  // by %cluster_ctarank (x fastest)
+  std::vector<Cta*> ctas;    // by %cluster_ctarank (x fastest)
   rt::Dim3 dims, id, count;  // cluster shape, this cluster's index, clusters in the grid
   int64_t phase = 0;         // completed barrier.cluster phases
   int arrived = 0;
@@ -210,11 +212,21 @@ struct ClusterState {
 
 class Cta {
  public:
-  Cta(Device& dev, const ptx::Module& m, const ptx::Entry& e, const std::vector<uint8_t>& params, rt::Dim3 grid,
-      rt::Dim3 block, rt::Dim3 ctaid, int64_t smem_bytes, const std::string& kernel, std::mt19937_64* rng,
-      int64_t* budget, const std::vector<EmulatedTensorMap>* maps)
-      : dev_(dev), m_(m), e_(e), params_(params), grid_(grid), block_(block), ctaid_(ctaid),
-        shared_(smem_bytes, 0), kernel_(kernel), rng_(rng), budget_(budget), maps_(maps) {
+  Cta(Device& dev, const ptx::Module& m, const ptx::Entry& e, const std::vector<uint8_t>& params,
+      rt::Dim3 grid, rt::Dim3 block, rt::Dim3 ctaid, int64_t smem_bytes, const std::string& kernel,
+      std::mt19937_64* rng, int64_t* budget, const std::vector<EmulatedTensorMap>* maps)
+      : dev_(dev),
+        m_(m),
+        e_(e),
+        params_(params),
+        grid_(grid),
+        block_(block),
+        ctaid_(ctaid),
+        shared_(smem_bytes, 0),
+        kernel_(kernel),
+        rng_(rng),
+        budget_(budget),
+        maps_(maps) {
     const int n = static_cast<int>(block.count());
     threads_.resize(n);
     for (int i = 0; i < n; ++i) {
@@ -232,12 +244,14 @@ class Cta {
   void SetWaitsForPriorGrids(bool waits) { waits_for_prior_grids_ = waits; }
   bool exited() const { return exited_; }
   int LiveThreads() const {
-    return static_cast<int>(std::count_if(threads_.begin(), threads_.end(),
-                                          [](const Thread& t) { return t.state != Thread::State::kDone; }));
+    return static_cast<int>(std::count_if(threads_.begin(), threads_.end(), [](const Thread& t) {
+      return t.state != Thread::State::kDone;
+    }));
   }
   void WakeClusterWaiters() {
     for (Thread& t : threads_)
-      if (t.state == Thread::State::kBarrier && t.barrier == kClusterBarrier) t.state = Thread::State::kRun;
+      if (t.state == Thread::State::kBarrier && t.barrier == kClusterBarrier)
+        t.state = Thread::State::kRun;
   }
 
   // One scheduling decision: an asynchronous completion, or a quantum of one thread.
@@ -260,27 +274,31 @@ class Cta {
         for (const TcgenMma& op : c.mmas)
           if (absl::Status s = RunTcgenMma(op); !s.ok()) return s;
         auto fail = [&](const std::string& what) {
-          return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: tcgen05.commit: %s", kernel_, c.line, what));
+          return absl::InvalidArgumentError(
+              absl::StrFormat("%s: PTX line %d: tcgen05.commit: %s", kernel_, c.line, what));
         };
         if (c.cta_mask == 0) {
           if (absl::Status s = ArriveOn(c.mbarrier, 0, fail); !s.ok()) return s;
         } else {
           for (size_t r = 0; r < cluster_->ctas.size(); ++r)
             if (c.cta_mask >> r & 1)
-              if (absl::Status s = cluster_->ctas[r]->ArriveOn(c.mbarrier, 0, fail); !s.ok()) return s;
+              if (absl::Status s = cluster_->ctas[r]->ArriveOn(c.mbarrier, 0, fail); !s.ok())
+                return s;
         }
       }
       return Progress::kMoved;
     }
     if (runnable.empty()) {
-      if (std::all_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kDone; })) {
+      if (std::all_of(threads_.begin(), threads_.end(),
+                      [](const Thread& t) { return t.state == Thread::State::kDone; })) {
         exited_ = true;
         if (!exit_error_.ok()) return exit_error_;  // a store its thread left in flight failed
         if (absl::Status s = CheckTmemAtExit(); !s.ok()) return s;
         return Progress::kFinished;
       }
       if (absl::Status s = ReleaseBarriersOfExitedThreads(); !s.ok()) return s;
-      if (std::any_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.state == Thread::State::kRun; }))
+      if (std::any_of(threads_.begin(), threads_.end(),
+                      [](const Thread& t) { return t.state == Thread::State::kRun; }))
         return Progress::kMoved;
       return Progress::kIdle;
     }
@@ -300,20 +318,25 @@ class Cta {
           if (top < 0 || warp_priority_[i / 32] > warp_priority_[top / 32]) top = i;
         int first = -1, count = 0;  // the top warp's runnable threads, a contiguous run
         for (size_t i = 0; i < runnable.size(); ++i)
-          if (runnable[i] / 32 == top / 32) first = first < 0 ? static_cast<int>(i) : first, ++count;
+          if (runnable[i] / 32 == top / 32)
+            first = first < 0 ? static_cast<int>(i) : first, ++count;
         pick = runnable[first + (r >> 10) % count];
       }
     }
     const int quantum = rng_ ? 1 + static_cast<int>((*rng_)() % 64) : 1 << 30;
     Thread& t = threads_[pick];
     for (int i = 0; i < quantum && t.state == Thread::State::kRun; ++i) {
-      if (--*budget_ < 0) {  // where the thread then running was: in an endless loop, most likely in it
+      if (--*budget_ <
+          0) {  // where the thread then running was: in an endless loop, most likely in it
         const Instr& at = e_.code[t.pc];
         const std::string dsl = m_.DslLine(at);
-        return absl::ResourceExhaustedError(absl::StrCat(
-            kernel_, ": the emulator's instruction budget ran out (an endless loop? raise Options::max_instructions); "
-            "thread ", t.linear, " of block (", ctaid_.x, ",", ctaid_.y, ",", ctaid_.z, ") was at PTX line ", at.line,
-            dsl.empty() ? "" : ", ", dsl));
+        return absl::ResourceExhaustedError(
+            absl::StrCat(kernel_,
+                         ": the emulator's instruction budget ran out (an endless loop? raise "
+                         "Options::max_instructions); "
+                         "thread ",
+                         t.linear, " of block (", ctaid_.x, ",", ctaid_.y, ",", ctaid_.z,
+                         ") was at PTX line ", at.line, dsl.empty() ? "" : ", ", dsl));
       }
       ++*executed;
       if (absl::Status s = Step(t); !s.ok()) return s;
@@ -328,41 +351,70 @@ class Cta {
   // the message starts with the kernel.
   absl::Status Fail(const Thread& t, const Instr& in, const std::string& what) const {
     const std::string dsl = m_.DslLine(in);
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s%s: PTX line %d (%s): %s, in thread (%d,%d,%d) of block (%d,%d,%d)", dsl.empty() ? "" : dsl + ": ", kernel_,
-        in.line, in.text, what, t.x, t.y, t.z, ctaid_.x, ctaid_.y, ctaid_.z));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s%s: PTX line %d (%s): %s, in thread (%d,%d,%d) of block (%d,%d,%d)",
+                        dsl.empty() ? "" : dsl + ": ", kernel_, in.line, in.text, what, t.x, t.y,
+                        t.z, ctaid_.x, ctaid_.y, ctaid_.z));
   }
 
   uint64_t SpecialValue(const Thread& t, ptx::Special s) const {
     switch (s) {
-      case ptx::Special::kTidX: return t.x;
-      case ptx::Special::kTidY: return t.y;
-      case ptx::Special::kTidZ: return t.z;
-      case ptx::Special::kNtidX: return block_.x;
-      case ptx::Special::kNtidY: return block_.y;
-      case ptx::Special::kNtidZ: return block_.z;
-      case ptx::Special::kCtaidX: return ctaid_.x;
-      case ptx::Special::kCtaidY: return ctaid_.y;
-      case ptx::Special::kCtaidZ: return ctaid_.z;
-      case ptx::Special::kNctaidX: return grid_.x;
-      case ptx::Special::kNctaidY: return grid_.y;
-      case ptx::Special::kNctaidZ: return grid_.z;
-      case ptx::Special::kLaneId: return t.linear % 32;
-      case ptx::Special::kWarpId: return t.linear / 32;
-      case ptx::Special::kClusterCtaRank: return rank_;
-      case ptx::Special::kClusterNctaRank: return cluster_ ? cluster_->ctas.size() : 1;
-      case ptx::Special::kClusterIdX: return cluster_ ? cluster_->id.x : ctaid_.x;
-      case ptx::Special::kClusterIdY: return cluster_ ? cluster_->id.y : ctaid_.y;
-      case ptx::Special::kClusterIdZ: return cluster_ ? cluster_->id.z : ctaid_.z;
-      case ptx::Special::kNClusterIdX: return cluster_ ? cluster_->count.x : grid_.x;
-      case ptx::Special::kNClusterIdY: return cluster_ ? cluster_->count.y : grid_.y;
-      case ptx::Special::kNClusterIdZ: return cluster_ ? cluster_->count.z : grid_.z;
-      case ptx::Special::kClusterCtaIdX: return cluster_ ? ctaid_.x % cluster_->dims.x : 0;
-      case ptx::Special::kClusterCtaIdY: return cluster_ ? ctaid_.y % cluster_->dims.y : 0;
-      case ptx::Special::kClusterCtaIdZ: return cluster_ ? ctaid_.z % cluster_->dims.z : 0;
-      case ptx::Special::kClusterNctaIdX: return cluster_ ? cluster_->dims.x : 1;
-      case ptx::Special::kClusterNctaIdY: return cluster_ ? cluster_->dims.y : 1;
-      case ptx::Special::kClusterNctaIdZ: return cluster_ ? cluster_->dims.z : 1;
+      case ptx::Special::kTidX:
+        return t.x;
+      case ptx::Special::kTidY:
+        return t.y;
+      case ptx::Special::kTidZ:
+        return t.z;
+      case ptx::Special::kNtidX:
+        return block_.x;
+      case ptx::Special::kNtidY:
+        return block_.y;
+      case ptx::Special::kNtidZ:
+        return block_.z;
+      case ptx::Special::kCtaidX:
+        return ctaid_.x;
+      case ptx::Special::kCtaidY:
+        return ctaid_.y;
+      case ptx::Special::kCtaidZ:
+        return ctaid_.z;
+      case ptx::Special::kNctaidX:
+        return grid_.x;
+      case ptx::Special::kNctaidY:
+        return grid_.y;
+      case ptx::Special::kNctaidZ:
+        return grid_.z;
+      case ptx::Special::kLaneId:
+        return t.linear % 32;
+      case ptx::Special::kWarpId:
+        return t.linear / 32;
+      case ptx::Special::kClusterCtaRank:
+        return rank_;
+      case ptx::Special::kClusterNctaRank:
+        return cluster_ ? cluster_->ctas.size() : 1;
+      case ptx::Special::kClusterIdX:
+        return cluster_ ? cluster_->id.x : ctaid_.x;
+      case ptx::Special::kClusterIdY:
+        return cluster_ ? cluster_->id.y : ctaid_.y;
+      case ptx::Special::kClusterIdZ:
+        return cluster_ ? cluster_->id.z : ctaid_.z;
+      case ptx::Special::kNClusterIdX:
+        return cluster_ ? cluster_->count.x : grid_.x;
+      case ptx::Special::kNClusterIdY:
+        return cluster_ ? cluster_->count.y : grid_.y;
+      case ptx::Special::kNClusterIdZ:
+        return cluster_ ? cluster_->count.z : grid_.z;
+      case ptx::Special::kClusterCtaIdX:
+        return cluster_ ? ctaid_.x % cluster_->dims.x : 0;
+      case ptx::Special::kClusterCtaIdY:
+        return cluster_ ? ctaid_.y % cluster_->dims.y : 0;
+      case ptx::Special::kClusterCtaIdZ:
+        return cluster_ ? ctaid_.z % cluster_->dims.z : 0;
+      case ptx::Special::kClusterNctaIdX:
+        return cluster_ ? cluster_->dims.x : 1;
+      case ptx::Special::kClusterNctaIdY:
+        return cluster_ ? cluster_->dims.y : 1;
+      case ptx::Special::kClusterNctaIdZ:
+        return cluster_ ? cluster_->dims.z : 1;
     }
     return 0;
   }
@@ -371,12 +423,17 @@ class Cta {
   uint64_t Read(const Thread& t, const Operand& o, int bits) const {
     uint64_t v = 0;
     switch (o.kind) {
-      case Operand::Kind::kReg: v = t.r[o.reg]; break;
-      case Operand::Kind::kImm:
-        v = o.imm_is_decimal && bits == 32 ? std::bit_cast<uint32_t>(static_cast<float>(std::bit_cast<double>(o.imm)))
-                                           : o.imm;
+      case Operand::Kind::kReg:
+        v = t.r[o.reg];
         break;
-      case Operand::Kind::kSpecial: v = SpecialValue(t, o.special); break;
+      case Operand::Kind::kImm:
+        v = o.imm_is_decimal && bits == 32
+                ? std::bit_cast<uint32_t>(static_cast<float>(std::bit_cast<double>(o.imm)))
+                : o.imm;
+        break;
+      case Operand::Kind::kSpecial:
+        v = SpecialValue(t, o.special);
+        break;
       case Operand::Kind::kSymbol: {
         auto it = m_.shared_symbols.find(o.symbol);
         v = it == m_.shared_symbols.end() ? 0 : static_cast<uint64_t>(it->second);
@@ -384,7 +441,8 @@ class Cta {
           if (p.name == o.symbol) v = p.offset;  // an address in the parameter space
         break;
       }
-      default: break;
+      default:
+        break;
     }
     if (o.negate) v = !(v & 1);
     return v & Mask(bits);
@@ -395,12 +453,15 @@ class Cta {
 
   absl::Status CheckPriorGridsWaited(const Thread& t, const Instr& in) {
     if (!waits_for_prior_grids_ || t.waited_for_prior_grids) return absl::OkStatus();
-    return Fail(t, in, "touches global memory before this thread's griddepcontrol.wait: the grids before this one "
-                       "may still be writing it (the kernel is launched while they finish)");
+    return Fail(
+        t, in,
+        "touches global memory before this thread's griddepcontrol.wait: the grids before this one "
+        "may still be writing it (the kernel is launched while they finish)");
   }
 
   // The bytes an access touches, or an error naming the address.
-  absl::StatusOr<uint8_t*> Memory(Thread& t, const Instr& in, Space space, uint64_t addr, int bytes) {
+  absl::StatusOr<uint8_t*> Memory(Thread& t, const Instr& in, Space space, uint64_t addr,
+                                  int bytes) {
     if (addr % bytes != 0 && bytes <= 16)
       return Fail(t, in, absl::StrFormat("misaligned %d-byte access at 0x%x", bytes, addr));
     if (space == Space::kGeneric) {
@@ -417,7 +478,9 @@ class Cta {
     if (space == Space::kGlobal) {
       if (absl::Status s = CheckPriorGridsWaited(t, in); !s.ok()) return s;
       uint8_t* p = dev_.Find(addr, bytes);
-      if (!p) return Fail(t, in, absl::StrFormat("out-of-bounds global access of %d bytes at 0x%x", bytes, addr));
+      if (!p)
+        return Fail(
+            t, in, absl::StrFormat("out-of-bounds global access of %d bytes at 0x%x", bytes, addr));
       return p;
     }
     if (space == Space::kShared && (addr >> 24) != 0) {  // shared::cluster: another CTA's memory
@@ -426,15 +489,20 @@ class Cta {
       addr &= kOffsetMask;
       if (*peer != this) {
         if (addr + bytes > (*peer)->shared_.size())
-          return Fail(t, in, absl::StrFormat("shared access of %d bytes at offset %d of cluster CTA %d, past its %d bytes",
-                                             bytes, addr, (*peer)->rank_, (*peer)->shared_.size()));
+          return Fail(
+              t, in,
+              absl::StrFormat(
+                  "shared access of %d bytes at offset %d of cluster CTA %d, past its %d bytes",
+                  bytes, addr, (*peer)->rank_, (*peer)->shared_.size()));
         return (*peer)->shared_.data() + addr;
       }
     }
     if (space == Space::kShared) {
       if (addr + bytes > shared_.size())
-        return Fail(t, in, absl::StrFormat("shared access of %d bytes at offset %d, past the block's %d bytes", bytes,
-                                           addr, shared_.size()));
+        return Fail(
+            t, in,
+            absl::StrFormat("shared access of %d bytes at offset %d, past the block's %d bytes",
+                            bytes, addr, shared_.size()));
       return shared_.data() + addr;
     }
     if (space == Space::kParam) {
@@ -447,9 +515,11 @@ class Cta {
   uint64_t Address(const Thread& t, const Operand& o) const {
     if (o.kind != Operand::Kind::kAddress) return 0;
     uint64_t base = 0;
-    if (o.reg >= 0) base = t.r[o.reg];
+    if (o.reg >= 0)
+      base = t.r[o.reg];
     else if (!o.symbol.empty()) {
-      if (auto it = m_.shared_symbols.find(o.symbol); it != m_.shared_symbols.end()) base = it->second;
+      if (auto it = m_.shared_symbols.find(o.symbol); it != m_.shared_symbols.end())
+        base = it->second;
       for (const ptx::Param& p : e_.params)
         if (p.name == o.symbol) base = p.offset;
     }
@@ -470,15 +540,19 @@ class Cta {
   absl::Status ClusterBarrier(Thread& t, const Instr& in);
   // One arrival, expecting `tx` more bytes, on the mbarrier at `offset` of this CTA (from a
   // peer's remote arrive, or a commit); `fail` words an error for the instruction behind it.
-  absl::Status ArriveOn(uint64_t offset, int64_t tx, const std::function<absl::Status(const std::string&)>& fail);
-  std::vector<std::vector<uint64_t>> StMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
+  absl::Status ArriveOn(uint64_t offset, int64_t tx,
+                        const std::function<absl::Status(const std::string&)>& fail);
+  std::vector<std::vector<uint64_t>> StMatrix(const std::vector<Thread*>& lanes, const Instr& in,
+                                              absl::Status* s);
   absl::Status Tcgen05(Thread& t, const Instr& in);
   absl::Status CheckInFlightRegs(const Thread& t, const Instr& in) const;
-  std::vector<std::vector<uint64_t>> TcgenWarp(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
+  std::vector<std::vector<uint64_t>> TcgenWarp(const std::vector<Thread*>& lanes, const Instr& in,
+                                               absl::Status* s);
   absl::Status RunTcgenMma(const struct TcgenMma& op);
   // One CTA's rows of an MMA: D rows from `a_cta`'s A operand, B columns from `b_ctas` (one CTA,
   // or a pair's two, each holding N / 2), into this CTA's tensor memory.
-  absl::Status RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vector<Cta*>& b_ctas, int n);
+  absl::Status RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vector<Cta*>& b_ctas,
+                               int n);
   absl::Status CheckTmemAtExit();
 
   // ---- uninitialised values (taint.cc): shared memory starts undefined (PTX ISA); a read of
@@ -498,8 +572,11 @@ class Cta {
   // written, else the first byte's origin.
   Origin SharedTaint(const uint8_t* p, size_t n, const Instr& reader) const;
   void SetSharedTaint(uint8_t* p, size_t n, Origin o);
-  Cta* SharedOwner(const uint8_t* p) const;  // this CTA or the cluster peer whose shared memory holds p
-  void MarkSharedWritten(uint64_t offset, size_t n) { SetSharedTaint(shared_.data() + offset, n, nullptr); }
+  Cta* SharedOwner(
+      const uint8_t* p) const;  // this CTA or the cluster peer whose shared memory holds p
+  void MarkSharedWritten(uint64_t offset, size_t n) {
+    SetSharedTaint(shared_.data() + offset, n, nullptr);
+  }
   // An error when `o` (a value `in` writes to global memory) derives from never-written memory.
   absl::Status CheckReachesGlobal(const Thread* t, const Instr& in, Origin o) const;
   absl::Status Mbarrier(Thread& t, const Instr& in);
@@ -509,8 +586,9 @@ class Cta {
   absl::Status TryReleaseWarpgroup(int group);
   absl::Status CompleteWgmmaGroups(int group, size_t keep);
   absl::StatusOr<const EmulatedTensorMap*> MapAt(Thread& t, const Instr& in, uint64_t generic);
-  absl::Status ForEachBoxElement(const EmulatedTensorMap& map, const std::vector<int64_t>& coords, uint64_t smem,
-                                 const std::function<absl::Status(uint64_t, uint64_t, bool, int)>& fn);
+  absl::Status ForEachBoxElement(
+      const EmulatedTensorMap& map, const std::vector<int64_t>& coords, uint64_t smem,
+      const std::function<absl::Status(uint64_t, uint64_t, bool, int)>& fn);
   // A K-major matrix operand in shared memory as wgmma and tcgen05 descriptors describe it (PTX
   // ISA, matrix descriptors): start address, leading byte offset (between 8-column core matrices
   // along K, without swizzle), stride byte offset (between 8-row groups), swizzle span (0: none).
@@ -527,18 +605,22 @@ class Cta {
   static SmemOperand WgmmaOperand(uint64_t desc);
   // Element (row, k) of a bf16/f16 operand, read for `in` by the async proxy (`reader`): the
   // bounds, the proxy fence and pending TMA destinations are checked.
-  absl::Status ReadOperand(const Instr& in, const char* reader, const SmemOperand& o, int row, int k, bool bf16,
-                           double* out);
+  absl::Status ReadOperand(const Instr& in, const char* reader, const SmemOperand& o, int row,
+                           int k, bool bf16, double* out);
   static uint64_t Swizzled(uint64_t offset, int swizzle_bytes) {
     // 128B: address bits [4,7) ^= bits [7,10); 64B: [4,6) ^= [7,9); 32B: bit 4 ^= bit 7.
-    const int bits = swizzle_bytes == 128 ? 3 : swizzle_bytes == 64 ? 2 : swizzle_bytes == 32 ? 1 : 0;
+    const int bits = swizzle_bytes == 128  ? 3
+                     : swizzle_bytes == 64 ? 2
+                     : swizzle_bytes == 32 ? 1
+                                           : 0;
     return offset ^ (((offset >> 7) & ((uint64_t{1} << bits) - 1)) << 4);
   }
   void CompleteGroups(Thread& t, size_t keep);
   void Exit(Thread& t) {
     if (!t.open_group.empty()) t.groups.push_back(std::move(t.open_group));  // copies still land
     CompleteGroups(t, 0);
-    if (!t.bulk_open.empty()) t.bulk_groups.push_back(std::move(t.bulk_open));  // stores still write
+    if (!t.bulk_open.empty())
+      t.bulk_groups.push_back(std::move(t.bulk_open));  // stores still write
     if (absl::Status s = CompleteBulkGroups(t, 0); !s.ok() && exit_error_.ok()) exit_error_ = s;
     t.state = Thread::State::kDone;
   }
@@ -549,8 +631,10 @@ class Cta {
   absl::Status CompleteBulkGroups(Thread& t, size_t keep);
   absl::Status WriteTmaStore(const TmaStore& st);
   absl::Status CheckTmaStoreReading(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes);
-  std::vector<std::vector<uint64_t>> LdMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
-  std::vector<std::vector<uint64_t>> Mma(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s);
+  std::vector<std::vector<uint64_t>> LdMatrix(const std::vector<Thread*>& lanes, const Instr& in,
+                                              absl::Status* s);
+  std::vector<std::vector<uint64_t>> Mma(const std::vector<Thread*>& lanes, const Instr& in,
+                                         absl::Status* s);
 
   Device& dev_;
   const ptx::Module& m_;
@@ -561,10 +645,10 @@ class Cta {
   std::string kernel_;
   std::mt19937_64* rng_;
   std::vector<uint64_t> warp_priority_;  // the seed's ranking of the warps (see Advance)
-  std::vector<int> runnable_;             // Advance's scratch list
-  std::vector<Origin> smem_origin_;       // per shared byte (taint.cc); empty until first used
-  Origin warp_taint_ = nullptr;           // of the warp instruction (ldmatrix, mma.sync) being computed
-  Origin operand_taint_ = nullptr;        // of the descriptor operands ReadOperand has read
+  std::vector<int> runnable_;            // Advance's scratch list
+  std::vector<Origin> smem_origin_;      // per shared byte (taint.cc); empty until first used
+  Origin warp_taint_ = nullptr;     // of the warp instruction (ldmatrix, mma.sync) being computed
+  Origin operand_taint_ = nullptr;  // of the descriptor operands ReadOperand has read
   int64_t* budget_;
   std::vector<Thread> threads_;
   struct BarrierState {
@@ -580,13 +664,14 @@ class Cta {
   // it, the grids before this one may still be writing global memory, so that thread may not
   // touch it (PTX ISA, griddepcontrol). The emulator runs one grid: it checks the order only.
   bool waits_for_prior_grids_ = false;
-  static constexpr int kClusterBarrier = -2;  // Thread::barrier while waiting at barrier.cluster.wait
-  static constexpr int kRegisterWait = -3;    // ... at a setmaxnreg.inc the SM cannot grant yet
+  static constexpr int kClusterBarrier =
+      -2;                                   // Thread::barrier while waiting at barrier.cluster.wait
+  static constexpr int kRegisterWait = -3;  // ... at a setmaxnreg.inc the SM cannot grant yet
   static constexpr uint64_t kOffsetMask = 0xFFFFFF;  // shared::cluster: (rank + 1) << 24 | offset
   struct MbarrierState {
     int expected = 0, pending = 0;
     int64_t tx = 0;
-    int phase = 0;  // parity of the phase in progress
+    int phase = 0;          // parity of the phase in progress
     int64_t completed = 0;  // phases completed so far
   };
   std::map<uint64_t, MbarrierState> mbarriers_;  // by shared offset
@@ -616,13 +701,15 @@ class Cta {
   // (0: none) and that thread's count of fence.proxy.async at the read. A TMA load landing on a
   // byte whose reader has not fenced since is a write of the async proxy that may overtake the
   // read (PTX ISA, proxies: a fence.proxy.async orders the generic accesses before it with the
-  // async proxy's after it); on an H200 it did (docs/perf/2026-11-27-weights-by-tma-boxes-mma-sync.md).
+  // async proxy's after it); on an H200 it did
+  // (docs/perf/2026-11-27-weights-by-tma-boxes-mma-sync.md).
   std::vector<int32_t> generic_reader_, generic_read_epoch_;
   std::map<int, int32_t> proxy_fences_;  // per thread
   std::map<int, const Instr*> last_generic_read_;
   void NoteGenericRead(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes);
   // A shared access that a TMA load in flight will overwrite (the wait for it is missing).
-  absl::Status CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off, uint64_t bytes, const char* what);
+  absl::Status CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off, uint64_t bytes,
+                                   const char* what);
   // cp.async copies not landed yet: a read of such a byte is an error (a missing or too shallow
   // cp.async.wait_group, or no barrier between another thread's wait and this read).
   BusyBytes cp_async_pending_;
@@ -638,7 +725,7 @@ class Cta {
   // Tensor memory: 128 lanes x 512 32-bit columns, and which columns are allocated.
   std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);
   std::map<uint32_t, uint32_t> tmem_allocs_;  // first column -> columns
-  std::vector<TcgenMma> tcgen_issued_;          // issued, not yet committed (in order)
+  std::vector<TcgenMma> tcgen_issued_;        // issued, not yet committed (in order)
   // tcgen05.st in flight (PTX ISA: asynchronous until the issuing thread's tcgen05.wait::st): the
   // lanes and columns a warp's store wrote, and its threads that have not waited yet.
   struct TcgenStoreInFlight {
@@ -648,23 +735,27 @@ class Cta {
   };
   std::vector<TcgenStoreInFlight> tcgen_stores_;
   // A message when lanes x columns meet a store in flight, else "".
-  std::string TcgenStoreRace(const char* what, uint32_t lane0, uint32_t lanes, uint32_t col0, uint32_t cols) const;
+  std::string TcgenStoreRace(const char* what, uint32_t lane0, uint32_t lanes, uint32_t col0,
+                             uint32_t cols) const;
   struct TcgenCommit {
     std::vector<TcgenMma> mmas;
     uint64_t mbarrier;
-    uint16_t cta_mask = 0;  // multicast: the cluster CTAs whose barrier at that offset gets the arrival
+    uint16_t cta_mask =
+        0;  // multicast: the cluster CTAs whose barrier at that offset gets the arrival
     int line = 0;
   };
-  std::vector<TcgenCommit> tcgen_commits_;      // committed, completing in order
+  std::vector<TcgenCommit> tcgen_commits_;  // committed, completing in order
   // wgmma: the warpgroup's ops issued since its last commit, and its committed groups.
   struct WgmmaOp {
     std::vector<std::vector<int>> d_regs;  // per thread of the warpgroup
     std::vector<std::vector<int>> a_regs;  // per thread, where A comes from registers
     uint64_t a_desc = 0, b_desc = 0;
-    std::vector<double> a_from_regs;  // 64 x 16, row-major, when A comes from registers (read at issue)
-    std::vector<std::pair<uint64_t, uint64_t>> reads;  // shared byte spans [lo, hi) of its descriptors
-    bool a_mn_major = false;                           // imm-trans-a (A from a descriptor)
-    bool b_mn_major = false;                           // imm-trans-b
+    std::vector<double>
+        a_from_regs;  // 64 x 16, row-major, when A comes from registers (read at issue)
+    std::vector<std::pair<uint64_t, uint64_t>>
+        reads;                // shared byte spans [lo, hi) of its descriptors
+    bool a_mn_major = false;  // imm-trans-a (A from a descriptor)
+    bool b_mn_major = false;  // imm-trans-b
     int n = 0;
     bool scale_d = true, negate_a = false, negate_b = false, bf16 = true;
     int line = 0;
@@ -680,6 +771,5 @@ class Cta {
   };
   std::map<int, Warpgroup> warpgroups_;
 };
-
 
 }  // namespace kiln::emu::detail

@@ -1,12 +1,11 @@
 // The emulated device's memory and a launch: arguments as the runtime checks them, tensor maps and
 // schedule tables built as the launcher builds them, then each cluster's CTAs under one
 // scheduler.
-#include "kiln/emulator.h"
-
 #include <algorithm>
 #include <stdexcept>
 
 #include "emulator/cta.h"
+#include "kiln/emulator.h"
 
 namespace kiln::emu {
 
@@ -31,21 +30,27 @@ uint8_t* Device::Find(uint64_t address, size_t bytes) {
 
 absl::Status Device::CopyIn(uint64_t dst, const void* src, size_t bytes) {
   uint8_t* p = Find(dst, bytes);
-  if (!p) return absl::OutOfRangeError(absl::StrFormat("copy of %d bytes to 0x%x: not in one allocation", bytes, dst));
+  if (!p)
+    return absl::OutOfRangeError(
+        absl::StrFormat("copy of %d bytes to 0x%x: not in one allocation", bytes, dst));
   std::memcpy(p, src, bytes);
   return absl::OkStatus();
 }
 
 absl::Status Device::CopyOut(void* dst, uint64_t src, size_t bytes) const {
   uint8_t* p = const_cast<Device*>(this)->Find(src, bytes);
-  if (!p) return absl::OutOfRangeError(absl::StrFormat("copy of %d bytes from 0x%x: not in one allocation", bytes, src));
+  if (!p)
+    return absl::OutOfRangeError(
+        absl::StrFormat("copy of %d bytes from 0x%x: not in one allocation", bytes, src));
   std::memcpy(dst, p, bytes);
   return absl::OkStatus();
 }
 
 absl::Status Device::Fill(uint64_t dst, uint8_t byte, size_t bytes) {
   uint8_t* p = Find(dst, bytes);
-  if (!p) return absl::OutOfRangeError(absl::StrFormat("fill of %d bytes at 0x%x: not in one allocation", bytes, dst));
+  if (!p)
+    return absl::OutOfRangeError(
+        absl::StrFormat("fill of %d bytes at 0x%x: not in one allocation", bytes, dst));
   std::memset(p, byte, bytes);
   return absl::OkStatus();
 }
@@ -67,11 +72,14 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
   const rt::Symbols symbols = rt::SymbolsOf(m, args);
   absl::StatusOr<ptx::Module> module = ptx::Parse(bundle.ptx);
   if (!module.ok())
-    return absl::Status(module.status().code(), absl::StrCat(m.name, ": ", module.status().message()));
+    return absl::Status(module.status().code(),
+                        absl::StrCat(m.name, ": ", module.status().message()));
   const ptx::Entry* entry = module->Find(m.entry);
-  if (!entry) return absl::NotFoundError(absl::StrCat(m.name, ": no entry ", m.entry, " in its PTX"));
+  if (!entry)
+    return absl::NotFoundError(absl::StrCat(m.name, ": no entry ", m.entry, " in its PTX"));
   if (entry->params.size() != args.size())
-    return absl::InvalidArgumentError(absl::StrCat(m.name, ": the PTX entry takes ", entry->params.size(),
+    return absl::InvalidArgumentError(absl::StrCat(m.name, ": the PTX entry takes ",
+                                                   entry->params.size(),
                                                    " parameters, the manifest ", args.size()));
   // A manifest that asks for programmatic dependent launch over a kernel that never waits for the
   // grids before it would let the runtime start it on memory they are still writing.
@@ -79,9 +87,11 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
     return in.op == ptx::Op::kGriddepcontrol && in.Has("wait");
   });
   if (m.waits_for_prior_grids && !waits)
-    return absl::FailedPreconditionError(absl::StrCat(
-        m.name, ": its manifest says it waits for the grids before it (waits_for_prior_grids), but its PTX has no "
-                "griddepcontrol.wait"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(m.name,
+                     ": its manifest says it waits for the grids before it "
+                     "(waits_for_prior_grids), but its PTX has no "
+                     "griddepcontrol.wait"));
   absl::StatusOr<std::map<std::string, rt::WorkTable>> tables = rt::BuildScheduleTables(m, symbols);
   if (!tables.ok()) return tables.status();
   std::vector<uint8_t> params(entry->param_bytes, 0);
@@ -97,11 +107,11 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
       std::memcpy(params.data() + p.offset, &*copy, 8);
       continue;
     }
-    if (args[i].kind() == rt::Arg::Kind::kWorkspace) {  // kept across launches, as the launcher keeps it
+    if (args[i].kind() ==
+        rt::Arg::Kind::kWorkspace) {  // kept across launches, as the launcher keeps it
       const rt::WorkspaceParam& w = m.params[i].workspace;
-      absl::StatusOr<uint64_t> base =
-          device.Workspace(absl::StrCat(m.name, "/", m.params[i].name),
-                           static_cast<size_t>(w.Bytes(*tables)));
+      absl::StatusOr<uint64_t> base = device.Workspace(absl::StrCat(m.name, "/", m.params[i].name),
+                                                       static_cast<size_t>(w.Bytes(*tables)));
       if (!base.ok()) return base.status();
       std::memcpy(params.data() + p.offset, &*base, 8);
       continue;
@@ -111,17 +121,21 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
       // that names it (in the parameter, or in device memory for a map passed by pointer).
       const rt::TensorMapParam& t = m.params[i].tensor_map;
       EmulatedTensorMap em{t.Resolve(symbols), args[i].address()};
-      if (!args[i].dims().empty()) em.spec.dims = args[i].dims(), em.spec.strides_bytes = args[i].strides_bytes();
+      if (!args[i].dims().empty())
+        em.spec.dims = args[i].dims(), em.spec.strides_bytes = args[i].strides_bytes();
       if (absl::Status s = rt::ValidateTensorMap(em.spec, em.address); !s.ok())
-        return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": tensor map ", m.params[i].name,
-                                                       " over ", t.tensor, ": ", s.message()));
+        return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": tensor map ",
+                                                       m.params[i].name, " over ", t.tensor, ": ",
+                                                       s.message()));
       uint8_t image[128] = {};
       const uint64_t index = maps.size();
       std::memcpy(image, &kTensorMapMagic, 8);
       std::memcpy(image + 8, &index, 8);
       maps.push_back(em);
       if (t.by_value) {
-        if (p.bytes != 128) return absl::InvalidArgumentError(absl::StrCat(m.name, ": parameter ", p.name, " is not 128 bytes"));
+        if (p.bytes != 128)
+          return absl::InvalidArgumentError(
+              absl::StrCat(m.name, ": parameter ", p.name, " is not 128 bytes"));
         std::memcpy(params.data() + p.offset, image, 128);
       } else {
         absl::StatusOr<uint64_t> copy = device.Allocate(128);
@@ -131,20 +145,24 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
       }
       continue;
     }
-    if (p.bytes > 8) return absl::UnimplementedError(absl::StrCat(m.name, ": parameter ", p.name, " of ", p.bytes, " bytes"));
+    if (p.bytes > 8)
+      return absl::UnimplementedError(
+          absl::StrCat(m.name, ": parameter ", p.name, " of ", p.bytes, " bytes"));
     rt::Arg a = args[i];
     std::memcpy(params.data() + p.offset, a.data(), p.bytes);
   }
   const int64_t smem = m.SmemBytes(symbols);
   int64_t static_top = 0;
-  for (const auto& [name, offset] : module->shared_symbols) static_top = std::max(static_top, offset);
+  for (const auto& [name, offset] : module->shared_symbols)
+    static_top = std::max(static_top, offset);
   std::mt19937_64 rng(options.seed);
   int64_t budget = options.max_instructions;
   Stats stats;
   const rt::Dim3 cd = m.cluster;
   if (cd.count() == 0 || grid.x % cd.x || grid.y % cd.y || grid.z % cd.z)
-    return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": clusters of ", cd.x, "x", cd.y, "x", cd.z,
-                                                   " do not tile a grid of ", grid.x, "x", grid.y, "x", grid.z));
+    return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": clusters of ", cd.x,
+                                                   "x", cd.y, "x", cd.z, " do not tile a grid of ",
+                                                   grid.x, "x", grid.y, "x", grid.z));
   const rt::Dim3 clusters{grid.x / cd.x, grid.y / cd.y, grid.z / cd.z};
   // Clusters run one after another; under a seed in a shuffled order, since the hardware starts
   // and finishes them in any order (what meets in global memory must not depend on it).
@@ -161,10 +179,10 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
     for (unsigned z = 0; z < cd.z; ++z)
       for (unsigned y = 0; y < cd.y; ++y)
         for (unsigned x = 0; x < cd.x; ++x) {
-          ctas.push_back(std::make_unique<Cta>(device, *module, *entry, params, grid, m.block,
-                                               rt::Dim3{kx * cd.x + x, ky * cd.y + y, kz * cd.z + z},
-                                               static_top + smem, m.name, options.seed ? &rng : nullptr, &budget,
-                                               &maps));
+          ctas.push_back(std::make_unique<Cta>(
+              device, *module, *entry, params, grid, m.block,
+              rt::Dim3{kx * cd.x + x, ky * cd.y + y, kz * cd.z + z}, static_top + smem, m.name,
+              options.seed ? &rng : nullptr, &budget, &maps));
           ctas.back()->JoinCluster(&cluster, static_cast<int>(ctas.size()) - 1);
           ctas.back()->SetWaitsForPriorGrids(waits);
           cluster.ctas.push_back(ctas.back().get());
@@ -205,27 +223,30 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
 }
 }  // namespace
 
-absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, rt::Dim3 grid, const std::vector<rt::Arg>& args,
-                             const Options& options) {
+absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, rt::Dim3 grid,
+                             const std::vector<rt::Arg>& args, const Options& options) {
   // An instruction with fewer operands than its opcode takes (hand-written or damaged PTX) reads
   // past its operand list: a message, not a crash.
   try {
     return LaunchChecked(device, bundle, grid, args, options);
   } catch (const std::out_of_range& e) {
-    return absl::InvalidArgumentError(absl::StrCat(bundle.manifest.name, ": malformed PTX (an instruction lacks an "
-                                                   "operand the emulator needs: ", e.what(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(bundle.manifest.name,
+                                                   ": malformed PTX (an instruction lacks an "
+                                                   "operand the emulator needs: ",
+                                                   e.what(), ")"));
   }
 }
 
-absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, const std::vector<rt::Arg>& args,
-                             const Options& options) {
+absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle,
+                             const std::vector<rt::Arg>& args, const Options& options) {
   if (absl::Status s = rt::CheckArgs(bundle.manifest, args); !s.ok()) return s;
-  absl::StatusOr<rt::Dim3> grid = bundle.manifest.GridFor(rt::SymbolsOf(bundle.manifest, args), options.sm_count);
+  absl::StatusOr<rt::Dim3> grid =
+      bundle.manifest.GridFor(rt::SymbolsOf(bundle.manifest, args), options.sm_count);
   if (!grid.ok())
-    return absl::Status(grid.status().code(), absl::StrCat(bundle.manifest.source, ": ", bundle.manifest.name, ": ",
-                                                           grid.status().message()));
+    return absl::Status(grid.status().code(),
+                        absl::StrCat(bundle.manifest.source, ": ", bundle.manifest.name, ": ",
+                                     grid.status().message()));
   return Launch(device, bundle, *grid, args, options);
 }
-
 
 }  // namespace kiln::emu

@@ -14,7 +14,8 @@ absl::Status Cta::Step(Thread& t) {
     return absl::OkStatus();
   }
   const Instr& in = e_.code[t.pc];
-  if (!t.in_flight_regs.empty() && in.op != Op::kWgmma && !(in.op == Op::kTcgen05 && in.Has("wait::ld")))
+  if (!t.in_flight_regs.empty() && in.op != Op::kWgmma &&
+      !(in.op == Op::kTcgen05 && in.Has("wait::ld")))
     if (absl::Status s = CheckInFlightRegs(t, in); !s.ok()) return s;
   if (in.guard >= 0 && ((t.r[in.guard] & 1) != 0) == in.guard_negated) {
     ++t.pc;
@@ -24,10 +25,15 @@ absl::Status Cta::Step(Thread& t) {
     case Op::kBra:
       t.pc = in.ops.at(0).target;
       return absl::OkStatus();
-    case Op::kRet: case Op::kExit:
+    case Op::kRet:
+    case Op::kExit:
       Exit(t);
       return absl::OkStatus();
-    case Op::kShfl: case Op::kRedux: case Op::kVote: case Op::kLdMatrix: case Op::kMma:
+    case Op::kShfl:
+    case Op::kRedux:
+    case Op::kVote:
+    case Op::kLdMatrix:
+    case Op::kMma:
       return Collective(t, in);
     case Op::kCpAsync:
       if (absl::Status s = CpAsync(t, in); !s.ok()) return s;
@@ -47,7 +53,8 @@ absl::Status Cta::Step(Thread& t) {
       return Collective(t, in);
     case Op::kTcgen05: {
       const std::string kind = in.mods.empty() ? "" : in.mods[0];
-      if (kind == "alloc" || kind == "dealloc" || kind == "ld" || kind == "st" || kind == "relinquish_alloc_permit")
+      if (kind == "alloc" || kind == "dealloc" || kind == "ld" || kind == "st" ||
+          kind == "relinquish_alloc_permit")
         return Collective(t, in);  // .sync.aligned: the whole warp
       if (absl::Status s = Tcgen05(t, in); !s.ok()) return s;
       break;
@@ -66,10 +73,12 @@ absl::Status Cta::Step(Thread& t) {
       // before those after it, among them), so none runs past it until all have reached it.
       if (in.Has("warp")) return Collective(t, in);
       return Arrive(t, in, !in.Has("arrive"));
-    case Op::kLd: case Op::kSt:
+    case Op::kLd:
+    case Op::kSt:
       if (absl::Status s = LoadStore(t, in); !s.ok()) return s;
       break;
-    case Op::kAtom: case Op::kRed:
+    case Op::kAtom:
+    case Op::kRed:
       if (absl::Status s = Atomic(t, in); !s.ok()) return s;
       break;
     case Op::kCvt: {
@@ -78,23 +87,29 @@ absl::Status Cta::Step(Thread& t) {
       TaintDestinations(t, in, o);
       break;
     }
-    case Op::kMembar: case Op::kFence:
+    case Op::kMembar:
+    case Op::kFence:
       if (in.op == Op::kFence && !in.mods.empty() && in.mods[0] == "proxy" && in.Has("async")) {
-        for (auto [off, n] : unfenced_[t.linear])  // this thread's generic writes now reach the async proxy
+        for (auto [off, n] :
+             unfenced_[t.linear])  // this thread's generic writes now reach the async proxy
           for (uint64_t b = off; b < off + n; ++b)
             if (generic_writer_[b] == t.linear + 1) generic_writer_[b] = 0;
         unfenced_[t.linear].clear();
-        ++proxy_fences_[t.linear];  // its generic reads so far are ordered before the async proxy's writes
+        ++proxy_fences_[t.linear];  // its generic reads so far are ordered before the async proxy's
+                                    // writes
       }
       break;
     case Op::kCreatePolicy:
       Write(t, in.ops.at(0), 0);
       break;
     case Op::kGriddepcontrol:  // one grid at a time here: the grids before it have finished
-      if (in.Has("wait")) t.waited_for_prior_grids = true;
-      else if (!in.Has("launch_dependents")) return Fail(t, in, "griddepcontrol takes .wait or .launch_dependents");
+      if (in.Has("wait"))
+        t.waited_for_prior_grids = true;
+      else if (!in.Has("launch_dependents"))
+        return Fail(t, in, "griddepcontrol takes .wait or .launch_dependents");
       break;
-    case Op::kPrefetch:  // prefetch, prefetchu, prefetch.tensormap: only a cache hint, no value changes (PTX ISA)
+    case Op::kPrefetch:  // prefetch, prefetchu, prefetch.tensormap: only a cache hint, no value
+                         // changes (PTX ISA)
       break;
     default: {
       const Origin o = SourceTaint(t, in);
@@ -136,23 +151,47 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
       Write(t, d, Read(t, s, bits == 0 ? 64 : bits));
       return absl::OkStatus();
     }
-    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kMad: case Op::kFma: case Op::kDiv: case Op::kRem:
-    case Op::kMin: case Op::kMax: {
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kMad:
+    case Op::kFma:
+    case Op::kDiv:
+    case Op::kRem:
+    case Op::kMin:
+    case Op::kMax: {
       if (is_f32) {
         float a = f(1), b = f(2), r = 0;
         if (in.ftz) a = FlushDenormal(a), b = FlushDenormal(b);
         switch (in.op) {
-          case Op::kAdd: r = a + b; break;
-          case Op::kSub: r = a - b; break;
-          case Op::kMul: r = a * b; break;
-          case Op::kMad: case Op::kFma: r = std::fma(a, b, in.ftz ? FlushDenormal(f(3)) : f(3)); break;
-          case Op::kDiv: r = a / b; break;
-          case Op::kMin: r = std::fmin(a, b); break;  // one NaN: the other operand, as PTX's min/max
-          case Op::kMax: r = std::fmax(a, b); break;
-          default: return Fail(t, in, "not defined on f32");
+          case Op::kAdd:
+            r = a + b;
+            break;
+          case Op::kSub:
+            r = a - b;
+            break;
+          case Op::kMul:
+            r = a * b;
+            break;
+          case Op::kMad:
+          case Op::kFma:
+            r = std::fma(a, b, in.ftz ? FlushDenormal(f(3)) : f(3));
+            break;
+          case Op::kDiv:
+            r = a / b;
+            break;
+          case Op::kMin:
+            r = std::fmin(a, b);
+            break;  // one NaN: the other operand, as PTX's min/max
+          case Op::kMax:
+            r = std::fmax(a, b);
+            break;
+          default:
+            return Fail(t, in, "not defined on f32");
         }
         // min/max.NaN: a NaN operand gives the canonical NaN.
-        if ((in.op == Op::kMin || in.op == Op::kMax) && in.Has("NaN") && (std::isnan(a) || std::isnan(b)))
+        if ((in.op == Op::kMin || in.op == Op::kMax) && in.Has("NaN") &&
+            (std::isnan(a) || std::isnan(b)))
           r = std::numeric_limits<float>::quiet_NaN();
         put_f(r);
         return absl::OkStatus();
@@ -160,14 +199,30 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
       if (is_f64) {
         double a = F64(src(1)), b = F64(src(2)), r = 0;
         switch (in.op) {
-          case Op::kAdd: r = a + b; break;
-          case Op::kSub: r = a - b; break;
-          case Op::kMul: r = a * b; break;
-          case Op::kMad: case Op::kFma: r = std::fma(a, b, F64(src(3))); break;
-          case Op::kDiv: r = a / b; break;
-          case Op::kMin: r = std::fmin(a, b); break;
-          case Op::kMax: r = std::fmax(a, b); break;
-          default: return Fail(t, in, "not defined on f64");
+          case Op::kAdd:
+            r = a + b;
+            break;
+          case Op::kSub:
+            r = a - b;
+            break;
+          case Op::kMul:
+            r = a * b;
+            break;
+          case Op::kMad:
+          case Op::kFma:
+            r = std::fma(a, b, F64(src(3)));
+            break;
+          case Op::kDiv:
+            r = a / b;
+            break;
+          case Op::kMin:
+            r = std::fmin(a, b);
+            break;
+          case Op::kMax:
+            r = std::fmax(a, b);
+            break;
+          default:
+            return Fail(t, in, "not defined on f64");
         }
         Write(t, in.ops[0], Bits(r));
         return absl::OkStatus();
@@ -179,12 +234,19 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
       uint64_t r = 0;
       int out_bits = in.wide ? 2 * bits : bits;
       switch (in.op) {
-        case Op::kAdd: r = a + b; break;
-        case Op::kSub: r = a - b; break;
-        case Op::kMul: case Op::kMad: {
-          if (in.wide) r = sgn ? static_cast<uint64_t>(sa * sb) : a * b;
+        case Op::kAdd:
+          r = a + b;
+          break;
+        case Op::kSub:
+          r = a - b;
+          break;
+        case Op::kMul:
+        case Op::kMad: {
+          if (in.wide)
+            r = sgn ? static_cast<uint64_t>(sa * sb) : a * b;
           else if (in.hi) {
-            __int128 p = sgn ? static_cast<__int128>(sa) * sb : static_cast<__int128>(static_cast<unsigned __int128>(a) * b);
+            __int128 p = sgn ? static_cast<__int128>(sa) * sb
+                             : static_cast<__int128>(static_cast<unsigned __int128>(a) * b);
             r = static_cast<uint64_t>(p >> bits);
           } else {
             r = a * b;
@@ -193,16 +255,25 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
           break;
         }
         case Op::kDiv:
-          if (b == 0) r = Mask(bits);
-          else r = sgn ? static_cast<uint64_t>(sa / sb) : a / b;
+          if (b == 0)
+            r = Mask(bits);
+          else
+            r = sgn ? static_cast<uint64_t>(sa / sb) : a / b;
           break;
         case Op::kRem:
-          if (b == 0) r = a;
-          else r = sgn ? static_cast<uint64_t>(sa % sb) : a % b;
+          if (b == 0)
+            r = a;
+          else
+            r = sgn ? static_cast<uint64_t>(sa % sb) : a % b;
           break;
-        case Op::kMin: r = sgn ? static_cast<uint64_t>(std::min(sa, sb)) : std::min(a, b); break;
-        case Op::kMax: r = sgn ? static_cast<uint64_t>(std::max(sa, sb)) : std::max(a, b); break;
-        default: break;
+        case Op::kMin:
+          r = sgn ? static_cast<uint64_t>(std::min(sa, sb)) : std::min(a, b);
+          break;
+        case Op::kMax:
+          r = sgn ? static_cast<uint64_t>(std::max(sa, sb)) : std::max(a, b);
+          break;
+        default:
+          break;
       }
       // min/max.relu.s32 (what LLVM makes of max(min(a, b), 0)): a negative result becomes 0.
       if ((in.op == Op::kMin || in.op == Op::kMax) && in.Has("relu")) {
@@ -212,21 +283,39 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
       Write(t, in.ops[0], r & Mask(out_bits));
       return absl::OkStatus();
     }
-    case Op::kNeg: case Op::kAbs:
-      if (is_f32) put_f(in.op == Op::kNeg ? -f(1) : std::fabs(f(1)));
-      else if (ptx::TyIsFloat(ty)) return Fail(t, in, "this float type is not emulated yet");
-      else Write(t, in.ops[0], static_cast<uint64_t>(in.op == Op::kNeg ? -si(1) : std::llabs(si(1))) & Mask(bits));
+    case Op::kNeg:
+    case Op::kAbs:
+      if (is_f32)
+        put_f(in.op == Op::kNeg ? -f(1) : std::fabs(f(1)));
+      else if (ptx::TyIsFloat(ty))
+        return Fail(t, in, "this float type is not emulated yet");
+      else
+        Write(t, in.ops[0],
+              static_cast<uint64_t>(in.op == Op::kNeg ? -si(1) : std::llabs(si(1))) & Mask(bits));
       return absl::OkStatus();
-    case Op::kAnd: Write(t, in.ops[0], src(1) & src(2)); return absl::OkStatus();
-    case Op::kOr: Write(t, in.ops[0], src(1) | src(2)); return absl::OkStatus();
-    case Op::kXor: Write(t, in.ops[0], src(1) ^ src(2)); return absl::OkStatus();
-    case Op::kNot: Write(t, in.ops[0], ~src(1) & Mask(bits)); return absl::OkStatus();
-    case Op::kShl: case Op::kShr: {
-      const uint64_t n = Read(t, in.ops.at(2), 32);  // shift amounts past the width give 0 (or the sign)
+    case Op::kAnd:
+      Write(t, in.ops[0], src(1) & src(2));
+      return absl::OkStatus();
+    case Op::kOr:
+      Write(t, in.ops[0], src(1) | src(2));
+      return absl::OkStatus();
+    case Op::kXor:
+      Write(t, in.ops[0], src(1) ^ src(2));
+      return absl::OkStatus();
+    case Op::kNot:
+      Write(t, in.ops[0], ~src(1) & Mask(bits));
+      return absl::OkStatus();
+    case Op::kShl:
+    case Op::kShr: {
+      const uint64_t n =
+          Read(t, in.ops.at(2), 32);  // shift amounts past the width give 0 (or the sign)
       uint64_t r;
-      if (in.op == Op::kShl) r = n >= static_cast<uint64_t>(bits) ? 0 : src(1) << n;
-      else if (sgn) r = static_cast<uint64_t>(si(1) >> std::min<uint64_t>(n, bits - 1));
-      else r = n >= static_cast<uint64_t>(bits) ? 0 : src(1) >> n;
+      if (in.op == Op::kShl)
+        r = n >= static_cast<uint64_t>(bits) ? 0 : src(1) << n;
+      else if (sgn)
+        r = static_cast<uint64_t>(si(1) >> std::min<uint64_t>(n, bits - 1));
+      else
+        r = n >= static_cast<uint64_t>(bits) ? 0 : src(1) >> n;
       Write(t, in.ops[0], r & Mask(bits));
       return absl::OkStatus();
     }
@@ -234,11 +323,13 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
       const uint64_t pos = Read(t, in.ops.at(2), 32) & 0xff, len = Read(t, in.ops.at(3), 32) & 0xff;
       uint64_t r = 0;
       if (len > 0) {
-        const uint64_t field = pos >= static_cast<uint64_t>(bits) ? 0 : (src(1) >> pos) & Mask(static_cast<int>(len));
+        const uint64_t field =
+            pos >= static_cast<uint64_t>(bits) ? 0 : (src(1) >> pos) & Mask(static_cast<int>(len));
         r = field;
         if (sgn) {
           const int top = static_cast<int>(std::min<uint64_t>(pos + len, bits) - 1);
-          const bool sign = pos + len > static_cast<uint64_t>(bits) ? (src(1) >> (bits - 1)) & 1 : (src(1) >> top) & 1;
+          const bool sign = pos + len > static_cast<uint64_t>(bits) ? (src(1) >> (bits - 1)) & 1
+                                                                    : (src(1) >> top) & 1;
           if (sign) r |= ~Mask(static_cast<int>(len));
         }
       }
@@ -254,50 +345,87 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
       if (ptx::TyIsFloat(ty)) {
         const double a = is_f64 ? F64(src(1)) : f(1), b = is_f64 ? F64(src(2)) : f(2);
         const bool unordered = std::isnan(a) || std::isnan(b);
-        if (c == "num") r = !unordered;
-        else if (c == "nan") r = unordered;
+        if (c == "num")
+          r = !unordered;
+        else if (c == "nan")
+          r = unordered;
         else {
           const bool u = c.size() == 3;  // equ, ltu, ...: true when unordered
           const std::string base = u ? c.substr(0, 2) : c;
-          if (unordered) r = u;
-          else if (base == "eq") r = a == b;
-          else if (base == "ne") r = a != b;
-          else if (base == "lt") r = a < b;
-          else if (base == "le") r = a <= b;
-          else if (base == "gt") r = a > b;
-          else if (base == "ge") r = a >= b;
+          if (unordered)
+            r = u;
+          else if (base == "eq")
+            r = a == b;
+          else if (base == "ne")
+            r = a != b;
+          else if (base == "lt")
+            r = a < b;
+          else if (base == "le")
+            r = a <= b;
+          else if (base == "gt")
+            r = a > b;
+          else if (base == "ge")
+            r = a >= b;
         }
       } else {
         const bool s = sgn && c != "lo" && c != "ls" && c != "hi" && c != "hs";
         const uint64_t a = src(1), b = src(2);
         const int64_t x = si(1), y = si(2);
-        if (c == "eq") r = a == b;
-        else if (c == "ne") r = a != b;
-        else if (c == "lt") r = s ? x < y : a < b;
-        else if (c == "le") r = s ? x <= y : a <= b;
-        else if (c == "gt") r = s ? x > y : a > b;
-        else if (c == "ge") r = s ? x >= y : a >= b;
-        else if (c == "lo") r = a < b;
-        else if (c == "ls") r = a <= b;
-        else if (c == "hi") r = a > b;
-        else if (c == "hs") r = a >= b;
-        else return Fail(t, in, "unknown comparison");
+        if (c == "eq")
+          r = a == b;
+        else if (c == "ne")
+          r = a != b;
+        else if (c == "lt")
+          r = s ? x < y : a < b;
+        else if (c == "le")
+          r = s ? x <= y : a <= b;
+        else if (c == "gt")
+          r = s ? x > y : a > b;
+        else if (c == "ge")
+          r = s ? x >= y : a >= b;
+        else if (c == "lo")
+          r = a < b;
+        else if (c == "ls")
+          r = a <= b;
+        else if (c == "hi")
+          r = a > b;
+        else if (c == "hs")
+          r = a >= b;
+        else
+          return Fail(t, in, "unknown comparison");
       }
       Write(t, in.ops[0], r ? 1 : 0);
       return absl::OkStatus();
     }
-    case Op::kEx2: case Op::kLg2: case Op::kRsqrt: case Op::kSqrt: case Op::kRcp: case Op::kTanh: {
+    case Op::kEx2:
+    case Op::kLg2:
+    case Op::kRsqrt:
+    case Op::kSqrt:
+    case Op::kRcp:
+    case Op::kTanh: {
       if (!is_f32) return Fail(t, in, "only the f32 forms are emulated");
       float a = in.ftz ? FlushDenormal(f(1)) : f(1), r = 0;
       switch (in.op) {
-        case Op::kEx2: r = std::exp2(a); break;
-        case Op::kLg2: r = std::log2(a); break;
-        case Op::kRsqrt: r = 1.0f / std::sqrt(a); break;
-        case Op::kSqrt: r = std::sqrt(a); break;
+        case Op::kEx2:
+          r = std::exp2(a);
+          break;
+        case Op::kLg2:
+          r = std::log2(a);
+          break;
+        case Op::kRsqrt:
+          r = 1.0f / std::sqrt(a);
+          break;
+        case Op::kSqrt:
+          r = std::sqrt(a);
+          break;
         // tanh.approx.f32: the PTX ISA bounds its relative error by 2^-11; the exact value lies
         // within that bound (+-inf give +-1, subnormals pass through, as documented).
-        case Op::kTanh: r = std::tanh(a); break;
-        default: r = 1.0f / a; break;
+        case Op::kTanh:
+          r = std::tanh(a);
+          break;
+        default:
+          r = 1.0f / a;
+          break;
       }
       put_f(r);
       return absl::OkStatus();
@@ -322,7 +450,8 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
 absl::Status Cta::SetMaxNReg(Thread& t, const Instr& in) {
   const int group = t.linear / 128;
   const int n = static_cast<int>(Read(t, in.ops.at(0), 32));
-  if (n < 24 || n > 256 || n % 8) return Fail(t, in, absl::StrCat("setmaxnreg takes 24..256 in steps of 8, not ", n));
+  if (n < 24 || n > 256 || n % 8)
+    return Fail(t, in, absl::StrCat("setmaxnreg takes 24..256 in steps of 8, not ", n));
   const int groups = (static_cast<int>(threads_.size()) + 127) / 128;
   const int even = std::min(255, 65536 / (groups * 128)) / 8 * 8;
   for (int g = 0; g < groups; ++g) warpgroup_regs_.try_emplace(g, even);
@@ -336,7 +465,8 @@ absl::Status Cta::SetMaxNReg(Thread& t, const Instr& in) {
   warpgroup_regs_[group] = n;
   if (in.Has("dec"))
     for (Thread& w : threads_)
-      if (w.state == Thread::State::kBarrier && w.barrier == kRegisterWait) w.state = Thread::State::kRun;
+      if (w.state == Thread::State::kBarrier && w.barrier == kRegisterWait)
+        w.state = Thread::State::kRun;
   ++t.pc;
   return absl::OkStatus();
 }
@@ -355,13 +485,18 @@ absl::Status Cta::CheckInFlightRegs(const Thread& t, const Instr& in) const {
     const bool wgmma = by.op == Op::kWgmma;
     const std::vector<int>& d = by.ops.at(0).regs;
     if (wgmma && std::find(d.begin(), d.end(), reg) == d.end())
-      return Fail(t, in, absl::StrCat("uses ", e_.reg_names.at(reg), " while the wgmma at PTX line ", by.line,
-                                      dsl.empty() ? "" : " (" + dsl + ")",
-                                      " may still read it: an A fragment's register used before its wgmma.wait_group"));
-    return Fail(t, in, absl::StrCat("uses ", e_.reg_names.at(reg), " while the ", wgmma ? "wgmma" : "tcgen05.ld",
-                                    " at PTX line ", by.line, dsl.empty() ? "" : " (" + dsl + ")",
-                                    " may still write it: an accumulator read before its ",
-                                    wgmma ? "wgmma.wait_group" : "tcgen05.wait::ld"));
+      return Fail(
+          t, in,
+          absl::StrCat(
+              "uses ", e_.reg_names.at(reg), " while the wgmma at PTX line ", by.line,
+              dsl.empty() ? "" : " (" + dsl + ")",
+              " may still read it: an A fragment's register used before its wgmma.wait_group"));
+    return Fail(
+        t, in,
+        absl::StrCat("uses ", e_.reg_names.at(reg), " while the ", wgmma ? "wgmma" : "tcgen05.ld",
+                     " at PTX line ", by.line, dsl.empty() ? "" : " (" + dsl + ")",
+                     " may still write it: an accumulator read before its ",
+                     wgmma ? "wgmma.wait_group" : "tcgen05.wait::ld"));
   };
   if (absl::Status s = check(in.guard); !s.ok()) return s;
   for (const Operand& o : in.ops) {
@@ -374,15 +509,19 @@ absl::Status Cta::CheckInFlightRegs(const Thread& t, const Instr& in) const {
 
 absl::Status Cta::Convert(Thread& t, const Instr& in) {
   const Ty d = in.type, s = in.src_type;
-  const bool fp8_src = s == Ty::kE4M3x2 || s == Ty::kE5M2x2, fp8_dst = d == Ty::kE4M3x2 || d == Ty::kE5M2x2;
+  const bool fp8_src = s == Ty::kE4M3x2 || s == Ty::kE5M2x2,
+             fp8_dst = d == Ty::kE4M3x2 || d == Ty::kE5M2x2;
   if (d == Ty::kF16x2 && fp8_src) {  // each byte to f16 (exact), the upper byte to the upper half
     const uint64_t v = Read(t, in.ops.at(1), 16);
-    auto one = [&](uint8_t b) -> uint64_t { return F32ToF16(static_cast<float>(Fp8ToDouble(b, s == Ty::kE4M3x2))); };
+    auto one = [&](uint8_t b) -> uint64_t {
+      return F32ToF16(static_cast<float>(Fp8ToDouble(b, s == Ty::kE4M3x2)));
+    };
     Write(t, in.ops[0], one(v >> 8 & 0xff) << 16 | one(v & 0xff));
     return absl::OkStatus();
   }
   if (fp8_dst) {  // cvt.rn.satfinite.e4m3x2.f32 d, a, b: a to the upper byte
-    if (s != Ty::kF32 || !in.Has("satfinite")) return Fail(t, in, "only cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 is emulated");
+    if (s != Ty::kF32 || !in.Has("satfinite"))
+      return Fail(t, in, "only cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 is emulated");
     const float a = F32(Read(t, in.ops.at(1), 32)), b = F32(Read(t, in.ops.at(2), 32));
     const bool e4 = d == Ty::kE4M3x2;
     Write(t, in.ops[0], uint64_t{F32ToFp8(a, e4)} << 8 | F32ToFp8(b, e4));
@@ -396,15 +535,22 @@ absl::Status Cta::Convert(Thread& t, const Instr& in) {
   }
   const uint64_t v = Read(t, in.ops.at(1), ptx::TyBits(s));
   double x;  // the source's value
-  if (s == Ty::kF32) x = F32(v);
-  else if (s == Ty::kF64) x = F64(v);
-  else if (s == Ty::kBF16) x = Bf16ToF32(static_cast<uint16_t>(v));
-  else if (s == Ty::kF16) x = F16ToF32(static_cast<uint16_t>(v));
-  else if (ptx::TyIsSigned(s)) x = static_cast<double>(SignExtend(v, ptx::TyBits(s)));
-  else x = static_cast<double>(v);
+  if (s == Ty::kF32)
+    x = F32(v);
+  else if (s == Ty::kF64)
+    x = F64(v);
+  else if (s == Ty::kBF16)
+    x = Bf16ToF32(static_cast<uint16_t>(v));
+  else if (s == Ty::kF16)
+    x = F16ToF32(static_cast<uint16_t>(v));
+  else if (ptx::TyIsSigned(s))
+    x = static_cast<double>(SignExtend(v, ptx::TyBits(s)));
+  else
+    x = static_cast<double>(v);
   const int db = ptx::TyBits(d);
   if (!ptx::TyIsFloat(s) && !ptx::TyIsFloat(d)) {  // integer widths: sign- or zero-extend, truncate
-    const uint64_t r = ptx::TyIsSigned(s) ? static_cast<uint64_t>(SignExtend(v, ptx::TyBits(s))) : v;
+    const uint64_t r =
+        ptx::TyIsSigned(s) ? static_cast<uint64_t>(SignExtend(v, ptx::TyBits(s))) : v;
     Write(t, in.ops[0], r & Mask(db));
     return absl::OkStatus();
   }
@@ -427,14 +573,19 @@ absl::Status Cta::Convert(Thread& t, const Instr& in) {
   // Float to integer: the rounding modifier (rzi: toward zero, rni: nearest even, ...), saturated
   // to the destination's range; NaN gives 0.
   double r = x;
-  if (in.rounding == "rni") r = std::nearbyint(x);
-  else if (in.rounding == "rmi") r = std::floor(x);
-  else if (in.rounding == "rpi") r = std::ceil(x);
-  else r = std::trunc(x);
+  if (in.rounding == "rni")
+    r = std::nearbyint(x);
+  else if (in.rounding == "rmi")
+    r = std::floor(x);
+  else if (in.rounding == "rpi")
+    r = std::ceil(x);
+  else
+    r = std::trunc(x);
   if (std::isnan(r)) r = 0;
   if (ptx::TyIsSigned(d)) {
     const double lo = -std::ldexp(1.0, db - 1), hi = std::ldexp(1.0, db - 1) - 1;
-    Write(t, in.ops[0], static_cast<uint64_t>(static_cast<int64_t>(std::clamp(r, lo, hi))) & Mask(db));
+    Write(t, in.ops[0],
+          static_cast<uint64_t>(static_cast<int64_t>(std::clamp(r, lo, hi))) & Mask(db));
   } else {
     const double hi = std::ldexp(1.0, db) - 1;
     Write(t, in.ops[0], static_cast<uint64_t>(std::clamp(r, 0.0, hi)) & Mask(db));
@@ -452,7 +603,8 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
   if (!p.ok()) return p.status();
   if (*p >= shared_.data() && *p < shared_.data() + shared_.size()) {
     const uint64_t off = *p - shared_.data(), n = static_cast<uint64_t>(elem) * in.vec;
-    if (absl::Status s = CheckPendingOverlap(&t, in, off, n, load ? "reads" : "writes"); !s.ok()) return s;
+    if (absl::Status s = CheckPendingOverlap(&t, in, off, n, load ? "reads" : "writes"); !s.ok())
+      return s;
     if (load) {
       if (absl::Status s = CheckCpAsyncPending(t, in, off, n); !s.ok()) return s;
       NoteGenericRead(t, in, off, n);
@@ -466,7 +618,8 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
   }
   std::vector<int> regs = val.kind == Operand::Kind::kVector ? val.regs : std::vector<int>{val.reg};
   const bool shared = *p >= shared_.data() && *p < shared_.data() + shared_.size();
-  const bool local_or_param = in.space == Space::kParam || in.space == Space::kLocal || in.space == Space::kConst;
+  const bool local_or_param =
+      in.space == Space::kParam || in.space == Space::kLocal || in.space == Space::kConst;
   const bool in_shared = shared || (!local_or_param && SharedOwner(*p));  // a peer's, through mapa
   const Origin address_taint = OperandTaint(t, addr_op);
   for (int i = 0; i < in.vec && i < static_cast<int>(regs.size()); ++i) {
@@ -481,8 +634,10 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
     } else {
       uint64_t v = val.kind == Operand::Kind::kVector ? t.r[regs[i]] : Read(t, val, elem * 8);
       std::memcpy(at, &v, elem);
-      const Origin o = val.kind == Operand::Kind::kVector ? RegTaint(t, regs[i]) : OperandTaint(t, val);
-      if (in_shared) SetSharedTaint(at, elem, o);
+      const Origin o =
+          val.kind == Operand::Kind::kVector ? RegTaint(t, regs[i]) : OperandTaint(t, val);
+      if (in_shared)
+        SetSharedTaint(at, elem, o);
       else if (!local_or_param)
         if (absl::Status s = CheckReachesGlobal(&t, in, o); !s.ok()) return s;
     }
@@ -507,24 +662,36 @@ absl::Status Cta::Atomic(Thread& t, const Instr& in) {
   } else {
     const bool s = ptx::TyIsSigned(in.type);
     const int64_t so = SignExtend(old, bits), sb = SignExtend(b, bits);
-    if (op == "add") r = old + b;
-    else if (op == "min") r = s ? static_cast<uint64_t>(std::min(so, sb)) : std::min(old, b);
-    else if (op == "max") r = s ? static_cast<uint64_t>(std::max(so, sb)) : std::max(old, b);
-    else if (op == "exch") r = b;
-    else if (op == "and") r = old & b;
-    else if (op == "or") r = old | b;
-    else if (op == "xor") r = old ^ b;
-    else if (op == "cas") r = old == b ? Read(t, in.ops.at(base + 2), bits) : old;
-    else return Fail(t, in, "this atomic operation is not emulated yet");
+    if (op == "add")
+      r = old + b;
+    else if (op == "min")
+      r = s ? static_cast<uint64_t>(std::min(so, sb)) : std::min(old, b);
+    else if (op == "max")
+      r = s ? static_cast<uint64_t>(std::max(so, sb)) : std::max(old, b);
+    else if (op == "exch")
+      r = b;
+    else if (op == "and")
+      r = old & b;
+    else if (op == "or")
+      r = old | b;
+    else if (op == "xor")
+      r = old ^ b;
+    else if (op == "cas")
+      r = old == b ? Read(t, in.ops.at(base + 2), bits) : old;
+    else
+      return Fail(t, in, "this atomic operation is not emulated yet");
   }
   r &= Mask(bits);
   std::memcpy(*p, &r, bits / 8);
   if (result) Write(t, in.ops[0], old);
   // The old value's origin, and the new one's: the old value's or the operands'.
-  Origin was = SharedOwner(*p) ? SharedTaint(*p, bits / 8, in) : nullptr, operands = SourceTaint(t, in);
+  Origin was = SharedOwner(*p) ? SharedTaint(*p, bits / 8, in) : nullptr,
+         operands = SourceTaint(t, in);
   if (result) SetRegTaint(t, in.ops[0].reg, was);
-  if (SharedOwner(*p)) SetSharedTaint(*p, bits / 8, was ? was : operands);
-  else if (absl::Status s = CheckReachesGlobal(&t, in, operands); !s.ok()) return s;
+  if (SharedOwner(*p))
+    SetSharedTaint(*p, bits / 8, was ? was : operands);
+  else if (absl::Status s = CheckReachesGlobal(&t, in, operands); !s.ok())
+    return s;
   return absl::OkStatus();
 }
 
@@ -544,11 +711,12 @@ absl::Status Cta::TryReleaseWarp(int warp) {
     if (l->state == Thread::State::kWarp) some = l;
   if (!some) return absl::OkStatus();
   const Instr& in = e_.code[some->pc];
-  const bool whole_warp =
-      in.op == Op::kLdMatrix || in.op == Op::kMma || in.op == Op::kTcgen05 || in.op == Op::kStMatrix;  // .sync.aligned
-  uint32_t members =
-      whole_warp ? static_cast<uint32_t>(Mask(n)) : static_cast<uint32_t>(Read(*some, in.ops.back(), 32));
-  if (in.op == Op::kBar) members &= static_cast<uint32_t>(Mask(n));  // bar.warp.sync -1 in a block's last, partial warp
+  const bool whole_warp = in.op == Op::kLdMatrix || in.op == Op::kMma || in.op == Op::kTcgen05 ||
+                          in.op == Op::kStMatrix;  // .sync.aligned
+  uint32_t members = whole_warp ? static_cast<uint32_t>(Mask(n))
+                                : static_cast<uint32_t>(Read(*some, in.ops.back(), 32));
+  if (in.op == Op::kBar)
+    members &= static_cast<uint32_t>(Mask(n));  // bar.warp.sync -1 in a block's last, partial warp
   for (int i = 0; i < n; ++i) {
     if (!(members >> i & 1)) continue;
     if (lanes[i]->state == Thread::State::kDone)
@@ -556,10 +724,15 @@ absl::Status Cta::TryReleaseWarp(int warp) {
     if (lanes[i]->state != Thread::State::kWarp) return absl::OkStatus();  // not all here yet
     const Instr& other = e_.code[lanes[i]->pc];
     if (other.op != in.op)
-      return Fail(*some, in, absl::StrCat("lane ", i, " waits at a different warp instruction (PTX line ", other.line, ")"));
+      return Fail(*some, in,
+                  absl::StrCat("lane ", i, " waits at a different warp instruction (PTX line ",
+                               other.line, ")"));
   }
   for (int i = n; i < 32; ++i)
-    if (members >> i & 1) return Fail(*some, in, absl::StrCat("the member mask names lane ", i, ", which this block does not have"));
+    if (members >> i & 1)
+      return Fail(
+          *some, in,
+          absl::StrCat("the member mask names lane ", i, ", which this block does not have"));
   // Everyone is here: compute each member lane's result from the values at this moment.
   if (whole_warp) {
     absl::Status s;
@@ -579,7 +752,8 @@ absl::Status Cta::TryReleaseWarp(int warp) {
       for (size_t k = 0; k < d.regs.size() && k < out[i].size(); ++k) {
         l.r[d.regs[k]] = out[i][k];
         SetRegTaint(l, d.regs[k], taint);
-        if (in.op == Op::kTcgen05 && d.regs[k] >= 0) l.in_flight_regs.Set(d.regs[k], &in);  // until wait::ld
+        if (in.op == Op::kTcgen05 && d.regs[k] >= 0)
+          l.in_flight_regs.Set(d.regs[k], &in);  // until wait::ld
       }
       l.state = Thread::State::kRun;
       ++l.pc;
@@ -587,7 +761,8 @@ absl::Status Cta::TryReleaseWarp(int warp) {
     return absl::OkStatus();
   }
   std::vector<uint64_t> results(n, 0);
-  std::vector<Origin> taints(n, nullptr);  // a shuffle's: its source lane's; a reduction's: any lane's
+  std::vector<Origin> taints(n,
+                             nullptr);  // a shuffle's: its source lane's; a reduction's: any lane's
   for (int i = 0; i < n; ++i) {
     if (!(members >> i & 1)) continue;
     Thread& l = *lanes[i];
@@ -609,13 +784,18 @@ absl::Status Cta::TryReleaseWarp(int warp) {
       const int max_lane = (lane & segmask) | (cval & ~segmask), min_lane = lane & segmask;
       int j = lane;
       bool pval;
-      if (li.cmp == "up") j = lane - static_cast<int>(b), pval = j >= max_lane;
-      else if (li.cmp == "down") j = lane + static_cast<int>(b), pval = j <= max_lane;
-      else if (li.cmp == "bfly") j = lane ^ static_cast<int>(b), pval = j <= max_lane;
-      else j = min_lane | (static_cast<int>(b) & ~static_cast<int>(segmask)), pval = j <= max_lane;
+      if (li.cmp == "up")
+        j = lane - static_cast<int>(b), pval = j >= max_lane;
+      else if (li.cmp == "down")
+        j = lane + static_cast<int>(b), pval = j <= max_lane;
+      else if (li.cmp == "bfly")
+        j = lane ^ static_cast<int>(b), pval = j <= max_lane;
+      else
+        j = min_lane | (static_cast<int>(b) & ~static_cast<int>(segmask)), pval = j <= max_lane;
       if (!pval) j = lane;
       if (j < 0 || j >= n || !(members >> j & 1))
-        return Fail(l, li, absl::StrCat("shfl reads lane ", j, ", which is not in the member mask"));
+        return Fail(l, li,
+                    absl::StrCat("shfl reads lane ", j, ", which is not in the member mask"));
       results[i] = Read(*lanes[j], e_.code[lanes[j]->pc].ops.at(1), 32);
       taints[i] = OperandTaint(*lanes[j], e_.code[lanes[j]->pc].ops.at(1));
     } else if (li.op == Op::kRedux || li.op == Op::kVote) {
@@ -623,18 +803,29 @@ absl::Status Cta::TryReleaseWarp(int warp) {
       bool first_value = true;
       for (int k = 0; k < n; ++k) {
         if (!(members >> k & 1)) continue;
-        const uint64_t v = Read(*lanes[k], e_.code[lanes[k]->pc].ops.at(1), li.op == Op::kVote ? 1 : 32);
+        const uint64_t v =
+            Read(*lanes[k], e_.code[lanes[k]->pc].ops.at(1), li.op == Op::kVote ? 1 : 32);
         if (!taints[i]) taints[i] = OperandTaint(*lanes[k], e_.code[lanes[k]->pc].ops.at(1));
-        if (li.op == Op::kVote) { acc |= (v & 1) << k; continue; }
+        if (li.op == Op::kVote) {
+          acc |= (v & 1) << k;
+          continue;
+        }
         const bool s = ptx::TyIsSigned(li.type);
         const int64_t sv = SignExtend(v, 32), sa = SignExtend(acc, 32);
-        if (first_value) acc = v;
-        else if (li.cmp == "add") acc = (acc + v) & 0xffffffff;
-        else if (li.cmp == "min") acc = s ? static_cast<uint32_t>(std::min(sa, sv)) : std::min(acc, v);
-        else if (li.cmp == "max") acc = s ? static_cast<uint32_t>(std::max(sa, sv)) : std::max(acc, v);
-        else if (li.cmp == "and") acc &= v;
-        else if (li.cmp == "or") acc |= v;
-        else if (li.cmp == "xor") acc ^= v;
+        if (first_value)
+          acc = v;
+        else if (li.cmp == "add")
+          acc = (acc + v) & 0xffffffff;
+        else if (li.cmp == "min")
+          acc = s ? static_cast<uint32_t>(std::min(sa, sv)) : std::min(acc, v);
+        else if (li.cmp == "max")
+          acc = s ? static_cast<uint32_t>(std::max(sa, sv)) : std::max(acc, v);
+        else if (li.cmp == "and")
+          acc &= v;
+        else if (li.cmp == "or")
+          acc |= v;
+        else if (li.cmp == "xor")
+          acc ^= v;
         first_value = false;
       }
       if (li.op == Op::kVote && li.cmp != "ballot") {
@@ -647,7 +838,8 @@ absl::Status Cta::TryReleaseWarp(int warp) {
   for (int i = 0; i < n; ++i) {
     if (!(members >> i & 1)) continue;
     Thread& l = *lanes[i];
-    if (e_.code[l.pc].op != Op::kElect && e_.code[l.pc].op != Op::kBar) {  // bar.warp.sync: no result
+    if (e_.code[l.pc].op != Op::kElect &&
+        e_.code[l.pc].op != Op::kBar) {  // bar.warp.sync: no result
       Write(l, e_.code[l.pc].ops.at(0), results[i]);
       TaintDestinations(l, e_.code[l.pc], taints[i]);
     }
@@ -657,22 +849,28 @@ absl::Status Cta::TryReleaseWarp(int warp) {
   return absl::OkStatus();
 }
 
-
 // ---- barriers: bar.sync / barrier.sync id[, count]; bar.arrive id, count
 
 absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
   const int id = in.ops.empty() ? 0 : static_cast<int>(Read(t, in.ops[0], 32));
   if (id < 0 || id > 15) return Fail(t, in, absl::StrCat("barrier id ", id, " is outside 0..15"));
   int expected = static_cast<int>(threads_.size());
-  if (in.ops.size() > 1) expected = static_cast<int>(Read(t, in.ops[1], 32));
-  else expected -= static_cast<int>(std::count_if(threads_.begin(), threads_.end(),
-                                                  [](const Thread& x) { return x.state == Thread::State::kDone; }));
-  if (expected % 32 && in.ops.size() > 1) return Fail(t, in, absl::StrCat("a thread count of ", expected, " is not whole warps"));
+  if (in.ops.size() > 1)
+    expected = static_cast<int>(Read(t, in.ops[1], 32));
+  else
+    expected -=
+        static_cast<int>(std::count_if(threads_.begin(), threads_.end(), [](const Thread& x) {
+          return x.state == Thread::State::kDone;
+        }));
+  if (expected % 32 && in.ops.size() > 1)
+    return Fail(t, in, absl::StrCat("a thread count of ", expected, " is not whole warps"));
   BarrierState& b = barriers_[id];
-  if (b.arrived == 0) b.expected = expected;
+  if (b.arrived == 0)
+    b.expected = expected;
   else if (in.ops.size() > 1 && b.expected != expected)
-    return Fail(t, in, absl::StrCat("barrier ", id, " expects ", expected, " threads here and ", b.expected,
-                                    " at the threads already waiting"));
+    return Fail(t, in,
+                absl::StrCat("barrier ", id, " expects ", expected, " threads here and ",
+                             b.expected, " at the threads already waiting"));
   ++b.arrived;
   ++t.pc;
   if (wait) {
@@ -681,7 +879,9 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
     b.waiting.push_back(t.linear);
   }
   if (b.arrived > b.expected)
-    return Fail(t, in, absl::StrCat("barrier ", id, ": ", b.arrived, " arrivals where ", b.expected, " are expected"));
+    return Fail(t, in,
+                absl::StrCat("barrier ", id, ": ", b.arrived, " arrivals where ", b.expected,
+                             " are expected"));
   if (b.arrived == b.expected) {
     for (int w : b.waiting) threads_[w].state = Thread::State::kRun, threads_[w].barrier = -1;
     b = BarrierState{};
@@ -692,8 +892,10 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
 // A full-block barrier (no thread count) counts the threads alive when it began; when threads
 // exit while others wait, the rest may now be complete.
 absl::Status Cta::ReleaseBarriersOfExitedThreads() {
-  const int live = static_cast<int>(std::count_if(threads_.begin(), threads_.end(),
-                                                  [](const Thread& x) { return x.state != Thread::State::kDone; }));
+  const int live =
+      static_cast<int>(std::count_if(threads_.begin(), threads_.end(), [](const Thread& x) {
+        return x.state != Thread::State::kDone;
+      }));
   for (auto& [id, b] : barriers_) {
     if (b.arrived == 0 || b.waiting.empty()) continue;
     const Instr& in = e_.code[threads_[b.waiting.front()].pc - 1];
@@ -709,13 +911,15 @@ absl::Status Cta::Deadlock() const {
   std::vector<std::string> who;
   for (const auto& [id, b] : barriers_)
     if (!b.waiting.empty())
-      who.push_back(absl::StrCat(b.waiting.size(), " threads at barrier ", id, " (", b.arrived, " of ", b.expected,
-                                 " arrived; PTX line ", e_.code[threads_[b.waiting.front()].pc - 1].line,
-                                 m_.DslLine(e_.code[threads_[b.waiting.front()].pc - 1]).empty() ? "" : ", ",
-                                 m_.DslLine(e_.code[threads_[b.waiting.front()].pc - 1]), ")"));
+      who.push_back(absl::StrCat(
+          b.waiting.size(), " threads at barrier ", id, " (", b.arrived, " of ", b.expected,
+          " arrived; PTX line ", e_.code[threads_[b.waiting.front()].pc - 1].line,
+          m_.DslLine(e_.code[threads_[b.waiting.front()].pc - 1]).empty() ? "" : ", ",
+          m_.DslLine(e_.code[threads_[b.waiting.front()].pc - 1]), ")"));
   std::map<uint64_t, std::pair<int, const Instr*>> on_mbarrier;
   for (const Thread& t : threads_)
-    if (t.state == Thread::State::kMbarrier) on_mbarrier[t.mbarrier] = {on_mbarrier[t.mbarrier].first + 1, &e_.code[t.pc]};
+    if (t.state == Thread::State::kMbarrier)
+      on_mbarrier[t.mbarrier] = {on_mbarrier[t.mbarrier].first + 1, &e_.code[t.pc]};
   for (const auto& [off, waiters] : on_mbarrier) {
     const MbarrierState& b = mbarriers_.at(off);
     const std::string dsl = m_.DslLine(*waiters.second);
@@ -723,38 +927,45 @@ absl::Status Cta::Deadlock() const {
     // expect_tx that no copy delivers (overflow), or more bytes than announced (underflow).
     std::string why;
     if (b.pending == 0 && b.tx > 0)
-      why = absl::StrFormat(": tx-count overflow: %d bytes announced by expect_tx never arrived", b.tx);
+      why = absl::StrFormat(": tx-count overflow: %d bytes announced by expect_tx never arrived",
+                            b.tx);
     else if (b.pending == 0 && b.tx < 0)
-      why = absl::StrFormat(": tx-count underflow: the copies delivered %d bytes more than expect_tx announced", -b.tx);
+      why = absl::StrFormat(
+          ": tx-count underflow: the copies delivered %d bytes more than expect_tx announced",
+          -b.tx);
     else if (b.pending > 0)
       why = absl::StrFormat(": %d arrivals missing", b.pending);
-    who.push_back(absl::StrFormat("%d threads wait on the mbarrier at shared offset %d for its phase of parity %d "
-                                  "(%d of %d arrivals pending, transaction count %d; PTX line %d%s)%s",
-                                  waiters.first, off, b.phase, b.pending, b.expected, b.tx, waiters.second->line,
-                                  dsl.empty() ? "" : ", " + dsl, why));
+    who.push_back(absl::StrFormat(
+        "%d threads wait on the mbarrier at shared offset %d for its phase of parity %d "
+        "(%d of %d arrivals pending, transaction count %d; PTX line %d%s)%s",
+        waiters.first, off, b.phase, b.pending, b.expected, b.tx, waiters.second->line,
+        dsl.empty() ? "" : ", " + dsl, why));
   }
   int register_waiters = 0;
-  for (const Thread& t : threads_) register_waiters += t.state == Thread::State::kBarrier && t.barrier == kRegisterWait;
+  for (const Thread& t : threads_)
+    register_waiters += t.state == Thread::State::kBarrier && t.barrier == kRegisterWait;
   if (register_waiters)
-    who.push_back(absl::StrFormat("%d threads wait at setmaxnreg.inc for registers no warpgroup gives back (the "
-                                  "warpgroups hold %s registers per thread, of the SM's 65536 in all)",
-                                  register_waiters, absl::StrJoin(warpgroup_regs_, ", ", absl::PairFormatter(":"))));
+    who.push_back(absl::StrFormat(
+        "%d threads wait at setmaxnreg.inc for registers no warpgroup gives back (the "
+        "warpgroups hold %s registers per thread, of the SM's 65536 in all)",
+        register_waiters, absl::StrJoin(warpgroup_regs_, ", ", absl::PairFormatter(":"))));
   int cluster_waiters = 0;
   for (const Thread& t : threads_)
     cluster_waiters += t.state == Thread::State::kBarrier && t.barrier == kClusterBarrier;
   if (cluster_waiters && cluster_)
-    who.push_back(absl::StrFormat("%d threads at barrier.cluster.wait (%d threads of the cluster have arrived)",
-                                  cluster_waiters, cluster_->arrived));
+    who.push_back(absl::StrFormat(
+        "%d threads at barrier.cluster.wait (%d threads of the cluster have arrived)",
+        cluster_waiters, cluster_->arrived));
   int warp_waiters = 0, line = 0;
   for (const Thread& t : threads_)
     if (t.state == Thread::State::kWarp) ++warp_waiters, line = e_.code[t.pc].line;
   if (warp_waiters)
-    who.push_back(absl::StrCat(warp_waiters, " threads at a warp collective whose lanes never all arrive (PTX line ",
-                               line, ")"));
-  return absl::FailedPreconditionError(absl::StrFormat("%s: deadlock in block (%d,%d,%d): every live thread waits: %s",
-                                                       kernel_, ctaid_.x, ctaid_.y, ctaid_.z,
-                                                       absl::StrJoin(who, "; ")));
+    who.push_back(absl::StrCat(
+        warp_waiters, " threads at a warp collective whose lanes never all arrive (PTX line ", line,
+        ")"));
+  return absl::FailedPreconditionError(
+      absl::StrFormat("%s: deadlock in block (%d,%d,%d): every live thread waits: %s", kernel_,
+                      ctaid_.x, ctaid_.y, ctaid_.z, absl::StrJoin(who, "; ")));
 }
-
 
 }  // namespace kiln::emu::detail

@@ -8,7 +8,8 @@ namespace kiln::emu::detail {
 // ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: lanes 8i..8i+7 give the row addresses
 // of matrix i; lane t receives row t/4, columns 2(t%4) and 2(t%4)+1 of each matrix (with .trans,
 // of its transpose), the lower column in the lower half.
-std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s) {
+std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lanes, const Instr& in,
+                                                 absl::Status* s) {
   const int matrices = in.vec, n = static_cast<int>(lanes.size());
   std::vector<std::vector<uint64_t>> out(n, std::vector<uint64_t>(matrices, 0));
   if (n < 32) {
@@ -47,7 +48,8 @@ std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lan
 // (g = lane / 4, t = lane % 4): A reg j holds row g + 8(j%2), columns 2t + 8(j/2) and the next;
 // B reg j holds rows 2t + 8j and the next of column g; f32 C/D reg j holds row g + 8(j/2),
 // column 2t + j%2 (f16: reg j packs row g + 8j, columns 2t and 2t+1).
-std::vector<std::vector<uint64_t>> Cta::Mma(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s) {
+std::vector<std::vector<uint64_t>> Cta::Mma(const std::vector<Thread*>& lanes, const Instr& in,
+                                            absl::Status* s) {
   const int n = static_cast<int>(lanes.size());
   const bool f32_acc = in.type == Ty::kF32;
   std::vector<std::vector<uint64_t>> out(n, std::vector<uint64_t>(f32_acc ? 4 : 2, 0));
@@ -57,26 +59,34 @@ std::vector<std::vector<uint64_t>> Cta::Mma(const std::vector<Thread*>& lanes, c
     return out;
   }
   auto half = [](uint64_t reg, int which) { return static_cast<uint16_t>(reg >> (16 * which)); };
-  auto input = [&](uint16_t h) -> double { return in.src_type == Ty::kBF16 ? Bf16ToF32(h) : F16ToF32(h); };
-  auto reg = [&](int lane, int operand, int j) { return lanes[lane]->r[e_.code[lanes[lane]->pc].ops.at(operand).regs.at(j)]; };
+  auto input = [&](uint16_t h) -> double {
+    return in.src_type == Ty::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
+  };
+  auto reg = [&](int lane, int operand, int j) {
+    return lanes[lane]->r[e_.code[lanes[lane]->pc].ops.at(operand).regs.at(j)];
+  };
   double a[16][16], b[16][8], c[16][8];
   for (int row = 0; row < 16; ++row)
     for (int k = 0; k < 16; ++k)
       a[row][k] = input(half(reg((row % 8) * 4 + (k % 8) / 2, 1, row / 8 + 2 * (k / 8)), k % 2));
   for (int k = 0; k < 16; ++k)
-    for (int col = 0; col < 8; ++col) b[k][col] = input(half(reg(col * 4 + (k % 8) / 2, 2, k / 8), k % 2));
+    for (int col = 0; col < 8; ++col)
+      b[k][col] = input(half(reg(col * 4 + (k % 8) / 2, 2, k / 8), k % 2));
   for (int row = 0; row < 16; ++row)
     for (int col = 0; col < 8; ++col) {
       const int lane = (row % 8) * 4 + col / 2;
-      c[row][col] = f32_acc ? F32(reg(lane, 3, (row / 8) * 2 + col % 2)) : F16ToF32(half(reg(lane, 3, row / 8), col % 2));
+      c[row][col] = f32_acc ? F32(reg(lane, 3, (row / 8) * 2 + col % 2))
+                            : F16ToF32(half(reg(lane, 3, row / 8), col % 2));
     }
   for (int row = 0; row < 16; ++row)
     for (int col = 0; col < 8; ++col) {
       double d = c[row][col];
       for (int k = 0; k < 16; ++k) d += a[row][k] * b[k][col];
       const int lane = (row % 8) * 4 + col / 2;
-      if (f32_acc) out[lane][(row / 8) * 2 + col % 2] = Bits(static_cast<float>(d));
-      else out[lane][row / 8] |= uint64_t{F32ToF16(static_cast<float>(d))} << (16 * (col % 2));
+      if (f32_acc)
+        out[lane][(row / 8) * 2 + col % 2] = Bits(static_cast<float>(d));
+      else
+        out[lane][row / 8] |= uint64_t{F32ToF16(static_cast<float>(d))} << (16 * (col % 2));
     }
   return out;
 }
@@ -104,10 +114,13 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
   if (size != 4 && size != 8 && size != 16) return Fail(t, in, "cp.async copies 4, 8 or 16 bytes");
   AsyncCopy copy;
   copy.shared_offset = Address(t, in.ops.at(0));
-  if (absl::StatusOr<uint8_t*> dst = Memory(t, in, Space::kShared, copy.shared_offset, size); !dst.ok()) return dst.status();
+  if (absl::StatusOr<uint8_t*> dst = Memory(t, in, Space::kShared, copy.shared_offset, size);
+      !dst.ok())
+    return dst.status();
   copy.bytes.assign(size, 0);
   if (src_size > 0) {
-    absl::StatusOr<uint8_t*> src = Memory(t, in, Space::kGlobal, Address(t, in.ops.at(1)), std::min(size, src_size));
+    absl::StatusOr<uint8_t*> src =
+        Memory(t, in, Space::kGlobal, Address(t, in.ops.at(1)), std::min(size, src_size));
     if (!src.ok()) return src.status();
     std::memcpy(copy.bytes.data(), *src, std::min(size, src_size));
   }
@@ -116,13 +129,17 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
   return absl::OkStatus();
 }
 
-absl::Status Cta::CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes) {
+absl::Status Cta::CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t off,
+                                      uint64_t bytes) {
   uint64_t at = 0;
   const Instr* by = cp_async_pending_.Holder(off, bytes, &at);
   if (!by) return absl::OkStatus();
-  return Fail(t, in, absl::StrCat("reads shared byte ", at, ", which a cp.async still in flight will write (", Where(*by),
-                                  "): its cp.async.wait_group is missing or too shallow, or no barrier orders the "
-                                  "waiting thread before this read"));
+  return Fail(
+      t, in,
+      absl::StrCat("reads shared byte ", at, ", which a cp.async still in flight will write (",
+                   Where(*by),
+                   "): its cp.async.wait_group is missing or too shallow, or no barrier orders the "
+                   "waiting thread before this read"));
 }
 
 void Cta::CompleteGroups(Thread& t, size_t keep) {
@@ -135,6 +152,5 @@ void Cta::CompleteGroups(Thread& t, size_t keep) {
     t.groups.erase(t.groups.begin());
   }
 }
-
 
 }  // namespace kiln::emu::detail

@@ -12,7 +12,8 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     const bool pair = in.Has("cta_group::2");
     if ((!pair && !in.Has("cta_group::1")) || !in.Has("kind::f16"))
       return Fail(t, in, "only tcgen05.mma.cta_group::{1,2}.kind::f16 is emulated so far");
-    if (pair && (!cluster_ || rank_ % 2 != 0 || rank_ + 1 >= static_cast<int>(cluster_->ctas.size())))
+    if (pair &&
+        (!cluster_ || rank_ % 2 != 0 || rank_ + 1 >= static_cast<int>(cluster_->ctas.size())))
       return Fail(t, in, "a cta_group::2 MMA is issued by the even CTA of a pair in a cluster");
     TcgenMma op;
     op.pair = pair;
@@ -24,7 +25,8 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     op.line = in.line;
     op.in = &in;
     const uint32_t m = ((op.idesc >> 24) & 0x1f) << 4, n = ((op.idesc >> 17) & 0x3f) << 3;
-    if (std::string race = TcgenStoreRace("tcgen05.mma's accumulator", 0, pair ? 128 : m, op.d & 0xffff, n);
+    if (std::string race =
+            TcgenStoreRace("tcgen05.mma's accumulator", 0, pair ? 128 : m, op.d & 0xffff, n);
         !race.empty())
       return Fail(t, in, race);
     tcgen_issued_.push_back(op);
@@ -36,9 +38,14 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     if (in.Has("multicast::cluster")) {  // the barrier at this offset in each CTA of the mask
       mask = static_cast<uint16_t>(Read(t, in.ops.at(1), 16));
       if (!cluster_ || mask == 0 || (mask >> cluster_->ctas.size()) != 0)
-        return Fail(t, in, absl::StrFormat("a multicast commit to CTA mask 0x%x outside the cluster", mask));
+        return Fail(
+            t, in,
+            absl::StrFormat("a multicast commit to CTA mask 0x%x outside the cluster", mask));
     } else if (!mbarriers_.count(bar)) {
-      return Fail(t, in, absl::StrFormat("tcgen05.commit to shared offset %d, which holds no initialised mbarrier", bar));
+      return Fail(
+          t, in,
+          absl::StrFormat("tcgen05.commit to shared offset %d, which holds no initialised mbarrier",
+                          bar));
     }
     tcgen_commits_.push_back({std::move(tcgen_issued_), bar, mask, in.line});
     tcgen_issued_.clear();
@@ -57,7 +64,8 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
   return Fail(t, in, "this tcgen05 instruction is not emulated yet");
 }
 
-std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s) {
+std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& lanes,
+                                                  const Instr& in, absl::Status* s) {
   const int n = static_cast<int>(lanes.size());
   std::vector<std::vector<uint64_t>> out(n);
   Thread& t = *lanes[0];
@@ -66,7 +74,8 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
   if (kind == "alloc") {
     const uint32_t cols = static_cast<uint32_t>(Read(t, in.ops.at(1), 32));
     if (cols < 32 || cols > 512 || (cols & (cols - 1))) {
-      *s = Fail(t, in, absl::StrCat("tcgen05.alloc of ", cols, " columns: a power of two from 32 to 512"));
+      *s = Fail(t, in,
+                absl::StrCat("tcgen05.alloc of ", cols, " columns: a power of two from 32 to 512"));
       return out;
     }
     uint32_t first = 512;
@@ -78,8 +87,9 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
     if (first == 512) {
       uint32_t used = 0;
       for (const auto& [start, size] : tmem_allocs_) used += size;
-      *s = Fail(t, in, absl::StrCat("tensor memory exhausted: ", cols, " more columns asked, ", used,
-                                    " of 512 already allocated"));
+      *s = Fail(t, in,
+                absl::StrCat("tensor memory exhausted: ", cols, " more columns asked, ", used,
+                             " of 512 already allocated"));
       return out;
     }
     tmem_allocs_[first] = cols;
@@ -97,13 +107,16 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
     const uint32_t cols = static_cast<uint32_t>(Read(t, in.ops.at(1), 32));
     auto it = tmem_allocs_.find(address & 0xffff);
     if (it == tmem_allocs_.end() || it->second != cols || (address >> 16) != 0) {
-      *s = Fail(t, in, absl::StrFormat("tcgen05.dealloc of %d columns at 0x%x, which is not an allocation", cols, address));
+      *s = Fail(t, in,
+                absl::StrFormat("tcgen05.dealloc of %d columns at 0x%x, which is not an allocation",
+                                cols, address));
       return out;
     }
     tmem_allocs_.erase(it);
     return out;
   }
-  if (kind == "ld" || kind == "st") {  // 32x32b.xN: lane i of the warp, TMEM lane base + i, N columns
+  if (kind == "ld" ||
+      kind == "st") {  // 32x32b.xN: lane i of the warp, TMEM lane base + i, N columns
     const bool store = kind == "st";
     if (!in.Has("32x32b")) {
       *s = Fail(t, in, absl::StrCat("only the 32x32b tcgen05.", kind, " shape is emulated so far"));
@@ -111,22 +124,26 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
     }
     int num = 0;
     for (const std::string& m : in.mods)
-      if (m.size() > 1 && m[0] == 'x' && std::isdigit(static_cast<unsigned char>(m[1]))) num = std::atoi(m.c_str() + 1);
+      if (m.size() > 1 && m[0] == 'x' && std::isdigit(static_cast<unsigned char>(m[1])))
+        num = std::atoi(m.c_str() + 1);
     const Operand& taddr = in.ops.at(store ? 0 : 1);
     const uint32_t address = static_cast<uint32_t>(Address(t, taddr));
     const uint32_t lane0 = address >> 16, col0 = address & 0xffff;
     // PTX ISA, tcgen05 access restrictions: warp w of a warpgroup reaches lanes 32*(w%4)..+31.
     const int quarter = (t.linear / 32) % 4;
     if (lane0 != static_cast<uint32_t>(32 * quarter)) {
-      *s = Fail(t, in, absl::StrCat("warp ", t.linear / 32, " may access TMEM lanes ", 32 * quarter, "..",
-                                    32 * quarter + 31, ", not from lane ", lane0));
+      *s = Fail(t, in,
+                absl::StrCat("warp ", t.linear / 32, " may access TMEM lanes ", 32 * quarter, "..",
+                             32 * quarter + 31, ", not from lane ", lane0));
       return out;
     }
     bool inside = false;
-    for (const auto& [start, size] : tmem_allocs_) inside |= col0 >= start && col0 + num <= start + size;
+    for (const auto& [start, size] : tmem_allocs_)
+      inside |= col0 >= start && col0 + num <= start + size;
     if (!inside) {
-      *s = Fail(t, in, absl::StrCat("tcgen05.", kind, " of columns ", col0, "..", col0 + num - 1,
-                                    " outside every tensor memory allocation"));
+      *s = Fail(t, in,
+                absl::StrCat("tcgen05.", kind, " of columns ", col0, "..", col0 + num - 1,
+                             " outside every tensor memory allocation"));
       return out;
     }
     // An MMA not yet complete (issued, or committed but its arrival not yet made) still writes
@@ -139,30 +156,36 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       const uint32_t d_col = op->d & 0xffff, d_cols = ((op->idesc >> 17) & 0x3f) << 3;
       if (col0 < d_col + d_cols && d_col < col0 + num) {
         const std::string dsl = m_.DslLine(*op->in);
-        *s = Fail(t, in, absl::StrFormat("tcgen05.%s %s TMEM columns %d..%d, which the tcgen05.mma at PTX line %d%s "
-                                         "still writes: the wait for its commit's mbarrier is missing or comes too late",
-                                         kind, store ? "writes" : "reads", std::max(col0, d_col),
-                                         std::min(col0 + num, d_col + d_cols) - 1, op->line,
-                                         dsl.empty() ? "" : " (" + dsl + ")"));
+        *s = Fail(
+            t, in,
+            absl::StrFormat(
+                "tcgen05.%s %s TMEM columns %d..%d, which the tcgen05.mma at PTX line %d%s "
+                "still writes: the wait for its commit's mbarrier is missing or comes too late",
+                kind, store ? "writes" : "reads", std::max(col0, d_col),
+                std::min(col0 + num, d_col + d_cols) - 1, op->line,
+                dsl.empty() ? "" : " (" + dsl + ")"));
         return out;
       }
     }
     // A store in flight (no tcgen05.wait::st yet by the threads that issued it) is not yet in
     // tensor memory for anyone: reading or overwriting its columns races with it.
-    if (std::string race = TcgenStoreRace(store ? "tcgen05.st" : "tcgen05.ld", lane0, n, col0, num); !race.empty()) {
+    if (std::string race = TcgenStoreRace(store ? "tcgen05.st" : "tcgen05.ld", lane0, n, col0, num);
+        !race.empty()) {
       *s = Fail(t, in, race);
       return out;
     }
     if (store) {  // {r0, .., rN-1}: lane i's registers, one 32-bit column each
       const Operand& values = in.ops.at(1);
       if (values.kind != Operand::Kind::kVector || static_cast<int>(values.regs.size()) != num) {
-        *s = Fail(t, in, absl::StrCat("tcgen05.st .x", num, " takes a vector of ", num, " registers"));
+        *s = Fail(t, in,
+                  absl::StrCat("tcgen05.st .x", num, " takes a vector of ", num, " registers"));
         return out;
       }
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < num; ++j)
           tmem_[(lane0 + i) * 512 + col0 + j] = static_cast<uint32_t>(lanes[i]->r[values.regs[j]]);
-      TcgenStoreInFlight st{lane0, static_cast<uint32_t>(n), col0, static_cast<uint32_t>(num), {}, &in};
+      TcgenStoreInFlight st{lane0, static_cast<uint32_t>(n), col0, static_cast<uint32_t>(num), {},
+                            &in};
       for (Thread* lane : lanes) st.threads.push_back(lane->linear);
       tcgen_stores_.push_back(std::move(st));
       return out;
@@ -175,15 +198,18 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
   return out;
 }
 
-std::string Cta::TcgenStoreRace(const char* what, uint32_t lane0, uint32_t lanes, uint32_t col0, uint32_t cols) const {
+std::string Cta::TcgenStoreRace(const char* what, uint32_t lane0, uint32_t lanes, uint32_t col0,
+                                uint32_t cols) const {
   for (const TcgenStoreInFlight& st : tcgen_stores_)
-    if (lane0 < st.lane0 + st.lanes && st.lane0 < lane0 + lanes && col0 < st.col0 + st.cols && st.col0 < col0 + cols) {
+    if (lane0 < st.lane0 + st.lanes && st.lane0 < lane0 + lanes && col0 < st.col0 + st.cols &&
+        st.col0 < col0 + cols) {
       const std::string dsl = m_.DslLine(*st.in);
-      return absl::StrFormat("%s meets TMEM lanes %d..%d, columns %d..%d, which the tcgen05.st at PTX line %d%s "
-                             "wrote and whose threads have not run tcgen05.wait::st: the store may not have landed",
-                             what, std::max(lane0, st.lane0), std::min(lane0 + lanes, st.lane0 + st.lanes) - 1,
-                             std::max(col0, st.col0), std::min(col0 + cols, st.col0 + st.cols) - 1, st.in->line,
-                             dsl.empty() ? "" : " (" + dsl + ")");
+      return absl::StrFormat(
+          "%s meets TMEM lanes %d..%d, columns %d..%d, which the tcgen05.st at PTX line %d%s "
+          "wrote and whose threads have not run tcgen05.wait::st: the store may not have landed",
+          what, std::max(lane0, st.lane0), std::min(lane0 + lanes, st.lane0 + st.lanes) - 1,
+          std::max(col0, st.col0), std::min(col0 + cols, st.col0 + st.cols) - 1, st.in->line,
+          dsl.empty() ? "" : " (" + dsl + ")");
     }
   return "";
 }
@@ -198,40 +224,51 @@ absl::Status Cta::RunTcgenMma(const TcgenMma& op) {
   Cta& peer = *cluster_->ctas[rank_ + 1];
   if (m != 256) {
     const std::string dsl = m_.DslLine(*op.in);
-    return absl::InvalidArgumentError(absl::StrFormat("%s%s: PTX line %d: tcgen05.mma: a cta_group::2 shape of M=%d is "
-                                                      "not emulated yet (M=256)",
-                                                      dsl.empty() ? "" : dsl + ": ", kernel_, op.line, m));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s%s: PTX line %d: tcgen05.mma: a cta_group::2 shape of M=%d is "
+                        "not emulated yet (M=256)",
+                        dsl.empty() ? "" : dsl + ": ", kernel_, op.line, m));
   }
   if (absl::Status s = RunTcgenMmaRows(op, *this, {this, &peer}, n); !s.ok()) return s;
   return peer.RunTcgenMmaRows(op, peer, {this, &peer}, n);
 }
 
-absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vector<Cta*>& b_ctas, int n) {
+absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vector<Cta*>& b_ctas,
+                                  int n) {
   auto fail = [&](const std::string& what) {
     const std::string dsl = op.in ? a_cta.m_.DslLine(*op.in) : "";
-    return absl::InvalidArgumentError(absl::StrFormat("%s%s: PTX line %d: tcgen05.mma: %s%s", dsl.empty() ? "" : dsl + ": ",
-                                                      kernel_, op.line, what,
-                                                      op.pair ? absl::StrCat(" (in cluster CTA ", rank_, ")") : ""));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s%s: PTX line %d: tcgen05.mma: %s%s", dsl.empty() ? "" : dsl + ": ", kernel_, op.line,
+        what, op.pair ? absl::StrCat(" (in cluster CTA ", rank_, ")") : ""));
   };
   const uint32_t d = op.idesc;
   const int c_format = (d >> 4) & 3, a_format = (d >> 7) & 7, b_format = (d >> 10) & 7;
-  const bool neg_a = (d >> 13) & 1, neg_b = (d >> 14) & 1, a_mn = (d >> 15) & 1, b_mn = (d >> 16) & 1;
+  const bool neg_a = (d >> 13) & 1, neg_b = (d >> 14) & 1, a_mn = (d >> 15) & 1,
+             b_mn = (d >> 16) & 1;
   const int m = 128;  // rows per CTA
   if (c_format != 1) return fail("only f32 accumulators are emulated so far");
-  if (a_format > 1 || b_format > 1 || a_format != b_format) return fail("A and B must both be f16 or both bf16");
+  if (a_format > 1 || b_format > 1 || a_format != b_format)
+    return fail("A and B must both be f16 or both bf16");
   if ((!op.pair && ((d >> 24) & 0x1f) << 4 != 128) || n < 8 || n > 256 || n % (8 * b_ctas.size()))
-    return fail(absl::StrCat("the shape M=", ((d >> 24) & 0x1f) << 4, " N=", n, " is not emulated yet"));
+    return fail(
+        absl::StrCat("the shape M=", ((d >> 24) & 0x1f) << 4, " N=", n, " is not emulated yet"));
   const bool bf16 = a_format == 1;
   // Transpose A / B (instruction descriptor bits 15 / 16): the operand is MN-major, read through
   // the MN-major canonical layouts (LBO between blocks of M or N, SBO between 8 rows of K).
-  auto element = [&](Cta& from, uint64_t desc, bool mn_major, int row, int k, double* out) -> absl::Status {
-    // tcgen05: version 1 in bits 46-47, base offset 49-51, layout 61-63 (0 none, 2/4/6: 128/64/32B).
-    const int version = (desc >> 46) & 3, base = (desc >> 49) & 7, layout = static_cast<int>(desc >> 61);
-    if (version != 1) return fail(absl::StrCat("a shared memory descriptor of version ", version, " (must be 1)"));
+  auto element = [&](Cta& from, uint64_t desc, bool mn_major, int row, int k,
+                     double* out) -> absl::Status {
+    // tcgen05: version 1 in bits 46-47, base offset 49-51, layout 61-63 (0 none, 2/4/6:
+    // 128/64/32B).
+    const int version = (desc >> 46) & 3, base = (desc >> 49) & 7,
+              layout = static_cast<int>(desc >> 61);
+    if (version != 1)
+      return fail(absl::StrCat("a shared memory descriptor of version ", version, " (must be 1)"));
     if (base != 0) return fail("descriptor base offsets are not emulated yet");
     const int span = layout == 2 ? 128 : layout == 4 ? 64 : layout == 6 ? 32 : 0;
-    if (layout != 0 && span == 0) return fail(absl::StrCat("the descriptor layout ", layout, " is not emulated yet"));
-    const SmemOperand o{(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4, ((desc >> 32) & 0x3fff) << 4, span, mn_major};
+    if (layout != 0 && span == 0)
+      return fail(absl::StrCat("the descriptor layout ", layout, " is not emulated yet"));
+    const SmemOperand o{(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4,
+                        ((desc >> 32) & 0x3fff) << 4, span, mn_major};
     return from.ReadOperand(*op.in, "tcgen05.mma", o, row, k, bf16, out);
   };
   std::vector<double> a(m * 16), b(n * 16);
@@ -241,14 +278,20 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
   const int per_cta = n / static_cast<int>(b_ctas.size());
   for (int c = 0; c < n; ++c)
     for (int k = 0; k < 16; ++k)
-      if (absl::Status s = element(*b_ctas[c / per_cta], op.b_desc, b_mn, c % per_cta, k, &b[c * 16 + k]); !s.ok()) return s;
+      if (absl::Status s =
+              element(*b_ctas[c / per_cta], op.b_desc, b_mn, c % per_cta, k, &b[c * 16 + k]);
+          !s.ok())
+        return s;
   const uint32_t lane0 = op.d >> 16, col0 = op.d & 0xffff;
   bool inside = lane0 == 0;
   if (inside) {
     inside = false;
-    for (const auto& [start, size] : tmem_allocs_) inside |= col0 >= start && col0 + n <= start + size;
+    for (const auto& [start, size] : tmem_allocs_)
+      inside |= col0 >= start && col0 + n <= start + size;
   }
-  if (!inside) return fail(absl::StrFormat("D at TMEM 0x%x (%d columns) is outside every allocation", op.d, n));
+  if (!inside)
+    return fail(
+        absl::StrFormat("D at TMEM 0x%x (%d columns) is outside every allocation", op.d, n));
   const double sign = (neg_a ? -1.0 : 1.0) * (neg_b ? -1.0 : 1.0);
   for (int r = 0; r < m; ++r)
     for (int c = 0; c < n; ++c) {
@@ -264,10 +307,10 @@ absl::Status Cta::CheckTmemAtExit() {
   if (tmem_allocs_.empty()) return absl::OkStatus();
   uint32_t used = 0;
   for (const auto& [start, size] : tmem_allocs_) used += size;
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "%s: block (%d,%d,%d) exits with %d columns of tensor memory still allocated (a tcgen05.dealloc is missing)",
-      kernel_, ctaid_.x, ctaid_.y, ctaid_.z, used));
+  return absl::FailedPreconditionError(
+      absl::StrFormat("%s: block (%d,%d,%d) exits with %d columns of tensor memory still allocated "
+                      "(a tcgen05.dealloc is missing)",
+                      kernel_, ctaid_.x, ctaid_.y, ctaid_.z, used));
 }
-
 
 }  // namespace kiln::emu::detail

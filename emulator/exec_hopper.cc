@@ -28,26 +28,34 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
       return (*peer)->ArriveOn(off, tx, [&](const std::string& what) { return Fail(t, in, what); });
     }
   }
-  if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, off, 8); !p.ok()) return p.status();
+  if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, off, 8); !p.ok())
+    return p.status();
   if (kind == "init") {
     const int count = static_cast<int>(Read(t, in.ops.back(), 32));
-    if (count < 1) return Fail(t, in, absl::StrCat("an mbarrier expects at least one arrival, not ", count));
+    if (count < 1)
+      return Fail(t, in, absl::StrCat("an mbarrier expects at least one arrival, not ", count));
     mbarriers_[off] = MbarrierState{count, count, 0, 0};
     ++t.pc;
     return absl::OkStatus();
   }
   auto it = mbarriers_.find(off);
   if (it == mbarriers_.end())
-    return Fail(t, in, absl::StrFormat("the mbarrier at shared offset %d was never initialised", off));
+    return Fail(t, in,
+                absl::StrFormat("the mbarrier at shared offset %d was never initialised", off));
   MbarrierState& b = it->second;
   if (kind == "arrive" || kind == "arrive_drop" || kind == "expect_tx") {
-    if (in.Has("expect_tx") || kind == "expect_tx") b.tx += static_cast<int64_t>(Read(t, in.ops.back(), 32));
+    if (in.Has("expect_tx") || kind == "expect_tx")
+      b.tx += static_cast<int64_t>(Read(t, in.ops.back(), 32));
     if (kind != "expect_tx") {
       if (--b.pending < 0)
-        return Fail(t, in, absl::StrFormat("an arrival beyond the %d the mbarrier at shared offset %d expects in this phase",
-                                           b.expected, off));
+        return Fail(
+            t, in,
+            absl::StrFormat(
+                "an arrival beyond the %d the mbarrier at shared offset %d expects in this phase",
+                b.expected, off));
       if (kind == "arrive_drop") --b.expected;
-      if (in.ops[0].kind == Operand::Kind::kReg) Write(t, in.ops[0], static_cast<uint64_t>(b.phase));
+      if (in.ops[0].kind == Operand::Kind::kReg)
+        Write(t, in.ops[0], static_cast<uint64_t>(b.phase));
     }
     ++t.pc;
     return MbarrierComplete(off);
@@ -61,16 +69,22 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
     int64_t& next = t.next_phase[off];
     const int64_t meant = ((next - 1) & 1) == parity ? next - 1 : next;
     if (meant < 0 && b.completed >= 1)
-      return Fail(t, in, absl::StrFormat("this thread waits on parity %d of the mbarrier at shared offset %d before it has "
-                                         "waited on any of its phases, and %d have completed: a wrong phase (a "
-                                         "consumer's first wait is parity 0; parity 1 is a producer's wait on a free "
-                                         "slot) or a thread two phases behind",
-                                         parity, off, b.completed));
+      return Fail(
+          t, in,
+          absl::StrFormat(
+              "this thread waits on parity %d of the mbarrier at shared offset %d before it has "
+              "waited on any of its phases, and %d have completed: a wrong phase (a "
+              "consumer's first wait is parity 0; parity 1 is a producer's wait on a free "
+              "slot) or a thread two phases behind",
+              parity, off, b.completed));
     if (b.completed >= meant + 2)
-      return Fail(t, in, absl::StrFormat("this thread waits for phase %d (parity %d) of the mbarrier at shared offset %d, "
-                                         "which has completed %d phases: it fell two phases behind (nothing holds the "
-                                         "other threads until it has waited: give it an arrival, or a barrier)",
-                                         meant, parity, off, b.completed));
+      return Fail(
+          t, in,
+          absl::StrFormat(
+              "this thread waits for phase %d (parity %d) of the mbarrier at shared offset %d, "
+              "which has completed %d phases: it fell two phases behind (nothing holds the "
+              "other threads until it has waited: give it an arrival, or a barrier)",
+              meant, parity, off, b.completed));
     const bool done = b.completed > meant;
     if (done && kind == "try_wait") next = meant + 1;
     if (!done && kind == "try_wait") {  // blocks until the phase completes, then runs again
@@ -103,7 +117,8 @@ absl::StatusOr<const EmulatedTensorMap*> Cta::MapAt(Thread& t, const Instr& in, 
   std::memcpy(&magic, *p, 8);
   std::memcpy(&index, *p + 8, 8);
   if (magic != kTensorMapMagic || !maps_ || index >= maps_->size())
-    return Fail(t, in, "the tensor map operand does not point at a tensor map the launcher encoded");
+    return Fail(t, in,
+                "the tensor map operand does not point at a tensor map the launcher encoded");
   return &(*maps_)[index];
 }
 
@@ -116,23 +131,31 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
     t.bulk_open.clear();
     return absl::OkStatus();
   }
-  if (in.Has("wait_group"))  // .read or not: the groups it covers have read their boxes (and written them)
+  if (in.Has("wait_group"))  // .read or not: the groups it covers have read their boxes (and
+                             // written them)
     return CompleteBulkGroups(t, Read(t, in.ops.at(0), 32));
-  const bool prefetch = !in.mods.empty() && in.mods[0] == "prefetch";  // into L2: [map, {coords}] only
-  if (!prefetch && (in.mods.empty() || in.mods[0] != "tensor")) return Fail(t, in, "this bulk copy is not emulated yet");
+  const bool prefetch =
+      !in.mods.empty() && in.mods[0] == "prefetch";  // into L2: [map, {coords}] only
+  if (!prefetch && (in.mods.empty() || in.mods[0] != "tensor"))
+    return Fail(t, in, "this bulk copy is not emulated yet");
   if (!prefetch)
     if (absl::Status s = CheckPriorGridsWaited(t, in); !s.ok()) return s;
-  const bool load = !prefetch && in.ops.at(1).kind == Operand::Kind::kAddress && !in.ops.at(1).regs.empty();
+  const bool load =
+      !prefetch && in.ops.at(1).kind == Operand::Kind::kAddress && !in.ops.at(1).regs.empty();
   const Operand& map_op = load ? in.ops.at(1) : in.ops.at(0);
   absl::StatusOr<const EmulatedTensorMap*> map = MapAt(t, in, Address(t, map_op));
   if (!map.ok()) return map.status();
   std::vector<int64_t> coords;
   for (int r : map_op.regs) coords.push_back(SignExtend(t.r[r], 32));
   if (coords.size() != (*map)->spec.box.size())
-    return Fail(t, in, absl::StrCat("a rank-", (*map)->spec.box.size(), " tensor map with ", coords.size(), " coordinates"));
+    return Fail(t, in,
+                absl::StrCat("a rank-", (*map)->spec.box.size(), " tensor map with ", coords.size(),
+                             " coordinates"));
   if (prefetch) return absl::OkStatus();  // nothing any thread can see
   const uint64_t smem = Address(t, load ? in.ops.at(0) : in.ops.at(1));
-  if (smem % 128) return Fail(t, in, absl::StrFormat("the shared address %d of a TMA box is not 128-byte aligned", smem));
+  if (smem % 128)
+    return Fail(
+        t, in, absl::StrFormat("the shared address %d of a TMA box is not 128-byte aligned", smem));
   if (load) {
     const uint64_t bar = Address(t, in.ops.at(2));
     if (!in.Has("multicast::cluster")) {
@@ -152,30 +175,36 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
   }
   // Store: the fence and in-flight loads are checked now; its box is read (and the global bytes
   // written) when a bulk wait covers its group, and until then the box may not be rewritten.
-  absl::Status checked = ForEachBoxElement(**map, coords, smem, [&](uint64_t shared, uint64_t, bool inside, int es) {
-    if (!inside) return absl::OkStatus();
-    if (shared + es > shared_.size()) return Fail(t, in, "a TMA store reads past the block's shared memory");
-    if (absl::Status s = CheckFenced(in, shared, es, "a TMA store"); !s.ok()) return s;
-    if (absl::Status s = CheckPendingOverlap(&t, in, shared, es, "stores from"); !s.ok()) return s;
-    tma_store_reading_.Add(shared, es, &in, shared_.size());
-    return absl::OkStatus();
-  });
+  absl::Status checked =
+      ForEachBoxElement(**map, coords, smem, [&](uint64_t shared, uint64_t, bool inside, int es) {
+        if (!inside) return absl::OkStatus();
+        if (shared + es > shared_.size())
+          return Fail(t, in, "a TMA store reads past the block's shared memory");
+        if (absl::Status s = CheckFenced(in, shared, es, "a TMA store"); !s.ok()) return s;
+        if (absl::Status s = CheckPendingOverlap(&t, in, shared, es, "stores from"); !s.ok())
+          return s;
+        tma_store_reading_.Add(shared, es, &in, shared_.size());
+        return absl::OkStatus();
+      });
   if (!checked.ok()) return checked;
   t.bulk_open.push_back({*map, coords, smem, &in});
   return absl::OkStatus();
 }
 
 absl::Status Cta::WriteTmaStore(const TmaStore& st) {
-  return ForEachBoxElement(*st.map, st.coords, st.smem, [&](uint64_t shared, uint64_t global, bool inside, int es) {
-    if (!inside) return absl::OkStatus();
-    tma_store_reading_.Remove(shared, es);
-    uint8_t* to = dev_.Find(global, es);
-    if (!to)
-      return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a TMA store writes outside any allocation (0x%x)",
-                                                        kernel_, st.in->line, global));
-    std::memcpy(to, shared_.data() + shared, es);
-    return CheckReachesGlobal(nullptr, *st.in, SharedTaint(shared_.data() + shared, es, *st.in));
-  });
+  return ForEachBoxElement(
+      *st.map, st.coords, st.smem, [&](uint64_t shared, uint64_t global, bool inside, int es) {
+        if (!inside) return absl::OkStatus();
+        tma_store_reading_.Remove(shared, es);
+        uint8_t* to = dev_.Find(global, es);
+        if (!to)
+          return absl::InvalidArgumentError(
+              absl::StrFormat("%s: PTX line %d: a TMA store writes outside any allocation (0x%x)",
+                              kernel_, st.in->line, global));
+        std::memcpy(to, shared_.data() + shared, es);
+        return CheckReachesGlobal(nullptr, *st.in,
+                                  SharedTaint(shared_.data() + shared, es, *st.in));
+      });
 }
 
 absl::Status Cta::CompleteBulkGroups(Thread& t, size_t keep) {
@@ -187,20 +216,25 @@ absl::Status Cta::CompleteBulkGroups(Thread& t, size_t keep) {
   return absl::OkStatus();
 }
 
-absl::Status Cta::CheckTmaStoreReading(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes) {
+absl::Status Cta::CheckTmaStoreReading(const Thread& t, const Instr& in, uint64_t off,
+                                       uint64_t bytes) {
   uint64_t at = 0;
   const Instr* by = tma_store_reading_.Holder(off, bytes, &at);
   if (!by) return absl::OkStatus();
-  return Fail(t, in, absl::StrCat("writes shared byte ", at, ", which a TMA store still in flight reads (", Where(*by),
-                                  "): its cp.async.bulk.wait_group.read is missing or too shallow"));
+  return Fail(
+      t, in,
+      absl::StrCat("writes shared byte ", at, ", which a TMA store still in flight reads (",
+                   Where(*by), "): its cp.async.bulk.wait_group.read is missing or too shallow"));
 }
 
 // Calls fn(shared offset through the swizzle, global address, inside the tensor, element bytes)
 // for each element of the box at `coords`, innermost dimension fastest, as TMA lays a box out.
-absl::Status Cta::ForEachBoxElement(const EmulatedTensorMap& map, const std::vector<int64_t>& coords, uint64_t smem,
-                                    const std::function<absl::Status(uint64_t, uint64_t, bool, int)>& fn) {
+absl::Status Cta::ForEachBoxElement(
+    const EmulatedTensorMap& map, const std::vector<int64_t>& coords, uint64_t smem,
+    const std::function<absl::Status(uint64_t, uint64_t, bool, int)>& fn) {
   const rt::TensorMapSpec& s = map.spec;
-  const int es = rt::TmaElementBytes(s.dtype), swz = s.swizzle == rt::TmaSwizzle::kNone ? 0 : 16 << static_cast<int>(s.swizzle);
+  const int es = rt::TmaElementBytes(s.dtype),
+            swz = s.swizzle == rt::TmaSwizzle::kNone ? 0 : 16 << static_cast<int>(s.swizzle);
   int64_t total = 1;
   for (uint32_t b : s.box) total *= b;
   for (int64_t linear = 0; linear < total; ++linear) {
@@ -233,74 +267,90 @@ absl::Status Cta::CompleteAsync(size_t index) {
         if (op.dst < hi && lo < op.dst + op.Bytes()) {
           const std::string load_dsl = m_.DslLine(*op.issued_by), mma_dsl = m_.DslLine(*w->in);
           return absl::InvalidArgumentError(absl::StrFormat(
-              "%s%s: PTX line %d (%s): a TMA load lands on shared bytes %d..%d, which the wgmma at PTX line %d%s still "
-              "reads (until its wgmma.wait_group): the stage was released to the producer too early",
-              load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text,
-              std::max(op.dst, lo), std::min(op.dst + op.Bytes(), hi) - 1, w->line,
-              mma_dsl.empty() ? "" : " (" + mma_dsl + ")"));
+              "%s%s: PTX line %d (%s): a TMA load lands on shared bytes %d..%d, which the wgmma at "
+              "PTX line %d%s still "
+              "reads (until its wgmma.wait_group): the stage was released to the producer too "
+              "early",
+              load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line,
+              op.issued_by->text, std::max(op.dst, lo), std::min(op.dst + op.Bytes(), hi) - 1,
+              w->line, mma_dsl.empty() ? "" : " (" + mma_dsl + ")"));
         }
   }
   int64_t bytes = 0;
   const rt::TmaSwizzle sw = op.map->spec.swizzle;
   const int swizzle_span = sw == rt::TmaSwizzle::kNone ? 0 : 16 << static_cast<int>(sw);
-  absl::Status landed = ForEachBoxElement(*op.map, op.coords, op.dst, [&](uint64_t to, uint64_t g, bool inside, int es) {
-    bytes += es;
-    if (to + es > shared_.size())
-      return absl::InvalidArgumentError(absl::StrCat(kernel_, ": a TMA box lands past the block's shared memory"));
-    // A TMA store reads its box until a bulk wait covers it: a load landing there first would
-    // change what the store writes (a buffer reused for loads without cp.async.bulk.wait_group.read).
-    uint64_t at = 0;
-    if (const Instr* by = tma_store_reading_.Holder(to, es, &at)) {
-      const std::string load_dsl = m_.DslLine(*op.issued_by);
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s%s: PTX line %d (%s): a TMA load lands on shared byte %d, which a TMA store still in flight reads (%s): "
-          "its cp.async.bulk.wait_group.read is missing or too shallow",
-          load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text, at, Where(*by)));
-    }
-    if (!generic_writer_.empty())  // what the async proxy wrote needs no fence to be read by it
-      std::fill(generic_writer_.begin() + to, generic_writer_.begin() + to + es, 0);
-    if (!generic_reader_.empty())
-      for (uint64_t b = to; b < to + es; ++b) {
-        const int32_t reader = generic_reader_[b] - 1;
-        if (reader < 0) continue;
-        if (generic_read_epoch_[b] == proxy_fences_[reader]) {
+  absl::Status landed = ForEachBoxElement(
+      *op.map, op.coords, op.dst, [&](uint64_t to, uint64_t g, bool inside, int es) {
+        bytes += es;
+        if (to + es > shared_.size())
+          return absl::InvalidArgumentError(
+              absl::StrCat(kernel_, ": a TMA box lands past the block's shared memory"));
+        // A TMA store reads its box until a bulk wait covers it: a load landing there first would
+        // change what the store writes (a buffer reused for loads without
+        // cp.async.bulk.wait_group.read).
+        uint64_t at = 0;
+        if (const Instr* by = tma_store_reading_.Holder(to, es, &at)) {
           const std::string load_dsl = m_.DslLine(*op.issued_by);
-          const Instr* read = last_generic_read_[reader];
-          const std::string read_dsl = read ? m_.DslLine(*read) : "";
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "%s%s: PTX line %d (%s): a TMA load lands on shared byte %d, which thread %d read through the generic "
-              "proxy (its last such read: PTX line %d%s%s) with no fence.proxy.async after the read: the async proxy's "
-              "write may overtake it (fence.proxy.async before the stage is released to the producer)",
-              load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text, b, reader,
-              read ? read->line : 0, read_dsl.empty() ? "" : ", ", read_dsl));
+          return absl::InvalidArgumentError(
+              absl::StrFormat("%s%s: PTX line %d (%s): a TMA load lands on shared byte %d, which a "
+                              "TMA store still in flight reads (%s): "
+                              "its cp.async.bulk.wait_group.read is missing or too shallow",
+                              load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line,
+                              op.issued_by->text, at, Where(*by)));
         }
-        generic_reader_[b] = 0;
-      }
-    if (tma_swizzle_.empty()) tma_swizzle_.assign(shared_.size(), 0);
-    std::fill(tma_swizzle_.begin() + to, tma_swizzle_.begin() + to + es, static_cast<uint8_t>(swizzle_span + 1));
-    MarkSharedWritten(to, es);
-    if (!inside) {  // out of bounds: zero fill
-      std::memset(shared_.data() + to, 0, es);
-      return absl::OkStatus();
-    }
-    const uint8_t* from = dev_.Find(g, es);
-    if (!from)
-      return absl::InvalidArgumentError(absl::StrFormat("%s: a TMA load reads outside any allocation (0x%x)", kernel_, g));
-    std::memcpy(shared_.data() + to, from, es);
-    return absl::OkStatus();
-  });
+        if (!generic_writer_.empty())  // what the async proxy wrote needs no fence to be read by it
+          std::fill(generic_writer_.begin() + to, generic_writer_.begin() + to + es, 0);
+        if (!generic_reader_.empty())
+          for (uint64_t b = to; b < to + es; ++b) {
+            const int32_t reader = generic_reader_[b] - 1;
+            if (reader < 0) continue;
+            if (generic_read_epoch_[b] == proxy_fences_[reader]) {
+              const std::string load_dsl = m_.DslLine(*op.issued_by);
+              const Instr* read = last_generic_read_[reader];
+              const std::string read_dsl = read ? m_.DslLine(*read) : "";
+              return absl::InvalidArgumentError(
+                  absl::StrFormat("%s%s: PTX line %d (%s): a TMA load lands on shared byte %d, "
+                                  "which thread %d read through the generic "
+                                  "proxy (its last such read: PTX line %d%s%s) with no "
+                                  "fence.proxy.async after the read: the async proxy's "
+                                  "write may overtake it (fence.proxy.async before the stage is "
+                                  "released to the producer)",
+                                  load_dsl.empty() ? "" : load_dsl + ": ", kernel_,
+                                  op.issued_by->line, op.issued_by->text, b, reader,
+                                  read ? read->line : 0, read_dsl.empty() ? "" : ", ", read_dsl));
+            }
+            generic_reader_[b] = 0;
+          }
+        if (tma_swizzle_.empty()) tma_swizzle_.assign(shared_.size(), 0);
+        std::fill(tma_swizzle_.begin() + to, tma_swizzle_.begin() + to + es,
+                  static_cast<uint8_t>(swizzle_span + 1));
+        MarkSharedWritten(to, es);
+        if (!inside) {  // out of bounds: zero fill
+          std::memset(shared_.data() + to, 0, es);
+          return absl::OkStatus();
+        }
+        const uint8_t* from = dev_.Find(g, es);
+        if (!from)
+          return absl::InvalidArgumentError(
+              absl::StrFormat("%s: a TMA load reads outside any allocation (0x%x)", kernel_, g));
+        std::memcpy(shared_.data() + to, from, es);
+        return absl::OkStatus();
+      });
   if (!landed.ok()) return landed;
-  if ((op.mbarrier >> 24) != 0 && cluster_) {  // completes on a peer's barrier (a CTA pair's leader)
+  if ((op.mbarrier >> 24) != 0 &&
+      cluster_) {  // completes on a peer's barrier (a CTA pair's leader)
     const uint64_t rank = (op.mbarrier >> 24) - 1;
     if (rank >= cluster_->ctas.size())
-      return absl::InvalidArgumentError(absl::StrCat(kernel_, ": a TMA load completes on cluster CTA ", rank, ", outside the cluster"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          kernel_, ": a TMA load completes on cluster CTA ", rank, ", outside the cluster"));
     Cta* peer = cluster_->ctas[rank];
     if (peer != this) {
       auto pit = peer->mbarriers_.find(op.mbarrier & kOffsetMask);
       if (pit == peer->mbarriers_.end())
-        return absl::InvalidArgumentError(absl::StrFormat("%s: a TMA load completes on shared offset %d of cluster CTA %d, "
-                                                          "which holds no initialised mbarrier", kernel_,
-                                                          op.mbarrier & kOffsetMask, rank));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: a TMA load completes on shared offset %d of cluster CTA %d, "
+                            "which holds no initialised mbarrier",
+                            kernel_, op.mbarrier & kOffsetMask, rank));
       pit->second.tx -= bytes;
       return peer->MbarrierComplete(op.mbarrier & kOffsetMask);
     }
@@ -308,8 +358,10 @@ absl::Status Cta::CompleteAsync(size_t index) {
   }
   auto it = mbarriers_.find(op.mbarrier);
   if (it == mbarriers_.end())
-    return absl::InvalidArgumentError(absl::StrFormat("%s: a TMA load completes on shared offset %d, which holds no "
-                                                      "initialised mbarrier", kernel_, op.mbarrier));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: a TMA load completes on shared offset %d, which holds no "
+                        "initialised mbarrier",
+                        kernel_, op.mbarrier));
   it->second.tx -= bytes;  // the whole box counts, zero fill included
   return MbarrierComplete(op.mbarrier);
 }
@@ -320,13 +372,15 @@ absl::Status Cta::CompleteAsync(size_t index) {
 absl::Status Cta::TryReleaseWarpgroup(int group) {
   const int first = group * 128;
   if (first + 128 > static_cast<int>(threads_.size()))
-    return Fail(threads_[first], e_.code[threads_[first].pc], "wgmma needs a whole warpgroup of 128 threads");
+    return Fail(threads_[first], e_.code[threads_[first].pc],
+                "wgmma needs a whole warpgroup of 128 threads");
   Warpgroup& wg = warpgroups_[group];
   // The first arrival checks that no member has exited; the others wait until all 128 are here.
   if (wg.arrived != 1 && wg.arrived < 128) return absl::OkStatus();
   for (int i = first; i < first + 128; ++i) {
     if (threads_[i].state == Thread::State::kDone)
-      return Fail(threads_[first], e_.code[threads_[first].pc], absl::StrCat("thread ", i, " of the warpgroup has exited"));
+      return Fail(threads_[first], e_.code[threads_[first].pc],
+                  absl::StrCat("thread ", i, " of the warpgroup has exited"));
     if (threads_[i].state != Thread::State::kWarp) return absl::OkStatus();
   }
   Thread& t0 = threads_[first];
@@ -335,27 +389,32 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
   for (int i = first; i < first + 128; ++i) {
     const Instr& other = e_.code[threads_[i].pc];
     if (other.op != Op::kWgmma || other.mods.empty() || other.mods[0] != kind)
-      return Fail(threads_[i], other, absl::StrCat("the warpgroup is split between wgmma.", kind, " (PTX line ", in.line,
-                                                   ") and this"));
+      return Fail(threads_[i], other,
+                  absl::StrCat("the warpgroup is split between wgmma.", kind, " (PTX line ",
+                               in.line, ") and this"));
   }
   if (kind == "mma_async") {
     WgmmaOp op;
     op.line = in.line;
     op.in = &in;
     for (const std::string& m : in.mods)
-      if (m.size() > 4 && m[0] == 'm' && m.find('n') != std::string::npos && m.find('k') != std::string::npos)
+      if (m.size() > 4 && m[0] == 'm' && m.find('n') != std::string::npos &&
+          m.find('k') != std::string::npos)
         op.n = std::atoi(m.substr(m.find('n') + 1).c_str());
     op.bf16 = in.Has("bf16");
     if (!in.Has("f32") || (!op.bf16 && !in.Has("f16")) || op.n % 8 || op.n < 8 || op.n > 256)
-      return Fail(t0, in, "only wgmma m64nNk16 with bf16/f16 inputs and f32 accumulators is emulated");
+      return Fail(t0, in,
+                  "only wgmma m64nNk16 with bf16/f16 inputs and f32 accumulators is emulated");
     // Operands: d, a (a descriptor, or four b32 registers), b-desc, scale-d, imm-scale-a,
     // imm-scale-b, then imm-trans-a (descriptor A only) and imm-trans-b.
     const bool a_regs = in.ops.at(1).kind == Operand::Kind::kVector;
     if (a_regs && in.ops[1].regs.size() != 4)
-      return Fail(t0, in, "wgmma A from registers takes four b32 registers (m64k16 of 16-bit elements)");
+      return Fail(t0, in,
+                  "wgmma A from registers takes four b32 registers (m64k16 of 16-bit elements)");
     if (in.ops.size() != (a_regs ? 7u : 8u))
-      return Fail(t0, in, absl::StrCat("wgmma with A from ", a_regs ? "registers" : "a descriptor", " has ",
-                                       a_regs ? 7 : 8, " operands, not ", in.ops.size()));
+      return Fail(t0, in,
+                  absl::StrCat("wgmma with A from ", a_regs ? "registers" : "a descriptor", " has ",
+                               a_regs ? 7 : 8, " operands, not ", in.ops.size()));
     if (!a_regs) op.a_desc = Read(t0, in.ops.at(1), 64);
     op.b_desc = Read(t0, in.ops.at(2), 64);
     op.scale_d = Read(t0, in.ops.at(3), 1) & 1;
@@ -377,7 +436,8 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
         for (int j = 0; j < 4; ++j) {
           const uint64_t bits = threads_[i].r[mine.ops[1].regs[j]];
           const int row = 16 * warp + lane / 4 + 8 * (j % 2), col = 8 * (j / 2) + 2 * (lane % 4);
-          if (!op.a_row_taint[row]) op.a_row_taint[row] = RegTaint(threads_[i], mine.ops[1].regs[j]);
+          if (!op.a_row_taint[row])
+            op.a_row_taint[row] = RegTaint(threads_[i], mine.ops[1].regs[j]);
           for (int h = 0; h < 2; ++h) {
             const uint16_t e = static_cast<uint16_t>(bits >> (16 * h));
             op.a_from_regs[row * 16 + col + h] = op.bf16 ? Bf16ToF32(e) : F16ToF32(e);
@@ -385,13 +445,16 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
         }
       }
       op.d_regs.push_back(mine.ops.at(0).regs);
-      for (int r : mine.ops.at(0).regs) threads_[i].in_flight_regs.Set(r, &mine);  // until its wait_group
-      if (a_regs) {  // the A fragment is read until then too (PTX ISA: accessing it before is undefined)
+      for (int r : mine.ops.at(0).regs)
+        threads_[i].in_flight_regs.Set(r, &mine);  // until its wait_group
+      if (a_regs) {  // the A fragment is read until then too (PTX ISA: accessing it before is
+                     // undefined)
         op.a_regs.push_back(mine.ops[1].regs);
         for (int r : mine.ops[1].regs) threads_[i].in_flight_regs.Set(r, &mine);
       }
       if (static_cast<int>(mine.ops.at(0).regs.size()) != op.n / 2)
-        return Fail(threads_[i], mine, absl::StrCat("an m64n", op.n, " accumulator has ", op.n / 2, " registers"));
+        return Fail(threads_[i], mine,
+                    absl::StrCat("an m64n", op.n, " accumulator has ", op.n / 2, " registers"));
     }
     if (!a_regs) {
       SmemOperand a_operand = WgmmaOperand(op.a_desc);
@@ -433,7 +496,8 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
       // D[row][col] reads only A's row and B's column: each carries the first tainted or
       // never-written byte among its own (rows of A past a ragged edge may hold anything, and
       // taint only rows of D that are not stored).
-      std::vector<Origin> row_taint = op.a_row_taint.empty() ? std::vector<Origin>(64) : op.a_row_taint;
+      std::vector<Origin> row_taint =
+          op.a_row_taint.empty() ? std::vector<Origin>(64) : op.a_row_taint;
       std::vector<Origin> col_taint(op.n, nullptr);
       std::vector<double> a = op.a_from_regs, b(op.n * 16);
       if (a.empty()) {
@@ -441,14 +505,16 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
         for (int r = 0; r < 64; ++r) {
           operand_taint_ = nullptr;
           for (int k = 0; k < 16; ++k)
-            if (absl::Status s = element(op.a_desc, r, k, &a[r * 16 + k], op.a_mn_major); !s.ok()) return s;
+            if (absl::Status s = element(op.a_desc, r, k, &a[r * 16 + k], op.a_mn_major); !s.ok())
+              return s;
           row_taint[r] = operand_taint_;
         }
       }
       for (int n = 0; n < op.n; ++n) {
         operand_taint_ = nullptr;
         for (int k = 0; k < 16; ++k)
-          if (absl::Status s = element(op.b_desc, n, k, &b[n * 16 + k], op.b_mn_major); !s.ok()) return s;
+          if (absl::Status s = element(op.b_desc, n, k, &b[n * 16 + k], op.b_mn_major); !s.ok())
+            return s;
         col_taint[n] = operand_taint_;
       }
       const double sign = (op.negate_a ? -1.0 : 1.0) * (op.negate_b ? -1.0 : 1.0);
@@ -457,12 +523,16 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
         const int warp = t / 32, lane = t % 32;
         for (int i = 0; i < op.n / 2; ++i) {
           const int pair = i / 2;
-          const int row = 16 * warp + lane / 4 + 8 * (pair % 2), col = 8 * (pair / 2) + 2 * (lane % 4) + i % 2;
+          const int row = 16 * warp + lane / 4 + 8 * (pair % 2),
+                    col = 8 * (pair / 2) + 2 * (lane % 4) + i % 2;
           double d = op.scale_d ? F32(th.r[op.d_regs[t][i]]) : 0.0;
           for (int k = 0; k < 16; ++k) d += sign * a[row * 16 + k] * b[col * 16 + k];
           th.r[op.d_regs[t][i]] = Bits(static_cast<float>(d));
           const Origin was = op.scale_d ? RegTaint(th, op.d_regs[t][i]) : nullptr;
-          SetRegTaint(th, op.d_regs[t][i], was ? was : row_taint[row] ? row_taint[row] : col_taint[col]);
+          SetRegTaint(th, op.d_regs[t][i],
+                      was              ? was
+                      : row_taint[row] ? row_taint[row]
+                                       : col_taint[col]);
         }
       }
     }
@@ -485,7 +555,6 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
   return absl::OkStatus();
 }
 
-
 // Element (row, k) of a 16-bit operand in the canonical layouts (PTX ISA, shared memory matrix
 // layouts), in 16-byte units T. K-major: 8-row atoms SBO apart, each row one swizzle span of K
 // (without swizzle: 8x8 core matrices, LBO along K). MN-major: each k one span of rows, 8 k
@@ -493,9 +562,12 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
 // swap: core matrices SBO apart along the rows, LBO along K).
 uint64_t Cta::OperandAddress(const SmemOperand& o, int row, int k) {
   if (o.mn_major) {
-    if (!o.span) return o.start + (row % 8) * 2 + (row / 8) * o.sbo + (k % 8) * 16 + (k / 8) * o.lbo;
+    if (!o.span)
+      return o.start + (row % 8) * 2 + (row / 8) * o.sbo + (k % 8) * 16 + (k / 8) * o.lbo;
     const int atom = o.span / 2;  // rows per span
-    return Swizzled(o.start + (row % atom) * 2 + (row / atom) * o.lbo + (k % 8) * o.span + (k / 8) * o.sbo, o.span);
+    return Swizzled(
+        o.start + (row % atom) * 2 + (row / atom) * o.lbo + (k % 8) * o.span + (k / 8) * o.sbo,
+        o.span);
   }
   return o.span ? Swizzled(o.start + (row / 8) * o.sbo + (row % 8) * o.span + k * 2, o.span)
                 : o.start + (row / 8) * o.sbo + (k / 8) * o.lbo + (row % 8) * 16 + (k % 8) * 2;
@@ -514,25 +586,32 @@ std::pair<uint64_t, uint64_t> Cta::OperandSpan(const SmemOperand& o, int rows) {
 Cta::SmemOperand Cta::WgmmaOperand(uint64_t desc) {  // wgmma: swizzle mode in bits 62-63
   const int mode = static_cast<int>(desc >> 62);
   return {(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4, ((desc >> 32) & 0x3fff) << 4,
-          mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0};
+          mode == 1   ? 128
+          : mode == 2 ? 64
+          : mode == 3 ? 32
+                      : 0};
 }
 
-absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const SmemOperand& o, int row, int k, bool bf16,
-                              double* out) {
+absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const SmemOperand& o, int row,
+                              int k, bool bf16, double* out) {
   const uint64_t addr = OperandAddress(o, row, k);
   if (addr + 2 > shared_.size())
-    return absl::InvalidArgumentError(absl::StrFormat("%s: PTX line %d: a %s descriptor reads shared offset %d, past "
-                                                      "the block's %d bytes", kernel_, in.line, reader, addr,
-                                                      shared_.size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: PTX line %d: a %s descriptor reads shared offset %d, past "
+                        "the block's %d bytes",
+                        kernel_, in.line, reader, addr, shared_.size()));
   if (absl::Status s = CheckFenced(in, addr, 2, reader); !s.ok()) return s;
   if (!tma_swizzle_.empty() && tma_swizzle_[addr] && tma_swizzle_[addr] != o.span + 1)
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s%s: PTX line %d (%s): a %s descriptor with %s reads shared byte %d, which a TMA load laid out with %s: "
+        "%s%s: PTX line %d (%s): a %s descriptor with %s reads shared byte %d, which a TMA load "
+        "laid out with %s: "
         "the descriptor's swizzle does not match the tensor map's",
         m_.DslLine(in).empty() ? "" : m_.DslLine(in) + ": ", kernel_, in.line, in.text, reader,
         o.span ? absl::StrCat(o.span, "B swizzle") : "no swizzle", addr,
         tma_swizzle_[addr] > 1 ? absl::StrCat(tma_swizzle_[addr] - 1, "B swizzle") : "no swizzle"));
-  if (absl::Status s = CheckPendingOverlap(nullptr, in, addr, 2, absl::StrCat(reader, " reads").c_str()); !s.ok())
+  if (absl::Status s =
+          CheckPendingOverlap(nullptr, in, addr, 2, absl::StrCat(reader, " reads").c_str());
+      !s.ok())
     return s;
   uint16_t h;
   std::memcpy(&h, shared_.data() + addr, 2);
@@ -545,22 +624,30 @@ absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const SmemOpe
 
 absl::StatusOr<Cta*> Cta::Peer(const Thread& t, const Instr& in, uint64_t rank) const {
   const uint64_t size = cluster_ ? cluster_->ctas.size() : 1;
-  if (rank >= size) return Fail(t, in, absl::StrCat("cluster CTA rank ", rank, " is outside the cluster of ", size));
+  if (rank >= size)
+    return Fail(t, in,
+                absl::StrCat("cluster CTA rank ", rank, " is outside the cluster of ", size));
   Cta* peer = cluster_ ? cluster_->ctas[rank] : const_cast<Cta*>(this);
   if (peer->exited_)
-    return Fail(t, in, absl::StrCat("cluster CTA ", rank, " has exited: its shared memory is gone (it must wait for its "
-                                    "peers, e.g. with barrier.cluster, before it exits)"));
+    return Fail(t, in,
+                absl::StrCat("cluster CTA ", rank,
+                             " has exited: its shared memory is gone (it must wait for its "
+                             "peers, e.g. with barrier.cluster, before it exits)"));
   return peer;
 }
 
-absl::Status Cta::ArriveOn(uint64_t offset, int64_t tx, const std::function<absl::Status(const std::string&)>& fail) {
+absl::Status Cta::ArriveOn(uint64_t offset, int64_t tx,
+                           const std::function<absl::Status(const std::string&)>& fail) {
   auto it = mbarriers_.find(offset);
   if (it == mbarriers_.end())
-    return fail(absl::StrFormat("the mbarrier at shared offset %d of cluster CTA %d was never initialised", offset, rank_));
+    return fail(absl::StrFormat(
+        "the mbarrier at shared offset %d of cluster CTA %d was never initialised", offset, rank_));
   it->second.tx += tx;
   if (--it->second.pending < 0)
-    return fail(absl::StrFormat("an arrival beyond the %d the mbarrier at shared offset %d of cluster CTA %d "
-                                "expects in this phase", it->second.expected, offset, rank_));
+    return fail(absl::StrFormat(
+        "an arrival beyond the %d the mbarrier at shared offset %d of cluster CTA %d "
+        "expects in this phase",
+        it->second.expected, offset, rank_));
   return MbarrierComplete(offset);
 }
 
@@ -600,7 +687,8 @@ void ClusterState::TryRelease() {
 // stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: the inverse of ldmatrix. Lanes 8i..8i+7
 // give the row addresses of matrix i; lane t's register i holds row t/4, columns 2(t%4) and
 // 2(t%4)+1 of matrix i (with .trans, of its transpose), the lower column in the lower half.
-std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lanes, const Instr& in, absl::Status* s) {
+std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lanes, const Instr& in,
+                                                 absl::Status* s) {
   const int n = static_cast<int>(lanes.size());
   std::vector<std::vector<uint64_t>> out(n);
   const int matrices = in.vec;
@@ -637,8 +725,10 @@ std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lan
       const int r = t / 4, c = 2 * (t % 4);
       for (int h = 0; h < 2; ++h) {
         const uint16_t x = static_cast<uint16_t>(v >> (16 * h));
-        if (in.Has("trans")) store(m, c + h, r, x, RegTaint(*lanes[t], reg));
-        else store(m, r, c + h, x, RegTaint(*lanes[t], reg));
+        if (in.Has("trans"))
+          store(m, c + h, r, x, RegTaint(*lanes[t], reg));
+        else
+          store(m, r, c + h, x, RegTaint(*lanes[t], reg));
       }
     }
   return out;
@@ -646,17 +736,20 @@ std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lan
 
 // ---- the asynchronous proxy's rules
 
-absl::Status Cta::CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off, uint64_t bytes, const char* what) {
+absl::Status Cta::CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t off,
+                                      uint64_t bytes, const char* what) {
   for (const AsyncLoad& p : pending_) {
     if (off + bytes <= p.dst || p.dst + p.Bytes() <= off) continue;
     const std::string dsl = m_.DslLine(*p.issued_by);
     const std::string msg = absl::StrFormat(
-        "%s shared bytes %d..%d, which a TMA load still in flight will write (issued at PTX line %d%s%s): the wait "
+        "%s shared bytes %d..%d, which a TMA load still in flight will write (issued at PTX line "
+        "%d%s%s): the wait "
         "for its mbarrier is missing or comes too late",
         what, off, off + bytes - 1, p.issued_by->line, dsl.empty() ? "" : ", ", dsl);
     if (t) return Fail(*t, in, msg);
-    return absl::InvalidArgumentError(absl::StrFormat("%s%s: PTX line %d (%s): %s", m_.DslLine(in).empty() ? "" : m_.DslLine(in) + ": ",
-                                                      kernel_, in.line, in.text, msg));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s%s: PTX line %d (%s): %s", m_.DslLine(in).empty() ? "" : m_.DslLine(in) + ": ", kernel_,
+        in.line, in.text, msg));
   }
   return absl::OkStatus();
 }
@@ -679,13 +772,14 @@ absl::Status Cta::CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, con
   for (uint64_t b = off; b < off + bytes && b < generic_writer_.size(); ++b)
     if (generic_writer_[b] != 0) {
       const std::string dsl = m_.DslLine(in);
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s%s: PTX line %d (%s): %s reads shared byte %d, which thread %d wrote through the generic proxy with no "
-          "fence.proxy.async after it (the async proxy may not see the write)",
-          dsl.empty() ? "" : dsl + ": ", kernel_, in.line, in.text, reader, b, generic_writer_[b] - 1));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s%s: PTX line %d (%s): %s reads shared byte %d, which thread %d wrote "
+                          "through the generic proxy with no "
+                          "fence.proxy.async after it (the async proxy may not see the write)",
+                          dsl.empty() ? "" : dsl + ": ", kernel_, in.line, in.text, reader, b,
+                          generic_writer_[b] - 1));
     }
   return absl::OkStatus();
 }
-
 
 }  // namespace kiln::emu::detail

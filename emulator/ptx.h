@@ -13,57 +13,163 @@
 namespace kiln::emu::ptx {
 
 // The value kinds an instruction reads or writes.
-enum class Ty : uint8_t { kNone, kPred, kB8, kB16, kB32, kB64, kU8, kU16, kU32, kU64, kS8, kS16, kS32, kS64,
-                          kF16, kBF16, kF32, kF64, kBF16x2, kF16x2, kE4M3x2, kE5M2x2 };
+enum class Ty : uint8_t {
+  kNone,
+  kPred,
+  kB8,
+  kB16,
+  kB32,
+  kB64,
+  kU8,
+  kU16,
+  kU32,
+  kU64,
+  kS8,
+  kS16,
+  kS32,
+  kS64,
+  kF16,
+  kBF16,
+  kF32,
+  kF64,
+  kBF16x2,
+  kF16x2,
+  kE4M3x2,
+  kE5M2x2
+};
 int TyBits(Ty t);
 bool TyIsFloat(Ty t);
 bool TyIsSigned(Ty t);
 
 enum class Space : uint8_t { kGeneric, kGlobal, kShared, kParam, kLocal, kConst };
 
-enum class Special : uint8_t { kTidX, kTidY, kTidZ, kNtidX, kNtidY, kNtidZ, kCtaidX, kCtaidY, kCtaidZ,
-                               kNctaidX, kNctaidY, kNctaidZ, kLaneId, kWarpId, kClusterCtaRank,
-                               kClusterNctaRank, kClusterIdX, kClusterIdY, kClusterIdZ, kNClusterIdX,
-                               kNClusterIdY, kNClusterIdZ, kClusterCtaIdX, kClusterCtaIdY, kClusterCtaIdZ,
-                               kClusterNctaIdX, kClusterNctaIdY, kClusterNctaIdZ };
+enum class Special : uint8_t {
+  kTidX,
+  kTidY,
+  kTidZ,
+  kNtidX,
+  kNtidY,
+  kNtidZ,
+  kCtaidX,
+  kCtaidY,
+  kCtaidZ,
+  kNctaidX,
+  kNctaidY,
+  kNctaidZ,
+  kLaneId,
+  kWarpId,
+  kClusterCtaRank,
+  kClusterNctaRank,
+  kClusterIdX,
+  kClusterIdY,
+  kClusterIdZ,
+  kNClusterIdX,
+  kNClusterIdY,
+  kNClusterIdZ,
+  kClusterCtaIdX,
+  kClusterCtaIdY,
+  kClusterCtaIdZ,
+  kClusterNctaIdX,
+  kClusterNctaIdY,
+  kClusterNctaIdZ
+};
 
 struct Operand {
   enum class Kind : uint8_t { kNone, kReg, kImm, kSpecial, kVector, kAddress, kLabel, kSymbol };
   Kind kind = Kind::kNone;
-  int reg = -1;               // kReg; kAddress: base register (or -1)
-  uint64_t imm = 0;           // kImm (bits; float immediates already as their bits)
-  bool imm_is_float = false;  // 0fXXXXXXXX / 0dXXXX...
+  int reg = -1;                 // kReg; kAddress: base register (or -1)
+  uint64_t imm = 0;             // kImm (bits; float immediates already as their bits)
+  bool imm_is_float = false;    // 0fXXXXXXXX / 0dXXXX...
   bool imm_is_decimal = false;  // 1.5, 2e-3: a double (PTX), narrowed where read as 32 bits
   Special special{};
-  std::vector<int> regs;      // kVector (-1: the sink "_"); kAddress: TMA coordinates "[map, {c0, ..}]"
-  std::string symbol;         // kSymbol, kAddress on a symbol, kLabel
-  int64_t offset = 0;         // kAddress
-  int target = -1;            // kLabel: instruction index
-  bool negate = false;        // a "!" on a predicate source
+  std::vector<int> regs;  // kVector (-1: the sink "_"); kAddress: TMA coordinates "[map, {c0, ..}]"
+  std::string symbol;     // kSymbol, kAddress on a symbol, kLabel
+  int64_t offset = 0;     // kAddress
+  int target = -1;        // kLabel: instruction index
+  bool negate = false;    // a "!" on a predicate source
 };
 
 enum class Op : uint16_t {
-  kUnknown, kMov, kAdd, kSub, kMul, kMad, kFma, kDiv, kRem, kMin, kMax, kNeg, kAbs, kAnd, kOr, kXor, kNot,
-  kShl, kShr, kSelp, kSetp, kCvt, kCvta, kEx2, kLg2, kRsqrt, kSqrt, kRcp, kTanh, kLd, kSt, kShfl, kBar, kBarArrive,
-  kBra, kRet, kExit, kAtom, kRed, kRedux, kCreatePolicy, kBrev, kPopc, kClz, kBfe, kPrmt, kCopysign, kTestp,
-  kVote, kMembar, kFence, kCpAsync, kLdMatrix, kMma, kMbarrier, kCpAsyncBulk, kWgmma, kSetMaxNReg, kTcgen05,
-  kElect, kMapa, kStMatrix, kPrefetch, kGriddepcontrol
+  kUnknown,
+  kMov,
+  kAdd,
+  kSub,
+  kMul,
+  kMad,
+  kFma,
+  kDiv,
+  kRem,
+  kMin,
+  kMax,
+  kNeg,
+  kAbs,
+  kAnd,
+  kOr,
+  kXor,
+  kNot,
+  kShl,
+  kShr,
+  kSelp,
+  kSetp,
+  kCvt,
+  kCvta,
+  kEx2,
+  kLg2,
+  kRsqrt,
+  kSqrt,
+  kRcp,
+  kTanh,
+  kLd,
+  kSt,
+  kShfl,
+  kBar,
+  kBarArrive,
+  kBra,
+  kRet,
+  kExit,
+  kAtom,
+  kRed,
+  kRedux,
+  kCreatePolicy,
+  kBrev,
+  kPopc,
+  kClz,
+  kBfe,
+  kPrmt,
+  kCopysign,
+  kTestp,
+  kVote,
+  kMembar,
+  kFence,
+  kCpAsync,
+  kLdMatrix,
+  kMma,
+  kMbarrier,
+  kCpAsyncBulk,
+  kWgmma,
+  kSetMaxNReg,
+  kTcgen05,
+  kElect,
+  kMapa,
+  kStMatrix,
+  kPrefetch,
+  kGriddepcontrol
 };
 
 struct Instr {
   Op op = Op::kUnknown;
-  std::string text;           // as written, for messages
-  int line = 0;               // in the PTX file
+  std::string text;                // as written, for messages
+  int line = 0;                    // in the PTX file
   int dsl_file = 0, dsl_line = 0;  // from the .loc before it (PTX with line tables), else 0
-  std::vector<std::string> mods;  // dot-separated parts after the opcode
-  Ty type = Ty::kNone;        // the last type modifier (the operation's)
-  Ty src_type = Ty::kNone;    // cvt: the source type
+  std::vector<std::string> mods;   // dot-separated parts after the opcode
+  Ty type = Ty::kNone;             // the last type modifier (the operation's)
+  Ty src_type = Ty::kNone;         // cvt: the source type
   Space space = Space::kGeneric;
-  int vec = 1;                // .v2 / .v4
+  int vec = 1;  // .v2 / .v4
   bool wide = false, lo = false, hi = false, approx = false, ftz = false, sat = false;
-  std::string rounding;       // rn, rz, rm, rp, rni, rzi, ...
-  std::string cmp;            // setp / shfl mode / atom op / redux op
-  int guard = -1;             // @%p: predicate register; -1 none
+  std::string rounding;  // rn, rz, rm, rp, rni, rzi, ...
+  std::string cmp;       // setp / shfl mode / atom op / redux op
+  int guard = -1;        // @%p: predicate register; -1 none
   bool guard_negated = false;
   std::vector<Operand> ops;
   bool Has(const std::string& mod) const;

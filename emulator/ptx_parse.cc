@@ -17,23 +17,46 @@ namespace kiln::emu::ptx {
 
 int TyBits(Ty t) {
   switch (t) {
-    case Ty::kPred: return 1;
-    case Ty::kB8: case Ty::kU8: case Ty::kS8: return 8;
-    case Ty::kB16: case Ty::kU16: case Ty::kS16: case Ty::kF16: case Ty::kBF16: case Ty::kE4M3x2: case Ty::kE5M2x2:
+    case Ty::kPred:
+      return 1;
+    case Ty::kB8:
+    case Ty::kU8:
+    case Ty::kS8:
+      return 8;
+    case Ty::kB16:
+    case Ty::kU16:
+    case Ty::kS16:
+    case Ty::kF16:
+    case Ty::kBF16:
+    case Ty::kE4M3x2:
+    case Ty::kE5M2x2:
       return 16;
-    case Ty::kB32: case Ty::kU32: case Ty::kS32: case Ty::kF32: case Ty::kBF16x2: case Ty::kF16x2: return 32;
-    case Ty::kB64: case Ty::kU64: case Ty::kS64: case Ty::kF64: return 64;
-    case Ty::kNone: return 0;
+    case Ty::kB32:
+    case Ty::kU32:
+    case Ty::kS32:
+    case Ty::kF32:
+    case Ty::kBF16x2:
+    case Ty::kF16x2:
+      return 32;
+    case Ty::kB64:
+    case Ty::kU64:
+    case Ty::kS64:
+    case Ty::kF64:
+      return 64;
+    case Ty::kNone:
+      return 0;
   }
   return 0;
 }
 bool TyIsFloat(Ty t) {
-  return t == Ty::kF16 || t == Ty::kBF16 || t == Ty::kF32 || t == Ty::kF64 || t == Ty::kBF16x2 || t == Ty::kF16x2 ||
-         t == Ty::kE4M3x2 || t == Ty::kE5M2x2;
+  return t == Ty::kF16 || t == Ty::kBF16 || t == Ty::kF32 || t == Ty::kF64 || t == Ty::kBF16x2 ||
+         t == Ty::kF16x2 || t == Ty::kE4M3x2 || t == Ty::kE5M2x2;
 }
 bool TyIsSigned(Ty t) { return t == Ty::kS8 || t == Ty::kS16 || t == Ty::kS32 || t == Ty::kS64; }
 
-bool Instr::Has(const std::string& mod) const { return std::find(mods.begin(), mods.end(), mod) != mods.end(); }
+bool Instr::Has(const std::string& mod) const {
+  return std::find(mods.begin(), mods.end(), mod) != mods.end();
+}
 
 std::string Module::DslLine(const Instr& in) const {
   auto f = files.find(in.dsl_file);
@@ -51,57 +74,120 @@ namespace {
 
 const std::map<std::string, Ty>& Types() {
   static const auto* m = new std::map<std::string, Ty>{
-      {"pred", Ty::kPred}, {"b8", Ty::kB8},   {"b16", Ty::kB16}, {"b32", Ty::kB32}, {"b64", Ty::kB64},
-      {"u8", Ty::kU8},     {"u16", Ty::kU16}, {"u32", Ty::kU32}, {"u64", Ty::kU64}, {"s8", Ty::kS8},
-      {"s16", Ty::kS16},   {"s32", Ty::kS32}, {"s64", Ty::kS64}, {"f16", Ty::kF16}, {"bf16", Ty::kBF16},
-      {"f32", Ty::kF32},   {"f64", Ty::kF64}, {"bf16x2", Ty::kBF16x2}, {"f16x2", Ty::kF16x2},
-      {"e4m3x2", Ty::kE4M3x2}, {"e5m2x2", Ty::kE5M2x2}};
+      {"pred", Ty::kPred},   {"b8", Ty::kB8},         {"b16", Ty::kB16},
+      {"b32", Ty::kB32},     {"b64", Ty::kB64},       {"u8", Ty::kU8},
+      {"u16", Ty::kU16},     {"u32", Ty::kU32},       {"u64", Ty::kU64},
+      {"s8", Ty::kS8},       {"s16", Ty::kS16},       {"s32", Ty::kS32},
+      {"s64", Ty::kS64},     {"f16", Ty::kF16},       {"bf16", Ty::kBF16},
+      {"f32", Ty::kF32},     {"f64", Ty::kF64},       {"bf16x2", Ty::kBF16x2},
+      {"f16x2", Ty::kF16x2}, {"e4m3x2", Ty::kE4M3x2}, {"e5m2x2", Ty::kE5M2x2}};
   return *m;
 }
 
 const std::map<std::string, Op>& Ops() {
-  static const auto* m = new std::map<std::string, Op>{
-      {"mov", Op::kMov},     {"add", Op::kAdd},     {"sub", Op::kSub},       {"mul", Op::kMul},
-      {"mad", Op::kMad},     {"fma", Op::kFma},     {"div", Op::kDiv},       {"rem", Op::kRem},
-      {"min", Op::kMin},     {"max", Op::kMax},     {"neg", Op::kNeg},       {"abs", Op::kAbs},
-      {"and", Op::kAnd},     {"or", Op::kOr},       {"xor", Op::kXor},       {"not", Op::kNot},
-      {"shl", Op::kShl},     {"shr", Op::kShr},     {"selp", Op::kSelp},     {"setp", Op::kSetp},
-      {"cvt", Op::kCvt},     {"cvta", Op::kCvta},   {"ex2", Op::kEx2},       {"lg2", Op::kLg2},
-      {"rsqrt", Op::kRsqrt}, {"sqrt", Op::kSqrt},   {"rcp", Op::kRcp},       {"tanh", Op::kTanh},
-      {"ld", Op::kLd},       {"st", Op::kSt},       {"shfl", Op::kShfl},   {"bar", Op::kBar},
-      {"barrier", Op::kBar},
-      {"bra", Op::kBra},     {"ret", Op::kRet},     {"exit", Op::kExit},     {"atom", Op::kAtom},
-      {"red", Op::kRed},     {"redux", Op::kRedux}, {"createpolicy", Op::kCreatePolicy},
-      {"brev", Op::kBrev},   {"popc", Op::kPopc},   {"clz", Op::kClz},       {"bfe", Op::kBfe},
-      {"prmt", Op::kPrmt},   {"copysign", Op::kCopysign}, {"testp", Op::kTestp}, {"vote", Op::kVote},
-      {"membar", Op::kMembar}, {"fence", Op::kFence}, {"ldmatrix", Op::kLdMatrix}, {"mma", Op::kMma},
-      {"mbarrier", Op::kMbarrier}, {"wgmma", Op::kWgmma}, {"setmaxnreg", Op::kSetMaxNReg},
-      {"tcgen05", Op::kTcgen05}, {"elect", Op::kElect}, {"mapa", Op::kMapa}, {"stmatrix", Op::kStMatrix},
-      {"prefetch", Op::kPrefetch}, {"prefetchu", Op::kPrefetch}, {"griddepcontrol", Op::kGriddepcontrol}};
+  static const auto* m = new std::map<std::string, Op>{{"mov", Op::kMov},
+                                                       {"add", Op::kAdd},
+                                                       {"sub", Op::kSub},
+                                                       {"mul", Op::kMul},
+                                                       {"mad", Op::kMad},
+                                                       {"fma", Op::kFma},
+                                                       {"div", Op::kDiv},
+                                                       {"rem", Op::kRem},
+                                                       {"min", Op::kMin},
+                                                       {"max", Op::kMax},
+                                                       {"neg", Op::kNeg},
+                                                       {"abs", Op::kAbs},
+                                                       {"and", Op::kAnd},
+                                                       {"or", Op::kOr},
+                                                       {"xor", Op::kXor},
+                                                       {"not", Op::kNot},
+                                                       {"shl", Op::kShl},
+                                                       {"shr", Op::kShr},
+                                                       {"selp", Op::kSelp},
+                                                       {"setp", Op::kSetp},
+                                                       {"cvt", Op::kCvt},
+                                                       {"cvta", Op::kCvta},
+                                                       {"ex2", Op::kEx2},
+                                                       {"lg2", Op::kLg2},
+                                                       {"rsqrt", Op::kRsqrt},
+                                                       {"sqrt", Op::kSqrt},
+                                                       {"rcp", Op::kRcp},
+                                                       {"tanh", Op::kTanh},
+                                                       {"ld", Op::kLd},
+                                                       {"st", Op::kSt},
+                                                       {"shfl", Op::kShfl},
+                                                       {"bar", Op::kBar},
+                                                       {"barrier", Op::kBar},
+                                                       {"bra", Op::kBra},
+                                                       {"ret", Op::kRet},
+                                                       {"exit", Op::kExit},
+                                                       {"atom", Op::kAtom},
+                                                       {"red", Op::kRed},
+                                                       {"redux", Op::kRedux},
+                                                       {"createpolicy", Op::kCreatePolicy},
+                                                       {"brev", Op::kBrev},
+                                                       {"popc", Op::kPopc},
+                                                       {"clz", Op::kClz},
+                                                       {"bfe", Op::kBfe},
+                                                       {"prmt", Op::kPrmt},
+                                                       {"copysign", Op::kCopysign},
+                                                       {"testp", Op::kTestp},
+                                                       {"vote", Op::kVote},
+                                                       {"membar", Op::kMembar},
+                                                       {"fence", Op::kFence},
+                                                       {"ldmatrix", Op::kLdMatrix},
+                                                       {"mma", Op::kMma},
+                                                       {"mbarrier", Op::kMbarrier},
+                                                       {"wgmma", Op::kWgmma},
+                                                       {"setmaxnreg", Op::kSetMaxNReg},
+                                                       {"tcgen05", Op::kTcgen05},
+                                                       {"elect", Op::kElect},
+                                                       {"mapa", Op::kMapa},
+                                                       {"stmatrix", Op::kStMatrix},
+                                                       {"prefetch", Op::kPrefetch},
+                                                       {"prefetchu", Op::kPrefetch},
+                                                       {"griddepcontrol", Op::kGriddepcontrol}};
   return *m;
 }
 
 const std::map<std::string, Special>& Specials() {
-  static const auto* m = new std::map<std::string, Special>{
-      {"%tid.x", Special::kTidX},       {"%tid.y", Special::kTidY},       {"%tid.z", Special::kTidZ},
-      {"%ntid.x", Special::kNtidX},     {"%ntid.y", Special::kNtidY},     {"%ntid.z", Special::kNtidZ},
-      {"%ctaid.x", Special::kCtaidX},   {"%ctaid.y", Special::kCtaidY},   {"%ctaid.z", Special::kCtaidZ},
-      {"%nctaid.x", Special::kNctaidX}, {"%nctaid.y", Special::kNctaidY}, {"%nctaid.z", Special::kNctaidZ},
-      {"%laneid", Special::kLaneId},    {"%warpid", Special::kWarpId},
-      {"%cluster_ctarank", Special::kClusterCtaRank},
-      {"%cluster_nctarank", Special::kClusterNctaRank},
-      {"%clusterid.x", Special::kClusterIdX},         {"%clusterid.y", Special::kClusterIdY},
-      {"%clusterid.z", Special::kClusterIdZ},         {"%nclusterid.x", Special::kNClusterIdX},
-      {"%nclusterid.y", Special::kNClusterIdY},       {"%nclusterid.z", Special::kNClusterIdZ},
-      {"%cluster_ctaid.x", Special::kClusterCtaIdX},  {"%cluster_ctaid.y", Special::kClusterCtaIdY},
-      {"%cluster_ctaid.z", Special::kClusterCtaIdZ},  {"%cluster_nctaid.x", Special::kClusterNctaIdX},
-      {"%cluster_nctaid.y", Special::kClusterNctaIdY}, {"%cluster_nctaid.z", Special::kClusterNctaIdZ}};
+  static const auto* m =
+      new std::map<std::string, Special>{{"%tid.x", Special::kTidX},
+                                         {"%tid.y", Special::kTidY},
+                                         {"%tid.z", Special::kTidZ},
+                                         {"%ntid.x", Special::kNtidX},
+                                         {"%ntid.y", Special::kNtidY},
+                                         {"%ntid.z", Special::kNtidZ},
+                                         {"%ctaid.x", Special::kCtaidX},
+                                         {"%ctaid.y", Special::kCtaidY},
+                                         {"%ctaid.z", Special::kCtaidZ},
+                                         {"%nctaid.x", Special::kNctaidX},
+                                         {"%nctaid.y", Special::kNctaidY},
+                                         {"%nctaid.z", Special::kNctaidZ},
+                                         {"%laneid", Special::kLaneId},
+                                         {"%warpid", Special::kWarpId},
+                                         {"%cluster_ctarank", Special::kClusterCtaRank},
+                                         {"%cluster_nctarank", Special::kClusterNctaRank},
+                                         {"%clusterid.x", Special::kClusterIdX},
+                                         {"%clusterid.y", Special::kClusterIdY},
+                                         {"%clusterid.z", Special::kClusterIdZ},
+                                         {"%nclusterid.x", Special::kNClusterIdX},
+                                         {"%nclusterid.y", Special::kNClusterIdY},
+                                         {"%nclusterid.z", Special::kNClusterIdZ},
+                                         {"%cluster_ctaid.x", Special::kClusterCtaIdX},
+                                         {"%cluster_ctaid.y", Special::kClusterCtaIdY},
+                                         {"%cluster_ctaid.z", Special::kClusterCtaIdZ},
+                                         {"%cluster_nctaid.x", Special::kClusterNctaIdX},
+                                         {"%cluster_nctaid.y", Special::kClusterNctaIdY},
+                                         {"%cluster_nctaid.z", Special::kClusterNctaIdZ}};
   return *m;
 }
 
 bool IsIdentifier(absl::string_view s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '%'; });
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '%';
+  });
 }
 
 // Splits at commas outside brackets and braces.
@@ -119,7 +205,8 @@ std::vector<std::string> SplitOperands(absl::string_view s) {
       cur += c;
     }
   }
-  if (!absl::StripAsciiWhitespace(cur).empty()) out.push_back(std::string(absl::StripAsciiWhitespace(cur)));
+  if (!absl::StripAsciiWhitespace(cur).empty())
+    out.push_back(std::string(absl::StripAsciiWhitespace(cur)));
   return out;
 }
 
@@ -166,7 +253,8 @@ class EntryBuilder {
         continue;
       }
       int count = 0;
-      if (!absl::SimpleAtoi(n.substr(lt + 1, n.size() - lt - 2), &count)) return Error(line, "bad register range");
+      if (!absl::SimpleAtoi(n.substr(lt + 1, n.size() - lt - 2), &count))
+        return Error(line, "bad register range");
       for (int i = 0; i < count; ++i) Add(absl::StrCat(n.substr(0, lt), i));
     }
     return absl::OkStatus();
@@ -187,7 +275,8 @@ class EntryBuilder {
       o.negate = true;
       s = s.substr(1);
     }
-    if (size_t bar = s.find('|'); bar != std::string::npos && !absl::StartsWith(s, "{")) {  // d|p: two results
+    if (size_t bar = s.find('|');
+        bar != std::string::npos && !absl::StartsWith(s, "{")) {  // d|p: two results
       Operand v;
       v.kind = Operand::Kind::kVector;
       for (const std::string part : {s.substr(0, bar), s.substr(bar + 1)}) {
@@ -200,7 +289,10 @@ class EntryBuilder {
     if (absl::StartsWith(s, "{")) {
       o.kind = Operand::Kind::kVector;
       for (const std::string& part : SplitOperands(s.substr(1, s.size() - 2))) {
-        if (part == "_") { o.regs.push_back(-1); continue; }
+        if (part == "_") {
+          o.regs.push_back(-1);
+          continue;
+        }
         int r = Lookup(part);
         if (r < 0) return Error(line, absl::StrCat("unknown register '", part, "'"));
         o.regs.push_back(r);
@@ -210,7 +302,8 @@ class EntryBuilder {
     if (absl::StartsWith(s, "[")) {
       o.kind = Operand::Kind::kAddress;
       std::string inner = s.substr(1, s.size() - 2);
-      if (size_t comma = inner.find(','); comma != std::string::npos) {  // [tensor map, {coordinates}]
+      if (size_t comma = inner.find(',');
+          comma != std::string::npos) {  // [tensor map, {coordinates}]
         absl::StatusOr<Operand> coords = ParseOperand(inner.substr(comma + 1), line);
         if (!coords.ok()) return coords.status();
         o.regs = coords->regs;
@@ -226,9 +319,12 @@ class EntryBuilder {
         o.offset = static_cast<int64_t>(off);
       }
       uint64_t abs_addr;
-      if (int r = Lookup(base); r >= 0) o.reg = r;
-      else if (ParseInt(base, &abs_addr)) o.offset += static_cast<int64_t>(abs_addr);
-      else o.symbol = base;
+      if (int r = Lookup(base); r >= 0)
+        o.reg = r;
+      else if (ParseInt(base, &abs_addr))
+        o.offset += static_cast<int64_t>(abs_addr);
+      else
+        o.symbol = base;
       return o;
     }
     if (auto sp = Specials().find(s); sp != Specials().end()) {
@@ -243,13 +339,15 @@ class EntryBuilder {
     }
     if (absl::StartsWith(s, "0f") && s.size() == 10) {
       uint64_t bits;
-      if (!ParseInt("0x" + s.substr(2), &bits)) return Error(line, absl::StrCat("bad float immediate '", s, "'"));
+      if (!ParseInt("0x" + s.substr(2), &bits))
+        return Error(line, absl::StrCat("bad float immediate '", s, "'"));
       o.kind = Operand::Kind::kImm, o.imm = bits, o.imm_is_float = true;
       return o;
     }
     if (absl::StartsWith(s, "0d") && s.size() == 18) {
       uint64_t bits;
-      if (!ParseInt("0x" + s.substr(2), &bits)) return Error(line, absl::StrCat("bad double immediate '", s, "'"));
+      if (!ParseInt("0x" + s.substr(2), &bits))
+        return Error(line, absl::StrCat("bad double immediate '", s, "'"));
       o.kind = Operand::Kind::kImm, o.imm = bits, o.imm_is_float = true;
       return o;
     }
@@ -257,9 +355,11 @@ class EntryBuilder {
       o.kind = Operand::Kind::kImm, o.imm = v;
       return o;
     }
-    if (double d; s.find_first_of(".eE") != std::string::npos && !s.empty() && (absl::ascii_isdigit(s[0]) ||
-                  s[0] == '-' || s[0] == '.') && absl::SimpleAtod(s, &d)) {  // a decimal literal: f64
-      o.kind = Operand::Kind::kImm, o.imm = std::bit_cast<uint64_t>(d), o.imm_is_float = o.imm_is_decimal = true;
+    if (double d; s.find_first_of(".eE") != std::string::npos && !s.empty() &&
+                  (absl::ascii_isdigit(s[0]) || s[0] == '-' || s[0] == '.') &&
+                  absl::SimpleAtod(s, &d)) {  // a decimal literal: f64
+      o.kind = Operand::Kind::kImm, o.imm = std::bit_cast<uint64_t>(d),
+      o.imm_is_float = o.imm_is_decimal = true;
       return o;
     }
     if (IsIdentifier(s) && !absl::StartsWith(s, "%")) {
@@ -290,46 +390,70 @@ class EntryBuilder {
     std::string opcode = s.substr(0, sp);
     std::string rest = sp == std::string::npos ? "" : s.substr(sp);
     std::vector<std::string> parts = absl::StrSplit(opcode, '.');
-    if (parts.size() > 2 && parts[0] == "cp" && parts[1] == "async" && parts[2] == "bulk") {  // TMA, bulk groups
+    if (parts.size() > 2 && parts[0] == "cp" && parts[1] == "async" &&
+        parts[2] == "bulk") {  // TMA, bulk groups
       in.op = Op::kCpAsyncBulk;
       in.mods.assign(parts.begin() + 3, parts.end());
-    } else if (parts.size() > 1 && parts[0] == "cp" && parts[1] == "async") {  // cp.async[.commit_group|...]
+    } else if (parts.size() > 1 && parts[0] == "cp" &&
+               parts[1] == "async") {  // cp.async[.commit_group|...]
       in.op = Op::kCpAsync;
       in.mods.assign(parts.begin() + 2, parts.end());
     } else {
       auto op = Ops().find(parts[0]);
-      if (op == Ops().end()) return Error(line, absl::StrCat("the emulator does not know '", parts[0], "' in '", text, "'"));
+      if (op == Ops().end())
+        return Error(line,
+                     absl::StrCat("the emulator does not know '", parts[0], "' in '", text, "'"));
       in.op = op->second;
       in.mods.assign(parts.begin() + 1, parts.end());
     }
     std::vector<Ty> types;
-    static const std::vector<std::string> kCmp = {"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs",
-                                                  "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"};
-    static const std::vector<std::string> kModes = {"up", "down", "bfly", "idx", "add", "min", "max", "inc",
-                                                    "dec", "cas", "exch", "and", "or", "xor", "all", "any",
-                                                    "uni", "ballot"};
+    static const std::vector<std::string> kCmp = {"eq",  "ne",  "lt",  "le",  "gt",  "ge",
+                                                  "lo",  "ls",  "hi",  "hs",  "equ", "neu",
+                                                  "ltu", "leu", "gtu", "geu", "num", "nan"};
+    static const std::vector<std::string> kModes = {"up",  "down", "bfly", "idx", "add",  "min",
+                                                    "max", "inc",  "dec",  "cas", "exch", "and",
+                                                    "or",  "xor",  "all",  "any", "uni",  "ballot"};
     for (const std::string& m : in.mods) {
-      if (auto t = Types().find(m); t != Types().end()) types.push_back(t->second);
-      else if (m == "global") in.space = Space::kGlobal;
-      else if (m == "shared" || absl::StartsWith(m, "shared::")) in.space = Space::kShared;
-      else if (m == "param") in.space = Space::kParam;
-      else if (m == "local") in.space = Space::kLocal;
-      else if (m == "const") in.space = Space::kConst;
-      else if (m == "v2") in.vec = 2;
-      else if (m == "v4" || m == "x4") in.vec = 4;
-      else if (m == "x2") in.vec = 2;
-      else if (m == "wide") in.wide = true;
-      else if (m == "lo") in.lo = true;
-      else if (m == "hi" && in.op != Op::kSetp) in.hi = true;
-      else if (m == "approx") in.approx = true;
-      else if (m == "ftz") in.ftz = true;
-      else if (m == "sat" || m == "satfinite") in.sat = true;
-      else if (m == "rn" || m == "rz" || m == "rm" || m == "rp" || m == "rni" || m == "rzi" || m == "rmi" || m == "rpi")
+      if (auto t = Types().find(m); t != Types().end())
+        types.push_back(t->second);
+      else if (m == "global")
+        in.space = Space::kGlobal;
+      else if (m == "shared" || absl::StartsWith(m, "shared::"))
+        in.space = Space::kShared;
+      else if (m == "param")
+        in.space = Space::kParam;
+      else if (m == "local")
+        in.space = Space::kLocal;
+      else if (m == "const")
+        in.space = Space::kConst;
+      else if (m == "v2")
+        in.vec = 2;
+      else if (m == "v4" || m == "x4")
+        in.vec = 4;
+      else if (m == "x2")
+        in.vec = 2;
+      else if (m == "wide")
+        in.wide = true;
+      else if (m == "lo")
+        in.lo = true;
+      else if (m == "hi" && in.op != Op::kSetp)
+        in.hi = true;
+      else if (m == "approx")
+        in.approx = true;
+      else if (m == "ftz")
+        in.ftz = true;
+      else if (m == "sat" || m == "satfinite")
+        in.sat = true;
+      else if (m == "rn" || m == "rz" || m == "rm" || m == "rp" || m == "rni" || m == "rzi" ||
+               m == "rmi" || m == "rpi")
         in.rounding = m;
-      else if (in.op == Op::kSetp && std::find(kCmp.begin(), kCmp.end(), m) != kCmp.end()) in.cmp = m;
-      else if (std::find(kModes.begin(), kModes.end(), m) != kModes.end() && in.cmp.empty()) in.cmp = m;
+      else if (in.op == Op::kSetp && std::find(kCmp.begin(), kCmp.end(), m) != kCmp.end())
+        in.cmp = m;
+      else if (std::find(kModes.begin(), kModes.end(), m) != kModes.end() && in.cmp.empty())
+        in.cmp = m;
     }
-    const bool first_type = in.op == Op::kCvt || in.op == Op::kMma;  // the destination's type comes first
+    const bool first_type =
+        in.op == Op::kCvt || in.op == Op::kMma;  // the destination's type comes first
     if (!types.empty()) in.type = first_type ? types.front() : types.back();
     if (in.op == Op::kCvt && types.size() == 2) in.src_type = types.back();
     if (in.op == Op::kMma && types.size() == 4) in.src_type = types[1];  // d, a, b, c types
@@ -373,7 +497,10 @@ absl::StatusOr<Param> ParseParam(absl::string_view text, int line) {
   Param p;
   int elem = 0, align = 0;
   for (size_t i = 0; i < w.size(); ++i) {
-    if (w[i] == ".align" && i + 1 < w.size()) { absl::SimpleAtoi(w[++i], &align); continue; }
+    if (w[i] == ".align" && i + 1 < w.size()) {
+      absl::SimpleAtoi(w[++i], &align);
+      continue;
+    }
     if (absl::StartsWith(w[i], ".")) {
       if (auto t = Types().find(w[i].substr(1)); t != Types().end()) elem = TyBits(t->second) / 8;
       continue;
@@ -386,7 +513,8 @@ absl::StatusOr<Param> ParseParam(absl::string_view text, int line) {
       return Error(line, absl::StrCat("bad parameter array '", text, "'"));
     p.name = p.name.substr(0, lb);
   }
-  if (p.name.empty() || elem == 0) return Error(line, absl::StrCat("cannot read parameter '", text, "'"));
+  if (p.name.empty() || elem == 0)
+    return Error(line, absl::StrCat("cannot read parameter '", text, "'"));
   p.bytes = elem * count;
   p.offset = std::max(align, elem);  // the alignment, for now; offsets are assigned by the caller
   return p;
@@ -406,18 +534,25 @@ absl::StatusOr<Module> Parse(const std::string& text) {
   while (i < lines.size()) {
     std::string l = std::string(absl::StripAsciiWhitespace(lines[i]));
     const int line_no = static_cast<int>(i) + 1;
-    if (l.empty()) { ++i; continue; }
+    if (l.empty()) {
+      ++i;
+      continue;
+    }
     if (absl::StartsWith(l, ".target")) {
       std::vector<std::string> w = absl::StrSplit(l, absl::ByAnyChar(" \t,"), absl::SkipEmpty());
       if (w.size() > 1) m.target = w[1];
       ++i;
       continue;
     }
-    if (absl::StartsWith(l, ".version") || absl::StartsWith(l, ".address_size")) { ++i; continue; }
+    if (absl::StartsWith(l, ".version") || absl::StartsWith(l, ".address_size")) {
+      ++i;
+      continue;
+    }
     if (absl::StartsWith(l, ".file")) {  // .file N "name"
       std::vector<std::string> w = absl::StrSplit(l, absl::ByAnyChar(" \t"), absl::SkipEmpty());
       int id = 0;
-      if (w.size() >= 3 && absl::SimpleAtoi(w[1], &id)) m.files[id] = std::string(absl::StripSuffix(absl::StripPrefix(w[2], "\""), "\""));
+      if (w.size() >= 3 && absl::SimpleAtoi(w[1], &id))
+        m.files[id] = std::string(absl::StripSuffix(absl::StripPrefix(w[2], "\""), "\""));
       ++i;
       continue;
     }
@@ -433,7 +568,8 @@ absl::StatusOr<Module> Parse(const std::string& text) {
     }
     if (absl::StrContains(l, ".shared") && !absl::StrContains(l, ".entry")) {
       // [.extern] .shared .align A .b8 NAME[N];  (extern: dynamic shared memory, after the static)
-      std::vector<std::string> w = absl::StrSplit(absl::StripSuffix(l, ";"), absl::ByAnyChar(" \t"), absl::SkipEmpty());
+      std::vector<std::string> w =
+          absl::StrSplit(absl::StripSuffix(l, ";"), absl::ByAnyChar(" \t"), absl::SkipEmpty());
       std::string name = w.back();
       int64_t count = 0, align = 16;
       for (size_t k = 0; k + 1 < w.size(); ++k)
@@ -461,9 +597,11 @@ absl::StatusOr<Module> Parse(const std::string& text) {
       std::string header;
       while (i < lines.size() && !absl::StrContains(header, ")")) header += lines[i++] + "\n";
       size_t open = header.find('('), close = header.rfind(')');
-      if (open == std::string::npos || close == std::string::npos) return Error(line_no, "bad .entry header");
+      if (open == std::string::npos || close == std::string::npos)
+        return Error(line_no, "bad .entry header");
       int offset = 0;
-      for (absl::string_view p : absl::StrSplit(header.substr(open + 1, close - open - 1), ',', absl::SkipWhitespace())) {
+      for (absl::string_view p :
+           absl::StrSplit(header.substr(open + 1, close - open - 1), ',', absl::SkipWhitespace())) {
         absl::StatusOr<Param> param = ParseParam(absl::StripAsciiWhitespace(p), line_no);
         if (!param.ok()) return param.status();
         const int align = param->offset;
@@ -483,21 +621,31 @@ absl::StatusOr<Module> Parse(const std::string& text) {
       bool done = false;
       for (; i < lines.size() && !done; ++i) {
         const std::string& raw = lines[i];
-        if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(raw), ".loc")) {  // .loc FILE LINE COLUMN
-          std::vector<std::string> w = absl::StrSplit(raw, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+        if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(raw),
+                             ".loc")) {  // .loc FILE LINE COLUMN
+          std::vector<std::string> w =
+              absl::StrSplit(raw, absl::ByAnyChar(" \t"), absl::SkipEmpty());
           int file = 0, at = 0;
-          if (w.size() >= 3 && absl::SimpleAtoi(w[1], &file) && absl::SimpleAtoi(w[2], &at)) b.SetLoc(file, at);
+          if (w.size() >= 3 && absl::SimpleAtoi(w[1], &file) && absl::SimpleAtoi(w[2], &at))
+            b.SetLoc(file, at);
           continue;
         }
         for (char c : raw) {
           const bool blank = absl::StripAsciiWhitespace(cur).empty();
-          if (blank && c == '{') { b.Open(); continue; }
+          if (blank && c == '{') {
+            b.Open();
+            continue;
+          }
           if (blank && c == '}') {
-            if (b.depth() == 1) { done = true; break; }
+            if (b.depth() == 1) {
+              done = true;
+              break;
+            }
             b.Close();
             continue;
           }
-          if (blank && !std::isspace(static_cast<unsigned char>(c))) cur_line = static_cast<int>(i) + 1;
+          if (blank && !std::isspace(static_cast<unsigned char>(c)))
+            cur_line = static_cast<int>(i) + 1;
           if (c == ';') {
             std::string stmt = std::string(absl::StripAsciiWhitespace(cur));
             cur.clear();
@@ -505,7 +653,8 @@ absl::StatusOr<Module> Parse(const std::string& text) {
               if (absl::Status s = b.Declare(stmt, cur_line); !s.ok()) return s;
             } else if (absl::StartsWith(stmt, ".")) {
               if (!absl::StartsWith(stmt, ".pragma") && !absl::StartsWith(stmt, ".loc"))
-                return Error(cur_line, absl::StrCat("the emulator does not know the directive '", stmt, "'"));
+                return Error(cur_line,
+                             absl::StrCat("the emulator does not know the directive '", stmt, "'"));
             } else if (!stmt.empty()) {
               if (absl::Status s = b.Instruction(stmt, cur_line); !s.ok()) return s;
             }
@@ -525,7 +674,8 @@ absl::StatusOr<Module> Parse(const std::string& text) {
       m.entries.push_back(std::move(e));
       continue;
     }
-    ++i;  // other module-level directives (.globl, .visible .func declarations) carry nothing we run
+    ++i;  // other module-level directives (.globl, .visible .func declarations) carry nothing we
+          // run
   }
   const int64_t dyn = (static_shared + 1023) / 1024 * 1024;
   for (const std::string& name : dynamic_shared) m.shared_symbols[name] = static_shared ? dyn : 0;

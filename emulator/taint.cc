@@ -25,12 +25,15 @@ void Cta::SetRegTaint(Thread& t, int reg, Origin o) {
 
 Origin Cta::OperandTaint(const Thread& t, const ptx::Operand& o) const {
   switch (o.kind) {
-    case Operand::Kind::kReg: case Operand::Kind::kAddress: return RegTaint(t, o.reg);
+    case Operand::Kind::kReg:
+    case Operand::Kind::kAddress:
+      return RegTaint(t, o.reg);
     case Operand::Kind::kVector:
       for (int r : o.regs)
         if (Origin x = RegTaint(t, r)) return x;
       return nullptr;
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 }
 
@@ -55,7 +58,9 @@ void Cta::TaintDestinations(Thread& t, const Instr& in, Origin o) {
 }
 
 Cta* Cta::SharedOwner(const uint8_t* p) const {
-  auto holds = [p](const Cta& c) { return p >= c.shared_.data() && p < c.shared_.data() + c.shared_.size(); };
+  auto holds = [p](const Cta& c) {
+    return p >= c.shared_.data() && p < c.shared_.data() + c.shared_.size();
+  };
   if (holds(*this)) return const_cast<Cta*>(this);
   if (cluster_)
     for (Cta* c : cluster_->ctas)
@@ -80,10 +85,12 @@ Origin Cta::SharedTaint(const uint8_t* p, size_t n, const Instr& reader) const {
 void Cta::SetSharedTaint(uint8_t* p, size_t n, Origin o) {
   Cta* owner = SharedOwner(p);
   if (!owner) return;
-  if (owner->smem_origin_.empty()) owner->smem_origin_.assign(owner->shared_.size(), NeverWritten());
+  if (owner->smem_origin_.empty())
+    owner->smem_origin_.assign(owner->shared_.size(), NeverWritten());
   const uint64_t off = p - owner->shared_.data();
   std::fill(owner->smem_origin_.begin() + off,
-            owner->smem_origin_.begin() + std::min<uint64_t>(off + n, owner->smem_origin_.size()), o);
+            owner->smem_origin_.begin() + std::min<uint64_t>(off + n, owner->smem_origin_.size()),
+            o);
 }
 
 absl::Status Cta::CheckReachesGlobal(const Thread* t, const Instr& in, Origin o) const {
@@ -91,13 +98,16 @@ absl::Status Cta::CheckReachesGlobal(const Thread* t, const Instr& in, Origin o)
   const std::string dsl = m_.DslLine(*o);
   const std::string what = absl::StrCat(
       o == &in ? "writes to global memory shared bytes that nothing had written"
-               : absl::StrCat("writes to global memory a value computed from shared memory that nothing had written "
-                              "(read at PTX line ", o->line, dsl.empty() ? "" : ", " + dsl, ": ", o->text, ")"),
+               : absl::StrCat("writes to global memory a value computed from shared memory that "
+                              "nothing had written "
+                              "(read at PTX line ",
+                              o->line, dsl.empty() ? "" : ", " + dsl, ": ", o->text, ")"),
       ": an uninitialised value reaches the output (a load or fill missing, or a read before it)");
   if (t) return Fail(*t, in, what);
   const std::string here = m_.DslLine(in);
-  return absl::InvalidArgumentError(absl::StrFormat("%s%s: PTX line %d (%s): %s", here.empty() ? "" : here + ": ",
-                                                    kernel_, in.line, in.text, what));
+  return absl::InvalidArgumentError(absl::StrFormat("%s%s: PTX line %d (%s): %s",
+                                                    here.empty() ? "" : here + ": ", kernel_,
+                                                    in.line, in.text, what));
 }
 
 }  // namespace kiln::emu::detail

@@ -12,8 +12,8 @@ namespace kiln::examples {
 namespace {
 
 // cublas_api.h / library_types.h values.
-constexpr int kOpN = 0, kOpT = 1, kR16F = 2, kR16BF = 14, kR32F = 0, kCompute32F = 68, kCompute16F = 64,
-              kGemmDefault = -1;
+constexpr int kOpN = 0, kOpT = 1, kR16F = 2, kR16BF = 14, kR32F = 0, kCompute32F = 68,
+              kCompute16F = 64, kGemmDefault = -1;
 
 int DataType(const std::string& t) { return t == "f16" ? kR16F : t == "f32" ? kR32F : kR16BF; }
 
@@ -45,9 +45,9 @@ absl::StatusOr<Cublas*> Cublas::Get() {
     }
     void* lib = nullptr;
     std::string name;
-    for (const char* candidate : {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
-                                  "/usr/local/cuda/lib64/libcublas.so.13",
-                                  "/usr/local/cuda/lib64/libcublas.so.12"}) {
+    for (const char* candidate :
+         {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
+          "/usr/local/cuda/lib64/libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.12"}) {
       if ((lib = dlopen(candidate, RTLD_NOW | RTLD_LOCAL))) {
         name = candidate;
         break;
@@ -76,8 +76,8 @@ absl::StatusOr<Cublas*> Cublas::Get() {
   return instance;
 }
 
-absl::Status Cublas::Gemm(const GemmSpec& spec, const rt::GemmSize& size, uint64_t a,
-                          uint64_t b, uint64_t c, bool spec_accumulator) const {
+absl::Status Cublas::Gemm(const GemmSpec& spec, const rt::GemmSize& size, uint64_t a, uint64_t b,
+                          uint64_t c, bool spec_accumulator) const {
   const float alpha32 = 1.0f, beta32 = 0.0f;
   const uint16_t alpha16 = 0x3c00, beta16 = 0;  // fp16 1.0 and 0.0: compute-16F scalars are half
   const bool half_compute = spec_accumulator && spec.acc_type == "f16";
@@ -89,15 +89,15 @@ absl::Status Cublas::Gemm(const GemmSpec& spec, const rt::GemmSize& size, uint64
   if (spec.c_order == "col") {  // C = A B
     Operand oa = AsOperand(spec.a_order, size.m, size.k, false);
     Operand ob = AsOperand(spec.b_order, size.k, size.n, false);
-    rc = gemm_ex_(handle_, oa.op, ob.op, size.m, size.n, size.k, alpha,
-                  reinterpret_cast<void*>(a), in, oa.ld, reinterpret_cast<void*>(b), in, ob.ld,
-                  beta, reinterpret_cast<void*>(c), out, size.m, compute, kGemmDefault);
+    rc = gemm_ex_(handle_, oa.op, ob.op, size.m, size.n, size.k, alpha, reinterpret_cast<void*>(a),
+                  in, oa.ld, reinterpret_cast<void*>(b), in, ob.ld, beta,
+                  reinterpret_cast<void*>(c), out, size.m, compute, kGemmDefault);
   } else {  // row-major C: C^T = B^T A^T in column-major terms
     Operand ob = AsOperand(spec.b_order, size.k, size.n, true);
     Operand oa = AsOperand(spec.a_order, size.m, size.k, true);
-    rc = gemm_ex_(handle_, ob.op, oa.op, size.n, size.m, size.k, alpha,
-                  reinterpret_cast<void*>(b), in, ob.ld, reinterpret_cast<void*>(a), in, oa.ld,
-                  beta, reinterpret_cast<void*>(c), out, size.n, compute, kGemmDefault);
+    rc = gemm_ex_(handle_, ob.op, oa.op, size.n, size.m, size.k, alpha, reinterpret_cast<void*>(b),
+                  in, ob.ld, reinterpret_cast<void*>(a), in, oa.ld, beta,
+                  reinterpret_cast<void*>(c), out, size.n, compute, kGemmDefault);
   }
   if (rc != 0) return absl::InternalError(absl::StrCat("cublasGemmEx failed with status ", rc));
   return absl::OkStatus();

@@ -16,13 +16,18 @@ absl::StatusOr<HostEpilogue> EpilogueOf(const GemmSpec& g) {
   HostEpilogue e;
   e.type = g.out_type;
   e.c_order = g.c_order;
-  absl::StatusOr<std::string> terms = rt::CanonicalEpilogue(g.epilogue);  // known terms, one of each kind
+  absl::StatusOr<std::string> terms =
+      rt::CanonicalEpilogue(g.epilogue);  // known terms, one of each kind
   if (!terms.ok()) return terms.status();
   for (absl::string_view t : absl::StrSplit(*terms, '.', absl::SkipEmpty())) {
-    if (t == "scale") e.scale = true;
-    else if (t == "residual") e.residual = true;
-    else if (t == "bias_row" || t == "bias_col") e.bias = t == "bias_row" ? 'r' : 'c';
-    else e.activation = std::string(t);
+    if (t == "scale")
+      e.scale = true;
+    else if (t == "residual")
+      e.residual = true;
+    else if (t == "bias_row" || t == "bias_col")
+      e.bias = t == "bias_row" ? 'r' : 'c';
+    else
+      e.activation = std::string(t);
   }
   return e;
 }
@@ -69,13 +74,16 @@ EpilogueInputs RandomEpilogueInputs(const HostEpilogue& e, const rt::GemmSize& s
   return in;
 }
 
-double ApplyEpilogue(const HostEpilogue& e, const EpilogueInputs& in, const rt::GemmSize& s, double x, int64_t i,
-                     int64_t j) {
+double ApplyEpilogue(const HostEpilogue& e, const EpilogueInputs& in, const rt::GemmSize& s,
+                     double x, int64_t i, int64_t j) {
   const size_t at = e.c_order == "row" ? i * s.n + j : j * s.m + i;
-  if (e.scale) x = static_cast<double>(in.alpha) * x + static_cast<double>(in.beta) * DecodeElement(in.c_in, e.type, at);
+  if (e.scale)
+    x = static_cast<double>(in.alpha) * x +
+        static_cast<double>(in.beta) * DecodeElement(in.c_in, e.type, at);
   if (e.bias) x += DecodeElement(in.bias, e.type, e.bias == 'r' ? i : j);
   if (e.activation == "relu") x = std::max(x, 0.0);
-  if (e.activation == "gelu") x = 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  if (e.activation == "gelu")
+    x = 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
   if (e.activation == "silu") x = x / (1 + std::exp(-x));
   if (e.residual) x += DecodeElement(in.residual, e.type, at);
   return x;

@@ -14,15 +14,14 @@ namespace kiln::examples {
 
 struct HostEpilogue {
   bool scale = false, residual = false;
-  char bias = 0;            // 'r': one per row of C, 'c': one per column, 0: none
-  std::string activation;   // "", "relu", "gelu" (tanh form), "silu"
-  std::string type;         // the output type, which C_in, bias and residual share
-  std::string c_order;      // C's, which C_in and residual share
+  char bias = 0;           // 'r': one per row of C, 'c': one per column, 0: none
+  std::string activation;  // "", "relu", "gelu" (tanh form), "silu"
+  std::string type;        // the output type, which C_in, bias and residual share
+  std::string c_order;     // C's, which C_in and residual share
   bool Plain() const { return !scale && !residual && !bias && activation.empty(); }
 };
 // The spec's epilogue; an unknown term is an error naming it.
 absl::StatusOr<HostEpilogue> EpilogueOf(const GemmSpec& g);
-
 
 struct EpilogueInputs {
   float alpha = 1, beta = 0;
@@ -32,8 +31,8 @@ struct EpilogueInputs {
 // error in any term shows), beta = 0.5, the rest random normals (from `seed`).
 EpilogueInputs RandomEpilogueInputs(const HostEpilogue& e, const rt::GemmSize& s, uint64_t seed);
 // What the kernel should store at (i, j), given the exact product there.
-double ApplyEpilogue(const HostEpilogue& e, const EpilogueInputs& in, const rt::GemmSize& s, double product,
-                     int64_t i, int64_t j);
+double ApplyEpilogue(const HostEpilogue& e, const EpilogueInputs& in, const rt::GemmSize& s,
+                     double product, int64_t i, int64_t j);
 
 // Elements of encoded data of a GEMM element type: "bf16", "f16" (2 bytes) or "f32" (4).
 size_t ElementBytes(const std::string& type);

@@ -2,17 +2,18 @@
 
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace kiln::examples {
 
 std::string GemmSpec::ToString() const {
-  return absl::StrCat(in_type, " ", out_type, " ", acc_type, " ", a_order, " ", b_order, " ", c_order, " ",
-                      tile_m, " ", tile_n, " ", tile_k, " ", source.empty() ? "-" : source,
+  return absl::StrCat(in_type, " ", out_type, " ", acc_type, " ", a_order, " ", b_order, " ",
+                      c_order, " ", tile_m, " ", tile_n, " ", tile_k, " ",
+                      source.empty() ? "-" : source,
                       block_m || block_n || block_k
                           ? absl::StrCat(" block=", BlockM(), "x", BlockN(), "x", BlockK())
                           : "",
@@ -22,7 +23,9 @@ std::string GemmSpec::ToString() const {
 absl::StatusOr<GemmSpec> GemmSpec::Parse(absl::string_view text) {
   std::vector<std::string> w = absl::StrSplit(text, ' ', absl::SkipEmpty());
   GemmSpec g;
-  auto bad = [&] { return absl::InvalidArgumentError(absl::StrCat("bad gemm description '", text, "'")); };
+  auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat("bad gemm description '", text, "'"));
+  };
   while (w.size() > 10) {  // key=value options: block=MxNxK, epilogue=TERMS
     const std::string option = w.back();
     w.pop_back();
@@ -31,9 +34,9 @@ absl::StatusOr<GemmSpec> GemmSpec::Parse(absl::string_view text) {
       continue;
     }
     std::vector<std::string> b = absl::StrSplit(absl::StripPrefix(option, "block="), 'x');
-    if (!absl::StartsWith(option, "block=") || b.size() != 3 || !absl::SimpleAtoi(b[0], &g.block_m) ||
-        !absl::SimpleAtoi(b[1], &g.block_n) || !absl::SimpleAtoi(b[2], &g.block_k) || g.block_m <= 0 ||
-        g.block_n <= 0 || g.block_k <= 0)
+    if (!absl::StartsWith(option, "block=") || b.size() != 3 ||
+        !absl::SimpleAtoi(b[0], &g.block_m) || !absl::SimpleAtoi(b[1], &g.block_n) ||
+        !absl::SimpleAtoi(b[2], &g.block_k) || g.block_m <= 0 || g.block_n <= 0 || g.block_k <= 0)
       return bad();
   }
   if (w.size() != 10 || !absl::SimpleAtoi(w[6], &g.tile_m) || !absl::SimpleAtoi(w[7], &g.tile_n) ||
@@ -45,11 +48,15 @@ absl::StatusOr<GemmSpec> GemmSpec::Parse(absl::string_view text) {
   return g;
 }
 
-rt::Symbols ProblemSymbols(const rt::GemmSize& size) { return {{"M", size.m}, {"N", size.n}, {"K", size.k}}; }
+rt::Symbols ProblemSymbols(const rt::GemmSize& size) {
+  return {{"M", size.m}, {"N", size.n}, {"K", size.k}};
+}
 
 rt::GemmSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g) {
   int64_t ring = 1;
-  if (const std::string* text = m.Attribute("ring"); !text || !absl::SimpleAtoi(*text, &ring) || ring < 1) ring = 1;
+  if (const std::string* text = m.Attribute("ring");
+      !text || !absl::SimpleAtoi(*text, &ring) || ring < 1)
+    ring = 1;
   auto round_up = [](int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; };
   return {round_up(2 * g.BlockM(), g.tile_m), round_up(2 * g.BlockN(), g.tile_n),
           round_up((2 * ring + 1) * g.BlockK(), g.tile_k)};
@@ -77,18 +84,19 @@ absl::Status CheckProblem(const rt::Manifest& m, const GemmSpec& g, const rt::Ge
   const int64_t tiles[] = {g.tile_m, g.tile_n, g.tile_k};
   const char* names[] = {"M", "N", "K"};
   for (int i = 0; i < 3; ++i) {
-    if (dims[i] <= 0) return absl::InvalidArgumentError(absl::StrCat(names[i], " must be positive"));
+    if (dims[i] <= 0)
+      return absl::InvalidArgumentError(absl::StrCat(names[i], " must be positive"));
     if (dims[i] % tiles[i] != 0)
-      return absl::InvalidArgumentError(absl::StrCat(
-          m.name, " cannot tile ", names[i], "=", dims[i], ": its tile is ", g.tile_m, "x", g.tile_n, "x",
-          g.tile_k, " (", g.source.empty() ? m.source : g.source, "), so ", names[i], " must be a multiple of ",
-          tiles[i]));
+      return absl::InvalidArgumentError(
+          absl::StrCat(m.name, " cannot tile ", names[i], "=", dims[i], ": its tile is ", g.tile_m,
+                       "x", g.tile_n, "x", g.tile_k, " (", g.source.empty() ? m.source : g.source,
+                       "), so ", names[i], " must be a multiple of ", tiles[i]));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<rt::Dim3> GemmGrid(const rt::Manifest& m, const GemmSpec& g, const rt::GemmSize& size,
-                                  int sm_count) {
+absl::StatusOr<rt::Dim3> GemmGrid(const rt::Manifest& m, const GemmSpec& g,
+                                  const rt::GemmSize& size, int sm_count) {
   if (absl::Status s = CheckProblem(m, g, size); !s.ok()) return s;
   return m.GridFor(ProblemSymbols(size), sm_count);
 }

@@ -40,15 +40,28 @@ struct GemmSpec {
 };
 
 // The variants of each entry-point kernel that the build bundles (and the GPU suite checks), as
-// the suffixes of their names (rt::GemmVariantName, kiln/ops/gemm_choice.h): each type pair and each epilogue term at least once.
+// the suffixes of their names (rt::GemmVariantName, kiln/ops/gemm_choice.h): each type pair and
+// each epilogue term at least once.
 inline const std::vector<std::string> kBundledGemmVariants = {
-    "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu", "bf16-f32.scale.silu"};
+    "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu",
+    "bf16-f32.scale.silu"};
 // The tile kernels': those, the 16-bit ones again storing C from registers (any_m), which
 // ChooseGemm picks where M is no multiple of 8, and MN-major A and B (a_mn, b_mn), with any M too.
 inline const std::vector<std::string> kBundledTileVariants = {
-    "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu", "bf16-f32.scale.silu",
-    "bf16-bf16.any_m", "f16-f16.any_m", "bf16-bf16.any_m.scale.bias_col.gelu.residual", "f16-f16.any_m.bias_row.relu",
-    "bf16-bf16.a_mn", "bf16-bf16.b_mn", "bf16-bf16.a_mn.b_mn", "bf16-bf16.any_m.b_mn", "bf16-bf16.any_m.a_mn",
+    "f16-f16",
+    "bf16-f32",
+    "bf16-bf16.scale.bias_col.gelu.residual",
+    "f16-f16.bias_row.relu",
+    "bf16-f32.scale.silu",
+    "bf16-bf16.any_m",
+    "f16-f16.any_m",
+    "bf16-bf16.any_m.scale.bias_col.gelu.residual",
+    "f16-f16.any_m.bias_row.relu",
+    "bf16-bf16.a_mn",
+    "bf16-bf16.b_mn",
+    "bf16-bf16.a_mn.b_mn",
+    "bf16-bf16.any_m.b_mn",
+    "bf16-bf16.any_m.a_mn",
     "bf16-bf16.any_m.a_mn.b_mn"};
 // The wide-stage kernels': kBundledGemmVariants and a row-major B (b_mn), plain and fused.
 inline const std::vector<std::string> kBundledWideVariants = [] {
@@ -60,10 +73,11 @@ inline const std::vector<std::string> kBundledWideVariants = [] {
 // column-major C of 1-4 columns, transposed (the bias's axis swapped; c_row for 2-4 columns).
 inline const std::vector<std::string> kBundledRowCVariants = [] {
   std::vector<std::string> v = kBundledGemmVariants;
-  v.insert(v.end(), {"bf16-bf16.scale.bias_row.gelu.residual", "f16-f16.bias_col.relu", "bf16-bf16.c_row",
-                     "f16-f16.c_row", "bf16-f32.c_row", "bf16-bf16.c_row.scale.bias_row.gelu.residual",
-                     "f16-f16.c_row.bias_col.relu", "bf16-f32.c_row.scale.silu",
-                     "bf16-bf16.c_row.scale.bias_col.gelu.residual", "f16-f16.c_row.bias_row.relu"});
+  v.insert(v.end(),
+           {"bf16-bf16.scale.bias_row.gelu.residual", "f16-f16.bias_col.relu", "bf16-bf16.c_row",
+            "f16-f16.c_row", "bf16-f32.c_row", "bf16-bf16.c_row.scale.bias_row.gelu.residual",
+            "f16-f16.c_row.bias_col.relu", "bf16-f32.c_row.scale.silu",
+            "bf16-bf16.c_row.scale.bias_col.gelu.residual", "f16-f16.c_row.bias_row.relu"});
   return v;
 }();
 
@@ -83,7 +97,7 @@ void SetGemmSpec(rt::Manifest& m, const GemmSpec& g);
 // not divide by the tile.
 absl::Status CheckProblem(const rt::Manifest& m, const GemmSpec& g, const rt::GemmSize& size);
 // The grid of a GEMM launch: the tile check, then the kernel's grid rule over M, N, K.
-absl::StatusOr<rt::Dim3> GemmGrid(const rt::Manifest& m, const GemmSpec& g, const rt::GemmSize& size,
-                                  int sm_count);
+absl::StatusOr<rt::Dim3> GemmGrid(const rt::Manifest& m, const GemmSpec& g,
+                                  const rt::GemmSize& size, int sm_count);
 
 }  // namespace kiln::examples

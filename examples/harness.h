@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kiln/runtime/driver.h"
 #include "examples/gemm_spec.h"
 #include "kiln/bundle/manifest.h"
+#include "kiln/runtime/driver.h"
 
 namespace kiln::examples {
 
@@ -50,23 +50,25 @@ struct RunOptions {
 struct GemmResult {
   std::string name;
   rt::GemmSize size;
-  double ms = 0, tflops = 0;          // median
+  double ms = 0, tflops = 0;  // median
   double cublas_ms = 0, cublas_tflops = 0;
-  double rel_error = 0;               // ||C - ref|| / ||ref|| over every element
-  double spot_error = 0;              // same, over fp64 CPU spot checks
+  double rel_error = 0;   // ||C - ref|| / ||ref|| over every element
+  double spot_error = 0;  // same, over fp64 CPU spot checks
   double tolerance = 0;
-  std::string reference;              // "cublas" or the reference bundle's name
+  std::string reference;  // "cublas" or the reference bundle's name
   bool passed = false;
-  std::string failure;                // why it did not pass
-  std::string note;                   // a caveat about the measurement (e.g. cluster waves)
-  double weight_gbps = 0, copy_gbps = 0;  // M <= 64: B's bytes / time, and a device copy's (read + write)
-  double read_gbps = 0;               // M <= 64, RunOptions::stream_read: B's bytes / a bare read's time
+  std::string failure;  // why it did not pass
+  std::string note;     // a caveat about the measurement (e.g. cluster waves)
+  double weight_gbps = 0,
+         copy_gbps = 0;  // M <= 64: B's bytes / time, and a device copy's (read + write)
+  double read_gbps = 0;  // M <= 64, RunOptions::stream_read: B's bytes / a bare read's time
   // M <= 64 in steady state: the same rates over launches back to back, each on the next of
   // `steady_copies` copies of B (so each reads its weights from DRAM); 0 where not measured.
   double steady_weight_gbps = 0, steady_copy_gbps = 0, steady_read_gbps = 0, steady_cublas_gbps = 0;
   int steady_copies = 0;
-  uint64_t schedule_seed = 0;         // the emulator's schedule (EmulateGemm)
-  std::vector<uint16_t> output;       // a 16-bit C as the kernel wrote it (EmulateGemm; RunGemm with keep_output)
+  uint64_t schedule_seed = 0;  // the emulator's schedule (EmulateGemm)
+  std::vector<uint16_t>
+      output;  // a 16-bit C as the kernel wrote it (EmulateGemm; RunGemm with keep_output)
 };
 
 // Norm-relative error threshold for the spec's output and accumulator types.
@@ -92,8 +94,9 @@ absl::StatusOr<GemmResult> EmulateGemm(const rt::Bundle& bundle, const RunOption
                                        uint64_t schedule_seed = 1);
 // The same inputs under several schedules, run side by side; the first emulator report (a
 // deadlock, a race, ...) is the error, with its schedule named.
-absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(const rt::Bundle& bundle, const RunOptions& options,
-                                                             const std::vector<uint64_t>& schedule_seeds);
+absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(
+    const rt::Bundle& bundle, const RunOptions& options,
+    const std::vector<uint64_t>& schedule_seeds);
 
 // Two outputs of one GEMM on the same inputs (the GPU's and the emulator's), element by element.
 // Two fp32 sums of the same products in different orders or with different internal rounding
@@ -104,18 +107,19 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(const rt::Bundle& b
 // times its scale. An f16 accumulator (cuda_hgemm) rounds after each 16-deep step, so there the
 // two may also part by one f16 ulp of the scale per step.
 struct OutputAgreement {
-  int64_t equal = 0;   // bit-equal
-  int64_t close = 0;   // within one output ulp + rel * scale (+ the f16 accumulator's steps)
-  int64_t apart = 0;   // further apart, NaN in either, or missing
-  double worst = 0;    // the largest |x - y| / scale of any element that is not bit-equal
+  int64_t equal = 0;          // bit-equal
+  int64_t close = 0;          // within one output ulp + rel * scale (+ the f16 accumulator's steps)
+  int64_t apart = 0;          // further apart, NaN in either, or missing
+  double worst = 0;           // the largest |x - y| / scale of any element that is not bit-equal
   std::string worst_element;  // "(i,j): x vs y, scale s"
   double norm_rel = 0;        // ||x - y|| / ||y|| over the elements that are numbers
 };
 // sum_k |a_ik b_kj| for every element of the product of the harness's inputs for `seed`
 // (RunOptions::seed), row-major M x N.
 std::vector<double> ProductScales(const GemmSpec& g, const rt::GemmSize& s, uint64_t seed);
-OutputAgreement CompareOutputs(const GemmSpec& g, const rt::GemmSize& s, const std::vector<uint16_t>& x,
-                               const std::vector<uint16_t>& y, const std::vector<double>& scale, double rel);
+OutputAgreement CompareOutputs(const GemmSpec& g, const rt::GemmSize& s,
+                               const std::vector<uint16_t>& x, const std::vector<uint16_t>& y,
+                               const std::vector<double>& scale, double rel);
 
 // The table: header once, then one row per result.
 std::string TableHeader();

@@ -45,7 +45,8 @@ float HalfToFloat(uint16_t h) {
     f = std::ldexp(static_cast<float>(mant), -24);
     return sign ? -f : f;
   }
-  uint32_t u = exp == 31 ? sign | 0x7f800000 | (mant << 13) : sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  uint32_t u =
+      exp == 31 ? sign | 0x7f800000 | (mant << 13) : sign | ((exp - 15 + 127) << 23) | (mant << 13);
   std::memcpy(&f, &u, 4);
   return f;
 }

@@ -19,7 +19,8 @@ std::string ShapeName(const rt::GemmSize& s) { return absl::StrCat(s.m, "x", s.n
 
 std::string Escape(const std::string& text) {
   std::string out;
-  for (char c : text) out += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+  for (char c : text)
+    out += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
   return out;
 }
 
@@ -30,22 +31,26 @@ struct Frame {
   double Y(double v) const { return top + (1 - v / y_max) * (height - top - bottom); }
   std::string Open(const std::string& title, const std::string& y_label, double step) const {
     std::string s = absl::StrFormat(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+        "font-family=\"sans-serif\" "
         "font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
         "<text x=\"%.0f\" y=\"22\" font-size=\"14\">%s</text>\n",
         width, height, left, Escape(title));
     for (double v = 0; v <= y_max + 1e-9; v += step)
-      absl::StrAppendFormat(&s,
-                            "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
-                            X(0), X(1), Y(v), Y(v), X(0) - 4, Y(v) + 4, v);
-    absl::StrAppendFormat(&s, "<text transform=\"translate(14,%.0f) rotate(-90)\" text-anchor=\"middle\">%s</text>\n",
-                          (top + height - bottom) / 2, Escape(y_label));
+      absl::StrAppendFormat(
+          &s,
+          "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+          X(0), X(1), Y(v), Y(v), X(0) - 4, Y(v) + 4, v);
+    absl::StrAppendFormat(
+        &s, "<text transform=\"translate(14,%.0f) rotate(-90)\" text-anchor=\"middle\">%s</text>\n",
+        (top + height - bottom) / 2, Escape(y_label));
     return s;
   }
   std::string XLabel(double x, const std::string& text) const {
-    return absl::StrFormat("<text transform=\"translate(%.1f,%.1f) rotate(-60)\" text-anchor=\"end\">%s</text>\n", x,
-                           height - bottom + 12, Escape(text));
+    return absl::StrFormat(
+        "<text transform=\"translate(%.1f,%.1f) rotate(-60)\" text-anchor=\"end\">%s</text>\n", x,
+        height - bottom + 12, Escape(text));
   }
 };
 
@@ -59,16 +64,18 @@ absl::StatusOr<std::vector<GemmResult>> ReadResultsTsv(const std::string& path) 
   while (std::getline(in, line)) {
     std::vector<std::string> w = absl::StrSplit(line, '\t');
     GemmResult r;
-    // name M N K ms TFLOPS cuBLAS-ms cuBLAS-TFLOPS error spot reference ok (row-op rows differ: skipped)
-    if (w.size() != 12 || !absl::SimpleAtoi(w[1], &r.size.m) || !absl::SimpleAtoi(w[2], &r.size.n) ||
-        !absl::SimpleAtoi(w[3], &r.size.k) || !absl::SimpleAtod(w[5], &r.tflops) ||
-        !absl::SimpleAtod(w[7], &r.cublas_tflops))
+    // name M N K ms TFLOPS cuBLAS-ms cuBLAS-TFLOPS error spot reference ok (row-op rows differ:
+    // skipped)
+    if (w.size() != 12 || !absl::SimpleAtoi(w[1], &r.size.m) ||
+        !absl::SimpleAtoi(w[2], &r.size.n) || !absl::SimpleAtoi(w[3], &r.size.k) ||
+        !absl::SimpleAtod(w[5], &r.tflops) || !absl::SimpleAtod(w[7], &r.cublas_tflops))
       continue;
     r.name = w[0];
     r.passed = w[11] == "ok";
     if (r.passed) results.push_back(r);
   }
-  if (results.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " has no timed GEMM rows"));
+  if (results.empty())
+    return absl::InvalidArgumentError(absl::StrCat(path, " has no timed GEMM rows"));
   return results;
 }
 
@@ -80,17 +87,27 @@ std::string RatioChart(const std::vector<GemmResult>& results, const std::string
     if (r.cublas_tflops <= 0) continue;
     const std::string shape = ShapeName(r.size);
     if (std::find(shapes.begin(), shapes.end(), shape) == shapes.end()) shapes.push_back(shape);
-    if (std::find(kernels.begin(), kernels.end(), r.name) == kernels.end()) kernels.push_back(r.name);
+    if (std::find(kernels.begin(), kernels.end(), r.name) == kernels.end())
+      kernels.push_back(r.name);
     ratio[r.name][shape] = r.tflops / r.cublas_tflops;
     y_max = std::max(y_max, r.tflops / r.cublas_tflops);
   }
   // Tall enough for the legend: a line of it per kernel.
-  Frame f{std::max(480.0, 240.0 + 26.0 * shapes.size()), std::max(460.0, 170.0 + 14.0 * kernels.size()), 60, 170, 40,
-          110, std::ceil(y_max * 5) / 5};
-  auto x_of = [&](size_t i) { return f.X(shapes.size() > 1 ? static_cast<double>(i) / (shapes.size() - 1) : 0.5); };
+  Frame f{std::max(480.0, 240.0 + 26.0 * shapes.size()),
+          std::max(460.0, 170.0 + 14.0 * kernels.size()),
+          60,
+          170,
+          40,
+          110,
+          std::ceil(y_max * 5) / 5};
+  auto x_of = [&](size_t i) {
+    return f.X(shapes.size() > 1 ? static_cast<double>(i) / (shapes.size() - 1) : 0.5);
+  };
   std::string s = f.Open(title, "TFLOPS / cuBLAS's, same process", 0.2);
-  absl::StrAppendFormat(&s, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"black\" "
-                        "stroke-dasharray=\"4 3\"/>\n", f.X(0), f.X(1), f.Y(1), f.Y(1));
+  absl::StrAppendFormat(&s,
+                        "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"black\" "
+                        "stroke-dasharray=\"4 3\"/>\n",
+                        f.X(0), f.X(1), f.Y(1), f.Y(1));
   for (size_t i = 0; i < shapes.size(); ++i) s += f.XLabel(x_of(i), shapes[i]);
   for (size_t k = 0; k < kernels.size(); ++k) {
     const char* color = kColors[k % std::size(kColors)];
@@ -99,10 +116,11 @@ std::string RatioChart(const std::vector<GemmResult>& results, const std::string
       auto it = ratio[kernels[k]].find(shapes[i]);
       if (it == ratio[kernels[k]].end()) continue;
       absl::StrAppendFormat(&points, "%.1f,%.1f ", x_of(i), f.Y(it->second));
-      absl::StrAppendFormat(&s, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n", x_of(i),
-                            f.Y(it->second), color);
+      absl::StrAppendFormat(&s, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n",
+                            x_of(i), f.Y(it->second), color);
     }
-    absl::StrAppendFormat(&s, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\"/>\n", points, color);
+    absl::StrAppendFormat(&s, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\"/>\n", points,
+                          color);
     absl::StrAppendFormat(&s, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%s</text>\n", f.X(1) + 10,
                           f.top + 14.0 * (k + 1), color, Escape(kernels[k]));
   }
@@ -121,7 +139,8 @@ std::string ProgressionChart(const std::vector<GemmResult>& results, const std::
     std::vector<std::string>& v = versions[s];
     if (std::find(v.begin(), v.end(), r.name) == v.end()) v.push_back(r.name);
     at[r.name][ShapeName(r.size)] = &r;
-    if (std::find(shapes.begin(), shapes.end(), ShapeName(r.size)) == shapes.end()) shapes.push_back(ShapeName(r.size));
+    if (std::find(shapes.begin(), shapes.end(), ShapeName(r.size)) == shapes.end())
+      shapes.push_back(ShapeName(r.size));
   }
   // One shape for everything: the first that every kernel has.
   std::string shape;
@@ -141,7 +160,12 @@ std::string ProgressionChart(const std::vector<GemmResult>& results, const std::
       ++bars;
       y_max = std::max({y_max, it->second->tflops, it->second->cublas_tflops});
     }
-  Frame f{std::max(480.0, 240.0 + 18.0 * (bars + series.size())), 460, 60, 170, 40, 110,
+  Frame f{std::max(480.0, 240.0 + 18.0 * (bars + series.size())),
+          460,
+          60,
+          170,
+          40,
+          110,
           std::ceil(y_max / 100) * 100};
   std::string s = f.Open(absl::StrCat(title, " (", shape, ")"), "TFLOPS", 100);
   const double slot = 1.0 / std::max<size_t>(1, bars + series.size());
@@ -154,18 +178,23 @@ std::string ProgressionChart(const std::vector<GemmResult>& results, const std::
       auto it = at[v].find(shape);
       if (it == at[v].end()) continue;
       const double x0 = f.X(slot * pos), x1 = f.X(slot * (pos + 0.8));
-      absl::StrAppendFormat(&s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", x0,
-                            f.Y(it->second->tflops), x1 - x0, f.Y(0) - f.Y(it->second->tflops), color);
+      absl::StrAppendFormat(
+          &s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", x0,
+          f.Y(it->second->tflops), x1 - x0, f.Y(0) - f.Y(it->second->tflops), color);
       s += f.XLabel((x0 + x1) / 2, v);
       cublas = std::max(cublas, it->second->cublas_tflops);
       ++pos;
     }
     if (pos > first && cublas > 0)
-      absl::StrAppendFormat(&s, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"black\" "
-                            "stroke-dasharray=\"4 3\"/>\n", f.X(slot * first), f.X(slot * pos), f.Y(cublas), f.Y(cublas));
+      absl::StrAppendFormat(
+          &s,
+          "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"black\" "
+          "stroke-dasharray=\"4 3\"/>\n",
+          f.X(slot * first), f.X(slot * pos), f.Y(cublas), f.Y(cublas));
     ++pos;  // a gap between series
   }
-  absl::StrAppendFormat(&s, "<text x=\"%.1f\" y=\"%.1f\">dashed: cuBLAS</text>\n", f.X(1) + 10, f.top + 14.0);
+  absl::StrAppendFormat(&s, "<text x=\"%.1f\" y=\"%.1f\">dashed: cuBLAS</text>\n", f.X(1) + 10,
+                        f.top + 14.0);
   return s + "</svg>\n";
 }
 

@@ -13,8 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "examples/host_data.h"
 #include "examples/probes/probes.h"
-#include "kiln/runtime/driver.h"
 #include "kiln/emulator.h"
+#include "kiln/runtime/driver.h"
 #include "kiln/runtime/launch.h"
 
 namespace kiln::examples {
@@ -30,7 +30,9 @@ class Target {
   virtual absl::Status Launch(const std::vector<rt::Arg>& args) = 0;
 
   template <typename T>
-  absl::StatusOr<uint64_t> Upload(const std::vector<T>& v) { return Upload(v.data(), v.size() * sizeof(T)); }
+  absl::StatusOr<uint64_t> Upload(const std::vector<T>& v) {
+    return Upload(v.data(), v.size() * sizeof(T));
+  }
   template <typename T>
   absl::StatusOr<std::vector<T>> Download(uint64_t src, size_t count) {
     std::vector<T> v(count);
@@ -85,7 +87,9 @@ class EmulatorTarget : public Target {
     if (absl::Status s = device_.Fill(*p, byte, bytes); !s.ok()) return s;
     return p;
   }
-  absl::Status Download(void* dst, uint64_t src, size_t bytes) override { return device_.CopyOut(dst, src, bytes); }
+  absl::Status Download(void* dst, uint64_t src, size_t bytes) override {
+    return device_.CopyOut(dst, src, bytes);
+  }
   absl::Status Launch(const std::vector<rt::Arg>& args) override {
     absl::StatusOr<emu::Stats> s = emu::Launch(device_, bundle_, args, {.seed = seed_});
     return s.ok() ? absl::OkStatus() : s.status();
@@ -107,7 +111,8 @@ struct Checker {
   }
   void Bits(const char* op, int64_t element, uint32_t got, uint32_t want) {
     ++r->checked;
-    if (got != want) Fail(absl::StrFormat("%s at %d: got 0x%08x, want 0x%08x", op, element, got, want));
+    if (got != want)
+      Fail(absl::StrFormat("%s at %d: got 0x%08x, want 0x%08x", op, element, got, want));
   }
   void Float(const char* op, int64_t element, float got, float want) {
     Bits(op, element, std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want));
@@ -116,7 +121,8 @@ struct Checker {
   void Near(const char* op, int64_t element, float got, double want, double tolerance) {
     ++r->checked;
     if (!(std::fabs(got - want) <= tolerance))
-      Fail(absl::StrFormat("%s at %d: got %.9g, want %.9g (tolerance %.3g)", op, element, got, want, tolerance));
+      Fail(absl::StrFormat("%s at %d: got %.9g, want %.9g (tolerance %.3g)", op, element, got, want,
+                           tolerance));
   }
   void Equal(const char* what, int64_t got, int64_t want) {
     ++r->checked;
@@ -130,8 +136,8 @@ struct Checker {
 
 struct Format {
   int exp_bits, man_bits;
-  uint32_t max_finite;  // the largest finite non-negative code
-  bool ieee_infinity;   // the code after max_finite is +inf (otherwise saturate: satfinite)
+  uint32_t max_finite;         // the largest finite non-negative code
+  bool ieee_infinity;          // the code after max_finite is +inf (otherwise saturate: satfinite)
   std::vector<double> values;  // values[code], code 0..max_finite
 };
 
@@ -139,17 +145,30 @@ Format MakeFormat(int exp_bits, int man_bits, uint32_t max_finite, bool ieee_inf
   Format f{exp_bits, man_bits, max_finite, ieee_infinity, {}};
   const int bias = (1 << (exp_bits - 1)) - 1;
   for (uint32_t code = 0; code <= max_finite; ++code) {
-    const int e = static_cast<int>(code >> man_bits), m = static_cast<int>(code & ((1u << man_bits) - 1));
+    const int e = static_cast<int>(code >> man_bits),
+              m = static_cast<int>(code & ((1u << man_bits) - 1));
     f.values.push_back(e == 0 ? std::ldexp(m, 1 - bias - man_bits)
                               : std::ldexp((1 << man_bits) + m, e - bias - man_bits));
   }
   return f;
 }
 
-const Format& Bf16() { static const Format f = MakeFormat(8, 7, 0x7f7f, true); return f; }
-const Format& F16() { static const Format f = MakeFormat(5, 10, 0x7bff, true); return f; }
-const Format& E4M3() { static const Format f = MakeFormat(4, 3, 0x7e, false); return f; }
-const Format& E5M2() { static const Format f = MakeFormat(5, 2, 0x7b, false); return f; }
+const Format& Bf16() {
+  static const Format f = MakeFormat(8, 7, 0x7f7f, true);
+  return f;
+}
+const Format& F16() {
+  static const Format f = MakeFormat(5, 10, 0x7bff, true);
+  return f;
+}
+const Format& E4M3() {
+  static const Format f = MakeFormat(4, 3, 0x7e, false);
+  return f;
+}
+const Format& E5M2() {
+  static const Format f = MakeFormat(5, 2, 0x7b, false);
+  return f;
+}
 
 // Round to nearest, ties to even; beyond the largest finite value: inf (IEEE formats, where
 // the first value past the top is the next power of two) or the largest finite value.
@@ -186,13 +205,15 @@ absl::Status ProbeMath(Target& t, int64_t n, uint64_t seed, Checker& c) {
   std::uniform_int_distribution<int32_t> ints(-1000000, 1000000);
   std::vector<float> x(n), z(n);
   std::vector<int32_t> w(n);
-  for (int64_t i = 0; i < n; ++i) x[i] = std::exp2(log_x(rng)), z[i] = normal(rng), w[i] = ints(rng);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = std::exp2(log_x(rng)), z[i] = normal(rng), w[i] = ints(rng);
   absl::StatusOr<uint64_t> dx = t.Upload(x), dz = t.Upload(z), dw = t.Upload(w);
-  absl::StatusOr<uint64_t> dy = t.Filled(n * probe::kMathOps * 4, 0xff), dq = t.Filled(n * probe::kIntOps * 4, 0xff);
+  absl::StatusOr<uint64_t> dy = t.Filled(n * probe::kMathOps * 4, 0xff),
+                           dq = t.Filled(n * probe::kIntOps * 4, 0xff);
   for (auto* p : {&dx, &dz, &dw, &dy, &dq})
     if (!p->ok()) return p->status();
-  if (absl::Status s = t.Launch({rt::Arg::Ptr(*dx), rt::Arg::Ptr(*dz), rt::Arg::Ptr(*dw), rt::Arg::Ptr(*dy),
-                                 rt::Arg::Ptr(*dq), rt::Arg::I64(n)});
+  if (absl::Status s = t.Launch({rt::Arg::Ptr(*dx), rt::Arg::Ptr(*dz), rt::Arg::Ptr(*dw),
+                                 rt::Arg::Ptr(*dy), rt::Arg::Ptr(*dq), rt::Arg::I64(n)});
       !s.ok())
     return s;
   absl::StatusOr<std::vector<float>> y = t.Download<float>(*dy, n * probe::kMathOps);
@@ -208,7 +229,8 @@ absl::Status ProbeMath(Target& t, int64_t n, uint64_t seed, Checker& c) {
     const double e2 = std::exp2(double{zv}), e = std::exp(double{zv});
     const double l2 = std::log2(double{xv}), l = std::log(double{xv});
     c.Near("Exp2", i, g[0], e2, rel * e2);
-    c.Near("Exp", i, g[1], e, (rel + std::fabs(zv) * std::ldexp(1.0, -22)) * e);  // the scale's rounding
+    c.Near("Exp", i, g[1], e,
+           (rel + std::fabs(zv) * std::ldexp(1.0, -22)) * e);  // the scale's rounding
     c.Near("Log2", i, g[2], l2, rel * std::fabs(l2) + std::ldexp(1.0, -21));
     c.Near("Log", i, g[3], l, rel * std::fabs(l) + std::ldexp(1.0, -21));
     c.Near("Rsqrt", i, g[4], 1.0 / std::sqrt(double{xv}), rel / std::sqrt(double{xv}));
@@ -227,11 +249,16 @@ absl::Status ProbeMath(Target& t, int64_t n, uint64_t seed, Checker& c) {
     c.Near("TanhApprox", i, g[16], th, std::ldexp(std::fabs(th), -11));
     const int32_t s = w[i];
     const int32_t* h = &(*q)[i * probe::kIntOps];
-    const int32_t want[probe::kIntOps] = {s / 7, s % 7, s >> 3, std::min(s, -5), std::max(s, -5), s * -3 + 1,
+    const int32_t want[probe::kIntOps] = {s / 7,
+                                          s % 7,
+                                          s >> 3,
+                                          std::min(s, -5),
+                                          std::max(s, -5),
+                                          s * -3 + 1,
                                           std::bit_cast<int32_t>(static_cast<float>(s)),
                                           static_cast<int32_t>(zv * 1000.0f)};
-    static const char* kNames[probe::kIntOps] = {"s32 /", "s32 %", "s32 >>", "s32 Min", "s32 Max", "s32 mad",
-                                                 "s32->f32", "f32->s32"};
+    static const char* kNames[probe::kIntOps] = {"s32 /",   "s32 %",   "s32 >>",   "s32 Min",
+                                                 "s32 Max", "s32 mad", "s32->f32", "f32->s32"};
     for (int j = 0; j < probe::kIntOps; ++j)
       c.Bits(kNames[j], i, static_cast<uint32_t>(h[j]), static_cast<uint32_t>(want[j]));
   }
@@ -247,14 +274,17 @@ absl::Status ProbeConvert(Target& t, int64_t pairs, uint64_t seed, Checker& c) {
   absl::StatusOr<uint64_t> dz = t.Upload(z), dc = t.Filled(pairs * probe::kConvertOps * 4, 0xff);
   if (!dz.ok()) return dz.status();
   if (!dc.ok()) return dc.status();
-  if (absl::Status s = t.Launch({rt::Arg::Ptr(*dz), rt::Arg::Ptr(*dc), rt::Arg::I64(pairs)}); !s.ok()) return s;
+  if (absl::Status s = t.Launch({rt::Arg::Ptr(*dz), rt::Arg::Ptr(*dc), rt::Arg::I64(pairs)});
+      !s.ok())
+    return s;
   absl::StatusOr<std::vector<uint32_t>> got = t.Download<uint32_t>(*dc, pairs * probe::kConvertOps);
   if (!got.ok()) return got.status();
   auto pack = [](const Format& f, float hi, float lo) {  // a -> the upper half, b -> the lower
     return Encode(f, hi) << (f.exp_bits + f.man_bits + 1) | Encode(f, lo);
   };
   auto unpack = [](const Format& f8, uint32_t packed) {  // each byte exactly in f16
-    return Encode(F16(), Decode(f8, packed >> 8 & 0xff)) << 16 | Encode(F16(), Decode(f8, packed & 0xff));
+    return Encode(F16(), Decode(f8, packed >> 8 & 0xff)) << 16 |
+           Encode(F16(), Decode(f8, packed & 0xff));
   };
   for (int64_t i = 0; i < pairs; ++i) {
     const float lo = z[2 * i], hi = z[2 * i + 1];
@@ -286,7 +316,8 @@ absl::Status ProbeWarp(Target& t, int64_t n, uint64_t seed, Checker& c) {
   absl::StatusOr<uint64_t> dv = t.Upload(v), dy = t.Filled(n * probe::kWarpOps * 4, 0xff);
   if (!dv.ok()) return dv.status();
   if (!dy.ok()) return dy.status();
-  if (absl::Status s = t.Launch({rt::Arg::Ptr(*dv), rt::Arg::Ptr(*dy), rt::Arg::I64(n)}); !s.ok()) return s;
+  if (absl::Status s = t.Launch({rt::Arg::Ptr(*dv), rt::Arg::Ptr(*dy), rt::Arg::I64(n)}); !s.ok())
+    return s;
   absl::StatusOr<std::vector<uint32_t>> got = t.Download<uint32_t>(*dy, n * probe::kWarpOps);
   if (!got.ok()) return got.status();
   // Over the `size`-thread group holding thread i.
@@ -304,7 +335,8 @@ absl::Status ProbeWarp(Target& t, int64_t n, uint64_t seed, Checker& c) {
     const uint32_t* g = &(*got)[i * probe::kWarpOps];
     auto at = [&](int64_t l) { return static_cast<uint32_t>(v[warp + l]); };
     c.Bits("ShflIdx", i, g[0], at((lane * 7 + 3) % 32));
-    c.Bits("ShflUp", i, g[1], at(lane >= 3 ? lane - 3 : lane));  // out of range: the lane's own value
+    c.Bits("ShflUp", i, g[1],
+           at(lane >= 3 ? lane - 3 : lane));  // out of range: the lane's own value
     c.Bits("ShflDown", i, g[2], at(lane + 5 < 32 ? lane + 5 : lane));
     c.Bits("ShflXor", i, g[3], at(lane ^ 9));
     c.Bits("ShflIdx width 8", i, g[4], at(lane / 8 * 8 + 2));
@@ -328,22 +360,27 @@ absl::Status ProbeAtomics(Target& t, int64_t n, uint64_t seed, Checker& c) {
   words[probe::kMin] = 0xffffffffu;
   const float zero = 0;
   absl::StatusOr<uint64_t> dv = t.Upload(v), dw = t.Upload(words), ds = t.Upload(&zero, 4);
-  absl::StatusOr<uint64_t> dt = t.Filled(n * 4, 0xff), dc = t.Filled(n * 4, 0xff), dh = t.Filled(n / 256 * 16 * 4, 0xff);
+  absl::StatusOr<uint64_t> dt = t.Filled(n * 4, 0xff), dc = t.Filled(n * 4, 0xff),
+                           dh = t.Filled(n / 256 * 16 * 4, 0xff);
   for (auto* p : {&dv, &dw, &ds, &dt, &dc, &dh})
     if (!p->ok()) return p->status();
-  if (absl::Status s = t.Launch({rt::Arg::Ptr(*dv), rt::Arg::Ptr(*dw), rt::Arg::Ptr(*ds), rt::Arg::Ptr(*dt),
-                                 rt::Arg::Ptr(*dc), rt::Arg::Ptr(*dh), rt::Arg::I64(n)});
+  if (absl::Status s =
+          t.Launch({rt::Arg::Ptr(*dv), rt::Arg::Ptr(*dw), rt::Arg::Ptr(*ds), rt::Arg::Ptr(*dt),
+                    rt::Arg::Ptr(*dc), rt::Arg::Ptr(*dh), rt::Arg::I64(n)});
       !s.ok())
     return s;
   absl::StatusOr<std::vector<uint32_t>> w = t.Download<uint32_t>(*dw, probe::kWords);
   absl::StatusOr<std::vector<float>> sum = t.Download<float>(*ds, 1);
-  absl::StatusOr<std::vector<uint32_t>> ticket = t.Download<uint32_t>(*dt, n), cas = t.Download<uint32_t>(*dc, n);
+  absl::StatusOr<std::vector<uint32_t>> ticket = t.Download<uint32_t>(*dt, n),
+                                        cas = t.Download<uint32_t>(*dc, n);
   absl::StatusOr<std::vector<uint32_t>> hist = t.Download<uint32_t>(*dh, n / 256 * 16);
   for (auto* p : {&w, &ticket, &cas, &hist})
     if (!p->ok()) return p->status();
   if (!sum.ok()) return sum.status();
   int64_t usum = 0, umax = 0, umin = INT64_MAX, vsum = 0;
-  for (int32_t x : v) usum += x + 1000, umax = std::max<int64_t>(umax, x + 1000), umin = std::min<int64_t>(umin, x + 1000), vsum += x;
+  for (int32_t x : v)
+    usum += x + 1000, umax = std::max<int64_t>(umax, x + 1000),
+                      umin = std::min<int64_t>(umin, x + 1000), vsum += x;
   c.Equal("AtomicAdd count", (*w)[probe::kCount], n);
   c.Equal("AtomicMax", (*w)[probe::kMax], umax);
   c.Equal("AtomicMin", (*w)[probe::kMin], umin);
@@ -359,8 +396,10 @@ absl::Status ProbeAtomics(Target& t, int64_t n, uint64_t seed, Checker& c) {
   const uint32_t winner = (*w)[probe::kCas];
   int64_t zeros = 0, others = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if ((*cas)[i] == 0) zeros += 1, c.Equal("AtomicCas winner's index + 1", winner, i + 1);
-    else others += (*cas)[i] != winner;
+    if ((*cas)[i] == 0)
+      zeros += 1, c.Equal("AtomicCas winner's index + 1", winner, i + 1);
+    else
+      others += (*cas)[i] != winner;
   }
   c.Equal("AtomicCas threads that saw 0", zeros, 1);
   c.Equal("AtomicCas losers that did not see the winner", others, 0);
@@ -368,7 +407,8 @@ absl::Status ProbeAtomics(Target& t, int64_t n, uint64_t seed, Checker& c) {
     int64_t bins[16] = {};
     for (int64_t i = b * 256; i < b * 256 + 256; ++i) ++bins[(v[i] + 1000) % 16];
     for (int j = 0; j < 16; ++j)
-      c.Equal(absl::StrCat("shared AtomicAdd histogram, block ", b, " bin ", j).c_str(), (*hist)[b * 16 + j], bins[j]);
+      c.Equal(absl::StrCat("shared AtomicAdd histogram, block ", b, " bin ", j).c_str(),
+              (*hist)[b * 16 + j], bins[j]);
   }
   return absl::OkStatus();
 }
@@ -383,19 +423,25 @@ absl::Status ProbeMemory(Target& t, int64_t n, uint64_t seed, Checker& c) {
   absl::StatusOr<uint64_t> dx = t.Upload(x), dy = t.Filled(planes * stride * 4, 0xff);
   if (!dx.ok()) return dx.status();
   if (!dy.ok()) return dy.status();
-  if (absl::Status s = t.Launch({rt::Arg::Ptr(*dx), rt::Arg::Ptr(*dy), rt::Arg::I64(n), rt::Arg::I64(stride)}); !s.ok())
+  if (absl::Status s =
+          t.Launch({rt::Arg::Ptr(*dx), rt::Arg::Ptr(*dy), rt::Arg::I64(n), rt::Arg::I64(stride)});
+      !s.ok())
     return s;
   absl::StatusOr<std::vector<float>> y = t.Download<float>(*dy, planes * stride);
   if (!y.ok()) return y.status();
-  static const char* kPlanes[] = {"default", ".nc", ".cs", ".L1::no_allocate", "evict_first", "evict_last"};
+  static const char* kPlanes[] = {"default",          ".nc",         ".cs",
+                                  ".L1::no_allocate", "evict_first", "evict_last"};
   const float poison = std::bit_cast<float>(0xffffffffu);
   const int64_t whole = n / 4 * 4;
   for (int h = 0; h < probe::kHintCount; ++h)
     for (int64_t e = 0; e < stride; ++e)
-      c.Float(absl::StrCat("load/store ", kPlanes[h], e < n ? "" : " (past the end: untouched)").c_str(), e,
-              (*y)[h * stride + e], e < n ? x[e] * static_cast<float>(h + 1) : poison);
+      c.Float(absl::StrCat("load/store ", kPlanes[h], e < n ? "" : " (past the end: untouched)")
+                  .c_str(),
+              e, (*y)[h * stride + e], e < n ? x[e] * static_cast<float>(h + 1) : poison);
   for (int64_t e = 0; e < stride; ++e) {
-    const float want = e < whole ? x[e] : e < (n + 3) / 4 * 4 ? static_cast<float>(probe::kFill) : poison;
+    const float want = e < whole             ? x[e]
+                       : e < (n + 3) / 4 * 4 ? static_cast<float>(probe::kFill)
+                                             : poison;
     c.Float("masked v4 load's fill", e, (*y)[probe::kHintCount * stride + e], want);
   }
   return absl::OkStatus();
@@ -403,17 +449,19 @@ absl::Status ProbeMemory(Target& t, int64_t n, uint64_t seed, Checker& c) {
 
 absl::Status ProbeWgmmaRegs(Target& t, int64_t, uint64_t seed, Checker& c) {
   constexpr int kT = 64;
-  std::vector<uint16_t> a = RandomNormal16(kT * kT, seed, false), b1 = RandomNormal16(kT * kT, seed + 1, false),
+  std::vector<uint16_t> a = RandomNormal16(kT * kT, seed, false),
+                        b1 = RandomNormal16(kT * kT, seed + 1, false),
                         b2 = RandomNormal16(kT * kT, seed + 2, false);
-  absl::StatusOr<uint64_t> da = t.Upload(a), db1 = t.Upload(b1), db2 = t.Upload(b2), dd = t.Filled(kT * kT * 4, 0xff),
-                           dd2 = t.Filled(kT * kT * 4, 0xff);
+  absl::StatusOr<uint64_t> da = t.Upload(a), db1 = t.Upload(b1), db2 = t.Upload(b2),
+                           dd = t.Filled(kT * kT * 4, 0xff), dd2 = t.Filled(kT * kT * 4, 0xff);
   for (auto* p : {&da, &db1, &db2, &dd, &dd2})
     if (!p->ok()) return p->status();
-  if (absl::Status s = t.Launch({rt::Arg::Ptr(*da), rt::Arg::Ptr(*db1), rt::Arg::Ptr(*db2), rt::Arg::Ptr(*dd),
-                                 rt::Arg::Ptr(*dd2)});
+  if (absl::Status s = t.Launch({rt::Arg::Ptr(*da), rt::Arg::Ptr(*db1), rt::Arg::Ptr(*db2),
+                                 rt::Arg::Ptr(*dd), rt::Arg::Ptr(*dd2)});
       !s.ok())
     return s;
-  absl::StatusOr<std::vector<float>> d = t.Download<float>(*dd, kT * kT), d2 = t.Download<float>(*dd2, kT * kT);
+  absl::StatusOr<std::vector<float>> d = t.Download<float>(*dd, kT * kT),
+                                     d2 = t.Download<float>(*dd2, kT * kT);
   if (!d.ok()) return d.status();
   if (!d2.ok()) return d2.status();
   // P = bf16(A * B1^T) as the kernel rounds its f32 accumulator; D = P * B2^T, in fp64.
@@ -421,7 +469,8 @@ absl::Status ProbeWgmmaRegs(Target& t, int64_t, uint64_t seed, Checker& c) {
   for (int m = 0; m < kT; ++m)
     for (int n = 0; n < kT; ++n) {
       double s = 0;
-      for (int k = 0; k < kT; ++k) s += double{Bf16ToFloat(a[m * kT + k])} * Bf16ToFloat(b1[n * kT + k]);
+      for (int k = 0; k < kT; ++k)
+        s += double{Bf16ToFloat(a[m * kT + k])} * Bf16ToFloat(b1[n * kT + k]);
       p[m * kT + n] = Bf16ToFloat(FloatToBf16(static_cast<float>(s)));
     }
   // D = P * B2^T (B2 K-major: B(n, k) = b2[n][k]); D2 = P * B2 (MN-major: B(n, k) = b2[k][n]).
@@ -441,7 +490,8 @@ absl::Status ProbeWgmmaRegs(Target& t, int64_t, uint64_t seed, Checker& c) {
       }
     // P's rounding can differ by one bf16 step where the f32 and fp64 sums straddle a boundary.
     const double rel = std::sqrt(err / norm), tolerance = 4e-3;
-    if (!(rel <= tolerance)) c.Fail(absl::StrFormat("%s: norm-relative error %.3g over %.3g", name, rel, tolerance));
+    if (!(rel <= tolerance))
+      c.Fail(absl::StrFormat("%s: norm-relative error %.3g over %.3g", name, rel, tolerance));
   }
   return absl::OkStatus();
 }
@@ -455,9 +505,12 @@ struct ProbeSpec {
 
 const std::vector<ProbeSpec>& Specs() {
   static const auto* specs = new std::vector<ProbeSpec>{
-      {"probe/math", 3001, 1, ProbeMath},         {"probe/convert", 3001, 1, ProbeConvert},
-      {"probe/warp", 1024, 256, ProbeWarp},        {"probe/atomics", 1024, 256, ProbeAtomics},
-      {"probe/memory", 3001, 1, ProbeMemory},      {"probe/wgmma_regs", 64 * 64, 64 * 64, ProbeWgmmaRegs},
+      {"probe/math", 3001, 1, ProbeMath},
+      {"probe/convert", 3001, 1, ProbeConvert},
+      {"probe/warp", 1024, 256, ProbeWarp},
+      {"probe/atomics", 1024, 256, ProbeAtomics},
+      {"probe/memory", 3001, 1, ProbeMemory},
+      {"probe/wgmma_regs", 64 * 64, 64 * 64, ProbeWgmmaRegs},
   };
   return *specs;
 }
@@ -468,15 +521,17 @@ const ProbeSpec* SpecOf(const std::string& name) {
   return nullptr;
 }
 
-absl::StatusOr<ProbeResult> Probe(const rt::Bundle& bundle, const ProbeOptions& opt, Target& target) {
+absl::StatusOr<ProbeResult> Probe(const rt::Bundle& bundle, const ProbeOptions& opt,
+                                  Target& target) {
   const ProbeSpec* spec = SpecOf(bundle.manifest.name);
-  if (!spec) return absl::InvalidArgumentError(absl::StrCat(bundle.manifest.name, " is not an op probe"));
+  if (!spec)
+    return absl::InvalidArgumentError(absl::StrCat(bundle.manifest.name, " is not an op probe"));
   ProbeResult r;
   r.name = spec->name;
   r.elements = opt.elements > 0 ? opt.elements : spec->default_elements;
   if (r.elements % spec->multiple)
-    return absl::InvalidArgumentError(absl::StrCat(spec->name, " runs on a multiple of ", spec->multiple,
-                                                   " elements, not ", r.elements));
+    return absl::InvalidArgumentError(absl::StrCat(spec->name, " runs on a multiple of ",
+                                                   spec->multiple, " elements, not ", r.elements));
   Checker c{&r};
   if (absl::Status s = spec->run(target, r.elements, opt.seed, c); !s.ok()) return s;
   return r;
@@ -493,14 +548,15 @@ absl::StatusOr<ProbeResult> RunProbe(const rt::Bundle& bundle, const ProbeOption
   return Probe(bundle, options, target);
 }
 
-absl::StatusOr<ProbeResult> EmulateProbe(const rt::Bundle& bundle, const ProbeOptions& options, uint64_t schedule_seed) {
+absl::StatusOr<ProbeResult> EmulateProbe(const rt::Bundle& bundle, const ProbeOptions& options,
+                                         uint64_t schedule_seed) {
   EmulatorTarget target(bundle, schedule_seed);
   return Probe(bundle, options, target);
 }
 
 std::string ProbeReport(const ProbeResult& r) {
-  std::string s = absl::StrFormat("%-18s %6d elements %8d values checked  %s", r.name, r.elements, r.checked,
-                                  r.passed() ? "ok" : absl::StrCat(r.failed, " FAILED"));
+  std::string s = absl::StrFormat("%-18s %6d elements %8d values checked  %s", r.name, r.elements,
+                                  r.checked, r.passed() ? "ok" : absl::StrCat(r.failed, " FAILED"));
   for (const std::string& f : r.failures) absl::StrAppend(&s, "\n  ", f);
   return s;
 }

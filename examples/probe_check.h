@@ -16,8 +16,8 @@ bool IsProbe(const std::string& name);
 
 struct ProbeResult {
   std::string name;
-  int64_t elements = 0;  // threads' worth of inputs the probe ran on
-  int64_t checked = 0;   // values compared
+  int64_t elements = 0;               // threads' worth of inputs the probe ran on
+  int64_t checked = 0;                // values compared
   std::vector<std::string> failures;  // the first few, each naming the op and element
   int64_t failed = 0;
   bool passed() const { return failed == 0 && checked > 0; }

@@ -17,7 +17,8 @@ std::vector<Example>& Examples() {
 bool Register(Example example) {
   std::vector<Example>& all = Examples();
   all.push_back(std::move(example));
-  std::sort(all.begin(), all.end(), [](const Example& a, const Example& b) { return a.name < b.name; });
+  std::sort(all.begin(), all.end(),
+            [](const Example& a, const Example& b) { return a.name < b.name; });
   return true;
 }
 
@@ -39,7 +40,8 @@ const Example* Find(const std::string& name) {
   for (const Example& e : Examples())
     if (e.name == name) return &e;
   // base.options, the base being everything before the first '.' after the last '/'.
-  const size_t slash = name.rfind('/'), dot = name.find('.', slash == std::string::npos ? 0 : slash);
+  const size_t slash = name.rfind('/'),
+               dot = name.find('.', slash == std::string::npos ? 0 : slash);
   if (dot == std::string::npos) return nullptr;
   const std::string base = name.substr(0, dot), options = name.substr(dot + 1);
   static std::mutex mu;
@@ -49,8 +51,9 @@ const Example* Find(const std::string& name) {
     if (e.name == name) return &e;
   for (const ExampleFamily& f : FamilyList())
     if (f.base == base)
-      return &members.emplace_back(Example{name, absl::StrCat(f.summary, " (", options, ")"),
-                                           [build = f.build, name, options] { return build(name, options); }});
+      return &members.emplace_back(
+          Example{name, absl::StrCat(f.summary, " (", options, ")"),
+                  [build = f.build, name, options] { return build(name, options); }});
   return nullptr;
 }
 

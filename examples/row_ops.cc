@@ -24,11 +24,13 @@ absl::StatusOr<Op> OpOf(const std::string& name) {
   if (name == "ops/softmax") return Op::kSoftmax;
   if (name == "ops/rmsnorm") return Op::kRmsNorm;
   if (name == "ops/layernorm") return Op::kLayerNorm;
-  return absl::NotFoundError(absl::StrCat(name, " is not a row op (ops/softmax, ops/rmsnorm, ops/layernorm)"));
+  return absl::NotFoundError(
+      absl::StrCat(name, " is not a row op (ops/softmax, ops/rmsnorm, ops/layernorm)"));
 }
 
 // The reference: one row in fp64 from the bf16 inputs (as the kernel read them).
-void ReferenceRow(Op op, const uint16_t* x, const uint16_t* w, const uint16_t* b, int64_t n, double* y) {
+void ReferenceRow(Op op, const uint16_t* x, const uint16_t* w, const uint16_t* b, int64_t n,
+                  double* y) {
   auto at = [](const uint16_t* p, int64_t i) { return static_cast<double>(Bf16ToFloat(p[i])); };
   if (op == Op::kSoftmax) {
     double m = -INFINITY, sum = 0;
@@ -49,7 +51,8 @@ void ReferenceRow(Op op, const uint16_t* x, const uint16_t* w, const uint16_t* b
 }
 
 // The kernel's arguments, by its parameters: x[, w][, b], y, rows, cols[, eps].
-std::vector<rt::Arg> ArgsFor(Op op, uint64_t x, uint64_t w, uint64_t b, uint64_t y, int64_t rows, int64_t cols) {
+std::vector<rt::Arg> ArgsFor(Op op, uint64_t x, uint64_t w, uint64_t b, uint64_t y, int64_t rows,
+                             int64_t cols) {
   std::vector<rt::Arg> args = {rt::Arg::Ptr(x)};
   if (op != Op::kSoftmax) args.push_back(rt::Arg::Ptr(w));
   if (op == Op::kLayerNorm) args.push_back(rt::Arg::Ptr(b));
@@ -62,8 +65,9 @@ std::vector<rt::Arg> ArgsFor(Op op, uint64_t x, uint64_t w, uint64_t b, uint64_t
 
 // Checks y (rows x cols, then 8 poisoned elements past the end) against the fp64 reference on
 // up to 512 rows spread over the matrix (first and last included); fills r's verdict.
-void CheckOutput(Op op, const std::vector<uint16_t>& x, const std::vector<uint16_t>& w, const std::vector<uint16_t>& b,
-                 const std::vector<uint16_t>& y, int64_t rows, int64_t cols, RowOpResult* r) {
+void CheckOutput(Op op, const std::vector<uint16_t>& x, const std::vector<uint16_t>& w,
+                 const std::vector<uint16_t>& b, const std::vector<uint16_t>& y, int64_t rows,
+                 int64_t cols, RowOpResult* r) {
   const size_t n = static_cast<size_t>(rows) * cols;
   for (size_t i = n; i < n + 8; ++i)
     if (y[i] != 0xffff) r->failure = "wrote past the end of the output";
@@ -101,22 +105,27 @@ absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOption
   if (!op.ok()) return op.status();
   const int64_t rows = opt.rows, cols = opt.cols;
   if (rows < 1 || cols < 1 || rows > INT32_MAX || cols > INT32_MAX)
-    return absl::InvalidArgumentError(absl::StrCat(m.name, ": rows and cols must be in 1..2^31-1, not ", rows, "x", cols));
+    return absl::InvalidArgumentError(
+        absl::StrCat(m.name, ": rows and cols must be in 1..2^31-1, not ", rows, "x", cols));
   absl::StatusOr<rt::LoadedKernel> kernel = rt::LoadedKernel::Load(bundle);
   if (!kernel.ok()) return kernel.status();
   const size_t n = static_cast<size_t>(rows) * cols, bytes = n * 2;
   // Device buffers first: a shape too large for the GPU is an error from the driver here, before
   // the host copies of that size are made.
-  absl::StatusOr<rt::DeviceBuffer> dx = rt::DeviceBuffer::Allocate(bytes), dy = rt::DeviceBuffer::Allocate(bytes + 16),
-                                   dw = rt::DeviceBuffer::Allocate(cols * 2), db = rt::DeviceBuffer::Allocate(cols * 2);
+  absl::StatusOr<rt::DeviceBuffer> dx = rt::DeviceBuffer::Allocate(bytes),
+                                   dy = rt::DeviceBuffer::Allocate(bytes + 16),
+                                   dw = rt::DeviceBuffer::Allocate(cols * 2),
+                                   db = rt::DeviceBuffer::Allocate(cols * 2);
   for (auto* buf : {&dx, &dy, &dw, &db})
     if (!buf->ok()) return buf->status();
   std::vector<uint16_t> x = RandomNormal16(n, opt.seed, false);
-  std::vector<uint16_t> w = RandomNormal16(cols, opt.seed + 1, false), b = RandomNormal16(cols, opt.seed + 2, false);
+  std::vector<uint16_t> w = RandomNormal16(cols, opt.seed + 1, false),
+                        b = RandomNormal16(cols, opt.seed + 2, false);
   if (absl::Status s = dx->CopyFromHost(x.data(), bytes); !s.ok()) return s;
   if (absl::Status s = dw->CopyFromHost(w.data(), cols * 2); !s.ok()) return s;
   if (absl::Status s = db->CopyFromHost(b.data(), cols * 2); !s.ok()) return s;
-  if (absl::Status s = dy->Fill(0xff); !s.ok()) return s;  // bf16 0xffff is a NaN: an unwritten element fails
+  if (absl::Status s = dy->Fill(0xff); !s.ok())
+    return s;  // bf16 0xffff is a NaN: an unwritten element fails
 
   std::vector<rt::Arg> args = ArgsFor(*op, dx->ptr(), dw->ptr(), db->ptr(), dy->ptr(), rows, cols);
   auto launch = [&]() -> absl::Status { return kernel->Launch(args); };
@@ -143,20 +152,25 @@ absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOption
   return r;
 }
 
-absl::StatusOr<RowOpResult> EmulateRowOp(const rt::Bundle& bundle, const RowOpOptions& opt, uint64_t schedule_seed) {
+absl::StatusOr<RowOpResult> EmulateRowOp(const rt::Bundle& bundle, const RowOpOptions& opt,
+                                         uint64_t schedule_seed) {
   const rt::Manifest& m = bundle.manifest;
   absl::StatusOr<Op> op = OpOf(m.name);
   if (!op.ok()) return op.status();
   const int64_t rows = opt.rows, cols = opt.cols;
   if (rows < 1 || cols < 1 || rows * cols > (int64_t{1} << 26))
-    return absl::InvalidArgumentError(absl::StrCat(m.name, ": the emulator takes up to 2^26 elements, not ", rows, "x", cols));
+    return absl::InvalidArgumentError(
+        absl::StrCat(m.name, ": the emulator takes up to 2^26 elements, not ", rows, "x", cols));
   const size_t n = static_cast<size_t>(rows) * cols, bytes = n * 2;
   emu::Device d;
-  uint64_t dx = *d.Allocate(bytes), dy = *d.Allocate(bytes + 16), dw = *d.Allocate(cols * 2), db = *d.Allocate(cols * 2);
+  uint64_t dx = *d.Allocate(bytes), dy = *d.Allocate(bytes + 16), dw = *d.Allocate(cols * 2),
+           db = *d.Allocate(cols * 2);
   std::vector<uint16_t> x = RandomNormal16(n, opt.seed, false);
-  std::vector<uint16_t> w = RandomNormal16(cols, opt.seed + 1, false), b = RandomNormal16(cols, opt.seed + 2, false);
-  for (auto [to, from, size] : {std::tuple{dx, x.data(), bytes}, std::tuple{dw, w.data(), size_t(cols) * 2},
-                                std::tuple{db, b.data(), size_t(cols) * 2}})
+  std::vector<uint16_t> w = RandomNormal16(cols, opt.seed + 1, false),
+                        b = RandomNormal16(cols, opt.seed + 2, false);
+  for (auto [to, from, size] :
+       {std::tuple{dx, x.data(), bytes}, std::tuple{dw, w.data(), size_t(cols) * 2},
+        std::tuple{db, b.data(), size_t(cols) * 2}})
     if (absl::Status s = d.CopyIn(to, from, size); !s.ok()) return s;
   if (absl::Status s = d.Fill(dy, 0xff, bytes + 16); !s.ok()) return s;
   absl::StatusOr<emu::Stats> stats =
@@ -171,19 +185,21 @@ absl::StatusOr<RowOpResult> EmulateRowOp(const rt::Bundle& bundle, const RowOpOp
 }
 
 std::string RowOpTableHeader() {
-  return absl::StrFormat("%-16s %-12s %9s %9s %9s %7s %9s  %s", "op", "rows x cols", "ms", "GB/s", "copy GB/s",
-                         "ratio", "rel.err", "check");
+  return absl::StrFormat("%-16s %-12s %9s %9s %9s %7s %9s  %s", "op", "rows x cols", "ms", "GB/s",
+                         "copy GB/s", "ratio", "rel.err", "check");
 }
 
 std::string RowOpTableRow(const RowOpResult& r) {
-  return absl::StrFormat("%-16s %-12s %9.4f %9.0f %9.0f %7.3f %9.2e  %s", r.name, absl::StrCat(r.rows, "x", r.cols),
-                         r.ms, r.gbps, r.copy_gbps, r.copy_gbps > 0 ? r.gbps / r.copy_gbps : 0.0, r.rel_error,
+  return absl::StrFormat("%-16s %-12s %9.4f %9.0f %9.0f %7.3f %9.2e  %s", r.name,
+                         absl::StrCat(r.rows, "x", r.cols), r.ms, r.gbps, r.copy_gbps,
+                         r.copy_gbps > 0 ? r.gbps / r.copy_gbps : 0.0, r.rel_error,
                          r.passed ? "ok" : "FAIL: " + r.failure);
 }
 
 std::string RowOpTsvRow(const RowOpResult& r) {
-  return absl::StrFormat("%s\t%d\t%d\t%.4f\t%.1f\t%.4f\t%.1f\t%.4f\t%.3e\t%s", r.name, r.rows, r.cols, r.ms,
-                         r.gbps, r.copy_ms, r.copy_gbps, r.copy_gbps > 0 ? r.gbps / r.copy_gbps : 0.0, r.rel_error,
+  return absl::StrFormat("%s\t%d\t%d\t%.4f\t%.1f\t%.4f\t%.1f\t%.4f\t%.3e\t%s", r.name, r.rows,
+                         r.cols, r.ms, r.gbps, r.copy_ms, r.copy_gbps,
+                         r.copy_gbps > 0 ? r.gbps / r.copy_gbps : 0.0, r.rel_error,
                          r.passed ? "ok" : "fail");
 }
 

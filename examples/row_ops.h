@@ -22,8 +22,8 @@ struct RowOpOptions {
 struct RowOpResult {
   std::string name;
   int64_t rows = 0, cols = 0;
-  double ms = 0, gbps = 0;        // median; bytes read and written / time
-  double copy_ms = 0, copy_gbps = 0;  // cuMemcpyDtoD of the input, same accounting
+  double ms = 0, gbps = 0;              // median; bytes read and written / time
+  double copy_ms = 0, copy_gbps = 0;    // cuMemcpyDtoD of the input, same accounting
   double rel_error = 0, tolerance = 0;  // norm-relative, over the rows checked
   int64_t rows_checked = 0;
   bool passed = false;

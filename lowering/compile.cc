@@ -15,9 +15,9 @@
 #include "dsl/kernel_state.h"
 #include "kiln/lowering.h"
 #include "llvm/Config/llvm-config.h"
-#include "mlir/Bytecode/BytecodeWriter.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
+#include "mlir/Bytecode/BytecodeWriter.h"
 
 #ifndef KILN_VERSION
 #define KILN_VERSION "unversioned"
@@ -83,8 +83,7 @@ std::string ModuleBytes(const KernelDef& kernel) {
   std::string out;
   llvm::raw_string_ostream os(out);
   mlir::BytecodeWriterConfig config;
-  if (mlir::failed(mlir::writeBytecodeToFile(kernel.module().module.get(), os, config)))
-    return "";
+  if (mlir::failed(mlir::writeBytecodeToFile(kernel.module().module.get(), os, config))) return "";
   return out;
 }
 

@@ -7,8 +7,8 @@
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
-#include "llvm/Support/CommandLine.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
@@ -44,7 +44,8 @@ class DiagnosticCollector {
 };
 
 // Converts a copy of the kernel's module to the LLVM dialect.
-absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> Lower(const KernelDef& kernel, bool line_info = false) {
+absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> Lower(const KernelDef& kernel,
+                                                        bool line_info = false) {
   mlir::MLIRContext* ctx = kernel.module().context.get();
   mlir::OwningOpRef<mlir::ModuleOp> module = kernel.module().module->clone();
   DiagnosticCollector diags(ctx);
@@ -102,7 +103,8 @@ llvm::TargetMachine* MachineFor(const Target& target) {
 
 // Translates to LLVM IR and runs LLVM's O3 pipeline with the NVPTX machine's passes.
 absl::StatusOr<std::unique_ptr<llvm::Module>> ToOptimizedLlvm(const KernelDef& kernel,
-                                                              llvm::LLVMContext& llvm_ctx, bool line_info = false) {
+                                                              llvm::LLVMContext& llvm_ctx,
+                                                              bool line_info = false) {
   absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> lowered = Lower(kernel, line_info);
   if (!lowered.ok()) return lowered.status();
   mlir::MLIRContext* ctx = kernel.module().context.get();
@@ -176,11 +178,14 @@ absl::StatusOr<std::string> EmitLlvmIr(const KernelDef& kernel) {
   return out;
 }
 
-absl::StatusOr<std::string> EmitPtx(const KernelDef& kernel) { return EmitPtx(kernel, PtxOptions{}); }
+absl::StatusOr<std::string> EmitPtx(const KernelDef& kernel) {
+  return EmitPtx(kernel, PtxOptions{});
+}
 
 absl::StatusOr<std::string> EmitPtx(const KernelDef& kernel, const PtxOptions& options) {
   llvm::LLVMContext llvm_ctx;
-  absl::StatusOr<std::unique_ptr<llvm::Module>> module = ToOptimizedLlvm(kernel, llvm_ctx, options.line_info);
+  absl::StatusOr<std::unique_ptr<llvm::Module>> module =
+      ToOptimizedLlvm(kernel, llvm_ctx, options.line_info);
   if (!module.ok()) return module.status();
   llvm::TargetMachine* tm = MachineFor(kernel.target());
   llvm::SmallString<0> ptx;
@@ -194,10 +199,14 @@ absl::StatusOr<std::string> EmitPtx(const KernelDef& kernel, const PtxOptions& o
 
 absl::StatusOr<std::string> EmitStage(const KernelDef& kernel, Stage stage) {
   switch (stage) {
-    case Stage::kMlir: return PrintMlir(kernel);
-    case Stage::kLlvmDialect: return LowerToLlvmDialect(kernel);
-    case Stage::kLlvmIr: return EmitLlvmIr(kernel);
-    case Stage::kPtx: return EmitPtx(kernel);
+    case Stage::kMlir:
+      return PrintMlir(kernel);
+    case Stage::kLlvmDialect:
+      return LowerToLlvmDialect(kernel);
+    case Stage::kLlvmIr:
+      return EmitLlvmIr(kernel);
+    case Stage::kPtx:
+      return EmitPtx(kernel);
     case Stage::kSass: {
       absl::StatusOr<std::string> ptx = EmitPtx(kernel);
       if (!ptx.ok()) return ptx.status();

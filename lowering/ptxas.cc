@@ -65,19 +65,22 @@ absl::StatusOr<PtxasResult> RunPtxas(const std::string& ptx, const std::string& 
   const int rc = Run(absl::StrCat(Tool("ptxas"), " -arch=", chip, " -v -o ", out, " ", in), log);
   PtxasResult result{Slurp(out), Slurp(log)};
   if (rc != 0)
-    return absl::InvalidArgumentError(absl::StrCat("ptxas rejected the PTX for ", chip, ":\n", result.log));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ptxas rejected the PTX for ", chip, ":\n", result.log));
   return result;
 }
 
 absl::StatusOr<std::string> Disassemble(const std::string& cubin) {
   // cuobjdump where the toolkit has it, else nvdisasm; some slim toolkits carry neither.
   std::string command;
-  if (access(Tool("cuobjdump").c_str(), X_OK) == 0) command = Tool("cuobjdump") + " -sass ";
-  else if (access(Tool("nvdisasm").c_str(), X_OK) == 0) command = Tool("nvdisasm") + " ";
+  if (access(Tool("cuobjdump").c_str(), X_OK) == 0)
+    command = Tool("cuobjdump") + " -sass ";
+  else if (access(Tool("nvdisasm").c_str(), X_OK) == 0)
+    command = Tool("nvdisasm") + " ";
   else
-    return absl::UnavailableError(absl::StrCat(
-        "SASS needs cuobjdump or nvdisasm, and neither is in ", CudaHome(),
-        "/bin (set KILN_CUDA_HOME to a full CUDA toolkit)"));
+    return absl::UnavailableError(
+        absl::StrCat("SASS needs cuobjdump or nvdisasm, and neither is in ", CudaHome(),
+                     "/bin (set KILN_CUDA_HOME to a full CUDA toolkit)"));
   ScratchDir dir;
   if (dir.path().empty()) return absl::InternalError("cannot create a scratch directory");
   const std::string in = dir.path() + "/kernel.cubin", log = dir.path() + "/sass.txt";

@@ -12,10 +12,11 @@ namespace {
 
 // dlsym names to try, newest first, for entry points that cuda.h maps to versioned symbols.
 std::vector<std::string> SymbolNames(absl::string_view name) {
-  static const char* kVersioned[] = {"cuMemAlloc",   "cuMemFree",      "cuMemcpyHtoD",
-                                     "cuMemcpyDtoH", "cuMemsetD8",     "cuEventDestroy",
-                                     "cuEventElapsedTime", "cuMemcpyDtoD",
-                                     "cuMemHostGetDevicePointer", "cuModuleGetGlobal"};
+  static const char* kVersioned[] = {
+      "cuMemAlloc",         "cuMemFree",    "cuMemcpyHtoD",
+      "cuMemcpyDtoH",       "cuMemsetD8",   "cuEventDestroy",
+      "cuEventElapsedTime", "cuMemcpyDtoD", "cuMemHostGetDevicePointer",
+      "cuModuleGetGlobal"};
   for (const char* v : kVersioned)
     if (name == v) return {absl::StrCat(name, "_v2"), std::string(name)};
   return {std::string(name)};
@@ -52,10 +53,10 @@ absl::Status Driver::Init() {
   if (!handle_)
     return absl::UnavailableError(
         absl::StrCat("no CUDA driver on this machine: dlopen(libcuda.so.1) failed: ", dlerror()));
-#define KILN_CU_FN(name)                                                          \
-  if (!Resolve(handle_, #name, api_.name))                                        \
-    return absl::UnavailableError(absl::StrCat("the CUDA driver lacks " #name,    \
-                                               " (driver too old for kiln)"));
+#define KILN_CU_FN(name)                   \
+  if (!Resolve(handle_, #name, api_.name)) \
+    return absl::UnavailableError(         \
+        absl::StrCat("the CUDA driver lacks " #name, " (driver too old for kiln)"));
 #include "kiln/runtime/cuda_functions.def"
 #undef KILN_CU_FN
   if (absl::Status s = Check(api_.cuInit(0), "cuInit"); !s.ok())
@@ -77,15 +78,15 @@ absl::Status Driver::Init() {
                {&cc_minor_, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
                {&max_smem_optin_, cu::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN}};
   for (auto& a : attrs)
-    if (absl::Status s = Check(api_.cuDeviceGetAttribute(a.out, a.attribute, device_),
-                               "cuDeviceGetAttribute");
+    if (absl::Status s =
+            Check(api_.cuDeviceGetAttribute(a.out, a.attribute, device_), "cuDeviceGetAttribute");
         !s.ok())
       return s;
   if (absl::Status s = Check(api_.cuDriverGetVersion(&driver_version_), "cuDriverGetVersion");
       !s.ok())
     return s;
-  if (absl::Status s = Check(api_.cuDevicePrimaryCtxRetain(&context_, device_),
-                             "cuDevicePrimaryCtxRetain");
+  if (absl::Status s =
+          Check(api_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
       !s.ok())
     return s;
   return MakeCurrent();
@@ -101,17 +102,20 @@ absl::Status Driver::Check(cu::CUresult result, absl::string_view what) const {
   const char* text = "";
   if (api_.cuGetErrorName) api_.cuGetErrorName(result, &name);
   if (api_.cuGetErrorString) api_.cuGetErrorString(result, &text);
-  return absl::InternalError(absl::StrCat(what, " failed: ", name ? name : "?", " (",
-                                          text ? text : "", ")"));
+  return absl::InternalError(
+      absl::StrCat(what, " failed: ", name ? name : "?", " (", text ? text : "", ")"));
 }
 
 absl::Status Synchronize() {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
-  absl::Status s = (*d)->Check((*d)->api().cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed)");
+  absl::Status s =
+      (*d)->Check((*d)->api().cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed)");
   if (std::optional<std::string> report = internal::TakeWatchdogReport())
     return absl::DeadlineExceededError(absl::StrCat(
-        *report, s.ok() ? "" : absl::StrCat("; the trap left this process's CUDA context unusable (", s.message(), ")")));
+        *report, s.ok() ? ""
+                        : absl::StrCat("; the trap left this process's CUDA context unusable (",
+                                       s.message(), ")")));
   return s;
 }
 
@@ -129,7 +133,8 @@ absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
   return buffer;
 }
 
-absl::StatusOr<bool> DeviceBuffer::GrowKeepingOld(DeviceBuffer& have, std::vector<DeviceBuffer>& outgrown,
+absl::StatusOr<bool> DeviceBuffer::GrowKeepingOld(DeviceBuffer& have,
+                                                  std::vector<DeviceBuffer>& outgrown,
                                                   size_t bytes) {
   if (have.ptr() && have.bytes() >= bytes) return false;
   absl::StatusOr<DeviceBuffer> grown = Allocate(bytes);
@@ -165,7 +170,8 @@ absl::Status DeviceBuffer::CopyToHost(void* dst, size_t bytes) const {
 }
 
 absl::Status DeviceBuffer::CopyFrom(const DeviceBuffer& src, size_t bytes) {
-  if (bytes > bytes_ || bytes > src.bytes_) return absl::InvalidArgumentError("copy larger than a device buffer");
+  if (bytes > bytes_ || bytes > src.bytes_)
+    return absl::InvalidArgumentError("copy larger than a device buffer");
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   return (*d)->Check((*d)->api().cuMemcpyDtoD(ptr_, src.ptr_, bytes), "cuMemcpyDtoD");
@@ -194,12 +200,13 @@ absl::StatusOr<Kernel> Kernel::Load(absl::string_view image, const std::string& 
   if (r != cu::CUDA_SUCCESS) {
     error_log.resize(error_log.find('\0'));
     absl::Status s = (*d)->Check(r, absl::StrCat("loading the module of ", entry));
-    return absl::Status(s.code(), absl::StrCat(s.message(), "; JIT log: ",
-                                               error_log.empty() ? "(empty)" : error_log));
+    return absl::Status(
+        s.code(),
+        absl::StrCat(s.message(), "; JIT log: ", error_log.empty() ? "(empty)" : error_log));
   }
-  if (absl::Status s = (*d)->Check(api.cuModuleGetFunction(&kernel.function_, kernel.module_,
-                                                           entry.c_str()),
-                                   absl::StrCat("finding kernel '", entry, "' in its module"));
+  if (absl::Status s =
+          (*d)->Check(api.cuModuleGetFunction(&kernel.function_, kernel.module_, entry.c_str()),
+                      absl::StrCat("finding kernel '", entry, "' in its module"));
       !s.ok())
     return s;
   return kernel;
@@ -256,9 +263,9 @@ cu::CUlaunchConfig DriverConfig(const LaunchConfig& config, cu::CUlaunchAttribut
     attrs[count].id = cu::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attrs[count++].value.programmaticStreamSerializationAllowed = 1;
   }
-  return cu::CUlaunchConfig{config.grid.x,  config.grid.y,  config.grid.z,
-                            config.block.x, config.block.y, config.block.z,
-                            config.dynamic_smem, config.stream, attrs, count};
+  return cu::CUlaunchConfig{config.grid.x,  config.grid.y,  config.grid.z,       config.block.x,
+                            config.block.y, config.block.z, config.dynamic_smem, config.stream,
+                            attrs,          count};
 }
 }  // namespace
 
@@ -298,8 +305,9 @@ absl::StatusOr<int> Kernel::MaxActiveClusters(const LaunchConfig& config) const 
   cu::CUlaunchAttribute attrs[2]{};
   cu::CUlaunchConfig launch = DriverConfig(occupancy, attrs, /*cluster_always=*/true);
   int clusters = 0;
-  if (absl::Status s = (*d)->Check((*d)->api().cuOccupancyMaxActiveClusters(&clusters, function_, &launch),
-                                   absl::StrCat("cuOccupancyMaxActiveClusters for ", entry_));
+  if (absl::Status s =
+          (*d)->Check((*d)->api().cuOccupancyMaxActiveClusters(&clusters, function_, &launch),
+                      absl::StrCat("cuOccupancyMaxActiveClusters for ", entry_));
       !s.ok())
     return s;
   return clusters;
@@ -312,8 +320,8 @@ absl::StatusOr<EventTimer> EventTimer::Create() {
   if (!d.ok()) return d.status();
   EventTimer t;
   for (cu::CUevent* e : {&t.start_, &t.stop_})
-    if (absl::Status s = (*d)->Check((*d)->api().cuEventCreate(e, cu::CU_EVENT_DEFAULT),
-                                     "cuEventCreate");
+    if (absl::Status s =
+            (*d)->Check((*d)->api().cuEventCreate(e, cu::CU_EVENT_DEFAULT), "cuEventCreate");
         !s.ok())
       return s;
   return t;
@@ -348,8 +356,8 @@ absl::StatusOr<float> EventTimer::StopMs() {
       !s.ok())
     return s;
   float ms = 0;
-  if (absl::Status s = (*d)->Check(api.cuEventElapsedTime(&ms, start_, stop_),
-                                   "cuEventElapsedTime");
+  if (absl::Status s =
+          (*d)->Check(api.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
       !s.ok())
     return s;
   return ms;

@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "kiln/runtime/driver.h"
 #include "kiln/bundle/schedule.h"
+#include "kiln/runtime/driver.h"
 #include "kiln/runtime/tensor_map.h"
 
 namespace kiln::rt {
@@ -23,14 +23,18 @@ absl::Status CheckTarget(const Manifest& m, const Driver& d) {
   const int cc = d.compute_capability();
   const bool arch_specific = m.target.back() == 'a';
   int need = 0;
-  if (m.target == "sm_80") need = 80;
-  else if (m.target == "sm_90a") need = 90;
-  else if (m.target == "sm_100a") need = 100;
-  else return absl::InvalidArgumentError(absl::StrCat(m.name, ": unknown target ", m.target));
+  if (m.target == "sm_80")
+    need = 80;
+  else if (m.target == "sm_90a")
+    need = 90;
+  else if (m.target == "sm_100a")
+    need = 100;
+  else
+    return absl::InvalidArgumentError(absl::StrCat(m.name, ": unknown target ", m.target));
   if (cc < need || (arch_specific && cc != need))
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s is built for %s; %s is sm_%d, so it cannot run here", m.name, m.target,
-        d.device_name(), cc));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s is built for %s; %s is sm_%d, so it cannot run here", m.name, m.target,
+                        d.device_name(), cc));
   return absl::OkStatus();
 }
 
@@ -41,20 +45,24 @@ struct WatchdogFields {  // as the wait's inline PTX writes them (dsl/async.cc)
   uint32_t fired, site, smem_address, parity, ctaid[3], tid;
 };
 
-absl::StatusOr<std::shared_ptr<WatchdogRecord>> WatchdogRecord::Attach(const Kernel& kernel, const Manifest& m) {
+absl::StatusOr<std::shared_ptr<WatchdogRecord>> WatchdogRecord::Attach(const Kernel& kernel,
+                                                                       const Manifest& m) {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   auto r = std::shared_ptr<WatchdogRecord>(new WatchdogRecord(m));
   const DriverApi& api = (*d)->api();
-  if (absl::Status s = (*d)->Check(api.cuMemHostAlloc(&r->host_, sizeof(WatchdogFields),
-                                                      cu::CU_MEMHOSTALLOC_PORTABLE | cu::CU_MEMHOSTALLOC_DEVICEMAP),
-                                   "cuMemHostAlloc (the watchdog's record)");
+  if (absl::Status s = (*d)->Check(
+          api.cuMemHostAlloc(&r->host_, sizeof(WatchdogFields),
+                             cu::CU_MEMHOSTALLOC_PORTABLE | cu::CU_MEMHOSTALLOC_DEVICEMAP),
+          "cuMemHostAlloc (the watchdog's record)");
       !s.ok())
     return s;
-  if (absl::Status s = (*d)->Check(api.cuMemHostGetDevicePointer(&r->device_, r->host_, 0), "cuMemHostGetDevicePointer");
+  if (absl::Status s = (*d)->Check(api.cuMemHostGetDevicePointer(&r->device_, r->host_, 0),
+                                   "cuMemHostGetDevicePointer");
       !s.ok())
     return s;
-  absl::StatusOr<cu::CUdeviceptr> rec = kernel.Global("kiln_watchdog_record"), claim = kernel.Global("kiln_watchdog_claim");
+  absl::StatusOr<cu::CUdeviceptr> rec = kernel.Global("kiln_watchdog_record"),
+                                  claim = kernel.Global("kiln_watchdog_claim");
   if (!rec.ok()) return rec.status();
   if (!claim.ok()) return claim.status();
   r->record_global_ = *rec, r->claim_global_ = *claim;
@@ -63,10 +71,12 @@ absl::StatusOr<std::shared_ptr<WatchdogRecord>> WatchdogRecord::Attach(const Ker
   return r;
 }
 
-WatchdogRecord::WatchdogRecord(const Manifest& m) : name_(m.name), sites_(m.watch_sites), ms_(m.watchdog_ms) {}
+WatchdogRecord::WatchdogRecord(const Manifest& m)
+    : name_(m.name), sites_(m.watch_sites), ms_(m.watchdog_ms) {}
 
 WatchdogRecord::~WatchdogRecord() {
-  if (absl::StatusOr<Driver*> d = Driver::Get(); d.ok() && host_) (void)(*d)->api().cuMemFreeHost(host_);
+  if (absl::StatusOr<Driver*> d = Driver::Get(); d.ok() && host_)
+    (void)(*d)->api().cuMemFreeHost(host_);
 }
 
 absl::Status WatchdogRecord::Arm() const {
@@ -74,10 +84,12 @@ absl::Status WatchdogRecord::Arm() const {
   if (!d.ok()) return d.status();
   std::memset(host_, 0, sizeof(WatchdogFields));
   const uint32_t free_claim = 0;
-  if (absl::Status s = (*d)->Check((*d)->api().cuMemcpyHtoD(record_global_, &device_, sizeof(device_)), "cuMemcpyHtoD");
+  if (absl::Status s = (*d)->Check(
+          (*d)->api().cuMemcpyHtoD(record_global_, &device_, sizeof(device_)), "cuMemcpyHtoD");
       !s.ok())
     return s;
-  return (*d)->Check((*d)->api().cuMemcpyHtoD(claim_global_, &free_claim, sizeof(free_claim)), "cuMemcpyHtoD");
+  return (*d)->Check((*d)->api().cuMemcpyHtoD(claim_global_, &free_claim, sizeof(free_claim)),
+                     "cuMemcpyHtoD");
 }
 
 std::optional<std::string> WatchdogRecord::Take() {
@@ -87,8 +99,10 @@ std::optional<std::string> WatchdogRecord::Take() {
   std::memset(host_, 0, sizeof(WatchdogFields));
   const std::string line = f.site < sites_.size() ? sites_[f.site] : absl::StrCat("wait #", f.site);
   return absl::StrFormat(
-      "%s: %s: the watchdog stopped the launch: thread %d of block (%d,%d,%d) waited over %d ms for the phase of "
-      "parity %d of the mbarrier at shared address 0x%x (a missing arrival or transaction bytes, a wrong phase, "
+      "%s: %s: the watchdog stopped the launch: thread %d of block (%d,%d,%d) waited over %d ms "
+      "for the phase of "
+      "parity %d of the mbarrier at shared address 0x%x (a missing arrival or transaction bytes, a "
+      "wrong phase, "
       "or a stage released too early)",
       line, name_, f.tid, f.ctaid[0], f.ctaid[1], f.ctaid[2], ms_, f.parity & 1, f.smem_address);
 }
@@ -141,7 +155,8 @@ absl::StatusOr<Dim3> LoadedKernel::GridOfCheckedArgs(const std::vector<Arg>& arg
   if (!d.ok()) return d.status();
   absl::StatusOr<Dim3> grid = m.GridFor(symbols, (*d)->sm_count());
   if (!grid.ok())
-    return absl::Status(grid.status().code(), absl::StrCat(m.source, ": ", m.name, ": ", grid.status().message()));
+    return absl::Status(grid.status().code(),
+                        absl::StrCat(m.source, ": ", m.name, ": ", grid.status().message()));
   return grid;
 }
 
@@ -170,19 +185,21 @@ absl::StatusOr<uint64_t> LoadedKernel::DeviceCopy(const std::string& bytes) cons
 absl::StatusOr<uint64_t> LoadedKernel::Workspace(size_t param, size_t bytes) const {
   std::lock_guard<std::mutex> lock(uploads_->mu);
   DeviceBuffer& have = uploads_->workspaces[param];
-  absl::StatusOr<bool> grown = DeviceBuffer::GrowKeepingOld(have, uploads_->outgrown, std::max<size_t>(bytes, 256));
+  absl::StatusOr<bool> grown =
+      DeviceBuffer::GrowKeepingOld(have, uploads_->outgrown, std::max<size_t>(bytes, 256));
   if (!grown.ok()) return grown.status();
   if (*grown)
     if (absl::Status s = have.Fill(0); !s.ok()) return s;
   return have.ptr();
 }
 
-absl::StatusOr<LoadedKernel::TableCopy> LoadedKernel::Table(size_t param, const ScheduleTableParam& t,
+absl::StatusOr<LoadedKernel::TableCopy> LoadedKernel::Table(size_t param,
+                                                            const ScheduleTableParam& t,
                                                             const Symbols& symbols) const {
   auto split = symbols.find(t.split);
-  const std::string key =
-      absl::StrCat(param, ":", t.tiles_m.Value(symbols, 0), ",", t.tiles_n.Value(symbols, 0), ",",
-                   t.work() ? t.k_tiles.Value(symbols, 0) : 0, ",", split == symbols.end() ? -1 : split->second);
+  const std::string key = absl::StrCat(
+      param, ":", t.tiles_m.Value(symbols, 0), ",", t.tiles_n.Value(symbols, 0), ",",
+      t.work() ? t.k_tiles.Value(symbols, 0) : 0, ",", split == symbols.end() ? -1 : split->second);
   std::lock_guard<std::mutex> lock(uploads_->mu);
   if (auto it = uploads_->tables.find(key); it != uploads_->tables.end())
     return TableCopy{it->second.first.ptr(), it->second.second};
@@ -190,22 +207,26 @@ absl::StatusOr<LoadedKernel::TableCopy> LoadedKernel::Table(size_t param, const 
   if (!table.ok()) return table.status();
   absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(table->words.size() * 4);
   if (!buf.ok()) return buf.status();
-  if (absl::Status s = buf->CopyFromHost(table->words.data(), table->words.size() * 4); !s.ok()) return s;
+  if (absl::Status s = buf->CopyFromHost(table->words.data(), table->words.size() * 4); !s.ok())
+    return s;
   auto& kept = uploads_->tables[key] = {*std::move(buf), table->partials};
   return TableCopy{kept.first.ptr(), kept.second};
 }
 
-absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, cu::CUstream stream) const {
+absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
+                                             cu::CUstream stream) const {
   const Manifest& m = manifest_;
   auto error = [&](absl::StatusCode code, const std::string& at, auto&&... what) {
     return absl::Status(code, absl::StrCat(at, ": ", m.name, ": ", what...));
   };
   if (grid.count() == 0)
-    return error(absl::StatusCode::kInvalidArgument, m.source, "launched on an empty grid (", grid.x, "x",
-                 grid.y, "x", grid.z, ")");
-  if (m.cluster.count() == 0 || grid.x % m.cluster.x || grid.y % m.cluster.y || grid.z % m.cluster.z)
-    return error(absl::StatusCode::kInvalidArgument, m.source, "clusters of ", m.cluster.x, "x", m.cluster.y,
-                 "x", m.cluster.z, " do not tile a grid of ", grid.x, "x", grid.y, "x", grid.z);
+    return error(absl::StatusCode::kInvalidArgument, m.source, "launched on an empty grid (",
+                 grid.x, "x", grid.y, "x", grid.z, ")");
+  if (m.cluster.count() == 0 || grid.x % m.cluster.x || grid.y % m.cluster.y ||
+      grid.z % m.cluster.z)
+    return error(absl::StatusCode::kInvalidArgument, m.source, "clusters of ", m.cluster.x, "x",
+                 m.cluster.y, "x", m.cluster.z, " do not tile a grid of ", grid.x, "x", grid.y, "x",
+                 grid.z);
   const Symbols symbols = SymbolsOf(m, args);
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
@@ -214,8 +235,8 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
     return error(absl::StatusCode::kResourceExhausted,
                  m.smem_extra.factors.empty() ? m.source : m.smem_extra_source, "needs ", smem,
                  " bytes of shared memory (", m.smem_bytes, " planned",
-                 m.smem_extra.factors.empty() ? "" : absl::StrCat(" + ", m.smem_extra.ToString()), "); ",
-                 (*d)->device_name(), " allows a block ", (*d)->max_smem_optin());
+                 m.smem_extra.factors.empty() ? "" : absl::StrCat(" + ", m.smem_extra.ToString()),
+                 "); ", (*d)->device_name(), " allows a block ", (*d)->max_smem_optin());
 
   std::map<std::string, TableCopy> tables;
   for (size_t i = 0; i < m.params.size(); ++i) {
@@ -223,7 +244,8 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
     if (p.kind != ParamSpec::Kind::kScheduleTable) continue;
     absl::StatusOr<TableCopy> t = Table(i, p.schedule, symbols);
     if (!t.ok())
-      return error(absl::StatusCode::kInvalidArgument, m.source, "schedule table ", p.name, ": ", t.status().message());
+      return error(absl::StatusCode::kInvalidArgument, m.source, "schedule table ", p.name, ": ",
+                   t.status().message());
     tables[p.name] = *t;
   }
   if (absl::Status st = CheckWorkspaceTables(m, tables); !st.ok()) return st;
@@ -241,15 +263,15 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
       if (!a.dims().empty()) spec.dims = a.dims(), spec.strides_bytes = a.strides_bytes();
       absl::StatusOr<cu::CUtensorMap> map = EncodeTensorMap(spec, a.address());
       if (!map.ok())
-        return error(absl::StatusCode::kInvalidArgument, m.source, "tensor map ", p.name, " over ", t.tensor,
-                     ": ", map.status().message());
+        return error(absl::StatusCode::kInvalidArgument, m.source, "tensor map ", p.name, " over ",
+                     t.tensor, ": ", map.status().message());
       maps.push_back(std::make_unique<cu::CUtensorMap>(*map));
       if (t.by_value) {
         pointers.push_back(maps.back().get());
         continue;
       }
-      absl::StatusOr<uint64_t> copy =
-          DeviceCopy(std::string(reinterpret_cast<const char*>(maps.back().get()), sizeof(cu::CUtensorMap)));
+      absl::StatusOr<uint64_t> copy = DeviceCopy(
+          std::string(reinterpret_cast<const char*>(maps.back().get()), sizeof(cu::CUtensorMap)));
       if (!copy.ok()) return copy.status();
       device_copies.push_back(*copy);
       pointers.push_back(&device_copies.back());
@@ -271,18 +293,20 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, c
   }
   if (watchdog_)
     if (absl::Status armed = watchdog_->Arm(); !armed.ok()) return armed;
-  absl::Status s = kernel_.Launch(LaunchConfigOf(m, grid, static_cast<unsigned>(smem), stream), pointers.data());
+  absl::Status s =
+      kernel_.Launch(LaunchConfigOf(m, grid, static_cast<unsigned>(smem), stream), pointers.data());
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(m.source, ": ", s.message()));
   return s;
 }
 
-absl::StatusOr<const LoadedKernel*> LoadedKernels::Get(const std::string& name, cu::CUstream stream) {
+absl::StatusOr<const LoadedKernel*> LoadedKernels::Get(const std::string& name,
+                                                       cu::CUstream stream) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = loaded_.find({name, stream}); it != loaded_.end()) return it->second.get();
   absl::StatusOr<Bundle> b = ReadBundle(dir_, name);
   if (!b.ok())
-    return absl::NotFoundError(absl::StrCat(b.status().message(), " (write it with `kiln bundle ", name,
-                                            "` where kiln has its compiler)"));
+    return absl::NotFoundError(absl::StrCat(b.status().message(), " (write it with `kiln bundle ",
+                                            name, "` where kiln has its compiler)"));
   absl::StatusOr<LoadedKernel> k = LoadedKernel::Load(*b);
   if (!k.ok()) return k.status();
   return (loaded_[{name, stream}] = std::make_unique<LoadedKernel>(*std::move(k))).get();

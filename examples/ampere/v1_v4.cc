@@ -22,20 +22,32 @@ absl::StatusOr<KernelDef> Build(const char* name, bool async, SmemLayout layout)
   Regs acc = k.Registers(Type::Of(f32), w.mmas_m * w.mmas_n * 4);
 
   k.For(0, g.K, BK, [&](Value k0) {
-    CopyTile(k, As, [&](Value r, Value c) { return g.A.At({m0 + r, k0 + c}); }, tid, THREADS, async);
-    CopyTile(k, Bs, [&](Value r, Value c) { return g.B.At({k0 + c, n0 + r}); }, tid, THREADS, async);
+    CopyTile(
+        k, As,
+        [&](Value r, Value c) {
+          return g.A.At({m0 + r, k0 + c});
+        },
+        tid, THREADS, async);
+    CopyTile(
+        k, Bs,
+        [&](Value r, Value c) {
+          return g.B.At({k0 + c, n0 + r});
+        },
+        tid, THREADS, async);
     if (async) k.CpAsyncWaitAll();
     k.SyncThreads();
     for (int kk = 0; kk < BK; kk += 16) MmaWarpStep(k, bf16, As, Bs, w, lane, kk, acc);
     k.SyncThreads();
   });
-  StoreAccumulator(k, acc, w.mmas_m, w.mmas_n,
-                   [&](Value r, Value c) { return g.C.At({m0 + w.m0 + r, n0 + w.n0 + c}); });
+  StoreAccumulator(k, acc, w.mmas_m, w.mmas_n, [&](Value r, Value c) {
+    return g.C.At({m0 + w.m0 + r, n0 + w.n0 + c});
+  });
   return k.Build();
 }
 
 }  // namespace
-KILN_EXAMPLE_VARIANT(v1, "ampere/v1", "seed 003 v1: mma.sync m16n8k16, ldmatrix x4/x2, 128x128x64, sync loads",
+KILN_EXAMPLE_VARIANT(v1, "ampere/v1",
+                     "seed 003 v1: mma.sync m16n8k16, ldmatrix x4/x2, 128x128x64, sync loads",
                      [] { return Build("ampere/v1", false, {}); });
 KILN_EXAMPLE_VARIANT(v2, "ampere/v2", "seed 003 v2: v1 with cp.async + wait_all",
                      [] { return Build("ampere/v2", true, {}); });

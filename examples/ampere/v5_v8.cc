@@ -19,7 +19,8 @@ absl::StatusOr<KernelDef> BuildMmaPipeline(const MmaPipeline& p) {
   Kernel k(p.name, sm80(), {THREADS});
   // The peeled tail needs stages - 1 k-tiles to exist: K must divide by that many.
   const int k_tiles = p.peel_tail ? std::max(1, p.stages - 1) : 1;
-  GemmOperands g = DeclareGemm(k, {.tile_m = p.bm, .tile_n = p.bn, .tile_k = BK * k_tiles, .block_k = k_tiles > 1 ? BK : 0});
+  GemmOperands g = DeclareGemm(
+      k, {.tile_m = p.bm, .tile_n = p.bn, .tile_k = BK * k_tiles, .block_k = k_tiles > 1 ? BK : 0});
   k.Grid(absl::StrCat("M/", p.bm, "*N/", p.bn));
   SmemLayout ring{.swizzle = UnitSwizzle::Row8(), .stages = p.stages};
   SmemTile As = k.Smem(bf16, p.bm, BK, ring), Bs = k.Smem(bf16, p.bn, BK, ring);  // [row][k]
@@ -36,8 +37,18 @@ absl::StatusOr<KernelDef> BuildMmaPipeline(const MmaPipeline& p) {
   Regs acc = k.Registers(Type::Of(f32), w.mmas_m * w.mmas_n * 4);
 
   auto load = [&](Value k0, Value stage) {
-    CopyTile(k, As.Stage(stage), [&](Value r, Value c) { return g.A.At({m0 + r, k0 + c}); }, tid, THREADS, true);
-    CopyTile(k, Bs.Stage(stage), [&](Value r, Value c) { return g.B.At({k0 + c, n0 + r}); }, tid, THREADS, true);
+    CopyTile(
+        k, As.Stage(stage),
+        [&](Value r, Value c) {
+          return g.A.At({m0 + r, k0 + c});
+        },
+        tid, THREADS, true);
+    CopyTile(
+        k, Bs.Stage(stage),
+        [&](Value r, Value c) {
+          return g.B.At({k0 + c, n0 + r});
+        },
+        tid, THREADS, true);
   };
   auto mma = [&](const std::vector<Value>& a, const std::vector<Value>& b, int m, int n) {
     const int base = (m * w.mmas_n + n) * 4;
@@ -47,7 +58,9 @@ absl::StatusOr<KernelDef> BuildMmaPipeline(const MmaPipeline& p) {
   };
   auto compute = [&](Value stage) {
     SmemTile a = As.Stage(stage), b = Bs.Stage(stage);
-    auto a_frag = [&](int kk, int m) { return k.LdMatrix(a, w.m0 + m * 16 + lane % 16, lane / 16 * 8 + kk, 4); };
+    auto a_frag = [&](int kk, int m) {
+      return k.LdMatrix(a, w.m0 + m * 16 + lane % 16, lane / 16 * 8 + kk, 4);
+    };
     auto b_frag = [&](int kk, int n) {  // columns n, n+1 (8 each) at once
       return k.LdMatrix(b, w.n0 + n * 8 + lane % 8 + lane / 16 * 8, lane % 16 / 8 * 8 + kk, 4);
     };
@@ -84,15 +97,19 @@ absl::StatusOr<KernelDef> BuildMmaPipeline(const MmaPipeline& p) {
   } else {
     const int ahead = p.stages - 1;  // k-tiles in flight ahead of the one computed
     for (int s = 0; s < ahead; ++s) {
-      if (p.peel_tail) load(k.I32(s * BK), k.I32(s));
-      else k.If(k.I32(s * BK) < g.K, [&] { load(k.I32(s * BK), k.I32(s)); });
+      if (p.peel_tail)
+        load(k.I32(s * BK), k.I32(s));
+      else
+        k.If(k.I32(s * BK) < g.K, [&] { load(k.I32(s * BK), k.I32(s)); });
       k.CpAsyncCommit();
     }
     auto step = [&](Value k0, bool guarded) {
       Value kt = k0 / BK, next = k0 + ahead * BK;
       k.SyncThreads();  // every warp is done with the stage about to be refilled
-      if (guarded) k.If(next < g.K, [&] { load(next, (kt + ahead) % p.stages); });
-      else load(next, (kt + ahead) % p.stages);
+      if (guarded)
+        k.If(next < g.K, [&] { load(next, (kt + ahead) % p.stages); });
+      else
+        load(next, (kt + ahead) % p.stages);
       k.CpAsyncCommit();
       k.CpAsyncWait(ahead);
       k.SyncThreads();
@@ -111,21 +128,29 @@ absl::StatusOr<KernelDef> BuildMmaPipeline(const MmaPipeline& p) {
       }
     }
   }
-  StoreAccumulator(k, acc, w.mmas_m, w.mmas_n,
-                   [&](Value r, Value c) { return g.C.At({m0 + w.m0 + r, n0 + w.n0 + c}); });
+  StoreAccumulator(k, acc, w.mmas_m, w.mmas_n, [&](Value r, Value c) {
+    return g.C.At({m0 + w.m0 + r, n0 + w.n0 + c});
+  });
   return k.Build();
 }
 
 namespace {
 MmaPipeline Version(const char* name, int stages, bool fragments_first, bool peel, int group_m) {
-  return {.name = name, .bm = 128, .bn = 64, .stages = stages, .fragments_first = fragments_first,
-          .peel_tail = peel, .group_m = group_m};
+  return {.name = name,
+          .bm = 128,
+          .bn = 64,
+          .stages = stages,
+          .fragments_first = fragments_first,
+          .peel_tail = peel,
+          .group_m = group_m};
 }
 }  // namespace
 
-KILN_EXAMPLE_VARIANT(v5, "ampere/v5", "seed 003 v5: 128x64 tile, ldmatrix.x4 for B, swizzled, one stage",
+KILN_EXAMPLE_VARIANT(v5, "ampere/v5",
+                     "seed 003 v5: 128x64 tile, ldmatrix.x4 for B, swizzled, one stage",
                      [] { return BuildMmaPipeline(Version("ampere/v5", 1, false, false, 0)); });
-KILN_EXAMPLE_VARIANT(v6, "ampere/v6", "seed 003 v6: two-stage cp.async ring, fragments loaded first",
+KILN_EXAMPLE_VARIANT(v6, "ampere/v6",
+                     "seed 003 v6: two-stage cp.async ring, fragments loaded first",
                      [] { return BuildMmaPipeline(Version("ampere/v6", 2, true, false, 0)); });
 KILN_EXAMPLE_VARIANT(v7, "ampere/v7", "seed 003 v7: v6 with the last stage peeled off the loop",
                      [] { return BuildMmaPipeline(Version("ampere/v7", 2, true, true, 0)); });

@@ -18,8 +18,8 @@ constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
 
 absl::StatusOr<KernelDef> Build(const char* name, bool pipelined) {
   Kernel k(name, sm100a(), {256});
-  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
-                                          .c_row_major = true});
+  TmaGemmOperands g = DeclareTmaGemm(
+      k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true, .c_row_major = true});
   k.Grid("sms");
   SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
   SmemTile sB = k.SmemSwizzled(bf16, BN, BK, Swizzle::k128B, STAGES);
@@ -29,11 +29,16 @@ absl::StatusOr<KernelDef> Build(const char* name, bool pipelined) {
   Tmem acc = k.TensorMemory(BN);
   Value tid = k.ThreadIdx(), warp = k.WarpId(), lane = k.LaneId();
   Value tiles_n = g.N / BN, tiles = g.M / BM * tiles_n;
-  k.If(tid == 0, [&] { ring.Init(); mma_done.Init(1); tile_done.Init(1); });
+  k.If(tid == 0, [&] {
+    ring.Init();
+    mma_done.Init(1);
+    tile_done.Init(1);
+  });
   k.If(warp == 1, [&] { k.TmemAlloc(acc); });
   k.SyncThreads();
   auto for_each_tile = [&](const std::function<void(Value, Value)>& body) {
-    k.For(k.BlockIdx(), tiles, k.GridDim(), [&](Value t) { body(t / tiles_n * BM, t % tiles_n * BN); });
+    k.For(k.BlockIdx(), tiles, k.GridDim(),
+          [&](Value t) { body(t / tiles_n * BM, t % tiles_n * BN); });
   };
 
   k.If(tid == 128, [&] {  // the producer
@@ -53,7 +58,8 @@ absl::StatusOr<KernelDef> Build(const char* name, bool pipelined) {
           Value s = ring.Acquire(at);
           k.TcgenFenceAfterSync();
           for (int kk = 0; kk < BK; kk += 16)
-            k.TcgenMma(acc, 0, sA.Stage(s), 0, sB.Stage(s), 0, kk, kk == 0 ? Operand(k0 > 0) : Operand(1), BM, BN);
+            k.TcgenMma(acc, 0, sA.Stage(s), 0, sB.Stage(s), 0, kk,
+                       kk == 0 ? Operand(k0 > 0) : Operand(1), BM, BN);
           if (pipelined) {
             k.TcgenCommit(ring.EmptyBarrier(s));
           } else {
@@ -69,7 +75,9 @@ absl::StatusOr<KernelDef> Build(const char* name, bool pipelined) {
       tile_done_at.Advance();
       k.TcgenFenceAfterSync();
       StoreTmemRows(k, acc, warp * 32, k.I32(0), BN, 8,  // thread t: row t (TMEM lane t)
-                    [&](Value r, Value c) { return g.Cptr.At({m0 + r, n0 + c}); });
+                    [&](Value r, Value c) {
+                      return g.Cptr.At({m0 + r, n0 + c});
+                    });
       k.TcgenFenceBeforeSync();
       k.NamedBarrier(1, 128);  // TMEM read out: thread 0 may overwrite it with the next tile
     });
@@ -80,8 +88,10 @@ absl::StatusOr<KernelDef> Build(const char* name, bool pipelined) {
 }
 
 }  // namespace
-KILN_EXAMPLE_VARIANT(sync, "blackwell/persist_sync", "seed 000 (first): persistent 128x256x64, 4 stages, MMA waited every k-tile",
+KILN_EXAMPLE_VARIANT(sync, "blackwell/persist_sync",
+                     "seed 000 (first): persistent 128x256x64, 4 stages, MMA waited every k-tile",
                      [] { return Build("blackwell/persist_sync", false); });
-KILN_EXAMPLE_VARIANT(pipe, "blackwell/persist_pipelined", "seed 000 (second): as persist_sync, commits free each stage",
+KILN_EXAMPLE_VARIANT(pipe, "blackwell/persist_pipelined",
+                     "seed 000 (second): as persist_sync, commits free each stage",
                      [] { return Build("blackwell/persist_pipelined", true); });
 }  // namespace kiln::examples

@@ -6,9 +6,14 @@
 #include "examples/registry.h"
 
 namespace kiln::examples {
-KILN_EXAMPLE_VARIANT(bw_v0, "blackwell/v0", "seed 002 v0: sm80 baseline, 128x128x64, 2 cp.async stages, swizzle, mma.sync",
+KILN_EXAMPLE_VARIANT(bw_v0, "blackwell/v0",
+                     "seed 002 v0: sm80 baseline, 128x128x64, 2 cp.async stages, swizzle, mma.sync",
                      [] {
-                       return BuildMmaPipeline({.name = "blackwell/v0", .bm = 128, .bn = 128, .stages = 2,
-                                                .fragments_first = true, .peel_tail = true});
+                       return BuildMmaPipeline({.name = "blackwell/v0",
+                                                .bm = 128,
+                                                .bn = 128,
+                                                .stages = 2,
+                                                .fragments_first = true,
+                                                .peel_tail = true});
                      });
 }  // namespace kiln::examples

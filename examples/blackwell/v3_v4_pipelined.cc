@@ -26,8 +26,8 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
   constexpr int BM = 128;
   const int slabs = v.bk / 64;
   Kernel k(v.name, sm100a(), {128});
-  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = v.bn, .bk = v.bk, .rank = 3, .by_value = true,
-                                          .c_row_major = true});
+  TmaGemmOperands g = DeclareTmaGemm(
+      k, {.bm = BM, .bn = v.bn, .bk = v.bk, .rank = 3, .by_value = true, .c_row_major = true});
   k.Grid(absl::StrCat("M/128*N/", v.bn));
   SmemTile sA = k.SmemSwizzled(bf16, BM * slabs, 64, Swizzle::k128B, v.stages);
   SmemTile sB = k.SmemSwizzled(bf16, v.bn * slabs, 64, Swizzle::k128B, v.stages);
@@ -35,11 +35,15 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
   Barrier done = k.SmemBarriers(1)[0];  // MMAs of a k-tile (v3) or of the whole tile (v4)
   Tmem acc = k.TensorMemory(v.bn);
   Value warp = k.WarpId(), lane = k.LaneId();
-  Value blocks_n = g.N / v.bn, m0 = k.BlockIdx() / blocks_n * BM, n0 = k.BlockIdx() % blocks_n * v.bn;
+  Value blocks_n = g.N / v.bn, m0 = k.BlockIdx() / blocks_n * BM,
+        n0 = k.BlockIdx() % blocks_n * v.bn;
   auto elected = [&](int w, const std::function<void()>& body) {
     k.If(warp == w, [&] { k.If(k.ElectOne(), body); });
   };
-  elected(0, [&] { ring.Init(); done.Init(1); });
+  elected(0, [&] {
+    ring.Init();
+    done.Init(1);
+  });
   k.If(warp == 1, [&] { k.TmemAlloc(acc); });
   k.SyncThreads();
   auto load = [&](Pipeline::Cursor& at, Value k0) {
@@ -71,7 +75,7 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
       });
     });
     k.SyncThreads();  // the others, until that thread has seen the last k-tile's MMAs complete
-  } else {  // v4: a loading warp and an MMA warp
+  } else {            // v4: a loading warp and an MMA warp
     elected(0, [&] {
       Pipeline::Cursor at = ring.Start();
       k.For(0, g.K, v.bk, [&](Value k0) { load(at, k0); });
@@ -91,15 +95,23 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
   }
   k.TcgenFenceAfterSync();
   // Thread t owns row t of the tile (TMEM lane t).
-  StoreTmemRows(k, acc, warp * 32, k.I32(0), v.bn, 8, [&](Value r, Value c) { return g.Cptr.At({m0 + r, n0 + c}); });
+  StoreTmemRows(k, acc, warp * 32, k.I32(0), v.bn, 8, [&](Value r, Value c) {
+    return g.Cptr.At({m0 + r, n0 + c});
+  });
   k.SyncThreads();
   k.If(warp == 0, [&] { k.TmemFree(acc); });
   return k.Build();
 }
 
 }  // namespace
-KILN_EXAMPLE_VARIANT(v3, "blackwell/v3", "seed 002 v3: 128x256x128, 2-stage TMA ring, one thread loads and multiplies",
-                     [] { return Build({"blackwell/v3", 256, 128, 2, false}); });
-KILN_EXAMPLE_VARIANT(v4, "blackwell/v4", "seed 002 v4: 128x128x64, 7 stages, TMA warp + MMA warp, commit frees stages",
-                     [] { return Build({"blackwell/v4", 128, 64, 7, true}); });
+KILN_EXAMPLE_VARIANT(v3, "blackwell/v3",
+                     "seed 002 v3: 128x256x128, 2-stage TMA ring, one thread loads and multiplies",
+                     [] {
+                       return Build({"blackwell/v3", 256, 128, 2, false});
+                     });
+KILN_EXAMPLE_VARIANT(v4, "blackwell/v4",
+                     "seed 002 v4: 128x128x64, 7 stages, TMA warp + MMA warp, commit frees stages",
+                     [] {
+                       return Build({"blackwell/v4", 128, 64, 7, true});
+                     });
 }  // namespace kiln::examples

@@ -12,8 +12,14 @@ constexpr int BM = 128, BN = 256, BK = 64, STAGES = 7;
 
 absl::StatusOr<KernelDef> Build() {
   Kernel k("blackwell/v5", sm100a(), {128});
-  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
-                                          .divide_m = 2 * BM, .c_row_major = true, .b_box_rows = BN / 2});
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM,
+                                         .bn = BN,
+                                         .bk = BK,
+                                         .rank = 3,
+                                         .by_value = true,
+                                         .divide_m = 2 * BM,
+                                         .c_row_major = true,
+                                         .b_box_rows = BN / 2});
   k.Grid("M/128*N/256");
   k.ClusterDims({2, 1, 1});
   SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
@@ -59,8 +65,8 @@ absl::StatusOr<KernelDef> Build() {
         full[s].Wait(phase);
         k.TcgenFenceAfterSync();
         for (int kk = 0; kk < BK; kk += 16)
-          k.TcgenMma(acc, 0, sA.Stage(s), 0, sB.Stage(s), 0, kk, kk == 0 ? Operand(k0 > 0) : Operand(1),
-                     2 * BM, BN);
+          k.TcgenMma(acc, 0, sA.Stage(s), 0, sB.Stage(s), 0, kk,
+                     kk == 0 ? Operand(k0 > 0) : Operand(1), 2 * BM, BN);
         k.TcgenCommit(empty[s], 2, k.I32(0b11));  // frees stage s in both CTAs
       });
       k.TcgenCommit(done[0], 2, k.I32(0b11));
@@ -70,7 +76,9 @@ absl::StatusOr<KernelDef> Build() {
   done[0].Wait(0);
   k.TcgenFenceAfterSync();
   // Thread t owns row t of this CTA's 128 rows.
-  StoreTmemRows(k, acc, warp * 32, k.I32(0), BN, 8, [&](Value r, Value c) { return g.Cptr.At({m0 + r, n0 + c}); });
+  StoreTmemRows(k, acc, warp * 32, k.I32(0), BN, 8, [&](Value r, Value c) {
+    return g.Cptr.At({m0 + r, n0 + c});
+  });
   k.TcgenFenceBeforeSync();
   k.ClusterSync();  // the peer's MMAs and reads are done before the pair's TMEM goes
   k.If(warp == 0, [&] { k.TmemFree(acc); });
@@ -78,5 +86,8 @@ absl::StatusOr<KernelDef> Build() {
 }
 
 }  // namespace
-KILN_EXAMPLE("blackwell/v5", "seed 002 v5: CTA pair, tcgen05.mma cta_group::2 M256 N256, 7 stages, multicast commits", Build);
+KILN_EXAMPLE(
+    "blackwell/v5",
+    "seed 002 v5: CTA pair, tcgen05.mma cta_group::2 M256 N256, 7 stages, multicast commits",
+    Build);
 }  // namespace kiln::examples

@@ -25,10 +25,17 @@ struct Version {
 
 absl::StatusOr<KernelDef> Build(const Version& v) {
   Kernel k(v.name, sm100a(), {192});
-  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
-                                          .divide_m = 2 * BM, .c_row_major = true, .b_box_rows = BN / 2});
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM,
+                                         .bn = BN,
+                                         .bk = BK,
+                                         .rank = 3,
+                                         .by_value = true,
+                                         .divide_m = 2 * BM,
+                                         .c_row_major = true,
+                                         .b_box_rows = BN / 2});
   k.Grid(v.grid);
-  const int loader = v.v7 ? 4 : 0, issuer = v.v7 ? 5 : 1, first_epilogue = v.v7 ? 0 : 2, cols = v.v7 ? 16 : 8;
+  const int loader = v.v7 ? 4 : 0, issuer = v.v7 ? 5 : 1, first_epilogue = v.v7 ? 0 : 2,
+            cols = v.v7 ? 16 : 8;
   k.ClusterDims({2, 1, 1});
   SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
   SmemTile sB = k.SmemSwizzled(bf16, BN / 2, BK, Swizzle::k128B, STAGES);
@@ -54,9 +61,8 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
   k.If(warp == issuer, [&] { k.TmemAlloc(acc); });
   k.ClusterSync();
   auto for_each_tile = [&](const std::function<void(Value, Value)>& body) {
-    k.For(k.BlockIdx(), tiles, k.GridDim(), [&](Value t) {
-      body((t / (grid_n * 2) * 2 + t % 2) * BM, t / 2 % grid_n * BN);
-    });
+    k.For(k.BlockIdx(), tiles, k.GridDim(),
+          [&](Value t) { body((t / (grid_n * 2) * 2 + t % 2) * BM, t / 2 % grid_n * BN); });
   };
 
   elected(loader, [&] {  // loader, in both CTAs
@@ -73,7 +79,7 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
     });
   });
   k.If(rank == 0, [&] {
-    elected(issuer, [&] {  // the pair's MMA issuer
+    elected(issuer, [&] {                        // the pair's MMA issuer
       RingPosition at(k, STAGES), use(k, ACCS);  // smem stage, TMEM accumulator
       for_each_tile([&](Value, Value) {
         Value a = use.stage();
@@ -84,8 +90,8 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
           full[s].Wait(at.phase());
           k.TcgenFenceAfterSync();
           for (int kk = 0; kk < BK; kk += 16)
-            k.TcgenMma(acc, a * BN, sA.Stage(s), 0, sB.Stage(s), 0, kk, kk == 0 ? Operand(k0 > 0) : Operand(1),
-                       2 * BM, BN);
+            k.TcgenMma(acc, a * BN, sA.Stage(s), 0, sB.Stage(s), 0, kk,
+                       kk == 0 ? Operand(k0 > 0) : Operand(1), 2 * BM, BN);
           k.TcgenCommit(empty[s], 2, k.I32(0b11));
           at.Advance();
         });
@@ -94,38 +100,53 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
       });
     });
   });
-  k.If((warp >= first_epilogue) & (warp < first_epilogue + 4), [&] {  // warp w: TMEM lanes 32 * (w % 4)..
-    RingPosition use(k, ACCS);
-    Value quarter = warp % 4;
-    for_each_tile([&](Value m0, Value n0) {
-      Value a = use.stage();
-      if (v.v7) {
-        k.If(warp == 0, [&] { mainloop[a].Wait(use.phase()); });
-        k.NamedBarrier(1, 128);
-      } else {
-        mainloop[a].Wait(use.phase());
-      }
-      k.TcgenFenceAfterSync();
-      StoreTmemRows(k, acc, quarter * 32, a * BN, BN, cols,
-                    [&](Value r, Value c) { return g.Cptr.At({m0 + r, n0 + c}); }, v.no_l1);
-      k.TcgenFenceBeforeSync();
-      if (v.v7) drained[a].ArriveCluster(0);  // on the leader's barrier
-      else k.If(k.ElectOne(), [&] { drained[a].ArriveCluster(0); });
-      use.Advance();
-    });
-  });
+  k.If((warp >= first_epilogue) & (warp < first_epilogue + 4),
+       [&] {  // warp w: TMEM lanes 32 * (w % 4)..
+         RingPosition use(k, ACCS);
+         Value quarter = warp % 4;
+         for_each_tile([&](Value m0, Value n0) {
+           Value a = use.stage();
+           if (v.v7) {
+             k.If(warp == 0, [&] { mainloop[a].Wait(use.phase()); });
+             k.NamedBarrier(1, 128);
+           } else {
+             mainloop[a].Wait(use.phase());
+           }
+           k.TcgenFenceAfterSync();
+           StoreTmemRows(
+               k, acc, quarter * 32, a * BN, BN, cols,
+               [&](Value r, Value c) {
+                 return g.Cptr.At({m0 + r, n0 + c});
+               },
+               v.no_l1);
+           k.TcgenFenceBeforeSync();
+           if (v.v7)
+             drained[a].ArriveCluster(0);  // on the leader's barrier
+           else
+             k.If(k.ElectOne(), [&] { drained[a].ArriveCluster(0); });
+           use.Advance();
+         });
+       });
   k.ClusterSync();  // both CTAs are done with the pair's TMEM and barriers
   k.If(warp == 0, [&] { k.TmemFree(acc); });
   return k.Build();
 }
 
 }  // namespace
-KILN_EXAMPLE_VARIANT(v6, "blackwell/v6", "seed 002 v6: persistent CTA pairs, 192 threads, two TMEM accumulators, epilogue warps",
-                     [] { return Build({"blackwell/v6", false, "sms/2*2"}); });
-KILN_EXAMPLE_VARIANT(v7a, "blackwell/v7a", "seed 002 v7a: v6 with epilogue warps 0-3, x16 loads, named barrier, every SM pair",
-                     [] { return Build({"blackwell/v7a", true, "sms/2*2"}); });
-KILN_EXAMPLE_VARIANT(v7b, "blackwell/v7b", "seed 002 v7b: v7a on 128 CTAs",
-                     [] { return Build({"blackwell/v7b", true, "128"}); });
-KILN_EXAMPLE_VARIANT(v7c, "blackwell/v7c", "seed 002 v7c: v7b with L1::no_allocate stores",
-                     [] { return Build({"blackwell/v7c", true, "128", true}); });
+KILN_EXAMPLE_VARIANT(
+    v6, "blackwell/v6",
+    "seed 002 v6: persistent CTA pairs, 192 threads, two TMEM accumulators, epilogue warps", [] {
+      return Build({"blackwell/v6", false, "sms/2*2"});
+    });
+KILN_EXAMPLE_VARIANT(
+    v7a, "blackwell/v7a",
+    "seed 002 v7a: v6 with epilogue warps 0-3, x16 loads, named barrier, every SM pair", [] {
+      return Build({"blackwell/v7a", true, "sms/2*2"});
+    });
+KILN_EXAMPLE_VARIANT(v7b, "blackwell/v7b", "seed 002 v7b: v7a on 128 CTAs", [] {
+  return Build({"blackwell/v7b", true, "128"});
+});
+KILN_EXAMPLE_VARIANT(v7c, "blackwell/v7c", "seed 002 v7c: v7b with L1::no_allocate stores", [] {
+  return Build({"blackwell/v7c", true, "128", true});
+});
 }  // namespace kiln::examples

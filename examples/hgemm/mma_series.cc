@@ -34,19 +34,29 @@ struct Version {
 };
 
 absl::StatusOr<KernelDef> Build(const Version& v) {
-  const int BM = v.shape.bm, BN = v.shape.bn, BK = v.shape.bk, warps_m = v.shape.warps_m, warps_n = v.shape.warps_n;
+  const int BM = v.shape.bm, BN = v.shape.bn, BK = v.shape.bk, warps_m = v.shape.warps_m,
+            warps_n = v.shape.warps_n;
   const bool strip = v.shape.strip;
   const int THREADS = warps_m * warps_n * 32;
   Kernel k(v.name, sm80(), {THREADS});
-  GemmOperands g = DeclareGemm(k, {.in_type = "f16", .out_type = "f16", .acc_type = "f16",
-                                   .tile_m = BM, .tile_n = strip ? BN * STRIP : BN, .tile_k = BK,
+  GemmOperands g = DeclareGemm(k, {.in_type = "f16",
+                                   .out_type = "f16",
+                                   .acc_type = "f16",
+                                   .tile_m = BM,
+                                   .tile_n = strip ? BN * STRIP : BN,
+                                   .tile_k = BK,
                                    .block_n = strip ? BN : 0});
-  if (strip) k.Grid("16", absl::StrCat("M/", BM), absl::StrCat("N/", BN * STRIP));
-  else k.Grid(absl::StrCat("N/", BN), absl::StrCat("M/", BM));
-  SmemLayout ring{.swizzle = v.permuted ? UnitSwizzle::RotateHalfRow8() : UnitSwizzle{}, .stages = v.stages};
+  if (strip)
+    k.Grid("16", absl::StrCat("M/", BM), absl::StrCat("N/", BN * STRIP));
+  else
+    k.Grid(absl::StrCat("N/", BN), absl::StrCat("M/", BM));
+  SmemLayout ring{.swizzle = v.permuted ? UnitSwizzle::RotateHalfRow8() : UnitSwizzle{},
+                  .stages = v.stages};
   SmemTile As = k.Smem(f16, BM, BK, ring), Bs = k.Smem(f16, BN, BK, ring);  // [row][k]
-  SmemTile Cs = k.SmemOver(As, f16, BM, BN, {.swizzle = v.permuted ? UnitSwizzle::Rotate8() : UnitSwizzle{}});
-  Kernel::WarpTile w = k.Warps({.tile_m = BM, .tile_n = BN, .warps_m = warps_m, .warps_n = warps_n});
+  SmemTile Cs =
+      k.SmemOver(As, f16, BM, BN, {.swizzle = v.permuted ? UnitSwizzle::Rotate8() : UnitSwizzle{}});
+  Kernel::WarpTile w =
+      k.Warps({.tile_m = BM, .tile_n = BN, .warps_m = warps_m, .warps_n = warps_n});
   Value tid = k.ThreadIdx(), lane = k.LaneId(), z = k.BlockIdx(2), y = k.BlockIdx(1);
   Value m0 = (strip ? Select((z & 1) == 1, k.GridDim(1) - y - 1, y) : y) * BM;
   Value n0 = ((strip ? z * STRIP : k.I32(0)) + k.BlockIdx(0)) * BN;
@@ -56,15 +66,27 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
   // As upstream: each warp copies its own strip of rows; cp.async asks L2 for the 128-byte line.
   const Chunking chunking{.warp_strips = strip, .l2_prefetch = v.async ? 128 : 0};
   auto load = [&](Value k0, Value stage) {
-    CopyTile(k, As.Stage(stage), [&](Value r, Value c) { return g.A.At({m0 + r, k0 + c}); }, tid, THREADS, v.async, chunking);
-    CopyTile(k, Bs.Stage(stage), [&](Value r, Value c) { return g.B.At({k0 + c, n0 + r}); }, tid, THREADS, v.async, chunking);
+    CopyTile(
+        k, As.Stage(stage),
+        [&](Value r, Value c) {
+          return g.A.At({m0 + r, k0 + c});
+        },
+        tid, THREADS, v.async, chunking);
+    CopyTile(
+        k, Bs.Stage(stage),
+        [&](Value r, Value c) {
+          return g.B.At({k0 + c, n0 + r});
+        },
+        tid, THREADS, v.async, chunking);
   };
   auto fragments = [&](Value stage, int kk) {  // A: mmas_m x4, then B: mmas_n x2
     std::vector<Value> f;
     for (int i = 0; i < w.mmas_m; ++i)
-      for (Value r : k.LdMatrix(As.Stage(stage), w.m0 + i * 16 + lane % 16, lane / 16 * 8 + kk, 4)) f.push_back(r);
+      for (Value r : k.LdMatrix(As.Stage(stage), w.m0 + i * 16 + lane % 16, lane / 16 * 8 + kk, 4))
+        f.push_back(r);
     for (int j = 0; j < w.mmas_n; ++j)
-      for (Value r : k.LdMatrix(Bs.Stage(stage), w.n0 + j * 8 + lane % 8, lane / 8 % 2 * 8 + kk, 2)) f.push_back(r);
+      for (Value r : k.LdMatrix(Bs.Stage(stage), w.n0 + j * 8 + lane % 8, lane / 8 % 2 * 8 + kk, 2))
+        f.push_back(r);
     return f;
   };
   auto mma = [&](const std::vector<Value>& f) {
@@ -72,8 +94,8 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
       for (int jj = 0; jj < w.mmas_n; ++jj) {
         const int j = i % 2 ? w.mmas_n - 1 - jj : jj, c = (i * w.mmas_n + j) * 2;  // serpentine
         const int b = w.mmas_m * 4 + j * 2;
-        auto d = k.MmaM16N8K16(f16, {f[i * 4], f[i * 4 + 1], f[i * 4 + 2], f[i * 4 + 3]}, {f[b], f[b + 1]},
-                               {acc[c], acc[c + 1]});
+        auto d = k.MmaM16N8K16(f16, {f[i * 4], f[i * 4 + 1], f[i * 4 + 2], f[i * 4 + 3]},
+                               {f[b], f[b + 1]}, {acc[c], acc[c + 1]});
         acc[c] = d[0];
         acc[c + 1] = d[1];
       }
@@ -92,7 +114,10 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
   if (v.stages == 1) {
     k.For(0, g.K, BK, [&](Value k0) {
       load(k0, k.I32(0));
-      if (v.async) { k.CpAsyncCommit(); k.CpAsyncWait(0); }
+      if (v.async) {
+        k.CpAsyncCommit();
+        k.CpAsyncWait(0);
+      }
       k.SyncThreads();
       compute(k.I32(0));
       k.SyncThreads();
@@ -147,27 +172,52 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
         k.Store(Cs.At(w.m0 + i * 16 + half * 8 + lane / 4, w.n0 + j * 8 + lane % 4 * 2),
                 acc[(i * w.mmas_n + j) * 2 + half]);
   k.SyncThreads();
-  StoreTile(k, Cs, [&](Value r, Value c) { return g.C.At({m0 + r, n0 + c}); }, tid, THREADS, chunking);
+  StoreTile(
+      k, Cs,
+      [&](Value r, Value c) {
+        return g.C.At({m0 + r, n0 + c});
+      },
+      tid, THREADS, chunking);
   return k.Build();
 }
 
 }  // namespace
-KILN_EXAMPLE_VARIANT(naive, "hgemm/mma_naive", "cuda_hgemm mma_naive: one warp per 16x8 tile, fp16 accumulate",
-                     [] { return Build({"hgemm/mma_naive", false, false, 1, Regs2::kNone, kNaive}); });
-KILN_EXAMPLE_VARIANT(base, "hgemm/mma_base", "cuda_hgemm mma_base: 256x128x32, sync copies, serpentine, z-strip block order, smem-staged C",
-                     [] { return Build({"hgemm/mma_base", false, false, 1}); });
-KILN_EXAMPLE_VARIANT(permuted, "hgemm/mma_permuted", "cuda_hgemm mma_permuted: + rotated 16-byte units in smem",
-                     [] { return Build({"hgemm/mma_permuted", false, true, 1}); });
-KILN_EXAMPLE_VARIANT(async, "hgemm/mma_async", "cuda_hgemm mma_async: + cp.async",
-                     [] { return Build({"hgemm/mma_async", true, true, 1}); });
-KILN_EXAMPLE_VARIANT(pg2s, "hgemm/mma_async_pg2s", "cuda_hgemm mma_async_pg2s: + double-buffered smem",
-                     [] { return Build({"hgemm/mma_async_pg2s", true, true, 2}); });
-KILN_EXAMPLE_VARIANT(ps2r, "hgemm/mma_async_pg2s_ps2r", "cuda_hgemm mma_async_pg2s_ps2r: + register double buffer",
-                     [] { return Build({"hgemm/mma_async_pg2s_ps2r", true, true, 2, Regs2::kWithinTile}); });
-KILN_EXAMPLE_VARIANT(stage2, "hgemm/mma_async_stage2", "cuda_hgemm mma_async_stage2: 2-stage ring, fragments across k-tiles",
-                     [] { return Build({"hgemm/mma_async_stage2", true, true, 2, Regs2::kAcrossTiles}); });
+KILN_EXAMPLE_VARIANT(naive, "hgemm/mma_naive",
+                     "cuda_hgemm mma_naive: one warp per 16x8 tile, fp16 accumulate", [] {
+                       return Build({"hgemm/mma_naive", false, false, 1, Regs2::kNone, kNaive});
+                     });
+KILN_EXAMPLE_VARIANT(
+    base, "hgemm/mma_base",
+    "cuda_hgemm mma_base: 256x128x32, sync copies, serpentine, z-strip block order, smem-staged C",
+    [] {
+      return Build({"hgemm/mma_base", false, false, 1});
+    });
+KILN_EXAMPLE_VARIANT(permuted, "hgemm/mma_permuted",
+                     "cuda_hgemm mma_permuted: + rotated 16-byte units in smem", [] {
+                       return Build({"hgemm/mma_permuted", false, true, 1});
+                     });
+KILN_EXAMPLE_VARIANT(async, "hgemm/mma_async", "cuda_hgemm mma_async: + cp.async", [] {
+  return Build({"hgemm/mma_async", true, true, 1});
+});
+KILN_EXAMPLE_VARIANT(pg2s, "hgemm/mma_async_pg2s",
+                     "cuda_hgemm mma_async_pg2s: + double-buffered smem", [] {
+                       return Build({"hgemm/mma_async_pg2s", true, true, 2});
+                     });
+KILN_EXAMPLE_VARIANT(
+    ps2r, "hgemm/mma_async_pg2s_ps2r", "cuda_hgemm mma_async_pg2s_ps2r: + register double buffer",
+    [] {
+      return Build({"hgemm/mma_async_pg2s_ps2r", true, true, 2, Regs2::kWithinTile});
+    });
+KILN_EXAMPLE_VARIANT(stage2, "hgemm/mma_async_stage2",
+                     "cuda_hgemm mma_async_stage2: 2-stage ring, fragments across k-tiles", [] {
+                       return Build({"hgemm/mma_async_stage2", true, true, 2, Regs2::kAcrossTiles});
+                     });
 KILN_EXAMPLE_VARIANT(stage3, "hgemm/mma_async_stage3", "cuda_hgemm mma_async_stage3: 3-stage ring",
-                     [] { return Build({"hgemm/mma_async_stage3", true, true, 3, Regs2::kAcrossTiles}); });
+                     [] {
+                       return Build({"hgemm/mma_async_stage3", true, true, 3, Regs2::kAcrossTiles});
+                     });
 KILN_EXAMPLE_VARIANT(stage4, "hgemm/mma_async_stage4", "cuda_hgemm mma_async_stage4: 4-stage ring",
-                     [] { return Build({"hgemm/mma_async_stage4", true, true, 4, Regs2::kAcrossTiles}); });
+                     [] {
+                       return Build({"hgemm/mma_async_stage4", true, true, 4, Regs2::kAcrossTiles});
+                     });
 }  // namespace kiln::examples

@@ -54,7 +54,8 @@ absl::StatusOr<KernelDef> Build() {
   for (int s = 0; s < WNITER; ++s)
     for (int n = 0; n < TN; ++n) {
       std::vector<Value> column;
-      for (int m = 0; m < TM; ++m) column.push_back(Value(acc[m * WNITER * TN + s * TN + n]).To(bf16));
+      for (int m = 0; m < TM; ++m)
+        column.push_back(Value(acc[m * WNITER * TN + s * TN + n]).To(bf16));
       k.Store(g.C.At({row0 + warp_row + t_row, col0 + warp_col + s * WSUBN + t_col + n}),
               k.Vector(column));
     }

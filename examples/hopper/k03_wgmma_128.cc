@@ -48,7 +48,8 @@ absl::StatusOr<KernelDef> Build() {
   for (int m = 0; m < 2; ++m)
     for (int p = 0; p < BN / 4; ++p)
       for (int j = 0; j < 2; ++j)
-        k.Store(base + (g.M * (p / 2 * 8 + j) + (m * 64 + p % 2 * 8)), Value(acc[m][2 * p + j]).To(bf16));
+        k.Store(base + (g.M * (p / 2 * 8 + j) + (m * 64 + p % 2 * 8)),
+                Value(acc[m][2 * p + j]).To(bf16));
   return k.Build();
 }
 

@@ -44,11 +44,13 @@ absl::StatusOr<KernelDef> Build() {
     });
     for (int p = 0; p < BN / 4; ++p)
       for (int j = 0; j < 2; ++j)
-        k.Store(g.Cptr.At({m0 + row0 + acc.Row(p), n0 + acc.Col(p) + j}), Value(acc[2 * p + j]).To(bf16));
+        k.Store(g.Cptr.At({m0 + row0 + acc.Row(p), n0 + acc.Col(p) + j}),
+                Value(acc[2 * p + j]).To(bf16));
   });
   return k.Build();
 }
 
 }  // namespace
-KILN_EXAMPLE("hopper/k05", "fast.cu kernel 5: 1 producer + 2 consumers, setmaxnreg, m64n256k16", Build);
+KILN_EXAMPLE("hopper/k05", "fast.cu kernel 5: 1 producer + 2 consumers, setmaxnreg, m64n256k16",
+             Build);
 }  // namespace kiln::examples

@@ -12,8 +12,13 @@ constexpr int BM = 128, BN = 256, BK = 64, STAGES = 3, CONSUMERS = 2, CTAS = 128
 
 absl::StatusOr<KernelDef> Build() {
   Kernel k("hopper/k06", sm90a(), {128 * (1 + CONSUMERS)});
-  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 2, .by_value = true,
-                                          .divide_m = BM * TM, .divide_n = BN * TN});
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM,
+                                         .bn = BN,
+                                         .bk = BK,
+                                         .rank = 2,
+                                         .by_value = true,
+                                         .divide_m = BM * TM,
+                                         .divide_n = BN * TN});
   k.Grid("128");
   SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
   SmemTile sB = k.SmemSwizzled(bf16, BN, BK, Swizzle::k128B, STAGES);
@@ -24,7 +29,8 @@ absl::StatusOr<KernelDef> Build() {
   // Tile number i*128 + blockIdx -> (m0, n0) inside its super-tile of TM x TN tiles.
   Value tiles_n = g.N / BN;
   auto for_each_tile = [&](const TileBody& body) {
-    SuperTiles(k, k.BlockIdx(), CTAS, g.M / BM * tiles_n, tiles_n, TM, TN, [&](Value m, Value n) { body(m * BM, n * BN); });
+    SuperTiles(k, k.BlockIdx(), CTAS, g.M / BM * tiles_n, tiles_n, TM, TN,
+               [&](Value m, Value n) { body(m * BM, n * BN); });
   };
 
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
@@ -53,7 +59,8 @@ absl::StatusOr<KernelDef> Build() {
       });
       for (int p = 0; p < BN / 4; ++p)
         for (int j = 0; j < 2; ++j)
-          k.Store(g.Cptr.At({m0 + row0 + acc.Row(p), n0 + acc.Col(p) + j}), Value(acc[2 * p + j]).To(bf16));
+          k.Store(g.Cptr.At({m0 + row0 + acc.Row(p), n0 + acc.Col(p) + j}),
+                  Value(acc[2 * p + j]).To(bf16));
     });
   });
   return k.Build();

@@ -1,6 +1,6 @@
 // fast.cu kernel 7: kernel 6 with the ring spelled out in raw mbarrier ops instead of a barrier
-// library: init, arrive.expect_tx, try_wait.parity and arrive, the stage and phase in a RingPosition.
-// Loads go through a rank-5 tensor map ({64, rows, K/64, 1, 1}).
+// library: init, arrive.expect_tx, try_wait.parity and arrive, the stage and phase in a
+// RingPosition. Loads go through a rank-5 tensor map ({64, rows, K/64, 1, 1}).
 #include "examples/gemm.h"
 #include "examples/registry.h"
 
@@ -11,8 +11,13 @@ constexpr int BM = 128, BN = 256, BK = 64, STAGES = 3, CONSUMERS = 2, CTAS = 128
 
 absl::StatusOr<KernelDef> Build() {
   Kernel k("hopper/k07", sm90a(), {128 * (1 + CONSUMERS)});
-  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 5, .by_value = true,
-                                          .divide_m = BM * TM, .divide_n = BN * TN});
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM,
+                                         .bn = BN,
+                                         .bk = BK,
+                                         .rank = 5,
+                                         .by_value = true,
+                                         .divide_m = BM * TM,
+                                         .divide_n = BN * TN});
   k.Grid("128");
   SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
   SmemTile sB = k.SmemSwizzled(bf16, BN, BK, Swizzle::k128B, STAGES);
@@ -25,7 +30,8 @@ absl::StatusOr<KernelDef> Build() {
   k.SyncThreads();
   Value tiles_n = g.N / BN;
   auto for_each_tile = [&](const TileBody& body) {
-    SuperTiles(k, k.BlockIdx(), CTAS, g.M / BM * tiles_n, tiles_n, TM, TN, [&](Value m, Value n) { body(m * BM, n * BN); });
+    SuperTiles(k, k.BlockIdx(), CTAS, g.M / BM * tiles_n, tiles_n, TM, TN,
+               [&](Value m, Value n) { body(m * BM, n * BN); });
   };
 
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value t) {
@@ -47,7 +53,7 @@ absl::StatusOr<KernelDef> Build() {
     Value row0 = t / 128 * 64;
     WgmmaAccumulator acc = k.WgmmaAcc(BN);
     RingPosition q(k, STAGES);  // (stage, phase) of one side of the ring
-    k.If(t % 128 == 0, [&] {  // every stage starts free: one arrival per consumer
+    k.If(t % 128 == 0, [&] {    // every stage starts free: one arrival per consumer
       for (int s = 0; s < STAGES; ++s) empty[s].Arrive();
     });
     for_each_tile([&](Value m0, Value n0) {
@@ -64,7 +70,8 @@ absl::StatusOr<KernelDef> Build() {
       });
       for (int p = 0; p < BN / 4; ++p)
         for (int j = 0; j < 2; ++j)
-          k.Store(g.Cptr.At({m0 + row0 + acc.Row(p), n0 + acc.Col(p) + j}), Value(acc[2 * p + j]).To(bf16));
+          k.Store(g.Cptr.At({m0 + row0 + acc.Row(p), n0 + acc.Col(p) + j}),
+                  Value(acc[2 * p + j]).To(bf16));
     });
   });
   return k.Build();

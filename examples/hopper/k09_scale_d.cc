@@ -13,8 +13,13 @@ constexpr int GROUPS = 128 / CLUSTER, TM = 16 / CLUSTER, TN = 8;
 
 absl::StatusOr<KernelDef> Build() {
   Kernel k("hopper/k09", sm90a(), {128 * (1 + CONSUMERS)});
-  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
-                                          .divide_m = BM * CLUSTER * TM, .divide_n = BN * TN});
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM,
+                                         .bn = BN,
+                                         .bk = BK,
+                                         .rank = 3,
+                                         .by_value = true,
+                                         .divide_m = BM * CLUSTER * TM,
+                                         .divide_n = BN * TN});
   k.Grid("128");
   k.ClusterDims({CLUSTER, 1, 1});
   SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
@@ -25,7 +30,8 @@ absl::StatusOr<KernelDef> Build() {
   k.ClusterSync();
   Value tiles_n = g.N / BN;
   auto for_each_tile = [&](const TileBody& body) {
-    SuperTiles(k, k.ClusterIdx(), GROUPS, g.M / (BM * CLUSTER) * tiles_n, tiles_n, TM, TN, [&](Value m, Value n) { body((m * CLUSTER + rank) * BM, n * BN); });
+    SuperTiles(k, k.ClusterIdx(), GROUPS, g.M / (BM * CLUSTER) * tiles_n, tiles_n, TM, TN,
+               [&](Value m, Value n) { body((m * CLUSTER + rank) * BM, n * BN); });
   };
 
   MulticastProducer(k, ring, g, sA, sB, BK, rank, for_each_tile);
@@ -40,7 +46,8 @@ absl::StatusOr<KernelDef> Build() {
       Value base = g.Cptr.At({m0 + row0 + acc.Row(0), n0 + acc.Col(0)});
       for (int p = 0; p < BN / 4; ++p)
         for (int j = 0; j < 2; ++j)
-          k.StoreWriteThrough(base + (g.M * (p / 2 * 8 + j) + p % 2 * 8), Value(acc[2 * p + j]).To(bf16));
+          k.StoreWriteThrough(base + (g.M * (p / 2 * 8 + j) + p % 2 * 8),
+                              Value(acc[2 * p + j]).To(bf16));
     });
   });
   k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done

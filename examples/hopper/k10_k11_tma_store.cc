@@ -16,12 +16,18 @@ constexpr int GROUPS = 128 / CLUSTER, TM = 16 / CLUSTER, TN = 8, SLOTS = 128;
 
 absl::StatusOr<KernelDef> Build(const char* name, bool hilbert) {
   Kernel k(name, sm90a(), {128 * (1 + CONSUMERS)});
-  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
-                                          .c_box_rows = BN, .c_box_cols = BM,
-                                          .divide_m = BM * CLUSTER * (hilbert ? 1 : TM),
-                                          .divide_n = hilbert ? BN : BN * TN});
-  Value table = hilbert ? k.ScheduleTableParam("schedule", GemmTiles(BM * CLUSTER, BN, GROUPS, SLOTS))
-                        : Value();
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM,
+                                         .bn = BN,
+                                         .bk = BK,
+                                         .rank = 3,
+                                         .by_value = true,
+                                         .c_box_rows = BN,
+                                         .c_box_cols = BM,
+                                         .divide_m = BM * CLUSTER * (hilbert ? 1 : TM),
+                                         .divide_n = hilbert ? BN : BN * TN});
+  Value table = hilbert
+                    ? k.ScheduleTableParam("schedule", GemmTiles(BM * CLUSTER, BN, GROUPS, SLOTS))
+                    : Value();
   k.Grid("128");
   k.ClusterDims({CLUSTER, 1, 1});
   SmemTile sA = k.SmemSwizzled(bf16, BM, BK, Swizzle::k128B, STAGES);
@@ -35,7 +41,8 @@ absl::StatusOr<KernelDef> Build(const char* name, bool hilbert) {
   k.ClusterSync();
   Value tiles_n = hilbert ? Value() : g.N / BN;
   auto for_each_tile = [&](const TileBody& body) {
-    if (hilbert) return walk([&](Value mi, Value ni) { body(mi * (BM * CLUSTER) + rank * BM, ni * BN); });
+    if (hilbert)
+      return walk([&](Value mi, Value ni) { body(mi * (BM * CLUSTER) + rank * BM, ni * BN); });
     SuperTiles(k, k.ClusterIdx(), GROUPS, g.M / (BM * CLUSTER) * tiles_n, tiles_n, TM, TN,
                [&](Value m, Value n) { body((m * CLUSTER + rank) * BM, n * BN); });
   };
@@ -70,6 +77,7 @@ absl::StatusOr<KernelDef> Build(const char* name, bool hilbert) {
 }  // namespace
 KILN_EXAMPLE_VARIANT(k10, "hopper/k10", "fast.cu kernel 10: smem C tile + TMA store, named barrier",
                      [] { return Build("hopper/k10", false); });
-KILN_EXAMPLE_VARIANT(k11, "hopper/k11", "fast.cu kernel 11: Hilbert-curve tile order from a host table",
+KILN_EXAMPLE_VARIANT(k11, "hopper/k11",
+                     "fast.cu kernel 11: Hilbert-curve tile order from a host table",
                      [] { return Build("hopper/k11", true); });
 }  // namespace kiln::examples

@@ -14,9 +14,14 @@ constexpr int GROUPS = 128 / CLUSTER, SLOTS = 128;
 
 absl::StatusOr<KernelDef> Build() {
   Kernel k("hopper/k12", sm90a(), {128 * (1 + CONSUMERS)});
-  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 3, .by_value = true,
-                                          .c_box_rows = BN, .c_pad = 8,
-                                          .divide_m = BM * CLUSTER});
+  TmaGemmOperands g = DeclareTmaGemm(k, {.bm = BM,
+                                         .bn = BN,
+                                         .bk = BK,
+                                         .rank = 3,
+                                         .by_value = true,
+                                         .c_box_rows = BN,
+                                         .c_pad = 8,
+                                         .divide_m = BM * CLUSTER});
   Value table = k.ScheduleTableParam("schedule", GemmTiles(BM * CLUSTER, BN, GROUPS, SLOTS));
   k.Grid("128");
   k.ClusterDims({CLUSTER, 1, 1});
@@ -42,23 +47,26 @@ absl::StatusOr<KernelDef> Build() {
       Value c = t % 128, wg = t / 128, lane = c % 32;
       k.If(c == 0, [&] { k.BulkWait(0); });  // the previous tile's store has read the buffer
       k.NamedBarrier(wg + 2, 128);
-      for (int x = 0; x < CONSUMERS; ++x) k.If(wg == x, [&] {
-        // Lane l addresses row (l % 8) + 8 * (l / 16) of matrix l / 8, transposed: n rows, m cols.
-        Value n = lane % 8 + lane / 16 * 8, m = c / 32 * 16 + (lane & 8);
-        for (int q = 0; q < BN / 16; ++q) {
-          std::vector<Value> regs;
-          for (int r = 0; r < 4; ++r)
-            regs.push_back(k.Vector({Value(acc[8 * q + 2 * r]).To(bf16), Value(acc[8 * q + 2 * r + 1]).To(bf16)})
-                               .Bitcast(Type::Of(i32)));
-          k.StMatrix(sC[x].At(n + q * 16, m), regs, /*trans=*/true);
-        }
-        k.FenceProxyAsync();
-        k.NamedBarrier(wg + 2, 128);
-        k.If(c == 0, [&] {
-          k.TmaStore(g.C, sC[x], g.CBox(m0 + x * 64, n0));
-          k.BulkCommit();
+      for (int x = 0; x < CONSUMERS; ++x)
+        k.If(wg == x, [&] {
+          // Lane l addresses row (l % 8) + 8 * (l / 16) of matrix l / 8, transposed: n rows, m
+          // cols.
+          Value n = lane % 8 + lane / 16 * 8, m = c / 32 * 16 + (lane & 8);
+          for (int q = 0; q < BN / 16; ++q) {
+            std::vector<Value> regs;
+            for (int r = 0; r < 4; ++r)
+              regs.push_back(k.Vector({Value(acc[8 * q + 2 * r]).To(bf16),
+                                       Value(acc[8 * q + 2 * r + 1]).To(bf16)})
+                                 .Bitcast(Type::Of(i32)));
+            k.StMatrix(sC[x].At(n + q * 16, m), regs, /*trans=*/true);
+          }
+          k.FenceProxyAsync();
+          k.NamedBarrier(wg + 2, 128);
+          k.If(c == 0, [&] {
+            k.TmaStore(g.C, sC[x], g.CBox(m0 + x * 64, n0));
+            k.BulkCommit();
+          });
         });
-      });
     });
     k.If(t % 128 == 0, [&] { k.BulkWait(0); });
   });
@@ -67,5 +75,6 @@ absl::StatusOr<KernelDef> Build() {
 }
 
 }  // namespace
-KILN_EXAMPLE("hopper/k12", "fast.cu kernel 12: stmatrix.trans into padded smem, per-consumer TMA store", Build);
+KILN_EXAMPLE("hopper/k12",
+             "fast.cu kernel 12: stmatrix.trans into padded smem, per-consumer TMA store", Build);
 }  // namespace kiln::examples

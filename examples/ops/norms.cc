@@ -22,48 +22,53 @@ absl::StatusOr<KernelDef> BuildNorm(bool layer) {
   Value rows = k.I32Param("rows"), cols = k.I32Param("cols"), eps = k.F32Param("eps");
   k.Grid("rows/16");
   Value inv_n = Rcp(cols.To(f32));
-  auto row_of = [&](const Value& base, const RowCtx& r) { return base + r.row.To(i64) * cols.To(i64); };
-  ForEachRow(k, rows, cols, [&](const RowCtx& r) {
-    RowRegs v = LoadRow(row_of(x, r), r, cols, 0.0);
-    std::vector<Value> d = v.x, sq;
-    if (layer) {
-      Value mean = GroupReduce(k, SumOf(v.x), Reduce::kSum, r.threads) * inv_n;
-      for (size_t i = 0; i < d.size(); ++i)  // lanes past the end must add 0 to the variance
-        d[i] = Select(v.in[i / kVec], v.x[i] - mean, 0.0f);
-    }
-    for (const Value& di : d) sq.push_back(di * di);
-    Value scale = Rsqrt(Fma(GroupReduce(k, SumOf(sq), Reduce::kSum, r.threads), inv_n, eps));
-    // The weight (and bias) chunk by chunk, each just before its use: fewer live registers.
-    for (int c = 0; c < r.chunks; ++c) {
-      RowRegs wc = LoadChunk(w, r, cols, c, 0.0, kParams);
-      RowRegs bc = layer ? LoadChunk(b, r, cols, c, 0.0, kParams) : RowRegs{};
-      std::vector<Value> out;
-      for (int e = 0; e < kVec; ++e) {
-        Value t = d[c * kVec + e] * scale;
-        out.push_back(layer ? Fma(t, wc.x[e], bc.x[e]) : t * wc.x[e]);
-      }
-      StoreChunk(k, row_of(y, r), r, c, v.in[c], out);
-    }
-  }, [&](const RowCtx& r) {
-    // Any length: a pass for the sums (the mean first for layernorm), a pass to write.
-    Value xr = row_of(x, r), yr = row_of(y, r);
-    Regs acc = k.Registers(Type::Of(f32), 2);
-    Value mean = k.F32(0);
-    if (layer) {
-      ForEachColumn(k, r, cols, [&](Value c) { acc[0] += k.Load(xr + c).To(f32); });
-      mean = GroupReduce(k, acc[0], Reduce::kSum, r.threads) * inv_n;
-    }
-    ForEachColumn(k, r, cols, [&](Value c) {
-      Value v = k.Load(xr + c).To(f32) - mean;
-      acc[1] = Fma(v, v, acc[1]);
-    });
-    Value scale = Rsqrt(Fma(GroupReduce(k, acc[1], Reduce::kSum, r.threads), inv_n, eps));
-    ForEachColumn(k, r, cols, [&](Value c) {
-      Value v = (k.Load(xr + c).To(f32) - mean) * scale * k.Load(w + c).To(f32);
-      if (layer) v = v + k.Load(b + c).To(f32);
-      k.Store(yr + c, v.To(bf16));
-    });
-  });
+  auto row_of = [&](const Value& base, const RowCtx& r) {
+    return base + r.row.To(i64) * cols.To(i64);
+  };
+  ForEachRow(
+      k, rows, cols,
+      [&](const RowCtx& r) {
+        RowRegs v = LoadRow(row_of(x, r), r, cols, 0.0);
+        std::vector<Value> d = v.x, sq;
+        if (layer) {
+          Value mean = GroupReduce(k, SumOf(v.x), Reduce::kSum, r.threads) * inv_n;
+          for (size_t i = 0; i < d.size(); ++i)  // lanes past the end must add 0 to the variance
+            d[i] = Select(v.in[i / kVec], v.x[i] - mean, 0.0f);
+        }
+        for (const Value& di : d) sq.push_back(di * di);
+        Value scale = Rsqrt(Fma(GroupReduce(k, SumOf(sq), Reduce::kSum, r.threads), inv_n, eps));
+        // The weight (and bias) chunk by chunk, each just before its use: fewer live registers.
+        for (int c = 0; c < r.chunks; ++c) {
+          RowRegs wc = LoadChunk(w, r, cols, c, 0.0, kParams);
+          RowRegs bc = layer ? LoadChunk(b, r, cols, c, 0.0, kParams) : RowRegs{};
+          std::vector<Value> out;
+          for (int e = 0; e < kVec; ++e) {
+            Value t = d[c * kVec + e] * scale;
+            out.push_back(layer ? Fma(t, wc.x[e], bc.x[e]) : t * wc.x[e]);
+          }
+          StoreChunk(k, row_of(y, r), r, c, v.in[c], out);
+        }
+      },
+      [&](const RowCtx& r) {
+        // Any length: a pass for the sums (the mean first for layernorm), a pass to write.
+        Value xr = row_of(x, r), yr = row_of(y, r);
+        Regs acc = k.Registers(Type::Of(f32), 2);
+        Value mean = k.F32(0);
+        if (layer) {
+          ForEachColumn(k, r, cols, [&](Value c) { acc[0] += k.Load(xr + c).To(f32); });
+          mean = GroupReduce(k, acc[0], Reduce::kSum, r.threads) * inv_n;
+        }
+        ForEachColumn(k, r, cols, [&](Value c) {
+          Value v = k.Load(xr + c).To(f32) - mean;
+          acc[1] = Fma(v, v, acc[1]);
+        });
+        Value scale = Rsqrt(Fma(GroupReduce(k, acc[1], Reduce::kSum, r.threads), inv_n, eps));
+        ForEachColumn(k, r, cols, [&](Value c) {
+          Value v = (k.Load(xr + c).To(f32) - mean) * scale * k.Load(w + c).To(f32);
+          if (layer) v = v + k.Load(b + c).To(f32);
+          k.Store(yr + c, v.To(bf16));
+        });
+      });
   return k.Build();
 }
 
@@ -71,6 +76,8 @@ absl::StatusOr<KernelDef> BuildRmsNorm() { return BuildNorm(false); }
 absl::StatusOr<KernelDef> BuildLayerNorm() { return BuildNorm(true); }
 
 }  // namespace
-KILN_EXAMPLE("ops/rmsnorm", "RMSNorm over [rows, cols] bf16 with a weight (f32 math, rsqrt)", BuildRmsNorm);
-KILN_EXAMPLE("ops/layernorm", "LayerNorm over [rows, cols] bf16 with weight and bias (f32 math)", BuildLayerNorm);
+KILN_EXAMPLE("ops/rmsnorm", "RMSNorm over [rows, cols] bf16 with a weight (f32 math, rsqrt)",
+             BuildRmsNorm);
+KILN_EXAMPLE("ops/layernorm", "LayerNorm over [rows, cols] bf16 with weight and bias (f32 math)",
+             BuildLayerNorm);
 }  // namespace kiln::examples

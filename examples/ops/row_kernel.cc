@@ -6,8 +6,8 @@ namespace kiln::examples::ops {
 namespace {
 
 // `threads` per row, the rows that fit side by side, in turn until the block's rows are done.
-void Layout(Kernel& k, const Value& rows, int threads, int chunks, const std::function<void(const RowCtx&)>& body,
-            const Loc& loc) {
+void Layout(Kernel& k, const Value& rows, int threads, int chunks,
+            const std::function<void(const RowCtx&)>& body, const Loc& loc) {
   const int side_by_side = kBlockThreads / threads;
   Value tid = k.ThreadIdx(0, loc);
   Value first = Operand(Operand(k.BlockIdx(0, loc), loc) * Operand(kRowsPerBlock, loc), loc) +
@@ -15,15 +15,19 @@ void Layout(Kernel& k, const Value& rows, int threads, int chunks, const std::fu
   Value t = Operand(tid, loc) % Operand(threads, loc);
   auto one = [&](const Value& row) {
     RowCtx r{row, t, threads, chunks};
-    k.If(Operand(row, loc) < Operand(rows, loc), [&] { body(r); }, loc);
+    k.If(
+        Operand(row, loc) < Operand(rows, loc), [&] { body(r); }, loc);
   };
   if (side_by_side == kRowsPerBlock) return one(first);
-  k.For(0, kRowsPerBlock, side_by_side, [&](Value i) { one(Operand(first, loc) + Operand(i, loc)); }, loc);
+  k.For(
+      0, kRowsPerBlock, side_by_side, [&](Value i) { one(Operand(first, loc) + Operand(i, loc)); },
+      loc);
 }
 
 }  // namespace
 
-void ForEachRow(Kernel& k, const Value& rows, const Value& cols, const std::function<void(const RowCtx&)>& fast,
+void ForEachRow(Kernel& k, const Value& rows, const Value& cols,
+                const std::function<void(const RowCtx&)>& fast,
                 const std::function<void(const RowCtx&)>& general, Loc loc) {
   struct Shape {
     int max_cols, threads, chunks;
@@ -35,11 +39,13 @@ void ForEachRow(Kernel& k, const Value& rows, const Value& cols, const std::func
   std::function<void(int)> from = [&](int i) {
     if (i == static_cast<int>(std::size(kShapes))) return loop();
     const Shape& l = kShapes[i];
-    k.If(Operand(cols, loc) <= Operand(l.max_cols, loc), [&] { Layout(k, rows, l.threads, l.chunks, fast, loc); },
-         [&] { from(i + 1); }, loc);
+    k.If(
+        Operand(cols, loc) <= Operand(l.max_cols, loc),
+        [&] { Layout(k, rows, l.threads, l.chunks, fast, loc); }, [&] { from(i + 1); }, loc);
   };
   Value vectorized = Operand(Operand(cols, loc) % Operand(kVec, loc), loc) == Operand(0, loc);
-  k.If(vectorized, [&] { from(0); }, loop, loc);
+  k.If(
+      vectorized, [&] { from(0); }, loop, loc);
 }
 
 namespace {
@@ -49,18 +55,20 @@ Value ChunkColumn(const RowCtx& r, int c, const Loc& loc) {
 }
 }  // namespace
 
-RowRegs LoadChunk(const Value& row_ptr, const RowCtx& r, const Value& cols, int c, double fill, CacheHint hint,
-                  Loc loc) {
+RowRegs LoadChunk(const Value& row_ptr, const RowCtx& r, const Value& cols, int c, double fill,
+                  CacheHint hint, Loc loc) {
   RowRegs regs;
   Value col = ChunkColumn(r, c, loc);
   Value in = Operand(col, loc) < Operand(cols, loc);
-  Value v = LoadGlobal(Operand(row_ptr, loc) + Operand(col, loc), kVec, {.cache = hint, .mask = in, .fill = fill}, loc);
+  Value v = LoadGlobal(Operand(row_ptr, loc) + Operand(col, loc), kVec,
+                       {.cache = hint, .mask = in, .fill = fill}, loc);
   for (int e = 0; e < kVec; ++e) regs.x.push_back(v.Lane(e, loc).To(f32, loc));
   regs.in.push_back(in);
   return regs;
 }
 
-RowRegs LoadRow(const Value& row_ptr, const RowCtx& r, const Value& cols, double fill, CacheHint hint, Loc loc) {
+RowRegs LoadRow(const Value& row_ptr, const RowCtx& r, const Value& cols, double fill,
+                CacheHint hint, Loc loc) {
   RowRegs regs;
   for (int c = 0; c < r.chunks; ++c) {
     RowRegs one = LoadChunk(row_ptr, r, cols, c, fill, hint, loc);
@@ -70,8 +78,8 @@ RowRegs LoadRow(const Value& row_ptr, const RowCtx& r, const Value& cols, double
   return regs;
 }
 
-void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c, const Value& in, const std::vector<Value>& y8,
-                Loc loc) {
+void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c, const Value& in,
+                const std::vector<Value>& y8, Loc loc) {
   std::vector<Value> lanes;
   for (int e = 0; e < kVec; e += 2) {
     Value pair = PackBf16x2(y8[e], y8[e + 1], loc);
@@ -84,20 +92,23 @@ void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c, const V
               {.cache = CacheHint::kStreaming, .mask = in}, loc);
 }
 
-void StoreRow(Kernel& k, const Value& row_ptr, const RowCtx& r, const RowRegs& like, const std::vector<Value>& y,
-              Loc loc) {
+void StoreRow(Kernel& k, const Value& row_ptr, const RowCtx& r, const RowRegs& like,
+              const std::vector<Value>& y, Loc loc) {
   for (int c = 0; c < r.chunks; ++c)
-    StoreChunk(k, row_ptr, r, c, like.in[c], std::vector<Value>(y.begin() + c * kVec, y.begin() + (c + 1) * kVec), loc);
+    StoreChunk(k, row_ptr, r, c, like.in[c],
+               std::vector<Value>(y.begin() + c * kVec, y.begin() + (c + 1) * kVec), loc);
 }
 
-void ForEachColumn(Kernel& k, const RowCtx& r, const Value& cols, const std::function<void(Value col)>& body, Loc loc) {
+void ForEachColumn(Kernel& k, const RowCtx& r, const Value& cols,
+                   const std::function<void(Value col)>& body, Loc loc) {
   k.For(r.t, cols, r.threads, body, loc);
 }
 
 Value SumOf(std::vector<Value> v, Loc loc) {
   while (v.size() > 1) {
     std::vector<Value> next;
-    for (size_t i = 0; i + 1 < v.size(); i += 2) next.push_back(Operand(v[i], loc) + Operand(v[i + 1], loc));
+    for (size_t i = 0; i + 1 < v.size(); i += 2)
+      next.push_back(Operand(v[i], loc) + Operand(v[i + 1], loc));
     if (v.size() % 2) next.push_back(v.back());
     v = std::move(next);
   }

@@ -27,7 +27,8 @@ struct RowCtx {
 };
 
 // Runs `fast` (registers) or `general` (a loop) for each of the block's rows that exist.
-void ForEachRow(Kernel& k, const Value& rows, const Value& cols, const std::function<void(const RowCtx&)>& fast,
+void ForEachRow(Kernel& k, const Value& rows, const Value& cols,
+                const std::function<void(const RowCtx&)>& fast,
                 const std::function<void(const RowCtx&)>& general, Loc loc = Loc::current());
 
 // A row held in registers: chunks * 8 values as f32, and per chunk whether its 8 columns are in
@@ -45,12 +46,12 @@ RowRegs LoadChunk(const Value& row_ptr, const RowCtx& r, const Value& cols, int 
 void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c, const Value& in,
                 const std::vector<Value>& y8, Loc loc = Loc::current());
 // Stores y (f32, one per element of `like`) as bf16 to `row_ptr`, masked as `like` was loaded.
-void StoreRow(Kernel& k, const Value& row_ptr, const RowCtx& r, const RowRegs& like, const std::vector<Value>& y,
-              Loc loc = Loc::current());
+void StoreRow(Kernel& k, const Value& row_ptr, const RowCtx& r, const RowRegs& like,
+              const std::vector<Value>& y, Loc loc = Loc::current());
 
 // The general body's loop: body(col) for col = t, t + threads, ... < cols.
-void ForEachColumn(Kernel& k, const RowCtx& r, const Value& cols, const std::function<void(Value col)>& body,
-                   Loc loc = Loc::current());
+void ForEachColumn(Kernel& k, const RowCtx& r, const Value& cols,
+                   const std::function<void(Value col)>& body, Loc loc = Loc::current());
 
 // Sum of f32 values as a balanced tree (independent adds overlap).
 Value SumOf(std::vector<Value> v, Loc loc = Loc::current());

@@ -21,5 +21,6 @@ absl::StatusOr<KernelDef> BuildSaxpy() {
 }
 
 }  // namespace
-KILN_EXAMPLE("ops/saxpy", "y = a * x + y over any n f32 elements (f32 and i64 parameters)", BuildSaxpy);
+KILN_EXAMPLE("ops/saxpy", "y = a * x + y over any n f32 elements (f32 and i64 parameters)",
+             BuildSaxpy);
 }  // namespace kiln::examples

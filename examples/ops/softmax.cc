@@ -17,38 +17,45 @@ absl::StatusOr<KernelDef> BuildSoftmax() {
   Value rows = k.I32Param("rows"), cols = k.I32Param("cols");
   k.Grid("rows/16");
   const double log2e = M_LOG2E;
-  auto row_of = [&](const Value& base, const RowCtx& r) { return base + r.row.To(i64) * cols.To(i64); };
-  ForEachRow(k, rows, cols, [&](const RowCtx& r) {
-    RowRegs v = LoadRow(row_of(x, r), r, cols, -INFINITY);
-    Value m = v.x[0];
-    for (size_t i = 1; i < v.x.size(); ++i) m = Max(m, v.x[i]);
-    Value neg_m = GroupReduce(k, m, Reduce::kMax, r.threads) * -log2e;
-    std::vector<Value> e;
-    for (const Value& xi : v.x) e.push_back(Exp2(Fma(xi, log2e, neg_m)));  // lanes past the end: 0
-    Value inv = Rcp(GroupReduce(k, SumOf(e), Reduce::kSum, r.threads));
-    for (Value& ei : e) ei = ei * inv;
-    StoreRow(k, row_of(y, r), r, v, e);
-  }, [&](const RowCtx& r) {
-    // Any length: one pass for the running max and the sum rescaled to it, one to write.
-    Value xr = row_of(x, r), yr = row_of(y, r);
-    Regs st = k.Registers(Type::Of(f32), 2);
-    st[0] = k.F32(-INFINITY);
-    ForEachColumn(k, r, cols, [&](Value c) {
-      Value v = k.Load(xr + c).To(f32);
-      Value m = Max(st[0], v);
-      st[1] = Fma(st[1], Exp2((st[0] - m) * log2e), Exp2((v - m) * log2e));
-      st[0] = m;
-    });
-    Value m = GroupReduce(k, st[0], Reduce::kMax, r.threads);
-    Value inv = Rcp(GroupReduce(k, st[1] * Exp2((st[0] - m) * log2e), Reduce::kSum, r.threads));
-    Value neg_m = m * -log2e;
-    ForEachColumn(k, r, cols, [&](Value c) {
-      k.Store(yr + c, (Exp2(Fma(k.Load(xr + c).To(f32), log2e, neg_m)) * inv).To(bf16));
-    });
-  });
+  auto row_of = [&](const Value& base, const RowCtx& r) {
+    return base + r.row.To(i64) * cols.To(i64);
+  };
+  ForEachRow(
+      k, rows, cols,
+      [&](const RowCtx& r) {
+        RowRegs v = LoadRow(row_of(x, r), r, cols, -INFINITY);
+        Value m = v.x[0];
+        for (size_t i = 1; i < v.x.size(); ++i) m = Max(m, v.x[i]);
+        Value neg_m = GroupReduce(k, m, Reduce::kMax, r.threads) * -log2e;
+        std::vector<Value> e;
+        for (const Value& xi : v.x)
+          e.push_back(Exp2(Fma(xi, log2e, neg_m)));  // lanes past the end: 0
+        Value inv = Rcp(GroupReduce(k, SumOf(e), Reduce::kSum, r.threads));
+        for (Value& ei : e) ei = ei * inv;
+        StoreRow(k, row_of(y, r), r, v, e);
+      },
+      [&](const RowCtx& r) {
+        // Any length: one pass for the running max and the sum rescaled to it, one to write.
+        Value xr = row_of(x, r), yr = row_of(y, r);
+        Regs st = k.Registers(Type::Of(f32), 2);
+        st[0] = k.F32(-INFINITY);
+        ForEachColumn(k, r, cols, [&](Value c) {
+          Value v = k.Load(xr + c).To(f32);
+          Value m = Max(st[0], v);
+          st[1] = Fma(st[1], Exp2((st[0] - m) * log2e), Exp2((v - m) * log2e));
+          st[0] = m;
+        });
+        Value m = GroupReduce(k, st[0], Reduce::kMax, r.threads);
+        Value inv = Rcp(GroupReduce(k, st[1] * Exp2((st[0] - m) * log2e), Reduce::kSum, r.threads));
+        Value neg_m = m * -log2e;
+        ForEachColumn(k, r, cols, [&](Value c) {
+          k.Store(yr + c, (Exp2(Fma(k.Load(xr + c).To(f32), log2e, neg_m)) * inv).To(bf16));
+        });
+      });
   return k.Build();
 }
 
 }  // namespace
-KILN_EXAMPLE("ops/softmax", "row softmax over [rows, cols] bf16 (f32 math, ex2 and shuffles)", BuildSoftmax);
+KILN_EXAMPLE("ops/softmax", "row softmax over [rows, cols] bf16 (f32 math, ex2 and shuffles)",
+             BuildSoftmax);
 }  // namespace kiln::examples

@@ -20,13 +20,15 @@ constexpr uint32_t kNever = 0x9e3779b9u;  // the XOR that would make it write
 
 absl::StatusOr<KernelDef> BuildStreamRead() {
   Kernel k("ops/stream_read", sm80(), {kThreads});
-  Value src = k.PtrParam("src", i32), out = k.PtrParam("out", i32), n = k.I32Param("n");  // n: 16-byte words
-  k.Grid("n/1024");  // kThreads * kLoads words a block
+  Value src = k.PtrParam("src", i32), out = k.PtrParam("out", i32),
+        n = k.I32Param("n");  // n: 16-byte words
+  k.Grid("n/1024");           // kThreads * kLoads words a block
   Value first = k.BlockIdx() * (kThreads * kLoads) + k.ThreadIdx();
   std::vector<Value> words;
   for (int u = 0; u < kLoads; ++u) {
     Value i = first + u * kThreads;
-    words.push_back(LoadGlobal(src + i.To(i64) * 4, 4, {.cache = CacheHint::kStreaming, .mask = i < n, .fill = 0}));
+    words.push_back(LoadGlobal(src + i.To(i64) * 4, 4,
+                               {.cache = CacheHint::kStreaming, .mask = i < n, .fill = 0}));
   }
   std::vector<Value> lanes;
   for (const Value& w : words)
@@ -38,6 +40,8 @@ absl::StatusOr<KernelDef> BuildStreamRead() {
 }
 
 }  // namespace
-KILN_EXAMPLE("ops/stream_read", "reads n 16-byte words and nothing else: a bare read, the floor of a memory-bound kernel",
-             BuildStreamRead);
+KILN_EXAMPLE(
+    "ops/stream_read",
+    "reads n 16-byte words and nothing else: a bare read, the floor of a memory-bound kernel",
+    BuildStreamRead);
 }  // namespace kiln::examples

@@ -13,8 +13,8 @@ namespace {
 
 constexpr int kThreads = 256;
 // probe/memory's planes, in order (a store takes the default where a load hint has no store form).
-constexpr CacheHint kHints[probe::kHintCount] = {CacheHint::kDefault,   CacheHint::kReadOnly,
-                                                 CacheHint::kStreaming, CacheHint::kNoL1,
+constexpr CacheHint kHints[probe::kHintCount] = {CacheHint::kDefault,      CacheHint::kReadOnly,
+                                                 CacheHint::kStreaming,    CacheHint::kNoL1,
                                                  CacheHint::kL2EvictFirst, CacheHint::kL2EvictLast};
 
 // The global index of this thread, as i64, for a grid of `n`/256 blocks.
@@ -31,16 +31,24 @@ absl::StatusOr<KernelDef> BuildMath() {
   k.If(i < n, [&] {
     Value xv = k.Load(x + i), zv = k.Load(z + i);
     // The order is probe::kMathOps.
-    std::vector<Value> r = {Exp2(zv),  Exp(zv),          Log2(xv),        Log(xv),     Rsqrt(xv),
-                            Sqrt(xv),  SqrtApprox(xv),   Rcp(zv),         RcpApprox(zv), zv / xv,
-                            DivApprox(zv, xv), Abs(zv),  Fma(zv, xv, zv), Min(zv, xv), Max(zv, xv),
-                            -zv,       TanhApprox(zv)};
-    for (size_t j = 0; j < r.size(); ++j) k.Store(y + i * probe::kMathOps + static_cast<int>(j), r[j]);
+    std::vector<Value> r = {
+        Exp2(zv),        Exp(zv),     Log2(xv),      Log(xv), Rsqrt(xv),         Sqrt(xv),
+        SqrtApprox(xv),  Rcp(zv),     RcpApprox(zv), zv / xv, DivApprox(zv, xv), Abs(zv),
+        Fma(zv, xv, zv), Min(zv, xv), Max(zv, xv),   -zv,     TanhApprox(zv)};
+    for (size_t j = 0; j < r.size(); ++j)
+      k.Store(y + i * probe::kMathOps + static_cast<int>(j), r[j]);
     Value s = k.Load(w + i).To(s32);
     // The order is probe::kIntOps.
-    std::vector<Value> t = {s / 7, s % 7, s >> 3, Min(s, -5), Max(s, -5), s * -3 + 1,
-                            s.To(f32).Bitcast(Type::Of(i32)).To(s32), (zv * 1000.0).To(s32)};
-    for (size_t j = 0; j < t.size(); ++j) k.Store(q + i * probe::kIntOps + static_cast<int>(j), t[j].To(i32));
+    std::vector<Value> t = {s / 7,
+                            s % 7,
+                            s >> 3,
+                            Min(s, -5),
+                            Max(s, -5),
+                            s * -3 + 1,
+                            s.To(f32).Bitcast(Type::Of(i32)).To(s32),
+                            (zv * 1000.0).To(s32)};
+    for (size_t j = 0; j < t.size(); ++j)
+      k.Store(q + i * probe::kIntOps + static_cast<int>(j), t[j].To(i32));
   });
   return k.Build();
 }
@@ -56,11 +64,16 @@ absl::StatusOr<KernelDef> BuildConvert() {
     Value e4 = PackFp8x2(lo, hi, Fp8::kE4M3), e5 = PackFp8x2(lo, hi, Fp8::kE5M2);
     const Type word = Type::Of(i32);
     // The order is probe::kConvertOps.
-    std::vector<Value> r = {PackBf16x2(lo, hi).Bitcast(word), PackF16x2(lo, hi).Bitcast(word), e4.To(i32),
-                            e5.To(i32), UnpackFp8x2(e4, Fp8::kE4M3).Bitcast(word),
+    std::vector<Value> r = {PackBf16x2(lo, hi).Bitcast(word),
+                            PackF16x2(lo, hi).Bitcast(word),
+                            e4.To(i32),
+                            e5.To(i32),
+                            UnpackFp8x2(e4, Fp8::kE4M3).Bitcast(word),
                             UnpackFp8x2(e5, Fp8::kE5M2).Bitcast(word),
-                            lo.To(bf16).Bitcast(Type::Of(i16)).To(i32), lo.To(f16).Bitcast(Type::Of(i16)).To(i32)};
-    for (size_t j = 0; j < r.size(); ++j) k.Store(c + i * probe::kConvertOps + static_cast<int>(j), r[j]);
+                            lo.To(bf16).Bitcast(Type::Of(i16)).To(i32),
+                            lo.To(f16).Bitcast(Type::Of(i16)).To(i32)};
+    for (size_t j = 0; j < r.size(); ++j)
+      k.Store(c + i * probe::kConvertOps + static_cast<int>(j), r[j]);
   });
   return k.Build();
 }
@@ -93,7 +106,8 @@ absl::StatusOr<KernelDef> BuildWarp() {
                           GroupReduce(k, vf, Reduce::kSum).Bitcast(word),
                           GroupReduce(k, vf, Reduce::kMax, /*threads=*/128).Bitcast(word),
                           GroupReduce(k, vf, Reduce::kMin, /*threads=*/64).Bitcast(word)};
-  for (size_t j = 0; j < r.size(); ++j) k.Store(y + i * probe::kWarpOps + static_cast<int>(j), r[j]);
+  for (size_t j = 0; j < r.size(); ++j)
+    k.Store(y + i * probe::kWarpOps + static_cast<int>(j), r[j]);
   return k.Build();
 }
 
@@ -102,7 +116,8 @@ absl::StatusOr<KernelDef> BuildWarp() {
 absl::StatusOr<KernelDef> BuildAtomics() {
   Kernel k("probe/atomics", sm80(), {kThreads});
   Value v = k.PtrParam("v", i32), words = k.PtrParam("words", i32), sum = k.PtrParam("sum", f32);
-  Value ticket = k.PtrParam("ticket", i32), cas = k.PtrParam("cas", i32), hist = k.PtrParam("hist", i32);
+  Value ticket = k.PtrParam("ticket", i32), cas = k.PtrParam("cas", i32),
+        hist = k.PtrParam("hist", i32);
   Value n = k.I64Param("n");
   k.Grid("n/256");
   k.RequireMultiple("n", kThreads);
@@ -122,7 +137,8 @@ absl::StatusOr<KernelDef> BuildAtomics() {
   AtomicAdd(sum, vi.To(s32).To(f32));
   AtomicAdd(bins.At(0, u % 16), 1);
   k.SyncThreads();
-  k.If(tid < 16, [&] { k.Store(hist + k.BlockIdx(0).To(i64) * 16 + tid.To(i64), k.Load(bins.At(0, tid))); });
+  k.If(tid < 16,
+       [&] { k.Store(hist + k.BlockIdx(0).To(i64) * 16 + tid.To(i64), k.Load(bins.At(0, tid))); });
   return k.Build();
 }
 
@@ -140,14 +156,16 @@ absl::StatusOr<KernelDef> BuildMemory() {
     Value whole = c + 4 <= n, ragged = c + 4 > n;
     for (int h = 0; h < probe::kHintCount; ++h) {
       const CacheHint load_hint = kHints[h];
-      const CacheHint store_hint = load_hint == CacheHint::kReadOnly ? CacheHint::kDefault : load_hint;
+      const CacheHint store_hint =
+          load_hint == CacheHint::kReadOnly ? CacheHint::kDefault : load_hint;
       Value plane = y + stride * h;
       Value v = LoadGlobal(x + c, 4, {.cache = load_hint, .mask = whole, .fill = probe::kFill});
       std::vector<Value> scaled;
       for (int j = 0; j < 4; ++j) scaled.push_back(v.Lane(j) * (h + 1.0));
       StoreGlobal(plane + c, k.Vector(scaled), {.cache = store_hint, .mask = whole});
       for (int j = 0; j < 4; ++j) {
-        Value m = k.IfElse(ragged, [&] { return c + j < n; }, [&] { return c < 0; });  // false where whole
+        Value m = k.IfElse(
+            ragged, [&] { return c + j < n; }, [&] { return c < 0; });  // false where whole
         Value e = LoadGlobal(x + c + j, 1, {.cache = load_hint, .mask = m, .fill = probe::kFill});
         StoreGlobal(plane + c + j, e * (h + 1.0), {.cache = store_hint, .mask = m});
       }
@@ -159,9 +177,15 @@ absl::StatusOr<KernelDef> BuildMemory() {
 }
 
 }  // namespace
-KILN_EXAMPLE("probe/math", "f32 special functions, IEEE and approximate division, signed integer ops", BuildMath);
-KILN_EXAMPLE("probe/convert", "packed bf16x2/f16x2/fp8 conversions and back, scalar bf16/f16 rounding", BuildConvert);
-KILN_EXAMPLE("probe/warp", "shfl idx/up/down/bfly (with widths), warp, redux and group reductions", BuildWarp);
-KILN_EXAMPLE("probe/atomics", "global atom/red add, max, min, cas, f32 add; shared-memory atomics", BuildAtomics);
-KILN_EXAMPLE("probe/memory", "v4 and masked loads/stores with every cache hint, ragged tails", BuildMemory);
+KILN_EXAMPLE("probe/math",
+             "f32 special functions, IEEE and approximate division, signed integer ops", BuildMath);
+KILN_EXAMPLE("probe/convert",
+             "packed bf16x2/f16x2/fp8 conversions and back, scalar bf16/f16 rounding",
+             BuildConvert);
+KILN_EXAMPLE("probe/warp", "shfl idx/up/down/bfly (with widths), warp, redux and group reductions",
+             BuildWarp);
+KILN_EXAMPLE("probe/atomics", "global atom/red add, max, min, cas, f32 add; shared-memory atomics",
+             BuildAtomics);
+KILN_EXAMPLE("probe/memory", "v4 and masked loads/stores with every cache hint, ragged tails",
+             BuildMemory);
 }  // namespace kiln::examples

@@ -24,6 +24,7 @@ absl::StatusOr<KernelDef> BuildLostArrival() {
 }
 
 }  // namespace
-KILN_EXAMPLE("planted/lost_arrival", "a planted hang (one arrival of two) that the watchdog stops with its line",
+KILN_EXAMPLE("planted/lost_arrival",
+             "a planted hang (one arrival of two) that the watchdog stops with its line",
              BuildLostArrival);
 }  // namespace kiln::examples

@@ -40,7 +40,8 @@ absl::StatusOr<KernelDef> BuildWgmmaRegs() {
 
   WgmmaAccumulator o = k.WgmmaAcc(kTile);
   k.WgmmaFence();
-  for (int j = 0; j < kTile / 16; ++j) k.Wgmma(o, s.FragmentA(j, bf16), tb2, 0, 16 * j, /*scale_d=*/j > 0);
+  for (int j = 0; j < kTile / 16; ++j)
+    k.Wgmma(o, s.FragmentA(j, bf16), tb2, 0, 16 * j, /*scale_d=*/j > 0);
   k.WgmmaCommit();
   k.WgmmaWait(0);
 
@@ -62,6 +63,7 @@ absl::StatusOr<KernelDef> BuildWgmmaRegs() {
 }
 
 }  // namespace
-KILN_EXAMPLE("probe/wgmma_regs", "S = A*B1^T, then bf16(S)*B2^T and bf16(S)*B2 (MN-major B) with A from registers",
+KILN_EXAMPLE("probe/wgmma_regs",
+             "S = A*B1^T, then bf16(S)*B2^T and bf16(S)*B2 (MN-major B) with A from registers",
              BuildWgmmaRegs);
 }  // namespace kiln::examples

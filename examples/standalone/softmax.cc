@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/bundle/manifest.h"
 #include "kiln/emulator.h"
 #include "kiln/runtime/launch.h"
-#include "kiln/bundle/manifest.h"
 #ifndef KILN_RUNTIME_ONLY
 #include "kiln/compile.h"
 #include "kiln/kernel.h"
@@ -58,9 +58,8 @@ absl::StatusOr<KernelDef> BuildSoftmax() {
     Value m = WarpReduce(st[0], Reduce::kMax);
     Value inv = Rcp(WarpReduce(st[1] * Exp2((st[0] - m) * log2e), Reduce::kSum));
     Value neg_m = m * -log2e;
-    k.For(lane, cols, 32, [&](Value c) {
-      k.Store(yr + c, Exp2(Fma(k.Load(xr + c), log2e, neg_m)) * inv);
-    });
+    k.For(lane, cols, 32,
+          [&](Value c) { k.Store(yr + c, Exp2(Fma(k.Load(xr + c), log2e, neg_m)) * inv); });
   });
   return k.Build();
 }
@@ -143,7 +142,8 @@ absl::Status RunAndCheck(Device& device, const std::string& where, int rows, int
   absl::StatusOr<uint64_t> dx = device.Upload(x), dy = device.Poisoned(n * 4);
   if (!dx.ok()) return dx.status();
   if (!dy.ok()) return dy.status();
-  if (absl::Status s = device.Launch({rt::Arg::Ptr(*dx), rt::Arg::Ptr(*dy), rt::Arg::I32(rows), rt::Arg::I32(cols)});
+  if (absl::Status s = device.Launch(
+          {rt::Arg::Ptr(*dx), rt::Arg::Ptr(*dy), rt::Arg::I32(rows), rt::Arg::I32(cols)});
       !s.ok())
     return s;
   if (absl::Status s = device.Download(y, *dy); !s.ok()) return s;
@@ -161,7 +161,8 @@ absl::Status RunAndCheck(Device& device, const std::string& where, int rows, int
     }
   }
   double rel = std::sqrt(err / norm);
-  std::cout << "launched on " << where << ": " << rows << "x" << cols << ", relative error " << rel << "\n";
+  std::cout << "launched on " << where << ": " << rows << "x" << cols << ", relative error " << rel
+            << "\n";
   if (!(rel < 1e-5)) return absl::InternalError(absl::StrCat("relative error ", rel, " >= 1e-5"));
   return absl::OkStatus();
 }
@@ -174,7 +175,8 @@ absl::Status Check(const rt::Bundle& bundle, int rows, int cols) {
     Gpu gpu(*std::move(kernel));
     return RunAndCheck(gpu, (*driver)->device_name(), rows, cols);
   } else {
-    std::cout << "no GPU here (" << driver.status().message() << "): running kiln's PTX emulator instead\n";
+    std::cout << "no GPU here (" << driver.status().message()
+              << "): running kiln's PTX emulator instead\n";
   }
   Emulator emulator(bundle);
   return RunAndCheck(emulator, "kiln's PTX emulator", std::min(rows, 37), cols);
@@ -188,13 +190,19 @@ int main(int argc, char** argv) {
   std::string save, load;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--rows" && i + 1 < argc) rows = std::atoi(argv[++i]);
-    else if (a == "--cols" && i + 1 < argc) cols = std::atoi(argv[++i]);
-    else if (a == "--quiet") quiet = true;
-    else if (a == "--save" && i + 1 < argc) save = argv[++i];
-    else if (a == "--load" && i + 1 < argc) load = argv[++i];
+    if (a == "--rows" && i + 1 < argc)
+      rows = std::atoi(argv[++i]);
+    else if (a == "--cols" && i + 1 < argc)
+      cols = std::atoi(argv[++i]);
+    else if (a == "--quiet")
+      quiet = true;
+    else if (a == "--save" && i + 1 < argc)
+      save = argv[++i];
+    else if (a == "--load" && i + 1 < argc)
+      load = argv[++i];
     else {
-      std::cerr << "usage: softmax [--rows R] [--cols C] [--quiet] [--save DIR]; softmax_run --load DIR [...]\n";
+      std::cerr << "usage: softmax [--rows R] [--cols C] [--quiet] [--save DIR]; softmax_run "
+                   "--load DIR [...]\n";
       return 2;
     }
   }
@@ -205,7 +213,8 @@ int main(int argc, char** argv) {
 
 #ifdef KILN_RUNTIME_ONLY
   if (load.empty()) {
-    std::cerr << "softmax_run has no compiler: give it the bundle `softmax --save DIR` wrote (--load DIR)\n";
+    std::cerr << "softmax_run has no compiler: give it the bundle `softmax --save DIR` wrote "
+                 "(--load DIR)\n";
     return 2;
   }
   absl::StatusOr<rt::Bundle> bundle = rt::ReadBundle(load, "standalone/softmax");
@@ -231,7 +240,8 @@ int main(int argc, char** argv) {
   }
   if (!save.empty()) {
     if (absl::Status s = rt::WriteBundle(save, compiled->bundle); !s.ok()) return Fail(s);
-    std::cout << "saved the bundle to " << save << " (softmax_run --load " << save << " launches it)\n";
+    std::cout << "saved the bundle to " << save << " (softmax_run --load " << save
+              << " launches it)\n";
   }
   const rt::Bundle* bundle = &compiled->bundle;
 #endif

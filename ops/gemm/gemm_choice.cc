@@ -39,7 +39,12 @@ struct Candidate {
   int max_n = 0;
 };
 constexpr Candidate kSm90[] = {
-    {.kernel = "gemm/bf16_sm90", .tile_m = 256, .tile_n = 256, .in_flight = 64, .speed = 1.0, .speed_unaligned = 1.0},
+    {.kernel = "gemm/bf16_sm90",
+     .tile_m = 256,
+     .tile_n = 256,
+     .in_flight = 64,
+     .speed = 1.0,
+     .speed_unaligned = 1.0},
     // Before the others, so that where all of B's time bounds both it wins the tie (its deeper
     // ring measured faster there). Split in more than two parts it is slower than the 128x128
     // tiles at every size tried (docs/perf/2026-11-24-m64-64-row-tile-bandwidth-model.md): not
@@ -48,50 +53,108 @@ constexpr Candidate kSm90[] = {
     // Past 128 rows it runs whole tiles only: split in 2 it lost to its own whole tiles or to
     // 128x80 tiles split at every such shape of a kiln tune run over 80 shapes of M = 128 to 2048
     // (docs/perf/2026-11-26-tune-run-over-80-shapes.md).
-    {.kernel = "gemm/bf16_sm90_m64", .tile_m = 64, .tile_n = 128, .in_flight = 128, .speed = 0.75,
-     .speed_unaligned = 0.39, .ring_b_bytes = 8 * 128 * 128, .max_parts = 2, .splits = false},
-    {.kernel = "gemm/bf16_sm90_n128", .tile_m = 128, .tile_n = 128, .in_flight = 128, .speed = 0.9,
-     .speed_unaligned = 0.57, .ring_b_bytes = 6 * 128 * 128},
+    {.kernel = "gemm/bf16_sm90_m64",
+     .tile_m = 64,
+     .tile_n = 128,
+     .in_flight = 128,
+     .speed = 0.75,
+     .speed_unaligned = 0.39,
+     .ring_b_bytes = 8 * 128 * 128,
+     .max_parts = 2,
+     .splits = false},
+    {.kernel = "gemm/bf16_sm90_n128",
+     .tile_m = 128,
+     .tile_n = 128,
+     .in_flight = 128,
+     .speed = 0.9,
+     .speed_unaligned = 0.57,
+     .ring_b_bytes = 6 * 128 * 128},
     // Not weighed for M <= 128: its 64-wide tiles streamed B slower than the model says at every
-    // shape but two, where it was fastest (docs/perf/2026-11-24-m64-64-row-tile-bandwidth-model.md).
-    {.kernel = "gemm/bf16_sm90_n64", .tile_m = 128, .tile_n = 64, .in_flight = 128, .speed = 0.6,
+    // shape but two, where it was fastest
+    // (docs/perf/2026-11-24-m64-64-row-tile-bandwidth-model.md).
+    {.kernel = "gemm/bf16_sm90_n64",
+     .tile_m = 128,
+     .tile_n = 64,
+     .in_flight = 128,
+     .speed = 0.6,
      .speed_unaligned = 0.39},
     // Tiles that let the 128 CTAs hold a 128- or 256-row problem in one wave (N = 6144: 128 tiles
     // of 96 for 256 rows; N = 10240: 128 of 80 for 128 rows, 64 pairs of 160 for 256). Speeds from
-    // kiln tune at those shapes, where they fill the GPU (docs/perf/2026-11-24-tiles-for-one-wave.md);
-    // n160's is high enough that the rule takes it over the 256x256 tiles streamed at
-    // 1024x10240x8192 (4 full waves), where it is faster (docs/perf/2026-11-25-partials-bytes.md).
-    // Neither is streamed: where the rule took 128x96 tiles streamed (320 and 384 rows at N =
-    // 10240, 11008 and 28672, 768x4096x4096), whole tiles of them or of another were faster at
-    // most shapes in the same tune run (docs/perf/2026-11-26-tune-run-over-80-shapes.md). The
-    // 128x80 tiles' speed was lowered once A's edge rows stopped costing the 128x128 tiles their
-    // fill: those are faster at M = 264 to 384, N = 10240, K = 8192
-    // (docs/perf/2026-11-26-128x80-tiles-speed.md).
-    {.kernel = "gemm/bf16_sm90_n80", .tile_m = 128, .tile_n = 80, .in_flight = 128, .speed = 0.75,
-     .speed_unaligned = 0.44, .ring_b_bytes = 7 * 80 * 128, .streams = false},
-    {.kernel = "gemm/bf16_sm90_n96", .tile_m = 128, .tile_n = 96, .in_flight = 128, .speed = 0.9,
-     .speed_unaligned = 0.48, .ring_b_bytes = 7 * 96 * 128, .streams = false},
-    {.kernel = "gemm/bf16_sm90_n160", .tile_m = 256, .tile_n = 160, .in_flight = 64, .speed = 0.97,
+    // kiln tune at those shapes, where they fill the GPU
+    // (docs/perf/2026-11-24-tiles-for-one-wave.md); n160's is high enough that the rule takes it
+    // over the 256x256 tiles streamed at 1024x10240x8192 (4 full waves), where it is faster
+    // (docs/perf/2026-11-25-partials-bytes.md). Neither is streamed: where the rule took 128x96
+    // tiles streamed (320 and 384 rows at N = 10240, 11008 and 28672, 768x4096x4096), whole tiles
+    // of them or of another were faster at most shapes in the same tune run
+    // (docs/perf/2026-11-26-tune-run-over-80-shapes.md). The 128x80 tiles' speed was lowered once
+    // A's edge rows stopped costing the 128x128 tiles their fill: those are faster at M = 264 to
+    // 384, N = 10240, K = 8192 (docs/perf/2026-11-26-128x80-tiles-speed.md).
+    {.kernel = "gemm/bf16_sm90_n80",
+     .tile_m = 128,
+     .tile_n = 80,
+     .in_flight = 128,
+     .speed = 0.75,
+     .speed_unaligned = 0.44,
+     .ring_b_bytes = 7 * 80 * 128,
+     .streams = false},
+    {.kernel = "gemm/bf16_sm90_n96",
+     .tile_m = 128,
+     .tile_n = 96,
+     .in_flight = 128,
+     .speed = 0.9,
+     .speed_unaligned = 0.48,
+     .ring_b_bytes = 7 * 96 * 128,
+     .streams = false},
+    {.kernel = "gemm/bf16_sm90_n160",
+     .tile_m = 256,
+     .tile_n = 160,
+     .in_flight = 64,
+     .speed = 0.97,
      .speed_unaligned = 0.79},
     // For M <= 128 only: 64x64 tiles in pairs sharing B by multicast (cuBLAS's choice at
     // 128x4096x4096), so that at N = 4096 all 128 CTAs stream B, a pair its 64 columns. Fastest in
     // kiln tune at M = 16, 64 and 128, N = K = 4096 and at 128x4096x14336; in 4 parts it is far
     // slower, so it splits in 2 at most (docs/perf/2026-11-25-64x64-pairs.md).
-    {.kernel = "gemm/bf16_sm90_m64n64", .tile_m = 128, .tile_n = 64, .in_flight = 64, .speed = 0,
-     .ring_b_bytes = 13 * 64 * 128, .max_parts = 2},
+    {.kernel = "gemm/bf16_sm90_m64n64",
+     .tile_m = 128,
+     .tile_n = 64,
+     .in_flight = 64,
+     .speed = 0,
+     .ring_b_bytes = 13 * 64 * 128,
+     .max_parts = 2},
     // For M <= 128 only: 64-row tiles narrow enough that 128 of them cover N = 4096, 6144 and
     // 10240, so that every CTA streams B (the 64x128 tiles leave 48 to 96 of 128 idle there).
     // Fastest in kiln tune at 10 of the sweep's 12 shapes of M = 16 and 64
     // (docs/perf/2026-11-25-narrow-tiles-m64.md).
-    {.kernel = "gemm/bf16_sm90_m64n32", .tile_m = 64, .tile_n = 32, .in_flight = 128, .speed = 0,
-     .ring_b_bytes = 17 * 32 * 128, .max_parts = 2},
-    {.kernel = "gemm/bf16_sm90_m64n48", .tile_m = 64, .tile_n = 48, .in_flight = 128, .speed = 0,
-     .ring_b_bytes = 15 * 48 * 128, .max_parts = 2},
-    {.kernel = "gemm/bf16_sm90_m64n80", .tile_m = 64, .tile_n = 80, .in_flight = 128, .speed = 0,
-     .ring_b_bytes = 11 * 80 * 128, .max_parts = 2},
+    {.kernel = "gemm/bf16_sm90_m64n32",
+     .tile_m = 64,
+     .tile_n = 32,
+     .in_flight = 128,
+     .speed = 0,
+     .ring_b_bytes = 17 * 32 * 128,
+     .max_parts = 2},
+    {.kernel = "gemm/bf16_sm90_m64n48",
+     .tile_m = 64,
+     .tile_n = 48,
+     .in_flight = 128,
+     .speed = 0,
+     .ring_b_bytes = 15 * 48 * 128,
+     .max_parts = 2},
+    {.kernel = "gemm/bf16_sm90_m64n80",
+     .tile_m = 64,
+     .tile_n = 80,
+     .in_flight = 128,
+     .speed = 0,
+     .ring_b_bytes = 11 * 80 * 128,
+     .max_parts = 2},
     // For a C of 16 columns or fewer whose A (the weights) has few blocks of 64 rows over a long
     // K: 22 stages of 8 KB of A each (FewColumnsChoice).
-    {.kernel = "gemm/bf16_sm90_m64n16", .tile_m = 64, .tile_n = 16, .in_flight = 128, .speed = 0, .max_n = 16},
+    {.kernel = "gemm/bf16_sm90_m64n16",
+     .tile_m = 64,
+     .tile_n = 16,
+     .in_flight = 128,
+     .speed = 0,
+     .max_n = 16},
 };
 
 // A split tile part's partial round trip (written by every part, read back by the last, with a
@@ -114,12 +177,16 @@ int64_t TilesOf(const Candidate& c, const GemmSize& s) {
 // and so are the in-flight slots the busiest group's units leave the others idle for, and the
 // partials' round trips of split tiles.
 double Efficiency(const Candidate& c, const GemmSize& s, int split, bool aligned_rows) {
-  const int64_t tiles_m = (s.m + c.tile_m - 1) / c.tile_m, tiles_n = (s.n + c.tile_n - 1) / c.tile_n;
+  const int64_t tiles_m = (s.m + c.tile_m - 1) / c.tile_m,
+                tiles_n = (s.n + c.tile_n - 1) / c.tile_n;
   const int64_t tiles = tiles_m * tiles_n, k_tiles = (s.k + 63) / 64;
-  const double padding = static_cast<double>(s.m) / (tiles_m * c.tile_m) * s.n / (tiles_n * c.tile_n);
-  const double useful = static_cast<double>(tiles * k_tiles) / c.in_flight;  // k-tiles per group, evenly
-  double busiest;  // the busiest group's time in k-tiles
-  if (split == 0 && tiles >= c.in_flight) {  // stream-K: even shares, a group's costing up to two partials
+  const double padding =
+      static_cast<double>(s.m) / (tiles_m * c.tile_m) * s.n / (tiles_n * c.tile_n);
+  const double useful =
+      static_cast<double>(tiles * k_tiles) / c.in_flight;  // k-tiles per group, evenly
+  double busiest;                                          // the busiest group's time in k-tiles
+  if (split == 0 &&
+      tiles >= c.in_flight) {  // stream-K: even shares, a group's costing up to two partials
     busiest = tiles % c.in_flight == 0 ? useful : std::ceil(useful) + 2 * kPartialCost;
   } else if (split == 0) {
     // Fewer tiles than groups: every tile is cut among about sharers / tiles groups (shares of 4
@@ -132,7 +199,8 @@ double Efficiency(const Candidate& c, const GemmSize& s, int split, bool aligned
   } else {
     const int64_t parts = std::min<int64_t>(split, k_tiles), units = tiles * parts;
     const int64_t waves = (units + c.in_flight - 1) / c.in_flight;
-    busiest = waves * (std::ceil(static_cast<double>(k_tiles) / parts) + kPartialCost * (parts - 1));
+    busiest =
+        waves * (std::ceil(static_cast<double>(k_tiles) / parts) + kPartialCost * (parts - 1));
   }
   return padding * useful / busiest * (aligned_rows ? c.speed : c.speed_unaligned);
 }
@@ -165,7 +233,7 @@ double StreamUs(const Candidate& c, const GemmSize& s, int split) {
   const int64_t parts = std::min<int64_t>(split, k_tiles), units = tiles * parts;
   const int64_t waves = (units + c.in_flight - 1) / c.in_flight;
   const int64_t busiest = waves * ((k_tiles + parts - 1) / parts);  // k-tiles of the busiest CTA
-  const int64_t active = std::min<int64_t>(units, c.in_flight);      // CTAs streaming
+  const int64_t active = std::min<int64_t>(units, c.in_flight);     // CTAs streaming
   // The CTAs of one column of tiles (64-row tiles at M = 128) read the same B side by side (the
   // schedule's order keeps them together): the memory streams it once for them, L2 serves the rest.
   const int64_t tiles_m = (s.m + c.tile_m - 1) / c.tile_m;
@@ -175,12 +243,14 @@ double StreamUs(const Candidate& c, const GemmSize& s, int split) {
   // last reads them back. At M = 128 that is eight times the bytes of M = 16, enough to make the
   // 128x128 tiles in 4 parts slower there than at M = 16 and than the 64-row tiles whole
   // (docs/perf/2026-11-25-partials-bytes.md).
-  const double partial_bytes =
-      static_cast<double>(tiles) * (parts - 1) * std::min<int64_t>(c.tile_m, s.m) * c.tile_n * 4 * 2;
+  const double partial_bytes = static_cast<double>(tiles) * (parts - 1) *
+                               std::min<int64_t>(c.tile_m, s.m) * c.tile_n * 4 * 2;
   const double queue = kStreamBytesPerUs * kIdleLatencyUs / c.ring_b_bytes;
   const double busiest_bytes = static_cast<double>(busiest) * c.tile_n * 64 * 2;
   const double all_bytes = static_cast<double>(s.n) * s.k * 2;
-  return kLaunchUs + std::max(busiest_bytes * (streams + queue) / kStreamBytesPerUs, all_bytes / kStreamCapBytesPerUs) +
+  return kLaunchUs +
+         std::max(busiest_bytes * (streams + queue) / kStreamBytesPerUs,
+                  all_bytes / kStreamCapBytesPerUs) +
          partials * kPartialUs + partial_bytes / kStreamBytesPerUs;
 }
 
@@ -212,7 +282,8 @@ bool StreamsWell(const Candidate& c, const GemmSize& s) {
   return clustered || tiles >= 2 * c.in_flight;
 }
 
-static_assert(std::string_view(kSm90[3].kernel) == "gemm/bf16_sm90_n64", "LongKOverFewTiles names the 128x64 tiles");
+static_assert(std::string_view(kSm90[3].kernel) == "gemm/bf16_sm90_n64",
+              "LongKOverFewTiles names the 128x64 tiles");
 
 // Among the weight-bound rows (the caller's), M a multiple of 8 (the kernel with C's map), K of
 // 8192 or more, and at most half as many 128x64 tiles as the 128 CTAs: those tiles streamed, each
@@ -233,8 +304,10 @@ constexpr const Candidate& Named(std::string_view kernel) {
     if (kernel == c.kernel) return c;
   return kSm90[0];
 }
-static_assert(Named("gemm/bf16_sm90_m64n32").tile_n == 32 && Named("gemm/bf16_sm90_m64n64").tile_n == 64 &&
-                  Named("gemm/bf16_sm90_n64").tile_m == 128 && Named("gemm/bf16_sm90_m64n16").tile_n == 16,
+static_assert(Named("gemm/bf16_sm90_m64n32").tile_n == 32 &&
+                  Named("gemm/bf16_sm90_m64n64").tile_n == 64 &&
+                  Named("gemm/bf16_sm90_n64").tile_m == 128 &&
+                  Named("gemm/bf16_sm90_m64n16").tile_n == 16,
               "FewColumnsChoice names these tiles");
 
 // C of few columns (N <= 64, M >= 512): A is the weights. The 64-row narrow tiles stream it 64
@@ -268,27 +341,33 @@ GemmChoice FewColumnsChoice(const GemmSize& s) {
   const int64_t ctas = pairs ? rows : rows * ((s.n + 31) / 32);
   if (s.n <= 16 && rows <= 16 && s.k >= 8192) {
     const int parts = rows <= 8 ? 8 : 4;
-    return {Named("gemm/bf16_sm90_m64n16").kernel,
-            absl::StrFormat("N = %d: A is the weights, K = %d over %d blocks of 64 rows: 64x16 tiles in %d parts, "
-                            "their deep ring streaming A",
-                            static_cast<int>(s.n), static_cast<int>(s.k), static_cast<int>(rows), parts),
-            parts};
+    return {
+        Named("gemm/bf16_sm90_m64n16").kernel,
+        absl::StrFormat(
+            "N = %d: A is the weights, K = %d over %d blocks of 64 rows: 64x16 tiles in %d parts, "
+            "their deep ring streaming A",
+            static_cast<int>(s.n), static_cast<int>(s.k), static_cast<int>(rows), parts),
+        parts};
   }
   if (rows <= 16 && s.k >= 16384)
     return {Named("gemm/bf16_sm90_n64").kernel,
-            absl::StrFormat("N = %d: A is the weights, K = %d over %d blocks of 64 rows: 128x64 tiles streamed "
-                            "(stream-K), each cut along K",
-                            static_cast<int>(s.n), static_cast<int>(s.k), static_cast<int>(rows)),
+            absl::StrFormat(
+                "N = %d: A is the weights, K = %d over %d blocks of 64 rows: 128x64 tiles streamed "
+                "(stream-K), each cut along K",
+                static_cast<int>(s.n), static_cast<int>(s.k), static_cast<int>(rows)),
             0};
   const int split = rows <= 32 || (ctas <= 64 && s.k >= 8192) ? 2 : 1;
   return {c.kernel,
-          absl::StrFormat("N = %d: A is the weights; 64x%d tiles%s, %s, so that a CTA streams 64 rows of A",
-                          static_cast<int>(s.n), pairs ? 64 : 32, pairs ? " in pairs" : "", SplitName(split)),
+          absl::StrFormat(
+              "N = %d: A is the weights; 64x%d tiles%s, %s, so that a CTA streams 64 rows of A",
+              static_cast<int>(s.n), pairs ? 64 : 32, pairs ? " in pairs" : "", SplitName(split)),
           split};
 }
 
 // MN-major operands are read in 64-wide blocks of the tile's M and N.
-bool Reads(const Candidate& c, bool mn_major) { return !mn_major || (c.tile_n % 64 == 0 && c.tile_m % 64 == 0); }
+bool Reads(const Candidate& c, bool mn_major) {
+  return !mn_major || (c.tile_n % 64 == 0 && c.tile_m % 64 == 0);
+}
 
 // The skinny kernel's build for the GPU: on Hopper the one launched while the kernel before it
 // ends.
@@ -318,8 +397,8 @@ bool Skinny(const GemmSize& s, bool c_row) {
 // It reads packed operands only (GemmOptions::packed): elsewhere the tiles or the skinny kernel.
 constexpr const char* kMma16Kernel = "gemm/bf16_mma16_sm90";
 bool Mma16(const GemmSize& s, const GemmOptions& o) {
-  return !o.c_row && o.packed.value_or(true) && s.k % 8 == 0 && s.m >= 3 && s.m <= 16 && s.n >= 1024 && s.n <= 4096 &&
-         (s.n > 2048 || s.k <= 8192);
+  return !o.c_row && o.packed.value_or(true) && s.k % 8 == 0 && s.m >= 3 && s.m <= 16 &&
+         s.n >= 1024 && s.n <= 4096 && (s.n > 2048 || s.k <= 8192);
 }
 
 // 12 to 16 rows on Hopper, N of 2048 to 3583 (from 3584 the wide stages, below, read faster), over
@@ -332,8 +411,9 @@ bool Mma16(const GemmSize& s, const GemmOptions& o) {
 // 64): its boxes of rows off 128 bytes read the weights far slower (14x4000x8200, 13x3000x9000).
 constexpr const char* kTma16Kernel = "gemm/bf16_tma16_sm90";
 bool Tma16(const GemmSize& s, const GemmOptions& o) {
-  return !o.c_row && o.packed.value_or(true) && o.rows_128b.value_or(s.k % 64 == 0) && s.k % 8 == 0 && s.m >= 12 &&
-         s.m <= 16 && s.n >= 2048 && s.n < 3584 && (s.n > 2048 ? s.k >= 8192 : s.k >= 4096 && s.k <= 8192);
+  return !o.c_row && o.packed.value_or(true) && o.rows_128b.value_or(s.k % 64 == 0) &&
+         s.k % 8 == 0 && s.m >= 12 && s.m <= 16 && s.n >= 2048 && s.n < 3584 &&
+         (s.n > 2048 ? s.k >= 8192 : s.k >= 4096 && s.k <= 8192);
 }
 // 3 to 8 rows, N of 2048 to 4096, K of 4096 or more: the same with A's box of 8 rows (at 8 rows or
 // fewer the 16-row box's rows past M slow the kernel). Ahead of the mma16 kernel in steady state
@@ -342,8 +422,8 @@ bool Tma16(const GemmSize& s, const GemmOptions& o) {
 // docs/perf/2026-11-27-weights-by-tma-boxes-mma-sync.md). Same operands as above.
 constexpr const char* kTma8Kernel = "gemm/bf16_tma8_sm90";
 bool Tma8(const GemmSize& s, const GemmOptions& o) {
-  return !o.c_row && o.packed.value_or(true) && o.rows_128b.value_or(s.k % 64 == 0) && s.k % 8 == 0 && s.m >= 3 &&
-         s.m <= 8 && s.n >= 2048 && s.n <= 4096 && s.k >= 4096;
+  return !o.c_row && o.packed.value_or(true) && o.rows_128b.value_or(s.k % 64 == 0) &&
+         s.k % 8 == 0 && s.m >= 3 && s.m <= 8 && s.n >= 2048 && s.n <= 4096 && s.k >= 4096;
 }
 
 // 17 to 64 rows (3 to 64 over a long K) on Hopper where 64-row blocks of 32 or 64 columns make one
@@ -372,35 +452,42 @@ constexpr const char* kWide32Kernel = "gemm/bf16_k128n32_sm90";
 constexpr const char* kWide64Kernel = "gemm/bf16_k128n64_sm90";
 const char* WideStages(const GemmSize& s, const GemmOptions& o) {
   if (o.c_row || o.a_mn || !o.packed.value_or(true) ||
-      !o.rows_128b.value_or(s.k % 64 == 0 && (!o.b_mn || s.n % 64 == 0)) || s.k % 8 || s.m < (o.b_mn ? 1 : 3) ||
-      s.m > 64)
+      !o.rows_128b.value_or(s.k % 64 == 0 && (!o.b_mn || s.n % 64 == 0)) || s.k % 8 ||
+      s.m < (o.b_mn ? 1 : 3) || s.m > 64)
     return nullptr;
-  if ((s.m >= 9 || s.n > 4096 || o.b_mn) && s.n >= 3584 && s.n <= 32 * 132 && s.k >= 1024) return kWide32Kernel;
+  if ((s.m >= 9 || s.n > 4096 || o.b_mn) && s.n >= 3584 && s.n <= 32 * 132 && s.k >= 1024)
+    return kWide32Kernel;
   if (s.n >= 7680 && s.n <= 64 * 132 && s.k >= (s.m >= 17 ? 8192 : 12288)) return kWide64Kernel;
   return nullptr;
 }
 
 // A packed MN-major operand strides its columns by M (A) or N (B) elements: TMA needs those at
 // 16 bytes, a multiple of 8 elements.
-bool TmaStrides(const GemmSize& s, bool a_mn, bool b_mn) { return !(a_mn && s.m % 8) && !(b_mn && s.n % 8); }
+bool TmaStrides(const GemmSize& s, bool a_mn, bool b_mn) {
+  return !(a_mn && s.m % 8) && !(b_mn && s.n % 8);
+}
 
 GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmOptions& options) {
   const bool a_mn = options.a_mn, b_mn = options.b_mn, tma_strides = options.tma_strides;
   const bool mn_major = a_mn || b_mn;
   if (compute_capability == 90 && Tma8(s, options) && !mn_major)
-    return {kTma8Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k,
-                                      ": the weights by TMA boxes of 256 k into mma.sync, A's box of 8 rows")};
+    return {kTma8Kernel,
+            absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k,
+                         ": the weights by TMA boxes of 256 k into mma.sync, A's box of 8 rows")};
   if (const char* wide = compute_capability == 90 ? WideStages(s, options) : nullptr)
     return {wide, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k, ": 64-row blocks of ",
                                wide == kWide32Kernel ? "32" : "64", " columns in stages of 128 k",
                                ", one wave, A's box of the rows before M")};
   if (compute_capability == 90 && Tma16(s, options) && !mn_major)
-    return {kTma16Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k,
-                                       ": the weights by TMA boxes of 256 k into mma.sync, a block per 16 columns")};
+    return {
+        kTma16Kernel,
+        absl::StrCat("M = ", s.m, ", N = ", s.n, ", K = ", s.k,
+                     ": the weights by TMA boxes of 256 k into mma.sync, a block per 16 columns")};
   if (compute_capability == 90 && Mma16(s, options) && !mn_major)
-    return {kMma16Kernel, absl::StrCat("M = ", s.m, ", N = ", s.n,
-                                       ": the weights read in 16-byte chunks into mma.sync fragments, "
-                                       "a block per 16 columns")};
+    return {kMma16Kernel,
+            absl::StrCat("M = ", s.m, ", N = ", s.n,
+                         ": the weights read in 16-byte chunks into mma.sync fragments, "
+                         "a block per 16 columns")};
   if (Skinny(s, options.c_row) && !mn_major && compute_capability >= 80)
     return {SkinnyKernel(compute_capability),
             absl::StrCat("M = ", s.m, ": the weights streamed once on CUDA cores, 16-byte chunks")};
@@ -413,25 +500,30 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
                          compute_capability >= 80 ? " yet: the strided mma.sync kernel (any size)"
                                                   : ": the reference kernel (any size, not fast)")};
   if (s.k % 8 != 0 && !(a_mn && b_mn) && !tma_strides)  // K strides the rows of a K-major operand
-    return {kStrided, absl::StrCat("K = ", s.k,
-                                   ": TMA needs K a multiple of 8 (16-byte rows of K-major A and B), so the "
-                                   "strided mma.sync kernel (any size, elements loaded one by one)")};
+    return {kStrided,
+            absl::StrCat("K = ", s.k,
+                         ": TMA needs K a multiple of 8 (16-byte rows of K-major A and B), so the "
+                         "strided mma.sync kernel (any size, elements loaded one by one)")};
   if (!TmaStrides(s, a_mn, b_mn) && !tma_strides)
     return {kStrided,
-            absl::StrCat(a_mn && s.m % 8 ? absl::StrCat("A column-major with M = ", s.m)
-                                         : absl::StrCat("B row-major with N = ", s.n),
-                         ": TMA needs its columns 16 bytes apart (a multiple of 8 elements), so the strided "
-                         "mma.sync kernel (any size, elements loaded one by one)")};
-  // Unless the planner says: packed operands, K-major rows K elements apart, MN-major ones M (A) or N (B).
+            absl::StrCat(
+                a_mn && s.m % 8 ? absl::StrCat("A column-major with M = ", s.m)
+                                : absl::StrCat("B row-major with N = ", s.n),
+                ": TMA needs its columns 16 bytes apart (a multiple of 8 elements), so the strided "
+                "mma.sync kernel (any size, elements loaded one by one)")};
+  // Unless the planner says: packed operands, K-major rows K elements apart, MN-major ones M (A) or
+  // N (B).
   const bool aligned_rows =
       options.rows_128b.value_or((a_mn ? s.m : s.k) % 64 == 0 && (b_mn ? s.n : s.k) % 64 == 0);
   if (s.m <= kWeightBoundRows) {  // bound by the weight read: the least time streaming B
     if (LongKOverFewTiles(s) && !mn_major && aligned_rows) {
       const Candidate& n64 = kSm90[3];
       return {n64.kernel,
-              absl::StrFormat("M = %d, K = %d over %d 128x64 tiles: those tiles streamed (stream-K), each cut along K, "
+              absl::StrFormat("M = %d, K = %d over %d 128x64 tiles: those tiles streamed "
+                              "(stream-K), each cut along K, "
                               "so that every CTA streams B and A is read once per 64 columns",
-                              static_cast<int>(s.m), static_cast<int>(s.k), static_cast<int>(TilesOf(n64, s))),
+                              static_cast<int>(s.m), static_cast<int>(s.k),
+                              static_cast<int>(TilesOf(n64, s))),
               0};
     }
     const Candidate* best = nullptr;
@@ -439,17 +531,21 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
     for (const Candidate& c : kSm90)
       // (4 parts at most: the model's constants were fitted to those; kiln tune still times more.)
       for (int split : kSplits)  // a tie keeps the earlier: whole tiles before splits
-        if (split != 0 && split <= 4 && c.ring_b_bytes && Weighed(c, s, split) && Reads(c, mn_major) &&
+        if (split != 0 && split <= 4 && c.ring_b_bytes && Weighed(c, s, split) &&
+            Reads(c, mn_major) &&
             (!best || StreamUs(c, s, split) < StreamUs(*best, s, best_split) - 1e-9))
           best = &c, best_split = split;
     return {best->kernel,
-            absl::StrFormat("M = %d: the weight read bounds the time; %dx%d tiles, %s: %.0f us predicted streaming B",
-                            static_cast<int>(s.m), best->tile_m, best->tile_n, SplitName(best_split),
-                            StreamUs(*best, s, best_split)),
+            absl::StrFormat("M = %d: the weight read bounds the time; %dx%d tiles, %s: %.0f us "
+                            "predicted streaming B",
+                            static_cast<int>(s.m), best->tile_m, best->tile_n,
+                            SplitName(best_split), StreamUs(*best, s, best_split)),
             best_split};
   }
   if (FewColumns(s) && !mn_major && aligned_rows) return FewColumnsChoice(s);
-  auto efficiency = [&](const Candidate& c, int split) { return Efficiency(c, s, split, aligned_rows); };
+  auto efficiency = [&](const Candidate& c, int split) {
+    return Efficiency(c, s, split, aligned_rows);
+  };
   const Candidate* best = &kSm90[0];
   int best_split = 1;
   for (const Candidate& c : kSm90)
@@ -459,11 +555,13 @@ GemmChoice ChooseGemmTile(const GemmSize& s, int compute_capability, const GemmO
           efficiency(c, split) > efficiency(*best, best_split) + 1e-9)
         best = &c, best_split = split;
   return {best->kernel,
-          absl::StrFormat("%dx%d tiles, %d in flight, %s: %.*f%% of the machine's time useful by the tile, wave and "
+          absl::StrFormat("%dx%d tiles, %d in flight, %s: %.*f%% of the machine's time useful by "
+                          "the tile, wave and "
                           "partial counts%s",
                           best->tile_m, best->tile_n, best->in_flight, SplitName(best_split),
                           // a problem of a few tiles: two decimals, not "0%"
-                          efficiency(*best, best_split) < 0.01 ? 2 : 0, 100 * efficiency(*best, best_split),
+                          efficiency(*best, best_split) < 0.01 ? 2 : 0,
+                          100 * efficiency(*best, best_split),
                           aligned_rows ? "" : " (rows off 128 bytes: the tiles' speeds there)"),
           best_split};
 }
@@ -481,16 +579,19 @@ bool IsWideStageKernel(const std::string& kernel) {
 }
 
 std::string GemmVariantName(const std::string& base, const GemmOptions& o) {
-  if (o.in_type == "bf16" && o.out_type == "bf16" && o.epilogue.empty() && !o.any_m && !o.a_mn && !o.b_mn && !o.c_row)
+  if (o.in_type == "bf16" && o.out_type == "bf16" && o.epilogue.empty() && !o.any_m && !o.a_mn &&
+      !o.b_mn && !o.c_row)
     return base;
-  return absl::StrCat(base, ".", o.in_type, "-", o.out_type, o.any_m ? ".any_m" : "", o.a_mn ? ".a_mn" : "",
-                      o.b_mn ? ".b_mn" : "", o.c_row ? ".c_row" : "", o.epilogue.empty() ? "" : ".", o.epilogue);
+  return absl::StrCat(base, ".", o.in_type, "-", o.out_type, o.any_m ? ".any_m" : "",
+                      o.a_mn ? ".a_mn" : "", o.b_mn ? ".b_mn" : "", o.c_row ? ".c_row" : "",
+                      o.epilogue.empty() ? "" : ".", o.epilogue);
 }
 
 absl::StatusOr<GemmTuneCache> GemmTuneCache::ReadExisting(const std::string& path) {
   if (!std::ifstream(path))
     return absl::NotFoundError(
-        absl::StrCat("tune cache ", path, ": cannot open it (`kiln tune --sizes ... --tune_cache FILE` writes one)"));
+        absl::StrCat("tune cache ", path,
+                     ": cannot open it (`kiln tune --sizes ... --tune_cache FILE` writes one)"));
   return Read(path);
 }
 
@@ -506,9 +607,11 @@ absl::StatusOr<GemmTuneCache> GemmTuneCache::Read(const std::string& path) {
     int cc = 0, split = 1;
     GemmSize s;
     double ms = 0;
-    if ((w.size() != 6 && w.size() != 7) || w[0].rfind("sm_", 0) != 0 || !absl::SimpleAtoi(w[0].substr(3), &cc) ||
-        !absl::SimpleAtoi(w[1], &s.m) || !absl::SimpleAtoi(w[2], &s.n) || !absl::SimpleAtoi(w[3], &s.k) ||
-        (w.size() == 7 && (!absl::SimpleAtoi(w[5], &split) || split < 0)) || !absl::SimpleAtod(w.back(), &ms))
+    if ((w.size() != 6 && w.size() != 7) || w[0].rfind("sm_", 0) != 0 ||
+        !absl::SimpleAtoi(w[0].substr(3), &cc) || !absl::SimpleAtoi(w[1], &s.m) ||
+        !absl::SimpleAtoi(w[2], &s.n) || !absl::SimpleAtoi(w[3], &s.k) ||
+        (w.size() == 7 && (!absl::SimpleAtoi(w[5], &split) || split < 0)) ||
+        !absl::SimpleAtod(w.back(), &ms))
       return absl::InvalidArgumentError(
           absl::StrCat(path, ":", number, ": not 'sm_<cc> M N K kernel split ms': ", line));
     cache.Set(cc, s, w[4], split, ms);
@@ -518,11 +621,13 @@ absl::StatusOr<GemmTuneCache> GemmTuneCache::Read(const std::string& path) {
 
 absl::Status GemmTuneCache::Write(const std::string& path) const {
   std::ofstream out(path);
-  out << "# kiln tune: the fastest GEMM kernel measured per GPU and size (sm_<cc> M N K kernel split ms;\n"
+  out << "# kiln tune: the fastest GEMM kernel measured per GPU and size (sm_<cc> M N K kernel "
+         "split ms;\n"
       << "# split 1: whole tiles, S: split-K in S parts, 0: stream-K)\n";
   for (const auto& [key, e] : entries_)
-    out << "sm_" << std::get<0>(key) << " " << std::get<1>(key) << " " << std::get<2>(key) << " " << std::get<3>(key)
-        << " " << e.choice.kernel << " " << e.choice.split << " " << absl::StrFormat("%.4f", e.ms) << "\n";
+    out << "sm_" << std::get<0>(key) << " " << std::get<1>(key) << " " << std::get<2>(key) << " "
+        << std::get<3>(key) << " " << e.choice.kernel << " " << e.choice.split << " "
+        << absl::StrFormat("%.4f", e.ms) << "\n";
   if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
 }
@@ -532,7 +637,8 @@ const GemmChoice* GemmTuneCache::Find(int cc, const GemmSize& s) const {
   return it == entries_.end() ? nullptr : &it->second.choice;
 }
 
-void GemmTuneCache::Set(int cc, const GemmSize& s, const std::string& kernel, int split, double ms) {
+void GemmTuneCache::Set(int cc, const GemmSize& s, const std::string& kernel, int split,
+                        double ms) {
   entries_[{cc, s.m, s.n, s.k}] = {{kernel, "", split}, ms};
 }
 
@@ -541,8 +647,10 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
   if (s.k % 8 == 0 && compute_capability == 90)
     for (const Candidate& t : kSm90)
       for (int split : kSplits)
-        if (Weighed(t, s, split) && (t.max_n == 0 || s.n <= t.max_n)) c.push_back({t.kernel, "", split});
-  if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64) c.push_back({SkinnyKernel(compute_capability), ""});
+        if (Weighed(t, s, split) && (t.max_n == 0 || s.n <= t.max_n))
+          c.push_back({t.kernel, "", split});
+  if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64)
+    c.push_back({SkinnyKernel(compute_capability), ""});
   if (s.k % 8 == 0 && compute_capability == 90 && s.m <= 16) {
     c.push_back({kMma16Kernel, ""});
     c.push_back({kTma16Kernel, ""});
@@ -580,9 +688,12 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   if (best && !reads_as_given(best->kernel)) best = nullptr;
   if (best) {
     const std::vector<GemmChoice> can = GemmCandidates(s, compute_capability);
-    if (std::any_of(can.begin(), can.end(),
-                    [&](const GemmChoice& x) { return x.kernel == best->kernel && x.split == best->split; }))
-      c = {best->kernel, absl::StrCat("the fastest kiln tune measured at this size (", SplitName(best->split), ")"),
+    if (std::any_of(can.begin(), can.end(), [&](const GemmChoice& x) {
+          return x.kernel == best->kernel && x.split == best->split;
+        }))
+      c = {best->kernel,
+           absl::StrCat("the fastest kiln tune measured at this size (", SplitName(best->split),
+                        ")"),
            best->split};
   }
   GemmOptions o = options;
@@ -595,7 +706,8 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   // The 128x128 tiles were faster than the 256x256 and 256x160 pairs at all 8 shapes of K = 40 to
   // 4096 measured, whole tiles (docs/perf/2026-11-26-c-from-registers-with-c-in.md).
   if (o.any_m && EpilogueReadsMatrices(options.epilogue) && !best && c.split == 1 &&
-      (c.kernel == Named("gemm/bf16_sm90").kernel || c.kernel == Named("gemm/bf16_sm90_n160").kernel)) {
+      (c.kernel == Named("gemm/bf16_sm90").kernel ||
+       c.kernel == Named("gemm/bf16_sm90_n160").kernel)) {
     c.kernel = Named("gemm/bf16_sm90_n128").kernel;
     c.why += "; 128x128 tiles instead, whose registers hold more of the epilogue's loads in flight";
   }

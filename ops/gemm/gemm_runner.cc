@@ -1,5 +1,3 @@
-#include "kiln/ops/gemm.h"
-
 #include <algorithm>
 #include <map>
 #include <string>
@@ -7,8 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "kiln/runtime/driver.h"
 #include "kiln/bundle/manifest.h"
+#include "kiln/ops/gemm.h"
+#include "kiln/runtime/driver.h"
 
 namespace kiln::rt {
 
@@ -18,12 +17,15 @@ bool ReadsAnyStrides(const std::string& kernel) {
 
 namespace {
 
-absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(absl::StrCat("kiln gemm: ", message)); }
+absl::Status Invalid(const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat("kiln gemm: ", message));
+}
 
 bool Has(const std::string& terms, const char* term) {
   for (size_t at = terms.find(term); at != std::string::npos; at = terms.find(term, at + 1)) {
     const size_t end = at + std::string(term).size();
-    if ((at == 0 || terms[at - 1] == '.') && (end == terms.size() || terms[end] == '.')) return true;
+    if ((at == 0 || terms[at - 1] == '.') && (end == terms.size() || terms[end] == '.'))
+      return true;
   }
   return false;
 }
@@ -53,8 +55,10 @@ struct Orientation {
 };
 Orientation Oriented(const GemmSize& size, const GemmOperands& o, int compute_capability) {
   Orientation v{o};
-  const bool k_major = !o.c_row_major && !o.a_col_major && !o.b_row_major && size.k % 8 == 0 && compute_capability >= 80;
-  const bool packed = (!o.lda || o.lda == size.k) && (!o.ldb || o.ldb == size.k) && (!o.ldc || o.ldc == size.m);
+  const bool k_major = !o.c_row_major && !o.a_col_major && !o.b_row_major && size.k % 8 == 0 &&
+                       compute_capability >= 80;
+  const bool packed =
+      (!o.lda || o.lda == size.k) && (!o.ldb || o.ldb == size.k) && (!o.ldc || o.ldc == size.m);
   const bool aligned = o.a % 16 == 0 && o.b % 16 == 0;
   const bool few_rows_streamed = size.n <= 2 || size.m * size.k <= (int64_t{1} << 24);
   if (k_major && aligned && size.n == 1) {
@@ -67,9 +71,9 @@ Orientation Oriented(const GemmSize& size, const GemmOperands& o, int compute_ca
 }
 
 // PlanGemm past its checks, with the operands Oriented (`c_row`: the kernel stores C row-major).
-absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& options, const std::string& terms,
-                                     const GemmOperands& o, bool c_row, int compute_capability,
-                                     const GemmTuneCache* tuned) {
+absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& options,
+                                     const std::string& terms, const GemmOperands& o, bool c_row,
+                                     int compute_capability, const GemmTuneCache* tuned) {
   // A row-major C is computed as C^T = B^T A^T: the same kernels with A and B, M and N, and the
   // bias's axis swapped.
   GemmPlan plan;
@@ -83,7 +87,8 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
   kernel_options.a_mn = o.c_row_major ? o.b_row_major : o.a_col_major;
   kernel_options.b_mn = o.c_row_major ? o.a_col_major : o.b_row_major;
   if (o.c_row_major) {
-    kernel_options.epilogue = absl::StrReplaceAll(terms, {{"bias_row", "bias_col"}, {"bias_col", "bias_row"}});
+    kernel_options.epilogue =
+        absl::StrReplaceAll(terms, {{"bias_row", "bias_col"}, {"bias_col", "bias_row"}});
     absl::StatusOr<std::string> reordered = CanonicalEpilogue(kernel_options.epilogue);
     if (!reordered.ok()) return reordered.status();
     kernel_options.epilogue = *reordered;
@@ -124,23 +129,28 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
     auto packed_rows = [&](int64_t to_ld, int64_t from_ld, cu::CUdeviceptr ptr, int64_t row) {
       return to_ld ? to_ld == row : from_ld == row && ptr % 16 == 0;
     };
-    kernel_options.packed = !kernel_options.a_mn && !c_row && ld.c == s.m &&
-                            packed_rows(plan.restrided_lda, ld.a, k.a, s.k) &&
-                            packed_rows(plan.restrided_ldb, ld.b, k.b, kernel_options.b_mn ? s.n : s.k);
+    kernel_options.packed =
+        !kernel_options.a_mn && !c_row && ld.c == s.m &&
+        packed_rows(plan.restrided_lda, ld.a, k.a, s.k) &&
+        packed_rows(plan.restrided_ldb, ld.b, k.b, kernel_options.b_mn ? s.n : s.k);
   }
   // kiln tune may have measured a tile kernel there, which stores C column-major only.
   plan.choice = ChooseGemm(plan.size, compute_capability, kernel_options, c_row ? nullptr : tuned);
   if (c_row && plan.choice.kernel.rfind("gemm/bf16_skinny", 0) != 0)
-    return absl::InternalError(absl::StrCat("kiln gemm: ", plan.choice.kernel, " cannot store C row-major"));
+    return absl::InternalError(
+        absl::StrCat("kiln gemm: ", plan.choice.kernel, " cannot store C row-major"));
   auto use_strided = [&] {
     GemmOptions any = kernel_options;
-    any.a_mn = any.b_mn = any.any_m = any.c_row = false;  // its C strides (sC0, sC1) follow plan.c_row
-    plan.choice = {GemmVariantName("gemm/bf16_strided", any),
-                   "operands its kernel cannot stride as given, in a problem of at most 2^24 flops and "
-                   "K <= 128, or K <= 32: the strided mma.sync kernel (a copy first would cost more than it "
-                   "saves)"};
+    any.a_mn = any.b_mn = any.any_m = any.c_row =
+        false;  // its C strides (sC0, sC1) follow plan.c_row
+    plan.choice = {
+        GemmVariantName("gemm/bf16_strided", any),
+        "operands its kernel cannot stride as given, in a problem of at most 2^24 flops and "
+        "K <= 128, or K <= 32: the strided mma.sync kernel (a copy first would cost more than it "
+        "saves)"};
   };
-  if (strided_instead && !ReadsAnyStrides(plan.choice.kernel)) use_strided();  // TMA-able sizes, odd strides
+  if (strided_instead && !ReadsAnyStrides(plan.choice.kernel))
+    use_strided();  // TMA-able sizes, odd strides
   plan.a_mn = kernel_options.a_mn, plan.b_mn = kernel_options.b_mn;
   if (compute_capability == 90 && plan.choice.kernel.rfind("gemm/bf16_skinny", 0) == 0 &&
       (ld.a != plan.size.k || ld.b != plan.size.k)) {  // it reads packed rows
@@ -155,14 +165,17 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
     // The copy's grid: a block per row and 2048 columns (y at most 65535).
     const int64_t longest = std::max(plan.restrided_lda, plan.restrided_ldb);
     if (longest > int64_t{65535} * 2048)
-      return Invalid(absl::StrCat("rows of ", longest, " elements past what ", kRestrideKernel,
-                                  " copies (65535 * 2048): give A and B leading dimensions that are multiples of 8"));
+      return Invalid(absl::StrCat(
+          "rows of ", longest, " elements past what ", kRestrideKernel,
+          " copies (65535 * 2048): give A and B leading dimensions that are multiples of 8"));
     if (plan.restrided_lda) ld.a = plan.restrided_lda, k.a = 16;  // the copy's, aligned
     if (plan.restrided_ldb) ld.b = plan.restrided_ldb, k.b = 16;
-    const char* which = plan.restrided_lda && plan.restrided_ldb ? "A and B" : plan.restrided_lda ? "A" : "B";
-    absl::StrAppend(&plan.choice.why, "; ", which, " first copied into rows 16 bytes apart (", kRestrideKernel,
-                    "): the kernel cannot stride ", plan.restrided_lda && plan.restrided_ldb ? "them" : "it",
-                    " as given");
+    const char* which = plan.restrided_lda && plan.restrided_ldb ? "A and B"
+                        : plan.restrided_lda                     ? "A"
+                                                                 : "B";
+    absl::StrAppend(&plan.choice.why, "; ", which, " first copied into rows 16 bytes apart (",
+                    kRestrideKernel, "): the kernel cannot stride ",
+                    plan.restrided_lda && plan.restrided_ldb ? "them" : "it", " as given");
   }
 
   // What the chosen kernel can take beyond packed operands.
@@ -171,36 +184,47 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
   const bool tiles = name.rfind("gemm/bf16_sm90", 0) == 0;
   const bool c_map = tiles && !Has(name, "any_m") && options.out_type != "f32";
   const bool c_like_inputs = EpilogueReadsMatrices(terms);  // laid out with column stride M
-  const bool wide = IsWideStageKernel(name);  // a row-major B too
-  if (!any_strides && !tiles && (plan.a_mn || (plan.b_mn && !wide)))  // ChooseGemm does not pick it then
-    return absl::InternalError(absl::StrCat(name, wide ? " reads a K-major A only" : " reads K-major A and B only"));
+  const bool wide = IsWideStageKernel(name);                // a row-major B too
+  if (!any_strides && !tiles &&
+      (plan.a_mn || (plan.b_mn && !wide)))  // ChooseGemm does not pick it then
+    return absl::InternalError(
+        absl::StrCat(name, wide ? " reads a K-major A only" : " reads K-major A and B only"));
   const int64_t b_packed = plan.b_mn ? plan.size.n : plan.size.k;
   if (!any_strides && !tiles && (ld.a != plan.size.k || ld.b != b_packed))
-    return Invalid(absl::StrCat(name, " reads packed A and B: lda must be K (", plan.size.k, ") and ldb ",
-                                plan.b_mn ? "N (" : "K (", b_packed, ")"));
+    return Invalid(absl::StrCat(name, " reads packed A and B: lda must be K (", plan.size.k,
+                                ") and ldb ", plan.b_mn ? "N (" : "K (", b_packed, ")"));
   const int64_t c_packed = c_row ? plan.size.n : plan.size.m;  // a row-major C's rows are N apart
   if (!any_strides && ld.c != c_packed && (!c_map || c_like_inputs))
     return Invalid(absl::StrCat(name, " takes ", c_like_inputs ? "C, C_in and residual" : "C",
-                                " packed: ldc must be ", o.c_row_major != c_row ? "N (" : "M (", c_packed, ")"));
-  if (!any_strides) {  // TMA (the tiles) or 16-byte loads (the skinny kernel): 16-byte strides and addresses
+                                " packed: ldc must be ", o.c_row_major != c_row ? "N (" : "M (",
+                                c_packed, ")"));
+  if (!any_strides) {  // TMA (the tiles) or 16-byte loads (the skinny kernel): 16-byte strides and
+                       // addresses
     const std::string reads = absl::StrCat(name, " reads A and B 16 bytes at a time: ");
     if (ld.a % 8 || ld.b % 8) return Invalid(reads + "lda and ldb must be multiples of 8");
     if (k.a % 16 || k.b % 16) return Invalid(reads + "16-byte aligned pointers");
     if (c_map && (ld.c % 8 || k.c % 16))
-      return Invalid("the tile kernels store C through TMA: ldc a multiple of 8 and C 16-byte aligned");
-    if (c_map && ((Has(terms, "scale") && k.c_in % 16) || (Has(terms, "residual") && k.residual % 16)))
-      return Invalid("the tile kernels read the epilogue's C_in and residual through TMA: 16-byte aligned pointers");
+      return Invalid(
+          "the tile kernels store C through TMA: ldc a multiple of 8 and C 16-byte aligned");
+    if (c_map &&
+        ((Has(terms, "scale") && k.c_in % 16) || (Has(terms, "residual") && k.residual % 16)))
+      return Invalid(
+          "the tile kernels read the epilogue's C_in and residual through TMA: 16-byte aligned "
+          "pointers");
   }
   return plan;
 }
 
 }  // namespace
 
-absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options, const GemmOperands& o,
-                                  int compute_capability, const GemmTuneCache* tuned) {
+absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options,
+                                  const GemmOperands& o, int compute_capability,
+                                  const GemmTuneCache* tuned) {
   if (size.m < 1 || size.n < 1 || size.k < 1)
-    return Invalid(absl::StrCat("M, N, K must be at least 1 (got ", size.m, "x", size.n, "x", size.k, ")"));
-  if (size.m > INT32_MAX || size.n > INT32_MAX || size.k > INT32_MAX) return Invalid("M, N and K must fit in 32 bits");
+    return Invalid(
+        absl::StrCat("M, N, K must be at least 1 (got ", size.m, "x", size.n, "x", size.k, ")"));
+  if (size.m > INT32_MAX || size.n > INT32_MAX || size.k > INT32_MAX)
+    return Invalid("M, N and K must fit in 32 bits");
   if (options.in_type != "bf16" && options.in_type != "f16")
     return Invalid(absl::StrCat("input type '", options.in_type, "': bf16 or f16"));
   if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
@@ -208,28 +232,35 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   absl::StatusOr<std::string> terms = CanonicalEpilogue(options.epilogue);
   if (!terms.ok()) return terms.status();
   if (!o.a || !o.b || !o.c) return Invalid("A, B and C need device pointers");
-  for (auto [term, ptr, name] : {std::tuple{"scale", o.c_in, "C_in"}, std::tuple{"bias_row", o.bias, "bias"},
-                                 std::tuple{"bias_col", o.bias, "bias"}, std::tuple{"residual", o.residual, "residual"}})
-    if (Has(*terms, term) && !ptr) return Invalid(absl::StrCat("the epilogue's '", term, "' needs ", name));
+  for (auto [term, ptr, name] :
+       {std::tuple{"scale", o.c_in, "C_in"}, std::tuple{"bias_row", o.bias, "bias"},
+        std::tuple{"bias_col", o.bias, "bias"}, std::tuple{"residual", o.residual, "residual"}})
+    if (Has(*terms, term) && !ptr)
+      return Invalid(absl::StrCat("the epilogue's '", term, "' needs ", name));
   const int64_t a_rows = o.a_col_major ? size.m : size.k, b_rows = o.b_row_major ? size.n : size.k;
   if (o.lda && o.lda < a_rows)
-    return Invalid(absl::StrCat("lda = ", o.lda, " is less than ", o.a_col_major ? "M = " : "K = ", a_rows));
+    return Invalid(
+        absl::StrCat("lda = ", o.lda, " is less than ", o.a_col_major ? "M = " : "K = ", a_rows));
   if (o.ldb && o.ldb < b_rows)
-    return Invalid(absl::StrCat("ldb = ", o.ldb, " is less than ", o.b_row_major ? "N = " : "K = ", b_rows));
+    return Invalid(
+        absl::StrCat("ldb = ", o.ldb, " is less than ", o.b_row_major ? "N = " : "K = ", b_rows));
   const int64_t c_rows = o.c_row_major ? size.n : size.m;  // what ldc strides over
   if (o.ldc && o.ldc < c_rows)
-    return Invalid(absl::StrCat("ldc = ", o.ldc, " is less than ", o.c_row_major ? "N = " : "M = ", c_rows));
+    return Invalid(
+        absl::StrCat("ldc = ", o.ldc, " is less than ", o.c_row_major ? "N = " : "M = ", c_rows));
   const Orientation oriented = Oriented(size, o, compute_capability);
-  absl::StatusOr<GemmPlan> plan =
-      PlanChecked(size, options, *terms, oriented.operands, oriented.c_row, compute_capability, tuned);
+  absl::StatusOr<GemmPlan> plan = PlanChecked(size, options, *terms, oriented.operands,
+                                              oriented.c_row, compute_capability, tuned);
   if (plan.ok() && oriented.operands.c_row_major != o.c_row_major)
-    absl::StrAppend(&plan->choice.why, "; C of ", size.n == 1 ? "one column" : absl::StrCat(size.n, " columns"),
-                    ", computed as its transpose C^T = B^T A^T (M and N swapped", oriented.c_row ? ", C^T row-major)" : ")");
+    absl::StrAppend(&plan->choice.why, "; C of ",
+                    size.n == 1 ? "one column" : absl::StrCat(size.n, " columns"),
+                    ", computed as its transpose C^T = B^T A^T (M and N swapped",
+                    oriented.c_row ? ", C^T row-major)" : ")");
   return plan;
 }
 
-absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
-                             cu::CUstream stream) {
+absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,
+                             const GemmOperands& operands, cu::CUstream stream) {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   const GemmTuneCache* tuned = nullptr;
@@ -242,7 +273,8 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
     }
     tuned = &*tuned_;
   }
-  absl::StatusOr<GemmPlan> plan = PlanGemm(size, options, operands, (*d)->compute_capability(), tuned);
+  absl::StatusOr<GemmPlan> plan =
+      PlanGemm(size, options, operands, (*d)->compute_capability(), tuned);
   if (!plan.ok()) return plan.status();
   absl::StatusOr<const LoadedKernel*> kernel = kernels_.Get(plan->choice.kernel, stream);
   if (!kernel.ok()) return kernel.status();
@@ -259,11 +291,13 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
     const int64_t rows = mn ? s.k : along, cols = mn ? along : s.k;
     cu::CUdeviceptr& ptr = which == 0 ? o.a : o.b;
     int64_t& from_ld = which == 0 ? ld.a : ld.b;
-    absl::StatusOr<cu::CUdeviceptr> copy = Scratch(stream, which, static_cast<size_t>(rows * to_ld * 2));
+    absl::StatusOr<cu::CUdeviceptr> copy =
+        Scratch(stream, which, static_cast<size_t>(rows * to_ld * 2));
     if (!copy.ok()) return copy.status();
     absl::StatusOr<const LoadedKernel*> restride = kernels_.Get(kRestrideKernel, stream);
     if (!restride.ok()) return restride.status();
-    const std::map<std::string, int64_t> sizes = {{"rows", rows}, {"cols", cols}, {"lds", from_ld}, {"ldd", to_ld}};
+    const std::map<std::string, int64_t> sizes = {
+        {"rows", rows}, {"cols", cols}, {"lds", from_ld}, {"ldd", to_ld}};
     std::vector<Arg> args;
     for (const ParamSpec& p : (*restride)->manifest().params) {
       if (p.kind == ParamSpec::Kind::kPointer && (p.name == "src" || p.name == "dst"))
@@ -271,25 +305,26 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
       else if (p.kind == ParamSpec::Kind::kI32 && sizes.count(p.name))
         args.push_back(Arg::I32(static_cast<int32_t>(sizes.at(p.name))));
       else
-        return absl::InternalError(absl::StrCat(kRestrideKernel, ": no value for its parameter '", p.name, "'"));
+        return absl::InternalError(
+            absl::StrCat(kRestrideKernel, ": no value for its parameter '", p.name, "'"));
     }
     if (absl::Status st = (*restride)->Launch(std::move(args), stream); !st.ok()) return st;
     ptr = *copy, from_ld = to_ld;
   }
   // Element strides of (row, col) of A (M x K), B (K x N), C, for kernels that index generically.
-  const std::map<std::string, int64_t> ints = {
-      {"M", s.m},
-      {"N", s.n},
-      {"K", s.k},
-      {"sA0", plan->a_mn ? 1 : ld.a},
-      {"sA1", plan->a_mn ? ld.a : 1},
-      {"sB0", plan->b_mn ? ld.b : 1},
-      {"sB1", plan->b_mn ? 1 : ld.b},
-      {"sC0", plan->c_row ? ld.c : 1},
-      {"sC1", plan->c_row ? 1 : ld.c},
-      {"split", plan->choice.split}};
-  const std::map<std::string, cu::CUdeviceptr> pointers = {{"A", o.a},       {"B", o.b},       {"C", o.c},
-                                                           {"C_in", o.c_in}, {"bias", o.bias}, {"residual", o.residual}};
+  const std::map<std::string, int64_t> ints = {{"M", s.m},
+                                               {"N", s.n},
+                                               {"K", s.k},
+                                               {"sA0", plan->a_mn ? 1 : ld.a},
+                                               {"sA1", plan->a_mn ? ld.a : 1},
+                                               {"sB0", plan->b_mn ? ld.b : 1},
+                                               {"sB1", plan->b_mn ? 1 : ld.b},
+                                               {"sC0", plan->c_row ? ld.c : 1},
+                                               {"sC1", plan->c_row ? 1 : ld.c},
+                                               {"split", plan->choice.split}};
+  const std::map<std::string, cu::CUdeviceptr> pointers = {
+      {"A", o.a},       {"B", o.b},       {"C", o.c},
+      {"C_in", o.c_in}, {"bias", o.bias}, {"residual", o.residual}};
   const Manifest& m = (*kernel)->manifest();
   std::vector<Arg> args;
   for (const ParamSpec& p : m.params) {
@@ -304,19 +339,23 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options, c
       args.push_back(Arg::Schedule());
     } else if (p.kind == Kind::kWorkspace) {
       args.push_back(Arg::Workspace());
-    } else if (p.kind == Kind::kTensorMap && pointers.count(p.tensor_map.tensor) && p.tensor_map.rank() == 2) {
+    } else if (p.kind == Kind::kTensorMap && pointers.count(p.tensor_map.tensor) &&
+               p.tensor_map.rank() == 2) {
       // The ragged kernels' rank-2 maps: {K, rows} for K-major A and B, {rows, K} for MN-major
       // ones, {M, N} for C and the epilogue's C_in and residual (packed); the leading dimension
       // is the one stride.
       const std::string& t = p.tensor_map.tensor;
-      const bool mn = (t == "A" && plan->a_mn) || (t == "B" && plan->b_mn), c_like = t != "A" && t != "B";
+      const bool mn = (t == "A" && plan->a_mn) || (t == "B" && plan->b_mn),
+                 c_like = t != "A" && t != "B";
       const uint64_t rows = t == "A" ? s.m : s.n;
       const uint64_t inner = c_like ? s.m : mn ? rows : s.k, outer = c_like ? s.n : mn ? s.k : rows;
       const int64_t stride = t == "A" ? ld.a : t == "B" ? ld.b : t == "C" ? ld.c : s.m;
       const uint64_t bytes = p.tensor_map.dtype == TmaDtype::kF32 ? 4 : 2;
-      args.push_back(Arg::Tensor(pointers.at(t), {inner, outer}, {static_cast<uint64_t>(stride) * bytes}));
+      args.push_back(
+          Arg::Tensor(pointers.at(t), {inner, outer}, {static_cast<uint64_t>(stride) * bytes}));
     } else {
-      return absl::InternalError(absl::StrCat(m.name, " (", m.source, "): the GEMM entry point has no value for its ",
+      return absl::InternalError(absl::StrCat(m.name, " (", m.source,
+                                              "): the GEMM entry point has no value for its ",
                                               ParamKindName(p.kind), " parameter '", p.name, "'"));
     }
   }
@@ -328,9 +367,10 @@ absl::StatusOr<cu::CUdeviceptr> GemmRunner::Scratch(cu::CUstream stream, int whi
   DeviceBuffer& have = scratch_[{stream, which}];
   absl::StatusOr<bool> grown = DeviceBuffer::GrowKeepingOld(have, outgrown_, bytes);
   if (!grown.ok())
-    return absl::Status(grown.status().code(), absl::StrCat("kiln gemm: the copy of ", which == 0 ? "A" : "B",
-                                                            " into rows 16 bytes apart (", bytes, " bytes): ",
-                                                            grown.status().message()));
+    return absl::Status(
+        grown.status().code(),
+        absl::StrCat("kiln gemm: the copy of ", which == 0 ? "A" : "B",
+                     " into rows 16 bytes apart (", bytes, " bytes): ", grown.status().message()));
   return have.ptr();
 }
 

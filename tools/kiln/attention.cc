@@ -1,6 +1,4 @@
 // `kiln attention`: FlashAttention forward through the attention entry point, against fp64.
-#include "tools/kiln/common.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
@@ -31,7 +30,8 @@ namespace kiln::cli {
 // reference and timed on the GPU, or (--emulate) checked on the emulator.
 int Attention() {
   kiln::rt::AttentionSize z;
-  z.b = absl::GetFlag(FLAGS_b), z.hq = absl::GetFlag(FLAGS_h), z.s = absl::GetFlag(FLAGS_s), z.d = absl::GetFlag(FLAGS_d);
+  z.b = absl::GetFlag(FLAGS_b), z.hq = absl::GetFlag(FLAGS_h), z.s = absl::GetFlag(FLAGS_s),
+  z.d = absl::GetFlag(FLAGS_d);
   z.hkv = absl::GetFlag(FLAGS_hkv) ? absl::GetFlag(FLAGS_hkv) : z.hq;
   z.skv = absl::GetFlag(FLAGS_skv) ? absl::GetFlag(FLAGS_skv) : z.s;
   kiln::rt::AttentionOptions options;
@@ -40,7 +40,8 @@ int Attention() {
   options.scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
   options.kernel = absl::GetFlag(FLAGS_kernel);
   // The problem's own errors first, on any machine (the pointers here only pass the checks).
-  absl::StatusOr<kiln::rt::AttentionPlan> plan = kiln::rt::PlanAttention(z, options, {16, 16, 16, 16, 16}, 90);
+  absl::StatusOr<kiln::rt::AttentionPlan> plan =
+      kiln::rt::PlanAttention(z, options, {16, 16, 16, 16, 16}, 90);
   if (!plan.ok()) return Fail(plan.status());
   const std::string shape = kiln::examples::AttentionShapeName(z, options.causal);
   absl::StatusOr<kiln::examples::AttentionResult> r;
@@ -50,15 +51,18 @@ int Attention() {
     r = kiln::examples::RunAttentionEmulated(*b, z, options, 1);
   } else {
     absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
-    if (!d.ok()) return Fail(absl::Status(d.status().code(), absl::StrCat(d.status().message(),
-                                                                         " (kiln attention --emulate runs it on the CPU)")));
+    if (!d.ok())
+      return Fail(absl::Status(
+          d.status().code(),
+          absl::StrCat(d.status().message(), " (kiln attention --emulate runs it on the CPU)")));
     PrintDevice();
     kiln::rt::AttentionRunner runner(BundleDir());
     r = kiln::examples::RunAttentionGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1);
   }
   if (!r.ok()) return Fail(r.status());
-  std::cout << absl::StrFormat("%s %s: %d rows against fp64, error %.3e, lse %.1e: %s", r->kernel, shape,
-                               r->rows_checked, r->rel_error, r->lse_error, r->passed ? "ok" : "FAIL: " + r->failure);
+  std::cout << absl::StrFormat("%s %s: %d rows against fp64, error %.3e, lse %.1e: %s", r->kernel,
+                               shape, r->rows_checked, r->rel_error, r->lse_error,
+                               r->passed ? "ok" : "FAIL: " + r->failure);
   if (r->ms > 0) std::cout << absl::StrFormat("; %.4f ms, %.1f TFLOPS", r->ms, r->tflops);
   std::cout << std::endl;
   return r->passed ? 0 : 1;

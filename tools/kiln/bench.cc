@@ -1,6 +1,4 @@
 // `kiln run NAME` and `kiln bench [NAME...]`: kernels checked and timed against their peers.
-#include "tools/kiln/common.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,15 +21,17 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
 
 // Runs the row ops x shapes; prints their table. Returns the number of failed runs.
-int BenchRowOps(const std::vector<Bundle>& ops, const std::vector<std::pair<int64_t, int64_t>>& shapes,
-                std::ofstream& tsv) {
+int BenchRowOps(const std::vector<Bundle>& ops,
+                const std::vector<std::pair<int64_t, int64_t>>& shapes, std::ofstream& tsv) {
   if (ops.empty()) return 0;
-  std::cout << "# row ops: GB/s = bytes read and written / median time; copy = cuMemcpyDtoD of the input, same run\n"
+  std::cout << "# row ops: GB/s = bytes read and written / median time; copy = cuMemcpyDtoD of the "
+               "input, same run\n"
             << kiln::examples::RowOpTableHeader() << std::endl;
   int failures = 0;
   for (const Bundle& b : ops)
@@ -40,7 +40,8 @@ int BenchRowOps(const std::vector<Bundle>& ops, const std::vector<std::pair<int6
       opt.rows = rows, opt.cols = cols, opt.iterations = absl::GetFlag(FLAGS_iters);
       absl::StatusOr<kiln::examples::RowOpResult> r = kiln::examples::RunRowOp(b, opt);
       if (!r.ok()) {
-        std::cout << b.manifest.name << " " << rows << "x" << cols << ": " << r.status().message() << std::endl;
+        std::cout << b.manifest.name << " " << rows << "x" << cols << ": " << r.status().message()
+                  << std::endl;
         ++failures;
         continue;
       }
@@ -58,14 +59,16 @@ int RunPlanted(const Bundle& b) {
   if (!k.ok()) return Fail(k.status());
   absl::Status s = k->Launch({1, 1, 1}, {});
   if (s.ok()) s = kiln::rt::Synchronize();
-  std::cout << b.manifest.name << " (" << *b.manifest.Attribute("planted") << "): " << s << std::endl;
+  std::cout << b.manifest.name << " (" << *b.manifest.Attribute("planted") << "): " << s
+            << std::endl;
   return s.code() == absl::StatusCode::kDeadlineExceeded ? 0 : 1;
 }
 
 // Runs the op probes on the GPU (checked, not timed). Returns the number that failed.
 int CheckProbes(const std::vector<Bundle>& probes, bool everything) {
   if (probes.empty()) return 0;
-  std::cout << "# op probes: every result against a host reference (examples/probe_check.h)" << std::endl;
+  std::cout << "# op probes: every result against a host reference (examples/probe_check.h)"
+            << std::endl;
   int failures = 0;
   for (const Bundle& b : probes) {
     if (absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get(); everything && d.ok()) {
@@ -94,7 +97,8 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::GemmSize>&
     absl::StatusOr<std::vector<std::string>> all = KernelNames();
     if (!all.ok()) return Fail(all.status());
     for (const std::string& n : *all)
-      if (n.rfind("reference/", 0) != 0 && n.rfind("planted/", 0) != 0 && !FamilyMember(n)) names.push_back(n);
+      if (n.rfind("reference/", 0) != 0 && n.rfind("planted/", 0) != 0 && !FamilyMember(n))
+        names.push_back(n);
   }
   PrintDevice();
   bool gemm_header = false;  // printed before the first GEMM row
@@ -122,7 +126,8 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::GemmSize>&
       continue;
     }
     if (everything && !kiln::examples::GemmOf(b->manifest)) {
-      std::cout << "# " << name << " is not a GEMM (launched through kiln::rt::LoadedKernel, not timed here)"
+      std::cout << "# " << name
+                << " is not a GEMM (launched through kiln::rt::LoadedKernel, not timed here)"
                 << std::endl;
       continue;
     }
@@ -135,12 +140,15 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::GemmSize>&
     if (!std::exchange(gemm_header, true)) std::cout << kiln::examples::TableHeader() << std::endl;
     std::optional<Bundle> ref = ReferenceFor(b->manifest);
     const int split = absl::GetFlag(FLAGS_split);
-    const bool walks_work = std::any_of(b->manifest.params.begin(), b->manifest.params.end(), [](const auto& p) {
-      return p.kind == kiln::rt::ParamSpec::Kind::kScheduleTable && p.schedule.work();
-    });
-    if (split >= 0 && split != 1 && !walks_work) {  // named, an error; among all the kernels, passed over
+    const bool walks_work =
+        std::any_of(b->manifest.params.begin(), b->manifest.params.end(), [](const auto& p) {
+          return p.kind == kiln::rt::ParamSpec::Kind::kScheduleTable && p.schedule.work();
+        });
+    if (split >= 0 && split != 1 &&
+        !walks_work) {  // named, an error; among all the kernels, passed over
       std::cout << (everything ? "# " : "") << name << ": --split " << split
-                << ": this kernel walks no work table, so its tiles are whole (the entry point's gemm/bf16_sm90* "
+                << ": this kernel walks no work table, so its tiles are whole (the entry point's "
+                   "gemm/bf16_sm90* "
                    "kernels split)"
                 << std::endl;
       failures += everything ? 0 : 1;

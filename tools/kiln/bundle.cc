@@ -1,6 +1,4 @@
 // `kiln bundle [--dir D] [NAME...]`: write bundles (manifest + PTX).
-#include "tools/kiln/common.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
@@ -52,7 +51,8 @@ int WriteBundles(const std::vector<std::string>& args) {
     // kernels no longer registered. Nothing else in the directory is touched.
     absl::StatusOr<std::vector<std::string>> present = kiln::rt::ListBundles(dir);
     if (!present.ok()) {  // the bundles were written; only the tidying is skipped
-      std::cerr << "kiln: not removing stale bundles from " << dir << ": " << present.status().message() << "\n";
+      std::cerr << "kiln: not removing stale bundles from " << dir << ": "
+                << present.status().message() << "\n";
       return 0;
     }
     const std::set<std::string> keep(names.begin(), names.end());
@@ -64,7 +64,8 @@ int WriteBundles(const std::vector<std::string>& args) {
         std::filesystem::remove(absl::StrCat(dir, "/", kiln::rt::BundleStem(name), ext), ec);
       ++removed;
     }
-    if (removed) std::cerr << "kiln: removed " << removed << " bundles of kernels no longer registered\n";
+    if (removed)
+      std::cerr << "kiln: removed " << removed << " bundles of kernels no longer registered\n";
   }
   return 0;
 }

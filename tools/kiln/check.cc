@@ -1,6 +1,4 @@
 // `kiln check [NAME...]`: the static checks, running nothing.
-#include "tools/kiln/common.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
@@ -45,11 +44,13 @@ int CheckKernels(const std::vector<std::string>& args) {
       continue;
     }
     const kiln::rt::Manifest& m = def->manifest();
-    std::string summary = absl::StrFormat("smem %d of %d bytes", m.smem_bytes, def->target().smem_budget_bytes);
+    std::string summary =
+        absl::StrFormat("smem %d of %d bytes", m.smem_bytes, def->target().smem_budget_bytes);
     if (kiln::HaveToolkit()) {
       absl::StatusOr<std::string> ptx = kiln::EmitPtx(*def);
-      absl::StatusOr<kiln::PtxasResult> cubin = ptx.ok() ? kiln::RunPtxas(*ptx, def->target().chip)
-                                                         : absl::StatusOr<kiln::PtxasResult>(ptx.status());
+      absl::StatusOr<kiln::PtxasResult> cubin =
+          ptx.ok() ? kiln::RunPtxas(*ptx, def->target().chip)
+                   : absl::StatusOr<kiln::PtxasResult>(ptx.status());
       if (!cubin.ok()) {
         std::cout << name << ": " << cubin.status().message() << "\n";
         ++failing;
@@ -59,9 +60,11 @@ int CheckKernels(const std::vector<std::string>& args) {
       for (absl::string_view line : absl::StrSplit(cubin->log, '\n')) {
         if (size_t at = line.find("Used "); at != absl::string_view::npos)
           absl::StrAppend(&summary, "; ", line.substr(at, line.find(',', at) - at));
-        if (size_t at = line.find("bytes spill stores"); at != absl::string_view::npos &&
-                                                          line.find(" 0 bytes spill stores") == absl::string_view::npos)
-          absl::StrAppend(&summary, "; ", absl::StripAsciiWhitespace(line.substr(line.find_last_of(',', at) + 1)));
+        if (size_t at = line.find("bytes spill stores");
+            at != absl::string_view::npos &&
+            line.find(" 0 bytes spill stores") == absl::string_view::npos)
+          absl::StrAppend(&summary, "; ",
+                          absl::StripAsciiWhitespace(line.substr(line.find_last_of(',', at) + 1)));
       }
     }
     if (def->findings().empty()) {

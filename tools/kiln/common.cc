@@ -1,5 +1,5 @@
-// Helpers every command shares: finding kernels (built here or read from bundles), parsing sizes and
-// shapes, the device line, the charts.
+// Helpers every command shares: finding kernels (built here or read from bundles), parsing sizes
+// and shapes, the device line, the charts.
 #include "tools/kiln/common.h"
 
 #include <unistd.h>
@@ -76,7 +76,8 @@ absl::StatusOr<std::vector<std::string>> KernelNames() {
     std::vector<std::string> names;
     for (const auto& e : kiln::examples::All()) names.push_back(e.name);
     for (const auto& f : kiln::examples::Families())  // the variants the GPU suite runs
-      for (const std::string& options : f.bundled) names.push_back(absl::StrCat(f.base, ".", options));
+      for (const std::string& options : f.bundled)
+        names.push_back(absl::StrCat(f.base, ".", options));
     std::sort(names.begin(), names.end());
     return names;
   }
@@ -87,8 +88,7 @@ absl::StatusOr<std::vector<std::string>> KernelNames() {
 #ifdef KILN_HAVE_COMPILER
 absl::StatusOr<kiln::KernelDef> BuildKernel(const std::string& name) {
   const kiln::examples::Example* e = kiln::examples::Find(name);
-  if (!e)
-    return absl::NotFoundError(absl::StrCat("unknown kernel '", name, "' (see `kiln list`)"));
+  if (!e) return absl::NotFoundError(absl::StrCat("unknown kernel '", name, "' (see `kiln list`)"));
   return e->build();
 }
 #endif
@@ -156,7 +156,8 @@ absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseShapes(const std::
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     std::vector<absl::string_view> p = absl::StrSplit(item, 'x');
     int64_t r, c;
-    if (p.size() != 2 || !absl::SimpleAtoi(p[0], &r) || !absl::SimpleAtoi(p[1], &c) || r < 1 || c < 1)
+    if (p.size() != 2 || !absl::SimpleAtoi(p[0], &r) || !absl::SimpleAtoi(p[1], &c) || r < 1 ||
+        c < 1)
       return absl::InvalidArgumentError(absl::StrCat("bad shape '", item, "' (ROWSxCOLS)"));
     shapes.push_back({r, c});
   }
@@ -176,9 +177,11 @@ void PrintDevice() {
 
 absl::StatusOr<std::vector<uint64_t>> ScheduleSeeds() {
   std::vector<uint64_t> seeds;
-  for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_seeds), ',', absl::SkipEmpty())) {
+  for (absl::string_view item :
+       absl::StrSplit(absl::GetFlag(FLAGS_seeds), ',', absl::SkipEmpty())) {
     uint64_t seed;
-    if (!absl::SimpleAtoi(item, &seed)) return absl::InvalidArgumentError(absl::StrCat("bad seed '", item, "'"));
+    if (!absl::SimpleAtoi(item, &seed))
+      return absl::InvalidArgumentError(absl::StrCat("bad seed '", item, "'"));
     seeds.push_back(seed);
   }
   if (seeds.empty()) return absl::InvalidArgumentError("--seeds names no schedule");
@@ -202,14 +205,16 @@ std::string SeedList(const std::vector<uint64_t>& seeds) { return absl::StrJoin(
 // `as_one`: draw every row as one kernel of that name (kiln gemm: the entry point, whichever
 // kernel it chose at each shape).
 int WritePlots(const std::string& tsv_path, const std::string& title, const std::string& as_one) {
-  absl::StatusOr<std::vector<kiln::examples::GemmResult>> results = kiln::examples::ReadResultsTsv(tsv_path);
+  absl::StatusOr<std::vector<kiln::examples::GemmResult>> results =
+      kiln::examples::ReadResultsTsv(tsv_path);
   if (!results.ok()) return Fail(results.status());
   if (!as_one.empty())
     for (kiln::examples::GemmResult& r : *results) r.name = as_one;
   const std::string stem(absl::StripSuffix(tsv_path, ".tsv"));
   for (const auto& [suffix, svg] :
        {std::pair{"-ratio.svg", kiln::examples::RatioChart(*results, title + ": ratio to cuBLAS")},
-        std::pair{"-versions.svg", kiln::examples::ProgressionChart(*results, title + ": each series' versions")}}) {
+        std::pair{"-versions.svg",
+                  kiln::examples::ProgressionChart(*results, title + ": each series' versions")}}) {
     std::ofstream out(stem + suffix);
     out << svg;
     if (!out) return Fail(absl::InternalError(absl::StrCat("cannot write ", stem, suffix)));

@@ -43,7 +43,8 @@ absl::StatusOr<std::vector<std::string>> KernelNames();
 absl::StatusOr<kiln::KernelDef> BuildKernel(const std::string& name);
 #endif
 // `findings`: where given, kiln check's static findings (kernels built here only).
-absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::string>* findings = nullptr);
+absl::StatusOr<Bundle> GetBundle(const std::string& name,
+                                 std::vector<std::string>* findings = nullptr);
 std::optional<Bundle> ReferenceFor(const kiln::rt::Manifest& m);  // the fallback reference GEMM
 const Bundle* StreamRead();  // ops/stream_read, or null where this kiln has none
 // The kernels a command names, or every kernel when it names none.
@@ -51,8 +52,10 @@ absl::StatusOr<std::vector<std::string>> NamesOrAll(const std::vector<std::strin
 
 // ---- flags read as values
 kiln::examples::RunOptions TimingFlags();  // --flush_l2, --steady_launches
-absl::StatusOr<std::vector<kiln::rt::GemmSize>> ParseSizes(const std::string& text);  // S or MxNxK, ...
-absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseShapes(const std::string& text);  // RxC, ...
+absl::StatusOr<std::vector<kiln::rt::GemmSize>> ParseSizes(
+    const std::string& text);  // S or MxNxK, ...
+absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseShapes(
+    const std::string& text);                           // RxC, ...
 absl::StatusOr<std::vector<uint64_t>> ScheduleSeeds();  // --seeds
 std::string SeedList(const std::vector<uint64_t>& seeds);
 // The GEMM size of `kiln emulate` and `kiln crosscheck`: the kernel's protocol size
@@ -61,12 +64,14 @@ kiln::rt::GemmSize EmulationSize(const Bundle& b, const kiln::examples::GemmSpec
 void PrintDevice();  // "# <GPU> (sm_XX, N SMs), driver V, date", where a GPU is present
 // Beside a results TSV (kiln bench/gemm --out F.tsv): F-ratio.svg and F-versions.svg; `as_one`
 // draws every row as one kernel of that name.
-int WritePlots(const std::string& tsv_path, const std::string& title, const std::string& as_one = "");
+int WritePlots(const std::string& tsv_path, const std::string& title,
+               const std::string& as_one = "");
 
 // ---- the GEMM entry point (gemm_entry.cc)
 // kiln gemm's and kiln tune's problem sizes: --m --n --k, or each of --sizes; empty after a
 // usage message.
-std::vector<kiln::rt::GemmSize> GemmSizes(const std::vector<std::string>& args, const char* command);
+std::vector<kiln::rt::GemmSize> GemmSizes(const std::vector<std::string>& args,
+                                          const char* command);
 absl::StatusOr<kiln::rt::GemmOptions> GemmOptionsFromFlags();
 // The GEMM as kiln::rt::GemmRunner runs it on the harness's buffers, in place of the bundle's
 // kernel alone: `suffix` for the result's name; `epilogue`, the caller's terms, which the
@@ -77,8 +82,10 @@ struct ThroughRunner {
 };
 // One GEMM kernel of the entry point at one size, checked against cuBLAS and fp64 spot checks
 // and timed with cuBLAS (or, `emulate`, checked on the emulator); `via`, where given, runs it.
-absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& name, const kiln::rt::GemmSize& size,
-                                                          int split, bool emulate, const ThroughRunner* via = nullptr);
+absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& name,
+                                                          const kiln::rt::GemmSize& size, int split,
+                                                          bool emulate,
+                                                          const ThroughRunner* via = nullptr);
 absl::StatusOr<kiln::rt::GemmTuneCache> TuneCacheFromFlag();  // --tune_cache, or an empty one
 
 // ---- the commands, one file each; each returns the process's exit code
@@ -92,8 +99,8 @@ int Emulate(const std::vector<std::string>& args);  // emulate.cc
 int Crosscheck(std::vector<std::string> names);     // crosscheck.cc
 int Bench(std::vector<std::string> names, const std::vector<kiln::rt::GemmSize>& sizes,
           const std::vector<std::pair<int64_t, int64_t>>& shapes);  // bench.cc (run and bench)
-int Gemm(const std::vector<std::string>& args);                      // gemm.cc
-int Tune(const std::vector<std::string>& args);                      // tune.cc
-int Attention();                                                     // attention.cc
+int Gemm(const std::vector<std::string>& args);                     // gemm.cc
+int Tune(const std::vector<std::string>& args);                     // tune.cc
+int Attention();                                                    // attention.cc
 
 }  // namespace kiln::cli

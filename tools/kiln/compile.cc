@@ -1,6 +1,4 @@
 // `kiln compile [--cache DIR] [NAME...]`: compile through the host API's disk cache, timing each.
-#include "tools/kiln/common.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
@@ -43,12 +42,14 @@ int CompileThroughCache(const std::vector<std::string>& args) {
     auto t0 = std::chrono::steady_clock::now();
     absl::StatusOr<kiln::KernelDef> def = BuildKernel(name);
     if (!def.ok()) return Fail(def.status());
-    double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double build_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     absl::StatusOr<kiln::CompiledKernel> c = kiln::Compile(*def, options);
     if (!c.ok()) return Fail(c.status());
     std::cout << name << "\t" << absl::StrFormat("%.1f\t%.1f", build_ms, c->milliseconds) << "\t"
               << (c->from_cache ? "cache" : "lowered") << "\n";
-    if (!c->cache_warning.empty()) std::cerr << "kiln: " << name << ": " << c->cache_warning << "\n";
+    if (!c->cache_warning.empty())
+      std::cerr << "kiln: " << name << ": " << c->cache_warning << "\n";
     build_total += build_ms;
     compile_total += c->milliseconds;
   }

@@ -1,6 +1,4 @@
 // `kiln crosscheck [NAME...]`: the GPU's outputs against the emulator's, element by element.
-#include "tools/kiln/common.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
@@ -55,7 +54,8 @@ int Crosscheck(std::vector<std::string> names) {
     if (!b.ok()) return Fail(b.status());
     std::optional<kiln::examples::GemmSpec> g = kiln::examples::GemmOf(b->manifest);
     if (!g || name.rfind("reference/", 0) == 0 || (everything && FamilyMember(name))) {
-      if (!everything) return Fail(absl::InvalidArgumentError(absl::StrCat(name, " is not a GEMM kernel")));
+      if (!everything)
+        return Fail(absl::InvalidArgumentError(absl::StrCat(name, " is not a GEMM kernel")));
       continue;
     }
     if (absl::Status here = kiln::rt::CheckTarget(b->manifest, **d); !here.ok()) {
@@ -67,7 +67,8 @@ int Crosscheck(std::vector<std::string> names) {
     opt.time = false;
     opt.keep_output = true;
     std::optional<Bundle> ref = ReferenceFor(b->manifest);
-    absl::StatusOr<kiln::examples::GemmResult> gpu = kiln::examples::RunGemm(*b, ref ? &*ref : nullptr, opt);
+    absl::StatusOr<kiln::examples::GemmResult> gpu =
+        kiln::examples::RunGemm(*b, ref ? &*ref : nullptr, opt);
     if (!gpu.ok()) {
       std::cout << name << ": on the GPU: " << gpu.status().message() << std::endl;
       ++failures;
@@ -77,7 +78,8 @@ int Crosscheck(std::vector<std::string> names) {
   }
   std::vector<std::thread> workers;
   std::atomic<size_t> next{0};
-  const unsigned width = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), rows.size()));
+  const unsigned width =
+      std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), rows.size()));
   for (unsigned w = 0; w < width; ++w)
     workers.emplace_back([&] {
       for (size_t i; (i = next++) < rows.size();) {
@@ -85,27 +87,32 @@ int Crosscheck(std::vector<std::string> names) {
         kiln::examples::RunOptions opt = TimingFlags();
         opt.size = rows[i].gpu.size;
         rows[i].emulated = kiln::examples::EmulateGemm(rows[i].bundle, opt, /*schedule_seed=*/1);
-        rows[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        rows[i].seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
     });
   for (std::thread& w : workers) w.join();
-  std::cout << absl::StrFormat("%-26s %14s %9s %7s %6s %10s %10s  %s\n", "kernel", "size", "equal", "close", "apart",
-                               "worst/scale", "norm diff", "emulator vs GPU (rel " + absl::StrFormat("%.0e", kRel) + ")");
+  std::cout << absl::StrFormat("%-26s %14s %9s %7s %6s %10s %10s  %s\n", "kernel", "size", "equal",
+                               "close", "apart", "worst/scale", "norm diff",
+                               "emulator vs GPU (rel " + absl::StrFormat("%.0e", kRel) + ")");
   for (const Row& r : rows) {
     const std::string size = absl::StrFormat("%dx%dx%d", r.gpu.size.m, r.gpu.size.n, r.gpu.size.k);
     if (!r.emulated.ok()) {
-      std::cout << absl::StrFormat("%-26s %14s  emulator: %s\n", r.gpu.name, size, r.emulated.status().message());
+      std::cout << absl::StrFormat("%-26s %14s  emulator: %s\n", r.gpu.name, size,
+                                   r.emulated.status().message());
       ++failures;
       continue;
     }
-    const std::vector<double> scale = kiln::examples::ProductScales(r.spec, r.gpu.size, kiln::examples::RunOptions{}.seed);
-    const kiln::examples::OutputAgreement a =
-        kiln::examples::CompareOutputs(r.spec, r.gpu.size, r.emulated->output, r.gpu.output, scale, kRel);
+    const std::vector<double> scale =
+        kiln::examples::ProductScales(r.spec, r.gpu.size, kiln::examples::RunOptions{}.seed);
+    const kiln::examples::OutputAgreement a = kiln::examples::CompareOutputs(
+        r.spec, r.gpu.size, r.emulated->output, r.gpu.output, scale, kRel);
     const bool ok = a.apart == 0 && r.gpu.passed && r.emulated->passed;
-    std::cout << absl::StrFormat("%-26s %14s %9d %7d %6d %10.2e %10.2e  %s (GPU %s, emulator %.1f s)%s\n", r.gpu.name,
-                                 size, a.equal, a.close, a.apart, a.worst, a.norm_rel, ok ? "ok" : "DIFFER",
-                                 r.gpu.passed ? "ok" : r.gpu.failure, r.seconds,
-                                 a.worst_element.empty() ? "" : "; worst " + a.worst_element);
+    std::cout << absl::StrFormat(
+        "%-26s %14s %9d %7d %6d %10.2e %10.2e  %s (GPU %s, emulator %.1f s)%s\n", r.gpu.name, size,
+        a.equal, a.close, a.apart, a.worst, a.norm_rel, ok ? "ok" : "DIFFER",
+        r.gpu.passed ? "ok" : r.gpu.failure, r.seconds,
+        a.worst_element.empty() ? "" : "; worst " + a.worst_element);
     failures += ok ? 0 : 1;
   }
   return failures ? 1 : 0;

@@ -1,6 +1,4 @@
 // `kiln emulate NAME`: a kernel on the CPU PTX emulator under several schedules.
-#include "tools/kiln/common.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
@@ -31,7 +30,8 @@ namespace kiln::cli {
 // like `kiln run`: one line with the size, the schedules and the worst error.
 int Emulate(const std::vector<std::string>& args) {
   if (args.size() != 1) {
-    std::cerr << "usage: kiln emulate NAME [--m M --n N --k K | --rows R --cols C] [--seeds S,...]\n";
+    std::cerr
+        << "usage: kiln emulate NAME [--m M --n N --k K | --rows R --cols C] [--seeds S,...]\n";
     return 2;
   }
   absl::StatusOr<std::vector<uint64_t>> seeds = ScheduleSeeds();
@@ -47,26 +47,31 @@ int Emulate(const std::vector<std::string>& args) {
     b->ptx = *std::move(ptx);
   }
 #endif
-  if (const std::string path = absl::GetFlag(FLAGS_ptx); !path.empty()) {  // hand-edited PTX, same manifest
+  if (const std::string path = absl::GetFlag(FLAGS_ptx);
+      !path.empty()) {  // hand-edited PTX, same manifest
     std::ifstream in(path);
     if (!in) return Fail(absl::NotFoundError(absl::StrCat("cannot read ", path)));
     b->ptx.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   const auto t0 = std::chrono::steady_clock::now();
-  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   if (std::optional<kiln::examples::GemmSpec> g = kiln::examples::GemmOf(b->manifest)) {
     kiln::examples::RunOptions opt = TimingFlags();
     opt.size = EmulationSize(*b, *g);
-    absl::StatusOr<std::vector<kiln::examples::GemmResult>> rs = kiln::examples::EmulateGemmSchedules(*b, opt, *seeds);
+    absl::StatusOr<std::vector<kiln::examples::GemmResult>> rs =
+        kiln::examples::EmulateGemmSchedules(*b, opt, *seeds);
     if (!rs.ok()) return Fail(rs.status());
     const kiln::examples::GemmResult* worst = &rs->front();
     for (const kiln::examples::GemmResult& r : *rs)
       if (!r.passed || (worst->passed && r.rel_error > worst->rel_error)) worst = &r;
-    std::cout << absl::StrFormat("%s %dx%dx%d on the emulator (seeds %s, %.1f s): error %.3e against fp64: %s\n",
-                                 worst->name, worst->size.m, worst->size.n, worst->size.k, SeedList(*seeds), seconds(),
-                                 worst->rel_error,
-                                 worst->passed ? "ok" : absl::StrCat("FAIL (seed ", worst->schedule_seed, "): ",
-                                                                     worst->failure));
+    std::cout << absl::StrFormat(
+        "%s %dx%dx%d on the emulator (seeds %s, %.1f s): error %.3e against fp64: %s\n",
+        worst->name, worst->size.m, worst->size.n, worst->size.k, SeedList(*seeds), seconds(),
+        worst->rel_error,
+        worst->passed ? "ok"
+                      : absl::StrCat("FAIL (seed ", worst->schedule_seed, "): ", worst->failure));
     return worst->passed ? 0 : 1;
   }
   if (kiln::examples::IsProbe(args[0])) {
@@ -74,15 +79,18 @@ int Emulate(const std::vector<std::string>& args) {
     for (uint64_t seed : *seeds) {
       absl::StatusOr<kiln::examples::ProbeResult> r = kiln::examples::EmulateProbe(*b, {}, seed);
       if (!r.ok())
-        return Fail(absl::Status(r.status().code(), absl::StrCat(r.status().message(), " (schedule seed ", seed, ")")));
-      std::cout << kiln::examples::ProbeReport(*r) << absl::StrFormat("  (emulator, seed %d)\n", seed);
+        return Fail(absl::Status(
+            r.status().code(), absl::StrCat(r.status().message(), " (schedule seed ", seed, ")")));
+      std::cout << kiln::examples::ProbeReport(*r)
+                << absl::StrFormat("  (emulator, seed %d)\n", seed);
       failures += r->passed() ? 0 : 1;
     }
     return failures ? 1 : 0;
   }
   if (!kiln::examples::IsRowOp(args[0]))
-    return Fail(absl::UnimplementedError(absl::StrCat("kiln emulate checks GEMMs, the row ops and the op probes; ",
-                                                      args[0], " is none of them (launch it with kiln::emu::Launch)")));
+    return Fail(absl::UnimplementedError(
+        absl::StrCat("kiln emulate checks GEMMs, the row ops and the op probes; ", args[0],
+                     " is none of them (launch it with kiln::emu::Launch)")));
   kiln::examples::RowOpOptions opt;
   opt.rows = absl::GetFlag(FLAGS_rows) ? absl::GetFlag(FLAGS_rows) : 37;
   opt.cols = absl::GetFlag(FLAGS_cols) ? absl::GetFlag(FLAGS_cols) : 3001;
@@ -91,14 +99,17 @@ int Emulate(const std::vector<std::string>& args) {
   uint64_t worst_seed = 0;
   for (uint64_t seed : *seeds) {
     absl::StatusOr<kiln::examples::RowOpResult> r = kiln::examples::EmulateRowOp(*b, opt, seed);
-    if (!r.ok()) return Fail(absl::Status(r.status().code(), absl::StrCat(r.status().message(), " (schedule seed ", seed, ")")));
-    if (!worst || !r->passed || (worst->passed && r->rel_error > worst->rel_error)) worst = *r, worst_seed = seed;
+    if (!r.ok())
+      return Fail(absl::Status(r.status().code(),
+                               absl::StrCat(r.status().message(), " (schedule seed ", seed, ")")));
+    if (!worst || !r->passed || (worst->passed && r->rel_error > worst->rel_error))
+      worst = *r, worst_seed = seed;
     if (!worst->passed) break;
   }
-  std::cout << absl::StrFormat("%s %dx%d on the emulator (seeds %s, %.1f s): error %.3e over %d rows: %s\n",
-                               worst->name, worst->rows, worst->cols, SeedList(*seeds), seconds(), worst->rel_error,
-                               worst->rows_checked,
-                               worst->passed ? "ok" : absl::StrCat("FAIL (seed ", worst_seed, "): ", worst->failure));
+  std::cout << absl::StrFormat(
+      "%s %dx%d on the emulator (seeds %s, %.1f s): error %.3e over %d rows: %s\n", worst->name,
+      worst->rows, worst->cols, SeedList(*seeds), seconds(), worst->rel_error, worst->rows_checked,
+      worst->passed ? "ok" : absl::StrCat("FAIL (seed ", worst_seed, "): ", worst->failure));
   return worst->passed ? 0 : 1;
 }
 

@@ -7,39 +7,52 @@ ABSL_FLAG(std::string, bundles, "",
           "read kernels from this bundle directory instead of compiling them");
 ABSL_FLAG(std::string, dir, "build/bundles", "where `kiln bundle` writes");
 // 0: not given (kiln run takes 4096, kiln emulate the kernel's tile).
-ABSL_FLAG(int64_t, m, 0, "M for `kiln run` (default 4096) and `kiln emulate` (default: 2x2 CTA tiles)");
-ABSL_FLAG(int64_t, n, 0, "N for `kiln run` (default 4096) and `kiln emulate` (default: 2x2 CTA tiles)");
+ABSL_FLAG(int64_t, m, 0,
+          "M for `kiln run` (default 4096) and `kiln emulate` (default: 2x2 CTA tiles)");
+ABSL_FLAG(int64_t, n, 0,
+          "N for `kiln run` (default 4096) and `kiln emulate` (default: 2x2 CTA tiles)");
 ABSL_FLAG(int64_t, k, 0,
-          "K for `kiln run` (default 4096) and `kiln emulate` (default: enough K steps to wrap the kernel's deepest "
+          "K for `kiln run` (default 4096) and `kiln emulate` (default: enough K steps to wrap the "
+          "kernel's deepest "
           "ring twice)");
-ABSL_FLAG(std::string, sizes, "4096,8192",
-          "`kiln bench` sizes: comma-separated S (S^3) or MxNxK");
+ABSL_FLAG(std::string, sizes, "4096,8192", "`kiln bench` sizes: comma-separated S (S^3) or MxNxK");
 // 0: not given (kiln run takes 32768x4096, kiln emulate 37x3001).
-ABSL_FLAG(int64_t, rows, 0, "rows of a row op for `kiln run` (default 32768) and `kiln emulate` (default 37)");
-ABSL_FLAG(int64_t, cols, 0, "cols of a row op for `kiln run` (default 4096) and `kiln emulate` (default 3001)");
+ABSL_FLAG(int64_t, rows, 0,
+          "rows of a row op for `kiln run` (default 32768) and `kiln emulate` (default 37)");
+ABSL_FLAG(int64_t, cols, 0,
+          "cols of a row op for `kiln run` (default 4096) and `kiln emulate` (default 3001)");
 ABSL_FLAG(std::string, shapes, "32768x4096,8192x8192,65536x1024",
           "`kiln bench` shapes of the row ops: comma-separated ROWSxCOLS");
-ABSL_FLAG(bool, lines, false, "`kiln ptx`: with .file/.loc line tables naming each instruction's DSL line");
+ABSL_FLAG(bool, lines, false,
+          "`kiln ptx`: with .file/.loc line tables naming each instruction's DSL line");
 ABSL_FLAG(std::string, seeds, "1,2,3",
           "`kiln emulate`: the emulated threads' schedules, comma-separated (0: in index order)");
-ABSL_FLAG(bool, emulate, false, "`kiln gemm`: run the chosen kernel on the CPU emulator instead of a GPU");
+ABSL_FLAG(bool, emulate, false,
+          "`kiln gemm`: run the chosen kernel on the CPU emulator instead of a GPU");
 ABSL_FLAG(std::string, layout, "row,col",
-          "`kiln gemm`: the storage orders of A and B, e.g. col,row: A column-major (M contiguous), B row-major "
+          "`kiln gemm`: the storage orders of A and B, e.g. col,row: A column-major (M "
+          "contiguous), B row-major "
           "(N contiguous); C is column-major");
 ABSL_FLAG(int, split, -1,
-          "`kiln gemm`, `kiln run`: the tile kernels' split instead of the rule's (or whole tiles): 1 whole tiles, "
+          "`kiln gemm`, `kiln run`: the tile kernels' split instead of the rule's (or whole "
+          "tiles): 1 whole tiles, "
           "S >= 2 split-K in S parts, 0 stream-K");
-ABSL_FLAG(std::string, ptx, "", "`kiln emulate`: run this PTX file (e.g. a hand-edited one) with the kernel's manifest");
+ABSL_FLAG(std::string, ptx, "",
+          "`kiln emulate`: run this PTX file (e.g. a hand-edited one) with the kernel's manifest");
 ABSL_FLAG(int, watchdog, 0,
-          "build every sm_90+ kernel in the GPU debug mode: each mbarrier wait gives up after this many ms and "
+          "build every sm_90+ kernel in the GPU debug mode: each mbarrier wait gives up after this "
+          "many ms and "
           "reports its DSL line (Kernel::Watchdog); 0: off");
 ABSL_FLAG(std::string, dtype, "bf16", "`kiln gemm`: the input type, bf16 or f16");
-ABSL_FLAG(std::string, out_dtype, "", "`kiln gemm`: the output type, bf16, f16 or f32 (default: --dtype)");
+ABSL_FLAG(std::string, out_dtype, "",
+          "`kiln gemm`: the output type, bf16, f16 or f32 (default: --dtype)");
 ABSL_FLAG(std::string, epilogue, "",
-          "`kiln gemm`: fused epilogue terms, comma-separated: scale (alpha, beta, C_in), bias_row or bias_col, "
+          "`kiln gemm`: fused epilogue terms, comma-separated: scale (alpha, beta, C_in), bias_row "
+          "or bias_col, "
           "relu, gelu or silu, residual");
-ABSL_FLAG(std::string, tune_cache, "",
-          "`kiln tune` writes (adds to) this file the fastest kernel per size; `kiln gemm` reads it");
+ABSL_FLAG(
+    std::string, tune_cache, "",
+    "`kiln tune` writes (adds to) this file the fastest kernel per size; `kiln gemm` reads it");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
 ABSL_FLAG(int64_t, b, 1, "`kiln attention`: batch");
 ABSL_FLAG(int64_t, h, 16, "`kiln attention`: query heads");
@@ -53,13 +66,17 @@ ABSL_FLAG(std::string, kernel, "",
           "`kiln attention`: run this variant instead of the entry point's choice (a tiling: "
           "attention/hopper.d64.wg3.bn128; or attention/blackwell.d128 with --emulate)");
 ABSL_FLAG(int32_t, steady_launches, 32,
-          "GEMM timings at M <= 64: launches a timed block of the steady-state measure (back to back over "
+          "GEMM timings at M <= 64: launches a timed block of the steady-state measure (back to "
+          "back over "
           "copies of the weights) makes at least");
-ABSL_FLAG(bool, flush_l2, true,
-          "GEMM timings: evict L2 before every timed call (kiln, cuBLAS and the weights' copy alike), so "
-          "each reads its inputs from DRAM and host launch work is not timed");
-ABSL_FLAG(std::string, out, "",
-          "`kiln bench`: also write the results as TSV here (GEMM rows: name M N K ms TFLOPS cuBLAS-ms "
-          "cuBLAS-TFLOPS error spot-error reference ok; row-op rows: name rows cols ms GB/s copy-ms "
-          "copy-GB/s ratio error ok)");
-ABSL_FLAG(std::string, cache, "\x01", "`kiln compile`: the compile cache (default: kiln::DefaultCacheDir(); \"\" for none)");
+ABSL_FLAG(
+    bool, flush_l2, true,
+    "GEMM timings: evict L2 before every timed call (kiln, cuBLAS and the weights' copy alike), so "
+    "each reads its inputs from DRAM and host launch work is not timed");
+ABSL_FLAG(
+    std::string, out, "",
+    "`kiln bench`: also write the results as TSV here (GEMM rows: name M N K ms TFLOPS cuBLAS-ms "
+    "cuBLAS-TFLOPS error spot-error reference ok; row-op rows: name rows cols ms GB/s copy-ms "
+    "copy-GB/s ratio error ok)");
+ABSL_FLAG(std::string, cache, "\x01",
+          "`kiln compile`: the compile cache (default: kiln::DefaultCacheDir(); \"\" for none)");

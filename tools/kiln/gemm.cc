@@ -1,6 +1,4 @@
 // `kiln gemm`: C = epilogue(A * B) at any size through the GEMM entry point.
-#include "tools/kiln/common.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
@@ -43,8 +42,10 @@ int Gemm(const std::vector<std::string>& args) {
   int cc = 90;
   if (!emulate) {
     absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
-    if (!d.ok()) return Fail(absl::Status(d.status().code(), absl::StrCat(d.status().message(),
-                                                                         " (kiln gemm --emulate runs it on the CPU)")));
+    if (!d.ok())
+      return Fail(absl::Status(
+          d.status().code(),
+          absl::StrCat(d.status().message(), " (kiln gemm --emulate runs it on the CPU)")));
     cc = (*d)->compute_capability();
     PrintDevice();
     std::cout << kiln::examples::TableHeader() << std::endl;
@@ -54,16 +55,18 @@ int Gemm(const std::vector<std::string>& args) {
   int failures = 0;
   double log_ratio = 0, worst = 0;
   int timed = 0;
-  std::optional<kiln::rt::GemmRunner> runner;  // the entry point itself, where it copies operands first
+  std::optional<kiln::rt::GemmRunner>
+      runner;  // the entry point itself, where it copies operands first
   for (const kiln::rt::GemmSize& size : sizes) {
     kiln::rt::GemmChoice choice = kiln::rt::ChooseGemm(size, cc, *options, &*tuned);
     if (absl::GetFlag(FLAGS_split) < -1)
-      return Fail(absl::InvalidArgumentError(absl::StrCat("--split ", absl::GetFlag(FLAGS_split),
-                                                          ": 1 whole tiles, S >= 2 split-K, 0 stream-K")));
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "--split ", absl::GetFlag(FLAGS_split), ": 1 whole tiles, S >= 2 split-K, 0 stream-K")));
     if (const int split = absl::GetFlag(FLAGS_split); split >= 0) {
       if (choice.kernel.rfind("gemm/bf16_sm90", 0) != 0)
-        return Fail(absl::InvalidArgumentError(absl::StrCat("--split: ", choice.kernel, " (chosen at ", size.m, "x",
-                                                            size.n, "x", size.k, ") keeps its tiles whole")));
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("--split: ", choice.kernel, " (chosen at ", size.m, "x", size.n, "x",
+                         size.k, ") keeps its tiles whole")));
       choice.split = split;
       choice.why += absl::StrCat("; --split ", split);
     }
@@ -75,7 +78,10 @@ int Gemm(const std::vector<std::string>& args) {
     const std::string& ep = options->epilogue;
     auto plan_packed = [&] {
       const kiln::cu::CUdeviceptr some = 256;  // plans only: any aligned address
-      kiln::rt::GemmOperands packed{.a = some, .b = some, .c = some, .a_col_major = options->a_mn,
+      kiln::rt::GemmOperands packed{.a = some,
+                                    .b = some,
+                                    .c = some,
+                                    .a_col_major = options->a_mn,
                                     .b_row_major = options->b_mn};
       if (ep.find("scale") != std::string::npos) packed.c_in = some;
       if (ep.find("bias") != std::string::npos) packed.bias = some;
@@ -91,7 +97,8 @@ int Gemm(const std::vector<std::string>& args) {
       if (plan->swapped) {
         choice = plan->choice;
         run_size = {size.n, size.m, size.k};
-        choice.why += absl::StrCat("; emulated as that transposed problem, ", size.n, "x", size.m, "x", size.k);
+        choice.why += absl::StrCat("; emulated as that transposed problem, ", size.n, "x", size.m,
+                                   "x", size.k);
       }
     }
     std::optional<ThroughRunner> via;
@@ -105,10 +112,19 @@ int Gemm(const std::vector<std::string>& args) {
         const bool a_mn = options->a_mn, b_mn = options->b_mn;
         const kiln::rt::GemmOptions run_options = *options;
         via.emplace();
-        via->launch = [&runner, size, a_mn, b_mn, run_options](const kiln::examples::GemmBuffers& b) {
+        via->launch = [&runner, size, a_mn, b_mn,
+                       run_options](const kiln::examples::GemmBuffers& b) {
           return runner->Run(size, run_options,
-                             {.a = b.a, .b = b.b, .c = b.c, .a_col_major = a_mn, .b_row_major = b_mn, .alpha = b.alpha,
-                              .beta = b.beta, .c_in = b.c_in, .bias = b.bias, .residual = b.residual});
+                             {.a = b.a,
+                              .b = b.b,
+                              .c = b.c,
+                              .a_col_major = a_mn,
+                              .b_row_major = b_mn,
+                              .alpha = b.alpha,
+                              .beta = b.beta,
+                              .c_in = b.c_in,
+                              .bias = b.bias,
+                              .residual = b.residual});
         };
         if (plan->restrided_lda || plan->restrided_ldb) via->suffix += "+restride";
         if (plan->swapped) via->suffix += "+transposed";
@@ -123,14 +139,16 @@ int Gemm(const std::vector<std::string>& args) {
         RunEntryKernel(choice.kernel, run_size, choice.split, emulate, via ? &*via : nullptr);
     if (absl::IsNotFound(r.status())) return Fail(r.status());
     if (!r.ok()) {
-      std::cout << size.m << "x" << size.n << "x" << size.k << ": " << r.status().message() << std::endl;
+      std::cout << size.m << "x" << size.n << "x" << size.k << ": " << r.status().message()
+                << std::endl;
       ++failures;
       continue;
     }
     failures += r->passed ? 0 : 1;
     if (emulate) {
-      std::cout << absl::StrFormat("%s %dx%dx%d on the emulator: error %.3e against fp64: %s\n", r->name, run_size.m,
-                                   run_size.n, run_size.k, r->rel_error, r->passed ? "ok" : "FAIL: " + r->failure);
+      std::cout << absl::StrFormat("%s %dx%dx%d on the emulator: error %.3e against fp64: %s\n",
+                                   r->name, run_size.m, run_size.n, run_size.k, r->rel_error,
+                                   r->passed ? "ok" : "FAIL: " + r->failure);
       continue;
     }
     std::cout << kiln::examples::TableRow(*r) << std::endl;
@@ -142,8 +160,9 @@ int Gemm(const std::vector<std::string>& args) {
     }
   }
   if (timed > 1)
-    std::cout << absl::StrFormat("# %d shapes: geometric mean of the ratio to cuBLAS %.3f, lowest %.3f\n", timed,
-                                 std::exp(log_ratio / timed), worst);
+    std::cout << absl::StrFormat(
+        "# %d shapes: geometric mean of the ratio to cuBLAS %.3f, lowest %.3f\n", timed,
+        std::exp(log_ratio / timed), worst);
   if (tsv.is_open() && timed) {
     tsv.close();
     failures += WritePlots(absl::GetFlag(FLAGS_out), "kiln gemm", "kiln gemm/the kernel it chose");

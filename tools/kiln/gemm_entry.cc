@@ -1,7 +1,5 @@
 // The GEMM entry point's pieces that `kiln gemm` and `kiln tune` share: sizes and options from
 // the flags, one entry-point kernel run against cuBLAS.
-#include "tools/kiln/common.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -24,13 +22,15 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
 
 // kiln gemm's and kiln tune's problem sizes: --m --n --k, or each of --sizes; empty after a
 // usage message.
-std::vector<kiln::rt::GemmSize> GemmSizes(const std::vector<std::string>& args, const char* command) {
+std::vector<kiln::rt::GemmSize> GemmSizes(const std::vector<std::string>& args,
+                                          const char* command) {
   std::vector<kiln::rt::GemmSize> sizes = {
       {absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)}};
   if (!sizes[0].m && !sizes[0].n && !sizes[0].k) {
@@ -43,9 +43,12 @@ std::vector<kiln::rt::GemmSize> GemmSizes(const std::vector<std::string>& args, 
   }
   for (const kiln::rt::GemmSize& size : sizes)
     if (!args.empty() || size.m < 1 || size.n < 1 || size.k < 1) {
-      std::cerr << "usage: kiln " << command << " (--m M --n N --k K | --sizes MxNxK,...) [--dtype bf16|f16] "
+      std::cerr << "usage: kiln " << command
+                << " (--m M --n N --k K | --sizes MxNxK,...) [--dtype bf16|f16] "
                    "[--out_dtype bf16|f16|f32] [--epilogue TERMS] [--tune_cache FILE]"
-                << (std::string(command) == "gemm" ? " [--layout row|col,row|col] [--split S] [--emulate]" : "")
+                << (std::string(command) == "gemm"
+                        ? " [--layout row|col,row|col] [--split S] [--emulate]"
+                        : "")
                 << "  (sizes at least 1)\n";
       return {};
     }
@@ -55,17 +58,20 @@ std::vector<kiln::rt::GemmSize> GemmSizes(const std::vector<std::string>& args, 
 absl::StatusOr<kiln::rt::GemmOptions> GemmOptionsFromFlags() {
   kiln::rt::GemmOptions options;
   options.in_type = absl::GetFlag(FLAGS_dtype);
-  options.out_type = absl::GetFlag(FLAGS_out_dtype).empty() ? options.in_type : absl::GetFlag(FLAGS_out_dtype);
+  options.out_type =
+      absl::GetFlag(FLAGS_out_dtype).empty() ? options.in_type : absl::GetFlag(FLAGS_out_dtype);
   if (options.in_type != "bf16" && options.in_type != "f16")
     return absl::InvalidArgumentError(absl::StrCat("--dtype ", options.in_type, ": bf16 or f16"));
   if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
-    return absl::InvalidArgumentError(absl::StrCat("--out_dtype ", options.out_type, ": bf16, f16 or f32"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--out_dtype ", options.out_type, ": bf16, f16 or f32"));
   absl::StatusOr<std::string> epilogue = kiln::rt::CanonicalEpilogue(absl::GetFlag(FLAGS_epilogue));
   if (!epilogue.ok()) return epilogue.status();
   options.epilogue = *epilogue;
   const std::string layout = absl::GetFlag(FLAGS_layout);
   if (layout != "row,col" && layout != "col,col" && layout != "row,row" && layout != "col,row")
-    return absl::InvalidArgumentError(absl::StrCat("--layout ", layout, ": A's order, B's order (row or col)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--layout ", layout, ": A's order, B's order (row or col)"));
   options.a_mn = layout.rfind("col,", 0) == 0;
   options.b_mn = layout.substr(layout.find(',') + 1) == "row";
   return options;
@@ -79,16 +85,18 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
                                                           bool emulate, const ThroughRunner* via) {
   absl::StatusOr<Bundle> b = GetBundle(name);
   if (!b.ok() && !Compiling() && absl::IsNotFound(b.status()))
-    return absl::NotFoundError(absl::StrCat(
-        b.status().message(), ": this kiln runs bundles only; write that variant's with `kiln bundle ", name,
-        "` where kiln has its compiler (the build bundles ", absl::StrJoin(kiln::examples::kBundledTileVariants, ", "),
-        ")"));
+    return absl::NotFoundError(
+        absl::StrCat(b.status().message(),
+                     ": this kiln runs bundles only; write that variant's with `kiln bundle ", name,
+                     "` where kiln has its compiler (the build bundles ",
+                     absl::StrJoin(kiln::examples::kBundledTileVariants, ", "), ")"));
   if (!b.ok()) return b.status();
   // One layout whatever the kernel: the reference indexes through strides, so it is told C is
   // column-major like the others, and A and B are as --layout says.
   std::optional<kiln::examples::GemmSpec> spec = kiln::examples::GemmOf(b->manifest);
   if (!spec) return absl::InternalError(absl::StrCat(name, " is not a GEMM"));
-  // (Other kernels describe their own C: a c_row one's row-major; through the runner, C is the caller's.)
+  // (Other kernels describe their own C: a c_row one's row-major; through the runner, C is the
+  // caller's.)
   if (via || kiln::rt::ReadsAnyStrides(name)) spec->c_order = "col";
   if (kiln::rt::ReadsAnyStrides(name)) {
     const std::string layout = absl::GetFlag(FLAGS_layout);

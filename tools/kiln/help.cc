@@ -20,44 +20,72 @@ struct CommandHelp {
 
 const std::vector<CommandHelp>& Commands() {
   static const std::vector<CommandHelp> commands = {
-      {"list", "list", "Every kernel's name, one a line (registered here, or the bundles in --bundles).", {}},
-      {"mlir", "mlir|lowered|llvm|ptx|sass NAME",
-       "One stage of a kernel on stdout: kiln's MLIR, the NVVM/LLVM dialects, LLVM IR, PTX, SASS (SASS needs "
+      {"list",
+       "list",
+       "Every kernel's name, one a line (registered here, or the bundles in --bundles).",
+       {}},
+      {"mlir",
+       "mlir|lowered|llvm|ptx|sass NAME",
+       "One stage of a kernel on stdout: kiln's MLIR, the NVVM/LLVM dialects, LLVM IR, PTX, SASS "
+       "(SASS needs "
        "the CUDA toolkit's cuobjdump or nvdisasm).",
        {"lines"}},
-      {"bundle", "bundle [--dir D] [NAME...]",
-       "Write bundles (manifest + PTX); with no NAME every kernel, dropping D's bundles of kernels no longer "
+      {"bundle",
+       "bundle [--dir D] [NAME...]",
+       "Write bundles (manifest + PTX); with no NAME every kernel, dropping D's bundles of kernels "
+       "no longer "
        "registered. --watchdog builds them in the GPU debug mode.",
        {"dir", "watchdog"}},
-      {"compile", "compile [--cache DIR] [NAME...]",
-       "Compile through the host API's disk cache, timing the build and the compile of each kernel.", {"cache"}},
-      {"check", "check [NAME...]",
-       "The static checks, running nothing: budgets, tx bytes against the TMA boxes, arrival counts, stage "
+      {"compile",
+       "compile [--cache DIR] [NAME...]",
+       "Compile through the host API's disk cache, timing the build and the compile of each "
+       "kernel.",
+       {"cache"}},
+      {"check",
+       "check [NAME...]",
+       "The static checks, running nothing: budgets, tx bytes against the TMA boxes, arrival "
+       "counts, stage "
        "reuse, ptxas resources. Exits 1 where a kernel has a finding.",
        {}},
-      {"emulate", "emulate NAME [--m M --n N --k K | --rows R --cols C] [--seeds S,..] [--ptx FILE]",
-       "Run a kernel on the CPU PTX emulator under several thread schedules and check it against fp64.",
+      {"emulate",
+       "emulate NAME [--m M --n N --k K | --rows R --cols C] [--seeds S,..] [--ptx FILE]",
+       "Run a kernel on the CPU PTX emulator under several thread schedules and check it against "
+       "fp64.",
        {"m", "n", "k", "rows", "cols", "seeds", "ptx"}},
-      {"crosscheck", "crosscheck [NAME...]",
-       "On a GPU: each kernel's outputs against the emulator's, element by element.", {"rows", "cols"}},
-      {"run", "run NAME [--m M --n N --k K | --rows R --cols C] [--split S]",
-       "Check one kernel against its reference (cuBLAS, fp64) and time it against its peer in the same process.",
+      {"crosscheck",
+       "crosscheck [NAME...]",
+       "On a GPU: each kernel's outputs against the emulator's, element by element.",
+       {"rows", "cols"}},
+      {"run",
+       "run NAME [--m M --n N --k K | --rows R --cols C] [--split S]",
+       "Check one kernel against its reference (cuBLAS, fp64) and time it against its peer in the "
+       "same process.",
        {"m", "n", "k", "rows", "cols", "split", "iters", "flush_l2", "steady_launches"}},
-      {"bench", "bench [--sizes S,MxNxK] [--shapes RxC] [--out F.tsv] [NAME...]",
+      {"bench",
+       "bench [--sizes S,MxNxK] [--shapes RxC] [--out F.tsv] [NAME...]",
        "The table of run for many kernels (every kernel this GPU runs when none is named).",
        {"sizes", "shapes", "iters", "out", "flush_l2", "steady_launches"}},
-      {"gemm", "gemm (--m M --n N --k K | --sizes MxNxK,..) [options]",
-       "C = epilogue(A * B) at any size and storage order through the GEMM entry point: the kernel and split "
-       "chosen for the shape, checked against cuBLAS and fp64, timed with cuBLAS (or --emulate on the CPU).",
-       {"m", "n", "k", "sizes", "dtype", "out_dtype", "epilogue", "layout", "split", "tune_cache", "emulate",
-        "iters", "out", "flush_l2", "steady_launches"}},
-      {"tune", "tune --sizes MxNxK,.. --tune_cache F",
+      {"gemm",
+       "gemm (--m M --n N --k K | --sizes MxNxK,..) [options]",
+       "C = epilogue(A * B) at any size and storage order through the GEMM entry point: the kernel "
+       "and split "
+       "chosen for the shape, checked against cuBLAS and fp64, timed with cuBLAS (or --emulate on "
+       "the CPU).",
+       {"m", "n", "k", "sizes", "dtype", "out_dtype", "epilogue", "layout", "split", "tune_cache",
+        "emulate", "iters", "out", "flush_l2", "steady_launches"}},
+      {"tune",
+       "tune --sizes MxNxK,.. --tune_cache F",
        "Time every candidate kernel and split per size; record the fastest in F for kiln gemm.",
        {"sizes", "m", "n", "k", "dtype", "out_dtype", "epilogue", "tune_cache", "iters"}},
-      {"attention", "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--emulate]",
+      {"attention",
+       "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--emulate]",
        "FlashAttention forward through the attention entry point, against fp64; timed on a GPU.",
-       {"b", "h", "hkv", "s", "skv", "d", "causal", "dtype", "scale", "kernel", "emulate", "iters"}},
-      {"plot", "plot RESULTS.tsv", "Redraw RESULTS-ratio.svg and RESULTS-versions.svg from a bench/gemm TSV.", {}},
+       {"b", "h", "hkv", "s", "skv", "d", "causal", "dtype", "scale", "kernel", "emulate",
+        "iters"}},
+      {"plot",
+       "plot RESULTS.tsv",
+       "Redraw RESULTS-ratio.svg and RESULTS-versions.svg from a bench/gemm TSV.",
+       {}},
   };
   return commands;
 }
@@ -76,7 +104,8 @@ std::string Usage(const CommandHelp& c) {
   for (const char* name : flags) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (!flag) continue;
-    absl::StrAppend(&out, "  --", name, "  ", flag->Help(), " (default: ", flag->DefaultValue(), ")\n");
+    absl::StrAppend(&out, "  --", name, "  ", flag->Help(), " (default: ", flag->DefaultValue(),
+                    ")\n");
   }
   return out;
 }
@@ -86,7 +115,9 @@ std::string Usage(const CommandHelp& c) {
 std::string Overview() {
   std::string out = "usage: kiln COMMAND [ARGS] [FLAGS]\n\ncommands:\n";
   for (const CommandHelp& c : Commands()) absl::StrAppend(&out, "  kiln ", c.synopsis, "\n");
-  absl::StrAppend(&out, "\n`kiln COMMAND --help` prints a command's usage and flags; `kiln --helpfull` every flag.\n");
+  absl::StrAppend(&out,
+                  "\n`kiln COMMAND --help` prints a command's usage and flags; `kiln --helpfull` "
+                  "every flag.\n");
   return out;
 }
 
@@ -94,7 +125,8 @@ std::optional<int> HandleHelp(int argc, char** argv) {
   bool help = false;
   std::string command;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "-help"))
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") ||
+        !std::strcmp(argv[i], "-help"))
       help = true;
     else if (command.empty() && argv[i][0] != '-')
       command = argv[i];

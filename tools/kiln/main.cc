@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   kiln::SetDefaultWatchdog(absl::GetFlag(FLAGS_watchdog));
 #else
   if (absl::GetFlag(FLAGS_watchdog))
-    return kiln::cli::Fail(absl::FailedPreconditionError("--watchdog builds kernels: this kiln has no compiler (bundle them with it)"));
+    return kiln::cli::Fail(absl::FailedPreconditionError(
+        "--watchdog builds kernels: this kiln has no compiler (bundle them with it)"));
 #endif
   if (command == "list") {
     absl::StatusOr<std::vector<std::string>> names = kiln::cli::KernelNames();
@@ -47,14 +48,16 @@ int main(int argc, char** argv) {
 #ifdef KILN_HAVE_COMPILER
     return kiln::cli::CheckKernels(args);
 #else
-    return kiln::cli::Fail(absl::FailedPreconditionError("kiln check builds kernels: this kiln has no compiler"));
+    return kiln::cli::Fail(
+        absl::FailedPreconditionError("kiln check builds kernels: this kiln has no compiler"));
 #endif
   }
   if (command == "compile") {
 #ifdef KILN_HAVE_COMPILER
     return kiln::cli::CompileThroughCache(args);
 #else
-    return kiln::cli::Fail(absl::FailedPreconditionError("this kiln was built without the compiler"));
+    return kiln::cli::Fail(
+        absl::FailedPreconditionError("this kiln was built without the compiler"));
 #endif
   }
   if (command == "gemm") return kiln::cli::Gemm(args);
@@ -62,7 +65,8 @@ int main(int argc, char** argv) {
   if (command == "attention") return kiln::cli::Attention();
   if (command == "plot") {  // the charts of a results TSV written before (kiln bench/gemm --out)
     if (args.size() != 1) {
-      std::cerr << "usage: kiln plot RESULTS.tsv   (writes RESULTS-ratio.svg and RESULTS-versions.svg)\n";
+      std::cerr
+          << "usage: kiln plot RESULTS.tsv   (writes RESULTS-ratio.svg and RESULTS-versions.svg)\n";
       return 2;
     }
     return kiln::cli::WritePlots(args[0], std::filesystem::path(args[0]).stem().string());
@@ -73,14 +77,18 @@ int main(int argc, char** argv) {
       return 2;
     }
     auto size = [](int64_t v) { return v ? v : int64_t{4096}; };
-    return kiln::cli::Bench(args, {{size(absl::GetFlag(FLAGS_m)), size(absl::GetFlag(FLAGS_n)), size(absl::GetFlag(FLAGS_k))}},
-                 {{absl::GetFlag(FLAGS_rows) ? absl::GetFlag(FLAGS_rows) : 32768,
-                   absl::GetFlag(FLAGS_cols) ? absl::GetFlag(FLAGS_cols) : 4096}});
+    return kiln::cli::Bench(args,
+                            {{size(absl::GetFlag(FLAGS_m)), size(absl::GetFlag(FLAGS_n)),
+                              size(absl::GetFlag(FLAGS_k))}},
+                            {{absl::GetFlag(FLAGS_rows) ? absl::GetFlag(FLAGS_rows) : 32768,
+                              absl::GetFlag(FLAGS_cols) ? absl::GetFlag(FLAGS_cols) : 4096}});
   }
   if (command == "bench") {
-    absl::StatusOr<std::vector<kiln::rt::GemmSize>> sizes = kiln::cli::ParseSizes(absl::GetFlag(FLAGS_sizes));
+    absl::StatusOr<std::vector<kiln::rt::GemmSize>> sizes =
+        kiln::cli::ParseSizes(absl::GetFlag(FLAGS_sizes));
     if (!sizes.ok()) return kiln::cli::Fail(sizes.status());
-    absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> shapes = kiln::cli::ParseShapes(absl::GetFlag(FLAGS_shapes));
+    absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> shapes =
+        kiln::cli::ParseShapes(absl::GetFlag(FLAGS_shapes));
     if (!shapes.ok()) return kiln::cli::Fail(shapes.status());
     return kiln::cli::Bench(args, *sizes, *shapes);
   }

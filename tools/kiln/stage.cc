@@ -1,6 +1,4 @@
 // `kiln mlir|lowered|llvm|ptx|sass NAME`: one stage of a kernel on stdout.
-#include "tools/kiln/common.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
@@ -47,9 +46,9 @@ int Stage(const std::string& stage_name, const std::vector<std::string>& args) {
   }
 #endif
   if (stage_name != "ptx")
-    return Fail(absl::FailedPreconditionError(
-        absl::StrCat("this kiln was built without the compiler; only `kiln ptx` reads bundles, not `",
-                     stage_name, "`")));
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        "this kiln was built without the compiler; only `kiln ptx` reads bundles, not `",
+        stage_name, "`")));
   absl::StatusOr<Bundle> b = GetBundle(args[0]);
   if (!b.ok()) return Fail(b.status());
   std::cout << b->ptx;

@@ -1,6 +1,4 @@
 // `kiln tune`: time every candidate kernel and split, record the fastest for `kiln gemm`.
-#include "tools/kiln/common.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
@@ -34,7 +33,8 @@ int Tune(const std::vector<std::string>& args) {
   const std::vector<kiln::rt::GemmSize> sizes = GemmSizes(args, "tune");
   if (sizes.empty()) return 2;
   const std::string path = absl::GetFlag(FLAGS_tune_cache);
-  if (path.empty()) return Fail(absl::InvalidArgumentError("kiln tune writes its choices to --tune_cache FILE"));
+  if (path.empty())
+    return Fail(absl::InvalidArgumentError("kiln tune writes its choices to --tune_cache FILE"));
   absl::StatusOr<kiln::rt::GemmTuneCache> cache = kiln::rt::GemmTuneCache::Read(path);
   if (!cache.ok()) return Fail(cache.status());
   absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
@@ -52,8 +52,8 @@ int Tune(const std::vector<std::string>& args) {
       absl::StatusOr<kiln::examples::GemmResult> r =
           RunEntryKernel(kiln::rt::GemmVariantName(c.kernel, plain), size, c.split, false);
       if (!r.ok()) {
-        std::cout << c.kernel << " (" << kiln::rt::SplitName(c.split) << ") " << size.m << "x" << size.n << "x"
-                  << size.k << ": " << r.status().message() << std::endl;
+        std::cout << c.kernel << " (" << kiln::rt::SplitName(c.split) << ") " << size.m << "x"
+                  << size.n << "x" << size.k << ": " << r.status().message() << std::endl;
         ++failures;
         continue;
       }
@@ -62,13 +62,15 @@ int Tune(const std::vector<std::string>& args) {
     }
     const kiln::rt::GemmChoice rule = kiln::rt::ChooseGemm(size, cc);
     if (!best) {
-      std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": no candidate passed" << std::endl;
+      std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": no candidate passed"
+                << std::endl;
       ++failures;
       continue;
     }
     cache->Set(cc, size, best->kernel, best->split, best_ms);
-    std::cout << absl::StrFormat("# %dx%dx%d: fastest %s, %s (%.4f ms); the rule picks %s, %s\n", size.m, size.n,
-                                 size.k, best->kernel, kiln::rt::SplitName(best->split), best_ms, rule.kernel,
+    std::cout << absl::StrFormat("# %dx%dx%d: fastest %s, %s (%.4f ms); the rule picks %s, %s\n",
+                                 size.m, size.n, size.k, best->kernel,
+                                 kiln::rt::SplitName(best->split), best_ms, rule.kernel,
                                  kiln::rt::SplitName(rule.split));
   }
   if (absl::Status st = cache->Write(path); !st.ok()) return Fail(st);

@@ -21,21 +21,29 @@ class Kernel;
 enum class Activation : uint8_t {
   kNone,
   kRelu,  // max(x, 0)
-  kGelu,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh form (torch's approximate='tanh')
+  kGelu,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh form (torch's
+          // approximate='tanh')
   kSilu,  // x / (1 + e^-x) = 0.5 x (1 + tanh(x / 2))
   // (GELU and SiLU take tanh from tanh.approx.f32, relative error <= 2^-11: the result is within
   // |x| 2^-12 of the exact function.)
 };
-enum class BiasAxis : uint8_t { kNone, kRow /* bias[r], length M */, kColumn /* bias[c], length N */ };
+enum class BiasAxis : uint8_t {
+  kNone,
+  kRow /* bias[r], length M */,
+  kColumn /* bias[c], length N */
+};
 
 struct EpilogueSpec {
   bool scale = false;  // alpha * acc + beta * C_in: f32 parameters alpha, beta and the matrix C_in
   BiasAxis bias = BiasAxis::kNone;
   Activation activation = Activation::kNone;
   bool residual = false;  // + residual[r, c], after the activation
-  Scalar out = Scalar::kBF16;  // the stored type: bf16, f16 or f32 (C_in, bias, residual have it too)
+  Scalar out =
+      Scalar::kBF16;  // the stored type: bf16, f16 or f32 (C_in, bias, residual have it too)
 
-  bool Plain() const { return !scale && bias == BiasAxis::kNone && activation == Activation::kNone && !residual; }
+  bool Plain() const {
+    return !scale && bias == BiasAxis::kNone && activation == Activation::kNone && !residual;
+  }
   // The terms as a name: "scale", "bias_row" or "bias_col", "relu"/"gelu"/"silu", "residual",
   // joined by '.' in that order ("" for none). The GEMM harness reads it back from the manifest.
   std::string Terms() const;
@@ -49,12 +57,13 @@ class Epilogue {
   // Declares alpha and beta (f32) and the pointers C_in, bias and residual, those the spec needs
   // and in that order. C_in and residual are M x N like C: column-major (`column_major`) or
   // row-major, densely packed.
-  static Epilogue Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, const Value& N, bool column_major,
-                          Loc loc = Loc::current());
+  static Epilogue Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, const Value& N,
+                          bool column_major, Loc loc = Loc::current());
   // The same, C_in and residual element (r, c) at r * row_stride + c * col_stride (a kernel
   // whose C is strided by parameters, like kiln's reference).
   static Epilogue Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, const Value& N,
-                          const Value& row_stride, const Value& col_stride, Loc loc = Loc::current());
+                          const Value& row_stride, const Value& col_stride,
+                          Loc loc = Loc::current());
   const EpilogueSpec& spec() const { return spec_; }
   // What element (row, col) reads from memory: C_in, bias and residual as stored (invalid where
   // the spec has no such term). `inside`: an i1 that is true where (row, col) lies in M x N
@@ -62,9 +71,11 @@ class Epilogue {
   struct Inputs {
     Value c_in, bias, residual;
   };
-  Inputs Load(const Value& row, const Value& col, const Value& inside, Loc loc = Loc::current()) const;
+  Inputs Load(const Value& row, const Value& col, const Value& inside,
+              Loc loc = Loc::current()) const;
   // C_in and the residual only, for a kernel that loads the bias once for the elements sharing it.
-  Inputs LoadMatrices(const Value& row, const Value& col, const Value& inside, Loc loc = Loc::current()) const;
+  Inputs LoadMatrices(const Value& row, const Value& col, const Value& inside,
+                      Loc loc = Loc::current()) const;
   // The bias of element (row, col): bias[row] (bias_row) or bias[col] (bias_col), masked by that
   // index alone (row < M or col < N), so one load serves every element of its row or column.
   // Invalid where the spec has no bias.

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/memory.h"
 #include "kiln/bundle/manifest.h"
+#include "kiln/memory.h"
 
 namespace kiln {
 
@@ -45,7 +45,8 @@ class Barrier {
   void ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc = Loc::current()) const;
   // The same where some boxes come only under a condition (an invalid Value: always): one
   // arrival expecting the bytes of the boxes whose condition holds.
-  void ArriveExpectTxIf(const std::vector<std::pair<const TensorMap*, Value>>& maps_if, Loc loc = Loc::current()) const;
+  void ArriveExpectTxIf(const std::vector<std::pair<const TensorMap*, Value>>& maps_if,
+                        Loc loc = Loc::current()) const;
   // Arrives on the barrier at the same smem address in cluster CTA `cta_rank` (mapa).
   void ArriveCluster(const Operand& cta_rank, Loc loc = Loc::current()) const;
   // arrive.expect_tx on the barrier at the same smem address in cluster CTA `cta_rank`.
@@ -105,13 +106,11 @@ class WgmmaAccumulator {
   int n_ = 0;
 };
 
-
 // A thread role: a contiguous range of threads running its own code (warp specialisation).
 struct RoleSpec {
   int first_thread = 0;
   int threads = 128;
   int max_regs = 0;  // setmaxnreg for the role (whole warpgroups only); 0 keeps the default
 };
-
 
 }  // namespace kiln

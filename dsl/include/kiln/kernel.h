@@ -5,11 +5,10 @@
 //
 // The public API by concern, each header beside the dsl/*.cc that builds it:
 //   kiln/value.h        types, values, arithmetic          dsl/arith.cc
-//   kiln/kernel.h       parameters, launch rules, control  dsl/kernel.cc (sections below name theirs)
-//   kiln/memory.h       registers, tensors, shared tiles   dsl/memory.cc
-//   kiln/memory_ops.h   global loads/stores, atomics       dsl/memory_ops.cc
-//   kiln/math.h         special functions, conversions     dsl/math.cc
-//   kiln/warp.h         shuffles and reductions            dsl/warp.cc
+//   kiln/kernel.h       parameters, launch rules, control  dsl/kernel.cc (sections below name
+//   theirs) kiln/memory.h       registers, tensors, shared tiles   dsl/memory.cc kiln/memory_ops.h
+//   global loads/stores, atomics       dsl/memory_ops.cc kiln/math.h         special functions,
+//   conversions     dsl/math.cc kiln/warp.h         shuffles and reductions            dsl/warp.cc
 //   kiln/hopper.h       TMA, mbarriers, wgmma types        dsl/async.cc, dsl/wgmma.cc
 //   kiln/tcgen05.h      tensor memory                      dsl/tcgen05.cc, kiln/tcgen05_desc.h
 //   kiln/pipeline.h     rings of stages (Pipeline)         dsl/pipeline.cc
@@ -25,10 +24,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kiln/bundle/manifest.h"
 #include "kiln/hopper.h"
 #include "kiln/memory.h"
 #include "kiln/memory_ops.h"
-#include "kiln/bundle/manifest.h"
 #include "kiln/target.h"
 #include "kiln/tcgen05.h"
 #include "kiln/value.h"
@@ -79,12 +78,13 @@ class Kernel {
   Value I64Param(const std::string& name, Loc loc = Loc::current());
   Value F32Param(const std::string& name, Loc loc = Loc::current());
   // A global i32 table the launcher builds on the host (a Hilbert tile order).
-  Value ScheduleTableParam(const std::string& name, const ScheduleTable& spec, Loc loc = Loc::current());
+  Value ScheduleTableParam(const std::string& name, const ScheduleTable& spec,
+                           Loc loc = Loc::current());
   // Global scratch memory of `elem`s the launcher allocates and keeps (rt::WorkspaceParam):
   // `bytes_per_partial` for each partial slot of the work table parameter `table`, zeroed once;
   // with `table` "", `bytes_per_partial` in all (a counter of tiles handed out).
-  Value WorkspaceParam(const std::string& name, Scalar elem, const std::string& table, int64_t bytes_per_partial,
-                       Loc loc = Loc::current());
+  Value WorkspaceParam(const std::string& name, Scalar elem, const std::string& table,
+                       int64_t bytes_per_partial, Loc loc = Loc::current());
   // Grid dims as rules of the integer parameters, e.g. Grid("N/128", "M/128") or Grid("rows/16").
   void Grid(const std::string& x, const std::string& y = "1", const std::string& z = "1",
             Loc loc = Loc::current());
@@ -123,22 +123,24 @@ class Kernel {
   void If(const Operand& cond, const std::function<void()>& then, Loc loc = Loc::current());
   // With an else branch. A Value made in either branch lives only there: carry results out with
   // IfElse (or a register array assigned in both branches).
-  void If(const Operand& cond, const std::function<void()>& then, const std::function<void()>& otherwise,
-          Loc loc = Loc::current());
+  void If(const Operand& cond, const std::function<void()>& then,
+          const std::function<void()>& otherwise, Loc loc = Loc::current());
   // cond ? then() : otherwise(), each branch built as code (unlike Select, only the taken one
   // runs) and returning the value it yields; both yield the same type. The vector form yields
   // several values.
-  Value IfElse(const Operand& cond, const std::function<Value()>& then, const std::function<Value()>& otherwise,
-               Loc loc = Loc::current());
+  Value IfElse(const Operand& cond, const std::function<Value()>& then,
+               const std::function<Value()>& otherwise, Loc loc = Loc::current());
   std::vector<Value> IfElse(const Operand& cond, const std::function<std::vector<Value>()>& then,
-                            const std::function<std::vector<Value>()>& otherwise, Loc loc = Loc::current());
+                            const std::function<std::vector<Value>()>& otherwise,
+                            Loc loc = Loc::current());
 
   // ---- memory (dsl/memory.cc; types in kiln/memory.h)
   Regs Registers(Type type, int count, Loc loc = Loc::current());  // zero-initialised
   SmemTile Smem(Scalar elem, int rows, int cols, int pad = 0, int align = 128,
                 Loc loc = Loc::current());
   // A padded or XOR-swizzled tile (a ring when layout.stages > 1), 128-byte aligned.
-  SmemTile Smem(Scalar elem, int rows, int cols, const SmemLayout& layout, Loc loc = Loc::current());
+  SmemTile Smem(Scalar elem, int rows, int cols, const SmemLayout& layout,
+                Loc loc = Loc::current());
   // Shared memory sized at launch: `bytes`, a rule of the integer parameters (e.g. "cols*4"),
   // after every planned tile (declare those first), 128-byte aligned. Returns its first element.
   Value SmemDynamic(Scalar elem, const std::string& bytes, Loc loc = Loc::current());
@@ -148,7 +150,8 @@ class Kernel {
                     Loc loc = Loc::current());
   // The tensor cores' no-swizzle K-major layout (PTX ISA "canonical layouts"): the tile's
   // columns in 8-element slabs, slab after slab, each slab `rows` rows of 16 bytes. 128-aligned.
-  SmemTile SmemInterleaved(Scalar elem, int rows, int cols, int stages = 1, Loc loc = Loc::current());
+  SmemTile SmemInterleaved(Scalar elem, int rows, int cols, int stages = 1,
+                           Loc loc = Loc::current());
   // A swizzled tile (rows of exactly the swizzle span), a ring of `stages` copies, 1024-aligned.
   SmemTile SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzle, int stages = 1,
                         Loc loc = Loc::current());
@@ -181,11 +184,11 @@ class Kernel {
   // reads nothing (an edge past the operand), though `src` should still point inside it.
   enum class CacheAt { kL1, kL2 };  // .ca, .cg
   void CpAsync(const SmemTile& tile, const Operand& row, const Operand& col, const Value& src,
-               int bytes = 16, CacheAt cache = CacheAt::kL2, int l2_prefetch = 0, const Value& src_bytes = {},
-               Loc loc = Loc::current());
-  void CpAsyncCommit(Loc loc = Loc::current());                // cp.async.commit_group
-  void CpAsyncWait(int pending, Loc loc = Loc::current());     // cp.async.wait_group
-  void CpAsyncWaitAll(Loc loc = Loc::current());               // cp.async.wait_all
+               int bytes = 16, CacheAt cache = CacheAt::kL2, int l2_prefetch = 0,
+               const Value& src_bytes = {}, Loc loc = Loc::current());
+  void CpAsyncCommit(Loc loc = Loc::current());             // cp.async.commit_group
+  void CpAsyncWait(int pending, Loc loc = Loc::current());  // cp.async.wait_group
+  void CpAsyncWaitAll(Loc loc = Loc::current());            // cp.async.wait_all
   // A block tile split among warps for mma.sync: this warp's origin in the tile and how many
   // mma tiles it holds. Fails at the call when the tile does not divide by the warp grid (and
   // the mma shape) or the warp grid does not match the block's warps.
@@ -242,7 +245,7 @@ class Kernel {
   // membar.gl (__threadfence): this thread's earlier memory accesses are performed at GPU scope
   // before its later ones: what publishing data through a global flag or counter needs.
   void FenceGpu(Loc loc = Loc::current());
-  void ClusterSync(Loc loc = Loc::current());       // barrier.cluster.arrive + wait
+  void ClusterSync(Loc loc = Loc::current());  // barrier.cluster.arrive + wait
   // Programmatic dependent launch (sm_90 and later). griddepcontrol.wait: this thread waits until
   // the grids before this one in the stream have completed and their writes are visible. A kernel
   // that calls it says so in its manifest (waits_for_prior_grids), and the runtime then launches
@@ -258,8 +261,7 @@ class Kernel {
 
   // Runs `body(index within the role)` on threads [first, first + threads); with max_regs, the
   // role first adjusts its register budget (setmaxnreg.inc or .dec).
-  void Role(const RoleSpec& role, const std::function<void(Value)>& body,
-            Loc loc = Loc::current());
+  void Role(const RoleSpec& role, const std::function<void(Value)>& body, Loc loc = Loc::current());
 
   WgmmaAccumulator WgmmaAcc(int n, Loc loc = Loc::current());
   void WgmmaFence(Loc loc = Loc::current());
@@ -278,8 +280,8 @@ class Kernel {
   // 128B), or a ring of them side by side along N (stage s: columns 64s..64s+63); rows
   // k0..k0+15 are read.
   enum class MnMajor : uint8_t { kB };
-  void Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b, MnMajor b_layout,
-             int k0, bool scale_d = true, Loc loc = Loc::current());
+  void Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b,
+             MnMajor b_layout, int k0, bool scale_d = true, Loc loc = Loc::current());
   // The first form with either smem operand MN-major (imm-trans-a, imm-trans-b): an MN-major tile
   // holds K rows, each one swizzle span of M or N (64 bf16 at 128B), in blocks of `k_rows` rows
   // stacked for further spans of M or N (rows k_rows*j.. hold columns span*j..), as one 2D TMA
@@ -290,12 +292,13 @@ class Kernel {
     bool mn_major = false;
     int k_rows = 0;  // MN-major: rows of K per block
   };
-  void Wgmma(const WgmmaAccumulator& acc, const WgmmaTile& a, const Operand& a_row0, const WgmmaTile& b,
-             const Operand& b_row0, int k0, bool scale_d = true, Loc loc = Loc::current());
+  void Wgmma(const WgmmaAccumulator& acc, const WgmmaTile& a, const Operand& a_row0,
+             const WgmmaTile& b, const Operand& b_row0, int k0, bool scale_d = true,
+             Loc loc = Loc::current());
   // A from registers and B a WgmmaTile: an MN-major B of several spans of N (attention's V with
   // D > 64: rows k_rows*j.. hold columns 64j.. at 128B), or a K-major one as in the first form.
-  void Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const WgmmaTile& b, const Operand& b_row0,
-             int k0, bool scale_d = true, Loc loc = Loc::current());
+  void Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const WgmmaTile& b,
+             const Operand& b_row0, int k0, bool scale_d = true, Loc loc = Loc::current());
   void WgmmaCommit(Loc loc = Loc::current());
   void WgmmaWait(int pending, Loc loc = Loc::current());
   // stmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each lane passes one row address.
@@ -309,7 +312,7 @@ class Kernel {
   void TmemAlloc(const Tmem& t, Loc loc = Loc::current());  // tcgen05.alloc, one whole warp
   void TmemFree(const Tmem& t, Loc loc = Loc::current());   // tcgen05.dealloc, one whole warp
   void TmemRelinquish(int cta_group = 1, Loc loc = Loc::current());
-  Value ElectOne(Loc loc = Loc::current());  // elect.sync: true in one lane of the warp
+  Value ElectOne(Loc loc = Loc::current());             // elect.sync: true in one lane of the warp
   void TcgenFenceBeforeSync(Loc loc = Loc::current());  // tcgen05.fence::before_thread_sync
   void TcgenFenceAfterSync(Loc loc = Loc::current());   // tcgen05.fence::after_thread_sync
   // tcgen05.mma kind::f16: D (fp32, columns from d_column) = A x B (+ D when `accumulate`, an
@@ -322,9 +325,9 @@ class Kernel {
   // as a row-major V does in attention's P*V, in the WgmmaTile form (MN-major canonical layout,
   // blocks of k_rows rows per 64 columns of N), rows b_k0..b_k0+15 of a block read; A's columns
   // are a_k0..a_k0+15. One CTA (cta_group 1).
-  void TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a, const Operand& a_row0, int a_k0,
-                const WgmmaTile& b, const Operand& b_row0, int b_k0, const Operand& accumulate, int m, int n,
-                Loc loc = Loc::current());
+  void TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a, const Operand& a_row0,
+                int a_k0, const WgmmaTile& b, const Operand& b_row0, int b_k0,
+                const Operand& accumulate, int m, int n, Loc loc = Loc::current());
   // tcgen05.commit: `bar` gets one arrive when this thread's prior tcgen05 ops complete; with
   // `cta_mask`, on the barrier at the same offset in each of those cluster CTAs.
   void TcgenCommit(const Barrier& bar, int cta_group = 1, const Value& cta_mask = Value(),
@@ -338,8 +341,8 @@ class Kernel {
   // thread of the warp, columns column.. (the warp's quarter of the lanes only). It includes its
   // tcgen05.wait::st, so the values are in tensor memory when it returns (an MMA that reads or
   // accumulates into them may follow once a fence::before_thread_sync and a barrier order it).
-  void TcgenStore(const Tmem& t, const Operand& lane, const Operand& column, const std::vector<Value>& values,
-                  Loc loc = Loc::current());
+  void TcgenStore(const Tmem& t, const Operand& lane, const Operand& column,
+                  const std::vector<Value>& values, Loc loc = Loc::current());
 
   // The GPU debug mode: every mbarrier wait of this kernel gives up after `ms` milliseconds,
   // writes which wait (its DSL line), the barrier, the phase, the block and the thread to a

@@ -129,5 +129,4 @@ class SmemTile {
   Loc loc_;
 };
 
-
 }  // namespace kiln

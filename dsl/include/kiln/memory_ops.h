@@ -29,7 +29,8 @@ struct GlobalAccess {
 };
 
 // `lanes` elements of the pointer's type from global memory (a scalar for 1 lane).
-Value LoadGlobal(const Value& ptr, int lanes, const GlobalAccess& how = {}, Loc loc = Loc::current());
+Value LoadGlobal(const Value& ptr, int lanes, const GlobalAccess& how = {},
+                 Loc loc = Loc::current());
 void StoreGlobal(const Value& ptr, const Value& value, const GlobalAccess& how = {},
                  Loc loc = Loc::current());
 
@@ -39,7 +40,8 @@ void StoreGlobal(const Value& ptr, const Value& value, const GlobalAccess& how =
 Value AtomicAdd(const Value& ptr, const Operand& value, Loc loc = Loc::current());
 Value AtomicMax(const Value& ptr, const Operand& value, Loc loc = Loc::current());
 Value AtomicMin(const Value& ptr, const Operand& value, Loc loc = Loc::current());
-Value AtomicCas(const Value& ptr, const Operand& compare, const Operand& value, Loc loc = Loc::current());
+Value AtomicCas(const Value& ptr, const Operand& compare, const Operand& value,
+                Loc loc = Loc::current());
 // The same reductions without a result (red): cheaper when the old value is not needed.
 void RedAdd(const Value& ptr, const Operand& value, Loc loc = Loc::current());
 void RedMax(const Value& ptr, const Operand& value, Loc loc = Loc::current());

@@ -26,5 +26,4 @@ class Tmem {
   Loc loc_;
 };
 
-
 }  // namespace kiln

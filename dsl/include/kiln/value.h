@@ -67,8 +67,9 @@ class Value {
   friend struct detail::Access;
   detail::KernelState* state_ = nullptr;
   int id_ = -1;
-  Type type_{Type::Kind::kScalar, Scalar::kI32, /*lanes=*/0};  // empty: no op's type check accepts it
-  Loc declared_;  // where an empty Value was declared, for the error
+  Type type_{Type::Kind::kScalar, Scalar::kI32,
+             /*lanes=*/0};  // empty: no op's type check accepts it
+  Loc declared_;            // where an empty Value was declared, for the error
 };
 
 class Regs;
@@ -97,9 +98,12 @@ class Operand {
   Operand(const RegRef& r, Loc loc = Loc::current()) : value_(r.Load(loc)), loc_(loc) {}
   Operand(int v, Loc loc = Loc::current()) : imm_(v), is_imm_(true), loc_(loc) {}
   Operand(unsigned v, Loc loc = Loc::current()) : imm_(v), is_imm_(true), loc_(loc) {}
-  Operand(int64_t v, Loc loc = Loc::current()) : imm_(static_cast<double>(v)), is_imm_(true), loc_(loc) {}
-  Operand(double v, Loc loc = Loc::current()) : imm_(v), is_imm_(true), is_float_imm_(true), loc_(loc) {}
-  Operand(float v, Loc loc = Loc::current()) : imm_(v), is_imm_(true), is_float_imm_(true), loc_(loc) {}
+  Operand(int64_t v, Loc loc = Loc::current())
+      : imm_(static_cast<double>(v)), is_imm_(true), loc_(loc) {}
+  Operand(double v, Loc loc = Loc::current())
+      : imm_(v), is_imm_(true), is_float_imm_(true), loc_(loc) {}
+  Operand(float v, Loc loc = Loc::current())
+      : imm_(v), is_imm_(true), is_float_imm_(true), loc_(loc) {}
 
   const Loc& loc() const { return loc_; }
 

@@ -16,16 +16,20 @@ class Kernel;
 enum class ShflMode : uint8_t { kIdx, kUp, kDown, kXor };
 Value Shfl(ShflMode mode, const Value& v, const Operand& src, int width = 32,
            Loc loc = Loc::current());
-inline Value ShflXor(const Value& v, const Operand& mask, int width = 32, Loc loc = Loc::current()) {
+inline Value ShflXor(const Value& v, const Operand& mask, int width = 32,
+                     Loc loc = Loc::current()) {
   return Shfl(ShflMode::kXor, v, mask, width, loc);
 }
-inline Value ShflIdx(const Value& v, const Operand& lane, int width = 32, Loc loc = Loc::current()) {
+inline Value ShflIdx(const Value& v, const Operand& lane, int width = 32,
+                     Loc loc = Loc::current()) {
   return Shfl(ShflMode::kIdx, v, lane, width, loc);
 }
-inline Value ShflUp(const Value& v, const Operand& delta, int width = 32, Loc loc = Loc::current()) {
+inline Value ShflUp(const Value& v, const Operand& delta, int width = 32,
+                    Loc loc = Loc::current()) {
   return Shfl(ShflMode::kUp, v, delta, width, loc);
 }
-inline Value ShflDown(const Value& v, const Operand& delta, int width = 32, Loc loc = Loc::current()) {
+inline Value ShflDown(const Value& v, const Operand& delta, int width = 32,
+                      Loc loc = Loc::current()) {
   return Shfl(ShflMode::kDown, v, delta, width, loc);
 }
 

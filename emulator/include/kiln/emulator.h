@@ -39,7 +39,7 @@ class Device {
   absl::StatusOr<uint64_t> Workspace(const std::string& key, size_t bytes);
 
  private:
-  std::map<uint64_t, std::vector<uint8_t>> blocks_;  // by base address
+  std::map<uint64_t, std::vector<uint8_t>> blocks_;                // by base address
   std::map<std::string, std::pair<uint64_t, size_t>> workspaces_;  // by kernel and parameter
   uint64_t next_ = uint64_t{1} << 32;
 };
@@ -57,8 +57,8 @@ struct Stats {
 
 // Runs the bundle's kernel on `device` with the grid its rule gives for `args` (checked as
 // rt::LoadedKernel checks them), or on `grid`.
-absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, const std::vector<rt::Arg>& args,
-                             const Options& options = {});
+absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle,
+                             const std::vector<rt::Arg>& args, const Options& options = {});
 absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, rt::Dim3 grid,
                              const std::vector<rt::Arg>& args, const Options& options = {});
 

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "kiln/kernel.h"
 #include "kiln/bundle/manifest.h"
+#include "kiln/kernel.h"
 
 namespace kiln {
 
@@ -33,7 +33,7 @@ struct CompiledKernel {
   // and LLVM's: any change to the kernel or the compiler is a different key.
   std::string key;
   bool from_cache = false;
-  double milliseconds = 0;  // this call: hashing plus either the lowering or the cache read
+  double milliseconds = 0;    // this call: hashing plus either the lowering or the cache read
   std::string cache_warning;  // why the cache could not be read or written, if it could not
 };
 

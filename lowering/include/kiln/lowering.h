@@ -1,5 +1,6 @@
 // The stages from a built kernel to machine code, each printable:
-//   kiln MLIR --(passes)--> LLVM dialect --(translate)--> LLVM IR --(NVPTX)--> PTX --(ptxas)--> SASS
+//   kiln MLIR --(passes)--> LLVM dialect --(translate)--> LLVM IR --(NVPTX)--> PTX --(ptxas)-->
+//   SASS
 // This header includes no MLIR or LLVM header.
 #pragma once
 

@@ -26,8 +26,12 @@ constexpr int THREADS = 256, WARPS = THREADS / 32, ROWS = 16, STEPS = 4, CHUNK =
 
 absl::StatusOr<KernelDef> BuildMma16(const std::string& name, const GemmVariant& v) {
   Kernel k(name, sm90a(), {THREADS});
-  GemmOperands g = DeclareGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out),
-                                   .c_order = "col", .tile_m = 1, .tile_n = 1, .tile_k = 8,
+  GemmOperands g = DeclareGemm(k, {.in_type = ScalarName(v.in),
+                                   .out_type = ScalarName(v.epilogue.out),
+                                   .c_order = "col",
+                                   .tile_m = 1,
+                                   .tile_n = 1,
+                                   .tile_k = 8,
                                    .epilogue = v.epilogue.Terms()});
   const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, g.M, g.N, /*column_major=*/true);
   k.Grid(absl::StrCat("N/", ROWS));
@@ -46,9 +50,12 @@ absl::StatusOr<KernelDef> BuildMma16(const std::string& name, const GemmVariant&
       for (int s = 0; s < STEPS; ++s) {
         Value k0 = k_chunk + s * 32 + t * 8, in_k = k0 < g.K;
         b_lo.push_back(words(g.B.At({k0, n0 + quad}), in_k & (n0 + quad < g.N), CacheHint::kNoL1));
-        b_hi.push_back(words(g.B.At({k0, n0 + quad + 8}), in_k & (n0 + quad + 8 < g.N), CacheHint::kNoL1));
-        a_lo.push_back(words(g.A.At({m0 + quad, k0}), in_k & (m0 + quad < g.M), CacheHint::kDefault));
-        a_hi.push_back(words(g.A.At({m0 + quad + 8, k0}), in_k & (m0 + quad + 8 < g.M), CacheHint::kDefault));
+        b_hi.push_back(
+            words(g.B.At({k0, n0 + quad + 8}), in_k & (n0 + quad + 8 < g.N), CacheHint::kNoL1));
+        a_lo.push_back(
+            words(g.A.At({m0 + quad, k0}), in_k & (m0 + quad < g.M), CacheHint::kDefault));
+        a_hi.push_back(
+            words(g.A.At({m0 + quad + 8, k0}), in_k & (m0 + quad + 8 < g.M), CacheHint::kDefault));
       }
       k.SyncWarp();  // every load above in flight before the first mma waits on one
       for (int s = 0; s < STEPS; ++s) StepMmas(k, v.in, b_lo[s], b_hi[s], {a_lo[s], a_hi[s]}, acc);
@@ -56,18 +63,22 @@ absl::StatusOr<KernelDef> BuildMma16(const std::string& name, const GemmVariant&
     k.LaunchDependents();  // this thread's loads are issued (a later pass's call does nothing)
     StoreStepSums(k, partial, warp, lane, 2, ROWS, acc);
     k.SyncThreads();
-    StoreSumOfWarps(k, partial, WARPS, tid, m0 + tid % ROWS, n0 + tid / ROWS, g, epilogue);  // 256: one each
-    k.SyncThreads();  // the partials are read before the next pass writes them
+    StoreSumOfWarps(k, partial, WARPS, tid, m0 + tid % ROWS, n0 + tid / ROWS, g,
+                    epilogue);  // 256: one each
+    k.SyncThreads();            // the partials are read before the next pass writes them
   });
   return k.Build();
 }
 
 const bool kMma16Registered = [] {
   const char* name = "gemm/bf16_mma16_sm90";
-  Register({name, "the entry point's kernel for M up to 16: B read in 16-byte chunks into mma.sync fragments",
-            [name] { return BuildMma16(name, {}); }});
-  RegisterFamily(GemmFamily(name, "the M <= 16 kernel with other types and a fused epilogue", /*tile=*/false,
-                            [](const std::string& variant, const GemmVariant& v) { return BuildMma16(variant, v); }));
+  Register(
+      {name,
+       "the entry point's kernel for M up to 16: B read in 16-byte chunks into mma.sync fragments",
+       [name] { return BuildMma16(name, {}); }});
+  RegisterFamily(GemmFamily(
+      name, "the M <= 16 kernel with other types and a fused epilogue", /*tile=*/false,
+      [](const std::string& variant, const GemmVariant& v) { return BuildMma16(variant, v); }));
   return true;
 }();
 

@@ -29,18 +29,22 @@ namespace kiln::examples {
 namespace {
 
 constexpr int THREADS = 256, WARPS = THREADS / 32, BN = 16 * WARPS, WORK_SLOTS = 1 << 14;
-constexpr int GROUPS = 132;               // blocks (persistent): one an SM of an H100 SXM / H200
-constexpr int kRingBytes = 200 * 1024;    // the stages' shared memory, at most
+constexpr int GROUPS = 132;             // blocks (persistent): one an SM of an H100 SXM / H200
+constexpr int kRingBytes = 200 * 1024;  // the stages' shared memory, at most
 // A stage of 64 k measured slower, twice the chains a byte
 // (docs/perf/2026-11-27-cp-async-ring-64-rows-not-picked.md).
-constexpr int BK = 128;                   // k a stage
+constexpr int BK = 128;  // k a stage
 
 absl::StatusOr<KernelDef> BuildMmaRows(const std::string& name, const GemmVariant& v, int rows) {
   const int groups_m = rows / 8;  // n8 tiles of the mma over A's rows
   const int stage_bytes = (BN + rows) * BK * 2, stages = std::min(8, kRingBytes / stage_bytes);
   Kernel k(name, sm90a(), {THREADS});
-  GemmOperands g = DeclareGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out),
-                                   .c_order = "col", .tile_m = 1, .tile_n = 1, .tile_k = 8,
+  GemmOperands g = DeclareGemm(k, {.in_type = ScalarName(v.in),
+                                   .out_type = ScalarName(v.epilogue.out),
+                                   .c_order = "col",
+                                   .tile_m = 1,
+                                   .tile_n = 1,
+                                   .tile_k = 8,
                                    .epilogue = v.epilogue.Terms()});
   k.I32Param("split");
   Value table = k.ScheduleTableParam("schedule", GemmWork(rows, BN, BK, GROUPS, WORK_SLOTS));
@@ -62,7 +66,8 @@ absl::StatusOr<KernelDef> BuildMmaRows(const std::string& name, const GemmVarian
     // nothing is read and zeros land.
     const int kChunks = BK / 8;  // 16-byte chunks a row of a stage
     auto copy = [&](const SmemTile& tile, int tile_rows, const Value& kt, const Value& stage,
-                    const std::function<Value(const Value&, const Value&)>& at, const Value& rows_left) {
+                    const std::function<Value(const Value&, const Value&)>& at,
+                    const Value& rows_left) {
       for (int j = 0; j < (tile_rows * kChunks + THREADS - 1) / THREADS; ++j) {
         Value c = tid + j * THREADS, row = c / kChunks, col = (c % kChunks) * 8, k0 = kt * BK + col;
         auto one = [&] {
@@ -70,14 +75,26 @@ absl::StatusOr<KernelDef> BuildMmaRows(const std::string& name, const GemmVarian
           k.CpAsync(tile.Stage(stage), row, col, at(Select(in, row, 0), Select(in, k0, 0)), 16,
                     Kernel::CacheAt::kL2, 0, Select(in, k.I32(16), k.I32(0)));
         };
-        if ((j + 1) * THREADS <= tile_rows * kChunks) one();
-        else k.If(c < tile_rows * kChunks, one);
+        if ((j + 1) * THREADS <= tile_rows * kChunks)
+          one();
+        else
+          k.If(c < tile_rows * kChunks, one);
       }
     };
     auto issue = [&](const Value& kt, const Value& stage) {
       k.If(kt < u.k_end, [&] {
-        copy(sB, BN, kt, stage, [&](const Value& r, const Value& k0) { return g.B.At({k0, n0 + r}); }, g.N - n0);
-        copy(sA, rows, kt, stage, [&](const Value& r, const Value& k0) { return g.A.At({m0 + r, k0}); }, g.M - m0);
+        copy(
+            sB, BN, kt, stage,
+            [&](const Value& r, const Value& k0) {
+              return g.B.At({k0, n0 + r});
+            },
+            g.N - n0);
+        copy(
+            sA, rows, kt, stage,
+            [&](const Value& r, const Value& k0) {
+              return g.A.At({m0 + r, k0});
+            },
+            g.M - m0);
       });
       k.CpAsyncCommit();  // a group each k-tile, empty past the unit, so the waits count tiles
     };
@@ -96,11 +113,13 @@ absl::StatusOr<KernelDef> BuildMmaRows(const std::string& name, const GemmVarian
         std::vector<Value> bt = k.LdMatrix(b, warp * 16 + lane % 16, kk + lane / 16 * 8, 4);
         for (int gp = 0; gp < groups_m / 2; ++gp) {
           // A's rows 16 gp .. +7 at k kk and kk + 8, then rows +8 .. +15: two n8 groups' b0, b1.
-          std::vector<Value> x = k.LdMatrix(a, gp * 16 + lane % 8 + lane / 16 * 8, kk + lane / 8 % 2 * 8, 4);
+          std::vector<Value> x =
+              k.LdMatrix(a, gp * 16 + lane % 8 + lane / 16 * 8, kk + lane / 8 % 2 * 8, 4);
           for (int h = 0; h < 2; ++h) {
             const int gm = 2 * gp + h;
-            auto d = k.MmaM16N8K16(v.in, bt, {x[2 * h], x[2 * h + 1]},
-                                   {acc[4 * gm], acc[4 * gm + 1], acc[4 * gm + 2], acc[4 * gm + 3]});
+            auto d =
+                k.MmaM16N8K16(v.in, bt, {x[2 * h], x[2 * h + 1]},
+                              {acc[4 * gm], acc[4 * gm + 1], acc[4 * gm + 2], acc[4 * gm + 3]});
             for (int i = 0; i < 4; ++i) acc[4 * gm + i] = d[i];
           }
         }
@@ -114,8 +133,8 @@ absl::StatusOr<KernelDef> BuildMmaRows(const std::string& name, const GemmVarian
     Regs writes = k.Registers(Type::Of(i32), 1);
     writes[0] = k.I32(1);
     k.If(u.slot != -1, [&] {
-      Value last = ReducePartials(k, acc, 4 * groups_m, u, partials, counters, k.I32(0), 1, tid, THREADS, 1,
-                                  flag.At(0, 0), live);
+      Value last = ReducePartials(k, acc, 4 * groups_m, u, partials, counters, k.I32(0), 1, tid,
+                                  THREADS, 1, flag.At(0, 0), live);
       writes[0] = Select(last, k.I32(1), k.I32(0));
     });
     k.If(Value(writes[0]) == 1, [&] {
@@ -130,8 +149,10 @@ absl::StatusOr<KernelDef> BuildMmaRows(const std::string& name, const GemmVarian
 }
 
 void RegisterRows(const char* name, int rows) {
-  Register({name, absl::StrCat("up to ", rows, " rows a tile: B streamed through cp.async stages into mma.sync, ",
-                               "A shared by 8 warps (not the entry point's pick)"),
+  Register({name,
+            absl::StrCat("up to ", rows,
+                         " rows a tile: B streamed through cp.async stages into mma.sync, ",
+                         "A shared by 8 warps (not the entry point's pick)"),
             [name, rows] { return BuildMmaRows(name, {}, rows); }});
 }
 

@@ -16,7 +16,8 @@ constexpr int THREADS = 256, PER_THREAD = 8, SPAN = THREADS * PER_THREAD;
 absl::StatusOr<KernelDef> BuildRestride() {
   Kernel k("gemm/restride16", sm80(), {THREADS});
   Value src = k.PtrParam("src", bf16), dst = k.PtrParam("dst", bf16);
-  Value rows = k.I32Param("rows"), cols = k.I32Param("cols"), lds = k.I32Param("lds"), ldd = k.I32Param("ldd");
+  Value rows = k.I32Param("rows"), cols = k.I32Param("cols"), lds = k.I32Param("lds"),
+        ldd = k.I32Param("ldd");
   (void)rows;  // the grid's x
   k.Grid("rows", absl::StrCat("cols/", SPAN));
   Value row = k.BlockIdx(0).To(i64), first = k.BlockIdx(1) * SPAN + k.ThreadIdx();
@@ -35,7 +36,8 @@ absl::StatusOr<KernelDef> BuildRestride() {
 
 }  // namespace
 KILN_EXAMPLE("gemm/restride16",
-             "the GEMM entry point's copy of an operand TMA cannot stride into rows 16 bytes apart (any 16-bit "
+             "the GEMM entry point's copy of an operand TMA cannot stride into rows 16 bytes apart "
+             "(any 16-bit "
              "elements, any source stride)",
              BuildRestride);
 }  // namespace kiln::examples

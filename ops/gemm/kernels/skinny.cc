@@ -32,9 +32,13 @@ constexpr int COLS = 4, THREADS = 256, WARPS = THREADS / 32, VEC = 8, RMAX = 4, 
 
 absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant& v, bool hopper) {
   Kernel k(name, hopper ? sm90a() : sm80(), {THREADS});
-  GemmOperands g = DeclareGemm(k, {.in_type = ScalarName(v.in), .out_type = ScalarName(v.epilogue.out),
+  GemmOperands g = DeclareGemm(k, {.in_type = ScalarName(v.in),
+                                   .out_type = ScalarName(v.epilogue.out),
                                    .c_order = v.c_row ? "row" : "col",
-                                   .tile_m = 1, .tile_n = 1, .tile_k = VEC, .epilogue = v.epilogue.Terms()});
+                                   .tile_m = 1,
+                                   .tile_n = 1,
+                                   .tile_k = VEC,
+                                   .epilogue = v.epilogue.Terms()});
   const Epilogue epilogue = Epilogue::Declare(k, v.epilogue, g.M, g.N, /*column_major=*/!v.c_row);
   k.Grid(absl::StrCat("N/", COLS));
   SmemTile partial = k.Smem(f32, WARPS, COLS * RMAX);  // each warp's sums, [warp][c * R + m]
@@ -60,7 +64,8 @@ absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant
         }
         for (int u = 0; u < UNROLL; ++u)
           for (int m = 0; m < R; ++m) {
-            Value v = LoadGlobal(g.A.At({m0 + m, k_first + u * THREADS * VEC}), VEC, {.mask = in_k[u] & (m0 + m < g.M)});
+            Value v = LoadGlobal(g.A.At({m0 + m, k_first + u * THREADS * VEC}), VEC,
+                                 {.mask = in_k[u] & (m0 + m < g.M)});
             for (int e = 0; e < VEC; ++e) {
               Value a = v.Lane(e).To(f32);
               for (int c = 0; c < COLS; ++c)
@@ -68,7 +73,8 @@ absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant
             }
           }
       });
-      if (hopper) k.LaunchDependents();  // this thread's loads are issued (a later pass's call does nothing)
+      if (hopper)
+        k.LaunchDependents();  // this thread's loads are issued (a later pass's call does nothing)
       for (int i = 0; i < COLS * R; ++i) {
         Value sum = WarpReduce(acc[i], Reduce::kSum);
         k.If(lane == 0, [&] { k.Store(partial.At(warp, i), sum); });
@@ -83,7 +89,8 @@ absl::StatusOr<KernelDef> BuildSkinny(const std::string& name, const GemmVariant
   // Passes of exactly M rows where M <= RMAX, else of RMAX.
   std::function<void(int)> passes_from = [&](int r) {
     if (r == RMAX) return rows(RMAX);
-    k.If(g.M <= r, [&] { rows(r); }, [&] { passes_from(r + 1); });
+    k.If(
+        g.M <= r, [&] { rows(r); }, [&] { passes_from(r + 1); });
   };
   passes_from(1);
   return k.Build();
@@ -97,8 +104,10 @@ struct SkinnyBuild {
   bool hopper;
 };
 constexpr SkinnyBuild kSkinnyBuilds[] = {
-    {"gemm/bf16_skinny", "the entry point's kernel for small M: CUDA cores, B streamed once in 16-byte chunks", false},
-    {"gemm/bf16_skinny_sm90", "the small-M kernel on Hopper, launched while the kernel before it ends", true}};
+    {"gemm/bf16_skinny",
+     "the entry point's kernel for small M: CUDA cores, B streamed once in 16-byte chunks", false},
+    {"gemm/bf16_skinny_sm90",
+     "the small-M kernel on Hopper, launched while the kernel before it ends", true}};
 
 const bool kSkinnyRegistered = [] {
   for (const SkinnyBuild& b : kSkinnyBuilds) {
@@ -107,7 +116,9 @@ const bool kSkinnyRegistered = [] {
     Register({name, b.summary, [name, hopper] { return BuildSkinny(name, {}, hopper); }});
     RegisterFamily(GemmFamily(
         name, "the small-M kernel with other types and a fused epilogue", /*tile=*/false,
-        [hopper](const std::string& variant, const GemmVariant& v) { return BuildSkinny(variant, v, hopper); },
+        [hopper](const std::string& variant, const GemmVariant& v) {
+          return BuildSkinny(variant, v, hopper);
+        },
         /*c_row=*/true));
   }
   return true;

@@ -17,11 +17,16 @@ namespace {
 
 constexpr int BM = 128, BN = 128, BK = 32, THREADS = 256;
 
-absl::StatusOr<KernelDef> BuildStrided(Scalar in, const std::string& name, const EpilogueSpec& epi = {}) {
+absl::StatusOr<KernelDef> BuildStrided(Scalar in, const std::string& name,
+                                       const EpilogueSpec& epi = {}) {
   Kernel k(name, sm80(), {THREADS});
   const Scalar out = epi.out;
-  DescribeGemm(k, {.in_type = ScalarName(in), .out_type = ScalarName(out), .block_m = BM, .block_n = BN,
-                   .block_k = BK, .epilogue = epi.Terms()});
+  DescribeGemm(k, {.in_type = ScalarName(in),
+                   .out_type = ScalarName(out),
+                   .block_m = BM,
+                   .block_n = BN,
+                   .block_k = BK,
+                   .epilogue = epi.Terms()});
   const StridedGemm g = DeclareStridedGemm(k, in, epi);
   const Value &M = g.M, &N = g.N, &K = g.K;
   k.Grid("N/128", "M/128");
@@ -36,17 +41,22 @@ absl::StatusOr<KernelDef> BuildStrided(Scalar in, const std::string& name, const
   // dimensions is contiguous (a uniform branch on its strides): lane l takes k0 + l of rows
   // warp, warp + 8, ... where K is (K-major), else rows l, l + 32, l + 64, l + 96 of k-columns
   // warp, warp + 8, ... (MN-major).
-  auto fill = [&](const SmemTile& tile, Value rows, Value row0, Value k0, Value k_contiguous, auto at) {
+  auto fill = [&](const SmemTile& tile, Value rows, Value row0, Value k0, Value k_contiguous,
+                  auto at) {
     auto put = [&](Value r, Value col) {
       Value row = row0 + r;
-      k.Store(tile.At(r, col), LoadGlobal(at(row, k0 + col), 1, {.mask = (row < rows) & (k0 + col < K)}));
+      k.Store(tile.At(r, col),
+              LoadGlobal(at(row, k0 + col), 1, {.mask = (row < rows) & (k0 + col < K)}));
     };
-    k.If(k_contiguous, [&] {
-      for (int r = 0; r < BM; r += THREADS / 32) put(tid / 32 + r, lane);
-    }, [&] {
-      for (int r = 0; r < BM; r += 32)
-        for (int col = 0; col < BK; col += THREADS / 32) put(lane + r, tid / 32 + col);
-    });
+    k.If(
+        k_contiguous,
+        [&] {
+          for (int r = 0; r < BM; r += THREADS / 32) put(tid / 32 + r, lane);
+        },
+        [&] {
+          for (int r = 0; r < BM; r += 32)
+            for (int col = 0; col < BK; col += THREADS / 32) put(lane + r, tid / 32 + col);
+        });
   };
   k.For(0, K, BK, [&](Value k0) {
     fill(As, M, m0, k0, g.a.stride(1) == 1, [&](Value m, Value kk) { return g.a.At({m, kk}); });
@@ -61,7 +71,8 @@ absl::StatusOr<KernelDef> BuildStrided(Scalar in, const std::string& name, const
   // docs/perf/2026-11-26-fused-epilogue-loads-together.md).
   auto element = [&](int j, int i) {
     const int m = j / w.mmas_n, n = j % w.mmas_n;
-    Value row = m0 + w.m0 + m * 16 + lane / 4 + (i / 2) * 8, col = n0 + w.n0 + n * 8 + lane % 4 * 2 + i % 2;
+    Value row = m0 + w.m0 + m * 16 + lane / 4 + (i / 2) * 8,
+          col = n0 + w.n0 + n * 8 + lane % 4 * 2 + i % 2;
     return std::tuple{row, col, (row < M) & (col < N)};
   };
   const int mmas = w.mmas_m * w.mmas_n, EPI_MMAS = 8;
@@ -77,7 +88,8 @@ absl::StatusOr<KernelDef> BuildStrided(Scalar in, const std::string& name, const
     for (int j = j0; j < end; ++j)
       for (int i = 0; i < 4; ++i) {
         auto [row, col, inside] = element(j, i);
-        StoreGlobal(g.c.At({row, col}), g.epilogue.Output(acc[j * 4 + i], inputs[(j - j0) * 4 + i]), {.mask = inside});
+        StoreGlobal(g.c.At({row, col}), g.epilogue.Output(acc[j * 4 + i], inputs[(j - j0) * 4 + i]),
+                    {.mask = inside});
       }
   }
   return k.Build();
@@ -87,11 +99,14 @@ absl::StatusOr<KernelDef> StridedBf16() { return BuildStrided(bf16, "gemm/bf16_s
 
 }  // namespace
 KILN_EXAMPLE("gemm/bf16_strided",
-             "the GEMM entry point's kernel where TMA cannot read the operands (K no multiple of 8) and on GPUs "
-             "without a tuned kernel: mma.sync on 128x128x32 tiles, elements loaded through any strides, masked",
+             "the GEMM entry point's kernel where TMA cannot read the operands (K no multiple of "
+             "8) and on GPUs "
+             "without a tuned kernel: mma.sync on 128x128x32 tiles, elements loaded through any "
+             "strides, masked",
              StridedBf16);
 KILN_EXAMPLE_FAMILY(strided_bf16_family,
-                    GemmFamily("gemm/bf16_strided", "the strided kernel with other types and a fused epilogue",
+                    GemmFamily("gemm/bf16_strided",
+                               "the strided kernel with other types and a fused epilogue",
                                /*tile=*/false, [](const std::string& name, const GemmVariant& v) {
                                  return BuildStrided(v.in, name, v.epilogue);
                                }));

@@ -38,17 +38,19 @@ void RunTileConsumer(TileKernel& tk, const Value& t) {
     k.WgmmaWait(0);
     tk.ring.Release(held[0], c);
     auto finish = [&] {
-      if (tk.direct_out) epilogue.StoreDirect(m0, n0);
-      else epilogue.Pack(m0, n0);
+      if (tk.direct_out)
+        epilogue.StoreDirect(m0, n0);
+      else
+        epilogue.Pack(m0, n0);
     };
     // A split tile's share: only the part that completes it writes C.
     Regs writes = k.Registers(Type::Of(i32), 1);
     writes[0] = k.I32(1);
     k.If(u.slot != -1, [&] {
-      Value last = examples::ReducePartials(k, acc.regs(), BN / 2, u, tk.partials, tk.counters,
-                                            tk.rank * CONSUMERS + wg, CLUSTER * CONSUMERS, c, 128, wg + 4,
-                                            tk.last_flags.At(wg, 0),
-                                            [&](int r) { return m0 + row0 + acc.Row(r / 2) < g.M; });
+      Value last = examples::ReducePartials(
+          k, acc.regs(), BN / 2, u, tk.partials, tk.counters, tk.rank * CONSUMERS + wg,
+          CLUSTER * CONSUMERS, c, 128, wg + 4, tk.last_flags.At(wg, 0),
+          [&](int r) { return m0 + row0 + acc.Row(r / 2) < g.M; });
       writes[0] = Select(last, k.I32(1), k.I32(0));
     });
     Regs pending = epilogue.pending();

@@ -16,8 +16,8 @@ namespace kiln::ops {
 class TileEpilogue {
  public:
   // Holds the packed tile and its place ({pending?, m0, n0}) in registers it declares here.
-  TileEpilogue(TileKernel& tk, WgmmaAccumulator& acc, const Value& c, const Value& wg, const Value& lane,
-               const Value& row0);
+  TileEpilogue(TileKernel& tk, WgmmaAccumulator& acc, const Value& c, const Value& wg,
+               const Value& lane, const Value& row0);
 
   // The tile (m0, n0) through the epilogue into the packed registers, to write later (WriteOut).
   void Pack(const Value& m0, const Value& n0);
@@ -31,9 +31,11 @@ class TileEpilogue {
   using BiasOfSlot = std::map<int, std::pair<Value, Value>>;
   std::tuple<Value, Value, Value> ElementAt(const Value& m0, const Value& n0, int p, int e) const;
   // The bias of a tile's pairs, loaded once for the pairs that share it.
-  std::pair<Value, Value> BiasFor(BiasOfSlot& loaded, const Value& m0, const Value& n0, int p) const;
+  std::pair<Value, Value> BiasFor(BiasOfSlot& loaded, const Value& m0, const Value& n0,
+                                  int p) const;
   // body(p, inputs of pair p or null) for every pair, the inputs of epi_pairs pairs loaded first.
-  void InGroups(const Value& m0, const Value& n0, const std::function<void(int, const Epilogue::Inputs*)>& body);
+  void InGroups(const Value& m0, const Value& n0,
+                const std::function<void(int, const Epilogue::Inputs*)>& body);
   // C_in's terms and the residual, their pieces staged by TMA through the C buffer.
   void ApplyStaged(const Value& m0, const Value& n0);
 

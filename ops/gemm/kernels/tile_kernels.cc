@@ -17,46 +17,59 @@ struct EntryKernel {
 };
 const EntryKernel kEntryKernels[] = {
     {"gemm/bf16_sm90",
-     "the GEMM entry point's Hopper kernel: k14 at any M, N, K (M, K multiples of 8), edges by TMA bounds; whole "
+     "the GEMM entry point's Hopper kernel: k14 at any M, N, K (M, K multiples of 8), edges by TMA "
+     "bounds; whole "
      "tiles, split-K or stream-K as the launch's split says",
      {}},
-    {"gemm/bf16_sm90_n128", "the entry point's kernel for shapes with few 256x256 tiles: 128x128 CTA tiles, no cluster, 6 stages",
+    {"gemm/bf16_sm90_n128",
+     "the entry point's kernel for shapes with few 256x256 tiles: 128x128 CTA tiles, no cluster, 6 "
+     "stages",
      {.bn = 128, .stages = 6, .cluster = 1}},
     {"gemm/bf16_sm90_m64",
-     "the entry point's kernel for M <= 64, where the weight read bounds the time: 64x128 tiles, one consumer "
+     "the entry point's kernel for M <= 64, where the weight read bounds the time: 64x128 tiles, "
+     "one consumer "
      "warpgroup, 8 stages",
      {.bm = 64, .bn = 128, .stages = 8, .cluster = 1}},
-    {"gemm/bf16_sm90_n64", "the entry point's kernel for narrow deep shapes: 128x64 tiles, no cluster, 8 stages",
+    {"gemm/bf16_sm90_n64",
+     "the entry point's kernel for narrow deep shapes: 128x64 tiles, no cluster, 8 stages",
      {.bn = 64, .stages = 8, .cluster = 1}},
     {"gemm/bf16_sm90_n80",
-     "the entry point's kernel for 128-row problems whose N splits into 128 columns of 80: 128x80 tiles, no cluster, "
+     "the entry point's kernel for 128-row problems whose N splits into 128 columns of 80: 128x80 "
+     "tiles, no cluster, "
      "7 stages",
      {.bn = 80, .stages = 7, .cluster = 1}},
     {"gemm/bf16_sm90_n96",
-     "the entry point's kernel for problems whose tiles of 96 columns fill the GPU: 128x96 tiles, no cluster, 7 stages",
+     "the entry point's kernel for problems whose tiles of 96 columns fill the GPU: 128x96 tiles, "
+     "no cluster, 7 stages",
      {.bn = 96, .stages = 7, .cluster = 1}},
     {"gemm/bf16_sm90_n160",
-     "the entry point's kernel for 256-row problems whose N splits into 64 columns of 160: 128x160 CTA tiles in "
+     "the entry point's kernel for 256-row problems whose N splits into 64 columns of 160: 128x160 "
+     "CTA tiles in "
      "pairs sharing B (256x160), 5 stages",
      {.bn = 160, .stages = 5, .cluster = 2}},
     {"gemm/bf16_sm90_m64n64",
-     "the entry point's kernel for M <= 128 with 4096-wide weights, where their read bounds the time: 64x64 CTA "
+     "the entry point's kernel for M <= 128 with 4096-wide weights, where their read bounds the "
+     "time: 64x64 CTA "
      "tiles in pairs sharing B (128x64), one consumer warpgroup, 13 stages",
      {.bm = 64, .bn = 64, .stages = 13, .cluster = 2}},
     // For M <= 64, tiles narrow enough that 128 of them cover N (4096, 6144, 10240), so that every
     // CTA streams the weights; each with a ring as deep as the shared memory holds.
     {"gemm/bf16_sm90_m64n32",
-     "the entry point's kernel for M <= 64 where N is about 4096: 64x32 tiles, one consumer warpgroup, 17 stages",
+     "the entry point's kernel for M <= 64 where N is about 4096: 64x32 tiles, one consumer "
+     "warpgroup, 17 stages",
      {.bm = 64, .bn = 32, .stages = 17, .cluster = 1}},
     {"gemm/bf16_sm90_m64n48",
-     "the entry point's kernel for M <= 64 where N is about 6144: 64x48 tiles, one consumer warpgroup, 15 stages",
+     "the entry point's kernel for M <= 64 where N is about 6144: 64x48 tiles, one consumer "
+     "warpgroup, 15 stages",
      {.bm = 64, .bn = 48, .stages = 15, .cluster = 1}},
     {"gemm/bf16_sm90_m64n16",
-     "the entry point's kernel for a C of 16 columns or fewer whose A is the weights: 64x16 tiles, one consumer "
+     "the entry point's kernel for a C of 16 columns or fewer whose A is the weights: 64x16 tiles, "
+     "one consumer "
      "warpgroup, 22 stages",
      {.bm = 64, .bn = 16, .stages = 22, .cluster = 1}},
     {"gemm/bf16_sm90_m64n80",
-     "the entry point's kernel for M <= 64 where N is 10240 or more: 64x80 tiles, one consumer warpgroup, 11 stages",
+     "the entry point's kernel for M <= 64 where N is 10240 or more: 64x80 tiles, one consumer "
+     "warpgroup, 11 stages",
      {.bm = 64, .bn = 80, .stages = 11, .cluster = 1}},
 };
 
@@ -68,14 +81,16 @@ examples::ExampleFamily Family(const char* base, TileShape shape) {
       base, "the entry point's kernel with other types and a fused epilogue", /*tile=*/true,
       [shape](const std::string& name, const GemmVariant& v) -> absl::StatusOr<KernelDef> {
         if ((v.a_mn || v.b_mn) && shape.bn % 64)
-          return absl::InvalidArgumentError(absl::StrCat(
-              name, ": MN-major operands need tiles of whole 64-wide blocks, not ", shape.bn, " columns"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(name, ": MN-major operands need tiles of whole 64-wide blocks, not ",
+                           shape.bn, " columns"));
         TileShape s = shape;
         s.variant = v;
         return BuildTileKernel(name.c_str(), s);
       });
   if (shape.bn % 64)
-    std::erase_if(f.bundled, [](const std::string& v) { return v.find("_mn") != std::string::npos; });
+    std::erase_if(f.bundled,
+                  [](const std::string& v) { return v.find("_mn") != std::string::npos; });
   return f;
 }
 

@@ -29,13 +29,15 @@ Value StreamsA(const TmaGemmOperands& g) {
 // (docs/perf/2026-11-26-fused-epilogue-loads-together.md).
 int EpiloguePairs(int consumers, int bn) {
   const int regs = std::min(255, 65536 / (128 * (1 + consumers)) / 8 * 8);
-  return std::clamp(std::bit_floor(static_cast<unsigned>(std::max(regs - bn / 2 - 40, 0) / 8)), 4u, 32u);
+  return std::clamp(std::bit_floor(static_cast<unsigned>(std::max(regs - bn / 2 - 40, 0) / 8)), 4u,
+                    32u);
 }
 
 }  // namespace
 
 absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& shape) {
-  const int BM = shape.bm, BN = shape.bn, BK = kTileBk, STAGES = shape.stages, CLUSTER = shape.cluster;
+  const int BM = shape.bm, BN = shape.bn, BK = kTileBk, STAGES = shape.stages,
+            CLUSTER = shape.cluster;
   const int GROUPS = 128 / CLUSTER, CONSUMERS = BM / 64;
   // Columns of C per staged TMA store: the whole tile up to 128, else 128-column pieces, or two
   // halves where 128 does not divide it (160: two of 80).
@@ -50,16 +52,26 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   // (docs/perf/2026-11-25-a-rows-past-m.md, docs/perf/2026-11-26-a-rows-past-m-128-row-tiles.md).
   const int A_EDGE = !shape.variant.a_mn ? 16 : 0;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (1 + CONSUMERS))});
-  TmaGemmOperands g = examples::DeclareTmaGemm(k, {.bm = BM, .bn = BN, .bk = BK, .rank = 2, .by_value = true,
-                                          .c_box_rows = direct_out ? 0 : PIECE_N, .c_swizzle = !direct_out,
-                                          .divide_m = BM * CLUSTER, .a_edge_rows = A_EDGE, .ragged = true,
-                                          .in_type = examples::ScalarName(in), .out_type = examples::ScalarName(out),
-                                          .epilogue = shape.variant.epilogue.Terms(),
-                                          .a_mn = shape.variant.a_mn, .b_mn = shape.variant.b_mn});
+  TmaGemmOperands g = examples::DeclareTmaGemm(k, {.bm = BM,
+                                                   .bn = BN,
+                                                   .bk = BK,
+                                                   .rank = 2,
+                                                   .by_value = true,
+                                                   .c_box_rows = direct_out ? 0 : PIECE_N,
+                                                   .c_swizzle = !direct_out,
+                                                   .divide_m = BM * CLUSTER,
+                                                   .a_edge_rows = A_EDGE,
+                                                   .ragged = true,
+                                                   .in_type = examples::ScalarName(in),
+                                                   .out_type = examples::ScalarName(out),
+                                                   .epilogue = shape.variant.epilogue.Terms(),
+                                                   .a_mn = shape.variant.a_mn,
+                                                   .b_mn = shape.variant.b_mn});
   // The work table (whole tiles, split-K or stream-K, as the launch's split says); a split tile's
   // parts meet in the workspaces (ReducePartials).
   k.I32Param("split");
-  Value table = k.ScheduleTableParam("schedule", examples::GemmWork(BM * CLUSTER, BN, BK, GROUPS, kWorkSlots));
+  Value table = k.ScheduleTableParam("schedule",
+                                     examples::GemmWork(BM * CLUSTER, BN, BK, GROUPS, kWorkSlots));
   Value partials = k.WorkspaceParam("partials", f32, "schedule", int64_t{CLUSTER} * BM * BN * 4);
   Value counters = k.WorkspaceParam("counters", i32, "schedule", int64_t{CLUSTER} * CONSUMERS * 4);
   const EpilogueSpec& epi = shape.variant.epilogue;
@@ -89,36 +101,48 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
     for (int x = 0; x < CONSUMERS; ++x) sC[x] = k.SmemSwizzled(out, PIECE_N, 64, Swizzle::k128B);
   Barriers input_bars;
   if (staged_inputs) input_bars = k.SmemBarriers(CONSUMERS);
-  SmemTile last_flags = k.Smem(i32, CONSUMERS, 1);  // per consumer: its share of a split tile came last
+  SmemTile last_flags =
+      k.Smem(i32, CONSUMERS, 1);  // per consumer: its share of a split tile came last
   Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
-  std::function<void(const examples::WorkUnitBody&)> work_walk = examples::ScheduledWork(k, table, kWorkSlots);
+  std::function<void(const examples::WorkUnitBody&)> work_walk =
+      examples::ScheduledWork(k, table, kWorkSlots);
   Value tid = k.ThreadIdx(), rank = CLUSTER > 1 ? k.ClusterCtaRank() : k.I32(0);
-  TileKernel tk{k, shape, CONSUMERS, PIECE_N, in, out, direct_out, staged_inputs, EPI_PAIRS, g, epi, epilogue,
-                tm_c_in, tm_residual, sA, sB, {sC[0], sC[1]}, last_flags, input_bars, partials, counters, rank,
-                ring, nullptr};
+  TileKernel tk{k,        shape,          CONSUMERS,     PIECE_N,     in,
+                out,      direct_out,     staged_inputs, EPI_PAIRS,   g,
+                epi,      epilogue,       tm_c_in,       tm_residual, sA,
+                sB,       {sC[0], sC[1]}, last_flags,    input_bars,  partials,
+                counters, rank,           ring,          nullptr};
   tk.for_each_unit = [&](const auto& body) {
-    work_walk([&](const WorkUnit& u) { body(u.m_index * (BM * CLUSTER) + rank * BM, u.n_index * BN, u); });
+    work_walk([&](const WorkUnit& u) {
+      body(u.m_index * (BM * CLUSTER) + rank * BM, u.n_index * BN, u);
+    });
   };
   k.If(tid == 0, [&] {
     g.PrefetchDescriptors(k);  // under the barriers' setup and the cluster's sync
     for (int x = 0; x < input_bars.size(); ++x) input_bars[x].Init(1);
     ring.Init();
   });
-  if (CLUSTER > 1) k.ClusterSync();
-  else k.SyncThreads();
+  if (CLUSTER > 1)
+    k.ClusterSync();
+  else
+    k.SyncThreads();
 
   // Programmatic dependent launch: the setup above overlaps the end of the kernel before this one
   // in the stream, which may still write what this one reads; each role waits for it
   // (WaitForPriorGrids) before it touches global memory, and the producer lets the next kernel
   // launch once it has asked for its last copy.
-  examples::MulticastProducer(k, ring, g, sA, sB, BK, rank, examples::ForEachSpan([&](const examples::SpanBody& body) {
-                                tk.for_each_unit([&](Value m0, Value n0, const WorkUnit& u) {
-                                  body(m0, n0, u.k_begin * BK, u.k_end * BK);
-                                });
-                              }), CLUSTER, k.L2Policy(CacheHint::kL2EvictFirst), StreamsB(g), StreamsA(g),
-                              /*wait_prior_grids=*/true);
-  k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240}, [&](Value t) { RunTileConsumer(tk, t); });
-  if (CLUSTER > 1) k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done
+  examples::MulticastProducer(
+      k, ring, g, sA, sB, BK, rank, examples::ForEachSpan([&](const examples::SpanBody& body) {
+        tk.for_each_unit([&](Value m0, Value n0, const WorkUnit& u) {
+          body(m0, n0, u.k_begin * BK, u.k_end * BK);
+        });
+      }),
+      CLUSTER, k.L2Policy(CacheHint::kL2EvictFirst), StreamsB(g), StreamsA(g),
+      /*wait_prior_grids=*/true);
+  k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240},
+         [&](Value t) { RunTileConsumer(tk, t); });
+  if (CLUSTER > 1)
+    k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done
   return k.Build();
 }
 

@@ -47,21 +47,22 @@ inline constexpr int kWorkSlots = 1 << 14;
 struct TileKernel {
   Kernel& k;
   TileShape shape;
-  int consumers, piece_n;       // consumer warpgroups; columns of C a staged store writes
+  int consumers, piece_n;  // consumer warpgroups; columns of C a staged store writes
   Scalar in, out;
-  bool direct_out;              // C stored from registers (f32, or any M), not staged by TMA
-  bool staged_inputs;           // C_in and residual come in by TMA through the C buffers
-  int epi_pairs;                // accumulator pairs whose epilogue inputs load together
+  bool direct_out;     // C stored from registers (f32, or any M), not staged by TMA
+  bool staged_inputs;  // C_in and residual come in by TMA through the C buffers
+  int epi_pairs;       // accumulator pairs whose epilogue inputs load together
   examples::TmaGemmOperands g;
   EpilogueSpec epi;
   Epilogue epilogue;
   TensorMap tm_c_in, tm_residual;
   SmemTile sA, sB, sC[2], last_flags;
-  Barriers input_bars;          // per consumer: its staged C_in or residual piece has landed
+  Barriers input_bars;  // per consumer: its staged C_in or residual piece has landed
   Value partials, counters, rank;
   Pipeline& ring;
   // body(m0, n0, unit): this CTA's rows of each unit's tile.
-  std::function<void(const std::function<void(Value, Value, const examples::WorkUnit&)>&)> for_each_unit;
+  std::function<void(const std::function<void(Value, Value, const examples::WorkUnit&)>&)>
+      for_each_unit;
 };
 
 // The consumer warpgroups' role: thread `t` of 128 * consumers.

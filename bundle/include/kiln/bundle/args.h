@@ -25,7 +25,7 @@ class Arg {
   static Arg Ptr(uint64_t p) { return Arg(Kind::kPointer, &p, sizeof(p)); }
   // A device buffer (rt::DeviceBuffer, or anything with ptr()).
   template <typename Buffer>
-    requires requires(const Buffer& b) { b.ptr(); }
+  requires requires(const Buffer& b) { b.ptr(); }
   static Arg Ptr(const Buffer& b) { return Ptr(static_cast<uint64_t>(b.ptr())); }
   static Arg I32(int32_t v) { return Arg(Kind::kI32, &v, sizeof(v)); }
   static Arg I64(int64_t v) { return Arg(Kind::kI64, &v, sizeof(v)); }
@@ -34,19 +34,21 @@ class Arg {
   // parameter's box and swizzle and its dims and strides rules.
   static Arg Tensor(uint64_t address) { return Arg(Kind::kTensorMap, &address, sizeof(address)); }
   template <typename Buffer>
-    requires requires(const Buffer& b) { b.ptr(); }
+  requires requires(const Buffer& b) { b.ptr(); }
   static Arg Tensor(const Buffer& b) { return Tensor(static_cast<uint64_t>(b.ptr())); }
   // The same with the dims (elements, innermost first) and strides (bytes, of dims 1..) given
   // here: for a parameter whose dims are bound at launch, or to override its rules.
-  static Arg Tensor(uint64_t address, std::vector<uint64_t> dims, std::vector<uint64_t> strides_bytes);
+  static Arg Tensor(uint64_t address, std::vector<uint64_t> dims,
+                    std::vector<uint64_t> strides_bytes);
   // A schedule table parameter: the launcher builds it from its rules and the launch's integers.
   static Arg Schedule() { return Arg(Kind::kScheduleTable, nullptr, 0); }
-  // A workspace parameter: the launcher allocates it (WorkspaceParam) and keeps it for later launches.
+  // A workspace parameter: the launcher allocates it (WorkspaceParam) and keeps it for later
+  // launches.
   static Arg Workspace() { return Arg(Kind::kWorkspace, nullptr, 0); }
 
   Kind kind() const { return kind_; }
   void* data() { return bytes_; }
-  int64_t AsInt() const;  // an i32 or i64 argument's value (grid rules read them)
+  int64_t AsInt() const;     // an i32 or i64 argument's value (grid rules read them)
   uint64_t address() const;  // a pointer's or a tensor's
   const std::vector<uint64_t>& dims() const { return dims_; }  // a tensor's, when given
   const std::vector<uint64_t>& strides_bytes() const { return strides_; }
@@ -67,17 +69,19 @@ absl::Status CheckArgs(const Manifest& m, const std::vector<Arg>& args);
 Symbols SymbolsOf(const Manifest& m, const std::vector<Arg>& args);
 // Every schedule table of a launch by parameter name (a work table's partial count sizes the
 // workspaces); fails, naming the kernel, on a bad table or a workspace naming no table.
-absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manifest& m, const Symbols& symbols);
+absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manifest& m,
+                                                                     const Symbols& symbols);
 
 // Each workspace parameter is sized by a schedule table the launch has built (`tables`, a map by
 // parameter name); fails, naming the kernel, where one names a table the kernel does not have.
 template <typename Tables>
 absl::Status CheckWorkspaceTables(const Manifest& m, const Tables& tables) {
   for (const ParamSpec& p : m.params)
-    if (p.kind == ParamSpec::Kind::kWorkspace && !p.workspace.table.empty() && !tables.count(p.workspace.table))
-      return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": workspace ", p.name,
-                                                     " is sized by schedule table '", p.workspace.table,
-                                                     "', which the kernel does not have"));
+    if (p.kind == ParamSpec::Kind::kWorkspace && !p.workspace.table.empty() &&
+        !tables.count(p.workspace.table))
+      return absl::InvalidArgumentError(absl::StrCat(
+          m.source, ": ", m.name, ": workspace ", p.name, " is sized by schedule table '",
+          p.workspace.table, "', which the kernel does not have"));
   return absl::OkStatus();
 }
 

@@ -44,10 +44,10 @@ struct WorkTable {
   const int32_t* Entry(int g, int u) const {
     return &words[(1 + static_cast<size_t>(g) * words[0] + u) * kWorkWords];
   }
-  int64_t partials = 0;        // partial slots used (workspace sizes are per slot)
+  int64_t partials = 0;  // partial slots used (workspace sizes are per slot)
 };
-absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t k_tiles, int64_t split, int groups,
-                                       int slots);
+absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t k_tiles,
+                                       int64_t split, int groups, int slots);
 // How many groups stream-K cuts a run of `tiles` tiles of `k_tiles` k-tiles among (at most
 // `groups`): shares of 4 k-tiles at least, and at most kMostStreamedParts parts a tile. The
 // compute model (gemm_choice.cc) weighs stream-K by the same count.

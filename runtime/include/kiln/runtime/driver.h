@@ -6,11 +6,11 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kiln/bundle/dims.h"
 #include "kiln/runtime/cuda_api.h"
 
@@ -64,7 +64,8 @@ class DeviceBuffer {
 
   // `have` at least `bytes` long: where it is shorter, a new buffer replaces it and the old one
   // moves to `outgrown` (launches already queued may still use it). True where it was replaced.
-  static absl::StatusOr<bool> GrowKeepingOld(DeviceBuffer& have, std::vector<DeviceBuffer>& outgrown, size_t bytes);
+  static absl::StatusOr<bool> GrowKeepingOld(DeviceBuffer& have,
+                                             std::vector<DeviceBuffer>& outgrown, size_t bytes);
 
   cu::CUdeviceptr ptr() const { return ptr_; }
   size_t bytes() const { return bytes_; }

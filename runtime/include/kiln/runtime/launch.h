@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kiln/runtime/driver.h"
 #include "kiln/bundle/args.h"
 #include "kiln/bundle/manifest.h"
 #include "kiln/bundle/schedule.h"
+#include "kiln/runtime/driver.h"
 
 namespace kiln::rt {
 
@@ -26,7 +26,8 @@ namespace kiln::rt {
 absl::Status CheckTarget(const Manifest& m, const Driver& d);
 // The driver launch of `m` at `grid` with `smem` bytes of dynamic shared memory: its block and
 // cluster, and programmatic dependent launch where the kernel waits for the grids before it.
-LaunchConfig LaunchConfigOf(const Manifest& m, Dim3 grid, unsigned smem, cu::CUstream stream = nullptr);
+LaunchConfig LaunchConfigOf(const Manifest& m, Dim3 grid, unsigned smem,
+                            cu::CUstream stream = nullptr);
 
 // A bundle loaded on the current device.
 // The GPU debug mode's record (Kernel::Watchdog): pinned host memory mapped into the device and
@@ -35,9 +36,10 @@ LaunchConfig LaunchConfigOf(const Manifest& m, Dim3 grid, unsigned smem, cu::CUs
 // manifest asks for it; a harness that launches an rt::Kernel itself does the same.
 class WatchdogRecord {
  public:
-  static absl::StatusOr<std::shared_ptr<WatchdogRecord>> Attach(const Kernel& kernel, const Manifest& m);
+  static absl::StatusOr<std::shared_ptr<WatchdogRecord>> Attach(const Kernel& kernel,
+                                                                const Manifest& m);
   ~WatchdogRecord();
-  absl::Status Arm() const;  // before each launch: a clear record, the claim word free
+  absl::Status Arm() const;           // before each launch: a clear record, the claim word free
   std::optional<std::string> Take();  // the message, once, if a wait fired
 
   struct Registry {
@@ -83,7 +85,8 @@ class LoadedKernel {
     uint64_t device = 0;
     int64_t partials = 0;
   };
-  absl::StatusOr<TableCopy> Table(size_t param, const ScheduleTableParam& t, const Symbols& symbols) const;
+  absl::StatusOr<TableCopy> Table(size_t param, const ScheduleTableParam& t,
+                                  const Symbols& symbols) const;
 
   Manifest manifest_;
   Kernel kernel_;
@@ -91,7 +94,7 @@ class LoadedKernel {
   struct Uploads {
     std::mutex mu;
     std::map<std::string, DeviceBuffer> by_content;
-    std::map<size_t, DeviceBuffer> workspaces;  // by parameter index
+    std::map<size_t, DeviceBuffer> workspaces;                       // by parameter index
     std::map<std::string, std::pair<DeviceBuffer, int64_t>> tables;  // by parameter and rule values
     std::vector<DeviceBuffer> outgrown;
   };
@@ -104,7 +107,8 @@ class LoadedKernel {
 class LoadedKernels {
  public:
   explicit LoadedKernels(std::string bundle_dir) : dir_(std::move(bundle_dir)) {}
-  // Loads `name` for `stream` at its first call; NotFound, saying how to write it, without its bundle.
+  // Loads `name` for `stream` at its first call; NotFound, saying how to write it, without its
+  // bundle.
   absl::StatusOr<const LoadedKernel*> Get(const std::string& name, cu::CUstream stream);
 
  private:

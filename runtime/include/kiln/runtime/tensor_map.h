@@ -1,4 +1,5 @@
-// TMA descriptors through cuTensorMapEncodeTiled, the spec checked first (kiln/bundle/tensor_map_spec.h).
+// TMA descriptors through cuTensorMapEncodeTiled, the spec checked first
+// (kiln/bundle/tensor_map_spec.h).
 #pragma once
 
 #include <cstdint>

@@ -33,17 +33,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kiln/ops/gemm_choice.h"
 #include "kiln/runtime/cuda_api.h"
 #include "kiln/runtime/driver.h"
-#include "kiln/ops/gemm_choice.h"
 #include "kiln/runtime/launch.h"
 
 namespace kiln::rt {
 
 struct GemmOperands {
   cu::CUdeviceptr a = 0, b = 0, c = 0;
-  int64_t lda = 0, ldb = 0, ldc = 0;  // elements between rows of A, columns of B, C's columns (rows if row-major)
-  bool c_row_major = false;           // C, C_in and residual row-major
+  int64_t lda = 0, ldb = 0,
+          ldc = 0;  // elements between rows of A, columns of B, C's columns (rows if row-major)
+  bool c_row_major = false;  // C, C_in and residual row-major
   // A column-major (M contiguous: lda counts rows, at least M) and B row-major (N contiguous: ldb
   // at least N); by default A is row-major and B column-major (both K contiguous).
   bool a_col_major = false, b_row_major = false;
@@ -56,9 +57,10 @@ struct GemmOperands {
 // What Run would launch: the kernel, its problem (M and N swapped for a row-major C) and why.
 struct GemmPlan {
   GemmChoice choice;
-  GemmSize size;    // as the kernel sees it
+  GemmSize size;  // as the kernel sees it
   bool swapped = false;
-  bool c_row = false;  // the kernel stores its C row-major (a column-major C of 2-4 columns, swapped)
+  bool c_row =
+      false;  // the kernel stores its C row-major (a column-major C of 2-4 columns, swapped)
   bool a_mn = false, b_mn = false;  // the kernel's A and B MN-major (after any swap)
   // The kernel's A and B copied first by gemm/restride16 into these leading dimensions (0: read
   // as given).
@@ -71,8 +73,9 @@ inline constexpr const char* kRestrideKernel = "gemm/restride16";
 bool ReadsAnyStrides(const std::string& kernel);
 // The plan for a call, or an error naming what is wrong with it (sizes, types, leading
 // dimensions, alignment, an epilogue operand missing). Needs no GPU.
-absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
-                                  int compute_capability, const GemmTuneCache* tuned = nullptr);
+absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options,
+                                  const GemmOperands& operands, int compute_capability,
+                                  const GemmTuneCache* tuned = nullptr);
 
 class GemmRunner {
  public:
@@ -86,7 +89,8 @@ class GemmRunner {
                    cu::CUstream stream = nullptr);
 
  private:
-  // The buffer for the restrided copy of operand `which` (0: A, 1: B) on `stream`, at least `bytes`.
+  // The buffer for the restrided copy of operand `which` (0: A, 1: B) on `stream`, at least
+  // `bytes`.
   absl::StatusOr<cu::CUdeviceptr> Scratch(cu::CUstream stream, int which, size_t bytes);
 
   LoadedKernels kernels_;

@@ -37,7 +37,8 @@ std::string SplitName(int split);
 // has them (GemmVariantName).
 struct GemmOptions {
   std::string in_type = "bf16", out_type = "bf16", epilogue;
-  bool any_m = false;  // a tile kernel storing C from registers (set by ChooseGemm where M % 8 != 0)
+  bool any_m =
+      false;  // a tile kernel storing C from registers (set by ChooseGemm where M % 8 != 0)
   // MN-major A (column-major) or B (row-major), as the kernel sees them: the tile kernels' a_mn
   // and b_mn variants, or the reference kernel (which takes any strides); never the skinny one.
   bool a_mn = false, b_mn = false;
@@ -65,7 +66,8 @@ struct GemmOptions {
 // _k128n64_sm90), which reads a row-major B too (b_mn) but K-major A only.
 bool IsWideStageKernel(const std::string& kernel);
 // A kernel's variant name: `base` itself for bf16 in and out and no epilogue, else
-// base.<in>-<out>[.any_m][.a_mn][.b_mn][.c_row][.<epilogue>] (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
+// base.<in>-<out>[.any_m][.a_mn][.b_mn][.c_row][.<epilogue>]
+// (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
 std::string GemmVariantName(const std::string& base, const GemmOptions& options);
 
 // What `kiln tune` measured: the fastest kernel (its tile: the base name, before any variant
@@ -81,7 +83,8 @@ class GemmTuneCache {
   static absl::StatusOr<GemmTuneCache> ReadExisting(const std::string& path);
   absl::Status Write(const std::string& path) const;
   const GemmChoice* Find(int compute_capability, const GemmSize& size) const;  // kernel and split
-  void Set(int compute_capability, const GemmSize& size, const std::string& kernel, int split, double ms);
+  void Set(int compute_capability, const GemmSize& size, const std::string& kernel, int split,
+           double ms);
   size_t size() const { return entries_.size(); }
 
  private:
@@ -99,6 +102,5 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& size, int compute_capabil
 // entry for the size, where `tuned` has one, wins over the rule.
 GemmChoice ChooseGemm(const GemmSize& size, int compute_capability, const GemmOptions& options = {},
                       const GemmTuneCache* tuned = nullptr);
-
 
 }  // namespace kiln::rt
