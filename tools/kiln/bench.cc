@@ -1,30 +1,17 @@
 // `kiln run NAME` and `kiln bench [NAME...]`: kernels checked and timed against their peers.
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cmath>
-#include <ctime>
-#include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <optional>
-#include <set>
-#include <thread>
 #include <utility>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
+namespace {
 
 // Runs the row ops x shapes; prints their table. Returns the number of failed runs.
 int BenchRowOps(const std::vector<Bundle>& ops,
@@ -88,6 +75,8 @@ int CheckProbes(const std::vector<Bundle>& probes, bool everything) {
   }
   return failures;
 }
+
+}  // namespace
 
 // Runs kernels x sizes; prints the table. Returns non-zero if any run failed or errored.
 int Bench(std::vector<std::string> names, const std::vector<kiln::rt::GemmSize>& sizes,
