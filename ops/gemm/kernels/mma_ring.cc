@@ -24,6 +24,7 @@
 #include "examples/gemm.h"
 #include "examples/registry.h"
 #include "kiln/memory_ops.h"
+#include "ops/gemm/kernels/pieces.h"
 
 namespace kiln::examples {
 namespace {

@@ -24,6 +24,7 @@
 #include "examples/registry.h"
 #include "kiln/memory_ops.h"
 #include "kiln/warp.h"
+#include "ops/gemm/kernels/pieces.h"
 
 namespace kiln::examples {
 namespace {

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "examples/gemm.h"
 #include "kiln/pipeline.h"
+#include "ops/gemm/kernels/pieces.h"
 
 namespace kiln::ops {
 

@@ -14,6 +14,7 @@
 #include "examples/registry.h"
 #include "kiln/memory_ops.h"
 #include "kiln/pipeline.h"
+#include "ops/gemm/kernels/pieces.h"
 
 namespace kiln::examples {
 namespace {
