@@ -4,14 +4,15 @@
 // behind a pointer (dsl/kernel_state.h).
 //
 // The public API by concern, each header beside the dsl/*.cc that builds it:
-//   kiln/value.h        types, values, arithmetic          dsl/arith.cc
-//   kiln/kernel.h       parameters, launch rules, control  dsl/kernel.cc (sections below name
-//   theirs) kiln/memory.h       registers, tensors, shared tiles   dsl/memory.cc kiln/memory_ops.h
-//   global loads/stores, atomics       dsl/memory_ops.cc kiln/math.h         special functions,
-//   conversions     dsl/math.cc kiln/warp.h         shuffles and reductions            dsl/warp.cc
-//   kiln/hopper.h       TMA, mbarriers, wgmma types        dsl/async.cc, dsl/wgmma.cc
-//   kiln/tcgen05.h      tensor memory                      dsl/tcgen05.cc, kiln/tcgen05_desc.h
-//   kiln/pipeline.h     rings of stages (Pipeline)         dsl/pipeline.cc
+//   kiln/value.h       types, values, arithmetic           dsl/arith.cc
+//   kiln/kernel.h      parameters, launch rules, control   dsl/kernel.cc (and as its sections say)
+//   kiln/memory.h      registers, tensors, shared tiles    dsl/memory.cc
+//   kiln/memory_ops.h  global loads/stores, atomics        dsl/memory_ops.cc
+//   kiln/math.h        special functions, conversions      dsl/math.cc
+//   kiln/warp.h        shuffles and reductions             dsl/warp.cc
+//   kiln/hopper.h      TMA, mbarriers, wgmma types         dsl/async.cc, dsl/wgmma.cc
+//   kiln/tcgen05.h     tensor memory                       dsl/tcgen05.cc, kiln/tcgen05_desc.h
+//   kiln/pipeline.h    rings of stages (Pipeline)          dsl/pipeline.cc
 #pragma once
 
 #include <array>
