@@ -50,7 +50,7 @@ struct RunOptions {
 struct GemmResult {
   std::string name;
   rt::GemmSize size;
-  double ms = 0, tflops = 0;  // median
+  double ms = 0, tflops = 0;  // of the median timed call
   double cublas_ms = 0, cublas_tflops = 0;
   double rel_error = 0;   // ||C - ref|| / ||ref|| over every element
   double spot_error = 0;  // same, over fp64 CPU spot checks

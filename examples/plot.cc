@@ -64,8 +64,7 @@ absl::StatusOr<std::vector<GemmResult>> ReadResultsTsv(const std::string& path) 
   while (std::getline(in, line)) {
     std::vector<std::string> w = absl::StrSplit(line, '\t');
     GemmResult r;
-    // name M N K ms TFLOPS cuBLAS-ms cuBLAS-TFLOPS error spot reference ok (row-op rows differ:
-    // skipped)
+    // A GEMM row as TsvRow (harness.cc) writes it, 12 columns; the row ops' rows are skipped.
     if (w.size() != 12 || !absl::SimpleAtoi(w[1], &r.size.m) ||
         !absl::SimpleAtoi(w[2], &r.size.n) || !absl::SimpleAtoi(w[3], &r.size.k) ||
         !absl::SimpleAtod(w[5], &r.tflops) || !absl::SimpleAtod(w[7], &r.cublas_tflops))

@@ -56,14 +56,12 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   plan.kernel =
       absl::StrCat(compute_capability == 100 ? "attention/blackwell.d" : "attention/hopper.d", z.d,
                    options.dtype == "f16" ? ".f16" : "", options.causal ? ".causal" : "");
-  // Hopper's tilings (docs/perf/2026-11-24-attention.md). Persistent CTAs (".persist": a CTA per
-  // SM taking query tiles from a counter) at D = 128 and at D = 64 without a mask: with lazy
-  // rescaling (step 13) they are ahead of a CTA per tile at every length measured. Causal D = 64: a
-  // CTA per tile in two consumer warpgroups where query tiles see fewer than 8 key tiles on average
-  // (S < 2048; step 9), persistent from there up to 40 (S <= 10240; measured ahead at S = 4096 and
-  // 8192), a CTA per tile in three warpgroups beyond (ahead at S = 16384; step 13). Without a mask
-  // at D = 128, 160-key tiles where they pad Skv by less than their faster steady state gains over
-  // 128 (the speeds weighed below; step 13).
+  // Hopper's tilings, each where it was the fastest tried (docs/perf/2026-11-24-attention.md,
+  // steps 9 and 13): persistent CTAs (".persist": a CTA per SM taking query tiles from a counter)
+  // at D = 128 and at D = 64 without a mask. Causal D = 64 by the key tiles a query tile sees on
+  // average: under 8 (S < 2048) a CTA per tile in two consumer warpgroups, up to 40 (S <= 10240)
+  // persistent, beyond that a CTA per tile in three. Without a mask at D = 128, 160-key tiles where
+  // they pad Skv by less than their faster steady state gains over 128 (the speeds weighed below).
   const double mean_keys =
       AttentionFlops(z, options.causal) / (4.0 * z.b * z.hq * z.s * z.d);  // a query row sees
   if (compute_capability == 90) {

@@ -8,7 +8,8 @@ namespace kiln::ops {
 
 void RunTileConsumer(TileKernel& tk, const Value& t) {
   Kernel& k = tk.k;
-  const int BN = tk.shape.bn, BK = kTileBk, CONSUMERS = tk.consumers, CLUSTER = tk.shape.cluster;
+  const int BN = tk.shape.bn, BK = kTileBk, CONSUMERS = tk.shape.consumers(),
+            CLUSTER = tk.shape.cluster;
   const examples::TmaGemmOperands& g = tk.g;
   k.WaitForPriorGrids();
   Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
@@ -28,7 +29,8 @@ void RunTileConsumer(TileKernel& tk, const Value& t) {
   auto write_out = [&] { epilogue.WriteOut(); };
   tk.for_each_unit([&](Value m0, Value n0, const examples::WorkUnit& u) {
     held[0] = mma(true);
-    if (!tk.direct_out) k.If(epilogue.pending()[0] == 1, write_out);  // under the group just issued
+    if (!tk.shape.direct_out())
+      k.If(epilogue.pending()[0] == 1, write_out);  // under the group just issued
     k.For(u.k_begin * BK + BK, u.k_end * BK, BK, [&](Value) {
       Value s = mma(false);
       k.WgmmaWait(1);  // the previous group has retired: its stage is free
@@ -38,7 +40,7 @@ void RunTileConsumer(TileKernel& tk, const Value& t) {
     k.WgmmaWait(0);
     tk.ring.Release(held[0], c);
     auto finish = [&] {
-      if (tk.direct_out)
+      if (tk.shape.direct_out())
         epilogue.StoreDirect(m0, n0);
       else
         epilogue.Pack(m0, n0);
@@ -53,10 +55,9 @@ void RunTileConsumer(TileKernel& tk, const Value& t) {
           [&](int r) { return m0 + row0 + acc.Row(r / 2) < g.M; });
       writes[0] = Select(last, k.I32(1), k.I32(0));
     });
-    Regs pending = epilogue.pending();
-    k.If(writes[0] == 1, finish, [&] { pending[0] = 0; });
+    k.If(writes[0] == 1, finish, [&] { epilogue.pending()[0] = 0; });
   });
-  if (!tk.direct_out) k.If(epilogue.pending()[0] == 1, write_out);
+  if (!tk.shape.direct_out()) k.If(epilogue.pending()[0] == 1, write_out);
   k.If(c == 0, [&] { k.BulkWait(0); });
 }
 

@@ -10,15 +10,15 @@ TileEpilogue::TileEpilogue(TileKernel& tk, WgmmaAccumulator& acc, const Value& c
     : tk_(tk), k_(tk.k), acc_(acc), c_(c), wg_(wg), lane_(lane), row0_(row0) {
   packed_ = k_.Registers(Type::Of(i32), tk.shape.bn / 4);
   pending_ = k_.Registers(Type::Of(i32), 3);
-  if (tk.staged_inputs) {
+  if (tk.shape.staged_inputs()) {
     input_phase_ = k_.Registers(Type::Of(i32), 1);
     input_phase_[0] = k_.I32(0);
   }
 }
 
 void TileEpilogue::WriteOut() {
-  examples::WritePackedTile(k_, tk_.g, tk_.sC, tk_.consumers, tk_.shape.bn, tk_.piece_n, wg_, c_,
-                            lane_, packed_, pending_);
+  examples::WritePackedTile(k_, tk_.g, tk_.sC, tk_.shape.consumers(), tk_.shape.bn,
+                            tk_.shape.piece_n(), wg_, c_, lane_, packed_, pending_);
 }
 
 std::tuple<Value, Value, Value> TileEpilogue::ElementAt(const Value& m0, const Value& n0, int p,
@@ -31,8 +31,8 @@ std::tuple<Value, Value, Value> TileEpilogue::ElementAt(const Value& m0, const V
 // by its index alone.
 std::pair<Value, Value> TileEpilogue::BiasFor(BiasOfSlot& loaded, const Value& m0, const Value& n0,
                                               int p) const {
-  if (tk_.epi.bias == BiasAxis::kNone) return {};
-  const bool by_row = tk_.epi.bias == BiasAxis::kRow;
+  if (tk_.shape.epi().bias == BiasAxis::kNone) return {};
+  const bool by_row = tk_.shape.epi().bias == BiasAxis::kRow;
   const int slot = by_row ? WgmmaAccumulator::RowSlot(p) : WgmmaAccumulator::ColSlot(p);
   if (auto it = loaded.find(slot); it != loaded.end()) return it->second;
   auto bias_at = [&](int e) {
@@ -44,16 +44,16 @@ std::pair<Value, Value> TileEpilogue::BiasFor(BiasOfSlot& loaded, const Value& m
 }
 
 // The fused epilogue's loads (C_in, bias, residual) go out epi_pairs pairs of elements at a time,
-// all before any is used (EpiloguePairs, tile_sm90.cc).
+// all before any is used (TileShape::epi_pairs, tile_sm90.cc).
 void TileEpilogue::InGroups(const Value& m0, const Value& n0,
                             const std::function<void(int, const Epilogue::Inputs*)>& body) {
   const int BN = tk_.shape.bn;
-  const bool fused = !tk_.epi.Plain();
+  const bool fused = !tk_.shape.epi().Plain();
   BiasOfSlot bias;
-  for (int p0 = 0; p0 < BN / 4; p0 += tk_.epi_pairs) {
-    const int end = std::min(BN / 4, p0 + tk_.epi_pairs);
+  for (int p0 = 0; p0 < BN / 4; p0 += tk_.shape.epi_pairs()) {
+    const int end = std::min(BN / 4, p0 + tk_.shape.epi_pairs());
     std::vector<Epilogue::Inputs> inputs;
-    if (fused && !tk_.staged_inputs)
+    if (fused && !tk_.shape.staged_inputs())
       for (int p = p0; p < end; ++p) {
         const auto [b0, b1] = BiasFor(bias, m0, n0, p);
         for (int e = 0; e < 2; ++e) {
@@ -71,19 +71,19 @@ void TileEpilogue::StoreDirect(const Value& m0, const Value& n0) {
     for (int e = 0; e < 2; ++e) {
       auto [row, col, inside] = ElementAt(m0, n0, p, e);
       Value x = acc_[2 * p + e];
-      StoreGlobal(tk_.g.Cptr.At({row, col}), in ? tk_.epilogue.Output(x, in[e]) : x.To(tk_.out),
-                  {.mask = inside});
+      StoreGlobal(tk_.g.Cptr.At({row, col}),
+                  in ? tk_.epilogue.Output(x, in[e]) : x.To(tk_.shape.out()), {.mask = inside});
     }
   });
 }
 
 void TileEpilogue::Pack(const Value& m0, const Value& n0) {
-  if (tk_.staged_inputs) ApplyStaged(m0, n0);
+  if (tk_.shape.staged_inputs()) ApplyStaged(m0, n0);
   InGroups(m0, n0, [&](int p, const Epilogue::Inputs* in) {
     Value x = acc_[2 * p], y = acc_[2 * p + 1];
     if (in)
       x = tk_.epilogue.Apply(x, in[0]), y = tk_.epilogue.Apply(y, in[1]);  // (none where staged)
-    packed_[p] = k_.Vector({x.To(tk_.out), y.To(tk_.out)}).Bitcast(Type::Of(i32));
+    packed_[p] = k_.Vector({x.To(tk_.shape.out()), y.To(tk_.shape.out())}).Bitcast(Type::Of(i32));
   });
   pending_[0] = 1;
   pending_[1] = m0;
@@ -94,15 +94,16 @@ void TileEpilogue::Pack(const Value& m0, const Value& n0) {
 // matrix's piece landing in the consumer's C buffer (free once the stores before have read it and
 // every thread its last ldmatrix).
 void TileEpilogue::ApplyStaged(const Value& m0, const Value& n0) {
-  const int BN = tk_.shape.bn, PIECE_N = tk_.piece_n, CONSUMERS = tk_.consumers;
-  const EpilogueSpec& epi = tk_.epi;
+  const int BN = tk_.shape.bn, PIECE_N = tk_.shape.piece_n(), CONSUMERS = tk_.shape.consumers();
+  const EpilogueSpec& epi = tk_.shape.epi();
   const SmemTile* sC = tk_.sC;
   Value n = lane_ % 8 + lane_ / 16 * 8, m = c_ / 32 * 16 + (lane_ & 8);  // as WriteOut's stmatrix
   // The accumulator changes outside any branch on the warpgroup (inside one, ptxas spilled it):
   // only the copy's issue and the buffer's address depend on it.
   // (Both buffers 1024-byte aligned: the same swizzle at the same offset from either.)
   const int64_t next_buffer =
-      CONSUMERS == 1 ? 0 : (sC[1].offset_bytes() - sC[0].offset_bytes()) / ScalarBytes(tk_.out);
+      CONSUMERS == 1 ? 0
+                     : (sC[1].offset_bytes() - sC[0].offset_bytes()) / ScalarBytes(tk_.shape.out());
   auto buffer_at = [&](int row) {
     return sC[0].At(n + row, m) + (wg_ * next_buffer).To(Scalar::kI64);
   };
@@ -133,7 +134,7 @@ void TileEpilogue::ApplyStaged(const Value& m0, const Value& n0) {
         std::vector<Value> words;
         if (map) words = k_.LdMatrix(buffer_at(q * 16), 4, /*trans=*/true);
         for (int j = 0; j < 4; ++j) {
-          Value v = map ? words[j].Bitcast(Type::Vec(tk_.out, 2)) : Value();
+          Value v = map ? words[j].Bitcast(Type::Vec(tk_.shape.out(), 2)) : Value();
           body(4 * (piece * PIECE_N / 16 + q) + j, map ? v.Lane(0) : Value(),
                map ? v.Lane(1) : Value());
         }

@@ -23,29 +23,40 @@ Value StreamsA(const TmaGemmOperands& g) {
   return (g.N <= 128) & (g.M >= 4096) & (g.K <= Operand(1 << 27) / g.M);
 }
 
+}  // namespace
+
+// Columns of C per staged TMA store: the whole tile up to 128, else 128-column pieces, or two
+// halves where 128 does not divide it (160: two of 80).
+int TileShape::piece_n() const { return bn <= 128 ? bn : bn % 128 == 0 ? 128 : bn / 2; }
+
+// C goes from registers where it is f32 (stmatrix moves 16-bit elements) or where M is no multiple
+// of 8 (C's map would need 16-byte column strides).
+bool TileShape::direct_out() const { return out() == f32 || variant.any_m; }
+
 // Accumulator pairs whose fused-epilogue loads (C_in, bias, residual) go out together, all before
 // any is used: as many as the registers beside the accumulator hold (ptxas gives each thread
 // 65536 / threads, at most 255; ~40 for the rest, ~8 a pair of loads and addresses); more spill
 // (docs/perf/2026-11-26-fused-epilogue-loads-together.md).
-int EpiloguePairs(int consumers, int bn) {
-  const int regs = std::min(255, 65536 / (128 * (1 + consumers)) / 8 * 8);
+int TileShape::epi_pairs() const {
+  const int regs = std::min(255, 65536 / (128 * (1 + consumers())) / 8 * 8);
   return std::clamp(std::bit_floor(static_cast<unsigned>(std::max(regs - bn / 2 - 40, 0) / 8)), 4u,
                     32u);
 }
 
-}  // namespace
+// Where a tile takes more than two groups of such loads and C leaves through its map, C_in and the
+// residual come in the way C goes out: a piece at a time by TMA into the consumer's C buffer, read
+// back in the accumulator's order (ldmatrix.trans), whole lines and no registers held for loads
+// in flight (docs/perf/2026-11-26-c-in-and-residual-through-tma.md).
+bool TileShape::staged_inputs() const {
+  return !direct_out() && (epi().scale || epi().residual) && 2 * epi_pairs() < bn / 4;
+}
 
 absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& shape) {
   const int BM = shape.bm, BN = shape.bn, BK = kTileBk, STAGES = shape.stages,
             CLUSTER = shape.cluster;
-  const int GROUPS = 128 / CLUSTER, CONSUMERS = BM / 64;
-  // Columns of C per staged TMA store: the whole tile up to 128, else 128-column pieces, or two
-  // halves where 128 does not divide it (160: two of 80).
-  const int PIECE_N = BN <= 128 ? BN : BN % 128 == 0 ? 128 : BN / 2;
-  const Scalar in = shape.variant.in, out = shape.variant.epilogue.out;
-  // C stored from registers: f32 (stmatrix moves 16-bit elements), or where M is no multiple of 8
-  // (C's map would need 16-byte column strides).
-  const bool direct_out = out == f32 || shape.variant.any_m;
+  const int GROUPS = 128 / CLUSTER, CONSUMERS = shape.consumers(), PIECE_N = shape.piece_n();
+  const Scalar in = shape.in(), out = shape.out();
+  const bool direct_out = shape.direct_out();
   // A tile with at most half its rows before M loads A in boxes of 16 rows, those before M only,
   // or in a 128-row tile with more than 32 rows before M one box of 64 (ACopies): TMA's zero fill
   // of rows past M costs throughput, and so does each box issued
@@ -76,12 +87,7 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   Value counters = k.WorkspaceParam("counters", i32, "schedule", int64_t{CLUSTER} * CONSUMERS * 4);
   const EpilogueSpec& epi = shape.variant.epilogue;
   const Epilogue epilogue = Epilogue::Declare(k, epi, g.M, g.N, /*column_major=*/true);
-  const int EPI_PAIRS = EpiloguePairs(CONSUMERS, BN);
-  // Where a tile takes more than two groups of such loads and C leaves through its map, C_in and
-  // the residual come in the way C goes out: a piece at a time by TMA into the consumer's C
-  // buffer, read back in the accumulator's order (ldmatrix.trans), whole lines and no registers
-  // held for loads in flight (docs/perf/2026-11-26-c-in-and-residual-through-tma.md).
-  const bool staged_inputs = !direct_out && (epi.scale || epi.residual) && 2 * EPI_PAIRS < BN / 4;
+  const bool staged_inputs = shape.staged_inputs();
   TensorMap tm_c_in, tm_residual;
   if (staged_inputs) {
     auto like_c = [&](const char* tensor, const char* map_name) {
@@ -107,11 +113,9 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   std::function<void(const examples::WorkUnitBody&)> work_walk =
       examples::ScheduledWork(k, table, kWorkSlots);
   Value tid = k.ThreadIdx(), rank = CLUSTER > 1 ? k.ClusterCtaRank() : k.I32(0);
-  TileKernel tk{k,        shape,          CONSUMERS,     PIECE_N,     in,
-                out,      direct_out,     staged_inputs, EPI_PAIRS,   g,
-                epi,      epilogue,       tm_c_in,       tm_residual, sA,
-                sB,       {sC[0], sC[1]}, last_flags,    input_bars,  partials,
-                counters, rank,           ring,          nullptr};
+  TileKernel tk{k,    shape,          g,          epilogue,   tm_c_in,  tm_residual, sA,
+                sB,   {sC[0], sC[1]}, last_flags, input_bars, partials, counters,    rank,
+                ring, nullptr};
   tk.for_each_unit = [&](const auto& body) {
     work_walk([&](const WorkUnit& u) {
       body(u.m_index * (BM * CLUSTER) + rank * BM, u.n_index * BN, u);

@@ -30,9 +30,19 @@ using examples::GemmVariant;
 
 // The CTA tile (64 rows a consumer warpgroup), the ring's depth, the cluster (CTAs along M sharing
 // B by multicast), and the variant: element types, storage orders and fused epilogue.
+// What follows from them is computed here alone (tile_sm90.cc).
 struct TileShape {
   int bm = 128, bn = 256, stages = 4, cluster = 2;
   GemmVariant variant = {};
+
+  int consumers() const { return bm / 64; }  // consumer warpgroups
+  int piece_n() const;                       // columns of C a staged TMA store writes
+  Scalar in() const { return variant.in; }
+  Scalar out() const { return variant.epilogue.out; }
+  const EpilogueSpec& epi() const { return variant.epilogue; }
+  bool direct_out() const;     // C stored from registers (f32, or any M), not staged by TMA
+  int epi_pairs() const;       // accumulator pairs whose epilogue inputs load together
+  bool staged_inputs() const;  // C_in and residual come in by TMA through the C buffers
 };
 
 absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& shape);
@@ -48,13 +58,7 @@ inline constexpr int kWorkSlots = 1 << 14;
 struct TileKernel {
   Kernel& k;
   TileShape shape;
-  int consumers, piece_n;  // consumer warpgroups; columns of C a staged store writes
-  Scalar in, out;
-  bool direct_out;     // C stored from registers (f32, or any M), not staged by TMA
-  bool staged_inputs;  // C_in and residual come in by TMA through the C buffers
-  int epi_pairs;       // accumulator pairs whose epilogue inputs load together
   examples::TmaGemmOperands g;
-  EpilogueSpec epi;
   Epilogue epilogue;
   TensorMap tm_c_in, tm_residual;
   SmemTile sA, sB, sC[2], last_flags;
