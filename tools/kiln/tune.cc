@@ -1,6 +1,9 @@
 // `kiln tune`: time every candidate kernel and split, record the fastest for `kiln gemm`.
 #include <iostream>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
@@ -8,6 +11,21 @@
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
+
+// Past the weight-bound rows, each tile's speed as the compute model would need it to predict
+// this size's timings (docs/GEMM_CHOICE.md says how to refit the table from them).
+namespace {
+void PrintFittedSpeeds(const kiln::rt::GemmSize& size, int cc,
+                       const std::vector<std::pair<std::string, double>>& whole_ms) {
+  // The speeds are relative to the widest tile's, which GemmCandidates lists first.
+  if (whole_ms.empty() || whole_ms.front().first != "gemm/bf16_sm90") return;
+  for (const auto& [kernel, ms] : whole_ms)
+    if (std::optional<double> speed =
+            kiln::rt::FittedTileSpeed(size, cc, kernel, ms, whole_ms.front().second))
+      std::cout << absl::StrFormat("# %dx%dx%d: fitted speed %s %.2f\n", size.m, size.n, size.k,
+                                   kernel, *speed);
+}
+}  // namespace
 
 // kiln tune: every kernel that can run each size (GemmCandidates), checked and timed on this GPU
 // in its plain form (the types and epilogue do not change which tile is fastest much); the
@@ -29,6 +47,7 @@ int Tune(const std::vector<std::string>& args) {
   for (const kiln::rt::GemmSize& size : sizes) {
     std::optional<kiln::rt::GemmChoice> best;
     double best_ms = 0;
+    std::vector<std::pair<std::string, double>> whole_ms;  // each kernel's whole tiles
     for (const kiln::rt::GemmChoice& c : kiln::rt::GemmCandidates(size, cc)) {
       kiln::rt::GemmOptions plain;
       plain.any_m = c.kernel.rfind("gemm/bf16_sm90", 0) == 0 && size.m % 8 != 0;
@@ -42,7 +61,9 @@ int Tune(const std::vector<std::string>& args) {
       }
       std::cout << kiln::examples::TableRow(*r) << std::endl;
       if (r->passed && (!best || r->ms < best_ms)) best = c, best_ms = r->ms;
+      if (r->passed && c.split == 1) whole_ms.push_back({c.kernel, r->ms});
     }
+    PrintFittedSpeeds(size, cc, whole_ms);
     const kiln::rt::GemmChoice rule = kiln::rt::ChooseGemm(size, cc);
     if (!best) {
       std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": no candidate passed"

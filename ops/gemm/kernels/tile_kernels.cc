@@ -5,73 +5,63 @@
 
 #include "absl/strings/str_cat.h"
 #include "examples/registry.h"
+#include "kiln/ops/gemm_tiles.h"
 #include "ops/gemm/kernels/tile_sm90.h"
 
 namespace kiln::ops {
 namespace {
 
+// What each tile kernel is for; its tile, ring and cluster come from kiln/ops/gemm_tiles.h.
 struct EntryKernel {
   const char* name;
-  const char* summary;
-  TileShape shape;
+  const char* purpose;
 };
-const EntryKernel kEntryKernels[] = {
+constexpr EntryKernel kEntryKernels[] = {
     {"gemm/bf16_sm90",
      "the GEMM entry point's Hopper kernel: k14 at any M, N, K (M, K multiples of 8), edges by TMA "
-     "bounds; whole "
-     "tiles, split-K or stream-K as the launch's split says",
-     {}},
-    {"gemm/bf16_sm90_n128",
-     "the entry point's kernel for shapes with few 256x256 tiles: 128x128 CTA tiles, no cluster, 6 "
-     "stages",
-     {.bn = 128, .stages = 6, .cluster = 1}},
+     "bounds; whole tiles, split-K or stream-K as the launch's split says"},
+    {"gemm/bf16_sm90_n128", "the entry point's kernel for shapes with few 256x256 tiles"},
     {"gemm/bf16_sm90_m64",
-     "the entry point's kernel for M <= 64, where the weight read bounds the time: 64x128 tiles, "
-     "one consumer "
-     "warpgroup, 8 stages",
-     {.bm = 64, .bn = 128, .stages = 8, .cluster = 1}},
-    {"gemm/bf16_sm90_n64",
-     "the entry point's kernel for narrow deep shapes: 128x64 tiles, no cluster, 8 stages",
-     {.bn = 64, .stages = 8, .cluster = 1}},
+     "the entry point's kernel for M <= 64, where the weight read bounds the time"},
+    {"gemm/bf16_sm90_n64", "the entry point's kernel for narrow deep shapes"},
     {"gemm/bf16_sm90_n80",
-     "the entry point's kernel for 128-row problems whose N splits into 128 columns of 80: 128x80 "
-     "tiles, no cluster, "
-     "7 stages",
-     {.bn = 80, .stages = 7, .cluster = 1}},
+     "the entry point's kernel for 128-row problems whose N splits into 128 columns of 80"},
     {"gemm/bf16_sm90_n96",
-     "the entry point's kernel for problems whose tiles of 96 columns fill the GPU: 128x96 tiles, "
-     "no cluster, 7 stages",
-     {.bn = 96, .stages = 7, .cluster = 1}},
+     "the entry point's kernel for problems whose tiles of 96 columns fill the GPU"},
     {"gemm/bf16_sm90_n160",
-     "the entry point's kernel for 256-row problems whose N splits into 64 columns of 160: 128x160 "
-     "CTA tiles in "
-     "pairs sharing B (256x160), 5 stages",
-     {.bn = 160, .stages = 5, .cluster = 2}},
+     "the entry point's kernel for 256-row problems whose N splits into 64 columns of 160"},
     {"gemm/bf16_sm90_m64n64",
      "the entry point's kernel for M <= 128 with 4096-wide weights, where their read bounds the "
-     "time: 64x64 CTA "
-     "tiles in pairs sharing B (128x64), one consumer warpgroup, 13 stages",
-     {.bm = 64, .bn = 64, .stages = 13, .cluster = 2}},
+     "time"},
     // For M <= 64, tiles narrow enough that 128 of them cover N (4096, 6144, 10240), so that every
     // CTA streams the weights; each with a ring as deep as the shared memory holds.
-    {"gemm/bf16_sm90_m64n32",
-     "the entry point's kernel for M <= 64 where N is about 4096: 64x32 tiles, one consumer "
-     "warpgroup, 17 stages",
-     {.bm = 64, .bn = 32, .stages = 17, .cluster = 1}},
-    {"gemm/bf16_sm90_m64n48",
-     "the entry point's kernel for M <= 64 where N is about 6144: 64x48 tiles, one consumer "
-     "warpgroup, 15 stages",
-     {.bm = 64, .bn = 48, .stages = 15, .cluster = 1}},
+    {"gemm/bf16_sm90_m64n32", "the entry point's kernel for M <= 64 where N is about 4096"},
+    {"gemm/bf16_sm90_m64n48", "the entry point's kernel for M <= 64 where N is about 6144"},
     {"gemm/bf16_sm90_m64n16",
-     "the entry point's kernel for a C of 16 columns or fewer whose A is the weights: 64x16 tiles, "
-     "one consumer "
-     "warpgroup, 22 stages",
-     {.bm = 64, .bn = 16, .stages = 22, .cluster = 1}},
-    {"gemm/bf16_sm90_m64n80",
-     "the entry point's kernel for M <= 64 where N is 10240 or more: 64x80 tiles, one consumer "
-     "warpgroup, 11 stages",
-     {.bm = 64, .bn = 80, .stages = 11, .cluster = 1}},
+     "the entry point's kernel for a C of 16 columns or fewer whose A is the weights"},
+    {"gemm/bf16_sm90_m64n80", "the entry point's kernel for M <= 64 where N is 10240 or more"},
 };
+static_assert(
+    std::size(kEntryKernels) == std::size(rt::kSm90Tiles) &&
+        [] {
+          for (const EntryKernel& e : kEntryKernels)
+            if (!rt::FindSm90Tile(e.name)) return false;
+          return true;
+        }(),
+    "one purpose per tile of kiln/ops/gemm_tiles.h, by its name");
+
+// The kernel's shape as kiln/ops/gemm_tiles.h lists it.
+TileShape ShapeOf(const rt::Sm90Tile& t) {
+  return {.bm = t.cta_m, .bn = t.cta_n, .stages = t.stages, .cluster = t.cluster};
+}
+
+// Its summary in `kiln list`: the purpose, then the shape.
+std::string Summary(const EntryKernel& e, const rt::Sm90Tile& t) {
+  return absl::StrCat(
+      e.purpose, ": ", t.cta_m, "x", t.cta_n, " CTA tiles",
+      t.cluster > 1 ? absl::StrCat(" in clusters of ", t.cluster, " sharing B") : "", ", ",
+      t.stages, " stages");
+}
 
 // The same kernels with other element types and fused epilogues, by name. MN-major operands are
 // read in 64-wide blocks of M and N: tiles of 80, 96 or 160 columns take K-major ones only (the
@@ -96,9 +86,11 @@ examples::ExampleFamily Family(const char* base, TileShape shape) {
 
 const bool kEntryKernelsRegistered = [] {
   for (const EntryKernel& e : kEntryKernels) {
-    const TileShape shape = e.shape;
+    const rt::Sm90Tile* tile = rt::FindSm90Tile(e.name);  // never null: the assert above
+    const TileShape shape = ShapeOf(*tile);
     const char* name = e.name;
-    examples::Register({name, e.summary, [name, shape] { return BuildTileKernel(name, shape); }});
+    examples::Register(
+        {name, Summary(e, *tile), [name, shape] { return BuildTileKernel(name, shape); }});
     examples::RegisterFamily(Family(name, shape));
   }
   return true;

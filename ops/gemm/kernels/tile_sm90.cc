@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <string>
+
+#include "kiln/ops/gemm_tiles.h"
 
 namespace kiln::ops {
 namespace {
@@ -98,7 +101,7 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
     if (epi.scale) tm_c_in = like_c("C_in", "tmC_in");
     if (epi.residual) tm_residual = like_c("residual", "tmResidual");
   }
-  k.Grid("128");
+  k.Grid(std::to_string(rt::kTileKernelCtas));  // the choice rule weighs tiles in flight by it
   if (CLUSTER > 1) k.ClusterDims({static_cast<unsigned>(CLUSTER), 1, 1});
   SmemTile sA = k.SmemSwizzled(in, BM, BK, Swizzle::k128B, STAGES);
   SmemTile sB = k.SmemSwizzled(in, BN, BK, Swizzle::k128B, STAGES);

@@ -1,34 +1,23 @@
 // The GEMM entry point's choice of kernel for a problem (f32 accumulation; A row-major, B
-// column-major, C column-major, the layout of fast.cu and cuBLAS's TN; kiln/ops/gemm.h maps
-// a row-major C onto it). Where K allows TMA (a multiple of 8), one of the ragged Hopper kernels:
-// the one whose tiles waste least of the machine (tiles padded past M and N, a last wave that
-// fills few of the in-flight slots), weighed by its measured speed per tile; for M <= 4 the
-// skinny kernel; else kiln's reference kernel, which takes any size (slowly). The kernel's
-// variant carries the element types and the fused epilogue. The dated entries that docs/PERF.md
-// indexes, from docs/perf/2026-11-23-gemm-ragged-entry-point.md on, record the rule and how the
-// choice does against cuBLAS.
+// column-major, C column-major, the layout of fast.cu and cuBLAS's TN; kiln/ops/gemm.h maps a
+// row-major C onto it): a kernel taken outright where a region of the GPU's tuning table holds the
+// size (the mma.sync, wide-stage and skinny kernels), else the persistent tile kernel and split
+// the table's models favour; where TMA cannot read the operands, the strided kernel. The kernel's
+// variant carries the element types and the fused epilogue. docs/GEMM_CHOICE.md states the rule
+// and its models; ops/gemm/tables/ holds their figures.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "kiln/bundle/dims.h"
 #include "kiln/bundle/epilogue_terms.h"
+#include "kiln/ops/gemm_table.h"
 
 namespace kiln::rt {
 
-struct GemmChoice {
-  std::string kernel;  // a registered kernel (bundle) name
-  std::string why;     // one line for the user
-  // The tile kernels' work table: 1 whole tiles, S >= 2 each tile's K in S parts (split-K), 0
-  // stream-K. Split tiles are summed in a fixed order (deterministic); see rt::WorkSchedule.
-  int split = 1;
-};
 // A split's name in messages and the tune cache: "whole", "split-K 3", "stream-K".
 std::string SplitName(int split);
 
@@ -70,37 +59,20 @@ bool IsWideStageKernel(const std::string& kernel);
 // (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
 std::string GemmVariantName(const std::string& base, const GemmOptions& options);
 
-// What `kiln tune` measured: the fastest kernel (its tile: the base name, before any variant
-// options) and split per GPU and problem size. A text file, one line per entry,
-//   sm_<cc> <M> <N> <K> <kernel> <split> <milliseconds>
-// (a line without the split means 1), later lines replacing earlier ones; '#' starts a comment.
-class GemmTuneCache {
- public:
-  // An absent file is an empty cache; a line that does not parse is an error naming it.
-  static absl::StatusOr<GemmTuneCache> Read(const std::string& path);
-  // The same for a reader of the choices (kiln gemm, GemmRunner), to whom an absent file is an
-  // error: a path mistyped would otherwise drop every measured choice without a word.
-  static absl::StatusOr<GemmTuneCache> ReadExisting(const std::string& path);
-  absl::Status Write(const std::string& path) const;
-  const GemmChoice* Find(int compute_capability, const GemmSize& size) const;  // kernel and split
-  void Set(int compute_capability, const GemmSize& size, const std::string& kernel, int split,
-           double ms);
-  size_t size() const { return entries_.size(); }
-
- private:
-  struct Entry {
-    GemmChoice choice;
-    double ms = 0;
-  };
-  std::map<std::tuple<int, int64_t, int64_t, int64_t>, Entry> entries_;
-};
-
 // The kernels (tiles) and splits that can run a problem on this GPU and that `kiln tune` measures.
 std::vector<GemmChoice> GemmCandidates(const GemmSize& size, int compute_capability);
 
-// `compute_capability`: the GPU's (90 for an H100/H200), or the one to choose for. A tuned
-// entry for the size, where `tuned` has one, wins over the rule.
+// `compute_capability`: the GPU's (90 for an H100/H200), or the one to choose for. The rule reads
+// `tuned`'s records for the GPU where it has some, else the built-in table's
+// (docs/GEMM_CHOICE.md); a measured entry for the size, `tuned`'s or the built-in table's, wins.
 GemmChoice ChooseGemm(const GemmSize& size, int compute_capability, const GemmOptions& options = {},
                       const GemmTuneCache* tuned = nullptr);
+
+// For refitting a tile's `speed` (docs/GEMM_CHOICE.md): past the table's weight-bound rows, the
+// speed at which the compute model would predict `ms`, the tile's measured time in whole tiles,
+// relative to `first_ms`, the first tile's (the widest) there. nullopt where the size is
+// weight-bound or either kernel is no tile of the GPU's built-in table.
+std::optional<double> FittedTileSpeed(const GemmSize& size, int compute_capability,
+                                      const std::string& kernel, double ms, double first_ms);
 
 }  // namespace kiln::rt

@@ -1,0 +1,152 @@
+// GEMM tuning tables (kiln/ops/gemm_table.h): the built-in ones parse and cover every tile
+// kernel, a bad line is an error naming it, the choice rule reads a table's figures, and a table
+// written back keeps its records.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "kiln/ops/gemm_choice.h"
+#include "kiln/ops/gemm_table.h"
+#include "kiln/ops/gemm_tiles.h"
+
+namespace kiln::rt {
+namespace {
+
+constexpr const char* kModel =
+    "sm_90 model weight_bound_rows=128 partial_cost=8 stream_bytes_per_us=3e6 "
+    "stream_cap_bytes_per_us=2.6e6 idle_latency_us=1 launch_us=5 partial_us=4\n";
+
+TEST(GemmTable, BuiltInTablesParseAndWeighEveryTileKernel) {
+  ASSERT_TRUE(GemmTuneCache::BuiltInStatus().ok()) << GemmTuneCache::BuiltInStatus();
+  const GemmRules* sm90 = GemmTuneCache::BuiltIn().Rules(90);
+  ASSERT_NE(sm90, nullptr);
+  ASSERT_TRUE(sm90->model.has_value());
+  for (const Sm90Tile& t : kSm90Tiles) {
+    bool weighed = false;
+    for (const TileWeights& w : sm90->tiles) weighed |= w.kernel == t.kernel;
+    EXPECT_TRUE(weighed) << t.kernel << " has no tile record in ops/gemm/tables/sm_90.tune";
+  }
+  EXPECT_FALSE(sm90->regions.empty());
+  ASSERT_NE(GemmTuneCache::BuiltIn().Rules(80), nullptr);  // the table for GPUs without their own
+  EXPECT_EQ(GemmTuneCache::BuiltIn().Rules(75), nullptr);
+}
+
+// Each bad record is an error naming the table, the line and what is wrong.
+TEST(GemmTable, BadRecordsNameTheirLine) {
+  const struct {
+    std::string text, says;
+  } cases[] = {
+      {"sm_90 tile gemm/bf16_sm90 sped=1\n", "'sped=1' is no key=value"},
+      {"sm_90 tile gemm/bf16_sm90 speed_unaligned=1\n", "needs speed="},
+      {"sm_90 tile gemm/bf16_sm90 speed=fast\n", "not a value for speed"},
+      {"sm_90 tile gemm/bf16_sm90_n200 speed=1\n", "no tile kernel of sm_90"},
+      {"sm_80 tile gemm/bf16_sm90 speed=1\n", "no tile kernel of sm_80"},
+      {"sm_90 tile gemm/bf16_sm90 speed=1\nsm_90 tile gemm/bf16_sm90 speed=1\n", "weighed twice"},
+      {"sm_90 region gemm/bf16_skinny_sm90 m=4:2\n", "not a value for m"},
+      {"sm_90 region gemm/bf16_sm90 m=1:4\n", "none of the kernels a region can name"},
+      {"sm_90 region gemm/bf16_skinny_sm90 only=a_mn\n", "not a value for only"},
+      {std::string(kModel) + kModel, "a second model record"},
+      {"sm_90 model partial_cost=8\n", "needs weight_bound_rows="},
+      {"sm_90 nonsense\n", "not 'sm_<cc> M N K kernel split ms'"},
+      {"gpu tile gemm/bf16_sm90 speed=1\n", "a record starts sm_<cc>"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<GemmTuneCache> t = GemmTuneCache::Parse("# a comment\n" + c.text, "t.tune");
+    ASSERT_FALSE(t.ok()) << c.text;
+    const std::string message(t.status().message());
+    EXPECT_NE(message.find(c.says), std::string::npos) << message;
+    EXPECT_TRUE(message.rfind("t.tune:2: ", 0) == 0 || message.rfind("t.tune:3: ", 0) == 0)
+        << message;
+  }
+}
+
+// A table with records for the GPU replaces the built-in ones: its figures decide.
+TEST(GemmTable, TheRuleReadsTheTablesFigures) {
+  const GemmSize square{4096, 4096, 4096};
+  ASSERT_EQ(ChooseGemm(square, 90).kernel, "gemm/bf16_sm90");
+  auto choose = [&](const std::string& text, const GemmSize& s, const GemmOptions& o = {}) {
+    absl::StatusOr<GemmTuneCache> t = GemmTuneCache::Parse(text, "t.tune");
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? ChooseGemm(s, 90, o, &*t) : GemmChoice{};
+  };
+  const std::string two = std::string(kModel) +
+                          "sm_90 tile gemm/bf16_sm90 speed=1.0 speed_unaligned=1.0\n"
+                          "sm_90 tile gemm/bf16_sm90_n128 speed=SPEED speed_unaligned=0.5 weight_bound=1\n";
+  auto with_speed = [&](const std::string& speed) {
+    std::string text = two;
+    text.replace(text.find("SPEED"), 5, speed);
+    return text;
+  };
+  EXPECT_EQ(choose(with_speed("0.9"), square).kernel, "gemm/bf16_sm90");
+  EXPECT_EQ(choose(with_speed("1.5"), square).kernel, "gemm/bf16_sm90_n128");
+  // A region takes its kernel outright, where the kernel reads the operands as given.
+  const std::string skinny = with_speed("0.9") + "sm_90 region gemm/bf16_skinny_sm90 m=1:64\n";
+  EXPECT_EQ(choose(with_speed("0.9"), {32, 4096, 4096}).kernel.find("skinny"), std::string::npos);
+  EXPECT_EQ(choose(skinny, {32, 4096, 4096}).kernel, "gemm/bf16_skinny_sm90");
+  EXPECT_EQ(choose(skinny, {32, 4096, 4096}, {.b_mn = true}).kernel.find("skinny"),
+            std::string::npos);  // it reads K-major B only
+  // The bandwidth model's constants: past weight_bound_rows the compute model, whose speeds here
+  // favour the 128x128 tiles.
+  std::string bound = with_speed("1.5");
+  bound.replace(bound.find("weight_bound_rows=128"), 21, "weight_bound_rows=0");
+  EXPECT_NE(choose(with_speed("1.5"), {64, 4096, 4096}).why.find("weight read"), std::string::npos);
+  EXPECT_EQ(choose(bound, {64, 4096, 4096}).why.find("weight read"), std::string::npos);
+  // Without tiles for the GPU, the strided kernel; a table for another GPU leaves sm_90's alone.
+  EXPECT_EQ(choose("sm_90 region gemm/bf16_skinny_sm90 m=1:2\n", square).kernel,
+            "gemm/bf16_strided");
+  EXPECT_EQ(choose("sm_80 region gemm/bf16_skinny m=1:2\n", square).kernel, "gemm/bf16_sm90");
+}
+
+// kiln tune's fitted speeds: at 4096x4096x4096 both the 256x256 pairs and the 128x128 tiles fill
+// whole waves, so a tile's fitted speed is the widest's time over its own.
+TEST(GemmTable, FittedSpeedIsTheModelsSpeedForTheMeasuredTime) {
+  const GemmSize square{4096, 4096, 4096};
+  std::optional<double> same = FittedTileSpeed(square, 90, "gemm/bf16_sm90", 1.0, 1.0);
+  ASSERT_TRUE(same.has_value());
+  EXPECT_DOUBLE_EQ(*same, 1.0);
+  std::optional<double> n128 = FittedTileSpeed(square, 90, "gemm/bf16_sm90_n128", 1.0 / 0.9, 1.0);
+  ASSERT_TRUE(n128.has_value());
+  EXPECT_NEAR(*n128, 0.9, 1e-12);
+  // 128x80 tiles pad N = 4096 to 4160: the model knows, so the same time fits a higher speed.
+  std::optional<double> n80 = FittedTileSpeed(square, 90, "gemm/bf16_sm90_n80", 1.0 / 0.9, 1.0);
+  ASSERT_TRUE(n80.has_value());
+  EXPECT_GT(*n80, 0.9);
+  EXPECT_FALSE(FittedTileSpeed({64, 4096, 4096}, 90, "gemm/bf16_sm90_n128", 1, 1));  // weight-bound
+  EXPECT_FALSE(FittedTileSpeed(square, 90, "gemm/bf16_mma16_sm90", 1, 1));  // no tile
+  EXPECT_FALSE(FittedTileSpeed(square, 80, "gemm/bf16_sm90_n128", 1, 1));   // no tiles there
+}
+
+// kiln tune rewrites a table: its comments and records stay, measured lines follow, and
+// rewriting is stable.
+TEST(GemmTable, WrittenBackKeepsRecordsAndComments) {
+  const std::string path = ::testing::TempDir() + "/kiln_table_test.tune";
+  std::remove(path.c_str());
+  absl::StatusOr<GemmTuneCache> t = GemmTuneCache::Parse(
+      std::string("# why these figures\n") + kModel +
+          "sm_90 tile gemm/bf16_sm90 speed=1\nsm_90 region gemm/bf16_tma8_sm90 m=3:8\n",
+      "t.tune");
+  ASSERT_TRUE(t.ok()) << t.status();
+  t->Set(90, {64, 4096, 4096}, "gemm/bf16_sm90_m64", 2, 0.05);
+  ASSERT_TRUE(t->Write(path).ok());
+  absl::StatusOr<GemmTuneCache> back = GemmTuneCache::Read(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_NE(back->Rules(90), nullptr);
+  EXPECT_EQ(back->Rules(90)->tiles.size(), 1u);
+  EXPECT_EQ(back->Rules(90)->regions.size(), 1u);
+  EXPECT_EQ(back->Rules(90)->model->stream_cap_bytes_per_us, 2.6e6);
+  ASSERT_NE(back->Find(90, {64, 4096, 4096}), nullptr);
+  EXPECT_EQ(back->Find(90, {64, 4096, 4096})->split, 2);
+  auto text = [](const std::string& p) {
+    std::stringstream s;
+    s << std::ifstream(p).rdbuf();
+    return s.str();
+  };
+  const std::string once = text(path);
+  EXPECT_EQ(once.rfind("# why these figures\n", 0), 0u) << once;
+  ASSERT_TRUE(back->Write(path).ok());
+  EXPECT_EQ(text(path), once);
+}
+
+}  // namespace
+}  // namespace kiln::rt
