@@ -253,47 +253,42 @@ void EmitTcgenMma(KernelState& s, int cta_group, const Value& daddr, uint32_t id
                                    mlir::Value());
 }
 
-}  // namespace
-
-void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
-                      const Operand& a_row0, const SmemTile& b, const Operand& b_row0, int k0,
-                      const Operand& accumulate, int m, int n, Loc loc) {
-  KernelState& s = *state_;
-  if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns_ == 0 ||
-      !detail::UseTcgenGroup(s, d.cta_group_, loc))
+// Both tiles K-major.
+void TcgenMmaKMajor(Kernel& k, KernelState& s, const Tmem& d, const Operand& d_column,
+                    const SmemTile& a, const Operand& a_row0, const SmemTile& b,
+                    const Operand& b_row0, int k0, const Operand& accumulate, int m, int n,
+                    const Loc& loc) {
+  if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns() == 0 ||
+      !detail::UseTcgenGroup(s, d.cta_group(), loc))
     return;
-  const int rows_a = d.cta_group_ == 2 ? m / 2 : m;  // a CTA pair splits A's rows
+  const int rows_a = d.cta_group() == 2 ? m / 2 : m;  // a CTA pair splits A's rows
   // The tiles are checked after the shape: a shape tcgen05.mma lacks is the first thing to say.
   std::optional<uint32_t> idesc =
-      CheckedInstr(s, {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16}, d.cta_group_,
-                   d.columns_, d.loc_, a.elem(), b.elem(), accumulate, loc);
+      CheckedInstr(s, {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16}, d.cta_group(),
+                   d.columns(), d.loc(), a.elem(), b.elem(), accumulate, loc);
   if (!idesc || !CheckMmaTile(s, a, "A", rows_a, a_row0, k0, loc) ||
-      !CheckMmaTile(s, b, "B", d.cta_group_ == 2 ? n / 2 : n, b_row0, k0, loc))
+      !CheckMmaTile(s, b, "B", d.cta_group() == 2 ? n / 2 : n, b_row0, k0, loc))
     return;
   const Type i32 = Type::Of(Scalar::kI32);
   Value daddr = d.Base(loc) + s.Wrap(s.Materialize(d_column, i32), i32);
   EmitTcgenMma(
-      s, d.cta_group_, daddr, *idesc, [&] { return SmemDescriptor(s, a, a_row0, k0, loc); },
+      s, d.cta_group(), daddr, *idesc, [&] { return SmemDescriptor(s, a, a_row0, k0, loc); },
       [&] { return SmemDescriptor(s, b, b_row0, k0, loc); }, accumulate, loc);
 }
 
-void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
-                      const Operand& a_row0, int a_k0, const WgmmaTile& bt, const Operand& b_row0,
-                      int b_k0, const Operand& accumulate, int m, int n, Loc loc) {
-  if (!bt.mn_major && a_k0 != b_k0)
-    return Fail("tcgen05.mma with both tiles K-major reads the same columns of each (a_k0 == b_k0)",
-                loc);
-  if (!bt.mn_major)
-    return TcgenMma(d, d_column, a, a_row0, bt.tile, b_row0, a_k0, accumulate, m, n, loc);
-  KernelState& s = *state_;
+// B MN-major, one CTA.
+void TcgenMmaMnB(Kernel& k, KernelState& s, const Tmem& d, const Operand& d_column,
+                 const SmemTile& a, const Operand& a_row0, int a_k0, const WgmmaTile& bt,
+                 const Operand& b_row0, int b_k0, const Operand& accumulate, int m, int n,
+                 const Loc& loc) {
   const SmemTile& b = bt.tile;
-  if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns_ == 0) return;
-  if (d.cta_group_ != 1)
-    return Fail("tcgen05.mma with an MN-major B is built for one CTA (cta_group 1)", loc);
+  if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns() == 0) return;
+  if (d.cta_group() != 1)
+    return k.Fail("tcgen05.mma with an MN-major B is built for one CTA (cta_group 1)", loc);
   if (!detail::UseTcgenGroup(s, 1, loc)) return;
   std::optional<uint32_t> idesc = CheckedInstr(
       s, {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16, .transpose_b = true}, 1,
-      d.columns_, d.loc_, a.elem(), b.elem(), accumulate, loc);
+      d.columns(), d.loc(), a.elem(), b.elem(), accumulate, loc);
   if (!idesc || !CheckMmaTile(s, a, "A", m, a_row0, a_k0, loc) ||
       !detail::CheckMnMajorTile(s, bt, "tcgen05.mma", "B", n, b_row0, b_k0, loc))
     return;
@@ -315,6 +310,17 @@ void Kernel::TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a,
   EmitTcgenMma(
       s, 1, daddr, *idesc, [&] { return SmemDescriptor(s, a, a_row0, a_k0, loc); },
       [&] { return b_desc; }, accumulate, loc);
+}
+
+}  // namespace
+
+void Kernel::TcgenMma(const Tmem& d, const TcgenMmaOp& op, Loc loc) {
+  KernelState& s = *state_;
+  if (!op.b.mn_major)
+    return TcgenMmaKMajor(*this, s, d, op.d_column, op.a, op.a_row0, op.b.tile, op.b_row0, op.k0,
+                          op.accumulate, op.m, op.n, loc);
+  TcgenMmaMnB(*this, s, d, op.d_column, op.a, op.a_row0, op.k0, op.b, op.b_row0, op.b_k0,
+              op.accumulate, op.m, op.n, loc);
 }
 
 void Kernel::TcgenCommit(const Barrier& bar, int cta_group, const Value& cta_mask, Loc loc) {

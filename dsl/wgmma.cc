@@ -197,66 +197,6 @@ void Kernel::WgmmaWait(int pending, Loc loc) {
     groups.erase(groups.begin(), groups.end() - pending);
 }
 
-// The accumulator registers a wgmma reads and writes: its builder may touch them, and until the
-// wait that completes its group nothing else may.
-class WgmmaEmission {
- public:
-  WgmmaEmission(KernelState& s, int array, const Loc& loc) : s_(s) {
-    s_.emitting_wgmma = true;
-    s_.wgmma_open.push_back({array, loc});
-  }
-  ~WgmmaEmission() { s_.emitting_wgmma = false; }
-
- private:
-  KernelState& s_;
-};
-
-void Kernel::Wgmma(const WgmmaAccumulator& acc, const SmemTile& a, const Operand& a_row0,
-                   const SmemTile& b, const Operand& b_row0, int k0, bool scale_d, Loc loc) {
-  Wgmma(acc, WgmmaTile{a}, a_row0, WgmmaTile{b}, b_row0, k0, scale_d, loc);
-}
-
-void Kernel::Wgmma(const WgmmaAccumulator& acc, const WgmmaTile& at, const Operand& a_row0,
-                   const WgmmaTile& bt, const Operand& b_row0, int k0, bool scale_d, Loc loc) {
-  KernelState& s = *state_;
-  const SmemTile &a = at.tile, &b = bt.tile;
-  if (!NeedWgmma(s, loc) || acc.n() == 0) return;
-  auto check = [&](const WgmmaTile& w, const char* which, int rows, const Operand& row0) {
-    return w.mn_major ? CheckMnMajorTile(s, w, "wgmma", which, rows, row0, k0, loc)
-                      : CheckOperandTile(s, w.tile, which, rows, row0, k0, loc);
-  };
-  if (!check(at, "A", 64, a_row0) || !check(bt, "B", acc.n(), b_row0)) return;
-  if (a.elem() != b.elem()) return Fail("wgmma A and B tiles hold different types", loc);
-  WgmmaEmission emitting(s, acc.regs_.array_, loc);
-  mlir::Location l = s.ToLoc(loc);
-  mlir::Type f32 = s.builder.getF32Type();
-  const int regs = acc.n() / 2;
-  mlir::Type st = mlir::LLVM::LLVMStructType::getLiteral(s.context.get(),
-                                                         llvm::SmallVector<mlir::Type>(regs, f32));
-  mlir::Value d = mlir::LLVM::PoisonOp::create(s.builder, l, st);
-  // With scale-d 0 the old accumulator is not read: passing poison lets it die before this.
-  for (int i = 0; i < regs && scale_d; ++i)
-    d = mlir::LLVM::InsertValueOp::create(s.builder, l, d,
-                                          s.Unwrap(acc[RegIndex(i, loc)].Load(loc)), i);
-  const auto ty =
-      a.elem() == Scalar::kBF16 ? mlir::NVVM::WGMMATypes::bf16 : mlir::NVVM::WGMMATypes::f16;
-  auto op = mlir::NVVM::WgmmaMmaAsyncOp::create(
-      s.builder, l, st, d,
-      at.mn_major ? MnMajorDescriptor(s, at, a_row0, k0, loc) : Descriptor(s, a, a_row0, k0, loc),
-      bt.mn_major ? MnMajorDescriptor(s, bt, b_row0, k0, loc) : Descriptor(s, b, b_row0, k0, loc),
-      mlir::NVVM::MMAShapeAttr::get(s.context.get(), 64, acc.n(), 16), ty, ty,
-      mlir::NVVM::WGMMATypes::f32,
-      scale_d ? mlir::NVVM::WGMMAScaleOut::one : mlir::NVVM::WGMMAScaleOut::zero,
-      mlir::NVVM::WGMMAScaleIn::one, mlir::NVVM::WGMMAScaleIn::one,
-      // row / col: K-major A / B; the other: MN-major (the transposes)
-      at.mn_major ? mlir::NVVM::MMALayout::col : mlir::NVVM::MMALayout::row,
-      bt.mn_major ? mlir::NVVM::MMALayout::row : mlir::NVVM::MMALayout::col, nullptr);
-  for (int i = 0; i < regs; ++i) {
-    mlir::Value v = mlir::LLVM::ExtractValueOp::create(s.builder, l, op.getResult(), i);
-    acc[RegIndex(i, loc)] = Operand(s.Wrap(v, Type::Of(Scalar::kF32)), loc);
-  }
-}
-
 std::vector<Value> WgmmaAccumulator::FragmentA(int k16, Scalar elem, Loc loc) const {
   KernelState& s = *Access::State(lane_);
   if (elem != Scalar::kBF16 && elem != Scalar::kF16) {
@@ -335,42 +275,99 @@ void WgmmaRegisterA(KernelState& s, const WgmmaAccumulator& acc, const std::vect
     acc[RegIndex(i, loc)] = Operand(s.Wrap(d[i], Type::Of(Scalar::kF32)), loc);
 }
 
-}  // namespace
+// The accumulator registers a wgmma reads and writes: its builder may touch them, and until the
+// wait that completes its group nothing else may.
+class WgmmaEmission {
+ public:
+  WgmmaEmission(KernelState& s, int array, const Loc& loc) : s_(s) {
+    s_.emitting_wgmma = true;
+    s_.wgmma_open.push_back({array, loc});
+  }
+  ~WgmmaEmission() { s_.emitting_wgmma = false; }
 
-void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b,
-                   const Operand& b_row0, int k0, bool scale_d, Loc loc) {
-  KernelState& s = *state_;
+ private:
+  KernelState& s_;
+};
+
+// A from shared memory, K-major or MN-major; B the same.
+void WgmmaSmemA(Kernel& k, KernelState& s, const WgmmaAccumulator& acc, int array,
+                const WgmmaTile& at, const Operand& a_row0, const WgmmaTile& bt,
+                const Operand& b_row0, int k0, bool scale_d, const Loc& loc) {
+  const SmemTile &a = at.tile, &b = bt.tile;
+  if (!NeedWgmma(s, loc) || acc.n() == 0) return;
+  auto check = [&](const WgmmaTile& w, const char* which, int rows, const Operand& row0) {
+    return w.mn_major ? CheckMnMajorTile(s, w, "wgmma", which, rows, row0, k0, loc)
+                      : CheckOperandTile(s, w.tile, which, rows, row0, k0, loc);
+  };
+  if (!check(at, "A", 64, a_row0) || !check(bt, "B", acc.n(), b_row0)) return;
+  if (a.elem() != b.elem()) return k.Fail("wgmma A and B tiles hold different types", loc);
+  WgmmaEmission emitting(s, array, loc);
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Type f32 = s.builder.getF32Type();
+  const int regs = acc.n() / 2;
+  mlir::Type st = mlir::LLVM::LLVMStructType::getLiteral(s.context.get(),
+                                                         llvm::SmallVector<mlir::Type>(regs, f32));
+  mlir::Value d = mlir::LLVM::PoisonOp::create(s.builder, l, st);
+  // With scale-d 0 the old accumulator is not read: passing poison lets it die before this.
+  for (int i = 0; i < regs && scale_d; ++i)
+    d = mlir::LLVM::InsertValueOp::create(s.builder, l, d,
+                                          s.Unwrap(acc[RegIndex(i, loc)].Load(loc)), i);
+  const auto ty =
+      a.elem() == Scalar::kBF16 ? mlir::NVVM::WGMMATypes::bf16 : mlir::NVVM::WGMMATypes::f16;
+  auto op = mlir::NVVM::WgmmaMmaAsyncOp::create(
+      s.builder, l, st, d,
+      at.mn_major ? MnMajorDescriptor(s, at, a_row0, k0, loc) : Descriptor(s, a, a_row0, k0, loc),
+      bt.mn_major ? MnMajorDescriptor(s, bt, b_row0, k0, loc) : Descriptor(s, b, b_row0, k0, loc),
+      mlir::NVVM::MMAShapeAttr::get(s.context.get(), 64, acc.n(), 16), ty, ty,
+      mlir::NVVM::WGMMATypes::f32,
+      scale_d ? mlir::NVVM::WGMMAScaleOut::one : mlir::NVVM::WGMMAScaleOut::zero,
+      mlir::NVVM::WGMMAScaleIn::one, mlir::NVVM::WGMMAScaleIn::one,
+      // row / col: K-major A / B; the other: MN-major (the transposes)
+      at.mn_major ? mlir::NVVM::MMALayout::col : mlir::NVVM::MMALayout::row,
+      bt.mn_major ? mlir::NVVM::MMALayout::row : mlir::NVVM::MMALayout::col, nullptr);
+  for (int i = 0; i < regs; ++i) {
+    mlir::Value v = mlir::LLVM::ExtractValueOp::create(s.builder, l, op.getResult(), i);
+    acc[RegIndex(i, loc)] = Operand(s.Wrap(v, Type::Of(Scalar::kF32)), loc);
+  }
+}
+
+// A from registers, B K-major.
+void WgmmaRegsA(Kernel& k, KernelState& s, const WgmmaAccumulator& acc, int array,
+                const std::vector<Value>& a, const SmemTile& b, const Operand& b_row0, int k0,
+                bool scale_d, const Loc& loc) {
   if (!NeedWgmma(s, loc) || acc.n() == 0) return;
   if (!CheckOperandTile(s, b, "B", acc.n(), b_row0, k0, loc)) return;
   if (!CheckRegisterA(s, a, b.elem(), loc)) return;
-  WgmmaEmission emitting(s, acc.regs_.array_, loc);
+  WgmmaEmission emitting(s, array, loc);
   WgmmaRegisterA(s, acc, a, b.elem(), Descriptor(s, b, b_row0, k0, loc), /*trans_b=*/false, scale_d,
                  loc);
 }
 
-void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b,
-                   MnMajor, int k0, bool scale_d, Loc loc) {
-  KernelState& s = *state_;
+// A from registers, B MN-major as a ring of spans of N side by side (k_rows 0).
+void WgmmaRegsARingB(Kernel& k, KernelState& s, const WgmmaAccumulator& acc, int array,
+                     const std::vector<Value>& a, const SmemTile& b, int k0, bool scale_d,
+                     const Loc& loc) {
   if (!NeedWgmma(s, loc) || acc.n() == 0) return;
   const std::string where = absl::StrCat("wgmma MN-major B tile (", LocString(b.loc()), ")");
   const int es = ScalarBytes(b.elem()), span = SwizzleBytes(b.swizzle());
   if (b.elem() != Scalar::kBF16 && b.elem() != Scalar::kF16)
-    return Fail(absl::StrCat(where, " must hold bf16 or f16"), loc);
+    return k.Fail(absl::StrCat(where, " must hold bf16 or f16"), loc);
   if (span == 0 || b.row_stride() * es != span)
-    return Fail(absl::StrCat(
-                    where, " must be swizzled with rows of exactly its swizzle span (K rows of N)"),
-                loc);
+    return k.Fail(
+        absl::StrCat(where,
+                     " must be swizzled with rows of exactly its swizzle span (K rows of N)"),
+        loc);
   const int atom = span / es;  // N columns per swizzle atom
   if (acc.n() > atom * b.stages() || (acc.n() > atom && acc.n() % atom))
-    return Fail(absl::StrCat(where, " holds ", atom * b.stages(), " columns of N in ", b.stages(),
-                             " atom(s) of ", atom, "; this wgmma needs N = ", acc.n()),
-                loc);
+    return k.Fail(absl::StrCat(where, " holds ", atom * b.stages(), " columns of N in ", b.stages(),
+                               " atom(s) of ", atom, "; this wgmma needs N = ", acc.n()),
+                  loc);
   if (k0 < 0 || k0 % 16 || k0 + 16 > b.rows())
-    return Fail(absl::StrCat(where, ": k0 = ", k0, " is not a 16-row slice of its ", b.rows(),
-                             " rows of K"),
-                loc);
+    return k.Fail(absl::StrCat(where, ": k0 = ", k0, " is not a 16-row slice of its ", b.rows(),
+                               " rows of K"),
+                  loc);
   if (!CheckRegisterA(s, a, b.elem(), loc)) return;
-  WgmmaEmission emitting(s, acc.regs_.array_, loc);
+  WgmmaEmission emitting(s, array, loc);
   // MN-major canonical layout (PTX ISA, matrix descriptors): each 8 rows of K are one swizzle
   // atom, SBO = 8 rows apart; LBO = from one atom of N columns to the next (a stage).
   mlir::Location l = s.ToLoc(loc);
@@ -388,16 +385,32 @@ void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, con
                  /*trans_b=*/true, scale_d, loc);
 }
 
-void Kernel::Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const WgmmaTile& bt,
-                   const Operand& b_row0, int k0, bool scale_d, Loc loc) {
-  if (!bt.mn_major) return Wgmma(acc, a, bt.tile, b_row0, k0, scale_d, loc);
-  KernelState& s = *state_;
+// A from registers, B MN-major in blocks of k_rows.
+void WgmmaRegsAMnB(Kernel& k, KernelState& s, const WgmmaAccumulator& acc, int array,
+                   const std::vector<Value>& a, const WgmmaTile& bt, const Operand& b_row0, int k0,
+                   bool scale_d, const Loc& loc) {
   if (!NeedWgmma(s, loc) || acc.n() == 0) return;
   if (!CheckMnMajorTile(s, bt, "wgmma", "B", acc.n(), b_row0, k0, loc)) return;
   if (!CheckRegisterA(s, a, bt.tile.elem(), loc)) return;
-  WgmmaEmission emitting(s, acc.regs_.array_, loc);
+  WgmmaEmission emitting(s, array, loc);
   WgmmaRegisterA(s, acc, a, bt.tile.elem(), MnMajorDescriptor(s, bt, b_row0, k0, loc),
                  /*trans_b=*/true, scale_d, loc);
+}
+
+}  // namespace
+
+void Kernel::Wgmma(const WgmmaAccumulator& acc, const WgmmaOp& op, Loc loc) {
+  KernelState& s = *state_;
+  const int array = acc.regs_.array_;
+  if (op.a_regs.empty())
+    return WgmmaSmemA(*this, s, acc, array, op.a, op.a_row0, op.b, op.b_row0, op.k0, op.accumulate,
+                      loc);
+  if (!op.b.mn_major)
+    return WgmmaRegsA(*this, s, acc, array, op.a_regs, op.b.tile, op.b_row0, op.k0, op.accumulate,
+                      loc);
+  if (op.b.k_rows == 0)
+    return WgmmaRegsARingB(*this, s, acc, array, op.a_regs, op.b.tile, op.k0, op.accumulate, loc);
+  WgmmaRegsAMnB(*this, s, acc, array, op.a_regs, op.b, op.b_row0, op.k0, op.accumulate, loc);
 }
 
 void Kernel::StMatrix(const Value& smem_row, const std::vector<Value>& regs, bool trans, Loc loc) {

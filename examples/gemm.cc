@@ -570,7 +570,11 @@ void ConsumeTile(Kernel& k, Pipeline& ring, Pipeline::Cursor& at, const Value& t
     return [&, first](Value s) {
       k.WgmmaFence();
       for (int kk = 0; kk < bk; kk += 16)
-        k.Wgmma(acc, sA.Stage(s), row0, sB.Stage(s), 0, kk, /*scale_d=*/!(first && kk == 0));
+        k.Wgmma(acc, {.a = sA.Stage(s),
+                      .a_row0 = row0,
+                      .b = sB.Stage(s),
+                      .k0 = kk,
+                      .accumulate = !(first && kk == 0)});
       k.WgmmaCommit();
       k.WgmmaWait(0);
     };

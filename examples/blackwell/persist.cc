@@ -58,8 +58,12 @@ absl::StatusOr<KernelDef> Build(const char* name, bool pipelined) {
           Value s = ring.Acquire(at);
           k.TcgenFenceAfterSync();
           for (int kk = 0; kk < BK; kk += 16)
-            k.TcgenMma(acc, 0, sA.Stage(s), 0, sB.Stage(s), 0, kk,
-                       kk == 0 ? Operand(k0 > 0) : Operand(1), BM, BN);
+            k.TcgenMma(acc, {.m = BM,
+                             .n = BN,
+                             .a = sA.Stage(s),
+                             .b = sB.Stage(s),
+                             .k0 = kk,
+                             .accumulate = kk == 0 ? Operand(k0 > 0) : Operand(1)});
           if (pipelined) {
             k.TcgenCommit(ring.EmptyBarrier(s));
           } else {

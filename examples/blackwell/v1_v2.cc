@@ -84,9 +84,17 @@ absl::StatusOr<KernelDef> Build(const char* name, int rank, bool swizzled,
         for (int kk = 0; kk < BK; kk += 16) {  // the tile's first MMA overwrites D
           Operand accumulate = kk == 0 ? Operand(k0 > 0) : Operand(1);
           if (swizzled)
-            k.TcgenMma(acc, 0, sA, kk / 64 * BM, sB, kk / 64 * BN, kk % 64, accumulate, BM, BN);
+            k.TcgenMma(acc, {.m = BM,
+                             .n = BN,
+                             .a = sA,
+                             .a_row0 = kk / 64 * BM,
+                             .b = sB,
+                             .b_row0 = kk / 64 * BN,
+                             .k0 = kk % 64,
+                             .accumulate = accumulate});
           else
-            k.TcgenMma(acc, 0, sA, 0, sB, 0, kk, accumulate, BM, BN);
+            k.TcgenMma(acc,
+                       {.m = BM, .n = BN, .a = sA, .b = sB, .k0 = kk, .accumulate = accumulate});
         }
         k.TcgenCommit(bar);
       });

@@ -52,8 +52,14 @@ absl::StatusOr<KernelDef> Build(const Version& v) {
   auto mma = [&](Value s, Value k0) {
     for (int slab = 0; slab < slabs; ++slab)
       for (int kk = 0; kk < 64; kk += 16)
-        k.TcgenMma(acc, 0, sA.Stage(s), slab * BM, sB.Stage(s), slab * v.bn, kk,
-                   slab + kk == 0 ? Operand(k0 > 0) : Operand(1), BM, v.bn);
+        k.TcgenMma(acc, {.m = BM,
+                         .n = v.bn,
+                         .a = sA.Stage(s),
+                         .a_row0 = slab * BM,
+                         .b = sB.Stage(s),
+                         .b_row0 = slab * v.bn,
+                         .k0 = kk,
+                         .accumulate = slab + kk == 0 ? Operand(k0 > 0) : Operand(1)});
   };
 
   if (!v.specialised) {  // v3: one thread walks the ring, loads and multiplies

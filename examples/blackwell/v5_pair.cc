@@ -65,8 +65,12 @@ absl::StatusOr<KernelDef> Build() {
         full[s].Wait(phase);
         k.TcgenFenceAfterSync();
         for (int kk = 0; kk < BK; kk += 16)
-          k.TcgenMma(acc, 0, sA.Stage(s), 0, sB.Stage(s), 0, kk,
-                     kk == 0 ? Operand(k0 > 0) : Operand(1), 2 * BM, BN);
+          k.TcgenMma(acc, {.m = 2 * BM,
+                           .n = BN,
+                           .a = sA.Stage(s),
+                           .b = sB.Stage(s),
+                           .k0 = kk,
+                           .accumulate = kk == 0 ? Operand(k0 > 0) : Operand(1)});
         k.TcgenCommit(empty[s], 2, k.I32(0b11));  // frees stage s in both CTAs
       });
       k.TcgenCommit(done[0], 2, k.I32(0b11));

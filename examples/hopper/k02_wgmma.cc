@@ -38,7 +38,7 @@ absl::StatusOr<KernelDef> Build() {
     bar[0].Wait(phase), bar[1].Wait(phase);
     k.SyncThreads();
     k.WgmmaFence();
-    for (int kk = 0; kk < BK; kk += 16) k.Wgmma(acc, sA, 0, sB, 0, kk);
+    for (int kk = 0; kk < BK; kk += 16) k.Wgmma(acc, {.a = sA, .b = sB, .k0 = kk});
     k.WgmmaCommit();
     k.WgmmaWait(0);
   });

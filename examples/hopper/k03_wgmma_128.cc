@@ -37,7 +37,8 @@ absl::StatusOr<KernelDef> Build() {
     k.SyncThreads();
     k.WgmmaFence();
     for (int m = 0; m < 2; ++m)
-      for (int kk = 0; kk < BK; kk += 16) k.Wgmma(acc[m], sA, m * 64, sB, 0, kk);
+      for (int kk = 0; kk < BK; kk += 16)
+        k.Wgmma(acc[m], {.a = sA, .a_row0 = m * 64, .b = sB, .k0 = kk});
     k.WgmmaCommit();
     k.WgmmaWait(0);
   });

@@ -38,7 +38,7 @@ absl::StatusOr<KernelDef> Build() {
         k.WgmmaFence();
         for (int m = 0; m < 2; ++m)
           for (int kk = 0; kk < BK; kk += 16)
-            k.Wgmma(acc[m], sA.Stage(s), m * 64, sB.Stage(s), 0, kk);
+            k.Wgmma(acc[m], {.a = sA.Stage(s), .a_row0 = m * 64, .b = sB.Stage(s), .k0 = kk});
         k.WgmmaCommit();
         k.WgmmaWait(0);
       });

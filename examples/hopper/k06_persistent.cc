@@ -52,7 +52,8 @@ absl::StatusOr<KernelDef> Build() {
       k.For(0, g.K, BK, [&](Value) {
         ring.Consume(at, t % 128, [&](Value s) {
           k.WgmmaFence();
-          for (int kk = 0; kk < BK; kk += 16) k.Wgmma(acc, sA.Stage(s), row0, sB.Stage(s), 0, kk);
+          for (int kk = 0; kk < BK; kk += 16)
+            k.Wgmma(acc, {.a = sA.Stage(s), .a_row0 = row0, .b = sB.Stage(s), .k0 = kk});
           k.WgmmaCommit();
           k.WgmmaWait(0);
         });

@@ -62,7 +62,8 @@ absl::StatusOr<KernelDef> Build() {
         Value s = q.stage();
         full[s].Wait(q.phase());
         k.WgmmaFence();
-        for (int kk = 0; kk < BK; kk += 16) k.Wgmma(acc, sA.Stage(s), row0, sB.Stage(s), 0, kk);
+        for (int kk = 0; kk < BK; kk += 16)
+          k.Wgmma(acc, {.a = sA.Stage(s), .a_row0 = row0, .b = sB.Stage(s), .k0 = kk});
         k.WgmmaCommit();
         k.WgmmaWait(0);
         k.If(t % 128 == 0, [&] { empty[s].Arrive(); });

@@ -58,8 +58,11 @@ absl::StatusOr<KernelDef> Build(const char* name, bool overlap_epilogue) {
       Value s = ring.Acquire(at);
       k.WgmmaFence();
       for (int kk = 0; kk < BK; kk += 16)
-        k.Wgmma(acc, {sA.Stage(s), false, BK}, row0, {sB.Stage(s), false, BK}, 0, kk,
-                /*scale_d=*/!(first && kk == 0));
+        k.Wgmma(acc, {.a = sA.Stage(s),
+                      .a_row0 = row0,
+                      .b = sB.Stage(s),
+                      .k0 = kk,
+                      .accumulate = !(first && kk == 0)});
       k.WgmmaCommit();
       return s;
     };

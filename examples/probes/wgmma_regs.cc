@@ -34,21 +34,25 @@ absl::StatusOr<KernelDef> BuildWgmmaRegs() {
 
   WgmmaAccumulator s = k.WgmmaAcc(kTile);
   k.WgmmaFence();
-  for (int k0 = 0; k0 < kTile; k0 += 16) k.Wgmma(s, ta, 0, tb1, 0, k0, /*scale_d=*/k0 > 0);
+  for (int k0 = 0; k0 < kTile; k0 += 16)
+    k.Wgmma(s, {.a = ta, .b = tb1, .k0 = k0, .accumulate = k0 > 0});
   k.WgmmaCommit();
   k.WgmmaWait(0);
 
   WgmmaAccumulator o = k.WgmmaAcc(kTile);
   k.WgmmaFence();
   for (int j = 0; j < kTile / 16; ++j)
-    k.Wgmma(o, s.FragmentA(j, bf16), tb2, 0, 16 * j, /*scale_d=*/j > 0);
+    k.Wgmma(o, {.a_regs = s.FragmentA(j, bf16), .b = tb2, .k0 = 16 * j, .accumulate = j > 0});
   k.WgmmaCommit();
   k.WgmmaWait(0);
 
   WgmmaAccumulator o2 = k.WgmmaAcc(kTile);
   k.WgmmaFence();
   for (int j = 0; j < kTile / 16; ++j)
-    k.Wgmma(o2, s.FragmentA(j, bf16), tb2, Kernel::MnMajor::kB, 16 * j, /*scale_d=*/j > 0);
+    k.Wgmma(o2, {.a_regs = s.FragmentA(j, bf16),
+                 .b = {tb2, /*mn_major=*/true},
+                 .k0 = 16 * j,
+                 .accumulate = j > 0});
   k.WgmmaCommit();
   k.WgmmaWait(0);
 

@@ -66,7 +66,7 @@ struct MmaSetup {
 
 TEST(TcgenMma, ShapeOutsideTheTable) {
   MmaSetup m;
-  m.k.TcgenMma(m.d, 0, m.a, 0, m.b, 0, 0, 1, 128, 260); const int line = __LINE__;
+  m.k.TcgenMma(m.d, {.m = 128, .n = 260, .a = m.a, .b = m.b}); const int line = __LINE__;
   ExpectError(m.k, line, "N from 8 to 256 in steps of 8; not 128x260");
 }
 
@@ -74,7 +74,7 @@ TEST(TcgenMma, AccumulatorWiderThanTheAllocation) {
   Kernel k("test/mma_cols", sm100a(), {128});
   SmemTile a = k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B), b = k.SmemSwizzled(bf16, 256, 64, Swizzle::k128B);
   Tmem d = k.TensorMemory(128);
-  k.TcgenMma(d, 0, a, 0, b, 0, 0, 1, 128, 256); const int line = __LINE__;
+  k.TcgenMma(d, {.m = 128, .n = 256, .a = a, .b = b}); const int line = __LINE__;
   ExpectError(k, line, "needs 256 tensor memory columns");
 }
 
@@ -82,13 +82,13 @@ TEST(TcgenMma, TileWithoutADescriptor) {
   Kernel k("test/mma_layout", sm100a(), {128});
   SmemTile a = k.Smem(bf16, 128, 64), b = k.SmemSwizzled(bf16, 256, 64, Swizzle::k128B);
   Tmem d = k.TensorMemory(256);
-  k.TcgenMma(d, 0, a, 0, b, 0, 0, 1, 128, 256); const int line = __LINE__;
+  k.TcgenMma(d, {.m = 128, .n = 256, .a = a, .b = b}); const int line = __LINE__;
   ExpectError(k, line, "no descriptor describes this layout");
 }
 
 TEST(TcgenMma, ReadsPastTheTile) {
   MmaSetup m;
-  m.k.TcgenMma(m.d, 0, m.a, 64, m.b, 0, 0, 1, 128, 256); const int line = __LINE__;
+  m.k.TcgenMma(m.d, {.m = 128, .n = 256, .a = m.a, .a_row0 = 64, .b = m.b}); const int line = __LINE__;
   ExpectError(m.k, line, "reads 128 rows from row 64 but the tile has 128");
 }
 
@@ -96,7 +96,7 @@ TEST(TcgenMma, EmitsTheWorklogDescriptors) {
   MmaSetup m;
   Barrier bar = m.k.SmemBarriers(1)[0];
   m.k.If(m.k.ThreadIdx() == 0, [&] {
-    m.k.TcgenMma(m.d, 0, m.a, 0, m.b, 0, 16, 1, 128, 256);
+    m.k.TcgenMma(m.d, {.m = 128, .n = 256, .a = m.a, .b = m.b, .k0 = 16});
     m.k.TcgenCommit(bar);
   });
   m.k.If(m.k.WarpId() == 0, [&] { m.k.TmemAlloc(m.d); m.k.TmemFree(m.d); });
@@ -123,7 +123,7 @@ TEST(TcgenMma, OneCtaGroupPerKernel) {
 
 TEST(TcgenMma, RowsStartOnAnAtom) {
   MmaSetup m;
-  m.k.TcgenMma(m.d, 0, m.a, 0, m.b, 4, 0, 1, 128, 120); const int line = __LINE__;
+  m.k.TcgenMma(m.d, {.m = 128, .n = 120, .a = m.a, .b = m.b, .b_row0 = 4}); const int line = __LINE__;
   ExpectError(m.k, line, "not at a multiple of 8");
 }
 

@@ -256,7 +256,7 @@ TEST(Hopper, WgmmaOnATileWithoutTheSwizzleItsDescriptorNeeds) {
   SmemTile plain = k.Smem(bf16, 64, 64);  // no swizzle: no K-major wgmma descriptor fits
   SmemTile b = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
   WgmmaAccumulator acc = k.WgmmaAcc(64);
-  k.Wgmma(acc, plain, 0, b, 0, 0); const int line = __LINE__;
+  k.Wgmma(acc, {.a = plain, .b = b}); const int line = __LINE__;
   ExpectError(k, line, "no swizzle");
 }
 
@@ -265,7 +265,7 @@ TEST(Hopper, WgmmaOnAnMnMajorTileItsBlocksDoNotCover) {
   SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
   SmemTile b = k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B);  // two blocks of 64 rows of K: N = 128
   WgmmaAccumulator acc = k.WgmmaAcc(256);
-  k.Wgmma(acc, {a, true, 64}, 0, {b, true, 64}, 0, 0); const int line = __LINE__;
+  k.Wgmma(acc, {.a = {a, true, 64}, .b = {b, true, 64}}); const int line = __LINE__;
   ExpectError(k, line, "holds 128 columns in blocks of 64 and 64 rows of K; this wgmma reads 256 columns");
 }
 
@@ -273,7 +273,7 @@ TEST(Hopper, WgmmaMnMajorBlocksOfWholeAtoms) {
   Kernel k("test/wgmma_mn_rows", sm90a(), {128});
   SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
   WgmmaAccumulator acc = k.WgmmaAcc(64);
-  k.Wgmma(acc, {a, true, 60}, 0, {a, false, 0}, 0, 0); const int line = __LINE__;
+  k.Wgmma(acc, {.a = {a, true, 60}, .b = a}); const int line = __LINE__;
   ExpectError(k, line, "in blocks of k_rows (60, a multiple of 8) rows of K");
 }
 
@@ -337,7 +337,7 @@ TEST(Hopper, WgmmaReadsPastTheTile) {
   Kernel k("test/wgmma_rows", sm90a(), {128});
   SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), b = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
   WgmmaAccumulator acc = k.WgmmaAcc(128);  // B tile has 64 rows, not 128
-  k.Wgmma(acc, a, 0, b, 0, 0); const int line = __LINE__;
+  k.Wgmma(acc, {.a = a, .b = b}); const int line = __LINE__;
   ExpectError(k, line, "this wgmma reads 128 rows");
 }
 
@@ -378,12 +378,12 @@ TEST(Hopper, AccumulatorReadBeforeItsWaitNamesBothLines) {
     SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), b = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
     WgmmaAccumulator s = k.WgmmaAcc(64), o = k.WgmmaAcc(64);
     k.WgmmaFence();
-    k.Wgmma(s, a, 0, b, 0, 0, false);
+    k.Wgmma(s, {.a = a, .b = b, .accumulate = false});
     k.WgmmaCommit();
-    k.Wgmma(o, a, 0, b, 0, 16, false);
+    k.Wgmma(o, {.a = a, .b = b, .k0 = 16, .accumulate = false});
     k.WgmmaCommit();
     if (wait_before_read >= 0) k.WgmmaWait(wait_before_read);
-    if (fragment) k.Wgmma(o, s.FragmentA(0, bf16), b, 0, 0);
+    if (fragment) k.Wgmma(o, {.a_regs = s.FragmentA(0, bf16), .b = b});
     else k.Store(out + k.ThreadIdx(), s[0]);
     k.WgmmaCommit();
     k.WgmmaWait(0);

@@ -329,10 +329,10 @@ TEST(WgmmaRegisterA, AccumulatorColumnsFeedTheNextMma) {
   Value out = k.PtrParam("out", f32);
   WgmmaAccumulator s = k.WgmmaAcc(64), o = k.WgmmaAcc(64);
   k.WgmmaFence();
-  for (int k0 = 0; k0 < 64; k0 += 16) k.Wgmma(s, q, 0, kt, 0, k0, /*scale_d=*/k0 > 0);
+  for (int k0 = 0; k0 < 64; k0 += 16) k.Wgmma(s, {.a = q, .b = kt, .k0 = k0, .accumulate = k0 > 0});
   k.WgmmaCommit();
   k.WgmmaWait(0);
-  for (int j = 0; j < 4; ++j) k.Wgmma(o, s.FragmentA(j, bf16), v, 0, 16 * j, /*scale_d=*/j > 0);
+  for (int j = 0; j < 4; ++j) k.Wgmma(o, {.a_regs = s.FragmentA(j, bf16), .b = v, .k0 = 16 * j, .accumulate = j > 0});
   k.WgmmaCommit();
   k.WgmmaWait(0);
   k.Store(out + k.ThreadIdx(), o[0] + o[31]);
@@ -355,7 +355,7 @@ TEST(WgmmaRegisterA, Mistakes) {
   Kernel k2("test/wgmma_rs_bad2", sm90a(), {128});
   SmemTile v2 = k2.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
   WgmmaAccumulator o2 = k2.WgmmaAcc(64);
-  k2.Wgmma(o2, {k2.I32(0), k2.I32(0)}, v2, 0, 0); const int line2 = __LINE__;
+  k2.Wgmma(o2, {.a_regs = {k2.I32(0), k2.I32(0)}, .b = v2}); const int line2 = __LINE__;
   ExpectErrorAt(k2, Here(line2), "wgmma A from registers takes 4 b32 registers, not 2");
   (void)v; (void)o;
 }

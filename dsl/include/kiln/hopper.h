@@ -106,6 +106,36 @@ class WgmmaAccumulator {
   int n_ = 0;
 };
 
+// A wgmma (or tcgen05.mma) operand tile in shared memory, swizzled: K-major (its rows are M or N,
+// as the K-major layouts' TMA boxes land), or MN-major (imm-trans): K rows, each one swizzle span
+// of M or N (64 bf16 at 128B), in blocks of `k_rows` rows stacked for further spans (rows
+// k_rows*j.. hold columns span*j..), as one 2D TMA box per block lands from a column-major A or a
+// row-major B. An MN-major B with k_rows 0 is a ring of such spans side by side along N (stage s:
+// columns span*s..), each stage all of K (attention's V with D <= 64 per stage).
+struct WgmmaTile {
+  WgmmaTile() = default;
+  WgmmaTile(SmemTile t, bool mn = false, int k = 0) : tile(t), mn_major(mn), k_rows(k) {}
+  SmemTile tile;
+  bool mn_major = false;
+  int k_rows = 0;  // MN-major: rows of K per block
+};
+
+// One wgmma.mma_async m64nNk16 (N: the accumulator's):
+//   acc (+)= A[a_row0 .. a_row0+63, k0 .. k0+15] * B[b_row0 .. b_row0+N-1, k0 .. k0+15]^T
+// (an MN-major tile's row0 is along M or N, a multiple of its span). A comes from `a`, or from
+// registers: `a_regs`, this thread's four b32 registers in the A fragment layout
+// (WgmmaAccumulator::FragmentA), which must be ready when it reads them (WgmmaFence orders
+// them). Descriptors come from the tiles' layouts.
+struct WgmmaOp {
+  WgmmaTile a;
+  Operand a_row0 = 0;
+  std::vector<Value> a_regs;
+  WgmmaTile b;
+  Operand b_row0 = 0;
+  int k0 = 0;
+  bool accumulate = true;  // false: acc = A*B (scale-d 0: the old accumulator is not read)
+};
+
 // A thread role: a contiguous range of threads running its own code (warp specialisation).
 struct RoleSpec {
   int first_thread = 0;

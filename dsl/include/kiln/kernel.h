@@ -10,6 +10,7 @@
 //   kiln/memory_ops.h  global loads/stores, atomics        dsl/memory_ops.cc
 //   kiln/math.h        special functions, conversions      dsl/math.cc
 //   kiln/warp.h        shuffles and reductions             dsl/warp.cc
+//   kiln/rows.h        row ops over accumulator tiles      dsl/rows.cc
 //   kiln/hopper.h      TMA, mbarriers, wgmma types         dsl/async.cc, dsl/wgmma.cc
 //   kiln/tcgen05.h     tensor memory                       dsl/tcgen05.cc, kiln/tcgen05_desc.h
 //   kiln/pipeline.h    rings of stages (Pipeline)          dsl/pipeline.cc
@@ -266,40 +267,9 @@ class Kernel {
 
   WgmmaAccumulator WgmmaAcc(int n, Loc loc = Loc::current());
   void WgmmaFence(Loc loc = Loc::current());
-  // acc (+)= A[a_row0 : a_row0+64, k0 : k0+16] * B[b_row0 : b_row0+N, k0 : k0+16]^T, both tiles
-  // K-major and swizzled; descriptors come from the tiles' layouts. scale_d false: acc = A*B.
-  void Wgmma(const WgmmaAccumulator& acc, const SmemTile& a, const Operand& a_row0,
-             const SmemTile& b, const Operand& b_row0, int k0, bool scale_d = true,
-             Loc loc = Loc::current());
-  // The same with A (64 x 16) from registers: `a` is this thread's four b32 registers (pairs of
-  // the B tile's element type) in the A fragment layout (WgmmaAccumulator::FragmentA makes it).
-  // The registers must be ready before the wgmma reads them (WgmmaFence orders them).
-  void Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b,
-             const Operand& b_row0, int k0, bool scale_d = true, Loc loc = Loc::current());
-  // The same with B MN-major (imm-trans-b): `b` holds K rows of N, as a row-major V does in
-  // attention's P*V. It is a swizzled tile whose rows are one swizzle span of N (64 bf16 at
-  // 128B), or a ring of them side by side along N (stage s: columns 64s..64s+63); rows
-  // k0..k0+15 are read.
-  enum class MnMajor : uint8_t { kB };
-  void Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const SmemTile& b,
-             MnMajor b_layout, int k0, bool scale_d = true, Loc loc = Loc::current());
-  // The first form with either smem operand MN-major (imm-trans-a, imm-trans-b): an MN-major tile
-  // holds K rows, each one swizzle span of M or N (64 bf16 at 128B), in blocks of `k_rows` rows
-  // stacked for further spans of M or N (rows k_rows*j.. hold columns span*j..), as one 2D TMA
-  // box per block lands from a column-major A or a row-major B. `row0` (M or N) is then a
-  // multiple of the span; a K-major tile (mn_major false) is the first form's.
-  struct WgmmaTile {
-    SmemTile tile;
-    bool mn_major = false;
-    int k_rows = 0;  // MN-major: rows of K per block
-  };
-  void Wgmma(const WgmmaAccumulator& acc, const WgmmaTile& a, const Operand& a_row0,
-             const WgmmaTile& b, const Operand& b_row0, int k0, bool scale_d = true,
-             Loc loc = Loc::current());
-  // A from registers and B a WgmmaTile: an MN-major B of several spans of N (attention's V with
-  // D > 64: rows k_rows*j.. hold columns 64j.. at 128B), or a K-major one as in the first form.
-  void Wgmma(const WgmmaAccumulator& acc, const std::vector<Value>& a, const WgmmaTile& b,
-             const Operand& b_row0, int k0, bool scale_d = true, Loc loc = Loc::current());
+  // One wgmma (kiln/hopper.h: WgmmaOp says which operand is where).
+  void Wgmma(const WgmmaAccumulator& acc, const WgmmaOp& op, Loc loc = Loc::current());
+  using WgmmaTile = kiln::WgmmaTile;
   void WgmmaCommit(Loc loc = Loc::current());
   void WgmmaWait(int pending, Loc loc = Loc::current());
   // stmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each lane passes one row address.
@@ -316,19 +286,8 @@ class Kernel {
   Value ElectOne(Loc loc = Loc::current());             // elect.sync: true in one lane of the warp
   void TcgenFenceBeforeSync(Loc loc = Loc::current());  // tcgen05.fence::before_thread_sync
   void TcgenFenceAfterSync(Loc loc = Loc::current());   // tcgen05.fence::after_thread_sync
-  // tcgen05.mma kind::f16: D (fp32, columns from d_column) = A x B (+ D when `accumulate`, an
-  // i1), M x N x 16 from rows a_row0.. and b_row0.. of K-major 128B-swizzled tiles, columns
-  // k0..k0+15. Descriptors come from the tiles; one thread issues it.
-  void TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a, const Operand& a_row0,
-                const SmemTile& b, const Operand& b_row0, int k0, const Operand& accumulate, int m,
-                int n, Loc loc = Loc::current());
-  // The same with B MN-major (transpose B in the instruction descriptor): `b` holds K rows of N,
-  // as a row-major V does in attention's P*V, in the WgmmaTile form (MN-major canonical layout,
-  // blocks of k_rows rows per 64 columns of N), rows b_k0..b_k0+15 of a block read; A's columns
-  // are a_k0..a_k0+15. One CTA (cta_group 1).
-  void TcgenMma(const Tmem& d, const Operand& d_column, const SmemTile& a, const Operand& a_row0,
-                int a_k0, const WgmmaTile& b, const Operand& b_row0, int b_k0,
-                const Operand& accumulate, int m, int n, Loc loc = Loc::current());
+  // One tcgen05.mma (kiln/tcgen05.h: TcgenMmaOp says which operand is where).
+  void TcgenMma(const Tmem& d, const TcgenMmaOp& op, Loc loc = Loc::current());
   // tcgen05.commit: `bar` gets one arrive when this thread's prior tcgen05 ops complete; with
   // `cta_mask`, on the barrier at the same offset in each of those cluster CTAs.
   void TcgenCommit(const Barrier& bar, int cta_group = 1, const Value& cta_mask = Value(),
@@ -375,4 +334,5 @@ std::string LocString(const Loc& loc);
 // The ops that are free functions, by concern.
 #include "kiln/math.h"
 #include "kiln/memory_ops.h"
+#include "kiln/rows.h"
 #include "kiln/warp.h"

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "examples/registry.h"
 #include "kiln/pipeline.h"
+#include "kiln/rows.h"
 #include "ops/attention/kernels/common.h"
 
 namespace kiln::examples {
@@ -67,8 +68,14 @@ void MmaWarp(BlackwellAttention& b) {
       Value ks = b.k_ring.Acquire(k_at);
       k.TcgenFenceAfterSync();
       for (int kk = 0; kk < D; kk += 16)
-        k.TcgenMma(b.tmem, 0, b.sQ, kk / 64 * BM, b.sK.Stage(ks), kk / 64 * BN, kk % 64,
-                   Operand(kk > 0 ? 1 : 0), BM, BN);
+        k.TcgenMma(b.tmem, {.m = BM,
+                            .n = BN,
+                            .a = b.sQ,
+                            .a_row0 = kk / 64 * BM,
+                            .b = b.sK.Stage(ks),
+                            .b_row0 = kk / 64 * BN,
+                            .k0 = kk % 64,
+                            .accumulate = kk > 0 ? 1 : 0});
       k.TcgenCommit(b.s_full);
       k.TcgenCommit(b.k_ring.EmptyBarrier(ks));  // the stage is free once these MMAs complete
     };
@@ -85,9 +92,15 @@ void MmaWarp(BlackwellAttention& b) {
       Value vs = b.v_ring.Acquire(v_at);
       k.TcgenFenceAfterSync();
       for (int kk = 0; kk < BN; kk += 16)
-        k.TcgenMma(b.tmem, BN, b.sP, kk / 64 * BM, kk % 64,
-                   Kernel::WgmmaTile{b.sV.Stage(vs), /*mn_major=*/true, BN}, 0, kk,
-                   kk > 0 ? Operand(1) : Operand(j > 0), BM, D);
+        k.TcgenMma(b.tmem, {.m = BM,
+                            .n = D,
+                            .d_column = BN,
+                            .a = b.sP,
+                            .a_row0 = kk / 64 * BM,
+                            .b = {b.sV.Stage(vs), /*mn_major=*/true, BN},
+                            .k0 = kk % 64,
+                            .b_k0 = kk,
+                            .accumulate = kk > 0 ? Operand(1) : Operand(j > 0)});
       k.TcgenCommit(b.o_ready);
       k.TcgenCommit(b.v_ring.EmptyBarrier(vs));
     });
@@ -115,39 +128,34 @@ void SoftmaxTile(BlackwellAttention& b, SoftmaxRow& t, Value j) {
   b.s_free.Arrive();
   // Mask (only a tile that reaches past the row's last key: the diagonal's, or Skv's), the new
   // maximum (scaled, log2 units), alpha = exp2(old - new), P and its sum.
-  Value n0 = (j * BN).To(s32), tile_max = k.F32(-INFINITY);
+  Value n0 = (j * BN).To(s32);
   s = k.IfElse(
       n0 + BN > t.limit,
       [&] {
         std::vector<Value> masked = s;
-        for (int c = 0; c < BN; ++c) masked[c] = Select(n0 + c < t.limit, s[c], k.F32(-INFINITY));
+        MaskColumns(masked, n0, t.limit, -INFINITY);
         return masked;
       },
       [&] { return s; });
-  for (int c = 0; c < BN; ++c) tile_max = Max(tile_max, s[c]);
-  Value new_max = Max(t.row_max[0], tile_max * t.scale_log2);
+  Value new_max = Max(t.row_max[0], RowMax(s) * t.scale_log2);
   // A row that saw only -inf:
   Value base = Select(new_max == k.F32(-INFINITY), k.F32(0), new_max);
-  Value alpha = Exp2(t.row_max[0] - base), sum = k.F32(0);
+  Value alpha = Exp2(t.row_max[0] - base);
   t.row_max[0] = new_max;
-  for (int c = 0; c < BN; ++c) {
-    s[c] = Exp2(Fma(s[c], t.scale_log2, -base));
-    sum = sum + s[c];
-  }
-  t.row_sum[0] = Fma(t.row_sum[0], alpha, sum);
+  Exp2Row(s, t.scale_log2, base);  // P
+  t.row_sum[0] = Fma(t.row_sum[0], alpha, RowSum(s));
   // O += P_{j-1} V_{j-1} has landed: rescale O in tensor memory, and P's buffer is free.
   k.If(j > 0, [&] {
     b.o_ready.Wait((j + 1) % 2);
     k.TcgenFenceAfterSync();
     for (int c = 0; c < b.D; c += CHUNK) {
       std::vector<Value> o = k.TcgenLoad(b.tmem, t.lane0, BN + c, CHUNK);
-      for (Value& x : o) x = x * alpha;
+      ScaleRow(o, alpha);
       k.TcgenStore(b.tmem, t.lane0, BN + c, o);
     }
   });
-  for (int c = 0; c < BN; c += 2)
-    k.Store(b.sP.At(c / 64 * b.BM + t.r, c % 64),
-            b.in == f16 ? PackF16x2(s[c], s[c + 1]) : PackBf16x2(s[c], s[c + 1]));
+  const std::vector<Value> p = PackPairs(s, b.in);
+  for (int c = 0; c < BN; c += 2) k.Store(b.sP.At(c / 64 * b.BM + t.r, c % 64), p[c / 2]);
   k.FenceProxyAsync();  // P is read by the MMA (the async proxy)
   k.TcgenFenceBeforeSync();
   b.p_full.Arrive();
@@ -162,11 +170,11 @@ void StoreRows(BlackwellAttention& b, SoftmaxRow& t) {
   Value total = t.row_sum[0];
   Value inv = Select(total > 0.0, Rcp(total), k.F32(0));
   b.q_full.Wait(0);
-  auto store_o = [&](int c, const std::vector<Value>& o) {
+  auto store_o = [&](int c, std::vector<Value> o) {
+    ScaleRow(o, inv);  // O / sum
+    const std::vector<Value> packed = PackPairs(o, b.in);
     for (int e = 0; e < CHUNK; e += 2)
-      k.Store(b.sQ.At((c + e) / 64 * BM + t.r, (c + e) % 64),
-              b.in == f16 ? PackF16x2(o[e] * inv, o[e + 1] * inv)
-                          : PackBf16x2(o[e] * inv, o[e + 1] * inv));
+      k.Store(b.sQ.At((c + e) / 64 * BM + t.r, (c + e) % 64), packed[e / 2]);
   };
   k.If(
       b.n_tiles > 0,

@@ -57,15 +57,21 @@ Value HopperConsumer::VStage() { return v_late_ ? h_.v_ring.Acquire(v_at_) : v_h
 
 void HopperConsumer::IssueS(Value ks) {
   for (int kk = 0; kk < h_.D; kk += 16)
-    k_.Wgmma(s_, sQs_, kk / 64 * h_.BM + row0_, h_.sK.Stage(ks), kk / 64 * h_.BN, kk % 64,
-             /*scale_d=*/kk > 0);
+    k_.Wgmma(s_, {.a = sQs_,
+                  .a_row0 = kk / 64 * h_.BM + row0_,
+                  .b = h_.sK.Stage(ks),
+                  .b_row0 = kk / 64 * h_.BN,
+                  .k0 = kk % 64,
+                  .accumulate = kk > 0});
   k_.WgmmaCommit();
 }
 
 void HopperConsumer::IssuePv(Value vs) {
   for (int kk = 0; kk < h_.BN; kk += 16)
-    k_.Wgmma(o_, {p_frag_[kk / 4], p_frag_[kk / 4 + 1], p_frag_[kk / 4 + 2], p_frag_[kk / 4 + 3]},
-             {h_.sV.Stage(vs), /*mn_major=*/true, h_.BN}, 0, kk);
+    k_.Wgmma(o_, {.a_regs = {p_frag_[kk / 4], p_frag_[kk / 4 + 1], p_frag_[kk / 4 + 2],
+                             p_frag_[kk / 4 + 3]},
+                  .b = {h_.sV.Stage(vs), /*mn_major=*/true, h_.BN},
+                  .k0 = kk});
   k_.WgmmaCommit();
 }
 

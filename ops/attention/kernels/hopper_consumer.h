@@ -6,6 +6,7 @@
 
 #include <functional>
 
+#include "kiln/rows.h"
 #include "ops/attention/kernels/hopper_parts.h"
 
 namespace kiln::examples::attention_sm90 {
@@ -21,7 +22,7 @@ class HopperConsumer {
  private:
   // 1 / sum of a thread's two rows.
   struct Inverse {
-    Value of[2];
+    RowPair of;
   };
 
   // hopper_consumer.cc: the turns, the steps of a tile, the tile walks.

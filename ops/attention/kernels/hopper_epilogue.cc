@@ -4,6 +4,7 @@
 // clipped TMA store; the stage is free for the next Q once the store has read it.
 #include <cmath>
 
+#include "kiln/rows.h"
 #include "kiln/warp.h"
 #include "ops/attention/kernels/hopper_consumer.h"
 
@@ -12,10 +13,9 @@ namespace kiln::examples::attention_sm90 {
 HopperConsumer::Inverse HopperConsumer::FinishRows(Value tile_m0, Value q_head) {
   const Value& S = h_.p.S;
   Inverse inv;
+  const RowPair totals = WholeRows({row_sum_[0], row_sum_[1]});
   for (int half = 0; half < 2; ++half) {
-    Value total = row_sum_[half];
-    total = total + ShflXor(total, 1);
-    total = total + ShflXor(total, 2);
+    const Value& total = totals[half];
     inv.of[half] = Select(total > 0.0, Rcp(total), k_.F32(0));
     Value row = tile_m0 + row0_ + o_.Row(half);
     Value lse_value =
@@ -29,11 +29,11 @@ HopperConsumer::Inverse HopperConsumer::FinishRows(Value tile_m0, Value q_head) 
 void HopperConsumer::StoreO(Value tile_m0, Value q_head, Value qs, const Inverse& inv) {
   const int BM = h_.BM, W = h_.W;
   SmemTile out = h_.sQ.Stage(qs);
+  ScaleRows(o_, inv.of);  // O / sum
+  const std::vector<Value> packed = PackPairs(o_, h_.in);
   for (int p = 0; p < h_.D / 4; ++p) {
     const int span = p / 2 * 8 / 64;  // which 64 columns of D this pair lies in
-    Value x = o_[2 * p] * inv.of[p % 2], y = o_[2 * p + 1] * inv.of[p % 2];
-    k_.Store(out.At(span * BM + row0_ + o_.Row(p), o_.Col(p) - span * 64),
-             h_.in == f16 ? PackF16x2(x, y) : PackBf16x2(x, y));
+    k_.Store(out.At(span * BM + row0_ + o_.Row(p), o_.Col(p) - span * 64), packed[p]);
   }
   k_.FenceProxyAsync();
   k_.NamedBarrier(wg_ + 1 + W, 128);

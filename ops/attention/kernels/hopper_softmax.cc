@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kiln/rows.h"
 #include "kiln/warp.h"
 #include "ops/attention/kernels/hopper_consumer.h"
 
@@ -31,28 +32,19 @@ void HopperConsumer::FreshState() {
 // over S, the sums rescaled by alpha = exp2(old max - new max); O is rescaled by alpha later
 // (RescaleO), once the wgmma group adding to it has retired.
 void HopperConsumer::Softmax(Value n0, bool masked) {
-  const int BN = h_.BN;
   const Value& Skv = h_.p.Skv;
-  Value limit[2];  // keys below this column are seen, per row half
-  for (int half = 0; half < 2 && masked; ++half) {
-    Value row = (m0_ + row0_ + s_.Row(half)).To(s32);
-    limit[half] = h_.a.causal ? Min(Skv.To(s32), row + 1 + h_.shift) : Skv.To(s32);
-  }
-  Value tile_max[2] = {k_.F32(-INFINITY), k_.F32(-INFINITY)};
-  for (int p = 0; p < BN / 4; ++p)
-    for (int e = 0; e < 2; ++e) {
-      if (masked) {
-        Value col = (n0 + s_.Col(p) + e).To(s32);
-        s_[2 * p + e] = Select(col < limit[p % 2], s_[2 * p + e], k_.F32(-INFINITY));
-      }
-      tile_max[p % 2] = Max(tile_max[p % 2], s_[2 * p + e]);
+  if (masked) {
+    RowPair limit;  // keys below this column are seen, per row
+    for (int half = 0; half < 2; ++half) {
+      Value row = (m0_ + row0_ + s_.Row(half)).To(s32);
+      limit[half] = h_.a.causal ? Min(Skv.To(s32), row + 1 + h_.shift) : Skv.To(s32);
     }
-  Value base[2];
+    MaskColumns(s_, n0, limit, -INFINITY);
+  }
+  const RowPair tile_max = RowMax(s_);
+  RowPair base;
   for (int half = 0; half < 2; ++half) {
-    Value mx = tile_max[half];
-    mx = Max(mx, ShflXor(mx, 1));  // the four threads of a row
-    mx = Max(mx, ShflXor(mx, 2));
-    Value new_max = Max(row_max_[half], mx * scale_log2_);
+    Value new_max = Max(row_max_[half], tile_max[half] * scale_log2_);
     // Lazily: the row keeps its reference unless the tile's maximum passes it by more than 2^8,
     // so P <= 256 (bf16/f16 keep its relative precision as for any P) and O's rescale is mostly
     // skipped; O and the sum share the reference, so O / sum is the same.
@@ -63,13 +55,8 @@ void HopperConsumer::Softmax(Value n0, bool masked) {
     alpha_[half] = Exp2(row_max_[half] - base[half]);
     row_max_[half] = new_max;
   }
-  Value sum[2] = {k_.F32(0), k_.F32(0)};
-  for (int p = 0; p < BN / 4; ++p)
-    for (int e = 0; e < 2; ++e) {
-      Value pv = Exp2(Fma(s_[2 * p + e], scale_log2_, -base[p % 2]));
-      s_[2 * p + e] = pv;
-      sum[p % 2] = sum[p % 2] + pv;
-    }
+  Exp2Rows(s_, scale_log2_, base);                   // P
+  const RowPair sum = RowSum(s_, RowSpan::kThread);  // the quads' sums meet at the end
   for (int half = 0; half < 2; ++half)
     row_sum_[half] = Fma(row_sum_[half], alpha_[half], sum[half]);
 }
@@ -84,10 +71,7 @@ void HopperConsumer::SoftmaxOf(Value n0) {
 }
 
 void HopperConsumer::RescaleO() {
-  auto scale_rows = [&] {
-    for (int q = 0; q < h_.D / 4; ++q)
-      for (int e = 0; e < 2; ++e) o_[2 * q + e] = o_[2 * q + e] * alpha_[q % 2];
-  };
+  auto scale_rows = [&] { ScaleRows(o_, {alpha_[0], alpha_[1]}); };
   if (!h_.a.lazy_rescale) return scale_rows();
   // Only in warps where some row's reference moved (a warp-uniform branch).
   Value moved = Select((alpha_[0] != 1.0) | (alpha_[1] != 1.0), k_.I32(1), k_.I32(0));

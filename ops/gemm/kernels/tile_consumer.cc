@@ -20,8 +20,11 @@ void RunTileConsumer(TileKernel& tk, const Value& t) {
     Value s = tk.ring.Acquire(at);
     k.WgmmaFence();
     for (int kk = 0; kk < BK; kk += 16)
-      k.Wgmma(acc, {tk.sA.Stage(s), g.a_mn, BK}, row0, {tk.sB.Stage(s), g.b_mn, BK}, 0, kk,
-              /*scale_d=*/!(first && kk == 0));
+      k.Wgmma(acc, {.a = {tk.sA.Stage(s), g.a_mn, BK},
+                    .a_row0 = row0,
+                    .b = {tk.sB.Stage(s), g.b_mn, BK},
+                    .k0 = kk,
+                    .accumulate = !(first && kk == 0)});
     k.WgmmaCommit();
     return s;
   };

@@ -122,10 +122,9 @@ absl::StatusOr<KernelDef> BuildWideK(const std::string& name, const GemmVariant&
         for (int j = 0; j < SLABS; ++j)
           for (int kk = 0; kk < SLAB; kk += 16) {
             if (v.b_mn)
-              k.Wgmma(acc, Kernel::WgmmaTile{sA[j].Stage(s)}, 0,
-                      Kernel::WgmmaTile{sB[j].Stage(s), true, SLAB}, 0, kk);
+              k.Wgmma(acc, {.a = sA[j].Stage(s), .b = {sB[j].Stage(s), true, SLAB}, .k0 = kk});
             else
-              k.Wgmma(acc, sA[j].Stage(s), 0, sB[j].Stage(s), 0, kk);
+              k.Wgmma(acc, {.a = sA[j].Stage(s), .b = sB[j].Stage(s), .k0 = kk});
           }
         k.WgmmaCommit();
       };
