@@ -62,10 +62,16 @@ void ScaleRows(const WgmmaAccumulator& acc, const RowPair& scale, Loc loc) {
   });
 }
 
-void Exp2Rows(const WgmmaAccumulator& acc, const Value& scale, const RowPair& base, Loc loc) {
+RowPair Exp2Rows(const WgmmaAccumulator& acc, const Value& scale, const RowPair& base, Loc loc) {
+  RowPair sum;
+  bool started[2] = {false, false};
   EachElement(acc, [&](int i, int slot, int, int) {
-    acc[RegIndex(i, loc)] = Exp2(Fma(acc[RegIndex(i, loc)], scale, -base[slot]), loc);
+    Value x = Exp2(Fma(acc[RegIndex(i, loc)], scale, -base[slot]), loc);
+    acc[RegIndex(i, loc)] = x;
+    sum[slot] = started[slot] ? sum[slot] + x : x;
+    started[slot] = true;
   });
+  return sum;
 }
 
 std::vector<Value> PackPairs(const WgmmaAccumulator& acc, Scalar elem, Loc loc) {
@@ -101,8 +107,13 @@ void ScaleRow(std::vector<Value>& row, const Value& scale, Loc) {
   for (Value& x : row) x = x * scale;
 }
 
-void Exp2Row(std::vector<Value>& row, const Value& scale, const Value& base, Loc loc) {
-  for (Value& x : row) x = Exp2(Fma(x, scale, -base), loc);
+Value Exp2Row(std::vector<Value>& row, const Value& scale, const Value& base, Loc loc) {
+  Value sum(loc);
+  for (size_t c = 0; c < row.size(); ++c) {
+    row[c] = Exp2(Fma(row[c], scale, -base), loc);
+    sum = c == 0 ? row[c] : sum + row[c];
+  }
+  return sum;
 }
 
 std::vector<Value> PackPairs(const std::vector<Value>& row, Scalar elem, Loc loc) {

@@ -38,9 +38,11 @@ void MaskColumns(const WgmmaAccumulator& acc, const Value& col0, const RowPair& 
                  Loc loc = Loc::current());
 // x * scale[row].
 void ScaleRows(const WgmmaAccumulator& acc, const RowPair& scale, Loc loc = Loc::current());
-// 2^(x * scale - base[row]), as one fma and ex2.approx (kiln/math.h: Exp2).
-void Exp2Rows(const WgmmaAccumulator& acc, const Value& scale, const RowPair& base,
-              Loc loc = Loc::current());
+// 2^(x * scale - base[row]), as one fma and ex2.approx (kiln/math.h: Exp2); returns this
+// thread's part of each row's sum of the new values (WholeRows finishes it), added as each one
+// is made, as an online softmax needs both.
+RowPair Exp2Rows(const WgmmaAccumulator& acc, const Value& scale, const RowPair& base,
+                 Loc loc = Loc::current());
 // Each pair of adjacent columns (registers 2p, 2p+1: row Row(p), columns Col(p), Col(p)+1) rounded
 // to `elem` (bf16 or f16) and packed into a b32, pair p at index p.
 std::vector<Value> PackPairs(const WgmmaAccumulator& acc, Scalar elem, Loc loc = Loc::current());
@@ -51,8 +53,9 @@ Value RowSum(const std::vector<Value>& row, Loc loc = Loc::current());
 void MaskColumns(std::vector<Value>& row, const Value& col0, const Value& limit, double fill,
                  Loc loc = Loc::current());
 void ScaleRow(std::vector<Value>& row, const Value& scale, Loc loc = Loc::current());
-void Exp2Row(std::vector<Value>& row, const Value& scale, const Value& base,
-             Loc loc = Loc::current());
+// Returns the row's sum of the new values.
+Value Exp2Row(std::vector<Value>& row, const Value& scale, const Value& base,
+              Loc loc = Loc::current());
 // Elements 2p and 2p+1 rounded to `elem` and packed into a b32, at index p (an even count).
 std::vector<Value> PackPairs(const std::vector<Value>& row, Scalar elem, Loc loc = Loc::current());
 

@@ -142,8 +142,7 @@ void SoftmaxTile(BlackwellAttention& b, SoftmaxRow& t, Value j) {
   Value base = Select(new_max == k.F32(-INFINITY), k.F32(0), new_max);
   Value alpha = Exp2(t.row_max[0] - base);
   t.row_max[0] = new_max;
-  Exp2Row(s, t.scale_log2, base);  // P
-  t.row_sum[0] = Fma(t.row_sum[0], alpha, RowSum(s));
+  t.row_sum[0] = Fma(t.row_sum[0], alpha, Exp2Row(s, t.scale_log2, base));  // P and its sum
   // O += P_{j-1} V_{j-1} has landed: rescale O in tensor memory, and P's buffer is free.
   k.If(j > 0, [&] {
     b.o_ready.Wait((j + 1) % 2);

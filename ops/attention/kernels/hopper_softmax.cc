@@ -55,8 +55,7 @@ void HopperConsumer::Softmax(Value n0, bool masked) {
     alpha_[half] = Exp2(row_max_[half] - base[half]);
     row_max_[half] = new_max;
   }
-  Exp2Rows(s_, scale_log2_, base);                   // P
-  const RowPair sum = RowSum(s_, RowSpan::kThread);  // the quads' sums meet at the end
+  const RowPair sum = Exp2Rows(s_, scale_log2_, base);  // P; the quads' sums meet at the end
   for (int half = 0; half < 2; ++half)
     row_sum_[half] = Fma(row_sum_[half], alpha_[half], sum[half]);
 }
