@@ -41,7 +41,7 @@ std::string MisalignedColumn(const SmemTile& tile, const Operand& col, int bytes
 }
 }  // namespace
 
-SmemTile Kernel::Smem(Scalar elem, int rows, int cols, const SmemLayout& layout, Loc loc) {
+SmemTile MemoryOps::Smem(Scalar elem, int rows, int cols, const SmemLayout& layout, Loc loc) {
   const UnitSwizzle& x = layout.swizzle;
   const int row_bytes = cols * ScalarBytes(elem);
   std::string bad;
@@ -65,64 +65,68 @@ SmemTile Kernel::Smem(Scalar elem, int rows, int cols, const SmemLayout& layout,
                        "-byte units, but a row of ", row_bytes, " bytes is not a whole number of ",
                        "such blocks; the XOR would leave the row");
   if (!bad.empty()) {
-    Fail(bad, loc);
+    self().Fail(bad, loc);
     return Smem(elem, rows, cols, 0, 128, loc);
   }
   SmemTile t = Smem(elem, rows * layout.stages, cols, layout.pad, 128, loc);
   t.rows_ = rows;
   t.stages_ = layout.stages;
-  state_->deepest_ring = std::max(state_->deepest_ring, layout.stages);
+  state().deepest_ring = std::max(state().deepest_ring, layout.stages);
   t.xor_ = x;
   return t;
 }
 
-SmemTile Kernel::SmemOver(const SmemTile& base, Scalar elem, int rows, int cols,
-                          const SmemLayout& layout, Loc loc) {
-  KernelState& s = *state_;
+SmemTile MemoryOps::SmemOver(const SmemTile& base, Scalar elem, int rows, int cols,
+                             const SmemLayout& layout, Loc loc) {
+  KernelState& s = state();
   const int top = s.smem_top;
   s.smem_top = base.offset_bytes();
   SmemTile t = Smem(elem, rows, cols, layout, loc);
   if (t.offset_bytes() != base.offset_bytes())
-    Fail(absl::StrCat("a tile over ", LocString(base.loc()), " must start where it does (offset ",
-                      base.offset_bytes(), "); its alignment moves it to ", t.offset_bytes()),
-         loc);
+    self().Fail(
+        absl::StrCat("a tile over ", LocString(base.loc()), " must start where it does (offset ",
+                     base.offset_bytes(), "); its alignment moves it to ", t.offset_bytes()),
+        loc);
   s.smem_top = std::max(top, s.smem_top);
   return t;
 }
 
-std::vector<Value> Kernel::LdMatrix(const SmemTile& tile, const Operand& row, const Operand& col,
-                                    int num, bool trans, Loc loc) {
+std::vector<Value> AmpereOps::LdMatrix(const SmemTile& tile, const Operand& row, const Operand& col,
+                                       int num, bool trans, Loc loc) {
   std::string bad = SplitsRows(tile, 16, "ldmatrix");
   if (bad.empty()) bad = MisalignedColumn(tile, col, 16, "an ldmatrix row");
   if (!bad.empty()) {
-    Fail(bad, loc);
+    self().Fail(bad, loc);
     return std::vector<Value>(num == 1 || num == 2 || num == 4 ? num : 0,
-                              state_->Poison(Type::Of(Scalar::kI32), loc));
+                              state().Poison(Type::Of(Scalar::kI32), loc));
   }
   return LdMatrix(tile.At(row, col, loc), num, trans, loc);
 }
 
-void Kernel::CpAsync(const SmemTile& tile, const Operand& row, const Operand& col, const Value& src,
-                     int bytes, CacheAt cache, int l2_prefetch, const Value& src_bytes, Loc loc) {
-  KernelState& s = *state_;
-  if (s.target.compute_capability < 80) return Fail("cp.async needs sm_80 or later", loc);
+void AmpereOps::CpAsync(const SmemTile& tile, const Operand& row, const Operand& col,
+                        const Value& src, int bytes, CacheAt cache, int l2_prefetch,
+                        const Value& src_bytes, Loc loc) {
+  KernelState& s = state();
+  if (s.target.compute_capability < 80) return self().Fail("cp.async needs sm_80 or later", loc);
   if (bytes != 4 && bytes != 8 && bytes != 16)
-    return Fail(absl::StrCat("cp.async copies 4, 8 or 16 bytes, not ", bytes), loc);
+    return self().Fail(absl::StrCat("cp.async copies 4, 8 or 16 bytes, not ", bytes), loc);
   if (cache == CacheAt::kL2 && bytes != 16)
-    return Fail("cp.async.cg (L2 only) copies 16 bytes; use CacheAt::kL1 for smaller copies", loc);
+    return self().Fail("cp.async.cg (L2 only) copies 16 bytes; use CacheAt::kL1 for smaller copies",
+                       loc);
   const Type& st = src.type();
   if (st.kind != Type::Kind::kPointer || st.space != Space::kGlobal)
-    return Fail(absl::StrCat("cp.async reads global memory, not through ", st.Str()), loc);
+    return self().Fail(absl::StrCat("cp.async reads global memory, not through ", st.Str()), loc);
   if (l2_prefetch != 0 && l2_prefetch != 64 && l2_prefetch != 128 && l2_prefetch != 256)
-    return Fail(absl::StrCat("cp.async prefetches 64, 128 or 256 bytes into L2 (or 0: none), not ",
-                             l2_prefetch),
-                loc);
+    return self().Fail(
+        absl::StrCat("cp.async prefetches 64, 128 or 256 bytes into L2 (or 0: none), not ",
+                     l2_prefetch),
+        loc);
   std::string bad = SplitsRows(tile, bytes, "cp.async");
   if (bad.empty()) bad = MisalignedColumn(tile, col, bytes, "a cp.async");
-  if (!bad.empty()) return Fail(bad, loc);
+  if (!bad.empty()) return self().Fail(bad, loc);
   if (src_bytes.valid() && !(src_bytes.type() == Type::Of(i32)))
-    return Fail(absl::StrCat("cp.async's source size is an i32, not ", src_bytes.type().Str()),
-                loc);
+    return self().Fail(
+        absl::StrCat("cp.async's source size is an i32, not ", src_bytes.type().Str()), loc);
   if (l2_prefetch != 0) {  // the NVVM op has no prefetch size
     mlir::Location l = s.ToLoc(loc);
     std::vector<mlir::Value> operands = {s.SharedAddress32(s.Unwrap(tile.At(row, col, loc)), l),
@@ -141,26 +145,29 @@ void Kernel::CpAsync(const SmemTile& tile, const Operand& row, const Operand& co
                                 src_bytes.valid() ? s.Unwrap(src_bytes, loc) : mlir::Value());
 }
 
-void Kernel::CpAsyncCommit(Loc loc) {
-  if (state_->target.compute_capability < 80) return Fail("cp.async needs sm_80 or later", loc);
-  mlir::NVVM::CpAsyncCommitGroupOp::create(state_->builder, state_->ToLoc(loc));
+void AmpereOps::CpAsyncCommit(Loc loc) {
+  if (state().target.compute_capability < 80)
+    return self().Fail("cp.async needs sm_80 or later", loc);
+  mlir::NVVM::CpAsyncCommitGroupOp::create(state().builder, state().ToLoc(loc));
 }
 
-void Kernel::CpAsyncWait(int pending, Loc loc) {
-  if (state_->target.compute_capability < 80) return Fail("cp.async needs sm_80 or later", loc);
-  if (pending < 0 || pending > 7) return Fail("cp.async.wait_group takes 0..7", loc);
-  mlir::NVVM::CpAsyncWaitGroupOp::create(state_->builder, state_->ToLoc(loc),
+void AmpereOps::CpAsyncWait(int pending, Loc loc) {
+  if (state().target.compute_capability < 80)
+    return self().Fail("cp.async needs sm_80 or later", loc);
+  if (pending < 0 || pending > 7) return self().Fail("cp.async.wait_group takes 0..7", loc);
+  mlir::NVVM::CpAsyncWaitGroupOp::create(state().builder, state().ToLoc(loc),
                                          static_cast<uint32_t>(pending));
 }
 
-void Kernel::CpAsyncWaitAll(Loc loc) {
-  if (state_->target.compute_capability < 80) return Fail("cp.async needs sm_80 or later", loc);
-  state_->InlineAsm("cp.async.wait_all;", "~{memory}", {}, nullptr, state_->ToLoc(loc));
+void AmpereOps::CpAsyncWaitAll(Loc loc) {
+  if (state().target.compute_capability < 80)
+    return self().Fail("cp.async needs sm_80 or later", loc);
+  state().InlineAsm("cp.async.wait_all;", "~{memory}", {}, nullptr, state().ToLoc(loc));
 }
 
-Kernel::WarpTile Kernel::Warps(const WarpTiling& w, Loc loc) {
+AmpereOps::WarpTile AmpereOps::Warps(const WarpTiling& w, Loc loc) {
   WarpTile t{};
-  const rt::Dim3& block = state_->manifest.block;
+  const rt::Dim3& block = state().manifest.block;
   const int threads = static_cast<int>(block.x);
   std::string bad;
   if (block.y != 1 || block.z != 1)
@@ -175,8 +182,8 @@ Kernel::WarpTile Kernel::Warps(const WarpTiling& w, Loc loc) {
     bad = absl::StrCat(w.warps_m, "x", w.warps_n, " warps need ", w.warps_m * w.warps_n * 32,
                        " threads; the block has ", threads);
   if (!bad.empty()) {
-    Fail(bad, loc);
-    t.m0 = t.n0 = I32(0, loc);
+    self().Fail(bad, loc);
+    t.m0 = t.n0 = self().I32(0, loc);
     t.rows = t.cols = t.mmas_m = t.mmas_n = 1;
     return t;
   }
@@ -184,7 +191,7 @@ Kernel::WarpTile Kernel::Warps(const WarpTiling& w, Loc loc) {
   t.cols = w.tile_n / w.warps_n;
   t.mmas_m = t.rows / w.mma_m;
   t.mmas_n = t.cols / w.mma_n;
-  Value warp = WarpId(loc);
+  Value warp = self().WarpId(loc);
   t.m0 = warp / Operand(w.warps_n, loc) * Operand(t.rows, loc);
   t.n0 = warp % Operand(w.warps_n, loc) * Operand(t.cols, loc);
   return t;

@@ -103,8 +103,8 @@ int SwizzleBytes(Swizzle s) { return s == Swizzle::kNone ? 0 : 16 << static_cast
 
 // ---- tensor maps
 
-TensorMap Kernel::TmaParam(const std::string& name, const rt::TensorMapParam& spec, Loc loc) {
-  KernelState& s = *state_;
+TensorMap HopperOps::TmaParam(const std::string& name, const rt::TensorMapParam& spec, Loc loc) {
+  KernelState& s = state();
   TensorMap map;
   map.spec_ = spec;
   map.loc_ = loc;
@@ -112,13 +112,13 @@ TensorMap Kernel::TmaParam(const std::string& name, const rt::TensorMapParam& sp
   if (spec.box.empty() || spec.box.size() > 5 ||
       (!spec.bound_at_launch() &&
        (spec.dims.size() != spec.box.size() || spec.strides.size() + 1 != spec.dims.size())))
-    Fail(
+    self().Fail(
         "a tensor map has rank 1..5: one box extent per dim, and either no dims (bound at launch) "
         "or one "
         "dims rule per box extent and rank-1 strides",
         loc);
   else if (absl::Status box = rt::ValidateTmaBox(spec.box, spec.dtype, spec.swizzle); !box.ok())
-    Fail(std::string(box.message()), loc);
+    self().Fail(std::string(box.message()), loc);
   for (const std::vector<rt::GridExpr>* rules : {&spec.dims, &spec.strides})
     for (const rt::GridExpr& e : *rules)
       (void)s.ParseRule(absl::StrCat("tensor map ", name), e.ToString(), loc);
@@ -175,8 +175,8 @@ std::optional<mlir::Value> PolicyOperand(KernelState& s, const Value& policy, co
 }
 }  // namespace
 
-Value Kernel::L2Policy(CacheHint hint, Loc loc) {
-  KernelState& s = *state_;
+Value HopperOps::L2Policy(CacheHint hint, Loc loc) {
+  KernelState& s = state();
   if (hint != CacheHint::kL2EvictFirst && hint != CacheHint::kL2EvictLast) {
     s.Fail("an L2 policy is kL2EvictFirst or kL2EvictLast (a copy with no policy has the default)",
            loc);
@@ -190,9 +190,9 @@ Value Kernel::L2Policy(CacheHint hint, Loc loc) {
   return s.Wrap(policy, Type::Of(Scalar::kI64));
 }
 
-void Kernel::TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
-                     std::vector<Operand> coords, const Value& l2_policy, Loc loc) {
-  KernelState& s = *state_;
+void HopperOps::TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
+                        std::vector<Operand> coords, const Value& l2_policy, Loc loc) {
+  KernelState& s = state();
   if (!NeedHopper(s, "TMA", loc) || !CheckBoxFitsTile(s, map, dst, coords.size(), loc)) return;
   std::optional<mlir::Value> policy = PolicyOperand(s, l2_policy, "a TMA load", loc);
   if (!policy) return;
@@ -205,13 +205,13 @@ void Kernel::TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& b
   s.tma_loads.push_back({s.LastOp(), Access::BarrierArray(bar), Access::BarrierIndex(bar), loc});
 }
 
-void Kernel::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
-                         std::vector<Operand> coords, Loc loc) {
-  KernelState& s = *state_;
+void HopperOps::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
+                            std::vector<Operand> coords, Loc loc) {
+  KernelState& s = state();
   if (s.target.chip != "sm_100a")
-    return Fail("a CTA-pair TMA load (cta_group::2) needs sm_100a", loc);
+    return self().Fail("a CTA-pair TMA load (cta_group::2) needs sm_100a", loc);
   if (s.manifest.cluster.count() % 2 != 0)
-    return Fail("a CTA-pair TMA load needs clusters of CTA pairs", loc);
+    return self().Fail("a CTA-pair TMA load needs clusters of CTA pairs", loc);
   if (!detail::UseTcgenGroup(s, 2, loc)) return;
   if (!CheckBoxFitsTile(s, map, dst, coords.size(), loc)) return;
   RecordTx(s, bar, map.box_bytes(), /*announced=*/false, loc);
@@ -226,7 +226,7 @@ void Kernel::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrie
     absl::StrAppend(&list, i ? ", " : "", "$", i + 2);
   }
   args.push_back(s.SharedAddress32(s.Unwrap(bar.ptr()), l));
-  args.push_back(s.Unwrap(ClusterCtaRank(loc) & Operand(~1, loc)));
+  args.push_back(s.Unwrap(self().ClusterCtaRank(loc) & Operand(~1, loc)));
   const size_t n = coords.size();
   std::string constraints = "r,l";
   for (size_t i = 0; i < n; ++i) constraints += ",r";
@@ -239,16 +239,16 @@ void Kernel::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrie
   s.tma_loads.push_back({s.LastOp(), Access::BarrierArray(bar), Access::BarrierIndex(bar), loc});
 }
 
-void Kernel::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
-                              std::vector<Operand> coords, const Operand& cta_mask,
-                              const Value& l2_policy, Loc loc) {
-  KernelState& s = *state_;
+void HopperOps::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
+                                 std::vector<Operand> coords, const Operand& cta_mask,
+                                 const Value& l2_policy, Loc loc) {
+  KernelState& s = state();
   if (!NeedHopper(s, "TMA multicast", loc) || !CheckBoxFitsTile(s, map, dst, coords.size(), loc))
     return;
   std::optional<mlir::Value> policy = PolicyOperand(s, l2_policy, "a TMA multicast load", loc);
   if (!policy) return;
   if (s.manifest.cluster.count() < 2)
-    return Fail("TMA multicast needs a cluster of 2 or more CTAs (ClusterDims)", loc);
+    return self().Fail("TMA multicast needs a cluster of 2 or more CTAs (ClusterDims)", loc);
   RecordTx(s, bar, map.box_bytes(), /*announced=*/false,
            loc);  // the bytes landing in each CTA of the mask
   mlir::Location l = s.ToLoc(loc);
@@ -261,8 +261,8 @@ void Kernel::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const B
   s.tma_loads.push_back({s.LastOp(), Access::BarrierArray(bar), Access::BarrierIndex(bar), loc});
 }
 
-void Kernel::TmaPrefetchL2(const TensorMap& map, std::vector<Operand> coords, Loc loc) {
-  KernelState& s = *state_;
+void HopperOps::TmaPrefetchL2(const TensorMap& map, std::vector<Operand> coords, Loc loc) {
+  KernelState& s = state();
   if (!NeedHopper(s, "TMA", loc)) return;
   if (!CheckCoordinates(s, map, coords.size(), loc)) return;
   mlir::Location l = s.ToLoc(loc);
@@ -271,8 +271,8 @@ void Kernel::TmaPrefetchL2(const TensorMap& map, std::vector<Operand> coords, Lo
                                                   mlir::NVVM::TMALoadMode::TILE, mlir::Value());
 }
 
-void Kernel::TmaPrefetchDescriptor(const TensorMap& map, Loc loc) {
-  KernelState& s = *state_;
+void HopperOps::TmaPrefetchDescriptor(const TensorMap& map, Loc loc) {
+  KernelState& s = state();
   if (!NeedHopper(s, "prefetch.tensormap", loc)) return;
   if (!map.param().valid())
     return s.Fail("TmaPrefetchDescriptor of a tensor map that was never declared", loc);
@@ -283,9 +283,9 @@ void Kernel::TmaPrefetchDescriptor(const TensorMap& map, Loc loc) {
                                  /*uniform=*/false, /*in_param_space=*/map.spec().by_value);
 }
 
-void Kernel::TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
-                      Loc loc) {
-  KernelState& s = *state_;
+void HopperOps::TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
+                         Loc loc) {
+  KernelState& s = state();
   if (!NeedHopper(s, "TMA", loc) || !CheckBoxFitsTile(s, map, src, coords.size(), loc)) return;
   mlir::Location l = s.ToLoc(loc);
   mlir::NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
@@ -293,55 +293,55 @@ void Kernel::TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Ope
       mlir::Value(), mlir::NVVM::TMAStoreMode::TILE, mlir::Value());
 }
 
-void Kernel::BulkCommit(Loc loc) {
-  if (!NeedHopper(*state_, "cp.async.bulk", loc)) return;
-  mlir::NVVM::CpAsyncBulkCommitGroupOp::create(state_->builder, state_->ToLoc(loc));
+void HopperOps::BulkCommit(Loc loc) {
+  if (!NeedHopper(state(), "cp.async.bulk", loc)) return;
+  mlir::NVVM::CpAsyncBulkCommitGroupOp::create(state().builder, state().ToLoc(loc));
 }
 
-void Kernel::BulkWait(int pending, bool smem_reads_only, Loc loc) {
-  if (!NeedHopper(*state_, "cp.async.bulk", loc)) return;
-  if (pending < 0 || pending > 63) return Fail("BulkWait takes 0..63 pending groups", loc);
+void HopperOps::BulkWait(int pending, bool smem_reads_only, Loc loc) {
+  if (!NeedHopper(state(), "cp.async.bulk", loc)) return;
+  if (pending < 0 || pending > 63) return self().Fail("BulkWait takes 0..63 pending groups", loc);
   mlir::NVVM::CpAsyncBulkWaitGroupOp::create(
-      state_->builder, state_->ToLoc(loc), static_cast<uint32_t>(pending),
-      smem_reads_only ? state_->builder.getUnitAttr() : mlir::UnitAttr());
+      state().builder, state().ToLoc(loc), static_cast<uint32_t>(pending),
+      smem_reads_only ? state().builder.getUnitAttr() : mlir::UnitAttr());
 }
 
 // ---- fences and barriers
 
-void Kernel::FenceBarrierInit(Loc loc) {
-  if (!NeedHopper(*state_, "fence.mbarrier_init", loc)) return;
-  mlir::NVVM::FenceMbarrierInitOp::create(state_->builder, state_->ToLoc(loc));
+void HopperOps::FenceBarrierInit(Loc loc) {
+  if (!NeedHopper(state(), "fence.mbarrier_init", loc)) return;
+  mlir::NVVM::FenceMbarrierInitOp::create(state().builder, state().ToLoc(loc));
 }
 
-void Kernel::FenceProxyAsync(Loc loc) {
-  if (!NeedHopper(*state_, "fence.proxy.async", loc)) return;
+void HopperOps::FenceProxyAsync(Loc loc) {
+  if (!NeedHopper(state(), "fence.proxy.async", loc)) return;
   mlir::NVVM::FenceProxyOp::create(
-      state_->builder, state_->ToLoc(loc), mlir::NVVM::ProxyKind::async_shared,
-      mlir::NVVM::SharedSpaceAttr::get(state_->context.get(), mlir::NVVM::SharedSpace::shared_cta));
+      state().builder, state().ToLoc(loc), mlir::NVVM::ProxyKind::async_shared,
+      mlir::NVVM::SharedSpaceAttr::get(state().context.get(), mlir::NVVM::SharedSpace::shared_cta));
 }
 
-void Kernel::FenceGpu(Loc loc) {
-  mlir::NVVM::MembarOp::create(state_->builder, state_->ToLoc(loc), mlir::NVVM::MemScopeKind::GPU);
+void HopperOps::FenceGpu(Loc loc) {
+  mlir::NVVM::MembarOp::create(state().builder, state().ToLoc(loc), mlir::NVVM::MemScopeKind::GPU);
 }
 
-void Kernel::ClusterSync(Loc loc) {
-  if (!NeedHopper(*state_, "barrier.cluster", loc)) return;
-  mlir::Location l = state_->ToLoc(loc);
-  mlir::NVVM::ClusterArriveOp::create(state_->builder, l, state_->builder.getUnitAttr());
-  mlir::NVVM::ClusterWaitOp::create(state_->builder, l, state_->builder.getUnitAttr());
-  state_->waits.push_back({state_->LastOp(), -1, "", loc});
+void HopperOps::ClusterSync(Loc loc) {
+  if (!NeedHopper(state(), "barrier.cluster", loc)) return;
+  mlir::Location l = state().ToLoc(loc);
+  mlir::NVVM::ClusterArriveOp::create(state().builder, l, state().builder.getUnitAttr());
+  mlir::NVVM::ClusterWaitOp::create(state().builder, l, state().builder.getUnitAttr());
+  state().waits.push_back({state().LastOp(), -1, "", loc});
 }
 
-void Kernel::WaitForPriorGrids(Loc loc) {
-  if (!NeedHopper(*state_, "griddepcontrol", loc)) return;
-  mlir::NVVM::GriddepcontrolOp::create(state_->builder, state_->ToLoc(loc),
+void HopperOps::WaitForPriorGrids(Loc loc) {
+  if (!NeedHopper(state(), "griddepcontrol", loc)) return;
+  mlir::NVVM::GriddepcontrolOp::create(state().builder, state().ToLoc(loc),
                                        mlir::NVVM::GridDepActionKind::wait);
-  state_->manifest.waits_for_prior_grids = true;
+  state().manifest.waits_for_prior_grids = true;
 }
 
-void Kernel::LaunchDependents(Loc loc) {
-  if (!NeedHopper(*state_, "griddepcontrol", loc)) return;
-  mlir::NVVM::GriddepcontrolOp::create(state_->builder, state_->ToLoc(loc),
+void HopperOps::LaunchDependents(Loc loc) {
+  if (!NeedHopper(state(), "griddepcontrol", loc)) return;
+  mlir::NVVM::GriddepcontrolOp::create(state().builder, state().ToLoc(loc),
                                        mlir::NVVM::GridDepActionKind::launch_dependents);
 }
 
@@ -361,15 +361,15 @@ bool CheckNamedBarrier(KernelState& s, const Operand& id, int threads, const Loc
 }
 }  // namespace
 
-void Kernel::NamedBarrierArrive(const Operand& id, int threads, Loc loc) {
-  KernelState& s = *state_;
+void HopperOps::NamedBarrierArrive(const Operand& id, int threads, Loc loc) {
+  KernelState& s = state();
   if (!CheckNamedBarrier(s, id, threads, loc)) return;
   s.InlineAsm(absl::StrCat("bar.arrive $0, ", threads, ";"), "r,~{memory}",
               {s.Materialize(id, Type::Of(Scalar::kI32))}, nullptr, s.ToLoc(loc));
 }
 
-void Kernel::NamedBarrier(const Operand& id, int threads, Loc loc) {
-  KernelState& s = *state_;
+void HopperOps::NamedBarrier(const Operand& id, int threads, Loc loc) {
+  KernelState& s = state();
   if (!CheckNamedBarrier(s, id, threads, loc)) return;
   mlir::Location l = s.ToLoc(loc);
   mlir::Value n = mlir::arith::ConstantIntOp::create(s.builder, l, threads, 32);
@@ -378,12 +378,12 @@ void Kernel::NamedBarrier(const Operand& id, int threads, Loc loc) {
                                 mlir::Value());
 }
 
-Barriers Kernel::SmemBarriers(int count, Loc loc) {
+Barriers HopperOps::SmemBarriers(int count, Loc loc) {
   Barriers b;
-  NeedHopper(*state_, "mbarrier expect_tx", loc);
+  NeedHopper(state(), "mbarrier expect_tx", loc);
   b.count_ = count;
-  b.tile_ = Smem(Scalar::kI64, std::max(count, 1), 1, 0, 8, loc);
-  if (count <= 0) Fail(absl::StrCat("an array of ", count, " barriers"), loc);
+  b.tile_ = self().Smem(Scalar::kI64, std::max(count, 1), 1, 0, 8, loc);
+  if (count <= 0) self().Fail(absl::StrCat("an array of ", count, " barriers"), loc);
   return b;
 }
 

@@ -206,6 +206,20 @@ mlir::Value KernelState::Materialize(const Operand& op, Type t) {
 using detail::Access;
 using detail::KernelState;
 
+// The parts' way back to the kernel they are part of (kiln/memory.h: KernelPart).
+template <typename Part>
+Kernel& KernelPart<Part>::self() {
+  return static_cast<Kernel&>(static_cast<Part&>(*this));
+}
+template <typename Part>
+KernelState& KernelPart<Part>::state() {
+  return *Access::State(self());
+}
+template class KernelPart<MemoryOps>;
+template class KernelPart<AmpereOps>;
+template class KernelPart<HopperOps>;
+template class KernelPart<BlackwellOps>;
+
 std::string LocString(const Loc& loc) {
   std::string file = loc.file_name();
 #ifdef KILN_SOURCE_DIR
@@ -499,27 +513,30 @@ void Kernel::While(const std::function<Value()>& cond, const std::function<void(
   mlir::scf::YieldOp::create(s.builder, l);
 }
 
-void Kernel::Role(const RoleSpec& role, const std::function<void(Value)>& body, Loc loc) {
-  KernelState& s = *state_;
+void HopperOps::Role(const RoleSpec& role, const std::function<void(Value)>& body, Loc loc) {
+  KernelState& s = state();
   const int block = static_cast<int>(s.manifest.block.count());
   if (role.threads <= 0 || role.first_thread < 0 || role.first_thread + role.threads > block)
-    return Fail(absl::StrCat("role of threads [", role.first_thread, ", ",
-                             role.first_thread + role.threads, ") is outside the block of ", block),
-                loc);
+    return self().Fail(
+        absl::StrCat("role of threads [", role.first_thread, ", ", role.first_thread + role.threads,
+                     ") is outside the block of ", block),
+        loc);
   if (role.max_regs) {
     if (role.first_thread % 128 || role.threads % 128)
-      return Fail(absl::StrCat("setmaxnreg applies to whole warpgroups; this role covers threads [",
-                               role.first_thread, ", ", role.first_thread + role.threads,
-                               "), which is not a multiple of 128 threads"),
-                  loc);
+      return self().Fail(
+          absl::StrCat("setmaxnreg applies to whole warpgroups; this role covers threads [",
+                       role.first_thread, ", ", role.first_thread + role.threads,
+                       "), which is not a multiple of 128 threads"),
+          loc);
     if (role.max_regs < 24 || role.max_regs > 256 || role.max_regs % 8)
-      return Fail(absl::StrCat("setmaxnreg takes 24..256 in steps of 8, not ", role.max_regs), loc);
-    if (s.target.compute_capability < 90) return Fail("setmaxnreg needs sm_90a", loc);
+      return self().Fail(
+          absl::StrCat("setmaxnreg takes 24..256 in steps of 8, not ", role.max_regs), loc);
+    if (s.target.compute_capability < 90) return self().Fail("setmaxnreg needs sm_90a", loc);
     if (s.register_roles.empty())
-      CheckAtBuild([this] {
+      self().CheckAtBuild([this] {
         // The warpgroups' register budgets after every role's setmaxnreg must fit the SM's 64K
         // registers: an .inc past them waits, as on the GPU, for registers nobody frees.
-        KernelState& st = *state_;
+        KernelState& st = state();
         const int wgs = (static_cast<int>(st.manifest.block.count()) + 127) / 128;
         const int launch_regs =
             std::min(255, 65536 / static_cast<int>(st.manifest.block.count()) / 8 * 8);
@@ -537,19 +554,19 @@ void Kernel::Role(const RoleSpec& role, const std::function<void(Value)>& body, 
           const KernelState::RegisterRole* top = &st.register_roles.front();
           for (const KernelState::RegisterRole& r : st.register_roles)
             if (r.max_regs > top->max_regs) top = &r;
-          Fail(absl::StrCat(
-                   "the roles' register budgets (", each, " per thread) need ", total,
-                   " registers; an SM has 65536, so this setmaxnreg.inc would wait forever"),
-               top->loc);
+          self().Fail(absl::StrCat(
+                          "the roles' register budgets (", each, " per thread) need ", total,
+                          " registers; an SM has 65536, so this setmaxnreg.inc would wait forever"),
+                      top->loc);
         }
       });
     s.register_roles.push_back({role.first_thread, role.threads, role.max_regs, loc});
   }
-  Value tid = ThreadIdx(0, loc);
+  Value tid = self().ThreadIdx(0, loc);
   Value inside = role.first_thread == 0
                      ? tid < Operand(role.threads, loc)
                      : (tid - Operand(role.first_thread, loc)) < Operand(role.threads, loc);
-  If(
+  self().If(
       inside,
       [&] {
         if (role.max_regs) {
@@ -695,14 +712,14 @@ absl::Status CheckValuesStayInTheirBodies(mlir::ModuleOp module) {
 }
 }  // namespace
 
-void Kernel::SyncThreads(Loc loc) {
-  mlir::NVVM::Barrier0Op::create(state_->builder, state_->ToLoc(loc));
-  state_->waits.push_back({state_->LastOp(), -1, "", loc});
+void MemoryOps::SyncThreads(Loc loc) {
+  mlir::NVVM::Barrier0Op::create(state().builder, state().ToLoc(loc));
+  state().waits.push_back({state().LastOp(), -1, "", loc});
 }
 
-void Kernel::SyncWarp(Loc loc) {
-  mlir::NVVM::SyncWarpOp::create(state_->builder, state_->ToLoc(loc),
-                                 state_->Unwrap(I32(-1, loc), loc));
+void MemoryOps::SyncWarp(Loc loc) {
+  mlir::NVVM::SyncWarpOp::create(state().builder, state().ToLoc(loc),
+                                 state().Unwrap(self().I32(-1, loc), loc));
 }
 
 namespace {

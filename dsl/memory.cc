@@ -35,14 +35,14 @@ bool IsI32(const Operand& o) {
 
 // ---- register arrays
 
-Regs Kernel::Registers(Type type, int count, Loc loc) {
-  KernelState& s = *state_;
+Regs MemoryOps::Registers(Type type, int count, Loc loc) {
+  KernelState& s = state();
   Regs r;
-  r.state_ = state_.get();
+  r.state_ = &state();
   r.type_ = type;
   r.size_ = count;
   if (count <= 0 || type.kind == Type::Kind::kPointer) {
-    Fail(absl::StrCat("register array of ", count, " x ", type.Str()), loc);
+    self().Fail(absl::StrCat("register array of ", count, " x ", type.Str()), loc);
     // Keep building on a one-element f32 array so that later accesses stay well-defined.
     r.type_ = type = Type::Of(Scalar::kF32);
     r.size_ = count = 1;
@@ -127,49 +127,50 @@ const RegRef& RegRef::operator+=(const Operand& v) const {
 
 // ---- shared memory
 
-SmemTile Kernel::Smem(Scalar elem, int rows, int cols, int pad, int align, Loc loc) {
-  KernelState& s = *state_;
+SmemTile MemoryOps::Smem(Scalar elem, int rows, int cols, int pad, int align, Loc loc) {
+  KernelState& s = state();
   SmemTile t;
-  t.state_ = state_.get();
+  t.state_ = &state();
   t.elem_ = elem;
   t.rows_ = rows, t.cols_ = cols, t.row_stride_ = cols + pad;
   if (rows <= 0 || cols <= 0 || pad < 0) {
-    Fail(absl::StrCat("shared tile of ", rows, "x", cols, " (+", pad, ") elements"), loc);
+    self().Fail(absl::StrCat("shared tile of ", rows, "x", cols, " (+", pad, ") elements"), loc);
     return t;
   }
   if (align <= 0 || (align & (align - 1)) != 0) {
-    Fail(absl::StrCat("shared tile alignment ", align, " is not a power of two"), loc);
+    self().Fail(absl::StrCat("shared tile alignment ", align, " is not a power of two"), loc);
     return t;
   }
   t.loc_ = loc;
   if (s.smem_dynamic_at) {
-    Fail(absl::StrCat("shared tiles go before the launch-sized shared memory of SmemDynamic (",
-                      LocString(*s.smem_dynamic_at), "), which ends the plan"),
-         loc);
+    self().Fail(
+        absl::StrCat("shared tiles go before the launch-sized shared memory of SmemDynamic (",
+                     LocString(*s.smem_dynamic_at), "), which ends the plan"),
+        loc);
     return t;
   }
   t.offset_ = (s.smem_top + align - 1) / align * align;
   s.smem_top = t.offset_ + t.bytes();
   if (s.smem_top > s.target.smem_budget_bytes)
-    Fail(absl::StrCat("shared memory over budget: this ", rows, "x", cols,
-                      " tile brings the total to ", s.smem_top, " bytes; ", s.target.chip,
-                      " allows ", s.target.smem_budget_bytes),
-         loc);
+    self().Fail(absl::StrCat("shared memory over budget: this ", rows, "x", cols,
+                             " tile brings the total to ", s.smem_top, " bytes; ", s.target.chip,
+                             " allows ", s.target.smem_budget_bytes),
+                loc);
   return t;
 }
 
-SmemTile Kernel::SmemInterleaved(Scalar elem, int rows, int cols, int stages, Loc loc) {
+SmemTile MemoryOps::SmemInterleaved(Scalar elem, int rows, int cols, int stages, Loc loc) {
   const int per_slab = 16 / ScalarBytes(elem);
   if (cols % per_slab != 0 || rows % 8 != 0) {
-    Fail(absl::StrCat("an interleaved tile is whole 8-row, 16-byte core matrices: ", rows, "x",
-                      cols, " elements of ", ScalarBytes(elem), " bytes is not"),
-         loc);
+    self().Fail(absl::StrCat("an interleaved tile is whole 8-row, 16-byte core matrices: ", rows,
+                             "x", cols, " elements of ", ScalarBytes(elem), " bytes is not"),
+                loc);
     return Smem(elem, rows, cols, 0, 128, loc);
   }
   SmemTile t = Smem(elem, rows * std::max(stages, 1), cols, 0, 128, loc);
   t.rows_ = rows;
   t.stages_ = std::max(stages, 1);
-  state_->deepest_ring = std::max(state_->deepest_ring, t.stages_);
+  state().deepest_ring = std::max(state().deepest_ring, t.stages_);
   t.interleaved_ = true;
   return t;
 }
@@ -191,30 +192,31 @@ SmemTile SmemTile::Slab(int s, Loc loc) const {
   return t;
 }
 
-SmemTile Kernel::SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzle, int stages,
-                              Loc loc) {
+SmemTile MemoryOps::SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzle, int stages,
+                                 Loc loc) {
   const int span = SwizzleBytes(swizzle);
   if (span && cols * ScalarBytes(elem) != span) {
-    Fail(absl::StrCat("a ", span, "B-swizzled tile has rows of ", span, " bytes; ", cols,
-                      " elements of ", ScalarBytes(elem), " bytes is ", cols * ScalarBytes(elem)),
-         loc);
+    self().Fail(
+        absl::StrCat("a ", span, "B-swizzled tile has rows of ", span, " bytes; ", cols,
+                     " elements of ", ScalarBytes(elem), " bytes is ", cols * ScalarBytes(elem)),
+        loc);
     swizzle = Swizzle::kNone;
   }
   if (stages < 1) {
-    Fail(absl::StrCat("a tile ring needs at least one stage, not ", stages), loc);
+    self().Fail(absl::StrCat("a tile ring needs at least one stage, not ", stages), loc);
     stages = 1;
   }
   // Place all stages as one tile of stages * rows rows, then describe it as a ring.
   SmemTile t = Smem(elem, rows * stages, cols, 0, 1024, loc);
   t.rows_ = rows;
   t.stages_ = stages;
-  state_->deepest_ring = std::max(state_->deepest_ring, stages);
+  state().deepest_ring = std::max(state().deepest_ring, stages);
   t.swizzle_ = swizzle;
   t.loc_ = loc;
   if (t.stage_bytes() % 1024 != 0 && stages > 1 && span)
-    Fail(absl::StrCat("each stage of a swizzled ring must be a multiple of 1024 bytes, not ",
-                      t.stage_bytes()),
-         loc);
+    self().Fail(absl::StrCat("each stage of a swizzled ring must be a multiple of 1024 bytes, not ",
+                             t.stage_bytes()),
+                loc);
   return t;
 }
 
@@ -291,11 +293,12 @@ SmemTile SmemTile::Rows(int row0, int rows, Loc loc) const {
   return t;
 }
 
-Value Kernel::SmemDynamic(Scalar elem, const std::string& bytes, Loc loc) {
-  KernelState& s = *state_;
+Value MemoryOps::SmemDynamic(Scalar elem, const std::string& bytes, Loc loc) {
+  KernelState& s = state();
   const Type ptr = Type::Ptr(Space::kShared, elem);
   if (s.smem_dynamic_at) {
-    Fail(absl::StrCat("SmemDynamic is already declared at ", LocString(*s.smem_dynamic_at)), loc);
+    self().Fail(absl::StrCat("SmemDynamic is already declared at ", LocString(*s.smem_dynamic_at)),
+                loc);
     return s.Poison(ptr, loc);
   }
   absl::StatusOr<rt::GridExpr> rule = s.ParseRule("dynamic shared memory", bytes, loc);
@@ -397,16 +400,16 @@ Value GlobalTensor::At(std::initializer_list<Operand> index, Loc loc) const {
 
 // ---- loads and stores
 
-Value Kernel::Load(const Value& ptr, int lanes, Loc loc) {
-  KernelState& s = *state_;
+Value MemoryOps::Load(const Value& ptr, int lanes, Loc loc) {
+  KernelState& s = state();
   const Type& pt = ptr.type();
   if (pt.kind != Type::Kind::kPointer || lanes < 1 || (lanes & (lanes - 1)) != 0) {
-    Fail(absl::StrCat("Load of ", lanes, " lanes through ", pt.Str()), loc);
+    self().Fail(absl::StrCat("Load of ", lanes, " lanes through ", pt.Str()), loc);
     return s.Poison(Type::Of(Scalar::kI32), loc);
   }
   const Type t = lanes == 1 ? Type::Of(pt.elem) : Type::Vec(pt.elem, lanes);
   if (t.Bytes() > 16) {
-    Fail(absl::StrCat("a load moves at most 16 bytes, not ", t.Bytes()), loc);
+    self().Fail(absl::StrCat("a load moves at most 16 bytes, not ", t.Bytes()), loc);
     return s.Poison(t, loc);
   }
   return s.Wrap(mlir::LLVM::LoadOp::create(s.builder, s.ToLoc(loc), s.ToMlir(t), s.Unwrap(ptr, loc),
@@ -414,27 +417,27 @@ Value Kernel::Load(const Value& ptr, int lanes, Loc loc) {
                 t);
 }
 
-void Kernel::Store(const Value& ptr, const Operand& value, Loc loc) {
-  KernelState& s = *state_;
+void MemoryOps::Store(const Value& ptr, const Operand& value, Loc loc) {
+  KernelState& s = state();
   const Type& pt = ptr.type();
-  if (pt.kind != Type::Kind::kPointer) return Fail("Store needs a pointer", loc);
+  if (pt.kind != Type::Kind::kPointer) return self().Fail("Store needs a pointer", loc);
   Type t = Access::IsImm(value) ? Type::Of(pt.elem) : Access::Val(value).type();
   if (t.elem != pt.elem || t.kind == Type::Kind::kPointer)
-    return Fail(absl::StrCat("storing ", t.Str(), " through ", pt.Str()), loc);
+    return self().Fail(absl::StrCat("storing ", t.Str(), " through ", pt.Str()), loc);
   mlir::LLVM::StoreOp::create(s.builder, s.ToLoc(loc), s.Materialize(value, t), s.Unwrap(ptr, loc),
                               t.Bytes());
 }
 
-void Kernel::StoreWriteThrough(const Value& ptr, const Operand& value, Loc loc) {
-  KernelState& s = *state_;
+void MemoryOps::StoreWriteThrough(const Value& ptr, const Operand& value, Loc loc) {
+  KernelState& s = state();
   const Type& pt = ptr.type();
   Type t = Access::IsImm(value) ? Type::Of(pt.elem) : Access::Val(value).type();
   if (pt.kind != Type::Kind::kPointer || pt.space != Space::kGlobal || t != Type::Of(pt.elem) ||
       (t.Bytes() != 2 && t.Bytes() != 4))
-    return Fail(absl::StrCat("StoreWriteThrough stores one 16- or 32-bit element to global "
-                             "memory, not ",
-                             t.Str(), " through ", pt.Str()),
-                loc);
+    return self().Fail(absl::StrCat("StoreWriteThrough stores one 16- or 32-bit element to global "
+                                    "memory, not ",
+                                    t.Str(), " through ", pt.Str()),
+                       loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Value bits =
       s.Unwrap(s.Wrap(s.Materialize(value, t), t)
@@ -443,15 +446,17 @@ void Kernel::StoreWriteThrough(const Value& ptr, const Operand& value, Loc loc) 
               t.Bytes() == 2 ? "l,h" : "l,r", {s.Unwrap(ptr, loc), bits}, {}, l);
 }
 
-void Kernel::StoreNoL1Allocate(const Value& ptr, const Value& value, Loc loc) {
-  KernelState& s = *state_;
+void MemoryOps::StoreNoL1Allocate(const Value& ptr, const Value& value, Loc loc) {
+  KernelState& s = state();
   const Type& pt = ptr.type();
   if (pt.kind != Type::Kind::kPointer || pt.space != Space::kGlobal || value.type().Bytes() != 16 ||
       value.type().elem != pt.elem)
-    return Fail(absl::StrCat("StoreNoL1Allocate stores one 16-byte vector to global memory, not ",
-                             value.type().Str(), " through ", pt.Str()),
-                loc);
-  if (s.target.compute_capability < 70) return Fail("L1::no_allocate needs sm_70 or later", loc);
+    return self().Fail(
+        absl::StrCat("StoreNoL1Allocate stores one 16-byte vector to global memory, not ",
+                     value.type().Str(), " through ", pt.Str()),
+        loc);
+  if (s.target.compute_capability < 70)
+    return self().Fail("L1::no_allocate needs sm_70 or later", loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Value words = s.Unwrap(value.Bitcast(Type::Vec(Scalar::kI32, 4), loc));
   std::vector<mlir::Value> args = {s.Unwrap(ptr, loc)};
@@ -462,10 +467,10 @@ void Kernel::StoreNoL1Allocate(const Value& ptr, const Value& value, Loc loc) {
               args, {}, l);
 }
 
-Value Kernel::Vector(const std::vector<Value>& lanes, Loc loc) {
-  KernelState& s = *state_;
+Value MemoryOps::Vector(const std::vector<Value>& lanes, Loc loc) {
+  KernelState& s = state();
   if (lanes.empty() || lanes.size() > 16) {
-    Fail("Vector needs 1..16 lanes", loc);
+    self().Fail("Vector needs 1..16 lanes", loc);
     return s.Poison(Type::Of(Scalar::kI32), loc);
   }
   const Type t = Type::Vec(lanes[0].type().elem, static_cast<int>(lanes.size()));
@@ -473,7 +478,7 @@ Value Kernel::Vector(const std::vector<Value>& lanes, Loc loc) {
   mlir::Value v = mlir::LLVM::PoisonOp::create(s.builder, l, s.ToMlir(t));
   for (size_t i = 0; i < lanes.size(); ++i) {
     if (lanes[i].type() != Type::Of(t.elem)) {
-      Fail("Vector lanes must be scalars of one type", loc);
+      self().Fail("Vector lanes must be scalars of one type", loc);
       return s.Poison(t, loc);
     }
     mlir::Value idx = mlir::LLVM::ConstantOp::create(s.builder, l, s.builder.getI32IntegerAttr(i));

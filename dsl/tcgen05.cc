@@ -123,32 +123,33 @@ Value Tmem::Base(Loc loc) const {
       Type::Of(Scalar::kI32));
 }
 
-Tmem Kernel::TensorMemory(int columns, int cta_group, Loc loc) {
+Tmem BlackwellOps::TensorMemory(int columns, int cta_group, Loc loc) {
   Tmem t;
   t.loc_ = loc;
   t.columns_ = columns;
   t.cta_group_ = cta_group;
   if (columns < 32 || columns > 512 || (columns & (columns - 1)) != 0)
-    Fail(absl::StrCat("tensor memory is allocated in powers of two from 32 to 512 columns, not ",
-                      columns),
-         loc);
+    self().Fail(
+        absl::StrCat("tensor memory is allocated in powers of two from 32 to 512 columns, not ",
+                     columns),
+        loc);
   if (cta_group != 1 && cta_group != 2)
-    Fail(absl::StrCat("cta_group is 1 or 2, not ", cta_group), loc);
-  t.slot_ = Smem(Scalar::kI32, 1, 1, 0, 16, loc);
+    self().Fail(absl::StrCat("cta_group is 1 or 2, not ", cta_group), loc);
+  t.slot_ = self().Smem(Scalar::kI32, 1, 1, 0, 16, loc);
   return t;
 }
 
-void Kernel::TmemAlloc(const Tmem& t, Loc loc) {
-  KernelState& s = *state_;
+void BlackwellOps::TmemAlloc(const Tmem& t, Loc loc) {
+  KernelState& s = state();
   if (!NeedSm100a(s, "tcgen05.alloc", loc) || t.columns_ == 0 ||
       !detail::UseTcgenGroup(s, t.cta_group_, loc))
     return;
   if (s.tmem_allocs.empty()) {
-    CheckAtBuild([this] {
-      KernelState& st = *state_;
+    self().CheckAtBuild([this] {
+      KernelState& st = state();
       for (const auto& [slot, cols, where] : st.tmem_allocs)
         if (std::find(st.tmem_frees.begin(), st.tmem_frees.end(), slot) == st.tmem_frees.end())
-          Fail(
+          self().Fail(
               "tensor memory allocated here is never freed (TmemFree); it must be deallocated "
               "before the kernel ends",
               where);
@@ -160,9 +161,10 @@ void Kernel::TmemAlloc(const Tmem& t, Loc loc) {
       int total = 0;
       for (const auto& [slot, cols] : columns) total += cols;
       if (total > 512)
-        Fail(absl::StrCat("the kernel's tensor memory allocations total ", total,
-                          " columns; an SM has 512 (the last tcgen05.alloc would wait forever)"),
-             st.tmem_allocs.back().loc);
+        self().Fail(
+            absl::StrCat("the kernel's tensor memory allocations total ", total,
+                         " columns; an SM has 512 (the last tcgen05.alloc would wait forever)"),
+            st.tmem_allocs.back().loc);
     });
   }
   s.tmem_allocs.push_back({t.slot_.offset_bytes(), t.columns_, loc});
@@ -172,8 +174,8 @@ void Kernel::TmemAlloc(const Tmem& t, Loc loc) {
                                      Group(t.cta_group_));
 }
 
-void Kernel::TmemFree(const Tmem& t, Loc loc) {
-  KernelState& s = *state_;
+void BlackwellOps::TmemFree(const Tmem& t, Loc loc) {
+  KernelState& s = state();
   if (!NeedSm100a(s, "tcgen05.dealloc", loc) || t.columns_ == 0 ||
       !detail::UseTcgenGroup(s, t.cta_group_, loc))
     return;
@@ -184,31 +186,31 @@ void Kernel::TmemFree(const Tmem& t, Loc loc) {
                                        Group(t.cta_group_));
 }
 
-void Kernel::TmemRelinquish(int cta_group, Loc loc) {
-  if (!NeedSm100a(*state_, "tcgen05.relinquish_alloc_permit", loc) ||
-      !detail::UseTcgenGroup(*state_, cta_group, loc))
+void BlackwellOps::TmemRelinquish(int cta_group, Loc loc) {
+  if (!NeedSm100a(state(), "tcgen05.relinquish_alloc_permit", loc) ||
+      !detail::UseTcgenGroup(state(), cta_group, loc))
     return;
-  mlir::NVVM::Tcgen05RelinquishAllocPermitOp::create(state_->builder, state_->ToLoc(loc),
+  mlir::NVVM::Tcgen05RelinquishAllocPermitOp::create(state().builder, state().ToLoc(loc),
                                                      Group(cta_group));
 }
 
-Value Kernel::ElectOne(Loc loc) {
-  KernelState& s = *state_;
-  if (s.target.compute_capability < 90) Fail("elect.sync needs sm_90 or later", loc);
+Value BlackwellOps::ElectOne(Loc loc) {
+  KernelState& s = state();
+  if (s.target.compute_capability < 90) self().Fail("elect.sync needs sm_90 or later", loc);
   mlir::Location l = s.ToLoc(loc);
   return s.Wrap(mlir::NVVM::ElectSyncOp::create(s.builder, l, s.builder.getI1Type(), mlir::Value()),
                 Type::Of(Scalar::kI1));
 }
 
-void Kernel::TcgenFenceBeforeSync(Loc loc) {
-  if (!NeedSm100a(*state_, "tcgen05.fence", loc)) return;
-  mlir::NVVM::Tcgen05FenceOp::create(state_->builder, state_->ToLoc(loc),
+void BlackwellOps::TcgenFenceBeforeSync(Loc loc) {
+  if (!NeedSm100a(state(), "tcgen05.fence", loc)) return;
+  mlir::NVVM::Tcgen05FenceOp::create(state().builder, state().ToLoc(loc),
                                      mlir::NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
 }
 
-void Kernel::TcgenFenceAfterSync(Loc loc) {
-  if (!NeedSm100a(*state_, "tcgen05.fence", loc)) return;
-  mlir::NVVM::Tcgen05FenceOp::create(state_->builder, state_->ToLoc(loc),
+void BlackwellOps::TcgenFenceAfterSync(Loc loc) {
+  if (!NeedSm100a(state(), "tcgen05.fence", loc)) return;
+  mlir::NVVM::Tcgen05FenceOp::create(state().builder, state().ToLoc(loc),
                                      mlir::NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC);
 }
 
@@ -314,25 +316,25 @@ void TcgenMmaMnB(Kernel& k, KernelState& s, const Tmem& d, const Operand& d_colu
 
 }  // namespace
 
-void Kernel::TcgenMma(const Tmem& d, const TcgenMmaOp& op, Loc loc) {
-  KernelState& s = *state_;
+void BlackwellOps::TcgenMma(const Tmem& d, const TcgenMmaOp& op, Loc loc) {
+  KernelState& s = state();
   if (!op.b.mn_major)
-    return TcgenMmaKMajor(*this, s, d, op.d_column, op.a, op.a_row0, op.b.tile, op.b_row0, op.k0,
+    return TcgenMmaKMajor(self(), s, d, op.d_column, op.a, op.a_row0, op.b.tile, op.b_row0, op.k0,
                           op.accumulate, op.m, op.n, loc);
-  TcgenMmaMnB(*this, s, d, op.d_column, op.a, op.a_row0, op.k0, op.b, op.b_row0, op.b_k0,
+  TcgenMmaMnB(self(), s, d, op.d_column, op.a, op.a_row0, op.k0, op.b, op.b_row0, op.b_k0,
               op.accumulate, op.m, op.n, loc);
 }
 
-void Kernel::TcgenCommit(const Barrier& bar, int cta_group, const Value& cta_mask, Loc loc) {
-  KernelState& s = *state_;
+void BlackwellOps::TcgenCommit(const Barrier& bar, int cta_group, const Value& cta_mask, Loc loc) {
+  KernelState& s = state();
   if (!NeedSm100a(s, "tcgen05.commit", loc) || !detail::UseTcgenGroup(s, cta_group, loc)) return;
   mlir::Location l = s.ToLoc(loc);
   mlir::Value mask;
   if (cta_mask.valid()) {
     if (s.manifest.cluster.count() < 2)
-      return Fail("a multicast commit needs a cluster of 2 or more CTAs", loc);
+      return self().Fail("a multicast commit needs a cluster of 2 or more CTAs", loc);
     if (cta_mask.type() != Type::Of(Scalar::kI32))
-      return Fail("the commit's CTA mask is an i32 (16 bits used)", loc);
+      return self().Fail("the commit's CTA mask is an i32 (16 bits used)", loc);
     mask = mlir::arith::TruncIOp::create(s.builder, l, s.builder.getI16Type(),
                                          s.Unwrap(cta_mask, loc));
   }
@@ -341,24 +343,25 @@ void Kernel::TcgenCommit(const Barrier& bar, int cta_group, const Value& cta_mas
                   loc);  // one arrival when the MMAs complete
 }
 
-std::vector<Value> Kernel::TcgenLoad(const Tmem& t, const Operand& lane, const Operand& column,
-                                     int num, Loc loc) {
-  KernelState& s = *state_;
+std::vector<Value> BlackwellOps::TcgenLoad(const Tmem& t, const Operand& lane,
+                                           const Operand& column, int num, Loc loc) {
+  KernelState& s = state();
   const Type f32 = Type::Of(Scalar::kF32);
   if (num < 1 || num > 128 || (num & (num - 1)) != 0) {
-    Fail(absl::StrCat("tcgen05.ld 32x32b loads 1..128 columns, a power of two, not ", num), loc);
+    self().Fail(absl::StrCat("tcgen05.ld 32x32b loads 1..128 columns, a power of two, not ", num),
+                loc);
     return {};
   }
   if (!NeedSm100a(s, "tcgen05.ld", loc)) return std::vector<Value>(num, s.Poison(f32, loc));
   if (t.columns_ == 0) {
-    Fail("tcgen05.ld from a Tmem that TensorMemory did not declare", loc);
+    self().Fail("tcgen05.ld from a Tmem that TensorMemory did not declare", loc);
     return std::vector<Value>(num, s.Poison(f32, loc));
   }
   if (Access::IsImm(column) && static_cast<int>(Access::Imm(column)) + num > t.columns_) {
-    Fail(absl::StrCat("tcgen05.ld of columns ", Access::Imm(column), "..",
-                      Access::Imm(column) + num - 1, " of an allocation of ", t.columns_, " (",
-                      LocString(t.loc_), ")"),
-         loc);
+    self().Fail(absl::StrCat("tcgen05.ld of columns ", Access::Imm(column), "..",
+                             Access::Imm(column) + num - 1, " of an allocation of ", t.columns_,
+                             " (", LocString(t.loc_), ")"),
+                loc);
     return std::vector<Value>(num, s.Poison(f32, loc));
   }
   mlir::Location l = s.ToLoc(loc);
@@ -384,26 +387,27 @@ std::vector<Value> Kernel::TcgenLoad(const Tmem& t, const Operand& lane, const O
   return out;
 }
 
-void Kernel::TcgenStore(const Tmem& t, const Operand& lane, const Operand& column,
-                        const std::vector<Value>& values, Loc loc) {
-  KernelState& s = *state_;
+void BlackwellOps::TcgenStore(const Tmem& t, const Operand& lane, const Operand& column,
+                              const std::vector<Value>& values, Loc loc) {
+  KernelState& s = state();
   const int num = static_cast<int>(values.size());
   if (num < 1 || num > 128 || (num & (num - 1)) != 0)
-    return Fail(absl::StrCat("tcgen05.st 32x32b stores 1..128 columns, a power of two, not ", num),
-                loc);
+    return self().Fail(
+        absl::StrCat("tcgen05.st 32x32b stores 1..128 columns, a power of two, not ", num), loc);
   if (!NeedSm100a(s, "tcgen05.st", loc)) return;
-  if (t.columns_ == 0) return Fail("tcgen05.st to a Tmem that TensorMemory did not declare", loc);
+  if (t.columns_ == 0)
+    return self().Fail("tcgen05.st to a Tmem that TensorMemory did not declare", loc);
   if (Access::IsImm(column) && static_cast<int>(Access::Imm(column)) + num > t.columns_)
-    return Fail(absl::StrCat("tcgen05.st of columns ", Access::Imm(column), "..",
-                             Access::Imm(column) + num - 1, " of an allocation of ", t.columns_,
-                             " (", LocString(t.loc_), ")"),
-                loc);
+    return self().Fail(absl::StrCat("tcgen05.st of columns ", Access::Imm(column), "..",
+                                    Access::Imm(column) + num - 1, " of an allocation of ",
+                                    t.columns_, " (", LocString(t.loc_), ")"),
+                       loc);
   const Type f32 = Type::Of(Scalar::kF32), i32 = Type::Of(Scalar::kI32);
   std::vector<mlir::Value> operands;
   std::string src, constraints = "r";
   for (int i = 0; i < num; ++i) {
     if (values[i].type() != f32)
-      return Fail(
+      return self().Fail(
           absl::StrCat("tcgen05.st stores f32 values; value ", i, " is ", values[i].type().Str()),
           loc);
     absl::StrAppend(&src, i ? ", " : "", "$", i + 1);

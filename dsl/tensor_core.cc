@@ -18,20 +18,21 @@ std::vector<Value> Unpack(KernelState& s, mlir::Value v, int n, Type t, mlir::Lo
 }
 }  // namespace
 
-std::vector<Value> Kernel::LdMatrix(const Value& smem_row, int num, bool trans, Loc loc) {
-  KernelState& s = *state_;
+std::vector<Value> AmpereOps::LdMatrix(const Value& smem_row, int num, bool trans, Loc loc) {
+  KernelState& s = state();
   const Type b32 = Type::Of(Scalar::kI32);
   if (num != 1 && num != 2 && num != 4) {
-    Fail(absl::StrCat("ldmatrix loads 1, 2 or 4 matrices, not ", num), loc);
+    self().Fail(absl::StrCat("ldmatrix loads 1, 2 or 4 matrices, not ", num), loc);
     return std::vector<Value>(std::max(num, 0), s.Poison(b32, loc));
   }
   const Type& pt = smem_row.type();
   if (pt.kind != Type::Kind::kPointer || pt.space != Space::kShared || ScalarBytes(pt.elem) != 2) {
-    Fail(absl::StrCat("ldmatrix reads 16-bit elements from shared memory, not through ", pt.Str()),
-         loc);
+    self().Fail(
+        absl::StrCat("ldmatrix reads 16-bit elements from shared memory, not through ", pt.Str()),
+        loc);
     return std::vector<Value>(num, s.Poison(b32, loc));
   }
-  if (s.target.compute_capability < 80) Fail("ldmatrix needs sm_80 or later", loc);
+  if (s.target.compute_capability < 80) self().Fail("ldmatrix needs sm_80 or later", loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Type i32 = s.builder.getI32Type();
   mlir::Type result = num == 1 ? i32
@@ -45,15 +46,15 @@ std::vector<Value> Kernel::LdMatrix(const Value& smem_row, int num, bool trans, 
   return Unpack(s, op.getResult(), num, b32, l);
 }
 
-std::vector<Value> Kernel::MmaM16N8K16(Scalar ab, const std::vector<Value>& a,
-                                       const std::vector<Value>& b, const std::vector<Value>& c,
-                                       Loc loc) {
-  KernelState& s = *state_;
+std::vector<Value> AmpereOps::MmaM16N8K16(Scalar ab, const std::vector<Value>& a,
+                                          const std::vector<Value>& b, const std::vector<Value>& c,
+                                          Loc loc) {
+  KernelState& s = state();
   const bool f16_acc = !c.empty() && c[0].type() == Type::Vec(Scalar::kF16, 2);
   const Type acc = f16_acc ? Type::Vec(Scalar::kF16, 2) : Type::Of(Scalar::kF32);
   const size_t nc = f16_acc ? 2 : 4;
   auto fail = [&](const std::string& m) {
-    Fail(m, loc);
+    self().Fail(m, loc);
     return std::vector<Value>(nc, s.Poison(acc, loc));
   };
   if (ab != Scalar::kBF16 && ab != Scalar::kF16)
@@ -69,7 +70,7 @@ std::vector<Value> Kernel::MmaM16N8K16(Scalar ab, const std::vector<Value>& a,
     if (v.type() != b32) return fail("mma B registers are b32 (pairs of 16-bit values)");
   for (const Value& v : c)
     if (v.type() != acc) return fail(absl::StrCat("mma accumulators must all be ", acc.Str()));
-  if (s.target.compute_capability < 80) Fail("mma.m16n8k16 needs sm_80 or later", loc);
+  if (s.target.compute_capability < 80) self().Fail("mma.m16n8k16 needs sm_80 or later", loc);
 
   mlir::Location l = s.ToLoc(loc);
   auto unwrap = [&](const std::vector<Value>& vs) {

@@ -153,18 +153,18 @@ mlir::Value MnMajorDescriptor(KernelState& s, const Kernel::WgmmaTile& w, const 
 }
 }  // namespace
 
-WgmmaAccumulator Kernel::WgmmaAcc(int n, Loc loc) {
-  KernelState& s = *state_;
+WgmmaAccumulator HopperOps::WgmmaAcc(int n, Loc loc) {
+  KernelState& s = state();
   WgmmaAccumulator acc;
   NeedWgmma(s, loc);
   if (n < 8 || n > 256 || n % 8) {
-    Fail(absl::StrCat("wgmma m64nNk16 takes N = 8..256 in steps of 8, not ", n), loc);
+    self().Fail(absl::StrCat("wgmma m64nNk16 takes N = 8..256 in steps of 8, not ", n), loc);
     n = 8;
   }
   acc.n_ = n;
-  acc.regs_ = Registers(Type::Of(Scalar::kF32), n / 2, loc);
-  acc.lane_ = LaneId(loc);
-  acc.warp_ = WarpId(loc) % Operand(4, loc);
+  acc.regs_ = self().Registers(Type::Of(Scalar::kF32), n / 2, loc);
+  acc.lane_ = self().LaneId(loc);
+  acc.warp_ = self().WarpId(loc) % Operand(4, loc);
   return acc;
 }
 
@@ -176,23 +176,23 @@ Value WgmmaAccumulator::Col(int pair, Loc loc) const {
   return lane_ % Operand(4, loc) * Operand(2, loc) + Operand(ColSlot(pair) * 8, loc);
 }
 
-void Kernel::WgmmaFence(Loc loc) {
-  if (!NeedWgmma(*state_, loc)) return;
-  mlir::NVVM::WgmmaFenceAlignedOp::create(state_->builder, state_->ToLoc(loc));
+void HopperOps::WgmmaFence(Loc loc) {
+  if (!NeedWgmma(state(), loc)) return;
+  mlir::NVVM::WgmmaFenceAlignedOp::create(state().builder, state().ToLoc(loc));
 }
 
-void Kernel::WgmmaCommit(Loc loc) {
-  if (!NeedWgmma(*state_, loc)) return;
-  mlir::NVVM::WgmmaGroupSyncAlignedOp::create(state_->builder, state_->ToLoc(loc));
-  state_->wgmma_groups.push_back(std::move(state_->wgmma_open));
-  state_->wgmma_open.clear();
+void HopperOps::WgmmaCommit(Loc loc) {
+  if (!NeedWgmma(state(), loc)) return;
+  mlir::NVVM::WgmmaGroupSyncAlignedOp::create(state().builder, state().ToLoc(loc));
+  state().wgmma_groups.push_back(std::move(state().wgmma_open));
+  state().wgmma_open.clear();
 }
 
-void Kernel::WgmmaWait(int pending, Loc loc) {
-  if (!NeedWgmma(*state_, loc)) return;
-  if (pending < 0 || pending > 7) return Fail("wgmma.wait_group takes 0..7", loc);
-  mlir::NVVM::WgmmaWaitGroupSyncOp::create(state_->builder, state_->ToLoc(loc), pending);
-  auto& groups = state_->wgmma_groups;
+void HopperOps::WgmmaWait(int pending, Loc loc) {
+  if (!NeedWgmma(state(), loc)) return;
+  if (pending < 0 || pending > 7) return self().Fail("wgmma.wait_group takes 0..7", loc);
+  mlir::NVVM::WgmmaWaitGroupSyncOp::create(state().builder, state().ToLoc(loc), pending);
+  auto& groups = state().wgmma_groups;
   if (groups.size() > static_cast<size_t>(pending))
     groups.erase(groups.begin(), groups.end() - pending);
 }
@@ -399,33 +399,34 @@ void WgmmaRegsAMnB(Kernel& k, KernelState& s, const WgmmaAccumulator& acc, int a
 
 }  // namespace
 
-void Kernel::Wgmma(const WgmmaAccumulator& acc, const WgmmaOp& op, Loc loc) {
-  KernelState& s = *state_;
+void HopperOps::Wgmma(const WgmmaAccumulator& acc, const WgmmaOp& op, Loc loc) {
+  KernelState& s = state();
   const int array = acc.regs_.array_;
   if (op.a_regs.empty())
-    return WgmmaSmemA(*this, s, acc, array, op.a, op.a_row0, op.b, op.b_row0, op.k0, op.accumulate,
+    return WgmmaSmemA(self(), s, acc, array, op.a, op.a_row0, op.b, op.b_row0, op.k0, op.accumulate,
                       loc);
   if (!op.b.mn_major)
-    return WgmmaRegsA(*this, s, acc, array, op.a_regs, op.b.tile, op.b_row0, op.k0, op.accumulate,
+    return WgmmaRegsA(self(), s, acc, array, op.a_regs, op.b.tile, op.b_row0, op.k0, op.accumulate,
                       loc);
   if (op.b.k_rows == 0)
-    return WgmmaRegsARingB(*this, s, acc, array, op.a_regs, op.b.tile, op.k0, op.accumulate, loc);
-  WgmmaRegsAMnB(*this, s, acc, array, op.a_regs, op.b, op.b_row0, op.k0, op.accumulate, loc);
+    return WgmmaRegsARingB(self(), s, acc, array, op.a_regs, op.b.tile, op.k0, op.accumulate, loc);
+  WgmmaRegsAMnB(self(), s, acc, array, op.a_regs, op.b, op.b_row0, op.k0, op.accumulate, loc);
 }
 
-void Kernel::StMatrix(const Value& smem_row, const std::vector<Value>& regs, bool trans, Loc loc) {
-  KernelState& s = *state_;
+void HopperOps::StMatrix(const Value& smem_row, const std::vector<Value>& regs, bool trans,
+                         Loc loc) {
+  KernelState& s = state();
   const Type& pt = smem_row.type();
   if (regs.size() != 1 && regs.size() != 2 && regs.size() != 4)
-    return Fail(absl::StrCat("stmatrix stores 1, 2 or 4 matrices, not ", regs.size()), loc);
+    return self().Fail(absl::StrCat("stmatrix stores 1, 2 or 4 matrices, not ", regs.size()), loc);
   if (pt.kind != Type::Kind::kPointer || pt.space != Space::kShared || ScalarBytes(pt.elem) != 2)
-    return Fail(
+    return self().Fail(
         absl::StrCat("stmatrix writes 16-bit elements to shared memory, not through ", pt.Str()),
         loc);
   for (const Value& r : regs)
     if (r.type() != Type::Of(Scalar::kI32))
-      return Fail("stmatrix registers are b32 (pairs of 16-bit values)", loc);
-  if (s.target.compute_capability < 90) return Fail("stmatrix needs sm_90 or later", loc);
+      return self().Fail("stmatrix registers are b32 (pairs of 16-bit values)", loc);
+  if (s.target.compute_capability < 90) return self().Fail("stmatrix needs sm_90 or later", loc);
   llvm::SmallVector<mlir::Value> src;
   for (const Value& r : regs) src.push_back(s.Unwrap(r, loc));
   mlir::NVVM::StMatrixOp::create(s.builder, s.ToLoc(loc), s.Unwrap(smem_row), src,

@@ -11,6 +11,8 @@ silently:
   * no line of C++ under the layers is longer than the .clang-format column limit (format with
     clang-format -i; tests/ keeps its own layout: its cases compute the source lines their
     messages must name from __LINE__, which a reformatting moves);
+  * no public header (a layer's include/kiln/) is longer than MAX_HEADER_LINES: a longer one
+    holds more than one concern;
   * no code comment carries a measured figure (a speed ratio, a percentage, a time, a rate): the
     comment states the rule and cites the dated entry in docs/perf/ that holds the figures.
 
@@ -48,6 +50,7 @@ LIBRARY_LAYER = {
 }
 
 MAX_FUNCTION_LINES = 150
+MAX_HEADER_LINES = 300
 # Functions over the limit today, by file and name: each is to be cut into named pieces.
 LONG_FUNCTIONS = {
     ("emulator/emulate.cc", "LaunchChecked"),
@@ -182,6 +185,16 @@ def check_line_lengths(root, problems):
                     problems.append(f"{rel}:{number}: {len(line.rstrip())} columns, over .clang-format's {limit}")
 
 
+def check_header_lengths(root, problems):
+    for top in ALLOWED:
+        for rel, path in sources(root, top):
+            if "/include/kiln/" in rel and rel.endswith(".h"):
+                lines = sum(1 for _ in open(path, encoding="utf-8"))
+                if lines > MAX_HEADER_LINES:
+                    problems.append(f"{rel}: {lines} lines, over {MAX_HEADER_LINES} for a public "
+                                    "header (split it by concern)")
+
+
 def check_comment_figures(root, problems):
     for top in ALLOWED:
         for rel, path in sources(root, top):
@@ -204,6 +217,7 @@ def main():
     check_function_lengths(root, problems)
     check_comment_figures(root, problems)
     check_line_lengths(root, problems)
+    check_header_lengths(root, problems)
     for p in problems:
         print(p)
     print(f"layers: {len(problems)} problems" if problems else "layers: ok")

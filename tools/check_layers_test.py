@@ -47,6 +47,8 @@ CASES = [
     ("a listed function cut short", {"emulator/exec.cc": "void Short() {}\n"}, 1,
      "Cta::Arith is no longer over 150 lines"),
     ("a long line", {"bundle/z.cc": "int " + "a" * 100 + ";\n"}, 1, "bundle/z.cc:1: 105 columns"),
+    ("a long public header", {"dsl/include/kiln/big.h": "int a;\n" * 301}, 1,
+     "dsl/include/kiln/big.h: 301 lines, over 300"),
 ]
 
 failed = 0

@@ -1,6 +1,6 @@
-// Hopper's types (sm_90a): TMA tensor map parameters, mbarriers, wgmma accumulators and thread
-// roles. The ops are Kernel methods (kiln/kernel.h: Hopper), built in dsl/async.cc (TMA,
-// mbarriers, clusters) and dsl/wgmma.cc (wgmma, stmatrix).
+// Hopper (sm_90a): TMA tensor map parameters, mbarriers, wgmma accumulators and operands, thread
+// roles, and the ops on them (HopperOps, a part of Kernel), built in dsl/async.cc (TMA, mbarriers,
+// clusters) and dsl/wgmma.cc (wgmma, stmatrix).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 
 #include "kiln/bundle/manifest.h"
 #include "kiln/memory.h"
+#include "kiln/memory_ops.h"
 
 namespace kiln {
 
@@ -30,6 +31,10 @@ class TensorMap {
 
  private:
   friend class Kernel;
+  friend class MemoryOps;
+  friend class AmpereOps;
+  friend class HopperOps;
+  friend class BlackwellOps;
   Value param_;
   rt::TensorMapParam spec_;
   Loc loc_;
@@ -58,6 +63,10 @@ class Barrier {
 
  private:
   friend class Kernel;
+  friend class MemoryOps;
+  friend class AmpereOps;
+  friend class HopperOps;
+  friend class BlackwellOps;
   friend class Barriers;
   friend struct detail::Access;
   Value ptr_;  // smem<i64>*
@@ -75,6 +84,10 @@ class Barriers {
 
  private:
   friend class Kernel;
+  friend class MemoryOps;
+  friend class AmpereOps;
+  friend class HopperOps;
+  friend class BlackwellOps;
   SmemTile tile_;
   int count_ = 0;
 };
@@ -101,6 +114,10 @@ class WgmmaAccumulator {
 
  private:
   friend class Kernel;
+  friend class MemoryOps;
+  friend class AmpereOps;
+  friend class HopperOps;
+  friend class BlackwellOps;
   Regs regs_;
   Value lane_, warp_;  // lane and warp (0..3) within the warpgroup
   int n_ = 0;
@@ -141,6 +158,79 @@ struct RoleSpec {
   int first_thread = 0;
   int threads = 128;
   int max_regs = 0;  // setmaxnreg for the role (whole warpgroups only); 0 keeps the default
+};
+
+// Hopper's ops (sm_90a; a part of Kernel, kiln/kernel.h): TMA, mbarriers, fences, clusters,
+// programmatic dependent launch, roles, wgmma and stmatrix. Built in dsl/async.cc, dsl/wgmma.cc
+// and dsl/kernel.cc (Role).
+class HopperOps : public KernelPart<HopperOps> {
+ public:
+  TensorMap TmaParam(const std::string& name, const rt::TensorMapParam& spec,
+                     Loc loc = Loc::current());
+  Barriers SmemBarriers(int count, Loc loc = Loc::current());
+  // TMA load of one box at `coords` (innermost first) into `dst`, completing on `bar`; with a
+  // CTA mask, multicast to the same smem offset of every CTA in the mask.
+  // `l2_policy` (L2Policy), where valid, rides on the copy as its L2::cache_hint.
+  void TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
+               std::vector<Operand> coords, const Value& l2_policy = {}, Loc loc = Loc::current());
+  // TMA load of a CTA pair (tcgen05 cta_group::2): lands in this CTA's `dst` and completes on
+  // `bar` in the pair's leader CTA (the even rank), where the pair's MMA is issued.
+  void TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
+                   std::vector<Operand> coords, Loc loc = Loc::current());
+  void TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
+                        std::vector<Operand> coords, const Operand& cta_mask,
+                        const Value& l2_policy = {}, Loc loc = Loc::current());
+  // An L2 eviction policy for the whole of what a copy reads (createpolicy.fractional, fraction
+  // 1.0): kL2EvictFirst for data read once (its lines go before others'), kL2EvictLast for data
+  // many CTAs read; an i64 for TmaLoad's `l2_policy`. (An evict_normal policy is not the same as
+  // none: TMA loads carrying one are slower: docs/perf/2026-11-26-b-lines-evicted-first.md.)
+  Value L2Policy(CacheHint hint, Loc loc = Loc::current());
+  // Starts bringing the box at `coords` into L2 (cp.async.bulk.prefetch.tensor): no shared
+  // memory, no barrier, nothing to wait for; a later TMA load of it reads L2 instead of DRAM.
+  void TmaPrefetchL2(const TensorMap& map, std::vector<Operand> coords, Loc loc = Loc::current());
+  // Starts fetching the map's descriptor (prefetch.tensormap), so that the first TMA copy through
+  // it does not wait for that fetch; no effect on any value.
+  void TmaPrefetchDescriptor(const TensorMap& map, Loc loc = Loc::current());
+  // TMA store of `src` to the box at `coords`, in the current bulk group.
+  void TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
+                Loc loc = Loc::current());
+  void BulkCommit(Loc loc = Loc::current());
+  // Waits until at most `pending` bulk groups are in flight; with `smem_reads_only`, only until
+  // they have read their smem sources (enough to reuse the buffer; the writes may still land).
+  void BulkWait(int pending, bool smem_reads_only = false, Loc loc = Loc::current());
+  void FenceBarrierInit(Loc loc = Loc::current());  // fence.mbarrier_init.release.cluster
+  void FenceProxyAsync(Loc loc = Loc::current());   // fence.proxy.async.shared::cta
+  // membar.gl (__threadfence): this thread's earlier memory accesses are performed at GPU scope
+  // before its later ones: what publishing data through a global flag or counter needs.
+  void FenceGpu(Loc loc = Loc::current());
+  void ClusterSync(Loc loc = Loc::current());  // barrier.cluster.arrive + wait
+  // Programmatic dependent launch (sm_90 and later). griddepcontrol.wait: this thread waits until
+  // the grids before this one in the stream have completed and their writes are visible. A kernel
+  // that calls it says so in its manifest (waits_for_prior_grids), and the runtime then launches
+  // it early, while those grids finish: every thread must call it before it touches global
+  // memory (the emulator checks), and what comes before it overlaps their tail.
+  void WaitForPriorGrids(Loc loc = Loc::current());
+  // griddepcontrol.launch_dependents: the next kernel in the stream may launch once every CTA of
+  // this grid has run it or exited (it still waits for this grid's end before touching memory).
+  void LaunchDependents(Loc loc = Loc::current());
+  void NamedBarrier(const Operand& id, int threads, Loc loc = Loc::current());  // bar.sync id, n
+  // bar.arrive id, n: counts this warp toward barrier `id` without waiting (a producer's signal).
+  void NamedBarrierArrive(const Operand& id, int threads, Loc loc = Loc::current());
+
+  // Runs `body(index within the role)` on threads [first, first + threads); with max_regs, the
+  // role first adjusts its register budget (setmaxnreg.inc or .dec).
+  void Role(const RoleSpec& role, const std::function<void(Value)>& body, Loc loc = Loc::current());
+
+  WgmmaAccumulator WgmmaAcc(int n, Loc loc = Loc::current());
+  void WgmmaFence(Loc loc = Loc::current());
+  // One wgmma (kiln/hopper.h: WgmmaOp says which operand is where).
+  void Wgmma(const WgmmaAccumulator& acc, const WgmmaOp& op, Loc loc = Loc::current());
+  using WgmmaTile = kiln::WgmmaTile;
+  void WgmmaCommit(Loc loc = Loc::current());
+  void WgmmaWait(int pending, Loc loc = Loc::current());
+  // stmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each lane passes one row address.
+  void StMatrix(const Value& smem_row, const std::vector<Value>& regs, bool trans = false,
+                Loc loc = Loc::current());
 };
 
 }  // namespace kiln

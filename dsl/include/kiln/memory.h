@@ -1,7 +1,7 @@
 // Registers and memory as the builder sees them: register arrays, global tensors, and shared
-// tiles with their layouts (padding, XOR/rotate swizzles, the TMA/wgmma swizzles, rings). The ops
-// on them are Kernel methods (kiln/kernel.h: memory) and free functions (kiln/memory_ops.h);
-// built in dsl/memory.cc.
+// tiles with their layouts (padding, XOR/rotate swizzles, the TMA/wgmma swizzles, rings), and the
+// ops that make and use them (MemoryOps, a part of Kernel); more ops are free functions
+// (kiln/memory_ops.h). Built in dsl/memory.cc.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,10 @@ class Regs {
 
  private:
   friend class Kernel;
+  friend class MemoryOps;
+  friend class AmpereOps;
+  friend class HopperOps;
+  friend class BlackwellOps;
   detail::KernelState* state_ = nullptr;
   int array_ = -1, size_ = 0;
   Type type_;
@@ -118,6 +122,10 @@ class SmemTile {
 
  private:
   friend class Kernel;
+  friend class MemoryOps;
+  friend class AmpereOps;
+  friend class HopperOps;
+  friend class BlackwellOps;
   friend struct detail::Access;
   detail::KernelState* state_ = nullptr;
   Scalar elem_ = Scalar::kBF16;
@@ -127,6 +135,57 @@ class SmemTile {
   bool interleaved_ = false;
   Value stage_;  // selected stage (invalid: stage 0)
   Loc loc_;
+};
+
+// What each part of Kernel (MemoryOps, AmpereOps, HopperOps, BlackwellOps) shares: the way back to
+// the kernel its ops build into (dsl/kernel.cc).
+template <typename Part>
+class KernelPart {
+ protected:
+  KernelPart() = default;
+  ~KernelPart() = default;
+  Kernel& self();
+  detail::KernelState& state();
+};
+
+// The builder's memory ops (Kernel derives from this; kiln/kernel.h): register arrays, shared
+// tiles, vector loads and stores, barriers of the block and the warp. Built in dsl/memory.cc,
+// dsl/ampere.cc (Smem, SmemOver) and dsl/kernel.cc (the syncs).
+class MemoryOps : public KernelPart<MemoryOps> {
+ public:
+  Regs Registers(Type type, int count, Loc loc = Loc::current());  // zero-initialised
+  SmemTile Smem(Scalar elem, int rows, int cols, int pad = 0, int align = 128,
+                Loc loc = Loc::current());
+  // A padded or XOR-swizzled tile (a ring when layout.stages > 1), 128-byte aligned.
+  SmemTile Smem(Scalar elem, int rows, int cols, const SmemLayout& layout,
+                Loc loc = Loc::current());
+  // Shared memory sized at launch: `bytes`, a rule of the integer parameters (e.g. "cols*4"),
+  // after every planned tile (declare those first), 128-byte aligned. Returns its first element.
+  Value SmemDynamic(Scalar elem, const std::string& bytes, Loc loc = Loc::current());
+  // A tile over the bytes of `base` (and beyond, if larger): e.g. an epilogue's staging buffer
+  // over the mainloop's ring. The kernel synchronises between the two uses.
+  SmemTile SmemOver(const SmemTile& base, Scalar elem, int rows, int cols, const SmemLayout& layout,
+                    Loc loc = Loc::current());
+  // The tensor cores' no-swizzle K-major layout (PTX ISA "canonical layouts"): the tile's
+  // columns in 8-element slabs, slab after slab, each slab `rows` rows of 16 bytes. 128-aligned.
+  SmemTile SmemInterleaved(Scalar elem, int rows, int cols, int stages = 1,
+                           Loc loc = Loc::current());
+  // A swizzled tile (rows of exactly the swizzle span), a ring of `stages` copies, 1024-aligned.
+  SmemTile SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzle, int stages = 1,
+                        Loc loc = Loc::current());
+  // Loads `lanes` elements (one vector access of lanes * elem bytes, which must be aligned).
+  Value Load(const Value& ptr, int lanes = 1, Loc loc = Loc::current());
+  void Store(const Value& ptr, const Operand& value, Loc loc = Loc::current());
+  Value Vector(const std::vector<Value>& lanes, Loc loc = Loc::current());
+  void SyncThreads(Loc loc = Loc::current());
+  // bar.warp.sync of the whole warp. Also where ptxas schedules nothing across: loads issued
+  // before it are all in flight before any instruction after it waits on one (ptxas otherwise may
+  // interleave independent loads with the math that uses the first of them).
+  void SyncWarp(Loc loc = Loc::current());
+  // st.global.L1::no_allocate of a 16-byte vector: the line is not kept in L1.
+  void StoreNoL1Allocate(const Value& ptr, const Value& value, Loc loc = Loc::current());
+  // st.global.wt: a store that writes through to memory without keeping the line in L1.
+  void StoreWriteThrough(const Value& ptr, const Operand& value, Loc loc = Loc::current());
 };
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
-// Blackwell's tensor memory (sm_100a). The tcgen05 ops are Kernel methods (kiln/kernel.h:
-// Blackwell), built in dsl/tcgen05.cc; their descriptors in kiln/tcgen05_desc.h.
+// Blackwell's tensor memory (sm_100a) and the tcgen05 ops (BlackwellOps, a part of Kernel), built
+// in dsl/tcgen05.cc; their descriptors in kiln/tcgen05_desc.h.
 #pragma once
 
 #include "kiln/hopper.h"
@@ -22,6 +22,10 @@ class Tmem {
 
  private:
   friend class Kernel;
+  friend class MemoryOps;
+  friend class AmpereOps;
+  friend class HopperOps;
+  friend class BlackwellOps;
   SmemTile slot_;
   int columns_ = 0, cta_group_ = 1;
   Loc loc_;
@@ -43,6 +47,38 @@ struct TcgenMmaOp {
   int k0 = 0;
   int b_k0 = 0;  // MN-major B only
   Operand accumulate = 1;
+};
+
+// Blackwell's ops (sm_100a; a part of Kernel, kiln/kernel.h): tensor memory, tcgen05.mma, its
+// commits, loads and stores. Built in dsl/tcgen05.cc.
+class BlackwellOps : public KernelPart<BlackwellOps> {
+ public:
+  // Declares an allocation of `columns` (a power of two, 32..512) for cta_group 1 or 2. Build()
+  // fails if a kernel allocates it and never frees it.
+  Tmem TensorMemory(int columns, int cta_group = 1, Loc loc = Loc::current());
+  void TmemAlloc(const Tmem& t, Loc loc = Loc::current());  // tcgen05.alloc, one whole warp
+  void TmemFree(const Tmem& t, Loc loc = Loc::current());   // tcgen05.dealloc, one whole warp
+  void TmemRelinquish(int cta_group = 1, Loc loc = Loc::current());
+  Value ElectOne(Loc loc = Loc::current());             // elect.sync: true in one lane of the warp
+  void TcgenFenceBeforeSync(Loc loc = Loc::current());  // tcgen05.fence::before_thread_sync
+  void TcgenFenceAfterSync(Loc loc = Loc::current());   // tcgen05.fence::after_thread_sync
+  // One tcgen05.mma (kiln/tcgen05.h: TcgenMmaOp says which operand is where).
+  void TcgenMma(const Tmem& d, const TcgenMmaOp& op, Loc loc = Loc::current());
+  // tcgen05.commit: `bar` gets one arrive when this thread's prior tcgen05 ops complete; with
+  // `cta_mask`, on the barrier at the same offset in each of those cluster CTAs.
+  void TcgenCommit(const Barrier& bar, int cta_group = 1, const Value& cta_mask = Value(),
+                   Loc loc = Loc::current());
+  // tcgen05.ld.32x32b.x{num} (num 1..128, a power of two): lane `lane` + thread of the warp,
+  // columns column..column+num-1, as f32. The warp may read only its quarter of the lanes. It
+  // includes its tcgen05.wait::ld, so the values are ready (and no copy of them precedes it).
+  std::vector<Value> TcgenLoad(const Tmem& t, const Operand& lane, const Operand& column, int num,
+                               Loc loc = Loc::current());
+  // tcgen05.st.32x32b.x{values.size()} (1..128, a power of two) of f32 values: lane `lane` +
+  // thread of the warp, columns column.. (the warp's quarter of the lanes only). It includes its
+  // tcgen05.wait::st, so the values are in tensor memory when it returns (an MMA that reads or
+  // accumulates into them may follow once a fence::before_thread_sync and a barrier order it).
+  void TcgenStore(const Tmem& t, const Operand& lane, const Operand& column,
+                  const std::vector<Value>& values, Loc loc = Loc::current());
 };
 
 }  // namespace kiln
