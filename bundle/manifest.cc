@@ -39,6 +39,21 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 }  // namespace
 
+int SmemBudgetBytes(absl::string_view target) {
+  if (target == "sm_80") return 163 * 1024;
+  if (target == "sm_90a" || target == "sm_100a") return 227 * 1024;
+  return 0;
+}
+
+GridExpr::GridExpr(const std::string& rule) : GridExpr(rule.c_str()) {}
+GridExpr::GridExpr(const char* rule) {
+  absl::StatusOr<GridExpr> e = Parse(rule);
+  if (e.ok())
+    factors = std::move(e->factors);
+  else
+    error = absl::StrCat("rule '", rule, "': ", e.status().message());
+}
+
 absl::StatusOr<GridExpr> GridExpr::Parse(absl::string_view text) {
   GridExpr expr;
   for (absl::string_view part : absl::StrSplit(text, '*')) {

@@ -121,7 +121,10 @@ TensorMap HopperOps::TmaParam(const std::string& name, const rt::TensorMapParam&
     self().Fail(std::string(box.message()), loc);
   for (const std::vector<rt::GridExpr>* rules : {&spec.dims, &spec.strides})
     for (const rt::GridExpr& e : *rules)
-      (void)s.ParseRule(absl::StrCat("tensor map ", name), e.ToString(), loc);
+      if (!e.error.empty())
+        self().Fail(absl::StrCat("tensor map ", name, ": ", e.error), loc);
+      else
+        (void)s.ParseRule(absl::StrCat("tensor map ", name), e.ToString(), loc);
   // By value: a __grid_constant__ CUtensorMap in the parameter space, addressed in place.
   // By pointer: a global pointer to a copy the launcher made.
   mlir::Block* entry = &s.func.getBody().front();

@@ -1,6 +1,8 @@
 // Kernel construction: the module and function, parameters, ids, control flow, Build().
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -220,13 +222,41 @@ template class KernelPart<AmpereOps>;
 template class KernelPart<HopperOps>;
 template class KernelPart<BlackwellOps>;
 
+namespace {
+std::string& SourceRoot() {
+  static std::string root = [] {
+    const char* env = std::getenv("KILN_SOURCE_ROOT");
+    return std::string(env ? env : "");
+  }();
+  return root;
+}
+
+// `file` relative to `dir` where it lies inside it.
+std::optional<std::string> Inside(const std::string& file, std::string dir) {
+  if (dir.empty()) return std::nullopt;
+  if (dir.back() != '/') dir += '/';
+  if (file.rfind(dir, 0) != 0) return std::nullopt;
+  return file.substr(dir.size());
+}
+}  // namespace
+
+void SetSourceRoot(const std::string& dir) {
+  SourceRoot() = dir.empty() ? "" : std::filesystem::absolute(dir).lexically_normal().string();
+}
+
 std::string LocString(const Loc& loc) {
   std::string file = loc.file_name();
+  std::optional<std::string> rel = Inside(file, SourceRoot());
 #ifdef KILN_SOURCE_DIR
-  const std::string root = KILN_SOURCE_DIR "/";
-  if (file.rfind(root, 0) == 0) file = file.substr(root.size());
+  if (!rel) rel = Inside(file, KILN_SOURCE_DIR);
 #endif
-  return absl::StrCat(file, ":", loc.line());
+  if (!rel && !file.empty() && file[0] == '/') {
+    std::error_code error;
+    const std::filesystem::path cwd = std::filesystem::current_path(error);
+    rel = error ? std::nullopt : Inside(file, cwd.string());
+    if (!rel) rel = std::filesystem::path(file).filename().string();
+  }
+  return absl::StrCat(rel ? *rel : file, ":", loc.line());
 }
 
 KernelDef::KernelDef(rt::Manifest manifest, Target target, std::shared_ptr<Module> module)
@@ -484,6 +514,11 @@ void Kernel::For(const Operand& lo, const Operand& hi, const Operand& step,
   for (const Operand* o : {&lo, &hi, &step})
     if (!Access::IsImm(*o) && Access::Val(*o).type() != i32)
       return Fail("For bounds must be i32 values or integers", loc);
+  if (Access::IsImm(step) && Access::Imm(step) <= 0)
+    return Fail(absl::StrCat("For's step is ", Access::Imm(step),
+                             ": it must be positive (the loop runs while i < hi, so a step of 0 or "
+                             "less would never end)"),
+                loc);
   auto op = mlir::scf::ForOp::create(s.builder, s.ToLoc(loc), s.Materialize(lo, i32),
                                      s.Materialize(hi, i32), s.Materialize(step, i32));
   mlir::OpBuilder::InsertionGuard guard(s.builder);

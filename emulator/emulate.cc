@@ -152,6 +152,13 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
     std::memcpy(params.data() + p.offset, a.data(), p.bytes);
   }
   const int64_t smem = m.SmemBytes(symbols);
+  // As the GPU refuses a launch over the target's shared memory, so does the emulator.
+  if (const int budget = rt::SmemBudgetBytes(m.target); budget && smem > budget)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        m.smem_extra.factors.empty() ? m.source : m.smem_extra_source, ": ", m.name, ": needs ",
+        smem, " bytes of shared memory (", m.smem_bytes, " planned",
+        m.smem_extra.factors.empty() ? "" : absl::StrCat(" + ", m.smem_extra.ToString()),
+        "); a block of ", m.target, " may have at most ", budget));
   int64_t static_top = 0;
   for (const auto& [name, offset] : module->shared_symbols)
     static_top = std::max(static_top, offset);

@@ -665,6 +665,35 @@ TEST(Hopper, TensorMapRulesNameIntegerParameters) {
   ExpectError(k, line, "tensor map tmA rule K names K, which is not an integer parameter of this kernel (it has rows;");
 }
 
+// Rules written as text: one that does not parse is an error at the line that uses it, not an
+// abort at a dereference.
+TEST(Hopper, TensorMapRuleThatDoesNotParseIsAnErrorAtItsLine) {
+  Kernel k("test/tmap_bad_rule", sm90a(), {128});
+  k.I32Param("K");
+  rt::TensorMapParam t = Map128B(64);
+  t.dims = {"K+1", "K"};
+  t.strides = {"K*2"};
+  k.TmaParam("tmA", t); const int line = __LINE__;
+  ExpectError(k, line, "tensor map tmA: rule 'K+1': bad grid factor 'K+1'");
+}
+
+// A program's kernels are named relative to its source root, never by an absolute path.
+TEST(Kernel, SourceLinesAreRelativeToTheSourceRoot) {
+  SetSourceRoot(std::string(KILN_SOURCE_DIR) + "/tests");
+  const std::string here = LocString(Loc::current());
+  SetSourceRoot("");
+  EXPECT_EQ(here.rfind("unit/dsl_test.cc:", 0), 0u) << here;
+  EXPECT_EQ(LocString(Loc::current()).rfind("tests/unit/dsl_test.cc:", 0), 0u);
+}
+
+TEST(Kernel, ForWithAStepOfZeroOrLessIsAnError) {
+  for (int step : {0, -1}) {
+    Kernel k("test/for_step", sm80(), {32});
+    k.For(0, 8, step, [&](Value) {}); const int line = __LINE__;
+    ExpectError(k, line, absl::StrCat("For's step is ", step, ": it must be positive"));
+  }
+}
+
 TEST(Kernel, LaunchRulesAttributesAndDynamicSmem) {
   Kernel k("test/launch_rules", sm90a(), {128});
   Value x = k.PtrParam("x", f32);

@@ -106,6 +106,31 @@ TEST(PlantedBugs, NamedBarrierIdsSharedByTwoGroupSizesAreCaught) {
   EXPECT_GT(found, 0);
 }
 
+// A launch whose dynamic shared memory passes the target's limit is refused, as the GPU refuses
+// it, naming the line that sized it; one within the limit runs.
+TEST(EmulatedLaunch, DynamicSharedMemoryOverTheTargetsLimitIsRefused) {
+  Kernel k("test/smem_over", sm90a(), {32});
+  Value out = k.PtrParam("out", f32);
+  Value cols = k.I32Param("cols");
+  Value row = k.SmemDynamic(f32, "cols*4"); const int line = __LINE__;
+  k.Store(row + k.ThreadIdx(), k.F32(1));
+  k.Store(out + k.ThreadIdx(), k.Load(row + k.ThreadIdx()));
+  (void)cols;
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  const rt::Bundle b{def->manifest(), *ptx};
+  emu::Device d;
+  uint64_t dp = *d.Allocate(32 * 4);
+  absl::StatusOr<emu::Stats> over = emu::Launch(d, b, rt::Dim3{1, 1, 1}, {rt::Arg::Ptr(dp), rt::Arg::I32(60000)});
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.status().message().find(absl::StrCat("emulate_examples_test.cc:", line)), std::string::npos) << over.status();
+  EXPECT_NE(over.status().message().find("may have at most 232448"), std::string::npos) << over.status();
+  EXPECT_TRUE(emu::Launch(d, b, rt::Dim3{1, 1, 1}, {rt::Arg::Ptr(dp), rt::Arg::I32(1000)}).ok());
+}
+
 // The GEMM entry point's copy of an operand TMA cannot stride: rows from any stride into rows 8
 // elements apart, bit for bit, and nothing written past a row's end (the pad keeps its bytes).
 TEST(EmulatedRestride, CopiesRowsBitForBitAndLeavesThePad) {

@@ -165,8 +165,13 @@ class Kernel : public MemoryOps, public AmpereOps, public HopperOps, public Blac
 // Kernel::Watchdog(ms) for every kernel constructed after this call (0: off).
 void SetDefaultWatchdog(int ms);
 
-// "file:line" of a source location, relative to the project root when inside it.
+// "file:line" of a source location, as manifests and messages name it: relative to the source root
+// (SetSourceRoot, else the environment's KILN_SOURCE_ROOT) or to kiln's own tree when inside one,
+// else to the working directory when inside it, else the file's name alone. So a bundle holds no
+// absolute path of the machine that built it.
 std::string LocString(const Loc& loc);
+// The directory a program's own kernels are named relative to (e.g. its CMAKE_SOURCE_DIR).
+void SetSourceRoot(const std::string& dir);
 
 }  // namespace kiln
 

@@ -27,7 +27,14 @@ struct GridExpr {
     int64_t value = 1;   // the constant, or the divisor of the symbol
   };
   std::vector<Factor> factors;
+  // Set where the rule given as text did not parse: Parse's message, which the builder reports at
+  // the DSL line that uses the rule (Kernel::TmaParam).
+  std::string error;
 
+  GridExpr() = default;
+  // A rule written as text, e.g. TensorMapParam::dims = {"K", "rows"}.
+  GridExpr(const char* rule);         // NOLINT: implicit, so that rules read as text
+  GridExpr(const std::string& rule);  // NOLINT
   static absl::StatusOr<GridExpr> Parse(absl::string_view text);
   std::string ToString() const;
   // Fails when a symbol has no value or the result is not a launchable grid dimension.
@@ -103,6 +110,10 @@ struct ParamSpec {
   ScheduleTableParam schedule;  // kScheduleTable
   WorkspaceParam workspace;     // kWorkspace
 };
+
+// The most shared memory a block of `target` (sm_80, sm_90a, sm_100a) may opt into: the CUDA
+// programming guide's compute capability table. 0 for a target kiln does not know.
+int SmemBudgetBytes(absl::string_view target);
 
 struct Manifest {
   std::string name;    // registry name, e.g. hopper/k01
