@@ -1,6 +1,7 @@
-// Compile with a disk cache: <cache_dir>/<key>/ holds the bundle (manifest + PTX) of one key,
-// written under a temporary name and renamed into place, so concurrent programs never read half
-// a bundle.
+// Compile with a disk cache: <cache_dir>/<key>/ holds the bundle (manifest + PTX) of one key and
+// the PTX's sha256, written under a temporary name and renamed into place, so concurrent programs
+// never read half a bundle; an entry whose PTX no longer matches its hash is removed and built
+// again.
 #include "kiln/compile.h"
 
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -46,13 +48,30 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The cached bundle of `key`, if there is one and it is the bundle of this kernel.
+std::string Sha256(const std::string& bytes) {
+  llvm::SHA256 sha;
+  sha.update(bytes);
+  return Hex(sha.final());
+}
+
+constexpr const char* kPtxHashFile = "ptx.sha256";
+
+// The cached bundle of `key`, if there is one and it is the bundle of this kernel, whole; a damaged
+// entry (another manifest, PTX that does not match its hash) is removed.
 std::optional<rt::Bundle> ReadCached(const std::string& dir, const std::string& key,
                                      const rt::Manifest& want) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (!std::filesystem::is_directory(std::filesystem::path(dir) / key, ec)) return std::nullopt;
-  absl::StatusOr<rt::Bundle> b = rt::ReadBundle(absl::StrCat(dir, "/", key), want.name);
-  if (!b.ok() || b->manifest.Serialize() != want.Serialize() || b->ptx.empty()) return std::nullopt;
+  const fs::path entry = fs::path(dir) / key;
+  if (!fs::is_directory(entry, ec)) return std::nullopt;
+  absl::StatusOr<rt::Bundle> b = rt::ReadBundle(entry.string(), want.name);
+  std::string hash;
+  std::ifstream(entry / kPtxHashFile) >> hash;
+  if (!b.ok() || b->manifest.Serialize() != want.Serialize() || b->ptx.empty() ||
+      hash != Sha256(b->ptx)) {
+    fs::remove_all(entry, ec);  // rebuilt by this compile
+    return std::nullopt;
+  }
   return *std::move(b);
 }
 
@@ -66,6 +85,10 @@ absl::Status WriteCached(const std::string& dir, const std::string& key, const r
   if (absl::Status s = rt::WriteBundle(tmp.string(), b); !s.ok()) {
     fs::remove_all(tmp, ec);
     return s;
+  }
+  if (!(std::ofstream(tmp / kPtxHashFile) << Sha256(b.ptx) << "\n")) {
+    fs::remove_all(tmp, ec);
+    return absl::UnavailableError(absl::StrCat("cannot write the cache under ", dir));
   }
   fs::rename(tmp, fs::path(dir) / key, ec);
   if (ec) {

@@ -76,6 +76,23 @@ TEST_F(CompileCache, ADamagedEntryIsCompiledAgain) {
   EXPECT_EQ(again->bundle.ptx, cold->bundle.ptx);
 }
 
+// A PTX cut short (a crash mid-write elsewhere, a full disk) no longer matches its hash: the entry
+// is built again and replaced, and the compile after that reads the whole one.
+TEST_F(CompileCache, ATruncatedEntryIsRebuiltAndReplaced) {
+  absl::StatusOr<CompiledKernel> cold = Compile(Scale(2.0), Options());
+  ASSERT_TRUE(cold.ok());
+  for (const auto& f : fs::directory_iterator(fs::path(dir_) / cold->key))
+    if (f.path().extension() == ".ptx") fs::resize_file(f.path(), cold->bundle.ptx.size() / 2);
+  absl::StatusOr<CompiledKernel> again = Compile(Scale(2.0), Options());
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->from_cache);
+  EXPECT_EQ(again->bundle.ptx, cold->bundle.ptx);
+  absl::StatusOr<CompiledKernel> warm = Compile(Scale(2.0), Options());
+  ASSERT_TRUE(warm.ok());
+  EXPECT_TRUE(warm->from_cache);
+  EXPECT_EQ(warm->bundle.ptx, cold->bundle.ptx);
+}
+
 TEST_F(CompileCache, AnUnusableCacheOnlyWarns) {
   std::ofstream(dir_) << "a file where the cache directory should be";
   absl::StatusOr<CompiledKernel> c = Compile(Scale(2.0), Options());
