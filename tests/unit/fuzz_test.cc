@@ -4,6 +4,7 @@
 // bounds (run under AddressSanitizer by the sanitizer job). The count and time go to the log.
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
