@@ -107,9 +107,9 @@ std::optional<GemmChoice> Strided(const GemmSize& s, int cc, const GemmOptions& 
 
 // The tile of kiln/ops/gemm_tiles.h by name (the rules below name the ones they are about).
 const Sm90Tile& Tile(std::string_view kernel) { return *FindSm90Tile(kernel); }
-static_assert(FindSm90Tile("gemm/bf16_sm90_n64") && FindSm90Tile("gemm/bf16_sm90_m64n16") &&
-                  FindSm90Tile("gemm/bf16_sm90_m64n32") && FindSm90Tile("gemm/bf16_sm90_m64n64") &&
-                  FindSm90Tile("gemm/bf16_sm90_n128"),
+static_assert(HasSm90Tile("gemm/bf16_sm90_n64") && HasSm90Tile("gemm/bf16_sm90_m64n16") &&
+                  HasSm90Tile("gemm/bf16_sm90_m64n32") && HasSm90Tile("gemm/bf16_sm90_m64n64") &&
+                  HasSm90Tile("gemm/bf16_sm90_n128"),
               "the rules below name these tiles");
 
 // Among the weight-bound rows, M a multiple of 8 (the kernel with C's map), K of 8192 or more and

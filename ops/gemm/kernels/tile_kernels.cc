@@ -45,7 +45,7 @@ static_assert(
     std::size(kEntryKernels) == std::size(rt::kSm90Tiles) &&
         [] {
           for (const EntryKernel& e : kEntryKernels)
-            if (!rt::FindSm90Tile(e.name)) return false;
+            if (!rt::HasSm90Tile(e.name)) return false;
           return true;
         }(),
     "one purpose per tile of kiln/ops/gemm_tiles.h, by its name");

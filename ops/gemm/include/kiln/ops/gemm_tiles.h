@@ -39,6 +39,14 @@ inline constexpr const char* kRegionKernels[] = {
     "gemm/bf16_k128n64_sm90",
 };
 
+// Whether a tile kernel has that name (for compile-time checks: a pointer's comparison with null
+// is no constant expression under the sanitizers).
+constexpr bool HasSm90Tile(std::string_view kernel) {
+  for (const Sm90Tile& t : kSm90Tiles)
+    if (kernel == t.kernel) return true;
+  return false;
+}
+
 // The tile kernel of that name, or nullptr.
 constexpr const Sm90Tile* FindSm90Tile(std::string_view kernel) {
   for (const Sm90Tile& t : kSm90Tiles)
