@@ -33,10 +33,9 @@ struct RunOptions {
   // Evict L2 before every timed call (kiln, cuBLAS and the copy alike): cold weights, no
   // advantage to whichever call reads what the one before it read, host launch work untimed.
   bool flush_l2 = true;
-  // RunGemm at M <= 64 (weights of 16 MB or more): launches a timed block of the steady-state
-  // measure makes at least, back to back (more where the weights' copies are more). A block's
-  // first launch has no launch before it to overlap: 8 a block counted that start once in 8, and
-  // put the 32-48 MB weights' rate under what 32 a block measure
+  // RunGemm at M <= 64 (weights of 16 MB or more): launches a timed steady-state block makes at
+  // least, back to back (more where the weights' copies are more). A block's first launch has
+  // nothing before it to overlap, so a block must be long enough that its start does not count
   // (docs/perf/2026-11-27-launches-a-timed-block.md).
   int steady_launches = 32;
   // RunGemm: launches the GEMM under test on the harness's buffers (packed, in the bundle's
@@ -50,7 +49,8 @@ struct RunOptions {
 struct GemmResult {
   std::string name;
   rt::GemmSize size;
-  double ms = 0, tflops = 0;  // of the median timed call
+  double ms = 0,
+         tflops = 0;  // the median call (docs/perf/2026-11-24-how-gemm-timings-are-taken.md)
   double cublas_ms = 0, cublas_tflops = 0;
   double rel_error = 0;   // ||C - ref|| / ||ref|| over every element
   double spot_error = 0;  // same, over fp64 CPU spot checks

@@ -1,4 +1,4 @@
-// The GEMM entry point's choice rule (kiln/ops/gemm_choice.h) in the order it asks: a measured
+// The GEMM entry point's choice rule (kiln/ops/gemm_choice.h) in the order it asks: a kiln tune
 // entry of a tuning table; a special kernel whose region holds the size; the strided kernel where
 // TMA cannot read the operands; the bandwidth model up to weight_bound_rows; a C of few columns;
 // the compute model. The figures come from the tables (ops/gemm/tables/, docs/GEMM_CHOICE.md).
@@ -31,21 +31,30 @@ const GemmRules* RulesFor(int cc, const GemmTuneCache* tuned) {
   return cc >= 80 ? GemmTuneCache::BuiltIn().Rules(80) : nullptr;
 }
 
-// Whether a region's kernel reads the operands as given: the mma.sync kernels packed K-major ones
-// with K a multiple of 8 (the TMA ones rows 128 bytes apart too); the wide-stage kernels a packed
-// K-major A and either B, rows 128 bytes apart; the skinny kernel K-major ones, any C. None stores
-// C row-major but the skinny kernel.
-bool ReadsAsGiven(std::string_view kernel, const GemmSize& s, const GemmOptions& o) {
+// What a kernel can read and write: the mma.sync kernels packed K-major operands and a
+// column-major C; the wide-stage kernels a packed K-major A, either B, a column-major C; the
+// skinny kernel K-major operands and either C; the tile kernels MN-major operands only in tiles of
+// whole 64-wide blocks. For a region's kernel and a kiln tune entry alike.
+bool CanRead(std::string_view kernel, const GemmOptions& o) {
   const bool mn_major = o.a_mn || o.b_mn, packed = o.packed.value_or(true);
-  if (s.k % 8) return false;
   if (IsSkinny(kernel)) return !mn_major;
-  if (o.c_row || !packed) return false;
-  if (kernel == kMma16Kernel) return !mn_major;
-  if (kernel == kTma16Kernel || kernel == kTma8Kernel)
-    return !mn_major && o.rows_128b.value_or(s.k % 64 == 0);
+  if (kernel == kMma16Kernel || kernel == kTma16Kernel || kernel == kTma8Kernel)
+    return !mn_major && packed && !o.c_row;
+  if (kernel == kWide32Kernel || kernel == kWide64Kernel) return !o.a_mn && packed && !o.c_row;
+  if (!mn_major) return true;
+  const Sm90Tile* tile = FindSm90Tile(kernel);
+  return tile && ReadsMnMajor(*tile);
+}
+
+// Whether a region's kernel is taken for the operands as given: it can read them (CanRead), K is a
+// multiple of 8, and the TMA-fed ones read rows 128 bytes apart (elsewhere they are slow:
+// docs/perf/2026-11-27-weights-by-tma-boxes-mma-sync.md).
+bool ReadsAsGiven(std::string_view kernel, const GemmSize& s, const GemmOptions& o) {
+  if (s.k % 8 || !CanRead(kernel, o)) return false;
+  if (kernel == kTma16Kernel || kernel == kTma8Kernel) return o.rows_128b.value_or(s.k % 64 == 0);
   if (kernel == kWide32Kernel || kernel == kWide64Kernel)
-    return !o.a_mn && o.rows_128b.value_or(s.k % 64 == 0 && (!o.b_mn || s.n % 64 == 0));
-  return false;
+    return o.rows_128b.value_or(s.k % 64 == 0 && (!o.b_mn || s.n % 64 == 0));
+  return true;
 }
 
 // The region's kernel, said for the user.
@@ -287,7 +296,6 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
 
 GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptions& options,
                       const GemmTuneCache* tuned) {
-  const bool mn_major = options.a_mn || options.b_mn;
   GemmChoice c = ChooseByRules(s, compute_capability, options, RulesFor(compute_capability, tuned));
   // kiln tune times packed operands: where those pack rows off 16 bytes it timed the strided
   // kernel alone, which the tile kernels on aligned strides outrun. The given table's entry, else
@@ -297,18 +305,8 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
     if (tuned) best = tuned->Find(compute_capability, s);
     if (!best) best = GemmTuneCache::BuiltIn().Find(compute_capability, s);
   }
-  // Its pick stands only where that kernel reads the operands as given: the mma.sync kernels
-  // packed K-major ones only, the wide-stage kernels a packed K-major A and either B, the skinny
-  // kernel and the tiles of 80, 96, 160 columns K-major ones only.
-  auto reads_as_given = [&](const std::string& kernel) {
-    if (IsWideStageKernel(kernel)) return !options.a_mn && options.packed.value_or(true);
-    if (kernel == kMma16Kernel || kernel == kTma16Kernel || kernel == kTma8Kernel)
-      return !mn_major && options.packed.value_or(true);
-    if (!mn_major) return true;
-    const Sm90Tile* tile = FindSm90Tile(kernel);
-    return tile && ReadsMnMajor(*tile);
-  };
-  if (best && !reads_as_given(best->kernel)) best = nullptr;
+  // Its pick (a base name) stands only where that kernel can read the operands as given.
+  if (best && !CanRead(best->kernel, options)) best = nullptr;
   if (best) {
     const std::vector<GemmChoice> can = GemmCandidates(s, compute_capability);
     if (std::any_of(can.begin(), can.end(), [&](const GemmChoice& x) {
@@ -325,9 +323,8 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   o.any_m = tiles && s.m % 8 != 0 && options.out_type != "f32";
   if (o.any_m) c.why += "; C stored from registers (M is no multiple of 8: no TMA store)";
   // There an epilogue reading C_in or a residual loads them element by element, a few pairs at a
-  // time: 4 in the 128x256 tiles, whose accumulator fills the registers, 8 in the 128x128 ones.
-  // The 128x128 tiles were faster than the 256x256 and 256x160 pairs at all 8 shapes of K = 40 to
-  // 4096 measured, whole tiles (docs/perf/2026-11-26-c-from-registers-with-c-in.md).
+  // time, fewer in the 256-row tiles, whose accumulator fills the registers: whole tiles then take
+  // the 128x128 tiles (docs/perf/2026-11-26-c-from-registers-with-c-in.md).
   if (o.any_m && EpilogueReadsMatrices(options.epilogue) && !best && c.split == 1 &&
       (c.kernel == "gemm/bf16_sm90" || c.kernel == "gemm/bf16_sm90_n160")) {
     c.kernel = "gemm/bf16_sm90_n128";

@@ -22,7 +22,7 @@ struct Candidate {
 // The table's tiles in its order.
 std::vector<Candidate> CandidatesOf(const GemmRules& rules);
 
-// The splits the rule weighs, and kiln tune measures, for the tile kernels (1 whole tiles, 0
+// The splits the rule weighs, and kiln tune times, for the tile kernels (1 whole tiles, 0
 // stream-K, S split-K; 8 and 16 only where Weighed allows).
 inline constexpr int kSplits[] = {1, 0, 2, 4, 8, 16};
 

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "kiln/ops/gemm_tiles.h"
 
@@ -46,8 +47,11 @@ absl::Status ReadKeys(const std::vector<std::string>& words, size_t first,
       return absl::InvalidArgumentError(absl::StrCat("'", words[i], "': not a value for ", key));
     seen[key] = true;
   }
+  std::vector<std::string> missing;
   for (const std::string& key : required)
-    if (!seen[key]) return absl::InvalidArgumentError(absl::StrCat("it needs ", key, "=..."));
+    if (!seen[key]) missing.push_back(key + "=...");
+  if (!missing.empty())
+    return absl::InvalidArgumentError(absl::StrCat("it needs ", absl::StrJoin(missing, ", ")));
   return absl::OkStatus();
 }
 
@@ -77,17 +81,17 @@ Setter Range(SizeRange& r) {
 
 absl::Status ReadModel(const std::vector<std::string>& w, GemmRules& rules) {
   GemmModel m;
-  absl::Status st =
-      ReadKeys(w, 2,
-               {{"weight_bound_rows", Count(m.weight_bound_rows)},
-                {"partial_cost", Number(m.partial_cost)},
-                {"stream_bytes_per_us", Number(m.stream_bytes_per_us)},
-                {"stream_cap_bytes_per_us", Number(m.stream_cap_bytes_per_us)},
-                {"idle_latency_us", Number(m.idle_latency_us)},
-                {"launch_us", Number(m.launch_us)},
-                {"partial_us", Number(m.partial_us)}},
-               {"weight_bound_rows", "partial_cost", "stream_bytes_per_us",
-                "stream_cap_bytes_per_us", "idle_latency_us", "launch_us", "partial_us"});
+  const std::map<std::string, Setter> keys = {
+      {"weight_bound_rows", Count(m.weight_bound_rows)},
+      {"partial_cost", Number(m.partial_cost)},
+      {"stream_bytes_per_us", Number(m.stream_bytes_per_us)},
+      {"stream_cap_bytes_per_us", Number(m.stream_cap_bytes_per_us)},
+      {"idle_latency_us", Number(m.idle_latency_us)},
+      {"launch_us", Number(m.launch_us)},
+      {"partial_us", Number(m.partial_us)}};
+  std::vector<std::string> every_key;  // a model needs all of them
+  for (const auto& [key, set] : keys) every_key.push_back(key);
+  absl::Status st = ReadKeys(w, 2, keys, every_key);
   if (st.ok() && rules.model) st = absl::InvalidArgumentError("a second model record");
   if (st.ok() && (m.stream_bytes_per_us <= 0 || m.stream_cap_bytes_per_us <= 0))
     st = absl::InvalidArgumentError("the stream rates must be positive");
@@ -141,6 +145,12 @@ absl::Status ReadRegion(const std::vector<std::string>& w, GemmRules& rules) {
 absl::StatusOr<GemmTuneCache> GemmTuneCache::Parse(const std::string& text,
                                                    const std::string& name) {
   GemmTuneCache table;
+  if (absl::Status st = table.Add(text, name); !st.ok()) return st;
+  return table;
+}
+
+absl::Status GemmTuneCache::Add(const std::string& text, const std::string& name) {
+  GemmTuneCache& table = *this;
   std::istringstream in(text);
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
@@ -175,7 +185,7 @@ absl::StatusOr<GemmTuneCache> GemmTuneCache::Parse(const std::string& text,
       return error("not 'sm_<cc> M N K kernel split ms'");
     table.Set(cc, s, w[4], split, ms);
   }
-  return table;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<GemmTuneCache> GemmTuneCache::Read(const std::string& path) {
@@ -202,22 +212,9 @@ struct BuiltInTables {
 const BuiltInTables& ParsedBuiltIns() {
   static const BuiltInTables* parsed = [] {
     auto* b = new BuiltInTables;
-    std::string all;
-    for (int i = 0; kBuiltInGemmTables[i][0]; ++i) {
-      // Each alone first, so that an error names its file and line.
-      absl::StatusOr<GemmTuneCache> one =
-          GemmTuneCache::Parse(kBuiltInGemmTables[i][1], kBuiltInGemmTables[i][0]);
-      if (!one.ok()) {
-        b->status = one.status();
-        return b;
-      }
-      absl::StrAppend(&all, kBuiltInGemmTables[i][1], "\n");
-    }
-    absl::StatusOr<GemmTuneCache> t = GemmTuneCache::Parse(all, "built-in tables");
-    if (t.ok())
-      b->table = *std::move(t);
-    else
-      b->status = t.status();
+    for (int i = 0; kBuiltInGemmTables[i][0] && b->status.ok(); ++i)
+      b->status = b->table.Add(kBuiltInGemmTables[i][1], kBuiltInGemmTables[i][0]);
+    if (!b->status.ok()) b->table = GemmTuneCache();  // none of a table that does not parse
     return b;
   }();
   return *parsed;

@@ -47,7 +47,9 @@ TEST(GemmTable, BadRecordsNameTheirLine) {
       {"sm_90 region gemm/bf16_sm90 m=1:4\n", "none of the kernels a region can name"},
       {"sm_90 region gemm/bf16_skinny_sm90 only=a_mn\n", "not a value for only"},
       {std::string(kModel) + kModel, "a second model record"},
-      {"sm_90 model partial_cost=8\n", "needs weight_bound_rows="},
+      {"sm_90 model partial_cost=8\n",
+       "needs idle_latency_us=..., launch_us=..., partial_us=..., stream_bytes_per_us=..., "
+       "stream_cap_bytes_per_us=..., weight_bound_rows=..."},
       {"sm_90 nonsense\n", "not 'sm_<cc> M N K kernel split ms'"},
       {"gpu tile gemm/bf16_sm90 speed=1\n", "a record starts sm_<cc>"},
   };

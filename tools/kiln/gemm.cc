@@ -14,7 +14,7 @@
 namespace kiln::cli {
 
 // The GEMM entry point: C = epilogue(A * B) at any M, N, K >= 1 (A row-major, B and C
-// column-major) with the kernel ChooseGemm picks for this GPU (or --tune_cache's measured one),
+// column-major) with the kernel ChooseGemm picks for this GPU (or --tune_cache's entry),
 // checked against cuBLAS and fp64 spot checks and timed with it, for --m --n --k or each of
 // --sizes (then with the geometric mean of the ratio to cuBLAS); --emulate runs the choice for an
 // H100 on the CPU emulator instead.

@@ -12,10 +12,9 @@
 // tiles, split-K or stream-K, the launch's split says; a split tile's parts meet in the workspace
 // in a fixed order (ReducePartials). Rows past M, columns past N and k past K copy as zeros
 // (cp.async's source size 0). K a multiple of 8; packed K-major A and B, column-major C.
-// Measured on an H200 (docs/perf/2026-11-27-cp-async-ring-64-rows-not-picked.md): each k-tile
-// is bound by the latency of its chain of instructions (a wait, a block barrier, the copies'
-// addresses, ldmatrix, mma) and each unit by filling its ring, so it reads the weights no faster
-// than the kernels the entry point picks, at most shapes slower; no rule takes it.
+// Each k-tile is bound by the latency of its chain of instructions (a wait, a block barrier, the
+// copies' addresses, ldmatrix, mma) and each unit by filling its ring, so no rule of the entry
+// point takes it (docs/perf/2026-11-27-cp-async-ring-64-rows-not-picked.md).
 // `kiln run NAME --split S`.
 #include <algorithm>
 #include <functional>
@@ -32,7 +31,7 @@ namespace {
 constexpr int THREADS = 256, WARPS = THREADS / 32, BN = 16 * WARPS, WORK_SLOTS = 1 << 14;
 constexpr int GROUPS = 132;             // blocks (persistent): one an SM of an H100 SXM / H200
 constexpr int kRingBytes = 200 * 1024;  // the stages' shared memory, at most
-// A stage of 64 k measured slower, twice the chains a byte
+// Stages of 128 k: a stage of 64 k runs twice the instruction chains a byte
 // (docs/perf/2026-11-27-cp-async-ring-64-rows-not-picked.md).
 constexpr int BK = 128;  // k a stage
 

@@ -59,17 +59,17 @@ bool IsWideStageKernel(const std::string& kernel);
 // (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
 std::string GemmVariantName(const std::string& base, const GemmOptions& options);
 
-// The kernels (tiles) and splits that can run a problem on this GPU and that `kiln tune` measures.
+// The kernels (tiles) and splits that can run a problem on this GPU, which `kiln tune` times.
 std::vector<GemmChoice> GemmCandidates(const GemmSize& size, int compute_capability);
 
 // `compute_capability`: the GPU's (90 for an H100/H200), or the one to choose for. The rule reads
 // `tuned`'s records for the GPU where it has some, else the built-in table's
-// (docs/GEMM_CHOICE.md); a measured entry for the size, `tuned`'s or the built-in table's, wins.
+// (docs/GEMM_CHOICE.md); a kiln tune entry for the size, `tuned`'s or the built-in table's, wins.
 GemmChoice ChooseGemm(const GemmSize& size, int compute_capability, const GemmOptions& options = {},
                       const GemmTuneCache* tuned = nullptr);
 
 // For refitting a tile's `speed` (docs/GEMM_CHOICE.md): past the table's weight-bound rows, the
-// speed at which the compute model would predict `ms`, the tile's measured time in whole tiles,
+// speed at which the compute model would predict `ms`, the tile's time in whole tiles (timed),
 // relative to `first_ms`, the first tile's (the widest) there. nullopt where the size is
 // weight-bound or either kernel is no tile of the GPU's built-in table.
 std::optional<double> FittedTileSpeed(const GemmSize& size, int compute_capability,

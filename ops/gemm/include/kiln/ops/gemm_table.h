@@ -6,10 +6,10 @@
 //   sm_<cc> tile <kernel> speed=S [speed_unaligned=S] [weight_bound=1] [max_parts=N]
 //           [splits=0] [streams=0] [max_n=N]
 //   sm_<cc> region <kernel> [m=LO:HI] [n=LO:HI] [k=LO:HI] [only=b_mn|c_row]
-//   sm_<cc> <M> <N> <K> <kernel> [<split>] <milliseconds>        (what `kiln tune` measured)
+//   sm_<cc> <M> <N> <K> <kernel> [<split>] <milliseconds>        (a `kiln tune` entry)
 //
 // The table the build embeds (ops/gemm/tables/sm_<cc>.tune) holds the model's constants, its
-// tiles' weights and the special kernels' regions; `kiln tune` adds measured lines, and a table
+// tiles' weights and the special kernels' regions; `kiln tune` adds its entries, and a table
 // given at run time (GemmRunner's tune_cache, `kiln gemm --tune_cache`) adds its own records.
 #pragma once
 
@@ -82,16 +82,18 @@ class GemmTuneCache {
   // An absent file is an empty table; a line that does not parse is an error naming it.
   static absl::StatusOr<GemmTuneCache> Read(const std::string& path);
   // The same for a reader of the choices (kiln gemm, GemmRunner), to whom an absent file is an
-  // error: a path mistyped would otherwise drop every measured choice without a word.
+  // error: a mistyped path must not drop the table's choices silently.
   static absl::StatusOr<GemmTuneCache> ReadExisting(const std::string& path);
   // `text` as a file named `name` (in messages).
   static absl::StatusOr<GemmTuneCache> Parse(const std::string& text, const std::string& name);
+  // Adds the records of `text`, a table named `name`; stops at the first bad line, naming it.
+  absl::Status Add(const std::string& text, const std::string& name);
   // The tables the build embeds (ops/gemm/tables/); empty where one fails to parse (a test checks
   // that none does: BuiltInStatus).
   static const GemmTuneCache& BuiltIn();
   static absl::Status BuiltInStatus();
 
-  // Writes the records and comments read, then every measured entry.
+  // Writes the records and comments read, then every kiln tune entry.
   absl::Status Write(const std::string& path) const;
   const GemmChoice* Find(int compute_capability, const GemmSize& size) const;  // kernel and split
   void Set(int compute_capability, const GemmSize& size, const std::string& kernel, int split,
@@ -107,7 +109,7 @@ class GemmTuneCache {
   };
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, Entry> entries_;
   std::map<int, GemmRules> rules_;
-  std::vector<std::string> kept_lines_;  // every line but the measured entries, as read
+  std::vector<std::string> kept_lines_;  // every line but the kiln tune entries, as read
 };
 
 }  // namespace kiln::rt
