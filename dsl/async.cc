@@ -406,14 +406,20 @@ namespace {
 KernelState& StateOf(const Barrier& b) { return *Access::State(b.ptr()); }
 }  // namespace
 
-void Barrier::Init(int count, Loc loc) const {
+void Barrier::Init(int count, Loc loc) const { Init(count, PhasesPerRound{}, loc); }
+
+void Barrier::Init(int count, PhasesPerRound phases, Loc loc) const {
   KernelState& s = StateOf(*this);
+  if (phases.n < 1)
+    return s.Fail(absl::StrCat("PhasesPerRound{", phases.n, "}: at least one phase a round"), loc);
   if (count <= 0 || count >= (1 << 20))
     return s.Fail(absl::StrCat("an mbarrier expects 1..2^20-1 arrivals, not ", count), loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Value n = mlir::arith::ConstantIntOp::create(s.builder, l, count, 32);
   mlir::NVVM::MBarrierInitOp::create(s.builder, l, s.Unwrap(ptr_), n, mlir::Value());
+  const size_t records = s.arrival_records.size();
   s.RecordArrival(array_, index_, count, loc);
+  if (s.arrival_records.size() > records) s.arrival_records.back().phases = phases.n;
 }
 
 void Barrier::Arrive(Loc loc) const {

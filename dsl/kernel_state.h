@@ -124,6 +124,7 @@ struct KernelState {
     Loc loc;
     bool remote =
         false;  // on a cluster peer's barrier (mapa): one CTA's, or all of them, may land on one
+    int phases = 1;  // an Init's PhasesPerRound: phases the kernel means to complete a round
   };
   std::vector<ArrivalRecord> arrival_records;
   // Records the op just built (the one before the insertion point).

@@ -295,6 +295,40 @@ std::optional<int> ThreadsRunning(mlir::Operation* op, rt::Dim3 block, Invarianc
   return n;
 }
 
+// Whether two ops never both run in one pass: they lie in different branches of one if.
+bool Exclusive(mlir::Operation* a, mlir::Operation* b) {
+  for (mlir::Operation* p = a->getParentOp(); p; p = p->getParentOp()) {
+    auto branch = mlir::dyn_cast<mlir::scf::IfOp>(p);
+    if (!branch || !branch->isProperAncestor(b)) continue;
+    const bool a_then = branch.getThenRegion().isAncestor(a->getParentRegion());
+    const bool b_then = branch.getThenRegion().isAncestor(b->getParentRegion());
+    if (a_then != b_then) return true;
+  }
+  return false;
+}
+
+// The innermost loop around an op (null: none): its body is the op's round.
+mlir::Operation* RoundOf(mlir::Operation* op) {
+  for (mlir::Operation* p = op->getParentOp(); p; p = p->getParentOp())
+    if (mlir::isa<mlir::scf::ForOp, mlir::scf::WhileOp>(p)) return p;
+  return nullptr;
+}
+
+// How many of these arrival sites complete a phase in one round: the most that share a loop
+// body and lie in no exclusive branches of one another.
+int SitesInOneRound(const std::vector<mlir::Operation*>& sites) {
+  std::map<mlir::Operation*, std::vector<mlir::Operation*>> by_round;
+  int most = 0;
+  for (mlir::Operation* op : sites) {
+    std::vector<mlir::Operation*>& counted = by_round[RoundOf(op)];
+    if (std::none_of(counted.begin(), counted.end(),
+                     [&](mlir::Operation* c) { return Exclusive(c, op); }))
+      counted.push_back(op);
+    most = std::max(most, static_cast<int>(counted.size()));
+  }
+  return most;
+}
+
 }  // namespace
 
 std::vector<std::string> ArrivalFindings(const KernelState& s) {
@@ -333,7 +367,7 @@ std::vector<std::string> ArrivalFindings(const KernelState& s) {
     const int cluster = static_cast<int>(s.manifest.cluster.count());
     for (const auto& [key, counted] : by_barrier) {
       const Record* init = key.first;
-      const int want = init->expected;
+      const int want = init->expected, stated = init->phases;
       // A remote arrival reaches one peer per thread (n a barrier, by symmetry) or every CTA's
       // threads reach one barrier (n * cluster): either may be meant.
       std::vector<std::vector<int>> options;
@@ -344,29 +378,44 @@ std::vector<std::string> ArrivalFindings(const KernelState& s) {
                                                    : std::vector<int>{n});
         where.push_back(absl::StrCat(LocString(a->loc), " (", n, n == 1 ? " thread" : " threads",
                                      a->remote ? ", remote)" : ")"));
-        too_many |= n > want;
-        if (n > want)
-          findings.push_back(absl::StrCat(LocString(a->loc), ": ", n,
-                                          " threads arrive here on an mbarrier initialised at ",
-                                          LocString(init->loc), " for ", want,
-                                          " arrivals a phase: more arrivals than a phase expects"));
+        if (n <= want || (n % want == 0 && n / want == stated)) continue;
+        too_many = true;
+        findings.push_back(absl::StrCat(
+            LocString(a->loc), ": ", n, " threads arrive here on an mbarrier initialised at ",
+            LocString(init->loc), " for ", want, " arrivals a phase: more arrivals than a phase expects",
+            n % want ? ""
+                     : absl::StrCat(" (they complete ", n / want,
+                                    " phases at once; if meant, say so: Init(", want,
+                                    ", PhasesPerRound{", n / want, "}))")));
       }
-      // Fine when some reading has every site complete a phase alone (or not run), or all of
-      // them add up to one phase.
+      // Fine when some reading has all sites add up to the phases a round the kernel states, or
+      // has every site complete a phase alone (or not run) where no two of them run in one round
+      // (exclusive branches), or as many of them as the kernel states.
       bool fine = false, any_runs = false;
+      int phases_seen = 0;  // the phases a round of the closest reading, for the message
       for (size_t pick = 0; pick < (size_t{1} << options.size()) && !fine; ++pick) {
         int sum = 0;
         bool each = true;
+        std::vector<mlir::Operation*> running;
         for (size_t i = 0; i < options.size(); ++i) {
           const int n = options[i][options[i].size() > 1 ? (pick >> i & 1) : 0];
           sum += n, each &= n == want || n == 0, any_runs |= n > 0;
+          if (n > 0) running.push_back(counted[i].first->op);
         }
-        fine = (each && sum > 0) || sum == want;
+        const int together = SitesInOneRound(running);
+        fine = sum == want * stated || (each && sum > 0 && (together == 1 || together == stated));
+        if (each && together > 1) phases_seen = together;
       }
       if (!any_runs)
         findings.push_back(absl::StrCat(
             LocString(init->loc), ": no thread of the block runs an arrival on this mbarrier (",
             absl::StrJoin(where, ", "), "): its phases never complete"));
+      else if (!fine && !too_many && phases_seen > 1)
+        findings.push_back(absl::StrCat(
+            LocString(init->loc), ": the mbarrier expects ", want, " arrivals a phase and ",
+            absl::StrJoin(where, ", "), " each complete one in the same round: ", phases_seen,
+            " phases a round, so a waiter that counts one falls behind (if meant, say so: Init(",
+            want, ", PhasesPerRound{", phases_seen, "}))"));
       else if (!fine && !too_many)
         findings.push_back(absl::StrCat(
             LocString(init->loc), ": the mbarrier expects ", want,

@@ -47,7 +47,7 @@ absl::StatusOr<KernelDef> Build(const char* name, int rank, bool swizzled,
     k.If(warp == 0, [&] { k.If(k.ElectOne(), body); });
   };
   leader([&] {
-    bar.Init(1);
+    bar.Init(1, PhasesPerRound{2});  // loads, then MMAs, every k-tile
     k.FenceBarrierInit();
   });
   k.If(warp == 1, [&] { k.TmemAlloc(acc); });

@@ -646,6 +646,60 @@ TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
       << looped->findings()[0];
 }
 
+// Arrivals that are a multiple of the count: each site (or one site's threads) completes a phase,
+// so one round completes several and a waiter that counts one a round falls behind. A finding
+// unless the Init states the phases a round; sites in exclusive branches or in different loops
+// are not one round.
+TEST(Hopper, ArrivalsCompletingSeveralPhasesARoundMustBeStated) {
+  int init_line = 0, site_line = 0;
+  // 0: two sites of 4 threads in one loop body on a barrier of 4; 1: the same, stated; 2: one
+  // site of 8 threads; 3: the same, stated; 4: the two sites in the two branches of one if; 5:
+  // one site before the loop, one inside it.
+  auto build = [&](int variant) {
+    Kernel k("test/phases", sm90a(), {128});
+    Value n = k.I32Param("n");
+    Barriers bar = k.SmemBarriers(1);
+    Value tid = k.ThreadIdx();
+    k.If(tid == 0, [&] {
+      if (variant == 1 || variant == 3) bar[0].Init(4, PhasesPerRound{2});
+      else { bar[0].Init(4); init_line = __LINE__; }
+    });
+    k.SyncThreads();
+    if (variant == 5) k.If(tid < 4, [&] { bar[0].Arrive(); });
+    k.For(0, n, 1, [&](Value) {
+      if (variant <= 1) {
+        k.If(tid < 4, [&] { bar[0].Arrive(); });
+        k.If(tid / 4 == 8, [&] { bar[0].Arrive(); });
+      }
+      if (variant == 2 || variant == 3) { k.If(tid < 8, [&] { bar[0].Arrive(); }); site_line = __LINE__; }
+      if (variant == 4)
+        k.If(n > 4, [&] { k.If(tid < 4, [&] { bar[0].Arrive(); }); },
+             [&] { k.If(tid / 4 == 8, [&] { bar[0].Arrive(); }); });
+      if (variant == 5) k.If(tid / 4 == 8, [&] { bar[0].Arrive(); });
+      bar[0].Wait(0);
+    });
+    return k.Build();
+  };
+  for (int variant : {1, 3, 4, 5}) {
+    absl::StatusOr<KernelDef> def = build(variant);
+    ASSERT_TRUE(def.ok()) << def.status();
+    EXPECT_TRUE(def->findings().empty()) << variant << ": " << def->findings().front();
+  }
+  absl::StatusOr<KernelDef> two_sites = build(0);
+  ASSERT_TRUE(two_sites.ok()) << two_sites.status();
+  ASSERT_EQ(two_sites->findings().size(), 1u);
+  EXPECT_EQ(two_sites->findings()[0].rfind(Here(init_line), 0), 0u) << two_sites->findings()[0];
+  EXPECT_NE(two_sites->findings()[0].find("each complete one in the same round: 2 phases a round"),
+            std::string::npos) << two_sites->findings()[0];
+  EXPECT_NE(two_sites->findings()[0].find("Init(4, PhasesPerRound{2})"), std::string::npos);
+  absl::StatusOr<KernelDef> one_site = build(2);
+  ASSERT_TRUE(one_site.ok()) << one_site.status();
+  ASSERT_EQ(one_site->findings().size(), 1u);
+  EXPECT_EQ(one_site->findings()[0].rfind(Here(site_line), 0), 0u) << one_site->findings()[0];
+  EXPECT_NE(one_site->findings()[0].find("they complete 2 phases at once"), std::string::npos)
+      << one_site->findings()[0];
+}
+
 TEST(Hopper, MulticastNeedsACluster) {
   Kernel k("test/multicast", sm90a(), {128});
   TensorMap a = k.TmaParam("tmA", Map128B(64));

@@ -40,11 +40,19 @@ class TensorMap {
   Loc loc_;
 };
 
+// How many phases of an mbarrier complete in one round of the kernel's loop, where the kernel
+// means more than one: several arrival sites that each complete a phase, or one site whose
+// threads complete several. `kiln check` flags such a barrier unless its Init states it.
+struct PhasesPerRound {
+  int n = 1;
+};
+
 // An mbarrier in shared memory (one of an array; see Kernel::Barriers).
 class Barrier {
  public:
   Barrier() = default;
   void Init(int count, Loc loc = Loc::current()) const;  // mbarrier.init (one thread)
+  void Init(int count, PhasesPerRound phases, Loc loc = Loc::current()) const;
   void Arrive(Loc loc = Loc::current()) const;
   // mbarrier.arrive.expect_tx with the bytes the boxes of `maps` deliver to this CTA.
   void ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc = Loc::current()) const;
