@@ -788,6 +788,7 @@ std::vector<std::string> StaticFindings(const KernelState& s) {
   }
   for (std::string& f : ArrivalFindings(s)) findings.push_back(std::move(f));
   for (std::string& f : ReuseFindings(s)) findings.push_back(std::move(f));
+  for (std::string& f : FenceFindings(s)) findings.push_back(std::move(f));
   return findings;
 }
 }  // namespace

@@ -139,6 +139,10 @@ struct KernelState {
     Loc loc;
   };
   std::vector<WaitRecord> tma_loads, waits;
+  // The static tcgen05 fence check (protocol_check.cc): the ops that read or write tensor memory
+  // (tcgen05.mma, .ld, .st; `index` names which), each to follow a wait only through a
+  // tcgen05.fence::after_thread_sync.
+  std::vector<WaitRecord> tmem_uses;
   mlir::Operation* LastOp() const;  // the op just built, or null
   std::vector<int> loop_stack{0};
   int next_loop = 1;
@@ -167,6 +171,7 @@ struct KernelState {
 // counts against the Init, and TMA loads in a loop that no wait orders after the last reads.
 std::vector<std::string> ArrivalFindings(const KernelState& s);
 std::vector<std::string> ReuseFindings(const KernelState& s);
+std::vector<std::string> FenceFindings(const KernelState& s);
 
 // Records that a tcgen05 op (or a .cta_group TMA) of `cta_group` is used at `loc`; fails there if
 // the kernel already uses the other group (they do not mix in one kernel). In tcgen05.cc.

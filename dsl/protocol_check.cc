@@ -460,4 +460,46 @@ std::vector<std::string> ReuseFindings(const KernelState& s) {
   return findings;
 }
 
+// tcgen05 ordering: a thread's tcgen05 op that a wait orders after another thread's work (an
+// MMA's result it reads, a read of the accumulator it overwrites, the operands TMA delivered)
+// is ordered by that wait only through a tcgen05.fence::after_thread_sync between them (PTX ISA,
+// the tcgen05 memory consistency model). Walking back from each TMEM read or write through the
+// ops before it (and before each op around it), the nearer of a wait and such a fence decides;
+// reaching the kernel's start decides nothing.
+std::vector<std::string> FenceFindings(const KernelState& s) {
+  std::set<mlir::Operation*> waits;
+  std::map<mlir::Operation*, const KernelState::WaitRecord*> wait_of;
+  for (const KernelState::WaitRecord& w : s.waits)
+    if (w.op) waits.insert(w.op), wait_of[w.op] = &w;
+  enum class Last { kNone, kWait, kFence };
+  // The last wait or after_thread_sync fence in program order within `op` (itself included).
+  auto last_in = [&](mlir::Operation* op, const KernelState::WaitRecord** wait) {
+    Last last = Last::kNone;
+    op->walk([&](mlir::Operation* inner) {  // post-order: a wait's loop after its body
+      if (auto f = mlir::dyn_cast<mlir::NVVM::Tcgen05FenceOp>(inner)) {
+        if (f.getKind() == mlir::NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC) last = Last::kFence;
+      } else if (waits.count(inner)) {
+        last = Last::kWait, *wait = wait_of.at(inner);
+      }
+    });
+    return last;
+  };
+  std::vector<std::string> findings;
+  for (const KernelState::WaitRecord& use : s.tmem_uses) {
+    if (!use.op) continue;
+    const KernelState::WaitRecord* wait = nullptr;
+    Last found = Last::kNone;
+    for (mlir::Operation* at = use.op; at && found == Last::kNone; at = at->getParentOp())
+      for (mlir::Operation* prev = at->getPrevNode(); prev && found == Last::kNone;
+           prev = prev->getPrevNode())
+        found = last_in(prev, &wait);
+    if (found != Last::kWait) continue;
+    findings.push_back(absl::StrCat(
+        LocString(use.loc), ": this ", use.index, " follows the wait at ", LocString(wait->loc),
+        " with no tcgen05.fence::after_thread_sync between them (TcgenFenceAfterSync): the wait "
+        "does not order it, so it may run before what the wait waits for"));
+  }
+  return findings;
+}
+
 }  // namespace kiln::detail

@@ -253,6 +253,7 @@ void EmitTcgenMma(KernelState& s, int cta_group, const Value& daddr, uint32_t id
                                    TmemPtr(s, daddr, l), a_desc(), b_desc(), idesc_v,
                                    s.Materialize(accumulate, Type::Of(Scalar::kI1)), mlir::Value(),
                                    mlir::Value());
+  s.tmem_uses.push_back({s.LastOp(), -1, "tcgen05.mma", loc});
 }
 
 // Both tiles K-major.
@@ -382,6 +383,7 @@ std::vector<Value> BlackwellOps::TcgenLoad(const Tmem& t, const Operand& lane,
   std::vector<mlir::Type> types(num, s.builder.getF32Type());
   std::vector<mlir::Value> v =
       s.InlineAsmResults(ptx, constraints, {s.Unwrap(addr, loc)}, types, l);
+  s.tmem_uses.push_back({s.LastOp(), -1, "tcgen05.ld", loc});
   std::vector<Value> out;
   for (mlir::Value e : v) out.push_back(s.Wrap(e, f32));
   return out;
@@ -422,6 +424,7 @@ void BlackwellOps::TcgenStore(const Tmem& t, const Operand& lane, const Operand&
   s.InlineAsmResults(absl::StrCat("tcgen05.st.sync.aligned.32x32b.x", num, ".b32 [$0], {", src,
                                   "};\ntcgen05.wait::st.sync.aligned;"),
                      constraints, operands, {}, l);
+  s.tmem_uses.push_back({s.LastOp(), -1, "tcgen05.st", loc});
 }
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // Tensor memory and tcgen05 in the builder: what they emit, and each misuse as an error at its
 // DSL line.
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kiln/kernel.h"
 #include "kiln/lowering.h"
@@ -55,6 +56,62 @@ TEST(Tmem, AllocFenceLoadFreeEmitTheirInstructions) {
                         "tcgen05.ld.sync.aligned.32x32b.x16.b32", "tcgen05.wait::ld.sync.aligned",
                         "tcgen05.dealloc.cta_group::1.sync.aligned.b32"})
     EXPECT_NE(ptx->find(s), std::string::npos) << s;
+}
+
+// kiln check's fence rule: a TMEM read or an MMA that follows a wait (a CTA barrier, an mbarrier
+// wait, even one inside an if before it) without tcgen05.fence::after_thread_sync between them is
+// a finding at its line, naming the wait's.
+TEST(TcgenFence, AReadOrMmaAfterAWaitNeedsTheFence) {
+  int wait_line = 0, use_line = 0;
+  // 0: the load after SyncThreads, fenced; 1: unfenced; 2: an MMA after an mbarrier wait in an
+  // if, fenced inside it; 3: unfenced.
+  auto build = [&](int variant) {
+    Kernel k("test/tcgen_fence", sm100a(), {128});
+    Value out = k.PtrParam("O", f32);
+    SmemTile a = k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B), b = k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B);
+    Barriers bar = k.SmemBarriers(1);
+    Tmem t = k.TensorMemory(128);
+    k.If(k.ThreadIdx() == 0, [&] { bar[0].Init(1); });
+    k.If(k.WarpId() == 0, [&] { k.TmemAlloc(t); k.TmemRelinquish(); });
+    k.TcgenFenceBeforeSync();
+    if (variant < 2) {
+      k.SyncThreads(); wait_line = __LINE__;
+      if (variant == 0) k.TcgenFenceAfterSync();
+      std::vector<Value> v = k.TcgenLoad(t, k.WarpId() * 32, 0, 16); use_line = __LINE__;
+      for (int i = 0; i < 16; ++i) k.Store(out + (k.ThreadIdx() * 16 + i), v[i]);
+    } else {
+      k.SyncThreads();
+      k.TcgenFenceAfterSync();
+      k.If(k.ThreadIdx() == 0, [&] {
+        k.If(k.BlockIdx() >= 0, [&] {
+          bar[0].Wait(0); wait_line = __LINE__;
+          if (variant == 2) k.TcgenFenceAfterSync();
+        });
+        k.TcgenMma(t, {.m = 128, .n = 128, .a = a, .b = b}); use_line = __LINE__;
+        k.TcgenCommit(bar[0]);
+      });
+    }
+    k.TcgenFenceBeforeSync();
+    k.SyncThreads();
+    k.If(k.WarpId() == 0, [&] { k.TmemFree(t); });
+    return k.Build();
+  };
+  for (int variant : {0, 2}) {
+    absl::StatusOr<KernelDef> def = build(variant);
+    ASSERT_TRUE(def.ok()) << def.status();
+    EXPECT_TRUE(def->findings().empty()) << variant << ": " << def->findings().front();
+  }
+  for (int variant : {1, 3}) {
+    absl::StatusOr<KernelDef> def = build(variant);
+    ASSERT_TRUE(def.ok()) << def.status();
+    ASSERT_EQ(def->findings().size(), 1u) << variant;
+    const std::string& f = def->findings()[0];
+    EXPECT_EQ(f.rfind(Here(use_line), 0), 0u) << f;
+    EXPECT_NE(f.find(absl::StrCat(variant == 1 ? "this tcgen05.ld" : "this tcgen05.mma",
+                                  " follows the wait at tests/unit/blackwell_test.cc:", wait_line,
+                                  " with no tcgen05.fence::after_thread_sync")),
+              std::string::npos) << f;
+  }
 }
 
 struct MmaSetup {
