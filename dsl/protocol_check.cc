@@ -382,7 +382,8 @@ std::vector<std::string> ArrivalFindings(const KernelState& s) {
         too_many = true;
         findings.push_back(absl::StrCat(
             LocString(a->loc), ": ", n, " threads arrive here on an mbarrier initialised at ",
-            LocString(init->loc), " for ", want, " arrivals a phase: more arrivals than a phase expects",
+            LocString(init->loc), " for ", want,
+            " arrivals a phase: more arrivals than a phase expects",
             n % want ? ""
                      : absl::StrCat(" (they complete ", n / want,
                                     " phases at once; if meant, say so: Init(", want,
@@ -489,7 +490,8 @@ std::vector<std::string> FenceFindings(const KernelState& s) {
     if (!use.op) continue;
     const KernelState::WaitRecord* wait = nullptr;
     Last found = Last::kNone;
-    for (mlir::Operation* at = use.op; at && found == Last::kNone; at = at->getParentOp())
+    for (mlir::Operation* at = use.op; at && at->getBlock() && found == Last::kNone;
+         at = at->getParentOp())
       for (mlir::Operation* prev = at->getPrevNode(); prev && found == Last::kNone;
            prev = prev->getPrevNode())
         found = last_in(prev, &wait);

@@ -197,6 +197,11 @@ struct Thread {
   int64_t cluster_phase = -1;              // the barrier.cluster phase it arrived in
   InFlightRegs in_flight_regs;
   std::vector<Origin> taint;  // per register (taint.cc); shorter than r: the rest are defined
+  // tcgen05 ordering (exec_blackwell.cc): when this thread last passed a wait (an mbarrier wait,
+  // a CTA or cluster barrier) and which, and when the last wait before its latest
+  // tcgen05.fence::after_thread_sync passed (what that fence orders its tcgen05 ops after).
+  int64_t synced = INT64_MIN, fenced_sync = INT64_MIN;
+  const ptx::Instr* synced_by = nullptr;
 };
 
 class Cta;
@@ -745,6 +750,27 @@ class Cta {
     int line = 0;
   };
   std::vector<TcgenCommit> tcgen_commits_;  // committed, completing in order
+  // tcgen05 ordering across threads (PTX ISA, the tcgen05 memory consistency model): a wait
+  // orders a thread's tcgen05 ops after what other threads' tcgen05 ops did only through
+  // tcgen05.fence::after_thread_sync after it, and a thread's tcgen05.ld/st are ordered before
+  // another thread's later tcgen05 ops only through tcgen05.fence::before_thread_sync before the
+  // arrive or barrier that signals them. Per TMEM lane quarter (a warp's 32 lanes) and column:
+  // when the last MMA writing it completed, and the last warp's ld or st of it and whether that
+  // warp has fenced it since. Times are the launch's instruction count (Now).
+  struct TmemOrder {
+    int64_t written = INT64_MIN;
+    const ptx::Instr* writer = nullptr;
+    int64_t accessed = INT64_MIN, access_fenced = INT64_MIN;
+    int accessor_warp = -1;
+    const ptx::Instr* access = nullptr;
+  };
+  std::vector<TmemOrder> tmem_order_ = std::vector<TmemOrder>(4 * 512);
+  std::map<int, std::vector<int>> unfenced_tmem_access_;  // by warp: indices into tmem_order_
+  int64_t Now() const { return -*budget_; }
+  void Synced(Thread& t, const Instr& by) { t.synced = Now(), t.synced_by = &by; }
+  absl::Status CheckTcgenAfterWrite(const std::vector<Thread*>& lanes, const Instr& in,
+                                    uint32_t quarter, uint32_t col0, uint32_t num);
+  absl::Status CheckMmaAfterAccess(const Thread& t, const Instr& in, uint32_t col0, uint32_t n);
   // wgmma: the warpgroup's ops issued since its last commit, and its committed groups.
   struct WgmmaOp {
     std::vector<std::vector<int>> d_regs;  // per thread of the warpgroup

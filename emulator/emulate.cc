@@ -231,29 +231,37 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
 }  // namespace
 
 absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, rt::Dim3 grid,
-                             const std::vector<rt::Arg>& args, const Options& options) {
+                             const std::vector<rt::Arg>& args, const Options& options,
+                             std::source_location where) {
   // An instruction with fewer operands than its opcode takes (hand-written or damaged PTX) reads
   // past its operand list: a message, not a crash.
+  absl::StatusOr<Stats> stats;
   try {
-    return LaunchChecked(device, bundle, grid, args, options);
+    stats = LaunchChecked(device, bundle, grid, args, options);
   } catch (const std::out_of_range& e) {
-    return absl::InvalidArgumentError(absl::StrCat(bundle.manifest.name,
-                                                   ": malformed PTX (an instruction lacks an "
-                                                   "operand the emulator needs: ",
-                                                   e.what(), ")"));
+    stats = absl::InvalidArgumentError(absl::StrCat(bundle.manifest.name,
+                                                    ": malformed PTX (an instruction lacks an "
+                                                    "operand the emulator needs: ",
+                                                    e.what(), ")"));
   }
+  if (!stats.ok()) return rt::LaunchedAt(stats.status(), where);
+  return stats;
 }
 
 absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle,
-                             const std::vector<rt::Arg>& args, const Options& options) {
-  if (absl::Status s = rt::CheckArgs(bundle.manifest, args); !s.ok()) return s;
+                             const std::vector<rt::Arg>& args, const Options& options,
+                             std::source_location where) {
+  if (absl::Status s = rt::CheckArgs(bundle.manifest, args); !s.ok())
+    return rt::LaunchedAt(s, where);
   absl::StatusOr<rt::Dim3> grid =
       bundle.manifest.GridFor(rt::SymbolsOf(bundle.manifest, args), options.sm_count);
   if (!grid.ok())
-    return absl::Status(grid.status().code(),
-                        absl::StrCat(bundle.manifest.source, ": ", bundle.manifest.name, ": ",
-                                     grid.status().message()));
-  return Launch(device, bundle, *grid, args, options);
+    return rt::LaunchedAt(absl::Status(grid.status().code(),
+                                       absl::StrCat(bundle.manifest.source, ": ",
+                                                    bundle.manifest.name, ": ",
+                                                    grid.status().message())),
+                          where);
+  return Launch(device, bundle, *grid, args, options, where);
 }
 
 }  // namespace kiln::emu

@@ -883,7 +883,10 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
                 absl::StrCat("barrier ", id, ": ", b.arrived, " arrivals where ", b.expected,
                              " are expected"));
   if (b.arrived == b.expected) {
-    for (int w : b.waiting) threads_[w].state = Thread::State::kRun, threads_[w].barrier = -1;
+    for (int w : b.waiting) {
+      threads_[w].state = Thread::State::kRun, threads_[w].barrier = -1;
+      Synced(threads_[w], e_.code[threads_[w].pc - 1]);
+    }
     b = BarrierState{};
   }
   return absl::OkStatus();
@@ -900,7 +903,10 @@ absl::Status Cta::ReleaseBarriersOfExitedThreads() {
     if (b.arrived == 0 || b.waiting.empty()) continue;
     const Instr& in = e_.code[threads_[b.waiting.front()].pc - 1];
     if (in.ops.size() <= 1 && b.arrived >= live) {
-      for (int w : b.waiting) threads_[w].state = Thread::State::kRun, threads_[w].barrier = -1;
+      for (int w : b.waiting) {
+        threads_[w].state = Thread::State::kRun, threads_[w].barrier = -1;
+        Synced(threads_[w], in);
+      }
       b = BarrierState{};
     }
   }

@@ -29,6 +29,7 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
             TcgenStoreRace("tcgen05.mma's accumulator", 0, pair ? 128 : m, op.d & 0xffff, n);
         !race.empty())
       return Fail(t, in, race);
+    if (absl::Status s = CheckMmaAfterAccess(t, in, op.d & 0xffff, n); !s.ok()) return s;
     tcgen_issued_.push_back(op);
     return absl::OkStatus();
   }
@@ -60,8 +61,91 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     std::erase_if(tcgen_stores_, [](const TcgenStoreInFlight& st) { return st.threads.empty(); });
     return absl::OkStatus();
   }
-  if (absl::StartsWith(kind, "fence") || absl::StartsWith(kind, "wait")) return absl::OkStatus();
+  if (absl::StrContains(kind, "after_thread_sync")) {  // orders what follows after its waits
+    t.fenced_sync = t.synced;
+    return absl::OkStatus();
+  }
+  if (absl::StrContains(kind, "before_thread_sync")) {  // orders its warp's TMEM accesses so far
+    auto mine = unfenced_tmem_access_.find(t.linear / 32);
+    if (mine != unfenced_tmem_access_.end()) {
+      for (int i : mine->second)
+        if (tmem_order_[i].accessor_warp == t.linear / 32) tmem_order_[i].access_fenced = Now();
+      unfenced_tmem_access_.erase(mine);
+    }
+    return absl::OkStatus();
+  }
+  if (absl::StartsWith(kind, "wait")) return absl::OkStatus();
   return Fail(t, in, "this tcgen05 instruction is not emulated yet");
+}
+
+// A tcgen05.ld or st of columns an MMA wrote: the warp's threads learned that the MMA completed
+// through a wait (its commit's mbarrier, or a barrier after a thread that waited on it), and the
+// wait orders the access after the MMA only with tcgen05.fence::after_thread_sync after it.
+absl::Status Cta::CheckTcgenAfterWrite(const std::vector<Thread*>& lanes, const Instr& in,
+                                       uint32_t quarter, uint32_t col0, uint32_t num) {
+  const TmemOrder* last = nullptr;
+  for (uint32_t c = col0; c < col0 + num && c < 512; ++c) {
+    const TmemOrder& o = tmem_order_[quarter * 512 + c];
+    if (o.writer && (!last || o.written > last->written)) last = &o;
+  }
+  if (!last) return absl::OkStatus();
+  for (Thread* t : lanes) {
+    if (t->fenced_sync > last->written) continue;
+    const std::string mma = m_.DslLine(*last->writer);
+    const std::string what = absl::StrFormat(
+        "%s TMEM columns %d..%d, which the tcgen05.mma at PTX line %d%s wrote", in.mods[0], col0,
+        col0 + num - 1, last->writer->line, mma.empty() ? "" : " (" + mma + ")");
+    if (t->synced > last->written) {
+      const std::string wait = m_.DslLine(*t->synced_by);
+      return Fail(*t, in,
+                  absl::StrFormat("tcgen05.%s, after the wait at PTX line %d%s with no "
+                                  "tcgen05.fence::after_thread_sync between them: the wait does "
+                                  "not order it after the MMA",
+                                  what, t->synced_by->line, wait.empty() ? "" : " (" + wait + ")"));
+    }
+    return Fail(*t, in,
+                absl::StrCat("tcgen05.", what,
+                             ", and no wait since orders this thread after it (a wait on the "
+                             "commit's mbarrier, then tcgen05.fence::after_thread_sync)"));
+  }
+  return absl::OkStatus();
+}
+
+// An MMA over accumulator columns another warp read or wrote with tcgen05.ld/st: that warp
+// fences its accesses (tcgen05.fence::before_thread_sync) before it signals, and the issuing
+// thread waits for the signal and fences after the wait (tcgen05.fence::after_thread_sync).
+absl::Status Cta::CheckMmaAfterAccess(const Thread& t, const Instr& in, uint32_t col0, uint32_t n) {
+  for (uint32_t quarter = 0; quarter < 4; ++quarter)
+    for (uint32_t c = col0; c < col0 + n && c < 512; ++c) {
+      const TmemOrder& o = tmem_order_[quarter * 512 + c];
+      if (!o.access || o.accessor_warp == t.linear / 32 || o.accessed < o.written) continue;
+      const std::string at = m_.DslLine(*o.access);
+      const std::string access = absl::StrFormat(
+          "TMEM column %d, which warp %d accessed with the tcgen05.%s at PTX line %d%s", c,
+          o.accessor_warp, o.access->mods[0], o.access->line, at.empty() ? "" : " (" + at + ")");
+      if (o.access_fenced < o.accessed)
+        return Fail(
+            t, in,
+            absl::StrCat("tcgen05.mma overwrites ", access,
+                         ", and that warp has run no tcgen05.fence::before_thread_sync "
+                         "since: its access may still be in flight (fence it before the "
+                         "arrive or barrier that frees the accumulator, and wait for that)"));
+      if (t.fenced_sync > o.access_fenced) continue;
+      if (t.synced > o.access_fenced) {
+        const std::string wait = m_.DslLine(*t.synced_by);
+        return Fail(
+            t, in,
+            absl::StrFormat("tcgen05.mma overwrites %s, after the wait at PTX line %d%s "
+                            "with no tcgen05.fence::after_thread_sync between them: the "
+                            "wait does not order the MMA after that access",
+                            access, t.synced_by->line, wait.empty() ? "" : " (" + wait + ")"));
+      }
+      return Fail(t, in,
+                  absl::StrCat("tcgen05.mma overwrites ", access,
+                               ", and no wait since orders this thread after it: the "
+                               "accumulator is not yet free"));
+    }
+  return absl::OkStatus();
 }
 
 std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& lanes,
@@ -173,6 +257,18 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
         !race.empty()) {
       *s = Fail(t, in, race);
       return out;
+    }
+    if (absl::Status order = CheckTcgenAfterWrite(lanes, in, quarter, col0, num); !order.ok()) {
+      *s = order;
+      return out;
+    }
+    for (uint32_t c = col0; c < col0 + num; ++c) {  // what a later MMA must be ordered after
+      TmemOrder& o = tmem_order_[quarter * 512 + c];
+      const bool listed = o.accessor_warp == t.linear / 32 && o.access_fenced < o.accessed;
+      o.accessed = Now(), o.access_fenced = INT64_MIN, o.accessor_warp = t.linear / 32;
+      o.access = &in;
+      if (!listed)
+        unfenced_tmem_access_[t.linear / 32].push_back(static_cast<int>(quarter * 512 + c));
     }
     if (store) {  // {r0, .., rN-1}: lane i's registers, one 32-bit column each
       const Operand& values = in.ops.at(1);
@@ -293,6 +389,11 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
     return fail(
         absl::StrFormat("D at TMEM 0x%x (%d columns) is outside every allocation", op.d, n));
   const double sign = (neg_a ? -1.0 : 1.0) * (neg_b ? -1.0 : 1.0);
+  for (uint32_t quarter = 0; quarter < 4; ++quarter)
+    for (int c = 0; c < n; ++c) {
+      TmemOrder& o = tmem_order_[quarter * 512 + col0 + c];
+      o.written = Now(), o.writer = op.in;
+    }
   for (int r = 0; r < m; ++r)
     for (int c = 0; c < n; ++c) {
       uint32_t& cell = tmem_[(lane0 + r) * 512 + col0 + c];

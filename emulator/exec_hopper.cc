@@ -86,6 +86,7 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
               "other threads until it has waited: give it an arrival, or a barrier)",
               meant, parity, off, b.completed));
     const bool done = b.completed > meant;
+    if (done) Synced(t, in);
     if (done && kind == "try_wait") next = meant + 1;
     if (!done && kind == "try_wait") {  // blocks until the phase completes, then runs again
       t.state = Thread::State::kMbarrier;
@@ -665,6 +666,7 @@ absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
   if (in.Has("wait")) {
     if (t.cluster_phase < 0) return Fail(t, in, "barrier.cluster.wait without an arrive before it");
     if (cluster_->phase > t.cluster_phase) {
+      Synced(t, in);
       ++t.pc;
       return absl::OkStatus();
     }

@@ -1,5 +1,6 @@
 #include "examples/gemm_spec.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -60,6 +61,30 @@ rt::GemmSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g) {
   auto round_up = [](int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; };
   return {round_up(2 * g.BlockM(), g.tile_m), round_up(2 * g.BlockN(), g.tile_n),
           round_up((2 * ring + 1) * g.BlockK(), g.tile_k)};
+}
+
+bool IsPersistent(const rt::Bundle& b) {
+  for (const rt::ParamSpec& p : b.manifest.params)  // a work table deals the tiles to its groups
+    if (p.kind == rt::ParamSpec::Kind::kScheduleTable) return false;
+  for (const rt::GridExpr& e : b.manifest.grid)
+    for (const std::string& symbol : e.SymbolNames())
+      if (symbol == "M" || symbol == "N" || symbol == "K") return false;
+  // Strides over the tiles by the grid it was launched with (a kernel that never reads %nctaid
+  // has its CTA count built in, as the worklogs' grids of 128 do).
+  return b.ptx.find("%nctaid.x") != std::string::npos;
+}
+
+absl::StatusOr<rt::Dim3> EmulatedGemmGrid(const rt::Bundle& b, const GemmSpec& g,
+                                          const rt::GemmSize& size, int sm_count) {
+  const rt::Manifest& m = b.manifest;
+  absl::StatusOr<rt::Dim3> grid = GemmGrid(m, g, size, sm_count);
+  if (!grid.ok() || !IsPersistent(b) || grid->y != 1 || grid->z != 1) return grid;
+  const int64_t tiles =
+      (size.m + g.BlockM() - 1) / g.BlockM() * ((size.n + g.BlockN() - 1) / g.BlockN());
+  const int64_t cluster = std::max<int64_t>(1, m.cluster.x);
+  const int64_t ctas = std::max(cluster, tiles / 2 / cluster * cluster);
+  if (ctas < grid->x) grid->x = static_cast<unsigned>(ctas);
+  return grid;
 }
 
 std::optional<GemmSpec> GemmOf(const rt::Manifest& m) {

@@ -88,6 +88,18 @@ rt::Symbols ProblemSymbols(const rt::GemmSize& size);  // {M, N, K}
 // of stages (the manifest's "ring" attribute; 1 without one) wraps at least twice.
 rt::GemmSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g);
 
+// The emulator's grid for a GEMM launch. A persistent kernel launched as a GPU would over a
+// protocol size's few tiles gives each CTA one tile and leaves the rest idle, so a reused
+// accumulator or a barrier phase carried from one tile to the next is never exercised: its grid
+// shrinks to whole clusters of at most half the tiles, so that every CTA (or cluster) runs at
+// least two. Other kernels get their rule's grid.
+absl::StatusOr<rt::Dim3> EmulatedGemmGrid(const rt::Bundle& b, const GemmSpec& g,
+                                          const rt::GemmSize& size, int sm_count);
+// Persistent: the grid rule names none of M, N, K; the kernel strides over the tiles by the grid
+// it is launched with (reads %nctaid.x); and no work table deals the tiles to a fixed number of
+// CTAs.
+bool IsPersistent(const rt::Bundle& b);
+
 // The kernel's GEMM description, if it is a GEMM (has a "gemm" attribute that parses).
 std::optional<GemmSpec> GemmOf(const rt::Manifest& m);
 // Replaces (or adds) the manifest's GEMM description: for a kernel that indexes through stride

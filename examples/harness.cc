@@ -737,7 +737,10 @@ absl::StatusOr<std::vector<uint8_t>> EmulatedOutput(const rt::Bundle& bundle, co
       return absl::InvalidArgumentError(
           absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
   }
-  absl::StatusOr<emu::Stats> stats = emu::Launch(d, bundle, args, {.seed = schedule_seed});
+  const emu::Options options{.seed = schedule_seed};
+  absl::StatusOr<rt::Dim3> grid = EmulatedGemmGrid(bundle, g, s, options.sm_count);
+  if (!grid.ok()) return grid.status();
+  absl::StatusOr<emu::Stats> stats = emu::Launch(d, bundle, *grid, args, options);
   if (!stats.ok()) return stats.status();
   std::vector<uint8_t> hc(c_bytes);
   if (absl::Status st = d.CopyOut(hc.data(), dc, hc.size()); !st.ok()) return st;

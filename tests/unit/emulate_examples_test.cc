@@ -230,9 +230,28 @@ TEST_P(EmulatedGemm, MatchesFp64AtItsProtocolSizeUnderThreeSchedules) {
   if (GetParam().rfind("reference/", 0) == 0) opt.size = {48, 40, 24};  // one thread per element: kept small
   EXPECT_GE(opt.size.m, 2 * g.BlockM());
   EXPECT_GE(opt.size.n, 2 * g.BlockN());
+  if (IsPersistent(b)) {  // every CTA (cluster) of the emulator's grid runs at least two tiles
+    absl::StatusOr<rt::Dim3> grid = EmulatedGemmGrid(b, g, opt.size, 132);
+    ASSERT_TRUE(grid.ok()) << grid.status();
+    const int64_t tiles = opt.size.m / g.BlockM() * (opt.size.n / g.BlockN());
+    EXPECT_GE(tiles, 2 * static_cast<int64_t>(grid->x / std::max(1u, b.manifest.cluster.x))) << GetParam();
+  }
   absl::StatusOr<std::vector<GemmResult>> rs = EmulateGemmSchedules(b, opt, {1, 2, 3});
   ASSERT_TRUE(rs.ok()) << rs.status();
   for (const GemmResult& r : *rs) EXPECT_TRUE(r.passed) << GetParam() << " seed " << r.schedule_seed << ": " << r.failure;
+}
+
+// Which kernels the emulator's grid shrinks: those that stride over the tiles by their launched
+// grid, not those with a CTA count built in (the worklogs' 128) or a work table's groups.
+TEST(EmulatedGemmGrid, ShrinksPersistentKernelsToTwoTilesACta) {
+  for (const char* name : {"blackwell/persist_pipelined", "blackwell/v6", "blackwell/v7b"})
+    EXPECT_TRUE(IsPersistent(BundleOf(name))) << name;
+  for (const char* name : {"hopper/k06", "hopper/k13", "gemm/bf16_sm90", "hopper/k04"})
+    EXPECT_FALSE(IsPersistent(BundleOf(name))) << name;
+  const rt::Bundle b = BundleOf("blackwell/persist_pipelined");
+  absl::StatusOr<rt::Dim3> grid = EmulatedGemmGrid(b, *GemmOf(b.manifest), {256, 512, 128}, 132);
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  EXPECT_EQ(grid->x, 2u);  // four tiles, two CTAs
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, EmulatedGemm, ::testing::ValuesIn(SeriesGemms()),

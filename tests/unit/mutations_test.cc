@@ -120,6 +120,23 @@ const std::vector<Mutation>& Mutations() {
       {"v4-lanes", "blackwell/v4", "a warp reads another warp's TMEM lanes",
        {{"tcgen05.ld.sync.aligned.32x32b.x8.b32", "add.s32 %r56, %r56, 2097152; tcgen05.ld.sync.aligned.32x32b.x8.b32", 1}},
        "may access TMEM lanes"},
+      // blackwell/persist_pipelined, persistent: at 256x512x128 (four 128x256 tiles) the
+      // emulator's grid is two CTAs of two tiles each, so the accumulator is reused.
+      {"persist-no-tile-barrier", "blackwell/persist_pipelined",
+       "the next tile's MMAs not held until the epilogue has read the accumulator",
+       {Drop("bar.sync \t1, 128;")}, "still writes: the wait for its commit", {256, 512, 128}},
+      {"persist-no-before-fence", "blackwell/persist_pipelined",
+       "the epilogue frees the accumulator without tcgen05.fence::before_thread_sync",
+       {Drop("tcgen05.fence::before_thread_sync;")}, "has run no tcgen05.fence::before_thread_sync",
+       {256, 512, 128}},
+      {"persist-no-after-fence-mma", "blackwell/persist_pipelined",
+       "the MMA thread's tcgen05.fence::after_thread_sync after its stage wait missing",
+       {Drop("tcgen05.fence::after_thread_sync;", 2)}, "with no tcgen05.fence::after_thread_sync",
+       {256, 512, 128}},
+      {"persist-no-after-fence-ld", "blackwell/persist_pipelined",
+       "the epilogue's tcgen05.fence::after_thread_sync after the tile's wait missing",
+       {Drop("tcgen05.fence::after_thread_sync;", 1)}, "with no tcgen05.fence::after_thread_sync",
+       {256, 512, 128}},
       {"v5-commit-mask", "blackwell/v5", "the pair's MMA frees a stage only in the even CTA",
        {{"tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 \t[%r40+229432], %rs1;",
          "and.b16 %rs1, %rs1, 1; tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 "

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -57,9 +58,12 @@ struct Stats {
 
 // Runs the bundle's kernel on `device` with the grid its rule gives for `args` (checked as
 // rt::LoadedKernel checks them), or on `grid`.
+// An error ends with the caller's line ("launched at file:line").
 absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle,
-                             const std::vector<rt::Arg>& args, const Options& options = {});
+                             const std::vector<rt::Arg>& args, const Options& options = {},
+                             std::source_location where = std::source_location::current());
 absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, rt::Dim3 grid,
-                             const std::vector<rt::Arg>& args, const Options& options = {});
+                             const std::vector<rt::Arg>& args, const Options& options = {},
+                             std::source_location where = std::source_location::current());
 
 }  // namespace kiln::emu
