@@ -112,4 +112,10 @@ absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manif
   return tables;
 }
 
+absl::Status LaunchedAt(const absl::Status& s, const std::source_location& where) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(s.message(), " (launched at ", where.file_name(), ":",
+                                             where.line(), ")"));
+}
+
 }  // namespace kiln::rt

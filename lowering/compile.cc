@@ -123,7 +123,7 @@ std::string DefaultCacheDir() {
   return "";
 }
 
-std::string CacheKey(const KernelDef& kernel) {
+std::string CacheKey(const KernelDef& kernel, const CompileOptions& options) {
   llvm::SHA256 sha;
   auto add = [&](const std::string& part) {
     sha.update(part);
@@ -135,13 +135,14 @@ std::string CacheKey(const KernelDef& kernel) {
   add(absl::StrCat(kernel.target().ptx_version));
   add(kernel.manifest().Serialize());
   add(ModuleBytes(kernel));
+  add(options.line_info ? "line tables" : "no line tables");
   return Hex(sha.final());
 }
 
 absl::StatusOr<CompiledKernel> Compile(const KernelDef& kernel, const CompileOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   CompiledKernel out;
-  out.key = CacheKey(kernel);
+  out.key = CacheKey(kernel, options);
   const std::string& dir = options.cache_dir;
   if (!dir.empty()) {
     if (std::optional<rt::Bundle> b = ReadCached(dir, out.key, kernel.manifest())) {
@@ -151,7 +152,7 @@ absl::StatusOr<CompiledKernel> Compile(const KernelDef& kernel, const CompileOpt
       return out;
     }
   }
-  absl::StatusOr<std::string> ptx = EmitPtx(kernel);
+  absl::StatusOr<std::string> ptx = EmitPtx(kernel, {.line_info = options.line_info});
   if (!ptx.ok()) return ptx.status();
   out.bundle = rt::Bundle{kernel.manifest(), *std::move(ptx)};
   if (!dir.empty()) {

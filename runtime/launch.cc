@@ -160,16 +160,18 @@ absl::StatusOr<Dim3> LoadedKernel::GridOfCheckedArgs(const std::vector<Arg>& arg
   return grid;
 }
 
-absl::Status LoadedKernel::Launch(std::vector<Arg> args, cu::CUstream stream) const {
-  if (absl::Status s = CheckArgs(manifest_, args); !s.ok()) return s;
+absl::Status LoadedKernel::Launch(std::vector<Arg> args, cu::CUstream stream,
+                                  std::source_location where) const {
+  if (absl::Status s = CheckArgs(manifest_, args); !s.ok()) return LaunchedAt(s, where);
   absl::StatusOr<Dim3> grid = GridOfCheckedArgs(args);
-  if (!grid.ok()) return grid.status();
-  return LaunchCheckedArgs(*grid, std::move(args), stream);
+  if (!grid.ok()) return LaunchedAt(grid.status(), where);
+  return LaunchedAt(LaunchCheckedArgs(*grid, std::move(args), stream), where);
 }
 
-absl::Status LoadedKernel::Launch(Dim3 grid, std::vector<Arg> args, cu::CUstream stream) const {
-  if (absl::Status s = CheckArgs(manifest_, args); !s.ok()) return s;
-  return LaunchCheckedArgs(grid, std::move(args), stream);
+absl::Status LoadedKernel::Launch(Dim3 grid, std::vector<Arg> args, cu::CUstream stream,
+                                  std::source_location where) const {
+  if (absl::Status s = CheckArgs(manifest_, args); !s.ok()) return LaunchedAt(s, where);
+  return LaunchedAt(LaunchCheckedArgs(grid, std::move(args), stream), where);
 }
 
 absl::StatusOr<uint64_t> LoadedKernel::DeviceCopy(const std::string& bytes) const {

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "kiln/compile.h"
 #include "kiln/kernel.h"
+#include "kiln/lowering.h"
 
 namespace kiln {
 namespace {
@@ -100,6 +101,24 @@ TEST_F(CompileCache, AnUnusableCacheOnlyWarns) {
   EXPECT_FALSE(c->from_cache);
   EXPECT_NE(c->cache_warning.find(dir_), std::string::npos) << c->cache_warning;
   EXPECT_FALSE(c->bundle.ptx.empty());
+}
+
+// Compile's PTX carries line tables by default (the emulator's and the watchdog's messages name
+// the building program's lines); without them it is EmitPtx's, under another key.
+TEST_F(CompileCache, LineTablesByDefaultUnderTheirOwnKey) {
+  absl::StatusOr<CompiledKernel> with = Compile(Scale(2.0), Options());
+  CompileOptions plain = Options();
+  plain.line_info = false;
+  absl::StatusOr<CompiledKernel> without = Compile(Scale(2.0), plain);
+  ASSERT_TRUE(with.ok() && without.ok());
+  EXPECT_NE(with->bundle.ptx.find(".loc"), std::string::npos);
+  EXPECT_NE(with->bundle.ptx.find("tests/unit/compile_test.cc"), std::string::npos);
+  EXPECT_EQ(without->bundle.ptx.find(".loc"), std::string::npos);
+  EXPECT_NE(with->key, without->key);
+  EXPECT_FALSE(without->from_cache);
+  absl::StatusOr<std::string> plain_ptx = EmitPtx(Scale(2.0));
+  ASSERT_TRUE(plain_ptx.ok());
+  EXPECT_EQ(without->bundle.ptx, *plain_ptx);
 }
 
 TEST_F(CompileCache, NoDirectoryMeansNoCache) {

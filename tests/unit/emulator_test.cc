@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
@@ -232,6 +233,27 @@ $L__spin:
   absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(1)}, {.max_instructions = 100000});
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::IsResourceExhausted(s.status())) << s.status();
+}
+
+// A launch's error ends with the line that launched it, for arguments it refuses and for what
+// goes wrong while it runs alike.
+TEST(Emulator, ErrorsNameTheLaunchingLine) {
+  rt::Bundle b = Kernel(R"(
+$L__spin:
+	bra $L__spin;
+)");
+  Device d;
+  uint64_t out = *d.Allocate(4);
+  absl::StatusOr<Stats> refused = Launch(d, b, {1, 1, 1}, {rt::Arg::Ptr(out)}); const int refused_line = __LINE__;
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::EndsWith(refused.status().message(),
+                             absl::StrCat("emulator_test.cc:", refused_line, ")")))
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("(launched at "), absl::string_view::npos);
+  absl::StatusOr<Stats> spun = Launch(d, b, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(1)}, {.max_instructions = 1000}); const int spun_line = __LINE__;
+  ASSERT_FALSE(spun.ok());
+  EXPECT_TRUE(absl::EndsWith(spun.status().message(), absl::StrCat("emulator_test.cc:", spun_line, ")")))
+      << spun.status();
 }
 
 // Generic-proxy writes to shared memory reach a TMA store only through fence.proxy.async (PTX

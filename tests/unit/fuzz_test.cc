@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,6 +88,33 @@ TEST(Fuzz, TuningTablesParseOrAreRefused) {
   Fuzz("tune table", seeds, 30000, [](const std::string& text) {
     return rt::GemmTuneCache::Parse(text, "fuzz.tune").ok();
   });
+}
+
+// A disk-cache entry (tests/unit/compile_test.cc has the cache's own tests) is a bundle directory
+// the compile cache reads with rt::ReadBundle before it checks the PTX's hash: damaged entries
+// (either file mutated, truncated, emptied or missing) read back or are refused with a status.
+TEST(Fuzz, DiskCacheEntriesReadOrAreRefused) {
+  const std::vector<std::string> manifests = SeedsEndingIn(".manifest"), ptx = SeedsEndingIn(".ptx");
+  ASSERT_FALSE(manifests.empty());
+  ASSERT_FALSE(ptx.empty());
+  const std::string dir = ::testing::TempDir() + "/kiln_fuzz_cache_entry";
+  std::vector<std::string> entries;  // manifest, then PTX, joined by a NUL the cases keep apart
+  for (size_t i = 0; i < manifests.size(); ++i)
+    entries.push_back(manifests[i] + std::string(1, '\0') + ptx[i % ptx.size()]);
+  Fuzz("disk-cache entry", entries, 3000, [&](const std::string& entry) {
+    const size_t cut = entry.find('\0');
+    const std::string manifest = entry.substr(0, cut);
+    const std::string text = cut == std::string::npos ? "" : entry.substr(cut + 1);
+    absl::StatusOr<rt::Manifest> m = rt::Manifest::Parse(manifests[0]);
+    const std::string stem = rt::BundleStem(m.ok() ? m->name : "x");
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/" + stem + ".manifest", std::ios::binary) << manifest;
+    if (cut != std::string::npos) std::ofstream(dir + "/" + stem + ".ptx", std::ios::binary) << text;
+    absl::StatusOr<rt::Bundle> b = rt::ReadBundle(dir, m.ok() ? m->name : "x");
+    return b.ok();
+  });
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

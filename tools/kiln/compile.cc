@@ -18,6 +18,7 @@ int CompileThroughCache(const std::vector<std::string>& args) {
   const std::vector<std::string>& names = *named;
   kiln::CompileOptions options;
   if (std::string dir = absl::GetFlag(FLAGS_cache); dir != "\x01") options.cache_dir = dir;
+  options.line_info = absl::GetFlag(FLAGS_line_info);
   std::cout << "# cache " << (options.cache_dir.empty() ? "(none)" : options.cache_dir) << "\n"
             << "kernel\tbuild_ms\tcompile_ms\tsource\n";
   double build_total = 0, compile_total = 0;

@@ -80,3 +80,6 @@ ABSL_FLAG(
     "copy-GB/s ratio error ok)");
 ABSL_FLAG(std::string, cache, "\x01",
           "`kiln compile`: the compile cache (default: kiln::DefaultCacheDir(); \"\" for none)");
+ABSL_FLAG(bool, line_info, true,
+          "`kiln compile`: PTX with line tables, as kiln::Compile makes by default (false: the "
+          "PTX `kiln bundle` writes)");

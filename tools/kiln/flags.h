@@ -40,3 +40,4 @@ ABSL_DECLARE_FLAG(int32_t, steady_launches);
 ABSL_DECLARE_FLAG(bool, flush_l2);
 ABSL_DECLARE_FLAG(std::string, out);
 ABSL_DECLARE_FLAG(std::string, cache);
+ABSL_DECLARE_FLAG(bool, line_info);

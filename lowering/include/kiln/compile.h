@@ -25,12 +25,17 @@ std::string DefaultCacheDir();
 
 struct CompileOptions {
   std::string cache_dir = DefaultCacheDir();  // "" compiles every time and writes nothing
+  // .file/.loc line tables in the PTX, so that the emulator's and the GPU watchdog's messages
+  // name the lines of the program that built the kernel (paths relative to its source root,
+  // SetSourceRoot). They change no instruction.
+  bool line_info = true;
 };
 
 struct CompiledKernel {
   rt::Bundle bundle;
   // sha256 over the kernel's MLIR (with its source lines), its manifest, target, kiln's version
-  // and LLVM's: any change to the kernel or the compiler is a different key.
+  // and LLVM's, and whether the PTX has line tables: any change to the kernel or the compiler is
+  // a different key.
   std::string key;
   bool from_cache = false;
   double milliseconds = 0;    // this call: hashing plus either the lowering or the cache read
@@ -43,6 +48,6 @@ struct CompiledKernel {
 absl::StatusOr<CompiledKernel> Compile(const KernelDef& kernel, const CompileOptions& options = {});
 
 // The key Compile would use for `kernel` (hex sha256).
-std::string CacheKey(const KernelDef& kernel);
+std::string CacheKey(const KernelDef& kernel, const CompileOptions& options = {});
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,10 @@ const char* ParamKindName(ParamSpec::Kind kind);  // "ptr", "i32", ...
 // Whether `args` match `m`'s parameters one by one (the message lists the expected signature),
 // and the integer arguments meet the kernel's requirements (RequireMultiple).
 absl::Status CheckArgs(const Manifest& m, const std::vector<Arg>& args);
+
+// A launch's error with the line that launched it appended ("(launched at file:line)"), so that
+// it names both the kernel's declaration and the caller; OK stays OK.
+absl::Status LaunchedAt(const absl::Status& s, const std::source_location& where);
 // The integer arguments by parameter name (what grid, smem and tensor map rules read).
 Symbols SymbolsOf(const Manifest& m, const std::vector<Arg>& args);
 // Every schedule table of a launch by parameter name (a work table's partial count sizes the

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <source_location>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,10 +62,13 @@ class LoadedKernel {
  public:
   static absl::StatusOr<LoadedKernel> Load(const Bundle& bundle);
   const Manifest& manifest() const { return manifest_; }
-  // Launches on `grid` blocks with the manifest's block, cluster and shared memory.
-  absl::Status Launch(Dim3 grid, std::vector<Arg> args, cu::CUstream stream = nullptr) const;
+  // Launches on `grid` blocks with the manifest's block, cluster and shared memory. An error
+  // names the kernel's declaration and ends with the caller's line ("launched at file:line").
+  absl::Status Launch(Dim3 grid, std::vector<Arg> args, cu::CUstream stream = nullptr,
+                      std::source_location where = std::source_location::current()) const;
   // Launches on the grid the kernel's grid rule gives for these arguments (Kernel::Grid).
-  absl::Status Launch(std::vector<Arg> args, cu::CUstream stream = nullptr) const;
+  absl::Status Launch(std::vector<Arg> args, cu::CUstream stream = nullptr,
+                      std::source_location where = std::source_location::current()) const;
   // That grid, without launching.
   absl::StatusOr<Dim3> GridFor(const std::vector<Arg>& args) const;
 
