@@ -2,8 +2,9 @@
 # The package works from outside the tree: install kiln to a temporary prefix, build
 # examples/standalone against it with find_package(kiln), and run it twice with a fresh compile
 # cache: the first run lowers the kernel, the second reads it from the cache and saves the bundle,
-# which softmax_run (built against the runtime component alone) loads and launches. Without a GPU
-# both check the kernel in kiln's PTX emulator.
+# which softmax_run (built against the runtime component alone) loads and launches; then it runs
+# hopper_gemm (TMA ring, mbarriers, wgmma). Without a GPU they check their kernels in kiln's PTX
+# emulator.
 #   standalone_test.sh <kiln build dir>
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -32,6 +33,11 @@ third=$("$work/build/softmax_run" --load "$work/bundle" --rows 33 --cols 1000)
 echo "$third"
 echo "$third" | grep -q '^loaded standalone/softmax' || { echo "FAIL: softmax_run did not load the bundle"; exit 1; }
 echo "$third" | grep -q '^softmax correct' || { echo "FAIL: softmax_run did not check the kernel"; exit 1; }
+if ! gemm=$("$work/build/hopper_gemm" 2>&1); then
+  echo "$gemm"; echo "FAIL: hopper_gemm failed"; exit 1
+fi
+echo "$gemm"
+echo "$gemm" | grep -q '^hopper_gemm correct' || { echo "FAIL: hopper_gemm did not find its product correct"; exit 1; }
 if ldd "$work/build/softmax_run" | grep -qE 'libLLVM|libMLIR'; then
   echo "FAIL: softmax_run links LLVM"; exit 1
 fi
