@@ -256,11 +256,11 @@ absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle,
   absl::StatusOr<rt::Dim3> grid =
       bundle.manifest.GridFor(rt::SymbolsOf(bundle.manifest, args), options.sm_count);
   if (!grid.ok())
-    return rt::LaunchedAt(absl::Status(grid.status().code(),
-                                       absl::StrCat(bundle.manifest.source, ": ",
-                                                    bundle.manifest.name, ": ",
-                                                    grid.status().message())),
-                          where);
+    return rt::LaunchedAt(
+        absl::Status(grid.status().code(),
+                     absl::StrCat(bundle.manifest.source, ": ", bundle.manifest.name, ": ",
+                                  grid.status().message())),
+        where);
   return Launch(device, bundle, *grid, args, options, where);
 }
 

@@ -6,7 +6,7 @@
 // launches it on an H100/H200 where there is one, else in kiln's PTX emulator, and checks it
 // against a double-precision product.
 //
-//   hopper_gemm [--m M] [--n N] [--k K]     (M, N multiples of 128; K of 64)
+//   hopper_gemm [--m M] [--n N] [--k K] [--plant]   (M, N multiples of 128; K of 64)
 // Exit 0 when the product is correct. docs/DSL.md ("A complete Hopper kernel") walks through it.
 #include <bit>
 #include <cmath>
@@ -42,7 +42,9 @@ rt::TensorMapParam KMajor(const std::string& tensor, const std::string& rows, in
   return map;
 }
 
-absl::StatusOr<KernelDef> BuildGemm() {
+// `planted`: the stage is released before the wgmma that reads it has retired (a mistake the
+// emulator reports at this file's lines; --plant).
+absl::StatusOr<KernelDef> BuildGemm(bool planted) {
   Kernel k("standalone/hopper_gemm", sm90a(), {128 * (1 + CONSUMERS)});
   k.I32Param("M");  // read by the rules alone (grid, A's map)
   Value N = k.I32Param("N"), K = k.I32Param("K");
@@ -92,8 +94,9 @@ absl::StatusOr<KernelDef> BuildGemm() {
       for (int kk = 0; kk < BK; kk += 16)
         k.Wgmma(acc, {.a = sA.Stage(s), .a_row0 = row0, .b = sB.Stage(s), .k0 = kk});
       k.WgmmaCommit();  // the four MMAs of this stage as one group...
-      k.WgmmaWait(0);   // ...done reading shared memory once the group retires
-      k.If(t % 128 == 0, [&] { empty[s].Arrive(); });  // hand the stage back to the producer
+      if (planted) k.If(t % 128 == 0, [&] { empty[s].Arrive(); });  // too early: --plant
+      k.WgmmaWait(0);  // ...done reading shared memory once the group retires
+      if (!planted) k.If(t % 128 == 0, [&] { empty[s].Arrive(); });  // hand the stage back
       at.Advance();
     });
     // Register pair (2p, 2p+1) holds row Row(p), columns Col(p) and Col(p)+1: one 8-byte store.
@@ -189,7 +192,8 @@ absl::StatusOr<double> RunAndCheck(Device& device, int M, int N, int K) {
 }
 
 int Usage() {
-  std::cerr << "usage: hopper_gemm [--m M] [--n N] [--k K] (M, N multiples of 128; K of 64)\n";
+  std::cerr << "usage: hopper_gemm [--m M] [--n N] [--k K] [--plant] (M, N multiples of 128; K "
+               "of 64; --plant: release each stage too early)\n";
   return 2;
 }
 
@@ -197,14 +201,19 @@ int Usage() {
 
 int main(int argc, char** argv) {
   int M = 256, N = 256, K = 512;  // 8 k-steps: the 3-stage ring wraps twice
+  bool planted = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--plant") {
+      planted = true;
+      continue;
+    }
     int* v = a == "--m" ? &M : a == "--n" ? &N : a == "--k" ? &K : nullptr;
     if (!v || i + 1 == argc) return Usage();
     *v = std::atoi(argv[++i]);
   }
   if (M < BM || N < BN || K < BK || M % BM || N % BN || K % BK) return Usage();
-  absl::StatusOr<KernelDef> def = BuildGemm();
+  absl::StatusOr<KernelDef> def = BuildGemm(planted);
   if (!def.ok()) return Fail(def.status());
   for (const std::string& f : def->findings()) std::cerr << "static check: " << f << "\n";
   absl::StatusOr<CompiledKernel> compiled = Compile(*def);

@@ -38,6 +38,13 @@ if ! gemm=$("$work/build/hopper_gemm" 2>&1); then
 fi
 echo "$gemm"
 echo "$gemm" | grep -q '^hopper_gemm correct' || { echo "FAIL: hopper_gemm did not find its product correct"; exit 1; }
+# A mistake in the user's own kernel is reported at the user's own line.
+if planted=$("$work/build/hopper_gemm" --plant 2>&1); then
+  echo "FAIL: hopper_gemm --plant passed"; exit 1
+fi
+echo "$planted" | grep -m1 'released to the producer too early'
+echo "$planted" | grep -q 'standalone/hopper_gemm.cc:[0-9]*.*released to the producer too early' ||
+  { echo "FAIL: the planted mistake was not reported at a line of hopper_gemm.cc"; exit 1; }
 if ldd "$work/build/softmax_run" | grep -qE 'libLLVM|libMLIR'; then
   echo "FAIL: softmax_run links LLVM"; exit 1
 fi
