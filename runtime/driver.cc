@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <memory>
 #include <mutex>
 #include <utility>
 
@@ -40,9 +41,9 @@ absl::StatusOr<Driver*> Driver::Get() {
   static absl::Status status;
   static std::once_flag once;
   std::call_once(once, [] {
-    auto* d = new Driver();
+    std::unique_ptr<Driver> d(new Driver());  // kept for the process only if it initialised
     status = d->Init();
-    if (status.ok()) driver = d;
+    if (status.ok()) driver = d.release();
   });
   if (!status.ok()) return status;
   return driver;

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds (incrementally) and runs every test. GPU tests skip here with the reason when there is
-# no GPU; tools/gpu_suite.sh runs them on a GPU machine.
+# no GPU; tools/gpu_suite.sh runs them on a GPU machine. Then the sanitizer job: the runtime, the
+# bundle loaders, the emulator and the fuzz tests again under AddressSanitizer and
+# UndefinedBehaviorSanitizer (a runtime-only build in build-san/: LLVM and MLIR are not
+# instrumented, so the DSL and lowering tests run in the main build only). KILN_SANITIZE=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f build/build.ninja ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -8,3 +11,21 @@ cmake --build build
 ctest --test-dir build --output-on-failure -j2
 # Say why the GPU tests skipped (ctest only counts them).
 build/bin/runtime_test --gtest_filter='*Gpu*' 2>&1 | grep -m1 "no GPU here" | sed 's/^.*Skipped/GPU tests skipped:/' || true
+
+if [ "${KILN_SANITIZE:-1}" != 0 ]; then
+  start=$(date +%s)
+  [ -f build-san/build.ninja ] ||
+    cmake -S . -B build-san -G Ninja -DKILN_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Debug \
+      -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1" \
+      >/dev/null
+  cmake --build build-san --target runtime_test
+  built=$(date +%s)
+  # Every finding fails the run: a leak or an out-of-bounds access (ASan), undefined behaviour
+  # (UBSan stops at the first report).
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    build-san/bin/runtime_test --gtest_brief=1 2>&1 | tee build-san/runtime_test.log |
+    grep -E '^fuzz |PASSED|FAILED|ERROR|runtime error|Sanitizer' || true
+  status=${PIPESTATUS[0]}
+  echo "sanitizer job: build $((built - start)) s, tests $(($(date +%s) - built)) s (ASan+UBSan, runtime_test)"
+  [ "$status" = 0 ] || { echo "sanitizer job failed: build-san/runtime_test.log"; exit 1; }
+fi
