@@ -202,6 +202,9 @@ struct Thread {
   // tcgen05.fence::after_thread_sync passed (what that fence orders its tcgen05 ops after).
   int64_t synced = INT64_MIN, fenced_sync = INT64_MIN;
   const ptx::Instr* synced_by = nullptr;
+  // The last MMA whose accumulator this thread holds or read (mma.sync, wgmma, or the tcgen05.mma
+  // that wrote the TMEM it loaded): named with the stores of a wrong result.
+  const ptx::Instr* last_mma = nullptr;
 };
 
 class Cta;
@@ -767,6 +770,19 @@ class Cta {
   std::vector<TmemOrder> tmem_order_ = std::vector<TmemOrder>(4 * 512);
   std::map<int, std::vector<int>> unfenced_tmem_access_;  // by warp: indices into tmem_order_
   int64_t Now() const { return -*budget_; }
+  // What wrote each shared byte last (a st.shared, an stmatrix) and that thread's last MMA, for
+  // the global bytes a TMA store copies from it; and the text of a write site, built once.
+  std::vector<std::pair<const Instr*, const Instr*>> shared_writer_;
+  std::map<std::pair<const Instr*, const Instr*>, std::string> site_text_;
+  void NoteSharedWrite(uint64_t off, uint64_t n, const Instr& in, const Thread& t) {
+    if (shared_writer_.empty()) shared_writer_.assign(shared_.size(), {nullptr, nullptr});
+    for (uint64_t b = off; b < off + n && b < shared_writer_.size(); ++b)
+      shared_writer_[b] = {&in, t.last_mma};
+  }
+  const std::string& SiteText(const Instr& in, const Instr* mma);
+  void NoteGlobalWrite(uint64_t address, uint64_t n, const Instr& in, const Thread& t) {
+    dev_.NoteWrite(address, n, SiteText(in, t.last_mma), Now(), ctaid_, t.linear);
+  }
   void Synced(Thread& t, const Instr& by) { t.synced = Now(), t.synced_by = &by; }
   absl::Status CheckTcgenAfterWrite(const std::vector<Thread*>& lanes, const Instr& in,
                                     uint32_t quarter, uint32_t col0, uint32_t num);

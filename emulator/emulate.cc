@@ -20,6 +20,20 @@ absl::StatusOr<uint64_t> Device::Allocate(size_t bytes) {
   return base;
 }
 
+void Device::NoteWrite(uint64_t address, uint64_t bytes, const std::string& what, int64_t time,
+                       rt::Dim3 block, int thread) {
+  auto [it, added] = what_ids_.emplace(what, static_cast<int>(whats_.size()));
+  if (added) whats_.push_back(what);
+  for (uint64_t w = address & ~uint64_t{3}; w < address + bytes; w += 4)
+    last_write_[w] = {it->second, time, block, thread};
+}
+
+std::optional<Device::WriteSite> Device::LastWrite(uint64_t address) const {
+  auto it = last_write_.find(address & ~uint64_t{3});
+  if (it == last_write_.end()) return std::nullopt;
+  return WriteSite{whats_[it->second.what], it->second.time, it->second.block, it->second.thread};
+}
+
 uint8_t* Device::Find(uint64_t address, size_t bytes) {
   auto it = blocks_.upper_bound(address);
   if (it == blocks_.begin()) return nullptr;

@@ -14,6 +14,8 @@ absl::Status Cta::Step(Thread& t) {
     return absl::OkStatus();
   }
   const Instr& in = e_.code[t.pc];
+  if (in.op == Op::kMma || (in.op == Op::kWgmma && !in.mods.empty() && in.mods[0] == "mma_async"))
+    t.last_mma = &in;
   if (!t.in_flight_regs.empty() && in.op != Op::kWgmma &&
       !(in.op == Op::kTcgen05 && in.Has("wait::ld")))
     if (absl::Status s = CheckInFlightRegs(t, in); !s.ok()) return s;
@@ -614,6 +616,7 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
       if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
       std::fill(generic_writer_.begin() + off, generic_writer_.begin() + off + n, t.linear + 1);
       unfenced_[t.linear].push_back({off, n});
+      NoteSharedWrite(off, n, in, t);
     }
   }
   std::vector<int> regs = val.kind == Operand::Kind::kVector ? val.regs : std::vector<int>{val.reg};
@@ -622,6 +625,8 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
       in.space == Space::kParam || in.space == Space::kLocal || in.space == Space::kConst;
   const bool in_shared = shared || (!local_or_param && SharedOwner(*p));  // a peer's, through mapa
   const Origin address_taint = OperandTaint(t, addr_op);
+  if (!load && !in_shared && !local_or_param)
+    NoteGlobalWrite(addr, static_cast<uint64_t>(elem) * in.vec, in, t);
   for (int i = 0; i < in.vec && i < static_cast<int>(regs.size()); ++i) {
     uint8_t* at = *p + i * elem;
     if (load) {
@@ -972,6 +977,19 @@ absl::Status Cta::Deadlock() const {
   return absl::FailedPreconditionError(
       absl::StrFormat("%s: deadlock in block (%d,%d,%d): every live thread waits: %s", kernel_,
                       ctaid_.x, ctaid_.y, ctaid_.z, absl::StrJoin(who, "; ")));
+}
+
+// "PTX line N (file:line); the accumulator's last MMA: PTX line M (file:line)".
+const std::string& Cta::SiteText(const Instr& in, const Instr* mma) {
+  auto [it, added] = site_text_.emplace(std::pair{&in, mma}, "");
+  if (!added) return it->second;
+  auto line = [&](const Instr& i) {
+    const std::string dsl = m_.DslLine(i);
+    return absl::StrCat("PTX line ", i.line, dsl.empty() ? "" : " (" + dsl + ")");
+  };
+  it->second = line(in);
+  if (mma) absl::StrAppend(&it->second, "; the accumulator's last MMA: ", line(*mma));
+  return it->second;
 }
 
 }  // namespace kiln::emu::detail

@@ -262,6 +262,15 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       *s = order;
       return out;
     }
+    if (!store) {  // these lanes now hold what the last MMA over these columns wrote
+      const Instr* mma = nullptr;
+      int64_t when = INT64_MIN;
+      for (uint32_t c = col0; c < col0 + num && c < 512; ++c)
+        if (const TmemOrder& o = tmem_order_[quarter * 512 + c]; o.writer && o.written > when)
+          mma = o.writer, when = o.written;
+      if (mma)
+        for (Thread* lane : lanes) lane->last_mma = mma;
+    }
     for (uint32_t c = col0; c < col0 + num; ++c) {  // what a later MMA must be ordered after
       TmemOrder& o = tmem_order_[quarter * 512 + c];
       const bool listed = o.accessor_warp == t.linear / 32 && o.access_fenced < o.accessed;

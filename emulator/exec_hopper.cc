@@ -203,6 +203,11 @@ absl::Status Cta::WriteTmaStore(const TmaStore& st) {
               absl::StrFormat("%s: PTX line %d: a TMA store writes outside any allocation (0x%x)",
                               kernel_, st.in->line, global));
         std::memcpy(to, shared_.data() + shared, es);
+        std::string what = absl::StrCat("the TMA store at ", SiteText(*st.in, nullptr));
+        if (shared < shared_writer_.size() && shared_writer_[shared].first)
+          absl::StrAppend(&what, ", of shared memory written at ",
+                          SiteText(*shared_writer_[shared].first, shared_writer_[shared].second));
+        dev_.NoteWrite(global, es, what, Now(), ctaid_, -1);
         return CheckReachesGlobal(nullptr, *st.in,
                                   SharedTaint(shared_.data() + shared, es, *st.in));
       });
@@ -718,6 +723,7 @@ std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lan
       if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
       generic_writer_[off] = generic_writer_[off + 1] = lanes[0]->linear + 1;
       unfenced_[lanes[0]->linear].push_back({off, 2});
+      NoteSharedWrite(off, 2, in, dst);
     }
   };
   for (int t = 0; t < 32; ++t)

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -690,16 +691,21 @@ std::vector<double> Fp64Product(const GemmSpec& g, const rt::GemmSize& s,
   return c;
 }
 
-// One emulated launch on the inputs; C as the kernel left it (poisoned with NaN before).
-// C's bytes as the kernel left them (poisoned with NaN before).
-absl::StatusOr<std::vector<uint8_t>> EmulatedOutput(const rt::Bundle& bundle, const GemmSpec& g,
-                                                    const rt::GemmSize& s,
-                                                    const std::vector<uint16_t>& ha,
-                                                    const std::vector<uint16_t>& hb,
-                                                    const EpilogueInputs& ei, int split,
-                                                    uint64_t schedule_seed) {
+// One emulated launch on the inputs: C's bytes as the kernel left them (poisoned with NaN
+// before), and the device, which knows where each of C's words was last written.
+struct EmulatedC {
+  std::vector<uint8_t> bytes;
+  std::shared_ptr<emu::Device> device;
+  uint64_t c = 0;  // C's address on it
+};
+
+absl::StatusOr<EmulatedC> EmulatedOutput(const rt::Bundle& bundle, const GemmSpec& g,
+                                         const rt::GemmSize& s, const std::vector<uint16_t>& ha,
+                                         const std::vector<uint16_t>& hb, const EpilogueInputs& ei,
+                                         int split, uint64_t schedule_seed) {
   const rt::Manifest& m = bundle.manifest;
-  emu::Device d;
+  auto device = std::make_shared<emu::Device>();
+  emu::Device& d = *device;
   const size_t c_bytes = s.m * s.n * ElementBytes(g.out_type);
   const uint64_t da = *d.Allocate(ha.size() * 2), db = *d.Allocate(hb.size() * 2),
                  dc = *d.Allocate(c_bytes);
@@ -760,7 +766,50 @@ absl::StatusOr<std::vector<uint8_t>> EmulatedOutput(const rt::Bundle& bundle, co
       return absl::InternalError(
           absl::StrCat(m.name, " (", m.source, "): ", SecondLaunchDiffers(split)));
   }
-  return hc;
+  return EmulatedC{std::move(hc), std::move(device), dc};
+}
+
+// Where a wrong result comes from: the first wrong element (row-major) and the earliest-written
+// one, each with its tile, and the block, thread and instruction that last wrote it (the
+// emulator's write sites). An element is wrong when it is NaN or off by more than ten times the
+// tolerance times the reference's RMS: past what rounding within the tolerance can do to one
+// element.
+std::string WrongResultPlace(const GemmSpec& g, const rt::GemmSize& s, const EmulatedC& run,
+                             const std::vector<double>& got, const std::vector<double>& want,
+                             double tolerance) {
+  double ref2 = 0;
+  for (double w : want) ref2 += w * w;
+  const double limit = 10 * tolerance * std::sqrt(ref2 / std::max<size_t>(want.size(), 1));
+  const int64_t bytes = ElementBytes(g.out_type);
+  struct Wrong {
+    int64_t i, j;
+    std::optional<emu::Device::WriteSite> site;
+  };
+  std::optional<Wrong> first, earliest;
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j) {
+      const double x = got[i * s.n + j], w = want[i * s.n + j];
+      if (!std::isnan(x) && std::abs(x - w) <= limit) continue;
+      Wrong here{i, j, run.device->LastWrite(run.c + Index(g.c_order, i, j, s.m, s.n) * bytes)};
+      if (!first) first = here;
+      if (here.site && (!earliest || here.site->time < earliest->site->time)) earliest = here;
+    }
+  if (!first) return "";
+  auto describe = [&](const Wrong& e) {
+    std::string out = absl::StrFormat("C[%d][%d] = %g (want %g), tile (%d, %d) of %dx%d, ", e.i,
+                                      e.j, got[e.i * s.n + e.j], want[e.i * s.n + e.j],
+                                      e.i / g.BlockM(), e.j / g.BlockN(), g.BlockM(), g.BlockN());
+    if (!e.site) return out + "never written";
+    return out + absl::StrFormat("written by block (%d,%d,%d)%s at %s", e.site->block.x,
+                                 e.site->block.y, e.site->block.z,
+                                 e.site->thread < 0 ? "" : absl::StrCat(" thread ", e.site->thread),
+                                 e.site->what);
+  };
+  std::string place = absl::StrCat("the first wrong element: ", describe(*first));
+  if (earliest)
+    absl::StrAppend(&place, "; the earliest tile whose result differs: (", earliest->i / g.BlockM(),
+                    ", ", earliest->j / g.BlockN(), "), its ", describe(*earliest));
+  return place;
 }
 
 }  // namespace
@@ -789,8 +838,8 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(
   const EpilogueInputs ei = RandomEpilogueInputs(*epi, s, opt.seed);
 
   // The schedules run side by side (each launch has its own device), the reference meanwhile.
-  std::vector<absl::StatusOr<std::vector<uint8_t>>> outputs(schedule_seeds.size(),
-                                                            absl::UnknownError("not run"));
+  std::vector<absl::StatusOr<EmulatedC>> outputs(schedule_seeds.size(),
+                                                 absl::UnknownError("not run"));
   std::vector<std::thread> workers;
   for (size_t i = 0; i < schedule_seeds.size(); ++i)
     workers.emplace_back([&, i] {
@@ -811,19 +860,21 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(
     r.tolerance = Tolerance(g);
     r.reference = "fp64 on the CPU";
     r.schedule_seed = schedule_seeds[run];
-    const std::vector<uint8_t>& out = *outputs[run];
+    const std::vector<uint8_t>& out = outputs[run]->bytes;
     if (ElementBytes(g.out_type) == 2) {
       r.output.resize(s.m * s.n);
       std::memcpy(r.output.data(), out.data(), out.size());
     }
     double err = 0, norm = 0;
     int64_t nans = 0;
+    std::vector<double> got(s.m * s.n), expected(s.m * s.n);
     for (int64_t i = 0; i < s.m; ++i)
       for (int64_t j = 0; j < s.n; ++j) {
-        const double got = DecodeElement(out, g.out_type, Index(g.c_order, i, j, s.m, s.n));
+        const double x = DecodeElement(out, g.out_type, Index(g.c_order, i, j, s.m, s.n));
         const double w = ApplyEpilogue(*epi, ei, s, want[i * s.n + j], i, j);
-        if (std::isnan(got)) ++nans;
-        err += (got - w) * (got - w), norm += w * w;
+        got[i * s.n + j] = x, expected[i * s.n + j] = w;
+        if (std::isnan(x)) ++nans;
+        err += (x - w) * (x - w), norm += w * w;
       }
     r.rel_error = std::sqrt(err / std::max(norm, 1e-30));
     r.spot_error = r.rel_error;
@@ -831,6 +882,10 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(
       r.failure = absl::StrCat(nans, " NaN or unwritten elements");
     else if (!(r.rel_error <= r.tolerance))
       r.failure = absl::StrFormat("error %.3g over tolerance %.3g", r.rel_error, r.tolerance);
+    if (!r.failure.empty())
+      if (std::string place = WrongResultPlace(g, s, *outputs[run], got, expected, r.tolerance);
+          !place.empty())
+        absl::StrAppend(&r.failure, ": ", place);
     r.passed = r.failure.empty();
     results.push_back(std::move(r));
   }

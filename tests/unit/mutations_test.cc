@@ -137,6 +137,18 @@ const std::vector<Mutation>& Mutations() {
        "the epilogue's tcgen05.fence::after_thread_sync after the tile's wait missing",
        {Drop("tcgen05.fence::after_thread_sync;", 1)}, "with no tcgen05.fence::after_thread_sync",
        {256, 512, 128}},
+      // Wrong results with no protocol mistake: the report names the first wrong element, the
+      // earliest tile that differs, and the lines that wrote them.
+      {"persist-accumulate-first", "blackwell/persist_pipelined",
+       "every tile's first MMA accumulates onto the last tile's sum (right only for each CTA's first tile)",
+       {{"setp.ne.b32 \t%p13, %r550, 0;", "setp.ne.b32 \t%p13, 1, 0;"}}, "the first wrong element",
+       {256, 512, 128}},
+      {"k02-swapped-columns", "hopper/k02", "two accumulator columns stored to each other's place",
+       {{"st.global.b16 \t[%rd34], %rs33;", "st.global.b16 \t[%rd34], %rs32;"},
+        {"st.global.b16 \t[%rd36], %rs32;", "st.global.b16 \t[%rd36], %rs33;"}},
+       "the first wrong element"},
+      {"k02-scale-d", "hopper/k02", "a k-tile's first wgmma overwrites the accumulator (scale-d 0)",
+       {{"setp.ne.b32 p, 1, 0;", "setp.ne.b32 p, 0, 0;", 1}}, "the first wrong element"},
       {"v5-commit-mask", "blackwell/v5", "the pair's MMA frees a stage only in the even CTA",
        {{"tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 \t[%r40+229432], %rs1;",
          "and.b16 %rs1, %rs1, 1; tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 "
@@ -221,6 +233,11 @@ TEST_P(Planted, IsCaughtWithItsClass) {
       const size_t end = at == std::string::npos ? at : m.find_first_not_of("0123456789", m.find(':', at) + 1);
       std::cout << "| " << mu.id << " | " << mu.kernel << " | " << mu.bug << " | " << mu.expect << " | seed " << seed
                 << " | " << (at == std::string::npos ? "-" : m.substr(at, end - at)) << " |\n";
+      if (mu.expect == "the first wrong element") {  // the place the report names, in full
+        EXPECT_NE(m.find("written by block"), std::string::npos) << m;
+        EXPECT_NE(m.find("the earliest tile whose result differs"), std::string::npos) << m;
+        std::cout << "  " << mu.id << ": " << m << "\n";
+      }
       return;
     }
     reports.push_back(absl::StrCat("seed ", seed, ": ", s.ok() ? "passed" : s.message()));

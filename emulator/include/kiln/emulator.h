@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -39,7 +40,30 @@ class Device {
   // as the launcher keeps it: zeroed when (re)allocated, then as the last launch left it.
   absl::StatusOr<uint64_t> Workspace(const std::string& key, size_t bytes);
 
+  // Where the last store to a 4-byte word of global memory came from: the instruction and its
+  // DSL line, with what stands behind it (the shared-memory write a TMA store copied, the
+  // accumulator's last MMA as the storing thread saw it), the block and thread, and when (the
+  // launch's instruction count). For the report of a wrong result: which place wrote it.
+  struct WriteSite {
+    std::string what;
+    int64_t time = 0;
+    rt::Dim3 block;
+    int thread = 0;
+  };
+  std::optional<WriteSite> LastWrite(uint64_t address) const;
+  void NoteWrite(uint64_t address, uint64_t bytes, const std::string& what, int64_t time,
+                 rt::Dim3 block, int thread);
+
  private:
+  struct Site {
+    int what;  // into whats_
+    int64_t time;
+    rt::Dim3 block;
+    int thread;
+  };
+  std::map<std::string, int> what_ids_;  // the sites' texts, interned
+  std::vector<std::string> whats_;
+  std::map<uint64_t, Site> last_write_;  // by word address
   std::map<uint64_t, std::vector<uint8_t>> blocks_;                // by base address
   std::map<std::string, std::pair<uint64_t, size_t>> workspaces_;  // by kernel and parameter
   uint64_t next_ = uint64_t{1} << 32;
