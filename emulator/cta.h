@@ -786,6 +786,8 @@ class Cta {
   void Synced(Thread& t, const Instr& by) { t.synced = Now(), t.synced_by = &by; }
   absl::Status CheckTcgenAfterWrite(const std::vector<Thread*>& lanes, const Instr& in,
                                     uint32_t quarter, uint32_t col0, uint32_t num);
+  absl::Status OrderTcgenAccess(const std::vector<Thread*>& lanes, const Instr& in,
+                                uint32_t quarter, uint32_t col0, uint32_t num, bool store);
   absl::Status CheckMmaAfterAccess(const Thread& t, const Instr& in, uint32_t col0, uint32_t n);
   // wgmma: the warpgroup's ops issued since its last commit, and its committed groups.
   struct WgmmaOp {

@@ -78,6 +78,34 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
   return Fail(t, in, "this tcgen05 instruction is not emulated yet");
 }
 
+// A warp's tcgen05.ld or st of TMEM columns, for the tcgen05 ordering: checked against the MMAs
+// that wrote them; a load takes their last MMA as its lanes' accumulator; and the access is
+// recorded for the MMAs that will overwrite the columns.
+absl::Status Cta::OrderTcgenAccess(const std::vector<Thread*>& lanes, const Instr& in,
+                                   uint32_t quarter, uint32_t col0, uint32_t num, bool store) {
+  if (absl::Status order = CheckTcgenAfterWrite(lanes, in, quarter, col0, num); !order.ok())
+    return order;
+  Thread& t = *lanes[0];
+  if (!store) {  // these lanes now hold what the last MMA over these columns wrote
+    const Instr* mma = nullptr;
+    int64_t when = INT64_MIN;
+    for (uint32_t c = col0; c < col0 + num && c < 512; ++c)
+      if (const TmemOrder& o = tmem_order_[quarter * 512 + c]; o.writer && o.written > when)
+        mma = o.writer, when = o.written;
+    if (mma)
+      for (Thread* lane : lanes) lane->last_mma = mma;
+  }
+  for (uint32_t c = col0; c < col0 + num && c < 512; ++c) {  // what a later MMA is ordered after
+    TmemOrder& o = tmem_order_[quarter * 512 + c];
+    const bool listed = o.accessor_warp == t.linear / 32 && o.access_fenced < o.accessed;
+    o.accessed = Now(), o.access_fenced = INT64_MIN, o.accessor_warp = t.linear / 32;
+    o.access = &in;
+    if (!listed)
+      unfenced_tmem_access_[t.linear / 32].push_back(static_cast<int>(quarter * 512 + c));
+  }
+  return absl::OkStatus();
+}
+
 // A tcgen05.ld or st of columns an MMA wrote: the warp's threads learned that the MMA completed
 // through a wait (its commit's mbarrier, or a barrier after a thread that waited on it), and the
 // wait orders the access after the MMA only with tcgen05.fence::after_thread_sync after it.
@@ -258,26 +286,10 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       *s = Fail(t, in, race);
       return out;
     }
-    if (absl::Status order = CheckTcgenAfterWrite(lanes, in, quarter, col0, num); !order.ok()) {
+    if (absl::Status order = OrderTcgenAccess(lanes, in, quarter, col0, num, store);
+        !order.ok()) {
       *s = order;
       return out;
-    }
-    if (!store) {  // these lanes now hold what the last MMA over these columns wrote
-      const Instr* mma = nullptr;
-      int64_t when = INT64_MIN;
-      for (uint32_t c = col0; c < col0 + num && c < 512; ++c)
-        if (const TmemOrder& o = tmem_order_[quarter * 512 + c]; o.writer && o.written > when)
-          mma = o.writer, when = o.written;
-      if (mma)
-        for (Thread* lane : lanes) lane->last_mma = mma;
-    }
-    for (uint32_t c = col0; c < col0 + num; ++c) {  // what a later MMA must be ordered after
-      TmemOrder& o = tmem_order_[quarter * 512 + c];
-      const bool listed = o.accessor_warp == t.linear / 32 && o.access_fenced < o.accessed;
-      o.accessed = Now(), o.access_fenced = INT64_MIN, o.accessor_warp = t.linear / 32;
-      o.access = &in;
-      if (!listed)
-        unfenced_tmem_access_[t.linear / 32].push_back(static_cast<int>(quarter * 512 + c));
     }
     if (store) {  // {r0, .., rN-1}: lane i's registers, one 32-bit column each
       const Operand& values = in.ops.at(1);
