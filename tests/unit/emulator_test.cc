@@ -223,11 +223,16 @@ TEST(Emulator, AnInstructionShortOfOperandsIsAMessage) {
   EXPECT_NE(s.message().find("test/emu: malformed PTX (an instruction lacks an operand"), std::string::npos) << s;
 }
 
-TEST(Emulator, EndlessLoopsRunOutOfBudget) {
-  rt::Bundle b = Kernel(R"(
+// A kernel that never ends.
+rt::Bundle Spinner() {
+  return Kernel(R"(
 $L__spin:
 	bra $L__spin;
 )");
+}
+
+TEST(Emulator, EndlessLoopsRunOutOfBudget) {
+  rt::Bundle b = Spinner();
   Device d;
   uint64_t out = *d.Allocate(4);
   absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(1)}, {.max_instructions = 100000});
@@ -238,10 +243,7 @@ $L__spin:
 // A launch's error ends with the line that launched it, for arguments it refuses and for what
 // goes wrong while it runs alike.
 TEST(Emulator, ErrorsNameTheLaunchingLine) {
-  rt::Bundle b = Kernel(R"(
-$L__spin:
-	bra $L__spin;
-)");
+  rt::Bundle b = Spinner();
   Device d;
   uint64_t out = *d.Allocate(4);
   absl::StatusOr<Stats> refused = Launch(d, b, {1, 1, 1}, {rt::Arg::Ptr(out)}); const int refused_line = __LINE__;
