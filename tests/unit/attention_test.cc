@@ -94,6 +94,31 @@ TEST(EmulatedAttention, OtherTilings) {
   ExpectCorrect({{.b = 2, .hq = 3, .hkv = 1, .s = 140, .skv = 140, .d = 256}, o});
 }
 
+// A planted mistake in a persistent Hopper kernel whose CTAs each run two tiles (six tiles, the
+// emulated GPU's three SMs): the D = 256 kernel's producer refills its one Q stage without
+// waiting for the consumers to free it (the wait of hopper_producer.cc:25 skipped in the PTX).
+// The emulator reports it at a DSL line of the kernel.
+TEST(EmulatedAttention, AQStageRefilledBeforeItsReleaseIsCaught) {
+  rt::Bundle b = BundleOf("attention/hopper.d256.causal.persist");
+  const std::string file = "\"ops/attention/kernels/hopper_producer.cc\"";
+  const size_t file_at = b.ptx.find(file);
+  ASSERT_NE(file_at, std::string::npos);
+  const size_t index_at = b.ptx.rfind(".file\t", file_at) + 6;
+  const std::string index = b.ptx.substr(index_at, b.ptx.find(' ', index_at) - index_at);
+  const size_t loc = b.ptx.find(absl::StrCat(".loc\t", index, " 25 "));
+  ASSERT_NE(loc, std::string::npos);
+  const size_t wait = b.ptx.find("mbarrier.try_wait.parity.shared::cta.b64 done,", loc);
+  ASSERT_NE(wait, std::string::npos);
+  b.ptx.replace(wait, b.ptx.find(';', wait) + 1 - wait, "setp.eq.u32 done, 1, 1;");
+  rt::AttentionOptions o{.causal = true};
+  o.kernel = "attention/hopper.d256.causal.persist";
+  absl::StatusOr<AttentionResult> r =
+      RunAttentionEmulated(b, {.b = 2, .hq = 3, .hkv = 1, .s = 128, .skv = 128, .d = 256}, o, 3);
+  ASSERT_FALSE(r.ok() && r->passed) << "the early refill went unseen";
+  const std::string report(r.ok() ? r->failure : r.status().message());
+  EXPECT_EQ(report.rfind("ops/attention/kernels/", 0), 0u) << report;  // a DSL line first
+}
+
 // Causal tiles are numbered in groups of at most 16 heads, the longest of the group first, and a
 // CTA per tile prefetches the Q of the tile 132 on: 70 heads of two query tiles (140 tiles) make
 // four whole groups and a last one of six heads, and the first eight tiles prefetch.
