@@ -63,15 +63,34 @@ rt::GemmSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g) {
           round_up((2 * ring + 1) * g.BlockK(), g.tile_k)};
 }
 
+bool TakesAWorkTable(const rt::Manifest& m) {
+  for (const rt::ParamSpec& p : m.params)
+    if (p.kind == rt::ParamSpec::Kind::kScheduleTable) return true;
+  return false;
+}
+
 bool IsPersistent(const rt::Bundle& b) {
-  for (const rt::ParamSpec& p : b.manifest.params)  // a work table deals the tiles to its groups
-    if (p.kind == rt::ParamSpec::Kind::kScheduleTable) return false;
   for (const rt::GridExpr& e : b.manifest.grid)
     for (const std::string& symbol : e.SymbolNames())
       if (symbol == "M" || symbol == "N" || symbol == "K") return false;
-  // Strides over the tiles by the grid it was launched with (a kernel that never reads %nctaid
-  // has its CTA count built in, as the worklogs' grids of 128 do).
-  return b.ptx.find("%nctaid.x") != std::string::npos;
+  // Its work table deals the tiles to as many groups as it is built for; otherwise it strides
+  // over the tiles by the grid it was launched with (a kernel that never reads %nctaid has its
+  // CTA count built in, as the worklogs' grids of 128 do).
+  return TakesAWorkTable(b.manifest) || b.ptx.find("%nctaid.x") != std::string::npos;
+}
+
+absl::StatusOr<rt::Bundle> EmulatedGemmBundle(const rt::Bundle& b, const GemmSpec& g,
+                                              const rt::GemmSize& size, int sm_count,
+                                              rt::Dim3* grid) {
+  absl::StatusOr<rt::Dim3> shrunk = EmulatedGemmGrid(b, g, size, sm_count);
+  if (!shrunk.ok()) return shrunk.status();
+  *grid = *shrunk;
+  rt::Bundle out = b;
+  if (!IsPersistent(b) || !TakesAWorkTable(b.manifest)) return out;
+  const int groups = static_cast<int>(grid->x / std::max(1u, b.manifest.cluster.x));
+  for (rt::ParamSpec& p : out.manifest.params)  // one row of the table per cluster launched
+    if (p.kind == rt::ParamSpec::Kind::kScheduleTable) p.schedule.groups = groups;
+  return out;
 }
 
 absl::StatusOr<rt::Dim3> EmulatedGemmGrid(const rt::Bundle& b, const GemmSpec& g,

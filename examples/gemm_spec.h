@@ -95,10 +95,15 @@ rt::GemmSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g);
 // least two. Other kernels get their rule's grid.
 absl::StatusOr<rt::Dim3> EmulatedGemmGrid(const rt::Bundle& b, const GemmSpec& g,
                                           const rt::GemmSize& size, int sm_count);
-// Persistent: the grid rule names none of M, N, K; the kernel strides over the tiles by the grid
-// it is launched with (reads %nctaid.x); and no work table deals the tiles to a fixed number of
-// CTAs.
+// Persistent: the grid rule names none of M, N, K, and the kernel either strides over the tiles
+// by the grid it is launched with (reads %nctaid.x) or takes a work table (built for as many
+// groups as there are clusters).
 bool IsPersistent(const rt::Bundle& b);
+// The bundle the emulator launches on `*grid` (EmulatedGemmGrid): for a kernel that takes a work
+// table, a copy whose table is built for that grid's clusters.
+absl::StatusOr<rt::Bundle> EmulatedGemmBundle(const rt::Bundle& b, const GemmSpec& g,
+                                              const rt::GemmSize& size, int sm_count,
+                                              rt::Dim3* grid);
 
 // The kernel's GEMM description, if it is a GEMM (has a "gemm" attribute that parses).
 std::optional<GemmSpec> GemmOf(const rt::Manifest& m);

@@ -744,21 +744,23 @@ absl::StatusOr<EmulatedC> EmulatedOutput(const rt::Bundle& bundle, const GemmSpe
           absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
   }
   const emu::Options options{.seed = schedule_seed};
-  absl::StatusOr<rt::Dim3> grid = EmulatedGemmGrid(bundle, g, s, options.sm_count);
-  if (!grid.ok()) return grid.status();
-  absl::StatusOr<emu::Stats> stats = emu::Launch(d, bundle, *grid, args, options);
+  rt::Dim3 grid;
+  absl::StatusOr<rt::Bundle> launched = EmulatedGemmBundle(bundle, g, s, options.sm_count, &grid);
+  if (!launched.ok()) return launched.status();
+  absl::StatusOr<emu::Stats> stats = emu::Launch(d, *launched, grid, args, options);
   if (!stats.ok()) return stats.status();
   std::vector<uint8_t> hc(c_bytes);
   if (absl::Status st = d.CopyOut(hc.data(), dc, hc.size()); !st.ok()) return st;
   // A kernel whose tiles meet in its workspace must leave it ready for the next launch and sum
   // the parts in a fixed order: a second launch on the same device gives the same bytes.
   absl::StatusOr<std::map<std::string, rt::WorkTable>> tables =
-      rt::BuildScheduleTables(m, rt::Symbols(ints.begin(), ints.end()));
+      rt::BuildScheduleTables(launched->manifest, rt::Symbols(ints.begin(), ints.end()));
   if (!tables.ok()) return tables.status();
   if (std::any_of(tables->begin(), tables->end(),
                   [](const auto& t) { return t.second.partials > 0; })) {
     if (absl::Status st = d.Fill(dc, 0xff, c_bytes); !st.ok()) return st;
-    absl::StatusOr<emu::Stats> again = emu::Launch(d, bundle, args, {.seed = schedule_seed + 1});
+    absl::StatusOr<emu::Stats> again =
+        emu::Launch(d, *launched, grid, args, {.seed = schedule_seed + 1});
     if (!again.ok()) return again.status();
     std::vector<uint8_t> hc2(c_bytes);
     if (absl::Status st = d.CopyOut(hc2.data(), dc, hc2.size()); !st.ok()) return st;

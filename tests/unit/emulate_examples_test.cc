@@ -242,12 +242,23 @@ TEST_P(EmulatedGemm, MatchesFp64AtItsProtocolSizeUnderThreeSchedules) {
 }
 
 // Which kernels the emulator's grid shrinks: those that stride over the tiles by their launched
-// grid, not those with a CTA count built in (the worklogs' 128) or a work table's groups.
+// grid and those that take a work table (built for the shrunk grid's clusters), not those with a
+// CTA count built in (the worklogs' 128) nor one CTA a tile.
 TEST(EmulatedGemmGrid, ShrinksPersistentKernelsToTwoTilesACta) {
-  for (const char* name : {"blackwell/persist_pipelined", "blackwell/v6", "blackwell/v7b"})
+  for (const char* name : {"blackwell/persist_pipelined", "blackwell/v6", "blackwell/v7b",
+                           "gemm/bf16_sm90", "gemm/bf16_sm90_m64", "hopper/k13"})
     EXPECT_TRUE(IsPersistent(BundleOf(name))) << name;
-  for (const char* name : {"hopper/k06", "hopper/k13", "gemm/bf16_sm90", "hopper/k04"})
+  for (const char* name : {"hopper/k06", "hopper/k10", "hopper/k04"})
     EXPECT_FALSE(IsPersistent(BundleOf(name))) << name;
+  const rt::Bundle table = BundleOf("gemm/bf16_sm90_m64");
+  rt::Dim3 table_grid;
+  absl::StatusOr<rt::Bundle> shrunk =
+      EmulatedGemmBundle(table, *GemmOf(table.manifest), {256, 256, 128}, 132, &table_grid);
+  ASSERT_TRUE(shrunk.ok()) << shrunk.status();
+  EXPECT_LT(table_grid.x, 128u);
+  for (const rt::ParamSpec& p : shrunk->manifest.params)
+    if (p.kind == rt::ParamSpec::Kind::kScheduleTable)
+      EXPECT_EQ(p.schedule.groups, static_cast<int>(table_grid.x / table.manifest.cluster.x));
   const rt::Bundle b = BundleOf("blackwell/persist_pipelined");
   absl::StatusOr<rt::Dim3> grid = EmulatedGemmGrid(b, *GemmOf(b.manifest), {256, 512, 128}, 132);
   ASSERT_TRUE(grid.ok()) << grid.status();
