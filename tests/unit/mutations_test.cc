@@ -228,7 +228,8 @@ TEST_P(Planted, IsCaughtWithItsClass) {
     }
     if (!s.ok() && s.message().find(mu.expect) != std::string::npos) {
       // A row of docs/MUTATIONS.md: the class found, the schedule, the first DSL line named.
-      const std::string m(s.message());
+      const std::string full(s.message());
+      const std::string m = full.substr(0, full.find(" (launched at "));  // the report, not its caller
       const size_t at = m.find("examples/");
       const size_t end = at == std::string::npos ? at : m.find_first_not_of("0123456789", m.find(':', at) + 1);
       std::cout << "| " << mu.id << " | " << mu.kernel << " | " << mu.bug << " | " << mu.expect << " | seed " << seed
