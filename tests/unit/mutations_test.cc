@@ -176,6 +176,8 @@ const std::vector<Mutation>& Mutations() {
       // ops/softmax: group reductions over named barriers.
       {"softmax-count", "ops/softmax", "a group barrier with 96 threads where the group has 64",
        {{"bar.sync \t%r8, 64;", "bar.sync \t%r8, 96;", 2}}, "of 96 arrived", {5, 2000, 0}},
+      {"softmax-no-exp", "ops/softmax", "exp2 left out of the probabilities (a wrong result, no protocol mistake)",
+       {{"ex2.approx.ftz.f32", "mov.b32"}}, "the first wrong element", {5, 2000, 0}},
   };
   return *m;
 }
@@ -236,7 +238,8 @@ TEST_P(Planted, IsCaughtWithItsClass) {
                 << " | " << (at == std::string::npos ? "-" : m.substr(at, end - at)) << " |\n";
       if (mu.expect == "the first wrong element") {  // the place the report names, in full
         EXPECT_NE(m.find("written by block"), std::string::npos) << m;
-        EXPECT_NE(m.find("the earliest tile whose result differs"), std::string::npos) << m;
+        if (!IsRowOp(mu.kernel))
+          EXPECT_NE(m.find("the earliest tile whose result differs"), std::string::npos) << m;
         std::cout << "  " << mu.id << ": " << m << "\n";
       }
       return;
