@@ -468,10 +468,9 @@ std::vector<std::string> ReuseFindings(const KernelState& s) {
 // ops before it (and before each op around it), the nearer of a wait and such a fence decides;
 // reaching the kernel's start decides nothing.
 std::vector<std::string> FenceFindings(const KernelState& s) {
-  std::set<mlir::Operation*> waits;
-  std::map<mlir::Operation*, const KernelState::WaitRecord*> wait_of;
+  std::map<mlir::Operation*, const KernelState::WaitRecord*> wait_of;  // by the waiting op
   for (const KernelState::WaitRecord& w : s.waits)
-    if (w.op) waits.insert(w.op), wait_of[w.op] = &w;
+    if (w.op) wait_of[w.op] = &w;
   enum class Last { kNone, kWait, kFence };
   // The last wait or after_thread_sync fence in program order within `op` (itself included).
   auto last_in = [&](mlir::Operation* op, const KernelState::WaitRecord** wait) {
@@ -479,8 +478,8 @@ std::vector<std::string> FenceFindings(const KernelState& s) {
     op->walk([&](mlir::Operation* inner) {  // post-order: a wait's loop after its body
       if (auto f = mlir::dyn_cast<mlir::NVVM::Tcgen05FenceOp>(inner)) {
         if (f.getKind() == mlir::NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC) last = Last::kFence;
-      } else if (waits.count(inner)) {
-        last = Last::kWait, *wait = wait_of.at(inner);
+      } else if (auto it = wait_of.find(inner); it != wait_of.end()) {
+        last = Last::kWait, *wait = it->second;
       }
     });
     return last;

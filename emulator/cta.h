@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -774,6 +775,7 @@ class Cta {
   // the global bytes a TMA store copies from it; and the text of a write site, built once.
   std::vector<std::pair<const Instr*, const Instr*>> shared_writer_;
   std::map<std::pair<const Instr*, const Instr*>, std::string> site_text_;
+  std::map<std::tuple<const Instr*, const Instr*, const Instr*>, std::string> tma_site_text_;
   void NoteSharedWrite(uint64_t off, uint64_t n, const Instr& in, const Thread& t) {
     if (shared_writer_.empty()) shared_writer_.assign(shared_.size(), {nullptr, nullptr});
     for (uint64_t b = off; b < off + n && b < shared_writer_.size(); ++b)
@@ -784,6 +786,7 @@ class Cta {
     dev_.NoteWrite(address, n, SiteText(in, t.last_mma), Now(), ctaid_, t.linear);
   }
   void Synced(Thread& t, const Instr& by) { t.synced = Now(), t.synced_by = &by; }
+  std::string NotOrderedAfter(const Thread& t, int64_t time) const;
   absl::Status CheckTcgenAfterWrite(const std::vector<Thread*>& lanes, const Instr& in,
                                     uint32_t quarter, uint32_t col0, uint32_t num);
   absl::Status OrderTcgenAccess(const std::vector<Thread*>& lanes, const Instr& in,

@@ -34,6 +34,11 @@ std::optional<Device::WriteSite> Device::LastWrite(uint64_t address) const {
   return WriteSite{whats_[it->second.what], it->second.time, it->second.block, it->second.thread};
 }
 
+std::string Device::WriteSite::Describe() const {
+  return absl::StrCat("written by block (", block.x, ",", block.y, ",", block.z, ")",
+                      thread < 0 ? "" : absl::StrCat(" thread ", thread), " at ", what);
+}
+
 uint8_t* Device::Find(uint64_t address, size_t bytes) {
   auto it = blocks_.upper_bound(address);
   if (it == blocks_.begin()) return nullptr;

@@ -106,9 +106,23 @@ absl::Status Cta::OrderTcgenAccess(const std::vector<Thread*>& lanes, const Inst
   return absl::OkStatus();
 }
 
+// Why thread `t`'s tcgen05 op is not ordered after what another thread made known at `time`
+// ("" when it is): it must have passed a wait after that time and fenced it with
+// tcgen05.fence::after_thread_sync before this op.
+std::string Cta::NotOrderedAfter(const Thread& t, int64_t time) const {
+  if (t.fenced_sync > time) return "";
+  if (t.synced <= time)
+    return "no wait since orders this thread after it (a wait, then "
+           "tcgen05.fence::after_thread_sync)";
+  const std::string wait = m_.DslLine(*t.synced_by);
+  return absl::StrFormat(
+      "the wait at PTX line %d%s has no tcgen05.fence::after_thread_sync after it: the wait does "
+      "not order this op after it",
+      t.synced_by->line, wait.empty() ? "" : " (" + wait + ")");
+}
+
 // A tcgen05.ld or st of columns an MMA wrote: the warp's threads learned that the MMA completed
-// through a wait (its commit's mbarrier, or a barrier after a thread that waited on it), and the
-// wait orders the access after the MMA only with tcgen05.fence::after_thread_sync after it.
+// through a wait (its commit's mbarrier, or a barrier after a thread that waited on it).
 absl::Status Cta::CheckTcgenAfterWrite(const std::vector<Thread*>& lanes, const Instr& in,
                                        uint32_t quarter, uint32_t col0, uint32_t num) {
   const TmemOrder* last = nullptr;
@@ -117,61 +131,38 @@ absl::Status Cta::CheckTcgenAfterWrite(const std::vector<Thread*>& lanes, const 
     if (o.writer && (!last || o.written > last->written)) last = &o;
   }
   if (!last) return absl::OkStatus();
-  for (Thread* t : lanes) {
-    if (t->fenced_sync > last->written) continue;
-    const std::string mma = m_.DslLine(*last->writer);
-    const std::string what = absl::StrFormat(
-        "%s TMEM columns %d..%d, which the tcgen05.mma at PTX line %d%s wrote", in.mods[0], col0,
-        col0 + num - 1, last->writer->line, mma.empty() ? "" : " (" + mma + ")");
-    if (t->synced > last->written) {
-      const std::string wait = m_.DslLine(*t->synced_by);
+  for (Thread* t : lanes)
+    if (std::string why = NotOrderedAfter(*t, last->written); !why.empty()) {
+      const std::string mma = m_.DslLine(*last->writer);
       return Fail(*t, in,
-                  absl::StrFormat("tcgen05.%s, after the wait at PTX line %d%s with no "
-                                  "tcgen05.fence::after_thread_sync between them: the wait does "
-                                  "not order it after the MMA",
-                                  what, t->synced_by->line, wait.empty() ? "" : " (" + wait + ")"));
+                  absl::StrFormat("tcgen05.%s TMEM columns %d..%d, which the tcgen05.mma at PTX "
+                                  "line %d%s wrote, but %s",
+                                  in.mods[0], col0, col0 + num - 1, last->writer->line,
+                                  mma.empty() ? "" : " (" + mma + ")", why));
     }
-    return Fail(*t, in,
-                absl::StrCat("tcgen05.", what,
-                             ", and no wait since orders this thread after it (a wait on the "
-                             "commit's mbarrier, then tcgen05.fence::after_thread_sync)"));
-  }
   return absl::OkStatus();
 }
 
 // An MMA over accumulator columns another warp read or wrote with tcgen05.ld/st: that warp
 // fences its accesses (tcgen05.fence::before_thread_sync) before it signals, and the issuing
-// thread waits for the signal and fences after the wait (tcgen05.fence::after_thread_sync).
+// thread is ordered after that fence.
 absl::Status Cta::CheckMmaAfterAccess(const Thread& t, const Instr& in, uint32_t col0, uint32_t n) {
   for (uint32_t quarter = 0; quarter < 4; ++quarter)
     for (uint32_t c = col0; c < col0 + n && c < 512; ++c) {
       const TmemOrder& o = tmem_order_[quarter * 512 + c];
       if (!o.access || o.accessor_warp == t.linear / 32 || o.accessed < o.written) continue;
+      std::string why = o.access_fenced < o.accessed
+                            ? "that warp has run no tcgen05.fence::before_thread_sync since: its "
+                              "access may still be in flight (fence it before the arrive or "
+                              "barrier that frees the accumulator, and wait for that)"
+                            : NotOrderedAfter(t, o.access_fenced);
+      if (why.empty()) continue;
       const std::string at = m_.DslLine(*o.access);
-      const std::string access = absl::StrFormat(
-          "TMEM column %d, which warp %d accessed with the tcgen05.%s at PTX line %d%s", c,
-          o.accessor_warp, o.access->mods[0], o.access->line, at.empty() ? "" : " (" + at + ")");
-      if (o.access_fenced < o.accessed)
-        return Fail(
-            t, in,
-            absl::StrCat("tcgen05.mma overwrites ", access,
-                         ", and that warp has run no tcgen05.fence::before_thread_sync "
-                         "since: its access may still be in flight (fence it before the "
-                         "arrive or barrier that frees the accumulator, and wait for that)"));
-      if (t.fenced_sync > o.access_fenced) continue;
-      if (t.synced > o.access_fenced) {
-        const std::string wait = m_.DslLine(*t.synced_by);
-        return Fail(
-            t, in,
-            absl::StrFormat("tcgen05.mma overwrites %s, after the wait at PTX line %d%s "
-                            "with no tcgen05.fence::after_thread_sync between them: the "
-                            "wait does not order the MMA after that access",
-                            access, t.synced_by->line, wait.empty() ? "" : " (" + wait + ")"));
-      }
       return Fail(t, in,
-                  absl::StrCat("tcgen05.mma overwrites ", access,
-                               ", and no wait since orders this thread after it: the "
-                               "accumulator is not yet free"));
+                  absl::StrFormat("tcgen05.mma overwrites TMEM column %d, which warp %d accessed "
+                                  "with the tcgen05.%s at PTX line %d%s, but %s",
+                                  c, o.accessor_warp, o.access->mods[0], o.access->line,
+                                  at.empty() ? "" : " (" + at + ")", why));
     }
   return absl::OkStatus();
 }

@@ -203,10 +203,17 @@ absl::Status Cta::WriteTmaStore(const TmaStore& st) {
               absl::StrFormat("%s: PTX line %d: a TMA store writes outside any allocation (0x%x)",
                               kernel_, st.in->line, global));
         std::memcpy(to, shared_.data() + shared, es);
-        std::string what = absl::StrCat("the TMA store at ", SiteText(*st.in, nullptr));
-        if (shared < shared_writer_.size() && shared_writer_[shared].first)
-          absl::StrAppend(&what, ", of shared memory written at ",
-                          SiteText(*shared_writer_[shared].first, shared_writer_[shared].second));
+        const auto [writer, mma] = shared < shared_writer_.size()
+                                       ? shared_writer_[shared]
+                                       : std::pair<const Instr*, const Instr*>{nullptr, nullptr};
+        auto [site, added] = tma_site_text_.emplace(std::tuple{st.in, writer, mma}, "");
+        if (added) {  // built once per store and shared-memory writer
+          site->second = absl::StrCat("the TMA store at ", SiteText(*st.in, nullptr));
+          if (writer)
+            absl::StrAppend(&site->second, ", of shared memory written at ",
+                            SiteText(*writer, mma));
+        }
+        const std::string& what = site->second;
         dev_.NoteWrite(global, es, what, Now(), ctaid_, -1);
         return CheckReachesGlobal(nullptr, *st.in,
                                   SharedTaint(shared_.data() + shared, es, *st.in));

@@ -86,7 +86,7 @@ absl::StatusOr<rt::Bundle> EmulatedGemmBundle(const rt::Bundle& b, const GemmSpe
   if (!shrunk.ok()) return shrunk.status();
   *grid = *shrunk;
   rt::Bundle out = b;
-  if (!IsPersistent(b) || !TakesAWorkTable(b.manifest)) return out;
+  if (!TakesAWorkTable(b.manifest) || !IsPersistent(b)) return out;  // the grid is the rule's
   const int groups = static_cast<int>(grid->x / std::max(1u, b.manifest.cluster.x));
   for (rt::ParamSpec& p : out.manifest.params)  // one row of the table per cluster launched
     if (p.kind == rt::ParamSpec::Kind::kScheduleTable) p.schedule.groups = groups;

@@ -801,11 +801,7 @@ std::string WrongResultPlace(const GemmSpec& g, const rt::GemmSize& s, const Emu
     std::string out = absl::StrFormat("C[%d][%d] = %g (want %g), tile (%d, %d) of %dx%d, ", e.i,
                                       e.j, got[e.i * s.n + e.j], want[e.i * s.n + e.j],
                                       e.i / g.BlockM(), e.j / g.BlockN(), g.BlockM(), g.BlockN());
-    if (!e.site) return out + "never written";
-    return out + absl::StrFormat("written by block (%d,%d,%d)%s at %s", e.site->block.x,
-                                 e.site->block.y, e.site->block.z,
-                                 e.site->thread < 0 ? "" : absl::StrCat(" thread ", e.site->thread),
-                                 e.site->what);
+    return out + (e.site ? e.site->Describe() : "never written");
   };
   std::string place = absl::StrCat("the first wrong element: ", describe(*first));
   if (earliest)

@@ -49,8 +49,9 @@ struct RunOptions {
 struct GemmResult {
   std::string name;
   rt::GemmSize size;
-  double ms = 0,
-         tflops = 0;  // the median call (docs/perf/2026-11-24-how-gemm-timings-are-taken.md)
+  // Of the median timed call (how calls are timed:
+  // docs/perf/2026-11-24-how-gemm-timings-are-taken.md).
+  double ms = 0, tflops = 0;
   double cublas_ms = 0, cublas_tflops = 0;
   double rel_error = 0;   // ||C - ref|| / ||ref|| over every element
   double spot_error = 0;  // same, over fp64 CPU spot checks

@@ -101,22 +101,21 @@ void CheckOutput(Op op, const std::vector<uint16_t>& x, const std::vector<uint16
 // instruction that last wrote it (the emulator's write sites). Empty when no element is.
 std::string WrongRowPlace(Op op, const std::vector<uint16_t>& x, const std::vector<uint16_t>& w,
                           const std::vector<uint16_t>& b, const std::vector<uint16_t>& y,
-                          int64_t rows, int64_t cols, const emu::Device& d, uint64_t dy) {
+                          int64_t rows, int64_t cols, double tolerance, const emu::Device& d,
+                          uint64_t dy) {
   std::vector<double> ref(cols);
   for (int64_t row = 0; row < rows; ++row) {
     ReferenceRow(op, &x[row * cols], w.data(), b.data(), cols, ref.data());
     double ref2 = 0;
     for (double v : ref) ref2 += v * v;
-    const double limit = 10 * 1e-2 * std::sqrt(ref2 / cols);
+    const double limit = 10 * tolerance * std::sqrt(ref2 / cols);
     for (int64_t i = 0; i < cols; ++i) {
       const double got = Bf16ToFloat(y[row * cols + i]);
       if (!std::isnan(got) && std::abs(got - ref[i]) <= limit) continue;
       std::string place = absl::StrFormat(": the first wrong element: y[%d][%d] = %g (want %g), ",
                                           row, i, got, ref[i]);
       const std::optional<emu::Device::WriteSite> site = d.LastWrite(dy + (row * cols + i) * 2);
-      if (!site) return place + "never written";
-      return place + absl::StrFormat("written by block (%d,%d,%d) thread %d at %s", site->block.x,
-                                     site->block.y, site->block.z, site->thread, site->what);
+      return place + (site ? site->Describe() : "never written");
     }
   }
   return "";
@@ -208,7 +207,8 @@ absl::StatusOr<RowOpResult> EmulateRowOp(const rt::Bundle& bundle, const RowOpOp
   std::vector<uint16_t> y(n + 8);
   if (absl::Status s = d.CopyOut(y.data(), dy, bytes + 16); !s.ok()) return s;
   CheckOutput(*op, x, w, b, y, rows, cols, &r);
-  if (!r.passed) absl::StrAppend(&r.failure, WrongRowPlace(*op, x, w, b, y, rows, cols, d, dy));
+  if (!r.passed)
+    absl::StrAppend(&r.failure, WrongRowPlace(*op, x, w, b, y, rows, cols, r.tolerance, d, dy));
   return r;
 }
 

@@ -101,18 +101,17 @@ TEST(Fuzz, DiskCacheEntriesReadOrAreRefused) {
   std::vector<std::string> entries;  // manifest, then PTX, joined by a NUL the cases keep apart
   for (size_t i = 0; i < manifests.size(); ++i)
     entries.push_back(manifests[i] + std::string(1, '\0') + ptx[i % ptx.size()]);
+  absl::StatusOr<rt::Manifest> first = rt::Manifest::Parse(manifests[0]);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string name = first->name, stem = dir + "/" + rt::BundleStem(name);
   Fuzz("disk-cache entry", entries, 3000, [&](const std::string& entry) {
-    const size_t cut = entry.find('\0');
-    const std::string manifest = entry.substr(0, cut);
-    const std::string text = cut == std::string::npos ? "" : entry.substr(cut + 1);
-    absl::StatusOr<rt::Manifest> m = rt::Manifest::Parse(manifests[0]);
-    const std::string stem = rt::BundleStem(m.ok() ? m->name : "x");
+    const size_t cut = entry.find('\0');  // none left: the PTX file is missing
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
-    std::ofstream(dir + "/" + stem + ".manifest", std::ios::binary) << manifest;
-    if (cut != std::string::npos) std::ofstream(dir + "/" + stem + ".ptx", std::ios::binary) << text;
-    absl::StatusOr<rt::Bundle> b = rt::ReadBundle(dir, m.ok() ? m->name : "x");
-    return b.ok();
+    std::ofstream(stem + ".manifest", std::ios::binary) << entry.substr(0, cut);
+    if (cut != std::string::npos)
+      std::ofstream(stem + ".ptx", std::ios::binary) << entry.substr(cut + 1);
+    return rt::ReadBundle(dir, name).ok();
   });
   std::filesystem::remove_all(dir);
 }

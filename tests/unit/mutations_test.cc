@@ -131,11 +131,11 @@ const std::vector<Mutation>& Mutations() {
        {256, 512, 128}},
       {"persist-no-after-fence-mma", "blackwell/persist_pipelined",
        "the MMA thread's tcgen05.fence::after_thread_sync after its stage wait missing",
-       {Drop("tcgen05.fence::after_thread_sync;", 2)}, "with no tcgen05.fence::after_thread_sync",
+       {Drop("tcgen05.fence::after_thread_sync;", 2)}, "has no tcgen05.fence::after_thread_sync after it",
        {256, 512, 128}},
       {"persist-no-after-fence-ld", "blackwell/persist_pipelined",
        "the epilogue's tcgen05.fence::after_thread_sync after the tile's wait missing",
-       {Drop("tcgen05.fence::after_thread_sync;", 1)}, "with no tcgen05.fence::after_thread_sync",
+       {Drop("tcgen05.fence::after_thread_sync;", 1)}, "has no tcgen05.fence::after_thread_sync after it",
        {256, 512, 128}},
       // Wrong results with no protocol mistake: the report names the first wrong element, the
       // earliest tile that differs, and the lines that wrote them.

@@ -48,7 +48,9 @@ class Device {
     std::string what;
     int64_t time = 0;
     rt::Dim3 block;
-    int thread = 0;
+    int thread = -1;  // -1: no one thread (a TMA store)
+    // "written by block (x,y,z) thread t at <what>".
+    std::string Describe() const;
   };
   std::optional<WriteSite> LastWrite(uint64_t address) const;
   void NoteWrite(uint64_t address, uint64_t bytes, const std::string& what, int64_t time,
