@@ -194,6 +194,16 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
   // and finishes them in any order (what meets in global memory must not depend on it).
   std::vector<uint64_t> order(clusters.count());
   for (uint64_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (!options.only_clusters.empty()) {
+    for (uint64_t index : options.only_clusters)
+      if (index >= order.size())
+        return absl::InvalidArgumentError(absl::StrCat(m.name, ": cluster ", index,
+                                                       " to run is not in a grid of ", order.size(),
+                                                       " clusters"));
+    order = options.only_clusters;
+    std::sort(order.begin(), order.end());
+    order.erase(std::unique(order.begin(), order.end()), order.end());
+  }
   if (options.seed) std::shuffle(order.begin(), order.end(), rng);
   for (uint64_t index : order) {
     const unsigned kx = static_cast<unsigned>(index % clusters.x),

@@ -53,14 +53,23 @@ rt::Symbols ProblemSymbols(const rt::GemmSize& size) {
   return {{"M", size.m}, {"N", size.n}, {"K", size.k}};
 }
 
-rt::GemmSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g) {
+rt::GemmSize ProtocolSize(const rt::Bundle& b, const GemmSpec& g) {
+  const rt::Manifest& m = b.manifest;
   int64_t ring = 1;
   if (const std::string* text = m.Attribute("ring");
       !text || !absl::SimpleAtoi(*text, &ring) || ring < 1)
     ring = 1;
   auto round_up = [](int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; };
-  return {round_up(2 * g.BlockM(), g.tile_m), round_up(2 * g.BlockN(), g.tile_n),
-          round_up((2 * ring + 1) * g.BlockK(), g.tile_k)};
+  rt::GemmSize size = {round_up(2 * g.BlockM(), g.tile_m), round_up(2 * g.BlockN(), g.tile_n),
+                       round_up((2 * ring + 1) * g.BlockK(), g.tile_k)};
+  if (!HasBuiltInCtaCount(b)) return size;
+  // Twice as many tiles as CTAs, so each one the emulator runs (EmulatedClusters) takes two.
+  for (int doubled = 0; doubled < 8; ++doubled) {
+    absl::StatusOr<rt::Dim3> grid = GemmGrid(m, g, size, /*sm_count=*/132);
+    if (!grid.ok() || Tiles(g, size) >= 2 * static_cast<int64_t>(grid->count())) break;
+    size.m *= 2;
+  }
+  return size;
 }
 
 bool TakesAWorkTable(const rt::Manifest& m) {
@@ -69,14 +78,41 @@ bool TakesAWorkTable(const rt::Manifest& m) {
   return false;
 }
 
-bool IsPersistent(const rt::Bundle& b) {
-  for (const rt::GridExpr& e : b.manifest.grid)
+namespace {
+bool GridNamesTheProblem(const rt::Manifest& m) {
+  for (const rt::GridExpr& e : m.grid)
     for (const std::string& symbol : e.SymbolNames())
-      if (symbol == "M" || symbol == "N" || symbol == "K") return false;
+      if (symbol == "M" || symbol == "N" || symbol == "K") return true;
+  return false;
+}
+}  // namespace
+
+int64_t Tiles(const GemmSpec& g, const rt::GemmSize& size) {
+  return (size.m + g.BlockM() - 1) / g.BlockM() * ((size.n + g.BlockN() - 1) / g.BlockN());
+}
+
+bool IsPersistent(const rt::Bundle& b) {
+  if (GridNamesTheProblem(b.manifest)) return false;
   // Its work table deals the tiles to as many groups as it is built for; otherwise it strides
   // over the tiles by the grid it was launched with (a kernel that never reads %nctaid has its
   // CTA count built in, as the worklogs' grids of 128 do).
   return TakesAWorkTable(b.manifest) || b.ptx.find("%nctaid.x") != std::string::npos;
+}
+
+bool HasBuiltInCtaCount(const rt::Bundle& b) {
+  return !GridNamesTheProblem(b.manifest) && !IsPersistent(b);
+}
+
+std::vector<uint64_t> EmulatedClusters(const rt::Bundle& b, const GemmSpec& g,
+                                       const rt::GemmSize& size, rt::Dim3 grid) {
+  const uint64_t ctas = grid.count(), cluster = std::max<uint64_t>(1, b.manifest.cluster.count());
+  const int64_t tiles = Tiles(g, size);
+  // Only where every CTA takes the same number of tiles, two or more: then what the clusters
+  // run must write is their share of C (the harness checks it).
+  if (!HasBuiltInCtaCount(b) || ctas < 2 * cluster || tiles < 2 * static_cast<int64_t>(ctas) ||
+      tiles % static_cast<int64_t>(ctas))
+    return {};
+  return {0, ctas / cluster - 1};
 }
 
 absl::StatusOr<rt::Bundle> EmulatedGemmBundle(const rt::Bundle& b, const GemmSpec& g,
@@ -98,8 +134,7 @@ absl::StatusOr<rt::Dim3> EmulatedGemmGrid(const rt::Bundle& b, const GemmSpec& g
   const rt::Manifest& m = b.manifest;
   absl::StatusOr<rt::Dim3> grid = GemmGrid(m, g, size, sm_count);
   if (!grid.ok() || !IsPersistent(b) || grid->y != 1 || grid->z != 1) return grid;
-  const int64_t tiles =
-      (size.m + g.BlockM() - 1) / g.BlockM() * ((size.n + g.BlockN() - 1) / g.BlockN());
+  const int64_t tiles = Tiles(g, size);
   const int64_t cluster = std::max<int64_t>(1, m.cluster.x);
   const int64_t ctas = std::max(cluster, tiles / 2 / cluster * cluster);
   if (ctas < grid->x) grid->x = static_cast<unsigned>(ctas);

@@ -85,8 +85,12 @@ rt::Symbols ProblemSymbols(const rt::GemmSize& size);  // {M, N, K}
 
 // The smallest problem that exercises a GEMM kernel's whole protocol: at least 2x2 CTA tiles
 // (rounded up to what M and N must divide by) and 2 * ring + 1 K steps, so that the deepest ring
-// of stages (the manifest's "ring" attribute; 1 without one) wraps at least twice.
-rt::GemmSize ProtocolSize(const rt::Manifest& m, const GemmSpec& g);
+// of stages (the manifest's "ring" attribute; 1 without one) wraps at least twice. For a kernel
+// with its CTA count built in (HasBuiltInCtaCount), M doubles until there are at least two tiles
+// a CTA.
+rt::GemmSize ProtocolSize(const rt::Bundle& b, const GemmSpec& g);
+// The number of CTA tiles (BlockM x BlockN) of C.
+int64_t Tiles(const GemmSpec& g, const rt::GemmSize& size);
 
 // The emulator's grid for a GEMM launch. A persistent kernel launched as a GPU would over a
 // protocol size's few tiles gives each CTA one tile and leaves the rest idle, so a reused
@@ -99,6 +103,16 @@ absl::StatusOr<rt::Dim3> EmulatedGemmGrid(const rt::Bundle& b, const GemmSpec& g
 // by the grid it is launched with (reads %nctaid.x) or takes a work table (built for as many
 // groups as there are clusters).
 bool IsPersistent(const rt::Bundle& b);
+// The CTA count is built in: the grid rule names none of M, N, K, and the kernel is not
+// persistent (the worklogs' walks over super-tiles with a grid of 128).
+bool HasBuiltInCtaCount(const rt::Bundle& b);
+// The clusters the emulator runs of `grid` (emu::Options::only_clusters). A kernel with its CTA
+// count built in would need every one of its CTAs emulated to give each two tiles; where each CTA
+// takes the same number of tiles, two or more, the first and the last cluster run, and the
+// harness checks that they wrote their share of C and that every element of it is right. Empty
+// (all run) otherwise.
+std::vector<uint64_t> EmulatedClusters(const rt::Bundle& b, const GemmSpec& g,
+                                       const rt::GemmSize& size, rt::Dim3 grid);
 // The bundle the emulator launches on `*grid` (EmulatedGemmGrid): for a kernel that takes a work
 // table, a copy whose table is built for that grid's clusters.
 absl::StatusOr<rt::Bundle> EmulatedGemmBundle(const rt::Bundle& b, const GemmSpec& g,

@@ -68,6 +68,9 @@ struct GemmResult {
   double steady_weight_gbps = 0, steady_copy_gbps = 0, steady_read_gbps = 0, steady_cublas_gbps = 0;
   int steady_copies = 0;
   uint64_t schedule_seed = 0;  // the emulator's schedule (EmulateGemm)
+  // Which clusters the emulator ran, where not all (EmulatedClusters): "clusters 0 and 63 of 64".
+  // C's other elements stay NaN in `output`.
+  std::string coverage;
   std::vector<uint16_t>
       output;  // a 16-bit C as the kernel wrote it (EmulateGemm; RunGemm with keep_output)
 };
@@ -115,12 +118,15 @@ struct OutputAgreement {
   std::string worst_element;  // "(i,j): x vs y, scale s"
   double norm_rel = 0;        // ||x - y|| / ||y|| over the elements that are numbers
 };
+// With `only_where_x_written`, the elements where x is NaN are left out (an emulator run of some
+// clusters, GemmResult::coverage).
 // sum_k |a_ik b_kj| for every element of the product of the harness's inputs for `seed`
 // (RunOptions::seed), row-major M x N.
 std::vector<double> ProductScales(const GemmSpec& g, const rt::GemmSize& s, uint64_t seed);
 OutputAgreement CompareOutputs(const GemmSpec& g, const rt::GemmSize& s,
                                const std::vector<uint16_t>& x, const std::vector<uint16_t>& y,
-                               const std::vector<double>& scale, double rel);
+                               const std::vector<double>& scale, double rel,
+                               bool only_where_x_written = false);
 
 // The table: header once, then one row per result.
 std::string TableHeader();

@@ -226,7 +226,7 @@ TEST_P(EmulatedGemm, MatchesFp64AtItsProtocolSizeUnderThreeSchedules) {
   const rt::Bundle b = BundleOf(GetParam());
   const GemmSpec g = *GemmOf(b.manifest);
   RunOptions opt;
-  opt.size = ProtocolSize(b.manifest, g);
+  opt.size = ProtocolSize(b, g);
   if (GetParam().rfind("reference/", 0) == 0) opt.size = {48, 40, 24};  // one thread per element: kept small
   EXPECT_GE(opt.size.m, 2 * g.BlockM());
   EXPECT_GE(opt.size.n, 2 * g.BlockN());
@@ -236,9 +236,18 @@ TEST_P(EmulatedGemm, MatchesFp64AtItsProtocolSizeUnderThreeSchedules) {
     const int64_t tiles = opt.size.m / g.BlockM() * (opt.size.n / g.BlockN());
     EXPECT_GE(tiles, 2 * static_cast<int64_t>(grid->x / std::max(1u, b.manifest.cluster.x))) << GetParam();
   }
+  if (HasBuiltInCtaCount(b)) {  // twice the tiles of its CTAs; two of its clusters run
+    absl::StatusOr<rt::Dim3> grid = EmulatedGemmGrid(b, g, opt.size, 132);
+    ASSERT_TRUE(grid.ok()) << grid.status();
+    EXPECT_GE(Tiles(g, opt.size), 2 * static_cast<int64_t>(grid->count())) << GetParam();
+    EXPECT_EQ(EmulatedClusters(b, g, opt.size, *grid).size(), 2u) << GetParam();
+  }
   absl::StatusOr<std::vector<GemmResult>> rs = EmulateGemmSchedules(b, opt, {1, 2, 3});
   ASSERT_TRUE(rs.ok()) << rs.status();
-  for (const GemmResult& r : *rs) EXPECT_TRUE(r.passed) << GetParam() << " seed " << r.schedule_seed << ": " << r.failure;
+  for (const GemmResult& r : *rs) {
+    EXPECT_TRUE(r.passed) << GetParam() << " seed " << r.schedule_seed << ": " << r.failure;
+    EXPECT_EQ(r.coverage.empty(), !HasBuiltInCtaCount(b)) << GetParam() << ": " << r.coverage;
+  }
 }
 
 // Which kernels the emulator's grid shrinks: those that stride over the tiles by their launched
@@ -250,6 +259,10 @@ TEST(EmulatedGemmGrid, ShrinksPersistentKernelsToTwoTilesACta) {
     EXPECT_TRUE(IsPersistent(BundleOf(name))) << name;
   for (const char* name : {"hopper/k06", "hopper/k10", "hopper/k04"})
     EXPECT_FALSE(IsPersistent(BundleOf(name))) << name;
+  EXPECT_TRUE(HasBuiltInCtaCount(BundleOf("hopper/k06")));
+  EXPECT_TRUE(HasBuiltInCtaCount(BundleOf("hopper/k10")));
+  EXPECT_FALSE(HasBuiltInCtaCount(BundleOf("hopper/k04")));  // one CTA a tile
+  EXPECT_FALSE(HasBuiltInCtaCount(BundleOf("blackwell/persist_pipelined")));
   const rt::Bundle table = BundleOf("gemm/bf16_sm90_m64");
   rt::Dim3 table_grid;
   absl::StatusOr<rt::Bundle> shrunk =

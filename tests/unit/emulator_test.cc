@@ -242,6 +242,32 @@ TEST(Emulator, EndlessLoopsRunOutOfBudget) {
 
 // A launch's error ends with the line that launched it, for arguments it refuses and for what
 // goes wrong while it runs alike.
+// Options::only_clusters: the listed CTAs run and see the whole grid; the others never start.
+// Each thread of each CTA that runs writes %nctaid.x at out[ctaid * 32 + tid].
+TEST(Emulator, OnlyTheListedClustersRun) {
+  rt::Bundle b = Kernel(R"(
+	mov.u32 %r2, %ctaid.x;
+	mov.u32 %r3, %nctaid.x;
+	mad.lo.u32 %r4, %r2, 32, %r1;
+	mul.wide.u32 %rd4, %r4, 4;
+	add.s64 %rd5, %rd1, %rd4;
+	st.global.u32 [%rd5], %r3;)", {32, 1, 1});
+  Device d;
+  const uint64_t out = *d.Allocate(4 * 32 * 4);
+  ASSERT_TRUE(d.Fill(out, 0, 4 * 32 * 4).ok());
+  absl::StatusOr<Stats> s = Launch(d, b, {4, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(0)}, {.seed = 3, .only_clusters = {3, 1}});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->blocks, 2);
+  std::vector<uint32_t> v(4 * 32);
+  ASSERT_TRUE(d.CopyOut(v.data(), out, v.size() * 4).ok());
+  for (int cta = 0; cta < 4; ++cta)
+    for (int t = 0; t < 32; ++t) EXPECT_EQ(v[cta * 32 + t], cta % 2 ? 4u : 0u) << cta << " " << t;
+  absl::StatusOr<Stats> outside = Launch(d, b, {4, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(0)}, {.only_clusters = {4}});
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.status().message().find("cluster 4 to run is not in a grid of 4 clusters"), absl::string_view::npos)
+      << outside.status();
+}
+
 TEST(Emulator, ErrorsNameTheLaunchingLine) {
   rt::Bundle b = Spinner();
   Device d;

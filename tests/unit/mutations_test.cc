@@ -137,6 +137,12 @@ const std::vector<Mutation>& Mutations() {
        "the epilogue's tcgen05.fence::after_thread_sync after the tile's wait missing",
        {Drop("tcgen05.fence::after_thread_sync;", 1)}, "has no tcgen05.fence::after_thread_sync after it",
        {256, 512, 128}},
+      // hopper/k06, 128 CTAs built in: at 4096x2048 each takes two tiles, and the emulator runs
+      // two of them (EmulatedClusters). At 2048x2048 (one tile a CTA) this mutant passes.
+      {"k06-cursor-per-tile", "hopper/k06",
+       "the consumers' ring cursor restarts at stage 0, phase 0 every tile (right only for each CTA's first tile)",
+       {{"mov.b32 \t%r227, 0;", "mov.b32 \t%r227, 0; mov.b32 %r357, 0; mov.b32 %r356, 0;"}},
+       "which a TMA load still in flight will write", {4096, 2048, 448}},
       // Wrong results with no protocol mistake: the report names the first wrong element, the
       // earliest tile that differs, and the lines that wrote them.
       {"persist-accumulate-first", "blackwell/persist_pipelined",

@@ -183,7 +183,7 @@ absl::StatusOr<std::vector<uint64_t>> ScheduleSeeds() {
 // The GEMM size of `kiln emulate` and `kiln crosscheck`: the kernel's protocol size
 // (kiln::examples::ProtocolSize) unless --m/--n/--k say otherwise.
 kiln::rt::GemmSize EmulationSize(const Bundle& b, const kiln::examples::GemmSpec& g) {
-  kiln::rt::GemmSize size = kiln::examples::ProtocolSize(b.manifest, g);
+  kiln::rt::GemmSize size = kiln::examples::ProtocolSize(b, g);
   if (absl::GetFlag(FLAGS_m)) size.m = absl::GetFlag(FLAGS_m);
   if (absl::GetFlag(FLAGS_n)) size.n = absl::GetFlag(FLAGS_n);
   if (absl::GetFlag(FLAGS_k)) size.k = absl::GetFlag(FLAGS_k);

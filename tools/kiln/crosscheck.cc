@@ -93,12 +93,14 @@ int Crosscheck(std::vector<std::string> names) {
     const std::vector<double> scale =
         kiln::examples::ProductScales(r.spec, r.gpu.size, kiln::examples::RunOptions{}.seed);
     const kiln::examples::OutputAgreement a = kiln::examples::CompareOutputs(
-        r.spec, r.gpu.size, r.emulated->output, r.gpu.output, scale, kRel);
+        r.spec, r.gpu.size, r.emulated->output, r.gpu.output, scale, kRel,
+        /*only_where_x_written=*/!r.emulated->coverage.empty());
     const bool ok = a.apart == 0 && r.gpu.passed && r.emulated->passed;
     std::cout << absl::StrFormat(
-        "%-26s %14s %9d %7d %6d %10.2e %10.2e  %s (GPU %s, emulator %.1f s)%s\n", r.gpu.name, size,
-        a.equal, a.close, a.apart, a.worst, a.norm_rel, ok ? "ok" : "DIFFER",
+        "%-26s %14s %9d %7d %6d %10.2e %10.2e  %s (GPU %s, emulator %.1f s%s)%s\n", r.gpu.name,
+        size, a.equal, a.close, a.apart, a.worst, a.norm_rel, ok ? "ok" : "DIFFER",
         r.gpu.passed ? "ok" : r.gpu.failure, r.seconds,
+        r.emulated->coverage.empty() ? "" : ", " + r.emulated->coverage,
         a.worst_element.empty() ? "" : "; worst " + a.worst_element);
     failures += ok ? 0 : 1;
   }

@@ -54,9 +54,9 @@ int Emulate(const std::vector<std::string>& args) {
     for (const kiln::examples::GemmResult& r : *rs)
       if (!r.passed || (worst->passed && r.rel_error > worst->rel_error)) worst = &r;
     std::cout << absl::StrFormat(
-        "%s %dx%dx%d on the emulator (seeds %s, %.1f s): error %.3e against fp64: %s\n",
+        "%s %dx%dx%d on the emulator (seeds %s, %.1f s%s): error %.3e against fp64: %s\n",
         worst->name, worst->size.m, worst->size.n, worst->size.k, SeedList(*seeds), seconds(),
-        worst->rel_error,
+        worst->coverage.empty() ? "" : ", " + worst->coverage, worst->rel_error,
         worst->passed ? "ok"
                       : absl::StrCat("FAIL (seed ", worst->schedule_seed, "): ", worst->failure));
     return worst->passed ? 0 : 1;

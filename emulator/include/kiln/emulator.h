@@ -75,6 +75,11 @@ struct Options {
   uint64_t seed = 1;                         // thread order; 0 runs threads in index order
   int sm_count = 132;                        // what "sms" in a grid rule means here
   int64_t max_instructions = 4'000'000'000;  // over the whole launch, then an error
+  // Only these clusters run (linear indices in the grid of clusters, x fastest; a CTA is a
+  // cluster of one); empty runs them all. The others are launched in name only: the ones that
+  // run see the whole grid. For a kernel whose clusters share no flag or counter in global
+  // memory, a subset computes what those clusters would on the GPU, at a fraction of the cost.
+  std::vector<uint64_t> only_clusters;
 };
 
 struct Stats {
