@@ -778,17 +778,15 @@ absl::StatusOr<EmulatedC> EmulatedOutput(const rt::Bundle& bundle, const GemmSpe
   return out;
 }
 
-// Where a wrong result comes from: the first wrong element (row-major) and the earliest-written
-// one, each with its tile, and the block, thread and instruction that last wrote it (the
-// emulator's write sites). An element is wrong when it is NaN or off by more than ten times the
-// tolerance times the reference's RMS: past what rounding within the tolerance can do to one
-// element.
+// Where a wrong result comes from: the first wrong element (row-major; WrongElementLimit) and the
+// earliest-written one, each with its tile, and the block, thread and instruction that last wrote
+// it (the emulator's write sites).
 std::string WrongResultPlace(const GemmSpec& g, const rt::GemmSize& s, const EmulatedC& run,
                              const std::vector<double>& got, const std::vector<double>& want,
                              double tolerance) {
   double ref2 = 0;
   for (double w : want) ref2 += w * w;
-  const double limit = 10 * tolerance * std::sqrt(ref2 / std::max<size_t>(want.size(), 1));
+  const double limit = WrongElementLimit(tolerance, ref2, static_cast<int64_t>(want.size()));
   const int64_t bytes = ElementBytes(g.out_type);
   struct Wrong {
     int64_t i, j;
@@ -798,7 +796,7 @@ std::string WrongResultPlace(const GemmSpec& g, const rt::GemmSize& s, const Emu
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < s.n; ++j) {
       const double x = got[i * s.n + j], w = want[i * s.n + j];
-      if (!std::isnan(x) && std::abs(x - w) <= limit) continue;
+      if (!IsWrongElement(x, w, limit)) continue;
       Wrong here{i, j, run.device->LastWrite(run.c + Index(g.c_order, i, j, s.m, s.n) * bytes)};
       if (!first) first = here;
       if (here.site && (!earliest || here.site->time < earliest->site->time)) earliest = here;

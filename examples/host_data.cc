@@ -1,5 +1,6 @@
 #include "examples/host_data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -85,6 +86,14 @@ std::vector<uint16_t> RandomNormal16(size_t n, uint64_t seed, bool half) {
     });
   for (auto& th : pool) th.join();
   return out;
+}
+
+double WrongElementLimit(double tolerance, double ref2, int64_t count) {
+  return 10 * tolerance * std::sqrt(ref2 / static_cast<double>(std::max<int64_t>(count, 1)));
+}
+
+bool IsWrongElement(double got, double want, double limit) {
+  return std::isnan(got) || !(std::abs(got - want) <= limit);
 }
 
 }  // namespace kiln::examples

@@ -96,9 +96,9 @@ void CheckOutput(Op op, const std::vector<uint16_t>& x, const std::vector<uint16
   r->passed = r->failure.empty();
 }
 
-// Where a wrong row-op output comes from: its first wrong element (row-major; NaN, or off by
-// more than ten times the tolerance times its row's reference RMS) and the block, thread and
-// instruction that last wrote it (the emulator's write sites). Empty when no element is.
+// Where a wrong row-op output comes from: its first wrong element (row-major; WrongElementLimit
+// over its row's reference) and the block, thread and instruction that last wrote it (the
+// emulator's write sites). Empty when no element is.
 std::string WrongRowPlace(Op op, const std::vector<uint16_t>& x, const std::vector<uint16_t>& w,
                           const std::vector<uint16_t>& b, const std::vector<uint16_t>& y,
                           int64_t rows, int64_t cols, double tolerance, const emu::Device& d,
@@ -108,10 +108,10 @@ std::string WrongRowPlace(Op op, const std::vector<uint16_t>& x, const std::vect
     ReferenceRow(op, &x[row * cols], w.data(), b.data(), cols, ref.data());
     double ref2 = 0;
     for (double v : ref) ref2 += v * v;
-    const double limit = 10 * tolerance * std::sqrt(ref2 / cols);
+    const double limit = WrongElementLimit(tolerance, ref2, cols);
     for (int64_t i = 0; i < cols; ++i) {
       const double got = Bf16ToFloat(y[row * cols + i]);
-      if (!std::isnan(got) && std::abs(got - ref[i]) <= limit) continue;
+      if (!IsWrongElement(got, ref[i], limit)) continue;
       std::string place = absl::StrFormat(": the first wrong element: y[%d][%d] = %g (want %g), ",
                                           row, i, got, ref[i]);
       const std::optional<emu::Device::WriteSite> site = d.LastWrite(dy + (row * cols + i) * 2);

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -54,27 +56,31 @@ std::vector<int64_t> RowsToCheck(const rt::AttentionSize& z, uint64_t seed) {
   return {pick.begin(), pick.end()};
 }
 
+// O's norm-relative tolerance: bf16 keeps 8 bits (P and O are rounded to it), f16 11.
+double Tolerance(bool half) { return half ? 4e-3 : 2e-2; }
+constexpr double kLseTolerance = 1e-2;  // absolute, each row
+
 struct Sums {
   double diff2 = 0, ref2 = 0, lse_error = 0;
   int64_t bad = 0;  // NaN or Inf where a number belongs, or a wrong -inf
 };
 
-// fp64 reference of one row against the kernel's O and lse.
-void CheckRow(const rt::AttentionSize& z, bool causal, double scale, bool half, const Inputs& in,
-              const std::vector<uint16_t>& o, const std::vector<float>& lse, int64_t row,
-              Sums& out) {
-  auto decode = [half](uint16_t x) {
-    return static_cast<double>(half ? HalfToFloat(x) : Bf16ToFloat(x));
-  };
+double Decode(uint16_t x, bool half) { return half ? HalfToFloat(x) : Bf16ToFloat(x); }
+
+// The fp64 reference of one row: its D values of O into `want`, its lse returned (-inf where the
+// row sees no key).
+double ReferenceRow(const rt::AttentionSize& z, bool causal, double scale, bool half,
+                    const Inputs& in, int64_t row, std::vector<double>& want) {
   const int64_t head = row / z.s, i = row % z.s, b = head / z.hq, h = head % z.hq;
   const int64_t kv_head = b * z.hkv + h / (z.hq / z.hkv), keys = KeysSeen(z, causal, i);
   const uint16_t* q = &in.q[row * z.d];
-  std::vector<double> score(keys), acc(z.d, 0.0);
+  std::vector<double> score(keys);
+  want.assign(z.d, 0.0);
   double max = -INFINITY;
   for (int64_t j = 0; j < keys; ++j) {
     const uint16_t* kj = &in.k[(kv_head * z.skv + j) * z.d];
     double dot = 0;
-    for (int64_t c = 0; c < z.d; ++c) dot += decode(q[c]) * decode(kj[c]);
+    for (int64_t c = 0; c < z.d; ++c) dot += Decode(q[c], half) * Decode(kj[c], half);
     score[j] = dot * scale;
     max = std::max(max, score[j]);
   }
@@ -83,16 +89,27 @@ void CheckRow(const rt::AttentionSize& z, bool causal, double scale, bool half, 
     const double p = std::exp(score[j] - max);
     sum += p;
     const uint16_t* vj = &in.v[(kv_head * z.skv + j) * z.d];
-    for (int64_t c = 0; c < z.d; ++c) acc[c] += p * decode(vj[c]);
+    for (int64_t c = 0; c < z.d; ++c) want[c] += p * Decode(vj[c], half);
   }
+  if (keys)
+    for (double& w : want) w /= sum;
+  return keys ? max + std::log(sum) : -INFINITY;
+}
+
+// One row against the reference, into `out`.
+void CheckRow(const rt::AttentionSize& z, bool causal, double scale, bool half, const Inputs& in,
+              const std::vector<uint16_t>& o, const std::vector<float>& lse, int64_t row,
+              Sums& out) {
+  std::vector<double> want;
+  const double want_lse = ReferenceRow(z, causal, scale, half, in, row, want);
   for (int64_t c = 0; c < z.d; ++c) {
-    const double want = keys ? acc[c] / sum : 0.0, got = decode(o[row * z.d + c]);
+    const double got = Decode(o[row * z.d + c], half);
     if (!std::isfinite(got)) ++out.bad;
-    out.diff2 += (got - want) * (got - want);
-    out.ref2 += want * want;
+    out.diff2 += (got - want[c]) * (got - want[c]);
+    out.ref2 += want[c] * want[c];
   }
-  const double want_lse = keys ? max + std::log(sum) : -INFINITY, got_lse = lse[row];
-  if (keys == 0) {
+  const double got_lse = lse[row];
+  if (std::isinf(want_lse)) {
     if (!(std::isinf(got_lse) && got_lse < 0)) ++out.bad;
   } else if (!std::isfinite(got_lse)) {
     ++out.bad;
@@ -127,17 +144,80 @@ void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, con
   r.rows_checked = static_cast<int64_t>(rows.size());
   r.rel_error = all.bad ? NAN : std::sqrt(all.diff2 / std::max(all.ref2, 1e-30));
   r.lse_error = all.lse_error;
-  // bf16 keeps 8 bits (P and O are rounded to it), f16 11.
-  const double tolerance = half ? 4e-3 : 2e-2;
+  const double tolerance = Tolerance(half);
   if (unwritten)
     r.failure = absl::StrCat(unwritten, " elements of O and lse still NaN (never written)");
   else if (all.bad)
     r.failure = absl::StrCat(all.bad, " NaN, Inf or wrong -inf values in the checked rows");
   else if (!(r.rel_error <= tolerance))
     r.failure = absl::StrFormat("error %.3e over the tolerance %.0e", r.rel_error, tolerance);
-  else if (!(r.lse_error <= 1e-2))
-    r.failure = absl::StrFormat("lse off by %.3e (tolerance 1e-2)", r.lse_error);
+  else if (!(r.lse_error <= kLseTolerance))
+    r.failure = absl::StrFormat("lse off by %.3e (tolerance %.0e)", r.lse_error, kLseTolerance);
   r.passed = r.failure.empty();
+}
+
+// The query-tile height the kernel states (its "attention" attribute's block_m), or 0.
+int64_t QueryTile(const rt::Manifest& m) {
+  const std::string* text = m.Attribute("attention");
+  int64_t block_m = 0;
+  if (const size_t at = text ? text->find("block_m=") : std::string::npos; at != std::string::npos)
+    block_m = std::atoll(text->c_str() + at + 8);
+  return block_m;
+}
+
+// Where a wrong emulated result comes from (the emulator's write sites): the first wrong element
+// of O (row-major; WrongElementLimit over its row's reference) or, O being right, of lse (off by
+// more than its tolerance), and the earliest-written wrong one (the earliest tile whose result
+// differs), each with its query tile and the block, thread and instruction that last wrote it.
+// Empty when no element is wrong by itself.
+std::string WrongAttentionPlace(const rt::AttentionSize& z, bool causal, double scale, bool half,
+                                const Inputs& in, const std::vector<uint16_t>& o,
+                                const std::vector<float>& lse, int64_t block_m,
+                                const emu::Device& d, uint64_t o_at, uint64_t lse_at) {
+  struct Wrong {
+    std::string what;
+    std::optional<emu::Device::WriteSite> site;
+  };
+  std::optional<Wrong> first, earliest;
+  auto note = [&](int64_t row, const std::string& element, double got, double want,
+                  uint64_t address) {
+    const int64_t head = row / z.s, i = row % z.s;
+    std::string what = absl::StrFormat("%s = %g (want %g), ", element, got, want);
+    if (block_m > 0)
+      absl::StrAppend(&what, "query tile ", i / block_m, " of ", block_m, " rows of head ",
+                      head % z.hq, " batch ", head / z.hq, ", ");
+    Wrong here{what, d.LastWrite(address)};
+    absl::StrAppend(&here.what, here.site ? here.site->Describe() : "never written");
+    if (!first) first = here;
+    if (here.site && (!earliest || here.site->time < earliest->site->time)) earliest = here;
+  };
+  std::vector<double> want;
+  for (bool of_lse : {false, true}) {
+    for (int64_t row = 0; row < z.b * z.hq * z.s; ++row) {
+      const double want_lse = ReferenceRow(z, causal, scale, half, in, row, want);
+      const int64_t head = row / z.s, i = row % z.s;
+      const std::string at = absl::StrCat("[", head / z.hq, "][", head % z.hq, "][", i, "]");
+      if (of_lse) {
+        const double got = lse[row];
+        const bool wrong = std::isinf(want_lse) ? !(std::isinf(got) && got < 0)
+                                                : IsWrongElement(got, want_lse, kLseTolerance);
+        if (wrong) note(row, "lse" + at, got, want_lse, lse_at + row * 4);
+        continue;
+      }
+      double ref2 = 0;
+      for (double w : want) ref2 += w * w;
+      const double limit = WrongElementLimit(Tolerance(half), ref2, z.d);
+      for (int64_t c = 0; c < z.d; ++c)
+        if (const double got = Decode(o[row * z.d + c], half); IsWrongElement(got, want[c], limit))
+          note(row, absl::StrCat("O", at, "[", c, "]"), got, want[c], o_at + (row * z.d + c) * 2);
+    }
+    if (first) break;  // O's wrong elements; lse's only where O is right
+  }
+  if (!first) return "";
+  std::string place = absl::StrCat("the first wrong element: ", first->what);
+  if (earliest)
+    absl::StrAppend(&place, "; the earliest tile whose result differs: its ", earliest->what);
+  return place;
 }
 
 int64_t OBytes(const rt::AttentionSize& z) { return z.b * z.hq * z.s * z.d * 2; }
@@ -239,6 +319,11 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
   };
   if (absl::Status st = run(seed); !st.ok()) return st;
   Check(z, options.causal, plan->scale, half, in, ho, hl, seed, r);
+  if (!r.passed)
+    if (std::string place = WrongAttentionPlace(z, options.causal, plan->scale, half, in, ho, hl,
+                                                QueryTile(bundle.manifest), d, *o, *lse);
+        !place.empty())
+      absl::StrAppend(&r.failure, ": ", place);
   // A second launch on the same device must give the same bytes: a kernel that hands out tiles
   // from a counter must have left it as it found it.
   const std::vector<uint16_t> first_o = ho;

@@ -1,5 +1,6 @@
 // attention/hopper on the emulator at small ragged sizes (its PTX as the compiler emitted it),
 // against the harness's fp64 reference of every row; and the entry point's plan and errors.
+#include <iostream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -117,6 +118,35 @@ TEST(EmulatedAttention, AQStageRefilledBeforeItsReleaseIsCaught) {
   ASSERT_FALSE(r.ok() && r->passed) << "the early refill went unseen";
   const std::string report(r.ok() ? r->failure : r.status().message());
   EXPECT_EQ(report.rfind("ops/attention/kernels/", 0), 0u) << report;  // a DSL line first
+}
+
+// Wrong results with no protocol mistake name their place: the first wrong element, its query
+// tile, the block, thread and instruction that wrote it (for O, the TMA store and the shared
+// write behind it), and the earliest-written wrong one. Planted in the PTX of the persistent
+// D = 128 kernel: O left undivided by its row's sum (rcp replaced by a move), and lse left in
+// log2 units (its factor ln 2 replaced by 1).
+TEST(EmulatedAttention, AWrongResultNamesItsPlace) {
+  struct Plant {
+    std::string from, to, element;
+  };
+  for (const Plant& p : {Plant{"rcp.rn.f32", "mov.b32", "the first wrong element: O[0][0][0][0]"},
+                         Plant{"0f3F317218", "0f3F800000", "the first wrong element: lse[0][0][0]"}}) {
+    rt::Bundle b = BundleOf("attention/hopper.d128.persist");
+    size_t count = 0;
+    for (size_t at = b.ptx.find(p.from); at != std::string::npos; at = b.ptx.find(p.from, at + 1), ++count)
+      b.ptx.replace(at, p.from.size(), p.to);
+    ASSERT_GT(count, 0u) << p.from;
+    rt::AttentionOptions o;
+    o.kernel = "attention/hopper.d128.persist";
+    absl::StatusOr<AttentionResult> r =
+        RunAttentionEmulated(b, {.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 130, .d = 128}, o, 3);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_FALSE(r->passed) << p.from;
+    std::cout << "  " << p.from << " -> " << p.to << ": " << r->failure << "\n";
+    for (const std::string& part : {p.element, std::string("query tile 0 of 128 rows"), std::string("written by block"),
+                                    std::string("ops/attention/kernels/"), std::string("the earliest tile whose result differs: its ")})
+      EXPECT_NE(r->failure.find(part), std::string::npos) << part << " not in: " << r->failure;
+  }
 }
 
 // Causal tiles are numbered in groups of at most 16 heads, the longest of the group first, and a
