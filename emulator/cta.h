@@ -771,6 +771,20 @@ class Cta {
   std::vector<TmemOrder> tmem_order_ = std::vector<TmemOrder>(4 * 512);
   std::map<int, std::vector<int>> unfenced_tmem_access_;  // by warp: indices into tmem_order_
   int64_t Now() const { return -*budget_; }
+  // When a TMA load last landed on each 128-byte granule of shared memory, and its instruction:
+  // a tcgen05.mma reading it must be ordered after the wait that saw it land
+  // (CheckMmaAfterTmaLoads).
+  struct TmaLanding {
+    int64_t time = INT64_MIN;
+    const Instr* load = nullptr;
+  };
+  std::vector<TmaLanding> tma_landed_;
+  void NoteTmaLanding(uint64_t offset, const Instr* load) {
+    if (tma_landed_.empty()) tma_landed_.resize(shared_.size() / 128 + 1);
+    tma_landed_[offset / 128] = {Now(), load};
+  }
+  absl::Status CheckMmaAfterTmaLoads(const Thread& t, const Instr& in, uint64_t a_desc,
+                                     uint64_t b_desc, bool pair) const;
   // What wrote each shared byte last (a st.shared, an stmatrix) and that thread's last MMA, for
   // the global bytes a TMA store copies from it; and the text of a write site, built once.
   std::vector<std::pair<const Instr*, const Instr*>> shared_writer_;

@@ -30,6 +30,8 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
         !race.empty())
       return Fail(t, in, race);
     if (absl::Status s = CheckMmaAfterAccess(t, in, op.d & 0xffff, n); !s.ok()) return s;
+    if (absl::Status s = CheckMmaAfterTmaLoads(t, in, op.a_desc, op.b_desc, pair); !s.ok())
+      return s;
     tcgen_issued_.push_back(op);
     return absl::OkStatus();
   }
@@ -163,6 +165,32 @@ absl::Status Cta::CheckMmaAfterAccess(const Thread& t, const Instr& in, uint32_t
                                   "with the tcgen05.%s at PTX line %d%s, but %s",
                                   c, o.accessor_warp, o.access->mods[0], o.access->line,
                                   at.empty() ? "" : " (" + at + ")", why));
+    }
+  return absl::OkStatus();
+}
+
+// A tcgen05.mma reads its operands through the tensor cores' own path: a TMA load that landed on
+// them is ordered before the MMA only by a wait that saw it land followed by
+// tcgen05.fence::after_thread_sync in the issuing thread (PTX ISA: tcgen05 memory consistency).
+// Checked at the first byte of A and of B (in each CTA of a pair): a box lands whole.
+absl::Status Cta::CheckMmaAfterTmaLoads(const Thread& t, const Instr& in, uint64_t a_desc,
+                                        uint64_t b_desc, bool pair) const {
+  std::vector<const Cta*> ctas = {this};
+  if (pair) ctas.push_back(cluster_->ctas[rank_ + 1]);
+  for (const Cta* cta : ctas)
+    for (const auto& [name, desc] : {std::pair{"A", a_desc}, std::pair{"B", b_desc}}) {
+      const uint64_t offset = (desc & 0x3fff) << 4;  // the descriptor's start address
+      if (offset / 128 >= cta->tma_landed_.size()) continue;
+      const TmaLanding& landed = cta->tma_landed_[offset / 128];
+      if (!landed.load) continue;
+      const std::string why = NotOrderedAfter(t, landed.time);
+      if (why.empty()) continue;
+      const std::string load = m_.DslLine(*landed.load);
+      return Fail(t, in,
+                  absl::StrFormat("tcgen05.mma reads its %s operand at shared byte %d%s, where the "
+                                  "TMA load at PTX line %d%s landed, but %s",
+                                  name, offset, cta == this ? "" : " of the pair's odd CTA",
+                                  landed.load->line, load.empty() ? "" : " (" + load + ")", why));
     }
   return absl::OkStatus();
 }

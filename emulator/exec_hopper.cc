@@ -338,6 +338,7 @@ absl::Status Cta::CompleteAsync(size_t index) {
         std::fill(tma_swizzle_.begin() + to, tma_swizzle_.begin() + to + es,
                   static_cast<uint8_t>(swizzle_span + 1));
         MarkSharedWritten(to, es);
+        NoteTmaLanding(to, op.issued_by);
         if (!inside) {  // out of bounds: zero fill
           std::memset(shared_.data() + to, 0, es);
           return absl::OkStatus();

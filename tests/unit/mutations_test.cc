@@ -120,6 +120,9 @@ const std::vector<Mutation>& Mutations() {
       {"v4-lanes", "blackwell/v4", "a warp reads another warp's TMEM lanes",
        {{"tcgen05.ld.sync.aligned.32x32b.x8.b32", "add.s32 %r56, %r56, 2097152; tcgen05.ld.sync.aligned.32x32b.x8.b32", 1}},
        "may access TMEM lanes"},
+      {"v4-no-after-fence-mma", "blackwell/v4",
+       "the MMA thread's tcgen05.fence::after_thread_sync after its stage wait missing (MMAs over TMA-loaded shared memory)",
+       {Drop("tcgen05.fence::after_thread_sync;", 1)}, "landed, but the wait at PTX line"},
       // blackwell/persist_pipelined, persistent: at 256x512x128 (four 128x256 tiles) the
       // emulator's grid is two CTAs of two tiles each, so the accumulator is reused.
       {"persist-no-tile-barrier", "blackwell/persist_pipelined",
