@@ -3,8 +3,12 @@
 // compile.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kiln/compile.h"
@@ -92,6 +96,41 @@ TEST_F(CompileCache, ATruncatedEntryIsRebuiltAndReplaced) {
   ASSERT_TRUE(warm.ok());
   EXPECT_TRUE(warm->from_cache);
   EXPECT_EQ(warm->bundle.ptx, cold->bundle.ptx);
+}
+
+// Seeded damage to one file of an entry (a byte changed, the file cut short, bytes appended):
+// whatever the cache reads back is this kernel's bundle, whole, or the kernel is compiled again;
+// never a crash (this test also runs under ASan and UBSan) nor another bundle.
+TEST_F(CompileCache, ARandomlyDamagedEntryNeverLoadsAnotherBundle) {
+  absl::StatusOr<CompiledKernel> cold = Compile(Scale(2.0), Options());
+  ASSERT_TRUE(cold.ok());
+  std::mt19937_64 rng(42);
+  int rebuilt = 0;
+  constexpr int kCases = 100;
+  for (int n = 0; n < kCases; ++n) {
+    std::vector<fs::path> files;
+    for (const auto& f : fs::directory_iterator(fs::path(dir_) / cold->key)) files.push_back(f.path());
+    ASSERT_FALSE(files.empty());
+    std::sort(files.begin(), files.end());
+    const fs::path file = files[rng() % files.size()];
+    std::ifstream in(file, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    switch (rng() % 3) {
+      case 0:
+        if (!bytes.empty()) bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
+        break;
+      case 1: bytes.resize(bytes.empty() ? 0 : rng() % bytes.size()); break;
+      default: for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>(rng())); break;
+    }
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+    absl::StatusOr<CompiledKernel> again = Compile(Scale(2.0), Options());
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->bundle.ptx, cold->bundle.ptx) << file << " case " << n;
+    EXPECT_EQ(again->bundle.manifest.Serialize(), cold->bundle.manifest.Serialize()) << file << " case " << n;
+    rebuilt += again->from_cache ? 0 : 1;
+  }
+  EXPECT_GT(rebuilt, kCases / 2);  // most damage is seen and the entry rebuilt
 }
 
 TEST_F(CompileCache, AnUnusableCacheOnlyWarns) {
