@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ ninja-build ccache python3 llvm-22-dev llvm-22-tools libmlir-22-dev
-          mlir-22-tools libzstd-dev libabsl-dev libgtest-dev)
+packages=(cmake g++ ninja-build ccache python3 python3-dev python3-venv llvm-22-dev llvm-22-tools
+          libmlir-22-dev mlir-22-tools libzstd-dev libabsl-dev libgtest-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,8 +17,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "${missing[@]}"
 fi
 
+# The Python module's build and test dependencies (nanobind, NumPy) in .venv, from PyPI; without
+# them (no network) the build skips the module and says so.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import nanobind, numpy" 2>/dev/null; then
+  echo "== Python module dependencies into .venv (nanobind, numpy)"
+  { python3 -m venv .venv && .venv/bin/pip install -q "nanobind>=2.4,<4" "numpy>=1.24"; } ||
+    echo "== no nanobind: the kiln Python module will not be built"
+fi
+
 echo "== building into build/"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PWD/.venv/bin/python" \
+  >/dev/null
 cmake --build build
 
 echo "== kernels (build/bin/kiln list)"

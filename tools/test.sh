@@ -7,7 +7,8 @@
 # KILN_SANITIZE=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -f build/build.ninja ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+[ -f build/build.ninja ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DPython_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
 cmake --build build
 ctest --test-dir build --output-on-failure -j2
 # Say why the GPU tests skipped (ctest only counts them).

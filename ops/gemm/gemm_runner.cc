@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -259,26 +260,13 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   return plan;
 }
 
-absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,
-                             const GemmOperands& operands, cu::CUstream stream) {
-  absl::StatusOr<Driver*> d = Driver::Get();
-  if (!d.ok()) return d.status();
-  const GemmTuneCache* tuned = nullptr;
-  if (!tune_path_.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!tuned_) {
-      absl::StatusOr<GemmTuneCache> read = GemmTuneCache::ReadExisting(tune_path_);
-      if (!read.ok()) return read.status();
-      tuned_ = *std::move(read);
-    }
-    tuned = &*tuned_;
-  }
-  absl::StatusOr<GemmPlan> plan =
-      PlanGemm(size, options, operands, (*d)->compute_capability(), tuned);
+absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
+                     int compute_capability, GemmDevice& device, const GemmTuneCache* tuned) {
+  absl::StatusOr<GemmPlan> plan = PlanGemm(size, options, operands, compute_capability, tuned);
   if (!plan.ok()) return plan.status();
-  absl::StatusOr<const LoadedKernel*> kernel = kernels_.Get(plan->choice.kernel, stream);
-  if (!kernel.ok()) return kernel.status();
-  GemmOperands o = Oriented(size, operands, (*d)->compute_capability()).operands;
+  absl::StatusOr<const Manifest*> manifest = device.ManifestOf(plan->choice.kernel);
+  if (!manifest.ok()) return manifest.status();
+  GemmOperands o = Oriented(size, operands, compute_capability).operands;
   if (plan->swapped) std::swap(o.a, o.b), std::swap(o.lda, o.ldb);
   const GemmSize& s = plan->size;
   Leading ld = LeadingOf(s, o, plan->a_mn, plan->b_mn);
@@ -291,15 +279,14 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,
     const int64_t rows = mn ? s.k : along, cols = mn ? along : s.k;
     cu::CUdeviceptr& ptr = which == 0 ? o.a : o.b;
     int64_t& from_ld = which == 0 ? ld.a : ld.b;
-    absl::StatusOr<cu::CUdeviceptr> copy =
-        Scratch(stream, which, static_cast<size_t>(rows * to_ld * 2));
+    absl::StatusOr<uint64_t> copy = device.Scratch(which, static_cast<size_t>(rows * to_ld * 2));
     if (!copy.ok()) return copy.status();
-    absl::StatusOr<const LoadedKernel*> restride = kernels_.Get(kRestrideKernel, stream);
+    absl::StatusOr<const Manifest*> restride = device.ManifestOf(kRestrideKernel);
     if (!restride.ok()) return restride.status();
     const std::map<std::string, int64_t> sizes = {
         {"rows", rows}, {"cols", cols}, {"lds", from_ld}, {"ldd", to_ld}};
     std::vector<Arg> args;
-    for (const ParamSpec& p : (*restride)->manifest().params) {
+    for (const ParamSpec& p : (*restride)->params) {
       if (p.kind == ParamSpec::Kind::kPointer && (p.name == "src" || p.name == "dst"))
         args.push_back(Arg::Ptr(p.name == "src" ? ptr : *copy));
       else if (p.kind == ParamSpec::Kind::kI32 && sizes.count(p.name))
@@ -308,7 +295,7 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,
         return absl::InternalError(
             absl::StrCat(kRestrideKernel, ": no value for its parameter '", p.name, "'"));
     }
-    if (absl::Status st = (*restride)->Launch(std::move(args), stream); !st.ok()) return st;
+    if (absl::Status st = device.Launch(kRestrideKernel, std::move(args)); !st.ok()) return st;
     ptr = *copy, from_ld = to_ld;
   }
   // Element strides of (row, col) of A (M x K), B (K x N), C, for kernels that index generically.
@@ -325,7 +312,7 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,
   const std::map<std::string, cu::CUdeviceptr> pointers = {
       {"A", o.a},       {"B", o.b},       {"C", o.c},
       {"C_in", o.c_in}, {"bias", o.bias}, {"residual", o.residual}};
-  const Manifest& m = (*kernel)->manifest();
+  const Manifest& m = **manifest;
   std::vector<Arg> args;
   for (const ParamSpec& p : m.params) {
     using Kind = ParamSpec::Kind;
@@ -359,7 +346,54 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,
                                               ParamKindName(p.kind), " parameter '", p.name, "'"));
     }
   }
-  return (*kernel)->Launch(std::move(args), stream);
+  return device.Launch(plan->choice.kernel, std::move(args));
+}
+
+namespace {
+// The GPU: the runner's loaded kernels on `stream`, and its scratch buffers.
+class GpuGemmDevice : public GemmDevice {
+ public:
+  GpuGemmDevice(LoadedKernels& kernels, cu::CUstream stream,
+                std::function<absl::StatusOr<cu::CUdeviceptr>(int, size_t)> scratch)
+      : kernels_(kernels), stream_(stream), scratch_(std::move(scratch)) {}
+  absl::StatusOr<const Manifest*> ManifestOf(const std::string& kernel) override {
+    absl::StatusOr<const LoadedKernel*> k = kernels_.Get(kernel, stream_);
+    if (!k.ok()) return k.status();
+    return &(*k)->manifest();
+  }
+  absl::Status Launch(const std::string& kernel, std::vector<Arg> args) override {
+    absl::StatusOr<const LoadedKernel*> k = kernels_.Get(kernel, stream_);
+    if (!k.ok()) return k.status();
+    return (*k)->Launch(std::move(args), stream_);
+  }
+  absl::StatusOr<uint64_t> Scratch(int which, size_t bytes) override {
+    return scratch_(which, bytes);
+  }
+
+ private:
+  LoadedKernels& kernels_;
+  cu::CUstream stream_;
+  std::function<absl::StatusOr<cu::CUdeviceptr>(int, size_t)> scratch_;
+};
+}  // namespace
+
+absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,
+                             const GemmOperands& operands, cu::CUstream stream) {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  const GemmTuneCache* tuned = nullptr;
+  if (!tune_path_.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!tuned_) {
+      absl::StatusOr<GemmTuneCache> read = GemmTuneCache::ReadExisting(tune_path_);
+      if (!read.ok()) return read.status();
+      tuned_ = *std::move(read);
+    }
+    tuned = &*tuned_;
+  }
+  GpuGemmDevice device(kernels_, stream,
+                       [&](int which, size_t bytes) { return Scratch(stream, which, bytes); });
+  return RunGemm(size, options, operands, (*d)->compute_capability(), device, tuned);
 }
 
 absl::StatusOr<cu::CUdeviceptr> GemmRunner::Scratch(cu::CUstream stream, int which, size_t bytes) {

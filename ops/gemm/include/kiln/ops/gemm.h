@@ -77,6 +77,24 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
                                   const GemmOperands& operands, int compute_capability,
                                   const GemmTuneCache* tuned = nullptr);
 
+// Where the entry point's launches go: the GPU (GemmRunner), or another device, such as the
+// emulator, that the Python module runs host arrays on. A device names each kernel's manifest,
+// launches it by name, and keeps the scratch buffers of the restrided copies.
+class GemmDevice {
+ public:
+  virtual ~GemmDevice() = default;
+  virtual absl::StatusOr<const Manifest*> ManifestOf(const std::string& kernel) = 0;
+  virtual absl::Status Launch(const std::string& kernel, std::vector<Arg> args) = 0;
+  // The buffer for the restrided copy of operand `which` (0: A, 1: B), at least `bytes`.
+  virtual absl::StatusOr<uint64_t> Scratch(int which, size_t bytes) = 0;
+};
+
+// Plans the call for a chip of `compute_capability` and launches its kernels (the restrided
+// copies, then the GEMM) on `device`, in order.
+absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
+                     int compute_capability, GemmDevice& device,
+                     const GemmTuneCache* tuned = nullptr);
+
 class GemmRunner {
  public:
   // `tune_cache`: a file `kiln tune` wrote, whose measured choices win over the rule ("": none;

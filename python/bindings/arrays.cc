@@ -1,0 +1,76 @@
+#include "python/bindings/arrays.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "python/bindings/status.h"
+
+namespace kiln::py {
+
+namespace dl = nanobind::dlpack;
+
+std::string DtypeName(const Array& a) {
+  const dl::dtype t = a.dtype();
+  const auto code = static_cast<dl::dtype_code>(t.code);
+  if (t.lanes != 1) return "?";
+  if (code == dl::dtype_code::Bfloat && t.bits == 16) return "bf16";
+  if (code == dl::dtype_code::Float) return absl::StrCat("f", t.bits);
+  if (code == dl::dtype_code::Int) return absl::StrCat("i", t.bits);
+  if (code == dl::dtype_code::UInt) return absl::StrCat("u", t.bits);
+  if (code == dl::dtype_code::Bool) return "bool";
+  return "?";
+}
+
+Where WhereOf(const Array& a, const std::string& what) {
+  const int type = a.device_type();
+  if (type == nanobind::device::cpu::value) return Where::kHost;
+  if (type == nanobind::device::cuda::value) {
+    if (a.device_id() != 0)
+      throw Error(absl::StrCat(what, " is on cuda:", a.device_id(),
+                               "; kiln launches on device 0 of the process (select the GPU with "
+                               "CUDA_VISIBLE_DEVICES)"));
+    return Where::kCuda;
+  }
+  throw Error(absl::StrCat(what, " lives on a device kiln cannot use (DLPack device type ", type,
+                           "): pass a CUDA tensor or a host array"));
+}
+
+uint64_t Address(const Array& a) {
+  return reinterpret_cast<uint64_t>(a.data_handle()) + a.byte_offset();
+}
+
+bool IsContiguous(const Array& a) {
+  int64_t expect = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expect) return false;
+    expect *= static_cast<int64_t>(a.shape(i));
+  }
+  return true;
+}
+
+std::vector<int64_t> ShapeOf(const Array& a) {
+  std::vector<int64_t> s(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) s[i] = static_cast<int64_t>(a.shape(i));
+  return s;
+}
+
+std::string ShapeText(const Array& a) {
+  return absl::StrCat("(", absl::StrJoin(ShapeOf(a), ", "), a.ndim() == 1 ? ",)" : ")");
+}
+
+void Require(const Array& a, const std::string& call, const std::string& what, int rank,
+             const std::vector<std::string>& dtypes, bool contiguous) {
+  if (rank >= 0 && static_cast<int>(a.ndim()) != rank)
+    throw Error(absl::StrCat(call, ": ", what, " must have rank ", rank, ", not ", a.ndim(),
+                             " (shape ", ShapeText(a), ")"));
+  const std::string t = DtypeName(a);
+  bool known = false;
+  for (const std::string& d : dtypes) known |= d == t;
+  if (!known)
+    throw Error(
+        absl::StrCat(call, ": ", what, " must be ", absl::StrJoin(dtypes, " or "), ", not ", t));
+  if (contiguous && !IsContiguous(a))
+    throw Error(absl::StrCat(call, ": ", what, " of shape ", ShapeText(a),
+                             " must be contiguous (row-major, packed); call .contiguous() first"));
+}
+
+}  // namespace kiln::py

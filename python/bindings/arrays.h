@@ -1,0 +1,35 @@
+// Arrays as the bindings see them: any object with __dlpack__ (a torch tensor on the GPU, a NumPy
+// array on the host), read through nanobind's ndarray without a copy.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::py {
+
+using Array = nanobind::ndarray<>;
+
+// Where an array lives: the kernels run on the GPU for CUDA arrays and on the emulator for host
+// ones; a call mixing the two is refused.
+enum class Where { kHost, kCuda };
+
+// "bf16", "f16", "f32", "i32", ... ; "?" for a type kiln has no name for.
+std::string DtypeName(const Array& a);
+Where WhereOf(const Array& a, const std::string& what);  // throws for another device
+// The address of the first element (data + byte offset).
+uint64_t Address(const Array& a);
+// Row-major and packed.
+bool IsContiguous(const Array& a);
+std::vector<int64_t> ShapeOf(const Array& a);
+std::string ShapeText(const Array& a);  // "(4, 100)"
+
+// Throws kiln.Error "<call>: <what> must ..." unless `a` is of rank `rank` (-1: any), of one of
+// `dtypes` and, with `contiguous`, row-major and packed.
+void Require(const Array& a, const std::string& call, const std::string& what, int rank,
+             const std::vector<std::string>& dtypes, bool contiguous = true);
+
+}  // namespace kiln::py

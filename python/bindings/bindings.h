@@ -1,0 +1,12 @@
+// The pieces of the _kiln extension module, each binding its part of the host API.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace kiln::py {
+
+void BindKernels(nanobind::module_& m);  // kiln.Kernel (kiln.load)
+void BindRowOps(nanobind::module_& m);   // rms_norm, layer_norm, softmax
+void BindGemm(nanobind::module_& m);     // gemm
+
+}  // namespace kiln::py

@@ -1,0 +1,158 @@
+#include "python/bindings/call_device.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "kiln/runtime/driver.h"
+#include "kiln/runtime/launch.h"
+#include "python/bindings/status.h"
+
+namespace kiln::py {
+namespace {
+
+std::mutex& Mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::string& ChosenDir() {
+  static std::string dir;
+  return dir;
+}
+
+}  // namespace
+
+std::string BundleDir() {
+  std::lock_guard<std::mutex> lock(Mu());
+  if (!ChosenDir().empty()) return ChosenDir();
+  if (const char* env = std::getenv("KILN_BUNDLE_DIR"); env && *env) return env;
+  return KILN_DEFAULT_BUNDLE_DIR;
+}
+
+void SetBundleDir(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(Mu());
+  ChosenDir() = dir;
+}
+
+const rt::Bundle& BundleNamed(const std::string& name, const std::string& dir) {
+  const std::string from = dir.empty() ? BundleDir() : dir;
+  static std::map<std::pair<std::string, std::string>, std::unique_ptr<rt::Bundle>> read;
+  std::lock_guard<std::mutex> lock(Mu());
+  std::unique_ptr<rt::Bundle>& b = read[{from, name}];
+  if (!b) {
+    absl::StatusOr<rt::Bundle> got = rt::ReadBundle(from, name);
+    if (!got.ok()) {
+      read.erase({from, name});
+      throw Error(absl::StrCat(got.status().message(), " (write it with `kiln bundle --dir ", from,
+                               " ", name,
+                               "` where kiln has its compiler; the directory is set by "
+                               "kiln.set_bundle_dir or $KILN_BUNDLE_DIR)"));
+    }
+    b = std::make_unique<rt::Bundle>(*std::move(got));
+  }
+  return *b;
+}
+
+namespace {
+// The GPU's loaded kernels, by bundle (BundleNamed's, which live as long as the process) and
+// stream, as rt::LoadedKernels keeps them.
+const rt::LoadedKernel& Loaded(const rt::Bundle& bundle, uint64_t stream) {
+  static std::mutex mu;
+  static std::map<std::pair<const rt::Bundle*, uint64_t>, std::unique_ptr<rt::LoadedKernel>> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  const rt::Bundle* key = &bundle;
+  std::unique_ptr<rt::LoadedKernel>& k = loaded[{key, stream}];
+  if (!k) {
+    absl::StatusOr<rt::LoadedKernel> got = rt::LoadedKernel::Load(bundle);
+    if (!got.ok()) {
+      loaded.erase({key, stream});
+      throw Error(std::string(got.status().message()));
+    }
+    k = std::make_unique<rt::LoadedKernel>(*std::move(got));
+  }
+  return *k;
+}
+}  // namespace
+
+struct CallDevice::Owned {
+  rt::DeviceBuffer buffer;
+};
+
+CallDevice::CallDevice(const std::string& call, const std::vector<const Array*>& arrays,
+                       uint64_t stream)
+    : call_(call), stream_(stream) {
+  std::optional<Where> where;
+  for (const Array* a : arrays) {
+    if (!a) continue;
+    const Where w = WhereOf(*a, call);
+    if (where && *where != w)
+      throw Error(absl::StrCat(call,
+                               ": the arrays are partly on the GPU and partly on the host; "
+                               "pass all of them on one"));
+    where = w;
+  }
+  emulated_ = !where || *where == Where::kHost;
+  if (emulated_)
+    emu_ = std::make_unique<emu::Device>();
+  else
+    ThrowIfError(rt::Driver::Get().status());
+}
+
+CallDevice::~CallDevice() = default;
+
+uint64_t CallDevice::Bind(const Array& a, bool read_only) {
+  if (!emulated_) return Address(a);
+  const size_t bytes = a.nbytes();
+  const uint64_t at = ValueOrThrow(emu_->Allocate(std::max<size_t>(bytes, 1)));
+  ThrowIfError(emu_->CopyIn(at, reinterpret_cast<const void*>(Address(a)), bytes));
+  if (!read_only) copies_.push_back({at, reinterpret_cast<void*>(Address(a)), bytes, nullptr});
+  return at;
+}
+
+uint64_t CallDevice::BindBytes(const void* host, size_t bytes, std::vector<uint8_t>* back) {
+  if (emulated_) {
+    const uint64_t at = ValueOrThrow(emu_->Allocate(std::max<size_t>(bytes, 1)));
+    ThrowIfError(emu_->CopyIn(at, host, bytes));
+    if (back) copies_.push_back({at, nullptr, bytes, back});
+    return at;
+  }
+  auto owned = std::make_shared<Owned>();
+  owned->buffer = ValueOrThrow(rt::DeviceBuffer::Allocate(std::max<size_t>(bytes, 1)));
+  ThrowIfError(owned->buffer.CopyFromHost(host, bytes));
+  owned_.push_back(owned);
+  return owned->buffer.ptr();
+}
+
+void CallDevice::Launch(const rt::Bundle& bundle, const std::vector<rt::Arg>& args,
+                        std::optional<rt::Dim3> grid) {
+  if (emulated_) {
+    absl::StatusOr<emu::Stats> s =
+        grid ? emu::Launch(*emu_, bundle, *grid, args) : emu::Launch(*emu_, bundle, args);
+    ThrowIfError(s.status());
+    return;
+  }
+  const rt::LoadedKernel& k = Loaded(bundle, stream_);
+  auto stream = reinterpret_cast<cu::CUstream>(stream_);
+  ThrowIfError(grid ? k.Launch(*grid, args, stream) : k.Launch(args, stream));
+}
+
+void CallDevice::Finish() {
+  if (!emulated_) {
+    // Buffers of converted bytes: the launches may still read them.
+    if (!owned_.empty()) ThrowIfError(rt::Synchronize());
+    owned_.clear();
+    return;
+  }
+  for (const HostCopy& c : copies_) {
+    if (c.back) {
+      c.back->resize(c.bytes);
+      ThrowIfError(emu_->CopyOut(c.back->data(), c.device, c.bytes));
+    } else {
+      ThrowIfError(emu_->CopyOut(c.host, c.device, c.bytes));
+    }
+  }
+  copies_.clear();
+}
+
+}  // namespace kiln::py

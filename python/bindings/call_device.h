@@ -1,0 +1,64 @@
+// Where one call's kernels run: on the GPU when its arrays are CUDA tensors (launched on the
+// caller's stream, nothing copied), on the PTX emulator when they are host arrays (each copied
+// into the emulated device before the launches and back after them). The kernels come from one
+// bundle directory, read or loaded once per process.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/bundle/args.h"
+#include "kiln/bundle/manifest.h"
+#include "kiln/emulator.h"
+#include "python/bindings/arrays.h"
+
+namespace kiln::py {
+
+// The bundle directory the ops read (kiln.set_bundle_dir; else $KILN_BUNDLE_DIR; else the build
+// tree's or the installed bundles).
+std::string BundleDir();
+void SetBundleDir(const std::string& dir);
+// `name`'s bundle from `dir` ("" : BundleDir()), read once.
+const rt::Bundle& BundleNamed(const std::string& name, const std::string& dir = "");
+
+class CallDevice {
+ public:
+  // The device of `arrays` (all host or all CUDA, else kiln.Error naming `call`).
+  CallDevice(const std::string& call, const std::vector<const Array*>& arrays, uint64_t stream);
+  ~CallDevice();
+  bool emulated() const { return emulated_; }
+  emu::Device* emulator() { return emu_.get(); }  // null on the GPU
+  uint64_t stream() const { return stream_; }
+
+  // The device address of an array argument (on the emulator, a copy; written back by Finish
+  // unless `read_only`).
+  uint64_t Bind(const Array& a, bool read_only = false);
+  // Host bytes the call converted (bf16 from f32, say): on the emulator a copy, on the GPU a
+  // device buffer; `back` (if not null) receives them after Finish.
+  uint64_t BindBytes(const void* host, size_t bytes, std::vector<uint8_t>* back = nullptr);
+  // Launches `bundle`'s kernel on its grid rule's grid (or `grid`).
+  void Launch(const rt::Bundle& bundle, const std::vector<rt::Arg>& args,
+              std::optional<rt::Dim3> grid = std::nullopt);
+  // Emulator: copies the written arrays back. GPU: nothing (the launches are queued).
+  void Finish();
+
+ private:
+  struct HostCopy {
+    uint64_t device;
+    void* host;
+    size_t bytes;
+    std::vector<uint8_t>* back;
+  };
+  std::string call_;
+  bool emulated_ = false;
+  uint64_t stream_ = 0;
+  std::unique_ptr<emu::Device> emu_;
+  std::vector<HostCopy> copies_;
+  struct Owned;
+  std::vector<std::shared_ptr<Owned>> owned_;  // GPU buffers of BindBytes
+};
+
+}  // namespace kiln::py

@@ -1,0 +1,183 @@
+// kiln.gemm over the GEMM entry point: out = epilogue(alpha * a @ b + beta * c) with a (M, K),
+// b (K, N), out (M, N). CUDA tensors: any strides the entry point takes (each matrix row- or
+// column-major with a leading dimension), launched on the caller's stream through rt::GemmRunner.
+// Host arrays: contiguous f32, rounded to the input type and run through the same planner and
+// kernels on the emulator (a chip of compute capability 9.0).
+#include "kiln/ops/gemm.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "python/bindings/bindings.h"
+#include "python/bindings/call_device.h"
+#include "python/bindings/convert.h"
+#include "python/bindings/status.h"
+
+namespace nb = nanobind;
+
+namespace kiln::py {
+namespace {
+
+constexpr const char* kCall = "kiln.gemm";
+
+struct GemmArgs {
+  const Array *a, *b;
+  Array* out;
+  std::optional<Array> c, bias, residual;
+  float alpha, beta;
+  std::string epilogue, in_type, out_type;
+};
+
+// A matrix's layout: row-major (stride 1 along its columns) or column-major, and the stride of
+// the other dimension; a dimension of 1 takes either.
+struct Layout {
+  bool row_major;
+  int64_t ld;
+};
+Layout LayoutOf(const Array& x, const std::string& what) {
+  const int64_t rows = static_cast<int64_t>(x.shape(0)), cols = static_cast<int64_t>(x.shape(1));
+  if (x.stride(1) == 1 || cols == 1) return {true, rows == 1 ? cols : x.stride(0)};
+  if (x.stride(0) == 1 || rows == 1) return {false, cols == 1 ? rows : x.stride(1)};
+  throw Error(absl::StrCat(kCall, ": ", what, " of shape ", ShapeText(x), " and strides (",
+                           x.stride(0), ", ", x.stride(1),
+                           ") is neither row- nor column-major; call .contiguous() first"));
+}
+
+// The emulator as the entry point's device: the bundles of BundleDir() on `d`.
+class EmulatedGemmDevice : public rt::GemmDevice {
+ public:
+  explicit EmulatedGemmDevice(emu::Device& d) : d_(d) {}
+  absl::StatusOr<const rt::Manifest*> ManifestOf(const std::string& kernel) override {
+    return &BundleNamed(kernel).manifest;
+  }
+  absl::Status Launch(const std::string& kernel, std::vector<rt::Arg> args) override {
+    return emu::Launch(d_, BundleNamed(kernel), args).status();
+  }
+  absl::StatusOr<uint64_t> Scratch(int, size_t bytes) override { return d_.Allocate(bytes); }
+
+ private:
+  emu::Device& d_;
+};
+
+rt::GemmRunner& Runner() {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<rt::GemmRunner>> runners;  // by bundle dir
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<rt::GemmRunner>& r = runners[BundleDir()];
+  if (!r) r = std::make_unique<rt::GemmRunner>(BundleDir());
+  return *r;
+}
+
+void CheckShapes(const GemmArgs& g) {
+  for (const auto& [what, x] : {std::pair{"a", g.a}, std::pair{"b", g.b},
+                                std::pair{"out", static_cast<const Array*>(g.out)}})
+    if (x->ndim() != 2)
+      throw Error(absl::StrCat(kCall, ": ", what, " must have rank 2, not ", x->ndim(), " (shape ",
+                               ShapeText(*x), ")"));
+  const size_t m = g.a->shape(0), k = g.a->shape(1), n = g.b->shape(1);
+  if (g.b->shape(0) != k)
+    throw Error(absl::StrCat(kCall, ": a ", ShapeText(*g.a), " and b ", ShapeText(*g.b),
+                             " do not multiply (a's columns must be b's rows)"));
+  if (g.out->shape(0) != m || g.out->shape(1) != n)
+    throw Error(
+        absl::StrCat(kCall, ": out has shape ", ShapeText(*g.out), ", not (", m, ", ", n, ")"));
+  for (const auto& [what, x] : {std::pair{"c", &g.c}, std::pair{"residual", &g.residual}})
+    if (*x && ShapeOf(**x) != ShapeOf(*g.out))
+      throw Error(absl::StrCat(kCall, ": ", what, " has shape ", ShapeText(**x), "; out ",
+                               ShapeText(*g.out)));
+  if (g.bias && (g.bias->ndim() != 1 || g.bias->shape(0) != n))
+    throw Error(absl::StrCat(kCall, ": bias has shape ", ShapeText(*g.bias),
+                             "; one value per "
+                             "column of out: (",
+                             n, ",)"));
+}
+
+void Gemm(GemmArgs g, uint64_t stream) {
+  CheckShapes(g);
+  CallDevice d(kCall,
+               {g.a, g.b, g.out, g.c ? &*g.c : nullptr, g.bias ? &*g.bias : nullptr,
+                g.residual ? &*g.residual : nullptr},
+               stream);
+  const rt::GemmSize size = {static_cast<int64_t>(g.a->shape(0)),
+                             static_cast<int64_t>(g.b->shape(1)),
+                             static_cast<int64_t>(g.a->shape(1))};
+  const rt::GemmOptions options{
+      .in_type = g.in_type, .out_type = g.out_type, .epilogue = g.epilogue};
+  rt::GemmOperands o{.alpha = g.alpha, .beta = g.beta};
+  if (!d.emulated()) {
+    Require(*g.a, kCall, "a", 2, {g.in_type}, /*contiguous=*/false);  // any layout LayoutOf takes
+    Require(*g.b, kCall, "b", 2, {g.in_type}, /*contiguous=*/false);
+    const Layout a = LayoutOf(*g.a, "a"), b = LayoutOf(*g.b, "b"), c = LayoutOf(*g.out, "out");
+    o.a = Address(*g.a), o.b = Address(*g.b), o.c = Address(*g.out);
+    o.a_col_major = !a.row_major, o.lda = a.ld;
+    o.b_row_major = b.row_major, o.ldb = b.ld;
+    o.c_row_major = c.row_major, o.ldc = c.ld;
+    for (const auto& [what, x, to] :
+         {std::tuple{"c", &g.c, &o.c_in}, std::tuple{"residual", &g.residual, &o.residual}})
+      if (*x) {
+        const Layout l = LayoutOf(**x, what);
+        if (l.row_major != c.row_major || l.ld != c.ld)
+          throw Error(absl::StrCat(kCall, ": ", what, " must be laid out as out is"));
+        *to = Address(**x);
+      }
+    if (g.bias) o.bias = Address(*g.bias);
+    for (const Array* x : {g.out, g.c ? &*g.c : nullptr, g.bias ? &*g.bias : nullptr,
+                           g.residual ? &*g.residual : nullptr})
+      if (x && DtypeName(*x) != g.out_type)
+        throw Error(absl::StrCat(kCall, ": out, c, bias and residual must be ", g.out_type,
+                                 ", not ", DtypeName(*x)));
+    ThrowIfError(Runner().Run(size, options, o, reinterpret_cast<cu::CUstream>(stream)));
+    return;
+  }
+  // Host: contiguous f32, narrowed and laid out as the entry point's own problem is, unswapped:
+  // A row-major, B and C (with C_in and residual) column-major.
+  for (const auto& [what, x] : {std::pair{"a", g.a}, std::pair{"b", g.b},
+                                std::pair{"out", static_cast<const Array*>(g.out)}})
+    Require(*x, kCall, what, 2, {"f32"});
+  auto bind = [&](const Array& x, const std::string& type, bool column_major) {
+    const std::vector<uint8_t> bytes = Narrowed(x, type, column_major);
+    return d.BindBytes(bytes.data(), bytes.size());
+  };
+  o.a = bind(*g.a, g.in_type, false), o.b = bind(*g.b, g.in_type, true);
+  for (const auto& [what, x, to] :
+       {std::tuple{"c", &g.c, &o.c_in}, std::tuple{"bias", &g.bias, &o.bias},
+        std::tuple{"residual", &g.residual, &o.residual}})
+    if (*x) {
+      Require(**x, kCall, what, -1, {"f32"});
+      *to = bind(**x, g.out_type, (*x)->ndim() == 2);
+    }
+  std::vector<uint8_t> result;
+  const std::vector<uint8_t> poison = Poisoned(g.out->size(), g.out_type);
+  o.c = d.BindBytes(poison.data(), poison.size(), &result);
+  EmulatedGemmDevice device(*d.emulator());
+  ThrowIfError(rt::RunGemm(size, options, o, /*compute_capability=*/90, device));
+  d.Finish();
+  Widen(result, g.out_type, *g.out, /*column_major=*/true);
+}
+
+}  // namespace
+
+void BindGemm(nb::module_& m) {
+  m.def(
+      "_gemm",
+      [](const Array& a, const Array& b, Array out, std::optional<Array> c,
+         std::optional<Array> bias, std::optional<Array> residual, float alpha, float beta,
+         const std::string& epilogue, const std::string& in_type, const std::string& out_type,
+         uint64_t stream) {
+        Gemm({&a, &b, &out, c, bias, residual, alpha, beta, epilogue, in_type, out_type}, stream);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("out"), nb::arg("c").none(), nb::arg("bias").none(),
+      nb::arg("residual").none(), nb::arg("alpha"), nb::arg("beta"), nb::arg("epilogue"),
+      nb::arg("in_type"), nb::arg("out_type"), nb::arg("stream") = 0);
+}
+
+}  // namespace kiln::py

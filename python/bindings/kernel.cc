@@ -1,0 +1,139 @@
+// kiln.load(bundle_dir, name): any bundle as a callable. Its arguments are the manifest's
+// parameters in order (arrays for pointers and tensor maps, ints for i32/i64, floats for f32; a
+// kernel's work tables and workspaces are supplied by the runtime, not passed), checked as
+// rt::LoadedKernel checks them; the grid is the kernel's rule unless grid= is given.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "python/bindings/bindings.h"
+#include "python/bindings/call_device.h"
+#include "python/bindings/status.h"
+
+namespace nb = nanobind;
+
+namespace kiln::py {
+namespace {
+
+using Kind = rt::ParamSpec::Kind;
+
+bool Supplied(Kind k) { return k == Kind::kScheduleTable || k == Kind::kWorkspace; }
+
+class LoadedBundle {
+ public:
+  LoadedBundle(const std::string& dir, const std::string& name) : bundle_(BundleNamed(name, dir)) {}
+
+  std::string Signature() const {
+    std::vector<std::string> parts;
+    for (const rt::ParamSpec& p : bundle_.manifest.params)
+      if (!Supplied(p.kind)) parts.push_back(absl::StrCat(p.name, ": ", rt::ParamKindName(p.kind)));
+    return absl::StrCat(bundle_.manifest.name, "(", absl::StrJoin(parts, ", "), ")");
+  }
+
+  void Call(nb::args args, std::optional<std::tuple<unsigned, unsigned, unsigned>> grid,
+            uint64_t stream) const {
+    const rt::Manifest& m = bundle_.manifest;
+    const std::string where = absl::StrCat(m.name, " (", m.source, ")");
+    std::vector<const rt::ParamSpec*> params;
+    for (const rt::ParamSpec& p : m.params)
+      if (!Supplied(p.kind)) params.push_back(&p);
+    if (args.size() != params.size())
+      throw Error(absl::StrCat(where, " takes ", params.size(), " arguments, ", Signature(), "; ",
+                               args.size(), " given"));
+    std::vector<Array> arrays;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (params[i]->kind == Kind::kPointer || params[i]->kind == Kind::kTensorMap) {
+        Array a;
+        if (!nb::try_cast(args[i], a))
+          throw Error(absl::StrCat(where, ": argument ", i, " ('", params[i]->name,
+                                   "') must be an array (a CUDA tensor or a host array), not ",
+                                   nb::type_name(args[i].type()).c_str()));
+        arrays.push_back(a);
+      }
+    std::vector<const Array*> pointers;
+    for (const Array& a : arrays) pointers.push_back(&a);
+    CallDevice device(m.name, pointers, stream);
+    std::vector<rt::Arg> launch;
+    size_t next_array = 0;
+    for (size_t i = 0, user = 0; i < m.params.size(); ++i) {
+      const rt::ParamSpec& p = m.params[i];
+      if (p.kind == Kind::kScheduleTable) {
+        launch.push_back(rt::Arg::Schedule());
+        continue;
+      }
+      if (p.kind == Kind::kWorkspace) {
+        launch.push_back(rt::Arg::Workspace());
+        continue;
+      }
+      nb::handle value = args[user++];
+      auto bad = [&](const char* want) {
+        return Error(absl::StrCat(where, ": argument ", user - 1, " ('", p.name, "') must be ",
+                                  want, ", not ", nb::type_name(value.type()).c_str()));
+      };
+      switch (p.kind) {
+        case Kind::kPointer:
+          launch.push_back(rt::Arg::Ptr(device.Bind(arrays[next_array++])));
+          break;
+        case Kind::kTensorMap:
+          launch.push_back(rt::Arg::Tensor(device.Bind(arrays[next_array++])));
+          break;
+        case Kind::kI32:
+        case Kind::kI64: {
+          if (!nb::isinstance<nb::int_>(value) || nb::isinstance<nb::bool_>(value))
+            throw bad("an int");
+          const int64_t v = nb::cast<int64_t>(value);
+          if (p.kind == Kind::kI32 && (v < INT32_MIN || v > INT32_MAX))
+            throw Error(
+                absl::StrCat(where, ": argument '", p.name, "' = ", v, " does not fit its i32"));
+          launch.push_back(p.kind == Kind::kI32 ? rt::Arg::I32(static_cast<int32_t>(v))
+                                                : rt::Arg::I64(v));
+          break;
+        }
+        case Kind::kF32:
+          if (!nb::isinstance<nb::float_>(value) && !nb::isinstance<nb::int_>(value))
+            throw bad("a float");
+          launch.push_back(rt::Arg::F32(nb::cast<float>(value)));
+          break;
+        default:
+          throw Error(absl::StrCat(where, ": parameter '", p.name, "' of kind ",
+                                   rt::ParamKindName(p.kind), " cannot be passed from Python"));
+      }
+    }
+    std::optional<rt::Dim3> g;
+    if (grid) g = rt::Dim3{std::get<0>(*grid), std::get<1>(*grid), std::get<2>(*grid)};
+    device.Launch(bundle_, launch, g);
+    device.Finish();
+  }
+
+  const rt::Bundle& bundle() const { return bundle_; }
+
+ private:
+  const rt::Bundle& bundle_;
+};
+
+}  // namespace
+
+void BindKernels(nb::module_& m) {
+  nb::class_<LoadedBundle>(m, "Kernel",
+                           "A bundle's kernel, launched on CUDA tensors (on `stream`) or run on "
+                           "the PTX emulator with host arrays.")
+      .def(nb::init<const std::string&, const std::string&>(), nb::arg("bundle_dir"),
+           nb::arg("name"))
+      .def("__call__", &LoadedBundle::Call, nb::arg("args"), nb::kw_only(),
+           nb::arg("grid") = nb::none(), nb::arg("stream") = 0)
+      .def_prop_ro("signature", &LoadedBundle::Signature)
+      .def_prop_ro("name", [](const LoadedBundle& k) { return k.bundle().manifest.name; })
+      .def_prop_ro("source", [](const LoadedBundle& k) { return k.bundle().manifest.source; })
+      .def_prop_ro("ptx", [](const LoadedBundle& k) { return k.bundle().ptx; })
+      .def("__repr__", [](const LoadedBundle& k) { return "<kiln.Kernel " + k.Signature() + ">"; });
+}
+
+}  // namespace kiln::py

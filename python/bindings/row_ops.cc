@@ -1,0 +1,98 @@
+// The row ops over the last dimension: y = softmax(x), rms_norm(x) * w, layer_norm(x) * w + b.
+// CUDA tensors: bf16 in and out, launched on the caller's stream. Host arrays: f32, rounded to
+// bf16 on the way in and run on the emulator; y holds the kernel's bf16 values as f32.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "python/bindings/bindings.h"
+#include "python/bindings/call_device.h"
+#include "python/bindings/convert.h"
+#include "python/bindings/status.h"
+
+namespace nb = nanobind;
+
+namespace kiln::py {
+namespace {
+
+// x's and out's rows and columns (every dimension but the last, and the last).
+std::pair<int64_t, int64_t> RowsCols(const std::string& call, const Array& x, const Array& out) {
+  if (x.ndim() < 1) throw Error(call + ": x must have at least one dimension");
+  if (ShapeOf(x) != ShapeOf(out))
+    throw Error(absl::StrCat(call, ": out has shape ", ShapeText(out), ", x ", ShapeText(x)));
+  const int64_t cols = static_cast<int64_t>(x.shape(x.ndim() - 1));
+  const int64_t rows = cols ? static_cast<int64_t>(x.size()) / cols : 0;
+  if (rows < 1 || cols < 1 || rows > INT32_MAX || cols > INT32_MAX)
+    throw Error(absl::StrCat(call, ": x of shape ", ShapeText(x),
+                             " must have rows and columns in 1..2^31-1"));
+  return {rows, cols};
+}
+
+// An operand's device address: as it is on the GPU, bf16 bytes of its f32 values on the emulator.
+uint64_t Operand(CallDevice& d, const Array& a) {
+  if (!d.emulated()) return d.Bind(a, /*read_only=*/true);
+  const std::vector<uint8_t> bits = Narrowed(a, "bf16");
+  return d.BindBytes(bits.data(), bits.size());
+}
+
+void RowOp(const std::string& call, const char* kernel, const Array& x, std::optional<Array> w,
+           std::optional<Array> b, Array& out, float eps, uint64_t stream) {
+  CallDevice d(call, {&x, w ? &*w : nullptr, b ? &*b : nullptr, &out}, stream);
+  const std::vector<std::string> types =
+      d.emulated() ? std::vector<std::string>{"f32"} : std::vector<std::string>{"bf16"};
+  Require(x, call, "x", -1, types);
+  Require(out, call, "out", -1, types);
+  const auto [rows, cols] = RowsCols(call, x, out);
+  for (const auto& [what, a] : {std::pair{"w", &w}, std::pair{"b", &b}})
+    if (*a) {
+      Require(**a, call, what, 1, types);
+      if (static_cast<int64_t>((*a)->shape(0)) != cols)
+        throw Error(absl::StrCat(call, ": ", what, " has shape ", ShapeText(**a), "; x has ", cols,
+                                 " columns"));
+    }
+  std::vector<rt::Arg> args = {rt::Arg::Ptr(Operand(d, x))};
+  if (w) args.push_back(rt::Arg::Ptr(Operand(d, *w)));
+  if (b) args.push_back(rt::Arg::Ptr(Operand(d, *b)));
+  std::vector<uint8_t> y;
+  if (d.emulated()) {  // the output's bf16 bytes (NaN until written), read back into out as f32
+    const std::vector<uint8_t> poison = Poisoned(static_cast<size_t>(rows * cols), "bf16");
+    args.push_back(rt::Arg::Ptr(d.BindBytes(poison.data(), poison.size(), &y)));
+  } else {
+    args.push_back(rt::Arg::Ptr(d.Bind(out)));
+  }
+  args.push_back(rt::Arg::I32(static_cast<int32_t>(rows)));
+  args.push_back(rt::Arg::I32(static_cast<int32_t>(cols)));
+  if (w) args.push_back(rt::Arg::F32(eps));
+  d.Launch(BundleNamed(kernel), args);
+  d.Finish();
+  if (d.emulated()) Widen(y, "bf16", out);
+}
+
+}  // namespace
+
+void BindRowOps(nb::module_& m) {
+  m.def(
+      "_softmax",
+      [](const Array& x, Array out, uint64_t stream) {
+        RowOp("kiln.softmax", "ops/softmax", x, std::nullopt, std::nullopt, out, 0, stream);
+      },
+      nb::arg("x"), nb::arg("out"), nb::arg("stream") = 0);
+  m.def(
+      "_rms_norm",
+      [](const Array& x, const Array& w, Array out, float eps, uint64_t stream) {
+        RowOp("kiln.rms_norm", "ops/rmsnorm", x, w, std::nullopt, out, eps, stream);
+      },
+      nb::arg("x"), nb::arg("w"), nb::arg("out"), nb::arg("eps"), nb::arg("stream") = 0);
+  m.def(
+      "_layer_norm",
+      [](const Array& x, const Array& w, const Array& b, Array out, float eps, uint64_t stream) {
+        RowOp("kiln.layer_norm", "ops/layernorm", x, w, b, out, eps, stream);
+      },
+      nb::arg("x"), nb::arg("w"), nb::arg("b"), nb::arg("out"), nb::arg("eps"),
+      nb::arg("stream") = 0);
+}
+
+}  // namespace kiln::py

@@ -1,0 +1,165 @@
+"""The kiln Python module on the PTX emulator with NumPy arrays (no GPU, no torch): every binding
+against a NumPy fp64 reference at small ragged sizes, and its error paths. The same calls on torch
+CUDA tensors are checked against torch on a GPU (tools/python_gpu_check.py)."""
+
+import os
+import unittest
+
+import numpy as np
+
+import kiln
+
+BUNDLES = os.environ.get("KILN_BUNDLE_DIR", kiln.bundle_dir())
+
+
+def rel_error(got, want):
+    """||got - want|| / ||want||; NaN anywhere in got gives inf (never passes)."""
+    got = np.asarray(got, np.float64)
+    if not np.all(np.isfinite(got)):
+        return float("inf")
+    return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
+
+
+def bf16(x):
+    """x rounded to bf16 (to nearest even), as the kernels see their f32 inputs."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+class RowOps(unittest.TestCase):
+    SHAPES = [(1, 1), (3, 1000), (2, 3, 257), (17, 256)]
+
+    def test_softmax(self):
+        rng = np.random.default_rng(1)
+        for shape in self.SHAPES:
+            x = rng.standard_normal(shape).astype(np.float32)
+            xr = bf16(x)
+            want = np.exp(xr - xr.max(-1, keepdims=True))
+            want /= want.sum(-1, keepdims=True)
+            self.assertLess(rel_error(kiln.softmax(x), want), 1e-2, shape)
+
+    def test_rms_norm_and_layer_norm(self):
+        rng = np.random.default_rng(2)
+        for shape in self.SHAPES:
+            x = rng.standard_normal(shape).astype(np.float32)
+            w = rng.standard_normal(shape[-1]).astype(np.float32)
+            b = rng.standard_normal(shape[-1]).astype(np.float32)
+            xr, wr, br = bf16(x), bf16(w), bf16(b)
+            want = xr / np.sqrt((xr * xr).mean(-1, keepdims=True) + 1e-5) * wr
+            self.assertLess(rel_error(kiln.rms_norm(x, w, eps=1e-5), want), 1e-2, shape)
+            mean = xr.mean(-1, keepdims=True)
+            var = ((xr - mean) ** 2).mean(-1, keepdims=True)
+            want = (xr - mean) / np.sqrt(var + 1e-5) * wr + br
+            self.assertLess(rel_error(kiln.layer_norm(x, w, b, eps=1e-5), want), 1e-2, shape)
+
+    def test_out_is_written_in_place(self):
+        x = np.random.default_rng(3).standard_normal((4, 100)).astype(np.float32)
+        out = np.full_like(x, np.nan)
+        self.assertIs(kiln.softmax(x, out=out), out)
+        self.assertTrue(np.all(np.isfinite(out)))
+
+    def test_errors(self):
+        x = np.ones((4, 100), np.float32)
+        cases = [
+            (lambda: kiln.softmax(x.astype(np.float64)), "x must be f32, not f64"),
+            (lambda: kiln.softmax(x[:, ::2]), "must be contiguous"),
+            (lambda: kiln.rms_norm(x, np.ones(99, np.float32)), "w has shape (99,); x has 100 columns"),
+            (lambda: kiln.rms_norm(x, np.ones((1, 100), np.float32)), "w must have rank 1"),
+            (lambda: kiln.softmax(x, out=np.empty((4, 101), np.float32)), "out has shape (4, 101)"),
+        ]
+        for call, message in cases:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+            self.assertIsInstance(caught.exception, RuntimeError)
+
+
+class Gemm(unittest.TestCase):
+    def test_ragged_sizes(self):
+        rng = np.random.default_rng(4)
+        for m, n, k in [(70, 50, 40), (1, 7, 9), (130, 3, 64), (5, 1, 24)]:
+            a = rng.standard_normal((m, k)).astype(np.float32)
+            b = rng.standard_normal((k, n)).astype(np.float32)
+            got = kiln.gemm(a, b)
+            self.assertEqual(got.shape, (m, n))
+            self.assertLess(rel_error(got, bf16(a) @ bf16(b)), 1e-2, (m, n, k))
+
+    def test_fused_epilogues(self):
+        rng = np.random.default_rng(5)
+        m, n, k = 66, 40, 48
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        bias = rng.standard_normal(n).astype(np.float32)
+        res = rng.standard_normal((m, n)).astype(np.float32)
+        c = rng.standard_normal((m, n)).astype(np.float32)
+        prod = bf16(a) @ bf16(b)
+        # The bundled bf16 epilogue: scale, bias per column, GELU (tanh form), residual.
+        got = kiln.gemm(a, b, alpha=0.5, beta=2.0, c=c, bias=bias, activation="gelu", residual=res)
+        u = 0.5 * prod + 2.0 * bf16(c) + bf16(bias)
+        gelu = 0.5 * u * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u ** 3)))
+        self.assertLess(rel_error(got, gelu + bf16(res)), 1e-2)
+        # The bundled f32 one: scale, SiLU.
+        got = kiln.gemm(a, b, alpha=0.5, beta=2.0, c=c, activation="silu", out_dtype="f32")
+        u = 0.5 * prod + 2.0 * c
+        self.assertLess(rel_error(got, u / (1 + np.exp(-u))), 1e-3)
+
+    def test_an_epilogue_without_a_bundle_says_how_to_write_it(self):
+        a = np.ones((8, 16), np.float32)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.gemm(a, np.ones((16, 4), np.float32), activation="relu")
+        self.assertIn("kiln bundle --dir", str(caught.exception))
+        self.assertIn(".relu", str(caught.exception))
+
+    def test_errors(self):
+        a = np.ones((8, 16), np.float32)
+        cases = [
+            (lambda: kiln.gemm(a, np.ones((15, 4), np.float32)), "do not multiply"),
+            (lambda: kiln.gemm(a, np.ones((16, 4), np.float32), bias=np.ones(5, np.float32)),
+             "bias has shape (5,)"),
+            (lambda: kiln.gemm(a, np.ones((16, 4), np.float32), activation="tanh"), "tanh"),
+            (lambda: kiln.gemm(a[None], np.ones((16, 4), np.float32), out=np.empty((8, 4), np.float32)),
+             "a must have rank 2"),
+        ]
+        for call, message in cases:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+
+
+class Load(unittest.TestCase):
+    def test_any_bundle_is_a_callable(self):
+        saxpy = kiln.load(BUNDLES, "ops/saxpy")
+        self.assertIn("ops/saxpy(x: ptr, y: ptr, a: f32, n: i64)", saxpy.signature)
+        rng = np.random.default_rng(6)
+        x = rng.standard_normal(1000).astype(np.float32)
+        y = rng.standard_normal(1000).astype(np.float32)
+        want = 2.5 * x.astype(np.float64) + y
+        saxpy(x, y, 2.5, 1000)
+        self.assertLess(rel_error(y, want), 1e-6)
+
+    def test_arguments_are_checked_against_the_manifest(self):
+        saxpy = kiln.load(BUNDLES, "ops/saxpy")
+        x = np.zeros(8, np.float32)
+        cases = [
+            (lambda: saxpy(x, x, 1.0), "takes 4 arguments"),
+            (lambda: saxpy(x, x, "two", 8), "argument 2 ('a') must be a float, not str"),
+            (lambda: saxpy(x, 3, 1.0, 8), "argument 1 ('y') must be an array"),
+            (lambda: saxpy(x, x, 1.0, 1 << 20), "out-of-bounds"),
+        ]
+        for call, message in cases:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+        with self.assertRaises(kiln.Error) as caught:
+            saxpy(x, x, 1.0)
+        self.assertRegex(str(caught.exception), r"\.cc:\d+")  # the kernel's DSL line
+
+    def test_a_missing_bundle_says_where_it_looked(self):
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.load(BUNDLES, "ops/no_such_kernel")
+        self.assertIn("no_such_kernel", str(caught.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""The kiln Python module on a GPU against torch: every binding at ragged shapes on bf16 CUDA
+tensors (random normal inputs, poisoned outputs, fp32/fp64 torch references, norm-relative error;
+NaN fails), on the default and on a side stream, and the error paths that need a GPU. Then the
+host cost of one call (kiln vs torch) on a tiny problem. Prints a table; exits 1 on a failure.
+
+    PYTHONPATH=build/python KILN_BUNDLE_DIR=build/bundles python3 tools/python_gpu_check.py
+"""
+
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import kiln
+
+failures = 0
+
+
+def rel(got, want):
+    got, want = got.double(), want.double()
+    if not torch.isfinite(got).all():
+        return float("inf")
+    return float((got - want).norm() / want.norm().clamp_min(1e-30))
+
+
+def report(name, err, tol):
+    global failures
+    ok = err <= tol
+    failures += 0 if ok else 1
+    print(f"{name:<58} {err:10.3e}  {'ok' if ok else 'FAIL'} (tolerance {tol:.0e})")
+
+
+def poisoned(shape, dtype=torch.bfloat16):
+    return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+
+
+def row_ops():
+    g = torch.Generator(device="cuda").manual_seed(1)
+    for shape in [(1, 1), (3, 1000), (2, 3, 257), (4096, 4096), (37, 3001)]:
+        x = torch.randn(shape, device="cuda", generator=g).bfloat16()
+        w = torch.randn(shape[-1], device="cuda", generator=g).bfloat16()
+        b = torch.randn(shape[-1], device="cuda", generator=g).bfloat16()
+        xf = x.float()
+        out = poisoned(shape)
+        kiln.softmax(x, out=out)
+        report(f"softmax {shape}", rel(out, torch.softmax(xf, -1)), 1e-2)
+        got = kiln.rms_norm(x, w, eps=1e-5)
+        want = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5) * w.float()
+        report(f"rms_norm {shape}", rel(got, want), 1e-2)
+        got = kiln.layer_norm(x, w, b, eps=1e-5)
+        want = F.layer_norm(xf, (shape[-1],), w.float(), b.float(), 1e-5)
+        report(f"layer_norm {shape}", rel(got, want), 1e-2)
+
+
+def gemms():
+    g = torch.Generator(device="cuda").manual_seed(2)
+    for m, n, k in [(1, 1, 8), (7, 4096, 4096), (1000, 777, 300), (4096, 4096, 4096),
+                    (4095, 1024, 1000), (64, 14336, 4096)]:
+        a = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+        w = torch.randn(n, k, device="cuda", generator=g).bfloat16()   # a linear layer's weight
+        want = a.double() @ w.double().t()
+        out = poisoned((m, n))
+        kiln.gemm(a, w.t(), out=out)
+        report(f"gemm x @ w.T {m}x{n}x{k}", rel(out, want), 1e-2)
+        bt = w.t().contiguous()  # (K, N) row-major
+        report(f"gemm a @ b row-major b {m}x{n}x{k}", rel(kiln.gemm(a, bt), want), 1e-2)
+        at = a.t().contiguous().t()  # column-major a
+        report(f"gemm column-major a {m}x{n}x{k}", rel(kiln.gemm(at, w.t()), want), 1e-2)
+        got = kiln.gemm(a, w.t(), out_dtype="f32")
+        report(f"gemm f32 out {m}x{n}x{k}", rel(got, want), 1e-3)
+    # The bundled fused epilogue on a column-major out (the kernel's own layout, not swapped).
+    m, n, k = 1000, 512, 256
+    a = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+    w = torch.randn(n, k, device="cuda", generator=g).bfloat16()
+    bias = torch.randn(n, device="cuda", generator=g).bfloat16()
+    c = torch.randn(n, m, device="cuda", generator=g).bfloat16().t()
+    res = torch.randn(n, m, device="cuda", generator=g).bfloat16().t()
+    out = poisoned((n, m)).t()
+    kiln.gemm(a, w.t(), out=out, alpha=0.5, beta=2.0, c=c, bias=bias, activation="gelu", residual=res)
+    u = 0.5 * (a.double() @ w.double().t()) + 2.0 * c.double() + bias.double()
+    want = F.gelu(u, approximate="tanh") + res.double()
+    report("gemm scale.bias_col.gelu.residual, column-major out", rel(out, want), 1e-2)
+
+
+def streams_and_load():
+    x = torch.randn(512, 1000, device="cuda").bfloat16()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = kiln.softmax(x)
+        z = kiln.gemm(x, x.t())
+    side.synchronize()
+    report("softmax on a side stream", rel(y, torch.softmax(x.float(), -1)), 1e-2)
+    report("gemm on a side stream", rel(z, x.double() @ x.double().t()), 1e-2)
+    saxpy = kiln.load(kiln.bundle_dir(), "ops/saxpy")
+    xs = torch.randn(100_001, device="cuda")
+    ys = torch.randn(100_001, device="cuda")
+    want = 2.5 * xs.double() + ys.double()
+    saxpy(xs, ys, 2.5, xs.numel())
+    torch.cuda.synchronize()
+    report("kiln.load ops/saxpy on CUDA tensors", rel(ys, want), 1e-6)
+
+
+def errors():
+    global failures
+    x = torch.randn(4, 100, device="cuda").bfloat16()
+    cases = [
+        (lambda: kiln.softmax(x.float()), "x must be bf16, not f32"),
+        (lambda: kiln.softmax(x, out=np.empty((4, 100), np.float32)), "partly on the GPU"),
+        (lambda: kiln.gemm(x, x.t().float()), "b must be bf16"),
+        (lambda: kiln.gemm(x, x.t(), activation="relu"), "write it with `kiln bundle"),
+    ]
+    for call, message in cases:
+        try:
+            call()
+            print(f"error path '{message}': no error raised  FAIL")
+            failures += 1
+        except kiln.Error as e:
+            ok = message in str(e)
+            failures += 0 if ok else 1
+            print(f"error path '{message}': {'ok' if ok else 'FAIL: ' + str(e)}")
+
+
+def host_cost():
+    """Seconds of host time per call on a tiny problem, kiln and torch, launches back to back."""
+    x = torch.randn(8, 256, device="cuda").bfloat16()
+    w = torch.ones(256, device="cuda").bfloat16()
+    out = torch.empty_like(x)
+    for name, fn in [("kiln.rms_norm", lambda: kiln.rms_norm(x, w, out=out)),
+                     ("torch rms_norm", lambda: F.rms_norm(x, (256,), w, 1e-6)),
+                     ("kiln.softmax", lambda: kiln.softmax(x, out=out)),
+                     ("torch.softmax", lambda: torch.softmax(x, -1))]:
+        for _ in range(100):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(2000):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        print(f"host time per call, {name:<16} {(t1 - t0) / 2000 * 1e6:8.1f} us")
+
+
+print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+      f"bundles {kiln.bundle_dir()}")
+for part in [row_ops, gemms, streams_and_load, errors, host_cost]:
+    try:
+        part()
+    except Exception as e:  # a part that raises fails, and the rest still run
+        failures += 1
+        print(f"{part.__name__}: FAIL: {type(e).__name__}: {e}")
+print(f"{failures} failures")
+sys.exit(1 if failures else 0)
