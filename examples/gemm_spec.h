@@ -46,7 +46,10 @@ inline const std::vector<std::string> kBundledGemmVariants = {
     "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu",
     "bf16-f32.scale.silu"};
 // The tile kernels': those, the 16-bit ones again storing C from registers (any_m), which
-// ChooseGemm picks where M is no multiple of 8, and MN-major A and B (a_mn, b_mn), with any M too.
+// ChooseGemm picks where M is no multiple of 8, and MN-major A and B (a_mn, b_mn), with any M too;
+// then what a model's linear layers ask of them through the Python module, where C is row-major
+// and so computed swapped (docs/PYTHON.md): a bias per column of C (bias_row to the kernel), a
+// residual, and f32 out with either operand MN-major.
 inline const std::vector<std::string> kBundledTileVariants = {
     "f16-f16",
     "bf16-f32",
@@ -62,7 +65,13 @@ inline const std::vector<std::string> kBundledTileVariants = {
     "bf16-bf16.a_mn.b_mn",
     "bf16-bf16.any_m.b_mn",
     "bf16-bf16.any_m.a_mn",
-    "bf16-bf16.any_m.a_mn.b_mn"};
+    "bf16-bf16.any_m.a_mn.b_mn",
+    "bf16-bf16.bias_row",
+    "bf16-bf16.any_m.bias_row",
+    "bf16-bf16.residual",
+    "bf16-bf16.any_m.residual",
+    "bf16-f32.a_mn",
+    "bf16-f32.b_mn"};
 // The wide-stage kernels': kBundledGemmVariants and a row-major B (b_mn), plain and fused.
 inline const std::vector<std::string> kBundledWideVariants = [] {
   std::vector<std::string> v = kBundledGemmVariants;

@@ -8,8 +8,13 @@
 #   KILN_BUNDLES   bundle directory                (default build/bundles)
 #   KILN_SIZES     bench sizes                     (default 4096,8192,6144x4096x2048)
 #   OUT            where logs and bench.tsv go     (default /tmp/kiln-gpu)
-#   KILN_SUITE_SKIP  sections to leave out, by name: crosscheck reference ragged variants layouts
-#                    sweep tune bench (e.g. "crosscheck tune bench" where device time is short)
+#   KILN_PY_BUILD  a build with the Python module for this machine's python3 (default build-py;
+#                  configure it with -DKILN_RUNTIME_ONLY=ON -DKILN_STATIC_ABSEIL=OFF
+#                  -DPython_EXECUTABLE=<a python of the GPU machine's version, with nanobind>);
+#                  KILN_PY_LIBS: a directory of the shared libraries it needs, if not installed
+#   KILN_SUITE_SKIP  sections to leave out, by name: crosscheck reference python ragged variants
+#                    layouts sweep tune bench (e.g. "crosscheck tune bench" where device time is
+#                    short)
 set -u
 rt=${KILN_RT_BUILD:-build-rt}
 bundles=${KILN_BUNDLES:-build/bundles}
@@ -21,8 +26,8 @@ section() { echo "== $1   [${SECONDS}s]"; }  # each section's start, seconds int
 skip() { [[ " ${KILN_SUITE_SKIP:-} " == *" $1 "* ]] && echo "== $1: skipped (KILN_SUITE_SKIP)"; }
 for name in ${KILN_SUITE_SKIP:-}; do
   case $name in
-    crosscheck|reference|ragged|variants|layouts|sweep|tune|bench) ;;
-    *) echo "KILN_SUITE_SKIP: no section '$name' (crosscheck reference ragged variants layouts sweep tune bench)" >&2
+    crosscheck|reference|python|ragged|variants|layouts|sweep|tune|bench) ;;
+    *) echo "KILN_SUITE_SKIP: no section '$name' (crosscheck reference python ragged variants layouts sweep tune bench)" >&2
        exit 2 ;;
   esac
 done
@@ -43,6 +48,18 @@ if ! skip reference; then
 section "checked against kiln's reference kernel instead of cuBLAS (KILN_REFERENCE=kiln)"
 KILN_REFERENCE=kiln timeout 120 "$rt/bin/kiln" --bundles "$bundles" bench --sizes 2048,4096x2048x1024 \
   --iters 3 "$@" || status=1
+fi
+if ! skip python; then
+section "the Python module against torch (tools/python_gpu_check.py)"
+py=${KILN_PY_BUILD:-build-py}
+if [ -d "$py/python/kiln" ]; then
+  LD_LIBRARY_PATH="${KILN_PY_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PYTHONPATH="$py/python" \
+    KILN_BUNDLE_DIR="$bundles" timeout 300 python3 tools/python_gpu_check.py 2>&1 |
+    tee "$out/python.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+else
+  echo "no $py/python/kiln: the Python module was not built for this machine (see KILN_PY_BUILD)"
+fi
 fi
 sweep=""
 for m in 1 16 64 128 256 1024 4096 16384; do

@@ -71,6 +71,17 @@ def gemms():
         report(f"gemm column-major a {m}x{n}x{k}", rel(kiln.gemm(at, w.t()), want), 1e-2)
         got = kiln.gemm(a, w.t(), out_dtype="f32")
         report(f"gemm f32 out {m}x{n}x{k}", rel(got, want), 1e-3)
+    # A linear layer's epilogues on a row-major out: a bias per column, a residual.
+    for m, n, k in [(4095, 1024, 1000), (2048, 4096, 4096)]:
+        x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+        w = torch.randn(n, k, device="cuda", generator=g).bfloat16()
+        bias = torch.randn(n, device="cuda", generator=g).bfloat16()
+        res = torch.randn(m, n, device="cuda", generator=g).bfloat16()
+        prod = x.double() @ w.double().t()
+        report(f"gemm x @ w.T + bias {m}x{n}x{k}", rel(kiln.gemm(x, w.t(), bias=bias),
+                                                       prod + bias.double()), 1e-2)
+        report(f"gemm x @ w.T + residual {m}x{n}x{k}",
+               rel(kiln.gemm(x, w.t(), residual=res), prod + res.double()), 1e-2)
     # The bundled fused epilogue on a column-major out (the kernel's own layout, not swapped).
     m, n, k = 1000, 512, 256
     a = torch.randn(m, k, device="cuda", generator=g).bfloat16()
@@ -83,6 +94,28 @@ def gemms():
     u = 0.5 * (a.double() @ w.double().t()) + 2.0 * c.double() + bias.double()
     want = F.gelu(u, approximate="tanh") + res.double()
     report("gemm scale.bias_col.gelu.residual, column-major out", rel(out, want), 1e-2)
+
+
+def attention():
+    """kiln.attention against torch SDPA in fp32 (grouped heads expanded), both layouts."""
+    g = torch.Generator(device="cuda").manual_seed(3)
+    for b, hq, hkv, s, d, causal in [(1, 2, 1, 130, 64, False), (2, 32, 8, 1000, 128, True),
+                                     (1, 4, 4, 4096, 256, True), (3, 8, 2, 1, 128, False)]:
+        q = torch.randn(b, hq, s, d, device="cuda", generator=g).bfloat16()
+        k = torch.randn(b, hkv, s, d, device="cuda", generator=g).bfloat16()
+        v = torch.randn(b, hkv, s, d, device="cuda", generator=g).bfloat16()
+        o, lse = kiln.attention(q, k, v, causal=causal)
+        ke, ve = (t.float().repeat_interleave(hq // hkv, dim=1) for t in (k, v))
+        want = F.scaled_dot_product_attention(q.float(), ke, ve, is_causal=causal)
+        report(f"attention b{b} hq{hq} hkv{hkv} s{s} d{d}{' causal' if causal else ''}",
+               rel(o, want), 2e-2)
+        scores = (q.float() @ ke.transpose(-1, -2)) * d ** -0.5
+        if causal:
+            scores = scores.masked_fill(torch.ones(s, s, device="cuda").triu(1).bool(), float("-inf"))
+        report("  its lse", float((lse - torch.logsumexp(scores, -1)).abs().max()), 1e-2)
+        ob, _ = kiln.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                               causal=causal, layout="bshd")
+        report("  [B, S, H, D] layout", rel(ob.transpose(1, 2), want), 2e-2)
 
 
 def streams_and_load():
@@ -124,6 +157,42 @@ def errors():
             print(f"error path '{message}': {'ok' if ok else 'FAIL: ' + str(e)}")
 
 
+def torch_ops():
+    """kiln.torch: torch.library.opcheck on each op, and torch.compile(fullgraph=True) of a small
+    model calling them against the same model run eagerly."""
+    global failures
+    import kiln.torch  # noqa: F401  (registers torch.ops.kiln.*)
+    ops = torch.ops.kiln
+    x = torch.randn(300, 1000, device="cuda").bfloat16()
+    w = torch.randn(1000, device="cuda").bfloat16()
+    b = torch.randn(1000, device="cuda").bfloat16()
+    wt = torch.randn(1000, 512, device="cuda").bfloat16()
+    q = torch.randn(1, 4, 200, 128, device="cuda").bfloat16()
+    kv = torch.randn(1, 2, 200, 128, device="cuda").bfloat16()
+    cases = [(ops.gemm.default, (x, wt)), (ops.gemm.default, (x, wt, None, None, "", "f32")),
+             (ops.softmax.default, (x,)), (ops.rms_norm.default, (x, w, 1e-5)),
+             (ops.layer_norm.default, (x, w, b, 1e-5)), (ops.attention.default, (q, kv, kv, True))]
+    for op, args in cases:
+        try:
+            torch.library.opcheck(op, args)
+            print(f"opcheck {op}: ok")
+        except Exception as e:
+            failures += 1
+            print(f"opcheck {op}: FAIL: {type(e).__name__}: {e}")
+
+    class Block(torch.nn.Module):
+        def forward(self, x, w, wt, q, kv):
+            h = ops.rms_norm(x, w, 1e-5)
+            y = ops.gemm(h, wt)
+            o, _ = ops.attention(q, kv, kv, True)
+            return ops.softmax(y), o
+
+    eager = Block()(x, w, wt, q, kv)
+    compiled = torch.compile(Block(), fullgraph=True)(x, w, wt, q, kv)
+    for name, e, c in zip(("gemm path", "attention"), eager, compiled):
+        report(f"torch.compile(fullgraph=True) vs eager, {name}", rel(c, e), 1e-6)
+
+
 def host_cost():
     """Seconds of host time per call on a tiny problem, kiln and torch, launches back to back."""
     x = torch.randn(8, 256, device="cuda").bfloat16()
@@ -146,7 +215,7 @@ def host_cost():
 
 print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
       f"bundles {kiln.bundle_dir()}")
-for part in [row_ops, gemms, streams_and_load, errors, host_cost]:
+for part in [row_ops, gemms, attention, streams_and_load, errors, torch_ops, host_cost]:
     try:
         part()
     except Exception as e:  # a part that raises fails, and the rest still run

@@ -8,5 +8,6 @@ namespace kiln::py {
 void BindKernels(nanobind::module_& m);  // kiln.Kernel (kiln.load)
 void BindRowOps(nanobind::module_& m);   // rms_norm, layer_norm, softmax
 void BindGemm(nanobind::module_& m);     // gemm
+void BindAttention(nanobind::module_& m);  // attention
 
 }  // namespace kiln::py

@@ -16,4 +16,5 @@ NB_MODULE(_kiln, m) {
   kiln::py::BindKernels(m);
   kiln::py::BindRowOps(m);
   kiln::py::BindGemm(m);
+  kiln::py::BindAttention(m);
 }

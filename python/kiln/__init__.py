@@ -14,8 +14,8 @@ Every error is a kiln.Error carrying kiln's message, which names the DSL line wh
 from . import _kiln
 from ._kiln import Error, bundle_dir, set_bundle_dir
 
-__all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "softmax", "rms_norm",
-           "layer_norm"]
+__all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "attention", "softmax",
+           "rms_norm", "layer_norm"]
 
 _TORCH_TYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
 
@@ -126,3 +126,36 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     _kiln._gemm(a, b, out, c, bias, residual, float(alpha), float(beta), ",".join(terms),
                 in_type, out_type, stream=_stream([a]))
     return out
+
+
+def _bhsd(x):
+    """[B, S, H, D] as a contiguous [B, H, S, D] (a copy)."""
+    if _is_torch(x):
+        return x.transpose(1, 2).contiguous()
+    import numpy
+    return numpy.ascontiguousarray(x.transpose(0, 2, 1, 3))
+
+
+def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
+    """FlashAttention forward: (o, lse) with o = softmax(scale * q k^T) v per head and lse the
+    rows' log-sum-exp (natural log, f32, [B, Hq, S]).
+
+    layout "bhsd": q [B, Hq, S, D], k and v [B, Hkv, Skv, D], contiguous; "bshd": [B, S, H, D]
+    (copied to the other layout first; o comes back as a [B, S, Hq, D] view). Hq a multiple of Hkv
+    (grouped-query heads: query head h reads KV head h // (Hq // Hkv)). D 64, 128 or 256. scale:
+    1 / sqrt(D) unless given. causal: query i sees keys j <= i + Skv - S (bottom-right aligned,
+    FlashAttention's convention; torch's is_causal is top-left, the same when S == Skv); a row
+    that sees no key gets o = 0 and lse = -inf.
+    """
+    if layout not in ("bhsd", "bshd"):
+        raise Error(f"kiln.attention: layout '{layout}': 'bhsd' or 'bshd'")
+    if layout == "bshd":
+        q, k, v = _bhsd(q), _bhsd(k), _bhsd(v)
+    if len(q.shape) != 4:
+        raise Error(f"kiln.attention: q must have rank 4, not {len(q.shape)}")
+    o = _empty(q, tuple(q.shape), _type_of(q))
+    lse = _empty(q, tuple(q.shape[:3]), "f32")
+    _kiln._attention(q, k, v, o, lse, bool(causal), float(scale or 0.0), stream=_stream([q]))
+    if layout == "bshd":
+        o = o.transpose(1, 2) if _is_torch(o) else o.transpose(0, 2, 1, 3)
+    return o, lse

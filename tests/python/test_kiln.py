@@ -127,6 +127,68 @@ class Gemm(unittest.TestCase):
             self.assertIn(message, str(caught.exception))
 
 
+def attention_reference(q, k, v, causal, scale):
+    """fp64 attention over [B, H, S, D] with grouped heads and bottom-right causal masks: (o, lse);
+    a row that sees no key gets o = 0 and lse = -inf."""
+    b, hq, s, d = q.shape
+    hkv, skv = k.shape[1], k.shape[2]
+    k = np.repeat(k, hq // hkv, axis=1)
+    v = np.repeat(v, hq // hkv, axis=1)
+    scores = scale * np.einsum("bhid,bhjd->bhij", q, k)
+    if causal:
+        i = np.arange(s)[:, None]
+        j = np.arange(skv)[None, :]
+        scores = np.where(j <= i + skv - s, scores, -np.inf)
+    top = scores.max(-1, keepdims=True)
+    seen = np.isfinite(top)
+    p = np.where(seen, np.exp(scores - np.where(seen, top, 0)), 0)
+    total = p.sum(-1, keepdims=True)
+    o = np.where(seen, np.einsum("bhij,bhjd->bhid", p, v) / np.where(seen, total, 1), 0)
+    lse = np.where(seen[..., 0], (top + np.log(np.where(seen, total, 1)))[..., 0], -np.inf)
+    return o, lse
+
+
+class Attention(unittest.TestCase):
+    def test_ragged_grouped_and_causal(self):
+        rng = np.random.default_rng(7)
+        for b, hq, hkv, s, skv, d, causal in [(1, 2, 1, 130, 130, 64, False), (2, 4, 2, 1, 70, 128, True),
+                                               (1, 1, 1, 150, 20, 64, True)]:
+            q = rng.standard_normal((b, hq, s, d)).astype(np.float32)
+            k = rng.standard_normal((b, hkv, skv, d)).astype(np.float32)
+            v = rng.standard_normal((b, hkv, skv, d)).astype(np.float32)
+            o, lse = kiln.attention(q, k, v, causal=causal)
+            want_o, want_lse = attention_reference(bf16(q), bf16(k), bf16(v), causal, d ** -0.5)
+            case = (b, hq, hkv, s, skv, d, causal)
+            self.assertLess(rel_error(o, want_o), 2e-2, case)
+            finite = np.isfinite(want_lse)
+            self.assertTrue(np.all(np.isneginf(lse[~finite])), case)  # rows that see no key
+            self.assertLess(np.abs(lse[finite] - want_lse[finite]).max(), 1e-2, case)
+
+    def test_bshd_layout(self):
+        rng = np.random.default_rng(8)
+        q = rng.standard_normal((1, 100, 2, 64)).astype(np.float32)
+        k = rng.standard_normal((1, 100, 1, 64)).astype(np.float32)
+        v = rng.standard_normal((1, 100, 1, 64)).astype(np.float32)
+        o, lse = kiln.attention(q, k, v, layout="bshd", scale=0.2)
+        self.assertEqual(o.shape, (1, 100, 2, 64))
+        want_o, _ = attention_reference(*(bf16(x.transpose(0, 2, 1, 3)) for x in (q, k, v)), False, 0.2)
+        self.assertLess(rel_error(o.transpose(0, 2, 1, 3), want_o), 2e-2)
+
+    def test_errors(self):
+        q = np.ones((1, 2, 8, 64), np.float32)
+        cases = [
+            (lambda: kiln.attention(q[0], q, q), "q must have rank 4"),
+            (lambda: kiln.attention(q, q[:, :, :4], q), "must both be [B, Hkv, Skv, D]"),
+            (lambda: kiln.attention(np.ones((1, 2, 8, 96), np.float32), np.ones((1, 2, 8, 96), np.float32),
+                                    np.ones((1, 2, 8, 96), np.float32)), "96"),
+            (lambda: kiln.attention(q, q, q, layout="sbhd"), "layout 'sbhd'"),
+        ]
+        for call, message in cases:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+
+
 class Load(unittest.TestCase):
     def test_any_bundle_is_a_callable(self):
         saxpy = kiln.load(BUNDLES, "ops/saxpy")

@@ -1,0 +1,87 @@
+"""kiln's ops as PyTorch custom ops (torch.library), each with a fake implementation that gives
+the output's shape and type, so torch.compile(fullgraph=True) traces a model that calls them
+without graph breaks:
+
+    import kiln.torch  # registers torch.ops.kiln.*
+    y = torch.ops.kiln.rms_norm(x, w, 1e-5)
+
+The ops take and return CUDA tensors and launch on the current stream. They have no backward yet.
+"""
+
+from typing import Optional, Tuple
+
+import torch
+
+import kiln
+
+_TYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+
+
+def _out_type(a: torch.Tensor, out_dtype: str) -> torch.dtype:
+    return _TYPES[out_dtype] if out_dtype else a.dtype
+
+
+@torch.library.custom_op("kiln::gemm", mutates_args=())
+def gemm(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
+         residual: Optional[torch.Tensor] = None, activation: str = "",
+         out_dtype: str = "") -> torch.Tensor:
+    """act(a @ b + bias) + residual, a (M, K), b (K, N) (kiln.gemm)."""
+    return kiln.gemm(a, b, bias=bias, residual=residual, activation=activation or None,
+                     out_dtype=out_dtype or None)
+
+
+@gemm.register_fake
+def _(a, b, bias=None, residual=None, activation="", out_dtype=""):
+    torch._check(a.dim() == 2 and b.dim() == 2, lambda: "kiln::gemm: a and b must be matrices")
+    torch._check(a.shape[1] == b.shape[0], lambda: "kiln::gemm: a's columns must be b's rows")
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=_out_type(a, out_dtype))
+
+
+@torch.library.custom_op("kiln::softmax", mutates_args=())
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """softmax over the last dimension (kiln.softmax)."""
+    return kiln.softmax(x)
+
+
+@softmax.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("kiln::rms_norm", mutates_args=())
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight over the last dimension (kiln.rms_norm)."""
+    return kiln.rms_norm(x, weight, eps)
+
+
+@rms_norm.register_fake
+def _(x, weight, eps):
+    torch._check(weight.shape == (x.shape[-1],), lambda: "kiln::rms_norm: one weight a column")
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("kiln::layer_norm", mutates_args=())
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+               eps: float) -> torch.Tensor:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension (kiln.layer_norm)."""
+    return kiln.layer_norm(x, weight, bias, eps)
+
+
+@layer_norm.register_fake
+def _(x, weight, bias, eps):
+    torch._check(weight.shape == (x.shape[-1],), lambda: "kiln::layer_norm: one weight a column")
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("kiln::attention", mutates_args=())
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              scale: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(o, lse) over [B, H, S, D] contiguous q, k, v (kiln.attention)."""
+    o, lse = kiln.attention(q, k, v, causal=causal, scale=scale or None)
+    return o, lse
+
+
+@attention.register_fake
+def _(q, k, v, causal=False, scale=0.0):
+    torch._check(q.dim() == 4, lambda: "kiln::attention: q must be [B, H, S, D]")
+    return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
