@@ -15,7 +15,7 @@ from . import _kiln
 from ._kiln import Error, bundle_dir, set_bundle_dir
 
 __all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "attention", "softmax",
-           "rms_norm", "layer_norm"]
+           "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]
 
 _TORCH_TYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
 
@@ -159,3 +159,88 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     if layout == "bshd":
         o = o.transpose(1, 2) if _is_torch(o) else o.transpose(0, 2, 1, 3)
     return o, lse
+
+
+# The layer glue (examples/ops/layer_glue.cc), through load(). Host arrays hold f32 and the
+# kernels bf16: they go in as bf16 bits (uint16) and come back widened.
+_GLUE = {}
+
+
+def _glue(name):
+    key = (bundle_dir(), name)
+    if key not in _GLUE:
+        _GLUE[key] = load(bundle_dir(), name)
+    return _GLUE[key]
+
+
+def _bf16_bits(x):
+    """A host f32 array's values as bf16 bits (round to nearest even), uint16."""
+    import numpy
+    bits = numpy.ascontiguousarray(x, numpy.float32).view(numpy.uint32).astype(numpy.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return bits.astype(numpy.uint16)
+
+
+def _widened(bits):
+    import numpy
+    return (bits.astype(numpy.uint32) << 16).view(numpy.float32)
+
+
+def _glue_call(name, inputs, outputs, scalars, host_f32_inputs):
+    """Runs glue kernel `name` on inputs + outputs + scalars; on the host, the inputs listed in
+    host_f32_inputs and every output go through bf16 bits."""
+    host = not _is_torch(outputs[0])
+    if not host:
+        _glue(name)(*inputs, *outputs, *scalars)
+        return outputs
+    import numpy
+    args = [_bf16_bits(x) if i in host_f32_inputs else numpy.ascontiguousarray(x)
+            for i, x in enumerate(inputs)]
+    bits = [numpy.full(o.shape, 0xFFFF, numpy.uint16) for o in outputs]  # NaN until written
+    _glue(name)(*args, *bits, *scalars)
+    for o, b in zip(outputs, bits):
+        o[...] = _widened(b)
+    return outputs
+
+
+def _require(cond, message):
+    if not cond:
+        raise Error(message)
+
+
+def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv):
+    """A fused QKV projection's output [B * S, (Hq + 2 Hkv) * D] into q [B, Hq, S, D] and k, v
+    [B, Hkv, S, D] (contiguous), with rotary embeddings applied to q and k: cos and sin are f32
+    tables [S, D / 2] (position s, frequency i; Llama's rotate-half convention)."""
+    _require(len(qkv.shape) == 2, f"kiln.rope_qkv: qkv must have rank 2, not {len(qkv.shape)}")
+    _require(len(cos.shape) == 2 and tuple(cos.shape) == tuple(sin.shape),
+             "kiln.rope_qkv: cos and sin must both be [S, D / 2]")
+    s, half = cos.shape
+    d = 2 * half
+    tokens, width = qkv.shape
+    _require(tokens == batch * s and width == (heads_q + 2 * heads_kv) * d,
+             f"kiln.rope_qkv: qkv {tuple(qkv.shape)} is not [B * S, (Hq + 2 Hkv) * D] = "
+             f"[{batch * s}, {(heads_q + 2 * heads_kv) * d}]")
+    q = _empty(qkv, (batch, heads_q, s, d), _type_of(qkv))
+    k = _empty(qkv, (batch, heads_kv, s, d), _type_of(qkv))
+    v = _empty(qkv, (batch, heads_kv, s, d), _type_of(qkv))
+    pairs = tokens * (heads_q + 2 * heads_kv) * half
+    return tuple(_glue_call("ops/rope_qkv", [qkv, cos, sin], [q, k, v],
+                            [s, heads_q, heads_kv, d, pairs], {0}))
+
+
+def swiglu(x):
+    """silu(gate) * up over rows [T, 2F] holding gate then up: [T, F]."""
+    _require(len(x.shape) == 2 and x.shape[1] % 2 == 0,
+             f"kiln.swiglu: x must be [T, 2F], not {tuple(x.shape)}")
+    f = x.shape[1] // 2
+    y = _empty(x, (x.shape[0], f), _type_of(x))
+    return _glue_call("ops/swiglu", [x], [y], [f, x.shape[0] * f], {0})[0]
+
+
+def heads_to_rows(x):
+    """[B, H, S, D] into [B, S, H, D] (contiguous)."""
+    _require(len(x.shape) == 4, f"kiln.heads_to_rows: x must have rank 4, not {len(x.shape)}")
+    b, h, s, d = x.shape
+    y = _empty(x, (b, s, h, d), _type_of(x))
+    return _glue_call("ops/heads_to_rows", [x], [y], [h, s, d, b * h * s * d], {0})[0]

@@ -189,6 +189,39 @@ class Attention(unittest.TestCase):
             self.assertIn(message, str(caught.exception))
 
 
+class LayerGlue(unittest.TestCase):
+    def test_rope_qkv(self):
+        rng = np.random.default_rng(9)
+        b, s, hq, hkv, d = 2, 5, 4, 2, 16
+        qkv = rng.standard_normal((b * s, (hq + 2 * hkv) * d)).astype(np.float32)
+        inv = 1.0 / 500000.0 ** (np.arange(0, d, 2) / d)
+        angles = np.arange(s)[:, None] * inv[None, :]
+        cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+        q, k, v = kiln.rope_qkv(qkv, cos, sin, b, hq, hkv)
+        x = bf16(qkv).reshape(b, s, hq + 2 * hkv, d).transpose(0, 2, 1, 3)  # [B, H, S, D]
+
+        def rotated(t):
+            x1, x2 = t[..., : d // 2], t[..., d // 2:]
+            return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+
+        self.assertLess(rel_error(q, rotated(x[:, :hq])), 1e-2)
+        self.assertLess(rel_error(k, rotated(x[:, hq:hq + hkv])), 1e-2)
+        self.assertLess(rel_error(v, x[:, hq + hkv:]), 1e-6)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.rope_qkv(qkv[:, 1:], cos, sin, b, hq, hkv)
+        self.assertIn("is not [B * S, (Hq + 2 Hkv) * D]", str(caught.exception))
+
+    def test_swiglu_and_heads_to_rows(self):
+        rng = np.random.default_rng(10)
+        x = rng.standard_normal((7, 2 * 33)).astype(np.float32)
+        g, u = bf16(x[:, :33]), bf16(x[:, 33:])
+        self.assertLess(rel_error(kiln.swiglu(x), g / (1 + np.exp(-g)) * u), 1e-2)
+        h = rng.standard_normal((2, 3, 5, 8)).astype(np.float32)
+        self.assertLess(rel_error(kiln.heads_to_rows(h), bf16(h).transpose(0, 2, 1, 3)), 1e-6)
+        with self.assertRaises(kiln.Error):
+            kiln.swiglu(np.ones((3, 5), np.float32))
+
+
 class Load(unittest.TestCase):
     def test_any_bundle_is_a_callable(self):
         saxpy = kiln.load(BUNDLES, "ops/saxpy")
