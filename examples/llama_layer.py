@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""The decoder layer of a Llama-3-8B-shaped model (hidden 4096, 32 query heads over 8 KV heads,
+MLP 14336, RoPE theta 500000, bf16) built from kiln ops, checked against transformers'
+LlamaDecoderLayer with the same random weights (SDPA attention), and timed against it eager and
+under torch.compile in the same process.
+
+    PYTHONPATH=build/python KILN_BUNDLE_DIR=build/bundles python3 examples/llama_layer.py
+
+The kiln layer, per call on x [B, S, 4096]:
+  h = rms_norm(x); qkv = h @ Wqkv (one GEMM over q, k and v's weights); q, k, v = rope_qkv(qkv)
+  (RoPE and the [B, H, S, D] layout in one pass); o = attention(q, k, v, causal);
+  x = heads_to_rows(o) @ Wo + x (the residual fused); h = rms_norm(x);
+  gu = h @ Wgu (gate and up in one GEMM); y = swiglu(gu) @ Wd + x (the residual fused).
+"""
+
+import argparse
+import statistics
+import sys
+
+import torch
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+import kiln
+
+HIDDEN, HEADS, KV_HEADS, MLP, THETA, EPS = 4096, 32, 8, 14336, 500000.0, 1e-5
+HEAD_DIM = HIDDEN // HEADS
+
+
+class KilnLlamaLayer:
+    """kiln's layer, holding the Hugging Face layer's weights (no copies but the fused ones)."""
+
+    def __init__(self, hf):
+        attn, mlp = hf.self_attn, hf.mlp
+        self.norm_in = hf.input_layernorm.weight
+        self.norm_post = hf.post_attention_layernorm.weight
+        # b = W.t(): the (out, in) weights read K-major, as the GEMM entry point likes them.
+        self.w_qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).t()
+        self.w_o = attn.o_proj.weight.t()
+        self.w_gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).t()
+        self.w_down = mlp.down_proj.weight.t()
+        inv_freq = 1.0 / THETA ** (torch.arange(0, HEAD_DIM, 2, device="cuda").float() / HEAD_DIM)
+        angles = torch.arange(1 << 17, device="cuda").float()[:, None] * inv_freq[None, :]
+        self.cos, self.sin = angles.cos().contiguous(), angles.sin().contiguous()
+
+    def parts(self, x):
+        """The layer as named steps, each a function of the state dict: for timing per part."""
+        b, s, _ = x.shape
+        t = b * s
+        return [
+            ("rms_norm", lambda st: st.update(h=kiln.rms_norm(st["x"], self.norm_in, EPS))),
+            ("qkv gemm", lambda st: st.update(qkv=kiln.gemm(st["h"], self.w_qkv))),
+            ("rope_qkv", lambda st: st.update(qkv3=kiln.rope_qkv(
+                st["qkv"], self.cos[:s], self.sin[:s], b, HEADS, KV_HEADS))),
+            ("attention", lambda st: st.update(o=kiln.attention(*st["qkv3"], causal=True)[0])),
+            ("heads_to_rows", lambda st: st.update(rows=kiln.heads_to_rows(st["o"]).view(t, HIDDEN))),
+            ("o gemm + residual", lambda st: st.update(x1=kiln.gemm(st["rows"], self.w_o,
+                                                                   residual=st["x"]))),
+            ("rms_norm", lambda st: st.update(h1=kiln.rms_norm(st["x1"], self.norm_post, EPS))),
+            ("gate/up gemm", lambda st: st.update(gu=kiln.gemm(st["h1"], self.w_gate_up))),
+            ("swiglu", lambda st: st.update(a=kiln.swiglu(st["gu"]))),
+            ("down gemm + residual", lambda st: st.update(y=kiln.gemm(st["a"], self.w_down,
+                                                                      residual=st["x1"]))),
+        ]
+
+    def __call__(self, x):
+        state = {"x": x.reshape(-1, HIDDEN)}
+        for _, step in self.parts(x):
+            step(state)
+        return state["y"].view(x.shape)
+
+
+def median_ms(fn, iters):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def rel(got, want):
+    got, want = got.double(), want.double()
+    if not torch.isfinite(got).all():
+        return float("inf")
+    return float((got - want).norm() / want.norm())
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--shapes", default="1x4096,8x2048,1x16384", help="BxS,...")
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--no-compile", action="store_true", help="skip torch.compile of HF's layer")
+    args = p.parse_args()
+    torch.manual_seed(0)
+    config = LlamaConfig(hidden_size=HIDDEN, intermediate_size=MLP, num_attention_heads=HEADS,
+                         num_key_value_heads=KV_HEADS, rope_theta=THETA, rms_norm_eps=EPS,
+                         max_position_embeddings=1 << 17)
+    config._attn_implementation = "sdpa"
+    hf = LlamaDecoderLayer(config, layer_idx=0).to("cuda", torch.bfloat16).eval()
+    for norm in (hf.input_layernorm, hf.post_attention_layernorm):  # not all ones
+        norm.weight.data.normal_(1.0, 0.1)
+    rotary = LlamaRotaryEmbedding(config).to("cuda")
+    ours = KilnLlamaLayer(hf)
+    compiled = None if args.no_compile else torch.compile(hf, fullgraph=False)
+    failures = 0
+    print(f"Llama-3-8B-shaped decoder layer on {torch.cuda.get_device_name()}, torch "
+          f"{torch.__version__}; median of {args.iters} calls, CUDA events")
+    for shape in args.shapes.split(","):
+        b, s = (int(v) for v in shape.split("x"))
+        x = torch.randn(b, s, HIDDEN, device="cuda").bfloat16()
+        pos = torch.arange(s, device="cuda")[None].expand(b, s)
+        emb = rotary(x, pos)
+
+        def hf_call(layer=hf):
+            out = layer(x, position_embeddings=emb, position_ids=pos)
+            return out[0] if isinstance(out, tuple) else out
+
+        with torch.no_grad():
+            want = hf_call()
+            got = ours(x)
+            err = rel(got - x, want - x)  # of the layer's update, which the residual would hide
+            ok = err <= 3e-2
+            failures += 0 if ok else 1
+            kiln_ms = median_ms(lambda: ours(x), args.iters)
+            eager_ms = median_ms(hf_call, args.iters)
+            line = (f"B={b} S={s}: update error vs HF {err:.2e} {'ok' if ok else 'FAIL'}; "
+                    f"kiln {kiln_ms:.3f} ms, HF eager {eager_ms:.3f} ms ({eager_ms / kiln_ms:.2f}x)")
+            if compiled is not None:
+                comp_ms = median_ms(lambda: hf_call(compiled), args.iters)
+                line += f", HF compiled {comp_ms:.3f} ms ({comp_ms / kiln_ms:.2f}x)"
+            print(line)
+            state = {"x": x.reshape(-1, HIDDEN)}
+            for name, step in ours.parts(x):
+                ms = median_ms(lambda: step(dict(state)), max(3, args.iters // 4))
+                step(state)
+                print(f"    {name:<22} {ms:8.3f} ms")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
