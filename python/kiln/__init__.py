@@ -225,6 +225,9 @@ def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv):
     k = _empty(qkv, (batch, heads_kv, s, d), _type_of(qkv))
     v = _empty(qkv, (batch, heads_kv, s, d), _type_of(qkv))
     pairs = tokens * (heads_q + 2 * heads_kv) * half
+    if d % 16 == 0:  # 8 pairs a thread
+        return tuple(_glue_call("ops/rope_qkv8", [qkv, cos, sin], [q, k, v],
+                                [s, heads_q, heads_kv, d, pairs // 8], {0}))
     return tuple(_glue_call("ops/rope_qkv", [qkv, cos, sin], [q, k, v],
                             [s, heads_q, heads_kv, d, pairs], {0}))
 
@@ -235,6 +238,8 @@ def swiglu(x):
              f"kiln.swiglu: x must be [T, 2F], not {tuple(x.shape)}")
     f = x.shape[1] // 2
     y = _empty(x, (x.shape[0], f), _type_of(x))
+    if f % 8 == 0:  # 8 elements a thread
+        return _glue_call("ops/swiglu8", [x], [y], [f, x.shape[0] * f // 8], {0})[0]
     return _glue_call("ops/swiglu", [x], [y], [f, x.shape[0] * f], {0})[0]
 
 
@@ -243,4 +248,6 @@ def heads_to_rows(x):
     _require(len(x.shape) == 4, f"kiln.heads_to_rows: x must have rank 4, not {len(x.shape)}")
     b, h, s, d = x.shape
     y = _empty(x, (b, s, h, d), _type_of(x))
+    if d % 8 == 0:  # 8 elements a thread
+        return _glue_call("ops/heads_to_rows8", [x], [y], [h, s, d, b * h * s * d // 8], {0})[0]
     return _glue_call("ops/heads_to_rows", [x], [y], [h, s, d, b * h * s * d], {0})[0]

@@ -191,8 +191,12 @@ class Attention(unittest.TestCase):
 
 class LayerGlue(unittest.TestCase):
     def test_rope_qkv(self):
+        for d in (8, 32):  # a pair a thread, and eight (D a multiple of 16)
+            self.check_rope_qkv(d)
+
+    def check_rope_qkv(self, d):
         rng = np.random.default_rng(9)
-        b, s, hq, hkv, d = 2, 5, 4, 2, 16
+        b, s, hq, hkv = 2, 5, 4, 2
         qkv = rng.standard_normal((b * s, (hq + 2 * hkv) * d)).astype(np.float32)
         inv = 1.0 / 500000.0 ** (np.arange(0, d, 2) / d)
         angles = np.arange(s)[:, None] * inv[None, :]
@@ -213,11 +217,13 @@ class LayerGlue(unittest.TestCase):
 
     def test_swiglu_and_heads_to_rows(self):
         rng = np.random.default_rng(10)
-        x = rng.standard_normal((7, 2 * 33)).astype(np.float32)
-        g, u = bf16(x[:, :33]), bf16(x[:, 33:])
-        self.assertLess(rel_error(kiln.swiglu(x), g / (1 + np.exp(-g)) * u), 1e-2)
-        h = rng.standard_normal((2, 3, 5, 8)).astype(np.float32)
-        self.assertLess(rel_error(kiln.heads_to_rows(h), bf16(h).transpose(0, 2, 1, 3)), 1e-6)
+        for f in (33, 40):  # one element a thread, and eight (F a multiple of 8)
+            x = rng.standard_normal((7, 2 * f)).astype(np.float32)
+            g, u = bf16(x[:, :f]), bf16(x[:, f:])
+            self.assertLess(rel_error(kiln.swiglu(x), g / (1 + np.exp(-g)) * u), 1e-2, f)
+        for d in (6, 16):
+            h = rng.standard_normal((2, 3, 5, d)).astype(np.float32)
+            self.assertLess(rel_error(kiln.heads_to_rows(h), bf16(h).transpose(0, 2, 1, 3)), 1e-6, d)
         with self.assertRaises(kiln.Error):
             kiln.swiglu(np.ones((3, 5), np.float32))
 
