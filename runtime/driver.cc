@@ -46,6 +46,9 @@ absl::StatusOr<Driver*> Driver::Get() {
     if (status.ok()) driver = d.release();
   });
   if (!status.ok()) return status;
+  cu::CUcontext current = nullptr;
+  if (driver->api_.cuCtxGetCurrent(&current) != cu::CUDA_SUCCESS || !current)
+    if (absl::Status s = driver->MakeCurrent(); !s.ok()) return s;
   return driver;
 }
 
@@ -65,36 +68,57 @@ absl::Status Driver::Init() {
   int count = 0;
   if (absl::Status s = Check(api_.cuDeviceGetCount(&count), "cuDeviceGetCount"); !s.ok()) return s;
   if (count == 0) return absl::UnavailableError("the CUDA driver reports no GPU");
-  if (absl::Status s = Check(api_.cuDeviceGet(&device_, 0), "cuDeviceGet"); !s.ok()) return s;
-  char name[256] = {};
-  if (absl::Status s = Check(api_.cuDeviceGetName(name, sizeof(name), device_), "cuDeviceGetName");
-      !s.ok())
-    return s;
-  device_name_ = name;
-  struct {
-    int* out;
-    int attribute;
-  } attrs[] = {{&sm_count_, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
-               {&cc_major_, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR},
-               {&cc_minor_, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
-               {&max_smem_optin_, cu::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN}};
-  for (auto& a : attrs)
-    if (absl::Status s =
-            Check(api_.cuDeviceGetAttribute(a.out, a.attribute, device_), "cuDeviceGetAttribute");
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    cu::CUdevice device = 0;
+    if (absl::Status s = Check(api_.cuDeviceGet(&device, ordinal), "cuDeviceGet"); !s.ok())
+      return s;
+    DeviceInfo info;
+    char name[256] = {};
+    if (absl::Status s = Check(api_.cuDeviceGetName(name, sizeof(name), device), "cuDeviceGetName");
         !s.ok())
       return s;
+    info.name = name;
+    struct {
+      int* out;
+      int attribute;
+    } attrs[] = {{&info.sm_count, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+                 {&info.cc_major, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR},
+                 {&info.cc_minor, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
+                 {&info.max_smem_optin, cu::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN}};
+    for (auto& a : attrs)
+      if (absl::Status s =
+              Check(api_.cuDeviceGetAttribute(a.out, a.attribute, device), "cuDeviceGetAttribute");
+          !s.ok())
+        return s;
+    devices_.push_back(std::move(info));
+  }
   if (absl::Status s = Check(api_.cuDriverGetVersion(&driver_version_), "cuDriverGetVersion");
       !s.ok())
     return s;
-  if (absl::Status s =
-          Check(api_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
-      !s.ok())
-    return s;
-  return MakeCurrent();
+  cu::CUdevice device0 = 0;
+  if (absl::Status s = Check(api_.cuDeviceGet(&device0, 0), "cuDeviceGet"); !s.ok()) return s;
+  return Check(api_.cuDevicePrimaryCtxRetain(&primary0_, device0), "cuDevicePrimaryCtxRetain");
 }
 
 absl::Status Driver::MakeCurrent() const {
-  return Check(api_.cuCtxSetCurrent(context_), "cuCtxSetCurrent");
+  return Check(api_.cuCtxSetCurrent(primary0_), "cuCtxSetCurrent");
+}
+
+cu::CUcontext Driver::context() const {
+  cu::CUcontext c = nullptr;
+  api_.cuCtxGetCurrent(&c);
+  return c;
+}
+
+int Driver::device() const {
+  cu::CUdevice d = 0;
+  if (api_.cuCtxGetDevice(&d) != cu::CUDA_SUCCESS) return 0;
+  return static_cast<int>(d);
+}
+
+const Driver::DeviceInfo& Driver::Current() const {
+  const int d = device();
+  return devices_[d >= 0 && d < static_cast<int>(devices_.size()) ? d : 0];
 }
 
 absl::Status Driver::Check(cu::CUresult result, absl::string_view what) const {

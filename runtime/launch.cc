@@ -135,6 +135,8 @@ absl::StatusOr<LoadedKernel> LoadedKernel::Load(const Bundle& bundle) {
   LoadedKernel loaded;
   loaded.manifest_ = m;
   loaded.kernel_ = *std::move(k);
+  loaded.context_ = (*d)->context();
+  loaded.device_ = (*d)->device();
   if (m.watchdog_ms > 0) {
     absl::StatusOr<std::shared_ptr<WatchdogRecord>> w = WatchdogRecord::Attach(loaded.kernel_, m);
     if (!w.ok()) return w.status();
@@ -232,6 +234,18 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
   const Symbols symbols = SymbolsOf(m, args);
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
+  // A module lives in the context it was loaded in: another device's launch would fail inside
+  // the driver with an invalid handle.
+  if ((*d)->context() != context_)
+    return error(absl::StatusCode::kFailedPrecondition, m.source, "loaded on device ", device_,
+                 ", launched with device ", (*d)->device(),
+                 " current: load it again there (a runner keeps one per device and stream)");
+  // A module lives in the context it was loaded in: another device's launch would fail inside
+  // the driver with an invalid handle.
+  if ((*d)->context() != context_)
+    return error(absl::StatusCode::kFailedPrecondition, m.source, "loaded on device ", device_,
+                 ", launched with device ", (*d)->device(),
+                 " current: load it again there (a runner keeps one per device and stream)");
   const int64_t smem = m.SmemBytes(symbols);
   if (smem > (*d)->max_smem_optin())
     return error(absl::StatusCode::kResourceExhausted,
@@ -304,14 +318,17 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
 absl::StatusOr<const LoadedKernel*> LoadedKernels::Get(const std::string& name,
                                                        cu::CUstream stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = loaded_.find({name, stream}); it != loaded_.end()) return it->second.get();
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  const Key key{name, (*d)->context(), stream};
+  if (auto it = loaded_.find(key); it != loaded_.end()) return it->second.get();
   absl::StatusOr<Bundle> b = ReadBundle(dir_, name);
   if (!b.ok())
     return absl::NotFoundError(absl::StrCat(b.status().message(), " (write it with `kiln bundle ",
                                             name, "` where kiln has its compiler)"));
   absl::StatusOr<LoadedKernel> k = LoadedKernel::Load(*b);
   if (!k.ok()) return k.status();
-  return (loaded_[{name, stream}] = std::make_unique<LoadedKernel>(*std::move(k))).get();
+  return (loaded_[key] = std::make_unique<LoadedKernel>(*std::move(k))).get();
 }
 
 }  // namespace kiln::rt

@@ -397,8 +397,10 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,
 }
 
 absl::StatusOr<cu::CUdeviceptr> GemmRunner::Scratch(cu::CUstream stream, int which, size_t bytes) {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
   std::lock_guard<std::mutex> lock(mu_);
-  DeviceBuffer& have = scratch_[{stream, which}];
+  DeviceBuffer& have = scratch_[{(*d)->context(), stream, which}];
   absl::StatusOr<bool> grown = DeviceBuffer::GrowKeepingOld(have, outgrown_, bytes);
   if (!grown.ok())
     return absl::Status(

@@ -23,13 +23,7 @@ std::string DtypeName(const Array& a) {
 Where WhereOf(const Array& a, const std::string& what) {
   const int type = a.device_type();
   if (type == nanobind::device::cpu::value) return Where::kHost;
-  if (type == nanobind::device::cuda::value) {
-    if (a.device_id() != 0)
-      throw Error(absl::StrCat(what, " is on cuda:", a.device_id(),
-                               "; kiln launches on device 0 of the process (select the GPU with "
-                               "CUDA_VISIBLE_DEVICES)"));
-    return Where::kCuda;
-  }
+  if (type == nanobind::device::cuda::value) return Where::kCuda;
   throw Error(absl::StrCat(what, " lives on a device kiln cannot use (DLPack device type ", type,
                            "): pass a CUDA tensor or a host array"));
 }

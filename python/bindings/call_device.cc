@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "kiln/runtime/driver.h"
@@ -59,14 +60,16 @@ namespace {
 // stream, as rt::LoadedKernels keeps them.
 const rt::LoadedKernel& Loaded(const rt::Bundle& bundle, uint64_t stream) {
   static std::mutex mu;
-  static std::map<std::pair<const rt::Bundle*, uint64_t>, std::unique_ptr<rt::LoadedKernel>> loaded;
+  using Key = std::tuple<const rt::Bundle*, cu::CUcontext, uint64_t>;  // bundle, device, stream
+  static std::map<Key, std::unique_ptr<rt::LoadedKernel>> loaded;
+  rt::Driver* driver = ValueOrThrow(rt::Driver::Get());
   std::lock_guard<std::mutex> lock(mu);
-  const rt::Bundle* key = &bundle;
-  std::unique_ptr<rt::LoadedKernel>& k = loaded[{key, stream}];
+  const Key key{&bundle, driver->context(), stream};
+  std::unique_ptr<rt::LoadedKernel>& k = loaded[key];
   if (!k) {
     absl::StatusOr<rt::LoadedKernel> got = rt::LoadedKernel::Load(bundle);
     if (!got.ok()) {
-      loaded.erase({key, stream});
+      loaded.erase(key);
       throw Error(std::string(got.status().message()));
     }
     k = std::make_unique<rt::LoadedKernel>(*std::move(got));
@@ -93,10 +96,18 @@ CallDevice::CallDevice(const std::string& call, const std::vector<const Array*>&
     where = w;
   }
   emulated_ = !where || *where == Where::kHost;
-  if (emulated_)
+  if (emulated_) {
     emu_ = std::make_unique<emu::Device>();
-  else
-    ThrowIfError(rt::Driver::Get().status());
+    return;
+  }
+  // kiln launches on the current context's device (PyTorch's current device): the arrays must
+  // live there.
+  const rt::Driver* driver = ValueOrThrow(rt::Driver::Get());
+  for (const Array* a : arrays)
+    if (a && a->device_id() != driver->device())
+      throw Error(absl::StrCat(call, ": an array is on cuda:", a->device_id(),
+                               " and the current device is cuda:", driver->device(),
+                               " (torch.cuda.set_device, or `with torch.cuda.device(...)`)"));
 }
 
 CallDevice::~CallDevice() = default;

@@ -23,34 +23,45 @@ struct DriverApi {
 #undef KILN_CU_FN
 };
 
-// The process-wide driver: device 0 and its primary context, made current on the calling thread.
+// The process-wide driver. kiln works on the calling thread's current CUDA context (the one a
+// framework such as PyTorch made current for its device), and where a thread has none, makes
+// device 0's primary context current. The device queries answer for the current context's device.
 class Driver {
  public:
-  // Unavailable when there is no libcuda or no device; the message says which.
+  // Unavailable when there is no libcuda or no device; the message says which. Makes device 0's
+  // primary context current on a thread that has no current context.
   static absl::StatusOr<Driver*> Get();
 
   const DriverApi& api() const { return api_; }
   // OK for CUDA_SUCCESS, else an Internal status "<what>: CUDA_ERROR_X (message)".
   absl::Status Check(cu::CUresult result, absl::string_view what) const;
-  // Makes the primary context current on this thread (cheap; call before driver work).
+  // Makes device 0's primary context current on this thread.
   absl::Status MakeCurrent() const;
 
-  const std::string& device_name() const { return device_name_; }
-  int sm_count() const { return sm_count_; }
-  int compute_capability() const { return cc_major_ * 10 + cc_minor_; }
-  int max_smem_optin() const { return max_smem_optin_; }
+  // The current context and its device's ordinal.
+  cu::CUcontext context() const;
+  int device() const;
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  const std::string& device_name() const { return Current().name; }
+  int sm_count() const { return Current().sm_count; }
+  int compute_capability() const { return Current().cc_major * 10 + Current().cc_minor; }
+  int max_smem_optin() const { return Current().max_smem_optin; }
   int driver_version() const { return driver_version_; }
 
  private:
+  struct DeviceInfo {
+    std::string name;
+    int sm_count = 0, cc_major = 0, cc_minor = 0, max_smem_optin = 0;
+  };
   Driver() = default;
   absl::Status Init();
+  const DeviceInfo& Current() const;
 
   void* handle_ = nullptr;
   DriverApi api_;
-  cu::CUdevice device_ = 0;
-  cu::CUcontext context_ = nullptr;
-  std::string device_name_;
-  int sm_count_ = 0, cc_major_ = 0, cc_minor_ = 0, max_smem_optin_ = 0, driver_version_ = 0;
+  std::vector<DeviceInfo> devices_;   // by ordinal
+  cu::CUcontext primary0_ = nullptr;  // device 0's primary context
+  int driver_version_ = 0;
 };
 
 // Device memory, freed on destruction.

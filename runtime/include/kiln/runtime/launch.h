@@ -11,6 +11,7 @@
 #include <optional>
 #include <source_location>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -93,6 +94,8 @@ class LoadedKernel {
                                   const Symbols& symbols) const;
 
   Manifest manifest_;
+  cu::CUcontext context_ = nullptr;  // where its module lives
+  int device_ = 0;
   Kernel kernel_;
   std::shared_ptr<WatchdogRecord> watchdog_;  // the debug mode's record (manifest watchdog_ms)
   struct Uploads {
@@ -105,9 +108,9 @@ class LoadedKernel {
   std::unique_ptr<Uploads> uploads_ = std::make_unique<Uploads>();
 };
 
-// The kernels an entry point's runner has loaded from a bundle directory, one per kernel and
-// stream: a kernel's workspaces (split-K partials, tile counters) then keep calls on different
-// streams apart, and calls on one stream are ordered.
+// The kernels an entry point's runner has loaded from a bundle directory, one per kernel, device
+// (current context) and stream: a kernel's workspaces (split-K partials, tile counters) then keep
+// calls on different streams apart, and calls on one stream are ordered.
 class LoadedKernels {
  public:
   explicit LoadedKernels(std::string bundle_dir) : dir_(std::move(bundle_dir)) {}
@@ -118,7 +121,8 @@ class LoadedKernels {
  private:
   std::string dir_;
   std::mutex mu_;
-  std::map<std::pair<std::string, cu::CUstream>, std::unique_ptr<LoadedKernel>> loaded_;
+  using Key = std::tuple<std::string, cu::CUcontext, cu::CUstream>;  // name, device's context
+  std::map<Key, std::unique_ptr<LoadedKernel>> loaded_;
 };
 
 }  // namespace kiln::rt

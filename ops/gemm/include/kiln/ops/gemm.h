@@ -29,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -115,7 +116,7 @@ class GemmRunner {
   std::string tune_path_;
   std::mutex mu_;
   std::optional<GemmTuneCache> tuned_;  // read at the first Run
-  std::map<std::pair<cu::CUstream, int>, DeviceBuffer> scratch_;
+  std::map<std::tuple<cu::CUcontext, cu::CUstream, int>, DeviceBuffer> scratch_;  // by device
   std::vector<DeviceBuffer> outgrown_;  // kept: launches already queued may still read them
 };
 
