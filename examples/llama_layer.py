@@ -16,6 +16,7 @@ The kiln layer, per call on x [B, S, 4096]:
 import argparse
 import statistics
 import sys
+import time
 
 import torch
 from transformers import LlamaConfig
@@ -70,6 +71,28 @@ class KilnLlamaLayer:
         return state["y"].view(x.shape)
 
 
+class KilnTorchOpsLayer(torch.nn.Module):
+    """The same layer through the torch.library ops (kiln.torch), for torch.compile."""
+
+    def __init__(self, ours):
+        super().__init__()
+        self.w = ours
+
+    def forward(self, x):
+        import kiln.torch  # noqa: F401  (registers torch.ops.kiln.*)
+        ops, w = torch.ops.kiln, self.w
+        b, s, _ = x.shape
+        x2 = x.reshape(b * s, HIDDEN)
+        qkv = ops.gemm(ops.rms_norm(x2, w.norm_in, EPS), w.w_qkv)
+        q, k, v = ops.rope_qkv(qkv, w.cos[:s], w.sin[:s], b, HEADS, KV_HEADS)
+        o, _ = ops.attention(q, k, v, True)
+        rows = ops.heads_to_rows(o).reshape(b * s, HIDDEN)
+        x1 = ops.gemm(rows, w.w_o, residual=x2)
+        gu = ops.gemm(ops.rms_norm(x1, w.norm_post, EPS), w.w_gate_up)
+        y = ops.gemm(ops.swiglu(gu), w.w_down, residual=x1)
+        return y.view(b, s, HIDDEN)
+
+
 def median_ms(fn, iters):
     for _ in range(3):
         fn()
@@ -82,6 +105,19 @@ def median_ms(fn, iters):
         end.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+def host_ms_per_call(fn, calls=10):
+    """The host's time to issue one call (Python, the ops' checks, the launches), the GPU busy
+    with the calls before so that it never waits for one."""
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    issued = time.perf_counter()
+    torch.cuda.synchronize()
+    return (issued - start) / calls * 1e3
 
 
 def rel(got, want):
@@ -108,6 +144,9 @@ def main():
     rotary = LlamaRotaryEmbedding(config).to("cuda")
     ours = KilnLlamaLayer(hf)
     compiled = None if args.no_compile else torch.compile(hf, fullgraph=False)
+    # kiln's layer through its torch ops, compiled whole: no graph breaks.
+    ours_compiled = None if args.no_compile else torch.compile(KilnTorchOpsLayer(ours),
+                                                               fullgraph=True)
     failures = 0
     print(f"Llama-3-8B-shaped decoder layer on {torch.cuda.get_device_name()}, torch "
           f"{torch.__version__}; median of {args.iters} calls, CUDA events")
@@ -129,11 +168,19 @@ def main():
             failures += 0 if ok else 1
             kiln_ms = median_ms(lambda: ours(x), args.iters)
             eager_ms = median_ms(hf_call, args.iters)
+            host_ms = host_ms_per_call(lambda: ours(x))
             line = (f"B={b} S={s}: update error vs HF {err:.2e} {'ok' if ok else 'FAIL'}; "
+                    f"host time to issue a layer call {host_ms:.3f} ms; "
                     f"kiln {kiln_ms:.3f} ms, HF eager {eager_ms:.3f} ms ({eager_ms / kiln_ms:.2f}x)")
             if compiled is not None:
                 comp_ms = median_ms(lambda: hf_call(compiled), args.iters)
                 line += f", HF compiled {comp_ms:.3f} ms ({comp_ms / kiln_ms:.2f}x)"
+                same = rel(ours_compiled(x), got)
+                ok = same <= 1e-6
+                failures += 0 if ok else 1
+                ours_ms = median_ms(lambda: ours_compiled(x), args.iters)
+                line += (f"; kiln's torch ops under torch.compile(fullgraph=True) {ours_ms:.3f} ms,"
+                         f" output vs eager kiln {same:.1e} {'ok' if ok else 'FAIL'}")
             print(line)
             state = {"x": x.reshape(-1, HIDDEN)}
             for name, step in ours.parts(x):

@@ -85,3 +85,40 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 def _(q, k, v, causal=False, scale=0.0):
     torch._check(q.dim() == 4, lambda: "kiln::attention: q must be [B, H, S, D]")
     return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+@torch.library.custom_op("kiln::rope_qkv", mutates_args=())
+def rope_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: int, heads_q: int,
+             heads_kv: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k, v [B, H, S, D] with rotary embeddings from a fused QKV projection (kiln.rope_qkv)."""
+    q, k, v = kiln.rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv)
+    return q, k, v
+
+
+@rope_qkv.register_fake
+def _(qkv, cos, sin, batch, heads_q, heads_kv):
+    s, d = cos.shape[0], 2 * cos.shape[1]
+    return (qkv.new_empty((batch, heads_q, s, d)), qkv.new_empty((batch, heads_kv, s, d)),
+            qkv.new_empty((batch, heads_kv, s, d)))
+
+
+@torch.library.custom_op("kiln::swiglu", mutates_args=())
+def swiglu(x: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up over rows of gate then up (kiln.swiglu)."""
+    return kiln.swiglu(x)
+
+
+@swiglu.register_fake
+def _(x):
+    return x.new_empty((x.shape[0], x.shape[1] // 2))
+
+
+@torch.library.custom_op("kiln::heads_to_rows", mutates_args=())
+def heads_to_rows(x: torch.Tensor) -> torch.Tensor:
+    """[B, H, S, D] into [B, S, H, D] (kiln.heads_to_rows)."""
+    return kiln.heads_to_rows(x)
+
+
+@heads_to_rows.register_fake
+def _(x):
+    return x.new_empty((x.shape[0], x.shape[2], x.shape[1], x.shape[3]))
