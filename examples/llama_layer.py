@@ -93,11 +93,16 @@ class KilnTorchOpsLayer(torch.nn.Module):
         return y.view(b, s, HIDDEN)
 
 
-def median_ms(fn, iters):
+def median_ms(fn, iters, before_each=None):
+    """Median of `iters` calls between CUDA events, after 3 warm-up calls; `before_each` (e.g. a
+    barrier across ranks) runs before each timed call."""
     for _ in range(3):
         fn()
+    torch.cuda.synchronize()
     times = []
     for _ in range(iters):
+        if before_each:
+            before_each()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()

@@ -13,7 +13,6 @@ with torch ops, and the all-reduces' share of a step.
 """
 
 import os
-import statistics
 import sys
 
 import torch
@@ -113,19 +112,7 @@ class TorchTpLayer:
 
 
 def median_ms(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        dist.barrier()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return one.median_ms(fn, iters, before_each=dist.barrier)
 
 
 def main():
