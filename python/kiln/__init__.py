@@ -11,8 +11,17 @@ type on the way in).
 Every error is a kiln.Error carrying kiln's message, which names the DSL line where it can.
 """
 
+import os as _os
+
 from . import _kiln
 from ._kiln import Error, bundle_dir, set_bundle_dir
+
+# An installed kiln (<prefix>/lib/python/kiln) reads the bundles installed beside it
+# (<prefix>/share/kiln/bundles) unless $KILN_BUNDLE_DIR names others.
+_INSTALLED_BUNDLES = _os.path.join(_os.path.dirname(__file__), "..", "..", "..", "share", "kiln",
+                                   "bundles")
+if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES):
+    set_bundle_dir(_os.path.normpath(_INSTALLED_BUNDLES))
 
 __all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "attention", "softmax",
            "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]

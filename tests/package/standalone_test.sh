@@ -45,6 +45,18 @@ fi
 echo "$planted" | grep -m1 'released to the producer too early'
 echo "$planted" | grep -q 'standalone/hopper_gemm.cc:[0-9]*.*released to the producer too early' ||
   { echo "FAIL: the planted mistake was not reported at a line of hopper_gemm.cc"; exit 1; }
+# The Python module as installed (where the build has one): from <prefix>/lib/python, on the
+# emulator, reading the installed bundles.
+if [ -n "${KILN_PYTHON:-}" ] && [ -d "$work/prefix/lib/python/kiln" ]; then
+  env -u KILN_BUNDLE_DIR PYTHONPATH="$work/prefix/lib/python" "$KILN_PYTHON" -c "
+import numpy as np, kiln
+assert kiln.bundle_dir().startswith('$work/prefix/share/kiln/bundles'), kiln.bundle_dir()
+x = np.random.default_rng(0).standard_normal((3, 100)).astype(np.float32)
+y = kiln.softmax(x)
+assert abs(float(y.sum()) - 3.0) < 0.05, y.sum()
+print('installed Python module: softmax on the emulator from', kiln.bundle_dir())
+" || { echo "FAIL: the installed Python module"; exit 1; }
+fi
 if ldd "$work/build/softmax_run" | grep -qE 'libLLVM|libMLIR'; then
   echo "FAIL: softmax_run links LLVM"; exit 1
 fi
