@@ -118,6 +118,34 @@ def attention():
         report("  [B, S, H, D] layout", rel(ob.transpose(1, 2), want), 2e-2)
 
 
+def glue():
+    """The layer glue, one element a thread and eight, against torch."""
+    g = torch.Generator(device="cuda").manual_seed(4)
+    for b, s, hq, hkv, d in [(2, 5, 4, 2, 8), (2, 300, 32, 8, 128)]:
+        qkv = torch.randn(b * s, (hq + 2 * hkv) * d, device="cuda", generator=g).bfloat16()
+        inv = 1.0 / 500000.0 ** (torch.arange(0, d, 2, device="cuda").float() / d)
+        angles = torch.arange(s, device="cuda").float()[:, None] * inv[None, :]
+        cos, sin = angles.cos().contiguous(), angles.sin().contiguous()
+        q, k, v = kiln.rope_qkv(qkv, cos, sin, b, hq, hkv)
+        x = qkv.double().view(b, s, hq + 2 * hkv, d).transpose(1, 2)
+        c, sn = cos.double(), sin.double()
+
+        def rotated(t):
+            t1, t2 = t[..., : d // 2], t[..., d // 2:]
+            return torch.cat([t1 * c - t2 * sn, t2 * c + t1 * sn], -1)
+
+        report(f"rope_qkv q b{b} s{s} hq{hq} hkv{hkv} d{d}", rel(q, rotated(x[:, :hq])), 1e-2)
+        report("  k", rel(k, rotated(x[:, hq:hq + hkv])), 1e-2)
+        report("  v", rel(v, x[:, hq + hkv:]), 1e-6)
+    for t, f in [(7, 33), (4096, 14336)]:
+        x = torch.randn(t, 2 * f, device="cuda", generator=g).bfloat16()
+        gate, up = x.double()[:, :f], x.double()[:, f:]
+        report(f"swiglu {t}x{2 * f}", rel(kiln.swiglu(x), F.silu(gate) * up), 1e-2)
+    for shape in [(2, 3, 5, 6), (2, 32, 1000, 128)]:
+        x = torch.randn(shape, device="cuda", generator=g).bfloat16()
+        report(f"heads_to_rows {shape}", rel(kiln.heads_to_rows(x), x.transpose(1, 2)), 0)
+
+
 def streams_and_load():
     x = torch.randn(512, 1000, device="cuda").bfloat16()
     side = torch.cuda.Stream()
@@ -215,7 +243,7 @@ def host_cost():
 
 print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
       f"bundles {kiln.bundle_dir()}")
-for part in [row_ops, gemms, attention, streams_and_load, errors, torch_ops, host_cost]:
+for part in [row_ops, gemms, attention, glue, streams_and_load, errors, torch_ops, host_cost]:
     try:
         part()
     except Exception as e:  # a part that raises fails, and the rest still run

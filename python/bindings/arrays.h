@@ -19,7 +19,8 @@ enum class Where { kHost, kCuda };
 
 // "bf16", "f16", "f32", "i32", ... ; "?" for a type kiln has no name for.
 std::string DtypeName(const Array& a);
-Where WhereOf(const Array& a, const std::string& what);  // throws for another device
+// Throws for a device kiln cannot use (neither the host nor CUDA).
+Where WhereOf(const Array& a, const std::string& what);
 // The address of the first element (data + byte offset).
 uint64_t Address(const Array& a);
 // Row-major and packed.

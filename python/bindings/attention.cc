@@ -7,9 +7,6 @@
 
 #include <nanobind/nanobind.h>
 
-#include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,15 +22,6 @@ namespace kiln::py {
 namespace {
 
 constexpr const char* kCall = "kiln.attention";
-
-rt::AttentionRunner& Runner() {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<rt::AttentionRunner>> runners;  // by bundle dir
-  std::lock_guard<std::mutex> lock(mu);
-  std::unique_ptr<rt::AttentionRunner>& r = runners[BundleDir()];
-  if (!r) r = std::make_unique<rt::AttentionRunner>(BundleDir());
-  return *r;
-}
 
 rt::AttentionSize SizeOf(const Array& q, const Array& k, const Array& v, const Array& o,
                          const Array& lse) {
@@ -74,19 +62,16 @@ void Attention(const Array& q, const Array& k, const Array& v, Array out, const 
       if (DtypeName(*x) != options.dtype)
         throw Error(absl::StrCat(kCall, ": q, k, v and out must share one type; q is ",
                                  options.dtype, ", another ", DtypeName(*x)));
-    ThrowIfError(Runner().Run(z, options,
-                              {Address(q), Address(k), Address(v), Address(o), Address(lse)},
-                              reinterpret_cast<cu::CUstream>(stream)));
+    ThrowIfError(RunnerFor<rt::AttentionRunner>(BundleDir())
+                     .Run(z, options,
+                          {Address(q), Address(k), Address(v), Address(o), Address(lse)},
+                          reinterpret_cast<cu::CUstream>(stream)));
     return;
   }
-  auto bind = [&](const Array& x) {
-    const std::vector<uint8_t> bytes = Narrowed(x, "bf16");
-    return d.BindBytes(bytes.data(), bytes.size());
-  };
-  rt::AttentionOperands ops{bind(q), bind(k), bind(v), 0, d.Bind(lse)};
   std::vector<uint8_t> result;
-  const std::vector<uint8_t> poison = Poisoned(o.size(), "bf16");
-  ops.o = d.BindBytes(poison.data(), poison.size(), &result);
+  const rt::AttentionOperands ops{d.BindNarrowed(q, "bf16"), d.BindNarrowed(k, "bf16"),
+                                  d.BindNarrowed(v, "bf16"),
+                                  d.BindPoisoned(o.size(), "bf16", &result), d.Bind(lse)};
   const rt::AttentionPlan plan = ValueOrThrow(rt::PlanAttention(z, options, ops, 90));
   const rt::Bundle& bundle = BundleNamed(plan.kernel);
   std::vector<rt::Arg> args = ValueOrThrow(rt::AttentionArgs(bundle.manifest, z, plan.scale, ops));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "kiln/runtime/driver.h"
 #include "kiln/runtime/launch.h"
+#include "python/bindings/convert.h"
 #include "python/bindings/status.h"
 
 namespace kiln::py {
@@ -133,6 +134,17 @@ uint64_t CallDevice::BindBytes(const void* host, size_t bytes, std::vector<uint8
   ThrowIfError(owned->buffer.CopyFromHost(host, bytes));
   owned_.push_back(owned);
   return owned->buffer.ptr();
+}
+
+uint64_t CallDevice::BindNarrowed(const Array& a, const std::string& type, bool column_major) {
+  const std::vector<uint8_t> bytes = Narrowed(a, type, column_major);
+  return BindBytes(bytes.data(), bytes.size());
+}
+
+uint64_t CallDevice::BindPoisoned(size_t count, const std::string& type,
+                                  std::vector<uint8_t>* back) {
+  const std::vector<uint8_t> poison = Poisoned(count, type);
+  return BindBytes(poison.data(), poison.size(), back);
 }
 
 void CallDevice::Launch(const rt::Bundle& bundle, const std::vector<rt::Arg>& args,

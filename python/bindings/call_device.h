@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,11 +20,22 @@
 namespace kiln::py {
 
 // The bundle directory the ops read (kiln.set_bundle_dir; else $KILN_BUNDLE_DIR; else the build
-// tree's or the installed bundles).
+// tree's; the kiln package points an installed module at the bundles installed beside it).
 std::string BundleDir();
 void SetBundleDir(const std::string& dir);
 // `name`'s bundle from `dir` ("" : BundleDir()), read once.
 const rt::Bundle& BundleNamed(const std::string& name, const std::string& dir = "");
+
+// One `Runner` (rt::GemmRunner, rt::AttentionRunner) per bundle directory, kept for the process.
+template <typename Runner>
+Runner& RunnerFor(const std::string& dir) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Runner>> runners;
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<Runner>& r = runners[dir];
+  if (!r) r = std::make_unique<Runner>(dir);
+  return *r;
+}
 
 class CallDevice {
  public:
@@ -39,6 +52,12 @@ class CallDevice {
   // Host bytes the call converted (bf16 from f32, say): on the emulator a copy, on the GPU a
   // device buffer; `back` (if not null) receives them after Finish.
   uint64_t BindBytes(const void* host, size_t bytes, std::vector<uint8_t>* back = nullptr);
+  // Emulator: the f32 values of contiguous host array `a` as `type` ("bf16", "f16", "f32"; with
+  // `column_major`, a 2-D `a` column after column), copied in.
+  uint64_t BindNarrowed(const Array& a, const std::string& type, bool column_major = false);
+  // Emulator: `count` elements of `type` that read as NaN (an output no one writes shows), copied
+  // into `*back` by Finish.
+  uint64_t BindPoisoned(size_t count, const std::string& type, std::vector<uint8_t>* back);
   // Launches `bundle`'s kernel on its grid rule's grid (or `grid`).
   void Launch(const rt::Bundle& bundle, const std::vector<rt::Arg>& args,
               std::optional<rt::Dim3> grid = std::nullopt);

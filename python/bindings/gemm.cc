@@ -9,9 +9,6 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
-#include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,15 +64,6 @@ class EmulatedGemmDevice : public rt::GemmDevice {
  private:
   emu::Device& d_;
 };
-
-rt::GemmRunner& Runner() {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<rt::GemmRunner>> runners;  // by bundle dir
-  std::lock_guard<std::mutex> lock(mu);
-  std::unique_ptr<rt::GemmRunner>& r = runners[BundleDir()];
-  if (!r) r = std::make_unique<rt::GemmRunner>(BundleDir());
-  return *r;
-}
 
 void CheckShapes(const GemmArgs& g) {
   for (const auto& [what, x] : {std::pair{"a", g.a}, std::pair{"b", g.b},
@@ -135,7 +123,8 @@ void Gemm(GemmArgs g, uint64_t stream) {
       if (x && DtypeName(*x) != g.out_type)
         throw Error(absl::StrCat(kCall, ": out, c, bias and residual must be ", g.out_type,
                                  ", not ", DtypeName(*x)));
-    ThrowIfError(Runner().Run(size, options, o, reinterpret_cast<cu::CUstream>(stream)));
+    ThrowIfError(RunnerFor<rt::GemmRunner>(BundleDir())
+                     .Run(size, options, o, reinterpret_cast<cu::CUstream>(stream)));
     return;
   }
   // Host: contiguous f32, narrowed and laid out as the entry point's own problem is, unswapped:
@@ -143,21 +132,16 @@ void Gemm(GemmArgs g, uint64_t stream) {
   for (const auto& [what, x] : {std::pair{"a", g.a}, std::pair{"b", g.b},
                                 std::pair{"out", static_cast<const Array*>(g.out)}})
     Require(*x, kCall, what, 2, {"f32"});
-  auto bind = [&](const Array& x, const std::string& type, bool column_major) {
-    const std::vector<uint8_t> bytes = Narrowed(x, type, column_major);
-    return d.BindBytes(bytes.data(), bytes.size());
-  };
-  o.a = bind(*g.a, g.in_type, false), o.b = bind(*g.b, g.in_type, true);
+  o.a = d.BindNarrowed(*g.a, g.in_type), o.b = d.BindNarrowed(*g.b, g.in_type, true);
   for (const auto& [what, x, to] :
        {std::tuple{"c", &g.c, &o.c_in}, std::tuple{"bias", &g.bias, &o.bias},
         std::tuple{"residual", &g.residual, &o.residual}})
     if (*x) {
       Require(**x, kCall, what, -1, {"f32"});
-      *to = bind(**x, g.out_type, (*x)->ndim() == 2);
+      *to = d.BindNarrowed(**x, g.out_type, (*x)->ndim() == 2);
     }
   std::vector<uint8_t> result;
-  const std::vector<uint8_t> poison = Poisoned(g.out->size(), g.out_type);
-  o.c = d.BindBytes(poison.data(), poison.size(), &result);
+  o.c = d.BindPoisoned(g.out->size(), g.out_type, &result);
   EmulatedGemmDevice device(*d.emulator());
   ThrowIfError(rt::RunGemm(size, options, o, /*compute_capability=*/90, device));
   d.Finish();

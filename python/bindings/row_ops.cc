@@ -33,9 +33,7 @@ std::pair<int64_t, int64_t> RowsCols(const std::string& call, const Array& x, co
 
 // An operand's device address: as it is on the GPU, bf16 bytes of its f32 values on the emulator.
 uint64_t Operand(CallDevice& d, const Array& a) {
-  if (!d.emulated()) return d.Bind(a, /*read_only=*/true);
-  const std::vector<uint8_t> bits = Narrowed(a, "bf16");
-  return d.BindBytes(bits.data(), bits.size());
+  return d.emulated() ? d.BindNarrowed(a, "bf16") : d.Bind(a, /*read_only=*/true);
 }
 
 void RowOp(const std::string& call, const char* kernel, const Array& x, std::optional<Array> w,
@@ -57,12 +55,9 @@ void RowOp(const std::string& call, const char* kernel, const Array& x, std::opt
   if (w) args.push_back(rt::Arg::Ptr(Operand(d, *w)));
   if (b) args.push_back(rt::Arg::Ptr(Operand(d, *b)));
   std::vector<uint8_t> y;
-  if (d.emulated()) {  // the output's bf16 bytes (NaN until written), read back into out as f32
-    const std::vector<uint8_t> poison = Poisoned(static_cast<size_t>(rows * cols), "bf16");
-    args.push_back(rt::Arg::Ptr(d.BindBytes(poison.data(), poison.size(), &y)));
-  } else {
-    args.push_back(rt::Arg::Ptr(d.Bind(out)));
-  }
+  // On the emulator the output's bf16 bytes, read back into out as f32.
+  args.push_back(rt::Arg::Ptr(
+      d.emulated() ? d.BindPoisoned(static_cast<size_t>(rows * cols), "bf16", &y) : d.Bind(out)));
   args.push_back(rt::Arg::I32(static_cast<int32_t>(rows)));
   args.push_back(rt::Arg::I32(static_cast<int32_t>(cols)));
   if (w) args.push_back(rt::Arg::F32(eps));
