@@ -21,6 +21,7 @@ std::string EpilogueSpec::Terms() const {
   if (activation == Activation::kGelu) t.push_back("gelu");
   if (activation == Activation::kSilu) t.push_back("silu");
   if (residual) t.push_back("residual");
+  if (swiglu) t.push_back("swiglu");
   return absl::StrJoin(t, ".");
 }
 
@@ -39,6 +40,8 @@ absl::StatusOr<EpilogueSpec> ParseEpilogueTerms(const std::string& terms, Scalar
       spec.bias = BiasAxis::kRow;
     else if (t == "bias_col")
       spec.bias = BiasAxis::kColumn;
+    else if (t == "swiglu")
+      spec.swiglu = true;
     else if (t == "relu")
       spec.activation = Activation::kRelu;
     else if (t == "gelu")
@@ -146,6 +149,11 @@ Value Epilogue::ApplyBeforeResidual(const Value& acc, const Inputs& in, Loc loc)
       break;
   }
   return x;
+}
+
+Value Epilogue::Swiglu(const Value& gate, const Value& up, Loc loc) const {
+  Value half = gate * 0.5;  // silu(g) = g / 2 (1 + tanh(g / 2)), as kSilu
+  return Fma(Operand(half, loc), Operand(TanhApprox(half, loc), loc), Operand(half, loc)) * up;
 }
 
 Value Epilogue::Apply(const Value& acc, const Value& row, const Value& col, const Value& inside,

@@ -290,6 +290,10 @@ ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bo
           return absl::InvalidArgumentError(
               absl::StrCat(name, b_mn ? ": reads K-major A only (no a_mn)"
                                       : ": reads K-major A and B only (no a_mn, b_mn)"));
+        if (v->epilogue.swiglu && (!tile || v->any_m))
+          return absl::InvalidArgumentError(absl::StrCat(
+              name, tile ? ": swiglu takes M a multiple of 16 (no any_m)"
+                         : ": swiglu is fused by the tile kernels (gemm/bf16_sm90*) alone"));
         if (v->c_row && !c_row)
           return absl::InvalidArgumentError(
               absl::StrCat(name, ": stores C column-major only (no c_row)"));
@@ -330,7 +334,8 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
                   .a_order = shape.a_mn ? "col" : "row",
                   .b_order = shape.b_mn ? "row" : "col",
                   .c_order = "col",
-                  .tile_m = shape.c_box_rows ? 8 : 1,
+                  // swiglu pairs rows 8 apart in blocks of 16 (EpilogueSpec::swiglu)
+                  .tile_m = shape.epilogue == "swiglu" ? 16 : shape.c_box_rows ? 8 : 1,
                   .tile_n = 1,
                   .tile_k = 1,
                   .block_m = shape.bm,
@@ -357,7 +362,11 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     rt::TensorMapParam c;
     c.tensor = "C";
     c.by_value = shape.by_value;
-    if (shape.ragged) {  // the map's bounds are M and N themselves: a box past them is clipped
+    if (shape.ragged && shape.epilogue == "swiglu") {  // C has half the product's rows
+      c.dims = {Expr(k, "M/2", loc), Expr(k, "N", loc)};
+      c.strides = {Expr(k, "M", loc)};
+      c.box = {32, static_cast<uint32_t>(shape.c_box_rows)};
+    } else if (shape.ragged) {  // the map's bounds are M and N: a box past them is clipped
       c.dims = {Expr(k, "M", loc), Expr(k, "N", loc)};
       c.strides = {Expr(k, "M*2", loc)};
       c.box = {64, static_cast<uint32_t>(shape.c_box_rows)};
@@ -369,7 +378,8 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     }
     if (shape.c_swizzle && shape.c_pad != 0)
       k.Fail("a 128B-swizzled C box is 64 elements wide: no padding (c_pad) with c_swizzle", loc);
-    if (shape.c_swizzle) c.swizzle = rt::TmaSwizzle::k128B;
+    if (shape.c_swizzle)  // a swiglu's boxes are 32 elements wide
+      c.swizzle = shape.epilogue == "swiglu" ? rt::TmaSwizzle::k64B : rt::TmaSwizzle::k128B;
     if (shape.out_type == "f16") c.dtype = rt::TmaDtype::kF16;
     g.C = k.TmaParam("tmC", c, loc);
   } else {

@@ -24,6 +24,8 @@ absl::StatusOr<HostEpilogue> EpilogueOf(const GemmSpec& g) {
       e.scale = true;
     else if (t == "residual")
       e.residual = true;
+    else if (t == "swiglu")
+      e.swiglu = true;
     else if (t == "bias_row" || t == "bias_col")
       e.bias = t == "bias_row" ? 'r' : 'c';
     else

@@ -3,12 +3,14 @@
 // kernel should store, for the harness's references on the GPU and on the emulator.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "examples/gemm_spec.h"
+#include "kiln/bundle/epilogue_terms.h"
 
 namespace kiln::examples {
 
@@ -18,8 +20,16 @@ struct HostEpilogue {
   std::string activation;  // "", "relu", "gelu" (tanh form), "silu"
   std::string type;        // the output type, which C_in, bias and residual share
   std::string c_order;     // C's, which C_in and residual share
-  bool Plain() const { return !scale && !residual && !bias && activation.empty(); }
+  bool swiglu = false;     // C = silu(gate) * up over pairs of the product's rows (rt::SwigluRowOf)
+  bool Plain() const { return !scale && !residual && !bias && activation.empty() && !swiglu; }
 };
+// C's rows: M, or under swiglu half of them.
+inline int64_t CRows(const HostEpilogue& e, const rt::GemmSize& s) {
+  return e.swiglu ? s.m / 2 : s.m;
+}
+inline int64_t CRows(const GemmSpec& g, const rt::GemmSize& s) {
+  return g.epilogue == "swiglu" ? s.m / 2 : s.m;
+}
 // The spec's epilogue; an unknown term is an error naming it.
 absl::StatusOr<HostEpilogue> EpilogueOf(const GemmSpec& g);
 
@@ -33,6 +43,16 @@ EpilogueInputs RandomEpilogueInputs(const HostEpilogue& e, const rt::GemmSize& s
 // What the kernel should store at (i, j), given the exact product there.
 double ApplyEpilogue(const HostEpilogue& e, const EpilogueInputs& in, const rt::GemmSize& s,
                      double product, int64_t i, int64_t j);
+
+// What the kernel should store at (i, j) of C (CRows x N), given product(row), the exact product
+// at (row, j) for any row of M.
+template <typename ProductAt>
+double ExpectedAt(const HostEpilogue& e, const EpilogueInputs& in, const rt::GemmSize& s,
+                  ProductAt product, int64_t i, int64_t j) {
+  if (!e.swiglu) return ApplyEpilogue(e, in, s, product(i), i, j);
+  const double gate = product(rt::SwigluRowOf(i, false)), up = product(rt::SwigluRowOf(i, true));
+  return gate / (1 + std::exp(-gate)) * up;
+}
 
 // Elements of encoded data of a GEMM element type: "bf16", "f16" (2 bytes) or "f32" (4).
 size_t ElementBytes(const std::string& type);

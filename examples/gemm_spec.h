@@ -49,7 +49,7 @@ inline const std::vector<std::string> kBundledGemmVariants = {
 // ChooseGemm picks where M is no multiple of 8, and MN-major A and B (a_mn, b_mn), with any M too;
 // then what a model's linear layers ask of them through the Python module, where C is row-major
 // and so computed swapped (docs/PYTHON.md): a bias per column of C (bias_row to the kernel), a
-// residual, and f32 out with either operand MN-major.
+// residual, f32 out with either operand MN-major, and a gate/up projection's SwiGLU.
 inline const std::vector<std::string> kBundledTileVariants = {
     "f16-f16",
     "bf16-f32",
@@ -71,7 +71,9 @@ inline const std::vector<std::string> kBundledTileVariants = {
     "bf16-bf16.residual",
     "bf16-bf16.any_m.residual",
     "bf16-f32.a_mn",
-    "bf16-f32.b_mn"};
+    "bf16-f32.b_mn",
+    "bf16-bf16.swiglu",
+    "bf16-bf16.a_mn.swiglu"};
 // The wide-stage kernels': kBundledGemmVariants and a row-major B (b_mn), plain and fused.
 inline const std::vector<std::string> kBundledWideVariants = [] {
   std::vector<std::string> v = kBundledGemmVariants;

@@ -370,7 +370,7 @@ absl::Status Upload(GemmRun& x, const rt::Bundle* reference) {
   const EpilogueInputs& ei = x.ei;
   absl::StatusOr<uint64_t> da = device(ha.size() * 2, ha.data()),
                            db = device(hb.size() * 2, hb.data()),
-                           dc = device(s.m * s.n * ElementBytes(x.g.out_type), nullptr),
+                           dc = device(CRows(x.g, s) * s.n * ElementBytes(x.g.out_type), nullptr),
                            dref = device(s.m * s.n * ElementBytes(x.ref_spec.out_type), nullptr),
                            dcin = device(ei.c_in.size(), ei.c_in.data()),
                            dbias = device(ei.bias.size(), ei.bias.data()),
@@ -408,7 +408,7 @@ absl::Status RunBoth(GemmRun& x, const rt::Bundle* reference, GemmResult& r) {
   if (absl::Status st = c_buffer.Fill(0xff); !st.ok()) return st;
   if (absl::Status st = x.launch(); !st.ok()) return st;
   if (absl::Status st = rt::Synchronize(); !st.ok()) return st;
-  x.hc.resize(x.s.m * x.s.n * ElementBytes(x.g.out_type));
+  x.hc.resize(CRows(x.g, x.s) * x.s.n * ElementBytes(x.g.out_type));
   x.href.resize(x.s.m * x.s.n * ElementBytes(x.ref_spec.out_type));
   if (absl::Status st = c_buffer.CopyToHost(x.hc.data(), x.hc.size()); !st.ok()) return st;
   return ref_buffer.CopyToHost(x.href.data(), x.href.size());
@@ -424,19 +424,22 @@ void Compare(const GemmRun& x, uint64_t seed, GemmResult& r) {
     double diff2 = 0, ref2 = 0;
     size_t nan_count = 0;
   };
+  const int64_t rows = CRows(x.epi, s);  // C's (half M under swiglu)
   const int64_t workers =
-      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(s.m, 32));
+      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(rows, 32));
   std::vector<Sums> sums(workers);
   std::vector<std::thread> threads;
   for (int64_t w = 0; w < workers; ++w)
     threads.emplace_back([&, w] {
       Sums& out = sums[w];
-      for (int64_t i = s.m * w / workers; i < s.m * (w + 1) / workers; ++i)
+      for (int64_t i = rows * w / workers; i < rows * (w + 1) / workers; ++i)
         for (int64_t j = 0; j < s.n; ++j) {
-          const size_t at = Index(g.c_order, i, j, s.m, s.n);
-          const double got = DecodeElement(x.hc, g.out_type, at);
-          const double y =
-              ApplyEpilogue(x.epi, x.ei, s, DecodeElement(x.href, x.ref_spec.out_type, at), i, j);
+          const double got = DecodeElement(x.hc, g.out_type, Index(g.c_order, i, j, rows, s.n));
+          auto product = [&](int64_t row) {
+            return DecodeElement(x.href, x.ref_spec.out_type,
+                                 Index(g.c_order, row, j, s.m, s.n));
+          };
+          const double y = ExpectedAt(x.epi, x.ei, s, product, i, j);
           if (std::isnan(got) || std::isinf(got)) ++out.nan_count;
           out.diff2 += (got - y) * (got - y);
           out.ref2 += y * y;
@@ -450,13 +453,16 @@ void Compare(const GemmRun& x, uint64_t seed, GemmResult& r) {
   std::mt19937_64 rng(seed * 7 + 3);
   double sd2 = 0, sr2 = 0;
   for (int t = 0; t < 64; ++t) {
-    const int64_t i = rng() % s.m, j = rng() % s.n;
-    double acc = 0;
-    for (int64_t kk = 0; kk < s.k; ++kk)
-      acc += ToFloat(x.host.a[Index(g.a_order, i, kk, s.m, s.k)], g.in_type) *
-             ToFloat(x.host.b[Index(g.b_order, kk, j, s.k, s.n)], g.in_type);
-    const double want = ApplyEpilogue(x.epi, x.ei, s, acc, i, j);
-    const double got = DecodeElement(x.hc, g.out_type, Index(g.c_order, i, j, s.m, s.n));
+    const int64_t i = rng() % rows, j = rng() % s.n;
+    auto product = [&](int64_t row) {
+      double acc = 0;
+      for (int64_t kk = 0; kk < s.k; ++kk)
+        acc += ToFloat(x.host.a[Index(g.a_order, row, kk, s.m, s.k)], g.in_type) *
+               ToFloat(x.host.b[Index(g.b_order, kk, j, s.k, s.n)], g.in_type);
+      return acc;
+    };
+    const double want = ExpectedAt(x.epi, x.ei, s, product, i, j);
+    const double got = DecodeElement(x.hc, g.out_type, Index(g.c_order, i, j, rows, s.n));
     sd2 += (got - want) * (got - want);
     sr2 += want * want;
   }
@@ -708,7 +714,7 @@ absl::StatusOr<EmulatedC> EmulatedOutput(const rt::Bundle& bundle, const GemmSpe
   const rt::Manifest& m = bundle.manifest;
   auto device = std::make_shared<emu::Device>();
   emu::Device& d = *device;
-  const size_t c_bytes = s.m * s.n * ElementBytes(g.out_type);
+  const size_t c_bytes = CRows(g, s) * s.n * ElementBytes(g.out_type);  // C's own size, no more
   const uint64_t da = *d.Allocate(ha.size() * 2), db = *d.Allocate(hb.size() * 2),
                  dc = *d.Allocate(c_bytes);
   if (absl::Status st = d.CopyIn(da, ha.data(), ha.size() * 2); !st.ok()) return st;
@@ -876,11 +882,13 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(
       r.coverage = absl::StrFormat("clusters 0 and %d of %d", run_c.clusters - 1, run_c.clusters);
     double err = 0, norm = 0;
     int64_t nans = 0;
-    std::vector<double> got(s.m * s.n), expected(s.m * s.n);
-    for (int64_t i = 0; i < s.m; ++i)
+    const int64_t rows = CRows(*epi, s);  // C's (half M under swiglu)
+    std::vector<double> got(rows * s.n), expected(rows * s.n);
+    for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < s.n; ++j) {
-        const double x = DecodeElement(out, g.out_type, Index(g.c_order, i, j, s.m, s.n));
-        const double w = ApplyEpilogue(*epi, ei, s, want[i * s.n + j], i, j);
+        const double x = DecodeElement(out, g.out_type, Index(g.c_order, i, j, rows, s.n));
+        auto product = [&](int64_t row) { return want[row * s.n + j]; };
+        const double w = ExpectedAt(*epi, ei, s, product, i, j);
         got[i * s.n + j] = x, expected[i * s.n + j] = w;
         if (std::isnan(x)) {
           ++nans;
@@ -893,17 +901,18 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(
       }
     r.rel_error = std::sqrt(err / std::max(norm, 1e-30));
     r.spot_error = r.rel_error;
-    const int64_t share = s.m * s.n / static_cast<int64_t>(std::max<uint64_t>(1, run_c.clusters)) *
+    const int64_t share = rows * s.n / static_cast<int64_t>(std::max<uint64_t>(1, run_c.clusters)) *
                           static_cast<int64_t>(run_c.clusters_run);
-    if (subset && s.m * s.n - nans != share)
-      r.failure = absl::StrCat("the ", r.coverage, " that ran wrote ", s.m * s.n - nans,
+    if (subset && rows * s.n - nans != share)
+      r.failure = absl::StrCat("the ", r.coverage, " that ran wrote ", rows * s.n - nans,
                                " elements of C as numbers; their share of the tiles is ", share);
     else if (nans && !subset)
       r.failure = absl::StrCat(nans, " NaN or unwritten elements");
     else if (!(r.rel_error <= r.tolerance))
       r.failure = absl::StrFormat("error %.3g over tolerance %.3g", r.rel_error, r.tolerance);
     if (!r.failure.empty())
-      if (std::string place = WrongResultPlace(g, s, *outputs[run], got, expected, r.tolerance);
+      if (std::string place = WrongResultPlace(g, {rows, s.n, s.k}, *outputs[run], got, expected,
+                                               r.tolerance);
           !place.empty())
         absl::StrAppend(&r.failure, ": ", place);
     r.passed = r.failure.empty();

@@ -10,7 +10,8 @@ The kiln layer, per call on x [B, S, 4096]:
   h = rms_norm(x); qkv = h @ Wqkv (one GEMM over q, k and v's weights); q, k, v = rope_qkv(qkv)
   (RoPE and the [B, H, S, D] layout in one pass); o = attention(q, k, v, causal);
   x = heads_to_rows(o) @ Wo + x (the residual fused); h = rms_norm(x);
-  gu = h @ Wgu (gate and up in one GEMM); y = swiglu(gu) @ Wd + x (the residual fused).
+  a = swiglu(h @ Wgu) (gate and up in one GEMM, SwiGLU fused: Wgu's rows interleaved by
+  kiln.swiglu_weights); y = a @ Wd + x (the residual fused).
 """
 
 import argparse
@@ -38,7 +39,7 @@ class KilnLlamaLayer:
         # b = W.t(): the (out, in) weights read K-major, as the GEMM entry point likes them.
         self.w_qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).t()
         self.w_o = attn.o_proj.weight.t()
-        self.w_gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).t()
+        self.w_gate_up = kiln.swiglu_weights(mlp.gate_proj.weight, mlp.up_proj.weight).t()
         self.w_down = mlp.down_proj.weight.t()
         inv_freq = 1.0 / THETA ** (torch.arange(0, HEAD_DIM, 2, device="cuda").float() / HEAD_DIM)
         angles = torch.arange(1 << 17, device="cuda").float()[:, None] * inv_freq[None, :]
@@ -58,8 +59,8 @@ class KilnLlamaLayer:
             ("o gemm + residual", lambda st: st.update(x1=kiln.gemm(st["rows"], self.w_o,
                                                                    residual=st["x"]))),
             ("rms_norm", lambda st: st.update(h1=kiln.rms_norm(st["x1"], self.norm_post, EPS))),
-            ("gate/up gemm", lambda st: st.update(gu=kiln.gemm(st["h1"], self.w_gate_up))),
-            ("swiglu", lambda st: st.update(a=kiln.swiglu(st["gu"]))),
+            ("gate/up gemm + swiglu", lambda st: st.update(a=kiln.gemm(
+                st["h1"], self.w_gate_up, activation="swiglu"))),
             ("down gemm + residual", lambda st: st.update(y=kiln.gemm(st["a"], self.w_down,
                                                                       residual=st["x1"]))),
         ]
@@ -88,8 +89,8 @@ class KilnTorchOpsLayer(torch.nn.Module):
         o, _ = ops.attention(q, k, v, True)
         rows = ops.heads_to_rows(o).reshape(b * s, HIDDEN)
         x1 = ops.gemm(rows, w.w_o, residual=x2)
-        gu = ops.gemm(ops.rms_norm(x1, w.norm_post, EPS), w.w_gate_up)
-        y = ops.gemm(ops.swiglu(gu), w.w_down, residual=x1)
+        a = ops.gemm(ops.rms_norm(x1, w.norm_post, EPS), w.w_gate_up, activation="swiglu")
+        y = ops.gemm(a, w.w_down, residual=x1)
         return y.view(b, s, HIDDEN)
 
 

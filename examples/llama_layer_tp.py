@@ -38,7 +38,9 @@ def shards(hf, rank, world):
         "hq": hq, "hkv": hkv,
         "w_qkv": w_qkv.t(),                                                  # (4096, heads * D)
         "w_o": a.o_proj.weight[:, rank * hq * d:(rank + 1) * hq * d].contiguous().t(),
-        "w_gate_up": w_gate_up.t(),
+        "w_gate_up": w_gate_up.t(),  # torch's layer: gate then up
+        # kiln's: interleaved for the GEMM's fused SwiGLU
+        "w_swiglu": kiln.swiglu_weights(rows(m.gate_proj.weight, f), rows(m.up_proj.weight, f)).t(),
         "w_down": m.down_proj.weight[:, rank * f:(rank + 1) * f].contiguous().t(),
     }
 
@@ -62,7 +64,7 @@ class KilnTpLayer:
         x1 = kiln.gemm(rows, w["w_o"], residual=x2 if self.rank == 0 else None)
         self._all_reduce(x1, time_allreduce)
         h1 = kiln.rms_norm(x1, full.norm_post, one.EPS)
-        a = kiln.swiglu(kiln.gemm(h1, w["w_gate_up"]))
+        a = kiln.gemm(h1, w["w_swiglu"], activation="swiglu")
         y = kiln.gemm(a, w["w_down"], residual=x1 if self.rank == 0 else None)
         self._all_reduce(y, time_allreduce)
         return y.view(b, s, hidden)

@@ -82,6 +82,15 @@ def gemms():
                                                        prod + bias.double()), 1e-2)
         report(f"gemm x @ w.T + residual {m}x{n}x{k}",
                rel(kiln.gemm(x, w.t(), residual=res), prod + res.double()), 1e-2)
+    # A gate/up projection with SwiGLU fused (the weights interleaved by kiln.swiglu_weights).
+    for t, f, k in [(4095, 1000, 1000), (1, 14336, 4096), (3, 512, 264), (2048, 14336, 4096)]:
+        x = torch.randn(t, k, device="cuda", generator=g).bfloat16()
+        gate = torch.randn(f, k, device="cuda", generator=g).bfloat16() / k ** 0.5
+        up = torch.randn(f, k, device="cuda", generator=g).bfloat16() / k ** 0.5
+        out = poisoned((t, f))
+        kiln.gemm(x, kiln.swiglu_weights(gate, up).t(), out=out, activation="swiglu")
+        want = F.silu(x.double() @ gate.double().t()) * (x.double() @ up.double().t())
+        report(f"gemm x @ w.T, swiglu fused {t}x{2 * f}x{k}", rel(out, want), 1e-2)
     # The bundled fused epilogue on a column-major out (the kernel's own layout, not swapped).
     m, n, k = 1000, 512, 256
     a = torch.randn(m, k, device="cuda", generator=g).bfloat16()
@@ -198,6 +207,7 @@ def torch_ops():
     q = torch.randn(1, 4, 200, 128, device="cuda").bfloat16()
     kv = torch.randn(1, 2, 200, 128, device="cuda").bfloat16()
     cases = [(ops.gemm.default, (x, wt)), (ops.gemm.default, (x, wt, None, None, "", "f32")),
+             (ops.gemm.default, (x, wt, None, None, "swiglu")),
              (ops.softmax.default, (x,)), (ops.rms_norm.default, (x, w, 1e-5)),
              (ops.layer_norm.default, (x, w, b, 1e-5)), (ops.attention.default, (q, kv, kv, True))]
     for op, args in cases:

@@ -71,6 +71,24 @@ Orientation Oriented(const GemmSize& size, const GemmOperands& o, int compute_ca
   return v;
 }
 
+// SwiGLU (CanonicalEpilogue's "swiglu") pairs the product's columns, the rows of a linear layer's
+// gate/up weight (B) in the order rt::SwigluRowOf gives: C = silu(gate) * up is row-major, M x N/2
+// and packed. Computed swapped, those are the kernel's rows, which its accumulator pairs.
+absl::Status CheckSwiglu(const GemmSize& size, const GemmOperands& o) {
+  if (!o.c_row_major)
+    return Invalid(
+        "swiglu pairs the columns of the product (the gate and up rows of a weight): C must be "
+        "row-major (c_row_major), M x N/2");
+  if (size.n % 16)
+    return Invalid(absl::StrCat("swiglu takes N a multiple of 16 (gate and up rows interleaved in "
+                                "blocks of 8), not ",
+                                size.n));
+  if (o.ldc && o.ldc != size.n / 2)
+    return Invalid(absl::StrCat("swiglu stores C packed: ldc must be N/2 (", size.n / 2,
+                                "), not ", o.ldc));
+  return absl::OkStatus();
+}
+
 // PlanGemm past its checks, with the operands Oriented (`c_row`: the kernel stores C row-major).
 absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& options,
                                      const std::string& terms, const GemmOperands& o, bool c_row,
@@ -183,7 +201,8 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
   const std::string& name = plan.choice.kernel;
   const bool any_strides = ReadsAnyStrides(name);
   const bool tiles = name.rfind("gemm/bf16_sm90", 0) == 0;
-  const bool c_map = tiles && !Has(name, "any_m") && options.out_type != "f32";
+  const bool c_map =
+      tiles && !Has(name, "any_m") && !Has(name, "swiglu") && options.out_type != "f32";
   const bool c_like_inputs = EpilogueReadsMatrices(terms);  // laid out with column stride M
   const bool wide = IsWideStageKernel(name);                // a row-major B too
   if (!any_strides && !tiles &&
@@ -245,13 +264,24 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   if (o.ldb && o.ldb < b_rows)
     return Invalid(
         absl::StrCat("ldb = ", o.ldb, " is less than ", o.b_row_major ? "N = " : "K = ", b_rows));
-  const int64_t c_rows = o.c_row_major ? size.n : size.m;  // what ldc strides over
-  if (o.ldc && o.ldc < c_rows)
-    return Invalid(
-        absl::StrCat("ldc = ", o.ldc, " is less than ", o.c_row_major ? "N = " : "M = ", c_rows));
-  const Orientation oriented = Oriented(size, o, compute_capability);
+  const bool swiglu = *terms == "swiglu";
+  if (swiglu) {
+    if (absl::Status st = CheckSwiglu(size, o); !st.ok()) return st;
+  } else {
+    const int64_t c_rows = o.c_row_major ? size.n : size.m;  // what ldc strides over
+    if (o.ldc && o.ldc < c_rows)
+      return Invalid(absl::StrCat("ldc = ", o.ldc, " is less than ", o.c_row_major ? "N = " : "M = ",
+                                  c_rows));
+  }
+  GemmOperands given = o;
+  if (swiglu) given.ldc = 0;  // packed (CheckSwiglu): the kernel's C is its M / 2 rows apart
+  const Orientation oriented = Oriented(size, given, compute_capability);
   absl::StatusOr<GemmPlan> plan = PlanChecked(size, options, *terms, oriented.operands,
                                               oriented.c_row, compute_capability, tuned);
+  if (plan.ok() && swiglu && plan->choice.kernel.rfind("gemm/bf16_sm90", 0) != 0)
+    return Invalid(absl::StrCat("swiglu is fused by the sm_90 tile kernels (gemm/bf16_sm90*) alone; ",
+                                size.m, "x", size.n, "x", size.k, " takes ", plan->choice.kernel,
+                                " (", plan->choice.why, ")"));
   if (plan.ok() && oriented.operands.c_row_major != o.c_row_major)
     absl::StrAppend(&plan->choice.why, "; C of ",
                     size.n == 1 ? "one column" : absl::StrCat(size.n, " columns"),
@@ -335,8 +365,14 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
       const bool mn = (t == "A" && plan->a_mn) || (t == "B" && plan->b_mn),
                  c_like = t != "A" && t != "B";
       const uint64_t rows = t == "A" ? s.m : s.n;
-      const uint64_t inner = c_like ? s.m : mn ? rows : s.k, outer = c_like ? s.n : mn ? s.k : rows;
-      const int64_t stride = t == "A" ? ld.a : t == "B" ? ld.b : t == "C" ? ld.c : s.m;
+      // A swiglu's C has half the product's rows, packed (CheckSwiglu).
+      const int64_t c_rows = t == "C" && Has(plan->choice.kernel, "swiglu") ? s.m / 2 : s.m;
+      const uint64_t inner = c_like ? c_rows : mn ? rows : s.k,
+                     outer = c_like ? s.n : mn ? s.k : rows;
+      const int64_t stride = t == "A"   ? ld.a
+                             : t == "B" ? ld.b
+                             : t == "C" ? (c_rows == s.m ? ld.c : c_rows)
+                                        : s.m;
       const uint64_t bytes = p.tensor_map.dtype == TmaDtype::kF32 ? 4 : 2;
       args.push_back(
           Arg::Tensor(pointers.at(t), {inner, outer}, {static_cast<uint64_t>(stride) * bytes}));

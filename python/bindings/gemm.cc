@@ -1,5 +1,5 @@
 // kiln.gemm over the GEMM entry point: out = epilogue(alpha * a @ b + beta * c) with a (M, K),
-// b (K, N), out (M, N). CUDA tensors: any strides the entry point takes (each matrix row- or
+// b (K, N), out (M, N); or out = swiglu(a @ b), (M, N/2) and row-major (rt::SwigluRowOf). CUDA tensors: any strides the entry point takes (each matrix row- or
 // column-major with a leading dimension), launched on the caller's stream through rt::GemmRunner.
 // Host arrays: contiguous f32, rounded to the input type and run through the same planner and
 // kernels on the emulator (a chip of compute capability 9.0).
@@ -72,12 +72,13 @@ void CheckShapes(const GemmArgs& g) {
       throw Error(absl::StrCat(kCall, ": ", what, " must have rank 2, not ", x->ndim(), " (shape ",
                                ShapeText(*x), ")"));
   const size_t m = g.a->shape(0), k = g.a->shape(1), n = g.b->shape(1);
+  const size_t out_n = g.epilogue == "swiglu" ? n / 2 : n;  // gate and up columns pair
   if (g.b->shape(0) != k)
     throw Error(absl::StrCat(kCall, ": a ", ShapeText(*g.a), " and b ", ShapeText(*g.b),
                              " do not multiply (a's columns must be b's rows)"));
-  if (g.out->shape(0) != m || g.out->shape(1) != n)
+  if (g.out->shape(0) != m || g.out->shape(1) != out_n)
     throw Error(
-        absl::StrCat(kCall, ": out has shape ", ShapeText(*g.out), ", not (", m, ", ", n, ")"));
+        absl::StrCat(kCall, ": out has shape ", ShapeText(*g.out), ", not (", m, ", ", out_n, ")"));
   for (const auto& [what, x] : {std::pair{"c", &g.c}, std::pair{"residual", &g.residual}})
     if (*x && ShapeOf(**x) != ShapeOf(*g.out))
       throw Error(absl::StrCat(kCall, ": ", what, " has shape ", ShapeText(**x), "; out ",
@@ -90,6 +91,9 @@ void CheckShapes(const GemmArgs& g) {
 }
 
 void Gemm(GemmArgs g, uint64_t stream) {
+  absl::StatusOr<std::string> terms = rt::CanonicalEpilogue(g.epilogue);  // before out's shape
+  ThrowIfError(terms.status());
+  g.epilogue = *terms;
   CheckShapes(g);
   CallDevice d(kCall,
                {g.a, g.b, g.out, g.c ? &*g.c : nullptr, g.bias ? &*g.bias : nullptr,
@@ -128,7 +132,8 @@ void Gemm(GemmArgs g, uint64_t stream) {
     return;
   }
   // Host: contiguous f32, narrowed and laid out as the entry point's own problem is, unswapped:
-  // A row-major, B and C (with C_in and residual) column-major.
+  // A row-major, B and C (with C_in and residual) column-major; a swiglu's C row-major, as it
+  // must be.
   for (const auto& [what, x] : {std::pair{"a", g.a}, std::pair{"b", g.b},
                                 std::pair{"out", static_cast<const Array*>(g.out)}})
     Require(*x, kCall, what, 2, {"f32"});
@@ -142,10 +147,11 @@ void Gemm(GemmArgs g, uint64_t stream) {
     }
   std::vector<uint8_t> result;
   o.c = d.BindPoisoned(g.out->size(), g.out_type, &result);
+  o.c_row_major = g.epilogue == "swiglu";
   EmulatedGemmDevice device(*d.emulator());
   ThrowIfError(rt::RunGemm(size, options, o, /*compute_capability=*/90, device));
   d.Finish();
-  Widen(result, g.out_type, *g.out, /*column_major=*/true);
+  Widen(result, g.out_type, *g.out, /*column_major=*/!o.c_row_major);
 }
 
 }  // namespace

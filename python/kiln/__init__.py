@@ -23,8 +23,8 @@ _INSTALLED_BUNDLES = _os.path.join(_os.path.dirname(__file__), "..", "..", "..",
 if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES):
     set_bundle_dir(_os.path.normpath(_INSTALLED_BUNDLES))
 
-__all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "attention", "softmax",
-           "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]
+__all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "swiglu_weights", "attention",
+           "softmax", "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]
 
 _TORCH_TYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
 
@@ -117,6 +117,9 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     weight w (N, K) is b = w.t()); out, c, bias (N values) and residual of out_dtype (default:
     a's type; "f32" also). activation: "relu", "gelu" or "silu". Host arrays: f32, run on the
     emulator as bf16, out_dtype "bf16" (values rounded so, held in f32) or "f32".
+
+    activation="swiglu" (alone) fuses a gate/up projection: out = silu(gate) * up, (M, N/2)
+    row-major, where b's columns hold gate and up interleaved as swiglu_weights puts them.
     """
     in_type = _type_of(a)
     out_type = out_dtype or (_type_of(out) if out is not None and _is_torch(out) else in_type)
@@ -131,10 +134,28 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     if residual is not None:
         terms.append("residual")
     if out is None:
-        out = _empty(a, (a.shape[0], b.shape[1]), out_type)
+        n = b.shape[1] // 2 if activation == "swiglu" else b.shape[1]
+        out = _empty(a, (a.shape[0], n), out_type)
     _kiln._gemm(a, b, out, c, bias, residual, float(alpha), float(beta), ",".join(terms),
                 in_type, out_type, stream=_stream([a]))
     return out
+
+
+def swiglu_weights(gate, up):
+    """A gate/up projection's weights ([F, H] each, F a multiple of 8) as one [2F, H] weight w for
+    kiln.gemm(x, w.t(), activation="swiglu"): gate and up rows interleaved in blocks of 8, so that
+    one thread of the GEMM holds both of a pair. Done once, when the weights load."""
+    _require(len(gate.shape) == 2 and tuple(gate.shape) == tuple(up.shape) and
+             gate.shape[0] % 8 == 0,
+             f"kiln.swiglu_weights: gate and up must be [F, H] alike, F a multiple of 8, not "
+             f"{tuple(gate.shape)} and {tuple(up.shape)}")
+    f, h = gate.shape
+    pair = [gate.reshape(f // 8, 8, h), up.reshape(f // 8, 8, h)]
+    if _is_torch(gate):
+        import torch
+        return torch.stack(pair, 1).reshape(2 * f, h)
+    import numpy
+    return numpy.stack(pair, 1).reshape(2 * f, h)
 
 
 def _bhsd(x):

@@ -34,7 +34,8 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
 def _(a, b, bias=None, residual=None, activation="", out_dtype=""):
     torch._check(a.dim() == 2 and b.dim() == 2, lambda: "kiln::gemm: a and b must be matrices")
     torch._check(a.shape[1] == b.shape[0], lambda: "kiln::gemm: a's columns must be b's rows")
-    return a.new_empty((a.shape[0], b.shape[1]), dtype=_out_type(a, out_dtype))
+    n = b.shape[1] // 2 if activation == "swiglu" else b.shape[1]  # gate and up pair
+    return a.new_empty((a.shape[0], n), dtype=_out_type(a, out_dtype))
 
 
 @torch.library.custom_op("kiln::softmax", mutates_args=())

@@ -104,6 +104,35 @@ class Gemm(unittest.TestCase):
         u = 0.5 * prod + 2.0 * c
         self.assertLess(rel_error(got, u / (1 + np.exp(-u))), 1e-3)
 
+    def test_swiglu_fused_into_the_gate_up_projection(self):
+        rng = np.random.default_rng(6)
+        for t, h, f in [(37, 72, 40), (1, 24, 8)]:
+            x = rng.standard_normal((t, h)).astype(np.float32)
+            wg = rng.standard_normal((f, h)).astype(np.float32)
+            wu = rng.standard_normal((f, h)).astype(np.float32)
+            w = kiln.swiglu_weights(wg, wu)
+            self.assertEqual(w.shape, (2 * f, h))
+            got = kiln.gemm(x, np.ascontiguousarray(w.T), activation="swiglu")
+            self.assertEqual(got.shape, (t, f))
+            gate, up = bf16(x) @ bf16(wg).T, bf16(x) @ bf16(wu).T
+            self.assertLess(rel_error(got, gate / (1 + np.exp(-gate)) * up), 1e-2, (t, h, f))
+
+    def test_swiglu_errors(self):
+        x = np.ones((8, 16), np.float32)
+        cases = [
+            (lambda: kiln.gemm(x, np.ones((16, 24), np.float32), activation="swiglu"),
+             "swiglu takes N a multiple of 16"),
+            (lambda: kiln.gemm(x, np.ones((16, 32), np.float32), bias=np.ones(32, np.float32),
+                               activation="swiglu"), "swiglu takes no other term"),
+            (lambda: kiln.gemm(x, np.ones((16, 32), np.float32), activation="swiglu",
+                               out=np.empty((8, 32), np.float32)), "out has shape (8, 32), not (8, 16)"),
+            (lambda: kiln.swiglu_weights(np.ones((12, 4)), np.ones((12, 4))), "F a multiple of 8"),
+        ]
+        for call, message in cases:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+
     def test_an_epilogue_without_a_bundle_says_how_to_write_it(self):
         a = np.ones((8, 16), np.float32)
         with self.assertRaises(kiln.Error) as caught:

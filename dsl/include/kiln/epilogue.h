@@ -3,7 +3,8 @@
 //
 //   D[r, c] = out( act( alpha * acc + beta * C_in[r, c] + bias[r or c] ) + residual[r, c] )
 //
-// Each term is optional. The builder declares the parameters the spec needs, and Apply computes
+// Each term is optional. One more form stands alone: SwiGLU (EpilogueSpec::swiglu), which pairs
+// rows of the product instead of mapping each element. The builder declares the parameters the spec needs, and Apply computes
 // one element. Loads of C_in, bias and residual are predicated on the element being inside M x N,
 // so a ragged tile's padding never touches memory. Built in dsl/epilogue.cc from public ops only.
 #pragma once
@@ -40,16 +41,24 @@ struct EpilogueSpec {
   bool residual = false;  // + residual[r, c], after the activation
   Scalar out =
       Scalar::kBF16;  // the stored type: bf16, f16 or f32 (C_in, bias, residual have it too)
+  // SwiGLU, no other term with it: C is (M/2) x N, C[r, c] = silu(P[g, c]) * P[g + 8, c] with
+  // g = 16 (r / 8) + r % 8 (P the product). Gate and up rows interleave in blocks of 8, so that
+  // the two rows of a pair lie in one wgmma accumulator thread (its rows are 8 apart); a linear
+  // layer's gate and up weights are put in that order once (rt::SwigluRowOf says where).
+  bool swiglu = false;
 
   bool Plain() const {
-    return !scale && bias == BiasAxis::kNone && activation == Activation::kNone && !residual;
+    return !scale && bias == BiasAxis::kNone && activation == Activation::kNone && !residual &&
+           !swiglu;
   }
   // The terms as a name: "scale", "bias_row" or "bias_col", "relu"/"gelu"/"silu", "residual",
-  // joined by '.' in that order ("" for none). The GEMM harness reads it back from the manifest.
+  // joined by '.' in that order ("" for none), or "swiglu" alone. The GEMM harness reads it back
+  // from the manifest.
   std::string Terms() const;
 };
 // The inverse of Terms(); an unknown or repeated term is an error naming it.
 absl::StatusOr<EpilogueSpec> ParseEpilogueTerms(const std::string& terms, Scalar out);
+
 
 class Epilogue {
  public:
@@ -91,6 +100,8 @@ class Epilogue {
   // Load and Apply for one element.
   Value Apply(const Value& acc, const Value& row, const Value& col, const Value& inside,
               Loc loc = Loc::current()) const;
+  // silu(gate) * up in f32 (swiglu), SiLU in the tanh form of the activations.
+  Value Swiglu(const Value& gate, const Value& up, Loc loc = Loc::current()) const;
   // The result cast to the output type.
   Value Output(const Value& acc, const Inputs& in, Loc loc = Loc::current()) const;
   Value Output(const Value& acc, const Value& row, const Value& col, const Value& inside,

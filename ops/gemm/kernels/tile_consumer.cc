@@ -44,7 +44,7 @@ void RunTileConsumer(TileKernel& tk, const Value& t) {
     tk.ring.Release(held[0], c);
     auto finish = [&] {
       if (tk.shape.direct_out())
-        epilogue.StoreDirect(m0, n0);
+        tk.shape.epi().swiglu ? epilogue.StoreSwiglu(m0, n0) : epilogue.StoreDirect(m0, n0);
       else
         epilogue.Pack(m0, n0);
     };

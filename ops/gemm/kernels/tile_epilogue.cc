@@ -17,6 +17,7 @@ TileEpilogue::TileEpilogue(TileKernel& tk, WgmmaAccumulator& acc, const Value& c
 }
 
 void TileEpilogue::WriteOut() {
+  if (tk_.shape.epi().swiglu) return WriteOutSwiglu();
   examples::WritePackedTile(k_, tk_.g, tk_.sC, tk_.shape.consumers(), tk_.shape.bn,
                             tk_.shape.piece_n(), wg_, c_, lane_, packed_, pending_);
 }
@@ -77,17 +78,78 @@ void TileEpilogue::StoreDirect(const Value& m0, const Value& n0) {
   });
 }
 
+void TileEpilogue::StoreSwiglu(const Value& m0, const Value& n0) {
+  const examples::TmaGemmOperands& g = tk_.g;
+  Value rows = g.M / 2;  // M is a multiple of 16 (the manifest's tile)
+  GlobalTensor c(g.Cptr.base(), {rows, g.N}, {k_.I32(1), rows});
+  for (int slot = 0; slot < tk_.shape.bn / 8; ++slot) {
+    const int p = 2 * slot;  // RowSlot 0, the gate row; p + 1 is RowSlot 1, 8 rows below
+    Value gate_row = m0 + row0_ + acc_.Row(p);
+    Value row = gate_row / 16 * 8 + gate_row % 16;  // the inverse of rt::SwigluRowOf
+    for (int e = 0; e < 2; ++e) {
+      Value col = n0 + acc_.Col(p) + e;
+      Value x = tk_.epilogue.Swiglu(acc_[2 * p + e], acc_[2 * p + 2 + e]);
+      StoreGlobal(c.At({row, col}), x.To(tk_.shape.out()), {.mask = (row < rows) & (col < g.N)});
+    }
+  }
+}
+
 void TileEpilogue::Pack(const Value& m0, const Value& n0) {
-  if (tk_.shape.staged_inputs()) ApplyStaged(m0, n0);
-  InGroups(m0, n0, [&](int p, const Epilogue::Inputs* in) {
-    Value x = acc_[2 * p], y = acc_[2 * p + 1];
-    if (in)
-      x = tk_.epilogue.Apply(x, in[0]), y = tk_.epilogue.Apply(y, in[1]);  // (none where staged)
-    packed_[p] = k_.Vector({x.To(tk_.shape.out()), y.To(tk_.shape.out())}).Bitcast(Type::Of(i32));
-  });
+  if (tk_.shape.epi().swiglu) {
+    PackSwiglu();
+  } else {
+    if (tk_.shape.staged_inputs()) ApplyStaged(m0, n0);
+    InGroups(m0, n0, [&](int p, const Epilogue::Inputs* in) {
+      Value x = acc_[2 * p], y = acc_[2 * p + 1];
+      if (in)
+        x = tk_.epilogue.Apply(x, in[0]), y = tk_.epilogue.Apply(y, in[1]);  // (none where staged)
+      packed_[p] =
+          k_.Vector({x.To(tk_.shape.out()), y.To(tk_.shape.out())}).Bitcast(Type::Of(i32));
+    });
+  }
   pending_[0] = 1;
   pending_[1] = m0;
   pending_[2] = n0;
+}
+
+// packed_[slot]: the thread's two elements of C in column pair `slot` (its row of C, columns
+// Col and Col + 1), an 8x8 fragment a slot across the warp.
+void TileEpilogue::PackSwiglu() {
+  for (int slot = 0; slot < tk_.shape.bn / 8; ++slot) {
+    std::vector<Value> pair;
+    for (int e = 0; e < 2; ++e)
+      pair.push_back(tk_.epilogue.Swiglu(acc_[4 * slot + e], acc_[4 * slot + 2 + e])
+                         .To(tk_.shape.out()));
+    packed_[slot] = k_.Vector(pair).Bitcast(Type::Of(i32));
+  }
+}
+
+// As examples::WritePackedTile, a consumer's 32 rows of C (8 a warp): stmatrix.trans of up to four
+// slots' fragments (columns 8 slot.., rows warp * 8..) into the [n][m] buffer, lane l addressing
+// column l of the four, then a TMA store of the piece at row m0 / 2 + consumer * 32.
+void TileEpilogue::WriteOutSwiglu() {
+  const int BN = tk_.shape.bn, PIECE_N = tk_.shape.piece_n();
+  for (int x = 0; x < tk_.shape.consumers(); ++x)
+    k_.If(wg_ == x, [&] {
+      Value m = c_ / 32 * 8;
+      for (int piece = 0; piece < BN / PIECE_N; ++piece) {
+        k_.If(c_ == 0, [&] { k_.BulkWait(0, /*smem_reads_only=*/true); });  // buffer read out
+        k_.NamedBarrier(wg_ + 2, 128);
+        for (int s0 = 0; s0 < PIECE_N / 8; s0 += 4) {
+          const int count = std::min(4, PIECE_N / 8 - s0);  // x4, or x2 / x1 at the piece's end
+          std::vector<Value> regs;
+          for (int j = 0; j < count; ++j) regs.push_back(packed_[piece * PIECE_N / 8 + s0 + j]);
+          k_.StMatrix(tk_.sC[x].At(lane_ % (8 * count) + s0 * 8, m), regs, /*trans=*/true);
+        }
+        k_.FenceProxyAsync();
+        k_.NamedBarrier(wg_ + 2, 128);
+        k_.If(c_ == 0, [&] {
+          k_.TmaStore(tk_.g.C, tk_.sC[x],
+                      tk_.g.CBox(pending_[1] / 2 + x * 32, pending_[2] + piece * PIECE_N));
+          k_.BulkCommit();
+        });
+      }
+    });
 }
 
 // Per piece, C_in's terms through the activation into the accumulator, then the residual, each

@@ -25,6 +25,10 @@ class TileEpilogue {
   void WriteOut();
   // Each element through the epilogue, stored where inside M x N (C from registers).
   void StoreDirect(const Value& m0, const Value& n0);
+  // SwiGLU (EpilogueSpec::swiglu): a thread's two rows are a gate row and its up row; each of its
+  // column pairs makes two elements of C, which has half the product's rows. Pack packs those, and
+  // WriteOut writes a consumer's 32 rows of C; StoreSwiglu stores them from registers.
+  void StoreSwiglu(const Value& m0, const Value& n0);
   const Regs& pending() const { return pending_; }
 
  private:
@@ -38,6 +42,8 @@ class TileEpilogue {
                 const std::function<void(int, const Epilogue::Inputs*)>& body);
   // C_in's terms and the residual, their pieces staged by TMA through the C buffer.
   void ApplyStaged(const Value& m0, const Value& n0);
+  void PackSwiglu();
+  void WriteOutSwiglu();
 
   TileKernel& tk_;
   Kernel& k_;

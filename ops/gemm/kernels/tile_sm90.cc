@@ -107,7 +107,9 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   SmemTile sB = k.SmemSwizzled(in, BN, BK, Swizzle::k128B, STAGES);
   SmemTile sC[2];  // [n][m], one per consumer
   if (!direct_out)
-    for (int x = 0; x < CONSUMERS; ++x) sC[x] = k.SmemSwizzled(out, PIECE_N, 64, Swizzle::k128B);
+    for (int x = 0; x < CONSUMERS; ++x)  // a swiglu's C: 32 rows a consumer
+      sC[x] = epi.swiglu ? k.SmemSwizzled(out, PIECE_N, 32, Swizzle::k64B)
+                         : k.SmemSwizzled(out, PIECE_N, 64, Swizzle::k128B);
   Barriers input_bars;
   if (staged_inputs) input_bars = k.SmemBarriers(CONSUMERS);
   SmemTile last_flags =

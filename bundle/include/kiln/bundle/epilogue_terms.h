@@ -3,6 +3,7 @@
 // point and the harness all read and write this spelling.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -15,5 +16,10 @@ namespace kiln::rt {
 absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms);
 // Whether canonical terms read M x N matrices beside the accumulator: C_in ("scale") or a residual.
 bool EpilogueReadsMatrices(const std::string& canonical_terms);
+
+// "swiglu" (alone) pairs the product's rows: C[r, c] = silu(P[gate, c]) * P[up, c], gate and up
+// rows interleaved in blocks of 8, so C has half the product's rows. The product's row holding
+// gate row `r` of C (`up`: its up row).
+inline int64_t SwigluRowOf(int64_t r, bool up) { return 16 * (r / 8) + r % 8 + (up ? 8 : 0); }
 
 }  // namespace kiln::rt
