@@ -335,7 +335,9 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
                   .b_order = shape.b_mn ? "row" : "col",
                   .c_order = "col",
                   // swiglu pairs rows 8 apart in blocks of 16 (EpilogueSpec::swiglu)
-                  .tile_m = shape.epilogue == "swiglu" ? 16 : shape.c_box_rows ? 8 : 1,
+                  .tile_m = shape.epilogue == "swiglu" ? 16
+                            : shape.c_box_rows         ? 8
+                                                       : 1,
                   .tile_n = 1,
                   .tile_k = 1,
                   .block_m = shape.bm,

@@ -436,8 +436,7 @@ void Compare(const GemmRun& x, uint64_t seed, GemmResult& r) {
         for (int64_t j = 0; j < s.n; ++j) {
           const double got = DecodeElement(x.hc, g.out_type, Index(g.c_order, i, j, rows, s.n));
           auto product = [&](int64_t row) {
-            return DecodeElement(x.href, x.ref_spec.out_type,
-                                 Index(g.c_order, row, j, s.m, s.n));
+            return DecodeElement(x.href, x.ref_spec.out_type, Index(g.c_order, row, j, s.m, s.n));
           };
           const double y = ExpectedAt(x.epi, x.ei, s, product, i, j);
           if (std::isnan(got) || std::isinf(got)) ++out.nan_count;
@@ -911,8 +910,8 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(
     else if (!(r.rel_error <= r.tolerance))
       r.failure = absl::StrFormat("error %.3g over tolerance %.3g", r.rel_error, r.tolerance);
     if (!r.failure.empty())
-      if (std::string place = WrongResultPlace(g, {rows, s.n, s.k}, *outputs[run], got, expected,
-                                               r.tolerance);
+      if (std::string place =
+              WrongResultPlace(g, {rows, s.n, s.k}, *outputs[run], got, expected, r.tolerance);
           !place.empty())
         absl::StrAppend(&r.failure, ": ", place);
     r.passed = r.failure.empty();

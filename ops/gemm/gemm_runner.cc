@@ -80,12 +80,13 @@ absl::Status CheckSwiglu(const GemmSize& size, const GemmOperands& o) {
         "swiglu pairs the columns of the product (the gate and up rows of a weight): C must be "
         "row-major (c_row_major), M x N/2");
   if (size.n % 16)
-    return Invalid(absl::StrCat("swiglu takes N a multiple of 16 (gate and up rows interleaved in "
-                                "blocks of 8), not ",
-                                size.n));
+    return Invalid(
+        absl::StrCat("swiglu takes N a multiple of 16 (gate and up rows interleaved in "
+                     "blocks of 8), not ",
+                     size.n));
   if (o.ldc && o.ldc != size.n / 2)
-    return Invalid(absl::StrCat("swiglu stores C packed: ldc must be N/2 (", size.n / 2,
-                                "), not ", o.ldc));
+    return Invalid(
+        absl::StrCat("swiglu stores C packed: ldc must be N/2 (", size.n / 2, "), not ", o.ldc));
   return absl::OkStatus();
 }
 
@@ -270,8 +271,8 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   } else {
     const int64_t c_rows = o.c_row_major ? size.n : size.m;  // what ldc strides over
     if (o.ldc && o.ldc < c_rows)
-      return Invalid(absl::StrCat("ldc = ", o.ldc, " is less than ", o.c_row_major ? "N = " : "M = ",
-                                  c_rows));
+      return Invalid(
+          absl::StrCat("ldc = ", o.ldc, " is less than ", o.c_row_major ? "N = " : "M = ", c_rows));
   }
   GemmOperands given = o;
   if (swiglu) given.ldc = 0;  // packed (CheckSwiglu): the kernel's C is its M / 2 rows apart
@@ -279,9 +280,9 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   absl::StatusOr<GemmPlan> plan = PlanChecked(size, options, *terms, oriented.operands,
                                               oriented.c_row, compute_capability, tuned);
   if (plan.ok() && swiglu && plan->choice.kernel.rfind("gemm/bf16_sm90", 0) != 0)
-    return Invalid(absl::StrCat("swiglu is fused by the sm_90 tile kernels (gemm/bf16_sm90*) alone; ",
-                                size.m, "x", size.n, "x", size.k, " takes ", plan->choice.kernel,
-                                " (", plan->choice.why, ")"));
+    return Invalid(absl::StrCat(
+        "swiglu is fused by the sm_90 tile kernels (gemm/bf16_sm90*) alone; ", size.m, "x", size.n,
+        "x", size.k, " takes ", plan->choice.kernel, " (", plan->choice.why, ")"));
   if (plan.ok() && oriented.operands.c_row_major != o.c_row_major)
     absl::StrAppend(&plan->choice.why, "; C of ",
                     size.n == 1 ? "one column" : absl::StrCat(size.n, " columns"),
@@ -367,8 +368,12 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
       const uint64_t rows = t == "A" ? s.m : s.n;
       // A swiglu's C has half the product's rows, packed (CheckSwiglu).
       const int64_t c_rows = t == "C" && Has(plan->choice.kernel, "swiglu") ? s.m / 2 : s.m;
-      const uint64_t inner = c_like ? c_rows : mn ? rows : s.k,
-                     outer = c_like ? s.n : mn ? s.k : rows;
+      const uint64_t inner = c_like ? c_rows
+                             : mn   ? rows
+                                    : s.k,
+                     outer = c_like ? s.n
+                             : mn   ? s.k
+                                    : rows;
       const int64_t stride = t == "A"   ? ld.a
                              : t == "B" ? ld.b
                              : t == "C" ? (c_rows == s.m ? ld.c : c_rows)

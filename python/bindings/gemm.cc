@@ -1,8 +1,9 @@
 // kiln.gemm over the GEMM entry point: out = epilogue(alpha * a @ b + beta * c) with a (M, K),
-// b (K, N), out (M, N); or out = swiglu(a @ b), (M, N/2) and row-major (rt::SwigluRowOf). CUDA tensors: any strides the entry point takes (each matrix row- or
-// column-major with a leading dimension), launched on the caller's stream through rt::GemmRunner.
-// Host arrays: contiguous f32, rounded to the input type and run through the same planner and
-// kernels on the emulator (a chip of compute capability 9.0).
+// b (K, N), out (M, N); or out = swiglu(a @ b), (M, N/2) and row-major (rt::SwigluRowOf). CUDA
+// tensors: any strides the entry point takes (each matrix row- or column-major with a leading
+// dimension), launched on the caller's stream through rt::GemmRunner. Host arrays: contiguous f32,
+// rounded to the input type and run through the same planner and kernels on the emulator (a chip of
+// compute capability 9.0).
 #include "kiln/ops/gemm.h"
 
 #include <nanobind/nanobind.h>

@@ -628,7 +628,10 @@ TEST(GemmChoice, VariantNamesCarryTypesAndTheEpilogueInTheKernelsOrder) {
   EXPECT_EQ(*terms, "scale.bias_col.gelu.residual");
   EXPECT_EQ(ChooseGemm({100, 7, 60}, 90, {.epilogue = *terms}).kernel, "gemm/bf16_strided.bf16-bf16.scale.bias_col.gelu.residual");
   EXPECT_EQ(ChooseGemm({100, 7, 64}, 90, {.epilogue = "relu"}).kernel, "gemm/bf16_sm90_m64n32.bf16-bf16.any_m.relu");
-  for (const char* bad : {"gelu,relu", "bias_row,bias_col", "scale,scale", "tanh"}) {
+  EXPECT_EQ(*CanonicalEpilogue("swiglu"), "swiglu");
+  EXPECT_NE(CanonicalEpilogue("residual,swiglu").status().message().find("swiglu takes no other term"),
+            std::string::npos);
+  for (const char* bad : {"gelu,relu", "bias_row,bias_col", "scale,scale", "tanh", "swiglu,silu"}) {
     absl::StatusOr<std::string> t = CanonicalEpilogue(bad);
     EXPECT_FALSE(t.ok()) << bad;
   }

@@ -47,8 +47,9 @@ int Crosscheck(std::vector<std::string> names) {
     }
     if (g->epilogue == "swiglu")  // C has half the product's rows; the comparison is by element
       return Fail(absl::UnimplementedError(absl::StrCat(
-          name, ": crosscheck compares C element by element with the product's scale; a swiglu "
-                "C is checked by `kiln run` and `kiln emulate` against fp64")));
+          name,
+          ": crosscheck compares C element by element with the product's scale; a swiglu "
+          "C is checked by `kiln run` and `kiln emulate` against fp64")));
     if (absl::Status here = kiln::rt::CheckTarget(b->manifest, **d); !here.ok()) {
       if (!everything) return Fail(here);
       continue;

@@ -4,9 +4,10 @@
 //   D[r, c] = out( act( alpha * acc + beta * C_in[r, c] + bias[r or c] ) + residual[r, c] )
 //
 // Each term is optional. One more form stands alone: SwiGLU (EpilogueSpec::swiglu), which pairs
-// rows of the product instead of mapping each element. The builder declares the parameters the spec needs, and Apply computes
-// one element. Loads of C_in, bias and residual are predicated on the element being inside M x N,
-// so a ragged tile's padding never touches memory. Built in dsl/epilogue.cc from public ops only.
+// rows of the product instead of mapping each element. The builder declares the parameters the spec
+// needs, and Apply computes one element. Loads of C_in, bias and residual are predicated on the
+// element being inside M x N, so a ragged tile's padding never touches memory. Built in
+// dsl/epilogue.cc from public ops only.
 #pragma once
 
 #include <string>
@@ -58,7 +59,6 @@ struct EpilogueSpec {
 };
 // The inverse of Terms(); an unknown or repeated term is an error naming it.
 absl::StatusOr<EpilogueSpec> ParseEpilogueTerms(const std::string& terms, Scalar out);
-
 
 class Epilogue {
  public:

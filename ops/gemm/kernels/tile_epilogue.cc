@@ -103,8 +103,7 @@ void TileEpilogue::Pack(const Value& m0, const Value& n0) {
       Value x = acc_[2 * p], y = acc_[2 * p + 1];
       if (in)
         x = tk_.epilogue.Apply(x, in[0]), y = tk_.epilogue.Apply(y, in[1]);  // (none where staged)
-      packed_[p] =
-          k_.Vector({x.To(tk_.shape.out()), y.To(tk_.shape.out())}).Bitcast(Type::Of(i32));
+      packed_[p] = k_.Vector({x.To(tk_.shape.out()), y.To(tk_.shape.out())}).Bitcast(Type::Of(i32));
     });
   }
   pending_[0] = 1;
@@ -118,8 +117,8 @@ void TileEpilogue::PackSwiglu() {
   for (int slot = 0; slot < tk_.shape.bn / 8; ++slot) {
     std::vector<Value> pair;
     for (int e = 0; e < 2; ++e)
-      pair.push_back(tk_.epilogue.Swiglu(acc_[4 * slot + e], acc_[4 * slot + 2 + e])
-                         .To(tk_.shape.out()));
+      pair.push_back(
+          tk_.epilogue.Swiglu(acc_[4 * slot + e], acc_[4 * slot + 2 + e]).To(tk_.shape.out()));
     packed_[slot] = k_.Vector(pair).Bitcast(Type::Of(i32));
   }
 }
