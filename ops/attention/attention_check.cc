@@ -280,7 +280,7 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
 absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
                                                      const rt::AttentionSize& z,
                                                      const rt::AttentionOptions& options,
-                                                     uint64_t seed) {
+                                                     uint64_t seed, const rt::Bundle* combine) {
   const bool half = options.dtype == "f16";
   const int cc = bundle.manifest.target == "sm_100a" ? 100 : 90;
   absl::StatusOr<rt::AttentionPlan> plan =
@@ -289,6 +289,9 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
   if (plan->kernel != bundle.manifest.name)
     return absl::InvalidArgumentError(
         absl::StrCat("this problem runs ", plan->kernel, ", not ", bundle.manifest.name));
+  if (plan->splits > 1 && (!combine || combine->manifest.name != plan->combine))
+    return absl::InvalidArgumentError(
+        absl::StrCat("this problem's parts are merged by ", plan->combine, ": pass its bundle"));
   AttentionResult r;
   r.kernel = plan->kernel, r.size = z, r.causal = options.causal;
   const Inputs in = RandomInputs(z, half, seed);
@@ -300,9 +303,27 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
     if (!a->ok()) return a->status();
   for (auto [at, host] : {std::pair{*q, &in.q}, std::pair{*k, &in.k}, std::pair{*v, &in.v}})
     if (absl::Status st = d.CopyIn(at, host->data(), host->size() * 2); !st.ok()) return st;
-  absl::StatusOr<std::vector<rt::Arg>> args =
-      rt::AttentionArgs(bundle.manifest, z, plan->scale, {*q, *k, *v, *o, *lse});
+  // A split plan's parts land in their own buffers (poisoned too), which combine merges.
+  uint64_t o_at = *o, lse_at = *lse;
+  if (plan->splits > 1) {
+    absl::StatusOr<uint64_t> op = d.Allocate(rt::PartsOBytes(*plan)),
+                             lp = d.Allocate(rt::PartsLseBytes(*plan));
+    if (!op.ok()) return op.status();
+    if (!lp.ok()) return lp.status();
+    o_at = *op, lse_at = *lp;
+    if (absl::Status st = d.Fill(o_at, 0xff, rt::PartsOBytes(*plan)); !st.ok()) return st;
+    if (absl::Status st = d.Fill(lse_at, 0xff, rt::PartsLseBytes(*plan)); !st.ok()) return st;
+  }
+  absl::StatusOr<std::vector<rt::Arg>> args = rt::AttentionArgs(
+      bundle.manifest, plan->size, plan->scale, {*q, *k, *v, o_at, lse_at}, plan->splits);
   if (!args.ok()) return args.status();
+  std::vector<rt::Arg> merge;
+  if (plan->splits > 1) {
+    absl::StatusOr<std::vector<rt::Arg>> m =
+        rt::CombineArgs(combine->manifest, *plan, o_at, lse_at, *o, *lse);
+    if (!m.ok()) return m.status();
+    merge = *std::move(m);
+  }
   // Outputs poisoned, a launch on three SMs (a persistent grid then walks several query tiles per
   // CTA, rings, Q stages and the turn-taking running on across tiles, and leaves a CTA idle where
   // the work is one or two), outputs read back.
@@ -314,6 +335,10 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
     absl::StatusOr<emu::Stats> stats =
         emu::Launch(d, bundle, *args, {.seed = launch_seed, .sm_count = 3});
     if (!stats.ok()) return stats.status();
+    if (plan->splits > 1) {
+      absl::StatusOr<emu::Stats> merged = emu::Launch(d, *combine, merge, {.seed = launch_seed});
+      if (!merged.ok()) return merged.status();
+    }
     if (absl::Status st = d.CopyOut(ho.data(), *o, OBytes(z)); !st.ok()) return st;
     return d.CopyOut(hl.data(), *lse, LseBytes(z));
   };

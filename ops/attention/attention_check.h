@@ -36,10 +36,11 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
                                                 uint64_t seed);
 
 // On the emulator with `bundle` (the kernel PlanAttention names) as a GPU of three SMs, every
-// row checked.
+// row checked; `combine`: the plan's attention/combine, where it splits the keys.
 absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
                                                      const rt::AttentionSize& size,
                                                      const rt::AttentionOptions& options,
-                                                     uint64_t seed);
+                                                     uint64_t seed,
+                                                     const rt::Bundle* combine = nullptr);
 
 }  // namespace kiln::examples

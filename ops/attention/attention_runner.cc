@@ -19,6 +19,31 @@ absl::Status Invalid(const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat("kiln attention: ", message));
 }
 
+// The SMs of an H100 SXM or an H200; a decode CTA (one consumer warpgroup, a ring of K and V
+// tiles) fills one by its shared memory.
+constexpr int64_t kSms = 132;
+
+// Decode: the Hq / Hkv query heads of a KV head read the same keys, so their S rows each, packed,
+// are one 64-row tile of one head (Q [B, Hq, S, D] is [B, Hkv, Hq / Hkv * S, D], and so are O
+// and lse), run by one consumer warpgroup; the keys split in parts so that B * Hkv * parts CTAs
+// fill the GPU once, at least 2 key tiles a part (docs/perf/2026-11-28-decode-split-kv.md). Not
+// where a causal mask would need each packed row's own diagonal (S > 1).
+void PlanDecode(const AttentionSize& z, const AttentionOptions& o, AttentionPlan& plan) {
+  const int64_t rows = z.hq / z.hkv * z.s;
+  if (rows > 64 || (o.causal && z.s > 1)) return;
+  const char* tiling = z.d == 64    ? "wg1.bn128.st4"
+                       : z.d == 128 ? "wg1.bn128.st3"
+                                    : "wg1.bn64.st2";  // as much ring as shared memory holds
+  const int64_t block_n = z.d == 256 ? 64 : 128, key_tiles = (z.skv + block_n - 1) / block_n;
+  plan.kernel = absl::StrCat("attention/hopper.d", z.d, o.dtype == "f16" ? ".f16." : ".", tiling,
+                             ".split");
+  plan.size = {z.b, z.hkv, z.hkv, rows, z.skv, z.d};
+  plan.splits = static_cast<int>(
+      std::clamp<int64_t>(kSms / (z.b * z.hkv), 1, std::max<int64_t>(1, key_tiles / 2)));
+  if (plan.splits > 1)
+    plan.combine = o.dtype == "f16" ? "attention/combine.f16" : "attention/combine";
+}
+
 }  // namespace
 
 absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const AttentionOptions& options,
@@ -77,6 +102,8 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     if (short_causal_64) absl::StrAppend(&plan.kernel, ".wg2");
   }
   plan.scale = scale;
+  plan.size = z;
+  if (options.kernel.empty() && compute_capability == 90) PlanDecode(z, options, plan);
   if (!options.kernel.empty()) {
     // The override must compute this problem: the planned options, plus tiling options only.
     std::vector<std::string> want = absl::StrSplit(plan.kernel, '.'),
@@ -103,9 +130,10 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
 }
 
 absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const AttentionSize& z,
-                                               float scale, const AttentionOperands& o) {
+                                               float scale, const AttentionOperands& o,
+                                               int splits) {
   const std::map<std::string, int64_t> ints = {
-      {"B", z.b}, {"Hq", z.hq}, {"Hkv", z.hkv}, {"S", z.s}, {"Skv", z.skv}};
+      {"B", z.b}, {"Hq", z.hq}, {"Hkv", z.hkv}, {"S", z.s}, {"Skv", z.skv}, {"P", splits}};
   const std::map<std::string, cu::CUdeviceptr> maps = {
       {"Q", o.q}, {"K", o.k}, {"V", o.v}, {"O", o.o}};
   std::vector<Arg> args;
@@ -130,6 +158,66 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const Attentio
   return args;
 }
 
+int64_t PartsOBytes(const AttentionPlan& p) {
+  return int64_t{p.splits} * p.size.b * p.size.hq * p.size.s * p.size.d * 2;
+}
+int64_t PartsLseBytes(const AttentionPlan& p) {
+  return int64_t{p.splits} * p.size.b * p.size.hq * p.size.s * 4;
+}
+
+absl::StatusOr<std::vector<Arg>> CombineArgs(const Manifest& m, const AttentionPlan& plan,
+                                             cu::CUdeviceptr o_parts, cu::CUdeviceptr lse_parts,
+                                             cu::CUdeviceptr o, cu::CUdeviceptr lse) {
+  const AttentionSize& z = plan.size;
+  const int64_t rows = z.b * z.hq * z.s;
+  const std::map<std::string, cu::CUdeviceptr> pointers = {
+      {"O_parts", o_parts}, {"lse_parts", lse_parts}, {"O", o}, {"lse", lse}};
+  const std::map<std::string, int64_t> ints = {{"rows", rows}, {"P", plan.splits}, {"D", z.d}};
+  std::vector<Arg> args;
+  for (const ParamSpec& p : m.params) {
+    using Kind = ParamSpec::Kind;
+    if (p.kind == Kind::kPointer && pointers.count(p.name))
+      args.push_back(Arg::Ptr(pointers.at(p.name)));
+    else if (p.kind == Kind::kI32 && ints.count(p.name))
+      args.push_back(Arg::I32(static_cast<int32_t>(ints.at(p.name))));
+    else if (p.kind == Kind::kI64 && p.name == "units")
+      args.push_back(Arg::I64(rows * z.d / 8));
+    else
+      return absl::InternalError(absl::StrCat(m.name, ": the attention entry point has no value for "
+                                              "its parameter '", p.name, "'"));
+  }
+  return args;
+}
+
+absl::Status RunAttention(const AttentionSize& size, const AttentionOptions& options,
+                          const AttentionOperands& operands, int compute_capability,
+                          OpDevice& device) {
+  absl::StatusOr<AttentionPlan> plan =
+      PlanAttention(size, options, operands, compute_capability);
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<const Manifest*> manifest = device.ManifestOf(plan->kernel);
+  if (!manifest.ok()) return manifest.status();
+  AttentionOperands o = operands;
+  if (plan->splits > 1) {  // the parts go to scratch, then combine merges them into O and lse
+    absl::StatusOr<uint64_t> o_parts = device.Scratch(0, PartsOBytes(*plan)),
+                             lse_parts = device.Scratch(1, PartsLseBytes(*plan));
+    if (!o_parts.ok()) return o_parts.status();
+    if (!lse_parts.ok()) return lse_parts.status();
+    o.o = *o_parts, o.lse = *lse_parts;
+  }
+  absl::StatusOr<std::vector<Arg>> args =
+      AttentionArgs(**manifest, plan->size, plan->scale, o, plan->splits);
+  if (!args.ok()) return args.status();
+  if (absl::Status st = device.Launch(plan->kernel, *std::move(args)); !st.ok()) return st;
+  if (plan->splits == 1) return absl::OkStatus();
+  absl::StatusOr<const Manifest*> combine = device.ManifestOf(plan->combine);
+  if (!combine.ok()) return combine.status();
+  absl::StatusOr<std::vector<Arg>> merge =
+      CombineArgs(**combine, *plan, o.o, o.lse, operands.o, operands.lse);
+  if (!merge.ok()) return merge.status();
+  return device.Launch(plan->combine, *std::move(merge));
+}
+
 double AttentionFlops(const AttentionSize& z, bool causal) {
   const double pairs = static_cast<double>(z.s) * z.skv;
   double kept = pairs;
@@ -145,15 +233,11 @@ absl::Status AttentionRunner::Run(const AttentionSize& size, const AttentionOpti
                                   const AttentionOperands& operands, cu::CUstream stream) {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
-  absl::StatusOr<AttentionPlan> plan =
-      PlanAttention(size, options, operands, (*d)->compute_capability());
-  if (!plan.ok()) return plan.status();
-  absl::StatusOr<const LoadedKernel*> kernel = kernels_.Get(plan->kernel, stream);
-  if (!kernel.ok()) return kernel.status();
-  absl::StatusOr<std::vector<Arg>> args =
-      AttentionArgs((*kernel)->manifest(), size, plan->scale, operands);
-  if (!args.ok()) return args.status();
-  return (*kernel)->Launch(*std::move(args), stream);
+  GpuOpDevice device(kernels_, stream, [&](int which, size_t bytes) {
+    return scratch_.Get(stream, which, bytes,
+                        absl::StrCat("kiln attention: split-KV's parts of ", which ? "lse" : "O"));
+  });
+  return RunAttention(size, options, operands, (*d)->compute_capability(), device);
 }
 
 }  // namespace kiln::rt

@@ -390,34 +390,6 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
   return device.Launch(plan->choice.kernel, std::move(args));
 }
 
-namespace {
-// The GPU: the runner's loaded kernels on `stream`, and its scratch buffers.
-class GpuGemmDevice : public GemmDevice {
- public:
-  GpuGemmDevice(LoadedKernels& kernels, cu::CUstream stream,
-                std::function<absl::StatusOr<cu::CUdeviceptr>(int, size_t)> scratch)
-      : kernels_(kernels), stream_(stream), scratch_(std::move(scratch)) {}
-  absl::StatusOr<const Manifest*> ManifestOf(const std::string& kernel) override {
-    absl::StatusOr<const LoadedKernel*> k = kernels_.Get(kernel, stream_);
-    if (!k.ok()) return k.status();
-    return &(*k)->manifest();
-  }
-  absl::Status Launch(const std::string& kernel, std::vector<Arg> args) override {
-    absl::StatusOr<const LoadedKernel*> k = kernels_.Get(kernel, stream_);
-    if (!k.ok()) return k.status();
-    return (*k)->Launch(std::move(args), stream_);
-  }
-  absl::StatusOr<uint64_t> Scratch(int which, size_t bytes) override {
-    return scratch_(which, bytes);
-  }
-
- private:
-  LoadedKernels& kernels_;
-  cu::CUstream stream_;
-  std::function<absl::StatusOr<cu::CUdeviceptr>(int, size_t)> scratch_;
-};
-}  // namespace
-
 absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,
                              const GemmOperands& operands, cu::CUstream stream) {
   absl::StatusOr<Driver*> d = Driver::Get();
@@ -432,23 +404,12 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,
     }
     tuned = &*tuned_;
   }
-  GpuGemmDevice device(kernels_, stream,
-                       [&](int which, size_t bytes) { return Scratch(stream, which, bytes); });
+  GpuOpDevice device(kernels_, stream, [&](int which, size_t bytes) {
+    return scratch_.Get(stream, which, bytes,
+                        absl::StrCat("kiln gemm: the copy of ", which == 0 ? "A" : "B",
+                                     " into rows 16 bytes apart"));
+  });
   return RunGemm(size, options, operands, (*d)->compute_capability(), device, tuned);
-}
-
-absl::StatusOr<cu::CUdeviceptr> GemmRunner::Scratch(cu::CUstream stream, int which, size_t bytes) {
-  absl::StatusOr<Driver*> d = Driver::Get();
-  if (!d.ok()) return d.status();
-  std::lock_guard<std::mutex> lock(mu_);
-  DeviceBuffer& have = scratch_[{(*d)->context(), stream, which}];
-  absl::StatusOr<bool> grown = DeviceBuffer::GrowKeepingOld(have, outgrown_, bytes);
-  if (!grown.ok())
-    return absl::Status(
-        grown.status().code(),
-        absl::StrCat("kiln gemm: the copy of ", which == 0 ? "A" : "B",
-                     " into rows 16 bytes apart (", bytes, " bytes): ", grown.status().message()));
-  return have.ptr();
 }
 
 }  // namespace kiln::rt

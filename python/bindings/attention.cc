@@ -2,7 +2,7 @@
 // rows' log-sum-exp, q and o [B, Hq, S, D], k and v [B, Hkv, Skv, D] contiguous, lse [B, Hq, S]
 // f32 (the kiln package turns [B, S, H, D] into this layout). CUDA tensors: bf16 or f16, on the
 // caller's stream (rt::AttentionRunner). Host arrays: f32, rounded to bf16 and run on the emulator
-// as a chip of compute capability 9.0 (the kernel PlanAttention names, AttentionArgs' arguments).
+// as a chip of compute capability 9.0 (rt::RunAttention: the kernels PlanAttention names).
 #include "kiln/ops/attention.h"
 
 #include <nanobind/nanobind.h>
@@ -72,10 +72,8 @@ void Attention(const Array& q, const Array& k, const Array& v, Array out, const 
   const rt::AttentionOperands ops{d.BindNarrowed(q, "bf16"), d.BindNarrowed(k, "bf16"),
                                   d.BindNarrowed(v, "bf16"),
                                   d.BindPoisoned(o.size(), "bf16", &result), d.Bind(lse)};
-  const rt::AttentionPlan plan = ValueOrThrow(rt::PlanAttention(z, options, ops, 90));
-  const rt::Bundle& bundle = BundleNamed(plan.kernel);
-  std::vector<rt::Arg> args = ValueOrThrow(rt::AttentionArgs(bundle.manifest, z, plan.scale, ops));
-  d.Launch(bundle, args);
+  EmulatedOpDevice device(*d.emulator());
+  ThrowIfError(rt::RunAttention(z, options, ops, /*compute_capability=*/90, device));
   d.Finish();
   Widen(result, "bf16", out);
 }

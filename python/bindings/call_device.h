@@ -15,6 +15,7 @@
 #include "kiln/bundle/args.h"
 #include "kiln/bundle/manifest.h"
 #include "kiln/emulator.h"
+#include "kiln/ops/op_device.h"
 #include "python/bindings/arrays.h"
 
 namespace kiln::py {
@@ -36,6 +37,22 @@ Runner& RunnerFor(const std::string& dir) {
   if (!r) r = std::make_unique<Runner>(dir);
   return *r;
 }
+
+// The emulator as an entry point's device (rt::OpDevice): the bundles of BundleDir() on `d`.
+class EmulatedOpDevice : public rt::OpDevice {
+ public:
+  explicit EmulatedOpDevice(emu::Device& d) : d_(d) {}
+  absl::StatusOr<const rt::Manifest*> ManifestOf(const std::string& kernel) override {
+    return &BundleNamed(kernel).manifest;
+  }
+  absl::Status Launch(const std::string& kernel, std::vector<rt::Arg> args) override {
+    return emu::Launch(d_, BundleNamed(kernel), args).status();
+  }
+  absl::StatusOr<uint64_t> Scratch(int, size_t bytes) override { return d_.Allocate(bytes); }
+
+ private:
+  emu::Device& d_;
+};
 
 class CallDevice {
  public:

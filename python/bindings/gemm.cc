@@ -50,22 +50,6 @@ Layout LayoutOf(const Array& x, const std::string& what) {
                            ") is neither row- nor column-major; call .contiguous() first"));
 }
 
-// The emulator as the entry point's device: the bundles of BundleDir() on `d`.
-class EmulatedGemmDevice : public rt::GemmDevice {
- public:
-  explicit EmulatedGemmDevice(emu::Device& d) : d_(d) {}
-  absl::StatusOr<const rt::Manifest*> ManifestOf(const std::string& kernel) override {
-    return &BundleNamed(kernel).manifest;
-  }
-  absl::Status Launch(const std::string& kernel, std::vector<rt::Arg> args) override {
-    return emu::Launch(d_, BundleNamed(kernel), args).status();
-  }
-  absl::StatusOr<uint64_t> Scratch(int, size_t bytes) override { return d_.Allocate(bytes); }
-
- private:
-  emu::Device& d_;
-};
-
 void CheckShapes(const GemmArgs& g) {
   for (const auto& [what, x] : {std::pair{"a", g.a}, std::pair{"b", g.b},
                                 std::pair{"out", static_cast<const Array*>(g.out)}})
@@ -149,7 +133,7 @@ void Gemm(GemmArgs g, uint64_t stream) {
   std::vector<uint8_t> result;
   o.c = d.BindPoisoned(g.out->size(), g.out_type, &result);
   o.c_row_major = g.epilogue == "swiglu";
-  EmulatedGemmDevice device(*d.emulator());
+  EmulatedOpDevice device(*d.emulator());
   ThrowIfError(rt::RunGemm(size, options, o, /*compute_capability=*/90, device));
   d.Finish();
   Widen(result, g.out_type, *g.out, /*column_major=*/!o.c_row_major);

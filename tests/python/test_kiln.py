@@ -180,8 +180,10 @@ def attention_reference(q, k, v, causal, scale):
 class Attention(unittest.TestCase):
     def test_ragged_grouped_and_causal(self):
         rng = np.random.default_rng(7)
+        # The second and the last are decode (query heads of a KV head packed in one tile), the
+        # last with its keys split in parts that attention/combine merges.
         for b, hq, hkv, s, skv, d, causal in [(1, 2, 1, 130, 130, 64, False), (2, 4, 2, 1, 70, 128, True),
-                                               (1, 1, 1, 150, 20, 64, True)]:
+                                               (1, 1, 1, 150, 20, 64, True), (1, 4, 1, 1, 517, 64, True)]:
             q = rng.standard_normal((b, hq, s, d)).astype(np.float32)
             k = rng.standard_normal((b, hkv, skv, d)).astype(np.float32)
             v = rng.standard_normal((b, hkv, skv, d)).astype(np.float32)

@@ -1,6 +1,7 @@
 // attention/hopper on the emulator at small ragged sizes (its PTX as the compiler emitted it),
 // against the harness's fp64 reference of every row; and the entry point's plan and errors.
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -31,8 +32,11 @@ void ExpectCorrect(const Case& c, uint64_t seed = 3, int compute_capability = 90
       rt::PlanAttention(c.size, c.options, {16, 16, 16, 16, 16}, compute_capability);
   ASSERT_TRUE(plan.ok()) << plan.status();
   const rt::Bundle b = BundleOf(plan->kernel);
+  std::optional<rt::Bundle> combine;
+  if (plan->splits > 1) combine = BundleOf(plan->combine);
   const std::string shape = AttentionShapeName(c.size, c.options.causal);
-  absl::StatusOr<AttentionResult> r = RunAttentionEmulated(b, c.size, c.options, seed);
+  absl::StatusOr<AttentionResult> r =
+      RunAttentionEmulated(b, c.size, c.options, seed, combine ? &*combine : nullptr);
   ASSERT_TRUE(r.ok()) << plan->kernel << " " << shape << ": " << r.status();
   EXPECT_TRUE(r->passed) << plan->kernel << " " << shape << ": " << r->failure;
   EXPECT_EQ(r->rows_checked, c.size.b * c.size.hq * c.size.s);
@@ -49,6 +53,25 @@ TEST_P(EmulatedAttention, RaggedLengthsAndGroupedHeads) {
     ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 130, .d = d}, {.causal = causal}});
     ExpectCorrect({{.b = 2, .hq = 1, .hkv = 1, .s = 1, .skv = 70, .d = d}, {.causal = causal}});
     ExpectCorrect({{.b = 1, .hq = 1, .hkv = 1, .s = 150, .skv = 20, .d = d}, {.causal = causal}});
+  }
+}
+
+// Decode (PlanDecode): the query heads of a KV head packed as one tile's rows, the keys split in
+// parts merged by attention/combine: parts of 2 key tiles, a last part shorter than the rest,
+// several query rows a head (no mask), f16, and a causal S = 1 (every key seen).
+TEST_P(EmulatedAttention, DecodePacksTheHeadsOfAKvHeadAndSplitsTheKeys) {
+  const int d = GetParam();
+  const int64_t tile = d == 256 ? 64 : 128;
+  const Case cases[] = {
+      {{.b = 1, .hq = 4, .hkv = 1, .s = 1, .skv = 4 * tile + 5, .d = d}, {.causal = true}},
+      {{.b = 2, .hq = 8, .hkv = 2, .s = 3, .skv = 7 * tile - 9, .d = d}, {}},
+      {{.b = 1, .hq = 2, .hkv = 2, .s = 1, .skv = 4 * tile + 1, .d = d}, {.dtype = "f16"}}};
+  for (const Case& c : cases) {
+    absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(c.size, c.options, {16, 16, 16, 16, 16}, 90);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_GT(plan->splits, 1) << plan->kernel;
+    EXPECT_NE(plan->kernel.find(".split"), std::string::npos) << plan->kernel;
+    ExpectCorrect(c);
   }
 }
 

@@ -1,5 +1,6 @@
 // `kiln attention`: FlashAttention forward through the attention entry point, against fp64.
 #include <iostream>
+#include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -31,7 +32,13 @@ int Attention() {
   if (absl::GetFlag(FLAGS_emulate)) {
     absl::StatusOr<Bundle> b = GetBundle(plan->kernel);
     if (!b.ok()) return Fail(b.status());
-    r = kiln::examples::RunAttentionEmulated(*b, z, options, 1);
+    std::optional<Bundle> combine;  // a split plan's merge of the parts
+    if (plan->splits > 1) {
+      absl::StatusOr<Bundle> c = GetBundle(plan->combine);
+      if (!c.ok()) return Fail(c.status());
+      combine = *std::move(c);
+    }
+    r = kiln::examples::RunAttentionEmulated(*b, z, options, 1, combine ? &*combine : nullptr);
   } else {
     absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
     if (!d.ok())

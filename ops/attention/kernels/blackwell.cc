@@ -216,8 +216,9 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
   const int D = a.d, BM = 128, BN = D == 256 ? 64 : 128, SPANS = D / 64, STAGES = 2, CHUNK = 32;
   const Scalar in = a.in;
   Kernel k(name, sm100a(), {192});
-  if (a.warpgroups || a.block_n || a.stages || a.persistent || a.lazy_rescale >= 0)
-    k.Fail("attention/blackwell has one tiling; it takes no wg/bn/st/persist/lazy/eager option");
+  if (a.warpgroups || a.block_n || a.stages || a.persistent || a.lazy_rescale >= 0 || a.split)
+    k.Fail(
+        "attention/blackwell has one tiling; it takes no wg/bn/st/persist/lazy/eager/split option");
   const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/BM);
   const Value &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv;
   k.Grid(absl::StrCat("S/", BM), "Hq", "B");

@@ -29,6 +29,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
       a.causal = true;
     } else if (part == "persist") {
       a.persistent = true;
+    } else if (part == "split") {
+      a.split = true;
     } else if (part == "lazy" || part == "eager") {
       a.lazy_rescale = part == "lazy";
     } else if (int* field = absl::StartsWith(part, "wg")   ? &a.warpgroups
@@ -41,7 +43,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
           "unknown option '", part,
           "' (takes d64, d128 or d256, then f16, causal, and a tiling: wgW consumer warpgroups, "
           "bnN keys per "
-          "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling)"));
+          "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling, split for "
+          "split-KV)"));
     }
   }
   if (!have_d) return absl::InvalidArgumentError("names no head dimension (d64, d128 or d256)");
@@ -76,10 +79,11 @@ AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int b
   p.B = k.I32Param("B"), p.Hq = k.I32Param("Hq"), p.Hkv = k.I32Param("Hkv");
   p.S = k.I32Param("S"), p.Skv = k.I32Param("Skv");
   p.scale = k.F32Param("scale");
+  if (a.split) p.P = k.I32Param("P");
   p.tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", a.d, block_m, spans, a.in));
   p.tk = k.TmaParam("tmK", HeadMap(k, "K", "Skv", "B*Hkv", a.d, block_n, spans, a.in));
   p.tv = k.TmaParam("tmV", HeadMap(k, "V", "Skv", "B*Hkv", a.d, block_n, spans, a.in));
-  p.to = k.TmaParam("tmO", HeadMap(k, "O", "S", "B*Hq", a.d, o_rows, 1, a.in));
+  p.to = k.TmaParam("tmO", HeadMap(k, "O", "S", a.split ? "B*Hq*P" : "B*Hq", a.d, o_rows, 1, a.in));
   p.lse = k.PtrParam("lse", f32);
   return p;
 }

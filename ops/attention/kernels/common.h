@@ -29,11 +29,16 @@ struct AttentionShape {
   // grown by more than 2^8 since its reference was set (1, "lazy"); -1 for the kernel's default.
   // Hopper only.
   int lazy_rescale = -1;
+  // ("split") The keys of each query tile split in P parts (the parameter P), a CTA each: a part
+  // writes its rows' O (normalized by its own sum) and lse as heads p * B * Hq + head of O and
+  // lse, which attention/combine merges (split-KV, FlashDecoding's). P = 1 writes O itself.
+  // Hopper only, a CTA per tile.
+  bool split = false;
 };
 
 // Variant names: d64, d128 or d256, then optionally f16 and causal ("d128.f16.causal"), and a
 // tiling other than the default (".wg3.bn176.st3", ".persist"), and the rescale (".lazy",
-// ".eager").
+// ".eager"), and "split" (split-KV).
 absl::StatusOr<AttentionShape> ParseAttention(const std::string& options);
 
 // The variants the build bundles: every head dimension, type and mask.
@@ -51,6 +56,7 @@ rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& row
 // columns), O's map (boxes of `o_rows` rows by 64 columns) and lse.
 struct AttentionParams {
   Value B, Hq, Hkv, S, Skv, scale, lse;
+  Value P;  // split: the parts the keys split in
   TensorMap tq, tk, tv, to;
 };
 AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n,

@@ -41,6 +41,12 @@ namespace attention_sm90 {
 // head-major.
 QueryTile HopperAttention::TileOf(Value t) const {
   const Value &B = p.B, &Hq = p.Hq, &Hkv = p.Hkv, &Skv = p.Skv;
+  Value part;  // split: tiles t, t + (the tiles of all heads), ... are the parts of one tile
+  if (a.split) {
+    Value whole = m_tiles * Hq * B;
+    part = t / whole;
+    t = t % whole;
+  }
   Value q_head = t / m_tiles, m = t % m_tiles;
   if (a.causal) {
     Value g0 = t / (group_heads * m_tiles) * group_heads;  // the group's first head
@@ -52,7 +58,12 @@ QueryTile HopperAttention::TileOf(Value t) const {
   Value h = q_head % Hq, b = q_head / Hq;
   Value m0 = (a.causal ? m_tiles - 1 - m : m) * BM;
   Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : Skv;
-  return QueryTile{m0, q_head, b * Hkv + h / (Hq / Hkv), (n_end + (BN - 1)) / BN};
+  Value n_tiles = (n_end + (BN - 1)) / BN, kv_head = b * Hkv + h / (Hq / Hkv);
+  if (!a.split) return QueryTile{m0, q_head, kv_head, n_tiles, k.I32(0), q_head};
+  // Part `part` of P: its share of the key tiles (none for the last parts where P does not divide
+  // them: they write O = 0 and lse = -inf, which the combine weighs 0).
+  Value per = (n_tiles + (p.P - 1)) / p.P, first = Min(part * per, n_tiles);
+  return QueryTile{m0, q_head, kv_head, Min(n_tiles - first, per), first, part * (B * Hq) + q_head};
 }
 
 }  // namespace attention_sm90
@@ -81,7 +92,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   const int STAGES = a.stages;
   const Scalar in = a.in;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
-  if (W < 2 || W > 3) k.Fail(absl::StrCat("attention takes 2 or 3 consumer warpgroups, not ", W));
+  if (W < 1 || W > 3)
+    k.Fail(absl::StrCat("attention takes 1 to 3 consumer warpgroups, not ", W));
+  if (a.split && a.persistent) k.Fail("split-KV runs a CTA per part: no persist");
   if (BN % 16 || BN < 16 || BN > 256)
     k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 256"));
   const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/64);
@@ -96,15 +109,16 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   Value tiles;  // {next tile, CTAs done}: the persistent kernel's counter
   if (a.persistent) tiles = k.WorkspaceParam("tiles", i32, "", 8);
   Value m_tiles = (S + (BM - 1)) / BM;
-  Value tile_count = m_tiles * Hq * B;
+  Value tile_count = m_tiles * Hq * B * (a.split ? p.P : k.I32(1));
   if (a.persistent)
     k.Grid("sms");
   else
-    k.Grid(absl::StrCat("S/", BM, "*Hq*B"));
+    k.Grid(absl::StrCat("S/", BM, "*Hq*B", a.split ? "*P" : ""));
   k.Attribute("attention",
               absl::StrCat("d=", D, " causal=", a.causal, " in=", in == f16 ? "f16" : "bf16",
                            " block_m=", BM, " block_n=", BN, " stages=", STAGES,
-                           " persistent=", a.persistent, " lazy_rescale=", a.lazy_rescale));
+                           " persistent=", a.persistent, " lazy_rescale=", a.lazy_rescale,
+                           " split=", a.split));
 
   // Shared memory: Q (span j in rows BM*j..), then rings of K and V tiles (span j in rows BN*j..).
   // Q is a ring too, of two stages where they fit: the next tile's Q lands while this one runs.
@@ -169,6 +183,10 @@ ExampleFamily AttentionFamily() {
     f.bundled.push_back(absl::StrCat(v, ".persist"));
   for (const char* v : {"d64.causal", "d64.f16.causal"})  // and its pick for short causal tiles
     f.bundled.push_back(absl::StrCat(v, ".wg2"));         // at D = 64
+  for (const char* v : {"d64", "d64.f16"})  // and its decode kernels (PlanDecode)
+    f.bundled.push_back(absl::StrCat(v, ".wg1.bn128.st4.split"));
+  for (const char* v : {"d128", "d128.f16"}) f.bundled.push_back(absl::StrCat(v, ".wg1.bn128.st3.split"));
+  for (const char* v : {"d256", "d256.f16"}) f.bundled.push_back(absl::StrCat(v, ".wg1.bn64.st2.split"));
   return f;
 }
 

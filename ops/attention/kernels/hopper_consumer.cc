@@ -14,7 +14,7 @@ void RunConsumers(HopperAttention& h, const Value& t, bool stream_tiles) {
 
 // The warpgroups take turns to issue their GEMMs, in a ring that runs on across tiles
 // (warpgroup w waits at named barrier 1 + w, then signals the next one's); warpgroup 0 issues
-// first.
+// first. One warpgroup (split-KV's decode tiles) takes no turns.
 HopperConsumer::HopperConsumer(HopperAttention& h, const Value& t)
     : h_(h),
       k_(h.k),
@@ -26,8 +26,9 @@ HopperConsumer::HopperConsumer(HopperAttention& h, const Value& t)
       k_at_(h.k_ring.Start()),
       v_at_(h.v_ring.Start()),
       v_late_(h.a.persistent) {
-  k_.If(wg_ == h_.W - 1, [&] { k_.NamedBarrierArrive(1, 256); });
+  if (h_.W > 1) k_.If(wg_ == h_.W - 1, [&] { k_.NamedBarrierArrive(1, 256); });
   n_ = k_.Registers(Type::Of(i32), 1);
+  n_first_ = k_.I32(0);
   now_ = k_.Registers(Type::Of(i32), 2);
 }
 
@@ -37,12 +38,16 @@ void HopperConsumer::Run(bool stream_tiles) {
   else
     Streamed();
   // Takes the last warpgroup's last signal: barrier 1 ends balanced.
-  k_.If(wg_ == 0, [&] { MyTurn(); });
+  if (h_.W > 1) k_.If(wg_ == 0, [&] { MyTurn(); });
 }
 
-void HopperConsumer::MyTurn() { k_.NamedBarrier(wg_ + 1, 256); }
+void HopperConsumer::MyTurn() {
+  if (h_.W > 1) k_.NamedBarrier(wg_ + 1, 256);
+}
 
-void HopperConsumer::TheirTurn() { k_.NamedBarrierArrive((wg_ + 1) % h_.W + 1, 256); }
+void HopperConsumer::TheirTurn() {
+  if (h_.W > 1) k_.NamedBarrierArrive((wg_ + 1) % h_.W + 1, 256);
+}
 
 // The next tile: its Q stage, then its number from the slot beside it.
 void HopperConsumer::Take() {
@@ -89,7 +94,7 @@ void HopperConsumer::FirstStep() {  // S_0 alone
   TheirTurn();
   k_.WgmmaWait(0);
   h_.k_ring.Release(ks, c_);
-  SoftmaxOf(k_.I32(0));
+  SoftmaxOf(n_first_ * h_.BN);
   PackP();
 }
 
@@ -117,7 +122,7 @@ void HopperConsumer::PairedStep(Value n0, const std::function<void()>& before_so
 void HopperConsumer::LaterSteps(Value n_tiles) {
   k_.For(1, n_tiles, 1, [&](Value j) {
     PairedStep(
-        j * h_.BN, [] {}, [&] { RescaleO(); });
+        (n_first_ + j) * h_.BN, [] {}, [&] { RescaleO(); });
     if (!v_late_) v_held_[0] = h_.v_ring.Acquire(v_at_);
   });
 }
@@ -148,6 +153,7 @@ void HopperConsumer::TileByTile() {
         QueryTile tile = h_.TileOf(now_[0]);
         Value qs = now_[1];
         m0_ = tile.m0;
+        n_first_ = tile.n_first;
         FreshState();  // zeroed for each tile
         sQs_ = h_.sQ.Stage(qs);
         k_.If(tile.n_tiles > 0, [&] {
@@ -159,7 +165,7 @@ void HopperConsumer::TileByTile() {
           LaterSteps(tile.n_tiles);
           LastPv();
         });
-        StoreO(m0_, tile.q_head, qs, FinishRows(m0_, tile.q_head));
+        StoreO(m0_, tile.out_head, qs, FinishRows(m0_, tile.out_head));
       });
 }
 
@@ -201,14 +207,14 @@ void HopperConsumer::Streamed() {
               k_.I32(0),
               [&] {  // the tile before's rows finished, the new tile's started
                 before = h_.TileOf(prev[0]);
-                inv = FinishRows(before.m0, before.q_head);
+                inv = FinishRows(before.m0, before.out_head);
                 for (int half = 0; half < 2; ++half) {
                   row_max_[half] = k_.F32(-INFINITY);
                   row_sum_[half] = k_.F32(0);
                 }
               },
               [&] {  // its O out, then zero for the new tile
-                StoreO(before.m0, before.q_head, prev[1], inv);
+                StoreO(before.m0, before.out_head, prev[1], inv);
                 for (int i = 0; i < h_.D / 2; ++i) o_[i] = k_.F32(0);
               });
           LaterSteps(tile.n_tiles);
@@ -216,7 +222,7 @@ void HopperConsumer::Streamed() {
         });
     LastPv();
     QueryTile before = h_.TileOf(prev[0]);
-    StoreO(before.m0, before.q_head, prev[1], FinishRows(before.m0, before.q_head));
+    StoreO(before.m0, before.out_head, prev[1], FinishRows(before.m0, before.out_head));
   });
 }
 

@@ -65,7 +65,7 @@ class HopperConsumer {
   // The tile's state: its first query row (for the masks) and Q stage; the S and O accumulators;
   // per thread its two rows' running max (in scaled log2 units), its share of their sums, the
   // last rescale factor; P as the next wgmma's A fragments (bf16/f16 pairs, BN / 16 fragments).
-  Value m0_;
+  Value m0_, n_first_;  // (n_first_: its first key tile, 0 but in a part of a split tile)
   SmemTile sQs_;
   WgmmaAccumulator s_, o_;
   Regs row_max_, row_sum_, alpha_, p_frag_;

@@ -10,9 +10,10 @@
 namespace kiln::examples::attention_sm90 {
 
 // Tile t: its first query row, head and KV head, and the key tiles it sees (all of Skv, or
-// causally up to its last row's diagonal; none if that is negative).
+// causally up to its last row's diagonal; none if that is negative): n_tiles from n_first (0 but
+// in a part of a split tile). Its O and lse go to head out_head (q_head but in a split tile).
 struct QueryTile {
-  Value m0, q_head, kv_head, n_tiles;
+  Value m0, q_head, kv_head, n_tiles, n_first, out_head;
 };
 
 // What the kernel declared, as its roles read it.

@@ -43,8 +43,9 @@ void RunProducer(HopperAttention& h, const Value& t) {
         [&] {
           QueryTile q = h.TileOf(now[0]);
           k.For(0, q.n_tiles, 1, [&](Value j) {
-            h.k_ring.Produce(k_at, {{&h.p.tk, h.sK, {0, j * h.BN, 0, q.kv_head}}});
-            h.v_ring.Produce(v_at, {{&h.p.tv, h.sV, {0, j * h.BN, 0, q.kv_head}}});
+            Value n0 = (q.n_first + j) * h.BN;
+            h.k_ring.Produce(k_at, {{&h.p.tk, h.sK, {0, n0, 0, q.kv_head}}});
+            h.v_ring.Produce(v_at, {{&h.p.tv, h.sV, {0, n0, 0, q.kv_head}}});
           });
         });
     if (a.persistent)  // every CTA has taken its last number: the last one resets the counter

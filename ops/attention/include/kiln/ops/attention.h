@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kiln/ops/op_device.h"
 #include "kiln/runtime/cuda_api.h"
 #include "kiln/runtime/launch.h"
 
@@ -43,6 +44,13 @@ struct AttentionOperands {
 struct AttentionPlan {
   std::string kernel;  // attention/hopper.d128[.f16][.causal]; attention/blackwell.* on sm_100
   float scale = 0;     // as the kernel gets it
+  // The problem as the kernel sees it. Decode (the query rows of a KV head's Hq / Hkv heads fit
+  // one 64-row tile, and S = 1 or no mask): those rows packed as one head's, {B, Hkv, Hkv,
+  // Hq / Hkv * S, Skv} (Q, O and lse are the same bytes viewed so), its keys split in `splits`
+  // parts (attention/hopper's "split") and, past one part, merged by `combine`.
+  AttentionSize size;
+  int splits = 1;
+  std::string combine;
 };
 
 // The kernel for a call, or an error naming what is wrong with it (sizes, head counts, head
@@ -53,8 +61,25 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& size,
                                             int compute_capability);
 
 // The launch arguments of an attention kernel for `manifest` (the emulator takes them too).
+// `splits`: the P of a split kernel.
 absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& manifest, const AttentionSize& size,
-                                               float scale, const AttentionOperands& operands);
+                                               float scale, const AttentionOperands& operands,
+                                               int splits = 1);
+
+// attention/combine's arguments for a split plan: the parts (o_parts, lse_parts, written by the
+// split kernel as its O and lse) merged into `o` and `lse`.
+absl::StatusOr<std::vector<Arg>> CombineArgs(const Manifest& manifest, const AttentionPlan& plan,
+                                             cu::CUdeviceptr o_parts, cu::CUdeviceptr lse_parts,
+                                             cu::CUdeviceptr o, cu::CUdeviceptr lse);
+// The bytes of a split plan's parts of O and of lse.
+int64_t PartsOBytes(const AttentionPlan& plan);
+int64_t PartsLseBytes(const AttentionPlan& plan);
+
+// Plans the call for a chip of `compute_capability` and launches its kernels on `device` (scratch
+// 0 and 1: a split plan's parts of O and lse), in order.
+absl::Status RunAttention(const AttentionSize& size, const AttentionOptions& options,
+                          const AttentionOperands& operands, int compute_capability,
+                          OpDevice& device);
 
 // FLOPs of the forward pass as FlashAttention counts them: 4 * B * Hq * S * Skv * D, the share
 // of score pairs a causal mask keeps.
@@ -72,6 +97,7 @@ class AttentionRunner {
 
  private:
   LoadedKernels kernels_;
+  ScratchBuffers scratch_;  // split-KV's parts
 };
 
 }  // namespace kiln::rt

@@ -35,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "kiln/ops/gemm_choice.h"
+#include "kiln/ops/op_device.h"
 #include "kiln/runtime/cuda_api.h"
 #include "kiln/runtime/driver.h"
 #include "kiln/runtime/launch.h"
@@ -78,17 +79,9 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
                                   const GemmOperands& operands, int compute_capability,
                                   const GemmTuneCache* tuned = nullptr);
 
-// Where the entry point's launches go: the GPU (GemmRunner), or another device, such as the
-// emulator, that the Python module runs host arrays on. A device names each kernel's manifest,
-// launches it by name, and keeps the scratch buffers of the restrided copies.
-class GemmDevice {
- public:
-  virtual ~GemmDevice() = default;
-  virtual absl::StatusOr<const Manifest*> ManifestOf(const std::string& kernel) = 0;
-  virtual absl::Status Launch(const std::string& kernel, std::vector<Arg> args) = 0;
-  // The buffer for the restrided copy of operand `which` (0: A, 1: B), at least `bytes`.
-  virtual absl::StatusOr<uint64_t> Scratch(int which, size_t bytes) = 0;
-};
+// Where the entry point's launches go (kiln/ops/op_device.h); its scratch buffer 0 and 1 are the
+// restrided copies of A and B.
+using GemmDevice = OpDevice;
 
 // Plans the call for a chip of `compute_capability` and launches its kernels (the restrided
 // copies, then the GEMM) on `device`, in order.
@@ -108,16 +101,11 @@ class GemmRunner {
                    cu::CUstream stream = nullptr);
 
  private:
-  // The buffer for the restrided copy of operand `which` (0: A, 1: B) on `stream`, at least
-  // `bytes`.
-  absl::StatusOr<cu::CUdeviceptr> Scratch(cu::CUstream stream, int which, size_t bytes);
-
   LoadedKernels kernels_;
   std::string tune_path_;
   std::mutex mu_;
   std::optional<GemmTuneCache> tuned_;  // read at the first Run
-  std::map<std::tuple<cu::CUcontext, cu::CUstream, int>, DeviceBuffer> scratch_;  // by device
-  std::vector<DeviceBuffer> outgrown_;  // kept: launches already queued may still read them
+  ScratchBuffers scratch_;
 };
 
 }  // namespace kiln::rt

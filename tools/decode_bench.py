@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Decode attention (one or a few query rows per sequence over a long KV cache): kiln against
+torch SDPA's cuDNN and flash backends and against a device copy of the same K and V bytes (the
+physical limit), in one process. Each case is checked against an fp32 reference first.
+
+    PYTHONPATH=build/python KILN_BUNDLE_DIR=build/bundles python3 tools/decode_bench.py
+
+Two timing methods, both reported: single calls between CUDA events (median of --iters; a call's
+host time shows where it exceeds the kernel's), and a CUDA graph of --block calls replayed (the
+kernels back to back, no host time).
+"""
+
+import argparse
+import statistics
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import kiln
+
+CASES = [(1, 8192), (1, 131072), (8, 8192), (32, 4096), (64, 8192), (16, 32768)]  # (B, Skv)
+
+
+def single_us(fn, iters):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)
+
+
+def graph_us(fn, block, reps=5):
+    fn()
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()  # warm on the capture stream (loads, scratch)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(block):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / block)
+    return statistics.median(times)
+
+
+def reference(q, k, v):
+    g = q.shape[1] // k.shape[1]
+    kf, vf = (x.float().repeat_interleave(g, 1) for x in (k, v))
+    return F.scaled_dot_product_attention(q.float(), kf, vf)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--iters", type=int, default=30)
+    p.add_argument("--block", type=int, default=20)
+    p.add_argument("--d", type=int, default=128)
+    p.add_argument("--hq", type=int, default=32)
+    p.add_argument("--hkv", type=int, default=8)
+    p.add_argument("--rows", type=int, default=1, help="query rows per sequence")
+    args = p.parse_args()
+    torch.manual_seed(0)
+    print(f"decode on {torch.cuda.get_device_name()}, q [B, {args.hq}, {args.rows}, {args.d}], "
+          f"K/V [B, {args.hkv}, Skv, {args.d}] bf16; GB/s of K+V read; us per call")
+    failures = 0
+    for b, skv in CASES:
+        q = torch.randn(b, args.hq, args.rows, args.d, device="cuda").bfloat16()
+        k = torch.randn(b, args.hkv, skv, args.d, device="cuda").bfloat16()
+        v = torch.randn(b, args.hkv, skv, args.d, device="cuda").bfloat16()
+        kv_bytes = 2 * k.numel() * 2
+        o, _ = kiln.attention(q, k, v)
+        err = float((o.float() - reference(q, k, v)).norm() / reference(q, k, v).norm())
+        ok = err < 2e-2 and torch.isfinite(o).all()
+        failures += 0 if ok else 1
+        k2, v2 = torch.empty_like(k), torch.empty_like(v)
+        runs = {
+            "kiln": lambda: kiln.attention(q, k, v),
+            "cudnn": lambda: sdpa(q, k, v, SDPBackend.CUDNN_ATTENTION),
+            "flash": lambda: sdpa(q, k, v, SDPBackend.FLASH_ATTENTION),
+            "copy": lambda: (k2.copy_(k), v2.copy_(v)),
+        }
+        line = f"B={b:<3} Skv={skv:<7} {kv_bytes / 1e6:8.1f} MB  error {err:.1e} {'ok' if ok else 'FAIL'}"
+        results = {}
+        for name, fn in runs.items():
+            try:
+                results[name] = (single_us(fn, args.iters), graph_us(fn, args.block))
+            except Exception as e:  # a backend that does not take this shape
+                results[name] = None
+                line += f"\n    {name}: {type(e).__name__}: {str(e).splitlines()[0][:100]}"
+        for method, i in (("single", 0), ("graph", 1)):
+            parts = []
+            for name in runs:
+                if results[name] is None:
+                    continue
+                us = results[name][i]
+                parts.append(f"{name} {us:8.1f} us {kv_bytes / us / 1e3:6.0f} GB/s")
+            kiln_us = results["kiln"][i]
+            ratios = "; ".join(f"{kiln_us and results[n][i] / kiln_us:.2f}x {n}"
+                               for n in ("cudnn", "flash") if results[n] is not None)
+            copy = results["copy"][i] / kiln_us
+            line += f"\n    {method:<6}: " + " | ".join(parts) + f" | kiln at {copy:.0%} of the copy's rate; {ratios}"
+        print(line, flush=True)
+    raise SystemExit(1 if failures else 0)
+
+
+def sdpa(q, k, v, backend):
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+
+if __name__ == "__main__":
+    main()
