@@ -35,8 +35,8 @@ void PlanDecode(const AttentionSize& z, const AttentionOptions& o, AttentionPlan
                        : z.d == 128 ? "wg1.bn128.st3"
                                     : "wg1.bn64.st2";  // as much ring as shared memory holds
   const int64_t block_n = z.d == 256 ? 64 : 128, key_tiles = (z.skv + block_n - 1) / block_n;
-  plan.kernel = absl::StrCat("attention/hopper.d", z.d, o.dtype == "f16" ? ".f16." : ".", tiling,
-                             ".split");
+  plan.kernel =
+      absl::StrCat("attention/hopper.d", z.d, o.dtype == "f16" ? ".f16." : ".", tiling, ".split");
   plan.size = {z.b, z.hkv, z.hkv, rows, z.skv, z.d};
   plan.splits = static_cast<int>(
       std::clamp<int64_t>(kSms / (z.b * z.hkv), 1, std::max<int64_t>(1, key_tiles / 2)));
@@ -132,8 +132,8 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
 absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const AttentionSize& z,
                                                float scale, const AttentionOperands& o,
                                                int splits) {
-  const std::map<std::string, int64_t> ints = {
-      {"B", z.b}, {"Hq", z.hq}, {"Hkv", z.hkv}, {"S", z.s}, {"Skv", z.skv}, {"P", splits}};
+  const std::map<std::string, int64_t> ints = {{"B", z.b}, {"Hq", z.hq},   {"Hkv", z.hkv},
+                                               {"S", z.s}, {"Skv", z.skv}, {"P", splits}};
   const std::map<std::string, cu::CUdeviceptr> maps = {
       {"Q", o.q}, {"K", o.k}, {"V", o.v}, {"O", o.o}};
   std::vector<Arg> args;
@@ -183,8 +183,10 @@ absl::StatusOr<std::vector<Arg>> CombineArgs(const Manifest& m, const AttentionP
     else if (p.kind == Kind::kI64 && p.name == "units")
       args.push_back(Arg::I64(rows * z.d / 8));
     else
-      return absl::InternalError(absl::StrCat(m.name, ": the attention entry point has no value for "
-                                              "its parameter '", p.name, "'"));
+      return absl::InternalError(absl::StrCat(m.name,
+                                              ": the attention entry point has no value for "
+                                              "its parameter '",
+                                              p.name, "'"));
   }
   return args;
 }
@@ -192,8 +194,7 @@ absl::StatusOr<std::vector<Arg>> CombineArgs(const Manifest& m, const AttentionP
 absl::Status RunAttention(const AttentionSize& size, const AttentionOptions& options,
                           const AttentionOperands& operands, int compute_capability,
                           OpDevice& device) {
-  absl::StatusOr<AttentionPlan> plan =
-      PlanAttention(size, options, operands, compute_capability);
+  absl::StatusOr<AttentionPlan> plan = PlanAttention(size, options, operands, compute_capability);
   if (!plan.ok()) return plan.status();
   absl::StatusOr<const Manifest*> manifest = device.ManifestOf(plan->kernel);
   if (!manifest.ok()) return manifest.status();

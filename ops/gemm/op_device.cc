@@ -12,8 +12,8 @@ absl::StatusOr<cu::CUdeviceptr> ScratchBuffers::Get(cu::CUstream stream, int whi
   DeviceBuffer& have = buffers_[{(*d)->context(), stream, which}];
   absl::StatusOr<bool> grown = DeviceBuffer::GrowKeepingOld(have, outgrown_, bytes);
   if (!grown.ok())
-    return absl::Status(grown.status().code(), absl::StrCat(what, " (", bytes, " bytes): ",
-                                                            grown.status().message()));
+    return absl::Status(grown.status().code(),
+                        absl::StrCat(what, " (", bytes, " bytes): ", grown.status().message()));
   return have.ptr();
 }
 

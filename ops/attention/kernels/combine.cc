@@ -38,8 +38,8 @@ absl::StatusOr<KernelDef> BuildCombine(Scalar in) {
       Value l = lse_of(p);
       Value w = Select(l == -INFINITY, k.F32(0), Exp(l - top[0]));
       sum[0] = sum[0] + w;
-      Value part = LoadGlobal(o_parts + ((p * rows + row).To(i64) * D.To(i64) + d0.To(i64)),
-                              kWidth, {.cache = CacheHint::kReadOnly});
+      Value part = LoadGlobal(o_parts + ((p * rows + row).To(i64) * D.To(i64) + d0.To(i64)), kWidth,
+                              {.cache = CacheHint::kReadOnly});
       for (int e = 0; e < kWidth; ++e) acc[e] = acc[e] + w * part.Lane(e).To(f32);
     });
     Value inv = Select(sum[0] > 0.0, Rcp(sum[0]), k.F32(0));

@@ -92,8 +92,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   const int STAGES = a.stages;
   const Scalar in = a.in;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
-  if (W < 1 || W > 3)
-    k.Fail(absl::StrCat("attention takes 1 to 3 consumer warpgroups, not ", W));
+  if (W < 1 || W > 3) k.Fail(absl::StrCat("attention takes 1 to 3 consumer warpgroups, not ", W));
   if (a.split && a.persistent) k.Fail("split-KV runs a CTA per part: no persist");
   if (BN % 16 || BN < 16 || BN > 256)
     k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 256"));
@@ -116,9 +115,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
     k.Grid(absl::StrCat("S/", BM, "*Hq*B", a.split ? "*P" : ""));
   k.Attribute("attention",
               absl::StrCat("d=", D, " causal=", a.causal, " in=", in == f16 ? "f16" : "bf16",
-                           " block_m=", BM, " block_n=", BN, " stages=", STAGES,
-                           " persistent=", a.persistent, " lazy_rescale=", a.lazy_rescale,
-                           " split=", a.split));
+                           " block_m=", BM, " block_n=", BN, " stages=", STAGES, " persistent=",
+                           a.persistent, " lazy_rescale=", a.lazy_rescale, " split=", a.split));
 
   // Shared memory: Q (span j in rows BM*j..), then rings of K and V tiles (span j in rows BN*j..).
   // Q is a ring too, of two stages where they fit: the next tile's Q lands while this one runs.
@@ -183,10 +181,12 @@ ExampleFamily AttentionFamily() {
     f.bundled.push_back(absl::StrCat(v, ".persist"));
   for (const char* v : {"d64.causal", "d64.f16.causal"})  // and its pick for short causal tiles
     f.bundled.push_back(absl::StrCat(v, ".wg2"));         // at D = 64
-  for (const char* v : {"d64", "d64.f16"})  // and its decode kernels (PlanDecode)
+  for (const char* v : {"d64", "d64.f16"})                // and its decode kernels (PlanDecode)
     f.bundled.push_back(absl::StrCat(v, ".wg1.bn128.st4.split"));
-  for (const char* v : {"d128", "d128.f16"}) f.bundled.push_back(absl::StrCat(v, ".wg1.bn128.st3.split"));
-  for (const char* v : {"d256", "d256.f16"}) f.bundled.push_back(absl::StrCat(v, ".wg1.bn64.st2.split"));
+  for (const char* v : {"d128", "d128.f16"})
+    f.bundled.push_back(absl::StrCat(v, ".wg1.bn128.st3.split"));
+  for (const char* v : {"d256", "d256.f16"})
+    f.bundled.push_back(absl::StrCat(v, ".wg1.bn64.st2.split"));
   return f;
 }
 

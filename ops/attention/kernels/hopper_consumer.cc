@@ -121,8 +121,7 @@ void HopperConsumer::PairedStep(Value n0, const std::function<void()>& before_so
 
 void HopperConsumer::LaterSteps(Value n_tiles) {
   k_.For(1, n_tiles, 1, [&](Value j) {
-    PairedStep(
-        (n_first_ + j) * h_.BN, [] {}, [&] { RescaleO(); });
+    PairedStep((n_first_ + j) * h_.BN, [] {}, [&] { RescaleO(); });
     if (!v_late_) v_held_[0] = h_.v_ring.Acquire(v_at_);
   });
 }
