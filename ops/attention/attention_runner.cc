@@ -28,16 +28,24 @@ constexpr int64_t kSms = 132;
 // and lse), run by one consumer warpgroup; the keys split in parts so that B * Hkv * parts CTAs
 // fill the GPU once, at least 2 key tiles a part (docs/perf/2026-11-28-decode-split-kv.md). Not
 // where a causal mask would need each packed row's own diagonal (S > 1).
+bool Decodes(const AttentionSize& z, const AttentionOptions& o) {
+  return z.hq / z.hkv * z.s <= 64 && (!o.causal || z.s == 1);
+}
+
 void PlanDecode(const AttentionSize& z, const AttentionOptions& o, AttentionPlan& plan) {
   const int64_t rows = z.hq / z.hkv * z.s;
-  if (rows > 64 || (o.causal && z.s > 1)) return;
+  if (!Decodes(z, o)) return;
   const char* tiling = z.d == 64    ? "wg1.bn128.st4"
                        : z.d == 128 ? "wg1.bn128.st3"
                                     : "wg1.bn64.st2";  // as much ring as shared memory holds
   const int64_t block_n = z.d == 256 ? 64 : 128, key_tiles = (z.skv + block_n - 1) / block_n;
-  plan.kernel =
-      absl::StrCat("attention/hopper.d", z.d, o.dtype == "f16" ? ".f16." : ".", tiling, ".split");
-  plan.size = {z.b, z.hkv, z.hkv, rows, z.skv, z.d};
+  plan.kernel = absl::StrCat("attention/hopper.d", z.d, o.dtype == "f16" ? ".f16." : ".", tiling,
+                             z.page   ? absl::StrCat(".page", z.page)
+                             : z.lens ? ".lens"
+                                      : "",
+                             ".split");
+  plan.size = z;  // (its lengths and pages too)
+  plan.size.hq = z.hkv, plan.size.s = rows;
   plan.splits = static_cast<int>(
       std::clamp<int64_t>(kSms / (z.b * z.hkv), 1, std::max<int64_t>(1, key_tiles / 2)));
   if (plan.splits > 1)
@@ -73,6 +81,27 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   if (o.q % 16 || o.k % 16 || o.v % 16 || o.o % 16)
     return Invalid("Q, K, V and O are read and written by TMA: 16-byte aligned pointers");
   if (o.lse % 4) return Invalid("lse must be 4-byte aligned");
+  if (z.lens || z.page) {
+    if (!Decodes(z, options) || compute_capability != 90 || !options.kernel.empty())
+      return Invalid(absl::StrCat(
+          "sequences of their own lengths and paged caches are for decode on sm_90a: the query "
+          "rows of a KV head (Hq / Hkv * S = ",
+          z.hq / z.hkv * z.s, ") at most 64, S = 1 or no mask"));
+    if (!o.seq_lens || o.seq_lens % 4) return Invalid("seq_lens needs a 4-byte aligned pointer");
+  }
+  if (z.page) {
+    if (z.page < 16 || z.page > 4096 || (z.page & (z.page - 1)))
+      return Invalid(absl::StrCat("page of ", z.page, " tokens: a power of two from 16"));
+    if (z.pages < 1 || z.max_pages < 1 || z.skv != z.max_pages * z.page)
+      return Invalid(
+          absl::StrCat("a paged cache needs pages >= 1, max_pages >= 1 and Skv = "
+                       "max_pages * page (got pages ",
+                       z.pages, ", max_pages ", z.max_pages, ", Skv ", z.skv, ")"));
+    if (z.pages * z.page > INT32_MAX || z.b * z.max_pages > INT32_MAX)
+      return Invalid("the cache's rows and the block table must fit in 32 bits");
+    if (!o.block_table || o.block_table % 4)
+      return Invalid("block_table needs a 4-byte aligned pointer");
+  }
   if (compute_capability != 90 && compute_capability != 100)
     return Invalid(absl::StrCat(
         "the attention kernels are for sm_90a (H100, H200) and sm_100a (B200); this device is sm_",
@@ -132,8 +161,14 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
 absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const AttentionSize& z,
                                                float scale, const AttentionOperands& o,
                                                int splits) {
-  const std::map<std::string, int64_t> ints = {{"B", z.b}, {"Hq", z.hq},   {"Hkv", z.hkv},
-                                               {"S", z.s}, {"Skv", z.skv}, {"P", splits}};
+  const std::map<std::string, int64_t> ints = {{"B", z.b},
+                                               {"Hq", z.hq},
+                                               {"Hkv", z.hkv},
+                                               {"S", z.s},
+                                               {"Skv", z.skv},
+                                               {"P", splits},
+                                               {"max_pages", z.max_pages},
+                                               {"slots", z.pages * z.page}};
   const std::map<std::string, cu::CUdeviceptr> maps = {
       {"Q", o.q}, {"K", o.k}, {"V", o.v}, {"O", o.o}};
   std::vector<Arg> args;
@@ -145,6 +180,8 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const Attentio
       args.push_back(Arg::F32(scale));
     } else if (p.kind == Kind::kPointer && p.name == "lse") {
       args.push_back(Arg::Ptr(o.lse));
+    } else if (p.kind == Kind::kPointer && (p.name == "seq_lens" || p.name == "block_table")) {
+      args.push_back(Arg::Ptr(p.name == "seq_lens" ? o.seq_lens : o.block_table));
     } else if (p.kind == Kind::kTensorMap && maps.count(p.tensor_map.tensor)) {
       args.push_back(Arg::Tensor(maps.at(p.tensor_map.tensor)));
     } else if (p.kind == Kind::kWorkspace) {

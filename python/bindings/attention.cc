@@ -6,7 +6,9 @@
 #include "kiln/ops/attention.h"
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,38 +46,94 @@ rt::AttentionSize SizeOf(const Array& q, const Array& k, const Array& v, const A
   return z;
 }
 
-void Attention(const Array& q, const Array& k, const Array& v, Array out, const Array& lse,
-               bool causal, float scale, uint64_t stream) {
+// The call on its device, its sizes checked: the dense form, or (seq_lens given) decode over
+// sequences of their own lengths, paged where block_table is given.
+void Run(const char* call, const Array& q, const Array& k, const Array& v, Array out,
+         const Array& lse, const rt::AttentionSize& z, rt::AttentionOptions options,
+         const Array* seq_lens, const Array* block_table, uint64_t stream) {
   const Array& o = out;
-  const rt::AttentionSize z = SizeOf(q, k, v, o, lse);
-  CallDevice d(kCall, {&q, &k, &v, &o, &lse}, stream);
+  CallDevice d(call, {&q, &k, &v, &o, &lse, seq_lens, block_table}, stream);
   const std::vector<std::string> types =
       d.emulated() ? std::vector<std::string>{"f32"} : std::vector<std::string>{"bf16", "f16"};
   for (const auto& [what, x] :
        {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v}, std::pair{"out", &o}})
-    Require(*x, kCall, what, 4, types);
-  Require(lse, kCall, "lse", 3, {"f32"});
-  rt::AttentionOptions options{.causal = causal, .scale = scale};
+    Require(*x, call, what, 4, types);
+  Require(lse, call, "lse", 3, {"f32"});
+  if (seq_lens) Require(*seq_lens, call, "seq_lens", 1, {"i32"});
+  if (block_table) Require(*block_table, call, "block_table", 2, {"i32"});
   if (!d.emulated()) {
     options.dtype = DtypeName(q);
     for (const Array* x : {&k, &v, &o})
       if (DtypeName(*x) != options.dtype)
-        throw Error(absl::StrCat(kCall, ": q, k, v and out must share one type; q is ",
+        throw Error(absl::StrCat(call, ": q, k, v and out must share one type; q is ",
                                  options.dtype, ", another ", DtypeName(*x)));
+    rt::AttentionOperands ops{Address(q), Address(k), Address(v), Address(o), Address(lse)};
+    if (seq_lens) ops.seq_lens = Address(*seq_lens);
+    if (block_table) ops.block_table = Address(*block_table);
     ThrowIfError(RunnerFor<rt::AttentionRunner>(BundleDir())
-                     .Run(z, options,
-                          {Address(q), Address(k), Address(v), Address(o), Address(lse)},
-                          reinterpret_cast<cu::CUstream>(stream)));
+                     .Run(z, options, ops, reinterpret_cast<cu::CUstream>(stream)));
     return;
   }
   std::vector<uint8_t> result;
-  const rt::AttentionOperands ops{d.BindNarrowed(q, "bf16"), d.BindNarrowed(k, "bf16"),
-                                  d.BindNarrowed(v, "bf16"),
-                                  d.BindPoisoned(o.size(), "bf16", &result), d.Bind(lse)};
+  rt::AttentionOperands ops{d.BindNarrowed(q, "bf16"), d.BindNarrowed(k, "bf16"),
+                            d.BindNarrowed(v, "bf16"), d.BindPoisoned(o.size(), "bf16", &result),
+                            d.Bind(lse)};
+  if (seq_lens) ops.seq_lens = d.Bind(*seq_lens, /*read_only=*/true);
+  if (block_table) ops.block_table = d.Bind(*block_table, /*read_only=*/true);
   EmulatedOpDevice device(*d.emulator());
   ThrowIfError(rt::RunAttention(z, options, ops, /*compute_capability=*/90, device));
   d.Finish();
   Widen(result, "bf16", out);
+}
+
+void Attention(const Array& q, const Array& k, const Array& v, Array out, const Array& lse,
+               bool causal, float scale, uint64_t stream) {
+  Run(kCall, q, k, v, out, lse, SizeOf(q, k, v, out, lse), {.causal = causal, .scale = scale},
+      nullptr, nullptr, stream);
+}
+
+// kiln.decode_attention: q [B, Hq, S, D]; k, v [B, Hkv, Skv, D] with seq_lens, or a paged cache
+// [pages, page, Hkv, D] with seq_lens and block_table [B, max_pages] (i32).
+void DecodeAttention(const Array& q, const Array& k, const Array& v, const Array& seq_lens,
+                     std::optional<Array> block_table, Array out, const Array& lse, float scale,
+                     uint64_t stream) {
+  constexpr const char* call = "kiln.decode_attention";
+  for (const auto& [what, x] : {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v},
+                                std::pair{"out", static_cast<const Array*>(&out)}})
+    if (x->ndim() != 4)
+      throw Error(absl::StrCat(call, ": ", what, " must have rank 4, not ", x->ndim()));
+  rt::AttentionSize z{.b = static_cast<int64_t>(q.shape(0)),
+                      .hq = static_cast<int64_t>(q.shape(1)),
+                      .s = static_cast<int64_t>(q.shape(2)),
+                      .d = static_cast<int64_t>(q.shape(3))};
+  z.lens = true;
+  const bool paged = block_table.has_value();
+  z.hkv = static_cast<int64_t>(k.shape(paged ? 2 : 1));
+  if (paged) {
+    z.pages = static_cast<int64_t>(k.shape(0)), z.page = static_cast<int64_t>(k.shape(1));
+    if (block_table->ndim() != 2 || block_table->shape(0) != q.shape(0))
+      throw Error(absl::StrCat(call, ": block_table has shape ", ShapeText(*block_table),
+                               "; [B, max_pages] with B = ", z.b));
+    z.max_pages = static_cast<int64_t>(block_table->shape(1));
+    z.skv = z.max_pages * z.page;
+  } else {
+    z.skv = static_cast<int64_t>(k.shape(2));
+  }
+  const std::vector<int64_t> cache = paged ? std::vector<int64_t>{z.pages, z.page, z.hkv, z.d}
+                                           : std::vector<int64_t>{z.b, z.hkv, z.skv, z.d};
+  if (ShapeOf(k) != cache || ShapeOf(v) != cache)
+    throw Error(absl::StrCat(call, ": k ", ShapeText(k), " and v ", ShapeText(v), " must both be ",
+                             paged ? "[pages, page, Hkv, D]" : "[B, Hkv, Skv, D]", " for q ",
+                             ShapeText(q)));
+  if (ShapeOf(out) != ShapeOf(q))
+    throw Error(absl::StrCat(call, ": out has shape ", ShapeText(out), ", q ", ShapeText(q)));
+  if (ShapeOf(lse) != std::vector<int64_t>{z.b, z.hq, z.s})
+    throw Error(absl::StrCat(call, ": lse has shape ", ShapeText(lse), "; [B, Hq, S]"));
+  if (ShapeOf(seq_lens) != std::vector<int64_t>{z.b})
+    throw Error(
+        absl::StrCat(call, ": seq_lens has shape ", ShapeText(seq_lens), "; [B] = (", z.b, ",)"));
+  Run(call, q, k, v, out, lse, z, {.scale = scale}, &seq_lens, paged ? &*block_table : nullptr,
+      stream);
 }
 
 }  // namespace
@@ -83,6 +141,9 @@ void Attention(const Array& q, const Array& k, const Array& v, Array out, const 
 void BindAttention(nb::module_& m) {
   m.def("_attention", &Attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
         nb::arg("lse"), nb::arg("causal"), nb::arg("scale"), nb::arg("stream") = 0);
+  m.def("_decode_attention", &DecodeAttention, nb::arg("q"), nb::arg("k"), nb::arg("v"),
+        nb::arg("seq_lens"), nb::arg("block_table").none(), nb::arg("out"), nb::arg("lse"),
+        nb::arg("scale"), nb::arg("stream") = 0);
 }
 
 }  // namespace kiln::py

@@ -24,6 +24,7 @@ if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES)
     set_bundle_dir(_os.path.normpath(_INSTALLED_BUNDLES))
 
 __all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "swiglu_weights", "attention",
+           "decode_attention",
            "softmax", "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]
 
 _TORCH_TYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
@@ -188,6 +189,24 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     _kiln._attention(q, k, v, o, lse, bool(causal), float(scale or 0.0), stream=_stream([q]))
     if layout == "bshd":
         o = o.transpose(1, 2) if _is_torch(o) else o.transpose(0, 2, 1, 3)
+    return o, lse
+
+
+def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, scale=None):
+    """Decode attention over sequences of their own lengths: (o, lse) for q [B, Hq, S, D] (S = 1,
+    or several query rows, each seeing all of its sequence's keys).
+
+    Without block_table, k_cache and v_cache are [B, Hkv, Smax, D] and sequence b uses its first
+    seq_lens[b] keys. With one, they are a paged cache [pages, page, Hkv, D] (vLLM's layout;
+    page a power of two from 16) and sequence b's key j lies in page block_table[b, j // page],
+    row j % page. seq_lens [B] and block_table [B, max_pages] are int32. The query rows of a KV
+    head (Hq / Hkv * S) are at most 64. Keys past a sequence's length may hold anything (NaN
+    included): they are never read into the result.
+    """
+    o = _empty(q, tuple(q.shape), _type_of(q))
+    lse = _empty(q, tuple(q.shape[:3]), "f32")
+    _kiln._decode_attention(q, k_cache, v_cache, seq_lens, block_table, o, lse,
+                            float(scale or 0.0), stream=_stream([q]))
     return o, lse
 
 

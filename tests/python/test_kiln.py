@@ -195,6 +195,74 @@ class Attention(unittest.TestCase):
             self.assertTrue(np.all(np.isneginf(lse[~finite])), case)  # rows that see no key
             self.assertLess(np.abs(lse[finite] - want_lse[finite]).max(), 1e-2, case)
 
+    def check_decode(self, q, k_seqs, v_seqs, o, lse, case):
+        """o and lse of each sequence b against the reference over its own keys k_seqs[b]."""
+        for b in range(q.shape[0]):
+            want_o, want_lse = attention_reference(bf16(q[b:b + 1]), bf16(k_seqs[b][None]),
+                                                   bf16(v_seqs[b][None]), False, q.shape[3] ** -0.5)
+            self.assertLess(rel_error(o[b:b + 1], want_o), 2e-2, (case, b))
+            self.assertLess(np.abs(lse[b:b + 1] - want_lse).max(), 1e-2, (case, b))
+
+    def test_decode_over_sequences_of_their_own_lengths(self):
+        rng = np.random.default_rng(9)
+        b, hq, hkv, smax, d = 3, 4, 2, 300, 64
+        lens = np.array([1, 137, 300], np.int32)
+        q = rng.standard_normal((b, hq, 1, d)).astype(np.float32)
+        k = rng.standard_normal((b, hkv, smax, d)).astype(np.float32)
+        v = rng.standard_normal((b, hkv, smax, d)).astype(np.float32)
+        for i, n in enumerate(lens):  # past a sequence's length: NaN, never read into o
+            k[i, :, n:] = np.nan
+            v[i, :, n:] = np.nan
+        o, lse = kiln.decode_attention(q, k, v, lens)
+        self.check_decode(q, [k[i, :, :n] for i, n in enumerate(lens)],
+                          [v[i, :, :n] for i, n in enumerate(lens)], o, lse, "lens")
+
+    def test_decode_over_a_paged_cache_whose_pages_are_out_of_order(self):
+        rng = np.random.default_rng(10)
+        for page, d in [(16, 128), (256, 64)]:
+            b, hq, hkv, s = 2, 8, 2, 2  # two query rows a sequence (speculative), no mask
+            lens = np.array([50, 2 * page + 13], np.int32)
+            max_pages = (int(lens.max()) + page - 1) // page + 1  # one entry to spare
+            pages = b * max_pages + 3
+            cache_k = np.full((pages, page, hkv, d), np.nan, np.float32)  # unused slots: NaN
+            cache_v = np.full((pages, page, hkv, d), np.nan, np.float32)
+            order = rng.permutation(pages)
+            table = np.zeros((b, max_pages), np.int32)
+            k_seqs, v_seqs = [], []
+            for i, n in enumerate(lens):
+                kk = rng.standard_normal((hkv, n, d)).astype(np.float32)
+                vv = rng.standard_normal((hkv, n, d)).astype(np.float32)
+                for j in range(max_pages):
+                    table[i, j] = order[i * max_pages + j]
+                    rows = slice(j * page, min((j + 1) * page, n))
+                    if rows.start < n:
+                        cache_k[table[i, j], :rows.stop - rows.start] = kk[:, rows].transpose(1, 0, 2)
+                        cache_v[table[i, j], :rows.stop - rows.start] = vv[:, rows].transpose(1, 0, 2)
+                k_seqs.append(kk)
+                v_seqs.append(vv)
+            q = rng.standard_normal((b, hq, s, d)).astype(np.float32)
+            o, lse = kiln.decode_attention(q, cache_k, cache_v, lens, table)
+            self.check_decode(q, k_seqs, v_seqs, o, lse, ("paged", page, d))
+
+    def test_decode_errors(self):
+        q = np.ones((1, 4, 1, 64), np.float32)
+        cache = np.ones((4, 16, 2, 64), np.float32)
+        lens = np.array([20], np.int32)
+        cases = [
+            (lambda: kiln.decode_attention(q, cache, cache, lens, np.zeros((2, 2), np.int32)),
+             "block_table has shape (2, 2)"),
+            (lambda: kiln.decode_attention(q, cache, cache, lens.astype(np.int64), np.zeros((1, 2), np.int32)),
+             "seq_lens must be i32"),
+            (lambda: kiln.decode_attention(q, np.ones((4, 24, 2, 64), np.float32), np.ones((4, 24, 2, 64), np.float32),
+                                           lens, np.zeros((1, 2), np.int32)), "a power of two from 16"),
+            (lambda: kiln.decode_attention(np.ones((1, 4, 40, 64), np.float32), cache, cache, lens,
+                                           np.zeros((1, 2), np.int32)), "at most 64"),
+        ]
+        for call, message in cases:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+
     def test_bshd_layout(self):
         rng = np.random.default_rng(8)
         q = rng.standard_normal((1, 100, 2, 64)).astype(np.float32)

@@ -1,5 +1,7 @@
 #include "ops/attention/kernels/common.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -31,6 +33,10 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
       a.persistent = true;
     } else if (part == "split") {
       a.split = true;
+    } else if (part == "lens") {
+      a.lens = true;
+    } else if (absl::StartsWith(part, "page") && absl::SimpleAtoi(part.substr(4), &a.page) &&
+               a.page >= 16 && (a.page & (a.page - 1)) == 0) {
     } else if (part == "lazy" || part == "eager") {
       a.lazy_rescale = part == "lazy";
     } else if (int* field = absl::StartsWith(part, "wg")   ? &a.warpgroups
@@ -44,7 +50,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
           "' (takes d64, d128 or d256, then f16, causal, and a tiling: wgW consumer warpgroups, "
           "bnN keys per "
           "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling, split for "
-          "split-KV)"));
+          "split-KV, lens for sequences of their own lengths, pageN for a paged cache of pages "
+          "of N tokens, a power of two from 16)"));
     }
   }
   if (!have_d) return absl::InvalidArgumentError("names no head dimension (d64, d128 or d256)");
@@ -72,6 +79,20 @@ rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& row
   return t;
 }
 
+// A paged cache [slots, Hkv, D] seen as {64 columns, slots, D/64 spans, Hkv heads}: boxes of
+// `box_rows` slots of one span and one head (rows past the cache read as zeros).
+rt::TensorMapParam PagedMap(Kernel& k, const char* tensor, int d, int box_rows, Scalar in) {
+  rt::TensorMapParam t;
+  t.tensor = tensor;
+  t.dtype = in == f16 ? rt::TmaDtype::kF16 : rt::TmaDtype::kBF16;
+  t.swizzle = rt::TmaSwizzle::k128B;
+  t.dims = {Rule(k, "64"), Rule(k, "slots"), Rule(k, std::to_string(d / 64)), Rule(k, "Hkv")};
+  t.strides = {Rule(k, absl::StrCat("Hkv*", d * 2)), Rule(k, "128"),
+               Rule(k, std::to_string(d * 2))};
+  t.box = {64, static_cast<uint32_t>(box_rows), 1, 1};
+  return t;
+}
+
 AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n,
                                        int o_rows) {
   const int spans = a.d / 64;
@@ -80,9 +101,20 @@ AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int b
   p.S = k.I32Param("S"), p.Skv = k.I32Param("Skv");
   p.scale = k.F32Param("scale");
   if (a.split) p.P = k.I32Param("P");
+  if (a.per_sequence()) p.seq_lens = k.PtrParam("seq_lens", i32);
+  if (a.page) {
+    p.block_table = k.PtrParam("block_table", i32);
+    p.max_pages = k.I32Param("max_pages");
+    k.I32Param("slots");  // pages * N: the cache's rows, the maps' bound
+  }
   p.tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", a.d, block_m, spans, a.in));
-  p.tk = k.TmaParam("tmK", HeadMap(k, "K", "Skv", "B*Hkv", a.d, block_n, spans, a.in));
-  p.tv = k.TmaParam("tmV", HeadMap(k, "V", "Skv", "B*Hkv", a.d, block_n, spans, a.in));
+  if (a.page) {  // a box a page (or key tile) and 64 columns: the producer places each
+    p.tk = k.TmaParam("tmK", PagedMap(k, "K", a.d, std::min(a.page, block_n), a.in));
+    p.tv = k.TmaParam("tmV", PagedMap(k, "V", a.d, std::min(a.page, block_n), a.in));
+  } else {
+    p.tk = k.TmaParam("tmK", HeadMap(k, "K", "Skv", "B*Hkv", a.d, block_n, spans, a.in));
+    p.tv = k.TmaParam("tmV", HeadMap(k, "V", "Skv", "B*Hkv", a.d, block_n, spans, a.in));
+  }
   p.to = k.TmaParam("tmO", HeadMap(k, "O", "S", a.split ? "B*Hq*P" : "B*Hq", a.d, o_rows, 1, a.in));
   p.lse = k.PtrParam("lse", f32);
   return p;

@@ -34,6 +34,13 @@ struct AttentionShape {
   // lse, which attention/combine merges (split-KV, FlashDecoding's). P = 1 writes O itself.
   // Hopper only, a CTA per tile.
   bool split = false;
+  // ("lens") Sequences of their own lengths: the parameter seq_lens (i32 [B]) gives each its keys,
+  // the first seq_lens[b] (at most Skv) of its rows of K and V. ("pageN", lens implied) K and V in
+  // a paged cache [pages, N, Hkv, D] (vLLM's layout), sequence b's key j in page
+  // block_table[b * max_pages + j / N] (i32), row j % N. Both: split kernels without a mask.
+  bool lens = false;
+  int page = 0;
+  bool per_sequence() const { return lens || page; }
 };
 
 // Variant names: d64, d128 or d256, then optionally f16 and causal ("d128.f16.causal"), and a
@@ -56,7 +63,8 @@ rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& row
 // columns), O's map (boxes of `o_rows` rows by 64 columns) and lse.
 struct AttentionParams {
   Value B, Hq, Hkv, S, Skv, scale, lse;
-  Value P;  // split: the parts the keys split in
+  Value P;                                 // split: the parts the keys split in
+  Value seq_lens, block_table, max_pages;  // lens, page (AttentionShape)
   TensorMap tq, tk, tv, to;
 };
 AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n,

@@ -57,13 +57,16 @@ QueryTile HopperAttention::TileOf(Value t) const {
   }
   Value h = q_head % Hq, b = q_head / Hq;
   Value m0 = (a.causal ? m_tiles - 1 - m : m) * BM;
-  Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : Skv;
+  // A sequence of its own length: at most Skv (a longer one would read the next's rows).
+  Value skv = a.per_sequence() ? Max(Min(k.Load(p.seq_lens + b.To(i64)), Skv), k.I32(0)) : Skv;
+  Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : skv;
   Value n_tiles = (n_end + (BN - 1)) / BN, kv_head = b * Hkv + h / (Hq / Hkv);
-  if (!a.split) return QueryTile{m0, q_head, kv_head, n_tiles, k.I32(0), q_head};
+  if (!a.split) return QueryTile{m0, q_head, kv_head, n_tiles, k.I32(0), q_head, skv, b};
   // Part `part` of P: its share of the key tiles (none for the last parts where P does not divide
   // them: they write O = 0 and lse = -inf, which the combine weighs 0).
   Value per = (n_tiles + (p.P - 1)) / p.P, first = Min(part * per, n_tiles);
-  return QueryTile{m0, q_head, kv_head, Min(n_tiles - first, per), first, part * (B * Hq) + q_head};
+  return QueryTile{m0,  q_head, kv_head, Min(n_tiles - first, per), first, part * (B * Hq) + q_head,
+                   skv, b};
 }
 
 }  // namespace attention_sm90
@@ -94,6 +97,11 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
   if (W < 1 || W > 3) k.Fail(absl::StrCat("attention takes 1 to 3 consumer warpgroups, not ", W));
   if (a.split && a.persistent) k.Fail("split-KV runs a CTA per part: no persist");
+  if (a.per_sequence() && (!a.split || a.causal))
+    k.Fail("lens and pageN are options of split kernels without a mask");
+  if (a.page && (a.page % BN && BN % a.page))
+    k.Fail(absl::StrCat("pages of ", a.page, " tokens and key tiles of ", BN,
+                        ": one must divide the other"));
   if (BN % 16 || BN < 16 || BN > 256)
     k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 256"));
   const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/64);
@@ -187,6 +195,10 @@ ExampleFamily AttentionFamily() {
     f.bundled.push_back(absl::StrCat(v, ".wg1.bn128.st3.split"));
   for (const char* v : {"d256", "d256.f16"})
     f.bundled.push_back(absl::StrCat(v, ".wg1.bn64.st2.split"));
+  // Sequences of their own lengths and paged caches, bf16 (f16: `kiln bundle`).
+  for (const char* v : {"d64.wg1.bn128.st4", "d128.wg1.bn128.st3", "d256.wg1.bn64.st2"})
+    for (const char* form : {".lens", ".page16", ".page32", ".page64", ".page256"})
+      f.bundled.push_back(absl::StrCat(v, form, ".split"));
   return f;
 }
 

@@ -29,6 +29,7 @@ HopperConsumer::HopperConsumer(HopperAttention& h, const Value& t)
   if (h_.W > 1) k_.If(wg_ == h_.W - 1, [&] { k_.NamedBarrierArrive(1, 256); });
   n_ = k_.Registers(Type::Of(i32), 1);
   n_first_ = k_.I32(0);
+  skv_ = h.p.Skv;
   now_ = k_.Registers(Type::Of(i32), 2);
 }
 
@@ -129,11 +130,31 @@ void HopperConsumer::LaterSteps(Value n_tiles) {
 void HopperConsumer::LastPv() {  // the tile's last P V alone
   MyTurn();
   Value vs = VStage();
+  if (h_.a.per_sequence()) ZeroVPastLength(vs);
   k_.WgmmaFence();
   IssuePv(vs);
   TheirTurn();
   k_.WgmmaWait(0);
   h_.v_ring.Release(vs, c_);
+}
+
+// A sequence of its own length ends inside the cache: the V rows of its last key tile past its
+// length hold whatever the cache does there (NaN, in a cache never written), and P = 0 times NaN
+// is NaN, so they are zeroed before the P V (the masked scores' K rows need nothing). Whole
+// 128-byte rows of each span: the swizzle only permutes a row's chunks.
+void HopperConsumer::ZeroVPastLength(Value vs) {
+  Value last_n0 = (n_first_ + n_tiles_ - 1) * h_.BN, valid = skv_ - last_n0;
+  k_.If(valid < h_.BN, [&] {
+    SmemTile v = h_.sV.Stage(vs);
+    Value zero = k_.F32(0).To(h_.in), zeros = k_.Vector({zero, zero});
+    const int words = h_.SPANS * h_.BN * 32;  // 4-byte words of the stage
+    for (int i = 0; i < words / 128; ++i) {
+      Value w = c_ + i * 128, row = w / 32 % h_.BN;
+      k_.If(row >= valid, [&] { k_.Store(v.At(w / 32, w % 32 * 2), zeros); });
+    }
+    k_.FenceProxyAsync();  // before the wgmma reads the stage
+    k_.NamedBarrier(wg_ + 1 + h_.W, 128);
+  });
 }
 
 // A tile at a time: its state fresh, its steps, its end.
@@ -153,6 +174,8 @@ void HopperConsumer::TileByTile() {
         Value qs = now_[1];
         m0_ = tile.m0;
         n_first_ = tile.n_first;
+        skv_ = tile.skv;
+        n_tiles_ = tile.n_tiles;
         FreshState();  // zeroed for each tile
         sQs_ = h_.sQ.Stage(qs);
         k_.If(tile.n_tiles > 0, [&] {

@@ -12,8 +12,9 @@ namespace kiln::examples::attention_sm90 {
 // Tile t: its first query row, head and KV head, and the key tiles it sees (all of Skv, or
 // causally up to its last row's diagonal; none if that is negative): n_tiles from n_first (0 but
 // in a part of a split tile). Its O and lse go to head out_head (q_head but in a split tile).
+// skv: its sequence's keys (Skv, or seq_lens[b] where sequences have their own); b: its batch.
 struct QueryTile {
-  Value m0, q_head, kv_head, n_tiles, n_first, out_head;
+  Value m0, q_head, kv_head, n_tiles, n_first, out_head, skv, b;
 };
 
 // What the kernel declared, as its roles read it.

@@ -2,9 +2,35 @@
 // tiles (the next from the persistent kernel's counter, or the CTA's own), hands each tile number
 // to the consumers beside its Q stage, loads that Q once, then K and V tile by tile, each into its
 // own ring so S = Q K^T can start while V is still in flight.
+#include <algorithm>
+#include <vector>
+
 #include "ops/attention/kernels/hopper_parts.h"
 
 namespace kiln::examples::attention_sm90 {
+namespace {
+
+// A paged key tile: a box per span and per page (or the whole tile, in pages of BN or more), each
+// at its page's cache rows. Past the sequence's last key, the boxes read its last page again
+// (every index the block table holds for it is valid; the consumers mask those keys).
+std::vector<TmaCopy> PagedCopies(HopperAttention& h, const TensorMap& map, const SmemTile& ring,
+                                 const QueryTile& q, const Value& n0) {
+  Kernel& k = h.k;
+  const int page = h.a.page, rows = std::min(page, h.BN);
+  Value last = Max(q.skv - 1, k.I32(0));
+  std::vector<TmaCopy> copies;
+  for (int r = 0; r < h.BN; r += rows) {
+    Value key = Min(n0 + r, last);
+    Value at = h.p.block_table + (q.b * h.p.max_pages + key / page).To(i64);
+    Value slot = k.Load(at) * page + key % page;
+    for (int span = 0; span < h.SPANS; ++span)
+      copies.push_back(
+          {&map, ring.Rows(span * h.BN + r, rows), {0, slot, span, q.kv_head % h.p.Hkv}});
+  }
+  return copies;
+}
+
+}  // namespace
 
 void RunProducer(HopperAttention& h, const Value& t) {
   Kernel& k = h.k;
@@ -44,8 +70,13 @@ void RunProducer(HopperAttention& h, const Value& t) {
           QueryTile q = h.TileOf(now[0]);
           k.For(0, q.n_tiles, 1, [&](Value j) {
             Value n0 = (q.n_first + j) * h.BN;
-            h.k_ring.Produce(k_at, {{&h.p.tk, h.sK, {0, n0, 0, q.kv_head}}});
-            h.v_ring.Produce(v_at, {{&h.p.tv, h.sV, {0, n0, 0, q.kv_head}}});
+            if (a.page) {
+              h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, n0));
+              h.v_ring.Produce(v_at, PagedCopies(h, h.p.tv, h.sV, q, n0));
+            } else {
+              h.k_ring.Produce(k_at, {{&h.p.tk, h.sK, {0, n0, 0, q.kv_head}}});
+              h.v_ring.Produce(v_at, {{&h.p.tv, h.sV, {0, n0, 0, q.kv_head}}});
+            }
           });
         });
     if (a.persistent)  // every CTA has taken its last number: the last one resets the counter

@@ -32,7 +32,7 @@ void HopperConsumer::FreshState() {
 // over S, the sums rescaled by alpha = exp2(old max - new max); O is rescaled by alpha later
 // (RescaleO), once the wgmma group adding to it has retired.
 void HopperConsumer::Softmax(Value n0, bool masked) {
-  const Value& Skv = h_.p.Skv;
+  const Value& Skv = skv_;
   if (masked) {
     RowPair limit;  // keys below this column are seen, per row
     for (int half = 0; half < 2; ++half) {
@@ -62,7 +62,7 @@ void HopperConsumer::Softmax(Value n0, bool masked) {
 
 // Masks only where a tile reaches past Skv or, causally, past its first row's diagonal.
 void HopperConsumer::SoftmaxOf(Value n0) {
-  const Value& Skv = h_.p.Skv;
+  const Value& Skv = skv_;
   Value needs_mask = (n0 + h_.BN).To(s32) >
                      (h_.a.causal ? Min(Skv.To(s32), (m0_ + 1).To(s32) + h_.shift) : Skv.To(s32));
   k_.If(

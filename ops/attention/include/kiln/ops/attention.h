@@ -26,6 +26,13 @@ namespace kiln::rt {
 
 struct AttentionSize {
   int64_t b = 1, hq = 1, hkv = 1, s = 1, skv = 1, d = 128;
+  // Decode over sequences of their own lengths (`lens`, AttentionOperands::seq_lens: sequence b
+  // uses the first seq_lens[b] <= Skv of its keys), or a paged KV cache (page > 0: K and V are
+  // [pages, page, Hkv, D], vLLM's layout, and sequence b's key j lies in page
+  // block_table[b * max_pages + j / page], row j % page; Skv is max_pages * page). Either is
+  // for decode: the query rows of a KV head fit 64, and S = 1 or no mask.
+  bool lens = false;
+  int64_t page = 0, pages = 0, max_pages = 0;
 };
 
 struct AttentionOptions {
@@ -39,6 +46,7 @@ struct AttentionOptions {
 
 struct AttentionOperands {
   cu::CUdeviceptr q = 0, k = 0, v = 0, o = 0, lse = 0;  // 16-byte aligned (lse: 4)
+  cu::CUdeviceptr seq_lens = 0, block_table = 0;        // i32 (AttentionSize::lens, page)
 };
 
 struct AttentionPlan {
