@@ -79,6 +79,8 @@ def main():
     p.add_argument("--hkv", type=int, default=8)
     p.add_argument("--rows", type=int, default=1, help="query rows per sequence")
     p.add_argument("--cases", default="", help="B:Skv,... (default: the issue's six)")
+    p.add_argument("--page", type=int, default=0,
+                   help="also kiln over a paged cache of these pages, out of order (vs dense)")
     args = p.parse_args()
     torch.manual_seed(0)
     print(f"decode on {torch.cuda.get_device_name()}, q [B, {args.hq}, {args.rows}, {args.d}], "
@@ -101,7 +103,16 @@ def main():
             "flash": lambda: sdpa(q, k, v, SDPBackend.FLASH_ATTENTION),
             "copy": lambda: (k2.copy_(k), v2.copy_(v)),
         }
+        if args.page:
+            ck, cv, table, lens = paged(k, v, args.page)
+            op, _ = kiln.decode_attention(q, ck, cv, lens, table)
+            perr = float((op.float() - o.float()).norm() / o.float().norm())
+            line_paged = f"; paged vs dense kiln {perr:.1e}"
+            failures += 0 if perr < 1e-2 else 1
+            runs[f"paged{args.page}"] = lambda: kiln.decode_attention(q, ck, cv, lens, table)
         line = f"B={b:<3} Skv={skv:<7} {kv_bytes / 1e6:8.1f} MB  error {err:.1e} {'ok' if ok else 'FAIL'}"
+        if args.page:
+            line += line_paged
         results = {}
         for name, fn in runs.items():
             try:
@@ -123,11 +134,29 @@ def main():
                 parts.append(f"{name} {us:8.1f} us {moved / us / 1e3:6.0f} GB/s")
             kiln_us = results["kiln"][i]
             ratios = "; ".join(f"{results[n][i] / kiln_us:.2f}x {n}"
-                               for n in ("cudnn", "flash") if results[n] is not None)
+                               for n in runs if n not in ("kiln", "copy") and results[n] is not None)
             copy = results["copy"][i] / 2 / kiln_us  # kiln's bytes a second over the copy's
             line += f"\n    {method:<6}: " + " | ".join(parts) + f" | kiln at {copy:.0%} of the copy's rate; {ratios}"
         print(line, flush=True)
     raise SystemExit(1 if failures else 0)
+
+
+def paged(k, v, page):
+    """k and v [B, Hkv, Skv, D] as a paged cache [pages, page, Hkv, D] whose pages are shuffled,
+    with its block table and the sequences' lengths."""
+    b, hkv, skv, d = k.shape
+    per = (skv + page - 1) // page
+    order = torch.randperm(b * per, device=k.device)
+    table = order.view(b, per).int()
+
+    def cache(x):
+        x = torch.nn.functional.pad(x, (0, 0, 0, per * page - skv))
+        out = torch.empty(b * per, page, hkv, d, dtype=x.dtype, device=x.device)
+        out[order] = x.view(b, hkv, per, page, d).permute(0, 2, 3, 1, 4).reshape(b * per, page, hkv, d)
+        return out
+
+    lens = torch.full((b,), skv, dtype=torch.int32, device=k.device)
+    return cache(k), cache(v), table, lens
 
 
 def sdpa(q, k, v, backend):

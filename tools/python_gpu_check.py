@@ -127,6 +127,48 @@ def attention():
         report("  [B, S, H, D] layout", rel(ob.transpose(1, 2), want), 2e-2)
 
 
+def decode():
+    """kiln.decode_attention over sequences of their own lengths (NaN past them) and over paged
+    caches with their pages out of order, against SDPA in fp32 per sequence."""
+    g = torch.Generator(device="cuda").manual_seed(5)
+
+    def want(q1, k1, v1):
+        rep = q1.shape[1] // k1.shape[1]
+        ke, ve = (t.float().repeat_interleave(rep, dim=1) for t in (k1, v1))
+        return F.scaled_dot_product_attention(q1.float(), ke, ve)
+
+    for b, hq, hkv, s, d, page, lens in [(3, 32, 8, 1, 128, 0, [1, 1000, 5000]),
+                                          (2, 8, 2, 4, 64, 16, [77, 4099]),
+                                          (4, 16, 4, 1, 256, 256, [300, 9000, 256, 1]),
+                                          (2, 32, 8, 1, 128, 32, [33, 20000])]:
+        smax = max(lens)
+        q = torch.randn(b, hq, s, d, device="cuda", generator=g).bfloat16()
+        k = torch.randn(b, hkv, smax, d, device="cuda", generator=g).bfloat16()
+        v = torch.randn(b, hkv, smax, d, device="cuda", generator=g).bfloat16()
+        seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+        if page:
+            per = (smax + page - 1) // page
+            pages = b * per + 5
+            table = torch.randperm(pages, device="cuda", generator=g)[: b * per].view(b, per).int()
+            ck = torch.full((pages, page, hkv, d), float("nan"), device="cuda").bfloat16()
+            cv = torch.full((pages, page, hkv, d), float("nan"), device="cuda").bfloat16()
+            for i, n in enumerate(lens):
+                for j in range((n + page - 1) // page):
+                    rows = min(page, n - j * page)
+                    ck[table[i, j], :rows] = k[i, :, j * page:j * page + rows].transpose(0, 1)
+                    cv[table[i, j], :rows] = v[i, :, j * page:j * page + rows].transpose(0, 1)
+            o, _ = kiln.decode_attention(q, ck, cv, seq_lens, table)
+        else:
+            for i, n in enumerate(lens):  # past a sequence's length: NaN, never read into o
+                k[i, :, n:] = float("nan")
+                v[i, :, n:] = float("nan")
+            o, _ = kiln.decode_attention(q, k, v, seq_lens)
+        worst = max(rel(o[i:i + 1], want(q[i:i + 1], k[i:i + 1, :, :n], v[i:i + 1, :, :n]))
+                    for i, n in enumerate(lens))
+        report(f"decode_attention b{b} hq{hq} hkv{hkv} s{s} d{d} "
+               f"{f'page {page}' if page else 'lens'} {lens}", worst, 2e-2)
+
+
 def glue():
     """The layer glue, one element a thread and eight, against torch."""
     g = torch.Generator(device="cuda").manual_seed(4)
@@ -253,7 +295,7 @@ def host_cost():
 
 print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
       f"bundles {kiln.bundle_dir()}")
-for part in [row_ops, gemms, attention, glue, streams_and_load, errors, torch_ops, host_cost]:
+for part in [row_ops, gemms, attention, decode, glue, streams_and_load, errors, torch_ops, host_cost]:
     try:
         part()
     except Exception as e:  # a part that raises fails, and the rest still run
