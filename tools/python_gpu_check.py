@@ -169,6 +169,35 @@ def decode():
                f"{f'page {page}' if page else 'lens'} {lens}", worst, 2e-2)
 
 
+def append():
+    """kiln.paged_append against torch: rotated keys and values in their pages, the rest kept."""
+    g = torch.Generator(device="cuda").manual_seed(6)
+    b, s, hkv, d, page, max_pages = 3, 4, 8, 128, 16, 8
+    pages = b * max_pages + 2
+    table = torch.randperm(pages, device="cuda", generator=g)[: b * max_pages].view(b, max_pages).int()
+    lens = torch.tensor([0, 13, 100], dtype=torch.int32, device="cuda")
+    kc = torch.randn(pages, page, hkv, d, device="cuda", generator=g).bfloat16()
+    vc = torch.randn(pages, page, hkv, d, device="cuda", generator=g).bfloat16()
+    kn = torch.randn(b, s, hkv, d, device="cuda", generator=g).bfloat16()
+    vn = torch.randn(b, s, hkv, d, device="cuda", generator=g).bfloat16()
+    inv = 1.0 / 500000.0 ** (torch.arange(0, d, 2, device="cuda").float() / d)
+    angles = torch.arange(max_pages * page, device="cuda").float()[:, None] * inv[None, :]
+    cos, sin = angles.cos().contiguous(), angles.sin().contiguous()
+    want_k, want_v = kc.double().clone(), vc.double().clone()
+    for i in range(b):
+        for t in range(s):
+            pos = int(lens[i]) + t
+            p, r = int(table[i, pos // page]), pos % page
+            x = kn[i, t].double()
+            x1, x2 = x[:, : d // 2], x[:, d // 2:]
+            c, sn = cos[pos].double(), sin[pos].double()
+            want_k[p, r] = torch.cat([x1 * c - x2 * sn, x2 * c + x1 * sn], -1)
+            want_v[p, r] = vn[i, t].double()
+    kiln.paged_append(kc, vc, kn, vn, table, lens, cos, sin)
+    report(f"paged_append keys b{b} s{s} hkv{hkv} d{d} page {page}", rel(kc, want_k), 1e-2)
+    report("  values (exact)", float((vc.double() - want_v).abs().max()), 0)
+
+
 def glue():
     """The layer glue, one element a thread and eight, against torch."""
     g = torch.Generator(device="cuda").manual_seed(4)
@@ -295,7 +324,7 @@ def host_cost():
 
 print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
       f"bundles {kiln.bundle_dir()}")
-for part in [row_ops, gemms, attention, decode, glue, streams_and_load, errors, torch_ops, host_cost]:
+for part in [row_ops, gemms, attention, decode, append, glue, streams_and_load, errors, torch_ops, host_cost]:
     try:
         part()
     except Exception as e:  # a part that raises fails, and the rest still run

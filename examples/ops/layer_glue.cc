@@ -8,6 +8,11 @@
 //   convention of Llama).
 // - ops/swiglu: silu(gate) * up over rows [T, 2F] holding gate then up, into [T, F].
 // - ops/heads_to_rows: [B, H, S, D] into [B, S, H, D], the rows an output projection reads.
+// - ops/paged_append: a decode step's new keys and values [B * S, Hkv, D] (S new tokens a
+//   sequence) into their pages of a paged cache [pages, page, Hkv, D] (block table [B, max_pages],
+//   token j of sequence b at page block_table[b][j / page], row j % page), the keys rotated as
+//   ops/rope_qkv's at their positions seq_lens[b] + s (the lengths before the step). 8 pairs a
+//   thread only (D a multiple of 16).
 // Each is built twice from one builder: one element (pair) a thread, and as "...8", eight a
 // thread in 16-byte accesses, for F, D and D / 2 a multiple of 8
 // (docs/perf/2026-11-28-llama-layer-first.md: one element a thread moved a third of what the
@@ -144,7 +149,45 @@ absl::StatusOr<KernelDef> BuildHeadsToRows(int width) {
   return k.Build();
 }
 
+absl::StatusOr<KernelDef> BuildPagedAppend() {
+  constexpr int width = 8;
+  Kernel k("ops/paged_append", sm80(), {THREADS});
+  Value k_new = k.PtrParam("k_new", bf16), v_new = k.PtrParam("v_new", bf16);
+  Value cos = k.PtrParam("cos", f32), sin = k.PtrParam("sin", f32);
+  Value table = k.PtrParam("block_table", i32), lens = k.PtrParam("seq_lens", i32);
+  Value k_cache = k.PtrParam("k_cache", bf16), v_cache = k.PtrParam("v_cache", bf16);
+  Value S = k.I32Param("S"), H = k.I32Param("Hkv"), D = k.I32Param("D");
+  Value page = k.I32Param("page"), max_pages = k.I32Param("max_pages");
+  k.RequireMultiple("D", 2 * width);
+  FirstOfUnit(k, width, [&](Value idx) {  // units: B * S * Hkv * D / 2 / width
+    Value half = D / 2, i = idx % half, row = idx / half;
+    Value h = row % H, t = row / H;  // t: the token, b * S + s
+    Value b = t / S, pos = k.Load(lens + b.To(i64)) + t % S;
+    Value slot = k.Load(table + (b * max_pages + pos / page).To(i64)) * page + pos % page;
+    Value from = k_new + ((t * H + h) * D + i).To(i64);
+    Value to = (slot.To(i64) * H.To(i64) + h.To(i64)) * D.To(i64) + i.To(i64);
+    std::vector<Value> x1 = LoadBf16(k, from, width), x2 = LoadBf16(k, from + half, width);
+    std::vector<Value> c = LoadF32(k, cos + pos * half + i, width),
+                       sn = LoadF32(k, sin + pos * half + i, width), y1, y2;
+    for (int e = 0; e < width; ++e) {
+      y1.push_back(x1[e] * c[e] - x2[e] * sn[e]);
+      y2.push_back(x2[e] * c[e] + x1[e] * sn[e]);
+    }
+    StoreBf16(k, k_cache + to, y1);
+    StoreBf16(k, k_cache + to + half.To(i64), y2);
+    Value v_from = v_new + ((t * H + h) * D + i).To(i64);
+    for (const Value& at : {k.I32(0), half})
+      StoreGlobal(v_cache + to + at.To(i64),
+                  LoadGlobal(v_from + at, width, {.cache = CacheHint::kReadOnly}));
+  });
+  return k.Build();
+}
+
 }  // namespace
+KILN_EXAMPLE_VARIANT(paged_append, "ops/paged_append",
+                     "a decode step's new keys (rotated) and values into their pages of a paged "
+                     "KV cache",
+                     [] { return BuildPagedAppend(); });
 KILN_EXAMPLE_VARIANT(
     rope_qkv, "ops/rope_qkv",
     "a fused QKV projection's rows into q, k, v [B, H, S, D] with rotary embeddings",

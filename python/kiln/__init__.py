@@ -24,7 +24,7 @@ if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES)
     set_bundle_dir(_os.path.normpath(_INSTALLED_BUNDLES))
 
 __all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "swiglu_weights", "attention",
-           "decode_attention",
+           "decode_attention", "paged_append",
            "softmax", "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]
 
 _TORCH_TYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
@@ -208,6 +208,52 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, scale=N
     _kiln._decode_attention(q, k_cache, v_cache, seq_lens, block_table, o, lse,
                             float(scale or 0.0), stream=_stream([q]))
     return o, lse
+
+
+def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin):
+    """Writes a decode step's new keys and values into their pages of a paged cache, in place.
+
+    k_new, v_new [B, S, Hkv, D] (S new tokens a sequence, D a multiple of 16); k_cache, v_cache
+    [pages, page, Hkv, D]; block_table [B, max_pages] and seq_lens [B] int32, the lengths before
+    the step: token s of sequence b goes to position seq_lens[b] + s, page
+    block_table[b, pos // page], row pos % page. The keys are rotated at their positions by cos,
+    sin [positions, D / 2] f32 (Llama's rotate-half, as rope_qkv). Positions must lie inside the
+    block table's pages and the tables (on a GPU this is not checked: it would need the lengths
+    on the host); the caller adds S to seq_lens afterwards.
+    """
+    _require(len(k_new.shape) == 4 and tuple(k_new.shape) == tuple(v_new.shape),
+             f"kiln.paged_append: k_new and v_new must both be [B, S, Hkv, D], not "
+             f"{tuple(k_new.shape)} and {tuple(v_new.shape)}")
+    b, s, h, d = k_new.shape
+    _require(len(k_cache.shape) == 4 and tuple(k_cache.shape) == tuple(v_cache.shape) and
+             tuple(k_cache.shape[2:]) == (h, d),
+             f"kiln.paged_append: the caches must both be [pages, page, {h}, {d}], not "
+             f"{tuple(k_cache.shape)} and {tuple(v_cache.shape)}")
+    _require(d % 16 == 0, f"kiln.paged_append: D = {d}: a multiple of 16")
+    _require(tuple(block_table.shape[:1]) == (b,) and len(block_table.shape) == 2 and
+             tuple(seq_lens.shape) == (b,),
+             f"kiln.paged_append: block_table [B, max_pages] and seq_lens [B] for B = {b}")
+    _require(len(cos.shape) == 2 and tuple(cos.shape) == tuple(sin.shape) and
+             cos.shape[1] == d // 2, "kiln.paged_append: cos and sin must both be [positions, D / 2]")
+    page, max_pages = k_cache.shape[1], block_table.shape[1]
+    scalars = [s, h, d, page, max_pages, b * s * h * d // 16]
+    if _is_torch(k_cache):
+        _glue("ops/paged_append")(k_new, v_new, cos, sin, block_table, seq_lens, k_cache, v_cache,
+                                  *scalars)
+        return
+    import numpy
+    end = numpy.asarray(seq_lens) + s
+    _require(end.max(initial=0) <= min(max_pages * page, cos.shape[0]),
+             f"kiln.paged_append: positions up to {end.max()} past the block table's "
+             f"{max_pages * page} or the tables' {cos.shape[0]}")
+    kc, vc = _bf16_bits(k_cache), _bf16_bits(v_cache)
+    _glue("ops/paged_append")(_bf16_bits(k_new), _bf16_bits(v_new),
+                              numpy.ascontiguousarray(cos, numpy.float32),
+                              numpy.ascontiguousarray(sin, numpy.float32),
+                              numpy.ascontiguousarray(block_table, numpy.int32),
+                              numpy.ascontiguousarray(seq_lens, numpy.int32), kc, vc, *scalars)
+    k_cache[...] = _widened(kc)
+    v_cache[...] = _widened(vc)
 
 
 # The layer glue (examples/ops/layer_glue.cc), through load(). Host arrays hold f32 and the

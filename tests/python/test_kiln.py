@@ -244,6 +244,37 @@ class Attention(unittest.TestCase):
             o, lse = kiln.decode_attention(q, cache_k, cache_v, lens, table)
             self.check_decode(q, k_seqs, v_seqs, o, lse, ("paged", page, d))
 
+    def test_paged_append_rotates_keys_into_their_pages(self):
+        rng = np.random.default_rng(11)
+        b, s, hkv, d, page, pages, max_pages = 2, 3, 2, 64, 16, 9, 4
+        lens = np.array([14, 30], np.int32)  # sequence 0 crosses a page, 1 fills one
+        table = rng.permutation(pages)[: b * max_pages].reshape(b, max_pages).astype(np.int32)
+        k_cache = rng.standard_normal((pages, page, hkv, d)).astype(np.float32)
+        v_cache = rng.standard_normal((pages, page, hkv, d)).astype(np.float32)
+        k_new = rng.standard_normal((b, s, hkv, d)).astype(np.float32)
+        v_new = rng.standard_normal((b, s, hkv, d)).astype(np.float32)
+        angles = np.arange(64)[:, None] * (1.0 / 10000 ** (np.arange(0, d, 2) / d))[None, :]
+        cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+        want_k, want_v = bf16(k_cache), bf16(v_cache)
+        for i in range(b):
+            for t in range(s):
+                pos = lens[i] + t
+                slot = (table[i, pos // page], pos % page)
+                x = bf16(k_new[i, t])
+                x1, x2 = x[:, : d // 2], x[:, d // 2:]
+                c, sn = cos[pos], sin[pos]
+                want_k[slot] = np.concatenate([x1 * c - x2 * sn, x2 * c + x1 * sn], -1)
+                want_v[slot] = bf16(v_new[i, t])
+        kiln.paged_append(k_cache, v_cache, k_new, v_new, table, lens, cos, sin)
+        np.testing.assert_array_equal(v_cache, want_v)  # values copied, every other slot kept
+        untouched = np.ones(k_cache.shape[:2], bool)
+        for i in range(b):
+            for t in range(s):
+                untouched[table[i, (lens[i] + t) // page], (lens[i] + t) % page] = False
+        np.testing.assert_array_equal(k_cache[untouched], want_k[untouched])
+        # The rotated keys, rounded to bf16.
+        self.assertLess(rel_error(k_cache[~untouched], want_k[~untouched]), 1e-2)
+
     def test_decode_errors(self):
         q = np.ones((1, 4, 1, 64), np.float32)
         cache = np.ones((4, 16, 2, 64), np.float32)
