@@ -19,23 +19,13 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import kiln
+from attention_peers import time_ms  # (tools/, beside this script)
 
 CASES = [(1, 8192), (1, 131072), (8, 8192), (32, 4096), (64, 8192), (16, 32768)]  # (B, Skv)
 
 
 def single_us(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+    return time_ms(fn, iters, repeats=1) * 1e3  # one call between events, the host's time in it
 
 
 def graph_us(fn, block, reps=5):
