@@ -3,7 +3,9 @@
 //   lse = log sum_p exp(lse_p),  O = sum_p exp(lse_p - lse) O_p.
 // A part that saw no key (lse_p = -inf) weighs 0; a row no part saw gets O = 0 and lse = -inf.
 // The parts are summed in part order: the same inputs give the same bytes. Each thread takes 8
-// elements of one row (16-byte loads of each part's O), D a multiple of 8.
+// elements of one row (16-byte loads of each part's O), D a multiple of 8. It is launched while the
+// split kernel drains (programmatic dependent launch: that kernel's CTAs let it launch once their
+// last loads are issued) and waits for that kernel's writes before it reads them.
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -17,7 +19,7 @@ namespace {
 constexpr int kThreads = 256, kWidth = 8;
 
 absl::StatusOr<KernelDef> BuildCombine(Scalar in) {
-  Kernel k(in == f16 ? "attention/combine.f16" : "attention/combine", sm80(), {kThreads});
+  Kernel k(in == f16 ? "attention/combine.f16" : "attention/combine", sm90a(), {kThreads});
   Value o_parts = k.PtrParam("O_parts", in), lse_parts = k.PtrParam("lse_parts", f32);
   Value o = k.PtrParam("O", in), lse = k.PtrParam("lse", f32);
   Value rows = k.I32Param("rows"), P = k.I32Param("P"), D = k.I32Param("D");
@@ -25,6 +27,7 @@ absl::StatusOr<KernelDef> BuildCombine(Scalar in) {
   k.RequireMultiple("D", kWidth);
   k.Grid("units/256");
   Value unit = k.BlockIdx(0) * kThreads + k.ThreadIdx();
+  k.WaitForPriorGrids();  // the parts written
   k.If(unit.To(i64) < units, [&] {
     Value row = unit / (D / kWidth), d0 = unit % (D / kWidth) * kWidth;
     auto lse_of = [&](const Value& p) { return k.Load(lse_parts + (p * rows + row).To(i64)); };

@@ -79,6 +79,9 @@ void RunProducer(HopperAttention& h, const Value& t) {
             }
           });
         });
+    // Split-KV: attention/combine may launch once every part has issued its last loads (it waits
+    // for the parts' writes itself).
+    if (a.split) k.LaunchDependents();
     if (a.persistent)  // every CTA has taken its last number: the last one resets the counter
       k.If(AtomicAdd(tiles + 1, 1) == k.GridDim(0) - 1, [&] {
         k.Store(tiles, k.I32(0));
