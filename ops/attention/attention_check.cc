@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <set>
@@ -27,6 +28,36 @@ Inputs RandomInputs(const rt::AttentionSize& z, bool half, uint64_t seed) {
   return {RandomNormal16(z.b * z.hq * z.s * z.d, seed, half),
           RandomNormal16(z.b * z.hkv * z.skv * z.d, seed + 1, half),
           RandomNormal16(z.b * z.hkv * z.skv * z.d, seed + 2, half)};
+}
+
+// The inputs' K and V as a paged cache (PagedSize): sequence b's page j is cache page
+// table[b * max_pages + j], a permutation of the pages; rows past Skv hold NaN.
+struct Paged {
+  std::vector<uint16_t> k, v;
+  std::vector<int32_t> table, lens;
+  rt::AttentionSize size;
+};
+Paged PageInputs(const rt::AttentionSize& z, const Inputs& in, int64_t page, uint64_t seed) {
+  Paged p;
+  p.size = PagedSize(z, page);
+  const int64_t row = z.hkv * z.d, cache = p.size.pages * page * row;
+  p.k.assign(cache, 0x7fc0), p.v.assign(cache, 0x7fc0);
+  std::vector<int32_t> order(p.size.pages);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed * 5 + 1));
+  p.table.assign(order.begin(), order.begin() + z.b * p.size.max_pages);
+  p.lens.assign(z.b, static_cast<int32_t>(z.skv));
+  for (int64_t b = 0; b < z.b; ++b)
+    for (int64_t j = 0; j < z.skv; ++j) {
+      const int64_t slot = p.table[b * p.size.max_pages + j / page] * page + j % page;
+      for (int64_t h = 0; h < z.hkv; ++h)
+        for (int64_t d = 0; d < z.d; ++d) {
+          const int64_t from = ((b * z.hkv + h) * z.skv + j) * z.d + d,
+                        to = (slot * z.hkv + h) * z.d + d;
+          p.k[to] = in.k[from], p.v[to] = in.v[from];
+        }
+    }
+  return p;
 }
 
 // Keys query row i sees.
@@ -230,30 +261,49 @@ std::string AttentionShapeName(const rt::AttentionSize& z, bool causal) {
                       causal ? " causal" : "");
 }
 
+rt::AttentionSize PagedSize(const rt::AttentionSize& z, int64_t page) {
+  rt::AttentionSize p = z;
+  if (page <= 0) return p;
+  p.lens = true, p.page = page;
+  p.max_pages = (z.skv + page - 1) / page;
+  p.pages = z.b * p.max_pages + 1;  // one the table never names
+  p.skv = p.max_pages * page;
+  return p;
+}
+
 absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
                                                 const rt::AttentionSize& z,
                                                 const rt::AttentionOptions& options, int iters,
-                                                uint64_t seed) {
+                                                uint64_t seed, int64_t page) {
   const bool half = options.dtype == "f16";
-  absl::StatusOr<rt::AttentionPlan> plan =
-      rt::PlanAttention(z, options, {1 << 4, 1 << 4, 1 << 4, 1 << 4, 1 << 4}, 90);
+  const rt::AttentionSize planned = PagedSize(z, page);
+  const rt::AttentionOperands fake = {16, 16, 16, 16, 16, 16, 16};  // the checks' pointers only
+  absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(planned, options, fake, 90);
   if (!plan.ok()) return plan.status();
   AttentionResult r;
   r.kernel = plan->kernel, r.size = z, r.causal = options.causal;
   const Inputs in = RandomInputs(z, half, seed);
+  const Paged paged = page > 0 ? PageInputs(z, in, page, seed) : Paged{in.k, in.v, {}, {}, z};
+  auto ints = [](const std::vector<int32_t>& x) { return std::max<size_t>(x.size() * 4, 4); };
   absl::StatusOr<rt::DeviceBuffer> q = rt::DeviceBuffer::Allocate(in.q.size() * 2),
-                                   k = rt::DeviceBuffer::Allocate(in.k.size() * 2),
-                                   v = rt::DeviceBuffer::Allocate(in.v.size() * 2),
+                                   k = rt::DeviceBuffer::Allocate(paged.k.size() * 2),
+                                   v = rt::DeviceBuffer::Allocate(paged.v.size() * 2),
                                    o = rt::DeviceBuffer::Allocate(OBytes(z)),
-                                   lse = rt::DeviceBuffer::Allocate(LseBytes(z));
-  for (auto* b : {&q, &k, &v, &o, &lse})
+                                   lse = rt::DeviceBuffer::Allocate(LseBytes(z)),
+                                   table = rt::DeviceBuffer::Allocate(ints(paged.table)),
+                                   lens = rt::DeviceBuffer::Allocate(ints(paged.lens));
+  for (auto* b : {&q, &k, &v, &o, &lse, &table, &lens})
     if (!b->ok()) return b->status();
-  for (auto [buffer, host] : {std::pair{&*q, &in.q}, std::pair{&*k, &in.k}, std::pair{&*v, &in.v}})
+  for (auto [buffer, host] :
+       {std::pair{&*q, &in.q}, std::pair{&*k, &paged.k}, std::pair{&*v, &paged.v}})
     if (absl::Status st = buffer->CopyFromHost(host->data(), host->size() * 2); !st.ok()) return st;
+  for (auto [buffer, host] : {std::pair{&*table, &paged.table}, std::pair{&*lens, &paged.lens}})
+    if (absl::Status st = buffer->CopyFromHost(host->data(), host->size() * 4); !st.ok()) return st;
   if (absl::Status st = o->Fill(0xff); !st.ok()) return st;  // NaN until written
   if (absl::Status st = lse->Fill(0xff); !st.ok()) return st;
-  const rt::AttentionOperands ops = {q->ptr(), k->ptr(), v->ptr(), o->ptr(), lse->ptr()};
-  if (absl::Status st = runner.Run(z, options, ops); !st.ok()) return st;
+  rt::AttentionOperands ops = {q->ptr(), k->ptr(), v->ptr(), o->ptr(), lse->ptr()};
+  if (page > 0) ops.seq_lens = lens->ptr(), ops.block_table = table->ptr();
+  if (absl::Status st = runner.Run(planned, options, ops); !st.ok()) return st;
   if (absl::Status st = rt::Synchronize(); !st.ok()) return st;
   std::vector<uint16_t> ho(OBytes(z) / 2);
   std::vector<float> hl(LseBytes(z) / 4);
@@ -266,7 +316,7 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
     constexpr int kRepeats = 10;
     std::vector<std::function<absl::Status()>> fns = {[&]() -> absl::Status {
       for (int n = 0; n < kRepeats; ++n)
-        if (absl::Status st = runner.Run(z, options, ops); !st.ok()) return st;
+        if (absl::Status st = runner.Run(planned, options, ops); !st.ok()) return st;
       return absl::OkStatus();
     }};
     absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, 1, iters);
@@ -280,11 +330,12 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
 absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
                                                      const rt::AttentionSize& z,
                                                      const rt::AttentionOptions& options,
-                                                     uint64_t seed, const rt::Bundle* combine) {
+                                                     uint64_t seed, const rt::Bundle* combine,
+                                                     int64_t page) {
   const bool half = options.dtype == "f16";
   const int cc = bundle.manifest.target == "sm_100a" ? 100 : 90;
-  absl::StatusOr<rt::AttentionPlan> plan =
-      rt::PlanAttention(z, options, {1 << 4, 1 << 4, 1 << 4, 1 << 4, 1 << 4}, cc);
+  const rt::AttentionOperands fake = {16, 16, 16, 16, 16, 16, 16};  // the checks' pointers only
+  absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(PagedSize(z, page), options, fake, cc);
   if (!plan.ok()) return plan.status();
   if (plan->kernel != bundle.manifest.name)
     return absl::InvalidArgumentError(
@@ -295,14 +346,19 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
   AttentionResult r;
   r.kernel = plan->kernel, r.size = z, r.causal = options.causal;
   const Inputs in = RandomInputs(z, half, seed);
+  const Paged paged = page > 0 ? PageInputs(z, in, page, seed) : Paged{in.k, in.v, {}, {}, z};
   emu::Device d;
-  absl::StatusOr<uint64_t> q = d.Allocate(in.q.size() * 2), k = d.Allocate(in.k.size() * 2),
-                           v = d.Allocate(in.v.size() * 2), o = d.Allocate(OBytes(z)),
-                           lse = d.Allocate(LseBytes(z));
-  for (auto* a : {&q, &k, &v, &o, &lse})
+  absl::StatusOr<uint64_t> q = d.Allocate(in.q.size() * 2), k = d.Allocate(paged.k.size() * 2),
+                           v = d.Allocate(paged.v.size() * 2), o = d.Allocate(OBytes(z)),
+                           lse = d.Allocate(LseBytes(z)),
+                           table = d.Allocate(std::max<size_t>(paged.table.size() * 4, 4)),
+                           lens = d.Allocate(std::max<size_t>(paged.lens.size() * 4, 4));
+  for (auto* a : {&q, &k, &v, &o, &lse, &table, &lens})
     if (!a->ok()) return a->status();
-  for (auto [at, host] : {std::pair{*q, &in.q}, std::pair{*k, &in.k}, std::pair{*v, &in.v}})
+  for (auto [at, host] : {std::pair{*q, &in.q}, std::pair{*k, &paged.k}, std::pair{*v, &paged.v}})
     if (absl::Status st = d.CopyIn(at, host->data(), host->size() * 2); !st.ok()) return st;
+  for (auto [at, host] : {std::pair{*table, &paged.table}, std::pair{*lens, &paged.lens}})
+    if (absl::Status st = d.CopyIn(at, host->data(), host->size() * 4); !st.ok()) return st;
   // A split plan's parts land in their own buffers (poisoned too), which combine merges.
   uint64_t o_at = *o, lse_at = *lse;
   if (plan->splits > 1) {
@@ -314,8 +370,10 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
     if (absl::Status st = d.Fill(o_at, 0xff, rt::PartsOBytes(*plan)); !st.ok()) return st;
     if (absl::Status st = d.Fill(lse_at, 0xff, rt::PartsLseBytes(*plan)); !st.ok()) return st;
   }
-  absl::StatusOr<std::vector<rt::Arg>> args = rt::AttentionArgs(
-      bundle.manifest, plan->size, plan->scale, {*q, *k, *v, o_at, lse_at}, plan->splits);
+  rt::AttentionOperands ops = {*q, *k, *v, o_at, lse_at};
+  if (page > 0) ops.seq_lens = *lens, ops.block_table = *table;
+  absl::StatusOr<std::vector<rt::Arg>> args =
+      rt::AttentionArgs(bundle.manifest, plan->size, plan->scale, ops, plan->splits);
   if (!args.ok()) return args.status();
   std::vector<rt::Arg> merge;
   if (plan->splits > 1) {

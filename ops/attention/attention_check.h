@@ -29,18 +29,21 @@ struct AttentionResult {
 // The problem as one line: "b2 hq16 hkv4 s4096 skv4096 d128 causal".
 std::string AttentionShapeName(const rt::AttentionSize& size, bool causal);
 
-// On the GPU with the runner's kernel: checked once, then `iters` timed runs (0: none).
+// `page` > 0: K and V as a paged cache of `page`-token pages, the pages shuffled, each sequence
+// Skv long (its length in seq_lens): `size` with that cache's pages, as the planner takes it.
+rt::AttentionSize PagedSize(const rt::AttentionSize& size, int64_t page);
+
+// On the GPU with the runner's kernel: checked once, then `iters` timed runs (0: none); `page`: K
+// and V through a paged cache (PagedSize), checked against the same dense reference.
 absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
                                                 const rt::AttentionSize& size,
                                                 const rt::AttentionOptions& options, int iters,
-                                                uint64_t seed);
+                                                uint64_t seed, int64_t page = 0);
 
 // On the emulator with `bundle` (the kernel PlanAttention names) as a GPU of three SMs, every
 // row checked; `combine`: the plan's attention/combine, where it splits the keys.
-absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
-                                                     const rt::AttentionSize& size,
-                                                     const rt::AttentionOptions& options,
-                                                     uint64_t seed,
-                                                     const rt::Bundle* combine = nullptr);
+absl::StatusOr<AttentionResult> RunAttentionEmulated(
+    const rt::Bundle& bundle, const rt::AttentionSize& size, const rt::AttentionOptions& options,
+    uint64_t seed, const rt::Bundle* combine = nullptr, int64_t page = 0);
 
 }  // namespace kiln::examples

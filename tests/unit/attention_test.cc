@@ -27,16 +27,16 @@ struct Case {
   rt::AttentionOptions options;
 };
 
-void ExpectCorrect(const Case& c, uint64_t seed = 3, int compute_capability = 90) {
+void ExpectCorrect(const Case& c, uint64_t seed = 3, int compute_capability = 90, int64_t page = 0) {
   absl::StatusOr<rt::AttentionPlan> plan =
-      rt::PlanAttention(c.size, c.options, {16, 16, 16, 16, 16}, compute_capability);
+      rt::PlanAttention(PagedSize(c.size, page), c.options, {16, 16, 16, 16, 16, 16, 16}, compute_capability);
   ASSERT_TRUE(plan.ok()) << plan.status();
   const rt::Bundle b = BundleOf(plan->kernel);
   std::optional<rt::Bundle> combine;
   if (plan->splits > 1) combine = BundleOf(plan->combine);
   const std::string shape = AttentionShapeName(c.size, c.options.causal);
   absl::StatusOr<AttentionResult> r =
-      RunAttentionEmulated(b, c.size, c.options, seed, combine ? &*combine : nullptr);
+      RunAttentionEmulated(b, c.size, c.options, seed, combine ? &*combine : nullptr, page);
   ASSERT_TRUE(r.ok()) << plan->kernel << " " << shape << ": " << r.status();
   EXPECT_TRUE(r->passed) << plan->kernel << " " << shape << ": " << r->failure;
   EXPECT_EQ(r->rows_checked, c.size.b * c.size.hq * c.size.s);
@@ -72,6 +72,16 @@ TEST_P(EmulatedAttention, DecodePacksTheHeadsOfAKvHeadAndSplitsTheKeys) {
     EXPECT_GT(plan->splits, 1) << plan->kernel;
     EXPECT_NE(plan->kernel.find(".split"), std::string::npos) << plan->kernel;
     ExpectCorrect(c);
+  }
+}
+
+// The same through a paged cache (pages shuffled; rows past Skv hold NaN): pages smaller than a
+// key tile (several boxes a tile), and larger, with a last page partly used.
+TEST_P(EmulatedAttention, DecodeThroughAPagedCache) {
+  const int d = GetParam();
+  for (int64_t page : {16, 256}) {
+    ExpectCorrect({{.b = 2, .hq = 8, .hkv = 2, .s = 1, .skv = 300, .d = d}, {}}, 3, 90, page);
+    ExpectCorrect({{.b = 1, .hq = 4, .hkv = 1, .s = 2, .skv = 517, .d = d}, {}}, 4, 90, page);
   }
 }
 

@@ -24,8 +24,9 @@ int Attention() {
   options.scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
   options.kernel = absl::GetFlag(FLAGS_kernel);
   // The problem's own errors first, on any machine (the pointers here only pass the checks).
-  absl::StatusOr<kiln::rt::AttentionPlan> plan =
-      kiln::rt::PlanAttention(z, options, {16, 16, 16, 16, 16}, 90);
+  const int64_t page = absl::GetFlag(FLAGS_page);
+  absl::StatusOr<kiln::rt::AttentionPlan> plan = kiln::rt::PlanAttention(
+      kiln::examples::PagedSize(z, page), options, {16, 16, 16, 16, 16, 16, 16}, 90);
   if (!plan.ok()) return Fail(plan.status());
   const std::string shape = kiln::examples::AttentionShapeName(z, options.causal);
   absl::StatusOr<kiln::examples::AttentionResult> r;
@@ -38,7 +39,8 @@ int Attention() {
       if (!c.ok()) return Fail(c.status());
       combine = *std::move(c);
     }
-    r = kiln::examples::RunAttentionEmulated(*b, z, options, 1, combine ? &*combine : nullptr);
+    r = kiln::examples::RunAttentionEmulated(*b, z, options, 1, combine ? &*combine : nullptr,
+                                             page);
   } else {
     absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
     if (!d.ok())
@@ -47,7 +49,7 @@ int Attention() {
           absl::StrCat(d.status().message(), " (kiln attention --emulate runs it on the CPU)")));
     PrintDevice();
     kiln::rt::AttentionRunner runner(BundleDir());
-    r = kiln::examples::RunAttentionGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1);
+    r = kiln::examples::RunAttentionGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1, page);
   }
   if (!r.ok()) return Fail(r.status());
   std::cout << absl::StrFormat("%s %s: %d rows against fp64, error %.3e, lse %.1e: %s", r->kernel,

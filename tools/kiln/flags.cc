@@ -60,6 +60,9 @@ ABSL_FLAG(int64_t, s, 4096, "`kiln attention`: query length");
 ABSL_FLAG(int64_t, skv, 0, "`kiln attention`: key/value length (default: --s)");
 ABSL_FLAG(int64_t, d, 128, "`kiln attention`: head dimension, 64, 128 or 256");
 ABSL_FLAG(bool, causal, false, "`kiln attention`: causal mask (bottom-right aligned)");
+ABSL_FLAG(int64_t, page, 0,
+          "`kiln attention`: K and V through a paged cache of pages of this many tokens (a power "
+          "of two from 16; decode: the query rows of a KV head at most 64), its pages shuffled");
 ABSL_FLAG(double, scale, 0, "`kiln attention`: softmax scale (0: 1/sqrt(d))");
 ABSL_FLAG(std::string, kernel, "",
           "`kiln attention`: run this variant instead of the entry point's choice (a tiling: "

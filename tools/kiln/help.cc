@@ -78,9 +78,10 @@ const std::vector<CommandHelp>& Commands() {
        "Time every candidate kernel and split per size; record the fastest in F for kiln gemm.",
        {"sizes", "m", "n", "k", "dtype", "out_dtype", "epilogue", "tune_cache", "iters"}},
       {"attention",
-       "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--emulate]",
+       "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--page N] "
+       "[--emulate]",
        "FlashAttention forward through the attention entry point, against fp64; timed on a GPU.",
-       {"b", "h", "hkv", "s", "skv", "d", "causal", "dtype", "scale", "kernel", "emulate",
+       {"b", "h", "hkv", "s", "skv", "d", "causal", "page", "dtype", "scale", "kernel", "emulate",
         "iters"}},
       {"plot",
        "plot RESULTS.tsv",
