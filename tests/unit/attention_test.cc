@@ -1,5 +1,6 @@
 // attention/hopper on the emulator at small ragged sizes (its PTX as the compiler emitted it),
 // against the harness's fp64 reference of every row; and the entry point's plan and errors.
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -132,6 +133,16 @@ TEST(EmulatedAttention, OtherTilings) {
 // emulated GPU's three SMs): the D = 256 kernel's producer refills its one Q stage without
 // waiting for the consumers to free it (the wait of hopper_producer.cc:25 skipped in the PTX).
 // The emulator reports it at a DSL line of the kernel.
+// The line of the producer's source that fills a Q stage (its .loc in the PTX), read from the
+// source so that edits above it do not move the plant.
+int QStageProduceLine() {
+  std::ifstream source(std::string(KILN_SOURCE_DIR) + "/ops/attention/kernels/hopper_producer.cc");
+  std::string line;
+  for (int n = 1; std::getline(source, line); ++n)
+    if (line.find("q_ring.Produce") != std::string::npos) return n;
+  return -1;
+}
+
 TEST(EmulatedAttention, AQStageRefilledBeforeItsReleaseIsCaught) {
   rt::Bundle b = BundleOf("attention/hopper.d256.causal.persist");
   const std::string file = "\"ops/attention/kernels/hopper_producer.cc\"";
@@ -139,7 +150,9 @@ TEST(EmulatedAttention, AQStageRefilledBeforeItsReleaseIsCaught) {
   ASSERT_NE(file_at, std::string::npos);
   const size_t index_at = b.ptx.rfind(".file\t", file_at) + 6;
   const std::string index = b.ptx.substr(index_at, b.ptx.find(' ', index_at) - index_at);
-  const size_t loc = b.ptx.find(absl::StrCat(".loc\t", index, " 25 "));
+  const int line = QStageProduceLine();
+  ASSERT_GT(line, 0);
+  const size_t loc = b.ptx.find(absl::StrCat(".loc\t", index, " ", line, " "));
   ASSERT_NE(loc, std::string::npos);
   const size_t wait = b.ptx.find("mbarrier.try_wait.parity.shared::cta.b64 done,", loc);
   ASSERT_NE(wait, std::string::npos);
