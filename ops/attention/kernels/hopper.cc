@@ -1,6 +1,6 @@
 // attention/hopper: FlashAttention forward for sm_90a. O = softmax(scale * Q K^T) V per head, and
 // the log-sum-exp of each row, with the FA3 structure: a producer warp streams Q once and K, V
-// through two TMA pipelines; two or three consumer warpgroups (64 query rows each, setmaxnreg) run
+// through two TMA pipelines; one to three consumer warpgroups (64 query rows each, setmaxnreg) run
 // S = Q K^T from shared memory, an online softmax in registers (exp2 with the scale folded into
 // one FMA), and O += P V with P taken straight from S's registers (wgmma A from registers, V read
 // MN-major). The last tile of a ragged Q or KV is masked, not padded: TMA zero-fills the loads
@@ -14,8 +14,14 @@
 // online softmax of S_j, rescales O once the P V has retired and keeps P as the next wgmma's A
 // fragments. A tile ends with its rows' lse, O / sum through its Q stage and a clipped TMA store.
 //
-// Constraints (checked at build): 2 or 3 consumer warpgroups; a key tile of a multiple of 16 rows
-// up to 256; a head dimension of 64, 128 or 256 (ParseAttention). Tensors, heads and masks:
+// Decode ("split", planned by rt::PlanAttention's PlanDecode): one warpgroup over a KV head's query
+// heads packed as one tile's rows, the key tiles of each query tile split in P parts, a CTA each,
+// each writing its O and lse as a head of their own for attention/combine; "lens" gives each
+// sequence its own length and "pageN" reads K and V from a paged cache (common.h).
+//
+// Constraints (checked at build): 1 to 3 consumer warpgroups; a key tile of a multiple of 16 rows
+// up to 256; a head dimension of 64, 128 or 256 (ParseAttention); split a CTA per tile, lens and
+// pages split without a mask, pages and key tiles one a multiple of the other. Tensors, heads and masks:
 // ops/attention/kernels/common.h.
 //
 // The pieces: this file declares the kernel (parameters, the work, shared memory, the rings) and
