@@ -62,6 +62,11 @@ if [ -d "$py/python/kiln" ]; then
     KILN_BUNDLE_DIR="$bundles" timeout 300 python3 tools/decode_check.py 2>&1 |
     tee "$out/decode_check.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  section "packed sequences: correctness, and speed against dense at equal tokens (tools/varlen_check.py)"
+  LD_LIBRARY_PATH="${KILN_PY_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PYTHONPATH="$py/python" \
+    KILN_BUNDLE_DIR="$bundles" timeout 300 python3 tools/varlen_check.py 2>&1 |
+    tee "$out/varlen.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
   section "decode attention against cuDNN, flash and a device copy (tools/decode_bench.py)"
   LD_LIBRARY_PATH="${KILN_PY_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PYTHONPATH="$py/python" \
     KILN_BUNDLE_DIR="$bundles" timeout 300 python3 tools/decode_bench.py 2>&1 |

@@ -81,6 +81,16 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   if (o.q % 16 || o.k % 16 || o.v % 16 || o.o % 16)
     return Invalid("Q, K, V and O are read and written by TMA: 16-byte aligned pointers");
   if (o.lse % 4) return Invalid("lse must be 4-byte aligned");
+  if (z.varlen) {
+    if (z.lens || z.page || compute_capability != 90 || z.s != z.skv || z.total < 1 ||
+        z.total > INT32_MAX / std::max<int64_t>(z.hq, 1))
+      return Invalid(absl::StrCat(
+          "packed sequences (varlen) are self-attention on sm_90a: S = Skv (the longest "
+          "sequence), total tokens >= 1 and total * Hq within 32 bits (got S ",
+          z.s, ", Skv ", z.skv, ", total ", z.total, ")"));
+    if (!o.cu_seqlens || o.cu_seqlens % 4)
+      return Invalid("cu_seqlens needs a 4-byte aligned pointer");
+  }
   if (z.lens || z.page) {
     if (!Decodes(z, options) || compute_capability != 90 || !options.kernel.empty())
       return Invalid(absl::StrCat(
@@ -132,7 +142,12 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   }
   plan.scale = scale;
   plan.size = z;
-  if (options.kernel.empty() && compute_capability == 90) PlanDecode(z, options, plan);
+  if (z.varlen) {  // a CTA per tile of the packed sequences
+    plan.kernel = absl::StrCat("attention/hopper.d", z.d, options.dtype == "f16" ? ".f16" : "",
+                               options.causal ? ".causal" : "", ".varlen");
+  } else if (options.kernel.empty() && compute_capability == 90) {
+    PlanDecode(z, options, plan);
+  }
   if (!options.kernel.empty()) {
     // The override must compute this problem: the planned options, plus tiling options only.
     std::vector<std::string> want = absl::StrSplit(plan.kernel, '.'),
@@ -168,7 +183,10 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const Attentio
                                                {"Skv", z.skv},
                                                {"P", splits},
                                                {"max_pages", z.max_pages},
-                                               {"slots", z.pages * z.page}};
+                                               {"slots", z.pages * z.page},
+                                               {"T", z.total},
+                                               // query tiles of 64 rows or more: a bound
+                                               {"tiles", (z.total + 63) / 64 + z.b}};
   const std::map<std::string, cu::CUdeviceptr> maps = {
       {"Q", o.q}, {"K", o.k}, {"V", o.v}, {"O", o.o}};
   std::vector<Arg> args;
@@ -182,6 +200,8 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const Attentio
       args.push_back(Arg::Ptr(o.lse));
     } else if (p.kind == Kind::kPointer && (p.name == "seq_lens" || p.name == "block_table")) {
       args.push_back(Arg::Ptr(p.name == "seq_lens" ? o.seq_lens : o.block_table));
+    } else if (p.kind == Kind::kPointer && (p.name == "cu_seqlens" || p.name == "O")) {
+      args.push_back(Arg::Ptr(p.name == "O" ? o.o : o.cu_seqlens));  // (varlen stores O by rows)
     } else if (p.kind == Kind::kTensorMap && maps.count(p.tensor_map.tensor)) {
       args.push_back(Arg::Tensor(maps.at(p.tensor_map.tensor)));
     } else if (p.kind == Kind::kWorkspace) {

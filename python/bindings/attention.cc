@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -46,21 +47,29 @@ rt::AttentionSize SizeOf(const Array& q, const Array& k, const Array& v, const A
   return z;
 }
 
-// The call on its device, its sizes checked: the dense form, or (seq_lens given) decode over
-// sequences of their own lengths, paged where block_table is given.
+// The i32 arrays beside q, k and v: decode's lengths and block table, packed sequences' offsets.
+struct Extra {
+  const Array *seq_lens = nullptr, *block_table = nullptr, *cu_seqlens = nullptr;
+};
+
+// The call on its device, its sizes checked: the dense form, decode over sequences of their own
+// lengths (seq_lens; paged where block_table is given), or packed sequences (cu_seqlens).
 void Run(const char* call, const Array& q, const Array& k, const Array& v, Array out,
-         const Array& lse, const rt::AttentionSize& z, rt::AttentionOptions options,
-         const Array* seq_lens, const Array* block_table, uint64_t stream) {
+         const Array& lse, const rt::AttentionSize& z, rt::AttentionOptions options, Extra x,
+         uint64_t stream) {
   const Array& o = out;
-  CallDevice d(call, {&q, &k, &v, &o, &lse, seq_lens, block_table}, stream);
+  CallDevice d(call, {&q, &k, &v, &o, &lse, x.seq_lens, x.block_table, x.cu_seqlens}, stream);
   const std::vector<std::string> types =
       d.emulated() ? std::vector<std::string>{"f32"} : std::vector<std::string>{"bf16", "f16"};
-  for (const auto& [what, x] :
+  const int rank = z.varlen ? 3 : 4;
+  for (const auto& [what, a] :
        {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v}, std::pair{"out", &o}})
-    Require(*x, call, what, 4, types);
-  Require(lse, call, "lse", 3, {"f32"});
-  if (seq_lens) Require(*seq_lens, call, "seq_lens", 1, {"i32"});
-  if (block_table) Require(*block_table, call, "block_table", 2, {"i32"});
+    Require(*a, call, what, rank, types);
+  Require(lse, call, "lse", rank - 1, {"f32"});
+  for (const auto& [what, a, r] :
+       {std::tuple{"seq_lens", x.seq_lens, 1}, std::tuple{"block_table", x.block_table, 2},
+        std::tuple{"cu_seqlens", x.cu_seqlens, 1}})
+    if (a) Require(*a, call, what, r, {"i32"});
   if (!d.emulated()) {
     options.dtype = DtypeName(q);
     for (const Array* x : {&k, &v, &o})
@@ -68,8 +77,9 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
         throw Error(absl::StrCat(call, ": q, k, v and out must share one type; q is ",
                                  options.dtype, ", another ", DtypeName(*x)));
     rt::AttentionOperands ops{Address(q), Address(k), Address(v), Address(o), Address(lse)};
-    if (seq_lens) ops.seq_lens = Address(*seq_lens);
-    if (block_table) ops.block_table = Address(*block_table);
+    if (x.seq_lens) ops.seq_lens = Address(*x.seq_lens);
+    if (x.block_table) ops.block_table = Address(*x.block_table);
+    if (x.cu_seqlens) ops.cu_seqlens = Address(*x.cu_seqlens);
     ThrowIfError(RunnerFor<rt::AttentionRunner>(BundleDir())
                      .Run(z, options, ops, reinterpret_cast<cu::CUstream>(stream)));
     return;
@@ -78,8 +88,9 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
   rt::AttentionOperands ops{d.BindNarrowed(q, "bf16"), d.BindNarrowed(k, "bf16"),
                             d.BindNarrowed(v, "bf16"), d.BindPoisoned(o.size(), "bf16", &result),
                             d.Bind(lse)};
-  if (seq_lens) ops.seq_lens = d.Bind(*seq_lens, /*read_only=*/true);
-  if (block_table) ops.block_table = d.Bind(*block_table, /*read_only=*/true);
+  if (x.seq_lens) ops.seq_lens = d.Bind(*x.seq_lens, /*read_only=*/true);
+  if (x.block_table) ops.block_table = d.Bind(*x.block_table, /*read_only=*/true);
+  if (x.cu_seqlens) ops.cu_seqlens = d.Bind(*x.cu_seqlens, /*read_only=*/true);
   EmulatedOpDevice device(*d.emulator());
   ThrowIfError(rt::RunAttention(z, options, ops, /*compute_capability=*/90, device));
   d.Finish();
@@ -88,8 +99,8 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
 
 void Attention(const Array& q, const Array& k, const Array& v, Array out, const Array& lse,
                bool causal, float scale, uint64_t stream) {
-  Run(kCall, q, k, v, out, lse, SizeOf(q, k, v, out, lse), {.causal = causal, .scale = scale},
-      nullptr, nullptr, stream);
+  Run(kCall, q, k, v, out, lse, SizeOf(q, k, v, out, lse), {.causal = causal, .scale = scale}, {},
+      stream);
 }
 
 // kiln.decode_attention: q [B, Hq, S, D]; k, v [B, Hkv, Skv, D] with seq_lens, or a paged cache
@@ -132,7 +143,38 @@ void DecodeAttention(const Array& q, const Array& k, const Array& v, const Array
   if (ShapeOf(seq_lens) != std::vector<int64_t>{z.b})
     throw Error(
         absl::StrCat(call, ": seq_lens has shape ", ShapeText(seq_lens), "; [B] = (", z.b, ",)"));
-  Run(call, q, k, v, out, lse, z, {.scale = scale}, &seq_lens, paged ? &*block_table : nullptr,
+  Run(call, q, k, v, out, lse, z, {.scale = scale},
+      {.seq_lens = &seq_lens, .block_table = paged ? &*block_table : nullptr}, stream);
+}
+
+// kiln.varlen_attention: q, out [T, Hq, D]; k, v [T, Hkv, D]; cu_seqlens [B + 1] (i32);
+// lse [Hq, T].
+void VarlenAttention(const Array& q, const Array& k, const Array& v, const Array& cu_seqlens,
+                     int64_t max_seqlen, Array out, const Array& lse, bool causal, float scale,
+                     uint64_t stream) {
+  constexpr const char* call = "kiln.varlen_attention";
+  for (const auto& [what, x] : {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v},
+                                std::pair{"out", static_cast<const Array*>(&out)}})
+    if (x->ndim() != 3)
+      throw Error(absl::StrCat(call, ": ", what, " must have rank 3 ([T, H, D]), not ", x->ndim()));
+  if (cu_seqlens.ndim() != 1 || cu_seqlens.shape(0) < 2)
+    throw Error(absl::StrCat(call, ": cu_seqlens has shape ", ShapeText(cu_seqlens),
+                             "; [B + 1] offsets, B >= 1"));
+  rt::AttentionSize z{.b = static_cast<int64_t>(cu_seqlens.shape(0)) - 1,
+                      .hq = static_cast<int64_t>(q.shape(1)),
+                      .hkv = static_cast<int64_t>(k.shape(1)),
+                      .s = max_seqlen,
+                      .skv = max_seqlen,
+                      .d = static_cast<int64_t>(q.shape(2))};
+  z.varlen = true, z.total = static_cast<int64_t>(q.shape(0));
+  if (ShapeOf(k) != ShapeOf(v) || k.shape(0) != q.shape(0) || k.shape(2) != q.shape(2))
+    throw Error(absl::StrCat(call, ": k ", ShapeText(k), " and v ", ShapeText(v),
+                             " must both be [T, Hkv, D] for q ", ShapeText(q)));
+  if (ShapeOf(out) != ShapeOf(q))
+    throw Error(absl::StrCat(call, ": out has shape ", ShapeText(out), ", q ", ShapeText(q)));
+  if (ShapeOf(lse) != std::vector<int64_t>{z.hq, z.total})
+    throw Error(absl::StrCat(call, ": lse has shape ", ShapeText(lse), "; [Hq, T]"));
+  Run(call, q, k, v, out, lse, z, {.causal = causal, .scale = scale}, {.cu_seqlens = &cu_seqlens},
       stream);
 }
 
@@ -144,6 +186,9 @@ void BindAttention(nb::module_& m) {
   m.def("_decode_attention", &DecodeAttention, nb::arg("q"), nb::arg("k"), nb::arg("v"),
         nb::arg("seq_lens"), nb::arg("block_table").none(), nb::arg("out"), nb::arg("lse"),
         nb::arg("scale"), nb::arg("stream") = 0);
+  m.def("_varlen_attention", &VarlenAttention, nb::arg("q"), nb::arg("k"), nb::arg("v"),
+        nb::arg("cu_seqlens"), nb::arg("max_seqlen"), nb::arg("out"), nb::arg("lse"),
+        nb::arg("causal"), nb::arg("scale"), nb::arg("stream") = 0);
 }
 
 }  // namespace kiln::py

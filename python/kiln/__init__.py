@@ -24,7 +24,7 @@ if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES)
     set_bundle_dir(_os.path.normpath(_INSTALLED_BUNDLES))
 
 __all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "swiglu_weights", "attention",
-           "decode_attention", "paged_append",
+           "decode_attention", "paged_append", "varlen_attention",
            "softmax", "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]
 
 _TORCH_TYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
@@ -206,6 +206,19 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, scale=N
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, tuple(q.shape[:3]), "f32")
     _kiln._decode_attention(q, k_cache, v_cache, seq_lens, block_table, o, lse,
+                            float(scale or 0.0), stream=_stream([q]))
+    return o, lse
+
+
+def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=None):
+    """Attention over packed sequences of their own lengths (self-attention, no padding): (o, lse)
+    for q [T, Hq, D], k and v [T, Hkv, D] (T tokens in all), sequence b in rows cu_seqlens[b] ..
+    cu_seqlens[b + 1] (int32 [B + 1]); max_seqlen the longest sequence's length; a causal mask is
+    each sequence's own. o [T, Hq, D], lse [Hq, T] f32.
+    """
+    o = _empty(q, tuple(q.shape), _type_of(q))
+    lse = _empty(q, (q.shape[1], q.shape[0]), "f32")
+    _kiln._varlen_attention(q, k, v, cu_seqlens, int(max_seqlen), o, lse, bool(causal),
                             float(scale or 0.0), stream=_stream([q]))
     return o, lse
 

@@ -275,6 +275,24 @@ class Attention(unittest.TestCase):
         # The rotated keys, rounded to bf16.
         self.assertLess(rel_error(k_cache[~untouched], want_k[~untouched]), 1e-2)
 
+    def test_varlen_packed_sequences(self):
+        rng = np.random.default_rng(12)
+        for d, causal in [(64, True), (128, False)]:
+            lens = [1, 130, 77]
+            cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+            t, hq, hkv = int(cu[-1]), 4, 2
+            q = rng.standard_normal((t, hq, d)).astype(np.float32)
+            k = rng.standard_normal((t, hkv, d)).astype(np.float32)
+            v = rng.standard_normal((t, hkv, d)).astype(np.float32)
+            o, lse = kiln.varlen_attention(q, k, v, cu, max(lens), causal=causal)
+            self.assertEqual(o.shape, (t, hq, d))
+            for b, n in enumerate(lens):
+                rows = slice(cu[b], cu[b + 1])
+                seq = [x[rows].transpose(1, 0, 2)[None] for x in (q, k, v)]  # [1, H, n, D]
+                want_o, want_lse = attention_reference(*(bf16(x) for x in seq), causal, d ** -0.5)
+                self.assertLess(rel_error(o[rows].transpose(1, 0, 2)[None], want_o), 2e-2, (d, b))
+                self.assertLess(np.abs(lse[:, rows][None] - want_lse).max(), 1e-2, (d, b))
+
     def test_decode_errors(self):
         q = np.ones((1, 4, 1, 64), np.float32)
         cache = np.ones((4, 16, 2, 64), np.float32)

@@ -35,6 +35,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
       a.split = true;
     } else if (part == "lens") {
       a.lens = true;
+    } else if (part == "varlen") {
+      a.varlen = true;
     } else if (absl::StartsWith(part, "page") && absl::SimpleAtoi(part.substr(4), &a.page) &&
                a.page >= 16 && (a.page & (a.page - 1)) == 0) {
     } else if (part == "lazy" || part == "eager") {
@@ -51,7 +53,7 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
           "bnN keys per "
           "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling, split for "
           "split-KV, lens for sequences of their own lengths, pageN for a paged cache of pages "
-          "of N tokens, a power of two from 16)"));
+          "of N tokens, a power of two from 16, varlen for packed sequences)"));
     }
   }
   if (!have_d) return absl::InvalidArgumentError("names no head dimension (d64, d128 or d256)");
@@ -79,17 +81,14 @@ rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& row
   return t;
 }
 
-// A paged cache [slots, Hkv, D] seen as {64 columns, slots, D/64 spans, Hkv heads}: boxes of
-// `box_rows` slots of one span and one head (rows past the cache read as zeros).
-rt::TensorMapParam PagedMap(Kernel& k, const char* tensor, int d, int box_rows, Scalar in) {
-  rt::TensorMapParam t;
-  t.tensor = tensor;
-  t.dtype = in == f16 ? rt::TmaDtype::kF16 : rt::TmaDtype::kBF16;
-  t.swizzle = rt::TmaSwizzle::k128B;
-  t.dims = {Rule(k, "64"), Rule(k, "slots"), Rule(k, std::to_string(d / 64)), Rule(k, "Hkv")};
-  t.strides = {Rule(k, absl::StrCat("Hkv*", d * 2)), Rule(k, "128"),
+// Rows of all heads side by side, [rows, heads, D] (packed sequences [T, Hq, D], a paged cache
+// [slots, Hkv, D]), seen as {64 columns, rows, D/64 spans, heads}: boxes of `box_rows` rows and
+// `spans` spans (rows past the tensor read as zeros).
+rt::TensorMapParam PackedMap(Kernel& k, const char* tensor, const char* rows, const char* heads,
+                             int d, int box_rows, int spans, Scalar in) {
+  rt::TensorMapParam t = HeadMap(k, tensor, rows, heads, d, box_rows, spans, in);
+  t.strides = {Rule(k, absl::StrCat(heads, "*", d * 2)), Rule(k, "128"),
                Rule(k, std::to_string(d * 2))};
-  t.box = {64, static_cast<uint32_t>(box_rows), 1, 1};
   return t;
 }
 
@@ -108,9 +107,21 @@ AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int b
     k.I32Param("slots");  // pages * N: the cache's rows, the maps' bound
   }
   p.tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", a.d, block_m, spans, a.in));
+  if (a.varlen) {  // packed [T, heads, D]; O is stored row by row (a box would cross sequences)
+    p.cu_seqlens = k.PtrParam("cu_seqlens", i32);
+    p.T = k.I32Param("T");
+    p.query_tiles = k.I32Param("tiles");  // the grid's bound on the sequences' query tiles
+    p.tq = k.TmaParam("tmQ", PackedMap(k, "Q", "T", "Hq", a.d, block_m, spans, a.in));
+    p.tk = k.TmaParam("tmK", PackedMap(k, "K", "T", "Hkv", a.d, block_n, spans, a.in));
+    p.tv = k.TmaParam("tmV", PackedMap(k, "V", "T", "Hkv", a.d, block_n, spans, a.in));
+    p.o_ptr = k.PtrParam("O", a.in);
+    p.lse = k.PtrParam("lse", f32);
+    return p;
+  }
   if (a.page) {  // a box a page (or key tile) and 64 columns: the producer places each
-    p.tk = k.TmaParam("tmK", PagedMap(k, "K", a.d, std::min(a.page, block_n), a.in));
-    p.tv = k.TmaParam("tmV", PagedMap(k, "V", a.d, std::min(a.page, block_n), a.in));
+    const int rows = std::min(a.page, block_n);
+    p.tk = k.TmaParam("tmK", PackedMap(k, "K", "slots", "Hkv", a.d, rows, 1, a.in));
+    p.tv = k.TmaParam("tmV", PackedMap(k, "V", "slots", "Hkv", a.d, rows, 1, a.in));
   } else {
     p.tk = k.TmaParam("tmK", HeadMap(k, "K", "Skv", "B*Hkv", a.d, block_n, spans, a.in));
     p.tv = k.TmaParam("tmV", HeadMap(k, "V", "Skv", "B*Hkv", a.d, block_n, spans, a.in));

@@ -41,6 +41,11 @@ struct AttentionShape {
   bool lens = false;
   int page = 0;
   bool per_sequence() const { return lens || page; }
+  // ("varlen") Packed sequences of their own lengths, self-attention: Q and O [T, Hq, D], K and V
+  // [T, Hkv, D] (T tokens in all, no padding), sequence b in rows cu_seqlens[b] .. cu_seqlens[b+1]
+  // (the parameter cu_seqlens, i32 [B + 1]), its causal mask its own; lse [Hq, T]. A CTA per tile,
+  // the tiles of all sequences numbered in order (the parameter tiles bounds them).
+  bool varlen = false;
 };
 
 // Variant names: d64, d128 or d256, then optionally f16 and causal ("d128.f16.causal"), and a
@@ -65,6 +70,8 @@ struct AttentionParams {
   Value B, Hq, Hkv, S, Skv, scale, lse;
   Value P;                                 // split: the parts the keys split in
   Value seq_lens, block_table, max_pages;  // lens, page (AttentionShape)
+  Value cu_seqlens, T, o_ptr;              // varlen: O is stored through o_ptr, row by row
+  Value query_tiles;                       // varlen: a bound on the sequences' query tiles
   TensorMap tq, tk, tv, to;
 };
 AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n,

@@ -21,8 +21,8 @@
 //
 // Constraints (checked at build): 1 to 3 consumer warpgroups; a key tile of a multiple of 16 rows
 // up to 256; a head dimension of 64, 128 or 256 (ParseAttention); split a CTA per tile, lens and
-// pages split without a mask, pages and key tiles one a multiple of the other. Tensors, heads and masks:
-// ops/attention/kernels/common.h.
+// pages split without a mask, pages and key tiles one a multiple of the other. Tensors, heads and
+// masks: ops/attention/kernels/common.h.
 //
 // The pieces: this file declares the kernel (parameters, the work, shared memory, the rings) and
 // its roles; hopper_producer.cc is the producer warp; hopper_consumer.cc the consumers' walk over
@@ -46,6 +46,7 @@ namespace attention_sm90 {
 // the last head's longest (docs/perf/2026-11-24-attention.md, step 8). Without a mask,
 // head-major.
 QueryTile HopperAttention::TileOf(Value t) const {
+  if (a.varlen) return PackedTileOf(t);
   const Value &B = p.B, &Hq = p.Hq, &Hkv = p.Hkv, &Skv = p.Skv;
   Value part;  // split: tiles t, t + (the tiles of all heads), ... are the parts of one tile
   if (a.split) {
@@ -67,12 +68,41 @@ QueryTile HopperAttention::TileOf(Value t) const {
   Value skv = a.per_sequence() ? Max(Min(k.Load(p.seq_lens + b.To(i64)), Skv), k.I32(0)) : Skv;
   Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : skv;
   Value n_tiles = (n_end + (BN - 1)) / BN, kv_head = b * Hkv + h / (Hq / Hkv);
-  if (!a.split) return QueryTile{m0, q_head, kv_head, n_tiles, k.I32(0), q_head, skv, b};
+  Value zero = k.I32(0);
+  if (!a.split) return QueryTile{m0, q_head, kv_head, n_tiles, zero, q_head, skv, b, zero, p.S};
   // Part `part` of P: its share of the key tiles (none for the last parts where P does not divide
   // them: they write O = 0 and lse = -inf, which the combine weighs 0).
   Value per = (n_tiles + (p.P - 1)) / p.P, first = Min(part * per, n_tiles);
-  return QueryTile{m0,  q_head, kv_head, Min(n_tiles - first, per), first, part * (B * Hq) + q_head,
-                   skv, b};
+  return QueryTile{
+      m0, q_head, kv_head, Min(n_tiles - first, per), first, part * (B * Hq) + q_head, skv,
+      b,  zero,   p.S};
+}
+
+// Packed sequences: tile number t is head t % Hq of the sequences' (t / Hq)-th query tile, their
+// tiles numbered sequence by sequence; a number past them sees no key and stores nothing.
+QueryTile HopperAttention::PackedTileOf(Value t) const {
+  const Value &B = p.B, &Hq = p.Hq, &Hkv = p.Hkv;
+  Value h = t % Hq, g = t / Hq;
+  // {tiles before sequence b, the tile's sequence (B: none), its tile in it}; unsigned throughout.
+  Regs at = k.Registers(Type::Of(i32), 3);
+  at[0] = k.I32(0), at[1] = B, at[2] = k.I32(0);
+  k.For(0, B, 1, [&](Value b) {
+    Value len = k.Load(p.cu_seqlens + (b + 1).To(i64)) - k.Load(p.cu_seqlens + b.To(i64));
+    Value tiles = (len + (BM - 1)) / BM;
+    k.If((at[1] == B) & (g < at[0] + tiles), [&] {
+      at[1] = b;
+      at[2] = g - at[0];
+    });
+    at[0] = at[0] + tiles;
+  });
+  Value found = at[1] < B, b = Select(found, at[1], k.I32(0));
+  Value seq0 = k.Load(p.cu_seqlens + b.To(i64));
+  Value len = Select(found, k.Load(p.cu_seqlens + (b + 1).To(i64)) - seq0, k.I32(0));
+  Value last = (len + (BM - 1)) / BM - 1;  // (found: at[2] <= last)
+  Value m0 = (a.causal ? Select(found, last - at[2], k.I32(0)) : at[2]) * BM;
+  Value n_end = a.causal ? Min(len, m0 + BM) : len;  // (its own diagonal: S = Skv a sequence)
+  Value n_tiles = (n_end + (BN - 1)) / BN, zero = k.I32(0);
+  return QueryTile{m0, h, h / (Hq / Hkv), n_tiles, zero, h, len, b, seq0, len};
 }
 
 }  // namespace attention_sm90
@@ -105,6 +135,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   if (a.split && a.persistent) k.Fail("split-KV runs a CTA per part: no persist");
   if (a.per_sequence() && (!a.split || a.causal))
     k.Fail("lens and pageN are options of split kernels without a mask");
+  if (a.varlen && (a.split || a.persistent || a.per_sequence()))
+    k.Fail("varlen runs a CTA per tile of packed sequences: no split, persist, lens or pages");
   if (a.page && (a.page % BN && BN % a.page))
     k.Fail(absl::StrCat("pages of ", a.page, " tokens and key tiles of ", BN,
                         ": one must divide the other"));
@@ -123,8 +155,11 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   if (a.persistent) tiles = k.WorkspaceParam("tiles", i32, "", 8);
   Value m_tiles = (S + (BM - 1)) / BM;
   Value tile_count = m_tiles * Hq * B * (a.split ? p.P : k.I32(1));
+  if (a.varlen) tile_count = p.query_tiles * Hq;
   if (a.persistent)
     k.Grid("sms");
+  else if (a.varlen)
+    k.Grid("tiles*Hq");
   else
     k.Grid(absl::StrCat("S/", BM, "*Hq*B", a.split ? "*P" : ""));
   k.Attribute("attention",
@@ -159,7 +194,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
 
   k.If(k.ThreadIdx() == 0, [&] {
     for (const TensorMap* map : {&p.tq, &p.tk, &p.tv, &p.to})
-      k.TmaPrefetchDescriptor(*map);  // under the setup
+      if (map != &p.to || !a.varlen)
+        k.TmaPrefetchDescriptor(*map);  // under the setup (varlen:
+                                        // no O map)
     q_ring.Init();
     k_ring.Init();
     v_ring.Init();
@@ -201,7 +238,10 @@ ExampleFamily AttentionFamily() {
     f.bundled.push_back(absl::StrCat(v, ".wg1.bn128.st3.split"));
   for (const char* v : {"d256", "d256.f16"})
     f.bundled.push_back(absl::StrCat(v, ".wg1.bn64.st2.split"));
-  // Sequences of their own lengths and paged caches, bf16 (f16: `kiln bundle`).
+  // Packed sequences, and sequences of their own lengths and paged caches, bf16 (f16: `kiln
+  // bundle`).
+  for (const char* v : {"d64", "d64.causal", "d128", "d128.causal", "d256", "d256.causal"})
+    f.bundled.push_back(absl::StrCat(v, ".varlen"));
   for (const char* v : {"d64.wg1.bn128.st4", "d128.wg1.bn128.st3", "d256.wg1.bn64.st2"})
     for (const char* form : {".lens", ".page16", ".page32", ".page64", ".page256"})
       f.bundled.push_back(absl::StrCat(v, form, ".split"));

@@ -30,6 +30,8 @@ HopperConsumer::HopperConsumer(HopperAttention& h, const Value& t)
   n_ = k_.Registers(Type::Of(i32), 1);
   n_first_ = k_.I32(0);
   skv_ = h.p.Skv;
+  seq0_ = k_.I32(0);
+  rows_ = h.p.S;
   now_ = k_.Registers(Type::Of(i32), 2);
 }
 
@@ -176,6 +178,8 @@ void HopperConsumer::TileByTile() {
         n_first_ = tile.n_first;
         skv_ = tile.skv;
         n_tiles_ = tile.n_tiles;
+        seq0_ = tile.seq0;
+        rows_ = tile.rows;
         FreshState();  // zeroed for each tile
         sQs_ = h_.sQ.Stage(qs);
         k_.If(tile.n_tiles > 0, [&] {

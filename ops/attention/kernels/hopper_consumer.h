@@ -51,6 +51,7 @@ class HopperConsumer {
   // hopper_epilogue.cc: a tile's end.
   Inverse FinishRows(Value tile_m0, Value q_head);
   void StoreO(Value tile_m0, Value q_head, Value qs, const Inverse& inv);
+  void StoreRows(Value tile_m0, Value q_head, Value qs);  // varlen
 
   HopperAttention& h_;
   Kernel& k_;
@@ -68,6 +69,7 @@ class HopperConsumer {
   // last rescale factor; P as the next wgmma's A fragments (bf16/f16 pairs, BN / 16 fragments).
   Value m0_, n_first_;   // (n_first_: its first key tile, 0 but in a part of a split tile)
   Value skv_, n_tiles_;  // its sequence's keys, its key tiles
+  Value seq0_, rows_;    // its sequence's first row in packed tensors, its query rows
   SmemTile sQs_;
   WgmmaAccumulator s_, o_;
   Regs row_max_, row_sum_, alpha_, p_frag_;

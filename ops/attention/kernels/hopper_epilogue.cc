@@ -11,7 +11,8 @@
 namespace kiln::examples::attention_sm90 {
 
 HopperConsumer::Inverse HopperConsumer::FinishRows(Value tile_m0, Value q_head) {
-  const Value& S = h_.p.S;
+  const Value& S = rows_;  // (varlen: the sequence's; lse [Hq, T], its rows from seq0_)
+  Value lse_rows = h_.a.varlen ? h_.p.T : h_.p.S;
   Inverse inv;
   const RowPair totals = WholeRows({row_sum_[0], row_sum_[1]});
   for (int half = 0; half < 2; ++half) {
@@ -20,8 +21,8 @@ HopperConsumer::Inverse HopperConsumer::FinishRows(Value tile_m0, Value q_head) 
     Value row = tile_m0 + row0_ + o_.Row(half);
     Value lse_value =
         Select(total > 0.0, (row_max_[half] + Log2(total)) * M_LN2, k_.F32(-INFINITY));
-    k_.If((c_ % 4 == 0) & (row < S),
-          [&] { k_.Store(h_.p.lse + (q_head.To(i64) * S.To(i64) + row.To(i64)), lse_value); });
+    Value at = q_head.To(i64) * lse_rows.To(i64) + (seq0_ + row).To(i64);
+    k_.If((c_ % 4 == 0) & (row < S), [&] { k_.Store(h_.p.lse + at, lse_value); });
   }
   return inv;
 }
@@ -30,6 +31,7 @@ void HopperConsumer::StoreO(Value tile_m0, Value q_head, Value qs, const Inverse
   const int BM = h_.BM, W = h_.W;
   SmemTile out = h_.sQ.Stage(qs);
   ScaleRows(o_, inv.of);  // O / sum
+  if (h_.a.varlen) return StoreRows(tile_m0, q_head, qs);
   const std::vector<Value> packed = PackPairs(o_, h_.in);
   for (int p = 0; p < h_.D / 4; ++p) {
     const int span = p / 2 * 8 / 64;  // which 64 columns of D this pair lies in
@@ -45,6 +47,20 @@ void HopperConsumer::StoreO(Value tile_m0, Value q_head, Value qs, const Inverse
       k_.BulkWait(0, /*smem_reads_only=*/true);
       h_.q_ring.Release(qs, c_);
     });
+}
+
+// Packed sequences: a box of O would cross into the next sequence's rows, so each thread stores
+// its pairs of the rows inside its sequence, O [T, Hq, D] at row seq0_ + row; the Q stage is free
+// once this warpgroup's wgmmas, its only readers, have retired (they have).
+void HopperConsumer::StoreRows(Value tile_m0, Value q_head, Value qs) {
+  const std::vector<Value> packed = PackPairs(o_, h_.in);
+  const Value& Hq = h_.p.Hq;
+  for (int p = 0; p < h_.D / 4; ++p) {
+    Value row = tile_m0 + row0_ + o_.Row(p);
+    Value at = ((seq0_ + row).To(i64) * Hq.To(i64) + q_head.To(i64)) * h_.D + o_.Col(p).To(i64);
+    k_.If(row < rows_, [&] { k_.Store(h_.p.o_ptr + at, packed[p]); });
+  }
+  h_.q_ring.Release(qs, c_);
 }
 
 }  // namespace kiln::examples::attention_sm90

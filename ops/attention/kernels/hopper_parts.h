@@ -13,8 +13,10 @@ namespace kiln::examples::attention_sm90 {
 // causally up to its last row's diagonal; none if that is negative): n_tiles from n_first (0 but
 // in a part of a split tile). Its O and lse go to head out_head (q_head but in a split tile).
 // skv: its sequence's keys (Skv, or seq_lens[b] where sequences have their own); b: its batch.
+// seq0: its sequence's first row in packed tensors (0 but varlen); rows: its sequence's query
+// rows (S, or its length varlen: none for a tile number past the sequences' tiles).
 struct QueryTile {
-  Value m0, q_head, kv_head, n_tiles, n_first, out_head, skv, b;
+  Value m0, q_head, kv_head, n_tiles, n_first, out_head, skv, b, seq0, rows;
 };
 
 // What the kernel declared, as its roles read it.
@@ -36,6 +38,7 @@ struct HopperAttention {
 
   // The tile number t stands for (hopper.cc: the order of the work).
   QueryTile TileOf(Value t) const;
+  QueryTile PackedTileOf(Value t) const;  // varlen
 };
 
 // The producer warp's role: thread `t` of 128 (one thread issues).

@@ -33,6 +33,12 @@ struct AttentionSize {
   // for decode: the query rows of a KV head fit 64, and S = 1 or no mask.
   bool lens = false;
   int64_t page = 0, pages = 0, max_pages = 0;
+  // Packed sequences (varlen, self-attention): B sequences of their own lengths, `total` tokens in
+  // all, Q and O [total, Hq, D], K and V [total, Hkv, D], sequence b in rows cu_seqlens[b] ..
+  // cu_seqlens[b + 1] (AttentionOperands::cu_seqlens, i32 [B + 1]), lse [Hq, total]; S and Skv
+  // are the longest sequence's length. Causal masks are each sequence's own.
+  bool varlen = false;
+  int64_t total = 0;
 };
 
 struct AttentionOptions {
@@ -47,6 +53,7 @@ struct AttentionOptions {
 struct AttentionOperands {
   cu::CUdeviceptr q = 0, k = 0, v = 0, o = 0, lse = 0;  // 16-byte aligned (lse: 4)
   cu::CUdeviceptr seq_lens = 0, block_table = 0;        // i32 (AttentionSize::lens, page)
+  cu::CUdeviceptr cu_seqlens = 0;                       // i32 (AttentionSize::varlen)
 };
 
 struct AttentionPlan {
