@@ -188,13 +188,7 @@ void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, con
 }
 
 // The query-tile height the kernel states (its "attention" attribute's block_m), or 0.
-int64_t QueryTile(const rt::Manifest& m) {
-  const std::string* text = m.Attribute("attention");
-  int64_t block_m = 0;
-  if (const size_t at = text ? text->find("block_m=") : std::string::npos; at != std::string::npos)
-    block_m = std::atoll(text->c_str() + at + 8);
-  return block_m;
-}
+int64_t QueryTile(const rt::Manifest& m) { return rt::AttentionBlockM(m); }
 
 // Where a wrong emulated result comes from (the emulator's write sites): the first wrong element
 // of O (row-major; WrongElementLimit over its row's reference) or, O being right, of lse (off by

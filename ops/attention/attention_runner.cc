@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -176,6 +177,7 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
 absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const AttentionSize& z,
                                                float scale, const AttentionOperands& o,
                                                int splits) {
+  const int64_t block_m = std::max<int64_t>(AttentionBlockM(m), 1);
   const std::map<std::string, int64_t> ints = {{"B", z.b},
                                                {"Hq", z.hq},
                                                {"Hkv", z.hkv},
@@ -185,8 +187,8 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const Attentio
                                                {"max_pages", z.max_pages},
                                                {"slots", z.pages * z.page},
                                                {"T", z.total},
-                                               // query tiles of 64 rows or more: a bound
-                                               {"tiles", (z.total + 63) / 64 + z.b}};
+                                               // varlen: a bound on the sequences' query tiles
+                                               {"tiles", (z.total + block_m - 1) / block_m + z.b}};
   const std::map<std::string, cu::CUdeviceptr> maps = {
       {"Q", o.q}, {"K", o.k}, {"V", o.v}, {"O", o.o}};
   std::vector<Arg> args;
@@ -213,6 +215,12 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const Attentio
     }
   }
   return args;
+}
+
+int64_t AttentionBlockM(const Manifest& m) {
+  const std::string* text = m.Attribute("attention");
+  const size_t at = text ? text->find("block_m=") : std::string::npos;
+  return at == std::string::npos ? 0 : std::atoll(text->c_str() + at + 8);
 }
 
 int64_t PartsOBytes(const AttentionPlan& p) {

@@ -81,6 +81,9 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& manifest, const A
                                                float scale, const AttentionOperands& operands,
                                                int splits = 1);
 
+// The query-tile height an attention kernel states (its "attention" attribute's block_m), or 0.
+int64_t AttentionBlockM(const Manifest& manifest);
+
 // attention/combine's arguments for a split plan: the parts (o_parts, lse_parts, written by the
 // split kernel as its O and lse) merged into `o` and `lse`.
 absl::StatusOr<std::vector<Arg>> CombineArgs(const Manifest& manifest, const AttentionPlan& plan,
