@@ -50,29 +50,24 @@ KILN_REFERENCE=kiln timeout 120 "$rt/bin/kiln" --bundles "$bundles" bench --size
   --iters 3 "$@" || status=1
 fi
 if ! skip python; then
-section "the Python module against torch (tools/python_gpu_check.py)"
 py=${KILN_PY_BUILD:-build-py}
+# A Python check against torch: its title, its script under tools/, its log.
+py_check() {
+  section "$1"
+  LD_LIBRARY_PATH="${KILN_PY_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PYTHONPATH="$py/python" \
+    KILN_BUNDLE_DIR="$bundles" timeout 300 python3 "tools/$2" 2>&1 | tee "$out/$3"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
 if [ -d "$py/python/kiln" ]; then
-  LD_LIBRARY_PATH="${KILN_PY_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PYTHONPATH="$py/python" \
-    KILN_BUNDLE_DIR="$bundles" timeout 300 python3 tools/python_gpu_check.py 2>&1 |
-    tee "$out/python.log"
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
-  section "decode attention's correctness grid: every D, Skv 1 to 131072, dense and paged (tools/decode_check.py)"
-  LD_LIBRARY_PATH="${KILN_PY_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PYTHONPATH="$py/python" \
-    KILN_BUNDLE_DIR="$bundles" timeout 300 python3 tools/decode_check.py 2>&1 |
-    tee "$out/decode_check.log"
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
-  section "packed sequences: correctness, and speed against dense at equal tokens (tools/varlen_check.py)"
-  LD_LIBRARY_PATH="${KILN_PY_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PYTHONPATH="$py/python" \
-    KILN_BUNDLE_DIR="$bundles" timeout 300 python3 tools/varlen_check.py 2>&1 |
-    tee "$out/varlen.log"
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
-  section "decode attention against cuDNN, flash and a device copy (tools/decode_bench.py)"
-  LD_LIBRARY_PATH="${KILN_PY_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PYTHONPATH="$py/python" \
-    KILN_BUNDLE_DIR="$bundles" timeout 300 python3 tools/decode_bench.py 2>&1 |
-    tee "$out/decode.log"
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  py_check "the Python module against torch (tools/python_gpu_check.py)" python_gpu_check.py python.log
+  py_check "decode attention's correctness grid: every D, Skv 1 to 131072, dense and paged (tools/decode_check.py)" \
+    decode_check.py decode_check.log
+  py_check "packed sequences: correctness, and speed against dense at equal tokens (tools/varlen_check.py)" \
+    varlen_check.py varlen.log
+  py_check "decode attention against cuDNN, flash and a device copy (tools/decode_bench.py)" \
+    decode_bench.py decode.log
 else
+  section "the Python module against torch (tools/python_gpu_check.py)"
   echo "no $py/python/kiln: the Python module was not built for this machine (see KILN_PY_BUILD)"
 fi
 fi
