@@ -24,9 +24,6 @@ struct HostEpilogue {
   bool Plain() const { return !scale && !residual && !bias && activation.empty() && !swiglu; }
 };
 // C's rows: M, or under swiglu half of them.
-inline int64_t CRows(const HostEpilogue& e, const rt::GemmSize& s) {
-  return e.swiglu ? s.m / 2 : s.m;
-}
 inline int64_t CRows(const GemmSpec& g, const rt::GemmSize& s) {
   return g.epilogue == "swiglu" ? s.m / 2 : s.m;
 }

@@ -424,7 +424,7 @@ void Compare(const GemmRun& x, uint64_t seed, GemmResult& r) {
     double diff2 = 0, ref2 = 0;
     size_t nan_count = 0;
   };
-  const int64_t rows = CRows(x.epi, s);  // C's (half M under swiglu)
+  const int64_t rows = CRows(g, s);  // C's (half M under swiglu)
   const int64_t workers =
       std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(rows, 32));
   std::vector<Sums> sums(workers);
@@ -881,7 +881,7 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(
       r.coverage = absl::StrFormat("clusters 0 and %d of %d", run_c.clusters - 1, run_c.clusters);
     double err = 0, norm = 0;
     int64_t nans = 0;
-    const int64_t rows = CRows(*epi, s);  // C's (half M under swiglu)
+    const int64_t rows = CRows(g, s);  // C's (half M under swiglu)
     std::vector<double> got(rows * s.n), expected(rows * s.n);
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < s.n; ++j) {

@@ -12,13 +12,16 @@
 //   sequence) into their pages of a paged cache [pages, page, Hkv, D] (block table [B, max_pages],
 //   token j of sequence b at page block_table[b][j / page], row j % page), the keys rotated as
 //   ops/rope_qkv's at their positions seq_lens[b] + s (the lengths before the step). 8 pairs a
-//   thread only (D a multiple of 16).
+//   thread only (D a multiple of 16). A token whose position lies past the block table or the
+//   cos/sin tables, or whose page entry lies past the cache, is not written: the kernel uses no
+//   index it has not checked.
 // Each is built twice from one builder: one element (pair) a thread, and as "...8", eight a
 // thread in 16-byte accesses, for F, D and D / 2 a multiple of 8
 // (docs/perf/2026-11-28-llama-layer-first.md: one element a thread moved a third of what the
 // device copies).
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -66,6 +69,19 @@ void StoreBf16(Kernel& k, const Value& ptr, const std::vector<Value>& y) {
   StoreGlobal(ptr, k.Vector(lanes), {.cache = CacheHint::kStreaming});
 }
 
+// Pairs (x1_e, x2_e) rotated by angles with cosines c_e and sines s_e (rotate-half RoPE).
+std::pair<std::vector<Value>, std::vector<Value>> Rotated(const std::vector<Value>& x1,
+                                                          const std::vector<Value>& x2,
+                                                          const std::vector<Value>& c,
+                                                          const std::vector<Value>& s) {
+  std::vector<Value> y1, y2;
+  for (size_t e = 0; e < x1.size(); ++e) {
+    y1.push_back(x1[e] * c[e] - x2[e] * s[e]);
+    y2.push_back(x2[e] * c[e] + x1[e] * s[e]);
+  }
+  return {y1, y2};
+}
+
 // The kernel's name with its width ("ops/swiglu", "ops/swiglu8").
 std::string Named(const char* name, int width) {
   return width == 1 ? name : absl::StrCat(name, width);
@@ -102,11 +118,8 @@ absl::StatusOr<KernelDef> BuildRopeQkv(int width) {
     };
     k.If(head < Hq + Hkv, [&] {
       std::vector<Value> c = LoadF32(k, cos + s * half + i, width),
-                         sn = LoadF32(k, sin + s * half + i, width), y1, y2;
-      for (int e = 0; e < width; ++e) {
-        y1.push_back(x1[e] * c[e] - x2[e] * sn[e]);
-        y2.push_back(x2[e] * c[e] + x1[e] * sn[e]);
-      }
+                         sn = LoadF32(k, sin + s * half + i, width);
+      auto [y1, y2] = Rotated(x1, x2, c, sn);
       k.If(head < Hq, [&] { store(q, head, Hq, y1, y2); });
       k.If(head >= Hq, [&] { store(kk, head - Hq, Hkv, y1, y2); });
     });
@@ -158,27 +171,30 @@ absl::StatusOr<KernelDef> BuildPagedAppend() {
   Value k_cache = k.PtrParam("k_cache", bf16), v_cache = k.PtrParam("v_cache", bf16);
   Value S = k.I32Param("S"), H = k.I32Param("Hkv"), D = k.I32Param("D");
   Value page = k.I32Param("page"), max_pages = k.I32Param("max_pages");
+  Value pages = k.I32Param("pages"), positions = k.I32Param("positions");  // the bounds
   k.RequireMultiple("D", 2 * width);
   FirstOfUnit(k, width, [&](Value idx) {  // units: B * S * Hkv * D / 2 / width
     Value half = D / 2, i = idx % half, row = idx / half;
-    Value h = row % H, t = row / H;  // t: the token, b * S + s
-    Value b = t / S, pos = k.Load(lens + b.To(i64)) + t % S;
-    Value slot = k.Load(table + (b * max_pages + pos / page).To(i64)) * page + pos % page;
-    Value from = k_new + ((t * H + h) * D + i).To(i64);
-    Value to = (slot.To(i64) * H.To(i64) + h.To(i64)) * D.To(i64) + i.To(i64);
-    std::vector<Value> x1 = LoadBf16(k, from, width), x2 = LoadBf16(k, from + half, width);
-    std::vector<Value> c = LoadF32(k, cos + pos * half + i, width),
-                       sn = LoadF32(k, sin + pos * half + i, width), y1, y2;
-    for (int e = 0; e < width; ++e) {
-      y1.push_back(x1[e] * c[e] - x2[e] * sn[e]);
-      y2.push_back(x2[e] * c[e] + x1[e] * sn[e]);
-    }
-    StoreBf16(k, k_cache + to, y1);
-    StoreBf16(k, k_cache + to + half.To(i64), y2);
-    Value v_from = v_new + ((t * H + h) * D + i).To(i64);
-    for (const Value& at : {k.I32(0), half})
-      StoreGlobal(v_cache + to + at.To(i64),
-                  LoadGlobal(v_from + at, width, {.cache = CacheHint::kReadOnly}));
+    Value h = row % H, t = row / H;                           // t: the token, b * S + s
+    Value b = t / S, pos = k.Load(lens + b.To(i64)) + t % S;  // (unsigned: negative is past)
+    k.If((pos / page < max_pages) & (pos < positions), [&] {
+      Value entry = k.Load(table + (b * max_pages + pos / page).To(i64));
+      k.If(entry < pages, [&] {
+        Value slot = entry * page + pos % page;
+        Value from = k_new + ((t * H + h) * D + i).To(i64);
+        Value to = (slot.To(i64) * H.To(i64) + h.To(i64)) * D.To(i64) + i.To(i64);
+        std::vector<Value> x1 = LoadBf16(k, from, width), x2 = LoadBf16(k, from + half, width);
+        std::vector<Value> c = LoadF32(k, cos + pos * half + i, width),
+                           sn = LoadF32(k, sin + pos * half + i, width);
+        auto [y1, y2] = Rotated(x1, x2, c, sn);
+        StoreBf16(k, k_cache + to, y1);
+        StoreBf16(k, k_cache + to + half.To(i64), y2);
+        Value v_from = v_new + ((t * H + h) * D + i).To(i64);
+        for (const Value& at : {k.I32(0), half})
+          StoreGlobal(v_cache + to + at.To(i64),
+                      LoadGlobal(v_from + at, width, {.cache = CacheHint::kReadOnly}));
+      });
+    });
   });
   return k.Build();
 }

@@ -187,9 +187,6 @@ void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, con
   r.passed = r.failure.empty();
 }
 
-// The query-tile height the kernel states (its "attention" attribute's block_m), or 0.
-int64_t QueryTile(const rt::Manifest& m) { return rt::AttentionBlockM(m); }
-
 // Where a wrong emulated result comes from (the emulator's write sites): the first wrong element
 // of O (row-major; WrongElementLimit over its row's reference) or, O being right, of lse (off by
 // more than its tolerance), and the earliest-written wrong one (the earliest tile whose result
@@ -398,7 +395,7 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
   Check(z, options.causal, plan->scale, half, in, ho, hl, seed, r);
   if (!r.passed)
     if (std::string place = WrongAttentionPlace(z, options.causal, plan->scale, half, in, ho, hl,
-                                                QueryTile(bundle.manifest), d, *o, *lse);
+                                                rt::AttentionBlockM(bundle.manifest), d, *o, *lse);
         !place.empty())
       absl::StrAppend(&r.failure, ": ", place);
   // A second launch on the same device must give the same bytes: a kernel that hands out tiles

@@ -230,9 +230,10 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     [pages, page, Hkv, D]; block_table [B, max_pages] and seq_lens [B] int32, the lengths before
     the step: token s of sequence b goes to position seq_lens[b] + s, page
     block_table[b, pos // page], row pos % page. The keys are rotated at their positions by cos,
-    sin [positions, D / 2] f32 (Llama's rotate-half, as rope_qkv). Positions must lie inside the
-    block table's pages and the tables (on a GPU this is not checked: it would need the lengths
-    on the host); the caller adds S to seq_lens afterwards.
+    sin [positions, D / 2] f32 (Llama's rotate-half, as rope_qkv). A position past the block
+    table or the tables is an error on the host; on a GPU (where checking would need the lengths
+    on the host) such a token, or one whose page entry lies past the cache, is not written. The
+    caller adds S to seq_lens afterwards.
     """
     _require(len(k_new.shape) == 4 and tuple(k_new.shape) == tuple(v_new.shape),
              f"kiln.paged_append: k_new and v_new must both be [B, S, Hkv, D], not "
@@ -249,7 +250,7 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     _require(len(cos.shape) == 2 and tuple(cos.shape) == tuple(sin.shape) and
              cos.shape[1] == d // 2, "kiln.paged_append: cos and sin must both be [positions, D / 2]")
     page, max_pages = k_cache.shape[1], block_table.shape[1]
-    scalars = [s, h, d, page, max_pages, b * s * h * d // 16]
+    scalars = [s, h, d, page, max_pages, k_cache.shape[0], cos.shape[0], b * s * h * d // 16]
     if _is_torch(k_cache):
         _glue("ops/paged_append")(k_new, v_new, cos, sin, block_table, seq_lens, k_cache, v_cache,
                                   *scalars)

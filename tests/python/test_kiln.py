@@ -293,6 +293,35 @@ class Attention(unittest.TestCase):
                 self.assertLess(rel_error(o[rows].transpose(1, 0, 2)[None], want_o), 2e-2, (d, b))
                 self.assertLess(np.abs(lse[:, rows][None] - want_lse).max(), 1e-2, (d, b))
 
+    def test_varlen_offsets_out_of_order_read_nothing_outside(self):
+        # cu_seqlens decreasing, then past T: those sequences are empty or cut at T (the last
+        # one, rows 20..99, overlaps the first), nothing is read or written outside the tensors,
+        # and the rows only the well-formed first sequence writes are right.
+        rng = np.random.default_rng(13)
+        t, h, d = 100, 2, 64
+        q, k, v = (rng.standard_normal((t, h, d)).astype(np.float32) for _ in range(3))
+        o, _ = kiln.varlen_attention(q, k, v, np.array([0, 50, 20, 300], np.int32), 100)
+        seq = [x[:50].transpose(1, 0, 2)[None] for x in (q, k, v)]
+        want, _ = attention_reference(*(bf16(x) for x in seq), False, d ** -0.5)
+        self.assertLess(rel_error(o[:20].transpose(1, 0, 2)[None], want[:, :, :20]), 2e-2)
+
+    def test_paged_append_writes_nothing_past_its_bounds(self):
+        # The kernel itself (kiln.load), past the host's checks: a position past the block table,
+        # one past the cos/sin tables, and a page entry past the cache leave the cache as it was.
+        k = kiln.load(BUNDLES, "ops/paged_append")
+        d, page, pages = 16, 16, 2
+        ones = np.full((1, 1, 1, d), 0x3F80, np.uint16)  # bf16 1.0
+        table = np.array([[0, 1]], np.int32)
+        cos, sin = np.ones((40, d // 2), np.float32), np.zeros((40, d // 2), np.float32)
+        for lens, tab, positions in [(40, table, 40), (20, table, 20), (20, np.array([[0, 7]], np.int32), 40)]:
+            kc, vc = np.zeros((pages, page, 1, d), np.uint16), np.zeros((pages, page, 1, d), np.uint16)
+            k(ones, ones, cos[:positions], sin[:positions], tab, np.array([lens], np.int32), kc, vc,
+              1, 1, d, page, 2, pages, positions, 1)
+            self.assertFalse(kc.any() or vc.any(), (lens, positions))
+        kc, vc = np.zeros((pages, page, 1, d), np.uint16), np.zeros((pages, page, 1, d), np.uint16)
+        k(ones, ones, cos, sin, table, np.array([20], np.int32), kc, vc, 1, 1, d, page, 2, pages, 40, 1)
+        self.assertTrue((vc[1, 4] == 0x3F80).all() and (kc[1, 4] == 0x3F80).all())  # inside: written
+
     def test_decode_errors(self):
         q = np.ones((1, 4, 1, 64), np.float32)
         cache = np.ones((4, 16, 2, 64), np.float32)

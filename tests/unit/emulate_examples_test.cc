@@ -602,6 +602,12 @@ TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
   }
 }
 
+// SwiGLU with an f32 C, which the tile kernels store from registers (the bundled variant is bf16,
+// through TMA).
+TEST(EmulatedGemmEntryPoint, SwigluStoredFromRegisters) {
+  ExpectCorrectAt("gemm/bf16_sm90_n64.bf16-f32.swiglu", {rt::GemmSize{272, 200, 88}});
+}
+
 // The check the previous test relies on fails where the epilogue is not the one described: the
 // kernel with GELU, checked as if it applied ReLU, SiLU or no activation (the same inputs bound).
 TEST(EmulatedGemmEntryPoint, AnEpilogueOtherThanTheDescribedOneFails) {

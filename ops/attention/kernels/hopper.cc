@@ -30,6 +30,7 @@
 // tile's end. hopper_parts.h holds what they share.
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "examples/registry.h"
@@ -64,8 +65,9 @@ QueryTile HopperAttention::TileOf(Value t) const {
   }
   Value h = q_head % Hq, b = q_head / Hq;
   Value m0 = (a.causal ? m_tiles - 1 - m : m) * BM;
-  // A sequence of its own length: at most Skv (a longer one would read the next's rows).
-  Value skv = a.per_sequence() ? Max(Min(k.Load(p.seq_lens + b.To(i64)), Skv), k.I32(0)) : Skv;
+  // A sequence of its own length: at most Skv (a longer one would read the next's rows; i32 is
+  // unsigned here, so a negative one reads as longer).
+  Value skv = a.per_sequence() ? Min(k.Load(p.seq_lens + b.To(i64)), Skv) : Skv;
   Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : skv;
   Value n_tiles = (n_end + (BN - 1)) / BN, kv_head = b * Hkv + h / (Hq / Hkv);
   Value zero = k.I32(0);
@@ -84,11 +86,18 @@ QueryTile HopperAttention::PackedTileOf(Value t) const {
   const Value &B = p.B, &Hq = p.Hq, &Hkv = p.Hkv;
   Value h = t % Hq, g = t / Hq;
   // {tiles before sequence b, the tile's sequence (B: none), its tile in it}; unsigned throughout.
+  // A sequence's first row and length, inside the T packed rows whatever cu_seqlens holds (a
+  // decreasing or negative offset gives an empty sequence, one past T a shorter one): no access
+  // outside the tensors and no walk longer than T.
+  auto sequence = [&](const Value& b) {
+    Value first = Min(k.Load(p.cu_seqlens + b.To(i64)), p.T);
+    Value end = Min(Max(k.Load(p.cu_seqlens + (b + 1).To(i64)), first), p.T);
+    return std::pair{first, end - first};
+  };
   Regs at = k.Registers(Type::Of(i32), 3);
   at[0] = k.I32(0), at[1] = B, at[2] = k.I32(0);
   k.For(0, B, 1, [&](Value b) {
-    Value len = k.Load(p.cu_seqlens + (b + 1).To(i64)) - k.Load(p.cu_seqlens + b.To(i64));
-    Value tiles = (len + (BM - 1)) / BM;
+    Value tiles = (sequence(b).second + (BM - 1)) / BM;
     k.If((at[1] == B) & (g < at[0] + tiles), [&] {
       at[1] = b;
       at[2] = g - at[0];
@@ -96,8 +105,8 @@ QueryTile HopperAttention::PackedTileOf(Value t) const {
     at[0] = at[0] + tiles;
   });
   Value found = at[1] < B, b = Select(found, at[1], k.I32(0));
-  Value seq0 = k.Load(p.cu_seqlens + b.To(i64));
-  Value len = Select(found, k.Load(p.cu_seqlens + (b + 1).To(i64)) - seq0, k.I32(0));
+  auto [seq0, whole] = sequence(b);
+  Value len = Select(found, whole, k.I32(0));
   Value last = (len + (BM - 1)) / BM - 1;  // (found: at[2] <= last)
   Value m0 = (a.causal ? Select(found, last - at[2], k.I32(0)) : at[2]) * BM;
   Value n_end = a.causal ? Min(len, m0 + BM) : len;  // (its own diagonal: S = Skv a sequence)

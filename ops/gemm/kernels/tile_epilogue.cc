@@ -78,6 +78,12 @@ void TileEpilogue::StoreDirect(const Value& m0, const Value& n0) {
   });
 }
 
+// Column pair `slot`'s element e: pair 2 slot (RowSlot 0) is the gate row, pair 2 slot + 1 the up
+// row 8 below.
+Value TileEpilogue::SwigluAt(int slot, int e) const {
+  return tk_.epilogue.Swiglu(acc_[4 * slot + e], acc_[4 * slot + 2 + e]);
+}
+
 void TileEpilogue::StoreSwiglu(const Value& m0, const Value& n0) {
   const examples::TmaGemmOperands& g = tk_.g;
   Value rows = g.M / 2;  // M is a multiple of 16 (the manifest's tile)
@@ -88,7 +94,7 @@ void TileEpilogue::StoreSwiglu(const Value& m0, const Value& n0) {
     Value row = gate_row / 16 * 8 + gate_row % 16;  // the inverse of rt::SwigluRowOf
     for (int e = 0; e < 2; ++e) {
       Value col = n0 + acc_.Col(p) + e;
-      Value x = tk_.epilogue.Swiglu(acc_[2 * p + e], acc_[2 * p + 2 + e]);
+      Value x = SwigluAt(slot, e);
       StoreGlobal(c.At({row, col}), x.To(tk_.shape.out()), {.mask = (row < rows) & (col < g.N)});
     }
   }
@@ -116,9 +122,7 @@ void TileEpilogue::Pack(const Value& m0, const Value& n0) {
 void TileEpilogue::PackSwiglu() {
   for (int slot = 0; slot < tk_.shape.bn / 8; ++slot) {
     std::vector<Value> pair;
-    for (int e = 0; e < 2; ++e)
-      pair.push_back(
-          tk_.epilogue.Swiglu(acc_[4 * slot + e], acc_[4 * slot + 2 + e]).To(tk_.shape.out()));
+    for (int e = 0; e < 2; ++e) pair.push_back(SwigluAt(slot, e).To(tk_.shape.out()));
     packed_[slot] = k_.Vector(pair).Bitcast(Type::Of(i32));
   }
 }

@@ -42,6 +42,7 @@ class TileEpilogue {
                 const std::function<void(int, const Epilogue::Inputs*)>& body);
   // C_in's terms and the residual, their pieces staged by TMA through the C buffer.
   void ApplyStaged(const Value& m0, const Value& n0);
+  Value SwigluAt(int slot, int e) const;
   void PackSwiglu();
   void WriteOutSwiglu();
 
