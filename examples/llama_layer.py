@@ -8,8 +8,9 @@ under torch.compile in the same process.
 
 The kiln layer, per call on x [B, S, 4096]:
   h = rms_norm(x); qkv = h @ Wqkv (one GEMM over q, k and v's weights); q, k, v = rope_qkv(qkv)
-  (RoPE and the [B, H, S, D] layout in one pass); o = attention(q, k, v, causal);
-  x = heads_to_rows(o) @ Wo + x (the residual fused); h = rms_norm(x);
+  (RoPE, q, k and v [B, S, H, D] in one pass); o = attention(q, k, v, causal) in that rows
+  layout, so o [B, S, Hq, D] is the output projection's rows: x = o @ Wo + x (the residual
+  fused); h = rms_norm(x);
   a = swiglu(h @ Wgu) (gate and up in one GEMM, SwiGLU fused: Wgu's rows interleaved by
   kiln.swiglu_weights); y = a @ Wd + x (the residual fused).
 """
@@ -53,9 +54,9 @@ class KilnLlamaLayer:
             ("rms_norm", lambda st: st.update(h=kiln.rms_norm(st["x"], self.norm_in, EPS))),
             ("qkv gemm", lambda st: st.update(qkv=kiln.gemm(st["h"], self.w_qkv))),
             ("rope_qkv", lambda st: st.update(qkv3=kiln.rope_qkv(
-                st["qkv"], self.cos[:s], self.sin[:s], b, HEADS, KV_HEADS))),
-            ("attention", lambda st: st.update(o=kiln.attention(*st["qkv3"], causal=True)[0])),
-            ("heads_to_rows", lambda st: st.update(rows=kiln.heads_to_rows(st["o"]).view(t, HIDDEN))),
+                st["qkv"], self.cos[:s], self.sin[:s], b, HEADS, KV_HEADS, layout="bshd"))),
+            ("attention", lambda st: st.update(rows=kiln.attention(
+                *st["qkv3"], causal=True, layout="bshd")[0].view(t, HIDDEN))),
             ("o gemm + residual", lambda st: st.update(x1=kiln.gemm(st["rows"], self.w_o,
                                                                    residual=st["x"]))),
             ("rms_norm", lambda st: st.update(h1=kiln.rms_norm(st["x1"], self.norm_post, EPS))),
@@ -85,9 +86,9 @@ class KilnTorchOpsLayer(torch.nn.Module):
         b, s, _ = x.shape
         x2 = x.reshape(b * s, HIDDEN)
         qkv = ops.gemm(ops.rms_norm(x2, w.norm_in, EPS), w.w_qkv)
-        q, k, v = ops.rope_qkv(qkv, w.cos[:s], w.sin[:s], b, HEADS, KV_HEADS)
-        o, _ = ops.attention(q, k, v, True)
-        rows = ops.heads_to_rows(o).reshape(b * s, HIDDEN)
+        q, k, v = ops.rope_qkv(qkv, w.cos[:s], w.sin[:s], b, HEADS, KV_HEADS, "bshd")
+        o, _ = ops.attention(q, k, v, True, 0.0, "bshd")
+        rows = o.reshape(b * s, HIDDEN)
         x1 = ops.gemm(rows, w.w_o, residual=x2)
         a = ops.gemm(ops.rms_norm(x1, w.norm_post, EPS), w.w_gate_up, activation="swiglu")
         y = ops.gemm(a, w.w_down, residual=x1)

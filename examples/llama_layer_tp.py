@@ -58,9 +58,10 @@ class KilnTpLayer:
         x2 = x.reshape(t, hidden)
         h = kiln.rms_norm(x2, full.norm_in, one.EPS)
         qkv = kiln.gemm(h, w["w_qkv"])
-        q, k, v = kiln.rope_qkv(qkv, full.cos[:s], full.sin[:s], b, w["hq"], w["hkv"])
-        o, _ = kiln.attention(q, k, v, causal=True)
-        rows = kiln.heads_to_rows(o).view(t, w["hq"] * one.HEAD_DIM)
+        q, k, v = kiln.rope_qkv(qkv, full.cos[:s], full.sin[:s], b, w["hq"], w["hkv"],
+                                layout="bshd")
+        o, _ = kiln.attention(q, k, v, causal=True, layout="bshd")
+        rows = o.view(t, w["hq"] * one.HEAD_DIM)
         x1 = kiln.gemm(rows, w["w_o"], residual=x2 if self.rank == 0 else None)
         self._all_reduce(x1, time_allreduce)
         h1 = kiln.rms_norm(x1, full.norm_post, one.EPS)

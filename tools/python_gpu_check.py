@@ -125,6 +125,13 @@ def attention():
         ob, _ = kiln.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                causal=causal, layout="bshd")
         report("  [B, S, H, D] layout", rel(ob.transpose(1, 2), want), 2e-2)
+        # The rows layout read in place from one fused projection's output (strided views).
+        qkv = torch.cat([t.transpose(1, 2).reshape(b, s, -1) for t in (q, k, v)], -1)
+        views = [qkv[..., a * d:(a + h) * d].view(b, s, h, d)
+                 for a, h in ((0, hq), (hq, hkv), (hq + hkv, hkv))]
+        ov, lv = kiln.attention(*views, causal=causal, layout="bshd")
+        report("  views of one fused QKV buffer", rel(ov.transpose(1, 2), want), 2e-2)
+        report("  its lse", float((lv - lse).abs().max()), 1e-6)
 
 
 def decode():
@@ -217,6 +224,8 @@ def glue():
         report(f"rope_qkv q b{b} s{s} hq{hq} hkv{hkv} d{d}", rel(q, rotated(x[:, :hq])), 1e-2)
         report("  k", rel(k, rotated(x[:, hq:hq + hkv])), 1e-2)
         report("  v", rel(v, x[:, hq + hkv:]), 1e-6)
+        rows = kiln.rope_qkv(qkv, cos, sin, b, hq, hkv, layout="bshd")
+        report("  the bshd layout", max(rel(r, t.transpose(1, 2)) for r, t in zip(rows, (q, k, v))), 0)
     for t, f in [(7, 33), (4096, 14336)]:
         x = torch.randn(t, 2 * f, device="cuda", generator=g).bfloat16()
         gate, up = x.double()[:, :f], x.double()[:, f:]
@@ -280,7 +289,9 @@ def torch_ops():
     cases = [(ops.gemm.default, (x, wt)), (ops.gemm.default, (x, wt, None, None, "", "f32")),
              (ops.gemm.default, (x, wt, None, None, "swiglu")),
              (ops.softmax.default, (x,)), (ops.rms_norm.default, (x, w, 1e-5)),
-             (ops.layer_norm.default, (x, w, b, 1e-5)), (ops.attention.default, (q, kv, kv, True))]
+             (ops.layer_norm.default, (x, w, b, 1e-5)), (ops.attention.default, (q, kv, kv, True)),
+             (ops.attention.default, (q.transpose(1, 2).contiguous(), kv.transpose(1, 2).contiguous(),
+                                      kv.transpose(1, 2).contiguous(), True, 0.0, "bshd"))]
     for op, args in cases:
         try:
             torch.library.opcheck(op, args)

@@ -5,7 +5,8 @@
 //   [B, Hkv, S, D], the layout attention reads, with rotary embeddings applied to q and k in the
 //   same pass: pair (x_i, x_{i+D/2}) at position s becomes (x_i c - x_{i+D/2} s',
 //   x_{i+D/2} c + x_i s') with c, s' = cos, sin[s][i] from f32 tables [S, D/2] (the rotate-half
-//   convention of Llama).
+//   convention of Llama). ops/rope_qkv_rows writes them in the rows layout [B, S, H, D] instead
+//   (attention's ".rows" form reads it, and its O is then the output projection's rows).
 // - ops/swiglu: silu(gate) * up over rows [T, 2F] holding gate then up, into [T, F].
 // - ops/heads_to_rows: [B, H, S, D] into [B, S, H, D], the rows an output projection reads.
 // - ops/paged_append: a decode step's new keys and values [B * S, Hkv, D] (S new tokens a
@@ -95,8 +96,8 @@ void FirstOfUnit(Kernel& k, int width, const std::function<void(Value)>& body) {
   k.If(unit.To(i64) < units, [&] { body(width == 1 ? unit : unit * width); });
 }
 
-absl::StatusOr<KernelDef> BuildRopeQkv(int width) {
-  Kernel k(Named("ops/rope_qkv", width), sm80(), {THREADS});
+absl::StatusOr<KernelDef> BuildRopeQkv(int width, bool rows) {
+  Kernel k(Named(rows ? "ops/rope_qkv_rows" : "ops/rope_qkv", width), sm80(), {THREADS});
   Value qkv = k.PtrParam("qkv", bf16), cos = k.PtrParam("cos", f32), sin = k.PtrParam("sin", f32);
   Value q = k.PtrParam("q", bf16), kk = k.PtrParam("k", bf16), v = k.PtrParam("v", bf16);
   Value S = k.I32Param("S"), Hq = k.I32Param("Hq"), Hkv = k.I32Param("Hkv"), D = k.I32Param("D");
@@ -109,10 +110,11 @@ absl::StatusOr<KernelDef> BuildRopeQkv(int width) {
     Value s = t % S, b = t / S;
     Value from = qkv + (t * heads + head) * D + i;
     std::vector<Value> x1 = LoadBf16(k, from, width), x2 = LoadBf16(k, from + half, width);
-    // Where the pairs go: their head's row s of q, k or v.
+    // Where the pairs go: their head's row s of q, k or v ([B, H, S, D]), or head h of their
+    // token's row ([B, S, H, D]).
     auto store = [&](const Value& base, const Value& h, const Value& count,
                      const std::vector<Value>& y1, const std::vector<Value>& y2) {
-      Value to = base + ((b * count + h) * S + s) * D + i;
+      Value to = base + (rows ? t * count + h : (b * count + h) * S + s) * D + i;
       StoreBf16(k, to, y1);
       StoreBf16(k, to + half, y2);
     };
@@ -207,10 +209,16 @@ KILN_EXAMPLE_VARIANT(paged_append, "ops/paged_append",
 KILN_EXAMPLE_VARIANT(
     rope_qkv, "ops/rope_qkv",
     "a fused QKV projection's rows into q, k, v [B, H, S, D] with rotary embeddings",
-    [] { return BuildRopeQkv(1); });
+    [] { return BuildRopeQkv(1, false); });
 KILN_EXAMPLE_VARIANT(rope_qkv8, "ops/rope_qkv8",
                      "ops/rope_qkv, 8 pairs a thread (D a multiple of 16)",
-                     [] { return BuildRopeQkv(8); });
+                     [] { return BuildRopeQkv(8, false); });
+KILN_EXAMPLE_VARIANT(rope_qkv_rows, "ops/rope_qkv_rows",
+                     "ops/rope_qkv into q, k, v [B, S, H, D] (attention's rows layout)",
+                     [] { return BuildRopeQkv(1, true); });
+KILN_EXAMPLE_VARIANT(rope_qkv_rows8, "ops/rope_qkv_rows8",
+                     "ops/rope_qkv_rows, 8 pairs a thread (D a multiple of 16)",
+                     [] { return BuildRopeQkv(8, true); });
 KILN_EXAMPLE_VARIANT(swiglu, "ops/swiglu", "silu(gate) * up over rows [T, 2F] of gate then up",
                      [] { return BuildSwiglu(1); });
 KILN_EXAMPLE_VARIANT(swiglu8, "ops/swiglu8", "ops/swiglu, 8 elements a thread (F a multiple of 8)",

@@ -30,6 +30,34 @@ Inputs RandomInputs(const rt::AttentionSize& z, bool half, uint64_t seed) {
           RandomNormal16(z.b * z.hkv * z.skv * z.d, seed + 2, half)};
 }
 
+// The rows layout as the harness lays it out (RowsSize): each position's row of heads followed by
+// 64 elements of NaN, so that a read past its heads shows in O and a write past them in the pad.
+constexpr int64_t kRowsPad = 64;
+constexpr uint16_t kNan16 = 0xffff;
+
+// x, [B, H, S, D] (the harness's layout), as [B, S, stride] with heads h at columns h * D...
+std::vector<uint16_t> ToRows(const std::vector<uint16_t>& x, int64_t b, int64_t heads, int64_t s,
+                             int64_t d, int64_t stride) {
+  std::vector<uint16_t> rows(b * s * stride, kNan16);
+  for (int64_t n = 0; n < b * heads; ++n)
+    for (int64_t i = 0; i < s; ++i)
+      std::copy_n(&x[(n * s + i) * d], d, &rows[(n / heads * s + i) * stride + n % heads * d]);
+  return rows;
+}
+
+// The inverse of ToRows; `pad_written` counts the pad's elements that are no longer NaN's bits.
+std::vector<uint16_t> FromRows(const std::vector<uint16_t>& rows, int64_t b, int64_t heads,
+                               int64_t s, int64_t d, int64_t stride, int64_t& pad_written) {
+  std::vector<uint16_t> x(b * heads * s * d);
+  for (int64_t n = 0; n < b * heads; ++n)
+    for (int64_t i = 0; i < s; ++i)
+      std::copy_n(&rows[(n / heads * s + i) * stride + n % heads * d], d, &x[(n * s + i) * d]);
+  pad_written = 0;
+  for (int64_t r = 0; r < b * s; ++r)
+    for (int64_t c = heads * d; c < stride; ++c) pad_written += rows[r * stride + c] != kNan16;
+  return x;
+}
+
 // The inputs' K and V as a paged cache (PagedSize): sequence b's page j is cache page
 // table[b * max_pages + j], a permutation of the pages; rows past Skv hold NaN.
 struct Paged {
@@ -187,6 +215,43 @@ void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, con
   r.passed = r.failure.empty();
 }
 
+int64_t OBytes(const rt::AttentionSize& z) {
+  return z.rows ? z.b * z.s * z.OStride() * 2 : z.b * z.hq * z.s * z.d * 2;
+}
+// Element c of O's (head-major) row `row`, in elements from O's start.
+int64_t OAt(const rt::AttentionSize& z, int64_t row, int64_t c) {
+  if (!z.rows) return row * z.d + c;
+  const int64_t head = row / z.s, i = row % z.s;
+  return (head / z.hq * z.s + i) * z.OStride() + head % z.hq * z.d + c;
+}
+
+// The inputs as the device reads them: the harness's layout, or the rows layout (RowsSize).
+Inputs DeviceInputs(const rt::AttentionSize& z, const Inputs& in) {
+  if (!z.rows) return in;
+  return {ToRows(in.q, z.b, z.hq, z.s, z.d, z.QStride()),
+          ToRows(in.k, z.b, z.hkv, z.skv, z.d, z.KvStride()),
+          ToRows(in.v, z.b, z.hkv, z.skv, z.d, z.KvStride())};
+}
+
+// O as the device wrote it, in the harness's layout.
+std::vector<uint16_t> HostO(const rt::AttentionSize& z, const std::vector<uint16_t>& o,
+                            int64_t& pad_written) {
+  pad_written = 0;
+  return z.rows ? FromRows(o, z.b, z.hq, z.s, z.d, z.OStride(), pad_written) : o;
+}
+
+// Check, and a write into the rows layout's pad fails too.
+void CheckAll(const rt::AttentionSize& z, bool causal, double scale, bool half, const Inputs& in,
+              const std::vector<uint16_t>& device_o, const std::vector<float>& lse, uint64_t seed,
+              AttentionResult& r) {
+  int64_t pad_written = 0;
+  Check(z, causal, scale, half, in, HostO(z, device_o, pad_written), lse, seed, r);
+  if (pad_written && r.passed) {
+    r.passed = false;
+    r.failure = absl::StrCat(pad_written, " elements written past the heads of O's rows");
+  }
+}
+
 // Where a wrong emulated result comes from (the emulator's write sites): the first wrong element
 // of O (row-major; WrongElementLimit over its row's reference) or, O being right, of lse (off by
 // more than its tolerance), and the earliest-written wrong one (the earliest tile whose result
@@ -231,7 +296,7 @@ std::string WrongAttentionPlace(const rt::AttentionSize& z, bool causal, double 
       const double limit = WrongElementLimit(Tolerance(half), ref2, z.d);
       for (int64_t c = 0; c < z.d; ++c)
         if (const double got = Decode(o[row * z.d + c], half); IsWrongElement(got, want[c], limit))
-          note(row, absl::StrCat("O", at, "[", c, "]"), got, want[c], o_at + (row * z.d + c) * 2);
+          note(row, absl::StrCat("O", at, "[", c, "]"), got, want[c], o_at + OAt(z, row, c) * 2);
     }
     if (first) break;  // O's wrong elements; lse's only where O is right
   }
@@ -242,7 +307,6 @@ std::string WrongAttentionPlace(const rt::AttentionSize& z, bool causal, double 
   return place;
 }
 
-int64_t OBytes(const rt::AttentionSize& z) { return z.b * z.hq * z.s * z.d * 2; }
 int64_t LseBytes(const rt::AttentionSize& z) { return z.b * z.hq * z.s * 4; }
 
 }  // namespace
@@ -262,10 +326,20 @@ rt::AttentionSize PagedSize(const rt::AttentionSize& z, int64_t page) {
   return p;
 }
 
+rt::AttentionSize RowsSize(const rt::AttentionSize& z) {
+  rt::AttentionSize r = z;
+  if (!z.rows) return r;
+  if (!r.q_stride) r.q_stride = z.hq * z.d + kRowsPad;
+  if (!r.kv_stride) r.kv_stride = z.hkv * z.d + kRowsPad;
+  if (!r.o_stride) r.o_stride = z.hq * z.d + kRowsPad;
+  return r;
+}
+
 absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
-                                                const rt::AttentionSize& z,
+                                                const rt::AttentionSize& size,
                                                 const rt::AttentionOptions& options, int iters,
                                                 uint64_t seed, int64_t page) {
+  const rt::AttentionSize z = RowsSize(size);
   const bool half = options.dtype == "f16";
   const rt::AttentionSize planned = PagedSize(z, page);
   const rt::AttentionOperands fake = {16, 16, 16, 16, 16, 16, 16};  // the checks' pointers only
@@ -273,10 +347,10 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
   if (!plan.ok()) return plan.status();
   AttentionResult r;
   r.kernel = plan->kernel, r.size = z, r.causal = options.causal;
-  const Inputs in = RandomInputs(z, half, seed);
-  const Paged paged = page > 0 ? PageInputs(z, in, page, seed) : Paged{in.k, in.v, {}, {}, z};
+  const Inputs in = RandomInputs(z, half, seed), dev = DeviceInputs(z, in);
+  const Paged paged = page > 0 ? PageInputs(z, in, page, seed) : Paged{dev.k, dev.v, {}, {}, z};
   auto ints = [](const std::vector<int32_t>& x) { return std::max<size_t>(x.size() * 4, 4); };
-  absl::StatusOr<rt::DeviceBuffer> q = rt::DeviceBuffer::Allocate(in.q.size() * 2),
+  absl::StatusOr<rt::DeviceBuffer> q = rt::DeviceBuffer::Allocate(dev.q.size() * 2),
                                    k = rt::DeviceBuffer::Allocate(paged.k.size() * 2),
                                    v = rt::DeviceBuffer::Allocate(paged.v.size() * 2),
                                    o = rt::DeviceBuffer::Allocate(OBytes(z)),
@@ -286,7 +360,7 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
   for (auto* b : {&q, &k, &v, &o, &lse, &table, &lens})
     if (!b->ok()) return b->status();
   for (auto [buffer, host] :
-       {std::pair{&*q, &in.q}, std::pair{&*k, &paged.k}, std::pair{&*v, &paged.v}})
+       {std::pair{&*q, &dev.q}, std::pair{&*k, &paged.k}, std::pair{&*v, &paged.v}})
     if (absl::Status st = buffer->CopyFromHost(host->data(), host->size() * 2); !st.ok()) return st;
   for (auto [buffer, host] : {std::pair{&*table, &paged.table}, std::pair{&*lens, &paged.lens}})
     if (absl::Status st = buffer->CopyFromHost(host->data(), host->size() * 4); !st.ok()) return st;
@@ -300,7 +374,7 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
   std::vector<float> hl(LseBytes(z) / 4);
   if (absl::Status st = o->CopyToHost(ho.data(), OBytes(z)); !st.ok()) return st;
   if (absl::Status st = lse->CopyToHost(hl.data(), LseBytes(z)); !st.ok()) return st;
-  Check(z, options.causal, plan->scale, half, in, ho, hl, seed, r);
+  CheckAll(z, options.causal, plan->scale, half, in, ho, hl, seed, r);
   if (iters > 0 && r.passed) {
     // Ten launches back to back per timed call, so the host's work per launch (the maps'
     // encoding) overlaps the kernels before it.
@@ -319,10 +393,11 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
 }
 
 absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
-                                                     const rt::AttentionSize& z,
+                                                     const rt::AttentionSize& size,
                                                      const rt::AttentionOptions& options,
                                                      uint64_t seed, const rt::Bundle* combine,
                                                      int64_t page) {
+  const rt::AttentionSize z = RowsSize(size);
   const bool half = options.dtype == "f16";
   const int cc = bundle.manifest.target == "sm_100a" ? 100 : 90;
   const rt::AttentionOperands fake = {16, 16, 16, 16, 16, 16, 16};  // the checks' pointers only
@@ -336,17 +411,17 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
         absl::StrCat("this problem's parts are merged by ", plan->combine, ": pass its bundle"));
   AttentionResult r;
   r.kernel = plan->kernel, r.size = z, r.causal = options.causal;
-  const Inputs in = RandomInputs(z, half, seed);
-  const Paged paged = page > 0 ? PageInputs(z, in, page, seed) : Paged{in.k, in.v, {}, {}, z};
+  const Inputs in = RandomInputs(z, half, seed), dev = DeviceInputs(z, in);
+  const Paged paged = page > 0 ? PageInputs(z, in, page, seed) : Paged{dev.k, dev.v, {}, {}, z};
   emu::Device d;
-  absl::StatusOr<uint64_t> q = d.Allocate(in.q.size() * 2), k = d.Allocate(paged.k.size() * 2),
+  absl::StatusOr<uint64_t> q = d.Allocate(dev.q.size() * 2), k = d.Allocate(paged.k.size() * 2),
                            v = d.Allocate(paged.v.size() * 2), o = d.Allocate(OBytes(z)),
                            lse = d.Allocate(LseBytes(z)),
                            table = d.Allocate(std::max<size_t>(paged.table.size() * 4, 4)),
                            lens = d.Allocate(std::max<size_t>(paged.lens.size() * 4, 4));
   for (auto* a : {&q, &k, &v, &o, &lse, &table, &lens})
     if (!a->ok()) return a->status();
-  for (auto [at, host] : {std::pair{*q, &in.q}, std::pair{*k, &paged.k}, std::pair{*v, &paged.v}})
+  for (auto [at, host] : {std::pair{*q, &dev.q}, std::pair{*k, &paged.k}, std::pair{*v, &paged.v}})
     if (absl::Status st = d.CopyIn(at, host->data(), host->size() * 2); !st.ok()) return st;
   for (auto [at, host] : {std::pair{*table, &paged.table}, std::pair{*lens, &paged.lens}})
     if (absl::Status st = d.CopyIn(at, host->data(), host->size() * 4); !st.ok()) return st;
@@ -392,10 +467,12 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
     return d.CopyOut(hl.data(), *lse, LseBytes(z));
   };
   if (absl::Status st = run(seed); !st.ok()) return st;
-  Check(z, options.causal, plan->scale, half, in, ho, hl, seed, r);
+  CheckAll(z, options.causal, plan->scale, half, in, ho, hl, seed, r);
+  int64_t pad_written = 0;
   if (!r.passed)
-    if (std::string place = WrongAttentionPlace(z, options.causal, plan->scale, half, in, ho, hl,
-                                                rt::AttentionBlockM(bundle.manifest), d, *o, *lse);
+    if (std::string place =
+            WrongAttentionPlace(z, options.causal, plan->scale, half, in, HostO(z, ho, pad_written),
+                                hl, rt::AttentionBlockM(bundle.manifest), d, *o, *lse);
         !place.empty())
       absl::StrAppend(&r.failure, ": ", place);
   // A second launch on the same device must give the same bytes: a kernel that hands out tiles

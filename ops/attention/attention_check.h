@@ -33,6 +33,10 @@ std::string AttentionShapeName(const rt::AttentionSize& size, bool causal);
 // Skv long (its length in seq_lens): `size` with that cache's pages, as the planner takes it.
 rt::AttentionSize PagedSize(const rt::AttentionSize& size, int64_t page);
 
+// `size` with the rows layout's strides the harness uses where it names none: each position's row
+// of heads followed by 64 elements of NaN (a read past the heads shows in O, a write in the pad).
+rt::AttentionSize RowsSize(const rt::AttentionSize& size);
+
 // On the GPU with the runner's kernel: checked once, then `iters` timed runs (0: none); `page`: K
 // and V through a paged cache (PagedSize), checked against the same dense reference.
 absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -82,6 +83,18 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   if (o.q % 16 || o.k % 16 || o.v % 16 || o.o % 16)
     return Invalid("Q, K, V and O are read and written by TMA: 16-byte aligned pointers");
   if (o.lse % 4) return Invalid("lse must be 4-byte aligned");
+  if (z.rows) {
+    if (z.varlen || z.lens || z.page || compute_capability != 90)
+      return Invalid(
+          "the rows layout [B, S, H, D] is for dense prefill on sm_90a: no varlen, lens or pages");
+    for (const auto& [what, stride, heads] :
+         {std::tuple{"q_stride", z.QStride(), z.hq}, std::tuple{"kv_stride", z.KvStride(), z.hkv},
+          std::tuple{"o_stride", z.OStride(), z.hq}})
+      if (stride < heads * z.d || stride % 8 || stride * z.s * 2 > (int64_t{1} << 40))
+        return Invalid(absl::StrCat(what, " = ", stride, ": a position's row of ", heads,
+                                    " heads of ", z.d, " (at least ", heads * z.d,
+                                    " elements, a multiple of 8 for TMA's 16-byte strides)"));
+  }
   if (z.varlen) {
     if (z.lens || z.page || compute_capability != 90 || z.s != z.skv || z.total < 1 ||
         z.total > INT32_MAX / std::max<int64_t>(z.hq, 1))
@@ -146,6 +159,8 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   if (z.varlen) {  // a CTA per tile of the packed sequences
     plan.kernel = absl::StrCat("attention/hopper.d", z.d, options.dtype == "f16" ? ".f16" : "",
                                options.causal ? ".causal" : "", ".varlen");
+  } else if (z.rows) {  // the prefill kernels read and write it (the decode ones pack heads)
+    absl::StrAppend(&plan.kernel, ".rows");
   } else if (options.kernel.empty() && compute_capability == 90) {
     PlanDecode(z, options, plan);
   }
@@ -187,6 +202,9 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const Attentio
                                                {"max_pages", z.max_pages},
                                                {"slots", z.pages * z.page},
                                                {"T", z.total},
+                                               {"q_stride", z.QStride()},
+                                               {"kv_stride", z.KvStride()},
+                                               {"o_stride", z.OStride()},
                                                // varlen: a bound on the sequences' query tiles
                                                {"tiles", (z.total + block_m - 1) / block_m + z.b}};
   const std::map<std::string, cu::CUdeviceptr> maps = {

@@ -1,7 +1,8 @@
 // kiln.attention over the attention entry point: o = softmax(scale * q k^T) v per head and the
-// rows' log-sum-exp, q and o [B, Hq, S, D], k and v [B, Hkv, Skv, D] contiguous, lse [B, Hq, S]
-// f32 (the kiln package turns [B, S, H, D] into this layout). CUDA tensors: bf16 or f16, on the
-// caller's stream (rt::AttentionRunner). Host arrays: f32, rounded to bf16 and run on the emulator
+// rows' log-sum-exp, q and o [B, Hq, S, D], k and v [B, Hkv, Skv, D] contiguous, or (rows) all
+// four [B, S, H, D], each position's row of heads strided (views of one fused projection's
+// output), lse [B, Hq, S] f32. CUDA tensors: bf16 or f16, on the caller's stream
+// (rt::AttentionRunner). Host arrays: f32, rounded to bf16 and run on the emulator
 // as a chip of compute capability 9.0 (rt::RunAttention: the kernels PlanAttention names).
 #include "kiln/ops/attention.h"
 
@@ -26,19 +27,44 @@ namespace {
 
 constexpr const char* kCall = "kiln.attention";
 
+// Elements from one position's row of heads to the next in a [B, S, H, D] array whose heads and
+// D are packed and whose batches are S rows apart (any stride of a dimension of 1 will do).
+int64_t RowStride(const Array& x, const char* what) {
+  const int64_t b = x.shape(0), s = x.shape(1), h = x.shape(2), d = x.shape(3);
+  const int64_t row = s > 1 ? x.stride(1) : b > 1 ? x.stride(0) : h * d;
+  if ((d > 1 && x.stride(3) != 1) || (h > 1 && x.stride(2) != d) ||
+      (b > 1 && x.stride(0) != s * row))
+    throw Error(absl::StrCat(kCall, ": ", what, " [B, S, H, D] of shape ", ShapeText(x),
+                             " has strides (", x.stride(0), ", ", x.stride(1), ", ", x.stride(2),
+                             ", ", x.stride(3),
+                             "); the rows layout takes (S * R, R, D, 1), R >= H * D"));
+  return row;
+}
+
 rt::AttentionSize SizeOf(const Array& q, const Array& k, const Array& v, const Array& o,
-                         const Array& lse) {
+                         const Array& lse, bool rows) {
+  const char* layout = rows ? "[B, S, H, D]" : "[B, H, S, D]";
   for (const auto& [what, x] :
        {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v}, std::pair{"out", &o}})
     if (x->ndim() != 4)
-      throw Error(absl::StrCat(kCall, ": ", what, " must have rank 4 ([B, H, S, D]), not ",
+      throw Error(absl::StrCat(kCall, ": ", what, " must have rank 4 (", layout, "), not ",
                                x->ndim(), " (shape ", ShapeText(*x), ")"));
-  const rt::AttentionSize z = {static_cast<int64_t>(q.shape(0)), static_cast<int64_t>(q.shape(1)),
-                               static_cast<int64_t>(k.shape(1)), static_cast<int64_t>(q.shape(2)),
-                               static_cast<int64_t>(k.shape(2)), static_cast<int64_t>(q.shape(3))};
+  const int h = rows ? 2 : 1, s = rows ? 1 : 2;  // the dimensions of heads and positions
+  rt::AttentionSize z = {static_cast<int64_t>(q.shape(0)), static_cast<int64_t>(q.shape(h)),
+                         static_cast<int64_t>(k.shape(h)), static_cast<int64_t>(q.shape(s)),
+                         static_cast<int64_t>(k.shape(s)), static_cast<int64_t>(q.shape(3))};
   if (ShapeOf(k) != ShapeOf(v) || k.shape(0) != q.shape(0) || k.shape(3) != q.shape(3))
-    throw Error(absl::StrCat(kCall, ": k ", ShapeText(k), " and v ", ShapeText(v),
-                             " must both be [B, Hkv, Skv, D] for q ", ShapeText(q)));
+    throw Error(absl::StrCat(kCall, ": k ", ShapeText(k), " and v ", ShapeText(v), " must both be ",
+                             rows ? "[B, Skv, Hkv, D]" : "[B, Hkv, Skv, D]", " for q ",
+                             ShapeText(q)));
+  if (rows) {
+    z.rows = true;
+    z.q_stride = RowStride(q, "q"), z.kv_stride = RowStride(k, "k"),
+    z.o_stride = RowStride(o, "out");
+    if (RowStride(v, "v") != z.kv_stride)
+      throw Error(absl::StrCat(kCall, ": k and v must share one row stride (", z.kv_stride, " and ",
+                               RowStride(v, "v"), " elements)"));
+  }
   if (ShapeOf(o) != ShapeOf(q))
     throw Error(absl::StrCat(kCall, ": out has shape ", ShapeText(o), ", q ", ShapeText(q)));
   if (ShapeOf(lse) != std::vector<int64_t>{z.b, z.hq, z.s})
@@ -64,7 +90,7 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
   const int rank = z.varlen ? 3 : 4;
   for (const auto& [what, a] :
        {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v}, std::pair{"out", &o}})
-    Require(*a, call, what, rank, types);
+    Require(*a, call, what, rank, types, /*contiguous=*/!z.rows || d.emulated());
   Require(lse, call, "lse", rank - 1, {"f32"});
   for (const auto& [what, a, r] :
        {std::tuple{"seq_lens", x.seq_lens, 1}, std::tuple{"block_table", x.block_table, 2},
@@ -98,9 +124,9 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
 }
 
 void Attention(const Array& q, const Array& k, const Array& v, Array out, const Array& lse,
-               bool causal, float scale, uint64_t stream) {
-  Run(kCall, q, k, v, out, lse, SizeOf(q, k, v, out, lse), {.causal = causal, .scale = scale}, {},
-      stream);
+               bool causal, float scale, bool rows, uint64_t stream) {
+  Run(kCall, q, k, v, out, lse, SizeOf(q, k, v, out, lse, rows), {.causal = causal, .scale = scale},
+      {}, stream);
 }
 
 // kiln.decode_attention: q [B, Hq, S, D]; k, v [B, Hkv, Skv, D] with seq_lens, or a paged cache
@@ -182,7 +208,8 @@ void VarlenAttention(const Array& q, const Array& k, const Array& v, const Array
 
 void BindAttention(nb::module_& m) {
   m.def("_attention", &Attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
-        nb::arg("lse"), nb::arg("causal"), nb::arg("scale"), nb::arg("stream") = 0);
+        nb::arg("lse"), nb::arg("causal"), nb::arg("scale"), nb::arg("rows") = false,
+        nb::arg("stream") = 0);
   m.def("_decode_attention", &DecodeAttention, nb::arg("q"), nb::arg("k"), nb::arg("v"),
         nb::arg("seq_lens"), nb::arg("block_table").none(), nb::arg("out"), nb::arg("lse"),
         nb::arg("scale"), nb::arg("stream") = 0);

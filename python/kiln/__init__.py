@@ -159,12 +159,17 @@ def swiglu_weights(gate, up):
     return numpy.stack(pair, 1).reshape(2 * f, h)
 
 
-def _bhsd(x):
-    """[B, S, H, D] as a contiguous [B, H, S, D] (a copy)."""
-    if _is_torch(x):
-        return x.transpose(1, 2).contiguous()
-    import numpy
-    return numpy.ascontiguousarray(x.transpose(0, 2, 1, 3))
+def _rows(x):
+    """x [B, S, H, D] as the rows layout takes it: itself where its heads and D are packed and its
+    batches S rows apart (a view of a fused projection's output, say), else a packed copy."""
+    if not _is_torch(x):
+        import numpy
+        return numpy.ascontiguousarray(x)
+    b, s, h, d = x.shape
+    row = x.stride(1) if s > 1 else x.stride(0) if b > 1 else h * d
+    packed = ((d == 1 or x.stride(3) == 1) and (h == 1 or x.stride(2) == d) and
+              (b == 1 or x.stride(0) == s * row) and row >= h * d and row % 8 == 0)
+    return x if packed else x.contiguous()
 
 
 def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
@@ -172,7 +177,9 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     rows' log-sum-exp (natural log, f32, [B, Hq, S]).
 
     layout "bhsd": q [B, Hq, S, D], k and v [B, Hkv, Skv, D], contiguous; "bshd": [B, S, H, D]
-    (copied to the other layout first; o comes back as a [B, S, Hq, D] view). Hq a multiple of Hkv
+    (torch's; o comes back so), read in place where each position's heads are packed (views of one
+    fused QKV projection's output are: q = qkv[..., :Hq * D].view(B, S, Hq, D), ...), else copied
+    first. Hq a multiple of Hkv
     (grouped-query heads: query head h reads KV head h // (Hq // Hkv)). D 64, 128 or 256. scale:
     1 / sqrt(D) unless given. causal: query i sees keys j <= i + Skv - S (bottom-right aligned,
     FlashAttention's convention; torch's is_causal is top-left, the same when S == Skv); a row
@@ -180,15 +187,19 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     """
     if layout not in ("bhsd", "bshd"):
         raise Error(f"kiln.attention: layout '{layout}': 'bhsd' or 'bshd'")
-    if layout == "bshd":
-        q, k, v = _bhsd(q), _bhsd(k), _bhsd(v)
-    if len(q.shape) != 4:
-        raise Error(f"kiln.attention: q must have rank 4, not {len(q.shape)}")
+    rows = layout == "bshd"
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if len(x.shape) != 4:
+            raise Error(f"kiln.attention: {name} must have rank 4, not {len(x.shape)}")
+    if rows:
+        q, k, v = _rows(q), _rows(k), _rows(v)
+        if _is_torch(k) and k.stride(1) != v.stride(1):  # one row stride for both
+            k, v = k.contiguous(), v.contiguous()
     o = _empty(q, tuple(q.shape), _type_of(q))
-    lse = _empty(q, tuple(q.shape[:3]), "f32")
-    _kiln._attention(q, k, v, o, lse, bool(causal), float(scale or 0.0), stream=_stream([q]))
-    if layout == "bshd":
-        o = o.transpose(1, 2) if _is_torch(o) else o.transpose(0, 2, 1, 3)
+    b, h, s = (q.shape[0], q.shape[2], q.shape[1]) if rows else tuple(q.shape[:3])
+    lse = _empty(q, (b, h, s), "f32")
+    _kiln._attention(q, k, v, o, lse, bool(causal), float(scale or 0.0), rows,
+                     stream=_stream([q]))
     return o, lse
 
 
@@ -317,10 +328,13 @@ def _require(cond, message):
         raise Error(message)
 
 
-def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv):
+def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv, *, layout="bhsd"):
     """A fused QKV projection's output [B * S, (Hq + 2 Hkv) * D] into q [B, Hq, S, D] and k, v
     [B, Hkv, S, D] (contiguous), with rotary embeddings applied to q and k: cos and sin are f32
-    tables [S, D / 2] (position s, frequency i; Llama's rotate-half convention)."""
+    tables [S, D / 2] (position s, frequency i; Llama's rotate-half convention). layout "bshd":
+    q [B, S, Hq, D], k and v [B, S, Hkv, D] instead (kiln.attention's rows layout, whose o is
+    then the output projection's rows)."""
+    _require(layout in ("bhsd", "bshd"), f"kiln.rope_qkv: layout '{layout}': 'bhsd' or 'bshd'")
     _require(len(qkv.shape) == 2, f"kiln.rope_qkv: qkv must have rank 2, not {len(qkv.shape)}")
     _require(len(cos.shape) == 2 and tuple(cos.shape) == tuple(sin.shape),
              "kiln.rope_qkv: cos and sin must both be [S, D / 2]")
@@ -330,14 +344,17 @@ def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv):
     _require(tokens == batch * s and width == (heads_q + 2 * heads_kv) * d,
              f"kiln.rope_qkv: qkv {tuple(qkv.shape)} is not [B * S, (Hq + 2 Hkv) * D] = "
              f"[{batch * s}, {(heads_q + 2 * heads_kv) * d}]")
-    q = _empty(qkv, (batch, heads_q, s, d), _type_of(qkv))
-    k = _empty(qkv, (batch, heads_kv, s, d), _type_of(qkv))
-    v = _empty(qkv, (batch, heads_kv, s, d), _type_of(qkv))
+    rows = layout == "bshd"
+    shape = (lambda h: (batch, s, h, d)) if rows else (lambda h: (batch, h, s, d))
+    q = _empty(qkv, shape(heads_q), _type_of(qkv))
+    k = _empty(qkv, shape(heads_kv), _type_of(qkv))
+    v = _empty(qkv, shape(heads_kv), _type_of(qkv))
     pairs = tokens * (heads_q + 2 * heads_kv) * half
+    name = "ops/rope_qkv_rows" if rows else "ops/rope_qkv"
     if d % 16 == 0:  # 8 pairs a thread
-        return tuple(_glue_call("ops/rope_qkv8", [qkv, cos, sin], [q, k, v],
+        return tuple(_glue_call(name + "8", [qkv, cos, sin], [q, k, v],
                                 [s, heads_q, heads_kv, d, pairs // 8], {0}))
-    return tuple(_glue_call("ops/rope_qkv", [qkv, cos, sin], [q, k, v],
+    return tuple(_glue_call(name, [qkv, cos, sin], [q, k, v],
                             [s, heads_q, heads_kv, d, pairs], {0}))
 
 

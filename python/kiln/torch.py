@@ -76,31 +76,36 @@ def _(x, weight, bias, eps):
 
 @torch.library.custom_op("kiln::attention", mutates_args=())
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-              scale: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(o, lse) over [B, H, S, D] contiguous q, k, v (kiln.attention)."""
-    o, lse = kiln.attention(q, k, v, causal=causal, scale=scale or None)
+              scale: float = 0.0, layout: str = "bhsd") -> Tuple[torch.Tensor, torch.Tensor]:
+    """(o, lse) over q, k, v [B, H, S, D] contiguous, or (layout "bshd") [B, S, H, D] with each
+    position's heads packed (kiln.attention); o packed in q's layout, lse [B, H, S]."""
+    o, lse = kiln.attention(q, k, v, causal=causal, scale=scale or None, layout=layout)
     return o, lse
 
 
 @attention.register_fake
-def _(q, k, v, causal=False, scale=0.0):
-    torch._check(q.dim() == 4, lambda: "kiln::attention: q must be [B, H, S, D]")
-    return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+def _(q, k, v, causal=False, scale=0.0, layout="bhsd"):
+    torch._check(q.dim() == 4, lambda: "kiln::attention: q must have rank 4")
+    torch._check(layout in ("bhsd", "bshd"), lambda: "kiln::attention: layout bhsd or bshd")
+    b, h, s = (q.shape[0], q.shape[2], q.shape[1]) if layout == "bshd" else q.shape[:3]
+    return q.new_empty(q.shape), q.new_empty((b, h, s), dtype=torch.float32)
 
 
 @torch.library.custom_op("kiln::rope_qkv", mutates_args=())
 def rope_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: int, heads_q: int,
-             heads_kv: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """q, k, v [B, H, S, D] with rotary embeddings from a fused QKV projection (kiln.rope_qkv)."""
-    q, k, v = kiln.rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv)
+             heads_kv: int, layout: str = "bhsd") -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k, v [B, H, S, D] (or, layout "bshd", [B, S, H, D]) with rotary embeddings from a fused
+    QKV projection (kiln.rope_qkv)."""
+    q, k, v = kiln.rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv, layout=layout)
     return q, k, v
 
 
 @rope_qkv.register_fake
-def _(qkv, cos, sin, batch, heads_q, heads_kv):
+def _(qkv, cos, sin, batch, heads_q, heads_kv, layout="bhsd"):
     s, d = cos.shape[0], 2 * cos.shape[1]
-    return (qkv.new_empty((batch, heads_q, s, d)), qkv.new_empty((batch, heads_kv, s, d)),
-            qkv.new_empty((batch, heads_kv, s, d)))
+    shape = (lambda h: (batch, s, h, d)) if layout == "bshd" else (lambda h: (batch, h, s, d))
+    return (qkv.new_empty(shape(heads_q)), qkv.new_empty(shape(heads_kv)),
+            qkv.new_empty(shape(heads_kv)))
 
 
 @torch.library.custom_op("kiln::swiglu", mutates_args=())

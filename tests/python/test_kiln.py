@@ -342,14 +342,19 @@ class Attention(unittest.TestCase):
             self.assertIn(message, str(caught.exception))
 
     def test_bshd_layout(self):
+        # Read and written in place by the kernels' rows form: two batches (each box clipped at
+        # its batch's last row), grouped heads, a causal mask.
         rng = np.random.default_rng(8)
-        q = rng.standard_normal((1, 100, 2, 64)).astype(np.float32)
-        k = rng.standard_normal((1, 100, 1, 64)).astype(np.float32)
-        v = rng.standard_normal((1, 100, 1, 64)).astype(np.float32)
-        o, lse = kiln.attention(q, k, v, layout="bshd", scale=0.2)
-        self.assertEqual(o.shape, (1, 100, 2, 64))
-        want_o, _ = attention_reference(*(bf16(x.transpose(0, 2, 1, 3)) for x in (q, k, v)), False, 0.2)
+        q = rng.standard_normal((2, 100, 2, 64)).astype(np.float32)
+        k = rng.standard_normal((2, 100, 1, 64)).astype(np.float32)
+        v = rng.standard_normal((2, 100, 1, 64)).astype(np.float32)
+        o, lse = kiln.attention(q, k, v, layout="bshd", scale=0.2, causal=True)
+        self.assertEqual(o.shape, (2, 100, 2, 64))
+        self.assertEqual(lse.shape, (2, 2, 100))
+        want_o, want_lse = attention_reference(*(bf16(x.transpose(0, 2, 1, 3)) for x in (q, k, v)),
+                                               True, 0.2)
         self.assertLess(rel_error(o.transpose(0, 2, 1, 3), want_o), 2e-2)
+        self.assertLess(np.abs(lse - want_lse).max(), 1e-2)
 
     def test_errors(self):
         q = np.ones((1, 2, 8, 64), np.float32)
@@ -388,6 +393,9 @@ class LayerGlue(unittest.TestCase):
         self.assertLess(rel_error(q, rotated(x[:, :hq])), 1e-2)
         self.assertLess(rel_error(k, rotated(x[:, hq:hq + hkv])), 1e-2)
         self.assertLess(rel_error(v, x[:, hq + hkv:]), 1e-6)
+        rows = kiln.rope_qkv(qkv, cos, sin, b, hq, hkv, layout="bshd")  # [B, S, H, D]
+        for got, want in zip(rows, (q, k, v)):
+            np.testing.assert_array_equal(got, want.transpose(0, 2, 1, 3))
         with self.assertRaises(kiln.Error) as caught:
             kiln.rope_qkv(qkv[:, 1:], cos, sin, b, hq, hkv)
         self.assertIn("is not [B * S, (Hq + 2 Hkv) * D]", str(caught.exception))

@@ -202,6 +202,18 @@ TEST(EmulatedAttention, CausalHeadGroupsAndTheQPrefetch) {
   ExpectCorrect({{.b = 5, .hq = 14, .hkv = 7, .s = 130, .skv = 130, .d = 64}, {.causal = true}});
 }
 
+// The rows layout [B, S, H, D] (torch's), each position's row of heads padded with NaN (the
+// harness's RowsSize: a read past the heads would show in O, a write past them in the pad): two
+// batches whose boxes the maps clip at each batch's last row, through the kernels the plan picks
+// (a persistent CTA per SM at D = 128, two warpgroups a tile for short causal D = 64, D = 256).
+TEST(EmulatedAttention, TheRowsLayout) {
+  ExpectCorrect({{.b = 2, .hq = 4, .hkv = 2, .s = 130, .skv = 200, .d = 128, .rows = true}, {}});
+  ExpectCorrect(
+      {{.b = 2, .hq = 2, .hkv = 1, .s = 100, .skv = 100, .d = 64, .rows = true}, {.causal = true}});
+  ExpectCorrect({{.b = 2, .hq = 2, .hkv = 2, .s = 70, .skv = 90, .d = 256, .rows = true},
+                 {.dtype = "f16", .causal = true}});
+}
+
 TEST(EmulatedAttention, Fp16AndAScaleOfItsOwn) {
   ExpectCorrect({{.b = 1, .hq = 3, .hkv = 3, .s = 200, .skv = 260, .d = 128},
                  {.dtype = "f16", .causal = true, .scale = 0.3f}});
@@ -299,6 +311,20 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   EXPECT_EQ(planned(2048, true, 64), "attention/hopper.d64.causal.persist");
   EXPECT_EQ(planned(8192, true, 64), "attention/hopper.d64.causal.persist");
   EXPECT_EQ(planned(16384, true, 64), "attention/hopper.d64.causal");
+  // The rows layout: the prefill kernels' rows form, decode shapes included; strides of whole
+  // rows of heads, in 16-byte steps.
+  rt::AttentionSize rows{.b = 2, .hq = 16, .hkv = 16, .s = 4096, .skv = 4096, .d = 128, .rows = true};
+  EXPECT_EQ(rt::PlanAttention(rows, {}, ok, 90)->kernel, "attention/hopper.d128.bn160.persist.rows");
+  rows.s = 1, rows.hkv = 2;
+  EXPECT_EQ(rt::PlanAttention(rows, {}, ok, 90)->kernel, "attention/hopper.d128.bn160.persist.rows");
+  rows.q_stride = 16 * 128 - 8;
+  EXPECT_NE(error(rows, {}, ok, 90).find("q_stride = 2040"), std::string::npos);
+  rows.q_stride = 16 * 128 + 4;
+  EXPECT_NE(error(rows, {}, ok, 90).find("multiple of 8"), std::string::npos);
+  rows.q_stride = 0, rows.lens = true;
+  EXPECT_NE(error(rows, {}, ok, 90).find("rows layout"), std::string::npos);
+  rows.lens = false;
+  EXPECT_NE(error(rows, {}, ok, 100).find("rows layout"), std::string::npos);
   rt::AttentionOptions three{.causal = true};  // a two-warpgroup plan run by three: allowed
   three.kernel = "attention/hopper.d64.causal";
   EXPECT_TRUE(rt::PlanAttention({.s = 1024, .skv = 1024, .d = 64}, three, ok, 90).ok());

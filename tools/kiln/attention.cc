@@ -18,6 +18,7 @@ int Attention() {
   z.d = absl::GetFlag(FLAGS_d);
   z.hkv = absl::GetFlag(FLAGS_hkv) ? absl::GetFlag(FLAGS_hkv) : z.hq;
   z.skv = absl::GetFlag(FLAGS_skv) ? absl::GetFlag(FLAGS_skv) : z.s;
+  z.rows = absl::GetFlag(FLAGS_bshd);
   kiln::rt::AttentionOptions options;
   options.dtype = absl::GetFlag(FLAGS_dtype);
   options.causal = absl::GetFlag(FLAGS_causal);

@@ -63,6 +63,9 @@ ABSL_FLAG(bool, causal, false, "`kiln attention`: causal mask (bottom-right alig
 ABSL_FLAG(int64_t, page, 0,
           "`kiln attention`: K and V through a paged cache of pages of this many tokens (a power "
           "of two from 16; decode: the query rows of a KV head at most 64), its pages shuffled");
+ABSL_FLAG(bool, bshd, false,
+          "`kiln attention`: Q, K, V and O in the rows layout [B, S, H, D] (torch's) instead of "
+          "[B, H, S, D], each position's row of heads padded by 64 elements of NaN");
 ABSL_FLAG(double, scale, 0, "`kiln attention`: softmax scale (0: 1/sqrt(d))");
 ABSL_FLAG(std::string, kernel, "",
           "`kiln attention`: run this variant instead of the entry point's choice (a tiling: "

@@ -31,6 +31,7 @@ ABSL_DECLARE_FLAG(int64_t, b);
 ABSL_DECLARE_FLAG(int64_t, h);
 ABSL_DECLARE_FLAG(int64_t, hkv);
 ABSL_DECLARE_FLAG(int64_t, page);
+ABSL_DECLARE_FLAG(bool, bshd);
 ABSL_DECLARE_FLAG(int64_t, s);
 ABSL_DECLARE_FLAG(int64_t, skv);
 ABSL_DECLARE_FLAG(int64_t, d);

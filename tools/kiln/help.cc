@@ -79,10 +79,10 @@ const std::vector<CommandHelp>& Commands() {
        {"sizes", "m", "n", "k", "dtype", "out_dtype", "epilogue", "tune_cache", "iters"}},
       {"attention",
        "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--page N] "
-       "[--emulate]",
+       "[--bshd] [--emulate]",
        "FlashAttention forward through the attention entry point, against fp64; timed on a GPU.",
-       {"b", "h", "hkv", "s", "skv", "d", "causal", "page", "dtype", "scale", "kernel", "emulate",
-        "iters"}},
+       {"b", "h", "hkv", "s", "skv", "d", "causal", "page", "bshd", "dtype", "scale", "kernel",
+        "emulate", "iters"}},
       {"plot",
        "plot RESULTS.tsv",
        "Redraw RESULTS-ratio.svg and RESULTS-versions.svg from a bench/gemm TSV.",

@@ -37,6 +37,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
       a.lens = true;
     } else if (part == "varlen") {
       a.varlen = true;
+    } else if (part == "rows") {
+      a.rows = true;
     } else if (absl::StartsWith(part, "page") && absl::SimpleAtoi(part.substr(4), &a.page) &&
                a.page >= 16 && (a.page & (a.page - 1)) == 0) {
     } else if (part == "lazy" || part == "eager") {
@@ -53,7 +55,9 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
           "bnN keys per "
           "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling, split for "
           "split-KV, lens for sequences of their own lengths, pageN for a paged cache of pages "
-          "of N tokens, a power of two from 16, varlen for packed sequences)"));
+          "of N tokens, a power of two from 16, varlen for packed sequences, rows for the [B, S, "
+          "H, D] "
+          "layout)"));
     }
   }
   if (!have_d) return absl::InvalidArgumentError("names no head dimension (d64, d128 or d256)");
@@ -92,6 +96,25 @@ rt::TensorMapParam PackedMap(Kernel& k, const char* tensor, const char* rows, co
   return t;
 }
 
+// The rows layout [B, rows, heads, D], a position's row of heads `stride` elements long, seen as
+// {64 columns, rows, D/64 spans, heads, B}: boxes of `box_rows` rows and `spans` spans, clipped
+// at each batch's last row.
+rt::TensorMapParam RowsMap(Kernel& k, const char* tensor, const char* rows, const char* heads,
+                           const char* stride, int d, int box_rows, int spans, Scalar in) {
+  rt::TensorMapParam t = HeadMap(k, tensor, rows, heads, d, box_rows, spans, in);
+  t.dims.push_back(Rule(k, "B"));
+  t.strides = {Rule(k, absl::StrCat(stride, "*2")), Rule(k, "128"), Rule(k, std::to_string(d * 2)),
+               Rule(k, absl::StrCat(rows, "*", stride, "*2"))};
+  t.box.push_back(1);
+  return t;
+}
+
+std::vector<Operand> AttentionParams::Box(const Value& row, int span, const Value& head,
+                                          const Value& heads) const {
+  if (rows) return {0, row, span, head % heads, head / heads};
+  return {0, row, span, head};
+}
+
 AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n,
                                        int o_rows) {
   const int spans = a.d / 64;
@@ -105,6 +128,16 @@ AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int b
     p.block_table = k.PtrParam("block_table", i32);
     p.max_pages = k.I32Param("max_pages");
     k.I32Param("slots");  // pages * N: the cache's rows, the maps' bound
+  }
+  if (a.rows) {  // [B, S, H, D], each position's heads a row of its stride
+    p.rows = true;
+    k.I32Param("q_stride"), k.I32Param("kv_stride"), k.I32Param("o_stride");
+    p.tq = k.TmaParam("tmQ", RowsMap(k, "Q", "S", "Hq", "q_stride", a.d, block_m, spans, a.in));
+    p.tk = k.TmaParam("tmK", RowsMap(k, "K", "Skv", "Hkv", "kv_stride", a.d, block_n, spans, a.in));
+    p.tv = k.TmaParam("tmV", RowsMap(k, "V", "Skv", "Hkv", "kv_stride", a.d, block_n, spans, a.in));
+    p.to = k.TmaParam("tmO", RowsMap(k, "O", "S", "Hq", "o_stride", a.d, o_rows, 1, a.in));
+    p.lse = k.PtrParam("lse", f32);
+    return p;
   }
   p.tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", a.d, block_m, spans, a.in));
   if (a.varlen) {  // packed [T, heads, D]; O is stored row by row (a box would cross sequences)

@@ -46,11 +46,17 @@ struct AttentionShape {
   // (the parameter cu_seqlens, i32 [B + 1]), its causal mask its own; lse [Hq, T]. A CTA per tile,
   // the tiles of all sequences numbered in order (the parameter tiles bounds them).
   bool varlen = false;
+  // ("rows") The rows layout: Q and O [B, S, Hq, D], K and V [B, Skv, Hkv, D] (a position's heads
+  // side by side, torch's [B, S, H, D] and FlashAttention's), a position's row of heads
+  // q_stride, kv_stride and o_stride elements after the previous one (the I32 parameters; more
+  // than H * D where Q, K and V are views of one fused projection's output). A CTA per tile or
+  // persist; no split, lens, pages or varlen. Hopper only.
+  bool rows = false;
 };
 
 // Variant names: d64, d128 or d256, then optionally f16 and causal ("d128.f16.causal"), and a
 // tiling other than the default (".wg3.bn176.st3", ".persist"), and the rescale (".lazy",
-// ".eager"), and "split" (split-KV).
+// ".eager"), "split" (split-KV) and "rows" (the [B, S, H, D] layout).
 absl::StatusOr<AttentionShape> ParseAttention(const std::string& options);
 
 // The variants the build bundles: every head dimension, type and mask.
@@ -73,6 +79,11 @@ struct AttentionParams {
   Value cu_seqlens, T, o_ptr;              // varlen: O is stored through o_ptr, row by row
   Value query_tiles;                       // varlen: a bound on the sequences' query tiles
   TensorMap tq, tk, tv, to;
+  // The coordinates of a box of `map` (tq, tk, tv or to): its first row, its 64-column span of D
+  // and head `head` of `heads` in all (b * Hq + h for Q and O, b * Hkv + h for K and V), as the
+  // layout places them: {0, row, span, head}, or in rows {0, row, span, h, b}.
+  std::vector<Operand> Box(const Value& row, int span, const Value& head, const Value& heads) const;
+  bool rows = false;
 };
 AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n,
                                        int o_rows);

@@ -146,6 +146,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
     k.Fail("lens and pageN are options of split kernels without a mask");
   if (a.varlen && (a.split || a.persistent || a.per_sequence()))
     k.Fail("varlen runs a CTA per tile of packed sequences: no split, persist, lens or pages");
+  if (a.rows && (a.split || a.varlen || a.per_sequence()))
+    k.Fail("the rows layout runs a CTA per tile or persist: no split, lens, pages or varlen");
   if (a.page && (a.page % BN && BN % a.page))
     k.Fail(absl::StrCat("pages of ", a.page, " tokens and key tiles of ", BN,
                         ": one must divide the other"));
@@ -173,8 +175,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
     k.Grid(absl::StrCat("S/", BM, "*Hq*B", a.split ? "*P" : ""));
   k.Attribute("attention",
               absl::StrCat("d=", D, " causal=", a.causal, " in=", in == f16 ? "f16" : "bf16",
-                           " block_m=", BM, " block_n=", BN, " stages=", STAGES, " persistent=",
-                           a.persistent, " lazy_rescale=", a.lazy_rescale, " split=", a.split));
+                           " block_m=", BM, " block_n=", BN, " stages=", STAGES,
+                           " persistent=", a.persistent, " lazy_rescale=", a.lazy_rescale,
+                           " split=", a.split, " rows=", a.rows));
 
   // Shared memory: Q (span j in rows BM*j..), then rings of K and V tiles (span j in rows BN*j..).
   // Q is a ring too, of two stages where they fit: the next tile's Q lands while this one runs.
@@ -254,6 +257,14 @@ ExampleFamily AttentionFamily() {
   for (const char* v : {"d64.wg1.bn128.st4", "d128.wg1.bn128.st3", "d256.wg1.bn64.st2"})
     for (const char* form : {".lens", ".page16", ".page32", ".page64", ".page256"})
       f.bundled.push_back(absl::StrCat(v, form, ".split"));
+  // The rows layout [B, S, H, D]: each prefill kernel the entry point picks (PlanAttention).
+  for (const char* t : {"", ".f16"}) {
+    for (const char* v : {".causal.persist", ".persist", ".bn160.persist"})
+      f.bundled.push_back(absl::StrCat("d128", t, v, ".rows"));
+    for (const char* v : {".causal.persist", ".persist", ".causal.wg2", ".causal"})
+      f.bundled.push_back(absl::StrCat("d64", t, v, ".rows"));
+    for (const char* v : {"", ".causal"}) f.bundled.push_back(absl::StrCat("d256", t, v, ".rows"));
+  }
   return f;
 }
 

@@ -42,7 +42,8 @@ void HopperConsumer::StoreO(Value tile_m0, Value q_head, Value qs, const Inverse
   for (int x = 0; x < W; ++x)
     k_.If((c_ == 0) & (wg_ == x), [&] {
       for (int span = 0; span < h_.SPANS; ++span)
-        k_.TmaStore(h_.p.to, out.Rows(span * BM + x * 64, 64), {0, tile_m0 + x * 64, span, q_head});
+        k_.TmaStore(h_.p.to, out.Rows(span * BM + x * 64, 64),
+                    h_.p.Box(tile_m0 + x * 64, span, q_head, h_.p.Hq));
       k_.BulkCommit();
       k_.BulkWait(0, /*smem_reads_only=*/true);
       h_.q_ring.Release(qs, c_);

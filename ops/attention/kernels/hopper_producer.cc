@@ -48,14 +48,14 @@ void RunProducer(HopperAttention& h, const Value& t) {
             k.Store(h.tile_slots.At(0, n[0] % 4), next);
             QueryTile q =
                 h.TileOf(Select(next < tile_count, next, k.I32(0)));  // the end: a Q nobody reads
-            h.q_ring.Produce(q_at, {{&h.p.tq, h.sQ, {0, q.seq0 + q.m0, 0, q.q_head}}});
+            h.q_ring.Produce(q_at, {{&h.p.tq, h.sQ, h.p.Box(q.seq0 + q.m0, 0, q.q_head, h.p.Hq)}});
             // A CTA per tile waits for its Q from DRAM at its start: bring the Q of the tile a
             // wave later (an H100's SMs' worth of CTAs ahead) into L2 meanwhile.
             const int wave = 132;
             if (!a.persistent && !a.varlen)
               k.If(next + wave < tile_count, [&] {
                 QueryTile ahead = h.TileOf(next + wave);
-                k.TmaPrefetchL2(h.p.tq, {0, ahead.seq0 + ahead.m0, 0, ahead.q_head});
+                k.TmaPrefetchL2(h.p.tq, h.p.Box(ahead.seq0 + ahead.m0, 0, ahead.q_head, h.p.Hq));
               });
           };
           if (a.persistent)
@@ -74,8 +74,10 @@ void RunProducer(HopperAttention& h, const Value& t) {
               h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, n0));
               h.v_ring.Produce(v_at, PagedCopies(h, h.p.tv, h.sV, q, n0));
             } else {
-              h.k_ring.Produce(k_at, {{&h.p.tk, h.sK, {0, q.seq0 + n0, 0, q.kv_head}}});
-              h.v_ring.Produce(v_at, {{&h.p.tv, h.sV, {0, q.seq0 + n0, 0, q.kv_head}}});
+              h.k_ring.Produce(k_at,
+                               {{&h.p.tk, h.sK, h.p.Box(q.seq0 + n0, 0, q.kv_head, h.p.Hkv)}});
+              h.v_ring.Produce(v_at,
+                               {{&h.p.tv, h.sV, h.p.Box(q.seq0 + n0, 0, q.kv_head, h.p.Hkv)}});
             }
           });
         });

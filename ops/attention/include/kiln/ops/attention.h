@@ -39,6 +39,16 @@ struct AttentionSize {
   // are the longest sequence's length. Causal masks are each sequence's own.
   bool varlen = false;
   int64_t total = 0;
+  // The rows layout (sm_90a, no decode forms): Q and O [B, S, Hq, D], K and V [B, Skv, Hkv, D]
+  // (torch's [B, S, H, D]), each position's row of heads q_stride, kv_stride and o_stride
+  // elements after the previous one: 0 for packed rows (H * D), more where Q, K and V are views of
+  // one fused projection's output; a multiple of 8. lse stays [B, Hq, S].
+  bool rows = false;
+  int64_t q_stride = 0, kv_stride = 0, o_stride = 0;
+  // The strides as the kernel takes them (0 resolved).
+  int64_t QStride() const { return q_stride ? q_stride : hq * d; }
+  int64_t KvStride() const { return kv_stride ? kv_stride : hkv * d; }
+  int64_t OStride() const { return o_stride ? o_stride : hq * d; }
 };
 
 struct AttentionOptions {
