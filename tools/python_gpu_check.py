@@ -136,18 +136,26 @@ def attention():
 
 def decode():
     """kiln.decode_attention over sequences of their own lengths (NaN past them) and over paged
-    caches with their pages out of order, against SDPA in fp32 per sequence."""
+    caches with their pages out of order, against SDPA in fp32 per sequence: decode, and prefill
+    (chunks of S new rows, causal diagonals at each sequence's length)."""
     g = torch.Generator(device="cuda").manual_seed(5)
 
-    def want(q1, k1, v1):
+    def want(q1, k1, v1, causal):
         rep = q1.shape[1] // k1.shape[1]
         ke, ve = (t.float().repeat_interleave(rep, dim=1) for t in (k1, v1))
-        return F.scaled_dot_product_attention(q1.float(), ke, ve)
+        s, skv = q1.shape[2], k1.shape[2]
+        mask = None
+        if causal:  # bottom-right: query i sees keys j <= i + skv - s
+            i = torch.arange(s, device="cuda")[:, None]
+            mask = torch.arange(skv, device="cuda")[None, :] <= i + skv - s
+        return F.scaled_dot_product_attention(q1.float(), ke, ve, attn_mask=mask)
 
-    for b, hq, hkv, s, d, page, lens in [(3, 32, 8, 1, 128, 0, [1, 1000, 5000]),
-                                          (2, 8, 2, 4, 64, 16, [77, 4099]),
-                                          (4, 16, 4, 1, 256, 256, [300, 9000, 256, 1]),
-                                          (2, 32, 8, 1, 128, 32, [33, 20000])]:
+    for b, hq, hkv, s, d, page, lens, causal in [
+            (3, 32, 8, 1, 128, 0, [1, 1000, 5000], False), (2, 8, 2, 4, 64, 16, [77, 4099], False),
+            (4, 16, 4, 1, 256, 256, [300, 9000, 256, 1], False),
+            (2, 32, 8, 1, 128, 32, [33, 20000], False),
+            (2, 32, 8, 1000, 128, 16, [1000, 4500], True), (2, 16, 4, 300, 64, 256, [300, 9000], True),
+            (1, 8, 8, 700, 256, 64, [2000], False), (2, 8, 2, 500, 128, 0, [500, 3000], True)]:
         smax = max(lens)
         q = torch.randn(b, hq, s, d, device="cuda", generator=g).bfloat16()
         k = torch.randn(b, hkv, smax, d, device="cuda", generator=g).bfloat16()
@@ -164,16 +172,17 @@ def decode():
                     rows = min(page, n - j * page)
                     ck[table[i, j], :rows] = k[i, :, j * page:j * page + rows].transpose(0, 1)
                     cv[table[i, j], :rows] = v[i, :, j * page:j * page + rows].transpose(0, 1)
-            o, _ = kiln.decode_attention(q, ck, cv, seq_lens, table)
+            o, _ = kiln.decode_attention(q, ck, cv, seq_lens, table, causal=causal)
         else:
             for i, n in enumerate(lens):  # past a sequence's length: NaN, never read into o
                 k[i, :, n:] = float("nan")
                 v[i, :, n:] = float("nan")
-            o, _ = kiln.decode_attention(q, k, v, seq_lens)
-        worst = max(rel(o[i:i + 1], want(q[i:i + 1], k[i:i + 1, :, :n], v[i:i + 1, :, :n]))
+            o, _ = kiln.decode_attention(q, k, v, seq_lens, causal=causal)
+        worst = max(rel(o[i:i + 1], want(q[i:i + 1], k[i:i + 1, :, :n], v[i:i + 1, :, :n], causal))
                     for i, n in enumerate(lens))
         report(f"decode_attention b{b} hq{hq} hkv{hkv} s{s} d{d} "
-               f"{f'page {page}' if page else 'lens'} {lens}", worst, 2e-2)
+               f"{f'page {page}' if page else 'lens'} {lens}{' causal' if causal else ''}", worst,
+               2e-2)
 
 
 def append():

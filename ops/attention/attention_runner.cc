@@ -54,6 +54,16 @@ void PlanDecode(const AttentionSize& z, const AttentionOptions& o, AttentionPlan
     plan.combine = o.dtype == "f16" ? "attention/combine.f16" : "attention/combine";
 }
 
+// Prefill over a KV cache (sequences of their own lengths, or paged): S query rows a sequence,
+// each sequence's causal diagonal its own (bottom-right aligned to its length: a chunk whose
+// earlier keys are in the cache), a CTA per query tile in the default tiling, but 128-key tiles
+// at D = 128 (pages and key tiles one a multiple of the other).
+void PlanCachePrefill(const AttentionSize& z, const AttentionOptions& o, AttentionPlan& plan) {
+  plan.kernel = absl::StrCat("attention/hopper.d", z.d, o.dtype == "f16" ? ".f16" : "",
+                             o.causal ? ".causal" : "", z.d == 128 && !o.causal ? ".bn128" : "",
+                             z.page ? absl::StrCat(".page", z.page) : ".lens");
+}
+
 }  // namespace
 
 absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const AttentionOptions& options,
@@ -106,11 +116,10 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
       return Invalid("cu_seqlens needs a 4-byte aligned pointer");
   }
   if (z.lens || z.page) {
-    if (!Decodes(z, options) || compute_capability != 90 || !options.kernel.empty())
-      return Invalid(absl::StrCat(
-          "sequences of their own lengths and paged caches are for decode on sm_90a: the query "
-          "rows of a KV head (Hq / Hkv * S = ",
-          z.hq / z.hkv * z.s, ") at most 64, S = 1 or no mask"));
+    if (compute_capability != 90 || !options.kernel.empty())
+      return Invalid(
+          "sequences of their own lengths and paged caches run on sm_90a, with the plan's own "
+          "kernel");
     if (!o.seq_lens || o.seq_lens % 4) return Invalid("seq_lens needs a 4-byte aligned pointer");
   }
   if (z.page) {
@@ -161,6 +170,8 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
                                options.causal ? ".causal" : "", ".varlen");
   } else if (z.rows) {  // the prefill kernels read and write it (the decode ones pack heads)
     absl::StrAppend(&plan.kernel, ".rows");
+  } else if ((z.lens || z.page) && !Decodes(z, options)) {
+    PlanCachePrefill(z, options, plan);
   } else if (options.kernel.empty() && compute_capability == 90) {
     PlanDecode(z, options, plan);
   }

@@ -132,8 +132,8 @@ void Attention(const Array& q, const Array& k, const Array& v, Array out, const 
 // kiln.decode_attention: q [B, Hq, S, D]; k, v [B, Hkv, Skv, D] with seq_lens, or a paged cache
 // [pages, page, Hkv, D] with seq_lens and block_table [B, max_pages] (i32).
 void DecodeAttention(const Array& q, const Array& k, const Array& v, const Array& seq_lens,
-                     std::optional<Array> block_table, Array out, const Array& lse, float scale,
-                     uint64_t stream) {
+                     std::optional<Array> block_table, Array out, const Array& lse, bool causal,
+                     float scale, uint64_t stream) {
   constexpr const char* call = "kiln.decode_attention";
   for (const auto& [what, x] : {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v},
                                 std::pair{"out", static_cast<const Array*>(&out)}})
@@ -169,7 +169,7 @@ void DecodeAttention(const Array& q, const Array& k, const Array& v, const Array
   if (ShapeOf(seq_lens) != std::vector<int64_t>{z.b})
     throw Error(
         absl::StrCat(call, ": seq_lens has shape ", ShapeText(seq_lens), "; [B] = (", z.b, ",)"));
-  Run(call, q, k, v, out, lse, z, {.scale = scale},
+  Run(call, q, k, v, out, lse, z, {.causal = causal, .scale = scale},
       {.seq_lens = &seq_lens, .block_table = paged ? &*block_table : nullptr}, stream);
 }
 
@@ -212,7 +212,7 @@ void BindAttention(nb::module_& m) {
         nb::arg("stream") = 0);
   m.def("_decode_attention", &DecodeAttention, nb::arg("q"), nb::arg("k"), nb::arg("v"),
         nb::arg("seq_lens"), nb::arg("block_table").none(), nb::arg("out"), nb::arg("lse"),
-        nb::arg("scale"), nb::arg("stream") = 0);
+        nb::arg("causal"), nb::arg("scale"), nb::arg("stream") = 0);
   m.def("_varlen_attention", &VarlenAttention, nb::arg("q"), nb::arg("k"), nb::arg("v"),
         nb::arg("cu_seqlens"), nb::arg("max_seqlen"), nb::arg("out"), nb::arg("lse"),
         nb::arg("causal"), nb::arg("scale"), nb::arg("stream") = 0);

@@ -203,20 +203,23 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     return o, lse
 
 
-def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, scale=None):
-    """Decode attention over sequences of their own lengths: (o, lse) for q [B, Hq, S, D] (S = 1,
-    or several query rows, each seeing all of its sequence's keys).
+def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False,
+                     scale=None):
+    """Attention over a KV cache, sequences of their own lengths: (o, lse) for q [B, Hq, S, D].
+    Decode (S = 1, or a few query rows) where a KV head's query rows (Hq / Hkv * S) fit 64;
+    prefill (a chunk of S new rows a sequence, whose keys were appended to the cache) beyond. With
+    causal, query i of sequence b sees keys j <= i + seq_lens[b] - S (its own diagonal); without,
+    every key of its sequence.
 
     Without block_table, k_cache and v_cache are [B, Hkv, Smax, D] and sequence b uses its first
     seq_lens[b] keys. With one, they are a paged cache [pages, page, Hkv, D] (vLLM's layout;
     page a power of two from 16) and sequence b's key j lies in page block_table[b, j // page],
-    row j % page. seq_lens [B] and block_table [B, max_pages] are int32. The query rows of a KV
-    head (Hq / Hkv * S) are at most 64. Keys past a sequence's length may hold anything (NaN
-    included): they are never read into the result.
+    row j % page. seq_lens [B] and block_table [B, max_pages] are int32. Keys past a sequence's
+    length may hold anything (NaN included): they are never read into the result.
     """
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, tuple(q.shape[:3]), "f32")
-    _kiln._decode_attention(q, k_cache, v_cache, seq_lens, block_table, o, lse,
+    _kiln._decode_attention(q, k_cache, v_cache, seq_lens, block_table, o, lse, bool(causal),
                             float(scale or 0.0), stream=_stream([q]))
     return o, lse
 

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tools/kiln/common.h"
@@ -17,7 +18,9 @@ int Attention() {
   z.b = absl::GetFlag(FLAGS_b), z.hq = absl::GetFlag(FLAGS_h), z.s = absl::GetFlag(FLAGS_s),
   z.d = absl::GetFlag(FLAGS_d);
   z.hkv = absl::GetFlag(FLAGS_hkv) ? absl::GetFlag(FLAGS_hkv) : z.hq;
+  const int64_t decode = absl::GetFlag(FLAGS_decode);
   z.skv = absl::GetFlag(FLAGS_skv) ? absl::GetFlag(FLAGS_skv) : z.s;
+  if (decode > 0) z.s = decode;  // (over --skv keys, --s's by default)
   z.rows = absl::GetFlag(FLAGS_bshd);
   kiln::rt::AttentionOptions options;
   options.dtype = absl::GetFlag(FLAGS_dtype);
@@ -25,10 +28,15 @@ int Attention() {
   options.scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
   options.kernel = absl::GetFlag(FLAGS_kernel);
   // The problem's own errors first, on any machine (the pointers here only pass the checks).
-  const int64_t page = absl::GetFlag(FLAGS_page);
+  const int64_t page = absl::GetFlag(FLAGS_paged);
   absl::StatusOr<kiln::rt::AttentionPlan> plan = kiln::rt::PlanAttention(
       kiln::examples::PagedSize(z, page), options, {16, 16, 16, 16, 16, 16, 16}, 90);
   if (!plan.ok()) return Fail(plan.status());
+  if (decode && !absl::StrContains(plan->kernel, ".split"))
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "kiln attention --decode: this problem runs ", plan->kernel,
+        ", not a decode kernel: the query rows of a KV head (Hq / Hkv * S = ", z.hq / z.hkv * z.s,
+        ") must fit 64, and a causal mask needs S = 1")));
   const std::string shape = kiln::examples::AttentionShapeName(z, options.causal);
   absl::StatusOr<kiln::examples::AttentionResult> r;
   if (absl::GetFlag(FLAGS_emulate)) {

@@ -60,9 +60,13 @@ ABSL_FLAG(int64_t, s, 4096, "`kiln attention`: query length");
 ABSL_FLAG(int64_t, skv, 0, "`kiln attention`: key/value length (default: --s)");
 ABSL_FLAG(int64_t, d, 128, "`kiln attention`: head dimension, 64, 128 or 256");
 ABSL_FLAG(bool, causal, false, "`kiln attention`: causal mask (bottom-right aligned)");
-ABSL_FLAG(int64_t, page, 0,
+ABSL_FLAG(int64_t, paged, 0,
           "`kiln attention`: K and V through a paged cache of pages of this many tokens (a power "
           "of two from 16; decode: the query rows of a KV head at most 64), its pages shuffled");
+ABSL_FLAG(int64_t, decode, 0,
+          "`kiln attention`: a decode step of this many query rows a sequence (1; more: "
+          "speculative) over --skv keys, in place of --s; refused unless the entry point plans "
+          "its decode kernels");
 ABSL_FLAG(bool, bshd, false,
           "`kiln attention`: Q, K, V and O in the rows layout [B, S, H, D] (torch's) instead of "
           "[B, H, S, D], each position's row of heads padded by 64 elements of NaN");

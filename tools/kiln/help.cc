@@ -78,11 +78,11 @@ const std::vector<CommandHelp>& Commands() {
        "Time every candidate kernel and split per size; record the fastest in F for kiln gemm.",
        {"sizes", "m", "n", "k", "dtype", "out_dtype", "epilogue", "tune_cache", "iters"}},
       {"attention",
-       "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--page N] "
-       "[--bshd] [--emulate]",
+       "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--paged N] "
+       "[--decode R] [--bshd] [--emulate]",
        "FlashAttention forward through the attention entry point, against fp64; timed on a GPU.",
-       {"b", "h", "hkv", "s", "skv", "d", "causal", "page", "bshd", "dtype", "scale", "kernel",
-        "emulate", "iters"}},
+       {"b", "h", "hkv", "s", "skv", "d", "causal", "paged", "decode", "bshd", "dtype", "scale",
+        "kernel", "emulate", "iters"}},
       {"plot",
        "plot RESULTS.tsv",
        "Redraw RESULTS-ratio.svg and RESULTS-versions.svg from a bench/gemm TSV.",

@@ -37,7 +37,9 @@ struct AttentionShape {
   // ("lens") Sequences of their own lengths: the parameter seq_lens (i32 [B]) gives each its keys,
   // the first seq_lens[b] (at most Skv) of its rows of K and V. ("pageN", lens implied) K and V in
   // a paged cache [pages, N, Hkv, D] (vLLM's layout), sequence b's key j in page
-  // block_table[b * max_pages + j / N] (i32), row j % N. Both: split kernels without a mask.
+  // block_table[b * max_pages + j / N] (i32), row j % N. Both: a CTA per tile (decode: split,
+  // without a mask), each sequence's causal diagonal its own: query i sees keys
+  // j <= i + seq_lens[b] - S.
   bool lens = false;
   int page = 0;
   bool per_sequence() const { return lens || page; }

@@ -21,8 +21,8 @@
 //
 // Constraints (checked at build): 1 to 3 consumer warpgroups; a key tile of a multiple of 16 rows
 // up to 256; a head dimension of 64, 128 or 256 (ParseAttention); split a CTA per tile, lens and
-// pages split without a mask, pages and key tiles one a multiple of the other. Tensors, heads and
-// masks: ops/attention/kernels/common.h.
+// pages a CTA per tile (split: without a mask), pages and key tiles one a multiple of the other.
+// Tensors, heads and masks: ops/attention/kernels/common.h.
 //
 // The pieces: this file declares the kernel (parameters, the work, shared memory, the rings) and
 // its roles; hopper_producer.cc is the producer warp; hopper_consumer.cc the consumers' walk over
@@ -68,16 +68,20 @@ QueryTile HopperAttention::TileOf(Value t) const {
   // A sequence of its own length: at most Skv (a longer one would read the next's rows; i32 is
   // unsigned here, so a negative one reads as longer).
   Value skv = a.per_sequence() ? Min(k.Load(p.seq_lens + b.To(i64)), Skv) : Skv;
-  Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : skv;
+  // Causally each sequence's last query row sees its last key (a chunk of a prefill whose earlier
+  // keys are in the cache: bottom-right aligned to its own length).
+  Value diagonal = a.per_sequence() ? skv.To(s32) - p.S.To(s32) : shift;
+  Value n_end = a.causal ? Max(Min(skv.To(s32), (m0 + BM).To(s32) + diagonal), 0).To(i32) : skv;
   Value n_tiles = (n_end + (BN - 1)) / BN, kv_head = b * Hkv + h / (Hq / Hkv);
   Value zero = k.I32(0);
-  if (!a.split) return QueryTile{m0, q_head, kv_head, n_tiles, zero, q_head, skv, b, zero, p.S};
+  if (!a.split)
+    return QueryTile{m0, q_head, kv_head, n_tiles, zero, q_head, skv, b, zero, p.S, diagonal};
   // Part `part` of P: its share of the key tiles (none for the last parts where P does not divide
   // them: they write O = 0 and lse = -inf, which the combine weighs 0).
   Value per = (n_tiles + (p.P - 1)) / p.P, first = Min(part * per, n_tiles);
   return QueryTile{
-      m0, q_head, kv_head, Min(n_tiles - first, per), first, part * (B * Hq) + q_head, skv,
-      b,  zero,   p.S};
+      m0,   q_head, kv_head, Min(n_tiles - first, per), first, part * (B * Hq) + q_head, skv, b,
+      zero, p.S,    diagonal};
 }
 
 // Packed sequences: tile number t is head t % Hq of the sequences' (t / Hq)-th query tile, their
@@ -111,7 +115,7 @@ QueryTile HopperAttention::PackedTileOf(Value t) const {
   Value m0 = (a.causal ? Select(found, last - at[2], k.I32(0)) : at[2]) * BM;
   Value n_end = a.causal ? Min(len, m0 + BM) : len;  // (its own diagonal: S = Skv a sequence)
   Value n_tiles = (n_end + (BN - 1)) / BN, zero = k.I32(0);
-  return QueryTile{m0, h, h / (Hq / Hkv), n_tiles, zero, h, len, b, seq0, len};
+  return QueryTile{m0, h, h / (Hq / Hkv), n_tiles, zero, h, len, b, seq0, len, shift};
 }
 
 }  // namespace attention_sm90
@@ -142,8 +146,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
   if (W < 1 || W > 3) k.Fail(absl::StrCat("attention takes 1 to 3 consumer warpgroups, not ", W));
   if (a.split && a.persistent) k.Fail("split-KV runs a CTA per part: no persist");
-  if (a.per_sequence() && (!a.split || a.causal))
-    k.Fail("lens and pageN are options of split kernels without a mask");
+  if (a.per_sequence() && (a.persistent || (a.split && a.causal)))
+    k.Fail("lens and pageN run a CTA per tile (or per part of one: split, without a mask)");
   if (a.varlen && (a.split || a.persistent || a.per_sequence()))
     k.Fail("varlen runs a CTA per tile of packed sequences: no split, persist, lens or pages");
   if (a.rows && (a.split || a.varlen || a.per_sequence()))
@@ -250,6 +254,11 @@ ExampleFamily AttentionFamily() {
     f.bundled.push_back(absl::StrCat(v, ".wg1.bn128.st3.split"));
   for (const char* v : {"d256", "d256.f16"})
     f.bundled.push_back(absl::StrCat(v, ".wg1.bn64.st2.split"));
+  // Prefill over sequences of their own lengths and paged caches (PlanCachePrefill), bf16 (f16:
+  // `kiln bundle`).
+  for (const char* v : {"d64", "d64.causal", "d128.bn128", "d128.causal", "d256", "d256.causal"})
+    for (const char* form : {".lens", ".page16", ".page32", ".page64", ".page256"})
+      f.bundled.push_back(absl::StrCat(v, form));
   // Packed sequences, and sequences of their own lengths and paged caches, bf16 (f16: `kiln
   // bundle`).
   for (const char* v : {"d64", "d64.causal", "d128", "d128.causal", "d256", "d256.causal"})

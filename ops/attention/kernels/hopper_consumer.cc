@@ -30,6 +30,7 @@ HopperConsumer::HopperConsumer(HopperAttention& h, const Value& t)
   n_ = k_.Registers(Type::Of(i32), 1);
   n_first_ = k_.I32(0);
   skv_ = h.p.Skv;
+  shift_ = h.shift;
   seq0_ = k_.I32(0);
   rows_ = h.p.S;
   now_ = k_.Registers(Type::Of(i32), 2);
@@ -132,7 +133,9 @@ void HopperConsumer::LaterSteps(Value n_tiles) {
 void HopperConsumer::LastPv() {  // the tile's last P V alone
   MyTurn();
   Value vs = VStage();
-  if (h_.a.per_sequence()) ZeroVPastLength(vs);
+  // The first warpgroup in turn zeroes the stage's rows past the length; the others' P V follow it
+  // in the ring of turns, its writes fenced for the async proxy before it passes the turn on.
+  if (h_.a.per_sequence()) k_.If(wg_ == 0, [&] { ZeroVPastLength(vs); });
   k_.WgmmaFence();
   IssuePv(vs);
   TheirTurn();
@@ -177,6 +180,7 @@ void HopperConsumer::TileByTile() {
         m0_ = tile.m0;
         n_first_ = tile.n_first;
         skv_ = tile.skv;
+        shift_ = tile.shift;
         n_tiles_ = tile.n_tiles;
         seq0_ = tile.seq0;
         rows_ = tile.rows;

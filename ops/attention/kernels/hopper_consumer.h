@@ -67,9 +67,9 @@ class HopperConsumer {
   // The tile's state: its first query row (for the masks) and Q stage; the S and O accumulators;
   // per thread its two rows' running max (in scaled log2 units), its share of their sums, the
   // last rescale factor; P as the next wgmma's A fragments (bf16/f16 pairs, BN / 16 fragments).
-  Value m0_, n_first_;   // (n_first_: its first key tile, 0 but in a part of a split tile)
-  Value skv_, n_tiles_;  // its sequence's keys, its key tiles
-  Value seq0_, rows_;    // its sequence's first row in packed tensors, its query rows
+  Value m0_, n_first_;           // (n_first_: its first key tile, 0 but in a part of a split tile)
+  Value skv_, n_tiles_, shift_;  // its sequence's keys, its key tiles, its causal diagonal
+  Value seq0_, rows_;            // its sequence's first row in packed tensors, its query rows
   SmemTile sQs_;
   WgmmaAccumulator s_, o_;
   Regs row_max_, row_sum_, alpha_, p_frag_;

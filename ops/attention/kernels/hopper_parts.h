@@ -14,9 +14,11 @@ namespace kiln::examples::attention_sm90 {
 // in a part of a split tile). Its O and lse go to head out_head (q_head but in a split tile).
 // skv: its sequence's keys (Skv, or seq_lens[b] where sequences have their own); b: its batch.
 // seq0: its sequence's first row in packed tensors (0 but varlen); rows: its sequence's query
-// rows (S, or its length varlen: none for a tile number past the sequences' tiles).
+// rows (S, or its length varlen: none for a tile number past the sequences' tiles). shift: its
+// causal diagonal, query i sees keys j <= i + shift (Skv - S, or skv - S where sequences have
+// their own lengths).
 struct QueryTile {
-  Value m0, q_head, kv_head, n_tiles, n_first, out_head, skv, b, seq0, rows;
+  Value m0, q_head, kv_head, n_tiles, n_first, out_head, skv, b, seq0, rows, shift;
 };
 
 // What the kernel declared, as its roles read it.
@@ -32,7 +34,7 @@ struct HopperAttention {
   Value m_tiles, tile_count;
   SmemTile sQ, sK, sV;
   Pipeline &q_ring, &k_ring, &v_ring;
-  Value shift;          // query i sees keys j <= i + shift
+  Value shift;          // Skv - S: query i sees keys j <= i + shift (QueryTile::shift)
   Value group_heads;    // causal: the heads whose tiles are dispatched together
   SmemTile tile_slots;  // the tile numbers the producer hands to the consumers (hopper.cc)
 

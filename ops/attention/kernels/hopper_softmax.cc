@@ -37,7 +37,7 @@ void HopperConsumer::Softmax(Value n0, bool masked) {
     RowPair limit;  // keys below this column are seen, per row
     for (int half = 0; half < 2; ++half) {
       Value row = (m0_ + row0_ + s_.Row(half)).To(s32);
-      limit[half] = h_.a.causal ? Min(Skv.To(s32), row + 1 + h_.shift) : Skv.To(s32);
+      limit[half] = h_.a.causal ? Min(Skv.To(s32), row + 1 + shift_) : Skv.To(s32);
     }
     MaskColumns(s_, n0, limit, -INFINITY);
   }
@@ -64,7 +64,7 @@ void HopperConsumer::Softmax(Value n0, bool masked) {
 void HopperConsumer::SoftmaxOf(Value n0) {
   const Value& Skv = skv_;
   Value needs_mask = (n0 + h_.BN).To(s32) >
-                     (h_.a.causal ? Min(Skv.To(s32), (m0_ + 1).To(s32) + h_.shift) : Skv.To(s32));
+                     (h_.a.causal ? Min(Skv.To(s32), (m0_ + 1).To(s32) + shift_) : Skv.To(s32));
   k_.If(
       needs_mask, [&] { Softmax(n0, true); }, [&] { Softmax(n0, false); });
 }

@@ -26,11 +26,12 @@ namespace kiln::rt {
 
 struct AttentionSize {
   int64_t b = 1, hq = 1, hkv = 1, s = 1, skv = 1, d = 128;
-  // Decode over sequences of their own lengths (`lens`, AttentionOperands::seq_lens: sequence b
-  // uses the first seq_lens[b] <= Skv of its keys), or a paged KV cache (page > 0: K and V are
+  // Sequences of their own lengths (`lens`, AttentionOperands::seq_lens: sequence b uses the
+  // first seq_lens[b] <= Skv of its keys), or a paged KV cache (page > 0: K and V are
   // [pages, page, Hkv, D], vLLM's layout, and sequence b's key j lies in page
-  // block_table[b * max_pages + j / page], row j % page; Skv is max_pages * page). Either is
-  // for decode: the query rows of a KV head fit 64, and S = 1 or no mask.
+  // block_table[b * max_pages + j / page], row j % page; Skv is max_pages * page). Decode where
+  // the query rows of a KV head fit 64 (and S = 1 or no mask); else prefill, a CTA per query
+  // tile. Causal masks are each sequence's own: query i sees keys j <= i + seq_lens[b] - S.
   bool lens = false;
   int64_t page = 0, pages = 0, max_pages = 0;
   // Packed sequences (varlen, self-attention): B sequences of their own lengths, `total` tokens in
