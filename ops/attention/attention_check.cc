@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -126,12 +127,21 @@ struct Sums {
 
 double Decode(uint16_t x, bool half) { return half ? HalfToFloat(x) : Bf16ToFloat(x); }
 
+// Packed sequences checked as a dense problem padded to the longest: sequence b's length (its
+// query rows and its keys), or -1 where every sequence is S x Skv.
+using Lengths = std::vector<int64_t>;
+int64_t LengthOf(const Lengths* lengths, int64_t b) { return lengths ? (*lengths)[b] : -1; }
+
 // The fp64 reference of one row: its D values of O into `want`, its lse returned (-inf where the
 // row sees no key).
 double ReferenceRow(const rt::AttentionSize& z, bool causal, double scale, bool half,
-                    const Inputs& in, int64_t row, std::vector<double>& want) {
+                    const Inputs& in, int64_t row, std::vector<double>& want,
+                    const Lengths* lengths = nullptr) {
   const int64_t head = row / z.s, i = row % z.s, b = head / z.hq, h = head % z.hq;
-  const int64_t kv_head = b * z.hkv + h / (z.hq / z.hkv), keys = KeysSeen(z, causal, i);
+  const int64_t length = LengthOf(lengths, b);
+  const int64_t kv_head = b * z.hkv + h / (z.hq / z.hkv), keys = length < 0 ? KeysSeen(z, causal, i)
+                                                                 : causal   ? i + 1
+                                                                            : length;
   const uint16_t* q = &in.q[row * z.d];
   std::vector<double> score(keys);
   want.assign(z.d, 0.0);
@@ -157,10 +167,10 @@ double ReferenceRow(const rt::AttentionSize& z, bool causal, double scale, bool 
 
 // One row against the reference, into `out`.
 void CheckRow(const rt::AttentionSize& z, bool causal, double scale, bool half, const Inputs& in,
-              const std::vector<uint16_t>& o, const std::vector<float>& lse, int64_t row,
-              Sums& out) {
+              const std::vector<uint16_t>& o, const std::vector<float>& lse, int64_t row, Sums& out,
+              const Lengths* lengths) {
   std::vector<double> want;
-  const double want_lse = ReferenceRow(z, causal, scale, half, in, row, want);
+  const double want_lse = ReferenceRow(z, causal, scale, half, in, row, want, lengths);
   for (int64_t c = 0; c < z.d; ++c) {
     const double got = Decode(o[row * z.d + c], half);
     if (!std::isfinite(got)) ++out.bad;
@@ -181,8 +191,11 @@ void CheckRow(const rt::AttentionSize& z, bool causal, double scale, bool half, 
 // an unwritten tile leaves).
 void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, const Inputs& in,
            const std::vector<uint16_t>& o, const std::vector<float>& lse, uint64_t seed,
-           AttentionResult& r) {
-  const std::vector<int64_t> rows = RowsToCheck(z, seed);
+           AttentionResult& r, const Lengths* lengths = nullptr) {
+  std::vector<int64_t> rows = RowsToCheck(z, seed);
+  if (lengths)  // a packed sequence's rows only
+    std::erase_if(rows,
+                  [&](int64_t row) { return row % z.s >= LengthOf(lengths, row / z.s / z.hq); });
   const int64_t workers = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1,
                                               std::min<int64_t>(rows.size(), 32));
   std::vector<Sums> sums(workers);
@@ -190,7 +203,7 @@ void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, con
   for (int64_t w = 0; w < workers; ++w)
     threads.emplace_back([&, w] {
       for (size_t n = rows.size() * w / workers; n < rows.size() * (w + 1) / workers; ++n)
-        CheckRow(z, causal, scale, half, in, o, lse, rows[n], sums[w]);
+        CheckRow(z, causal, scale, half, in, o, lse, rows[n], sums[w], lengths);
     });
   for (std::thread& t : threads) t.join();
   Sums all;
@@ -485,6 +498,177 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
     r.failure = "a second launch gave other outputs (state left behind by the first)";
   }
   return r;
+}
+
+}  // namespace kiln::examples
+
+namespace kiln::examples {
+namespace {
+
+// What a packed-sequence run needs of its device (the GPU or the emulator), buffers named by
+// their device addresses.
+struct VarlenDevice {
+  std::function<absl::StatusOr<uint64_t>(size_t bytes)> allocate;
+  std::function<absl::Status(uint64_t at, const void* from, size_t bytes)> copy_in;
+  std::function<absl::Status(void* to, uint64_t at, size_t bytes)> copy_out;
+  std::function<absl::Status(uint64_t at, size_t bytes)> poison;  // 0xff bytes: NaN
+  std::function<absl::Status(const rt::AttentionSize&, const rt::AttentionOperands&)> run;
+};
+
+// The rows i < lengths[b] of each head of x [B, H, S, D] (padded), packed as [T, H, D].
+std::vector<uint16_t> PackRows(const std::vector<uint16_t>& x, const rt::AttentionSize& pad,
+                               int64_t heads, const std::vector<int64_t>& lengths) {
+  std::vector<uint16_t> packed;
+  for (int64_t b = 0; b < pad.b; ++b)
+    for (int64_t i = 0; i < lengths[b]; ++i)
+      for (int64_t h = 0; h < heads; ++h) {
+        const uint16_t* row = &x[((b * heads + h) * pad.s + i) * pad.d];
+        packed.insert(packed.end(), row, row + pad.d);
+      }
+  return packed;
+}
+
+absl::StatusOr<AttentionResult> RunVarlen(VarlenDevice& dev, const rt::AttentionSize& size,
+                                          const std::vector<int64_t>& lengths,
+                                          const rt::AttentionOptions& options, uint64_t seed,
+                                          rt::AttentionOperands& ops, rt::AttentionSize& planned) {
+  if (lengths.empty() || *std::min_element(lengths.begin(), lengths.end()) < 1)
+    return absl::InvalidArgumentError("packed sequences need lengths of at least 1 each");
+  const bool half = options.dtype == "f16";
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+  rt::AttentionSize pad = size;  // the padded dense problem the reference reads
+  pad.b = static_cast<int64_t>(lengths.size()), pad.s = pad.skv = longest;
+  planned = pad;
+  planned.varlen = true, planned.total = total;
+  absl::StatusOr<rt::AttentionPlan> plan =
+      rt::PlanAttention(planned, options, {16, 16, 16, 16, 16, 0, 0, 16}, 90);
+  if (!plan.ok()) return plan.status();
+  AttentionResult r;
+  r.kernel = plan->kernel, r.size = pad, r.causal = options.causal;
+  const Inputs in = RandomInputs(pad, half, seed);
+  const std::vector<uint16_t> q = PackRows(in.q, pad, pad.hq, lengths),
+                              k = PackRows(in.k, pad, pad.hkv, lengths),
+                              v = PackRows(in.v, pad, pad.hkv, lengths);
+  std::vector<int32_t> cu = {0};
+  for (int64_t n : lengths) cu.push_back(static_cast<int32_t>(cu.back() + n));
+  const size_t o_bytes = total * pad.hq * pad.d * 2, lse_bytes = pad.hq * total * 4;
+  std::vector<uint64_t> at;
+  for (size_t bytes :
+       {q.size() * 2, k.size() * 2, v.size() * 2, o_bytes, lse_bytes, cu.size() * 4}) {
+    absl::StatusOr<uint64_t> a = dev.allocate(bytes);
+    if (!a.ok()) return a.status();
+    at.push_back(*a);
+  }
+  for (auto [i, host] : {std::pair{0, &q}, std::pair{1, &k}, std::pair{2, &v}})
+    if (absl::Status st = dev.copy_in(at[i], host->data(), host->size() * 2); !st.ok()) return st;
+  if (absl::Status st = dev.copy_in(at[5], cu.data(), cu.size() * 4); !st.ok()) return st;
+  if (absl::Status st = dev.poison(at[3], o_bytes); !st.ok()) return st;
+  if (absl::Status st = dev.poison(at[4], lse_bytes); !st.ok()) return st;
+  ops = {at[0], at[1], at[2], at[3], at[4]};
+  ops.cu_seqlens = at[5];
+  if (absl::Status st = dev.run(planned, ops); !st.ok()) return st;
+  std::vector<uint16_t> o(o_bytes / 2);
+  std::vector<float> lse(lse_bytes / 4);
+  if (absl::Status st = dev.copy_out(o.data(), at[3], o_bytes); !st.ok()) return st;
+  if (absl::Status st = dev.copy_out(lse.data(), at[4], lse_bytes); !st.ok()) return st;
+  // Back to the padded layout, the padding rows 0 (a NaN left there is a row never written).
+  std::vector<uint16_t> dense_o(pad.b * pad.hq * pad.s * pad.d, 0);
+  std::vector<float> dense_lse(pad.b * pad.hq * pad.s, 0);
+  for (int64_t b = 0; b < pad.b; ++b)
+    for (int64_t i = 0; i < lengths[b]; ++i)
+      for (int64_t h = 0; h < pad.hq; ++h) {
+        const int64_t t = cu[b] + i, row = (b * pad.hq + h) * pad.s + i;
+        std::copy_n(&o[(t * pad.hq + h) * pad.d], pad.d, &dense_o[row * pad.d]);
+        dense_lse[row] = lse[h * total + t];
+      }
+  Check(pad, options.causal, plan->scale, half, in, dense_o, dense_lse, seed, r, &lengths);
+  return r;
+}
+
+double VarlenFlops(const rt::AttentionSize& size, const std::vector<int64_t>& lengths,
+                   bool causal) {
+  double flops = 0;
+  for (int64_t n : lengths) {
+    rt::AttentionSize one = size;
+    one.b = 1, one.s = one.skv = n;
+    flops += rt::AttentionFlops(one, causal);
+  }
+  return flops;
+}
+
+}  // namespace
+
+absl::StatusOr<AttentionResult> RunVarlenAttentionGpu(rt::AttentionRunner& runner,
+                                                      const rt::AttentionSize& size,
+                                                      const std::vector<int64_t>& lengths,
+                                                      const rt::AttentionOptions& options,
+                                                      int iters, uint64_t seed) {
+  std::vector<rt::DeviceBuffer> buffers;
+  auto buffer = [&](uint64_t at) -> rt::DeviceBuffer& {
+    return *std::find_if(buffers.begin(), buffers.end(),
+                         [&](const rt::DeviceBuffer& b) { return b.ptr() == at; });
+  };
+  VarlenDevice dev{
+      [&](size_t bytes) -> absl::StatusOr<uint64_t> {
+        absl::StatusOr<rt::DeviceBuffer> b = rt::DeviceBuffer::Allocate(std::max<size_t>(bytes, 4));
+        if (!b.ok()) return b.status();
+        buffers.push_back(*std::move(b));
+        return buffers.back().ptr();
+      },
+      [&](uint64_t at, const void* from, size_t bytes) {
+        return buffer(at).CopyFromHost(from, bytes);
+      },
+      [&](void* to, uint64_t at, size_t bytes) { return buffer(at).CopyToHost(to, bytes); },
+      [&](uint64_t at, size_t) { return buffer(at).Fill(0xff); },
+      [&](const rt::AttentionSize& z, const rt::AttentionOperands& ops) -> absl::Status {
+        if (absl::Status st = runner.Run(z, options, ops); !st.ok()) return st;
+        return rt::Synchronize();
+      }};
+  rt::AttentionOperands ops;
+  rt::AttentionSize planned;
+  absl::StatusOr<AttentionResult> r = RunVarlen(dev, size, lengths, options, seed, ops, planned);
+  if (!r.ok() || iters <= 0 || !r->passed) return r;
+  constexpr int kRepeats = 10;  // as RunAttentionGpu times
+  std::vector<std::function<absl::Status()>> fns = {[&]() -> absl::Status {
+    for (int n = 0; n < kRepeats; ++n)
+      if (absl::Status st = runner.Run(planned, options, ops); !st.ok()) return st;
+    return absl::OkStatus();
+  }};
+  absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, 1, iters);
+  if (!ms.ok()) return ms.status();
+  r->ms = (*ms)[0] / kRepeats;
+  r->tflops = VarlenFlops(size, lengths, options.causal) / (r->ms * 1e-3) / 1e12;
+  return r;
+}
+
+absl::StatusOr<AttentionResult> RunVarlenAttentionEmulated(const rt::Bundle& bundle,
+                                                           const rt::AttentionSize& size,
+                                                           const std::vector<int64_t>& lengths,
+                                                           const rt::AttentionOptions& options,
+                                                           uint64_t seed) {
+  emu::Device d;
+  VarlenDevice dev{
+      [&](size_t bytes) { return d.Allocate(std::max<size_t>(bytes, 4)); },
+      [&](uint64_t at, const void* from, size_t bytes) { return d.CopyIn(at, from, bytes); },
+      [&](void* to, uint64_t at, size_t bytes) { return d.CopyOut(to, at, bytes); },
+      [&](uint64_t at, size_t bytes) { return d.Fill(at, 0xff, bytes); },
+      [&](const rt::AttentionSize& z, const rt::AttentionOperands& ops) -> absl::Status {
+        absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(z, options, ops, 90);
+        if (!plan.ok()) return plan.status();
+        if (plan->kernel != bundle.manifest.name)
+          return absl::InvalidArgumentError(
+              absl::StrCat("this problem runs ", plan->kernel, ", not ", bundle.manifest.name));
+        absl::StatusOr<std::vector<rt::Arg>> args =
+            rt::AttentionArgs(bundle.manifest, plan->size, plan->scale, ops);
+        if (!args.ok()) return args.status();
+        absl::StatusOr<emu::Stats> stats =
+            emu::Launch(d, bundle, *args, {.seed = seed, .sm_count = 3});
+        return stats.ok() ? absl::OkStatus() : stats.status();
+      }};
+  rt::AttentionOperands ops;
+  rt::AttentionSize planned;
+  return RunVarlen(dev, size, lengths, options, seed, ops, planned);
 }
 
 }  // namespace kiln::examples

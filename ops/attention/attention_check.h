@@ -50,4 +50,20 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(
     const rt::Bundle& bundle, const rt::AttentionSize& size, const rt::AttentionOptions& options,
     uint64_t seed, const rt::Bundle* combine = nullptr, int64_t page = 0);
 
+// Packed sequences (varlen, self-attention) of `lengths` tokens each, with `size`'s heads, D and
+// nothing else of it (B, S and Skv come from the lengths): random normal Q, K, V [T, H, D], the
+// entry point's kernel with O and lse poisoned, each checked row against the fp64 reference over
+// its own sequence (its causal mask its own). On the GPU timed as RunAttentionGpu (TFLOPS of the
+// sequences' own pairs); on the emulator with `bundle`, the kernel PlanAttention names.
+absl::StatusOr<AttentionResult> RunVarlenAttentionGpu(rt::AttentionRunner& runner,
+                                                      const rt::AttentionSize& size,
+                                                      const std::vector<int64_t>& lengths,
+                                                      const rt::AttentionOptions& options,
+                                                      int iters, uint64_t seed);
+absl::StatusOr<AttentionResult> RunVarlenAttentionEmulated(const rt::Bundle& bundle,
+                                                           const rt::AttentionSize& size,
+                                                           const std::vector<int64_t>& lengths,
+                                                           const rt::AttentionOptions& options,
+                                                           uint64_t seed);
+
 }  // namespace kiln::examples

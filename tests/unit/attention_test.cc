@@ -261,6 +261,26 @@ TEST(EmulatedAttention, AWrongMaskFailsTheCheck) {
   EXPECT_FALSE(r->passed) << "error " << r->rel_error;
 }
 
+// Packed sequences through the harness (`kiln attention --varlen`): lengths that end inside a
+// tile, one of a single token, each row against its own sequence's reference; and the check
+// fails the non-causal kernel run as the causal one.
+TEST(EmulatedAttention, PackedSequencesThroughTheHarness) {
+  const std::vector<int64_t> lengths = {7, 130, 1, 64};
+  const rt::AttentionSize heads{.hq = 4, .hkv = 2, .d = 64};
+  for (bool causal : {false, true}) {
+    const rt::Bundle b = BundleOf(causal ? "attention/hopper.d64.causal.varlen" : "attention/hopper.d64.varlen");
+    absl::StatusOr<AttentionResult> r = RunVarlenAttentionEmulated(b, heads, lengths, {.causal = causal}, 2);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->passed) << r->failure;
+    EXPECT_EQ(r->rows_checked, 202 * 4);
+  }
+  rt::Bundle wrong = BundleOf("attention/hopper.d64.varlen");
+  wrong.manifest.name = "attention/hopper.d64.causal.varlen";
+  absl::StatusOr<AttentionResult> r = RunVarlenAttentionEmulated(wrong, heads, lengths, {.causal = true}, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->passed) << "error " << r->rel_error;
+}
+
 // tcgen05.st is asynchronous until the storing thread's tcgen05.wait::st: without the wait, the
 // emulator reports the next use of those columns (P V's MMA into the rescaled O), naming the store.
 TEST(EmulatedBlackwellAttention, AStoreToTensorMemoryWithoutItsWaitIsReported) {

@@ -1,15 +1,68 @@
 // `kiln attention`: FlashAttention forward through the attention entry point, against fp64.
+#include <algorithm>
 #include <iostream>
+#include <numeric>
 #include <optional>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
+namespace {
+
+int Report(const absl::StatusOr<kiln::examples::AttentionResult>& r, const std::string& shape) {
+  if (!r.ok()) return Fail(r.status());
+  std::cout << absl::StrFormat("%s %s: %d rows against fp64, error %.3e, lse %.1e: %s", r->kernel,
+                               shape, r->rows_checked, r->rel_error, r->lse_error,
+                               r->passed ? "ok" : "FAIL: " + r->failure);
+  if (r->ms > 0) std::cout << absl::StrFormat("; %.4f ms, %.1f TFLOPS", r->ms, r->tflops);
+  std::cout << std::endl;
+  return r->passed ? 0 : 1;
+}
+
+// --varlen: packed sequences of the listed lengths, --h/--hkv heads of --d.
+int VarlenAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionOptions& options) {
+  std::vector<int64_t> lengths;
+  for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_varlen), ',')) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(part, &n) || n < 1)
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "kiln attention --varlen: '", part, "' is not a length (positive, comma-separated)")));
+    lengths.push_back(n);
+  }
+  kiln::rt::AttentionSize planned = z;
+  planned.b = static_cast<int64_t>(lengths.size());
+  planned.s = planned.skv = *std::max_element(lengths.begin(), lengths.end());
+  planned.varlen = true;
+  planned.total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+  absl::StatusOr<kiln::rt::AttentionPlan> plan =
+      kiln::rt::PlanAttention(planned, options, {16, 16, 16, 16, 16, 0, 0, 16}, 90);
+  if (!plan.ok()) return Fail(plan.status());
+  const std::string shape =
+      absl::StrCat("varlen ", absl::GetFlag(FLAGS_varlen), " ",
+                   kiln::examples::AttentionShapeName(planned, options.causal));
+  if (absl::GetFlag(FLAGS_emulate)) {
+    absl::StatusOr<Bundle> b = GetBundle(plan->kernel);
+    if (!b.ok()) return Fail(b.status());
+    return Report(kiln::examples::RunVarlenAttentionEmulated(*b, z, lengths, options, 1), shape);
+  }
+  absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+  if (!d.ok()) return Fail(d.status());
+  PrintDevice();
+  kiln::rt::AttentionRunner runner(BundleDir());
+  return Report(kiln::examples::RunVarlenAttentionGpu(runner, z, lengths, options,
+                                                      absl::GetFlag(FLAGS_iters), 1),
+                shape);
+}
+
+}  // namespace
 
 // kiln attention: one problem through the attention entry point, checked against an fp64 host
 // reference and timed on the GPU, or (--emulate) checked on the emulator.
@@ -27,6 +80,7 @@ int Attention() {
   options.causal = absl::GetFlag(FLAGS_causal);
   options.scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
   options.kernel = absl::GetFlag(FLAGS_kernel);
+  if (!absl::GetFlag(FLAGS_varlen).empty()) return VarlenAttention(z, options);
   // The problem's own errors first, on any machine (the pointers here only pass the checks).
   const int64_t page = absl::GetFlag(FLAGS_paged);
   absl::StatusOr<kiln::rt::AttentionPlan> plan = kiln::rt::PlanAttention(
@@ -60,13 +114,7 @@ int Attention() {
     kiln::rt::AttentionRunner runner(BundleDir());
     r = kiln::examples::RunAttentionGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1, page);
   }
-  if (!r.ok()) return Fail(r.status());
-  std::cout << absl::StrFormat("%s %s: %d rows against fp64, error %.3e, lse %.1e: %s", r->kernel,
-                               shape, r->rows_checked, r->rel_error, r->lse_error,
-                               r->passed ? "ok" : "FAIL: " + r->failure);
-  if (r->ms > 0) std::cout << absl::StrFormat("; %.4f ms, %.1f TFLOPS", r->ms, r->tflops);
-  std::cout << std::endl;
-  return r->passed ? 0 : 1;
+  return Report(r, shape);
 }
 
 }  // namespace kiln::cli

@@ -63,6 +63,9 @@ ABSL_FLAG(bool, causal, false, "`kiln attention`: causal mask (bottom-right alig
 ABSL_FLAG(int64_t, paged, 0,
           "`kiln attention`: K and V through a paged cache of pages of this many tokens (a power "
           "of two from 16; decode: the query rows of a KV head at most 64), its pages shuffled");
+ABSL_FLAG(std::string, varlen, "",
+          "`kiln attention`: packed sequences (self-attention, no padding) of these lengths, "
+          "e.g. 7,100,4095 (in place of --b, --s and --skv)");
 ABSL_FLAG(int64_t, decode, 0,
           "`kiln attention`: a decode step of this many query rows a sequence (1; more: "
           "speculative) over --skv keys, in place of --s; refused unless the entry point plans "

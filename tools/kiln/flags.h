@@ -32,6 +32,7 @@ ABSL_DECLARE_FLAG(int64_t, h);
 ABSL_DECLARE_FLAG(int64_t, hkv);
 ABSL_DECLARE_FLAG(int64_t, paged);
 ABSL_DECLARE_FLAG(int64_t, decode);
+ABSL_DECLARE_FLAG(std::string, varlen);
 ABSL_DECLARE_FLAG(bool, bshd);
 ABSL_DECLARE_FLAG(int64_t, s);
 ABSL_DECLARE_FLAG(int64_t, skv);
