@@ -10,24 +10,59 @@
 namespace kiln::examples::attention_sm90 {
 namespace {
 
-// A paged key tile: a box per span and per page (or the whole tile, in pages of BN or more), each
-// at its page's cache rows. Past the sequence's last key, the boxes read its last page again
-// (every index the block table holds for it is valid; the consumers mask those keys).
+// A paged key tile is a box per span and per page (or the whole tile, in pages of BN or more),
+// each at its page's cache rows. The first key of each box of the tile at n0; past the sequence's
+// last key, that key (its page is valid, and the consumers mask those keys).
+std::vector<Value> BoxKeys(HopperAttention& h, const QueryTile& q, const Value& n0) {
+  const int rows = std::min(h.a.page, h.BN);
+  Value last = Max(q.skv - 1, h.k.I32(0));
+  std::vector<Value> keys;
+  for (int r = 0; r < h.BN; r += rows) keys.push_back(Min(n0 + r, last));
+  return keys;
+}
+
+// The block-table entries of those keys' pages, each load issued here and first used a key tile
+// later (PagedTiles), so that its latency passes under the waits for ring stages.
+std::vector<Value> PageEntries(HopperAttention& h, const QueryTile& q, const Value& n0) {
+  std::vector<Value> entries;
+  for (const Value& key : BoxKeys(h, q, n0))
+    entries.push_back(h.k.Load(h.p.block_table + (q.b * h.p.max_pages + key / h.a.page).To(i64)));
+  return entries;
+}
+
+// The boxes of one ring's key tile, `slots` the cache rows of its boxes.
 std::vector<TmaCopy> PagedCopies(HopperAttention& h, const TensorMap& map, const SmemTile& ring,
-                                 const QueryTile& q, const Value& n0) {
-  Kernel& k = h.k;
-  const int page = h.a.page, rows = std::min(page, h.BN);
-  Value last = Max(q.skv - 1, k.I32(0));
+                                 const QueryTile& q, const std::vector<Value>& slots) {
+  const int rows = std::min(h.a.page, h.BN);
   std::vector<TmaCopy> copies;
-  for (int r = 0; r < h.BN; r += rows) {
-    Value key = Min(n0 + r, last);
-    Value at = h.p.block_table + (q.b * h.p.max_pages + key / page).To(i64);
-    Value slot = k.Load(at) * page + key % page;
+  for (size_t i = 0; i < slots.size(); ++i)
     for (int span = 0; span < h.SPANS; ++span)
-      copies.push_back(
-          {&map, ring.Rows(span * h.BN + r, rows), {0, slot, span, q.kv_head % h.p.Hkv}});
-  }
+      copies.push_back({&map,
+                        ring.Rows(span * h.BN + static_cast<int>(i) * rows, rows),
+                        {0, slots[i], span, q.kv_head % h.p.Hkv}});
   return copies;
+}
+
+// A query tile's paged K and V tiles: each key tile's block-table entries loaded a tile ahead
+// (once for K and V), the tile's own turned into cache rows when its boxes go out
+// (docs/perf/2026-11-28-paged-prefill.md).
+void PagedTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_at,
+                Pipeline::Cursor& v_at) {
+  Kernel& k = h.k;
+  const std::vector<Value> first = PageEntries(h, q, q.n_first * h.BN);
+  Regs ahead = k.Registers(Type::Of(i32), static_cast<int>(first.size()));
+  for (size_t i = 0; i < first.size(); ++i) ahead[i] = first[i];
+  k.For(0, q.n_tiles, 1, [&](Value j) {
+    Value n0 = (q.n_first + j) * h.BN;
+    const std::vector<Value> keys = BoxKeys(h, q, n0);
+    std::vector<Value> slots;
+    for (size_t i = 0; i < keys.size(); ++i)
+      slots.push_back(ahead[i] * h.a.page + keys[i] % h.a.page);
+    const std::vector<Value> next = PageEntries(h, q, n0 + h.BN);  // (clamped: always valid)
+    for (size_t i = 0; i < next.size(); ++i) ahead[i] = next[i];
+    h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, slots));
+    h.v_ring.Produce(v_at, PagedCopies(h, h.p.tv, h.sV, q, slots));
+  });
 }
 
 }  // namespace
@@ -68,17 +103,11 @@ void RunProducer(HopperAttention& h, const Value& t) {
         },
         [&] {
           QueryTile q = h.TileOf(now[0]);
+          if (a.page) return PagedTiles(h, q, k_at, v_at);
           k.For(0, q.n_tiles, 1, [&](Value j) {
             Value n0 = (q.n_first + j) * h.BN;
-            if (a.page) {
-              h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, n0));
-              h.v_ring.Produce(v_at, PagedCopies(h, h.p.tv, h.sV, q, n0));
-            } else {
-              h.k_ring.Produce(k_at,
-                               {{&h.p.tk, h.sK, h.p.Box(q.seq0 + n0, 0, q.kv_head, h.p.Hkv)}});
-              h.v_ring.Produce(v_at,
-                               {{&h.p.tv, h.sV, h.p.Box(q.seq0 + n0, 0, q.kv_head, h.p.Hkv)}});
-            }
+            h.k_ring.Produce(k_at, {{&h.p.tk, h.sK, h.p.Box(q.seq0 + n0, 0, q.kv_head, h.p.Hkv)}});
+            h.v_ring.Produce(v_at, {{&h.p.tv, h.sV, h.p.Box(q.seq0 + n0, 0, q.kv_head, h.p.Hkv)}});
           });
         });
     // Split-KV: attention/combine may launch once every part has issued its last loads (it waits
