@@ -262,17 +262,18 @@ TEST(EmulatedAttention, AWrongMaskFailsTheCheck) {
 }
 
 // Packed sequences through the harness (`kiln attention --varlen`): lengths that end inside a
-// tile, one of a single token, each row against its own sequence's reference; and the check
-// fails the non-causal kernel run as the causal one.
+// tile (O row by row), one of a single token, two whole 192-row tiles (O in TMA boxes), each row
+// against its own sequence's reference; and the check fails the non-causal kernel run as the
+// causal one.
 TEST(EmulatedAttention, PackedSequencesThroughTheHarness) {
-  const std::vector<int64_t> lengths = {7, 130, 1, 64};
+  const std::vector<int64_t> lengths = {7, 130, 1, 384, 64};
   const rt::AttentionSize heads{.hq = 4, .hkv = 2, .d = 64};
   for (bool causal : {false, true}) {
     const rt::Bundle b = BundleOf(causal ? "attention/hopper.d64.causal.varlen" : "attention/hopper.d64.varlen");
     absl::StatusOr<AttentionResult> r = RunVarlenAttentionEmulated(b, heads, lengths, {.causal = causal}, 2);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_TRUE(r->passed) << r->failure;
-    EXPECT_EQ(r->rows_checked, 202 * 4);
+    EXPECT_EQ(r->rows_checked, 586 * 4);
   }
   rt::Bundle wrong = BundleOf("attention/hopper.d64.varlen");
   wrong.manifest.name = "attention/hopper.d64.causal.varlen";

@@ -140,14 +140,15 @@ AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int b
     return p;
   }
   p.tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", a.d, block_m, spans, a.in));
-  if (a.varlen) {  // packed [T, heads, D]; O is stored row by row (a box would cross sequences)
+  if (a.varlen) {  // packed [T, heads, D]; O in boxes but a sequence's last, partial tile
     p.cu_seqlens = k.PtrParam("cu_seqlens", i32);
     p.T = k.I32Param("T");
     p.query_tiles = k.I32Param("tiles");  // the grid's bound on the sequences' query tiles
     p.tq = k.TmaParam("tmQ", PackedMap(k, "Q", "T", "Hq", a.d, block_m, spans, a.in));
     p.tk = k.TmaParam("tmK", PackedMap(k, "K", "T", "Hkv", a.d, block_n, spans, a.in));
     p.tv = k.TmaParam("tmV", PackedMap(k, "V", "T", "Hkv", a.d, block_n, spans, a.in));
-    p.o_ptr = k.PtrParam("O", a.in);
+    p.o_ptr = k.PtrParam("O", a.in);  // (the last, partial tile of a sequence, row by row)
+    p.to = k.TmaParam("tmO", PackedMap(k, "O", "T", "Hq", a.d, o_rows, 1, a.in));
     p.lse = k.PtrParam("lse", f32);
     return p;
   }

@@ -78,8 +78,8 @@ struct AttentionParams {
   Value B, Hq, Hkv, S, Skv, scale, lse;
   Value P;                                 // split: the parts the keys split in
   Value seq_lens, block_table, max_pages;  // lens, page (AttentionShape)
-  Value cu_seqlens, T, o_ptr;              // varlen: O is stored through o_ptr, row by row
-  Value query_tiles;                       // varlen: a bound on the sequences' query tiles
+  Value cu_seqlens, T, o_ptr;  // varlen: a sequence's last, partial tile of O goes through o_ptr
+  Value query_tiles;           // varlen: a bound on the sequences' query tiles
   TensorMap tq, tk, tv, to;
   // The coordinates of a box of `map` (tq, tk, tv or to): its first row, its 64-column span of D
   // and head `head` of `heads` in all (b * Hq + h for Q and O, b * Hkv + h for K and V), as the

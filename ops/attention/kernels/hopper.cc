@@ -210,9 +210,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
 
   k.If(k.ThreadIdx() == 0, [&] {
     for (const TensorMap* map : {&p.tq, &p.tk, &p.tv, &p.to})
-      if (map != &p.to || !a.varlen)
-        k.TmaPrefetchDescriptor(*map);  // under the setup (varlen:
-                                        // no O map)
+      k.TmaPrefetchDescriptor(*map);  // under the setup
     q_ring.Init();
     k_ring.Init();
     v_ring.Init();

@@ -51,6 +51,8 @@ class HopperConsumer {
   // hopper_epilogue.cc: a tile's end.
   Inverse FinishRows(Value tile_m0, Value q_head);
   void StoreO(Value tile_m0, Value q_head, Value qs, const Inverse& inv);
+  // O / sum out through the tile's Q stage and TMA boxes whose first row is `row0` in O's map.
+  void StoreBoxes(Value tile_m0, Value q_head, Value qs, Value row0);
   void StoreRows(Value tile_m0, Value q_head, Value qs);  // varlen
 
   HopperAttention& h_;

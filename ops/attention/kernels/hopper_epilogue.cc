@@ -28,10 +28,18 @@ HopperConsumer::Inverse HopperConsumer::FinishRows(Value tile_m0, Value q_head) 
 }
 
 void HopperConsumer::StoreO(Value tile_m0, Value q_head, Value qs, const Inverse& inv) {
+  ScaleRows(o_, inv.of);  // O / sum
+  if (!h_.a.varlen) return StoreBoxes(tile_m0, q_head, qs, tile_m0);
+  // Packed sequences: a tile inside its sequence goes out in boxes at its packed rows; the
+  // sequence's last tile, partial, row by row (a box would write the next sequence's rows).
+  k_.If(
+      tile_m0 + h_.BM <= rows_, [&] { StoreBoxes(tile_m0, q_head, qs, seq0_ + tile_m0); },
+      [&] { StoreRows(tile_m0, q_head, qs); });
+}
+
+void HopperConsumer::StoreBoxes(Value tile_m0, Value q_head, Value qs, Value row0) {
   const int BM = h_.BM, W = h_.W;
   SmemTile out = h_.sQ.Stage(qs);
-  ScaleRows(o_, inv.of);  // O / sum
-  if (h_.a.varlen) return StoreRows(tile_m0, q_head, qs);
   const std::vector<Value> packed = PackPairs(o_, h_.in);
   for (int p = 0; p < h_.D / 4; ++p) {
     const int span = p / 2 * 8 / 64;  // which 64 columns of D this pair lies in
@@ -43,14 +51,15 @@ void HopperConsumer::StoreO(Value tile_m0, Value q_head, Value qs, const Inverse
     k_.If((c_ == 0) & (wg_ == x), [&] {
       for (int span = 0; span < h_.SPANS; ++span)
         k_.TmaStore(h_.p.to, out.Rows(span * BM + x * 64, 64),
-                    h_.p.Box(tile_m0 + x * 64, span, q_head, h_.p.Hq));
+                    h_.p.Box(row0 + x * 64, span, q_head, h_.p.Hq));
       k_.BulkCommit();
       k_.BulkWait(0, /*smem_reads_only=*/true);
       h_.q_ring.Release(qs, c_);
     });
 }
 
-// Packed sequences: a box of O would cross into the next sequence's rows, so each thread stores
+// A packed sequence's last tile: a box of O would cross into the next sequence's rows, so each
+// thread stores
 // its pairs of the rows inside its sequence, O [T, Hq, D] at row seq0_ + row; the Q stage is free
 // once this warpgroup's wgmmas, its only readers, have retired (they have).
 void HopperConsumer::StoreRows(Value tile_m0, Value q_head, Value qs) {
