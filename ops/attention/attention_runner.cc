@@ -21,9 +21,9 @@ absl::Status Invalid(const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat("kiln attention: ", message));
 }
 
-// The SMs of an H100 SXM or an H200; a decode CTA (one consumer warpgroup, a ring of K and V
-// tiles) fills one by its shared memory.
-constexpr int64_t kSms = 132;
+// The SMs of an H100 SXM or an H200 (a B200: 148); a decode CTA (one consumer warpgroup, a ring
+// of K and V tiles) fills one by its shared memory.
+constexpr int64_t kSms = 132, kBlackwellSms = 148;
 
 // Decode: the Hq / Hkv query heads of a KV head read the same keys, so their S rows each, packed,
 // are one 64-row tile of one head (Q [B, Hq, S, D] is [B, Hkv, Hq / Hkv * S, D], and so are O
@@ -32,6 +32,21 @@ constexpr int64_t kSms = 132;
 // where a causal mask would need each packed row's own diagonal (S > 1).
 bool Decodes(const AttentionSize& z, const AttentionOptions& o) {
   return z.hq / z.hkv * z.s <= 64 && (!o.causal || z.s == 1);
+}
+
+// On sm_100 (attention/blackwell's split): the same packing and parts, a 128-row tile of one
+// tiling, merged by attention/combine.sm100a.
+void PlanBlackwellDecode(const AttentionSize& z, const AttentionOptions& o, AttentionPlan& plan) {
+  if (!Decodes(z, o)) return;
+  const int64_t block_n = z.d == 256 ? 64 : 128, key_tiles = (z.skv + block_n - 1) / block_n;
+  plan.kernel =
+      absl::StrCat("attention/blackwell.d", z.d, o.dtype == "f16" ? ".f16" : "", ".split");
+  plan.size = z;
+  plan.size.hq = z.hkv, plan.size.s = z.hq / z.hkv * z.s;
+  plan.splits = static_cast<int>(
+      std::clamp<int64_t>(kBlackwellSms / (z.b * z.hkv), 1, std::max<int64_t>(1, key_tiles / 2)));
+  if (plan.splits > 1)
+    plan.combine = o.dtype == "f16" ? "attention/combine.f16.sm100a" : "attention/combine.sm100a";
 }
 
 void PlanDecode(const AttentionSize& z, const AttentionOptions& o, AttentionPlan& plan) {
@@ -174,6 +189,8 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     PlanCachePrefill(z, options, plan);
   } else if (options.kernel.empty() && compute_capability == 90) {
     PlanDecode(z, options, plan);
+  } else if (options.kernel.empty() && compute_capability == 100) {
+    PlanBlackwellDecode(z, options, plan);
   }
   if (!options.kernel.empty()) {
     // The override must compute this problem: the planned options, plus tiling options only.

@@ -118,6 +118,26 @@ TEST_P(EmulatedBlackwellAttention, RaggedLengthsAndGroupedHeads) {
   ExpectCorrect({{.b = 1, .hq = 2, .hkv = 2, .s = 60, .skv = 300, .d = d}, {.dtype = "f16", .causal = true}}, 4, 100);
 }
 
+// Decode on sm_100 (attention/blackwell's split, merged by attention/combine.sm100a): the query
+// heads of a KV head packed as one tile's rows, the keys split in parts, a last part shorter than
+// the rest, several query rows a head, f16, and a causal S = 1.
+TEST_P(EmulatedBlackwellAttention, DecodePacksTheHeadsOfAKvHeadAndSplitsTheKeys) {
+  const int d = GetParam();
+  const int64_t tile = d == 256 ? 64 : 128;
+  const Case cases[] = {
+      {{.b = 1, .hq = 4, .hkv = 1, .s = 1, .skv = 4 * tile + 5, .d = d}, {.causal = true}},
+      {{.b = 2, .hq = 8, .hkv = 2, .s = 3, .skv = 7 * tile - 9, .d = d}, {}},
+      {{.b = 1, .hq = 2, .hkv = 2, .s = 1, .skv = 4 * tile + 1, .d = d}, {.dtype = "f16"}}};
+  for (const Case& c : cases) {
+    absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(c.size, c.options, {16, 16, 16, 16, 16}, 100);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_GT(plan->splits, 1) << plan->kernel;
+    EXPECT_NE(plan->kernel.find("attention/blackwell"), std::string::npos) << plan->kernel;
+    EXPECT_NE(plan->combine.find(".sm100a"), std::string::npos) << plan->combine;
+    ExpectCorrect(c, 3, 100);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedBlackwellAttention, ::testing::Values(64, 128, 256),
                          [](const auto& info) { return "d" + std::to_string(info.param); });
 
@@ -323,7 +343,9 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
   other.kernel = "attention/hopper.d128.wgx";
   EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
-  EXPECT_EQ(rt::PlanAttention({}, {}, ok, 100)->kernel, "attention/blackwell.d128");
+  EXPECT_EQ(rt::PlanAttention({.s = 1024, .skv = 1024}, {}, ok, 100)->kernel, "attention/blackwell.d128");
+  EXPECT_EQ(rt::PlanAttention({.hq = 8, .hkv = 2, .skv = 8192}, {}, ok, 100)->kernel,
+            "attention/blackwell.d128.split");  // decode
   // Persistent CTAs at D = 128 and at D = 64 without a mask; 160-key tiles at D = 128 without a
   // mask where they pad the keys by under 2%.
   auto planned = [&](int64_t s, bool causal, int d = 128) {

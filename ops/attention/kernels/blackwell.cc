@@ -12,6 +12,11 @@
 // Ragged tiles are masked, not padded, as on Hopper. Tensors, heads and masks:
 // ops/attention/kernels/common.h.
 //
+// Decode ("split", planned by rt::PlanAttention on sm_100): the query heads of a KV head packed as
+// one tile's rows (the plan's view of Q, O and lse), the key tiles of each query tile split in P
+// parts, a CTA each (grid z: B * P), each writing its O and lse as head p * B * Hq + head for
+// attention/combine.sm100a to merge, as attention/hopper's split does.
+//
 // The pieces: BuildBlackwellAttention declares the kernel and runs the roles (LoadWarp, MmaWarp,
 // SoftmaxWarps); SoftmaxTile is the softmax warps' step, StoreRows their end.
 #include <cmath>
@@ -41,6 +46,9 @@ struct BlackwellAttention {
   Value m0, q_head, kv_head;
   Value shift;  // query i sees keys j <= i + shift
   Value n_tiles, warp;
+  // The CTA's key tiles are n_first .. n_first + n_tiles (0 .. but in a part of a split tile); its
+  // O and lse go to head out_head (q_head but in a split tile).
+  Value n_first, out_head;
 };
 
 // Warp 4: Q once, then K and V tile by tile.
@@ -51,9 +59,13 @@ void LoadWarp(BlackwellAttention& b) {
     k.TmaLoad(b.p.tq, b.sQ, b.q_full, {0, b.m0, 0, b.q_head});
     Pipeline::Cursor k_at = b.k_ring.Start(), v_at = b.v_ring.Start();
     k.For(0, b.n_tiles, 1, [&](Value j) {
-      b.k_ring.Produce(k_at, {{&b.p.tk, b.sK, {0, j * b.BN, 0, b.kv_head}}});
-      b.v_ring.Produce(v_at, {{&b.p.tv, b.sV, {0, j * b.BN, 0, b.kv_head}}});
+      Value n0 = (b.n_first + j) * b.BN;
+      b.k_ring.Produce(k_at, {{&b.p.tk, b.sK, {0, n0, 0, b.kv_head}}});
+      b.v_ring.Produce(v_at, {{&b.p.tv, b.sV, {0, n0, 0, b.kv_head}}});
     });
+    // Split-KV: attention/combine may launch once every part has issued its last loads (it waits
+    // for the parts' writes itself).
+    if (b.a.split) k.LaunchDependents();
   });
 }
 
@@ -128,7 +140,7 @@ void SoftmaxTile(BlackwellAttention& b, SoftmaxRow& t, Value j) {
   b.s_free.Arrive();
   // Mask (only a tile that reaches past the row's last key: the diagonal's, or Skv's), the new
   // maximum (scaled, log2 units), alpha = exp2(old - new), P and its sum.
-  Value n0 = (j * BN).To(s32);
+  Value n0 = ((b.n_first + j) * BN).To(s32);
   s = k.IfElse(
       n0 + BN > t.limit,
       [&] {
@@ -187,12 +199,12 @@ void StoreRows(BlackwellAttention& b, SoftmaxRow& t) {
       });
   Value lse_value = Select(total > 0.0, (t.row_max[0] + Log2(total)) * M_LN2, k.F32(-INFINITY));
   k.If(t.row < S,
-       [&] { k.Store(b.p.lse + (b.q_head.To(i64) * S.To(i64) + t.row.To(i64)), lse_value); });
+       [&] { k.Store(b.p.lse + (b.out_head.To(i64) * S.To(i64) + t.row.To(i64)), lse_value); });
   k.FenceProxyAsync();
   k.NamedBarrier(1, BM);
   k.If(t.r == 0, [&] {
     for (int span = 0; span < b.SPANS; ++span)
-      k.TmaStore(b.p.to, b.sQ.Rows(span * BM, BM), {0, b.m0, span, b.q_head});
+      k.TmaStore(b.p.to, b.sQ.Rows(span * BM, BM), {0, b.m0, span, b.out_head});
     k.BulkCommit();
     k.BulkWait(0, /*smem_reads_only=*/true);  // the CTA may end while O lands (as on Hopper)
   });
@@ -216,17 +228,17 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
   const int D = a.d, BM = 128, BN = D == 256 ? 64 : 128, SPANS = D / 64, STAGES = 2, CHUNK = 32;
   const Scalar in = a.in;
   Kernel k(name, sm100a(), {192});
-  if (a.warpgroups || a.block_n || a.stages || a.persistent || a.lazy_rescale >= 0 || a.split ||
+  if (a.warpgroups || a.block_n || a.stages || a.persistent || a.lazy_rescale >= 0 ||
       a.per_sequence() || a.varlen || a.rows)
     k.Fail(
         "attention/blackwell has one tiling and the [B, H, S, D] layout; it takes no "
-        "wg/bn/st/persist/lazy/eager/split/lens/page/varlen/rows option");
+        "wg/bn/st/persist/lazy/eager/lens/page/varlen/rows option (split: yes)");
   const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/BM);
   const Value &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv;
-  k.Grid(absl::StrCat("S/", BM), "Hq", "B");
+  k.Grid(absl::StrCat("S/", BM), "Hq", a.split ? "B*P" : "B");
   k.Attribute("attention",
               absl::StrCat("d=", D, " causal=", a.causal, " in=", in == f16 ? "f16" : "bf16",
-                           " block_m=", BM, " block_n=", BN));
+                           " block_m=", BM, " block_n=", BN, " split=", a.split));
 
   // Shared memory: Q (span j in rows BM*j..; O goes out through it at the end), rings of K and V
   // tiles (span j in rows BN*j..), and P (keys 64j.. in rows BM*j..), all K-major 128B-swizzled.
@@ -243,16 +255,25 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
 
   Value m_tiles = (S + (BM - 1)) / BM;
   Value m_tile = a.causal ? m_tiles - 1 - k.BlockIdx(0) : k.BlockIdx(0);
-  Value h = k.BlockIdx(1), b = k.BlockIdx(2);
+  // Split: grid z is b + B * part.
+  Value h = k.BlockIdx(1), b = a.split ? k.BlockIdx(2) % p.B : k.BlockIdx(2);
   Value q_head = b * Hq + h, kv_head = b * Hkv + h / (Hq / Hkv);
   Value m0 = m_tile * BM;
   Value shift = Skv.To(s32) - S.To(s32);  // query i sees keys j <= i + shift
   Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : Skv;
-  Value n_tiles = (n_end + (BN - 1)) / BN;
+  Value n_tiles = (n_end + (BN - 1)) / BN, n_first = k.I32(0), out_head = q_head;
+  if (a.split) {  // part `part` of P: its share of the key tiles (none for the last parts where P
+                  // does not divide them: O = 0 and lse = -inf, which the combine weighs 0)
+    Value part = k.BlockIdx(2) / p.B, per = (n_tiles + (p.P - 1)) / p.P;
+    n_first = Min(part * per, n_tiles);
+    n_tiles = Min(n_tiles - n_first, per);
+    out_head = part * (p.B * Hq) + q_head;
+  }
   Value warp = k.WarpId();
-  BlackwellAttention ba{k,      a,    D,  BM,     BN,      SPANS,  STAGES,  CHUNK,  in,      p,
-                        sQ,     sK,   sV, sP,     q_full,  s_full, s_free,  p_full, o_ready, k_ring,
-                        v_ring, tmem, m0, q_head, kv_head, shift,  n_tiles, warp};
+  BlackwellAttention ba{k,       a,      D,       BM,     BN,      SPANS,   STAGES, CHUNK,
+                        in,      p,      sQ,      sK,     sV,      sP,      q_full, s_full,
+                        s_free,  p_full, o_ready, k_ring, v_ring,  tmem,    m0,     q_head,
+                        kv_head, shift,  n_tiles, warp,   n_first, out_head};
 
   k.If(k.ThreadIdx() == 0, [&] {
     q_full.Init(1);
@@ -278,12 +299,15 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
 }
 
 ExampleFamily BlackwellAttentionFamily() {
-  return AttentionFamilyOf(
+  ExampleFamily f = AttentionFamilyOf(
       "attention/blackwell",
       "FlashAttention forward for sm_100a: S and O in tensor memory, a TMA warp, an MMA warp, a "
       "softmax warpgroup (a row a thread) that rescales O in tensor memory; head dims 64/128/256, "
-      "bf16/f16, causal",
+      "bf16/f16, causal; split-KV decode",
       BuildBlackwellAttention);
+  for (const char* v : {"d64", "d64.f16", "d128", "d128.f16", "d256", "d256.f16"})
+    f.bundled.push_back(absl::StrCat(v, ".split"));  // the entry point's decode on sm_100
+  return f;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// attention/combine: merges the parts of split-KV attention (attention/hopper's "split"). For each
+// attention/combine: merges the parts of split-KV attention (attention/hopper's "split";
+// attention/combine.sm100a attention/blackwell's). For each
 // of the rows (B * Hq * S) it takes the P parts' O_p, each normalized by its own sum, and lse_p:
 //   lse = log sum_p exp(lse_p),  O = sum_p exp(lse_p - lse) O_p.
 // A part that saw no key (lse_p = -inf) weighs 0; a row no part saw gets O = 0 and lse = -inf.
@@ -18,8 +19,10 @@ namespace {
 
 constexpr int kThreads = 256, kWidth = 8;
 
-absl::StatusOr<KernelDef> BuildCombine(Scalar in) {
-  Kernel k(in == f16 ? "attention/combine.f16" : "attention/combine", sm90a(), {kThreads});
+// For sm_90a, or (blackwell) sm_100a: "attention/combine[.f16][.sm100a]".
+absl::StatusOr<KernelDef> BuildCombine(Scalar in, bool blackwell) {
+  Kernel k(absl::StrCat("attention/combine", in == f16 ? ".f16" : "", blackwell ? ".sm100a" : ""),
+           blackwell ? sm100a() : sm90a(), {kThreads});
   Value o_parts = k.PtrParam("O_parts", in), lse_parts = k.PtrParam("lse_parts", f32);
   Value o = k.PtrParam("O", in), lse = k.PtrParam("lse", f32);
   Value rows = k.I32Param("rows"), P = k.I32Param("P"), D = k.I32Param("D");
@@ -59,7 +62,12 @@ absl::StatusOr<KernelDef> BuildCombine(Scalar in) {
 }  // namespace
 KILN_EXAMPLE_VARIANT(attention_combine, "attention/combine",
                      "merges split-KV attention's parts: O and lse from each part's O and lse",
-                     [] { return BuildCombine(bf16); });
+                     [] { return BuildCombine(bf16, false); });
 KILN_EXAMPLE_VARIANT(attention_combine_f16, "attention/combine.f16", "attention/combine, f16",
-                     [] { return BuildCombine(f16); });
+                     [] { return BuildCombine(f16, false); });
+KILN_EXAMPLE_VARIANT(attention_combine_sm100a, "attention/combine.sm100a",
+                     "attention/combine for sm_100a (attention/blackwell's split)",
+                     [] { return BuildCombine(bf16, true); });
+KILN_EXAMPLE_VARIANT(attention_combine_f16_sm100a, "attention/combine.f16.sm100a",
+                     "attention/combine for sm_100a, f16", [] { return BuildCombine(f16, true); });
 }  // namespace kiln::examples
