@@ -35,6 +35,9 @@ def main():
     p.add_argument("--tokens", type=int, default=16384)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--repeats", type=int, default=10,
+                   help="launches a timed block (as `kiln attention --repeats`); 1: single calls, "
+                        "events around each")
     a = p.parse_args()
     torch.manual_seed(0)
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}")
@@ -47,7 +50,8 @@ def main():
             for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                 try:
                     with sdpa_kernel(backend):
-                        ms = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), a.iters)
+                        ms = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), a.iters,
+                                     a.repeats)
                     print(f"peer {name} d {d} s {s} causal {int(causal)}: {ms:.4f} ms, {flops / ms / 1e9:.1f} TFLOPS",
                           flush=True)
                 except RuntimeError as e:

@@ -351,7 +351,7 @@ rt::AttentionSize RowsSize(const rt::AttentionSize& z) {
 absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
                                                 const rt::AttentionSize& size,
                                                 const rt::AttentionOptions& options, int iters,
-                                                uint64_t seed, int64_t page) {
+                                                uint64_t seed, int64_t page, int repeats) {
   const rt::AttentionSize z = RowsSize(size);
   const bool half = options.dtype == "f16";
   const rt::AttentionSize planned = PagedSize(z, page);
@@ -389,9 +389,9 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
   if (absl::Status st = lse->CopyToHost(hl.data(), LseBytes(z)); !st.ok()) return st;
   CheckAll(z, options.causal, plan->scale, half, in, ho, hl, seed, r);
   if (iters > 0 && r.passed) {
-    // Ten launches back to back per timed call, so the host's work per launch (the maps'
-    // encoding) overlaps the kernels before it.
-    constexpr int kRepeats = 10;
+    // Blocks of launches back to back (ten by default), so that the host's work per launch (the
+    // maps' encoding) overlaps the kernels before it; one: single calls, as a model makes them.
+    const int kRepeats = std::max(repeats, 1);
     std::vector<std::function<absl::Status()>> fns = {[&]() -> absl::Status {
       for (int n = 0; n < kRepeats; ++n)
         if (absl::Status st = runner.Run(planned, options, ops); !st.ok()) return st;
@@ -603,7 +603,7 @@ absl::StatusOr<AttentionResult> RunVarlenAttentionGpu(rt::AttentionRunner& runne
                                                       const rt::AttentionSize& size,
                                                       const std::vector<int64_t>& lengths,
                                                       const rt::AttentionOptions& options,
-                                                      int iters, uint64_t seed) {
+                                                      int iters, uint64_t seed, int repeats) {
   std::vector<rt::DeviceBuffer> buffers;
   auto buffer = [&](uint64_t at) -> rt::DeviceBuffer& {
     return *std::find_if(buffers.begin(), buffers.end(),
@@ -629,7 +629,7 @@ absl::StatusOr<AttentionResult> RunVarlenAttentionGpu(rt::AttentionRunner& runne
   rt::AttentionSize planned;
   absl::StatusOr<AttentionResult> r = RunVarlen(dev, size, lengths, options, seed, ops, planned);
   if (!r.ok() || iters <= 0 || !r->passed) return r;
-  constexpr int kRepeats = 10;  // as RunAttentionGpu times
+  const int kRepeats = std::max(repeats, 1);  // as RunAttentionGpu times
   std::vector<std::function<absl::Status()>> fns = {[&]() -> absl::Status {
     for (int n = 0; n < kRepeats; ++n)
       if (absl::Status st = runner.Run(planned, options, ops); !st.ok()) return st;

@@ -37,12 +37,13 @@ rt::AttentionSize PagedSize(const rt::AttentionSize& size, int64_t page);
 // of heads followed by 64 elements of NaN (a read past the heads shows in O, a write in the pad).
 rt::AttentionSize RowsSize(const rt::AttentionSize& size);
 
-// On the GPU with the runner's kernel: checked once, then `iters` timed runs (0: none); `page`: K
-// and V through a paged cache (PagedSize), checked against the same dense reference.
+// On the GPU with the runner's kernel: checked once, then `iters` timed runs (0: none), each a
+// block of `repeats` launches back to back between two events (1: single calls); `page`: K and V
+// through a paged cache (PagedSize), checked against the same dense reference.
 absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
                                                 const rt::AttentionSize& size,
                                                 const rt::AttentionOptions& options, int iters,
-                                                uint64_t seed, int64_t page = 0);
+                                                uint64_t seed, int64_t page = 0, int repeats = 10);
 
 // On the emulator with `bundle` (the kernel PlanAttention names) as a GPU of three SMs, every
 // row checked; `combine`: the plan's attention/combine, where it splits the keys.
@@ -59,7 +60,7 @@ absl::StatusOr<AttentionResult> RunVarlenAttentionGpu(rt::AttentionRunner& runne
                                                       const rt::AttentionSize& size,
                                                       const std::vector<int64_t>& lengths,
                                                       const rt::AttentionOptions& options,
-                                                      int iters, uint64_t seed);
+                                                      int iters, uint64_t seed, int repeats = 10);
 absl::StatusOr<AttentionResult> RunVarlenAttentionEmulated(const rt::Bundle& bundle,
                                                            const rt::AttentionSize& size,
                                                            const std::vector<int64_t>& lengths,

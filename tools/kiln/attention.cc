@@ -57,9 +57,10 @@ int VarlenAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionO
   if (!d.ok()) return Fail(d.status());
   PrintDevice();
   kiln::rt::AttentionRunner runner(BundleDir());
-  return Report(kiln::examples::RunVarlenAttentionGpu(runner, z, lengths, options,
-                                                      absl::GetFlag(FLAGS_iters), 1),
-                shape);
+  return Report(
+      kiln::examples::RunVarlenAttentionGpu(runner, z, lengths, options, absl::GetFlag(FLAGS_iters),
+                                            1, absl::GetFlag(FLAGS_repeats)),
+      shape);
 }
 
 }  // namespace
@@ -112,7 +113,8 @@ int Attention() {
           absl::StrCat(d.status().message(), " (kiln attention --emulate runs it on the CPU)")));
     PrintDevice();
     kiln::rt::AttentionRunner runner(BundleDir());
-    r = kiln::examples::RunAttentionGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1, page);
+    r = kiln::examples::RunAttentionGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1, page,
+                                        absl::GetFlag(FLAGS_repeats));
   }
   return Report(r, shape);
 }

@@ -70,6 +70,9 @@ ABSL_FLAG(int64_t, decode, 0,
           "`kiln attention`: a decode step of this many query rows a sequence (1; more: "
           "speculative) over --skv keys, in place of --s; refused unless the entry point plans "
           "its decode kernels");
+ABSL_FLAG(int32_t, repeats, 10,
+          "`kiln attention`: launches in each timed block, back to back between two events (1: "
+          "single calls, events around each, as a model makes them)");
 ABSL_FLAG(bool, bshd, false,
           "`kiln attention`: Q, K, V and O in the rows layout [B, S, H, D] (torch's) instead of "
           "[B, H, S, D], each position's row of heads padded by 64 elements of NaN");
