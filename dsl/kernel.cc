@@ -574,7 +574,8 @@ void HopperOps::Role(const RoleSpec& role, const std::function<void(Value)>& bod
         KernelState& st = state();
         const int wgs = (static_cast<int>(st.manifest.block.count()) + 127) / 128;
         const int launch_regs =
-            std::min(255, 65536 / static_cast<int>(st.manifest.block.count()) / 8 * 8);
+            std::min(255, 65536 / st.min_blocks_per_sm /
+                              static_cast<int>(st.manifest.block.count()) / 8 * 8);
         std::vector<int> regs(wgs, launch_regs);
         for (const KernelState::RegisterRole& r : st.register_roles)
           for (int g = r.first_thread / 128; g < (r.first_thread + r.threads) / 128; ++g)
@@ -585,13 +586,13 @@ void HopperOps::Role(const RoleSpec& role, const std::function<void(Value)>& bod
           total += int64_t{regs[g]} * 128;
           absl::StrAppend(&each, g ? ", " : "", "warpgroup ", g, ": ", regs[g]);
         }
-        if (total > 65536) {
+        if (total > 65536 / st.min_blocks_per_sm) {
           const KernelState::RegisterRole* top = &st.register_roles.front();
           for (const KernelState::RegisterRole& r : st.register_roles)
             if (r.max_regs > top->max_regs) top = &r;
-          self().Fail(absl::StrCat(
-                          "the roles' register budgets (", each, " per thread) need ", total,
-                          " registers; an SM has 65536, so this setmaxnreg.inc would wait forever"),
+          self().Fail(absl::StrCat("the roles' register budgets (", each, " per thread) need ",
+                                   total, " registers; a block has 65536 / ", st.min_blocks_per_sm,
+                                   " (MinBlocksPerSm), so this setmaxnreg.inc would wait forever"),
                       top->loc);
         }
       });
@@ -605,8 +606,9 @@ void HopperOps::Role(const RoleSpec& role, const std::function<void(Value)>& bod
       inside,
       [&] {
         if (role.max_regs) {
-          // What each thread gets at launch: 64K registers shared by the block, in steps of 8.
-          const int launch_regs = std::min(255, 65536 / block / 8 * 8);
+          // What each thread gets at launch: the block's share of 64K registers (MinBlocksPerSm
+          // blocks an SM), in steps of 8.
+          const int launch_regs = std::min(255, 65536 / s.min_blocks_per_sm / block / 8 * 8);
           mlir::NVVM::SetMaxRegisterOp::create(s.builder, s.ToLoc(loc), role.max_regs,
                                                role.max_regs > launch_regs
                                                    ? mlir::NVVM::SetMaxRegisterAction::increase
@@ -829,6 +831,7 @@ absl::StatusOr<KernelDef> Kernel::Build() {
 namespace kiln {
 void Kernel::MinBlocksPerSm(int blocks, Loc loc) {
   if (blocks < 1) return Fail(absl::StrCat("at least one block per SM, not ", blocks), loc);
+  state_->min_blocks_per_sm = blocks;
   state_->func->setAttr(mlir::NVVM::NVVMDialect::getMinctasmAttrName(),
                         state_->builder.getI32IntegerAttr(blocks));
 }

@@ -102,6 +102,7 @@ struct KernelState {
     Loc loc;
   };
   std::vector<RegisterRole> register_roles;
+  int min_blocks_per_sm = 1;  // MinBlocksPerSm: the block's share of the SM's registers
   // The static transaction-byte check: for each barrier (array and index) in each loop body, the
   // bytes expect_tx announces must be the bytes the TMA loads completing on it deliver.
   struct TxRecord {

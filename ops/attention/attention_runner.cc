@@ -52,6 +52,8 @@ void PlanBlackwellDecode(const AttentionSize& z, const AttentionOptions& o, Atte
 void PlanDecode(const AttentionSize& z, const AttentionOptions& o, AttentionPlan& plan) {
   const int64_t rows = z.hq / z.hkv * z.s;
   if (!Decodes(z, o)) return;
+  // (Two CTAs an SM with twice the parts, ".wg1.bn64.st2.cta2" at D = 128, measured slower at
+  // B = 1: docs/perf/2026-11-28-decode-split-kv.md.)
   const char* tiling = z.d == 64    ? "wg1.bn128.st4"
                        : z.d == 128 ? "wg1.bn128.st3"
                                     : "wg1.bn64.st2";  // as much ring as shared memory holds
@@ -198,7 +200,7 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
                              got = absl::StrSplit(options.kernel, '.');
     auto tiling =
         [](const std::string& o) {  // options that change how, not what, a kernel computes
-          return o == "persist" || o == "lazy" || o == "eager" ||
+          return o == "persist" || o == "lazy" || o == "eager" || o == "cta2" ||
                  ((absl::StartsWith(o, "wg") || absl::StartsWith(o, "bn") ||
                    absl::StartsWith(o, "st")) &&
                   o.size() > 2 && std::all_of(o.begin() + 2, o.end(), ::isdigit));

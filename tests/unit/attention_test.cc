@@ -144,7 +144,8 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedBlackwellAttention, ::testing::Values
 // The Hopper kernel's other tilings (three consumer warpgroups, 176-key tiles, deeper rings) at
 // ragged sizes, through the entry point's kernel override.
 TEST(EmulatedAttention, OtherTilings) {
-  for (const char* tiling : {"wg2", "bn176", "bn64.st3", "wg3.bn192", "persist", "wg2.persist"})
+  for (const char* tiling :
+       {"wg2", "bn176", "bn64.st3", "wg3.bn192", "persist", "wg2.persist", "wg1.bn64.st2.cta2"})
     for (bool causal : {false, true}) {
       rt::AttentionOptions o{.causal = causal};
       o.kernel = absl::StrCat("attention/hopper.d64", causal ? ".causal" : "", ".", tiling);

@@ -22,6 +22,9 @@ struct AttentionShape {
   // Tiling, 0 for the kernel's default: consumer warpgroups (64 query rows each), keys per tile,
   // and the depth of the K and V rings.
   int warpgroups = 0, block_n = 0, stages = 0;
+  // ("cta2") Two CTAs an SM: registers for two (MinBlocksPerSm) and shared memory that fits
+  // twice; for decode, where the parts of short key ranges each wait on their first loads.
+  bool two_ctas = false;
   // A CTA per query tile, or ("persist") a CTA per SM taking query tiles from a counter (the next
   // tile's loads under this one's epilogue). Hopper only.
   bool persistent = false;

@@ -144,6 +144,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   const int STAGES = a.stages;
   const Scalar in = a.in;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
+  if (a.two_ctas) k.MinBlocksPerSm(2);  // (before the roles: their setmaxnreg counts from it)
   if (W < 1 || W > 3) k.Fail(absl::StrCat("attention takes 1 to 3 consumer warpgroups, not ", W));
   if (a.split && a.persistent) k.Fail("split-KV runs a CTA per part: no persist");
   if (a.per_sequence() && (a.persistent || (a.split && a.causal)))
@@ -220,8 +221,10 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24},
          [&](Value t) { attention_sm90::RunProducer(h, t); });
 
-  // The register file split: 24 per producer thread, the rest (a multiple of 8) to the consumers.
-  const int consumer_regs = std::min(240, (65536 / 128 - 24) / W / 8 * 8);
+  // The register file split: 24 per producer thread, the rest (a multiple of 8) to the consumers;
+  // with two CTAs an SM, the block's half of it.
+  const int ctas = a.two_ctas ? 2 : 1;
+  const int consumer_regs = std::min(240, (65536 / ctas / 128 - 24) / W / 8 * 8);
   // Where two Q stages fit, the persistent CTA without a mask runs its tiles as one stream of
   // steps: a tile's last P V goes out with the next tile's first S, and the tile's epilogue runs
   // in that step's softmax slot, under the other warpgroups' GEMMs
