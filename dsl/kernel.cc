@@ -590,9 +590,14 @@ void HopperOps::Role(const RoleSpec& role, const std::function<void(Value)>& bod
           const KernelState::RegisterRole* top = &st.register_roles.front();
           for (const KernelState::RegisterRole& r : st.register_roles)
             if (r.max_regs > top->max_regs) top = &r;
+          const std::string share =
+              st.min_blocks_per_sm > 1
+                  ? absl::StrCat(" and a block of MinBlocksPerSm(", st.min_blocks_per_sm, ") ",
+                                 65536 / st.min_blocks_per_sm)
+                  : "";
           self().Fail(absl::StrCat("the roles' register budgets (", each, " per thread) need ",
-                                   total, " registers; a block has 65536 / ", st.min_blocks_per_sm,
-                                   " (MinBlocksPerSm), so this setmaxnreg.inc would wait forever"),
+                                   total, " registers; an SM has 65536", share,
+                                   ", so this setmaxnreg.inc would wait forever"),
                       top->loc);
         }
       });

@@ -228,6 +228,23 @@ void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, con
   r.passed = r.failure.empty();
 }
 
+// The median time of a call, in ms, over `iters` timed blocks of `repeats` launches back to back
+// (ten by default, so that the host's work per launch, the maps' encoding, overlaps the kernels
+// before it; one: single calls, as a model makes them).
+absl::StatusOr<double> MedianMs(rt::AttentionRunner& runner, const rt::AttentionSize& z,
+                                const rt::AttentionOptions& options,
+                                const rt::AttentionOperands& ops, int iters, int repeats) {
+  repeats = std::max(repeats, 1);
+  std::vector<std::function<absl::Status()>> fns = {[&]() -> absl::Status {
+    for (int n = 0; n < repeats; ++n)
+      if (absl::Status st = runner.Run(z, options, ops); !st.ok()) return st;
+    return absl::OkStatus();
+  }};
+  absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, 1, iters);
+  if (!ms.ok()) return ms.status();
+  return (*ms)[0] / repeats;
+}
+
 int64_t OBytes(const rt::AttentionSize& z) {
   return z.rows ? z.b * z.s * z.OStride() * 2 : z.b * z.hq * z.s * z.d * 2;
 }
@@ -389,17 +406,9 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
   if (absl::Status st = lse->CopyToHost(hl.data(), LseBytes(z)); !st.ok()) return st;
   CheckAll(z, options.causal, plan->scale, half, in, ho, hl, seed, r);
   if (iters > 0 && r.passed) {
-    // Blocks of launches back to back (ten by default), so that the host's work per launch (the
-    // maps' encoding) overlaps the kernels before it; one: single calls, as a model makes them.
-    const int kRepeats = std::max(repeats, 1);
-    std::vector<std::function<absl::Status()>> fns = {[&]() -> absl::Status {
-      for (int n = 0; n < kRepeats; ++n)
-        if (absl::Status st = runner.Run(planned, options, ops); !st.ok()) return st;
-      return absl::OkStatus();
-    }};
-    absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, 1, iters);
+    absl::StatusOr<double> ms = MedianMs(runner, planned, options, ops, iters, repeats);
     if (!ms.ok()) return ms.status();
-    r.ms = (*ms)[0] / kRepeats;
+    r.ms = *ms;
     r.tflops = rt::AttentionFlops(z, options.causal) / (r.ms * 1e-3) / 1e12;
   }
   return r;
@@ -629,15 +638,9 @@ absl::StatusOr<AttentionResult> RunVarlenAttentionGpu(rt::AttentionRunner& runne
   rt::AttentionSize planned;
   absl::StatusOr<AttentionResult> r = RunVarlen(dev, size, lengths, options, seed, ops, planned);
   if (!r.ok() || iters <= 0 || !r->passed) return r;
-  const int kRepeats = std::max(repeats, 1);  // as RunAttentionGpu times
-  std::vector<std::function<absl::Status()>> fns = {[&]() -> absl::Status {
-    for (int n = 0; n < kRepeats; ++n)
-      if (absl::Status st = runner.Run(planned, options, ops); !st.ok()) return st;
-    return absl::OkStatus();
-  }};
-  absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, 1, iters);
+  absl::StatusOr<double> ms = MedianMs(runner, planned, options, ops, iters, repeats);
   if (!ms.ok()) return ms.status();
-  r->ms = (*ms)[0] / kRepeats;
+  r->ms = *ms;
   r->tflops = VarlenFlops(size, lengths, options.causal) / (r->ms * 1e-3) / 1e12;
   return r;
 }

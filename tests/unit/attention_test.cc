@@ -57,23 +57,32 @@ TEST_P(EmulatedAttention, RaggedLengthsAndGroupedHeads) {
   }
 }
 
-// Decode (PlanDecode): the query heads of a KV head packed as one tile's rows, the keys split in
-// parts merged by attention/combine: parts of 2 key tiles, a last part shorter than the rest,
-// several query rows a head (no mask), f16, and a causal S = 1 (every key seen).
-TEST_P(EmulatedAttention, DecodePacksTheHeadsOfAKvHeadAndSplitsTheKeys) {
-  const int d = GetParam();
+// Decode (PlanDecode; on sm_100 PlanBlackwellDecode): the query heads of a KV head packed as one
+// tile's rows, the keys split in parts merged by attention/combine (.sm100a): parts of 2 key tiles,
+// a last part shorter than the rest, several query rows a head (no mask), f16, and a causal S = 1
+// (every key seen).
+void ExpectDecodeSplitsTheKeys(int d, int compute_capability) {
   const int64_t tile = d == 256 ? 64 : 128;
   const Case cases[] = {
       {{.b = 1, .hq = 4, .hkv = 1, .s = 1, .skv = 4 * tile + 5, .d = d}, {.causal = true}},
       {{.b = 2, .hq = 8, .hkv = 2, .s = 3, .skv = 7 * tile - 9, .d = d}, {}},
       {{.b = 1, .hq = 2, .hkv = 2, .s = 1, .skv = 4 * tile + 1, .d = d}, {.dtype = "f16"}}};
   for (const Case& c : cases) {
-    absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(c.size, c.options, {16, 16, 16, 16, 16}, 90);
+    absl::StatusOr<rt::AttentionPlan> plan =
+        rt::PlanAttention(c.size, c.options, {16, 16, 16, 16, 16}, compute_capability);
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_GT(plan->splits, 1) << plan->kernel;
     EXPECT_NE(plan->kernel.find(".split"), std::string::npos) << plan->kernel;
-    ExpectCorrect(c);
+    if (compute_capability == 100) {
+      EXPECT_NE(plan->kernel.find("attention/blackwell"), std::string::npos) << plan->kernel;
+      EXPECT_NE(plan->combine.find(".sm100a"), std::string::npos) << plan->combine;
+    }
+    ExpectCorrect(c, 3, compute_capability);
   }
+}
+
+TEST_P(EmulatedAttention, DecodePacksTheHeadsOfAKvHeadAndSplitsTheKeys) {
+  ExpectDecodeSplitsTheKeys(GetParam(), 90);
 }
 
 // The same through a paged cache (pages shuffled; rows past Skv hold NaN): pages smaller than a
@@ -118,24 +127,9 @@ TEST_P(EmulatedBlackwellAttention, RaggedLengthsAndGroupedHeads) {
   ExpectCorrect({{.b = 1, .hq = 2, .hkv = 2, .s = 60, .skv = 300, .d = d}, {.dtype = "f16", .causal = true}}, 4, 100);
 }
 
-// Decode on sm_100 (attention/blackwell's split, merged by attention/combine.sm100a): the query
-// heads of a KV head packed as one tile's rows, the keys split in parts, a last part shorter than
-// the rest, several query rows a head, f16, and a causal S = 1.
+// The same on sm_100: attention/blackwell's split, merged by attention/combine.sm100a.
 TEST_P(EmulatedBlackwellAttention, DecodePacksTheHeadsOfAKvHeadAndSplitsTheKeys) {
-  const int d = GetParam();
-  const int64_t tile = d == 256 ? 64 : 128;
-  const Case cases[] = {
-      {{.b = 1, .hq = 4, .hkv = 1, .s = 1, .skv = 4 * tile + 5, .d = d}, {.causal = true}},
-      {{.b = 2, .hq = 8, .hkv = 2, .s = 3, .skv = 7 * tile - 9, .d = d}, {}},
-      {{.b = 1, .hq = 2, .hkv = 2, .s = 1, .skv = 4 * tile + 1, .d = d}, {.dtype = "f16"}}};
-  for (const Case& c : cases) {
-    absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(c.size, c.options, {16, 16, 16, 16, 16}, 100);
-    ASSERT_TRUE(plan.ok()) << plan.status();
-    EXPECT_GT(plan->splits, 1) << plan->kernel;
-    EXPECT_NE(plan->kernel.find("attention/blackwell"), std::string::npos) << plan->kernel;
-    EXPECT_NE(plan->combine.find(".sm100a"), std::string::npos) << plan->combine;
-    ExpectCorrect(c, 3, 100);
-  }
+  ExpectDecodeSplitsTheKeys(GetParam(), 100);
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedBlackwellAttention, ::testing::Values(64, 128, 256),

@@ -366,6 +366,17 @@ TEST(Hopper, RoleRegisterBudgetsMustFitTheSm) {
   k.Role({.first_thread = 128, .threads = 256, .max_regs = 256}, [](Value) {}); const int line = __LINE__;
   ExpectError(k, line, "the roles' register budgets (warpgroup 0: 24, warpgroup 1: 256, warpgroup 2: 256 per thread) "
                        "need 68608 registers; an SM has 65536");
+  // Two blocks an SM: each has half the registers, and its roles' budgets count from that share.
+  Kernel two("test/regs_two", sm90a(), {256});
+  two.MinBlocksPerSm(2);
+  two.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [](Value) {});
+  two.Role({.first_thread = 128, .threads = 128, .max_regs = 232}, [](Value) {});
+  EXPECT_TRUE(two.Build().ok());
+  Kernel over("test/regs_two_over", sm90a(), {256});
+  over.MinBlocksPerSm(2);
+  over.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [](Value) {});
+  over.Role({.first_thread = 128, .threads = 128, .max_regs = 240}, [](Value) {}); const int over_line = __LINE__;
+  ExpectError(over, over_line, "need 33792 registers; an SM has 65536 and a block of MinBlocksPerSm(2) 32768");
 }
 
 // The builder follows each accumulator's wgmma group: a read before the wait that completes
