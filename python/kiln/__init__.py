@@ -179,7 +179,8 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     layout "bhsd": q [B, Hq, S, D], k and v [B, Hkv, Skv, D], contiguous; "bshd": [B, S, H, D]
     (torch's; o comes back so), read in place where each position's heads are packed (views of one
     fused QKV projection's output are: q = qkv[..., :Hq * D].view(B, S, Hq, D), ...), else copied
-    first. Hq a multiple of Hkv
+    first; decode-sized problems (a KV head's query rows, Hq / Hkv * S, fit 64) are copied to
+    [B, H, S, D] for the decode kernels (o copied back). Hq a multiple of Hkv
     (grouped-query heads: query head h reads KV head h // (Hq // Hkv)). D 64, 128 or 256. scale:
     1 / sqrt(D) unless given. causal: query i sees keys j <= i + Skv - S (bottom-right aligned,
     FlashAttention's convention; torch's is_causal is top-left, the same when S == Skv); a row
@@ -191,6 +192,15 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     for name, x in (("q", q), ("k", k), ("v", v)):
         if len(x.shape) != 4:
             raise Error(f"kiln.attention: {name} must have rank 4, not {len(x.shape)}")
+    if rows and q.shape[2] // k.shape[2] * q.shape[1] <= 64 and (not causal or q.shape[1] == 1):
+        # Decode-sized (a KV head's query rows fit one tile): the decode kernels, which pack
+        # heads and split the keys, read [B, H, S, D]; the prefill kernels' rows form would run a
+        # CTA per head over all of its keys.
+        t = (lambda x: x.transpose(1, 2).contiguous()) if _is_torch(q) else (
+            lambda x: __import__("numpy").ascontiguousarray(x.transpose(0, 2, 1, 3)))
+        o, lse = attention(t(q), t(k), t(v), causal=causal, scale=scale)  # (o: a few rows a head)
+        return (o.transpose(1, 2).contiguous() if _is_torch(o) else
+                __import__("numpy").ascontiguousarray(o.transpose(0, 2, 1, 3))), lse
     if rows:
         q, k, v = _rows(q), _rows(k), _rows(v)
         if _is_torch(k) and k.stride(1) != v.stride(1):  # one row stride for both

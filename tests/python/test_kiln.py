@@ -383,6 +383,13 @@ class Attention(unittest.TestCase):
                                                True, 0.2)
         self.assertLess(rel_error(o.transpose(0, 2, 1, 3), want_o), 2e-2)
         self.assertLess(np.abs(lse - want_lse).max(), 1e-2)
+        # Decode-sized (a KV head's query rows fit a tile): through the decode kernels.
+        q1 = rng.standard_normal((2, 1, 4, 64)).astype(np.float32)
+        o1, lse1 = kiln.attention(q1, k, v, layout="bshd", scale=0.2)
+        self.assertEqual((o1.shape, lse1.shape), ((2, 1, 4, 64), (2, 4, 1)))
+        want_o1, _ = attention_reference(*(bf16(x.transpose(0, 2, 1, 3)) for x in (q1, k, v)),
+                                         False, 0.2)
+        self.assertLess(rel_error(o1.transpose(0, 2, 1, 3), want_o1), 2e-2)
 
     def test_errors(self):
         q = np.ones((1, 2, 8, 64), np.float32)
