@@ -573,10 +573,7 @@ void HopperOps::Role(const RoleSpec& role, const std::function<void(Value)>& bod
         // registers: an .inc past them waits, as on the GPU, for registers nobody frees.
         KernelState& st = state();
         const int wgs = (static_cast<int>(st.manifest.block.count()) + 127) / 128;
-        const int launch_regs =
-            std::min(255, 65536 / st.min_blocks_per_sm /
-                              static_cast<int>(st.manifest.block.count()) / 8 * 8);
-        std::vector<int> regs(wgs, launch_regs);
+        std::vector<int> regs(wgs, st.LaunchRegs());
         for (const KernelState::RegisterRole& r : st.register_roles)
           for (int g = r.first_thread / 128; g < (r.first_thread + r.threads) / 128; ++g)
             regs[g] = r.max_regs;
@@ -611,11 +608,8 @@ void HopperOps::Role(const RoleSpec& role, const std::function<void(Value)>& bod
       inside,
       [&] {
         if (role.max_regs) {
-          // What each thread gets at launch: the block's share of 64K registers (MinBlocksPerSm
-          // blocks an SM), in steps of 8.
-          const int launch_regs = std::min(255, 65536 / s.min_blocks_per_sm / block / 8 * 8);
           mlir::NVVM::SetMaxRegisterOp::create(s.builder, s.ToLoc(loc), role.max_regs,
-                                               role.max_regs > launch_regs
+                                               role.max_regs > s.LaunchRegs()
                                                    ? mlir::NVVM::SetMaxRegisterAction::increase
                                                    : mlir::NVVM::SetMaxRegisterAction::decrease);
         }

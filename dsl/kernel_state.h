@@ -2,6 +2,7 @@
 // Only dsl/ and lowering/ include this header.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -103,6 +104,11 @@ struct KernelState {
   };
   std::vector<RegisterRole> register_roles;
   int min_blocks_per_sm = 1;  // MinBlocksPerSm: the block's share of the SM's registers
+  // What each thread gets at launch: the block's share of 64K registers, in steps of 8.
+  int LaunchRegs() const {
+    return std::min(255,
+                    65536 / min_blocks_per_sm / static_cast<int>(manifest.block.count()) / 8 * 8);
+  }
   // The static transaction-byte check: for each barrier (array and index) in each loop body, the
   // bytes expect_tx announces must be the bytes the TMA loads completing on it deliver.
   struct TxRecord {

@@ -339,6 +339,29 @@ std::string WrongAttentionPlace(const rt::AttentionSize& z, bool causal, double 
 
 int64_t LseBytes(const rt::AttentionSize& z) { return z.b * z.hq * z.s * 4; }
 
+// What a packed-sequence run needs of its device (the GPU or the emulator), buffers named by
+// their device addresses.
+struct VarlenDevice {
+  std::function<absl::StatusOr<uint64_t>(size_t bytes)> allocate;
+  std::function<absl::Status(uint64_t at, const void* from, size_t bytes)> copy_in;
+  std::function<absl::Status(void* to, uint64_t at, size_t bytes)> copy_out;
+  std::function<absl::Status(uint64_t at, size_t bytes)> poison;  // 0xff bytes: NaN
+  std::function<absl::Status(const rt::AttentionSize&, const rt::AttentionOperands&)> run;
+};
+
+// The rows i < lengths[b] of each head of x [B, H, S, D] (padded), packed as [T, H, D].
+std::vector<uint16_t> PackRows(const std::vector<uint16_t>& x, const rt::AttentionSize& pad,
+                               int64_t heads, const std::vector<int64_t>& lengths) {
+  std::vector<uint16_t> packed;
+  for (int64_t b = 0; b < pad.b; ++b)
+    for (int64_t i = 0; i < lengths[b]; ++i)
+      for (int64_t h = 0; h < heads; ++h) {
+        const uint16_t* row = &x[((b * heads + h) * pad.s + i) * pad.d];
+        packed.insert(packed.end(), row, row + pad.d);
+      }
+  return packed;
+}
+
 }  // namespace
 
 std::string AttentionShapeName(const rt::AttentionSize& z, bool causal) {
@@ -354,6 +377,18 @@ rt::AttentionSize PagedSize(const rt::AttentionSize& z, int64_t page) {
   p.pages = z.b * p.max_pages + 1;  // one the table never names
   p.skv = p.max_pages * page;
   return p;
+}
+
+absl::StatusOr<rt::AttentionSize> VarlenSize(const rt::AttentionSize& size,
+                                             const std::vector<int64_t>& lengths) {
+  if (lengths.empty() || *std::min_element(lengths.begin(), lengths.end()) < 1)
+    return absl::InvalidArgumentError("packed sequences need lengths of at least 1 each");
+  rt::AttentionSize z = size;
+  z.b = static_cast<int64_t>(lengths.size());
+  z.s = z.skv = *std::max_element(lengths.begin(), lengths.end());
+  z.varlen = true;
+  z.total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+  return z;
 }
 
 rt::AttentionSize RowsSize(const rt::AttentionSize& z) {
@@ -509,47 +544,19 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
   return r;
 }
 
-}  // namespace kiln::examples
-
-namespace kiln::examples {
 namespace {
-
-// What a packed-sequence run needs of its device (the GPU or the emulator), buffers named by
-// their device addresses.
-struct VarlenDevice {
-  std::function<absl::StatusOr<uint64_t>(size_t bytes)> allocate;
-  std::function<absl::Status(uint64_t at, const void* from, size_t bytes)> copy_in;
-  std::function<absl::Status(void* to, uint64_t at, size_t bytes)> copy_out;
-  std::function<absl::Status(uint64_t at, size_t bytes)> poison;  // 0xff bytes: NaN
-  std::function<absl::Status(const rt::AttentionSize&, const rt::AttentionOperands&)> run;
-};
-
-// The rows i < lengths[b] of each head of x [B, H, S, D] (padded), packed as [T, H, D].
-std::vector<uint16_t> PackRows(const std::vector<uint16_t>& x, const rt::AttentionSize& pad,
-                               int64_t heads, const std::vector<int64_t>& lengths) {
-  std::vector<uint16_t> packed;
-  for (int64_t b = 0; b < pad.b; ++b)
-    for (int64_t i = 0; i < lengths[b]; ++i)
-      for (int64_t h = 0; h < heads; ++h) {
-        const uint16_t* row = &x[((b * heads + h) * pad.s + i) * pad.d];
-        packed.insert(packed.end(), row, row + pad.d);
-      }
-  return packed;
-}
 
 absl::StatusOr<AttentionResult> RunVarlen(VarlenDevice& dev, const rt::AttentionSize& size,
                                           const std::vector<int64_t>& lengths,
                                           const rt::AttentionOptions& options, uint64_t seed,
                                           rt::AttentionOperands& ops, rt::AttentionSize& planned) {
-  if (lengths.empty() || *std::min_element(lengths.begin(), lengths.end()) < 1)
-    return absl::InvalidArgumentError("packed sequences need lengths of at least 1 each");
+  absl::StatusOr<rt::AttentionSize> varlen = VarlenSize(size, lengths);
+  if (!varlen.ok()) return varlen.status();
+  planned = *varlen;
   const bool half = options.dtype == "f16";
-  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
-  const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
-  rt::AttentionSize pad = size;  // the padded dense problem the reference reads
-  pad.b = static_cast<int64_t>(lengths.size()), pad.s = pad.skv = longest;
-  planned = pad;
-  planned.varlen = true, planned.total = total;
+  const int64_t total = planned.total;
+  rt::AttentionSize pad = planned;  // the padded dense problem the reference reads
+  pad.varlen = false, pad.total = 0;
   absl::StatusOr<rt::AttentionPlan> plan =
       rt::PlanAttention(planned, options, {16, 16, 16, 16, 16, 0, 0, 16}, 90);
   if (!plan.ok()) return plan.status();

@@ -33,6 +33,11 @@ std::string AttentionShapeName(const rt::AttentionSize& size, bool causal);
 // Skv long (its length in seq_lens): `size` with that cache's pages, as the planner takes it.
 rt::AttentionSize PagedSize(const rt::AttentionSize& size, int64_t page);
 
+// Packed sequences of `lengths` tokens each (varlen) with `size`'s heads and D: B, S = Skv (the
+// longest) and the total from the lengths; an error for no length or one under 1.
+absl::StatusOr<rt::AttentionSize> VarlenSize(const rt::AttentionSize& size,
+                                             const std::vector<int64_t>& lengths);
+
 // `size` with the rows layout's strides the harness uses where it names none: each position's row
 // of heads followed by 64 elements of NaN (a read past the heads shows in O, a write in the pad).
 rt::AttentionSize RowsSize(const rt::AttentionSize& size);

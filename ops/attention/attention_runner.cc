@@ -34,41 +34,32 @@ bool Decodes(const AttentionSize& z, const AttentionOptions& o) {
   return z.hq / z.hkv * z.s <= 64 && (!o.causal || z.s == 1);
 }
 
-// On sm_100 (attention/blackwell's split): the same packing and parts, a 128-row tile of one
-// tiling, merged by attention/combine.sm100a.
-void PlanBlackwellDecode(const AttentionSize& z, const AttentionOptions& o, AttentionPlan& plan) {
+// On sm_100 the same with attention/blackwell's split (its one tiling: a 128-row tile), merged by
+// attention/combine.sm100a.
+void PlanDecode(const AttentionSize& z, const AttentionOptions& o, int compute_capability,
+                AttentionPlan& plan) {
   if (!Decodes(z, o)) return;
+  const bool blackwell = compute_capability == 100;
+  const char* type = o.dtype == "f16" ? ".f16" : "";
+  // One CTA an SM: twice the parts at two an SM (".cta2") adds more fixed cost per part and to the
+  // combine than it hides (docs/perf/2026-11-28-decode-split-kv.md, "Two CTAs an SM").
+  const char* tiling = blackwell    ? ""
+                       : z.d == 64  ? ".wg1.bn128.st4"
+                       : z.d == 128 ? ".wg1.bn128.st3"
+                                    : ".wg1.bn64.st2";  // as much ring as shared memory holds
   const int64_t block_n = z.d == 256 ? 64 : 128, key_tiles = (z.skv + block_n - 1) / block_n;
   plan.kernel =
-      absl::StrCat("attention/blackwell.d", z.d, o.dtype == "f16" ? ".f16" : "", ".split");
-  plan.size = z;
-  plan.size.hq = z.hkv, plan.size.s = z.hq / z.hkv * z.s;
-  plan.splits = static_cast<int>(
-      std::clamp<int64_t>(kBlackwellSms / (z.b * z.hkv), 1, std::max<int64_t>(1, key_tiles / 2)));
-  if (plan.splits > 1)
-    plan.combine = o.dtype == "f16" ? "attention/combine.f16.sm100a" : "attention/combine.sm100a";
-}
-
-void PlanDecode(const AttentionSize& z, const AttentionOptions& o, AttentionPlan& plan) {
-  const int64_t rows = z.hq / z.hkv * z.s;
-  if (!Decodes(z, o)) return;
-  // (Two CTAs an SM with twice the parts, ".wg1.bn64.st2.cta2" at D = 128, measured slower at
-  // B = 1: docs/perf/2026-11-28-decode-split-kv.md.)
-  const char* tiling = z.d == 64    ? "wg1.bn128.st4"
-                       : z.d == 128 ? "wg1.bn128.st3"
-                                    : "wg1.bn64.st2";  // as much ring as shared memory holds
-  const int64_t block_n = z.d == 256 ? 64 : 128, key_tiles = (z.skv + block_n - 1) / block_n;
-  plan.kernel = absl::StrCat("attention/hopper.d", z.d, o.dtype == "f16" ? ".f16." : ".", tiling,
-                             z.page   ? absl::StrCat(".page", z.page)
-                             : z.lens ? ".lens"
-                                      : "",
-                             ".split");
+      absl::StrCat(blackwell ? "attention/blackwell.d" : "attention/hopper.d", z.d, type, tiling,
+                   z.page   ? absl::StrCat(".page", z.page)
+                   : z.lens ? ".lens"
+                            : "",
+                   ".split");
   plan.size = z;  // (its lengths and pages too)
-  plan.size.hq = z.hkv, plan.size.s = rows;
-  plan.splits = static_cast<int>(
-      std::clamp<int64_t>(kSms / (z.b * z.hkv), 1, std::max<int64_t>(1, key_tiles / 2)));
+  plan.size.hq = z.hkv, plan.size.s = z.hq / z.hkv * z.s;
+  plan.splits = static_cast<int>(std::clamp<int64_t>(
+      (blackwell ? kBlackwellSms : kSms) / (z.b * z.hkv), 1, std::max<int64_t>(1, key_tiles / 2)));
   if (plan.splits > 1)
-    plan.combine = o.dtype == "f16" ? "attention/combine.f16" : "attention/combine";
+    plan.combine = absl::StrCat("attention/combine", type, blackwell ? ".sm100a" : "");
 }
 
 // Prefill over a KV cache (sequences of their own lengths, or paged): S query rows a sequence,
@@ -114,10 +105,12 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     if (z.varlen || z.lens || z.page || compute_capability != 90)
       return Invalid(
           "the rows layout [B, S, H, D] is for dense prefill on sm_90a: no varlen, lens or pages");
-    for (const auto& [what, stride, heads] :
-         {std::tuple{"q_stride", z.QStride(), z.hq}, std::tuple{"kv_stride", z.KvStride(), z.hkv},
-          std::tuple{"o_stride", z.OStride(), z.hq}})
-      if (stride < heads * z.d || stride % 8 || stride * z.s * 2 > (int64_t{1} << 40))
+    // (TMA: strides in 16-byte steps below 2^40 bytes, the batch's S rows of the stride too.)
+    for (const auto& [what, stride, heads, rows] :
+         {std::tuple{"q_stride", z.QStride(), z.hq, z.s},
+          std::tuple{"kv_stride", z.KvStride(), z.hkv, z.skv},
+          std::tuple{"o_stride", z.OStride(), z.hq, z.s}})
+      if (stride < heads * z.d || stride % 8 || stride * rows * 2 >= (int64_t{1} << 40))
         return Invalid(absl::StrCat(what, " = ", stride, ": a position's row of ", heads,
                                     " heads of ", z.d, " (at least ", heads * z.d,
                                     " elements, a multiple of 8 for TMA's 16-byte strides)"));
@@ -189,10 +182,8 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     absl::StrAppend(&plan.kernel, ".rows");
   } else if ((z.lens || z.page) && !Decodes(z, options)) {
     PlanCachePrefill(z, options, plan);
-  } else if (options.kernel.empty() && compute_capability == 90) {
-    PlanDecode(z, options, plan);
-  } else if (options.kernel.empty() && compute_capability == 100) {
-    PlanBlackwellDecode(z, options, plan);
+  } else if (options.kernel.empty()) {
+    PlanDecode(z, options, compute_capability, plan);
   }
   if (!options.kernel.empty()) {
     // The override must compute this problem: the planned options, plus tiling options only.
@@ -251,7 +242,7 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const Attentio
     } else if (p.kind == Kind::kPointer && (p.name == "seq_lens" || p.name == "block_table")) {
       args.push_back(Arg::Ptr(p.name == "seq_lens" ? o.seq_lens : o.block_table));
     } else if (p.kind == Kind::kPointer && (p.name == "cu_seqlens" || p.name == "O")) {
-      args.push_back(Arg::Ptr(p.name == "O" ? o.o : o.cu_seqlens));  // (varlen stores O by rows)
+      args.push_back(Arg::Ptr(p.name == "O" ? o.o : o.cu_seqlens));  // (varlen's partial tiles)
     } else if (p.kind == Kind::kTensorMap && maps.count(p.tensor_map.tensor)) {
       args.push_back(Arg::Tensor(maps.at(p.tensor_map.tensor)));
     } else if (p.kind == Kind::kWorkspace) {

@@ -57,7 +57,7 @@ TEST_P(EmulatedAttention, RaggedLengthsAndGroupedHeads) {
   }
 }
 
-// Decode (PlanDecode; on sm_100 PlanBlackwellDecode): the query heads of a KV head packed as one
+// Decode (PlanDecode, on sm_90 and sm_100): the query heads of a KV head packed as one
 // tile's rows, the keys split in parts merged by attention/combine (.sm100a): parts of 2 key tiles,
 // a last part shorter than the rest, several query rows a head (no mask), f16, and a causal S = 1
 // (every key seen).

@@ -1,7 +1,5 @@
 // `kiln attention`: FlashAttention forward through the attention entry point, against fp64.
-#include <algorithm>
 #include <iostream>
-#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -16,6 +14,17 @@
 
 namespace kiln::cli {
 namespace {
+
+// The GPU (its name printed), or why there is none.
+absl::Status NeedGpu() {
+  absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+  if (!d.ok())
+    return absl::Status(
+        d.status().code(),
+        absl::StrCat(d.status().message(), " (kiln attention --emulate runs it on the CPU)"));
+  PrintDevice();
+  return absl::OkStatus();
+}
 
 int Report(const absl::StatusOr<kiln::examples::AttentionResult>& r, const std::string& shape) {
   if (!r.ok()) return Fail(r.status());
@@ -37,25 +46,20 @@ int VarlenAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionO
           "kiln attention --varlen: '", part, "' is not a length (positive, comma-separated)")));
     lengths.push_back(n);
   }
-  kiln::rt::AttentionSize planned = z;
-  planned.b = static_cast<int64_t>(lengths.size());
-  planned.s = planned.skv = *std::max_element(lengths.begin(), lengths.end());
-  planned.varlen = true;
-  planned.total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+  absl::StatusOr<kiln::rt::AttentionSize> planned = kiln::examples::VarlenSize(z, lengths);
+  if (!planned.ok()) return Fail(planned.status());
   absl::StatusOr<kiln::rt::AttentionPlan> plan =
-      kiln::rt::PlanAttention(planned, options, {16, 16, 16, 16, 16, 0, 0, 16}, 90);
+      kiln::rt::PlanAttention(*planned, options, {16, 16, 16, 16, 16, 0, 0, 16}, 90);
   if (!plan.ok()) return Fail(plan.status());
   const std::string shape =
       absl::StrCat("varlen ", absl::GetFlag(FLAGS_varlen), " ",
-                   kiln::examples::AttentionShapeName(planned, options.causal));
+                   kiln::examples::AttentionShapeName(*planned, options.causal));
   if (absl::GetFlag(FLAGS_emulate)) {
     absl::StatusOr<Bundle> b = GetBundle(plan->kernel);
     if (!b.ok()) return Fail(b.status());
     return Report(kiln::examples::RunVarlenAttentionEmulated(*b, z, lengths, options, 1), shape);
   }
-  absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
-  if (!d.ok()) return Fail(d.status());
-  PrintDevice();
+  if (absl::Status st = NeedGpu(); !st.ok()) return Fail(st);
   kiln::rt::AttentionRunner runner(BundleDir());
   return Report(
       kiln::examples::RunVarlenAttentionGpu(runner, z, lengths, options, absl::GetFlag(FLAGS_iters),
@@ -106,12 +110,7 @@ int Attention() {
     r = kiln::examples::RunAttentionEmulated(*b, z, options, 1, combine ? &*combine : nullptr,
                                              page);
   } else {
-    absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
-    if (!d.ok())
-      return Fail(absl::Status(
-          d.status().code(),
-          absl::StrCat(d.status().message(), " (kiln attention --emulate runs it on the CPU)")));
-    PrintDevice();
+    if (absl::Status st = NeedGpu(); !st.ok()) return Fail(st);
     kiln::rt::AttentionRunner runner(BundleDir());
     r = kiln::examples::RunAttentionGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1, page,
                                         absl::GetFlag(FLAGS_repeats));

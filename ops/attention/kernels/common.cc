@@ -58,9 +58,7 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
           "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling, split for "
           "split-KV, lens for sequences of their own lengths, pageN for a paged cache of pages "
           "of N tokens, a power of two from 16, varlen for packed sequences, cta2 for two CTAs an "
-          "SM, rows for the [B, S, "
-          "H, D] "
-          "layout)"));
+          "SM, rows for the [B, S, H, D] layout)"));
     }
   }
   if (!have_d) return absl::InvalidArgumentError("names no head dimension (d64, d128 or d256)");

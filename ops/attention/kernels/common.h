@@ -22,8 +22,8 @@ struct AttentionShape {
   // Tiling, 0 for the kernel's default: consumer warpgroups (64 query rows each), keys per tile,
   // and the depth of the K and V rings.
   int warpgroups = 0, block_n = 0, stages = 0;
-  // ("cta2") Two CTAs an SM: registers for two (MinBlocksPerSm) and shared memory that fits
-  // twice; for decode, where the parts of short key ranges each wait on their first loads.
+  // ("cta2") Two CTAs an SM: registers for two (MinBlocksPerSm); the tiling's shared memory must
+  // fit twice. Hopper only; no plan picks it (docs/perf/2026-11-28-decode-split-kv.md).
   bool two_ctas = false;
   // A CTA per query tile, or ("persist") a CTA per SM taking query tiles from a counter (the next
   // tile's loads under this one's epilogue). Hopper only.
@@ -35,7 +35,7 @@ struct AttentionShape {
   // ("split") The keys of each query tile split in P parts (the parameter P), a CTA each: a part
   // writes its rows' O (normalized by its own sum) and lse as heads p * B * Hq + head of O and
   // lse, which attention/combine merges (split-KV, FlashDecoding's). P = 1 writes O itself.
-  // Hopper only, a CTA per tile.
+  // A CTA per tile (Hopper and Blackwell).
   bool split = false;
   // ("lens") Sequences of their own lengths: the parameter seq_lens (i32 [B]) gives each its keys,
   // the first seq_lens[b] (at most Skv) of its rows of K and V. ("pageN", lens implied) K and V in

@@ -260,8 +260,8 @@ ExampleFamily AttentionFamily() {
   for (const char* v : {"d64", "d64.causal", "d128.bn128", "d128.causal", "d256", "d256.causal"})
     for (const char* form : {".lens", ".page16", ".page32", ".page64", ".page256"})
       f.bundled.push_back(absl::StrCat(v, form));
-  // Packed sequences, and sequences of their own lengths and paged caches, bf16 (f16: `kiln
-  // bundle`).
+  // Packed sequences, and decode over sequences of their own lengths and paged caches, bf16 (f16:
+  // `kiln bundle`).
   for (const char* v : {"d64", "d64.causal", "d128", "d128.causal", "d256", "d256.causal"})
     f.bundled.push_back(absl::StrCat(v, ".varlen"));
   for (const char* v : {"d64.wg1.bn128.st4", "d128.wg1.bn128.st3", "d256.wg1.bn64.st2"})

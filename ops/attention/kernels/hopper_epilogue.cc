@@ -59,9 +59,8 @@ void HopperConsumer::StoreBoxes(Value tile_m0, Value q_head, Value qs, Value row
 }
 
 // A packed sequence's last tile: a box of O would cross into the next sequence's rows, so each
-// thread stores
-// its pairs of the rows inside its sequence, O [T, Hq, D] at row seq0_ + row; the Q stage is free
-// once this warpgroup's wgmmas, its only readers, have retired (they have).
+// thread stores its pairs of the rows inside its sequence, O [T, Hq, D] at row seq0_ + row; the Q
+// stage is free once this warpgroup's wgmmas, its only readers, have retired (they have).
 void HopperConsumer::StoreRows(Value tile_m0, Value q_head, Value qs) {
   const std::vector<Value> packed = PackPairs(o_, h_.in);
   const Value& Hq = h_.p.Hq;
