@@ -1,6 +1,8 @@
 // `kiln attention`: FlashAttention forward through the attention entry point, against fp64.
 #include <iostream>
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -67,6 +69,41 @@ int VarlenAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionO
       shape);
 }
 
+// --backward: dQ, dK and dV of one problem, checked against fp64 (and run again for the same
+// bytes), timed alone on the GPU.
+int BackwardAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionOptions& options) {
+  const kiln::rt::AttentionGradOperands fake = {16, 16, 16, 16, 16, 16, 16, 16, 16};
+  if (absl::StatusOr<kiln::rt::AttentionBackwardPlan> plan =
+          kiln::rt::PlanAttentionBackward(z, options, fake, 90);
+      !plan.ok())
+    return Fail(plan.status());
+  absl::StatusOr<kiln::examples::AttentionGradResult> r;
+  if (absl::GetFlag(FLAGS_emulate)) {
+    std::map<std::string, Bundle> bundles;
+    auto bundle_of = [&](const std::string& name) -> const Bundle* {
+      if (auto it = bundles.find(name); it != bundles.end()) return &it->second;
+      absl::StatusOr<Bundle> b = GetBundle(name);
+      return b.ok() ? &bundles.emplace(name, *std::move(b)).first->second : nullptr;
+    };
+    r = kiln::examples::RunAttentionBackwardEmulated(bundle_of, z, options, 1);
+  } else {
+    if (absl::Status st = NeedGpu(); !st.ok()) return Fail(st);
+    kiln::rt::AttentionRunner runner(BundleDir());
+    r = kiln::examples::RunAttentionBackwardGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1,
+                                                /*repeat_runs=*/9, absl::GetFlag(FLAGS_repeats));
+  }
+  if (!r.ok()) return Fail(r.status());
+  std::cout << absl::StrFormat(
+      "%s %s backward: %d heads against fp64, errors dQ %.3e dK %.3e dV %.3e, %d more runs the "
+      "same bytes: %s",
+      r->kernels, kiln::examples::AttentionShapeName(z, options.causal), r->heads_checked,
+      r->dq_error, r->dk_error, r->dv_error, r->runs_identical,
+      r->passed ? "ok" : "FAIL: " + r->failure);
+  if (r->ms > 0) std::cout << absl::StrFormat("; %.4f ms, %.1f TFLOPS", r->ms, r->tflops);
+  std::cout << std::endl;
+  return r->passed ? 0 : 1;
+}
+
 }  // namespace
 
 // kiln attention: one problem through the attention entry point, checked against an fp64 host
@@ -86,6 +123,7 @@ int Attention() {
   options.scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
   options.kernel = absl::GetFlag(FLAGS_kernel);
   if (!absl::GetFlag(FLAGS_varlen).empty()) return VarlenAttention(z, options);
+  if (absl::GetFlag(FLAGS_backward)) return BackwardAttention(z, options);
   // The problem's own errors first, on any machine (the pointers here only pass the checks).
   const int64_t page = absl::GetFlag(FLAGS_paged);
   absl::StatusOr<kiln::rt::AttentionPlan> plan = kiln::rt::PlanAttention(

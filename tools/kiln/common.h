@@ -21,6 +21,7 @@
 #include "kiln/runtime/driver.h"
 #include "kiln/runtime/launch.h"
 #include "ops/attention/attention_check.h"
+#include "ops/attention/attention_grad_check.h"
 #ifdef KILN_HAVE_COMPILER
 #include "examples/registry.h"
 #include "kiln/compile.h"

@@ -76,6 +76,9 @@ ABSL_FLAG(int32_t, repeats, 10,
 ABSL_FLAG(bool, bshd, false,
           "`kiln attention`: Q, K, V and O in the rows layout [B, S, H, D] (torch's) instead of "
           "[B, H, S, D], each position's row of heads padded by 64 elements of NaN");
+ABSL_FLAG(bool, backward, false,
+          "`kiln attention`: the backward pass (dQ, dK, dV from the forward's O and lse and a "
+          "random dO) against fp64, run 10 times for the same bytes; timed alone");
 ABSL_FLAG(double, scale, 0, "`kiln attention`: softmax scale (0: 1/sqrt(d))");
 ABSL_FLAG(std::string, kernel, "",
           "`kiln attention`: run this variant instead of the entry point's choice (a tiling: "

@@ -34,6 +34,7 @@ ABSL_DECLARE_FLAG(int64_t, paged);
 ABSL_DECLARE_FLAG(int64_t, decode);
 ABSL_DECLARE_FLAG(std::string, varlen);
 ABSL_DECLARE_FLAG(bool, bshd);
+ABSL_DECLARE_FLAG(bool, backward);
 ABSL_DECLARE_FLAG(int32_t, repeats);
 ABSL_DECLARE_FLAG(int64_t, s);
 ABSL_DECLARE_FLAG(int64_t, skv);

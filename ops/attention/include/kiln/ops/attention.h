@@ -24,6 +24,8 @@
 
 namespace kiln::rt {
 
+struct AttentionGradOperands;  // kiln/ops/attention_backward.h
+
 struct AttentionSize {
   int64_t b = 1, hq = 1, hkv = 1, s = 1, skv = 1, d = 128;
   // Sequences of their own lengths (`lens`, AttentionOperands::seq_lens: sequence b uses the
@@ -123,10 +125,13 @@ class AttentionRunner {
   // kernel per stream keeps calls on different streams apart, and calls on one stream are ordered.
   absl::Status Run(const AttentionSize& size, const AttentionOptions& options,
                    const AttentionOperands& operands, cu::CUstream stream = nullptr);
+  // The backward pass (kiln/ops/attention_backward.h), launched on `stream` the same way.
+  absl::Status Backward(const AttentionSize& size, const AttentionOptions& options,
+                        const AttentionGradOperands& operands, cu::CUstream stream = nullptr);
 
  private:
   LoadedKernels kernels_;
-  ScratchBuffers scratch_;  // split-KV's parts
+  ScratchBuffers scratch_;  // split-KV's parts; the backward's row workspace
 };
 
 }  // namespace kiln::rt

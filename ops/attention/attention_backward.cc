@@ -1,0 +1,119 @@
+#include "kiln/ops/attention_backward.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kiln/bundle/manifest.h"
+#include "kiln/runtime/driver.h"
+
+namespace kiln::rt {
+namespace {
+
+absl::Status Invalid(const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat("kiln attention backward: ", message));
+}
+
+// Every parameter of the three kernels, by name.
+absl::StatusOr<std::vector<Arg>> BackwardArgs(const Manifest& m, const AttentionSize& z,
+                                              const AttentionBackwardPlan& plan,
+                                              const AttentionGradOperands& o, uint64_t lse2,
+                                              uint64_t delta) {
+  const std::map<std::string, int64_t> ints = {{"B", z.b}, {"Hq", z.hq},   {"Hkv", z.hkv},
+                                               {"S", z.s}, {"Skv", z.skv}, {"Sp", plan.padded_rows},
+                                               {"D", z.d}};
+  const std::map<std::string, cu::CUdeviceptr> tensors = {
+      {"Q", o.q},   {"K", o.k},   {"V", o.v},   {"O", o.o},     {"dO", o.d_o},   {"lse", o.lse},
+      {"dQ", o.dq}, {"dK", o.dk}, {"dV", o.dv}, {"lse2", lse2}, {"delta", delta}};
+  std::vector<Arg> args;
+  for (const ParamSpec& p : m.params) {
+    using Kind = ParamSpec::Kind;
+    if (p.kind == Kind::kI32 && ints.count(p.name)) {
+      args.push_back(Arg::I32(static_cast<int32_t>(ints.at(p.name))));
+    } else if (p.kind == Kind::kI64 && p.name == "units") {  // bwd_prep: 8 elements a thread
+      args.push_back(Arg::I64(z.b * z.hq * plan.padded_rows * z.d / 8));
+    } else if (p.kind == Kind::kF32 && p.name == "scale") {
+      args.push_back(Arg::F32(plan.scale));
+    } else if (p.kind == Kind::kPointer && tensors.count(p.name)) {
+      args.push_back(Arg::Ptr(tensors.at(p.name)));
+    } else if (p.kind == Kind::kTensorMap && tensors.count(p.tensor_map.tensor)) {
+      args.push_back(Arg::Tensor(tensors.at(p.tensor_map.tensor)));
+    } else {
+      return absl::InternalError(absl::StrCat(m.name, " (", m.source,
+                                              "): the attention backward has no value for its ",
+                                              ParamKindName(p.kind), " parameter '", p.name, "'"));
+    }
+  }
+  return args;
+}
+
+}  // namespace
+
+absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize& z,
+                                                            const AttentionOptions& options,
+                                                            const AttentionGradOperands& o,
+                                                            int compute_capability) {
+  // The forward's checks of the sizes, heads, type, scale and its tensors' pointers.
+  absl::StatusOr<AttentionPlan> forward = PlanAttention(
+      z, options, {.q = o.q, .k = o.k, .v = o.v, .o = o.o, .lse = o.lse}, compute_capability);
+  if (!forward.ok()) return forward.status();
+  if (compute_capability != 90)
+    return Invalid(
+        absl::StrCat("the backward kernels are for sm_90a (H100, H200); this device "
+                     "is sm_",
+                     compute_capability));
+  if (z.varlen || z.lens || z.page || z.rows)
+    return Invalid("dense [B, H, S, D] tensors only: no varlen, lens, pages or rows layout");
+  if (z.d != 64 && z.d != 128)
+    return Invalid(absl::StrCat("head dimension D = ", z.d, ": the backward takes 64 or 128"));
+  if (!options.kernel.empty()) return Invalid("no kernel override: the plan picks the kernels");
+  if (!o.d_o || !o.dq || !o.dk || !o.dv) return Invalid("dO, dQ, dK and dV need device pointers");
+  if (o.d_o % 16 || o.dq % 16 || o.dk % 16 || o.dv % 16)
+    return Invalid("dO, dQ, dK and dV are read and written by TMA: 16-byte aligned pointers");
+  AttentionBackwardPlan plan;
+  const std::string variant = absl::StrCat(".d", z.d, options.dtype == "f16" ? ".f16" : "",
+                                           options.causal ? ".causal" : "");
+  plan.prep = absl::StrCat("attention/bwd_prep", options.dtype == "f16" ? ".f16" : "");
+  plan.dkdv = "attention/hopper_dkdv" + variant;
+  plan.dq = "attention/hopper_dq" + variant;
+  plan.scale = forward->scale;
+  plan.padded_rows = (z.s + 63) / 64 * 64;
+  return plan;
+}
+
+absl::Status RunAttentionBackward(const AttentionSize& size, const AttentionOptions& options,
+                                  const AttentionGradOperands& operands, int compute_capability,
+                                  OpDevice& device) {
+  absl::StatusOr<AttentionBackwardPlan> plan =
+      PlanAttentionBackward(size, options, operands, compute_capability);
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<uint64_t> workspace = device.Scratch(2, plan->WorkspaceBytes(size));
+  if (!workspace.ok()) return workspace.status();
+  const uint64_t lse2 = *workspace, delta = lse2 + plan->WorkspaceBytes(size) / 2;
+  for (const std::string& kernel : {plan->prep, plan->dkdv, plan->dq}) {
+    absl::StatusOr<const Manifest*> manifest = device.ManifestOf(kernel);
+    if (!manifest.ok()) return manifest.status();
+    absl::StatusOr<std::vector<Arg>> args =
+        BackwardArgs(**manifest, size, *plan, operands, lse2, delta);
+    if (!args.ok()) return args.status();
+    if (absl::Status st = device.Launch(kernel, *std::move(args)); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+double AttentionBackwardFlops(const AttentionSize& size, bool causal) {
+  return 2.5 * AttentionFlops(size, causal);
+}
+
+absl::Status AttentionRunner::Backward(const AttentionSize& size, const AttentionOptions& options,
+                                       const AttentionGradOperands& operands, cu::CUstream stream) {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  GpuOpDevice device(kernels_, stream, [&](int which, size_t bytes) {
+    return scratch_.Get(stream, which, bytes, "kiln attention backward: the row workspace");
+  });
+  return RunAttentionBackward(size, options, operands, (*d)->compute_capability(), device);
+}
+
+}  // namespace kiln::rt

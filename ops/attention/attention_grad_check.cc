@@ -1,0 +1,320 @@
+#include "ops/attention/attention_grad_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "examples/host_data.h"
+#include "examples/timing.h"
+#include "kiln/emulator.h"
+#include "kiln/runtime/driver.h"
+
+namespace kiln::examples {
+namespace {
+
+// What a run needs of its device (the GPU or the emulator), buffers named by device addresses.
+struct GradDevice {
+  std::function<absl::StatusOr<uint64_t>(size_t bytes)> allocate;
+  std::function<absl::Status(uint64_t at, const void* from, size_t bytes)> copy_in;
+  std::function<absl::Status(void* to, uint64_t at, size_t bytes)> copy_out;
+  std::function<absl::Status(uint64_t at, size_t bytes)> poison;  // 0xff bytes: NaN
+  std::function<absl::Status(const rt::AttentionOperands&)> forward;
+  std::function<absl::Status(const rt::AttentionGradOperands&)> backward;
+};
+
+// The gradients' norm-relative tolerances: P and dS are rounded to the input type before their
+// GEMMs (bf16 keeps 8 bits, f16 11), and so is each gradient.
+double Tolerance(bool half) { return half ? 2e-3 : 1e-2; }
+
+// The inputs decoded, each head's rows of D.
+struct Decoded {
+  std::vector<double> q, k, v, d_o;
+};
+
+// The fp64 gradients of one KV head's group: dQ of its query heads' rows ([G, S, D]), dK and dV
+// of its keys ([Skv, D]).
+struct GroupGrads {
+  std::vector<double> dq, dk, dv;
+};
+
+template <typename Fn>
+void Parallel(int64_t n, const Fn& fn) {
+  const int64_t workers = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 32);
+  std::vector<std::thread> threads;
+  for (int64_t w = 0; w < std::min(workers, n); ++w)
+    threads.emplace_back([&, w] {
+      for (int64_t i = w; i < n; i += workers) fn(i);
+    });
+  for (std::thread& t : threads) t.join();
+}
+
+double Dot(const double* a, const double* b, int64_t d) {
+  double s = 0;
+  for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
+  return s;
+}
+
+GroupGrads ReferenceGroup(const rt::AttentionSize& z, bool causal, double scale, const Decoded& in,
+                          int64_t b, int64_t g) {
+  const int64_t G = z.hq / z.hkv, D = z.d, kv = b * z.hkv + g;
+  auto q_row = [&](int64_t r, int64_t i) { return &in.q[((b * z.hq + g * G + r) * z.s + i) * D]; };
+  auto do_row = [&](int64_t r, int64_t i) {
+    return &in.d_o[((b * z.hq + g * G + r) * z.s + i) * D];
+  };
+  auto k_row = [&](int64_t j) { return &in.k[(kv * z.skv + j) * D]; };
+  auto v_row = [&](int64_t j) { return &in.v[(kv * z.skv + j) * D]; };
+  auto keys = [&](int64_t i) {
+    return causal ? std::clamp<int64_t>(i + 1 + z.skv - z.s, 0, z.skv) : z.skv;
+  };
+  GroupGrads out;
+  out.dq.assign(G * z.s * D, 0), out.dk.assign(z.skv * D, 0), out.dv.assign(z.skv * D, 0);
+  std::vector<double> lse(G * z.s, 0), delta(G * z.s, 0);
+  // Per query row: its scores, lse, O, delta = dO . O, and dQ = scale * sum_j dS_ij K_j.
+  Parallel(G * z.s, [&](int64_t row) {
+    const int64_t r = row / z.s, i = row % z.s, n = keys(i);
+    if (!n) return;
+    std::vector<double> p(n), o(D, 0);
+    double max = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < n; ++j)
+      max = std::max(max, p[j] = scale * Dot(q_row(r, i), k_row(j), D));
+    for (int64_t j = 0; j < n; ++j) sum += p[j] = std::exp(p[j] - max);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t c = 0; c < D; ++c) o[c] += p[j] / sum * v_row(j)[c];
+    lse[row] = max + std::log(sum);
+    delta[row] = Dot(do_row(r, i), o.data(), D);
+    double* dq = &out.dq[row * D];
+    for (int64_t j = 0; j < n; ++j) {
+      const double ds = p[j] / sum * (Dot(do_row(r, i), v_row(j), D) - delta[row]);
+      for (int64_t c = 0; c < D; ++c) dq[c] += scale * ds * k_row(j)[c];
+    }
+  });
+  // Per key: dV_j = sum_i P_ij dO_i and dK_j = scale * sum_i dS_ij Q_i over the rows that see it.
+  Parallel(z.skv, [&](int64_t j) {
+    double *dk = &out.dk[j * D], *dv = &out.dv[j * D];
+    for (int64_t row = 0; row < G * z.s; ++row) {
+      const int64_t r = row / z.s, i = row % z.s;
+      if (j >= keys(i)) continue;
+      const double p = std::exp(scale * Dot(q_row(r, i), k_row(j), D) - lse[row]);
+      const double ds = p * (Dot(do_row(r, i), v_row(j), D) - delta[row]);
+      for (int64_t c = 0; c < D; ++c) {
+        dv[c] += p * do_row(r, i)[c];
+        dk[c] += scale * ds * q_row(r, i)[c];
+      }
+    }
+  });
+  return out;
+}
+
+struct Sums {
+  double diff2 = 0, ref2 = 0;
+  int64_t bad = 0;
+  void Add(const uint16_t* got, const double* want, int64_t n, bool half) {
+    for (int64_t x = 0; x < n; ++x) {
+      const double g = half ? HalfToFloat(got[x]) : Bf16ToFloat(got[x]);
+      if (!std::isfinite(g)) ++bad;
+      diff2 += (g - want[x]) * (g - want[x]);
+      ref2 += want[x] * want[x];
+    }
+  }
+  double Error() const { return bad ? NAN : std::sqrt(diff2 / std::max(ref2, 1e-30)); }
+};
+
+struct Grads {
+  std::vector<uint16_t> dq, dk, dv;
+  bool operator==(const Grads& o) const = default;
+};
+
+// The groups to check: all of them where the reference is cheap, else the first and the last.
+std::vector<std::pair<int64_t, int64_t>> GroupsToCheck(const rt::AttentionSize& z) {
+  std::vector<std::pair<int64_t, int64_t>> groups;
+  if (static_cast<double>(z.b) * z.hq * z.s * z.skv * z.d <= 4e8) {
+    for (int64_t b = 0; b < z.b; ++b)
+      for (int64_t g = 0; g < z.hkv; ++g) groups.push_back({b, g});
+  } else {
+    groups.push_back({0, 0});
+    if (z.b * z.hkv > 1) groups.push_back({z.b - 1, z.hkv - 1});
+  }
+  return groups;
+}
+
+void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, const Decoded& in,
+           const Grads& got, AttentionGradResult& r) {
+  Sums dq, dk, dv;
+  const int64_t G = z.hq / z.hkv, D = z.d;
+  for (auto [b, g] : GroupsToCheck(z)) {
+    const GroupGrads want = ReferenceGroup(z, causal, scale, in, b, g);
+    dq.Add(&got.dq[(b * z.hq + g * G) * z.s * D], want.dq.data(), G * z.s * D, half);
+    dk.Add(&got.dk[(b * z.hkv + g) * z.skv * D], want.dk.data(), z.skv * D, half);
+    dv.Add(&got.dv[(b * z.hkv + g) * z.skv * D], want.dv.data(), z.skv * D, half);
+    r.heads_checked += G;
+  }
+  r.dq_error = dq.Error(), r.dk_error = dk.Error(), r.dv_error = dv.Error();
+  int64_t unwritten = 0;
+  for (const std::vector<uint16_t>* x : {&got.dq, &got.dk, &got.dv})
+    for (uint16_t e : *x) unwritten += std::isnan(half ? HalfToFloat(e) : Bf16ToFloat(e));
+  const double tolerance = Tolerance(half);
+  if (unwritten)
+    r.failure = absl::StrCat(unwritten, " elements of dQ, dK and dV still NaN (never written)");
+  else if (dq.bad + dk.bad + dv.bad)
+    r.failure = absl::StrCat(dq.bad + dk.bad + dv.bad, " NaN or Inf values in the checked heads");
+  else if (!(r.dq_error <= tolerance && r.dk_error <= tolerance && r.dv_error <= tolerance))
+    r.failure = absl::StrFormat("errors dQ %.3e, dK %.3e, dV %.3e: over the tolerance %.0e",
+                                r.dq_error, r.dk_error, r.dv_error, tolerance);
+  r.passed = r.failure.empty();
+}
+
+// Inputs in, the forward, the backward with its outputs poisoned, checked; then `repeat_runs`
+// more backward passes compared bit for bit with the first. `ops` keeps the operands for timing.
+absl::StatusOr<AttentionGradResult> RunGrad(GradDevice& dev, const rt::AttentionSize& z,
+                                            const rt::AttentionOptions& options, uint64_t seed,
+                                            int repeat_runs, rt::AttentionGradOperands& ops) {
+  const bool half = options.dtype == "f16";
+  const rt::AttentionGradOperands fake = {16, 16, 16, 16, 16, 16, 16, 16, 16};
+  absl::StatusOr<rt::AttentionBackwardPlan> plan = rt::PlanAttentionBackward(z, options, fake, 90);
+  if (!plan.ok()) return plan.status();
+  AttentionGradResult r;
+  r.kernels = absl::StrCat(plan->prep, " + ", plan->dkdv, " + ", plan->dq);
+  r.size = z, r.causal = options.causal;
+  const int64_t q_elems = z.b * z.hq * z.s * z.d, kv_elems = z.b * z.hkv * z.skv * z.d;
+  const std::vector<uint16_t> q = RandomNormal16(q_elems, seed, half),
+                              k = RandomNormal16(kv_elems, seed + 1, half),
+                              v = RandomNormal16(kv_elems, seed + 2, half),
+                              d_o = RandomNormal16(q_elems, seed + 3, half);
+  std::vector<uint64_t> at;
+  for (int64_t bytes : {q_elems * 2, kv_elems * 2, kv_elems * 2, q_elems * 2, z.b * z.hq * z.s * 4,
+                        q_elems * 2, q_elems * 2, kv_elems * 2, kv_elems * 2}) {
+    absl::StatusOr<uint64_t> a = dev.allocate(bytes);
+    if (!a.ok()) return a.status();
+    at.push_back(*a);
+  }
+  for (auto [i, host] : {std::pair{0, &q}, std::pair{1, &k}, std::pair{2, &v}, std::pair{5, &d_o}})
+    if (absl::Status st = dev.copy_in(at[i], host->data(), host->size() * 2); !st.ok()) return st;
+  ops = {at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8]};
+  if (absl::Status st = dev.forward({ops.q, ops.k, ops.v, ops.o, ops.lse}); !st.ok()) return st;
+  auto run = [&](Grads& out) -> absl::Status {
+    for (auto [ptr, elems] :
+         {std::pair{ops.dq, q_elems}, std::pair{ops.dk, kv_elems}, std::pair{ops.dv, kv_elems}})
+      if (absl::Status st = dev.poison(ptr, elems * 2); !st.ok()) return st;
+    if (absl::Status st = dev.backward(ops); !st.ok()) return st;
+    out.dq.resize(q_elems), out.dk.resize(kv_elems), out.dv.resize(kv_elems);
+    for (auto [ptr, host] :
+         {std::pair{ops.dq, &out.dq}, std::pair{ops.dk, &out.dk}, std::pair{ops.dv, &out.dv}})
+      if (absl::Status st = dev.copy_out(host->data(), ptr, host->size() * 2); !st.ok()) return st;
+    return absl::OkStatus();
+  };
+  Grads first;
+  if (absl::Status st = run(first); !st.ok()) return st;
+  Decoded in;
+  auto decode = [&](const std::vector<uint16_t>& x, std::vector<double>& out) {
+    out.resize(x.size());
+    for (size_t e = 0; e < x.size(); ++e) out[e] = half ? HalfToFloat(x[e]) : Bf16ToFloat(x[e]);
+  };
+  decode(q, in.q), decode(k, in.k), decode(v, in.v), decode(d_o, in.d_o);
+  Check(z, options.causal, plan->scale, half, in, first, r);
+  for (int n = 0; n < repeat_runs && r.passed; ++n) {
+    Grads again;
+    if (absl::Status st = run(again); !st.ok()) return st;
+    if (!(again == first)) {
+      r.passed = false;
+      r.failure = absl::StrCat("run ", n + 2, " gave other bytes than the first");
+    } else {
+      ++r.runs_identical;
+    }
+  }
+  return r;
+}
+
+// The emulator as the entry points' device: the bundles `bundle_of` finds, on three SMs.
+class EmulatedDevice : public rt::OpDevice {
+ public:
+  EmulatedDevice(emu::Device& d, const std::function<const rt::Bundle*(const std::string&)>& of,
+                 uint64_t seed)
+      : d_(d), of_(of), seed_(seed) {}
+  absl::StatusOr<const rt::Manifest*> ManifestOf(const std::string& kernel) override {
+    const rt::Bundle* b = of_(kernel);
+    if (!b) return absl::NotFoundError(absl::StrCat("no bundle for ", kernel));
+    return &b->manifest;
+  }
+  absl::Status Launch(const std::string& kernel, std::vector<rt::Arg> args) override {
+    const rt::Bundle* b = of_(kernel);
+    if (!b) return absl::NotFoundError(absl::StrCat("no bundle for ", kernel));
+    return emu::Launch(d_, *b, args, {.seed = seed_, .sm_count = 3}).status();
+  }
+  absl::StatusOr<uint64_t> Scratch(int, size_t bytes) override { return d_.Allocate(bytes); }
+
+ private:
+  emu::Device& d_;
+  const std::function<const rt::Bundle*(const std::string&)>& of_;
+  uint64_t seed_;
+};
+
+}  // namespace
+
+absl::StatusOr<AttentionGradResult> RunAttentionBackwardGpu(rt::AttentionRunner& runner,
+                                                            const rt::AttentionSize& size,
+                                                            const rt::AttentionOptions& options,
+                                                            int iters, uint64_t seed,
+                                                            int repeat_runs, int repeats) {
+  std::vector<rt::DeviceBuffer> buffers;
+  auto buffer = [&](uint64_t at) -> rt::DeviceBuffer& {
+    return *std::find_if(buffers.begin(), buffers.end(),
+                         [&](const rt::DeviceBuffer& b) { return b.ptr() == at; });
+  };
+  GradDevice dev{
+      [&](size_t bytes) -> absl::StatusOr<uint64_t> {
+        absl::StatusOr<rt::DeviceBuffer> b = rt::DeviceBuffer::Allocate(std::max<size_t>(bytes, 4));
+        if (!b.ok()) return b.status();
+        buffers.push_back(*std::move(b));
+        return buffers.back().ptr();
+      },
+      [&](uint64_t at, const void* from, size_t bytes) {
+        return buffer(at).CopyFromHost(from, bytes);
+      },
+      [&](void* to, uint64_t at, size_t bytes) { return buffer(at).CopyToHost(to, bytes); },
+      [&](uint64_t at, size_t) { return buffer(at).Fill(0xff); },
+      [&](const rt::AttentionOperands& ops) { return runner.Run(size, options, ops); },
+      [&](const rt::AttentionGradOperands& ops) -> absl::Status {
+        if (absl::Status st = runner.Backward(size, options, ops); !st.ok()) return st;
+        return rt::Synchronize();
+      }};
+  rt::AttentionGradOperands ops;
+  absl::StatusOr<AttentionGradResult> r = RunGrad(dev, size, options, seed, repeat_runs, ops);
+  if (!r.ok() || iters <= 0 || !r->passed) return r;
+  repeats = std::max(repeats, 1);
+  std::vector<std::function<absl::Status()>> fns = {[&]() -> absl::Status {
+    for (int n = 0; n < repeats; ++n)
+      if (absl::Status st = runner.Backward(size, options, ops); !st.ok()) return st;
+    return absl::OkStatus();
+  }};
+  absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, 1, iters);
+  if (!ms.ok()) return ms.status();
+  r->ms = (*ms)[0] / repeats;
+  r->tflops = rt::AttentionBackwardFlops(size, options.causal) / (r->ms * 1e-3) / 1e12;
+  return r;
+}
+
+absl::StatusOr<AttentionGradResult> RunAttentionBackwardEmulated(
+    const std::function<const rt::Bundle*(const std::string&)>& bundle_of,
+    const rt::AttentionSize& size, const rt::AttentionOptions& options, uint64_t seed) {
+  emu::Device d;
+  EmulatedDevice device(d, bundle_of, seed);
+  GradDevice dev{
+      [&](size_t bytes) { return d.Allocate(std::max<size_t>(bytes, 4)); },
+      [&](uint64_t at, const void* from, size_t bytes) { return d.CopyIn(at, from, bytes); },
+      [&](void* to, uint64_t at, size_t bytes) { return d.CopyOut(to, at, bytes); },
+      [&](uint64_t at, size_t bytes) { return d.Fill(at, 0xff, bytes); },
+      [&](const rt::AttentionOperands& ops) {
+        return rt::RunAttention(size, options, ops, 90, device);
+      },
+      [&](const rt::AttentionGradOperands& ops) {
+        return rt::RunAttentionBackward(size, options, ops, 90, device);
+      }};
+  rt::AttentionGradOperands ops;
+  return RunGrad(dev, size, options, seed, /*repeat_runs=*/1, ops);
+}
+
+}  // namespace kiln::examples

@@ -1,0 +1,44 @@
+// The attention backward's harness: random normal Q, K, V and dO, the entry point's forward for O
+// and lse, its backward with dQ, dK and dV poisoned with NaN, and an independent fp64 reference of
+// the gradients from Q, K, V and dO alone (two passes over the scores: one per query row for its
+// lse, O, delta and dQ, one per key for its dK and dV). The errors are norm-relative over the
+// checked heads (every head of small problems, the first and last KV head's groups of large ones);
+// NaN or Inf fails.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kiln/bundle/manifest.h"
+#include "kiln/ops/attention_backward.h"
+
+namespace kiln::examples {
+
+struct AttentionGradResult {
+  std::string kernels;  // the plan's three, joined by " + "
+  rt::AttentionSize size;
+  bool causal = false;
+  int64_t heads_checked = 0;                        // query heads whose dQ rows were compared
+  double dq_error = 0, dk_error = 0, dv_error = 0;  // NaN where a checked element is NaN or Inf
+  bool passed = false;
+  std::string failure;
+  int runs_identical = 0;     // the backward run again this many times, each the same bytes
+  double ms = 0, tflops = 0;  // GPU runs only: median of the timed backward passes
+};
+
+// On the GPU: checked once, run `repeat_runs` more times each compared bit for bit with the
+// first, then `iters` timed blocks of `repeats` backward passes back to back (1: single calls).
+absl::StatusOr<AttentionGradResult> RunAttentionBackwardGpu(rt::AttentionRunner& runner,
+                                                            const rt::AttentionSize& size,
+                                                            const rt::AttentionOptions& options,
+                                                            int iters, uint64_t seed,
+                                                            int repeat_runs = 1, int repeats = 10);
+
+// On the emulator (three SMs), the kernels' bundles from `bundle_of` (null: not found), every
+// head checked and the backward run twice.
+absl::StatusOr<AttentionGradResult> RunAttentionBackwardEmulated(
+    const std::function<const rt::Bundle*(const std::string&)>& bundle_of,
+    const rt::AttentionSize& size, const rt::AttentionOptions& options, uint64_t seed);
+
+}  // namespace kiln::examples

@@ -1,0 +1,53 @@
+// The attention backward entry point of the host API: dQ, dK and dV of FlashAttention from the
+// forward's Q, K, V, O and lse and the gradient dO of O, with three kernels (attention/bwd_prep,
+// attention/hopper_dkdv, attention/hopper_dq; ops/attention/kernels/hopper_bwd_parts.h says the
+// algorithm), sm_90a. No kernel adds into memory another CTA writes: the same inputs give the
+// same bytes, run to run.
+//
+//   kiln::rt::AttentionRunner attention("build/bundles");
+//   absl::Status s = attention.Backward({.b = 2, .hq = 16, .hkv = 4, .s = 4096, .skv = 4096,
+//                                        .d = 128}, {.causal = true},
+//                                       {.q = q, .k = k, .v = v, .o = o, .lse = lse, .d_o = d_o,
+//                                        .dq = dq, .dk = dk, .dv = dv});
+//
+// Layouts as the forward's (kiln/ops/attention.h): Q, O, dO, dQ [B, Hq, S, D]; K, V, dK, dV
+// [B, Hkv, Skv, D]; lse [B, Hq, S] f32, as the forward wrote it. Grouped-query heads: dK and dV
+// of a KV head sum over the query heads that read it. D 64 or 128, dense tensors (no varlen, lens,
+// pages or rows layout, so far).
+#pragma once
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kiln/ops/attention.h"
+
+namespace kiln::rt {
+
+struct AttentionGradOperands {
+  cu::CUdeviceptr q = 0, k = 0, v = 0, o = 0, lse = 0, d_o = 0;  // the forward's, and dO
+  cu::CUdeviceptr dq = 0, dk = 0, dv = 0;                        // written
+};
+
+struct AttentionBackwardPlan {
+  std::string prep, dkdv, dq;  // the kernels, launched in this order
+  float scale = 0;
+  int64_t padded_rows = 0;  // Sp: S rounded up to whole 64-row tiles (the workspace's rows)
+  int64_t WorkspaceBytes(const AttentionSize& z) const { return 2 * z.b * z.hq * padded_rows * 4; }
+};
+
+// The kernels for a call, or an error naming what is wrong with it. Needs no GPU.
+absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize& size,
+                                                            const AttentionOptions& options,
+                                                            const AttentionGradOperands& operands,
+                                                            int compute_capability);
+
+// Plans the call and launches its kernels on `device` in order (scratch 2: the per-row
+// workspace of lse2 and delta).
+absl::Status RunAttentionBackward(const AttentionSize& size, const AttentionOptions& options,
+                                  const AttentionGradOperands& operands, int compute_capability,
+                                  OpDevice& device);
+
+// FLOPs of the backward pass as FlashAttention counts them: 2.5 times the forward's (five GEMMs
+// of the forward's two's size).
+double AttentionBackwardFlops(const AttentionSize& size, bool causal);
+
+}  // namespace kiln::rt

@@ -1,0 +1,77 @@
+#include "ops/attention/kernels/hopper_bwd_parts.h"
+
+#include <vector>
+
+#include "kiln/rows.h"
+
+namespace kiln::examples::attention_sm90 {
+namespace {
+
+rt::GridExpr Rule(Kernel& k, const std::string& text) {
+  absl::StatusOr<rt::GridExpr> e = rt::GridExpr::Parse(text);
+  if (!e.ok()) k.Fail(absl::StrCat("rule '", text, "': ", e.status().message()));
+  return e.ok() ? *e : *rt::GridExpr::Parse("1");
+}
+
+// [B * Hq, Sp] f32 in boxes of 64 rows of one head.
+rt::TensorMapParam RowValuesMap(Kernel& k, const char* tensor) {
+  rt::TensorMapParam t;
+  t.tensor = tensor;
+  t.dtype = rt::TmaDtype::kF32;
+  t.dims = {Rule(k, "Sp"), Rule(k, "B*Hq")};
+  t.strides = {Rule(k, "Sp*4")};
+  t.box = {64, 1};
+  return t;
+}
+
+}  // namespace
+
+BackwardParams DeclareBackwardParams(Kernel& k, const AttentionShape& a, int q_rows, int k_rows,
+                                     bool dkdv) {
+  const int spans = a.d / 64;
+  BackwardParams p;
+  p.B = k.I32Param("B"), p.Hq = k.I32Param("Hq"), p.Hkv = k.I32Param("Hkv");
+  p.S = k.I32Param("S"), p.Skv = k.I32Param("Skv"), p.Sp = k.I32Param("Sp");
+  p.scale = k.F32Param("scale");
+  k.RequireMultiple("Sp", 64);
+  p.tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", a.d, q_rows, spans, a.in));
+  p.tk = k.TmaParam("tmK", HeadMap(k, "K", "Skv", "B*Hkv", a.d, k_rows, spans, a.in));
+  p.tv = k.TmaParam("tmV", HeadMap(k, "V", "Skv", "B*Hkv", a.d, k_rows, spans, a.in));
+  p.tdo = k.TmaParam("tmdO", HeadMap(k, "dO", "S", "B*Hq", a.d, q_rows, spans, a.in));
+  if (dkdv) {
+    p.tlse2 = k.TmaParam("tmLse2", RowValuesMap(k, "lse2"));
+    p.tdelta = k.TmaParam("tmDelta", RowValuesMap(k, "delta"));
+    p.tout[0] = k.TmaParam("tmdK", HeadMap(k, "dK", "Skv", "B*Hkv", a.d, 64, 1, a.in));
+    p.tout[1] = k.TmaParam("tmdV", HeadMap(k, "dV", "Skv", "B*Hkv", a.d, 64, 1, a.in));
+  } else {
+    p.lse2 = k.PtrParam("lse2", f32);
+    p.delta = k.PtrParam("delta", f32);
+    p.tout[0] = k.TmaParam("tmdQ", HeadMap(k, "dQ", "S", "B*Hq", a.d, 64, 1, a.in));
+  }
+  return p;
+}
+
+void StoreGradientTile(Kernel& k, const WgmmaAccumulator& acc, const Value& scale,
+                       const SmemTile& staging, int tile_rows, int warpgroups, const Value& wg,
+                       const Value& c, int first_barrier, const TensorMap& map, const Value& row,
+                       const Value& head, Scalar in) {
+  ScaleRows(acc, {scale, scale});
+  const std::vector<Value> packed = PackPairs(acc, in);
+  const int d = acc.n();
+  Value row0 = wg * 64;
+  for (int p = 0; p < d / 4; ++p) {
+    const int span = p / 2 * 8 / 64;  // which 64 columns of D the pair lies in
+    k.Store(staging.At(span * tile_rows + row0 + acc.Row(p), acc.Col(p) - span * 64), packed[p]);
+  }
+  k.FenceProxyAsync();  // the writes, before the TMA store reads them
+  k.NamedBarrier(wg + first_barrier, 128);
+  for (int x = 0; x < warpgroups; ++x)
+    k.If((c == 0) & (wg == x), [&] {
+      for (int span = 0; span < d / 64; ++span)
+        k.TmaStore(map, staging.Rows(span * tile_rows + x * 64, 64), {0, row, span, head});
+      k.BulkCommit();
+      k.BulkWait(0);
+    });
+}
+
+}  // namespace kiln::examples::attention_sm90

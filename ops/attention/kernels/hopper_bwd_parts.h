@@ -1,0 +1,44 @@
+// What attention/hopper_dkdv and attention/hopper_dq (FlashAttention's backward for sm_90a)
+// share: their parameters and one warpgroup's gradient tile stored through shared memory.
+//
+// The backward pass, per head (scores s = scale * Q K^T, P = softmax(s) as the forward saw it,
+// rebuilt from its lse: P = 2^(s * log2 e - lse2)):
+//   dV = P^T dO,   dP = dO V^T,   dS = P * (dP - delta),   dK = scale * dS^T Q,   dQ = scale * dS K
+// with delta = rowsum(dO * O) and lse2 from attention/bwd_prep. attention/hopper_dkdv walks the
+// query tiles for a key tile (dK and dV whole in its registers, summed over the query heads that
+// share the KV head), attention/hopper_dq the key tiles for a query tile (dQ whole in its
+// registers). Neither adds into memory another CTA writes: the gradients are the same bytes run
+// to run, at the cost of S and dP computed twice (docs/perf/2026-11-28-attention-backward.md).
+//
+// Tensors as the forward's (ops/attention/kernels/common.h): Q, O, dO, dQ [B, Hq, S, D]; K, V, dK,
+// dV [B, Hkv, Skv, D]; causal masks bottom-right aligned. lse2 and delta [B, Hq, Sp] f32.
+#pragma once
+
+#include "ops/attention/kernels/common.h"
+
+namespace kiln::examples::attention_sm90 {
+
+struct BackwardParams {
+  Value B, Hq, Hkv, S, Skv, Sp, scale;
+  Value lse2, delta;  // [B * Hq, Sp] f32 (attention/bwd_prep)
+  TensorMap tq, tk, tv, tdo;
+  TensorMap tlse2, tdelta;  // hopper_dkdv: boxes of 64 rows of one head
+  TensorMap tout[2];        // hopper_dkdv: dK, dV; hopper_dq: dQ (boxes of 64 rows x 64)
+};
+
+// Q and dO land in boxes of `q_rows` rows, K and V of `k_rows` (all D columns, 128B-swizzled
+// spans); `dkdv` says which kernel's outputs and row maps to declare.
+BackwardParams DeclareBackwardParams(Kernel& k, const AttentionShape& a, int q_rows, int k_rows,
+                                     bool dkdv);
+
+// One warpgroup's m64nD accumulator, times `scale`, rounded to `in` and stored as rows `row` ..
+// row + 63 of head `head` through `staging` (a swizzled tile of `tile_rows` rows a span, this
+// warpgroup's rows wg * 64.. of it no longer read by any wgmma) and TMA boxes of `map`, clipped
+// at the tensor's last row. Thread `c` of the warpgroup's 128; the warpgroup meets at named
+// barrier first_barrier + wg.
+void StoreGradientTile(Kernel& k, const WgmmaAccumulator& acc, const Value& scale,
+                       const SmemTile& staging, int tile_rows, int warpgroups, const Value& wg,
+                       const Value& c, int first_barrier, const TensorMap& map, const Value& row,
+                       const Value& head, Scalar in);
+
+}  // namespace kiln::examples::attention_sm90

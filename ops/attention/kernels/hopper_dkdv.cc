@@ -1,0 +1,188 @@
+// attention/hopper_dkdv: dK and dV of FlashAttention's backward for sm_90a (hopper_bwd_parts.h
+// says the algorithm). A CTA per key tile of 64 * W keys of one KV head: a producer warp loads
+// that tile of K and V once, then for each query head sharing the KV head, each query tile of 64
+// rows that sees the key tile (causally: from the first whose last row reaches it), Q with its
+// rows' lse2 and dO with their delta, each pair into a ring of its own. Consumer warpgroup w owns
+// keys w * 64.. of the tile and, per query tile:
+//   S^T = K_w Q^T and dP^T = V_w dO^T          (wgmma, both operands from shared memory)
+//   P^T = 2^(S^T * scale log2 e - lse2), 0 where masked; dS^T = P^T * (dP^T - delta)
+//   dV_w += P^T dO and dK_w += dS^T Q          (wgmma, P^T and dS^T from registers)
+// and at the end stores scale * dK_w and dV_w through its rows of K's and V's tiles.
+//
+// Constraints (checked at build): 1 or 2 consumer warpgroups; D 64 or 128 (dK and dV of D = 256
+// would not fit a warpgroup's registers beside S^T and dP^T).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "examples/registry.h"
+#include "kiln/pipeline.h"
+#include "kiln/rows.h"
+#include "ops/attention/kernels/hopper_bwd_parts.h"
+
+namespace kiln::examples {
+namespace {
+
+using attention_sm90::BackwardParams;
+
+constexpr int kQueryRows = 64;  // a query tile: the N of S^T's wgmma
+
+absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
+  if (!a.warpgroups) a.warpgroups = 2;
+  if (!a.stages) a.stages = 2;
+  const int D = a.d, W = a.warpgroups, BN = 64 * W, BM = kQueryRows, SPANS = D / 64;
+  const Scalar in = a.in;
+  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
+  if (W < 1 || W > 2) k.Fail(absl::StrCat("hopper_dkdv takes 1 or 2 consumer warpgroups, not ", W));
+  if (D == 256) k.Fail("hopper_dkdv takes D = 64 or 128 (dK and dV of 256 exceed the registers)");
+  if (a.persistent || a.split || a.per_sequence() || a.varlen || a.rows || a.two_ctas)
+    k.Fail("hopper_dkdv runs dense [B, H, S, D] tensors, a CTA per key tile");
+  const BackwardParams p = attention_sm90::DeclareBackwardParams(k, a, BM, BN, /*dkdv=*/true);
+  const Value &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv;
+  k.Grid(absl::StrCat("Skv/", BN, "*Hkv*B"));
+  k.Attribute("attention_backward", absl::StrCat("d=", D, " causal=", a.causal, " block_n=", BN));
+
+  SmemTile sK = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B);
+  SmemTile sV = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B);
+  SmemTile sQ = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B, a.stages);
+  SmemTile sdO = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B, a.stages);
+  SmemTile sLse = k.Smem(f32, 1, BM, SmemLayout{.stages = a.stages});
+  SmemTile sDelta = k.Smem(f32, 1, BM, SmemLayout{.stages = a.stages});
+  Pipeline kv_ring(k, 1, W), q_ring(k, a.stages, W), do_ring(k, a.stages, W);
+
+  // The CTA's key tile, head-major: the CTAs of one KV head run together and share its query
+  // heads' Q and dO in L2; causally the first key tiles see the most query tiles.
+  Value key_tiles = (Skv + (BN - 1)) / BN, t = k.BlockIdx(0);
+  Value n0 = t % key_tiles * BN, kv_head = t / key_tiles;  // b * Hkv + h
+  Value b = kv_head / Hkv, group = Hq / Hkv, first_q_head = b * Hq + kv_head % Hkv * group;
+  Value shift = Skv.To(s32) - S.To(s32);  // query i sees keys j <= i + shift
+  Value m_tiles = (S + (BM - 1)) / BM;
+  Value m_first = a.causal ? Max(n0.To(s32) - shift, 0).To(i32) / BM : k.I32(0);
+
+  k.If(k.ThreadIdx() == 0, [&] {
+    kv_ring.Init();
+    q_ring.Init();
+    do_ring.Init();
+  });
+  k.SyncThreads();
+
+  // The walk both roles take: each query head of the group, each query tile that sees the keys.
+  auto each_query_tile = [&](const std::function<void(Value q_head, Value m0)>& body) {
+    k.For(0, group, 1, [&](Value g) {
+      k.For(m_first, m_tiles, 1, [&](Value m) { body(first_q_head + g, m * BM); });
+    });
+  };
+
+  k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value tid) {
+    k.If(tid == 0, [&] {
+      Pipeline::Cursor kv_at = kv_ring.Start(), q_at = q_ring.Start(), do_at = do_ring.Start();
+      kv_ring.Produce(kv_at, {{&p.tk, sK, {0, n0, 0, kv_head}}, {&p.tv, sV, {0, n0, 0, kv_head}}});
+      each_query_tile([&](Value q_head, Value m0) {
+        q_ring.Produce(q_at, {{&p.tq, sQ, {0, m0, 0, q_head}}, {&p.tlse2, sLse, {m0, q_head}}});
+        do_ring.Produce(do_at,
+                        {{&p.tdo, sdO, {0, m0, 0, q_head}}, {&p.tdelta, sDelta, {m0, q_head}}});
+      });
+    });
+  });
+
+  const int consumer_regs = std::min(240, (65536 / 128 - 24) / W / 8 * 8);
+  k.Role({.first_thread = 128, .threads = 128 * W, .max_regs = consumer_regs}, [&](Value tid) {
+    Value c = tid % 128, wg = tid / 128, row0 = wg * 64;
+    Value scale_log2 = p.scale * M_LOG2E;
+    Pipeline::Cursor kv_at = kv_ring.Start(), q_at = q_ring.Start(), do_at = do_ring.Start();
+    WgmmaAccumulator dk = k.WgmmaAcc(D), dv = k.WgmmaAcc(D);
+    // S^T and dP^T, overwritten by each step's first wgmma (made here: registers made inside the
+    // loop would be zeroed between its fence and its wgmma, which ptxas then serialises).
+    WgmmaAccumulator st = k.WgmmaAcc(BM), dpt = k.WgmmaAcc(BM);
+    Value kvs = kv_ring.Acquire(kv_at);
+    each_query_tile([&](Value, Value m0) {
+      Value qs = q_ring.Acquire(q_at);
+      k.WgmmaFence();
+      for (int kk = 0; kk < D; kk += 16)
+        k.Wgmma(st, {.a = sK,
+                     .a_row0 = kk / 64 * BN + row0,
+                     .b = sQ.Stage(qs),
+                     .b_row0 = kk / 64 * BM,
+                     .k0 = kk % 64,
+                     .accumulate = kk > 0});
+      k.WgmmaCommit();
+      Value ds = do_ring.Acquire(do_at);
+      k.WgmmaFence();  // (its accumulator last written before the wait above)
+      for (int kk = 0; kk < D; kk += 16)
+        k.Wgmma(dpt, {.a = sV,
+                      .a_row0 = kk / 64 * BN + row0,
+                      .b = sdO.Stage(ds),
+                      .b_row0 = kk / 64 * BM,
+                      .k0 = kk % 64,
+                      .accumulate = kk > 0});
+      k.WgmmaCommit();
+      k.WgmmaWait(1);  // S^T is in
+      // P^T: key (row) j of the tile, query (column) i; 0 past Skv and, causally, where
+      // j > i + shift. Rows past S read lse2 = +inf (attention/bwd_prep): 0 too.
+      for (int pair = 0; pair < BM / 4; ++pair) {
+        Value key = (n0 + row0 + st.Row(pair)).To(s32);
+        Value lse2 = k.Load(sLse.Stage(qs).At(0, st.Col(pair)), 2);
+        for (int e = 0; e < 2; ++e) {
+          Value query = (m0 + st.Col(pair) + e).To(s32);
+          Value seen = key < Skv.To(s32);
+          if (a.causal) seen = seen & (key <= query + shift);
+          Value x = Fma(st[2 * pair + e], scale_log2, -lse2.Lane(e));
+          st[2 * pair + e] = Select(seen, Exp2(x), k.F32(0));
+        }
+      }
+      k.WgmmaWait(0);  // dP^T is in
+      for (int pair = 0; pair < BM / 4; ++pair) {
+        Value delta = k.Load(sDelta.Stage(ds).At(0, dpt.Col(pair)), 2);
+        for (int e = 0; e < 2; ++e)
+          dpt[2 * pair + e] = st[2 * pair + e] * (dpt[2 * pair + e] - delta.Lane(e));
+      }
+      // P^T and dS^T as A fragments, made before the fence that orders them for the wgmmas.
+      std::vector<std::vector<Value>> p_frags, ds_frags;
+      for (int f = 0; f < BM / 16; ++f) {
+        p_frags.push_back(st.FragmentA(f, in));
+        ds_frags.push_back(dpt.FragmentA(f, in));
+      }
+      k.WgmmaFence();
+      for (int f = 0; f < BM / 16; ++f)
+        k.Wgmma(dv, {.a_regs = p_frags[f], .b = {sdO.Stage(ds), true, BM}, .k0 = f * 16});
+      for (int f = 0; f < BM / 16; ++f)
+        k.Wgmma(dk, {.a_regs = ds_frags[f], .b = {sQ.Stage(qs), true, BM}, .k0 = f * 16});
+      k.WgmmaCommit();
+      k.WgmmaWait(0);
+      // The stages' lse2 and delta were read through the generic proxy by every thread: each
+      // fences its reads before the next TMA writes, and the warpgroup meets before one thread
+      // releases the stages.
+      k.FenceProxyAsync();
+      k.NamedBarrier(wg + 1, 128);
+      q_ring.Release(qs, c);
+      do_ring.Release(ds, c);
+    });
+    // This warpgroup's rows of K's and V's tiles are read by no wgmma now: dK and dV go out
+    // through them.
+    attention_sm90::StoreGradientTile(k, dk, p.scale, sK, BN, W, wg, c, 1, p.tout[0], n0 + row0,
+                                      kv_head, in);
+    attention_sm90::StoreGradientTile(k, dv, k.F32(1), sV, BN, W, wg, c, 1, p.tout[1], n0 + row0,
+                                      kv_head, in);
+    kv_ring.Release(kvs, c);
+  });
+  return k.Build();
+}
+
+ExampleFamily DkDvFamily() {
+  ExampleFamily f = AttentionFamilyOf(
+      "attention/hopper_dkdv",
+      "FlashAttention backward for sm_90a, dK and dV: a CTA per key tile walks the query tiles "
+      "that see it (S^T and dP^T rebuilt, P^T and dS^T from registers into dV and dK); D 64/128, "
+      "bf16/f16, causal, grouped-query heads",
+      BuildDkDv);
+  f.bundled.clear();
+  for (const char* d : {"d64", "d128"})
+    for (const char* type : {"", ".f16"})
+      for (const char* causal : {"", ".causal"}) f.bundled.push_back(absl::StrCat(d, type, causal));
+  return f;
+}
+
+}  // namespace
+KILN_EXAMPLE_FAMILY(attention_hopper_dkdv, DkDvFamily());
+}  // namespace kiln::examples

@@ -1,0 +1,164 @@
+// attention/hopper_dq: dQ of FlashAttention's backward for sm_90a (hopper_bwd_parts.h says the
+// algorithm). A CTA per query tile of 64 * W rows of one head: a producer warp loads that tile of
+// Q and dO once, then K and V tile by tile (causally up to the tile's last row's diagonal), each
+// into a ring of its own. Consumer warpgroup w owns rows w * 64.. of the tile and, per key tile:
+//   S = Q_w K^T and dP = dO_w V^T               (wgmma, both operands from shared memory)
+//   P = 2^(S * scale log2 e - lse2), 0 where masked; dS = P * (dP - delta)
+//   dQ_w += dS K                                (wgmma, dS from registers, K read MN-major)
+// and at the end stores scale * dQ_w through its rows of Q's tile.
+//
+// Constraints (checked at build): 1 to 3 consumer warpgroups; a key tile of a multiple of 16 rows
+// up to 128.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "examples/registry.h"
+#include "kiln/pipeline.h"
+#include "kiln/rows.h"
+#include "ops/attention/kernels/hopper_bwd_parts.h"
+
+namespace kiln::examples {
+namespace {
+
+using attention_sm90::BackwardParams;
+
+absl::StatusOr<KernelDef> BuildDq(const std::string& name, AttentionShape a) {
+  if (!a.warpgroups) a.warpgroups = 2;
+  if (!a.block_n) a.block_n = 64;
+  if (!a.stages) a.stages = 2;
+  const int D = a.d, W = a.warpgroups, BM = 64 * W, BN = a.block_n, SPANS = D / 64;
+  const Scalar in = a.in;
+  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
+  if (W < 1 || W > 3) k.Fail(absl::StrCat("hopper_dq takes 1 to 3 consumer warpgroups, not ", W));
+  if (BN % 16 || BN < 16 || BN > 128)
+    k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 128"));
+  if (a.persistent || a.split || a.per_sequence() || a.varlen || a.rows || a.two_ctas)
+    k.Fail("hopper_dq runs dense [B, H, S, D] tensors, a CTA per query tile");
+  const BackwardParams p = attention_sm90::DeclareBackwardParams(k, a, BM, BN, /*dkdv=*/false);
+  const Value &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv;
+  k.Grid(absl::StrCat("S/", BM, "*Hq*B"));
+  k.Attribute("attention_backward",
+              absl::StrCat("d=", D, " causal=", a.causal, " block_m=", BM, " block_n=", BN));
+
+  SmemTile sQ = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B);
+  SmemTile sdO = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B);
+  SmemTile sK = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, a.stages);
+  SmemTile sV = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, a.stages);
+  Pipeline q_ring(k, 1, W), k_ring(k, a.stages, W), v_ring(k, a.stages, W);
+
+  // The CTA's query tile, head-major; causally the longest (last) tiles first.
+  Value m_tiles = (S + (BM - 1)) / BM, t = k.BlockIdx(0);
+  Value q_head = t / m_tiles, m = t % m_tiles;
+  Value m0 = (a.causal ? m_tiles - 1 - m : m) * BM;
+  Value kv_head = q_head / Hq * Hkv + q_head % Hq / (Hq / Hkv);
+  Value shift = Skv.To(s32) - S.To(s32);  // query i sees keys j <= i + shift
+  Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : Value(Skv);
+  Value n_tiles = (n_end + (BN - 1)) / BN;
+
+  k.If(k.ThreadIdx() == 0, [&] {
+    q_ring.Init();
+    k_ring.Init();
+    v_ring.Init();
+  });
+  k.SyncThreads();
+
+  k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value tid) {
+    k.If(tid == 0, [&] {
+      Pipeline::Cursor q_at = q_ring.Start(), k_at = k_ring.Start(), v_at = v_ring.Start();
+      q_ring.Produce(q_at, {{&p.tq, sQ, {0, m0, 0, q_head}}, {&p.tdo, sdO, {0, m0, 0, q_head}}});
+      k.For(0, n_tiles, 1, [&](Value j) {
+        k_ring.Produce(k_at, {{&p.tk, sK, {0, j * BN, 0, kv_head}}});
+        v_ring.Produce(v_at, {{&p.tv, sV, {0, j * BN, 0, kv_head}}});
+      });
+    });
+  });
+
+  const int consumer_regs = std::min(240, (65536 / 128 - 24) / W / 8 * 8);
+  k.Role({.first_thread = 128, .threads = 128 * W, .max_regs = consumer_regs}, [&](Value tid) {
+    Value c = tid % 128, wg = tid / 128, row0 = wg * 64;
+    Value scale_log2 = p.scale * M_LOG2E;
+    Pipeline::Cursor q_at = q_ring.Start(), k_at = k_ring.Start(), v_at = v_ring.Start();
+    WgmmaAccumulator dq = k.WgmmaAcc(D);
+    // Each thread's two rows: their lse2 and delta (rows past S: +inf and 0, P = 0).
+    RowPair lse2, delta, limit;
+    for (int half = 0; half < 2; ++half) {
+      Value row = m0 + row0 + dq.Row(half);
+      Value at = (q_head.To(i64) * p.Sp.To(i64) + Min(row, S - 1).To(i64));
+      lse2[half] = Select(row < S, k.Load(p.lse2 + at), k.F32(INFINITY));
+      delta[half] = Select(row < S, k.Load(p.delta + at), k.F32(0));
+      limit[half] = a.causal ? Min(Skv.To(s32), row.To(s32) + 1 + shift) : Skv.To(s32);
+    }
+    // S and dP, overwritten by each step's first wgmma (made outside the loop: see hopper_dkdv).
+    WgmmaAccumulator s = k.WgmmaAcc(BN), dp = k.WgmmaAcc(BN);
+    Value qs = q_ring.Acquire(q_at);
+    k.For(0, n_tiles, 1, [&](Value j) {
+      Value ks = k_ring.Acquire(k_at);
+      k.WgmmaFence();
+      for (int kk = 0; kk < D; kk += 16)
+        k.Wgmma(s, {.a = sQ,
+                    .a_row0 = kk / 64 * BM + row0,
+                    .b = sK.Stage(ks),
+                    .b_row0 = kk / 64 * BN,
+                    .k0 = kk % 64,
+                    .accumulate = kk > 0});
+      k.WgmmaCommit();
+      Value vs = v_ring.Acquire(v_at);
+      k.WgmmaFence();  // (its accumulator last written before the wait above)
+      for (int kk = 0; kk < D; kk += 16)
+        k.Wgmma(dp, {.a = sdO,
+                     .a_row0 = kk / 64 * BM + row0,
+                     .b = sV.Stage(vs),
+                     .b_row0 = kk / 64 * BN,
+                     .k0 = kk % 64,
+                     .accumulate = kk > 0});
+      k.WgmmaCommit();
+      k.WgmmaWait(1);  // S is in
+      MaskColumns(s, j * BN, limit, -INFINITY);
+      for (int pair = 0; pair < BN / 4; ++pair)
+        for (int e = 0; e < 2; ++e) {
+          const int half = WgmmaAccumulator::RowSlot(pair);
+          s[2 * pair + e] = Exp2(Fma(s[2 * pair + e], scale_log2, -lse2[half]));
+        }
+      k.WgmmaWait(0);  // dP is in
+      v_ring.Release(vs, c);
+      for (int pair = 0; pair < BN / 4; ++pair)
+        for (int e = 0; e < 2; ++e) {
+          const int half = WgmmaAccumulator::RowSlot(pair);
+          dp[2 * pair + e] = s[2 * pair + e] * (dp[2 * pair + e] - delta[half]);
+        }
+      std::vector<std::vector<Value>> ds_frags;  // made before the fence that orders them
+      for (int f = 0; f < BN / 16; ++f) ds_frags.push_back(dp.FragmentA(f, in));
+      k.WgmmaFence();
+      for (int f = 0; f < BN / 16; ++f)
+        k.Wgmma(dq, {.a_regs = ds_frags[f], .b = {sK.Stage(ks), true, BN}, .k0 = f * 16});
+      k.WgmmaCommit();
+      k.WgmmaWait(0);
+      k_ring.Release(ks, c);
+    });
+    // This warpgroup's rows of Q's tile are read by no wgmma now: dQ goes out through them.
+    attention_sm90::StoreGradientTile(k, dq, p.scale, sQ, BM, W, wg, c, 1, p.tout[0], m0 + row0,
+                                      q_head, in);
+    q_ring.Release(qs, c);
+  });
+  return k.Build();
+}
+
+ExampleFamily DqFamily() {
+  ExampleFamily f = AttentionFamilyOf(
+      "attention/hopper_dq",
+      "FlashAttention backward for sm_90a, dQ: a CTA per query tile walks its key tiles (S and "
+      "dP rebuilt, dS from registers into dQ); D 64/128/256, bf16/f16, causal, grouped-query "
+      "heads",
+      BuildDq);
+  f.bundled.clear();
+  for (const char* d : {"d64", "d128"})
+    for (const char* type : {"", ".f16"})
+      for (const char* causal : {"", ".causal"}) f.bundled.push_back(absl::StrCat(d, type, causal));
+  return f;
+}
+
+}  // namespace
+KILN_EXAMPLE_FAMILY(attention_hopper_dq, DqFamily());
+}  // namespace kiln::examples

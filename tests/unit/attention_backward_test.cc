@@ -1,0 +1,90 @@
+// The attention backward (attention/bwd_prep, hopper_dkdv, hopper_dq) on the emulator at small
+// ragged sizes against the harness's fp64 reference of every head's gradients, run twice for the
+// same bytes; and the entry point's plan and errors.
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "examples/registry.h"
+#include "gtest/gtest.h"
+#include "kiln/lowering.h"
+#include "ops/attention/attention_grad_check.h"
+
+namespace kiln::examples {
+namespace {
+
+// Bundles built from the registry on first use (the forward's too).
+const rt::Bundle* BundleOf(const std::string& name) {
+  static std::map<std::string, rt::Bundle> built;
+  if (auto it = built.find(name); it != built.end()) return &it->second;
+  const Example* e = Find(name);
+  if (!e) return nullptr;
+  absl::StatusOr<KernelDef> def = e->build();
+  EXPECT_TRUE(def.ok()) << def.status();
+  if (!def.ok()) return nullptr;
+  absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});
+  EXPECT_TRUE(ptx.ok()) << ptx.status();
+  if (!ptx.ok()) return nullptr;
+  return &built.emplace(name, rt::Bundle{def->manifest(), *ptx}).first->second;
+}
+
+void ExpectCorrect(const rt::AttentionSize& z, const rt::AttentionOptions& o, uint64_t seed = 5) {
+  absl::StatusOr<AttentionGradResult> r = RunAttentionBackwardEmulated(BundleOf, z, o, seed);
+  const std::string what = absl::StrCat("b", z.b, " hq", z.hq, " hkv", z.hkv, " s", z.s, " skv",
+                                        z.skv, " d", z.d, o.causal ? " causal" : "", " ", o.dtype);
+  ASSERT_TRUE(r.ok()) << what << ": " << r.status();
+  EXPECT_TRUE(r->passed) << r->kernels << " " << what << ": " << r->failure;
+  EXPECT_EQ(r->heads_checked, z.b * z.hq) << what;
+  EXPECT_EQ(r->runs_identical, 1) << what;
+}
+
+// Ragged query and key tiles (130 rows: two tiles and 2 rows; 70 keys: a part of one key tile),
+// grouped-query heads (dK and dV summed over two query heads), S < Skv (the causal diagonal
+// shifted right: every key tile seen) and S > Skv (rows that see no key: lse = -inf, no
+// gradient from them), f16.
+class EmulatedAttentionBackward : public ::testing::TestWithParam<int> {};
+
+TEST_P(EmulatedAttentionBackward, RaggedLengthsAndGroupedHeads) {
+  const int d = GetParam();
+  for (bool causal : {false, true}) {
+    ExpectCorrect({.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 130, .d = d}, {.causal = causal});
+    ExpectCorrect({.b = 2, .hq = 1, .hkv = 1, .s = 20, .skv = 70, .d = d}, {.causal = causal});
+  }
+  ExpectCorrect({.b = 1, .hq = 1, .hkv = 1, .s = 150, .skv = 40, .d = d}, {.causal = true});
+  ExpectCorrect({.b = 1, .hq = 2, .hkv = 2, .s = 65, .skv = 65, .d = d},
+                {.dtype = "f16", .causal = true});
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedAttentionBackward, ::testing::Values(64, 128),
+                         [](const auto& info) { return "d" + std::to_string(info.param); });
+
+TEST(AttentionBackwardPlan, NamesItsKernelsAndRefusesWhatItCannotRun) {
+  const rt::AttentionGradOperands ops = {16, 16, 16, 16, 16, 16, 16, 16, 16};
+  absl::StatusOr<rt::AttentionBackwardPlan> plan = rt::PlanAttentionBackward(
+      {.b = 1, .hq = 4, .hkv = 2, .s = 100, .skv = 100, .d = 128}, {.causal = true}, ops, 90);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->dkdv, "attention/hopper_dkdv.d128.causal");
+  EXPECT_EQ(plan->dq, "attention/hopper_dq.d128.causal");
+  EXPECT_EQ(plan->padded_rows, 128);
+  auto error = [&](rt::AttentionSize z, rt::AttentionGradOperands o, int cc = 90) {
+    absl::StatusOr<rt::AttentionBackwardPlan> p = rt::PlanAttentionBackward(z, {}, o, cc);
+    return p.ok() ? std::string("ok") : std::string(p.status().message());
+  };
+  const rt::AttentionSize z = {.b = 1, .hq = 4, .hkv = 2, .s = 100, .skv = 100, .d = 128};
+  rt::AttentionSize d256 = z;
+  d256.d = 256;
+  EXPECT_NE(error(d256, ops).find("D = 256"), std::string::npos) << error(d256, ops);
+  rt::AttentionGradOperands unaligned = ops;
+  unaligned.dk = 24;
+  EXPECT_NE(error(z, unaligned).find("16-byte aligned"), std::string::npos);
+  rt::AttentionGradOperands no_grad = ops;
+  no_grad.d_o = 0;
+  EXPECT_NE(error(z, no_grad).find("dO, dQ, dK and dV need device pointers"), std::string::npos);
+  EXPECT_NE(error(z, ops, 100).find("sm_90a"), std::string::npos) << error(z, ops, 100);
+  rt::AttentionSize rows = z;
+  rows.rows = true;
+  EXPECT_NE(error(rows, ops).find("dense"), std::string::npos) << error(rows, ops);
+}
+
+}  // namespace
+}  // namespace kiln::examples
