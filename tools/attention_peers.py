@@ -2,7 +2,9 @@
 """Times torch's scaled_dot_product_attention (flash and cuDNN backends) on the attention table's
 problems, as `kiln attention` times kiln: bf16 [B, H, S, D] tensors of normal(0, 1), ten calls
 back to back per timed sample, CUDA events, median of --iters samples. TFLOPS = 4*B*H*S*S*D,
-halved when causal. Prints one line per problem and backend:
+halved when causal. With --backward, the backward pass alone (dQ, dK, dV of a kept forward,
+torch.autograd.grad with a random dO; TFLOPS 2.5 times the forward's). Prints one line per problem
+and backend:
   peer BACKEND d D s S causal C: MS ms, TFLOPS TFLOPS
 """
 import argparse
@@ -38,20 +40,27 @@ def main():
     p.add_argument("--repeats", type=int, default=10,
                    help="launches a timed block (as `kiln attention --repeats`); 1: single calls, "
                         "events around each")
+    p.add_argument("--backward", action="store_true", help="time the backward pass alone")
     a = p.parse_args()
     torch.manual_seed(0)
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}")
     for problem in a.problems.split(","):
         d, s = (int(x) for x in problem.split(":"))
         b = max(1, a.tokens // s)
-        q, k, v = (torch.randn(b, a.heads, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        q, k, v = (torch.randn(b, a.heads, s, d, device="cuda", dtype=torch.bfloat16,
+                               requires_grad=a.backward) for _ in range(3))
+        d_o = torch.randn(b, a.heads, s, d, device="cuda", dtype=torch.bfloat16)
         for causal in (False, True):
-            flops = 4 * b * a.heads * s * s * d / (2 if causal else 1)
+            flops = 4 * b * a.heads * s * s * d / (2 if causal else 1) * (2.5 if a.backward else 1)
             for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                 try:
                     with sdpa_kernel(backend):
-                        ms = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), a.iters,
-                                     a.repeats)
+                        if a.backward:
+                            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                            call = lambda: torch.autograd.grad(o, (q, k, v), d_o, retain_graph=True)
+                        else:
+                            call = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                        ms = time_ms(call, a.iters, a.repeats)
                     print(f"peer {name} d {d} s {s} causal {int(causal)}: {ms:.4f} ms, {flops / ms / 1e9:.1f} TFLOPS",
                           flush=True)
                 except RuntimeError as e:

@@ -30,15 +30,17 @@ struct GradDevice {
 // GEMMs (bf16 keeps 8 bits, f16 11), and so is each gradient.
 double Tolerance(bool half) { return half ? 2e-3 : 1e-2; }
 
-// The inputs decoded, each head's rows of D.
+// The inputs decoded, each head's rows of D, and the O the backward was given (the forward's).
 struct Decoded {
-  std::vector<double> q, k, v, d_o;
+  std::vector<double> q, k, v, d_o, o;
 };
 
 // The fp64 gradients of one KV head's group: dQ of its query heads' rows ([G, S, D]), dK and dV
-// of its keys ([Skv, D]).
+// of its keys ([Skv, D]); and its O ([G, S, D]), to check the forward's. dq_terms and dk_terms:
+// the same sums over the terms' magnitudes (|dS_ij| as |P_ij| (|dP_ij| + |delta_i|)), the scale
+// of what cancels in them (Sums::Error).
 struct GroupGrads {
-  std::vector<double> dq, dk, dv;
+  std::vector<double> dq, dk, dv, o, dq_terms, dk_terms;
 };
 
 template <typename Fn>
@@ -67,17 +69,26 @@ GroupGrads ReferenceGroup(const rt::AttentionSize& z, bool causal, double scale,
   };
   auto k_row = [&](int64_t j) { return &in.k[(kv * z.skv + j) * D]; };
   auto v_row = [&](int64_t j) { return &in.v[(kv * z.skv + j) * D]; };
+  auto given_o = [&](int64_t r, int64_t i) {
+    return &in.o[((b * z.hq + g * G + r) * z.s + i) * D];
+  };
   auto keys = [&](int64_t i) {
     return causal ? std::clamp<int64_t>(i + 1 + z.skv - z.s, 0, z.skv) : z.skv;
   };
   GroupGrads out;
   out.dq.assign(G * z.s * D, 0), out.dk.assign(z.skv * D, 0), out.dv.assign(z.skv * D, 0);
+  out.o.assign(G * z.s * D, 0);
+  out.dq_terms.assign(G * z.s * D, 0), out.dk_terms.assign(z.skv * D, 0);
   std::vector<double> lse(G * z.s, 0), delta(G * z.s, 0);
-  // Per query row: its scores, lse, O, delta = dO . O, and dQ = scale * sum_j dS_ij K_j.
+  // Per query row: its scores, lse, O, delta = dO . O, and dQ = scale * sum_j dS_ij K_j. delta
+  // takes the O the backward was given, as the backward's definition does: where the gradients
+  // cancel to nothing (one key: dS = P (dO . V - dO . O) = 0 in exact arithmetic), the given O's
+  // rounding is what remains, in the kernels and here alike.
   Parallel(G * z.s, [&](int64_t row) {
     const int64_t r = row / z.s, i = row % z.s, n = keys(i);
     if (!n) return;
-    std::vector<double> p(n), o(D, 0);
+    std::vector<double> p(n);
+    double* o = &out.o[row * D];
     double max = -INFINITY, sum = 0;
     for (int64_t j = 0; j < n; ++j)
       max = std::max(max, p[j] = scale * Dot(q_row(r, i), k_row(j), D));
@@ -85,42 +96,55 @@ GroupGrads ReferenceGroup(const rt::AttentionSize& z, bool causal, double scale,
     for (int64_t j = 0; j < n; ++j)
       for (int64_t c = 0; c < D; ++c) o[c] += p[j] / sum * v_row(j)[c];
     lse[row] = max + std::log(sum);
-    delta[row] = Dot(do_row(r, i), o.data(), D);
-    double* dq = &out.dq[row * D];
+    delta[row] = Dot(do_row(r, i), given_o(r, i), D);
+    double *dq = &out.dq[row * D], *terms = &out.dq_terms[row * D];
     for (int64_t j = 0; j < n; ++j) {
-      const double ds = p[j] / sum * (Dot(do_row(r, i), v_row(j), D) - delta[row]);
-      for (int64_t c = 0; c < D; ++c) dq[c] += scale * ds * k_row(j)[c];
+      const double dp = Dot(do_row(r, i), v_row(j), D), ds = p[j] / sum * (dp - delta[row]);
+      const double magnitude = p[j] / sum * (std::abs(dp) + std::abs(delta[row]));
+      for (int64_t c = 0; c < D; ++c) {
+        dq[c] += scale * ds * k_row(j)[c];
+        terms[c] += scale * magnitude * std::abs(k_row(j)[c]);
+      }
     }
   });
   // Per key: dV_j = sum_i P_ij dO_i and dK_j = scale * sum_i dS_ij Q_i over the rows that see it.
   Parallel(z.skv, [&](int64_t j) {
-    double *dk = &out.dk[j * D], *dv = &out.dv[j * D];
+    double *dk = &out.dk[j * D], *dv = &out.dv[j * D], *terms = &out.dk_terms[j * D];
     for (int64_t row = 0; row < G * z.s; ++row) {
       const int64_t r = row / z.s, i = row % z.s;
       if (j >= keys(i)) continue;
       const double p = std::exp(scale * Dot(q_row(r, i), k_row(j), D) - lse[row]);
-      const double ds = p * (Dot(do_row(r, i), v_row(j), D) - delta[row]);
+      const double dp = Dot(do_row(r, i), v_row(j), D), ds = p * (dp - delta[row]);
+      const double magnitude = p * (std::abs(dp) + std::abs(delta[row]));
       for (int64_t c = 0; c < D; ++c) {
         dv[c] += p * do_row(r, i)[c];
         dk[c] += scale * ds * q_row(r, i)[c];
+        terms[c] += scale * magnitude * std::abs(q_row(r, i)[c]);
       }
     }
   });
   return out;
 }
 
+// Norm-relative error, the reference's norm floored at 2^-12 of its terms' (where given): where
+// the terms of a gradient cancel to nothing (one key: dS = 0), its norm measures only rounding,
+// while of sums over many keys (terms of mixed signs) the floor lies far below the norm.
 struct Sums {
-  double diff2 = 0, ref2 = 0;
+  double diff2 = 0, ref2 = 0, terms2 = 0;
   int64_t bad = 0;
-  void Add(const uint16_t* got, const double* want, int64_t n, bool half) {
+  void Add(const uint16_t* got, const double* want, int64_t n, bool half,
+           const double* terms = nullptr) {
     for (int64_t x = 0; x < n; ++x) {
       const double g = half ? HalfToFloat(got[x]) : Bf16ToFloat(got[x]);
       if (!std::isfinite(g)) ++bad;
       diff2 += (g - want[x]) * (g - want[x]);
       ref2 += want[x] * want[x];
+      if (terms) terms2 += terms[x] * terms[x];
     }
   }
-  double Error() const { return bad ? NAN : std::sqrt(diff2 / std::max(ref2, 1e-30)); }
+  double Error() const {
+    return bad ? NAN : std::sqrt(diff2 / std::max({ref2, terms2 * 0x1p-24, 1e-30}));
+  }
 };
 
 struct Grads {
@@ -141,18 +165,25 @@ std::vector<std::pair<int64_t, int64_t>> GroupsToCheck(const rt::AttentionSize& 
   return groups;
 }
 
+// The forward's O against the reference's: the tolerance of the forward's own harness.
+double ForwardTolerance(bool half) { return half ? 4e-3 : 2e-2; }
+
 void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, const Decoded& in,
-           const Grads& got, AttentionGradResult& r) {
-  Sums dq, dk, dv;
+           const std::vector<uint16_t>& o, const Grads& got, AttentionGradResult& r) {
+  Sums dq, dk, dv, fo;
   const int64_t G = z.hq / z.hkv, D = z.d;
   for (auto [b, g] : GroupsToCheck(z)) {
     const GroupGrads want = ReferenceGroup(z, causal, scale, in, b, g);
-    dq.Add(&got.dq[(b * z.hq + g * G) * z.s * D], want.dq.data(), G * z.s * D, half);
-    dk.Add(&got.dk[(b * z.hkv + g) * z.skv * D], want.dk.data(), z.skv * D, half);
+    dq.Add(&got.dq[(b * z.hq + g * G) * z.s * D], want.dq.data(), G * z.s * D, half,
+           want.dq_terms.data());
+    dk.Add(&got.dk[(b * z.hkv + g) * z.skv * D], want.dk.data(), z.skv * D, half,
+           want.dk_terms.data());
     dv.Add(&got.dv[(b * z.hkv + g) * z.skv * D], want.dv.data(), z.skv * D, half);
+    fo.Add(&o[(b * z.hq + g * G) * z.s * D], want.o.data(), G * z.s * D, half);
     r.heads_checked += G;
   }
   r.dq_error = dq.Error(), r.dk_error = dk.Error(), r.dv_error = dv.Error();
+  r.o_error = fo.Error();
   int64_t unwritten = 0;
   for (const std::vector<uint16_t>* x : {&got.dq, &got.dk, &got.dv})
     for (uint16_t e : *x) unwritten += std::isnan(half ? HalfToFloat(e) : Bf16ToFloat(e));
@@ -164,6 +195,8 @@ void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, con
   else if (!(r.dq_error <= tolerance && r.dk_error <= tolerance && r.dv_error <= tolerance))
     r.failure = absl::StrFormat("errors dQ %.3e, dK %.3e, dV %.3e: over the tolerance %.0e",
                                 r.dq_error, r.dk_error, r.dv_error, tolerance);
+  else if (!(r.o_error <= ForwardTolerance(half)))
+    r.failure = absl::StrFormat("the forward's O (the backward's input) off by %.3e", r.o_error);
   r.passed = r.failure.empty();
 }
 
@@ -195,6 +228,8 @@ absl::StatusOr<AttentionGradResult> RunGrad(GradDevice& dev, const rt::Attention
     if (absl::Status st = dev.copy_in(at[i], host->data(), host->size() * 2); !st.ok()) return st;
   ops = {at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8]};
   if (absl::Status st = dev.forward({ops.q, ops.k, ops.v, ops.o, ops.lse}); !st.ok()) return st;
+  std::vector<uint16_t> o(q_elems);
+  if (absl::Status st = dev.copy_out(o.data(), ops.o, q_elems * 2); !st.ok()) return st;
   auto run = [&](Grads& out) -> absl::Status {
     for (auto [ptr, elems] :
          {std::pair{ops.dq, q_elems}, std::pair{ops.dk, kv_elems}, std::pair{ops.dv, kv_elems}})
@@ -213,8 +248,8 @@ absl::StatusOr<AttentionGradResult> RunGrad(GradDevice& dev, const rt::Attention
     out.resize(x.size());
     for (size_t e = 0; e < x.size(); ++e) out[e] = half ? HalfToFloat(x[e]) : Bf16ToFloat(x[e]);
   };
-  decode(q, in.q), decode(k, in.k), decode(v, in.v), decode(d_o, in.d_o);
-  Check(z, options.causal, plan->scale, half, in, first, r);
+  decode(q, in.q), decode(k, in.k), decode(v, in.v), decode(d_o, in.d_o), decode(o, in.o);
+  Check(z, options.causal, plan->scale, half, in, o, first, r);
   for (int n = 0; n < repeat_runs && r.passed; ++n) {
     Grads again;
     if (absl::Status st = run(again); !st.ok()) return st;

@@ -1,7 +1,8 @@
 // The attention backward's harness: random normal Q, K, V and dO, the entry point's forward for O
 // and lse, its backward with dQ, dK and dV poisoned with NaN, and an independent fp64 reference of
-// the gradients from Q, K, V and dO alone (two passes over the scores: one per query row for its
-// lse, O, delta and dQ, one per key for its dK and dV). The errors are norm-relative over the
+// the gradients from Q, K, V and dO (two passes over the scores: one per query row for its lse, O,
+// delta and dQ, one per key for its dK and dV); delta takes the O the backward was given, which is
+// checked against the reference's O too. The errors are norm-relative over the
 // checked heads (every head of small problems, the first and last KV head's groups of large ones);
 // NaN or Inf fails.
 #pragma once
@@ -21,6 +22,7 @@ struct AttentionGradResult {
   bool causal = false;
   int64_t heads_checked = 0;                        // query heads whose dQ rows were compared
   double dq_error = 0, dk_error = 0, dv_error = 0;  // NaN where a checked element is NaN or Inf
+  double o_error = 0;  // the forward's O, which the backward takes, against the reference's
   bool passed = false;
   std::string failure;
   int runs_identical = 0;     // the backward run again this many times, each the same bytes

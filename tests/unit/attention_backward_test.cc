@@ -41,7 +41,7 @@ void ExpectCorrect(const rt::AttentionSize& z, const rt::AttentionOptions& o, ui
 // Ragged query and key tiles (130 rows: two tiles and 2 rows; 70 keys: a part of one key tile),
 // grouped-query heads (dK and dV summed over two query heads), S < Skv (the causal diagonal
 // shifted right: every key tile seen) and S > Skv (rows that see no key: lse = -inf, no
-// gradient from them), f16.
+// gradient from them), one key (dS = 0: what is left is rounding), f16.
 class EmulatedAttentionBackward : public ::testing::TestWithParam<int> {};
 
 TEST_P(EmulatedAttentionBackward, RaggedLengthsAndGroupedHeads) {
@@ -51,6 +51,7 @@ TEST_P(EmulatedAttentionBackward, RaggedLengthsAndGroupedHeads) {
     ExpectCorrect({.b = 2, .hq = 1, .hkv = 1, .s = 20, .skv = 70, .d = d}, {.causal = causal});
   }
   ExpectCorrect({.b = 1, .hq = 1, .hkv = 1, .s = 150, .skv = 40, .d = d}, {.causal = true});
+  ExpectCorrect({.b = 2, .hq = 2, .hkv = 1, .s = 1, .skv = 1, .d = d}, {});  // dQ = dK = 0
   ExpectCorrect({.b = 1, .hq = 2, .hkv = 2, .s = 65, .skv = 65, .d = d},
                 {.dtype = "f16", .causal = true});
 }
