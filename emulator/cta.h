@@ -243,6 +243,7 @@ class Cta {
       t.linear = i;
       t.x = i % block.x, t.y = (i / block.x) % block.y, t.z = i / (block.x * block.y);
       t.r.assign(e.num_regs, 0);
+      for (auto [reg, bits] : e.constant_regs) t.r[reg] = bits;
     }
     if (rng_)
       for (int w = 0; w < (n + 31) / 32; ++w) warp_priority_.push_back((*rng_)());

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -187,6 +188,9 @@ struct Entry {
   int param_bytes = 0;
   int num_regs = 0;
   std::vector<std::string> reg_names;  // by id, for messages
+  // Registers the parser made for the immediates in vector operands ("{0f00000000, %r1}"), with
+  // their bits: every thread's copy starts with them.
+  std::vector<std::pair<int, uint64_t>> constant_regs;
   std::vector<Instr> code;
 };
 

@@ -294,7 +294,14 @@ class EntryBuilder {
           continue;
         }
         int r = Lookup(part);
-        if (r < 0) return Error(line, absl::StrCat("unknown register '", part, "'"));
+        if (r < 0) {  // an immediate element: a register of its own holding it
+          absl::StatusOr<Operand> imm = ParseOperand(part, line);
+          if (!imm.ok() || imm->kind != Operand::Kind::kImm || imm->imm_is_decimal)
+            return Error(line, absl::StrCat("unknown register '", part, "'"));
+          r = e_->num_regs++;
+          e_->reg_names.push_back(part);
+          e_->constant_regs.push_back({r, imm->imm});
+        }
         o.regs.push_back(r);
       }
       return o;

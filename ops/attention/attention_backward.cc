@@ -19,13 +19,15 @@ absl::Status Invalid(const std::string& message) {
 absl::StatusOr<std::vector<Arg>> BackwardArgs(const Manifest& m, const AttentionSize& z,
                                               const AttentionBackwardPlan& plan,
                                               const AttentionGradOperands& o, uint64_t lse2,
-                                              uint64_t delta) {
-  const std::map<std::string, int64_t> ints = {{"B", z.b}, {"Hq", z.hq},   {"Hkv", z.hkv},
-                                               {"S", z.s}, {"Skv", z.skv}, {"Sp", plan.padded_rows},
-                                               {"D", z.d}};
+                                              uint64_t delta, uint64_t dq_acc) {
+  const std::map<std::string, int64_t> ints = {{"B", z.b},     {"Hq", z.hq},
+                                               {"Hkv", z.hkv}, {"S", z.s},
+                                               {"Skv", z.skv}, {"Sp", plan.padded_rows},
+                                               {"D", z.d},     {"zero_dq", plan.dq_add ? 1 : 0}};
   const std::map<std::string, cu::CUdeviceptr> tensors = {
-      {"Q", o.q},   {"K", o.k},   {"V", o.v},   {"O", o.o},     {"dO", o.d_o},   {"lse", o.lse},
-      {"dQ", o.dq}, {"dK", o.dk}, {"dV", o.dv}, {"lse2", lse2}, {"delta", delta}};
+      {"Q", o.q},    {"K", o.k},     {"V", o.v},       {"O", o.o},
+      {"dO", o.d_o}, {"lse", o.lse}, {"dQ", o.dq},     {"dK", o.dk},
+      {"dV", o.dv},  {"lse2", lse2}, {"delta", delta}, {"dQacc", dq_acc}};
   std::vector<Arg> args;
   for (const ParamSpec& p : m.params) {
     using Kind = ParamSpec::Kind;
@@ -33,6 +35,8 @@ absl::StatusOr<std::vector<Arg>> BackwardArgs(const Manifest& m, const Attention
       args.push_back(Arg::I32(static_cast<int32_t>(ints.at(p.name))));
     } else if (p.kind == Kind::kI64 && p.name == "units") {  // bwd_prep: 8 elements a thread
       args.push_back(Arg::I64(z.b * z.hq * plan.padded_rows * z.d / 8));
+    } else if (p.kind == Kind::kI64 && p.name == "out_units") {  // bwd_dq_convert
+      args.push_back(Arg::I64(z.b * z.hq * z.s * z.d / 8));
     } else if (p.kind == Kind::kF32 && p.name == "scale") {
       args.push_back(Arg::F32(plan.scale));
     } else if (p.kind == Kind::kPointer && tensors.count(p.name)) {
@@ -75,8 +79,13 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
   const std::string variant = absl::StrCat(".d", z.d, options.dtype == "f16" ? ".f16" : "",
                                            options.causal ? ".causal" : "");
   plan.prep = absl::StrCat("attention/bwd_prep", options.dtype == "f16" ? ".f16" : "");
-  plan.dkdv = "attention/hopper_dkdv" + variant;
-  plan.dq = "attention/hopper_dq" + variant;
+  // dQ by its own kernel unless asked: it measured faster than the atomics so far
+  // (docs/perf/2026-11-28-attention-backward.md).
+  plan.dq_add = options.dq_atomics;
+  plan.dkdv = "attention/hopper_dkdv" + variant + (plan.dq_add ? ".dqadd" : "");
+  plan.dq = plan.dq_add
+                ? absl::StrCat("attention/bwd_dq_convert", options.dtype == "f16" ? ".f16" : "")
+                : "attention/hopper_dq" + variant;
   plan.scale = forward->scale;
   plan.padded_rows = (z.s + 63) / 64 * 64;
   return plan;
@@ -90,12 +99,14 @@ absl::Status RunAttentionBackward(const AttentionSize& size, const AttentionOpti
   if (!plan.ok()) return plan.status();
   absl::StatusOr<uint64_t> workspace = device.Scratch(2, plan->WorkspaceBytes(size));
   if (!workspace.ok()) return workspace.status();
-  const uint64_t lse2 = *workspace, delta = lse2 + plan->WorkspaceBytes(size) / 2;
+  const int64_t rows = size.b * size.hq * plan->padded_rows;
+  const uint64_t lse2 = *workspace, delta = lse2 + rows * 4;
+  const uint64_t dq_acc = plan->dq_add ? delta + rows * 4 : 0;
   for (const std::string& kernel : {plan->prep, plan->dkdv, plan->dq}) {
     absl::StatusOr<const Manifest*> manifest = device.ManifestOf(kernel);
     if (!manifest.ok()) return manifest.status();
     absl::StatusOr<std::vector<Arg>> args =
-        BackwardArgs(**manifest, size, *plan, operands, lse2, delta);
+        BackwardArgs(**manifest, size, *plan, operands, lse2, delta, dq_acc);
     if (!args.ok()) return args.status();
     if (absl::Status st = device.Launch(kernel, *std::move(args)); !st.ok()) return st;
   }

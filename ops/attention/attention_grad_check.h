@@ -25,7 +25,9 @@ struct AttentionGradResult {
   double o_error = 0;  // the forward's O, which the backward takes, against the reference's
   bool passed = false;
   std::string failure;
-  int runs_identical = 0;     // the backward run again this many times, each the same bytes
+  // The backward run again this many times, each the same bytes (dK and dV; dQ too where
+  // AttentionOptions::dq_atomics is off).
+  int runs_identical = 0;
   double ms = 0, tflops = 0;  // GPU runs only: median of the timed backward passes
 };
 

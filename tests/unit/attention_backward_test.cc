@@ -54,6 +54,10 @@ TEST_P(EmulatedAttentionBackward, RaggedLengthsAndGroupedHeads) {
   ExpectCorrect({.b = 2, .hq = 2, .hkv = 1, .s = 1, .skv = 1, .d = d}, {});  // dQ = dK = 0
   ExpectCorrect({.b = 1, .hq = 2, .hkv = 2, .s = 65, .skv = 65, .d = d},
                 {.dtype = "f16", .causal = true});
+  // dQ added by atomics (attention/hopper_dkdv.dqadd).
+  ExpectCorrect({.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 100, .d = d},
+                {.causal = true, .dq_atomics = true});
+  ExpectCorrect({.b = 1, .hq = 1, .hkv = 1, .s = 20, .skv = 70, .d = d}, {.dq_atomics = true});
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedAttentionBackward, ::testing::Values(64, 128),
@@ -66,6 +70,11 @@ TEST(AttentionBackwardPlan, NamesItsKernelsAndRefusesWhatItCannotRun) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->dkdv, "attention/hopper_dkdv.d128.causal");
   EXPECT_EQ(plan->dq, "attention/hopper_dq.d128.causal");
+  plan = rt::PlanAttentionBackward({.b = 1, .hq = 4, .hkv = 2, .s = 100, .skv = 100, .d = 128},
+                                   {.causal = true, .dq_atomics = true}, ops, 90);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->dkdv, "attention/hopper_dkdv.d128.causal.dqadd");
+  EXPECT_EQ(plan->dq, "attention/bwd_dq_convert");
   EXPECT_EQ(plan->padded_rows, 128);
   auto error = [&](rt::AttentionSize z, rt::AttentionGradOperands o, int cc = 90) {
     absl::StatusOr<rt::AttentionBackwardPlan> p = rt::PlanAttentionBackward(z, {}, o, cc);

@@ -89,6 +89,21 @@ TEST(Emulator, UnpackingMovTakesTheLowHalfFirst) {
   EXPECT_EQ(AsF(v[0]), 1.0f);
 }
 
+TEST(Emulator, AVectorOperandMayHoldImmediates) {
+  // PTX ISA, vector operands: "{a, b, c, d}" of registers or immediates (LLVM stores zeros so).
+  std::vector<uint32_t> v = Emulate(Kernel(R"(
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra $L_skip;
+	mov.b32 %r2, 7;
+	st.global.v4.b32 [%rd1], {0f3F800000, %r2, 0, 0f00000000};
+$L_skip:
+)"), 4);
+  EXPECT_EQ(AsF(v[0]), 1.0f);
+  EXPECT_EQ(v[1], 7u);
+  EXPECT_EQ(v[2], 0u);
+  EXPECT_EQ(v[3], 0u);
+}
+
 TEST(Emulator, ShuffleModesFollowTheIsa) {
   // bfly 1 swaps neighbours; up 1 with c = 0 keeps lane 0's own value; idx 5 broadcasts lane 5;
   // down 16 with c = 31 keeps lanes 16..31's own values.

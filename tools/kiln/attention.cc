@@ -122,6 +122,7 @@ int Attention() {
   options.causal = absl::GetFlag(FLAGS_causal);
   options.scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
   options.kernel = absl::GetFlag(FLAGS_kernel);
+  options.dq_atomics = absl::GetFlag(FLAGS_dq_atomics);
   if (!absl::GetFlag(FLAGS_varlen).empty()) return VarlenAttention(z, options);
   if (absl::GetFlag(FLAGS_backward)) return BackwardAttention(z, options);
   // The problem's own errors first, on any machine (the pointers here only pass the checks).

@@ -79,6 +79,9 @@ ABSL_FLAG(bool, bshd, false,
 ABSL_FLAG(bool, backward, false,
           "`kiln attention`: the backward pass (dQ, dK, dV from the forward's O and lse and a "
           "random dO) against fp64, run 10 times for the same bytes; timed alone");
+ABSL_FLAG(bool, dq_atomics, false,
+          "`kiln attention --backward`: dQ added in f32 by atomics from the dK/dV kernel, its last "
+          "bits differing run to run, instead of a kernel of its own");
 ABSL_FLAG(double, scale, 0, "`kiln attention`: softmax scale (0: 1/sqrt(d))");
 ABSL_FLAG(std::string, kernel, "",
           "`kiln attention`: run this variant instead of the entry point's choice (a tiling: "

@@ -79,11 +79,12 @@ const std::vector<CommandHelp>& Commands() {
        {"sizes", "m", "n", "k", "dtype", "out_dtype", "epilogue", "tune_cache", "iters"}},
       {"attention",
        "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--paged N] "
-       "[--decode R] [--varlen L,L..] [--bshd] [--backward] [--repeats 1] [--emulate]",
+       "[--decode R] [--varlen L,L..] [--bshd] [--backward [--dq_atomics]] [--repeats 1] "
+       "[--emulate]",
        "FlashAttention forward (or --backward) through the attention entry point, against fp64; "
        "timed on a GPU.",
        {"b", "h", "hkv", "s", "skv", "d", "causal", "paged", "decode", "varlen", "bshd", "backward",
-        "repeats", "dtype", "scale", "kernel", "emulate", "iters"}},
+        "dq_atomics", "repeats", "dtype", "scale", "kernel", "emulate", "iters"}},
       {"plot",
        "plot RESULTS.tsv",
        "Redraw RESULTS-ratio.svg and RESULTS-versions.svg from a bench/gemm TSV.",

@@ -39,6 +39,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
       a.varlen = true;
     } else if (part == "rows") {
       a.rows = true;
+    } else if (part == "dqadd") {
+      a.dq_add = true;
     } else if (part == "cta2") {
       a.two_ctas = true;
     } else if (absl::StartsWith(part, "page") && absl::SimpleAtoi(part.substr(4), &a.page) &&
@@ -58,7 +60,7 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
           "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling, split for "
           "split-KV, lens for sequences of their own lengths, pageN for a paged cache of pages "
           "of N tokens, a power of two from 16, varlen for packed sequences, cta2 for two CTAs an "
-          "SM, rows for the [B, S, H, D] layout)"));
+          "SM, rows for the [B, S, H, D] layout, dqadd for the backward's dQ added by atomics)"));
     }
   }
   if (!have_d) return absl::InvalidArgumentError("names no head dimension (d64, d128 or d256)");

@@ -57,6 +57,9 @@ struct AttentionShape {
   // than H * D where Q, K and V are views of one fused projection's output). A CTA per tile or
   // persist; no split, lens, pages or varlen. Hopper only.
   bool rows = false;
+  // ("dqadd", attention/hopper_dkdv only) dQ too, each key tile's part added in f32 into the
+  // parameter dQacc by atomics (hopper_bwd_parts.h).
+  bool dq_add = false;
 };
 
 // Variant names: d64, d128 or d256, then optionally f16 and causal ("d128.f16.causal"), and a

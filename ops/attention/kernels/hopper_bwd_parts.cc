@@ -43,6 +43,7 @@ BackwardParams DeclareBackwardParams(Kernel& k, const AttentionShape& a, int q_r
     p.tdelta = k.TmaParam("tmDelta", RowValuesMap(k, "delta"));
     p.tout[0] = k.TmaParam("tmdK", HeadMap(k, "dK", "Skv", "B*Hkv", a.d, 64, 1, a.in));
     p.tout[1] = k.TmaParam("tmdV", HeadMap(k, "dV", "Skv", "B*Hkv", a.d, 64, 1, a.in));
+    if (a.dq_add) p.dq_acc = k.PtrParam("dQacc", f32);
   } else {
     p.lse2 = k.PtrParam("lse2", f32);
     p.delta = k.PtrParam("delta", f32);

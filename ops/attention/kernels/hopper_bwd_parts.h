@@ -9,6 +9,10 @@
 // share the KV head), attention/hopper_dq the key tiles for a query tile (dQ whole in its
 // registers). Neither adds into memory another CTA writes: the gradients are the same bytes run
 // to run, at the cost of S and dP computed twice (docs/perf/2026-11-28-attention-backward.md).
+// The default plan instead runs attention/hopper_dkdv.dqadd, which adds each key tile's part of
+// dQ = scale * dS K in f32 into an accumulator by atomics (FlashAttention-3's order: five GEMMs a
+// step, not seven), and attention/bwd_dq_convert, which rounds it to dQ; the order of the adds,
+// and so dQ's last bits, differ run to run.
 //
 // Tensors as the forward's (ops/attention/kernels/common.h): Q, O, dO, dQ [B, Hq, S, D]; K, V, dK,
 // dV [B, Hkv, Skv, D]; causal masks bottom-right aligned. lse2 and delta [B, Hq, Sp] f32.
@@ -21,6 +25,7 @@ namespace kiln::examples::attention_sm90 {
 struct BackwardParams {
   Value B, Hq, Hkv, S, Skv, Sp, scale;
   Value lse2, delta;  // [B * Hq, Sp] f32 (attention/bwd_prep)
+  Value dq_acc;       // hopper_dkdv.dqadd: [B * Hq, Sp, D] f32, zeroed by attention/bwd_prep
   TensorMap tq, tk, tv, tdo;
   TensorMap tlse2, tdelta;  // hopper_dkdv: boxes of 64 rows of one head
   TensorMap tout[2];        // hopper_dkdv: dK, dV; hopper_dq: dQ (boxes of 64 rows x 64)

@@ -9,6 +9,11 @@
 //   dV_w += P^T dO and dK_w += dS^T Q          (wgmma, P^T and dS^T from registers)
 // and at the end stores scale * dK_w and dV_w through its rows of K's and V's tiles.
 //
+// With "dqadd", also the tile's part of dQ: each warpgroup writes its dS^T to shared memory (a
+// ring of two, one a step), the warpgroups meet, and dQ_part = dS K (wgmma, dS read MN-major from
+// shared memory, K MN-major) is added in f32 into dQacc by atomics. D = 128: warpgroup w takes
+// D's columns 64w..; D = 64: the warpgroups take turns, a step each.
+//
 // Constraints (checked at build): 1 or 2 consumer warpgroups; D 64 or 128 (dK and dV of D = 256
 // would not fit a warpgroup's registers beside S^T and dP^T).
 #include <cmath>
@@ -27,6 +32,71 @@ namespace {
 using attention_sm90::BackwardParams;
 
 constexpr int kQueryRows = 64;  // a query tile: the N of S^T's wgmma
+constexpr int kProducerRegs = 24;
+
+// dqadd: this warpgroup's 64 columns of the step's dQ part, dS (dS^T in `ds_t`, [keys, 64
+// queries], read MN-major) times K (all `keys` rows, read MN-major), added into dQacc at the query
+// tile's rows (its padded rows too: their dS is 0). D = 128: columns 64 * wg..; D = 64: all of
+// them, by the warpgroup whose turn it is (step buffer `buf`).
+void AddDq(Kernel& k, const BackwardParams& p, const WgmmaAccumulator& dq, const SmemTile& ds_t,
+           const SmemTile& sK, int keys, int spans, const Value& wg, const Value& buf,
+           const Value& q_head, const Value& m0) {
+  Value chunk = spans == 2 ? wg : k.I32(0);
+  auto issue = [&] {
+    for (int kk = 0; kk < keys; kk += 16)
+      k.Wgmma(dq, {.a = {ds_t, true, keys},
+                   .b = {sK, true, keys},
+                   .b_row0 = chunk * 64,
+                   .k0 = kk,
+                   .accumulate = kk > 0});
+    k.WgmmaCommit();
+    k.WgmmaWait(0);
+    // Each of the thread's two rows from one address: its pairs lie 8 columns apart (constant
+    // offsets, so that the adds do not hold an address each in registers).
+    const int d = spans * 64;
+    RowPair at;
+    for (int half = 0; half < 2; ++half) {
+      Value row = q_head.To(i64) * p.Sp.To(i64) + (m0 + dq.Row(half)).To(i64);
+      at[half] = p.dq_acc + (row * d + (chunk * 64 + dq.Col(half)).To(i64));
+    }
+    for (int pair = 0; pair < 16; ++pair)
+      for (int e = 0; e < 2; ++e)
+        RedAdd(at[WgmmaAccumulator::RowSlot(pair)] + (WgmmaAccumulator::ColSlot(pair) * 8 + e),
+               dq[2 * pair + e]);
+  };
+  if (spans == 2)
+    issue();
+  else
+    k.If(wg == buf, issue);
+}
+
+// S^T's registers (key rows from key0, query columns from m0) become P^T = 2^(S^T * scale_log2 -
+// lse2[query]), 0 past Skv and, where `shift` is valid (causal), where key > query + shift. Rows
+// past S read lse2 = +inf (attention/bwd_prep): 0 too.
+void ProbabilitiesT(Kernel& k, const WgmmaAccumulator& st, const SmemTile& lse2_row,
+                    const Value& key0, const Value& m0, const Value& Skv, const Value& shift,
+                    const Value& scale_log2) {
+  for (int pair = 0; pair < st.n() / 4; ++pair) {
+    Value key = (key0 + st.Row(pair)).To(s32);
+    Value lse2 = k.Load(lse2_row.At(0, st.Col(pair)), 2);
+    for (int e = 0; e < 2; ++e) {
+      Value seen = key < Skv.To(s32);
+      if (shift.valid()) seen = seen & (key <= (m0 + st.Col(pair) + e).To(s32) + shift);
+      Value x = Fma(st[2 * pair + e], scale_log2, -lse2.Lane(e));
+      st[2 * pair + e] = Select(seen, Exp2(x), k.F32(0));
+    }
+  }
+}
+
+// dP^T's registers become dS^T = P^T * (dP^T - delta[query]).
+void ScoreGradsT(Kernel& k, const WgmmaAccumulator& pt, const WgmmaAccumulator& dpt,
+                 const SmemTile& delta_row) {
+  for (int pair = 0; pair < dpt.n() / 4; ++pair) {
+    Value delta = k.Load(delta_row.At(0, dpt.Col(pair)), 2);
+    for (int e = 0; e < 2; ++e)
+      dpt[2 * pair + e] = pt[2 * pair + e] * (dpt[2 * pair + e] - delta.Lane(e));
+  }
+}
 
 absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
   if (!a.warpgroups) a.warpgroups = 2;
@@ -49,6 +119,9 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
   SmemTile sdO = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B, a.stages);
   SmemTile sLse = k.Smem(f32, 1, BM, SmemLayout{.stages = a.stages});
   SmemTile sDelta = k.Smem(f32, 1, BM, SmemLayout{.stages = a.stages});
+  SmemTile sdS;  // dqadd: dS^T, [keys, queries], a ring of two
+  if (a.dq_add) sdS = k.SmemSwizzled(in, BN, BM, Swizzle::k128B, 2);
+  if (a.dq_add && W != 2) k.Fail("hopper_dkdv.dqadd takes 2 consumer warpgroups");
   Pipeline kv_ring(k, 1, W), q_ring(k, a.stages, W), do_ring(k, a.stages, W);
 
   // The CTA's key tile, head-major: the CTAs of one KV head run together and share its query
@@ -74,7 +147,7 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
     });
   };
 
-  k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value tid) {
+  k.Role({.first_thread = 0, .threads = 128, .max_regs = kProducerRegs}, [&](Value tid) {
     k.If(tid == 0, [&] {
       Pipeline::Cursor kv_at = kv_ring.Start(), q_at = q_ring.Start(), do_at = do_ring.Start();
       kv_ring.Produce(kv_at, {{&p.tk, sK, {0, n0, 0, kv_head}}, {&p.tv, sV, {0, n0, 0, kv_head}}});
@@ -86,7 +159,7 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
     });
   });
 
-  const int consumer_regs = std::min(240, (65536 / 128 - 24) / W / 8 * 8);
+  const int consumer_regs = std::min(240, (65536 / 128 - kProducerRegs) / W / 8 * 8);
   k.Role({.first_thread = 128, .threads = 128 * W, .max_regs = consumer_regs}, [&](Value tid) {
     Value c = tid % 128, wg = tid / 128, row0 = wg * 64;
     Value scale_log2 = p.scale * M_LOG2E;
@@ -95,8 +168,12 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
     // S^T and dP^T, overwritten by each step's first wgmma (made here: registers made inside the
     // loop would be zeroed between its fence and its wgmma, which ptxas then serialises).
     WgmmaAccumulator st = k.WgmmaAcc(BM), dpt = k.WgmmaAcc(BM);
+    // dqadd: 64 columns of the step's dQ part go through S^T's registers, P^T being in fragments
+    // by then (registers of their own would stay live across the loop: hopper_dq's note).
+    const WgmmaAccumulator& dq = st;
+    Regs step = k.Registers(Type::Of(i32), 1);  // dqadd: which dS^T buffer, whose turn
     Value kvs = kv_ring.Acquire(kv_at);
-    each_query_tile([&](Value, Value m0) {
+    each_query_tile([&](Value q_head, Value m0) {
       Value qs = q_ring.Acquire(q_at);
       k.WgmmaFence();
       for (int kk = 0; kk < D; kk += 16)
@@ -118,38 +195,39 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
                       .accumulate = kk > 0});
       k.WgmmaCommit();
       k.WgmmaWait(1);  // S^T is in
-      // P^T: key (row) j of the tile, query (column) i; 0 past Skv and, causally, where
-      // j > i + shift. Rows past S read lse2 = +inf (attention/bwd_prep): 0 too.
-      for (int pair = 0; pair < BM / 4; ++pair) {
-        Value key = (n0 + row0 + st.Row(pair)).To(s32);
-        Value lse2 = k.Load(sLse.Stage(qs).At(0, st.Col(pair)), 2);
-        for (int e = 0; e < 2; ++e) {
-          Value query = (m0 + st.Col(pair) + e).To(s32);
-          Value seen = key < Skv.To(s32);
-          if (a.causal) seen = seen & (key <= query + shift);
-          Value x = Fma(st[2 * pair + e], scale_log2, -lse2.Lane(e));
-          st[2 * pair + e] = Select(seen, Exp2(x), k.F32(0));
-        }
-      }
+      ProbabilitiesT(k, st, sLse.Stage(qs), n0 + row0, m0, Skv, a.causal ? shift : Value(),
+                     scale_log2);
       k.WgmmaWait(0);  // dP^T is in
-      for (int pair = 0; pair < BM / 4; ++pair) {
-        Value delta = k.Load(sDelta.Stage(ds).At(0, dpt.Col(pair)), 2);
-        for (int e = 0; e < 2; ++e)
-          dpt[2 * pair + e] = st[2 * pair + e] * (dpt[2 * pair + e] - delta.Lane(e));
+      ScoreGradsT(k, st, dpt, sDelta.Stage(ds));
+      Value buf = step[0] % 2;
+      if (a.dq_add) {  // dS^T rounded into its buffer; both warpgroups' rows in before dQ's wgmma
+        const std::vector<Value> packed = PackPairs(dpt, in);
+        for (int pair = 0; pair < BM / 4; ++pair)
+          k.Store(sdS.Stage(buf).At(row0 + dpt.Row(pair), dpt.Col(pair)), packed[pair]);
+        k.FenceProxyAsync();
+        k.NamedBarrier(W + 1, 128 * W);
       }
       // P^T and dS^T as A fragments, made before the fence that orders them for the wgmmas.
+      // (dqadd: dS^T is read from its buffer, where dQ's wgmma reads it too.)
       std::vector<std::vector<Value>> p_frags, ds_frags;
       for (int f = 0; f < BM / 16; ++f) {
         p_frags.push_back(st.FragmentA(f, in));
-        ds_frags.push_back(dpt.FragmentA(f, in));
+        if (!a.dq_add) ds_frags.push_back(dpt.FragmentA(f, in));
       }
       k.WgmmaFence();
       for (int f = 0; f < BM / 16; ++f)
         k.Wgmma(dv, {.a_regs = p_frags[f], .b = {sdO.Stage(ds), true, BM}, .k0 = f * 16});
       for (int f = 0; f < BM / 16; ++f)
-        k.Wgmma(dk, {.a_regs = ds_frags[f], .b = {sQ.Stage(qs), true, BM}, .k0 = f * 16});
+        if (a.dq_add)
+          k.Wgmma(
+              dk,
+              {.a = sdS.Stage(buf), .a_row0 = row0, .b = {sQ.Stage(qs), true, BM}, .k0 = f * 16});
+        else
+          k.Wgmma(dk, {.a_regs = ds_frags[f], .b = {sQ.Stage(qs), true, BM}, .k0 = f * 16});
       k.WgmmaCommit();
+      if (a.dq_add) AddDq(k, p, dq, sdS.Stage(buf), sK, BN, SPANS, wg, buf, q_head, m0);
       k.WgmmaWait(0);
+      step[0] = step[0] + 1;
       // The stages' lse2 and delta were read through the generic proxy by every thread: each
       // fences its reads before the next TMA writes, and the warpgroup meets before one thread
       // releases the stages.
@@ -158,8 +236,10 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
       q_ring.Release(qs, c);
       do_ring.Release(ds, c);
     });
-    // This warpgroup's rows of K's and V's tiles are read by no wgmma now: dK and dV go out
+    // This warpgroup's rows of K's and V's tiles are read by no wgmma now (with dqadd, once the
+    // other warpgroup's last dQ wgmma, which reads all of K, has retired): dK and dV go out
     // through them.
+    if (a.dq_add) k.NamedBarrier(W + 1, 128 * W);
     attention_sm90::StoreGradientTile(k, dk, p.scale, sK, BN, W, wg, c, 1, p.tout[0], n0 + row0,
                                       kv_head, in);
     attention_sm90::StoreGradientTile(k, dv, k.F32(1), sV, BN, W, wg, c, 1, p.tout[1], n0 + row0,
@@ -179,7 +259,9 @@ ExampleFamily DkDvFamily() {
   f.bundled.clear();
   for (const char* d : {"d64", "d128"})
     for (const char* type : {"", ".f16"})
-      for (const char* causal : {"", ".causal"}) f.bundled.push_back(absl::StrCat(d, type, causal));
+      for (const char* causal : {"", ".causal"})
+        for (const char* dq : {"", ".dqadd"})
+          f.bundled.push_back(absl::StrCat(d, type, causal, dq));
   return f;
 }
 

@@ -2,7 +2,9 @@
 // forward's Q, K, V, O and lse and the gradient dO of O, with three kernels (attention/bwd_prep,
 // attention/hopper_dkdv, attention/hopper_dq; ops/attention/kernels/hopper_bwd_parts.h says the
 // algorithm), sm_90a. No kernel adds into memory another CTA writes: the same inputs give the
-// same bytes, run to run.
+// same bytes, run to run, at the cost of S and dP computed twice. With
+// AttentionOptions::dq_atomics, attention/hopper_dkdv.dqadd adds dQ in f32 by atomics instead and
+// attention/bwd_dq_convert rounds it (slower so far: docs/perf/2026-11-28-attention-backward.md).
 //
 //   kiln::rt::AttentionRunner attention("build/bundles");
 //   absl::Status s = attention.Backward({.b = 2, .hq = 16, .hkv = 4, .s = 4096, .skv = 4096,
@@ -28,10 +30,14 @@ struct AttentionGradOperands {
 };
 
 struct AttentionBackwardPlan {
-  std::string prep, dkdv, dq;  // the kernels, launched in this order
+  std::string prep, dkdv, dq;  // the kernels, launched in this order (dq: hopper_dq or the convert)
+  bool dq_add = false;         // dkdv adds dQ into an f32 accumulator, which dq converts
   float scale = 0;
   int64_t padded_rows = 0;  // Sp: S rounded up to whole 64-row tiles (the workspace's rows)
-  int64_t WorkspaceBytes(const AttentionSize& z) const { return 2 * z.b * z.hq * padded_rows * 4; }
+  // lse2 and delta [B, Hq, Sp] f32, then (dq_add) the accumulator [B, Hq, Sp, D] f32.
+  int64_t WorkspaceBytes(const AttentionSize& z) const {
+    return z.b * z.hq * padded_rows * 4 * (2 + (dq_add ? z.d : 0));
+  }
 };
 
 // The kernels for a call, or an error naming what is wrong with it. Needs no GPU.
@@ -40,8 +46,7 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
                                                             const AttentionGradOperands& operands,
                                                             int compute_capability);
 
-// Plans the call and launches its kernels on `device` in order (scratch 2: the per-row
-// workspace of lse2 and delta).
+// Plans the call and launches its kernels on `device` in order (scratch 2: the workspace).
 absl::Status RunAttentionBackward(const AttentionSize& size, const AttentionOptions& options,
                                   const AttentionGradOperands& operands, int compute_capability,
                                   OpDevice& device);
