@@ -283,6 +283,29 @@ def errors():
             print(f"error path '{message}': {'ok' if ok else 'FAIL: ' + str(e)}")
 
 
+def attention_grad():
+    """kiln.attention's backward through torch autograd (kiln.torch) against torch SDPA's in fp32
+    (grouped heads expanded: their gradients sum back), both layouts, ragged lengths."""
+    import kiln.torch  # noqa: F401
+    for b, hq, hkv, s, d, causal, layout in [(2, 4, 2, 1000, 128, True, "bhsd"), (1, 2, 2, 100, 64, False, "bhsd"),
+                                             (1, 8, 2, 4095, 64, True, "bhsd"), (2, 4, 1, 300, 128, False, "bshd")]:
+        q = torch.randn(b, hq, s, d, device="cuda").bfloat16()
+        k = torch.randn(b, hkv, s, d, device="cuda").bfloat16()
+        v = torch.randn(b, hkv, s, d, device="cuda").bfloat16()
+        d_o = torch.randn(b, hq, s, d, device="cuda").bfloat16()
+        t = (lambda x: x.transpose(1, 2).contiguous()) if layout == "bshd" else (lambda x: x)
+        leaves = [t(x).detach().requires_grad_() for x in (q, k, v)]
+        o, _ = torch.ops.kiln.attention(*leaves, causal, 0.0, layout)
+        o.backward(t(d_o))
+        got = [t(x.grad) if layout == "bshd" else x.grad for x in leaves]
+        ref = [x.detach().float().requires_grad_() for x in (q, k, v)]
+        ke, ve = (x.repeat_interleave(hq // hkv, dim=1) for x in ref[1:])
+        F.scaled_dot_product_attention(ref[0], ke, ve, is_causal=causal).backward(d_o.float())
+        for name, g, r in zip(("dq", "dk", "dv"), got, ref):
+            report(f"attention backward {name} b{b} hq{hq} hkv{hkv} s{s} d{d}{' causal' if causal else ''} {layout}",
+                   rel(g, r.grad), 2e-2)
+
+
 def torch_ops():
     """kiln.torch: torch.library.opcheck on each op, and torch.compile(fullgraph=True) of a small
     model calling them against the same model run eagerly."""
@@ -300,7 +323,10 @@ def torch_ops():
              (ops.softmax.default, (x,)), (ops.rms_norm.default, (x, w, 1e-5)),
              (ops.layer_norm.default, (x, w, b, 1e-5)), (ops.attention.default, (q, kv, kv, True)),
              (ops.attention.default, (q.transpose(1, 2).contiguous(), kv.transpose(1, 2).contiguous(),
-                                      kv.transpose(1, 2).contiguous(), True, 0.0, "bshd"))]
+                                      kv.transpose(1, 2).contiguous(), True, 0.0, "bshd")),
+             # with gradients: opcheck runs the backward (kiln::attention_backward) too
+             (ops.attention.default, (q.clone().requires_grad_(), kv.clone().requires_grad_(),
+                                      kv.clone().requires_grad_(), True))]
     for op, args in cases:
         try:
             torch.library.opcheck(op, args)
@@ -315,6 +341,17 @@ def torch_ops():
             y = ops.gemm(h, wt)
             o, _ = ops.attention(q, kv, kv, True)
             return ops.softmax(y), o
+
+    # The backward under torch.compile(fullgraph=True) against eager.
+    def loss(q, k, v):
+        return ops.attention(q, k, v, True)[0].float().square().sum()
+    grads = []
+    for fn in (loss, torch.compile(loss, fullgraph=True)):
+        leaves = [x.clone().requires_grad_() for x in (q, kv, kv)]
+        fn(*leaves).backward()
+        grads.append([x.grad for x in leaves])
+    for name, e, c in zip(("dq", "dk", "dv"), *grads):
+        report(f"torch.compile(fullgraph=True) vs eager, attention backward {name}", rel(c, e), 1e-6)
 
     eager = Block()(x, w, wt, q, kv)
     compiled = torch.compile(Block(), fullgraph=True)(x, w, wt, q, kv)
@@ -344,7 +381,7 @@ def host_cost():
 
 print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
       f"bundles {kiln.bundle_dir()}")
-for part in [row_ops, gemms, attention, decode, append, glue, streams_and_load, errors, torch_ops, host_cost]:
+for part in [row_ops, gemms, attention, attention_grad, decode, append, glue, streams_and_load, errors, torch_ops, host_cost]:
     try:
         part()
     except Exception as e:  # a part that raises fails, and the rest still run

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/ops/attention_backward.h"
 #include "python/bindings/bindings.h"
 #include "python/bindings/call_device.h"
 #include "python/bindings/convert.h"
@@ -204,9 +205,67 @@ void VarlenAttention(const Array& q, const Array& k, const Array& v, const Array
       stream);
 }
 
+// kiln.attention_backward: dq, dk, dv from q, k, v, out and lse as the forward wrote them and the
+// gradient d_out, all [B, H, S, D] contiguous (rt::RunAttentionBackward); CUDA tensors on the
+// caller's stream, host arrays (f32, rounded to bf16) on the emulator.
+void AttentionBackward(const Array& q, const Array& k, const Array& v, const Array& out,
+                       const Array& lse, const Array& d_out, Array dq, Array dk, Array dv,
+                       bool causal, float scale, bool dq_atomics, uint64_t stream) {
+  constexpr const char* call = "kiln.attention_backward";
+  const Array &gq = dq, &gk = dk, &gv = dv;  // (read-only views, for the checks' lists)
+  rt::AttentionSize z = SizeOf(q, k, v, out, lse, /*rows=*/false);
+  for (const auto& [what, x, like] : {std::tuple{"d_out", &d_out, &q}, std::tuple{"dq", &gq, &q},
+                                      std::tuple{"dk", &gk, &k}, std::tuple{"dv", &gv, &v}})
+    if (ShapeOf(*x) != ShapeOf(*like))
+      throw Error(
+          absl::StrCat(call, ": ", what, " has shape ", ShapeText(*x), ", not ", ShapeText(*like)));
+  CallDevice d(call, {&q, &k, &v, &out, &lse, &d_out, &gq, &gk, &gv}, stream);
+  const std::vector<std::string> types =
+      d.emulated() ? std::vector<std::string>{"f32"} : std::vector<std::string>{"bf16", "f16"};
+  for (const auto& [what, a] : {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v},
+                                std::pair{"out", &out}, std::pair{"d_out", &d_out},
+                                std::pair{"dq", &gq}, std::pair{"dk", &gk}, std::pair{"dv", &gv}})
+    Require(*a, call, what, 4, types, /*contiguous=*/true);
+  Require(lse, call, "lse", 3, {"f32"});
+  rt::AttentionOptions options{.causal = causal, .scale = scale, .dq_atomics = dq_atomics};
+  if (!d.emulated()) {
+    options.dtype = DtypeName(q);
+    for (const Array* x : {&k, &v, &out, &d_out, &gq, &gk, &gv})
+      if (DtypeName(*x) != options.dtype)
+        throw Error(absl::StrCat(call, ": every tensor but lse must be ", options.dtype,
+                                 " as q is, not ", DtypeName(*x)));
+    rt::AttentionGradOperands ops{Address(q),   Address(k),   Address(v),
+                                  Address(out), Address(lse), Address(d_out),
+                                  Address(dq),  Address(dk),  Address(dv)};
+    ThrowIfError(RunnerFor<rt::AttentionRunner>(BundleDir())
+                     .Backward(z, options, ops, reinterpret_cast<cu::CUstream>(stream)));
+    return;
+  }
+  std::vector<uint8_t> dq_bytes, dk_bytes, dv_bytes;
+  rt::AttentionGradOperands ops{d.BindNarrowed(q, "bf16"),
+                                d.BindNarrowed(k, "bf16"),
+                                d.BindNarrowed(v, "bf16"),
+                                d.BindNarrowed(out, "bf16"),
+                                d.Bind(lse, /*read_only=*/true),
+                                d.BindNarrowed(d_out, "bf16"),
+                                d.BindPoisoned(dq.size(), "bf16", &dq_bytes),
+                                d.BindPoisoned(dk.size(), "bf16", &dk_bytes),
+                                d.BindPoisoned(dv.size(), "bf16", &dv_bytes)};
+  EmulatedOpDevice device(*d.emulator());
+  ThrowIfError(rt::RunAttentionBackward(z, options, ops, /*compute_capability=*/90, device));
+  d.Finish();
+  Widen(dq_bytes, "bf16", dq);
+  Widen(dk_bytes, "bf16", dk);
+  Widen(dv_bytes, "bf16", dv);
+}
+
 }  // namespace
 
 void BindAttention(nb::module_& m) {
+  m.def("_attention_backward", &AttentionBackward, nb::arg("q"), nb::arg("k"), nb::arg("v"),
+        nb::arg("out"), nb::arg("lse"), nb::arg("d_out"), nb::arg("dq"), nb::arg("dk"),
+        nb::arg("dv"), nb::arg("causal"), nb::arg("scale"), nb::arg("dq_atomics") = false,
+        nb::arg("stream") = 0);
   m.def("_attention", &Attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
         nb::arg("lse"), nb::arg("causal"), nb::arg("scale"), nb::arg("rows") = false,
         nb::arg("stream") = 0);

@@ -213,6 +213,21 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     return o, lse
 
 
+def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq_atomics=False):
+    """FlashAttention backward: (dq, dk, dv) from the forward's q, k, v, out and lse
+    (kiln.attention, layout "bhsd") and the gradient d_out of out, all [B, H, S, D] contiguous,
+    lse [B, Hq, S] f32. Grouped-query heads: dk and dv of a KV head sum over the query heads that
+    read it. D 64 or 128; sm_90a. dq comes from a kernel of its own: the same inputs give the same
+    bytes run to run; dq_atomics adds it by atomics instead (its last bits vary run to run).
+    """
+    dq = _empty(q, tuple(q.shape), _type_of(q))
+    dk = _empty(k, tuple(k.shape), _type_of(k))
+    dv = _empty(v, tuple(v.shape), _type_of(v))
+    _kiln._attention_backward(q, k, v, out, lse, d_out, dq, dk, dv, bool(causal),
+                              float(scale or 0.0), bool(dq_atomics), stream=_stream([q]))
+    return dq, dk, dv
+
+
 def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False,
                      scale=None):
     """Attention over a KV cache, sequences of their own lengths: (o, lse) for q [B, Hq, S, D].

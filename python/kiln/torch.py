@@ -5,7 +5,9 @@ without graph breaks:
     import kiln.torch  # registers torch.ops.kiln.*
     y = torch.ops.kiln.rms_norm(x, w, 1e-5)
 
-The ops take and return CUDA tensors and launch on the current stream. They have no backward yet.
+The ops take and return CUDA tensors and launch on the current stream. kiln::attention is
+differentiable (its backward is kiln::attention_backward: dq, dk, dv; the gradient of lse is not
+propagated); the others have no backward yet.
 """
 
 from typing import Optional, Tuple
@@ -89,6 +91,43 @@ def _(q, k, v, causal=False, scale=0.0, layout="bhsd"):
     torch._check(layout in ("bhsd", "bshd"), lambda: "kiln::attention: layout bhsd or bshd")
     b, h, s = (q.shape[0], q.shape[2], q.shape[1]) if layout == "bshd" else q.shape[:3]
     return q.new_empty(q.shape), q.new_empty((b, h, s), dtype=torch.float32)
+
+
+@torch.library.custom_op("kiln::attention_backward", mutates_args=())
+def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                       lse: torch.Tensor, d_o: torch.Tensor, causal: bool = False,
+                       scale: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) over [B, H, S, D] contiguous tensors (kiln.attention_backward)."""
+    return kiln.attention_backward(q, k, v, o, lse, d_o.contiguous(), causal=causal,
+                                   scale=scale or None)
+
+
+@attention_backward.register_fake
+def _(q, k, v, o, lse, d_o, causal=False, scale=0.0):
+    torch._check(d_o.shape == o.shape, lambda: "kiln::attention_backward: d_o shaped as o")
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _attention_setup(ctx, inputs, output):
+    q, k, v, causal, scale, layout = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.causal, ctx.scale, ctx.layout = causal, scale, layout
+
+
+def _attention_grad(ctx, d_o, d_lse):
+    q, k, v, o, lse = ctx.saved_tensors
+    if ctx.layout == "bshd":  # the backward reads [B, H, S, D]
+        t = lambda x: x.transpose(1, 2).contiguous()
+        dq, dk, dv = attention_backward(t(q), t(k), t(v), t(o), lse, t(d_o), ctx.causal, ctx.scale)
+        dq, dk, dv = (x.transpose(1, 2) for x in (dq, dk, dv))
+    else:
+        dq, dk, dv = attention_backward(q.contiguous(), k.contiguous(), v.contiguous(), o, lse,
+                                        d_o, ctx.causal, ctx.scale)
+    return dq, dk, dv, None, None, None
+
+
+attention.register_autograd(_attention_grad, setup_context=_attention_setup)
 
 
 @torch.library.custom_op("kiln::rope_qkv", mutates_args=())

@@ -195,6 +195,38 @@ class Attention(unittest.TestCase):
             self.assertTrue(np.all(np.isneginf(lse[~finite])), case)  # rows that see no key
             self.assertLess(np.abs(lse[finite] - want_lse[finite]).max(), 1e-2, case)
 
+    def test_backward_against_fp64(self):
+        # dq, dk, dv on the emulator (kiln's forward's o and lse as the backward's input) against
+        # the fp64 gradients; grouped heads sum dk and dv over the query heads of a KV head.
+        rng = np.random.default_rng(11)
+        for b, hq, hkv, s, skv, d, causal in [(1, 2, 1, 70, 90, 64, True), (1, 1, 1, 20, 20, 128, False)]:
+            q = rng.standard_normal((b, hq, s, d)).astype(np.float32)
+            k = rng.standard_normal((b, hkv, skv, d)).astype(np.float32)
+            v = rng.standard_normal((b, hkv, skv, d)).astype(np.float32)
+            d_o = rng.standard_normal((b, hq, s, d)).astype(np.float32)
+            o, lse = kiln.attention(q, k, v, causal=causal)
+            dq, dk, dv = kiln.attention_backward(q, k, v, o, lse, d_o, causal=causal)
+            scale, g = d ** -0.5, hq // hkv
+            qb, kb, vb, ob, gb = (bf16(x).astype(np.float64) for x in (q, k, v, o, d_o))
+            kr, vr = np.repeat(kb, g, axis=1), np.repeat(vb, g, axis=1)
+            _, want_lse = attention_reference(qb, kb, vb, causal, scale)
+            scores = scale * np.einsum("bhid,bhjd->bhij", qb, kr)
+            if causal:
+                i, j = np.arange(s)[:, None], np.arange(skv)[None, :]
+                scores = np.where(j <= i + skv - s, scores, -np.inf)
+            p = np.exp(scores - want_lse[..., None])
+            dp = np.einsum("bhid,bhjd->bhij", gb, vr)
+            ds = p * (dp - (gb * ob).sum(-1)[..., None])
+            want_dq = scale * np.einsum("bhij,bhjd->bhid", ds, kr)
+            want_dk = scale * np.einsum("bhij,bhid->bhjd", ds, qb).reshape(b, hkv, g, skv, d).sum(2)
+            want_dv = np.einsum("bhij,bhid->bhjd", p, gb).reshape(b, hkv, g, skv, d).sum(2)
+            case = (b, hq, hkv, s, skv, d, causal)
+            for got, want in ((dq, want_dq), (dk, want_dk), (dv, want_dv)):
+                self.assertLess(rel_error(got, want), 1e-2, case)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.attention_backward(q, k, v, o, lse, d_o[:, :, :1])
+        self.assertIn("d_out has shape", str(caught.exception))
+
     def check_decode(self, q, k_seqs, v_seqs, o, lse, case, causal=False):
         """o and lse of each sequence b against the reference over its own keys k_seqs[b] (causal:
         its diagonal at its length); a row that sees no key has lse -inf."""
