@@ -17,6 +17,7 @@
 #include "examples/timing.h"
 #include "kiln/emulator.h"
 #include "kiln/runtime/driver.h"
+#include "ops/attention/harness_memory.h"
 
 namespace kiln::examples {
 namespace {
@@ -339,13 +340,9 @@ std::string WrongAttentionPlace(const rt::AttentionSize& z, bool causal, double 
 
 int64_t LseBytes(const rt::AttentionSize& z) { return z.b * z.hq * z.s * 4; }
 
-// What a packed-sequence run needs of its device (the GPU or the emulator), buffers named by
-// their device addresses.
-struct VarlenDevice {
-  std::function<absl::StatusOr<uint64_t>(size_t bytes)> allocate;
-  std::function<absl::Status(uint64_t at, const void* from, size_t bytes)> copy_in;
-  std::function<absl::Status(void* to, uint64_t at, size_t bytes)> copy_out;
-  std::function<absl::Status(uint64_t at, size_t bytes)> poison;  // 0xff bytes: NaN
+// What a packed-sequence run needs of its device (the GPU or the emulator): its memory and the
+// entry point's call.
+struct VarlenDevice : HarnessMemory {
   std::function<absl::Status(const rt::AttentionSize&, const rt::AttentionOperands&)> run;
 };
 
@@ -621,22 +618,8 @@ absl::StatusOr<AttentionResult> RunVarlenAttentionGpu(rt::AttentionRunner& runne
                                                       const rt::AttentionOptions& options,
                                                       int iters, uint64_t seed, int repeats) {
   std::vector<rt::DeviceBuffer> buffers;
-  auto buffer = [&](uint64_t at) -> rt::DeviceBuffer& {
-    return *std::find_if(buffers.begin(), buffers.end(),
-                         [&](const rt::DeviceBuffer& b) { return b.ptr() == at; });
-  };
   VarlenDevice dev{
-      [&](size_t bytes) -> absl::StatusOr<uint64_t> {
-        absl::StatusOr<rt::DeviceBuffer> b = rt::DeviceBuffer::Allocate(std::max<size_t>(bytes, 4));
-        if (!b.ok()) return b.status();
-        buffers.push_back(*std::move(b));
-        return buffers.back().ptr();
-      },
-      [&](uint64_t at, const void* from, size_t bytes) {
-        return buffer(at).CopyFromHost(from, bytes);
-      },
-      [&](void* to, uint64_t at, size_t bytes) { return buffer(at).CopyToHost(to, bytes); },
-      [&](uint64_t at, size_t) { return buffer(at).Fill(0xff); },
+      GpuMemory(buffers),
       [&](const rt::AttentionSize& z, const rt::AttentionOperands& ops) -> absl::Status {
         if (absl::Status st = runner.Run(z, options, ops); !st.ok()) return st;
         return rt::Synchronize();
@@ -659,10 +642,7 @@ absl::StatusOr<AttentionResult> RunVarlenAttentionEmulated(const rt::Bundle& bun
                                                            uint64_t seed) {
   emu::Device d;
   VarlenDevice dev{
-      [&](size_t bytes) { return d.Allocate(std::max<size_t>(bytes, 4)); },
-      [&](uint64_t at, const void* from, size_t bytes) { return d.CopyIn(at, from, bytes); },
-      [&](void* to, uint64_t at, size_t bytes) { return d.CopyOut(to, at, bytes); },
-      [&](uint64_t at, size_t bytes) { return d.Fill(at, 0xff, bytes); },
+      EmulatorMemory(d),
       [&](const rt::AttentionSize& z, const rt::AttentionOperands& ops) -> absl::Status {
         absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(z, options, ops, 90);
         if (!plan.ok()) return plan.status();

@@ -12,16 +12,13 @@
 #include "examples/timing.h"
 #include "kiln/emulator.h"
 #include "kiln/runtime/driver.h"
+#include "ops/attention/harness_memory.h"
 
 namespace kiln::examples {
 namespace {
 
-// What a run needs of its device (the GPU or the emulator), buffers named by device addresses.
-struct GradDevice {
-  std::function<absl::StatusOr<uint64_t>(size_t bytes)> allocate;
-  std::function<absl::Status(uint64_t at, const void* from, size_t bytes)> copy_in;
-  std::function<absl::Status(void* to, uint64_t at, size_t bytes)> copy_out;
-  std::function<absl::Status(uint64_t at, size_t bytes)> poison;  // 0xff bytes: NaN
+// What a run needs of its device (the GPU or the emulator): its memory and the entry points' calls.
+struct GradDevice : HarnessMemory {
   std::function<absl::Status(const rt::AttentionOperands&)> forward;
   std::function<absl::Status(const rt::AttentionGradOperands&)> backward;
 };
@@ -297,27 +294,12 @@ absl::StatusOr<AttentionGradResult> RunAttentionBackwardGpu(rt::AttentionRunner&
                                                             int iters, uint64_t seed,
                                                             int repeat_runs, int repeats) {
   std::vector<rt::DeviceBuffer> buffers;
-  auto buffer = [&](uint64_t at) -> rt::DeviceBuffer& {
-    return *std::find_if(buffers.begin(), buffers.end(),
-                         [&](const rt::DeviceBuffer& b) { return b.ptr() == at; });
-  };
-  GradDevice dev{
-      [&](size_t bytes) -> absl::StatusOr<uint64_t> {
-        absl::StatusOr<rt::DeviceBuffer> b = rt::DeviceBuffer::Allocate(std::max<size_t>(bytes, 4));
-        if (!b.ok()) return b.status();
-        buffers.push_back(*std::move(b));
-        return buffers.back().ptr();
-      },
-      [&](uint64_t at, const void* from, size_t bytes) {
-        return buffer(at).CopyFromHost(from, bytes);
-      },
-      [&](void* to, uint64_t at, size_t bytes) { return buffer(at).CopyToHost(to, bytes); },
-      [&](uint64_t at, size_t) { return buffer(at).Fill(0xff); },
-      [&](const rt::AttentionOperands& ops) { return runner.Run(size, options, ops); },
-      [&](const rt::AttentionGradOperands& ops) -> absl::Status {
-        if (absl::Status st = runner.Backward(size, options, ops); !st.ok()) return st;
-        return rt::Synchronize();
-      }};
+  GradDevice dev{GpuMemory(buffers),
+                 [&](const rt::AttentionOperands& ops) { return runner.Run(size, options, ops); },
+                 [&](const rt::AttentionGradOperands& ops) -> absl::Status {
+                   if (absl::Status st = runner.Backward(size, options, ops); !st.ok()) return st;
+                   return rt::Synchronize();
+                 }};
   rt::AttentionGradOperands ops;
   absl::StatusOr<AttentionGradResult> r = RunGrad(dev, size, options, seed, repeat_runs, ops);
   if (!r.ok() || iters <= 0 || !r->passed) return r;
@@ -339,17 +321,13 @@ absl::StatusOr<AttentionGradResult> RunAttentionBackwardEmulated(
     const rt::AttentionSize& size, const rt::AttentionOptions& options, uint64_t seed) {
   emu::Device d;
   EmulatedDevice device(d, bundle_of, seed);
-  GradDevice dev{
-      [&](size_t bytes) { return d.Allocate(std::max<size_t>(bytes, 4)); },
-      [&](uint64_t at, const void* from, size_t bytes) { return d.CopyIn(at, from, bytes); },
-      [&](void* to, uint64_t at, size_t bytes) { return d.CopyOut(to, at, bytes); },
-      [&](uint64_t at, size_t bytes) { return d.Fill(at, 0xff, bytes); },
-      [&](const rt::AttentionOperands& ops) {
-        return rt::RunAttention(size, options, ops, 90, device);
-      },
-      [&](const rt::AttentionGradOperands& ops) {
-        return rt::RunAttentionBackward(size, options, ops, 90, device);
-      }};
+  GradDevice dev{EmulatorMemory(d),
+                 [&](const rt::AttentionOperands& ops) {
+                   return rt::RunAttention(size, options, ops, 90, device);
+                 },
+                 [&](const rt::AttentionGradOperands& ops) {
+                   return rt::RunAttentionBackward(size, options, ops, 90, device);
+                 }};
   rt::AttentionGradOperands ops;
   return RunGrad(dev, size, options, seed, /*repeat_runs=*/1, ops);
 }

@@ -52,6 +52,18 @@ BackwardParams DeclareBackwardParams(Kernel& k, const AttentionShape& a, int q_r
   return p;
 }
 
+void IssueOverD(Kernel& k, const WgmmaAccumulator& acc, int d, const SmemTile& a, int a_span_rows,
+                const Value& a_row0, const SmemTile& b, int b_span_rows) {
+  for (int kk = 0; kk < d; kk += 16)
+    k.Wgmma(acc, {.a = a,
+                  .a_row0 = kk / 64 * a_span_rows + a_row0,
+                  .b = b,
+                  .b_row0 = kk / 64 * b_span_rows,
+                  .k0 = kk % 64,
+                  .accumulate = kk > 0});
+  k.WgmmaCommit();
+}
+
 void StoreGradientTile(Kernel& k, const WgmmaAccumulator& acc, const Value& scale,
                        const SmemTile& staging, int tile_rows, int warpgroups, const Value& wg,
                        const Value& c, int first_barrier, const TensorMap& map, const Value& row,

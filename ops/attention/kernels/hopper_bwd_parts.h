@@ -36,6 +36,12 @@ struct BackwardParams {
 BackwardParams DeclareBackwardParams(Kernel& k, const AttentionShape& a, int q_rows, int k_rows,
                                      bool dkdv);
 
+// acc = A B^T over D (a multiple of 64), both K-major swizzled tiles whose 64-column spans of D
+// lie `a_span_rows` and `b_span_rows` rows apart: A's rows a_row0.. (64 of them), B's all; one
+// wgmma group, committed.
+void IssueOverD(Kernel& k, const WgmmaAccumulator& acc, int d, const SmemTile& a, int a_span_rows,
+                const Value& a_row0, const SmemTile& b, int b_span_rows);
+
 // One warpgroup's m64nD accumulator, times `scale`, rounded to `in` and stored as rows `row` ..
 // row + 63 of head `head` through `staging` (a swizzled tile of `tile_rows` rows a span, this
 // warpgroup's rows wg * 64.. of it no longer read by any wgmma) and TMA boxes of `map`, clipped

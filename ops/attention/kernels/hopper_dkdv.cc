@@ -11,11 +11,12 @@
 //
 // With "dqadd", also the tile's part of dQ: each warpgroup writes its dS^T to shared memory (a
 // ring of two, one a step), the warpgroups meet, and dQ_part = dS K (wgmma, dS read MN-major from
-// shared memory, K MN-major) is added in f32 into dQacc by atomics. D = 128: warpgroup w takes
-// D's columns 64w..; D = 64: the warpgroups take turns, a step each.
+// shared memory, K MN-major) is added in f32 into dQacc by atomics; dK's wgmma reads dS^T there
+// too. D = 128: warpgroup w takes D's columns 64w..; D = 64: the warpgroups take turns, a step
+// each.
 //
-// Constraints (checked at build): 1 or 2 consumer warpgroups; D 64 or 128 (dK and dV of D = 256
-// would not fit a warpgroup's registers beside S^T and dP^T).
+// Constraints (checked at build): 1 or 2 consumer warpgroups (dqadd: 2); D 64 or 128 (dK and dV
+// of D = 256 would not fit a warpgroup's registers beside S^T and dP^T).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -176,24 +177,10 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
     each_query_tile([&](Value q_head, Value m0) {
       Value qs = q_ring.Acquire(q_at);
       k.WgmmaFence();
-      for (int kk = 0; kk < D; kk += 16)
-        k.Wgmma(st, {.a = sK,
-                     .a_row0 = kk / 64 * BN + row0,
-                     .b = sQ.Stage(qs),
-                     .b_row0 = kk / 64 * BM,
-                     .k0 = kk % 64,
-                     .accumulate = kk > 0});
-      k.WgmmaCommit();
+      attention_sm90::IssueOverD(k, st, D, sK, BN, row0, sQ.Stage(qs), BM);
       Value ds = do_ring.Acquire(do_at);
       k.WgmmaFence();  // (its accumulator last written before the wait above)
-      for (int kk = 0; kk < D; kk += 16)
-        k.Wgmma(dpt, {.a = sV,
-                      .a_row0 = kk / 64 * BN + row0,
-                      .b = sdO.Stage(ds),
-                      .b_row0 = kk / 64 * BM,
-                      .k0 = kk % 64,
-                      .accumulate = kk > 0});
-      k.WgmmaCommit();
+      attention_sm90::IssueOverD(k, dpt, D, sV, BN, row0, sdO.Stage(ds), BM);
       k.WgmmaWait(1);  // S^T is in
       ProbabilitiesT(k, st, sLse.Stage(qs), n0 + row0, m0, Skv, a.causal ? shift : Value(),
                      scale_log2);

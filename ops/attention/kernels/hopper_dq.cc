@@ -96,24 +96,10 @@ absl::StatusOr<KernelDef> BuildDq(const std::string& name, AttentionShape a) {
     k.For(0, n_tiles, 1, [&](Value j) {
       Value ks = k_ring.Acquire(k_at);
       k.WgmmaFence();
-      for (int kk = 0; kk < D; kk += 16)
-        k.Wgmma(s, {.a = sQ,
-                    .a_row0 = kk / 64 * BM + row0,
-                    .b = sK.Stage(ks),
-                    .b_row0 = kk / 64 * BN,
-                    .k0 = kk % 64,
-                    .accumulate = kk > 0});
-      k.WgmmaCommit();
+      attention_sm90::IssueOverD(k, s, D, sQ, BM, row0, sK.Stage(ks), BN);
       Value vs = v_ring.Acquire(v_at);
       k.WgmmaFence();  // (its accumulator last written before the wait above)
-      for (int kk = 0; kk < D; kk += 16)
-        k.Wgmma(dp, {.a = sdO,
-                     .a_row0 = kk / 64 * BM + row0,
-                     .b = sV.Stage(vs),
-                     .b_row0 = kk / 64 * BN,
-                     .k0 = kk % 64,
-                     .accumulate = kk > 0});
-      k.WgmmaCommit();
+      attention_sm90::IssueOverD(k, dp, D, sdO, BM, row0, sV.Stage(vs), BN);
       k.WgmmaWait(1);  // S is in
       MaskColumns(s, j * BN, limit, -INFINITY);
       for (int pair = 0; pair < BN / 4; ++pair)

@@ -1,0 +1,34 @@
+#include "ops/attention/harness_memory.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace kiln::examples {
+
+HarnessMemory GpuMemory(std::vector<rt::DeviceBuffer>& buffers) {
+  auto buffer = [&buffers](uint64_t at) -> rt::DeviceBuffer& {
+    return *std::find_if(buffers.begin(), buffers.end(),
+                         [&](const rt::DeviceBuffer& b) { return b.ptr() == at; });
+  };
+  return {
+      [&buffers](size_t bytes) -> absl::StatusOr<uint64_t> {
+        absl::StatusOr<rt::DeviceBuffer> b = rt::DeviceBuffer::Allocate(std::max<size_t>(bytes, 4));
+        if (!b.ok()) return b.status();
+        buffers.push_back(*std::move(b));
+        return buffers.back().ptr();
+      },
+      [buffer](uint64_t at, const void* from, size_t bytes) {
+        return buffer(at).CopyFromHost(from, bytes);
+      },
+      [buffer](void* to, uint64_t at, size_t bytes) { return buffer(at).CopyToHost(to, bytes); },
+      [buffer](uint64_t at, size_t) { return buffer(at).Fill(0xff); }};
+}
+
+HarnessMemory EmulatorMemory(emu::Device& d) {
+  return {[&d](size_t bytes) { return d.Allocate(std::max<size_t>(bytes, 4)); },
+          [&d](uint64_t at, const void* from, size_t bytes) { return d.CopyIn(at, from, bytes); },
+          [&d](void* to, uint64_t at, size_t bytes) { return d.CopyOut(to, at, bytes); },
+          [&d](uint64_t at, size_t bytes) { return d.Fill(at, 0xff, bytes); }};
+}
+
+}  // namespace kiln::examples

@@ -1,0 +1,27 @@
+// Device memory as the attention harnesses use it: buffers named by their device addresses, on the
+// GPU or on the emulator, so that one harness runs on either.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kiln/emulator.h"
+#include "kiln/runtime/driver.h"
+
+namespace kiln::examples {
+
+struct HarnessMemory {
+  std::function<absl::StatusOr<uint64_t>(size_t bytes)> allocate;
+  std::function<absl::Status(uint64_t at, const void* from, size_t bytes)> copy_in;
+  std::function<absl::Status(void* to, uint64_t at, size_t bytes)> copy_out;
+  std::function<absl::Status(uint64_t at, size_t bytes)> poison;  // 0xff bytes: NaN
+};
+
+// The GPU's: each allocation kept in `buffers` (freed with it).
+HarnessMemory GpuMemory(std::vector<rt::DeviceBuffer>& buffers);
+// The emulator's.
+HarnessMemory EmulatorMemory(emu::Device& d);
+
+}  // namespace kiln::examples
