@@ -117,8 +117,6 @@ std::vector<int64_t> RowsToCheck(const rt::AttentionSize& z, uint64_t seed) {
   return {pick.begin(), pick.end()};
 }
 
-// O's norm-relative tolerance: bf16 keeps 8 bits (P and O are rounded to it), f16 11.
-double Tolerance(bool half) { return half ? 4e-3 : 2e-2; }
 constexpr double kLseTolerance = 1e-2;  // absolute, each row
 
 struct Sums {
@@ -217,7 +215,7 @@ void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, con
   r.rows_checked = static_cast<int64_t>(rows.size());
   r.rel_error = all.bad ? NAN : std::sqrt(all.diff2 / std::max(all.ref2, 1e-30));
   r.lse_error = all.lse_error;
-  const double tolerance = Tolerance(half);
+  const double tolerance = ForwardTolerance(half);
   if (unwritten)
     r.failure = absl::StrCat(unwritten, " elements of O and lse still NaN (never written)");
   else if (all.bad)
@@ -229,21 +227,10 @@ void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, con
   r.passed = r.failure.empty();
 }
 
-// The median time of a call, in ms, over `iters` timed blocks of `repeats` launches back to back
-// (ten by default, so that the host's work per launch, the maps' encoding, overlaps the kernels
-// before it; one: single calls, as a model makes them).
 absl::StatusOr<double> MedianMs(rt::AttentionRunner& runner, const rt::AttentionSize& z,
                                 const rt::AttentionOptions& options,
                                 const rt::AttentionOperands& ops, int iters, int repeats) {
-  repeats = std::max(repeats, 1);
-  std::vector<std::function<absl::Status()>> fns = {[&]() -> absl::Status {
-    for (int n = 0; n < repeats; ++n)
-      if (absl::Status st = runner.Run(z, options, ops); !st.ok()) return st;
-    return absl::OkStatus();
-  }};
-  absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, 1, iters);
-  if (!ms.ok()) return ms.status();
-  return (*ms)[0] / repeats;
+  return MedianCallMs([&] { return runner.Run(z, options, ops); }, iters, repeats);
 }
 
 int64_t OBytes(const rt::AttentionSize& z) {
@@ -324,7 +311,7 @@ std::string WrongAttentionPlace(const rt::AttentionSize& z, bool causal, double 
       }
       double ref2 = 0;
       for (double w : want) ref2 += w * w;
-      const double limit = WrongElementLimit(Tolerance(half), ref2, z.d);
+      const double limit = WrongElementLimit(ForwardTolerance(half), ref2, z.d);
       for (int64_t c = 0; c < z.d; ++c)
         if (const double got = Decode(o[row * z.d + c], half); IsWrongElement(got, want[c], limit))
           note(row, absl::StrCat("O", at, "[", c, "]"), got, want[c], o_at + OAt(z, row, c) * 2);
@@ -360,6 +347,21 @@ std::vector<uint16_t> PackRows(const std::vector<uint16_t>& x, const rt::Attenti
 }
 
 }  // namespace
+
+double ForwardTolerance(bool half) { return half ? 4e-3 : 2e-2; }
+
+absl::StatusOr<double> MedianCallMs(const std::function<absl::Status()>& call, int iters,
+                                    int repeats) {
+  repeats = std::max(repeats, 1);
+  std::vector<std::function<absl::Status()>> fns = {[&]() -> absl::Status {
+    for (int n = 0; n < repeats; ++n)
+      if (absl::Status st = call(); !st.ok()) return st;
+    return absl::OkStatus();
+  }};
+  absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, 1, iters);
+  if (!ms.ok()) return ms.status();
+  return (*ms)[0] / repeats;
+}
 
 std::string AttentionShapeName(const rt::AttentionSize& z, bool causal) {
   return absl::StrCat("b", z.b, " hq", z.hq, " hkv", z.hkv, " s", z.s, " skv", z.skv, " d", z.d,

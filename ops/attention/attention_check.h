@@ -5,6 +5,7 @@
 // large ones. The error is ||O - ref|| / ||ref|| over the checked rows; NaN or Inf fails.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,16 @@ absl::StatusOr<rt::AttentionSize> VarlenSize(const rt::AttentionSize& size,
 // `size` with the rows layout's strides the harness uses where it names none: each position's row
 // of heads followed by 64 elements of NaN (a read past the heads shows in O, a write in the pad).
 rt::AttentionSize RowsSize(const rt::AttentionSize& size);
+
+// O's norm-relative tolerance in the forward's checks: bf16 keeps 8 bits (P and O are rounded to
+// it), f16 11.
+double ForwardTolerance(bool half);
+
+// The median time of `call`, in ms, over `iters` timed blocks of `repeats` calls back to back (ten
+// by default, so that the host's work per launch, the maps' encoding, overlaps the kernels before
+// it; one: single calls, as a model makes them).
+absl::StatusOr<double> MedianCallMs(const std::function<absl::Status()>& call, int iters,
+                                    int repeats);
 
 // On the GPU with the runner's kernel: checked once, then `iters` timed runs (0: none), each a
 // block of `repeats` launches back to back between two events (1: single calls); `page`: K and V

@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "examples/host_data.h"
-#include "examples/timing.h"
 #include "kiln/emulator.h"
 #include "kiln/runtime/driver.h"
+#include "ops/attention/attention_check.h"
 #include "ops/attention/harness_memory.h"
 
 namespace kiln::examples {
@@ -162,9 +162,6 @@ std::vector<std::pair<int64_t, int64_t>> GroupsToCheck(const rt::AttentionSize& 
   return groups;
 }
 
-// The forward's O against the reference's: the tolerance of the forward's own harness.
-double ForwardTolerance(bool half) { return half ? 4e-3 : 2e-2; }
-
 void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, const Decoded& in,
            const std::vector<uint16_t>& o, const Grads& got, AttentionGradResult& r) {
   Sums dq, dk, dv, fo;
@@ -193,7 +190,10 @@ void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, con
     r.failure = absl::StrFormat("errors dQ %.3e, dK %.3e, dV %.3e: over the tolerance %.0e",
                                 r.dq_error, r.dk_error, r.dv_error, tolerance);
   else if (!(r.o_error <= ForwardTolerance(half)))
-    r.failure = absl::StrFormat("the forward's O (the backward's input) off by %.3e", r.o_error);
+    r.failure = absl::StrFormat(
+        "the forward's O (the backward's input) off by %.3e (tolerance "
+        "%.0e, the forward harness's)",
+        r.o_error, ForwardTolerance(half));
   r.passed = r.failure.empty();
 }
 
@@ -303,15 +303,10 @@ absl::StatusOr<AttentionGradResult> RunAttentionBackwardGpu(rt::AttentionRunner&
   rt::AttentionGradOperands ops;
   absl::StatusOr<AttentionGradResult> r = RunGrad(dev, size, options, seed, repeat_runs, ops);
   if (!r.ok() || iters <= 0 || !r->passed) return r;
-  repeats = std::max(repeats, 1);
-  std::vector<std::function<absl::Status()>> fns = {[&]() -> absl::Status {
-    for (int n = 0; n < repeats; ++n)
-      if (absl::Status st = runner.Backward(size, options, ops); !st.ok()) return st;
-    return absl::OkStatus();
-  }};
-  absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, 1, iters);
+  absl::StatusOr<double> ms =
+      MedianCallMs([&] { return runner.Backward(size, options, ops); }, iters, repeats);
   if (!ms.ok()) return ms.status();
-  r->ms = (*ms)[0] / repeats;
+  r->ms = *ms;
   r->tflops = rt::AttentionBackwardFlops(size, options.causal) / (r->ms * 1e-3) / 1e12;
   return r;
 }

@@ -28,7 +28,7 @@ struct AttentionGradResult {
   // The backward run again this many times, each the same bytes (dK and dV; dQ too where
   // AttentionOptions::dq_atomics is off).
   int runs_identical = 0;
-  double ms = 0, tflops = 0;  // GPU runs only: median of the timed backward passes
+  double ms = 0, tflops = 0;  // GPU runs only: a backward pass's time (MedianCallMs) and rate
 };
 
 // On the GPU: checked once, run `repeat_runs` more times each compared bit for bit with the

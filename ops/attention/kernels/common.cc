@@ -1,6 +1,8 @@
 #include "ops/attention/kernels/common.h"
 
 #include <algorithm>
+#include <iterator>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -18,31 +20,26 @@ rt::GridExpr Rule(Kernel& k, const std::string& text) {
 
 }  // namespace
 
+// The options that switch one flag of AttentionShape on.
+constexpr std::pair<const char*, bool AttentionShape::*> kFlagOptions[] = {
+    {"causal", &AttentionShape::causal}, {"persist", &AttentionShape::persistent},
+    {"split", &AttentionShape::split},   {"lens", &AttentionShape::lens},
+    {"varlen", &AttentionShape::varlen}, {"rows", &AttentionShape::rows},
+    {"dqadd", &AttentionShape::dq_add},  {"cta2", &AttentionShape::two_ctas}};
+
 absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
   AttentionShape a;
   bool have_d = false;
   for (absl::string_view part : absl::StrSplit(options, '.')) {
-    if (part == "d64" || part == "d128" || part == "d256") {
+    const auto* flag = std::find_if(std::begin(kFlagOptions), std::end(kFlagOptions),
+                                    [&](const auto& f) { return part == f.first; });
+    if (flag != std::end(kFlagOptions)) {
+      a.*(flag->second) = true;
+    } else if (part == "d64" || part == "d128" || part == "d256") {
       a.d = part == "d64" ? 64 : part == "d128" ? 128 : 256;
       have_d = true;
     } else if (part == "f16") {
       a.in = f16;
-    } else if (part == "causal") {
-      a.causal = true;
-    } else if (part == "persist") {
-      a.persistent = true;
-    } else if (part == "split") {
-      a.split = true;
-    } else if (part == "lens") {
-      a.lens = true;
-    } else if (part == "varlen") {
-      a.varlen = true;
-    } else if (part == "rows") {
-      a.rows = true;
-    } else if (part == "dqadd") {
-      a.dq_add = true;
-    } else if (part == "cta2") {
-      a.two_ctas = true;
     } else if (absl::StartsWith(part, "page") && absl::SimpleAtoi(part.substr(4), &a.page) &&
                a.page >= 16 && (a.page & (a.page - 1)) == 0) {
     } else if (part == "lazy" || part == "eager") {

@@ -64,11 +64,20 @@ void IssueOverD(Kernel& k, const WgmmaAccumulator& acc, int d, const SmemTile& a
   k.WgmmaCommit();
 }
 
+std::vector<std::string> BundledBackwardVariants(const std::vector<std::string>& forms) {
+  std::vector<std::string> v;
+  for (const char* d : {"d64", "d128"})
+    for (const char* type : {"", ".f16"})
+      for (const char* causal : {"", ".causal"})
+        for (const std::string& form : forms) v.push_back(absl::StrCat(d, type, causal, form));
+  return v;
+}
+
 void StoreGradientTile(Kernel& k, const WgmmaAccumulator& acc, const Value& scale,
                        const SmemTile& staging, int tile_rows, int warpgroups, const Value& wg,
                        const Value& c, int first_barrier, const TensorMap& map, const Value& row,
                        const Value& head, Scalar in) {
-  ScaleRows(acc, {scale, scale});
+  if (scale.valid()) ScaleRows(acc, {scale, scale});
   const std::vector<Value> packed = PackPairs(acc, in);
   const int d = acc.n();
   Value row0 = wg * 64;

@@ -18,6 +18,9 @@
 // dV [B, Hkv, Skv, D]; causal masks bottom-right aligned. lse2 and delta [B, Hq, Sp] f32.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "ops/attention/kernels/common.h"
 
 namespace kiln::examples::attention_sm90 {
@@ -42,10 +45,14 @@ BackwardParams DeclareBackwardParams(Kernel& k, const AttentionShape& a, int q_r
 void IssueOverD(Kernel& k, const WgmmaAccumulator& acc, int d, const SmemTile& a, int a_span_rows,
                 const Value& a_row0, const SmemTile& b, int b_span_rows);
 
-// One warpgroup's m64nD accumulator, times `scale`, rounded to `in` and stored as rows `row` ..
-// row + 63 of head `head` through `staging` (a swizzled tile of `tile_rows` rows a span, this
-// warpgroup's rows wg * 64.. of it no longer read by any wgmma) and TMA boxes of `map`, clipped
-// at the tensor's last row. Thread `c` of the warpgroup's 128; the warpgroup meets at named
+// The variants the build bundles: D 64 and 128, bf16 and f16, causal and not, each in `forms`
+// ("" the plain one).
+std::vector<std::string> BundledBackwardVariants(const std::vector<std::string>& forms);
+
+// One warpgroup's m64nD accumulator, times `scale` (where valid), rounded to `in` and stored as
+// rows `row` .. row + 63 of head `head` through `staging` (a swizzled tile of `tile_rows` rows a
+// span, this warpgroup's rows wg * 64.. of it no longer read by any wgmma) and TMA boxes of `map`,
+// clipped at the tensor's last row. Thread `c` of the warpgroup's 128; the warpgroup meets at named
 // barrier first_barrier + wg.
 void StoreGradientTile(Kernel& k, const WgmmaAccumulator& acc, const Value& scale,
                        const SmemTile& staging, int tile_rows, int warpgroups, const Value& wg,

@@ -229,7 +229,7 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
     if (a.dq_add) k.NamedBarrier(W + 1, 128 * W);
     attention_sm90::StoreGradientTile(k, dk, p.scale, sK, BN, W, wg, c, 1, p.tout[0], n0 + row0,
                                       kv_head, in);
-    attention_sm90::StoreGradientTile(k, dv, k.F32(1), sV, BN, W, wg, c, 1, p.tout[1], n0 + row0,
+    attention_sm90::StoreGradientTile(k, dv, Value(), sV, BN, W, wg, c, 1, p.tout[1], n0 + row0,
                                       kv_head, in);
     kv_ring.Release(kvs, c);
   });
@@ -243,12 +243,7 @@ ExampleFamily DkDvFamily() {
       "that see it (S^T and dP^T rebuilt, P^T and dS^T from registers into dV and dK); D 64/128, "
       "bf16/f16, causal, grouped-query heads",
       BuildDkDv);
-  f.bundled.clear();
-  for (const char* d : {"d64", "d128"})
-    for (const char* type : {"", ".f16"})
-      for (const char* causal : {"", ".causal"})
-        for (const char* dq : {"", ".dqadd"})
-          f.bundled.push_back(absl::StrCat(d, type, causal, dq));
+  f.bundled = attention_sm90::BundledBackwardVariants({"", ".dqadd"});
   return f;
 }
 

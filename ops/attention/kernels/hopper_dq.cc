@@ -135,13 +135,9 @@ ExampleFamily DqFamily() {
   ExampleFamily f = AttentionFamilyOf(
       "attention/hopper_dq",
       "FlashAttention backward for sm_90a, dQ: a CTA per query tile walks its key tiles (S and "
-      "dP rebuilt, dS from registers into dQ); D 64/128/256, bf16/f16, causal, grouped-query "
-      "heads",
+      "dP rebuilt, dS from registers into dQ); D 64/128, bf16/f16, causal, grouped-query heads",
       BuildDq);
-  f.bundled.clear();
-  for (const char* d : {"d64", "d128"})
-    for (const char* type : {"", ".f16"})
-      for (const char* causal : {"", ".causal"}) f.bundled.push_back(absl::StrCat(d, type, causal));
+  f.bundled = attention_sm90::BundledBackwardVariants({""});
   return f;
 }
 
