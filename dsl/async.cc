@@ -296,6 +296,17 @@ void HopperOps::TmaStore(const TensorMap& map, const SmemTile& src, std::vector<
       mlir::Value(), mlir::NVVM::TMAStoreMode::TILE, mlir::Value());
 }
 
+void HopperOps::TmaReduceAdd(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
+                             Loc loc) {
+  KernelState& s = state();
+  if (!NeedHopper(s, "TMA", loc) || !CheckBoxFitsTile(s, map, src, coords.size(), loc)) return;
+  mlir::Location l = s.ToLoc(loc);
+  mlir::NVVM::CpAsyncBulkTensorReduceOp::create(
+      s.builder, l, DescriptorPtr(s, map, l), s.Unwrap(src.Base(loc)),
+      mlir::NVVM::TMAReduxKind::ADD, mlir::NVVM::TMAStoreMode::TILE, Coordinates(s, coords),
+      mlir::Value());
+}
+
 void HopperOps::BulkCommit(Loc loc) {
   if (!NeedHopper(state(), "cp.async.bulk", loc)) return;
   mlir::NVVM::CpAsyncBulkCommitGroupOp::create(state().builder, state().ToLoc(loc));

@@ -150,6 +150,7 @@ struct TmaStore {
   std::vector<int64_t> coords;
   uint64_t smem;
   const ptx::Instr* in;
+  bool add = false;  // cp.reduce.async.bulk .add: each f32 element added into global memory
 };
 
 // Registers an asynchronous op will still write (a wgmma's accumulators until the

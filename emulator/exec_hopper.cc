@@ -188,7 +188,10 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
         return absl::OkStatus();
       });
   if (!checked.ok()) return checked;
-  t.bulk_open.push_back({*map, coords, smem, &in});
+  const bool add = in.Has("reduce");
+  if (add && (!in.Has("add") || (*map)->spec.dtype != rt::TmaDtype::kF32))
+    return Fail(t, in, "a TMA reduction other than .add of f32 is not emulated yet");
+  t.bulk_open.push_back({*map, coords, smem, &in, add});
   return absl::OkStatus();
 }
 
@@ -202,7 +205,15 @@ absl::Status Cta::WriteTmaStore(const TmaStore& st) {
           return absl::InvalidArgumentError(
               absl::StrFormat("%s: PTX line %d: a TMA store writes outside any allocation (0x%x)",
                               kernel_, st.in->line, global));
-        std::memcpy(to, shared_.data() + shared, es);
+        if (st.add) {  // (f32 only: Bulk refuses the rest)
+          float sum, part;
+          std::memcpy(&sum, to, 4);
+          std::memcpy(&part, shared_.data() + shared, 4);
+          sum += part;
+          std::memcpy(to, &sum, 4);
+        } else {
+          std::memcpy(to, shared_.data() + shared, es);
+        }
         const auto [writer, mma] = shared < shared_writer_.size()
                                        ? shared_writer_[shared]
                                        : std::pair<const Instr*, const Instr*>{nullptr, nullptr};

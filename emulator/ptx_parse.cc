@@ -401,6 +401,11 @@ class EntryBuilder {
         parts[2] == "bulk") {  // TMA, bulk groups
       in.op = Op::kCpAsyncBulk;
       in.mods.assign(parts.begin() + 3, parts.end());
+    } else if (parts.size() > 3 && parts[0] == "cp" && parts[1] == "reduce" &&
+               parts[2] == "async" && parts[3] == "bulk") {  // a TMA store that adds ("reduce")
+      in.op = Op::kCpAsyncBulk;
+      in.mods.assign(parts.begin() + 4, parts.end());
+      in.mods.push_back("reduce");
     } else if (parts.size() > 1 && parts[0] == "cp" &&
                parts[1] == "async") {  // cp.async[.commit_group|...]
       in.op = Op::kCpAsync;

@@ -79,8 +79,8 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
   const std::string variant = absl::StrCat(".d", z.d, options.dtype == "f16" ? ".f16" : "",
                                            options.causal ? ".causal" : "");
   plan.prep = absl::StrCat("attention/bwd_prep", options.dtype == "f16" ? ".f16" : "");
-  // dQ by its own kernel unless asked for by atomics: the plan takes the faster of the two as
-  // measured (docs/perf/2026-11-28-attention-backward.md, "dQ added by atomics").
+  // dQ by its own kernel unless asked for by atomics, which measured no faster
+  // (docs/perf/2026-11-28-attention-backward.md, "dQ through a TMA reduction").
   plan.dq_add = options.dq_atomics;
   plan.dkdv = "attention/hopper_dkdv" + variant + (plan.dq_add ? ".dqadd" : "");
   plan.dq = plan.dq_add

@@ -202,6 +202,10 @@ class HopperOps : public KernelPart<HopperOps> {
   // TMA store of `src` to the box at `coords`, in the current bulk group.
   void TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
                 Loc loc = Loc::current());
+  // The same, adding `src` into the box instead of writing it (cp.reduce.async.bulk.tensor .add):
+  // each element added atomically, so boxes from several CTAs may overlap.
+  void TmaReduceAdd(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
+                    Loc loc = Loc::current());
   void BulkCommit(Loc loc = Loc::current());
   // Waits until at most `pending` bulk groups are in flight; with `smem_reads_only`, only until
   // they have read their smem sources (enough to reuse the buffer; the writes may still land).

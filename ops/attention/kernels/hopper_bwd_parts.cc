@@ -43,7 +43,15 @@ BackwardParams DeclareBackwardParams(Kernel& k, const AttentionShape& a, int q_r
     p.tdelta = k.TmaParam("tmDelta", RowValuesMap(k, "delta"));
     p.tout[0] = k.TmaParam("tmdK", HeadMap(k, "dK", "Skv", "B*Hkv", a.d, 64, 1, a.in));
     p.tout[1] = k.TmaParam("tmdV", HeadMap(k, "dV", "Skv", "B*Hkv", a.d, 64, 1, a.in));
-    if (a.dq_add) p.dq_acc = k.PtrParam("dQacc", f32);
+    if (a.dq_add) {
+      rt::TensorMapParam t;
+      t.tensor = "dQacc";
+      t.dtype = rt::TmaDtype::kF32;
+      t.dims = {Rule(k, std::to_string(a.d)), Rule(k, "B*Hq*Sp")};
+      t.strides = {Rule(k, std::to_string(a.d * 4))};
+      t.box = {64, 64};
+      p.tdq_acc = k.TmaParam("tmdQacc", t);
+    }
   } else {
     p.lse2 = k.PtrParam("lse2", f32);
     p.delta = k.PtrParam("delta", f32);

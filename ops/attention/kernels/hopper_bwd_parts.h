@@ -10,9 +10,9 @@
 // registers). Neither adds into memory another CTA writes: the gradients are the same bytes run
 // to run, at the cost of S and dP computed twice (docs/perf/2026-11-28-attention-backward.md).
 // The default plan instead runs attention/hopper_dkdv.dqadd, which adds each key tile's part of
-// dQ = scale * dS K in f32 into an accumulator by atomics (FlashAttention-3's order: five GEMMs a
-// step, not seven), and attention/bwd_dq_convert, which rounds it to dQ; the order of the adds,
-// and so dQ's last bits, differ run to run.
+// dQ = scale * dS K in f32 into an accumulator by TMA reductions (FlashAttention-3's order: five
+// GEMMs a step, not seven), and attention/bwd_dq_convert, which rounds it to dQ; the order of the
+// adds, and so dQ's last bits, differ run to run.
 //
 // Tensors as the forward's (ops/attention/kernels/common.h): Q, O, dO, dQ [B, Hq, S, D]; K, V, dK,
 // dV [B, Hkv, Skv, D]; causal masks bottom-right aligned. lse2 and delta [B, Hq, Sp] f32.
@@ -28,7 +28,9 @@ namespace kiln::examples::attention_sm90 {
 struct BackwardParams {
   Value B, Hq, Hkv, S, Skv, Sp, scale;
   Value lse2, delta;  // [B * Hq, Sp] f32 (attention/bwd_prep)
-  Value dq_acc;       // hopper_dkdv.dqadd: [B * Hq, Sp, D] f32, zeroed by attention/bwd_prep
+  // hopper_dkdv.dqadd: dQacc [B * Hq * Sp, D] f32 (zeroed by attention/bwd_prep), in boxes of
+  // 64 rows x 64 columns that TMA adds into.
+  TensorMap tdq_acc;
   TensorMap tq, tk, tv, tdo;
   TensorMap tlse2, tdelta;  // hopper_dkdv: boxes of 64 rows of one head
   TensorMap tout[2];        // hopper_dkdv: dK, dV; hopper_dq: dQ (boxes of 64 rows x 64)

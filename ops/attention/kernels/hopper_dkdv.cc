@@ -11,7 +11,8 @@
 //
 // With "dqadd", also the tile's part of dQ: each warpgroup writes its dS^T to shared memory (a
 // ring of two, one a step), the warpgroups meet, and dQ_part = dS K (wgmma, dS read MN-major from
-// shared memory, K MN-major) is added in f32 into dQacc by atomics; dK's wgmma reads dS^T there
+// shared memory, K MN-major) is staged in shared memory and added in f32 into dQacc by one TMA
+// reduction (cp.reduce.async.bulk .add, atomic per element); dK's wgmma reads dS^T there
 // too. D = 128: warpgroup w takes D's columns 64w..; D = 64: the warpgroups take turns, a step
 // each.
 //
@@ -37,11 +38,12 @@ constexpr int kProducerRegs = 24;
 
 // dqadd: this warpgroup's 64 columns of the step's dQ part, dS (dS^T in `ds_t`, [keys, 64
 // queries], read MN-major) times K (all `keys` rows, read MN-major), added into dQacc at the query
-// tile's rows (its padded rows too: their dS is 0). D = 128: columns 64 * wg..; D = 64: all of
-// them, by the warpgroup whose turn it is (step buffer `buf`).
+// tile's rows (its padded rows too: their dS is 0) through `staging` (this warpgroup's 64 x 64
+// f32) and one TMA reduction, which runs on under the next step. D = 128: columns 64 * wg..;
+// D = 64: all of them, by the warpgroup whose turn it is (step buffer `buf`). Thread `c` of 128.
 void AddDq(Kernel& k, const BackwardParams& p, const WgmmaAccumulator& dq, const SmemTile& ds_t,
-           const SmemTile& sK, int keys, int spans, const Value& wg, const Value& buf,
-           const Value& q_head, const Value& m0) {
+           const SmemTile& sK, const SmemTile& staging, int keys, int spans, const Value& wg,
+           const Value& c, const Value& buf, const Value& q_head, const Value& m0) {
   Value chunk = spans == 2 ? wg : k.I32(0);
   auto issue = [&] {
     for (int kk = 0; kk < keys; kk += 16)
@@ -52,18 +54,18 @@ void AddDq(Kernel& k, const BackwardParams& p, const WgmmaAccumulator& dq, const
                    .accumulate = kk > 0});
     k.WgmmaCommit();
     k.WgmmaWait(0);
-    // Each of the thread's two rows from one address: its pairs lie 8 columns apart (constant
-    // offsets, so that the adds do not hold an address each in registers).
-    const int d = spans * 64;
-    RowPair at;
-    for (int half = 0; half < 2; ++half) {
-      Value row = q_head.To(i64) * p.Sp.To(i64) + (m0 + dq.Row(half)).To(i64);
-      at[half] = p.dq_acc + (row * d + (chunk * 64 + dq.Col(half)).To(i64));
-    }
+    // The staging tile is free once the last reduction has read it (its issuing thread waits,
+    // then the warpgroup meets); filled, fenced for the async proxy, met again, added.
+    k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });
+    k.NamedBarrier(wg + 1, 128);
     for (int pair = 0; pair < 16; ++pair)
-      for (int e = 0; e < 2; ++e)
-        RedAdd(at[WgmmaAccumulator::RowSlot(pair)] + (WgmmaAccumulator::ColSlot(pair) * 8 + e),
-               dq[2 * pair + e]);
+      k.Store(staging.At(dq.Row(pair), dq.Col(pair)), k.Vector({dq[2 * pair], dq[2 * pair + 1]}));
+    k.FenceProxyAsync();
+    k.NamedBarrier(wg + 1, 128);
+    k.If(c == 0, [&] {
+      k.TmaReduceAdd(p.tdq_acc, staging, {chunk * 64, q_head * p.Sp + m0});
+      k.BulkCommit();
+    });
   };
   if (spans == 2)
     issue();
@@ -120,8 +122,11 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
   SmemTile sdO = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B, a.stages);
   SmemTile sLse = k.Smem(f32, 1, BM, SmemLayout{.stages = a.stages});
   SmemTile sDelta = k.Smem(f32, 1, BM, SmemLayout{.stages = a.stages});
-  SmemTile sdS;  // dqadd: dS^T, [keys, queries], a ring of two
-  if (a.dq_add) sdS = k.SmemSwizzled(in, BN, BM, Swizzle::k128B, 2);
+  SmemTile sdS, sdQ;  // dqadd: dS^T, [keys, queries], a ring of two; each warpgroup's dQ part
+  if (a.dq_add) {
+    sdS = k.SmemSwizzled(in, BN, BM, Swizzle::k128B, 2);
+    sdQ = k.Smem(f32, 64, 64, SmemLayout{.stages = W});  // a stage per warpgroup
+  }
   if (a.dq_add && W != 2) k.Fail("hopper_dkdv.dqadd takes 2 consumer warpgroups");
   Pipeline kv_ring(k, 1, W), q_ring(k, a.stages, W), do_ring(k, a.stages, W);
 
@@ -212,7 +217,8 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
         else
           k.Wgmma(dk, {.a_regs = ds_frags[f], .b = {sQ.Stage(qs), true, BM}, .k0 = f * 16});
       k.WgmmaCommit();
-      if (a.dq_add) AddDq(k, p, dq, sdS.Stage(buf), sK, BN, SPANS, wg, buf, q_head, m0);
+      if (a.dq_add)
+        AddDq(k, p, dq, sdS.Stage(buf), sK, sdQ.Stage(wg), BN, SPANS, wg, c, buf, q_head, m0);
       k.WgmmaWait(0);
       step[0] = step[0] + 1;
       // The stages' lse2 and delta were read through the generic proxy by every thread: each
