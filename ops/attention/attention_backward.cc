@@ -69,8 +69,10 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
                      compute_capability));
   if (z.varlen || z.lens || z.page || z.rows)
     return Invalid("dense [B, H, S, D] tensors only: no varlen, lens, pages or rows layout");
-  if (z.d != 64 && z.d != 128)
-    return Invalid(absl::StrCat("head dimension D = ", z.d, ": the backward takes 64 or 128"));
+  if (z.d != 64 && z.d != 128 && z.d != 256)
+    return Invalid(absl::StrCat("head dimension D = ", z.d, ": the backward takes 64, 128 or 256"));
+  if (options.dq_atomics && z.d == 256)
+    return Invalid("dQ by atomics (dq_atomics) takes D = 64 or 128; D = 256 runs deterministic");
   if (!options.kernel.empty()) return Invalid("no kernel override: the plan picks the kernels");
   if (!o.d_o || !o.dq || !o.dk || !o.dv) return Invalid("dO, dQ, dK and dV need device pointers");
   if (o.d_o % 16 || o.dq % 16 || o.dk % 16 || o.dv % 16)

@@ -63,6 +63,14 @@ TEST_P(EmulatedAttentionBackward, RaggedLengthsAndGroupedHeads) {
 INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedAttentionBackward, ::testing::Values(64, 128),
                          [](const auto& info) { return "d" + std::to_string(info.param); });
 
+// D = 256: hopper_dkdv's warpgroups split D and share their P^T and dS^T through shared memory;
+// hopper_dq walks key tiles of 32. Ragged tiles both ways, grouped heads, rows that see no key.
+TEST(EmulatedAttentionBackwardD256, SplitHeadDimension) {
+  ExpectCorrect({.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 70, .d = 256}, {.causal = true});
+  ExpectCorrect({.b = 1, .hq = 1, .hkv = 1, .s = 100, .skv = 40, .d = 256}, {.causal = true});
+  ExpectCorrect({.b = 1, .hq = 1, .hkv = 1, .s = 65, .skv = 130, .d = 256}, {.dtype = "f16"});
+}
+
 TEST(AttentionBackwardPlan, NamesItsKernelsAndRefusesWhatItCannotRun) {
   const rt::AttentionGradOperands ops = {16, 16, 16, 16, 16, 16, 16, 16, 16};
   absl::StatusOr<rt::AttentionBackwardPlan> plan = rt::PlanAttentionBackward(
@@ -83,7 +91,14 @@ TEST(AttentionBackwardPlan, NamesItsKernelsAndRefusesWhatItCannotRun) {
   const rt::AttentionSize z = {.b = 1, .hq = 4, .hkv = 2, .s = 100, .skv = 100, .d = 128};
   rt::AttentionSize d256 = z;
   d256.d = 256;
-  EXPECT_NE(error(d256, ops).find("D = 256"), std::string::npos) << error(d256, ops);
+  plan = rt::PlanAttentionBackward(d256, {}, ops, 90);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->dkdv, "attention/hopper_dkdv.d256");
+  plan = rt::PlanAttentionBackward(d256, {.dq_atomics = true}, ops, 90);
+  EXPECT_NE(plan.status().message().find("dq_atomics"), std::string::npos) << plan.status();
+  rt::AttentionSize d96 = z;
+  d96.d = 96;
+  EXPECT_NE(error(d96, ops).find("D = 96"), std::string::npos) << error(d96, ops);
   rt::AttentionGradOperands unaligned = ops;
   unaligned.dk = 24;
   EXPECT_NE(error(z, unaligned).find("16-byte aligned"), std::string::npos);

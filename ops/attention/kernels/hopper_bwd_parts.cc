@@ -61,44 +61,76 @@ BackwardParams DeclareBackwardParams(Kernel& k, const AttentionShape& a, int q_r
 }
 
 void IssueOverD(Kernel& k, const WgmmaAccumulator& acc, int d, const SmemTile& a, int a_span_rows,
-                const Value& a_row0, const SmemTile& b, int b_span_rows) {
+                const Value& a_row0, const SmemTile& b, int b_span_rows, const Value& b_row0) {
   for (int kk = 0; kk < d; kk += 16)
     k.Wgmma(acc, {.a = a,
                   .a_row0 = kk / 64 * a_span_rows + a_row0,
                   .b = b,
-                  .b_row0 = kk / 64 * b_span_rows,
+                  .b_row0 = b_row0.valid() ? Operand(b_row0 + kk / 64 * b_span_rows)
+                                           : Operand(kk / 64 * b_span_rows),
                   .k0 = kk % 64,
                   .accumulate = kk > 0});
   k.WgmmaCommit();
 }
 
+void ProbabilitiesT(Kernel& k, const WgmmaAccumulator& st, const SmemTile& lse2_row,
+                    const Value& q0, const Value& key0, const Value& m0, const Value& Skv,
+                    const Value& shift, const Value& scale_log2) {
+  for (int pair = 0; pair < st.n() / 4; ++pair) {
+    Value key = (key0 + st.Row(pair)).To(s32);
+    Value col = q0.valid() ? q0 + st.Col(pair) : st.Col(pair);
+    Value lse2 = k.Load(lse2_row.At(0, col), 2);
+    for (int e = 0; e < 2; ++e) {
+      Value seen = key < Skv.To(s32);
+      if (shift.valid()) seen = seen & (key <= (m0 + col + e).To(s32) + shift);
+      Value x = Fma(st[2 * pair + e], scale_log2, -lse2.Lane(e));
+      st[2 * pair + e] = Select(seen, Exp2(x), k.F32(0));
+    }
+  }
+}
+
+void ScoreGradsT(Kernel& k, const WgmmaAccumulator& pt, const WgmmaAccumulator& dpt,
+                 const SmemTile& delta_row, const Value& q0) {
+  for (int pair = 0; pair < dpt.n() / 4; ++pair) {
+    Value col = q0.valid() ? q0 + dpt.Col(pair) : dpt.Col(pair);
+    Value delta = k.Load(delta_row.At(0, col), 2);
+    for (int e = 0; e < 2; ++e)
+      dpt[2 * pair + e] = pt[2 * pair + e] * (dpt[2 * pair + e] - delta.Lane(e));
+  }
+}
+
 std::vector<std::string> BundledBackwardVariants(const std::vector<std::string>& forms) {
   std::vector<std::string> v;
-  for (const char* d : {"d64", "d128"})
+  for (const char* d : {"d64", "d128", "d256"})
     for (const char* type : {"", ".f16"})
       for (const char* causal : {"", ".causal"})
-        for (const std::string& form : forms) v.push_back(absl::StrCat(d, type, causal, form));
+        for (const std::string& form : forms)
+          if (form.empty() || std::string(d) != "d256")
+            v.push_back(absl::StrCat(d, type, causal, form));
   return v;
 }
 
 void StoreGradientTile(Kernel& k, const WgmmaAccumulator& acc, const Value& scale,
                        const SmemTile& staging, int tile_rows, int warpgroups, const Value& wg,
                        const Value& c, int first_barrier, const TensorMap& map, const Value& row,
-                       const Value& head, Scalar in) {
+                       const Value& head, Scalar in, bool split_d) {
   if (scale.valid()) ScaleRows(acc, {scale, scale});
   const std::vector<Value> packed = PackPairs(acc, in);
-  const int d = acc.n();
-  Value row0 = wg * 64;
-  for (int p = 0; p < d / 4; ++p) {
-    const int span = p / 2 * 8 / 64;  // which 64 columns of D the pair lies in
-    k.Store(staging.At(span * tile_rows + row0 + acc.Row(p), acc.Col(p) - span * 64), packed[p]);
+  const int n = acc.n(), spans = n / 64;
+  for (int p = 0; p < n / 4; ++p) {
+    const int span = p / 2 * 8 / 64;  // which 64 columns of the accumulator the pair lies in
+    // The pair's row in the staging tile: this warpgroup's rows of the span, or its spans' rows.
+    Value at = split_d ? (wg * spans + span) * tile_rows + acc.Row(p)
+                       : span * tile_rows + wg * 64 + acc.Row(p);
+    k.Store(staging.At(at, acc.Col(p) - span * 64), packed[p]);
   }
   k.FenceProxyAsync();  // the writes, before the TMA store reads them
   k.NamedBarrier(wg + first_barrier, 128);
   for (int x = 0; x < warpgroups; ++x)
     k.If((c == 0) & (wg == x), [&] {
-      for (int span = 0; span < d / 64; ++span)
-        k.TmaStore(map, staging.Rows(span * tile_rows + x * 64, 64), {0, row, span, head});
+      const int x_row0 = split_d ? 0 : x * 64, x_span0 = split_d ? x * spans : 0;
+      for (int span = x_span0; span < x_span0 + spans; ++span)
+        k.TmaStore(map, staging.Rows(span * tile_rows + x_row0, 64), {0, row, span, head});
       k.BulkCommit();
       k.BulkWait(0);
     });

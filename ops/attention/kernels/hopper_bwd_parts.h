@@ -42,23 +42,40 @@ BackwardParams DeclareBackwardParams(Kernel& k, const AttentionShape& a, int q_r
                                      bool dkdv);
 
 // acc = A B^T over D (a multiple of 64), both K-major swizzled tiles whose 64-column spans of D
-// lie `a_span_rows` and `b_span_rows` rows apart: A's rows a_row0.. (64 of them), B's all; one
-// wgmma group, committed.
+// lie `a_span_rows` and `b_span_rows` rows apart: A's rows a_row0.. (64 of them), B's acc.n()
+// rows from b_row0 (0 where not valid); one wgmma group, committed.
 void IssueOverD(Kernel& k, const WgmmaAccumulator& acc, int d, const SmemTile& a, int a_span_rows,
-                const Value& a_row0, const SmemTile& b, int b_span_rows);
+                const Value& a_row0, const SmemTile& b, int b_span_rows,
+                const Value& b_row0 = Value());
 
-// The variants the build bundles: D 64 and 128, bf16 and f16, causal and not, each in `forms`
-// ("" the plain one).
+// S^T's registers (key rows from key0; query columns from m0 + q0, q0 0 where not valid) become
+// P^T = 2^(S^T * scale_log2 - lse2[query]), 0 past Skv and, where `shift` is valid (causal), where
+// key > query + shift; lse2_row holds the query tile's lse2 from its column 0. Rows past S read
+// lse2 = +inf (attention/bwd_prep): 0 too.
+void ProbabilitiesT(Kernel& k, const WgmmaAccumulator& st, const SmemTile& lse2_row,
+                    const Value& q0, const Value& key0, const Value& m0, const Value& Skv,
+                    const Value& shift, const Value& scale_log2);
+
+// dP^T's registers become dS^T = P^T * (dP^T - delta[query]), query columns from q0 of the tile.
+void ScoreGradsT(Kernel& k, const WgmmaAccumulator& pt, const WgmmaAccumulator& dpt,
+                 const SmemTile& delta_row, const Value& q0);
+
+// attention/hopper_dkdv at D = 256 (hopper_dkdv_split.cc), its two warpgroups splitting D.
+absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShape a);
+
+// The variants the build bundles: D 64, 128 and 256, bf16 and f16, causal and not, each in
+// `forms` ("" the plain one; D = 256 in that one only).
 std::vector<std::string> BundledBackwardVariants(const std::vector<std::string>& forms);
 
-// One warpgroup's m64nD accumulator, times `scale` (where valid), rounded to `in` and stored as
+// One warpgroup's m64nN accumulator, times `scale` (where valid), rounded to `in` and stored as
 // rows `row` .. row + 63 of head `head` through `staging` (a swizzled tile of `tile_rows` rows a
-// span, this warpgroup's rows wg * 64.. of it no longer read by any wgmma) and TMA boxes of `map`,
-// clipped at the tensor's last row. Thread `c` of the warpgroup's 128; the warpgroup meets at named
-// barrier first_barrier + wg.
+// span) and TMA boxes of `map`, clipped at the tensor's last row. The warpgroups own rows wg * 64..
+// and all of D (N = D), or with `split_d` the same 64 rows and D's columns wg * N..; their part of
+// the staging tile is no longer read by any wgmma. Thread `c` of the warpgroup's 128; the
+// warpgroup meets at named barrier first_barrier + wg.
 void StoreGradientTile(Kernel& k, const WgmmaAccumulator& acc, const Value& scale,
                        const SmemTile& staging, int tile_rows, int warpgroups, const Value& wg,
                        const Value& c, int first_barrier, const TensorMap& map, const Value& row,
-                       const Value& head, Scalar in);
+                       const Value& head, Scalar in, bool split_d = false);
 
 }  // namespace kiln::examples::attention_sm90

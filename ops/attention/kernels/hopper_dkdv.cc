@@ -16,8 +16,9 @@
 // too. D = 128: warpgroup w takes D's columns 64w..; D = 64: the warpgroups take turns, a step
 // each.
 //
-// Constraints (checked at build): 1 or 2 consumer warpgroups (dqadd: 2); D 64 or 128 (dK and dV
-// of D = 256 would not fit a warpgroup's registers beside S^T and dP^T).
+// Constraints (checked at build): 1 or 2 consumer warpgroups (dqadd: 2). D 64 or 128; at D = 256
+// dK and dV would not fit a warpgroup's registers beside S^T and dP^T, so BuildDkDvSplitD
+// (hopper_dkdv_split.cc) builds it, its warpgroups splitting D.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -73,42 +74,14 @@ void AddDq(Kernel& k, const BackwardParams& p, const WgmmaAccumulator& dq, const
     k.If(wg == buf, issue);
 }
 
-// S^T's registers (key rows from key0, query columns from m0) become P^T = 2^(S^T * scale_log2 -
-// lse2[query]), 0 past Skv and, where `shift` is valid (causal), where key > query + shift. Rows
-// past S read lse2 = +inf (attention/bwd_prep): 0 too.
-void ProbabilitiesT(Kernel& k, const WgmmaAccumulator& st, const SmemTile& lse2_row,
-                    const Value& key0, const Value& m0, const Value& Skv, const Value& shift,
-                    const Value& scale_log2) {
-  for (int pair = 0; pair < st.n() / 4; ++pair) {
-    Value key = (key0 + st.Row(pair)).To(s32);
-    Value lse2 = k.Load(lse2_row.At(0, st.Col(pair)), 2);
-    for (int e = 0; e < 2; ++e) {
-      Value seen = key < Skv.To(s32);
-      if (shift.valid()) seen = seen & (key <= (m0 + st.Col(pair) + e).To(s32) + shift);
-      Value x = Fma(st[2 * pair + e], scale_log2, -lse2.Lane(e));
-      st[2 * pair + e] = Select(seen, Exp2(x), k.F32(0));
-    }
-  }
-}
-
-// dP^T's registers become dS^T = P^T * (dP^T - delta[query]).
-void ScoreGradsT(Kernel& k, const WgmmaAccumulator& pt, const WgmmaAccumulator& dpt,
-                 const SmemTile& delta_row) {
-  for (int pair = 0; pair < dpt.n() / 4; ++pair) {
-    Value delta = k.Load(delta_row.At(0, dpt.Col(pair)), 2);
-    for (int e = 0; e < 2; ++e)
-      dpt[2 * pair + e] = pt[2 * pair + e] * (dpt[2 * pair + e] - delta.Lane(e));
-  }
-}
-
 absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
+  if (a.d == 256) return attention_sm90::BuildDkDvSplitD(name, a);
   if (!a.warpgroups) a.warpgroups = 2;
   if (!a.stages) a.stages = 2;
   const int D = a.d, W = a.warpgroups, BN = 64 * W, BM = kQueryRows, SPANS = D / 64;
   const Scalar in = a.in;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
   if (W < 1 || W > 2) k.Fail(absl::StrCat("hopper_dkdv takes 1 or 2 consumer warpgroups, not ", W));
-  if (D == 256) k.Fail("hopper_dkdv takes D = 64 or 128 (dK and dV of 256 exceed the registers)");
   if (a.persistent || a.split || a.per_sequence() || a.varlen || a.rows || a.two_ctas)
     k.Fail("hopper_dkdv runs dense [B, H, S, D] tensors, a CTA per key tile");
   const BackwardParams p = attention_sm90::DeclareBackwardParams(k, a, BM, BN, /*dkdv=*/true);
@@ -187,10 +160,10 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
       k.WgmmaFence();  // (its accumulator last written before the wait above)
       attention_sm90::IssueOverD(k, dpt, D, sV, BN, row0, sdO.Stage(ds), BM);
       k.WgmmaWait(1);  // S^T is in
-      ProbabilitiesT(k, st, sLse.Stage(qs), n0 + row0, m0, Skv, a.causal ? shift : Value(),
-                     scale_log2);
+      attention_sm90::ProbabilitiesT(k, st, sLse.Stage(qs), Value(), n0 + row0, m0, Skv,
+                                     a.causal ? shift : Value(), scale_log2);
       k.WgmmaWait(0);  // dP^T is in
-      ScoreGradsT(k, st, dpt, sDelta.Stage(ds));
+      attention_sm90::ScoreGradsT(k, st, dpt, sDelta.Stage(ds), Value());
       Value buf = step[0] % 2;
       if (a.dq_add) {  // dS^T rounded into its buffer; both warpgroups' rows in before dQ's wgmma
         const std::vector<Value> packed = PackPairs(dpt, in);
@@ -246,7 +219,8 @@ ExampleFamily DkDvFamily() {
   ExampleFamily f = AttentionFamilyOf(
       "attention/hopper_dkdv",
       "FlashAttention backward for sm_90a, dK and dV: a CTA per key tile walks the query tiles "
-      "that see it (S^T and dP^T rebuilt, P^T and dS^T from registers into dV and dK); D 64/128, "
+      "that see it (S^T and dP^T rebuilt, P^T and dS^T from registers into dV and dK; at D 256 "
+      "the warpgroups split D); D 64/128/256, "
       "bf16/f16, causal, grouped-query heads",
       BuildDkDv);
   f.bundled = attention_sm90::BundledBackwardVariants({"", ".dqadd"});

@@ -26,7 +26,7 @@ using attention_sm90::BackwardParams;
 
 absl::StatusOr<KernelDef> BuildDq(const std::string& name, AttentionShape a) {
   if (!a.warpgroups) a.warpgroups = 2;
-  if (!a.block_n) a.block_n = 64;
+  if (!a.block_n) a.block_n = a.d == 256 ? 32 : 64;  // D = 256: dQ's 128 registers beside S, dP
   if (!a.stages) a.stages = 2;
   const int D = a.d, W = a.warpgroups, BM = 64 * W, BN = a.block_n, SPANS = D / 64;
   const Scalar in = a.in;
@@ -135,7 +135,7 @@ ExampleFamily DqFamily() {
   ExampleFamily f = AttentionFamilyOf(
       "attention/hopper_dq",
       "FlashAttention backward for sm_90a, dQ: a CTA per query tile walks its key tiles (S and "
-      "dP rebuilt, dS from registers into dQ); D 64/128, bf16/f16, causal, grouped-query heads",
+      "dP rebuilt, dS from registers into dQ); D 64/128/256, bf16/f16, causal, grouped-query heads",
       BuildDq);
   f.bundled = attention_sm90::BundledBackwardVariants({""});
   return f;

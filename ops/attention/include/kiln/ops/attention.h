@@ -59,8 +59,8 @@ struct AttentionOptions {
   bool causal = false;
   float scale = 0;  // of the scores; 0: 1 / sqrt(D)
   // The backward only: dQ added in f32 by atomics from the dK/dV kernel (five GEMMs a step, not
-  // seven, but its order of adds, and so dQ's last bits, differ run to run), instead of the
-  // default's kernel of its own (kiln/ops/attention_backward.h).
+  // seven, but its order of adds, and so dQ's last bits, differ run to run; D 64 and 128),
+  // instead of the default's kernel of its own (kiln/ops/attention_backward.h).
   bool dq_atomics = false;
   // A bundled variant to run instead of the one the plan picks: the same family's name with the
   // problem's options and a tiling ("attention/hopper.d64.wg3.bn128"), or the other family's.

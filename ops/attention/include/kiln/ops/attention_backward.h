@@ -15,8 +15,8 @@
 //
 // Layouts as the forward's (kiln/ops/attention.h): Q, O, dO, dQ [B, Hq, S, D]; K, V, dK, dV
 // [B, Hkv, Skv, D]; lse [B, Hq, S] f32, as the forward wrote it. Grouped-query heads: dK and dV
-// of a KV head sum over the query heads that read it. D 64 or 128, dense tensors (no varlen, lens,
-// pages or rows layout, so far).
+// of a KV head sum over the query heads that read it. D 64, 128 or 256, dense tensors (no varlen,
+// lens, pages or rows layout, so far).
 #pragma once
 #include <string>
 

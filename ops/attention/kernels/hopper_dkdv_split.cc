@@ -1,0 +1,151 @@
+// attention/hopper_dkdv at D = 256 (hopper_bwd_parts.h says the algorithm). dK and dV of 64 keys
+// by 256 columns take 256 registers a thread in one warpgroup, so here the two consumer
+// warpgroups share a key tile of 64 and split D: warpgroup w holds dK's and dV's columns 128w...
+// A producer warp loads the tile of K and V once, then walks the query tiles of 64 rows that see
+// it as hopper_dkdv does (each query head of the group, Q with lse2, dO with delta, two rings).
+// Per query tile, warpgroup w takes the queries 32w..:
+//   S^T = K Q_w^T and dP^T = V dO_w^T            (wgmma, 64 keys x 32 queries over all of D)
+//   P^T and dS^T as hopper_dkdv makes them, rounded into shared tiles [64 keys, 64 queries]
+// the warpgroups meet, and each adds
+//   dV_w += P^T dO[:, 128w..] and dK_w += dS^T Q[:, 128w..]   (wgmma, A from those tiles)
+// The tiles are a ring of two: a warpgroup writes one again only after both have met at the next
+// step, by which time both have waited for the wgmmas that read it. At the end each warpgroup
+// stores scale * dK_w and dV_w through its spans of K's and V's tiles.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kiln/pipeline.h"
+#include "kiln/rows.h"
+#include "ops/attention/kernels/hopper_bwd_parts.h"
+
+namespace kiln::examples::attention_sm90 {
+namespace {
+
+constexpr int kKeys = 64, kQueryRows = 64, kWarpgroups = 2, kProducerRegs = 24;
+
+// One warpgroup's accumulator (64 keys x its 32 queries) rounded into columns q0.. of `tile`.
+void StoreHalf(Kernel& k, const WgmmaAccumulator& acc, const SmemTile& tile, const Value& q0,
+               Scalar in) {
+  const std::vector<Value> packed = PackPairs(acc, in);
+  for (int pair = 0; pair < acc.n() / 4; ++pair)
+    k.Store(tile.At(acc.Row(pair), q0 + acc.Col(pair)), packed[pair]);
+}
+
+}  // namespace
+
+absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShape a) {
+  if (!a.stages) a.stages = 2;
+  const int D = a.d, W = kWarpgroups, BN = kKeys, BM = kQueryRows, SPANS = D / 64;
+  const Scalar in = a.in;
+  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
+  if (a.warpgroups && a.warpgroups != W)
+    k.Fail("hopper_dkdv at D = 256 takes 2 consumer warpgroups (they split D)");
+  if (a.dq_add) k.Fail("hopper_dkdv.dqadd takes D = 64 or 128");
+  const BackwardParams p = DeclareBackwardParams(k, a, BM, BN, /*dkdv=*/true);
+  const Value &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv;
+  k.Grid(absl::StrCat("Skv/", BN, "*Hkv*B"));
+  k.Attribute("attention_backward",
+              absl::StrCat("d=", D, " causal=", a.causal, " block_n=", BN, " split_d=", W));
+
+  SmemTile sK = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B);
+  SmemTile sV = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B);
+  SmemTile sQ = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B, a.stages);
+  SmemTile sdO = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B, a.stages);
+  SmemTile sLse = k.Smem(f32, 1, BM, SmemLayout{.stages = a.stages});
+  SmemTile sDelta = k.Smem(f32, 1, BM, SmemLayout{.stages = a.stages});
+  SmemTile sP = k.SmemSwizzled(in, BN, BM, Swizzle::k128B, 2);  // P^T [keys, queries], two
+  SmemTile sdS = k.SmemSwizzled(in, BN, BM, Swizzle::k128B, 2);
+  Pipeline kv_ring(k, 1, W), q_ring(k, a.stages, W), do_ring(k, a.stages, W);
+
+  // The CTA's key tile, head-major, and the query tiles that see it (as hopper_dkdv).
+  Value key_tiles = (Skv + (BN - 1)) / BN, t = k.BlockIdx(0);
+  Value n0 = t % key_tiles * BN, kv_head = t / key_tiles;  // b * Hkv + h
+  Value b = kv_head / Hkv, group = Hq / Hkv, first_q_head = b * Hq + kv_head % Hkv * group;
+  Value shift = Skv.To(s32) - S.To(s32);  // query i sees keys j <= i + shift
+  Value m_tiles = (S + (BM - 1)) / BM;
+  Value m_first = a.causal ? Max(n0.To(s32) - shift, 0).To(i32) / BM : k.I32(0);
+
+  k.If(k.ThreadIdx() == 0, [&] {
+    kv_ring.Init();
+    q_ring.Init();
+    do_ring.Init();
+  });
+  k.SyncThreads();
+
+  auto each_query_tile = [&](const std::function<void(Value q_head, Value m0)>& body) {
+    k.For(0, group, 1, [&](Value g) {
+      k.For(m_first, m_tiles, 1, [&](Value m) { body(first_q_head + g, m * BM); });
+    });
+  };
+
+  k.Role({.first_thread = 0, .threads = 128, .max_regs = kProducerRegs}, [&](Value tid) {
+    k.If(tid == 0, [&] {
+      Pipeline::Cursor kv_at = kv_ring.Start(), q_at = q_ring.Start(), do_at = do_ring.Start();
+      kv_ring.Produce(kv_at, {{&p.tk, sK, {0, n0, 0, kv_head}}, {&p.tv, sV, {0, n0, 0, kv_head}}});
+      each_query_tile([&](Value q_head, Value m0) {
+        q_ring.Produce(q_at, {{&p.tq, sQ, {0, m0, 0, q_head}}, {&p.tlse2, sLse, {m0, q_head}}});
+        do_ring.Produce(do_at,
+                        {{&p.tdo, sdO, {0, m0, 0, q_head}}, {&p.tdelta, sDelta, {m0, q_head}}});
+      });
+    });
+  });
+
+  k.Role({.first_thread = 128, .threads = 128 * W, .max_regs = 240}, [&](Value tid) {
+    Value c = tid % 128, wg = tid / 128, q0 = wg * (BM / W);
+    Value scale_log2 = p.scale * M_LOG2E;
+    Pipeline::Cursor kv_at = kv_ring.Start(), q_at = q_ring.Start(), do_at = do_ring.Start();
+    WgmmaAccumulator dk = k.WgmmaAcc(D / W), dv = k.WgmmaAcc(D / W);
+    // S^T and dP^T of this warpgroup's queries, made outside the loop (see hopper_dkdv).
+    WgmmaAccumulator st = k.WgmmaAcc(BM / W), dpt = k.WgmmaAcc(BM / W);
+    Regs step = k.Registers(Type::Of(i32), 1);  // which buffer of sP and sdS
+    Value kvs = kv_ring.Acquire(kv_at);
+    each_query_tile([&](Value q_head, Value m0) {
+      Value qs = q_ring.Acquire(q_at);
+      k.WgmmaFence();
+      IssueOverD(k, st, D, sK, BN, k.I32(0), sQ.Stage(qs), BM, q0);
+      Value ds = do_ring.Acquire(do_at);
+      k.WgmmaFence();
+      IssueOverD(k, dpt, D, sV, BN, k.I32(0), sdO.Stage(ds), BM, q0);
+      k.WgmmaWait(1);  // S^T is in
+      ProbabilitiesT(k, st, sLse.Stage(qs), q0, n0, m0, Skv, a.causal ? shift : Value(),
+                     scale_log2);
+      k.WgmmaWait(0);  // dP^T is in
+      ScoreGradsT(k, st, dpt, sDelta.Stage(ds), q0);
+      Value buf = step[0] % 2;
+      StoreHalf(k, st, sP.Stage(buf), q0, in);
+      StoreHalf(k, dpt, sdS.Stage(buf), q0, in);
+      k.FenceProxyAsync();  // the generic writes, before the wgmmas read them
+      k.NamedBarrier(W + 1, 128 * W);
+      k.WgmmaFence();
+      for (int kk = 0; kk < BM; kk += 16)
+        k.Wgmma(
+            dv,
+            {.a = sP.Stage(buf), .b = {sdO.Stage(ds), true, BM}, .b_row0 = wg * (D / W), .k0 = kk});
+      for (int kk = 0; kk < BM; kk += 16)
+        k.Wgmma(
+            dk,
+            {.a = sdS.Stage(buf), .b = {sQ.Stage(qs), true, BM}, .b_row0 = wg * (D / W), .k0 = kk});
+      k.WgmmaCommit();
+      k.WgmmaWait(0);
+      step[0] = step[0] + 1;
+      // lse2 and delta were read through the generic proxy: fenced, the warpgroup meets, one
+      // thread releases (as hopper_dkdv).
+      k.FenceProxyAsync();
+      k.NamedBarrier(wg + 1, 128);
+      q_ring.Release(qs, c);
+      do_ring.Release(ds, c);
+    });
+    // Both warpgroups' last S^T and dP^T wgmmas, the only readers of K's and V's tiles, retired
+    // before the last meeting: dK and dV go out through this warpgroup's spans of them.
+    StoreGradientTile(k, dk, p.scale, sK, BN, W, wg, c, 1, p.tout[0], n0, kv_head, in,
+                      /*split_d=*/true);
+    StoreGradientTile(k, dv, Value(), sV, BN, W, wg, c, 1, p.tout[1], n0, kv_head, in,
+                      /*split_d=*/true);
+    kv_ring.Release(kvs, c);
+  });
+  return k.Build();
+}
+
+}  // namespace kiln::examples::attention_sm90
