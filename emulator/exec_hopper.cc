@@ -153,6 +153,15 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
                 absl::StrCat("a rank-", (*map)->spec.box.size(), " tensor map with ", coords.size(),
                              " coordinates"));
   if (prefetch) return absl::OkStatus();  // nothing any thread can see
+  // A box's innermost coordinate must fall on a 16-byte boundary of the tensor: the GPU raises an
+  // illegal instruction otherwise (Triton's TMA notes state the rule; an H200 raised it for a
+  // box of f32 starting 7 elements in).
+  const int es = rt::TmaElementBytes((*map)->spec.dtype);
+  if (coords[0] * es % 16)
+    return Fail(t, in,
+                absl::StrFormat("a TMA box's innermost coordinate %d (%d-byte elements) is not on "
+                                "a 16-byte boundary: the GPU raises an illegal instruction",
+                                coords[0], es));
   const uint64_t smem = Address(t, load ? in.ops.at(0) : in.ops.at(1));
   if (smem % 128)
     return Fail(

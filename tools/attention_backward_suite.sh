@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The attention backward on the GPU: dQ, dK and dV checked against the fp64 host reference at
 # D = 64, 128 and 256, causal and not, grouped-query heads and ragged lengths (S = 1 to 16384, S != Skv,
-# f16, dQ by atomics), each run ten times for the same bytes; then timed on the problems of the
+# f16, dQ by atomics, packed sequences), each run ten times for the same bytes; then timed on the problems of the
 # backward's PERF entry next to torch's SDPA flash and cuDNN backward in the same call.
 #   KILN_RT_BUILD, KILN_BUNDLES, OUT as for tools/gpu_suite.sh; ATTENTION_ITERS (default 20).
 set -u
@@ -27,6 +27,17 @@ for d in 64 128 256; do
   done
 done 2>&1 | tee "$out/attention_backward_check.log"
 kiln --d 128 --causal --b 1 --h 2 --hkv 1 --s 16384 --iters 0 2>&1 | tee -a "$out/attention_backward_check.log"
+echo "== attention backward over packed sequences (varlen): correctness, then against dense at equal tokens"
+for d in 64 128 256; do
+  for causal in --nocausal --causal; do
+    kiln --d "$d" $causal --h 4 --hkv 2 --varlen 7,100,1000,4095,1,3000 --iters 0 || status=1
+  done
+done 2>&1 | tee -a "$out/attention_backward_check.log"
+kiln --d 128 --causal --h 2 --hkv 1 --varlen 16384,1,777 --iters 0 2>&1 | tee -a "$out/attention_backward_check.log"
+for causal in --nocausal --causal; do
+  kiln --d 128 $causal --h 16 --varlen 4096,4096,4096,4096 --iters "$iters" || status=1
+  kiln --d 128 $causal --h 16 --b 4 --s 4096 --iters "$iters" || status=1
+done 2>&1 | tee -a "$out/attention_backward_check.log"
 grep -q FAIL "$out/attention_backward_check.log" && status=1
 
 echo "== attention backward: speed (B * S = 16384, 16 heads, bf16; median of $iters)"

@@ -306,6 +306,31 @@ def attention_grad():
                    rel(g, r.grad), 2e-2)
 
 
+def varlen_attention_grad():
+    """kiln.varlen_attention_backward over packed sequences [T, H, D] against torch SDPA's
+    gradients in fp32, sequence by sequence (grouped heads expanded), at D 64, 128 and 256."""
+    for lengths, hq, hkv, d, causal in [([7, 1000, 1, 4095], 4, 2, 128, True),
+                                        ([300, 64, 129], 2, 1, 64, False), ([513, 70], 2, 2, 256, True)]:
+        cu = torch.tensor([0] + lengths, device="cuda").cumsum(0).int()
+        t = int(cu[-1])
+        q, d_o = (torch.randn(t, hq, d, device="cuda").bfloat16() for _ in range(2))
+        k, v = (torch.randn(t, hkv, d, device="cuda").bfloat16() for _ in range(2))
+        o, lse = kiln.varlen_attention(q, k, v, cu, max(lengths), causal=causal)
+        got = kiln.varlen_attention_backward(q, k, v, o, lse, d_o, cu, max(lengths), causal=causal)
+        want = [torch.empty(x.shape, device="cuda") for x in (q, k, v)]
+        for b in range(len(lengths)):
+            rows = slice(int(cu[b]), int(cu[b + 1]))
+            ref = [x[rows].transpose(0, 1)[None].float().requires_grad_() for x in (q, k, v)]
+            ke, ve = (x.repeat_interleave(hq // hkv, dim=1) for x in ref[1:])
+            F.scaled_dot_product_attention(ref[0], ke, ve, is_causal=causal).backward(
+                d_o[rows].transpose(0, 1)[None].float())
+            for w, r in zip(want, ref):
+                w[rows] = r.grad[0].transpose(0, 1)
+        for name, g, w in zip(("dq", "dk", "dv"), got, want):
+            report(f"varlen backward {name} {lengths} hq{hq} hkv{hkv} d{d}{' causal' if causal else ''}",
+                   rel(g, w), 2e-2)
+
+
 def torch_ops():
     """kiln.torch: torch.library.opcheck on each op, and torch.compile(fullgraph=True) of a small
     model calling them against the same model run eagerly."""
@@ -381,7 +406,7 @@ def host_cost():
 
 print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
       f"bundles {kiln.bundle_dir()}")
-for part in [row_ops, gemms, attention, attention_grad, decode, append, glue, streams_and_load, errors, torch_ops, host_cost]:
+for part in [row_ops, gemms, attention, attention_grad, varlen_attention_grad, decode, append, glue, streams_and_load, errors, torch_ops, host_cost]:
     try:
         part()
     except Exception as e:  # a part that raises fails, and the rest still run

@@ -20,21 +20,38 @@ absl::StatusOr<std::vector<Arg>> BackwardArgs(const Manifest& m, const Attention
                                               const AttentionBackwardPlan& plan,
                                               const AttentionGradOperands& o, uint64_t lse2,
                                               uint64_t delta, uint64_t dq_acc) {
-  const std::map<std::string, int64_t> ints = {{"B", z.b},     {"Hq", z.hq},
-                                               {"Hkv", z.hkv}, {"S", z.s},
-                                               {"Skv", z.skv}, {"Sp", plan.padded_rows},
-                                               {"D", z.d},     {"zero_dq", plan.dq_add ? 1 : 0}};
-  const std::map<std::string, cu::CUdeviceptr> tensors = {
-      {"Q", o.q},    {"K", o.k},     {"V", o.v},       {"O", o.o},
-      {"dO", o.d_o}, {"lse", o.lse}, {"dQ", o.dq},     {"dK", o.dk},
-      {"dV", o.dv},  {"lse2", lse2}, {"delta", delta}, {"dQacc", dq_acc}};
+  // varlen: the tiles of 64 rows or more of all sequences number at most T / 64 + B.
+  const std::map<std::string, int64_t> ints = {{"B", z.b},
+                                               {"Hq", z.hq},
+                                               {"Hkv", z.hkv},
+                                               {"S", z.s},
+                                               {"Skv", z.skv},
+                                               {"Sp", plan.padded_rows},
+                                               {"D", z.d},
+                                               {"T", z.total},
+                                               {"tiles", (z.total + 63) / 64 + z.b},
+                                               {"zero_dq", plan.dq_add ? 1 : 0}};
+  const std::map<std::string, cu::CUdeviceptr> tensors = {{"Q", o.q},
+                                                          {"K", o.k},
+                                                          {"V", o.v},
+                                                          {"O", o.o},
+                                                          {"dO", o.d_o},
+                                                          {"lse", o.lse},
+                                                          {"dQ", o.dq},
+                                                          {"dK", o.dk},
+                                                          {"dV", o.dv},
+                                                          {"lse2", lse2},
+                                                          {"delta", delta},
+                                                          {"dQacc", dq_acc},
+                                                          {"cu_seqlens", o.cu_seqlens}};
+  const int64_t row_heads = (z.varlen ? 1 : z.b) * z.hq;  // the workspace's heads
   std::vector<Arg> args;
   for (const ParamSpec& p : m.params) {
     using Kind = ParamSpec::Kind;
     if (p.kind == Kind::kI32 && ints.count(p.name)) {
       args.push_back(Arg::I32(static_cast<int32_t>(ints.at(p.name))));
     } else if (p.kind == Kind::kI64 && p.name == "units") {  // bwd_prep: 8 elements a thread
-      args.push_back(Arg::I64(z.b * z.hq * plan.padded_rows * z.d / 8));
+      args.push_back(Arg::I64(row_heads * plan.padded_rows * z.d / 8));
     } else if (p.kind == Kind::kI64 && p.name == "out_units") {  // bwd_dq_convert
       args.push_back(Arg::I64(z.b * z.hq * z.s * z.d / 8));
     } else if (p.kind == Kind::kF32 && p.name == "scale") {
@@ -60,27 +77,37 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
                                                             int compute_capability) {
   // The forward's checks of the sizes, heads, type, scale and its tensors' pointers.
   absl::StatusOr<AttentionPlan> forward = PlanAttention(
-      z, options, {.q = o.q, .k = o.k, .v = o.v, .o = o.o, .lse = o.lse}, compute_capability);
+      z, options,
+      {.q = o.q, .k = o.k, .v = o.v, .o = o.o, .lse = o.lse, .cu_seqlens = o.cu_seqlens},
+      compute_capability);
   if (!forward.ok()) return forward.status();
   if (compute_capability != 90)
     return Invalid(
         absl::StrCat("the backward kernels are for sm_90a (H100, H200); this device "
                      "is sm_",
                      compute_capability));
-  if (z.varlen || z.lens || z.page || z.rows)
-    return Invalid("dense [B, H, S, D] tensors only: no varlen, lens, pages or rows layout");
+  if (z.lens || z.page || z.rows)
+    return Invalid(
+        "dense [B, H, S, D] tensors or packed sequences (varlen) only: no lens, pages or rows "
+        "layout");
   if (z.d != 64 && z.d != 128 && z.d != 256)
     return Invalid(absl::StrCat("head dimension D = ", z.d, ": the backward takes 64, 128 or 256"));
   if (options.dq_atomics && z.d == 256)
     return Invalid("dQ by atomics (dq_atomics) takes D = 64 or 128; D = 256 runs deterministic");
+  if (options.dq_atomics && z.varlen)
+    return Invalid(
+        "dQ by atomics (dq_atomics) takes dense tensors; packed sequences (varlen) run "
+        "deterministic");
   if (!options.kernel.empty()) return Invalid("no kernel override: the plan picks the kernels");
   if (!o.d_o || !o.dq || !o.dk || !o.dv) return Invalid("dO, dQ, dK and dV need device pointers");
   if (o.d_o % 16 || o.dq % 16 || o.dk % 16 || o.dv % 16)
     return Invalid("dO, dQ, dK and dV are read and written by TMA: 16-byte aligned pointers");
   AttentionBackwardPlan plan;
-  const std::string variant = absl::StrCat(".d", z.d, options.dtype == "f16" ? ".f16" : "",
-                                           options.causal ? ".causal" : "");
-  plan.prep = absl::StrCat("attention/bwd_prep", options.dtype == "f16" ? ".f16" : "");
+  const std::string variant =
+      absl::StrCat(".d", z.d, options.dtype == "f16" ? ".f16" : "", options.causal ? ".causal" : "",
+                   z.varlen ? ".varlen" : "");
+  plan.prep = absl::StrCat("attention/bwd_prep", options.dtype == "f16" ? ".f16" : "",
+                           z.varlen ? ".varlen" : "");
   // dQ by its own kernel unless asked for by atomics, which measured no faster
   // (docs/perf/2026-11-28-attention-backward.md, "dQ through a TMA reduction").
   plan.dq_add = options.dq_atomics;
@@ -89,7 +116,7 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
                 ? absl::StrCat("attention/bwd_dq_convert", options.dtype == "f16" ? ".f16" : "")
                 : "attention/hopper_dq" + variant;
   plan.scale = forward->scale;
-  plan.padded_rows = (z.s + 63) / 64 * 64;
+  plan.padded_rows = z.varlen ? (z.total + 64) / 64 * 64 : (z.s + 63) / 64 * 64;
   return plan;
 }
 
@@ -101,7 +128,7 @@ absl::Status RunAttentionBackward(const AttentionSize& size, const AttentionOpti
   if (!plan.ok()) return plan.status();
   absl::StatusOr<uint64_t> workspace = device.Scratch(2, plan->WorkspaceBytes(size));
   if (!workspace.ok()) return workspace.status();
-  const int64_t rows = size.b * size.hq * plan->padded_rows;
+  const int64_t rows = (size.varlen ? 1 : size.b) * size.hq * plan->padded_rows;
   const uint64_t lse2 = *workspace, delta = lse2 + rows * 4;
   const uint64_t dq_acc = plan->dq_add ? delta + rows * 4 : 0;
   for (const std::string& kernel : {plan->prep, plan->dkdv, plan->dq}) {

@@ -32,6 +32,21 @@ struct Decoded {
   std::vector<double> q, k, v, d_o, o;
 };
 
+// Where row i of head h of sequence b starts, in elements: [B, H, S, D], or packed sequences
+// [T, H, D] from the cumulative offsets `cu` (varlen).
+struct Layout {
+  rt::AttentionSize z;
+  std::vector<int64_t> cu;  // varlen: B + 1 offsets; dense: empty
+  int64_t S(int64_t b) const { return cu.empty() ? z.s : cu[b + 1] - cu[b]; }
+  int64_t Skv(int64_t b) const { return cu.empty() ? z.skv : cu[b + 1] - cu[b]; }
+  int64_t Q(int64_t b, int64_t h, int64_t i) const {
+    return (cu.empty() ? (b * z.hq + h) * z.s + i : (cu[b] + i) * z.hq + h) * z.d;
+  }
+  int64_t Kv(int64_t b, int64_t g, int64_t j) const {
+    return (cu.empty() ? (b * z.hkv + g) * z.skv + j : (cu[b] + j) * z.hkv + g) * z.d;
+  }
+};
+
 // The fp64 gradients of one KV head's group: dQ of its query heads' rows ([G, S, D]), dK and dV
 // of its keys ([Skv, D]); and its O ([G, S, D]), to check the forward's. dq_terms and dk_terms:
 // the same sums over the terms' magnitudes (|dS_ij| as |P_ij| (|dP_ij| + |delta_i|)), the scale
@@ -57,32 +72,29 @@ double Dot(const double* a, const double* b, int64_t d) {
   return s;
 }
 
-GroupGrads ReferenceGroup(const rt::AttentionSize& z, bool causal, double scale, const Decoded& in,
-                          int64_t b, int64_t g) {
-  const int64_t G = z.hq / z.hkv, D = z.d, kv = b * z.hkv + g;
-  auto q_row = [&](int64_t r, int64_t i) { return &in.q[((b * z.hq + g * G + r) * z.s + i) * D]; };
-  auto do_row = [&](int64_t r, int64_t i) {
-    return &in.d_o[((b * z.hq + g * G + r) * z.s + i) * D];
-  };
-  auto k_row = [&](int64_t j) { return &in.k[(kv * z.skv + j) * D]; };
-  auto v_row = [&](int64_t j) { return &in.v[(kv * z.skv + j) * D]; };
-  auto given_o = [&](int64_t r, int64_t i) {
-    return &in.o[((b * z.hq + g * G + r) * z.s + i) * D];
-  };
+GroupGrads ReferenceGroup(const Layout& at, bool causal, double scale, const Decoded& in, int64_t b,
+                          int64_t g) {
+  const rt::AttentionSize& z = at.z;
+  const int64_t G = z.hq / z.hkv, D = z.d, S = at.S(b), Skv = at.Skv(b);
+  auto q_row = [&](int64_t r, int64_t i) { return &in.q[at.Q(b, g * G + r, i)]; };
+  auto do_row = [&](int64_t r, int64_t i) { return &in.d_o[at.Q(b, g * G + r, i)]; };
+  auto k_row = [&](int64_t j) { return &in.k[at.Kv(b, g, j)]; };
+  auto v_row = [&](int64_t j) { return &in.v[at.Kv(b, g, j)]; };
+  auto given_o = [&](int64_t r, int64_t i) { return &in.o[at.Q(b, g * G + r, i)]; };
   auto keys = [&](int64_t i) {
-    return causal ? std::clamp<int64_t>(i + 1 + z.skv - z.s, 0, z.skv) : z.skv;
+    return causal ? std::clamp<int64_t>(i + 1 + Skv - S, 0, Skv) : Skv;
   };
   GroupGrads out;
-  out.dq.assign(G * z.s * D, 0), out.dk.assign(z.skv * D, 0), out.dv.assign(z.skv * D, 0);
-  out.o.assign(G * z.s * D, 0);
-  out.dq_terms.assign(G * z.s * D, 0), out.dk_terms.assign(z.skv * D, 0);
-  std::vector<double> lse(G * z.s, 0), delta(G * z.s, 0);
+  out.dq.assign(G * S * D, 0), out.dk.assign(Skv * D, 0), out.dv.assign(Skv * D, 0);
+  out.o.assign(G * S * D, 0);
+  out.dq_terms.assign(G * S * D, 0), out.dk_terms.assign(Skv * D, 0);
+  std::vector<double> lse(G * S, 0), delta(G * S, 0);
   // Per query row: its scores, lse, O, delta = dO . O, and dQ = scale * sum_j dS_ij K_j. delta
   // takes the O the backward was given, as the backward's definition does: where the gradients
   // cancel to nothing (one key: dS = P (dO . V - dO . O) = 0 in exact arithmetic), the given O's
   // rounding is what remains, in the kernels and here alike.
-  Parallel(G * z.s, [&](int64_t row) {
-    const int64_t r = row / z.s, i = row % z.s, n = keys(i);
+  Parallel(G * S, [&](int64_t row) {
+    const int64_t r = row / S, i = row % S, n = keys(i);
     if (!n) return;
     std::vector<double> p(n);
     double* o = &out.o[row * D];
@@ -105,10 +117,10 @@ GroupGrads ReferenceGroup(const rt::AttentionSize& z, bool causal, double scale,
     }
   });
   // Per key: dV_j = sum_i P_ij dO_i and dK_j = scale * sum_i dS_ij Q_i over the rows that see it.
-  Parallel(z.skv, [&](int64_t j) {
+  Parallel(Skv, [&](int64_t j) {
     double *dk = &out.dk[j * D], *dv = &out.dv[j * D], *terms = &out.dk_terms[j * D];
-    for (int64_t row = 0; row < G * z.s; ++row) {
-      const int64_t r = row / z.s, i = row % z.s;
+    for (int64_t row = 0; row < G * S; ++row) {
+      const int64_t r = row / S, i = row % S;
       if (j >= keys(i)) continue;
       const double p = std::exp(scale * Dot(q_row(r, i), k_row(j), D) - lse[row]);
       const double dp = Dot(do_row(r, i), v_row(j), D), ds = p * (dp - delta[row]);
@@ -149,12 +161,17 @@ struct Grads {
   bool operator==(const Grads& o) const = default;
 };
 
-// The groups to check: all of them where the reference is cheap, else the first and the last.
+// The groups to check: all of them where the reference is cheap, else the first and the last
+// (packed sequences: each sequence's first and last KV head's).
 std::vector<std::pair<int64_t, int64_t>> GroupsToCheck(const rt::AttentionSize& z) {
   std::vector<std::pair<int64_t, int64_t>> groups;
   if (static_cast<double>(z.b) * z.hq * z.s * z.skv * z.d <= 4e8) {
     for (int64_t b = 0; b < z.b; ++b)
       for (int64_t g = 0; g < z.hkv; ++g) groups.push_back({b, g});
+  } else if (z.varlen) {
+    for (int64_t b = 0; b < z.b; ++b)
+      for (int64_t g : {int64_t{0}, z.hkv - 1})
+        if (g == 0 || z.hkv > 1) groups.push_back({b, g});
   } else {
     groups.push_back({0, 0});
     if (z.b * z.hkv > 1) groups.push_back({z.b - 1, z.hkv - 1});
@@ -162,18 +179,28 @@ std::vector<std::pair<int64_t, int64_t>> GroupsToCheck(const rt::AttentionSize& 
   return groups;
 }
 
-void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, const Decoded& in,
+void Check(const Layout& at, bool causal, double scale, bool half, const Decoded& in,
            const std::vector<uint16_t>& o, const Grads& got, AttentionGradResult& r) {
   Sums dq, dk, dv, fo;
+  const rt::AttentionSize& z = at.z;
   const int64_t G = z.hq / z.hkv, D = z.d;
   for (auto [b, g] : GroupsToCheck(z)) {
-    const GroupGrads want = ReferenceGroup(z, causal, scale, in, b, g);
-    dq.Add(&got.dq[(b * z.hq + g * G) * z.s * D], want.dq.data(), G * z.s * D, half,
-           want.dq_terms.data());
-    dk.Add(&got.dk[(b * z.hkv + g) * z.skv * D], want.dk.data(), z.skv * D, half,
-           want.dk_terms.data());
-    dv.Add(&got.dv[(b * z.hkv + g) * z.skv * D], want.dv.data(), z.skv * D, half);
-    fo.Add(&o[(b * z.hq + g * G) * z.s * D], want.o.data(), G * z.s * D, half);
+    const GroupGrads want = ReferenceGroup(at, causal, scale, in, b, g);
+    const int64_t S = at.S(b), Skv = at.Skv(b);
+    // The group's rows of a tensor, in the reference's order ([G, S, D] or [Skv, D]).
+    auto rows = [&](const std::vector<uint16_t>& x, bool query_side) {
+      std::vector<uint16_t> out;
+      for (int64_t r = 0; r < (query_side ? G : 1); ++r)
+        for (int64_t i = 0; i < (query_side ? S : Skv); ++i) {
+          const int64_t from = query_side ? at.Q(b, g * G + r, i) : at.Kv(b, g, i);
+          out.insert(out.end(), x.begin() + from, x.begin() + from + D);
+        }
+      return out;
+    };
+    dq.Add(rows(got.dq, true).data(), want.dq.data(), G * S * D, half, want.dq_terms.data());
+    dk.Add(rows(got.dk, false).data(), want.dk.data(), Skv * D, half, want.dk_terms.data());
+    dv.Add(rows(got.dv, false).data(), want.dv.data(), Skv * D, half);
+    fo.Add(rows(o, true).data(), want.o.data(), G * S * D, half);
     r.heads_checked += G;
   }
   r.dq_error = dq.Error(), r.dk_error = dk.Error(), r.dv_error = dv.Error();
@@ -199,32 +226,48 @@ void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, con
 
 // Inputs in, the forward, the backward with its outputs poisoned, checked; then `repeat_runs`
 // more backward passes compared bit for bit with the first. `ops` keeps the operands for timing.
-absl::StatusOr<AttentionGradResult> RunGrad(GradDevice& dev, const rt::AttentionSize& z,
+absl::StatusOr<AttentionGradResult> RunGrad(GradDevice& dev, const Layout& layout,
                                             const rt::AttentionOptions& options, uint64_t seed,
                                             int repeat_runs, rt::AttentionGradOperands& ops) {
+  const rt::AttentionSize& z = layout.z;
   const bool half = options.dtype == "f16";
-  const rt::AttentionGradOperands fake = {16, 16, 16, 16, 16, 16, 16, 16, 16};
+  rt::AttentionGradOperands fake = {16, 16, 16, 16, 16, 16, 16, 16, 16};
+  fake.cu_seqlens = z.varlen ? 16 : 0;
   absl::StatusOr<rt::AttentionBackwardPlan> plan = rt::PlanAttentionBackward(z, options, fake, 90);
   if (!plan.ok()) return plan.status();
   AttentionGradResult r;
   r.kernels = absl::StrCat(plan->prep, " + ", plan->dkdv, " + ", plan->dq);
   r.size = z, r.causal = options.causal;
-  const int64_t q_elems = z.b * z.hq * z.s * z.d, kv_elems = z.b * z.hkv * z.skv * z.d;
+  // Rows a head: varlen's tensors hold `total` rows of all heads.
+  const int64_t q_rows = z.varlen ? z.total : z.b * z.s, kv_rows = z.varlen ? z.total : z.b * z.skv;
+  const int64_t q_elems = q_rows * z.hq * z.d, kv_elems = kv_rows * z.hkv * z.d;
   const std::vector<uint16_t> q = RandomNormal16(q_elems, seed, half),
                               k = RandomNormal16(kv_elems, seed + 1, half),
                               v = RandomNormal16(kv_elems, seed + 2, half),
                               d_o = RandomNormal16(q_elems, seed + 3, half);
   std::vector<uint64_t> at;
-  for (int64_t bytes : {q_elems * 2, kv_elems * 2, kv_elems * 2, q_elems * 2, z.b * z.hq * z.s * 4,
-                        q_elems * 2, q_elems * 2, kv_elems * 2, kv_elems * 2}) {
+  for (int64_t bytes : {q_elems * 2, kv_elems * 2, kv_elems * 2, q_elems * 2, q_rows * z.hq * 4,
+                        q_elems * 2, q_elems * 2, kv_elems * 2, kv_elems * 2,
+                        std::max<int64_t>(4, static_cast<int64_t>(layout.cu.size()) * 4)}) {
     absl::StatusOr<uint64_t> a = dev.allocate(bytes);
     if (!a.ok()) return a.status();
     at.push_back(*a);
   }
   for (auto [i, host] : {std::pair{0, &q}, std::pair{1, &k}, std::pair{2, &v}, std::pair{5, &d_o}})
     if (absl::Status st = dev.copy_in(at[i], host->data(), host->size() * 2); !st.ok()) return st;
+  const std::vector<int32_t> cu(layout.cu.begin(), layout.cu.end());
+  if (!cu.empty())
+    if (absl::Status st = dev.copy_in(at[9], cu.data(), cu.size() * 4); !st.ok()) return st;
   ops = {at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8]};
-  if (absl::Status st = dev.forward({ops.q, ops.k, ops.v, ops.o, ops.lse}); !st.ok()) return st;
+  ops.cu_seqlens = z.varlen ? at[9] : 0;
+  if (absl::Status st = dev.forward({.q = ops.q,
+                                     .k = ops.k,
+                                     .v = ops.v,
+                                     .o = ops.o,
+                                     .lse = ops.lse,
+                                     .cu_seqlens = ops.cu_seqlens});
+      !st.ok())
+    return st;
   std::vector<uint16_t> o(q_elems);
   if (absl::Status st = dev.copy_out(o.data(), ops.o, q_elems * 2); !st.ok()) return st;
   auto run = [&](Grads& out) -> absl::Status {
@@ -246,7 +289,7 @@ absl::StatusOr<AttentionGradResult> RunGrad(GradDevice& dev, const rt::Attention
     for (size_t e = 0; e < x.size(); ++e) out[e] = half ? HalfToFloat(x[e]) : Bf16ToFloat(x[e]);
   };
   decode(q, in.q), decode(k, in.k), decode(v, in.v), decode(d_o, in.d_o), decode(o, in.o);
-  Check(z, options.causal, plan->scale, half, in, o, first, r);
+  Check(layout, options.causal, plan->scale, half, in, o, first, r);
   for (int n = 0; n < repeat_runs && r.passed; ++n) {
     Grads again;
     if (absl::Status st = run(again); !st.ok()) return st;
@@ -286,13 +329,27 @@ class EmulatedDevice : public rt::OpDevice {
   uint64_t seed_;
 };
 
+// The layout of `size`, or of packed sequences of `lengths` (size as VarlenSize gives it).
+absl::StatusOr<Layout> LayoutOf(const rt::AttentionSize& size,
+                                const std::vector<int64_t>& lengths) {
+  Layout at{size, {}};
+  if (size.varlen != !lengths.empty() ||
+      (!lengths.empty() && static_cast<int64_t>(lengths.size()) != size.b))
+    return absl::InvalidArgumentError(
+        "the attention backward harness: packed sequences take their B lengths, and only they");
+  if (lengths.empty()) return at;
+  at.cu.push_back(0);
+  for (int64_t n : lengths) at.cu.push_back(at.cu.back() + n);
+  return at;
+}
+
 }  // namespace
 
-absl::StatusOr<AttentionGradResult> RunAttentionBackwardGpu(rt::AttentionRunner& runner,
-                                                            const rt::AttentionSize& size,
-                                                            const rt::AttentionOptions& options,
-                                                            int iters, uint64_t seed,
-                                                            int repeat_runs, int repeats) {
+absl::StatusOr<AttentionGradResult> RunAttentionBackwardGpu(
+    rt::AttentionRunner& runner, const rt::AttentionSize& size, const rt::AttentionOptions& options,
+    int iters, uint64_t seed, int repeat_runs, int repeats, const std::vector<int64_t>& lengths) {
+  absl::StatusOr<Layout> layout = LayoutOf(size, lengths);
+  if (!layout.ok()) return layout.status();
   std::vector<rt::DeviceBuffer> buffers;
   GradDevice dev{GpuMemory(buffers),
                  [&](const rt::AttentionOperands& ops) { return runner.Run(size, options, ops); },
@@ -301,19 +358,29 @@ absl::StatusOr<AttentionGradResult> RunAttentionBackwardGpu(rt::AttentionRunner&
                    return rt::Synchronize();
                  }};
   rt::AttentionGradOperands ops;
-  absl::StatusOr<AttentionGradResult> r = RunGrad(dev, size, options, seed, repeat_runs, ops);
+  absl::StatusOr<AttentionGradResult> r = RunGrad(dev, *layout, options, seed, repeat_runs, ops);
   if (!r.ok() || iters <= 0 || !r->passed) return r;
   absl::StatusOr<double> ms =
       MedianCallMs([&] { return runner.Backward(size, options, ops); }, iters, repeats);
   if (!ms.ok()) return ms.status();
   r->ms = *ms;
-  r->tflops = rt::AttentionBackwardFlops(size, options.causal) / (r->ms * 1e-3) / 1e12;
+  double flops = rt::AttentionBackwardFlops(size, options.causal);
+  if (size.varlen) {  // the sequences' own pairs
+    flops = 0;
+    for (int64_t n : lengths)
+      flops += rt::AttentionBackwardFlops(
+          {.b = 1, .hq = size.hq, .hkv = size.hkv, .s = n, .skv = n, .d = size.d}, options.causal);
+  }
+  r->tflops = flops / (r->ms * 1e-3) / 1e12;
   return r;
 }
 
 absl::StatusOr<AttentionGradResult> RunAttentionBackwardEmulated(
     const std::function<const rt::Bundle*(const std::string&)>& bundle_of,
-    const rt::AttentionSize& size, const rt::AttentionOptions& options, uint64_t seed) {
+    const rt::AttentionSize& size, const rt::AttentionOptions& options, uint64_t seed,
+    const std::vector<int64_t>& lengths) {
+  absl::StatusOr<Layout> layout = LayoutOf(size, lengths);
+  if (!layout.ok()) return layout.status();
   emu::Device d;
   EmulatedDevice device(d, bundle_of, seed);
   GradDevice dev{EmulatorMemory(d),
@@ -324,7 +391,7 @@ absl::StatusOr<AttentionGradResult> RunAttentionBackwardEmulated(
                    return rt::RunAttentionBackward(size, options, ops, 90, device);
                  }};
   rt::AttentionGradOperands ops;
-  return RunGrad(dev, size, options, seed, /*repeat_runs=*/1, ops);
+  return RunGrad(dev, *layout, options, seed, /*repeat_runs=*/1, ops);
 }
 
 }  // namespace kiln::examples

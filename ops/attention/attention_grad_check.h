@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kiln/bundle/manifest.h"
@@ -31,18 +32,22 @@ struct AttentionGradResult {
   double ms = 0, tflops = 0;  // GPU runs only: a backward pass's time (MedianCallMs) and rate
 };
 
+// Packed sequences (size.varlen, as VarlenSize gives it) take their `lengths`, each sequence
+// checked against the reference over its own rows.
+//
 // On the GPU: checked once, run `repeat_runs` more times each compared bit for bit with the
-// first, then `iters` timed blocks of `repeats` backward passes back to back (1: single calls).
-absl::StatusOr<AttentionGradResult> RunAttentionBackwardGpu(rt::AttentionRunner& runner,
-                                                            const rt::AttentionSize& size,
-                                                            const rt::AttentionOptions& options,
-                                                            int iters, uint64_t seed,
-                                                            int repeat_runs = 1, int repeats = 10);
+// first, then `iters` timed blocks of `repeats` backward passes back to back (1: single calls);
+// TFLOPS of the sequences' own pairs.
+absl::StatusOr<AttentionGradResult> RunAttentionBackwardGpu(
+    rt::AttentionRunner& runner, const rt::AttentionSize& size, const rt::AttentionOptions& options,
+    int iters, uint64_t seed, int repeat_runs = 1, int repeats = 10,
+    const std::vector<int64_t>& lengths = {});
 
 // On the emulator (three SMs), the kernels' bundles from `bundle_of` (null: not found), every
 // head checked and the backward run twice.
 absl::StatusOr<AttentionGradResult> RunAttentionBackwardEmulated(
     const std::function<const rt::Bundle*(const std::string&)>& bundle_of,
-    const rt::AttentionSize& size, const rt::AttentionOptions& options, uint64_t seed);
+    const rt::AttentionSize& size, const rt::AttentionOptions& options, uint64_t seed,
+    const std::vector<int64_t>& lengths = {});
 
 }  // namespace kiln::examples

@@ -176,12 +176,13 @@ void DecodeAttention(const Array& q, const Array& k, const Array& v, const Array
 
 // kiln.varlen_attention: q, out [T, Hq, D]; k, v [T, Hkv, D]; cu_seqlens [B + 1] (i32);
 // lse [Hq, T].
-void VarlenAttention(const Array& q, const Array& k, const Array& v, const Array& cu_seqlens,
-                     int64_t max_seqlen, Array out, const Array& lse, bool causal, float scale,
-                     uint64_t stream) {
-  constexpr const char* call = "kiln.varlen_attention";
-  for (const auto& [what, x] : {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v},
-                                std::pair{"out", static_cast<const Array*>(&out)}})
+// Packed sequences' sizes: q and out [T, Hq, D], k and v [T, Hkv, D], lse [Hq, T], cu_seqlens
+// [B + 1].
+rt::AttentionSize VarlenSizeOf(const char* call, const Array& q, const Array& k, const Array& v,
+                               const Array& out, const Array& lse, const Array& cu_seqlens,
+                               int64_t max_seqlen) {
+  for (const auto& [what, x] :
+       {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v}, std::pair{"out", &out}})
     if (x->ndim() != 3)
       throw Error(absl::StrCat(call, ": ", what, " must have rank 3 ([T, H, D]), not ", x->ndim()));
   if (cu_seqlens.ndim() != 1 || cu_seqlens.shape(0) < 2)
@@ -201,32 +202,45 @@ void VarlenAttention(const Array& q, const Array& k, const Array& v, const Array
     throw Error(absl::StrCat(call, ": out has shape ", ShapeText(out), ", q ", ShapeText(q)));
   if (ShapeOf(lse) != std::vector<int64_t>{z.hq, z.total})
     throw Error(absl::StrCat(call, ": lse has shape ", ShapeText(lse), "; [Hq, T]"));
-  Run(call, q, k, v, out, lse, z, {.causal = causal, .scale = scale}, {.cu_seqlens = &cu_seqlens},
-      stream);
+  return z;
+}
+
+void VarlenAttention(const Array& q, const Array& k, const Array& v, const Array& cu_seqlens,
+                     int64_t max_seqlen, Array out, const Array& lse, bool causal, float scale,
+                     uint64_t stream) {
+  constexpr const char* call = "kiln.varlen_attention";
+  Run(call, q, k, v, out, lse, VarlenSizeOf(call, q, k, v, out, lse, cu_seqlens, max_seqlen),
+      {.causal = causal, .scale = scale}, {.cu_seqlens = &cu_seqlens}, stream);
 }
 
 // kiln.attention_backward: dq, dk, dv from q, k, v, out and lse as the forward wrote them and the
-// gradient d_out, all [B, H, S, D] contiguous (rt::RunAttentionBackward); CUDA tensors on the
-// caller's stream, host arrays (f32, rounded to bf16) on the emulator.
+// gradient d_out, all [B, H, S, D] contiguous, or (with cu_seqlens, kiln.varlen_attention_backward)
+// packed sequences [T, H, D] (rt::RunAttentionBackward); CUDA tensors on the caller's stream, host
+// arrays (f32, rounded to bf16) on the emulator.
 void AttentionBackward(const Array& q, const Array& k, const Array& v, const Array& out,
                        const Array& lse, const Array& d_out, Array dq, Array dk, Array dv,
-                       bool causal, float scale, bool dq_atomics, uint64_t stream) {
-  constexpr const char* call = "kiln.attention_backward";
+                       bool causal, float scale, bool dq_atomics, std::optional<Array> cu_seqlens,
+                       int64_t max_seqlen, uint64_t stream) {
+  const char* call = cu_seqlens ? "kiln.varlen_attention_backward" : "kiln.attention_backward";
   const Array &gq = dq, &gk = dk, &gv = dv;  // (read-only views, for the checks' lists)
-  rt::AttentionSize z = SizeOf(q, k, v, out, lse, /*rows=*/false);
+  const Array* cu = cu_seqlens ? &*cu_seqlens : nullptr;
+  rt::AttentionSize z = cu ? VarlenSizeOf(call, q, k, v, out, lse, *cu, max_seqlen)
+                           : SizeOf(q, k, v, out, lse, /*rows=*/false);
   for (const auto& [what, x, like] : {std::tuple{"d_out", &d_out, &q}, std::tuple{"dq", &gq, &q},
                                       std::tuple{"dk", &gk, &k}, std::tuple{"dv", &gv, &v}})
     if (ShapeOf(*x) != ShapeOf(*like))
       throw Error(
           absl::StrCat(call, ": ", what, " has shape ", ShapeText(*x), ", not ", ShapeText(*like)));
-  CallDevice d(call, {&q, &k, &v, &out, &lse, &d_out, &gq, &gk, &gv}, stream);
+  CallDevice d(call, {&q, &k, &v, &out, &lse, &d_out, &gq, &gk, &gv, cu}, stream);
   const std::vector<std::string> types =
       d.emulated() ? std::vector<std::string>{"f32"} : std::vector<std::string>{"bf16", "f16"};
+  const int rank = cu ? 3 : 4;
   for (const auto& [what, a] : {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v},
                                 std::pair{"out", &out}, std::pair{"d_out", &d_out},
                                 std::pair{"dq", &gq}, std::pair{"dk", &gk}, std::pair{"dv", &gv}})
-    Require(*a, call, what, 4, types, /*contiguous=*/true);
-  Require(lse, call, "lse", 3, {"f32"});
+    Require(*a, call, what, rank, types, /*contiguous=*/true);
+  Require(lse, call, "lse", rank - 1, {"f32"});
+  if (cu) Require(*cu, call, "cu_seqlens", 1, {"i32"});
   rt::AttentionOptions options{.causal = causal, .scale = scale, .dq_atomics = dq_atomics};
   if (!d.emulated()) {
     options.dtype = DtypeName(q);
@@ -237,6 +251,7 @@ void AttentionBackward(const Array& q, const Array& k, const Array& v, const Arr
     rt::AttentionGradOperands ops{Address(q),   Address(k),   Address(v),
                                   Address(out), Address(lse), Address(d_out),
                                   Address(dq),  Address(dk),  Address(dv)};
+    if (cu) ops.cu_seqlens = Address(*cu);
     ThrowIfError(RunnerFor<rt::AttentionRunner>(BundleDir())
                      .Backward(z, options, ops, reinterpret_cast<cu::CUstream>(stream)));
     return;
@@ -251,6 +266,7 @@ void AttentionBackward(const Array& q, const Array& k, const Array& v, const Arr
                                 d.BindPoisoned(dq.size(), "bf16", &dq_bytes),
                                 d.BindPoisoned(dk.size(), "bf16", &dk_bytes),
                                 d.BindPoisoned(dv.size(), "bf16", &dv_bytes)};
+  if (cu) ops.cu_seqlens = d.Bind(*cu, /*read_only=*/true);
   EmulatedOpDevice device(*d.emulator());
   ThrowIfError(rt::RunAttentionBackward(z, options, ops, /*compute_capability=*/90, device));
   d.Finish();
@@ -265,6 +281,7 @@ void BindAttention(nb::module_& m) {
   m.def("_attention_backward", &AttentionBackward, nb::arg("q"), nb::arg("k"), nb::arg("v"),
         nb::arg("out"), nb::arg("lse"), nb::arg("d_out"), nb::arg("dq"), nb::arg("dk"),
         nb::arg("dv"), nb::arg("causal"), nb::arg("scale"), nb::arg("dq_atomics") = false,
+        nb::arg("cu_seqlens").none() = nb::none(), nb::arg("max_seqlen") = 0,
         nb::arg("stream") = 0);
   m.def("_attention", &Attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
         nb::arg("lse"), nb::arg("causal"), nb::arg("scale"), nb::arg("rows") = false,

@@ -24,7 +24,7 @@ if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES)
     set_bundle_dir(_os.path.normpath(_INSTALLED_BUNDLES))
 
 __all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "swiglu_weights", "attention",
-           "decode_attention", "paged_append", "varlen_attention",
+           "decode_attention", "paged_append", "varlen_attention", "varlen_attention_backward",
            "softmax", "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]
 
 _TORCH_TYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
@@ -260,6 +260,21 @@ def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=Non
     _kiln._varlen_attention(q, k, v, cu_seqlens, int(max_seqlen), o, lse, bool(causal),
                             float(scale or 0.0), stream=_stream([q]))
     return o, lse
+
+
+def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, *, causal=False,
+                              scale=None):
+    """The backward of varlen_attention: (dq, dk, dv) from its q, k, v, out and lse and the
+    gradient d_out of out, all packed [T, H, D] as it took them (lse [Hq, T]). Each sequence's
+    gradients come from its own rows only; deterministic, as attention_backward's default.
+    """
+    dq = _empty(q, tuple(q.shape), _type_of(q))
+    dk = _empty(k, tuple(k.shape), _type_of(k))
+    dv = _empty(v, tuple(v.shape), _type_of(v))
+    _kiln._attention_backward(q, k, v, out, lse, d_out, dq, dk, dv, bool(causal),
+                              float(scale or 0.0), False, cu_seqlens=cu_seqlens,
+                              max_seqlen=int(max_seqlen), stream=_stream([q]))
+    return dq, dk, dv
 
 
 def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin):

@@ -177,6 +177,27 @@ def attention_reference(q, k, v, causal, scale):
     return o, lse
 
 
+def backward_reference(q, k, v, o, d_o, causal):
+    """fp64 (dq, dk, dv) over [B, H, S, D] arrays (rounded to bf16 first, as kiln reads them), o
+    kiln's forward's; grouped heads sum dk and dv over the query heads of a KV head."""
+    b, hq, s, d = q.shape
+    hkv, skv = k.shape[1], k.shape[2]
+    scale, g = d ** -0.5, hq // hkv
+    qb, kb, vb, ob, gb = (bf16(x).astype(np.float64) for x in (q, k, v, o, d_o))
+    kr, vr = np.repeat(kb, g, axis=1), np.repeat(vb, g, axis=1)
+    _, lse = attention_reference(qb, kb, vb, causal, scale)
+    scores = scale * np.einsum("bhid,bhjd->bhij", qb, kr)
+    if causal:
+        i, j = np.arange(s)[:, None], np.arange(skv)[None, :]
+        scores = np.where(j <= i + skv - s, scores, -np.inf)
+    p = np.exp(scores - lse[..., None])
+    dp = np.einsum("bhid,bhjd->bhij", gb, vr)
+    ds = p * (dp - (gb * ob).sum(-1)[..., None])
+    return (scale * np.einsum("bhij,bhjd->bhid", ds, kr),
+            scale * np.einsum("bhij,bhid->bhjd", ds, qb).reshape(b, hkv, g, skv, d).sum(2),
+            np.einsum("bhij,bhid->bhjd", p, gb).reshape(b, hkv, g, skv, d).sum(2))
+
+
 class Attention(unittest.TestCase):
     def test_ragged_grouped_and_causal(self):
         rng = np.random.default_rng(7)
@@ -206,26 +227,33 @@ class Attention(unittest.TestCase):
             d_o = rng.standard_normal((b, hq, s, d)).astype(np.float32)
             o, lse = kiln.attention(q, k, v, causal=causal)
             dq, dk, dv = kiln.attention_backward(q, k, v, o, lse, d_o, causal=causal)
-            scale, g = d ** -0.5, hq // hkv
-            qb, kb, vb, ob, gb = (bf16(x).astype(np.float64) for x in (q, k, v, o, d_o))
-            kr, vr = np.repeat(kb, g, axis=1), np.repeat(vb, g, axis=1)
-            _, want_lse = attention_reference(qb, kb, vb, causal, scale)
-            scores = scale * np.einsum("bhid,bhjd->bhij", qb, kr)
-            if causal:
-                i, j = np.arange(s)[:, None], np.arange(skv)[None, :]
-                scores = np.where(j <= i + skv - s, scores, -np.inf)
-            p = np.exp(scores - want_lse[..., None])
-            dp = np.einsum("bhid,bhjd->bhij", gb, vr)
-            ds = p * (dp - (gb * ob).sum(-1)[..., None])
-            want_dq = scale * np.einsum("bhij,bhjd->bhid", ds, kr)
-            want_dk = scale * np.einsum("bhij,bhid->bhjd", ds, qb).reshape(b, hkv, g, skv, d).sum(2)
-            want_dv = np.einsum("bhij,bhid->bhjd", p, gb).reshape(b, hkv, g, skv, d).sum(2)
             case = (b, hq, hkv, s, skv, d, causal)
-            for got, want in ((dq, want_dq), (dk, want_dk), (dv, want_dv)):
+            for got, want in zip((dq, dk, dv), backward_reference(q, k, v, o, d_o, causal)):
                 self.assertLess(rel_error(got, want), 1e-2, case)
         with self.assertRaises(kiln.Error) as caught:
             kiln.attention_backward(q, k, v, o, lse, d_o[:, :, :1])
         self.assertIn("d_out has shape", str(caught.exception))
+
+    def test_varlen_backward_against_fp64(self):
+        # Packed sequences [T, H, D]: each sequence's gradients against the fp64 reference over its
+        # own rows (a sequence's last tile reads the next one's rows; they must not count).
+        rng = np.random.default_rng(12)
+        lengths, hq, hkv, d = [30, 1, 70], 2, 1, 64
+        cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        t = int(cu[-1])
+        q, d_o = (rng.standard_normal((t, hq, d)).astype(np.float32) for _ in range(2))
+        k, v = (rng.standard_normal((t, hkv, d)).astype(np.float32) for _ in range(2))
+        o, lse = kiln.varlen_attention(q, k, v, cu, max(lengths), causal=True)
+        dq, dk, dv = kiln.varlen_attention_backward(q, k, v, o, lse, d_o, cu, max(lengths),
+                                                    causal=True)
+        heads = lambda x, b: x[cu[b]:cu[b + 1]].transpose(1, 0, 2)[None]  # [1, H, S, D]
+        for b in range(len(lengths)):
+            want = backward_reference(*(heads(x, b) for x in (q, k, v, o, d_o)), True)
+            for got, w in zip((dq, dk, dv), want):
+                self.assertLess(rel_error(heads(got, b), w), 1e-2, (lengths, b))
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.varlen_attention_backward(q, k, v, o, lse, d_o, cu[:1], max(lengths))
+        self.assertIn("cu_seqlens", str(caught.exception))
 
     def check_decode(self, q, k_seqs, v_seqs, o, lse, case, causal=False):
         """o and lse of each sequence b against the reference over its own keys k_seqs[b] (causal:

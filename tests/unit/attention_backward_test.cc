@@ -3,11 +3,13 @@
 // same bytes; and the entry point's plan and errors.
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "examples/registry.h"
 #include "gtest/gtest.h"
 #include "kiln/lowering.h"
+#include "ops/attention/attention_check.h"
 #include "ops/attention/attention_grad_check.h"
 
 namespace kiln::examples {
@@ -28,10 +30,13 @@ const rt::Bundle* BundleOf(const std::string& name) {
   return &built.emplace(name, rt::Bundle{def->manifest(), *ptx}).first->second;
 }
 
-void ExpectCorrect(const rt::AttentionSize& z, const rt::AttentionOptions& o, uint64_t seed = 5) {
-  absl::StatusOr<AttentionGradResult> r = RunAttentionBackwardEmulated(BundleOf, z, o, seed);
-  const std::string what = absl::StrCat("b", z.b, " hq", z.hq, " hkv", z.hkv, " s", z.s, " skv",
-                                        z.skv, " d", z.d, o.causal ? " causal" : "", " ", o.dtype);
+void ExpectCorrect(const rt::AttentionSize& z, const rt::AttentionOptions& o, uint64_t seed = 5,
+                   const std::vector<int64_t>& lengths = {}) {
+  absl::StatusOr<AttentionGradResult> r =
+      RunAttentionBackwardEmulated(BundleOf, z, o, seed, lengths);
+  const std::string what =
+      absl::StrCat("b", z.b, " hq", z.hq, " hkv", z.hkv, " s", z.s, " skv", z.skv, " d", z.d,
+                   o.causal ? " causal" : "", " ", o.dtype, lengths.empty() ? "" : " varlen");
   ASSERT_TRUE(r.ok()) << what << ": " << r.status();
   EXPECT_TRUE(r->passed) << r->kernels << " " << what << ": " << r->failure;
   EXPECT_EQ(r->heads_checked, z.b * z.hq) << what;
@@ -69,6 +74,21 @@ TEST(EmulatedAttentionBackwardD256, SplitHeadDimension) {
   ExpectCorrect({.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 70, .d = 256}, {.causal = true});
   ExpectCorrect({.b = 1, .hq = 1, .hkv = 1, .s = 100, .skv = 40, .d = 256}, {.causal = true});
   ExpectCorrect({.b = 1, .hq = 1, .hkv = 1, .s = 65, .skv = 130, .d = 256}, {.dtype = "f16"});
+}
+
+// Packed sequences: a sequence's last, partial tile reads the next one's rows (masked, and its
+// gradients stored only within its own), a one-token sequence, grouped heads, each causal mask
+// its own; D = 128 and 256 (its warpgroups split D) once each.
+TEST(EmulatedAttentionBackwardVarlen, PackedSequences) {
+  auto check = [](std::vector<int64_t> lengths, int64_t hq, int64_t hkv, int64_t d, bool causal) {
+    absl::StatusOr<rt::AttentionSize> z = VarlenSize({.hq = hq, .hkv = hkv, .d = d}, lengths);
+    ASSERT_TRUE(z.ok()) << z.status();
+    ExpectCorrect(*z, {.causal = causal}, 5, lengths);
+  };
+  check({70, 1, 130}, 2, 1, 64, true);
+  check({70, 1, 130}, 2, 1, 64, false);
+  check({100, 30}, 2, 2, 128, true);
+  check({65, 20}, 1, 1, 256, true);
 }
 
 TEST(AttentionBackwardPlan, NamesItsKernelsAndRefusesWhatItCannotRun) {

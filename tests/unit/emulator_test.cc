@@ -320,7 +320,8 @@ rt::Bundle OneMapKernel(const std::string& name, const std::string& tensor, int 
   return b;
 }
 
-absl::Status StoreThroughTma(bool fence, std::vector<uint32_t>* out) {
+// The box's innermost coordinate is `column` (32-bit elements).
+absl::Status StoreThroughTma(bool fence, std::vector<uint32_t>* out, int column = 0) {
   rt::Bundle b = OneMapKernel("test/proxy", "out", 1024);
   b.ptx = absl::StrCat(R"(.version 8.0
 .target sm_90a
@@ -343,7 +344,7 @@ absl::Status StoreThroughTma(bool fence, std::vector<uint32_t>* out) {
 	@%p1 bra $L__end;
 	mov.b64 %rd1, emu_param_0;
 	cvta.param.u64 %rd2, %rd1;
-	mov.b32 %r5, 0;
+	mov.b32 %r5, )", column, R"(;
 	cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd2, {%r5}], [%r2];
 	cp.async.bulk.commit_group;
 	cp.async.bulk.wait_group.read 0;
@@ -368,6 +369,21 @@ TEST(Emulator, TmaStoresNeedTheProxyFence) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("a TMA store reads shared byte 0, which thread 0 wrote through the generic proxy with no "
                              "fence.proxy.async after it"),
+            std::string::npos)
+      << s;
+}
+
+// A TMA box starts on a 16-byte boundary of its tensor's rows: 4 elements of 4 bytes in is one,
+// 3 is not (the GPU raises an illegal instruction).
+TEST(Emulator, ATmaBoxStartsOnA16ByteBoundary) {
+  std::vector<uint32_t> out;
+  absl::Status s = StoreThroughTma(/*fence=*/true, &out, /*column=*/4);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(out[4], 0u);
+  EXPECT_EQ(out[31], 27u);
+  s = StoreThroughTma(/*fence=*/true, &out, /*column=*/3);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("innermost coordinate 3 (4-byte elements) is not on a 16-byte"),
             std::string::npos)
       << s;
 }

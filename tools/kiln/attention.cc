@@ -38,16 +38,24 @@ int Report(const absl::StatusOr<kiln::examples::AttentionResult>& r, const std::
   return r->passed ? 0 : 1;
 }
 
-// --varlen: packed sequences of the listed lengths, --h/--hkv heads of --d.
-int VarlenAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionOptions& options) {
+// --varlen's lengths.
+absl::StatusOr<std::vector<int64_t>> VarlenLengths() {
   std::vector<int64_t> lengths;
   for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_varlen), ',')) {
     int64_t n = 0;
     if (!absl::SimpleAtoi(part, &n) || n < 1)
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "kiln attention --varlen: '", part, "' is not a length (positive, comma-separated)")));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kiln attention --varlen: '", part, "' is not a length (positive, comma-separated)"));
     lengths.push_back(n);
   }
+  return lengths;
+}
+
+// --varlen: packed sequences of the listed lengths, --h/--hkv heads of --d.
+int VarlenAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionOptions& options) {
+  absl::StatusOr<std::vector<int64_t>> parsed = VarlenLengths();
+  if (!parsed.ok()) return Fail(parsed.status());
+  const std::vector<int64_t>& lengths = *parsed;
   absl::StatusOr<kiln::rt::AttentionSize> planned = kiln::examples::VarlenSize(z, lengths);
   if (!planned.ok()) return Fail(planned.status());
   absl::StatusOr<kiln::rt::AttentionPlan> plan =
@@ -69,10 +77,20 @@ int VarlenAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionO
       shape);
 }
 
-// --backward: dQ, dK and dV of one problem, checked against fp64 (and run again for the same
-// bytes), timed alone on the GPU.
-int BackwardAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionOptions& options) {
-  const kiln::rt::AttentionGradOperands fake = {16, 16, 16, 16, 16, 16, 16, 16, 16};
+// --backward: dQ, dK and dV of one problem (with --varlen, of packed sequences), checked against
+// fp64 (and run again for the same bytes), timed alone on the GPU.
+int BackwardAttention(kiln::rt::AttentionSize z, const kiln::rt::AttentionOptions& options) {
+  std::vector<int64_t> lengths;
+  if (!absl::GetFlag(FLAGS_varlen).empty()) {
+    absl::StatusOr<std::vector<int64_t>> parsed = VarlenLengths();
+    if (!parsed.ok()) return Fail(parsed.status());
+    lengths = *parsed;
+    absl::StatusOr<kiln::rt::AttentionSize> planned = kiln::examples::VarlenSize(z, lengths);
+    if (!planned.ok()) return Fail(planned.status());
+    z = *planned;
+  }
+  kiln::rt::AttentionGradOperands fake = {16, 16, 16, 16, 16, 16, 16, 16, 16};
+  fake.cu_seqlens = z.varlen ? 16 : 0;
   if (absl::StatusOr<kiln::rt::AttentionBackwardPlan> plan =
           kiln::rt::PlanAttentionBackward(z, options, fake, 90);
       !plan.ok())
@@ -85,19 +103,22 @@ int BackwardAttention(const kiln::rt::AttentionSize& z, const kiln::rt::Attentio
       absl::StatusOr<Bundle> b = GetBundle(name);
       return b.ok() ? &bundles.emplace(name, *std::move(b)).first->second : nullptr;
     };
-    r = kiln::examples::RunAttentionBackwardEmulated(bundle_of, z, options, 1);
+    r = kiln::examples::RunAttentionBackwardEmulated(bundle_of, z, options, 1, lengths);
   } else {
     if (absl::Status st = NeedGpu(); !st.ok()) return Fail(st);
     kiln::rt::AttentionRunner runner(BundleDir());
     r = kiln::examples::RunAttentionBackwardGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1,
-                                                /*repeat_runs=*/9, absl::GetFlag(FLAGS_repeats));
+                                                /*repeat_runs=*/9, absl::GetFlag(FLAGS_repeats),
+                                                lengths);
   }
   if (!r.ok()) return Fail(r.status());
   std::cout << absl::StrFormat(
       "%s %s backward: %d heads against fp64, errors dQ %.3e dK %.3e dV %.3e, %d more runs the "
       "same bytes: %s",
-      r->kernels, kiln::examples::AttentionShapeName(z, options.causal), r->heads_checked,
-      r->dq_error, r->dk_error, r->dv_error, r->runs_identical,
+      r->kernels,
+      absl::StrCat(lengths.empty() ? "" : "varlen " + absl::GetFlag(FLAGS_varlen) + " ",
+                   kiln::examples::AttentionShapeName(z, options.causal)),
+      r->heads_checked, r->dq_error, r->dk_error, r->dv_error, r->runs_identical,
       r->passed ? "ok" : "FAIL: " + r->failure);
   if (r->ms > 0) std::cout << absl::StrFormat("; %.4f ms, %.1f TFLOPS", r->ms, r->tflops);
   std::cout << std::endl;
@@ -123,8 +144,8 @@ int Attention() {
   options.scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
   options.kernel = absl::GetFlag(FLAGS_kernel);
   options.dq_atomics = absl::GetFlag(FLAGS_dq_atomics);
-  if (!absl::GetFlag(FLAGS_varlen).empty()) return VarlenAttention(z, options);
   if (absl::GetFlag(FLAGS_backward)) return BackwardAttention(z, options);
+  if (!absl::GetFlag(FLAGS_varlen).empty()) return VarlenAttention(z, options);
   // The problem's own errors first, on any machine (the pointers here only pass the checks).
   const int64_t page = absl::GetFlag(FLAGS_paged);
   absl::StatusOr<kiln::rt::AttentionPlan> plan = kiln::rt::PlanAttention(

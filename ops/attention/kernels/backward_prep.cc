@@ -9,7 +9,8 @@
 // With zero_dq = 1 it also zeroes dQacc [B, Hq, Sp, D] f32, the accumulator attention/hopper_dkdv
 // .dqadd adds dQ into; attention/bwd_dq_convert then writes dQ = scale * dQacc rounded.
 //
-// Rows: Q, O and dO [B, Hq, S, D]; lse [B, Hq, S]; the workspace [B, Hq, Sp] twice. Each thread
+// Rows: Q, O and dO [B, Hq, S, D]; lse [B, Hq, S]; the workspace [B, Hq, Sp] twice. Packed
+// sequences (".varlen"): O and dO [T, Hq, D], lse [Hq, T], the workspace [Hq, Sp]. Each thread
 // takes 8 elements of one row (16-byte loads of O and dO); the D / 8 threads of a row meet by
 // shuffles. D a multiple of 8 up to 256.
 #include <cmath>
@@ -26,12 +27,15 @@ namespace {
 
 constexpr int kThreads = 256, kWidth = 8;
 
-absl::StatusOr<KernelDef> BuildBackwardPrep(Scalar in) {
-  Kernel k(absl::StrCat("attention/bwd_prep", in == f16 ? ".f16" : ""), sm90a(), {kThreads});
+absl::StatusOr<KernelDef> BuildBackwardPrep(Scalar in, bool varlen) {
+  Kernel k(absl::StrCat("attention/bwd_prep", in == f16 ? ".f16" : "", varlen ? ".varlen" : ""),
+           sm90a(), {kThreads});
   Value o = k.PtrParam("O", in), d_o = k.PtrParam("dO", in), lse = k.PtrParam("lse", f32);
   Value lse2 = k.PtrParam("lse2", f32), delta = k.PtrParam("delta", f32);
   Value dq_acc = k.PtrParam("dQacc", f32);
-  Value S = k.I32Param("S"), Sp = k.I32Param("Sp"), D = k.I32Param("D");
+  // (varlen: T rows a head, [T, Hq, D] in memory)
+  Value S = k.I32Param(varlen ? "T" : "S"), Sp = k.I32Param("Sp"), D = k.I32Param("D");
+  Value Hq = varlen ? k.I32Param("Hq") : Value();
   Value zero_dq = k.I32Param("zero_dq");
   Value units = k.I64Param("units");  // B * Hq * Sp * D / 8
   k.RequireMultiple("D", kWidth);
@@ -43,7 +47,8 @@ absl::StatusOr<KernelDef> BuildBackwardPrep(Scalar in) {
   Value padded_row = unit / per_row, d0 = unit % per_row * kWidth;
   Value head = padded_row / Sp, i = padded_row % Sp;
   Value inside = (unit.To(i64) < units) & (i < S);
-  Value at = (head.To(i64) * S.To(i64) + i.To(i64)) * D.To(i64) + d0.To(i64);
+  Value row = varlen ? i.To(i64) * Hq.To(i64) + head.To(i64) : head.To(i64) * S.To(i64) + i.To(i64);
+  Value at = row * D.To(i64) + d0.To(i64);
   Value ov = LoadGlobal(o + at, kWidth, {.mask = inside});
   Value gv = LoadGlobal(d_o + at, kWidth, {.mask = inside});
   Value sum = k.F32(0);
@@ -101,7 +106,13 @@ KILN_EXAMPLE_VARIANT(attention_bwd_dq_convert_f16, "attention/bwd_dq_convert.f16
 KILN_EXAMPLE_VARIANT(attention_bwd_prep, "attention/bwd_prep",
                      "the attention backward's row inputs: rowsum(dO * O) and lse in log2 units, "
                      "padded to whole 64-row tiles",
-                     [] { return BuildBackwardPrep(bf16); });
+                     [] { return BuildBackwardPrep(bf16, false); });
 KILN_EXAMPLE_VARIANT(attention_bwd_prep_f16, "attention/bwd_prep.f16", "attention/bwd_prep, f16",
-                     [] { return BuildBackwardPrep(f16); });
+                     [] { return BuildBackwardPrep(f16, false); });
+KILN_EXAMPLE_VARIANT(attention_bwd_prep_varlen, "attention/bwd_prep.varlen",
+                     "attention/bwd_prep over packed sequences",
+                     [] { return BuildBackwardPrep(bf16, true); });
+KILN_EXAMPLE_VARIANT(attention_bwd_prep_f16_varlen, "attention/bwd_prep.f16.varlen",
+                     "attention/bwd_prep over packed sequences, f16",
+                     [] { return BuildBackwardPrep(f16, true); });
 }  // namespace kiln::examples

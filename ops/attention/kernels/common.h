@@ -77,6 +77,11 @@ std::vector<std::string> BundledAttentionVariants();
 rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& rows,
                            const std::string& heads, int d, int box_rows, int spans, Scalar in);
 
+// Rows of all heads side by side, [rows, heads, D] (packed sequences [T, Hq, D]), seen as HeadMap
+// sees its tensor: boxes of `box_rows` rows and `spans` spans (rows past the tensor read as zeros).
+rt::TensorMapParam PackedMap(Kernel& k, const char* tensor, const char* rows, const char* heads,
+                             int d, int box_rows, int spans, Scalar in);
+
 // The parameters of every attention kernel (the entry point passes them by name): the sizes, the
 // softmax scale, maps that land Q in boxes of `block_m` rows, K and V of `block_n` rows (all D
 // columns), O's map (boxes of `o_rows` rows by 64 columns) and lse.

@@ -1,7 +1,9 @@
 #include "ops/attention/kernels/hopper_bwd_parts.h"
 
+#include <utility>
 #include <vector>
 
+#include "kiln/memory_ops.h"
 #include "kiln/rows.h"
 
 namespace kiln::examples::attention_sm90 {
@@ -13,15 +15,22 @@ rt::GridExpr Rule(Kernel& k, const std::string& text) {
   return e.ok() ? *e : *rt::GridExpr::Parse("1");
 }
 
-// [B * Hq, Sp] f32 in boxes of 64 rows of one head.
-rt::TensorMapParam RowValuesMap(Kernel& k, const char* tensor) {
+// [heads, Sp] f32 in boxes of 64 rows of one head.
+rt::TensorMapParam RowValuesMap(Kernel& k, const char* tensor, const char* heads) {
   rt::TensorMapParam t;
   t.tensor = tensor;
   t.dtype = rt::TmaDtype::kF32;
-  t.dims = {Rule(k, "Sp"), Rule(k, "B*Hq")};
+  t.dims = {Rule(k, "Sp"), Rule(k, heads)};
   t.strides = {Rule(k, "Sp*4")};
-  t.box = {64, 1};
+  t.box = {kRowValuesBox, 1};
   return t;
+}
+
+// Two consecutive values of a row of f32 from column `col` (+ off where valid: then maybe not on
+// an 8-byte boundary, so two loads).
+Value PairAt(Kernel& k, const SmemTile& row, const Value& col, const Value& off) {
+  if (!off.valid()) return k.Load(row.At(0, col), 2);
+  return k.Vector({k.Load(row.At(0, off + col)), k.Load(row.At(0, off + col + 1))});
 }
 
 }  // namespace
@@ -34,13 +43,30 @@ BackwardParams DeclareBackwardParams(Kernel& k, const AttentionShape& a, int q_r
   p.S = k.I32Param("S"), p.Skv = k.I32Param("Skv"), p.Sp = k.I32Param("Sp");
   p.scale = k.F32Param("scale");
   k.RequireMultiple("Sp", 64);
-  p.tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", a.d, q_rows, spans, a.in));
-  p.tk = k.TmaParam("tmK", HeadMap(k, "K", "Skv", "B*Hkv", a.d, k_rows, spans, a.in));
-  p.tv = k.TmaParam("tmV", HeadMap(k, "V", "Skv", "B*Hkv", a.d, k_rows, spans, a.in));
-  p.tdo = k.TmaParam("tmdO", HeadMap(k, "dO", "S", "B*Hq", a.d, q_rows, spans, a.in));
+  if (a.varlen) {
+    p.cu_seqlens = k.PtrParam("cu_seqlens", i32);
+    p.T = k.I32Param("T");
+    k.I32Param("tiles");  // the grid's bound on the sequences' tiles
+  }
+  // Q, dO (query side) or K, V in boxes of `rows` rows and all of D.
+  auto map = [&](const char* tensor, bool query_side, int rows) {
+    const char* heads = query_side ? "Hq" : "Hkv";
+    return a.varlen ? PackedMap(k, tensor, "T", heads, a.d, rows, spans, a.in)
+                    : HeadMap(k, tensor, query_side ? "S" : "Skv", query_side ? "B*Hq" : "B*Hkv",
+                              a.d, rows, spans, a.in);
+  };
+  p.tq = k.TmaParam("tmQ", map("Q", true, q_rows));
+  p.tk = k.TmaParam("tmK", map("K", false, k_rows));
+  p.tv = k.TmaParam("tmV", map("V", false, k_rows));
+  p.tdo = k.TmaParam("tmdO", map("dO", true, q_rows));
   if (dkdv) {
-    p.tlse2 = k.TmaParam("tmLse2", RowValuesMap(k, "lse2"));
-    p.tdelta = k.TmaParam("tmDelta", RowValuesMap(k, "delta"));
+    const char* heads = a.varlen ? "Hq" : "B*Hq";
+    p.tlse2 = k.TmaParam("tmLse2", RowValuesMap(k, "lse2", heads));
+    p.tdelta = k.TmaParam("tmDelta", RowValuesMap(k, "delta", heads));
+    if (a.varlen) {
+      p.out[0] = k.PtrParam("dK", a.in), p.out[1] = k.PtrParam("dV", a.in);
+      return p;
+    }
     p.tout[0] = k.TmaParam("tmdK", HeadMap(k, "dK", "Skv", "B*Hkv", a.d, 64, 1, a.in));
     p.tout[1] = k.TmaParam("tmdV", HeadMap(k, "dV", "Skv", "B*Hkv", a.d, 64, 1, a.in));
     if (a.dq_add) {
@@ -55,7 +81,10 @@ BackwardParams DeclareBackwardParams(Kernel& k, const AttentionShape& a, int q_r
   } else {
     p.lse2 = k.PtrParam("lse2", f32);
     p.delta = k.PtrParam("delta", f32);
-    p.tout[0] = k.TmaParam("tmdQ", HeadMap(k, "dQ", "S", "B*Hq", a.d, 64, 1, a.in));
+    if (a.varlen)
+      p.out[0] = k.PtrParam("dQ", a.in);
+    else
+      p.tout[0] = k.TmaParam("tmdQ", HeadMap(k, "dQ", "S", "B*Hq", a.d, 64, 1, a.in));
   }
   return p;
 }
@@ -73,16 +102,113 @@ void IssueOverD(Kernel& k, const WgmmaAccumulator& acc, int d, const SmemTile& a
   k.WgmmaCommit();
 }
 
+PackedTile PackedTileOf(Kernel& k, const BackwardParams& p, const Value& g, int tile_rows) {
+  // A sequence's first row and length inside the T packed rows whatever cu_seqlens holds (as
+  // attention/hopper's varlen tiles: unsigned throughout, no access outside the tensors).
+  auto sequence = [&](const Value& b) {
+    Value first = Min(k.Load(p.cu_seqlens + b.To(i64)), p.T);
+    Value end = Min(Max(k.Load(p.cu_seqlens + (b + 1).To(i64)), first), p.T);
+    return std::pair{first, end - first};
+  };
+  // {tiles before sequence b, the tile's sequence (B: none), its tile in it}
+  Regs at = k.Registers(Type::Of(i32), 3);
+  at[0] = k.I32(0), at[1] = p.B, at[2] = k.I32(0);
+  k.For(0, p.B, 1, [&](Value b) {
+    Value tiles = (sequence(b).second + (tile_rows - 1)) / tile_rows;
+    k.If((at[1] == p.B) & (g < at[0] + tiles), [&] {
+      at[1] = b;
+      at[2] = g - at[0];
+    });
+    at[0] = at[0] + tiles;
+  });
+  Value found = at[1] < p.B;
+  auto [seq0, len] = sequence(Select(found, at[1], k.I32(0)));
+  return {seq0, Select(found, len, k.I32(0)), Select(found, at[2], k.I32(0))};
+}
+
+KeyTileWork KeyTileOf(Kernel& k, const BackwardParams& p, const AttentionShape& a, int key_rows,
+                      int query_rows) {
+  KeyTileWork w;
+  Value t = k.BlockIdx(0);
+  w.group = p.Hq / p.Hkv;
+  if (a.varlen) {  // tile t / Hkv of the sequences, KV head t % Hkv
+    PackedTile tile = PackedTileOf(k, p, t / p.Hkv, key_rows);
+    w.n0 = tile.tile * key_rows, w.seq0 = tile.seq0, w.kv_head = t % p.Hkv;
+    w.first_q_head = w.kv_head * w.group;
+    w.keys = tile.len, w.q_end = tile.len, w.shift = k.I32(0).To(s32);
+    w.m_tiles = (tile.len + (query_rows - 1)) / query_rows;
+    w.m_first = a.causal ? w.n0 / query_rows : k.I32(0);
+    return w;
+  }
+  // Head-major: the CTAs of one KV head run together and share its query heads' Q and dO in L2;
+  // causally the first key tiles see the most query tiles.
+  Value key_tiles = (p.Skv + (key_rows - 1)) / key_rows;
+  w.n0 = t % key_tiles * key_rows, w.kv_head = t / key_tiles;  // b * Hkv + h
+  w.first_q_head = w.kv_head / p.Hkv * p.Hq + w.kv_head % p.Hkv * w.group;
+  w.keys = p.Skv, w.shift = p.Skv.To(s32) - p.S.To(s32);
+  w.m_tiles = (p.S + (query_rows - 1)) / query_rows;
+  w.m_first = a.causal ? Max(w.n0.To(s32) - w.shift, 0).To(i32) / query_rows : k.I32(0);
+  return w;
+}
+
+void EachQueryTile(Kernel& k, const KeyTileWork& w, int query_rows,
+                   const std::function<void(Value q_head, Value m0)>& body) {
+  k.For(0, w.group, 1, [&](Value g) {
+    k.For(w.m_first, w.m_tiles, 1, [&](Value m) { body(w.first_q_head + g, m * query_rows); });
+  });
+}
+
+QueryTileWork QueryTileOf(Kernel& k, const BackwardParams& p, const AttentionShape& a,
+                          int query_rows, int key_rows) {
+  QueryTileWork w;
+  Value t = k.BlockIdx(0), n_end;
+  if (a.varlen) {  // tile t / Hq of the sequences, query head t % Hq
+    PackedTile tile = PackedTileOf(k, p, t / p.Hq, query_rows);
+    Value last = (tile.len + (query_rows - 1)) / query_rows - 1;  // (len 0: unused)
+    Value m = a.causal ? Select(tile.len > 0, last - tile.tile, k.I32(0)) : tile.tile;
+    w.m0 = m * query_rows, w.seq0 = tile.seq0, w.q_head = t % p.Hq;
+    w.kv_head = w.q_head / (p.Hq / p.Hkv);
+    w.queries = tile.len, w.keys = tile.len, w.shift = k.I32(0).To(s32);
+    n_end = a.causal ? Min(tile.len, w.m0 + query_rows) : tile.len;
+  } else {  // head-major; causally the longest (last) tiles first
+    Value m_tiles = (p.S + (query_rows - 1)) / query_rows;
+    w.q_head = t / m_tiles;
+    Value m = t % m_tiles;
+    w.m0 = (a.causal ? m_tiles - 1 - m : m) * query_rows;
+    w.kv_head = w.q_head / p.Hq * p.Hkv + w.q_head % p.Hq / (p.Hq / p.Hkv);
+    w.queries = p.S, w.keys = p.Skv, w.shift = p.Skv.To(s32) - p.S.To(s32);
+    n_end = a.causal ? Max(Min(p.Skv.To(s32), (w.m0 + query_rows).To(s32) + w.shift), 0).To(i32)
+                     : Value(p.Skv);
+  }
+  w.n_tiles = (n_end + (key_rows - 1)) / key_rows;
+  return w;
+}
+
+void StoreGradientRows(Kernel& k, const WgmmaAccumulator& acc, const Value& scale, const Value& ptr,
+                       const Value& heads, int d, const Value& head, const Value& seq0,
+                       const Value& row0, const Value& rows, const Value& col0, Scalar in) {
+  if (scale.valid()) ScaleRows(acc, {scale, scale});
+  const std::vector<Value> packed = PackPairs(acc, in);
+  for (int pair = 0; pair < acc.n() / 4; ++pair) {
+    Value r = row0 + acc.Row(pair);
+    Value at =
+        ((seq0 + r).To(i64) * heads.To(i64) + head.To(i64)) * d + (col0 + acc.Col(pair)).To(i64);
+    StoreGlobal(ptr + at, packed[pair], {.mask = r < rows});
+  }
+}
+
 void ProbabilitiesT(Kernel& k, const WgmmaAccumulator& st, const SmemTile& lse2_row,
                     const Value& q0, const Value& key0, const Value& m0, const Value& Skv,
-                    const Value& shift, const Value& scale_log2) {
+                    const Value& shift, const Value& scale_log2, const Value& q_end,
+                    const Value& off) {
   for (int pair = 0; pair < st.n() / 4; ++pair) {
     Value key = (key0 + st.Row(pair)).To(s32);
     Value col = q0.valid() ? q0 + st.Col(pair) : st.Col(pair);
-    Value lse2 = k.Load(lse2_row.At(0, col), 2);
+    Value lse2 = PairAt(k, lse2_row, col, off);
     for (int e = 0; e < 2; ++e) {
       Value seen = key < Skv.To(s32);
       if (shift.valid()) seen = seen & (key <= (m0 + col + e).To(s32) + shift);
+      if (q_end.valid()) seen = seen & (m0 + col + e < q_end);
       Value x = Fma(st[2 * pair + e], scale_log2, -lse2.Lane(e));
       st[2 * pair + e] = Select(seen, Exp2(x), k.F32(0));
     }
@@ -90,10 +216,10 @@ void ProbabilitiesT(Kernel& k, const WgmmaAccumulator& st, const SmemTile& lse2_
 }
 
 void ScoreGradsT(Kernel& k, const WgmmaAccumulator& pt, const WgmmaAccumulator& dpt,
-                 const SmemTile& delta_row, const Value& q0) {
+                 const SmemTile& delta_row, const Value& q0, const Value& off) {
   for (int pair = 0; pair < dpt.n() / 4; ++pair) {
     Value col = q0.valid() ? q0 + dpt.Col(pair) : dpt.Col(pair);
-    Value delta = k.Load(delta_row.At(0, col), 2);
+    Value delta = PairAt(k, delta_row, col, off);
     for (int e = 0; e < 2; ++e)
       dpt[2 * pair + e] = pt[2 * pair + e] * (dpt[2 * pair + e] - delta.Lane(e));
   }
@@ -105,7 +231,7 @@ std::vector<std::string> BundledBackwardVariants(const std::vector<std::string>&
     for (const char* type : {"", ".f16"})
       for (const char* causal : {"", ".causal"})
         for (const std::string& form : forms)
-          if (form.empty() || std::string(d) != "d256")
+          if (form != ".dqadd" || std::string(d) != "d256")
             v.push_back(absl::StrCat(d, type, causal, form));
   return v;
 }

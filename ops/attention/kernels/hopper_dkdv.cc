@@ -82,19 +82,20 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
   const Scalar in = a.in;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
   if (W < 1 || W > 2) k.Fail(absl::StrCat("hopper_dkdv takes 1 or 2 consumer warpgroups, not ", W));
-  if (a.persistent || a.split || a.per_sequence() || a.varlen || a.rows || a.two_ctas)
-    k.Fail("hopper_dkdv runs dense [B, H, S, D] tensors, a CTA per key tile");
+  if (a.persistent || a.split || a.per_sequence() || a.rows || a.two_ctas)
+    k.Fail("hopper_dkdv runs [B, H, S, D] tensors or packed sequences, a CTA per key tile");
+  if (a.varlen && a.dq_add) k.Fail("hopper_dkdv.dqadd runs dense tensors (no varlen)");
   const BackwardParams p = attention_sm90::DeclareBackwardParams(k, a, BM, BN, /*dkdv=*/true);
-  const Value &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv;
-  k.Grid(absl::StrCat("Skv/", BN, "*Hkv*B"));
+  k.Grid(a.varlen ? "tiles*Hkv" : absl::StrCat("Skv/", BN, "*Hkv*B"));
   k.Attribute("attention_backward", absl::StrCat("d=", D, " causal=", a.causal, " block_n=", BN));
 
   SmemTile sK = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B);
   SmemTile sV = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B);
   SmemTile sQ = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B, a.stages);
   SmemTile sdO = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B, a.stages);
-  SmemTile sLse = k.Smem(f32, 1, BM, SmemLayout{.stages = a.stages});
-  SmemTile sDelta = k.Smem(f32, 1, BM, SmemLayout{.stages = a.stages});
+  const int row_values = attention_sm90::kRowValuesBox;  // (lse2 and delta: a box's)
+  SmemTile sLse = k.Smem(f32, 1, row_values, SmemLayout{.stages = a.stages});
+  SmemTile sDelta = k.Smem(f32, 1, row_values, SmemLayout{.stages = a.stages});
   SmemTile sdS, sdQ;  // dqadd: dS^T, [keys, queries], a ring of two; each warpgroup's dQ part
   if (a.dq_add) {
     sdS = k.SmemSwizzled(in, BN, BM, Swizzle::k128B, 2);
@@ -103,14 +104,8 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
   if (a.dq_add && W != 2) k.Fail("hopper_dkdv.dqadd takes 2 consumer warpgroups");
   Pipeline kv_ring(k, 1, W), q_ring(k, a.stages, W), do_ring(k, a.stages, W);
 
-  // The CTA's key tile, head-major: the CTAs of one KV head run together and share its query
-  // heads' Q and dO in L2; causally the first key tiles see the most query tiles.
-  Value key_tiles = (Skv + (BN - 1)) / BN, t = k.BlockIdx(0);
-  Value n0 = t % key_tiles * BN, kv_head = t / key_tiles;  // b * Hkv + h
-  Value b = kv_head / Hkv, group = Hq / Hkv, first_q_head = b * Hq + kv_head % Hkv * group;
-  Value shift = Skv.To(s32) - S.To(s32);  // query i sees keys j <= i + shift
-  Value m_tiles = (S + (BM - 1)) / BM;
-  Value m_first = a.causal ? Max(n0.To(s32) - shift, 0).To(i32) / BM : k.I32(0);
+  const attention_sm90::KeyTileWork w = attention_sm90::KeyTileOf(k, p, a, BN, BM);
+  const Value &n0 = w.n0, &kv_head = w.kv_head;
 
   k.If(k.ThreadIdx() == 0, [&] {
     kv_ring.Init();
@@ -119,21 +114,22 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
   });
   k.SyncThreads();
 
-  // The walk both roles take: each query head of the group, each query tile that sees the keys.
   auto each_query_tile = [&](const std::function<void(Value q_head, Value m0)>& body) {
-    k.For(0, group, 1, [&](Value g) {
-      k.For(m_first, m_tiles, 1, [&](Value m) { body(first_q_head + g, m * BM); });
-    });
+    attention_sm90::EachQueryTile(k, w, BM, body);
   };
 
   k.Role({.first_thread = 0, .threads = 128, .max_regs = kProducerRegs}, [&](Value tid) {
     k.If(tid == 0, [&] {
       Pipeline::Cursor kv_at = kv_ring.Start(), q_at = q_ring.Start(), do_at = do_ring.Start();
-      kv_ring.Produce(kv_at, {{&p.tk, sK, {0, n0, 0, kv_head}}, {&p.tv, sV, {0, n0, 0, kv_head}}});
+      Value key_row = w.Row(n0);
+      kv_ring.Produce(
+          kv_at, {{&p.tk, sK, {0, key_row, 0, kv_head}}, {&p.tv, sV, {0, key_row, 0, kv_head}}});
       each_query_tile([&](Value q_head, Value m0) {
-        q_ring.Produce(q_at, {{&p.tq, sQ, {0, m0, 0, q_head}}, {&p.tlse2, sLse, {m0, q_head}}});
-        do_ring.Produce(do_at,
-                        {{&p.tdo, sdO, {0, m0, 0, q_head}}, {&p.tdelta, sDelta, {m0, q_head}}});
+        Value row = w.Row(m0), values = attention_sm90::RowValuesStart(a, row);
+        q_ring.Produce(q_at,
+                       {{&p.tq, sQ, {0, row, 0, q_head}}, {&p.tlse2, sLse, {values, q_head}}});
+        do_ring.Produce(
+            do_at, {{&p.tdo, sdO, {0, row, 0, q_head}}, {&p.tdelta, sDelta, {values, q_head}}});
       });
     });
   });
@@ -160,10 +156,11 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
       k.WgmmaFence();  // (its accumulator last written before the wait above)
       attention_sm90::IssueOverD(k, dpt, D, sV, BN, row0, sdO.Stage(ds), BM);
       k.WgmmaWait(1);  // S^T is in
-      attention_sm90::ProbabilitiesT(k, st, sLse.Stage(qs), Value(), n0 + row0, m0, Skv,
-                                     a.causal ? shift : Value(), scale_log2);
+      Value off = attention_sm90::RowValuesOffset(a, w.Row(m0));
+      attention_sm90::ProbabilitiesT(k, st, sLse.Stage(qs), Value(), n0 + row0, m0, w.keys,
+                                     a.causal ? w.shift : Value(), scale_log2, w.q_end, off);
       k.WgmmaWait(0);  // dP^T is in
-      attention_sm90::ScoreGradsT(k, st, dpt, sDelta.Stage(ds), Value());
+      attention_sm90::ScoreGradsT(k, st, dpt, sDelta.Stage(ds), Value(), off);
       Value buf = step[0] % 2;
       if (a.dq_add) {  // dS^T rounded into its buffer; both warpgroups' rows in before dQ's wgmma
         const std::vector<Value> packed = PackPairs(dpt, in);
@@ -206,10 +203,16 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
     // other warpgroup's last dQ wgmma, which reads all of K, has retired): dK and dV go out
     // through them.
     if (a.dq_add) k.NamedBarrier(W + 1, 128 * W);
-    attention_sm90::StoreGradientTile(k, dk, p.scale, sK, BN, W, wg, c, 1, p.tout[0], n0 + row0,
-                                      kv_head, in);
-    attention_sm90::StoreGradientTile(k, dv, Value(), sV, BN, W, wg, c, 1, p.tout[1], n0 + row0,
-                                      kv_head, in);
+    if (a.varlen) {
+      for (int x = 0; x < 2; ++x)
+        attention_sm90::StoreGradientRows(k, x ? dv : dk, x ? Value() : p.scale, p.out[x], p.Hkv, D,
+                                          kv_head, w.seq0, n0 + row0, w.keys, k.I32(0), in);
+    } else {
+      attention_sm90::StoreGradientTile(k, dk, p.scale, sK, BN, W, wg, c, 1, p.tout[0], n0 + row0,
+                                        kv_head, in);
+      attention_sm90::StoreGradientTile(k, dv, Value(), sV, BN, W, wg, c, 1, p.tout[1], n0 + row0,
+                                        kv_head, in);
+    }
     kv_ring.Release(kvs, c);
   });
   return k.Build();
@@ -223,7 +226,7 @@ ExampleFamily DkDvFamily() {
       "the warpgroups split D); D 64/128/256, "
       "bf16/f16, causal, grouped-query heads",
       BuildDkDv);
-  f.bundled = attention_sm90::BundledBackwardVariants({"", ".dqadd"});
+  f.bundled = attention_sm90::BundledBackwardVariants({"", ".dqadd", ".varlen"});
   return f;
 }
 

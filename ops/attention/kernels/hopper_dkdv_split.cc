@@ -43,9 +43,10 @@ absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShap
   if (a.warpgroups && a.warpgroups != W)
     k.Fail("hopper_dkdv at D = 256 takes 2 consumer warpgroups (they split D)");
   if (a.dq_add) k.Fail("hopper_dkdv.dqadd takes D = 64 or 128");
+  if (a.persistent || a.split || a.per_sequence() || a.rows || a.two_ctas)
+    k.Fail("hopper_dkdv runs [B, H, S, D] tensors or packed sequences, a CTA per key tile");
   const BackwardParams p = DeclareBackwardParams(k, a, BM, BN, /*dkdv=*/true);
-  const Value &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv;
-  k.Grid(absl::StrCat("Skv/", BN, "*Hkv*B"));
+  k.Grid(a.varlen ? "tiles*Hkv" : absl::StrCat("Skv/", BN, "*Hkv*B"));
   k.Attribute("attention_backward",
               absl::StrCat("d=", D, " causal=", a.causal, " block_n=", BN, " split_d=", W));
 
@@ -53,19 +54,15 @@ absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShap
   SmemTile sV = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B);
   SmemTile sQ = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B, a.stages);
   SmemTile sdO = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B, a.stages);
-  SmemTile sLse = k.Smem(f32, 1, BM, SmemLayout{.stages = a.stages});
-  SmemTile sDelta = k.Smem(f32, 1, BM, SmemLayout{.stages = a.stages});
+  const int row_values = kRowValuesBox;  // (lse2 and delta: a box's)
+  SmemTile sLse = k.Smem(f32, 1, row_values, SmemLayout{.stages = a.stages});
+  SmemTile sDelta = k.Smem(f32, 1, row_values, SmemLayout{.stages = a.stages});
   SmemTile sP = k.SmemSwizzled(in, BN, BM, Swizzle::k128B, 2);  // P^T [keys, queries], two
   SmemTile sdS = k.SmemSwizzled(in, BN, BM, Swizzle::k128B, 2);
   Pipeline kv_ring(k, 1, W), q_ring(k, a.stages, W), do_ring(k, a.stages, W);
 
-  // The CTA's key tile, head-major, and the query tiles that see it (as hopper_dkdv).
-  Value key_tiles = (Skv + (BN - 1)) / BN, t = k.BlockIdx(0);
-  Value n0 = t % key_tiles * BN, kv_head = t / key_tiles;  // b * Hkv + h
-  Value b = kv_head / Hkv, group = Hq / Hkv, first_q_head = b * Hq + kv_head % Hkv * group;
-  Value shift = Skv.To(s32) - S.To(s32);  // query i sees keys j <= i + shift
-  Value m_tiles = (S + (BM - 1)) / BM;
-  Value m_first = a.causal ? Max(n0.To(s32) - shift, 0).To(i32) / BM : k.I32(0);
+  const KeyTileWork w = KeyTileOf(k, p, a, BN, BM);
+  const Value &n0 = w.n0, &kv_head = w.kv_head;
 
   k.If(k.ThreadIdx() == 0, [&] {
     kv_ring.Init();
@@ -75,19 +72,21 @@ absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShap
   k.SyncThreads();
 
   auto each_query_tile = [&](const std::function<void(Value q_head, Value m0)>& body) {
-    k.For(0, group, 1, [&](Value g) {
-      k.For(m_first, m_tiles, 1, [&](Value m) { body(first_q_head + g, m * BM); });
-    });
+    EachQueryTile(k, w, BM, body);
   };
 
   k.Role({.first_thread = 0, .threads = 128, .max_regs = kProducerRegs}, [&](Value tid) {
     k.If(tid == 0, [&] {
       Pipeline::Cursor kv_at = kv_ring.Start(), q_at = q_ring.Start(), do_at = do_ring.Start();
-      kv_ring.Produce(kv_at, {{&p.tk, sK, {0, n0, 0, kv_head}}, {&p.tv, sV, {0, n0, 0, kv_head}}});
+      Value key_row = w.Row(n0);
+      kv_ring.Produce(
+          kv_at, {{&p.tk, sK, {0, key_row, 0, kv_head}}, {&p.tv, sV, {0, key_row, 0, kv_head}}});
       each_query_tile([&](Value q_head, Value m0) {
-        q_ring.Produce(q_at, {{&p.tq, sQ, {0, m0, 0, q_head}}, {&p.tlse2, sLse, {m0, q_head}}});
-        do_ring.Produce(do_at,
-                        {{&p.tdo, sdO, {0, m0, 0, q_head}}, {&p.tdelta, sDelta, {m0, q_head}}});
+        Value row = w.Row(m0), values = RowValuesStart(a, row);
+        q_ring.Produce(q_at,
+                       {{&p.tq, sQ, {0, row, 0, q_head}}, {&p.tlse2, sLse, {values, q_head}}});
+        do_ring.Produce(
+            do_at, {{&p.tdo, sdO, {0, row, 0, q_head}}, {&p.tdelta, sDelta, {values, q_head}}});
       });
     });
   });
@@ -109,10 +108,11 @@ absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShap
       k.WgmmaFence();
       IssueOverD(k, dpt, D, sV, BN, k.I32(0), sdO.Stage(ds), BM, q0);
       k.WgmmaWait(1);  // S^T is in
-      ProbabilitiesT(k, st, sLse.Stage(qs), q0, n0, m0, Skv, a.causal ? shift : Value(),
-                     scale_log2);
+      Value off = RowValuesOffset(a, w.Row(m0));
+      ProbabilitiesT(k, st, sLse.Stage(qs), q0, n0, m0, w.keys, a.causal ? w.shift : Value(),
+                     scale_log2, w.q_end, off);
       k.WgmmaWait(0);  // dP^T is in
-      ScoreGradsT(k, st, dpt, sDelta.Stage(ds), q0);
+      ScoreGradsT(k, st, dpt, sDelta.Stage(ds), q0, off);
       Value buf = step[0] % 2;
       StoreHalf(k, st, sP.Stage(buf), q0, in);
       StoreHalf(k, dpt, sdS.Stage(buf), q0, in);
@@ -139,10 +139,16 @@ absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShap
     });
     // Both warpgroups' last S^T and dP^T wgmmas, the only readers of K's and V's tiles, retired
     // before the last meeting: dK and dV go out through this warpgroup's spans of them.
-    StoreGradientTile(k, dk, p.scale, sK, BN, W, wg, c, 1, p.tout[0], n0, kv_head, in,
-                      /*split_d=*/true);
-    StoreGradientTile(k, dv, Value(), sV, BN, W, wg, c, 1, p.tout[1], n0, kv_head, in,
-                      /*split_d=*/true);
+    if (a.varlen) {
+      for (int x = 0; x < 2; ++x)
+        StoreGradientRows(k, x ? dv : dk, x ? Value() : p.scale, p.out[x], p.Hkv, D, kv_head,
+                          w.seq0, n0, w.keys, wg * (D / W), in);
+    } else {
+      StoreGradientTile(k, dk, p.scale, sK, BN, W, wg, c, 1, p.tout[0], n0, kv_head, in,
+                        /*split_d=*/true);
+      StoreGradientTile(k, dv, Value(), sV, BN, W, wg, c, 1, p.tout[1], n0, kv_head, in,
+                        /*split_d=*/true);
+    }
     kv_ring.Release(kvs, c);
   });
   return k.Build();

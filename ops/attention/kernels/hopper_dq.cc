@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "examples/registry.h"
+#include "kiln/memory_ops.h"
 #include "kiln/pipeline.h"
 #include "kiln/rows.h"
 #include "ops/attention/kernels/hopper_bwd_parts.h"
@@ -24,7 +25,7 @@ namespace {
 
 using attention_sm90::BackwardParams;
 
-absl::StatusOr<KernelDef> BuildDq(const std::string& name, AttentionShape a) {
+absl::StatusOr<KernelDef> BuildDq(const std::string &name, AttentionShape a) {
   if (!a.warpgroups) a.warpgroups = 2;
   if (!a.block_n) a.block_n = a.d == 256 ? 32 : 64;  // D = 256: dQ's 128 registers beside S, dP
   if (!a.stages) a.stages = 2;
@@ -34,11 +35,10 @@ absl::StatusOr<KernelDef> BuildDq(const std::string& name, AttentionShape a) {
   if (W < 1 || W > 3) k.Fail(absl::StrCat("hopper_dq takes 1 to 3 consumer warpgroups, not ", W));
   if (BN % 16 || BN < 16 || BN > 128)
     k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 128"));
-  if (a.persistent || a.split || a.per_sequence() || a.varlen || a.rows || a.two_ctas)
-    k.Fail("hopper_dq runs dense [B, H, S, D] tensors, a CTA per query tile");
+  if (a.persistent || a.split || a.per_sequence() || a.rows || a.two_ctas)
+    k.Fail("hopper_dq runs [B, H, S, D] tensors or packed sequences, a CTA per query tile");
   const BackwardParams p = attention_sm90::DeclareBackwardParams(k, a, BM, BN, /*dkdv=*/false);
-  const Value &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv;
-  k.Grid(absl::StrCat("S/", BM, "*Hq*B"));
+  k.Grid(a.varlen ? "tiles*Hq" : absl::StrCat("S/", BM, "*Hq*B"));
   k.Attribute("attention_backward",
               absl::StrCat("d=", D, " causal=", a.causal, " block_m=", BM, " block_n=", BN));
 
@@ -48,14 +48,8 @@ absl::StatusOr<KernelDef> BuildDq(const std::string& name, AttentionShape a) {
   SmemTile sV = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, a.stages);
   Pipeline q_ring(k, 1, W), k_ring(k, a.stages, W), v_ring(k, a.stages, W);
 
-  // The CTA's query tile, head-major; causally the longest (last) tiles first.
-  Value m_tiles = (S + (BM - 1)) / BM, t = k.BlockIdx(0);
-  Value q_head = t / m_tiles, m = t % m_tiles;
-  Value m0 = (a.causal ? m_tiles - 1 - m : m) * BM;
-  Value kv_head = q_head / Hq * Hkv + q_head % Hq / (Hq / Hkv);
-  Value shift = Skv.To(s32) - S.To(s32);  // query i sees keys j <= i + shift
-  Value n_end = a.causal ? Max(Min(Skv.To(s32), (m0 + BM).To(s32) + shift), 0).To(i32) : Value(Skv);
-  Value n_tiles = (n_end + (BN - 1)) / BN;
+  const attention_sm90::QueryTileWork w = attention_sm90::QueryTileOf(k, p, a, BM, BN);
+  const Value &m0 = w.m0, &q_head = w.q_head, &kv_head = w.kv_head, &n_tiles = w.n_tiles;
 
   k.If(k.ThreadIdx() == 0, [&] {
     q_ring.Init();
@@ -67,10 +61,11 @@ absl::StatusOr<KernelDef> BuildDq(const std::string& name, AttentionShape a) {
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [&](Value tid) {
     k.If(tid == 0, [&] {
       Pipeline::Cursor q_at = q_ring.Start(), k_at = k_ring.Start(), v_at = v_ring.Start();
-      q_ring.Produce(q_at, {{&p.tq, sQ, {0, m0, 0, q_head}}, {&p.tdo, sdO, {0, m0, 0, q_head}}});
+      Value row = w.Row(m0);
+      q_ring.Produce(q_at, {{&p.tq, sQ, {0, row, 0, q_head}}, {&p.tdo, sdO, {0, row, 0, q_head}}});
       k.For(0, n_tiles, 1, [&](Value j) {
-        k_ring.Produce(k_at, {{&p.tk, sK, {0, j * BN, 0, kv_head}}});
-        v_ring.Produce(v_at, {{&p.tv, sV, {0, j * BN, 0, kv_head}}});
+        k_ring.Produce(k_at, {{&p.tk, sK, {0, w.Row(j * BN), 0, kv_head}}});
+        v_ring.Produce(v_at, {{&p.tv, sV, {0, w.Row(j * BN), 0, kv_head}}});
       });
     });
   });
@@ -83,12 +78,19 @@ absl::StatusOr<KernelDef> BuildDq(const std::string& name, AttentionShape a) {
     WgmmaAccumulator dq = k.WgmmaAcc(D);
     // Each thread's two rows: their lse2 and delta (rows past S: +inf and 0, P = 0).
     RowPair lse2, delta, limit;
+    const Value &S = w.queries, &Skv = w.keys;
     for (int half = 0; half < 2; ++half) {
       Value row = m0 + row0 + dq.Row(half);
-      Value at = (q_head.To(i64) * p.Sp.To(i64) + Min(row, S - 1).To(i64));
-      lse2[half] = Select(row < S, k.Load(p.lse2 + at), k.F32(INFINITY));
-      delta[half] = Select(row < S, k.Load(p.delta + at), k.F32(0));
-      limit[half] = a.causal ? Min(Skv.To(s32), row.To(s32) + 1 + shift) : Skv.To(s32);
+      if (a.varlen) {  // (a CTA past the sequences' tiles has none: the loads masked)
+        Value at = q_head.To(i64) * p.Sp.To(i64) + w.Row(row).To(i64);
+        lse2[half] = LoadGlobal(p.lse2 + at, 1, {.mask = row < S, .fill = INFINITY});
+        delta[half] = LoadGlobal(p.delta + at, 1, {.mask = row < S, .fill = 0.0});
+      } else {
+        Value at = (q_head.To(i64) * p.Sp.To(i64) + Min(row, S - 1).To(i64));
+        lse2[half] = Select(row < S, k.Load(p.lse2 + at), k.F32(INFINITY));
+        delta[half] = Select(row < S, k.Load(p.delta + at), k.F32(0));
+      }
+      limit[half] = a.causal ? Min(Skv.To(s32), row.To(s32) + 1 + w.shift) : Skv.To(s32);
     }
     // S and dP, overwritten by each step's first wgmma (made outside the loop: see hopper_dkdv).
     WgmmaAccumulator s = k.WgmmaAcc(BN), dp = k.WgmmaAcc(BN);
@@ -124,8 +126,12 @@ absl::StatusOr<KernelDef> BuildDq(const std::string& name, AttentionShape a) {
       k_ring.Release(ks, c);
     });
     // This warpgroup's rows of Q's tile are read by no wgmma now: dQ goes out through them.
-    attention_sm90::StoreGradientTile(k, dq, p.scale, sQ, BM, W, wg, c, 1, p.tout[0], m0 + row0,
-                                      q_head, in);
+    if (a.varlen)
+      attention_sm90::StoreGradientRows(k, dq, p.scale, p.out[0], p.Hq, D, q_head, w.seq0,
+                                        m0 + row0, S, k.I32(0), in);
+    else
+      attention_sm90::StoreGradientTile(k, dq, p.scale, sQ, BM, W, wg, c, 1, p.tout[0], m0 + row0,
+                                        q_head, in);
     q_ring.Release(qs, c);
   });
   return k.Build();
@@ -137,7 +143,7 @@ ExampleFamily DqFamily() {
       "FlashAttention backward for sm_90a, dQ: a CTA per query tile walks its key tiles (S and "
       "dP rebuilt, dS from registers into dQ); D 64/128/256, bf16/f16, causal, grouped-query heads",
       BuildDq);
-  f.bundled = attention_sm90::BundledBackwardVariants({""});
+  f.bundled = attention_sm90::BundledBackwardVariants({"", ".varlen"});
   return f;
 }
 

@@ -15,8 +15,9 @@
 //
 // Layouts as the forward's (kiln/ops/attention.h): Q, O, dO, dQ [B, Hq, S, D]; K, V, dK, dV
 // [B, Hkv, Skv, D]; lse [B, Hq, S] f32, as the forward wrote it. Grouped-query heads: dK and dV
-// of a KV head sum over the query heads that read it. D 64, 128 or 256, dense tensors (no varlen,
-// lens, pages or rows layout, so far).
+// of a KV head sum over the query heads that read it. D 64, 128 or 256. Dense tensors, or packed
+// sequences (AttentionSize::varlen: Q, O, dO, dQ [total, Hq, D], K, V, dK, dV [total, Hkv, D], lse
+// [Hq, total], cu_seqlens as the forward took them); no lens, pages or rows layout, so far.
 #pragma once
 #include <string>
 
@@ -28,16 +29,20 @@ namespace kiln::rt {
 struct AttentionGradOperands {
   cu::CUdeviceptr q = 0, k = 0, v = 0, o = 0, lse = 0, d_o = 0;  // the forward's, and dO
   cu::CUdeviceptr dq = 0, dk = 0, dv = 0;                        // written
+  cu::CUdeviceptr cu_seqlens = 0;  // i32 [B + 1] (AttentionSize::varlen)
 };
 
 struct AttentionBackwardPlan {
   std::string prep, dkdv, dq;  // the kernels, launched in this order (dq: hopper_dq or the convert)
   bool dq_add = false;         // dkdv adds dQ into an f32 accumulator, which dq converts
   float scale = 0;
-  int64_t padded_rows = 0;  // Sp: S rounded up to whole 64-row tiles (the workspace's rows)
-  // lse2 and delta [B, Hq, Sp] f32, then (dq_add) the accumulator [B, Hq, Sp, D] f32.
+  // Sp: the workspace's rows a head. S rounded up to whole 64-row tiles; varlen: total + 1 so
+  // rounded (a CTA with no tile of its own reads row 0 of its sequence: inside even at total).
+  int64_t padded_rows = 0;
+  // lse2 and delta [B, Hq, Sp] f32 (varlen: [Hq, Sp]), then (dq_add) the accumulator
+  // [B, Hq, Sp, D] f32.
   int64_t WorkspaceBytes(const AttentionSize& z) const {
-    return z.b * z.hq * padded_rows * 4 * (2 + (dq_add ? z.d : 0));
+    return (z.varlen ? 1 : z.b) * z.hq * padded_rows * 4 * (2 + (dq_add ? z.d : 0));
   }
 };
 
