@@ -229,6 +229,18 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
         Write(t, in.ops[0], Bits(r));
         return absl::OkStatus();
       }
+      // Mixed-precision fma.rn.f32.{f16,bf16} (PTX ISA 8.6, sm_100): a and b half-precision (exact
+      // in f32), c and d f32, one rounding.
+      if (in.op == Op::kFma && in.Has("f32") && (ty == Ty::kBF16 || ty == Ty::kF16)) {
+        auto half = [&](int i) {
+          const auto h = static_cast<uint16_t>(src(i));
+          return ty == Ty::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
+        };
+        if (!in.Has("rn") || in.ftz || in.Has("sat"))
+          return Fail(t, in, "a mixed-precision fma other than .rn is not emulated yet");
+        put_f(std::fma(half(1), half(2), F32(Read(t, in.ops.at(3), 32))));
+        return absl::OkStatus();
+      }
       if (ptx::TyIsFloat(ty)) return Fail(t, in, "this float type is not emulated yet");
       // Integers: .wide doubles the width of the result; .hi keeps the upper half.
       const uint64_t a = src(1), b = src(2);

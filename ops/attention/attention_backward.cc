@@ -81,11 +81,16 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
       {.q = o.q, .k = o.k, .v = o.v, .o = o.o, .lse = o.lse, .cu_seqlens = o.cu_seqlens},
       compute_capability);
   if (!forward.ok()) return forward.status();
-  if (compute_capability != 90)
+  const bool blackwell = compute_capability == 100;
+  if (compute_capability != 90 && !blackwell)
     return Invalid(
-        absl::StrCat("the backward kernels are for sm_90a (H100, H200); this device "
-                     "is sm_",
+        absl::StrCat("the backward kernels are for sm_90a (H100, H200) and sm_100a "
+                     "(B200); this device is sm_",
                      compute_capability));
+  if (blackwell && (z.d == 256 || z.varlen || options.dq_atomics))
+    return Invalid(
+        "on sm_100a the backward takes D = 64 or 128, dense tensors, dQ from its own kernel (no "
+        "D = 256, varlen or dq_atomics)");
   if (z.lens || z.page || z.rows)
     return Invalid(
         "dense [B, H, S, D] tensors or packed sequences (varlen) only: no lens, pages or rows "
@@ -107,14 +112,15 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
       absl::StrCat(".d", z.d, options.dtype == "f16" ? ".f16" : "", options.causal ? ".causal" : "",
                    z.varlen ? ".varlen" : "");
   plan.prep = absl::StrCat("attention/bwd_prep", options.dtype == "f16" ? ".f16" : "",
-                           z.varlen ? ".varlen" : "");
+                           z.varlen ? ".varlen" : "", blackwell ? ".sm100a" : "");
   // dQ by its own kernel unless asked for by atomics, which measured no faster
   // (docs/perf/2026-11-28-attention-backward.md, "dQ through a TMA reduction").
   plan.dq_add = options.dq_atomics;
-  plan.dkdv = "attention/hopper_dkdv" + variant + (plan.dq_add ? ".dqadd" : "");
+  const std::string family = blackwell ? "attention/blackwell_" : "attention/hopper_";
+  plan.dkdv = family + "dkdv" + variant + (plan.dq_add ? ".dqadd" : "");
   plan.dq = plan.dq_add
                 ? absl::StrCat("attention/bwd_dq_convert", options.dtype == "f16" ? ".f16" : "")
-                : "attention/hopper_dq" + variant;
+                : family + "dq" + variant;
   plan.scale = forward->scale;
   plan.padded_rows = z.varlen ? (z.total + 64) / 64 * 64 : (z.s + 63) / 64 * 64;
   return plan;

@@ -228,12 +228,14 @@ void Check(const Layout& at, bool causal, double scale, bool half, const Decoded
 // more backward passes compared bit for bit with the first. `ops` keeps the operands for timing.
 absl::StatusOr<AttentionGradResult> RunGrad(GradDevice& dev, const Layout& layout,
                                             const rt::AttentionOptions& options, uint64_t seed,
-                                            int repeat_runs, rt::AttentionGradOperands& ops) {
+                                            int repeat_runs, rt::AttentionGradOperands& ops,
+                                            int compute_capability = 90) {
   const rt::AttentionSize& z = layout.z;
   const bool half = options.dtype == "f16";
   rt::AttentionGradOperands fake = {16, 16, 16, 16, 16, 16, 16, 16, 16};
   fake.cu_seqlens = z.varlen ? 16 : 0;
-  absl::StatusOr<rt::AttentionBackwardPlan> plan = rt::PlanAttentionBackward(z, options, fake, 90);
+  absl::StatusOr<rt::AttentionBackwardPlan> plan =
+      rt::PlanAttentionBackward(z, options, fake, compute_capability);
   if (!plan.ok()) return plan.status();
   AttentionGradResult r;
   r.kernels = absl::StrCat(plan->prep, " + ", plan->dkdv, " + ", plan->dq);
@@ -378,20 +380,20 @@ absl::StatusOr<AttentionGradResult> RunAttentionBackwardGpu(
 absl::StatusOr<AttentionGradResult> RunAttentionBackwardEmulated(
     const std::function<const rt::Bundle*(const std::string&)>& bundle_of,
     const rt::AttentionSize& size, const rt::AttentionOptions& options, uint64_t seed,
-    const std::vector<int64_t>& lengths) {
+    const std::vector<int64_t>& lengths, int compute_capability) {
   absl::StatusOr<Layout> layout = LayoutOf(size, lengths);
   if (!layout.ok()) return layout.status();
   emu::Device d;
   EmulatedDevice device(d, bundle_of, seed);
   GradDevice dev{EmulatorMemory(d),
                  [&](const rt::AttentionOperands& ops) {
-                   return rt::RunAttention(size, options, ops, 90, device);
+                   return rt::RunAttention(size, options, ops, compute_capability, device);
                  },
                  [&](const rt::AttentionGradOperands& ops) {
-                   return rt::RunAttentionBackward(size, options, ops, 90, device);
+                   return rt::RunAttentionBackward(size, options, ops, compute_capability, device);
                  }};
   rt::AttentionGradOperands ops;
-  return RunGrad(dev, *layout, options, seed, /*repeat_runs=*/1, ops);
+  return RunGrad(dev, *layout, options, seed, /*repeat_runs=*/1, ops, compute_capability);
 }
 
 }  // namespace kiln::examples

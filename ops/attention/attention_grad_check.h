@@ -44,10 +44,11 @@ absl::StatusOr<AttentionGradResult> RunAttentionBackwardGpu(
     const std::vector<int64_t>& lengths = {});
 
 // On the emulator (three SMs), the kernels' bundles from `bundle_of` (null: not found), every
-// head checked and the backward run twice.
+// head checked and the backward run twice; compute_capability 100: the sm_100a kernels the plan
+// picks there (attention/blackwell_dkdv, blackwell_dq).
 absl::StatusOr<AttentionGradResult> RunAttentionBackwardEmulated(
     const std::function<const rt::Bundle*(const std::string&)>& bundle_of,
     const rt::AttentionSize& size, const rt::AttentionOptions& options, uint64_t seed,
-    const std::vector<int64_t>& lengths = {});
+    const std::vector<int64_t>& lengths = {}, int compute_capability = 90);
 
 }  // namespace kiln::examples

@@ -31,9 +31,9 @@ const rt::Bundle* BundleOf(const std::string& name) {
 }
 
 void ExpectCorrect(const rt::AttentionSize& z, const rt::AttentionOptions& o, uint64_t seed = 5,
-                   const std::vector<int64_t>& lengths = {}) {
+                   const std::vector<int64_t>& lengths = {}, int compute_capability = 90) {
   absl::StatusOr<AttentionGradResult> r =
-      RunAttentionBackwardEmulated(BundleOf, z, o, seed, lengths);
+      RunAttentionBackwardEmulated(BundleOf, z, o, seed, lengths, compute_capability);
   const std::string what =
       absl::StrCat("b", z.b, " hq", z.hq, " hkv", z.hkv, " s", z.s, " skv", z.skv, " d", z.d,
                    o.causal ? " causal" : "", " ", o.dtype, lengths.empty() ? "" : " varlen");
@@ -91,6 +91,17 @@ TEST(EmulatedAttentionBackwardVarlen, PackedSequences) {
   check({65, 20}, 1, 1, 256, true);
 }
 
+// sm_100a (attention/blackwell_dkdv, blackwell_dq; tcgen05, tensor memory): ragged tiles both
+// ways, grouped heads, rows that see no key, f16.
+TEST(EmulatedAttentionBackwardBlackwell, TensorMemoryKernels) {
+  for (int d : {64, 128})
+    ExpectCorrect({.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 70, .d = d}, {.causal = true}, 5, {},
+                  100);
+  ExpectCorrect({.b = 2, .hq = 1, .hkv = 1, .s = 100, .skv = 150, .d = 64}, {}, 5, {}, 100);
+  ExpectCorrect({.b = 1, .hq = 1, .hkv = 1, .s = 65, .skv = 65, .d = 64},
+                {.dtype = "f16", .causal = true}, 5, {}, 100);
+}
+
 TEST(AttentionBackwardPlan, NamesItsKernelsAndRefusesWhatItCannotRun) {
   const rt::AttentionGradOperands ops = {16, 16, 16, 16, 16, 16, 16, 16, 16};
   absl::StatusOr<rt::AttentionBackwardPlan> plan = rt::PlanAttentionBackward(
@@ -125,7 +136,13 @@ TEST(AttentionBackwardPlan, NamesItsKernelsAndRefusesWhatItCannotRun) {
   rt::AttentionGradOperands no_grad = ops;
   no_grad.d_o = 0;
   EXPECT_NE(error(z, no_grad).find("dO, dQ, dK and dV need device pointers"), std::string::npos);
-  EXPECT_NE(error(z, ops, 100).find("sm_90a"), std::string::npos) << error(z, ops, 100);
+  EXPECT_NE(error(z, ops, 120).find("sm_90a"), std::string::npos) << error(z, ops, 120);
+  plan = rt::PlanAttentionBackward(z, {.causal = true}, ops, 100);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->dkdv, "attention/blackwell_dkdv.d128.causal");
+  EXPECT_EQ(plan->dq, "attention/blackwell_dq.d128.causal");
+  EXPECT_EQ(plan->prep, "attention/bwd_prep.sm100a");
+  EXPECT_NE(error(d256, ops, 100).find("sm_100a"), std::string::npos) << error(d256, ops, 100);
   rt::AttentionSize rows = z;
   rows.rows = true;
   EXPECT_NE(error(rows, ops).find("dense"), std::string::npos) << error(rows, ops);

@@ -89,6 +89,21 @@ TEST(Emulator, UnpackingMovTakesTheLowHalfFirst) {
   EXPECT_EQ(AsF(v[0]), 1.0f);
 }
 
+TEST(Emulator, MixedPrecisionFmaWidensItsHalfOperands) {
+  // PTX ISA 8.6, fma.rn.f32.bf16 d, a, b, c (what LLVM makes for sm_100a of fma(f32(a), f32(b), c)
+  // on bf16 a and b): bf16(1.5) * bf16(-2.0) + 0.25 = -2.75, one rounding.
+  std::vector<uint32_t> v = Emulate(Kernel(R"(
+	mov.b16 %rs1, 0x3FC0;
+	mov.b16 %rs2, 0xC000;
+	fma.rn.f32.bf16 %r2, %rs1, %rs2, 0f3E800000;
+	mov.b16 %rs3, 0x3E00;
+	fma.rn.f32.f16 %r3, %rs3, %rs3, 0f00000000;
+	st.global.v2.b32 [%rd1], {%r2, %r3};
+)"), 2);
+  EXPECT_EQ(AsF(v[0]), -2.75f);
+  EXPECT_EQ(AsF(v[1]), 2.25f);  // f16(1.5) squared
+}
+
 TEST(Emulator, AVectorOperandMayHoldImmediates) {
   // PTX ISA, vector operands: "{a, b, c, d}" of registers or immediates (LLVM stores zeros so).
   std::vector<uint32_t> v = Emulate(Kernel(R"(

@@ -91,8 +91,12 @@ int BackwardAttention(kiln::rt::AttentionSize z, const kiln::rt::AttentionOption
   }
   kiln::rt::AttentionGradOperands fake = {16, 16, 16, 16, 16, 16, 16, 16, 16};
   fake.cu_seqlens = z.varlen ? 16 : 0;
+  const bool sm100 = absl::GetFlag(FLAGS_sm100);
+  if (sm100 && !absl::GetFlag(FLAGS_emulate))
+    return Fail(absl::InvalidArgumentError(
+        "kiln attention --sm100 runs on the emulator (--emulate): no sm_100 GPU here"));
   if (absl::StatusOr<kiln::rt::AttentionBackwardPlan> plan =
-          kiln::rt::PlanAttentionBackward(z, options, fake, 90);
+          kiln::rt::PlanAttentionBackward(z, options, fake, sm100 ? 100 : 90);
       !plan.ok())
     return Fail(plan.status());
   absl::StatusOr<kiln::examples::AttentionGradResult> r;
@@ -103,7 +107,8 @@ int BackwardAttention(kiln::rt::AttentionSize z, const kiln::rt::AttentionOption
       absl::StatusOr<Bundle> b = GetBundle(name);
       return b.ok() ? &bundles.emplace(name, *std::move(b)).first->second : nullptr;
     };
-    r = kiln::examples::RunAttentionBackwardEmulated(bundle_of, z, options, 1, lengths);
+    r = kiln::examples::RunAttentionBackwardEmulated(bundle_of, z, options, 1, lengths,
+                                                     sm100 ? 100 : 90);
   } else {
     if (absl::Status st = NeedGpu(); !st.ok()) return Fail(st);
     kiln::rt::AttentionRunner runner(BundleDir());

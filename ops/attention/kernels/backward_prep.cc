@@ -27,9 +27,10 @@ namespace {
 
 constexpr int kThreads = 256, kWidth = 8;
 
-absl::StatusOr<KernelDef> BuildBackwardPrep(Scalar in, bool varlen) {
-  Kernel k(absl::StrCat("attention/bwd_prep", in == f16 ? ".f16" : "", varlen ? ".varlen" : ""),
-           sm90a(), {kThreads});
+absl::StatusOr<KernelDef> BuildBackwardPrep(Scalar in, bool varlen, bool sm100 = false) {
+  Kernel k(absl::StrCat("attention/bwd_prep", in == f16 ? ".f16" : "", varlen ? ".varlen" : "",
+                        sm100 ? ".sm100a" : ""),
+           sm100 ? sm100a() : sm90a(), {kThreads});
   Value o = k.PtrParam("O", in), d_o = k.PtrParam("dO", in), lse = k.PtrParam("lse", f32);
   Value lse2 = k.PtrParam("lse2", f32), delta = k.PtrParam("delta", f32);
   Value dq_acc = k.PtrParam("dQacc", f32);
@@ -109,6 +110,12 @@ KILN_EXAMPLE_VARIANT(attention_bwd_prep, "attention/bwd_prep",
                      [] { return BuildBackwardPrep(bf16, false); });
 KILN_EXAMPLE_VARIANT(attention_bwd_prep_f16, "attention/bwd_prep.f16", "attention/bwd_prep, f16",
                      [] { return BuildBackwardPrep(f16, false); });
+KILN_EXAMPLE_VARIANT(attention_bwd_prep_sm100a, "attention/bwd_prep.sm100a",
+                     "attention/bwd_prep for sm_100a (attention/blackwell_dkdv, blackwell_dq)",
+                     [] { return BuildBackwardPrep(bf16, false, true); });
+KILN_EXAMPLE_VARIANT(attention_bwd_prep_f16_sm100a, "attention/bwd_prep.f16.sm100a",
+                     "attention/bwd_prep for sm_100a, f16",
+                     [] { return BuildBackwardPrep(f16, false, true); });
 KILN_EXAMPLE_VARIANT(attention_bwd_prep_varlen, "attention/bwd_prep.varlen",
                      "attention/bwd_prep over packed sequences",
                      [] { return BuildBackwardPrep(bf16, true); });
