@@ -140,10 +140,23 @@ KeyTileWork KeyTileOf(Kernel& k, const BackwardParams& p, const AttentionShape& 
     w.m_first = a.causal ? w.n0 / query_rows : k.I32(0);
     return w;
   }
-  // Head-major: the CTAs of one KV head run together and share its query heads' Q and dO in L2;
-  // causally the first key tiles see the most query tiles.
+  // Head-major: the CTAs of one KV head run together and share its query heads' Q and dO in L2.
+  // Causally the first key tiles see the most query tiles, so the KV heads go in groups whose
+  // query heads' Q and dO fit in L2 together (32 MB), and within a group the longest tiles of
+  // all its heads come first: the launch ends on short tiles (longest first; as attention/hopper
+  // orders its query tiles; docs/perf/2026-11-28-attention-backward-causal-order.md).
   Value key_tiles = (p.Skv + (key_rows - 1)) / key_rows;
-  w.n0 = t % key_tiles * key_rows, w.kv_head = t / key_tiles;  // b * Hkv + h
+  if (a.causal) {
+    // A KV head's Q and dO in units of 256 bytes (a row of both is D / 64 of them).
+    Value head_units = w.group * p.S * (a.d / 64);
+    Value group_heads = Max(k.I32((32 << 20) / 256) / head_units, k.I32(1));
+    Value g0 = t / (group_heads * key_tiles) * group_heads;  // the group's first KV head
+    Value in_group = Min(group_heads, p.Hkv * p.B - g0);     // fewer in the last group
+    Value i = t - g0 * key_tiles;
+    w.kv_head = g0 + i % in_group, w.n0 = i / in_group * key_rows;
+  } else {
+    w.n0 = t % key_tiles * key_rows, w.kv_head = t / key_tiles;  // b * Hkv + h
+  }
   w.first_q_head = w.kv_head / p.Hkv * p.Hq + w.kv_head % p.Hkv * w.group;
   w.keys = p.Skv, w.shift = p.Skv.To(s32) - p.S.To(s32);
   w.m_tiles = (p.S + (query_rows - 1)) / query_rows;
