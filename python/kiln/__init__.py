@@ -217,7 +217,7 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
     """FlashAttention backward: (dq, dk, dv) from the forward's q, k, v, out and lse
     (kiln.attention, layout "bhsd") and the gradient d_out of out, all [B, H, S, D] contiguous,
     lse [B, Hq, S] f32. Grouped-query heads: dk and dv of a KV head sum over the query heads that
-    read it. D 64, 128 or 256; sm_90a. dq comes from a kernel of its own: the same inputs give the same
+    read it. D 64, 128 or 256 on sm_90a (64 or 128 on sm_100a). dq comes from a kernel of its own: the same inputs give the same
     bytes run to run; dq_atomics adds it by atomics instead (its last bits vary run to run).
     """
     dq = _empty(q, tuple(q.shape), _type_of(q))

@@ -149,6 +149,10 @@ int Attention() {
   options.scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
   options.kernel = absl::GetFlag(FLAGS_kernel);
   options.dq_atomics = absl::GetFlag(FLAGS_dq_atomics);
+  if (absl::GetFlag(FLAGS_sm100) && !absl::GetFlag(FLAGS_backward))
+    return Fail(absl::InvalidArgumentError(
+        "kiln attention --sm100 emulates the backward's sm_100a kernels: with --backward "
+        "--emulate"));
   if (absl::GetFlag(FLAGS_backward)) return BackwardAttention(z, options);
   if (!absl::GetFlag(FLAGS_varlen).empty()) return VarlenAttention(z, options);
   // The problem's own errors first, on any machine (the pointers here only pass the checks).

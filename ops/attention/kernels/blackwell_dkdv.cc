@@ -10,8 +10,9 @@
 //               - lse2) (0 where masked) and dS^T = P^T (dP^T - delta) rounded into shared tiles;
 //               at the end scale * dK and dV out of tensor memory, through K's and V's tiles and
 //               TMA stores.
-// S^T of the next step is issued once the softmax has read this one's (s_free), and P^T's tiles
-// are rewritten once the MMAs that read them have completed (p_free). Deterministic: no adds
+// S^T and dP^T of the next step are issued once the softmax has read this one's (st_free), so
+// they run under its softmax; P^T's tiles are rewritten once the MMAs that read them have
+// completed (p_free). Deterministic: no adds
 // into memory another CTA writes.
 //
 // D 64 or 128 (S^T, dP^T, dV and dK fill 128 + 2D of the 512 columns); dense [B, H, S, D] tensors.
@@ -65,20 +66,20 @@ void LoadWarp(BlackwellDkDv& b) {
   });
 }
 
-// Warp 5, one thread: per query tile j, S^T and dP^T (once the softmax has read step j - 1's),
-// then dV and dK once P^T and dS^T are in.
+// Warp 5, one thread, over the steps (the query tiles of every head of the group, in the order
+// the loads come): S^T and dP^T of step 0; then per step j, S^T and dP^T of step j + 1 once the
+// softmax has read step j's (so they run under its softmax), and dV and dK of step j once its
+// P^T and dS^T are in.
 void MmaWarp(BlackwellDkDv& b) {
   Kernel& k = b.k;
   const int D = b.D;
+  const KeyTileWork& w = b.w;
   k.If(k.ElectOne(), [&] {
     Pipeline::Cursor q_at = b.q_ring.Start(), do_at = b.do_ring.Start();
-    Regs step = k.Registers(Type::Of(i32), 1);
-    step[0] = k.I32(0);
-    b.kv_full.Wait(0);
-    attention_sm90::EachQueryTile(k, b.w, kQueries, [&](Value, Value) {
-      Value j = step[0];
+    Regs stage = k.Registers(Type::Of(i32), 2);  // step j's Q and dO stages
+    auto issue_s = [&] {                         // the next step's: its stages acquired
       Value qs = b.q_ring.Acquire(q_at), ds = b.do_ring.Acquire(do_at);
-      k.If(j > 0, [&] { b.st_free.Wait((j + 1) % 2); });
+      stage[0] = qs, stage[1] = ds;
       k.TcgenFenceAfterSync();
       for (int x = 0; x < 2; ++x)  // S^T from K and Q, dP^T from V and dO
         for (int kk = 0; kk < D; kk += 16)
@@ -92,6 +93,18 @@ void MmaWarp(BlackwellDkDv& b) {
                               .k0 = kk % 64,
                               .accumulate = kk > 0 ? 1 : 0});
       k.TcgenCommit(b.st_full);
+    };
+    Value steps = w.group * Max(w.m_tiles.To(s32) - w.m_first.To(s32), 0).To(i32);
+    k.If(steps > 0, [&] {
+      b.kv_full.Wait(0);
+      issue_s();
+    });
+    k.For(0, steps, 1, [&](Value j) {
+      Value qs = stage[0], ds = stage[1];
+      k.If(j + 1 < steps, [&] {
+        b.st_free.Wait(j % 2);  // the softmax has read S^T and dP^T of step j
+        issue_s();
+      });
       b.p_full.Wait(j % 2);
       k.TcgenFenceAfterSync();
       for (int x = 0; x < 2; ++x)  // dV += P^T dO, dK += dS^T Q
@@ -107,7 +120,6 @@ void MmaWarp(BlackwellDkDv& b) {
       k.TcgenCommit(b.p_free);
       k.TcgenCommit(b.q_ring.EmptyBarrier(qs));
       k.TcgenCommit(b.do_ring.EmptyBarrier(ds));
-      step[0] = j + 1;
     });
   });
 }

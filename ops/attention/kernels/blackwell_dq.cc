@@ -9,8 +9,9 @@
 //   warps 0-3   thread r takes row r: S and dP out of tensor memory, P = 2^(S scale log2 e - lse2)
 //               (0 where masked) and dS = P (dP - delta) rounded into a shared tile; at the end
 //               scale * dQ out of tensor memory, through Q's tile and TMA stores.
-// The next S is issued once the softmax has read this one (s_free), and dS's tile rewritten once
-// the MMA that read it has completed (p_free). D 64, 128 or 256 (128 + D columns).
+// The next S and dP are issued once the softmax has read this tile's (st_free), so they run under
+// its softmax; dS's tile is rewritten once the MMA that read it has completed (p_free). D 64 or
+// 128 (shared memory: at D = 256 Q, dO and the K and V rings would not fit).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -58,17 +59,17 @@ void LoadWarp(BlackwellDq& b) {
   });
 }
 
-// Warp 5, one thread: per key tile j, S and dP (once the softmax has read step j - 1's), then dQ
-// once dS is in.
+// Warp 5, one thread: S and dP of key tile 0; then per tile j, S and dP of tile j + 1 once the
+// softmax has read tile j's (so they run under its softmax), and dQ of tile j once its dS is in.
 void MmaWarp(BlackwellDq& b) {
   Kernel& k = b.k;
   const int D = b.D;
   k.If(k.ElectOne(), [&] {
     Pipeline::Cursor k_at = b.k_ring.Start(), v_at = b.v_ring.Start();
-    k.If(b.w.n_tiles > 0, [&] { b.q_full.Wait(0); });
-    k.For(0, b.w.n_tiles, 1, [&](Value j) {
+    Regs k_stage = k.Registers(Type::Of(i32), 1);  // tile j's K stage
+    auto issue_s = [&] {                           // the next tile's: its stages acquired
       Value ks = b.k_ring.Acquire(k_at), vs = b.v_ring.Acquire(v_at);
-      k.If(j > 0, [&] { b.st_free.Wait((j + 1) % 2); });
+      k_stage[0] = ks;
       k.TcgenFenceAfterSync();
       for (int x = 0; x < 2; ++x)  // S from Q and K, dP from dO and V
         for (int kk = 0; kk < D; kk += 16)
@@ -83,6 +84,17 @@ void MmaWarp(BlackwellDq& b) {
                               .accumulate = kk > 0 ? 1 : 0});
       k.TcgenCommit(b.st_full);
       k.TcgenCommit(b.v_ring.EmptyBarrier(vs));  // V is read by dP only
+    };
+    k.If(b.w.n_tiles > 0, [&] {
+      b.q_full.Wait(0);
+      issue_s();
+    });
+    k.For(0, b.w.n_tiles, 1, [&](Value j) {
+      Value ks = k_stage[0];
+      k.If(j + 1 < b.w.n_tiles, [&] {
+        b.st_free.Wait(j % 2);  // the softmax has read S and dP of tile j
+        issue_s();
+      });
       b.p_full.Wait(j % 2);
       k.TcgenFenceAfterSync();
       for (int kk = 0; kk < kKeys; kk += 16)
@@ -165,6 +177,7 @@ void SoftmaxWarps(BlackwellDq& b) {
 absl::StatusOr<KernelDef> BuildBlackwellDq(const std::string& name, AttentionShape a) {
   const int D = a.d, SPANS = D / 64;
   Kernel k(name, sm100a(), {192});
+  if (D == 256) k.Fail("attention/blackwell_dq takes D = 64 or 128 (shared memory)");
   if (a.warpgroups || a.block_n || a.stages || a.persistent || a.split || a.per_sequence() ||
       a.varlen || a.rows || a.dq_add || a.two_ctas)
     k.Fail("attention/blackwell_dq has one tiling and dense [B, H, S, D] tensors");
@@ -213,7 +226,7 @@ ExampleFamily BlackwellDqFamily() {
   ExampleFamily f = AttentionFamilyOf(
       "attention/blackwell_dq",
       "FlashAttention backward for sm_100a, dQ: a CTA per 128-row query tile, S, dP and dQ in "
-      "tensor memory, a TMA warp, an MMA warp, a warpgroup a row a thread; D 64/128/256, "
+      "tensor memory, a TMA warp, an MMA warp, a warpgroup a row a thread; D 64/128, "
       "bf16/f16, causal, grouped-query heads",
       BuildBlackwellDq);
   f.bundled.clear();

@@ -149,7 +149,7 @@ KeyTileWork KeyTileOf(Kernel& k, const BackwardParams& p, const AttentionShape& 
   if (a.causal) {
     // A KV head's Q and dO in units of 256 bytes (a row of both is D / 64 of them).
     Value head_units = w.group * p.S * (a.d / 64);
-    Value group_heads = Max(k.I32((32 << 20) / 256) / head_units, k.I32(1));
+    Value group_heads = Min(Max(k.I32((32 << 20) / 256) / head_units, k.I32(1)), p.Hkv * p.B);
     Value g0 = t / (group_heads * key_tiles) * group_heads;  // the group's first KV head
     Value in_group = Min(group_heads, p.Hkv * p.B - g0);     // fewer in the last group
     Value i = t - g0 * key_tiles;

@@ -1,7 +1,8 @@
 // The attention backward entry point of the host API: dQ, dK and dV of FlashAttention from the
 // forward's Q, K, V, O and lse and the gradient dO of O, with three kernels (attention/bwd_prep,
 // attention/hopper_dkdv, attention/hopper_dq; ops/attention/kernels/hopper_bwd_parts.h says the
-// algorithm), sm_90a. No kernel adds into memory another CTA writes: the same inputs give the
+// algorithm), sm_90a; on sm_100a attention/blackwell_dkdv and blackwell_dq (D 64 and 128, dense
+// tensors). No kernel adds into memory another CTA writes: the same inputs give the
 // same bytes, run to run, at the cost of S and dP computed twice. With
 // AttentionOptions::dq_atomics, attention/hopper_dkdv.dqadd adds dQ in f32 by atomics instead and
 // attention/bwd_dq_convert rounds it; the plan takes the deterministic kernels unless asked, the
