@@ -24,6 +24,7 @@
 #include "examples/registry.h"
 #include "kiln/pipeline.h"
 #include "kiln/rows.h"
+#include "ops/attention/kernels/blackwell_bwd_parts.h"
 #include "ops/attention/kernels/hopper_bwd_parts.h"
 
 namespace kiln::examples {
@@ -233,25 +234,18 @@ absl::StatusOr<KernelDef> BuildBlackwellDkDv(const std::string& name, AttentionS
                   bars[1], bars[2], bars[3],
                   bars[4], q_ring,  do_ring,
                   tmem};
-  Value warp = k.WarpId();
-  k.If(k.ThreadIdx() == 0, [&] {
-    b.kv_full.Init(1);
-    b.st_full.Init(1);      // a commit: S^T and dP^T computed
-    b.st_free.Init(kKeys);  // every softmax thread has read them
-    b.p_full.Init(kKeys);   // every softmax thread has written its P^T and dS^T rows
-    b.p_free.Init(1);       // a commit: dV and dK of the step done (the tiles free)
-    q_ring.Init();
-    do_ring.Init();
-  });
-  k.If(warp == 5, [&] { k.TmemAlloc(tmem); });
-  k.SyncThreads();
-  k.TcgenFenceAfterSync();
-  k.If(warp == 4, [&] { LoadWarp(b); });
-  k.If(warp == 5, [&] { MmaWarp(b); });
-  k.If(warp < 4, [&] { SoftmaxWarps(b); });
-  k.TcgenFenceBeforeSync();
-  k.SyncThreads();
-  k.If(warp == 5, [&] { k.TmemFree(tmem); });
+  attention_sm100::RunBackwardRoles(
+      k, tmem,
+      [&] {
+        b.kv_full.Init(1);
+        b.st_full.Init(1);      // a commit: S^T and dP^T computed
+        b.st_free.Init(kKeys);  // every softmax thread has read them
+        b.p_full.Init(kKeys);   // every softmax thread has written its P^T and dS^T rows
+        b.p_free.Init(1);       // a commit: dV and dK of the step done (the tiles free)
+        q_ring.Init();
+        do_ring.Init();
+      },
+      [&] { LoadWarp(b); }, [&] { MmaWarp(b); }, [&] { SoftmaxWarps(b); });
   return k.Build();
 }
 
@@ -262,10 +256,7 @@ ExampleFamily BlackwellDkDvFamily() {
       "dK in tensor memory, a TMA warp, an MMA warp, a warpgroup a key a thread; D 64/128, "
       "bf16/f16, causal, grouped-query heads",
       BuildBlackwellDkDv);
-  f.bundled.clear();
-  for (const char* d : {"d64", "d128"})
-    for (const char* type : {"", ".f16"})
-      for (const char* causal : {"", ".causal"}) f.bundled.push_back(absl::StrCat(d, type, causal));
+  f.bundled = attention_sm100::BlackwellBackwardVariants();
   return f;
 }
 

@@ -21,6 +21,7 @@
 #include "kiln/memory_ops.h"
 #include "kiln/pipeline.h"
 #include "kiln/rows.h"
+#include "ops/attention/kernels/blackwell_bwd_parts.h"
 #include "ops/attention/kernels/hopper_bwd_parts.h"
 
 namespace kiln::examples {
@@ -200,25 +201,18 @@ absl::StatusOr<KernelDef> BuildBlackwellDq(const std::string& name, AttentionSha
                 bars[1], bars[2], bars[3],
                 bars[4], k_ring,  v_ring,
                 tmem};
-  Value warp = k.WarpId();
-  k.If(k.ThreadIdx() == 0, [&] {
-    b.q_full.Init(1);
-    b.st_full.Init(1);      // a commit: S and dP computed
-    b.st_free.Init(kRows);  // every softmax thread has read them
-    b.p_full.Init(kRows);   // every softmax thread has written its dS row
-    b.p_free.Init(1);       // a commit: the step's dQ MMA done (dS's tile free)
-    k_ring.Init();
-    v_ring.Init();
-  });
-  k.If(warp == 5, [&] { k.TmemAlloc(tmem); });
-  k.SyncThreads();
-  k.TcgenFenceAfterSync();
-  k.If(warp == 4, [&] { LoadWarp(b); });
-  k.If(warp == 5, [&] { MmaWarp(b); });
-  k.If(warp < 4, [&] { SoftmaxWarps(b); });
-  k.TcgenFenceBeforeSync();
-  k.SyncThreads();
-  k.If(warp == 5, [&] { k.TmemFree(tmem); });
+  attention_sm100::RunBackwardRoles(
+      k, tmem,
+      [&] {
+        b.q_full.Init(1);
+        b.st_full.Init(1);      // a commit: S and dP computed
+        b.st_free.Init(kRows);  // every softmax thread has read them
+        b.p_full.Init(kRows);   // every softmax thread has written its dS row
+        b.p_free.Init(1);       // a commit: the step's dQ MMA done (dS's tile free)
+        k_ring.Init();
+        v_ring.Init();
+      },
+      [&] { LoadWarp(b); }, [&] { MmaWarp(b); }, [&] { SoftmaxWarps(b); });
   return k.Build();
 }
 
@@ -229,10 +223,7 @@ ExampleFamily BlackwellDqFamily() {
       "tensor memory, a TMA warp, an MMA warp, a warpgroup a row a thread; D 64/128, "
       "bf16/f16, causal, grouped-query heads",
       BuildBlackwellDq);
-  f.bundled.clear();
-  for (const char* d : {"d64", "d128"})
-    for (const char* type : {"", ".f16"})
-      for (const char* causal : {"", ".causal"}) f.bundled.push_back(absl::StrCat(d, type, causal));
+  f.bundled = attention_sm100::BlackwellBackwardVariants();
   return f;
 }
 

@@ -171,6 +171,22 @@ void EachQueryTile(Kernel& k, const KeyTileWork& w, int query_rows,
   });
 }
 
+void ProduceDkDv(Kernel& k, const BackwardParams& p, const AttentionShape& a, const KeyTileWork& w,
+                 int query_rows, const DkDvLoads& t, Pipeline& kv_ring, Pipeline& q_ring,
+                 Pipeline& do_ring) {
+  Pipeline::Cursor kv_at = kv_ring.Start(), q_at = q_ring.Start(), do_at = do_ring.Start();
+  Value key_row = w.Row(w.n0);
+  kv_ring.Produce(kv_at, {{&p.tk, t.sK, {0, key_row, 0, w.kv_head}},
+                          {&p.tv, t.sV, {0, key_row, 0, w.kv_head}}});
+  EachQueryTile(k, w, query_rows, [&](Value q_head, Value m0) {
+    Value row = w.Row(m0), values = RowValuesStart(a, row);
+    q_ring.Produce(q_at,
+                   {{&p.tq, t.sQ, {0, row, 0, q_head}}, {&p.tlse2, t.sLse, {values, q_head}}});
+    do_ring.Produce(
+        do_at, {{&p.tdo, t.sdO, {0, row, 0, q_head}}, {&p.tdelta, t.sDelta, {values, q_head}}});
+  });
+}
+
 QueryTileWork QueryTileOf(Kernel& k, const BackwardParams& p, const AttentionShape& a,
                           int query_rows, int key_rows) {
   QueryTileWork w;

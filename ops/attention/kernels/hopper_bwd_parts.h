@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/pipeline.h"
 #include "ops/attention/kernels/common.h"
 
 namespace kiln::examples::attention_sm90 {
@@ -85,6 +86,17 @@ void EachQueryTile(Kernel& k, const KeyTileWork& w, int query_rows,
                    const std::function<void(Value q_head, Value m0)>& body);
 KeyTileWork KeyTileOf(Kernel& k, const BackwardParams& p, const AttentionShape& a, int key_rows,
                       int query_rows);
+
+// hopper_dkdv's loads (both forms): K and V of the key tile once, then each query tile's Q (with
+// its rows' lse2) and dO (with their delta), a ring each.
+struct DkDvLoads {
+  SmemTile sK, sV, sQ, sdO, sLse, sDelta;
+};
+// Its producer thread: the key tile's K and V into kv_ring, then the query tiles of `query_rows`
+// that see it (EachQueryTile) into q_ring and do_ring.
+void ProduceDkDv(Kernel& k, const BackwardParams& p, const AttentionShape& a, const KeyTileWork& w,
+                 int query_rows, const DkDvLoads& t, Pipeline& kv_ring, Pipeline& q_ring,
+                 Pipeline& do_ring);
 
 // A hopper_dq CTA's work: its query tile (causally the longest first) and its key tiles.
 struct QueryTileWork {

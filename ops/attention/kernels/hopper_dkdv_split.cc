@@ -77,17 +77,7 @@ absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShap
 
   k.Role({.first_thread = 0, .threads = 128, .max_regs = kProducerRegs}, [&](Value tid) {
     k.If(tid == 0, [&] {
-      Pipeline::Cursor kv_at = kv_ring.Start(), q_at = q_ring.Start(), do_at = do_ring.Start();
-      Value key_row = w.Row(n0);
-      kv_ring.Produce(
-          kv_at, {{&p.tk, sK, {0, key_row, 0, kv_head}}, {&p.tv, sV, {0, key_row, 0, kv_head}}});
-      each_query_tile([&](Value q_head, Value m0) {
-        Value row = w.Row(m0), values = RowValuesStart(a, row);
-        q_ring.Produce(q_at,
-                       {{&p.tq, sQ, {0, row, 0, q_head}}, {&p.tlse2, sLse, {values, q_head}}});
-        do_ring.Produce(
-            do_at, {{&p.tdo, sdO, {0, row, 0, q_head}}, {&p.tdelta, sDelta, {values, q_head}}});
-      });
+      ProduceDkDv(k, p, a, w, BM, {sK, sV, sQ, sdO, sLse, sDelta}, kv_ring, q_ring, do_ring);
     });
   });
 
