@@ -1,5 +1,7 @@
 #include "kiln/ops/attention_backward.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,12 +17,24 @@ absl::Status Invalid(const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat("kiln attention backward: ", message));
 }
 
+// The rows of a backward kernel's CTA tile, from its "attention_backward" attribute: block_m (a
+// query tile: hopper_dq, blackwell_dq), else block_n (a key tile); 64 where it names neither.
+int64_t TileRows(const Manifest& m) {
+  const std::string* text = m.Attribute("attention_backward");
+  if (!text) return 64;
+  for (const char* key : {"block_m=", "block_n="})
+    if (size_t at = text->find(key); at != std::string::npos)
+      return std::max<int64_t>(1, std::atoll(text->c_str() + at + std::string(key).size()));
+  return 64;
+}
+
 // Every parameter of the three kernels, by name.
 absl::StatusOr<std::vector<Arg>> BackwardArgs(const Manifest& m, const AttentionSize& z,
                                               const AttentionBackwardPlan& plan,
                                               const AttentionGradOperands& o, uint64_t lse2,
                                               uint64_t delta, uint64_t dq_acc) {
-  // varlen: the tiles of 64 rows or more of all sequences number at most T / 64 + B.
+  // varlen: the kernel's tiles over all sequences number at most T / rows + B.
+  const int64_t rows = TileRows(m);
   const std::map<std::string, int64_t> ints = {{"B", z.b},
                                                {"Hq", z.hq},
                                                {"Hkv", z.hkv},
@@ -29,7 +43,7 @@ absl::StatusOr<std::vector<Arg>> BackwardArgs(const Manifest& m, const Attention
                                                {"Sp", plan.padded_rows},
                                                {"D", z.d},
                                                {"T", z.total},
-                                               {"tiles", (z.total + 63) / 64 + z.b},
+                                               {"tiles", (z.total + rows - 1) / rows + z.b},
                                                {"zero_dq", plan.dq_add ? 1 : 0}};
   const std::map<std::string, cu::CUdeviceptr> tensors = {{"Q", o.q},
                                                           {"K", o.k},
