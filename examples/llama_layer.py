@@ -30,6 +30,24 @@ HIDDEN, HEADS, KV_HEADS, MLP, THETA, EPS = 4096, 32, 8, 14336, 500000.0, 1e-5
 HEAD_DIM = HIDDEN // HEADS
 
 
+def llama_config():
+    """The Llama-3-8B-shaped layer's config, attention through SDPA."""
+    config = LlamaConfig(hidden_size=HIDDEN, intermediate_size=MLP, num_attention_heads=HEADS,
+                         num_key_value_heads=KV_HEADS, rope_theta=THETA, rms_norm_eps=EPS,
+                         max_position_embeddings=1 << 17)
+    config._attn_implementation = "sdpa"
+    return config
+
+
+def hf_layer(config):
+    """transformers' decoder layer in bf16 on the GPU, random weights, its norms' too (not all
+    ones)."""
+    layer = LlamaDecoderLayer(config, layer_idx=0).to("cuda", torch.bfloat16)
+    for norm in (layer.input_layernorm, layer.post_attention_layernorm):
+        norm.weight.data.normal_(1.0, 0.1)
+    return layer
+
+
 class KilnLlamaLayer:
     """kiln's layer, holding the Hugging Face layer's weights (no copies but the fused ones)."""
 
@@ -141,13 +159,8 @@ def main():
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile of HF's layer")
     args = p.parse_args()
     torch.manual_seed(0)
-    config = LlamaConfig(hidden_size=HIDDEN, intermediate_size=MLP, num_attention_heads=HEADS,
-                         num_key_value_heads=KV_HEADS, rope_theta=THETA, rms_norm_eps=EPS,
-                         max_position_embeddings=1 << 17)
-    config._attn_implementation = "sdpa"
-    hf = LlamaDecoderLayer(config, layer_idx=0).to("cuda", torch.bfloat16).eval()
-    for norm in (hf.input_layernorm, hf.post_attention_layernorm):  # not all ones
-        norm.weight.data.normal_(1.0, 0.1)
+    config = llama_config()
+    hf = hf_layer(config).eval()
     rotary = LlamaRotaryEmbedding(config).to("cuda")
     ours = KilnLlamaLayer(hf)
     compiled = None if args.no_compile else torch.compile(hf, fullgraph=False)

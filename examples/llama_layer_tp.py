@@ -123,14 +123,7 @@ def main():
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group("nccl")
     torch.manual_seed(0)  # the same weights and inputs on every rank
-    from transformers import LlamaConfig
-    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
-    config = LlamaConfig(hidden_size=one.HIDDEN, intermediate_size=one.MLP,
-                         num_attention_heads=one.HEADS, num_key_value_heads=one.KV_HEADS,
-                         rope_theta=one.THETA, rms_norm_eps=one.EPS)
-    hf = LlamaDecoderLayer(config, layer_idx=0).to("cuda", torch.bfloat16).eval()
-    for norm in (hf.input_layernorm, hf.post_attention_layernorm):
-        norm.weight.data.normal_(1.0, 0.1)
+    hf = one.hf_layer(one.llama_config()).eval()
     full = one.KilnLlamaLayer(hf)
     tp, torch_tp = KilnTpLayer(hf, full, rank, world), TorchTpLayer(hf, full, rank, world)
     failures = 0

@@ -17,18 +17,16 @@ fp32 layer's.
 
 import argparse
 import copy
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from transformers import AttentionInterface, LlamaConfig
-from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+from transformers import AttentionInterface
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 import kiln.torch  # noqa: F401  (registers torch.ops.kiln.*)
-
-HIDDEN, HEADS, KV_HEADS, MLP, THETA, EPS = 4096, 32, 8, 14336, 500000.0, 1e-5
+from llama_layer import HIDDEN, hf_layer, llama_config, median_ms, rel  # (this directory's)
 kiln_calls = 0
 
 
@@ -46,21 +44,9 @@ def kiln_attention(module, query, key, value, attention_mask, scaling=None, drop
     return o, None
 
 
-def rel(got, want):
-    got, want = got.double(), want.double()
-    if not torch.isfinite(got).all():
-        return float("inf")
-    return float((got - want).norm() / want.norm().clamp_min(1e-30))
-
-
 def make_layers():
-    config = LlamaConfig(hidden_size=HIDDEN, intermediate_size=MLP, num_attention_heads=HEADS,
-                         num_key_value_heads=KV_HEADS, rope_theta=THETA, rms_norm_eps=EPS,
-                         max_position_embeddings=1 << 17)
-    config._attn_implementation = "sdpa"
-    sdpa = LlamaDecoderLayer(config, layer_idx=0).to("cuda", torch.bfloat16).train()
-    for norm in (sdpa.input_layernorm, sdpa.post_attention_layernorm):  # not all ones
-        norm.weight.data.normal_(1.0, 0.1)
+    config = llama_config()
+    sdpa = hf_layer(config).train()
     ours = copy.deepcopy(sdpa)
     ours.self_attn.config = copy.deepcopy(config)
     ours.self_attn.config._attn_implementation = "kiln"
@@ -79,21 +65,6 @@ def loss_and_grads(layer, x, emb, pos, target):
     grads = {name: p.grad for name, p in layer.named_parameters()}
     grads["x"] = xi.grad
     return loss.detach(), grads
-
-
-def median_ms(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def check_shape(layers, rotary, b, s, steps):

@@ -127,8 +127,9 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
                    z.varlen ? ".varlen" : "");
   plan.prep = absl::StrCat("attention/bwd_prep", options.dtype == "f16" ? ".f16" : "",
                            z.varlen ? ".varlen" : "", blackwell ? ".sm100a" : "");
-  // dQ by its own kernel unless asked for by atomics, which measured no faster
-  // (docs/perf/2026-11-28-attention-backward.md, "dQ through a TMA reduction").
+  // dQ by its own kernel unless asked for by atomics: the kernel of its own is deterministic, and
+  // the atomics were not faster (docs/perf/2026-11-28-attention-backward.md, "dQ through a TMA
+  // reduction").
   plan.dq_add = options.dq_atomics;
   const std::string family = blackwell ? "attention/blackwell_" : "attention/hopper_";
   plan.dkdv = family + "dkdv" + variant + (plan.dq_add ? ".dqadd" : "");

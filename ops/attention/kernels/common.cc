@@ -85,6 +85,29 @@ rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& row
   return t;
 }
 
+PackedTile FindPackedTile(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,
+                          const Value& g, int tile_rows) {
+  auto sequence = [&](const Value& b) {  // {first row, length}
+    Value first = Min(k.Load(cu_seqlens + b.To(i64)), T);
+    Value end = Min(Max(k.Load(cu_seqlens + (b + 1).To(i64)), first), T);
+    return std::pair{first, end - first};
+  };
+  // {tiles before sequence b, the tile's sequence (B: none), its tile in it}
+  Regs at = k.Registers(Type::Of(i32), 3);
+  at[0] = k.I32(0), at[1] = B, at[2] = k.I32(0);
+  k.For(0, B, 1, [&](Value b) {
+    Value tiles = (sequence(b).second + (tile_rows - 1)) / tile_rows;
+    k.If((at[1] == B) & (g < at[0] + tiles), [&] {
+      at[1] = b;
+      at[2] = g - at[0];
+    });
+    at[0] = at[0] + tiles;
+  });
+  Value found = at[1] < B, b = Select(found, at[1], k.I32(0));
+  auto [seq0, len] = sequence(b);
+  return {found, b, seq0, Select(found, len, k.I32(0)), Select(found, at[2], k.I32(0))};
+}
+
 // Rows of all heads side by side, [rows, heads, D] (packed sequences [T, Hq, D], a paged cache
 // [slots, Hkv, D]), seen as {64 columns, rows, D/64 spans, heads}: boxes of `box_rows` rows and
 // `spans` spans (rows past the tensor read as zeros).

@@ -77,6 +77,17 @@ std::vector<std::string> BundledAttentionVariants();
 rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& rows,
                            const std::string& heads, int d, int box_rows, int spans, Scalar in);
 
+// Tile `g` of B packed sequences (numbered sequence by sequence, ceil(length / tile_rows) tiles
+// each, from the offsets cu_seqlens [B + 1] into T rows): its sequence b, the sequence's first row
+// and length, and the tile's index in it. Unsigned throughout, every row clamped to T (decreasing
+// or negative offsets give empty sequences, one past T a shorter one): no access outside the
+// tensors and no walk longer than T. A tile past them all is not `found`: b, len and tile 0.
+struct PackedTile {
+  Value found, b, seq0, len, tile;
+};
+PackedTile FindPackedTile(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,
+                          const Value& g, int tile_rows);
+
 // Rows of all heads side by side, [rows, heads, D] (packed sequences [T, Hq, D]), seen as HeadMap
 // sees its tensor: boxes of `box_rows` rows and `spans` spans (rows past the tensor read as zeros).
 rt::TensorMapParam PackedMap(Kernel& k, const char* tensor, const char* rows, const char* heads,

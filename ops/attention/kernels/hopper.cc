@@ -87,32 +87,12 @@ QueryTile HopperAttention::TileOf(Value t) const {
 // Packed sequences: tile number t is head t % Hq of the sequences' (t / Hq)-th query tile, their
 // tiles numbered sequence by sequence; a number past them sees no key and stores nothing.
 QueryTile HopperAttention::PackedTileOf(Value t) const {
-  const Value &B = p.B, &Hq = p.Hq, &Hkv = p.Hkv;
-  Value h = t % Hq, g = t / Hq;
-  // {tiles before sequence b, the tile's sequence (B: none), its tile in it}; unsigned throughout.
-  // A sequence's first row and length, inside the T packed rows whatever cu_seqlens holds (a
-  // decreasing or negative offset gives an empty sequence, one past T a shorter one): no access
-  // outside the tensors and no walk longer than T.
-  auto sequence = [&](const Value& b) {
-    Value first = Min(k.Load(p.cu_seqlens + b.To(i64)), p.T);
-    Value end = Min(Max(k.Load(p.cu_seqlens + (b + 1).To(i64)), first), p.T);
-    return std::pair{first, end - first};
-  };
-  Regs at = k.Registers(Type::Of(i32), 3);
-  at[0] = k.I32(0), at[1] = B, at[2] = k.I32(0);
-  k.For(0, B, 1, [&](Value b) {
-    Value tiles = (sequence(b).second + (BM - 1)) / BM;
-    k.If((at[1] == B) & (g < at[0] + tiles), [&] {
-      at[1] = b;
-      at[2] = g - at[0];
-    });
-    at[0] = at[0] + tiles;
-  });
-  Value found = at[1] < B, b = Select(found, at[1], k.I32(0));
-  auto [seq0, whole] = sequence(b);
-  Value len = Select(found, whole, k.I32(0));
-  Value last = (len + (BM - 1)) / BM - 1;  // (found: at[2] <= last)
-  Value m0 = (a.causal ? Select(found, last - at[2], k.I32(0)) : at[2]) * BM;
+  const Value &Hq = p.Hq, &Hkv = p.Hkv;
+  Value h = t % Hq;
+  const PackedTile tile = FindPackedTile(k, p.cu_seqlens, p.T, p.B, t / Hq, BM);
+  const Value &b = tile.b, &seq0 = tile.seq0, &len = tile.len;
+  Value last = (len + (BM - 1)) / BM - 1;  // (found: tile <= last)
+  Value m0 = (a.causal ? Select(tile.found, last - tile.tile, k.I32(0)) : tile.tile) * BM;
   Value n_end = a.causal ? Min(len, m0 + BM) : len;  // (its own diagonal: S = Skv a sequence)
   Value n_tiles = (n_end + (BN - 1)) / BN, zero = k.I32(0);
   return QueryTile{m0, h, h / (Hq / Hkv), n_tiles, zero, h, len, b, seq0, len, shift};

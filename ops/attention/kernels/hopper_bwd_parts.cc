@@ -15,7 +15,7 @@ rt::GridExpr Rule(Kernel& k, const std::string& text) {
   return e.ok() ? *e : *rt::GridExpr::Parse("1");
 }
 
-// [heads, Sp] f32 in boxes of 64 rows of one head.
+// [heads, Sp] f32 in boxes of kRowValuesBox rows of one head.
 rt::TensorMapParam RowValuesMap(Kernel& k, const char* tensor, const char* heads) {
   rt::TensorMapParam t;
   t.tensor = tensor;
@@ -102,37 +102,13 @@ void IssueOverD(Kernel& k, const WgmmaAccumulator& acc, int d, const SmemTile& a
   k.WgmmaCommit();
 }
 
-PackedTile PackedTileOf(Kernel& k, const BackwardParams& p, const Value& g, int tile_rows) {
-  // A sequence's first row and length inside the T packed rows whatever cu_seqlens holds (as
-  // attention/hopper's varlen tiles: unsigned throughout, no access outside the tensors).
-  auto sequence = [&](const Value& b) {
-    Value first = Min(k.Load(p.cu_seqlens + b.To(i64)), p.T);
-    Value end = Min(Max(k.Load(p.cu_seqlens + (b + 1).To(i64)), first), p.T);
-    return std::pair{first, end - first};
-  };
-  // {tiles before sequence b, the tile's sequence (B: none), its tile in it}
-  Regs at = k.Registers(Type::Of(i32), 3);
-  at[0] = k.I32(0), at[1] = p.B, at[2] = k.I32(0);
-  k.For(0, p.B, 1, [&](Value b) {
-    Value tiles = (sequence(b).second + (tile_rows - 1)) / tile_rows;
-    k.If((at[1] == p.B) & (g < at[0] + tiles), [&] {
-      at[1] = b;
-      at[2] = g - at[0];
-    });
-    at[0] = at[0] + tiles;
-  });
-  Value found = at[1] < p.B;
-  auto [seq0, len] = sequence(Select(found, at[1], k.I32(0)));
-  return {seq0, Select(found, len, k.I32(0)), Select(found, at[2], k.I32(0))};
-}
-
 KeyTileWork KeyTileOf(Kernel& k, const BackwardParams& p, const AttentionShape& a, int key_rows,
                       int query_rows) {
   KeyTileWork w;
   Value t = k.BlockIdx(0);
   w.group = p.Hq / p.Hkv;
   if (a.varlen) {  // tile t / Hkv of the sequences, KV head t % Hkv
-    PackedTile tile = PackedTileOf(k, p, t / p.Hkv, key_rows);
+    PackedTile tile = FindPackedTile(k, p.cu_seqlens, p.T, p.B, t / p.Hkv, key_rows);
     w.n0 = tile.tile * key_rows, w.seq0 = tile.seq0, w.kv_head = t % p.Hkv;
     w.first_q_head = w.kv_head * w.group;
     w.keys = tile.len, w.q_end = tile.len, w.shift = k.I32(0).To(s32);
@@ -192,7 +168,7 @@ QueryTileWork QueryTileOf(Kernel& k, const BackwardParams& p, const AttentionSha
   QueryTileWork w;
   Value t = k.BlockIdx(0), n_end;
   if (a.varlen) {  // tile t / Hq of the sequences, query head t % Hq
-    PackedTile tile = PackedTileOf(k, p, t / p.Hq, query_rows);
+    PackedTile tile = FindPackedTile(k, p.cu_seqlens, p.T, p.B, t / p.Hq, query_rows);
     Value last = (tile.len + (query_rows - 1)) / query_rows - 1;  // (len 0: unused)
     Value m = a.causal ? Select(tile.len > 0, last - tile.tile, k.I32(0)) : tile.tile;
     w.m0 = m * query_rows, w.seq0 = tile.seq0, w.q_head = t % p.Hq;

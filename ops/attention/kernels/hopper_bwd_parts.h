@@ -58,14 +58,6 @@ inline Value RowValuesOffset(const AttentionShape& a, const Value& row) {
   return a.varlen ? row % 4 : Value();
 }
 
-// A tile of a packed sequence: the sequence's first row in the tensors and its length, and the
-// tile's index in it; a CTA past the sequences' tiles gets length 0.
-struct PackedTile {
-  Value seq0, len, tile;
-};
-// Tile `g` (in the order of the sequences, ceil(length / tile_rows) tiles each) of B sequences.
-PackedTile PackedTileOf(Kernel& k, const BackwardParams& p, const Value& g, int tile_rows);
-
 // A hopper_dkdv CTA's work: its key tile and the query tiles that see it.
 struct KeyTileWork {
   Value n0;                // the tile's first key, counted in its sequence

@@ -114,10 +114,6 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
   });
   k.SyncThreads();
 
-  auto each_query_tile = [&](const std::function<void(Value q_head, Value m0)>& body) {
-    attention_sm90::EachQueryTile(k, w, BM, body);
-  };
-
   k.Role({.first_thread = 0, .threads = 128, .max_regs = kProducerRegs}, [&](Value tid) {
     k.If(tid == 0, [&] {
       attention_sm90::ProduceDkDv(k, p, a, w, BM, {sK, sV, sQ, sdO, sLse, sDelta}, kv_ring, q_ring,
@@ -139,7 +135,7 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
     const WgmmaAccumulator& dq = st;
     Regs step = k.Registers(Type::Of(i32), 1);  // dqadd: which dS^T buffer, whose turn
     Value kvs = kv_ring.Acquire(kv_at);
-    each_query_tile([&](Value q_head, Value m0) {
+    attention_sm90::EachQueryTile(k, w, BM, [&](Value q_head, Value m0) {
       Value qs = q_ring.Acquire(q_at);
       k.WgmmaFence();
       attention_sm90::IssueOverD(k, st, D, sK, BN, row0, sQ.Stage(qs), BM);

@@ -71,10 +71,6 @@ absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShap
   });
   k.SyncThreads();
 
-  auto each_query_tile = [&](const std::function<void(Value q_head, Value m0)>& body) {
-    EachQueryTile(k, w, BM, body);
-  };
-
   k.Role({.first_thread = 0, .threads = 128, .max_regs = kProducerRegs}, [&](Value tid) {
     k.If(tid == 0, [&] {
       ProduceDkDv(k, p, a, w, BM, {sK, sV, sQ, sdO, sLse, sDelta}, kv_ring, q_ring, do_ring);
@@ -90,7 +86,7 @@ absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShap
     WgmmaAccumulator st = k.WgmmaAcc(BM / W), dpt = k.WgmmaAcc(BM / W);
     Regs step = k.Registers(Type::Of(i32), 1);  // which buffer of sP and sdS
     Value kvs = kv_ring.Acquire(kv_at);
-    each_query_tile([&](Value q_head, Value m0) {
+    EachQueryTile(k, w, BM, [&](Value q_head, Value m0) {
       Value qs = q_ring.Acquire(q_at);
       k.WgmmaFence();
       IssueOverD(k, st, D, sK, BN, k.I32(0), sQ.Stage(qs), BM, q0);

@@ -6,7 +6,7 @@
 // same bytes, run to run, at the cost of S and dP computed twice. With
 // AttentionOptions::dq_atomics, attention/hopper_dkdv.dqadd adds dQ in f32 by atomics instead and
 // attention/bwd_dq_convert rounds it; the plan takes the deterministic kernels unless asked, the
-// atomics having measured no faster (docs/perf/2026-11-28-attention-backward.md).
+// atomics not being faster (docs/perf/2026-11-28-attention-backward.md).
 //
 //   kiln::rt::AttentionRunner attention("build/bundles");
 //   absl::Status s = attention.Backward({.b = 2, .hq = 16, .hkv = 4, .s = 4096, .skv = 4096,
