@@ -12,6 +12,8 @@ using detail::KernelState;
 int ScalarBytes(Scalar s) {
   switch (s) {
     case Scalar::kI1:
+    case Scalar::kE4M3:
+    case Scalar::kE5M2:
       return 1;
     case Scalar::kI16:
     case Scalar::kF16:
@@ -38,7 +40,8 @@ bool Type::IsInt() const { return kind != Kind::kPointer && !IsFloat(); }
 int Type::Bytes() const { return kind == Kind::kPointer ? 8 : ScalarBytes(elem) * lanes; }
 
 std::string Type::Str() const {
-  static const char* names[] = {"i1", "i16", "i32", "i64", "f16", "bf16", "f32", "s32", "s64"};
+  static const char* names[] = {"i1",  "i16", "i32", "i64",  "f16", "bf16",
+                                "f32", "s32", "s64", "e4m3", "e5m2"};
   const char* e = names[static_cast<int>(elem)];
   switch (kind) {
     case Kind::kScalar:

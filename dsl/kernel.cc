@@ -111,6 +111,9 @@ mlir::Type KernelState::ToMlir(Scalar s) {
   switch (s) {
     case Scalar::kI1:
       return mlir::IntegerType::get(c, 1);
+    case Scalar::kE4M3:  // bytes: no arithmetic on them (kiln/value.h)
+    case Scalar::kE5M2:
+      return mlir::IntegerType::get(c, 8);
     case Scalar::kI16:
       return mlir::IntegerType::get(c, 16);
     case Scalar::kI32:

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -41,9 +42,36 @@ bool UsesPolicy(CacheHint h) {
   return h == CacheHint::kL2EvictFirst || h == CacheHint::kL2EvictLast;
 }
 
+// The value of 8-bit float `code` (PTX ISA, alternate floating-point formats): e4m3 has a bias
+// of 7, no infinities and NaN at S.1111.111; e5m2 is IEEE-like with a bias of 15.
+double Fp8Value(int code, bool e4m3) {
+  const int man_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, exp_max = e4m3 ? 15 : 31;
+  const int e = (code >> man_bits) & exp_max, m = code & ((1 << man_bits) - 1);
+  const double sign = code & 0x80 ? -1 : 1;
+  if (e4m3 ? (e == 15 && m == 7) : (e == 31 && m != 0)) return std::nan("");
+  if (!e4m3 && e == 31) return sign * HUGE_VAL;
+  return sign * std::ldexp(e ? (1 << man_bits) + m : m, (e ? e : 1) - bias - man_bits);
+}
+
+// The 8-bit float nearest `v` (ties to the even code), found among all 256: fill values only.
+uint64_t Fp8Bits(double v, bool e4m3) {
+  if (std::isnan(v)) return e4m3 ? 0x7f : 0x7e;
+  int best = 0;
+  for (int code = 0; code < 256; ++code) {
+    const double x = Fp8Value(code, e4m3), y = Fp8Value(best, e4m3);
+    if (std::isnan(x)) continue;
+    const double dx = std::fabs(x - v), dy = std::fabs(y - v);
+    if (dx < dy || (dx == dy && !(code & 1) && (best & 1))) best = code;
+  }
+  return best;
+}
+
 // The bits of `v` as one element of `s` (fill values: 0, +-inf and other exact numbers).
 uint64_t ElementBits(Scalar s, double v) {
   switch (s) {
+    case Scalar::kE4M3:
+    case Scalar::kE5M2:
+      return Fp8Bits(v, s == Scalar::kE4M3);
     case Scalar::kF32:
       return std::bit_cast<uint32_t>(static_cast<float>(v));
     case Scalar::kBF16: {  // round to nearest even from f32

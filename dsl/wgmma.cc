@@ -41,13 +41,17 @@ mlir::Value Descriptor(KernelState& s, const SmemTile& t, const Operand& row0, i
   return mlir::arith::OrIOp::create(s.builder, l, start, hi);
 }
 
+// K per wgmma: 32 bytes of each row (k16 of 16-bit types, k32 of 8-bit ones).
+int WgmmaK(Scalar elem) { return 32 / ScalarBytes(elem); }
+
 bool CheckOperandTile(KernelState& s, const SmemTile& t, const char* which, int rows,
                       const Operand& row0, int k0, const Loc& loc) {
   const std::string where = absl::StrCat("wgmma ", which, " tile (", LocString(t.loc()), ")");
-  if (t.elem() != Scalar::kBF16 && t.elem() != Scalar::kF16) {
-    s.Fail(absl::StrCat(where, " must hold bf16 or f16"), loc);
+  if (t.elem() != Scalar::kBF16 && t.elem() != Scalar::kF16 && !IsFp8(t.elem())) {
+    s.Fail(absl::StrCat(where, " must hold bf16, f16, e4m3 or e5m2"), loc);
     return false;
   }
+  const int kstep = WgmmaK(t.elem());
   const int span = SwizzleBytes(t.swizzle());
   if (span == 0 || t.row_stride() * ScalarBytes(t.elem()) != span) {
     s.Fail(absl::StrCat(where, " must be K-major with rows of exactly its swizzle span; it has ",
@@ -58,10 +62,10 @@ bool CheckOperandTile(KernelState& s, const SmemTile& t, const char* which, int 
            loc);
     return false;
   }
-  if (k0 < 0 || k0 % 16 || k0 + 16 > t.cols()) {
-    s.Fail(
-        absl::StrCat(where, ": k0 = ", k0, " is not a 16-wide slice of its ", t.cols(), " columns"),
-        loc);
+  if (k0 < 0 || k0 % kstep || k0 + kstep > t.cols()) {
+    s.Fail(absl::StrCat(where, ": k0 = ", k0, " is not a ", kstep, "-wide slice of its ", t.cols(),
+                        " columns (a wgmma of ", Type::Of(t.elem()).Str(), " takes k", kstep, ")"),
+           loc);
     return false;
   }
   if (rows > t.rows() || (Access::IsImm(row0) && (static_cast<int>(Access::Imm(row0)) % 8 ||
@@ -223,6 +227,10 @@ std::vector<Value> WgmmaAccumulator::FragmentA(int k16, Scalar elem, Loc loc) co
 namespace {
 
 bool CheckRegisterA(KernelState& s, const std::vector<Value>& a, Scalar elem, const Loc& loc) {
+  if (IsFp8(elem)) {
+    s.Fail("a wgmma of 8-bit floats takes A from shared memory here, not from registers", loc);
+    return false;
+  }
   if (a.size() != 4) {
     s.Fail(absl::StrCat("wgmma A from registers takes 4 b32 registers, not ", a.size()), loc);
     return false;
@@ -299,8 +307,12 @@ void WgmmaSmemA(Kernel& k, KernelState& s, const WgmmaAccumulator& acc, int arra
     return w.mn_major ? CheckMnMajorTile(s, w, "wgmma", which, rows, row0, k0, loc)
                       : CheckOperandTile(s, w.tile, which, rows, row0, k0, loc);
   };
+  // 8-bit operands mix (e4m3 by e5m2) and are K-major only (PTX ISA: no imm-trans for them).
+  if ((IsFp8(a.elem()) && at.mn_major) || (IsFp8(b.elem()) && bt.mn_major))
+    return k.Fail("a wgmma of 8-bit floats reads K-major A and B only (no MN-major tile)", loc);
   if (!check(at, "A", 64, a_row0) || !check(bt, "B", acc.n(), b_row0)) return;
-  if (a.elem() != b.elem()) return k.Fail("wgmma A and B tiles hold different types", loc);
+  if (IsFp8(a.elem()) != IsFp8(b.elem()) || (!IsFp8(a.elem()) && a.elem() != b.elem()))
+    return k.Fail("wgmma A and B tiles hold different types", loc);
   WgmmaEmission emitting(s, array, loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Type f32 = s.builder.getF32Type();
@@ -312,13 +324,24 @@ void WgmmaSmemA(Kernel& k, KernelState& s, const WgmmaAccumulator& acc, int arra
   for (int i = 0; i < regs && scale_d; ++i)
     d = mlir::LLVM::InsertValueOp::create(s.builder, l, d,
                                           s.Unwrap(acc[RegIndex(i, loc)].Load(loc)), i);
-  const auto ty =
-      a.elem() == Scalar::kBF16 ? mlir::NVVM::WGMMATypes::bf16 : mlir::NVVM::WGMMATypes::f16;
+  auto type_of = [](Scalar e) {
+    switch (e) {
+      case Scalar::kBF16:
+        return mlir::NVVM::WGMMATypes::bf16;
+      case Scalar::kE4M3:
+        return mlir::NVVM::WGMMATypes::e4m3;
+      case Scalar::kE5M2:
+        return mlir::NVVM::WGMMATypes::e5m2;
+      default:
+        return mlir::NVVM::WGMMATypes::f16;
+    }
+  };
+  const auto ty = type_of(a.elem()), b_ty = type_of(b.elem());
   auto op = mlir::NVVM::WgmmaMmaAsyncOp::create(
       s.builder, l, st, d,
       at.mn_major ? MnMajorDescriptor(s, at, a_row0, k0, loc) : Descriptor(s, a, a_row0, k0, loc),
       bt.mn_major ? MnMajorDescriptor(s, bt, b_row0, k0, loc) : Descriptor(s, b, b_row0, k0, loc),
-      mlir::NVVM::MMAShapeAttr::get(s.context.get(), 64, acc.n(), 16), ty, ty,
+      mlir::NVVM::MMAShapeAttr::get(s.context.get(), 64, acc.n(), WgmmaK(a.elem())), ty, b_ty,
       mlir::NVVM::WGMMATypes::f32,
       scale_d ? mlir::NVVM::WGMMAScaleOut::one : mlir::NVVM::WGMMAScaleOut::zero,
       mlir::NVVM::WGMMAScaleIn::one, mlir::NVVM::WGMMAScaleIn::one,

@@ -605,19 +605,25 @@ class Cta {
   // along K, without swizzle), stride byte offset (between 8-row groups), swizzle span (0: none).
   // A matrix descriptor's operand in shared memory: start, leading and stride byte offsets,
   // swizzle span, and which dimension is contiguous.
+  // A tensor-core operand's element type in shared memory.
+  enum class OperandFormat { kBF16, kF16, kE4M3, kE5M2 };
+  static int FormatBytes(OperandFormat f) {
+    return f == OperandFormat::kE4M3 || f == OperandFormat::kE5M2 ? 1 : 2;
+  }
   struct SmemOperand {
     uint64_t start = 0, lbo = 0, sbo = 0;
     int span = 0;
     bool mn_major = false;  // the operand's rows (M or N) contiguous instead of K
+    int es = 2;             // bytes per element
   };
   static uint64_t OperandAddress(const SmemOperand& o, int row, int k);
-  // The shared bytes [lo, hi) that `rows` x 16 elements of a descriptor's operand span.
-  static std::pair<uint64_t, uint64_t> OperandSpan(const SmemOperand& o, int rows);
+  // The shared bytes [lo, hi) that `rows` x `k` elements of a descriptor's operand span.
+  static std::pair<uint64_t, uint64_t> OperandSpan(const SmemOperand& o, int rows, int k = 16);
   static SmemOperand WgmmaOperand(uint64_t desc);
-  // Element (row, k) of a bf16/f16 operand, read for `in` by the async proxy (`reader`): the
-  // bounds, the proxy fence and pending TMA destinations are checked.
+  // Element (row, k) of an operand of `format` (o.es its bytes), read for `in` by the async proxy
+  // (`reader`): the bounds, the proxy fence and pending TMA destinations are checked.
   absl::Status ReadOperand(const Instr& in, const char* reader, const SmemOperand& o, int row,
-                           int k, bool bf16, double* out);
+                           int k, OperandFormat format, double* out);
   static uint64_t Swizzled(uint64_t offset, int swizzle_bytes) {
     // 128B: address bits [4,7) ^= bits [7,10); 64B: [4,6) ^= [7,9); 32B: bit 4 ^= bit 7.
     const int bits = swizzle_bytes == 128  ? 3
@@ -819,8 +825,9 @@ class Cta {
         reads;                // shared byte spans [lo, hi) of its descriptors
     bool a_mn_major = false;  // imm-trans-a (A from a descriptor)
     bool b_mn_major = false;  // imm-trans-b
-    int n = 0;
+    int n = 0, k = 16;        // k: 16 for 16-bit operands, 32 for 8-bit ones (32 bytes a row)
     bool scale_d = true, negate_a = false, negate_b = false, bf16 = true;
+    OperandFormat a_format = OperandFormat::kBF16, b_format = OperandFormat::kBF16;
     int line = 0;
     const Instr* in = nullptr;
     // Per row of A from registers, read at issue: the first tainted register holding that row

@@ -305,8 +305,7 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       *s = Fail(t, in, race);
       return out;
     }
-    if (absl::Status order = OrderTcgenAccess(lanes, in, quarter, col0, num, store);
-        !order.ok()) {
+    if (absl::Status order = OrderTcgenAccess(lanes, in, quarter, col0, num, store); !order.ok()) {
       *s = order;
       return out;
     }
@@ -405,7 +404,8 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
       return fail(absl::StrCat("the descriptor layout ", layout, " is not emulated yet"));
     const SmemOperand o{(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4,
                         ((desc >> 32) & 0x3fff) << 4, span, mn_major};
-    return from.ReadOperand(*op.in, "tcgen05.mma", o, row, k, bf16, out);
+    return from.ReadOperand(*op.in, "tcgen05.mma", o, row, k,
+                            bf16 ? OperandFormat::kBF16 : OperandFormat::kF16, out);
   };
   std::vector<double> a(m * 16), b(n * 16);
   for (int r = 0; r < m; ++r)

@@ -431,31 +431,58 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
     WgmmaOp op;
     op.line = in.line;
     op.in = &in;
-    for (const std::string& m : in.mods)
+    // Modifiers: mma_async.sync.aligned.m64nNkK.dtype.atype.btype (PTX ISA, wgmma.mma_async).
+    size_t shape = in.mods.size();
+    int shape_k = 0;
+    for (size_t i = 0; i < in.mods.size(); ++i) {
+      const std::string& m = in.mods[i];
       if (m.size() > 4 && m[0] == 'm' && m.find('n') != std::string::npos &&
-          m.find('k') != std::string::npos)
+          m.find('k') != std::string::npos) {
         op.n = std::atoi(m.substr(m.find('n') + 1).c_str());
-    op.bf16 = in.Has("bf16");
-    if (!in.Has("f32") || (!op.bf16 && !in.Has("f16")) || op.n % 8 || op.n < 8 || op.n > 256)
+        shape_k = std::atoi(m.substr(m.find('k') + 1).c_str());
+        shape = i;
+      }
+    }
+    auto format = [](const std::string& t) -> std::optional<OperandFormat> {
+      if (t == "bf16") return OperandFormat::kBF16;
+      if (t == "f16") return OperandFormat::kF16;
+      if (t == "e4m3") return OperandFormat::kE4M3;
+      if (t == "e5m2") return OperandFormat::kE5M2;
+      return std::nullopt;
+    };
+    std::optional<OperandFormat> a_format, b_format;
+    if (shape + 3 < in.mods.size() && in.mods[shape + 1] == "f32")
+      a_format = format(in.mods[shape + 2]), b_format = format(in.mods[shape + 3]);
+    // 16-bit inputs: both the same type, k16; 8-bit: e4m3/e5m2 in any mix, k32.
+    const bool fp8 = a_format && FormatBytes(*a_format) == 1;
+    if (!a_format || !b_format || FormatBytes(*a_format) != FormatBytes(*b_format) ||
+        (!fp8 && *a_format != *b_format) || shape_k != (fp8 ? 32 : 16) || op.n % 8 || op.n < 8 ||
+        op.n > 256)
       return Fail(t0, in,
-                  "only wgmma m64nNk16 with bf16/f16 inputs and f32 accumulators is emulated");
+                  "only wgmma m64nNk16 with bf16/f16 inputs, m64nNk32 with e4m3/e5m2 inputs, and "
+                  "f32 accumulators are emulated");
+    op.a_format = *a_format, op.b_format = *b_format, op.k = shape_k;
+    op.bf16 = op.a_format == OperandFormat::kBF16;
     // Operands: d, a (a descriptor, or four b32 registers), b-desc, scale-d, imm-scale-a,
-    // imm-scale-b, then imm-trans-a (descriptor A only) and imm-trans-b.
+    // imm-scale-b, then for 16-bit inputs imm-trans-a (descriptor A only) and imm-trans-b.
     const bool a_regs = in.ops.at(1).kind == Operand::Kind::kVector;
+    if (a_regs && fp8)
+      return Fail(t0, in, "wgmma of 8-bit floats with A from registers is not emulated yet");
     if (a_regs && in.ops[1].regs.size() != 4)
       return Fail(t0, in,
                   "wgmma A from registers takes four b32 registers (m64k16 of 16-bit elements)");
-    if (in.ops.size() != (a_regs ? 7u : 8u))
+    const size_t operands = fp8 ? 6u : a_regs ? 7u : 8u;
+    if (in.ops.size() != operands)
       return Fail(t0, in,
                   absl::StrCat("wgmma with A from ", a_regs ? "registers" : "a descriptor", " has ",
-                               a_regs ? 7 : 8, " operands, not ", in.ops.size()));
+                               operands, " operands, not ", in.ops.size()));
     if (!a_regs) op.a_desc = Read(t0, in.ops.at(1), 64);
     op.b_desc = Read(t0, in.ops.at(2), 64);
     op.scale_d = Read(t0, in.ops.at(3), 1) & 1;
     op.negate_a = SignExtend(Read(t0, in.ops.at(4), 32), 32) < 0;
     op.negate_b = SignExtend(Read(t0, in.ops.at(5), 32), 32) < 0;
-    op.a_mn_major = !a_regs && (Read(t0, in.ops.at(6), 32) & 1);
-    op.b_mn_major = Read(t0, in.ops.back(), 32) & 1;
+    op.a_mn_major = !fp8 && !a_regs && (Read(t0, in.ops.at(6), 32) & 1);
+    op.b_mn_major = !fp8 && (Read(t0, in.ops.back(), 32) & 1);
     if (a_regs) op.a_from_regs.assign(64 * 16, 0.0), op.a_row_taint.assign(64, nullptr);
     for (int i = first; i < first + 128; ++i) {
       const Instr& mine = e_.code[threads_[i].pc];
@@ -493,11 +520,13 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
     if (!a_regs) {
       SmemOperand a_operand = WgmmaOperand(op.a_desc);
       a_operand.mn_major = op.a_mn_major;
-      op.reads.push_back(OperandSpan(a_operand, 64));
+      a_operand.es = FormatBytes(op.a_format);
+      op.reads.push_back(OperandSpan(a_operand, 64, op.k));
     }
     SmemOperand b_operand = WgmmaOperand(op.b_desc);
     b_operand.mn_major = op.b_mn_major;
-    op.reads.push_back(OperandSpan(b_operand, op.n));
+    b_operand.es = FormatBytes(op.b_format);
+    op.reads.push_back(OperandSpan(b_operand, op.n, op.k));
     wg.open.push_back(std::move(op));
   } else if (kind == "commit_group") {
     wg.groups.push_back(std::move(wg.open));
@@ -522,32 +551,38 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
   Warpgroup& wg = warpgroups_[group];
   while (wg.groups.size() > keep) {
     for (const WgmmaOp& op : wg.groups.front()) {
-      auto element = [&](uint64_t desc, int row, int k, double* out, bool mn_major = false) {
+      auto element = [&](uint64_t desc, OperandFormat f, int row, int k, double* out,
+                         bool mn_major = false) {
         SmemOperand o = WgmmaOperand(desc);
         o.mn_major = mn_major;
-        return ReadOperand(*op.in, "wgmma", o, row, k, op.bf16, out);
+        o.es = FormatBytes(f);
+        return ReadOperand(*op.in, "wgmma", o, row, k, f, out);
       };
+      const int K = op.k;
       // D[row][col] reads only A's row and B's column: each carries the first tainted or
       // never-written byte among its own (rows of A past a ragged edge may hold anything, and
       // taint only rows of D that are not stored).
       std::vector<Origin> row_taint =
           op.a_row_taint.empty() ? std::vector<Origin>(64) : op.a_row_taint;
       std::vector<Origin> col_taint(op.n, nullptr);
-      std::vector<double> a = op.a_from_regs, b(op.n * 16);
+      std::vector<double> a = op.a_from_regs, b(op.n * K);
       if (a.empty()) {
-        a.resize(64 * 16);
+        a.resize(64 * K);
         for (int r = 0; r < 64; ++r) {
           operand_taint_ = nullptr;
-          for (int k = 0; k < 16; ++k)
-            if (absl::Status s = element(op.a_desc, r, k, &a[r * 16 + k], op.a_mn_major); !s.ok())
+          for (int k = 0; k < K; ++k)
+            if (absl::Status s =
+                    element(op.a_desc, op.a_format, r, k, &a[r * K + k], op.a_mn_major);
+                !s.ok())
               return s;
           row_taint[r] = operand_taint_;
         }
       }
       for (int n = 0; n < op.n; ++n) {
         operand_taint_ = nullptr;
-        for (int k = 0; k < 16; ++k)
-          if (absl::Status s = element(op.b_desc, n, k, &b[n * 16 + k], op.b_mn_major); !s.ok())
+        for (int k = 0; k < K; ++k)
+          if (absl::Status s = element(op.b_desc, op.b_format, n, k, &b[n * K + k], op.b_mn_major);
+              !s.ok())
             return s;
         col_taint[n] = operand_taint_;
       }
@@ -560,7 +595,7 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
           const int row = 16 * warp + lane / 4 + 8 * (pair % 2),
                     col = 8 * (pair / 2) + 2 * (lane % 4) + i % 2;
           double d = op.scale_d ? F32(th.r[op.d_regs[t][i]]) : 0.0;
-          for (int k = 0; k < 16; ++k) d += sign * a[row * 16 + k] * b[col * 16 + k];
+          for (int k = 0; k < K; ++k) d += sign * a[row * K + k] * b[col * K + k];
           th.r[op.d_regs[t][i]] = Bits(static_cast<float>(d));
           const Origin was = op.scale_d ? RegTaint(th, op.d_regs[t][i]) : nullptr;
           SetRegTaint(th, op.d_regs[t][i],
@@ -603,16 +638,18 @@ uint64_t Cta::OperandAddress(const SmemOperand& o, int row, int k) {
         o.start + (row % atom) * 2 + (row / atom) * o.lbo + (k % 8) * o.span + (k / 8) * o.sbo,
         o.span);
   }
-  return o.span ? Swizzled(o.start + (row / 8) * o.sbo + (row % 8) * o.span + k * 2, o.span)
-                : o.start + (row / 8) * o.sbo + (k / 8) * o.lbo + (row % 8) * 16 + (k % 8) * 2;
+  // K-major: a core matrix is 8 rows of 16 bytes (8 16-bit or 16 8-bit elements of K).
+  const int kb = k * o.es;
+  return o.span ? Swizzled(o.start + (row / 8) * o.sbo + (row % 8) * o.span + kb, o.span)
+                : o.start + (row / 8) * o.sbo + (kb / 16) * o.lbo + (row % 8) * 16 + kb % 16;
 }
 
-std::pair<uint64_t, uint64_t> Cta::OperandSpan(const SmemOperand& o, int rows) {
+std::pair<uint64_t, uint64_t> Cta::OperandSpan(const SmemOperand& o, int rows, int k_count) {
   uint64_t lo = UINT64_MAX, hi = 0;
   for (int r = 0; r < rows; ++r)
-    for (int k = 0; k < 16; ++k) {
+    for (int k = 0; k < k_count; ++k) {
       const uint64_t a = OperandAddress(o, r, k);
-      lo = std::min(lo, a), hi = std::max(hi, a + 2);
+      lo = std::min(lo, a), hi = std::max(hi, a + o.es);
     }
   return {lo, hi};
 }
@@ -627,14 +664,15 @@ Cta::SmemOperand Cta::WgmmaOperand(uint64_t desc) {  // wgmma: swizzle mode in b
 }
 
 absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const SmemOperand& o, int row,
-                              int k, bool bf16, double* out) {
+                              int k, OperandFormat format, double* out) {
   const uint64_t addr = OperandAddress(o, row, k);
-  if (addr + 2 > shared_.size())
+  const int es = FormatBytes(format);
+  if (addr + es > shared_.size())
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: PTX line %d: a %s descriptor reads shared offset %d, past "
                         "the block's %d bytes",
                         kernel_, in.line, reader, addr, shared_.size()));
-  if (absl::Status s = CheckFenced(in, addr, 2, reader); !s.ok()) return s;
+  if (absl::Status s = CheckFenced(in, addr, es, reader); !s.ok()) return s;
   if (!tma_swizzle_.empty() && tma_swizzle_[addr] && tma_swizzle_[addr] != o.span + 1)
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s%s: PTX line %d (%s): a %s descriptor with %s reads shared byte %d, which a TMA load "
@@ -644,13 +682,17 @@ absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const SmemOpe
         o.span ? absl::StrCat(o.span, "B swizzle") : "no swizzle", addr,
         tma_swizzle_[addr] > 1 ? absl::StrCat(tma_swizzle_[addr] - 1, "B swizzle") : "no swizzle"));
   if (absl::Status s =
-          CheckPendingOverlap(nullptr, in, addr, 2, absl::StrCat(reader, " reads").c_str());
+          CheckPendingOverlap(nullptr, in, addr, es, absl::StrCat(reader, " reads").c_str());
       !s.ok())
     return s;
+  if (!operand_taint_) operand_taint_ = SharedTaint(shared_.data() + addr, es, in);
+  if (es == 1) {
+    *out = Fp8ToDouble(shared_[addr], format == OperandFormat::kE4M3);
+    return absl::OkStatus();
+  }
   uint16_t h;
   std::memcpy(&h, shared_.data() + addr, 2);
-  if (!operand_taint_) operand_taint_ = SharedTaint(shared_.data() + addr, 2, in);
-  *out = bf16 ? Bf16ToF32(h) : F16ToF32(h);
+  *out = format == OperandFormat::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
   return absl::OkStatus();
 }
 

@@ -84,16 +84,17 @@ rt::GridExpr Expr(Kernel& k, const std::string& text, Loc loc) {
 // tensor cores' no-swizzle layout (rank 3: box_k / 8 slabs at once; rank 2: one slab).
 rt::TensorMapParam KMajorMap(Kernel& k, const std::string& operand, const std::string& rows,
                              int box_rows, int rank, bool by_value, int box_k, bool interleaved,
-                             Loc loc) {
+                             Loc loc, int es = 2) {
   auto Expr = [&](const std::string& text) { return examples::Expr(k, text, loc); };
   rt::TensorMapParam t;
   t.tensor = operand;
   t.by_value = by_value;
   t.swizzle = interleaved ? rt::TmaSwizzle::kNone : rt::TmaSwizzle::k128B;
-  const int slab = interleaved ? 8 : 64;
+  if (es == 1) t.dtype = rt::TmaDtype::kU8;        // 8-bit floats: TMA moves bytes
+  const int slab = (interleaved ? 16 : 128) / es;  // one 16-byte slab, or one 128B swizzle span
   if (rank == 2) {
     t.dims = {Expr("K"), Expr(rows)};
-    t.strides = {Expr("K*2")};
+    t.strides = {Expr(es == 1 ? "K" : "K*2")};
     t.box = {static_cast<uint32_t>(slab), static_cast<uint32_t>(box_rows)};  // one slab per box
     return t;
   }
@@ -244,7 +245,25 @@ std::function<void(const TileIndexBody&)> ScheduledTiles(Kernel& k, const Value&
   };
 }
 
-std::string ScalarName(Scalar s) { return s == f16 ? "f16" : s == f32 ? "f32" : "bf16"; }
+std::string ScalarName(Scalar s) {
+  return s == f16 ? "f16" : s == f32 ? "f32" : s == e4m3 ? "e4m3" : s == e5m2 ? "e5m2" : "bf16";
+}
+
+const char* Fp8ScalingName(Fp8Scaling s) {
+  switch (s) {
+    case Fp8Scaling::kTensor:
+      return "tensorwise";
+    case Fp8Scaling::kRow:
+      return "rowwise";
+    case Fp8Scaling::kBlock:
+      return "blockwise";
+    case Fp8Scaling::kBlockT:
+      return "blockwise_t";
+    case Fp8Scaling::kNone:
+      break;
+  }
+  return "";
+}
 
 absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
   const size_t dot = options.find('.'), dash = options.find('-');
@@ -258,21 +277,37 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
     return on;
   };
   const bool any_m = flag("any_m"), a_mn = flag("a_mn"), b_mn = flag("b_mn"), c_row = flag("c_row");
+  Fp8Scaling scaling = Fp8Scaling::kNone;
+  for (Fp8Scaling s :
+       {Fp8Scaling::kTensor, Fp8Scaling::kRow, Fp8Scaling::kBlockT, Fp8Scaling::kBlock})
+    if (scaling == Fp8Scaling::kNone && flag(Fp8ScalingName(s))) scaling = s;
   auto scalar = [](const std::string& t) -> std::optional<Scalar> {
     if (t == "bf16") return bf16;
     if (t == "f16") return f16;
     if (t == "f32") return f32;
+    if (t == "e4m3") return e4m3;
+    if (t == "e5m2") return e5m2;
     return std::nullopt;
   };
   const std::optional<Scalar> in_type = scalar(in), out_type = scalar(out);
-  if (!in_type || !out_type || *in_type == f32)
+  if (!in_type || !out_type || *in_type == f32 || IsFp8(*out_type))
     return absl::InvalidArgumentError(
         absl::StrCat("options '", options,
                      "': they start with the input and output types, "
-                     "<bf16|f16>-<bf16|f16|f32> (then the epilogue's terms)"));
+                     "<bf16|f16|e4m3|e5m2>-<bf16|f16|f32> (then the epilogue's terms)"));
+  if (IsFp8(*in_type) != (scaling != Fp8Scaling::kNone))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options '", options, "': ",
+        IsFp8(*in_type) ? "8-bit inputs take a scaling after the flags: tensorwise, rowwise, "
+                          "blockwise or blockwise_t"
+                        : "a scaling (tensorwise, rowwise, blockwise, blockwise_t) is for 8-bit "
+                          "inputs (e4m3, e5m2)"));
+  if (IsFp8(*in_type) && (a_mn || b_mn || c_row))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options '", options, "': 8-bit inputs are read K-major only (no a_mn, b_mn, c_row)"));
   absl::StatusOr<EpilogueSpec> epilogue = ParseEpilogueTerms(terms, *out_type);
   if (!epilogue.ok()) return epilogue.status();
-  return GemmVariant{*in_type, any_m, a_mn, b_mn, c_row, *epilogue};
+  return GemmVariant{*in_type, any_m, a_mn, b_mn, c_row, scaling, *epilogue};
 }
 
 ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile,
@@ -284,6 +319,9 @@ ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bo
         absl::StatusOr<GemmVariant> v = ParseGemmVariant(options);
         if (!v.ok())
           return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
+        if (IsFp8(v->in) && !tile)
+          return absl::InvalidArgumentError(absl::StrCat(
+              name, ": 8-bit inputs are multiplied by the tile kernels (gemm/bf16_sm90*) alone"));
         if (v->any_m && (!tile || v->epilogue.out == f32))
           return absl::InvalidArgumentError(absl::StrCat(name, ": takes any M already (no any_m)"));
         if ((v->a_mn || (v->b_mn && !b_mn)) && !tile)
@@ -388,15 +426,18 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     g.Cptr = Matrix(k.PtrParam("C", ScalarNamed(k, shape.out_type, loc), loc), g.M, g.N,
                     shape.c_row_major ? "row" : "col", k, loc);
   }
-  const int box_k = shape.rank == 3 ? shape.bk : 64;  // rank 3: one box covers the k-tile
-  g.slab = shape.interleaved ? 8 : 64;
+  const int es = shape.in_type == "e4m3" || shape.in_type == "e5m2" ? 1 : 2;
+  if (es == 1 && (shape.rank != 2 || shape.interleaved || shape.a_mn || shape.b_mn))
+    k.Fail("8-bit operands are read K-major through rank-2 128B-swizzled maps only", loc);
+  const int box_k = shape.rank == 3 ? shape.bk : 128 / es;  // rank 3: one box covers the k-tile
+  g.slab = (shape.interleaved ? 16 : 128) / es;
   rt::TensorMapParam a = shape.a_mn ? MnMajorMap(k, "A", "M", shape.bk, shape.by_value, loc)
                                     : KMajorMap(k, "A", "M", shape.bm, shape.rank, shape.by_value,
-                                                box_k, shape.interleaved, loc);
+                                                box_k, shape.interleaved, loc, es);
   rt::TensorMapParam b =
       shape.b_mn ? MnMajorMap(k, "B", "N", shape.bk, shape.by_value, loc)
                  : KMajorMap(k, "B", "N", shape.b_box_rows ? shape.b_box_rows : shape.bn,
-                             shape.rank, shape.by_value, box_k, shape.interleaved, loc);
+                             shape.rank, shape.by_value, box_k, shape.interleaved, loc, es);
   g.a_mn = shape.a_mn, g.b_mn = shape.b_mn;
   if (shape.in_type == "f16") a.dtype = b.dtype = rt::TmaDtype::kF16;
   g.A = k.TmaParam("tmA", a, loc);

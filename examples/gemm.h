@@ -156,16 +156,26 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc = L
 // "b_mn" for MN-major A (column-major) and B (row-major), then the epilogue's terms,
 // '.'-separated ("f16-f32.bias_col.gelu", "bf16-bf16.any_m.b_mn.relu"). An error names what it
 // does not take.
+// How an 8-bit GEMM's product is scaled back (the names of torch's scaled-mm scaling types):
+// tensorwise (one f32 for A, one for B), rowwise (one per row of A, one per column of B), blockwise
+// (A per 1x128 of its rows by K, B per 128x128) and blockwise_t (A per 128x128, B per 1x128: the
+// problem swapped for a row-major C). Blockwise scales apply to the wgmma's partial sums every
+// 128 of K, where they are promoted into the f32 accumulator (the FP8 tensor core keeps fewer
+// bits); the others are applied once, after K.
+enum class Fp8Scaling { kNone, kTensor, kRow, kBlock, kBlockT };
+const char* Fp8ScalingName(Fp8Scaling s);  // "tensorwise", ... ("" for kNone)
+
 struct GemmVariant {
-  Scalar in = bf16;
+  Scalar in = bf16;  // A's and B's: bf16, f16, or e4m3/e5m2 with a scaling
   bool any_m = false;
   bool a_mn = false, b_mn = false;  // "a_mn", "b_mn": A column-major, B row-major (tile kernels)
   bool c_row = false;               // "c_row": C (and C_in, residual) row-major (the skinny kernel)
+  Fp8Scaling scaling = Fp8Scaling::kNone;  // after the flags; 8-bit inputs only, and required
   EpilogueSpec epilogue;
 };
 absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options);
 
-std::string ScalarName(Scalar s);  // "bf16", "f16", "f32"
+std::string ScalarName(Scalar s);  // "bf16", "f16", "f32", "e4m3", "e5m2"
 // The family (ExampleFamily) of an entry-point kernel: `build` gets each member's parsed options;
 // "any_m" is an option of the tile kernels (`tile`) alone, and of their 16-bit outputs (f32 ones
 // store C from registers anyway); "c_row" of those that store C either way (`c_row`). Members'

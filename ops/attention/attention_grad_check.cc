@@ -307,30 +307,6 @@ absl::StatusOr<AttentionGradResult> RunGrad(GradDevice& dev, const Layout& layou
   return r;
 }
 
-// The emulator as the entry points' device: the bundles `bundle_of` finds, on three SMs.
-class EmulatedDevice : public rt::OpDevice {
- public:
-  EmulatedDevice(emu::Device& d, const std::function<const rt::Bundle*(const std::string&)>& of,
-                 uint64_t seed)
-      : d_(d), of_(of), seed_(seed) {}
-  absl::StatusOr<const rt::Manifest*> ManifestOf(const std::string& kernel) override {
-    const rt::Bundle* b = of_(kernel);
-    if (!b) return absl::NotFoundError(absl::StrCat("no bundle for ", kernel));
-    return &b->manifest;
-  }
-  absl::Status Launch(const std::string& kernel, std::vector<rt::Arg> args) override {
-    const rt::Bundle* b = of_(kernel);
-    if (!b) return absl::NotFoundError(absl::StrCat("no bundle for ", kernel));
-    return emu::Launch(d_, *b, args, {.seed = seed_, .sm_count = 3}).status();
-  }
-  absl::StatusOr<uint64_t> Scratch(int, size_t bytes) override { return d_.Allocate(bytes); }
-
- private:
-  emu::Device& d_;
-  const std::function<const rt::Bundle*(const std::string&)>& of_;
-  uint64_t seed_;
-};
-
 // The layout of `size`, or of packed sequences of `lengths` (size as VarlenSize gives it).
 absl::StatusOr<Layout> LayoutOf(const rt::AttentionSize& size,
                                 const std::vector<int64_t>& lengths) {
@@ -384,7 +360,7 @@ absl::StatusOr<AttentionGradResult> RunAttentionBackwardEmulated(
   absl::StatusOr<Layout> layout = LayoutOf(size, lengths);
   if (!layout.ok()) return layout.status();
   emu::Device d;
-  EmulatedDevice device(d, bundle_of, seed);
+  EmulatedOpDevice device(d, bundle_of, seed);
   GradDevice dev{EmulatorMemory(d),
                  [&](const rt::AttentionOperands& ops) {
                    return rt::RunAttention(size, options, ops, compute_capability, device);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace kiln::examples {
 
 HarnessMemory GpuMemory(std::vector<rt::DeviceBuffer>& buffers) {
@@ -29,6 +31,18 @@ HarnessMemory EmulatorMemory(emu::Device& d) {
           [&d](uint64_t at, const void* from, size_t bytes) { return d.CopyIn(at, from, bytes); },
           [&d](void* to, uint64_t at, size_t bytes) { return d.CopyOut(to, at, bytes); },
           [&d](uint64_t at, size_t bytes) { return d.Fill(at, 0xff, bytes); }};
+}
+
+absl::StatusOr<const rt::Manifest*> EmulatedOpDevice::ManifestOf(const std::string& kernel) {
+  const rt::Bundle* b = of_(kernel);
+  if (!b) return absl::NotFoundError(absl::StrCat("no bundle for ", kernel));
+  return &b->manifest;
+}
+
+absl::Status EmulatedOpDevice::Launch(const std::string& kernel, std::vector<rt::Arg> args) {
+  const rt::Bundle* b = of_(kernel);
+  if (!b) return absl::NotFoundError(absl::StrCat("no bundle for ", kernel));
+  return emu::Launch(d_, *b, args, {.seed = seed_, .sm_count = 3}).status();
 }
 
 }  // namespace kiln::examples

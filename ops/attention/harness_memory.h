@@ -4,10 +4,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "kiln/emulator.h"
+#include "kiln/ops/op_device.h"
 #include "kiln/runtime/driver.h"
 
 namespace kiln::examples {
@@ -23,5 +25,22 @@ struct HarnessMemory {
 HarnessMemory GpuMemory(std::vector<rt::DeviceBuffer>& buffers);
 // The emulator's.
 HarnessMemory EmulatorMemory(emu::Device& d);
+
+// The emulator as the entry points' device: the bundles `bundle_of` finds (null: none), on three
+// SMs; scratch buffers are fresh allocations.
+class EmulatedOpDevice : public rt::OpDevice {
+ public:
+  EmulatedOpDevice(emu::Device& d, const std::function<const rt::Bundle*(const std::string&)>& of,
+                   uint64_t seed)
+      : d_(d), of_(of), seed_(seed) {}
+  absl::StatusOr<const rt::Manifest*> ManifestOf(const std::string& kernel) override;
+  absl::Status Launch(const std::string& kernel, std::vector<rt::Arg> args) override;
+  absl::StatusOr<uint64_t> Scratch(int, size_t bytes) override { return d_.Allocate(bytes); }
+
+ private:
+  emu::Device& d_;
+  const std::function<const rt::Bundle*(const std::string&)>& of_;
+  uint64_t seed_;
+};
 
 }  // namespace kiln::examples

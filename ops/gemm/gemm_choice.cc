@@ -268,7 +268,8 @@ std::string GemmVariantName(const std::string& base, const GemmOptions& o) {
     return base;
   return absl::StrCat(base, ".", o.in_type, "-", o.out_type, o.any_m ? ".any_m" : "",
                       o.a_mn ? ".a_mn" : "", o.b_mn ? ".b_mn" : "", o.c_row ? ".c_row" : "",
-                      o.epilogue.empty() ? "" : ".", o.epilogue);
+                      o.scaling.empty() ? "" : ".", o.scaling, o.epilogue.empty() ? "" : ".",
+                      o.epilogue);
 }
 
 std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability) {

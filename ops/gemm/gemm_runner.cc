@@ -9,6 +9,7 @@
 #include "kiln/bundle/manifest.h"
 #include "kiln/ops/gemm.h"
 #include "kiln/runtime/driver.h"
+#include "ops/gemm/gemm_fp8.h"
 
 namespace kiln::rt {
 
@@ -107,9 +108,7 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
   kernel_options.a_mn = o.c_row_major ? o.b_row_major : o.a_col_major;
   kernel_options.b_mn = o.c_row_major ? o.a_col_major : o.b_row_major;
   if (o.c_row_major) {
-    kernel_options.epilogue =
-        absl::StrReplaceAll(terms, {{"bias_row", "bias_col"}, {"bias_col", "bias_row"}});
-    absl::StatusOr<std::string> reordered = CanonicalEpilogue(kernel_options.epilogue);
+    absl::StatusOr<std::string> reordered = SwappedEpilogue(terms);
     if (!reordered.ok()) return reordered.status();
     kernel_options.epilogue = *reordered;
   }
@@ -238,6 +237,11 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
 
 }  // namespace
 
+absl::StatusOr<std::string> SwappedEpilogue(const std::string& terms) {
+  return CanonicalEpilogue(
+      absl::StrReplaceAll(terms, {{"bias_row", "bias_col"}, {"bias_col", "bias_row"}}));
+}
+
 absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options,
                                   const GemmOperands& o, int compute_capability,
                                   const GemmTuneCache* tuned) {
@@ -246,12 +250,15 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
         absl::StrCat("M, N, K must be at least 1 (got ", size.m, "x", size.n, "x", size.k, ")"));
   if (size.m > INT32_MAX || size.n > INT32_MAX || size.k > INT32_MAX)
     return Invalid("M, N and K must fit in 32 bits");
-  if (options.in_type != "bf16" && options.in_type != "f16")
-    return Invalid(absl::StrCat("input type '", options.in_type, "': bf16 or f16"));
-  if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
-    return Invalid(absl::StrCat("output type '", options.out_type, "': bf16, f16 or f32"));
   absl::StatusOr<std::string> terms = CanonicalEpilogue(options.epilogue);
   if (!terms.ok()) return terms.status();
+  if (IsFp8Type(options.in_type)) return PlanFp8Gemm(size, options, *terms, o, compute_capability);
+  if (!options.scaling.empty())
+    return Invalid(absl::StrCat("a scaling ('", options.scaling, "') is for 8-bit inputs"));
+  if (options.in_type != "bf16" && options.in_type != "f16")
+    return Invalid(absl::StrCat("input type '", options.in_type, "': bf16, f16, e4m3 or e5m2"));
+  if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
+    return Invalid(absl::StrCat("output type '", options.out_type, "': bf16, f16 or f32"));
   if (!o.a || !o.b || !o.c) return Invalid("A, B and C need device pointers");
   for (auto [term, ptr, name] :
        {std::tuple{"scale", o.c_in, "C_in"}, std::tuple{"bias_row", o.bias, "bias"},
@@ -297,8 +304,11 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
   if (!plan.ok()) return plan.status();
   absl::StatusOr<const Manifest*> manifest = device.ManifestOf(plan->choice.kernel);
   if (!manifest.ok()) return manifest.status();
-  GemmOperands o = Oriented(size, operands, compute_capability).operands;
+  const bool fp8 = IsFp8Type(options.in_type);
+  GemmOperands o = fp8 ? operands : Oriented(size, operands, compute_capability).operands;
+  if (fp8) ResolveFp8Scales(size, options.scaling, o);
   if (plan->swapped) std::swap(o.a, o.b), std::swap(o.lda, o.ldb);
+  if (plan->swapped && fp8) SwapFp8Scales(o);
   const GemmSize& s = plan->size;
   Leading ld = LeadingOf(s, o, plan->a_mn, plan->b_mn);
   // Operands TMA cannot stride: copied first, on the same stream, into rows 16 bytes apart.
@@ -340,9 +350,16 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
                                                {"sC0", plan->c_row ? ld.c : 1},
                                                {"sC1", plan->c_row ? 1 : ld.c},
                                                {"split", plan->choice.split}};
-  const std::map<std::string, cu::CUdeviceptr> pointers = {
-      {"A", o.a},       {"B", o.b},       {"C", o.c},
-      {"C_in", o.c_in}, {"bias", o.bias}, {"residual", o.residual}};
+  const std::map<std::string, int64_t> scale_strides = {
+      {"sa_row", o.sa_row}, {"sa_k", o.sa_k}, {"sb_row", o.sb_row}, {"sb_k", o.sb_k}};
+  const std::map<std::string, cu::CUdeviceptr> pointers = {{"A", o.a},
+                                                           {"B", o.b},
+                                                           {"C", o.c},
+                                                           {"C_in", o.c_in},
+                                                           {"bias", o.bias},
+                                                           {"residual", o.residual},
+                                                           {"scale_a", o.scale_a},
+                                                           {"scale_b", o.scale_b}};
   const Manifest& m = **manifest;
   std::vector<Arg> args;
   for (const ParamSpec& p : m.params) {
@@ -351,6 +368,8 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
       args.push_back(Arg::Ptr(pointers.at(p.name)));
     } else if (p.kind == Kind::kI32 && ints.count(p.name)) {
       args.push_back(Arg::I32(static_cast<int32_t>(ints.at(p.name))));
+    } else if (p.kind == Kind::kI64 && scale_strides.count(p.name)) {
+      args.push_back(Arg::I64(scale_strides.at(p.name)));
     } else if (p.kind == Kind::kF32 && (p.name == "alpha" || p.name == "beta")) {
       args.push_back(Arg::F32(p.name == "alpha" ? o.alpha : o.beta));
     } else if (p.kind == Kind::kScheduleTable) {
@@ -378,7 +397,7 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
                              : t == "B" ? ld.b
                              : t == "C" ? (c_rows == s.m ? ld.c : c_rows)
                                         : s.m;
-      const uint64_t bytes = p.tensor_map.dtype == TmaDtype::kF32 ? 4 : 2;
+      const uint64_t bytes = TmaElementBytes(p.tensor_map.dtype);
       args.push_back(
           Arg::Tensor(pointers.at(t), {inner, outer}, {static_cast<uint64_t>(stride) * bytes}));
     } else {

@@ -464,8 +464,8 @@ TEST(GemmFamilies, MembersBuildFromTheirNamesAndBadOptionsSayWhy) {
   for (const rt::ParamSpec& p : def->manifest().params) params.push_back(p.name);
   EXPECT_EQ(params.back(), "bias");  // the epilogue's parameters follow the GEMM's
   EXPECT_EQ(Find("gemm/no_such_kernel.f16-f16"), nullptr);
-  for (auto [name, says] : {std::pair{"gemm/bf16_sm90.x16-f16", "<bf16|f16>-<bf16|f16|f32>"},
-                            std::pair{"gemm/bf16_sm90.f32-f32", "<bf16|f16>-<bf16|f16|f32>"},
+  for (auto [name, says] : {std::pair{"gemm/bf16_sm90.x16-f16", "<bf16|f16|e4m3|e5m2>-<bf16|f16|f32>"},
+                            std::pair{"gemm/bf16_sm90.f32-f32", "<bf16|f16|e4m3|e5m2>-<bf16|f16|f32>"},
                             std::pair{"gemm/bf16_skinny.f16-f16.tanh", "unknown term 'tanh'"},
                             std::pair{"reference/bf16.bf16-bf16.relu.gelu", "one bias and one activation at most"},
                             std::pair{"gemm/bf16_skinny.bf16-bf16.any_m", "takes any M already"},

@@ -101,7 +101,9 @@ int Crosscheck(std::vector<std::string> names);     // crosscheck.cc
 int Bench(std::vector<std::string> names, const std::vector<kiln::rt::GemmSize>& sizes,
           const std::vector<std::pair<int64_t, int64_t>>& shapes);  // bench.cc (run and bench)
 int Gemm(const std::vector<std::string>& args);                     // gemm.cc
-int Tune(const std::vector<std::string>& args);                     // tune.cc
-int Attention();                                                    // attention.cc
+// kiln gemm --dtype e4m3: the 8-bit entry point checked and timed at each size (gemm_fp8.cc).
+int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes);
+int Tune(const std::vector<std::string>& args);  // tune.cc
+int Attention();                                 // attention.cc
 
 }  // namespace kiln::cli

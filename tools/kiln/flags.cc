@@ -44,6 +44,9 @@ ABSL_FLAG(int, watchdog, 0,
           "many ms and "
           "reports its DSL line (Kernel::Watchdog); 0: off");
 ABSL_FLAG(std::string, dtype, "bf16", "`kiln gemm`: the input type, bf16 or f16");
+ABSL_FLAG(std::string, scaling, "blockwise",
+          "`kiln gemm --dtype e4m3`: how the 8-bit inputs are scaled: tensorwise, rowwise, or "
+          "blockwise (A per 1x128, B per 128x128)");
 ABSL_FLAG(std::string, out_dtype, "",
           "`kiln gemm`: the output type, bf16, f16 or f32 (default: --dtype)");
 ABSL_FLAG(std::string, epilogue, "",

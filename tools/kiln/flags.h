@@ -24,6 +24,7 @@ ABSL_DECLARE_FLAG(std::string, ptx);
 ABSL_DECLARE_FLAG(int, watchdog);
 ABSL_DECLARE_FLAG(std::string, dtype);
 ABSL_DECLARE_FLAG(std::string, out_dtype);
+ABSL_DECLARE_FLAG(std::string, scaling);
 ABSL_DECLARE_FLAG(std::string, epilogue);
 ABSL_DECLARE_FLAG(std::string, tune_cache);
 ABSL_DECLARE_FLAG(int, iters);

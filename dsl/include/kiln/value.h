@@ -14,7 +14,9 @@ using Loc = std::source_location;
 // i32/i64 are unsigned (index arithmetic: /, %, >>, comparisons and conversions are unsigned,
 // + and * may not wrap); s32/s64 are signed (sdiv, srem, arithmetic >>, signed comparisons,
 // sign extension, signed int<->float). Both are the same registers: To() between them is free.
-enum class Scalar : uint8_t { kI1, kI16, kI32, kI64, kF16, kBF16, kF32, kS32, kS64 };
+// kE4M3 and kE5M2 are the 8-bit floats of sm_89 and later (PTX .e4m3, .e5m2): storage and tensor
+// core operands only (TMA, wgmma, tcgen05.mma); no arithmetic is defined on them.
+enum class Scalar : uint8_t { kI1, kI16, kI32, kI64, kF16, kBF16, kF32, kS32, kS64, kE4M3, kE5M2 };
 enum class Space : uint8_t { kGlobal, kShared };
 
 // A scalar, a short vector of scalars, or a pointer to scalars in a memory space.
@@ -38,7 +40,9 @@ int ScalarBytes(Scalar s);
 
 inline constexpr Scalar i1 = Scalar::kI1, i16 = Scalar::kI16, i32 = Scalar::kI32,
                         i64 = Scalar::kI64, f16 = Scalar::kF16, bf16 = Scalar::kBF16,
-                        f32 = Scalar::kF32, s32 = Scalar::kS32, s64 = Scalar::kS64;
+                        f32 = Scalar::kF32, s32 = Scalar::kS32, s64 = Scalar::kS64,
+                        e4m3 = Scalar::kE4M3, e5m2 = Scalar::kE5M2;
+inline bool IsFp8(Scalar s) { return s == Scalar::kE4M3 || s == Scalar::kE5M2; }
 bool IsSigned(Scalar s);
 
 namespace detail {

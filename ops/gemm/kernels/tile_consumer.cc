@@ -6,10 +6,33 @@
 
 namespace kiln::ops {
 
+void FinishTileUnit(TileKernel& tk, WgmmaAccumulator& acc, TileEpilogue& epilogue, const Value& m0,
+                    const Value& n0, const examples::WorkUnit& u, const Value& c, const Value& wg,
+                    const Value& row0) {
+  Kernel& k = tk.k;
+  auto finish = [&] {
+    if (tk.shape.direct_out())
+      tk.shape.epi().swiglu ? epilogue.StoreSwiglu(m0, n0) : epilogue.StoreDirect(m0, n0);
+    else
+      epilogue.Pack(m0, n0);
+  };
+  // A split tile's share: only the part that completes it writes C.
+  Regs writes = k.Registers(Type::Of(i32), 1);
+  writes[0] = k.I32(1);
+  const int consumers = tk.shape.consumers(), cluster = tk.shape.cluster;
+  k.If(u.slot != -1, [&] {
+    Value last = examples::ReducePartials(
+        k, acc.regs(), tk.shape.bn / 2, u, tk.partials, tk.counters, tk.rank * consumers + wg,
+        cluster * consumers, c, 128, wg + 4, tk.last_flags.At(wg, 0),
+        [&](int r) { return m0 + row0 + acc.Row(r / 2) < tk.g.M; });
+    writes[0] = Select(last, k.I32(1), k.I32(0));
+  });
+  k.If(writes[0] == 1, finish, [&] { epilogue.pending()[0] = 0; });
+}
+
 void RunTileConsumer(TileKernel& tk, const Value& t) {
   Kernel& k = tk.k;
-  const int BN = tk.shape.bn, BK = kTileBk, CONSUMERS = tk.shape.consumers(),
-            CLUSTER = tk.shape.cluster;
+  const int BN = tk.shape.bn, BK = tk.shape.bk();
   const examples::TmaGemmOperands& g = tk.g;
   k.WaitForPriorGrids();
   Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
@@ -42,23 +65,7 @@ void RunTileConsumer(TileKernel& tk, const Value& t) {
     });
     k.WgmmaWait(0);
     tk.ring.Release(held[0], c);
-    auto finish = [&] {
-      if (tk.shape.direct_out())
-        tk.shape.epi().swiglu ? epilogue.StoreSwiglu(m0, n0) : epilogue.StoreDirect(m0, n0);
-      else
-        epilogue.Pack(m0, n0);
-    };
-    // A split tile's share: only the part that completes it writes C.
-    Regs writes = k.Registers(Type::Of(i32), 1);
-    writes[0] = k.I32(1);
-    k.If(u.slot != -1, [&] {
-      Value last = examples::ReducePartials(
-          k, acc.regs(), BN / 2, u, tk.partials, tk.counters, tk.rank * CONSUMERS + wg,
-          CLUSTER * CONSUMERS, c, 128, wg + 4, tk.last_flags.At(wg, 0),
-          [&](int r) { return m0 + row0 + acc.Row(r / 2) < g.M; });
-      writes[0] = Select(last, k.I32(1), k.I32(0));
-    });
-    k.If(writes[0] == 1, finish, [&] { epilogue.pending()[0] = 0; });
+    FinishTileUnit(tk, acc, epilogue, m0, n0, u, c, wg, row0);
   });
   if (!tk.shape.direct_out()) k.If(epilogue.pending()[0] == 1, write_out);
   k.If(c == 0, [&] { k.BulkWait(0); });

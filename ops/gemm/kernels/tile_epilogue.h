@@ -55,4 +55,10 @@ class TileEpilogue {
   Regs input_phase_;  // the parity input_bars[wg] completes next
 };
 
+// A unit's end, after its mainloop: a split tile's share summed by the part that ends last, then
+// the epilogue (C packed, or stored from registers) where this share completes the tile.
+void FinishTileUnit(TileKernel& tk, WgmmaAccumulator& acc, TileEpilogue& epilogue, const Value& m0,
+                    const Value& n0, const examples::WorkUnit& u, const Value& c, const Value& wg,
+                    const Value& row0);
+
 }  // namespace kiln::ops

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "examples/gemm_spec.h"
 #include "examples/registry.h"
 #include "kiln/ops/gemm_tiles.h"
 #include "ops/gemm/kernels/tile_sm90.h"
@@ -63,6 +64,10 @@ std::string Summary(const EntryKernel& e, const rt::Sm90Tile& t) {
       t.stages, " stages");
 }
 
+// Whether a tile takes 8-bit inputs: its partial accumulator doubles the registers a column takes
+// (at most 128 columns), and a blockwise B's 128-column blocks must each cover whole tiles.
+bool TakesFp8(const TileShape& shape) { return shape.bn <= 128 && 128 % shape.bn == 0; }
+
 // The same kernels with other element types and fused epilogues, by name. MN-major operands are
 // read in 64-wide blocks of M and N: tiles of 80, 96 or 160 columns take K-major ones only (the
 // name says so at build time, and the entry point does not pick them).
@@ -74,6 +79,10 @@ examples::ExampleFamily Family(const char* base, TileShape shape) {
           return absl::InvalidArgumentError(
               absl::StrCat(name, ": MN-major operands need tiles of whole 64-wide blocks, not ",
                            shape.bn, " columns"));
+        if (IsFp8(v.in) && !TakesFp8(shape))
+          return absl::InvalidArgumentError(absl::StrCat(
+              name, ": 8-bit inputs take tiles of at most 128 columns that divide 128, not ",
+              shape.bn, " (gemm/bf16_sm90_n128, _m64, _n64, _m64n64, _m64n32, _m64n16)"));
         TileShape s = shape;
         s.variant = v;
         return BuildTileKernel(name.c_str(), s);
@@ -81,6 +90,9 @@ examples::ExampleFamily Family(const char* base, TileShape shape) {
   if (shape.bn % 64)
     std::erase_if(f.bundled,
                   [](const std::string& v) { return v.find("_mn") != std::string::npos; });
+  if (TakesFp8(shape))
+    f.bundled.insert(f.bundled.end(), examples::kBundledFp8Variants.begin(),
+                     examples::kBundledFp8Variants.end());
   return f;
 }
 

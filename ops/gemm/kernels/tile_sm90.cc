@@ -55,7 +55,7 @@ bool TileShape::staged_inputs() const {
 }
 
 absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& shape) {
-  const int BM = shape.bm, BN = shape.bn, BK = kTileBk, STAGES = shape.stages,
+  const int BM = shape.bm, BN = shape.bn, BK = shape.bk(), STAGES = shape.stages,
             CLUSTER = shape.cluster;
   const int GROUPS = 128 / CLUSTER, CONSUMERS = shape.consumers(), PIECE_N = shape.piece_n();
   const Scalar in = shape.in(), out = shape.out();
@@ -90,6 +90,12 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   Value counters = k.WorkspaceParam("counters", i32, "schedule", int64_t{CLUSTER} * CONSUMERS * 4);
   const EpilogueSpec& epi = shape.variant.epilogue;
   const Epilogue epilogue = Epilogue::Declare(k, epi, g.M, g.N, /*column_major=*/true);
+  Value scale_a, scale_b, sa_row, sa_k, sb_row, sb_k;  // 8-bit inputs' scales (TileKernel)
+  if (shape.fp8()) {
+    scale_a = k.PtrParam("scale_a", f32), scale_b = k.PtrParam("scale_b", f32);
+    sa_row = k.I64Param("sa_row"), sa_k = k.I64Param("sa_k");
+    sb_row = k.I64Param("sb_row"), sb_k = k.I64Param("sb_k");
+  }
   const bool staged_inputs = shape.staged_inputs();
   TensorMap tm_c_in, tm_residual;
   if (staged_inputs) {
@@ -121,6 +127,11 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   TileKernel tk{k,    shape,          g,          epilogue,   tm_c_in,  tm_residual, sA,
                 sB,   {sC[0], sC[1]}, last_flags, input_bars, partials, counters,    rank,
                 ring, nullptr};
+  if (shape.fp8())
+    tk.scale_a = scale_a, tk.scale_b = scale_b, tk.sa_row = sa_row, tk.sa_k = sa_k,
+    tk.sb_row = sb_row, tk.sb_k = sb_k;
+  if (shape.variant.scaling == examples::Fp8Scaling::kBlockT)
+    tk.scale_cols = k.Smem(f32, 2 * CONSUMERS, BN);
   tk.for_each_unit = [&](const auto& body) {
     work_walk([&](const WorkUnit& u) {
       body(u.m_index * (BM * CLUSTER) + rank * BM, u.n_index * BN, u);
@@ -149,7 +160,7 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
       CLUSTER, k.L2Policy(CacheHint::kL2EvictFirst), StreamsB(g), StreamsA(g),
       /*wait_prior_grids=*/true);
   k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240},
-         [&](Value t) { RunTileConsumer(tk, t); });
+         [&](Value t) { shape.fp8() ? RunFp8TileConsumer(tk, t) : RunTileConsumer(tk, t); });
   if (CLUSTER > 1)
     k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done
   return k.Build();

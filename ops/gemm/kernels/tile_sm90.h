@@ -36,7 +36,11 @@ struct TileShape {
   GemmVariant variant = {};
 
   int consumers() const { return bm / 64; }  // consumer warpgroups
-  int piece_n() const;                       // columns of C a staged TMA store writes
+  // K per stage: one 128-byte swizzle span of each row (64 of 16-bit types, 128 of 8-bit ones, the
+  // blockwise scales' granularity along K).
+  int bk() const { return 128 / ScalarBytes(in()); }
+  bool fp8() const { return IsFp8(in()); }
+  int piece_n() const;  // columns of C a staged TMA store writes
   Scalar in() const { return variant.in; }
   Scalar out() const { return variant.epilogue.out; }
   const EpilogueSpec& epi() const { return variant.epilogue; }
@@ -49,7 +53,6 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
 
 // ---- shared by the pieces (tile_sm90.cc, tile_consumer.cc, tile_epilogue.cc)
 
-inline constexpr int kTileBk = 64;
 // At most this many work units per CTA group (16383 waves of tiles): the table is read from
 // global memory, rows as long as the launch needs.
 inline constexpr int kWorkSlots = 1 << 14;
@@ -68,9 +71,16 @@ struct TileKernel {
   // body(m0, n0, unit): this CTA's rows of each unit's tile.
   std::function<void(const std::function<void(Value, Value, const examples::WorkUnit&)>&)>
       for_each_unit;
+  // 8-bit inputs: the f32 scales of A and B, and each one's element strides per row (or block of
+  // 128 rows) and per 128 of K (Fp8Factors in tile_consumer_fp8.cc reads them).
+  Value scale_a, scale_b, sa_row, sa_k, sb_row, sb_k;
+  SmemTile scale_cols;  // blockwise_t: per consumer, two k-tiles' B scales, a row each
 };
 
 // The consumer warpgroups' role: thread `t` of 128 * consumers.
 void RunTileConsumer(TileKernel& tk, const Value& t);
+// The same for 8-bit inputs: each stage's wgmmas into a partial accumulator, promoted into the
+// f32 one with its scales after the stage (tile_consumer_fp8.cc).
+void RunFp8TileConsumer(TileKernel& tk, const Value& t);
 
 }  // namespace kiln::ops

@@ -26,6 +26,10 @@ std::string SplitName(int split);
 // has them (GemmVariantName).
 struct GemmOptions {
   std::string in_type = "bf16", out_type = "bf16", epilogue;
+  // 8-bit inputs: how their scales apply (GemmOperands::scale_a says each one's layout):
+  // "tensorwise", "rowwise" or "blockwise"; the kernel's variant ("blockwise_t" where the
+  // problem is swapped for a row-major C).
+  std::string scaling;
   bool any_m =
       false;  // a tile kernel storing C from registers (set by ChooseGemm where M % 8 != 0)
   // MN-major A (column-major) or B (row-major), as the kernel sees them: the tile kernels' a_mn
@@ -55,7 +59,7 @@ struct GemmOptions {
 // _k128n64_sm90), which reads a row-major B too (b_mn) but K-major A only.
 bool IsWideStageKernel(const std::string& kernel);
 // A kernel's variant name: `base` itself for bf16 in and out and no epilogue, else
-// base.<in>-<out>[.any_m][.a_mn][.b_mn][.c_row][.<epilogue>]
+// base.<in>-<out>[.any_m][.a_mn][.b_mn][.c_row][.<scaling>][.<epilogue>]
 // (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
 std::string GemmVariantName(const std::string& base, const GemmOptions& options);
 

@@ -1,0 +1,213 @@
+#include "ops/gemm/fp8_check.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ops/attention/attention_check.h"
+#include "ops/attention/harness_memory.h"
+#include "ops/gemm/gemm_fp8.h"
+
+namespace kiln::examples {
+namespace {
+
+// e4m3's finite non-negative values by code (PTX ISA: bias 7, no infinities, 0x7f NaN).
+double E4m3Value(int code) {
+  const int e = code >> 3, m = code & 7;
+  return std::ldexp(e ? 8 + m : m, (e ? e : 1) - 10);
+}
+// The nearest e4m3 code, ties to the even code; past 448 it saturates (as cvt.rn.satfinite).
+uint8_t E4m3Of(double x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const double a = std::min(std::fabs(x), 448.0);
+  int lo = 0, hi = 0x7e;  // the largest code <= a, by bisection over the increasing values
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (E4m3Value(mid) <= a)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  int code = lo;
+  if (lo < 0x7e) {
+    const double below = a - E4m3Value(lo), above = E4m3Value(lo + 1) - a;
+    if (above < below || (above == below && (lo & 1))) code = lo + 1;
+  }
+  return sign | static_cast<uint8_t>(code);
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// One operand of `rows` x K, quantized per group of `group_rows` x `group_k` (0: all of it) with
+// scales at scale[(r / group_rows) * row_stride + (k / group_k) * k_stride].
+struct Quantized {
+  std::vector<double> exact, dequantized;
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+};
+Quantized Quantize(int64_t rows, int64_t K, int64_t group_rows, int64_t group_k, int64_t row_stride,
+                   int64_t k_stride, int64_t scale_count, std::mt19937_64& rng) {
+  std::normal_distribution<double> normal;
+  Quantized q;
+  q.exact.resize(rows * K);
+  for (double& v : q.exact) v = normal(rng);
+  q.scales.assign(scale_count, 0.f);
+  auto at = [&](int64_t r, int64_t k) {
+    return (r / group_rows) * row_stride + (k / group_k) * k_stride;
+  };
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < K; ++k)
+      q.scales[at(r, k)] =
+          std::max(q.scales[at(r, k)], static_cast<float>(std::fabs(q.exact[r * K + k])));
+  for (float& s : q.scales) s = s > 0 ? s / 448.f : 1.f;
+  q.bytes.resize(rows * K), q.dequantized.resize(rows * K);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < K; ++k) {
+      const double s = q.scales[at(r, k)];
+      const uint8_t b = E4m3Of(q.exact[r * K + k] / s);
+      q.bytes[r * K + k] = b;
+      q.dequantized[r * K + k] = (b & 0x80 ? -1 : 1) * E4m3Value(b & 0x7f) * s;
+    }
+  return q;
+}
+
+struct Run {
+  std::function<absl::Status(const rt::GemmOperands&)> gemm;
+};
+
+absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const Run& run,
+                                    const Fp8GemmProblem& p, uint64_t seed,
+                                    rt::GemmOperands* kept = nullptr) {
+  const int64_t M = p.size.m, N = p.size.n, K = p.size.k, KB = CeilDiv(K, 128);
+  std::mt19937_64 rng(seed);
+  const bool block = p.scaling == "blockwise", row = p.scaling == "rowwise";
+  // A per 1 x 128 (M-contiguous scales), B per 128 x 128 (row-major), as GemmOperands defaults.
+  Quantized a = block ? Quantize(M, K, 1, 128, 1, M, M * KB, rng)
+                : row ? Quantize(M, K, 1, K, 1, 0, M, rng)
+                      : Quantize(M, K, M, K, 0, 0, 1, rng);
+  Quantized b = block ? Quantize(N, K, 128, 128, KB, 1, CeilDiv(N, 128) * KB, rng)
+                : row ? Quantize(N, K, 1, K, 1, 0, N, rng)
+                      : Quantize(N, K, N, K, 0, 0, 1, rng);
+  const int out_bytes = p.out_type == "f32" ? 4 : 2;
+  rt::GemmOperands o{.c_row_major = p.c_row_major};
+  auto put = [&](const void* from, size_t bytes) -> absl::StatusOr<uint64_t> {
+    absl::StatusOr<uint64_t> at = mem.allocate(bytes);
+    if (at.ok() && from) {
+      if (absl::Status s = mem.copy_in(*at, from, bytes); !s.ok()) return s;
+    }
+    return at;
+  };
+  absl::StatusOr<uint64_t> pa = put(a.bytes.data(), a.bytes.size()),
+                           pb = put(b.bytes.data(), b.bytes.size()),
+                           sa = put(a.scales.data(), a.scales.size() * 4),
+                           sb = put(b.scales.data(), b.scales.size() * 4),
+                           pc = put(nullptr, M * N * out_bytes);
+  for (const auto* s : {&pa, &pb, &sa, &sb, &pc})
+    if (!s->ok()) return s->status();
+  if (absl::Status s = mem.poison(*pc, M * N * out_bytes); !s.ok()) return s;
+  o.a = *pa, o.b = *pb, o.c = *pc, o.scale_a = *sa, o.scale_b = *sb;
+  if (absl::Status s = run.gemm(o); !s.ok()) return s;
+  std::vector<uint8_t> raw(M * N * out_bytes);
+  if (absl::Status s = mem.copy_out(raw.data(), *pc, raw.size()); !s.ok()) return s;
+  auto c_at = [&](int64_t m, int64_t n) -> double {
+    const int64_t i = p.c_row_major ? m * N + n : n * M + m;
+    if (out_bytes == 4) {
+      float f;
+      std::memcpy(&f, &raw[i * 4], 4);
+      return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, &raw[i * 2], 2);
+    if (p.out_type == "f16") return static_cast<double>(std::bit_cast<_Float16>(h));
+    return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+  };
+  Fp8GemmResult r;
+  r.bound = (p.out_type == "bf16"  ? std::ldexp(1, -8)
+             : p.out_type == "f16" ? std::ldexp(1, -11)
+                                   : 0) +
+            std::ldexp(1, -10);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n)
+      if (!std::isfinite(c_at(m, n))) {
+        r.failure = absl::StrCat("C[", m, ", ", n, "] is ", c_at(m, n));
+        r.error = NAN;
+        return r;
+      }
+  const int64_t rows = std::min<int64_t>(M, 64);
+  double err = 0, qerr = 0, norm = 0, qnorm = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t m = rows == M ? i : i * (M - 1) / (rows - 1);
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0, exact = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        ref += a.dequantized[m * K + k] * b.dequantized[n * K + k];
+        exact += a.exact[m * K + k] * b.exact[n * K + k];
+      }
+      const double c = c_at(m, n);
+      err += (c - ref) * (c - ref), norm += ref * ref;
+      qerr += (c - exact) * (c - exact), qnorm += exact * exact;
+    }
+  }
+  r.error = std::sqrt(err / std::max(norm, 1e-300));
+  r.quantized_error = std::sqrt(qerr / std::max(qnorm, 1e-300));
+  r.passed = r.error <= r.bound;
+  if (!r.passed) r.failure = absl::StrCat("error ", r.error, " over the bound ", r.bound);
+  if (kept) *kept = o;
+  return r;
+}
+
+rt::GemmOptions OptionsOf(const Fp8GemmProblem& p) {
+  return {.in_type = "e4m3", .out_type = p.out_type, .scaling = p.scaling};
+}
+
+absl::Status Described(Fp8GemmResult& r, const Fp8GemmProblem& p, int cc) {
+  rt::GemmOperands probe{
+      .a = 16, .b = 16, .c = 16, .c_row_major = p.c_row_major, .scale_a = 16, .scale_b = 16};
+  absl::StatusOr<rt::GemmPlan> plan = rt::PlanGemm(p.size, OptionsOf(p), probe, cc);
+  if (!plan.ok()) return plan.status();
+  r.kernel = plan->choice.kernel, r.why = plan->choice.why;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Fp8GemmResult> RunFp8GemmGpu(rt::GemmRunner& runner, const Fp8GemmProblem& p,
+                                            int iters, uint64_t seed) {
+  std::vector<rt::DeviceBuffer> buffers;
+  const rt::GemmOptions options = OptionsOf(p);
+  Run run{[&](const rt::GemmOperands& o) -> absl::Status {
+    if (absl::Status s = runner.Run(p.size, options, o); !s.ok()) return s;
+    return rt::Synchronize();
+  }};
+  rt::GemmOperands o;
+  absl::StatusOr<Fp8GemmResult> r = Check(GpuMemory(buffers), run, p, seed, &o);
+  if (!r.ok()) return r;
+  if (absl::Status s = Described(*r, p, 90); !s.ok()) return s;
+  if (iters <= 0 || !r->passed) return r;
+  absl::StatusOr<double> ms =
+      MedianCallMs([&] { return runner.Run(p.size, options, o); }, iters, 1);
+  if (!ms.ok()) return ms.status();
+  r->ms = *ms;
+  r->tflops = 2.0 * p.size.m * p.size.n * p.size.k / (r->ms * 1e-3) / 1e12;
+  return r;
+}
+
+absl::StatusOr<Fp8GemmResult> RunFp8GemmEmulated(
+    const std::function<const rt::Bundle*(const std::string&)>& bundle_of, const Fp8GemmProblem& p,
+    uint64_t seed) {
+  emu::Device d;
+  EmulatedOpDevice device(d, bundle_of, seed);
+  Run run{
+      [&](const rt::GemmOperands& o) { return rt::RunGemm(p.size, OptionsOf(p), o, 90, device); }};
+  absl::StatusOr<Fp8GemmResult> r = Check(EmulatorMemory(d), run, p, seed);
+  if (r.ok()) {
+    if (absl::Status s = Described(*r, p, 90); !s.ok()) return s;
+  }
+  return r;
+}
+
+}  // namespace kiln::examples

@@ -1,0 +1,42 @@
+// The 8-bit GEMM's harness: random normal A (M x K) and B (N x K, the weight), each quantized to
+// e4m3 with its scaling's scales (a group's largest magnitude to 448, e4m3's largest), C poisoned
+// with NaN, the entry point run, and C checked against an fp64 product of the dequantized inputs
+// (every row of small problems, 64 spread rows of large ones; NaN fails). The bound: C's rounding
+// (2^-8 bf16, 2^-11 f16) plus 2^-10 for the tensor core's sums of 128 products, which keep fewer
+// bits than f32 until their promotion. The error against the unquantized product, which the
+// scaling's granularity sets, is reported beside it.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kiln/bundle/manifest.h"
+#include "kiln/ops/gemm.h"
+
+namespace kiln::examples {
+
+struct Fp8GemmProblem {
+  rt::GemmSize size;
+  std::string scaling = "blockwise";  // tensorwise, rowwise, blockwise
+  std::string out_type = "bf16";
+  bool c_row_major = true;  // as torch lays out C (the kernel computes C^T)
+};
+
+struct Fp8GemmResult {
+  std::string kernel, why;
+  double error = 0, bound = 0;  // against the dequantized inputs' fp64 product
+  double quantized_error = 0;   // against the unquantized inputs' product
+  bool passed = false;
+  std::string failure;
+  double ms = 0, tflops = 0;  // GPU only: the median of single calls
+};
+
+absl::StatusOr<Fp8GemmResult> RunFp8GemmGpu(rt::GemmRunner& runner, const Fp8GemmProblem& p,
+                                            int iters, uint64_t seed);
+// On the emulator (three SMs), the bundles from `bundle_of` (null: not found).
+absl::StatusOr<Fp8GemmResult> RunFp8GemmEmulated(
+    const std::function<const rt::Bundle*(const std::string&)>& bundle_of, const Fp8GemmProblem& p,
+    uint64_t seed);
+
+}  // namespace kiln::examples

@@ -1,0 +1,117 @@
+// The GEMM entry point's plan for 8-bit inputs: the checks, the problem the tile kernel sees (a
+// row-major C computed as C^T = B^T A^T, the scales swapped with their operands) and its tile.
+#include "ops/gemm/gemm_fp8.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "kiln/ops/gemm_tiles.h"
+
+namespace kiln::rt {
+
+bool IsFp8Type(const std::string& type) { return type == "e4m3" || type == "e5m2"; }
+
+namespace {
+
+absl::Status Invalid(const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat("kiln gemm: ", message));
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The tile kernels that take 8-bit inputs (ops/gemm/kernels/tile_kernels.cc: TakesFp8), most
+// work per CTA first.
+constexpr const char* kFp8Tiles[] = {"gemm/bf16_sm90_n128", "gemm/bf16_sm90_m64",
+                                     "gemm/bf16_sm90_n64", "gemm/bf16_sm90_m64n64",
+                                     "gemm/bf16_sm90_m64n32"};
+
+}  // namespace
+
+// The first tile whose whole tiles give every group of CTAs one; where none does, the one with
+// the most tiles, its K split so that the parts fill the groups (at least 4 k-tiles a part).
+GemmChoice ChooseFp8Tile(const GemmSize& s) {
+  const Sm90Tile* most = nullptr;
+  int64_t most_tiles = 0;
+  for (const char* name : kFp8Tiles) {
+    const Sm90Tile* t = FindSm90Tile(name);
+    const int64_t tiles = CeilDiv(s.m, t->tile_m()) * CeilDiv(s.n, t->tile_n());
+    if (tiles >= t->in_flight())
+      return {name,
+              absl::StrCat(tiles, " tiles of ", t->tile_m(), "x", t->tile_n(), " fill the GPU's ",
+                           t->in_flight(), " CTA groups"),
+              1};
+    if (tiles > most_tiles) most = t, most_tiles = tiles;
+  }
+  const int64_t k_tiles = CeilDiv(s.k, 128);
+  const int split = static_cast<int>(
+      std::min<int64_t>({8, most->in_flight() / most_tiles, std::max<int64_t>(k_tiles / 4, 1)}));
+  return {most->kernel,
+          absl::StrCat(most_tiles, " tiles of ", most->tile_m(), "x", most->tile_n(), ", the most",
+                       split > 1 ? absl::StrCat(", K split in ", split) : std::string()),
+          split};
+}
+
+absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& options,
+                                     const std::string& terms, const GemmOperands& o,
+                                     int compute_capability) {
+  if (compute_capability != 90)
+    return Invalid(
+        absl::StrCat("8-bit inputs run on the sm_90 tile kernels (H100, H200); this "
+                     "GPU is sm_",
+                     compute_capability));
+  if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
+    return Invalid(absl::StrCat("output type '", options.out_type, "': bf16, f16 or f32"));
+  if (options.scaling != "tensorwise" && options.scaling != "rowwise" &&
+      options.scaling != "blockwise")
+    return Invalid(absl::StrCat("8-bit inputs need a scaling: tensorwise, rowwise or blockwise (",
+                                options.scaling.empty() ? "none" : options.scaling, " given)"));
+  if (!o.a || !o.b || !o.c) return Invalid("A, B and C need device pointers");
+  if (!o.scale_a || !o.scale_b) return Invalid("8-bit inputs need scale_a and scale_b");
+  if (o.a_col_major || o.b_row_major)
+    return Invalid(
+        "8-bit A and B are read K-major only (the FP8 wgmma takes no transpose): A row-major "
+        "(M x K), B column-major (the N x K weight)");
+  if (terms == "swiglu") return Invalid("swiglu is fused for 16-bit inputs only");
+  // TMA reads the rows: 16 bytes apart, from 16-byte aligned pointers.
+  if (size.k % 16 || (o.lda && o.lda % 16) || (o.ldb && o.ldb % 16) || o.a % 16 || o.b % 16)
+    return Invalid(absl::StrCat("8-bit A and B are read by TMA: K (", size.k,
+                                ") and their leading dimensions (", o.lda, ", ", o.ldb,
+                                ") multiples of 16, pointers 16-byte aligned"));
+  if ((o.lda && o.lda < size.k) || (o.ldb && o.ldb < size.k))
+    return Invalid("lda and ldb must be at least K");
+  GemmPlan plan;
+  plan.swapped = o.c_row_major;
+  plan.size = plan.swapped ? GemmSize{size.n, size.m, size.k} : size;
+  GemmOptions kernel = options;
+  kernel.epilogue = terms;
+  if (plan.swapped && options.scaling == "blockwise") kernel.scaling = "blockwise_t";
+  if (plan.swapped) {
+    absl::StatusOr<std::string> swapped = SwappedEpilogue(terms);
+    if (!swapped.ok()) return swapped.status();
+    kernel.epilogue = *swapped;
+  }
+  kernel.any_m = plan.size.m % 8 != 0 && options.out_type != "f32";
+  plan.choice = ChooseFp8Tile(plan.size);
+  plan.choice.kernel = GemmVariantName(plan.choice.kernel, kernel);
+  return plan;
+}
+
+void ResolveFp8Scales(const GemmSize& size, const std::string& scaling, GemmOperands& o) {
+  if (scaling == "rowwise") {
+    o.sa_row = 1, o.sa_k = 0, o.sb_row = 1, o.sb_k = 0;
+  } else if (scaling == "blockwise") {
+    if (!o.sa_row && !o.sa_k) o.sa_row = 1, o.sa_k = size.m;
+    if (!o.sb_row && !o.sb_k) o.sb_row = CeilDiv(size.k, 128), o.sb_k = 1;
+  } else {
+    o.sa_row = o.sa_k = o.sb_row = o.sb_k = 0;
+  }
+}
+
+void SwapFp8Scales(GemmOperands& o) {
+  std::swap(o.scale_a, o.scale_b);
+  std::swap(o.sa_row, o.sb_row);
+  std::swap(o.sa_k, o.sb_k);
+}
+
+}  // namespace kiln::rt

@@ -1,0 +1,28 @@
+// The GEMM entry point's pieces for 8-bit inputs (gemm_fp8.cc), which PlanGemm and RunGemm call
+// (gemm_runner.cc).
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kiln/ops/gemm.h"
+
+namespace kiln::rt {
+
+// The epilogue's terms for the swapped problem C^T = B^T A^T (bias_row and bias_col trade places),
+// in the kernels' order.
+absl::StatusOr<std::string> SwappedEpilogue(const std::string& terms);
+
+// The tile, and its split, for an 8-bit problem as the kernel sees it.
+GemmChoice ChooseFp8Tile(const GemmSize& size);
+// PlanGemm for 8-bit inputs: `terms` the epilogue's, canonical.
+absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& options,
+                                     const std::string& terms, const GemmOperands& operands,
+                                     int compute_capability);
+// The scales' strides that GemmOperands leaves zero, for `scaling` ("tensorwise", ...) at `size`
+// (the caller's problem, before any swap).
+void ResolveFp8Scales(const GemmSize& size, const std::string& scaling, GemmOperands& operands);
+// A's scales for B's, as the operands swap for a row-major C.
+void SwapFp8Scales(GemmOperands& operands);
+
+}  // namespace kiln::rt

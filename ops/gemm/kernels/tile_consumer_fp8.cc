@@ -1,0 +1,170 @@
+// The tile kernels' consumers for 8-bit inputs, DeepGEMM's recipe: each stage (128 of K) is one
+// wgmma group into a partial accumulator, waited for, its stage freed, and the partial sums
+// promoted into the f32 accumulator with FFMA, scaled by the stage's blockwise factors (the FP8
+// tensor core's accumulator keeps fewer bits than f32: promoting every 128 of K bounds what it
+// loses). The other consumer warpgroup's wgmmas run under a warpgroup's promotion. Tensorwise
+// and rowwise factors are constant along K: the promotion adds, and the product is scaled once.
+#include "kiln/memory_ops.h"
+#include "ops/gemm/kernels/tile_epilogue.h"
+
+namespace kiln::ops {
+namespace {
+
+using examples::Fp8Scaling;
+
+// One thread's scale factors: per register of its accumulator (pair i/2, column i%2 of it), for
+// one k-tile (blockwise) or for the whole of K (tensorwise, rowwise).
+class Fp8Factors {
+ public:
+  // `m0`: the consumer warpgroup's first row, `n0`: the tile's first column; `c` the thread of
+  // consumer warpgroup `wg`.
+  Fp8Factors(TileKernel& tk, const WgmmaAccumulator& acc, const Value& m0, const Value& n0,
+             const Value& c, const Value& wg)
+      : tk_(tk), acc_(acc), m0_(m0), n0_(n0), c_(c), wg_(wg), mode_(tk.shape.variant.scaling) {}
+
+  bool PerStage() const { return mode_ == Fp8Scaling::kBlock || mode_ == Fp8Scaling::kBlockT; }
+
+  // Blockwise_t's B scales are one per column: held in registers across the stage's wgmmas with
+  // the two accumulators they would spill, so they pass through the consumer's shared buffer
+  // instead (two of them, k-tile by k-tile), each thread loading one column: Issue before the
+  // wgmmas, Stage after them (its store waits for the load), Ready after their wait.
+  void Issue(const Value& kb) {
+    if (mode_ != Fp8Scaling::kBlockT) return Load(kb);
+    kb_ = kb;
+    staged_ =
+        LoadGlobal(tk_.scale_b + Min(n0_ + c_, tk_.g.N - 1).To(i64) * tk_.sb_row + kb * tk_.sb_k, 1,
+                   {.mask = c_ < acc_.n()});
+    a_ = Scale(tk_.scale_a, (m0_ / 128).To(i64) * tk_.sa_row + kb * tk_.sa_k);
+  }
+  void Stage() {
+    if (mode_ != Fp8Scaling::kBlockT) return;
+    tk_.k.If(c_ < acc_.n(), [&] { tk_.k.Store(Slot(c_), staged_); });
+  }
+  void Ready() {
+    if (mode_ != Fp8Scaling::kBlockT) return;
+    tk_.k.NamedBarrier(wg_ + 6, 128);
+    factors_.clear();
+    std::vector<Value> cols;
+    for (int j = 0; j < acc_.n() / 4; ++j)
+      cols.push_back(tk_.k.Load(Slot(acc_.Col(2 * (j / 2)) + j % 2)) * a_);
+    for (int i = 0; i < acc_.n() / 2; ++i) factors_.push_back(cols[ColumnOf(i)]);
+  }
+
+  // Loads the factors of k-tile `kb` (PerStage), or of all of K: before the stage's wgmmas are
+  // waited for, so that the loads' latency passes under them.
+  void Load(const Value& kb) {
+    const Value zero = tk_.k.I32(0).To(i64);
+    auto a_at = [&](const Value& row_or_block) {
+      return Scale(tk_.scale_a, row_or_block * tk_.sa_row + (PerStage() ? kb * tk_.sa_k : zero));
+    };
+    auto b_at = [&](const Value& col_or_block) {
+      return Scale(tk_.scale_b, col_or_block * tk_.sb_row + (PerStage() ? kb * tk_.sb_k : zero));
+    };
+    factors_.clear();
+    switch (mode_) {
+      case Fp8Scaling::kTensor:
+        factors_.assign(acc_.n() / 2, a_at(zero) * b_at(zero));
+        return;
+      case Fp8Scaling::kBlock: {  // A per row, B per 128x128: one block of B covers the tile
+        Value b = b_at((n0_ / 128).To(i64));
+        Value rows[2] = {a_at(Row(0)) * b, a_at(Row(1)) * b};
+        for (int i = 0; i < acc_.n() / 2; ++i)
+          factors_.push_back(rows[WgmmaAccumulator::RowSlot(i / 2)]);
+        return;
+      }
+      case Fp8Scaling::kBlockT: {  // A per 128x128 (the warpgroup's rows lie in one), B per column
+        Value a = a_at((m0_ / 128).To(i64));
+        std::vector<Value> cols = PerColumn(b_at);
+        for (int i = 0; i < acc_.n() / 2; ++i) factors_.push_back(a * cols[ColumnOf(i)]);
+        return;
+      }
+      case Fp8Scaling::kRow: {
+        Value rows[2] = {a_at(Row(0)), a_at(Row(1))};
+        std::vector<Value> cols = PerColumn(b_at);
+        for (int i = 0; i < acc_.n() / 2; ++i)
+          factors_.push_back(rows[WgmmaAccumulator::RowSlot(i / 2)] * cols[ColumnOf(i)]);
+        return;
+      }
+      case Fp8Scaling::kNone:
+        return;
+    }
+  }
+  const Value& operator[](int reg) const { return factors_[reg]; }
+
+ private:
+  // Rows past M and columns past N read the last row's (column's) scale: their results are not
+  // stored, and no load leaves the scales' allocation.
+  Value Row(int slot) const { return Min(m0_ + acc_.Row(slot), tk_.g.M - 1).To(i64); }
+  Value Col(int reg) const { return Min(n0_ + acc_.Col(reg / 2) + reg % 2, tk_.g.N - 1).To(i64); }
+  // A thread's registers hold acc.n() / 4 columns: both row slots of a column slot share them.
+  static int ColumnOf(int reg) { return 2 * WgmmaAccumulator::ColSlot(reg / 2) + reg % 2; }
+  template <typename At>
+  std::vector<Value> PerColumn(const At& at) const {
+    std::vector<Value> cols;
+    for (int j = 0; j < acc_.n() / 4; ++j) cols.push_back(at(Col(4 * (j / 2) + j % 2)));
+    return cols;
+  }
+  Value Scale(const Value& base, const Value& index) const { return LoadGlobal(base + index, 1); }
+  // Column `col` of this consumer's buffer of k-tile kb_'s B scales (two per consumer,
+  // alternating).
+  Value Slot(const Value& col) const { return tk_.scale_cols.At(wg_ * 2 + kb_.To(i32) % 2, col); }
+
+  TileKernel& tk_;
+  const WgmmaAccumulator& acc_;
+  Value m0_, n0_, c_, wg_;
+  Fp8Scaling mode_;
+  std::vector<Value> factors_;
+  Value kb_, staged_, a_;
+};
+
+}  // namespace
+
+void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
+  Kernel& k = tk.k;
+  const int BN = tk.shape.bn, BK = tk.shape.bk();
+  k.WaitForPriorGrids();
+  Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
+  WgmmaAccumulator acc = k.WgmmaAcc(BN), part = k.WgmmaAcc(BN);
+  Pipeline::Cursor at = tk.ring.Start();
+  TileEpilogue epilogue(tk, acc, c, wg, lane, row0);
+  tk.for_each_unit([&](Value m0, Value n0, const examples::WorkUnit& u) {
+    Fp8Factors factors(tk, part, m0 + row0, n0, c, wg);
+    // One stage: its wgmma group into `part`, then promoted (the first stage of a unit starts acc).
+    auto stage = [&](const Value& kb, bool first) {
+      if (factors.PerStage()) factors.Issue(kb.To(i64));
+      Value s = tk.ring.Acquire(at);
+      k.WgmmaFence();
+      for (int kk = 0; kk < BK; kk += 32)
+        k.Wgmma(part, {.a = {tk.sA.Stage(s)},
+                       .a_row0 = row0,
+                       .b = {tk.sB.Stage(s)},
+                       .k0 = kk,
+                       .accumulate = kk != 0});
+      k.WgmmaCommit();
+      factors.Stage();
+      if (first && !tk.shape.direct_out())  // the last tile's C out, under this group
+        k.If(epilogue.pending()[0] == 1, [&] { epilogue.WriteOut(); });
+      k.WgmmaWait(0);
+      tk.ring.Release(s, c);
+      factors.Ready();
+      for (int i = 0; i < BN / 2; ++i) {
+        Value p = part[i].Load();
+        if (factors.PerStage())
+          acc[i] = first ? p * factors[i] : Fma(p, factors[i], acc[i].Load());
+        else
+          acc[i] = first ? p : p + acc[i].Load();
+      }
+    };
+    stage(u.k_begin, true);
+    k.For(u.k_begin + 1, u.k_end, 1, [&](Value kb) { stage(kb, false); });
+    if (!factors.PerStage()) {  // tensorwise, rowwise: once, before any split's parts are summed
+      factors.Load(k.I32(0).To(i64));
+      for (int i = 0; i < BN / 2; ++i) acc[i] = acc[i].Load() * factors[i];
+    }
+    FinishTileUnit(tk, acc, epilogue, m0, n0, u, c, wg, row0);
+  });
+  if (!tk.shape.direct_out()) k.If(epilogue.pending()[0] == 1, [&] { epilogue.WriteOut(); });
+  k.If(c == 0, [&] { k.BulkWait(0); });
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,86 @@
+// The 8-bit GEMM entry point (e4m3 on the tile kernels, each stage's partial sums promoted with
+// their scales) on the emulator at small ragged sizes, every scaling, against the harness's fp64
+// product of the dequantized inputs; and the plan's errors.
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "examples/registry.h"
+#include "gtest/gtest.h"
+#include "kiln/lowering.h"
+#include "ops/gemm/fp8_check.h"
+
+namespace kiln::examples {
+namespace {
+
+const rt::Bundle* BundleOf(const std::string& name) {
+  static std::map<std::string, rt::Bundle> built;
+  if (auto it = built.find(name); it != built.end()) return &it->second;
+  const Example* e = Find(name);
+  if (!e) return nullptr;
+  absl::StatusOr<KernelDef> def = e->build();
+  EXPECT_TRUE(def.ok()) << def.status();
+  if (!def.ok()) return nullptr;
+  absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});
+  EXPECT_TRUE(ptx.ok()) << ptx.status();
+  if (!ptx.ok()) return nullptr;
+  return &built.emplace(name, rt::Bundle{def->manifest(), *ptx}).first->second;
+}
+
+void ExpectCorrect(const rt::GemmSize& size, const std::string& scaling,
+                   const std::string& out = "bf16", bool c_row_major = true) {
+  const Fp8GemmProblem p{
+      .size = size, .scaling = scaling, .out_type = out, .c_row_major = c_row_major};
+  absl::StatusOr<Fp8GemmResult> r = RunFp8GemmEmulated(BundleOf, p, 7);
+  const std::string what = absl::StrCat(size.m, "x", size.n, "x", size.k, " ", scaling, " ", out,
+                                        c_row_major ? " row-major C" : " column-major C");
+  ASSERT_TRUE(r.ok()) << what << ": " << r.status();
+  EXPECT_TRUE(r->passed) << what << " (" << r->kernel << "): " << r->failure;
+  // The quantization itself: e4m3 keeps 3 bits, so the product moves by a few percent.
+  EXPECT_LT(r->quantized_error, 0.08) << what;
+}
+
+// Blockwise: a ragged M, N past a 128 block, K of 3 blocks and a partial one; the swapped problem
+// (a row-major C: blockwise_t, B's scales per column) and the plain one (A's per row).
+TEST(Fp8Gemm, BlockwiseRaggedBothOrientations) {
+  ExpectCorrect({136, 200, 432}, "blockwise");
+  ExpectCorrect({136, 200, 432}, "blockwise", "bf16", /*c_row_major=*/false);
+}
+
+// K split over parts (few tiles, long K): each part promotes its own stages, then they are summed.
+TEST(Fp8Gemm, BlockwiseSplitK) { ExpectCorrect({8, 256, 4096}, "blockwise"); }
+
+TEST(Fp8Gemm, TensorwiseAndRowwise) {
+  ExpectCorrect({72, 96, 256}, "tensorwise");
+  ExpectCorrect({72, 96, 256}, "rowwise", "f32");
+}
+
+TEST(Fp8Gemm, PlanErrorsNameTheProblem) {
+  const rt::GemmOperands ok{
+      .a = 256, .b = 256, .c = 256, .c_row_major = true, .scale_a = 256, .scale_b = 256};
+  const rt::GemmOptions fp8{.in_type = "e4m3", .scaling = "blockwise"};
+  auto error = [](absl::StatusOr<rt::GemmPlan> p) {
+    return p.ok() ? std::string("ok") : std::string(p.status().message());
+  };
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 200}, fp8, ok, 90)).find("multiples of 16"),
+            std::string::npos);
+  rt::GemmOperands col = ok;
+  col.a_col_major = true;
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, fp8, col, 90)).find("K-major"), std::string::npos);
+  rt::GemmOperands unscaled = ok;
+  unscaled.scale_b = 0;
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, fp8, unscaled, 90)).find("scale_b"),
+            std::string::npos);
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, fp8, ok, 100)).find("sm_90"), std::string::npos);
+  rt::GemmOptions no_scaling = fp8;
+  no_scaling.scaling = "";
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, no_scaling, ok, 90)).find("need a scaling"),
+            std::string::npos);
+  rt::GemmOptions bf16_scaled;
+  bf16_scaled.scaling = "rowwise";
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, bf16_scaled, ok, 90)).find("8-bit inputs"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::examples

@@ -1,0 +1,62 @@
+// `kiln gemm --dtype e4m3`: the entry point's 8-bit GEMM at each size, its inputs quantized with
+// --scaling's scales, checked against the dequantized inputs' fp64 product and timed
+// (ops/gemm/fp8_check.h); --emulate runs it on the CPU emulator.
+#include <iostream>
+#include <map>
+#include <optional>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ops/gemm/fp8_check.h"
+#include "tools/kiln/common.h"
+#include "tools/kiln/flags.h"
+
+namespace kiln::cli {
+
+int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
+  const bool emulate = absl::GetFlag(FLAGS_emulate);
+  const std::string out =
+      absl::GetFlag(FLAGS_out_dtype).empty() ? "bf16" : absl::GetFlag(FLAGS_out_dtype);
+  if (absl::GetFlag(FLAGS_dtype) != "e4m3")
+    return Fail(absl::InvalidArgumentError("--dtype: the 8-bit entry point takes e4m3 here"));
+  if (!absl::GetFlag(FLAGS_epilogue).empty() || absl::GetFlag(FLAGS_layout) != "row,col")
+    return Fail(absl::InvalidArgumentError(
+        "kiln gemm --dtype e4m3 checks plain products of K-major A and B (no --epilogue, "
+        "--layout)"));
+  std::map<std::string, Bundle> bundles;
+  auto bundle_of = [&](const std::string& name) -> const Bundle* {
+    if (auto it = bundles.find(name); it != bundles.end()) return &it->second;
+    absl::StatusOr<Bundle> b = GetBundle(name);
+    return b.ok() ? &bundles.emplace(name, *std::move(b)).first->second : nullptr;
+  };
+  std::optional<kiln::rt::GemmRunner> runner;
+  if (!emulate) {
+    absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+    if (!d.ok())
+      return Fail(absl::Status(
+          d.status().code(),
+          absl::StrCat(d.status().message(), " (kiln gemm --emulate runs it on the CPU)")));
+    PrintDevice();
+    runner.emplace(BundleDir());
+  }
+  std::cout << absl::StrFormat("%-20s %-11s %-48s %10s %9s %10s %10s %9s\n", "M x N x K", "scaling",
+                               "kernel", "error", "bound", "vs exact", "ms", "TFLOPS");
+  int failures = 0;
+  for (const kiln::rt::GemmSize& size : sizes) {
+    const kiln::examples::Fp8GemmProblem p{
+        .size = size, .scaling = absl::GetFlag(FLAGS_scaling), .out_type = out};
+    absl::StatusOr<kiln::examples::Fp8GemmResult> r =
+        emulate ? kiln::examples::RunFp8GemmEmulated(bundle_of, p, 1)
+                : kiln::examples::RunFp8GemmGpu(*runner, p, absl::GetFlag(FLAGS_iters), 1);
+    if (!r.ok()) return Fail(r.status());
+    std::cout << absl::StrFormat("%-20s %-11s %-48s %10.3e %9.2e %10.3e %10.4f %9.1f  %s\n",
+                                 absl::StrFormat("%dx%dx%d", size.m, size.n, size.k), p.scaling,
+                                 r->kernel, r->error, r->bound, r->quantized_error, r->ms,
+                                 r->tflops, r->passed ? r->why : "FAILED: " + r->failure);
+    failures += !r->passed;
+  }
+  return failures ? 1 : 0;
+}
+
+}  // namespace kiln::cli
