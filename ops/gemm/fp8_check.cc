@@ -161,7 +161,7 @@ absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const Run& run,
 }
 
 rt::GemmOptions OptionsOf(const Fp8GemmProblem& p) {
-  return {.in_type = "e4m3", .out_type = p.out_type, .scaling = p.scaling};
+  return {.in_type = "e4m3", .out_type = p.out_type, .scaling = p.scaling, .fp8_tile = p.tile};
 }
 
 absl::Status Described(Fp8GemmResult& r, const Fp8GemmProblem& p, int cc) {

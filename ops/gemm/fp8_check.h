@@ -21,6 +21,7 @@ struct Fp8GemmProblem {
   std::string scaling = "blockwise";  // tensorwise, rowwise, blockwise
   std::string out_type = "bf16";
   bool c_row_major = true;  // as torch lays out C (the kernel computes C^T)
+  std::string tile;         // the tile kernel (GemmOptions::fp8_tile; "": the plan's)
 };
 
 struct Fp8GemmResult {

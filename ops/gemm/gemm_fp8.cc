@@ -22,9 +22,9 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The tile kernels that take 8-bit inputs (ops/gemm/kernels/tile_kernels.cc: TakesFp8), most
 // work per CTA first.
-constexpr const char* kFp8Tiles[] = {"gemm/bf16_sm90_n128", "gemm/bf16_sm90_m64",
-                                     "gemm/bf16_sm90_n64", "gemm/bf16_sm90_m64n64",
-                                     "gemm/bf16_sm90_m64n32"};
+constexpr const char* kFp8Tiles[] = {"gemm/bf16_sm90_n128c2", "gemm/bf16_sm90_n128",
+                                     "gemm/bf16_sm90_m64",    "gemm/bf16_sm90_n64",
+                                     "gemm/bf16_sm90_m64n64", "gemm/bf16_sm90_m64n32"};
 
 }  // namespace
 
@@ -93,6 +93,14 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
   }
   kernel.any_m = plan.size.m % 8 != 0 && options.out_type != "f32";
   plan.choice = ChooseFp8Tile(plan.size);
+  if (!options.fp8_tile.empty()) {
+    if (std::find(std::begin(kFp8Tiles), std::end(kFp8Tiles), options.fp8_tile) ==
+        std::end(kFp8Tiles))
+      return Invalid(absl::StrCat("fp8_tile ", options.fp8_tile,
+                                  " takes no 8-bit inputs (gemm/bf16_sm90_n128c2, _n128, _m64, "
+                                  "_n64, _m64n64, _m64n32)"));
+    plan.choice = {options.fp8_tile, "the caller's tile", 1};
+  }
   plan.choice.kernel = GemmVariantName(plan.choice.kernel, kernel);
   return plan;
 }

@@ -28,12 +28,13 @@ const rt::Bundle* BundleOf(const std::string& name) {
 }
 
 void ExpectCorrect(const rt::GemmSize& size, const std::string& scaling,
-                   const std::string& out = "bf16", bool c_row_major = true) {
+                   const std::string& out = "bf16", bool c_row_major = true,
+                   const std::string& tile = "") {
   const Fp8GemmProblem p{
-      .size = size, .scaling = scaling, .out_type = out, .c_row_major = c_row_major};
+      .size = size, .scaling = scaling, .out_type = out, .c_row_major = c_row_major, .tile = tile};
   absl::StatusOr<Fp8GemmResult> r = RunFp8GemmEmulated(BundleOf, p, 7);
   const std::string what = absl::StrCat(size.m, "x", size.n, "x", size.k, " ", scaling, " ", out,
-                                        c_row_major ? " row-major C" : " column-major C");
+                                        c_row_major ? " row-major C " : " column-major C ", tile);
   ASSERT_TRUE(r.ok()) << what << ": " << r.status();
   EXPECT_TRUE(r->passed) << what << " (" << r->kernel << "): " << r->failure;
   // The quantization itself: e4m3 keeps 3 bits, so the product moves by a few percent.
@@ -45,6 +46,15 @@ void ExpectCorrect(const rt::GemmSize& size, const std::string& scaling,
 TEST(Fp8Gemm, BlockwiseRaggedBothOrientations) {
   ExpectCorrect({136, 200, 432}, "blockwise");
   ExpectCorrect({136, 200, 432}, "blockwise", "bf16", /*c_row_major=*/false);
+}
+
+// The 128-column tiles, alone and in pairs sharing B (multicast): blockwise_t's scales a stage
+// ahead over several tiles a CTA, blockwise's per row of A.
+TEST(Fp8Gemm, WideTilesAloneAndInPairs) {
+  for (const char* tile : {"gemm/bf16_sm90_n128c2", "gemm/bf16_sm90_n128"}) {
+    ExpectCorrect({264, 136, 528}, "blockwise", "bf16", true, tile);
+    ExpectCorrect({136, 264, 528}, "blockwise", "bf16", false, tile);
+  }
 }
 
 // K split over parts (few tiles, long K): each part promotes its own stages, then they are summed.

@@ -91,7 +91,8 @@ ABSL_FLAG(bool, sm100, false,
 ABSL_FLAG(double, scale, 0, "`kiln attention`: softmax scale (0: 1/sqrt(d))");
 ABSL_FLAG(std::string, kernel, "",
           "`kiln attention`: run this variant instead of the entry point's choice (a tiling: "
-          "attention/hopper.d64.wg3.bn128; or attention/blackwell.d128 with --emulate)");
+          "attention/hopper.d64.wg3.bn128; or attention/blackwell.d128 with --emulate); `kiln "
+          "gemm --dtype e4m3`: this tile kernel, whole tiles (gemm/bf16_sm90_n128)");
 ABSL_FLAG(int32_t, steady_launches, 32,
           "GEMM timings at M <= 64: launches a timed block of the steady-state measure (back to "
           "back over "

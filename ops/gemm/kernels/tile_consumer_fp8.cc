@@ -17,36 +17,55 @@ using examples::Fp8Scaling;
 class Fp8Factors {
  public:
   // `m0`: the consumer warpgroup's first row, `n0`: the tile's first column; `c` the thread of
-  // consumer warpgroup `wg`.
+  // consumer warpgroup `wg`; `ahead` two f32 registers that outlive the unit's stages.
   Fp8Factors(TileKernel& tk, const WgmmaAccumulator& acc, const Value& m0, const Value& n0,
-             const Value& c, const Value& wg)
-      : tk_(tk), acc_(acc), m0_(m0), n0_(n0), c_(c), wg_(wg), mode_(tk.shape.variant.scaling) {}
+             const Value& c, const Value& wg, const Regs& ahead)
+      : tk_(tk),
+        acc_(acc),
+        m0_(m0),
+        n0_(n0),
+        c_(c),
+        wg_(wg),
+        ahead_(ahead),
+        mode_(tk.shape.variant.scaling) {}
 
   bool PerStage() const { return mode_ == Fp8Scaling::kBlock || mode_ == Fp8Scaling::kBlockT; }
 
+  // Blockwise: the stage's factors, loaded before its wgmmas are issued.
+  void Issue(const Value& kb) {
+    if (mode_ == Fp8Scaling::kBlock) Load(kb);
+  }
+
   // Blockwise_t's B scales are one per column: held in registers across the stage's wgmmas with
   // the two accumulators they would spill, so they pass through the consumer's shared buffer
-  // instead (two of them, k-tile by k-tile), each thread loading one column: Issue before the
-  // wgmmas, Stage after them (its store waits for the load), Ready after their wait.
-  void Issue(const Value& kb) {
-    if (mode_ != Fp8Scaling::kBlockT) return Load(kb);
-    kb_ = kb;
-    staged_ =
-        LoadGlobal(tk_.scale_b + Min(n0_ + c_, tk_.g.N - 1).To(i64) * tk_.sb_row + kb * tk_.sb_k, 1,
-                   {.mask = c_ < acc_.n()});
-    a_ = Scale(tk_.scale_a, (m0_ / 128).To(i64) * tk_.sa_row + kb * tk_.sa_k);
+  // instead (two of them, k-tile by k-tile). Each thread loads one column a stage ahead (Start,
+  // then Stage), with A's block scale (one for the warpgroup's rows), stores their product once
+  // the stage's wgmmas are issued and meets the warpgroup at a named barrier there, where its
+  // warps are together anyway (Stage), and reads its columns' factors in pairs after the wait
+  // (Ready): no load's latency is waited for, and only those reads lie between the wait and the
+  // promotion, its critical path (docs/perf/2026-11-29-fp8-gemm.md). Two buffers suffice: a
+  // thread writing one at stage kb + 1 has passed stage kb's barrier, which every reader of that
+  // buffer at stage kb - 1 reached after its reads.
+  void Start(const Value& kb) {
+    if (mode_ == Fp8Scaling::kBlockT) Fetch(kb);
   }
-  void Stage() {
+  // k-tile `kb`'s scales to the buffer; the next k-tile's fetched (`last`'s again past it).
+  void Stage(const Value& kb, const Value& last) {
     if (mode_ != Fp8Scaling::kBlockT) return;
-    tk_.k.If(c_ < acc_.n(), [&] { tk_.k.Store(Slot(c_), staged_); });
+    kb_ = kb;
+    Value factor = ahead_[0].Load() * ahead_[1].Load();
+    tk_.k.If(c_ < acc_.n(), [&] { tk_.k.Store(Slot(c_), factor); });
+    Fetch(Min(kb + 1, last));
+    tk_.k.NamedBarrier(wg_ + 6, 128);
   }
   void Ready() {
     if (mode_ != Fp8Scaling::kBlockT) return;
-    tk_.k.NamedBarrier(wg_ + 6, 128);
     factors_.clear();
-    std::vector<Value> cols;
-    for (int j = 0; j < acc_.n() / 4; ++j)
-      cols.push_back(tk_.k.Load(Slot(acc_.Col(2 * (j / 2)) + j % 2)) * a_);
+    std::vector<Value> cols;  // a column slot's two columns are adjacent: one 8-byte load
+    for (int slot = 0; slot < acc_.n() / 8; ++slot) {
+      Value pair = tk_.k.Load(Slot(acc_.Col(2 * slot)), 2);
+      cols.push_back(pair.Lane(0)), cols.push_back(pair.Lane(1));
+    }
     for (int i = 0; i < acc_.n() / 2; ++i) factors_.push_back(cols[ColumnOf(i)]);
   }
 
@@ -105,6 +124,12 @@ class Fp8Factors {
     return cols;
   }
   Value Scale(const Value& base, const Value& index) const { return LoadGlobal(base + index, 1); }
+  void Fetch(const Value& kb) {
+    ahead_[0] =
+        LoadGlobal(tk_.scale_b + Min(n0_ + c_, tk_.g.N - 1).To(i64) * tk_.sb_row + kb * tk_.sb_k, 1,
+                   {.mask = c_ < acc_.n()});
+    ahead_[1] = Scale(tk_.scale_a, (m0_ / 128).To(i64) * tk_.sa_row + kb * tk_.sa_k);
+  }
   // Column `col` of this consumer's buffer of k-tile kb_'s B scales (two per consumer,
   // alternating).
   Value Slot(const Value& col) const { return tk_.scale_cols.At(wg_ * 2 + kb_.To(i32) % 2, col); }
@@ -112,9 +137,10 @@ class Fp8Factors {
   TileKernel& tk_;
   const WgmmaAccumulator& acc_;
   Value m0_, n0_, c_, wg_;
+  Regs ahead_;
   Fp8Scaling mode_;
   std::vector<Value> factors_;
-  Value kb_, staged_, a_;
+  Value kb_;
 };
 
 }  // namespace
@@ -125,13 +151,15 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
   k.WaitForPriorGrids();
   Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
   WgmmaAccumulator acc = k.WgmmaAcc(BN), part = k.WgmmaAcc(BN);
+  Regs ahead = k.Registers(Type::Of(f32), 2);  // blockwise_t: the next stage's scales
   Pipeline::Cursor at = tk.ring.Start();
   TileEpilogue epilogue(tk, acc, c, wg, lane, row0);
   tk.for_each_unit([&](Value m0, Value n0, const examples::WorkUnit& u) {
-    Fp8Factors factors(tk, part, m0 + row0, n0, c, wg);
+    Fp8Factors factors(tk, part, m0 + row0, n0, c, wg, ahead);
+    const Value last = (u.k_end - 1).To(i64);
     // One stage: its wgmma group into `part`, then promoted (the first stage of a unit starts acc).
     auto stage = [&](const Value& kb, bool first) {
-      if (factors.PerStage()) factors.Issue(kb.To(i64));
+      factors.Issue(kb.To(i64));
       Value s = tk.ring.Acquire(at);
       k.WgmmaFence();
       for (int kk = 0; kk < BK; kk += 32)
@@ -141,7 +169,7 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
                        .k0 = kk,
                        .accumulate = kk != 0});
       k.WgmmaCommit();
-      factors.Stage();
+      factors.Stage(kb.To(i64), last);
       if (first && !tk.shape.direct_out())  // the last tile's C out, under this group
         k.If(epilogue.pending()[0] == 1, [&] { epilogue.WriteOut(); });
       k.WgmmaWait(0);
@@ -155,6 +183,7 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
           acc[i] = first ? p : p + acc[i].Load();
       }
     };
+    factors.Start(u.k_begin.To(i64));
     stage(u.k_begin, true);
     k.For(u.k_begin + 1, u.k_end, 1, [&](Value kb) { stage(kb, false); });
     if (!factors.PerStage()) {  // tensorwise, rowwise: once, before any split's parts are summed

@@ -42,6 +42,12 @@ constexpr EntryKernel kEntryKernels[] = {
      "the entry point's kernel for a C of 16 columns or fewer whose A is the weights"},
     {"gemm/bf16_sm90_m64n80", "the entry point's kernel for M <= 64 where N is 10240 or more"},
 };
+// 8-bit inputs take tiles of at most 128 columns (TakesFp8); in pairs sharing B, each CTA reads a
+// quarter less per stage from L2 than alone (docs/perf/2026-11-29-fp8-gemm.md).
+constexpr EntryKernel kFp8EntryKernels[] = {
+    {"gemm/bf16_sm90_n128c2", "the entry point's kernel for 8-bit inputs where tiles are many"},
+};
+static_assert(std::size(kFp8EntryKernels) == std::size(rt::kSm90Fp8Tiles));
 static_assert(
     std::size(kEntryKernels) == std::size(rt::kSm90Tiles) &&
         [] {
@@ -71,7 +77,7 @@ bool TakesFp8(const TileShape& shape) { return shape.bn <= 128 && 128 % shape.bn
 // The same kernels with other element types and fused epilogues, by name. MN-major operands are
 // read in 64-wide blocks of M and N: tiles of 80, 96 or 160 columns take K-major ones only (the
 // name says so at build time, and the entry point does not pick them).
-examples::ExampleFamily Family(const char* base, TileShape shape) {
+examples::ExampleFamily Family(const char* base, TileShape shape, bool fp8_only = false) {
   examples::ExampleFamily f = examples::GemmFamily(
       base, "the entry point's kernel with other types and a fused epilogue", /*tile=*/true,
       [shape](const std::string& name, const GemmVariant& v) -> absl::StatusOr<KernelDef> {
@@ -90,21 +96,25 @@ examples::ExampleFamily Family(const char* base, TileShape shape) {
   if (shape.bn % 64)
     std::erase_if(f.bundled,
                   [](const std::string& v) { return v.find("_mn") != std::string::npos; });
+  if (fp8_only) f.bundled.clear();  // its 16-bit variants build by name
   if (TakesFp8(shape))
     f.bundled.insert(f.bundled.end(), examples::kBundledFp8Variants.begin(),
                      examples::kBundledFp8Variants.end());
   return f;
 }
 
+void RegisterEntryKernel(const EntryKernel& e, bool fp8_only) {
+  const rt::Sm90Tile* tile = rt::FindSm90Tile(e.name);  // never null: the asserts above
+  const TileShape shape = ShapeOf(*tile);
+  const char* name = e.name;
+  examples::Register(
+      {name, Summary(e, *tile), [name, shape] { return BuildTileKernel(name, shape); }});
+  examples::RegisterFamily(Family(name, shape, fp8_only));
+}
+
 const bool kEntryKernelsRegistered = [] {
-  for (const EntryKernel& e : kEntryKernels) {
-    const rt::Sm90Tile* tile = rt::FindSm90Tile(e.name);  // never null: the assert above
-    const TileShape shape = ShapeOf(*tile);
-    const char* name = e.name;
-    examples::Register(
-        {name, Summary(e, *tile), [name, shape] { return BuildTileKernel(name, shape); }});
-    examples::RegisterFamily(Family(name, shape));
-  }
+  for (const EntryKernel& e : kEntryKernels) RegisterEntryKernel(e, false);
+  for (const EntryKernel& e : kFp8EntryKernels) RegisterEntryKernel(e, true);
   return true;
 }();
 

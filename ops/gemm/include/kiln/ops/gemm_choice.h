@@ -30,6 +30,8 @@ struct GemmOptions {
   // "tensorwise", "rowwise" or "blockwise"; the kernel's variant ("blockwise_t" where the
   // problem is swapped for a row-major C).
   std::string scaling;
+  // 8-bit inputs: the tile kernel to run, whole tiles ("": the plan's choice), e.g. to time tiles.
+  std::string fp8_tile;
   bool any_m =
       false;  // a tile kernel storing C from registers (set by ChooseGemm where M % 8 != 0)
   // MN-major A (column-major) or B (row-major), as the kernel sees them: the tile kernels' a_mn

@@ -30,6 +30,8 @@ inline constexpr Sm90Tile kSm90Tiles[] = {
     {"gemm/bf16_sm90_m64n32", 64, 32, 17, 1}, {"gemm/bf16_sm90_m64n48", 64, 48, 15, 1},
     {"gemm/bf16_sm90_m64n16", 64, 16, 22, 1}, {"gemm/bf16_sm90_m64n80", 64, 80, 11, 1},
 };
+// Tiles for 8-bit inputs alone, which the 16-bit choice rule does not weigh.
+inline constexpr Sm90Tile kSm90Fp8Tiles[] = {{"gemm/bf16_sm90_n128c2", 128, 128, 6, 2}};
 
 // The entry point's other kernels, which the choice rule takes outright where a region of its
 // table holds the size (kiln/ops/gemm_table.h).
@@ -44,12 +46,16 @@ inline constexpr const char* kRegionKernels[] = {
 constexpr bool HasSm90Tile(std::string_view kernel) {
   for (const Sm90Tile& t : kSm90Tiles)
     if (kernel == t.kernel) return true;
+  for (const Sm90Tile& t : kSm90Fp8Tiles)
+    if (kernel == t.kernel) return true;
   return false;
 }
 
-// The tile kernel of that name, or nullptr.
+// The tile kernel of that name (either list), or nullptr.
 constexpr const Sm90Tile* FindSm90Tile(std::string_view kernel) {
   for (const Sm90Tile& t : kSm90Tiles)
+    if (kernel == t.kernel) return &t;
+  for (const Sm90Tile& t : kSm90Fp8Tiles)
     if (kernel == t.kernel) return &t;
   return nullptr;
 }
