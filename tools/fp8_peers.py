@@ -1,24 +1,10 @@
 """torch._scaled_mm (e4m3, cuBLAS) at the given M x N x K sizes, timed as `kiln gemm --dtype e4m3`
-times kiln: single calls between CUDA events, median of --iters, after warm-up; tensorwise and
+times kiln: single calls between CUDA events, median of --iters (attention_peers.time_ms); tensorwise and
 rowwise scales. Prints one line per size and scaling: TFLOPS."""
 import argparse
 
 import torch
-
-
-def median_ms(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
+from attention_peers import time_ms
 
 
 def main():
@@ -35,8 +21,8 @@ def main():
         scales = {"tensorwise": (one, one),
                   "rowwise": (torch.ones(m, 1, device="cuda"), torch.ones(1, n, device="cuda"))}
         for name, (sa, sb) in scales.items():
-            ms = median_ms(lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16),
-                           args.iters)
+            ms = time_ms(lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16),
+                         args.iters, repeats=1)
             print(f"{size:20s} {name:11s} {ms:10.4f} ms {2 * m * n * k / ms / 1e9:9.1f} TFLOPS")
 
 

@@ -105,6 +105,48 @@ def gemms():
     report("gemm scale.bias_col.gelu.residual, column-major out", rel(out, want), 1e-2)
 
 
+def fp8_gemms():
+    """kiln.gemm on float8_e4m3fn tensors against torch._scaled_mm on the same bytes and scales
+    (tensorwise, rowwise) and against the fp32 product of the dequantized inputs (all three), at
+    ragged sizes, out row-major bf16 and column-major f32."""
+    for m, n, k in [(4096, 4096, 4096), (77, 1000, 528), (1, 2112, 7168), (300, 136, 16)]:
+        a = torch.randn(m, k, device="cuda")
+        w = torch.randn(n, k, device="cuda")
+        kb, nb = -(-k // 128), -(-n // 128)
+        # blockwise scales: a per 1x128, w per 128x128, each group's largest magnitude to 448
+        pad_a = torch.nn.functional.pad(a.abs(), (0, kb * 128 - k)).view(m, kb, 128)
+        sa_block = (pad_a.amax(2) / 448).clamp_min(1e-12)
+        pad_w = torch.nn.functional.pad(w.abs(), (0, kb * 128 - k, 0, nb * 128 - n))
+        sw_block = (pad_w.view(nb, 128, kb, 128).amax((1, 3)) / 448).clamp_min(1e-12)
+        scales = {
+            "tensorwise": (a.abs().max().view(1) / 448, w.abs().max().view(1) / 448),
+            "rowwise": (a.abs().amax(1) / 448, w.abs().amax(1) / 448),
+            "blockwise": (sa_block, sw_block),
+        }
+        for scaling, (sa, sw) in scales.items():
+            if scaling == "blockwise":
+                fa = sa.repeat_interleave(128, 1)[:, :k]
+                fw = sw.repeat_interleave(128, 0).repeat_interleave(128, 1)[:n, :k]
+            else:
+                fa = sa.view(-1, 1).expand(m, k) if sa.numel() > 1 else sa.expand(m, k)
+                fw = sw.view(-1, 1).expand(n, k) if sw.numel() > 1 else sw.expand(n, k)
+            a8 = (a / fa).to(torch.float8_e4m3fn)
+            w8 = (w / fw).to(torch.float8_e4m3fn)
+            want = (a8.float() * fa) @ (w8.float() * fw).t()
+            out = poisoned((m, n))
+            got = kiln.gemm(a8, w8.t(), scale_a=sa, scale_b=sw, out=out)
+            report(f"gemm e4m3 {scaling} {m}x{n}x{k} vs dequantized", rel(got, want), 5e-3)
+            col = poisoned((n, m), torch.float32).t()
+            kiln.gemm(a8, w8.t(), scale_a=sa, scale_b=sw, out=col)
+            report(f"gemm e4m3 {scaling} {m}x{n}x{k} f32 column-major C", rel(col, want), 2e-3)
+            if scaling != "blockwise" and m % 16 == 0 and n % 16 == 0:  # torch's own bounds
+                peer = torch._scaled_mm(a8, w8.t(), sa.view(-1, 1) if sa.numel() > 1 else sa,
+                                        sw.view(1, -1) if sw.numel() > 1 else sw,
+                                        out_dtype=torch.bfloat16)
+                report(f"gemm e4m3 {scaling} {m}x{n}x{k} vs torch._scaled_mm", rel(got, peer),
+                       5e-3)
+
+
 def attention():
     """kiln.attention against torch SDPA in fp32 (grouped heads expanded), both layouts."""
     g = torch.Generator(device="cuda").manual_seed(3)
@@ -406,7 +448,10 @@ def host_cost():
 
 print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
       f"bundles {kiln.bundle_dir()}")
-for part in [row_ops, gemms, attention, attention_grad, varlen_attention_grad, decode, append, glue, streams_and_load, errors, torch_ops, host_cost]:
+parts = [row_ops, gemms, fp8_gemms, attention, attention_grad, varlen_attention_grad, decode, append,
+         glue, streams_and_load, errors, torch_ops, host_cost]
+# Parts named on the command line run alone (python_gpu_check.py fp8_gemms).
+for part in [p for p in parts if len(sys.argv) < 2 or p.__name__ in sys.argv[1:]]:
     try:
         part()
     except Exception as e:  # a part that raises fails, and the rest still run

@@ -16,5 +16,6 @@ NB_MODULE(_kiln, m) {
   kiln::py::BindKernels(m);
   kiln::py::BindRowOps(m);
   kiln::py::BindGemm(m);
+  kiln::py::BindGemmFp8(m);
   kiln::py::BindAttention(m);
 }

@@ -111,8 +111,15 @@ def layer_norm(x, weight, bias, eps=1e-5, *, out=None):
 
 
 def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=None,
-         activation=None, residual=None):
+         activation=None, residual=None, scale_a=None, scale_b=None):
     """out = act(alpha * a @ b + beta * c + bias) + residual, a (M, K), b (K, N).
+
+    8-bit inputs: float8_e4m3fn tensors a (row-major) and b (column-major: b = w.t() of an (N, K)
+    weight), or uint8 host arrays of their bytes (run on the emulator), with f32 scales; out =
+    (a * scale_a) @ (b * scale_b), bf16 by default (out_dtype "f16", "f32"), no other term. The
+    scales' shapes say how they apply: one value each (tensorwise); (M,) or (M, 1) and (N,) or
+    (1, N) (rowwise); (M, ceil(K/128)) and (ceil(N/128), ceil(K/128)) (blockwise: a per 1x128, the
+    weight per 128x128, as DeepGEMM scales them), in any strides on the GPU.
 
     CUDA tensors: bf16 or f16 a and b in any row- or column-major layout (a linear layer's
     weight w (N, K) is b = w.t()); out, c, bias (N values) and residual of out_dtype (default:
@@ -122,6 +129,10 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     activation="swiglu" (alone) fuses a gate/up projection: out = silu(gate) * up, (M, N/2)
     row-major, where b's columns hold gate and up interleaved as swiglu_weights puts them.
     """
+    if scale_a is not None or scale_b is not None or _is_fp8(a):
+        return _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b,
+                         c is not None or bias is not None or activation or residual is not None
+                         or alpha != 1.0 or beta != 0.0)
     in_type = _type_of(a)
     out_type = out_dtype or (_type_of(out) if out is not None and _is_torch(out) else in_type)
     out_type = _TORCH_TYPES.get(str(out_type), out_type)
@@ -139,6 +150,30 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
         out = _empty(a, (a.shape[0], n), out_type)
     _kiln._gemm(a, b, out, c, bias, residual, float(alpha), float(beta), ",".join(terms),
                 in_type, out_type, stream=_stream([a]))
+    return out
+
+
+def _is_fp8(x):
+    return _is_torch(x) and str(x.dtype) == "torch.float8_e4m3fn"
+
+
+def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, fused):
+    """kiln.gemm of 8-bit inputs (its docstring says how)."""
+    _require(scale_a is not None and scale_b is not None,
+             "kiln.gemm: 8-bit inputs need scale_a and scale_b (f32)")
+    _require(not fused, "kiln.gemm: 8-bit inputs take no epilogue terms here (c, alpha, beta, "
+             "bias, activation, residual)")
+    for name, x in (("a", a), ("b", b)):
+        _require(_is_fp8(x) or (not _is_torch(x) and str(getattr(x, "dtype", "")) == "uint8"),
+                 f"kiln.gemm: 8-bit {name} must be a float8_e4m3fn tensor, or a uint8 host array "
+                 f"of e4m3 bytes, not {getattr(x, 'dtype', type(x).__name__)}")
+    out_type = _TORCH_TYPES.get(str(out_dtype), out_dtype) or (
+        _type_of(out) if out is not None and _is_torch(out) else "bf16")
+    if out is None:
+        out = _empty(a, (a.shape[0], b.shape[1]), out_type)
+    bytes_of = (lambda x: x.view(__import__("torch").uint8)) if _is_torch(a) else (lambda x: x)
+    _kiln._gemm_fp8(bytes_of(a), bytes_of(b), out, scale_a, scale_b, out_type,
+                    stream=_stream([a]))
     return out
 
 

@@ -198,6 +198,81 @@ def backward_reference(q, k, v, o, d_o, causal):
             np.einsum("bhij,bhid->bhjd", p, gb).reshape(b, hkv, g, skv, d).sum(2))
 
 
+def e4m3_values():
+    """e4m3's 127 finite non-negative values by code (bias 7, no infinities; 0x7f is NaN)."""
+    codes = np.arange(127)
+    e, m = codes >> 3, codes & 7
+    return np.where(e > 0, (8 + m) * 2.0 ** (e - 10), m * 2.0 ** -9)
+
+
+def quantize_e4m3(x, scale):
+    """x / scale rounded to the nearest e4m3 (saturating at 448): its bytes and the values."""
+    values = e4m3_values()
+    y = np.clip(np.abs(x / scale), 0, 448)
+    hi = np.clip(np.searchsorted(values, y), 1, 126)
+    code = np.where(values[hi] - y < y - values[hi - 1], hi, hi - 1)
+    signed = np.where(x < 0, -values[code], values[code])
+    return (code | np.where(x < 0, 0x80, 0)).astype(np.uint8), signed * scale
+
+
+class GemmFp8(unittest.TestCase):
+    M, N, K = 72, 136, 272  # K: two blocks of 128 and a part
+
+    def operands(self, scaling, seed=9):
+        rng = np.random.default_rng(seed)
+        a = rng.standard_normal((self.M, self.K))
+        w = rng.standard_normal((self.N, self.K))  # the weight, (N, K)
+        kb = -(-self.K // 128)
+        if scaling == "tensorwise":
+            sa, sw = np.float32([np.abs(a).max() / 448]), np.float32([np.abs(w).max() / 448])
+            fa, fw = np.full_like(a, sa[0]), np.full_like(w, sw[0])
+        elif scaling == "rowwise":
+            sa = (np.abs(a).max(1) / 448).astype(np.float32)
+            sw = (np.abs(w).max(1) / 448).astype(np.float32)
+            fa, fw = np.repeat(sa[:, None], self.K, 1), np.repeat(sw[:, None], self.K, 1)
+        else:  # a per 1x128, the weight per 128x128
+            pad = kb * 128 - self.K
+            ap = np.pad(np.abs(a), ((0, 0), (0, pad))).reshape(self.M, kb, 128)
+            sa = (ap.max(2) / 448).astype(np.float32)
+            nb = -(-self.N // 128)
+            wp = np.pad(np.abs(w), ((0, nb * 128 - self.N), (0, pad))).reshape(nb, 128, kb, 128)
+            sw = (wp.max((1, 3)) / 448).astype(np.float32)
+            fa = np.repeat(sa, 128, 1)[:, :self.K]
+            fw = np.repeat(np.repeat(sw, 128, 0), 128, 1)[:self.N, :self.K]
+        a8, ad = quantize_e4m3(a, fa)
+        w8, wd = quantize_e4m3(w, fw)
+        return a8, w8, sa, sw, ad @ wd.T, a @ w.T
+
+    def test_every_scaling_against_the_dequantized_product(self):
+        for scaling in ("tensorwise", "rowwise", "blockwise"):
+            a8, w8, sa, sw, want, exact = self.operands(scaling)
+            got = kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw)
+            self.assertEqual(got.shape, (self.M, self.N))
+            # bf16's rounding of C; the quantization moves the product by a few percent.
+            self.assertLess(rel_error(got, want), 5e-3, scaling)
+            self.assertLess(rel_error(got, exact), 0.08, scaling)
+            f32 = kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw, out_dtype="f32")
+            self.assertLess(rel_error(f32, want), 1e-5, scaling)
+
+    def test_errors(self):
+        a8, w8, sa, sw, _, _ = self.operands("blockwise")
+        for call, says in [
+            (lambda: kiln.gemm(a8, w8.T, scale_a=sa), "need scale_a and scale_b"),
+            (lambda: kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw, bias=sa), "no epilogue terms"),
+            (lambda: kiln.gemm(a8.astype(np.float32), w8.T, scale_a=sa, scale_b=sw),
+             "must be a float8_e4m3fn tensor, or a uint8"),
+            (lambda: kiln.gemm(a8, np.ascontiguousarray(w8.T), scale_a=sa, scale_b=sw),
+             "b column-major"),
+            (lambda: kiln.gemm(a8, w8.T, scale_a=sa[:, :1], scale_b=sw), "name no scaling"),
+            (lambda: kiln.gemm(np.ascontiguousarray(a8[:, :200]),
+                               np.ascontiguousarray(w8[:, :200]).T, scale_a=sa[:, :2].copy(),
+                               scale_b=sw[:, :2].copy()), "multiples of 16"),
+        ]:
+            with self.assertRaises(kiln.Error) as e:
+                call()
+            self.assertIn(says, str(e.exception))
+
+
 class Attention(unittest.TestCase):
     def test_ragged_grouped_and_causal(self):
         rng = np.random.default_rng(7)

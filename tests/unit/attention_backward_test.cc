@@ -6,34 +6,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "examples/registry.h"
 #include "gtest/gtest.h"
-#include "kiln/lowering.h"
 #include "ops/attention/attention_check.h"
 #include "ops/attention/attention_grad_check.h"
+#include "tests/unit/built_bundle.h"
 
 namespace kiln::examples {
 namespace {
 
-// Bundles built from the registry on first use (the forward's too).
-const rt::Bundle* BundleOf(const std::string& name) {
-  static std::map<std::string, rt::Bundle> built;
-  if (auto it = built.find(name); it != built.end()) return &it->second;
-  const Example* e = Find(name);
-  if (!e) return nullptr;
-  absl::StatusOr<KernelDef> def = e->build();
-  EXPECT_TRUE(def.ok()) << def.status();
-  if (!def.ok()) return nullptr;
-  absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});
-  EXPECT_TRUE(ptx.ok()) << ptx.status();
-  if (!ptx.ok()) return nullptr;
-  return &built.emplace(name, rt::Bundle{def->manifest(), *ptx}).first->second;
-}
-
 void ExpectCorrect(const rt::AttentionSize& z, const rt::AttentionOptions& o, uint64_t seed = 5,
                    const std::vector<int64_t>& lengths = {}, int compute_capability = 90) {
   absl::StatusOr<AttentionGradResult> r =
-      RunAttentionBackwardEmulated(BundleOf, z, o, seed, lengths, compute_capability);
+      RunAttentionBackwardEmulated(BuiltBundle, z, o, seed, lengths, compute_capability);
   const std::string what =
       absl::StrCat("b", z.b, " hq", z.hq, " hkv", z.hkv, " s", z.s, " skv", z.skv, " d", z.d,
                    o.causal ? " causal" : "", " ", o.dtype, lengths.empty() ? "" : " varlen");

@@ -5,34 +5,19 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "examples/registry.h"
 #include "gtest/gtest.h"
-#include "kiln/lowering.h"
 #include "ops/gemm/fp8_check.h"
+#include "tests/unit/built_bundle.h"
 
 namespace kiln::examples {
 namespace {
-
-const rt::Bundle* BundleOf(const std::string& name) {
-  static std::map<std::string, rt::Bundle> built;
-  if (auto it = built.find(name); it != built.end()) return &it->second;
-  const Example* e = Find(name);
-  if (!e) return nullptr;
-  absl::StatusOr<KernelDef> def = e->build();
-  EXPECT_TRUE(def.ok()) << def.status();
-  if (!def.ok()) return nullptr;
-  absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});
-  EXPECT_TRUE(ptx.ok()) << ptx.status();
-  if (!ptx.ok()) return nullptr;
-  return &built.emplace(name, rt::Bundle{def->manifest(), *ptx}).first->second;
-}
 
 void ExpectCorrect(const rt::GemmSize& size, const std::string& scaling,
                    const std::string& out = "bf16", bool c_row_major = true,
                    const std::string& tile = "") {
   const Fp8GemmProblem p{
       .size = size, .scaling = scaling, .out_type = out, .c_row_major = c_row_major, .tile = tile};
-  absl::StatusOr<Fp8GemmResult> r = RunFp8GemmEmulated(BundleOf, p, 7);
+  absl::StatusOr<Fp8GemmResult> r = RunFp8GemmEmulated(BuiltBundle, p, 7);
   const std::string what = absl::StrCat(size.m, "x", size.n, "x", size.k, " ", scaling, " ", out,
                                         c_row_major ? " row-major C " : " column-major C ", tile);
   ASSERT_TRUE(r.ok()) << what << ": " << r.status();

@@ -17,17 +17,6 @@
 namespace kiln::cli {
 namespace {
 
-// The GPU (its name printed), or why there is none.
-absl::Status NeedGpu() {
-  absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
-  if (!d.ok())
-    return absl::Status(
-        d.status().code(),
-        absl::StrCat(d.status().message(), " (kiln attention --emulate runs it on the CPU)"));
-  PrintDevice();
-  return absl::OkStatus();
-}
-
 int Report(const absl::StatusOr<kiln::examples::AttentionResult>& r, const std::string& shape) {
   if (!r.ok()) return Fail(r.status());
   std::cout << absl::StrFormat("%s %s: %d rows against fp64, error %.3e, lse %.1e: %s", r->kernel,
@@ -69,7 +58,7 @@ int VarlenAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionO
     if (!b.ok()) return Fail(b.status());
     return Report(kiln::examples::RunVarlenAttentionEmulated(*b, z, lengths, options, 1), shape);
   }
-  if (absl::Status st = NeedGpu(); !st.ok()) return Fail(st);
+  if (absl::Status st = NeedGpu("attention").status(); !st.ok()) return Fail(st);
   kiln::rt::AttentionRunner runner(BundleDir());
   return Report(
       kiln::examples::RunVarlenAttentionGpu(runner, z, lengths, options, absl::GetFlag(FLAGS_iters),
@@ -110,7 +99,7 @@ int BackwardAttention(kiln::rt::AttentionSize z, const kiln::rt::AttentionOption
     r = kiln::examples::RunAttentionBackwardEmulated(bundle_of, z, options, 1, lengths,
                                                      sm100 ? 100 : 90);
   } else {
-    if (absl::Status st = NeedGpu(); !st.ok()) return Fail(st);
+    if (absl::Status st = NeedGpu("attention").status(); !st.ok()) return Fail(st);
     kiln::rt::AttentionRunner runner(BundleDir());
     r = kiln::examples::RunAttentionBackwardGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1,
                                                 /*repeat_runs=*/9, absl::GetFlag(FLAGS_repeats),
@@ -179,7 +168,7 @@ int Attention() {
     r = kiln::examples::RunAttentionEmulated(*b, z, options, 1, combine ? &*combine : nullptr,
                                              page);
   } else {
-    if (absl::Status st = NeedGpu(); !st.ok()) return Fail(st);
+    if (absl::Status st = NeedGpu("attention").status(); !st.ok()) return Fail(st);
     kiln::rt::AttentionRunner runner(BundleDir());
     r = kiln::examples::RunAttentionGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1, page,
                                         absl::GetFlag(FLAGS_repeats));

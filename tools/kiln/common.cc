@@ -156,6 +156,15 @@ absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseShapes(const std::
   return shapes;
 }
 
+absl::StatusOr<int> NeedGpu(const std::string& command) {
+  absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+  if (!d.ok())
+    return absl::Status(d.status().code(), absl::StrCat(d.status().message(), " (kiln ", command,
+                                                        " --emulate runs it on the CPU)"));
+  PrintDevice();
+  return (*d)->compute_capability();
+}
+
 void PrintDevice() {
   absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
   if (!d.ok()) return;

@@ -63,6 +63,9 @@ std::string SeedList(const std::vector<uint64_t>& seeds);
 // (kiln::examples::ProtocolSize) unless --m/--n/--k say otherwise.
 kiln::rt::GemmSize EmulationSize(const Bundle& b, const kiln::examples::GemmSpec& g);
 void PrintDevice();  // "# <GPU> (sm_XX, N SMs), driver V, date", where a GPU is present
+// The GPU's compute capability, its line printed (PrintDevice); without one, an error that says
+// `kiln COMMAND --emulate` runs the problem on the CPU.
+absl::StatusOr<int> NeedGpu(const std::string& command);
 // Beside a results TSV (kiln bench/gemm --out F.tsv): F-ratio.svg and F-versions.svg; `as_one`
 // draws every row as one kernel of that name.
 int WritePlots(const std::string& tsv_path, const std::string& title,

@@ -29,13 +29,9 @@ int Gemm(const std::vector<std::string>& args) {
   const bool emulate = absl::GetFlag(FLAGS_emulate);
   int cc = 90;
   if (!emulate) {
-    absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
-    if (!d.ok())
-      return Fail(absl::Status(
-          d.status().code(),
-          absl::StrCat(d.status().message(), " (kiln gemm --emulate runs it on the CPU)")));
-    cc = (*d)->compute_capability();
-    PrintDevice();
+    absl::StatusOr<int> gpu = NeedGpu("gemm");
+    if (!gpu.ok()) return Fail(gpu.status());
+    cc = *gpu;
     std::cout << kiln::examples::TableHeader() << std::endl;
   }
   std::ofstream tsv;

@@ -32,12 +32,7 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
   };
   std::optional<kiln::rt::GemmRunner> runner;
   if (!emulate) {
-    absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
-    if (!d.ok())
-      return Fail(absl::Status(
-          d.status().code(),
-          absl::StrCat(d.status().message(), " (kiln gemm --emulate runs it on the CPU)")));
-    PrintDevice();
+    if (absl::Status st = NeedGpu("gemm").status(); !st.ok()) return Fail(st);
     runner.emplace(BundleDir());
   }
   std::cout << absl::StrFormat("%-20s %-11s %-48s %10s %9s %10s %10s %9s\n", "M x N x K", "scaling",

@@ -1,0 +1,126 @@
+// kiln.gemm with 8-bit inputs: out = (a * scale_a) @ (b * scale_b), a (M, K) e4m3 row-major, b
+// (K, N) e4m3 column-major (a linear layer's (N, K) weight w as w.t(): the FP8 tensor cores read
+// both K-major), their bytes passed as uint8 (the kiln package views torch's float8_e4m3fn so).
+// The scales are f32 and their shapes say the scaling: one value each (tensorwise); (M,) or
+// (M, 1) and (N,) or (1, N) (rowwise); (M, ceil(K/128)) and (ceil(N/128), ceil(K/128))
+// (blockwise: a per 1x128, b's weight per 128x128), in any strides. CUDA tensors run through
+// rt::GemmRunner on the caller's stream; host arrays (packed) on the emulator.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kiln/ops/gemm.h"
+#include "python/bindings/bindings.h"
+#include "python/bindings/call_device.h"
+#include "python/bindings/convert.h"
+#include "python/bindings/status.h"
+
+namespace nb = nanobind;
+
+namespace kiln::py {
+namespace {
+
+constexpr const char* kCall = "kiln.gemm (8-bit)";
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The scaling the scales' shapes say, their element strides set in `o`; else kiln.Error.
+std::string ScalingOf(const Array& sa, const Array& sb, int64_t m, int64_t n, int64_t k,
+                      rt::GemmOperands& o) {
+  const std::vector<int64_t> a = ShapeOf(sa), b = ShapeOf(sb);
+  auto count = [](const std::vector<int64_t>& s) {
+    int64_t c = 1;
+    for (int64_t d : s) c *= d;
+    return c;
+  };
+  // The stride along dimension `d` of a scale (0 for a dimension of 1).
+  auto stride = [](const Array& s, size_t d) -> int64_t {
+    return s.shape(d) == 1 ? 0 : s.stride(d);
+  };
+  if (count(a) == 1 && count(b) == 1) return "tensorwise";
+  const int64_t kb = CeilDiv(k, 128);
+  if (a.size() == 2 && b.size() == 2 && a[0] == m && a[1] == kb && b[0] == CeilDiv(n, 128) &&
+      b[1] == kb) {
+    o.sa_row = stride(sa, 0), o.sa_k = stride(sa, 1), o.sb_row = stride(sb, 0),
+    o.sb_k = stride(sb, 1);
+    if (!o.sa_row && !o.sa_k) o.sa_row = 1;  // one value: any nonzero stride reads it
+    if (!o.sb_row && !o.sb_k) o.sb_k = 1;
+    return "blockwise";
+  }
+  const bool rows_a = count(a) == m && (a.size() == 1 || (a.size() == 2 && a[1] == 1)),
+             cols_b = count(b) == n && (b.size() == 1 || (b.size() == 2 && b[0] == 1));
+  if (rows_a && cols_b && (m == 1 || sa.stride(0) == 1) && (n == 1 || sb.stride(b.size() - 1) == 1))
+    return "rowwise";
+  throw Error(absl::StrCat(kCall, ": scale_a ", ShapeText(sa), " and scale_b ", ShapeText(sb),
+                           " name no scaling: one value each (tensorwise); (", m, ",) and (", n,
+                           ",), packed (rowwise); or (", m, ", ", kb, ") and (", CeilDiv(n, 128),
+                           ", ", kb, ") (blockwise: a per 1x128, b per 128x128)"));
+}
+
+void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, const Array& scale_b,
+             const std::string& out_type, uint64_t stream) {
+  for (const auto& [what, x] :
+       {std::pair{"a", &a}, std::pair{"b", &b}, std::pair{"out", static_cast<const Array*>(&out)}})
+    if (x->ndim() != 2)
+      throw Error(absl::StrCat(kCall, ": ", what, " must have rank 2, not ", x->ndim()));
+  const int64_t m = a.shape(0), k = a.shape(1), n = b.shape(1);
+  if (static_cast<int64_t>(b.shape(0)) != k || static_cast<int64_t>(out.shape(0)) != m ||
+      static_cast<int64_t>(out.shape(1)) != n)
+    throw Error(absl::StrCat(kCall, ": a ", ShapeText(a), ", b ", ShapeText(b), " and out ",
+                             ShapeText(out), " do not make (M, K) @ (K, N) = (M, N)"));
+  CallDevice d(kCall, {&a, &b, &out, &scale_a, &scale_b}, stream);
+  Require(a, kCall, "a", 2, {"u8"}, /*contiguous=*/false);
+  Require(b, kCall, "b", 2, {"u8"}, /*contiguous=*/false);
+  Require(scale_a, kCall, "scale_a", -1, {"f32"}, /*contiguous=*/false);
+  Require(scale_b, kCall, "scale_b", -1, {"f32"}, /*contiguous=*/false);
+  // K-major: a's rows and b's columns hold K (packed on the emulator, which copies their bytes).
+  const bool a_k_major = a.stride(1) == 1 || k == 1, b_k_major = b.stride(0) == 1 || k == 1;
+  const int64_t lda = m == 1 ? k : a.stride(0), ldb = n == 1 ? k : b.stride(1);
+  if (!a_k_major || !b_k_major || (d.emulated() && (lda != k || ldb != k)))
+    throw Error(absl::StrCat(kCall,
+                             ": a must be row-major and b column-major (b = w.t() of an (N, K) "
+                             "weight w): the FP8 tensor cores read both along K",
+                             d.emulated() ? ", packed on the emulator" : ""));
+  rt::GemmOperands o;
+  const std::string scaling = ScalingOf(scale_a, scale_b, m, n, k, o);
+  const rt::GemmOptions options{.in_type = "e4m3", .out_type = out_type, .scaling = scaling};
+  const rt::GemmSize size{m, n, k};
+  if (!d.emulated()) {
+    if (DtypeName(out) != out_type)
+      throw Error(absl::StrCat(kCall, ": out must be ", out_type, ", not ", DtypeName(out)));
+    const bool c_row = out.stride(1) == 1 || n == 1;
+    if (!c_row && out.stride(0) != 1 && m != 1)
+      throw Error(absl::StrCat(kCall, ": out must be row- or column-major"));
+    o.a = Address(a), o.b = Address(b), o.c = Address(out), o.lda = lda, o.ldb = ldb;
+    o.c_row_major = c_row, o.ldc = c_row ? (m == 1 ? n : out.stride(0)) : out.stride(1);
+    o.scale_a = Address(scale_a), o.scale_b = Address(scale_b);
+    ThrowIfError(RunnerFor<rt::GemmRunner>(BundleDir())
+                     .Run(size, options, o, reinterpret_cast<cu::CUstream>(stream)));
+    return;
+  }
+  // Host: the bytes as they are; the scales packed (their strides as given); out f32, row-major.
+  Require(out, kCall, "out", 2, {"f32"});
+  if (!IsContiguous(scale_a) || !IsContiguous(scale_b))
+    throw Error(absl::StrCat(kCall, ": host scales must be packed (row-major)"));
+  o.a = d.Bind(a, /*read_only=*/true), o.b = d.Bind(b, /*read_only=*/true);
+  o.scale_a = d.Bind(scale_a, true), o.scale_b = d.Bind(scale_b, true);
+  std::vector<uint8_t> result;
+  o.c = d.BindPoisoned(out.size(), out_type, &result);
+  o.c_row_major = true;
+  EmulatedOpDevice device(*d.emulator());
+  ThrowIfError(rt::RunGemm(size, options, o, /*compute_capability=*/90, device));
+  d.Finish();
+  Widen(result, out_type, out, /*column_major=*/false);
+}
+
+}  // namespace
+
+void BindGemmFp8(nb::module_& m) {
+  m.def("_gemm_fp8", &GemmFp8, nb::arg("a"), nb::arg("b"), nb::arg("out"), nb::arg("scale_a"),
+        nb::arg("scale_b"), nb::arg("out_type"), nb::arg("stream") = 0);
+}
+
+}  // namespace kiln::py
