@@ -147,6 +147,44 @@ def fp8_gemms():
                        5e-3)
 
 
+def fp8_quantize():
+    """kiln.quantize_e4m3 against torch's own quantization with the same scales, the result fed to
+    the blockwise GEMM; and its bandwidth against a device copy (median of 20 single calls):
+    bytes read and written per second, each."""
+    for m, k in [(4096, 7168), (77, 528), (1, 16), (16384, 4096)]:
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16) * 3
+        q, s = kiln.quantize_e4m3(x)
+        kb = -(-k // 128)
+        amax = torch.nn.functional.pad(x.float().abs(), (0, kb * 128 - k)).view(m, kb, 128)
+        report(f"quantize_e4m3 {m}x{k} scales", rel(s, amax.amax(2) / 448), 1e-6)
+        f = s.repeat_interleave(128, 1)[:, :k]
+        want = (x.float() / f).to(torch.float8_e4m3fn)
+        report(f"quantize_e4m3 {m}x{k} bytes differing from torch's",
+               float((q.view(torch.uint8) != want.view(torch.uint8)).float().mean()), 1e-3)
+        if m >= 4096:
+            def ms(fn):  # blocks of 10 calls back to back, so that the host's issue is hidden
+                for _ in range(3):
+                    fn()
+                times = []
+                for _ in range(20):
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    for _ in range(10):
+                        fn()
+                    b.record()
+                    b.synchronize()
+                    times.append(a.elapsed_time(b) / 10)
+                return sorted(times)[10]
+            y, qb = torch.empty_like(x), q.view(torch.uint8)
+            kernel = kiln.load(kiln.bundle_dir(), "ops/quantize_e4m3")
+            quant_ms = ms(lambda: kernel(x, qb, s, m, k, kb, m * kb * 16))
+            copy_ms = ms(lambda: y.copy_(x))
+            moved = 3 * m * k + 4 * m * kb  # bf16 in, e4m3 and the scales out
+            print(f"quantize_e4m3 {m}x{k}: {quant_ms * 1e3:7.1f} us, {moved / quant_ms / 1e6:7.0f} "
+                  f"GB/s; copy {copy_ms * 1e3:7.1f} us, {4 * m * k / copy_ms / 1e6:7.0f} GB/s; "
+                  f"ratio {moved / quant_ms / (4 * m * k / copy_ms):.3f}")
+
+
 def attention():
     """kiln.attention against torch SDPA in fp32 (grouped heads expanded), both layouts."""
     g = torch.Generator(device="cuda").manual_seed(3)
@@ -448,7 +486,7 @@ def host_cost():
 
 print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
       f"bundles {kiln.bundle_dir()}")
-parts = [row_ops, gemms, fp8_gemms, attention, attention_grad, varlen_attention_grad, decode, append,
+parts = [row_ops, gemms, fp8_gemms, fp8_quantize, attention, attention_grad, varlen_attention_grad, decode, append,
          glue, streams_and_load, errors, torch_ops, host_cost]
 # Parts named on the command line run alone (python_gpu_check.py fp8_gemms).
 for part in [p for p in parts if len(sys.argv) < 2 or p.__name__ in sys.argv[1:]]:

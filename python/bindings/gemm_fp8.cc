@@ -27,6 +27,13 @@ constexpr const char* kCall = "kiln.gemm (8-bit)";
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Whether a host array's elements fill its bytes from its first one, in either order (the
+// emulator copies those bytes; the strides then index them as on the GPU).
+bool Dense(const Array& x) {
+  if (IsContiguous(x)) return true;
+  return x.ndim() == 2 && x.stride(0) == 1 && x.stride(1) == static_cast<int64_t>(x.shape(0));
+}
+
 // The scaling the scales' shapes say, their element strides set in `o`; else kiln.Error.
 std::string ScalingOf(const Array& sa, const Array& sb, int64_t m, int64_t n, int64_t k,
                       rt::GemmOperands& o) {
@@ -103,8 +110,8 @@ void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, co
   }
   // Host: the bytes as they are; the scales packed (their strides as given); out f32, row-major.
   Require(out, kCall, "out", 2, {"f32"});
-  if (!IsContiguous(scale_a) || !IsContiguous(scale_b))
-    throw Error(absl::StrCat(kCall, ": host scales must be packed (row-major)"));
+  if (!Dense(scale_a) || !Dense(scale_b))
+    throw Error(absl::StrCat(kCall, ": host scales must be packed (row- or column-major)"));
   o.a = d.Bind(a, /*read_only=*/true), o.b = d.Bind(b, /*read_only=*/true);
   o.scale_a = d.Bind(scale_a, true), o.scale_b = d.Bind(scale_b, true);
   std::vector<uint8_t> result;

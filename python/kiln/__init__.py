@@ -23,7 +23,8 @@ _INSTALLED_BUNDLES = _os.path.join(_os.path.dirname(__file__), "..", "..", "..",
 if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES):
     set_bundle_dir(_os.path.normpath(_INSTALLED_BUNDLES))
 
-__all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "swiglu_weights", "attention",
+__all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "quantize_e4m3",
+           "swiglu_weights", "attention",
            "decode_attention", "paged_append", "varlen_attention", "varlen_attention_backward",
            "softmax", "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]
 
@@ -175,6 +176,43 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, fused):
     _kiln._gemm_fp8(bytes_of(a), bytes_of(b), out, scale_a, scale_b, out_type,
                     stream=_stream([a]))
     return out
+
+
+def quantize_e4m3(x):
+    """x (M, K) to e4m3 with one f32 scale per 1 x 128 of each row (the group's largest magnitude
+    to 448), as kiln.gemm's blockwise a takes it: (q, scales), q (M, K) float8_e4m3fn and scales
+    (M, ceil(K/128)) with M contiguous. CUDA: x bf16 (ops/quantize_e4m3). Host: f32 rounded to
+    bf16, run on the emulator; q is then a uint8 array of e4m3 bytes. K a multiple of 16."""
+    _require(len(x.shape) == 2 and x.shape[1] % 16 == 0,
+             f"kiln.quantize_e4m3: x must be (M, K) with K a multiple of 16, not {tuple(x.shape)}")
+    m, k = x.shape
+    kb = -(-k // 128)
+    if _is_torch(x):
+        import torch
+        _require(x.dtype == torch.bfloat16 and x.is_cuda and x.is_contiguous(),
+                 f"kiln.quantize_e4m3: x must be a contiguous bf16 CUDA tensor, not {x.dtype}")
+        q = torch.empty((m, k), dtype=torch.uint8, device=x.device)
+        scales = torch.empty((kb, m), dtype=torch.float32, device=x.device).t()
+        _quantizer()(x, q, scales, m, k, kb, m * kb * 16)  # units: 16 threads a group
+        return q.view(torch.float8_e4m3fn), scales
+    import numpy
+    bits = numpy.ascontiguousarray(x, numpy.float32).view(numpy.uint32).astype(numpy.uint64)
+    x16 = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(numpy.uint16)  # to nearest even
+    q = numpy.zeros((m, k), numpy.uint8)
+    scales = numpy.zeros((kb, m), numpy.float32)
+    _quantizer()(x16, q, scales, m, k, kb, m * kb * 16)
+    return q, scales.T
+
+
+_QUANTIZERS = {}
+
+
+def _quantizer():
+    """ops/quantize_e4m3 of the current bundle directory, loaded once."""
+    where = bundle_dir()
+    if where not in _QUANTIZERS:
+        _QUANTIZERS[where] = load(where, "ops/quantize_e4m3")
+    return _QUANTIZERS[where]
 
 
 def swiglu_weights(gate, up):

@@ -241,6 +241,7 @@ class GemmFp8(unittest.TestCase):
             fw = np.repeat(np.repeat(sw, 128, 0), 128, 1)[:self.N, :self.K]
         a8, ad = quantize_e4m3(a, fa)
         w8, wd = quantize_e4m3(w, fw)
+        self.w_dequantized = wd
         return a8, w8, sa, sw, ad @ wd.T, a @ w.T
 
     def test_every_scaling_against_the_dequantized_product(self):
@@ -253,6 +254,23 @@ class GemmFp8(unittest.TestCase):
             self.assertLess(rel_error(got, exact), 0.08, scaling)
             f32 = kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw, out_dtype="f32")
             self.assertLess(rel_error(f32, want), 1e-5, scaling)
+
+    def test_quantize_feeds_the_blockwise_gemm(self):
+        x = np.random.default_rng(4).standard_normal((self.M, self.K)).astype(np.float32) * 3
+        q, s = kiln.quantize_e4m3(x)
+        kb = -(-self.K // 128)
+        self.assertEqual((q.shape, s.shape), ((self.M, self.K), (self.M, kb)))
+        xr = bf16(x)
+        amax = np.pad(np.abs(xr), ((0, 0), (0, kb * 128 - self.K))).reshape(self.M, kb, 128)
+        self.assertLess(np.max(np.abs(s / (amax.max(2) / 448) - 1)), 1e-6)
+        factors = np.repeat(s.astype(np.float64), 128, 1)[:, :self.K]
+        got = np.where(q & 0x80, -1, 1) * e4m3_values()[q & 0x7F] * factors
+        _, want = quantize_e4m3(xr, factors)
+        self.assertLess(np.mean(got != want), 0.01)  # the same rounding but for rare ties
+        self.assertLess(rel_error(got, xr), 0.04)  # e4m3's 3 bits
+        _, w8, _, sw, _, _ = self.operands("blockwise")
+        product = kiln.gemm(q, w8.T, scale_a=s, scale_b=sw)
+        self.assertLess(rel_error(product, got @ self.w_dequantized.T), 5e-3)
 
     def test_errors(self):
         a8, w8, sa, sw, _, _ = self.operands("blockwise")
