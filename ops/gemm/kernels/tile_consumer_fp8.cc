@@ -17,9 +17,10 @@ using examples::Fp8Scaling;
 class Fp8Factors {
  public:
   // `m0`: the consumer warpgroup's first row, `n0`: the tile's first column; `c` the thread of
-  // consumer warpgroup `wg`; `ahead` two f32 registers that outlive the unit's stages.
+  // consumer warpgroup `wg`; `ahead` two f32 registers and `buffer` an i32 one that outlive the
+  // unit's stages.
   Fp8Factors(TileKernel& tk, const WgmmaAccumulator& acc, const Value& m0, const Value& n0,
-             const Value& c, const Value& wg, const Regs& ahead)
+             const Value& c, const Value& wg, const Regs& ahead, const Regs& buffer)
       : tk_(tk),
         acc_(acc),
         m0_(m0),
@@ -27,6 +28,7 @@ class Fp8Factors {
         c_(c),
         wg_(wg),
         ahead_(ahead),
+        buffer_(buffer),
         mode_(tk.shape.variant.scaling) {}
 
   bool PerStage() const { return mode_ == Fp8Scaling::kBlock || mode_ == Fp8Scaling::kBlockT; }
@@ -43,16 +45,16 @@ class Fp8Factors {
   // the stage's wgmmas are issued and meets the warpgroup at a named barrier there, where its
   // warps are together anyway (Stage), and reads its columns' factors in pairs after the wait
   // (Ready): no load's latency is waited for, and only those reads lie between the wait and the
-  // promotion, its critical path (docs/perf/2026-11-29-fp8-gemm.md). Two buffers suffice: a
-  // thread writing one at stage kb + 1 has passed stage kb's barrier, which every reader of that
-  // buffer at stage kb - 1 reached after its reads.
+  // promotion, its critical path (docs/perf/2026-11-29-fp8-gemm.md). Two buffers, taken in turn
+  // stage after stage whatever the units (a split tile's part may start at any k-tile), suffice:
+  // a thread writing one has passed the last stage's barrier, which every reader of that buffer
+  // at the stage before reached after its reads.
   void Start(const Value& kb) {
     if (mode_ == Fp8Scaling::kBlockT) Fetch(kb);
   }
   // k-tile `kb`'s scales to the buffer; the next k-tile's fetched (`last`'s again past it).
   void Stage(const Value& kb, const Value& last) {
     if (mode_ != Fp8Scaling::kBlockT) return;
-    kb_ = kb;
     Value factor = ahead_[0].Load() * ahead_[1].Load();
     tk_.k.If(c_ < acc_.n(), [&] { tk_.k.Store(Slot(c_), factor); });
     Fetch(Min(kb + 1, last));
@@ -67,6 +69,7 @@ class Fp8Factors {
       cols.push_back(pair.Lane(0)), cols.push_back(pair.Lane(1));
     }
     for (int i = 0; i < acc_.n() / 2; ++i) factors_.push_back(cols[ColumnOf(i)]);
+    buffer_[0] = buffer_[0].Load() ^ 1;  // the next stage's
   }
 
   // Loads the factors of k-tile `kb` (PerStage), or of all of K: before the stage's wgmmas are
@@ -130,17 +133,16 @@ class Fp8Factors {
                    {.mask = c_ < acc_.n()});
     ahead_[1] = Scale(tk_.scale_a, (m0_ / 128).To(i64) * tk_.sa_row + kb * tk_.sa_k);
   }
-  // Column `col` of this consumer's buffer of k-tile kb_'s B scales (two per consumer,
+  // Column `col` of this consumer's buffer of this stage's B scales (two per consumer,
   // alternating).
-  Value Slot(const Value& col) const { return tk_.scale_cols.At(wg_ * 2 + kb_.To(i32) % 2, col); }
+  Value Slot(const Value& col) const { return tk_.scale_cols.At(wg_ * 2 + buffer_[0].Load(), col); }
 
   TileKernel& tk_;
   const WgmmaAccumulator& acc_;
   Value m0_, n0_, c_, wg_;
-  Regs ahead_;
+  Regs ahead_, buffer_;
   Fp8Scaling mode_;
   std::vector<Value> factors_;
-  Value kb_;
 };
 
 }  // namespace
@@ -151,11 +153,13 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
   k.WaitForPriorGrids();
   Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
   WgmmaAccumulator acc = k.WgmmaAcc(BN), part = k.WgmmaAcc(BN);
-  Regs ahead = k.Registers(Type::Of(f32), 2);  // blockwise_t: the next stage's scales
+  Regs ahead = k.Registers(Type::Of(f32), 2);   // blockwise_t: the next stage's scales
+  Regs buffer = k.Registers(Type::Of(i32), 1);  // blockwise_t: this stage's buffer, 0 or 1
+  buffer[0] = k.I32(0);
   Pipeline::Cursor at = tk.ring.Start();
   TileEpilogue epilogue(tk, acc, c, wg, lane, row0);
   tk.for_each_unit([&](Value m0, Value n0, const examples::WorkUnit& u) {
-    Fp8Factors factors(tk, part, m0 + row0, n0, c, wg, ahead);
+    Fp8Factors factors(tk, part, m0 + row0, n0, c, wg, ahead, buffer);
     const Value last = (u.k_end - 1).To(i64);
     // One stage: its wgmma group into `part`, then promoted (the first stage of a unit starts acc).
     auto stage = [&](const Value& kb, bool first) {
