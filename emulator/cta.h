@@ -826,7 +826,7 @@ class Cta {
     bool a_mn_major = false;  // imm-trans-a (A from a descriptor)
     bool b_mn_major = false;  // imm-trans-b
     int n = 0, k = 16;        // k: 16 for 16-bit operands, 32 for 8-bit ones (32 bytes a row)
-    bool scale_d = true, negate_a = false, negate_b = false, bf16 = true;
+    bool scale_d = true, negate_a = false, negate_b = false;
     OperandFormat a_format = OperandFormat::kBF16, b_format = OperandFormat::kBF16;
     int line = 0;
     const Instr* in = nullptr;

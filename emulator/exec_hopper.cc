@@ -462,7 +462,6 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
                   "only wgmma m64nNk16 with bf16/f16 inputs, m64nNk32 with e4m3/e5m2 inputs, and "
                   "f32 accumulators are emulated");
     op.a_format = *a_format, op.b_format = *b_format, op.k = shape_k;
-    op.bf16 = op.a_format == OperandFormat::kBF16;
     // Operands: d, a (a descriptor, or four b32 registers), b-desc, scale-d, imm-scale-a,
     // imm-scale-b, then for 16-bit inputs imm-trans-a (descriptor A only) and imm-trans-b.
     const bool a_regs = in.ops.at(1).kind == Operand::Kind::kVector;
@@ -501,7 +500,8 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
             op.a_row_taint[row] = RegTaint(threads_[i], mine.ops[1].regs[j]);
           for (int h = 0; h < 2; ++h) {
             const uint16_t e = static_cast<uint16_t>(bits >> (16 * h));
-            op.a_from_regs[row * 16 + col + h] = op.bf16 ? Bf16ToF32(e) : F16ToF32(e);
+            op.a_from_regs[row * 16 + col + h] =
+                op.a_format == OperandFormat::kBF16 ? Bf16ToF32(e) : F16ToF32(e);
           }
         }
       }

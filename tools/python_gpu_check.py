@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import kiln
+from attention_peers import time_ms
 
 failures = 0
 
@@ -149,7 +150,7 @@ def fp8_gemms():
 
 def fp8_quantize():
     """kiln.quantize_e4m3 against torch's own quantization with the same scales, the result fed to
-    the blockwise GEMM; and its bandwidth against a device copy (median of 20 single calls):
+    the blockwise GEMM; and its bandwidth against a device copy (median of 20 blocks of 10 calls):
     bytes read and written per second, each."""
     for m, k in [(4096, 7168), (77, 528), (1, 16), (16384, 4096)]:
         x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16) * 3
@@ -163,18 +164,7 @@ def fp8_quantize():
                float((q.view(torch.uint8) != want.view(torch.uint8)).float().mean()), 1e-3)
         if m >= 4096:
             def ms(fn):  # blocks of 10 calls back to back, so that the host's issue is hidden
-                for _ in range(3):
-                    fn()
-                times = []
-                for _ in range(20):
-                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    a.record()
-                    for _ in range(10):
-                        fn()
-                    b.record()
-                    b.synchronize()
-                    times.append(a.elapsed_time(b) / 10)
-                return sorted(times)[10]
+                return time_ms(fn, 20, repeats=10)
             y, qb = torch.empty_like(x), q.view(torch.uint8)
             kernel = kiln.load(kiln.bundle_dir(), "ops/quantize_e4m3")
             quant_ms = ms(lambda: kernel(x, qb, s, m, k, kb, m * kb * 16))

@@ -29,7 +29,7 @@ struct AttentionGradResult {
   // The backward run again this many times, each the same bytes (dK and dV; dQ too where
   // AttentionOptions::dq_atomics is off).
   int runs_identical = 0;
-  double ms = 0, tflops = 0;  // GPU runs only: a backward pass's median time and its TFLOPS
+  double ms = 0, tflops = 0;  // set by RunAttentionBackwardGpu's timing alone (its comment)
 };
 
 // Packed sequences (size.varlen, as VarlenSize gives it) take their `lengths`, each sequence

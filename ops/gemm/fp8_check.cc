@@ -4,13 +4,13 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ops/attention/attention_check.h"
 #include "ops/attention/harness_memory.h"
-#include "ops/gemm/gemm_fp8.h"
 
 namespace kiln::examples {
 namespace {
@@ -75,11 +75,9 @@ Quantized Quantize(int64_t rows, int64_t K, int64_t group_rows, int64_t group_k,
   return q;
 }
 
-struct Run {
-  std::function<absl::Status(const rt::GemmOperands&)> gemm;
-};
+using RunGemmOn = std::function<absl::Status(const rt::GemmOperands&)>;
 
-absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const Run& run,
+absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const RunGemmOn& run,
                                     const Fp8GemmProblem& p, uint64_t seed,
                                     rt::GemmOperands* kept = nullptr) {
   const int64_t M = p.size.m, N = p.size.n, K = p.size.k, KB = CeilDiv(K, 128);
@@ -110,7 +108,7 @@ absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const Run& run,
     if (!s->ok()) return s->status();
   if (absl::Status s = mem.poison(*pc, M * N * out_bytes); !s.ok()) return s;
   o.a = *pa, o.b = *pb, o.c = *pc, o.scale_a = *sa, o.scale_b = *sb;
-  if (absl::Status s = run.gemm(o); !s.ok()) return s;
+  if (absl::Status s = run(o); !s.ok()) return s;
   std::vector<uint8_t> raw(M * N * out_bytes);
   if (absl::Status s = mem.copy_out(raw.data(), *pc, raw.size()); !s.ok()) return s;
   auto c_at = [&](int64_t m, int64_t n) -> double {
@@ -179,10 +177,10 @@ absl::StatusOr<Fp8GemmResult> RunFp8GemmGpu(rt::GemmRunner& runner, const Fp8Gem
                                             int iters, uint64_t seed) {
   std::vector<rt::DeviceBuffer> buffers;
   const rt::GemmOptions options = OptionsOf(p);
-  Run run{[&](const rt::GemmOperands& o) -> absl::Status {
+  RunGemmOn run = [&](const rt::GemmOperands& o) -> absl::Status {
     if (absl::Status s = runner.Run(p.size, options, o); !s.ok()) return s;
     return rt::Synchronize();
-  }};
+  };
   rt::GemmOperands o;
   absl::StatusOr<Fp8GemmResult> r = Check(GpuMemory(buffers), run, p, seed, &o);
   if (!r.ok()) return r;
@@ -201,8 +199,9 @@ absl::StatusOr<Fp8GemmResult> RunFp8GemmEmulated(
     uint64_t seed) {
   emu::Device d;
   EmulatedOpDevice device(d, bundle_of, seed);
-  Run run{
-      [&](const rt::GemmOperands& o) { return rt::RunGemm(p.size, OptionsOf(p), o, 90, device); }};
+  RunGemmOn run = [&](const rt::GemmOperands& o) {
+    return rt::RunGemm(p.size, OptionsOf(p), o, 90, device);
+  };
   absl::StatusOr<Fp8GemmResult> r = Check(EmulatorMemory(d), run, p, seed);
   if (r.ok()) {
     if (absl::Status s = Described(*r, p, 90); !s.ok()) return s;

@@ -30,7 +30,7 @@ struct Fp8GemmResult {
   double quantized_error = 0;   // against the unquantized inputs' product
   bool passed = false;
   std::string failure;
-  double ms = 0, tflops = 0;  // GPU only: the median of single calls
+  double ms = 0, tflops = 0;  // set by RunFp8GemmGpu's timing alone (single calls)
 };
 
 absl::StatusOr<Fp8GemmResult> RunFp8GemmGpu(rt::GemmRunner& runner, const Fp8GemmProblem& p,

@@ -9,13 +9,10 @@
 
 namespace kiln::rt {
 
-// The epilogue's terms for the swapped problem C^T = B^T A^T (bias_row and bias_col trade places),
-// in the kernels' order.
-absl::StatusOr<std::string> SwappedEpilogue(const std::string& terms);
-
 // The tile, and its split, for an 8-bit problem as the kernel sees it.
 GemmChoice ChooseFp8Tile(const GemmSize& size);
-// PlanGemm for 8-bit inputs: `terms` the epilogue's, canonical.
+// PlanGemm for 8-bit inputs, past its checks shared with 16-bit ones: `terms` the epilogue's,
+// canonical.
 absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& options,
                                      const std::string& terms, const GemmOperands& operands,
                                      int compute_capability);

@@ -108,7 +108,9 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
   kernel_options.a_mn = o.c_row_major ? o.b_row_major : o.a_col_major;
   kernel_options.b_mn = o.c_row_major ? o.a_col_major : o.b_row_major;
   if (o.c_row_major) {
-    absl::StatusOr<std::string> reordered = SwappedEpilogue(terms);
+    kernel_options.epilogue =
+        absl::StrReplaceAll(terms, {{"bias_row", "bias_col"}, {"bias_col", "bias_row"}});
+    absl::StatusOr<std::string> reordered = CanonicalEpilogue(kernel_options.epilogue);
     if (!reordered.ok()) return reordered.status();
     kernel_options.epilogue = *reordered;
   }
@@ -237,11 +239,6 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
 
 }  // namespace
 
-absl::StatusOr<std::string> SwappedEpilogue(const std::string& terms) {
-  return CanonicalEpilogue(
-      absl::StrReplaceAll(terms, {{"bias_row", "bias_col"}, {"bias_col", "bias_row"}}));
-}
-
 absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options,
                                   const GemmOperands& o, int compute_capability,
                                   const GemmTuneCache* tuned) {
@@ -252,10 +249,10 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
     return Invalid("M, N and K must fit in 32 bits");
   absl::StatusOr<std::string> terms = CanonicalEpilogue(options.epilogue);
   if (!terms.ok()) return terms.status();
-  if (IsFp8Type(options.in_type)) return PlanFp8Gemm(size, options, *terms, o, compute_capability);
-  if (!options.scaling.empty())
+  const bool fp8 = IsFp8Type(options.in_type);
+  if (!fp8 && !options.scaling.empty())
     return Invalid(absl::StrCat("a scaling ('", options.scaling, "') is for 8-bit inputs"));
-  if (options.in_type != "bf16" && options.in_type != "f16")
+  if (!fp8 && options.in_type != "bf16" && options.in_type != "f16")
     return Invalid(absl::StrCat("input type '", options.in_type, "': bf16, f16, e4m3 or e5m2"));
   if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
     return Invalid(absl::StrCat("output type '", options.out_type, "': bf16, f16 or f32"));
@@ -272,6 +269,7 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   if (o.ldb && o.ldb < b_rows)
     return Invalid(
         absl::StrCat("ldb = ", o.ldb, " is less than ", o.b_row_major ? "N = " : "K = ", b_rows));
+  if (fp8) return PlanFp8Gemm(size, options, *terms, o, compute_capability);
   const bool swiglu = *terms == "swiglu";
   if (swiglu) {
     if (absl::Status st = CheckSwiglu(size, o); !st.ok()) return st;

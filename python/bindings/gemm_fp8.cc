@@ -51,10 +51,9 @@ std::string ScalingOf(const Array& sa, const Array& sb, int64_t m, int64_t n, in
   const int64_t kb = CeilDiv(k, 128);
   if (a.size() == 2 && b.size() == 2 && a[0] == m && a[1] == kb && b[0] == CeilDiv(n, 128) &&
       b[1] == kb) {
+    // A scale of one value has no strides: the entry point's defaults then read it.
     o.sa_row = stride(sa, 0), o.sa_k = stride(sa, 1), o.sb_row = stride(sb, 0),
     o.sb_k = stride(sb, 1);
-    if (!o.sa_row && !o.sa_k) o.sa_row = 1;  // one value: any nonzero stride reads it
-    if (!o.sb_row && !o.sb_k) o.sb_k = 1;
     return "blockwise";
   }
   const bool rows_a = count(a) == m && (a.size() == 1 || (a.size() == 2 && a[1] == 1)),

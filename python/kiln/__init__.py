@@ -172,9 +172,10 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, fused):
         _type_of(out) if out is not None and _is_torch(out) else "bf16")
     if out is None:
         out = _empty(a, (a.shape[0], b.shape[1]), out_type)
-    bytes_of = (lambda x: x.view(__import__("torch").uint8)) if _is_torch(a) else (lambda x: x)
-    _kiln._gemm_fp8(bytes_of(a), bytes_of(b), out, scale_a, scale_b, out_type,
-                    stream=_stream([a]))
+    if _is_torch(a):  # DLPack carries the bytes
+        import torch
+        a, b = a.view(torch.uint8), b.view(torch.uint8)
+    _kiln._gemm_fp8(a, b, out, scale_a, scale_b, out_type, stream=_stream([a]))
     return out
 
 

@@ -1,7 +1,6 @@
 // The attention backward (attention/bwd_prep, hopper_dkdv, hopper_dq) on the emulator at small
 // ragged sizes against the harness's fp64 reference of every head's gradients, run twice for the
 // same bytes; and the entry point's plan and errors.
-#include <map>
 #include <string>
 #include <vector>
 

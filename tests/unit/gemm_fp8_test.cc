@@ -1,7 +1,6 @@
 // The 8-bit GEMM entry point (e4m3 on the tile kernels, each stage's partial sums promoted with
 // their scales) on the emulator at small ragged sizes, every scaling, against the harness's fp64
 // product of the dequantized inputs; and the plan's errors.
-#include <map>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -70,6 +69,10 @@ TEST(Fp8Gemm, PlanErrorsNameTheProblem) {
   rt::GemmOptions no_scaling = fp8;
   no_scaling.scaling = "";
   EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, no_scaling, ok, 90)).find("need a scaling"),
+            std::string::npos);
+  rt::GemmOptions fused = fp8;
+  fused.epilogue = "relu";
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, fused, ok, 90)).find("no fused epilogue"),
             std::string::npos);
   rt::GemmOptions bf16_scaled;
   bf16_scaled.scaling = "rowwise";
