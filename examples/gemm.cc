@@ -365,7 +365,9 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   // columns 16 bytes apart); K any, A's and B's strides being the caller's (the entry point
   // copies operands whose rows are off 16 bytes first, gemm/restride16; a packed K-major operand
   // of K % 8 != 0 fails at its tensor map, naming it).
-  if (shape.ragged)
+  if (shape.grouped_a && (!shape.ragged || shape.a_mn || shape.a_edge_rows))
+    k.Fail("grouped A is for ragged TMA GEMMs with K-major A and no edge boxes", loc);
+  if (shape.ragged && !shape.grouped_a)
     DescribeGemm(k,
                  {.in_type = shape.in_type,
                   .out_type = shape.out_type,
@@ -383,7 +385,7 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
                   .block_k = shape.bk,
                   .epilogue = shape.epilogue},
                  loc);
-  else
+  else if (!shape.ragged)
     DescribeGemm(k,
                  {.c_order = shape.c_row_major ? "row" : "col",
                   .tile_m = shape.divide_m ? shape.divide_m : shape.bm,
@@ -431,9 +433,10 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     k.Fail("8-bit operands are read K-major through rank-2 128B-swizzled maps only", loc);
   const int box_k = shape.rank == 3 ? shape.bk : 128 / es;  // rank 3: one box covers the k-tile
   g.slab = (shape.interleaved ? 16 : 128) / es;
-  rt::TensorMapParam a = shape.a_mn ? MnMajorMap(k, "A", "M", shape.bk, shape.by_value, loc)
-                                    : KMajorMap(k, "A", "M", shape.bm, shape.rank, shape.by_value,
-                                                box_k, shape.interleaved, loc, es);
+  rt::TensorMapParam a =
+      shape.a_mn ? MnMajorMap(k, "A", "M", shape.bk, shape.by_value, loc)
+                 : KMajorMap(k, "A", shape.grouped_a ? "M*groups" : "M", shape.bm, shape.rank,
+                             shape.by_value, box_k, shape.interleaved, loc, es);
   rt::TensorMapParam b =
       shape.b_mn ? MnMajorMap(k, "B", "N", shape.bk, shape.by_value, loc)
                  : KMajorMap(k, "B", "N", shape.b_box_rows ? shape.b_box_rows : shape.bn,

@@ -114,6 +114,10 @@ struct TmaGemmShape {
   // N contiguous), each read as 64-wide blocks of its rows by bk of K (one 2D box each), which
   // the wgmma takes transposed (Kernel::WgmmaTile).
   bool a_mn = false, b_mn = false;
+  // A grouped GEMM's (ops/gemm/kernels/tile_groups.cc): A holds the groups' M-row matrices one
+  // after another ("M*groups" rows, the integer parameter "groups" declared by the caller), and the
+  // kernel is described as no plain GEMM (its manifest has no "gemm" attribute).
+  bool grouped_a = false;
 };
 struct TmaGemmOperands {
   TensorMap A, B, C;

@@ -5,10 +5,11 @@
 
 namespace kiln::py {
 
-void BindKernels(nanobind::module_& m);    // kiln.Kernel (kiln.load)
-void BindRowOps(nanobind::module_& m);     // rms_norm, layer_norm, softmax
-void BindGemm(nanobind::module_& m);       // gemm
-void BindGemmFp8(nanobind::module_& m);    // gemm of 8-bit inputs
-void BindAttention(nanobind::module_& m);  // attention
+void BindKernels(nanobind::module_& m);      // kiln.Kernel (kiln.load)
+void BindRowOps(nanobind::module_& m);       // rms_norm, layer_norm, softmax
+void BindGemm(nanobind::module_& m);         // gemm
+void BindGemmFp8(nanobind::module_& m);      // gemm of 8-bit inputs
+void BindGroupedGemm(nanobind::module_& m);  // grouped_gemm
+void BindAttention(nanobind::module_& m);    // attention
 
 }  // namespace kiln::py

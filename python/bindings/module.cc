@@ -17,5 +17,6 @@ NB_MODULE(_kiln, m) {
   kiln::py::BindRowOps(m);
   kiln::py::BindGemm(m);
   kiln::py::BindGemmFp8(m);
+  kiln::py::BindGroupedGemm(m);
   kiln::py::BindAttention(m);
 }

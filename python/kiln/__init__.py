@@ -23,7 +23,7 @@ _INSTALLED_BUNDLES = _os.path.join(_os.path.dirname(__file__), "..", "..", "..",
 if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES):
     set_bundle_dir(_os.path.normpath(_INSTALLED_BUNDLES))
 
-__all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "quantize_e4m3",
+__all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "grouped_gemm", "quantize_e4m3",
            "swiglu_weights", "attention",
            "decode_attention", "paged_append", "varlen_attention", "varlen_attention_backward",
            "softmax", "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]
@@ -151,6 +151,30 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
         out = _empty(a, (a.shape[0], n), out_type)
     _kiln._gemm(a, b, out, c, bias, residual, float(alpha), float(beta), ",".join(terms),
                 in_type, out_type, stream=_stream([a]))
+    return out
+
+
+def grouped_gemm(x, w, offsets=None, *, counts=None, out=None):
+    """A grouped GEMM (Mixture-of-Experts): out[t] = x[t] @ w[e].T for each token t of expert e,
+    w (E, N, K) holding each expert's (N, K) linear weight; one launch, the group sizes read on the
+    device (no host sync; a CUDA graph can hold it).
+
+    Contiguous (offsets): x (T, K), out (T, N), the experts' tokens one after another; offsets
+    (E,) int32 the end of each expert's rows (cumulative, as torch._grouped_mm's offs), expert e
+    owning rows offsets[e-1] .. offsets[e]. Masked (counts): x (E, C, K), out (E, C, N), expert e
+    owning rows 0 .. counts[e] of its block of C (decode's fixed capacity).
+
+    Rows no expert owns are not written (out's contents stay; NaN on the emulator). CUDA tensors:
+    bf16, row-major and packed, on the caller's stream. Host arrays: f32, run on the emulator as
+    bf16.
+    """
+    _require((offsets is None) != (counts is None),
+             "kiln.grouped_gemm: give either offsets (contiguous) or counts (masked)")
+    masked = counts is not None
+    shape = tuple(x.shape[:-1]) + (w.shape[1],)
+    if out is None:
+        out = _empty(x, shape, "bf16")
+    _kiln._grouped_gemm(x, w, out, counts if masked else offsets, masked, stream=_stream([x]))
     return out
 
 

@@ -291,6 +291,54 @@ class GemmFp8(unittest.TestCase):
             self.assertIn(says, str(e.exception))
 
 
+class GroupedGemm(unittest.TestCase):
+    E, N, K = 3, 72, 40
+
+    def weights(self, rng):
+        return rng.standard_normal((self.E, self.N, self.K)).astype(np.float32)
+
+    def test_contiguous_groups_and_unowned_rows(self):
+        rng = np.random.default_rng(5)
+        tokens = [9, 0, 1]  # an empty expert and a one-token one; two rows after the last
+        x = rng.standard_normal((sum(tokens) + 2, self.K)).astype(np.float32)
+        w = self.weights(rng)
+        offsets = np.cumsum(tokens).astype(np.int32)
+        got = kiln.grouped_gemm(x, w, offsets)
+        self.assertEqual(got.shape, (x.shape[0], self.N))
+        begin = 0
+        for e, t in enumerate(tokens):
+            want = bf16(x[begin:begin + t]) @ bf16(w[e]).T
+            if t:
+                self.assertLess(rel_error(got[begin:begin + t], want), 5e-3, e)
+            begin += t
+        self.assertTrue(np.all(np.isnan(got[begin:])), "rows no expert owns stay unwritten")
+
+    def test_masked_counts(self):
+        rng = np.random.default_rng(6)
+        counts = np.int32([2, 8, 0])
+        x = rng.standard_normal((self.E, 8, self.K)).astype(np.float32)
+        w = self.weights(rng)
+        got = kiln.grouped_gemm(x, w, counts=counts)
+        for e, c in enumerate(counts):
+            if c:
+                self.assertLess(rel_error(got[e, :c], bf16(x[e, :c]) @ bf16(w[e]).T), 5e-3, e)
+            self.assertTrue(np.all(np.isnan(got[e, c:])), e)
+
+    def test_errors_name_the_problem(self):
+        x = np.zeros((4, self.K), np.float32)
+        w = np.zeros((self.E, self.N, self.K), np.float32)
+        for call, says in [
+            (lambda: kiln.grouped_gemm(x, w), "either offsets"),
+            (lambda: kiln.grouped_gemm(x, w, np.int32([1, 2])), "do not make"),
+            (lambda: kiln.grouped_gemm(x, w, np.float32([1, 2, 4])), "offsets must"),
+            (lambda: kiln.grouped_gemm(x[:, :36].copy(), w[:, :, :36].copy(), np.int32([1, 2, 4])),
+             "multiples of 8"),
+        ]:
+            with self.assertRaises(kiln.Error) as e:
+                call()
+            self.assertIn(says, str(e.exception))
+
+
 class Attention(unittest.TestCase):
     def test_ragged_grouped_and_causal(self):
         rng = np.random.default_rng(7)

@@ -55,6 +55,15 @@ ABSL_FLAG(std::string, epilogue, "",
 ABSL_FLAG(
     std::string, tune_cache, "",
     "`kiln tune` writes (adds to) this file the fastest kernel per size; `kiln gemm` reads it");
+ABSL_FLAG(int64_t, experts, 0, "`kiln grouped-gemm`: the groups (experts)");
+ABSL_FLAG(std::string, tokens, "",
+          "`kiln grouped-gemm`: each expert's tokens: one count for all, or one per expert "
+          "(70,0,1,200)");
+ABSL_FLAG(bool, masked, false,
+          "`kiln grouped-gemm`: the masked layout (each expert a block of --capacity rows, its "
+          "count on the device) instead of the contiguous one");
+ABSL_FLAG(int64_t, capacity, 0,
+          "`kiln grouped-gemm --masked`: rows per expert's block (default: the largest count)");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
 ABSL_FLAG(int64_t, b, 1, "`kiln attention`: batch");
 ABSL_FLAG(int64_t, h, 16, "`kiln attention`: query heads");
@@ -92,7 +101,8 @@ ABSL_FLAG(double, scale, 0, "`kiln attention`: softmax scale (0: 1/sqrt(d))");
 ABSL_FLAG(std::string, kernel, "",
           "`kiln attention`: run this variant instead of the entry point's choice (a tiling: "
           "attention/hopper.d64.wg3.bn128; or attention/blackwell.d128 with --emulate); `kiln "
-          "gemm --dtype e4m3`: this tile kernel, whole tiles (gemm/bf16_sm90_n128)");
+          "gemm --dtype e4m3`: this tile kernel, whole tiles (gemm/bf16_sm90_n128); `kiln "
+          "grouped-gemm`: this grouped kernel (gemm/grouped_sm90_n64)");
 ABSL_FLAG(int32_t, steady_launches, 32,
           "GEMM timings at M <= 64: launches a timed block of the steady-state measure (back to "
           "back over "

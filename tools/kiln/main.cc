@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   }
   if (command == "gemm") return kiln::cli::Gemm(args);
   if (command == "tune") return kiln::cli::Tune(args);
+  if (command == "grouped-gemm") return kiln::cli::GroupedGemm();
   if (command == "attention") return kiln::cli::Attention();
   if (command == "plot") {  // the charts of a results TSV written before (kiln bench/gemm --out)
     if (args.size() != 1) {

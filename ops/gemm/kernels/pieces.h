@@ -18,8 +18,11 @@ namespace kiln::examples {
 ScheduleTable GemmWork(int tile_m, int tile_n, int bk, int groups, int slots);
 // One unit: tile (m_index, n_index), its k-tiles [k_begin, k_end), part `part` of `parts` (in k
 // order), whose tile's partials start at slot `slot` (-1: a whole tile, no partials).
+// A grouped GEMM's unit (ops/gemm/kernels/tile_groups.cc) also carries A's first row for its
+// group (`a_row`) and the end of the group's columns of C (`n_end`); invalid elsewhere.
 struct WorkUnit {
   Value m_index, n_index, k_begin, k_end, slot, part, parts;
+  Value a_row, n_end;
 };
 using WorkUnitBody = std::function<void(const WorkUnit&)>;
 // As ScheduledTiles, over a work table's units, read from global memory (L2) rather than copied

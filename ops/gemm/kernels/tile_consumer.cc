@@ -10,6 +10,16 @@ void FinishTileUnit(TileKernel& tk, WgmmaAccumulator& acc, TileEpilogue& epilogu
                     const Value& n0, const examples::WorkUnit& u, const Value& c, const Value& wg,
                     const Value& row0) {
   Kernel& k = tk.k;
+  if (tk.shape.grouped()) {  // whole tiles: through C's map where inside the group
+    epilogue.SetColumnEnd(u.n_end);
+    if (tk.shape.direct_out()) return epilogue.StoreDirect(m0, n0);
+    return k.If(
+        n0 + tk.shape.bn <= u.n_end, [&] { epilogue.Pack(m0, n0); },
+        [&] {
+          epilogue.StoreDirect(m0, n0);
+          epilogue.pending()[0] = 0;
+        });
+  }
   auto finish = [&] {
     if (tk.shape.direct_out())
       tk.shape.epi().swiglu ? epilogue.StoreSwiglu(m0, n0) : epilogue.StoreDirect(m0, n0);

@@ -25,7 +25,7 @@ void TileEpilogue::WriteOut() {
 std::tuple<Value, Value, Value> TileEpilogue::ElementAt(const Value& m0, const Value& n0, int p,
                                                         int e) const {
   Value row = m0 + row0_ + acc_.Row(p), col = n0 + acc_.Col(p) + e;
-  return std::tuple{row, col, (row < tk_.g.M) & (col < tk_.g.N)};
+  return std::tuple{row, col, (row < tk_.g.M) & (col < (col_end_.valid() ? col_end_ : tk_.g.N))};
 }
 
 // A thread's two rows share a bias_row, each of its column pairs a bias_col; each load is masked

@@ -30,6 +30,8 @@ class TileEpilogue {
   // WriteOut writes a consumer's 32 rows of C; StoreSwiglu stores them from registers.
   void StoreSwiglu(const Value& m0, const Value& n0);
   const Regs& pending() const { return pending_; }
+  // The end of the columns stored from here on (by default N): a grouped tile's group's end.
+  void SetColumnEnd(const Value& end) { col_end_ = end; }
 
  private:
   using BiasOfSlot = std::map<int, std::pair<Value, Value>>;
@@ -53,6 +55,7 @@ class TileEpilogue {
   Regs packed_;       // the tile to write, pairs of 16-bit elements
   Regs pending_;      // {tile to write?, its m0, its n0}
   Regs input_phase_;  // the parity input_bars[wg] completes next
+  Value col_end_;
 };
 
 // A unit's end, after its mainloop: a split tile's share summed by the part that ends last, then

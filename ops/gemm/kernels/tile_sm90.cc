@@ -29,11 +29,16 @@ Value StreamsA(const TmaGemmOperands& g) {
 }  // namespace
 
 // Columns of C per staged TMA store: the whole tile up to 128, else 128-column pieces, or two
-// halves where 128 does not divide it (160: two of 80).
-int TileShape::piece_n() const { return bn <= 128 ? bn : bn % 128 == 0 ? 128 : bn / 2; }
+// halves where 128 does not divide it (160: two of 80). A grouped GEMM's wide tile stores 64 at a
+// time: its C buffers make room for the groups' counts.
+int TileShape::piece_n() const {
+  if (grouped() && bn > 64) return 64;
+  return bn <= 128 ? bn : bn % 128 == 0 ? 128 : bn / 2;
+}
 
 // C goes from registers where it is f32 (stmatrix moves 16-bit elements) or where M is no multiple
-// of 8 (C's map would need 16-byte column strides).
+// of 8 (C's map would need 16-byte column strides). (A grouped GEMM stores the tiles that cross a
+// group's end from registers too: FinishTileUnit.)
 bool TileShape::direct_out() const { return out() == f32 || variant.any_m; }
 
 // Accumulator pairs whose fused-epilogue loads (C_in, bias, residual) go out together, all before
@@ -64,7 +69,7 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   // or in a 128-row tile with more than 32 rows before M one box of 64 (ACopies): TMA's zero fill
   // of rows past M costs throughput, and so does each box issued
   // (docs/perf/2026-11-25-a-rows-past-m.md, docs/perf/2026-11-26-a-rows-past-m-128-row-tiles.md).
-  const int A_EDGE = !shape.variant.a_mn ? 16 : 0;
+  const int A_EDGE = !shape.variant.a_mn && !shape.grouped() ? 16 : 0;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (1 + CONSUMERS))});
   TmaGemmOperands g = examples::DeclareTmaGemm(k, {.bm = BM,
                                                    .bn = BN,
@@ -80,14 +85,23 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
                                                    .out_type = examples::ScalarName(out),
                                                    .epilogue = shape.variant.epilogue.Terms(),
                                                    .a_mn = shape.variant.a_mn,
-                                                   .b_mn = shape.variant.b_mn});
+                                                   .b_mn = shape.variant.b_mn,
+                                                   .grouped_a = shape.grouped()});
   // The work table (whole tiles, split-K or stream-K, as the launch's split says); a split tile's
-  // parts meet in the workspaces (ReducePartials).
-  k.I32Param("split");
-  Value table = k.ScheduleTableParam("schedule",
-                                     examples::GemmWork(BM * CLUSTER, BN, BK, GROUPS, kWorkSlots));
-  Value partials = k.WorkspaceParam("partials", f32, "schedule", int64_t{CLUSTER} * BM * BN * 4);
-  Value counters = k.WorkspaceParam("counters", i32, "schedule", int64_t{CLUSTER} * CONSUMERS * 4);
+  // parts meet in the workspaces (ReducePartials). A grouped GEMM walks its groups instead.
+  Value table, partials, counters;
+  GroupedWork grouped;
+  if (shape.grouped()) {
+    grouped = DeclareGroupedWork(k, shape);
+    if (!direct_out)  // the tiles that cross a group's end go out from registers
+      g.Cptr = GlobalTensor(k.PtrParam("C", out), {g.M, g.N}, {k.I32(1), g.M});
+  } else {
+    k.I32Param("split");
+    table = k.ScheduleTableParam("schedule",
+                                 examples::GemmWork(BM * CLUSTER, BN, BK, GROUPS, kWorkSlots));
+    partials = k.WorkspaceParam("partials", f32, "schedule", int64_t{CLUSTER} * BM * BN * 4);
+    counters = k.WorkspaceParam("counters", i32, "schedule", int64_t{CLUSTER} * CONSUMERS * 4);
+  }
   const EpilogueSpec& epi = shape.variant.epilogue;
   const Epilogue epilogue = Epilogue::Declare(k, epi, g.M, g.N, /*column_major=*/true);
   Value scale_a, scale_b, sa_row, sa_k, sb_row, sb_k;  // 8-bit inputs' scales (TileKernel)
@@ -121,8 +135,8 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   SmemTile last_flags =
       k.Smem(i32, CONSUMERS, 1);  // per consumer: its share of a split tile came last
   Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
-  std::function<void(const examples::WorkUnitBody&)> work_walk =
-      examples::ScheduledWork(k, table, kWorkSlots);
+  std::function<void(const examples::WorkUnitBody&)> work_walk;
+  if (!shape.grouped()) work_walk = examples::ScheduledWork(k, table, kWorkSlots);
   Value tid = k.ThreadIdx(), rank = CLUSTER > 1 ? k.ClusterCtaRank() : k.I32(0);
   TileKernel tk{k,    shape,          g,          epilogue,   tm_c_in,  tm_residual, sA,
                 sB,   {sC[0], sC[1]}, last_flags, input_bars, partials, counters,    rank,
@@ -133,10 +147,12 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   if (shape.variant.scaling == examples::Fp8Scaling::kBlockT)
     tk.scale_cols = k.Smem(f32, 2 * CONSUMERS, BN);
   tk.for_each_unit = [&](const auto& body) {
+    if (shape.grouped()) return ForEachGroupedUnit(k, shape, grouped, g, rank, body);
     work_walk([&](const WorkUnit& u) {
       body(u.m_index * (BM * CLUSTER) + rank * BM, u.n_index * BN, u);
     });
   };
+  if (shape.grouped()) CountGroupTiles(k, shape, grouped, g, tid, 128 * (1 + CONSUMERS));
   k.If(tid == 0, [&] {
     g.PrefetchDescriptors(k);  // under the barriers' setup and the cluster's sync
     for (int x = 0; x < input_bars.size(); ++x) input_bars[x].Init(1);
@@ -154,7 +170,7 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   examples::MulticastProducer(
       k, ring, g, sA, sB, BK, rank, examples::ForEachSpan([&](const examples::SpanBody& body) {
         tk.for_each_unit([&](Value m0, Value n0, const WorkUnit& u) {
-          body(m0, n0, u.k_begin * BK, u.k_end * BK);
+          body(u.a_row.valid() ? u.a_row : m0, n0, u.k_begin * BK, u.k_end * BK);
         });
       }),
       CLUSTER, k.L2Policy(CacheHint::kL2EvictFirst), StreamsB(g), StreamsA(g),

@@ -28,18 +28,26 @@ namespace kiln::ops {
 
 using examples::GemmVariant;
 
+// Grouped GEMMs (tile_groups.cc): C's columns (a row-major product's rows: the tokens) fall into
+// groups, each multiplied by its own A (an expert's weights), either one after another with each
+// group's end in `group_ends` (contiguous) or `groups` blocks of equal capacity with each one's
+// count in `group_counts` (masked).
+enum class Grouping { kNone, kContiguous, kMasked };
+
 // The CTA tile (64 rows a consumer warpgroup), the ring's depth, the cluster (CTAs along M sharing
 // B by multicast), and the variant: element types, storage orders and fused epilogue.
 // What follows from them is computed here alone (tile_sm90.cc).
 struct TileShape {
   int bm = 128, bn = 256, stages = 4, cluster = 2;
   GemmVariant variant = {};
+  Grouping grouping = Grouping::kNone;
 
   int consumers() const { return bm / 64; }  // consumer warpgroups
   // K per stage: one 128-byte swizzle span of each row (64 of 16-bit types, 128 of 8-bit ones, the
   // blockwise scales' granularity along K).
   int bk() const { return 128 / ScalarBytes(in()); }
   bool fp8() const { return IsFp8(in()); }
+  bool grouped() const { return grouping != Grouping::kNone; }
   int piece_n() const;  // columns of C a staged TMA store writes
   Scalar in() const { return variant.in; }
   Scalar out() const { return variant.epilogue.out; }
@@ -76,6 +84,27 @@ struct TileKernel {
   Value scale_a, scale_b, sa_row, sa_k, sb_row, sb_k;
   SmemTile scale_cols;  // blockwise_t: per consumer, two k-tiles' B scales, a row each
 };
+
+// ---- grouped GEMMs (tile_groups.cc)
+
+// At most this many groups: a CTA keeps a count of tiles per group in shared memory.
+inline constexpr int kMaxGroups = 1024;
+
+// The grouped walk's parameters ("groups", then "group_ends" or "group_counts") and shared memory.
+struct GroupedWork {
+  Value groups, rows;           // the group count; each group's end or count (i32)
+  SmemTile tiles_before, sums;  // [groups + 1] column tiles before each group; a warp's sum each
+};
+GroupedWork DeclareGroupedWork(Kernel& k, const TileShape& shape);
+// Every thread of the CTA, once, before the roles: each group's tiles counted and summed into
+// tiles_before (the caller synchronises the CTA after it).
+void CountGroupTiles(Kernel& k, const TileShape& shape, const GroupedWork& w,
+                     const examples::TmaGemmOperands& g, const Value& tid, int threads);
+// The cluster's units, whole tiles (m pair fastest, then the groups' column tiles in order):
+// body(m0, n0, unit) with the unit's a_row and n_end set.
+void ForEachGroupedUnit(Kernel& k, const TileShape& shape, const GroupedWork& w,
+                        const examples::TmaGemmOperands& g, const Value& rank,
+                        const std::function<void(Value, Value, const examples::WorkUnit&)>& body);
 
 // The consumer warpgroups' role: thread `t` of 128 * consumers.
 void RunTileConsumer(TileKernel& tk, const Value& t);

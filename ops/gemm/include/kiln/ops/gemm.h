@@ -35,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "kiln/ops/gemm_choice.h"
+#include "kiln/ops/grouped_gemm.h"
 #include "kiln/ops/op_device.h"
 #include "kiln/runtime/cuda_api.h"
 #include "kiln/runtime/driver.h"
@@ -113,6 +114,9 @@ class GemmRunner {
   // synchronise.
   absl::Status Run(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
                    cu::CUstream stream = nullptr);
+  // A grouped GEMM (kiln/ops/grouped_gemm.h) with this runner's kernels, the same way.
+  absl::Status RunGrouped(const GroupedGemmSize& size, const GroupedGemmOptions& options,
+                          const GroupedGemmOperands& operands, cu::CUstream stream = nullptr);
 
  private:
   LoadedKernels kernels_;

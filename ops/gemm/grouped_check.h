@@ -1,0 +1,47 @@
+// The grouped GEMM's harness: random normal x and w rounded to bf16, the groups' sizes on the
+// device, out poisoned with NaN, the entry point run, then every row checked: a group's rows
+// against an fp64 product with its expert's weights (every row of small problems, a few spread
+// rows of each group of large ones; NaN fails), the rows outside every group still poisoned. The
+// bound: out's bf16 rounding, 2^-8 (the inputs are exact bf16 values and the sums f32).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kiln/bundle/manifest.h"
+#include "kiln/ops/gemm.h"
+#include "kiln/ops/grouped_gemm.h"
+
+namespace kiln::examples {
+
+struct GroupedGemmProblem {
+  std::vector<int64_t> tokens;  // each group's rows (masked: at most the capacity)
+  int64_t n = 0, k = 0;
+  rt::GroupedLayout layout = rt::GroupedLayout::kContiguous;
+  // Masked: each group's block of rows (0: the largest group). Contiguous: rows after the last
+  // group that no group owns.
+  int64_t capacity = 0, spare_rows = 0;
+  std::string kernel;  // GroupedGemmOptions::kernel
+};
+
+struct GroupedGemmResult {
+  std::string kernel;
+  double error = 0, bound = 0;
+  bool passed = false;
+  std::string failure;
+  // RunGroupedGemmGpu's timing (single calls): the groups' rows' TFLOPS, and the rate at which the
+  // weights (all of w) were read.
+  double ms = 0, tflops = 0, weights_gbps = 0;
+};
+
+absl::StatusOr<GroupedGemmResult> RunGroupedGemmGpu(rt::GemmRunner& runner,
+                                                    const GroupedGemmProblem& p, int iters,
+                                                    uint64_t seed);
+// On the emulator (three SMs), the bundles from `bundle_of` (null: not found).
+absl::StatusOr<GroupedGemmResult> RunGroupedGemmEmulated(
+    const std::function<const rt::Bundle*(const std::string&)>& bundle_of,
+    const GroupedGemmProblem& p, uint64_t seed);
+
+}  // namespace kiln::examples

@@ -1,0 +1,85 @@
+// `kiln grouped-gemm`: a grouped GEMM (kiln/ops/grouped_gemm.h) of --experts groups of --tokens
+// each, checked against fp64 and timed (ops/gemm/grouped_check.h); --emulate runs it on the CPU
+// emulator.
+#include <iostream>
+#include <map>
+#include <optional>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "ops/gemm/grouped_check.h"
+#include "tools/kiln/common.h"
+#include "tools/kiln/flags.h"
+
+namespace kiln::cli {
+namespace {
+
+// --tokens: one count for every expert, or one per expert.
+absl::StatusOr<std::vector<int64_t>> Tokens(int64_t experts, const std::string& text) {
+  std::vector<int64_t> tokens;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int64_t t = 0;
+    if (!absl::SimpleAtoi(part, &t) || t < 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tokens: '", part, "' is no count of tokens (0 or more)"));
+    tokens.push_back(t);
+  }
+  if (tokens.size() == 1 && experts > 1) tokens.assign(experts, tokens[0]);
+  if (experts && static_cast<int64_t>(tokens.size()) != experts)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tokens: ", tokens.size(), " counts for ", experts, " experts (--experts)"));
+  return tokens;
+}
+
+}  // namespace
+
+int GroupedGemm() {
+  const bool emulate = absl::GetFlag(FLAGS_emulate);
+  if (absl::GetFlag(FLAGS_tokens).empty() || absl::GetFlag(FLAGS_n) < 1 ||
+      absl::GetFlag(FLAGS_k) < 1)
+    return Fail(absl::InvalidArgumentError(
+        "usage: kiln grouped-gemm --experts E --tokens T|T1,T2,.. --n N --k K [--masked]"));
+  absl::StatusOr<std::vector<int64_t>> tokens =
+      Tokens(absl::GetFlag(FLAGS_experts), absl::GetFlag(FLAGS_tokens));
+  if (!tokens.ok()) return Fail(tokens.status());
+  const kiln::examples::GroupedGemmProblem p{.tokens = *tokens,
+                                             .n = absl::GetFlag(FLAGS_n),
+                                             .k = absl::GetFlag(FLAGS_k),
+                                             .layout = absl::GetFlag(FLAGS_masked)
+                                                           ? kiln::rt::GroupedLayout::kMasked
+                                                           : kiln::rt::GroupedLayout::kContiguous,
+                                             .capacity = absl::GetFlag(FLAGS_capacity),
+                                             .kernel = absl::GetFlag(FLAGS_kernel)};
+  std::map<std::string, Bundle> bundles;
+  auto bundle_of = [&](const std::string& name) -> const Bundle* {
+    if (auto it = bundles.find(name); it != bundles.end()) return &it->second;
+    absl::StatusOr<Bundle> b = GetBundle(name);
+    return b.ok() ? &bundles.emplace(name, *std::move(b)).first->second : nullptr;
+  };
+  absl::StatusOr<kiln::examples::GroupedGemmResult> r;
+  if (emulate) {
+    r = kiln::examples::RunGroupedGemmEmulated(bundle_of, p, 1);
+  } else {
+    if (absl::Status st = NeedGpu("grouped-gemm").status(); !st.ok()) return Fail(st);
+    kiln::rt::GemmRunner runner(BundleDir());
+    r = kiln::examples::RunGroupedGemmGpu(runner, p, absl::GetFlag(FLAGS_iters), 1);
+  }
+  if (!r.ok()) return Fail(r.status());
+  int64_t total = 0;
+  for (int64_t t : p.tokens) total += t;
+  std::cout << absl::StrFormat("%-34s %-30s %10s %9s %10s %9s %9s\n", "experts x tokens, N, K",
+                               "kernel", "error", "bound", "ms", "TFLOPS", "w GB/s");
+  std::cout << absl::StrFormat(
+      "%-34s %-30s %10.3e %9.2e %10.4f %9.1f %9.0f  %s\n",
+      absl::StrFormat("%d x %d%s, %d, %d", p.tokens.size(),
+                      total / std::max<size_t>(1, p.tokens.size()),
+                      p.layout == kiln::rt::GroupedLayout::kMasked ? " masked" : "", p.n, p.k),
+      r->kernel, r->error, r->bound, r->ms, r->tflops, r->weights_gbps,
+      r->passed ? "" : "FAILED: " + r->failure);
+  return r->passed ? 0 : 1;
+}
+
+}  // namespace kiln::cli
