@@ -175,6 +175,49 @@ def fp8_quantize():
                   f"ratio {moved / quant_ms / (4 * m * k / copy_ms):.3f}")
 
 
+def grouped_gemms():
+    """kiln.grouped_gemm against torch._grouped_mm on the same bf16 inputs (contiguous: unequal,
+    empty and one-token experts), the rows no expert owns left as they were; masked counts inside
+    a CUDA graph, replayed after the counts change on the device (no host sync, no new capture)."""
+    g = torch.Generator(device="cuda").manual_seed(5)
+    for tokens, n, k in [([70, 0, 1, 300, 9], 136, 88), ([4096] * 8, 4096, 7168),
+                         ([33, 0, 1, 2048, 517, 16], 1024, 512)]:
+        e = len(tokens)
+        x = torch.randn(sum(tokens) + 3, k, device="cuda", generator=g).bfloat16()
+        w = (torch.randn(e, n, k, device="cuda", generator=g) / k ** 0.5).bfloat16()
+        offs = torch.tensor(tokens, device="cuda").cumsum(0).int()
+        out = poisoned((x.shape[0], n))
+        kiln.grouped_gemm(x, w, offs, out=out)
+        owned = sum(tokens)
+        want = torch.cat([x[b:b + t].float() @ w[i].float().T for i, (b, t) in
+                          enumerate(zip([0] + offs.tolist()[:-1], tokens))])
+        name = f"grouped_gemm {e} experts {min(tokens)}..{max(tokens)} tokens N {n} K {k}"
+        report(name + " vs fp32", rel(out[:owned], want), 8e-3)
+        report(name + " unowned rows untouched", 0.0 if out[owned:].isnan().all() else 1.0, 0)
+        if all(t % 16 == 0 for t in tokens):  # torch's own condition on offs
+            ref = torch._grouped_mm(x[:owned], w.transpose(-2, -1), offs=offs)
+            report(name + " vs torch._grouped_mm", rel(out[:owned], ref), 8e-3)
+    e, cap, n, k = 4, 64, 256, 256
+    x = torch.randn(e, cap, k, device="cuda", generator=g).bfloat16()
+    w = (torch.randn(e, n, k, device="cuda", generator=g) / k ** 0.5).bfloat16()
+    counts = torch.tensor([3, 0, 64, 1], device="cuda", dtype=torch.int32)
+    out = poisoned((e, cap, n))
+    kiln.grouped_gemm(x, w, counts=counts, out=out)  # loads the kernel before the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kiln.grouped_gemm(x, w, counts=counts, out=out)
+    for new in ([5, 64, 0, 17], [0, 0, 0, 2]):
+        out.fill_(float("nan"))
+        counts.copy_(torch.tensor(new, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        err = max(rel(out[i, :c], x[i, :c].float() @ w[i].float().T) if c else 0.0
+                  for i, c in enumerate(new))
+        untouched = all(out[i, c:].isnan().all() for i, c in enumerate(new))
+        report(f"grouped_gemm masked in a CUDA graph, counts {new}", err if untouched else 1.0,
+               8e-3)
+
+
 def attention():
     """kiln.attention against torch SDPA in fp32 (grouped heads expanded), both layouts."""
     g = torch.Generator(device="cuda").manual_seed(3)
@@ -476,7 +519,7 @@ def host_cost():
 
 print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
       f"bundles {kiln.bundle_dir()}")
-parts = [row_ops, gemms, fp8_gemms, fp8_quantize, attention, attention_grad, varlen_attention_grad, decode, append,
+parts = [row_ops, gemms, fp8_gemms, fp8_quantize, grouped_gemms, attention, attention_grad, varlen_attention_grad, decode, append,
          glue, streams_and_load, errors, torch_ops, host_cost]
 # Parts named on the command line run alone (python_gpu_check.py fp8_gemms).
 for part in [p for p in parts if len(sys.argv) < 2 or p.__name__ in sys.argv[1:]]:
