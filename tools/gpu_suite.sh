@@ -2,8 +2,8 @@
 # The whole GPU suite in one command, on a GPU machine without LLVM: the runtime-only build's
 # tests (driver, JIT errors, every bundle's correctness), the GPU's outputs against the CPU
 # emulator's (kiln crosscheck), the GEMM entry point at ragged sizes, in its typed and epilogue
-# variants and over the model-shape sweep, kiln tune on the sweep's hardest shapes, and the
-# benchmark table.
+# variants and over the model-shape sweep, 8-bit inputs and grouped GEMMs against torch's, kiln
+# tune on the sweep's hardest shapes, and the benchmark table.
 #   KILN_RT_BUILD  runtime-only build directory   (default build-rt)
 #   KILN_BUNDLES   bundle directory                (default build/bundles)
 #   KILN_SIZES     bench sizes                     (default 4096,8192,6144x4096x2048)
@@ -13,7 +13,7 @@
 #                  -DPython_EXECUTABLE=<a python of the GPU machine's version, with nanobind>);
 #                  KILN_PY_LIBS: a directory of the shared libraries it needs, if not installed
 #   KILN_SUITE_SKIP  sections to leave out, by name: crosscheck reference python ragged variants
-#                    layouts sweep tune bench (e.g. "crosscheck tune bench" where device time is
+#                    layouts fp8 grouped sweep tune bench (e.g. "crosscheck tune bench" where device time is
 #                    short)
 set -u
 rt=${KILN_RT_BUILD:-build-rt}
@@ -26,8 +26,8 @@ section() { echo "== $1   [${SECONDS}s]"; }  # each section's start, seconds int
 skip() { [[ " ${KILN_SUITE_SKIP:-} " == *" $1 "* ]] && echo "== $1: skipped (KILN_SUITE_SKIP)"; }
 for name in ${KILN_SUITE_SKIP:-}; do
   case $name in
-    crosscheck|reference|python|ragged|variants|layouts|sweep|tune|bench) ;;
-    *) echo "KILN_SUITE_SKIP: no section '$name' (crosscheck reference python ragged variants layouts sweep tune bench)" >&2
+    crosscheck|reference|python|ragged|variants|layouts|fp8|grouped|sweep|tune|bench) ;;
+    *) echo "KILN_SUITE_SKIP: no section '$name' (crosscheck reference python ragged variants layouts fp8 grouped sweep tune bench)" >&2
        exit 2 ;;
   esac
 done
@@ -106,6 +106,28 @@ for layout in col,row row,row col,col; do
     | grep -v '^# [0-9]*x' | tee -a "$out/gemm_layouts.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done
+fi
+if ! skip fp8; then
+section "8-bit inputs (kiln gemm --dtype e4m3) at the FP8 shapes, each scaling, against torch._scaled_mm (tools/fp8_peers.py)"
+fp8_sizes=4096x4096x4096,8192x8192x8192,4096x7168x7168,4096x2112x7168,4096x24576x1536,128x7168x16384,64x2112x7168,77x1000x528
+for scaling in tensorwise rowwise blockwise; do
+  timeout 200 "$rt/bin/kiln" --bundles "$bundles" gemm --dtype e4m3 --scaling "$scaling" --iters 20 \
+    --sizes "$fp8_sizes" 2>&1 | tee -a "$out/fp8.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+done
+(cd tools && timeout 120 python3 fp8_peers.py --sizes "${fp8_sizes%,77x1000x528}") 2>&1 | tee -a "$out/fp8.log"
+fi
+if ! skip grouped; then
+section "grouped GEMMs (kiln grouped-gemm): ragged and masked groups, then the MoE shapes against torch._grouped_mm (tools/grouped_peers.py)"
+grouped_gemm() { timeout 120 "$rt/bin/kiln" --bundles "$bundles" grouped-gemm "$@" 2>&1 | tee -a "$out/grouped.log"; [ "${PIPESTATUS[0]}" = 0 ] || status=1; }
+grouped_gemm --experts 6 --tokens 70,0,1,200,9,3000 --n 4104 --k 1032 --iters 3
+grouped_gemm --experts 4 --tokens 3,0,72,1 --n 1000 --k 520 --masked --capacity 80 --iters 3
+for p in 8x4096x4096x7168 32x256x4096x7168 256x32x2048x7168 8x1024x14336x4096; do
+  IFS=x read -r e t n k <<<"$p"
+  grouped_gemm --experts "$e" --tokens "$t" --n "$n" --k "$k" --iters 20
+done
+(cd tools && timeout 120 python3 grouped_peers.py \
+  --problems 8x4096x4096x7168,32x256x4096x7168,256x32x2048x7168,8x1024x14336x4096) 2>&1 | tee -a "$out/grouped.log"
 fi
 if ! skip sweep; then
 section "the model-shape sweep"
