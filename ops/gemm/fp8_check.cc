@@ -11,69 +11,12 @@
 #include "absl/strings/str_cat.h"
 #include "ops/attention/attention_check.h"
 #include "ops/attention/harness_memory.h"
+#include "ops/gemm/quantized_inputs.h"
 
 namespace kiln::examples {
 namespace {
 
-// e4m3's finite non-negative values by code (PTX ISA: bias 7, no infinities, 0x7f NaN).
-double E4m3Value(int code) {
-  const int e = code >> 3, m = code & 7;
-  return std::ldexp(e ? 8 + m : m, (e ? e : 1) - 10);
-}
-// The nearest e4m3 code, ties to the even code; past 448 it saturates (as cvt.rn.satfinite).
-uint8_t E4m3Of(double x) {
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  const double a = std::min(std::fabs(x), 448.0);
-  int lo = 0, hi = 0x7e;  // the largest code <= a, by bisection over the increasing values
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (E4m3Value(mid) <= a)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  int code = lo;
-  if (lo < 0x7e) {
-    const double below = a - E4m3Value(lo), above = E4m3Value(lo + 1) - a;
-    if (above < below || (above == below && (lo & 1))) code = lo + 1;
-  }
-  return sign | static_cast<uint8_t>(code);
-}
-
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// One operand of `rows` x K, quantized per group of `group_rows` x `group_k` (0: all of it) with
-// scales at scale[(r / group_rows) * row_stride + (k / group_k) * k_stride].
-struct Quantized {
-  std::vector<double> exact, dequantized;
-  std::vector<uint8_t> bytes;
-  std::vector<float> scales;
-};
-Quantized Quantize(int64_t rows, int64_t K, int64_t group_rows, int64_t group_k, int64_t row_stride,
-                   int64_t k_stride, int64_t scale_count, std::mt19937_64& rng) {
-  std::normal_distribution<double> normal;
-  Quantized q;
-  q.exact.resize(rows * K);
-  for (double& v : q.exact) v = normal(rng);
-  q.scales.assign(scale_count, 0.f);
-  auto at = [&](int64_t r, int64_t k) {
-    return (r / group_rows) * row_stride + (k / group_k) * k_stride;
-  };
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < K; ++k)
-      q.scales[at(r, k)] =
-          std::max(q.scales[at(r, k)], static_cast<float>(std::fabs(q.exact[r * K + k])));
-  for (float& s : q.scales) s = s > 0 ? s / 448.f : 1.f;
-  q.bytes.resize(rows * K), q.dequantized.resize(rows * K);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < K; ++k) {
-      const double s = q.scales[at(r, k)];
-      const uint8_t b = E4m3Of(q.exact[r * K + k] / s);
-      q.bytes[r * K + k] = b;
-      q.dequantized[r * K + k] = (b & 0x80 ? -1 : 1) * E4m3Value(b & 0x7f) * s;
-    }
-  return q;
-}
 
 using RunGemmOn = std::function<absl::Status(const rt::GemmOperands&)>;
 
@@ -81,15 +24,15 @@ absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const RunGemmOn& r
                                     const Fp8GemmProblem& p, uint64_t seed,
                                     rt::GemmOperands* kept = nullptr) {
   const int64_t M = p.size.m, N = p.size.n, K = p.size.k, KB = CeilDiv(K, 128);
-  std::mt19937_64 rng(seed);
   const bool block = p.scaling == "blockwise", row = p.scaling == "rowwise";
   // A per 1 x 128 (M-contiguous scales), B per 128 x 128 (row-major), as GemmOperands defaults.
-  Quantized a = block ? Quantize(M, K, 1, 128, 1, M, M * KB, rng)
-                : row ? Quantize(M, K, 1, K, 1, 0, M, rng)
-                      : Quantize(M, K, M, K, 0, 0, 1, rng);
-  Quantized b = block ? Quantize(N, K, 128, 128, KB, 1, CeilDiv(N, 128) * KB, rng)
-                : row ? Quantize(N, K, 1, K, 1, 0, N, rng)
-                      : Quantize(N, K, N, K, 0, 0, 1, rng);
+  std::vector<double> xa = NormalValues(M * K, seed), xb = NormalValues(N * K, seed + 1);
+  Quantized a = block ? Quantize(std::move(xa), M, K, 1, 128, 1, M, M * KB)
+                : row ? Quantize(std::move(xa), M, K, 1, K, 1, 0, M)
+                      : Quantize(std::move(xa), M, K, M, K, 0, 0, 1);
+  Quantized b = block ? Quantize(std::move(xb), N, K, 128, 128, KB, 1, CeilDiv(N, 128) * KB)
+                : row ? Quantize(std::move(xb), N, K, 1, K, 1, 0, N)
+                      : Quantize(std::move(xb), N, K, N, K, 0, 0, 1);
   const int out_bytes = p.out_type == "f32" ? 4 : 2;
   rt::GemmOperands o{.c_row_major = p.c_row_major};
   auto put = [&](const void* from, size_t bytes) -> absl::StatusOr<uint64_t> {

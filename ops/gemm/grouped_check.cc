@@ -5,48 +5,16 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
-#include <random>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kiln/runtime/driver.h"
 #include "ops/attention/attention_check.h"
 #include "ops/attention/harness_memory.h"
+#include "ops/gemm/quantized_inputs.h"
 
 namespace kiln::examples {
 namespace {
-
-uint16_t Bf16Of(double x) {  // round to nearest even (the inputs are finite)
-  const uint32_t bits = std::bit_cast<uint32_t>(static_cast<float>(x));
-  return static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
-}
-double Bf16Value(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-
-// body(i) for i in [0, count), spread over the host's threads (the large problems' inputs and
-// reference take seconds on one).
-void InParallel(int64_t count, const std::function<void(int64_t)>& body) {
-  const int64_t threads =
-      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(count, 1));
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      for (int64_t i = t; i < count; i += threads) body(i);
-    });
-  for (std::thread& th : pool) th.join();
-}
-
-// Random normal bf16 values times `scale`, in chunks of their own seeds (the same values whatever
-// the threads).
-void FillNormal(std::vector<uint16_t>& v, uint64_t seed, double scale) {
-  constexpr int64_t kChunk = 1 << 20;
-  InParallel((static_cast<int64_t>(v.size()) + kChunk - 1) / kChunk, [&](int64_t c) {
-    std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + c);
-    std::normal_distribution<double> normal;
-    const int64_t end = std::min<int64_t>(v.size(), (c + 1) * kChunk);
-    for (int64_t i = c * kChunk; i < end; ++i) v[i] = Bf16Of(normal(rng) * scale);
-  });
-}
 
 // Each group's first row, and the rows x and out hold.
 struct Layout {
@@ -84,9 +52,33 @@ absl::StatusOr<GroupedGemmResult> Check(const HarnessMemory& mem, const RunOn& r
   if (!layout.ok()) return layout.status();
   const int64_t E = p.tokens.size(), R = layout->rows, N = p.n, K = p.k;
   const bool masked = p.layout == rt::GroupedLayout::kMasked;
-  std::vector<uint16_t> x(R * K), w(E * N * K);
-  FillNormal(x, seed, 1);
-  FillNormal(w, seed + 1, 1 / std::sqrt(static_cast<double>(K)));
+  // The inputs' bytes and the values the reference multiplies: bf16, or e4m3 with x's scales per
+  // 1 x 128 (M-contiguous) and w's per 128 x 128 of each expert (row-major), as the operands take.
+  const bool fp8 = p.in_type == "e4m3";
+  const int64_t KB = (K + 127) / 128;
+  std::vector<double> xv = NormalValues(R * K, seed),
+                      wv = NormalValues(E * N * K, seed + 1, 1 / std::sqrt(static_cast<double>(K)));
+  std::vector<uint8_t> x_bytes, w_bytes;
+  std::vector<float> x_scales, w_scales;
+  auto as_bf16 = [](std::vector<double>& v, std::vector<uint8_t>& bytes) {
+    bytes.resize(v.size() * 2);
+    InParallel(static_cast<int64_t>(v.size() + 4095) / 4096, [&](int64_t c) {
+      for (size_t i = c * 4096; i < std::min(v.size(), (c + 1) * size_t{4096}); ++i) {
+        const uint16_t h = Bf16Of(v[i]);
+        std::memcpy(&bytes[2 * i], &h, 2);
+        v[i] = Bf16Value(h);
+      }
+    });
+  };
+  if (fp8) {
+    Quantized qx = Quantize(std::move(xv), R, K, 1, 128, 1, R, R * KB);
+    Quantized qw = Quantize(std::move(wv), E * N, K, 128, 128, KB, 1, E * N / 128 * KB);
+    xv = std::move(qx.dequantized), wv = std::move(qw.dequantized);
+    x_bytes = std::move(qx.bytes), w_bytes = std::move(qw.bytes);
+    x_scales = std::move(qx.scales), w_scales = std::move(qw.scales);
+  } else {
+    as_bf16(xv, x_bytes), as_bf16(wv, w_bytes);
+  }
   std::vector<int32_t> sizes;
   for (int64_t e = 0; e < E; ++e)
     sizes.push_back(static_cast<int32_t>(masked ? p.tokens[e] : layout->begin[e] + p.tokens[e]));
@@ -97,14 +89,19 @@ absl::StatusOr<GroupedGemmResult> Check(const HarnessMemory& mem, const RunOn& r
     }
     return at;
   };
-  absl::StatusOr<uint64_t> px = put(x.data(), x.size() * 2), pw = put(w.data(), w.size() * 2),
-                           ps = put(sizes.data(), sizes.size() * 4), po = put(nullptr, R * N * 2);
-  for (const auto* s : {&px, &pw, &ps, &po})
+  absl::StatusOr<uint64_t> px = put(x_bytes.data(), x_bytes.size()),
+                           pw = put(w_bytes.data(), w_bytes.size()),
+                           ps = put(sizes.data(), sizes.size() * 4), po = put(nullptr, R * N * 2),
+                           psx = put(x_scales.data(), x_scales.size() * 4),
+                           psw = put(w_scales.data(), w_scales.size() * 4);
+  for (const auto* s : {&px, &pw, &ps, &po, &psx, &psw})
     if (!s->ok()) return s->status();
   if (absl::Status s = mem.poison(*po, std::max<int64_t>(R * N * 2, 16)); !s.ok()) return s;
   const rt::GroupedGemmSize size{.rows = R, .n = N, .k = K, .groups = static_cast<int>(E)};
-  const rt::GroupedGemmOptions options{.layout = p.layout, .kernel = p.kernel};
-  const rt::GroupedGemmOperands o{.x = *px, .w = *pw, .out = *po, .sizes = *ps};
+  const rt::GroupedGemmOptions options{
+      .layout = p.layout, .in_type = p.in_type, .kernel = p.kernel};
+  rt::GroupedGemmOperands o{.x = *px, .w = *pw, .out = *po, .sizes = *ps};
+  if (fp8) o.scale_x = *psx, o.scale_w = *psw;
   GroupedGemmResult r;
   absl::StatusOr<std::string> kernel = rt::ChooseGroupedKernel(size, options);
   if (!kernel.ok()) return kernel.status();
@@ -112,7 +109,9 @@ absl::StatusOr<GroupedGemmResult> Check(const HarnessMemory& mem, const RunOn& r
   if (absl::Status s = run(size, options, o); !s.ok()) return s;
   std::vector<uint16_t> out(R * N);
   if (absl::Status s = mem.copy_out(out.data(), *po, out.size() * 2); !s.ok()) return s;
-  r.bound = std::ldexp(1, -8);
+  // bf16's rounding of out; e4m3: also the tensor core's sums of 128 products, which keep fewer
+  // bits than f32 until their promotion (as ops/gemm/fp8_check.h).
+  r.bound = std::ldexp(1, -8) + (fp8 ? std::ldexp(1, -10) : 0);
   // Which group owns each row (-1: none).
   std::vector<int64_t> owner(R, -1);
   for (int64_t e = 0; e < E; ++e)
@@ -142,8 +141,7 @@ absl::StatusOr<GroupedGemmResult> Check(const HarnessMemory& mem, const RunOn& r
       const int64_t row = layout->begin[e] + (picks == T ? i : i * (T - 1) / (picks - 1));
       for (int64_t n = 0; n < N; ++n) {
         double ref = 0;
-        for (int64_t kk = 0; kk < K; ++kk)
-          ref += Bf16Value(x[row * K + kk]) * Bf16Value(w[(e * N + n) * K + kk]);
+        for (int64_t kk = 0; kk < K; ++kk) ref += xv[row * K + kk] * wv[(e * N + n) * K + kk];
         const double c = Bf16Value(out[row * N + n]);
         err[e] += (c - ref) * (c - ref), norm[e] += ref * ref;
       }
@@ -172,14 +170,16 @@ absl::StatusOr<GroupedGemmResult> RunGroupedGemmGpu(rt::GemmRunner& runner,
   rt::GroupedGemmSize size;
   absl::StatusOr<GroupedGemmResult> r = Check(GpuMemory(buffers), run, p, seed, &o, &size);
   if (!r.ok() || iters <= 0 || !r->passed) return r;
-  const rt::GroupedGemmOptions options{.layout = p.layout, .kernel = p.kernel};
+  const rt::GroupedGemmOptions options{
+      .layout = p.layout, .in_type = p.in_type, .kernel = p.kernel};
   absl::StatusOr<double> ms =
       MedianCallMs([&] { return runner.RunGrouped(size, options, o); }, iters, 1);
   if (!ms.ok()) return ms.status();
   r->ms = *ms;
   const int64_t tokens = std::accumulate(p.tokens.begin(), p.tokens.end(), int64_t{0});
   r->tflops = 2.0 * tokens * p.n * p.k / (r->ms * 1e-3) / 1e12;
-  r->weights_gbps = 2.0 * p.tokens.size() * p.n * p.k / (r->ms * 1e-3) / 1e9;
+  r->weights_gbps =
+      (p.in_type == "e4m3" ? 1.0 : 2.0) * p.tokens.size() * p.n * p.k / (r->ms * 1e-3) / 1e9;
   return r;
 }
 

@@ -1,8 +1,10 @@
-// The grouped GEMM's harness: random normal x and w rounded to bf16, the groups' sizes on the
-// device, out poisoned with NaN, the entry point run, then every row checked: a group's rows
-// against an fp64 product with its expert's weights (every row of small problems, a few spread
-// rows of each group of large ones; NaN fails), the rows outside every group still poisoned. The
-// bound: out's bf16 rounding, 2^-8 (the inputs are exact bf16 values and the sums f32).
+// The grouped GEMM's harness: random normal x and w rounded to bf16 (or quantized to e4m3, x per
+// 1 x 128 and w per 128 x 128), the groups' sizes on the device, out poisoned with NaN, the entry
+// point run, then every row checked: a group's rows against an fp64 product with its expert's
+// weights (of the values the inputs hold: dequantized for e4m3; every row of small problems, a
+// few spread rows of each group of large ones; NaN fails), the rows outside every group still
+// poisoned. The bound: out's bf16 rounding, 2^-8 (bf16 inputs are exact and the sums f32), plus
+// 2^-10 for e4m3 (the tensor core's partial sums between promotions).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -23,7 +25,8 @@ struct GroupedGemmProblem {
   // Masked: each group's block of rows (0: the largest group). Contiguous: rows after the last
   // group that no group owns.
   int64_t capacity = 0, spare_rows = 0;
-  std::string kernel;  // GroupedGemmOptions::kernel
+  std::string in_type = "bf16";  // or "e4m3": x and w quantized, DeepGEMM's scales
+  std::string kernel;            // GroupedGemmOptions::kernel
 };
 
 struct GroupedGemmResult {

@@ -2,9 +2,14 @@
 // Contiguous: x (T, K), out (T, N), `sizes` the int32 ends of the experts' rows (torch's offs);
 // masked: x (E, C, K), out (E, C, N), `sizes` each expert's count. w (E, N, K), row-major. CUDA
 // tensors (bf16) run through rt::GemmRunner on the caller's stream; host arrays (f32, run as bf16)
-// on the emulator.
+// on the emulator. With scales, x and w are e4m3 bytes (uint8; the kiln package views torch's
+// float8_e4m3fn so): scale_x per 1 x 128 of each of x's rows, (rows, ceil(K/128)) with the rows
+// contiguous (kiln.quantize_e4m3's), scale_w per 128 x 128 of each expert's weights,
+// (E, N/128, ceil(K/128)) row-major.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,8 +27,10 @@ namespace {
 
 constexpr const char* kCall = "kiln.grouped_gemm";
 
-void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes, bool masked,
+void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes,
+                 std::optional<Array> scale_x, std::optional<Array> scale_w, bool masked,
                  uint64_t stream) {
+  const bool fp8 = scale_x.has_value();
   const int rank = masked ? 3 : 2;
   if (x.ndim() != static_cast<size_t>(rank) || out.ndim() != static_cast<size_t>(rank) ||
       w.ndim() != 3 || sizes.ndim() != 1)
@@ -45,29 +52,55 @@ void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes, 
                              ShapeText(out), " and sizes ", ShapeText(sizes), " do not make ",
                              masked ? "(E, C, K) x (E, N, K) -> (E, C, N) with E counts"
                                     : "(T, K) x (E, N, K) -> (T, N) with E ends"));
-  CallDevice d(kCall, {&x, &w, &out, &sizes}, stream);
+  std::vector<const Array*> arrays = {&x, &w, &out, &sizes};
+  const int64_t k_blocks = (K + 127) / 128;
+  if (fp8) {
+    if (!scale_w) throw Error(absl::StrCat(kCall, ": e4m3 x and w need both scale_x and scale_w"));
+    // scale_x (rows, KB), rows contiguous; scale_w (E, N/128, KB) packed.
+    const Array &sx = *scale_x, &sw = *scale_w;
+    const bool x_fits = sx.ndim() == 2 && static_cast<int64_t>(sx.shape(0)) == rows &&
+                        static_cast<int64_t>(sx.shape(1)) == k_blocks &&
+                        (rows == 1 || sx.stride(0) == 1) && (k_blocks == 1 || sx.stride(1) == rows);
+    const bool w_fits = sw.ndim() == 3 && static_cast<int64_t>(sw.shape(0)) == E &&
+                        static_cast<int64_t>(sw.shape(1)) * 128 == N &&
+                        static_cast<int64_t>(sw.shape(2)) == k_blocks && IsContiguous(sw);
+    if (!x_fits || !w_fits)
+      throw Error(absl::StrCat(kCall, ": scale_x ", ShapeText(sx), " and scale_w ", ShapeText(sw),
+                               " must be (", rows, ", ", k_blocks, ") with its rows contiguous ",
+                               "(kiln.quantize_e4m3's) and (", E, ", ", N / 128, ", ", k_blocks,
+                               ") packed; N a multiple of 128"));
+    arrays.push_back(&sx), arrays.push_back(&sw);
+  }
+  CallDevice d(kCall, arrays, stream);
   Require(sizes, kCall, masked ? "counts" : "offsets", 1, {"i32"});
   const rt::GroupedGemmSize size{.rows = rows, .n = N, .k = K, .groups = static_cast<int>(E)};
-  const rt::GroupedGemmOptions options{.layout = masked ? rt::GroupedLayout::kMasked
-                                                        : rt::GroupedLayout::kContiguous};
+  const rt::GroupedGemmOptions options{
+      .layout = masked ? rt::GroupedLayout::kMasked : rt::GroupedLayout::kContiguous,
+      .in_type = fp8 ? "e4m3" : "bf16"};
+  const std::string in = fp8 ? "u8" : d.emulated() ? "f32" : "bf16";
+  Require(x, kCall, "x", rank, {in});
+  Require(w, kCall, "w", 3, {in});
+  if (fp8) {
+    Require(*scale_x, kCall, "scale_x", 2, {"f32"}, /*contiguous=*/false);
+    Require(*scale_w, kCall, "scale_w", 3, {"f32"});
+  }
   rt::GroupedGemmOperands o;
   if (!d.emulated()) {
-    Require(x, kCall, "x", rank, {"bf16"});
-    Require(w, kCall, "w", 3, {"bf16"});
     Require(out, kCall, "out", rank, {"bf16"});
     o = {.x = Address(x), .w = Address(w), .out = Address(out), .sizes = Address(sizes)};
+    if (fp8) o.scale_x = Address(*scale_x), o.scale_w = Address(*scale_w);
     ThrowIfError(RunnerFor<rt::GemmRunner>(BundleDir())
                      .RunGrouped(size, options, o, reinterpret_cast<cu::CUstream>(stream)));
     return;
   }
-  Require(x, kCall, "x", rank, {"f32"});
-  Require(w, kCall, "w", 3, {"f32"});
   Require(out, kCall, "out", rank, {"f32"});
   std::vector<uint8_t> result;
-  o = {.x = d.BindNarrowed(x, "bf16"),
-       .w = d.BindNarrowed(w, "bf16"),
+  o = {.x = fp8 ? d.Bind(x, /*read_only=*/true) : d.BindNarrowed(x, "bf16"),
+       .w = fp8 ? d.Bind(w, /*read_only=*/true) : d.BindNarrowed(w, "bf16"),
        .out = d.BindPoisoned(out.size(), "bf16", &result),
        .sizes = d.Bind(sizes, /*read_only=*/true)};
+  // The emulator copies a host array's bytes as they lie: scale_x's rows contiguous, as checked.
+  if (fp8) o.scale_x = d.Bind(*scale_x, true), o.scale_w = d.Bind(*scale_w, true);
   EmulatedOpDevice device(*d.emulator());
   ThrowIfError(rt::RunGroupedGemm(size, options, o, /*cc=*/90, device));
   d.Finish();
@@ -78,7 +111,8 @@ void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes, 
 
 void BindGroupedGemm(nb::module_& m) {
   m.def("_grouped_gemm", &GroupedGemm, nb::arg("x"), nb::arg("w"), nb::arg("out"), nb::arg("sizes"),
-        nb::arg("masked"), nb::arg("stream") = 0);
+        nb::arg("scale_x").none(), nb::arg("scale_w").none(), nb::arg("masked"),
+        nb::arg("stream") = 0);
 }
 
 }  // namespace kiln::py

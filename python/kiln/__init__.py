@@ -154,7 +154,7 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     return out
 
 
-def grouped_gemm(x, w, offsets=None, *, counts=None, out=None):
+def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, scale_w=None):
     """A grouped GEMM (Mixture-of-Experts): out[t] = x[t] @ w[e].T for each token t of expert e,
     w (E, N, K) holding each expert's (N, K) linear weight; one launch, the group sizes read on the
     device (no host sync; a CUDA graph can hold it).
@@ -167,6 +167,12 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None):
     Rows no expert owns are not written (out's contents stay; NaN on the emulator). CUDA tensors:
     bf16, row-major and packed, on the caller's stream. Host arrays: f32, run on the emulator as
     bf16.
+
+    FP8 (DeepGEMM's scales): float8_e4m3fn x and w (uint8 host arrays of e4m3 bytes on the
+    emulator) with f32 scale_x per 1 x 128 of each of x's rows, (rows, ceil(K/128)) with the rows
+    contiguous (as kiln.quantize_e4m3 gives them; rows = E * C when masked), and scale_w per
+    128 x 128 of each expert's weights, (E, N/128, ceil(K/128)) packed; N a multiple of 128, K of
+    16; out bf16.
     """
     _require((offsets is None) != (counts is None),
              "kiln.grouped_gemm: give either offsets (contiguous) or counts (masked)")
@@ -174,7 +180,14 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None):
     shape = tuple(x.shape[:-1]) + (w.shape[1],)
     if out is None:
         out = _empty(x, shape, "bf16")
-    _kiln._grouped_gemm(x, w, out, counts if masked else offsets, masked, stream=_stream([x]))
+    _require((scale_x is None) == (scale_w is None),
+             "kiln.grouped_gemm: e4m3 inputs need both scale_x and scale_w")
+    stream = _stream([x])
+    if _is_torch(x) and (_is_fp8(x) or _is_fp8(w)):  # DLPack carries the bytes
+        import torch
+        x, w = x.view(torch.uint8), w.view(torch.uint8)
+    _kiln._grouped_gemm(x, w, out, counts if masked else offsets, scale_x, scale_w, masked,
+                        stream=stream)
     return out
 
 

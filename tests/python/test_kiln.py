@@ -324,6 +324,33 @@ class GroupedGemm(unittest.TestCase):
                 self.assertLess(rel_error(got[e, :c], bf16(x[e, :c]) @ bf16(w[e]).T), 5e-3, e)
             self.assertTrue(np.all(np.isnan(got[e, c:])), e)
 
+    def test_e4m3_block_scaled(self):
+        rng = np.random.default_rng(7)
+        tokens, n, k = [5, 0, 9], 128, 144  # k: a block of 128 and a part
+        kb = -(-k // 128)
+        x = rng.standard_normal((sum(tokens), k))
+        w = rng.standard_normal((len(tokens), n, k))
+        pad = kb * 128 - k
+        sx = np.pad(np.abs(x), ((0, 0), (0, pad))).reshape(-1, kb, 128).max(2) / 448
+        sw = np.pad(np.abs(w), ((0, 0), (0, 0), (0, pad))).reshape(
+            len(tokens), 1, 128, kb, 128).max((2, 4)) / 448
+        x8, xd = quantize_e4m3(x, np.repeat(sx, 128, 1)[:, :k])
+        w8, wd = quantize_e4m3(w, np.repeat(np.repeat(sw, 128, 1), 128, 2)[:, :n, :k])
+        got = kiln.grouped_gemm(x8, w8, np.cumsum(tokens).astype(np.int32),
+                                scale_x=np.asfortranarray(sx, np.float32),
+                                scale_w=np.ascontiguousarray(sw, np.float32))
+        begin = 0
+        for e, t in enumerate(tokens):
+            if t:
+                self.assertLess(rel_error(got[begin:begin + t], xd[begin:begin + t] @ wd[e].T),
+                                5e-3, e)
+            begin += t
+        with self.assertRaises(kiln.Error) as err:  # scales with the rows not contiguous
+            kiln.grouped_gemm(x8, w8, np.cumsum(tokens).astype(np.int32),
+                              scale_x=np.ascontiguousarray(sx, np.float32),
+                              scale_w=np.ascontiguousarray(sw, np.float32))
+        self.assertIn("rows contiguous", str(err.exception))
+
     def test_errors_name_the_problem(self):
         x = np.zeros((4, self.K), np.float32)
         w = np.zeros((self.E, self.N, self.K), np.float32)

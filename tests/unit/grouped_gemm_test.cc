@@ -15,8 +15,8 @@ namespace {
 void ExpectCorrect(const GroupedGemmProblem& p) {
   absl::StatusOr<GroupedGemmResult> r = RunGroupedGemmEmulated(BuiltBundle, p, 11);
   const std::string what =
-      absl::StrCat(rt::GroupedLayoutName(p.layout), " groups {", absl::StrJoin(p.tokens, ","),
-                   "} N ", p.n, " K ", p.k, " ", p.kernel);
+      absl::StrCat(p.in_type, " ", rt::GroupedLayoutName(p.layout), " groups {",
+                   absl::StrJoin(p.tokens, ","), "} N ", p.n, " K ", p.k, " ", p.kernel);
   ASSERT_TRUE(r.ok()) << what << ": " << r.status();
   EXPECT_TRUE(r->passed) << what << " (" << r->kernel << "): " << r->failure;
 }
@@ -50,6 +50,24 @@ TEST(GroupedGemm, MaskedCounts) {
                    .kernel = kernel});
 }
 
+// e4m3 with DeepGEMM's scales (the weights per 128 x 128 of each expert, the tokens per 1 x 128):
+// each group's weights their own scale blocks, K of two blocks and a part, the same ragged groups.
+TEST(GroupedGemm, Fp8BlockScaled) {
+  for (const char* kernel : {"gemm/grouped_fp8_sm90", "gemm/grouped_fp8_sm90_n64"})
+    ExpectCorrect({.tokens = {70, 0, 1, 150, 9},
+                   .n = 256,
+                   .k = 272,
+                   .spare_rows = 3,
+                   .in_type = "e4m3",
+                   .kernel = kernel});
+  ExpectCorrect({.tokens = {5, 0, 64},
+                 .n = 128,
+                 .k = 144,
+                 .layout = rt::GroupedLayout::kMasked,
+                 .capacity = 64,
+                 .in_type = "e4m3"});
+}
+
 TEST(GroupedGemm, ErrorsNameTheProblem) {
   auto message = [](const rt::GroupedGemmSize& s, rt::GroupedGemmOptions o = {}) {
     absl::StatusOr<std::string> k = rt::ChooseGroupedKernel(s, o);
@@ -66,9 +84,15 @@ TEST(GroupedGemm, ErrorsNameTheProblem) {
       std::string::npos);
   EXPECT_NE(message({.rows = 8, .n = 8, .k = 8, .groups = 2},
                     {.layout = rt::GroupedLayout::kMasked, .kernel = "gemm/grouped_sm90"})
-                .find("no masked kernel 'gemm/grouped_sm90'"),
+                .find("no masked bf16 kernel 'gemm/grouped_sm90'"),
             std::string::npos);
   EXPECT_EQ(message({.rows = 4096, .n = 8, .k = 8, .groups = 128}), "ok");
+  EXPECT_NE(
+      message({.rows = 8, .n = 192, .k = 32, .groups = 2}, {.in_type = "e4m3"}).find("N of 128"),
+      std::string::npos);
+  EXPECT_NE(message({.rows = 8, .n = 8, .k = 8, .groups = 2}, {.in_type = "e5m2"})
+                .find("in_type must be bf16 or e4m3"),
+            std::string::npos);
 }
 
 }  // namespace

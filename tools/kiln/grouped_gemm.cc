@@ -52,6 +52,7 @@ int GroupedGemm() {
                                                            ? kiln::rt::GroupedLayout::kMasked
                                                            : kiln::rt::GroupedLayout::kContiguous,
                                              .capacity = absl::GetFlag(FLAGS_capacity),
+                                             .in_type = absl::GetFlag(FLAGS_dtype),
                                              .kernel = absl::GetFlag(FLAGS_kernel)};
   std::map<std::string, Bundle> bundles;
   auto bundle_of = [&](const std::string& name) -> const Bundle* {
@@ -76,7 +77,9 @@ int GroupedGemm() {
       "%-34s %-30s %10.3e %9.2e %10.4f %9.1f %9.0f  %s\n",
       absl::StrFormat("%d x %d%s, %d, %d", p.tokens.size(),
                       total / std::max<size_t>(1, p.tokens.size()),
-                      p.layout == kiln::rt::GroupedLayout::kMasked ? " masked" : "", p.n, p.k),
+                      absl::StrCat(p.layout == kiln::rt::GroupedLayout::kMasked ? " masked" : "",
+                                   p.in_type == "e4m3" ? " e4m3" : ""),
+                      p.n, p.k),
       r->kernel, r->error, r->bound, r->ms, r->tflops, r->weights_gbps,
       r->passed ? "" : "FAILED: " + r->failure);
   return r->passed ? 0 : 1;

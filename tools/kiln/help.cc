@@ -75,11 +75,12 @@ const std::vector<CommandHelp>& Commands() {
         "emulate", "iters", "out", "flush_l2", "steady_launches"}},
       {"grouped-gemm",
        "grouped-gemm --experts E --tokens T|T1,T2,.. --n N --k K [--masked [--capacity C]] "
-       "[--kernel K] [--emulate]",
+       "[--dtype e4m3] [--kernel K] [--emulate]",
        "A grouped GEMM (Mixture-of-Experts): each expert's tokens times its own N x K weights, "
        "bf16, the group sizes on the device; checked against fp64 (rows outside every group must "
        "stay unwritten) and timed (or --emulate on the CPU).",
-       {"experts", "tokens", "n", "k", "masked", "capacity", "kernel", "emulate", "iters"}},
+       {"experts", "tokens", "n", "k", "masked", "capacity", "dtype", "kernel", "emulate",
+        "iters"}},
       {"tune",
        "tune --sizes MxNxK,.. --tune_cache F",
        "Time every candidate kernel and split per size; record the fastest in F for kiln gemm.",

@@ -16,15 +16,17 @@ using examples::Fp8Scaling;
 // one k-tile (blockwise) or for the whole of K (tensorwise, rowwise).
 class Fp8Factors {
  public:
-  // `m0`: the consumer warpgroup's first row, `n0`: the tile's first column; `c` the thread of
-  // consumer warpgroup `wg`; `ahead` two f32 registers and `buffer` an i32 one that outlive the
-  // unit's stages.
+  // `m0`: the consumer warpgroup's first row, `n0`: the tile's first column, `a_m0` the row of A
+  // that m0 reads (a grouped GEMM's group's, else m0); `c` the thread of consumer warpgroup `wg`;
+  // `ahead` two f32 registers and `buffer` an i32 one that outlive the unit's stages.
   Fp8Factors(TileKernel& tk, const WgmmaAccumulator& acc, const Value& m0, const Value& n0,
-             const Value& c, const Value& wg, const Regs& ahead, const Regs& buffer)
+             const Value& a_m0, const Value& c, const Value& wg, const Regs& ahead,
+             const Regs& buffer)
       : tk_(tk),
         acc_(acc),
         m0_(m0),
         n0_(n0),
+        a_m0_(a_m0),
         c_(c),
         wg_(wg),
         ahead_(ahead),
@@ -95,7 +97,7 @@ class Fp8Factors {
         return;
       }
       case Fp8Scaling::kBlockT: {  // A per 128x128 (the warpgroup's rows lie in one), B per column
-        Value a = a_at((m0_ / 128).To(i64));
+        Value a = a_at((a_m0_ / 128).To(i64));
         std::vector<Value> cols = PerColumn(b_at);
         for (int i = 0; i < acc_.n() / 2; ++i) factors_.push_back(a * cols[ColumnOf(i)]);
         return;
@@ -131,7 +133,7 @@ class Fp8Factors {
     ahead_[0] =
         LoadGlobal(tk_.scale_b + Min(n0_ + c_, tk_.g.N - 1).To(i64) * tk_.sb_row + kb * tk_.sb_k, 1,
                    {.mask = c_ < acc_.n()});
-    ahead_[1] = Scale(tk_.scale_a, (m0_ / 128).To(i64) * tk_.sa_row + kb * tk_.sa_k);
+    ahead_[1] = Scale(tk_.scale_a, (a_m0_ / 128).To(i64) * tk_.sa_row + kb * tk_.sa_k);
   }
   // Column `col` of this consumer's buffer of this stage's B scales (two per consumer,
   // alternating).
@@ -139,7 +141,7 @@ class Fp8Factors {
 
   TileKernel& tk_;
   const WgmmaAccumulator& acc_;
-  Value m0_, n0_, c_, wg_;
+  Value m0_, n0_, a_m0_, c_, wg_;
   Regs ahead_, buffer_;
   Fp8Scaling mode_;
   std::vector<Value> factors_;
@@ -159,7 +161,8 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
   Pipeline::Cursor at = tk.ring.Start();
   TileEpilogue epilogue(tk, acc, c, wg, lane, row0);
   tk.for_each_unit([&](Value m0, Value n0, const examples::WorkUnit& u) {
-    Fp8Factors factors(tk, part, m0 + row0, n0, c, wg, ahead, buffer);
+    Fp8Factors factors(tk, part, m0 + row0, n0, (u.a_row.valid() ? u.a_row : m0) + row0, c, wg,
+                       ahead, buffer);
     const Value last = (u.k_end - 1).To(i64);
     // One stage: its wgmma group into `part`, then promoted (the first stage of a unit starts acc).
     auto stage = [&](const Value& kb, bool first) {

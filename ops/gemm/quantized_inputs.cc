@@ -1,0 +1,97 @@
+#include "ops/gemm/quantized_inputs.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <random>
+#include <thread>
+
+namespace kiln::examples {
+
+void InParallel(int64_t count, const std::function<void(int64_t)>& body) {
+  const int64_t threads =
+      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(count, 1));
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int64_t i = t; i < count; i += threads) body(i);
+    });
+  for (std::thread& th : pool) th.join();
+}
+
+std::vector<double> NormalValues(int64_t count, uint64_t seed, double scale) {
+  constexpr int64_t kChunk = 1 << 20;
+  std::vector<double> v(count);
+  InParallel((count + kChunk - 1) / kChunk, [&](int64_t c) {
+    std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + c);
+    std::normal_distribution<double> normal;
+    for (int64_t i = c * kChunk; i < std::min(count, (c + 1) * kChunk); ++i)
+      v[i] = normal(rng) * scale;
+  });
+  return v;
+}
+
+uint16_t Bf16Of(double x) {
+  const uint32_t bits = std::bit_cast<uint32_t>(static_cast<float>(x));
+  return static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+}
+double Bf16Value(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+double E4m3Value(int code) {
+  const int e = code >> 3, m = code & 7;
+  return std::ldexp(e ? 8 + m : m, (e ? e : 1) - 10);
+}
+
+uint8_t E4m3Of(double x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const double a = std::min(std::fabs(x), 448.0);
+  int lo = 0, hi = 0x7e;  // the largest code <= a, by bisection over the increasing values
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (E4m3Value(mid) <= a)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  int code = lo;
+  if (lo < 0x7e) {
+    const double below = a - E4m3Value(lo), above = E4m3Value(lo + 1) - a;
+    if (above < below || (above == below && (lo & 1))) code = lo + 1;
+  }
+  return sign | static_cast<uint8_t>(code);
+}
+
+Quantized Quantize(std::vector<double> exact, int64_t rows, int64_t K, int64_t group_rows,
+                   int64_t group_k, int64_t row_stride, int64_t k_stride, int64_t scale_count) {
+  Quantized q;
+  q.exact = std::move(exact);
+  q.scales.assign(scale_count, 0.f);
+  auto at = [&](int64_t r, int64_t k) {
+    return (r / group_rows) * row_stride + (k / group_k) * k_stride;
+  };
+  // A block of group_rows rows owns its scales: blocks in parallel.
+  const int64_t blocks = (rows + group_rows - 1) / group_rows;
+  auto each_row = [&](const std::function<void(int64_t)>& body) {
+    InParallel(blocks, [&](int64_t b) {
+      for (int64_t r = b * group_rows; r < std::min(rows, (b + 1) * group_rows); ++r) body(r);
+    });
+  };
+  each_row([&](int64_t r) {
+    for (int64_t k = 0; k < K; ++k)
+      q.scales[at(r, k)] =
+          std::max(q.scales[at(r, k)], static_cast<float>(std::fabs(q.exact[r * K + k])));
+  });
+  for (float& s : q.scales) s = s > 0 ? s / 448.f : 1.f;
+  q.bytes.resize(rows * K), q.dequantized.resize(rows * K);
+  each_row([&](int64_t r) {
+    for (int64_t k = 0; k < K; ++k) {
+      const double s = q.scales[at(r, k)];
+      const uint8_t b = E4m3Of(q.exact[r * K + k] / s);
+      q.bytes[r * K + k] = b;
+      q.dequantized[r * K + k] = (b & 0x80 ? -1 : 1) * E4m3Value(b & 0x7f) * s;
+    }
+  });
+  return q;
+}
+
+}  // namespace kiln::examples
