@@ -1,6 +1,7 @@
 #include "ops/gemm/fp8_check.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -79,8 +80,9 @@ absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const RunGemmOn& r
         return r;
       }
   const int64_t rows = std::min<int64_t>(M, 64);
-  double err = 0, qerr = 0, norm = 0, qnorm = 0;
-  for (int64_t i = 0; i < rows; ++i) {
+  // Per checked row (in parallel), summed in row order: {err, norm, qerr, qnorm}.
+  std::vector<std::array<double, 4>> sums(rows, {0, 0, 0, 0});
+  InParallel(rows, [&](int64_t i) {
     const int64_t m = rows == M ? i : i * (M - 1) / (rows - 1);
     for (int64_t n = 0; n < N; ++n) {
       double ref = 0, exact = 0;
@@ -89,12 +91,15 @@ absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const RunGemmOn& r
         exact += a.exact[m * K + k] * b.exact[n * K + k];
       }
       const double c = c_at(m, n);
-      err += (c - ref) * (c - ref), norm += ref * ref;
-      qerr += (c - exact) * (c - exact), qnorm += exact * exact;
+      sums[i][0] += (c - ref) * (c - ref), sums[i][1] += ref * ref;
+      sums[i][2] += (c - exact) * (c - exact), sums[i][3] += exact * exact;
     }
-  }
-  r.error = std::sqrt(err / std::max(norm, 1e-300));
-  r.quantized_error = std::sqrt(qerr / std::max(qnorm, 1e-300));
+  });
+  std::array<double, 4> total = {0, 0, 0, 0};
+  for (const auto& s : sums)
+    for (int j = 0; j < 4; ++j) total[j] += s[j];
+  r.error = std::sqrt(total[0] / std::max(total[1], 1e-300));
+  r.quantized_error = std::sqrt(total[2] / std::max(total[3], 1e-300));
   r.passed = r.error <= r.bound;
   if (!r.passed) r.failure = absl::StrCat("error ", r.error, " over the bound ", r.bound);
   if (kept) *kept = o;

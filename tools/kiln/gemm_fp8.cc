@@ -50,7 +50,8 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
     std::cout << absl::StrFormat("%-20s %-11s %-48s %10.3e %9.2e %10.3e %10.4f %9.1f  %s\n",
                                  absl::StrFormat("%dx%dx%d", size.m, size.n, size.k), p.scaling,
                                  r->kernel, r->error, r->bound, r->quantized_error, r->ms,
-                                 r->tflops, r->passed ? r->why : "FAILED: " + r->failure);
+                                 r->tflops, r->passed ? r->why : "FAILED: " + r->failure)
+              << std::flush;  // each row as it is measured (a caller's timeout keeps the rest)
     failures += !r->passed;
   }
   return failures ? 1 : 0;
