@@ -1,13 +1,14 @@
 // GEMM tuning tables (kiln/ops/gemm_table.h): the built-in ones parse and cover every tile
 // kernel, a bad line is an error naming it, the choice rule reads a table's figures, and a table
 // written back keeps its records.
+#include "kiln/ops/gemm_table.h"
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "gtest/gtest.h"
 #include "kiln/ops/gemm_choice.h"
-#include "kiln/ops/gemm_table.h"
 #include "kiln/ops/gemm_tiles.h"
 
 namespace kiln::rt {
@@ -67,14 +68,18 @@ TEST(GemmTable, BadRecordsNameTheirLine) {
 TEST(GemmTable, TheRuleReadsTheTablesFigures) {
   const GemmSize square{4096, 4096, 4096};
   ASSERT_EQ(ChooseGemm(square, 90).kernel, "gemm/bf16_sm90");
+  // The built-in table's measured lines win at their sizes (DeepGEMM's N 2112, K 7168).
+  EXPECT_EQ(ChooseGemm({64, 2112, 7168}, 90).kernel, "gemm/bf16_k128n32_sm90");
+  EXPECT_EQ(ChooseGemm({128, 2112, 7168}, 90).split, 2);
   auto choose = [&](const std::string& text, const GemmSize& s, const GemmOptions& o = {}) {
     absl::StatusOr<GemmTuneCache> t = GemmTuneCache::Parse(text, "t.tune");
     EXPECT_TRUE(t.ok()) << t.status();
     return t.ok() ? ChooseGemm(s, 90, o, &*t) : GemmChoice{};
   };
-  const std::string two = std::string(kModel) +
-                          "sm_90 tile gemm/bf16_sm90 speed=1.0 speed_unaligned=1.0\n"
-                          "sm_90 tile gemm/bf16_sm90_n128 speed=SPEED speed_unaligned=0.5 weight_bound=1\n";
+  const std::string two =
+      std::string(kModel) +
+      "sm_90 tile gemm/bf16_sm90 speed=1.0 speed_unaligned=1.0\n"
+      "sm_90 tile gemm/bf16_sm90_n128 speed=SPEED speed_unaligned=0.5 weight_bound=1\n";
   auto with_speed = [&](const std::string& speed) {
     std::string text = two;
     text.replace(text.find("SPEED"), 5, speed);
@@ -115,8 +120,8 @@ TEST(GemmTable, FittedSpeedIsTheModelsSpeedForTheMeasuredTime) {
   ASSERT_TRUE(n80.has_value());
   EXPECT_GT(*n80, 0.9);
   EXPECT_FALSE(FittedTileSpeed({64, 4096, 4096}, 90, "gemm/bf16_sm90_n128", 1, 1));  // weight-bound
-  EXPECT_FALSE(FittedTileSpeed(square, 90, "gemm/bf16_mma16_sm90", 1, 1));  // no tile
-  EXPECT_FALSE(FittedTileSpeed(square, 80, "gemm/bf16_sm90_n128", 1, 1));   // no tiles there
+  EXPECT_FALSE(FittedTileSpeed(square, 90, "gemm/bf16_mma16_sm90", 1, 1));           // no tile
+  EXPECT_FALSE(FittedTileSpeed(square, 80, "gemm/bf16_sm90_n128", 1, 1));  // no tiles there
 }
 
 // kiln tune rewrites a table: its comments and records stay, measured lines follow, and
