@@ -52,6 +52,12 @@ absl::StatusOr<GroupedGemmResult> Check(const HarnessMemory& mem, const RunOn& r
   if (!layout.ok()) return layout.status();
   const int64_t E = p.tokens.size(), R = layout->rows, N = p.n, K = p.k;
   const bool masked = p.layout == rt::GroupedLayout::kMasked;
+  // The entry point's checks first: the inputs below assume sizes it takes.
+  const rt::GroupedGemmSize size{.rows = R, .n = N, .k = K, .groups = static_cast<int>(E)};
+  const rt::GroupedGemmOptions options{
+      .layout = p.layout, .in_type = p.in_type, .kernel = p.kernel};
+  absl::StatusOr<std::string> kernel = rt::ChooseGroupedKernel(size, options);
+  if (!kernel.ok()) return kernel.status();
   // The inputs' bytes and the values the reference multiplies: bf16, or e4m3 with x's scales per
   // 1 x 128 (M-contiguous) and w's per 128 x 128 of each expert (row-major), as the operands take.
   const bool fp8 = p.in_type == "e4m3";
@@ -97,14 +103,9 @@ absl::StatusOr<GroupedGemmResult> Check(const HarnessMemory& mem, const RunOn& r
   for (const auto* s : {&px, &pw, &ps, &po, &psx, &psw})
     if (!s->ok()) return s->status();
   if (absl::Status s = mem.poison(*po, std::max<int64_t>(R * N * 2, 16)); !s.ok()) return s;
-  const rt::GroupedGemmSize size{.rows = R, .n = N, .k = K, .groups = static_cast<int>(E)};
-  const rt::GroupedGemmOptions options{
-      .layout = p.layout, .in_type = p.in_type, .kernel = p.kernel};
   rt::GroupedGemmOperands o{.x = *px, .w = *pw, .out = *po, .sizes = *ps};
   if (fp8) o.scale_x = *psx, o.scale_w = *psw;
   GroupedGemmResult r;
-  absl::StatusOr<std::string> kernel = rt::ChooseGroupedKernel(size, options);
-  if (!kernel.ok()) return kernel.status();
   r.kernel = *kernel;
   if (absl::Status s = run(size, options, o); !s.ok()) return s;
   std::vector<uint16_t> out(R * N);
@@ -178,8 +179,10 @@ absl::StatusOr<GroupedGemmResult> RunGroupedGemmGpu(rt::GemmRunner& runner,
   r->ms = *ms;
   const int64_t tokens = std::accumulate(p.tokens.begin(), p.tokens.end(), int64_t{0});
   r->tflops = 2.0 * tokens * p.n * p.k / (r->ms * 1e-3) / 1e12;
-  r->weights_gbps =
-      (p.in_type == "e4m3" ? 1.0 : 2.0) * p.tokens.size() * p.n * p.k / (r->ms * 1e-3) / 1e9;
+  // The weights the kernel reads: those of the groups that hold tokens.
+  const int64_t experts =
+      std::count_if(p.tokens.begin(), p.tokens.end(), [](int64_t t) { return t > 0; });
+  r->weights_gbps = (p.in_type == "e4m3" ? 1.0 : 2.0) * experts * p.n * p.k / (r->ms * 1e-3) / 1e9;
   return r;
 }
 

@@ -35,7 +35,7 @@ struct GroupedGemmResult {
   bool passed = false;
   std::string failure;
   // RunGroupedGemmGpu's timing (single calls): the groups' rows' TFLOPS, and the rate at which the
-  // weights (all of w) were read.
+  // weights of the groups that hold tokens were read.
   double ms = 0, tflops = 0, weights_gbps = 0;
 };
 

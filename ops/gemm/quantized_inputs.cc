@@ -70,7 +70,7 @@ Quantized Quantize(std::vector<double> exact, int64_t rows, int64_t K, int64_t g
     return (r / group_rows) * row_stride + (k / group_k) * k_stride;
   };
   // A block of group_rows rows owns its scales: blocks in parallel.
-  const int64_t blocks = (rows + group_rows - 1) / group_rows;
+  const int64_t blocks = group_rows > 0 ? (rows + group_rows - 1) / group_rows : 0;
   auto each_row = [&](const std::function<void(int64_t)>& body) {
     InParallel(blocks, [&](int64_t b) {
       for (int64_t r = b * group_rows; r < std::min(rows, (b + 1) * group_rows); ++r) body(r);

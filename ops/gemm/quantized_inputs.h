@@ -1,6 +1,6 @@
 // The GEMM harnesses' random inputs: normal values, rounded to bf16 or quantized to e4m3 with
 // per-group scales, made in parallel chunks of their own seeds (the same values whatever the host's
-// threads), so that the large problems' inputs take a fraction of a second.
+// threads): the large problems' inputs are hundreds of millions of values.
 #pragma once
 #include <cstdint>
 #include <functional>

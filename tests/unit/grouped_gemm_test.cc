@@ -51,11 +51,12 @@ TEST(GroupedGemm, MaskedCounts) {
 }
 
 // e4m3 with DeepGEMM's scales (the weights per 128 x 128 of each expert, the tokens per 1 x 128):
-// each group's weights their own scale blocks, K of two blocks and a part, the same ragged groups.
+// each group's weights their own scale blocks, K of two blocks and a part, the same ragged groups;
+// N of three 128-row blocks, so that a pair's second tile lies past N (its scales read inside).
 TEST(GroupedGemm, Fp8BlockScaled) {
   for (const char* kernel : {"gemm/grouped_fp8_sm90", "gemm/grouped_fp8_sm90_n64"})
     ExpectCorrect({.tokens = {70, 0, 1, 150, 9},
-                   .n = 256,
+                   .n = 384,
                    .k = 272,
                    .spare_rows = 3,
                    .in_type = "e4m3",

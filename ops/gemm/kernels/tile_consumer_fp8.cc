@@ -161,8 +161,11 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
   Pipeline::Cursor at = tk.ring.Start();
   TileEpilogue epilogue(tk, acc, c, wg, lane, row0);
   tk.for_each_unit([&](Value m0, Value n0, const examples::WorkUnit& u) {
-    Fp8Factors factors(tk, part, m0 + row0, n0, (u.a_row.valid() ? u.a_row : m0) + row0, c, wg,
-                       ahead, buffer);
+    // A's block scales are read at the warpgroup's first row, kept inside M (a pair's second tile
+    // may lie past it) and inside a grouped GEMM's group: no read leaves the scales.
+    Value a_base = u.a_row.valid() ? u.a_row - m0 : k.I32(0);
+    Fp8Factors factors(tk, part, m0 + row0, n0, a_base + Min(m0 + row0, tk.g.M - 1), c, wg, ahead,
+                       buffer);
     const Value last = (u.k_end - 1).To(i64);
     // One stage: its wgmma group into `part`, then promoted (the first stage of a unit starts acc).
     auto stage = [&](const Value& kb, bool first) {

@@ -11,19 +11,22 @@ namespace {
 
 // Group `grp`'s columns of C, [begin, end): a contiguous group from the end of the one before to
 // its own end, a masked group from its block's start for its count (at most the capacity, N /
-// groups). Clamped into [0, N] and never reversed, so that bad sizes read and write nothing out of
-// bounds.
+// groups). The sizes are signed: clamped into [0, N] (a negative count or end is 0) and never
+// reversed (an end before its begin makes the group empty), so that bad sizes read and write
+// nothing out of bounds.
 std::pair<Value, Value> GroupColumns(Kernel& k, const TileShape& shape, const GroupedWork& w,
                                      const Value& N, const Value& grp) {
   GlobalTensor rows(w.rows, {}, {k.I32(1)});
-  Value own = LoadGlobal(rows.At({grp}), 1);
+  Value own = LoadGlobal(rows.At({grp}), 1).To(s32), zero = k.I32(0).To(s32);
   if (shape.grouping == Grouping::kMasked) {
     Value capacity = N / w.groups, begin = grp * capacity;
-    return {begin, begin + Min(Max(own, 0), capacity)};
+    return {begin, begin + Min(Max(own, zero), capacity.To(s32)).To(i32)};
   }
-  Value before = LoadGlobal(rows.At({Max(grp - 1, 0)}), 1, {.mask = grp > 0, .fill = 0});
-  Value begin = Min(Max(before, 0), N);
-  return {begin, Min(Max(own, begin), N)};
+  Value before =
+      LoadGlobal(rows.At({Select(grp > 0, grp - 1, k.I32(0))}), 1, {.mask = grp > 0, .fill = 0})
+          .To(s32);
+  Value begin = Min(Max(before, zero), N.To(s32));
+  return {begin.To(i32), Min(Max(own, begin), N.To(s32)).To(i32)};
 }
 
 Value TilesOf(const TileShape& shape, const std::pair<Value, Value>& columns) {

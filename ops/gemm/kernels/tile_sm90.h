@@ -100,8 +100,8 @@ GroupedWork DeclareGroupedWork(Kernel& k, const TileShape& shape);
 // tiles_before (the caller synchronises the CTA after it).
 void CountGroupTiles(Kernel& k, const TileShape& shape, const GroupedWork& w,
                      const examples::TmaGemmOperands& g, const Value& tid, int threads);
-// The cluster's units, whole tiles (m pair fastest, then the groups' column tiles in order):
-// body(m0, n0, unit) with the unit's a_row and n_end set.
+// The cluster's units, whole tiles, in bands of column tiles (tile_groups.cc): body(m0, n0, unit)
+// with the unit's a_row and n_end set.
 void ForEachGroupedUnit(Kernel& k, const TileShape& shape, const GroupedWork& w,
                         const examples::TmaGemmOperands& g, const Value& rank,
                         const std::function<void(Value, Value, const examples::WorkUnit&)>& body);

@@ -10,9 +10,10 @@
 //                 offs): expert e has rows [group_ends[e-1], group_ends[e]) (0 before the first);
 //     masked:     group_counts[e], the tokens of expert e, in rows [e * capacity, e * capacity +
 //                 count) with capacity = rows / groups (decode's fixed blocks).
-// Rows outside every group are not written. Sizes out of order or out of range are clamped into
-// [0, rows] (a group never starts before the one before it ends); they never read or write out of
-// bounds.
+// Rows outside every group are not written. Sizes out of range are clamped into [0, rows] (a
+// negative count is 0) and a contiguous group whose end lies before the end of the one before it
+// is empty; sizes out of order (ends that decrease, then rise past an earlier end) make groups
+// that overlap, whose rows are written in no set order. No size reads or writes out of bounds.
 #pragma once
 
 #include <cstdint>
