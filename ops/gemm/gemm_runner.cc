@@ -338,43 +338,39 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
     ptr = *copy, from_ld = to_ld;
   }
   // Element strides of (row, col) of A (M x K), B (K x N), C, for kernels that index generically.
-  const std::map<std::string, int64_t> ints = {{"M", s.m},
-                                               {"N", s.n},
-                                               {"K", s.k},
-                                               {"sA0", plan->a_mn ? 1 : ld.a},
-                                               {"sA1", plan->a_mn ? ld.a : 1},
-                                               {"sB0", plan->b_mn ? ld.b : 1},
-                                               {"sB1", plan->b_mn ? 1 : ld.b},
-                                               {"sC0", plan->c_row ? ld.c : 1},
-                                               {"sC1", plan->c_row ? 1 : ld.c},
-                                               {"split", plan->choice.split}};
-  const std::map<std::string, int64_t> scale_strides = {
-      {"sa_row", o.sa_row}, {"sa_k", o.sa_k}, {"sb_row", o.sb_row}, {"sb_k", o.sb_k}};
-  const std::map<std::string, cu::CUdeviceptr> pointers = {{"A", o.a},
-                                                           {"B", o.b},
-                                                           {"C", o.c},
-                                                           {"C_in", o.c_in},
-                                                           {"bias", o.bias},
-                                                           {"residual", o.residual},
-                                                           {"scale_a", o.scale_a},
-                                                           {"scale_b", o.scale_b}};
+  const NamedArgs named{
+      .i32 = {{"M", s.m},
+              {"N", s.n},
+              {"K", s.k},
+              {"sA0", plan->a_mn ? 1 : ld.a},
+              {"sA1", plan->a_mn ? ld.a : 1},
+              {"sB0", plan->b_mn ? ld.b : 1},
+              {"sB1", plan->b_mn ? 1 : ld.b},
+              {"sC0", plan->c_row ? ld.c : 1},
+              {"sC1", plan->c_row ? 1 : ld.c},
+              {"split", plan->choice.split}},
+      .i64 = {{"sa_row", o.sa_row}, {"sa_k", o.sa_k}, {"sb_row", o.sb_row}, {"sb_k", o.sb_k}},
+      .pointers = {{"A", o.a},
+                   {"B", o.b},
+                   {"C", o.c},
+                   {"C_in", o.c_in},
+                   {"bias", o.bias},
+                   {"residual", o.residual},
+                   {"scale_a", o.scale_a},
+                   {"scale_b", o.scale_b}}};
   const Manifest& m = **manifest;
   std::vector<Arg> args;
   for (const ParamSpec& p : m.params) {
     using Kind = ParamSpec::Kind;
-    if (p.kind == Kind::kPointer && pointers.count(p.name)) {
-      args.push_back(Arg::Ptr(pointers.at(p.name)));
-    } else if (p.kind == Kind::kI32 && ints.count(p.name)) {
-      args.push_back(Arg::I32(static_cast<int32_t>(ints.at(p.name))));
-    } else if (p.kind == Kind::kI64 && scale_strides.count(p.name)) {
-      args.push_back(Arg::I64(scale_strides.at(p.name)));
+    if (std::optional<Arg> arg = NamedArg(p, named)) {
+      args.push_back(*std::move(arg));
     } else if (p.kind == Kind::kF32 && (p.name == "alpha" || p.name == "beta")) {
       args.push_back(Arg::F32(p.name == "alpha" ? o.alpha : o.beta));
     } else if (p.kind == Kind::kScheduleTable) {
       args.push_back(Arg::Schedule());
     } else if (p.kind == Kind::kWorkspace) {
       args.push_back(Arg::Workspace());
-    } else if (p.kind == Kind::kTensorMap && pointers.count(p.tensor_map.tensor) &&
+    } else if (p.kind == Kind::kTensorMap && named.pointers.count(p.tensor_map.tensor) &&
                p.tensor_map.rank() == 2) {
       // The ragged kernels' rank-2 maps: {K, rows} for K-major A and B, {rows, K} for MN-major
       // ones, {M, N} for C and the epilogue's C_in and residual (packed); the leading dimension
@@ -396,8 +392,8 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
                              : t == "C" ? (c_rows == s.m ? ld.c : c_rows)
                                         : s.m;
       const uint64_t bytes = TmaElementBytes(p.tensor_map.dtype);
-      args.push_back(
-          Arg::Tensor(pointers.at(t), {inner, outer}, {static_cast<uint64_t>(stride) * bytes}));
+      args.push_back(Arg::Tensor(named.pointers.at(t), {inner, outer},
+                                 {static_cast<uint64_t>(stride) * bytes}));
     } else {
       return absl::InternalError(absl::StrCat(m.name, " (", m.source,
                                               "): the GEMM entry point has no value for its ",

@@ -95,29 +95,24 @@ absl::Status RunGroupedGemm(const GroupedGemmSize& size, const GroupedGemmOption
   absl::StatusOr<const Manifest*> manifest = device.ManifestOf(*kernel);
   if (!manifest.ok()) return manifest.status();
   // The kernel's problem: C (N x rows, column-major: out) = A (w, N rows a group) times B (x).
-  const std::map<std::string, int64_t> ints = {
-      {"M", size.n}, {"N", size.rows}, {"K", size.k}, {"groups", size.groups}};
-  const std::map<std::string, cu::CUdeviceptr> pointers = {{"A", o.w},
-                                                           {"B", o.x},
-                                                           {"C", o.out},
-                                                           {"group_ends", o.sizes},
-                                                           {"group_counts", o.sizes},
-                                                           {"scale_a", o.scale_w},
-                                                           {"scale_b", o.scale_x}};
   // The weights' scales by 128-row block of the kernel's A (all experts' rows), then k-block; the
   // tokens' by row, then k-block (GroupedGemmOperands).
   const int64_t k_blocks = (size.k + 127) / 128;
-  const std::map<std::string, int64_t> scale_strides = {
-      {"sa_row", k_blocks}, {"sa_k", 1}, {"sb_row", 1}, {"sb_k", size.rows}};
+  const NamedArgs named{
+      .i32 = {{"M", size.n}, {"N", size.rows}, {"K", size.k}, {"groups", size.groups}},
+      .i64 = {{"sa_row", k_blocks}, {"sa_k", 1}, {"sb_row", 1}, {"sb_k", size.rows}},
+      .pointers = {{"A", o.w},
+                   {"B", o.x},
+                   {"C", o.out},
+                   {"group_ends", o.sizes},
+                   {"group_counts", o.sizes},
+                   {"scale_a", o.scale_w},
+                   {"scale_b", o.scale_x}}};
   std::vector<Arg> args;
   for (const ParamSpec& p : (*manifest)->params) {
     using Kind = ParamSpec::Kind;
-    if (p.kind == Kind::kPointer && pointers.count(p.name)) {
-      args.push_back(Arg::Ptr(pointers.at(p.name)));
-    } else if (p.kind == Kind::kI32 && ints.count(p.name)) {
-      args.push_back(Arg::I32(static_cast<int32_t>(ints.at(p.name))));
-    } else if (p.kind == Kind::kI64 && scale_strides.count(p.name)) {
-      args.push_back(Arg::I64(scale_strides.at(p.name)));
+    if (std::optional<Arg> arg = NamedArg(p, named)) {
+      args.push_back(*std::move(arg));
     } else if (p.kind == Kind::kTensorMap && p.tensor_map.tensor == "C") {  // out, N x rows
       args.push_back(Arg::Tensor(o.out,
                                  {static_cast<uint64_t>(size.n), static_cast<uint64_t>(size.rows)},

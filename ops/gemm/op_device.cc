@@ -4,6 +4,16 @@
 
 namespace kiln::rt {
 
+std::optional<Arg> NamedArg(const ParamSpec& p, const NamedArgs& named) {
+  using Kind = ParamSpec::Kind;
+  if (p.kind == Kind::kPointer && named.pointers.count(p.name))
+    return Arg::Ptr(named.pointers.at(p.name));
+  if (p.kind == Kind::kI32 && named.i32.count(p.name))
+    return Arg::I32(static_cast<int32_t>(named.i32.at(p.name)));
+  if (p.kind == Kind::kI64 && named.i64.count(p.name)) return Arg::I64(named.i64.at(p.name));
+  return std::nullopt;
+}
+
 absl::StatusOr<cu::CUdeviceptr> ScratchBuffers::Get(cu::CUstream stream, int which, size_t bytes,
                                                     const std::string& what) {
   absl::StatusOr<Driver*> d = Driver::Get();

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,6 +18,15 @@
 #include "kiln/runtime/launch.h"
 
 namespace kiln::rt {
+
+// An entry point's scalar and pointer arguments by parameter name: NamedArg gives the argument of
+// a manifest's pointer, i32 or i64 parameter found here (the i32 ones narrowed), else nothing (the
+// caller's other kinds: tensor maps, workspaces).
+struct NamedArgs {
+  std::map<std::string, int64_t> i32, i64;
+  std::map<std::string, cu::CUdeviceptr> pointers;
+};
+std::optional<Arg> NamedArg(const ParamSpec& p, const NamedArgs& named);
 
 class OpDevice {
  public:
