@@ -29,7 +29,9 @@ struct AttentionGradResult {
   // The backward run again this many times, each the same bytes (dK and dV; dQ too where
   // AttentionOptions::dq_atomics is off).
   int runs_identical = 0;
-  double ms = 0, tflops = 0;  // set by RunAttentionBackwardGpu's timing alone (its comment)
+  // Filled on the GPU alone, by the rule RunAttentionBackwardGpu states
+  // (docs/perf/2026-11-28-attention-backward.md).
+  double ms = 0, tflops = 0;
 };
 
 // Packed sequences (size.varlen, as VarlenSize gives it) take their `lengths`, each sequence

@@ -30,7 +30,9 @@ struct Fp8GemmResult {
   double quantized_error = 0;   // against the unquantized inputs' product
   bool passed = false;
   std::string failure;
-  double ms = 0, tflops = 0;  // set by RunFp8GemmGpu's timing alone (single calls)
+  // Filled on the GPU alone: the median of single calls, each between two events
+  // (docs/perf/2026-11-29-fp8-gemm.md).
+  double ms = 0, tflops = 0;
 };
 
 absl::StatusOr<Fp8GemmResult> RunFp8GemmGpu(rt::GemmRunner& runner, const Fp8GemmProblem& p,

@@ -34,8 +34,9 @@ struct GroupedGemmResult {
   double error = 0, bound = 0;
   bool passed = false;
   std::string failure;
-  // RunGroupedGemmGpu's timing (single calls): the groups' rows' TFLOPS, and the rate at which the
-  // weights of the groups that hold tokens were read.
+  // Filled on the GPU alone: the median of single calls, each between two events; the rate counts
+  // the products of the groups' rows, and the weights of the groups that hold tokens
+  // (docs/perf/2026-11-29-grouped-gemm.md).
   double ms = 0, tflops = 0, weights_gbps = 0;
 };
 

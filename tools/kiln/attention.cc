@@ -90,12 +90,7 @@ int BackwardAttention(kiln::rt::AttentionSize z, const kiln::rt::AttentionOption
     return Fail(plan.status());
   absl::StatusOr<kiln::examples::AttentionGradResult> r;
   if (absl::GetFlag(FLAGS_emulate)) {
-    std::map<std::string, Bundle> bundles;
-    auto bundle_of = [&](const std::string& name) -> const Bundle* {
-      if (auto it = bundles.find(name); it != bundles.end()) return &it->second;
-      absl::StatusOr<Bundle> b = GetBundle(name);
-      return b.ok() ? &bundles.emplace(name, *std::move(b)).first->second : nullptr;
-    };
+    const std::function<const Bundle*(const std::string&)> bundle_of = BundlesOnce();
     r = kiln::examples::RunAttentionBackwardEmulated(bundle_of, z, options, 1, lengths,
                                                      sm100 ? 100 : 90);
   } else {

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -86,6 +88,15 @@ absl::StatusOr<kiln::KernelDef> BuildKernel(const std::string& name) {
 #endif
 
 // `findings`: where given, kiln check's static findings (kernels built here only).
+std::function<const Bundle*(const std::string&)> BundlesOnce() {
+  auto bundles = std::make_shared<std::map<std::string, Bundle>>();
+  return [bundles](const std::string& name) -> const Bundle* {
+    if (auto it = bundles->find(name); it != bundles->end()) return &it->second;
+    absl::StatusOr<Bundle> b = GetBundle(name);
+    return b.ok() ? &bundles->emplace(name, *std::move(b)).first->second : nullptr;
+  };
+}
+
 absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::string>* findings) {
 #ifdef KILN_HAVE_COMPILER
   if (Compiling()) {

@@ -46,6 +46,9 @@ absl::StatusOr<kiln::KernelDef> BuildKernel(const std::string& name);
 // `findings`: where given, kiln check's static findings (kernels built here only).
 absl::StatusOr<Bundle> GetBundle(const std::string& name,
                                  std::vector<std::string>* findings = nullptr);
+// GetBundle by name, each bundle read once and kept by the returned function (null: not found),
+// for the harnesses that run an entry point on the emulator.
+std::function<const Bundle*(const std::string&)> BundlesOnce();
 std::optional<Bundle> ReferenceFor(const kiln::rt::Manifest& m);  // the fallback reference GEMM
 const Bundle* StreamRead();  // ops/stream_read, or null where this kiln has none
 // The kernels a command names, or every kernel when it names none.

@@ -24,12 +24,7 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
     return Fail(absl::InvalidArgumentError(
         "kiln gemm --dtype e4m3 checks plain products of K-major A and B (no --epilogue, "
         "--layout)"));
-  std::map<std::string, Bundle> bundles;
-  auto bundle_of = [&](const std::string& name) -> const Bundle* {
-    if (auto it = bundles.find(name); it != bundles.end()) return &it->second;
-    absl::StatusOr<Bundle> b = GetBundle(name);
-    return b.ok() ? &bundles.emplace(name, *std::move(b)).first->second : nullptr;
-  };
+  const std::function<const Bundle*(const std::string&)> bundle_of = BundlesOnce();
   std::optional<kiln::rt::GemmRunner> runner;
   if (!emulate) {
     if (absl::Status st = NeedGpu("gemm").status(); !st.ok()) return Fail(st);

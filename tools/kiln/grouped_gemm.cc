@@ -54,12 +54,7 @@ int GroupedGemm() {
                                              .capacity = absl::GetFlag(FLAGS_capacity),
                                              .in_type = absl::GetFlag(FLAGS_dtype),
                                              .kernel = absl::GetFlag(FLAGS_kernel)};
-  std::map<std::string, Bundle> bundles;
-  auto bundle_of = [&](const std::string& name) -> const Bundle* {
-    if (auto it = bundles.find(name); it != bundles.end()) return &it->second;
-    absl::StatusOr<Bundle> b = GetBundle(name);
-    return b.ok() ? &bundles.emplace(name, *std::move(b)).first->second : nullptr;
-  };
+  const std::function<const Bundle*(const std::string&)> bundle_of = BundlesOnce();
   absl::StatusOr<kiln::examples::GroupedGemmResult> r;
   if (emulate) {
     r = kiln::examples::RunGroupedGemmEmulated(bundle_of, p, 1);

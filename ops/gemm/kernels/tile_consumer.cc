@@ -12,7 +12,6 @@ void FinishTileUnit(TileKernel& tk, WgmmaAccumulator& acc, TileEpilogue& epilogu
   Kernel& k = tk.k;
   if (tk.shape.grouped()) {  // whole tiles: through C's map where inside the group
     epilogue.SetColumnEnd(u.n_end);
-    if (tk.shape.direct_out()) return epilogue.StoreDirect(m0, n0);
     return k.If(
         n0 + tk.shape.bn <= u.n_end, [&] { epilogue.Pack(m0, n0); },
         [&] {
