@@ -10,6 +10,14 @@
 namespace kiln::examples {
 namespace {
 
+// The TMA swizzle whose span is a row of `bytes` (32, 64 or 128): the row's 16-byte units swap
+// inside it as the shared tile's (Swizzle of the same span) do.
+rt::TmaSwizzle SwizzleOfRow(int bytes) {
+  return bytes >= 128 ? rt::TmaSwizzle::k128B
+         : bytes >= 64 ? rt::TmaSwizzle::k64B
+                       : rt::TmaSwizzle::k32B;
+}
+
 // An element type by its GemmSpec name; an unknown name fails the build at `loc`.
 Scalar ScalarNamed(Kernel& k, const std::string& name, Loc loc) {
   if (name == "f16") return f16;
@@ -302,9 +310,9 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
                           "blockwise or blockwise_t"
                         : "a scaling (tensorwise, rowwise, blockwise, blockwise_t) is for 8-bit "
                           "inputs (e4m3, e5m2)"));
-  if (IsFp8(*in_type) && (a_mn || b_mn || c_row))
+  if (IsFp8(*in_type) && (a_mn || b_mn))
     return absl::InvalidArgumentError(absl::StrCat(
-        "options '", options, "': 8-bit inputs are read K-major only (no a_mn, b_mn, c_row)"));
+        "options '", options, "': 8-bit inputs are read K-major only (no a_mn, b_mn)"));
   absl::StatusOr<EpilogueSpec> epilogue = ParseEpilogueTerms(terms, *out_type);
   if (!epilogue.ok()) return epilogue.status();
   return GemmVariant{*in_type, any_m, a_mn, b_mn, c_row, scaling, *epilogue};
@@ -332,7 +340,7 @@ ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bo
           return absl::InvalidArgumentError(absl::StrCat(
               name, tile ? ": swiglu takes M a multiple of 16 (no any_m)"
                          : ": swiglu is fused by the tile kernels (gemm/bf16_sm90*) alone"));
-        if (v->c_row && !c_row)
+        if (v->c_row && !c_row && !tile)
           return absl::InvalidArgumentError(
               absl::StrCat(name, ": stores C column-major only (no c_row)"));
         return build(name, *v);
@@ -349,11 +357,12 @@ ScheduleTable GemmTiles(int tile_m, int tile_n, int groups, int slots) {
 
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   if (shape.ragged &&
-      (shape.rank != 2 || shape.c_row_major || shape.interleaved ||
-       (!shape.c_box_rows && shape.c_swizzle) || (shape.c_box_rows && shape.out_type == "f32")))
+      (shape.rank != 2 || shape.interleaved || (!shape.c_box_rows && shape.c_swizzle) ||
+       (shape.c_box_rows && shape.out_type == "f32") ||
+       (shape.c_row_major && (shape.epilogue == "swiglu" || shape.c_box_rows > 64))))
     k.Fail(
-        "a ragged TMA GEMM takes rank-2 A and B maps and a column-major C, through a 16-bit map or "
-        "a pointer",
+        "a ragged TMA GEMM takes rank-2 A and B maps and a C through a 16-bit map or a pointer "
+        "(row-major: no swiglu, boxes of at most 64 columns)",
         loc);
   if (!shape.ragged &&
       (shape.in_type != "bf16" || shape.out_type != "bf16" || !shape.epilogue.empty()))
@@ -373,12 +382,13 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
                   .out_type = shape.out_type,
                   .a_order = shape.a_mn ? "col" : "row",
                   .b_order = shape.b_mn ? "row" : "col",
-                  .c_order = "col",
-                  // swiglu pairs rows 8 apart in blocks of 16 (EpilogueSpec::swiglu)
-                  .tile_m = shape.epilogue == "swiglu" ? 16
-                            : shape.c_box_rows         ? 8
-                                                       : 1,
-                  .tile_n = 1,
+                  .c_order = shape.c_row_major ? "row" : "col",
+                  // swiglu pairs rows 8 apart in blocks of 16 (EpilogueSpec::swiglu); C's map
+                  // takes rows 16 bytes apart
+                  .tile_m = shape.epilogue == "swiglu"                ? 16
+                            : shape.c_box_rows && !shape.c_row_major ? 8
+                                                                     : 1,
+                  .tile_n = shape.c_box_rows && shape.c_row_major ? 8 : 1,
                   .tile_k = 1,
                   .block_m = shape.bm,
                   .block_n = shape.bn,
@@ -397,6 +407,7 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
   TmaGemmOperands g;
   g.rank = shape.rank;
   g.c_rank = shape.ragged ? 2 : 3;
+  g.c_row = shape.c_row_major;
   g.M = k.I32Param("M", loc);
   g.N = k.I32Param("N", loc);
   g.K = k.I32Param("K", loc);
@@ -408,6 +419,10 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
       c.dims = {Expr(k, "M/2", loc), Expr(k, "N", loc)};
       c.strides = {Expr(k, "M", loc)};
       c.box = {32, static_cast<uint32_t>(shape.c_box_rows)};
+    } else if (shape.ragged && shape.c_row_major) {  // {N, M}: rows of N, a box past is clipped
+      c.dims = {Expr(k, "N", loc), Expr(k, "M", loc)};
+      c.strides = {Expr(k, "N*2", loc)};
+      c.box = {static_cast<uint32_t>(shape.c_box_rows), 64};
     } else if (shape.ragged) {  // the map's bounds are M and N: a box past them is clipped
       c.dims = {Expr(k, "M", loc), Expr(k, "N", loc)};
       c.strides = {Expr(k, "M*2", loc)};
@@ -420,8 +435,10 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
     }
     if (shape.c_swizzle && shape.c_pad != 0)
       k.Fail("a 128B-swizzled C box is 64 elements wide: no padding (c_pad) with c_swizzle", loc);
-    if (shape.c_swizzle)  // a swiglu's boxes are 32 elements wide
-      c.swizzle = shape.epilogue == "swiglu" ? rt::TmaSwizzle::k64B : rt::TmaSwizzle::k128B;
+    if (shape.c_swizzle)  // a swiglu's boxes are 32 elements wide, a row-major C's c_box_rows
+      c.swizzle = shape.epilogue == "swiglu" ? rt::TmaSwizzle::k64B
+                  : shape.c_row_major        ? SwizzleOfRow(shape.c_box_rows * 2)
+                                             : rt::TmaSwizzle::k128B;
     if (shape.out_type == "f16") c.dtype = rt::TmaDtype::kF16;
     g.C = k.TmaParam("tmC", c, loc);
   } else {
@@ -517,7 +534,7 @@ std::vector<TmaCopy> TmaGemmOperands::ACopies(const SmemTile& tile, const Value&
 }
 
 std::vector<Operand> TmaGemmOperands::CBox(const Value& m0, const Value& n0) const {
-  if (c_rank == 2) return {m0, n0};
+  if (c_rank == 2) return c_row ? std::vector<Operand>{n0, m0} : std::vector<Operand>{m0, n0};
   return {0, n0, m0 / 64};
 }
 
@@ -599,15 +616,18 @@ void WritePackedTile(Kernel& k, const TmaGemmOperands& g, const SmemTile* buffer
   for (int x = 0; x < consumers; ++x)
     k.If(wg == x, [&] {
       // Lane l addresses row (l % 8) + 8 * (l / 16) of matrix l / 8, transposed: n rows, m cols.
+      // Row-major (not transposed), lane l addresses row l % 8 of matrix l / 8: matrices 1 and 3
+      // are rows 8.. of 0 and 2, matrices 2 and 3 the columns 8.. of 0 and 1.
       Value n = lane % 8 + lane / 16 * 8, m = c / 32 * 16 + (lane & 8);
+      if (g.c_row) n = lane / 16 * 8, m = c / 32 * 16 + lane % 8 + (lane & 8);
       for (int piece = 0; piece < bn / piece_n; ++piece) {
         k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });  // buffer read out
         k.NamedBarrier(wg + 2, 128);
         for (int q = 0; q < piece_n / 16; ++q) {
           const int f = 4 * (piece * piece_n / 16 + q);
-          k.StMatrix(buffers[x].At(n + q * 16, m),
+          k.StMatrix(g.c_row ? buffers[x].At(m, n + q * 16) : buffers[x].At(n + q * 16, m),
                      {packed[f], packed[f + 1], packed[f + 2], packed[f + 3]},
-                     /*trans=*/true);
+                     /*trans=*/!g.c_row);
         }
         k.FenceProxyAsync();
         k.NamedBarrier(wg + 2, 128);

@@ -88,7 +88,7 @@ std::function<void(const TileIndexBody&)> ScheduledTiles(Kernel& k, const Value&
 
 // The TMA series' operands (fast.cu, seed 002): A (MxK) and B (as NxK) both K-major, read through
 // TMA tensor maps (rank 3: one box covers a whole k-tile of bk); C column-major, written through
-// a pointer or (c_box_rows > 0) a tensor map, or row-major through a pointer (c_row_major).
+// a pointer or (c_box_rows > 0) a tensor map, or row-major (c_row_major).
 struct TmaGemmShape {
   int bm, bn, bk;
   int rank = 2;           // 2: {K, rows}; 3: {64, rows, K/64}; 5: rank 3 padded with unit dims
@@ -97,7 +97,10 @@ struct TmaGemmShape {
   int c_box_cols = 64, c_pad = 0;
   bool c_swizzle = false;          // C's box read from a 128B-swizzled smem tile (then c_pad = 0)
   int divide_m = 0, divide_n = 0;  // what M and N must divide by (default bm, bn): schedules
-  bool c_row_major = false;  // C through a pointer, row-major (seed 002) instead of column-major
+  // C row-major instead of column-major: through a pointer (seed 002), or in a ragged kernel
+  // through a map of {N, M} whose box is c_box_rows columns (at most 64: one swizzle span) by 64
+  // rows of M.
+  bool c_row_major = false;
   int b_box_rows = 0;        // B's box rows when not bn (a CTA pair loads half of B each)
   // Ragged, K-major A: a second map of A in boxes of this many rows, for the tiles with at most
   // half their rows before M (TmaGemmOperands::ACopies); 0: none.
@@ -130,7 +133,8 @@ struct TmaGemmOperands {
   Value M, N, K;
   int rank;
   bool a_mn = false, b_mn = false;
-  int c_rank = 3;  // C's map: {64, N, M/64}, or (ragged) {M, N}
+  int c_rank = 3;       // C's map: {64, N, M/64}, or (ragged) {M, N}
+  bool c_row = false;  // C row-major: a ragged kernel's map is {N, M}
   int slab = 64;   // columns per box slice along K: 64 (128B swizzle) or 8 (interleaved)
   // TMA box coordinates of the slab-wide K slice k0 of rows row0.. (innermost first).
   std::vector<Operand> Box(const Value& row0, const Value& k0) const;
@@ -173,7 +177,7 @@ struct GemmVariant {
   Scalar in = bf16;  // A's and B's: bf16, f16, or e4m3/e5m2 with a scaling
   bool any_m = false;
   bool a_mn = false, b_mn = false;  // "a_mn", "b_mn": A column-major, B row-major (tile kernels)
-  bool c_row = false;               // "c_row": C (and C_in, residual) row-major (the skinny kernel)
+  bool c_row = false;  // "c_row": C (and C_in, residual) row-major (the skinny and tile kernels)
   Fp8Scaling scaling = Fp8Scaling::kNone;  // after the flags; 8-bit inputs only, and required
   EpilogueSpec epilogue;
 };
@@ -182,9 +186,9 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options);
 std::string ScalarName(Scalar s);  // "bf16", "f16", "f32", "e4m3", "e5m2"
 // The family (ExampleFamily) of an entry-point kernel: `build` gets each member's parsed options;
 // "any_m" is an option of the tile kernels (`tile`) alone, and of their 16-bit outputs (f32 ones
-// store C from registers anyway); "c_row" of those that store C either way (`c_row`). Members'
-// bundled options: kBundledTileVariants for tiles, kBundledRowCVariants for `c_row`, else
-// kBundledGemmVariants.
+// store C from registers anyway); "c_row" of the tile kernels and of those that store C either
+// way (`c_row`). Members' bundled options: kBundledTileVariants for tiles, kBundledRowCVariants for
+// `c_row`, else kBundledGemmVariants.
 using GemmVariantBuild =
     std::function<absl::StatusOr<KernelDef>(const std::string& name, const GemmVariant& v)>;
 // `b_mn`: a kernel that is no tile kernel but reads a row-major B (bundles kBundledWideVariants).
@@ -223,11 +227,12 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
                        const Value& b_policy_if = {}, const Value& a_policy_if = {},
                        bool wait_prior_grids = false);
 
-// A consumer warpgroup's packed 16-bit tile out through its 128B-swizzled C buffer (hopper/k13's
+// A consumer warpgroup's packed 16-bit tile out through its swizzled C buffer (hopper/k13's
 // epilogue, which the entry point's tile kernels share): for each consumer x (the thread's own,
-// `wg`), per piece of `piece_n` columns, stmatrix (transposed) into buffers[x] once the TMA store
-// before has read it, then one TMA store of the piece at (m0 + 64 * x, n0 + piece * piece_n), where
-// m0 and n0 are `at`[1] and [2]. `packed` holds the pairs in the wgmma accumulator's order; `c` is
+// `wg`), per piece of `piece_n` columns, stmatrix into buffers[x] once the TMA store before has
+// read it (transposed into an [n][m] buffer for a column-major C, as it is into an [m][n] one for
+// a row-major C: g.c_row), then one TMA store of the piece at (m0 + 64 * x, n0 + piece * piece_n),
+// where m0 and n0 are `at`[1] and [2]. `packed` holds the pairs in the wgmma accumulator's order; `c` is
 // the thread in its warpgroup, `lane` in its warp; named barrier wg + 2 meets the warpgroup.
 void WritePackedTile(Kernel& k, const TmaGemmOperands& g, const SmemTile* buffers, int consumers,
                      int bn, int piece_n, const Value& wg, const Value& c, const Value& lane,

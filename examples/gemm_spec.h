@@ -80,7 +80,8 @@ inline const std::vector<std::string> kBundledFp8Variants = {
     "e4m3-bf16.tensorwise",        "e4m3-bf16.rowwise",          "e4m3-bf16.blockwise",
     "e4m3-bf16.blockwise_t",       "e4m3-bf16.any_m.tensorwise", "e4m3-bf16.any_m.rowwise",
     "e4m3-bf16.any_m.blockwise_t", "e4m3-f32.tensorwise",        "e4m3-f32.rowwise",
-    "e4m3-f32.blockwise",          "e4m3-f32.blockwise_t"};
+    "e4m3-f32.blockwise",          "e4m3-f32.blockwise_t",       "e4m3-bf16.c_row.blockwise",
+    "e4m3-bf16.any_m.c_row.blockwise", "e4m3-f32.c_row.blockwise"};
 // The wide-stage kernels': kBundledGemmVariants and a row-major B (b_mn), plain and fused.
 inline const std::vector<std::string> kBundledWideVariants = [] {
   std::vector<std::string> v = kBundledGemmVariants;

@@ -77,12 +77,25 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
     return Invalid(absl::StrCat("8-bit A and B are read by TMA: K (", size.k,
                                 ") and their leading dimensions (", o.lda, ", ", o.ldb,
                                 ") multiples of 16, pointers 16-byte aligned"));
+  if (const int64_t c_rows = o.c_row_major ? size.n : size.m; o.ldc && o.ldc < c_rows)
+    return Invalid(
+        absl::StrCat("ldc = ", o.ldc, " is less than ", o.c_row_major ? "N = " : "M = ", c_rows));
   GemmPlan plan;
-  plan.swapped = o.c_row_major;
+  // A row-major C with blockwise scales is stored row-major by the tile (c_row), as DeepGEMM does,
+  // rather than computed as C^T: A's scales stay per row, two factors a thread a stage, where
+  // C^T's (blockwise_t) are one per column. Not for M <= 128, whose few rows the swapped problem
+  // spreads over more CTAs (docs/perf/2026-11-29-fp8-gemm.md, steps 4 and 5).
+  plan.c_row = o.c_row_major && options.scaling == "blockwise" && size.m > 128;
+  plan.swapped = o.c_row_major && !plan.c_row;
   plan.size = plan.swapped ? GemmSize{size.n, size.m, size.k} : size;
   GemmOptions kernel = options;
+  kernel.c_row = plan.c_row;
   if (plan.swapped && options.scaling == "blockwise") kernel.scaling = "blockwise_t";
-  kernel.any_m = plan.size.m % 8 != 0 && options.out_type != "f32";
+  // C through its map takes rows 16 bytes apart from a 16-byte aligned pointer: else from
+  // registers (any_m).
+  const int64_t c_extent = plan.c_row ? plan.size.n : plan.size.m;  // C's contiguous one
+  kernel.any_m = options.out_type != "f32" &&
+                 (c_extent % 8 != 0 || (o.ldc && o.ldc % 8 != 0) || o.c % 16 != 0);
   plan.choice = ChooseFp8Tile(plan.size);
   if (!options.fp8_tile.empty()) {
     if (std::find(std::begin(kFp8Tiles), std::end(kFp8Tiles), options.fp8_tile) ==

@@ -308,6 +308,7 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
   if (plan->swapped) std::swap(o.a, o.b), std::swap(o.lda, o.ldb);
   if (plan->swapped && fp8) SwapFp8Scales(o);
   const GemmSize& s = plan->size;
+  if (plan->c_row && !o.ldc) o.ldc = s.n;  // packed, N apart
   Leading ld = LeadingOf(s, o, plan->a_mn, plan->b_mn);
   // Operands TMA cannot stride: copied first, on the same stream, into rows 16 bytes apart.
   for (int which : {0, 1}) {
@@ -381,11 +382,14 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
       const uint64_t rows = t == "A" ? s.m : s.n;
       // A swiglu's C has half the product's rows, packed (CheckSwiglu).
       const int64_t c_rows = t == "C" && Has(plan->choice.kernel, "swiglu") ? s.m / 2 : s.m;
-      const uint64_t inner = c_like ? c_rows
+      const bool c_row = c_like && plan->c_row;  // {N, M}: the rows are M's
+      const uint64_t inner = c_row    ? s.n
+                             : c_like ? c_rows
                              : mn   ? rows
                                     : s.k,
-                     outer = c_like ? s.n
-                             : mn   ? s.k
+                     outer = c_row    ? s.m
+                             : c_like ? s.n
+                             : mn     ? s.k
                                     : rows;
       const int64_t stride = t == "A"   ? ld.a
                              : t == "B" ? ld.b

@@ -470,7 +470,8 @@ TEST(GemmFamilies, MembersBuildFromTheirNamesAndBadOptionsSayWhy) {
                             std::pair{"reference/bf16.bf16-bf16.relu.gelu", "one bias and one activation at most"},
                             std::pair{"gemm/bf16_skinny.bf16-bf16.any_m", "takes any M already"},
                             std::pair{"gemm/bf16_sm90.bf16-f32.any_m", "takes any M already"},
-                            std::pair{"gemm/bf16_sm90_m64n32.bf16-bf16.c_row", "stores C column-major only"}}) {
+                            std::pair{"gemm/bf16_mma16_sm90.bf16-bf16.c_row", "stores C column-major only"},
+                            std::pair{"gemm/bf16_sm90.bf16-bf16.c_row.swiglu", "no grouping, no swiglu"}}) {
     const Example* e = Find(name);
     ASSERT_NE(e, nullptr) << name;
     absl::StatusOr<KernelDef> bad = e->build();

@@ -41,6 +41,16 @@ TEST(Fp8Gemm, WideTilesAloneAndInPairs) {
   }
 }
 
+// A row-major C stored by the tile (c_row: M past 128, A's scales per row, two stages ahead):
+// ragged M and K (an odd count of k-tiles), N no multiple of 8 (C from registers), an f32 C, and
+// K split in parts of odd lengths.
+TEST(Fp8Gemm, RowMajorCStoredByTheTile) {
+  ExpectCorrect({264, 200, 1200}, "blockwise");
+  ExpectCorrect({300, 100, 400}, "blockwise");
+  ExpectCorrect({264, 136, 528}, "blockwise", "f32");
+  ExpectCorrect({256, 128, 4992}, "blockwise");
+}
+
 // K split over parts (few tiles, long K): each part promotes its own stages, then they are summed.
 TEST(Fp8Gemm, BlockwiseSplitK) { ExpectCorrect({8, 256, 4096}, "blockwise"); }
 
@@ -66,6 +76,16 @@ TEST(Fp8Gemm, PlanErrorsNameTheProblem) {
   EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, fp8, unscaled, 90)).find("scale_b"),
             std::string::npos);
   EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, fp8, ok, 100)).find("sm_90"), std::string::npos);
+  auto kernel = [&](const rt::GemmSize& size) {
+    absl::StatusOr<rt::GemmPlan> p = rt::PlanGemm(size, fp8, ok, 90);
+    return p.ok() ? p->choice.kernel : std::string(p.status().message());
+  };
+  EXPECT_NE(kernel({4096, 4096, 4096}).find(".c_row.blockwise"), std::string::npos);
+  EXPECT_NE(kernel({128, 7168, 4096}).find(".blockwise_t"), std::string::npos);
+  rt::GemmOperands short_ldc = ok;
+  short_ldc.ldc = 100;
+  EXPECT_NE(error(rt::PlanGemm({256, 128, 256}, fp8, short_ldc, 90)).find("ldc = 100"),
+            std::string::npos);
   rt::GemmOptions no_scaling = fp8;
   no_scaling.scaling = "";
   EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, no_scaling, ok, 90)).find("need a scaling"),

@@ -35,9 +35,24 @@ class Fp8Factors {
 
   bool PerStage() const { return mode_ == Fp8Scaling::kBlock || mode_ == Fp8Scaling::kBlockT; }
 
-  // Blockwise: the stage's factors, loaded before its wgmmas are issued.
-  void Issue(const Value& kb) {
-    if (mode_ == Fp8Scaling::kBlock) Load(kb);
+  // Blockwise (A per row, B per 128x128: one block of B covers the tile): a k-tile's scales, the
+  // thread's two rows' of A and B's block's, go into one of two sets of three registers two
+  // stages before the stage that uses them (LoadInto), which reads them after its wait (Use):
+  // one stage's time does not cover a global load's latency, which each stage then waited for
+  // (docs/perf/2026-11-29-fp8-gemm.md, step 5). Each set is loaded again once its stage has used
+  // it, so no value moves between registers.
+  bool TwoAhead() const { return mode_ == Fp8Scaling::kBlock; }
+  void LoadInto(const Regs& set, const Value& kb) {
+    set[0] = Scale(tk_.scale_a, Row(0) * tk_.sa_row + kb * tk_.sa_k);
+    set[1] = Scale(tk_.scale_a, Row(1) * tk_.sa_row + kb * tk_.sa_k);
+    set[2] = Scale(tk_.scale_b, (n0_ / 128).To(i64) * tk_.sb_row + kb * tk_.sb_k);
+  }
+  void Use(const Regs& set) {
+    Value b = set[2].Load();
+    Value rows[2] = {set[0].Load() * b, set[1].Load() * b};
+    factors_.clear();
+    for (int i = 0; i < acc_.n() / 2; ++i)
+      factors_.push_back(rows[WgmmaAccumulator::RowSlot(i / 2)]);
   }
 
   // Blockwise_t's B scales are one per column: held in registers across the stage's wgmmas with
@@ -89,13 +104,8 @@ class Fp8Factors {
       case Fp8Scaling::kTensor:
         factors_.assign(acc_.n() / 2, a_at(zero) * b_at(zero));
         return;
-      case Fp8Scaling::kBlock: {  // A per row, B per 128x128: one block of B covers the tile
-        Value b = b_at((n0_ / 128).To(i64));
-        Value rows[2] = {a_at(Row(0)) * b, a_at(Row(1)) * b};
-        for (int i = 0; i < acc_.n() / 2; ++i)
-          factors_.push_back(rows[WgmmaAccumulator::RowSlot(i / 2)]);
+      case Fp8Scaling::kBlock:  // LoadInto, Use
         return;
-      }
       case Fp8Scaling::kBlockT: {  // A per 128x128 (the warpgroup's rows lie in one), B per column
         Value a = a_at((a_m0_ / 128).To(i64));
         std::vector<Value> cols = PerColumn(b_at);
@@ -157,6 +167,9 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
   WgmmaAccumulator acc = k.WgmmaAcc(BN), part = k.WgmmaAcc(BN);
   Regs ahead = k.Registers(Type::Of(f32), 2);   // blockwise_t: the next stage's scales
   Regs buffer = k.Registers(Type::Of(i32), 1);  // blockwise_t: this stage's buffer, 0 or 1
+  Regs sets[2];                                  // blockwise: two stages' factors (TwoAhead)
+  if (tk.shape.variant.scaling == Fp8Scaling::kBlock)
+    sets[0] = k.Registers(Type::Of(f32), 3), sets[1] = k.Registers(Type::Of(f32), 3);
   buffer[0] = k.I32(0);
   Pipeline::Cursor at = tk.ring.Start();
   TileEpilogue epilogue(tk, acc, c, wg, lane, row0);
@@ -167,9 +180,9 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
     Fp8Factors factors(tk, part, m0 + row0, n0, a_base + Min(m0 + row0, tk.g.M - 1), c, wg, ahead,
                        buffer);
     const Value last = (u.k_end - 1).To(i64);
-    // One stage: its wgmma group into `part`, then promoted (the first stage of a unit starts acc).
-    auto stage = [&](const Value& kb, bool first) {
-      factors.Issue(kb.To(i64));
+    // One stage: its wgmma group into `part`, then promoted (the first stage of a unit starts acc)
+    // with the factors of `set` where they come two stages ahead (TwoAhead).
+    auto stage = [&](const Value& kb, bool first, const Regs* set = nullptr) {
       Value s = tk.ring.Acquire(at);
       k.WgmmaFence();
       for (int kk = 0; kk < BK; kk += 32)
@@ -185,6 +198,7 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
       k.WgmmaWait(0);
       tk.ring.Release(s, c);
       factors.Ready();
+      if (set) factors.Use(*set);
       for (int i = 0; i < BN / 2; ++i) {
         Value p = part[i].Load();
         if (factors.PerStage())
@@ -194,8 +208,25 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
       }
     };
     factors.Start(u.k_begin.To(i64));
-    stage(u.k_begin, true);
-    k.For(u.k_begin + 1, u.k_end, 1, [&](Value kb) { stage(kb, false); });
+    if (factors.TwoAhead()) {
+      // Stages 1, 3, .. of the unit use sets[1], 0, 2, .. sets[0]; a set is loaded for the stage
+      // two on (the last one's again past the end) once its stage has used it.
+      auto ahead = [&](const Value& kb) { return Min(kb.To(i64), last); };
+      factors.LoadInto(sets[0], u.k_begin.To(i64));
+      factors.LoadInto(sets[1], ahead(u.k_begin + 1));
+      stage(u.k_begin, true, &sets[0]);
+      factors.LoadInto(sets[0], ahead(u.k_begin + 2));
+      k.For(u.k_begin + 1, u.k_end - 1, 2, [&](Value kb) {
+        stage(kb, false, &sets[1]);
+        factors.LoadInto(sets[1], ahead(kb + 2));
+        stage(kb + 1, false, &sets[0]);
+        factors.LoadInto(sets[0], ahead(kb + 3));
+      });
+      k.If((u.k_end - u.k_begin) % 2 == 0, [&] { stage(u.k_end - 1, false, &sets[1]); });
+    } else {
+      stage(u.k_begin, true);
+      k.For(u.k_begin + 1, u.k_end, 1, [&](Value kb) { stage(kb, false); });
+    }
     if (!factors.PerStage()) {  // tensorwise, rowwise: once, before any split's parts are summed
       factors.Load(k.I32(0).To(i64));
       for (int i = 0; i < BN / 2; ++i) acc[i] = acc[i].Load() * factors[i];

@@ -6,6 +6,7 @@
 #include <bit>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "kiln/ops/gemm_tiles.h"
 
 namespace kiln::ops {
@@ -26,13 +27,19 @@ Value StreamsA(const TmaGemmOperands& g) {
   return (g.N <= 128) & (g.M >= 4096) & (g.K <= Operand(1 << 27) / g.M);
 }
 
+// The swizzle whose span is a row of `bytes` (32, 64 or 128), as C's map's (DeclareTmaGemm).
+Swizzle SwizzleOfRow(int bytes) {
+  return bytes >= 128 ? Swizzle::k128B : bytes >= 64 ? Swizzle::k64B : Swizzle::k32B;
+}
+
 }  // namespace
 
 // Columns of C per staged TMA store: the whole tile up to 128, else 128-column pieces, or two
 // halves where 128 does not divide it (160: two of 80). A grouped GEMM's wide tile stores 64 at a
-// time: its C buffers make room for the groups' counts.
+// time: its C buffers make room for the groups' counts. A row-major C's piece is at most one
+// swizzle span of its rows (64 columns).
 int TileShape::piece_n() const {
-  if (grouped() && bn > 64) return 64;
+  if ((grouped() || variant.c_row) && bn > 64) return 64;
   return bn <= 128 ? bn : bn % 128 == 0 ? 128 : bn / 2;
 }
 
@@ -56,7 +63,7 @@ int TileShape::epi_pairs() const {
 // back in the accumulator's order (ldmatrix.trans), whole lines and no registers held for loads
 // in flight (docs/perf/2026-11-26-c-in-and-residual-through-tma.md).
 bool TileShape::staged_inputs() const {
-  return !direct_out() && (epi().scale || epi().residual) && 2 * epi_pairs() < bn / 4;
+  return !direct_out() && !variant.c_row && (epi().scale || epi().residual) && 2 * epi_pairs() < bn / 4;
 }
 
 absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& shape) {
@@ -70,7 +77,11 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   // of rows past M costs throughput, and so does each box issued
   // (docs/perf/2026-11-25-a-rows-past-m.md, docs/perf/2026-11-26-a-rows-past-m-128-row-tiles.md).
   const int A_EDGE = !shape.variant.a_mn && !shape.grouped() ? 16 : 0;
+  const bool c_row = shape.variant.c_row;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (1 + CONSUMERS))});
+  if (c_row && (shape.grouped() || shape.epi().swiglu))
+    k.Fail(absl::StrCat(name, ": a row-major C (c_row) is for plain tile kernels: no grouping, no "
+                        "swiglu"));
   TmaGemmOperands g = examples::DeclareTmaGemm(k, {.bm = BM,
                                                    .bn = BN,
                                                    .bk = BK,
@@ -79,6 +90,7 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
                                                    .c_box_rows = direct_out ? 0 : PIECE_N,
                                                    .c_swizzle = !direct_out,
                                                    .divide_m = BM * CLUSTER,
+                                                   .c_row_major = c_row,
                                                    .a_edge_rows = A_EDGE,
                                                    .ragged = true,
                                                    .in_type = examples::ScalarName(in),
@@ -103,7 +115,7 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
     counters = k.WorkspaceParam("counters", i32, "schedule", int64_t{CLUSTER} * CONSUMERS * 4);
   }
   const EpilogueSpec& epi = shape.variant.epilogue;
-  const Epilogue epilogue = Epilogue::Declare(k, epi, g.M, g.N, /*column_major=*/true);
+  const Epilogue epilogue = Epilogue::Declare(k, epi, g.M, g.N, /*column_major=*/!c_row);
   Value scale_a, scale_b, sa_row, sa_k, sb_row, sb_k;  // 8-bit inputs' scales (TileKernel)
   if (shape.fp8()) {
     scale_a = k.PtrParam("scale_a", f32), scale_b = k.PtrParam("scale_b", f32);
@@ -125,10 +137,11 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   if (CLUSTER > 1) k.ClusterDims({static_cast<unsigned>(CLUSTER), 1, 1});
   SmemTile sA = k.SmemSwizzled(in, BM, BK, Swizzle::k128B, STAGES);
   SmemTile sB = k.SmemSwizzled(in, BN, BK, Swizzle::k128B, STAGES);
-  SmemTile sC[2];  // [n][m], one per consumer
+  SmemTile sC[2];  // [n][m] (a row-major C's: [m][n]), one per consumer
   if (!direct_out)
     for (int x = 0; x < CONSUMERS; ++x)  // a swiglu's C: 32 rows a consumer
       sC[x] = epi.swiglu ? k.SmemSwizzled(out, PIECE_N, 32, Swizzle::k64B)
+              : c_row    ? k.SmemSwizzled(out, 64, PIECE_N, SwizzleOfRow(PIECE_N * 2))
                          : k.SmemSwizzled(out, PIECE_N, 64, Swizzle::k128B);
   Barriers input_bars;
   if (staged_inputs) input_bars = k.SmemBarriers(CONSUMERS);
