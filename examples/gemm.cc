@@ -13,7 +13,7 @@ namespace {
 // The TMA swizzle whose span is a row of `bytes` (32, 64 or 128): the row's 16-byte units swap
 // inside it as the shared tile's (Swizzle of the same span) do.
 rt::TmaSwizzle SwizzleOfRow(int bytes) {
-  return bytes >= 128 ? rt::TmaSwizzle::k128B
+  return bytes >= 128  ? rt::TmaSwizzle::k128B
          : bytes >= 64 ? rt::TmaSwizzle::k64B
                        : rt::TmaSwizzle::k32B;
 }
@@ -385,7 +385,7 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
                   .c_order = shape.c_row_major ? "row" : "col",
                   // swiglu pairs rows 8 apart in blocks of 16 (EpilogueSpec::swiglu); C's map
                   // takes rows 16 bytes apart
-                  .tile_m = shape.epilogue == "swiglu"                ? 16
+                  .tile_m = shape.epilogue == "swiglu"               ? 16
                             : shape.c_box_rows && !shape.c_row_major ? 8
                                                                      : 1,
                   .tile_n = shape.c_box_rows && shape.c_row_major ? 8 : 1,

@@ -101,7 +101,7 @@ struct TmaGemmShape {
   // through a map of {N, M} whose box is c_box_rows columns (at most 64: one swizzle span) by 64
   // rows of M.
   bool c_row_major = false;
-  int b_box_rows = 0;        // B's box rows when not bn (a CTA pair loads half of B each)
+  int b_box_rows = 0;  // B's box rows when not bn (a CTA pair loads half of B each)
   // Ragged, K-major A: a second map of A in boxes of this many rows, for the tiles with at most
   // half their rows before M (TmaGemmOperands::ACopies); 0: none.
   int a_edge_rows = 0;
@@ -133,9 +133,9 @@ struct TmaGemmOperands {
   Value M, N, K;
   int rank;
   bool a_mn = false, b_mn = false;
-  int c_rank = 3;       // C's map: {64, N, M/64}, or (ragged) {M, N}
+  int c_rank = 3;      // C's map: {64, N, M/64}, or (ragged) {M, N}
   bool c_row = false;  // C row-major: a ragged kernel's map is {N, M}
-  int slab = 64;   // columns per box slice along K: 64 (128B swizzle) or 8 (interleaved)
+  int slab = 64;       // columns per box slice along K: 64 (128B swizzle) or 8 (interleaved)
   // TMA box coordinates of the slab-wide K slice k0 of rows row0.. (innermost first).
   std::vector<Operand> Box(const Value& row0, const Value& k0) const;
   // C map box coordinates of rows m0.. (M) and columns n0.. (N).
@@ -232,8 +232,8 @@ void MulticastProducer(Kernel& k, Pipeline& ring, const TmaGemmOperands& g, cons
 // `wg`), per piece of `piece_n` columns, stmatrix into buffers[x] once the TMA store before has
 // read it (transposed into an [n][m] buffer for a column-major C, as it is into an [m][n] one for
 // a row-major C: g.c_row), then one TMA store of the piece at (m0 + 64 * x, n0 + piece * piece_n),
-// where m0 and n0 are `at`[1] and [2]. `packed` holds the pairs in the wgmma accumulator's order; `c` is
-// the thread in its warpgroup, `lane` in its warp; named barrier wg + 2 meets the warpgroup.
+// where m0 and n0 are `at`[1] and [2]. `packed` holds the pairs in the wgmma accumulator's order;
+// `c` is the thread in its warpgroup, `lane` in its warp; named barrier wg + 2 meets the warpgroup.
 void WritePackedTile(Kernel& k, const TmaGemmOperands& g, const SmemTile* buffers, int consumers,
                      int bn, int piece_n, const Value& wg, const Value& c, const Value& lane,
                      const Regs& packed, const Regs& at);

@@ -77,11 +77,12 @@ inline const std::vector<std::string> kBundledTileVariants = {
 // The 8-bit variants bundled for the tile kernels that take them
 // (ops/gemm/kernels/tile_kernels.cc).
 inline const std::vector<std::string> kBundledFp8Variants = {
-    "e4m3-bf16.tensorwise",        "e4m3-bf16.rowwise",          "e4m3-bf16.blockwise",
-    "e4m3-bf16.blockwise_t",       "e4m3-bf16.any_m.tensorwise", "e4m3-bf16.any_m.rowwise",
-    "e4m3-bf16.any_m.blockwise_t", "e4m3-f32.tensorwise",        "e4m3-f32.rowwise",
-    "e4m3-f32.blockwise",          "e4m3-f32.blockwise_t",       "e4m3-bf16.c_row.blockwise",
-    "e4m3-bf16.any_m.c_row.blockwise", "e4m3-f32.c_row.blockwise"};
+    // C column-major, or row-major computed as C^T = B^T A^T
+    "e4m3-bf16.tensorwise", "e4m3-bf16.rowwise", "e4m3-bf16.blockwise", "e4m3-bf16.blockwise_t",
+    "e4m3-bf16.any_m.tensorwise", "e4m3-bf16.any_m.rowwise", "e4m3-bf16.any_m.blockwise_t",
+    "e4m3-f32.tensorwise", "e4m3-f32.rowwise", "e4m3-f32.blockwise", "e4m3-f32.blockwise_t",
+    // a row-major C stored by the tile (blockwise past 128 rows: ops/gemm/gemm_fp8.cc)
+    "e4m3-bf16.c_row.blockwise", "e4m3-bf16.any_m.c_row.blockwise", "e4m3-f32.c_row.blockwise"};
 // The wide-stage kernels': kBundledGemmVariants and a row-major B (b_mn), plain and fused.
 inline const std::vector<std::string> kBundledWideVariants = [] {
   std::vector<std::string> v = kBundledGemmVariants;

@@ -385,12 +385,12 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
       const bool c_row = c_like && plan->c_row;  // {N, M}: the rows are M's
       const uint64_t inner = c_row    ? s.n
                              : c_like ? c_rows
-                             : mn   ? rows
-                                    : s.k,
+                             : mn     ? rows
+                                      : s.k,
                      outer = c_row    ? s.m
                              : c_like ? s.n
                              : mn     ? s.k
-                                    : rows;
+                                      : rows;
       const int64_t stride = t == "A"   ? ld.a
                              : t == "B" ? ld.b
                              : t == "C" ? (c_rows == s.m ? ld.c : c_rows)

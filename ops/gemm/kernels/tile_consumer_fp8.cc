@@ -167,7 +167,7 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
   WgmmaAccumulator acc = k.WgmmaAcc(BN), part = k.WgmmaAcc(BN);
   Regs ahead = k.Registers(Type::Of(f32), 2);   // blockwise_t: the next stage's scales
   Regs buffer = k.Registers(Type::Of(i32), 1);  // blockwise_t: this stage's buffer, 0 or 1
-  Regs sets[2];                                  // blockwise: two stages' factors (TwoAhead)
+  Regs sets[2];                                 // blockwise: two stages' factors (TwoAhead)
   if (tk.shape.variant.scaling == Fp8Scaling::kBlock)
     sets[0] = k.Registers(Type::Of(f32), 3), sets[1] = k.Registers(Type::Of(f32), 3);
   buffer[0] = k.I32(0);

@@ -63,7 +63,8 @@ int TileShape::epi_pairs() const {
 // back in the accumulator's order (ldmatrix.trans), whole lines and no registers held for loads
 // in flight (docs/perf/2026-11-26-c-in-and-residual-through-tma.md).
 bool TileShape::staged_inputs() const {
-  return !direct_out() && !variant.c_row && (epi().scale || epi().residual) && 2 * epi_pairs() < bn / 4;
+  return !direct_out() && !variant.c_row && (epi().scale || epi().residual) &&
+         2 * epi_pairs() < bn / 4;
 }
 
 absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& shape) {
@@ -80,7 +81,8 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   const bool c_row = shape.variant.c_row;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (1 + CONSUMERS))});
   if (c_row && (shape.grouped() || shape.epi().swiglu))
-    k.Fail(absl::StrCat(name, ": a row-major C (c_row) is for plain tile kernels: no grouping, no "
+    k.Fail(absl::StrCat(name,
+                        ": a row-major C (c_row) is for plain tile kernels: no grouping, no "
                         "swiglu"));
   TmaGemmOperands g = examples::DeclareTmaGemm(k, {.bm = BM,
                                                    .bn = BN,

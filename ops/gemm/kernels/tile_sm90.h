@@ -7,8 +7,9 @@
 // B's boxes of 64 k into the ring; each consumer issues a stage's wgmma group, waits for the group
 // before it and frees that group's stage. A split tile's parts meet in a workspace and the part
 // that ends last sums them in part order (deterministic). The epilogue applies the fused terms and
-// writes C: packed to 16 bits and out through staged TMA stores under the next tile's first group,
-// or element by element from registers (an f32 C, or an M that is no multiple of 8).
+// writes C (column-major, or row-major: c_row): packed to 16 bits and out through staged TMA stores
+// under the next tile's first group, or element by element from registers (an f32 C, or C's
+// contiguous extent no multiple of 8).
 //
 // Constraints (checked at build or launch): K a multiple of 8 (TMA's 16-byte strides); M too where
 // C goes through its map; MN-major operands need tiles of whole 64-column blocks.
