@@ -59,11 +59,15 @@ mlir::Value SmemDescriptor(KernelState& s, const SmemTile& t, const Operand& row
   return mlir::arith::OrIOp::create(s.builder, l, start, hi);
 }
 
+// K of one tcgen05.mma: 16 of 16-bit types (kind::f16), 32 of 8-bit ones (kind::f8f6f4).
+int MmaK(Scalar elem) { return 32 / ScalarBytes(elem); }
+
 bool CheckMmaTile(KernelState& s, const SmemTile& t, const char* which, int rows,
                   const Operand& row0, int k0, const Loc& loc) {
   const std::string where = absl::StrCat("tcgen05.mma ", which, " tile (", LocString(t.loc()), ")");
-  if (t.elem() != Scalar::kBF16 && t.elem() != Scalar::kF16) {
-    s.Fail(absl::StrCat(where, " must hold bf16 or f16"), loc);
+  if (t.elem() != Scalar::kBF16 && t.elem() != Scalar::kF16 && !IsFp8(t.elem())) {
+    s.Fail(absl::StrCat(where, " must hold bf16, f16 (kind::f16), e4m3 or e5m2 (kind::f8f6f4)"),
+           loc);
     return false;
   }
   const bool swizzled =
@@ -83,10 +87,11 @@ bool CheckMmaTile(KernelState& s, const SmemTile& t, const char* which, int rows
            loc);
     return false;
   }
-  if (k0 < 0 || k0 % 16 || k0 + 16 > t.cols()) {
-    s.Fail(
-        absl::StrCat(where, ": k0 = ", k0, " is not a 16-wide slice of its ", t.cols(), " columns"),
-        loc);
+  const int kk = MmaK(t.elem());  // 32 bytes of K an instruction
+  if (k0 < 0 || k0 % kk || k0 + kk > t.cols()) {
+    s.Fail(absl::StrCat(where, ": k0 = ", k0, " is not a ", kk, "-wide slice of its ", t.cols(),
+                        " columns"),
+           loc);
     return false;
   }
   if (Access::IsImm(row0) && (Access::Imm(row0) < 0 || Access::Imm(row0) + rows > t.rows())) {
@@ -230,8 +235,9 @@ std::optional<uint32_t> CheckedInstr(KernelState& s, const tcgen05::InstrF16& sh
                                ") has ", columns),
                   loc),
            std::nullopt;
-  if (a_elem != b_elem)
-    return s.Fail("tcgen05.mma A and B tiles hold different types", loc), std::nullopt;
+  if (a_elem != b_elem && !(IsFp8(a_elem) && IsFp8(b_elem)))
+    return s.Fail("tcgen05.mma A and B tiles hold different types (only e4m3 and e5m2 mix)", loc),
+           std::nullopt;
   if (!Access::IsImm(accumulate) && Access::Val(accumulate).type() != Type::Of(Scalar::kI1))
     return s.Fail("tcgen05.mma's accumulate flag is an i1 (a comparison) or 0/1", loc),
            std::nullopt;
@@ -241,18 +247,18 @@ std::optional<uint32_t> CheckedInstr(KernelState& s, const tcgen05::InstrF16& sh
 // tcgen05.mma kind::f16 into the accumulator at `daddr`, from the operands' descriptors.
 // The descriptors are built as the op's operands are (one expression), so the emitted order of
 // their instructions does not depend on the caller.
-void EmitTcgenMma(KernelState& s, int cta_group, const Value& daddr, uint32_t idesc,
+void EmitTcgenMma(KernelState& s, int cta_group, const Value& daddr, uint32_t idesc, bool fp8_kind,
                   const std::function<mlir::Value()>& a_desc,
                   const std::function<mlir::Value()>& b_desc, const Operand& accumulate,
                   const Loc& loc) {
   mlir::Location l = s.ToLoc(loc);
   mlir::Value idesc_v =
       mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(idesc), 32);
-  mlir::NVVM::Tcgen05MMAOp::create(s.builder, l, mlir::NVVM::Tcgen05MMAKind::F16, Group(cta_group),
-                                   mlir::NVVM::Tcgen05MMACollectorOp::DISCARD, /*aShift=*/false,
-                                   TmemPtr(s, daddr, l), a_desc(), b_desc(), idesc_v,
-                                   s.Materialize(accumulate, Type::Of(Scalar::kI1)), mlir::Value(),
-                                   mlir::Value());
+  mlir::NVVM::Tcgen05MMAOp::create(
+      s.builder, l, fp8_kind ? mlir::NVVM::Tcgen05MMAKind::F8F6F4 : mlir::NVVM::Tcgen05MMAKind::F16,
+      Group(cta_group), mlir::NVVM::Tcgen05MMACollectorOp::DISCARD, /*aShift=*/false,
+      TmemPtr(s, daddr, l), a_desc(), b_desc(), idesc_v,
+      s.Materialize(accumulate, Type::Of(Scalar::kI1)), mlir::Value(), mlir::Value());
   s.tmem_uses.push_back({s.LastOp(), -1, "tcgen05.mma", loc});
 }
 
@@ -267,15 +273,22 @@ void TcgenMmaKMajor(Kernel& k, KernelState& s, const Tmem& d, const Operand& d_c
   const int rows_a = d.cta_group() == 2 ? m / 2 : m;  // a CTA pair splits A's rows
   // The tiles are checked after the shape: a shape tcgen05.mma lacks is the first thing to say.
   std::optional<uint32_t> idesc =
-      CheckedInstr(s, {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16}, d.cta_group(),
-                   d.columns(), d.loc(), a.elem(), b.elem(), accumulate, loc);
+      CheckedInstr(s,
+                   {.m = m,
+                    .n = n,
+                    .bf16_inputs = a.elem() == Scalar::kBF16,
+                    .fp8 = IsFp8(a.elem()),
+                    .a_e5m2 = a.elem() == Scalar::kE5M2,
+                    .b_e5m2 = b.elem() == Scalar::kE5M2},
+                   d.cta_group(), d.columns(), d.loc(), a.elem(), b.elem(), accumulate, loc);
   if (!idesc || !CheckMmaTile(s, a, "A", rows_a, a_row0, k0, loc) ||
       !CheckMmaTile(s, b, "B", d.cta_group() == 2 ? n / 2 : n, b_row0, k0, loc))
     return;
   const Type i32 = Type::Of(Scalar::kI32);
   Value daddr = d.Base(loc) + s.Wrap(s.Materialize(d_column, i32), i32);
   EmitTcgenMma(
-      s, d.cta_group(), daddr, *idesc, [&] { return SmemDescriptor(s, a, a_row0, k0, loc); },
+      s, d.cta_group(), daddr, *idesc, IsFp8(a.elem()),
+      [&] { return SmemDescriptor(s, a, a_row0, k0, loc); },
       [&] { return SmemDescriptor(s, b, b_row0, k0, loc); }, accumulate, loc);
 }
 
@@ -288,6 +301,8 @@ void TcgenMmaMnB(Kernel& k, KernelState& s, const Tmem& d, const Operand& d_colu
   if (!NeedSm100a(s, "tcgen05.mma", loc) || d.columns() == 0) return;
   if (d.cta_group() != 1)
     return k.Fail("tcgen05.mma with an MN-major B is built for one CTA (cta_group 1)", loc);
+  if (IsFp8(a.elem()) || IsFp8(b.elem()))
+    return k.Fail("tcgen05.mma reads 8-bit tiles K-major only here (no MN-major B)", loc);
   if (!detail::UseTcgenGroup(s, 1, loc)) return;
   std::optional<uint32_t> idesc = CheckedInstr(
       s, {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16, .transpose_b = true}, 1,
@@ -311,8 +326,9 @@ void TcgenMmaMnB(Kernel& k, KernelState& s, const Tmem& d, const Operand& d_colu
       s.builder, l, detail::MnMajorStartField(s, bt, b_row0, b_k0, loc),
       mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64));
   EmitTcgenMma(
-      s, 1, daddr, *idesc, [&] { return SmemDescriptor(s, a, a_row0, a_k0, loc); },
-      [&] { return b_desc; }, accumulate, loc);
+      s, 1, daddr, *idesc, /*fp8_kind=*/false,
+      [&] { return SmemDescriptor(s, a, a_row0, a_k0, loc); }, [&] { return b_desc; }, accumulate,
+      loc);
 }
 
 }  // namespace

@@ -11,15 +11,17 @@ absl::StatusOr<uint32_t> EncodeInstr(const InstrF16& d, int cta_group) {
   const int n_step = cta_group == 1 ? 8 : 16;
   if (!m_ok || d.n < n_step || d.n > 256 || d.n % n_step != 0)
     return absl::InvalidArgumentError(
-        absl::StrCat("tcgen05.mma kind::f16 with cta_group::", cta_group, " has M ",
-                     cta_group == 1 ? "64 or 128" : "128 or 256", " and N from ", n_step,
+        absl::StrCat("tcgen05.mma kind::", d.fp8 ? "f8f6f4" : "f16", " with cta_group::", cta_group,
+                     " has M ", cta_group == 1 ? "64 or 128" : "128 or 256", " and N from ", n_step,
                      " to 256 in steps of ", n_step, "; not ", d.m, "x", d.n));
-  if (!d.f32_accumulator && d.bf16_inputs)
+  if (!d.f32_accumulator && d.bf16_inputs && !d.fp8)
     return absl::InvalidArgumentError("an f16 accumulator needs f16 inputs, not bf16");
+  // A and B types: kind::f16 F16 0, BF16 1; kind::f8f6f4 E4M3 0, E5M2 1.
+  const bool a_type = d.fp8 ? d.a_e5m2 : d.bf16_inputs, b_type = d.fp8 ? d.b_e5m2 : d.bf16_inputs;
   uint32_t bits = 0;
   bits |= uint32_t{d.f32_accumulator} << 4;  // D type: F16 0, F32 1
-  bits |= uint32_t{d.bf16_inputs} << 7;      // A type: F16 0, BF16 1
-  bits |= uint32_t{d.bf16_inputs} << 10;     // B type
+  bits |= uint32_t{a_type} << 7;
+  bits |= uint32_t{b_type} << 10;
   bits |= uint32_t{d.negate_a} << 13;
   bits |= uint32_t{d.negate_b} << 14;
   bits |= uint32_t{d.transpose_a} << 15;

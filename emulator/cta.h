@@ -132,13 +132,14 @@ struct EmulatedTensorMap {
   uint64_t address = 0;
 };
 
-// A tcgen05.mma kind::f16 in flight: D (TMEM, fp32) (+)= A (smem) x B (smem)^T, both K-major.
+// A tcgen05.mma kind::f16 or kind::f8f6f4 in flight: D (TMEM, fp32) (+)= A (smem) x B (smem)^T.
 struct TcgenMma {
   uint32_t d = 0;  // TMEM address: lane << 16 | column
   uint64_t a_desc = 0, b_desc = 0;
   uint32_t idesc = 0;
   bool accumulate = true;
   bool pair = false;  // cta_group::2: issued by the pair's even CTA over both CTAs' operands
+  bool fp8 = false;   // kind::f8f6f4: 8-bit A and B, 32 of K
   int line = 0;
   const ptx::Instr* in = nullptr;
 };

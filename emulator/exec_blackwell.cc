@@ -10,8 +10,8 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
   const std::string kind = in.mods.empty() ? "" : in.mods[0];
   if (kind == "mma") {
     const bool pair = in.Has("cta_group::2");
-    if ((!pair && !in.Has("cta_group::1")) || !in.Has("kind::f16"))
-      return Fail(t, in, "only tcgen05.mma.cta_group::{1,2}.kind::f16 is emulated so far");
+    if ((!pair && !in.Has("cta_group::1")) || (!in.Has("kind::f16") && !in.Has("kind::f8f6f4")))
+      return Fail(t, in, "only tcgen05.mma.cta_group::{1,2}.kind::{f16,f8f6f4} is emulated so far");
     if (pair &&
         (!cluster_ || rank_ % 2 != 0 || rank_ + 1 >= static_cast<int>(cluster_->ctas.size())))
       return Fail(t, in, "a cta_group::2 MMA is issued by the even CTA of a pair in a cluster");
@@ -24,6 +24,7 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     op.accumulate = Read(t, in.ops.at(4), 1) & 1;
     op.line = in.line;
     op.in = &in;
+    op.fp8 = in.Has("kind::f8f6f4");
     const uint32_t m = ((op.idesc >> 24) & 0x1f) << 4, n = ((op.idesc >> 17) & 0x3f) << 3;
     if (std::string race =
             TcgenStoreRace("tcgen05.mma's accumulator", 0, pair ? 128 : m, op.d & 0xffff, n);
@@ -382,15 +383,24 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
              b_mn = (d >> 16) & 1;
   const int m = 128;  // rows per CTA
   if (c_format != 1) return fail("only f32 accumulators are emulated so far");
-  if (a_format > 1 || b_format > 1 || a_format != b_format)
-    return fail("A and B must both be f16 or both bf16");
+  // The type fields (PTX ISA, instruction descriptor): kind::f16 F16 0, BF16 1, one type for both;
+  // kind::f8f6f4 E4M3 0, E5M2 1 each (its 6- and 4-bit types are not emulated yet). K is 32 bytes
+  // of each row: 16 elements of kind::f16, 32 of kind::f8f6f4.
+  if (a_format > 1 || b_format > 1 || (!op.fp8 && a_format != b_format))
+    return fail(op.fp8 ? "A and B must each be e4m3 or e5m2"
+                       : "A and B must both be f16 or both bf16");
+  const int kk = op.fp8 ? 32 : 16;
+  auto format_of = [&](int f) {
+    return op.fp8   ? (f == 0 ? OperandFormat::kE4M3 : OperandFormat::kE5M2)
+           : f == 1 ? OperandFormat::kBF16
+                    : OperandFormat::kF16;
+  };
   if ((!op.pair && ((d >> 24) & 0x1f) << 4 != 128) || n < 8 || n > 256 || n % (8 * b_ctas.size()))
     return fail(
         absl::StrCat("the shape M=", ((d >> 24) & 0x1f) << 4, " N=", n, " is not emulated yet"));
-  const bool bf16 = a_format == 1;
   // Transpose A / B (instruction descriptor bits 15 / 16): the operand is MN-major, read through
   // the MN-major canonical layouts (LBO between blocks of M or N, SBO between 8 rows of K).
-  auto element = [&](Cta& from, uint64_t desc, bool mn_major, int row, int k,
+  auto element = [&](Cta& from, uint64_t desc, bool mn_major, int row, int k, OperandFormat format,
                      double* out) -> absl::Status {
     // tcgen05: version 1 in bits 46-47, base offset 49-51, layout 61-63 (0 none, 2/4/6:
     // 128/64/32B).
@@ -402,20 +412,27 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
     const int span = layout == 2 ? 128 : layout == 4 ? 64 : layout == 6 ? 32 : 0;
     if (layout != 0 && span == 0)
       return fail(absl::StrCat("the descriptor layout ", layout, " is not emulated yet"));
-    const SmemOperand o{(desc & 0x3fff) << 4, ((desc >> 16) & 0x3fff) << 4,
-                        ((desc >> 32) & 0x3fff) << 4, span, mn_major};
-    return from.ReadOperand(*op.in, "tcgen05.mma", o, row, k,
-                            bf16 ? OperandFormat::kBF16 : OperandFormat::kF16, out);
+    const SmemOperand o{(desc & 0x3fff) << 4,
+                        ((desc >> 16) & 0x3fff) << 4,
+                        ((desc >> 32) & 0x3fff) << 4,
+                        span,
+                        mn_major,
+                        FormatBytes(format)};
+    return from.ReadOperand(*op.in, "tcgen05.mma", o, row, k, format, out);
   };
-  std::vector<double> a(m * 16), b(n * 16);
+  if (op.fp8 && (a_mn || b_mn)) return fail("8-bit operands are emulated K-major only");
+  std::vector<double> a(m * kk), b(n * kk);
   for (int r = 0; r < m; ++r)
-    for (int k = 0; k < 16; ++k)
-      if (absl::Status s = element(a_cta, op.a_desc, a_mn, r, k, &a[r * 16 + k]); !s.ok()) return s;
+    for (int k = 0; k < kk; ++k)
+      if (absl::Status s =
+              element(a_cta, op.a_desc, a_mn, r, k, format_of(a_format), &a[r * kk + k]);
+          !s.ok())
+        return s;
   const int per_cta = n / static_cast<int>(b_ctas.size());
   for (int c = 0; c < n; ++c)
-    for (int k = 0; k < 16; ++k)
-      if (absl::Status s =
-              element(*b_ctas[c / per_cta], op.b_desc, b_mn, c % per_cta, k, &b[c * 16 + k]);
+    for (int k = 0; k < kk; ++k)
+      if (absl::Status s = element(*b_ctas[c / per_cta], op.b_desc, b_mn, c % per_cta, k,
+                                   format_of(b_format), &b[c * kk + k]);
           !s.ok())
         return s;
   const uint32_t lane0 = op.d >> 16, col0 = op.d & 0xffff;
@@ -438,7 +455,7 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
     for (int c = 0; c < n; ++c) {
       uint32_t& cell = tmem_[(lane0 + r) * 512 + col0 + c];
       double acc = op.accumulate ? F32(cell) : 0.0;
-      for (int k = 0; k < 16; ++k) acc += sign * a[r * 16 + k] * b[c * 16 + k];
+      for (int k = 0; k < kk; ++k) acc += sign * a[r * kk + k] * b[c * kk + k];
       cell = static_cast<uint32_t>(Bits(static_cast<float>(acc)));
     }
   return absl::OkStatus();

@@ -148,11 +148,11 @@ absl::StatusOr<Fp8GemmResult> RunFp8GemmEmulated(
   emu::Device d;
   EmulatedOpDevice device(d, bundle_of, seed);
   RunGemmOn run = [&](const rt::GemmOperands& o) {
-    return rt::RunGemm(p.size, OptionsOf(p), o, 90, device);
+    return rt::RunGemm(p.size, OptionsOf(p), o, p.compute_capability, device);
   };
   absl::StatusOr<Fp8GemmResult> r = Check(EmulatorMemory(d), run, p, seed);
   if (r.ok()) {
-    if (absl::Status s = Described(*r, p, 90); !s.ok()) return s;
+    if (absl::Status s = Described(*r, p, p.compute_capability); !s.ok()) return s;
   }
   return r;
 }

@@ -20,8 +20,9 @@ struct Fp8GemmProblem {
   rt::GemmSize size;
   std::string scaling = "blockwise";  // tensorwise, rowwise, blockwise
   std::string out_type = "bf16";
-  bool c_row_major = true;  // as torch lays out C (the kernel computes C^T)
-  std::string tile;         // the tile kernel (GemmOptions::fp8_tile; "": the plan's)
+  bool c_row_major = true;      // as torch lays out C (the kernel computes C^T)
+  std::string tile;             // the tile kernel (GemmOptions::fp8_tile; "": the plan's)
+  int compute_capability = 90;  // the emulator's GPU (100: the Blackwell kernel)
 };
 
 struct Fp8GemmResult {

@@ -22,9 +22,35 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The tile kernels that take 8-bit inputs (ops/gemm/kernels/tile_kernels.cc: TakesFp8), most
 // work per CTA first.
+constexpr const char* kBlackwellKernel = "gemm/fp8_blockwise_sm100";
+
 constexpr const char* kFp8Tiles[] = {"gemm/bf16_sm90_n128c2", "gemm/bf16_sm90_n128",
                                      "gemm/bf16_sm90_m64",    "gemm/bf16_sm90_n64",
                                      "gemm/bf16_sm90_m64n64", "gemm/bf16_sm90_m64n32"};
+
+// sm_100: the block-scaled kernel on tcgen05 (ops/gemm/kernels/fp8_sm100.cc), a row-major bf16 C.
+absl::StatusOr<GemmPlan> PlanBlackwell(const GemmSize& size, const GemmOptions& options,
+                                       const std::string& terms, const GemmOperands& o) {
+  if (options.scaling != "blockwise" || !o.c_row_major || options.out_type != "bf16" ||
+      !terms.empty() || !options.fp8_tile.empty())
+    return Invalid(absl::StrCat(
+        "8-bit inputs on sm_100 take blockwise scales into a row-major bf16 C, no epilogue "
+        "terms (",
+        kBlackwellKernel, "); given ", options.scaling, " scales, a ",
+        o.c_row_major ? "row" : "column", "-major ", options.out_type, " C"));
+  if (size.k % 16 || (o.lda && o.lda % 16) || (o.ldb && o.ldb % 16) || o.a % 16 || o.b % 16)
+    return Invalid(absl::StrCat("8-bit A and B are read by TMA: K (", size.k,
+                                ") and their leading dimensions multiples of 16, pointers "
+                                "16-byte aligned"));
+  if (o.ldc && o.ldc != size.n)
+    return Invalid(absl::StrCat(kBlackwellKernel, " stores C packed: ldc must be N (", size.n,
+                                "), not ", o.ldc));
+  GemmPlan plan;
+  plan.size = size;
+  plan.c_row = true;
+  plan.choice = {kBlackwellKernel, "the block-scaled tcgen05 kernel (sm_100)", 1};
+  return plan;
+}
 
 }  // namespace
 
@@ -55,11 +81,12 @@ GemmChoice ChooseFp8Tile(const GemmSize& s) {
 absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& options,
                                      const std::string& terms, const GemmOperands& o,
                                      int compute_capability) {
+  if (compute_capability == 100) return PlanBlackwell(size, options, terms, o);
   if (compute_capability != 90)
-    return Invalid(
-        absl::StrCat("8-bit inputs run on the sm_90 tile kernels (H100, H200); this "
-                     "GPU is sm_",
-                     compute_capability));
+    return Invalid(absl::StrCat(
+        "8-bit inputs run on the sm_90 tile kernels (H100, H200) and, blockwise, on sm_100 "
+        "(B200); this GPU is sm_",
+        compute_capability));
   if (options.scaling != "tensorwise" && options.scaling != "rowwise" &&
       options.scaling != "blockwise")
     return Invalid(absl::StrCat("8-bit inputs need a scaling: tensorwise, rowwise or blockwise (",

@@ -13,9 +13,13 @@ namespace {
 
 void ExpectCorrect(const rt::GemmSize& size, const std::string& scaling,
                    const std::string& out = "bf16", bool c_row_major = true,
-                   const std::string& tile = "") {
-  const Fp8GemmProblem p{
-      .size = size, .scaling = scaling, .out_type = out, .c_row_major = c_row_major, .tile = tile};
+                   const std::string& tile = "", int compute_capability = 90) {
+  const Fp8GemmProblem p{.size = size,
+                         .scaling = scaling,
+                         .out_type = out,
+                         .c_row_major = c_row_major,
+                         .tile = tile,
+                         .compute_capability = compute_capability};
   absl::StatusOr<Fp8GemmResult> r = RunFp8GemmEmulated(BuiltBundle, p, 7);
   const std::string what = absl::StrCat(size.m, "x", size.n, "x", size.k, " ", scaling, " ", out,
                                         c_row_major ? " row-major C " : " column-major C ", tile);
@@ -51,6 +55,14 @@ TEST(Fp8Gemm, RowMajorCStoredByTheTile) {
   ExpectCorrect({256, 128, 4992}, "blockwise");
 }
 
+// Blackwell (sm_100): the tcgen05 kind::f8f6f4 kernel, its two tensor-memory buffers in turn
+// over an even and an odd count of k-tiles, ragged M, N (no multiple of 8) and K.
+TEST(Fp8Gemm, BlackwellBlockwise) {
+  for (const rt::GemmSize& size :
+       {rt::GemmSize{136, 200, 432}, rt::GemmSize{300, 100, 400}, rt::GemmSize{64, 128, 1152}})
+    ExpectCorrect(size, "blockwise", "bf16", true, "", 100);
+}
+
 // K split over parts (few tiles, long K): each part promotes its own stages, then they are summed.
 TEST(Fp8Gemm, BlockwiseSplitK) { ExpectCorrect({8, 256, 4096}, "blockwise"); }
 
@@ -75,7 +87,11 @@ TEST(Fp8Gemm, PlanErrorsNameTheProblem) {
   unscaled.scale_b = 0;
   EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, fp8, unscaled, 90)).find("scale_b"),
             std::string::npos);
-  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, fp8, ok, 100)).find("sm_90"), std::string::npos);
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, fp8, ok, 80)).find("sm_90"), std::string::npos);
+  rt::GemmOptions tensorwise = fp8;
+  tensorwise.scaling = "tensorwise";
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, tensorwise, ok, 100)).find("on sm_100 take"),
+            std::string::npos);
   auto kernel = [&](const rt::GemmSize& size) {
     absl::StatusOr<rt::GemmPlan> p = rt::PlanGemm(size, fp8, ok, 90);
     return p.ok() ? p->choice.kernel : std::string(p.status().message());

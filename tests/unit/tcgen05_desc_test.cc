@@ -2,8 +2,9 @@
 // Family Instructions"): Table "Instruction descriptor format for .kind::tf32, .kind::f16,
 // .kind::f8f6f4 and .kind::i8", Table "Shared memory descriptor layout", and the tensor memory
 // address format (lane in bits 31-16, column in 15-0).
-#include "gtest/gtest.h"
 #include "kiln/tcgen05_desc.h"
+
+#include "gtest/gtest.h"
 
 namespace kiln::tcgen05 {
 namespace {
@@ -51,6 +52,22 @@ TEST(InstrDescriptor, EachFieldSitsWhereTheTableSays) {
   EXPECT_EQ(Field(Instr(d), 24, 5), 8u);
 }
 
+// kind::f8f6f4: A and B types E4M3 = 0, E5M2 = 1, each its own; the 16-bit input flag is not
+// read.
+TEST(InstrDescriptor, EightBitTypesEachTheirOwn) {
+  const InstrF16 e4m3{.m = 128, .n = 128, .fp8 = true};
+  EXPECT_EQ(Instr(e4m3), 1u << 4 | 16u << 17 | 8u << 24);  // F32 D, E4M3 A and B
+  InstrF16 d = e4m3;
+  d.b_e5m2 = true;
+  EXPECT_EQ(Instr(d) ^ Instr(e4m3), 1u << 10);
+  d = e4m3;
+  d.a_e5m2 = true;
+  EXPECT_EQ(Instr(d) ^ Instr(e4m3), 1u << 7);
+  d = e4m3;
+  d.bf16_inputs = false;
+  EXPECT_EQ(Instr(d), Instr(e4m3));
+}
+
 TEST(InstrDescriptor, TheWorklogConstants) {
   // Seed 002's (1<<4)|(1<<7)|(1<<10)|(N>>3<<17)|(M>>4<<24): F32 accumulate, BF16 A and B.
   EXPECT_EQ(Instr({.m = 128, .n = 256}), 0x08400490u);     // v1-v3
@@ -62,10 +79,11 @@ TEST(InstrDescriptor, ShapesOutsideTheTableFail) {
   // Table "Various combinations of .kind and shapes", kind::f16, dense.
   EXPECT_FALSE(EncodeInstr({.m = 256, .n = 256}, 1).ok());  // M 256 needs a CTA pair
   EXPECT_FALSE(EncodeInstr({.m = 128, .n = 260}, 1).ok());
-  EXPECT_FALSE(EncodeInstr({.m = 128, .n = 12}, 1).ok());   // N steps by 8
-  EXPECT_FALSE(EncodeInstr({.m = 128, .n = 24}, 2).ok());   // N steps by 16 for a pair
+  EXPECT_FALSE(EncodeInstr({.m = 128, .n = 12}, 1).ok());  // N steps by 8
+  EXPECT_FALSE(EncodeInstr({.m = 128, .n = 24}, 2).ok());  // N steps by 16 for a pair
   EXPECT_FALSE(EncodeInstr({.m = 64, .n = 64}, 2).ok());
-  EXPECT_FALSE(EncodeInstr({.m = 128, .n = 64, .f32_accumulator = false}, 1).ok());  // f16 acc of bf16
+  EXPECT_FALSE(
+      EncodeInstr({.m = 128, .n = 64, .f32_accumulator = false}, 1).ok());  // f16 acc of bf16
   EXPECT_TRUE(EncodeInstr({.m = 64, .n = 8}, 1).ok());
   EXPECT_TRUE(EncodeInstr({.m = 128, .n = 16}, 2).ok());
 }
@@ -73,18 +91,20 @@ TEST(InstrDescriptor, ShapesOutsideTheTableFail) {
 uint64_t Bits(uint64_t v, int lo, int width) { return v >> lo & ((uint64_t{1} << width) - 1); }
 
 TEST(SmemDescriptor, EachFieldSitsWhereTheTableSays) {
-  const uint64_t d = EncodeSmem({.start_address = 0x12340, .leading_byte_offset = 0x800,
-                                 .stride_byte_offset = 0x80, .base_offset = 5,
+  const uint64_t d = EncodeSmem({.start_address = 0x12340,
+                                 .leading_byte_offset = 0x800,
+                                 .stride_byte_offset = 0x80,
+                                 .base_offset = 5,
                                  .swizzle = Swizzle::k64B});
   EXPECT_EQ(Bits(d, 0, 14), 0x12340u >> 4);  // 0-13: encode(start address)
   EXPECT_EQ(Bits(d, 14, 2), 0u);             // reserved
   EXPECT_EQ(Bits(d, 16, 14), 0x800u >> 4);   // 16-29: encode(leading byte offset)
   EXPECT_EQ(Bits(d, 30, 2), 0u);
-  EXPECT_EQ(Bits(d, 32, 14), 0x80u >> 4);    // 32-45: encode(stride byte offset)
-  EXPECT_EQ(Bits(d, 46, 3), 1u);             // 46-48: fixed constant 0b001
-  EXPECT_EQ(Bits(d, 49, 3), 5u);             // 49-51: base offset
-  EXPECT_EQ(Bits(d, 52, 9), 0u);             // 52: LBO mode (relative), 53-60: zero
-  EXPECT_EQ(Bits(d, 61, 3), 4u);             // 61-63: swizzle, 64B = 4
+  EXPECT_EQ(Bits(d, 32, 14), 0x80u >> 4);  // 32-45: encode(stride byte offset)
+  EXPECT_EQ(Bits(d, 46, 3), 1u);           // 46-48: fixed constant 0b001
+  EXPECT_EQ(Bits(d, 49, 3), 5u);           // 49-51: base offset
+  EXPECT_EQ(Bits(d, 52, 9), 0u);           // 52: LBO mode (relative), 53-60: zero
+  EXPECT_EQ(Bits(d, 61, 3), 4u);           // 61-63: swizzle, 64B = 4
 }
 
 TEST(SmemDescriptor, SwizzleCodesAndTheEncodeMask) {
@@ -98,10 +118,13 @@ TEST(SmemDescriptor, SwizzleCodesAndTheEncodeMask) {
 
 TEST(SmemDescriptor, TheWorklogConstants) {
   // Seed 002 v2+: 128B swizzle, SBO 1024 (8 rows of 128 B), LBO unused.
-  EXPECT_EQ(EncodeSmem({.stride_byte_offset = 1024, .swizzle = Swizzle::k128B}), 0x4000404000000000ull);
+  EXPECT_EQ(EncodeSmem({.stride_byte_offset = 1024, .swizzle = Swizzle::k128B}),
+            0x4000404000000000ull);
   // Seed 002 v1: no swizzle, A of 128 rows: LBO = 128 * 16 (next 8-wide K slab), SBO = 8 * 16.
-  EXPECT_EQ(EncodeSmem({.start_address = 0x400, .leading_byte_offset = 128 * 16, .stride_byte_offset = 128}),
-            0x400800800000ull | (0x400 >> 4));
+  EXPECT_EQ(
+      EncodeSmem(
+          {.start_address = 0x400, .leading_byte_offset = 128 * 16, .stride_byte_offset = 128}),
+      0x400800800000ull | (0x400 >> 4));
 }
 
 TEST(TmemAddress, LaneHighColumnLow) {

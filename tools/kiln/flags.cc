@@ -95,8 +95,9 @@ ABSL_FLAG(bool, dq_atomics, false,
           "`kiln attention --backward`: dQ added in f32 by atomics from the dK/dV kernel, its last "
           "bits differing run to run, instead of a kernel of its own");
 ABSL_FLAG(bool, sm100, false,
-          "`kiln attention --backward --emulate`: the kernels the plan picks on sm_100a "
-          "(attention/blackwell_dkdv, blackwell_dq, on tcgen05), emulated");
+          "`kiln attention --backward --emulate`, `kiln gemm --dtype e4m3 --emulate`: the "
+          "kernels the plan picks on sm_100a (attention/blackwell_dkdv, blackwell_dq; "
+          "gemm/fp8_blockwise_sm100: on tcgen05), emulated");
 ABSL_FLAG(double, scale, 0, "`kiln attention`: softmax scale (0: 1/sqrt(d))");
 ABSL_FLAG(std::string, kernel, "",
           "`kiln attention`: run this variant instead of the entry point's choice (a tiling: "

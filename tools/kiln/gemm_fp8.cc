@@ -34,10 +34,12 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
                                "kernel", "error", "bound", "vs exact", "ms", "TFLOPS");
   int failures = 0;
   for (const kiln::rt::GemmSize& size : sizes) {
-    const kiln::examples::Fp8GemmProblem p{.size = size,
-                                           .scaling = absl::GetFlag(FLAGS_scaling),
-                                           .out_type = out,
-                                           .tile = absl::GetFlag(FLAGS_kernel)};
+    const kiln::examples::Fp8GemmProblem p{
+        .size = size,
+        .scaling = absl::GetFlag(FLAGS_scaling),
+        .out_type = out,
+        .tile = absl::GetFlag(FLAGS_kernel),
+        .compute_capability = emulate && absl::GetFlag(FLAGS_sm100) ? 100 : 90};
     absl::StatusOr<kiln::examples::Fp8GemmResult> r =
         emulate ? kiln::examples::RunFp8GemmEmulated(bundle_of, p, 1)
                 : kiln::examples::RunFp8GemmGpu(*runner, p, absl::GetFlag(FLAGS_iters), 1);

@@ -72,7 +72,7 @@ const std::vector<CommandHelp>& Commands() {
        "chosen for the shape, checked against cuBLAS and fp64, timed with cuBLAS (or --emulate on "
        "the CPU).",
        {"m", "n", "k", "sizes", "dtype", "out_dtype", "epilogue", "layout", "split", "tune_cache",
-        "emulate", "iters", "out", "flush_l2", "steady_launches"}},
+        "scaling", "kernel", "sm100", "emulate", "iters", "out", "flush_l2", "steady_launches"}},
       {"grouped-gemm",
        "grouped-gemm --experts E --tokens T|T1,T2,.. --n N --k K [--masked [--capacity C]] "
        "[--dtype e4m3] [--kernel K] [--emulate]",

@@ -31,9 +31,10 @@ class Tmem {
   Loc loc_;
 };
 
-// One tcgen05.mma kind::f16, issued by one thread: D (f32, tensor memory columns from d_column)
-//   = A[a_row0 .., k0 .. k0+15] x B[b_row0 .., k0 .. k0+15]^T (+ D where `accumulate`, an i1),
-// M x N x 16 (a CTA pair's M and N: each CTA holds half of A's rows and of B's). A is K-major; B
+// One tcgen05.mma, issued by one thread: D (f32, tensor memory columns from d_column)
+//   = A[a_row0 .., k0 .. k0+K-1] x B[b_row0 .., k0 .. k0+K-1]^T (+ D where `accumulate`, an i1),
+// M x N x K (a CTA pair's M and N: each CTA holds half of A's rows and of B's): kind::f16 of bf16
+// or f16 tiles (K 16), kind::f8f6f4 of e4m3 or e5m2 ones, which may mix (K 32). A is K-major; B
 // K-major, or MN-major (one CTA only: transpose B in the instruction descriptor) in the WgmmaTile
 // form, as a row-major V lands in attention's P*V, its rows of K b_k0 .. b_k0+15 of a block read.
 // Both tiles 128B-swizzled; descriptors come from the tiles.

@@ -8,17 +8,20 @@
 
 namespace kiln::tcgen05 {
 
-// Instruction descriptor of tcgen05.mma .kind::f16 (PTX ISA "Instruction descriptor format for
-// .kind::tf32, .kind::f16, .kind::f8f6f4 and .kind::i8").
+// Instruction descriptor of tcgen05.mma .kind::f16, or .kind::f8f6f4 with `fp8` (PTX ISA
+// "Instruction descriptor format for .kind::tf32, .kind::f16, .kind::f8f6f4 and .kind::i8").
 struct InstrF16 {
   int m = 128, n = 256;
-  bool f32_accumulator = true;  // else f16 (then the inputs must be f16)
-  bool bf16_inputs = true;      // else f16
+  bool f32_accumulator = true;  // else f16 (then the inputs must be f16, or 8-bit)
+  bool bf16_inputs = true;      // else f16 (kind::f16)
+  // kind::f8f6f4: A's and B's types each e4m3 (0) or e5m2 (1) in the type fields
+  bool fp8 = false, a_e5m2 = false, b_e5m2 = false;
   bool negate_a = false, negate_b = false;
   bool transpose_a = false, transpose_b = false;  // false: K-major
 };
-// Fails for shapes tcgen05.mma kind::f16 does not have (M 64/128 with N 8..256 step 8 for one
-// CTA; M 128/256 with N 16..256 step 16 for a CTA pair) and for an f16 accumulator of bf16.
+// Fails for shapes tcgen05.mma kind::f16 and kind::f8f6f4 do not have (M 64/128 with N 8..256
+// step 8 for one CTA; M 128/256 with N 16..256 step 16 for a CTA pair) and for an f16
+// accumulator of bf16.
 absl::StatusOr<uint32_t> EncodeInstr(const InstrF16& d, int cta_group);
 
 // Swizzle field of the shared memory descriptor (bits 61-63).
