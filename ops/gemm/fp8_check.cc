@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "examples/gemm_epilogue.h"
+#include "kiln/bundle/epilogue_terms.h"
 #include "ops/attention/attention_check.h"
 #include "ops/attention/harness_memory.h"
 #include "ops/gemm/quantized_inputs.h"
@@ -36,6 +38,21 @@ absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const RunGemmOn& r
                       : Quantize(std::move(xb), N, K, N, K, 0, 0, 1);
   const int out_bytes = p.out_type == "f32" ? 4 : 2;
   rt::GemmOperands o{.c_row_major = p.c_row_major};
+  // The fused terms' inputs (C_in, bias, residual in the output type, laid out as C).
+  HostEpilogue e;
+  EpilogueInputs terms_in;
+  if (!p.epilogue.empty()) {
+    absl::StatusOr<std::string> terms = rt::CanonicalEpilogue(p.epilogue);
+    if (!terms.ok()) return terms.status();
+    GemmSpec spec;
+    spec.out_type = p.out_type, spec.c_order = p.c_row_major ? "row" : "col",
+    spec.epilogue = *terms;
+    absl::StatusOr<HostEpilogue> parsed = EpilogueOf(spec);
+    if (!parsed.ok()) return parsed.status();
+    e = *parsed;
+    terms_in = RandomEpilogueInputs(e, p.size, seed + 2);
+    o.alpha = terms_in.alpha, o.beta = terms_in.beta;
+  }
   auto put = [&](const void* from, size_t bytes) -> absl::StatusOr<uint64_t> {
     absl::StatusOr<uint64_t> at = mem.allocate(bytes);
     if (at.ok() && from) {
@@ -50,6 +67,13 @@ absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const RunGemmOn& r
                            pc = put(nullptr, M * N * out_bytes);
   for (const auto* s : {&pa, &pb, &sa, &sb, &pc})
     if (!s->ok()) return s->status();
+  for (auto [data, ptr] : {std::pair{&terms_in.c_in, &o.c_in}, std::pair{&terms_in.bias, &o.bias},
+                           std::pair{&terms_in.residual, &o.residual}}) {
+    if (data->empty()) continue;
+    absl::StatusOr<uint64_t> at = put(data->data(), data->size());
+    if (!at.ok()) return at.status();
+    *ptr = *at;
+  }
   if (absl::Status s = mem.poison(*pc, M * N * out_bytes); !s.ok()) return s;
   o.a = *pa, o.b = *pb, o.c = *pc, o.scale_a = *sa, o.scale_b = *sb;
   if (absl::Status s = run(o); !s.ok()) return s;
@@ -90,6 +114,9 @@ absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const RunGemmOn& r
         ref += a.dequantized[m * K + k] * b.dequantized[n * K + k];
         exact += a.exact[m * K + k] * b.exact[n * K + k];
       }
+      if (!e.Plain())  // both through the epilogue
+        ref = ApplyEpilogue(e, terms_in, p.size, ref, m, n),
+        exact = ApplyEpilogue(e, terms_in, p.size, exact, m, n);
       const double c = c_at(m, n);
       sums[i][0] += (c - ref) * (c - ref), sums[i][1] += ref * ref;
       sums[i][2] += (c - exact) * (c - exact), sums[i][3] += exact * exact;
@@ -107,12 +134,23 @@ absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const RunGemmOn& r
 }
 
 rt::GemmOptions OptionsOf(const Fp8GemmProblem& p) {
-  return {.in_type = "e4m3", .out_type = p.out_type, .scaling = p.scaling, .fp8_tile = p.tile};
+  return {.in_type = "e4m3",
+          .out_type = p.out_type,
+          .epilogue = p.epilogue,
+          .scaling = p.scaling,
+          .fp8_tile = p.tile};
 }
 
 absl::Status Described(Fp8GemmResult& r, const Fp8GemmProblem& p, int cc) {
-  rt::GemmOperands probe{
-      .a = 16, .b = 16, .c = 16, .c_row_major = p.c_row_major, .scale_a = 16, .scale_b = 16};
+  rt::GemmOperands probe{.a = 16,
+                         .b = 16,
+                         .c = 16,
+                         .c_row_major = p.c_row_major,
+                         .c_in = 16,
+                         .bias = 16,
+                         .residual = 16,
+                         .scale_a = 16,
+                         .scale_b = 16};
   absl::StatusOr<rt::GemmPlan> plan = rt::PlanGemm(p.size, OptionsOf(p), probe, cc);
   if (!plan.ok()) return plan.status();
   r.kernel = plan->choice.kernel, r.why = plan->choice.why;

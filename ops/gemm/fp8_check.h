@@ -23,6 +23,7 @@ struct Fp8GemmProblem {
   bool c_row_major = true;      // as torch lays out C (the kernel computes C^T)
   std::string tile;             // the tile kernel (GemmOptions::fp8_tile; "": the plan's)
   int compute_capability = 90;  // the emulator's GPU (100: the Blackwell kernel)
+  std::string epilogue;         // fused terms (GemmOptions::epilogue), their inputs random
 };
 
 struct Fp8GemmResult {

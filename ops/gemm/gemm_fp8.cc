@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "kiln/bundle/epilogue_terms.h"
 #include "kiln/ops/gemm_tiles.h"
 
 namespace kiln::rt {
@@ -96,9 +98,20 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
     return Invalid(
         "8-bit A and B are read K-major only (the FP8 wgmma takes no transpose): A row-major "
         "(M x K), B column-major (the N x K weight)");
-  // The tile kernels build 8-bit variants with fused terms, but none is checked yet.
-  if (!terms.empty())
-    return Invalid(absl::StrCat("8-bit inputs take no fused epilogue yet (", terms, " given)"));
+  if (terms == "swiglu")
+    return Invalid("swiglu is fused for 16-bit inputs only (8-bit ones given)");
+  // The epilogue's C_in and residual are laid out as C, packed; the tile kernels may read them
+  // through TMA (16-byte aligned).
+  if (EpilogueReadsMatrices(terms)) {
+    const int64_t packed = o.c_row_major ? size.n : size.m;
+    if (o.ldc && o.ldc != packed)
+      return Invalid(
+          absl::StrCat("the epilogue's C_in and residual are read as C, packed: ldc must "
+                       "be ",
+                       o.c_row_major ? "N (" : "M (", packed, "), not ", o.ldc));
+    if (o.c_in % 16 || o.residual % 16)
+      return Invalid("the epilogue's C_in and residual need 16-byte aligned pointers");
+  }
   // TMA reads the rows: 16 bytes apart, from 16-byte aligned pointers.
   if (size.k % 16 || (o.lda && o.lda % 16) || (o.ldb && o.ldb % 16) || o.a % 16 || o.b % 16)
     return Invalid(absl::StrCat("8-bit A and B are read by TMA: K (", size.k,
@@ -117,6 +130,14 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
   plan.size = plan.swapped ? GemmSize{size.n, size.m, size.k} : size;
   GemmOptions kernel = options;
   kernel.c_row = plan.c_row;
+  // Swapped, C^T's rows are C's columns: the bias's axis swaps with them.
+  kernel.epilogue = terms;
+  if (plan.swapped) {
+    absl::StatusOr<std::string> swapped = CanonicalEpilogue(
+        absl::StrReplaceAll(terms, {{"bias_row", "bias_col"}, {"bias_col", "bias_row"}}));
+    if (!swapped.ok()) return swapped.status();
+    kernel.epilogue = *swapped;
+  }
   if (plan.swapped && options.scaling == "blockwise") kernel.scaling = "blockwise_t";
   // C through its map takes rows 16 bytes apart from a 16-byte aligned pointer: else from
   // registers (any_m).

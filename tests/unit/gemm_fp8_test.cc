@@ -55,6 +55,26 @@ TEST(Fp8Gemm, RowMajorCStoredByTheTile) {
   ExpectCorrect({256, 128, 4992}, "blockwise");
 }
 
+// Fused epilogues after the scales: stored by the tile (blockwise past 128 rows, the terms' C_in
+// and residual read row-major), computed as C^T (tensorwise: bias_col becomes the kernel's
+// bias_row), and C_in and the residual staged by TMA into a 128-column tile's C buffer.
+void ExpectFused(const rt::GemmSize& size, const std::string& scaling, const std::string& terms,
+                 const std::string& tile = "") {
+  const Fp8GemmProblem p{.size = size, .scaling = scaling, .tile = tile, .epilogue = terms};
+  absl::StatusOr<Fp8GemmResult> r = RunFp8GemmEmulated(BuiltBundle, p, 11);
+  const std::string what =
+      absl::StrCat(size.m, "x", size.n, "x", size.k, " ", scaling, " ", terms, " ", tile);
+  ASSERT_TRUE(r.ok()) << what << ": " << r.status();
+  EXPECT_TRUE(r->passed) << what << " (" << r->kernel << "): " << r->failure;
+  EXPECT_NE(r->kernel.find(terms == "bias_col.relu" ? "bias_row.relu" : terms), std::string::npos)
+      << r->kernel;
+}
+TEST(Fp8Gemm, FusedEpilogues) {
+  ExpectFused({264, 200, 432}, "blockwise", "scale.bias_col.gelu.residual");
+  ExpectFused({72, 136, 256}, "tensorwise", "bias_col.relu");
+  ExpectFused({136, 264, 256}, "rowwise", "scale.residual", "gemm/bf16_sm90_n128");
+}
+
 // Blackwell (sm_100): the tcgen05 kind::f8f6f4 kernel, its two tensor-memory buffers in turn
 // over an even and an odd count of k-tiles, ragged M, N (no multiple of 8) and K.
 TEST(Fp8Gemm, BlackwellBlockwise) {
@@ -107,8 +127,13 @@ TEST(Fp8Gemm, PlanErrorsNameTheProblem) {
   EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, no_scaling, ok, 90)).find("need a scaling"),
             std::string::npos);
   rt::GemmOptions fused = fp8;
-  fused.epilogue = "relu";
-  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, fused, ok, 90)).find("no fused epilogue"),
+  fused.epilogue = "swiglu";
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, fused, ok, 90)).find("16-bit inputs only"),
+            std::string::npos);
+  fused.epilogue = "residual";
+  rt::GemmOperands strided = ok;
+  strided.residual = 256, strided.ldc = 256;
+  EXPECT_NE(error(rt::PlanGemm({256, 128, 256}, fused, strided, 90)).find("packed"),
             std::string::npos);
   rt::GemmOptions bf16_scaled;
   bf16_scaled.scaling = "rowwise";

@@ -28,7 +28,7 @@ struct GemmOptions {
   std::string in_type = "bf16", out_type = "bf16", epilogue;
   // 8-bit inputs: how their scales apply (GemmOperands::scale_a says each one's layout):
   // "tensorwise", "rowwise" or "blockwise"; the kernel's variant ("blockwise_t" where the
-  // problem is swapped for a row-major C).
+  // problem is swapped for a row-major C; "c_row.blockwise" where the tile stores it).
   std::string scaling;
   // 8-bit inputs: the tile kernel to run, whole tiles ("": the plan's choice), e.g. to time tiles.
   std::string fp8_tile;
