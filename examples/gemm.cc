@@ -10,14 +10,6 @@
 namespace kiln::examples {
 namespace {
 
-// The TMA swizzle whose span is a row of `bytes` (32, 64 or 128): the row's 16-byte units swap
-// inside it as the shared tile's (Swizzle of the same span) do.
-rt::TmaSwizzle SwizzleOfRow(int bytes) {
-  return bytes >= 128  ? rt::TmaSwizzle::k128B
-         : bytes >= 64 ? rt::TmaSwizzle::k64B
-                       : rt::TmaSwizzle::k32B;
-}
-
 // An element type by its GemmSpec name; an unknown name fails the build at `loc`.
 Scalar ScalarNamed(Kernel& k, const std::string& name, Loc loc) {
   if (name == "f16") return f16;
@@ -437,8 +429,9 @@ TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc) {
       k.Fail("a 128B-swizzled C box is 64 elements wide: no padding (c_pad) with c_swizzle", loc);
     if (shape.c_swizzle)  // a swiglu's boxes are 32 elements wide, a row-major C's c_box_rows
       c.swizzle = shape.epilogue == "swiglu" ? rt::TmaSwizzle::k64B
-                  : shape.c_row_major        ? SwizzleOfRow(shape.c_box_rows * 2)
-                                             : rt::TmaSwizzle::k128B;
+                  : shape.c_row_major
+                      ? static_cast<rt::TmaSwizzle>(SwizzleOfRow(shape.c_box_rows * 2))
+                      : rt::TmaSwizzle::k128B;
     if (shape.out_type == "f16") c.dtype = rt::TmaDtype::kF16;
     g.C = k.TmaParam("tmC", c, loc);
   } else {
@@ -531,6 +524,10 @@ std::vector<TmaCopy> TmaGemmOperands::ACopies(const SmemTile& tile, const Value&
                       .only_if = few & (first < M)});
   }
   return copies;
+}
+
+Swizzle SwizzleOfRow(int bytes) {
+  return bytes >= 128 ? Swizzle::k128B : bytes >= 64 ? Swizzle::k64B : Swizzle::k32B;
 }
 
 std::vector<Operand> TmaGemmOperands::CBox(const Value& m0, const Value& n0) const {

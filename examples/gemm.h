@@ -155,6 +155,9 @@ struct TmaGemmOperands {
   // kernel's start, so that the first copies through them do not wait for their descriptors.
   void PrefetchDescriptors(Kernel& k) const;
 };
+// The swizzle whose span is a row of `bytes` (32, 64 or 128): a row-major C's buffer and its map
+// (the TMA swizzle codes are the same numbers).
+Swizzle SwizzleOfRow(int bytes);
 // Declares M, N, K, then C, A, B (in that order) and the GEMM spec (A row, B col, C col).
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc = Loc::current());
 

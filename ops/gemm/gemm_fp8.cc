@@ -22,28 +22,38 @@ absl::Status Invalid(const std::string& message) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The tile kernels that take 8-bit inputs (ops/gemm/kernels/tile_kernels.cc: TakesFp8), most
-// work per CTA first.
+// The Blackwell kernel (ops/gemm/kernels/fp8_sm100.cc).
 constexpr const char* kBlackwellKernel = "gemm/fp8_blockwise_sm100";
 
+// The tile kernels that take 8-bit inputs (ops/gemm/kernels/tile_kernels.cc: TakesFp8), most
+// work per CTA first.
 constexpr const char* kFp8Tiles[] = {"gemm/bf16_sm90_n128c2", "gemm/bf16_sm90_n128",
                                      "gemm/bf16_sm90_m64",    "gemm/bf16_sm90_n64",
                                      "gemm/bf16_sm90_m64n64", "gemm/bf16_sm90_m64n32"};
 
-// sm_100: the block-scaled kernel on tcgen05 (ops/gemm/kernels/fp8_sm100.cc), a row-major bf16 C.
+// TMA reads A's and B's rows: 16 bytes apart, from 16-byte aligned pointers.
+absl::Status CheckTmaRows(const GemmSize& size, const GemmOperands& o) {
+  if (size.k % 16 || (o.lda && o.lda % 16) || (o.ldb && o.ldb % 16) || o.a % 16 || o.b % 16)
+    return Invalid(absl::StrCat("8-bit A and B are read by TMA: K (", size.k,
+                                ") and their leading dimensions (", o.lda, ", ", o.ldb,
+                                ") multiples of 16, pointers 16-byte aligned"));
+  return absl::OkStatus();
+}
+
+// sm_100: the block-scaled kernel on tcgen05, a row-major bf16 C.
 absl::StatusOr<GemmPlan> PlanBlackwell(const GemmSize& size, const GemmOptions& options,
                                        const std::string& terms, const GemmOperands& o) {
+  if (!options.fp8_tile.empty())
+    return Invalid(absl::StrCat("fp8_tile names an sm_90 tile kernel; sm_100 runs ",
+                                kBlackwellKernel, " alone"));
   if (options.scaling != "blockwise" || !o.c_row_major || options.out_type != "bf16" ||
-      !terms.empty() || !options.fp8_tile.empty())
+      !terms.empty())
     return Invalid(absl::StrCat(
         "8-bit inputs on sm_100 take blockwise scales into a row-major bf16 C, no epilogue "
         "terms (",
         kBlackwellKernel, "); given ", options.scaling, " scales, a ",
         o.c_row_major ? "row" : "column", "-major ", options.out_type, " C"));
-  if (size.k % 16 || (o.lda && o.lda % 16) || (o.ldb && o.ldb % 16) || o.a % 16 || o.b % 16)
-    return Invalid(absl::StrCat("8-bit A and B are read by TMA: K (", size.k,
-                                ") and their leading dimensions multiples of 16, pointers "
-                                "16-byte aligned"));
+  if (absl::Status st = CheckTmaRows(size, o); !st.ok()) return st;
   if (o.ldc && o.ldc != size.n)
     return Invalid(absl::StrCat(kBlackwellKernel, " stores C packed: ldc must be N (", size.n,
                                 "), not ", o.ldc));
@@ -112,11 +122,7 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
     if (o.c_in % 16 || o.residual % 16)
       return Invalid("the epilogue's C_in and residual need 16-byte aligned pointers");
   }
-  // TMA reads the rows: 16 bytes apart, from 16-byte aligned pointers.
-  if (size.k % 16 || (o.lda && o.lda % 16) || (o.ldb && o.ldb % 16) || o.a % 16 || o.b % 16)
-    return Invalid(absl::StrCat("8-bit A and B are read by TMA: K (", size.k,
-                                ") and their leading dimensions (", o.lda, ", ", o.ldb,
-                                ") multiples of 16, pointers 16-byte aligned"));
+  if (absl::Status st = CheckTmaRows(size, o); !st.ok()) return st;
   if (const int64_t c_rows = o.c_row_major ? size.n : size.m; o.ldc && o.ldc < c_rows)
     return Invalid(
         absl::StrCat("ldc = ", o.ldc, " is less than ", o.c_row_major ? "N = " : "M = ", c_rows));

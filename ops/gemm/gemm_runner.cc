@@ -394,6 +394,7 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
       const int64_t stride = t == "A"   ? ld.a
                              : t == "B" ? ld.b
                              : t == "C" ? (c_rows == s.m ? ld.c : c_rows)
+                             : c_row    ? s.n  // C_in, residual: packed as C
                                         : s.m;
       const uint64_t bytes = TmaElementBytes(p.tensor_map.dtype);
       args.push_back(Arg::Tensor(named.pointers.at(t), {inner, outer},

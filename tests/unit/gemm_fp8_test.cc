@@ -112,6 +112,10 @@ TEST(Fp8Gemm, PlanErrorsNameTheProblem) {
   tensorwise.scaling = "tensorwise";
   EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, tensorwise, ok, 100)).find("on sm_100 take"),
             std::string::npos);
+  rt::GemmOptions tiled = fp8;
+  tiled.fp8_tile = "gemm/bf16_sm90_n128";
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, tiled, ok, 100)).find("sm_100 runs"),
+            std::string::npos);
   auto kernel = [&](const rt::GemmSize& size) {
     absl::StatusOr<rt::GemmPlan> p = rt::PlanGemm(size, fp8, ok, 90);
     return p.ok() ? p->choice.kernel : std::string(p.status().message());

@@ -27,11 +27,6 @@ Value StreamsA(const TmaGemmOperands& g) {
   return (g.N <= 128) & (g.M >= 4096) & (g.K <= Operand(1 << 27) / g.M);
 }
 
-// The swizzle whose span is a row of `bytes` (32, 64 or 128), as C's map's (DeclareTmaGemm).
-Swizzle SwizzleOfRow(int bytes) {
-  return bytes >= 128 ? Swizzle::k128B : bytes >= 64 ? Swizzle::k64B : Swizzle::k32B;
-}
-
 }  // namespace
 
 // Columns of C per staged TMA store: the whole tile up to 128, else 128-column pieces, or two
@@ -143,7 +138,7 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   if (!direct_out)
     for (int x = 0; x < CONSUMERS; ++x)  // a swiglu's C: 32 rows a consumer
       sC[x] = epi.swiglu ? k.SmemSwizzled(out, PIECE_N, 32, Swizzle::k64B)
-              : c_row    ? k.SmemSwizzled(out, 64, PIECE_N, SwizzleOfRow(PIECE_N * 2))
+              : c_row    ? k.SmemSwizzled(out, 64, PIECE_N, examples::SwizzleOfRow(PIECE_N * 2))
                          : k.SmemSwizzled(out, PIECE_N, 64, Swizzle::k128B);
   Barriers input_bars;
   if (staged_inputs) input_bars = k.SmemBarriers(CONSUMERS);
