@@ -1,20 +1,79 @@
-// `kiln bundle [--dir D] [NAME...]`: write bundles (manifest + PTX).
+// `kiln bundle [--dir D] [--shard I/N | --prune] [NAME...]`: write bundles (manifest + PTX).
 #include <filesystem>
 #include <iostream>
 #include <set>
+#include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
+namespace {
+
+struct Shard {
+  int index = 0;
+  int count = 1;
+};
+
+absl::StatusOr<Shard> ParseShard(const std::string& text) {
+  if (text.empty()) return Shard{};
+  std::vector<std::string> p = absl::StrSplit(text, '/');
+  Shard s;
+  if (p.size() != 2 || !absl::SimpleAtoi(p[0], &s.index) || !absl::SimpleAtoi(p[1], &s.count) ||
+      s.count < 1 || s.index < 0 || s.index >= s.count)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shard ", text, ": give I/N with 0 <= I < N, e.g. 0/2"));
+  return s;
+}
+
+// The directory mirrors the registry: drop bundles (a manifest that parses, and its PTX) of
+// kernels no longer registered. Nothing else in the directory is touched.
+int DropStale(const std::string& dir, const std::vector<std::string>& registered) {
+  absl::StatusOr<std::vector<std::string>> present = kiln::rt::ListBundles(dir);
+  if (!present.ok()) {  // the bundles were written; only the tidying is skipped
+    std::cerr << "kiln: not removing stale bundles from " << dir << ": "
+              << present.status().message() << "\n";
+    return 0;
+  }
+  const std::set<std::string> keep(registered.begin(), registered.end());
+  int removed = 0;
+  for (const std::string& name : *present) {
+    if (keep.count(name)) continue;
+    std::error_code ec;
+    for (const char* ext : {".manifest", ".ptx"})
+      std::filesystem::remove(absl::StrCat(dir, "/", kiln::rt::BundleStem(name), ext), ec);
+    ++removed;
+  }
+  if (removed)
+    std::cerr << "kiln: removed " << removed << " bundles of kernels no longer registered\n";
+  return 0;
+}
+
+}  // namespace
 
 int WriteBundles(const std::vector<std::string>& args) {
+  absl::StatusOr<Shard> shard = ParseShard(absl::GetFlag(FLAGS_shard));
+  if (!shard.ok()) return Fail(shard.status());
+  const bool prune = absl::GetFlag(FLAGS_prune);
+  if ((shard->count > 1 || prune) && !args.empty())
+    return Fail(absl::InvalidArgumentError(
+        "--shard and --prune work on the whole registry: name no kernel with them"));
+  if (shard->count > 1 && prune)
+    return Fail(absl::InvalidArgumentError("--shard writes and --prune drops: give one"));
+  if ((shard->count > 1 || prune) && !Compiling())
+    return Fail(absl::FailedPreconditionError(
+        "--shard and --prune need the registry: this kiln reads --bundles, it compiles nothing"));
   absl::StatusOr<std::vector<std::string>> named = NamesOrAll(args);
   if (!named.ok()) return Fail(named.status());
-  const std::vector<std::string>& names = *named;
   const std::string dir = absl::GetFlag(FLAGS_dir);
+  if (prune) return DropStale(dir, *named);
+
+  std::vector<std::string> names;
+  for (size_t i = shard->index; i < named->size(); i += shard->count) names.push_back((*named)[i]);
   int with_findings = 0;  // kiln check runs on every kernel bundled: a finding fails the step
   for (const std::string& name : names) {
     std::vector<std::string> findings;
@@ -30,27 +89,8 @@ int WriteBundles(const std::vector<std::string>& args) {
     std::cerr << "kiln: " << with_findings << " kernels have static findings (kiln check)\n";
     return 1;
   }
-  if (args.empty() && Compiling()) {
-    // The directory mirrors the registry: drop bundles (a manifest that parses, and its PTX) of
-    // kernels no longer registered. Nothing else in the directory is touched.
-    absl::StatusOr<std::vector<std::string>> present = kiln::rt::ListBundles(dir);
-    if (!present.ok()) {  // the bundles were written; only the tidying is skipped
-      std::cerr << "kiln: not removing stale bundles from " << dir << ": "
-                << present.status().message() << "\n";
-      return 0;
-    }
-    const std::set<std::string> keep(names.begin(), names.end());
-    int removed = 0;
-    for (const std::string& name : *present) {
-      if (keep.count(name)) continue;
-      std::error_code ec;
-      for (const char* ext : {".manifest", ".ptx"})
-        std::filesystem::remove(absl::StrCat(dir, "/", kiln::rt::BundleStem(name), ext), ec);
-      ++removed;
-    }
-    if (removed)
-      std::cerr << "kiln: removed " << removed << " bundles of kernels no longer registered\n";
-  }
+  // A shard leaves the tidying to `--prune`: another shard may be writing the directory.
+  if (args.empty() && shard->count == 1 && Compiling()) return DropStale(dir, *named);
   return 0;
 }
 

@@ -6,6 +6,11 @@
 ABSL_FLAG(std::string, bundles, "",
           "read kernels from this bundle directory instead of compiling them");
 ABSL_FLAG(std::string, dir, "build/bundles", "where `kiln bundle` writes");
+ABSL_FLAG(std::string, shard, "",
+          "`kiln bundle` with no NAME: I/N writes every Nth kernel from the Ith (0-based), so that "
+          "N processes bundle the registry in parallel; drops no bundle");
+ABSL_FLAG(bool, prune, false,
+          "`kiln bundle`: only drop --dir's bundles of kernels no longer registered, writing none");
 // 0: not given (kiln run takes 4096, kiln emulate the kernel's tile).
 ABSL_FLAG(int64_t, m, 0,
           "M for `kiln run` (default 4096) and `kiln emulate` (default: 2x2 CTA tiles)");

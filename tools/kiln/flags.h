@@ -8,6 +8,8 @@
 
 ABSL_DECLARE_FLAG(std::string, bundles);
 ABSL_DECLARE_FLAG(std::string, dir);
+ABSL_DECLARE_FLAG(std::string, shard);
+ABSL_DECLARE_FLAG(bool, prune);
 ABSL_DECLARE_FLAG(int64_t, m);
 ABSL_DECLARE_FLAG(int64_t, n);
 ABSL_DECLARE_FLAG(int64_t, k);

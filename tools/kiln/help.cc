@@ -31,11 +31,11 @@ const std::vector<CommandHelp>& Commands() {
        "the CUDA toolkit's cuobjdump or nvdisasm).",
        {"lines"}},
       {"bundle",
-       "bundle [--dir D] [NAME...]",
+       "bundle [--dir D] [--shard I/N | --prune] [NAME...]",
        "Write bundles (manifest + PTX); with no NAME every kernel, dropping D's bundles of kernels "
-       "no longer "
-       "registered. --watchdog builds them in the GPU debug mode.",
-       {"dir", "watchdog"}},
+       "no longer registered (--shard: a share of them, dropping none; --prune: only the "
+       "dropping). --watchdog builds them in the GPU debug mode.",
+       {"dir", "shard", "prune", "watchdog"}},
       {"compile",
        "compile [--cache DIR] [NAME...]",
        "Compile through the host API's disk cache, timing the build and the compile of each "
