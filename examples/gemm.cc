@@ -526,6 +526,10 @@ std::vector<TmaCopy> TmaGemmOperands::ACopies(const SmemTile& tile, const Value&
   return copies;
 }
 
+// DeclareTmaGemm gives C's map this swizzle as a TMA code: the two enums number spans alike.
+static_assert(static_cast<int>(Swizzle::k32B) == static_cast<int>(rt::TmaSwizzle::k32B) &&
+              static_cast<int>(Swizzle::k64B) == static_cast<int>(rt::TmaSwizzle::k64B) &&
+              static_cast<int>(Swizzle::k128B) == static_cast<int>(rt::TmaSwizzle::k128B));
 Swizzle SwizzleOfRow(int bytes) {
   return bytes >= 128 ? Swizzle::k128B : bytes >= 64 ? Swizzle::k64B : Swizzle::k32B;
 }

@@ -32,12 +32,12 @@ absl::StatusOr<Shard> ParseShard(const std::string& text) {
 
 // The directory mirrors the registry: drop bundles (a manifest that parses, and its PTX) of
 // kernels no longer registered. Nothing else in the directory is touched.
-int DropStale(const std::string& dir, const std::vector<std::string>& registered) {
+void DropStale(const std::string& dir, const std::vector<std::string>& registered) {
   absl::StatusOr<std::vector<std::string>> present = kiln::rt::ListBundles(dir);
   if (!present.ok()) {  // the bundles were written; only the tidying is skipped
     std::cerr << "kiln: not removing stale bundles from " << dir << ": "
               << present.status().message() << "\n";
-    return 0;
+    return;
   }
   const std::set<std::string> keep(registered.begin(), registered.end());
   int removed = 0;
@@ -50,7 +50,6 @@ int DropStale(const std::string& dir, const std::vector<std::string>& registered
   }
   if (removed)
     std::cerr << "kiln: removed " << removed << " bundles of kernels no longer registered\n";
-  return 0;
 }
 
 }  // namespace
@@ -70,7 +69,10 @@ int WriteBundles(const std::vector<std::string>& args) {
   absl::StatusOr<std::vector<std::string>> named = NamesOrAll(args);
   if (!named.ok()) return Fail(named.status());
   const std::string dir = absl::GetFlag(FLAGS_dir);
-  if (prune) return DropStale(dir, *named);
+  if (prune) {
+    DropStale(dir, *named);
+    return 0;
+  }
 
   std::vector<std::string> names;
   for (size_t i = shard->index; i < named->size(); i += shard->count) names.push_back((*named)[i]);
@@ -90,7 +92,7 @@ int WriteBundles(const std::vector<std::string>& args) {
     return 1;
   }
   // A shard leaves the tidying to `--prune`: another shard may be writing the directory.
-  if (args.empty() && shard->count == 1 && Compiling()) return DropStale(dir, *named);
+  if (args.empty() && shard->count == 1 && Compiling()) DropStale(dir, *named);
   return 0;
 }
 
