@@ -299,13 +299,23 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
     }
     case Op::kNeg:
     case Op::kAbs:
-      if (is_f32)
+      if (is_f32) {
         put_f(in.op == Op::kNeg ? -f(1) : std::fabs(f(1)));
-      else if (ptx::TyIsFloat(ty))
+      } else if (ty == Ty::kF64 || ty == Ty::kF16 || ty == Ty::kBF16 || ty == Ty::kF16x2 ||
+                 ty == Ty::kBF16x2) {
+        // PTX ISA: neg flips and abs clears each element's sign bit (a NaN stays a NaN; its
+        // payload is unspecified for the 16-bit types).
+        const uint64_t signs = ty == Ty::kF64                            ? 1ull << 63
+                               : (ty == Ty::kF16x2 || ty == Ty::kBF16x2) ? 0x80008000ull
+                                                                         : 0x8000ull;
+        const uint64_t v = Read(t, in.ops.at(1), bits);
+        Write(t, in.ops[0], in.op == Op::kNeg ? v ^ signs : v & ~signs);
+      } else if (ptx::TyIsFloat(ty)) {
         return Fail(t, in, "this float type is not emulated yet");
-      else
+      } else {
         Write(t, in.ops[0],
               static_cast<uint64_t>(in.op == Op::kNeg ? -si(1) : std::llabs(si(1))) & Mask(bits));
+      }
       return absl::OkStatus();
     case Op::kAnd:
       Write(t, in.ops[0], src(1) & src(2));

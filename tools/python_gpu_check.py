@@ -148,10 +148,25 @@ def fp8_gemms():
                        5e-3)
 
 
+def graph_ms(fn, iters=20, repeats=10):
+    """Median ms a call of `repeats` calls captured in one CUDA graph, replayed `iters` times:
+    the device's time alone, whatever the host spends issuing a call."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # loads what the first call loads, outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(repeats):
+            fn()
+    return time_ms(graph.replay, iters, repeats=1) / repeats
+
+
 def fp8_quantize():
-    """kiln.quantize_e4m3 against torch's own quantization with the same scales, the result fed to
-    the blockwise GEMM; and its bandwidth against a device copy (median of 20 blocks of 10 calls):
-    bytes read and written per second, each."""
+    """kiln.quantize_e4m3 and quantize_e4m3_blocks (and its transpose) against torch's own
+    quantization with the same scales; and their bandwidth against a device copy (10 calls in a
+    CUDA graph, median of 20 replays): bytes read and written per second, each."""
     for m, k in [(4096, 7168), (77, 528), (1, 16), (16384, 4096)]:
         x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16) * 3
         q, s = kiln.quantize_e4m3(x)
@@ -163,16 +178,40 @@ def fp8_quantize():
         report(f"quantize_e4m3 {m}x{k} bytes differing from torch's",
                float((q.view(torch.uint8) != want.view(torch.uint8)).float().mean()), 1e-3)
         if m >= 4096:
-            def ms(fn):  # blocks of 10 calls back to back, so that the host's issue is hidden
-                return time_ms(fn, 20, repeats=10)
+            ms = graph_ms  # the host's issue of a call can outlast a call of these sizes
             y, qb = torch.empty_like(x), q.view(torch.uint8)
             kernel = kiln.load(kiln.bundle_dir(), "ops/quantize_e4m3")
-            quant_ms = ms(lambda: kernel(x, qb, s, m, k, kb, m * kb * 16))
+            quant_ms = ms(lambda: kernel(x, qb, s, m, k))
+            issued_ms = time_ms(lambda: kernel(x, qb, s, m, k), 20, repeats=10)
+            print(f"quantize_e4m3 {m}x{k}: {issued_ms * 1e3:7.1f} us a call issued from Python")
             copy_ms = ms(lambda: y.copy_(x))
             moved = 3 * m * k + 4 * m * kb  # bf16 in, e4m3 and the scales out
             print(f"quantize_e4m3 {m}x{k}: {quant_ms * 1e3:7.1f} us, {moved / quant_ms / 1e6:7.0f} "
                   f"GB/s; copy {copy_ms * 1e3:7.1f} us, {4 * m * k / copy_ms / 1e6:7.0f} GB/s; "
                   f"ratio {moved / quant_ms / (4 * m * k / copy_ms):.3f}")
+    for n, k in [(7168, 4096), (144, 272), (16, 16), (4096, 14336)]:
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        q, s, q_t, s_t = kiln.quantize_e4m3_blocks(w, transpose=True)
+        kb, nb = -(-k // 128), -(-n // 128)
+        pad = torch.nn.functional.pad(w.float().abs(), (0, kb * 128 - k, 0, nb * 128 - n))
+        report(f"quantize_e4m3_blocks {n}x{k} scales",
+               rel(s, pad.view(nb, 128, kb, 128).amax((1, 3)) / 448), 1e-6)
+        f = s.repeat_interleave(128, 0).repeat_interleave(128, 1)[:n, :k]
+        want = (w.float() / f).to(torch.float8_e4m3fn)
+        report(f"quantize_e4m3_blocks {n}x{k} bytes differing from torch's",
+               float((q.view(torch.uint8) != want.view(torch.uint8)).float().mean()), 1e-3)
+        report(f"quantize_e4m3_blocks {n}x{k} q_t differing from q.t()",
+               float((q_t.view(torch.uint8) != q.view(torch.uint8).t()).float().mean()), 0)
+        if n >= 4096:
+            kernel = kiln.load(kiln.bundle_dir(), "ops/quantize_e4m3_blocks")
+            y, qb, qtb = torch.empty_like(w), q.view(torch.uint8), q_t.view(torch.uint8)
+            copy_ms = graph_ms(lambda: y.copy_(w))
+            for t in (0, 1):
+                t_ms = graph_ms(lambda: kernel(w, qb, qtb, s, n, k, t))
+                moved = (3 + t) * n * k + 4 * nb * kb
+                print(f"quantize_e4m3_blocks {n}x{k} transpose={t}: {t_ms * 1e3:7.1f} us, "
+                      f"{moved / t_ms / 1e6:7.0f} GB/s; copy {copy_ms * 1e3:7.1f} us; ratio "
+                      f"{moved / t_ms / (4 * n * k / copy_ms):.3f}")
 
 
 def grouped_gemms():

@@ -23,7 +23,7 @@ _INSTALLED_BUNDLES = _os.path.join(_os.path.dirname(__file__), "..", "..", "..",
 if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES):
     set_bundle_dir(_os.path.normpath(_INSTALLED_BUNDLES))
 
-__all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "grouped_gemm", "quantize_e4m3",
+__all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "grouped_gemm", "quantize_e4m3", "quantize_e4m3_blocks",
            "swiglu_weights", "attention",
            "decode_attention", "paged_append", "varlen_attention", "varlen_attention_backward",
            "softmax", "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]
@@ -231,26 +231,65 @@ def quantize_e4m3(x):
                  f"kiln.quantize_e4m3: x must be a contiguous bf16 CUDA tensor, not {x.dtype}")
         q = torch.empty((m, k), dtype=torch.uint8, device=x.device)
         scales = torch.empty((kb, m), dtype=torch.float32, device=x.device).t()
-        _quantizer()(x, q, scales, m, k, kb, m * kb * 16)  # units: 16 threads a group
+        _quantizer()(x, q, scales, m, k)
         return q.view(torch.float8_e4m3fn), scales
     import numpy
-    bits = numpy.ascontiguousarray(x, numpy.float32).view(numpy.uint32).astype(numpy.uint64)
-    x16 = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(numpy.uint16)  # to nearest even
+    x16 = _to_bf16_bits(x)
     q = numpy.zeros((m, k), numpy.uint8)
     scales = numpy.zeros((kb, m), numpy.float32)
-    _quantizer()(x16, q, scales, m, k, kb, m * kb * 16)
+    _quantizer()(x16, q, scales, m, k)
     return q, scales.T
+
+
+def quantize_e4m3_blocks(w, *, transpose=False):
+    """A weight w (N, K) to e4m3 with one f32 scale per 128 x 128 block (the block's largest
+    magnitude to 448), as kiln.gemm's blockwise b takes it: (q, scales), q (N, K) float8_e4m3fn
+    (kiln.gemm(x, q.t(), scale_a=sx, scale_b=scales)) and scales (ceil(N/128), ceil(K/128)).
+    With transpose=True also (q_t, scales_t): q_t = q's transpose (K, N), packed, and scales_t =
+    scales.T, the weight for the product along N (the backward pass's dx = dy @ w:
+    kiln.gemm(dy_q, q_t.t(), scale_a=s_dy, scale_b=scales_t)). K a multiple of 16; with
+    transpose, N too. CUDA: w bf16 (ops/quantize_e4m3_blocks). Host: f32 rounded to bf16, run on
+    the emulator; q and q_t are then uint8 arrays of e4m3 bytes."""
+    _require(len(w.shape) == 2 and w.shape[1] % 16 == 0 and (not transpose or w.shape[0] % 16 == 0),
+             f"kiln.quantize_e4m3_blocks: w must be (N, K) with K{' and N' if transpose else ''} "
+             f"a multiple of 16, not {tuple(w.shape)}")
+    n, k = w.shape
+    nb, kb = -(-n // 128), -(-k // 128)
+    if _is_torch(w):
+        import torch
+        _require(w.dtype == torch.bfloat16 and w.is_cuda and w.is_contiguous(),
+                 f"kiln.quantize_e4m3_blocks: w must be a contiguous bf16 CUDA tensor, not {w.dtype}")
+        q = torch.empty((n, k), dtype=torch.uint8, device=w.device)
+        q_t = torch.empty((k, n) if transpose else (1, 8), dtype=torch.uint8, device=w.device)
+        scales = torch.empty((nb, kb), dtype=torch.float32, device=w.device)
+        _quantizer("ops/quantize_e4m3_blocks")(w, q, q_t, scales, n, k, int(transpose))
+        q, q_t = q.view(torch.float8_e4m3fn), q_t.view(torch.float8_e4m3fn)
+    else:
+        import numpy
+        q = numpy.zeros((n, k), numpy.uint8)
+        q_t = numpy.zeros((k, n) if transpose else (1, 8), numpy.uint8)
+        scales = numpy.zeros((nb, kb), numpy.float32)
+        _quantizer("ops/quantize_e4m3_blocks")(_to_bf16_bits(w), q, q_t, scales, n, k,
+                                               int(transpose))
+    return (q, scales, q_t, scales.T) if transpose else (q, scales)
+
+
+def _to_bf16_bits(x):
+    """A host array's values rounded to the nearest bf16 (ties to even), as uint16 bits."""
+    import numpy
+    bits = numpy.ascontiguousarray(x, numpy.float32).view(numpy.uint32).astype(numpy.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(numpy.uint16)
 
 
 _QUANTIZERS = {}
 
 
-def _quantizer():
-    """ops/quantize_e4m3 of the current bundle directory, loaded once."""
+def _quantizer(name="ops/quantize_e4m3"):
+    """A quantization kernel of the current bundle directory, loaded once."""
     where = bundle_dir()
-    if where not in _QUANTIZERS:
-        _QUANTIZERS[where] = load(where, "ops/quantize_e4m3")
-    return _QUANTIZERS[where]
+    if (where, name) not in _QUANTIZERS:
+        _QUANTIZERS[where, name] = load(where, name)
+    return _QUANTIZERS[where, name]
 
 
 def swiglu_weights(gate, up):

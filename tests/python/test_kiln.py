@@ -272,6 +272,36 @@ class GemmFp8(unittest.TestCase):
         product = kiln.gemm(q, w8.T, scale_a=s, scale_b=sw)
         self.assertLess(rel_error(product, got @ self.w_dequantized.T), 5e-3)
 
+    def test_quantize_blocks_and_transpose_feed_both_products(self):
+        n, k = 144, 272  # 2 x 3 blocks, the last of each partial
+        w = np.random.default_rng(5).standard_normal((n, k)).astype(np.float32) * 2
+        w[:16, 128:256] = 0  # a part of a block at zero; the block's scale comes from the rest
+        q, s, q_t, s_t = kiln.quantize_e4m3_blocks(w, transpose=True)
+        self.assertEqual((q.shape, s.shape, q_t.shape, s_t.shape), ((n, k), (2, 3), (k, n), (3, 2)))
+        wr = bf16(w)
+        amax = np.pad(np.abs(wr), ((0, 256 - n), (0, 384 - k))).reshape(2, 128, 3, 128)
+        self.assertLess(np.max(np.abs(s / (amax.max((1, 3)) / 448) - 1)), 1e-6)
+        self.assertTrue(np.array_equal(q_t, q.T))
+        self.assertTrue(np.array_equal(s_t, s.T))
+        factors = np.repeat(np.repeat(s.astype(np.float64), 128, 0), 128, 1)[:n, :k]
+        got = np.where(q & 0x80, -1, 1) * e4m3_values()[q & 0x7F] * factors
+        _, want = quantize_e4m3(wr, factors)
+        self.assertLess(np.mean(got != want), 0.01)  # the same rounding but for rare ties
+        self.assertLess(rel_error(got, wr), 0.04)
+        q2, s2 = kiln.quantize_e4m3_blocks(w)
+        self.assertTrue(np.array_equal(q2, q) and np.array_equal(s2, s))
+        # Forward, x @ w.T (K the product's axis), and backward, dy @ w (N the product's axis).
+        x = np.random.default_rng(6).standard_normal((40, k)).astype(np.float32)
+        xq, sx = kiln.quantize_e4m3(x)
+        xd = np.where(xq & 0x80, -1, 1) * e4m3_values()[xq & 0x7F] * np.repeat(sx, 128, 1)[:, :k]
+        self.assertLess(rel_error(kiln.gemm(xq, q.T, scale_a=sx, scale_b=s), xd @ got.T), 5e-3)
+        dy = np.random.default_rng(7).standard_normal((40, n)).astype(np.float32)
+        dq, sdy = kiln.quantize_e4m3(dy)
+        dyd = np.where(dq & 0x80, -1, 1) * e4m3_values()[dq & 0x7F] * np.repeat(sdy, 128, 1)[:, :n]
+        self.assertLess(rel_error(kiln.gemm(dq, q_t.T, scale_a=sdy, scale_b=s_t), dyd @ got), 5e-3)
+        with self.assertRaisesRegex(kiln.Error, "K and N a multiple of 16"):
+            kiln.quantize_e4m3_blocks(w[:100], transpose=True)
+
     def test_errors(self):
         a8, w8, sa, sw, _, _ = self.operands("blockwise")
         for call, says in [

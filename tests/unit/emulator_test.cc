@@ -104,6 +104,24 @@ TEST(Emulator, MixedPrecisionFmaWidensItsHalfOperands) {
   EXPECT_EQ(AsF(v[1]), 2.25f);  // f16(1.5) squared
 }
 
+TEST(Emulator, HalfAbsAndNegTouchTheSignBitsAlone) {
+  // PTX ISA, abs and neg on .bf16, .f16, .bf16x2 and .f16x2 (LLVM folds |f32(x)| of a bf16 x
+  // into abs.bf16): each element's sign cleared or flipped, NaN staying NaN.
+  std::vector<uint32_t> v = Emulate(Kernel(R"(
+	mov.b16 %rs1, 0xBFC0;
+	abs.bf16 %rs2, %rs1;
+	neg.f16 %rs3, %rs2;
+	mov.b32 %r2, 0xFFC04000;
+	abs.bf16x2 %r3, %r2;
+	neg.f16x2 %r4, %r3;
+	mov.b32 %r5, {%rs2, %rs3};
+	st.global.v4.b32 [%rd1], {%r5, %r3, %r4, 0};
+)"), 4);
+  EXPECT_EQ(v[0], 0xBFC03FC0u);  // abs(-1.5) = 1.5 low, its negation high
+  EXPECT_EQ(v[1], 0x7FC04000u);  // NaN's sign cleared, 2.0 kept
+  EXPECT_EQ(v[2], 0xFFC0C000u);
+}
+
 TEST(Emulator, AVectorOperandMayHoldImmediates) {
   // PTX ISA, vector operands: "{a, b, c, d}" of registers or immediates (LLVM stores zeros so).
   std::vector<uint32_t> v = Emulate(Kernel(R"(
