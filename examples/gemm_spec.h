@@ -82,7 +82,11 @@ inline const std::vector<std::string> kBundledFp8Variants = {
     "e4m3-bf16.any_m.tensorwise", "e4m3-bf16.any_m.rowwise", "e4m3-bf16.any_m.blockwise_t",
     "e4m3-f32.tensorwise", "e4m3-f32.rowwise", "e4m3-f32.blockwise", "e4m3-f32.blockwise_t",
     // a row-major C stored by the tile (blockwise past 128 rows: ops/gemm/gemm_fp8.cc)
-    "e4m3-bf16.c_row.blockwise", "e4m3-bf16.any_m.c_row.blockwise", "e4m3-f32.c_row.blockwise"};
+    "e4m3-bf16.c_row.blockwise", "e4m3-bf16.any_m.c_row.blockwise", "e4m3-f32.c_row.blockwise",
+    // a residual added to a row-major bf16 C (a layer's output and down projections), computed
+    // as C^T or stored by the tile as above
+    "e4m3-bf16.tensorwise.residual", "e4m3-bf16.rowwise.residual", "e4m3-bf16.blockwise_t.residual",
+    "e4m3-bf16.c_row.blockwise.residual"};
 // The wide-stage kernels': kBundledGemmVariants and a row-major B (b_mn), plain and fused.
 inline const std::vector<std::string> kBundledWideVariants = [] {
   std::vector<std::string> v = kBundledGemmVariants;

@@ -137,6 +137,10 @@ def fp8_gemms():
             out = poisoned((m, n))
             got = kiln.gemm(a8, w8.t(), scale_a=sa, scale_b=sw, out=out)
             report(f"gemm e4m3 {scaling} {m}x{n}x{k} vs dequantized", rel(got, want), 5e-3)
+            res = torch.randn(m, n, device="cuda").bfloat16()
+            fused = kiln.gemm(a8, w8.t(), scale_a=sa, scale_b=sw, residual=res, out=poisoned((m, n)))
+            report(f"gemm e4m3 {scaling} {m}x{n}x{k} + residual fused", rel(fused, want + res.float()),
+                   5e-3)
             col = poisoned((n, m), torch.float32).t()
             kiln.gemm(a8, w8.t(), scale_a=sa, scale_b=sw, out=col)
             report(f"gemm e4m3 {scaling} {m}x{n}x{k} f32 column-major C", rel(col, want), 2e-3)

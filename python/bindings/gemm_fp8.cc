@@ -3,15 +3,21 @@
 // both K-major), their bytes passed as uint8 (the kiln package views torch's float8_e4m3fn so).
 // The scales are f32 and their shapes say the scaling: one value each (tensorwise); (M,) or
 // (M, 1) and (N,) or (1, N) (rowwise); (M, ceil(K/128)) and (ceil(N/128), ceil(K/128))
-// (blockwise: a per 1x128, b's weight per 128x128), in any strides. CUDA tensors run through
-// rt::GemmRunner on the caller's stream; host arrays (packed) on the emulator.
+// (blockwise: a per 1x128, b's weight per 128x128), in any strides. The epilogue's terms follow,
+// as for 16-bit inputs (c, bias and residual of out's type and, but bias, laid out as out). CUDA
+// tensors run through rt::GemmRunner on the caller's stream; host arrays (packed) on the emulator.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/bundle/epilogue_terms.h"
 #include "kiln/ops/gemm.h"
 #include "python/bindings/bindings.h"
 #include "python/bindings/call_device.h"
@@ -66,8 +72,43 @@ std::string ScalingOf(const Array& sa, const Array& sb, int64_t m, int64_t n, in
                            ", ", kb, ") (blockwise: a per 1x128, b per 128x128)"));
 }
 
+// The epilogue's terms past the product (kiln.gemm's c, alpha, beta, bias, activation, residual).
+struct Fp8Terms {
+  std::optional<Array> c, bias, residual;
+  float alpha = 1, beta = 0;
+  std::string epilogue;
+};
+
+// Their shapes and, on the GPU, their types and layouts (as out's), set in `o`.
+void CheckTerms(const Fp8Terms& t, const Array& out, int64_t n, const std::string& out_type,
+                bool emulated, rt::GemmOperands& o) {
+  for (const auto& [what, x] : {std::pair{"c", &t.c}, std::pair{"residual", &t.residual}})
+    if (*x && ShapeOf(**x) != ShapeOf(out))
+      throw Error(
+          absl::StrCat(kCall, ": ", what, " has shape ", ShapeText(**x), "; out ", ShapeText(out)));
+  if (t.bias && (t.bias->ndim() != 1 || static_cast<int64_t>(t.bias->shape(0)) != n))
+    throw Error(absl::StrCat(kCall, ": bias has shape ", ShapeText(*t.bias),
+                             "; one value per column of out: (", n, ",)"));
+  o.alpha = t.alpha, o.beta = t.beta;
+  if (emulated) return;
+  for (const auto& [what, x, to] :
+       {std::tuple{"c", &t.c, &o.c_in}, std::tuple{"bias", &t.bias, &o.bias},
+        std::tuple{"residual", &t.residual, &o.residual}})
+    if (*x) {
+      if (DtypeName(**x) != out_type)
+        throw Error(absl::StrCat(kCall, ": ", what, " must be ", out_type, " as out is, not ",
+                                 DtypeName(**x)));
+      if (what != std::string("bias") &&
+          ((*x)->stride(0) != out.stride(0) || (*x)->stride(1) != out.stride(1)))
+        throw Error(absl::StrCat(kCall, ": ", what, " must be laid out as out is"));
+      *to = Address(**x);
+    }
+}
+
 void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, const Array& scale_b,
-             const std::string& out_type, uint64_t stream) {
+             const std::string& out_type, Fp8Terms terms, uint64_t stream) {
+  absl::StatusOr<std::string> epilogue = rt::CanonicalEpilogue(terms.epilogue);
+  ThrowIfError(epilogue.status());
   for (const auto& [what, x] :
        {std::pair{"a", &a}, std::pair{"b", &b}, std::pair{"out", static_cast<const Array*>(&out)}})
     if (x->ndim() != 2)
@@ -77,7 +118,10 @@ void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, co
       static_cast<int64_t>(out.shape(1)) != n)
     throw Error(absl::StrCat(kCall, ": a ", ShapeText(a), ", b ", ShapeText(b), " and out ",
                              ShapeText(out), " do not make (M, K) @ (K, N) = (M, N)"));
-  CallDevice d(kCall, {&a, &b, &out, &scale_a, &scale_b}, stream);
+  CallDevice d(kCall,
+               {&a, &b, &out, &scale_a, &scale_b, terms.c ? &*terms.c : nullptr,
+                terms.bias ? &*terms.bias : nullptr, terms.residual ? &*terms.residual : nullptr},
+               stream);
   Require(a, kCall, "a", 2, {"u8"}, /*contiguous=*/false);
   Require(b, kCall, "b", 2, {"u8"}, /*contiguous=*/false);
   Require(scale_a, kCall, "scale_a", -1, {"f32"}, /*contiguous=*/false);
@@ -92,8 +136,10 @@ void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, co
                              d.emulated() ? ", packed on the emulator" : ""));
   rt::GemmOperands o;
   const std::string scaling = ScalingOf(scale_a, scale_b, m, n, k, o);
-  const rt::GemmOptions options{.in_type = "e4m3", .out_type = out_type, .scaling = scaling};
+  const rt::GemmOptions options{
+      .in_type = "e4m3", .out_type = out_type, .epilogue = *epilogue, .scaling = scaling};
   const rt::GemmSize size{m, n, k};
+  CheckTerms(terms, out, n, out_type, d.emulated(), o);
   if (!d.emulated()) {
     if (DtypeName(out) != out_type)
       throw Error(absl::StrCat(kCall, ": out must be ", out_type, ", not ", DtypeName(out)));
@@ -113,6 +159,13 @@ void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, co
     throw Error(absl::StrCat(kCall, ": host scales must be packed (row- or column-major)"));
   o.a = d.Bind(a, /*read_only=*/true), o.b = d.Bind(b, /*read_only=*/true);
   o.scale_a = d.Bind(scale_a, true), o.scale_b = d.Bind(scale_b, true);
+  for (const auto& [what, x, to] :
+       {std::tuple{"c", &terms.c, &o.c_in}, std::tuple{"bias", &terms.bias, &o.bias},
+        std::tuple{"residual", &terms.residual, &o.residual}})
+    if (*x) {  // f32 as out_type, row-major as out is
+      Require(**x, kCall, what, -1, {"f32"});
+      *to = d.BindNarrowed(**x, out_type);
+    }
   std::vector<uint8_t> result;
   o.c = d.BindPoisoned(out.size(), out_type, &result);
   o.c_row_major = true;
@@ -125,8 +178,18 @@ void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, co
 }  // namespace
 
 void BindGemmFp8(nb::module_& m) {
-  m.def("_gemm_fp8", &GemmFp8, nb::arg("a"), nb::arg("b"), nb::arg("out"), nb::arg("scale_a"),
-        nb::arg("scale_b"), nb::arg("out_type"), nb::arg("stream") = 0);
+  m.def(
+      "_gemm_fp8",
+      [](const Array& a, const Array& b, Array out, const Array& scale_a, const Array& scale_b,
+         const std::string& out_type, std::optional<Array> c, std::optional<Array> bias,
+         std::optional<Array> residual, float alpha, float beta, const std::string& epilogue,
+         uint64_t stream) {
+        GemmFp8(a, b, out, scale_a, scale_b, out_type, {c, bias, residual, alpha, beta, epilogue},
+                stream);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("out"), nb::arg("scale_a"), nb::arg("scale_b"),
+      nb::arg("out_type"), nb::arg("c").none(), nb::arg("bias").none(), nb::arg("residual").none(),
+      nb::arg("alpha"), nb::arg("beta"), nb::arg("epilogue"), nb::arg("stream") = 0);
 }
 
 }  // namespace kiln::py

@@ -117,7 +117,8 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
 
     8-bit inputs: float8_e4m3fn tensors a (row-major) and b (column-major: b = w.t() of an (N, K)
     weight), or uint8 host arrays of their bytes (run on the emulator), with f32 scales; out =
-    (a * scale_a) @ (b * scale_b), bf16 by default (out_dtype "f16", "f32"), no other term. The
+    (a * scale_a) @ (b * scale_b) through the same epilogue (but swiglu), bf16 by default
+    (out_dtype "f16", "f32"); fused terms need their kernel variant bundled. The
     scales' shapes say how they apply: one value each (tensorwise); (M,) or (M, 1) and (N,) or
     (1, N) (rowwise); (M, ceil(K/128)) and (ceil(N/128), ceil(K/128)) (blockwise: a per 1x128, the
     weight per 128x128, as DeepGEMM scales them), in any strides on the GPU.
@@ -130,13 +131,6 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     activation="swiglu" (alone) fuses a gate/up projection: out = silu(gate) * up, (M, N/2)
     row-major, where b's columns hold gate and up interleaved as swiglu_weights puts them.
     """
-    if scale_a is not None or scale_b is not None or _is_fp8(a):
-        return _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b,
-                         c is not None or bias is not None or activation or residual is not None
-                         or alpha != 1.0 or beta != 0.0)
-    in_type = _type_of(a)
-    out_type = out_dtype or (_type_of(out) if out is not None and _is_torch(out) else in_type)
-    out_type = _TORCH_TYPES.get(str(out_type), out_type)
     terms = []
     if c is not None or alpha != 1.0 or beta != 0.0:
         terms.append("scale")
@@ -146,6 +140,12 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
         terms.append(activation)
     if residual is not None:
         terms.append("residual")
+    if scale_a is not None or scale_b is not None or _is_fp8(a):
+        return _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, beta,
+                         terms)
+    in_type = _type_of(a)
+    out_type = out_dtype or (_type_of(out) if out is not None and _is_torch(out) else in_type)
+    out_type = _TORCH_TYPES.get(str(out_type), out_type)
     if out is None:
         n = b.shape[1] // 2 if activation == "swiglu" else b.shape[1]
         out = _empty(a, (a.shape[0], n), out_type)
@@ -195,12 +195,10 @@ def _is_fp8(x):
     return _is_torch(x) and str(x.dtype) == "torch.float8_e4m3fn"
 
 
-def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, fused):
+def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, beta, terms):
     """kiln.gemm of 8-bit inputs (its docstring says how)."""
     _require(scale_a is not None and scale_b is not None,
              "kiln.gemm: 8-bit inputs need scale_a and scale_b (f32)")
-    _require(not fused, "kiln.gemm: 8-bit inputs take no epilogue terms here (c, alpha, beta, "
-             "bias, activation, residual)")
     for name, x in (("a", a), ("b", b)):
         _require(_is_fp8(x) or (not _is_torch(x) and str(getattr(x, "dtype", "")) == "uint8"),
                  f"kiln.gemm: 8-bit {name} must be a float8_e4m3fn tensor, or a uint8 host array "
@@ -212,7 +210,8 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, fused):
     if _is_torch(a):  # DLPack carries the bytes
         import torch
         a, b = a.view(torch.uint8), b.view(torch.uint8)
-    _kiln._gemm_fp8(a, b, out, scale_a, scale_b, out_type, stream=_stream([a]))
+    _kiln._gemm_fp8(a, b, out, scale_a, scale_b, out_type, c, bias, residual, float(alpha),
+                    float(beta), ",".join(terms), stream=_stream([a]))
     return out
 
 

@@ -255,6 +255,13 @@ class GemmFp8(unittest.TestCase):
             f32 = kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw, out_dtype="f32")
             self.assertLess(rel_error(f32, want), 1e-5, scaling)
 
+    def test_a_residual_fused_under_every_scaling(self):
+        r = np.random.default_rng(8).standard_normal((self.M, self.N)).astype(np.float32)
+        for scaling in ("tensorwise", "rowwise", "blockwise"):
+            a8, w8, sa, sw, want, _ = self.operands(scaling)
+            got = kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw, residual=r)
+            self.assertLess(rel_error(got, want + r), 5e-3, scaling)
+
     def test_quantize_feeds_the_blockwise_gemm(self):
         x = np.random.default_rng(4).standard_normal((self.M, self.K)).astype(np.float32) * 3
         q, s = kiln.quantize_e4m3(x)
@@ -306,7 +313,11 @@ class GemmFp8(unittest.TestCase):
         a8, w8, sa, sw, _, _ = self.operands("blockwise")
         for call, says in [
             (lambda: kiln.gemm(a8, w8.T, scale_a=sa), "need scale_a and scale_b"),
-            (lambda: kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw, bias=sa), "no epilogue terms"),
+            (lambda: kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw, bias=sa), "bias has shape"),
+            (lambda: kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw, bias=np.zeros(self.N, np.float32),
+                               activation="relu"), "e4m3-bf16.blockwise_t.bias_row.relu"),
+            (lambda: kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw,
+                               residual=np.zeros((self.M, 8), np.float32)), "residual has shape"),
             (lambda: kiln.gemm(a8.astype(np.float32), w8.T, scale_a=sa, scale_b=sw),
              "must be a float8_e4m3fn tensor, or a uint8"),
             (lambda: kiln.gemm(a8, np.ascontiguousarray(w8.T), scale_a=sa, scale_b=sw),
