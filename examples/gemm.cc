@@ -289,12 +289,18 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
     if (t == "e5m2") return e5m2;
     return std::nullopt;
   };
-  const std::optional<Scalar> in_type = scalar(in), out_type = scalar(out);
-  if (!in_type || !out_type || *in_type == f32 || IsFp8(*out_type))
+  // 8-bit A and B of two types: "<a>x<b>".
+  const size_t x = in.find('x');
+  const std::optional<Scalar> in_type = scalar(in.substr(0, x)), out_type = scalar(out);
+  const std::optional<Scalar> in_b =
+      x == std::string::npos ? std::nullopt : scalar(in.substr(x + 1));
+  if (!in_type || !out_type || *in_type == f32 || IsFp8(*out_type) ||
+      (x != std::string::npos && (!in_b || !IsFp8(*in_type) || !IsFp8(*in_b) || *in_b == *in_type)))
     return absl::InvalidArgumentError(
         absl::StrCat("options '", options,
                      "': they start with the input and output types, "
-                     "<bf16|f16|e4m3|e5m2>-<bf16|f16|f32> (then the epilogue's terms)"));
+                     "<bf16|f16|e4m3|e5m2>-<bf16|f16|f32>, or 8-bit A and B of two types "
+                     "e4m3xe5m2 or e5m2xe4m3 (then the epilogue's terms)"));
   if (IsFp8(*in_type) != (scaling != Fp8Scaling::kNone))
     return absl::InvalidArgumentError(absl::StrCat(
         "options '", options, "': ",
@@ -307,7 +313,7 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
         "options '", options, "': 8-bit inputs are read K-major only (no a_mn, b_mn)"));
   absl::StatusOr<EpilogueSpec> epilogue = ParseEpilogueTerms(terms, *out_type);
   if (!epilogue.ok()) return epilogue.status();
-  return GemmVariant{*in_type, any_m, a_mn, b_mn, c_row, scaling, *epilogue};
+  return GemmVariant{*in_type, any_m, a_mn, b_mn, c_row, scaling, *epilogue, in_b};
 }
 
 ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bool tile,

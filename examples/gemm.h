@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 
 #include "examples/gemm_spec.h"
 #include "examples/registry.h"
@@ -162,9 +163,10 @@ Swizzle SwizzleOfRow(int bytes);
 TmaGemmOperands DeclareTmaGemm(Kernel& k, const TmaGemmShape& shape, Loc loc = Loc::current());
 
 // The options of a GEMM entry-point kernel's variants (ExampleFamily): "<in>-<out>" element types
-// (bf16 or f16 in; bf16, f16 or f32 out), then "any_m" for a tile kernel that stores C from
-// registers so that M need not be a multiple of 8 (f32 outputs always are), then "a_mn" and
-// "b_mn" for MN-major A (column-major) and B (row-major), then the epilogue's terms,
+// (bf16, f16, e4m3 or e5m2 in, "<a>x<b>" for 8-bit A and B of two types; bf16, f16 or f32 out),
+// then "any_m" for a tile kernel that stores C from registers so that M need not be a multiple of 8
+// (f32 outputs always are), then "a_mn" and "b_mn" for MN-major A (column-major) and B (row-major),
+// then the epilogue's terms,
 // '.'-separated ("f16-f32.bias_col.gelu", "bf16-bf16.any_m.b_mn.relu"). An error names what it
 // does not take.
 // How an 8-bit GEMM's product is scaled back (the names of torch's scaled-mm scaling types):
@@ -183,6 +185,9 @@ struct GemmVariant {
   bool c_row = false;  // "c_row": C (and C_in, residual) row-major (the skinny and tile kernels)
   Fp8Scaling scaling = Fp8Scaling::kNone;  // after the flags; 8-bit inputs only, and required
   EpilogueSpec epilogue;
+  // B's type where it differs from A's ("<a>x<b>-<out>": e5m2xe4m3, e4m3xe5m2; 8-bit only).
+  std::optional<Scalar> in_b;
+  Scalar b_type() const { return in_b.value_or(in); }
 };
 absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options);
 

@@ -86,7 +86,10 @@ inline const std::vector<std::string> kBundledFp8Variants = {
     // a residual added to a row-major bf16 C (a layer's output and down projections), computed
     // as C^T or stored by the tile as above
     "e4m3-bf16.tensorwise.residual", "e4m3-bf16.rowwise.residual", "e4m3-bf16.blockwise_t.residual",
-    "e4m3-bf16.c_row.blockwise.residual"};
+    "e4m3-bf16.c_row.blockwise.residual",
+    // an e5m2 gradient by e4m3 (the backward pass's products), either operand the kernel's A
+    "e5m2xe4m3-bf16.tensorwise", "e4m3xe5m2-bf16.tensorwise", "e5m2xe4m3-bf16.rowwise",
+    "e4m3xe5m2-bf16.rowwise"};
 // The wide-stage kernels': kBundledGemmVariants and a row-major B (b_mn), plain and fused.
 inline const std::vector<std::string> kBundledWideVariants = [] {
   std::vector<std::string> v = kBundledGemmVariants;

@@ -167,6 +167,39 @@ def graph_ms(fn, iters=20, repeats=10):
     return time_ms(graph.replay, iters, repeats=1) / repeats
 
 
+def fp8_e5m2():
+    """kiln.gemm of a float8_e5m2 gradient by a float8_e4m3fn weight (the backward pass's dx =
+    dy @ w), tensorwise and rowwise, against torch._scaled_mm on the same bytes and the fp32
+    product of the dequantized inputs; out row-major and column-major (the kernel's types swap).
+    The bundled variants are bf16 out, tensorwise and rowwise; others name their `kiln bundle`."""
+    for m, n, k in [(4096, 4096, 4096), (77, 1000, 528), (256, 4096, 1024)]:
+        dy = torch.randn(m, k, device="cuda")
+        w = torch.randn(n, k, device="cuda")
+        for scaling in ("tensorwise", "rowwise"):
+            if scaling == "tensorwise":
+                sa, sw = dy.abs().max().view(1) / 57344, w.abs().max().view(1) / 448
+                fa, fw = sa.expand(m, k), sw.expand(n, k)
+            else:
+                sa, sw = dy.abs().amax(1) / 57344, w.abs().amax(1) / 448
+                fa, fw = sa.view(-1, 1).expand(m, k), sw.view(-1, 1).expand(n, k)
+            a8 = (dy / fa).to(torch.float8_e5m2)
+            w8 = (w / fw).to(torch.float8_e4m3fn)
+            want = (a8.float() * fa) @ (w8.float() * fw).t()
+            got = kiln.gemm(a8, w8.t(), scale_a=sa, scale_b=sw, out=poisoned((m, n)))
+            report(f"gemm e5m2 x e4m3 {scaling} {m}x{n}x{k} vs dequantized", rel(got, want), 5e-3)
+            if m % 8 == 0:  # the bundled variants of a column-major C (no any_m)
+                col = poisoned((n, m)).t()
+                kiln.gemm(a8, w8.t(), scale_a=sa, scale_b=sw, out=col)
+                report(f"gemm e5m2 x e4m3 {scaling} {m}x{n}x{k} column-major C", rel(col, want),
+                       5e-3)
+            if m % 16 == 0 and n % 16 == 0:
+                peer = torch._scaled_mm(a8, w8.t(), sa.view(-1, 1) if sa.numel() > 1 else sa,
+                                        sw.view(1, -1) if sw.numel() > 1 else sw,
+                                        out_dtype=torch.bfloat16)
+                report(f"gemm e5m2 x e4m3 {scaling} {m}x{n}x{k} vs torch._scaled_mm",
+                       rel(got, peer), 5e-3)
+
+
 def fp8_quantize():
     """kiln.quantize_e4m3 and quantize_e4m3_blocks (and its transpose) against torch's own
     quantization with the same scales; and their bandwidth against a device copy (10 calls in a
@@ -562,7 +595,7 @@ def host_cost():
 
 print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
       f"bundles {kiln.bundle_dir()}")
-parts = [row_ops, gemms, fp8_gemms, fp8_quantize, grouped_gemms, attention, attention_grad, varlen_attention_grad, decode, append,
+parts = [row_ops, gemms, fp8_gemms, fp8_e5m2, fp8_quantize, grouped_gemms, attention, attention_grad, varlen_attention_grad, decode, append,
          glue, streams_and_load, errors, torch_ops, host_cost]
 # Parts named on the command line run alone (python_gpu_check.py fp8_gemms).
 for part in [p for p in parts if len(sys.argv) < 2 or p.__name__ in sys.argv[1:]]:

@@ -30,12 +30,13 @@ absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const RunGemmOn& r
   const bool block = p.scaling == "blockwise", row = p.scaling == "rowwise";
   // A per 1 x 128 (M-contiguous scales), B per 128 x 128 (row-major), as GemmOperands defaults.
   std::vector<double> xa = NormalValues(M * K, seed), xb = NormalValues(N * K, seed + 1);
-  Quantized a = block ? Quantize(std::move(xa), M, K, 1, 128, 1, M, M * KB)
-                : row ? Quantize(std::move(xa), M, K, 1, K, 1, 0, M)
-                      : Quantize(std::move(xa), M, K, M, K, 0, 0, 1);
-  Quantized b = block ? Quantize(std::move(xb), N, K, 128, 128, KB, 1, CeilDiv(N, 128) * KB)
-                : row ? Quantize(std::move(xb), N, K, 1, K, 1, 0, N)
-                      : Quantize(std::move(xb), N, K, N, K, 0, 0, 1);
+  const bool a5 = p.a_type == "e5m2", b5 = p.b_type == "e5m2";
+  Quantized a = block ? Quantize(std::move(xa), M, K, 1, 128, 1, M, M * KB, a5)
+                : row ? Quantize(std::move(xa), M, K, 1, K, 1, 0, M, a5)
+                      : Quantize(std::move(xa), M, K, M, K, 0, 0, 1, a5);
+  Quantized b = block ? Quantize(std::move(xb), N, K, 128, 128, KB, 1, CeilDiv(N, 128) * KB, b5)
+                : row ? Quantize(std::move(xb), N, K, 1, K, 1, 0, N, b5)
+                      : Quantize(std::move(xb), N, K, N, K, 0, 0, 1, b5);
   const int out_bytes = p.out_type == "f32" ? 4 : 2;
   rt::GemmOperands o{.c_row_major = p.c_row_major};
   // The fused terms' inputs (C_in, bias, residual in the output type, laid out as C).
@@ -134,9 +135,10 @@ absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const RunGemmOn& r
 }
 
 rt::GemmOptions OptionsOf(const Fp8GemmProblem& p) {
-  return {.in_type = "e4m3",
+  return {.in_type = p.a_type,
           .out_type = p.out_type,
           .epilogue = p.epilogue,
+          .in_type_b = p.b_type == p.a_type ? "" : p.b_type,
           .scaling = p.scaling,
           .fp8_tile = p.tile};
 }

@@ -1,5 +1,6 @@
 // The 8-bit GEMM's harness: random normal A (M x K) and B (N x K, the weight), each quantized to
-// e4m3 with its scaling's scales (a group's largest magnitude to 448, e4m3's largest), C poisoned
+// e4m3 (or e5m2) with its scaling's scales (a group's largest magnitude to the type's largest), C
+// poisoned
 // with NaN, the entry point run, and C checked against an fp64 product of the dequantized inputs
 // (every row of small problems, 64 spread rows of large ones; NaN fails). The bound: C's rounding
 // (2^-8 bf16, 2^-11 f16) plus 2^-10 for the tensor core's sums of 128 products, which keep fewer
@@ -24,6 +25,8 @@ struct Fp8GemmProblem {
   std::string tile;             // the tile kernel (GemmOptions::fp8_tile; "": the plan's)
   int compute_capability = 90;  // the emulator's GPU (100: the Blackwell kernel)
   std::string epilogue;         // fused terms (GemmOptions::epilogue), their inputs random
+  // A's and B's 8-bit types (e5m2 scaled to its largest, 57344, as e4m3 to 448).
+  std::string a_type = "e4m3", b_type = "e4m3";
 };
 
 struct Fp8GemmResult {

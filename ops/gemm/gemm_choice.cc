@@ -266,10 +266,11 @@ std::string GemmVariantName(const std::string& base, const GemmOptions& o) {
   if (o.in_type == "bf16" && o.out_type == "bf16" && o.epilogue.empty() && !o.any_m && !o.a_mn &&
       !o.b_mn && !o.c_row)
     return base;
-  return absl::StrCat(base, ".", o.in_type, "-", o.out_type, o.any_m ? ".any_m" : "",
-                      o.a_mn ? ".a_mn" : "", o.b_mn ? ".b_mn" : "", o.c_row ? ".c_row" : "",
-                      o.scaling.empty() ? "" : ".", o.scaling, o.epilogue.empty() ? "" : ".",
-                      o.epilogue);
+  const bool mixed = !o.in_type_b.empty() && o.in_type_b != o.in_type;
+  return absl::StrCat(base, ".", o.in_type, mixed ? "x" : "", mixed ? o.in_type_b : "", "-",
+                      o.out_type, o.any_m ? ".any_m" : "", o.a_mn ? ".a_mn" : "",
+                      o.b_mn ? ".b_mn" : "", o.c_row ? ".c_row" : "", o.scaling.empty() ? "" : ".",
+                      o.scaling, o.epilogue.empty() ? "" : ".", o.epilogue);
 }
 
 std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability) {

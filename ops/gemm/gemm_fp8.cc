@@ -53,6 +53,10 @@ absl::StatusOr<GemmPlan> PlanBlackwell(const GemmSize& size, const GemmOptions& 
         "terms (",
         kBlackwellKernel, "); given ", options.scaling, " scales, a ",
         o.c_row_major ? "row" : "column", "-major ", options.out_type, " C"));
+  if (options.in_type != "e4m3" || (!options.in_type_b.empty() && options.in_type_b != "e4m3"))
+    return Invalid(absl::StrCat(kBlackwellKernel, " takes e4m3 A and B (", options.in_type,
+                                options.in_type_b.empty() ? "" : " and ", options.in_type_b,
+                                " given)"));
   if (absl::Status st = CheckTmaRows(size, o); !st.ok()) return st;
   if (o.ldc && o.ldc != size.n)
     return Invalid(absl::StrCat(kBlackwellKernel, " stores C packed: ldc must be N (", size.n,
@@ -145,6 +149,11 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
     kernel.epilogue = *swapped;
   }
   if (plan.swapped && options.scaling == "blockwise") kernel.scaling = "blockwise_t";
+  // The kernel's A is the caller's B where swapped; one type for both needs no B type.
+  const std::string a_type = options.in_type,
+                    b_type = options.in_type_b.empty() ? a_type : options.in_type_b;
+  kernel.in_type = plan.swapped ? b_type : a_type;
+  kernel.in_type_b = a_type == b_type ? "" : plan.swapped ? a_type : b_type;
   // C through its map takes rows 16 bytes apart from a 16-byte aligned pointer: else from
   // registers (any_m).
   const int64_t c_extent = plan.c_row ? plan.size.n : plan.size.m;  // C's contiguous one

@@ -254,6 +254,9 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
     return Invalid(absl::StrCat("a scaling ('", options.scaling, "') is for 8-bit inputs"));
   if (!fp8 && options.in_type != "bf16" && options.in_type != "f16")
     return Invalid(absl::StrCat("input type '", options.in_type, "': bf16, f16, e4m3 or e5m2"));
+  if (!options.in_type_b.empty() && (!fp8 || !IsFp8Type(options.in_type_b)))
+    return Invalid(absl::StrCat("B's own type '", options.in_type_b, "' is for 8-bit A and B (",
+                                options.in_type, " A given): e4m3 or e5m2 each"));
   if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
     return Invalid(absl::StrCat("output type '", options.out_type, "': bf16, f16 or f32"));
   if (!o.a || !o.b || !o.c) return Invalid("A, B and C need device pointers");

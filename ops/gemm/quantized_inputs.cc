@@ -42,27 +42,45 @@ double E4m3Value(int code) {
   return std::ldexp(e ? 8 + m : m, (e ? e : 1) - 10);
 }
 
-uint8_t E4m3Of(double x) {
+double E5m2Value(int code) {
+  const int e = code >> 2, m = code & 3;
+  return std::ldexp(e ? 4 + m : m, (e ? e : 1) - 17);
+}
+
+namespace {
+
+// The nearest code of x among the finite codes 0..top of `value` (increasing), ties to even,
+// saturating at value(top).
+uint8_t NearestCode(double x, double (*value)(int), int top) {
   const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  const double a = std::min(std::fabs(x), 448.0);
-  int lo = 0, hi = 0x7e;  // the largest code <= a, by bisection over the increasing values
+  const double a = std::min(std::fabs(x), value(top));
+  int lo = 0, hi = top;  // the largest code <= a, by bisection over the increasing values
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (E4m3Value(mid) <= a)
+    if (value(mid) <= a)
       lo = mid;
     else
       hi = mid - 1;
   }
   int code = lo;
-  if (lo < 0x7e) {
-    const double below = a - E4m3Value(lo), above = E4m3Value(lo + 1) - a;
+  if (lo < top) {
+    const double below = a - value(lo), above = value(lo + 1) - a;
     if (above < below || (above == below && (lo & 1))) code = lo + 1;
   }
   return sign | static_cast<uint8_t>(code);
 }
 
+}  // namespace
+
+uint8_t E4m3Of(double x) { return NearestCode(x, E4m3Value, 0x7e); }
+uint8_t E5m2Of(double x) { return NearestCode(x, E5m2Value, 0x7b); }
+
 Quantized Quantize(std::vector<double> exact, int64_t rows, int64_t K, int64_t group_rows,
-                   int64_t group_k, int64_t row_stride, int64_t k_stride, int64_t scale_count) {
+                   int64_t group_k, int64_t row_stride, int64_t k_stride, int64_t scale_count,
+                   bool e5m2) {
+  const double largest = e5m2 ? 57344 : 448;
+  uint8_t (*code_of)(double) = e5m2 ? E5m2Of : E4m3Of;
+  double (*value_of)(int) = e5m2 ? E5m2Value : E4m3Value;
   Quantized q;
   q.exact = std::move(exact);
   q.scales.assign(scale_count, 0.f);
@@ -81,14 +99,14 @@ Quantized Quantize(std::vector<double> exact, int64_t rows, int64_t K, int64_t g
       q.scales[at(r, k)] =
           std::max(q.scales[at(r, k)], static_cast<float>(std::fabs(q.exact[r * K + k])));
   });
-  for (float& s : q.scales) s = s > 0 ? s / 448.f : 1.f;
+  for (float& s : q.scales) s = s > 0 ? static_cast<float>(s / largest) : 1.f;
   q.bytes.resize(rows * K), q.dequantized.resize(rows * K);
   each_row([&](int64_t r) {
     for (int64_t k = 0; k < K; ++k) {
       const double s = q.scales[at(r, k)];
-      const uint8_t b = E4m3Of(q.exact[r * K + k] / s);
+      const uint8_t b = code_of(q.exact[r * K + k] / s);
       q.bytes[r * K + k] = b;
-      q.dequantized[r * K + k] = (b & 0x80 ? -1 : 1) * E4m3Value(b & 0x7f) * s;
+      q.dequantized[r * K + k] = (b & 0x80 ? -1 : 1) * value_of(b & 0x7f) * s;
     }
   });
   return q;

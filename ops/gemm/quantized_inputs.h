@@ -21,16 +21,21 @@ double Bf16Value(uint16_t h);
 // at 448 (as cvt.rn.satfinite): the PTX ISA's format (bias 7, no infinities, 0x7f NaN).
 double E4m3Value(int code);
 uint8_t E4m3Of(double x);
+// The same for e5m2 (codes 0 to 0x7b, bias 15, largest 57344; 0x7c infinity, past it NaN).
+double E5m2Value(int code);
+uint8_t E5m2Of(double x);
 
 // One operand of `rows` x K quantized per group of `group_rows` x `group_k` (rows or K: all of it)
 // with scales at scale[(r / group_rows) * row_stride + (k / group_k) * k_stride] (a group's largest
-// magnitude to 448, e4m3's largest; 1 for a group of zeros). `exact` is kept for the caller.
+// magnitude to 448, e4m3's largest, or with `e5m2` to 57344; 1 for a group of zeros). `exact` is
+// kept for the caller.
 struct Quantized {
   std::vector<double> exact, dequantized;
   std::vector<uint8_t> bytes;
   std::vector<float> scales;
 };
 Quantized Quantize(std::vector<double> exact, int64_t rows, int64_t K, int64_t group_rows,
-                   int64_t group_k, int64_t row_stride, int64_t k_stride, int64_t scale_count);
+                   int64_t group_k, int64_t row_stride, int64_t k_stride, int64_t scale_count,
+                   bool e5m2 = false);
 
 }  // namespace kiln::examples

@@ -106,7 +106,8 @@ void CheckTerms(const Fp8Terms& t, const Array& out, int64_t n, const std::strin
 }
 
 void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, const Array& scale_b,
-             const std::string& out_type, Fp8Terms terms, uint64_t stream) {
+             const std::string& out_type, Fp8Terms terms, const std::string& a_type,
+             const std::string& b_type, uint64_t stream) {
   absl::StatusOr<std::string> epilogue = rt::CanonicalEpilogue(terms.epilogue);
   ThrowIfError(epilogue.status());
   for (const auto& [what, x] :
@@ -136,8 +137,11 @@ void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, co
                              d.emulated() ? ", packed on the emulator" : ""));
   rt::GemmOperands o;
   const std::string scaling = ScalingOf(scale_a, scale_b, m, n, k, o);
-  const rt::GemmOptions options{
-      .in_type = "e4m3", .out_type = out_type, .epilogue = *epilogue, .scaling = scaling};
+  const rt::GemmOptions options{.in_type = a_type,
+                                .out_type = out_type,
+                                .epilogue = *epilogue,
+                                .in_type_b = b_type == a_type ? "" : b_type,
+                                .scaling = scaling};
   const rt::GemmSize size{m, n, k};
   CheckTerms(terms, out, n, out_type, d.emulated(), o);
   if (!d.emulated()) {
@@ -183,13 +187,14 @@ void BindGemmFp8(nb::module_& m) {
       [](const Array& a, const Array& b, Array out, const Array& scale_a, const Array& scale_b,
          const std::string& out_type, std::optional<Array> c, std::optional<Array> bias,
          std::optional<Array> residual, float alpha, float beta, const std::string& epilogue,
-         uint64_t stream) {
+         const std::string& a_type, const std::string& b_type, uint64_t stream) {
         GemmFp8(a, b, out, scale_a, scale_b, out_type, {c, bias, residual, alpha, beta, epilogue},
-                stream);
+                a_type, b_type, stream);
       },
       nb::arg("a"), nb::arg("b"), nb::arg("out"), nb::arg("scale_a"), nb::arg("scale_b"),
       nb::arg("out_type"), nb::arg("c").none(), nb::arg("bias").none(), nb::arg("residual").none(),
-      nb::arg("alpha"), nb::arg("beta"), nb::arg("epilogue"), nb::arg("stream") = 0);
+      nb::arg("alpha"), nb::arg("beta"), nb::arg("epilogue"), nb::arg("a_type"), nb::arg("b_type"),
+      nb::arg("stream") = 0);
 }
 
 }  // namespace kiln::py

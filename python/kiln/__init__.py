@@ -115,7 +115,8 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
          activation=None, residual=None, scale_a=None, scale_b=None):
     """out = act(alpha * a @ b + beta * c + bias) + residual, a (M, K), b (K, N).
 
-    8-bit inputs: float8_e4m3fn tensors a (row-major) and b (column-major: b = w.t() of an (N, K)
+    8-bit inputs: float8_e4m3fn (or float8_e5m2, e.g. a gradient; either or both) tensors a
+    (row-major) and b (column-major: b = w.t() of an (N, K)
     weight), or uint8 host arrays of their bytes (run on the emulator), with f32 scales; out =
     (a * scale_a) @ (b * scale_b) through the same epilogue (but swiglu), bf16 by default
     (out_dtype "f16", "f32"); fused terms need their kernel variant bundled. The
@@ -140,7 +141,7 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
         terms.append(activation)
     if residual is not None:
         terms.append("residual")
-    if scale_a is not None or scale_b is not None or _is_fp8(a):
+    if scale_a is not None or scale_b is not None or _FP8_TYPES.get(str(getattr(a, "dtype", ""))):
         return _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, beta,
                          terms)
     in_type = _type_of(a)
@@ -195,14 +196,21 @@ def _is_fp8(x):
     return _is_torch(x) and str(x.dtype) == "torch.float8_e4m3fn"
 
 
+# kiln.gemm's 8-bit tensor types (a host array of uint8 holds e4m3 bytes).
+_FP8_TYPES = {"torch.float8_e4m3fn": "e4m3", "torch.float8_e5m2": "e5m2"}
+
+
 def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, beta, terms):
     """kiln.gemm of 8-bit inputs (its docstring says how)."""
     _require(scale_a is not None and scale_b is not None,
              "kiln.gemm: 8-bit inputs need scale_a and scale_b (f32)")
+    types = []
     for name, x in (("a", a), ("b", b)):
-        _require(_is_fp8(x) or (not _is_torch(x) and str(getattr(x, "dtype", "")) == "uint8"),
-                 f"kiln.gemm: 8-bit {name} must be a float8_e4m3fn tensor, or a uint8 host array "
-                 f"of e4m3 bytes, not {getattr(x, 'dtype', type(x).__name__)}")
+        dtype = str(getattr(x, "dtype", ""))
+        _require(dtype in _FP8_TYPES or (not _is_torch(x) and dtype == "uint8"),
+                 f"kiln.gemm: 8-bit {name} must be a float8_e4m3fn or float8_e5m2 tensor, or a "
+                 f"uint8 host array of e4m3 bytes, not {getattr(x, 'dtype', type(x).__name__)}")
+        types.append(_FP8_TYPES.get(dtype, "e4m3"))
     out_type = _TORCH_TYPES.get(str(out_dtype), out_dtype) or (
         _type_of(out) if out is not None and _is_torch(out) else "bf16")
     if out is None:
@@ -211,7 +219,7 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
         import torch
         a, b = a.view(torch.uint8), b.view(torch.uint8)
     _kiln._gemm_fp8(a, b, out, scale_a, scale_b, out_type, c, bias, residual, float(alpha),
-                    float(beta), ",".join(terms), stream=_stream([a]))
+                    float(beta), ",".join(terms), types[0], types[1], stream=_stream([a]))
     return out
 
 

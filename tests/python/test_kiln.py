@@ -319,7 +319,7 @@ class GemmFp8(unittest.TestCase):
             (lambda: kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw,
                                residual=np.zeros((self.M, 8), np.float32)), "residual has shape"),
             (lambda: kiln.gemm(a8.astype(np.float32), w8.T, scale_a=sa, scale_b=sw),
-             "must be a float8_e4m3fn tensor, or a uint8"),
+             "must be a float8_e4m3fn or float8_e5m2 tensor, or a uint8"),
             (lambda: kiln.gemm(a8, np.ascontiguousarray(w8.T), scale_a=sa, scale_b=sw),
              "b column-major"),
             (lambda: kiln.gemm(a8, w8.T, scale_a=sa[:, :1], scale_b=sw), "name no scaling"),

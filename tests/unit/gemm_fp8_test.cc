@@ -13,16 +13,20 @@ namespace {
 
 void ExpectCorrect(const rt::GemmSize& size, const std::string& scaling,
                    const std::string& out = "bf16", bool c_row_major = true,
-                   const std::string& tile = "", int compute_capability = 90) {
+                   const std::string& tile = "", int compute_capability = 90,
+                   const std::string& a_type = "e4m3", const std::string& b_type = "e4m3") {
   const Fp8GemmProblem p{.size = size,
                          .scaling = scaling,
                          .out_type = out,
                          .c_row_major = c_row_major,
                          .tile = tile,
-                         .compute_capability = compute_capability};
+                         .compute_capability = compute_capability,
+                         .a_type = a_type,
+                         .b_type = b_type};
   absl::StatusOr<Fp8GemmResult> r = RunFp8GemmEmulated(BuiltBundle, p, 7);
-  const std::string what = absl::StrCat(size.m, "x", size.n, "x", size.k, " ", scaling, " ", out,
-                                        c_row_major ? " row-major C " : " column-major C ", tile);
+  const std::string what =
+      absl::StrCat(size.m, "x", size.n, "x", size.k, " ", a_type, "x", b_type, " ", scaling, " ",
+                   out, c_row_major ? " row-major C " : " column-major C ", tile);
   ASSERT_TRUE(r.ok()) << what << ": " << r.status();
   EXPECT_TRUE(r->passed) << what << " (" << r->kernel << "): " << r->failure;
   // The quantization itself: e4m3 keeps 3 bits, so the product moves by a few percent.
@@ -34,6 +38,15 @@ void ExpectCorrect(const rt::GemmSize& size, const std::string& scaling,
 TEST(Fp8Gemm, BlockwiseRaggedBothOrientations) {
   ExpectCorrect({136, 200, 432}, "blockwise");
   ExpectCorrect({136, 200, 432}, "blockwise", "bf16", /*c_row_major=*/false);
+}
+
+// An e5m2 gradient by e4m3 (the backward pass's products): the wgmma's mixed types, each scaled to
+// its own largest value; a row-major C swaps them into the kernel's B and A, a column-major one
+// keeps them.
+TEST(Fp8Gemm, AnE5m2OperandByAnE4m3One) {
+  for (const char* scaling : {"tensorwise", "rowwise"})
+    for (bool c_row_major : {true, false})
+      ExpectCorrect({136, 200, 160}, scaling, "bf16", c_row_major, "", 90, "e5m2", "e4m3");
 }
 
 // The 128-column tiles, alone and in pairs sharing B (multicast): blockwise_t's scales a stage
@@ -116,11 +129,31 @@ TEST(Fp8Gemm, PlanErrorsNameTheProblem) {
   tiled.fp8_tile = "gemm/bf16_sm90_n128";
   EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, tiled, ok, 100)).find("sm_100 runs"),
             std::string::npos);
+  auto kernel_of = [](absl::StatusOr<rt::GemmPlan> p) {
+    return p.ok() ? p->choice.kernel : std::string(p.status().message());
+  };
   auto kernel = [&](const rt::GemmSize& size) {
     absl::StatusOr<rt::GemmPlan> p = rt::PlanGemm(size, fp8, ok, 90);
     return p.ok() ? p->choice.kernel : std::string(p.status().message());
   };
   EXPECT_NE(kernel({4096, 4096, 4096}).find(".c_row.blockwise"), std::string::npos);
+  // An e5m2 A by an e4m3 B: the kernel's types swap with the operands for a row-major C.
+  rt::GemmOptions mixed = fp8;
+  mixed.in_type = "e5m2", mixed.in_type_b = "e4m3", mixed.scaling = "tensorwise";
+  EXPECT_NE(kernel_of(rt::PlanGemm({4096, 4096, 4096}, mixed, ok, 90)).find(".e4m3xe5m2-bf16."),
+            std::string::npos);
+  rt::GemmOperands col_c = ok;
+  col_c.c_row_major = false;
+  EXPECT_NE(kernel_of(rt::PlanGemm({4096, 4096, 4096}, mixed, col_c, 90)).find(".e5m2xe4m3-bf16."),
+            std::string::npos);
+  rt::GemmOptions mixed_blocks = mixed;
+  mixed_blocks.scaling = "blockwise";
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, mixed_blocks, ok, 100)).find("takes e4m3 A and B"),
+            std::string::npos);
+  rt::GemmOptions half_b = mixed;
+  half_b.in_type = "bf16", half_b.scaling = "";
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, half_b, ok, 90)).find("for 8-bit A and B"),
+            std::string::npos);
   EXPECT_NE(kernel({128, 7168, 4096}).find(".blockwise_t"), std::string::npos);
   rt::GemmOperands short_ldc = ok;
   short_ldc.ldc = 100;

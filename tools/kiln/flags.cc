@@ -48,7 +48,9 @@ ABSL_FLAG(int, watchdog, 0,
           "build every sm_90+ kernel in the GPU debug mode: each mbarrier wait gives up after this "
           "many ms and "
           "reports its DSL line (Kernel::Watchdog); 0: off");
-ABSL_FLAG(std::string, dtype, "bf16", "`kiln gemm`: the input type, bf16 or f16");
+ABSL_FLAG(std::string, dtype, "bf16",
+          "`kiln gemm`: the input type, bf16, f16, e4m3 or e5m2 (8-bit A and B of two types: "
+          "e5m2xe4m3, e4m3xe5m2)");
 ABSL_FLAG(std::string, scaling, "blockwise",
           "`kiln gemm --dtype e4m3`: how the 8-bit inputs are scaled: tensorwise, rowwise, or "
           "blockwise (A per 1x128, B per 128x128)");

@@ -21,7 +21,7 @@ namespace kiln::cli {
 int Gemm(const std::vector<std::string>& args) {
   const std::vector<kiln::rt::GemmSize> sizes = GemmSizes(args, "gemm");
   if (sizes.empty()) return 2;
-  if (kiln::rt::IsFp8Type(absl::GetFlag(FLAGS_dtype))) return Fp8Gemm(sizes);
+  if (kiln::rt::IsFp8Type(absl::GetFlag(FLAGS_dtype).substr(0, 4))) return Fp8Gemm(sizes);
   absl::StatusOr<kiln::rt::GemmOptions> options = GemmOptionsFromFlags();
   if (!options.ok()) return Fail(options.status());
   absl::StatusOr<kiln::rt::GemmTuneCache> tuned = TuneCacheFromFlag();

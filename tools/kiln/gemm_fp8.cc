@@ -1,4 +1,5 @@
-// `kiln gemm --dtype e4m3`: the entry point's 8-bit GEMM at each size, its inputs quantized with
+// `kiln gemm --dtype e4m3` (e5m2, e5m2xe4m3: A's and B's): the entry point's 8-bit GEMM at each
+// size, its inputs quantized with
 // --scaling's scales (and --epilogue's terms fused), checked against the dequantized inputs' fp64
 // product and timed
 // (ops/gemm/fp8_check.h); --emulate runs it on the CPU emulator.
@@ -19,8 +20,16 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
   const bool emulate = absl::GetFlag(FLAGS_emulate);
   const std::string out =
       absl::GetFlag(FLAGS_out_dtype).empty() ? "bf16" : absl::GetFlag(FLAGS_out_dtype);
-  if (absl::GetFlag(FLAGS_dtype) != "e4m3")
-    return Fail(absl::InvalidArgumentError("--dtype: the 8-bit entry point takes e4m3 here"));
+  // A's type, then B's where it differs: e4m3, e5m2, e5m2xe4m3 (an e5m2 gradient by e4m3).
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
+  const size_t x = dtype.find('x');
+  const std::string a_type = dtype.substr(0, x),
+                    b_type = x == std::string::npos ? a_type : dtype.substr(x + 1);
+  if (!kiln::rt::IsFp8Type(a_type) || !kiln::rt::IsFp8Type(b_type))
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--dtype ", dtype,
+                     ": the 8-bit entry point takes e4m3, e5m2, or A's and B's as "
+                     "e5m2xe4m3 or e4m3xe5m2")));
   if (absl::GetFlag(FLAGS_layout) != "row,col")
     return Fail(absl::InvalidArgumentError(
         "kiln gemm --dtype e4m3 checks products of K-major A and B (no --layout)"));
@@ -40,7 +49,9 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
         .out_type = out,
         .tile = absl::GetFlag(FLAGS_kernel),
         .compute_capability = emulate && absl::GetFlag(FLAGS_sm100) ? 100 : 90,
-        .epilogue = absl::GetFlag(FLAGS_epilogue)};
+        .epilogue = absl::GetFlag(FLAGS_epilogue),
+        .a_type = a_type,
+        .b_type = b_type};
     absl::StatusOr<kiln::examples::Fp8GemmResult> r =
         emulate ? kiln::examples::RunFp8GemmEmulated(bundle_of, p, 1)
                 : kiln::examples::RunFp8GemmGpu(*runner, p, absl::GetFlag(FLAGS_iters), 1);

@@ -133,7 +133,7 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   k.Grid(std::to_string(rt::kTileKernelCtas));  // the choice rule weighs tiles in flight by it
   if (CLUSTER > 1) k.ClusterDims({static_cast<unsigned>(CLUSTER), 1, 1});
   SmemTile sA = k.SmemSwizzled(in, BM, BK, Swizzle::k128B, STAGES);
-  SmemTile sB = k.SmemSwizzled(in, BN, BK, Swizzle::k128B, STAGES);
+  SmemTile sB = k.SmemSwizzled(shape.variant.b_type(), BN, BK, Swizzle::k128B, STAGES);
   SmemTile sC[2];  // [n][m] (a row-major C's: [m][n]), one per consumer
   if (!direct_out)
     for (int x = 0; x < CONSUMERS; ++x)  // a swiglu's C: 32 rows a consumer

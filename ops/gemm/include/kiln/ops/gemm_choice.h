@@ -26,6 +26,9 @@ std::string SplitName(int split);
 // has them (GemmVariantName).
 struct GemmOptions {
   std::string in_type = "bf16", out_type = "bf16", epilogue;
+  // 8-bit inputs: B's type where it differs from A's (in_type), e4m3 by e5m2 either way (e5m2 for
+  // a gradient); "" for B's type the same as A's.
+  std::string in_type_b;
   // 8-bit inputs: how their scales apply (GemmOperands::scale_a says each one's layout):
   // "tensorwise", "rowwise" or "blockwise"; the kernel's variant ("blockwise_t" where the
   // problem is swapped for a row-major C; "c_row.blockwise" where the tile stores it).
@@ -62,7 +65,8 @@ struct GemmOptions {
 bool IsWideStageKernel(const std::string& kernel);
 // A kernel's variant name: `base` itself for bf16 in and out and no epilogue, else
 // base.<in>-<out>[.any_m][.a_mn][.b_mn][.c_row][.<scaling>][.<epilogue>]
-// (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu).
+// (gemm/bf16_sm90_n128.f16-f32.bias_col.gelu), <in> "<a>x<b>" where B's 8-bit type differs
+// from A's (e5m2xe4m3).
 std::string GemmVariantName(const std::string& base, const GemmOptions& options);
 
 // The kernels (tiles) and splits that can run a problem on this GPU, which `kiln tune` times.
