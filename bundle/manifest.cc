@@ -400,6 +400,11 @@ absl::StatusOr<Dim3> Manifest::GridFor(const Symbols& symbols, int sm_count) con
   for (int i = 0; i < 3; ++i) {
     absl::StatusOr<unsigned> v = grid[i].Evaluate(symbols, sm_count);
     if (!v.ok()) return v.status();
+    // CUDA's grid: y and z at most 65535 blocks (x up to 2^31 - 1, as Evaluate checks).
+    if (i > 0 && *v > 65535)
+      return absl::InvalidArgumentError(absl::StrCat("grid dimension ", i == 1 ? "y" : "z", " = ",
+                                                     grid[i].ToString(), " = ", *v,
+                                                     " is past CUDA's 65535 blocks"));
     d[i] = *v;
   }
   return Dim3{d[0], d[1], d[2]};

@@ -196,6 +196,16 @@ TEST(Dsl, GridRulesNameIntegerParameters) {
   EXPECT_EQ(grid->y, 132u);
   EXPECT_NE(def->manifest().GridFor(rt::Symbols{}, 132).status().message().find("grid dimension rows/4 needs rows"),
             std::string::npos);
+  // y at most 65535 blocks (CUDA's limit), x far past it.
+  Kernel tall("test/grid_tall", sm80(), {128});
+  tall.Grid("rows/4", "rows/4");
+  tall.I64Param("rows");
+  absl::StatusOr<KernelDef> tall_def = tall.Build();
+  ASSERT_TRUE(tall_def.ok()) << tall_def.status();
+  EXPECT_TRUE(tall_def->manifest().GridFor(rt::Symbols{{"rows", 4 * 65535}}, 132).ok());
+  EXPECT_NE(tall_def->manifest().GridFor(rt::Symbols{{"rows", 4 * 65536}}, 132).status().message().find(
+                "grid dimension y = rows/4 = 65536 is past CUDA's 65535 blocks"),
+            std::string::npos);
   Kernel bad("test/grid_unknown", sm80(), {128});
   bad.F32Param("scale");
   bad.I32Param("n");

@@ -589,7 +589,7 @@ TEST(EmulatedGemmEntryPoint, EveryBundledVariantOfEveryKernel) {
     ASSERT_FALSE(bundled.empty()) << base;
     for (const std::string& options : bundled) {
       // 8-bit inputs take scales this harness has no values for: gemm_fp8_test.cc checks them.
-      if (options.rfind("e4m3", 0) == 0) continue;
+      if (options.rfind("e4m3", 0) == 0 || options.rfind("e5m2", 0) == 0) continue;
       const std::string name = base + "." + options;
       // C from registers (any_m, f32) at an M no TMA store could take; but a packed column-major A
       // needs M a multiple of 8 too (its columns 16 bytes apart: the entry point copies it

@@ -466,6 +466,8 @@ TEST(GemmFamilies, MembersBuildFromTheirNamesAndBadOptionsSayWhy) {
   EXPECT_EQ(Find("gemm/no_such_kernel.f16-f16"), nullptr);
   for (auto [name, says] : {std::pair{"gemm/bf16_sm90.x16-f16", "<bf16|f16|e4m3|e5m2>-<bf16|f16|f32>"},
                             std::pair{"gemm/bf16_sm90.f32-f32", "<bf16|f16|e4m3|e5m2>-<bf16|f16|f32>"},
+                            std::pair{"gemm/bf16_sm90_n128.e4m3xe4m3-bf16.tensorwise", "e4m3xe5m2 or e5m2xe4m3"},
+                            std::pair{"gemm/bf16_sm90_n128.bf16xe4m3-bf16.tensorwise", "e4m3xe5m2 or e5m2xe4m3"},
                             std::pair{"gemm/bf16_skinny.f16-f16.tanh", "unknown term 'tanh'"},
                             std::pair{"reference/bf16.bf16-bf16.relu.gelu", "one bias and one activation at most"},
                             std::pair{"gemm/bf16_skinny.bf16-bf16.any_m", "takes any M already"},
