@@ -215,13 +215,13 @@ def fp8_quantize():
         report(f"quantize_e4m3 {m}x{k} bytes differing from torch's",
                float((q.view(torch.uint8) != want.view(torch.uint8)).float().mean()), 1e-3)
         if m >= 4096:
-            ms = graph_ms  # the host's issue of a call can outlast a call of these sizes
             y, qb = torch.empty_like(x), q.view(torch.uint8)
             kernel = kiln.load(kiln.bundle_dir(), "ops/quantize_e4m3")
-            quant_ms = ms(lambda: kernel(x, qb, s, m, k))
+            # In a graph: the host's issue of a call can outlast a call of these sizes.
+            quant_ms = graph_ms(lambda: kernel(x, qb, s, m, k))
             issued_ms = time_ms(lambda: kernel(x, qb, s, m, k), 20, repeats=10)
             print(f"quantize_e4m3 {m}x{k}: {issued_ms * 1e3:7.1f} us a call issued from Python")
-            copy_ms = ms(lambda: y.copy_(x))
+            copy_ms = graph_ms(lambda: y.copy_(x))
             moved = 3 * m * k + 4 * m * kb  # bf16 in, e4m3 and the scales out
             print(f"quantize_e4m3 {m}x{k}: {quant_ms * 1e3:7.1f} us, {moved / quant_ms / 1e6:7.0f} "
                   f"GB/s; copy {copy_ms * 1e3:7.1f} us, {4 * m * k / copy_ms / 1e6:7.0f} GB/s; "

@@ -1,5 +1,7 @@
 #include "python/bindings/arrays.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "python/bindings/status.h"
@@ -65,6 +67,18 @@ void Require(const Array& a, const std::string& call, const std::string& what, i
   if (contiguous && !IsContiguous(a))
     throw Error(absl::StrCat(call, ": ", what, " of shape ", ShapeText(a),
                              " must be contiguous (row-major, packed); call .contiguous() first"));
+}
+
+void RequireEpilogueShapes(const std::string& call, const std::optional<Array>& c,
+                           const std::optional<Array>& bias, const std::optional<Array>& residual,
+                           const Array& out, int64_t n) {
+  for (const auto& [what, x] : {std::pair{"c", &c}, std::pair{"residual", &residual}})
+    if (*x && ShapeOf(**x) != ShapeOf(out))
+      throw Error(
+          absl::StrCat(call, ": ", what, " has shape ", ShapeText(**x), "; out ", ShapeText(out)));
+  if (bias && (bias->ndim() != 1 || static_cast<int64_t>(bias->shape(0)) != n))
+    throw Error(absl::StrCat(call, ": bias has shape ", ShapeText(*bias),
+                             "; one value per column of out: (", n, ",)"));
 }
 
 }  // namespace kiln::py

@@ -6,6 +6,7 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,5 +33,11 @@ std::string ShapeText(const Array& a);  // "(4, 100)"
 // `dtypes` and, with `contiguous`, row-major and packed.
 void Require(const Array& a, const std::string& call, const std::string& what, int rank,
              const std::vector<std::string>& dtypes, bool contiguous = true);
+
+// Throws kiln.Error "<call>: ..." unless a GEMM epilogue's c and residual, where given, have out's
+// shape and its bias holds `n` values (one per column of the product).
+void RequireEpilogueShapes(const std::string& call, const std::optional<Array>& c,
+                           const std::optional<Array>& bias, const std::optional<Array>& residual,
+                           const Array& out, int64_t n);
 
 }  // namespace kiln::py

@@ -64,15 +64,7 @@ void CheckShapes(const GemmArgs& g) {
   if (g.out->shape(0) != m || g.out->shape(1) != out_n)
     throw Error(
         absl::StrCat(kCall, ": out has shape ", ShapeText(*g.out), ", not (", m, ", ", out_n, ")"));
-  for (const auto& [what, x] : {std::pair{"c", &g.c}, std::pair{"residual", &g.residual}})
-    if (*x && ShapeOf(**x) != ShapeOf(*g.out))
-      throw Error(absl::StrCat(kCall, ": ", what, " has shape ", ShapeText(**x), "; out ",
-                               ShapeText(*g.out)));
-  if (g.bias && (g.bias->ndim() != 1 || g.bias->shape(0) != n))
-    throw Error(absl::StrCat(kCall, ": bias has shape ", ShapeText(*g.bias),
-                             "; one value per "
-                             "column of out: (",
-                             n, ",)"));
+  RequireEpilogueShapes(kCall, g.c, g.bias, g.residual, *g.out, static_cast<int64_t>(n));
 }
 
 void Gemm(GemmArgs g, uint64_t stream) {

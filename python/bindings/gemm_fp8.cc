@@ -82,13 +82,7 @@ struct Fp8Terms {
 // Their shapes and, on the GPU, their types and layouts (as out's), set in `o`.
 void CheckTerms(const Fp8Terms& t, const Array& out, int64_t n, const std::string& out_type,
                 bool emulated, rt::GemmOperands& o) {
-  for (const auto& [what, x] : {std::pair{"c", &t.c}, std::pair{"residual", &t.residual}})
-    if (*x && ShapeOf(**x) != ShapeOf(out))
-      throw Error(
-          absl::StrCat(kCall, ": ", what, " has shape ", ShapeText(**x), "; out ", ShapeText(out)));
-  if (t.bias && (t.bias->ndim() != 1 || static_cast<int64_t>(t.bias->shape(0)) != n))
-    throw Error(absl::StrCat(kCall, ": bias has shape ", ShapeText(*t.bias),
-                             "; one value per column of out: (", n, ",)"));
+  RequireEpilogueShapes(kCall, t.c, t.bias, t.residual, out, n);
   o.alpha = t.alpha, o.beta = t.beta;
   if (emulated) return;
   for (const auto& [what, x, to] :

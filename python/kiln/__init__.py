@@ -238,13 +238,13 @@ def quantize_e4m3(x):
                  f"kiln.quantize_e4m3: x must be a contiguous bf16 CUDA tensor, not {x.dtype}")
         q = torch.empty((m, k), dtype=torch.uint8, device=x.device)
         scales = torch.empty((kb, m), dtype=torch.float32, device=x.device).t()
-        _quantizer()(x, q, scales, m, k)
+        _loaded("ops/quantize_e4m3")(x, q, scales, m, k)
         return q.view(torch.float8_e4m3fn), scales
     import numpy
-    x16 = _to_bf16_bits(x)
+    x16 = _bf16_bits(x)
     q = numpy.zeros((m, k), numpy.uint8)
     scales = numpy.zeros((kb, m), numpy.float32)
-    _quantizer()(x16, q, scales, m, k)
+    _loaded("ops/quantize_e4m3")(x16, q, scales, m, k)
     return q, scales.T
 
 
@@ -267,36 +267,19 @@ def quantize_e4m3_blocks(w, *, transpose=False):
         _require(w.dtype == torch.bfloat16 and w.is_cuda and w.is_contiguous(),
                  f"kiln.quantize_e4m3_blocks: w must be a contiguous bf16 CUDA tensor, not {w.dtype}")
         q = torch.empty((n, k), dtype=torch.uint8, device=w.device)
-        q_t = torch.empty((k, n) if transpose else (1, 8), dtype=torch.uint8, device=w.device)
+        # Not transposing, the kernel writes no qt: q stands in for it.
+        q_t = torch.empty((k, n), dtype=torch.uint8, device=w.device) if transpose else q
         scales = torch.empty((nb, kb), dtype=torch.float32, device=w.device)
-        _quantizer("ops/quantize_e4m3_blocks")(w, q, q_t, scales, n, k, int(transpose))
+        _loaded("ops/quantize_e4m3_blocks")(w, q, q_t, scales, n, k, int(transpose))
         q, q_t = q.view(torch.float8_e4m3fn), q_t.view(torch.float8_e4m3fn)
     else:
         import numpy
         q = numpy.zeros((n, k), numpy.uint8)
+        # The emulator copies each array back: q_t needs its own, a word when unwritten.
         q_t = numpy.zeros((k, n) if transpose else (1, 8), numpy.uint8)
         scales = numpy.zeros((nb, kb), numpy.float32)
-        _quantizer("ops/quantize_e4m3_blocks")(_to_bf16_bits(w), q, q_t, scales, n, k,
-                                               int(transpose))
+        _loaded("ops/quantize_e4m3_blocks")(_bf16_bits(w), q, q_t, scales, n, k, int(transpose))
     return (q, scales, q_t, scales.T) if transpose else (q, scales)
-
-
-def _to_bf16_bits(x):
-    """A host array's values rounded to the nearest bf16 (ties to even), as uint16 bits."""
-    import numpy
-    bits = numpy.ascontiguousarray(x, numpy.float32).view(numpy.uint32).astype(numpy.uint64)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(numpy.uint16)
-
-
-_QUANTIZERS = {}
-
-
-def _quantizer(name="ops/quantize_e4m3"):
-    """A quantization kernel of the current bundle directory, loaded once."""
-    where = bundle_dir()
-    if (where, name) not in _QUANTIZERS:
-        _QUANTIZERS[where, name] = load(where, name)
-    return _QUANTIZERS[where, name]
 
 
 def swiglu_weights(gate, up):
@@ -463,7 +446,7 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     page, max_pages = k_cache.shape[1], block_table.shape[1]
     scalars = [s, h, d, page, max_pages, k_cache.shape[0], cos.shape[0], b * s * h * d // 16]
     if _is_torch(k_cache):
-        _glue("ops/paged_append")(k_new, v_new, cos, sin, block_table, seq_lens, k_cache, v_cache,
+        _loaded("ops/paged_append")(k_new, v_new, cos, sin, block_table, seq_lens, k_cache, v_cache,
                                   *scalars)
         return
     import numpy
@@ -472,7 +455,7 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
              f"kiln.paged_append: positions up to {end.max()} past the block table's "
              f"{max_pages * page} or the tables' {cos.shape[0]}")
     kc, vc = _bf16_bits(k_cache), _bf16_bits(v_cache)
-    _glue("ops/paged_append")(_bf16_bits(k_new), _bf16_bits(v_new),
+    _loaded("ops/paged_append")(_bf16_bits(k_new), _bf16_bits(v_new),
                               numpy.ascontiguousarray(cos, numpy.float32),
                               numpy.ascontiguousarray(sin, numpy.float32),
                               numpy.ascontiguousarray(block_table, numpy.int32),
@@ -483,14 +466,15 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
 
 # The layer glue (examples/ops/layer_glue.cc), through load(). Host arrays hold f32 and the
 # kernels bf16: they go in as bf16 bits (uint16) and come back widened.
-_GLUE = {}
+_LOADED = {}
 
 
-def _glue(name):
+def _loaded(name):
+    """Bundled kernel `name` of the current bundle directory, loaded once."""
     key = (bundle_dir(), name)
-    if key not in _GLUE:
-        _GLUE[key] = load(bundle_dir(), name)
-    return _GLUE[key]
+    if key not in _LOADED:
+        _LOADED[key] = load(bundle_dir(), name)
+    return _LOADED[key]
 
 
 def _bf16_bits(x):
@@ -511,13 +495,13 @@ def _glue_call(name, inputs, outputs, scalars, host_f32_inputs):
     host_f32_inputs and every output go through bf16 bits."""
     host = not _is_torch(outputs[0])
     if not host:
-        _glue(name)(*inputs, *outputs, *scalars)
+        _loaded(name)(*inputs, *outputs, *scalars)
         return outputs
     import numpy
     args = [_bf16_bits(x) if i in host_f32_inputs else numpy.ascontiguousarray(x)
             for i, x in enumerate(inputs)]
     bits = [numpy.full(o.shape, 0xFFFF, numpy.uint16) for o in outputs]  # NaN until written
-    _glue(name)(*args, *bits, *scalars)
+    _loaded(name)(*args, *bits, *scalars)
     for o, b in zip(outputs, bits):
         o[...] = _widened(b)
     return outputs

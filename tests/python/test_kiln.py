@@ -283,11 +283,15 @@ class GemmFp8(unittest.TestCase):
         n, k = 144, 272  # 2 x 3 blocks, the last of each partial
         w = np.random.default_rng(5).standard_normal((n, k)).astype(np.float32) * 2
         w[:16, 128:256] = 0  # a part of a block at zero; the block's scale comes from the rest
+        w[128:, 256:] = 0  # a whole (partial) block at zero: scale 1, zero bytes
         q, s, q_t, s_t = kiln.quantize_e4m3_blocks(w, transpose=True)
         self.assertEqual((q.shape, s.shape, q_t.shape, s_t.shape), ((n, k), (2, 3), (k, n), (3, 2)))
         wr = bf16(w)
         amax = np.pad(np.abs(wr), ((0, 256 - n), (0, 384 - k))).reshape(2, 128, 3, 128)
-        self.assertLess(np.max(np.abs(s / (amax.max((1, 3)) / 448) - 1)), 1e-6)
+        want_s = np.where(amax.max((1, 3)) > 0, amax.max((1, 3)) / 448, 1)
+        self.assertEqual(s[1, 2], 1)
+        self.assertFalse(q[128:, 256:].any())
+        self.assertLess(np.max(np.abs(s / want_s - 1)), 1e-6)
         self.assertTrue(np.array_equal(q_t, q.T))
         self.assertTrue(np.array_equal(s_t, s.T))
         factors = np.repeat(np.repeat(s.astype(np.float64), 128, 0), 128, 1)[:n, :k]
