@@ -10,18 +10,11 @@
 #include "ops/attention/attention_check.h"
 #include "examples/registry.h"
 #include "gtest/gtest.h"
+#include "tests/unit/built_bundle.h"
 #include "kiln/lowering.h"
 
 namespace kiln::examples {
 namespace {
-
-rt::Bundle BundleOf(const std::string& name) {
-  absl::StatusOr<KernelDef> def = Find(name)->build();
-  EXPECT_TRUE(def.ok()) << def.status();
-  absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});
-  EXPECT_TRUE(ptx.ok()) << ptx.status();
-  return {def->manifest(), *ptx};
-}
 
 struct Case {
   rt::AttentionSize size;
@@ -32,9 +25,9 @@ void ExpectCorrect(const Case& c, uint64_t seed = 3, int compute_capability = 90
   absl::StatusOr<rt::AttentionPlan> plan =
       rt::PlanAttention(PagedSize(c.size, page), c.options, {16, 16, 16, 16, 16, 16, 16}, compute_capability);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  const rt::Bundle b = BundleOf(plan->kernel);
+  const rt::Bundle b = CachedBundle(plan->kernel);
   std::optional<rt::Bundle> combine;
-  if (plan->splits > 1) combine = BundleOf(plan->combine);
+  if (plan->splits > 1) combine = CachedBundle(plan->combine);
   const std::string shape = AttentionShapeName(c.size, c.options.causal);
   absl::StatusOr<AttentionResult> r =
       RunAttentionEmulated(b, c.size, c.options, seed, combine ? &*combine : nullptr, page);
@@ -174,7 +167,7 @@ int QStageProduceLine() {
 }
 
 TEST(EmulatedAttention, AQStageRefilledBeforeItsReleaseIsCaught) {
-  rt::Bundle b = BundleOf("attention/hopper.d256.causal.persist");
+  rt::Bundle b = BundleWithLines("attention/hopper.d256.causal.persist");
   const std::string file = "\"ops/attention/kernels/hopper_producer.cc\"";
   const size_t file_at = b.ptx.find(file);
   ASSERT_NE(file_at, std::string::npos);
@@ -207,7 +200,7 @@ TEST(EmulatedAttention, AWrongResultNamesItsPlace) {
   };
   for (const Plant& p : {Plant{"rcp.rn.f32", "mov.b32", "the first wrong element: O[0][0][0][0]"},
                          Plant{"0f3F317218", "0f3F800000", "the first wrong element: lse[0][0][0]"}}) {
-    rt::Bundle b = BundleOf("attention/hopper.d128.persist");
+    rt::Bundle b = BundleWithLines("attention/hopper.d128.persist");
     size_t count = 0;
     for (size_t at = b.ptx.find(p.from); at != std::string::npos; at = b.ptx.find(p.from, at + 1), ++count)
       b.ptx.replace(at, p.from.size(), p.to);
@@ -267,7 +260,7 @@ TEST(EmulatedAttention, AWrongMaskFailsTheCheck) {
   const rt::AttentionSize z{.b = 1, .hq = 1, .hkv = 1, .s = 70, .skv = 70, .d = 64};
   absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(z, {}, {16, 16, 16, 16, 16}, 90);
   ASSERT_TRUE(plan.ok());
-  rt::Bundle b = BundleOf(plan->kernel);
+  rt::Bundle b = CachedBundle(plan->kernel);
   // Run the non-causal kernel but describe the problem as causal: the harness picks the causal
   // kernel by name, so rename the bundle to it.
   b.manifest.name = rt::PlanAttention(z, {.causal = true}, {16, 16, 16, 16, 16}, 90)->kernel;
@@ -284,13 +277,13 @@ TEST(EmulatedAttention, PackedSequencesThroughTheHarness) {
   const std::vector<int64_t> lengths = {7, 130, 1, 384, 64};
   const rt::AttentionSize heads{.hq = 4, .hkv = 2, .d = 64};
   for (bool causal : {false, true}) {
-    const rt::Bundle b = BundleOf(causal ? "attention/hopper.d64.causal.varlen" : "attention/hopper.d64.varlen");
+    const rt::Bundle b = CachedBundle(causal ? "attention/hopper.d64.causal.varlen" : "attention/hopper.d64.varlen");
     absl::StatusOr<AttentionResult> r = RunVarlenAttentionEmulated(b, heads, lengths, {.causal = causal}, 2);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_TRUE(r->passed) << r->failure;
     EXPECT_EQ(r->rows_checked, 586 * 4);
   }
-  rt::Bundle wrong = BundleOf("attention/hopper.d64.varlen");
+  rt::Bundle wrong = CachedBundle("attention/hopper.d64.varlen");
   wrong.manifest.name = "attention/hopper.d64.causal.varlen";
   absl::StatusOr<AttentionResult> r = RunVarlenAttentionEmulated(wrong, heads, lengths, {.causal = true}, 2);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -300,7 +293,7 @@ TEST(EmulatedAttention, PackedSequencesThroughTheHarness) {
 // tcgen05.st is asynchronous until the storing thread's tcgen05.wait::st: without the wait, the
 // emulator reports the next use of those columns (P V's MMA into the rescaled O), naming the store.
 TEST(EmulatedBlackwellAttention, AStoreToTensorMemoryWithoutItsWaitIsReported) {
-  rt::Bundle b = BundleOf("attention/blackwell.d64");
+  rt::Bundle b = BundleWithLines("attention/blackwell.d64");
   const std::string wait = "tcgen05.wait::st.sync.aligned;";
   ASSERT_NE(b.ptx.find(wait), std::string::npos);
   for (size_t at; (at = b.ptx.find(wait)) != std::string::npos;) b.ptx.replace(at, wait.size(), "");

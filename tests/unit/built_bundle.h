@@ -1,6 +1,12 @@
-// Bundles built from the registry on first use, for tests that run the entry points on the
-// emulator (the plan names the kernels; the test builds what it names). Null where the name is
-// no registered kernel or its build fails (the failure is a test failure).
+// Registered kernels' bundles for the tests that run them on the emulator.
+//
+// CachedBundle lowers through the build's kernel cache (KILN_TEST_KERNEL_CACHE, which `kiln
+// bundle` fills as the build emits build/bundles), keyed by the kernel's MLIR and the compiler:
+// a kernel the build has lowered is read back, any change to it lowers again. Its PTX has no line
+// tables, as every bundle; BundleWithLines lowers with them, for the tests whose messages must
+// name DSL lines. BuiltBundle keeps each cached bundle for the process (null where the name is no
+// registered kernel or its build fails, which is then a test failure), for the entry points'
+// emulated runs, which name their kernels by plan.
 #pragma once
 
 #include <map>
@@ -8,22 +14,47 @@
 
 #include "examples/registry.h"
 #include "gtest/gtest.h"
+#include "kiln/compile.h"
 #include "kiln/lowering.h"
 
 namespace kiln::examples {
 
+inline absl::StatusOr<rt::Bundle> LoweredBundle(const std::string& name, bool line_info) {
+  const Example* e = Find(name);
+  if (!e) return absl::NotFoundError("no registered kernel " + name);
+  absl::StatusOr<KernelDef> def = e->build();
+  if (!def.ok()) return def.status();
+  if (line_info) {
+    absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});
+    if (!ptx.ok()) return ptx.status();
+    return rt::Bundle{def->manifest(), *std::move(ptx)};
+  }
+  absl::StatusOr<CompiledKernel> c =
+      Compile(*def, {.cache_dir = KILN_TEST_KERNEL_CACHE, .line_info = false});
+  if (!c.ok()) return c.status();
+  return std::move(c->bundle);
+}
+
+inline rt::Bundle CachedBundle(const std::string& name) {
+  absl::StatusOr<rt::Bundle> b = LoweredBundle(name, false);
+  EXPECT_TRUE(b.ok()) << name << ": " << b.status();
+  return b.ok() ? *std::move(b) : rt::Bundle{};
+}
+
+inline rt::Bundle BundleWithLines(const std::string& name) {
+  absl::StatusOr<rt::Bundle> b = LoweredBundle(name, true);
+  EXPECT_TRUE(b.ok()) << name << ": " << b.status();
+  return b.ok() ? *std::move(b) : rt::Bundle{};
+}
+
 inline const rt::Bundle* BuiltBundle(const std::string& name) {
   static std::map<std::string, rt::Bundle> built;
   if (auto it = built.find(name); it != built.end()) return &it->second;
-  const Example* e = Find(name);
-  if (!e) return nullptr;
-  absl::StatusOr<KernelDef> def = e->build();
-  EXPECT_TRUE(def.ok()) << def.status();
-  if (!def.ok()) return nullptr;
-  absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});
-  EXPECT_TRUE(ptx.ok()) << ptx.status();
-  if (!ptx.ok()) return nullptr;
-  return &built.emplace(name, rt::Bundle{def->manifest(), *ptx}).first->second;
+  if (!Find(name)) return nullptr;
+  absl::StatusOr<rt::Bundle> b = LoweredBundle(name, false);
+  EXPECT_TRUE(b.ok()) << name << ": " << b.status();
+  if (!b.ok()) return nullptr;
+  return &built.emplace(name, *std::move(b)).first->second;
 }
 
 }  // namespace kiln::examples

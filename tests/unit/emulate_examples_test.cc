@@ -14,6 +14,7 @@
 #include "examples/registry.h"
 #include "examples/row_ops.h"
 #include "gtest/gtest.h"
+#include "tests/unit/built_bundle.h"
 #include "kiln/lowering.h"
 #include "kiln/emulator.h"
 #include "kiln/ops/gemm_choice.h"
@@ -27,18 +28,10 @@ using rt::GemmOptions;
 using rt::GemmVariantName;
 namespace {
 
-rt::Bundle BundleOf(const std::string& name) {
-  absl::StatusOr<KernelDef> def = Find(name)->build();
-  EXPECT_TRUE(def.ok()) << def.status();
-  absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});  // messages name DSL lines
-  EXPECT_TRUE(ptx.ok()) << ptx.status();
-  return {def->manifest(), *ptx};
-}
-
 class EmulatedRowOp : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(EmulatedRowOp, MatchesTheReferenceAtRaggedShapes) {
-  const rt::Bundle b = BundleOf(GetParam());
+  const rt::Bundle b = CachedBundle(GetParam());
   // 1x1; a 256-column row (32 threads x 1 chunk); 1000 (the 1024 layout, masked); 3001 (not a
   // multiple of 8: the loop body); 17 rows (a block and a bit).
   for (auto [rows, cols] : {std::pair{1, 1}, std::pair{17, 256}, std::pair{3, 1000}, std::pair{2, 3001}})
@@ -60,7 +53,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, EmulatedRowOp, ::testing::Values("ops/softmax", "o
 class EmulatedProbe : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(EmulatedProbe, EveryResultMatchesTheHost) {
-  const rt::Bundle b = BundleOf(GetParam());
+  const rt::Bundle b = CachedBundle(GetParam());
   for (uint64_t seed : {1, 5}) {
     absl::StatusOr<ProbeResult> r = EmulateProbe(b, {.seed = seed}, seed);
     ASSERT_TRUE(r.ok()) << r.status();
@@ -134,7 +127,7 @@ TEST(EmulatedLaunch, DynamicSharedMemoryOverTheTargetsLimitIsRefused) {
 // The GEMM entry point's copy of an operand TMA cannot stride: rows from any stride into rows 8
 // elements apart, bit for bit, and nothing written past a row's end (the pad keeps its bytes).
 TEST(EmulatedRestride, CopiesRowsBitForBitAndLeavesThePad) {
-  const rt::Bundle b = BundleOf("gemm/restride16");
+  const rt::Bundle b = CachedBundle("gemm/restride16");
   for (auto [rows, cols, lds] : {std::tuple{3, 1, 1}, std::tuple{2, 7, 9}, std::tuple{2, 2049, 2051}}) {
     const int ldd = (cols + 7) / 8 * 8;
     std::vector<uint16_t> src(rows * lds), dst(rows * ldd, 0xabcd);
@@ -154,7 +147,7 @@ TEST(EmulatedRestride, CopiesRowsBitForBitAndLeavesThePad) {
 }
 
 TEST(EmulatedSaxpy, MatchesTheCpuAtRaggedSizes) {
-  const rt::Bundle b = BundleOf("ops/saxpy");
+  const rt::Bundle b = CachedBundle("ops/saxpy");
   for (int64_t n : {int64_t{1}, int64_t{777}, int64_t{3001}}) {
     std::vector<float> x(n), y(n + 1);
     for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * i - 3, y[i] = 1.0f / (i + 1);
@@ -179,7 +172,7 @@ TEST(EmulatedSaxpy, MatchesTheCpuAtRaggedSizes) {
 // one past the end, it is not. Blocks of 1024 words, the last one partly past the end.
 TEST(EmulatedStreamRead, ReadsEveryWordAndNoneBeyond) {
   constexpr uint32_t kWrites = 0x9e3779b9u, kUntouched = 0x5a5a5a5au;
-  const rt::Bundle b = BundleOf("ops/stream_read");
+  const rt::Bundle b = CachedBundle("ops/stream_read");
   const int32_t n = 5 * 1024 + 700;
   for (int32_t at : {0, 1, 255, 256, 1023, 1024 + 3 * 256 + 17, 5 * 1024, n - 1, n}) {
     std::vector<uint32_t> words(4 * (n + 1), 0);
@@ -223,7 +216,7 @@ std::vector<std::string> SeriesGemms() {
 class EmulatedGemm : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EmulatedGemm, MatchesFp64AtItsProtocolSizeUnderThreeSchedules) {
-  const rt::Bundle b = BundleOf(GetParam());
+  const rt::Bundle b = CachedBundle(GetParam());
   const GemmSpec g = *GemmOf(b.manifest);
   RunOptions opt;
   opt.size = ProtocolSize(b, g);
@@ -256,14 +249,14 @@ TEST_P(EmulatedGemm, MatchesFp64AtItsProtocolSizeUnderThreeSchedules) {
 TEST(EmulatedGemmGrid, ShrinksPersistentKernelsToTwoTilesACta) {
   for (const char* name : {"blackwell/persist_pipelined", "blackwell/v6", "blackwell/v7b",
                            "gemm/bf16_sm90", "gemm/bf16_sm90_m64", "hopper/k13"})
-    EXPECT_TRUE(IsPersistent(BundleOf(name))) << name;
+    EXPECT_TRUE(IsPersistent(CachedBundle(name))) << name;
   for (const char* name : {"hopper/k06", "hopper/k10", "hopper/k04"})
-    EXPECT_FALSE(IsPersistent(BundleOf(name))) << name;
-  EXPECT_TRUE(HasBuiltInCtaCount(BundleOf("hopper/k06")));
-  EXPECT_TRUE(HasBuiltInCtaCount(BundleOf("hopper/k10")));
-  EXPECT_FALSE(HasBuiltInCtaCount(BundleOf("hopper/k04")));  // one CTA a tile
-  EXPECT_FALSE(HasBuiltInCtaCount(BundleOf("blackwell/persist_pipelined")));
-  const rt::Bundle table = BundleOf("gemm/bf16_sm90_m64");
+    EXPECT_FALSE(IsPersistent(CachedBundle(name))) << name;
+  EXPECT_TRUE(HasBuiltInCtaCount(CachedBundle("hopper/k06")));
+  EXPECT_TRUE(HasBuiltInCtaCount(CachedBundle("hopper/k10")));
+  EXPECT_FALSE(HasBuiltInCtaCount(CachedBundle("hopper/k04")));  // one CTA a tile
+  EXPECT_FALSE(HasBuiltInCtaCount(CachedBundle("blackwell/persist_pipelined")));
+  const rt::Bundle table = CachedBundle("gemm/bf16_sm90_m64");
   rt::Dim3 table_grid;
   absl::StatusOr<rt::Bundle> shrunk =
       EmulatedGemmBundle(table, *GemmOf(table.manifest), {256, 256, 128}, 132, &table_grid);
@@ -272,7 +265,7 @@ TEST(EmulatedGemmGrid, ShrinksPersistentKernelsToTwoTilesACta) {
   for (const rt::ParamSpec& p : shrunk->manifest.params)
     if (p.kind == rt::ParamSpec::Kind::kScheduleTable)
       EXPECT_EQ(p.schedule.groups, static_cast<int>(table_grid.x / table.manifest.cluster.x));
-  const rt::Bundle b = BundleOf("blackwell/persist_pipelined");
+  const rt::Bundle b = CachedBundle("blackwell/persist_pipelined");
   absl::StatusOr<rt::Dim3> grid = EmulatedGemmGrid(b, *GemmOf(b.manifest), {256, 512, 128}, 132);
   ASSERT_TRUE(grid.ok()) << grid.status();
   EXPECT_EQ(grid->x, 2u);  // four tiles, two CTAs
@@ -293,7 +286,7 @@ namespace {
 
 // Planted bugs in hopper/k02's PTX, each caught: the emulator runs the text the GPU would get.
 rt::Bundle Mutated(const std::string& from, const std::string& to) {
-  rt::Bundle b = BundleOf("hopper/k02");
+  rt::Bundle b = BundleWithLines("hopper/k02");
   size_t at = 0, count = 0;
   while ((at = b.ptx.find(from, at)) != std::string::npos) {
     b.ptx.replace(at, from.size(), to);
@@ -351,7 +344,7 @@ namespace {
 // Blackwell kernels, which no GPU here can run: tcgen05 allocation, MMAs from descriptors,
 // commits to mbarriers and tcgen05.ld epilogues, on the emulator.
 TEST(EmulatedBlackwell, V4IsCorrectUnderEverySchedule) {
-  const rt::Bundle b = BundleOf("blackwell/v4");
+  const rt::Bundle b = CachedBundle("blackwell/v4");
   for (uint64_t seed : {0, 1, 2, 3, 4}) {
     RunOptions opt;
     opt.size = {128, 128, 256};
@@ -367,7 +360,7 @@ TEST(EmulatedBlackwell, V4IsCorrectUnderEverySchedule) {
 // Some schedules find it and say so; kiln's v1-v3 let the leader alone wait (v1_v2.cc) and pass
 // every schedule above.
 TEST(PlantedBugs, UpstreamPerTileWaitsFallTwoPhasesBehind) {
-  const rt::Bundle b = BundleOf("planted/bw_upstream_waits");
+  const rt::Bundle b = BundleWithLines("planted/bw_upstream_waits");
   const GemmSpec g = *GemmOf(b.manifest);
   int found = 0;
   for (uint64_t seed = 1; seed <= 8; ++seed) {
@@ -386,7 +379,7 @@ TEST(PlantedBugs, UpstreamPerTileWaitsFallTwoPhasesBehind) {
 }
 
 TEST(PlantedBugs, ATensorMemoryLeakIsReported) {
-  rt::Bundle b = BundleOf("blackwell/v4");
+  rt::Bundle b = CachedBundle("blackwell/v4");
   const std::string dealloc = "tcgen05.dealloc.cta_group::1.sync.aligned.b32";
   size_t at = b.ptx.find(dealloc);
   ASSERT_NE(at, std::string::npos);
@@ -439,7 +432,7 @@ namespace {
 // zero-fill the loads past M, N and K and clip the stores (M and K multiples of 8, N anything).
 // The skinny one: masks, and rows in passes (any M, K a multiple of 8).
 void ExpectCorrectAt(const char* name, std::initializer_list<rt::GemmSize> sizes, int split = 1) {
-  const rt::Bundle b = BundleOf(name);
+  const rt::Bundle b = CachedBundle(name);
   for (const rt::GemmSize& size : sizes) {
     RunOptions opt;
     opt.size = size;
@@ -510,7 +503,7 @@ TEST(EmulatedGemmEntryPoint, SplitKAndStreamKAtRaggedSizes) {
 // The strided kernel (K no multiple of 8, operands TMA cannot stride): edges in M, N and K (75:
 // two k-steps and a ragged third), tiles of one row or column, in every storage order of A, B, C.
 TEST(EmulatedGemmEntryPoint, TheStridedKernelAtAnySizeInEveryOrder) {
-  const rt::Bundle b = BundleOf("gemm/bf16_strided");
+  const rt::Bundle b = CachedBundle("gemm/bf16_strided");
   for (const char* a : {"row", "col"})
     for (const char* bo : {"row", "col"})
       for (const char* c : {"row", "col"}) {
@@ -613,7 +606,7 @@ TEST(EmulatedGemmEntryPoint, SwigluStoredFromRegisters) {
 // The check the previous test relies on fails where the epilogue is not the one described: the
 // kernel with GELU, checked as if it applied ReLU, SiLU or no activation (the same inputs bound).
 TEST(EmulatedGemmEntryPoint, AnEpilogueOtherThanTheDescribedOneFails) {
-  rt::Bundle b = BundleOf("gemm/bf16_sm90_n64.bf16-bf16.scale.bias_col.gelu.residual");
+  rt::Bundle b = CachedBundle("gemm/bf16_sm90_n64.bf16-bf16.scale.bias_col.gelu.residual");
   for (const char* described : {"scale.bias_col.relu.residual", "scale.bias_col.silu.residual", "scale.bias_col.residual"}) {
     GemmSpec g = *GemmOf(b.manifest);
     g.epilogue = described;

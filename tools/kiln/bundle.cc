@@ -76,10 +76,13 @@ int WriteBundles(const std::vector<std::string>& args) {
 
   std::vector<std::string> names;
   for (size_t i = shard->index; i < named->size(); i += shard->count) names.push_back((*named)[i]);
+  // --cache: kernels lower through the disk cache there, so that a build re-lowers only the
+  // kernels that changed; no --cache lowers every one.
+  const std::string cache = absl::GetFlag(FLAGS_cache) == "\x01" ? "" : absl::GetFlag(FLAGS_cache);
   int with_findings = 0;  // kiln check runs on every kernel bundled: a finding fails the step
   for (const std::string& name : names) {
     std::vector<std::string> findings;
-    absl::StatusOr<Bundle> b = GetBundle(name, &findings);
+    absl::StatusOr<Bundle> b = GetBundle(name, &findings, cache);
     if (!b.ok()) return Fail(b.status());
     if (absl::Status s = kiln::rt::WriteBundle(dir, *b); !s.ok()) return Fail(s);
     if (b->manifest.Attribute("planted")) continue;  // planted bugs are meant to be found

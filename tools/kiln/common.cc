@@ -97,12 +97,21 @@ std::function<const Bundle*(const std::string&)> BundlesOnce() {
   };
 }
 
-absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::string>* findings) {
+absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::string>* findings,
+                                 const std::string& cache_dir) {
 #ifdef KILN_HAVE_COMPILER
   if (Compiling()) {
     absl::StatusOr<kiln::KernelDef> def = BuildKernel(name);
     if (!def.ok()) return def.status();
     if (findings) *findings = def->findings();
+    if (!cache_dir.empty()) {
+      absl::StatusOr<kiln::CompiledKernel> c =
+          kiln::Compile(*def, {.cache_dir = cache_dir, .line_info = false});
+      if (!c.ok()) return c.status();
+      if (!c->cache_warning.empty())
+        std::cerr << "kiln: " << name << ": " << c->cache_warning << "\n";
+      return std::move(c->bundle);
+    }
     absl::StatusOr<std::string> ptx = kiln::EmitPtx(*def);
     if (!ptx.ok()) return ptx.status();
     return Bundle{def->manifest(), *std::move(ptx)};

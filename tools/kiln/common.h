@@ -43,9 +43,12 @@ absl::StatusOr<std::vector<std::string>> KernelNames();
 #ifdef KILN_HAVE_COMPILER
 absl::StatusOr<kiln::KernelDef> BuildKernel(const std::string& name);
 #endif
-// `findings`: where given, kiln check's static findings (kernels built here only).
+// `findings`: where given, kiln check's static findings (kernels built here only). `cache_dir`:
+// where given, a kernel built here is lowered through the host API's disk cache there (no line
+// tables, as every bundle), so that it lowers only when it changed.
 absl::StatusOr<Bundle> GetBundle(const std::string& name,
-                                 std::vector<std::string>* findings = nullptr);
+                                 std::vector<std::string>* findings = nullptr,
+                                 const std::string& cache_dir = "");
 // GetBundle by name, each bundle read once and kept by the returned function (null: not found),
 // for the harnesses that run an entry point on the emulator.
 std::function<const Bundle*(const std::string&)> BundlesOnce();

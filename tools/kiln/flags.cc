@@ -125,7 +125,8 @@ ABSL_FLAG(
     "cuBLAS-TFLOPS error spot-error reference ok; row-op rows: name rows cols ms GB/s copy-ms "
     "copy-GB/s ratio error ok)");
 ABSL_FLAG(std::string, cache, "\x01",
-          "`kiln compile`: the compile cache (default: kiln::DefaultCacheDir(); \"\" for none)");
+          "`kiln compile`: the compile cache (default: kiln::DefaultCacheDir(); \"\" for none). "
+          "`kiln bundle`: lower through the compile cache there (default: none)");
 ABSL_FLAG(bool, line_info, true,
           "`kiln compile`: PTX with line tables, as kiln::Compile makes by default (false: the "
           "PTX `kiln bundle` writes)");
