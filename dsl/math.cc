@@ -137,6 +137,23 @@ Value PackFp8x2(const Value& lo, const Value& hi, Fp8 format, Loc loc) {
                   Type::Of(Scalar::kI16), lo, hi, loc);
 }
 
+Value BytePermute(const Value& a, const Value& b, uint32_t selector, Loc loc) {
+  if (!StateOf(a)) return a;
+  if (!StateOf(b)) return b;
+  KernelState& s = *StateOf(a);
+  const Type word = Type::Of(Scalar::kI32);
+  if (!Expect(s, a, word, "BytePermute", loc) || !Expect(s, b, word, "BytePermute", loc))
+    return s.Poison(word, loc);
+  if (selector > 0xffff) {
+    s.Fail(absl::StrCat("BytePermute's selector has 4 nibbles, not 0x", absl::Hex(selector)), loc);
+    return s.Poison(word, loc);
+  }
+  return s.Wrap(s.InlineAsm(absl::StrCat("prmt.b32 $0, $1, $2, ", selector, ";"), "=r,r,r",
+                            {s.Unwrap(a, loc), s.Unwrap(b, loc)}, s.ToMlir(word), s.ToLoc(loc),
+                            /*side_effects=*/false),
+                word);
+}
+
 Value UnpackFp8x2(const Value& packed, Fp8 format, Loc loc) {
   KernelState* s = StateOf(packed);
   if (!s) return packed;

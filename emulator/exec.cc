@@ -241,6 +241,35 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
         put_f(std::fma(half(1), half(2), F32(Read(t, in.ops.at(3), 32))));
         return absl::OkStatus();
       }
+      // min/max on f16, bf16 and their pairs (PTX ISA: per element; one NaN gives the other
+      // operand, .NaN or two NaNs the canonical NaN): the result is one operand's bits.
+      if ((in.op == Op::kMin || in.op == Op::kMax) &&
+          (ty == Ty::kF16 || ty == Ty::kBF16 || ty == Ty::kF16x2 || ty == Ty::kBF16x2)) {
+        if (in.Has("xorsign") || in.Has("abs") || in.Has("relu"))
+          return Fail(t, in, "min/max with .xorsign.abs or .relu is not emulated yet");
+        const bool bf = ty == Ty::kBF16 || ty == Ty::kBF16x2;
+        const int lanes = bits / 16;
+        const uint64_t a = src(1), b = src(2);
+        uint64_t r = 0;
+        for (int l = 0; l < lanes; ++l) {
+          const auto ha = static_cast<uint16_t>(a >> (16 * l)),
+                     hb = static_cast<uint16_t>(b >> (16 * l));
+          const float fa = bf ? Bf16ToF32(ha) : F16ToF32(ha),
+                      fb = bf ? Bf16ToF32(hb) : F16ToF32(hb);
+          uint16_t h;
+          if (std::isnan(fa) && std::isnan(fb))
+            h = 0x7fff;
+          else if (std::isnan(fa) || std::isnan(fb))
+            h = in.Has("NaN") ? 0x7fff : std::isnan(fa) ? hb : ha;
+          else if (fa == fb)  // +0 and -0: max gives +0, min -0
+            h = in.op == Op::kMax ? (ha & hb) : (ha | hb);
+          else
+            h = (in.op == Op::kMax) == (fa > fb) ? ha : hb;
+          r |= uint64_t{h} << (16 * l);
+        }
+        Write(t, in.ops[0], r);
+        return absl::OkStatus();
+      }
       if (ptx::TyIsFloat(ty)) return Fail(t, in, "this float type is not emulated yet");
       // Integers: .wide doubles the width of the result; .hi keeps the upper half.
       const uint64_t a = src(1), b = src(2);
@@ -358,6 +387,20 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
         }
       }
       Write(t, in.ops[0], r & Mask(bits));
+      return absl::OkStatus();
+    }
+    case Op::kPrmt: {  // prmt.b32 d, a, b, c: byte i of d picked from {b, a} by nibble i of c
+      if (in.mods.size() > 1)
+        return Fail(t, in, "prmt's modes other than the default are not emulated yet");
+      const uint64_t bytes = (Read(t, in.ops.at(2), 32) << 32) | Read(t, in.ops.at(1), 32);
+      const uint64_t c = Read(t, in.ops.at(3), 32);
+      uint64_t r = 0;
+      for (int i = 0; i < 4; ++i) {
+        const uint64_t sel = (c >> (4 * i)) & 0xf, byte = (bytes >> (8 * (sel & 7))) & 0xff;
+        // The selector's top bit replicates the byte's sign bit instead.
+        r |= (sel & 8 ? ((byte & 0x80) ? 0xffu : 0u) : byte) << (8 * i);
+      }
+      Write(t, in.ops[0], r);
       return absl::OkStatus();
     }
     case Op::kSelp:

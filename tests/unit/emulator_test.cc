@@ -122,6 +122,51 @@ TEST(Emulator, HalfAbsAndNegTouchTheSignBitsAlone) {
   EXPECT_EQ(v[2], 0xFFC0C000u);
 }
 
+TEST(Emulator, HalfMinAndMaxWorkPerElement) {
+  // PTX ISA, min/max on .bf16x2 and .f16x2: each element apart; one NaN gives the other element,
+  // .NaN the canonical NaN; max(-0, +0) is +0.
+  std::vector<uint32_t> v = Emulate(Kernel(R"(
+	mov.b32 %r2, 0x3FC0C000;
+	mov.b32 %r3, 0x40003F80;
+	max.bf16x2 %r4, %r2, %r3;
+	min.bf16x2 %r5, %r2, %r3;
+	mov.b32 %r6, 0x7FC08000;
+	mov.b32 %r7, 0x3C000000;
+	max.f16x2 %r8, %r6, %r7;
+	max.NaN.f16x2 %r9, %r6, %r7;
+	st.global.v4.b32 [%rd1], {%r4, %r5, %r8, %r9};
+)"), 4);
+  EXPECT_EQ(v[0], 0x40003F80u);  // max(1.5, 2) high, max(-2, 1) low
+  EXPECT_EQ(v[1], 0x3FC0C000u);
+  EXPECT_EQ(v[2], 0x3C000000u);  // max(NaN, 1) = 1 high; max(-0, +0) = +0 low
+  EXPECT_EQ(v[3], 0x7FFF0000u);
+}
+
+TEST(Emulator, PrmtPicksBytesAndReplicatesSigns) {
+  // PTX ISA, prmt.b32 d, a, b, c: bytes 0-3 of a and 4-7 of b; nibble i of c picks byte i of d,
+  // its top bit replicating the picked byte's sign. A 4 x 4 byte transpose in two steps of two.
+  std::vector<uint32_t> v = Emulate(Kernel(R"(
+	mov.b32 %r2, 0x03020100;
+	mov.b32 %r3, 0x13121110;
+	prmt.b32 %r4, %r2, %r3, 0x5140;
+	prmt.b32 %r5, %r2, %r3, 0x7362;
+	mov.b32 %r6, 0x00800000;
+	prmt.b32 %r7, %r6, %r6, 0x0A82;
+	prmt.b32 %r8, %r4, %r5, 0x5410;
+	st.global.v4.b32 [%rd1], {%r4, %r5, %r7, %r8};
+)"), 4);
+  EXPECT_EQ(v[0], 0x11011000u);  // [a0 b0 a1 b1]
+  EXPECT_EQ(v[1], 0x13031202u);  // [a2 b2 a3 b3]
+  EXPECT_EQ(v[2], 0x00FF0080u);  // byte 2 (0x80), byte 0's sign, byte 2's sign, byte 0
+  EXPECT_EQ(v[3], 0x12021000u);  // [a0 b0 a2 b2]: a column of the 4 x 4
+  absl::Status status;
+  Emulate(Kernel(R"(
+	prmt.b32.f4e %r2, %r1, %r1, 1;
+)"), 1, &status);
+  EXPECT_NE(status.message().find("prmt's modes other than the default are not emulated yet"), std::string::npos)
+      << status;
+}
+
 TEST(Emulator, AVectorOperandMayHoldImmediates) {
   // PTX ISA, vector operands: "{a, b, c, d}" of registers or immediates (LLVM stores zeros so).
   std::vector<uint32_t> v = Emulate(Kernel(R"(

@@ -76,6 +76,23 @@ TEST(Ops, PackedConversionsPutLoInTheLowHalf) {
     ExpectHas(ptx, i);
 }
 
+TEST(Ops, BytePermuteIsOnePrmtOfWords) {
+  Kernel k("test/prmt", sm90a(), {32});
+  Value p = k.PtrParam("p", i32);
+  k.Store(p + 2, BytePermute(k.Load(p), k.Load(p + 1), 0x5140));
+  ExpectHas(Ptx(k), "prmt.b32");  // the selector in decimal after it
+  Kernel wide("test/prmt_wide", sm90a(), {32});
+  Value w = wide.PtrParam("p", i32);
+  Value bad = BytePermute(wide.Load(w).To(i64), wide.Load(w), 0x3210); const int line = __LINE__;
+  (void)bad;
+  ExpectError(wide, line, "BytePermute takes i32, not i64");
+  Kernel big("test/prmt_big", sm90a(), {32});
+  Value b = big.PtrParam("p", i32);
+  Value over = BytePermute(big.Load(b), big.Load(b), 0x12345); const int big_line = __LINE__;
+  (void)over;
+  ExpectError(big, big_line, "BytePermute's selector has 4 nibbles, not 0x12345");
+}
+
 TEST(Ops, Fp8NeedsSm89) {
   Kernel k("test/fp8_sm80", sm80(), {32});
   Value p = k.PtrParam("p", f32);

@@ -46,4 +46,9 @@ Value PackFp8x2(const Value& lo, const Value& hi, Fp8 format, Loc loc = Loc::cur
 // An i16 of two fp8 values to an f16x2 vector, exactly: cvt.rn.f16x2.e4m3x2 / .e5m2x2.
 Value UnpackFp8x2(const Value& packed, Fp8 format, Loc loc = Loc::current());
 
+// Four bytes picked from two i32 words: byte i of the result is the byte that nibble i of
+// `selector` names in {b, a} (bytes 0-3 of a, 4-7 of b); a nibble's top bit replicates that
+// byte's sign bit instead. prmt.b32, one instruction: a 4 x 4 byte transpose takes 8.
+Value BytePermute(const Value& a, const Value& b, uint32_t selector, Loc loc = Loc::current());
+
 }  // namespace kiln
