@@ -26,14 +26,30 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kLanes = 16;  // threads of a group of 128 (8 elements each)
 
+// Four bytes of e4m3 from four values times `inv`, value_at(0) in the lowest byte.
+template <typename ValueAt>
+Value Word4(const Value& inv, ValueAt value_at) {
+  Value lo = PackFp8x2(value_at(0) * inv, value_at(1) * inv, Fp8::kE4M3).To(i32);
+  return lo | (PackFp8x2(value_at(2) * inv, value_at(3) * inv, Fp8::kE4M3).To(i32) << 16);
+}
+
+Value Pair(const Value& lo, const Value& hi) { return lo.To(i64) | (hi.To(i64) << 32); }
+
 // Eight bytes of e4m3 from eight values times `inv`, value_at(0) in the lowest byte.
 template <typename ValueAt>
-Value Word(Kernel& k, const Value& inv, ValueAt value_at) {
-  Value packed = k.I32(0).To(i64);
-  for (int e = 0; e < 8; e += 2)
-    packed = packed |
-             (PackFp8x2(value_at(e) * inv, value_at(e + 1) * inv, Fp8::kE4M3).To(i64) << (8 * e));
-  return packed;
+Value Word(const Value& inv, ValueAt value_at) {
+  return Pair(Word4(inv, value_at), Word4(inv, [&](int e) { return value_at(4 + e); }));
+}
+
+// The columns of a 4 x 4 of bytes, rows[i] holding row i: word j holds column j, row 0's byte
+// lowest. Pairs of rows interleaved, then pairs of pairs: 8 prmt.
+std::vector<Value> Transpose4x4(const Value* rows) {
+  Value ab_lo = BytePermute(rows[0], rows[1], 0x5140),
+        ab_hi = BytePermute(rows[0], rows[1], 0x7362);
+  Value cd_lo = BytePermute(rows[2], rows[3], 0x5140),
+        cd_hi = BytePermute(rows[2], rows[3], 0x7362);
+  return {BytePermute(ab_lo, cd_lo, 0x5410), BytePermute(ab_lo, cd_lo, 0x7632),
+          BytePermute(ab_hi, cd_hi, 0x5410), BytePermute(ab_hi, cd_hi, 0x7632)};
 }
 
 // A CTA 64 rows of one group of 128 columns, a half warp 4 rows of it, each lane 8 columns of each
@@ -65,7 +81,7 @@ absl::StatusOr<KernelDef> BuildQuantizeE4m3() {
       amax[i] = Max(amax[i], ShflXor(amax[i], lanes, kLanes));
     Value inv = Select(amax[i] > 0, k.F32(448) / amax[i], k.F32(0));
     Value at = (r0 + i).To(i64) * cols.To(i64) + c.To(i64);
-    StoreGlobal(q + at / 8, Word(k, inv, [&](int e) { return v[i][e]; }), {.mask = inside[i]});
+    StoreGlobal(q + at / 8, Word(inv, [&](int e) { return v[i][e]; }), {.mask = inside[i]});
     k.If((r0 + i < rows) & (lane % 16 == 0), [&] {
       StoreGlobal(scales + (k.BlockIdx(0) * rows + r0 + i).To(i64),
                   Select(amax[i] > 0, amax[i] * (1.0 / 448), k.F32(1)));
@@ -75,10 +91,11 @@ absl::StatusOr<KernelDef> BuildQuantizeE4m3() {
 }
 
 // A CTA a block. The block lands in shared memory by cp.async, holding no registers while in
-// flight, then each thread reads its 8 x 8 twice: for the block's largest magnitude, and to
-// convert, packing q's row words and qt's column words from its own registers. The 16 lanes of a
-// half warp cover the block's 128 rows, the two halves and 8 warps its 128 columns; the 16-byte
-// chunks of row r sit at chunk ^ (r / 8), so that a half warp's 16 rows, 8 apart, read 16 chunks.
+// flight, then each thread reads its 8 x 8 of it: for the block's largest magnitude (on bf16
+// pairs), and to convert, packing q's row words, and qt's column words from those by byte
+// transposes. A half warp covers 128 columns of 8 rows, so that each store of q is whole 128-byte
+// lines; qt's words go through shared memory, there to be stored as whole lines too (scattered
+// stores cost a quarter of the copy's rate: docs/perf/2026-11-29-fp8-quantizers.md).
 absl::StatusOr<KernelDef> BuildQuantizeE4m3Blocks() {
   Kernel k("ops/quantize_e4m3_blocks", sm90a(), {kThreads});
   Value x = k.PtrParam("x", bf16), q = k.PtrParam("q", i64), qt = k.PtrParam("qt", i64),
@@ -86,7 +103,12 @@ absl::StatusOr<KernelDef> BuildQuantizeE4m3Blocks() {
   Value rows = k.I32Param("rows"), cols = k.I32Param("cols"), transpose = k.I32Param("transpose");
   k.RequireMultiple("cols", 16);
   k.Grid("cols/128", "rows/128");
+  // The block's 16-byte chunks XOR-swizzled by row / 8: a half warp's reads of one row, and
+  // cp.async's writes, fall on distinct banks.
   SmemTile block = k.Smem(bf16, 128, 128, SmemLayout{.swizzle = {16, 128, 8}});
+  // qt's block: row j (column j of the block) in 8-byte words of 8 rows, word w at w ^ (j / 8),
+  // so that a half warp's 16 columns 8 apart write distinct banks.
+  SmemTile block_t = k.Smem(i64, 128, 16);
   Value row0 = k.BlockIdx(1) * 128, col0 = k.BlockIdx(0) * 128;
   for (int j = 0; j < 8; ++j) {  // 2 rows a warp a copy: 512 contiguous bytes
     Value unit = k.ThreadIdx() + j * kThreads, r = unit / 16, c = (unit % 16) * 8;
@@ -100,28 +122,42 @@ absl::StatusOr<KernelDef> BuildQuantizeE4m3Blocks() {
   k.CpAsyncWaitAll();
   k.SyncThreads();
   Value lane = k.ThreadIdx() % 32, warp = k.ThreadIdx() / 32;
-  Value rb = (lane % 16) * 8, cb = (warp * 2 + lane / 16) * 8;  // this thread's 8 x 8 in the block
+  Value rb = (warp * 2 + lane / 16) * 8, cb = (lane % 16) * 8;  // this thread's 8 x 8 in the block
   auto row_of = [&](int i) { return k.Load(block.At(rb + i, cb), 8); };
-  Value amax = k.F32(0);
+  Value amax2;  // the largest magnitudes of the even and the odd columns
   for (int i = 0; i < 8; ++i) {
-    Value row = row_of(i);
-    for (int e = 0; e < 8; ++e) amax = Max(amax, Abs(row.Lane(e).To(f32)));
+    Value words = row_of(i).Bitcast(Type::Vec(Scalar::kI32, 4));
+    for (int j = 0; j < 4; ++j) {
+      Value pair = Abs(words.Lane(j).Bitcast(Type::Vec(Scalar::kBF16, 2)));
+      amax2 = amax2.valid() ? Max(amax2, pair) : pair;
+    }
   }
-  amax = GroupReduce(k, amax, Reduce::kMax);
+  Value amax = GroupReduce(k, Max(amax2.Lane(0).To(f32), amax2.Lane(1).To(f32)), Reduce::kMax);
   Value inv = Select(amax > 0, k.F32(448) / amax, k.F32(0));
-  std::vector<Value> v;  // the 8 rows, 8 bf16 each
-  for (int i = 0; i < 8; ++i) v.push_back(row_of(i));
   Value r0 = row0 + rb, c = col0 + cb;
+  Value lo[8], hi[8];  // row i's bytes of columns 0-3 and 4-7
   for (int i = 0; i < 8; ++i) {
+    Value v = row_of(i);
+    lo[i] = Word4(inv, [&](int e) { return v.Lane(e).To(f32); });
+    hi[i] = Word4(inv, [&](int e) { return v.Lane(4 + e).To(f32); });
     Value at = (r0 + i).To(i64) * cols.To(i64) + c.To(i64);
-    StoreGlobal(q + at / 8, Word(k, inv, [&](int e) { return v[i].Lane(e).To(f32); }),
-                {.mask = (r0 + i < rows) & (c < cols)});
+    StoreGlobal(q + at / 8, Pair(lo[i], hi[i]), {.mask = (r0 + i < rows) & (c < cols)});
   }
-  k.If(transpose != 0, [&] {  // qt's conversions cost as much as q's
-    for (int e = 0; e < 8; ++e) {
-      Value at = (c + e).To(i64) * rows.To(i64) + r0.To(i64);
-      StoreGlobal(qt + at / 8, Word(k, inv, [&](int i) { return v[i].Lane(e).To(f32); }),
-                  {.mask = (c < cols) & (r0 + 8 <= rows)});
+  k.If(transpose != 0, [&] {
+    for (const int half : {0, 4}) {  // columns 0-3, then 4-7
+      const Value* words = half ? hi : lo;
+      std::vector<Value> top = Transpose4x4(words), bottom = Transpose4x4(words + 4);
+      for (int e = 0; e < 4; ++e) {
+        Value j = cb + half + e;
+        k.Store(block_t.At(j, (rb / 8) ^ (j / 8)), Pair(top[e], bottom[e]));
+      }
+    }
+    k.SyncThreads();
+    for (int i = 0; i < 8; ++i) {  // a half warp a row of qt's block: 128 contiguous bytes
+      Value unit = k.ThreadIdx() + i * kThreads, j = unit / 16, w = unit % 16;
+      Value at = (col0 + j).To(i64) * rows.To(i64) + (row0 + w * 8).To(i64);
+      StoreGlobal(qt + at / 8, k.Load(block_t.At(j, w ^ (j / 8))),
+                  {.mask = (col0 + j < cols) & (row0 + w * 8 + 8 <= rows)});
     }
   });
   k.If(k.ThreadIdx() == 0, [&] {
