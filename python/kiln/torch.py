@@ -7,7 +7,9 @@ without graph breaks:
 
 The ops take and return CUDA tensors and launch on the current stream. kiln::attention is
 differentiable (its backward is kiln::attention_backward: dq, dk, dv; the gradient of lse is not
-propagated); the others have no backward yet.
+propagated); the others have no backward yet. The 8-bit ops: kiln::gemm_fp8,
+kiln::quantize_e4m3, kiln::quantize_e4m3_blocks(_t); the Mixture-of-Experts ones:
+kiln::grouped_gemm (contiguous) and kiln::grouped_gemm_masked.
 """
 
 from typing import Optional, Tuple
@@ -167,3 +169,117 @@ def heads_to_rows(x: torch.Tensor) -> torch.Tensor:
 @heads_to_rows.register_fake
 def _(x):
     return x.new_empty((x.shape[0], x.shape[2], x.shape[1], x.shape[3]))
+
+
+@torch.library.custom_op("kiln::gemm_fp8", mutates_args=())
+def gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+             bias: Optional[torch.Tensor] = None, residual: Optional[torch.Tensor] = None,
+             activation: str = "", out_dtype: str = "") -> torch.Tensor:
+    """act((a * scale_a) @ (b * scale_b) + bias) + residual of float8 a (M, K) and b (K, N), the
+    scales tensorwise, rowwise or blockwise as kiln.gemm reads them; bf16 out by default."""
+    return kiln.gemm(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, residual=residual,
+                     activation=activation or None, out_dtype=out_dtype or None)
+
+
+@gemm_fp8.register_fake
+def _(a, b, scale_a, scale_b, bias=None, residual=None, activation="", out_dtype=""):
+    torch._check(a.dim() == 2 and b.dim() == 2, lambda: "kiln::gemm_fp8: a and b must be matrices")
+    torch._check(a.shape[1] == b.shape[0], lambda: "kiln::gemm_fp8: a's columns must be b's rows")
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=_TYPES[out_dtype or "bf16"])
+
+
+def _check_quantizable(x: torch.Tensor, op: str) -> None:
+    torch._check(x.dim() == 2 and x.shape[1] % 16 == 0,
+                 lambda: f"kiln::{op}: x must be (rows, K) with K a multiple of 16")
+    torch._check(x.dtype == torch.bfloat16, lambda: f"kiln::{op}: x must be bf16")
+
+
+@torch.library.custom_op("kiln::quantize_e4m3", mutates_args=())
+def quantize_e4m3(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """x (M, K) bf16 to (q, scales): e4m3 with one f32 scale per 1 x 128 of a row, scales (M,
+    ceil(K/128)) with M contiguous (kiln.quantize_e4m3)."""
+    return kiln.quantize_e4m3(x)
+
+
+@quantize_e4m3.register_fake
+def _(x):
+    _check_quantizable(x, "quantize_e4m3")
+    m, k = x.shape
+    return (x.new_empty((m, k), dtype=torch.float8_e4m3fn),
+            x.new_empty((-(-k // 128), m), dtype=torch.float32).t())
+
+
+@torch.library.custom_op("kiln::quantize_e4m3_blocks", mutates_args=())
+def quantize_e4m3_blocks(w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """A weight w (N, K) bf16 to (q, scales): e4m3 with one f32 scale per 128 x 128 block
+    (kiln.quantize_e4m3_blocks)."""
+    return kiln.quantize_e4m3_blocks(w)
+
+
+@quantize_e4m3_blocks.register_fake
+def _(w):
+    _check_quantizable(w, "quantize_e4m3_blocks")
+    n, k = w.shape
+    return (w.new_empty((n, k), dtype=torch.float8_e4m3fn),
+            w.new_empty((-(-n // 128), -(-k // 128)), dtype=torch.float32))
+
+
+@torch.library.custom_op("kiln::quantize_e4m3_blocks_t", mutates_args=())
+def quantize_e4m3_blocks_t(w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                      torch.Tensor]:
+    """quantize_e4m3_blocks with the transpose: (q, scales, q_t, scales_t), q_t (K, N) and
+    scales_t (a copy of scales.T: a custom op's outputs may not alias); N a multiple of 16."""
+    q, scales, q_t, scales_t = kiln.quantize_e4m3_blocks(w, transpose=True)
+    return q, scales, q_t, scales_t.contiguous()
+
+
+@quantize_e4m3_blocks_t.register_fake
+def _(w):
+    _check_quantizable(w, "quantize_e4m3_blocks_t")
+    torch._check(w.shape[0] % 16 == 0, lambda: "kiln::quantize_e4m3_blocks_t: N must be a "
+                 "multiple of 16")
+    n, k = w.shape
+    nb, kb = -(-n // 128), -(-k // 128)
+    return (w.new_empty((n, k), dtype=torch.float8_e4m3fn),
+            w.new_empty((nb, kb), dtype=torch.float32),
+            w.new_empty((k, n), dtype=torch.float8_e4m3fn),
+            w.new_empty((kb, nb), dtype=torch.float32))
+
+
+@torch.library.custom_op("kiln::grouped_gemm", mutates_args=())
+def grouped_gemm(x: torch.Tensor, w: torch.Tensor, offsets: torch.Tensor,
+                 scale_x: Optional[torch.Tensor] = None,
+                 scale_w: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Contiguous grouped GEMM: out (T, N) bf16, the rows of expert e (offsets[e-1] ..
+    offsets[e]) x @ w[e].T (kiln.grouped_gemm); rows past offsets[-1] are zero. FP8 with
+    scale_x and scale_w as kiln.grouped_gemm takes them."""
+    out = x.new_zeros((x.shape[0], w.shape[1]), dtype=torch.bfloat16)
+    return kiln.grouped_gemm(x, w, offsets, out=out, scale_x=scale_x, scale_w=scale_w)
+
+
+@grouped_gemm.register_fake
+def _(x, w, offsets, scale_x=None, scale_w=None):
+    torch._check(x.dim() == 2 and w.dim() == 3 and x.shape[1] == w.shape[2],
+                 lambda: "kiln::grouped_gemm: x must be (T, K) and w (E, N, K)")
+    torch._check(offsets.dim() == 1 and offsets.shape[0] == w.shape[0],
+                 lambda: "kiln::grouped_gemm: offsets must hold one end a group")
+    return x.new_empty((x.shape[0], w.shape[1]), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("kiln::grouped_gemm_masked", mutates_args=())
+def grouped_gemm_masked(x: torch.Tensor, w: torch.Tensor, counts: torch.Tensor,
+                        scale_x: Optional[torch.Tensor] = None,
+                        scale_w: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Masked grouped GEMM: x (E, C, K), out (E, C, N) bf16, rows 0 .. counts[e] of block e
+    x[e] @ w[e].T, the rest zero (kiln.grouped_gemm with counts)."""
+    out = x.new_zeros((x.shape[0], x.shape[1], w.shape[1]), dtype=torch.bfloat16)
+    return kiln.grouped_gemm(x, w, counts=counts, out=out, scale_x=scale_x, scale_w=scale_w)
+
+
+@grouped_gemm_masked.register_fake
+def _(x, w, counts, scale_x=None, scale_w=None):
+    torch._check(x.dim() == 3 and w.dim() == 3 and x.shape[0] == w.shape[0] and
+                 x.shape[2] == w.shape[2],
+                 lambda: "kiln::grouped_gemm_masked: x must be (E, C, K) and w (E, N, K)")
+    return x.new_empty((x.shape[0], x.shape[1], w.shape[1]), dtype=torch.bfloat16)
+
