@@ -460,6 +460,8 @@ def errors():
         (lambda: kiln.softmax(x, out=np.empty((4, 100), np.float32)), "partly on the GPU"),
         (lambda: kiln.gemm(x, x.t().float()), "b must be bf16"),
         (lambda: kiln.gemm(x, x.t(), activation="relu"), "write it with `kiln bundle"),
+        (lambda: kiln.gemm(x, x.t(), bias=torch.zeros(8, device="cuda").bfloat16()[::2]),
+         "bias of shape (4,) has a stride of 2; it must be packed"),
     ]
     for call, message in cases:
         try:

@@ -81,4 +81,10 @@ void RequireEpilogueShapes(const std::string& call, const std::optional<Array>& 
                              "; one value per column of out: (", n, ",)"));
 }
 
+void RequirePackedBias(const std::string& call, const Array& bias) {
+  if (bias.ndim() == 1 && bias.shape(0) > 1 && bias.stride(0) != 1)
+    throw Error(absl::StrCat(call, ": bias of shape ", ShapeText(bias), " has a stride of ",
+                             bias.stride(0), "; it must be packed: call .contiguous() first"));
+}
+
 }  // namespace kiln::py

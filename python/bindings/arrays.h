@@ -39,5 +39,7 @@ void Require(const Array& a, const std::string& call, const std::string& what, i
 void RequireEpilogueShapes(const std::string& call, const std::optional<Array>& c,
                            const std::optional<Array>& bias, const std::optional<Array>& residual,
                            const Array& out, int64_t n);
+// A GPU bias is read as n packed values: a strided one (a slice with a step) would be misread.
+void RequirePackedBias(const std::string& call, const Array& bias);
 
 }  // namespace kiln::py

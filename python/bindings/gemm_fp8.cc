@@ -85,6 +85,7 @@ void CheckTerms(const Fp8Terms& t, const Array& out, int64_t n, const std::strin
   RequireEpilogueShapes(kCall, t.c, t.bias, t.residual, out, n);
   o.alpha = t.alpha, o.beta = t.beta;
   if (emulated) return;
+  if (t.bias) RequirePackedBias(kCall, *t.bias);
   for (const auto& [what, x, to] :
        {std::tuple{"c", &t.c, &o.c_in}, std::tuple{"bias", &t.bias, &o.bias},
         std::tuple{"residual", &t.residual, &o.residual}})
