@@ -140,7 +140,8 @@ rt::GemmOptions OptionsOf(const Fp8GemmProblem& p) {
           .epilogue = p.epilogue,
           .in_type_b = p.b_type == p.a_type ? "" : p.b_type,
           .scaling = p.scaling,
-          .fp8_tile = p.tile};
+          .fp8_tile = p.tile,
+          .fp8_split = p.split};
 }
 
 absl::Status Described(Fp8GemmResult& r, const Fp8GemmProblem& p, int cc) {

@@ -23,6 +23,7 @@ struct Fp8GemmProblem {
   std::string out_type = "bf16";
   bool c_row_major = true;      // as torch lays out C (the kernel computes C^T)
   std::string tile;             // the tile kernel (GemmOptions::fp8_tile; "": the plan's)
+  int split = -1;               // its split (GemmOptions::fp8_split; -1: the rule's)
   int compute_capability = 90;  // the emulator's GPU (100: the Blackwell kernel)
   std::string epilogue;         // fused terms (GemmOptions::epilogue), their inputs random
   // A's and B's 8-bit types (e5m2 scaled to its largest, 57344, as e4m3 to 448).

@@ -178,5 +178,29 @@ TEST(Fp8Gemm, PlanErrorsNameTheProblem) {
             std::string::npos);
 }
 
+// The caller's tile and split (kiln gemm --dtype e4m3 --kernel K --split S), for timing tiles.
+TEST(Fp8Gemm, TheCallersTileAndSplit) {
+  const rt::GemmOperands ok{
+      .a = 256, .b = 256, .c = 256, .c_row_major = true, .scale_a = 256, .scale_b = 256};
+  rt::GemmOptions o{.in_type = "e4m3", .scaling = "tensorwise", .fp8_tile = "gemm/bf16_sm90_n128c2"};
+  absl::StatusOr<rt::GemmPlan> whole = rt::PlanGemm({128, 7168, 16384}, o, ok, 90);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->choice.split, 1);
+  EXPECT_EQ(whole->choice.kernel, "gemm/bf16_sm90_n128c2.e4m3-bf16.tensorwise");
+  o.fp8_split = 0;
+  absl::StatusOr<rt::GemmPlan> streamed = rt::PlanGemm({128, 7168, 16384}, o, ok, 90);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_EQ(streamed->choice.split, 0);
+  EXPECT_NE(streamed->choice.why.find("the caller's split stream-K"), std::string::npos);
+  o.fp8_split = 17;
+  absl::StatusOr<rt::GemmPlan> over = rt::PlanGemm({128, 7168, 16384}, o, ok, 90);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("split-K takes 2-16 parts"), std::string::npos);
+  // The rule's own split is kept where the caller names none.
+  EXPECT_EQ(rt::PlanGemm({128, 7168, 16384}, {.in_type = "e4m3", .scaling = "tensorwise"}, ok, 90)
+                ->choice.split,
+            1);
+}
+
 }  // namespace
 }  // namespace kiln::examples

@@ -48,6 +48,7 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
         .scaling = absl::GetFlag(FLAGS_scaling),
         .out_type = out,
         .tile = absl::GetFlag(FLAGS_kernel),
+        .split = absl::GetFlag(FLAGS_split),
         .compute_capability = emulate && absl::GetFlag(FLAGS_sm100) ? 100 : 90,
         .epilogue = absl::GetFlag(FLAGS_epilogue),
         .a_type = a_type,

@@ -33,8 +33,11 @@ struct GemmOptions {
   // "tensorwise", "rowwise" or "blockwise"; the kernel's variant ("blockwise_t" where the
   // problem is swapped for a row-major C; "c_row.blockwise" where the tile stores it).
   std::string scaling;
-  // 8-bit inputs: the tile kernel to run, whole tiles ("": the plan's choice), e.g. to time tiles.
+  // 8-bit inputs: the tile kernel to run ("": the plan's choice), whole tiles unless fp8_split
+  // says, e.g. to time tiles; fp8_split: that kernel's (or the plan's) split instead (1 whole
+  // tiles, S >= 2 split-K in S parts, 0 stream-K; -1 the rule's).
   std::string fp8_tile;
+  int fp8_split = -1;
   bool any_m =
       false;  // a tile kernel storing C from registers (set by ChooseGemm where M % 8 != 0)
   // MN-major A (column-major) or B (row-major), as the kernel sees them: the tile kernels' a_mn
