@@ -245,8 +245,8 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
       // operand, .NaN or two NaNs the canonical NaN): the result is one operand's bits.
       if ((in.op == Op::kMin || in.op == Op::kMax) &&
           (ty == Ty::kF16 || ty == Ty::kBF16 || ty == Ty::kF16x2 || ty == Ty::kBF16x2)) {
-        if (in.Has("xorsign") || in.Has("abs") || in.Has("relu"))
-          return Fail(t, in, "min/max with .xorsign.abs or .relu is not emulated yet");
+        if (in.Has("xorsign") || in.Has("abs") || in.Has("relu") || in.ftz)
+          return Fail(t, in, "min/max with .xorsign.abs, .relu or .ftz is not emulated yet");
         const bool bf = ty == Ty::kBF16 || ty == Ty::kBF16x2;
         const int lanes = bits / 16;
         const uint64_t a = src(1), b = src(2);

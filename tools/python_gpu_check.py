@@ -200,6 +200,22 @@ def fp8_e5m2():
                        rel(got, peer), 5e-3)
 
 
+def off_ties(q, want, y):
+    """The fraction of q's bytes that differ from want's other than at a rounding tie (y, the
+    value both rounded, within 1e-5 of the midpoint of two neighbouring e4m3 codes): kiln
+    multiplies by 448 / amax where torch divides by the scale, and bf16 inputs land exactly on
+    e4m3 midpoints often enough (about 0.1% of 16-wide groups' bytes) that the two break ties
+    apart."""
+    qb, wb = q.view(torch.uint8).int(), want.view(torch.uint8).int()
+    d = qb != wb
+    if not d.any():
+        return 0.0
+    got, ref = q.float()[d], want.float()[d]
+    mid = (got + ref) / 2
+    tie = ((qb[d] - wb[d]).abs() == 1) & ((y[d] - mid).abs() <= 1e-5 * mid.abs())
+    return float((~tie).float().sum() / d.numel())
+
+
 def fp8_quantize():
     """kiln.quantize_e4m3 and quantize_e4m3_blocks (and its transpose) against torch's own
     quantization with the same scales; and their bandwidth against a device copy (10 calls in a
@@ -211,9 +227,11 @@ def fp8_quantize():
         amax = torch.nn.functional.pad(x.float().abs(), (0, kb * 128 - k)).view(m, kb, 128)
         report(f"quantize_e4m3 {m}x{k} scales", rel(s, amax.amax(2) / 448), 1e-6)
         f = s.repeat_interleave(128, 1)[:, :k]
-        want = (x.float() / f).to(torch.float8_e4m3fn)
-        report(f"quantize_e4m3 {m}x{k} bytes differing from torch's",
-               float((q.view(torch.uint8) != want.view(torch.uint8)).float().mean()), 1e-3)
+        y = x.float() / f
+        want = y.to(torch.float8_e4m3fn)
+        print(f"quantize_e4m3 {m}x{k}: bytes differing from torch's at rounding ties: "
+              f"{float((q.view(torch.uint8) != want.view(torch.uint8)).float().mean()):.2e}")
+        report(f"quantize_e4m3 {m}x{k} bytes differing but at ties", off_ties(q, want, y), 0)
         if m >= 4096:
             y, qb = torch.empty_like(x), q.view(torch.uint8)
             kernel = kiln.load(kiln.bundle_dir(), "ops/quantize_e4m3")
@@ -234,9 +252,11 @@ def fp8_quantize():
         report(f"quantize_e4m3_blocks {n}x{k} scales",
                rel(s, pad.view(nb, 128, kb, 128).amax((1, 3)) / 448), 1e-6)
         f = s.repeat_interleave(128, 0).repeat_interleave(128, 1)[:n, :k]
-        want = (w.float() / f).to(torch.float8_e4m3fn)
-        report(f"quantize_e4m3_blocks {n}x{k} bytes differing from torch's",
-               float((q.view(torch.uint8) != want.view(torch.uint8)).float().mean()), 1e-3)
+        y = w.float() / f
+        want = y.to(torch.float8_e4m3fn)
+        print(f"quantize_e4m3_blocks {n}x{k}: bytes differing from torch's at rounding ties: "
+              f"{float((q.view(torch.uint8) != want.view(torch.uint8)).float().mean()):.2e}")
+        report(f"quantize_e4m3_blocks {n}x{k} bytes differing but at ties", off_ties(q, want, y), 0)
         report(f"quantize_e4m3_blocks {n}x{k} q_t differing from q.t()",
                float((q_t.view(torch.uint8) != q.view(torch.uint8).t()).float().mean()), 0)
         if n >= 4096:
@@ -618,7 +638,8 @@ def torch_ops_8bit():
     q, s, q_t, s_t = ops.quantize_e4m3_blocks_t(w16)
     report("kiln::quantize_e4m3_blocks_t q_t against q.t()",
            float((q_t.view(torch.uint8) != q.view(torch.uint8).t()).float().mean()), 0)
-    report("kiln::quantize_e4m3_blocks_t scales_t against scales.t()", rel(s_t, s.t()), 0)
+    report("kiln::quantize_e4m3_blocks_t scales_t against quantize_e4m3_blocks's scales.t()",
+           rel(s_t, ops.quantize_e4m3_blocks(w16)[1].t()), 0)
     report("kiln::gemm_fp8 against kiln.gemm", rel(ops.gemm_fp8(a8, w8.t(), sa, sw),
                                                    kiln.gemm(a8, w8.t(), scale_a=sa, scale_b=sw)), 0)
     owned = kiln.grouped_gemm(xg, wg, offs, out=torch.zeros(200, 256, device="cuda").bfloat16())

@@ -43,6 +43,9 @@ absl::Status CheckTmaRows(const GemmSize& size, const GemmOperands& o) {
 // sm_100: the block-scaled kernel on tcgen05, a row-major bf16 C.
 absl::StatusOr<GemmPlan> PlanBlackwell(const GemmSize& size, const GemmOptions& options,
                                        const std::string& terms, const GemmOperands& o) {
+  if (options.fp8_split >= 0)
+    return Invalid(absl::StrCat("fp8_split applies to the sm_90 tile kernels; sm_100 runs ",
+                                kBlackwellKernel, " whole tiles"));
   if (!options.fp8_tile.empty())
     return Invalid(absl::StrCat("fp8_tile names an sm_90 tile kernel; sm_100 runs ",
                                 kBlackwellKernel, " alone"));
@@ -168,6 +171,9 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
                                   "_n64, _m64n64, _m64n32)"));
     plan.choice = {options.fp8_tile, "the caller's tile", 1};
   }
+  if (options.fp8_split < -1)
+    return Invalid(absl::StrCat("fp8_split ", options.fp8_split,
+                                ": 1 whole tiles, 2-16 split-K parts, 0 stream-K, -1 the rule's"));
   if (options.fp8_split >= 0) {
     if (options.fp8_split > 16)
       return Invalid(absl::StrCat("fp8_split ", options.fp8_split,

@@ -135,11 +135,21 @@ TEST(Emulator, HalfMinAndMaxWorkPerElement) {
 	max.f16x2 %r8, %r6, %r7;
 	max.NaN.f16x2 %r9, %r6, %r7;
 	st.global.v4.b32 [%rd1], {%r4, %r5, %r8, %r9};
-)"), 4);
+	max.f16x2 %r10, %r7, %r6;
+	min.f16x2 %r11, %r6, %r7;
+	st.global.v2.b32 [%rd1+16], {%r10, %r11};
+)"), 6);
   EXPECT_EQ(v[0], 0x40003F80u);  // max(1.5, 2) high, max(-2, 1) low
   EXPECT_EQ(v[1], 0x3FC0C000u);
   EXPECT_EQ(v[2], 0x3C000000u);  // max(NaN, 1) = 1 high; max(-0, +0) = +0 low
   EXPECT_EQ(v[3], 0x7FFF0000u);
+  EXPECT_EQ(v[4], 0x3C000000u);  // max(+0, -0): +0 either way round
+  EXPECT_EQ(v[5], 0x3C008000u);  // min(-0, +0) = -0; min(NaN, 1) = 1
+  absl::Status status;
+  Emulate(Kernel(R"(
+	max.ftz.f16x2 %r2, %r1, %r1;
+)"), 1, &status);
+  EXPECT_NE(status.message().find("not emulated yet"), std::string::npos) << status;
 }
 
 TEST(Emulator, PrmtPicksBytesAndReplicatesSigns) {
@@ -152,13 +162,19 @@ TEST(Emulator, PrmtPicksBytesAndReplicatesSigns) {
 	prmt.b32 %r5, %r2, %r3, 0x7362;
 	mov.b32 %r6, 0x00800000;
 	prmt.b32 %r7, %r6, %r6, 0x0A82;
-	prmt.b32 %r8, %r4, %r5, 0x5410;
+	mov.b32 %r10, 0x23222120;
+	mov.b32 %r11, 0x33323130;
+	prmt.b32 %r12, %r10, %r11, 0x5140;
+	prmt.b32 %r8, %r4, %r12, 0x5410;
+	prmt.b32 %r9, %r4, %r12, 0x7632;
 	st.global.v4.b32 [%rd1], {%r4, %r5, %r7, %r8};
-)"), 4);
-  EXPECT_EQ(v[0], 0x11011000u);  // [a0 b0 a1 b1]
+	st.global.b32 [%rd1+16], %r9;
+)"), 5);
+  EXPECT_EQ(v[0], 0x11011000u);  // rows a, b interleaved: [a0 b0 a1 b1]
   EXPECT_EQ(v[1], 0x13031202u);  // [a2 b2 a3 b3]
   EXPECT_EQ(v[2], 0x00FF0080u);  // byte 2 (0x80), byte 0's sign, byte 2's sign, byte 0
-  EXPECT_EQ(v[3], 0x12021000u);  // [a0 b0 a2 b2]: a column of the 4 x 4
+  EXPECT_EQ(v[3], 0x30201000u);  // with rows c, d: column 0 of the 4 x 4, [a0 b0 c0 d0]
+  EXPECT_EQ(v[4], 0x31211101u);  // column 1, [a1 b1 c1 d1]
   absl::Status status;
   Emulate(Kernel(R"(
 	prmt.b32.f4e %r2, %r1, %r1, 1;

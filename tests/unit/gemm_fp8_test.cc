@@ -196,10 +196,33 @@ TEST(Fp8Gemm, TheCallersTileAndSplit) {
   absl::StatusOr<rt::GemmPlan> over = rt::PlanGemm({128, 7168, 16384}, o, ok, 90);
   ASSERT_FALSE(over.ok());
   EXPECT_NE(over.status().message().find("split-K takes 2-16 parts"), std::string::npos);
-  // The rule's own split is kept where the caller names none.
-  EXPECT_EQ(rt::PlanGemm({128, 7168, 16384}, {.in_type = "e4m3", .scaling = "tensorwise"}, ok, 90)
-                ->choice.split,
-            1);
+  o.fp8_split = -2;
+  EXPECT_FALSE(rt::PlanGemm({128, 7168, 16384}, o, ok, 90).ok());
+  // Where the rule splits K, the caller's split replaces it; named none, the rule's stands.
+  rt::GemmOptions blocks{.in_type = "e4m3", .scaling = "blockwise"};
+  absl::StatusOr<rt::GemmPlan> rule = rt::PlanGemm({8, 256, 4096}, blocks, ok, 90);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  EXPECT_GT(rule->choice.split, 1);
+  blocks.fp8_split = 1;
+  absl::StatusOr<rt::GemmPlan> whole_k = rt::PlanGemm({8, 256, 4096}, blocks, ok, 90);
+  ASSERT_TRUE(whole_k.ok()) << whole_k.status();
+  EXPECT_EQ(whole_k->choice.split, 1);
+  EXPECT_EQ(whole_k->choice.kernel, rule->choice.kernel);
+  // sm_100 runs its one kernel whole: a split there is refused, not dropped.
+  EXPECT_FALSE(rt::PlanGemm({256, 256, 256}, blocks, ok, 100).ok());
+}
+
+// Stream-K (the caller's split 0): units end inside a tile's stages, each part promotes its own,
+// and the tile's parts are summed; tensorwise scales once after the sum, blockwise per stage.
+TEST(Fp8Gemm, StreamK) {
+  for (const char* scaling : {"tensorwise", "blockwise"}) {
+    const Fp8GemmProblem p{
+        .size = {136, 200, 640}, .scaling = scaling, .tile = "gemm/bf16_sm90_n128", .split = 0};
+    absl::StatusOr<Fp8GemmResult> r = RunFp8GemmEmulated(BuiltBundle, p, 3);
+    ASSERT_TRUE(r.ok()) << scaling << ": " << r.status();
+    EXPECT_TRUE(r->passed) << scaling << " (" << r->kernel << ", " << r->why << "): " << r->failure;
+    EXPECT_NE(r->why.find("stream-K"), std::string::npos) << r->why;
+  }
 }
 
 }  // namespace

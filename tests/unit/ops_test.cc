@@ -80,7 +80,7 @@ TEST(Ops, BytePermuteIsOnePrmtOfWords) {
   Kernel k("test/prmt", sm90a(), {32});
   Value p = k.PtrParam("p", i32);
   k.Store(p + 2, BytePermute(k.Load(p), k.Load(p + 1), 0x5140));
-  ExpectHas(Ptx(k), "prmt.b32");  // the selector in decimal after it
+  ExpectHas(Ptx(k), ", 20800;");  // prmt.b32 d, a, b, 0x5140 (its selector in decimal)
   Kernel wide("test/prmt_wide", sm90a(), {32});
   Value w = wide.PtrParam("p", i32);
   Value bad = BytePermute(wide.Load(w).To(i64), wide.Load(w), 0x3210); const int line = __LINE__;

@@ -33,9 +33,9 @@ struct CompileOptions {
 
 struct CompiledKernel {
   rt::Bundle bundle;
-  // sha256 over the kernel's MLIR (with its source lines), its manifest, target, kiln's version
-  // and LLVM's, and whether the PTX has line tables: any change to the kernel or the compiler is
-  // a different key.
+  // sha256 over the kernel's MLIR (with its source lines), its manifest, target, kiln's version,
+  // a hash of kiln's lowering sources (lowering/) and LLVM's version, and whether the PTX has
+  // line tables: any change to the kernel or the compiler is a different key.
   std::string key;
   bool from_cache = false;
   double milliseconds = 0;    // this call: hashing plus either the lowering or the cache read

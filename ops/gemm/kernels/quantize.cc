@@ -95,7 +95,7 @@ absl::StatusOr<KernelDef> BuildQuantizeE4m3() {
 // pairs), and to convert, packing q's row words, and qt's column words from those by byte
 // transposes. A half warp covers 128 columns of 8 rows, so that each store of q is whole 128-byte
 // lines; qt's words go through shared memory, there to be stored as whole lines too (scattered
-// stores cost a quarter of the copy's rate: docs/perf/2026-11-29-fp8-quantizers.md).
+// stores cost a fifth of the kernel's rate: docs/perf/2026-11-29-fp8-quantizers.md).
 absl::StatusOr<KernelDef> BuildQuantizeE4m3Blocks() {
   Kernel k("ops/quantize_e4m3_blocks", sm90a(), {kThreads});
   Value x = k.PtrParam("x", bf16), q = k.PtrParam("q", i64), qt = k.PtrParam("qt", i64),
@@ -103,9 +103,8 @@ absl::StatusOr<KernelDef> BuildQuantizeE4m3Blocks() {
   Value rows = k.I32Param("rows"), cols = k.I32Param("cols"), transpose = k.I32Param("transpose");
   k.RequireMultiple("cols", 16);
   k.Grid("cols/128", "rows/128");
-  // The block's 16-byte chunks XOR-swizzled by row / 8: a half warp's reads of one row, and
-  // cp.async's writes, fall on distinct banks.
-  SmemTile block = k.Smem(bf16, 128, 128, SmemLayout{.swizzle = {16, 128, 8}});
+  // Unswizzled: cp.async's writes and a half warp's reads each cover whole 256-byte rows.
+  SmemTile block = k.Smem(bf16, 128, 128);
   // qt's block: row j (column j of the block) in 8-byte words of 8 rows, word w at w ^ (j / 8),
   // so that a half warp's 16 columns 8 apart write distinct banks.
   SmemTile block_t = k.Smem(i64, 128, 16);
