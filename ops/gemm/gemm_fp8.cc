@@ -43,7 +43,7 @@ absl::Status CheckTmaRows(const GemmSize& size, const GemmOperands& o) {
 // sm_100: the block-scaled kernel on tcgen05, a row-major bf16 C.
 absl::StatusOr<GemmPlan> PlanBlackwell(const GemmSize& size, const GemmOptions& options,
                                        const std::string& terms, const GemmOperands& o) {
-  if (options.fp8_split >= 0)
+  if (options.fp8_split != -1)
     return Invalid(absl::StrCat("fp8_split applies to the sm_90 tile kernels; sm_100 runs ",
                                 kBlackwellKernel, " whole tiles"));
   if (!options.fp8_tile.empty())

@@ -137,14 +137,17 @@ TEST(Emulator, HalfMinAndMaxWorkPerElement) {
 	st.global.v4.b32 [%rd1], {%r4, %r5, %r8, %r9};
 	max.f16x2 %r10, %r7, %r6;
 	min.f16x2 %r11, %r6, %r7;
+	min.f16x2 %r12, %r7, %r6;
 	st.global.v2.b32 [%rd1+16], {%r10, %r11};
-)"), 6);
+	st.global.b32 [%rd1+24], %r12;
+)"), 7);
   EXPECT_EQ(v[0], 0x40003F80u);  // max(1.5, 2) high, max(-2, 1) low
   EXPECT_EQ(v[1], 0x3FC0C000u);
   EXPECT_EQ(v[2], 0x3C000000u);  // max(NaN, 1) = 1 high; max(-0, +0) = +0 low
   EXPECT_EQ(v[3], 0x7FFF0000u);
   EXPECT_EQ(v[4], 0x3C000000u);  // max(+0, -0): +0 either way round
   EXPECT_EQ(v[5], 0x3C008000u);  // min(-0, +0) = -0; min(NaN, 1) = 1
+  EXPECT_EQ(v[6], 0x3C008000u);  // min(+0, -0) = -0 too
   absl::Status status;
   Emulate(Kernel(R"(
 	max.ftz.f16x2 %r2, %r1, %r1;

@@ -197,7 +197,10 @@ TEST(Fp8Gemm, TheCallersTileAndSplit) {
   ASSERT_FALSE(over.ok());
   EXPECT_NE(over.status().message().find("split-K takes 2-16 parts"), std::string::npos);
   o.fp8_split = -2;
-  EXPECT_FALSE(rt::PlanGemm({128, 7168, 16384}, o, ok, 90).ok());
+  absl::StatusOr<rt::GemmPlan> negative = rt::PlanGemm({128, 7168, 16384}, o, ok, 90);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("fp8_split -2: 1 whole tiles"), std::string::npos)
+      << negative.status();
   // Where the rule splits K, the caller's split replaces it; named none, the rule's stands.
   rt::GemmOptions blocks{.in_type = "e4m3", .scaling = "blockwise"};
   absl::StatusOr<rt::GemmPlan> rule = rt::PlanGemm({8, 256, 4096}, blocks, ok, 90);
@@ -209,7 +212,11 @@ TEST(Fp8Gemm, TheCallersTileAndSplit) {
   EXPECT_EQ(whole_k->choice.split, 1);
   EXPECT_EQ(whole_k->choice.kernel, rule->choice.kernel);
   // sm_100 runs its one kernel whole: a split there is refused, not dropped.
-  EXPECT_FALSE(rt::PlanGemm({256, 256, 256}, blocks, ok, 100).ok());
+  absl::StatusOr<rt::GemmPlan> sm100 = rt::PlanGemm({256, 256, 256}, blocks, ok, 100);
+  ASSERT_FALSE(sm100.ok());
+  EXPECT_NE(sm100.status().message().find("fp8_split applies to the sm_90 tile kernels"),
+            std::string::npos)
+      << sm100.status();
 }
 
 // Stream-K (the caller's split 0): units end inside a tile's stages, each part promotes its own,
