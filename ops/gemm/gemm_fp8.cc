@@ -171,13 +171,10 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
                                   "_n64, _m64n64, _m64n32)"));
     plan.choice = {options.fp8_tile, "the caller's tile", 1};
   }
-  if (options.fp8_split < -1)
+  if (options.fp8_split < -1 || options.fp8_split > 16)
     return Invalid(absl::StrCat("fp8_split ", options.fp8_split,
                                 ": 1 whole tiles, 2-16 split-K parts, 0 stream-K, -1 the rule's"));
   if (options.fp8_split >= 0) {
-    if (options.fp8_split > 16)
-      return Invalid(absl::StrCat("fp8_split ", options.fp8_split,
-                                  ": split-K takes 2-16 parts (1 whole tiles, 0 stream-K)"));
     plan.choice.split = options.fp8_split;
     plan.choice.why += absl::StrCat(", the caller's split ", SplitName(options.fp8_split));
   }

@@ -98,7 +98,10 @@ void Gemm(GemmArgs g, uint64_t stream) {
           throw Error(absl::StrCat(kCall, ": ", what, " must be laid out as out is"));
         *to = Address(**x);
       }
-    if (g.bias) RequirePackedBias(kCall, *g.bias), o.bias = Address(*g.bias);
+    if (g.bias) {
+      RequirePackedBias(kCall, *g.bias);
+      o.bias = Address(*g.bias);
+    }
     for (const Array* x : {g.out, g.c ? &*g.c : nullptr, g.bias ? &*g.bias : nullptr,
                            g.residual ? &*g.residual : nullptr})
       if (x && DtypeName(*x) != g.out_type)

@@ -35,17 +35,14 @@ inline absl::StatusOr<rt::Bundle> LoweredBundle(const std::string& name, bool li
   return std::move(c->bundle);
 }
 
-inline rt::Bundle CachedBundle(const std::string& name) {
-  absl::StatusOr<rt::Bundle> b = LoweredBundle(name, false);
+// LoweredBundle, its failure a test failure (and an empty bundle).
+inline rt::Bundle ExpectLowered(const std::string& name, bool line_info) {
+  absl::StatusOr<rt::Bundle> b = LoweredBundle(name, line_info);
   EXPECT_TRUE(b.ok()) << name << ": " << b.status();
   return b.ok() ? *std::move(b) : rt::Bundle{};
 }
-
-inline rt::Bundle BundleWithLines(const std::string& name) {
-  absl::StatusOr<rt::Bundle> b = LoweredBundle(name, true);
-  EXPECT_TRUE(b.ok()) << name << ": " << b.status();
-  return b.ok() ? *std::move(b) : rt::Bundle{};
-}
+inline rt::Bundle CachedBundle(const std::string& name) { return ExpectLowered(name, false); }
+inline rt::Bundle BundleWithLines(const std::string& name) { return ExpectLowered(name, true); }
 
 inline const rt::Bundle* BuiltBundle(const std::string& name) {
   static std::map<std::string, rt::Bundle> built;

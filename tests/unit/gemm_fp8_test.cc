@@ -195,7 +195,9 @@ TEST(Fp8Gemm, TheCallersTileAndSplit) {
   o.fp8_split = 17;
   absl::StatusOr<rt::GemmPlan> over = rt::PlanGemm({128, 7168, 16384}, o, ok, 90);
   ASSERT_FALSE(over.ok());
-  EXPECT_NE(over.status().message().find("split-K takes 2-16 parts"), std::string::npos);
+  EXPECT_NE(over.status().message().find("fp8_split 17: 1 whole tiles, 2-16 split-K parts"),
+            std::string::npos)
+      << over.status();
   o.fp8_split = -2;
   absl::StatusOr<rt::GemmPlan> negative = rt::PlanGemm({128, 7168, 16384}, o, ok, 90);
   ASSERT_FALSE(negative.ok());
