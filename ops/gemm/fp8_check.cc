@@ -14,6 +14,7 @@
 #include "kiln/bundle/epilogue_terms.h"
 #include "ops/attention/attention_check.h"
 #include "ops/attention/harness_memory.h"
+#include "ops/gemm/gemm_fp8.h"
 #include "ops/gemm/quantized_inputs.h"
 
 namespace kiln::examples {
@@ -23,9 +24,57 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 using RunGemmOn = std::function<absl::Status(const rt::GemmOperands&)>;
 
-absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const RunGemmOn& run,
-                                    const Fp8GemmProblem& p, uint64_t seed,
-                                    rt::GemmOperands* kept = nullptr) {
+// C (raw bytes of the output type) against the references at the checked rows: NaN fails, then
+// the norm-relative error against the dequantized product within the bound.
+Fp8GemmResult Compare(const std::vector<uint8_t>& raw, const Fp8GemmProblem& p,
+                      const std::vector<double>& ref, const std::vector<double>& exact,
+                      int64_t rows, const std::function<int64_t(int64_t)>& row_of) {
+  const int64_t M = p.size.m, N = p.size.n;
+  const int out_bytes = p.out_type == "f32" ? 4 : 2;
+  auto c_at = [&](int64_t m, int64_t n) -> double {
+    const int64_t i = p.c_row_major ? m * N + n : n * M + m;
+    if (out_bytes == 4) {
+      float f;
+      std::memcpy(&f, &raw[i * 4], 4);
+      return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, &raw[i * 2], 2);
+    if (p.out_type == "f16") return static_cast<double>(std::bit_cast<_Float16>(h));
+    return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+  };
+  Fp8GemmResult r;
+  r.bound = (p.out_type == "bf16"  ? std::ldexp(1, -8)
+             : p.out_type == "f16" ? std::ldexp(1, -11)
+                                   : 0) +
+            std::ldexp(1, -10);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n)
+      if (!std::isfinite(c_at(m, n))) {
+        r.failure = absl::StrCat("C[", m, ", ", n, "] is ", c_at(m, n));
+        r.error = NAN;
+        return r;
+      }
+  // Per checked row, summed in row order: {err, norm, qerr, qnorm}.
+  std::array<double, 4> total = {0, 0, 0, 0};
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t n = 0; n < N; ++n) {
+      const double c = c_at(row_of(i), n), r0 = ref[i * N + n], x = exact[i * N + n];
+      total[0] += (c - r0) * (c - r0), total[1] += r0 * r0;
+      total[2] += (c - x) * (c - x), total[3] += x * x;
+    }
+  r.error = std::sqrt(total[0] / std::max(total[1], 1e-300));
+  r.quantized_error = std::sqrt(total[2] / std::max(total[3], 1e-300));
+  r.passed = r.error <= r.bound;
+  if (!r.passed) r.failure = absl::StrCat("error ", r.error, " over the bound ", r.bound);
+  return r;
+}
+
+// Each of `runs` on the same inputs, C poisoned before each; the reference is computed once.
+absl::StatusOr<std::vector<Fp8GemmResult>> CheckEach(const HarnessMemory& mem,
+                                                     const std::vector<RunGemmOn>& runs,
+                                                     const Fp8GemmProblem& p, uint64_t seed,
+                                                     rt::GemmOperands* kept = nullptr) {
   const int64_t M = p.size.m, N = p.size.n, K = p.size.k, KB = CeilDiv(K, 128);
   const bool block = p.scaling == "blockwise", row = p.scaling == "rowwise";
   // A per 1 x 128 (M-contiguous scales), B per 128 x 128 (row-major), as GemmOperands defaults.
@@ -75,63 +124,44 @@ absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const RunGemmOn& r
     if (!at.ok()) return at.status();
     *ptr = *at;
   }
-  if (absl::Status s = mem.poison(*pc, M * N * out_bytes); !s.ok()) return s;
   o.a = *pa, o.b = *pb, o.c = *pc, o.scale_a = *sa, o.scale_b = *sb;
-  if (absl::Status s = run(o); !s.ok()) return s;
-  std::vector<uint8_t> raw(M * N * out_bytes);
-  if (absl::Status s = mem.copy_out(raw.data(), *pc, raw.size()); !s.ok()) return s;
-  auto c_at = [&](int64_t m, int64_t n) -> double {
-    const int64_t i = p.c_row_major ? m * N + n : n * M + m;
-    if (out_bytes == 4) {
-      float f;
-      std::memcpy(&f, &raw[i * 4], 4);
-      return f;
-    }
-    uint16_t h;
-    std::memcpy(&h, &raw[i * 2], 2);
-    if (p.out_type == "f16") return static_cast<double>(std::bit_cast<_Float16>(h));
-    return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
-  };
-  Fp8GemmResult r;
-  r.bound = (p.out_type == "bf16"  ? std::ldexp(1, -8)
-             : p.out_type == "f16" ? std::ldexp(1, -11)
-                                   : 0) +
-            std::ldexp(1, -10);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n)
-      if (!std::isfinite(c_at(m, n))) {
-        r.failure = absl::StrCat("C[", m, ", ", n, "] is ", c_at(m, n));
-        r.error = NAN;
-        return r;
-      }
+  if (kept) *kept = o;
+  // The fp64 products at the checked rows (every row of small problems, 64 spread rows of large
+  // ones), through the epilogue: of the dequantized inputs, and of the unquantized ones.
   const int64_t rows = std::min<int64_t>(M, 64);
-  // Per checked row (in parallel), summed in row order: {err, norm, qerr, qnorm}.
-  std::vector<std::array<double, 4>> sums(rows, {0, 0, 0, 0});
+  auto row_of = [&](int64_t i) { return rows == M ? i : i * (M - 1) / (rows - 1); };
+  std::vector<double> ref(rows * N), exact(rows * N);
   InParallel(rows, [&](int64_t i) {
-    const int64_t m = rows == M ? i : i * (M - 1) / (rows - 1);
+    const int64_t m = row_of(i);
     for (int64_t n = 0; n < N; ++n) {
-      double ref = 0, exact = 0;
+      double r = 0, x = 0;
       for (int64_t k = 0; k < K; ++k) {
-        ref += a.dequantized[m * K + k] * b.dequantized[n * K + k];
-        exact += a.exact[m * K + k] * b.exact[n * K + k];
+        r += a.dequantized[m * K + k] * b.dequantized[n * K + k];
+        x += a.exact[m * K + k] * b.exact[n * K + k];
       }
       if (!e.Plain())  // both through the epilogue
-        ref = ApplyEpilogue(e, terms_in, p.size, ref, m, n),
-        exact = ApplyEpilogue(e, terms_in, p.size, exact, m, n);
-      const double c = c_at(m, n);
-      sums[i][0] += (c - ref) * (c - ref), sums[i][1] += ref * ref;
-      sums[i][2] += (c - exact) * (c - exact), sums[i][3] += exact * exact;
+        r = ApplyEpilogue(e, terms_in, p.size, r, m, n),
+        x = ApplyEpilogue(e, terms_in, p.size, x, m, n);
+      ref[i * N + n] = r, exact[i * N + n] = x;
     }
   });
-  std::array<double, 4> total = {0, 0, 0, 0};
-  for (const auto& s : sums)
-    for (int j = 0; j < 4; ++j) total[j] += s[j];
-  r.error = std::sqrt(total[0] / std::max(total[1], 1e-300));
-  r.quantized_error = std::sqrt(total[2] / std::max(total[3], 1e-300));
-  r.passed = r.error <= r.bound;
-  if (!r.passed) r.failure = absl::StrCat("error ", r.error, " over the bound ", r.bound);
-  if (kept) *kept = o;
-  return r;
+  std::vector<Fp8GemmResult> results;
+  std::vector<uint8_t> raw(M * N * out_bytes);
+  for (const RunGemmOn& run : runs) {
+    if (absl::Status s = mem.poison(*pc, M * N * out_bytes); !s.ok()) return s;
+    if (absl::Status s = run(o); !s.ok()) return s;
+    if (absl::Status s = mem.copy_out(raw.data(), *pc, raw.size()); !s.ok()) return s;
+    results.push_back(Compare(raw, p, ref, exact, rows, row_of));
+  }
+  return results;
+}
+
+absl::StatusOr<Fp8GemmResult> Check(const HarnessMemory& mem, const RunGemmOn& run,
+                                    const Fp8GemmProblem& p, uint64_t seed,
+                                    rt::GemmOperands* kept = nullptr) {
+  absl::StatusOr<std::vector<Fp8GemmResult>> r = CheckEach(mem, {run}, p, seed, kept);
+  if (!r.ok()) return r.status();
+  return r->front();
 }
 
 rt::GemmOptions OptionsOf(const Fp8GemmProblem& p) {
@@ -156,7 +186,7 @@ absl::Status Described(Fp8GemmResult& r, const Fp8GemmProblem& p, int cc) {
                          .scale_b = 16};
   absl::StatusOr<rt::GemmPlan> plan = rt::PlanGemm(p.size, OptionsOf(p), probe, cc);
   if (!plan.ok()) return plan.status();
-  r.kernel = plan->choice.kernel, r.why = plan->choice.why;
+  r.kernel = plan->choice.kernel, r.why = plan->choice.why, r.split = plan->choice.split;
   return absl::OkStatus();
 }
 
@@ -181,6 +211,45 @@ absl::StatusOr<Fp8GemmResult> RunFp8GemmGpu(rt::GemmRunner& runner, const Fp8Gem
   r->ms = *ms;
   r->tflops = 2.0 * p.size.m * p.size.n * p.size.k / (r->ms * 1e-3) / 1e12;
   return r;
+}
+
+absl::StatusOr<std::vector<Fp8GemmResult>> SweepFp8GemmGpu(rt::GemmRunner& runner,
+                                                           const Fp8GemmProblem& p, int iters,
+                                                           uint64_t seed) {
+  // The tiles see the plan's problem (C^T's for a row-major C).
+  absl::StatusOr<rt::GemmPlan> plan = rt::PlanGemm(
+      p.size, OptionsOf(p),
+      {.a = 16, .b = 16, .c = 16, .c_row_major = p.c_row_major, .scale_a = 16, .scale_b = 16}, 90);
+  if (!plan.ok()) return plan.status();
+  std::vector<Fp8GemmProblem> each;
+  std::vector<RunGemmOn> runs;
+  for (const rt::GemmChoice& c : rt::Fp8TileCandidates(plan->size)) {
+    Fp8GemmProblem q = p;
+    q.tile = c.kernel, q.split = c.split;
+    each.push_back(q);
+  }
+  for (const Fp8GemmProblem& q : each)
+    runs.push_back([&runner, options = OptionsOf(q), size = q.size](const rt::GemmOperands& o) {
+      if (absl::Status s = runner.Run(size, options, o); !s.ok()) return s;
+      return rt::Synchronize();
+    });
+  std::vector<rt::DeviceBuffer> buffers;
+  rt::GemmOperands o;
+  absl::StatusOr<std::vector<Fp8GemmResult>> results =
+      CheckEach(GpuMemory(buffers), runs, p, seed, &o);
+  if (!results.ok()) return results;
+  for (size_t i = 0; i < each.size(); ++i) {
+    Fp8GemmResult& r = (*results)[i];
+    if (absl::Status s = Described(r, each[i], 90); !s.ok()) return s;
+    if (iters <= 0 || !r.passed) continue;
+    const rt::GemmOptions options = OptionsOf(each[i]);
+    absl::StatusOr<double> ms =
+        MedianCallMs([&] { return runner.Run(p.size, options, o); }, iters, 1);
+    if (!ms.ok()) return ms.status();
+    r.ms = *ms;
+    r.tflops = 2.0 * p.size.m * p.size.n * p.size.k / (r.ms * 1e-3) / 1e12;
+  }
+  return results;
 }
 
 absl::StatusOr<Fp8GemmResult> RunFp8GemmEmulated(

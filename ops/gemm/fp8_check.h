@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kiln/bundle/manifest.h"
@@ -32,6 +33,7 @@ struct Fp8GemmProblem {
 
 struct Fp8GemmResult {
   std::string kernel, why;
+  int split = 1;                // the kernel's (rt::SplitName)
   double error = 0, bound = 0;  // against the dequantized inputs' fp64 product
   double quantized_error = 0;   // against the unquantized inputs' product
   bool passed = false;
@@ -43,6 +45,11 @@ struct Fp8GemmResult {
 
 absl::StatusOr<Fp8GemmResult> RunFp8GemmGpu(rt::GemmRunner& runner, const Fp8GemmProblem& p,
                                             int iters, uint64_t seed);
+// Every tile and split the plan can run `p` with (rt::Fp8TileCandidates; p.tile and p.split
+// ignored) on the same inputs, each checked and, where it passed, timed as RunFp8GemmGpu times.
+absl::StatusOr<std::vector<Fp8GemmResult>> SweepFp8GemmGpu(rt::GemmRunner& runner,
+                                                           const Fp8GemmProblem& p, int iters,
+                                                           uint64_t seed);
 // On the emulator (three SMs), the bundles from `bundle_of` (null: not found).
 absl::StatusOr<Fp8GemmResult> RunFp8GemmEmulated(
     const std::function<const rt::Bundle*(const std::string&)>& bundle_of, const Fp8GemmProblem& p,

@@ -25,8 +25,8 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The Blackwell kernel (ops/gemm/kernels/fp8_sm100.cc).
 constexpr const char* kBlackwellKernel = "gemm/fp8_blockwise_sm100";
 
-// The tile kernels that take 8-bit inputs (ops/gemm/kernels/tile_kernels.cc: TakesFp8), most
-// work per CTA first.
+// The tile kernels that take 8-bit inputs (ops/gemm/kernels/tile_kernels.cc: TakesFp8): the
+// rule's (ChooseFp8Tile) and the ones a caller may name (GemmOptions::fp8_tile).
 constexpr const char* kFp8Tiles[] = {"gemm/bf16_sm90_n128c2", "gemm/bf16_sm90_n128",
                                      "gemm/bf16_sm90_m64",    "gemm/bf16_sm90_n64",
                                      "gemm/bf16_sm90_m64n64", "gemm/bf16_sm90_m64n32"};
@@ -71,30 +71,59 @@ absl::StatusOr<GemmPlan> PlanBlackwell(const GemmSize& size, const GemmOptions& 
   return plan;
 }
 
+// A tile's split: below one wave, K split so that the parts fill the CTA groups (parts of at least
+// 4 k-tiles, at most 8 of them); past it, whole tiles, or stream-K where the last wave would be
+// less than three quarters full (docs/perf/2026-11-29-fp8-tile-rule.md).
+GemmChoice Filled(const char* name, const GemmSize& s) {
+  const Sm90Tile* t = FindSm90Tile(name);
+  const int64_t tiles = CeilDiv(s.m, t->tile_m()) * CeilDiv(s.n, t->tile_n());
+  const int64_t groups = t->in_flight(), waves = CeilDiv(tiles, groups);
+  const std::string what = absl::StrCat(tiles, " tiles of ", t->tile_m(), "x", t->tile_n(),
+                                        " over ", groups, " CTA groups");
+  if (tiles >= groups) {
+    if (4 * tiles >= 3 * waves * groups) return {name, what + ", whole", 1};
+    return {name, what + ", streamed: the last wave less than three quarters full", 0};
+  }
+  const int split = static_cast<int>(
+      std::min<int64_t>({8, groups / tiles, std::max<int64_t>(CeilDiv(s.k, 128) / 4, 1)}));
+  return {name, what + (split > 1 ? absl::StrCat(", K split in ", split) : ", whole"), split};
+}
+
+int64_t TilesOf(const char* name, const GemmSize& s) {
+  const Sm90Tile* t = FindSm90Tile(name);
+  return CeilDiv(s.m, t->tile_m()) * CeilDiv(s.n, t->tile_n());
+}
+
 }  // namespace
 
-// The first tile whose whole tiles give every group of CTAs one; where none does, the one with
-// the most tiles, its K split so that the parts fill the groups (at least 4 k-tiles a part).
+// By the kernel's N (a row-major C's tokens, the problem swapped): up to 64, 64-row pairs of 64
+// columns, or 128x64 tiles where those pairs would take more than two waves; up to 128, 64x128
+// tiles where 128x128 ones are fewer than a wave; else 128x128 tiles. The pairs sharing B
+// (n128c2) were level with 128x128 alone or slower at every size swept
+// (docs/perf/2026-11-29-fp8-tile-rule.md).
 GemmChoice ChooseFp8Tile(const GemmSize& s) {
-  const Sm90Tile* most = nullptr;
-  int64_t most_tiles = 0;
+  constexpr const char *kPairs64 = "gemm/bf16_sm90_m64n64", *k128x64 = "gemm/bf16_sm90_n64",
+                       *k64x128 = "gemm/bf16_sm90_m64", *k128 = "gemm/bf16_sm90_n128";
+  if (s.n <= 64)
+    return Filled(
+        TilesOf(kPairs64, s) > 2 * FindSm90Tile(kPairs64)->in_flight() ? k128x64 : kPairs64, s);
+  if (s.n <= 128 && TilesOf(k128, s) < FindSm90Tile(k128)->in_flight()) return Filled(k64x128, s);
+  return Filled(k128, s);
+}
+
+std::vector<GemmChoice> Fp8TileCandidates(const GemmSize& s) {
+  std::vector<GemmChoice> candidates;
+  const int64_t k_tiles = CeilDiv(s.k, 128);
   for (const char* name : kFp8Tiles) {
     const Sm90Tile* t = FindSm90Tile(name);
     const int64_t tiles = CeilDiv(s.m, t->tile_m()) * CeilDiv(s.n, t->tile_n());
-    if (tiles >= t->in_flight())
-      return {name,
-              absl::StrCat(tiles, " tiles of ", t->tile_m(), "x", t->tile_n(), " fill the GPU's ",
-                           t->in_flight(), " CTA groups"),
-              1};
-    if (tiles > most_tiles) most = t, most_tiles = tiles;
+    candidates.push_back({name, "whole tiles", 1});
+    for (int split = 2; split <= 8 && k_tiles / split >= 4 && tiles * split <= t->in_flight();
+         ++split)
+      candidates.push_back({name, absl::StrCat("split-K ", split), split});
+    candidates.push_back({name, "stream-K", 0});
   }
-  const int64_t k_tiles = CeilDiv(s.k, 128);
-  const int split = static_cast<int>(
-      std::min<int64_t>({8, most->in_flight() / most_tiles, std::max<int64_t>(k_tiles / 4, 1)}));
-  return {most->kernel,
-          absl::StrCat(most_tiles, " tiles of ", most->tile_m(), "x", most->tile_n(), ", the most",
-                       split > 1 ? absl::StrCat(", K split in ", split) : std::string()),
-          split};
+  return candidates;
 }
 
 absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& options,

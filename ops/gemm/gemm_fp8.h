@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kiln/ops/gemm.h"
@@ -11,6 +12,9 @@ namespace kiln::rt {
 
 // The tile, and its split, for an 8-bit problem as the kernel sees it.
 GemmChoice ChooseFp8Tile(const GemmSize& size);
+// Every tile and split the 8-bit plan can run a problem (as the kernel sees it) with: each tile
+// whole and stream-K, and split-K in parts of at least 4 k-tiles while the parts fit one wave.
+std::vector<GemmChoice> Fp8TileCandidates(const GemmSize& size);
 // PlanGemm for 8-bit inputs, past its checks shared with 16-bit ones: `terms` the epilogue's,
 // canonical.
 absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& options,

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kiln/ops/gemm_choice.h"
 #include "ops/gemm/fp8_check.h"
 #include "tests/unit/built_bundle.h"
 
@@ -176,6 +177,34 @@ TEST(Fp8Gemm, PlanErrorsNameTheProblem) {
   bf16_scaled.scaling = "rowwise";
   EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, bf16_scaled, ok, 90)).find("8-bit inputs"),
             std::string::npos);
+}
+
+// The rule's tiles (docs/perf/2026-11-29-fp8-tile-rule.md), on the problem the kernel sees: C^T's
+// for a row-major C, so the kernel's N is the tokens.
+TEST(Fp8Gemm, TheRulesTileAndSplit) {
+  const rt::GemmOperands ok{
+      .a = 256, .b = 256, .c = 256, .c_row_major = true, .scale_a = 256, .scale_b = 256};
+  auto choice = [&](const rt::GemmSize& size, const char* scaling) {
+    absl::StatusOr<rt::GemmPlan> p =
+        rt::PlanGemm(size, {.in_type = "e4m3", .scaling = scaling}, ok, 90);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? absl::StrCat(p->choice.kernel, " ", rt::SplitName(p->choice.split)) : "";
+  };
+  // 128 tokens: 112 tiles of 64x128, one wave, whole.
+  EXPECT_EQ(choice({128, 7168, 16384}, "tensorwise"),
+            "gemm/bf16_sm90_m64.e4m3-bf16.tensorwise whole tiles");
+  // 64 tokens: 64-row pairs while they take at most two waves, else 128x64 tiles.
+  EXPECT_EQ(choice({64, 2112, 7168}, "rowwise"),
+            "gemm/bf16_sm90_m64n64.e4m3-bf16.rowwise split-K 3");
+  EXPECT_EQ(choice({64, 32768, 512}, "tensorwise"),
+            "gemm/bf16_sm90_n64.e4m3-bf16.tensorwise whole tiles");
+  // 128x128 tiles: whole, or streamed where the last wave is under three quarters full.
+  EXPECT_EQ(choice({4096, 4096, 4096}, "tensorwise"),
+            "gemm/bf16_sm90_n128.e4m3-bf16.tensorwise whole tiles");
+  EXPECT_EQ(choice({1024, 2112, 7168}, "tensorwise"),
+            "gemm/bf16_sm90_n128.e4m3-bf16.tensorwise stream-K");
+  EXPECT_EQ(choice({4096, 7168, 7168}, "blockwise"),
+            "gemm/bf16_sm90_n128.e4m3-bf16.c_row.blockwise whole tiles");
 }
 
 // The caller's tile and split (kiln gemm --dtype e4m3 --kernel K --split S), for timing tiles.

@@ -112,6 +112,8 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::GemmSize>&
 int Gemm(const std::vector<std::string>& args);                     // gemm.cc
 // kiln gemm --dtype e4m3: the 8-bit entry point checked and timed at each size (gemm_fp8.cc).
 int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes);
+// `kiln tune --dtype e4m3`: every 8-bit tile and split per size, checked and timed (gemm_fp8.cc).
+int Fp8Tune(const std::vector<kiln::rt::GemmSize>& sizes);
 int GroupedGemm();                               // grouped_gemm.cc
 int Tune(const std::vector<std::string>& args);  // tune.cc
 int Attention();                                 // attention.cc

@@ -67,4 +67,53 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
   return failures ? 1 : 0;
 }
 
+int Fp8Tune(const std::vector<kiln::rt::GemmSize>& sizes) {
+  if (absl::GetFlag(FLAGS_emulate) || !absl::GetFlag(FLAGS_tune_cache).empty() ||
+      !absl::GetFlag(FLAGS_epilogue).empty())
+    return Fail(absl::InvalidArgumentError(
+        "kiln tune --dtype e4m3 times the 8-bit tiles on the GPU and prints them: no --emulate, "
+        "--tune_cache or --epilogue (the 8-bit rule is fitted from its table: "
+        "docs/perf/2026-11-29-fp8-tile-rule.md)"));
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
+  if (dtype != "e4m3")
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("kiln tune times e4m3 by e4m3 8-bit GEMMs, not --dtype ", dtype)));
+  absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+  if (!d.ok()) return Fail(d.status());
+  PrintDevice();
+  kiln::rt::GemmRunner runner(BundleDir());
+  const std::string out =
+      absl::GetFlag(FLAGS_out_dtype).empty() ? "bf16" : absl::GetFlag(FLAGS_out_dtype);
+  std::cout << absl::StrFormat("%-20s %-11s %-48s %-10s %10s %10s %9s\n", "M x N x K", "scaling",
+                               "kernel", "split", "error", "ms", "TFLOPS");
+  int failures = 0;
+  for (const kiln::rt::GemmSize& size : sizes) {
+    const kiln::examples::Fp8GemmProblem p{
+        .size = size, .scaling = absl::GetFlag(FLAGS_scaling), .out_type = out};
+    absl::StatusOr<std::vector<kiln::examples::Fp8GemmResult>> rs =
+        kiln::examples::SweepFp8GemmGpu(runner, p, absl::GetFlag(FLAGS_iters), 1);
+    if (!rs.ok()) return Fail(rs.status());
+    const kiln::examples::Fp8GemmResult* best = nullptr;
+    for (const kiln::examples::Fp8GemmResult& r : *rs) {
+      std::cout << absl::StrFormat("%-20s %-11s %-48s %-10s %10.3e %10.4f %9.1f  %s\n",
+                                   absl::StrFormat("%dx%dx%d", size.m, size.n, size.k), p.scaling,
+                                   r.kernel, kiln::rt::SplitName(r.split), r.error, r.ms, r.tflops,
+                                   r.passed ? "" : "FAILED: " + r.failure)
+                << std::flush;
+      failures += !r.passed;
+      if (r.passed && (!best || r.ms < best->ms)) best = &r;
+    }
+    absl::StatusOr<kiln::rt::GemmPlan> plan = kiln::rt::PlanGemm(
+        size, {.in_type = "e4m3", .out_type = out, .scaling = p.scaling},
+        {.a = 16, .b = 16, .c = 16, .c_row_major = true, .scale_a = 16, .scale_b = 16}, 90);
+    if (!plan.ok()) return Fail(plan.status());
+    if (best)
+      std::cout << absl::StrFormat(
+          "# %dx%dx%d %s: fastest %s, %s (%.4f ms); the rule picks %s, %s\n", size.m, size.n,
+          size.k, p.scaling, best->kernel, kiln::rt::SplitName(best->split), best->ms,
+          plan->choice.kernel, kiln::rt::SplitName(plan->choice.split));
+  }
+  return failures ? 1 : 0;
+}
+
 }  // namespace kiln::cli

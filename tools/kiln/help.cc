@@ -82,9 +82,12 @@ const std::vector<CommandHelp>& Commands() {
        {"experts", "tokens", "n", "k", "masked", "capacity", "dtype", "kernel", "emulate",
         "iters"}},
       {"tune",
-       "tune --sizes MxNxK,.. --tune_cache F",
-       "Time every candidate kernel and split per size; record the fastest in F for kiln gemm.",
-       {"sizes", "m", "n", "k", "dtype", "out_dtype", "epilogue", "tune_cache", "iters"}},
+       "tune --sizes MxNxK,.. (--tune_cache F | --dtype e4m3 --scaling S)",
+       "Time every candidate kernel and split per size; record the fastest in F for kiln gemm. "
+       "With --dtype e4m3: every 8-bit tile and split on the same quantized inputs, each checked "
+       "against fp64 and timed, printed beside the rule's pick (nothing recorded).",
+       {"sizes", "m", "n", "k", "dtype", "scaling", "out_dtype", "epilogue", "tune_cache",
+        "iters"}},
       {"attention",
        "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--paged N] "
        "[--decode R] [--varlen L,L..] [--bshd] [--backward [--dq_atomics] [--sm100]] [--repeats 1] "

@@ -33,6 +33,7 @@ void PrintFittedSpeeds(const kiln::rt::GemmSize& size, int cc,
 int Tune(const std::vector<std::string>& args) {
   const std::vector<kiln::rt::GemmSize> sizes = GemmSizes(args, "tune");
   if (sizes.empty()) return 2;
+  if (kiln::rt::IsFp8Type(absl::GetFlag(FLAGS_dtype).substr(0, 4))) return Fp8Tune(sizes);
   const std::string path = absl::GetFlag(FLAGS_tune_cache);
   if (path.empty())
     return Fail(absl::InvalidArgumentError("kiln tune writes its choices to --tune_cache FILE"));

@@ -16,7 +16,7 @@ void FinishTileUnit(TileKernel& tk, WgmmaAccumulator& acc, TileEpilogue& epilogu
         n0 + tk.shape.bn <= u.n_end, [&] { epilogue.Pack(m0, n0); },
         [&] {
           epilogue.StoreDirect(m0, n0);
-          epilogue.pending()[0] = 0;
+          epilogue.NothingPending();
         });
   }
   auto finish = [&] {
@@ -36,7 +36,7 @@ void FinishTileUnit(TileKernel& tk, WgmmaAccumulator& acc, TileEpilogue& epilogu
         [&](int r) { return m0 + row0 + acc.Row(r / 2) < tk.g.M; });
     writes[0] = Select(last, k.I32(1), k.I32(0));
   });
-  k.If(writes[0] == 1, finish, [&] { epilogue.pending()[0] = 0; });
+  k.If(writes[0] == 1, finish, [&] { epilogue.NothingPending(); });
 }
 
 void RunTileConsumer(TileKernel& tk, const Value& t) {

@@ -22,6 +22,11 @@ void TileEpilogue::WriteOut() {
                             tk_.shape.piece_n(), wg_, c_, lane_, packed_, pending_);
 }
 
+void TileEpilogue::NothingPending() {
+  pending_[0] = 0;
+  for (int i = 0; i < packed_.size(); ++i) packed_[i] = k_.I32(0);
+}
+
 std::tuple<Value, Value, Value> TileEpilogue::ElementAt(const Value& m0, const Value& n0, int p,
                                                         int e) const {
   Value row = m0 + row0_ + acc_.Row(p), col = n0 + acc_.Col(p) + e;

@@ -30,6 +30,10 @@ class TileEpilogue {
   // WriteOut writes a consumer's 32 rows of C; StoreSwiglu stores them from registers.
   void StoreSwiglu(const Value& m0, const Value& n0);
   const Regs& pending() const { return pending_; }
+  // Where this tile writes nothing (a split tile's earlier part, a grouped tile stored directly):
+  // nothing pending, and the packed registers cleared, so that the last tile's packed values,
+  // written out already, are not held through this tile's mainloop for the path that keeps them.
+  void NothingPending();
   // The end of the columns stored from here on (by default N): a grouped tile's group's end.
   void SetColumnEnd(const Value& end) { col_end_ = end; }
 

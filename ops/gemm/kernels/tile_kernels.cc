@@ -45,7 +45,8 @@ constexpr EntryKernel kEntryKernels[] = {
 // 8-bit inputs take tiles of at most 128 columns (TakesFp8); in pairs sharing B, each CTA reads a
 // quarter less per stage from L2 than alone (docs/perf/2026-11-29-fp8-gemm.md).
 constexpr EntryKernel kFp8EntryKernels[] = {
-    {"gemm/bf16_sm90_n128c2", "the entry point's kernel for 8-bit inputs where tiles are many"},
+    {"gemm/bf16_sm90_n128c2",
+     "128x128 tiles for 8-bit inputs in pairs sharing B (by name: the rule takes 128x128 alone)"},
 };
 static_assert(std::size(kFp8EntryKernels) == std::size(rt::kSm90Fp8Tiles));
 static_assert(
