@@ -37,7 +37,7 @@ class Fp8Factors {
 
   // Blockwise (A per row, B per 128x128: one block of B covers the tile): a k-tile's scales, the
   // thread's two rows' of A and B's block's, go into one of two sets of three registers two
-  // stages before the stage that uses them (LoadInto), which reads them after its wait (Use):
+  // stages before the stage that uses them (LoadInto), which takes its factors from them (Use):
   // one stage's time does not cover a global load's latency, which each stage then waited for
   // (docs/perf/2026-11-29-fp8-gemm.md, step 5). Each set is loaded again once its stage has used
   // it, so no value moves between registers.
@@ -182,7 +182,12 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
     const Value last = (u.k_end - 1).To(i64);
     // One stage: its wgmma group into `part`, then promoted (the first stage of a unit starts acc)
     // with the factors of `set` where they come two stages ahead (TwoAhead).
+    auto ahead = [&](const Value& kb) { return Min(kb.To(i64), last); };
     auto stage = [&](const Value& kb, bool first, const Regs* set = nullptr) {
+      if (set) {  // the factors first, then the set loaded again for two stages on
+        factors.Use(*set);
+        factors.LoadInto(*set, ahead(kb + 2));
+      }
       Value s = tk.ring.Acquire(at);
       k.WgmmaFence();
       for (int kk = 0; kk < BK; kk += 32)
@@ -198,7 +203,6 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
       k.WgmmaWait(0);
       tk.ring.Release(s, c);
       factors.Ready();
-      if (set) factors.Use(*set);
       for (int i = 0; i < BN / 2; ++i) {
         Value p = part[i].Load();
         if (factors.PerStage())
@@ -210,17 +214,16 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
     factors.Start(u.k_begin.To(i64));
     if (factors.TwoAhead()) {
       // Stages 1, 3, .. of the unit use sets[1], 0, 2, .. sets[0]; a set is loaded for the stage
-      // two on (the last one's again past the end) once its stage has used it.
-      auto ahead = [&](const Value& kb) { return Min(kb.To(i64), last); };
+      // two on (the last one's again past the end) as soon as its stage has taken its factors,
+      // before that stage's wgmmas: taken after the wait, the compiler moved them above the
+      // wgmmas anyway, and the load had a stage less to land
+      // (docs/perf/2026-11-29-fp8-tile-rule.md, "blockwise's scale loads").
       factors.LoadInto(sets[0], u.k_begin.To(i64));
       factors.LoadInto(sets[1], ahead(u.k_begin + 1));
       stage(u.k_begin, true, &sets[0]);
-      factors.LoadInto(sets[0], ahead(u.k_begin + 2));
       k.For(u.k_begin + 1, u.k_end - 1, 2, [&](Value kb) {
         stage(kb, false, &sets[1]);
-        factors.LoadInto(sets[1], ahead(kb + 2));
         stage(kb + 1, false, &sets[0]);
-        factors.LoadInto(sets[0], ahead(kb + 3));
       });
       k.If((u.k_end - u.k_begin) % 2 == 0, [&] { stage(u.k_end - 1, false, &sets[1]); });
     } else {
