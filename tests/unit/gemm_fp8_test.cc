@@ -1,12 +1,15 @@
 // The 8-bit GEMM entry point (e4m3 on the tile kernels, each stage's partial sums promoted with
 // their scales) on the emulator at small ragged sizes, every scaling, against the harness's fp64
 // product of the dequantized inputs; and the plan's errors.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kiln/ops/gemm_choice.h"
 #include "ops/gemm/fp8_check.h"
+#include "ops/gemm/gemm_fp8.h"
 #include "tests/unit/built_bundle.h"
 
 namespace kiln::examples {
@@ -205,6 +208,23 @@ TEST(Fp8Gemm, TheRulesTileAndSplit) {
             "gemm/bf16_sm90_n128.e4m3-bf16.tensorwise stream-K");
   EXPECT_EQ(choice({4096, 7168, 7168}, "blockwise"),
             "gemm/bf16_sm90_n128.e4m3-bf16.c_row.blockwise whole tiles");
+}
+
+// What `kiln tune --dtype e4m3` times: every tile whole and streamed, split-K while the parts fit
+// one wave (at least 4 k-tiles a part).
+TEST(Fp8Gemm, TheSweepsCandidates) {
+  const std::vector<rt::GemmChoice> all = rt::Fp8TileCandidates({7168, 128, 16384});
+  auto has = [&](const std::string& tile, int split) {
+    return std::any_of(all.begin(), all.end(), [&](const rt::GemmChoice& c) {
+      return c.kernel == "gemm/bf16_sm90_" + tile && c.split == split;
+    });
+  };
+  for (const char* tile : {"n128c2", "n128", "m64", "n64", "m64n64", "m64n32"})
+    EXPECT_TRUE(has(tile, 1) && has(tile, 0)) << tile;
+  EXPECT_TRUE(has("n128c2", 2));   // 28 tiles in pairs: 56 parts over 64 groups
+  EXPECT_FALSE(has("n128c2", 3));  // 84 parts: past one wave
+  EXPECT_FALSE(has("m64n64", 2));  // 56 tiles: 112 parts over 64 groups
+  EXPECT_TRUE(rt::Fp8TileCandidates({7168, 128, 384}).size() == 12);  // 3 k-tiles: none split
 }
 
 // The caller's tile and split (kiln gemm --dtype e4m3 --kernel K --split S), for timing tiles.
