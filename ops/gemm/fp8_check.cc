@@ -71,10 +71,12 @@ Fp8GemmResult Compare(const std::vector<uint8_t>& raw, const Fp8GemmProblem& p,
 }
 
 // Each of `runs` on the same inputs, C poisoned before each; the reference is computed once.
+// `each_alone`: a run's error fails its result alone (a sweep's candidate), not the whole call.
 absl::StatusOr<std::vector<Fp8GemmResult>> CheckEach(const HarnessMemory& mem,
                                                      const std::vector<RunGemmOn>& runs,
                                                      const Fp8GemmProblem& p, uint64_t seed,
-                                                     rt::GemmOperands* kept = nullptr) {
+                                                     rt::GemmOperands* kept = nullptr,
+                                                     bool each_alone = false) {
   const int64_t M = p.size.m, N = p.size.n, K = p.size.k, KB = CeilDiv(K, 128);
   const bool block = p.scaling == "blockwise", row = p.scaling == "rowwise";
   // A per 1 x 128 (M-contiguous scales), B per 128 x 128 (row-major), as GemmOperands defaults.
@@ -149,7 +151,11 @@ absl::StatusOr<std::vector<Fp8GemmResult>> CheckEach(const HarnessMemory& mem,
   std::vector<uint8_t> raw(M * N * out_bytes);
   for (const RunGemmOn& run : runs) {
     if (absl::Status s = mem.poison(*pc, M * N * out_bytes); !s.ok()) return s;
-    if (absl::Status s = run(o); !s.ok()) return s;
+    if (absl::Status s = run(o); !s.ok()) {
+      if (!each_alone) return s;
+      results.push_back({.error = NAN, .failure = std::string(s.message())});
+      continue;
+    }
     if (absl::Status s = mem.copy_out(raw.data(), *pc, raw.size()); !s.ok()) return s;
     results.push_back(Compare(raw, p, ref, exact, rows, row_of));
   }
@@ -236,7 +242,7 @@ absl::StatusOr<std::vector<Fp8GemmResult>> SweepFp8GemmGpu(rt::GemmRunner& runne
   std::vector<rt::DeviceBuffer> buffers;
   rt::GemmOperands o;
   absl::StatusOr<std::vector<Fp8GemmResult>> results =
-      CheckEach(GpuMemory(buffers), runs, p, seed, &o);
+      CheckEach(GpuMemory(buffers), runs, p, seed, &o, /*each_alone=*/true);
   if (!results.ok()) return results;
   for (size_t i = 0; i < each.size(); ++i) {
     Fp8GemmResult& r = (*results)[i];
