@@ -190,7 +190,7 @@ absl::Status Described(Fp8GemmResult& r, const Fp8GemmProblem& p, int cc) {
                          .residual = 16,
                          .scale_a = 16,
                          .scale_b = 16};
-  absl::StatusOr<rt::GemmPlan> plan = rt::PlanGemm(p.size, OptionsOf(p), probe, cc);
+  absl::StatusOr<rt::GemmPlan> plan = rt::PlanGemm(p.size, OptionsOf(p), probe, cc, p.tuned);
   if (!plan.ok()) return plan.status();
   r.kernel = plan->choice.kernel, r.why = plan->choice.why, r.split = plan->choice.split;
   return absl::OkStatus();

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "kiln/bundle/manifest.h"
 #include "kiln/ops/gemm.h"
+#include "kiln/ops/gemm_table.h"
 
 namespace kiln::examples {
 
@@ -29,6 +30,7 @@ struct Fp8GemmProblem {
   std::string epilogue;         // fused terms (GemmOptions::epilogue), their inputs random
   // A's and B's 8-bit types (e5m2 scaled to its largest, 57344, as e4m3 to 448).
   std::string a_type = "e4m3", b_type = "e4m3";
+  const rt::GemmTuneCache* tuned = nullptr;  // its 8-bit entries win over the rule (kiln tune)
 };
 
 struct Fp8GemmResult {

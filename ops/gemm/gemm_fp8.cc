@@ -128,7 +128,7 @@ std::vector<GemmChoice> Fp8TileCandidates(const GemmSize& s) {
 
 absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& options,
                                      const std::string& terms, const GemmOperands& o,
-                                     int compute_capability) {
+                                     int compute_capability, const GemmTuneCache* tuned) {
   if (compute_capability == 100) return PlanBlackwell(size, options, terms, o);
   if (compute_capability != 90)
     return Invalid(absl::StrCat(
@@ -192,6 +192,14 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
   kernel.any_m = options.out_type != "f32" &&
                  (c_extent % 8 != 0 || (o.ldc && o.ldc % 8 != 0) || o.c % 16 != 0);
   plan.choice = ChooseFp8Tile(plan.size);
+  if (const GemmChoice* measured =
+          tuned ? tuned->FindFp8(90, Fp8TuneScaling(options.scaling, plan), plan.size) : nullptr) {
+    if (std::find(std::begin(kFp8Tiles), std::end(kFp8Tiles), measured->kernel) ==
+        std::end(kFp8Tiles))
+      return Invalid(absl::StrCat("the tune cache's 8-bit entry for this size names ",
+                                  measured->kernel, ", which takes no 8-bit inputs"));
+    plan.choice = {measured->kernel, "measured by kiln tune", measured->split};
+  }
   if (!options.fp8_tile.empty()) {
     if (std::find(std::begin(kFp8Tiles), std::end(kFp8Tiles), options.fp8_tile) ==
         std::end(kFp8Tiles))
@@ -209,6 +217,11 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
   }
   plan.choice.kernel = GemmVariantName(plan.choice.kernel, kernel);
   return plan;
+}
+
+std::string Fp8TuneScaling(const std::string& scaling, const GemmPlan& plan) {
+  if (scaling != "blockwise") return scaling;
+  return plan.c_row ? "blockwise.c_row" : plan.swapped ? "blockwise_t" : "blockwise";
 }
 
 void ResolveFp8Scales(const GemmSize& size, const std::string& scaling, GemmOperands& o) {

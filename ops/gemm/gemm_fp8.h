@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "kiln/ops/gemm.h"
+#include "kiln/ops/gemm_table.h"
 
 namespace kiln::rt {
 
@@ -19,7 +20,11 @@ std::vector<GemmChoice> Fp8TileCandidates(const GemmSize& size);
 // canonical.
 absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& options,
                                      const std::string& terms, const GemmOperands& operands,
-                                     int compute_capability);
+                                     int compute_capability, const GemmTuneCache* tuned);
+// The scaling as `plan`'s tile kernel takes it, the key of a tune cache's 8-bit entries
+// (GemmTuneCache::FindFp8): blockwise is blockwise_t where the plan swaps the operands, and
+// blockwise.c_row where the tile stores C row-major.
+std::string Fp8TuneScaling(const std::string& scaling, const GemmPlan& plan);
 // The scales' strides that GemmOperands leaves zero, for `scaling` ("tensorwise", ...) at `size`
 // (the caller's problem, before any swap).
 void ResolveFp8Scales(const GemmSize& size, const std::string& scaling, GemmOperands& operands);

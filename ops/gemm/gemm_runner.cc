@@ -272,7 +272,7 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   if (o.ldb && o.ldb < b_rows)
     return Invalid(
         absl::StrCat("ldb = ", o.ldb, " is less than ", o.b_row_major ? "N = " : "K = ", b_rows));
-  if (fp8) return PlanFp8Gemm(size, options, *terms, o, compute_capability);
+  if (fp8) return PlanFp8Gemm(size, options, *terms, o, compute_capability, tuned);
   const bool swiglu = *terms == "swiglu";
   if (swiglu) {
     if (absl::Status st = CheckSwiglu(size, o); !st.ok()) return st;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -25,8 +26,12 @@ namespace {
 constexpr const char* kMeasuredHeader =
     "# measured by kiln tune: sm_<cc> M N K kernel split ms (split 1: whole tiles, S: split-K in "
     "S parts, 0: stream-K)";
+constexpr const char* kMeasuredFp8Header =
+    "# measured by kiln tune --dtype e4m3: sm_<cc> fp8 scaling M N K kernel split ms (the tile "
+    "kernel's problem and scaling)";
 bool WrittenByWrite(const std::string& line) {
-  return line == kMeasuredHeader || line.rfind("# kiln tune: the fastest GEMM kernel", 0) == 0 ||
+  return line == kMeasuredHeader || line == kMeasuredFp8Header ||
+         line.rfind("# kiln tune: the fastest GEMM kernel", 0) == 0 ||
          line.rfind("# split 1: whole tiles", 0) == 0;
 }
 
@@ -165,7 +170,7 @@ absl::Status GemmTuneCache::Add(const std::string& text, const std::string& name
       continue;
     }
     if (w[0].rfind("sm_", 0) != 0 || !absl::SimpleAtoi(w[0].substr(3), &cc) || w.size() < 2)
-      return error("a record starts sm_<cc> and its kind (model, tile, region or M N K)");
+      return error("a record starts sm_<cc> and its kind (model, tile, region, fp8 or M N K)");
     if (w[1] == "model" || w[1] == "tile" || w[1] == "region") {
       GemmRules& rules = table.rules_[cc];
       absl::Status st = w[1] == "model"  ? ReadModel(w, rules)
@@ -178,6 +183,18 @@ absl::Status GemmTuneCache::Add(const std::string& text, const std::string& name
     int split = 1;
     GemmSize s;
     double ms = 0;
+    if (w[1] == "fp8") {
+      static const std::set<std::string> kScalings = {"tensorwise", "rowwise", "blockwise",
+                                                      "blockwise_t", "blockwise.c_row"};
+      if (w.size() != 9 || !kScalings.count(w[2]) || !absl::SimpleAtoi(w[3], &s.m) ||
+          !absl::SimpleAtoi(w[4], &s.n) || !absl::SimpleAtoi(w[5], &s.k) ||
+          !absl::SimpleAtoi(w[7], &split) || split < 0 || !absl::SimpleAtod(w[8], &ms))
+        return error(
+            "not 'sm_<cc> fp8 tensorwise|rowwise|blockwise|blockwise_t|blockwise.c_row M N K "
+            "kernel split ms'");
+      table.SetFp8(cc, w[2], s, w[6], split, ms);
+      continue;
+    }
     if ((w.size() != 6 && w.size() != 7) || !absl::SimpleAtoi(w[1], &s.m) ||
         !absl::SimpleAtoi(w[2], &s.n) || !absl::SimpleAtoi(w[3], &s.k) ||
         (w.size() == 7 && (!absl::SimpleAtoi(w[5], &split) || split < 0)) ||
@@ -232,6 +249,12 @@ absl::Status GemmTuneCache::Write(const std::string& path) const {
     out << "sm_" << std::get<0>(key) << " " << std::get<1>(key) << " " << std::get<2>(key) << " "
         << std::get<3>(key) << " " << e.choice.kernel << " " << e.choice.split << " "
         << absl::StrFormat("%.4f", e.ms) << "\n";
+  if (!fp8_entries_.empty()) out << kMeasuredFp8Header << "\n";
+  for (const auto& [key, e] : fp8_entries_) {
+    const auto& [cc, scaling, m, n, k] = key;
+    out << "sm_" << cc << " fp8 " << scaling << " " << m << " " << n << " " << k << " "
+        << e.choice.kernel << " " << e.choice.split << " " << absl::StrFormat("%.4f", e.ms) << "\n";
+  }
   if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
 }
@@ -244,6 +267,17 @@ const GemmChoice* GemmTuneCache::Find(int cc, const GemmSize& s) const {
 void GemmTuneCache::Set(int cc, const GemmSize& s, const std::string& kernel, int split,
                         double ms) {
   entries_[{cc, s.m, s.n, s.k}] = {{kernel, "", split}, ms};
+}
+
+const GemmChoice* GemmTuneCache::FindFp8(int cc, const std::string& scaling,
+                                         const GemmSize& s) const {
+  auto it = fp8_entries_.find({cc, scaling, s.m, s.n, s.k});
+  return it == fp8_entries_.end() ? nullptr : &it->second.choice;
+}
+
+void GemmTuneCache::SetFp8(int cc, const std::string& scaling, const GemmSize& s,
+                           const std::string& kernel, int split, double ms) {
+  fp8_entries_[{cc, scaling, s.m, s.n, s.k}] = {{kernel, "", split}, ms};
 }
 
 const GemmRules* GemmTuneCache::Rules(int cc) const {

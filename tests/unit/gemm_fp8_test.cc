@@ -227,6 +227,36 @@ TEST(Fp8Gemm, TheSweepsCandidates) {
   EXPECT_TRUE(rt::Fp8TileCandidates({7168, 128, 384}).size() == 12);  // 3 k-tiles: none split
 }
 
+// A tune cache's 8-bit entry (kiln tune --dtype e4m3 --tune_cache F) wins over the rule for its
+// size and scaling as the kernel sees them; the caller's tile wins over it.
+TEST(Fp8Gemm, ATuneCachesEntryWins) {
+  const rt::GemmOperands ok{
+      .a = 256, .b = 256, .c = 256, .c_row_major = true, .scale_a = 256, .scale_b = 256};
+  rt::GemmTuneCache tuned;
+  tuned.SetFp8(90, "tensorwise", {7168, 128, 16384}, "gemm/bf16_sm90_n128", 0, 0.058);
+  rt::GemmOptions o{.in_type = "e4m3", .scaling = "tensorwise"};
+  absl::StatusOr<rt::GemmPlan> p = rt::PlanGemm({128, 7168, 16384}, o, ok, 90, &tuned);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_sm90_n128.e4m3-bf16.tensorwise");
+  EXPECT_EQ(p->choice.split, 0);
+  EXPECT_EQ(p->choice.why, "measured by kiln tune");
+  o.scaling = "rowwise";  // another scaling: the rule's
+  p = rt::PlanGemm({128, 7168, 16384}, o, ok, 90, &tuned);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NE(p->choice.why, "measured by kiln tune");
+  o.scaling = "tensorwise", o.fp8_tile = "gemm/bf16_sm90_m64";
+  p = rt::PlanGemm({128, 7168, 16384}, o, ok, 90, &tuned);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->choice.kernel, "gemm/bf16_sm90_m64.e4m3-bf16.tensorwise");
+  tuned.SetFp8(90, "tensorwise", {7168, 128, 16384}, "gemm/bf16_sm90_n160", 1, 0.058);
+  o.fp8_tile = "";
+  p = rt::PlanGemm({128, 7168, 16384}, o, ok, 90, &tuned);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("names gemm/bf16_sm90_n160, which takes no 8-bit inputs"),
+            std::string::npos)
+      << p.status();
+}
+
 // The caller's tile and split (kiln gemm --dtype e4m3 --kernel K --split S), for timing tiles.
 TEST(Fp8Gemm, TheCallersTileAndSplit) {
   const rt::GemmOperands ok{

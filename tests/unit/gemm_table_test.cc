@@ -52,6 +52,9 @@ TEST(GemmTable, BadRecordsNameTheirLine) {
        "needs idle_latency_us=..., launch_us=..., partial_us=..., stream_bytes_per_us=..., "
        "stream_cap_bytes_per_us=..., weight_bound_rows=..."},
       {"sm_90 nonsense\n", "not 'sm_<cc> M N K kernel split ms'"},
+      {"sm_90 fp8 blockwise_x 128 7168 16384 gemm/bf16_sm90_m64 1 0.05\n",
+       "not 'sm_<cc> fp8 tensorwise|rowwise|blockwise|blockwise_t|blockwise.c_row M N K"},
+      {"sm_90 fp8 tensorwise 128 7168 16384 gemm/bf16_sm90_m64 1\n", "not 'sm_<cc> fp8"},
       {"gpu tile gemm/bf16_sm90 speed=1\n", "a record starts sm_<cc>"},
   };
   for (const auto& c : cases) {
@@ -135,6 +138,7 @@ TEST(GemmTable, WrittenBackKeepsRecordsAndComments) {
       "t.tune");
   ASSERT_TRUE(t.ok()) << t.status();
   t->Set(90, {64, 4096, 4096}, "gemm/bf16_sm90_m64", 2, 0.05);
+  t->SetFp8(90, "blockwise_t", {7168, 128, 16384}, "gemm/bf16_sm90_n128", 2, 0.0559);
   ASSERT_TRUE(t->Write(path).ok());
   absl::StatusOr<GemmTuneCache> back = GemmTuneCache::Read(path);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -144,6 +148,13 @@ TEST(GemmTable, WrittenBackKeepsRecordsAndComments) {
   EXPECT_EQ(back->Rules(90)->model->stream_cap_bytes_per_us, 2.6e6);
   ASSERT_NE(back->Find(90, {64, 4096, 4096}), nullptr);
   EXPECT_EQ(back->Find(90, {64, 4096, 4096})->split, 2);
+  // The 8-bit entry apart from the 16-bit ones: its scaling is part of its key.
+  const GemmChoice* fp8 = back->FindFp8(90, "blockwise_t", {7168, 128, 16384});
+  ASSERT_NE(fp8, nullptr);
+  EXPECT_EQ(fp8->kernel, "gemm/bf16_sm90_n128");
+  EXPECT_EQ(fp8->split, 2);
+  EXPECT_EQ(back->FindFp8(90, "tensorwise", {7168, 128, 16384}), nullptr);
+  EXPECT_EQ(back->Find(90, {7168, 128, 16384}), nullptr);
   auto text = [](const std::string& p) {
     std::stringstream s;
     s << std::ifstream(p).rdbuf();

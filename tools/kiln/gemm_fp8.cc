@@ -3,6 +3,8 @@
 // --scaling's scales (and --epilogue's terms fused), checked against the dequantized inputs' fp64
 // product and timed
 // (ops/gemm/fp8_check.h); --emulate runs it on the CPU emulator.
+#include "ops/gemm/gemm_fp8.h"
+
 #include <iostream>
 #include <map>
 #include <optional>
@@ -34,10 +36,12 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
     return Fail(absl::InvalidArgumentError(
         "kiln gemm --dtype e4m3 checks products of K-major A and B (no --layout)"));
   const std::function<const Bundle*(const std::string&)> bundle_of = BundlesOnce();
+  absl::StatusOr<kiln::rt::GemmTuneCache> tuned = TuneCacheFromFlag();
+  if (!tuned.ok()) return Fail(tuned.status());
   std::optional<kiln::rt::GemmRunner> runner;
   if (!emulate) {
     if (absl::Status st = NeedGpu("gemm").status(); !st.ok()) return Fail(st);
-    runner.emplace(BundleDir());
+    runner.emplace(BundleDir(), absl::GetFlag(FLAGS_tune_cache));
   }
   std::cout << absl::StrFormat("%-20s %-11s %-48s %10s %9s %10s %10s %9s\n", "M x N x K", "scaling",
                                "kernel", "error", "bound", "vs exact", "ms", "TFLOPS");
@@ -52,7 +56,8 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
         .compute_capability = emulate && absl::GetFlag(FLAGS_sm100) ? 100 : 90,
         .epilogue = absl::GetFlag(FLAGS_epilogue),
         .a_type = a_type,
-        .b_type = b_type};
+        .b_type = b_type,
+        .tuned = &*tuned};
     absl::StatusOr<kiln::examples::Fp8GemmResult> r =
         emulate ? kiln::examples::RunFp8GemmEmulated(bundle_of, p, 1)
                 : kiln::examples::RunFp8GemmGpu(*runner, p, absl::GetFlag(FLAGS_iters), 1);
@@ -68,12 +73,14 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
 }
 
 int Fp8Tune(const std::vector<kiln::rt::GemmSize>& sizes) {
-  if (absl::GetFlag(FLAGS_emulate) || !absl::GetFlag(FLAGS_tune_cache).empty() ||
-      !absl::GetFlag(FLAGS_epilogue).empty())
+  if (absl::GetFlag(FLAGS_emulate) || !absl::GetFlag(FLAGS_epilogue).empty())
     return Fail(absl::InvalidArgumentError(
-        "kiln tune --dtype e4m3 times the 8-bit tiles on the GPU and prints them: no --emulate, "
-        "--tune_cache or --epilogue (the 8-bit rule is fitted from its table: "
-        "docs/perf/2026-11-29-fp8-tile-rule.md)"));
+        "kiln tune --dtype e4m3 times the 8-bit tiles on the GPU: no --emulate or --epilogue "
+        "(the tiles' plain variants stand for their fused ones)"));
+  const std::string path = absl::GetFlag(FLAGS_tune_cache);
+  absl::StatusOr<kiln::rt::GemmTuneCache> cache =
+      path.empty() ? kiln::rt::GemmTuneCache() : kiln::rt::GemmTuneCache::Read(path);
+  if (!cache.ok()) return Fail(cache.status());
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
   if (dtype != "e4m3")
     return Fail(absl::InvalidArgumentError(
@@ -107,11 +114,18 @@ int Fp8Tune(const std::vector<kiln::rt::GemmSize>& sizes) {
         size, {.in_type = "e4m3", .out_type = out, .scaling = p.scaling},
         {.a = 16, .b = 16, .c = 16, .c_row_major = true, .scale_a = 16, .scale_b = 16}, 90);
     if (!plan.ok()) return Fail(plan.status());
-    if (best)
-      std::cout << absl::StrFormat(
-          "# %dx%dx%d %s: fastest %s, %s (%.4f ms); the rule picks %s, %s\n", size.m, size.n,
-          size.k, p.scaling, best->kernel, kiln::rt::SplitName(best->split), best->ms,
-          plan->choice.kernel, kiln::rt::SplitName(plan->choice.split));
+    if (!best) continue;
+    std::cout << absl::StrFormat("# %dx%dx%d %s: fastest %s, %s (%.4f ms); the rule picks %s, %s\n",
+                                 size.m, size.n, size.k, p.scaling, best->kernel,
+                                 kiln::rt::SplitName(best->split), best->ms, plan->choice.kernel,
+                                 kiln::rt::SplitName(plan->choice.split));
+    // The tile's name without its variant, for the kernel's problem and scaling.
+    cache->SetFp8(90, kiln::rt::Fp8TuneScaling(p.scaling, *plan), plan->size,
+                  best->kernel.substr(0, best->kernel.find('.')), best->split, best->ms);
+  }
+  if (!path.empty()) {
+    if (absl::Status st = cache->Write(path); !st.ok()) return Fail(st);
+    std::cout << "# " << cache->size() << " entries in " << path << std::endl;
   }
   return failures ? 1 : 0;
 }

@@ -82,10 +82,11 @@ const std::vector<CommandHelp>& Commands() {
        {"experts", "tokens", "n", "k", "masked", "capacity", "dtype", "kernel", "emulate",
         "iters"}},
       {"tune",
-       "tune --sizes MxNxK,.. (--tune_cache F | --dtype e4m3 --scaling S)",
+       "tune --sizes MxNxK,.. (--tune_cache F | --dtype e4m3 --scaling S [--tune_cache F])",
        "Time every candidate kernel and split per size; record the fastest in F for kiln gemm. "
        "With --dtype e4m3: every 8-bit tile and split on the same quantized inputs, each checked "
-       "against fp64 and timed, printed beside the rule's pick (nothing recorded).",
+       "against fp64 and timed, printed beside the rule's pick; with --tune_cache the fastest is "
+       "recorded for that size and scaling (kiln gemm --dtype e4m3 --tune_cache F, GemmRunner).",
        {"sizes", "m", "n", "k", "dtype", "scaling", "out_dtype", "epilogue", "tune_cache",
         "iters"}},
       {"attention",

@@ -7,6 +7,7 @@
 //           [splits=0] [streams=0] [max_n=N]
 //   sm_<cc> region <kernel> [m=LO:HI] [n=LO:HI] [k=LO:HI] [only=b_mn|c_row]
 //   sm_<cc> <M> <N> <K> <kernel> [<split>] <milliseconds>        (a `kiln tune` entry)
+//   sm_<cc> fp8 <scaling> <M> <N> <K> <tile> <split> <milliseconds>   (`kiln tune --dtype e4m3`)
 //
 // The table the build embeds (ops/gemm/tables/sm_<cc>.tune) holds the model's constants, its
 // tiles' weights and the special kernels' regions; `kiln tune` adds its entries, and a table
@@ -98,7 +99,15 @@ class GemmTuneCache {
   const GemmChoice* Find(int compute_capability, const GemmSize& size) const;  // kernel and split
   void Set(int compute_capability, const GemmSize& size, const std::string& kernel, int split,
            double ms);
-  size_t size() const { return entries_.size(); }
+  // 8-bit entries (`sm_<cc> fp8 SCALING M N K kernel split ms`), which `kiln tune --dtype e4m3`
+  // writes: the tile and split for the problem the tile kernel sees (`size`: C^T's where the plan
+  // swaps it) with its scaling as the kernel takes it (tensorwise, rowwise, blockwise_t,
+  // blockwise, blockwise.c_row: Fp8TuneScaling).
+  const GemmChoice* FindFp8(int compute_capability, const std::string& scaling,
+                            const GemmSize& size) const;
+  void SetFp8(int compute_capability, const std::string& scaling, const GemmSize& size,
+              const std::string& kernel, int split, double ms);
+  size_t size() const { return entries_.size() + fp8_entries_.size(); }
   // This GPU's model, tiles and regions (nullptr where the table has none).
   const GemmRules* Rules(int compute_capability) const;
 
@@ -108,6 +117,7 @@ class GemmTuneCache {
     double ms = 0;
   };
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, Entry> entries_;
+  std::map<std::tuple<int, std::string, int64_t, int64_t, int64_t>, Entry> fp8_entries_;
   std::map<int, GemmRules> rules_;
   std::vector<std::string> kept_lines_;  // every line but the kiln tune entries, as read
 };
