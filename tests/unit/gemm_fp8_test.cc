@@ -248,6 +248,21 @@ TEST(Fp8Gemm, ATuneCachesEntryWins) {
   p = rt::PlanGemm({128, 7168, 16384}, o, ok, 90, &tuned);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_sm90_m64.e4m3-bf16.tensorwise");
+  // As kiln tune records one: keyed by the rule's plan (blockwise: blockwise_t where swapped,
+  // blockwise.c_row where the tile stores C row-major).
+  for (const rt::GemmSize size : {rt::GemmSize{128, 7168, 4096}, rt::GemmSize{4096, 7168, 4096}}) {
+    rt::GemmOptions blocks{.in_type = "e4m3", .scaling = "blockwise"};
+    absl::StatusOr<rt::GemmPlan> rule = rt::PlanGemm(size, blocks, ok, 90);
+    ASSERT_TRUE(rule.ok()) << rule.status();
+    const std::string key = rt::Fp8TuneScaling("blockwise", *rule);
+    EXPECT_EQ(key, size.m > 128 ? "blockwise.c_row" : "blockwise_t");
+    tuned.SetFp8(90, key, rule->size, "gemm/bf16_sm90_n128c2", 3, 0.1);
+    absl::StatusOr<rt::GemmPlan> measured = rt::PlanGemm(size, blocks, ok, 90, &tuned);
+    ASSERT_TRUE(measured.ok()) << measured.status();
+    EXPECT_EQ(measured->choice.kernel.rfind("gemm/bf16_sm90_n128c2.", 0), 0u)
+        << measured->choice.kernel;
+    EXPECT_EQ(measured->choice.split, 3);
+  }
   tuned.SetFp8(90, "tensorwise", {7168, 128, 16384}, "gemm/bf16_sm90_n160", 1, 0.058);
   o.fp8_tile = "";
   p = rt::PlanGemm({128, 7168, 16384}, o, ok, 90, &tuned);
