@@ -99,8 +99,8 @@ int64_t TilesOf(const char* name, const GemmSize& s) {
 // By the kernel's N (a row-major C's tokens, the problem swapped): up to 64, 64-row pairs of 64
 // columns, or 128x64 tiles where those pairs would take more than two waves; up to 128, 64x128
 // tiles where 128x128 ones are fewer than a wave; else 128x128 tiles. The pairs sharing B
-// (n128c2) were level with 128x128 alone or slower at every size swept
-// (docs/perf/2026-11-29-fp8-tile-rule.md).
+// (n128c2) were level with 128x128 alone or slower at every tensorwise size swept, and ahead at a
+// few blockwise ones only (docs/perf/2026-11-29-fp8-tile-rule.md).
 GemmChoice ChooseFp8Tile(const GemmSize& s) {
   constexpr const char *kPairs64 = "gemm/bf16_sm90_m64n64", *k128x64 = "gemm/bf16_sm90_n64",
                        *k64x128 = "gemm/bf16_sm90_m64", *k128 = "gemm/bf16_sm90_n128";
