@@ -181,22 +181,38 @@ rt::GemmOptions OptionsOf(const Fp8GemmProblem& p) {
 }
 
 absl::Status Described(Fp8GemmResult& r, const Fp8GemmProblem& p, int cc) {
-  rt::GemmOperands probe{.a = 16,
-                         .b = 16,
-                         .c = 16,
-                         .c_row_major = p.c_row_major,
-                         .c_in = 16,
-                         .bias = 16,
-                         .residual = 16,
-                         .scale_a = 16,
-                         .scale_b = 16};
-  absl::StatusOr<rt::GemmPlan> plan = rt::PlanGemm(p.size, OptionsOf(p), probe, cc, p.tuned);
+  absl::StatusOr<rt::GemmPlan> plan = PlanOf(p, cc);
   if (!plan.ok()) return plan.status();
   r.kernel = plan->choice.kernel, r.why = plan->choice.why, r.split = plan->choice.split;
   return absl::OkStatus();
 }
 
+// The median of `iters` single calls of `options` on `o` into `r` (where r passed).
+absl::Status Timed(rt::GemmRunner& runner, const Fp8GemmProblem& p, const rt::GemmOptions& options,
+                   const rt::GemmOperands& o, int iters, Fp8GemmResult& r) {
+  if (iters <= 0 || !r.passed) return absl::OkStatus();
+  absl::StatusOr<double> ms =
+      MedianCallMs([&] { return runner.Run(p.size, options, o); }, iters, 1);
+  if (!ms.ok()) return ms.status();
+  r.ms = *ms;
+  r.tflops = 2.0 * p.size.m * p.size.n * p.size.k / (r.ms * 1e-3) / 1e12;
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<rt::GemmPlan> PlanOf(const Fp8GemmProblem& p, int compute_capability) {
+  const rt::GemmOperands probe{.a = 16,
+                               .b = 16,
+                               .c = 16,
+                               .c_row_major = p.c_row_major,
+                               .c_in = 16,
+                               .bias = 16,
+                               .residual = 16,
+                               .scale_a = 16,
+                               .scale_b = 16};
+  return rt::PlanGemm(p.size, OptionsOf(p), probe, compute_capability, p.tuned);
+}
 
 absl::StatusOr<Fp8GemmResult> RunFp8GemmGpu(rt::GemmRunner& runner, const Fp8GemmProblem& p,
                                             int iters, uint64_t seed) {
@@ -210,12 +226,7 @@ absl::StatusOr<Fp8GemmResult> RunFp8GemmGpu(rt::GemmRunner& runner, const Fp8Gem
   absl::StatusOr<Fp8GemmResult> r = Check(GpuMemory(buffers), run, p, seed, &o);
   if (!r.ok()) return r;
   if (absl::Status s = Described(*r, p, 90); !s.ok()) return s;
-  if (iters <= 0 || !r->passed) return r;
-  absl::StatusOr<double> ms =
-      MedianCallMs([&] { return runner.Run(p.size, options, o); }, iters, 1);
-  if (!ms.ok()) return ms.status();
-  r->ms = *ms;
-  r->tflops = 2.0 * p.size.m * p.size.n * p.size.k / (r->ms * 1e-3) / 1e12;
+  if (absl::Status s = Timed(runner, p, options, o, iters, *r); !s.ok()) return s;
   return r;
 }
 
@@ -223,22 +234,18 @@ absl::StatusOr<std::vector<Fp8GemmResult>> SweepFp8GemmGpu(rt::GemmRunner& runne
                                                            const Fp8GemmProblem& p, int iters,
                                                            uint64_t seed) {
   // The tiles see the plan's problem (C^T's for a row-major C).
-  absl::StatusOr<rt::GemmPlan> plan = rt::PlanGemm(
-      p.size, OptionsOf(p),
-      {.a = 16, .b = 16, .c = 16, .c_row_major = p.c_row_major, .scale_a = 16, .scale_b = 16}, 90);
+  absl::StatusOr<rt::GemmPlan> plan = PlanOf(p, 90);
   if (!plan.ok()) return plan.status();
   std::vector<Fp8GemmProblem> each;
   std::vector<RunGemmOn> runs;
   for (const rt::GemmChoice& c : rt::Fp8TileCandidates(plan->size)) {
-    Fp8GemmProblem q = p;
+    Fp8GemmProblem& q = each.emplace_back(p);
     q.tile = c.kernel, q.split = c.split;
-    each.push_back(q);
-  }
-  for (const Fp8GemmProblem& q : each)
     runs.push_back([&runner, options = OptionsOf(q), size = q.size](const rt::GemmOperands& o) {
       if (absl::Status s = runner.Run(size, options, o); !s.ok()) return s;
       return rt::Synchronize();
     });
+  }
   std::vector<rt::DeviceBuffer> buffers;
   rt::GemmOperands o;
   absl::StatusOr<std::vector<Fp8GemmResult>> results =
@@ -247,13 +254,7 @@ absl::StatusOr<std::vector<Fp8GemmResult>> SweepFp8GemmGpu(rt::GemmRunner& runne
   for (size_t i = 0; i < each.size(); ++i) {
     Fp8GemmResult& r = (*results)[i];
     if (absl::Status s = Described(r, each[i], 90); !s.ok()) return s;
-    if (iters <= 0 || !r.passed) continue;
-    const rt::GemmOptions options = OptionsOf(each[i]);
-    absl::StatusOr<double> ms =
-        MedianCallMs([&] { return runner.Run(p.size, options, o); }, iters, 1);
-    if (!ms.ok()) return ms.status();
-    r.ms = *ms;
-    r.tflops = 2.0 * p.size.m * p.size.n * p.size.k / (r.ms * 1e-3) / 1e12;
+    if (absl::Status s = Timed(runner, p, OptionsOf(each[i]), o, iters, r); !s.ok()) return s;
   }
   return results;
 }

@@ -45,6 +45,8 @@ struct Fp8GemmResult {
   double ms = 0, tflops = 0;
 };
 
+// The entry point's plan for `p`'s calls (the harness's operands, aligned; `p.tuned`'s entries).
+absl::StatusOr<rt::GemmPlan> PlanOf(const Fp8GemmProblem& p, int compute_capability);
 absl::StatusOr<Fp8GemmResult> RunFp8GemmGpu(rt::GemmRunner& runner, const Fp8GemmProblem& p,
                                             int iters, uint64_t seed);
 // Every tile and split the plan can run `p` with (rt::Fp8TileCandidates; p.tile and p.split

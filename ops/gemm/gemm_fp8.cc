@@ -71,12 +71,17 @@ absl::StatusOr<GemmPlan> PlanBlackwell(const GemmSize& size, const GemmOptions& 
   return plan;
 }
 
+// The work table's tiles of `t` (a cluster's) over the problem.
+int64_t TilesOf(const Sm90Tile* t, const GemmSize& s) {
+  return CeilDiv(s.m, t->tile_m()) * CeilDiv(s.n, t->tile_n());
+}
+
 // A tile's split: below one wave, K split so that the parts fill the CTA groups (parts of at least
 // 4 k-tiles, at most 8 of them); past it, whole tiles, or stream-K where the last wave would be
 // less than three quarters full (docs/perf/2026-11-29-fp8-tile-rule.md).
 GemmChoice Filled(const char* name, const GemmSize& s) {
   const Sm90Tile* t = FindSm90Tile(name);
-  const int64_t tiles = CeilDiv(s.m, t->tile_m()) * CeilDiv(s.n, t->tile_n());
+  const int64_t tiles = TilesOf(t, s);
   const int64_t groups = t->in_flight(), waves = CeilDiv(tiles, groups);
   const std::string what = absl::StrCat(tiles, " tiles of ", t->tile_m(), "x", t->tile_n(),
                                         " over ", groups, " CTA groups");
@@ -89,11 +94,6 @@ GemmChoice Filled(const char* name, const GemmSize& s) {
   return {name, what + (split > 1 ? absl::StrCat(", K split in ", split) : ", whole"), split};
 }
 
-int64_t TilesOf(const char* name, const GemmSize& s) {
-  const Sm90Tile* t = FindSm90Tile(name);
-  return CeilDiv(s.m, t->tile_m()) * CeilDiv(s.n, t->tile_n());
-}
-
 }  // namespace
 
 // By the kernel's N (a row-major C's tokens, the problem swapped): up to 64, 64-row pairs of 64
@@ -104,10 +104,13 @@ int64_t TilesOf(const char* name, const GemmSize& s) {
 GemmChoice ChooseFp8Tile(const GemmSize& s) {
   constexpr const char *kPairs64 = "gemm/bf16_sm90_m64n64", *k128x64 = "gemm/bf16_sm90_n64",
                        *k64x128 = "gemm/bf16_sm90_m64", *k128 = "gemm/bf16_sm90_n128";
-  if (s.n <= 64)
-    return Filled(
-        TilesOf(kPairs64, s) > 2 * FindSm90Tile(kPairs64)->in_flight() ? k128x64 : kPairs64, s);
-  if (s.n <= 128 && TilesOf(k128, s) < FindSm90Tile(k128)->in_flight()) return Filled(k64x128, s);
+  // Tiles per CTA group: how many waves of whole tiles the problem takes.
+  auto waves = [&](const char* name) {
+    const Sm90Tile* t = FindSm90Tile(name);
+    return static_cast<double>(TilesOf(t, s)) / t->in_flight();
+  };
+  if (s.n <= 64) return Filled(waves(kPairs64) > 2 ? k128x64 : kPairs64, s);
+  if (s.n <= 128 && waves(k128) < 1) return Filled(k64x128, s);
   return Filled(k128, s);
 }
 
@@ -116,7 +119,7 @@ std::vector<GemmChoice> Fp8TileCandidates(const GemmSize& s) {
   const int64_t k_tiles = CeilDiv(s.k, 128);
   for (const char* name : kFp8Tiles) {
     const Sm90Tile* t = FindSm90Tile(name);
-    const int64_t tiles = CeilDiv(s.m, t->tile_m()) * CeilDiv(s.n, t->tile_n());
+    const int64_t tiles = TilesOf(t, s);
     candidates.push_back({name, "whole tiles", 1});
     for (int split = 2; split <= 8 && k_tiles / split >= 4 && tiles * split <= t->in_flight();
          ++split)

@@ -110,9 +110,7 @@ int Fp8Tune(const std::vector<kiln::rt::GemmSize>& sizes) {
       failures += !r.passed;
       if (r.passed && (!best || r.ms < best->ms)) best = &r;
     }
-    absl::StatusOr<kiln::rt::GemmPlan> plan = kiln::rt::PlanGemm(
-        size, {.in_type = "e4m3", .out_type = out, .scaling = p.scaling},
-        {.a = 16, .b = 16, .c = 16, .c_row_major = true, .scale_a = 16, .scale_b = 16}, 90);
+    absl::StatusOr<kiln::rt::GemmPlan> plan = kiln::examples::PlanOf(p, 90);  // the rule's
     if (!plan.ok()) return Fail(plan.status());
     if (!best) continue;
     std::cout << absl::StrFormat("# %dx%dx%d %s: fastest %s, %s (%.4f ms); the rule picks %s, %s\n",
