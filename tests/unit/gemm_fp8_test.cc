@@ -328,5 +328,22 @@ TEST(Fp8Gemm, StreamK) {
   }
 }
 
+// Tensorwise and rowwise in the small tiles run stages in pairs after a unit's first: units of an
+// odd and an even count of k-tiles (a pair and a stage alone at the end), whole, split in K parts
+// of uneven lengths, and streamed.
+TEST(Fp8Gemm, StagesInPairsInSmallTiles) {
+  for (const char* tile : {"gemm/bf16_sm90_m64", "gemm/bf16_sm90_m64n64"})
+    for (int split : {1, 3, 0}) {
+      const Fp8GemmProblem p{.size = {72, 200, split == 1 ? 640 : 1280},
+                             .scaling = split == 3 ? "rowwise" : "tensorwise",
+                             .tile = tile,
+                             .split = split};
+      absl::StatusOr<Fp8GemmResult> r = RunFp8GemmEmulated(BuiltBundle, p, 5);
+      ASSERT_TRUE(r.ok()) << tile << " " << split << ": " << r.status();
+      EXPECT_TRUE(r->passed) << r->kernel << ", " << r->why << ": " << r->failure;
+    }
+  ExpectCorrect({72, 200, 768}, "tensorwise", "bf16", true, "gemm/bf16_sm90_n64");
+}
+
 }  // namespace
 }  // namespace kiln::examples

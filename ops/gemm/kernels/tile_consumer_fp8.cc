@@ -16,7 +16,15 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
   const int BN = tk.shape.bn, BK = tk.shape.bk();
   k.WaitForPriorGrids();
   Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
-  WgmmaAccumulator acc = k.WgmmaAcc(BN), part = k.WgmmaAcc(BN);
+  WgmmaAccumulator acc = k.WgmmaAcc(BN), part = k.WgmmaAcc(BN), part2;
+  // Tensorwise and rowwise in tiles of at most 64x128 (the ones the rule takes for few tokens,
+  // where a stage's wait and promotion, not the tensor cores, set the pace): stages in pairs, the
+  // second group issued before the first is promoted, into a second partial accumulator
+  // (docs/perf/2026-11-29-fp8-tile-rule.md, "stages in pairs for small tiles").
+  const Fp8Scaling scaling = tk.shape.variant.scaling;
+  const bool paired = (scaling == Fp8Scaling::kTensor || scaling == Fp8Scaling::kRow) &&
+                      tk.shape.bm * BN <= 64 * 128;
+  if (paired) part2 = k.WgmmaAcc(BN);
   Regs ahead = k.Registers(Type::Of(f32), 2);   // blockwise_t: the next stage's scales
   Regs buffer = k.Registers(Type::Of(i32), 1);  // blockwise_t: this stage's buffer, 0 or 1
   Regs sets[2];                                 // blockwise: two stages' factors (TwoAhead)
@@ -32,36 +40,45 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
     Fp8Factors factors(tk, part, m0 + row0, n0, a_base + Min(m0 + row0, tk.g.M - 1), c, wg, ahead,
                        buffer);
     const Value last = (u.k_end - 1).To(i64);
-    // One stage: its wgmma group into `part`, then promoted (the first stage of a unit starts acc)
-    // with the factors of `set` where they come two stages ahead (TwoAhead).
+    // A stage's wgmma group into `into` (a tile's first stage also writes the last tile's C out
+    // under it); the scales' work before it (TwoAhead: the factors of `set`, then `set` loaded
+    // again for two stages on). Returns the ring's slot.
     auto ahead = [&](const Value& kb) { return Min(kb.To(i64), last); };
-    auto stage = [&](const Value& kb, bool first, const Regs* set = nullptr) {
-      if (set) {  // the factors first, then the set loaded again for two stages on
+    auto issue = [&](const Value& kb, bool first, WgmmaAccumulator& into, const Regs* set) {
+      if (set) {
         factors.Use(*set);
         factors.LoadInto(*set, ahead(kb + 2));
       }
       Value s = tk.ring.Acquire(at);
       k.WgmmaFence();
       for (int kk = 0; kk < BK; kk += 32)
-        k.Wgmma(part, {.a = {tk.sA.Stage(s)},
+        k.Wgmma(into, {.a = {tk.sA.Stage(s)},
                        .a_row0 = row0,
                        .b = {tk.sB.Stage(s)},
                        .k0 = kk,
                        .accumulate = kk != 0});
       k.WgmmaCommit();
       factors.Stage(kb.To(i64), last);
-      if (first && !tk.shape.direct_out())  // the last tile's C out, under this group
+      if (first && !tk.shape.direct_out())
         k.If(epilogue.pending()[0] == 1, [&] { epilogue.WriteOut(); });
-      k.WgmmaWait(0);
+      return s;
+    };
+    // The oldest group in flight waited for (`pending` newer ones may stay), its slot freed, and
+    // its partial sums in `from` promoted (the unit's first stage starts acc).
+    auto finish = [&](const Value& s, bool first, WgmmaAccumulator& from, int pending) {
+      k.WgmmaWait(pending);
       tk.ring.Release(s, c);
       factors.Ready();
       for (int i = 0; i < BN / 2; ++i) {
-        Value p = part[i].Load();
+        Value p = from[i].Load();
         if (factors.PerStage())
           acc[i] = first ? p * factors[i] : Fma(p, factors[i], acc[i].Load());
         else
           acc[i] = first ? p : p + acc[i].Load();
       }
+    };
+    auto stage = [&](const Value& kb, bool first, const Regs* set = nullptr) {
+      finish(issue(kb, first, part, set), first, part, 0);
     };
     factors.Start(u.k_begin.To(i64));
     if (factors.TwoAhead()) {
@@ -78,6 +95,15 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
         stage(kb + 1, false, &sets[0]);
       });
       k.If((u.k_end - u.k_begin) % 2 == 0, [&] { stage(u.k_end - 1, false, &sets[1]); });
+    } else if (paired) {
+      // After the first stage, two groups at a time: the first promoted under the second.
+      stage(u.k_begin, true);
+      k.For(u.k_begin + 1, u.k_end - 1, 2, [&](Value kb) {
+        Value s0 = issue(kb, false, part, nullptr), s1 = issue(kb + 1, false, part2, nullptr);
+        finish(s0, false, part, 1);
+        finish(s1, false, part2, 0);
+      });
+      k.If((u.k_end - u.k_begin) % 2 == 0, [&] { stage(u.k_end - 1, false); });
     } else {
       stage(u.k_begin, true);
       k.For(u.k_begin + 1, u.k_end, 1, [&](Value kb) { stage(kb, false); });
