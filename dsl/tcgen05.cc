@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
@@ -331,10 +332,73 @@ void TcgenMmaMnB(Kernel& k, KernelState& s, const Tmem& d, const Operand& d_colu
       loc);
 }
 
+// MXFP8: both tiles K-major, 8-bit; one CTA, M 128; the scales in tensor memory.
+void TcgenMmaBlockScaled(KernelState& s, const Tmem& d, const TcgenMmaOp& op, const Loc& loc) {
+  const TcgenBlockScales& sc = op.scales;
+  if (!NeedSm100a(s, "tcgen05.mma kind::mxf8f6f4", loc) || d.columns() == 0) return;
+  if (d.cta_group() != 1 || op.b.mn_major || !IsFp8(op.a.elem()) || !IsFp8(op.b.tile.elem()))
+    return s.Fail(
+        "tcgen05.mma with block scales (kind::mxf8f6f4) is built for one CTA with e4m3 or e5m2 "
+        "tiles, both K-major",
+        loc);
+  if (sc.tmem->columns() == 0)
+    return s.Fail("the block scales' Tmem was not declared by TensorMemory", loc);
+  if (!detail::UseTcgenGroup(s, 1, loc)) return;
+  const SmemTile &a = op.a, &b = op.b.tile;
+  absl::StatusOr<uint32_t> idesc =
+      tcgen05::EncodeInstrBlockScaled(tcgen05::InstrMxf8f6f4{.m = op.m,
+                                                             .n = op.n,
+                                                             .a_e5m2 = a.elem() == Scalar::kE5M2,
+                                                             .b_e5m2 = b.elem() == Scalar::kE5M2,
+                                                             .sfa_id = sc.byte,
+                                                             .sfb_id = sc.byte},
+                                      1);
+  if (!idesc.ok()) return s.Fail(std::string(idesc.status().message()), loc);
+  if (op.n > d.columns())
+    return s.Fail(absl::StrCat("an N = ", op.n, " accumulator needs ", op.n,
+                               " tensor memory columns; the allocation (", LocString(d.loc()),
+                               ") has ", d.columns()),
+                  loc);
+  // A's 128 rows take 4 columns, B's N rows N / 32 (rounded up).
+  for (const auto& [name, column, count] :
+       {std::tuple{"A", &sc.a_column, 4}, std::tuple{"B", &sc.b_column, (op.n + 31) / 32}})
+    if (Access::IsImm(*column) &&
+        (Access::Imm(*column) < 0 || Access::Imm(*column) + count > sc.tmem->columns()))
+      return s.Fail(absl::StrCat(name, "'s scales take columns ", Access::Imm(*column), "..",
+                                 Access::Imm(*column) + count - 1, " of an allocation of ",
+                                 sc.tmem->columns(), " (", LocString(sc.tmem->loc()), ")"),
+                    loc);
+  if (!Access::IsImm(op.accumulate) && Access::Val(op.accumulate).type() != Type::Of(Scalar::kI1))
+    return s.Fail("tcgen05.mma's accumulate flag is an i1 (a comparison) or 0/1", loc);
+  if (!CheckMmaTile(s, a, "A", op.m, op.a_row0, op.k0, loc) ||
+      !CheckMmaTile(s, b, "B", op.n, op.b_row0, op.k0, loc))
+    return;
+  const Type i32 = Type::Of(Scalar::kI32);
+  auto at = [&](const Tmem& t, const Operand& column) {
+    return t.Base(loc) + s.Wrap(s.Materialize(column, i32), i32);
+  };
+  // LLVM prints the form with one scale per 32 of K as .block_scale (the .block32 alias), which
+  // PTX 8.8 introduced: the kernel's PTX version rises to it (dsl/target.cc keeps the lowest).
+  s.target.ptx_version = std::max(s.target.ptx_version, 88);
+  mlir::Location l = s.ToLoc(loc);
+  Value daddr = at(d, op.d_column), sfa = at(*sc.tmem, sc.a_column),
+        sfb = at(*sc.tmem, sc.b_column);
+  mlir::Value a_desc = SmemDescriptor(s, a, op.a_row0, op.k0, loc),
+              b_desc = SmemDescriptor(s, b, op.b_row0, op.k0, loc);
+  mlir::NVVM::Tcgen05MMABlockScaleOp::create(
+      s.builder, l, mlir::NVVM::MMABlockScaleKind::MXF8F6F4, Group(1),
+      mlir::NVVM::Tcgen05MMABlockScale::DEFAULT, mlir::NVVM::Tcgen05MMACollectorOp::DISCARD,
+      TmemPtr(s, daddr, l), a_desc, b_desc,
+      mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(*idesc), 32),
+      s.Materialize(op.accumulate, Type::Of(Scalar::kI1)), TmemPtr(s, sfa, l), TmemPtr(s, sfb, l));
+  s.tmem_uses.push_back({s.LastOp(), -1, "tcgen05.mma", loc});
+}
+
 }  // namespace
 
 void BlackwellOps::TcgenMma(const Tmem& d, const TcgenMmaOp& op, Loc loc) {
   KernelState& s = state();
+  if (op.scales.tmem) return TcgenMmaBlockScaled(s, d, op, loc);
   if (!op.b.mn_major)
     return TcgenMmaKMajor(self(), s, d, op.d_column, op.a, op.a_row0, op.b.tile, op.b_row0, op.k0,
                           op.accumulate, op.m, op.n, loc);

@@ -140,6 +140,10 @@ struct TcgenMma {
   bool accumulate = true;
   bool pair = false;  // cta_group::2: issued by the pair's even CTA over both CTAs' operands
   bool fp8 = false;   // kind::f8f6f4: 8-bit A and B, 32 of K
+  // kind::mxf8f6f4.block_scale: 8-bit A and B, each row's UE8M0 scale for the 32 of K at these
+  // TMEM addresses (A's rows in 4 columns, B's in N / 32; the byte the descriptor's IDs pick).
+  bool block_scaled = false;
+  uint32_t sfa = 0, sfb = 0;
   int line = 0;
   const ptx::Instr* in = nullptr;
 };
@@ -753,6 +757,9 @@ class Cta {
   };
   std::vector<TcgenStoreInFlight> tcgen_stores_;
   // A message when lanes x columns meet a store in flight, else "".
+  // Why a tcgen05.ld/st (`kind`) of columns col0.. races with an MMA not yet complete ("" if not).
+  std::string PendingMmaRace(const std::string& kind, bool store, uint32_t col0,
+                             uint32_t num) const;
   std::string TcgenStoreRace(const char* what, uint32_t lane0, uint32_t lanes, uint32_t col0,
                              uint32_t cols) const;
   struct TcgenCommit {
@@ -814,7 +821,8 @@ class Cta {
                                     uint32_t quarter, uint32_t col0, uint32_t num);
   absl::Status OrderTcgenAccess(const std::vector<Thread*>& lanes, const Instr& in,
                                 uint32_t quarter, uint32_t col0, uint32_t num, bool store);
-  absl::Status CheckMmaAfterAccess(const Thread& t, const Instr& in, uint32_t col0, uint32_t n);
+  absl::Status CheckMmaAfterAccess(const Thread& t, const Instr& in, uint32_t col0, uint32_t n,
+                                   const char* what = "overwrites");
   // wgmma: the warpgroup's ops issued since its last commit, and its committed groups.
   struct WgmmaOp {
     std::vector<std::vector<int>> d_regs;  // per thread of the warpgroup

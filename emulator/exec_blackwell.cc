@@ -1,4 +1,6 @@
 // Blackwell: tensor memory and tcgen05.
+#include <tuple>
+
 #include "emulator/cta.h"
 
 namespace kiln::emu::detail {
@@ -10,8 +12,22 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
   const std::string kind = in.mods.empty() ? "" : in.mods[0];
   if (kind == "mma") {
     const bool pair = in.Has("cta_group::2");
-    if ((!pair && !in.Has("cta_group::1")) || (!in.Has("kind::f16") && !in.Has("kind::f8f6f4")))
-      return Fail(t, in, "only tcgen05.mma.cta_group::{1,2}.kind::{f16,f8f6f4} is emulated so far");
+    // kind::mxf8f6f4.block_scale takes one scale per 32 of K: no vector size, scale_vec::1X or
+    // its alias block32 (PTX ISA, tcgen05.mma: the .scale_vectorsize qualifiers).
+    const bool block_scaled = in.Has("kind::mxf8f6f4");
+    if (block_scaled) {
+      if (pair || !in.Has("cta_group::1") || !in.Has("block_scale"))
+        return Fail(t, in, "only tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale is emulated");
+      for (const char* other : {"scale_vec::2X", "scale_vec::4X", "block16"})
+        if (in.Has(other))
+          return Fail(t, in,
+                      absl::StrCat("kind::mxf8f6f4 takes one scale per 32 of K, not .", other));
+    } else if ((!pair && !in.Has("cta_group::1")) ||
+               (!in.Has("kind::f16") && !in.Has("kind::f8f6f4"))) {
+      return Fail(
+          t, in,
+          "only tcgen05.mma.cta_group::{1,2}.kind::{f16,f8f6f4,mxf8f6f4} is emulated so far");
+    }
     if (pair &&
         (!cluster_ || rank_ % 2 != 0 || rank_ + 1 >= static_cast<int>(cluster_->ctas.size())))
       return Fail(t, in, "a cta_group::2 MMA is issued by the even CTA of a pair in a cluster");
@@ -21,16 +37,35 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     op.a_desc = Read(t, in.ops.at(1), 64);
     op.b_desc = Read(t, in.ops.at(2), 64);
     op.idesc = static_cast<uint32_t>(Read(t, in.ops.at(3), 32));
-    op.accumulate = Read(t, in.ops.at(4), 1) & 1;
+    // [d], a, b, idesc, then [scale A], [scale B] where block-scaled, then enable-input-d.
+    op.block_scaled = block_scaled;
+    if (block_scaled) {
+      op.sfa = static_cast<uint32_t>(Address(t, in.ops.at(4)));
+      op.sfb = static_cast<uint32_t>(Address(t, in.ops.at(5)));
+    }
+    op.accumulate = Read(t, in.ops.at(block_scaled ? 6 : 4), 1) & 1;
     op.line = in.line;
     op.in = &in;
-    op.fp8 = in.Has("kind::f8f6f4");
-    const uint32_t m = ((op.idesc >> 24) & 0x1f) << 4, n = ((op.idesc >> 17) & 0x3f) << 3;
+    op.fp8 = in.Has("kind::f8f6f4") || block_scaled;
+    // M: bits 24-28 (M >> 4), or 27-28 (M >> 7) in kind::mxf8f6f4's descriptor.
+    const uint32_t m = block_scaled ? ((op.idesc >> 27) & 3) << 7 : ((op.idesc >> 24) & 0x1f) << 4,
+                   n = ((op.idesc >> 17) & 0x3f) << 3;
     if (std::string race =
             TcgenStoreRace("tcgen05.mma's accumulator", 0, pair ? 128 : m, op.d & 0xffff, n);
         !race.empty())
       return Fail(t, in, race);
     if (absl::Status s = CheckMmaAfterAccess(t, in, op.d & 0xffff, n); !s.ok()) return s;
+    if (block_scaled) {  // the scales another warp stored: fenced and ordered before this MMA
+      for (const auto& [what, at, cols] :
+           {std::tuple{"A's scale factors", op.sfa, 4u},
+            std::tuple{"B's scale factors", op.sfb, (n + 31) / 32}}) {
+        if (std::string race = TcgenStoreRace(what, 0, 128, at & 0xffff, cols); !race.empty())
+          return Fail(t, in, race);
+        if (absl::Status s = CheckMmaAfterAccess(t, in, at & 0xffff, cols, "reads scales in");
+            !s.ok())
+          return s;
+      }
+    }
     if (absl::Status s = CheckMmaAfterTmaLoads(t, in, op.a_desc, op.b_desc, pair); !s.ok())
       return s;
     tcgen_issued_.push_back(op);
@@ -149,7 +184,8 @@ absl::Status Cta::CheckTcgenAfterWrite(const std::vector<Thread*>& lanes, const 
 // An MMA over accumulator columns another warp read or wrote with tcgen05.ld/st: that warp
 // fences its accesses (tcgen05.fence::before_thread_sync) before it signals, and the issuing
 // thread is ordered after that fence.
-absl::Status Cta::CheckMmaAfterAccess(const Thread& t, const Instr& in, uint32_t col0, uint32_t n) {
+absl::Status Cta::CheckMmaAfterAccess(const Thread& t, const Instr& in, uint32_t col0, uint32_t n,
+                                      const char* what) {
   for (uint32_t quarter = 0; quarter < 4; ++quarter)
     for (uint32_t c = col0; c < col0 + n && c < 512; ++c) {
       const TmemOrder& o = tmem_order_[quarter * 512 + c];
@@ -157,14 +193,14 @@ absl::Status Cta::CheckMmaAfterAccess(const Thread& t, const Instr& in, uint32_t
       std::string why = o.access_fenced < o.accessed
                             ? "that warp has run no tcgen05.fence::before_thread_sync since: its "
                               "access may still be in flight (fence it before the arrive or "
-                              "barrier that frees the accumulator, and wait for that)"
+                              "barrier that hands these columns to the MMA, and wait for that)"
                             : NotOrderedAfter(t, o.access_fenced);
       if (why.empty()) continue;
       const std::string at = m_.DslLine(*o.access);
       return Fail(t, in,
-                  absl::StrFormat("tcgen05.mma overwrites TMEM column %d, which warp %d accessed "
+                  absl::StrFormat("tcgen05.mma %s TMEM column %d, which warp %d accessed "
                                   "with the tcgen05.%s at PTX line %d%s, but %s",
-                                  c, o.accessor_warp, o.access->mods[0], o.access->line,
+                                  what, c, o.accessor_warp, o.access->mods[0], o.access->line,
                                   at.empty() ? "" : " (" + at + ")", why));
     }
   return absl::OkStatus();
@@ -278,26 +314,9 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
                              " outside every tensor memory allocation"));
       return out;
     }
-    // An MMA not yet complete (issued, or committed but its arrival not yet made) still writes
-    // its accumulator columns: reading them now sees a partial sum, writing them races with it.
-    std::vector<const TcgenMma*> pending;
-    for (const TcgenMma& op : tcgen_issued_) pending.push_back(&op);
-    for (const TcgenCommit& c : tcgen_commits_)
-      for (const TcgenMma& op : c.mmas) pending.push_back(&op);
-    for (const TcgenMma* op : pending) {
-      const uint32_t d_col = op->d & 0xffff, d_cols = ((op->idesc >> 17) & 0x3f) << 3;
-      if (col0 < d_col + d_cols && d_col < col0 + num) {
-        const std::string dsl = m_.DslLine(*op->in);
-        *s = Fail(
-            t, in,
-            absl::StrFormat(
-                "tcgen05.%s %s TMEM columns %d..%d, which the tcgen05.mma at PTX line %d%s "
-                "still writes: the wait for its commit's mbarrier is missing or comes too late",
-                kind, store ? "writes" : "reads", std::max(col0, d_col),
-                std::min(col0 + num, d_col + d_cols) - 1, op->line,
-                dsl.empty() ? "" : " (" + dsl + ")"));
-        return out;
-      }
+    if (std::string race = PendingMmaRace(kind, store, col0, num); !race.empty()) {
+      *s = Fail(t, in, race);
+      return out;
     }
     // A store in flight (no tcgen05.wait::st yet by the threads that issued it) is not yet in
     // tensor memory for anyone: reading or overwriting its columns races with it.
@@ -332,6 +351,36 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
   }
   *s = Fail(t, in, "this tcgen05 instruction is not emulated yet");
   return out;
+}
+
+// An MMA not yet complete (issued, or committed but its arrival not yet made) still writes its
+// accumulator columns: reading them now sees a partial sum, writing them races with it. A
+// block-scaled one reads its scales until then: a store over them races too.
+std::string Cta::PendingMmaRace(const std::string& kind, bool store, uint32_t col0,
+                                uint32_t num) const {
+  std::vector<const TcgenMma*> pending;
+  for (const TcgenMma& op : tcgen_issued_) pending.push_back(&op);
+  for (const TcgenCommit& c : tcgen_commits_)
+    for (const TcgenMma& op : c.mmas) pending.push_back(&op);
+  for (const TcgenMma* op : pending) {
+    const uint32_t d_col = op->d & 0xffff, d_cols = ((op->idesc >> 17) & 0x3f) << 3;
+    const std::string dsl = m_.DslLine(*op->in), at_dsl = dsl.empty() ? "" : " (" + dsl + ")";
+    for (const auto& [which, at, cols] : {std::tuple{"A's", op->sfa & 0xffff, 4u},
+                                          std::tuple{"B's", op->sfb & 0xffff, (d_cols + 31) / 32}})
+      if (store && op->block_scaled && col0 < at + cols && at < col0 + num)
+        return absl::StrFormat(
+            "tcgen05.st overwrites TMEM columns %d..%d, %s scale factors for the tcgen05.mma at "
+            "PTX line %d%s, which still reads them: the wait for its commit's mbarrier is missing "
+            "or comes too late",
+            std::max(col0, at), std::min(col0 + num, at + cols) - 1, which, op->line, at_dsl);
+    if (col0 < d_col + d_cols && d_col < col0 + num)
+      return absl::StrFormat(
+          "tcgen05.%s %s TMEM columns %d..%d, which the tcgen05.mma at PTX line %d%s still "
+          "writes: the wait for its commit's mbarrier is missing or comes too late",
+          kind, store ? "writes" : "reads", std::max(col0, d_col),
+          std::min(col0 + num, d_col + d_cols) - 1, op->line, at_dsl);
+  }
+  return "";
 }
 
 std::string Cta::TcgenStoreRace(const char* what, uint32_t lane0, uint32_t lanes, uint32_t col0,
@@ -382,7 +431,41 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
   const bool neg_a = (d >> 13) & 1, neg_b = (d >> 14) & 1, a_mn = (d >> 15) & 1,
              b_mn = (d >> 16) & 1;
   const int m = 128;  // rows per CTA
-  if (c_format != 1) return fail("only f32 accumulators are emulated so far");
+  // kind::mxf8f6f4's descriptor has no D type (f32): bits 4-5 are B's scale ID there, 23 the
+  // scales' type (UE8M0 1), 27-28 M >> 7, 29-30 A's scale ID.
+  if (op.block_scaled) {
+    if (!((d >> 23) & 1))
+      return fail("scale type 0 (UE4M3) in the descriptor: kind::mxf8f6f4 takes UE8M0 scales (1)");
+    if ((d >> 2) & 1) return fail("sparse block-scaled MMAs are not emulated");
+    if (((d >> 27) & 3) != 1) return fail("kind::mxf8f6f4 on one CTA has M = 128 (bits 27-28: 1)");
+  } else if (c_format != 1) {
+    return fail("only f32 accumulators are emulated so far");
+  }
+  // A block-scaled MMA's scale of A's row (or B's) `row`: lane row % 32 of every 32-lane quarter
+  // (the PTX ISA has the scales duplicated to all four: they must agree), column + row / 32, the
+  // byte the descriptor's scale ID picks; UE8M0: 2^(e - 127), 0xff NaN.
+  auto block_scale = [&](bool of_b, int row) -> absl::StatusOr<double> {
+    const uint32_t at = of_b ? op.sfb : op.sfa, id = of_b ? (d >> 4) & 3 : (d >> 29) & 3;
+    const char* name = of_b ? "B" : "A";
+    if (at >> 16) return fail(absl::StrCat(name, "'s scales at a lane other than 0"));
+    const uint32_t col = (at & 0xffff) + row / 32;
+    bool inside = false;
+    for (const auto& [start, size] : tmem_allocs_) inside |= col >= start && col < start + size;
+    if (!inside)
+      return fail(
+          absl::StrFormat("%s's scales for row %d in TMEM column %d, outside every "
+                          "allocation",
+                          name, row, col));
+    uint32_t e[4];
+    for (int q = 0; q < 4; ++q) e[q] = (tmem_[(32 * q + row % 32) * 512 + col] >> (8 * id)) & 0xff;
+    for (int q = 1; q < 4; ++q)
+      if (e[q] != e[0])
+        return fail(absl::StrFormat(
+            "%s's scale for row %d (TMEM column %d, byte %d) is 0x%02x in lanes 0..31 but 0x%02x "
+            "in lanes %d..%d: the scale factors must be duplicated in all four 32-lane quarters",
+            name, row, col, id, e[0], e[q], 32 * q, 32 * q + 31));
+    return e[0] == 0xff ? NAN : std::ldexp(1.0, static_cast<int>(e[0]) - 127);
+  };
   // The type fields (PTX ISA, instruction descriptor): kind::f16 F16 0, BF16 1, one type for both;
   // kind::f8f6f4 E4M3 0, E5M2 1 each (its 6- and 4-bit types are not emulated yet). K is 32 bytes
   // of each row: 16 elements of kind::f16, 32 of kind::f8f6f4.
@@ -395,7 +478,8 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
            : f == 1 ? OperandFormat::kBF16
                     : OperandFormat::kF16;
   };
-  if ((!op.pair && ((d >> 24) & 0x1f) << 4 != 128) || n < 8 || n > 256 || n % (8 * b_ctas.size()))
+  if ((!op.pair && !op.block_scaled && ((d >> 24) & 0x1f) << 4 != 128) || n < 8 || n > 256 ||
+      n % (8 * b_ctas.size()))
     return fail(
         absl::StrCat("the shape M=", ((d >> 24) & 0x1f) << 4, " N=", n, " is not emulated yet"));
   // Transpose A / B (instruction descriptor bits 15 / 16): the operand is MN-major, read through
@@ -446,6 +530,19 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
     return fail(
         absl::StrFormat("D at TMEM 0x%x (%d columns) is outside every allocation", op.d, n));
   const double sign = (neg_a ? -1.0 : 1.0) * (neg_b ? -1.0 : 1.0);
+  std::vector<double> scale_a(m, 1.0), scale_b(n, 1.0);
+  if (op.block_scaled) {
+    for (int r = 0; r < m; ++r) {
+      absl::StatusOr<double> v = block_scale(false, r);
+      if (!v.ok()) return v.status();
+      scale_a[r] = *v;
+    }
+    for (int c = 0; c < n; ++c) {
+      absl::StatusOr<double> v = block_scale(true, c);
+      if (!v.ok()) return v.status();
+      scale_b[c] = *v;
+    }
+  }
   for (uint32_t quarter = 0; quarter < 4; ++quarter)
     for (int c = 0; c < n; ++c) {
       TmemOrder& o = tmem_order_[quarter * 512 + col0 + c];
@@ -454,8 +551,9 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
   for (int r = 0; r < m; ++r)
     for (int c = 0; c < n; ++c) {
       uint32_t& cell = tmem_[(lane0 + r) * 512 + col0 + c];
-      double acc = op.accumulate ? F32(cell) : 0.0;
-      for (int k = 0; k < kk; ++k) acc += sign * a[r * kk + k] * b[c * kk + k];
+      double sum = 0;
+      for (int k = 0; k < kk; ++k) sum += a[r * kk + k] * b[c * kk + k];
+      const double acc = (op.accumulate ? F32(cell) : 0.0) + sign * scale_a[r] * scale_b[c] * sum;
       cell = static_cast<uint32_t>(Bits(static_cast<float>(acc)));
     }
   return absl::OkStatus();

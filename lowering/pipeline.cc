@@ -84,11 +84,11 @@ llvm::TargetMachine* MachineFor(const Target& target) {
     LLVMInitializeNVPTXAsmPrinter();
     UseShortSharedPointers();
   });
-  // One machine per chip, built once.
+  // One machine per chip and PTX version (a kernel's instructions may raise it), built once.
   static std::map<std::string, std::unique_ptr<llvm::TargetMachine>> machines;
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
-  auto& tm = machines[target.chip];
+  auto& tm = machines[absl::StrCat(target.chip, "+ptx", target.ptx_version)];
   if (!tm) {
     std::string error;
     llvm::Triple triple(kTriple);

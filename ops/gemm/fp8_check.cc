@@ -78,16 +78,28 @@ absl::StatusOr<std::vector<Fp8GemmResult>> CheckEach(const HarnessMemory& mem,
                                                      rt::GemmOperands* kept = nullptr,
                                                      bool each_alone = false) {
   const int64_t M = p.size.m, N = p.size.n, K = p.size.k, KB = CeilDiv(K, 128);
-  const bool block = p.scaling == "blockwise", row = p.scaling == "rowwise";
+  const bool block = p.scaling == "blockwise", row = p.scaling == "rowwise",
+             mx = p.scaling == "mxfp8";
+  const int64_t KG = CeilDiv(K, 32);  // mxfp8: power-of-two scales per 1 x 32 of A and of B
   // A per 1 x 128 (M-contiguous scales), B per 128 x 128 (row-major), as GemmOperands defaults.
   std::vector<double> xa = NormalValues(M * K, seed), xb = NormalValues(N * K, seed + 1);
   const bool a5 = p.a_type == "e5m2", b5 = p.b_type == "e5m2";
-  Quantized a = block ? Quantize(std::move(xa), M, K, 1, 128, 1, M, M * KB, a5)
-                : row ? Quantize(std::move(xa), M, K, 1, K, 1, 0, M, a5)
-                      : Quantize(std::move(xa), M, K, M, K, 0, 0, 1, a5);
-  Quantized b = block ? Quantize(std::move(xb), N, K, 128, 128, KB, 1, CeilDiv(N, 128) * KB, b5)
-                : row ? Quantize(std::move(xb), N, K, 1, K, 1, 0, N, b5)
-                      : Quantize(std::move(xb), N, K, N, K, 0, 0, 1, b5);
+  Quantized a = mx      ? Quantize(std::move(xa), M, K, 1, 32, KG, 1, M * KG, a5, true)
+                : block ? Quantize(std::move(xa), M, K, 1, 128, 1, M, M * KB, a5)
+                : row   ? Quantize(std::move(xa), M, K, 1, K, 1, 0, M, a5)
+                        : Quantize(std::move(xa), M, K, M, K, 0, 0, 1, a5);
+  Quantized b = mx      ? Quantize(std::move(xb), N, K, 1, 32, KG, 1, N * KG, b5, true)
+                : block ? Quantize(std::move(xb), N, K, 128, 128, KB, 1, CeilDiv(N, 128) * KB, b5)
+                : row   ? Quantize(std::move(xb), N, K, 1, K, 1, 0, N, b5)
+                        : Quantize(std::move(xb), N, K, N, K, 0, 0, 1, b5);
+  // The scales as the kernel reads them: f32, or mxfp8's UE8M0 bytes in rows of whole words.
+  auto scale_bytes = [&](const Quantized& q, int64_t rows) {
+    if (mx) return Ue8m0Rows(q.scales, rows, K);
+    std::vector<uint8_t> bytes(q.scales.size() * 4);
+    std::memcpy(bytes.data(), q.scales.data(), bytes.size());
+    return bytes;
+  };
+  const std::vector<uint8_t> a_scales = scale_bytes(a, M), b_scales = scale_bytes(b, N);
   const int out_bytes = p.out_type == "f32" ? 4 : 2;
   rt::GemmOperands o{.c_row_major = p.c_row_major};
   // The fused terms' inputs (C_in, bias, residual in the output type, laid out as C).
@@ -114,8 +126,8 @@ absl::StatusOr<std::vector<Fp8GemmResult>> CheckEach(const HarnessMemory& mem,
   };
   absl::StatusOr<uint64_t> pa = put(a.bytes.data(), a.bytes.size()),
                            pb = put(b.bytes.data(), b.bytes.size()),
-                           sa = put(a.scales.data(), a.scales.size() * 4),
-                           sb = put(b.scales.data(), b.scales.size() * 4),
+                           sa = put(a_scales.data(), a_scales.size()),
+                           sb = put(b_scales.data(), b_scales.size()),
                            pc = put(nullptr, M * N * out_bytes);
   for (const auto* s : {&pa, &pb, &sa, &sb, &pc})
     if (!s->ok()) return s->status();

@@ -21,7 +21,7 @@ namespace kiln::examples {
 
 struct Fp8GemmProblem {
   rt::GemmSize size;
-  std::string scaling = "blockwise";  // tensorwise, rowwise, blockwise
+  std::string scaling = "blockwise";  // tensorwise, rowwise, blockwise, mxfp8 (sm_100)
   std::string out_type = "bf16";
   bool c_row_major = true;      // as torch lays out C (the kernel computes C^T)
   std::string tile;             // the tile kernel (GemmOptions::fp8_tile; "": the plan's)

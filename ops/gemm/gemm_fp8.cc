@@ -3,6 +3,7 @@
 #include "ops/gemm/gemm_fp8.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,8 +23,25 @@ absl::Status Invalid(const std::string& message) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The Blackwell kernel (ops/gemm/kernels/fp8_sm100.cc).
+// The Blackwell kernels: DeepGEMM's blockwise scales (ops/gemm/kernels/fp8_sm100.cc) and MXFP8's
+// (mxfp8_sm100.cc).
 constexpr const char* kBlackwellKernel = "gemm/fp8_blockwise_sm100";
+constexpr const char* kMxfp8Kernel = "gemm/mxfp8_sm100";
+
+// MXFP8's scales: bytes of a row in K order, rows of whole 32-bit words (a k-tile's four), 4-byte
+// aligned (the kernel reads a word per row per k-tile).
+absl::Status CheckMxScales(const GemmSize& size, const GemmOperands& o) {
+  const int64_t least = 4 * CeilDiv(size.k, 128);
+  for (const auto& [name, row, k, ptr] : {std::tuple{"scale_a", o.sa_row, o.sa_k, o.scale_a},
+                                          std::tuple{"scale_b", o.sb_row, o.sb_k, o.scale_b}})
+    if (row % 4 || row < least || (k != 0 && k != 1) || ptr % 4)
+      return Invalid(absl::StrCat(
+          "mxfp8 scales are UE8M0 bytes, a row's in K order (", name,
+          "'s k stride 1) in rows of a multiple of 4 bytes, at least 4 * ceil(K / 128) = ", least,
+          ", from a 4-byte aligned pointer; ", name, " has rows of ", row, " bytes, k stride ", k,
+          (ptr % 4 ? ", an unaligned pointer" : "")));
+  return absl::OkStatus();
+}
 
 // The tile kernels that take 8-bit inputs (ops/gemm/kernels/tile_kernels.cc: TakesFp8): the
 // rule's (ChooseFp8Tile) and the ones a caller may name (GemmOptions::fp8_tile).
@@ -49,17 +67,24 @@ absl::StatusOr<GemmPlan> PlanBlackwell(const GemmSize& size, const GemmOptions& 
   if (!options.fp8_tile.empty())
     return Invalid(absl::StrCat("fp8_tile names an sm_90 tile kernel; sm_100 runs ",
                                 kBlackwellKernel, " alone"));
-  if (options.scaling != "blockwise" || !o.c_row_major || options.out_type != "bf16" ||
+  const bool mx = options.scaling == "mxfp8";
+  const char* kernel = mx ? kMxfp8Kernel : kBlackwellKernel;
+  if ((options.scaling != "blockwise" && !mx) || !o.c_row_major || options.out_type != "bf16" ||
       !terms.empty())
-    return Invalid(absl::StrCat(
-        "8-bit inputs on sm_100 take blockwise scales into a row-major bf16 C, no epilogue "
-        "terms (",
-        kBlackwellKernel, "); given ", options.scaling, " scales, a ",
-        o.c_row_major ? "row" : "column", "-major ", options.out_type, " C"));
+    return Invalid(
+        absl::StrCat("8-bit inputs on sm_100 take blockwise (", kBlackwellKernel, ") or mxfp8 (",
+                     kMxfp8Kernel, ") scales into a row-major bf16 C, no epilogue terms; given ",
+                     options.scaling, " scales, a ", o.c_row_major ? "row" : "column", "-major ",
+                     options.out_type, " C", terms.empty() ? "" : ", terms " + terms));
   if (options.in_type != "e4m3" || (!options.in_type_b.empty() && options.in_type_b != "e4m3"))
-    return Invalid(absl::StrCat(kBlackwellKernel, " takes e4m3 A and B (", options.in_type,
+    return Invalid(absl::StrCat(kernel, " takes e4m3 A and B (", options.in_type,
                                 options.in_type_b.empty() ? "" : " and ", options.in_type_b,
                                 " given)"));
+  if (mx) {  // with zero strides' defaults
+    GemmOperands resolved = o;
+    ResolveFp8Scales(size, options.scaling, resolved);
+    if (absl::Status st = CheckMxScales(size, resolved); !st.ok()) return st;
+  }
   if (absl::Status st = CheckTmaRows(size, o); !st.ok()) return st;
   if (o.ldc && o.ldc != size.n)
     return Invalid(absl::StrCat(kBlackwellKernel, " stores C packed: ldc must be N (", size.n,
@@ -67,7 +92,9 @@ absl::StatusOr<GemmPlan> PlanBlackwell(const GemmSize& size, const GemmOptions& 
   GemmPlan plan;
   plan.size = size;
   plan.c_row = true;
-  plan.choice = {kBlackwellKernel, "the block-scaled tcgen05 kernel (sm_100)", 1};
+  plan.choice = {
+      kernel, mx ? "the MXFP8 tcgen05 kernel (sm_100)" : "the block-scaled tcgen05 kernel (sm_100)",
+      1};
   return plan;
 }
 
@@ -138,10 +165,15 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
         "8-bit inputs run on the sm_90 tile kernels (H100, H200) and, blockwise, on sm_100 "
         "(B200); this GPU is sm_",
         compute_capability));
+  if (options.scaling == "mxfp8")
+    return Invalid(
+        "mxfp8 scales (UE8M0 per 1 x 32 of A and of B) are applied by sm_100's block-scaled "
+        "tcgen05.mma; on sm_90 take blockwise scales (per 1 x 128 of A, 128 x 128 of B)");
   if (options.scaling != "tensorwise" && options.scaling != "rowwise" &&
       options.scaling != "blockwise")
-    return Invalid(absl::StrCat("8-bit inputs need a scaling: tensorwise, rowwise or blockwise (",
-                                options.scaling.empty() ? "none" : options.scaling, " given)"));
+    return Invalid(
+        absl::StrCat("8-bit inputs need a scaling: tensorwise, rowwise, blockwise or mxfp8 (",
+                     options.scaling.empty() ? "none" : options.scaling, " given)"));
   if (!o.scale_a || !o.scale_b) return Invalid("8-bit inputs need scale_a and scale_b");
   if (o.a_col_major || o.b_row_major)
     return Invalid(
@@ -230,6 +262,9 @@ std::string Fp8TuneScaling(const std::string& scaling, const GemmPlan& plan) {
 void ResolveFp8Scales(const GemmSize& size, const std::string& scaling, GemmOperands& o) {
   if (scaling == "rowwise") {
     o.sa_row = 1, o.sa_k = 0, o.sb_row = 1, o.sb_k = 0;
+  } else if (scaling == "mxfp8") {  // rows of whole k-tiles' words, bytes in K order
+    if (!o.sa_row) o.sa_row = 4 * CeilDiv(size.k, 128), o.sa_k = 1;
+    if (!o.sb_row) o.sb_row = 4 * CeilDiv(size.k, 128), o.sb_k = 1;
   } else if (scaling == "blockwise") {
     if (!o.sa_row && !o.sa_k) o.sa_row = 1, o.sa_k = size.m;
     if (!o.sb_row && !o.sb_k) o.sb_row = CeilDiv(size.k, 128), o.sb_k = 1;

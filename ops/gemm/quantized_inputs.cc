@@ -77,7 +77,7 @@ uint8_t E5m2Of(double x) { return NearestCode(x, E5m2Value, 0x7b); }
 
 Quantized Quantize(std::vector<double> exact, int64_t rows, int64_t K, int64_t group_rows,
                    int64_t group_k, int64_t row_stride, int64_t k_stride, int64_t scale_count,
-                   bool e5m2) {
+                   bool e5m2, bool power_of_two) {
   const double largest = e5m2 ? 57344 : 448;
   uint8_t (*code_of)(double) = e5m2 ? E5m2Of : E4m3Of;
   double (*value_of)(int) = e5m2 ? E5m2Value : E4m3Value;
@@ -99,7 +99,10 @@ Quantized Quantize(std::vector<double> exact, int64_t rows, int64_t K, int64_t g
       q.scales[at(r, k)] =
           std::max(q.scales[at(r, k)], static_cast<float>(std::fabs(q.exact[r * K + k])));
   });
-  for (float& s : q.scales) s = s > 0 ? static_cast<float>(s / largest) : 1.f;
+  for (float& s : q.scales) {
+    s = s > 0 ? static_cast<float>(s / largest) : 1.f;
+    if (power_of_two) s = std::exp2f(std::ceil(std::log2f(s)));
+  }
   q.bytes.resize(rows * K), q.dequantized.resize(rows * K);
   each_row([&](int64_t r) {
     for (int64_t k = 0; k < K; ++k) {
@@ -110,6 +113,15 @@ Quantized Quantize(std::vector<double> exact, int64_t rows, int64_t K, int64_t g
     }
   });
   return q;
+}
+
+std::vector<uint8_t> Ue8m0Rows(const std::vector<float>& scales, int64_t rows, int64_t K) {
+  const int64_t groups = (K + 31) / 32, width = 4 * ((K + 127) / 128);
+  std::vector<uint8_t> bytes(rows * width, 127);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < groups; ++j)
+      bytes[r * width + j] = static_cast<uint8_t>(std::ilogb(scales[r * groups + j]) + 127);
+  return bytes;
 }
 
 }  // namespace kiln::examples

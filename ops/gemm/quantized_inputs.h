@@ -34,8 +34,14 @@ struct Quantized {
   std::vector<uint8_t> bytes;
   std::vector<float> scales;
 };
+// With `power_of_two`, each scale is the least power of two that takes the group's largest
+// magnitude within the type's (as MXFP8's UE8M0 scales are).
 Quantized Quantize(std::vector<double> exact, int64_t rows, int64_t K, int64_t group_rows,
                    int64_t group_k, int64_t row_stride, int64_t k_stride, int64_t scale_count,
-                   bool e5m2 = false);
+                   bool e5m2 = false, bool power_of_two = false);
+
+// Power-of-two scales per 1 x 32 (row r, group j at scales[r * ceil(K / 32) + j]) as UE8M0 bytes
+// (2^(e - 127)), a row's in K order, rows of 4 * ceil(K / 128) bytes, the padding 127 (1.0).
+std::vector<uint8_t> Ue8m0Rows(const std::vector<float>& scales, int64_t rows, int64_t K);
 
 }  // namespace kiln::examples

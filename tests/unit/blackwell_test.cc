@@ -168,6 +168,43 @@ TEST(TcgenMma, EmitsTheWorklogDescriptors) {
   EXPECT_NE(ptx->find(std::to_string(0x4000404000000000ll)), std::string::npos) << *ptx;
 }
 
+// MXFP8: tcgen05.mma kind::mxf8f6f4.block_scale with its scales' tensor memory addresses, the
+// descriptor's scale IDs and UE8M0 bit, and the PTX version the form needs (8.8).
+TEST(TcgenMma, BlockScalesEmitTheMxForm) {
+  Kernel k("test/mma_mx", sm100a(), {128});
+  SmemTile a = k.SmemSwizzled(e4m3, 128, 128, Swizzle::k128B), b = k.SmemSwizzled(e4m3, 128, 128, Swizzle::k128B);
+  Tmem d = k.TensorMemory(256);
+  Barrier bar = k.SmemBarriers(1)[0];
+  k.If(k.ThreadIdx() == 0, [&] {
+    k.TcgenMma(d, {.m = 128, .n = 128, .a = a, .b = b, .k0 = 64,
+                   .scales = {.tmem = &d, .a_column = 128, .b_column = 132, .byte = 2}});
+    k.TcgenCommit(bar);
+  });
+  k.If(k.WarpId() == 0, [&] { k.TmemAlloc(d); k.TmemFree(d); });
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_NE(ptx->find("tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale"), std::string::npos) << *ptx;
+  EXPECT_NE(ptx->find(".version 8.8"), std::string::npos);
+  // N 128 at 17-22, UE8M0 at 23, M 128 at 27-28, scale IDs 2 at 4-5 and 29-30.
+  EXPECT_NE(ptx->find(std::to_string(2u << 4 | 16u << 17 | 1u << 23 | 1u << 27 | 2u << 29)), std::string::npos) << *ptx;
+}
+
+TEST(TcgenMma, BlockScalesPastTheAllocation) {
+  Kernel k("test/mma_mx_cols", sm100a(), {128});
+  SmemTile a = k.SmemSwizzled(e4m3, 128, 128, Swizzle::k128B), b = k.SmemSwizzled(e4m3, 256, 128, Swizzle::k128B);
+  Tmem d = k.TensorMemory(256), scales = k.TensorMemory(32);
+  k.TcgenMma(d, {.m = 128, .n = 256, .a = a, .b = b, .scales = {.tmem = &scales, .a_column = 0, .b_column = 28}}); const int line = __LINE__;
+  ExpectError(k, line, "B's scales take columns 28..35 of an allocation of 32");
+}
+
+TEST(TcgenMma, BlockScalesTakeEightBitTiles) {
+  MmaSetup m;
+  m.k.TcgenMma(m.d, {.m = 128, .n = 128, .a = m.a, .b = m.b, .scales = {.tmem = &m.d, .a_column = 128}}); const int line = __LINE__;
+  ExpectError(m.k, line, "with e4m3 or e5m2 tiles");
+}
+
 TEST(TcgenMma, OneCtaGroupPerKernel) {
   Kernel k("test/groups", sm100a(), {128});
   k.ClusterDims({2, 1, 1});

@@ -1,15 +1,18 @@
 // The 8-bit GEMM entry point (e4m3 on the tile kernels, each stage's partial sums promoted with
 // their scales) on the emulator at small ragged sizes, every scaling, against the harness's fp64
 // product of the dequantized inputs; and the plan's errors.
+#include "ops/gemm/gemm_fp8.h"
+
 #include <algorithm>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "kiln/ops/gemm_choice.h"
 #include "ops/gemm/fp8_check.h"
-#include "ops/gemm/gemm_fp8.h"
 #include "tests/unit/built_bundle.h"
 
 namespace kiln::examples {
@@ -98,6 +101,81 @@ TEST(Fp8Gemm, BlackwellBlockwise) {
   for (const rt::GemmSize& size :
        {rt::GemmSize{136, 200, 432}, rt::GemmSize{300, 100, 400}, rt::GemmSize{64, 128, 1152}})
     ExpectCorrect(size, "blockwise", "bf16", true, "", 100);
+}
+
+// MXFP8 on Blackwell (gemm/mxfp8_sm100): UE8M0 scales per 1 x 32 of A and B, applied by
+// tcgen05.mma kind::mxf8f6f4.block_scale from tensor memory. Ragged M, N and K (the last k-tile's
+// word of scales part padding), and more k-tiles than stages (the scale slots reused).
+TEST(Fp8Gemm, BlackwellMxfp8) {
+  for (const rt::GemmSize& size : {rt::GemmSize{136, 200, 432}, rt::GemmSize{300, 100, 656}})
+    ExpectCorrect(size, "mxfp8", "bf16", true, "", 100);
+}
+
+// MXFP8's plan: sm_100 only, its scales' rows whole 32-bit words, at least a word per k-tile.
+TEST(Fp8Gemm, Mxfp8PlanErrors) {
+  const rt::GemmOperands ok{
+      .a = 256, .b = 256, .c = 256, .c_row_major = true, .scale_a = 256, .scale_b = 256};
+  const rt::GemmOptions mx{.in_type = "e4m3", .scaling = "mxfp8"};
+  auto error = [](absl::StatusOr<rt::GemmPlan> p) {
+    return p.ok() ? p->choice.kernel : std::string(p.status().message());
+  };
+  EXPECT_EQ(error(rt::PlanGemm({128, 128, 256}, mx, ok, 100)), "gemm/mxfp8_sm100");
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, mx, ok, 90)).find("applied by sm_100"),
+            std::string::npos);
+  rt::GemmOperands narrow = ok;
+  narrow.sa_row = 4, narrow.sa_k = 1;  // K = 256 takes two words a row
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, mx, narrow, 100)).find("at least 4 * ceil"),
+            std::string::npos);
+  rt::GemmOperands odd = ok;
+  odd.sb_row = 10, odd.sb_k = 1;
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, mx, odd, 100)).find("scale_b has rows of 10"),
+            std::string::npos);
+  rt::GemmOperands unaligned = ok;
+  unaligned.scale_a = 258;
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, mx, unaligned, 100)).find("unaligned pointer"),
+            std::string::npos);
+  rt::GemmOptions fused = mx;
+  fused.epilogue = "relu";
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, fused, ok, 100)).find("no epilogue terms"),
+            std::string::npos);
+}
+
+// Planted mistakes in gemm/mxfp8_sm100's PTX, each reported by the emulator as what it is: the
+// scaling warps' tcgen05.fence::before_thread_sync dropped (their stores may still be in flight
+// when the MMA reads them), and their wait for a slot's MMAs to finish skipped (the warps race
+// ahead: a store over scales an MMA still reads, or quarters that hold different k-tiles').
+TEST(Fp8Gemm, Mxfp8PlantedMistakes) {
+  const rt::Bundle* built = BuiltBundle("gemm/mxfp8_sm100");
+  ASSERT_NE(built, nullptr);
+  struct Planted {
+    std::string from, to, expect;
+  };
+  const std::string skipped = "setp.eq.u32 done, 1, 1;";
+  for (const Planted& p : {Planted{"tcgen05.fence::before_thread_sync;", "",
+                                   "has run no tcgen05.fence::before_thread_sync"},
+                           Planted{"mbarrier.try_wait.parity.shared::cta.b64 done, [%r126], %r127;",
+                                   skipped, "scale factors"}}) {
+    rt::Bundle b = *built;
+    ASSERT_NE(b.ptx.find(p.from), std::string::npos) << p.from;
+    for (size_t at = b.ptx.find(p.from); at != std::string::npos;
+         at = b.ptx.find(p.from, at + p.to.size()))
+      b.ptx.replace(at, p.from.size(), p.to);
+    std::vector<std::string> reports;
+    bool caught = false;
+    for (uint64_t seed = 0; seed < 6 && !caught; ++seed) {
+      absl::StatusOr<Fp8GemmResult> r = RunFp8GemmEmulated(
+          [&](const std::string& name) {
+            return name == "gemm/mxfp8_sm100" ? &b : BuiltBundle(name);
+          },
+          {.size = {128, 128, 1024}, .scaling = "mxfp8", .compute_capability = 100}, seed);
+      const std::string report =
+          r.ok() ? (r->passed ? "passed" : r->failure) : std::string(r.status().message());
+      caught = report.find(p.expect) != std::string::npos;
+      if (caught) std::cout << "  caught: " << report << "\n";
+      reports.push_back(report);
+    }
+    EXPECT_TRUE(caught) << p.expect << ":\n" << absl::StrJoin(reports, "\n");
+  }
 }
 
 // K split over parts (few tiles, long K): each part promotes its own stages, then they are summed.
@@ -276,7 +354,8 @@ TEST(Fp8Gemm, ATuneCachesEntryWins) {
 TEST(Fp8Gemm, TheCallersTileAndSplit) {
   const rt::GemmOperands ok{
       .a = 256, .b = 256, .c = 256, .c_row_major = true, .scale_a = 256, .scale_b = 256};
-  rt::GemmOptions o{.in_type = "e4m3", .scaling = "tensorwise", .fp8_tile = "gemm/bf16_sm90_n128c2"};
+  rt::GemmOptions o{
+      .in_type = "e4m3", .scaling = "tensorwise", .fp8_tile = "gemm/bf16_sm90_n128c2"};
   absl::StatusOr<rt::GemmPlan> whole = rt::PlanGemm({128, 7168, 16384}, o, ok, 90);
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_EQ(whole->choice.split, 1);

@@ -116,6 +116,46 @@ TEST(SmemDescriptor, SwizzleCodesAndTheEncodeMask) {
   EXPECT_EQ(Bits(EncodeSmem({.start_address = 0x40010}), 0, 14), 1u);
 }
 
+// kind::mxf8f6f4.block_scale (PTX ISA, "Instruction descriptor format for .kind::mxf8f6f4"):
+// bits 4-5 B's scale ID, 7-9 / 10-12 the types, 13-16 negate and transpose, 17-22 N >> 3, 23 the
+// scale type (UE8M0 1), 27-28 M >> 7, 29-30 A's scale ID; no D type, nothing at 24-26 or 31.
+TEST(InstrDescriptor, BlockScaledFieldsSitWhereTheTableSays) {
+  auto encode = [](const InstrMxf8f6f4& d, int cta_group = 1) {
+    absl::StatusOr<uint32_t> bits = EncodeInstrBlockScaled(d, cta_group);
+    EXPECT_TRUE(bits.ok()) << bits.status();
+    return bits.ok() ? *bits : 0;
+  };
+  const InstrMxf8f6f4 base{.m = 128, .n = 128};
+  const uint32_t b = encode(base);
+  EXPECT_EQ(b, 16u << 17 | 1u << 23 | 1u << 27);
+  EXPECT_EQ(Field(b, 24, 3) | Field(b, 31, 1) | Field(b, 0, 4) | Field(b, 6, 1), 0u);
+  InstrMxf8f6f4 d = base;
+  d.sfb_id = 3;
+  EXPECT_EQ(encode(d) ^ b, 3u << 4);
+  d = base;
+  d.sfa_id = 2;
+  EXPECT_EQ(encode(d) ^ b, 2u << 29);
+  d = base;
+  d.a_e5m2 = true;
+  EXPECT_EQ(encode(d) ^ b, 1u << 7);
+  d = base;
+  d.b_e5m2 = true;
+  EXPECT_EQ(encode(d) ^ b, 1u << 10);
+  d = base;
+  d.negate_b = true;
+  EXPECT_EQ(encode(d) ^ b, 1u << 14);
+  d = base;
+  d.n = 8;
+  EXPECT_EQ(Field(encode(d), 17, 6), 1u);
+  d = {.m = 256, .n = 256};
+  EXPECT_EQ(Field(encode(d, 2), 27, 2), 2u);
+  // Shapes and IDs the kind lacks.
+  EXPECT_FALSE(EncodeInstrBlockScaled(InstrMxf8f6f4{.m = 64, .n = 128}, 1).ok());
+  EXPECT_FALSE(EncodeInstrBlockScaled(InstrMxf8f6f4{.m = 128, .n = 132}, 1).ok());
+  EXPECT_FALSE(EncodeInstrBlockScaled(InstrMxf8f6f4{.m = 128, .n = 128, .sfa_id = 4}, 1).ok());
+  EXPECT_FALSE(EncodeInstrBlockScaled(InstrMxf8f6f4{.m = 256, .n = 8}, 2).ok());
+}
+
 TEST(SmemDescriptor, TheWorklogConstants) {
   // Seed 002 v2+: 128B swizzle, SBO 1024 (8 rows of 128 B), LBO unused.
   EXPECT_EQ(EncodeSmem({.stride_byte_offset = 1024, .swizzle = Swizzle::k128B}),

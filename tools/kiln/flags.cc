@@ -52,8 +52,9 @@ ABSL_FLAG(std::string, dtype, "bf16",
           "`kiln gemm`: the input type, bf16, f16, e4m3 or e5m2 (8-bit A and B of two types: "
           "e5m2xe4m3, e4m3xe5m2)");
 ABSL_FLAG(std::string, scaling, "blockwise",
-          "`kiln gemm --dtype e4m3`: how the 8-bit inputs are scaled: tensorwise, rowwise, or "
-          "blockwise (A per 1x128, B per 128x128)");
+          "`kiln gemm --dtype e4m3`: how the 8-bit inputs are scaled: tensorwise, rowwise, "
+          "blockwise (A per 1x128, B per 128x128), or mxfp8 (UE8M0 per 1x32 of A and of B; "
+          "sm_100 only: with --sm100 --emulate)");
 ABSL_FLAG(std::string, out_dtype, "",
           "`kiln gemm`: the output type, bf16, f16 or f32 (default: --dtype)");
 ABSL_FLAG(std::string, epilogue, "",
@@ -104,7 +105,8 @@ ABSL_FLAG(bool, dq_atomics, false,
 ABSL_FLAG(bool, sm100, false,
           "`kiln attention --backward --emulate`, `kiln gemm --dtype e4m3 --emulate`: the "
           "kernels the plan picks on sm_100a (attention/blackwell_dkdv, blackwell_dq; "
-          "gemm/fp8_blockwise_sm100: on tcgen05), emulated");
+          "gemm/fp8_blockwise_sm100, or gemm/mxfp8_sm100 with --scaling mxfp8: on tcgen05), "
+          "emulated");
 ABSL_FLAG(double, scale, 0, "`kiln attention`: softmax scale (0: 1/sqrt(d))");
 ABSL_FLAG(std::string, kernel, "",
           "`kiln attention`: run this variant instead of the entry point's choice (a tiling: "

@@ -38,6 +38,17 @@ class Tmem {
 // K-major, or MN-major (one CTA only: transpose B in the instruction descriptor) in the WgmmaTile
 // form, as a row-major V lands in attention's P*V, its rows of K b_k0 .. b_k0+15 of a block read.
 // Both tiles 128B-swizzled; descriptors come from the tiles.
+// MXFP8 (tcgen05.mma kind::mxf8f6f4.block_scale, one CTA): one UE8M0 scale (2^(e-127)) per row
+// of A and per row of B for the instruction's 32 of K, in tensor memory. A's row r sits in column
+// a_column + r / 32, B's row n in column b_column + n / 32, each at lane r % 32 (n % 32) of every
+// 32-lane quarter (the PTX ISA has them duplicated to all four), in byte `byte` of the 32-bit
+// column (the instruction descriptor's scale IDs): four consecutive 32s of K fit one column.
+struct TcgenBlockScales {
+  const Tmem* tmem = nullptr;  // null: no block scales (kind::f16 or kind::f8f6f4)
+  Operand a_column = 0, b_column = 0;
+  int byte = 0;
+};
+
 struct TcgenMmaOp {
   int m = 0, n = 0;
   Operand d_column = 0;
@@ -48,6 +59,7 @@ struct TcgenMmaOp {
   int k0 = 0;
   int b_k0 = 0;  // MN-major B only
   Operand accumulate = 1;
+  TcgenBlockScales scales;  // 8-bit K-major tiles, M 128, one CTA
 };
 
 // Blackwell's ops (sm_100a; a part of Kernel, kiln/kernel.h): tensor memory, tcgen05.mma, its

@@ -24,6 +24,20 @@ struct InstrF16 {
 // accumulator of bf16.
 absl::StatusOr<uint32_t> EncodeInstr(const InstrF16& d, int cta_group);
 
+// Instruction descriptor of tcgen05.mma .kind::mxf8f6f4.block_scale (PTX ISA "Instruction
+// descriptor format for .kind::mxf8f6f4"): 8-bit A and B, one UE8M0 scale per row of A and of B
+// for each 32 of K, read from byte `sfa_id` / `sfb_id` of their 32-bit tensor memory columns.
+// It has no D type (f32) and keeps M (>> 7) in bits 27-28, where kind::f16 keeps M >> 4 in 24-28.
+struct InstrMxf8f6f4 {
+  int m = 128, n = 128;
+  bool a_e5m2 = false, b_e5m2 = false;
+  int sfa_id = 0, sfb_id = 0;  // 0..3
+  bool negate_a = false, negate_b = false;
+};
+// Fails for shapes the kind lacks (one CTA: M 128, N 8..256 step 8; a CTA pair: M 256, N 16..256
+// step 16) and for scale IDs past 3.
+absl::StatusOr<uint32_t> EncodeInstrBlockScaled(const InstrMxf8f6f4& d, int cta_group);
+
 // Swizzle field of the shared memory descriptor (bits 61-63).
 enum class Swizzle : uint8_t { kNone = 0, k128BBase32B = 1, k128B = 2, k64B = 4, k32B = 6 };
 
