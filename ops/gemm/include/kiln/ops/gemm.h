@@ -55,14 +55,18 @@ struct GemmOperands {
   // (M values) or "bias_col" (N), residual for "residual"; C_in and residual laid out like C.
   float alpha = 1, beta = 0;
   cu::CUdeviceptr c_in = 0, bias = 0, residual = 0;
-  // 8-bit A and B (GemmOptions::in_type "e4m3" or "e5m2"): their f32 scales, C = A_scaled *
-  // B_scaled, as GemmOptions::scaling says:
+  // 8-bit A and B (GemmOptions::in_type "e4m3" or "e5m2"): their f32 scales (mxfp8: UE8M0
+  // bytes), C = A_scaled * B_scaled, as GemmOptions::scaling says:
   //   tensorwise  scale_a[0] for all of A, scale_b[0] for all of B;
   //   rowwise     scale_a[m] per row of A (M values), scale_b[n] per column of B (N);
   //   blockwise   A's per 1 x 128 (row m, K block kb) at scale_a[m * sa_row + kb * sa_k], by
   //               default M-contiguous (sa_row 1, sa_k M); B's per 128 x 128 (N block nb, K block
   //               kb) at scale_b[nb * sb_row + kb * sb_k], by default row-major (sb_row
   //               ceil(K / 128), sb_k 1). Zero strides take the defaults.
+  //   mxfp8       (sm_100) UE8M0 bytes, 2^(e - 127), per 1 x 32 of A's rows and of B's (the N x K
+  //               weight's): row m's group j at byte scale_a[m * sa_row + j], sa_row a multiple
+  //               of 4, at least 4 * ceil(K / 128) (the default), sa_k 1; B's likewise; the bytes
+  //               past K pad the rows' last word (not 0xff, which is NaN).
   // The product's partial sums are promoted to f32 every 128 of K (examples::Fp8Scaling).
   cu::CUdeviceptr scale_a = 0, scale_b = 0;
   int64_t sa_row = 0, sa_k = 0, sb_row = 0, sb_k = 0;

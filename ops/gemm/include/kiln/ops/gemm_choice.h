@@ -30,8 +30,8 @@ struct GemmOptions {
   // a gradient); "" for B's type the same as A's.
   std::string in_type_b;
   // 8-bit inputs: how their scales apply (GemmOperands::scale_a says each one's layout):
-  // "tensorwise", "rowwise" or "blockwise"; the kernel's variant ("blockwise_t" where the
-  // problem is swapped for a row-major C; "c_row.blockwise" where the tile stores it).
+  // "tensorwise", "rowwise", "blockwise" or "mxfp8" (sm_100); the kernel's variant ("blockwise_t"
+  // where the problem is swapped for a row-major C; "c_row.blockwise" where the tile stores it).
   std::string scaling;
   // 8-bit inputs: the tile kernel to run ("": the plan's choice), whole tiles unless fp8_split
   // says, e.g. to time tiles; fp8_split: that kernel's (or the plan's) split instead (1 whole
