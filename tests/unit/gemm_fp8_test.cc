@@ -103,6 +103,21 @@ TEST(Fp8Gemm, BlackwellBlockwise) {
     ExpectCorrect(size, "blockwise", "bf16", true, "", 100);
 }
 
+// Tensorwise and rowwise in 128-row tiles accumulate two stages' groups before promoting them:
+// units of 10 k-tiles (the first stage, four pairs, one left), split in 3 uneven parts, and
+// streamed.
+TEST(Fp8Gemm, StagesPromotedInTwos) {
+  for (int split : {1, 3, 0}) {
+    const Fp8GemmProblem p{.size = {136, 200, 1280},
+                           .scaling = split == 3 ? "rowwise" : "tensorwise",
+                           .tile = "gemm/bf16_sm90_n128",
+                           .split = split};
+    absl::StatusOr<Fp8GemmResult> r = RunFp8GemmEmulated(BuiltBundle, p, 3);
+    ASSERT_TRUE(r.ok()) << split << ": " << r.status();
+    EXPECT_TRUE(r->passed) << r->kernel << ", " << r->why << ": " << r->failure;
+  }
+}
+
 // MXFP8 on Blackwell (gemm/mxfp8_sm100): UE8M0 scales per 1 x 32 of A and B, applied by
 // tcgen05.mma kind::mxf8f6f4.block_scale from tensor memory. Ragged M, N and K (the last k-tile's
 // word of scales part padding), and more k-tiles than stages (the scale slots reused).

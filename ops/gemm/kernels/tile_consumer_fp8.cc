@@ -9,6 +9,12 @@
 
 namespace kiln::ops {
 
+// Stages whose groups accumulate into one partial accumulator before it is promoted (tensorwise
+// and rowwise, 128-row tiles): two; four held too many of the ring's slots at once and summed
+// more in the tensor cores' narrower accumulator (docs/perf/2026-11-29-fp8-tile-rule.md,
+// "promoted every two stages").
+constexpr int kGrouped = 2;
+
 using examples::Fp8Scaling;
 
 void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
@@ -44,7 +50,8 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
     // under it); the scales' work before it (TwoAhead: the factors of `set`, then `set` loaded
     // again for two stages on). Returns the ring's slot.
     auto ahead = [&](const Value& kb) { return Min(kb.To(i64), last); };
-    auto issue = [&](const Value& kb, bool first, WgmmaAccumulator& into, const Regs* set) {
+    auto issue = [&](const Value& kb, bool first, WgmmaAccumulator& into, const Regs* set,
+                     bool continued = false) {
       if (set) {
         factors.Use(*set);
         factors.LoadInto(*set, ahead(kb + 2));
@@ -56,7 +63,7 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
                        .a_row0 = row0,
                        .b = {tk.sB.Stage(s)},
                        .k0 = kk,
-                       .accumulate = kk != 0});
+                       .accumulate = kk != 0 || continued});
       k.WgmmaCommit();
       factors.Stage(kb.To(i64), last);
       if (first && !tk.shape.direct_out())
@@ -104,6 +111,23 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
         finish(s1, false, part2, 0);
       });
       k.If((u.k_end - u.k_begin) % 2 == 0, [&] { stage(u.k_end - 1, false); });
+    } else if (!factors.PerStage()) {
+      // Tensorwise and rowwise in 128-row tiles: after the first stage, kGrouped stages' groups
+      // into one partial accumulator, promoted once; each slot freed as soon as its group
+      // completes; the stages past the last whole group one at a time.
+      stage(u.k_begin, true);
+      const Value grouped_end = u.k_begin + 1 + (u.k_end - u.k_begin - 1) / kGrouped * kGrouped;
+      k.For(u.k_begin + 1, grouped_end, kGrouped, [&](Value kb) {
+        std::vector<Value> slots;
+        for (int j = 0; j < kGrouped; ++j)
+          slots.push_back(issue(kb + j, false, part, nullptr, /*continued=*/j > 0));
+        for (int j = 0; j + 1 < kGrouped; ++j) {
+          k.WgmmaWait(kGrouped - 1 - j);
+          tk.ring.Release(slots[j], c);
+        }
+        finish(slots.back(), false, part, 0);
+      });
+      k.For(grouped_end, u.k_end, 1, [&](Value kb) { stage(kb, false); });
     } else {
       stage(u.k_begin, true);
       k.For(u.k_begin + 1, u.k_end, 1, [&](Value kb) { stage(kb, false); });
