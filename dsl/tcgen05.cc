@@ -368,6 +368,18 @@ void TcgenMmaBlockScaled(KernelState& s, const Tmem& d, const TcgenMmaOp& op, co
                                  Access::Imm(*column) + count - 1, " of an allocation of ",
                                  sc.tmem->columns(), " (", LocString(sc.tmem->loc()), ")"),
                     loc);
+  // Scales inside the accumulator's columns would be overwritten by the MMA that reads them.
+  if (sc.tmem == &d && Access::IsImm(op.d_column))
+    for (const auto& [name, column, count] :
+         {std::tuple{"A", &sc.a_column, 4}, std::tuple{"B", &sc.b_column, (op.n + 31) / 32}})
+      if (const int64_t d0 = Access::Imm(op.d_column); Access::IsImm(*column) &&
+                                                       Access::Imm(*column) < d0 + op.n &&
+                                                       d0 < Access::Imm(*column) + count)
+        return s.Fail(
+            absl::StrCat(name, "'s scales (columns ", Access::Imm(*column), "..",
+                         Access::Imm(*column) + count - 1,
+                         ") lie inside the accumulator's columns ", d0, "..", d0 + op.n - 1),
+            loc);
   if (!Access::IsImm(op.accumulate) && Access::Val(op.accumulate).type() != Type::Of(Scalar::kI1))
     return s.Fail("tcgen05.mma's accumulate flag is an i1 (a comparison) or 0/1", loc);
   if (!CheckMmaTile(s, a, "A", op.m, op.a_row0, op.k0, loc) ||

@@ -364,7 +364,10 @@ std::string Cta::PendingMmaRace(const std::string& kind, bool store, uint32_t co
     for (const TcgenMma& op : c.mmas) pending.push_back(&op);
   for (const TcgenMma* op : pending) {
     const uint32_t d_col = op->d & 0xffff, d_cols = ((op->idesc >> 17) & 0x3f) << 3;
-    const std::string dsl = m_.DslLine(*op->in), at_dsl = dsl.empty() ? "" : " (" + dsl + ")";
+    auto at_dsl = [&] {  // looked up for a report only
+      const std::string dsl = m_.DslLine(*op->in);
+      return dsl.empty() ? dsl : " (" + dsl + ")";
+    };
     for (const auto& [which, at, cols] : {std::tuple{"A's", op->sfa & 0xffff, 4u},
                                           std::tuple{"B's", op->sfb & 0xffff, (d_cols + 31) / 32}})
       if (store && op->block_scaled && col0 < at + cols && at < col0 + num)
@@ -372,13 +375,13 @@ std::string Cta::PendingMmaRace(const std::string& kind, bool store, uint32_t co
             "tcgen05.st overwrites TMEM columns %d..%d, %s scale factors for the tcgen05.mma at "
             "PTX line %d%s, which still reads them: the wait for its commit's mbarrier is missing "
             "or comes too late",
-            std::max(col0, at), std::min(col0 + num, at + cols) - 1, which, op->line, at_dsl);
+            std::max(col0, at), std::min(col0 + num, at + cols) - 1, which, op->line, at_dsl());
     if (col0 < d_col + d_cols && d_col < col0 + num)
       return absl::StrFormat(
           "tcgen05.%s %s TMEM columns %d..%d, which the tcgen05.mma at PTX line %d%s still "
           "writes: the wait for its commit's mbarrier is missing or comes too late",
           kind, store ? "writes" : "reads", std::max(col0, d_col),
-          std::min(col0 + num, d_col + d_cols) - 1, op->line, at_dsl);
+          std::min(col0 + num, d_col + d_cols) - 1, op->line, at_dsl());
   }
   return "";
 }

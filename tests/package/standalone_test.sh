@@ -7,6 +7,8 @@
 # emulator.
 #   standalone_test.sh <kiln build dir>
 set -euo pipefail
+# Checks read the outputs from here-strings, not through `echo | grep -q`: grep -q exits at its
+# first match, and under pipefail the echo still writing a long output then fails the pipeline.
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -22,28 +24,28 @@ cmake --build "$work/build" >/dev/null
 export KILN_CACHE_DIR="$work/cache"
 first=$("$work/build/softmax")
 echo "$first" | grep -E '^(compiled|ptxas|no |launched|softmax|cache:|saved)'
-echo "$first" | grep -q '(lowered,' || { echo "FAIL: the first run did not lower the kernel"; exit 1; }
-echo "$first" | grep -q '^\.entry standalone_softmax\|\.entry standalone_softmax' ||
+grep -q '(lowered,' <<< "$first" || { echo "FAIL: the first run did not lower the kernel"; exit 1; }
+grep -q '^\.entry standalone_softmax\|\.entry standalone_softmax' <<< "$first" ||
   { echo "FAIL: no PTX entry in the output"; exit 1; }
 second=$("$work/build/softmax" --quiet --save "$work/bundle")
 echo "$second"
-echo "$second" | grep -q '(from the cache,' || { echo "FAIL: the second run compiled again"; exit 1; }
-echo "$second" | grep -q '^softmax correct' || { echo "FAIL: the kernel was not checked"; exit 1; }
+grep -q '(from the cache,' <<< "$second" || { echo "FAIL: the second run compiled again"; exit 1; }
+grep -q '^softmax correct' <<< "$second" || { echo "FAIL: the kernel was not checked"; exit 1; }
 third=$("$work/build/softmax_run" --load "$work/bundle" --rows 33 --cols 1000)
 echo "$third"
-echo "$third" | grep -q '^loaded standalone/softmax' || { echo "FAIL: softmax_run did not load the bundle"; exit 1; }
-echo "$third" | grep -q '^softmax correct' || { echo "FAIL: softmax_run did not check the kernel"; exit 1; }
+grep -q '^loaded standalone/softmax' <<< "$third" || { echo "FAIL: softmax_run did not load the bundle"; exit 1; }
+grep -q '^softmax correct' <<< "$third" || { echo "FAIL: softmax_run did not check the kernel"; exit 1; }
 if ! gemm=$("$work/build/hopper_gemm" 2>&1); then
   echo "$gemm"; echo "FAIL: hopper_gemm failed"; exit 1
 fi
 echo "$gemm"
-echo "$gemm" | grep -q '^hopper_gemm correct' || { echo "FAIL: hopper_gemm did not find its product correct"; exit 1; }
+grep -q '^hopper_gemm correct' <<< "$gemm" || { echo "FAIL: hopper_gemm did not find its product correct"; exit 1; }
 # A mistake in the user's own kernel is reported at the user's own line.
 if planted=$("$work/build/hopper_gemm" --plant 2>&1); then
   echo "FAIL: hopper_gemm --plant passed"; exit 1
 fi
-echo "$planted" | grep -m1 'released to the producer too early'
-echo "$planted" | grep -q 'standalone/hopper_gemm.cc:[0-9]*.*released to the producer too early' ||
+grep -m1 'released to the producer too early' <<< "$planted"
+grep -q 'standalone/hopper_gemm.cc:[0-9]*.*released to the producer too early' <<< "$planted" ||
   { echo "FAIL: the planted mistake was not reported at a line of hopper_gemm.cc"; exit 1; }
 # The Python module as installed (where the build has one): from <prefix>/lib/python, on the
 # emulator, reading the installed bundles.
@@ -57,7 +59,7 @@ assert abs(float(y.sum()) - 3.0) < 0.05, y.sum()
 print('installed Python module: softmax on the emulator from', kiln.bundle_dir())
 " || { echo "FAIL: the installed Python module"; exit 1; }
 fi
-if ldd "$work/build/softmax_run" | grep -qE 'libLLVM|libMLIR'; then
+if grep -qE 'libLLVM|libMLIR' <<< "$(ldd "$work/build/softmax_run")"; then
   echo "FAIL: softmax_run links LLVM"; exit 1
 fi
 ls "$work/prefix/bin/kiln" "$work/prefix/include/kiln/kernel.h" "$work/prefix/include/kiln/compile.h" \

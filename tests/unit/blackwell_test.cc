@@ -199,6 +199,14 @@ TEST(TcgenMma, BlockScalesPastTheAllocation) {
   ExpectError(k, line, "B's scales take columns 28..35 of an allocation of 32");
 }
 
+TEST(TcgenMma, BlockScalesInsideTheAccumulator) {
+  Kernel k("test/mma_mx_overlap", sm100a(), {128});
+  SmemTile a = k.SmemSwizzled(e4m3, 128, 128, Swizzle::k128B), b = k.SmemSwizzled(e4m3, 128, 128, Swizzle::k128B);
+  Tmem d = k.TensorMemory(256);
+  k.TcgenMma(d, {.m = 128, .n = 128, .a = a, .b = b, .scales = {.tmem = &d, .a_column = 124, .b_column = 132}}); const int line = __LINE__;
+  ExpectError(k, line, "A's scales (columns 124..127) lie inside the accumulator's columns 0..127");
+}
+
 TEST(TcgenMma, BlockScalesTakeEightBitTiles) {
   MmaSetup m;
   m.k.TcgenMma(m.d, {.m = 128, .n = 128, .a = m.a, .b = m.b, .scales = {.tmem = &m.d, .a_column = 128}}); const int line = __LINE__;
