@@ -112,12 +112,13 @@ def layer_norm(x, weight, bias, eps=1e-5, *, out=None):
 
 
 def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=None,
-         activation=None, residual=None, scale_a=None, scale_b=None):
+         activation=None, residual=None, scale_a=None, scale_b=None, fp8_types=None):
     """out = act(alpha * a @ b + beta * c + bias) + residual, a (M, K), b (K, N).
 
     8-bit inputs: float8_e4m3fn (or float8_e5m2, e.g. a gradient; either or both) tensors a
     (row-major) and b (column-major: b = w.t() of an (N, K)
-    weight), or uint8 host arrays of their bytes (run on the emulator), with f32 scales; out =
+    weight), or uint8 host arrays of their bytes (run on the emulator; e4m3 unless fp8_types, a
+    pair such as ("e5m2", "e4m3"), says a's and b's types), with f32 scales; out =
     (a * scale_a) @ (b * scale_b) through the same epilogue (but swiglu), bf16 by default
     (out_dtype "f16", "f32"); fused terms need their kernel variant bundled. The
     scales' shapes say how they apply: one value each (tensorwise); (M,) or (M, 1) and (N,) or
@@ -143,7 +144,9 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
         terms.append("residual")
     if scale_a is not None or scale_b is not None or _FP8_TYPES.get(str(getattr(a, "dtype", ""))):
         return _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, beta,
-                         terms)
+                         terms, fp8_types)
+    _require(fp8_types is None, "kiln.gemm: fp8_types names the types of 8-bit inputs; a and b "
+             f"are {getattr(a, 'dtype', type(a).__name__)}")
     in_type = _type_of(a)
     out_type = out_dtype or (_type_of(out) if out is not None and _is_torch(out) else in_type)
     out_type = _TORCH_TYPES.get(str(out_type), out_type)
@@ -200,17 +203,29 @@ def _is_fp8(x):
 _FP8_TYPES = {"torch.float8_e4m3fn": "e4m3", "torch.float8_e5m2": "e5m2"}
 
 
-def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, beta, terms):
+def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, beta, terms,
+              fp8_types=None):
     """kiln.gemm of 8-bit inputs (its docstring says how)."""
     _require(scale_a is not None and scale_b is not None,
              "kiln.gemm: 8-bit inputs need scale_a and scale_b (f32)")
+    _require(fp8_types is None or (len(fp8_types) == 2 and
+                                   all(t in ("e4m3", "e5m2") for t in fp8_types)),
+             f"kiln.gemm: fp8_types is a's and b's 8-bit types, each 'e4m3' or 'e5m2', not "
+             f"{fp8_types!r}")
     types = []
-    for name, x in (("a", a), ("b", b)):
+    for i, (name, x) in enumerate((("a", a), ("b", b))):
         dtype = str(getattr(x, "dtype", ""))
         _require(dtype in _FP8_TYPES or (not _is_torch(x) and dtype == "uint8"),
                  f"kiln.gemm: 8-bit {name} must be a float8_e4m3fn or float8_e5m2 tensor, or a "
-                 f"uint8 host array of e4m3 bytes, not {getattr(x, 'dtype', type(x).__name__)}")
-        types.append(_FP8_TYPES.get(dtype, "e4m3"))
+                 f"uint8 host array of e4m3 (or fp8_types') bytes, not "
+                 f"{getattr(x, 'dtype', type(x).__name__)}")
+        given = fp8_types[i] if fp8_types else None
+        if dtype in _FP8_TYPES:  # a tensor's dtype says its type
+            _require(given in (None, _FP8_TYPES[dtype]),
+                     f"kiln.gemm: fp8_types says {name} is {given}, but it is a {dtype} tensor")
+            types.append(_FP8_TYPES[dtype])
+        else:
+            types.append(given or "e4m3")
     out_type = _TORCH_TYPES.get(str(out_dtype), out_dtype) or (
         _type_of(out) if out is not None and _is_torch(out) else "bf16")
     if out is None:

@@ -313,6 +313,29 @@ class GemmFp8(unittest.TestCase):
         with self.assertRaisesRegex(kiln.Error, "K and N a multiple of 16"):
             kiln.quantize_e4m3_blocks(w[:100], transpose=True)
 
+    def test_an_e5m2_host_array_by_an_e4m3_one(self):
+        # e5m2 (bias 15, largest 57344, codes to 0x7b): a gradient's bytes from the host.
+        codes = np.arange(0x7C)
+        e, m = codes >> 2, codes & 3
+        values = np.where(e > 0, (4 + m) * 2.0 ** (e - 17), m * 2.0 ** -16)
+        rng = np.random.default_rng(12)
+        g = rng.standard_normal((self.M, self.K))
+        sg = np.float32([np.abs(g).max() / 57344])
+        y = np.clip(np.abs(g / sg[0]), 0, 57344)
+        hi = np.clip(np.searchsorted(values, y), 1, 0x7B)
+        code = np.where(values[hi] - y < y - values[hi - 1], hi, hi - 1)
+        g8 = (code | np.where(g < 0, 0x80, 0)).astype(np.uint8)
+        gd = np.where(g < 0, -values[code], values[code]) * sg[0]
+        w = rng.standard_normal((self.N, self.K))
+        sw = np.float32([np.abs(w).max() / 448])
+        w8, wd = quantize_e4m3(w, np.full_like(w, sw[0]))
+        got = kiln.gemm(g8, w8.T, scale_a=sg, scale_b=sw, fp8_types=("e5m2", "e4m3"))
+        self.assertLess(rel_error(got, gd @ wd.T), 5e-3)
+        # Read as e4m3, the same bytes are another product.
+        self.assertGreater(rel_error(kiln.gemm(g8, w8.T, scale_a=sg, scale_b=sw), gd @ wd.T), 0.5)
+        with self.assertRaisesRegex(kiln.Error, "fp8_types is a's and b's 8-bit types"):
+            kiln.gemm(g8, w8.T, scale_a=sg, scale_b=sw, fp8_types=("e5m2", "e3m4"))
+
     def test_errors(self):
         a8, w8, sa, sw, _, _ = self.operands("blockwise")
         for call, says in [
