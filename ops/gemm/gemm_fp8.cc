@@ -58,17 +58,17 @@ absl::Status CheckTmaRows(const GemmSize& size, const GemmOperands& o) {
   return absl::OkStatus();
 }
 
-// sm_100: the block-scaled kernel on tcgen05, a row-major bf16 C.
+// sm_100: a block-scaled kernel on tcgen05 (blockwise or mxfp8 scales), a row-major bf16 C.
 absl::StatusOr<GemmPlan> PlanBlackwell(const GemmSize& size, const GemmOptions& options,
                                        const std::string& terms, const GemmOperands& o) {
-  if (options.fp8_split != -1)
-    return Invalid(absl::StrCat("fp8_split applies to the sm_90 tile kernels; sm_100 runs ",
-                                kBlackwellKernel, " whole tiles"));
-  if (!options.fp8_tile.empty())
-    return Invalid(absl::StrCat("fp8_tile names an sm_90 tile kernel; sm_100 runs ",
-                                kBlackwellKernel, " alone"));
   const bool mx = options.scaling == "mxfp8";
   const char* kernel = mx ? kMxfp8Kernel : kBlackwellKernel;
+  if (options.fp8_split != -1)
+    return Invalid(absl::StrCat("fp8_split applies to the sm_90 tile kernels; sm_100 runs ", kernel,
+                                " whole tiles"));
+  if (!options.fp8_tile.empty())
+    return Invalid(
+        absl::StrCat("fp8_tile names an sm_90 tile kernel; sm_100 runs ", kernel, " alone"));
   if ((options.scaling != "blockwise" && !mx) || !o.c_row_major || options.out_type != "bf16" ||
       !terms.empty())
     return Invalid(
@@ -87,8 +87,8 @@ absl::StatusOr<GemmPlan> PlanBlackwell(const GemmSize& size, const GemmOptions& 
   }
   if (absl::Status st = CheckTmaRows(size, o); !st.ok()) return st;
   if (o.ldc && o.ldc != size.n)
-    return Invalid(absl::StrCat(kBlackwellKernel, " stores C packed: ldc must be N (", size.n,
-                                "), not ", o.ldc));
+    return Invalid(
+        absl::StrCat(kernel, " stores C packed: ldc must be N (", size.n, "), not ", o.ldc));
   GemmPlan plan;
   plan.size = size;
   plan.c_row = true;

@@ -149,6 +149,11 @@ TEST(Fp8Gemm, Mxfp8PlanErrors) {
   unaligned.scale_a = 258;
   EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, mx, unaligned, 100)).find("unaligned pointer"),
             std::string::npos);
+  rt::GemmOperands strided = ok;
+  strided.ldc = 256;  // C packed: ldc is N
+  EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, mx, strided, 100))
+                .find("gemm/mxfp8_sm100 stores C packed"),
+            std::string::npos);
   rt::GemmOptions fused = mx;
   fused.epilogue = "relu";
   EXPECT_NE(error(rt::PlanGemm({128, 128, 256}, fused, ok, 100)).find("no epilogue terms"),
