@@ -10,12 +10,12 @@
 namespace kiln::rt {
 
 absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms) {
-  static const char* kOrder[] = {"scale", "bias_row", "bias_col", "relu",
-                                 "gelu",  "silu",     "residual", "swiglu"};
+  static const char* kOrder[] = {"scale", "bias_row", "bias_col", "relu", "gelu",
+                                 "silu",  "residual", "swiglu",   "rope"};
   std::vector<std::string> given = absl::StrSplit(terms, absl::ByAnyChar(".,"), absl::SkipEmpty());
   std::vector<std::string> out;
   int biases = 0, activations = 0;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 9; ++i) {
     const int64_t n = std::count(given.begin(), given.end(), kOrder[i]);
     if (n > 1)
       return absl::InvalidArgumentError(
@@ -28,12 +28,13 @@ absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms) {
     if (std::find(std::begin(kOrder), std::end(kOrder), t) == std::end(kOrder))
       return absl::InvalidArgumentError(
           absl::StrCat("epilogue '", terms, "': unknown term '", t,
-                       "' (scale, bias_row, bias_col, relu, gelu, silu, residual, swiglu)"));
-  // swiglu pairs the product's rows (EpilogueSpec::swiglu): the other terms are per element of an
-  // M x N C, which it no longer is.
-  if (out.size() > 1 && out.back() == "swiglu")
-    return absl::InvalidArgumentError(
-        absl::StrCat("epilogue '", terms, "': swiglu takes no other term"));
+                       "' (scale, bias_row, bias_col, relu, gelu, silu, residual, swiglu, rope)"));
+  // swiglu and rope pair the product's rows (EpilogueSpec::swiglu, ::rope): the other terms are
+  // per element of C.
+  for (const char* pairing : {"swiglu", "rope"})
+    if (out.size() > 1 && std::count(out.begin(), out.end(), pairing))
+      return absl::InvalidArgumentError(
+          absl::StrCat("epilogue '", terms, "': ", pairing, " takes no other term"));
   if (biases > 1 || activations > 1)
     return absl::InvalidArgumentError(
         absl::StrCat("epilogue '", terms, "': one bias and one activation at most"));

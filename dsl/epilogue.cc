@@ -22,6 +22,7 @@ std::string EpilogueSpec::Terms() const {
   if (activation == Activation::kSilu) t.push_back("silu");
   if (residual) t.push_back("residual");
   if (swiglu) t.push_back("swiglu");
+  if (rope) t.push_back("rope");
   return absl::StrJoin(t, ".");
 }
 
@@ -42,6 +43,8 @@ absl::StatusOr<EpilogueSpec> ParseEpilogueTerms(const std::string& terms, Scalar
       spec.bias = BiasAxis::kColumn;
     else if (t == "swiglu")
       spec.swiglu = true;
+    else if (t == "rope")
+      spec.rope = true;
     else if (t == "relu")
       spec.activation = Activation::kRelu;
     else if (t == "gelu")
@@ -75,6 +78,16 @@ Epilogue Epilogue::Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, 
   }
   if (spec.bias != BiasAxis::kNone) e.bias_ = k.PtrParam("bias", spec.out, loc);
   if (spec.residual) e.residual_ = matrix("residual");
+  if (spec.rope) {
+    e.rope_rows_ = k.I32Param("rope_rows", loc);
+    e.rope_dim_ = k.I32Param("rope_dim", loc);
+    e.rope_period_ = k.I32Param("rope_period", loc);
+    e.rope_inv_period_ = Rcp(e.rope_period_.To(Scalar::kF32, loc), loc);
+    Value half = e.rope_dim_ / 2, one = k.I32(1, loc);
+    for (auto [table, name] : {std::pair{&e.rope_cos_, "rope_cos"}, {&e.rope_sin_, "rope_sin"}})
+      *table =
+          GlobalTensor(k.PtrParam(name, Scalar::kF32, loc), {e.rope_period_, half}, {half, one});
+  }
   return e;
 }
 
@@ -154,6 +167,26 @@ Value Epilogue::ApplyBeforeResidual(const Value& acc, const Inputs& in, Loc loc)
 Value Epilogue::Swiglu(const Value& gate, const Value& up, Loc loc) const {
   Value half = gate * 0.5;  // silu(g) = g / 2 (1 + tanh(g / 2)), as kSilu
   return Fma(Operand(half, loc), Operand(TanhApprox(half, loc), loc), Operand(half, loc)) * up;
+}
+
+std::pair<Value, Value> Epilogue::Rope(const Value& x1, const Value& x2, const Value& row,
+                                       const Value& col, const Value& inside, Loc loc) const {
+  Value turns = row < rope_rows_, in_head = row % rope_dim_;
+  // col % rope_period without a division per column (a tile's thread has dozens): the quotient
+  // from the period's f32 reciprocal is off by at most one either way below 2^23 columns, so one
+  // less than it (at least 0) leaves a remainder under three periods, brought down twice.
+  Value q = Max((col.To(Scalar::kF32, loc) * rope_inv_period_).To(Scalar::kI32, loc), 1) - 1;
+  Value position = col - q * rope_period_;
+  for (int i = 0; i < 2; ++i)
+    position = Select(Operand(position >= rope_period_, loc), Operand(position - rope_period_, loc),
+                      Operand(position, loc));
+  Value frequency = in_head / 16 * 8 + in_head % 8;
+  auto angle = [&](const GlobalTensor& table) {
+    return LoadGlobal(table.At({position, frequency}, loc), 1, {.mask = inside & turns}, loc);
+  };
+  Value c = angle(rope_cos_), s = angle(rope_sin_);
+  return {Select(Operand(turns, loc), Operand(Fma(x1, c, -(x2 * s)), loc), Operand(x1, loc)),
+          Select(Operand(turns, loc), Operand(Fma(x2, c, x1 * s), loc), Operand(x2, loc))};
 }
 
 Value Epilogue::Apply(const Value& acc, const Value& row, const Value& col, const Value& inside,

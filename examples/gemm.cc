@@ -334,10 +334,14 @@ ExampleFamily GemmFamily(const std::string& base, const std::string& summary, bo
           return absl::InvalidArgumentError(
               absl::StrCat(name, b_mn ? ": reads K-major A only (no a_mn)"
                                       : ": reads K-major A and B only (no a_mn, b_mn)"));
-        if (v->epilogue.swiglu && (!tile || v->any_m))
-          return absl::InvalidArgumentError(absl::StrCat(
-              name, tile ? ": swiglu takes M a multiple of 16 (no any_m)"
-                         : ": swiglu is fused by the tile kernels (gemm/bf16_sm90*) alone"));
+        for (auto [pairs, term] :
+             {std::pair{v->epilogue.swiglu, "swiglu"}, std::pair{v->epilogue.rope, "rope"}})
+          if (pairs && (!tile || v->any_m || (v->epilogue.rope && IsFp8(v->in))))
+            return absl::InvalidArgumentError(
+                absl::StrCat(name, ": ", term,
+                             !tile      ? " is fused by the tile kernels (gemm/bf16_sm90*) alone"
+                             : v->any_m ? " takes M a multiple of 16 (no any_m)"
+                                        : " takes 16-bit inputs"));
         if (v->c_row && !c_row && !tile)
           return absl::InvalidArgumentError(
               absl::StrCat(name, ": stores C column-major only (no c_row)"));

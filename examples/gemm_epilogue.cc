@@ -26,6 +26,8 @@ absl::StatusOr<HostEpilogue> EpilogueOf(const GemmSpec& g) {
       e.residual = true;
     else if (t == "swiglu")
       e.swiglu = true;
+    else if (t == "rope")
+      e.rope = true;
     else if (t == "bias_row" || t == "bias_col")
       e.bias = t == "bias_row" ? 'r' : 'c';
     else
@@ -73,6 +75,20 @@ EpilogueInputs RandomEpilogueInputs(const HostEpilogue& e, const rt::GemmSize& s
   }
   if (e.bias) in.bias = RandomEncoded(e.bias == 'r' ? s.m : s.n, e.type, seed * 16 + 12);
   if (e.residual) in.residual = RandomEncoded(s.m * s.n, e.type, seed * 16 + 13);
+  if (e.rope) {
+    in.rope_dim = s.m >= 256 ? 64 : s.m >= 64 ? 32 : 16;
+    const int64_t heads = s.m / in.rope_dim;
+    in.rope_rows = (heads > 1 ? heads - 1 : heads) * in.rope_dim;
+    in.rope_period = s.n / 2 + 1;
+    const int64_t half = in.rope_dim / 2;
+    for (int64_t p = 0; p < in.rope_period; ++p)
+      for (int64_t f = 0; f < half; ++f) {
+        const float angle =
+            static_cast<float>(p) * static_cast<float>(std::pow(10000.0, -2.0 * f / in.rope_dim));
+        in.rope_cos.push_back(std::cos(angle));
+        in.rope_sin.push_back(std::sin(angle));
+      }
+  }
   return in;
 }
 

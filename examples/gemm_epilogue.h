@@ -21,7 +21,10 @@ struct HostEpilogue {
   std::string type;        // the output type, which C_in, bias and residual share
   std::string c_order;     // C's, which C_in and residual share
   bool swiglu = false;     // C = silu(gate) * up over pairs of the product's rows (rt::SwigluRowOf)
-  bool Plain() const { return !scale && !residual && !bias && activation.empty() && !swiglu; }
+  bool rope = false;       // pairs of rows turned by RoPE (rt::RopeRowOf)
+  bool Plain() const {
+    return !scale && !residual && !bias && activation.empty() && !swiglu && !rope;
+  }
 };
 // C's rows: M, or under swiglu half of them.
 inline int64_t CRows(const GemmSpec& g, const rt::GemmSize& s) {
@@ -33,19 +36,38 @@ absl::StatusOr<HostEpilogue> EpilogueOf(const GemmSpec& g);
 struct EpilogueInputs {
   float alpha = 1, beta = 0;
   std::vector<uint8_t> c_in, bias, residual;  // encoded in the output type; empty where unused
+  // rope: the heads' rows (those turned), a head's rows, the positions' period, and the f32
+  // tables of cos and sin [period, dim / 2].
+  int64_t rope_rows = 0, rope_dim = 0, rope_period = 0;
+  std::vector<float> rope_cos, rope_sin;
 };
 // alpha = 1/sqrt(K) (so the scaled product, like each other term, is about unit size and an
-// error in any term shows), beta = 0.5, the rest random normals (from `seed`).
+// error in any term shows), beta = 0.5, the rest random normals (from `seed`). rope: heads of 64
+// rows (32 below M = 256, 16 below 64), every head but the last turned (M's rows past the heads
+// are stored as they are), positions repeating every N / 2 + 1 columns, angles of Llama's
+// frequencies (theta 10000).
 EpilogueInputs RandomEpilogueInputs(const HostEpilogue& e, const rt::GemmSize& s, uint64_t seed);
 // What the kernel should store at (i, j), given the exact product there.
 double ApplyEpilogue(const HostEpilogue& e, const EpilogueInputs& in, const rt::GemmSize& s,
                      double product, int64_t i, int64_t j);
+
+// A rope kernel's (i, j) (EpilogueSpec::rope).
+template <typename ProductAt>
+double RopeAt(const EpilogueInputs& in, ProductAt product, int64_t i, int64_t j) {
+  if (i >= in.rope_rows) return product(i);
+  const int64_t r = i % in.rope_dim, first = i - r % 16 + r % 8;  // the pair's first row
+  const int64_t at = j % in.rope_period * (in.rope_dim / 2) + r / 16 * 8 + r % 8;
+  const double c = in.rope_cos[at], sn = in.rope_sin[at], x1 = product(first),
+               x2 = product(first + 8);
+  return r % 16 < 8 ? x1 * c - x2 * sn : x2 * c + x1 * sn;
+}
 
 // What the kernel should store at (i, j) of C (CRows x N), given product(row), the exact product
 // at (row, j) for any row of M.
 template <typename ProductAt>
 double ExpectedAt(const HostEpilogue& e, const EpilogueInputs& in, const rt::GemmSize& s,
                   ProductAt product, int64_t i, int64_t j) {
+  if (e.rope) return RopeAt(in, product, i, j);
   if (!e.swiglu) return ApplyEpilogue(e, in, s, product(i), i, j);
   const double gate = product(rt::SwigluRowOf(i, false)), up = product(rt::SwigluRowOf(i, true));
   return gate / (1 + std::exp(-gate)) * up;

@@ -49,7 +49,8 @@ inline const std::vector<std::string> kBundledGemmVariants = {
 // ChooseGemm picks where M is no multiple of 8, and MN-major A and B (a_mn, b_mn), with any M too;
 // then what a model's linear layers ask of them through the Python module, where C is row-major
 // and so computed swapped (docs/PYTHON.md): a bias per column of C (bias_row to the kernel), a
-// residual, f32 out with either operand MN-major, and a gate/up projection's SwiGLU.
+// residual, f32 out with either operand MN-major, a gate/up projection's SwiGLU and a QKV
+// projection's RoPE.
 inline const std::vector<std::string> kBundledTileVariants = {
     "f16-f16",
     "bf16-f32",
@@ -73,7 +74,8 @@ inline const std::vector<std::string> kBundledTileVariants = {
     "bf16-f32.a_mn",
     "bf16-f32.b_mn",
     "bf16-bf16.swiglu",
-    "bf16-bf16.a_mn.swiglu"};
+    "bf16-bf16.a_mn.swiglu",
+    "bf16-bf16.rope"};
 // The 8-bit variants bundled for the tile kernels that take them
 // (ops/gemm/kernels/tile_kernels.cc).
 inline const std::vector<std::string> kBundledFp8Variants = {

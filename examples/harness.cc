@@ -85,7 +85,9 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
   pack.pointers.reserve(m.params.size());
   pack.ints.reserve(m.params.size());
   pack.floats.reserve(m.params.size());
-  const std::map<std::string, int64_t> ints = GemmIntArgs(g, s, split);
+  std::map<std::string, int64_t> ints = GemmIntArgs(g, s, split);
+  ints.insert(
+      {{"rope_rows", buf.rope_rows}, {"rope_dim", buf.rope_dim}, {"rope_period", buf.rope_period}});
   absl::StatusOr<std::map<std::string, rt::WorkTable>> tables =
       rt::BuildScheduleTables(m, rt::Symbols(ints.begin(), ints.end()));
   if (!tables.ok()) return tables.status();
@@ -97,6 +99,8 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
            : name == "C_in"     ? buf.c_in
            : name == "bias"     ? buf.bias
            : name == "residual" ? buf.residual
+           : name == "rope_cos" ? buf.rope_cos
+           : name == "rope_sin" ? buf.rope_sin
                                 : 0;
   };
   for (const rt::ParamSpec& p : m.params) {
@@ -359,8 +363,12 @@ absl::Status Upload(GemmRun& x, const rt::Bundle* reference) {
     x.owned.push_back(*std::move(buf));
     return x.owned.back().ptr();
   };
-  x.owned.reserve(8);
-  x.buf = {.alpha = x.ei.alpha, .beta = x.ei.beta};
+  x.owned.reserve(10);
+  x.buf = {.alpha = x.ei.alpha,
+           .beta = x.ei.beta,
+           .rope_rows = x.ei.rope_rows,
+           .rope_dim = x.ei.rope_dim,
+           .rope_period = x.ei.rope_period};
   x.ref_spec = x.g;
   x.ref_spec.out_type = "f32";
   if (!x.cublas.ok() && reference)
@@ -374,11 +382,13 @@ absl::Status Upload(GemmRun& x, const rt::Bundle* reference) {
                            dref = device(s.m * s.n * ElementBytes(x.ref_spec.out_type), nullptr),
                            dcin = device(ei.c_in.size(), ei.c_in.data()),
                            dbias = device(ei.bias.size(), ei.bias.data()),
-                           dres = device(ei.residual.size(), ei.residual.data());
-  for (auto* p : {&da, &db, &dc, &dref, &dcin, &dbias, &dres})
+                           dres = device(ei.residual.size(), ei.residual.data()),
+                           dcos = device(ei.rope_cos.size() * 4, ei.rope_cos.data()),
+                           dsin = device(ei.rope_sin.size() * 4, ei.rope_sin.data());
+  for (auto* p : {&da, &db, &dc, &dref, &dcin, &dbias, &dres, &dcos, &dsin})
     if (!p->ok()) return p->status();
   x.buf.a = *da, x.buf.b = *db, x.buf.c = *dc, x.buf.c_in = *dcin, x.buf.bias = *dbias,
-  x.buf.residual = *dres;
+  x.buf.residual = *dres, x.buf.rope_cos = *dcos, x.buf.rope_sin = *dsin;
   x.dref = *dref;
   return absl::OkStatus();
 }
@@ -727,7 +737,16 @@ absl::StatusOr<EmulatedC> EmulatedOutput(const rt::Bundle& bundle, const GemmSpe
       if (absl::Status st = d.CopyIn(pointers[name], data->data(), data->size()); !st.ok())
         return st;
     }
-  const std::map<std::string, int64_t> ints = GemmIntArgs(g, s, split);
+  for (auto [name, table] :
+       {std::pair{"rope_cos", &ei.rope_cos}, std::pair{"rope_sin", &ei.rope_sin}})
+    if (!table->empty()) {
+      pointers[name] = *d.Allocate(table->size() * 4);
+      if (absl::Status st = d.CopyIn(pointers[name], table->data(), table->size() * 4); !st.ok())
+        return st;
+    }
+  std::map<std::string, int64_t> ints = GemmIntArgs(g, s, split);
+  ints.insert(
+      {{"rope_rows", ei.rope_rows}, {"rope_dim", ei.rope_dim}, {"rope_period", ei.rope_period}});
   std::vector<rt::Arg> args;
   for (const rt::ParamSpec& p : m.params) {
     if (p.kind == rt::ParamSpec::Kind::kPointer && pointers.count(p.name))

@@ -13,6 +13,9 @@ The kiln layer, per call on x [B, S, 4096]:
   fused); h = rms_norm(x);
   a = swiglu(h @ Wgu) (gate and up in one GEMM, SwiGLU fused: Wgu's rows interleaved by
   kiln.swiglu_weights); y = a @ Wd + x (the residual fused).
+It also times the layer with RoPE fused into the QKV GEMM's epilogue (kiln.gemm's rope: q and k
+views of its output, their rows in kiln.rope_order), which measured slower at these shapes
+(docs/perf/2026-11-30-rope-in-the-qkv-epilogue.md).
 """
 
 import argparse
@@ -51,12 +54,16 @@ def hf_layer(config):
 class KilnLlamaLayer:
     """kiln's layer, holding the Hugging Face layer's weights (no copies but the fused ones)."""
 
-    def __init__(self, hf):
+    def __init__(self, hf, fused_rope=False):
         attn, mlp = hf.self_attn, hf.mlp
+        self.fused_rope = fused_rope
         self.norm_in = hf.input_layernorm.weight
         self.norm_post = hf.post_attention_layernorm.weight
         # b = W.t(): the (out, in) weights read K-major, as the GEMM entry point likes them.
-        self.w_qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).t()
+        wq, wk, wv = attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight
+        if fused_rope:  # q's and k's rows in each head put in the fused RoPE's order
+            wq, wk = kiln.rope_weights(wq, HEAD_DIM), kiln.rope_weights(wk, HEAD_DIM)
+        self.w_qkv = torch.cat([wq, wk, wv]).t()
         self.w_o = attn.o_proj.weight.t()
         self.w_gate_up = kiln.swiglu_weights(mlp.gate_proj.weight, mlp.up_proj.weight).t()
         self.w_down = mlp.down_proj.weight.t()
@@ -64,15 +71,24 @@ class KilnLlamaLayer:
         angles = torch.arange(1 << 17, device="cuda").float()[:, None] * inv_freq[None, :]
         self.cos, self.sin = angles.cos().contiguous(), angles.sin().contiguous()
 
+    def qkv_steps(self, b, s):
+        """h -> (q, k, v) [B, S, H, D]: the QKV GEMM with RoPE fused and views of its output, or
+        the GEMM and then rope_qkv."""
+        if self.fused_rope:
+            rope = (self.cos[:s], self.sin[:s], (HEADS + KV_HEADS) * HEAD_DIM, HEAD_DIM)
+            return [("qkv gemm + rope", lambda st: st.update(qkv3=qkv_views(
+                kiln.gemm(st["h"], self.w_qkv, rope=rope), b, s)))]
+        return [("qkv gemm", lambda st: st.update(qkv=kiln.gemm(st["h"], self.w_qkv))),
+                ("rope_qkv", lambda st: st.update(qkv3=kiln.rope_qkv(
+                    st["qkv"], self.cos[:s], self.sin[:s], b, HEADS, KV_HEADS, layout="bshd")))]
+
     def parts(self, x):
         """The layer as named steps, each a function of the state dict: for timing per part."""
         b, s, _ = x.shape
         t = b * s
         return [
             ("rms_norm", lambda st: st.update(h=kiln.rms_norm(st["x"], self.norm_in, EPS))),
-            ("qkv gemm", lambda st: st.update(qkv=kiln.gemm(st["h"], self.w_qkv))),
-            ("rope_qkv", lambda st: st.update(qkv3=kiln.rope_qkv(
-                st["qkv"], self.cos[:s], self.sin[:s], b, HEADS, KV_HEADS, layout="bshd"))),
+            *self.qkv_steps(b, s),
             ("attention", lambda st: st.update(rows=kiln.attention(
                 *st["qkv3"], causal=True, layout="bshd")[0].view(t, HIDDEN))),
             ("o gemm + residual", lambda st: st.update(x1=kiln.gemm(st["rows"], self.w_o,
@@ -91,6 +107,14 @@ class KilnLlamaLayer:
         return state["y"].view(x.shape)
 
 
+def qkv_views(qkv, b, s):
+    """q [B, S, Hq, D], k and v [B, S, Hkv, D]: views of a fused QKV projection's rows."""
+    q_end, k_end = HEADS * HEAD_DIM, (HEADS + KV_HEADS) * HEAD_DIM
+    return (qkv[:, :q_end].view(b, s, HEADS, HEAD_DIM),
+            qkv[:, q_end:k_end].view(b, s, KV_HEADS, HEAD_DIM),
+            qkv[:, k_end:].view(b, s, KV_HEADS, HEAD_DIM))
+
+
 class KilnTorchOpsLayer(torch.nn.Module):
     """The same layer through the torch.library ops (kiln.torch), for torch.compile."""
 
@@ -103,8 +127,13 @@ class KilnTorchOpsLayer(torch.nn.Module):
         ops, w = torch.ops.kiln, self.w
         b, s, _ = x.shape
         x2 = x.reshape(b * s, HIDDEN)
-        qkv = ops.gemm(ops.rms_norm(x2, w.norm_in, EPS), w.w_qkv)
-        q, k, v = ops.rope_qkv(qkv, w.cos[:s], w.sin[:s], b, HEADS, KV_HEADS, "bshd")
+        h = ops.rms_norm(x2, w.norm_in, EPS)
+        if w.fused_rope:
+            q, k, v = qkv_views(ops.gemm_rope(h, w.w_qkv, w.cos[:s], w.sin[:s],
+                                              (HEADS + KV_HEADS) * HEAD_DIM, HEAD_DIM), b, s)
+        else:
+            qkv = ops.gemm(h, w.w_qkv)
+            q, k, v = ops.rope_qkv(qkv, w.cos[:s], w.sin[:s], b, HEADS, KV_HEADS, "bshd")
         o, _ = ops.attention(q, k, v, True, 0.0, "bshd")
         rows = o.reshape(b * s, HIDDEN)
         x1 = ops.gemm(rows, w.w_o, residual=x2)
@@ -163,6 +192,7 @@ def main():
     hf = hf_layer(config).eval()
     rotary = LlamaRotaryEmbedding(config).to("cuda")
     ours = KilnLlamaLayer(hf)
+    fused = KilnLlamaLayer(hf, fused_rope=True)  # RoPE in the QKV GEMM's epilogue, for comparison
     compiled = None if args.no_compile else torch.compile(hf, fullgraph=False)
     # kiln's layer through its torch ops, compiled whole: no graph breaks.
     ours_compiled = None if args.no_compile else torch.compile(KilnTorchOpsLayer(ours),
@@ -186,12 +216,19 @@ def main():
             err = rel(got - x, want - x)  # of the layer's update, which the residual would hide
             ok = err <= 3e-2
             failures += 0 if ok else 1
-            kiln_ms = median_ms(lambda: ours(x), args.iters)
+            # RoPE as its own pass and fused timed in turns, three rounds each (the GPU's clock
+            # drifts over a run by more than RoPE's pass takes): the median round of each.
+            fused_err = rel(fused(x) - x, want - x)
+            rounds = [(median_ms(lambda: ours(x), args.iters),
+                       median_ms(lambda: fused(x), args.iters)) for _ in range(3)]
+            kiln_ms = statistics.median(r[0] for r in rounds)
+            fused_ms = statistics.median(r[1] for r in rounds)
             eager_ms = median_ms(hf_call, args.iters)
             host_ms = host_ms_per_call(lambda: ours(x))
             line = (f"B={b} S={s}: update error vs HF {err:.2e} {'ok' if ok else 'FAIL'}; "
                     f"host time to issue a layer call {host_ms:.3f} ms; "
-                    f"kiln {kiln_ms:.3f} ms, HF eager {eager_ms:.3f} ms ({eager_ms / kiln_ms:.2f}x)")
+                    f"kiln {kiln_ms:.3f} ms (RoPE fused into the QKV GEMM: {fused_ms:.3f} ms, error "
+                    f"{fused_err:.2e}), HF eager {eager_ms:.3f} ms ({eager_ms / kiln_ms:.2f}x)")
             if compiled is not None:
                 comp_ms = median_ms(lambda: hf_call(compiled), args.iters)
                 line += f", HF compiled {comp_ms:.3f} ms ({comp_ms / kiln_ms:.2f}x)"

@@ -92,6 +92,28 @@ def gemms():
         kiln.gemm(x, kiln.swiglu_weights(gate, up).t(), out=out, activation="swiglu")
         want = F.silu(x.double() @ gate.double().t()) * (x.double() @ up.double().t())
         report(f"gemm x @ w.T, swiglu fused {t}x{2 * f}x{k}", rel(out, want), 1e-2)
+    # A QKV projection with RoPE fused (q and k rows in kiln.rope_order), against Llama's
+    # rotate-half RoPE on the plain product in fp64, read back in that order.
+    for t, s_len, hq, hkv, d, k in [(4096, 2048, 32, 8, 128, 4096), (1000, 333, 4, 2, 64, 264),
+                                    (64, 64, 2, 1, 128, 512)]:
+        x = torch.randn(t, k, device="cuda", generator=g).bfloat16()
+        w = torch.randn((hq + 2 * hkv) * d, k, device="cuda", generator=g).bfloat16() / k ** 0.5
+        rows = (hq + hkv) * d
+        angles = torch.arange(s_len, device="cuda").float()[:, None] * \
+            (500000.0 ** (-torch.arange(0, d, 2, device="cuda").float() / d))[None, :]
+        cos, sin = angles.cos().contiguous(), angles.sin().contiguous()
+        w_fused = torch.cat([kiln.rope_weights(w[:rows], d), w[rows:]])
+        out = poisoned((t, (hq + 2 * hkv) * d))
+        kiln.gemm(x, w_fused.t(), out=out, rope=(cos, sin, rows, d))
+        prod = x.double() @ w.double().t()
+        pos = torch.arange(t, device="cuda") % s_len
+        c2, s2 = cos[pos].double().repeat(1, 2), sin[pos].double().repeat(1, 2)
+        heads = prod[:, :rows].view(t, hq + hkv, d)
+        half = torch.cat([-heads[..., d // 2:], heads[..., :d // 2]], dim=-1)
+        turned = (heads * c2[:, None] + half * s2[:, None])[..., kiln.rope_order(d)]
+        want = torch.cat([turned.reshape(t, rows), prod[:, rows:]], dim=1)
+        report(f"gemm x @ w.T, rope fused {t}x{(hq + 2 * hkv) * d}x{k} (heads of {d})",
+               rel(out, want), 1e-2)
     # The bundled fused epilogue on a column-major out (the kernel's own layout, not swapped).
     m, n, k = 1000, 512, 256
     a = torch.randn(m, k, device="cuda", generator=g).bfloat16()
@@ -556,6 +578,9 @@ def torch_ops():
     kv = torch.randn(1, 2, 200, 128, device="cuda").bfloat16()
     cases = [(ops.gemm.default, (x, wt)), (ops.gemm.default, (x, wt, None, None, "", "f32")),
              (ops.gemm.default, (x, wt, None, None, "swiglu")),
+             (ops.gemm_rope.default, (x, torch.randn(512, 1000, device="cuda").bfloat16().t(),
+                                      torch.randn(300, 64, device="cuda"),
+                                      torch.randn(300, 64, device="cuda"), 256, 128)),
              (ops.softmax.default, (x,)), (ops.rms_norm.default, (x, w, 1e-5)),
              (ops.layer_norm.default, (x, w, b, 1e-5)), (ops.attention.default, (q, kv, kv, True)),
              (ops.attention.default, (q.transpose(1, 2).contiguous(), kv.transpose(1, 2).contiguous(),

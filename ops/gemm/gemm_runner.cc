@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -88,6 +89,34 @@ absl::Status CheckSwiglu(const GemmSize& size, const GemmOperands& o) {
   if (o.ldc && o.ldc != size.n / 2)
     return Invalid(
         absl::StrCat("swiglu stores C packed: ldc must be N/2 (", size.n / 2, "), not ", o.ldc));
+  return absl::OkStatus();
+}
+
+// RoPE (CanonicalEpilogue's "rope") turns pairs of the product's columns, the rows of a QKV
+// projection's weight (B) in the order rt::RopeRowOf gives; computed swapped, those are the
+// kernel's rows, which its accumulator pairs.
+absl::Status CheckRope(const GemmSize& size, const GemmOperands& o) {
+  if (!o.c_row_major)
+    return Invalid(
+        "rope turns pairs of the product's columns (the features of a QKV projection): C must be "
+        "row-major (c_row_major)");
+  if (size.n % 16) return Invalid(absl::StrCat("rope takes N a multiple of 16, not ", size.n));
+  if (o.rope_dim <= 0 || o.rope_dim % 16)
+    return Invalid(absl::StrCat(
+        "rope_dim (a head's columns) must be a positive multiple of 16, not ", o.rope_dim));
+  if (o.rope_rows <= 0 || o.rope_rows % o.rope_dim || o.rope_rows > size.n)
+    return Invalid(
+        absl::StrCat("rope_rows (the query and key heads' columns) must be a positive "
+                     "multiple of rope_dim (",
+                     o.rope_dim, ") up to N (", size.n, "), not ", o.rope_rows));
+  if (o.rope_period <= 0 || o.rope_period > std::numeric_limits<int32_t>::max() / o.rope_dim)
+    return Invalid(
+        absl::StrCat("rope_period (the positions of the cos and sin tables) must be "
+                     "positive, and its tables under 2^31 elements, not ",
+                     o.rope_period));
+  if (size.m > (int64_t{1} << 23))  // the kernel's columns (EpilogueSpec::rope's positions)
+    return Invalid(absl::StrCat("rope takes at most 2^23 rows (tokens), not ", size.m));
+  if (!o.rope_cos || !o.rope_sin) return Invalid("rope needs the tables rope_cos and rope_sin");
   return absl::OkStatus();
 }
 
@@ -273,10 +302,12 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
     return Invalid(
         absl::StrCat("ldb = ", o.ldb, " is less than ", o.b_row_major ? "N = " : "K = ", b_rows));
   if (fp8) return PlanFp8Gemm(size, options, *terms, o, compute_capability, tuned);
-  const bool swiglu = *terms == "swiglu";
+  const bool swiglu = *terms == "swiglu", rope = *terms == "rope";
   if (swiglu) {
     if (absl::Status st = CheckSwiglu(size, o); !st.ok()) return st;
   } else {
+    if (rope)
+      if (absl::Status st = CheckRope(size, o); !st.ok()) return st;
     const int64_t c_rows = o.c_row_major ? size.n : size.m;  // what ldc strides over
     if (o.ldc && o.ldc < c_rows)
       return Invalid(
@@ -287,10 +318,10 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   const Orientation oriented = Oriented(size, given, compute_capability);
   absl::StatusOr<GemmPlan> plan = PlanChecked(size, options, *terms, oriented.operands,
                                               oriented.c_row, compute_capability, tuned);
-  if (plan.ok() && swiglu && plan->choice.kernel.rfind("gemm/bf16_sm90", 0) != 0)
+  if (plan.ok() && (swiglu || rope) && plan->choice.kernel.rfind("gemm/bf16_sm90", 0) != 0)
     return Invalid(absl::StrCat(
-        "swiglu is fused by the sm_90 tile kernels (gemm/bf16_sm90*) alone; ", size.m, "x", size.n,
-        "x", size.k, " takes ", plan->choice.kernel, " (", plan->choice.why, ")"));
+        *terms, " is fused by the sm_90 tile kernels (gemm/bf16_sm90*) alone; ", size.m, "x",
+        size.n, "x", size.k, " takes ", plan->choice.kernel, " (", plan->choice.why, ")"));
   if (plan.ok() && oriented.operands.c_row_major != o.c_row_major)
     absl::StrAppend(&plan->choice.why, "; C of ",
                     size.n == 1 ? "one column" : absl::StrCat(size.n, " columns"),
@@ -352,7 +383,10 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
               {"sB1", plan->b_mn ? 1 : ld.b},
               {"sC0", plan->c_row ? ld.c : 1},
               {"sC1", plan->c_row ? 1 : ld.c},
-              {"split", plan->choice.split}},
+              {"split", plan->choice.split},
+              {"rope_rows", o.rope_rows},
+              {"rope_dim", o.rope_dim},
+              {"rope_period", o.rope_period}},
       .i64 = {{"sa_row", o.sa_row}, {"sa_k", o.sa_k}, {"sb_row", o.sb_row}, {"sb_k", o.sb_k}},
       .pointers = {{"A", o.a},
                    {"B", o.b},
@@ -360,6 +394,8 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
                    {"C_in", o.c_in},
                    {"bias", o.bias},
                    {"residual", o.residual},
+                   {"rope_cos", o.rope_cos},
+                   {"rope_sin", o.rope_sin},
                    {"scale_a", o.scale_a},
                    {"scale_b", o.scale_b}}};
   const Manifest& m = **manifest;

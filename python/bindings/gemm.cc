@@ -1,5 +1,6 @@
 // kiln.gemm over the GEMM entry point: out = epilogue(alpha * a @ b + beta * c) with a (M, K),
-// b (K, N), out (M, N); or out = swiglu(a @ b), (M, N/2) and row-major (rt::SwigluRowOf). CUDA
+// b (K, N), out (M, N); or out = swiglu(a @ b), (M, N/2) and row-major (rt::SwigluRowOf); or
+// out = rope(a @ b), row-major, its columns in rt::RopeRowOf's order within each head. CUDA
 // tensors: any strides the entry point takes (each matrix row- or column-major with a leading
 // dimension), launched on the caller's stream through rt::GemmRunner. Host arrays: contiguous f32,
 // rounded to the input type and run through the same planner and kernels on the emulator (a chip of
@@ -33,7 +34,28 @@ struct GemmArgs {
   std::optional<Array> c, bias, residual;
   float alpha, beta;
   std::string epilogue, in_type, out_type;
+  std::optional<Array> rope_cos, rope_sin;  // rope: f32 [period, rope_dim / 2]
+  int64_t rope_rows = 0, rope_dim = 0;
 };
+
+// rope's tables: contiguous f32 [period, rope_dim / 2], on the call's device (CallDevice checks).
+void BindRope(const GemmArgs& g, CallDevice& d, rt::GemmOperands& o) {
+  if (g.epilogue != "rope") return;
+  if (!g.rope_cos || !g.rope_sin)
+    throw Error(absl::StrCat(kCall, ": rope needs its cos and sin tables"));
+  for (const auto& [what, x] :
+       {std::pair{"rope's cos", &*g.rope_cos}, std::pair{"rope's sin", &*g.rope_sin}}) {
+    Require(*x, kCall, what, 2, {"f32"});
+    if (x->shape(0) != g.rope_cos->shape(0) || static_cast<int64_t>(x->shape(1)) * 2 != g.rope_dim)
+      throw Error(
+          absl::StrCat(kCall, ": rope's cos and sin must both be [period, rope_dim / 2] = [",
+                       g.rope_cos->shape(0), ", ", g.rope_dim / 2, "], not ", ShapeText(*x)));
+  }
+  o.rope_cos = d.Bind(*g.rope_cos, /*read_only=*/true);
+  o.rope_sin = d.Bind(*g.rope_sin, /*read_only=*/true);
+  o.rope_rows = g.rope_rows, o.rope_dim = g.rope_dim;
+  o.rope_period = static_cast<int64_t>(g.rope_cos->shape(0));
+}
 
 // A matrix's layout: row-major (stride 1 along its columns) or column-major, and the stride of
 // the other dimension; a dimension of 1 takes either.
@@ -74,7 +96,8 @@ void Gemm(GemmArgs g, uint64_t stream) {
   CheckShapes(g);
   CallDevice d(kCall,
                {g.a, g.b, g.out, g.c ? &*g.c : nullptr, g.bias ? &*g.bias : nullptr,
-                g.residual ? &*g.residual : nullptr},
+                g.residual ? &*g.residual : nullptr, g.rope_cos ? &*g.rope_cos : nullptr,
+                g.rope_sin ? &*g.rope_sin : nullptr},
                stream);
   const rt::GemmSize size = {static_cast<int64_t>(g.a->shape(0)),
                              static_cast<int64_t>(g.b->shape(1)),
@@ -82,6 +105,7 @@ void Gemm(GemmArgs g, uint64_t stream) {
   const rt::GemmOptions options{
       .in_type = g.in_type, .out_type = g.out_type, .epilogue = g.epilogue};
   rt::GemmOperands o{.alpha = g.alpha, .beta = g.beta};
+  BindRope(g, d, o);
   if (!d.emulated()) {
     Require(*g.a, kCall, "a", 2, {g.in_type}, /*contiguous=*/false);  // any layout LayoutOf takes
     Require(*g.b, kCall, "b", 2, {g.in_type}, /*contiguous=*/false);
@@ -127,7 +151,7 @@ void Gemm(GemmArgs g, uint64_t stream) {
     }
   std::vector<uint8_t> result;
   o.c = d.BindPoisoned(g.out->size(), g.out_type, &result);
-  o.c_row_major = g.epilogue == "swiglu";
+  o.c_row_major = g.epilogue == "swiglu" || g.epilogue == "rope";
   EmulatedOpDevice device(*d.emulator());
   ThrowIfError(rt::RunGemm(size, options, o, /*compute_capability=*/90, device));
   d.Finish();
@@ -142,12 +166,17 @@ void BindGemm(nb::module_& m) {
       [](const Array& a, const Array& b, Array out, std::optional<Array> c,
          std::optional<Array> bias, std::optional<Array> residual, float alpha, float beta,
          const std::string& epilogue, const std::string& in_type, const std::string& out_type,
-         uint64_t stream) {
-        Gemm({&a, &b, &out, c, bias, residual, alpha, beta, epilogue, in_type, out_type}, stream);
+         std::optional<Array> rope_cos, std::optional<Array> rope_sin, int64_t rope_rows,
+         int64_t rope_dim, uint64_t stream) {
+        Gemm({&a, &b, &out, c, bias, residual, alpha, beta, epilogue, in_type, out_type, rope_cos,
+              rope_sin, rope_rows, rope_dim},
+             stream);
       },
       nb::arg("a"), nb::arg("b"), nb::arg("out"), nb::arg("c").none(), nb::arg("bias").none(),
       nb::arg("residual").none(), nb::arg("alpha"), nb::arg("beta"), nb::arg("epilogue"),
-      nb::arg("in_type"), nb::arg("out_type"), nb::arg("stream") = 0);
+      nb::arg("in_type"), nb::arg("out_type"), nb::arg("rope_cos").none() = nb::none(),
+      nb::arg("rope_sin").none() = nb::none(), nb::arg("rope_rows") = 0, nb::arg("rope_dim") = 0,
+      nb::arg("stream") = 0);
 }
 
 }  // namespace kiln::py

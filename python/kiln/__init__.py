@@ -24,7 +24,7 @@ if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES)
     set_bundle_dir(_os.path.normpath(_INSTALLED_BUNDLES))
 
 __all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "grouped_gemm", "quantize_e4m3", "quantize_e4m3_blocks",
-           "swiglu_weights", "attention",
+           "swiglu_weights", "rope_order", "rope_weights", "attention",
            "decode_attention", "paged_append", "varlen_attention", "varlen_attention_backward",
            "softmax", "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]
 
@@ -112,7 +112,7 @@ def layer_norm(x, weight, bias, eps=1e-5, *, out=None):
 
 
 def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=None,
-         activation=None, residual=None, scale_a=None, scale_b=None, fp8_types=None):
+         activation=None, residual=None, scale_a=None, scale_b=None, fp8_types=None, rope=None):
     """out = act(alpha * a @ b + beta * c + bias) + residual, a (M, K), b (K, N).
 
     8-bit inputs: float8_e4m3fn (or float8_e5m2, e.g. a gradient; either or both) tensors a
@@ -132,6 +132,14 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
 
     activation="swiglu" (alone) fuses a gate/up projection: out = silu(gate) * up, (M, N/2)
     row-major, where b's columns hold gate and up interleaved as swiglu_weights puts them.
+
+    rope=(cos, sin, rows, dim) (alone) fuses RoPE into a QKV projection: out (M, N) row-major,
+    its first `rows` columns (the query and key heads, `dim` columns each) turned as Llama's
+    rotate-half RoPE turns them at position m % P for row m, cos and sin f32 [P, dim / 2] (as
+    rope_qkv takes them); the columns from `rows` on are stored as they are. b's columns (the
+    weight's rows) must hold each head's features in rope_order(dim), as rope_weights puts them;
+    out's q and k columns are then in that order too. Attention is the same in any order that q
+    and k share; out[:, h * dim + r] holds feature rope_order(dim)[r] of head h.
     """
     terms = []
     if c is not None or alpha != 1.0 or beta != 0.0:
@@ -142,7 +150,16 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
         terms.append(activation)
     if residual is not None:
         terms.append("residual")
+    rope_args = {}
+    if rope is not None:
+        _require(isinstance(rope, (tuple, list)) and len(rope) == 4,
+                 "kiln.gemm: rope=(cos, sin, rows, dim): the tables, the heads' columns turned, a "
+                 "head's columns")
+        terms.append("rope")
+        rope_args = dict(rope_cos=rope[0], rope_sin=rope[1], rope_rows=int(rope[2]),
+                         rope_dim=int(rope[3]))
     if scale_a is not None or scale_b is not None or _FP8_TYPES.get(str(getattr(a, "dtype", ""))):
+        _require(rope is None, "kiln.gemm: rope is fused for 16-bit inputs")
         return _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, beta,
                          terms, fp8_types)
     _require(fp8_types is None, "kiln.gemm: fp8_types names the types of 8-bit inputs; a and b "
@@ -154,8 +171,31 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
         n = b.shape[1] // 2 if activation == "swiglu" else b.shape[1]
         out = _empty(a, (a.shape[0], n), out_type)
     _kiln._gemm(a, b, out, c, bias, residual, float(alpha), float(beta), ",".join(terms),
-                in_type, out_type, stream=_stream([a]))
+                in_type, out_type, stream=_stream([a]), **rope_args)
     return out
+
+
+def rope_order(dim):
+    """The feature of its head that each of a head's `dim` rows holds in RoPE's fused order
+    (kiln.gemm's rope, rt::RopeRowOf): in blocks of 16 rows, features 8b..8b+7 and their partners
+    dim/2 + 8b.., so that each pair lies in one accumulator thread. dim: a multiple of 16."""
+    _require(dim > 0 and dim % 16 == 0, f"kiln.rope_order: dim must be a positive multiple of "
+             f"16, not {dim}")
+    return [(0 if r % 16 < 8 else dim // 2) + 8 * (r // 16) + r % 8 for r in range(dim)]
+
+
+def rope_weights(w, dim):
+    """A projection's weight w (F, K), F a multiple of `dim` (heads of `dim` rows: the query and
+    key heads of a QKV weight), with each head's rows put in rope_order(dim), for kiln.gemm's
+    rope. A torch tensor or a NumPy array, as given; a new one."""
+    _require(len(w.shape) == 2 and w.shape[0] % dim == 0,
+             f"kiln.rope_weights: w must be (F, K) with F a multiple of {dim}, not {tuple(w.shape)}")
+    order = rope_order(dim)
+    rows = [h * dim + r for h in range(w.shape[0] // dim) for r in order]
+    if _is_torch(w):
+        import torch
+        return w[torch.tensor(rows, device=w.device)].contiguous()
+    return w[rows].copy()
 
 
 def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, scale_w=None):

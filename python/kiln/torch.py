@@ -42,6 +42,23 @@ def _(a, b, bias=None, residual=None, activation="", out_dtype=""):
     return a.new_empty((a.shape[0], n), dtype=_out_type(a, out_dtype))
 
 
+@torch.library.custom_op("kiln::gemm_rope", mutates_args=())
+def gemm_rope(a: torch.Tensor, b: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rows: int,
+              dim: int) -> torch.Tensor:
+    """a @ b with RoPE fused into its first `rows` columns, b's columns in rope_order within each
+    head of `dim` (kiln.gemm(a, b, rope=(cos, sin, rows, dim)))."""
+    return kiln.gemm(a, b, rope=(cos, sin, rows, dim))
+
+
+@gemm_rope.register_fake
+def _(a, b, cos, sin, rows, dim):
+    torch._check(a.dim() == 2 and b.dim() == 2, lambda: "kiln::gemm_rope: a and b must be matrices")
+    torch._check(a.shape[1] == b.shape[0], lambda: "kiln::gemm_rope: a's columns must be b's rows")
+    torch._check(cos.shape == sin.shape and cos.dim() == 2 and 2 * cos.shape[1] == dim,
+                 lambda: "kiln::gemm_rope: cos and sin must both be [P, dim / 2]")
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
 @torch.library.custom_op("kiln::softmax", mutates_args=())
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """softmax over the last dimension (kiln.softmax)."""

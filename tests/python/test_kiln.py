@@ -117,6 +117,56 @@ class Gemm(unittest.TestCase):
             gate, up = bf16(x) @ bf16(wg).T, bf16(x) @ bf16(wu).T
             self.assertLess(rel_error(got, gate / (1 + np.exp(-gate)) * up), 1e-2, (t, h, f))
 
+    def test_rope_fused_into_the_qkv_projection(self):
+        # Two query heads and one key head turned, one value head not; positions repeat every
+        # `period` rows (B sequences of S tokens: period S). The reference turns the plain
+        # product as Llama does (rotate-half), then reads q and k in rope_order.
+        rng = np.random.default_rng(9)
+        for t, h, d, period in [(37, 40, 32, 20), (16, 24, 16, 16)]:
+            hq, hkv = 2, 1
+            x = rng.standard_normal((t, h)).astype(np.float32)
+            wq = rng.standard_normal((hq * d, h)).astype(np.float32)
+            wk = rng.standard_normal((hkv * d, h)).astype(np.float32)
+            wv = rng.standard_normal((hkv * d, h)).astype(np.float32)
+            angles = np.arange(period)[:, None] * 10000.0 ** (-np.arange(0, d, 2) / d)[None, :]
+            cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+            w = np.concatenate([kiln.rope_weights(np.concatenate([wq, wk]), d), wv])
+            got = kiln.gemm(x, np.ascontiguousarray(w.T), rope=(cos, sin, (hq + hkv) * d, d))
+            self.assertEqual(got.shape, (t, (hq + 2 * hkv) * d))
+            qk = bf16(x) @ np.concatenate([bf16(wq), bf16(wk)]).T
+            pos = np.arange(t) % period
+            c, s = np.tile(cos[pos], (1, 2)), np.tile(sin[pos], (1, 2))
+            turned = []
+            for head in range(hq + hkv):
+                y = qk[:, head * d:(head + 1) * d]
+                half = np.concatenate([-y[:, d // 2:], y[:, :d // 2]], axis=1)  # rotate_half
+                turned.append((y * c + half * s)[:, kiln.rope_order(d)])
+            want = np.concatenate(turned + [bf16(x) @ bf16(wv).T], axis=1)
+            self.assertLess(rel_error(got, want), 1e-2, (t, h, d))
+            # The value head is stored as it is; a turned column differs from the plain product.
+            self.assertLess(rel_error(got[:, (hq + hkv) * d:], want[:, (hq + hkv) * d:]), 1e-2)
+
+    def test_rope_errors(self):
+        x, w = np.ones((8, 16), np.float32), np.ones((16, 64), np.float32)
+        table, table12 = np.ones((8, 16), np.float32), np.ones((8, 12), np.float32)
+        cases = [
+            (lambda: kiln.gemm(x, w, rope=(table12, table12, 48, 24)),
+             "rope_dim (a head's columns) must be a positive multiple of 16, not 24"),
+            (lambda: kiln.gemm(x, w, rope=(table, table, 48, 32)),
+             "must be a positive multiple of rope_dim (32) up to N (64), not 48"),
+            (lambda: kiln.gemm(x, w, rope=(table, np.ones((8, 8), np.float32), 64, 32)),
+             "rope's cos and sin must both be [period, rope_dim / 2] = [8, 16], not (8, 8)"),
+            (lambda: kiln.gemm(x, w, residual=np.ones((8, 64), np.float32),
+                               rope=(table, table, 64, 32)), "rope takes no other term"),
+            (lambda: kiln.gemm(x, w, rope=(table, table)), "rope=(cos, sin, rows, dim)"),
+            (lambda: kiln.rope_weights(np.ones((24, 4)), 16), "F a multiple of 16"),
+            (lambda: kiln.rope_order(40), "multiple of 16, not 40"),
+        ]
+        for call, message in cases:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+
     def test_swiglu_errors(self):
         x = np.ones((8, 16), np.float32)
         cases = [

@@ -603,6 +603,27 @@ TEST(EmulatedGemmEntryPoint, SwigluStoredFromRegisters) {
   ExpectCorrectAt("gemm/bf16_sm90_n64.bf16-f32.swiglu", {rt::GemmSize{272, 200, 88}});
 }
 
+// RoPE with an f32 C, stored from registers (the bundled variant is bf16, through TMA), at heads of
+// 64 rows of which three turn and one does not.
+TEST(EmulatedGemmEntryPoint, RopeStoredFromRegisters) {
+  ExpectCorrectAt("gemm/bf16_sm90_n64.bf16-f32.rope", {rt::GemmSize{272, 200, 88}});
+}
+
+// The rope check fails on a product whose pairs are not turned: a plain kernel read as a rope one
+// (the same inputs bound; the tables it does not read).
+TEST(EmulatedGemmEntryPoint, ARopeCheckFailsOnAProductNotTurned) {
+  rt::Bundle b = CachedBundle("gemm/bf16_sm90_n64.bf16-bf16");
+  GemmSpec g = *GemmOf(b.manifest);
+  g.epilogue = "rope";
+  SetGemmSpec(b.manifest, g);
+  RunOptions opt;
+  opt.size = {144, 200, 88};
+  absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->passed) << "error " << r->rel_error;
+  EXPECT_GT(r->rel_error, 0.1);
+}
+
 // The check the previous test relies on fails where the epilogue is not the one described: the
 // kernel with GELU, checked as if it applied ReLU, SiLU or no activation (the same inputs bound).
 TEST(EmulatedGemmEntryPoint, AnEpilogueOtherThanTheDescribedOneFails) {
@@ -631,6 +652,9 @@ TEST(GemmChoice, VariantNamesCarryTypesAndTheEpilogueInTheKernelsOrder) {
   EXPECT_EQ(ChooseGemm({100, 7, 64}, 90, {.epilogue = "relu"}).kernel, "gemm/bf16_sm90_m64n32.bf16-bf16.any_m.relu");
   EXPECT_EQ(*CanonicalEpilogue("swiglu"), "swiglu");
   EXPECT_NE(CanonicalEpilogue("residual,swiglu").status().message().find("swiglu takes no other term"),
+            std::string::npos);
+  EXPECT_EQ(*CanonicalEpilogue("rope"), "rope");
+  EXPECT_NE(CanonicalEpilogue("rope,residual").status().message().find("rope takes no other term"),
             std::string::npos);
   for (const char* bad : {"gelu,relu", "bias_row,bias_col", "scale,scale", "tanh", "swiglu,silu"}) {
     absl::StatusOr<std::string> t = CanonicalEpilogue(bad);

@@ -473,7 +473,11 @@ TEST(GemmFamilies, MembersBuildFromTheirNamesAndBadOptionsSayWhy) {
                             std::pair{"gemm/bf16_skinny.bf16-bf16.any_m", "takes any M already"},
                             std::pair{"gemm/bf16_sm90.bf16-f32.any_m", "takes any M already"},
                             std::pair{"gemm/bf16_mma16_sm90.bf16-bf16.c_row", "stores C column-major only"},
-                            std::pair{"gemm/bf16_sm90.bf16-bf16.c_row.swiglu", "no grouping, no swiglu"}}) {
+                            std::pair{"gemm/bf16_sm90.bf16-bf16.c_row.swiglu", "no grouping, no swiglu"},
+                            std::pair{"gemm/bf16_sm90.bf16-bf16.c_row.rope", "no swiglu, no rope"},
+                            std::pair{"gemm/bf16_sm90.bf16-bf16.any_m.rope", "rope takes M a multiple of 16"},
+                            std::pair{"gemm/bf16_skinny.bf16-bf16.rope", "rope is fused by the tile kernels"},
+                            std::pair{"gemm/bf16_sm90_n128.e4m3-bf16.tensorwise.rope", "rope takes 16-bit inputs"}}) {
     const Example* e = Find(name);
     ASSERT_NE(e, nullptr) << name;
     absl::StatusOr<KernelDef> bad = e->build();

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "kiln/memory.h"
@@ -47,14 +48,24 @@ struct EpilogueSpec {
   // the two rows of a pair lie in one wgmma accumulator thread (its rows are 8 apart); a linear
   // layer's gate and up weights are put in that order once (rt::SwigluRowOf says where).
   bool swiglu = false;
+  // RoPE, no other term with it: a QKV projection computed as C^T, the product's rows its features
+  // and its columns the tokens. The rows below the i32 parameter rope_rows (the query and key
+  // heads, rope_dim rows each) turn in pairs: within a head, rows 16 b + j and 16 b + 8 + j
+  // (j < 8) hold features 8 b + j and rope_dim / 2 + 8 b + j (so that both lie in one wgmma
+  // accumulator thread; rt::RopeRowOf says where), and at column c they become
+  // (x1 cos - x2 sin, x2 cos + x1 sin), the angle's cos and sin those of frequency 8 b + j at
+  // position c % rope_period, read from f32 tables rope_cos and rope_sin [rope_period,
+  // rope_dim / 2] (Llama's rotate-half RoPE), for columns below 2^23. Rows from rope_rows on are
+  // stored as they are.
+  bool rope = false;
 
   bool Plain() const {
     return !scale && bias == BiasAxis::kNone && activation == Activation::kNone && !residual &&
-           !swiglu;
+           !swiglu && !rope;
   }
   // The terms as a name: "scale", "bias_row" or "bias_col", "relu"/"gelu"/"silu", "residual",
-  // joined by '.' in that order ("" for none), or "swiglu" alone. The GEMM harness reads it back
-  // from the manifest.
+  // joined by '.' in that order ("" for none), or "swiglu" or "rope" alone. The GEMM harness reads
+  // it back from the manifest.
   std::string Terms() const;
 };
 // The inverse of Terms(); an unknown or repeated term is an error naming it.
@@ -102,6 +113,11 @@ class Epilogue {
               Loc loc = Loc::current()) const;
   // silu(gate) * up in f32 (swiglu), SiLU in the tanh form of the activations.
   Value Swiglu(const Value& gate, const Value& up, Loc loc = Loc::current()) const;
+  // RoPE of the pair x1 (at row, the first 8 of its block of 16) and x2 (row + 8) at column
+  // `col`: {x1 cos - x2 sin, x2 cos + x1 sin} where row < rope_rows, else {x1, x2}. The tables
+  // are read only there and `inside`.
+  std::pair<Value, Value> Rope(const Value& x1, const Value& x2, const Value& row, const Value& col,
+                               const Value& inside, Loc loc = Loc::current()) const;
   // The result cast to the output type.
   Value Output(const Value& acc, const Inputs& in, Loc loc = Loc::current()) const;
   Value Output(const Value& acc, const Value& row, const Value& col, const Value& inside,
@@ -113,6 +129,8 @@ class Epilogue {
   EpilogueSpec spec_;
   Value m_, n_, alpha_, beta_, bias_;
   GlobalTensor c_in_, residual_;
+  Value rope_rows_, rope_dim_, rope_period_, rope_inv_period_;
+  GlobalTensor rope_cos_, rope_sin_;  // [rope_period, rope_dim / 2]
 };
 
 }  // namespace kiln

@@ -72,7 +72,21 @@ void TileEpilogue::InGroups(const Value& m0, const Value& n0,
   }
 }
 
+// RoPE (EpilogueSpec::rope): column slot `slot`'s pairs 2 slot (RowSlot 0, the first 8 rows of a
+// block of 16) and 2 slot + 1 (8 rows below) are the two features that turn together.
+void TileEpilogue::ApplyRope(const Value& m0, const Value& n0) {
+  for (int slot = 0; slot < tk_.shape.bn / 8; ++slot)
+    for (int e = 0; e < 2; ++e) {
+      auto [row, col, inside] = ElementAt(m0, n0, 2 * slot, e);
+      auto [y1, y2] =
+          tk_.epilogue.Rope(acc_[4 * slot + e], acc_[4 * slot + 2 + e], row, col, inside);
+      acc_[4 * slot + e] = y1;
+      acc_[4 * slot + 2 + e] = y2;
+    }
+}
+
 void TileEpilogue::StoreDirect(const Value& m0, const Value& n0) {
+  if (tk_.shape.epi().rope) ApplyRope(m0, n0);
   InGroups(m0, n0, [&](int p, const Epilogue::Inputs* in) {
     for (int e = 0; e < 2; ++e) {
       auto [row, col, inside] = ElementAt(m0, n0, p, e);
@@ -109,6 +123,7 @@ void TileEpilogue::Pack(const Value& m0, const Value& n0) {
   if (tk_.shape.epi().swiglu) {
     PackSwiglu();
   } else {
+    if (tk_.shape.epi().rope) ApplyRope(m0, n0);
     if (tk_.shape.staged_inputs()) ApplyStaged(m0, n0);
     InGroups(m0, n0, [&](int p, const Epilogue::Inputs* in) {
       Value x = acc_[2 * p], y = acc_[2 * p + 1];

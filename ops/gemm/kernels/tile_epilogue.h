@@ -49,6 +49,7 @@ class TileEpilogue {
   // C_in's terms and the residual, their pieces staged by TMA through the C buffer.
   void ApplyStaged(const Value& m0, const Value& n0);
   Value SwigluAt(int slot, int e) const;
+  void ApplyRope(const Value& m0, const Value& n0);
   void PackSwiglu();
   void WriteOutSwiglu();
 

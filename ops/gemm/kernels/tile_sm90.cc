@@ -75,10 +75,10 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   const int A_EDGE = !shape.variant.a_mn && !shape.grouped() ? 16 : 0;
   const bool c_row = shape.variant.c_row;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (1 + CONSUMERS))});
-  if (c_row && (shape.grouped() || shape.epi().swiglu))
+  if (c_row && (shape.grouped() || shape.epi().swiglu || shape.epi().rope))
     k.Fail(absl::StrCat(name,
                         ": a row-major C (c_row) is for plain tile kernels: no grouping, no "
-                        "swiglu"));
+                        "swiglu, no rope"));
   TmaGemmOperands g = examples::DeclareTmaGemm(k, {.bm = BM,
                                                    .bn = BN,
                                                    .bk = BK,

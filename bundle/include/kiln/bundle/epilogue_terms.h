@@ -22,4 +22,16 @@ bool EpilogueReadsMatrices(const std::string& canonical_terms);
 // gate row `r` of C (`up`: its up row).
 inline int64_t SwigluRowOf(int64_t r, bool up) { return 16 * (r / 8) + r % 8 + (up ? 8 : 0); }
 
+// "rope" (alone) turns pairs of the product's rows (EpilogueSpec::rope): within each head of `dim`
+// rows (a multiple of 16), feature f and its partner f + dim / 2 lie 8 rows apart in blocks of
+// 16. The row holding feature f (0 <= f < dim) of its head, and the inverse (the feature a row
+// holds).
+inline int64_t RopeRowOf(int64_t f, int64_t dim) {
+  const int64_t half = dim / 2, i = f % half;
+  return 16 * (i / 8) + i % 8 + (f < half ? 0 : 8);
+}
+inline int64_t RopeFeatureOf(int64_t r, int64_t dim) {
+  return (r % 16 < 8 ? 0 : dim / 2) + 8 * (r / 16) + r % 8;
+}
+
 }  // namespace kiln::rt

@@ -55,6 +55,13 @@ struct GemmOperands {
   // (M values) or "bias_col" (N), residual for "residual"; C_in and residual laid out like C.
   float alpha = 1, beta = 0;
   cu::CUdeviceptr c_in = 0, bias = 0, residual = 0;
+  // "rope", for a QKV projection's row-major C whose columns are the features (EpilogueSpec::rope;
+  // B's columns, the weight's rows, in rt::RopeRowOf's order within each head): the query and key
+  // heads' columns (rope_rows, a multiple of rope_dim), a head's columns (rope_dim, a multiple of
+  // 16), and f32 tables rope_cos and rope_sin [rope_period, rope_dim / 2]; C's row r is the token
+  // at position r % rope_period.
+  cu::CUdeviceptr rope_cos = 0, rope_sin = 0;
+  int64_t rope_rows = 0, rope_dim = 0, rope_period = 0;
   // 8-bit A and B (GemmOptions::in_type "e4m3" or "e5m2"): their f32 scales (mxfp8: UE8M0
   // bytes), C = A_scaled * B_scaled, as GemmOptions::scaling says:
   //   tensorwise  scale_a[0] for all of A, scale_b[0] for all of B;
