@@ -251,6 +251,8 @@ class Cta {
       t.r.assign(e.num_regs, 0);
       for (auto [reg, bits] : e.constant_regs) t.r[reg] = bits;
     }
+    run_bits_.assign((n + 63) / 64, 0);
+    for (Thread& t : threads_) SetState(t, Thread::State::kRun);
     if (rng_)
       for (int w = 0; w < (n + 31) / 32; ++w) warp_priority_.push_back((*rng_)());
   }
@@ -267,20 +269,51 @@ class Cta {
   void WakeClusterWaiters() {
     for (Thread& t : threads_)
       if (t.state == Thread::State::kBarrier && t.barrier == kClusterBarrier)
-        t.state = Thread::State::kRun;
+        SetState(t, Thread::State::kRun);
+  }
+
+  // Every change of a thread's state goes through here: Advance reads the runnable threads from
+  // a bit a thread, kept as states change (a scan of every thread per quantum cost a third of an
+  // emulated GEMM's time).
+  void SetState(Thread& t, Thread::State s) {
+    t.state = s;
+    const uint64_t bit = uint64_t{1} << (t.linear % 64);
+    uint64_t& word = run_bits_[t.linear / 64];
+    word = s == Thread::State::kRun ? word | bit : word & ~bit;
+  }
+  int RunnableCount() const {
+    int n = 0;
+    for (uint64_t w : run_bits_) n += std::popcount(w);
+    return n;
+  }
+  // Warp w's runnable threads, a bit each.
+  uint32_t WarpRunBits(int w) const {
+    return static_cast<uint32_t>(run_bits_[w / 2] >> (32 * (w % 2)));
+  }
+  // The k-th runnable thread in index order (k below RunnableCount()).
+  int NthRunnable(int k) const {
+    for (size_t i = 0; i < run_bits_.size(); ++i) {
+      const int count = std::popcount(run_bits_[i]);
+      if (k < count) return static_cast<int>(i * 64) + NthBit(run_bits_[i], k);
+      k -= count;
+    }
+    return -1;
+  }
+  // The k-th runnable thread of warp w (k below the popcount of WarpRunBits(w)).
+  int NthRunnableOfWarp(int w, int k) const { return w * 32 + NthBit(WarpRunBits(w), k); }
+  static int NthBit(uint64_t bits, int k) {
+    for (; k > 0; --k) bits &= bits - 1;
+    return std::countr_zero(bits);
   }
 
   // One scheduling decision: an asynchronous completion, or a quantum of one thread.
   enum class Progress { kMoved, kIdle, kFinished };
   absl::StatusOr<Progress> Advance(int64_t* executed) {
-    std::vector<int>& runnable = runnable_;  // reused: this runs once per quantum
-    runnable.clear();
-    for (const Thread& t : threads_)
-      if (t.state == Thread::State::kRun) runnable.push_back(t.linear);
+    const int runnable = RunnableCount();
     // An asynchronous copy lands at a moment the seed picks between its issue and the first
     // time every thread waits (in index order: only then).
     const size_t in_flight = pending_.size() + (tcgen_commits_.empty() ? 0 : 1);
-    if (in_flight && (runnable.empty() || (rng_ && (*rng_)() % 4 == 0))) {
+    if (in_flight && (runnable == 0 || (rng_ && (*rng_)() % 4 == 0))) {
       const size_t pick = rng_ ? (*rng_)() % in_flight : 0;
       if (pick < pending_.size()) {
         if (absl::Status s = CompleteAsync(pick); !s.ok()) return s;
@@ -304,7 +337,7 @@ class Cta {
       }
       return Progress::kMoved;
     }
-    if (runnable.empty()) {
+    if (runnable == 0) {
       if (std::all_of(threads_.begin(), threads_.end(),
                       [](const Thread& t) { return t.state == Thread::State::kDone; })) {
         exited_ = true;
@@ -322,21 +355,18 @@ class Cta {
     // any runnable thread, half the time one of the runnable warp the seed ranks highest, so
     // that some warps run far ahead of others (races that need a lagging warp show up); now and
     // then a warp is re-ranked, so no order holds for a whole launch.
-    int pick = runnable.front();
+    int pick = NthRunnable(0);
     if (rng_) {
       const uint64_t r = (*rng_)();
       if (r % 512 == 0) warp_priority_[(r >> 9) % warp_priority_.size()] = (*rng_)();
       if (r & 512) {
-        pick = runnable[(r >> 10) % runnable.size()];
+        pick = NthRunnable(static_cast<int>((r >> 10) % runnable));
       } else {
-        int top = -1;
-        for (int i : runnable)
-          if (top < 0 || warp_priority_[i / 32] > warp_priority_[top / 32]) top = i;
-        int first = -1, count = 0;  // the top warp's runnable threads, a contiguous run
-        for (size_t i = 0; i < runnable.size(); ++i)
-          if (runnable[i] / 32 == top / 32)
-            first = first < 0 ? static_cast<int>(i) : first, ++count;
-        pick = runnable[first + (r >> 10) % count];
+        int top = -1;  // the first of the highest-ranked warps with a runnable thread
+        for (int w = 0; w < static_cast<int>(warp_priority_.size()); ++w)
+          if (WarpRunBits(w) && (top < 0 || warp_priority_[w] > warp_priority_[top])) top = w;
+        pick =
+            NthRunnableOfWarp(top, static_cast<int>((r >> 10) % std::popcount(WarpRunBits(top))));
       }
     }
     const int quantum = rng_ ? 1 + static_cast<int>((*rng_)() % 64) : 1 << 30;
@@ -644,7 +674,7 @@ class Cta {
     if (!t.bulk_open.empty())
       t.bulk_groups.push_back(std::move(t.bulk_open));  // stores still write
     if (absl::Status s = CompleteBulkGroups(t, 0); !s.ok() && exit_error_.ok()) exit_error_ = s;
-    t.state = Thread::State::kDone;
+    SetState(t, Thread::State::kDone);
   }
   // TMA stores' boxes not yet read: a generic write to one is an error (the buffer reused
   // before cp.async.bulk.wait_group.read).
@@ -667,7 +697,7 @@ class Cta {
   std::string kernel_;
   std::mt19937_64* rng_;
   std::vector<uint64_t> warp_priority_;  // the seed's ranking of the warps (see Advance)
-  std::vector<int> runnable_;            // Advance's scratch list
+  std::vector<uint64_t> run_bits_;       // bit i: thread i runnable (SetState)
   std::vector<Origin> smem_origin_;      // per shared byte (taint.cc); empty until first used
   Origin warp_taint_ = nullptr;     // of the warp instruction (ldmatrix, mma.sync) being computed
   Origin operand_taint_ = nullptr;  // of the descriptor operands ReadOperand has read

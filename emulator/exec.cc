@@ -46,7 +46,7 @@ absl::Status Cta::Step(Thread& t) {
       if (absl::Status s = Bulk(t, in); !s.ok()) return s;
       break;
     case Op::kWgmma:
-      t.state = Thread::State::kWarp;
+      SetState(t, Thread::State::kWarp);
       ++warpgroups_[t.linear / 128].arrived;
       return TryReleaseWarpgroup(t.linear / 128);
     case Op::kSetMaxNReg:  // register accounting: no effect on values; an .inc may wait
@@ -525,7 +525,7 @@ absl::Status Cta::SetMaxNReg(Thread& t, const Instr& in) {
   int64_t total = 0;
   for (const auto& [g, regs] : warpgroup_regs_) total += int64_t{g == group ? n : regs} * 128;
   if (in.Has("inc") && total > 65536) {
-    t.state = Thread::State::kBarrier;
+    SetState(t, Thread::State::kBarrier);
     t.barrier = kRegisterWait;
     return absl::OkStatus();  // the pc stays: it asks again when woken
   }
@@ -533,7 +533,7 @@ absl::Status Cta::SetMaxNReg(Thread& t, const Instr& in) {
   if (in.Has("dec"))
     for (Thread& w : threads_)
       if (w.state == Thread::State::kBarrier && w.barrier == kRegisterWait)
-        w.state = Thread::State::kRun;
+        SetState(w, Thread::State::kRun);
   ++t.pc;
   return absl::OkStatus();
 }
@@ -768,17 +768,16 @@ absl::Status Cta::Atomic(Thread& t, const Instr& in) {
 // ---- warp collectives: a lane waits until every lane of the member mask is at one
 
 absl::Status Cta::Collective(Thread& t, const Instr& in) {
-  t.state = Thread::State::kWarp;
+  SetState(t, Thread::State::kWarp);
   return TryReleaseWarp(t.linear / 32);
 }
 
 absl::Status Cta::TryReleaseWarp(int warp) {
+  // Called as each lane arrives: the lanes' list is built only once all are here.
   const int first = warp * 32, n = std::min<int>(32, static_cast<int>(threads_.size()) - first);
-  std::vector<Thread*> lanes;
-  for (int i = 0; i < n; ++i) lanes.push_back(&threads_[first + i]);
   Thread* some = nullptr;
-  for (Thread* l : lanes)
-    if (l->state == Thread::State::kWarp) some = l;
+  for (int i = 0; i < n; ++i)
+    if (threads_[first + i].state == Thread::State::kWarp) some = &threads_[first + i];
   if (!some) return absl::OkStatus();
   const Instr& in = e_.code[some->pc];
   const bool whole_warp = in.op == Op::kLdMatrix || in.op == Op::kMma || in.op == Op::kTcgen05 ||
@@ -789,10 +788,11 @@ absl::Status Cta::TryReleaseWarp(int warp) {
     members &= static_cast<uint32_t>(Mask(n));  // bar.warp.sync -1 in a block's last, partial warp
   for (int i = 0; i < n; ++i) {
     if (!(members >> i & 1)) continue;
-    if (lanes[i]->state == Thread::State::kDone)
+    const Thread& lane = threads_[first + i];
+    if (lane.state == Thread::State::kDone)
       return Fail(*some, in, absl::StrCat("lane ", i, " of the member mask has exited"));
-    if (lanes[i]->state != Thread::State::kWarp) return absl::OkStatus();  // not all here yet
-    const Instr& other = e_.code[lanes[i]->pc];
+    if (lane.state != Thread::State::kWarp) return absl::OkStatus();  // not all here yet
+    const Instr& other = e_.code[lane.pc];
     if (other.op != in.op)
       return Fail(*some, in,
                   absl::StrCat("lane ", i, " waits at a different warp instruction (PTX line ",
@@ -804,6 +804,8 @@ absl::Status Cta::TryReleaseWarp(int warp) {
           *some, in,
           absl::StrCat("the member mask names lane ", i, ", which this block does not have"));
   // Everyone is here: compute each member lane's result from the values at this moment.
+  std::vector<Thread*> lanes;
+  for (int i = 0; i < n; ++i) lanes.push_back(&threads_[first + i]);
   if (whole_warp) {
     absl::Status s;
     std::vector<std::vector<uint64_t>> out = in.op == Op::kMma        ? Mma(lanes, in, &s)
@@ -825,7 +827,7 @@ absl::Status Cta::TryReleaseWarp(int warp) {
         if (in.op == Op::kTcgen05 && d.regs[k] >= 0)
           l.in_flight_regs.Set(d.regs[k], &in);  // until wait::ld
       }
-      l.state = Thread::State::kRun;
+      SetState(l, Thread::State::kRun);
       ++l.pc;
     }
     return absl::OkStatus();
@@ -913,7 +915,7 @@ absl::Status Cta::TryReleaseWarp(int warp) {
       Write(l, e_.code[l.pc].ops.at(0), results[i]);
       TaintDestinations(l, e_.code[l.pc], taints[i]);
     }
-    l.state = Thread::State::kRun;
+    SetState(l, Thread::State::kRun);
     ++l.pc;
   }
   return absl::OkStatus();
@@ -944,7 +946,7 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
   ++b.arrived;
   ++t.pc;
   if (wait) {
-    t.state = Thread::State::kBarrier;
+    SetState(t, Thread::State::kBarrier);
     t.barrier = id;
     b.waiting.push_back(t.linear);
   }
@@ -954,7 +956,7 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
                              " are expected"));
   if (b.arrived == b.expected) {
     for (int w : b.waiting) {
-      threads_[w].state = Thread::State::kRun, threads_[w].barrier = -1;
+      SetState(threads_[w], Thread::State::kRun), threads_[w].barrier = -1;
       Synced(threads_[w], e_.code[threads_[w].pc - 1]);
     }
     b = BarrierState{};
@@ -974,7 +976,7 @@ absl::Status Cta::ReleaseBarriersOfExitedThreads() {
     const Instr& in = e_.code[threads_[b.waiting.front()].pc - 1];
     if (in.ops.size() <= 1 && b.arrived >= live) {
       for (int w : b.waiting) {
-        threads_[w].state = Thread::State::kRun, threads_[w].barrier = -1;
+        SetState(threads_[w], Thread::State::kRun), threads_[w].barrier = -1;
         Synced(threads_[w], in);
       }
       b = BarrierState{};

@@ -89,7 +89,7 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
     if (done) Synced(t, in);
     if (done && kind == "try_wait") next = meant + 1;
     if (!done && kind == "try_wait") {  // blocks until the phase completes, then runs again
-      t.state = Thread::State::kMbarrier;
+      SetState(t, Thread::State::kMbarrier);
       t.mbarrier = off;
       return absl::OkStatus();
     }
@@ -107,7 +107,8 @@ absl::Status Cta::MbarrierComplete(uint64_t offset) {
   ++b.completed;
   b.pending = b.expected;
   for (Thread& w : threads_)
-    if (w.state == Thread::State::kMbarrier && w.mbarrier == offset) w.state = Thread::State::kRun;
+    if (w.state == Thread::State::kMbarrier && w.mbarrier == offset)
+      SetState(w, Thread::State::kRun);
   return absl::OkStatus();
 }
 
@@ -537,7 +538,7 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
     return Fail(t0, in, "this wgmma instruction is not emulated yet");
   }
   for (int i = first; i < first + 128; ++i) {
-    threads_[i].state = Thread::State::kRun;
+    SetState(threads_[i], Thread::State::kRun);
     ++threads_[i].pc;
   }
   wg.arrived = 0;
@@ -745,7 +746,7 @@ absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
       ++t.pc;
       return absl::OkStatus();
     }
-    t.state = Thread::State::kBarrier;
+    SetState(t, Thread::State::kBarrier);
     t.barrier = kClusterBarrier;
     return absl::OkStatus();
   }
