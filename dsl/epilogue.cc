@@ -84,9 +84,8 @@ Epilogue Epilogue::Declare(Kernel& k, const EpilogueSpec& spec, const Value& M, 
     e.rope_period_ = k.I32Param("rope_period", loc);
     e.rope_inv_period_ = Rcp(e.rope_period_.To(Scalar::kF32, loc), loc);
     Value half = e.rope_dim_ / 2, one = k.I32(1, loc);
-    for (auto [table, name] : {std::pair{&e.rope_cos_, "rope_cos"}, {&e.rope_sin_, "rope_sin"}})
-      *table =
-          GlobalTensor(k.PtrParam(name, Scalar::kF32, loc), {e.rope_period_, half}, {half, one});
+    e.rope_angles_ = GlobalTensor(k.PtrParam("rope_angles", Scalar::kI32, loc),
+                                  {e.rope_period_, half}, {half, one});
   }
   return e;
 }
@@ -169,9 +168,8 @@ Value Epilogue::Swiglu(const Value& gate, const Value& up, Loc loc) const {
   return Fma(Operand(half, loc), Operand(TanhApprox(half, loc), loc), Operand(half, loc)) * up;
 }
 
-std::pair<Value, Value> Epilogue::Rope(const Value& x1, const Value& x2, const Value& row,
-                                       const Value& col, const Value& inside, Loc loc) const {
-  Value turns = row < rope_rows_, in_head = row % rope_dim_;
+Value Epilogue::RopeAngle(const Value& row, const Value& col, const Value& inside, Loc loc) const {
+  Value in_head = row % rope_dim_;
   // col % rope_period without a division per column (a tile's thread has dozens): the quotient
   // from the period's f32 reciprocal is off by at most one either way below 2^23 columns, so one
   // less than it (at least 0) leaves a remainder under three periods, brought down twice.
@@ -181,10 +179,16 @@ std::pair<Value, Value> Epilogue::Rope(const Value& x1, const Value& x2, const V
     position = Select(Operand(position >= rope_period_, loc), Operand(position - rope_period_, loc),
                       Operand(position, loc));
   Value frequency = in_head / 16 * 8 + in_head % 8;
-  auto angle = [&](const GlobalTensor& table) {
-    return LoadGlobal(table.At({position, frequency}, loc), 1, {.mask = inside & turns}, loc);
-  };
-  Value c = angle(rope_cos_), s = angle(rope_sin_);
+  return LoadGlobal(rope_angles_.At({position, frequency}, loc), 1,
+                    {.mask = inside & (row < rope_rows_)}, loc);
+}
+
+std::pair<Value, Value> Epilogue::Rope(const Value& x1, const Value& x2, const Value& row,
+                                       const Value& angle, Loc loc) const {
+  Value turns = row < rope_rows_;
+  // bf16 to f32 is the bf16's bits in the high half: cos from the word's low half, sin its high.
+  Value c = (angle << 16).Bitcast(Type::Of(Scalar::kF32), loc),
+        s = (angle & -65536).Bitcast(Type::Of(Scalar::kF32), loc);
   return {Select(Operand(turns, loc), Operand(Fma(x1, c, -(x2 * s)), loc), Operand(x1, loc)),
           Select(Operand(turns, loc), Operand(Fma(x2, c, x1 * s), loc), Operand(x2, loc))};
 }

@@ -85,8 +85,8 @@ EpilogueInputs RandomEpilogueInputs(const HostEpilogue& e, const rt::GemmSize& s
       for (int64_t f = 0; f < half; ++f) {
         const float angle =
             static_cast<float>(p) * static_cast<float>(std::pow(10000.0, -2.0 * f / in.rope_dim));
-        in.rope_cos.push_back(std::cos(angle));
-        in.rope_sin.push_back(std::sin(angle));
+        in.rope_angles.push_back(
+            rt::RopeAngleWord(FloatToBf16(std::cos(angle)), FloatToBf16(std::sin(angle))));
       }
   }
   return in;

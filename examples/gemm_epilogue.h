@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "examples/gemm_spec.h"
+#include "examples/host_data.h"
 #include "kiln/bundle/epilogue_terms.h"
 
 namespace kiln::examples {
@@ -36,10 +37,10 @@ absl::StatusOr<HostEpilogue> EpilogueOf(const GemmSpec& g);
 struct EpilogueInputs {
   float alpha = 1, beta = 0;
   std::vector<uint8_t> c_in, bias, residual;  // encoded in the output type; empty where unused
-  // rope: the heads' rows (those turned), a head's rows, the positions' period, and the f32
-  // tables of cos and sin [period, dim / 2].
+  // rope: the heads' rows (those turned), a head's rows, the positions' period, and the angle
+  // words [period, dim / 2] (rt::RopeAngleWord: cos and sin rounded to bf16).
   int64_t rope_rows = 0, rope_dim = 0, rope_period = 0;
-  std::vector<float> rope_cos, rope_sin;
+  std::vector<uint32_t> rope_angles;
 };
 // alpha = 1/sqrt(K) (so the scaled product, like each other term, is about unit size and an
 // error in any term shows), beta = 0.5, the rest random normals (from `seed`). rope: heads of 64
@@ -57,7 +58,9 @@ double RopeAt(const EpilogueInputs& in, ProductAt product, int64_t i, int64_t j)
   if (i >= in.rope_rows) return product(i);
   const int64_t r = i % in.rope_dim, first = i - r % 16 + r % 8;  // the pair's first row
   const int64_t at = j % in.rope_period * (in.rope_dim / 2) + r / 16 * 8 + r % 8;
-  const double c = in.rope_cos[at], sn = in.rope_sin[at], x1 = product(first),
+  const uint32_t word = in.rope_angles[at];
+  const double c = Bf16ToFloat(static_cast<uint16_t>(word)),
+               sn = Bf16ToFloat(static_cast<uint16_t>(word >> 16)), x1 = product(first),
                x2 = product(first + 8);
   return r % 16 < 8 ? x1 * c - x2 * sn : x2 * c + x1 * sn;
 }

@@ -93,15 +93,14 @@ absl::StatusOr<ArgPack> PackArgs(const rt::Manifest& m, const GemmSpec& g, const
   if (!tables.ok()) return tables.status();
   for (const auto& [name, t] : *tables) pack.partials |= t.partials > 0;
   auto operand = [&](const std::string& name) -> uint64_t {
-    return name == "A"          ? buf.a
-           : name == "B"        ? buf.b
-           : name == "C"        ? buf.c
-           : name == "C_in"     ? buf.c_in
-           : name == "bias"     ? buf.bias
-           : name == "residual" ? buf.residual
-           : name == "rope_cos" ? buf.rope_cos
-           : name == "rope_sin" ? buf.rope_sin
-                                : 0;
+    return name == "A"             ? buf.a
+           : name == "B"           ? buf.b
+           : name == "C"           ? buf.c
+           : name == "C_in"        ? buf.c_in
+           : name == "bias"        ? buf.bias
+           : name == "residual"    ? buf.residual
+           : name == "rope_angles" ? buf.rope_angles
+                                   : 0;
   };
   for (const rt::ParamSpec& p : m.params) {
     if (p.kind == rt::ParamSpec::Kind::kTensorMap) {
@@ -383,12 +382,11 @@ absl::Status Upload(GemmRun& x, const rt::Bundle* reference) {
                            dcin = device(ei.c_in.size(), ei.c_in.data()),
                            dbias = device(ei.bias.size(), ei.bias.data()),
                            dres = device(ei.residual.size(), ei.residual.data()),
-                           dcos = device(ei.rope_cos.size() * 4, ei.rope_cos.data()),
-                           dsin = device(ei.rope_sin.size() * 4, ei.rope_sin.data());
-  for (auto* p : {&da, &db, &dc, &dref, &dcin, &dbias, &dres, &dcos, &dsin})
+                           dangles = device(ei.rope_angles.size() * 4, ei.rope_angles.data());
+  for (auto* p : {&da, &db, &dc, &dref, &dcin, &dbias, &dres, &dangles})
     if (!p->ok()) return p->status();
   x.buf.a = *da, x.buf.b = *db, x.buf.c = *dc, x.buf.c_in = *dcin, x.buf.bias = *dbias,
-  x.buf.residual = *dres, x.buf.rope_cos = *dcos, x.buf.rope_sin = *dsin;
+  x.buf.residual = *dres, x.buf.rope_angles = *dangles;
   x.dref = *dref;
   return absl::OkStatus();
 }
@@ -737,13 +735,12 @@ absl::StatusOr<EmulatedC> EmulatedOutput(const rt::Bundle& bundle, const GemmSpe
       if (absl::Status st = d.CopyIn(pointers[name], data->data(), data->size()); !st.ok())
         return st;
     }
-  for (auto [name, table] :
-       {std::pair{"rope_cos", &ei.rope_cos}, std::pair{"rope_sin", &ei.rope_sin}})
-    if (!table->empty()) {
-      pointers[name] = *d.Allocate(table->size() * 4);
-      if (absl::Status st = d.CopyIn(pointers[name], table->data(), table->size() * 4); !st.ok())
-        return st;
-    }
+  if (!ei.rope_angles.empty()) {
+    const size_t bytes = ei.rope_angles.size() * 4;
+    pointers["rope_angles"] = *d.Allocate(bytes);
+    if (absl::Status st = d.CopyIn(pointers["rope_angles"], ei.rope_angles.data(), bytes); !st.ok())
+      return st;
+  }
   std::map<std::string, int64_t> ints = GemmIntArgs(g, s, split);
   ints.insert(
       {{"rope_rows", ei.rope_rows}, {"rope_dim", ei.rope_dim}, {"rope_period", ei.rope_period}});

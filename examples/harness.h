@@ -19,8 +19,8 @@ namespace kiln::examples {
 struct GemmBuffers {
   uint64_t a = 0, b = 0, c = 0, c_in = 0, bias = 0, residual = 0;
   float alpha = 1, beta = 0;
-  // rope's tables and sizes (EpilogueInputs)
-  uint64_t rope_cos = 0, rope_sin = 0;
+  // rope's angle words and sizes (EpilogueInputs)
+  uint64_t rope_angles = 0;
   int64_t rope_rows = 0, rope_dim = 0, rope_period = 0;
 };
 

@@ -14,7 +14,7 @@ The kiln layer, per call on x [B, S, 4096]:
   a = swiglu(h @ Wgu) (gate and up in one GEMM, SwiGLU fused: Wgu's rows interleaved by
   kiln.swiglu_weights); y = a @ Wd + x (the residual fused).
 It also times the layer with RoPE fused into the QKV GEMM's epilogue (kiln.gemm's rope: q and k
-views of its output, their rows in kiln.rope_order), which measured slower at these shapes
+views of its output, their rows in kiln.rope_order), which measured level with it
 (docs/perf/2026-11-30-rope-in-the-qkv-epilogue.md).
 """
 
@@ -70,12 +70,13 @@ class KilnLlamaLayer:
         inv_freq = 1.0 / THETA ** (torch.arange(0, HEAD_DIM, 2, device="cuda").float() / HEAD_DIM)
         angles = torch.arange(1 << 17, device="cuda").float()[:, None] * inv_freq[None, :]
         self.cos, self.sin = angles.cos().contiguous(), angles.sin().contiguous()
+        self.rope_angles = kiln.rope_angles(self.cos, self.sin) if fused_rope else None
 
     def qkv_steps(self, b, s):
         """h -> (q, k, v) [B, S, H, D]: the QKV GEMM with RoPE fused and views of its output, or
         the GEMM and then rope_qkv."""
         if self.fused_rope:
-            rope = (self.cos[:s], self.sin[:s], (HEADS + KV_HEADS) * HEAD_DIM, HEAD_DIM)
+            rope = (self.rope_angles[:s], (HEADS + KV_HEADS) * HEAD_DIM, HEAD_DIM)
             return [("qkv gemm + rope", lambda st: st.update(qkv3=qkv_views(
                 kiln.gemm(st["h"], self.w_qkv, rope=rope), b, s)))]
         return [("qkv gemm", lambda st: st.update(qkv=kiln.gemm(st["h"], self.w_qkv))),
@@ -129,7 +130,7 @@ class KilnTorchOpsLayer(torch.nn.Module):
         x2 = x.reshape(b * s, HIDDEN)
         h = ops.rms_norm(x2, w.norm_in, EPS)
         if w.fused_rope:
-            q, k, v = qkv_views(ops.gemm_rope(h, w.w_qkv, w.cos[:s], w.sin[:s],
+            q, k, v = qkv_views(ops.gemm_rope(h, w.w_qkv, w.rope_angles[:s],
                                               (HEADS + KV_HEADS) * HEAD_DIM, HEAD_DIM), b, s)
         else:
             qkv = ops.gemm(h, w.w_qkv)

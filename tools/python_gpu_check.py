@@ -104,10 +104,11 @@ def gemms():
         cos, sin = angles.cos().contiguous(), angles.sin().contiguous()
         w_fused = torch.cat([kiln.rope_weights(w[:rows], d), w[rows:]])
         out = poisoned((t, (hq + 2 * hkv) * d))
-        kiln.gemm(x, w_fused.t(), out=out, rope=(cos, sin, rows, d))
+        kiln.gemm(x, w_fused.t(), out=out, rope=(kiln.rope_angles(cos, sin), rows, d))
         prod = x.double() @ w.double().t()
         pos = torch.arange(t, device="cuda") % s_len
-        c2, s2 = cos[pos].double().repeat(1, 2), sin[pos].double().repeat(1, 2)
+        # cos and sin in bf16, as the angle words (and a bf16 Llama) hold them
+        c2, s2 = (z[pos].bfloat16().double().repeat(1, 2) for z in (cos, sin))
         heads = prod[:, :rows].view(t, hq + hkv, d)
         half = torch.cat([-heads[..., d // 2:], heads[..., :d // 2]], dim=-1)
         turned = (heads * c2[:, None] + half * s2[:, None])[..., kiln.rope_order(d)]
@@ -579,8 +580,9 @@ def torch_ops():
     cases = [(ops.gemm.default, (x, wt)), (ops.gemm.default, (x, wt, None, None, "", "f32")),
              (ops.gemm.default, (x, wt, None, None, "swiglu")),
              (ops.gemm_rope.default, (x, torch.randn(512, 1000, device="cuda").bfloat16().t(),
-                                      torch.randn(300, 64, device="cuda"),
-                                      torch.randn(300, 64, device="cuda"), 256, 128)),
+                                      kiln.rope_angles(torch.randn(300, 64, device="cuda"),
+                                                       torch.randn(300, 64, device="cuda")),
+                                      256, 128)),
              (ops.softmax.default, (x,)), (ops.rms_norm.default, (x, w, 1e-5)),
              (ops.layer_norm.default, (x, w, b, 1e-5)), (ops.attention.default, (q, kv, kv, True)),
              (ops.attention.default, (q.transpose(1, 2).contiguous(), kv.transpose(1, 2).contiguous(),

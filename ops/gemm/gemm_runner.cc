@@ -111,12 +111,12 @@ absl::Status CheckRope(const GemmSize& size, const GemmOperands& o) {
                      o.rope_dim, ") up to N (", size.n, "), not ", o.rope_rows));
   if (o.rope_period <= 0 || o.rope_period > std::numeric_limits<int32_t>::max() / o.rope_dim)
     return Invalid(
-        absl::StrCat("rope_period (the positions of the cos and sin tables) must be "
-                     "positive, and its tables under 2^31 elements, not ",
+        absl::StrCat("rope_period (the positions of the angle table) must be positive, and "
+                     "the table under 2^31 words, not ",
                      o.rope_period));
   if (size.m > (int64_t{1} << 23))  // the kernel's columns (EpilogueSpec::rope's positions)
     return Invalid(absl::StrCat("rope takes at most 2^23 rows (tokens), not ", size.m));
-  if (!o.rope_cos || !o.rope_sin) return Invalid("rope needs the tables rope_cos and rope_sin");
+  if (!o.rope_angles) return Invalid("rope needs the angle words rope_angles");
   return absl::OkStatus();
 }
 
@@ -394,8 +394,7 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
                    {"C_in", o.c_in},
                    {"bias", o.bias},
                    {"residual", o.residual},
-                   {"rope_cos", o.rope_cos},
-                   {"rope_sin", o.rope_sin},
+                   {"rope_angles", o.rope_angles},
                    {"scale_a", o.scale_a},
                    {"scale_b", o.scale_b}}};
   const Manifest& m = **manifest;

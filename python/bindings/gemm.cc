@@ -34,27 +34,23 @@ struct GemmArgs {
   std::optional<Array> c, bias, residual;
   float alpha, beta;
   std::string epilogue, in_type, out_type;
-  std::optional<Array> rope_cos, rope_sin;  // rope: f32 [period, rope_dim / 2]
+  std::optional<Array> rope_angles;  // rope: int32 words [period, rope_dim / 2]
   int64_t rope_rows = 0, rope_dim = 0;
 };
 
-// rope's tables: contiguous f32 [period, rope_dim / 2], on the call's device (CallDevice checks).
+// rope's angle words: contiguous int32 [period, rope_dim / 2] (kiln.rope_angles), on the call's
+// device (CallDevice checks).
 void BindRope(const GemmArgs& g, CallDevice& d, rt::GemmOperands& o) {
   if (g.epilogue != "rope") return;
-  if (!g.rope_cos || !g.rope_sin)
-    throw Error(absl::StrCat(kCall, ": rope needs its cos and sin tables"));
-  for (const auto& [what, x] :
-       {std::pair{"rope's cos", &*g.rope_cos}, std::pair{"rope's sin", &*g.rope_sin}}) {
-    Require(*x, kCall, what, 2, {"f32"});
-    if (x->shape(0) != g.rope_cos->shape(0) || static_cast<int64_t>(x->shape(1)) * 2 != g.rope_dim)
-      throw Error(
-          absl::StrCat(kCall, ": rope's cos and sin must both be [period, rope_dim / 2] = [",
-                       g.rope_cos->shape(0), ", ", g.rope_dim / 2, "], not ", ShapeText(*x)));
-  }
-  o.rope_cos = d.Bind(*g.rope_cos, /*read_only=*/true);
-  o.rope_sin = d.Bind(*g.rope_sin, /*read_only=*/true);
+  if (!g.rope_angles) throw Error(absl::StrCat(kCall, ": rope needs its angle words"));
+  const Array& angles = *g.rope_angles;
+  Require(angles, kCall, "rope's angles", 2, {"i32"});
+  if (static_cast<int64_t>(angles.shape(1)) * 2 != g.rope_dim)
+    throw Error(absl::StrCat(kCall, ": rope's angles must be [period, rope_dim / 2] = [",
+                             angles.shape(0), ", ", g.rope_dim / 2, "], not ", ShapeText(angles)));
+  o.rope_angles = d.Bind(angles, /*read_only=*/true);
   o.rope_rows = g.rope_rows, o.rope_dim = g.rope_dim;
-  o.rope_period = static_cast<int64_t>(g.rope_cos->shape(0));
+  o.rope_period = static_cast<int64_t>(angles.shape(0));
 }
 
 // A matrix's layout: row-major (stride 1 along its columns) or column-major, and the stride of
@@ -96,8 +92,7 @@ void Gemm(GemmArgs g, uint64_t stream) {
   CheckShapes(g);
   CallDevice d(kCall,
                {g.a, g.b, g.out, g.c ? &*g.c : nullptr, g.bias ? &*g.bias : nullptr,
-                g.residual ? &*g.residual : nullptr, g.rope_cos ? &*g.rope_cos : nullptr,
-                g.rope_sin ? &*g.rope_sin : nullptr},
+                g.residual ? &*g.residual : nullptr, g.rope_angles ? &*g.rope_angles : nullptr},
                stream);
   const rt::GemmSize size = {static_cast<int64_t>(g.a->shape(0)),
                              static_cast<int64_t>(g.b->shape(1)),
@@ -166,17 +161,15 @@ void BindGemm(nb::module_& m) {
       [](const Array& a, const Array& b, Array out, std::optional<Array> c,
          std::optional<Array> bias, std::optional<Array> residual, float alpha, float beta,
          const std::string& epilogue, const std::string& in_type, const std::string& out_type,
-         std::optional<Array> rope_cos, std::optional<Array> rope_sin, int64_t rope_rows,
-         int64_t rope_dim, uint64_t stream) {
-        Gemm({&a, &b, &out, c, bias, residual, alpha, beta, epilogue, in_type, out_type, rope_cos,
-              rope_sin, rope_rows, rope_dim},
+         std::optional<Array> rope_angles, int64_t rope_rows, int64_t rope_dim, uint64_t stream) {
+        Gemm({&a, &b, &out, c, bias, residual, alpha, beta, epilogue, in_type, out_type,
+              rope_angles, rope_rows, rope_dim},
              stream);
       },
       nb::arg("a"), nb::arg("b"), nb::arg("out"), nb::arg("c").none(), nb::arg("bias").none(),
       nb::arg("residual").none(), nb::arg("alpha"), nb::arg("beta"), nb::arg("epilogue"),
-      nb::arg("in_type"), nb::arg("out_type"), nb::arg("rope_cos").none() = nb::none(),
-      nb::arg("rope_sin").none() = nb::none(), nb::arg("rope_rows") = 0, nb::arg("rope_dim") = 0,
-      nb::arg("stream") = 0);
+      nb::arg("in_type"), nb::arg("out_type"), nb::arg("rope_angles").none() = nb::none(),
+      nb::arg("rope_rows") = 0, nb::arg("rope_dim") = 0, nb::arg("stream") = 0);
 }
 
 }  // namespace kiln::py

@@ -24,7 +24,7 @@ if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES)
     set_bundle_dir(_os.path.normpath(_INSTALLED_BUNDLES))
 
 __all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "grouped_gemm", "quantize_e4m3", "quantize_e4m3_blocks",
-           "swiglu_weights", "rope_order", "rope_weights", "attention",
+           "swiglu_weights", "rope_order", "rope_weights", "rope_angles", "attention",
            "decode_attention", "paged_append", "varlen_attention", "varlen_attention_backward",
            "softmax", "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]
 
@@ -133,10 +133,11 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     activation="swiglu" (alone) fuses a gate/up projection: out = silu(gate) * up, (M, N/2)
     row-major, where b's columns hold gate and up interleaved as swiglu_weights puts them.
 
-    rope=(cos, sin, rows, dim) (alone) fuses RoPE into a QKV projection: out (M, N) row-major,
+    rope=(angles, rows, dim) (alone) fuses RoPE into a QKV projection: out (M, N) row-major,
     its first `rows` columns (the query and key heads, `dim` columns each) turned as Llama's
-    rotate-half RoPE turns them at position m % P for row m, cos and sin f32 [P, dim / 2] (as
-    rope_qkv takes them); the columns from `rows` on are stored as they are. b's columns (the
+    rotate-half RoPE turns them at position m % P for row m, by the angles of
+    rope_angles(cos, sin) [P, dim / 2] (cos and sin as rope_qkv takes them, rounded to bf16 as a
+    bf16 model rounds them); the columns from `rows` on are stored as they are. b's columns (the
     weight's rows) must hold each head's features in rope_order(dim), as rope_weights puts them;
     out's q and k columns are then in that order too. Attention is the same in any order that q
     and k share; out[:, h * dim + r] holds feature rope_order(dim)[r] of head h.
@@ -152,12 +153,11 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
         terms.append("residual")
     rope_args = {}
     if rope is not None:
-        _require(isinstance(rope, (tuple, list)) and len(rope) == 4,
-                 "kiln.gemm: rope=(cos, sin, rows, dim): the tables, the heads' columns turned, a "
-                 "head's columns")
+        _require(isinstance(rope, (tuple, list)) and len(rope) == 3,
+                 "kiln.gemm: rope=(angles, rows, dim): kiln.rope_angles(cos, sin), the heads' "
+                 "columns turned, a head's columns")
         terms.append("rope")
-        rope_args = dict(rope_cos=rope[0], rope_sin=rope[1], rope_rows=int(rope[2]),
-                         rope_dim=int(rope[3]))
+        rope_args = dict(rope_angles=rope[0], rope_rows=int(rope[1]), rope_dim=int(rope[2]))
     if scale_a is not None or scale_b is not None or _FP8_TYPES.get(str(getattr(a, "dtype", ""))):
         _require(rope is None, "kiln.gemm: rope is fused for 16-bit inputs")
         return _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, beta,
@@ -182,6 +182,25 @@ def rope_order(dim):
     _require(dim > 0 and dim % 16 == 0, f"kiln.rope_order: dim must be a positive multiple of "
              f"16, not {dim}")
     return [(0 if r % 16 < 8 else dim // 2) + 8 * (r // 16) + r % 8 for r in range(dim)]
+
+
+def rope_angles(cos, sin):
+    """kiln.gemm's RoPE angles from f32 cos and sin tables [P, dim / 2] (as rope_qkv takes them):
+    int32 words [P, dim / 2], each the bf16 cos (low half) and sin (high half) of one position
+    and frequency, rounded to nearest even. Torch tensors (on their device) or NumPy arrays."""
+    _require(len(cos.shape) == 2 and tuple(cos.shape) == tuple(sin.shape),
+             "kiln.rope_angles: cos and sin must both be [P, dim / 2]")
+    if _is_torch(cos):
+        import torch
+        bits = [t.contiguous().to(torch.bfloat16).view(torch.int16).to(torch.int32) & 0xFFFF
+                for t in (cos, sin)]
+        return (bits[0] | (bits[1] << 16)).contiguous()
+    import numpy as np
+    bits = []
+    for t in (cos, sin):
+        u = np.ascontiguousarray(t, np.float32).view(np.uint32).astype(np.uint64)
+        bits.append(((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF)  # to bf16, nearest even
+    return (bits[0] | (bits[1] << 16)).astype(np.uint32).view(np.int32)
 
 
 def rope_weights(w, dim):

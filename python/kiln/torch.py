@@ -43,19 +43,19 @@ def _(a, b, bias=None, residual=None, activation="", out_dtype=""):
 
 
 @torch.library.custom_op("kiln::gemm_rope", mutates_args=())
-def gemm_rope(a: torch.Tensor, b: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rows: int,
+def gemm_rope(a: torch.Tensor, b: torch.Tensor, angles: torch.Tensor, rows: int,
               dim: int) -> torch.Tensor:
     """a @ b with RoPE fused into its first `rows` columns, b's columns in rope_order within each
-    head of `dim` (kiln.gemm(a, b, rope=(cos, sin, rows, dim)))."""
-    return kiln.gemm(a, b, rope=(cos, sin, rows, dim))
+    head of `dim` (kiln.gemm(a, b, rope=(angles, rows, dim)), angles from kiln.rope_angles)."""
+    return kiln.gemm(a, b, rope=(angles, rows, dim))
 
 
 @gemm_rope.register_fake
-def _(a, b, cos, sin, rows, dim):
+def _(a, b, angles, rows, dim):
     torch._check(a.dim() == 2 and b.dim() == 2, lambda: "kiln::gemm_rope: a and b must be matrices")
     torch._check(a.shape[1] == b.shape[0], lambda: "kiln::gemm_rope: a's columns must be b's rows")
-    torch._check(cos.shape == sin.shape and cos.dim() == 2 and 2 * cos.shape[1] == dim,
-                 lambda: "kiln::gemm_rope: cos and sin must both be [P, dim / 2]")
+    torch._check(angles.dim() == 2 and 2 * angles.shape[1] == dim,
+                 lambda: "kiln::gemm_rope: angles must be [P, dim / 2]")
     return a.new_empty((a.shape[0], b.shape[1]))
 
 

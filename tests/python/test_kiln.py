@@ -131,11 +131,13 @@ class Gemm(unittest.TestCase):
             angles = np.arange(period)[:, None] * 10000.0 ** (-np.arange(0, d, 2) / d)[None, :]
             cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
             w = np.concatenate([kiln.rope_weights(np.concatenate([wq, wk]), d), wv])
-            got = kiln.gemm(x, np.ascontiguousarray(w.T), rope=(cos, sin, (hq + hkv) * d, d))
+            angles = kiln.rope_angles(cos, sin)
+            self.assertEqual((angles.shape, angles.dtype), ((period, d // 2), np.int32))
+            got = kiln.gemm(x, np.ascontiguousarray(w.T), rope=(angles, (hq + hkv) * d, d))
             self.assertEqual(got.shape, (t, (hq + 2 * hkv) * d))
             qk = bf16(x) @ np.concatenate([bf16(wq), bf16(wk)]).T
             pos = np.arange(t) % period
-            c, s = np.tile(cos[pos], (1, 2)), np.tile(sin[pos], (1, 2))
+            c, s = np.tile(bf16(cos)[pos], (1, 2)), np.tile(bf16(sin)[pos], (1, 2))
             turned = []
             for head in range(hq + hkv):
                 y = qk[:, head * d:(head + 1) * d]
@@ -148,17 +150,19 @@ class Gemm(unittest.TestCase):
 
     def test_rope_errors(self):
         x, w = np.ones((8, 16), np.float32), np.ones((16, 64), np.float32)
-        table, table12 = np.ones((8, 16), np.float32), np.ones((8, 12), np.float32)
+        angles = kiln.rope_angles(np.ones((8, 16), np.float32), np.zeros((8, 16), np.float32))
         cases = [
-            (lambda: kiln.gemm(x, w, rope=(table12, table12, 48, 24)),
+            (lambda: kiln.gemm(x, w, rope=(angles[:, :12].copy(), 48, 24)),
              "rope_dim (a head's columns) must be a positive multiple of 16, not 24"),
-            (lambda: kiln.gemm(x, w, rope=(table, table, 48, 32)),
+            (lambda: kiln.gemm(x, w, rope=(angles, 48, 32)),
              "must be a positive multiple of rope_dim (32) up to N (64), not 48"),
-            (lambda: kiln.gemm(x, w, rope=(table, np.ones((8, 8), np.float32), 64, 32)),
-             "rope's cos and sin must both be [period, rope_dim / 2] = [8, 16], not (8, 8)"),
+            (lambda: kiln.gemm(x, w, rope=(angles[:, :8].copy(), 64, 32)),
+             "rope's angles must be [period, rope_dim / 2] = [8, 16], not (8, 8)"),
+            (lambda: kiln.gemm(x, w, rope=(angles.astype(np.float32), 64, 32)), "rope's angles"),
             (lambda: kiln.gemm(x, w, residual=np.ones((8, 64), np.float32),
-                               rope=(table, table, 64, 32)), "rope takes no other term"),
-            (lambda: kiln.gemm(x, w, rope=(table, table)), "rope=(cos, sin, rows, dim)"),
+                               rope=(angles, 64, 32)), "rope takes no other term"),
+            (lambda: kiln.gemm(x, w, rope=(angles, 64)), "rope=(angles, rows, dim)"),
+            (lambda: kiln.rope_angles(np.ones((8, 16)), np.ones((8, 8))), "both be [P, dim / 2]"),
             (lambda: kiln.rope_weights(np.ones((24, 4)), 16), "F a multiple of 16"),
             (lambda: kiln.rope_order(40), "multiple of 16, not 40"),
         ]

@@ -17,6 +17,7 @@
 #include "tests/unit/built_bundle.h"
 #include "kiln/lowering.h"
 #include "kiln/emulator.h"
+#include "kiln/ops/gemm.h"
 #include "kiln/ops/gemm_choice.h"
 
 namespace kiln::examples {
@@ -607,6 +608,45 @@ TEST(EmulatedGemmEntryPoint, SwigluStoredFromRegisters) {
 // 64 rows of which three turn and one does not.
 TEST(EmulatedGemmEntryPoint, RopeStoredFromRegisters) {
   ExpectCorrectAt("gemm/bf16_sm90_n64.bf16-f32.rope", {rt::GemmSize{272, 200, 88}});
+}
+
+// The entry point's rope checks, each naming what is wrong, and the plan it makes where all hold.
+TEST(EmulatedGemmEntryPoint, RopePlansAndItsErrors) {
+  rt::GemmOperands ok{.a = 256, .b = 256, .c = 256, .c_row_major = true};
+  ok.rope_angles = 256, ok.rope_rows = 256, ok.rope_dim = 128, ok.rope_period = 100;
+  const rt::GemmOptions rope{.epilogue = "rope"};
+  auto error = [&](const rt::GemmSize& size, const rt::GemmOperands& o) {
+    absl::StatusOr<rt::GemmPlan> p = rt::PlanGemm(size, rope, o, 90);
+    return p.ok() ? p->choice.kernel : std::string(p.status().message());
+  };
+  const std::string planned = error({4096, 384, 4096}, ok);
+  EXPECT_EQ(planned.rfind("gemm/bf16_sm90", 0), 0u) << planned;
+  EXPECT_EQ(planned.substr(planned.size() - 5), ".rope") << planned;
+  auto says = [&](const rt::GemmSize& size, const rt::GemmOperands& o, const std::string& what) {
+    const std::string got = error(size, o);
+    EXPECT_NE(got.find(what), std::string::npos) << got;
+  };
+  rt::GemmOperands o = ok;
+  o.c_row_major = false;
+  says({4096, 384, 4096}, o, "C must be row-major");
+  o = ok, o.rope_dim = 24;
+  says({4096, 384, 4096}, o, "positive multiple of 16, not 24");
+  o = ok, o.rope_rows = 200;
+  says({4096, 384, 4096}, o, "multiple of rope_dim (128) up to N (384), not 200");
+  o = ok, o.rope_rows = 512;
+  says({4096, 384, 4096}, o, "up to N (384), not 512");
+  o = ok, o.rope_period = 0;
+  says({4096, 384, 4096}, o, "rope_period");
+  o = ok, o.rope_angles = 0;
+  says({4096, 384, 4096}, o, "rope needs the angle words");
+  says({(int64_t{1} << 23) + 16, 384, 4096}, ok, "at most 2^23 rows");
+  says({4096, 392, 4096}, ok, "N a multiple of 16, not 392");
+  // One token (a decode step) takes a tile kernel too; a problem small enough for the strided
+  // kernel is refused by name.
+  const std::string one_token = error({1, 384, 4096}, ok);
+  EXPECT_EQ(one_token.rfind("gemm/bf16_sm90", 0), 0u) << one_token;
+  EXPECT_EQ(one_token.substr(one_token.size() - 5), ".rope") << one_token;
+  says({7, 384, 100}, ok, "rope is fused by the sm_90 tile kernels (gemm/bf16_sm90*) alone");
 }
 
 // The rope check fails on a product whose pairs are not turned: a plain kernel read as a rope one

@@ -60,7 +60,7 @@ absl::StatusOr<kiln::rt::GemmOptions> GemmOptionsFromFlags() {
   if (*epilogue == "rope")  // likewise
     return absl::InvalidArgumentError(
         "--epilogue rope: the entry point fuses RoPE for a row-major C (rt::GemmRunner with "
-        "c_row_major and the rope_* operands, kiln.gemm(x, w.t(), rope=(cos, sin, rows, dim)) in "
+        "c_row_major and the rope_* operands, kiln.gemm(x, w.t(), rope=(angles, rows, dim)) in "
         "Python), and kiln gemm's C is column-major; `kiln run` and `kiln emulate` check the "
         "kernels (gemm/bf16_sm90.bf16-bf16.rope)");
   options.epilogue = *epilogue;

@@ -53,10 +53,11 @@ struct EpilogueSpec {
   // heads, rope_dim rows each) turn in pairs: within a head, rows 16 b + j and 16 b + 8 + j
   // (j < 8) hold features 8 b + j and rope_dim / 2 + 8 b + j (so that both lie in one wgmma
   // accumulator thread; rt::RopeRowOf says where), and at column c they become
-  // (x1 cos - x2 sin, x2 cos + x1 sin), the angle's cos and sin those of frequency 8 b + j at
-  // position c % rope_period, read from f32 tables rope_cos and rope_sin [rope_period,
-  // rope_dim / 2] (Llama's rotate-half RoPE), for columns below 2^23. Rows from rope_rows on are
-  // stored as they are.
+  // (x1 cos - x2 sin, x2 cos + x1 sin) (Llama's rotate-half RoPE), the angle's cos and sin those
+  // of frequency 8 b + j at position c % rope_period, for columns below 2^23. They come from the
+  // table rope_angles [rope_period, rope_dim / 2] of 32-bit words, each the bf16 pair {cos, sin}
+  // (cos in the low half; rt::RopeAngleWord), bf16 as a bf16 model's RoPE rounds them. Rows from
+  // rope_rows on are stored as they are.
   bool rope = false;
 
   bool Plain() const {
@@ -113,11 +114,15 @@ class Epilogue {
               Loc loc = Loc::current()) const;
   // silu(gate) * up in f32 (swiglu), SiLU in the tanh form of the activations.
   Value Swiglu(const Value& gate, const Value& up, Loc loc = Loc::current()) const;
-  // RoPE of the pair x1 (at row, the first 8 of its block of 16) and x2 (row + 8) at column
-  // `col`: {x1 cos - x2 sin, x2 cos + x1 sin} where row < rope_rows, else {x1, x2}. The tables
-  // are read only there and `inside`.
-  std::pair<Value, Value> Rope(const Value& x1, const Value& x2, const Value& row, const Value& col,
-                               const Value& inside, Loc loc = Loc::current()) const;
+  // RoPE's angle word for row `row` (the first 8 of its block of 16) at column `col`, read where
+  // row < rope_rows and `inside` (0 elsewhere). A kernel may load the words of many pairs ahead of
+  // their accumulator.
+  Value RopeAngle(const Value& row, const Value& col, const Value& inside,
+                  Loc loc = Loc::current()) const;
+  // The pair x1 (at row) and x2 (row + 8) turned by `angle` (RopeAngle's word):
+  // {x1 cos - x2 sin, x2 cos + x1 sin} where row < rope_rows, else {x1, x2}.
+  std::pair<Value, Value> Rope(const Value& x1, const Value& x2, const Value& row,
+                               const Value& angle, Loc loc = Loc::current()) const;
   // The result cast to the output type.
   Value Output(const Value& acc, const Inputs& in, Loc loc = Loc::current()) const;
   Value Output(const Value& acc, const Value& row, const Value& col, const Value& inside,
@@ -130,7 +135,7 @@ class Epilogue {
   Value m_, n_, alpha_, beta_, bias_;
   GlobalTensor c_in_, residual_;
   Value rope_rows_, rope_dim_, rope_period_, rope_inv_period_;
-  GlobalTensor rope_cos_, rope_sin_;  // [rope_period, rope_dim / 2]
+  GlobalTensor rope_angles_;  // [rope_period, rope_dim / 2]
 };
 
 }  // namespace kiln

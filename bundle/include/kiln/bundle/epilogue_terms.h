@@ -33,5 +33,9 @@ inline int64_t RopeRowOf(int64_t f, int64_t dim) {
 inline int64_t RopeFeatureOf(int64_t r, int64_t dim) {
   return (r % 16 < 8 ? 0 : dim / 2) + 8 * (r / 16) + r % 8;
 }
+// A rope_angles word: the bf16 bits of an angle's cos (low half) and sin (high half).
+inline uint32_t RopeAngleWord(uint16_t cos_bf16, uint16_t sin_bf16) {
+  return uint32_t{cos_bf16} | uint32_t{sin_bf16} << 16;
+}
 
 }  // namespace kiln::rt

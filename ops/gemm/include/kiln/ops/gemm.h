@@ -58,9 +58,10 @@ struct GemmOperands {
   // "rope", for a QKV projection's row-major C whose columns are the features (EpilogueSpec::rope;
   // B's columns, the weight's rows, in rt::RopeRowOf's order within each head): the query and key
   // heads' columns (rope_rows, a multiple of rope_dim), a head's columns (rope_dim, a multiple of
-  // 16), and f32 tables rope_cos and rope_sin [rope_period, rope_dim / 2]; C's row r is the token
-  // at position r % rope_period.
-  cu::CUdeviceptr rope_cos = 0, rope_sin = 0;
+  // 16), and the angle words rope_angles [rope_period, rope_dim / 2] (32 bits each: the bf16
+  // cos in the low half, sin in the high: rt::RopeAngleWord); C's row r is the token at position
+  // r % rope_period.
+  cu::CUdeviceptr rope_angles = 0;
   int64_t rope_rows = 0, rope_dim = 0, rope_period = 0;
   // 8-bit A and B (GemmOptions::in_type "e4m3" or "e5m2"): their f32 scales (mxfp8: UE8M0
   // bytes), C = A_scaled * B_scaled, as GemmOptions::scaling says:
