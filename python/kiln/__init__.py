@@ -207,9 +207,9 @@ def rope_weights(w, dim):
     """A projection's weight w (F, K), F a multiple of `dim` (heads of `dim` rows: the query and
     key heads of a QKV weight), with each head's rows put in rope_order(dim), for kiln.gemm's
     rope. A torch tensor or a NumPy array, as given; a new one."""
+    order = rope_order(dim)  # (dim checked first)
     _require(len(w.shape) == 2 and w.shape[0] % dim == 0,
              f"kiln.rope_weights: w must be (F, K) with F a multiple of {dim}, not {tuple(w.shape)}")
-    order = rope_order(dim)
     rows = [h * dim + r for h in range(w.shape[0] // dim) for r in order]
     if _is_torch(w):
         import torch

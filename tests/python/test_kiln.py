@@ -165,6 +165,7 @@ class Gemm(unittest.TestCase):
             (lambda: kiln.rope_angles(np.ones((8, 16)), np.ones((8, 8))), "both be [P, dim / 2]"),
             (lambda: kiln.rope_weights(np.ones((24, 4)), 16), "F a multiple of 16"),
             (lambda: kiln.rope_order(40), "multiple of 16, not 40"),
+            (lambda: kiln.rope_weights(np.ones((24, 4)), 0), "multiple of 16, not 0"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:
