@@ -10,7 +10,6 @@ TileEpilogue::TileEpilogue(TileKernel& tk, WgmmaAccumulator& acc, const Value& c
     : tk_(tk), k_(tk.k), acc_(acc), c_(c), wg_(wg), lane_(lane), row0_(row0) {
   packed_ = k_.Registers(Type::Of(i32), tk.shape.bn / 4);
   pending_ = k_.Registers(Type::Of(i32), 3);
-  if (tk.shape.epi().rope) rope_angles_ = k_.Registers(Type::Of(i32), tk.shape.bn / 4);
   if (tk.shape.staged_inputs()) {
     input_phase_ = k_.Registers(Type::Of(i32), 1);
     input_phase_[0] = k_.I32(0);
@@ -75,22 +74,22 @@ void TileEpilogue::InGroups(const Value& m0, const Value& n0,
 
 // RoPE (EpilogueSpec::rope): column slot `slot`'s pairs 2 slot (RowSlot 0, the first 8 rows of a
 // block of 16) and 2 slot + 1 (8 rows below) are the two features that turn together, by the
-// angle word of the first one's row at each of the slot's two columns.
-void TileEpilogue::LoadRopeAngles(const Value& m0, const Value& n0) {
-  for (int slot = 0; slot < tk_.shape.bn / 8; ++slot)
-    for (int e = 0; e < 2; ++e) {
-      auto [row, col, inside] = ElementAt(m0, n0, 2 * slot, e);
-      rope_angles_[2 * slot + e] = tk_.epilogue.RopeAngle(row, col, inside);
-    }
-}
-
+// angle word of the first one's row at each of the slot's two columns. Every word's load is issued
+// before the first is used. (Loaded before the tile's last wgmma group was waited for, the words
+// made the 128x256 tile spill and run slower: docs/perf/2026-11-30-rope-in-the-qkv-epilogue.md.)
 void TileEpilogue::ApplyRope(const Value& m0, const Value& n0) {
-  LoadRopeAngles(m0, n0);  // all in flight before the first is used
-  for (int slot = 0; slot < tk_.shape.bn / 8; ++slot)
+  const int slots = tk_.shape.bn / 8;
+  std::vector<Value> angles;
+  for (int slot = 0; slot < slots; ++slot)
     for (int e = 0; e < 2; ++e) {
       auto [row, col, inside] = ElementAt(m0, n0, 2 * slot, e);
-      auto [y1, y2] = tk_.epilogue.Rope(acc_[4 * slot + e], acc_[4 * slot + 2 + e], row,
-                                        rope_angles_[2 * slot + e]);
+      angles.push_back(tk_.epilogue.RopeAngle(row, col, inside));
+    }
+  for (int slot = 0; slot < slots; ++slot)
+    for (int e = 0; e < 2; ++e) {
+      const Value row = m0 + row0_ + acc_.Row(2 * slot);
+      auto [y1, y2] =
+          tk_.epilogue.Rope(acc_[4 * slot + e], acc_[4 * slot + 2 + e], row, angles[2 * slot + e]);
       acc_[4 * slot + e] = y1;
       acc_[4 * slot + 2 + e] = y2;
     }

@@ -49,10 +49,7 @@ class TileEpilogue {
   // C_in's terms and the residual, their pieces staged by TMA through the C buffer.
   void ApplyStaged(const Value& m0, const Value& n0);
   Value SwigluAt(int slot, int e) const;
-  // RoPE (EpilogueSpec::rope): the tile's angle words, then its pairs turned. (Loaded before the
-  // tile's last wgmma group was waited for, the words made the 128x256 tile spill and run slower:
-  // docs/perf/2026-11-30-rope-in-the-qkv-epilogue.md.)
-  void LoadRopeAngles(const Value& m0, const Value& n0);
+  // RoPE (EpilogueSpec::rope): the tile's angle words, then its pairs turned.
   void ApplyRope(const Value& m0, const Value& n0);
   void PackSwiglu();
   void WriteOutSwiglu();
@@ -64,7 +61,6 @@ class TileEpilogue {
   Regs packed_;       // the tile to write, pairs of 16-bit elements
   Regs pending_;      // {tile to write?, its m0, its n0}
   Regs input_phase_;  // the parity input_bars[wg] completes next
-  Regs rope_angles_;  // rope: the tile's angle words, a column pair's two (LoadRopeAngles)
   Value col_end_;
 };
 
