@@ -104,6 +104,19 @@ absl::Status Driver::MakeCurrent() const {
   return Check(api_.cuCtxSetCurrent(primary0_), "cuCtxSetCurrent");
 }
 
+absl::Status Driver::CheckNotCapturing(cu::CUstream stream, absl::string_view what) const {
+  int capture = cu::CU_STREAM_CAPTURE_STATUS_NONE;
+  if (absl::Status s = Check(api_.cuStreamIsCapturing(stream, &capture), "cuStreamIsCapturing");
+      !s.ok())
+    return s;
+  if (capture == cu::CU_STREAM_CAPTURE_STATUS_NONE) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      what,
+      " on a stream being captured into a CUDA graph, which cannot allocate or load: launch "
+      "it once on that stream before capturing (the same shapes; in torch, "
+      "torch.cuda.graph(g, stream=s) after a warm-up call on s)"));
+}
+
 cu::CUcontext Driver::context() const {
   cu::CUcontext c = nullptr;
   api_.cuCtxGetCurrent(&c);

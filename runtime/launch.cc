@@ -176,19 +176,34 @@ absl::Status LoadedKernel::Launch(Dim3 grid, std::vector<Arg> args, cu::CUstream
   return LaunchedAt(LaunchCheckedArgs(grid, std::move(args), stream), where);
 }
 
-absl::StatusOr<uint64_t> LoadedKernel::DeviceCopy(const std::string& bytes) const {
+absl::Status LoadedKernel::CanAllocate(cu::CUstream stream, absl::string_view what) const {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) return d.status();
+  return (*d)->CheckNotCapturing(
+      stream, absl::StrCat(manifest_.source, ": ", manifest_.name, ": allocating its ", what));
+}
+
+absl::StatusOr<uint64_t> LoadedKernel::DeviceCopy(const std::string& bytes,
+                                                  cu::CUstream stream) const {
   std::lock_guard<std::mutex> lock(uploads_->mu);
   auto it = uploads_->by_content.find(bytes);
   if (it != uploads_->by_content.end()) return it->second.ptr();
+  if (absl::Status s = CanAllocate(stream, "copy of a tensor map"); !s.ok()) return s;
   absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(bytes.size());
   if (!buf.ok()) return buf.status();
   if (absl::Status s = buf->CopyFromHost(bytes.data(), bytes.size()); !s.ok()) return s;
   return uploads_->by_content.emplace(bytes, *std::move(buf)).first->second.ptr();
 }
 
-absl::StatusOr<uint64_t> LoadedKernel::Workspace(size_t param, size_t bytes) const {
+absl::StatusOr<uint64_t> LoadedKernel::Workspace(size_t param, size_t bytes,
+                                                 cu::CUstream stream) const {
   std::lock_guard<std::mutex> lock(uploads_->mu);
   DeviceBuffer& have = uploads_->workspaces[param];
+  if (!have.ptr() || have.bytes() < std::max<size_t>(bytes, 256))
+    if (absl::Status s =
+            CanAllocate(stream, absl::StrCat("workspace ", manifest_.params[param].name));
+        !s.ok())
+      return s;
   absl::StatusOr<bool> grown =
       DeviceBuffer::GrowKeepingOld(have, uploads_->outgrown, std::max<size_t>(bytes, 256));
   if (!grown.ok()) return grown.status();
@@ -199,7 +214,8 @@ absl::StatusOr<uint64_t> LoadedKernel::Workspace(size_t param, size_t bytes) con
 
 absl::StatusOr<LoadedKernel::TableCopy> LoadedKernel::Table(size_t param,
                                                             const ScheduleTableParam& t,
-                                                            const Symbols& symbols) const {
+                                                            const Symbols& symbols,
+                                                            cu::CUstream stream) const {
   auto split = symbols.find(t.split);
   const std::string key = absl::StrCat(
       param, ":", t.tiles_m.Value(symbols, 0), ",", t.tiles_n.Value(symbols, 0), ",",
@@ -207,6 +223,10 @@ absl::StatusOr<LoadedKernel::TableCopy> LoadedKernel::Table(size_t param,
   std::lock_guard<std::mutex> lock(uploads_->mu);
   if (auto it = uploads_->tables.find(key); it != uploads_->tables.end())
     return TableCopy{it->second.first.ptr(), it->second.second};
+  if (absl::Status s =
+          CanAllocate(stream, absl::StrCat("schedule table ", manifest_.params[param].name));
+      !s.ok())
+    return s;
   absl::StatusOr<WorkTable> table = BuildScheduleTable(t, symbols);
   if (!table.ok()) return table.status();
   absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(table->words.size() * 4);
@@ -240,12 +260,6 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
     return error(absl::StatusCode::kFailedPrecondition, m.source, "loaded on device ", device_,
                  ", launched with device ", (*d)->device(),
                  " current: load it again there (a runner keeps one per device and stream)");
-  // A module lives in the context it was loaded in: another device's launch would fail inside
-  // the driver with an invalid handle.
-  if ((*d)->context() != context_)
-    return error(absl::StatusCode::kFailedPrecondition, m.source, "loaded on device ", device_,
-                 ", launched with device ", (*d)->device(),
-                 " current: load it again there (a runner keeps one per device and stream)");
   const int64_t smem = m.SmemBytes(symbols);
   if (smem > (*d)->max_smem_optin())
     return error(absl::StatusCode::kResourceExhausted,
@@ -258,7 +272,7 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
   for (size_t i = 0; i < m.params.size(); ++i) {
     const ParamSpec& p = m.params[i];
     if (p.kind != ParamSpec::Kind::kScheduleTable) continue;
-    absl::StatusOr<TableCopy> t = Table(i, p.schedule, symbols);
+    absl::StatusOr<TableCopy> t = Table(i, p.schedule, symbols, stream);
     if (!t.ok())
       return error(absl::StatusCode::kInvalidArgument, m.source, "schedule table ", p.name, ": ",
                    t.status().message());
@@ -287,7 +301,8 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
         continue;
       }
       absl::StatusOr<uint64_t> copy = DeviceCopy(
-          std::string(reinterpret_cast<const char*>(maps.back().get()), sizeof(cu::CUtensorMap)));
+          std::string(reinterpret_cast<const char*>(maps.back().get()), sizeof(cu::CUtensorMap)),
+          stream);
       if (!copy.ok()) return copy.status();
       device_copies.push_back(*copy);
       pointers.push_back(&device_copies.back());
@@ -299,7 +314,8 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
       continue;
     }
     if (p.kind == ParamSpec::Kind::kWorkspace) {
-      absl::StatusOr<uint64_t> w = Workspace(i, static_cast<size_t>(p.workspace.Bytes(tables)));
+      absl::StatusOr<uint64_t> w =
+          Workspace(i, static_cast<size_t>(p.workspace.Bytes(tables)), stream);
       if (!w.ok()) return w.status();
       device_copies.push_back(*w);
       pointers.push_back(&device_copies.back());
@@ -322,6 +338,10 @@ absl::StatusOr<const LoadedKernel*> LoadedKernels::Get(const std::string& name,
   if (!d.ok()) return d.status();
   const Key key{name, (*d)->context(), stream};
   if (auto it = loaded_.find(key); it != loaded_.end()) return it->second.get();
+  if (absl::Status s = (*d)->CheckNotCapturing(
+          stream, absl::StrCat(name, ": its first launch on this stream loads it"));
+      !s.ok())
+    return s;
   absl::StatusOr<Bundle> b = ReadBundle(dir_, name);
   if (!b.ok())
     return absl::NotFoundError(absl::StrCat(b.status().message(), " (write it with `kiln bundle ",

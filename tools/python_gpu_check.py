@@ -495,6 +495,50 @@ def streams_and_load():
     report("kiln.load ops/saxpy on CUDA tensors", rel(ys, want), 1e-6)
 
 
+def cuda_graphs():
+    """kiln's calls in a CUDA graph: a first launch on a stream being captured is an error that
+    says what to do (it would allocate or load), and after a warm-up call on the capture stream
+    the graph replays what eager calls compute, on new inputs too."""
+    global failures
+    x = torch.randn(300, 512, device="cuda").bfloat16()
+    w = torch.randn(1024, 512, device="cuda").bfloat16()
+    norm = torch.randn(512, device="cuda").bfloat16()
+    q = torch.randn(1, 256, 8, 64, device="cuda").bfloat16()
+
+    def block():
+        h = kiln.gemm(kiln.rms_norm(x, norm, 1e-5), w.t(), activation="swiglu")
+        o, _ = kiln.attention(q, q, q, causal=True, layout="bshd")
+        return h, o
+
+    cold = torch.cuda.Stream()  # kiln has never launched on it
+    try:
+        with torch.cuda.graph(torch.cuda.CUDAGraph(), stream=cold):
+            block()
+        print("graph capture before a warm-up call: no error raised  FAIL")
+        failures += 1
+    except kiln.Error as e:
+        ok = "being captured into a CUDA graph" in str(e) and "warm-up call" in str(e)
+        failures += 0 if ok else 1
+        print(f"graph capture before a warm-up call: {'ok' if ok else 'FAIL: ' + str(e)}")
+    warm = torch.cuda.Stream()
+    warm.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(warm):
+        block()
+    torch.cuda.current_stream().wait_stream(warm)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=warm):
+        h_graph, o_graph = block()
+    for name, fresh in [("same inputs", False), ("new inputs", True)]:
+        if fresh:
+            x.copy_(torch.randn_like(x)), q.copy_(torch.randn_like(q))
+        graph.replay()
+        torch.cuda.synchronize()
+        h_eager, o_eager = block()
+        report(f"graph replay vs eager, {name}: rms_norm, swiglu gemm",
+               rel(h_graph, h_eager), 1e-6)
+        report(f"graph replay vs eager, {name}: attention", rel(o_graph, o_eager), 1e-6)
+
+
 def errors():
     global failures
     x = torch.randn(4, 100, device="cuda").bfloat16()
@@ -721,7 +765,7 @@ def host_cost():
 print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
       f"bundles {kiln.bundle_dir()}")
 parts = [row_ops, gemms, fp8_gemms, fp8_e5m2, fp8_quantize, grouped_gemms, attention, attention_grad, varlen_attention_grad, decode, append,
-         glue, streams_and_load, errors, torch_ops, torch_ops_8bit, host_cost]
+         glue, streams_and_load, cuda_graphs, errors, torch_ops, torch_ops_8bit, host_cost]
 # Parts named on the command line run alone (python_gpu_check.py fp8_gemms).
 for part in [p for p in parts if len(sys.argv) < 2 or p.__name__ in sys.argv[1:]]:
     try:

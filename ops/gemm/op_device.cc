@@ -20,6 +20,8 @@ absl::StatusOr<cu::CUdeviceptr> ScratchBuffers::Get(cu::CUstream stream, int whi
   if (!d.ok()) return d.status();
   std::lock_guard<std::mutex> lock(mu_);
   DeviceBuffer& have = buffers_[{(*d)->context(), stream, which}];
+  if (!have.ptr() || have.bytes() < bytes)
+    if (absl::Status s = (*d)->CheckNotCapturing(stream, what); !s.ok()) return s;
   absl::StatusOr<bool> grown = DeviceBuffer::GrowKeepingOld(have, outgrown_, bytes);
   if (!grown.ok())
     return absl::Status(grown.status().code(),

@@ -185,6 +185,10 @@ TEST(BundlesGpu, EveryBundleIsCorrect) {
     ASSERT_TRUE(b.ok()) << b.status();
     const std::optional<examples::GemmSpec> gemm = examples::GemmOf(b->manifest);
     if (!gemm) continue;  // the ops kernels: LaunchGpu below
+    // 8-bit inputs need their scales, which this harness does not make: tools/gpu_suite.sh's fp8
+    // section checks those kernels through the entry point (kiln gemm --dtype e4m3 --scaling S,
+    // tools/fp8_peers.py).
+    if (gemm->in_type == "e4m3" || gemm->in_type == "e5m2") continue;
     if (absl::Status here = rt::CheckTarget(b->manifest, **Driver::Get()); !here.ok()) {
       // Built for a newer chip (sm_100a here on an H100/H200): the launch must say so clearly.
       examples::RunOptions opt;

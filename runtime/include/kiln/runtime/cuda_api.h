@@ -100,6 +100,8 @@ using PFN_cuMemHostAlloc = CUresult (*)(void**, size_t, unsigned);
 using PFN_cuMemHostGetDevicePointer = CUresult (*)(CUdeviceptr*, void*, unsigned);
 using PFN_cuMemFreeHost = CUresult (*)(void*);
 using PFN_cuModuleGetGlobal = CUresult (*)(CUdeviceptr*, size_t*, CUmodule, const char*);
+using PFN_cuStreamIsCapturing = CUresult (*)(CUstream, int*);  // CUstreamCaptureStatus
+inline constexpr int CU_STREAM_CAPTURE_STATUS_NONE = 0;
 inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01, CU_MEMHOSTALLOC_DEVICEMAP = 0x02;
 using PFN_cuTensorMapEncodeTiled = CUresult (*)(CUtensorMap*, int dataType, unsigned rank,
                                                 void* globalAddress, const uint64_t* globalDim,

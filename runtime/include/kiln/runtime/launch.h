@@ -80,18 +80,21 @@ class LoadedKernel {
   // A device copy of `bytes` (a tensor map passed by pointer), made once per
   // distinct content and kept while the kernel is loaded, so that a launch never frees memory
   // an earlier launch may still read.
-  absl::StatusOr<uint64_t> DeviceCopy(const std::string& bytes) const;
+  absl::StatusOr<uint64_t> DeviceCopy(const std::string& bytes, cu::CUstream stream) const;
   // Parameter `param`'s workspace of at least `bytes`: zeroed when (re)allocated, then kept;
   // a smaller one it outgrows is kept too (an earlier launch may still use it).
-  absl::StatusOr<uint64_t> Workspace(size_t param, size_t bytes) const;
+  absl::StatusOr<uint64_t> Workspace(size_t param, size_t bytes, cu::CUstream stream) const;
   // Schedule table parameter `param` for these integers on the device, built once per distinct
   // value of its rules (a long work table is megabytes: not rebuilt at every launch).
   struct TableCopy {
     uint64_t device = 0;
     int64_t partials = 0;
   };
-  absl::StatusOr<TableCopy> Table(size_t param, const ScheduleTableParam& t,
-                                  const Symbols& symbols) const;
+  absl::StatusOr<TableCopy> Table(size_t param, const ScheduleTableParam& t, const Symbols& symbols,
+                                  cu::CUstream stream) const;
+  // OK unless `stream` is being captured into a CUDA graph (where the three above cannot
+  // allocate): then an error naming the kernel and `what` it would allocate.
+  absl::Status CanAllocate(cu::CUstream stream, absl::string_view what) const;
 
   Manifest manifest_;
   cu::CUcontext context_ = nullptr;  // where its module lives
