@@ -110,11 +110,11 @@ absl::Status Driver::CheckNotCapturing(cu::CUstream stream, absl::string_view wh
       !s.ok())
     return s;
   if (capture == cu::CU_STREAM_CAPTURE_STATUS_NONE) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      what,
-      " on a stream being captured into a CUDA graph, which cannot allocate or load: launch "
-      "it once on that stream before capturing (the same shapes; in torch, "
-      "torch.cuda.graph(g, stream=s) after a warm-up call on s)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(what,
+                   " on a stream being captured into a CUDA graph, which cannot allocate: launch "
+                   "it once on that stream before capturing (the same shapes; in torch, "
+                   "torch.cuda.graph(g, stream=s) after a warm-up call on s)"));
 }
 
 cu::CUcontext Driver::context() const {

@@ -338,10 +338,6 @@ absl::StatusOr<const LoadedKernel*> LoadedKernels::Get(const std::string& name,
   if (!d.ok()) return d.status();
   const Key key{name, (*d)->context(), stream};
   if (auto it = loaded_.find(key); it != loaded_.end()) return it->second.get();
-  if (absl::Status s = (*d)->CheckNotCapturing(
-          stream, absl::StrCat(name, ": its first launch on this stream loads it"));
-      !s.ok())
-    return s;
   absl::StatusOr<Bundle> b = ReadBundle(dir_, name);
   if (!b.ok())
     return absl::NotFoundError(absl::StrCat(b.status().message(), " (write it with `kiln bundle ",

@@ -11,5 +11,6 @@ void BindGemm(nanobind::module_& m);         // gemm
 void BindGemmFp8(nanobind::module_& m);      // gemm of 8-bit inputs
 void BindGroupedGemm(nanobind::module_& m);  // grouped_gemm
 void BindAttention(nanobind::module_& m);    // attention
+void BindCudaRef(nanobind::module_& m);      // _cuda_ref: torch CUDA tensors without __dlpack__
 
 }  // namespace kiln::py

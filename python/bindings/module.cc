@@ -19,4 +19,5 @@ NB_MODULE(_kiln, m) {
   kiln::py::BindGemmFp8(m);
   kiln::py::BindGroupedGemm(m);
   kiln::py::BindAttention(m);
+  kiln::py::BindCudaRef(m);
 }

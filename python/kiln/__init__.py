@@ -36,12 +36,38 @@ def _is_torch(x):
 
 
 def _stream(arrays):
-    """The caller's current CUDA stream for the first torch CUDA tensor among `arrays`, else 0."""
+    """The caller's current CUDA stream for the first torch CUDA tensor among `arrays`, else 0
+    (torch's raw stream handle: building a torch.cuda.Stream costs more than a small kiln call's
+    own work, docs/perf/2026-11-30-python-call-host-cost-2.md)."""
     for x in arrays:
         if _is_torch(x) and x.is_cuda:
             import torch
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            if raw is not None:
+                return raw(x.get_device())
             return torch.cuda.current_stream(x.device).cuda_stream
     return 0
+
+
+_DL_TYPES = None  # {torch dtype: (DLPack type code, bits)}, made at the first torch CUDA tensor
+
+
+def _r(x):
+    """A torch CUDA tensor of a type kiln reads as a DLPack capsule made from its fields
+    (_kiln._cuda_ref): torch's own __dlpack__ costs several times more. Anything else (NumPy
+    arrays, CPU tensors, other types, None) as it is, for the bindings' usual checks."""
+    global _DL_TYPES
+    if x is None or not _is_torch(x) or not x.is_cuda:
+        return x
+    if _DL_TYPES is None:
+        import torch
+        _DL_TYPES = {torch.bfloat16: (4, 16), torch.float16: (2, 16), torch.float32: (2, 32),
+                     torch.int16: (0, 16), torch.int32: (0, 32), torch.int64: (0, 64),
+                     torch.uint8: (1, 8)}
+    code = _DL_TYPES.get(x.dtype)
+    if code is None:
+        return x
+    return _kiln._cuda_ref(x.data_ptr(), x.shape, x.stride(), code[0], code[1], x.get_device())
 
 
 def _empty(like, shape, dtype):
@@ -74,7 +100,7 @@ class _Loaded:
     def __call__(self, *args, grid=None, stream=None):
         if stream is None:
             stream = _stream(args)
-        self._kernel(*args, grid=grid, stream=stream)
+        self._kernel(*[_r(x) for x in args], grid=grid, stream=stream)
 
     def __getattr__(self, name):
         return getattr(self._kernel, name)
@@ -93,21 +119,21 @@ def load(bundle_dir, name):
 def softmax(x, *, out=None):
     """softmax over the last dimension."""
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
-    _kiln._softmax(x, out, stream=_stream([x]))
+    _kiln._softmax(_r(x), _r(out), stream=_stream([x]))
     return out
 
 
 def rms_norm(x, weight, eps=1e-6, *, out=None):
     """x / sqrt(mean(x^2) + eps) * weight over the last dimension."""
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
-    _kiln._rms_norm(x, weight, out, float(eps), stream=_stream([x]))
+    _kiln._rms_norm(_r(x), _r(weight), _r(out), float(eps), stream=_stream([x]))
     return out
 
 
 def layer_norm(x, weight, bias, eps=1e-5, *, out=None):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension."""
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
-    _kiln._layer_norm(x, weight, bias, out, float(eps), stream=_stream([x]))
+    _kiln._layer_norm(_r(x), _r(weight), _r(bias), _r(out), float(eps), stream=_stream([x]))
     return out
 
 
@@ -170,8 +196,10 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     if out is None:
         n = b.shape[1] // 2 if activation == "swiglu" else b.shape[1]
         out = _empty(a, (a.shape[0], n), out_type)
-    _kiln._gemm(a, b, out, c, bias, residual, float(alpha), float(beta), ",".join(terms),
-                in_type, out_type, stream=_stream([a]), **rope_args)
+    if rope_args:
+        rope_args["rope_angles"] = _r(rope_args["rope_angles"])
+    _kiln._gemm(_r(a), _r(b), _r(out), _r(c), _r(bias), _r(residual), float(alpha), float(beta),
+                ",".join(terms), in_type, out_type, stream=_stream([a]), **rope_args)
     return out
 
 
@@ -422,7 +450,7 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     o = _empty(q, tuple(q.shape), _type_of(q))
     b, h, s = (q.shape[0], q.shape[2], q.shape[1]) if rows else tuple(q.shape[:3])
     lse = _empty(q, (b, h, s), "f32")
-    _kiln._attention(q, k, v, o, lse, bool(causal), float(scale or 0.0), rows,
+    _kiln._attention(_r(q), _r(k), _r(v), _r(o), _r(lse), bool(causal), float(scale or 0.0), rows,
                      stream=_stream([q]))
     return o, lse
 
@@ -458,7 +486,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
     """
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, tuple(q.shape[:3]), "f32")
-    _kiln._decode_attention(q, k_cache, v_cache, seq_lens, block_table, o, lse, bool(causal),
+    _kiln._decode_attention(_r(q), _r(k_cache), _r(v_cache), _r(seq_lens), _r(block_table), _r(o),
+                            _r(lse), bool(causal),
                             float(scale or 0.0), stream=_stream([q]))
     return o, lse
 

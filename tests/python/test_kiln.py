@@ -833,5 +833,27 @@ class Load(unittest.TestCase):
         self.assertIn("no_such_kernel", str(caught.exception))
 
 
+class CudaRef(unittest.TestCase):
+    """_kiln._cuda_ref, the capsules the package makes for torch CUDA tensors (their own
+    __dlpack__ costs more than the rest of a small call): the bindings take them as CUDA arrays;
+    one nobody consumed is freed with its capsule."""
+
+    def test_bindings_take_capsules_as_cuda_arrays(self):
+        def ref(shape):
+            return kiln._kiln._cuda_ref(0x10000, shape, (shape[1], 1), 4, 16, 0)
+        # No GPU: the call says there is no driver. A GPU: out's shape is refused before a launch.
+        with self.assertRaises(kiln.Error) as caught:
+            kiln._kiln._softmax(ref((4, 100)), ref((4, 10)), stream=0)
+        self.assertRegex(str(caught.exception), "CUDA driver|out")
+        ref((2, 3))  # never consumed
+
+    def test_rank_past_eight_is_an_error(self):
+        with self.assertRaises(kiln.Error) as caught:
+            kiln._kiln._cuda_ref(0x10000, (1,) * 9, (1,) * 9, 4, 16, 0)
+        self.assertIn("rank 9", str(caught.exception))
+        with self.assertRaises(kiln.Error):
+            kiln._kiln._cuda_ref(0x10000, (2, 2), (1,), 4, 16, 0)
+
+
 if __name__ == "__main__":
     unittest.main()

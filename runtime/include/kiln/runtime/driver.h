@@ -37,9 +37,9 @@ class Driver {
   absl::Status Check(cu::CUresult result, absl::string_view what) const;
   // Makes device 0's primary context current on this thread.
   absl::Status MakeCurrent() const;
-  // OK unless `stream` is being captured into a CUDA graph, where allocations and module loads
-  // cannot happen: then a FailedPrecondition naming `what` and saying to launch it once on that
-  // stream before capturing.
+  // OK unless `stream` is being captured into a CUDA graph, where memory cannot be allocated:
+  // then a FailedPrecondition naming `what` and saying to launch it once on that stream before
+  // capturing.
   absl::Status CheckNotCapturing(cu::CUstream stream, absl::string_view what) const;
 
   // The current context and its device's ordinal.
