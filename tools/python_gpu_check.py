@@ -539,6 +539,32 @@ def cuda_graphs():
         report(f"graph replay vs eager, {name}: attention", rel(o_graph, o_eager), 1e-6)
 
 
+def empty_inputs():
+    """CUDA tensors with no elements: empty results, nothing launched (their data_ptr may be 0)."""
+    global failures
+    w = torch.randn(16, 24, device="cuda").bfloat16()
+    cases = [
+        ("gemm M = 0", lambda: kiln.gemm(torch.empty(0, 24, device="cuda").bfloat16(), w.t()),
+         (0, 16)),
+        ("gemm N = 0", lambda: kiln.gemm(torch.randn(5, 24, device="cuda").bfloat16(),
+                                          w[:0].t()), (5, 0)),
+        ("rms_norm 0 rows", lambda: kiln.rms_norm(torch.empty(0, 24, device="cuda").bfloat16(),
+                                                  w[0]), (0, 24)),
+        ("softmax 0 rows", lambda: kiln.softmax(torch.empty(3, 0, 24, device="cuda").bfloat16()),
+         (3, 0, 24)),
+    ]
+    for name, call, shape in cases:
+        try:
+            got = tuple(call().shape)
+            torch.cuda.synchronize()
+            ok = got == shape
+            message = f"shape {got}"
+        except Exception as e:  # noqa: BLE001 (any failure is reported)
+            ok, message = False, f"{type(e).__name__}: {e}"
+        failures += 0 if ok else 1
+        print(f"empty input, {name}: {'ok' if ok else 'FAIL: ' + message}")
+
+
 def errors():
     global failures
     x = torch.randn(4, 100, device="cuda").bfloat16()
@@ -765,7 +791,7 @@ def host_cost():
 print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
       f"bundles {kiln.bundle_dir()}")
 parts = [row_ops, gemms, fp8_gemms, fp8_e5m2, fp8_quantize, grouped_gemms, attention, attention_grad, varlen_attention_grad, decode, append,
-         glue, streams_and_load, cuda_graphs, errors, torch_ops, torch_ops_8bit, host_cost]
+         glue, streams_and_load, cuda_graphs, empty_inputs, errors, torch_ops, torch_ops_8bit, host_cost]
 # Parts named on the command line run alone (python_gpu_check.py fp8_gemms).
 for part in [p for p in parts if len(sys.argv) < 2 or p.__name__ in sys.argv[1:]]:
     try:

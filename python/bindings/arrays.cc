@@ -35,6 +35,8 @@ uint64_t Address(const Array& a) {
 }
 
 bool IsContiguous(const Array& a) {
+  for (size_t i = 0; i < a.ndim(); ++i)
+    if (a.shape(i) == 0) return true;  // no elements: any strides (NumPy's and torch's differ)
   int64_t expect = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expect) return false;

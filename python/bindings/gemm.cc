@@ -126,6 +126,7 @@ void Gemm(GemmArgs g, uint64_t stream) {
       if (x && DtypeName(*x) != g.out_type)
         throw Error(absl::StrCat(kCall, ": out, c, bias and residual must be ", g.out_type,
                                  ", not ", DtypeName(*x)));
+    if (size.m == 0 || size.n == 0) return;  // out is empty (K = 0 alone is an error)
     ThrowIfError(RunnerFor<rt::GemmRunner>(BundleDir())
                      .Run(size, options, o, reinterpret_cast<cu::CUstream>(stream)));
     return;
@@ -136,6 +137,7 @@ void Gemm(GemmArgs g, uint64_t stream) {
   for (const auto& [what, x] : {std::pair{"a", g.a}, std::pair{"b", g.b},
                                 std::pair{"out", static_cast<const Array*>(g.out)}})
     Require(*x, kCall, what, 2, {"f32"});
+  if (size.m == 0 || size.n == 0) return;  // out is empty (K = 0 alone is an error)
   o.a = d.BindNarrowed(*g.a, g.in_type), o.b = d.BindNarrowed(*g.b, g.in_type, true);
   for (const auto& [what, x, to] :
        {std::tuple{"c", &g.c, &o.c_in}, std::tuple{"bias", &g.bias, &o.bias},

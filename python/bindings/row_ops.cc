@@ -24,10 +24,11 @@ std::pair<int64_t, int64_t> RowsCols(const std::string& call, const Array& x, co
   if (ShapeOf(x) != ShapeOf(out))
     throw Error(absl::StrCat(call, ": out has shape ", ShapeText(out), ", x ", ShapeText(x)));
   const int64_t cols = static_cast<int64_t>(x.shape(x.ndim() - 1));
-  const int64_t rows = cols ? static_cast<int64_t>(x.size()) / cols : 0;
-  if (rows < 1 || cols < 1 || rows > INT32_MAX || cols > INT32_MAX)
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < x.ndim(); ++i) rows *= static_cast<int64_t>(x.shape(i));
+  if (rows > INT32_MAX || cols > INT32_MAX)
     throw Error(absl::StrCat(call, ": x of shape ", ShapeText(x),
-                             " must have rows and columns in 1..2^31-1"));
+                             " must have at most 2^31-1 rows and columns"));
   return {rows, cols};
 }
 
@@ -51,6 +52,7 @@ void RowOp(const std::string& call, const char* kernel, const Array& x, std::opt
         throw Error(absl::StrCat(call, ": ", what, " has shape ", ShapeText(**a), "; x has ", cols,
                                  " columns"));
     }
+  if (rows == 0 || cols == 0) return;  // an empty x: out is empty too, nothing to launch
   std::vector<rt::Arg> args = {rt::Arg::Ptr(Operand(d, x))};
   if (w) args.push_back(rt::Arg::Ptr(Operand(d, *w)));
   if (b) args.push_back(rt::Arg::Ptr(Operand(d, *b)));

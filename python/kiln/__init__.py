@@ -81,6 +81,15 @@ def _empty(like, shape, dtype):
     return numpy.empty(shape, dtype=numpy.float32)
 
 
+def _require_arrays(call, **arrays):
+    """kiln.Error unless each of `arrays` is an array (anything with __dlpack__: a torch tensor,
+    a NumPy array)."""
+    for name, x in arrays.items():
+        if not hasattr(x, "__dlpack__"):
+            raise Error(f"{call}: {name} must be a torch tensor or a NumPy array, not "
+                        f"{type(x).__name__}")
+
+
 def _type_of(x):
     """A torch tensor's kiln type name; "bf16" for host arrays (what their f32 values become)."""
     if _is_torch(x):
@@ -118,6 +127,7 @@ def load(bundle_dir, name):
 
 def softmax(x, *, out=None):
     """softmax over the last dimension."""
+    _require_arrays("kiln.softmax", x=x)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
     _kiln._softmax(_r(x), _r(out), stream=_stream([x]))
     return out
@@ -125,6 +135,7 @@ def softmax(x, *, out=None):
 
 def rms_norm(x, weight, eps=1e-6, *, out=None):
     """x / sqrt(mean(x^2) + eps) * weight over the last dimension."""
+    _require_arrays("kiln.rms_norm", x=x, weight=weight)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
     _kiln._rms_norm(_r(x), _r(weight), _r(out), float(eps), stream=_stream([x]))
     return out
@@ -132,6 +143,7 @@ def rms_norm(x, weight, eps=1e-6, *, out=None):
 
 def layer_norm(x, weight, bias, eps=1e-5, *, out=None):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension."""
+    _require_arrays("kiln.layer_norm", x=x, weight=weight, bias=bias)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
     _kiln._layer_norm(_r(x), _r(weight), _r(bias), _r(out), float(eps), stream=_stream([x]))
     return out
@@ -168,6 +180,7 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     out's q and k columns are then in that order too. Attention is the same in any order that q
     and k share; out[:, h * dim + r] holds feature rope_order(dim)[r] of head h.
     """
+    _require_arrays("kiln.gemm", a=a, b=b)
     terms = []
     if c is not None or alpha != 1.0 or beta != 0.0:
         terms.append("scale")
@@ -430,6 +443,7 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     """
     if layout not in ("bhsd", "bshd"):
         raise Error(f"kiln.attention: layout '{layout}': 'bhsd' or 'bshd'")
+    _require_arrays("kiln.attention", q=q, k=k, v=v)
     rows = layout == "bshd"
     for name, x in (("q", q), ("k", k), ("v", v)):
         if len(x.shape) != 4:

@@ -833,6 +833,35 @@ class Load(unittest.TestCase):
         self.assertIn("no_such_kernel", str(caught.exception))
 
 
+class EmptyAndWrongInputs(unittest.TestCase):
+    """Arrays with no elements give empty results without a launch (as torch's ops do), but K = 0;
+    a list where an array belongs is a kiln.Error."""
+
+    def test_empty_arrays(self):
+        b = np.ones((24, 16), np.float32)
+        self.assertEqual(kiln.gemm(np.zeros((0, 24), np.float32), b).shape, (0, 16))
+        self.assertEqual(kiln.gemm(np.ones((5, 24), np.float32), np.zeros((24, 0), np.float32),
+                                   bias=np.zeros(0, np.float32), activation="gelu").shape, (5, 0))
+        self.assertEqual(kiln.softmax(np.zeros((0, 10), np.float32)).shape, (0, 10))
+        self.assertEqual(kiln.rms_norm(np.zeros((2, 0, 10), np.float32),
+                                       np.ones(10, np.float32)).shape, (2, 0, 10))
+        with self.assertRaises(kiln.Error) as caught:  # shapes still checked
+            kiln.gemm(np.zeros((0, 23), np.float32), b)
+        self.assertIn("do not multiply", str(caught.exception))
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.gemm(np.zeros((5, 0), np.float32), np.zeros((0, 16), np.float32))
+        self.assertIn("M, N, K must be at least 1", str(caught.exception))
+
+    def test_not_an_array(self):
+        for call, message in [(lambda: kiln.gemm([[1.0]], np.ones((1, 1), np.float32)),
+                               "kiln.gemm: a must be a torch tensor or a NumPy array, not list"),
+                              (lambda: kiln.softmax(3.0), "x must be a torch tensor"),
+                              (lambda: kiln.attention(None, None, None), "q must be")]:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+
+
 class CudaRef(unittest.TestCase):
     """_kiln._cuda_ref, the capsules the package makes for torch CUDA tensors (their own
     __dlpack__ costs more than the rest of a small call): the bindings take them as CUDA arrays;
