@@ -501,8 +501,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, tuple(q.shape[:3]), "f32")
     _kiln._decode_attention(_r(q), _r(k_cache), _r(v_cache), _r(seq_lens), _r(block_table), _r(o),
-                            _r(lse), bool(causal),
-                            float(scale or 0.0), stream=_stream([q]))
+                            _r(lse), bool(causal), float(scale or 0.0), stream=_stream([q]))
     return o, lse
 
 
