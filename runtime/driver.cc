@@ -106,10 +106,13 @@ absl::Status Driver::MakeCurrent() const {
 
 absl::Status Driver::CheckNotCapturing(cu::CUstream stream, absl::string_view what) const {
   int capture = cu::CU_STREAM_CAPTURE_STATUS_NONE;
-  if (absl::Status s = Check(api_.cuStreamIsCapturing(stream, &capture), "cuStreamIsCapturing");
-      !s.ok())
-    return s;
-  if (capture == cu::CU_STREAM_CAPTURE_STATUS_NONE) return absl::OkStatus();
+  const cu::CUresult result = api_.cuStreamIsCapturing(stream, &capture);
+  // The capture errors (CUDA_ERROR_STREAM_CAPTURE_* and CUDA_ERROR_CAPTURED_EVENT, 900-908): the
+  // legacy stream, say, queried while another stream captures; an allocation could not run then
+  // either.
+  const bool capture_error = result >= 900 && result <= 908;
+  if (result != cu::CUDA_SUCCESS && !capture_error) return Check(result, "cuStreamIsCapturing");
+  if (!capture_error && capture == cu::CU_STREAM_CAPTURE_STATUS_NONE) return absl::OkStatus();
   return absl::FailedPreconditionError(
       absl::StrCat(what,
                    " on a stream being captured into a CUDA graph, which cannot allocate: launch "
