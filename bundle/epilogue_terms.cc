@@ -1,6 +1,7 @@
 #include "kiln/bundle/epilogue_terms.h"
 
 #include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,7 +16,7 @@ absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms) {
   std::vector<std::string> given = absl::StrSplit(terms, absl::ByAnyChar(".,"), absl::SkipEmpty());
   std::vector<std::string> out;
   int biases = 0, activations = 0;
-  for (int i = 0; i < 9; ++i) {
+  for (size_t i = 0; i < std::size(kOrder); ++i) {
     const int64_t n = std::count(given.begin(), given.end(), kOrder[i]);
     if (n > 1)
       return absl::InvalidArgumentError(

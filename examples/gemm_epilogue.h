@@ -56,13 +56,14 @@ double ApplyEpilogue(const HostEpilogue& e, const EpilogueInputs& in, const rt::
 template <typename ProductAt>
 double RopeAt(const EpilogueInputs& in, ProductAt product, int64_t i, int64_t j) {
   if (i >= in.rope_rows) return product(i);
-  const int64_t r = i % in.rope_dim, first = i - r % 16 + r % 8;  // the pair's first row
-  const int64_t at = j % in.rope_period * (in.rope_dim / 2) + r / 16 * 8 + r % 8;
-  const uint32_t word = in.rope_angles[at];
+  const int64_t dim = in.rope_dim, half = dim / 2, head = i - i % dim;
+  const int64_t feature = rt::RopeFeatureOf(i % dim, dim), frequency = feature % half;
+  const uint32_t word = in.rope_angles[j % in.rope_period * half + frequency];
   const double c = Bf16ToFloat(static_cast<uint16_t>(word)),
-               sn = Bf16ToFloat(static_cast<uint16_t>(word >> 16)), x1 = product(first),
-               x2 = product(first + 8);
-  return r % 16 < 8 ? x1 * c - x2 * sn : x2 * c + x1 * sn;
+               sn = Bf16ToFloat(static_cast<uint16_t>(word >> 16)),
+               x1 = product(head + rt::RopeRowOf(frequency, dim)),
+               x2 = product(head + rt::RopeRowOf(frequency + half, dim));
+  return feature < half ? x1 * c - x2 * sn : x2 * c + x1 * sn;
 }
 
 // What the kernel should store at (i, j) of C (CRows x N), given product(row), the exact product

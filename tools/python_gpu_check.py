@@ -497,7 +497,7 @@ def streams_and_load():
 
 def cuda_graphs():
     """kiln's calls in a CUDA graph: a first launch on a stream being captured is an error that
-    says what to do (it would allocate or load), and after a warm-up call on the capture stream
+    says what to do (it would allocate its schedule table and workspace), and after a warm-up call on the capture stream
     the graph replays what eager calls compute, on new inputs too."""
     global failures
     x = torch.randn(300, 512, device="cuda").bfloat16()
@@ -530,7 +530,8 @@ def cuda_graphs():
         h_graph, o_graph = block()
     for name, fresh in [("same inputs", False), ("new inputs", True)]:
         if fresh:
-            x.copy_(torch.randn_like(x)), q.copy_(torch.randn_like(q))
+            x.copy_(torch.randn_like(x))
+            q.copy_(torch.randn_like(q))
         graph.replay()
         torch.cuda.synchronize()
         h_eager, o_eager = block()

@@ -237,11 +237,8 @@ def rope_angles(cos, sin):
                 for t in (cos, sin)]
         return (bits[0] | (bits[1] << 16)).contiguous()
     import numpy as np
-    bits = []
-    for t in (cos, sin):
-        u = np.ascontiguousarray(t, np.float32).view(np.uint32).astype(np.uint64)
-        bits.append(((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF)  # to bf16, nearest even
-    return (bits[0] | (bits[1] << 16)).astype(np.uint32).view(np.int32)
+    low, high = (_bf16_bits(t).astype(np.uint32) for t in (cos, sin))
+    return (low | (high << 16)).view(np.int32)
 
 
 def rope_weights(w, dim):

@@ -51,18 +51,16 @@ absl::StatusOr<kiln::rt::GemmOptions> GemmOptionsFromFlags() {
         absl::StrCat("--out_dtype ", options.out_type, ": bf16, f16 or f32"));
   absl::StatusOr<std::string> epilogue = kiln::rt::CanonicalEpilogue(absl::GetFlag(FLAGS_epilogue));
   if (!epilogue.ok()) return epilogue.status();
-  if (*epilogue == "swiglu")  // the entry point pairs C's columns, of a row-major C only
-    return absl::InvalidArgumentError(
-        "--epilogue swiglu: the entry point fuses SwiGLU for a row-major C (rt::GemmRunner with "
-        "c_row_major, kiln.gemm(x, w.t(), activation=\"swiglu\") in Python), and kiln gemm's C is "
-        "column-major; `kiln run` and `kiln emulate` check the kernels "
-        "(gemm/bf16_sm90.bf16-bf16.swiglu)");
-  if (*epilogue == "rope")  // likewise
-    return absl::InvalidArgumentError(
-        "--epilogue rope: the entry point fuses RoPE for a row-major C (rt::GemmRunner with "
-        "c_row_major and the rope_* operands, kiln.gemm(x, w.t(), rope=(angles, rows, dim)) in "
-        "Python), and kiln gemm's C is column-major; `kiln run` and `kiln emulate` check the "
-        "kernels (gemm/bf16_sm90.bf16-bf16.rope)");
+  // swiglu and rope pair C's columns, of a row-major C only.
+  if (*epilogue == "swiglu" || *epilogue == "rope")
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--epilogue ", *epilogue,
+        ": the entry point fuses it for a row-major C (rt::GemmRunner "
+        "with c_row_major; kiln.gemm(x, w.t(), ",
+        *epilogue == "swiglu" ? "activation=\"swiglu\"" : "rope=(angles, rows, dim)",
+        ") in Python), and kiln gemm's C is column-major; `kiln run` and `kiln emulate` check the "
+        "kernels (gemm/bf16_sm90.bf16-bf16.",
+        *epilogue, ")"));
   options.epilogue = *epilogue;
   const std::string layout = absl::GetFlag(FLAGS_layout);
   if (layout != "row,col" && layout != "col,col" && layout != "row,row" && layout != "col,row")
