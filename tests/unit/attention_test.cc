@@ -52,19 +52,22 @@ TEST_P(EmulatedAttention, RaggedLengthsAndGroupedHeads) {
 
 // Decode (PlanDecode, on sm_90 and sm_100): the query heads of a KV head packed as one
 // tile's rows, the keys split in parts merged by attention/combine (.sm100a): parts of 2 key tiles,
-// a last part shorter than the rest, several query rows a head (no mask), f16, and a causal S = 1
-// (every key seen).
+// a last part shorter than the rest, several query rows a head (no mask), f16, a causal S = 1
+// (every key seen), and more parts than the combine reads at once.
 void ExpectDecodeSplitsTheKeys(int d, int compute_capability) {
   const int64_t tile = d == 256 ? 64 : 128;
   const Case cases[] = {
       {{.b = 1, .hq = 4, .hkv = 1, .s = 1, .skv = 4 * tile + 5, .d = d}, {.causal = true}},
       {{.b = 2, .hq = 8, .hkv = 2, .s = 3, .skv = 7 * tile - 9, .d = d}, {}},
-      {{.b = 1, .hq = 2, .hkv = 2, .s = 1, .skv = 4 * tile + 1, .d = d}, {.dtype = "f16"}}};
+      {{.b = 1, .hq = 2, .hkv = 2, .s = 1, .skv = 4 * tile + 1, .d = d}, {.dtype = "f16"}},
+      // 9 parts: the combine reads its parts 8 at a time, so one group is whole and one has one.
+      {{.b = 1, .hq = 4, .hkv = 1, .s = 1, .skv = 18 * tile + 3, .d = d}, {}}};
   for (const Case& c : cases) {
     absl::StatusOr<rt::AttentionPlan> plan =
         rt::PlanAttention(c.size, c.options, {16, 16, 16, 16, 16}, compute_capability);
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_GT(plan->splits, 1) << plan->kernel;
+    if (c.size.skv > 16 * tile) EXPECT_EQ(plan->splits, 9) << plan->kernel;
     EXPECT_NE(plan->kernel.find(".split"), std::string::npos) << plan->kernel;
     if (compute_capability == 100) {
       EXPECT_NE(plan->kernel.find("attention/blackwell"), std::string::npos) << plan->kernel;

@@ -4,10 +4,13 @@
 //   lse = log sum_p exp(lse_p),  O = sum_p exp(lse_p - lse) O_p.
 // A part that saw no key (lse_p = -inf) weighs 0; a row no part saw gets O = 0 and lse = -inf.
 // The parts are summed in part order: the same inputs give the same bytes. Each thread takes 8
-// elements of one row (16-byte loads of each part's O), D a multiple of 8. It is launched while the
-// split kernel drains (programmatic dependent launch: that kernel's CTAs let it launch once their
-// last loads are issued) and waits for that kernel's writes before it reads them.
+// elements of one row (16-byte loads of each part's O), D a multiple of 8, and reads the parts 8
+// at a time, their loads issued together: a part a round trip made the merge a chain of 2P memory
+// latencies (docs/perf/2026-11-28-decode-split-kv.md, "The combine's loads"). It is launched while
+// the split kernel drains (programmatic dependent launch: that kernel's CTAs let it launch once
+// their last loads are issued) and waits for that kernel's writes before it reads them.
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "examples/registry.h"
@@ -17,7 +20,7 @@
 namespace kiln::examples {
 namespace {
 
-constexpr int kThreads = 256, kWidth = 8;
+constexpr int kThreads = 128, kWidth = 8, kPartsAtOnce = 8;
 
 // For sm_90a, or (blackwell) sm_100a: "attention/combine[.f16][.sm100a]".
 absl::StatusOr<KernelDef> BuildCombine(Scalar in, bool blackwell) {
@@ -28,25 +31,39 @@ absl::StatusOr<KernelDef> BuildCombine(Scalar in, bool blackwell) {
   Value rows = k.I32Param("rows"), P = k.I32Param("P"), D = k.I32Param("D");
   Value units = k.I64Param("units");  // rows * D / 8
   k.RequireMultiple("D", kWidth);
-  k.Grid("units/256");
+  k.Grid(absl::StrCat("units/", kThreads));
   Value unit = k.BlockIdx(0) * kThreads + k.ThreadIdx();
   k.WaitForPriorGrids();  // the parts written
   k.If(unit.To(i64) < units, [&] {
     Value row = unit / (D / kWidth), d0 = unit % (D / kWidth) * kWidth;
-    auto lse_of = [&](const Value& p) { return k.Load(lse_parts + (p * rows + row).To(i64)); };
+    // Part p's lse, and its O's 8 elements here; parts past the last read the last one's
+    // addresses and weigh 0 (lse -inf), so that a group of loads needs no branch.
+    auto last = [&](const Value& p) { return (Min(p, P - 1) * rows + row).To(i64); };
+    auto lse_of = [&](const Value& p) {
+      return Select(p < P, k.Load(lse_parts + last(p)), k.F32(-INFINITY));
+    };
     Regs top = k.Registers(Type::Of(f32), 1), sum = k.Registers(Type::Of(f32), 1);
     Regs acc = k.Registers(Type::Of(f32), kWidth);
     top[0] = k.F32(-INFINITY);
     sum[0] = k.F32(0);
     for (int e = 0; e < kWidth; ++e) acc[e] = k.F32(0);
-    k.For(0, P, 1, [&](Value p) { top[0] = Max(top[0], lse_of(p)); });
-    k.For(0, P, 1, [&](Value p) {
-      Value l = lse_of(p);
-      Value w = Select(l == -INFINITY, k.F32(0), Exp(l - top[0]));
-      sum[0] = sum[0] + w;
-      Value part = LoadGlobal(o_parts + ((p * rows + row).To(i64) * D.To(i64) + d0.To(i64)), kWidth,
-                              {.cache = CacheHint::kReadOnly});
-      for (int e = 0; e < kWidth; ++e) acc[e] = acc[e] + w * part.Lane(e).To(f32);
+    k.For(0, P, kPartsAtOnce, [&](Value p0) {
+      std::vector<Value> l;
+      for (int u = 0; u < kPartsAtOnce; ++u) l.push_back(lse_of(p0 + u));
+      for (const Value& x : l) top[0] = Max(top[0], x);
+    });
+    k.For(0, P, kPartsAtOnce, [&](Value p0) {
+      std::vector<Value> l, part;
+      for (int u = 0; u < kPartsAtOnce; ++u) {
+        l.push_back(lse_of(p0 + u));
+        part.push_back(LoadGlobal(o_parts + (last(p0 + u) * D.To(i64) + d0.To(i64)), kWidth,
+                                  {.cache = CacheHint::kReadOnly}));
+      }
+      for (int u = 0; u < kPartsAtOnce; ++u) {
+        Value w = Select(l[u] == -INFINITY, k.F32(0), Exp(l[u] - top[0]));
+        sum[0] = sum[0] + w;
+        for (int e = 0; e < kWidth; ++e) acc[e] = acc[e] + w * part[u].Lane(e).To(f32);
+      }
     });
     Value inv = Select(sum[0] > 0.0, Rcp(sum[0]), k.F32(0));
     std::vector<Value> out;
