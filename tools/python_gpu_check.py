@@ -553,7 +553,16 @@ def empty_inputs():
                                                   w[0]), (0, 24)),
         ("softmax 0 rows", lambda: kiln.softmax(torch.empty(3, 0, 24, device="cuda").bfloat16()),
          (3, 0, 24)),
+        ("attention S = 0", lambda: kiln.attention(
+            torch.empty(2, 4, 0, 64, device="cuda").bfloat16(),
+            *[torch.randn(2, 2, 9, 64, device="cuda").bfloat16()] * 2)[0], (2, 4, 0, 64)),
     ]
+    # No keys: o = 0 and lse = -inf, as a row that sees no key.
+    none = torch.empty(1, 2, 0, 128, device="cuda").bfloat16()
+    o, lse = kiln.attention(torch.randn(1, 4, 3, 128, device="cuda").bfloat16(), none, none)
+    ok = o.shape == (1, 4, 3, 128) and bool((o == 0).all()) and bool(torch.isneginf(lse).all())
+    failures += 0 if ok else 1
+    print(f"empty input, attention Skv = 0: {'ok' if ok else 'FAIL'}")
     for name, call, shape in cases:
         try:
             got = tuple(call().shape)

@@ -287,8 +287,8 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
     if _is_torch(x) and (_is_fp8(x) or _is_fp8(w)):  # DLPack carries the bytes
         import torch
         x, w = x.view(torch.uint8), w.view(torch.uint8)
-    _kiln._grouped_gemm(x, w, out, counts if masked else offsets, scale_x, scale_w, masked,
-                        stream=stream)
+    _kiln._grouped_gemm(_r(x), _r(w), _r(out), _r(counts if masked else offsets), _r(scale_x),
+                        _r(scale_w), masked, stream=stream)
     return out
 
 
@@ -330,8 +330,9 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
     if _is_torch(a):  # DLPack carries the bytes
         import torch
         a, b = a.view(torch.uint8), b.view(torch.uint8)
-    _kiln._gemm_fp8(a, b, out, scale_a, scale_b, out_type, c, bias, residual, float(alpha),
-                    float(beta), ",".join(terms), types[0], types[1], stream=_stream([a]))
+    _kiln._gemm_fp8(_r(a), _r(b), _r(out), _r(scale_a), _r(scale_b), out_type, _r(c), _r(bias),
+                    _r(residual), float(alpha), float(beta), ",".join(terms), types[0], types[1],
+                    stream=_stream([a]))
     return out
 
 
@@ -436,7 +437,8 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     (grouped-query heads: query head h reads KV head h // (Hq // Hkv)). D 64, 128 or 256. scale:
     1 / sqrt(D) unless given. causal: query i sees keys j <= i + Skv - S (bottom-right aligned,
     FlashAttention's convention; torch's is_causal is top-left, the same when S == Skv); a row
-    that sees no key gets o = 0 and lse = -inf.
+    that sees no key gets o = 0 and lse = -inf. A dimension of 0 launches nothing: B, H or S of 0
+    give empty o and lse, Skv of 0 (no keys) o = 0 and lse = -inf.
     """
     if layout not in ("bhsd", "bshd"):
         raise Error(f"kiln.attention: layout '{layout}': 'bhsd' or 'bshd'")
@@ -445,6 +447,8 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     for name, x in (("q", q), ("k", k), ("v", v)):
         if len(x.shape) != 4:
             raise Error(f"kiln.attention: {name} must have rank 4, not {len(x.shape)}")
+    if 0 in tuple(q.shape) + tuple(k.shape) + tuple(v.shape):
+        return _empty_attention(q, k, v, rows)
     if rows and q.shape[2] // k.shape[2] * q.shape[1] <= 64 and (not causal or q.shape[1] == 1):
         # Decode-sized (a KV head's query rows fit one tile): the decode kernels, which pack
         # heads and split the keys, read [B, H, S, D]; the prefill kernels' rows form would run a
@@ -466,6 +470,30 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     return o, lse
 
 
+def _empty_attention(q, k, v, rows):
+    """kiln.attention where a dimension is 0, as torch answers it, without a launch: empty o and
+    lse where B, H or S is 0; o = 0 and lse = -inf where only Skv is (no row sees a key)."""
+    h, s = (2, 1) if rows else (1, 2)
+    b, hq, hkv, d = q.shape[0], q.shape[h], k.shape[h], q.shape[3]
+    _require(tuple(k.shape) == tuple(v.shape) and k.shape[0] == b and k.shape[3] == d,
+             f"kiln.attention: k {tuple(k.shape)} and v {tuple(v.shape)} must both be "
+             f"{'[B, Skv, Hkv, D]' if rows else '[B, Hkv, Skv, D]'} for q {tuple(q.shape)}")
+    _require(d in (64, 128, 256), f"kiln.attention: head dimension D = {d}: 64, 128 or 256")
+    _require(hkv > 0 and hq % hkv == 0 or hq == 0,
+             f"kiln.attention: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)")
+    _require(q.dtype == k.dtype == v.dtype,
+             f"kiln.attention: q, k and v must share one type ({q.dtype}, {k.dtype}, {v.dtype})")
+    if not _is_torch(q):
+        import numpy
+        _require(q.dtype == numpy.float32,
+                 f"kiln.attention: host arrays must be float32, not {q.dtype}")
+    o = _empty(q, tuple(q.shape), _type_of(q))
+    lse = _empty(q, (b, q.shape[h], q.shape[s]), "f32")
+    o[...] = 0
+    lse[...] = float("-inf")
+    return o, lse
+
+
 def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq_atomics=False):
     """FlashAttention backward: (dq, dk, dv) from the forward's q, k, v, out and lse
     (kiln.attention, layout "bhsd") and the gradient d_out of out, all [B, H, S, D] contiguous,
@@ -476,7 +504,7 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))
-    _kiln._attention_backward(q, k, v, out, lse, d_out, dq, dk, dv, bool(causal),
+    _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)), bool(causal),
                               float(scale or 0.0), bool(dq_atomics), stream=_stream([q]))
     return dq, dk, dv
 
@@ -510,8 +538,8 @@ def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=Non
     """
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, (q.shape[1], q.shape[0]), "f32")
-    _kiln._varlen_attention(q, k, v, cu_seqlens, int(max_seqlen), o, lse, bool(causal),
-                            float(scale or 0.0), stream=_stream([q]))
+    _kiln._varlen_attention(_r(q), _r(k), _r(v), _r(cu_seqlens), int(max_seqlen), _r(o), _r(lse),
+                            bool(causal), float(scale or 0.0), stream=_stream([q]))
     return o, lse
 
 
@@ -524,8 +552,8 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))
-    _kiln._attention_backward(q, k, v, out, lse, d_out, dq, dk, dv, bool(causal),
-                              float(scale or 0.0), False, cu_seqlens=cu_seqlens,
+    _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)), bool(causal),
+                              float(scale or 0.0), False, cu_seqlens=_r(cu_seqlens),
                               max_seqlen=int(max_seqlen), stream=_stream([q]))
     return dq, dk, dv
 

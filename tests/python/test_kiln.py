@@ -852,6 +852,31 @@ class EmptyAndWrongInputs(unittest.TestCase):
             kiln.gemm(np.zeros((5, 0), np.float32), np.zeros((0, 16), np.float32))
         self.assertIn("M, N, K must be at least 1", str(caught.exception))
 
+    def test_empty_attention(self):
+        q = np.zeros((2, 4, 0, 64), np.float32)
+        kv = np.ones((2, 2, 5, 64), np.float32)
+        o, lse = kiln.attention(q, kv, kv)
+        self.assertEqual((o.shape, lse.shape), ((2, 4, 0, 64), (2, 4, 0)))
+        o, lse = kiln.attention(np.zeros((0, 3, 4, 64), np.float32),
+                                np.zeros((0, 3, 1, 64), np.float32),
+                                np.zeros((0, 3, 1, 64), np.float32), layout="bshd")
+        self.assertEqual((o.shape, lse.shape), ((0, 3, 4, 64), (0, 4, 3)))
+        # No keys: no row sees one, so o = 0 and lse = -inf (a masked-out row's convention).
+        none = np.zeros((1, 2, 0, 64), np.float32)
+        o, lse = kiln.attention(np.ones((1, 4, 3, 64), np.float32), none, none)
+        self.assertTrue((o == 0).all() and o.shape == (1, 4, 3, 64))
+        self.assertTrue(np.isneginf(lse).all() and lse.shape == (1, 4, 3))
+        # The shapes and the head dimension still checked.
+        for qq, kk, vv, message in [
+                (np.zeros((1, 4, 0, 80), np.float32), np.zeros((1, 2, 0, 80), np.float32),
+                 np.zeros((1, 2, 0, 80), np.float32), "D = 80"),
+                (q, kv, kv[:, :1], "must both be"),
+                (np.zeros((2, 3, 0, 64), np.float32), kv, kv, "not a multiple of Hkv"),
+                (q.astype(np.float64), kv.astype(np.float64), kv.astype(np.float64), "float32")]:
+            with self.assertRaises(kiln.Error) as caught:
+                kiln.attention(qq, kk, vv)
+            self.assertIn(message, str(caught.exception))
+
     def test_not_an_array(self):
         for call, message in [(lambda: kiln.gemm([[1.0]], np.ones((1, 1), np.float32)),
                                "kiln.gemm: a must be a torch tensor or a NumPy array, not list"),
