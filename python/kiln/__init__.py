@@ -636,7 +636,12 @@ def _glue_call(name, inputs, outputs, scalars, host_f32_inputs):
     host_f32_inputs and every output go through bf16 bits."""
     host = not _is_torch(outputs[0])
     if not host:
-        _loaded(name)(*inputs, *outputs, *scalars)
+        import torch
+        for i, x in enumerate(inputs):  # the kernels read packed bf16 data and f32 tables
+            _require(x.dtype == (torch.bfloat16 if i in host_f32_inputs else torch.float32),
+                     f"{name}: input {i} must be "
+                     f"{'bfloat16' if i in host_f32_inputs else 'float32'}, not {x.dtype}")
+        _loaded(name)(*[x.contiguous() for x in inputs], *outputs, *scalars)
         return outputs
     import numpy
     args = [_bf16_bits(x) if i in host_f32_inputs else numpy.ascontiguousarray(x)
@@ -663,6 +668,7 @@ def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv, *, layout="bhsd"):
     _require(len(qkv.shape) == 2, f"kiln.rope_qkv: qkv must have rank 2, not {len(qkv.shape)}")
     _require(len(cos.shape) == 2 and tuple(cos.shape) == tuple(sin.shape),
              "kiln.rope_qkv: cos and sin must both be [S, D / 2]")
+    cos, sin = _f32_table(cos), _f32_table(sin)
     s, half = cos.shape
     d = 2 * half
     tokens, width = qkv.shape
@@ -681,6 +687,14 @@ def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv, *, layout="bhsd"):
                                 [s, heads_q, heads_kv, d, pairs // 8], {0}))
     return tuple(_glue_call(name, [qkv, cos, sin], [q, k, v],
                             [s, heads_q, heads_kv, d, pairs], {0}))
+
+
+def _f32_table(x):
+    """A table the kernels read as packed f32 (cos, sin), converted where it is not."""
+    if _is_torch(x):
+        return x.float().contiguous()
+    import numpy
+    return numpy.ascontiguousarray(x, numpy.float32)
 
 
 def swiglu(x):

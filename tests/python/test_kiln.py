@@ -782,6 +782,11 @@ class LayerGlue(unittest.TestCase):
         rows = kiln.rope_qkv(qkv, cos, sin, b, hq, hkv, layout="bshd")  # [B, S, H, D]
         for got, want in zip(rows, (q, k, v)):
             np.testing.assert_array_equal(got, want.transpose(0, 2, 1, 3))
+        # Tables of another type, or strided, are read as f32 (they once went in as their bytes).
+        wide = kiln.rope_qkv(qkv, np.cos(angles), np.sin(angles)[:, ::1].copy(order="F"), b, hq,
+                             hkv)
+        for got, want in zip(wide, (q, k, v)):
+            np.testing.assert_array_equal(got, want)
         with self.assertRaises(kiln.Error) as caught:
             kiln.rope_qkv(qkv[:, 1:], cos, sin, b, hq, hkv)
         self.assertIn("is not [B * S, (Hq + 2 Hkv) * D]", str(caught.exception))
