@@ -133,6 +133,10 @@ Value Epilogue::ApplyBeforeResidual(const Value& acc, const Inputs& in, Loc loc)
   if (spec_.scale)
     x = Fma(Operand(alpha_, loc), Operand(x, loc), Operand(beta_ * f32(in.c_in), loc));
   if (spec_.bias != BiasAxis::kNone) x = x + f32(in.bias);
+  return ApplyActivation(spec_.activation, x, loc);
+}
+
+Value ApplyActivation(Activation activation, const Value& x, Loc loc) {
   // GELU and SiLU are x * (1 + tanh(u)) / 2 with one tanh.approx.f32 each (u = the GELU's cubic,
   // or x / 2 for SiLU: x * sigmoid(x) exactly): one special-function instruction and five or two
   // others an element. The forms through ex2 and rcp took two special-function instructions and
@@ -143,22 +147,19 @@ Value Epilogue::ApplyBeforeResidual(const Value& acc, const Inputs& in, Loc loc)
     Value half = x * 0.5;
     return Fma(Operand(half, loc), Operand(TanhApprox(u, loc), loc), Operand(half, loc));
   };
-  switch (spec_.activation) {
+  switch (activation) {
     case Activation::kNone:
-      break;
+      return x;
     case Activation::kRelu:
-      x = Max(Operand(x, loc), Operand(0.0, loc));
-      break;
+      return Max(Operand(x, loc), Operand(0.0, loc));
     case Activation::kGelu: {
       const double sqrt_2_over_pi = 0.7978845608028654;
       Value u = x * Fma(Operand(x * x, loc), Operand(0.044715 * sqrt_2_over_pi, loc),
                         Operand(sqrt_2_over_pi, loc));
-      x = half_x_times_one_plus_tanh(u);
-      break;
+      return half_x_times_one_plus_tanh(u);
     }
     case Activation::kSilu:
-      x = half_x_times_one_plus_tanh(x * 0.5);
-      break;
+      return half_x_times_one_plus_tanh(x * 0.5);
   }
   return x;
 }

@@ -83,6 +83,27 @@ def gemms():
                                                        prod + bias.double()), 1e-2)
         report(f"gemm x @ w.T + residual {m}x{n}x{k}",
                rel(kiln.gemm(x, w.t(), residual=res), prod + res.double()), 1e-2)
+    # Combinations no bundled kernel fuses: the product in f32, then gemm/epilogue_pass (row- and
+    # column-major out, bf16 and f32).
+    for m, n, k in [(64, 64, 64), (33, 1000, 72), (4095, 1024, 1000)]:
+        x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+        w = torch.randn(n, k, device="cuda", generator=g).bfloat16()
+        bias = torch.randn(n, device="cuda", generator=g).bfloat16()
+        c = torch.randn(m, n, device="cuda", generator=g).bfloat16()
+        prod = x.double() @ w.double().t()
+        for name, kw, want, bound in [
+                ("+ bias, relu", dict(bias=bias, activation="relu"),
+                 torch.relu(prod + bias.double()), 1e-2),
+                ("alpha alone", dict(alpha=0.5), 0.5 * prod, 1e-2),
+                ("+ c (beta 0), silu", dict(c=c, activation="silu"), F.silu(prod), 1e-2),
+                ("gelu, f32 out", dict(activation="gelu", out_dtype="f32"),
+                 F.gelu(prod, approximate="tanh"), 1e-3)]:
+            report(f"gemm x @ w.T {name} (epilogue pass) {m}x{n}x{k}",
+                   rel(kiln.gemm(x, w.t(), **kw), want), bound)
+        out = poisoned((n, m)).t()  # a column-major out
+        kiln.gemm(x, w.t(), out=out, bias=bias, activation="gelu")
+        report(f"gemm column-major out + bias, gelu (epilogue pass) {m}x{n}x{k}",
+               rel(out, F.gelu(prod + bias.double(), approximate="tanh")), 1e-2)
     # A gate/up projection with SwiGLU fused (the weights interleaved by kiln.swiglu_weights).
     for t, f, k in [(4095, 1000, 1000), (1, 14336, 4096), (3, 512, 264), (2048, 14336, 4096)]:
         x = torch.randn(t, k, device="cuda", generator=g).bfloat16()

@@ -266,7 +266,55 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
   return plan;
 }
 
+// The terms gemm/epilogue_pass computes (all but the row-pairing swiglu and rope).
+bool EpiloguePassTakes(const std::string& terms) {
+  return !terms.empty() && !Has(terms, "swiglu") && !Has(terms, "rope");
+}
+
 }  // namespace
+
+absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
+                     int compute_capability, GemmDevice& device, const GemmTuneCache* tuned);
+
+// The product into an f32 scratch M x N (column-major, packed) by the plain kernel, then
+// gemm/epilogue_pass.<out> over it into C. `missing`: the fused variant's absence, reported where
+// the pass cannot run either (its own bundle, or the plain f32 kernel's, absent too).
+absl::Status RunEpiloguePass(const GemmSize& size, const GemmOptions& options,
+                             const GemmOperands& o, int compute_capability, GemmDevice& device,
+                             const GemmTuneCache* tuned, const absl::Status& missing) {
+  const std::string pass = absl::StrCat(kEpiloguePassKernel, ".", options.out_type);
+  auto or_missing = [&](const absl::Status& s) {
+    return absl::IsNotFound(s) && !missing.ok() ? missing : s;
+  };
+  if (absl::StatusOr<const Manifest*> m = device.ManifestOf(pass); !m.ok())
+    return or_missing(m.status());
+  absl::StatusOr<uint64_t> acc = device.Scratch(2, static_cast<size_t>(size.m * size.n * 4));
+  if (!acc.ok()) return acc.status();
+  GemmOptions plain = options;
+  plain.epilogue = "", plain.out_type = "f32";
+  GemmOperands p = o;
+  p.c = *acc, p.ldc = 0, p.c_row_major = false, p.alpha = 1, p.beta = 0;
+  p.c_in = p.bias = p.residual = 0;
+  if (absl::Status st = RunGemm(size, plain, p, compute_capability, device, tuned); !st.ok())
+    return or_missing(st);
+  const std::string& t = options.epilogue;
+  const int activation = Has(t, "relu") ? 1 : Has(t, "gelu") ? 2 : Has(t, "silu") ? 3 : 0;
+  const int64_t ldc = o.ldc ? o.ldc : o.c_row_major ? size.n : size.m;
+  auto or_acc = [&](cu::CUdeviceptr ptr) { return Arg::Ptr(ptr ? ptr : *acc); };  // (unread)
+  const bool scale = Has(t, "scale");
+  return device.Launch(
+      pass,
+      {Arg::Ptr(*acc), Arg::Ptr(o.c), or_acc(scale ? o.c_in : 0),
+       or_acc(Has(t, "bias_row") || Has(t, "bias_col") ? o.bias : 0),
+       or_acc(Has(t, "residual") ? o.residual : 0), Arg::I32(static_cast<int32_t>(size.m)),
+       Arg::I32(static_cast<int32_t>(size.n)), Arg::I64(o.c_row_major ? ldc : 1),
+       Arg::I64(o.c_row_major ? 1 : ldc), Arg::F32(scale ? o.alpha : 1.0f),
+       Arg::F32(scale ? o.beta : 0.0f), Arg::I32(scale && o.c_in ? 1 : 0),
+       Arg::I32(Has(t, "bias_row")   ? 1
+                : Has(t, "bias_col") ? 2
+                                     : 0),
+       Arg::I32(activation), Arg::I32(Has(t, "residual") ? 1 : 0), Arg::I64(size.m * size.n)});
+}
 
 absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options,
                                   const GemmOperands& o, int compute_capability,
@@ -289,11 +337,14 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
     return Invalid(absl::StrCat("output type '", options.out_type, "': bf16, f16 or f32"));
   if (!o.a || !o.b || !o.c) return Invalid("A, B and C need device pointers");
+  // (alpha alone, beta = 0, reads no C_in: RunGemm computes it in the epilogue pass.)
   for (auto [term, ptr, name] :
        {std::tuple{"scale", o.c_in, "C_in"}, std::tuple{"bias_row", o.bias, "bias"},
         std::tuple{"bias_col", o.bias, "bias"}, std::tuple{"residual", o.residual, "residual"}})
-    if (Has(*terms, term) && !ptr)
-      return Invalid(absl::StrCat("the epilogue's '", term, "' needs ", name));
+    if (Has(*terms, term) && !ptr && (std::string(term) != "scale" || o.beta != 0))
+      return Invalid(absl::StrCat(
+          "the epilogue's '", term, "' needs ", name,
+          std::string(term) == "scale" ? absl::StrCat(" (beta = ", o.beta, " scales it)") : ""));
   const int64_t a_rows = o.a_col_major ? size.m : size.k, b_rows = o.b_row_major ? size.n : size.k;
   if (o.lda && o.lda < a_rows)
     return Invalid(
@@ -334,9 +385,19 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
                      int compute_capability, GemmDevice& device, const GemmTuneCache* tuned) {
   absl::StatusOr<GemmPlan> plan = PlanGemm(size, options, operands, compute_capability, tuned);
   if (!plan.ok()) return plan.status();
-  absl::StatusOr<const Manifest*> manifest = device.ManifestOf(plan->choice.kernel);
-  if (!manifest.ok()) return manifest.status();
   const bool fp8 = IsFp8Type(options.in_type);
+  // An epilogue the planned kernel cannot fuse here (alpha without C_in) or whose variant is not
+  // bundled: the product in f32, then the epilogue as a pass of its own (RunEpiloguePass).
+  GemmOptions canonical = options;
+  canonical.epilogue = CanonicalEpilogue(options.epilogue).value_or("");  // (PlanGemm checked it)
+  const bool pass_only = Has(canonical.epilogue, "scale") && !operands.c_in;
+  absl::StatusOr<const Manifest*> manifest =
+      pass_only ? absl::NotFoundError("") : device.ManifestOf(plan->choice.kernel);
+  if (!manifest.ok() && absl::IsNotFound(manifest.status()) && !fp8 &&
+      EpiloguePassTakes(canonical.epilogue))
+    return RunEpiloguePass(size, canonical, operands, compute_capability, device, tuned,
+                           pass_only ? absl::OkStatus() : manifest.status());
+  if (!manifest.ok()) return manifest.status();
   GemmOperands o = fp8 ? operands : Oriented(size, operands, compute_capability).operands;
   if (fp8) ResolveFp8Scales(size, options.scaling, o);
   if (plan->swapped) std::swap(o.a, o.b), std::swap(o.lda, o.ldb);
@@ -462,8 +523,10 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,
   }
   GpuOpDevice device(kernels_, stream, [&](int which, size_t bytes) {
     return scratch_.Get(stream, which, bytes,
-                        absl::StrCat("kiln gemm: the copy of ", which == 0 ? "A" : "B",
-                                     " into rows 16 bytes apart"));
+                        which == 2 ? std::string("kiln gemm: the product in f32 before the "
+                                                 "epilogue pass")
+                                   : absl::StrCat("kiln gemm: the copy of ", which == 0 ? "A" : "B",
+                                                  " into rows 16 bytes apart"));
   });
   return RunGemm(size, options, operands, (*d)->compute_capability(), device, tuned);
 }

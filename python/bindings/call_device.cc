@@ -37,7 +37,7 @@ void SetBundleDir(const std::string& dir) {
   ChosenDir() = dir;
 }
 
-const rt::Bundle& BundleNamed(const std::string& name, const std::string& dir) {
+absl::StatusOr<const rt::Bundle*> FindBundle(const std::string& name, const std::string& dir) {
   const std::string from = dir.empty() ? BundleDir() : dir;
   static std::map<std::pair<std::string, std::string>, std::unique_ptr<rt::Bundle>> read;
   std::lock_guard<std::mutex> lock(Mu());
@@ -46,14 +46,21 @@ const rt::Bundle& BundleNamed(const std::string& name, const std::string& dir) {
     absl::StatusOr<rt::Bundle> got = rt::ReadBundle(from, name);
     if (!got.ok()) {
       read.erase({from, name});
-      throw Error(absl::StrCat(got.status().message(), " (write it with `kiln bundle --dir ", from,
-                               " ", name,
-                               "` where kiln has its compiler; the directory is set by "
-                               "kiln.set_bundle_dir or $KILN_BUNDLE_DIR)"));
+      return absl::Status(got.status().code(),
+                          absl::StrCat(got.status().message(),
+                                       " (write it with `kiln bundle --dir ", from, " ", name,
+                                       "` where kiln has its compiler; the directory is set by "
+                                       "kiln.set_bundle_dir or $KILN_BUNDLE_DIR)"));
     }
     b = std::make_unique<rt::Bundle>(*std::move(got));
   }
-  return *b;
+  return b.get();
+}
+
+const rt::Bundle& BundleNamed(const std::string& name, const std::string& dir) {
+  absl::StatusOr<const rt::Bundle*> b = FindBundle(name, dir);
+  if (!b.ok()) throw Error(std::string(b.status().message()));
+  return **b;
 }
 
 namespace {

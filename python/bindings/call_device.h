@@ -26,6 +26,8 @@ std::string BundleDir();
 void SetBundleDir(const std::string& dir);
 // `name`'s bundle from `dir` ("" : BundleDir()), read once.
 const rt::Bundle& BundleNamed(const std::string& name, const std::string& dir = "");
+// The same as a status (not found: a message that says how to write the bundle).
+absl::StatusOr<const rt::Bundle*> FindBundle(const std::string& name, const std::string& dir = "");
 
 // One `Runner` (rt::GemmRunner, rt::AttentionRunner) per bundle directory, kept for the process.
 template <typename Runner>
@@ -43,7 +45,9 @@ class EmulatedOpDevice : public rt::OpDevice {
  public:
   explicit EmulatedOpDevice(emu::Device& d) : d_(d) {}
   absl::StatusOr<const rt::Manifest*> ManifestOf(const std::string& kernel) override {
-    return &BundleNamed(kernel).manifest;
+    absl::StatusOr<const rt::Bundle*> b = FindBundle(kernel);
+    if (!b.ok()) return b.status();
+    return &(*b)->manifest;
   }
   absl::Status Launch(const std::string& kernel, std::vector<rt::Arg> args) override {
     return emu::Launch(d_, BundleNamed(kernel), args).status();

@@ -158,7 +158,8 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     weight), or uint8 host arrays of their bytes (run on the emulator; e4m3 unless fp8_types, a
     pair such as ("e5m2", "e4m3"), says a's and b's types), with f32 scales; out =
     (a * scale_a) @ (b * scale_b) through the same epilogue (but swiglu), bf16 by default
-    (out_dtype "f16", "f32"); fused terms need their kernel variant bundled. The
+    (out_dtype "f16", "f32"); fused terms need their kernel variant bundled (16-bit bf16 inputs
+    run others as a pass after the product, docs/PYTHON.md). The
     scales' shapes say how they apply: one value each (tensorwise); (M,) or (M, 1) and (N,) or
     (1, N) (rowwise); (M, ceil(K/128)) and (ceil(N/128), ceil(K/128)) (blockwise: a per 1x128, the
     weight per 128x128, as DeepGEMM scales them), in any strides on the GPU.

@@ -211,7 +211,11 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   EXPECT_NE(PlanError(s, {.out_type = "f8"}, kPacked).find("output type 'f8'"), std::string::npos);
   EXPECT_NE(PlanError(s, {.epilogue = "relu,gelu"}, kPacked).find("one bias and one activation"), std::string::npos);
   EXPECT_NE(PlanError(s, {.epilogue = "bias_col"}, kPacked).find("'bias_col' needs bias"), std::string::npos);
-  EXPECT_NE(PlanError(s, {.epilogue = "scale"}, kPacked).find("needs C_in"), std::string::npos);
+  GemmOperands scaled = kPacked;  // beta scales C_in: none given is an error
+  scaled.beta = 0.5f;
+  EXPECT_NE(PlanError(s, {.epilogue = "scale"}, scaled).find("needs C_in (beta = 0.5"), std::string::npos);
+  // alpha alone reads no C_in: planned (RunGemm computes it in its epilogue pass)
+  EXPECT_EQ(PlanError(s, {.epilogue = "scale"}, kPacked), "");
   EXPECT_NE(PlanError(s, {}, {.a = kAligned, .c = kAligned}).find("need device pointers"), std::string::npos);
   // The tile kernels read C_in and residual through TMA; the kernels storing C from registers
   // (f32) load them element by element, from any address.

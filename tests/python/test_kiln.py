@@ -188,12 +188,32 @@ class Gemm(unittest.TestCase):
                 call()
             self.assertIn(message, str(caught.exception))
 
-    def test_an_epilogue_without_a_bundle_says_how_to_write_it(self):
-        a = np.ones((8, 16), np.float32)
-        with self.assertRaises(kiln.Error) as caught:
-            kiln.gemm(a, np.ones((16, 4), np.float32), activation="relu")
-        self.assertIn("kiln bundle --dir", str(caught.exception))
-        self.assertIn(".relu", str(caught.exception))
+    def test_epilogues_no_bundle_fuses_run_as_a_pass_of_their_own(self):
+        # Bundles fuse a chosen few combinations; the rest (a linear layer's bias, an activation
+        # alone, alpha without c, c with beta = 0, ...) run as the product in f32 and then
+        # gemm/epilogue_pass, with the fused epilogues' arithmetic.
+        rng = np.random.default_rng(6)
+        for m, n, k in ((33, 17, 40), (64, 64, 64)):
+            a = rng.standard_normal((m, k)).astype(np.float32)
+            b = rng.standard_normal((k, n)).astype(np.float32)
+            bias = rng.standard_normal(n).astype(np.float32)
+            c = rng.standard_normal((m, n)).astype(np.float32)
+            res = rng.standard_normal((m, n)).astype(np.float32)
+            prod = bf16(a) @ bf16(b)
+            gelu = lambda u: 0.5 * u * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u ** 3)))
+            for kw, want, bound in [
+                    (dict(bias=bias), prod + bf16(bias), 1e-2),
+                    (dict(activation="relu"), np.maximum(prod, 0), 1e-2),
+                    (dict(alpha=2.0), 2 * prod, 1e-2),
+                    (dict(c=c), prod, 1e-2),
+                    (dict(bias=bias, activation="gelu", out_dtype="f32"), gelu(prod + bias), 1e-3),
+                    (dict(alpha=0.5, beta=2.0, c=c, activation="silu", residual=res),
+                     (lambda u: u / (1 + np.exp(-u)))(0.5 * prod + 2 * bf16(c)) + bf16(res),
+                     1e-2)]:
+                self.assertLess(rel_error(kiln.gemm(a, b, **kw), want), bound, (m, n, k, kw))
+        with self.assertRaises(kiln.Error) as caught:  # beta scales c: without one, an error
+            kiln.gemm(a, b, beta=1.0)
+        self.assertIn("needs C_in (beta = 1", str(caught.exception))
 
     def test_errors(self):
         a = np.ones((8, 16), np.float32)

@@ -36,6 +36,10 @@ enum class BiasAxis : uint8_t {
   kColumn /* bias[c], length N */
 };
 
+// The activation of f32 `x` as the fused epilogues compute it (GELU and SiLU through one
+// tanh.approx.f32 each).
+Value ApplyActivation(Activation activation, const Value& x, Loc loc = Loc::current());
+
 struct EpilogueSpec {
   bool scale = false;  // alpha * acc + beta * C_in: f32 parameters alpha, beta and the matrix C_in
   BiasAxis bias = BiasAxis::kNone;

@@ -97,6 +97,9 @@ struct GemmPlan {
 };
 // The copy kernel the entry point runs on operands TMA cannot stride.
 inline constexpr const char* kRestrideKernel = "gemm/restride16";
+// An epilogue no bundled kernel fuses runs after the plain product in f32, as a pass of its own:
+// gemm/epilogue_pass.<out type> (RunGemm).
+inline constexpr const char* kEpiloguePassKernel = "gemm/epilogue_pass";
 // Whether `kernel` (a name ChooseGemm gives) reads A, B and C through any element strides, as the
 // reference and the strided kernel do; the others read packed or TMA-strided operands.
 bool ReadsAnyStrides(const std::string& kernel);
