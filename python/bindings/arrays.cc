@@ -68,7 +68,7 @@ void Require(const Array& a, const std::string& call, const std::string& what, i
         absl::StrCat(call, ": ", what, " must be ", absl::StrJoin(dtypes, " or "), ", not ", t));
   if (contiguous && !IsContiguous(a))
     throw Error(absl::StrCat(call, ": ", what, " of shape ", ShapeText(a),
-                             " must be contiguous (row-major, packed); call .contiguous() first"));
+                             " must be contiguous (row-major, packed); call .contiguous() (torch) or numpy.ascontiguousarray first"));
 }
 
 void RequireEpilogueShapes(const std::string& call, const std::optional<Array>& c,
@@ -86,7 +86,7 @@ void RequireEpilogueShapes(const std::string& call, const std::optional<Array>& 
 void RequirePackedBias(const std::string& call, const Array& bias) {
   if (bias.ndim() == 1 && bias.shape(0) > 1 && bias.stride(0) != 1)
     throw Error(absl::StrCat(call, ": bias of shape ", ShapeText(bias), " has a stride of ",
-                             bias.stride(0), "; it must be packed: call .contiguous() first"));
+                             bias.stride(0), "; it must be packed: call .contiguous() (torch) or numpy.ascontiguousarray first"));
 }
 
 }  // namespace kiln::py

@@ -65,7 +65,7 @@ Layout LayoutOf(const Array& x, const std::string& what) {
   if (x.stride(0) == 1 || rows == 1) return {false, cols == 1 ? rows : x.stride(1)};
   throw Error(absl::StrCat(kCall, ": ", what, " of shape ", ShapeText(x), " and strides (",
                            x.stride(0), ", ", x.stride(1),
-                           ") is neither row- nor column-major; call .contiguous() first"));
+                           ") is neither row- nor column-major; call .contiguous() (torch) or numpy.ascontiguousarray first"));
 }
 
 void CheckShapes(const GemmArgs& g) {

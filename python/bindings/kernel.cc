@@ -52,10 +52,20 @@ class LoadedBundle {
     for (size_t i = 0; i < params.size(); ++i)
       if (params[i]->kind == Kind::kPointer || params[i]->kind == Kind::kTensorMap) {
         Array a;
+        const std::string arg = absl::StrCat(where, ": argument ", i, " ('", params[i]->name, "')");
         if (!nb::try_cast(args[i], a))
-          throw Error(absl::StrCat(where, ": argument ", i, " ('", params[i]->name,
-                                   "') must be an array (a CUDA tensor or a host array), not ",
-                                   nb::type_name(args[i].type()).c_str()));
+          throw Error(nb::hasattr(args[i], "__dlpack__")
+                          ? absl::StrCat(arg,
+                                         " could not be taken as an array: a read-only one "
+                                         "(pass a writable copy)?")
+                          : absl::StrCat(arg,
+                                         " must be an array (a CUDA tensor or a host array), not ",
+                                         nb::type_name(args[i].type()).c_str()));
+        // The kernel reads it from its first element on, packed.
+        if (!IsContiguous(a))
+          throw Error(absl::StrCat(arg, " of shape ", ShapeText(a),
+                                   " must be contiguous (row-major, packed); call .contiguous() "
+                                   "(torch) or numpy.ascontiguousarray first"));
         arrays.push_back(a);
       }
     std::vector<const Array*> pointers;

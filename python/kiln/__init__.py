@@ -25,7 +25,8 @@ if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES)
 
 __all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "grouped_gemm", "quantize_e4m3", "quantize_e4m3_blocks",
            "swiglu_weights", "rope_order", "rope_weights", "rope_angles", "attention",
-           "decode_attention", "paged_append", "varlen_attention", "varlen_attention_backward",
+           "decode_attention", "paged_append", "attention_backward", "varlen_attention",
+           "varlen_attention_backward",
            "softmax", "rms_norm", "layer_norm", "rope_qkv", "swiglu", "heads_to_rows"]
 
 _TORCH_TYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
@@ -182,6 +183,11 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     and k share; out[:, h * dim + r] holds feature rope_order(dim)[r] of head h.
     """
     _require_arrays("kiln.gemm", a=a, b=b)
+    _require(len(a.shape) == 2 and len(b.shape) == 2,
+             f"kiln.gemm: a (M, K) and b (K, N) must have rank 2, not shapes {tuple(a.shape)} and "
+             f"{tuple(b.shape)}")
+    _require(activation is None or activation in ("relu", "gelu", "silu", "swiglu"),
+             f"kiln.gemm: activation {activation!r}: 'relu', 'gelu', 'silu' or 'swiglu'")
     terms = []
     if c is not None or alpha != 1.0 or beta != 0.0:
         terms.append("scale")
@@ -450,6 +456,11 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
             raise Error(f"kiln.attention: {name} must have rank 4, not {len(x.shape)}")
     if 0 in tuple(q.shape) + tuple(k.shape) + tuple(v.shape):
         return _empty_attention(q, k, v, rows)
+    if rows:  # checked here: the decode path below hands on [B, H, S, D] views
+        _require(tuple(k.shape) == tuple(v.shape) and k.shape[0] == q.shape[0] and
+                 k.shape[3] == q.shape[3],
+                 f"kiln.attention: k {tuple(k.shape)} and v {tuple(v.shape)} must both be "
+                 f"[B, Skv, Hkv, D] for q {tuple(q.shape)}")
     if rows and q.shape[2] // k.shape[2] * q.shape[1] <= 64 and (not causal or q.shape[1] == 1):
         # Decode-sized (a KV head's query rows fit one tile): the decode kernels, which pack
         # heads and split the keys, read [B, H, S, D]; the prefill kernels' rows form would run a

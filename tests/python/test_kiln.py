@@ -221,9 +221,11 @@ class Gemm(unittest.TestCase):
             (lambda: kiln.gemm(a, np.ones((15, 4), np.float32)), "do not multiply"),
             (lambda: kiln.gemm(a, np.ones((16, 4), np.float32), bias=np.ones(5, np.float32)),
              "bias has shape (5,)"),
-            (lambda: kiln.gemm(a, np.ones((16, 4), np.float32), activation="tanh"), "tanh"),
+            (lambda: kiln.gemm(a, np.ones((16, 4), np.float32), activation="tanh"),
+             "activation 'tanh': 'relu', 'gelu', 'silu' or 'swiglu'"),
             (lambda: kiln.gemm(a[None], np.ones((16, 4), np.float32), out=np.empty((8, 4), np.float32)),
-             "a must have rank 2"),
+             "must have rank 2"),
+            (lambda: kiln.gemm(a, np.ones(16, np.float32)), "must have rank 2, not shapes (8, 16) and (16,)"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:
@@ -761,6 +763,11 @@ class Attention(unittest.TestCase):
         want_o1, _ = attention_reference(*(bf16(x.transpose(0, 2, 1, 3)) for x in (q1, k, v)),
                                          False, 0.2)
         self.assertLess(rel_error(o1.transpose(0, 2, 1, 3), want_o1), 2e-2)
+        # A bad call on the decode path names the shapes as given, in this layout.
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.attention(q1, k, v[:, :99], layout="bshd")
+        self.assertIn("k (2, 100, 1, 64) and v (2, 99, 1, 64) must both be [B, Skv, Hkv, D]",
+                      str(caught.exception))
 
     def test_errors(self):
         q = np.ones((1, 2, 8, 64), np.float32)
@@ -843,6 +850,9 @@ class Load(unittest.TestCase):
             (lambda: saxpy(x, x, "two", 8), "argument 2 ('a') must be a float, not str"),
             (lambda: saxpy(x, 3, 1.0, 8), "argument 1 ('y') must be an array"),
             (lambda: saxpy(x, x, 1.0, 1 << 20), "out-of-bounds"),
+            # the kernel reads from the first element on: a strided view would be misread
+            (lambda: saxpy(np.zeros(16, np.float32)[::2], x, 1.0, 8),
+             "argument 0 ('x') of shape (8,) must be contiguous"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:
