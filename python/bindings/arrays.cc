@@ -1,5 +1,6 @@
 #include "python/bindings/arrays.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -45,6 +46,21 @@ bool IsContiguous(const Array& a) {
   return true;
 }
 
+bool IsDense(const Array& a) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, extent) of the dimensions past 1
+  for (size_t i = 0; i < a.ndim(); ++i) {
+    if (a.shape(i) == 0) return true;
+    if (a.shape(i) != 1) dims.push_back({a.stride(i), static_cast<int64_t>(a.shape(i))});
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t expect = 1;
+  for (const auto& [stride, extent] : dims) {
+    if (stride != expect) return false;
+    expect *= extent;
+  }
+  return true;
+}
+
 std::vector<int64_t> ShapeOf(const Array& a) {
   std::vector<int64_t> s(a.ndim());
   for (size_t i = 0; i < a.ndim(); ++i) s[i] = static_cast<int64_t>(a.shape(i));
@@ -68,7 +84,8 @@ void Require(const Array& a, const std::string& call, const std::string& what, i
         absl::StrCat(call, ": ", what, " must be ", absl::StrJoin(dtypes, " or "), ", not ", t));
   if (contiguous && !IsContiguous(a))
     throw Error(absl::StrCat(call, ": ", what, " of shape ", ShapeText(a),
-                             " must be contiguous (row-major, packed); call .contiguous() (torch) or numpy.ascontiguousarray first"));
+                             " must be contiguous (row-major, packed); call .contiguous() (torch) "
+                             "or numpy.ascontiguousarray first"));
 }
 
 void RequireEpilogueShapes(const std::string& call, const std::optional<Array>& c,
@@ -85,8 +102,9 @@ void RequireEpilogueShapes(const std::string& call, const std::optional<Array>& 
 
 void RequirePackedBias(const std::string& call, const Array& bias) {
   if (bias.ndim() == 1 && bias.shape(0) > 1 && bias.stride(0) != 1)
-    throw Error(absl::StrCat(call, ": bias of shape ", ShapeText(bias), " has a stride of ",
-                             bias.stride(0), "; it must be packed: call .contiguous() (torch) or numpy.ascontiguousarray first"));
+    throw Error(absl::StrCat(
+        call, ": bias of shape ", ShapeText(bias), " has a stride of ", bias.stride(0),
+        "; it must be packed: call .contiguous() (torch) or numpy.ascontiguousarray first"));
 }
 
 }  // namespace kiln::py

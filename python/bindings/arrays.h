@@ -26,6 +26,9 @@ Where WhereOf(const Array& a, const std::string& what);
 uint64_t Address(const Array& a);
 // Row-major and packed.
 bool IsContiguous(const Array& a);
+// Its elements fill one block from its first on, in some order of its dimensions (row-major, a
+// transpose of one, ...): no gaps, no negative strides.
+bool IsDense(const Array& a);
 std::vector<int64_t> ShapeOf(const Array& a);
 std::string ShapeText(const Array& a);  // "(4, 100)"
 

@@ -61,11 +61,13 @@ class LoadedBundle {
                           : absl::StrCat(arg,
                                          " must be an array (a CUDA tensor or a host array), not ",
                                          nb::type_name(args[i].type()).c_str()));
-        // The kernel reads it from its first element on, packed.
-        if (!IsContiguous(a))
+        // The kernel reads it from its first element on, as one block (any order of its
+        // dimensions: a transposed view is the kernel's to index).
+        if (!IsDense(a))
           throw Error(absl::StrCat(arg, " of shape ", ShapeText(a),
-                                   " must be contiguous (row-major, packed); call .contiguous() "
-                                   "(torch) or numpy.ascontiguousarray first"));
+                                   " has gaps or negative strides: the kernel reads one block "
+                                   "from its first element; call .contiguous() (torch) or "
+                                   "numpy.ascontiguousarray first"));
         arrays.push_back(a);
       }
     std::vector<const Array*> pointers;
