@@ -337,14 +337,16 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
     return Invalid(absl::StrCat("output type '", options.out_type, "': bf16, f16 or f32"));
   if (!o.a || !o.b || !o.c) return Invalid("A, B and C need device pointers");
-  // (alpha alone, beta = 0, reads no C_in: RunGemm computes it in the epilogue pass.)
+  // (alpha alone, beta = 0, reads no C_in: RunGemm computes it in the epilogue pass, for 16-bit
+  // inputs.)
   for (auto [term, ptr, name] :
        {std::tuple{"scale", o.c_in, "C_in"}, std::tuple{"bias_row", o.bias, "bias"},
         std::tuple{"bias_col", o.bias, "bias"}, std::tuple{"residual", o.residual, "residual"}})
-    if (Has(*terms, term) && !ptr && (std::string(term) != "scale" || o.beta != 0))
-      return Invalid(absl::StrCat(
-          "the epilogue's '", term, "' needs ", name,
-          std::string(term) == "scale" ? absl::StrCat(" (beta = ", o.beta, " scales it)") : ""));
+    if (Has(*terms, term) && !ptr && (std::string(term) != "scale" || o.beta != 0 || fp8))
+      return Invalid(absl::StrCat("the epilogue's '", term, "' needs ", name,
+                                  std::string(term) != "scale" ? ""
+                                  : fp8 ? " (8-bit inputs take alpha with C_in only)"
+                                        : absl::StrCat(" (beta = ", o.beta, " scales it)")));
   const int64_t a_rows = o.a_col_major ? size.m : size.k, b_rows = o.b_row_major ? size.n : size.k;
   if (o.lda && o.lda < a_rows)
     return Invalid(
