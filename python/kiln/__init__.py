@@ -285,6 +285,20 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
     _require((offsets is None) != (counts is None),
              "kiln.grouped_gemm: give either offsets (contiguous) or counts (masked)")
     masked = counts is not None
+    _require_arrays("kiln.grouped_gemm", x=x, w=w, **({"counts": counts} if masked else
+                                                       {"offsets": offsets}))
+    if not _is_torch(x) and len(x.shape) >= 2:  # host arrays: the sizes checked (GPU: read there)
+        import numpy
+        sizes = numpy.asarray(counts if masked else offsets).astype(numpy.int64)
+        if masked:
+            _require(sizes.size == 0 or sizes.max() <= x.shape[1],  # (a negative one: no rows)
+                     f"kiln.grouped_gemm: counts must be at most the capacity C = {x.shape[1]}, "
+                     f"not {sizes.max()}")
+        else:
+            _require(sizes.size == 0 or ((sizes >= 0).all() and (numpy.diff(sizes) >= 0).all() and
+                                         sizes[-1] <= x.shape[0]),
+                     f"kiln.grouped_gemm: offsets must not decrease and end at most at the "
+                     f"{x.shape[0]} rows of x; got {sizes.tolist()[:8]}")
     shape = tuple(x.shape[:-1]) + (w.shape[1],)
     if out is None:
         out = _empty(x, shape, "bf16")
@@ -533,8 +547,34 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
     seq_lens[b] keys. With one, they are a paged cache [pages, page, Hkv, D] (vLLM's layout;
     page a power of two from 16) and sequence b's key j lies in page block_table[b, j // page],
     row j % page. seq_lens [B] and block_table [B, max_pages] are int32. Keys past a sequence's
-    length may hold anything (NaN included): they are never read into the result.
+    length may hold anything (NaN included): they are never read into the result. Host arrays'
+    lengths (0 to the cache's keys a sequence) and pages in use are checked; on the GPU the kernels
+    read them as they are, with no host sync: a length past the cache counts as the cache's and a
+    page outside it reads as zeros (never out of bounds; the result is then undefined).
     """
+    call = "kiln.decode_attention"
+    _require_arrays(call, q=q, k_cache=k_cache, v_cache=v_cache, seq_lens=seq_lens)
+    if block_table is not None:
+        _require_arrays(call, block_table=block_table)
+    if not _is_torch(q) and len(k_cache.shape) == 4 and (block_table is None or
+                                                         len(block_table.shape) == 2):
+        # Host arrays: the lengths and pages checked here. (On the GPU they are the device's:
+        # read there, where a length past the cache is taken as the cache's and a page past it
+        # reads zeros; never out of bounds.)
+        import numpy
+        lens = numpy.asarray(seq_lens)
+        paged = block_table is not None
+        cap = block_table.shape[1] * k_cache.shape[1] if paged else k_cache.shape[2]
+        _require(lens.size == 0 or (lens.min() >= 0 and lens.max() <= cap),
+                 f"{call}: seq_lens must lie in [0, {cap}] (the cache's keys a sequence), not "
+                 f"{lens.min()} .. {lens.max()}")
+        if paged and lens.size and block_table.shape[0] == lens.size:  # (else the bindings say)
+            table, page = numpy.asarray(block_table), k_cache.shape[1]
+            used = numpy.arange(table.shape[1])[None, :] * page < lens[:, None]
+            pages = table[used]
+            _require(pages.size == 0 or (pages.min() >= 0 and pages.max() < k_cache.shape[0]),
+                     f"{call}: block_table's pages in use must lie in [0, {k_cache.shape[0]}), "
+                     f"not {pages.min()} .. {pages.max()}")
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, tuple(q.shape[:3]), "f32")
     _kiln._decode_attention(_r(q), _r(k_cache), _r(v_cache), _r(seq_lens), _r(block_table), _r(o),
@@ -548,11 +588,26 @@ def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=Non
     cu_seqlens[b + 1] (int32 [B + 1]); max_seqlen the longest sequence's length; a causal mask is
     each sequence's own. o [T, Hq, D], lse [Hq, T] f32.
     """
+    _require_arrays("kiln.varlen_attention", q=q, k=k, v=v, cu_seqlens=cu_seqlens)
+    _check_host_offsets("kiln.varlen_attention", q, cu_seqlens, q.shape[0], max_seqlen)
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, (q.shape[1], q.shape[0]), "f32")
     _kiln._varlen_attention(_r(q), _r(k), _r(v), _r(cu_seqlens), int(max_seqlen), _r(o), _r(lse),
                             bool(causal), float(scale or 0.0), stream=_stream([q]))
     return o, lse
+
+
+def _check_host_offsets(call, x, cu_seqlens, total, max_seqlen):
+    """Host arrays: cu_seqlens from 0, non-decreasing, to at most `total` rows, no sequence longer
+    than max_seqlen. (On the GPU they are the device's, read there.)"""
+    if _is_torch(x):
+        return
+    import numpy
+    cu = numpy.asarray(cu_seqlens).astype(numpy.int64)
+    _require(cu.ndim == 1 and cu.size >= 2 and cu[0] == 0 and (numpy.diff(cu) >= 0).all() and
+             cu[-1] <= total and numpy.diff(cu).max() <= max_seqlen,
+             f"{call}: cu_seqlens must rise from 0 to at most the {total} rows, no sequence past "
+             f"max_seqlen = {max_seqlen}; got {cu.tolist()[:8]}{' ...' if cu.size > 8 else ''}")
 
 
 def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, *, causal=False,
@@ -561,6 +616,8 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
     gradient d_out of out, all packed [T, H, D] as it took them (lse [Hq, T]). Each sequence's
     gradients come from its own rows only; deterministic, as attention_backward's default.
     """
+    _require_arrays("kiln.varlen_attention_backward", q=q, cu_seqlens=cu_seqlens)
+    _check_host_offsets("kiln.varlen_attention_backward", q, cu_seqlens, q.shape[0], max_seqlen)
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))

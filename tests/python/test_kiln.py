@@ -697,13 +697,20 @@ class Attention(unittest.TestCase):
                 self.assertLess(np.abs(lse[:, rows][None] - want_lse).max(), 1e-2, (d, b))
 
     def test_varlen_offsets_out_of_order_read_nothing_outside(self):
-        # cu_seqlens decreasing, then past T: those sequences are empty or cut at T (the last
-        # one, rows 20..99, overlaps the first), nothing is read or written outside the tensors,
-        # and the rows only the well-formed first sequence writes are right.
+        # cu_seqlens decreasing, then past T: kiln.varlen_attention refuses host arrays so. The
+        # kernel (through the bindings, as on the GPU, where the offsets are the device's) takes
+        # those sequences as empty or cut at T (the last one, rows 20..99, overlaps the first),
+        # reads or writes nothing outside the tensors, and the rows only the well-formed first
+        # sequence writes are right.
         rng = np.random.default_rng(13)
         t, h, d = 100, 2, 64
         q, k, v = (rng.standard_normal((t, h, d)).astype(np.float32) for _ in range(3))
-        o, _ = kiln.varlen_attention(q, k, v, np.array([0, 50, 20, 300], np.int32), 100)
+        bad = np.array([0, 50, 20, 300], np.int32)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.varlen_attention(q, k, v, bad, 100)
+        self.assertIn("cu_seqlens must rise from 0", str(caught.exception))
+        o, lse = np.empty_like(q), np.empty((h, t), np.float32)
+        kiln._kiln._varlen_attention(q, k, v, bad, 100, o, lse, False, 0.0, stream=0)
         seq = [x[:50].transpose(1, 0, 2)[None] for x in (q, k, v)]
         want, _ = attention_reference(*(bf16(x) for x in seq), False, d ** -0.5)
         self.assertLess(rel_error(o[:20].transpose(1, 0, 2)[None], want[:, :, :20]), 2e-2)
@@ -911,6 +918,33 @@ class EmptyAndWrongInputs(unittest.TestCase):
             with self.assertRaises(kiln.Error) as caught:
                 kiln.attention(qq, kk, vv)
             self.assertIn(message, str(caught.exception))
+
+    def test_index_arrays_checked_on_the_host(self):
+        # Lengths, pages, offsets and counts of host arrays are checked before the emulator runs
+        # (on the GPU they are the device's: read there, clamped, never out of bounds).
+        q = np.ones((1, 2, 1, 64), np.float32)
+        dense = np.ones((1, 1, 100, 64), np.float32)
+        paged = np.ones((4, 16, 1, 64), np.float32)
+        x, w = np.ones((4, 16), np.float32), np.ones((2, 16, 16), np.float32)
+        for call, message in [
+                (lambda: kiln.decode_attention(q, dense, dense, np.int32([101])),
+                 "seq_lens must lie in [0, 100]"),
+                (lambda: kiln.decode_attention(q, dense, dense, np.int32([-1])),
+                 "seq_lens must lie in [0, 100]"),
+                (lambda: kiln.decode_attention(q, paged, paged, np.int32([20]), np.int32([[0, 7]])),
+                 "block_table's pages in use must lie in [0, 4)"),
+                (lambda: kiln.decode_attention(q, dense, dense, [10]),
+                 "seq_lens must be a torch tensor or a NumPy array, not list"),
+                (lambda: kiln.grouped_gemm(x, w, np.int32([3, 1])), "offsets must not decrease"),
+                (lambda: kiln.grouped_gemm(x, w, np.int32([2, 40])), "end at most at the 4 rows"),
+                (lambda: kiln.grouped_gemm(x.reshape(2, 2, 16), w, counts=np.int32([9, 1])),
+                 "counts must be at most the capacity C = 2")]:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+        # Pages past a sequence's length are not read: any value there is fine.
+        o, _ = kiln.decode_attention(q, paged, paged, np.int32([10]), np.int32([[0, 99]]))
+        self.assertTrue(np.isfinite(o).all())
 
     def test_not_an_array(self):
         for call, message in [(lambda: kiln.gemm([[1.0]], np.ones((1, 1), np.float32)),
