@@ -8,7 +8,8 @@
 // at a time, their loads issued together: a part a round trip made the merge a chain of 2P memory
 // latencies (docs/perf/2026-11-28-decode-split-kv.md, "The combine's loads"). It is launched while
 // the split kernel drains (programmatic dependent launch: that kernel's CTAs let it launch once
-// their last loads are issued) and waits for that kernel's writes before it reads them.
+// their last loads are issued) and waits for that kernel's writes before it reads them; it lets
+// the kernel after it launch from its start, which then waits likewise before its memory work.
 #include <cmath>
 #include <vector>
 
@@ -33,6 +34,7 @@ absl::StatusOr<KernelDef> BuildCombine(Scalar in, bool blackwell) {
   k.RequireMultiple("D", kWidth);
   k.Grid(absl::StrCat("units/", kThreads));
   Value unit = k.BlockIdx(0) * kThreads + k.ThreadIdx();
+  k.LaunchDependents();   // the next kernel (a decode step's next split, say) may set up now
   k.WaitForPriorGrids();  // the parts written
   k.If(unit.To(i64) < units, [&] {
     Value row = unit / (D / kWidth), d0 = unit % (D / kWidth) * kWidth;

@@ -196,6 +196,10 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
     k_ring.Init();
     v_ring.Init();
   });
+  // Split-KV decode is launched while the kernel before it ends (programmatic dependent launch:
+  // attention/combine lets the next kernel launch from its start): the set-up above overlaps that
+  // kernel's tail, and every thread waits here for its writes before it touches global memory.
+  if (a.split) k.WaitForPriorGrids();
   k.SyncThreads();
 
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24},
