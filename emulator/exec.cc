@@ -27,6 +27,16 @@ absl::Status Cta::Step(Thread& t) {
     case Op::kBra:
       t.pc = in.ops.at(0).target;
       return absl::OkStatus();
+    case Op::kBrx: {  // brx.idx index, list: PTX leaves an index past the list undefined
+      const uint64_t index = Read(t, in.ops.at(0), 32);
+      const std::vector<int>& targets = in.ops.at(1).regs;
+      if (index >= targets.size())
+        return Fail(t, in,
+                    absl::StrCat("index ", index, " past its ", targets.size(),
+                                 " targets (undefined in PTX)"));
+      t.pc = targets[index];
+      return absl::OkStatus();
+    }
     case Op::kRet:
     case Op::kExit:
       Exit(t);

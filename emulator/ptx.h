@@ -126,6 +126,7 @@ enum class Op : uint16_t {
   kBar,
   kBarArrive,
   kBra,
+  kBrx,  // brx.idx: an indirect branch to one of a .branchtargets list (ops[1].regs: their indices)
   kRet,
   kExit,
   kAtom,

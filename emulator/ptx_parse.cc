@@ -119,6 +119,7 @@ const std::map<std::string, Op>& Ops() {
                                                        {"bar", Op::kBar},
                                                        {"barrier", Op::kBar},
                                                        {"bra", Op::kBra},
+                                                       {"brx", Op::kBrx},
                                                        {"ret", Op::kRet},
                                                        {"exit", Op::kExit},
                                                        {"atom", Op::kAtom},
@@ -478,12 +479,38 @@ class EntryBuilder {
     return absl::OkStatus();
   }
 
-  void Label(const std::string& name) { labels_[name] = static_cast<int>(e_->code.size()); }
+  void Label(const std::string& name) {
+    labels_[name] = static_cast<int>(e_->code.size());
+    last_label_ = name;
+  }
+
+  // "LABEL: .branchtargets L0, L1, ...;" (the label just before it names the list brx.idx reads).
+  absl::Status BranchTargets(const std::string& stmt, int line) {
+    if (last_label_.empty() || labels_.at(last_label_) != static_cast<int>(e_->code.size()))
+      return Error(line, ".branchtargets without a label of its own before it");
+    std::vector<std::string> names;
+    for (absl::string_view n : absl::StrSplit(stmt.substr(std::string(".branchtargets").size()),
+                                              ',', absl::SkipWhitespace()))
+      names.emplace_back(absl::StripAsciiWhitespace(n));
+    if (names.empty()) return Error(line, ".branchtargets with no label");
+    target_lists_[last_label_] = std::move(names);
+    return absl::OkStatus();
+  }
 
   absl::Status ResolveLabels() {
     for (Instr& in : e_->code)
       for (Operand& o : in.ops)
-        if (o.kind == Operand::Kind::kLabel) {
+        if (o.kind == Operand::Kind::kLabel && in.op == Op::kBrx) {
+          auto list = target_lists_.find(o.symbol);
+          if (list == target_lists_.end())
+            return Error(in.line,
+                         absl::StrCat("brx.idx: ", o.symbol, " is no .branchtargets list"));
+          for (const std::string& name : list->second) {
+            auto it = labels_.find(name);
+            if (it == labels_.end()) return Error(in.line, absl::StrCat("unknown label ", name));
+            o.regs.push_back(it->second);
+          }
+        } else if (o.kind == Operand::Kind::kLabel) {
           auto it = labels_.find(o.symbol);
           if (it == labels_.end()) return Error(in.line, absl::StrCat("unknown label ", o.symbol));
           o.target = it->second;
@@ -501,6 +528,8 @@ class EntryBuilder {
   int loc_file_ = 0, loc_line_ = 0;
   std::vector<std::map<std::string, int>> scopes_;
   std::map<std::string, int> labels_;
+  std::string last_label_;
+  std::map<std::string, std::vector<std::string>> target_lists_;  // .branchtargets, by label
 };
 
 // ".param .u64 .ptr .global .align 1 NAME" or ".param .align 64 .b8 NAME[128]".
@@ -663,6 +692,8 @@ absl::StatusOr<Module> Parse(const std::string& text) {
             cur.clear();
             if (absl::StartsWith(stmt, ".reg")) {
               if (absl::Status s = b.Declare(stmt, cur_line); !s.ok()) return s;
+            } else if (absl::StartsWith(stmt, ".branchtargets")) {
+              if (absl::Status s = b.BranchTargets(stmt, cur_line); !s.ok()) return s;
             } else if (absl::StartsWith(stmt, ".")) {
               if (!absl::StartsWith(stmt, ".pragma") && !absl::StartsWith(stmt, ".loc"))
                 return Error(cur_line,

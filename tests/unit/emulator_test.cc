@@ -241,6 +241,37 @@ TEST(Emulator, SignedAndUnsignedComparisonsDiffer) {
   EXPECT_EQ(v[0], 10u + 0u + 15u);
 }
 
+// brx.idx (PTX ISA, "Control flow: brx.idx"): each thread branches to the target its index picks
+// from a .branchtargets list (LLVM emits one for a switch over a thread's lane); an index past the
+// list is undefined in PTX and an error here.
+TEST(Emulator, IndirectBranchesTakeTheirThreadsTarget) {
+  const char* body = R"(
+	and.b32 %r2, %r1, 3;
+	@%p7 add.s32 %r2, %r2, 4;
+	$L_list: .branchtargets $L_a, $L_b, $L_c, $L_d;
+	brx.idx %r2, $L_list;
+$L_a:
+	mov.b32 %r5, 10;
+	bra.uni $L_end;
+$L_b:
+	mov.b32 %r5, 11;
+	bra.uni $L_end;
+$L_c:
+	mov.b32 %r5, 12;
+	bra.uni $L_end;
+$L_d:
+	mov.b32 %r5, 13;
+$L_end:
+	st.global.b32 [%rd3], %r5;
+)";
+  std::vector<uint32_t> v = Emulate(Kernel(absl::StrCat("\tsetp.ne.s32 %p7, 0, 0;\n", body)), 8);
+  ASSERT_EQ(v.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(v[i], 10u + i % 4) << i;
+  absl::Status status;
+  Emulate(Kernel(absl::StrCat("\tsetp.eq.s32 %p7, 0, 0;\n", body)), 8, &status);
+  EXPECT_NE(status.message().find("past its 4 targets"), std::string::npos) << status;
+}
+
 // min.relu / max.relu.s32 clamp a negative result to 0 (PTX ISA, integer min and max); LLVM fuses
 // max(min(a, b), 0) into min.relu. min/max.NaN.f32 give NaN where an operand is NaN.
 TEST(Emulator, MinMaxReluAndNaN) {
