@@ -36,9 +36,9 @@ void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes,
       w.ndim() != 3 || sizes.ndim() != 1)
     throw Error(absl::StrCat(kCall, ": x and out must have rank ", rank,
                              masked ? " (experts, capacity, ...)" : " (tokens, ...)",
-                             ", w rank 3 (experts, N, K) and the sizes rank 1, not x ",
+                             ", w rank 3 (experts, N, K) and offsets or counts rank 1, not x ",
                              ShapeText(x), ", w ", ShapeText(w), ", out ", ShapeText(out),
-                             ", sizes ", ShapeText(sizes)));
+                             ", offsets or counts ", ShapeText(sizes)));
   const int64_t E = w.shape(0), N = w.shape(1), K = w.shape(2);
   const int64_t rows = masked ? x.shape(0) * x.shape(1) : x.shape(0);
   const bool fits = static_cast<int64_t>(x.shape(rank - 1)) == K &&
@@ -49,7 +49,8 @@ void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes,
                             : out.shape(0) == x.shape(0));
   if (!fits)
     throw Error(absl::StrCat(kCall, ": x ", ShapeText(x), ", w ", ShapeText(w), ", out ",
-                             ShapeText(out), " and sizes ", ShapeText(sizes), " do not make ",
+                             ShapeText(out), " and ", masked ? "counts " : "offsets ",
+                             ShapeText(sizes), " do not make ",
                              masked ? "(E, C, K) x (E, N, K) -> (E, C, N) with E counts"
                                     : "(T, K) x (E, N, K) -> (T, N) with E ends"));
   std::vector<const Array*> arrays = {&x, &w, &out, &sizes};

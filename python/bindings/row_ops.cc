@@ -45,7 +45,7 @@ void RowOp(const std::string& call, const char* kernel, const Array& x, std::opt
   Require(x, call, "x", -1, types);
   Require(out, call, "out", -1, types);
   const auto [rows, cols] = RowsCols(call, x, out);
-  for (const auto& [what, a] : {std::pair{"w", &w}, std::pair{"b", &b}})
+  for (const auto& [what, a] : {std::pair{"weight", &w}, std::pair{"bias", &b}})
     if (*a) {
       Require(**a, call, what, 1, types);
       if (static_cast<int64_t>((*a)->shape(0)) != cols)

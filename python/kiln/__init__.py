@@ -53,12 +53,15 @@ def _stream(arrays):
 _DL_TYPES = None  # {torch dtype: (DLPack type code, bits)}, made at the first torch CUDA tensor
 
 
-def _r(x):
+def _r(x, writes=False):
     """A torch CUDA tensor of a type kiln reads as a DLPack capsule made from its fields
-    (_kiln._cuda_ref): torch's own __dlpack__ costs several times more. Anything else (NumPy
-    arrays, CPU tensors, other types, None) as it is, for the bindings' usual checks."""
+    (_kiln._cuda_ref): torch's own __dlpack__ costs several times more. A read-only NumPy array
+    an op only reads (not `writes`) as a copy: the bindings take writable arrays alone. Anything
+    else (NumPy arrays, CPU tensors, other types, None) as it is, for the bindings' checks."""
     global _DL_TYPES
     if x is None or not _is_torch(x) or not x.is_cuda:
+        if not writes and type(x).__module__ == "numpy" and not x.flags.writeable:
+            return x.copy()
         return x
     if _DL_TYPES is None:
         import torch
@@ -80,6 +83,12 @@ def _empty(like, shape, dtype):
         return torch.empty(shape, dtype=torch_type, device=like.device)
     import numpy
     return numpy.empty(shape, dtype=numpy.float32)
+
+
+def _writable_out(call, out):
+    """kiln.Error where a host `out` given by the caller is read-only (kiln writes it)."""
+    if out is not None and type(out).__module__ == "numpy" and not out.flags.writeable:
+        raise Error(f"{call}: out is read-only; give a writable array (or none: kiln makes one)")
 
 
 def _require_arrays(call, **arrays):
@@ -110,7 +119,7 @@ class _Loaded:
     def __call__(self, *args, grid=None, stream=None):
         if stream is None:
             stream = _stream(args)
-        self._kernel(*[_r(x) for x in args], grid=grid, stream=stream)
+        self._kernel(*[_r(x, writes=True) for x in args], grid=grid, stream=stream)  # (any may)
 
     def __getattr__(self, name):
         return getattr(self._kernel, name)
@@ -123,12 +132,16 @@ def load(bundle_dir, name):
     """The kernel `name` of the bundle directory `bundle_dir` (what `kiln bundle` or a build
     writes), as a callable. Its arguments are checked against the manifest's parameters; its grid
     is the kernel's rule unless grid=(x, y, z) is given."""
+    _require(_os.path.isdir(str(bundle_dir)),
+             f"kiln.load: no directory {str(bundle_dir)!r} (a bundle directory: `kiln bundle --dir "
+             f"DIR {name}` writes one)")
     return _Loaded(_kiln.Kernel(str(bundle_dir), name))
 
 
 def softmax(x, *, out=None):
     """softmax over the last dimension."""
     _require_arrays("kiln.softmax", x=x)
+    _writable_out("kiln.softmax", out)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
     _kiln._softmax(_r(x), _r(out), stream=_stream([x]))
     return out
@@ -137,6 +150,7 @@ def softmax(x, *, out=None):
 def rms_norm(x, weight, eps=1e-6, *, out=None):
     """x / sqrt(mean(x^2) + eps) * weight over the last dimension."""
     _require_arrays("kiln.rms_norm", x=x, weight=weight)
+    _writable_out("kiln.rms_norm", out)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
     _kiln._rms_norm(_r(x), _r(weight), _r(out), float(eps), stream=_stream([x]))
     return out
@@ -145,6 +159,7 @@ def rms_norm(x, weight, eps=1e-6, *, out=None):
 def layer_norm(x, weight, bias, eps=1e-5, *, out=None):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension."""
     _require_arrays("kiln.layer_norm", x=x, weight=weight, bias=bias)
+    _writable_out("kiln.layer_norm", out)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
     _kiln._layer_norm(_r(x), _r(weight), _r(bias), _r(out), float(eps), stream=_stream([x]))
     return out
@@ -183,6 +198,7 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     and k share; out[:, h * dim + r] holds feature rope_order(dim)[r] of head h.
     """
     _require_arrays("kiln.gemm", a=a, b=b)
+    _writable_out("kiln.gemm", out)
     _require(len(a.shape) == 2 and len(b.shape) == 2,
              f"kiln.gemm: a (M, K) and b (K, N) must have rank 2, not shapes {tuple(a.shape)} and "
              f"{tuple(b.shape)}")
@@ -285,6 +301,7 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
     _require((offsets is None) != (counts is None),
              "kiln.grouped_gemm: give either offsets (contiguous) or counts (masked)")
     masked = counts is not None
+    _writable_out("kiln.grouped_gemm", out)
     _require_arrays("kiln.grouped_gemm", x=x, w=w, **({"counts": counts} if masked else
                                                        {"offsets": offsets}))
     if not _is_torch(x) and len(x.shape) >= 2:  # host arrays: the sizes checked (GPU: read there)

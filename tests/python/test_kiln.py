@@ -64,8 +64,8 @@ class RowOps(unittest.TestCase):
         cases = [
             (lambda: kiln.softmax(x.astype(np.float64)), "x must be f32, not f64"),
             (lambda: kiln.softmax(x[:, ::2]), "must be contiguous"),
-            (lambda: kiln.rms_norm(x, np.ones(99, np.float32)), "w has shape (99,); x has 100 columns"),
-            (lambda: kiln.rms_norm(x, np.ones((1, 100), np.float32)), "w must have rank 1"),
+            (lambda: kiln.rms_norm(x, np.ones(99, np.float32)), "weight has shape (99,); x has 100 columns"),
+            (lambda: kiln.rms_norm(x, np.ones((1, 100), np.float32)), "weight must have rank 1"),
             (lambda: kiln.softmax(x, out=np.empty((4, 101), np.float32)), "out has shape (4, 101)"),
         ]
         for call, message in cases:
@@ -873,6 +873,9 @@ class Load(unittest.TestCase):
         with self.assertRaises(kiln.Error) as caught:
             kiln.load(BUNDLES, "ops/no_such_kernel")
         self.assertIn("no_such_kernel", str(caught.exception))
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.load("/no/such/dir", "ops/saxpy")
+        self.assertIn("kiln.load: no directory '/no/such/dir'", str(caught.exception))
 
 
 class EmptyAndWrongInputs(unittest.TestCase):
@@ -945,6 +948,22 @@ class EmptyAndWrongInputs(unittest.TestCase):
         # Pages past a sequence's length are not read: any value there is fine.
         o, _ = kiln.decode_attention(q, paged, paged, np.int32([10]), np.int32([[0, 99]]))
         self.assertTrue(np.isfinite(o).all())
+
+    def test_read_only_arrays(self):
+        # Inputs may be read-only (memory-mapped weights, np.frombuffer); an out must not be.
+        rng = np.random.default_rng(11)
+        a, b = rng.standard_normal((5, 16)).astype(np.float32), rng.standard_normal((16, 3))
+        b = b.astype(np.float32)
+        ra, rb = a.copy(), b.copy()
+        ra.setflags(write=False), rb.setflags(write=False)
+        np.testing.assert_array_equal(kiln.gemm(ra, rb), kiln.gemm(a, b))
+        np.testing.assert_array_equal(kiln.softmax(ra), kiln.softmax(a))
+        w = np.ones(16, np.float32)
+        w.setflags(write=False)
+        np.testing.assert_array_equal(kiln.rms_norm(ra, w), kiln.rms_norm(a, np.ones(16, np.float32)))
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.softmax(a, out=ra)
+        self.assertIn("kiln.softmax: out is read-only", str(caught.exception))
 
     def test_not_an_array(self):
         for call, message in [(lambda: kiln.gemm([[1.0]], np.ones((1, 1), np.float32)),
