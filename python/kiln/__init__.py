@@ -85,6 +85,24 @@ def _empty(like, shape, dtype):
     return numpy.empty(shape, dtype=numpy.float32)
 
 
+def _out_type(dtype):
+    """kiln.gemm's out_dtype as a kiln type name ("bf16", "f16", "f32"): those names, or torch's or
+    NumPy's dtypes of them; None for None."""
+    if dtype is None:
+        return None
+    name = _TORCH_TYPES.get(str(dtype))
+    if name is None and not isinstance(dtype, str):
+        try:
+            import numpy
+            name = {"float16": "f16", "float32": "f32"}.get(numpy.dtype(dtype).name)
+        except TypeError:
+            name = None
+    name = name or dtype
+    if name not in ("bf16", "f16", "f32"):
+        raise Error(f"kiln.gemm: out_dtype {dtype!r}: 'bf16', 'f16' or 'f32' (or torch's dtypes)")
+    return name
+
+
 def _writable_out(call, out):
     """kiln.Error where a host `out` given by the caller is read-only (kiln writes it)."""
     if out is not None and type(out).__module__ == "numpy" and not out.flags.writeable:
@@ -227,8 +245,8 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     _require(fp8_types is None, "kiln.gemm: fp8_types names the types of 8-bit inputs; a and b "
              f"are {getattr(a, 'dtype', type(a).__name__)}")
     in_type = _type_of(a)
-    out_type = out_dtype or (_type_of(out) if out is not None and _is_torch(out) else in_type)
-    out_type = _TORCH_TYPES.get(str(out_type), out_type)
+    out_type = _out_type(out_dtype) or (
+        _type_of(out) if out is not None and _is_torch(out) else in_type)
     if out is None:
         n = b.shape[1] // 2 if activation == "swiglu" else b.shape[1]
         out = _empty(a, (a.shape[0], n), out_type)
@@ -361,7 +379,7 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
             types.append(_FP8_TYPES[dtype])
         else:
             types.append(given or "e4m3")
-    out_type = _TORCH_TYPES.get(str(out_dtype), out_dtype) or (
+    out_type = _out_type(out_dtype) or (
         _type_of(out) if out is not None and _is_torch(out) else "bf16")
     if out is None:
         out = _empty(a, (a.shape[0], b.shape[1]), out_type)

@@ -226,6 +226,8 @@ class Gemm(unittest.TestCase):
             (lambda: kiln.gemm(a[None], np.ones((16, 4), np.float32), out=np.empty((8, 4), np.float32)),
              "must have rank 2"),
             (lambda: kiln.gemm(a, np.ones(16, np.float32)), "must have rank 2, not shapes (8, 16) and (16,)"),
+            (lambda: kiln.gemm(a, np.ones((16, 4), np.float32), out_dtype="f64"),
+             "out_dtype 'f64': 'bf16', 'f16' or 'f32'"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:
@@ -948,6 +950,11 @@ class EmptyAndWrongInputs(unittest.TestCase):
         # Pages past a sequence's length are not read: any value there is fine.
         o, _ = kiln.decode_attention(q, paged, paged, np.int32([10]), np.int32([[0, 99]]))
         self.assertTrue(np.isfinite(o).all())
+
+    def test_out_dtype_as_a_numpy_type(self):
+        a, b = np.ones((4, 16), np.float32), np.ones((16, 3), np.float32)
+        np.testing.assert_array_equal(kiln.gemm(a, b, out_dtype=np.float32),
+                                      kiln.gemm(a, b, out_dtype="f32"))
 
     def test_read_only_arrays(self):
         # Inputs may be read-only (memory-mapped weights, np.frombuffer); an out must not be.
