@@ -462,7 +462,9 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
   if (plan->kernel != bundle.manifest.name)
     return absl::InvalidArgumentError(
         absl::StrCat("this problem runs ", plan->kernel, ", not ", bundle.manifest.name));
-  if (plan->splits > 1 && (!combine || combine->manifest.name != plan->combine))
+  // As rt::RunAttention: a split kernel that folds merges its parts itself.
+  const bool fold = plan->splits > 1 && rt::FoldsSplits(bundle.manifest, plan->size);
+  if (plan->splits > 1 && !fold && (!combine || combine->manifest.name != plan->combine))
     return absl::InvalidArgumentError(
         absl::StrCat("this problem's parts are merged by ", plan->combine, ": pass its bundle"));
   AttentionResult r;
@@ -494,11 +496,12 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
   }
   rt::AttentionOperands ops = {*q, *k, *v, o_at, lse_at};
   if (page > 0) ops.seq_lens = *lens, ops.block_table = *table;
-  absl::StatusOr<std::vector<rt::Arg>> args =
-      rt::AttentionArgs(bundle.manifest, plan->size, plan->scale, ops, plan->splits);
+  const rt::FoldedOutputs merged_into{*o, *lse};
+  absl::StatusOr<std::vector<rt::Arg>> args = rt::AttentionArgs(
+      bundle.manifest, plan->size, plan->scale, ops, plan->splits, fold ? &merged_into : nullptr);
   if (!args.ok()) return args.status();
   std::vector<rt::Arg> merge;
-  if (plan->splits > 1) {
+  if (plan->splits > 1 && !fold) {
     absl::StatusOr<std::vector<rt::Arg>> m =
         rt::CombineArgs(combine->manifest, *plan, o_at, lse_at, *o, *lse);
     if (!m.ok()) return m.status();
@@ -515,7 +518,7 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
     absl::StatusOr<emu::Stats> stats =
         emu::Launch(d, bundle, *args, {.seed = launch_seed, .sm_count = 3});
     if (!stats.ok()) return stats.status();
-    if (plan->splits > 1) {
+    if (plan->splits > 1 && !fold) {
       absl::StatusOr<emu::Stats> merged = emu::Launch(d, *combine, merge, {.seed = launch_seed});
       if (!merged.ok()) return merged.status();
     }

@@ -210,9 +210,15 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   return plan;
 }
 
+bool FoldsSplits(const Manifest& m, const AttentionSize& z) {
+  const bool has = std::any_of(m.params.begin(), m.params.end(),
+                               [](const ParamSpec& p) { return p.name == "fold"; });
+  return has && z.b * z.hq * ((z.s + 63) / 64) <= kFoldedTiles;
+}
+
 absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const AttentionSize& z,
-                                               float scale, const AttentionOperands& o,
-                                               int splits) {
+                                               float scale, const AttentionOperands& o, int splits,
+                                               const FoldedOutputs* fold) {
   const int64_t block_m = std::max<int64_t>(AttentionBlockM(m), 1);
   const std::map<std::string, int64_t> ints = {{"B", z.b},
                                                {"Hq", z.hq},
@@ -227,7 +233,8 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const Attentio
                                                {"kv_stride", z.KvStride()},
                                                {"o_stride", z.OStride()},
                                                // varlen: a bound on the sequences' query tiles
-                                               {"tiles", (z.total + block_m - 1) / block_m + z.b}};
+                                               {"tiles", (z.total + block_m - 1) / block_m + z.b},
+                                               {"fold", fold ? 1 : 0}};
   const std::map<std::string, cu::CUdeviceptr> maps = {
       {"Q", o.q}, {"K", o.k}, {"V", o.v}, {"O", o.o}};
   std::vector<Arg> args;
@@ -241,6 +248,12 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const Attentio
       args.push_back(Arg::Ptr(o.lse));
     } else if (p.kind == Kind::kPointer && (p.name == "seq_lens" || p.name == "block_table")) {
       args.push_back(Arg::Ptr(p.name == "seq_lens" ? o.seq_lens : o.block_table));
+    } else if (p.kind == Kind::kPointer &&
+               (p.name == "O_parts" || p.name == "O_out" || p.name == "lse_out")) {
+      // (a split kernel's parts, and where it merges them; unread where it does not fold)
+      args.push_back(Arg::Ptr(p.name == "O_parts" ? o.o
+                              : p.name == "O_out" ? (fold ? fold->o : o.o)
+                                                  : (fold ? fold->lse : o.lse)));
     } else if (p.kind == Kind::kPointer && (p.name == "cu_seqlens" || p.name == "O")) {
       args.push_back(Arg::Ptr(p.name == "O" ? o.o : o.cu_seqlens));  // (varlen's partial tiles)
     } else if (p.kind == Kind::kTensorMap && maps.count(p.tensor_map.tensor)) {
@@ -303,18 +316,22 @@ absl::Status RunAttention(const AttentionSize& size, const AttentionOptions& opt
   absl::StatusOr<const Manifest*> manifest = device.ManifestOf(plan->kernel);
   if (!manifest.ok()) return manifest.status();
   AttentionOperands o = operands;
-  if (plan->splits > 1) {  // the parts go to scratch, then combine merges them into O and lse
+  // The parts go to scratch; the split kernel's last part of each tile merges them into O and
+  // lse (FoldsSplits), or attention/combine does after it.
+  if (plan->splits > 1) {
     absl::StatusOr<uint64_t> o_parts = device.Scratch(0, PartsOBytes(*plan)),
                              lse_parts = device.Scratch(1, PartsLseBytes(*plan));
     if (!o_parts.ok()) return o_parts.status();
     if (!lse_parts.ok()) return lse_parts.status();
     o.o = *o_parts, o.lse = *lse_parts;
   }
+  const bool fold = plan->splits > 1 && FoldsSplits(**manifest, plan->size);
+  const FoldedOutputs merged{operands.o, operands.lse};
   absl::StatusOr<std::vector<Arg>> args =
-      AttentionArgs(**manifest, plan->size, plan->scale, o, plan->splits);
+      AttentionArgs(**manifest, plan->size, plan->scale, o, plan->splits, fold ? &merged : nullptr);
   if (!args.ok()) return args.status();
   if (absl::Status st = device.Launch(plan->kernel, *std::move(args)); !st.ok()) return st;
-  if (plan->splits == 1) return absl::OkStatus();
+  if (plan->splits == 1 || fold) return absl::OkStatus();
   absl::StatusOr<const Manifest*> combine = device.ManifestOf(plan->combine);
   if (!combine.ok()) return combine.status();
   absl::StatusOr<std::vector<Arg>> merge =

@@ -10,6 +10,8 @@
 // the split kernel drains (programmatic dependent launch: that kernel's CTAs let it launch once
 // their last loads are issued) and waits for that kernel's writes before it reads them; it lets
 // the kernel after it launch from its start, which then waits likewise before its memory work.
+#include "ops/attention/kernels/combine.h"
+
 #include <cmath>
 #include <vector>
 
@@ -20,8 +22,51 @@
 
 namespace kiln::examples {
 namespace {
-
 constexpr int kThreads = 128, kWidth = 8, kPartsAtOnce = 8;
+}  // namespace
+
+void MergePartsOfRow(Kernel& k, Scalar in, const SplitParts& m, const Value& row, const Value& d0) {
+  const Value &o_parts = m.o_parts, &lse_parts = m.lse_parts, &o = m.o, &lse = m.lse,
+              &rows = m.rows, &P = m.P, &D = m.D;
+  // Part p's lse, and its O's 8 elements here; parts past the last read the last one's
+  // addresses and weigh 0 (lse -inf), so that a group of loads needs no branch.
+  auto last = [&](const Value& p) { return (Min(p, P - 1) * rows + row).To(i64); };
+  auto lse_of = [&](const Value& p) {
+    return Select(p < P, k.Load(lse_parts + last(p)), k.F32(-INFINITY));
+  };
+  Regs top = k.Registers(Type::Of(f32), 1), sum = k.Registers(Type::Of(f32), 1);
+  Regs acc = k.Registers(Type::Of(f32), kWidth);
+  top[0] = k.F32(-INFINITY);
+  sum[0] = k.F32(0);
+  for (int e = 0; e < kWidth; ++e) acc[e] = k.F32(0);
+  k.For(0, P, kPartsAtOnce, [&](Value p0) {
+    std::vector<Value> l;
+    for (int u = 0; u < kPartsAtOnce; ++u) l.push_back(lse_of(p0 + u));
+    for (const Value& x : l) top[0] = Max(top[0], x);
+  });
+  k.For(0, P, kPartsAtOnce, [&](Value p0) {
+    std::vector<Value> l, part;
+    for (int u = 0; u < kPartsAtOnce; ++u) {
+      l.push_back(lse_of(p0 + u));
+      part.push_back(LoadGlobal(o_parts + (last(p0 + u) * D.To(i64) + d0.To(i64)), kWidth,
+                                {.cache = CacheHint::kReadOnly}));
+    }
+    for (int u = 0; u < kPartsAtOnce; ++u) {
+      Value w = Select(l[u] == -INFINITY, k.F32(0), Exp(l[u] - top[0]));
+      sum[0] = sum[0] + w;
+      for (int e = 0; e < kWidth; ++e) acc[e] = acc[e] + w * part[u].Lane(e).To(f32);
+    }
+  });
+  Value inv = Select(sum[0] > 0.0, Rcp(sum[0]), k.F32(0));
+  std::vector<Value> out;
+  for (int e = 0; e < kWidth; ++e) out.push_back((acc[e] * inv).To(in));
+  StoreGlobal(o + (row.To(i64) * D.To(i64) + d0.To(i64)), k.Vector(out));
+  k.If(d0 == 0, [&] {
+    k.Store(lse + row.To(i64), Select(sum[0] > 0.0, top[0] + Log(sum[0]), k.F32(-INFINITY)));
+  });
+}
+
+namespace {
 
 // For sm_90a, or (blackwell) sm_100a: "attention/combine[.f16][.sm100a]".
 absl::StatusOr<KernelDef> BuildCombine(Scalar in, bool blackwell) {
@@ -38,42 +83,7 @@ absl::StatusOr<KernelDef> BuildCombine(Scalar in, bool blackwell) {
   k.WaitForPriorGrids();  // the parts written
   k.If(unit.To(i64) < units, [&] {
     Value row = unit / (D / kWidth), d0 = unit % (D / kWidth) * kWidth;
-    // Part p's lse, and its O's 8 elements here; parts past the last read the last one's
-    // addresses and weigh 0 (lse -inf), so that a group of loads needs no branch.
-    auto last = [&](const Value& p) { return (Min(p, P - 1) * rows + row).To(i64); };
-    auto lse_of = [&](const Value& p) {
-      return Select(p < P, k.Load(lse_parts + last(p)), k.F32(-INFINITY));
-    };
-    Regs top = k.Registers(Type::Of(f32), 1), sum = k.Registers(Type::Of(f32), 1);
-    Regs acc = k.Registers(Type::Of(f32), kWidth);
-    top[0] = k.F32(-INFINITY);
-    sum[0] = k.F32(0);
-    for (int e = 0; e < kWidth; ++e) acc[e] = k.F32(0);
-    k.For(0, P, kPartsAtOnce, [&](Value p0) {
-      std::vector<Value> l;
-      for (int u = 0; u < kPartsAtOnce; ++u) l.push_back(lse_of(p0 + u));
-      for (const Value& x : l) top[0] = Max(top[0], x);
-    });
-    k.For(0, P, kPartsAtOnce, [&](Value p0) {
-      std::vector<Value> l, part;
-      for (int u = 0; u < kPartsAtOnce; ++u) {
-        l.push_back(lse_of(p0 + u));
-        part.push_back(LoadGlobal(o_parts + (last(p0 + u) * D.To(i64) + d0.To(i64)), kWidth,
-                                  {.cache = CacheHint::kReadOnly}));
-      }
-      for (int u = 0; u < kPartsAtOnce; ++u) {
-        Value w = Select(l[u] == -INFINITY, k.F32(0), Exp(l[u] - top[0]));
-        sum[0] = sum[0] + w;
-        for (int e = 0; e < kWidth; ++e) acc[e] = acc[e] + w * part[u].Lane(e).To(f32);
-      }
-    });
-    Value inv = Select(sum[0] > 0.0, Rcp(sum[0]), k.F32(0));
-    std::vector<Value> out;
-    for (int e = 0; e < kWidth; ++e) out.push_back((acc[e] * inv).To(in));
-    StoreGlobal(o + (row.To(i64) * D.To(i64) + d0.To(i64)), k.Vector(out));
-    k.If(d0 == 0, [&] {
-      k.Store(lse + row.To(i64), Select(sum[0] > 0.0, top[0] + Log(sum[0]), k.F32(-INFINITY)));
-    });
+    MergePartsOfRow(k, in, {o_parts, lse_parts, o, lse, rows, P, D}, row, d0);
   });
   return k.Build();
 }

@@ -16,7 +16,9 @@
 //
 // Decode ("split", planned by rt::PlanAttention's PlanDecode): one warpgroup over a KV head's query
 // heads packed as one tile's rows, the key tiles of each query tile split in P parts, a CTA each,
-// each writing its O and lse as a head of their own for attention/combine; "lens" gives each
+// each writing its O and lse as a head of their own; the last part of a tile to finish merges
+// them (SplitFold: hopper_epilogue.cc), or, where the launcher does not ask, attention/combine
+// does (docs/perf/2026-11-28-decode-split-kv.md, "The merge in the last part"); "lens" gives each
 // sequence its own length and "pageN" reads K and V from a paged cache (common.h).
 //
 // Constraints (checked at build): 1 to 3 consumer warpgroups; a key tile of a multiple of 16 rows
@@ -188,6 +190,15 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   HopperAttention h{k,        a,      D,      W,      BM,      BN,          SPANS,     STAGES,
                     q_stages, in,     p,      tiles,  m_tiles, tile_count,  sQ,        sK,
                     sV,       q_ring, k_ring, v_ring, shift,   group_heads, tile_slots};
+  if (a.split) {  // the merge in the last part of each tile (SplitFold), where `fold` is 1
+    h.fold.on = k.I32Param("fold");
+    h.fold.o_parts = k.PtrParam("O_parts", in);
+    h.fold.o_out = k.PtrParam("O_out", in);
+    h.fold.lse_out = k.PtrParam("lse_out", f32);
+    h.fold.counters =
+        k.WorkspaceParam("counters", i32, "", int64_t{attention_sm90::kFoldTiles} * 4);
+    h.fold.slot = k.Smem(i32, 1, 1);
+  }
 
   k.If(k.ThreadIdx() == 0, [&] {
     for (const TensorMap* map : {&p.tq, &p.tk, &p.tv, &p.to})

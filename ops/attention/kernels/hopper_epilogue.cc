@@ -4,8 +4,10 @@
 // clipped TMA store; the stage is free for the next Q once the store has read it.
 #include <cmath>
 
+#include "kiln/memory_ops.h"
 #include "kiln/rows.h"
 #include "kiln/warp.h"
+#include "ops/attention/kernels/combine.h"
 #include "ops/attention/kernels/hopper_consumer.h"
 
 namespace kiln::examples::attention_sm90 {
@@ -29,6 +31,7 @@ HopperConsumer::Inverse HopperConsumer::FinishRows(Value tile_m0, Value q_head) 
 
 void HopperConsumer::StoreO(Value tile_m0, Value q_head, Value qs, const Inverse& inv) {
   ScaleRows(o_, inv.of);  // O / sum
+  if (h_.a.split) return StorePartRows(tile_m0, q_head, qs);
   if (!h_.a.varlen) return StoreBoxes(tile_m0, q_head, qs, tile_m0);
   // Packed sequences: a tile inside its sequence goes out in boxes at its packed rows; the
   // sequence's last tile, partial, row by row (a box would write the next sequence's rows).
@@ -70,6 +73,49 @@ void HopperConsumer::StoreRows(Value tile_m0, Value q_head, Value qs) {
     k_.If(row < rows_, [&] { k_.Store(h_.p.o_ptr + at, packed[p]); });
   }
   h_.q_ring.Release(qs, c_);
+}
+
+// A part of a split tile: each thread stores its pairs of the rows inside S, O_parts
+// [P * B * Hq, S, D] at head out_head, from registers, so that the merge's loads (FoldParts) need
+// no proxy fence after them; the Q stage is free as StoreRows says.
+void HopperConsumer::StorePartRows(Value tile_m0, Value out_head, Value qs) {
+  const std::vector<Value> packed = PackPairs(o_, h_.in);
+  for (int p = 0; p < h_.D / 4; ++p) {
+    Value row = tile_m0 + row0_ + o_.Row(p);
+    Value at = (out_head.To(i64) * h_.p.S.To(i64) + row.To(i64)) * h_.D + o_.Col(p).To(i64);
+    k_.If(row < rows_, [&] { k_.Store(h_.fold.o_parts + at, packed[p]); });
+  }
+  h_.q_ring.Release(qs, c_);
+}
+
+// Where the launcher asks (fold = 1): the parts of the tile count themselves in, and the last one
+// (in any order: its merge reads the parts in part order, so the bytes do not depend on which)
+// merges them into O_out and lse_out and puts the counter back for the next launch
+// (threadfence-reduction's pattern: each thread's stores fenced before the count, the count's
+// reader fenced before its loads).
+void HopperConsumer::FoldParts(Value tile_m0, Value out_head) {
+  const SplitFold& f = h_.fold;
+  Value heads = h_.p.B * h_.p.Hq, head = out_head % heads;
+  Value tile = head * h_.m_tiles + tile_m0 / h_.BM;  // (the launcher folds at most kFoldTiles)
+  k_.If((f.on != 0) & (tile < kFoldTiles), [&] {
+    const Value& P = h_.p.P;
+    k_.FenceGpu();
+    k_.NamedBarrier(wg_ + 1 + h_.W, 128);
+    k_.If(c_ == 0, [&] { k_.Store(f.slot.At(0, 0), AtomicAdd(f.counters + tile.To(i64), 1)); });
+    k_.NamedBarrier(wg_ + 1 + h_.W, 128);
+    k_.If(k_.Load(f.slot.At(0, 0)) == P - 1, [&] {
+      k_.FenceGpu();
+      const int chunks = h_.D / 8;
+      Value rows = Min(rows_ - tile_m0, k_.I32(h_.BM));
+      k_.For(c_, rows * chunks, 128, [&](Value u) {
+        Value row = head * h_.p.S + tile_m0 + u / chunks;
+        MergePartsOfRow(k_, h_.in,
+                        {f.o_parts, h_.p.lse, f.o_out, f.lse_out, heads * h_.p.S, P, k_.I32(h_.D)},
+                        row, u % chunks * 8);
+      });
+      k_.If(c_ == 0, [&] { k_.Store(f.counters + tile.To(i64), k_.I32(0)); });
+    });
+  });
 }
 
 }  // namespace kiln::examples::attention_sm90

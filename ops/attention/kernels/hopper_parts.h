@@ -4,6 +4,7 @@
 // is the producer warp; hopper_consumer.h the consumer warpgroups.
 #pragma once
 
+#include "kiln/ops/attention.h"
 #include "kiln/pipeline.h"
 #include "ops/attention/kernels/common.h"
 
@@ -21,6 +22,17 @@ struct QueryTile {
   Value m0, q_head, kv_head, n_tiles, n_first, out_head, skv, b, seq0, rows, shift;
 };
 
+// Split-KV decode: the last part of a tile to finish merges the tile's parts (where the launcher
+// asks, `on`), so no combine kernel runs. The parts' O rows go to o_parts [P * B * Hq, S, D] (lse:
+// AttentionParams::lse); each tile counts its finished parts in counters (zeroed once; the
+// merging part puts its counter back to 0); `slot` hands the count to the warpgroup.
+struct SplitFold {
+  Value on, counters, o_parts, o_out, lse_out;
+  SmemTile slot;
+};
+// The tiles a launch may fold (rt::kFoldedTiles): its counters.
+inline constexpr int kFoldTiles = static_cast<int>(rt::kFoldedTiles);
+
 // What the kernel declared, as its roles read it.
 struct HopperAttention {
   Kernel& k;
@@ -37,6 +49,7 @@ struct HopperAttention {
   Value shift;          // Skv - S: query i sees keys j <= i + shift (QueryTile::shift)
   Value group_heads;    // causal: the heads whose tiles are dispatched together
   SmemTile tile_slots;  // the tile numbers the producer hands to the consumers (hopper.cc)
+  SplitFold fold;       // split only
 
   // The tile number t stands for (hopper.cc: the order of the work).
   QueryTile TileOf(Value t) const;

@@ -92,11 +92,22 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& size,
                                             const AttentionOperands& operands,
                                             int compute_capability);
 
+// Split-KV on sm_90a merges its parts in the kernel (the last part of each tile to finish, no
+// attention/combine launch) where its manifest has the "fold" parameter and the problem has at
+// most kFoldedTiles query tiles (B * Hq * ceil(S / 64) of the planned size): the merged O and lse
+// go to `o` and `lse`, the parts to the operands' O and lse.
+inline constexpr int64_t kFoldedTiles = 1024;
+struct FoldedOutputs {
+  cu::CUdeviceptr o = 0, lse = 0;
+};
+bool FoldsSplits(const Manifest& manifest, const AttentionSize& planned);
+
 // The launch arguments of an attention kernel for `manifest` (the emulator takes them too).
-// `splits`: the P of a split kernel.
+// `splits`: the P of a split kernel; `fold`: where a folding split kernel merges (none: it does
+// not, and attention/combine must).
 absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& manifest, const AttentionSize& size,
                                                float scale, const AttentionOperands& operands,
-                                               int splits = 1);
+                                               int splits = 1, const FoldedOutputs* fold = nullptr);
 
 // The query-tile height an attention kernel states (its "attention" attribute's block_m), or 0.
 int64_t AttentionBlockM(const Manifest& manifest);
