@@ -190,7 +190,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   HopperAttention h{k,        a,      D,      W,      BM,      BN,          SPANS,     STAGES,
                     q_stages, in,     p,      tiles,  m_tiles, tile_count,  sQ,        sK,
                     sV,       q_ring, k_ring, v_ring, shift,   group_heads, tile_slots};
-  if (a.split) {  // the merge in the last part of each tile (SplitFold), where `fold` is 1
+  // The merge in the last part of each tile (SplitFold), where `fold` is 1: with one consumer
+  // warpgroup, whose threads are the part's (with more, the launcher runs attention/combine).
+  if (a.split && W == 1) {
     h.fold.on = k.I32Param("fold");
     h.fold.o_parts = k.PtrParam("O_parts", in);
     h.fold.o_out = k.PtrParam("O_out", in);

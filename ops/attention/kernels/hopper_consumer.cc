@@ -196,7 +196,7 @@ void HopperConsumer::TileByTile() {
           LastPv();
         });
         StoreO(m0_, tile.out_head, qs, FinishRows(m0_, tile.out_head));
-        if (h_.a.split) FoldParts(m0_, tile.out_head);
+        if (h_.a.split && h_.W == 1) FoldParts(m0_, tile.out_head);
       });
 }
 

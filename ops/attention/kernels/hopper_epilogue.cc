@@ -31,7 +31,7 @@ HopperConsumer::Inverse HopperConsumer::FinishRows(Value tile_m0, Value q_head) 
 
 void HopperConsumer::StoreO(Value tile_m0, Value q_head, Value qs, const Inverse& inv) {
   ScaleRows(o_, inv.of);  // O / sum
-  if (h_.a.split) return StorePartRows(tile_m0, q_head, qs);
+  if (h_.a.split && h_.W == 1) return StorePartRows(tile_m0, q_head, qs);
   if (!h_.a.varlen) return StoreBoxes(tile_m0, q_head, qs, tile_m0);
   // Packed sequences: a tile inside its sequence goes out in boxes at its packed rows; the
   // sequence's last tile, partial, row by row (a box would write the next sequence's rows).

@@ -22,10 +22,11 @@ struct QueryTile {
   Value m0, q_head, kv_head, n_tiles, n_first, out_head, skv, b, seq0, rows, shift;
 };
 
-// Split-KV decode: the last part of a tile to finish merges the tile's parts (where the launcher
-// asks, `on`), so no combine kernel runs. The parts' O rows go to o_parts [P * B * Hq, S, D] (lse:
-// AttentionParams::lse); each tile counts its finished parts in counters (zeroed once; the
-// merging part puts its counter back to 0); `slot` hands the count to the warpgroup.
+// Split-KV decode with one consumer warpgroup: the last part of a tile to finish merges the
+// tile's parts (where the launcher asks, `on`), so no combine kernel runs. The parts' O rows go to
+// o_parts [P * B * Hq, S, D] (lse: AttentionParams::lse); each tile counts its finished parts in
+// counters (zeroed once; the merging part puts its counter back to 0); `slot` hands the count to
+// the warpgroup.
 struct SplitFold {
   Value on, counters, o_parts, o_out, lse_out;
   SmemTile slot;
