@@ -47,7 +47,7 @@ std::vector<TmaCopy> PagedCopies(HopperAttention& h, const TensorMap& map, const
 // (once for K and V), the tile's own turned into cache rows when its boxes go out
 // (docs/perf/2026-11-28-paged-prefill.md).
 void PagedTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_at,
-                Pipeline::Cursor& v_at) {
+                Pipeline::Cursor& v_at, const Value& t, bool rings_apart) {
   Kernel& k = h.k;
   const std::vector<Value> first = PageEntries(h, q, q.n_first * h.BN);
   Regs ahead = k.Registers(Type::Of(i32), static_cast<int>(first.size()));
@@ -60,8 +60,13 @@ void PagedTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_at,
       slots.push_back(ahead[i] * h.a.page + keys[i] % h.a.page);
     const std::vector<Value> next = PageEntries(h, q, n0 + h.BN);  // (clamped: always valid)
     for (size_t i = 0; i < next.size(); ++i) ahead[i] = next[i];
-    h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, slots));
-    h.v_ring.Produce(v_at, PagedCopies(h, h.p.tv, h.sV, q, slots));
+    if (!rings_apart) {
+      h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, slots));
+      h.v_ring.Produce(v_at, PagedCopies(h, h.p.tv, h.sV, q, slots));
+      return;
+    }
+    k.If(t == 0, [&] { h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, slots)); });
+    k.If(t == 32, [&] { h.v_ring.Produce(v_at, PagedCopies(h, h.p.tv, h.sV, q, slots)); });
   });
 }
 
@@ -72,7 +77,13 @@ void RunProducer(HopperAttention& h, const Value& t) {
   const AttentionShape& a = h.a;
   const Value& tiles = h.tiles;
   const Value& tile_count = h.tile_count;
-  k.If(t == 0, [&] {
+  // Pages much smaller than a key tile make many boxes a stage (16 or more: pages of 16 at D = 128
+  // and 256): thread 0 issues K's and thread 32 (the
+  // next warp, which runs beside it) V's (docs/perf/2026-11-28-decode-split-kv.md, "K and V
+  // issued by two warps"); thread 0 alone publishes the tile and loads Q. Paged kernels run a
+  // CTA per tile, so both threads walk the same one.
+  const bool rings_apart = a.page && h.SPANS * (h.BN / std::min(a.page, h.BN)) >= 16;
+  k.If(rings_apart ? (t == 0) | (t == 32) : t == 0, [&] {
     Pipeline::Cursor q_at = h.q_ring.Start(), k_at = h.k_ring.Start(), v_at = h.v_ring.Start();
     Regs n = k.Registers(Type::Of(i32), 1), now = k.Registers(Type::Of(i32), 1);
     k.While(
@@ -95,15 +106,15 @@ void RunProducer(HopperAttention& h, const Value& t) {
           };
           if (a.persistent)
             publish();
-          else
-            k.If(next < tile_count, publish);  // a CTA per tile: its consumers stop after one
+          else  // a CTA per tile: its consumers stop after one
+            k.If((next < tile_count) & (t == 0), publish);
           n[0] = n[0] + 1;
           now[0] = next;
           return next < tile_count;
         },
         [&] {
           QueryTile q = h.TileOf(now[0]);
-          if (a.page) return PagedTiles(h, q, k_at, v_at);
+          if (a.page) return PagedTiles(h, q, k_at, v_at, t, rings_apart);
           k.For(0, q.n_tiles, 1, [&](Value j) {
             Value n0 = (q.n_first + j) * h.BN;
             h.k_ring.Produce(k_at, {{&h.p.tk, h.sK, h.p.Box(q.seq0 + n0, 0, q.kv_head, h.p.Hkv)}});
