@@ -78,10 +78,9 @@ void RunProducer(HopperAttention& h, const Value& t) {
   const Value& tiles = h.tiles;
   const Value& tile_count = h.tile_count;
   // Pages much smaller than a key tile make many boxes a stage (16 or more: pages of 16 at D = 128
-  // and 256): thread 0 issues K's and thread 32 (the
-  // next warp, which runs beside it) V's (docs/perf/2026-11-28-decode-split-kv.md, "K and V
-  // issued by two warps"); thread 0 alone publishes the tile and loads Q. Paged kernels run a
-  // CTA per tile, so both threads walk the same one.
+  // and 256): thread 0 issues K's and thread 32, of the next warp, which runs beside it, V's
+  // (docs/perf/2026-11-28-decode-split-kv.md, "K and V issued by two warps"); thread 0 alone
+  // publishes the tile and loads Q. Paged kernels run a CTA per tile: both walk the same one.
   const bool rings_apart = a.page && h.SPANS * (h.BN / std::min(a.page, h.BN)) >= 16;
   k.If(rings_apart ? (t == 0) | (t == 32) : t == 0, [&] {
     Pipeline::Cursor q_at = h.q_ring.Start(), k_at = h.k_ring.Start(), v_at = h.v_ring.Start();
