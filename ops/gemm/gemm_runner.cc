@@ -307,9 +307,9 @@ absl::Status RunEpiloguePass(const GemmSize& size, const GemmOptions& options,
       {Arg::Ptr(*acc), Arg::Ptr(o.c), or_acc(scale ? o.c_in : 0),
        or_acc(Has(t, "bias_row") || Has(t, "bias_col") ? o.bias : 0),
        or_acc(Has(t, "residual") ? o.residual : 0), Arg::I32(static_cast<int32_t>(size.m)),
-       Arg::I32(static_cast<int32_t>(size.n)), Arg::I64(o.c_row_major ? ldc : 1),
-       Arg::I64(o.c_row_major ? 1 : ldc), Arg::F32(scale ? o.alpha : 1.0f),
-       Arg::F32(scale ? o.beta : 0.0f), Arg::I32(scale && o.c_in ? 1 : 0),
+       Arg::I64(o.c_row_major ? ldc : 1), Arg::I64(o.c_row_major ? 1 : ldc),
+       Arg::F32(scale ? o.alpha : 1.0f), Arg::F32(scale ? o.beta : 0.0f),
+       Arg::I32(scale && o.c_in ? 1 : 0),
        Arg::I32(Has(t, "bias_row")   ? 1
                 : Has(t, "bias_col") ? 2
                                      : 0),
@@ -392,13 +392,14 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
   // bundled: the product in f32, then the epilogue as a pass of its own (RunEpiloguePass).
   GemmOptions canonical = options;
   canonical.epilogue = CanonicalEpilogue(options.epilogue).value_or("");  // (PlanGemm checked it)
-  const bool pass_only = Has(canonical.epilogue, "scale") && !operands.c_in;
-  absl::StatusOr<const Manifest*> manifest =
-      pass_only ? absl::NotFoundError("") : device.ManifestOf(plan->choice.kernel);
-  if (!manifest.ok() && absl::IsNotFound(manifest.status()) && !fp8 &&
-      EpiloguePassTakes(canonical.epilogue))
+  const bool by_pass = !fp8 && EpiloguePassTakes(canonical.epilogue);
+  if (by_pass && Has(canonical.epilogue, "scale") && !operands.c_in)  // (PlanGemm: beta is 0)
     return RunEpiloguePass(size, canonical, operands, compute_capability, device, tuned,
-                           pass_only ? absl::OkStatus() : manifest.status());
+                           absl::OkStatus());
+  absl::StatusOr<const Manifest*> manifest = device.ManifestOf(plan->choice.kernel);
+  if (!manifest.ok() && absl::IsNotFound(manifest.status()) && by_pass)
+    return RunEpiloguePass(size, canonical, operands, compute_capability, device, tuned,
+                           manifest.status());
   if (!manifest.ok()) return manifest.status();
   GemmOperands o = fp8 ? operands : Oriented(size, operands, compute_capability).operands;
   if (fp8) ResolveFp8Scales(size, options.scaling, o);

@@ -503,13 +503,13 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     for name, x in (("q", q), ("k", k), ("v", v)):
         if len(x.shape) != 4:
             raise Error(f"kiln.attention: {name} must have rank 4, not {len(x.shape)}")
-    if 0 in tuple(q.shape) + tuple(k.shape) + tuple(v.shape):
+    # (here: the empty and decode paths below hand on no arrays or [B, H, S, D] views)
+    _require(tuple(k.shape) == tuple(v.shape) and k.shape[0] == q.shape[0] and
+             k.shape[3] == q.shape[3],
+             f"kiln.attention: k {tuple(k.shape)} and v {tuple(v.shape)} must both be "
+             f"{'[B, Skv, Hkv, D]' if rows else '[B, Hkv, Skv, D]'} for q {tuple(q.shape)}")
+    if 0 in tuple(q.shape) + tuple(k.shape):
         return _empty_attention(q, k, v, rows)
-    if rows:  # checked here: the decode path below hands on [B, H, S, D] views
-        _require(tuple(k.shape) == tuple(v.shape) and k.shape[0] == q.shape[0] and
-                 k.shape[3] == q.shape[3],
-                 f"kiln.attention: k {tuple(k.shape)} and v {tuple(v.shape)} must both be "
-                 f"[B, Skv, Hkv, D] for q {tuple(q.shape)}")
     if rows and q.shape[2] // k.shape[2] * q.shape[1] <= 64 and (not causal or q.shape[1] == 1):
         # Decode-sized (a KV head's query rows fit one tile): the decode kernels, which pack
         # heads and split the keys, read [B, H, S, D]; the prefill kernels' rows form would run a
@@ -532,13 +532,11 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
 
 
 def _empty_attention(q, k, v, rows):
-    """kiln.attention where a dimension is 0, as torch answers it, without a launch: empty o and
-    lse where B, H or S is 0; o = 0 and lse = -inf where only Skv is (no row sees a key)."""
+    """kiln.attention where a dimension is 0 (k and v checked against q already), as torch
+    answers it, without a launch: empty o and lse where B, H or S is 0; o = 0 and lse = -inf where
+    only Skv is (no row sees a key)."""
     h, s = (2, 1) if rows else (1, 2)
     b, hq, hkv, d = q.shape[0], q.shape[h], k.shape[h], q.shape[3]
-    _require(tuple(k.shape) == tuple(v.shape) and k.shape[0] == b and k.shape[3] == d,
-             f"kiln.attention: k {tuple(k.shape)} and v {tuple(v.shape)} must both be "
-             f"{'[B, Skv, Hkv, D]' if rows else '[B, Hkv, Skv, D]'} for q {tuple(q.shape)}")
     _require(d in (64, 128, 256), f"kiln.attention: head dimension D = {d}: 64, 128 or 256")
     _require(hkv > 0 and hq % hkv == 0 or hq == 0,
              f"kiln.attention: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)")

@@ -952,9 +952,12 @@ class EmptyAndWrongInputs(unittest.TestCase):
         self.assertTrue(np.isfinite(o).all())
 
     def test_out_dtype_as_a_numpy_type(self):
-        a, b = np.ones((4, 16), np.float32), np.ones((16, 3), np.float32)
-        np.testing.assert_array_equal(kiln.gemm(a, b, out_dtype=np.float32),
-                                      kiln.gemm(a, b, out_dtype="f32"))
+        rng = np.random.default_rng(12)
+        a = rng.standard_normal((4, 16)).astype(np.float32)
+        b = rng.standard_normal((16, 3)).astype(np.float32)
+        f32 = kiln.gemm(a, b, out_dtype=np.float32)
+        np.testing.assert_array_equal(f32, kiln.gemm(a, b, out_dtype="f32"))
+        self.assertFalse(np.array_equal(f32, kiln.gemm(a, b)))  # (bf16 out: rounded)
 
     def test_read_only_arrays(self):
         # Inputs may be read-only (memory-mapped weights, np.frombuffer); an out must not be.

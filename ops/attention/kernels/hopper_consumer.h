@@ -53,9 +53,11 @@ class HopperConsumer {
   void StoreO(Value tile_m0, Value q_head, Value qs, const Inverse& inv);
   // O / sum out through the tile's Q stage and TMA boxes whose first row is `row0` in O's map.
   void StoreBoxes(Value tile_m0, Value q_head, Value qs, Value row0);
-  void StoreRows(Value tile_m0, Value q_head, Value qs);        // varlen
-  void StorePartRows(Value tile_m0, Value out_head, Value qs);  // split
-  void FoldParts(Value tile_m0, Value out_head);                // split
+  // This thread's pairs of the tile's rows inside its sequence, from registers, to `to` at
+  // row_at(row) + column (varlen's last tile, a split tile's part); the Q stage then freed.
+  void StoreRows(Value tile_m0, Value qs, const Value& to,
+                 const std::function<Value(const Value&)>& row_at);
+  void FoldParts(Value tile_m0, Value out_head);  // split
 
   HopperAttention& h_;
   Kernel& k_;

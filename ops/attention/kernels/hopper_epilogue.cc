@@ -31,13 +31,22 @@ HopperConsumer::Inverse HopperConsumer::FinishRows(Value tile_m0, Value q_head) 
 
 void HopperConsumer::StoreO(Value tile_m0, Value q_head, Value qs, const Inverse& inv) {
   ScaleRows(o_, inv.of);  // O / sum
-  if (h_.a.split && h_.W == 1) return StorePartRows(tile_m0, q_head, qs);
+  // A part of a split tile (one warpgroup): O_parts [P * B * Hq, S, D] at head q_head, from
+  // registers, so that the merge's loads (FoldParts) need no proxy fence after them.
+  if (h_.a.split && h_.W == 1)
+    return StoreRows(tile_m0, qs, h_.fold.o_parts, [&](const Value& row) {
+      return (q_head.To(i64) * h_.p.S.To(i64) + row.To(i64)) * h_.D;
+    });
   if (!h_.a.varlen) return StoreBoxes(tile_m0, q_head, qs, tile_m0);
   // Packed sequences: a tile inside its sequence goes out in boxes at its packed rows; the
   // sequence's last tile, partial, row by row (a box would write the next sequence's rows).
   k_.If(
       tile_m0 + h_.BM <= rows_, [&] { StoreBoxes(tile_m0, q_head, qs, seq0_ + tile_m0); },
-      [&] { StoreRows(tile_m0, q_head, qs); });
+      [&] {
+        StoreRows(tile_m0, qs, h_.p.o_ptr, [&](const Value& row) {  // O [T, Hq, D]
+          return ((seq0_ + row).To(i64) * h_.p.Hq.To(i64) + q_head.To(i64)) * h_.D;
+        });
+      });
 }
 
 void HopperConsumer::StoreBoxes(Value tile_m0, Value q_head, Value qs, Value row0) {
@@ -61,29 +70,15 @@ void HopperConsumer::StoreBoxes(Value tile_m0, Value q_head, Value qs, Value row
     });
 }
 
-// A packed sequence's last tile: a box of O would cross into the next sequence's rows, so each
-// thread stores its pairs of the rows inside its sequence, O [T, Hq, D] at row seq0_ + row; the Q
-// stage is free once this warpgroup's wgmmas, its only readers, have retired (they have).
-void HopperConsumer::StoreRows(Value tile_m0, Value q_head, Value qs) {
-  const std::vector<Value> packed = PackPairs(o_, h_.in);
-  const Value& Hq = h_.p.Hq;
-  for (int p = 0; p < h_.D / 4; ++p) {
-    Value row = tile_m0 + row0_ + o_.Row(p);
-    Value at = ((seq0_ + row).To(i64) * Hq.To(i64) + q_head.To(i64)) * h_.D + o_.Col(p).To(i64);
-    k_.If(row < rows_, [&] { k_.Store(h_.p.o_ptr + at, packed[p]); });
-  }
-  h_.q_ring.Release(qs, c_);
-}
-
-// A part of a split tile: each thread stores its pairs of the rows inside S, O_parts
-// [P * B * Hq, S, D] at head out_head, from registers, so that the merge's loads (FoldParts) need
-// no proxy fence after them; the Q stage is free as StoreRows says.
-void HopperConsumer::StorePartRows(Value tile_m0, Value out_head, Value qs) {
+// Row by row from registers: a packed sequence's last tile (a box of O would cross into the next
+// sequence's rows) and a split tile's part. The Q stage is free once this warpgroup's wgmmas, its
+// only readers, have retired (they have).
+void HopperConsumer::StoreRows(Value tile_m0, Value qs, const Value& to,
+                               const std::function<Value(const Value&)>& row_at) {
   const std::vector<Value> packed = PackPairs(o_, h_.in);
   for (int p = 0; p < h_.D / 4; ++p) {
     Value row = tile_m0 + row0_ + o_.Row(p);
-    Value at = (out_head.To(i64) * h_.p.S.To(i64) + row.To(i64)) * h_.D + o_.Col(p).To(i64);
-    k_.If(row < rows_, [&] { k_.Store(h_.fold.o_parts + at, packed[p]); });
+    k_.If(row < rows_, [&] { k_.Store(to + (row_at(row) + o_.Col(p).To(i64)), packed[p]); });
   }
   h_.q_ring.Release(qs, c_);
 }

@@ -23,17 +23,16 @@ absl::StatusOr<KernelDef> BuildEpiloguePass(Scalar out, const char* type) {
   Value acc = k.PtrParam("acc", f32), c = k.PtrParam("C", out);
   Value c_in = k.PtrParam("C_in", out), bias = k.PtrParam("bias", out),
         residual = k.PtrParam("residual", out);
-  Value M = k.I32Param("M"), N = k.I32Param("N");
+  Value M = k.I32Param("M");
   Value s0 = k.I64Param("sC0"), s1 = k.I64Param("sC1");
   Value alpha = k.F32Param("alpha"), beta = k.F32Param("beta");
   Value has_c_in = k.I32Param("has_c_in"), bias_axis = k.I32Param("bias_axis"),
         activation = k.I32Param("activation"), has_residual = k.I32Param("has_residual");
-  Value units = k.I64Param("units");  // M * N
+  Value units = k.I64Param("units");  // M * N: the elements
   k.Grid(absl::StrCat("units/", kThreads));
   Value e = k.BlockIdx(0).To(i64) * kThreads + k.ThreadIdx().To(i64);
   k.If(e < units, [&] {
     Value r = e % M.To(i64), col = e / M.To(i64), at = r * s0 + col * s1;
-    (void)N;  // (units = M * N)
     Regs x = k.Registers(Type::Of(f32), 1);
     Value product = k.Load(acc + e);
     x[0] = alpha * product;  // (alpha = 1 where the call has no scale: acc itself)
