@@ -78,6 +78,7 @@ def main():
                    help="K/V copies the calls cycle through (0: enough for 4x the L2)")
     p.add_argument("--page", type=int, default=0,
                    help="also kiln over a paged cache of these pages, out of order (vs dense)")
+    p.add_argument("--in-order", action="store_true", help="the paged cache's pages in order")
     args = p.parse_args()
     torch.manual_seed(0)
     print(f"decode on {torch.cuda.get_device_name()}, q [B, {args.hq}, {args.rows}, {args.d}], "
@@ -105,7 +106,7 @@ def main():
             "copy": lambda: copy_set(sets, outs, turn()),
         }
         if args.page:
-            paged_sets = [paged(*kv, args.page) for kv in sets]
+            paged_sets = [paged(*kv, args.page, args.in_order) for kv in sets]
             ck, cv, table, lens = paged_sets[0]
             op, _ = kiln.decode_attention(q, ck, cv, lens, table)
             perr = float((op.float() - o.float()).norm() / o.float().norm())
@@ -168,12 +169,12 @@ def paged_call(q, cache):
     return kiln.decode_attention(q, ck, cv, lens, table)
 
 
-def paged(k, v, page):
-    """k and v [B, Hkv, Skv, D] as a paged cache [pages, page, Hkv, D] whose pages are shuffled,
-    with its block table and the sequences' lengths."""
+def paged(k, v, page, in_order=False):
+    """k and v [B, Hkv, Skv, D] as a paged cache [pages, page, Hkv, D] whose pages are shuffled
+    (or in order), with its block table and the sequences' lengths."""
     b, hkv, skv, d = k.shape
     per = (skv + page - 1) // page
-    order = torch.randperm(b * per, device=k.device)
+    order = torch.arange(b * per, device=k.device) if in_order else torch.randperm(b * per, device=k.device)
     table = order.view(b, per).int()
 
     def cache(x):

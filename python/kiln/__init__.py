@@ -218,10 +218,10 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     _require_arrays("kiln.gemm", a=a, b=b)
     _writable_out("kiln.gemm", out)
     _require(len(a.shape) == 2 and len(b.shape) == 2,
-             f"kiln.gemm: a (M, K) and b (K, N) must have rank 2, not shapes {tuple(a.shape)} and "
-             f"{tuple(b.shape)}")
+             lambda: f"kiln.gemm: a (M, K) and b (K, N) must have rank 2, not shapes "
+                     f"{tuple(a.shape)} and {tuple(b.shape)}")
     _require(activation is None or activation in ("relu", "gelu", "silu", "swiglu"),
-             f"kiln.gemm: activation {activation!r}: 'relu', 'gelu', 'silu' or 'swiglu'")
+             lambda: f"kiln.gemm: activation {activation!r}: 'relu', 'gelu', 'silu' or 'swiglu'")
     terms = []
     if c is not None or alpha != 1.0 or beta != 0.0:
         terms.append("scale")
@@ -242,8 +242,8 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
         _require(rope is None, "kiln.gemm: rope is fused for 16-bit inputs")
         return _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, beta,
                          terms, fp8_types)
-    _require(fp8_types is None, "kiln.gemm: fp8_types names the types of 8-bit inputs; a and b "
-             f"are {getattr(a, 'dtype', type(a).__name__)}")
+    _require(fp8_types is None, lambda: "kiln.gemm: fp8_types names the types of 8-bit inputs; "
+             f"a and b are {getattr(a, 'dtype', type(a).__name__)}")
     in_type = _type_of(a)
     out_type = _out_type(out_dtype) or (
         _type_of(out) if out is not None and _is_torch(out) else in_type)
@@ -506,8 +506,8 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     # (here: the empty and decode paths below hand on no arrays or [B, H, S, D] views)
     _require(tuple(k.shape) == tuple(v.shape) and k.shape[0] == q.shape[0] and
              k.shape[3] == q.shape[3],
-             f"kiln.attention: k {tuple(k.shape)} and v {tuple(v.shape)} must both be "
-             f"{'[B, Skv, Hkv, D]' if rows else '[B, Hkv, Skv, D]'} for q {tuple(q.shape)}")
+             lambda: f"kiln.attention: k {tuple(k.shape)} and v {tuple(v.shape)} must both be "
+                     f"{'[B, Skv, Hkv, D]' if rows else '[B, Hkv, Skv, D]'} for q {tuple(q.shape)}")
     if 0 in tuple(q.shape) + tuple(k.shape):
         return _empty_attention(q, k, v, rows)
     if rows and q.shape[2] // k.shape[2] * q.shape[1] <= 64 and (not causal or q.shape[1] == 1):
@@ -756,8 +756,10 @@ def _glue_call(name, inputs, outputs, scalars, host_f32_inputs):
 
 
 def _require(cond, message):
+    """kiln.Error(message) unless cond; message may be a function that makes it (an f-string of
+    shapes costs microseconds that a call that passes need not spend)."""
     if not cond:
-        raise Error(message)
+        raise Error(message() if callable(message) else message)
 
 
 def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv, *, layout="bhsd"):
