@@ -306,6 +306,7 @@ Kernel::~Kernel() = default;
 const Target& Kernel::target() const { return state_->target; }
 
 void Kernel::Fail(const std::string& message, Loc loc) { state_->Fail(message, loc); }
+bool Kernel::failed() const { return state_->error.has_value(); }
 void Kernel::CheckAtBuild(std::function<void()> check) {
   state_->final_checks.push_back(std::move(check));
 }

@@ -153,6 +153,9 @@ class Kernel : public MemoryOps, public AmpereOps, public HopperOps, public Blac
 
   // Adds an error at `loc` (for helpers built on the builder).
   void Fail(const std::string& message, Loc loc = Loc::current());
+  // Whether an error has been added: a builder whose option checks failed returns Build() (the
+  // first error) before code that assumes those options.
+  bool failed() const;
   // Runs `check` when Build() starts (whole-kernel rules of helpers; it may call Fail).
   void CheckAtBuild(std::function<void()> check);
   // Verifies and returns the kernel, or the first error with the DSL line that caused it.

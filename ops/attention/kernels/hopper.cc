@@ -140,6 +140,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
                         ": one must divide the other"));
   if (BN % 16 || BN < 16 || BN > 256)
     k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 256"));
+  if (k.failed()) return k.Build();  // (the code below assumes these)
   const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/64);
   const Value &B = p.B, &Hq = p.Hq, &S = p.S, &Skv = p.Skv;
 

@@ -85,6 +85,10 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
   if (a.persistent || a.split || a.per_sequence() || a.rows || a.two_ctas)
     k.Fail("hopper_dkdv runs [B, H, S, D] tensors or packed sequences, a CTA per key tile");
   if (a.varlen && a.dq_add) k.Fail("hopper_dkdv.dqadd runs dense tensors (no varlen)");
+  if (a.block_n && a.block_n != BN)
+    k.Fail(absl::StrCat("hopper_dkdv's key tile is 64 rows a consumer warpgroup (", BN,
+                        " here): no bn", a.block_n));
+  if (k.failed()) return k.Build();  // (the code below assumes these)
   const BackwardParams p = attention_sm90::DeclareBackwardParams(k, a, BM, BN, /*dkdv=*/true);
   k.Grid(a.varlen ? "tiles*Hkv" : absl::StrCat("Skv/", BN, "*Hkv*B"));
   k.Attribute("attention_backward", absl::StrCat("d=", D, " causal=", a.causal, " block_n=", BN));
