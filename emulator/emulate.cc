@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "emulator/cta.h"
 #include "kiln/emulator.h"
 
@@ -13,7 +15,34 @@ using namespace detail;  // NOLINT: the machine state
 
 // ---- device memory
 
+absl::Status CheckProblemSize(const std::string& call,
+                              const std::vector<std::pair<std::string, double>>& arrays,
+                              double multiply_adds) {
+  constexpr double kMostElements = double(int64_t{1} << 26), kMostSteps = double(int64_t{1} << 33);
+  for (const auto& [name, elements] : arrays) {
+    if (!(elements >= 1))
+      return absl::InvalidArgumentError(
+          absl::StrCat(call, ": ", name, " has ", elements, " elements: every size is at least 1"));
+    if (elements > kMostElements)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: %s has %.4g elements; the emulator takes arrays of up to 2^26 (run it on a GPU)",
+          call, name, elements));
+  }
+  if (multiply_adds > kMostSteps)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %.4g multiply-adds; the emulator takes up to 2^33 (run it on a GPU)",
+                        call, multiply_adds));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<uint64_t> Device::Allocate(size_t bytes) {
+  // A harness checks its problem first (CheckProblemSize); this keeps any other caller's mistake
+  // a message rather than the host's memory exhausted.
+  constexpr size_t kMostBytes = size_t{4} << 30;
+  if (bytes > kMostBytes || next_ - (uint64_t{1} << 32) + bytes > 2 * kMostBytes)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the emulator holds up to 8 GiB of device memory, 4 GiB an allocation: ", bytes,
+        " bytes asked with ", next_ - (uint64_t{1} << 32), " held"));
   const uint64_t base = next_;
   blocks_[base].assign(bytes, 0);
   next_ += (bytes + 4095) / 4096 * 4096 + 4096;  // a gap after every allocation

@@ -855,9 +855,12 @@ absl::StatusOr<std::vector<GemmResult>> EmulateGemmSchedules(
   const rt::GemmSize& s = opt.size;
   absl::StatusOr<HostEpilogue> epi = CheckedEpilogue(m, g, s);
   if (!epi.ok()) return epi.status();
-  if (s.m * s.n * s.k > (int64_t{1} << 33))
-    return absl::InvalidArgumentError(
-        absl::StrCat(m.name, ": M*N*K of at most 2^33 on the emulator"));
+  const double dm = s.m, dn = s.n, dk = s.k;
+  if (absl::Status fits = emu::CheckProblemSize(
+          m.name, {{"A (M x K)", dm * dk}, {"B (K x N)", dk * dn}, {"C (M x N)", dm * dn}},
+          dm * dn * dk);
+      !fits.ok())
+    return fits;
   const auto [ha, hb] = RandomGemmInputs(g, s, opt.seed);
   const EpilogueInputs ei = RandomEpilogueInputs(*epi, s, opt.seed);
 

@@ -20,6 +20,21 @@
 #include "ops/attention/harness_memory.h"
 
 namespace kiln::examples {
+
+absl::Status EmulatorTakes(const rt::AttentionSize& z, const std::vector<int64_t>& lengths,
+                           double passes) {
+  const double d = z.d, hq = z.hq, hkv = z.hkv;
+  double rows = static_cast<double>(z.b) * z.s, keys = static_cast<double>(z.b) * z.skv;
+  double pairs = rows * z.skv;  // (query, key) pairs a head
+  if (z.varlen) {
+    rows = keys = pairs = 0;
+    for (int64_t n : lengths) rows += n, keys += n, pairs += static_cast<double>(n) * n;
+  }
+  return emu::CheckProblemSize("kiln attention --emulate",
+                               {{"q", rows * hq * d}, {"k", keys * hkv * d}},
+                               passes * pairs * hq * d);
+}
+
 namespace {
 
 struct Inputs {
@@ -454,6 +469,7 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
                                                      uint64_t seed, const rt::Bundle* combine,
                                                      int64_t page) {
   const rt::AttentionSize z = RowsSize(size);
+  if (absl::Status fits = EmulatorTakes(z, {}, 2); !fits.ok()) return fits;
   const bool half = options.dtype == "f16";
   const int cc = bundle.manifest.target == "sm_100a" ? 100 : 90;
   const rt::AttentionOperands fake = {16, 16, 16, 16, 16, 16, 16};  // the checks' pointers only
@@ -645,6 +661,7 @@ absl::StatusOr<AttentionResult> RunVarlenAttentionEmulated(const rt::Bundle& bun
                                                            const std::vector<int64_t>& lengths,
                                                            const rt::AttentionOptions& options,
                                                            uint64_t seed) {
+  if (absl::Status fits = EmulatorTakes(size, lengths, 2); !fits.ok()) return fits;
   emu::Device d;
   VarlenDevice dev{
       EmulatorMemory(d),

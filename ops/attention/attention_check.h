@@ -63,6 +63,11 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
 
 // On the emulator with `bundle` (the kernel PlanAttention names) as a GPU of three SMs, every
 // row checked; `combine`: the plan's attention/combine, where it splits the keys.
+// Whether the emulator takes this problem (emu::CheckProblemSize): q and k's elements, and
+// `passes` multiply-adds a (query, key) pair and feature; `lengths`: packed sequences' own.
+absl::Status EmulatorTakes(const rt::AttentionSize& size, const std::vector<int64_t>& lengths,
+                           double passes);
+
 absl::StatusOr<AttentionResult> RunAttentionEmulated(
     const rt::Bundle& bundle, const rt::AttentionSize& size, const rt::AttentionOptions& options,
     uint64_t seed, const rt::Bundle* combine = nullptr, int64_t page = 0);

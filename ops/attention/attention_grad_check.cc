@@ -359,6 +359,7 @@ absl::StatusOr<AttentionGradResult> RunAttentionBackwardEmulated(
     const std::vector<int64_t>& lengths, int compute_capability) {
   absl::StatusOr<Layout> layout = LayoutOf(size, lengths);
   if (!layout.ok()) return layout.status();
+  if (absl::Status fits = EmulatorTakes(size, lengths, 7); !fits.ok()) return fits;
   emu::Device d;
   EmulatedOpDevice device(d, bundle_of, seed);
   GradDevice dev{EmulatorMemory(d),

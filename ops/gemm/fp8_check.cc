@@ -274,6 +274,12 @@ absl::StatusOr<std::vector<Fp8GemmResult>> SweepFp8GemmGpu(rt::GemmRunner& runne
 absl::StatusOr<Fp8GemmResult> RunFp8GemmEmulated(
     const std::function<const rt::Bundle*(const std::string&)>& bundle_of, const Fp8GemmProblem& p,
     uint64_t seed) {
+  const double m = p.size.m, n = p.size.n, k = p.size.k;
+  if (absl::Status fits = emu::CheckProblemSize(
+          "kiln gemm --emulate", {{"A (M x K)", m * k}, {"B (K x N)", k * n}, {"C (M x N)", m * n}},
+          m * n * k);
+      !fits.ok())
+    return fits;
   emu::Device d;
   EmulatedOpDevice device(d, bundle_of, seed);
   RunGemmOn run = [&](const rt::GemmOperands& o) {

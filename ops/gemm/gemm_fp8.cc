@@ -51,10 +51,18 @@ constexpr const char* kFp8Tiles[] = {"gemm/bf16_sm90_n128c2", "gemm/bf16_sm90_n1
 
 // TMA reads A's and B's rows: 16 bytes apart, from 16-byte aligned pointers.
 absl::Status CheckTmaRows(const GemmSize& size, const GemmOperands& o) {
-  if (size.k % 16 || (o.lda && o.lda % 16) || (o.ldb && o.ldb % 16) || o.a % 16 || o.b % 16)
+  if (size.k % 16 || (o.lda && o.lda % 16) || (o.ldb && o.ldb % 16) || o.a % 16 || o.b % 16) {
+    // (A leading dimension of 0 is the packed one.)
+    const int64_t lda = o.lda           ? o.lda
+                        : o.a_col_major ? size.m
+                                        : size.k,
+                  ldb = o.ldb           ? o.ldb
+                        : o.b_row_major ? size.n
+                                        : size.k;
     return Invalid(absl::StrCat("8-bit A and B are read by TMA: K (", size.k,
-                                ") and their leading dimensions (", o.lda, ", ", o.ldb,
+                                ") and their leading dimensions (", lda, ", ", ldb,
                                 ") multiples of 16, pointers 16-byte aligned"));
+  }
   return absl::OkStatus();
 }
 

@@ -189,6 +189,15 @@ absl::StatusOr<GroupedGemmResult> RunGroupedGemmGpu(rt::GemmRunner& runner,
 absl::StatusOr<GroupedGemmResult> RunGroupedGemmEmulated(
     const std::function<const rt::Bundle*(const std::string&)>& bundle_of,
     const GroupedGemmProblem& p, uint64_t seed) {
+  double tokens = 0;
+  for (int64_t t : p.tokens) tokens += std::max<int64_t>(t, p.capacity);
+  const double n = p.n, k = p.k, groups = static_cast<double>(p.tokens.size());
+  if (absl::Status fits = emu::CheckProblemSize(
+          "kiln grouped-gemm --emulate",
+          {{"x (tokens x K)", std::max(tokens, 1.0) * k}, {"w (groups x N x K)", groups * n * k}},
+          tokens * n * k);
+      !fits.ok())
+    return fits;
   emu::Device d;
   EmulatedOpDevice device(d, bundle_of, seed);
   RunOn run = [&](const rt::GroupedGemmSize& s, const rt::GroupedGemmOptions& options,

@@ -118,7 +118,34 @@ int BackwardAttention(kiln::rt::AttentionSize z, const kiln::rt::AttentionOption
 
 // kiln attention: one problem through the attention entry point, checked against an fp64 host
 // reference and timed on the GPU, or (--emulate) checked on the emulator.
+// Flags that name two problems at once, or values no problem has: refused before anything runs,
+// rather than one of them silently dropped.
+absl::Status CheckFlagCombinations() {
+  const bool backward = absl::GetFlag(FLAGS_backward),
+             varlen = !absl::GetFlag(FLAGS_varlen).empty();
+  const int64_t page = absl::GetFlag(FLAGS_paged), decode = absl::GetFlag(FLAGS_decode);
+  auto invalid = [](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("kiln attention: ", why));
+  };
+  if (page < 0) return invalid(absl::StrCat("--paged ", page, ": a page size (16, 32, 64, 256)"));
+  if (decode < 0)
+    return invalid(absl::StrCat("--decode ", decode, ": query rows a sequence, 1 to 16"));
+  if (absl::GetFlag(FLAGS_repeats) < 1)
+    return invalid(absl::StrCat("--repeats ", absl::GetFlag(FLAGS_repeats),
+                                ": launches a timed block, at least 1"));
+  if (varlen && (page || decode))
+    return invalid("--varlen runs packed sequences of prefill: no --paged or --decode");
+  if (backward && (page || decode))
+    return invalid("--backward runs dense or packed (--varlen) tensors: no --paged or --decode");
+  if (decode && absl::GetFlag(FLAGS_bshd))
+    return invalid("--decode runs the [B, H, S, D] layout: no --bshd");
+  if (absl::GetFlag(FLAGS_dq_atomics) && !backward)
+    return invalid("--dq_atomics picks the backward's dQ kernel: with --backward");
+  return absl::OkStatus();
+}
+
 int Attention() {
+  if (absl::Status flags = CheckFlagCombinations(); !flags.ok()) return Fail(flags);
   kiln::rt::AttentionSize z;
   z.b = absl::GetFlag(FLAGS_b), z.hq = absl::GetFlag(FLAGS_h), z.s = absl::GetFlag(FLAGS_s),
   z.d = absl::GetFlag(FLAGS_d);

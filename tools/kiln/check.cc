@@ -1,10 +1,12 @@
 // `kiln check [NAME...]`: the static checks, running nothing.
 #include <iostream>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "tools/kiln/common.h"
+#include "tools/kiln/flags.h"
 
 namespace kiln::cli {
 
@@ -15,6 +17,10 @@ namespace kiln::cli {
 // announced against the TMA boxes that complete on it; then ptxas's registers and spills where
 // the toolkit is installed. Returns 1 if any kernel has a finding.
 int CheckKernels(const std::vector<std::string>& args) {
+  if (!absl::GetFlag(FLAGS_bundles).empty())
+    return Fail(absl::InvalidArgumentError(
+        "kiln check builds each kernel from its source and checks it there: it reads no bundle "
+        "(--bundles). A bundle runs on the emulator: kiln emulate --bundles D NAME"));
   absl::StatusOr<std::vector<std::string>> named = NamesOrAll(args);
   if (!named.ok()) return Fail(named.status());
   int failing = 0;

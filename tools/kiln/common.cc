@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -35,7 +36,10 @@ kiln::examples::RunOptions TimingFlags() {
 using kiln::rt::Bundle;
 
 int Fail(const absl::Status& s) {
-  std::cerr << "kiln: " << s.message() << "\n";
+  // A message that names its command ("kiln gemm: ...") needs no second prefix.
+  const bool named =
+      absl::StartsWith(s.message(), "kiln ") || absl::StartsWith(s.message(), "kiln.");
+  std::cerr << (named ? "" : "kiln: ") << s.message() << "\n";
   return 1;
 }
 
@@ -54,6 +58,15 @@ bool Compiling() {
   return absl::GetFlag(FLAGS_bundles).empty();
 #else
   return false;
+#endif
+}
+
+std::string WhyNotCompiling() {
+#ifdef KILN_HAVE_COMPILER
+  return absl::StrCat("with --bundles ", absl::GetFlag(FLAGS_bundles),
+                      " kiln takes its kernels from there and compiles none");
+#else
+  return "this kiln was built without the compiler (a runtime-only build)";
 #endif
 }
 
@@ -160,6 +173,9 @@ absl::StatusOr<std::vector<kiln::rt::GemmSize>> ParseSizes(const std::string& te
     sizes.push_back(p.size() == 1 ? kiln::rt::GemmSize{v[0], v[0], v[0]}
                                   : kiln::rt::GemmSize{v[0], v[1], v[2]});
   }
+  if (sizes.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sizes '", text, "' names no size (S or MxNxK)"));
   return sizes;
 }
 

@@ -36,6 +36,9 @@ using kiln::rt::Bundle;
 int Fail(const absl::Status& s);  // prints "kiln: message", returns 1
 std::string BundleDir();          // --bundles, or the bundles beside a runtime-only kiln
 bool Compiling();                 // kernels are built here (not read from bundles)
+// Why this kiln compiles nothing (Compiling() is false), for a message: a runtime-only build, or
+// --bundles given.
+std::string WhyNotCompiling();
 // A family member (base.options: gemm/bf16_sm90.f16-f32.gelu): bundled for kiln gemm, checked by
 // it and by the emulator tests, not part of kiln bench's or crosscheck's whole-registry runs.
 bool FamilyMember(const std::string& name);

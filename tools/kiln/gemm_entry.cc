@@ -17,10 +17,15 @@ std::vector<kiln::rt::GemmSize> GemmSizes(const std::vector<std::string>& args,
                                           const char* command) {
   std::vector<kiln::rt::GemmSize> sizes = {
       {absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)}};
-  if (!sizes[0].m && !sizes[0].n && !sizes[0].k) {
+  const bool one = sizes[0].m || sizes[0].n || sizes[0].k;
+  if (one && absl::GetFlag(FLAGS_sizes) != "4096,8192") {  // (--sizes given: not its default)
+    std::cerr << "kiln " << command << ": --m --n --k or --sizes, not both\n";
+    return {};
+  }
+  if (!one) {
     absl::StatusOr<std::vector<kiln::rt::GemmSize>> list = ParseSizes(absl::GetFlag(FLAGS_sizes));
     if (!list.ok()) {
-      std::cerr << "kiln: " << list.status().message() << "\n";
+      std::cerr << "kiln " << command << ": " << list.status().message() << "\n";
       return {};
     }
     sizes = *list;
@@ -28,7 +33,7 @@ std::vector<kiln::rt::GemmSize> GemmSizes(const std::vector<std::string>& args,
   for (const kiln::rt::GemmSize& size : sizes)
     if (!args.empty() || size.m < 1 || size.n < 1 || size.k < 1) {
       std::cerr << "usage: kiln " << command
-                << " (--m M --n N --k K | --sizes MxNxK,...) [--dtype bf16|f16] "
+                << " (--m M --n N --k K | --sizes MxNxK,...) [--dtype bf16|f16|e4m3|e5m2] "
                    "[--out_dtype bf16|f16|f32] [--epilogue TERMS] [--tune_cache FILE]"
                 << (std::string(command) == "gemm"
                         ? " [--layout row|col,row|col] [--split S] [--emulate]"
@@ -45,7 +50,17 @@ absl::StatusOr<kiln::rt::GemmOptions> GemmOptionsFromFlags() {
   options.out_type =
       absl::GetFlag(FLAGS_out_dtype).empty() ? options.in_type : absl::GetFlag(FLAGS_out_dtype);
   if (options.in_type != "bf16" && options.in_type != "f16")
-    return absl::InvalidArgumentError(absl::StrCat("--dtype ", options.in_type, ": bf16 or f16"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype ", options.in_type, ": bf16, f16, e4m3 or e5m2"));
+  // The 8-bit GEMM's flags (kiln gemm --dtype e4m3), refused rather than dropped.
+  for (const auto& [flag, set] :
+       {std::pair{"--kernel", !absl::GetFlag(FLAGS_kernel).empty()},
+        std::pair{"--scaling", absl::GetFlag(FLAGS_scaling) != "blockwise"},  // (its default)
+        std::pair{"--sm100", absl::GetFlag(FLAGS_sm100)}})
+    if (set)
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, " belongs to the 8-bit GEMM (--dtype e4m3 or e5m2); a ", options.in_type,
+          " GEMM runs the kernel the entry point picks (--tune_cache to choose another)"));
   if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
     return absl::InvalidArgumentError(
         absl::StrCat("--out_dtype ", options.out_type, ": bf16, f16 or f32"));
@@ -79,11 +94,10 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
                                                           bool emulate, const ThroughRunner* via) {
   absl::StatusOr<Bundle> b = GetBundle(name);
   if (!b.ok() && !Compiling() && absl::IsNotFound(b.status()))
-    return absl::NotFoundError(
-        absl::StrCat(b.status().message(),
-                     ": this kiln runs bundles only; write that variant's with `kiln bundle ", name,
-                     "` where kiln has its compiler (the build bundles ",
-                     absl::StrJoin(kiln::examples::kBundledTileVariants, ", "), ")"));
+    return absl::NotFoundError(absl::StrCat(
+        b.status().message(), ": ", WhyNotCompiling(), "; write that variant's with `kiln bundle ",
+        name, "` where kiln has its compiler (the build bundles ",
+        absl::StrJoin(kiln::examples::kBundledTileVariants, ", "), ")"));
   if (!b.ok()) return b.status();
   // One layout whatever the kernel: the reference indexes through strides, so it is told C is
   // column-major like the others, and A and B are as --layout says.

@@ -1,6 +1,7 @@
 // `kiln grouped-gemm`: a grouped GEMM (kiln/ops/grouped_gemm.h) of --experts groups of --tokens
 // each, checked against fp64 and timed (ops/gemm/grouped_check.h); --emulate runs it on the CPU
 // emulator.
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -42,6 +43,18 @@ int GroupedGemm() {
       absl::GetFlag(FLAGS_k) < 1)
     return Fail(absl::InvalidArgumentError(
         "usage: kiln grouped-gemm --experts E --tokens T|T1,T2,.. --n N --k K [--masked]"));
+  // The flags this command does not take, refused rather than dropped.
+  if (absl::GetFlag(FLAGS_experts) < 0)
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "kiln grouped-gemm: --experts ", absl::GetFlag(FLAGS_experts), ": 1 or more groups")));
+  if (!absl::GetFlag(FLAGS_epilogue).empty() || !absl::GetFlag(FLAGS_out_dtype).empty())
+    return Fail(absl::InvalidArgumentError(
+        "kiln grouped-gemm: the grouped GEMM stores bf16 with no epilogue: no --epilogue or "
+        "--out_dtype"));
+  if (absl::GetFlag(FLAGS_capacity) && !absl::GetFlag(FLAGS_masked))
+    return Fail(
+        absl::InvalidArgumentError("kiln grouped-gemm: --capacity is the masked layout's block of "
+                                   "rows a group: with --masked"));
   absl::StatusOr<std::vector<int64_t>> tokens =
       Tokens(absl::GetFlag(FLAGS_experts), absl::GetFlag(FLAGS_tokens));
   if (!tokens.ok()) return Fail(tokens.status());
@@ -70,11 +83,15 @@ int GroupedGemm() {
                                "kernel", "error", "bound", "ms", "TFLOPS", "w GB/s");
   std::cout << absl::StrFormat(
       "%-34s %-30s %10.3e %9.2e %10.4f %9.1f %9.0f  %s\n",
-      absl::StrFormat("%d x %d%s, %d, %d", p.tokens.size(),
-                      total / std::max<size_t>(1, p.tokens.size()),
-                      absl::StrCat(p.layout == kiln::rt::GroupedLayout::kMasked ? " masked" : "",
-                                   p.in_type == "e4m3" ? " e4m3" : ""),
-                      p.n, p.k),
+      absl::StrFormat(
+          "%d x %s%s, %d, %d", p.tokens.size(),
+          p.tokens.size() > 1 && std::any_of(p.tokens.begin(), p.tokens.end(),
+                                             [&](int64_t t) { return t != p.tokens[0]; })
+              ? absl::StrCat(total, " in all")
+              : absl::StrCat(p.tokens.empty() ? 0 : p.tokens[0]),
+          absl::StrCat(p.layout == kiln::rt::GroupedLayout::kMasked ? " masked" : "",
+                       p.in_type == "e4m3" ? " e4m3" : ""),
+          p.n, p.k),
       r->kernel, r->error, r->bound, r->ms, r->tflops, r->weights_gbps,
       r->passed ? "" : "FAILED: " + r->failure);
   return r->passed ? 0 : 1;

@@ -29,8 +29,7 @@ int Stage(const std::string& stage_name, const std::vector<std::string>& args) {
 #endif
   if (stage_name != "ptx")
     return Fail(absl::FailedPreconditionError(absl::StrCat(
-        "this kiln was built without the compiler; only `kiln ptx` reads bundles, not `",
-        stage_name, "`")));
+        WhyNotCompiling(), "; only `kiln ptx` reads a bundle, not `kiln ", stage_name, "`")));
   absl::StatusOr<Bundle> b = GetBundle(args[0]);
   if (!b.ok()) return Fail(b.status());
   std::cout << b->ptx;

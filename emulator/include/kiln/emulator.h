@@ -65,11 +65,19 @@ class Device {
   };
   std::map<std::string, int> what_ids_;  // the sites' texts, interned
   std::vector<std::string> whats_;
-  std::map<uint64_t, Site> last_write_;  // by word address
+  std::map<uint64_t, Site> last_write_;                            // by word address
   std::map<uint64_t, std::vector<uint8_t>> blocks_;                // by base address
   std::map<std::string, std::pair<uint64_t, size_t>> workspaces_;  // by kernel and parameter
   uint64_t next_ = uint64_t{1} << 32;
 };
+
+// The largest problem a harness hands the emulator, which a CPU runs in minutes: every array of
+// at most 2^26 elements, at most 2^33 multiply-adds in all, every size at least 1. Sizes come in
+// as doubles, so no product of them overflows before the check. `call` begins the message, which
+// names the array or sizes that break it.
+absl::Status CheckProblemSize(const std::string& call,
+                              const std::vector<std::pair<std::string, double>>& arrays,
+                              double multiply_adds);
 
 struct Options {
   uint64_t seed = 1;                         // thread order; 0 runs threads in index order
