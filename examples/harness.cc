@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "examples/cublas.h"
@@ -763,8 +764,12 @@ absl::StatusOr<EmulatedC> EmulatedOutput(const rt::Bundle& bundle, const GemmSpe
     else if (p.kind == rt::ParamSpec::Kind::kWorkspace)
       args.push_back(rt::Arg::Workspace());
     else
-      return absl::InvalidArgumentError(
-          absl::StrCat(m.name, ": the GEMM harness has no value for parameter ", p.name));
+      return absl::InvalidArgumentError(absl::StrCat(
+          m.name, ": the GEMM harness has no value for parameter ", p.name,
+          absl::StartsWith(p.name, "scale")
+              ? " (an 8-bit GEMM's scales: kiln gemm --dtype e4m3 --emulate [--scaling S] "
+                "[--sm100] runs it through the entry point)"
+              : ""));
   }
   emu::Options options{.seed = schedule_seed};
   rt::Dim3 grid;

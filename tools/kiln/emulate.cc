@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tools/kiln/common.h"
@@ -74,10 +75,23 @@ int Emulate(const std::vector<std::string>& args) {
     }
     return failures ? 1 : 0;
   }
-  if (!kiln::examples::IsRowOp(args[0]))
+  if (!kiln::examples::IsRowOp(args[0])) {
+    // Where this kernel does run on the emulator.
+    const std::string& name = args[0];
+    const std::string where =
+        absl::StartsWith(name, "attention/")
+            ? "the attention kernels run through the entry point: kiln attention --emulate "
+              "(--kernel NAME for a variant, --backward [--sm100] for the backward's)"
+        : absl::StartsWith(name, "gemm/grouped") ? "kiln grouped-gemm --emulate --kernel NAME"
+        : absl::StartsWith(name, "gemm/")
+            ? "its 8-bit or block-scaled forms run through kiln gemm --dtype e4m3 --emulate "
+              "[--scaling S] [--sm100]"
+            : "a kernel of your own runs under kiln::emu::Launch or kiln.load(...) with NumPy "
+              "arrays (docs/EMULATOR.md)";
     return Fail(absl::UnimplementedError(
-        absl::StrCat("kiln emulate checks GEMMs, the row ops and the op probes; ", args[0],
-                     " is none of them (launch it with kiln::emu::Launch)")));
+        absl::StrCat("kiln emulate checks GEMMs, the row ops and the op probes; ", name,
+                     " is none of them: ", where)));
+  }
   kiln::examples::RowOpOptions opt;
   opt.rows = absl::GetFlag(FLAGS_rows) ? absl::GetFlag(FLAGS_rows) : 37;
   opt.cols = absl::GetFlag(FLAGS_cols) ? absl::GetFlag(FLAGS_cols) : 3001;
