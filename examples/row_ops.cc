@@ -184,7 +184,10 @@ absl::StatusOr<RowOpResult> EmulateRowOp(const rt::Bundle& bundle, const RowOpOp
   absl::StatusOr<Op> op = OpOf(m.name);
   if (!op.ok()) return op.status();
   const int64_t rows = opt.rows, cols = opt.cols;
-  if (rows < 1 || cols < 1 || rows * cols > (int64_t{1} << 26))
+  if (rows < 1 || cols < 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat(m.name, ": ", rows, "x", cols, ": rows and columns at least 1"));
+  if (rows * cols > (int64_t{1} << 26))
     return absl::InvalidArgumentError(
         absl::StrCat(m.name, ": the emulator takes up to 2^26 elements, not ", rows, "x", cols));
   const size_t n = static_cast<size_t>(rows) * cols, bytes = n * 2;

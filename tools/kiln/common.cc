@@ -195,8 +195,13 @@ absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseShapes(const std::
 absl::StatusOr<int> NeedGpu(const std::string& command) {
   absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
   if (!d.ok())
-    return absl::Status(d.status().code(), absl::StrCat(d.status().message(), " (kiln ", command,
-                                                        " --emulate runs it on the CPU)"));
+    return absl::Status(
+        d.status().code(),
+        absl::StrCat(d.status().message(),
+                     command == "bench"
+                         ? " (kiln bench times kernels on a GPU; kiln emulate NAME "
+                           "checks one on the CPU)"
+                         : absl::StrCat(" (kiln ", command, " --emulate runs it on the CPU)")));
   PrintDevice();
   return (*d)->compute_capability();
 }

@@ -51,6 +51,9 @@ int GroupedGemm() {
     return Fail(absl::InvalidArgumentError(
         "kiln grouped-gemm: the grouped GEMM stores bf16 with no epilogue: no --epilogue or "
         "--out_dtype"));
+  if (const std::string t = absl::GetFlag(FLAGS_dtype); t != "bf16" && t != "e4m3")
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("kiln grouped-gemm: --dtype ", t, ": bf16 or e4m3")));
   if (absl::GetFlag(FLAGS_capacity) && !absl::GetFlag(FLAGS_masked))
     return Fail(
         absl::InvalidArgumentError("kiln grouped-gemm: --capacity is the masked layout's block of "
