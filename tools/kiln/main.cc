@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
     absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> shapes =
         kiln::cli::ParseShapes(absl::GetFlag(FLAGS_shapes));
     if (!shapes.ok()) return kiln::cli::Fail(shapes.status());
+    // Without a GPU, one message rather than one a kernel and size.
+    if (absl::Status st = kiln::cli::NeedGpu("bench").status(); !st.ok())
+      return kiln::cli::Fail(st);
     return kiln::cli::Bench(args, *sizes, *shapes);
   }
   std::cerr << "kiln: unknown command '" << command << "'\n" << kiln::cli::Overview();
