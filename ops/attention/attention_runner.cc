@@ -175,9 +175,10 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   }
   plan.scale = scale;
   plan.size = z;
-  if (z.varlen) {  // a CTA per tile of the packed sequences
-    plan.kernel = absl::StrCat("attention/hopper.d", z.d, options.dtype == "f16" ? ".f16" : "",
-                               options.causal ? ".causal" : "", ".varlen");
+  if (z.varlen) {  // persistent CTAs over the packed sequences' tiles at D = 64 and 128
+    plan.kernel =
+        absl::StrCat("attention/hopper.d", z.d, options.dtype == "f16" ? ".f16" : "",
+                     options.causal ? ".causal" : "", z.d <= 128 ? ".persist" : "", ".varlen");
   } else if (z.rows) {  // the prefill kernels read and write it (the decode ones pack heads)
     absl::StrAppend(&plan.kernel, ".rows");
   } else if ((z.lens || z.page) && !Decodes(z, options)) {

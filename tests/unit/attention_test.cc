@@ -311,17 +311,22 @@ TEST(EmulatedAttention, AWrongMaskFailsTheCheck) {
 TEST(EmulatedAttention, PackedSequencesThroughTheHarness) {
   const std::vector<int64_t> lengths = {7, 130, 1, 384, 64};
   const rt::AttentionSize heads{.hq = 4, .hkv = 2, .d = 64};
-  for (bool causal : {false, true}) {
-    const rt::Bundle b =
-        CachedBundle(causal ? "attention/hopper.d64.causal.varlen" : "attention/hopper.d64.varlen");
-    absl::StatusOr<AttentionResult> r =
-        RunVarlenAttentionEmulated(b, heads, lengths, {.causal = causal}, 2);
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_TRUE(r->passed) << r->failure;
-    EXPECT_EQ(r->rows_checked, 586 * 4);
-  }
-  rt::Bundle wrong = CachedBundle("attention/hopper.d64.varlen");
-  wrong.manifest.name = "attention/hopper.d64.causal.varlen";
+  // The plan's persistent CTAs (tiles from a counter, those past the last sequence's seeing no
+  // key) and a CTA per tile (the kernel's form at D = 256), named as the plan names it.
+  for (const char* walk : {".persist", ""})
+    for (bool causal : {false, true}) {
+      rt::Bundle b = CachedBundle(
+          absl::StrCat("attention/hopper.d64", causal ? ".causal" : "", walk, ".varlen"));
+      b.manifest.name =
+          absl::StrCat("attention/hopper.d64", causal ? ".causal" : "", ".persist.varlen");
+      absl::StatusOr<AttentionResult> r =
+          RunVarlenAttentionEmulated(b, heads, lengths, {.causal = causal}, 2);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_TRUE(r->passed) << walk << ": " << r->failure;
+      EXPECT_EQ(r->rows_checked, 586 * 4);
+    }
+  rt::Bundle wrong = CachedBundle("attention/hopper.d64.persist.varlen");
+  wrong.manifest.name = "attention/hopper.d64.causal.persist.varlen";
   absl::StatusOr<AttentionResult> r =
       RunVarlenAttentionEmulated(wrong, heads, lengths, {.causal = true}, 2);
   ASSERT_TRUE(r.ok()) << r.status();

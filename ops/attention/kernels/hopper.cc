@@ -131,8 +131,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   if (a.split && a.persistent) k.Fail("split-KV runs a CTA per part: no persist");
   if (a.per_sequence() && (a.persistent || (a.split && a.causal)))
     k.Fail("lens and pageN run a CTA per tile (or per part of one: split, without a mask)");
-  if (a.varlen && (a.split || a.persistent || a.per_sequence()))
-    k.Fail("varlen runs a CTA per tile of packed sequences: no split, persist, lens or pages");
+  if (a.varlen && (a.split || a.per_sequence()))
+    k.Fail("varlen runs a CTA per tile of packed sequences, or persist: no split, lens or pages");
   if (a.rows && (a.split || a.varlen || a.per_sequence()))
     k.Fail("the rows layout runs a CTA per tile or persist: no split, lens, pages or varlen");
   if (a.page && (a.page % BN && BN % a.page))
@@ -245,7 +245,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // in that step's softmax slot, under the other warpgroups' GEMMs
   // (docs/perf/2026-11-24-attention.md, step 12). With one Q stage the next Q can land only once
   // O has left through the stage.
-  const bool stream_tiles = a.persistent && q_stages == 2 && !a.causal;
+  // (Packed sequences: tiles past the sequences' last see no key, which the stream cannot take.)
+  const bool stream_tiles = a.persistent && q_stages == 2 && !a.causal && !a.varlen;
   k.Role({.first_thread = 128, .threads = 128 * W, .max_regs = consumer_regs},
          [&](Value t) { attention_sm90::RunConsumers(h, t, stream_tiles); });
   return k.Build();
@@ -279,6 +280,9 @@ ExampleFamily AttentionFamily() {
   // `kiln bundle`).
   for (const char* v : {"d64", "d64.causal", "d128", "d128.causal", "d256", "d256.causal"})
     f.bundled.push_back(absl::StrCat(v, ".varlen"));
+  for (const char* v :
+       {"d64", "d64.causal", "d128", "d128.causal"})  // (PlanAttention's for varlen)
+    f.bundled.push_back(absl::StrCat(v, ".persist.varlen"));
   for (const char* v : {"d64.wg1.bn128.st4", "d128.wg1.bn128.st3", "d256.wg1.bn64.st2"})
     for (const char* form : {".lens", ".page16", ".page32", ".page64", ".page256"})
       f.bundled.push_back(absl::StrCat(v, form, ".split"));

@@ -80,6 +80,10 @@ void HopperConsumer::StoreRows(Value tile_m0, Value qs, const Value& to,
     Value row = tile_m0 + row0_ + o_.Row(p);
     k_.If(row < rows_, [&] { k_.Store(to + (row_at(row) + o_.Col(p).To(i64)), packed[p]); });
   }
+  // One thread releases the stage for the warpgroup: once all of it has passed the stage's wait
+  // (a tile with no key has no wgmma or turn to hold the warps together, and a persistent walk's
+  // next Q could otherwise land in the stage before a late warp has waited for this one).
+  k_.NamedBarrier(wg_ + 1 + h_.W, 128);
   h_.q_ring.Release(qs, c_);
 }
 
