@@ -33,17 +33,33 @@ mlir::Value DescriptorPtr(KernelState& s, const TensorMap& map, mlir::Location l
 }
 
 // Checks that a TMA operation gives `map` one coordinate per dimension.
-bool CheckCoordinates(KernelState& s, const TensorMap& map, size_t coords, const Loc& loc) {
-  if (static_cast<int>(coords) == map.rank()) return true;
-  s.Fail(absl::StrCat("a rank-", map.rank(), " tensor map takes ", map.rank(), " coordinates, not ",
-                      coords),
-         loc);
-  return false;
+bool CheckCoordinates(KernelState& s, const TensorMap& map, const std::vector<Operand>& coords,
+                      const Loc& loc) {
+  if (static_cast<int>(coords.size()) != map.rank()) {
+    s.Fail(absl::StrCat("a rank-", map.rank(), " tensor map takes ", map.rank(),
+                        " coordinates, not ", coords.size()),
+           loc);
+    return false;
+  }
+  for (size_t i = 0; i < coords.size(); ++i) {
+    const bool i32 = Access::IsImm(coords[i])
+                         ? !Access::IsFloatImm(coords[i])
+                         : Access::Val(coords[i]).type() == Type::Of(Scalar::kI32);
+    if (!i32) {
+      s.Fail(absl::StrCat("a tensor map's coordinates are i32 (TMA takes 32-bit ones); coordinate ",
+                          i, " is ",
+                          Access::IsImm(coords[i]) ? "a floating-point constant"
+                                                   : Access::Val(coords[i]).type().Str()),
+             loc);
+      return false;
+    }
+  }
+  return true;
 }
 
 // Checks that `tile` is what one box of `map` fills: the same bytes and swizzle.
-bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile, size_t coords,
-                      const Loc& loc) {
+bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile,
+                      const std::vector<Operand>& coords, const Loc& loc) {
   if (!CheckCoordinates(s, map, coords, loc)) return false;
   if (map.box_bytes() != tile.stage_bytes()) {
     s.Fail(absl::StrCat("the tensor map's box is ", map.box_bytes(), " bytes but the smem tile (",
@@ -196,7 +212,7 @@ Value HopperOps::L2Policy(CacheHint hint, Loc loc) {
 void HopperOps::TmaLoad(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
                         std::vector<Operand> coords, const Value& l2_policy, Loc loc) {
   KernelState& s = state();
-  if (!NeedHopper(s, "TMA", loc) || !CheckBoxFitsTile(s, map, dst, coords.size(), loc)) return;
+  if (!NeedHopper(s, "TMA", loc) || !CheckBoxFitsTile(s, map, dst, coords, loc)) return;
   std::optional<mlir::Value> policy = PolicyOperand(s, l2_policy, "a TMA load", loc);
   if (!policy) return;
   RecordTx(s, bar, map.box_bytes(), /*announced=*/false, loc);
@@ -216,7 +232,7 @@ void HopperOps::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Bar
   if (s.manifest.cluster.count() % 2 != 0)
     return self().Fail("a CTA-pair TMA load needs clusters of CTA pairs", loc);
   if (!detail::UseTcgenGroup(s, 2, loc)) return;
-  if (!CheckBoxFitsTile(s, map, dst, coords.size(), loc)) return;
+  if (!CheckBoxFitsTile(s, map, dst, coords, loc)) return;
   RecordTx(s, bar, map.box_bytes(), /*announced=*/false, loc);
   mlir::Location l = s.ToLoc(loc);
   const Type i32 = Type::Of(Scalar::kI32);
@@ -246,8 +262,7 @@ void HopperOps::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, cons
                                  std::vector<Operand> coords, const Operand& cta_mask,
                                  const Value& l2_policy, Loc loc) {
   KernelState& s = state();
-  if (!NeedHopper(s, "TMA multicast", loc) || !CheckBoxFitsTile(s, map, dst, coords.size(), loc))
-    return;
+  if (!NeedHopper(s, "TMA multicast", loc) || !CheckBoxFitsTile(s, map, dst, coords, loc)) return;
   std::optional<mlir::Value> policy = PolicyOperand(s, l2_policy, "a TMA multicast load", loc);
   if (!policy) return;
   if (s.manifest.cluster.count() < 2)
@@ -267,7 +282,7 @@ void HopperOps::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, cons
 void HopperOps::TmaPrefetchL2(const TensorMap& map, std::vector<Operand> coords, Loc loc) {
   KernelState& s = state();
   if (!NeedHopper(s, "TMA", loc)) return;
-  if (!CheckCoordinates(s, map, coords.size(), loc)) return;
+  if (!CheckCoordinates(s, map, coords, loc)) return;
   mlir::Location l = s.ToLoc(loc);
   mlir::NVVM::CpAsyncBulkTensorPrefetchOp::create(s.builder, l, DescriptorPtr(s, map, l),
                                                   Coordinates(s, coords), mlir::ValueRange{},
@@ -289,7 +304,7 @@ void HopperOps::TmaPrefetchDescriptor(const TensorMap& map, Loc loc) {
 void HopperOps::TmaStore(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
                          Loc loc) {
   KernelState& s = state();
-  if (!NeedHopper(s, "TMA", loc) || !CheckBoxFitsTile(s, map, src, coords.size(), loc)) return;
+  if (!NeedHopper(s, "TMA", loc) || !CheckBoxFitsTile(s, map, src, coords, loc)) return;
   mlir::Location l = s.ToLoc(loc);
   mlir::NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
       s.builder, l, DescriptorPtr(s, map, l), s.Unwrap(src.Base(loc)), Coordinates(s, coords),
@@ -299,7 +314,7 @@ void HopperOps::TmaStore(const TensorMap& map, const SmemTile& src, std::vector<
 void HopperOps::TmaReduceAdd(const TensorMap& map, const SmemTile& src, std::vector<Operand> coords,
                              Loc loc) {
   KernelState& s = state();
-  if (!NeedHopper(s, "TMA", loc) || !CheckBoxFitsTile(s, map, src, coords.size(), loc)) return;
+  if (!NeedHopper(s, "TMA", loc) || !CheckBoxFitsTile(s, map, src, coords, loc)) return;
   mlir::Location l = s.ToLoc(loc);
   mlir::NVVM::CpAsyncBulkTensorReduceOp::create(
       s.builder, l, DescriptorPtr(s, map, l), s.Unwrap(src.Base(loc)),
@@ -543,6 +558,13 @@ mlir::Value AddressOf(KernelState& s, mlir::LLVM::GlobalOp g, mlir::Location l) 
 
 void Barrier::Wait(const Operand& phase, Loc loc) const {
   KernelState& s = StateOf(*this);
+  // The parity is an i32 (0 or 1): another type would be converted to its bit pattern's low bit.
+  if (Access::IsImm(phase) ? Access::IsFloatImm(phase)
+                           : Access::Val(phase).type() != Type::Of(Scalar::kI32))
+    return s.Fail(absl::StrCat("an mbarrier wait's parity is an i32 (0 or 1), not ",
+                               Access::IsImm(phase) ? "a floating-point constant"
+                                                    : Access::Val(phase).type().Str()),
+                  loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Value addr = s.SharedAddress32(s.Unwrap(ptr_), l);
   ++s.waits_built;

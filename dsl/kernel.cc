@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -794,7 +795,13 @@ std::vector<std::string> StaticFindings(const KernelState& s) {
   for (std::string& f : ArrivalFindings(s)) findings.push_back(std::move(f));
   for (std::string& f : ReuseFindings(s)) findings.push_back(std::move(f));
   for (std::string& f : FenceFindings(s)) findings.push_back(std::move(f));
-  return findings;
+  // One finding once: a rule broken at a site that an unrolled loop built several times is
+  // reported by each copy in the same words.
+  std::vector<std::string> once;
+  std::set<std::string> seen;
+  for (std::string& f : findings)
+    if (seen.insert(f).second) once.push_back(std::move(f));
+  return once;
 }
 }  // namespace
 

@@ -90,7 +90,10 @@ void CheckOutput(Op op, const std::vector<uint16_t>& x, const std::vector<uint16
   }
   r->rows_checked = static_cast<int64_t>(checked.size());
   r->rel_error = norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
-  r->tolerance = 1e-2;  // bf16 output: 2^-9 relative per element
+  // A correct kernel's error is about its bf16 output's rounding (half an ulp an element, 2^-9
+  // relative) and f32 arithmetic far below it: the tolerance is half again that rounding, so that a
+  // result off by half a percent everywhere fails.
+  r->tolerance = 3e-3;
   if (r->failure.empty() && !(r->rel_error <= r->tolerance))
     r->failure = absl::StrFormat("error %.3g over tolerance %.3g", r->rel_error, r->tolerance);
   r->passed = r->failure.empty();
