@@ -6,11 +6,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+
+#include "ops/attention/attention_check.h"
 #include "examples/registry.h"
 #include "gtest/gtest.h"
-#include "kiln/lowering.h"
-#include "ops/attention/attention_check.h"
 #include "tests/unit/built_bundle.h"
+#include "kiln/lowering.h"
 
 namespace kiln::examples {
 namespace {
@@ -20,10 +21,9 @@ struct Case {
   rt::AttentionOptions options;
 };
 
-void ExpectCorrect(const Case& c, uint64_t seed = 3, int compute_capability = 90,
-                   int64_t page = 0) {
-  absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(
-      PagedSize(c.size, page), c.options, {16, 16, 16, 16, 16, 16, 16}, compute_capability);
+void ExpectCorrect(const Case& c, uint64_t seed = 3, int compute_capability = 90, int64_t page = 0) {
+  absl::StatusOr<rt::AttentionPlan> plan =
+      rt::PlanAttention(PagedSize(c.size, page), c.options, {16, 16, 16, 16, 16, 16, 16}, compute_capability);
   ASSERT_TRUE(plan.ok()) << plan.status();
   const rt::Bundle b = CachedBundle(plan->kernel);
   std::optional<rt::Bundle> combine;
@@ -98,10 +98,9 @@ TEST_P(EmulatedAttention, PrefillThroughAPagedCache) {
   const int d = GetParam();
   for (int64_t page : {16, 64}) {
     const Case c{{.b = 2, .hq = 4, .hkv = 2, .s = 100, .skv = 300, .d = d}, {.causal = true}};
-    EXPECT_EQ(
-        rt::PlanAttention(PagedSize(c.size, page), c.options, {16, 16, 16, 16, 16, 16, 16}, 90)
-            ->kernel,
-        absl::StrCat("attention/hopper.d", d, ".causal.page", page));
+    EXPECT_EQ(rt::PlanAttention(PagedSize(c.size, page), c.options, {16, 16, 16, 16, 16, 16, 16}, 90)
+                  ->kernel,
+              absl::StrCat("attention/hopper.d", d, ".causal.page", page));
     ExpectCorrect(c, 3, 90, page);
   }
   ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 130, .d = d}, {}}, 4, 90, 32);
@@ -117,16 +116,11 @@ class EmulatedBlackwellAttention : public ::testing::TestWithParam<int> {};
 TEST_P(EmulatedBlackwellAttention, RaggedLengthsAndGroupedHeads) {
   const int d = GetParam();
   for (bool causal : {false, true}) {
-    ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 130, .d = d}, {.causal = causal}},
-                  3, 100);
-    ExpectCorrect({{.b = 2, .hq = 1, .hkv = 1, .s = 1, .skv = 70, .d = d}, {.causal = causal}}, 3,
-                  100);
-    ExpectCorrect({{.b = 1, .hq = 1, .hkv = 1, .s = 150, .skv = 20, .d = d}, {.causal = causal}}, 3,
-                  100);
+    ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 130, .d = d}, {.causal = causal}}, 3, 100);
+    ExpectCorrect({{.b = 2, .hq = 1, .hkv = 1, .s = 1, .skv = 70, .d = d}, {.causal = causal}}, 3, 100);
+    ExpectCorrect({{.b = 1, .hq = 1, .hkv = 1, .s = 150, .skv = 20, .d = d}, {.causal = causal}}, 3, 100);
   }
-  ExpectCorrect(
-      {{.b = 1, .hq = 2, .hkv = 2, .s = 60, .skv = 300, .d = d}, {.dtype = "f16", .causal = true}},
-      4, 100);
+  ExpectCorrect({{.b = 1, .hq = 2, .hkv = 2, .s = 60, .skv = 300, .d = d}, {.dtype = "f16", .causal = true}}, 4, 100);
 }
 
 // The same on sm_100: attention/blackwell's split, merged by attention/combine.sm100a.
@@ -145,8 +139,7 @@ TEST(EmulatedAttention, OtherTilings) {
     for (bool causal : {false, true}) {
       rt::AttentionOptions o{.causal = causal};
       o.kernel = absl::StrCat("attention/hopper.d64", causal ? ".causal" : "", ".", tiling);
-      ExpectCorrect(
-          {{.b = 1, .hq = 2, .hkv = 1, .s = 200, .skv = 600, .d = 64}, o});  // rings wrap twice
+      ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 200, .skv = 600, .d = 64}, o});  // rings wrap twice
     }
   rt::AttentionOptions o;
   o.kernel = "attention/hopper.d128.bn176";
@@ -228,13 +221,11 @@ TEST(EmulatedAttention, AWrongResultNamesItsPlace) {
   struct Plant {
     std::string from, to, element;
   };
-  for (const Plant& p :
-       {Plant{"rcp.rn.f32", "mov.b32", "the first wrong element: O[0][0][0][0]"},
-        Plant{"0f3F317218", "0f3F800000", "the first wrong element: lse[0][0][0]"}}) {
+  for (const Plant& p : {Plant{"rcp.rn.f32", "mov.b32", "the first wrong element: O[0][0][0][0]"},
+                         Plant{"0f3F317218", "0f3F800000", "the first wrong element: lse[0][0][0]"}}) {
     rt::Bundle b = BundleWithLines("attention/hopper.d128.persist");
     size_t count = 0;
-    for (size_t at = b.ptx.find(p.from); at != std::string::npos;
-         at = b.ptx.find(p.from, at + 1), ++count)
+    for (size_t at = b.ptx.find(p.from); at != std::string::npos; at = b.ptx.find(p.from, at + 1), ++count)
       b.ptx.replace(at, p.from.size(), p.to);
     ASSERT_GT(count, 0u) << p.from;
     rt::AttentionOptions o;
@@ -244,10 +235,8 @@ TEST(EmulatedAttention, AWrongResultNamesItsPlace) {
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_FALSE(r->passed) << p.from;
     std::cout << "  " << p.from << " -> " << p.to << ": " << r->failure << "\n";
-    for (const std::string& part :
-         {p.element, std::string("query tile 0 of 128 rows"), std::string("written by block"),
-          std::string("ops/attention/kernels/"),
-          std::string("the earliest tile whose result differs: its ")})
+    for (const std::string& part : {p.element, std::string("query tile 0 of 128 rows"), std::string("written by block"),
+                                    std::string("ops/attention/kernels/"), std::string("the earliest tile whose result differs: its ")})
       EXPECT_NE(r->failure.find(part), std::string::npos) << part << " not in: " << r->failure;
   }
 }
@@ -280,8 +269,7 @@ TEST(EmulatedAttention, Fp16AndAScaleOfItsOwn) {
 // of log2 units, so later key tiles pass the row's reference by more than 2^8 and O must be
 // rescaled then; at scale 0.02 never after the first tile. The same problems eagerly rescaled.
 TEST(EmulatedAttention, LazyRescaleWhereTheMaximumMovesAndWhereItDoesNot) {
-  for (const char* kernel :
-       {"attention/hopper.d128.persist", "attention/hopper.d128.persist.eager"})
+  for (const char* kernel : {"attention/hopper.d128.persist", "attention/hopper.d128.persist.eager"})
     for (float scale : {2.0f, 0.02f}) {
       rt::AttentionOptions o{.scale = scale};
       o.kernel = kernel;
@@ -315,20 +303,17 @@ TEST(EmulatedAttention, PackedSequencesThroughTheHarness) {
   // key) and a CTA per tile (the kernel's form at D = 256), named as the plan names it.
   for (const char* walk : {".persist", ""})
     for (bool causal : {false, true}) {
-      rt::Bundle b = CachedBundle(
-          absl::StrCat("attention/hopper.d64", causal ? ".causal" : "", walk, ".varlen"));
-      b.manifest.name =
-          absl::StrCat("attention/hopper.d64", causal ? ".causal" : "", ".persist.varlen");
-      absl::StatusOr<AttentionResult> r =
-          RunVarlenAttentionEmulated(b, heads, lengths, {.causal = causal}, 2);
+      const std::string kind = causal ? ".causal" : "";
+      rt::Bundle b = CachedBundle(absl::StrCat("attention/hopper.d64", kind, walk, ".varlen"));
+      b.manifest.name = absl::StrCat("attention/hopper.d64", kind, ".persist.varlen");
+      absl::StatusOr<AttentionResult> r = RunVarlenAttentionEmulated(b, heads, lengths, {.causal = causal}, 2);
       ASSERT_TRUE(r.ok()) << r.status();
       EXPECT_TRUE(r->passed) << walk << ": " << r->failure;
       EXPECT_EQ(r->rows_checked, 586 * 4);
     }
   rt::Bundle wrong = CachedBundle("attention/hopper.d64.persist.varlen");
   wrong.manifest.name = "attention/hopper.d64.causal.persist.varlen";
-  absl::StatusOr<AttentionResult> r =
-      RunVarlenAttentionEmulated(wrong, heads, lengths, {.causal = true}, 2);
+  absl::StatusOr<AttentionResult> r = RunVarlenAttentionEmulated(wrong, heads, lengths, {.causal = true}, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->passed) << "error " << r->rel_error;
 }
@@ -343,17 +328,14 @@ TEST(EmulatedBlackwellAttention, AStoreToTensorMemoryWithoutItsWaitIsReported) {
   absl::StatusOr<AttentionResult> r =
       RunAttentionEmulated(b, {.b = 1, .hq = 1, .hkv = 1, .s = 100, .skv = 300, .d = 64}, {}, 1);
   ASSERT_FALSE(r.ok()) << "no report; the check " << (r->passed ? "passed" : "failed");
-  EXPECT_NE(r.status().message().find("have not run tcgen05.wait::st"), std::string::npos)
-      << r.status();
-  EXPECT_NE(r.status().message().find("ops/attention/kernels/blackwell.cc:"), std::string::npos)
-      << r.status();
+  EXPECT_NE(r.status().message().find("have not run tcgen05.wait::st"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("ops/attention/kernels/blackwell.cc:"), std::string::npos) << r.status();
 }
 
 TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   const rt::AttentionOperands ok{16, 16, 16, 16, 16};
   absl::StatusOr<rt::AttentionPlan> p =
-      rt::PlanAttention({.b = 2, .hq = 8, .hkv = 2, .s = 100, .skv = 300, .d = 256},
-                        {.dtype = "f16", .causal = true}, ok, 90);
+      rt::PlanAttention({.b = 2, .hq = 8, .hkv = 2, .s = 100, .skv = 300, .d = 256}, {.dtype = "f16", .causal = true}, ok, 90);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->kernel, "attention/hopper.d256.f16.causal");
   EXPECT_FLOAT_EQ(p->scale, 1.0f / 16);
@@ -363,8 +345,7 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
     return std::string(r.status().message());
   };
   EXPECT_NE(error({.d = 96}, {}, ok, 90).find("D = 96"), std::string::npos);
-  EXPECT_NE(error({.hq = 6, .hkv = 4}, {}, ok, 90).find("not a multiple of Hkv = 4"),
-            std::string::npos);
+  EXPECT_NE(error({.hq = 6, .hkv = 4}, {}, ok, 90).find("not a multiple of Hkv = 4"), std::string::npos);
   EXPECT_NE(error({.s = 0}, {}, ok, 90).find("at least 1"), std::string::npos);
   EXPECT_NE(error({}, {.dtype = "f32"}, ok, 90).find("type 'f32'"), std::string::npos);
   EXPECT_NE(error({}, {.scale = -1}, ok, 90).find("scale"), std::string::npos);
@@ -378,19 +359,17 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
   other.kernel = "attention/hopper.d128.wgx";
   EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
-  EXPECT_EQ(rt::PlanAttention({.s = 1024, .skv = 1024}, {}, ok, 100)->kernel,
-            "attention/blackwell.d128");
+  EXPECT_EQ(rt::PlanAttention({.s = 1024, .skv = 1024}, {}, ok, 100)->kernel, "attention/blackwell.d128");
   EXPECT_EQ(rt::PlanAttention({.hq = 8, .hkv = 2, .skv = 8192}, {}, ok, 100)->kernel,
             "attention/blackwell.d128.split");  // decode
   // Persistent CTAs at D = 128 and at D = 64 without a mask; 160-key tiles at D = 128 without a
   // mask where they pad the keys by under 2%.
   auto planned = [&](int64_t s, bool causal, int d = 128) {
-    return rt::PlanAttention({.b = 1, .hq = 16, .hkv = 16, .s = s, .skv = s, .d = d},
-                             {.causal = causal}, ok, 90)
+    return rt::PlanAttention({.b = 1, .hq = 16, .hkv = 16, .s = s, .skv = s, .d = d}, {.causal = causal}, ok, 90)
         ->kernel;
   };
-  EXPECT_EQ(planned(1024, false), "attention/hopper.d128.persist");        // 160: 1120 keys
-  EXPECT_EQ(planned(2048, false), "attention/hopper.d128.bn160.persist");  // 160: 2080 keys
+  EXPECT_EQ(planned(1024, false), "attention/hopper.d128.persist");          // 160: 1120 keys
+  EXPECT_EQ(planned(2048, false), "attention/hopper.d128.bn160.persist");    // 160: 2080 keys
   EXPECT_EQ(planned(16384, false), "attention/hopper.d128.bn160.persist");
   EXPECT_EQ(planned(100, false), "attention/hopper.d128.persist");
   EXPECT_EQ(planned(16384, true), "attention/hopper.d128.causal.persist");
@@ -408,13 +387,10 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   EXPECT_EQ(planned(16384, true, 64), "attention/hopper.d64.causal");
   // The rows layout: the prefill kernels' rows form, decode shapes included; strides of whole
   // rows of heads, in 16-byte steps.
-  rt::AttentionSize rows{
-      .b = 2, .hq = 16, .hkv = 16, .s = 4096, .skv = 4096, .d = 128, .rows = true};
-  EXPECT_EQ(rt::PlanAttention(rows, {}, ok, 90)->kernel,
-            "attention/hopper.d128.bn160.persist.rows");
+  rt::AttentionSize rows{.b = 2, .hq = 16, .hkv = 16, .s = 4096, .skv = 4096, .d = 128, .rows = true};
+  EXPECT_EQ(rt::PlanAttention(rows, {}, ok, 90)->kernel, "attention/hopper.d128.bn160.persist.rows");
   rows.s = 1, rows.hkv = 2;
-  EXPECT_EQ(rt::PlanAttention(rows, {}, ok, 90)->kernel,
-            "attention/hopper.d128.bn160.persist.rows");
+  EXPECT_EQ(rt::PlanAttention(rows, {}, ok, 90)->kernel, "attention/hopper.d128.bn160.persist.rows");
   rows.q_stride = 16 * 128 - 8;
   EXPECT_NE(error(rows, {}, ok, 90).find("q_stride = 2040"), std::string::npos);
   rows.q_stride = 16 * 128 + 4;

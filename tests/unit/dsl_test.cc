@@ -42,8 +42,7 @@ TEST(Dsl, TypeMismatchNamesTheLine) {
   Kernel k("test/mismatch", sm80(), {32});
   Value a = k.I32Param("a");
   Value f = k.F32(1.0);
-  Value bad = a + f;
-  const int line = __LINE__;
+  Value bad = a + f; const int line = __LINE__;
   (void)bad;
   ExpectError(k, line, "type mismatch in '+': i32 vs f32");
 }
@@ -52,66 +51,52 @@ TEST(Dsl, TypeMismatchNamesTheLine) {
 // the line that declared it, however it gets there (directly, through arithmetic, as a condition,
 // into a register array); never a crash.
 void ExpectEmptyValueError(Kernel& k, int use, int declared) {
-  ExpectError(k, use,
-              "a kiln::Value declared empty at " +
-                  Here(declared).substr(0, Here(declared).size() - 2) +
-                  " is used before the kernel gave it a value");
+  ExpectError(k, use, "a kiln::Value declared empty at " + Here(declared).substr(0, Here(declared).size() - 2) +
+                          " is used before the kernel gave it a value");
 }
 
 TEST(Dsl, EmptyValueIsAnErrorNamingItsDeclaration) {
   for (Scalar elem : {f32, i32}) {  // i32: the type an empty Value would match if it had one
     Kernel k("test/empty_store", sm80(), {32});
     Value x = k.PtrParam("X", elem);
-    Value v;
-    const int declared = __LINE__;
-    k.Store(x, v);
-    const int use = __LINE__;
+    Value v; const int declared = __LINE__;
+    k.Store(x, v); const int use = __LINE__;
     ExpectEmptyValueError(k, use, declared);
   }
   {
     Kernel k("test/empty_arith", sm80(), {32});
     Value x = k.PtrParam("X", i32);
-    Value i;
-    const int declared = __LINE__;
+    Value i; const int declared = __LINE__;
     Value j = (i * 4 + 1).To(i32);  // empty all the way: no kernel to tell yet
     EXPECT_FALSE(j.valid());
-    Value t = k.ThreadIdx() + j;
-    const int use = __LINE__;
+    Value t = k.ThreadIdx() + j; const int use = __LINE__;
     k.Store(x, t);
     ExpectEmptyValueError(k, use, declared);
   }
   {
     Kernel k("test/empty_cond", sm80(), {32});
-    Value limit;
-    const int declared = __LINE__;
-    k.If(k.ThreadIdx() < limit, [&] {});
-    const int use = __LINE__;
+    Value limit; const int declared = __LINE__;
+    k.If(k.ThreadIdx() < limit, [&] {}); const int use = __LINE__;
     ExpectEmptyValueError(k, use, declared);
   }
   {
     Kernel k("test/empty_reg", sm80(), {32});
     Regs r = k.Registers(Type::Of(f32), 1);
-    Value v;
-    const int declared = __LINE__;
-    r[0] = v;
-    const int use = __LINE__;
+    Value v; const int declared = __LINE__;
+    r[0] = v; const int use = __LINE__;
     ExpectEmptyValueError(k, use, declared);
   }
   {
     Kernel k("test/empty_ptr", sm80(), {32});
-    Value p;
-    const int declared = __LINE__;
-    k.Load(p);
-    const int use = __LINE__;
+    Value p; const int declared = __LINE__;
+    k.Load(p); const int use = __LINE__;
     ExpectEmptyValueError(k, use, declared);
   }
   {
     Kernel k("test/empty_tensor", sm80(), {32});
-    Value base;
-    const int declared = __LINE__;
+    Value base; const int declared = __LINE__;
     Value p = GlobalTensor(base, {k.I32(4)}, {k.I32(1)}).At({0});
-    k.Load(p);
-    const int use = __LINE__;
+    k.Load(p); const int use = __LINE__;
     ExpectEmptyValueError(k, use, declared);
   }
   {  // a kernel that only read an empty Value's type leaves nothing behind for the next one
@@ -119,8 +104,7 @@ TEST(Dsl, EmptyValueIsAnErrorNamingItsDeclaration) {
     Value unused;
     (void)unused.type();
     Kernel k2("test/next", sm80(), {32});
-    k2.Smem(f32, 1024, 1024);
-    const int line = __LINE__;
+    k2.Smem(f32, 1024, 1024); const int line = __LINE__;
     ExpectError(k2, line, "shared memory over budget");
   }
   {
@@ -129,8 +113,7 @@ TEST(Dsl, EmptyValueIsAnErrorNamingItsDeclaration) {
     Kernel k("test/foreign", sm80(), {32});
     Value x = k.PtrParam("X", i32);
     k.Store(x, foreign);
-    ExpectErrorAt(k,
-                  "tests/unit/dsl_test.cc:", "made by another Kernel");  // the line is approximate
+    ExpectErrorAt(k, "tests/unit/dsl_test.cc:", "made by another Kernel");  // the line is approximate
   }
 }
 
@@ -141,8 +124,7 @@ TEST(Dsl, SelectAndFmaOnNumbers) {
   ASSERT_TRUE(k.Build().ok());
   Kernel bad("test/select_numbers", sm80(), {32});
   Value c = bad.ThreadIdx() < 4;
-  Select(c, 1, 2);
-  const int line = __LINE__;
+  Select(c, 1, 2); const int line = __LINE__;
   ExpectError(bad, line, "Select between two numbers");
 }
 
@@ -159,14 +141,13 @@ TEST(Dsl, ConditionsCombineWithAndOrXor) {
 TEST(Dsl, SharedMemoryOverBudgetNamesTheLine) {
   Kernel k("test/smem", sm90a(), {128});
   k.Smem(bf16, 256, 256);  // 128 KiB
-  k.Smem(bf16, 256, 256);
-  const int line = __LINE__;  // 256 KiB > 227 KiB
+  k.Smem(bf16, 256, 256); const int line = __LINE__;  // 256 KiB > 227 KiB
   ExpectError(k, line, "shared memory over budget");
 }
 
 TEST(Dsl, SmemPlannerAlignsAndTotals) {
   Kernel k("test/plan", sm80(), {128});
-  SmemTile a = k.Smem(bf16, 3, 8);           // 48 bytes at 0
+  SmemTile a = k.Smem(bf16, 3, 8);        // 48 bytes at 0
   SmemTile b = k.Smem(bf16, 4, 8, 8, 1024);  // 4 x 16 elements at 1024
   EXPECT_EQ(a.offset_bytes(), 0);
   EXPECT_EQ(b.offset_bytes(), 1024);
@@ -179,45 +160,37 @@ TEST(Dsl, SmemPlannerAlignsAndTotals) {
 TEST(Dsl, LdMatrixNeedsSharedSixteenBitRows) {
   Kernel k("test/ldmatrix", sm80(), {32});
   Value p = k.PtrParam("P", bf16);
-  k.LdMatrix(p, 4);
-  const int line = __LINE__;
+  k.LdMatrix(p, 4); const int line = __LINE__;
   ExpectError(k, line, "ldmatrix reads 16-bit elements from shared memory");
 }
 
 TEST(Dsl, MmaChecksRegisterCounts) {
   Kernel k("test/mma", sm80(), {32});
   Value z = k.I32(0);
-  k.MmaM16N8K16(bf16, {z, z}, {z, z}, {k.F32(0), k.F32(0), k.F32(0), k.F32(0)});
-  const int line = __LINE__;
+  k.MmaM16N8K16(bf16, {z, z}, {z, z}, {k.F32(0), k.F32(0), k.F32(0), k.F32(0)}); const int line = __LINE__;
   ExpectError(k, line, "takes 4 A, 2 B and 4 C registers");
 }
 
 TEST(Dsl, RegisterIndexOutOfRange) {
   Kernel k("test/regs", sm80(), {32});
   Regs r = k.Registers(Type::Of(f32), 4);
-  r[4] = 1.0;
-  const int line = __LINE__;
+  r[4] = 1.0; const int line = __LINE__;
   ExpectError(k, line, "register index 4 out of range 0..3");
 }
 
 TEST(Dsl, EmptyRegisterArrayIsAnErrorNotACrash) {
   Kernel k("test/regs0", sm80(), {32});
-  Regs r = k.Registers(Type::Of(f32), 0);
-  const int line = __LINE__;
+  Regs r = k.Registers(Type::Of(f32), 0); const int line = __LINE__;
   r[0] = r[0] + 1.0;
   ExpectError(k, line, "register array of 0 x f32");
 }
 
 TEST(Dsl, BadBlockAndGrid) {
-  Kernel k("test/block", sm80(), {2048});
-  const int line = __LINE__;
+  Kernel k("test/block", sm80(), {2048}); const int line = __LINE__;
   ExpectError(k, line, "a block has 1..1024 threads");
   Kernel g("test/grid", sm80(), {32});
-  g.Grid("rows-1");
-  const int gline = __LINE__;
-  ExpectError(g, gline,
-              "bad grid factor 'rows-1': a factor is a positive integer, or a symbol (the name of "
-              "an integer parameter of the kernel, e.g. M or rows, or sms: the SM count)");
+  g.Grid("rows-1"); const int gline = __LINE__;
+  ExpectError(g, gline, "bad grid factor 'rows-1': a factor is a positive integer, or a symbol (the name of an integer parameter of the kernel, e.g. M or rows, or sms: the SM count)");
 }
 
 TEST(Dsl, GridRulesNameIntegerParameters) {
@@ -231,11 +204,7 @@ TEST(Dsl, GridRulesNameIntegerParameters) {
   ASSERT_TRUE(grid.ok()) << grid.status();
   EXPECT_EQ(grid->x, 251u);
   EXPECT_EQ(grid->y, 132u);
-  EXPECT_NE(def->manifest()
-                .GridFor(rt::Symbols{}, 132)
-                .status()
-                .message()
-                .find("grid dimension rows/4 needs rows"),
+  EXPECT_NE(def->manifest().GridFor(rt::Symbols{}, 132).status().message().find("grid dimension rows/4 needs rows"),
             std::string::npos);
   // y at most 65535 blocks (CUDA's limit), x far past it.
   Kernel tall("test/grid_tall", sm80(), {128});
@@ -244,20 +213,14 @@ TEST(Dsl, GridRulesNameIntegerParameters) {
   absl::StatusOr<KernelDef> tall_def = tall.Build();
   ASSERT_TRUE(tall_def.ok()) << tall_def.status();
   EXPECT_TRUE(tall_def->manifest().GridFor(rt::Symbols{{"rows", 4 * 65535}}, 132).ok());
-  EXPECT_NE(tall_def->manifest()
-                .GridFor(rt::Symbols{{"rows", 4 * 65536}}, 132)
-                .status()
-                .message()
-                .find("grid dimension y = rows/4 = 65536 is past CUDA's 65535 blocks"),
+  EXPECT_NE(tall_def->manifest().GridFor(rt::Symbols{{"rows", 4 * 65536}}, 132).status().message().find(
+                "grid dimension y = rows/4 = 65536 is past CUDA's 65535 blocks"),
             std::string::npos);
   Kernel bad("test/grid_unknown", sm80(), {128});
   bad.F32Param("scale");
   bad.I32Param("n");
-  bad.Grid("cols/8");
-  const int line = __LINE__;
-  ExpectError(bad, line,
-              "grid rule cols/8 names cols, which is not an integer parameter of this kernel (it "
-              "has n; sms is the SM count)");
+  bad.Grid("cols/8"); const int line = __LINE__;
+  ExpectError(bad, line, "grid rule cols/8 names cols, which is not an integer parameter of this kernel (it has n; sms is the SM count)");
 }
 
 // The same small kernel lowers for every target, with that target's PTX version, and ptxas
@@ -277,8 +240,8 @@ TEST(Dsl, LowersForEveryTarget) {
     absl::StatusOr<std::string> ptx = EmitPtx(*def);
     ASSERT_TRUE(ptx.ok()) << ptx.status();
     EXPECT_NE(ptx->find(".target " + t->chip), std::string::npos);
-    const std::string version = ".version " + std::to_string(t->ptx_version / 10) + "." +
-                                std::to_string(t->ptx_version % 10);
+    const std::string version =
+        ".version " + std::to_string(t->ptx_version / 10) + "." + std::to_string(t->ptx_version % 10);
     EXPECT_NE(ptx->find(version), std::string::npos) << *ptx;
     if (t->compute_capability >= 90) {
       EXPECT_NE(ptx->find("%cluster_ctarank"), std::string::npos);
@@ -293,8 +256,7 @@ TEST(Dsl, LowersForEveryTarget) {
 
 TEST(Dsl, ClustersNeedHopper) {
   Kernel k("test/cluster80", sm80(), {32});
-  k.ClusterDims({2, 1, 1});
-  const int line = __LINE__;
+  k.ClusterDims({2, 1, 1}); const int line = __LINE__;
   ExpectError(k, line, "clusters need sm_90 or later");
 }
 
@@ -314,29 +276,24 @@ TEST(Hopper, WgmmaOnATileWithoutTheSwizzleItsDescriptorNeeds) {
   SmemTile plain = k.Smem(bf16, 64, 64);  // no swizzle: no K-major wgmma descriptor fits
   SmemTile b = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
   WgmmaAccumulator acc = k.WgmmaAcc(64);
-  k.Wgmma(acc, {.a = plain, .b = b});
-  const int line = __LINE__;
+  k.Wgmma(acc, {.a = plain, .b = b}); const int line = __LINE__;
   ExpectError(k, line, "no swizzle");
 }
 
 TEST(Hopper, WgmmaOnAnMnMajorTileItsBlocksDoNotCover) {
   Kernel k("test/wgmma_mn", sm90a(), {128});
   SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
-  SmemTile b =
-      k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B);  // two blocks of 64 rows of K: N = 128
+  SmemTile b = k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B);  // two blocks of 64 rows of K: N = 128
   WgmmaAccumulator acc = k.WgmmaAcc(256);
-  k.Wgmma(acc, {.a = {a, true, 64}, .b = {b, true, 64}});
-  const int line = __LINE__;
-  ExpectError(k, line,
-              "holds 128 columns in blocks of 64 and 64 rows of K; this wgmma reads 256 columns");
+  k.Wgmma(acc, {.a = {a, true, 64}, .b = {b, true, 64}}); const int line = __LINE__;
+  ExpectError(k, line, "holds 128 columns in blocks of 64 and 64 rows of K; this wgmma reads 256 columns");
 }
 
 TEST(Hopper, WgmmaMnMajorBlocksOfWholeAtoms) {
   Kernel k("test/wgmma_mn_rows", sm90a(), {128});
   SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
   WgmmaAccumulator acc = k.WgmmaAcc(64);
-  k.Wgmma(acc, {.a = {a, true, 60}, .b = a});
-  const int line = __LINE__;
+  k.Wgmma(acc, {.a = {a, true, 60}, .b = a}); const int line = __LINE__;
   ExpectError(k, line, "in blocks of k_rows (60, a multiple of 8) rows of K");
 }
 
@@ -345,8 +302,7 @@ TEST(Hopper, TmaIntoATileOfAnotherSwizzle) {
   TensorMap a = k.TmaParam("tmA", Map128B(64));
   SmemTile wrong = k.SmemSwizzled(bf16, 128, 32, Swizzle::k64B);  // 8 KB like the box, 64B swizzle
   Barriers bar = k.SmemBarriers(1);
-  k.TmaLoad(a, wrong, bar[0], {0, 0});
-  const int line = __LINE__;
+  k.TmaLoad(a, wrong, bar[0], {0, 0}); const int line = __LINE__;
   ExpectError(k, line, "swizzles 128B but the smem tile");
 }
 
@@ -358,15 +314,12 @@ TEST(Hopper, TmaCoordinatesAndWaitParityAreI32) {
     TensorMap a = k.TmaParam("tmA", Map128B(64));
     SmemTile t = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
     Barriers bar = k.SmemBarriers(1);
-    k.TmaLoad(a, t, bar[0], {k.I32(0).To(i64), 0});
-    const int line = __LINE__;
-    ExpectError(k, line,
-                "a tensor map's coordinates are i32 (TMA takes 32-bit ones); coordinate 0 is i64");
+    k.TmaLoad(a, t, bar[0], {k.I32(0).To(i64), 0}); const int line = __LINE__;
+    ExpectError(k, line, "a tensor map's coordinates are i32 (TMA takes 32-bit ones); coordinate 0 is i64");
   }
   Kernel k("test/parity_f32", sm90a(), {128});
   Barriers bar = k.SmemBarriers(1);
-  bar[0].Wait(k.I32(1).To(f32));
-  const int line = __LINE__;
+  bar[0].Wait(k.I32(1).To(f32)); const int line = __LINE__;
   ExpectError(k, line, "an mbarrier wait's parity is an i32 (0 or 1), not f32");
 }
 
@@ -377,17 +330,14 @@ TEST(Hopper, ExpectTxShortOfTheBoxesIsAStaticFinding) {
   auto build = [](bool announce_both) {
     Kernel k("test/tx", sm90a(), {128});
     TensorMap a = k.TmaParam("tmA", Map128B(64)), b = k.TmaParam("tmB", Map128B(64));
-    SmemTile sa = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B),
-             sb = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+    SmemTile sa = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), sb = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
     Barriers bar = k.SmemBarriers(1);
     k.For(0, 256, 64, [&](Value k0) {
       k.If(k.ThreadIdx() == 0, [&] {
         k.TmaLoad(a, sa, bar[0], {k0, 0});
         k.TmaLoad(b, sb, bar[0], {k0, 0});
-        if (announce_both)
-          bar[0].ArriveExpectTx({&a, &b});
-        else
-          bar[0].ArriveExpectTx({&a});
+        if (announce_both) bar[0].ArriveExpectTx({&a, &b});
+        else bar[0].ArriveExpectTx({&a});
       });
       k.SyncThreads();  // the next iteration's loads wait for this one's readers
     });
@@ -399,55 +349,45 @@ TEST(Hopper, ExpectTxShortOfTheBoxesIsAStaticFinding) {
   absl::StatusOr<KernelDef> bad = build(false);
   ASSERT_TRUE(bad.ok()) << bad.status();
   ASSERT_EQ(bad->findings().size(), 1u);
-  EXPECT_NE(bad->findings()[0].find("tx-count mismatch: the mbarrier at shared offset"),
+  EXPECT_NE(bad->findings()[0].find("tx-count mismatch: the mbarrier at shared offset"), std::string::npos)
+      << bad->findings()[0];
+  EXPECT_NE(bad->findings()[0].find("is announced 8192 bytes by expect_tx at tests/unit/dsl_test.cc:"),
             std::string::npos)
       << bad->findings()[0];
-  EXPECT_NE(
-      bad->findings()[0].find("is announced 8192 bytes by expect_tx at tests/unit/dsl_test.cc:"),
-      std::string::npos)
-      << bad->findings()[0];
-  EXPECT_NE(bad->findings()[0].find("but its TMA loads deliver 16384"), std::string::npos)
-      << bad->findings()[0];
-  EXPECT_NE(bad->findings()[0].find("the phase completes before the last bytes land"),
-            std::string::npos);
+  EXPECT_NE(bad->findings()[0].find("but its TMA loads deliver 16384"), std::string::npos) << bad->findings()[0];
+  EXPECT_NE(bad->findings()[0].find("the phase completes before the last bytes land"), std::string::npos);
 }
 
 TEST(Hopper, TmaBoxOverTheHardwareLimit) {
   Kernel k("test/tma_box", sm90a(), {128});
-  k.TmaParam("tmA", Map128B(2048));
-  const int line = __LINE__;
+  k.TmaParam("tmA", Map128B(2048)); const int line = __LINE__;
   ExpectError(k, line, "box dim 1 = 2048 must be in 1..256");
 }
 
 TEST(Hopper, WgmmaShapeItCannotTake) {
   Kernel k("test/wgmma_n", sm90a(), {128});
-  k.WgmmaAcc(100);
-  const int line = __LINE__;
+  k.WgmmaAcc(100); const int line = __LINE__;
   ExpectError(k, line, "N = 8..256 in steps of 8, not 100");
 }
 
 TEST(Hopper, WgmmaReadsPastTheTile) {
   Kernel k("test/wgmma_rows", sm90a(), {128});
-  SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B),
-           b = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), b = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
   WgmmaAccumulator acc = k.WgmmaAcc(128);  // B tile has 64 rows, not 128
-  k.Wgmma(acc, {.a = a, .b = b});
-  const int line = __LINE__;
+  k.Wgmma(acc, {.a = a, .b = b}); const int line = __LINE__;
   ExpectError(k, line, "this wgmma reads 128 rows");
 }
 
 TEST(Hopper, RingOverSharedMemoryBudget) {
   Kernel k("test/ring_budget", sm90a(), {384});
   k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B, 5);  // 80 KB
-  k.SmemSwizzled(bf16, 256, 64, Swizzle::k128B, 5);
-  const int line = __LINE__;  // +160 KB
+  k.SmemSwizzled(bf16, 256, 64, Swizzle::k128B, 5); const int line = __LINE__;  // +160 KB
   ExpectError(k, line, "shared memory over budget");
 }
 
 TEST(Hopper, SetmaxnregOnPartOfAWarpgroup) {
   Kernel k("test/setmaxnreg", sm90a(), {384});
-  k.Role({.first_thread = 0, .threads = 96, .max_regs = 24}, [](Value) {});
-  const int line = __LINE__;
+  k.Role({.first_thread = 0, .threads = 96, .max_regs = 24}, [](Value) {}); const int line = __LINE__;
   ExpectError(k, line, "setmaxnreg applies to whole warpgroups");
 }
 
@@ -460,12 +400,9 @@ TEST(Hopper, RoleRegisterBudgetsMustFitTheSm) {
   EXPECT_TRUE(ok.Build().ok());
   Kernel k("test/regs_over", sm90a(), {384});
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [](Value) {});
-  k.Role({.first_thread = 128, .threads = 256, .max_regs = 256}, [](Value) {});
-  const int line = __LINE__;
-  ExpectError(k, line,
-              "the roles' register budgets (warpgroup 0: 24, warpgroup 1: 256, warpgroup 2: 256 "
-              "per thread) "
-              "need 68608 registers; an SM has 65536");
+  k.Role({.first_thread = 128, .threads = 256, .max_regs = 256}, [](Value) {}); const int line = __LINE__;
+  ExpectError(k, line, "the roles' register budgets (warpgroup 0: 24, warpgroup 1: 256, warpgroup 2: 256 per thread) "
+                       "need 68608 registers; an SM has 65536");
   // Two blocks an SM: each has half the registers, and its roles' budgets count from that share.
   Kernel two("test/regs_two", sm90a(), {256});
   two.MinBlocksPerSm(2);
@@ -475,10 +412,8 @@ TEST(Hopper, RoleRegisterBudgetsMustFitTheSm) {
   Kernel over("test/regs_two_over", sm90a(), {256});
   over.MinBlocksPerSm(2);
   over.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [](Value) {});
-  over.Role({.first_thread = 128, .threads = 128, .max_regs = 240}, [](Value) {});
-  const int over_line = __LINE__;
-  ExpectError(over, over_line,
-              "need 33792 registers; an SM has 65536 and a block of MinBlocksPerSm(2) 32768");
+  over.Role({.first_thread = 128, .threads = 128, .max_regs = 240}, [](Value) {}); const int over_line = __LINE__;
+  ExpectError(over, over_line, "need 33792 registers; an SM has 65536 and a block of MinBlocksPerSm(2) 32768");
 }
 
 // The builder follows each accumulator's wgmma group: a read before the wait that completes
@@ -488,8 +423,7 @@ TEST(Hopper, AccumulatorReadBeforeItsWaitNamesBothLines) {
   auto build = [](int wait_before_read, bool fragment) {
     Kernel k("test/acc_read", sm90a(), {128});
     Value out = k.PtrParam("out", f32);
-    SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B),
-             b = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+    SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), b = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
     WgmmaAccumulator s = k.WgmmaAcc(64), o = k.WgmmaAcc(64);
     k.WgmmaFence();
     k.Wgmma(s, {.a = a, .b = b, .accumulate = false});
@@ -497,10 +431,8 @@ TEST(Hopper, AccumulatorReadBeforeItsWaitNamesBothLines) {
     k.Wgmma(o, {.a = a, .b = b, .k0 = 16, .accumulate = false});
     k.WgmmaCommit();
     if (wait_before_read >= 0) k.WgmmaWait(wait_before_read);
-    if (fragment)
-      k.Wgmma(o, {.a_regs = s.FragmentA(0, bf16), .b = b});
-    else
-      k.Store(out + k.ThreadIdx(), s[0]);
+    if (fragment) k.Wgmma(o, {.a_regs = s.FragmentA(0, bf16), .b = b});
+    else k.Store(out + k.ThreadIdx(), s[0]);
     k.WgmmaCommit();
     k.WgmmaWait(0);
     return k.Build();
@@ -511,12 +443,10 @@ TEST(Hopper, AccumulatorReadBeforeItsWaitNamesBothLines) {
   for (bool fragment : {false, true}) {
     absl::StatusOr<KernelDef> bad = build(-1, fragment);
     ASSERT_FALSE(bad.ok());
-    EXPECT_NE(bad.status().message().find(
-                  "reads a wgmma accumulator that the wgmma at tests/unit/dsl_test.cc:"),
+    EXPECT_NE(bad.status().message().find("reads a wgmma accumulator that the wgmma at tests/unit/dsl_test.cc:"),
               std::string::npos)
         << bad.status();
-    EXPECT_NE(bad.status().message().find(
-                  "an accumulator read before the wgmma.wait_group that completes it"),
+    EXPECT_NE(bad.status().message().find("an accumulator read before the wgmma.wait_group that completes it"),
               std::string::npos);
   }
 }
@@ -527,8 +457,7 @@ TEST(Hopper, StageConsumedThatNothingProduces) {
   Pipeline ring(k, 2, 1);
   k.If(k.ThreadIdx() == 0, [&] { ring.Init(); });
   Pipeline::Cursor at = ring.Start();
-  ring.Consume(at, k.ThreadIdx() % 128, [&](Value s) { k.Load(a.Stage(s).At(0, 0)); });
-  const int line = __LINE__;
+  ring.Consume(at, k.ThreadIdx() % 128, [&](Value s) { k.Load(a.Stage(s).At(0, 0)); }); const int line = __LINE__;
   ExpectError(k, line, "consumed but nothing produces it");
 }
 
@@ -545,8 +474,7 @@ TEST(Hopper, StagesAcquiredButNeverReleased) {
   });
   k.If(k.ThreadIdx() < 128, [&] {
     Pipeline::Cursor at = ring.Start();
-    k.For(0, 8, 1, [&](Value) { k.Load(t.Stage(ring.Acquire(at)).At(0, 0)); });
-    const int line = __LINE__;
+    k.For(0, 8, 1, [&](Value) { k.Load(t.Stage(ring.Acquire(at)).At(0, 0)); }); const int line = __LINE__;
     ExpectError(k, line, "pipeline stages are acquired here but never released");
   });
 }
@@ -567,8 +495,7 @@ TEST(Hopper, ADescriptorPrefetchReadsTheMapsParameter) {
   EXPECT_EQ(ptx->find("prefetch", at + 1), std::string::npos) << *ptx;
   Kernel bad("test/prefetch_map", sm90a(), {128});
   TensorMap never;
-  bad.TmaPrefetchDescriptor(never);
-  const int line = __LINE__;
+  bad.TmaPrefetchDescriptor(never); const int line = __LINE__;
   ExpectError(bad, line, "TmaPrefetchDescriptor of a tensor map that was never declared");
 }
 
@@ -603,17 +530,14 @@ TEST(Hopper, ATmaCopyCarriesItsL2Policy) {
   EXPECT_EQ(hinted, 2) << *ptx;
 
   Kernel kind("test/l2_policy_kind", sm90a(), {128});
-  kind.L2Policy(CacheHint::kStreaming);
-  const int kind_line = __LINE__;
+  kind.L2Policy(CacheHint::kStreaming); const int kind_line = __LINE__;
   ExpectError(kind, kind_line, "an L2 policy is kL2EvictFirst or kL2EvictLast");
   Kernel not_policy("test/l2_policy_type", sm90a(), {128});
   TensorMap m = not_policy.TmaParam("tmA", Map128B(64));
   SmemTile u = not_policy.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
   Barriers b = not_policy.SmemBarriers(1);
-  not_policy.TmaLoad(m, u, b[0], {0, 0}, not_policy.I32(1));
-  const int type_line = __LINE__;
-  ExpectError(not_policy, type_line,
-              "a TMA load's L2 policy is an i64 of this kernel (Kernel::L2Policy), not i32");
+  not_policy.TmaLoad(m, u, b[0], {0, 0}, not_policy.I32(1)); const int type_line = __LINE__;
+  ExpectError(not_policy, type_line, "a TMA load's L2 policy is an i64 of this kernel (Kernel::L2Policy), not i32");
 }
 
 // A stage whose second box comes only under a condition: one arrival expects the bytes of the
@@ -632,18 +556,14 @@ TEST(Hopper, AConditionalBoxOfAStageIsExpectedOnlyWhereItIsLoaded) {
     k.If(k.ThreadIdx() == 128, [&] {
       Pipeline::Cursor at = ring.Start();
       k.For(0, 8, 1, [&](Value i) {
-        TmaCopy second{
-            .map = &a, .tile = t.Rows(32, 32), .coords = {i * 64, 32}, .only_if = rows > 32};
+        TmaCopy second{.map = &a, .tile = t.Rows(32, 32), .coords = {i * 64, 32}, .only_if = rows > 32};
         if (multicast) second.cta_mask = k.I32(3);
-        ring.Produce(at, {{.map = &a, .tile = t.Rows(0, 32), .coords = {i * 64, 0}}, second});
-        line = __LINE__;
+        ring.Produce(at, {{.map = &a, .tile = t.Rows(0, 32), .coords = {i * 64, 0}}, second}); line = __LINE__;
       });
     });
     k.If(k.ThreadIdx() < 128, [&] {
       Pipeline::Cursor at = ring.Start();
-      k.For(0, 8, 1, [&](Value) {
-        ring.Consume(at, k.ThreadIdx(), [&](Value s) { k.Load(t.Stage(s).At(0, 0)); });
-      });
+      k.For(0, 8, 1, [&](Value) { ring.Consume(at, k.ThreadIdx(), [&](Value s) { k.Load(t.Stage(s).At(0, 0)); }); });
     });
     return line;
   };
@@ -675,17 +595,13 @@ TEST(Hopper, ALoopThatRefillsATileWithoutWaitingIsAStaticFinding) {
     SmemTile sa = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
     Barriers full = k.SmemBarriers(1), empty = k.SmemBarriers(1);
     Value tid = k.ThreadIdx();
-    k.If(tid == 0, [&] {
-      full[0].Init(1);
-      empty[0].Init(128);
-    });
+    k.If(tid == 0, [&] { full[0].Init(1); empty[0].Init(128); });
     k.SyncThreads();
     RingPosition at(k, 1);
     k.For(0, 256, 64, [&](Value k0) {
       k.If(tid == 0, [&] {
         if (wait_for_release) empty[0].Wait(at.phase() ^ 1);
-        k.TmaLoad(a, sa, full[0], {k0, 0});
-        load_line = __LINE__;
+        k.TmaLoad(a, sa, full[0], {k0, 0}); load_line = __LINE__;
         full[0].ArriveExpectTx({&a});
       });
       full[0].Wait(at.phase());
@@ -702,8 +618,7 @@ TEST(Hopper, ALoopThatRefillsATileWithoutWaitingIsAStaticFinding) {
   ASSERT_TRUE(bad.ok()) << bad.status();
   ASSERT_EQ(bad->findings().size(), 1u);
   EXPECT_EQ(bad->findings()[0].rfind(Here(load_line), 0), 0u) << bad->findings()[0];
-  EXPECT_NE(bad->findings()[0].find("it can overwrite a stage that is still being read"),
-            std::string::npos);
+  EXPECT_NE(bad->findings()[0].find("it can overwrite a stage that is still being read"), std::string::npos);
 }
 
 // kiln check's arrival check: the threads that run each arrival (from the conditions around it,
@@ -723,17 +638,13 @@ TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
     Barriers bar = k.SmemBarriers(1);
     Value tid = k.ThreadIdx();
     const int count = variant == 2 ? 1 : variant == 4 || variant == 6 ? 2 : variant == 5 ? 4 : 128;
-    k.If(tid == 0, [&] { bar[0].Init(count); });
-    init_line = __LINE__;
+    k.If(tid == 0, [&] { bar[0].Init(count); }); init_line = __LINE__;
     k.SyncThreads();
     if (variant == 0) bar[0].Arrive();
-    if (variant == 1) {
-      k.If(tid < 64, [&] { bar[0].Arrive(); });
-    }
+    if (variant == 1) { k.If(tid < 64, [&] { bar[0].Arrive(); }); }
     if (variant == 2) {
       k.If(tid / 32 == 1, [&] { k.If(k.ElectOne(), [&] { bar[0].Arrive(); }); });
-      bar[0].Arrive();
-      arrive_line = __LINE__;
+      bar[0].Arrive(); arrive_line = __LINE__;
     }
     if (variant == 3) k.For(0, 4, 1, [&](Value i) { k.If(tid == i, [&] { bar[0].Arrive(); }); });
     if (variant == 4 || variant == 5) {
@@ -741,8 +652,7 @@ TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
       steps[0] = n * 2;
       k.If(n > 0, [&] {
         k.For(0, steps[0], 1, [&](Value) {
-          k.If(tid % 32 == 0, [&] { bar[0].Arrive(); });
-          loop_arrive_line = __LINE__;
+          k.If(tid % 32 == 0, [&] { bar[0].Arrive(); }); loop_arrive_line = __LINE__;
           steps[0] = steps[0] - 1;
         });
       });
@@ -764,30 +674,23 @@ TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
   ASSERT_TRUE(few.ok()) << few.status();
   ASSERT_EQ(few->findings().size(), 1u);
   EXPECT_EQ(few->findings()[0].rfind(Here(init_line), 0), 0u) << few->findings()[0];
-  EXPECT_NE(few->findings()[0].find(
-                "expects 128 arrivals a phase, but its arrivals come from tests/unit/dsl_test.cc:"),
-            std::string::npos)
-      << few->findings()[0];
-  EXPECT_NE(few->findings()[0].find(
-                "(64 threads), which neither complete a phase each nor add up to 128"),
-            std::string::npos)
-      << few->findings()[0];
+  EXPECT_NE(few->findings()[0].find("expects 128 arrivals a phase, but its arrivals come from tests/unit/dsl_test.cc:"),
+            std::string::npos) << few->findings()[0];
+  EXPECT_NE(few->findings()[0].find("(64 threads), which neither complete a phase each nor add up to 128"),
+            std::string::npos) << few->findings()[0];
   absl::StatusOr<KernelDef> many = build(2);
   ASSERT_TRUE(many.ok()) << many.status();
   ASSERT_EQ(many->findings().size(), 1u);  // the elected thread alone completes a phase
   EXPECT_EQ(many->findings()[0].rfind(Here(arrive_line), 0), 0u) << many->findings()[0];
-  EXPECT_NE(many->findings()[0].find("128 threads arrive here on an mbarrier initialised at"),
-            std::string::npos);
-  EXPECT_NE(many->findings()[0].find("for 1 arrivals a phase: more arrivals than a phase expects"),
-            std::string::npos);
+  EXPECT_NE(many->findings()[0].find("128 threads arrive here on an mbarrier initialised at"), std::string::npos);
+  EXPECT_NE(many->findings()[0].find("for 1 arrivals a phase: more arrivals than a phase expects"), std::string::npos);
   // A ring built for fewer consumers than release it, as attention/hopper's three warpgroups once
   // released a ring of two (it hung on the GPU only once the ring wrapped).
   absl::StatusOr<KernelDef> looped = build(4);
   ASSERT_TRUE(looped.ok()) << looped.status();
   ASSERT_EQ(looped->findings().size(), 1u);
   EXPECT_EQ(looped->findings()[0].rfind(Here(loop_arrive_line), 0), 0u) << looped->findings()[0];
-  EXPECT_NE(looped->findings()[0].find("4 threads arrive here on an mbarrier initialised at"),
-            std::string::npos)
+  EXPECT_NE(looped->findings()[0].find("4 threads arrive here on an mbarrier initialised at"), std::string::npos)
       << looped->findings()[0];
 }
 
@@ -806,12 +709,8 @@ TEST(Hopper, ArrivalsCompletingSeveralPhasesARoundMustBeStated) {
     Barriers bar = k.SmemBarriers(1);
     Value tid = k.ThreadIdx();
     k.If(tid == 0, [&] {
-      if (variant == 1 || variant == 3)
-        bar[0].Init(4, PhasesPerRound{2});
-      else {
-        bar[0].Init(4);
-        init_line = __LINE__;
-      }
+      if (variant == 1 || variant == 3) bar[0].Init(4, PhasesPerRound{2});
+      else { bar[0].Init(4); init_line = __LINE__; }
     });
     k.SyncThreads();
     if (variant == 5) k.If(tid < 4, [&] { bar[0].Arrive(); });
@@ -820,14 +719,10 @@ TEST(Hopper, ArrivalsCompletingSeveralPhasesARoundMustBeStated) {
         k.If(tid < 4, [&] { bar[0].Arrive(); });
         k.If(tid / 4 == 8, [&] { bar[0].Arrive(); });
       }
-      if (variant == 2 || variant == 3) {
-        k.If(tid < 8, [&] { bar[0].Arrive(); });
-        site_line = __LINE__;
-      }
+      if (variant == 2 || variant == 3) { k.If(tid < 8, [&] { bar[0].Arrive(); }); site_line = __LINE__; }
       if (variant == 4)
-        k.If(
-            n > 4, [&] { k.If(tid < 4, [&] { bar[0].Arrive(); }); },
-            [&] { k.If(tid / 4 == 8, [&] { bar[0].Arrive(); }); });
+        k.If(n > 4, [&] { k.If(tid < 4, [&] { bar[0].Arrive(); }); },
+             [&] { k.If(tid / 4 == 8, [&] { bar[0].Arrive(); }); });
       if (variant == 5) k.If(tid / 4 == 8, [&] { bar[0].Arrive(); });
       bar[0].Wait(0);
     });
@@ -843,8 +738,7 @@ TEST(Hopper, ArrivalsCompletingSeveralPhasesARoundMustBeStated) {
   ASSERT_EQ(two_sites->findings().size(), 1u);
   EXPECT_EQ(two_sites->findings()[0].rfind(Here(init_line), 0), 0u) << two_sites->findings()[0];
   EXPECT_NE(two_sites->findings()[0].find("each complete one in the same round: 2 phases a round"),
-            std::string::npos)
-      << two_sites->findings()[0];
+            std::string::npos) << two_sites->findings()[0];
   EXPECT_NE(two_sites->findings()[0].find("Init(4, PhasesPerRound{2})"), std::string::npos);
   absl::StatusOr<KernelDef> one_site = build(2);
   ASSERT_TRUE(one_site.ok()) << one_site.status();
@@ -859,8 +753,7 @@ TEST(Hopper, MulticastNeedsACluster) {
   TensorMap a = k.TmaParam("tmA", Map128B(64));
   SmemTile t = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
   Barriers bar = k.SmemBarriers(1);
-  k.TmaLoadMulticast(a, t, bar[0], {0, 0}, 3);
-  const int line = __LINE__;
+  k.TmaLoadMulticast(a, t, bar[0], {0, 0}, 3); const int line = __LINE__;
   ExpectError(k, line, "needs a cluster");
 }
 
@@ -870,11 +763,8 @@ TEST(Hopper, TensorMapRulesNameIntegerParameters) {
   rt::TensorMapParam t = Map128B(64);
   t.dims = {*rt::GridExpr::Parse("K"), *rt::GridExpr::Parse("rows")};
   t.strides = {*rt::GridExpr::Parse("K*2")};
-  k.TmaParam("tmA", t);
-  const int line = __LINE__;
-  ExpectError(k, line,
-              "tensor map tmA rule K names K, which is not an integer parameter of this kernel (it "
-              "has rows;");
+  k.TmaParam("tmA", t); const int line = __LINE__;
+  ExpectError(k, line, "tensor map tmA rule K names K, which is not an integer parameter of this kernel (it has rows;");
 }
 
 // Rules written as text: one that does not parse is an error at the line that uses it, not an
@@ -885,8 +775,7 @@ TEST(Hopper, TensorMapRuleThatDoesNotParseIsAnErrorAtItsLine) {
   rt::TensorMapParam t = Map128B(64);
   t.dims = {"K+1", "K"};
   t.strides = {"K*2"};
-  k.TmaParam("tmA", t);
-  const int line = __LINE__;
+  k.TmaParam("tmA", t); const int line = __LINE__;
   ExpectError(k, line, "tensor map tmA: rule 'K+1': bad grid factor 'K+1'");
 }
 
@@ -902,8 +791,7 @@ TEST(Kernel, SourceLinesAreRelativeToTheSourceRoot) {
 TEST(Kernel, ForWithAStepOfZeroOrLessIsAnError) {
   for (int step : {0, -1}) {
     Kernel k("test/for_step", sm80(), {32});
-    k.For(0, 8, step, [&](Value) {});
-    const int line = __LINE__;
+    k.For(0, 8, step, [&](Value) {}); const int line = __LINE__;
     ExpectError(k, line, absl::StrCat("For's step is ", step, ": it must be positive"));
   }
 }
@@ -913,12 +801,10 @@ TEST(Kernel, LaunchRulesAttributesAndDynamicSmem) {
   Value x = k.PtrParam("x", f32);
   Value cols = k.I32Param("cols");
   k.Grid("cols/128");
-  k.RequireMultiple("cols", 4);
-  const int require_line = __LINE__;
+  k.RequireMultiple("cols", 4); const int require_line = __LINE__;
   k.Attribute("note", "anything a harness wants");
   SmemTile t = k.Smem(f32, 1, 40);  // 160 bytes planned
-  Value extra = k.SmemDynamic(f32, "cols*4");
-  const int extra_line = __LINE__;
+  Value extra = k.SmemDynamic(f32, "cols*4"); const int extra_line = __LINE__;
   k.Store(extra + k.ThreadIdx(), k.Load(x + k.ThreadIdx()));
   k.Store(t.At(0, 0), k.F32(1));
   absl::StatusOr<KernelDef> def = k.Build();
@@ -932,44 +818,32 @@ TEST(Kernel, LaunchRulesAttributesAndDynamicSmem) {
   EXPECT_EQ(*m.Attribute("note"), "anything a harness wants");
   absl::StatusOr<std::string> ptx = EmitPtx(*def);
   ASSERT_TRUE(ptx.ok()) << ptx.status();
-  EXPECT_NE(ptx->find("+256], "), std::string::npos)
-      << *ptx;  // the launch-sized part, past the plan
+  EXPECT_NE(ptx->find("+256], "), std::string::npos) << *ptx;  // the launch-sized part, past the plan
 }
 
 TEST(Kernel, LaunchRuleMistakes) {
   {
     Kernel k("test/late_tile", sm90a(), {128});
     k.I32Param("n");
-    k.SmemDynamic(f32, "n*4");
-    const int dyn = __LINE__;
-    k.Smem(f32, 8, 8);
-    const int line = __LINE__;
-    ExpectError(
-        k, line,
-        absl::StrCat("shared tiles go before the launch-sized shared memory of SmemDynamic (",
-                     "tests/unit/dsl_test.cc:", dyn, ")"));
+    k.SmemDynamic(f32, "n*4"); const int dyn = __LINE__;
+    k.Smem(f32, 8, 8); const int line = __LINE__;
+    ExpectError(k, line, absl::StrCat("shared tiles go before the launch-sized shared memory of SmemDynamic (",
+                                      "tests/unit/dsl_test.cc:", dyn, ")"));
   }
   {
     Kernel k("test/bad_dynamic", sm90a(), {128});
     k.I32Param("n");
-    k.SmemDynamic(f32, "cols*4");
-    const int line = __LINE__;
-    ExpectError(k, line,
-                "dynamic shared memory rule cols*4 names cols, which is not an integer parameter "
-                "of this kernel (it has n;");
+    k.SmemDynamic(f32, "cols*4"); const int line = __LINE__;
+    ExpectError(k, line, "dynamic shared memory rule cols*4 names cols, which is not an integer parameter of this kernel (it has n;");
   }
   {
     Kernel k("test/bad_require", sm90a(), {128});
-    k.RequireMultiple("M", 128);
-    const int line = __LINE__;
-    ExpectError(k, line,
-                "requirement rule M names M, which is not an integer parameter of this kernel (it "
-                "has none;");
+    k.RequireMultiple("M", 128); const int line = __LINE__;
+    ExpectError(k, line, "requirement rule M names M, which is not an integer parameter of this kernel (it has none;");
   }
   {
     Kernel k("test/bad_attr", sm90a(), {128});
-    k.Attribute("two words", "x");
-    const int line = __LINE__;
+    k.Attribute("two words", "x"); const int line = __LINE__;
     ExpectError(k, line, "attribute 'two words': a key is one word and a value one line");
   }
 }
@@ -1031,8 +905,7 @@ TEST(Ring, WrapsTheStageAndFlipsThePhase) {
 
 TEST(Ring, NeedsASlot) {
   Kernel k("test/ring0", sm90a(), {32});
-  RingPosition at(k, 0);
-  const int line = __LINE__;
+  RingPosition at(k, 0); const int line = __LINE__;
   ExpectError(k, line, "a ring needs at least one slot, not 0");
 }
 
@@ -1046,8 +919,7 @@ TEST(Control, IfWithAnElseBranch) {
   Kernel k("test/if_else", sm80(), {32});
   Value out = k.PtrParam("out", i32);
   Regs r = k.Registers(Type::Of(i32), 1);
-  k.If(
-      k.LaneId() < 16, [&] { r[0] = k.LaneId() * 3; }, [&] { r[0] = k.LaneId() + 100; });
+  k.If(k.LaneId() < 16, [&] { r[0] = k.LaneId() * 3; }, [&] { r[0] = k.LaneId() + 100; });
   k.Store(out + k.LaneId(), r[0]);
   absl::StatusOr<KernelDef> def = k.Build();
   ASSERT_TRUE(def.ok()) << def.status();
@@ -1065,17 +937,14 @@ TEST(Control, AValueUsedAfterItsIfNamesBothLines) {
   Kernel k("test/if_escape", sm80(), {32});
   Value out = k.PtrParam("out", i32);
   Value inner;
-  k.If(k.LaneId() < 16, [&] { inner = k.LaneId() * 3; });
-  const int made = __LINE__;
-  k.Store(out + k.LaneId(), inner);
-  const int used = __LINE__;
+  k.If(k.LaneId() < 16, [&] { inner = k.LaneId() * 3; }); const int made = __LINE__;
+  k.Store(out + k.LaneId(), inner); const int used = __LINE__;
   absl::StatusOr<KernelDef> def = k.Build();
   ASSERT_FALSE(def.ok());
   EXPECT_EQ(def.status().message().substr(0, Here(used).size()), Here(used)) << def.status();
-  EXPECT_NE(def.status().message().find(absl::StrCat("a Value made at tests/unit/dsl_test.cc:",
-                                                     made, " inside an If, For or While body")),
-            std::string::npos)
-      << def.status();
+  EXPECT_NE(def.status().message().find(absl::StrCat("a Value made at tests/unit/dsl_test.cc:", made,
+                                                     " inside an If, For or While body")),
+            std::string::npos) << def.status();
 }
 
 }  // namespace
