@@ -134,7 +134,7 @@ TensorMap HopperOps::TmaParam(const std::string& name, const rt::TensorMapParam&
         "dims rule per box extent and rank-1 strides",
         loc);
   else if (absl::Status box = rt::ValidateTmaBox(spec.box, spec.dtype, spec.swizzle); !box.ok())
-    self().Fail(std::string(box.message()), loc);
+    self().Fail(absl::StrCat("tensor map ", name, ": ", box.message()), loc);
   for (const std::vector<rt::GridExpr>* rules : {&spec.dims, &spec.strides})
     for (const rt::GridExpr& e : *rules)
       if (!e.error.empty())
@@ -421,6 +421,8 @@ Barrier Barriers::operator[](const Operand& i) const {
   KernelState& s = *Access::State(tile_);
   if (Access::IsImm(i) && (Access::Imm(i) < 0 || Access::Imm(i) >= count_))
     s.Fail(absl::StrCat("barrier ", Access::Imm(i), " of an array of ", count_), i.loc());
+  if (!Access::IsImm(i) && Access::Val(i).type() != Type::Of(Scalar::kI32))
+    s.Fail(absl::StrCat("a barrier index is an i32, not ", Access::Val(i).type().Str()), i.loc());
   b.ptr_ = tile_.At(i, 0, i.loc());
   b.array_ = tile_.offset_bytes();
   b.index_ = Access::IsImm(i) ? absl::StrCat(Access::Imm(i))

@@ -152,10 +152,11 @@ SmemTile MemoryOps::Smem(Scalar elem, int rows, int cols, int pad, int align, Lo
   t.offset_ = (s.smem_top + align - 1) / align * align;
   s.smem_top = t.offset_ + t.bytes();
   if (s.smem_top > s.target.smem_budget_bytes)
-    self().Fail(absl::StrCat("shared memory over budget: this ", rows, "x", cols,
-                             " tile brings the total to ", s.smem_top, " bytes; ", s.target.chip,
-                             " allows ", s.target.smem_budget_bytes),
-                loc);
+    self().Fail(
+        absl::StrCat("shared memory over budget: this tile's ", t.bytes(), " bytes (", rows, "x",
+                     cols, " elements, its stages' rows counted) bring the total to ", s.smem_top,
+                     " bytes; ", s.target.chip, " allows ", s.target.smem_budget_bytes),
+        loc);
   return t;
 }
 
