@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -15,8 +16,19 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The host API's messages name the command line's commands ("kiln gemm: ..."); in Python the
+// same message names the function the caller called.
+inline std::string AsPython(std::string message) {
+  for (const auto& [command, function] : {std::pair{"kiln gemm:", "kiln.gemm:"},
+                                          std::pair{"kiln grouped-gemm:", "kiln.grouped_gemm:"},
+                                          std::pair{"kiln attention:", "kiln.attention:"}})
+    if (message.rfind(command, 0) == 0)
+      return function + message.substr(std::string(command).size());
+  return message;
+}
+
 inline void ThrowIfError(const absl::Status& s) {
-  if (!s.ok()) throw Error(std::string(s.message()));
+  if (!s.ok()) throw Error(AsPython(std::string(s.message())));
 }
 
 template <typename T>
