@@ -451,7 +451,9 @@ absl::StatusOr<std::vector<std::string>> ListBundles(const std::string& dir) {
     absl::StatusOr<std::string> text = ReadFile(entry.path().string());
     if (!text.ok()) return text.status();
     absl::StatusOr<Manifest> m = Manifest::Parse(*text);
-    if (!m.ok()) return m.status();
+    if (!m.ok())
+      return absl::Status(m.status().code(),
+                          absl::StrCat(entry.path().string(), ": ", m.status().message()));
     names.push_back(m->name);
   }
   if (ec)

@@ -1,6 +1,7 @@
 #include "examples/plot.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 
@@ -70,7 +71,11 @@ absl::StatusOr<std::vector<GemmResult>> ReadResultsTsv(const std::string& path) 
         !absl::SimpleAtod(w[5], &r.tflops) || !absl::SimpleAtod(w[7], &r.cublas_tflops))
       continue;
     r.name = w[0];
-    r.passed = w[11] == "ok";
+    // A row a chart cannot place (a size below 1, a rate that is not a positive finite number)
+    // is skipped like a row of another kind.
+    r.passed = w[11] == "ok" && r.size.m > 0 && r.size.n > 0 && r.size.k > 0 &&
+               std::isfinite(r.tflops) && r.tflops > 0 && std::isfinite(r.cublas_tflops) &&
+               r.cublas_tflops >= 0;
     if (r.passed) results.push_back(r);
   }
   if (results.empty())

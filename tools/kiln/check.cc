@@ -26,6 +26,7 @@ int CheckKernels(const std::vector<std::string>& args) {
   int failing = 0;
   for (const std::string& name : *named) {
     absl::StatusOr<kiln::KernelDef> def = BuildKernel(name);
+    if (absl::IsNotFound(def.status())) return Fail(def.status());  // a name, not a finding
     if (!def.ok()) {
       std::cout << name << ": " << def.status().message() << "\n";
       ++failing;

@@ -34,6 +34,9 @@ int Gemm(const std::vector<std::string>& args) {
     cc = *gpu;
     std::cout << kiln::examples::TableHeader() << std::endl;
   }
+  if (emulate && !absl::GetFlag(FLAGS_out).empty())
+    return Fail(absl::InvalidArgumentError(
+        "kiln gemm: --out writes the timed rows of a GPU run; the emulator times nothing"));
   std::ofstream tsv;
   if (!absl::GetFlag(FLAGS_out).empty()) tsv.open(absl::GetFlag(FLAGS_out));
   int failures = 0;
