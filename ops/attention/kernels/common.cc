@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "kiln/warp.h"
 
 namespace kiln::examples {
 namespace {
@@ -85,13 +86,40 @@ rt::TensorMapParam HeadMap(Kernel& k, const char* tensor, const std::string& row
   return t;
 }
 
+std::pair<Value, Value> PackedSequence(Kernel& k, const Value& cu_seqlens, const Value& T,
+                                       const Value& b) {
+  Value first = Min(k.Load(cu_seqlens + b.To(i64)), T);
+  Value end = Min(Max(k.Load(cu_seqlens + (b + 1).To(i64)), first), T);
+  return {first, end - first};
+}
+
+PackedTile RankedPackedTile(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,
+                            const Value& g, int tile_rows) {
+  Value rank = g / B, b = g % B;
+  auto [seq0, len] = PackedSequence(k, cu_seqlens, T, b);
+  Value found = rank * tile_rows < len;  // (unsigned: a rank past the sequence's tiles is not)
+  Value last = (len + (tile_rows - 1)) / tile_rows - 1;  // (found: len >= 1)
+  Value zero = k.I32(0);
+  return {found, b, seq0, Select(found, len, zero), Select(found, last - rank, zero)};
+}
+
+void MostPackedTiles(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,
+                     int tile_rows, const SmemTile& slot) {
+  k.If(k.ThreadIdx() < 32, [&] {
+    Regs most = k.Registers(Type::Of(i32), 1);
+    most[0] = k.I32(0);
+    k.For(k.ThreadIdx(), B, 32, [&](Value b) {
+      Value tiles = (PackedSequence(k, cu_seqlens, T, b).second + (tile_rows - 1)) / tile_rows;
+      most[0] = Max(Value(most[0]), tiles);
+    });
+    Value all = WarpReduce(most[0], Reduce::kMax);
+    k.If(k.ThreadIdx() == 0, [&] { k.Store(slot.At(0, 0), all); });
+  });
+}
+
 PackedTile FindPackedTile(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,
                           const Value& g, int tile_rows) {
-  auto sequence = [&](const Value& b) {  // {first row, length}
-    Value first = Min(k.Load(cu_seqlens + b.To(i64)), T);
-    Value end = Min(Max(k.Load(cu_seqlens + (b + 1).To(i64)), first), T);
-    return std::pair{first, end - first};
-  };
+  auto sequence = [&](const Value& b) { return PackedSequence(k, cu_seqlens, T, b); };
   // {tiles before sequence b, the tile's sequence (B: none), its tile in it}
   Regs at = k.Registers(Type::Of(i32), 3);
   at[0] = k.I32(0), at[1] = B, at[2] = k.I32(0);

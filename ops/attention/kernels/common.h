@@ -7,6 +7,7 @@
 // as top-left when S = Skv); a row that sees no key gets O = 0 and lse = -inf.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -87,6 +88,18 @@ struct PackedTile {
 };
 PackedTile FindPackedTile(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,
                           const Value& g, int tile_rows);
+// Sequence b's first row and length, clamped as FindPackedTile clamps them.
+std::pair<Value, Value> PackedSequence(Kernel& k, const Value& cu_seqlens, const Value& T,
+                                       const Value& b);
+// The same tiles numbered by rank, the longest of every sequence first: tile g is rank g / B (0:
+// the sequence's last tile, which sees the most keys under a causal mask) of sequence g % B, not
+// `found` past the sequence's tiles. The ranks go up to MostPackedTiles.
+PackedTile RankedPackedTile(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,
+                            const Value& g, int tile_rows);
+// The most tiles of any of the B sequences, by warp 0 into `slot` (an i32 of shared memory): read
+// it after the block's next barrier.
+void MostPackedTiles(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,
+                     int tile_rows, const SmemTile& slot);
 
 // Rows of all heads side by side, [rows, heads, D] (packed sequences [T, Hq, D]), seen as HeadMap
 // sees its tensor: boxes of `box_rows` rows and `spans` spans (rows past the tensor read as zeros).

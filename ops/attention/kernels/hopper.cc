@@ -87,11 +87,14 @@ QueryTile HopperAttention::TileOf(Value t) const {
 }
 
 // Packed sequences: tile number t is head t % Hq of the sequences' (t / Hq)-th query tile, their
-// tiles numbered sequence by sequence; a number past them sees no key and stores nothing.
+// tiles numbered sequence by sequence, or (`ranked`: the persistent causal walk) the longest of
+// every sequence first, as the dense causal walk deals them; a number past them sees no key and
+// stores nothing.
 QueryTile HopperAttention::PackedTileOf(Value t) const {
   const Value &Hq = p.Hq, &Hkv = p.Hkv;
   Value h = t % Hq;
-  const PackedTile tile = FindPackedTile(k, p.cu_seqlens, p.T, p.B, t / Hq, BM);
+  const PackedTile tile = ranked ? RankedPackedTile(k, p.cu_seqlens, p.T, p.B, t / Hq, BM)
+                                 : FindPackedTile(k, p.cu_seqlens, p.T, p.B, t / Hq, BM);
   const Value &b = tile.b, &seq0 = tile.seq0, &len = tile.len;
   Value last = (len + (BM - 1)) / BM - 1;  // (found: tile <= last)
   Value m0 = (a.causal ? Select(tile.found, last - tile.tile, k.I32(0)) : tile.tile) * BM;
@@ -191,6 +194,14 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   HopperAttention h{k,        a,      D,      W,      BM,      BN,          SPANS,     STAGES,
                     q_stages, in,     p,      tiles,  m_tiles, tile_count,  sQ,        sK,
                     sV,       q_ring, k_ring, v_ring, shift,   group_heads, tile_slots};
+  // The persistent causal walk over packed sequences deals their tiles by rank (RankedPackedTile):
+  // B times the longest sequence's tiles, which warp 0 counts before the block's barrier below.
+  SmemTile most_tiles;
+  if (a.varlen && a.persistent && a.causal) {
+    h.ranked = true;
+    most_tiles = k.Smem(i32, 1, 1);
+    MostPackedTiles(k, p.cu_seqlens, p.T, p.B, BM, most_tiles);
+  }
   // The merge in the last part of each tile (SplitFold), where `fold` is 1: with one consumer
   // warpgroup, whose threads are the part's (with more, the launcher runs attention/combine).
   if (a.split && W == 1) {
@@ -232,6 +243,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   }
   if (a.split) k.WaitForPriorGrids();
   k.SyncThreads();
+  if (h.ranked) h.tile_count = k.Load(most_tiles.At(0, 0)) * p.B * Hq;
 
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24},
          [&](Value t) { attention_sm90::RunProducer(h, t); });

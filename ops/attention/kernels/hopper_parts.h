@@ -51,6 +51,7 @@ struct HopperAttention {
   Value group_heads;    // causal: the heads whose tiles are dispatched together
   SmemTile tile_slots;  // the tile numbers the producer hands to the consumers (hopper.cc)
   SplitFold fold;       // split only
+  bool ranked = false;  // varlen: tiles dealt by rank (PackedTileOf)
 
   // The tile number t stands for (hopper.cc: the order of the work).
   QueryTile TileOf(Value t) const;
