@@ -224,23 +224,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // Split-KV decode is launched while the kernel before it ends (programmatic dependent launch:
   // attention/combine lets the next kernel launch from its start): the set-up above overlaps that
   // kernel's tail, and every thread waits here for its writes before it touches global memory.
-  if (a.split && !a.per_sequence()) {
-    // A part longer than its ring asks for its first ring of K and V tiles into L2 meanwhile: a
-    // prefetch gives no thread a value, and L2 is where the previous kernel's writes land, so it
-    // cannot read around them. Where the ring holds the whole part it measured no faster or
-    // slower (docs/perf/2026-11-28-decode-split-kv.md, "Timed with cold caches"). Kernels with
-    // lengths or a block table (global memory) cannot place their tiles before the wait.
-    k.If(k.ThreadIdx() == 0, [&] {
-      attention_sm90::QueryTile q = h.TileOf(k.BlockIdx(0));
-      k.If(q.n_tiles > STAGES, [&] {
-        for (int s = 0; s < STAGES; ++s) {
-          Value n0 = (q.n_first + s) * BN;
-          k.TmaPrefetchL2(p.tk, p.Box(q.seq0 + n0, 0, q.kv_head, p.Hkv));
-          k.TmaPrefetchL2(p.tv, p.Box(q.seq0 + n0, 0, q.kv_head, p.Hkv));
-        }
-      });
-    });
-  }
+  if (a.split && !a.per_sequence()) attention_sm90::PrefetchBeforeTheWait(h);
   if (a.split) k.WaitForPriorGrids();
   k.SyncThreads();
   if (h.ranked) h.tile_count = k.Load(most_tiles.At(0, 0)) * p.B * Hq;

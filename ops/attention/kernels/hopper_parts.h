@@ -60,6 +60,9 @@ struct HopperAttention {
 
 // The producer warp's role: thread `t` of 128 (one thread issues).
 void RunProducer(HopperAttention& h, const Value& t);
+// Split-KV over dense K and V, before griddepcontrol.wait: thread 0 of a part longer than its ring
+// asks for the ring's first K and V tiles into L2.
+void PrefetchBeforeTheWait(HopperAttention& h);
 // The consumer warpgroups' role: thread `t` of 128 * W.
 void RunConsumers(HopperAttention& h, const Value& t, bool stream_tiles);
 

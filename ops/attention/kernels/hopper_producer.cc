@@ -72,6 +72,24 @@ void PagedTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_at,
 
 }  // namespace
 
+// A prefetch gives no thread a value, and L2 is where the previous kernel's writes land, so it
+// cannot read around them. Where the ring holds the whole part it measured no faster or slower
+// (docs/perf/2026-11-28-decode-split-kv.md, "Timed with cold caches"). Kernels with lengths or a
+// block table (global memory) cannot place their tiles before the wait.
+void PrefetchBeforeTheWait(HopperAttention& h) {
+  Kernel& k = h.k;
+  k.If(k.ThreadIdx() == 0, [&] {
+    QueryTile q = h.TileOf(k.BlockIdx(0));
+    k.If(q.n_tiles > h.STAGES, [&] {
+      for (int s = 0; s < h.STAGES; ++s) {
+        Value n0 = (q.n_first + s) * h.BN;
+        k.TmaPrefetchL2(h.p.tk, h.p.Box(q.seq0 + n0, 0, q.kv_head, h.p.Hkv));
+        k.TmaPrefetchL2(h.p.tv, h.p.Box(q.seq0 + n0, 0, q.kv_head, h.p.Hkv));
+      }
+    });
+  });
+}
+
 void RunProducer(HopperAttention& h, const Value& t) {
   Kernel& k = h.k;
   const AttentionShape& a = h.a;
