@@ -15,11 +15,11 @@ ABSL_FLAG(bool, prune, false,
 ABSL_FLAG(int64_t, m, 0,
           "M for `kiln run` (default 4096) and `kiln emulate` (default: 2x2 CTA tiles)");
 ABSL_FLAG(int64_t, n, 0,
-          "N for `kiln run` (default 4096) and `kiln emulate` (default: 2x2 CTA tiles)");
+          "N for `kiln gemm` and `kiln grouped-gemm`, `kiln run` (default 4096) and `kiln emulate` "
+          "(default: 2x2 CTA tiles)");
 ABSL_FLAG(int64_t, k, 0,
-          "K for `kiln run` (default 4096) and `kiln emulate` (default: enough K steps to wrap the "
-          "kernel's deepest "
-          "ring twice)");
+          "K for `kiln gemm` and `kiln grouped-gemm`, `kiln run` (default 4096) and `kiln emulate` "
+          "(default: enough K steps to wrap the kernel's deepest ring twice)");
 ABSL_FLAG(std::string, sizes, "4096,8192", "`kiln bench` sizes: comma-separated S (S^3) or MxNxK");
 // 0: not given (kiln run takes 32768x4096, kiln emulate 37x3001).
 ABSL_FLAG(int64_t, rows, 0,
@@ -33,7 +33,8 @@ ABSL_FLAG(bool, lines, false,
 ABSL_FLAG(std::string, seeds, "1,2,3",
           "`kiln emulate`: the emulated threads' schedules, comma-separated (0: in index order)");
 ABSL_FLAG(bool, emulate, false,
-          "`kiln gemm`: run the chosen kernel on the CPU emulator instead of a GPU");
+          "`kiln gemm`, `kiln attention`, `kiln grouped-gemm`: run the chosen kernel on the CPU "
+          "emulator instead of a GPU");
 ABSL_FLAG(std::string, layout, "row,col",
           "`kiln gemm`: the storage orders of A and B, e.g. col,row: A column-major (M "
           "contiguous), B row-major "
@@ -49,8 +50,8 @@ ABSL_FLAG(int, watchdog, 0,
           "many ms and "
           "reports its DSL line (Kernel::Watchdog); 0: off");
 ABSL_FLAG(std::string, dtype, "bf16",
-          "`kiln gemm`: the input type, bf16, f16, e4m3 or e5m2 (8-bit A and B of two types: "
-          "e5m2xe4m3, e4m3xe5m2)");
+          "the input type: `kiln gemm` bf16, f16, e4m3 or e5m2 (8-bit A and B of two types: "
+          "e5m2xe4m3, e4m3xe5m2); `kiln attention` bf16 or f16; `kiln grouped-gemm` bf16 or e4m3");
 ABSL_FLAG(std::string, scaling, "blockwise",
           "`kiln gemm --dtype e4m3`: how the 8-bit inputs are scaled: tensorwise, rowwise, "
           "blockwise (A per 1x128, B per 128x128), or mxfp8 (UE8M0 per 1x32 of A and of B; "

@@ -37,10 +37,10 @@ const std::vector<CommandHelp>& Commands() {
        "dropping). --watchdog builds them in the GPU debug mode.",
        {"dir", "shard", "prune", "watchdog"}},
       {"compile",
-       "compile [--cache DIR] [NAME...]",
+       "compile [--cache DIR] [--line_info=false] [NAME...]",
        "Compile through the host API's disk cache, timing the build and the compile of each "
        "kernel.",
-       {"cache"}},
+       {"cache", "line_info"}},
       {"check",
        "check [NAME...]",
        "The static checks, running nothing: budgets, tx bytes against the TMA boxes, arrival "

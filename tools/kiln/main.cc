@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   }
   if (command == "run") {
     if (args.size() != 1) {
-      std::cerr << "usage: kiln run NAME [--m M --n N --k K]\n";
+      std::cerr << "usage: kiln run NAME [--m M --n N --k K | --rows R --cols C] [--split S]\n";
       return 2;
     }
     auto size = [](int64_t v) { return v ? v : int64_t{4096}; };
