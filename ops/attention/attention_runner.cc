@@ -175,10 +175,19 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   }
   plan.scale = scale;
   plan.size = z;
-  if (z.varlen) {  // persistent CTAs over the packed sequences' tiles at D = 64 and 128
+  if (z.varlen) {
+    // Persistent CTAs at D = 64 and 128 deal the sequences' tiles by rank (B times the longest
+    // sequence's tiles, the shorter sequences' missing ranks empty numbers): where lengths are
+    // close. Where the ranks would be mostly empty (lengths far apart, as max_seqlen against the
+    // total tells), a CTA per tile (docs/perf/2026-11-28-varlen-prefill.md, "Causal tiles dealt
+    // by rank"). Either way the kernel counts its tiles itself.
+    const int64_t block_m = z.d == 64 ? 192 : 128;  // (hopper.cc's default warpgroups at D)
+    const int64_t ranked = z.b * ((z.s + block_m - 1) / block_m),
+                  tiles = (z.total + block_m - 1) / block_m + z.b;
+    const bool persist = z.d <= 128 && ranked <= 2 * tiles;
     plan.kernel =
         absl::StrCat("attention/hopper.d", z.d, options.dtype == "f16" ? ".f16" : "",
-                     options.causal ? ".causal" : "", z.d <= 128 ? ".persist" : "", ".varlen");
+                     options.causal ? ".causal" : "", persist ? ".persist" : "", ".varlen");
   } else if (z.rows) {  // the prefill kernels read and write it (the decode ones pack heads)
     absl::StrAppend(&plan.kernel, ".rows");
   } else if ((z.lens || z.page) && !Decodes(z, options)) {

@@ -332,6 +332,23 @@ TEST(EmulatedBlackwellAttention, AStoreToTensorMemoryWithoutItsWaitIsReported) {
   EXPECT_NE(r.status().message().find("ops/attention/kernels/blackwell.cc:"), std::string::npos) << r.status();
 }
 
+// Packed sequences of close lengths take the persistent walk by rank; lengths far apart (most
+// ranks empty) a CTA per tile; D = 256 a CTA per tile.
+TEST(AttentionPlan, PackedSequencesPersistWhereTheirLengthsAreClose) {
+  const rt::AttentionOperands ops{16, 16, 16, 16, 16, 0, 0, 16};
+  auto kernel = [&](int64_t b, int64_t longest, int64_t total, int64_t d) {
+    rt::AttentionSize z{.b = b, .hq = 16, .hkv = 4, .s = longest, .skv = longest, .d = d};
+    z.varlen = true, z.total = total;
+    absl::StatusOr<rt::AttentionPlan> p = rt::PlanAttention(z, {.causal = true}, ops, 90);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? p->kernel : "";
+  };
+  EXPECT_EQ(kernel(8, 2048, 8 * 2048, 128), "attention/hopper.d128.causal.persist.varlen");
+  EXPECT_EQ(kernel(16, 32768, 76065, 128), "attention/hopper.d128.causal.varlen");
+  EXPECT_EQ(kernel(8, 4096, 8 * 4096, 64), "attention/hopper.d64.causal.persist.varlen");
+  EXPECT_EQ(kernel(8, 2048, 8 * 2048, 256), "attention/hopper.d256.causal.varlen");
+}
+
 TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   const rt::AttentionOperands ok{16, 16, 16, 16, 16};
   absl::StatusOr<rt::AttentionPlan> p =

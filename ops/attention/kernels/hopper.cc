@@ -87,9 +87,9 @@ QueryTile HopperAttention::TileOf(Value t) const {
 }
 
 // Packed sequences: tile number t is head t % Hq of the sequences' (t / Hq)-th query tile, their
-// tiles numbered sequence by sequence, or (`ranked`: the persistent causal walk) the longest of
-// every sequence first, as the dense causal walk deals them; a number past them sees no key and
-// stores nothing.
+// tiles numbered sequence by sequence, or (`ranked`: the persistent walk) the longest of every
+// sequence first, as the dense causal walk deals them; a number past them sees no key and stores
+// nothing.
 QueryTile HopperAttention::PackedTileOf(Value t) const {
   const Value &Hq = p.Hq, &Hkv = p.Hkv;
   Value h = t % Hq;
@@ -194,10 +194,10 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   HopperAttention h{k,        a,      D,      W,      BM,      BN,          SPANS,     STAGES,
                     q_stages, in,     p,      tiles,  m_tiles, tile_count,  sQ,        sK,
                     sV,       q_ring, k_ring, v_ring, shift,   group_heads, tile_slots};
-  // The persistent causal walk over packed sequences deals their tiles by rank (RankedPackedTile):
-  // B times the longest sequence's tiles, which warp 0 counts before the block's barrier below.
+  // The persistent walk over packed sequences deals their tiles by rank (RankedPackedTile): B
+  // times the longest sequence's tiles, which warp 0 counts before the block's barrier below.
   SmemTile most_tiles;
-  if (a.varlen && a.persistent && a.causal) {
+  if (a.varlen && a.persistent) {
     h.ranked = true;
     most_tiles = k.Smem(i32, 1, 1);
     MostPackedTiles(k, p.cu_seqlens, p.T, p.B, BM, most_tiles);
