@@ -698,6 +698,20 @@ class Attention(unittest.TestCase):
                 self.assertLess(rel_error(o[rows].transpose(1, 0, 2)[None], want_o), 2e-2, (d, b))
                 self.assertLess(np.abs(lse[:, rows][None] - want_lse).max(), 1e-2, (d, b))
 
+    def test_varlen_rows_of_other_sequences_do_not_leak(self):
+        # inf in the second sequence's V and NaN in the rows no sequence owns: a sequence's last
+        # key tile reads into them, and its masked scores' P = 0 times NaN would be NaN.
+        rng = np.random.default_rng(14)
+        cu = np.array([0, 10, 30], np.int32)
+        q = rng.standard_normal((40, 2, 64)).astype(np.float32)
+        k, v = (rng.standard_normal((40, 1, 64)).astype(np.float32) for _ in range(2))
+        v[10] = np.float32(3.4e38)  # inf in bf16
+        v[30:] = np.nan
+        o, _ = kiln.varlen_attention(q, k, v, cu, 20)
+        seq = [x[:10].transpose(1, 0, 2)[None] for x in (q, k, v)]
+        want, _ = attention_reference(*(bf16(x) for x in seq), False, 64 ** -0.5)
+        self.assertLess(rel_error(o[:10].transpose(1, 0, 2)[None], want), 2e-2)
+
     def test_varlen_offsets_out_of_order_read_nothing_outside(self):
         # cu_seqlens decreasing, then past T: kiln.varlen_attention refuses host arrays so. The
         # kernel (through the bindings, as on the GPU, where the offsets are the device's) takes

@@ -135,7 +135,7 @@ void HopperConsumer::LastPv() {  // the tile's last P V alone
   Value vs = VStage();
   // The first warpgroup in turn zeroes the stage's rows past the length; the others' P V follow it
   // in the ring of turns, its writes fenced for the async proxy before it passes the turn on.
-  if (h_.a.per_sequence()) k_.If(wg_ == 0, [&] { ZeroVPastLength(vs); });
+  if (h_.a.per_sequence() || h_.a.varlen) k_.If(wg_ == 0, [&] { ZeroVPastLength(vs); });
   k_.WgmmaFence();
   IssuePv(vs);
   TheirTurn();
@@ -143,10 +143,11 @@ void HopperConsumer::LastPv() {  // the tile's last P V alone
   h_.v_ring.Release(vs, c_);
 }
 
-// A sequence of its own length ends inside the cache: the V rows of its last key tile past its
-// length hold whatever the cache does there (NaN, in a cache never written), and P = 0 times NaN
-// is NaN, so they are zeroed before the P V (the masked scores' K rows need nothing). Whole
-// 128-byte rows of each span: the swizzle only permutes a row's chunks.
+// A sequence of its own length ends inside the cache, a packed one inside the next sequence's
+// rows: the V rows of its last key tile past its length hold whatever is there (NaN, in a cache
+// never written, or another sequence's inf), and P = 0 times NaN is NaN, so they are zeroed
+// before the P V (the masked scores' K rows need nothing). Whole 128-byte rows of each span: the
+// swizzle only permutes a row's chunks.
 void HopperConsumer::ZeroVPastLength(Value vs) {
   Value last_n0 = (n_first_ + n_tiles_ - 1) * h_.BN, valid = skv_ - last_n0;
   k_.If(valid < h_.BN, [&] {
