@@ -570,6 +570,24 @@ class Attention(unittest.TestCase):
             kiln.varlen_attention_backward(q, k, v, o, lse, d_o, cu[:1], max(lengths))
         self.assertIn("cu_seqlens", str(caught.exception))
 
+    def test_varlen_backward_rows_of_other_sequences_do_not_leak(self):
+        # inf in the second sequence's q, k, v and d_out, NaN in the rows no sequence owns: the
+        # first sequence's gradients are its own (a masked 0 times those rows would be NaN).
+        rng = np.random.default_rng(15)
+        cu, t, d = np.array([0, 10, 30], np.int32), 40, 64
+        q, d_o = (rng.standard_normal((t, 2, d)).astype(np.float32) for _ in range(2))
+        k, v = (rng.standard_normal((t, 1, d)).astype(np.float32) for _ in range(2))
+        o, lse = kiln.varlen_attention(q, k, v, cu, 20, causal=True)
+        heads = lambda x: x[:10].transpose(1, 0, 2)[None]
+        want = backward_reference(*(heads(x) for x in (q, k, v, o, d_o)), True)
+        for x in (q, k, v, d_o):
+            x[10] = np.float32(3.4e38)  # inf in bf16
+            x[30:] = np.nan
+        o[30:] = np.nan
+        dq, dk, dv = kiln.varlen_attention_backward(q, k, v, o, lse, d_o, cu, 20, causal=True)
+        for got, w in zip((dq, dk, dv), want):
+            self.assertLess(rel_error(heads(got), w), 1e-2)
+
     def check_decode(self, q, k_seqs, v_seqs, o, lse, case, causal=False):
         """o and lse of each sequence b against the reference over its own keys k_seqs[b] (causal:
         its diagonal at its length); a row that sees no key has lse -inf."""

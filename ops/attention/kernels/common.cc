@@ -117,6 +117,21 @@ void MostPackedTiles(Kernel& k, const Value& cu_seqlens, const Value& T, const V
   });
 }
 
+void ZeroRowsFrom(Kernel& k, const SmemTile& stage, int rows, int spans, Scalar in,
+                  const Value& valid, const Value& thread, int threads, const Operand& barrier) {
+  k.If(valid < rows, [&] {
+    Value zero = k.F32(0).To(in), zeros = k.Vector({zero, zero});
+    const int words = spans * rows * 32;  // 4-byte words: 32 a row of 64 columns
+    // Whole rows (the swizzle only permutes a row's chunks), split over the threads.
+    for (int i = 0; i < (words + threads - 1) / threads; ++i) {
+      Value w = thread + i * threads, row = w / 32 % rows;
+      k.If((w < words) & (row >= valid), [&] { k.Store(stage.At(w / 32, w % 32 * 2), zeros); });
+    }
+    k.FenceProxyAsync();  // before the wgmmas read the stage
+    k.NamedBarrier(barrier, threads);
+  });
+}
+
 PackedTile FindPackedTile(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,
                           const Value& g, int tile_rows) {
   auto sequence = [&](const Value& b) { return PackedSequence(k, cu_seqlens, T, b); };

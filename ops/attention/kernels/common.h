@@ -101,6 +101,15 @@ PackedTile RankedPackedTile(Kernel& k, const Value& cu_seqlens, const Value& T, 
 void MostPackedTiles(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,
                      int tile_rows, const SmemTile& slot);
 
+// Rows from `valid` on of a 128B-swizzled stage of 16-bit (`in`) `rows` x 64 columns a span,
+// `spans` spans: another sequence's rows in a packed tile, or a cache's past its length. A masked P
+// or dS of 0 times their inf or NaN in a GEMM would be NaN, so `threads` threads (`thread` each
+// one's index among them: every thread whose wgmmas read the stage) zero them between them, fence
+// them for the async proxy and meet at named barrier `barrier` before those wgmmas. Nothing where
+// `valid` covers the stage.
+void ZeroRowsFrom(Kernel& k, const SmemTile& stage, int rows, int spans, Scalar in,
+                  const Value& valid, const Value& thread, int threads, const Operand& barrier);
+
 // Rows of all heads side by side, [rows, heads, D] (packed sequences [T, Hq, D]), seen as HeadMap
 // sees its tensor: boxes of `box_rows` rows and `spans` spans (rows past the tensor read as zeros).
 rt::TensorMapParam PackedMap(Kernel& k, const char* tensor, const char* rows, const char* heads,

@@ -221,12 +221,14 @@ void ProbabilitiesT(Kernel& k, const WgmmaAccumulator& st, const SmemTile& lse2_
 }
 
 void ScoreGradsT(Kernel& k, const WgmmaAccumulator& pt, const WgmmaAccumulator& dpt,
-                 const SmemTile& delta_row, const Value& q0, const Value& off) {
+                 const SmemTile& delta_row, const Value& q0, const Value& off, bool masked_zero) {
   for (int pair = 0; pair < dpt.n() / 4; ++pair) {
     Value col = q0.valid() ? q0 + dpt.Col(pair) : dpt.Col(pair);
     Value delta = PairAt(k, delta_row, col, off);
-    for (int e = 0; e < 2; ++e)
-      dpt[2 * pair + e] = pt[2 * pair + e] * (dpt[2 * pair + e] - delta.Lane(e));
+    for (int e = 0; e < 2; ++e) {
+      Value p = pt[2 * pair + e], ds = p * (dpt[2 * pair + e] - delta.Lane(e));
+      dpt[2 * pair + e] = masked_zero ? Select(p == 0.0, k.F32(0), ds) : ds;
+    }
   }
 }
 

@@ -130,9 +130,12 @@ void ProbabilitiesT(Kernel& k, const WgmmaAccumulator& st, const SmemTile& lse2_
                     const Value& off = Value());
 
 // dP^T's registers become dS^T = P^T * (dP^T - delta[query]), query columns from q0 of the tile
-// (delta_row holds the tile's delta from its column `off`, as ProbabilitiesT's lse2).
+// (delta_row holds the tile's delta from its column `off`, as ProbabilitiesT's lse2). With
+// `masked_zero` (packed sequences: the columns past a sequence's queries hold the next sequence's
+// delta, inf or NaN as it may be), dS^T is 0 wherever P^T is.
 void ScoreGradsT(Kernel& k, const WgmmaAccumulator& pt, const WgmmaAccumulator& dpt,
-                 const SmemTile& delta_row, const Value& q0, const Value& off = Value());
+                 const SmemTile& delta_row, const Value& q0, const Value& off,
+                 bool masked_zero = false);
 
 // attention/hopper_dkdv at D = 256 (hopper_dkdv_split.cc), its two warpgroups splitting D.
 absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShape a);

@@ -145,22 +145,12 @@ void HopperConsumer::LastPv() {  // the tile's last P V alone
 
 // A sequence of its own length ends inside the cache, a packed one inside the next sequence's
 // rows: the V rows of its last key tile past its length hold whatever is there (NaN, in a cache
-// never written, or another sequence's inf), and P = 0 times NaN is NaN, so they are zeroed
-// before the P V (the masked scores' K rows need nothing). Whole 128-byte rows of each span: the
-// swizzle only permutes a row's chunks.
+// never written, or another sequence's inf), zeroed before the P V (the masked scores' K rows
+// need nothing).
 void HopperConsumer::ZeroVPastLength(Value vs) {
-  Value last_n0 = (n_first_ + n_tiles_ - 1) * h_.BN, valid = skv_ - last_n0;
-  k_.If(valid < h_.BN, [&] {
-    SmemTile v = h_.sV.Stage(vs);
-    Value zero = k_.F32(0).To(h_.in), zeros = k_.Vector({zero, zero});
-    const int words = h_.SPANS * h_.BN * 32;  // 4-byte words of the stage
-    for (int i = 0; i < words / 128; ++i) {
-      Value w = c_ + i * 128, row = w / 32 % h_.BN;
-      k_.If(row >= valid, [&] { k_.Store(v.At(w / 32, w % 32 * 2), zeros); });
-    }
-    k_.FenceProxyAsync();  // before the wgmma reads the stage
-    k_.NamedBarrier(wg_ + 1 + h_.W, 128);
-  });
+  Value last_n0 = (n_first_ + n_tiles_ - 1) * h_.BN;
+  ZeroRowsFrom(k_, h_.sV.Stage(vs), h_.BN, h_.SPANS, h_.in, skv_ - last_n0, c_, 128,
+               wg_ + 1 + h_.W);  // (the first warpgroup in turn alone: hopper_consumer's LastPv)
 }
 
 // A tile at a time: its state fresh, its steps, its end.

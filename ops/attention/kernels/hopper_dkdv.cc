@@ -141,9 +141,14 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
     Value kvs = kv_ring.Acquire(kv_at);
     attention_sm90::EachQueryTile(k, w, BM, [&](Value q_head, Value m0) {
       Value qs = q_ring.Acquire(q_at);
+      // A packed sequence's last query tile holds the next sequence's rows past it: zeroed, as
+      // dK's and dV's GEMMs take 0 times them (ZeroRowsFrom).
+      if (a.varlen) ZeroRowsFrom(k, sQ.Stage(qs), BM, SPANS, in, w.q_end - m0, tid, 128 * W, W + 1);
       k.WgmmaFence();
       attention_sm90::IssueOverD(k, st, D, sK, BN, row0, sQ.Stage(qs), BM);
       Value ds = do_ring.Acquire(do_at);
+      if (a.varlen)
+        ZeroRowsFrom(k, sdO.Stage(ds), BM, SPANS, in, w.q_end - m0, tid, 128 * W, W + 1);
       k.WgmmaFence();  // (its accumulator last written before the wait above)
       attention_sm90::IssueOverD(k, dpt, D, sV, BN, row0, sdO.Stage(ds), BM);
       k.WgmmaWait(1);  // S^T is in
@@ -151,7 +156,7 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
       attention_sm90::ProbabilitiesT(k, st, sLse.Stage(qs), Value(), n0 + row0, m0, w.keys,
                                      a.causal ? w.shift : Value(), scale_log2, w.q_end, off);
       k.WgmmaWait(0);  // dP^T is in
-      attention_sm90::ScoreGradsT(k, st, dpt, sDelta.Stage(ds), Value(), off);
+      attention_sm90::ScoreGradsT(k, st, dpt, sDelta.Stage(ds), Value(), off, a.varlen);
       Value buf = step[0] % 2;
       if (a.dq_add) {  // dS^T rounded into its buffer; both warpgroups' rows in before dQ's wgmma
         const std::vector<Value> packed = PackPairs(dpt, in);

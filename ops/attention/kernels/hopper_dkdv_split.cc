@@ -91,9 +91,13 @@ absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShap
     Value kvs = kv_ring.Acquire(kv_at);
     EachQueryTile(k, w, BM, [&](Value q_head, Value m0) {
       Value qs = q_ring.Acquire(q_at);
+      // The next packed sequence's rows past this one's, zeroed (as hopper_dkdv).
+      if (a.varlen) ZeroRowsFrom(k, sQ.Stage(qs), BM, SPANS, in, w.q_end - m0, tid, 128 * W, W + 1);
       k.WgmmaFence();
       IssueOverD(k, st, D, sK, BN, k.I32(0), sQ.Stage(qs), BM, q0);
       Value ds = do_ring.Acquire(do_at);
+      if (a.varlen)
+        ZeroRowsFrom(k, sdO.Stage(ds), BM, SPANS, in, w.q_end - m0, tid, 128 * W, W + 1);
       k.WgmmaFence();
       IssueOverD(k, dpt, D, sV, BN, k.I32(0), sdO.Stage(ds), BM, q0);
       k.WgmmaWait(1);  // S^T is in
@@ -101,7 +105,7 @@ absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShap
       ProbabilitiesT(k, st, sLse.Stage(qs), q0, n0, m0, w.keys, a.causal ? w.shift : Value(),
                      scale_log2, w.q_end, off);
       k.WgmmaWait(0);  // dP^T is in
-      ScoreGradsT(k, st, dpt, sDelta.Stage(ds), q0, off);
+      ScoreGradsT(k, st, dpt, sDelta.Stage(ds), q0, off, a.varlen);
       Value buf = step[0] % 2;
       StoreHalf(k, st, sP.Stage(buf), q0, in);
       StoreHalf(k, dpt, sdS.Stage(buf), q0, in);

@@ -98,9 +98,13 @@ absl::StatusOr<KernelDef> BuildDq(const std::string &name, AttentionShape a) {
     Value qs = q_ring.Acquire(q_at);
     k.For(0, n_tiles, 1, [&](Value j) {
       Value ks = k_ring.Acquire(k_at);
+      // A packed sequence's last key tile holds the next sequence's rows past it: zeroed, as dP's
+      // and dQ's GEMMs take 0 times them (ZeroRowsFrom).
+      if (a.varlen) ZeroRowsFrom(k, sK.Stage(ks), BN, SPANS, in, Skv - j * BN, tid, 128 * W, W + 1);
       k.WgmmaFence();
       attention_sm90::IssueOverD(k, s, D, sQ, BM, row0, sK.Stage(ks), BN);
       Value vs = v_ring.Acquire(v_at);
+      if (a.varlen) ZeroRowsFrom(k, sV.Stage(vs), BN, SPANS, in, Skv - j * BN, tid, 128 * W, W + 1);
       k.WgmmaFence();  // (its accumulator last written before the wait above)
       attention_sm90::IssueOverD(k, dp, D, sdO, BM, row0, sV.Stage(vs), BN);
       k.WgmmaWait(1);  // S is in
