@@ -135,6 +135,15 @@ class _Loaded:
         self._kernel = kernel
 
     def __call__(self, *args, grid=None, stream=None):
+        name = self._kernel.name if hasattr(self._kernel, "name") else "kiln.load"
+        for i, x in enumerate(args):  # (integers past 64 bits: the binding's cast would throw)
+            _require(not isinstance(x, int) or -2**63 <= x < 2**63,
+                     lambda: f"{name}: argument {i} = {x} does not fit 64 bits")
+        if grid is not None:
+            _require(isinstance(grid, (tuple, list)) and len(grid) == 3 and
+                     all(isinstance(g, int) and 0 <= g < 2**31 for g in grid),
+                     lambda: f"{name}: grid={grid!r}: (x, y, z), three integers of 0 to 2^31 - 1")
+            grid = tuple(grid)
         if stream is None:
             stream = _stream(args)
         self._kernel(*[_r(x, writes=True) for x in args], grid=grid, stream=stream)  # (any may)
@@ -150,6 +159,8 @@ def load(bundle_dir, name):
     """The kernel `name` of the bundle directory `bundle_dir` (what `kiln bundle` or a build
     writes), as a callable. Its arguments are checked against the manifest's parameters; its grid
     is the kernel's rule unless grid=(x, y, z) is given."""
+    _require(isinstance(name, str),
+             lambda: f"kiln.load: name must be a kernel's name (a str), not {type(name).__name__}")
     _require(_os.path.isdir(str(bundle_dir)),
              f"kiln.load: no directory {str(bundle_dir)!r} (a bundle directory: `kiln bundle --dir "
              f"DIR {name}` writes one)")
@@ -261,6 +272,9 @@ def rope_order(dim):
     """The feature of its head that each of a head's `dim` rows holds in RoPE's fused order
     (kiln.gemm's rope, rt::RopeRowOf): in blocks of 16 rows, features 8b..8b+7 and their partners
     dim/2 + 8b.., so that each pair lies in one accumulator thread. dim: a multiple of 16."""
+    import numbers
+    _require(isinstance(dim, numbers.Integral),
+             lambda: f"kiln.rope_order: dim must be an integer, not {type(dim).__name__}")
     _require(dim > 0 and dim % 16 == 0, f"kiln.rope_order: dim must be a positive multiple of "
              f"16, not {dim}")
     return [(0 if r % 16 < 8 else dim // 2) + 8 * (r // 16) + r % 8 for r in range(dim)]
@@ -270,6 +284,7 @@ def rope_angles(cos, sin):
     """kiln.gemm's RoPE angles from f32 cos and sin tables [P, dim / 2] (as rope_qkv takes them):
     int32 words [P, dim / 2], each the bf16 cos (low half) and sin (high half) of one position
     and frequency, rounded to nearest even. Torch tensors (on their device) or NumPy arrays."""
+    _require_arrays("kiln.rope_angles", cos=cos, sin=sin)
     _require(len(cos.shape) == 2 and tuple(cos.shape) == tuple(sin.shape),
              "kiln.rope_angles: cos and sin must both be [P, dim / 2]")
     if _is_torch(cos):
@@ -286,6 +301,7 @@ def rope_weights(w, dim):
     """A projection's weight w (F, K), F a multiple of `dim` (heads of `dim` rows: the query and
     key heads of a QKV weight), with each head's rows put in rope_order(dim), for kiln.gemm's
     rope. A torch tensor or a NumPy array, as given; a new one."""
+    _require_arrays("kiln.rope_weights", w=w)
     order = rope_order(dim)  # (dim checked first)
     _require(len(w.shape) == 2 and w.shape[0] % dim == 0,
              f"kiln.rope_weights: w must be (F, K) with F a multiple of {dim}, not {tuple(w.shape)}")
@@ -322,6 +338,10 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
     _writable_out("kiln.grouped_gemm", out)
     _require_arrays("kiln.grouped_gemm", x=x, w=w, **({"counts": counts} if masked else
                                                        {"offsets": offsets}))
+    sizes_arg = counts if masked else offsets
+    _require(len(sizes_arg.shape) == 1,
+             lambda: f"kiln.grouped_gemm: {'counts' if masked else 'offsets'} must have rank 1 "
+                     f"(one entry an expert), not shape {tuple(sizes_arg.shape)}")
     if not _is_torch(x) and len(x.shape) >= 2:  # host arrays: the sizes checked (GPU: read there)
         import numpy
         sizes = numpy.asarray(counts if masked else offsets).astype(numpy.int64)
@@ -397,6 +417,7 @@ def quantize_e4m3(x):
     to 448), as kiln.gemm's blockwise a takes it: (q, scales), q (M, K) float8_e4m3fn and scales
     (M, ceil(K/128)) with M contiguous. CUDA: x bf16 (ops/quantize_e4m3). Host: f32 rounded to
     bf16, run on the emulator; q is then a uint8 array of e4m3 bytes. K a multiple of 16."""
+    _require_arrays("kiln.quantize_e4m3", x=x)
     _require(len(x.shape) == 2 and x.shape[1] % 16 == 0,
              f"kiln.quantize_e4m3: x must be (M, K) with K a multiple of 16, not {tuple(x.shape)}")
     m, k = x.shape
@@ -426,6 +447,7 @@ def quantize_e4m3_blocks(w, *, transpose=False):
     kiln.gemm(dy_q, q_t.t(), scale_a=s_dy, scale_b=scales_t)). K a multiple of 16; with
     transpose, N too. CUDA: w bf16 (ops/quantize_e4m3_blocks). Host: f32 rounded to bf16, run on
     the emulator; q and q_t are then uint8 arrays of e4m3 bytes."""
+    _require_arrays("kiln.quantize_e4m3_blocks", w=w)
     _require(len(w.shape) == 2 and w.shape[1] % 16 == 0 and (not transpose or w.shape[0] % 16 == 0),
              f"kiln.quantize_e4m3_blocks: w must be (N, K) with K{' and N' if transpose else ''} "
              f"a multiple of 16, not {tuple(w.shape)}")
@@ -455,6 +477,7 @@ def swiglu_weights(gate, up):
     """A gate/up projection's weights ([F, H] each, F a multiple of 8) as one [2F, H] weight w for
     kiln.gemm(x, w.t(), activation="swiglu"): gate and up rows interleaved in blocks of 8, so that
     one thread of the GEMM holds both of a pair. Done once, when the weights load."""
+    _require_arrays("kiln.swiglu_weights", gate=gate, up=up)
     _require(len(gate.shape) == 2 and tuple(gate.shape) == tuple(up.shape) and
              gate.shape[0] % 8 == 0,
              f"kiln.swiglu_weights: gate and up must be [F, H] alike, F a multiple of 8, not "
@@ -491,7 +514,7 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     first; decode-sized problems (a KV head's query rows, Hq / Hkv * S, fit 64) are copied to
     [B, H, S, D] for the decode kernels (o copied back). Hq a multiple of Hkv
     (grouped-query heads: query head h reads KV head h // (Hq // Hkv)). D 64, 128 or 256. scale:
-    1 / sqrt(D) unless given. causal: query i sees keys j <= i + Skv - S (bottom-right aligned,
+    1 / sqrt(D) unless given (a positive number; None for that default, for every attention call). causal: query i sees keys j <= i + Skv - S (bottom-right aligned,
     FlashAttention's convention; torch's is_causal is top-left, the same when S == Skv); a row
     that sees no key gets o = 0 and lse = -inf. A dimension of 0 launches nothing: B, H or S of 0
     give empty o and lse, Skv of 0 (no keys) o = 0 and lse = -inf.
@@ -526,7 +549,7 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     o = _empty(q, tuple(q.shape), _type_of(q))
     b, h, s = (q.shape[0], q.shape[2], q.shape[1]) if rows else tuple(q.shape[:3])
     lse = _empty(q, (b, h, s), "f32")
-    _kiln._attention(_r(q), _r(k), _r(v), _r(o), _r(lse), bool(causal), float(scale or 0.0), rows,
+    _kiln._attention(_r(q), _r(k), _r(v), _r(o), _r(lse), bool(causal), _scale("kiln.attention", scale), rows,
                      stream=_stream([q]))
     return o, lse
 
@@ -560,11 +583,12 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
     read it. D 64, 128 or 256 on sm_90a (64 or 128 on sm_100a). dq comes from a kernel of its own: the same inputs give the same
     bytes run to run; dq_atomics adds it by atomics instead (its last bits vary run to run).
     """
+    _require_arrays("kiln.attention_backward", q=q, k=k, v=v, out=out, lse=lse, d_out=d_out)
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))
     _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)), bool(causal),
-                              float(scale or 0.0), bool(dq_atomics), stream=_stream([q]))
+                              _scale("kiln.attention_backward", scale), bool(dq_atomics), stream=_stream([q]))
     return dq, dk, dv
 
 
@@ -599,19 +623,19 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
         paged = block_table is not None
         cap = block_table.shape[1] * k_cache.shape[1] if paged else k_cache.shape[2]
         _require(lens.size == 0 or (lens.min() >= 0 and lens.max() <= cap),
-                 f"{call}: seq_lens must lie in [0, {cap}] (the cache's keys a sequence), not "
-                 f"{lens.min()} .. {lens.max()}")
+                 lambda: f"{call}: seq_lens must lie in [0, {cap}] (the cache's keys a sequence), "
+                         f"not {lens.min()} .. {lens.max()}")
         if paged and lens.size and block_table.shape[0] == lens.size:  # (else the bindings say)
             table, page = numpy.asarray(block_table), k_cache.shape[1]
             used = numpy.arange(table.shape[1])[None, :] * page < lens[:, None]
             pages = table[used]
             _require(pages.size == 0 or (pages.min() >= 0 and pages.max() < k_cache.shape[0]),
-                     f"{call}: block_table's pages in use must lie in [0, {k_cache.shape[0]}), "
-                     f"not {pages.min()} .. {pages.max()}")
+                     lambda: f"{call}: block_table's pages in use must lie in "
+                             f"[0, {k_cache.shape[0]}), not {pages.min()} .. {pages.max()}")
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, tuple(q.shape[:3]), "f32")
     _kiln._decode_attention(_r(q), _r(k_cache), _r(v_cache), _r(seq_lens), _r(block_table), _r(o),
-                            _r(lse), bool(causal), float(scale or 0.0), stream=_stream([q]))
+                            _r(lse), bool(causal), _scale("kiln.decode_attention", scale), stream=_stream([q]))
     return o, lse
 
 
@@ -626,13 +650,17 @@ def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=Non
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, (q.shape[1], q.shape[0]), "f32")
     _kiln._varlen_attention(_r(q), _r(k), _r(v), _r(cu_seqlens), int(max_seqlen), _r(o), _r(lse),
-                            bool(causal), float(scale or 0.0), stream=_stream([q]))
+                            bool(causal), _scale("kiln.varlen_attention", scale), stream=_stream([q]))
     return o, lse
 
 
 def _check_host_offsets(call, x, cu_seqlens, total, max_seqlen):
     """Host arrays: cu_seqlens from 0, non-decreasing, to at most `total` rows, no sequence longer
     than max_seqlen. (On the GPU they are the device's, read there.)"""
+    import numbers
+    _require(isinstance(max_seqlen, numbers.Integral) and max_seqlen >= 1,
+             lambda: f"{call}: max_seqlen must be a positive integer (the longest sequence's "
+                     f"length), not {max_seqlen!r}")
     if _is_torch(x):
         return
     import numpy
@@ -649,13 +677,14 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
     gradient d_out of out, all packed [T, H, D] as it took them (lse [Hq, T]). Each sequence's
     gradients come from its own rows only; deterministic, as attention_backward's default.
     """
-    _require_arrays("kiln.varlen_attention_backward", q=q, cu_seqlens=cu_seqlens)
+    _require_arrays("kiln.varlen_attention_backward", q=q, k=k, v=v, out=out, lse=lse,
+                    d_out=d_out, cu_seqlens=cu_seqlens)
     _check_host_offsets("kiln.varlen_attention_backward", q, cu_seqlens, q.shape[0], max_seqlen)
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))
     _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)), bool(causal),
-                              float(scale or 0.0), False, cu_seqlens=_r(cu_seqlens),
+                              _scale("kiln.varlen_attention_backward", scale), False, cu_seqlens=_r(cu_seqlens),
                               max_seqlen=int(max_seqlen), stream=_stream([q]))
     return dq, dk, dv
 
@@ -667,14 +696,18 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     [pages, page, Hkv, D]; block_table [B, max_pages] and seq_lens [B] int32, the lengths before
     the step: token s of sequence b goes to position seq_lens[b] + s, page
     block_table[b, pos // page], row pos % page. The keys are rotated at their positions by cos,
-    sin [positions, D / 2] f32 (Llama's rotate-half, as rope_qkv). A position past the block
-    table or the tables is an error on the host; on a GPU (where checking would need the lengths
-    on the host) such a token, or one whose page entry lies past the cache, is not written. The
-    caller adds S to seq_lens afterwards.
+    sin [positions, D / 2] f32 (Llama's rotate-half, as rope_qkv). On the host, a negative length,
+    a position past the block table or the tables, a new token's page outside the cache, index
+    arrays other than int32 and read-only caches are errors; on a GPU (where checking would need
+    the lengths on the host) a token past the table, or whose page entry lies past the cache, is
+    not written. The caller adds S to seq_lens afterwards.
     """
+    call = "kiln.paged_append"
+    _require_arrays(call, k_cache=k_cache, v_cache=v_cache, k_new=k_new, v_new=v_new,
+                    block_table=block_table, seq_lens=seq_lens, cos=cos, sin=sin)
     _require(len(k_new.shape) == 4 and tuple(k_new.shape) == tuple(v_new.shape),
-             f"kiln.paged_append: k_new and v_new must both be [B, S, Hkv, D], not "
-             f"{tuple(k_new.shape)} and {tuple(v_new.shape)}")
+             lambda: f"kiln.paged_append: k_new and v_new must both be [B, S, Hkv, D], not "
+                     f"{tuple(k_new.shape)} and {tuple(v_new.shape)}")
     b, s, h, d = k_new.shape
     _require(len(k_cache.shape) == 4 and tuple(k_cache.shape) == tuple(v_cache.shape) and
              tuple(k_cache.shape[2:]) == (h, d),
@@ -687,16 +720,31 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     _require(len(cos.shape) == 2 and tuple(cos.shape) == tuple(sin.shape) and
              cos.shape[1] == d // 2, "kiln.paged_append: cos and sin must both be [positions, D / 2]")
     page, max_pages = k_cache.shape[1], block_table.shape[1]
+    if b * s * h * d == 0:  # no token to write
+        return
     scalars = [s, h, d, page, max_pages, k_cache.shape[0], cos.shape[0], b * s * h * d // 16]
     if _is_torch(k_cache):
         _loaded("ops/paged_append")(k_new, v_new, cos, sin, block_table, seq_lens, k_cache, v_cache,
                                   *scalars)
         return
     import numpy
-    end = numpy.asarray(seq_lens) + s
+    # Host arrays: the lengths, the pages the new tokens land in and the index types checked here
+    # (decode_attention checks its own so); the caches written in place, so writable.
+    for name, x in (("block_table", block_table), ("seq_lens", seq_lens)):
+        _require(x.dtype == numpy.int32, lambda: f"{call}: {name} must be int32, not {x.dtype}")
+    for name, x in (("k_cache", k_cache), ("v_cache", v_cache)):
+        _require(x.flags.writeable, f"{call}: {name} is read-only; the new rows are written into it")
+    lens = numpy.asarray(seq_lens)
+    _require((lens >= 0).all(), lambda: f"{call}: seq_lens must be 0 or more, not {lens.min()}")
+    end = lens + s
     _require(end.max(initial=0) <= min(max_pages * page, cos.shape[0]),
-             f"kiln.paged_append: positions up to {end.max()} past the block table's "
-             f"{max_pages * page} or the tables' {cos.shape[0]}")
+             lambda: f"{call}: positions up to {end.max()} past the block table's "
+                     f"{max_pages * page} or the tables' {cos.shape[0]}")
+    pos = lens[:, None] + numpy.arange(s)[None, :]  # [B, S]: each new token's position
+    pages = numpy.take_along_axis(numpy.asarray(block_table), pos // page, axis=1)
+    _require(((pages >= 0) & (pages < k_cache.shape[0])).all(),
+             lambda: f"{call}: block_table's pages for the new tokens must lie in "
+                     f"[0, {k_cache.shape[0]}), not {pages.min()} .. {pages.max()}")
     kc, vc = _bf16_bits(k_cache), _bf16_bits(v_cache)
     _loaded("ops/paged_append")(_bf16_bits(k_new), _bf16_bits(v_new),
                               numpy.ascontiguousarray(cos, numpy.float32),
@@ -755,6 +803,20 @@ def _glue_call(name, inputs, outputs, scalars, host_f32_inputs):
     return outputs
 
 
+def _scale(call, scale):
+    """An attention call's scale as the bindings take it: None is 0.0 there, the kernels' 1 / sqrt(D);
+    an explicit scale must be a positive finite number (0 would read as that default)."""
+    if scale is None:
+        return 0.0
+    import math
+    _require(isinstance(scale, (int, float)) or hasattr(scale, "__float__"),
+             lambda: f"{call}: scale must be a number, not {type(scale).__name__}")
+    value = float(scale)
+    _require(math.isfinite(value) and value > 0,
+             lambda: f"{call}: scale {scale!r}: a positive number, or None for 1 / sqrt(D)")
+    return value
+
+
 def _require(cond, message):
     """kiln.Error(message) unless cond; message may be a function that makes it (an f-string of
     shapes costs microseconds that a call that passes need not spend)."""
@@ -768,6 +830,7 @@ def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv, *, layout="bhsd"):
     tables [S, D / 2] (position s, frequency i; Llama's rotate-half convention). layout "bshd":
     q [B, S, Hq, D], k and v [B, S, Hkv, D] instead (kiln.attention's rows layout, whose o is
     then the output projection's rows)."""
+    _require_arrays("kiln.rope_qkv", qkv=qkv, cos=cos, sin=sin)
     _require(layout in ("bhsd", "bshd"), f"kiln.rope_qkv: layout '{layout}': 'bhsd' or 'bshd'")
     _require(len(qkv.shape) == 2, f"kiln.rope_qkv: qkv must have rank 2, not {len(qkv.shape)}")
     _require(len(cos.shape) == 2 and tuple(cos.shape) == tuple(sin.shape),
@@ -803,6 +866,7 @@ def _f32_table(x):
 
 def swiglu(x):
     """silu(gate) * up over rows [T, 2F] holding gate then up: [T, F]."""
+    _require_arrays("kiln.swiglu", x=x)
     _require(len(x.shape) == 2 and x.shape[1] % 2 == 0,
              f"kiln.swiglu: x must be [T, 2F], not {tuple(x.shape)}")
     f = x.shape[1] // 2
@@ -814,6 +878,7 @@ def swiglu(x):
 
 def heads_to_rows(x):
     """[B, H, S, D] into [B, S, H, D] (contiguous)."""
+    _require_arrays("kiln.heads_to_rows", x=x)
     _require(len(x.shape) == 4, f"kiln.heads_to_rows: x must have rank 4, not {len(x.shape)}")
     b, h, s, d = x.shape
     y = _empty(x, (b, s, h, d), _type_of(x))

@@ -916,6 +916,38 @@ class EmptyAndWrongInputs(unittest.TestCase):
     """Arrays with no elements give empty results without a launch (as torch's ops do), but K = 0;
     a list where an array belongs is a kiln.Error."""
 
+    def test_arguments_that_were_python_exceptions_are_kiln_errors(self):
+        f = lambda *s: np.ones(s, np.float32)
+        saxpy = kiln.load(BUNDLES, "ops/saxpy")
+        cache = np.zeros((4, 16, 1, 64), np.float32)
+        cases = [
+            (lambda: kiln.attention(f(1, 2, 3, 64), f(1, 2, 3, 64), f(1, 2, 3, 64), scale=0.0),
+             "a positive number, or None"),
+            (lambda: kiln.varlen_attention(f(10, 2, 64), f(10, 1, 64), f(10, 1, 64),
+                                           np.int32([0, 10]), None), "max_seqlen must be"),
+            (lambda: kiln.rope_order(16.0), "dim must be an integer"),
+            (lambda: kiln.grouped_gemm(f(8, 64), f(2, 64, 64), np.int32([[4, 8]])),
+             "offsets must have rank 1"),
+            (lambda: kiln.swiglu([1, 2]), "x must be a torch tensor or a NumPy array"),
+            (lambda: kiln.attention_backward(*[None] * 6), "q must be a torch tensor"),
+            (lambda: saxpy(f(4), f(4), 1.0, 2**63), "does not fit 64 bits"),
+            (lambda: saxpy(f(4), f(4), 1.0, 4, grid=(-1, 1, 1)), "three integers"),
+            (lambda: kiln.load(BUNDLES, None), "name must be a kernel's name"),
+            (lambda: kiln.paged_append(cache, cache.copy(), f(1, 1, 1, 64), f(1, 1, 1, 64),
+                                       np.int32([[9]]), np.int32([0]), f(16, 32), f(16, 32)),
+             "pages for the new tokens must lie in [0, 4)"),
+            (lambda: kiln.paged_append(cache, cache.copy(), f(1, 1, 1, 64), f(1, 1, 1, 64),
+                                       np.int32([[0]]), np.int32([-1]), f(16, 32), f(16, 32)),
+             "seq_lens must be 0 or more"),
+            (lambda: kiln.paged_append(cache, cache.copy(), f(1, 1, 1, 64), f(1, 1, 1, 64),
+                                       np.int64([[0]]), np.int32([0]), f(16, 32), f(16, 32)),
+             "block_table must be int32"),
+        ]
+        for call, message in cases:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+
     def test_empty_arrays(self):
         b = np.ones((24, 16), np.float32)
         self.assertEqual(kiln.gemm(np.zeros((0, 24), np.float32), b).shape, (0, 16))
