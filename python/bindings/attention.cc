@@ -108,7 +108,8 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
     if (x.block_table) ops.block_table = Address(*x.block_table);
     if (x.cu_seqlens) ops.cu_seqlens = Address(*x.cu_seqlens);
     ThrowIfError(RunnerFor<rt::AttentionRunner>(BundleDir())
-                     .Run(z, options, ops, reinterpret_cast<cu::CUstream>(stream)));
+                     .Run(z, options, ops, reinterpret_cast<cu::CUstream>(stream)),
+                 call);
     return;
   }
   std::vector<uint8_t> result;
@@ -119,7 +120,7 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
   if (x.block_table) ops.block_table = d.Bind(*x.block_table, /*read_only=*/true);
   if (x.cu_seqlens) ops.cu_seqlens = d.Bind(*x.cu_seqlens, /*read_only=*/true);
   EmulatedOpDevice device(*d.emulator());
-  ThrowIfError(rt::RunAttention(z, options, ops, /*compute_capability=*/90, device));
+  ThrowIfError(rt::RunAttention(z, options, ops, /*compute_capability=*/90, device), call);
   d.Finish();
   Widen(result, "bf16", out);
 }
@@ -253,7 +254,8 @@ void AttentionBackward(const Array& q, const Array& k, const Array& v, const Arr
                                   Address(dq),  Address(dk),  Address(dv)};
     if (cu) ops.cu_seqlens = Address(*cu);
     ThrowIfError(RunnerFor<rt::AttentionRunner>(BundleDir())
-                     .Backward(z, options, ops, reinterpret_cast<cu::CUstream>(stream)));
+                     .Backward(z, options, ops, reinterpret_cast<cu::CUstream>(stream)),
+                 call);
     return;
   }
   std::vector<uint8_t> dq_bytes, dk_bytes, dv_bytes;
@@ -268,7 +270,7 @@ void AttentionBackward(const Array& q, const Array& k, const Array& v, const Arr
                                 d.BindPoisoned(dv.size(), "bf16", &dv_bytes)};
   if (cu) ops.cu_seqlens = d.Bind(*cu, /*read_only=*/true);
   EmulatedOpDevice device(*d.emulator());
-  ThrowIfError(rt::RunAttentionBackward(z, options, ops, /*compute_capability=*/90, device));
+  ThrowIfError(rt::RunAttentionBackward(z, options, ops, /*compute_capability=*/90, device), call);
   d.Finish();
   Widen(dq_bytes, "bf16", dq);
   Widen(dk_bytes, "bf16", dk);

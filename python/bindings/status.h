@@ -31,6 +31,16 @@ inline void ThrowIfError(const absl::Status& s) {
   if (!s.ok()) throw Error(AsPython(std::string(s.message())));
 }
 
+// The same for a call that the host API's attention entry point serves under its own name
+// (kiln.varlen_attention, kiln.decode_attention, ...): its messages name that call.
+inline void ThrowIfError(const absl::Status& s, const std::string& call) {
+  if (s.ok()) return;
+  std::string message = AsPython(std::string(s.message()));
+  for (const std::string prefix : {"kiln.attention:", "kiln attention backward:"})
+    if (message.rfind(prefix, 0) == 0) message = call + ":" + message.substr(prefix.size());
+  throw Error(message);
+}
+
 template <typename T>
 T ValueOrThrow(absl::StatusOr<T> v) {
   ThrowIfError(v.status());

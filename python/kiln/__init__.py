@@ -249,6 +249,8 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
                  "columns turned, a head's columns")
         terms.append("rope")
         rope_args = dict(rope_angles=rope[0], rope_rows=int(rope[1]), rope_dim=int(rope[2]))
+    _require(not (str(getattr(a, "dtype", "")) == "uint8" and scale_a is None and scale_b is None),
+             "kiln.gemm: uint8 a and b are 8-bit inputs (e4m3 bytes) only with scale_a and scale_b")
     if scale_a is not None or scale_b is not None or _FP8_TYPES.get(str(getattr(a, "dtype", ""))):
         _require(rope is None, "kiln.gemm: rope is fused for 16-bit inputs")
         return _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, beta,
@@ -428,13 +430,15 @@ def quantize_e4m3(x):
                  f"kiln.quantize_e4m3: x must be a contiguous bf16 CUDA tensor, not {x.dtype}")
         q = torch.empty((m, k), dtype=torch.uint8, device=x.device)
         scales = torch.empty((kb, m), dtype=torch.float32, device=x.device).t()
-        _loaded("ops/quantize_e4m3")(x, q, scales, m, k)
+        if m * k:  # (no element: no launch)
+            _loaded("ops/quantize_e4m3")(x, q, scales, m, k)
         return q.view(torch.float8_e4m3fn), scales
     import numpy
     x16 = _bf16_bits(x)
     q = numpy.zeros((m, k), numpy.uint8)
     scales = numpy.zeros((kb, m), numpy.float32)
-    _loaded("ops/quantize_e4m3")(x16, q, scales, m, k)
+    if m * k:
+        _loaded("ops/quantize_e4m3")(x16, q, scales, m, k)
     return q, scales.T
 
 
@@ -461,7 +465,8 @@ def quantize_e4m3_blocks(w, *, transpose=False):
         # Not transposing, the kernel writes no qt: q stands in for it.
         q_t = torch.empty((k, n), dtype=torch.uint8, device=w.device) if transpose else q
         scales = torch.empty((nb, kb), dtype=torch.float32, device=w.device)
-        _loaded("ops/quantize_e4m3_blocks")(w, q, q_t, scales, n, k, int(transpose))
+        if n * k:  # (no element: no launch)
+            _loaded("ops/quantize_e4m3_blocks")(w, q, q_t, scales, n, k, int(transpose))
         q, q_t = q.view(torch.float8_e4m3fn), q_t.view(torch.float8_e4m3fn)
     else:
         import numpy
@@ -469,7 +474,9 @@ def quantize_e4m3_blocks(w, *, transpose=False):
         # The emulator copies each array back: q_t needs its own, a word when unwritten.
         q_t = numpy.zeros((k, n) if transpose else (1, 8), numpy.uint8)
         scales = numpy.zeros((nb, kb), numpy.float32)
-        _loaded("ops/quantize_e4m3_blocks")(_bf16_bits(w), q, q_t, scales, n, k, int(transpose))
+        if n * k:
+            _loaded("ops/quantize_e4m3_blocks")(_bf16_bits(w), q, q_t, scales, n, k,
+                                               int(transpose))
     return (q, scales, q_t, scales.T) if transpose else (q, scales)
 
 
@@ -785,6 +792,8 @@ def _glue_call(name, inputs, outputs, scalars, host_f32_inputs):
     """Runs glue kernel `name` on inputs + outputs + scalars; on the host, the inputs listed in
     host_f32_inputs and every output go through bf16 bits."""
     host = not _is_torch(outputs[0])
+    if all(o.size == 0 if host else o.numel() == 0 for o in outputs):
+        return outputs  # no element to write: no launch (a grid of none is no grid)
     if not host:
         import torch
         for i, x in enumerate(inputs):  # the kernels read packed bf16 data and f32 tables
