@@ -10,12 +10,23 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 #include "tools/kiln/help.h"
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("kiln COMMAND [ARGS] [FLAGS]; `kiln --help` lists the commands");
+  absl::FlagsUsageConfig usage;
+  usage.version_string = [] {
+    return std::string("kiln ") + KILN_VERSION +
+#ifdef KILN_HAVE_COMPILER
+           " (compiler and runtime)\n";
+#else
+           " (runtime only: kernels from bundles)\n";
+#endif
+  };
+  absl::SetFlagsUsageConfig(usage);
   if (std::optional<int> code = kiln::cli::HandleHelp(argc, argv)) return *code;
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
