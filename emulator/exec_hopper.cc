@@ -851,12 +851,20 @@ absl::Status Cta::CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, con
   for (uint64_t b = off; b < off + bytes && b < generic_writer_.size(); ++b)
     if (generic_writer_[b] != 0) {
       const std::string dsl = m_.DslLine(in);
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s%s: PTX line %d (%s): %s reads shared byte %d, which thread %d wrote "
-                          "through the generic proxy with no "
-                          "fence.proxy.async after it (the async proxy may not see the write)",
-                          dsl.empty() ? "" : dsl + ": ", kernel_, in.line, in.text, reader, b,
-                          generic_writer_[b] - 1));
+      // Where the write was: the instruction that last wrote the byte, and its DSL line.
+      std::string where;
+      if (b < shared_writer_.size() && shared_writer_[b].first) {
+        const Instr& w = *shared_writer_[b].first;
+        const std::string w_dsl = m_.DslLine(w);
+        where =
+            absl::StrFormat(" at PTX line %d%s", w.line, w_dsl.empty() ? "" : " (" + w_dsl + ")");
+      }
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s%s: PTX line %d (%s): %s reads shared byte %d, which thread %d wrote%s "
+          "through the generic proxy with no "
+          "fence.proxy.async after it (the async proxy may not see the write)",
+          dsl.empty() ? "" : dsl + ": ", kernel_, in.line, in.text, reader, b,
+          generic_writer_[b] - 1, where));
     }
   return absl::OkStatus();
 }

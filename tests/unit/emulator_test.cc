@@ -495,8 +495,11 @@ TEST(Emulator, TmaStoresNeedTheProxyFence) {
   for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], static_cast<uint32_t>(i));
   s = StoreThroughTma(/*fence=*/false, &out);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("a TMA store reads shared byte 0, which thread 0 wrote through the generic proxy with no "
-                             "fence.proxy.async after it"),
+  // The write is named with its PTX line, so that the fence's place can be found.
+  EXPECT_NE(s.message().find("a TMA store reads shared byte 0, which thread 0 wrote at PTX line "),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.message().find("through the generic proxy with no fence.proxy.async after it"),
             std::string::npos)
       << s;
 }
