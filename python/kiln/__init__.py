@@ -591,6 +591,12 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
     bytes run to run; dq_atomics adds it by atomics instead (its last bits vary run to run).
     """
     _require_arrays("kiln.attention_backward", q=q, k=k, v=v, out=out, lse=lse, d_out=d_out)
+    if len(q.shape) == 4 and len(k.shape) == 4 and 0 in tuple(q.shape) + tuple(k.shape):
+        # Nothing to launch (as kiln.attention's empty forms): no query or no key, no gradient.
+        grads = [_empty(x, tuple(x.shape), _type_of(x)) for x in (q, k, v)]
+        for g in grads:
+            g[...] = 0
+        return tuple(grads)
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))
@@ -620,6 +626,15 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
     _require_arrays(call, q=q, k_cache=k_cache, v_cache=v_cache, seq_lens=seq_lens)
     if block_table is not None:
         _require_arrays(call, block_table=block_table)
+    keys = (block_table.shape[1] * k_cache.shape[1] if block_table is not None and
+            len(block_table.shape) == 2 and len(k_cache.shape) == 4 else
+            k_cache.shape[2] if len(k_cache.shape) == 4 else 1)
+    if len(q.shape) == 4 and (0 in tuple(q.shape) or keys == 0):
+        # As kiln.attention's empty forms: no row, empty results; no key, o = 0 and lse = -inf.
+        o, lse = _empty(q, tuple(q.shape), _type_of(q)), _empty(q, tuple(q.shape[:3]), "f32")
+        o[...] = 0
+        lse[...] = float("-inf")
+        return o, lse
     if not _is_torch(q) and len(k_cache.shape) == 4 and (block_table is None or
                                                          len(block_table.shape) == 2):
         # Host arrays: the lengths and pages checked here. (On the GPU they are the device's:
@@ -656,6 +671,8 @@ def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=Non
     _check_host_offsets("kiln.varlen_attention", q, cu_seqlens, q.shape[0], max_seqlen)
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, (q.shape[1], q.shape[0]), "f32")
+    if len(q.shape) == 3 and q.shape[0] * q.shape[1] == 0:  # no token or no head: nothing to do
+        return o, lse
     _kiln._varlen_attention(_r(q), _r(k), _r(v), _r(cu_seqlens), int(max_seqlen), _r(o), _r(lse),
                             bool(causal), _scale("kiln.varlen_attention", scale), stream=_stream([q]))
     return o, lse

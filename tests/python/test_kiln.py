@@ -977,6 +977,20 @@ class EmptyAndWrongInputs(unittest.TestCase):
         o, lse = kiln.attention(np.ones((1, 4, 3, 64), np.float32), none, none)
         self.assertTrue((o == 0).all() and o.shape == (1, 4, 3, 64))
         self.assertTrue(np.isneginf(lse).all() and lse.shape == (1, 4, 3))
+        # The same for the other attention calls (each once refused a dimension of 0).
+        z = lambda *shape: np.zeros(shape, np.float32)
+        o, lse = kiln.decode_attention(z(0, 4, 1, 64), z(0, 2, 40, 64), z(0, 2, 40, 64),
+                                       np.zeros(0, np.int32))
+        self.assertEqual((o.shape, lse.shape), ((0, 4, 1, 64), (0, 4, 1)))
+        o, lse = kiln.decode_attention(z(1, 4, 1, 64), z(1, 2, 0, 64), z(1, 2, 0, 64),
+                                       np.zeros(1, np.int32))
+        self.assertTrue((o == 0).all() and np.isneginf(lse).all())
+        o, lse = kiln.varlen_attention(z(0, 2, 64), z(0, 1, 64), z(0, 1, 64), np.int32([0, 0]), 1)
+        self.assertEqual((o.shape, lse.shape), ((0, 2, 64), (2, 0)))
+        grads = kiln.attention_backward(z(1, 2, 0, 64), z(1, 2, 5, 64), z(1, 2, 5, 64),
+                                        z(1, 2, 0, 64), z(1, 2, 0), z(1, 2, 0, 64))
+        self.assertEqual([g.shape for g in grads], [(1, 2, 0, 64), (1, 2, 5, 64), (1, 2, 5, 64)])
+        self.assertTrue(all((g == 0).all() for g in grads))
         # The shapes and the head dimension still checked.
         for qq, kk, vv, message in [
                 (np.zeros((1, 4, 0, 80), np.float32), np.zeros((1, 2, 0, 80), np.float32),
