@@ -385,8 +385,8 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
              "kiln.gemm: 8-bit inputs need scale_a and scale_b (f32)")
     _require(fp8_types is None or (len(fp8_types) == 2 and
                                    all(t in ("e4m3", "e5m2") for t in fp8_types)),
-             f"kiln.gemm: fp8_types is a's and b's 8-bit types, each 'e4m3' or 'e5m2', not "
-             f"{fp8_types!r}")
+             lambda: f"kiln.gemm: fp8_types is a's and b's 8-bit types, each 'e4m3' or 'e5m2', "
+                     f"not {fp8_types!r}")
     types = []
     for i, (name, x) in enumerate((("a", a), ("b", b))):
         dtype = str(getattr(x, "dtype", ""))
@@ -405,6 +405,10 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
         _type_of(out) if out is not None and _is_torch(out) else "bf16")
     if out is None:
         out = _empty(a, (a.shape[0], b.shape[1]), out_type)
+    if len(a.shape) == 2 and len(b.shape) == 2 and a.shape[0] * b.shape[1] == 0:
+        _require(a.shape[1] == b.shape[0],
+                 lambda: f"kiln.gemm: a {tuple(a.shape)} and b {tuple(b.shape)} do not multiply")
+        return out  # no element of out: nothing to launch (as for 16-bit inputs)
     if _is_torch(a):  # DLPack carries the bytes
         import torch
         a, b = a.view(torch.uint8), b.view(torch.uint8)
