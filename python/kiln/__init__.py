@@ -140,10 +140,11 @@ class _Loaded:
             _require(not isinstance(x, int) or -2**63 <= x < 2**63,
                      lambda: f"{name}: argument {i} = {x} does not fit 64 bits")
         if grid is not None:
+            import numbers
             _require(isinstance(grid, (tuple, list)) and len(grid) == 3 and
-                     all(isinstance(g, int) and 0 <= g < 2**31 for g in grid),
+                     all(isinstance(g, numbers.Integral) and 0 <= g < 2**31 for g in grid),
                      lambda: f"{name}: grid={grid!r}: (x, y, z), three integers of 0 to 2^31 - 1")
-            grid = tuple(grid)
+            grid = tuple(int(g) for g in grid)
         if stream is None:
             stream = _stream(args)
         self._kernel(*[_r(x, writes=True) for x in args], grid=grid, stream=stream)  # (any may)
@@ -525,7 +526,8 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     first; decode-sized problems (a KV head's query rows, Hq / Hkv * S, fit 64) are copied to
     [B, H, S, D] for the decode kernels (o copied back). Hq a multiple of Hkv
     (grouped-query heads: query head h reads KV head h // (Hq // Hkv)). D 64, 128 or 256. scale:
-    1 / sqrt(D) unless given (a positive number; None for that default, for every attention call). causal: query i sees keys j <= i + Skv - S (bottom-right aligned,
+    1 / sqrt(D) unless given (a positive number; None for that default, in every attention call).
+    causal: query i sees keys j <= i + Skv - S (bottom-right aligned,
     FlashAttention's convention; torch's is_causal is top-left, the same when S == Skv); a row
     that sees no key gets o = 0 and lse = -inf. A dimension of 0 launches nothing: B, H or S of 0
     give empty o and lse, Skv of 0 (no keys) o = 0 and lse = -inf.
@@ -560,7 +562,8 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     o = _empty(q, tuple(q.shape), _type_of(q))
     b, h, s = (q.shape[0], q.shape[2], q.shape[1]) if rows else tuple(q.shape[:3])
     lse = _empty(q, (b, h, s), "f32")
-    _kiln._attention(_r(q), _r(k), _r(v), _r(o), _r(lse), bool(causal), _scale("kiln.attention", scale), rows,
+    _kiln._attention(_r(q), _r(k), _r(v), _r(o), _r(lse), bool(causal),
+                     _scale("kiln.attention", scale), rows,
                      stream=_stream([q]))
     return o, lse
 
@@ -605,7 +608,8 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))
     _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)), bool(causal),
-                              _scale("kiln.attention_backward", scale), bool(dq_atomics), stream=_stream([q]))
+                              _scale("kiln.attention_backward", scale), bool(dq_atomics),
+                              stream=_stream([q]))
     return dq, dk, dv
 
 
@@ -661,7 +665,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, tuple(q.shape[:3]), "f32")
     _kiln._decode_attention(_r(q), _r(k_cache), _r(v_cache), _r(seq_lens), _r(block_table), _r(o),
-                            _r(lse), bool(causal), _scale("kiln.decode_attention", scale), stream=_stream([q]))
+                            _r(lse), bool(causal), _scale("kiln.decode_attention", scale),
+                            stream=_stream([q]))
     return o, lse
 
 
@@ -678,7 +683,8 @@ def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=Non
     if len(q.shape) == 3 and q.shape[0] * q.shape[1] == 0:  # no token or no head: nothing to do
         return o, lse
     _kiln._varlen_attention(_r(q), _r(k), _r(v), _r(cu_seqlens), int(max_seqlen), _r(o), _r(lse),
-                            bool(causal), _scale("kiln.varlen_attention", scale), stream=_stream([q]))
+                            bool(causal), _scale("kiln.varlen_attention", scale),
+                            stream=_stream([q]))
     return o, lse
 
 
@@ -712,7 +718,8 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))
     _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)), bool(causal),
-                              _scale("kiln.varlen_attention_backward", scale), False, cu_seqlens=_r(cu_seqlens),
+                              _scale("kiln.varlen_attention_backward", scale), False,
+                              cu_seqlens=_r(cu_seqlens),
                               max_seqlen=int(max_seqlen), stream=_stream([q]))
     return dq, dk, dv
 
@@ -761,7 +768,8 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     for name, x in (("block_table", block_table), ("seq_lens", seq_lens)):
         _require(x.dtype == numpy.int32, lambda: f"{call}: {name} must be int32, not {x.dtype}")
     for name, x in (("k_cache", k_cache), ("v_cache", v_cache)):
-        _require(x.flags.writeable, f"{call}: {name} is read-only; the new rows are written into it")
+        _require(x.flags.writeable,
+                 f"{call}: {name} is read-only; the new rows are written into it")
     lens = numpy.asarray(seq_lens)
     _require((lens >= 0).all(), lambda: f"{call}: seq_lens must be 0 or more, not {lens.min()}")
     end = lens + s
@@ -834,8 +842,9 @@ def _glue_call(name, inputs, outputs, scalars, host_f32_inputs):
 
 
 def _scale(call, scale):
-    """An attention call's scale as the bindings take it: None is 0.0 there, the kernels' 1 / sqrt(D);
-    an explicit scale must be a positive finite number (0 would read as that default)."""
+    """An attention call's scale as the bindings take it: None is 0.0 there, the kernels'
+    1 / sqrt(D); an explicit scale must be a positive finite number (0 would read as that
+    default)."""
     if scale is None:
         return 0.0
     import math
