@@ -3,6 +3,7 @@
 #include <iostream>
 #include <optional>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -18,7 +19,8 @@ std::vector<kiln::rt::GemmSize> GemmSizes(const std::vector<std::string>& args,
   std::vector<kiln::rt::GemmSize> sizes = {
       {absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)}};
   const bool one = sizes[0].m || sizes[0].n || sizes[0].k;
-  if (one && absl::GetFlag(FLAGS_sizes) != "4096,8192") {  // (--sizes given: not its default)
+  if (one && absl::GetFlag(FLAGS_sizes) !=
+                 absl::GetFlagReflectionHandle(FLAGS_sizes).DefaultValue()) {  // (--sizes given)
     std::cerr << "kiln " << command << ": --m --n --k or --sizes, not both\n";
     return {};
   }
@@ -55,7 +57,8 @@ absl::StatusOr<kiln::rt::GemmOptions> GemmOptionsFromFlags() {
   // The 8-bit GEMM's flags (kiln gemm --dtype e4m3), refused rather than dropped.
   for (const auto& [flag, set] :
        {std::pair{"--kernel", !absl::GetFlag(FLAGS_kernel).empty()},
-        std::pair{"--scaling", absl::GetFlag(FLAGS_scaling) != "blockwise"},  // (its default)
+        std::pair{"--scaling", absl::GetFlag(FLAGS_scaling) !=
+                                   absl::GetFlagReflectionHandle(FLAGS_scaling).DefaultValue()},
         std::pair{"--sm100", absl::GetFlag(FLAGS_sm100)}})
     if (set)
       return absl::InvalidArgumentError(absl::StrCat(
