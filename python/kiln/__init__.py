@@ -342,6 +342,10 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
     _require_arrays("kiln.grouped_gemm", x=x, w=w, **({"counts": counts} if masked else
                                                        {"offsets": offsets}))
     sizes_arg = counts if masked else offsets
+    _require(len(x.shape) == (3 if masked else 2),
+             lambda: "kiln.grouped_gemm: x must be " +
+                     ("(E, C, K) with counts" if masked else "(T, K) with offsets") +
+                     f", not shape {tuple(x.shape)}")
     _require(len(sizes_arg.shape) == 1,
              lambda: f"kiln.grouped_gemm: {'counts' if masked else 'offsets'} must have rank 1 "
                      f"(one entry an expert), not shape {tuple(sizes_arg.shape)}")
@@ -595,7 +599,8 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
     (kiln.attention, layout "bhsd") and the gradient d_out of out, all [B, H, S, D] contiguous,
     lse [B, Hq, S] f32. Grouped-query heads: dk and dv of a KV head sum over the query heads that
     read it. D 64, 128 or 256 on sm_90a (64 or 128 on sm_100a). dq comes from a kernel of its own: the same inputs give the same
-    bytes run to run; dq_atomics adds it by atomics instead (its last bits vary run to run).
+    bytes run to run; dq_atomics adds it by atomics instead (its last bits vary run to run; D 64
+    and 128).
     """
     _require_arrays("kiln.attention_backward", q=q, k=k, v=v, out=out, lse=lse, d_out=d_out)
     if len(q.shape) == 4 and len(k.shape) == 4 and 0 in tuple(q.shape) + tuple(k.shape):
@@ -677,6 +682,10 @@ def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=Non
     each sequence's own. o [T, Hq, D], lse [Hq, T] f32.
     """
     _require_arrays("kiln.varlen_attention", q=q, k=k, v=v, cu_seqlens=cu_seqlens)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _require(len(x.shape) == 3,
+                 lambda: f"kiln.varlen_attention: {name} must be packed [T, H, D], not shape "
+                         f"{tuple(x.shape)}")
     _check_host_offsets("kiln.varlen_attention", q, cu_seqlens, q.shape[0], max_seqlen)
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, (q.shape[1], q.shape[0]), "f32")
@@ -713,6 +722,10 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
     """
     _require_arrays("kiln.varlen_attention_backward", q=q, k=k, v=v, out=out, lse=lse,
                     d_out=d_out, cu_seqlens=cu_seqlens)
+    for name, x in (("q", q), ("k", k), ("v", v), ("out", out), ("d_out", d_out)):
+        _require(len(x.shape) == 3,
+                 lambda: f"kiln.varlen_attention_backward: {name} must be packed [T, H, D], not "
+                         f"shape {tuple(x.shape)}")
     _check_host_offsets("kiln.varlen_attention_backward", q, cu_seqlens, q.shape[0], max_seqlen)
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
@@ -755,6 +768,9 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     _require(len(cos.shape) == 2 and tuple(cos.shape) == tuple(sin.shape) and
              cos.shape[1] == d // 2, "kiln.paged_append: cos and sin must both be [positions, D / 2]")
     page, max_pages = k_cache.shape[1], block_table.shape[1]
+    _require(page >= 16 and page & (page - 1) == 0,
+             lambda: f"{call}: pages of {page} tokens: a power of two from 16 (as "
+                     f"kiln.decode_attention reads them)")
     if b * s * h * d == 0:  # no token to write
         return
     scalars = [s, h, d, page, max_pages, k_cache.shape[0], cos.shape[0], b * s * h * d // 16]
@@ -767,6 +783,9 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     # (decode_attention checks its own so); the caches written in place, so writable.
     for name, x in (("block_table", block_table), ("seq_lens", seq_lens)):
         _require(x.dtype == numpy.int32, lambda: f"{call}: {name} must be int32, not {x.dtype}")
+    for name, x in (("k_cache", k_cache), ("v_cache", v_cache), ("k_new", k_new), ("v_new", v_new)):
+        _require(x.dtype == numpy.float32,
+                 lambda: f"{call}: host arrays hold float32 (bf16 values), {name} is {x.dtype}")
     for name, x in (("k_cache", k_cache), ("v_cache", v_cache)):
         _require(x.flags.writeable,
                  f"{call}: {name} is read-only; the new rows are written into it")

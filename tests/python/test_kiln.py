@@ -942,6 +942,14 @@ class EmptyAndWrongInputs(unittest.TestCase):
             (lambda: kiln.paged_append(cache, cache.copy(), f(1, 1, 1, 64), f(1, 1, 1, 64),
                                        np.int64([[0]]), np.int32([0]), f(16, 32), f(16, 32)),
              "block_table must be int32"),
+            (lambda: kiln.paged_append(np.zeros((4, 8, 1, 64), np.float32),
+                                       np.zeros((4, 8, 1, 64), np.float32), f(1, 1, 1, 64),
+                                       f(1, 1, 1, 64), np.int32([[0]]), np.int32([0]), f(16, 32),
+                                       f(16, 32)), "a power of two from 16"),
+            (lambda: kiln.varlen_attention(f(1, 10, 2, 64), f(10, 1, 64), f(10, 1, 64),
+                                           np.int32([0, 10]), 10), "q must be packed [T, H, D]"),
+            (lambda: kiln.grouped_gemm(f(2, 4, 64), f(2, 64, 64), np.int32([4, 8])),
+             "x must be (T, K) with offsets"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:
