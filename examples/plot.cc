@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -58,6 +59,8 @@ struct Frame {
 }  // namespace
 
 absl::StatusOr<std::vector<GemmResult>> ReadResultsTsv(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    return absl::InvalidArgumentError(absl::StrCat(path, " is a directory, not a results TSV"));
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
   std::vector<GemmResult> results;

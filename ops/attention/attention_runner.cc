@@ -211,6 +211,11 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
       ok &= tiling(want[i]) || std::find(got.begin() + 1, got.end(), want[i]) != got.end();
     for (size_t i = 1; i < got.size(); ++i)
       ok &= tiling(got[i]) || std::find(want.begin() + 1, want.end(), got[i]) != want.end();
+    if (got[0] != "attention/hopper" && got[0] != "attention/blackwell")
+      return Invalid(absl::StrCat("kernel ", options.kernel,
+                                  ": not an attention forward kernel (attention/hopper.* or "
+                                  "attention/blackwell.*; this problem runs ",
+                                  plan.kernel, ")"));
     if (!ok)
       return Invalid(absl::StrCat(
           "kernel ", options.kernel, " does not compute this problem (it runs ", plan.kernel,
