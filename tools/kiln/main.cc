@@ -44,6 +44,10 @@ int main(int argc, char** argv) {
         "--watchdog builds kernels: this kiln has no compiler (bundle them with it)"));
 #endif
   if (command == "list") {
+    if (!args.empty()) {
+      std::cerr << "usage: kiln list   (every kernel's name; it takes no arguments)\n";
+      return 2;
+    }
     absl::StatusOr<std::vector<std::string>> names = kiln::cli::KernelNames();
     if (!names.ok()) return kiln::cli::Fail(names.status());
     for (const std::string& n : *names) std::cout << n << "\n";
