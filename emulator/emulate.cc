@@ -103,6 +103,20 @@ absl::Status Device::Fill(uint64_t dst, uint8_t byte, size_t bytes) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> Device::Upload(const void* src, size_t bytes) {
+  absl::StatusOr<uint64_t> at = Allocate(bytes);
+  if (!at.ok()) return at.status();
+  if (absl::Status s = CopyIn(*at, src, bytes); !s.ok()) return s;
+  return at;
+}
+
+absl::StatusOr<uint64_t> Device::AllocatePoisoned(size_t bytes, uint8_t byte) {
+  absl::StatusOr<uint64_t> at = Allocate(bytes);
+  if (!at.ok()) return at.status();
+  if (absl::Status s = Fill(*at, byte, bytes); !s.ok()) return s;
+  return at;
+}
+
 absl::StatusOr<uint64_t> Device::Workspace(const std::string& key, size_t bytes) {
   auto& [base, size] = workspaces_[key];
   if (base && size >= bytes) return base;

@@ -70,6 +70,23 @@ rt::Bundle Sm90(rt::Bundle b) {
   return b;
 }
 
+// A harness's two allocations in one call each: host bytes copied in, and NaN poison; and the
+// emulator's memory cap is a message, not the host's memory exhausted.
+TEST(Emulator, DeviceUploadsPoisonsAndRefusesWhatItCannotHold) {
+  Device d;
+  const float in[3] = {1.f, 2.f, 3.f};
+  absl::StatusOr<uint64_t> a = d.Upload(in, sizeof(in)), b = d.AllocatePoisoned(8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  float out[3] = {}, poison[2] = {};
+  ASSERT_TRUE(d.CopyOut(out, *a, sizeof(out)).ok());
+  ASSERT_TRUE(d.CopyOut(poison, *b, sizeof(poison)).ok());
+  EXPECT_EQ(out[2], 3.f);
+  EXPECT_TRUE(std::isnan(poison[0]) && std::isnan(poison[1]));
+  absl::StatusOr<uint64_t> huge = d.Allocate(size_t{5} << 30);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("the emulator holds up to 8 GiB"), std::string::npos);
+}
+
 TEST(Emulator, PackedConversionPutsTheFirstSourceInTheUpperHalf) {
   // PTX ISA, cvt: "the value converted from input a is stored in the upper half of d".
   std::vector<uint32_t> v = Emulate(Kernel(R"(

@@ -34,6 +34,11 @@ class Device {
   absl::Status CopyIn(uint64_t dst, const void* src, size_t bytes);
   absl::Status CopyOut(void* dst, uint64_t src, size_t bytes) const;
   absl::Status Fill(uint64_t dst, uint8_t byte, size_t bytes);
+  // The two a harness writes most: an allocation holding a copy of host bytes (an input), and one
+  // poisoned with `byte` (an output: 0xff reads as NaN in f32, bf16 and f16, so an element no
+  // thread writes shows).
+  absl::StatusOr<uint64_t> Upload(const void* src, size_t bytes);
+  absl::StatusOr<uint64_t> AllocatePoisoned(size_t bytes, uint8_t byte = 0xff);
   // The bytes at [address, address + bytes), or null when they are not all in one allocation.
   uint8_t* Find(uint64_t address, size_t bytes);
   // A kernel's workspace parameter (rt::WorkspaceParam) of at least `bytes`, kept across launches
