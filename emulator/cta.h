@@ -525,8 +525,9 @@ class Cta {
       if (absl::Status s = CheckPriorGridsWaited(t, in); !s.ok()) return s;
       uint8_t* p = dev_.Find(addr, bytes);
       if (!p)
-        return Fail(
-            t, in, absl::StrFormat("out-of-bounds global access of %d bytes at 0x%x", bytes, addr));
+        return Fail(t, in,
+                    absl::StrFormat("out-of-bounds global access of %d bytes at 0x%x%s", bytes,
+                                    addr, dev_.Near(addr)));
       return p;
     }
     if (space == Space::kShared && (addr >> 24) != 0) {  // shared::cluster: another CTA's memory

@@ -103,6 +103,21 @@ absl::Status Device::Fill(uint64_t dst, uint8_t byte, size_t bytes) {
   return absl::OkStatus();
 }
 
+std::string Device::Near(uint64_t address) const {
+  auto it = blocks_.upper_bound(address);
+  if (it == blocks_.begin()) return "";
+  --it;
+  const uint64_t base = it->first, size = it->second.size();
+  if (address < base + size) return "";
+  const uint64_t past = address - (base + size);
+  return absl::StrFormat(
+      ": %d bytes past the end of the allocation at 0x%x (%d bytes)%s", past, base, size,
+      past >= (uint64_t{1} << 31)
+          ? "; that far past it, an i32 offset that went below 0 reads as about 4 Gi (kiln's i32 "
+            "is unsigned: compute a difference that can be negative in s32 or i64)"
+          : "");
+}
+
 absl::StatusOr<uint64_t> Device::Upload(const void* src, size_t bytes) {
   absl::StatusOr<uint64_t> at = Allocate(bytes);
   if (!at.ok()) return at.status();

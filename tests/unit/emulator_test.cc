@@ -85,6 +85,11 @@ TEST(Emulator, DeviceUploadsPoisonsAndRefusesWhatItCannotHold) {
   absl::StatusOr<uint64_t> huge = d.Allocate(size_t{5} << 30);
   ASSERT_FALSE(huge.ok());
   EXPECT_NE(huge.status().message().find("the emulator holds up to 8 GiB"), std::string::npos);
+  // An access past an allocation says how far; about 4 Gi past it, that an i32 wrapped.
+  EXPECT_NE(d.Near(*b + 12).find("4 bytes past the end of the allocation"), std::string::npos);
+  EXPECT_EQ(d.Near(*b + 12).find("i32"), std::string::npos);
+  EXPECT_NE(d.Near(*b + 8 + (uint64_t{1} << 32) - 4).find("an i32 offset that went below 0"),
+            std::string::npos);
 }
 
 TEST(Emulator, PackedConversionPutsTheFirstSourceInTheUpperHalf) {
