@@ -166,10 +166,10 @@ absl::Status CheckProblem(const rt::Manifest& m, const GemmSpec& g, const rt::Ge
     if (dims[i] <= 0)
       return absl::InvalidArgumentError(absl::StrCat(names[i], " must be positive"));
     if (dims[i] % tiles[i] != 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat(m.name, " cannot tile ", names[i], "=", dims[i], ": its tile is ", g.tile_m,
-                       "x", g.tile_n, "x", g.tile_k, " (", g.source.empty() ? m.source : g.source,
-                       "), so ", names[i], " must be a multiple of ", tiles[i]));
+      return absl::InvalidArgumentError(absl::StrCat(
+          m.name, " cannot tile ", names[i], "=", dims[i], ": it takes M, N and K in multiples of ",
+          g.tile_m, "x", g.tile_n, "x", g.tile_k, " (", g.source.empty() ? m.source : g.source,
+          "), so ", names[i], " must be a multiple of ", tiles[i]));
   }
   return absl::OkStatus();
 }

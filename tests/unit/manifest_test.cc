@@ -141,7 +141,7 @@ TEST(Manifest, UntileableSizeNamesKernelAndLine) {
   absl::Status s = examples::CheckProblem(m, g, {1000, 4096, 4096});
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message(),
-            "hopper/k01 cannot tile M=1000: its tile is 128x128x16 "
+            "hopper/k01 cannot tile M=1000: it takes M, N and K in multiples of 128x128x16 "
             "(examples/hopper/k01_warptiling.cc:21), so M must be a multiple of 128");
   EXPECT_TRUE(examples::CheckProblem(m, g, {256, 128, 32}).ok());
   absl::StatusOr<Dim3> grid = examples::GemmGrid(m, g, {256, 512, 32}, 132);
