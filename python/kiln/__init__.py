@@ -351,7 +351,7 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
                      f"(one entry an expert), not shape {tuple(sizes_arg.shape)}")
     if not _is_torch(x) and len(x.shape) >= 2:  # host arrays: the sizes checked (GPU: read there)
         import numpy
-        sizes = numpy.asarray(counts if masked else offsets).astype(numpy.int64)
+        sizes = numpy.asarray(sizes_arg).astype(numpy.int64)
         if masked:
             _require(sizes.size == 0 or sizes.max() <= x.shape[1],  # (a negative one: no rows)
                      f"kiln.grouped_gemm: counts must be at most the capacity C = {x.shape[1]}, "

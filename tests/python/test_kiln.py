@@ -75,6 +75,12 @@ class RowOps(unittest.TestCase):
             self.assertIsInstance(caught.exception, RuntimeError)
 
 
+def epilogue_inputs(rng, m, n, k):
+    """a (m, k), b (k, n), bias (n,), c and residual (m, n): random normal f32."""
+    shapes = [(m, k), (k, n), (n,), (m, n), (m, n)]
+    return [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+
+
 class Gemm(unittest.TestCase):
     def test_ragged_sizes(self):
         rng = np.random.default_rng(4)
@@ -86,13 +92,8 @@ class Gemm(unittest.TestCase):
             self.assertLess(rel_error(got, bf16(a) @ bf16(b)), 1e-2, (m, n, k))
 
     def test_fused_epilogues(self):
-        rng = np.random.default_rng(5)
         m, n, k = 66, 40, 48
-        a = rng.standard_normal((m, k)).astype(np.float32)
-        b = rng.standard_normal((k, n)).astype(np.float32)
-        bias = rng.standard_normal(n).astype(np.float32)
-        res = rng.standard_normal((m, n)).astype(np.float32)
-        c = rng.standard_normal((m, n)).astype(np.float32)
+        a, b, bias, c, res = epilogue_inputs(np.random.default_rng(5), m, n, k)
         prod = bf16(a) @ bf16(b)
         # The bundled bf16 epilogue: scale, bias per column, GELU (tanh form), residual.
         got = kiln.gemm(a, b, alpha=0.5, beta=2.0, c=c, bias=bias, activation="gelu", residual=res)
@@ -194,11 +195,7 @@ class Gemm(unittest.TestCase):
         # gemm/epilogue_pass, with the fused epilogues' arithmetic.
         rng = np.random.default_rng(6)
         for m, n, k in ((33, 17, 40), (64, 64, 64)):
-            a = rng.standard_normal((m, k)).astype(np.float32)
-            b = rng.standard_normal((k, n)).astype(np.float32)
-            bias = rng.standard_normal(n).astype(np.float32)
-            c = rng.standard_normal((m, n)).astype(np.float32)
-            res = rng.standard_normal((m, n)).astype(np.float32)
+            a, b, bias, c, res = epilogue_inputs(rng, m, n, k)
             prod = bf16(a) @ bf16(b)
             gelu = lambda u: 0.5 * u * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u ** 3)))
             for kw, want, bound in [

@@ -134,12 +134,11 @@ void ZeroRowsFrom(Kernel& k, const SmemTile& stage, int rows, int spans, Scalar 
 
 PackedTile FindPackedTile(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,
                           const Value& g, int tile_rows) {
-  auto sequence = [&](const Value& b) { return PackedSequence(k, cu_seqlens, T, b); };
   // {tiles before sequence b, the tile's sequence (B: none), its tile in it}
   Regs at = k.Registers(Type::Of(i32), 3);
   at[0] = k.I32(0), at[1] = B, at[2] = k.I32(0);
   k.For(0, B, 1, [&](Value b) {
-    Value tiles = (sequence(b).second + (tile_rows - 1)) / tile_rows;
+    Value tiles = (PackedSequence(k, cu_seqlens, T, b).second + (tile_rows - 1)) / tile_rows;
     k.If((at[1] == B) & (g < at[0] + tiles), [&] {
       at[1] = b;
       at[2] = g - at[0];
@@ -147,7 +146,7 @@ PackedTile FindPackedTile(Kernel& k, const Value& cu_seqlens, const Value& T, co
     at[0] = at[0] + tiles;
   });
   Value found = at[1] < B, b = Select(found, at[1], k.I32(0));
-  auto [seq0, len] = sequence(b);
+  auto [seq0, len] = PackedSequence(k, cu_seqlens, T, b);
   return {found, b, seq0, Select(found, len, k.I32(0)), Select(found, at[2], k.I32(0))};
 }
 
