@@ -457,6 +457,14 @@ void Barrier::Arrive(Loc loc) const {
   s.RecordArrival(array_, index_, 0, loc);
 }
 
+void Barrier::ArriveWhenCopiesLand(Loc loc) const {
+  KernelState& s = StateOf(*this);
+  if (s.target.compute_capability < 80) return s.Fail("cp.async needs sm_80 or later", loc);
+  mlir::NVVM::CpAsyncMBarrierArriveOp::create(s.builder, s.ToLoc(loc), s.Unwrap(ptr_),
+                                              /*noinc=*/true);
+  s.RecordArrival(array_, index_, 0, loc);
+}
+
 void Barrier::ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc) const {
   KernelState& s = StateOf(*this);
   int bytes = 0;

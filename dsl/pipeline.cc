@@ -48,7 +48,9 @@ Pipeline::Pipeline(Kernel& k, int stages, int consumers, int cluster, Loc loc)
 void Pipeline::Init(Loc loc) {
   uses_->initialised = true;
   for (int i = 0; i < stages_; ++i) {
-    full_[i].Init(1, loc);  // the producer's arrive.expect_tx; the bytes complete the phase
+    // The producer's arrive.expect_tx, the bytes complete the phase; or the filling threads'
+    // arrivals as their copies land.
+    full_[i].Init(fill_threads_ ? fill_threads_ : 1, loc);
     empty_[i].Init(consumers_ * cluster_, loc);
   }
   k_.FenceBarrierInit(loc);
@@ -72,7 +74,36 @@ void RingPosition::Advance(Loc loc) {
 
 Pipeline::Cursor Pipeline::Start(Loc loc) { return RingPosition(k_, stages_, loc); }
 
+void Pipeline::FillByThreads(int threads, Loc loc) {
+  if (uses_->initialised)
+    return k_.Fail("FillByThreads changes the full barriers' count: call it before Init", loc);
+  if (threads < 1 || cluster_ != 1)
+    return k_.Fail(
+        absl::StrCat("a pipeline filled by ", threads, " threads' cp.async in ", cluster_,
+                     " CTAs: cp.async fills its own CTA, by 1 or more "
+                     "threads"),
+        loc);
+  fill_threads_ = threads;
+}
+
+void Pipeline::ProduceByThreads(Cursor& at, const std::function<void(Value)>& issue, Loc loc) {
+  if (!fill_threads_)
+    return k_.Fail(
+        "ProduceByThreads fills a pipeline declared FillByThreads; this one takes TMA "
+        "boxes (Produce)",
+        loc);
+  uses_->produced.push_back(loc);
+  Value stage = at.stage();
+  empty_[stage].Wait(at.phase() ^ Operand(1, loc), loc);  // (parity 1 passes on a fresh barrier)
+  issue(stage);
+  full_[stage].ArriveWhenCopiesLand(loc);
+  at.Advance(loc);
+}
+
 void Pipeline::Produce(Cursor& at, const std::vector<TmaCopy>& copies, Loc loc) {
+  if (fill_threads_)
+    return k_.Fail("this pipeline is filled by threads' cp.async (FillByThreads): ProduceByThreads",
+                   loc);
   uses_->produced.push_back(loc);
   Value stage = at.stage();
   // A fresh empty barrier counts its (virtual) previous phase as complete: parity 1 passes.
@@ -115,6 +146,7 @@ Value Pipeline::Acquire(Cursor& at, Loc loc) {
   uses_->consumed.push_back(loc);
   Value stage = at.stage();
   full_[stage].Wait(at.phase(), loc);
+  if (fill_threads_) k_.FenceProxyAsync(loc);  // the stage's cp.async bytes, for wgmma
   at.Advance(loc);
   return stage;
 }

@@ -100,6 +100,7 @@ inline int64_t SignExtend(uint64_t v, int bits) {
 struct AsyncCopy {
   uint64_t shared_offset = 0;
   std::vector<uint8_t> bytes;
+  const ptx::Instr* issued_by = nullptr;
 };
 
 // Shared bytes an asynchronous operation is not done with (a cp.async not landed, a TMA store
@@ -312,11 +313,14 @@ class Cta {
     const int runnable = RunnableCount();
     // An asynchronous copy lands at a moment the seed picks between its issue and the first
     // time every thread waits (in index order: only then).
-    const size_t in_flight = pending_.size() + (tcgen_commits_.empty() ? 0 : 1);
+    const size_t in_flight =
+        pending_.size() + cp_async_arrivals_.size() + (tcgen_commits_.empty() ? 0 : 1);
     if (in_flight && (runnable == 0 || (rng_ && (*rng_)() % 4 == 0))) {
       const size_t pick = rng_ ? (*rng_)() % in_flight : 0;
       if (pick < pending_.size()) {
         if (absl::Status s = CompleteAsync(pick); !s.ok()) return s;
+      } else if (pick < pending_.size() + cp_async_arrivals_.size()) {
+        if (absl::Status s = LandCpAsyncArrival(pick - pending_.size()); !s.ok()) return s;
       } else {  // the oldest tcgen05 commit: its MMAs in issue order, then its arrival
         TcgenCommit c = std::move(tcgen_commits_.front());
         tcgen_commits_.erase(tcgen_commits_.begin());
@@ -775,6 +779,28 @@ class Cta {
   // An async-proxy read (wgmma, tcgen05.mma, TMA store) of bytes a generic store left unfenced.
   absl::Status CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, const char* reader);
   std::vector<AsyncLoad> pending_;
+  // cp.async.mbarrier.arrive.noinc: the copies the thread had in flight at that instruction, which
+  // land, and then arrive on the mbarrier, at a moment the seed picks (Advance) or at the thread's
+  // next cp.async.wait_group or wait_all, whichever comes first.
+  struct CpAsyncArrival {
+    std::vector<AsyncCopy> copies;
+    uint64_t mbarrier = 0;
+    int thread = 0;
+    const Instr* in = nullptr;
+  };
+  std::vector<CpAsyncArrival> cp_async_arrivals_;
+  absl::Status LandCpAsyncArrival(size_t index);
+  // cp.async writes through the generic proxy (PTX ISA, cp.async): bytes landed by an arrival are
+  // unfenced for the async proxy until a thread that has waited for the phase the arrival
+  // completes runs fence.proxy.async. Per landing: its byte spans, mbarrier, phase and writer.
+  struct CpAsyncLanding {
+    std::vector<std::pair<uint64_t, uint64_t>> spans;  // [offset, bytes]
+    uint64_t mbarrier = 0;
+    int64_t phase = 0;
+    int writer = 0;
+  };
+  std::vector<CpAsyncLanding> cp_async_unfenced_;
+  void FenceCpAsyncLandings(const Thread& t);
   // Tensor memory: 128 lanes x 512 32-bit columns, and which columns are allocated.
   std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);
   std::map<uint32_t, uint32_t> tmem_allocs_;  // first column -> columns
@@ -874,6 +900,8 @@ class Cta {
     // (row r of D reads only row r of A, so a row past a ragged edge taints only its own).
     std::vector<Origin> a_row_taint;
   };
+  // The wgmma issued but not yet waited for that reads shared bytes [lo, hi), or null.
+  const WgmmaOp* WgmmaStillReading(uint64_t lo, uint64_t hi) const;
   struct Warpgroup {
     int arrived = 0;  // threads waiting at a wgmma instruction (all 128 release it)
     std::vector<WgmmaOp> open;

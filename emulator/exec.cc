@@ -107,6 +107,7 @@ absl::Status Cta::Step(Thread& t) {
           for (uint64_t b = off; b < off + n; ++b)
             if (generic_writer_[b] == t.linear + 1) generic_writer_[b] = 0;
         unfenced_[t.linear].clear();
+        FenceCpAsyncLandings(t);
         ++proxy_fences_[t.linear];  // its generic reads so far are ordered before the async proxy's
                                     // writes
       }

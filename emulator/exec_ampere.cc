@@ -94,6 +94,32 @@ std::vector<std::vector<uint64_t>> Cta::Mma(const std::vector<Thread*>& lanes, c
 // cp.async.{ca,cg}.shared.global [dst], [src], size[, src_size] (bytes past src_size are zeros);
 // cp.async.commit_group; cp.async.wait_group N; cp.async.wait_all.
 absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
+  if (in.Has("mbarrier")) {  // cp.async.mbarrier.arrive.noinc.shared{::cta}.b64 [mbar]
+    if (!in.Has("arrive") || !in.Has("noinc"))
+      return Fail(t, in,
+                  "the emulator runs cp.async.mbarrier.arrive in its .noinc form only (the "
+                  "barrier's count then includes the arrival)");
+    CpAsyncArrival a;
+    a.mbarrier = Address(t, in.ops.at(0));
+    if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, a.mbarrier, 8); !p.ok())
+      return p.status();
+    for (std::vector<AsyncCopy>& g : t.groups)
+      for (AsyncCopy& c : g) a.copies.push_back(std::move(c));
+    for (AsyncCopy& c : t.open_group) a.copies.push_back(std::move(c));
+    t.groups.clear();
+    t.open_group.clear();
+    a.thread = t.linear;
+    a.in = &in;
+    cp_async_arrivals_.push_back(std::move(a));
+    return absl::OkStatus();
+  }
+  if (in.Has("wait_group") || in.Has("wait_all"))  // copies an arrival tracks land by then too
+    for (size_t i = 0; i < cp_async_arrivals_.size();)
+      if (cp_async_arrivals_[i].thread == t.linear) {
+        if (absl::Status s = LandCpAsyncArrival(i); !s.ok()) return s;
+      } else {
+        ++i;
+      }
   if (in.Has("commit_group")) {
     t.groups.push_back(std::move(t.open_group));
     t.open_group.clear();
@@ -113,6 +139,7 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
   const int src_size = in.ops.size() > 3 ? static_cast<int>(Read(t, in.ops.at(3), 32)) : size;
   if (size != 4 && size != 8 && size != 16) return Fail(t, in, "cp.async copies 4, 8 or 16 bytes");
   AsyncCopy copy;
+  copy.issued_by = &in;
   copy.shared_offset = Address(t, in.ops.at(0));
   if (absl::StatusOr<uint8_t*> dst = Memory(t, in, Space::kShared, copy.shared_offset, size);
       !dst.ok())
@@ -142,11 +169,71 @@ absl::Status Cta::CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t
                    "waiting thread before this read"));
 }
 
+absl::Status Cta::LandCpAsyncArrival(size_t index) {
+  CpAsyncArrival a = std::move(cp_async_arrivals_[index]);
+  cp_async_arrivals_.erase(cp_async_arrivals_.begin() + index);
+  const Instr& in = *a.in;
+  auto fail = [&](const std::string& what) {
+    const std::string dsl = m_.DslLine(in);
+    return absl::InvalidArgumentError(absl::StrFormat("%s%s: PTX line %d (%s): %s",
+                                                      dsl.empty() ? "" : dsl + ": ", kernel_,
+                                                      in.line, in.text, what));
+  };
+  auto barrier = mbarriers_.find(a.mbarrier);
+  if (barrier == mbarriers_.end())
+    return fail(absl::StrFormat("the mbarrier at shared offset %d was never initialised",
+                                a.mbarrier));
+  CpAsyncLanding landing{{}, a.mbarrier, barrier->second.completed, a.thread};
+  if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
+  for (const AsyncCopy& c : a.copies) {
+    const uint64_t n = c.bytes.size();
+    if (const WgmmaOp* w = WgmmaStillReading(c.shared_offset, c.shared_offset + n))
+      return fail(absl::StrFormat(
+          "a cp.async this arrival tracks lands on shared bytes %d..%d, which the wgmma at PTX "
+          "line %d still reads (until its wgmma.wait_group): the stage was released to the "
+          "producer too early",
+          c.shared_offset, c.shared_offset + n - 1, w->line));
+    std::memcpy(shared_.data() + c.shared_offset, c.bytes.data(), n);
+    MarkSharedWritten(c.shared_offset, n);
+    NoteSharedWrite(c.shared_offset, n, *c.issued_by, threads_[a.thread]);
+    cp_async_pending_.Remove(c.shared_offset, n);
+    std::fill(generic_writer_.begin() + c.shared_offset,
+              generic_writer_.begin() + c.shared_offset + n, a.thread + 1);
+    landing.spans.push_back({c.shared_offset, n});
+  }
+  cp_async_unfenced_.push_back(std::move(landing));
+  return ArriveOn(a.mbarrier, 0, fail);
+}
+
+// fence.proxy.async by `t`: the bytes of every landing whose phase `t` has waited for now reach
+// the async proxy (the arrival orders them before the wait, the fence after it).
+void Cta::FenceCpAsyncLandings(const Thread& t) {
+  for (size_t i = 0; i < cp_async_unfenced_.size();) {
+    const CpAsyncLanding& l = cp_async_unfenced_[i];
+    auto seen = t.next_phase.find(l.mbarrier);
+    if (seen == t.next_phase.end() || seen->second <= l.phase) {
+      ++i;
+      continue;
+    }
+    for (auto [off, n] : l.spans)
+      for (uint64_t b = off; b < off + n; ++b)
+        if (generic_writer_[b] == l.writer + 1) generic_writer_[b] = 0;
+    cp_async_unfenced_.erase(cp_async_unfenced_.begin() + i);
+  }
+}
+
 void Cta::CompleteGroups(Thread& t, size_t keep) {
   while (t.groups.size() > keep) {
     for (const AsyncCopy& c : t.groups.front()) {
       std::memcpy(shared_.data() + c.shared_offset, c.bytes.data(), c.bytes.size());
       MarkSharedWritten(c.shared_offset, c.bytes.size());
+      // Through the generic proxy (PTX ISA, cp.async), as the waiting thread's own write: its
+      // fence.proxy.async after this wait orders it before the async proxy.
+      if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
+      std::fill(generic_writer_.begin() + c.shared_offset,
+                generic_writer_.begin() + c.shared_offset + c.bytes.size(), t.linear + 1);
+      unfenced_[t.linear].push_back({c.shared_offset, c.bytes.size()});
+      NoteSharedWrite(c.shared_offset, c.bytes.size(), *c.issued_by, t);
       cp_async_pending_.Remove(c.shared_offset, c.bytes.size());
     }
     t.groups.erase(t.groups.begin());

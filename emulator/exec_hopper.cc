@@ -286,29 +286,32 @@ absl::Status Cta::ForEachBoxElement(
   return absl::OkStatus();
 }
 
+const Cta::WgmmaOp* Cta::WgmmaStillReading(uint64_t lo, uint64_t hi) const {
+  for (const auto& [group, wg] : warpgroups_) {
+    for (const std::vector<WgmmaOp>& g : wg.groups)
+      for (const WgmmaOp& w : g)
+        for (auto [r_lo, r_hi] : w.reads)
+          if (lo < r_hi && r_lo < hi) return &w;
+    for (const WgmmaOp& w : wg.open)
+      for (auto [r_lo, r_hi] : w.reads)
+        if (lo < r_hi && r_lo < hi) return &w;
+  }
+  return nullptr;
+}
+
 absl::Status Cta::CompleteAsync(size_t index) {
   AsyncLoad op = pending_[index];
   pending_.erase(pending_.begin() + index);
   // A wgmma issued but not yet waited for still reads its operands: a box landing on them means
   // the stage was handed back to the producer too early.
-  for (const auto& [group, wg] : warpgroups_) {
-    std::vector<const WgmmaOp*> ops;
-    for (const std::vector<WgmmaOp>& g : wg.groups)
-      for (const WgmmaOp& w : g) ops.push_back(&w);
-    for (const WgmmaOp& w : wg.open) ops.push_back(&w);
-    for (const WgmmaOp* w : ops)
-      for (auto [lo, hi] : w->reads)
-        if (op.dst < hi && lo < op.dst + op.Bytes()) {
-          const std::string load_dsl = m_.DslLine(*op.issued_by), mma_dsl = m_.DslLine(*w->in);
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "%s%s: PTX line %d (%s): a TMA load lands on shared bytes %d..%d, which the wgmma at "
-              "PTX line %d%s still "
-              "reads (until its wgmma.wait_group): the stage was released to the producer too "
-              "early",
-              load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line,
-              op.issued_by->text, std::max(op.dst, lo), std::min(op.dst + op.Bytes(), hi) - 1,
-              w->line, mma_dsl.empty() ? "" : " (" + mma_dsl + ")"));
-        }
+  if (const WgmmaOp* w = WgmmaStillReading(op.dst, op.dst + op.Bytes())) {
+    const std::string load_dsl = m_.DslLine(*op.issued_by), mma_dsl = m_.DslLine(*w->in);
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s%s: PTX line %d (%s): a TMA load lands on shared bytes %d..%d, which the wgmma at "
+        "PTX line %d%s still reads (until its wgmma.wait_group): the stage was released to the "
+        "producer too early",
+        load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text,
+        op.dst, op.dst + op.Bytes() - 1, w->line, mma_dsl.empty() ? "" : " (" + mma_dsl + ")"));
   }
   int64_t bytes = 0;
   const rt::TmaSwizzle sw = op.map->spec.swizzle;
@@ -859,12 +862,17 @@ absl::Status Cta::CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, con
         where =
             absl::StrFormat(" at PTX line %d%s", w.line, w_dsl.empty() ? "" : " (" + w_dsl + ")");
       }
+      const bool copied = b < shared_writer_.size() && shared_writer_[b].first &&
+                          shared_writer_[b].first->op == Op::kCpAsync;
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s%s: PTX line %d (%s): %s reads shared byte %d, which thread %d wrote%s "
           "through the generic proxy with no "
-          "fence.proxy.async after it (the async proxy may not see the write)",
+          "fence.proxy.async after it (the async proxy may not see the write)%s",
           dsl.empty() ? "" : dsl + ": ", kernel_, in.line, in.text, reader, b,
-          generic_writer_[b] - 1, where));
+          generic_writer_[b] - 1, where,
+          copied ? ": a cp.async's bytes reach the async proxy once a thread that waited for them "
+                   "runs fence.proxy.async"
+                 : ""));
     }
   return absl::OkStatus();
 }

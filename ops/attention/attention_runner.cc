@@ -269,8 +269,11 @@ absl::StatusOr<std::vector<Arg>> AttentionArgs(const Manifest& m, const Attentio
       args.push_back(Arg::Ptr(p.name == "O_parts" ? o.o
                               : p.name == "O_out" ? (fold ? fold->o : o.o)
                                                   : (fold ? fold->lse : o.lse)));
-    } else if (p.kind == Kind::kPointer && (p.name == "cu_seqlens" || p.name == "O")) {
-      args.push_back(Arg::Ptr(p.name == "O" ? o.o : o.cu_seqlens));  // (varlen's partial tiles)
+    } else if (p.kind == Kind::kPointer && p.name == "cu_seqlens") {
+      args.push_back(Arg::Ptr(o.cu_seqlens));
+    } else if (p.kind == Kind::kPointer && maps.count(p.name)) {
+      // (varlen's partial tiles of O; the rows of a paged cache gathered by threads)
+      args.push_back(Arg::Ptr(maps.at(p.name)));
     } else if (p.kind == Kind::kTensorMap && maps.count(p.tensor_map.tensor)) {
       args.push_back(Arg::Tensor(maps.at(p.tensor_map.tensor)));
     } else if (p.kind == Kind::kWorkspace) {

@@ -106,6 +106,33 @@ TEST_P(EmulatedAttention, PrefillThroughAPagedCache) {
   ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 130, .d = d}, {}}, 4, 90, 32);
 }
 
+// The "gather" variants (pages of 16 copied by the producer's threads with cp.async, arriving on
+// the stage as they land): decode at every D, prefill at D = 128; pages shuffled, rows past Skv
+// NaN, the last key tile partly past the sequence.
+TEST(EmulatedAttentionGather, CopiesPagesOf16ByThreads) {
+  for (int d : {64, 128, 256}) {
+    const Case c{{.b = 2, .hq = 8, .hkv = 2, .s = 1, .skv = 300, .d = d}, {}};
+    absl::StatusOr<rt::AttentionPlan> plan =
+        rt::PlanAttention(PagedSize(c.size, 16), c.options, {16, 16, 16, 16, 16, 16, 16}, 90);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    std::optional<rt::Bundle> combine;
+    if (plan->splits > 1) combine = CachedBundle(plan->combine);
+    rt::Bundle gather = CachedBundle(plan->kernel + ".gather");
+    gather.manifest.name = plan->kernel;  // (in the plan's place: the harness runs the plan's)
+    absl::StatusOr<AttentionResult> r = RunAttentionEmulated(gather, c.size, c.options, 5,
+                                                             combine ? &*combine : nullptr, 16);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->passed) << plan->kernel << ".gather: " << r->failure;
+  }
+  const Case c{{.b = 2, .hq = 4, .hkv = 2, .s = 100, .skv = 300, .d = 128}, {.causal = true}};
+  rt::Bundle gather = CachedBundle("attention/hopper.d128.causal.page16.gather");
+  gather.manifest.name = "attention/hopper.d128.causal.page16";
+  absl::StatusOr<AttentionResult> r = RunAttentionEmulated(gather, c.size, c.options, 5, nullptr, 16);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->passed) << r->failure;
+  EXPECT_EQ(r->rows_checked, c.size.b * c.size.hq * c.size.s);
+}
+
 INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedAttention, ::testing::Values(64, 128, 256),
                          [](const auto& info) { return "d" + std::to_string(info.param); });
 

@@ -461,6 +461,25 @@ TEST(Hopper, StageConsumedThatNothingProduces) {
   ExpectError(k, line, "consumed but nothing produces it");
 }
 
+// A ring filled by threads' cp.async takes no TMA boxes, and its filling threads are counted
+// before its barriers are initialised.
+TEST(Hopper, RingsFilledByThreadsTakeCopiesNotBoxes) {
+  Kernel k("test/pipeline", sm90a(), {256});
+  TensorMap a = k.TmaParam("tmA", Map128B(64));
+  SmemTile t = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B, 2);
+  Pipeline ring(k, 2, 1);
+  ring.FillByThreads(128);
+  k.If(k.ThreadIdx() == 0, [&] { ring.Init(); });
+  Pipeline::Cursor at = ring.Start();
+  ring.Produce(at, {{&a, t, {0, 0}}}); const int line = __LINE__;
+  ExpectError(k, line, "this pipeline is filled by threads' cp.async (FillByThreads): ProduceByThreads");
+  Kernel late("test/pipeline", sm90a(), {256});
+  Pipeline ring2(late, 2, 1);
+  late.If(late.ThreadIdx() == 0, [&] { ring2.Init(); });
+  ring2.FillByThreads(128); const int late_line = __LINE__;
+  ExpectError(late, late_line, "FillByThreads changes the full barriers' count: call it before Init");
+}
+
 // Acquiring stages without ever releasing them leaves the producer waiting at the first reuse.
 TEST(Hopper, StagesAcquiredButNeverReleased) {
   Kernel k("test/pipeline", sm90a(), {256});

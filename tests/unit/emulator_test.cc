@@ -526,6 +526,86 @@ TEST(Emulator, TmaStoresNeedTheProxyFence) {
       << s;
 }
 
+// cp.async writes through the generic proxy (PTX ISA, cp.async), so bytes that a
+// cp.async.mbarrier.arrive.noinc delivers reach the async proxy (here a TMA store) only through a
+// fence.proxy.async by a thread that waited for the arrival's phase: after its wait, not before.
+// Each of 32 threads copies one word of `in` into shared memory and arrives when it lands.
+enum class CopyFence { kNone, kBeforeTheWait, kAfterTheWait };
+absl::Status StoreCopiedWords(CopyFence fence, std::vector<uint32_t>* out) {
+  rt::Bundle b = OneMapKernel("test/copied", "out", 1024);
+  b.manifest.params.push_back({"in", rt::ParamSpec::Kind::kPointer});
+  const char* before = fence == CopyFence::kBeforeTheWait ? "\tfence.proxy.async.shared::cta;\n" : "";
+  const char* after = fence == CopyFence::kAfterTheWait ? "\tfence.proxy.async.shared::cta;\n" : "";
+  b.ptx = absl::StrCat(R"(.version 8.0
+.target sm_90a
+.address_size 64
+.extern .shared .align 1024 .b8 smem[];
+.visible .entry emu(
+	.param .align 64 .b8 emu_param_0[128],
+	.param .u64 emu_param_1
+)
+{
+	.reg .pred %p<3>;
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<6>;
+	mov.u32 %r1, %tid.x;
+	mov.u32 %r2, smem;
+	add.s32 %r6, %r2, 512;
+	setp.ne.s32 %p1, %r1, 0;
+	@%p1 bra $L__inited;
+	mbarrier.init.shared::cta.b64 [%r6], 32;
+$L__inited:
+	bar.sync 0;
+	ld.param.u64 %rd3, [emu_param_1];
+	cvta.to.global.u64 %rd4, %rd3;
+	mul.wide.u32 %rd5, %r1, 4;
+	add.s64 %rd4, %rd4, %rd5;
+	shl.b32 %r3, %r1, 2;
+	add.s32 %r4, %r2, %r3;
+	cp.async.ca.shared.global [%r4], [%rd4], 4;
+	cp.async.mbarrier.arrive.noinc.shared.b64 [%r6];
+)", before, R"($L__wait:
+	mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r6], 0;
+	@!%p2 bra $L__wait;
+)", after, R"(	@%p1 bra $L__end;
+	mov.b64 %rd1, emu_param_0;
+	cvta.param.u64 %rd2, %rd1;
+	mov.b32 %r5, 0;
+	cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd2, {%r5}], [%r2];
+	cp.async.bulk.commit_group;
+	cp.async.bulk.wait_group.read 0;
+$L__end:
+	ret;
+}
+)");
+  Device d;
+  uint64_t dst = *d.Allocate(128);
+  std::vector<uint32_t> words(32);
+  for (int i = 0; i < 32; ++i) words[i] = 1000 + i;
+  absl::StatusOr<uint64_t> in = d.Upload(words.data(), 128);
+  EXPECT_TRUE(in.ok()) << in.status();
+  absl::StatusOr<Stats> s =
+      Launch(d, b, {1, 1, 1}, {rt::Arg::Tensor(dst, {32}, {}), rt::Arg::Ptr(*in)}, {.seed = 7});
+  out->assign(32, 0);
+  EXPECT_TRUE(d.CopyOut(out->data(), dst, 128).ok());
+  return s.status();
+}
+
+TEST(Emulator, CopiesTrackedByAnMbarrierNeedTheWaitersProxyFence) {
+  std::vector<uint32_t> out;
+  absl::Status s = StoreCopiedWords(CopyFence::kAfterTheWait, &out);
+  ASSERT_TRUE(s.ok()) << s;
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], static_cast<uint32_t>(1000 + i));
+  for (CopyFence wrong : {CopyFence::kNone, CopyFence::kBeforeTheWait}) {
+    s = StoreCopiedWords(wrong, &out);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("a cp.async's bytes reach the async proxy once a thread that "
+                               "waited for them runs fence.proxy.async"),
+              std::string::npos)
+        << s;
+  }
+}
+
 // A TMA box starts on a 16-byte boundary of its tensor's rows: 4 elements of 4 bytes in is one,
 // 3 is not (the GPU raises an illegal instruction).
 TEST(Emulator, ATmaBoxStartsOnA16ByteBoundary) {

@@ -54,6 +54,10 @@ class Barrier {
   void Init(int count, Loc loc = Loc::current()) const;  // mbarrier.init (one thread)
   void Init(int count, PhasesPerRound phases, Loc loc = Loc::current()) const;
   void Arrive(Loc loc = Loc::current()) const;
+  // cp.async.mbarrier.arrive.noinc: this thread's arrival, made once every cp.async it has
+  // issued so far has landed (one of the count its Init expects). cp.async writes through the
+  // generic proxy: a wgmma reading those bytes needs a fence.proxy.async after the wait.
+  void ArriveWhenCopiesLand(Loc loc = Loc::current()) const;
   // mbarrier.arrive.expect_tx with the bytes the boxes of `maps` deliver to this CTA.
   void ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc = Loc::current()) const;
   // The same where some boxes come only under a condition (an invalid Value: always): one

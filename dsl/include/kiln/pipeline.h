@@ -51,6 +51,12 @@ class Pipeline {
   // cluster. The caller then synchronises the block (or cluster).
   void Init(Loc loc = Loc::current());
 
+  // Stages filled by `threads` threads' cp.async (ProduceByThreads) instead of one thread's TMA
+  // boxes, for rows TMA cannot gather in boxes worth their cost (e.g. a paged cache's short
+  // pages). Before Init. The consumers' Acquire then fences for the async proxy (cp.async writes
+  // through the generic proxy), so wgmma may read the stage.
+  void FillByThreads(int threads, Loc loc = Loc::current());
+
   // A side's position in the ring.
   using Cursor = RingPosition;
   Cursor Start(Loc loc = Loc::current());
@@ -58,6 +64,10 @@ class Pipeline {
   // Producer (one thread): waits for the stage to be free, expects the bytes of `copies`,
   // issues them, advances.
   void Produce(Cursor& at, const std::vector<TmaCopy>& copies, Loc loc = Loc::current());
+  // Every filling thread (FillByThreads): waits for the stage to be free, runs issue(stage),
+  // its cp.async into the stage, arrives on the stage's full barrier once they land, advances.
+  void ProduceByThreads(Cursor& at, const std::function<void(Value stage)>& issue,
+                        Loc loc = Loc::current());
   // Consumer warpgroup: waits for the stage to be full, runs body(stage), releases it (thread
   // `thread_in_wg` < cluster arrives on that CTA's empty barrier), advances.
   void Consume(Cursor& at, const Value& thread_in_wg, const std::function<void(Value)>& body,
@@ -80,6 +90,7 @@ class Pipeline {
  private:
   Kernel& k_;
   int stages_, consumers_, cluster_;
+  int fill_threads_ = 0;  // FillByThreads; 0: one thread's TMA boxes
   Barriers full_, empty_;
   // Shared with the Build()-time check, which outlives no kernel but may outlive this object.
   struct Uses {

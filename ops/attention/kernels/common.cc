@@ -23,10 +23,11 @@ rt::GridExpr Rule(Kernel& k, const std::string& text) {
 
 // The options that switch one flag of AttentionShape on.
 constexpr std::pair<const char*, bool AttentionShape::*> kFlagOptions[] = {
-    {"causal", &AttentionShape::causal}, {"persist", &AttentionShape::persistent},
-    {"split", &AttentionShape::split},   {"lens", &AttentionShape::lens},
-    {"varlen", &AttentionShape::varlen}, {"rows", &AttentionShape::rows},
-    {"dqadd", &AttentionShape::dq_add},  {"cta2", &AttentionShape::two_ctas}};
+    {"causal", &AttentionShape::causal},     {"persist", &AttentionShape::persistent},
+    {"split", &AttentionShape::split},       {"lens", &AttentionShape::lens},
+    {"varlen", &AttentionShape::varlen},     {"rows", &AttentionShape::rows},
+    {"dqadd", &AttentionShape::dq_add},      {"cta2", &AttentionShape::two_ctas},
+    {"gather", &AttentionShape::page_gather}};
 
 absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
   AttentionShape a;
@@ -57,7 +58,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
           "bnN keys per "
           "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling, split for "
           "split-KV, lens for sequences of their own lengths, pageN for a paged cache of pages "
-          "of N tokens, a power of two from 16, varlen for packed sequences, cta2 for two CTAs an "
+          "of N tokens, a power of two from 16 (gather: pages of 16 copied by threads, not TMA "
+          "boxes), varlen for packed sequences, cta2 for two CTAs an "
           "SM, rows for the [B, S, H, D] layout, dqadd for the backward's dQ added by atomics)"));
     }
   }
@@ -221,6 +223,7 @@ AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int b
     const int rows = std::min(a.page, block_n);
     p.tk = k.TmaParam("tmK", PackedMap(k, "K", "slots", "Hkv", a.d, rows, 1, a.in));
     p.tv = k.TmaParam("tmV", PackedMap(k, "V", "slots", "Hkv", a.d, rows, 1, a.in));
+    if (GathersPages(a, block_n)) p.k_ptr = k.PtrParam("K", a.in), p.v_ptr = k.PtrParam("V", a.in);
   } else {
     p.tk = k.TmaParam("tmK", HeadMap(k, "K", "Skv", "B*Hkv", a.d, block_n, spans, a.in));
     p.tv = k.TmaParam("tmV", HeadMap(k, "V", "Skv", "B*Hkv", a.d, block_n, spans, a.in));

@@ -46,6 +46,10 @@ struct AttentionShape {
   // j <= i + seq_lens[b] - S.
   bool lens = false;
   int page = 0;
+  // ("gather") Pages of 16 copied by the producer warpgroup's threads with cp.async instead of a
+  // TMA box a page (GathersPages). Not the plan's pick: it measured level with the boxes
+  // (docs/perf/2026-11-28-decode-split-kv.md, "Pages of 16 gathered by threads").
+  bool page_gather = false;
   bool per_sequence() const { return lens || page; }
   // ("varlen") Packed sequences of their own lengths, self-attention: Q and O [T, Hq, D], K and V
   // [T, Hkv, D] (T tokens in all, no padding), sequence b in rows cu_seqlens[b] .. cu_seqlens[b+1]
@@ -124,6 +128,7 @@ struct AttentionParams {
   Value seq_lens, block_table, max_pages;  // lens, page (AttentionShape)
   Value cu_seqlens, T, o_ptr;  // varlen: a sequence's last, partial tile of O goes through o_ptr
   Value query_tiles;           // varlen: a bound on the sequences' query tiles
+  Value k_ptr, v_ptr;          // the paged cache's K and V, where GathersPages
   TensorMap tq, tk, tv, to;
   // The coordinates of a box of `map` (tq, tk, tv or to): its first row, its 64-column span of D
   // and head `head` of `heads` in all (b * Hq + h for Q and O, b * Hkv + h for K and V), as the
@@ -133,6 +138,12 @@ struct AttentionParams {
 };
 AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int block_m, int block_n,
                                        int o_rows);
+// "gather" over pages of 16 tokens, fewer than a key tile: the producer's threads copy the rows
+// by cp.async rather than one TMA box a page (hopper_producer.cc), so K and V come as pointers
+// as well.
+inline bool GathersPages(const AttentionShape& a, int block_n) {
+  return a.page_gather && a.page == 16 && a.page < block_n;
+}
 
 // A family of attention kernels named "<base>.<options>" (ParseAttention), every head dimension,
 // type and mask bundled.

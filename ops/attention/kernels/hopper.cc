@@ -141,6 +141,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   if (a.page && (a.page % BN && BN % a.page))
     k.Fail(absl::StrCat("pages of ", a.page, " tokens and key tiles of ", BN,
                         ": one must divide the other"));
+  if (a.page_gather && !GathersPages(a, BN))
+    k.Fail(absl::StrCat("gather copies pages of 16 tokens, fewer than a key tile, not pages of ",
+                        a.page, " into key tiles of ", BN));
   if (BN % 16 || BN < 16 || BN > 256)
     k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 256"));
   if (k.failed()) return k.Build();  // (the code below assumes these)
@@ -214,6 +217,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
     h.fold.slot = k.Smem(i32, 1, 1);
   }
 
+  // "gather": the producer warpgroup's 128 threads copy K's and V's rows by cp.async.
+  h.gathers = GathersPages(a, BN);
+  if (h.gathers) k_ring.FillByThreads(128), v_ring.FillByThreads(128);
   k.If(k.ThreadIdx() == 0, [&] {
     for (const TensorMap* map : {&p.tq, &p.tk, &p.tv, &p.to})
       k.TmaPrefetchDescriptor(*map);  // under the setup
@@ -229,13 +235,14 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   k.SyncThreads();
   if (h.ranked) h.tile_count = k.Load(most_tiles.At(0, 0)) * p.B * Hq;
 
-  k.Role({.first_thread = 0, .threads = 128, .max_regs = 24},
+  // The register file split: 24 per producer thread (56 where its threads gather pages: fewer
+  // spill their addresses), the rest (a multiple of 8) to the consumers; with two CTAs an SM, the
+  // block's half of it.
+  const int producer_regs = h.gathers ? 56 : 24;
+  k.Role({.first_thread = 0, .threads = 128, .max_regs = producer_regs},
          [&](Value t) { attention_sm90::RunProducer(h, t); });
-
-  // The register file split: 24 per producer thread, the rest (a multiple of 8) to the consumers;
-  // with two CTAs an SM, the block's half of it.
   const int ctas = a.two_ctas ? 2 : 1;
-  const int consumer_regs = std::min(240, (65536 / ctas / 128 - 24) / W / 8 * 8);
+  const int consumer_regs = std::min(240, (65536 / ctas / 128 - producer_regs) / W / 8 * 8);
   // Where two Q stages fit, the persistent CTA without a mask runs its tiles as one stream of
   // steps: a tile's last P V goes out with the next tile's first S, and the tile's epilogue runs
   // in that step's softmax slot, under the other warpgroups' GEMMs

@@ -47,18 +47,20 @@ struct HopperAttention {
   Value m_tiles, tile_count;
   SmemTile sQ, sK, sV;
   Pipeline &q_ring, &k_ring, &v_ring;
-  Value shift;          // Skv - S: query i sees keys j <= i + shift (QueryTile::shift)
-  Value group_heads;    // causal: the heads whose tiles are dispatched together
-  SmemTile tile_slots;  // the tile numbers the producer hands to the consumers (hopper.cc)
-  SplitFold fold;       // split only
-  bool ranked = false;  // varlen: tiles dealt by rank (PackedTileOf)
+  Value shift;           // Skv - S: query i sees keys j <= i + shift (QueryTile::shift)
+  Value group_heads;     // causal: the heads whose tiles are dispatched together
+  SmemTile tile_slots;   // the tile numbers the producer hands to the consumers (hopper.cc)
+  SplitFold fold;        // split only
+  bool ranked = false;   // varlen: tiles dealt by rank (PackedTileOf)
+  bool gathers = false;  // GathersPages: K and V rows by the producer's threads' cp.async
 
   // The tile number t stands for (hopper.cc: the order of the work).
   QueryTile TileOf(Value t) const;
   QueryTile PackedTileOf(Value t) const;  // varlen
 };
 
-// The producer warp's role: thread `t` of 128 (one thread issues).
+// The producer warpgroup's role: thread `t` of 128 (one or two threads issue TMA boxes; where
+// the kernel gathers pages, all 128 copy rows).
 void RunProducer(HopperAttention& h, const Value& t);
 // Split-KV over dense K and V, before griddepcontrol.wait: thread 0 of a part longer than its ring
 // asks for the ring's first K and V tiles into L2.

@@ -70,6 +70,57 @@ void PagedTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_at,
   });
 }
 
+// Pages of 16 gathered (HopperAttention::gathers): the producer warpgroup's 128 threads copy the
+// rows by cp.async, 16 bytes each, as FlashAttention-3 and FlashInfer copy small pages, instead
+// of a TMA box a page and 64 columns. It measured level with the boxes, so it is an option, not
+// the plan's pick (docs/perf/2026-11-28-decode-split-kv.md, "Pages of 16 gathered by threads"). A
+// row's chunks go to consecutive threads, so a warp reads whole rows; the rows of one pass of the
+// 128 threads lie in one page. Lane l holds the block-table entry of the key tile's page l % pages,
+// loaded a tile ahead and passed on by shuffles. Rows past the sequence's last key copy nothing and
+// land as zeros (the consumers mask their scores).
+void GatheredTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_at,
+                   Pipeline::Cursor& v_at, const Value& t) {
+  Kernel& k = h.k;
+  const int page = h.a.page, pages = h.BN / page, chunks = h.D / 8, per_pass = 128 / chunks;
+  Value chunk = t % chunks, first_row = t / chunks;
+  Value last_page = Max(q.skv - 1, h.k.I32(0)) / page;
+  // In elements: a cache row (every KV head's), and this thread's 16 bytes of its first row of a
+  // page. A page's rows after that are whole cache rows on.
+  Value row = h.p.Hkv * h.D;
+  Value mine_in_page = first_row % page * row + (q.kv_head % h.p.Hkv) * h.D + chunk * 8;
+  Value pass_step = (row * per_pass).To(i64);
+  auto entry = [&](const Value& n0) {  // this lane's page of the tile at n0 (clamped: valid)
+    Value at = Min(n0 / page + t % 32 % pages, last_page);
+    return k.Load(h.p.block_table + (q.b * h.p.max_pages + at).To(i64));
+  };
+  Regs ahead = k.Registers(Type::Of(i32), 1);
+  ahead[0] = entry(q.n_first * h.BN);
+  k.For(0, q.n_tiles, 1, [&](Value j) {
+    Value n0 = (q.n_first + j) * h.BN;
+    Value entries = ahead[0];
+    ahead[0] = entry(n0 + h.BN);
+    Value keys_left = q.skv - n0 - first_row;  // this thread's rows from 0 to keys_left - 1 copy
+    auto gather = [&](const Value& cache, const SmemTile& ring) {
+      return [&, cache](Value stage) {
+        SmemTile dst = ring.Stage(stage);
+        for (int pg = 0; pg < pages; ++pg) {
+          // The page's first row for this thread: its entry from lane pg, once for its passes.
+          Value src =
+              cache + ShflIdx(entries, pg).To(i64) * (row * page).To(i64) + mine_in_page.To(i64);
+          for (int r = 0; r < page; r += per_pass) {
+            const int tile_row = pg * page + r;
+            k.CpAsync(dst, chunk / 8 * h.BN + first_row + tile_row, chunk % 8 * 8,
+                      r ? src + pass_step * (r / per_pass) : src, 16, AmpereOps::CacheAt::kL2, 0,
+                      Select(keys_left > tile_row, k.I32(16), k.I32(0)));
+          }
+        }
+      };
+    };
+    h.k_ring.ProduceByThreads(k_at, gather(h.p.k_ptr, h.sK));
+    h.v_ring.ProduceByThreads(v_at, gather(h.p.v_ptr, h.sV));
+  });
+}
+
 }  // namespace
 
 // A prefetch gives no thread a value, and L2 is where the previous kernel's writes land, so it
@@ -100,53 +151,61 @@ void RunProducer(HopperAttention& h, const Value& t) {
   // (docs/perf/2026-11-28-decode-split-kv.md, "K and V issued by two warps"); thread 0 alone
   // publishes the tile and loads Q. Paged kernels run a CTA per tile: both walk the same one.
   const bool rings_apart = a.page && h.SPANS * (h.BN / std::min(a.page, h.BN)) >= 16;
-  k.If(rings_apart ? (t == 0) | (t == 32) : t == 0, [&] {
-    Pipeline::Cursor q_at = h.q_ring.Start(), k_at = h.k_ring.Start(), v_at = h.v_ring.Start();
-    Regs n = k.Registers(Type::Of(i32), 1), now = k.Registers(Type::Of(i32), 1);
-    k.While(
-        [&] {
-          Value next =
-              a.persistent ? AtomicAdd(tiles, 1) : Select(n[0] == 0, k.BlockIdx(0), tile_count);
-          auto publish = [&] {
-            k.Store(h.tile_slots.At(0, n[0] % 4), next);
-            QueryTile q =
-                h.TileOf(Select(next < tile_count, next, k.I32(0)));  // the end: a Q nobody reads
-            h.q_ring.Produce(q_at, {{&h.p.tq, h.sQ, h.p.Box(q.seq0 + q.m0, 0, q.q_head, h.p.Hq)}});
-            // A CTA per tile waits for its Q from DRAM at its start: bring the Q of the tile a
-            // wave later (an H100's SMs' worth of CTAs ahead) into L2 meanwhile.
-            const int wave = 132;
-            if (!a.persistent && !a.varlen)
-              k.If(next + wave < tile_count, [&] {
-                QueryTile ahead = h.TileOf(next + wave);
-                k.TmaPrefetchL2(h.p.tq, h.p.Box(ahead.seq0 + ahead.m0, 0, ahead.q_head, h.p.Hq));
-              });
-          };
-          if (a.persistent)
-            publish();
-          else  // a CTA per tile: its consumers stop after one
-            k.If((next < tile_count) & (t == 0), publish);
-          n[0] = n[0] + 1;
-          now[0] = next;
-          return next < tile_count;
-        },
-        [&] {
-          QueryTile q = h.TileOf(now[0]);
-          if (a.page) return PagedTiles(h, q, k_at, v_at, t, rings_apart);
-          k.For(0, q.n_tiles, 1, [&](Value j) {
-            Value n0 = (q.n_first + j) * h.BN;
-            h.k_ring.Produce(k_at, {{&h.p.tk, h.sK, h.p.Box(q.seq0 + n0, 0, q.kv_head, h.p.Hkv)}});
-            h.v_ring.Produce(v_at, {{&h.p.tv, h.sV, h.p.Box(q.seq0 + n0, 0, q.kv_head, h.p.Hkv)}});
-          });
-        });
-    // Split-KV: attention/combine may launch once every part has issued its last loads (it waits
-    // for the parts' writes itself).
-    if (a.split) k.LaunchDependents();
-    if (a.persistent)  // every CTA has taken its last number: the last one resets the counter
-      k.If(AtomicAdd(tiles + 1, 1) == k.GridDim(0) - 1, [&] {
-        k.Store(tiles, k.I32(0));
-        k.Store(tiles + 1, k.I32(0));
-      });
-  });
+  k.If(h.gathers     ? t >= 0
+       : rings_apart ? (t == 0) | (t == 32)
+                     : t == 0,
+       [&] {
+         Pipeline::Cursor q_at = h.q_ring.Start(), k_at = h.k_ring.Start(), v_at = h.v_ring.Start();
+         Regs n = k.Registers(Type::Of(i32), 1), now = k.Registers(Type::Of(i32), 1);
+         k.While(
+             [&] {
+               Value next = a.persistent ? AtomicAdd(tiles, 1)
+                                         : Select(n[0] == 0, k.BlockIdx(0), tile_count);
+               auto publish = [&] {
+                 k.Store(h.tile_slots.At(0, n[0] % 4), next);
+                 QueryTile q = h.TileOf(
+                     Select(next < tile_count, next, k.I32(0)));  // the end: a Q nobody reads
+                 h.q_ring.Produce(q_at,
+                                  {{&h.p.tq, h.sQ, h.p.Box(q.seq0 + q.m0, 0, q.q_head, h.p.Hq)}});
+                 // A CTA per tile waits for its Q from DRAM at its start: bring the Q of the tile a
+                 // wave later (an H100's SMs' worth of CTAs ahead) into L2 meanwhile.
+                 const int wave = 132;
+                 if (!a.persistent && !a.varlen)
+                   k.If(next + wave < tile_count, [&] {
+                     QueryTile ahead = h.TileOf(next + wave);
+                     k.TmaPrefetchL2(h.p.tq,
+                                     h.p.Box(ahead.seq0 + ahead.m0, 0, ahead.q_head, h.p.Hq));
+                   });
+               };
+               if (a.persistent)
+                 publish();
+               else  // a CTA per tile: its consumers stop after one
+                 k.If((next < tile_count) & (t == 0), publish);
+               n[0] = n[0] + 1;
+               now[0] = next;
+               return next < tile_count;
+             },
+             [&] {
+               QueryTile q = h.TileOf(now[0]);
+               if (h.gathers) return GatheredTiles(h, q, k_at, v_at, t);
+               if (a.page) return PagedTiles(h, q, k_at, v_at, t, rings_apart);
+               k.For(0, q.n_tiles, 1, [&](Value j) {
+                 Value n0 = (q.n_first + j) * h.BN;
+                 h.k_ring.Produce(k_at,
+                                  {{&h.p.tk, h.sK, h.p.Box(q.seq0 + n0, 0, q.kv_head, h.p.Hkv)}});
+                 h.v_ring.Produce(v_at,
+                                  {{&h.p.tv, h.sV, h.p.Box(q.seq0 + n0, 0, q.kv_head, h.p.Hkv)}});
+               });
+             });
+         // Split-KV: attention/combine may launch once every part has issued its last loads (it
+         // waits for the parts' writes itself).
+         if (a.split) k.LaunchDependents();
+         if (a.persistent)  // every CTA has taken its last number: the last one resets the counter
+           k.If(AtomicAdd(tiles + 1, 1) == k.GridDim(0) - 1, [&] {
+             k.Store(tiles, k.I32(0));
+             k.Store(tiles + 1, k.I32(0));
+           });
+       });
 }
 
 }  // namespace kiln::examples::attention_sm90
