@@ -321,6 +321,16 @@ Value Atomic(AtomOp op, bool with_result, const Value& ptr, const Operand* compa
 
 }  // namespace
 
+void PrefetchL2(const Value& ptr, Loc loc) {
+  KernelState* sp = Access::State(ptr);
+  if (!sp) return;
+  KernelState& s = *sp;
+  const Type& t = ptr.type();
+  if (t.kind != Type::Kind::kPointer || t.space != Space::kGlobal)
+    return s.Fail(absl::StrCat("PrefetchL2 takes a global pointer, not ", t.Str()), loc);
+  s.InlineAsm("prefetch.global.L2 [$0];", "l", {s.Unwrap(ptr, loc)}, mlir::Type(), s.ToLoc(loc));
+}
+
 Value AtomicAdd(const Value& ptr, const Operand& value, Loc loc) {
   return Atomic(AtomOp::kAdd, true, ptr, nullptr, value, loc);
 }

@@ -34,6 +34,10 @@ Value LoadGlobal(const Value& ptr, int lanes, const GlobalAccess& how = {},
 void StoreGlobal(const Value& ptr, const Value& value, const GlobalAccess& how = {},
                  Loc loc = Loc::current());
 
+// prefetch.global.L2: asks L2 for the line holding `ptr`'s bytes. It gives no thread a value, so
+// it may run before griddepcontrol.wait (L2 is where the kernel before writes).
+void PrefetchL2(const Value& ptr, Loc loc = Loc::current());
+
 // Atomic read-modify-write on global or shared memory, returning the old value (atom): add on
 // f32, i32 and i64; max and min on i32 (unsigned, as kiln's integers are); compare-and-swap on
 // i32 and i64 (writes `value` where the old value equals `compare`).

@@ -231,6 +231,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // attention/combine lets the next kernel launch from its start): the set-up above overlaps that
   // kernel's tail, and every thread waits here for its writes before it touches global memory.
   if (a.split && !a.per_sequence()) attention_sm90::PrefetchBeforeTheWait(h);
+  if (a.split && a.per_sequence()) attention_sm90::PrefetchTablesBeforeTheWait(h);
   if (a.split) k.WaitForPriorGrids();
   k.SyncThreads();
   if (h.ranked) h.tile_count = k.Load(most_tiles.At(0, 0)) * p.B * Hq;

@@ -65,6 +65,9 @@ void RunProducer(HopperAttention& h, const Value& t);
 // Split-KV over dense K and V, before griddepcontrol.wait: thread 0 of a part longer than its ring
 // asks for the ring's first K and V tiles into L2.
 void PrefetchBeforeTheWait(HopperAttention& h);
+// Split-KV over sequences of their own lengths, before the wait: thread 0 asks for the part's
+// seq_lens entry and first block-table entries into L2.
+void PrefetchTablesBeforeTheWait(HopperAttention& h);
 // The consumer warpgroups' role: thread `t` of 128 * W.
 void RunConsumers(HopperAttention& h, const Value& t, bool stream_tiles);
 

@@ -141,6 +141,27 @@ void PrefetchBeforeTheWait(HopperAttention& h) {
   });
 }
 
+// A split part over sequences of their own lengths (lens, pageN) learns its keys from seq_lens,
+// and then its pages from the block table, two loads in a row at its start. Neither may be read
+// before the wait, but both may be asked of L2: seq_lens[b], and the table entries of the part's
+// first key tiles, placed as if its sequence had Skv keys (where it has fewer, a wasted line).
+void PrefetchTablesBeforeTheWait(HopperAttention& h) {
+  Kernel& k = h.k;
+  const AttentionParams& p = h.p;
+  k.If(k.ThreadIdx() == 0, [&] {
+    Value whole = h.m_tiles * p.Hq * p.B, t = k.BlockIdx(0);
+    Value part = t / whole, b = t % whole / h.m_tiles / p.Hq;
+    PrefetchL2(p.seq_lens + b.To(i64));
+    if (!h.a.page) return;
+    Value n_tiles = (p.Skv + (h.BN - 1)) / h.BN, per = (n_tiles + (p.P - 1)) / p.P;
+    Value first = Min(part * per, n_tiles) * h.BN / h.a.page;
+    Value row = p.block_table + (b * p.max_pages).To(i64);
+    const int line = 32;  // table entries a 128-byte line
+    PrefetchL2(row + Min(first, p.max_pages - 1).To(i64));
+    PrefetchL2(row + Min(first + line, p.max_pages - 1).To(i64));
+  });
+}
+
 void RunProducer(HopperAttention& h, const Value& t) {
   Kernel& k = h.k;
   const AttentionShape& a = h.a;
