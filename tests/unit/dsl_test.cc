@@ -38,6 +38,23 @@ TEST(Dsl, BuildsAKernelWithLoopsAndRegisters) {
   EXPECT_EQ(ptx->find(".local"), std::string::npos) << *ptx;
 }
 
+// PrefetchL2 asks L2 for a global line and takes nothing else (a shared pointer is an error at its
+// line).
+TEST(Dsl, PrefetchL2TakesAGlobalPointer) {
+  Kernel k("test/prefetch", sm90a(), {32});
+  Value x = k.PtrParam("x", i32);
+  PrefetchL2(x + k.ThreadIdx().To(i64));
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_NE(ptx->find("prefetch.global.L2 ["), std::string::npos) << *ptx;
+  Kernel bad("test/prefetch", sm90a(), {32});
+  SmemTile t = bad.Smem(i32, 1, 32);
+  PrefetchL2(t.At(0, 0)); const int line = __LINE__;
+  ExpectError(bad, line, "PrefetchL2 takes a global pointer");
+}
+
 TEST(Dsl, TypeMismatchNamesTheLine) {
   Kernel k("test/mismatch", sm80(), {32});
   Value a = k.I32Param("a");
