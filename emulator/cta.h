@@ -101,6 +101,7 @@ struct AsyncCopy {
   uint64_t shared_offset = 0;
   std::vector<uint8_t> bytes;
   const ptx::Instr* issued_by = nullptr;
+  int64_t group = -1;  // its group's number among the thread's commits (-1: not committed)
 };
 
 // Shared bytes an asynchronous operation is not done with (a cp.async not landed, a TMA store
@@ -198,6 +199,7 @@ struct Thread {
   std::vector<uint64_t> r;
   std::vector<AsyncCopy> open_group;           // not yet committed
   std::vector<std::vector<AsyncCopy>> groups;  // committed, oldest first
+  int64_t groups_committed = 0;                // cp.async groups committed so far
   enum class State : uint8_t { kRun, kWarp, kBarrier, kMbarrier, kDone } state = State::kRun;
   int barrier = -1;
   uint64_t mbarrier = 0;                   // kMbarrier: the shared offset it waits on
@@ -789,17 +791,31 @@ class Cta {
     const Instr* in = nullptr;
   };
   std::vector<CpAsyncArrival> cp_async_arrivals_;
+  // Lands arrival `index`, and first the thread's earlier ones (a later arrival tracks their
+  // copies too).
   absl::Status LandCpAsyncArrival(size_t index);
+  absl::Status LandOneCpAsyncArrival(size_t index);
+  // A landed copy's bytes, written through the generic proxy: generic_writer_ gets `mark`.
+  void WriteLandedCopy(const AsyncCopy& c, int writer, int32_t mark);
   // cp.async writes through the generic proxy (PTX ISA, cp.async): bytes landed by an arrival are
   // unfenced for the async proxy until a thread that has waited for the phase the arrival
-  // completes runs fence.proxy.async. Per landing: its byte spans, mbarrier, phase and writer.
+  // completes runs fence.proxy.async. Their generic_writer_ mark is minus (writer + 1), which the
+  // writer's own fence does not clear, and cp_landing_id_ names their landing. Per landing, the
+  // latest for each mbarrier and writer: its id, byte spans, mbarrier, phase and writer.
   struct CpAsyncLanding {
+    int32_t id = 0;
     std::vector<std::pair<uint64_t, uint64_t>> spans;  // [offset, bytes]
     uint64_t mbarrier = 0;
     int64_t phase = 0;
     int writer = 0;
+    int64_t newest_group = -1;  // of its copies' groups (INT64_MAX: one was not committed)
   };
+  // The writer's own cp.async.wait_group/wait_all that covers a landing makes its bytes the
+  // writer's own unfenced writes, which its fence.proxy.async clears.
+  void OwnLandingsCoveredByWait(Thread& t, bool all, int64_t keep);
   std::vector<CpAsyncLanding> cp_async_unfenced_;
+  std::vector<int32_t> cp_landing_id_;  // per shared byte; empty until an arrival lands
+  int32_t next_landing_id_ = 1;
   void FenceCpAsyncLandings(const Thread& t);
   // Tensor memory: 128 lanes x 512 32-bit columns, and which columns are allocated.
   std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);

@@ -113,26 +113,32 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
     cp_async_arrivals_.push_back(std::move(a));
     return absl::OkStatus();
   }
-  if (in.Has("wait_group") || in.Has("wait_all"))  // copies an arrival tracks land by then too
-    for (size_t i = 0; i < cp_async_arrivals_.size();)
-      if (cp_async_arrivals_[i].thread == t.linear) {
-        if (absl::Status s = LandCpAsyncArrival(i); !s.ok()) return s;
-      } else {
-        ++i;
-      }
-  if (in.Has("commit_group")) {
+  if (in.Has("commit_group") || (in.Has("wait_all") && !t.open_group.empty())) {
+    for (AsyncCopy& c : t.open_group) c.group = t.groups_committed;
+    ++t.groups_committed;
     t.groups.push_back(std::move(t.open_group));
     t.open_group.clear();
-    return absl::OkStatus();
   }
-  if (in.Has("wait_group")) {
-    CompleteGroups(t, Read(t, in.ops.at(0), 32));
-    return absl::OkStatus();
-  }
-  if (in.Has("wait_all")) {
-    if (!t.open_group.empty()) t.groups.push_back(std::move(t.open_group));
-    t.open_group.clear();
-    CompleteGroups(t, 0);
+  if (in.Has("commit_group")) return absl::OkStatus();
+  if (in.Has("wait_group") || in.Has("wait_all")) {
+    // Groups older than the newest N are complete (wait_all: every copy), those an arrival tracks
+    // too: they land now, as this thread's own writes.
+    const bool all = in.Has("wait_all");
+    const int64_t keep = all ? 0 : static_cast<int64_t>(Read(t, in.ops.at(0), 32));
+    for (CpAsyncArrival& a : cp_async_arrivals_) {
+      if (a.thread != t.linear) continue;
+      std::vector<AsyncCopy> flying;
+      for (AsyncCopy& c : a.copies)
+        if (all || (c.group >= 0 && c.group < t.groups_committed - keep)) {
+          WriteLandedCopy(c, t.linear, t.linear + 1);
+          unfenced_[t.linear].push_back({c.shared_offset, c.bytes.size()});
+        } else {
+          flying.push_back(std::move(c));
+        }
+      a.copies = std::move(flying);  // (its arrival still comes when the scheduler picks it)
+    }
+    OwnLandingsCoveredByWait(t, all, keep);
+    CompleteGroups(t, static_cast<size_t>(keep));
     return absl::OkStatus();
   }
   const int size = static_cast<int>(Read(t, in.ops.at(2), 32));
@@ -169,7 +175,30 @@ absl::Status Cta::CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t
                    "waiting thread before this read"));
 }
 
+void Cta::WriteLandedCopy(const AsyncCopy& c, int writer, int32_t mark) {
+  const uint64_t n = c.bytes.size();
+  std::memcpy(shared_.data() + c.shared_offset, c.bytes.data(), n);
+  MarkSharedWritten(c.shared_offset, n);
+  NoteSharedWrite(c.shared_offset, n, *c.issued_by, threads_[writer]);
+  cp_async_pending_.Remove(c.shared_offset, n);
+  if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
+  std::fill(generic_writer_.begin() + c.shared_offset,
+            generic_writer_.begin() + c.shared_offset + n, mark);
+}
+
 absl::Status Cta::LandCpAsyncArrival(size_t index) {
+  const int thread = cp_async_arrivals_[index].thread;
+  for (size_t j = 0; j < index;)
+    if (cp_async_arrivals_[j].thread == thread) {
+      if (absl::Status s = LandOneCpAsyncArrival(j); !s.ok()) return s;
+      --index;
+    } else {
+      ++j;
+    }
+  return LandOneCpAsyncArrival(index);
+}
+
+absl::Status Cta::LandOneCpAsyncArrival(size_t index) {
   CpAsyncArrival a = std::move(cp_async_arrivals_[index]);
   cp_async_arrivals_.erase(cp_async_arrivals_.begin() + index);
   const Instr& in = *a.in;
@@ -181,10 +210,10 @@ absl::Status Cta::LandCpAsyncArrival(size_t index) {
   };
   auto barrier = mbarriers_.find(a.mbarrier);
   if (barrier == mbarriers_.end())
-    return fail(absl::StrFormat("the mbarrier at shared offset %d was never initialised",
-                                a.mbarrier));
-  CpAsyncLanding landing{{}, a.mbarrier, barrier->second.completed, a.thread};
-  if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
+    return fail(
+        absl::StrFormat("the mbarrier at shared offset %d was never initialised", a.mbarrier));
+  CpAsyncLanding landing{next_landing_id_++, {}, a.mbarrier, barrier->second.completed, a.thread};
+  if (cp_landing_id_.empty()) cp_landing_id_.assign(shared_.size(), 0);
   for (const AsyncCopy& c : a.copies) {
     const uint64_t n = c.bytes.size();
     if (const WgmmaOp* w = WgmmaStillReading(c.shared_offset, c.shared_offset + n))
@@ -193,16 +222,31 @@ absl::Status Cta::LandCpAsyncArrival(size_t index) {
           "line %d still reads (until its wgmma.wait_group): the stage was released to the "
           "producer too early",
           c.shared_offset, c.shared_offset + n - 1, w->line));
-    std::memcpy(shared_.data() + c.shared_offset, c.bytes.data(), n);
-    MarkSharedWritten(c.shared_offset, n);
-    NoteSharedWrite(c.shared_offset, n, *c.issued_by, threads_[a.thread]);
-    cp_async_pending_.Remove(c.shared_offset, n);
-    std::fill(generic_writer_.begin() + c.shared_offset,
-              generic_writer_.begin() + c.shared_offset + n, a.thread + 1);
+    WriteLandedCopy(c, a.thread, -(a.thread + 1));
+    landing.newest_group = std::max(landing.newest_group, c.group < 0 ? INT64_MAX : c.group);
+    std::fill(cp_landing_id_.begin() + c.shared_offset,
+              cp_landing_id_.begin() + c.shared_offset + n, landing.id);
     landing.spans.push_back({c.shared_offset, n});
   }
+  // The latest landing for this mbarrier and writer (a ring's stage refilled after its fence).
+  std::erase_if(cp_async_unfenced_, [&](const CpAsyncLanding& l) {
+    return l.mbarrier == a.mbarrier && l.writer == a.thread;
+  });
   cp_async_unfenced_.push_back(std::move(landing));
   return ArriveOn(a.mbarrier, 0, fail);
+}
+
+void Cta::OwnLandingsCoveredByWait(Thread& t, bool all, int64_t keep) {
+  std::erase_if(cp_async_unfenced_, [&](const CpAsyncLanding& l) {
+    if (l.writer != t.linear || !(all || l.newest_group < t.groups_committed - keep)) return false;
+    for (auto [off, n] : l.spans) {
+      for (uint64_t b = off; b < off + n; ++b)
+        if (generic_writer_[b] == -(l.writer + 1) && cp_landing_id_[b] == l.id)
+          generic_writer_[b] = t.linear + 1;
+      unfenced_[t.linear].push_back({off, n});
+    }
+    return true;
+  });
 }
 
 // fence.proxy.async by `t`: the bytes of every landing whose phase `t` has waited for now reach
@@ -217,7 +261,8 @@ void Cta::FenceCpAsyncLandings(const Thread& t) {
     }
     for (auto [off, n] : l.spans)
       for (uint64_t b = off; b < off + n; ++b)
-        if (generic_writer_[b] == l.writer + 1) generic_writer_[b] = 0;
+        if (generic_writer_[b] == -(l.writer + 1) && cp_landing_id_[b] == l.id)
+          generic_writer_[b] = 0;
     cp_async_unfenced_.erase(cp_async_unfenced_.begin() + i);
   }
 }
@@ -225,16 +270,10 @@ void Cta::FenceCpAsyncLandings(const Thread& t) {
 void Cta::CompleteGroups(Thread& t, size_t keep) {
   while (t.groups.size() > keep) {
     for (const AsyncCopy& c : t.groups.front()) {
-      std::memcpy(shared_.data() + c.shared_offset, c.bytes.data(), c.bytes.size());
-      MarkSharedWritten(c.shared_offset, c.bytes.size());
       // Through the generic proxy (PTX ISA, cp.async), as the waiting thread's own write: its
       // fence.proxy.async after this wait orders it before the async proxy.
-      if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
-      std::fill(generic_writer_.begin() + c.shared_offset,
-                generic_writer_.begin() + c.shared_offset + c.bytes.size(), t.linear + 1);
+      WriteLandedCopy(c, t.linear, t.linear + 1);
       unfenced_[t.linear].push_back({c.shared_offset, c.bytes.size()});
-      NoteSharedWrite(c.shared_offset, c.bytes.size(), *c.issued_by, t);
-      cp_async_pending_.Remove(c.shared_offset, c.bytes.size());
     }
     t.groups.erase(t.groups.begin());
   }

@@ -869,7 +869,7 @@ absl::Status Cta::CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, con
           "through the generic proxy with no "
           "fence.proxy.async after it (the async proxy may not see the write)%s",
           dsl.empty() ? "" : dsl + ": ", kernel_, in.line, in.text, reader, b,
-          generic_writer_[b] - 1, where,
+          std::abs(generic_writer_[b]) - 1, where,
           copied ? ": a cp.async's bytes reach the async proxy once a thread that waited for them "
                    "runs fence.proxy.async"
                  : ""));

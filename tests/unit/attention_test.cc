@@ -108,10 +108,10 @@ TEST_P(EmulatedAttention, PrefillThroughAPagedCache) {
 
 // The "gather" variants (pages of 16 copied by the producer's threads with cp.async, arriving on
 // the stage as they land): decode at every D, prefill at D = 128; pages shuffled, rows past Skv
-// NaN, the last key tile partly past the sequence.
+// NaN, the last key tile partly past the sequence (decode: one key in it).
 TEST(EmulatedAttentionGather, CopiesPagesOf16ByThreads) {
   for (int d : {64, 128, 256}) {
-    const Case c{{.b = 2, .hq = 8, .hkv = 2, .s = 1, .skv = 300, .d = d}, {}};
+    const Case c{{.b = 2, .hq = 8, .hkv = 2, .s = 1, .skv = 257, .d = d}, {}};
     absl::StatusOr<rt::AttentionPlan> plan =
         rt::PlanAttention(PagedSize(c.size, 16), c.options, {16, 16, 16, 16, 16, 16, 16}, 90);
     ASSERT_TRUE(plan.ok()) << plan.status();

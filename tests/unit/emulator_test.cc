@@ -530,7 +530,7 @@ TEST(Emulator, TmaStoresNeedTheProxyFence) {
 // cp.async.mbarrier.arrive.noinc delivers reach the async proxy (here a TMA store) only through a
 // fence.proxy.async by a thread that waited for the arrival's phase: after its wait, not before.
 // Each of 32 threads copies one word of `in` into shared memory and arrives when it lands.
-enum class CopyFence { kNone, kBeforeTheWait, kAfterTheWait };
+enum class CopyFence { kNone, kBeforeTheWait, kAfterTheWait, kOwnWaitAllThenFence };
 absl::Status StoreCopiedWords(CopyFence fence, std::vector<uint32_t>* out) {
   rt::Bundle b = OneMapKernel("test/copied", "out", 1024);
   b.manifest.params.push_back({"in", rt::ParamSpec::Kind::kPointer});
@@ -564,10 +564,14 @@ $L__inited:
 	add.s32 %r4, %r2, %r3;
 	cp.async.ca.shared.global [%r4], [%rd4], 4;
 	cp.async.mbarrier.arrive.noinc.shared.b64 [%r6];
-)", before, R"($L__wait:
+)", before,
+                       fence == CopyFence::kOwnWaitAllThenFence
+                           ? "\tcp.async.wait_all;\n\tfence.proxy.async.shared::cta;\n\tbar.sync 0;\n"
+                           : R"($L__wait:
 	mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r6], 0;
 	@!%p2 bra $L__wait;
-)", after, R"(	@%p1 bra $L__end;
+)",
+                       after, R"(	@%p1 bra $L__end;
 	mov.b64 %rd1, emu_param_0;
 	cvta.param.u64 %rd2, %rd1;
 	mov.b32 %r5, 0;
@@ -593,11 +597,14 @@ $L__end:
 
 TEST(Emulator, CopiesTrackedByAnMbarrierNeedTheWaitersProxyFence) {
   std::vector<uint32_t> out;
-  absl::Status s = StoreCopiedWords(CopyFence::kAfterTheWait, &out);
-  ASSERT_TRUE(s.ok()) << s;
-  for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], static_cast<uint32_t>(1000 + i));
+  // A wait for the arrival, or each thread's own wait_all, then the fence.
+  for (CopyFence right : {CopyFence::kAfterTheWait, CopyFence::kOwnWaitAllThenFence}) {
+    absl::Status s = StoreCopiedWords(right, &out);
+    ASSERT_TRUE(s.ok()) << s;
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], static_cast<uint32_t>(1000 + i));
+  }
   for (CopyFence wrong : {CopyFence::kNone, CopyFence::kBeforeTheWait}) {
-    s = StoreCopiedWords(wrong, &out);
+    absl::Status s = StoreCopiedWords(wrong, &out);
     ASSERT_FALSE(s.ok());
     EXPECT_NE(s.message().find("a cp.async's bytes reach the async proxy once a thread that "
                                "waited for them runs fence.proxy.async"),

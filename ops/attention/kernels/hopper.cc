@@ -219,7 +219,10 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
 
   // "gather": the producer warpgroup's 128 threads copy K's and V's rows by cp.async.
   h.gathers = GathersPages(a, BN);
-  if (h.gathers) k_ring.FillByThreads(128), v_ring.FillByThreads(128);
+  if (h.gathers) {
+    k_ring.FillByThreads(128);
+    v_ring.FillByThreads(128);
+  }
   k.If(k.ThreadIdx() == 0, [&] {
     for (const TensorMap* map : {&p.tq, &p.tk, &p.tv, &p.to})
       k.TmaPrefetchDescriptor(*map);  // under the setup
@@ -236,8 +239,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   k.SyncThreads();
   if (h.ranked) h.tile_count = k.Load(most_tiles.At(0, 0)) * p.B * Hq;
 
-  // The register file split: 24 per producer thread (56 where its threads gather pages: fewer
-  // spill their addresses), the rest (a multiple of 8) to the consumers; with two CTAs an SM, the
+  // The register file split: 24 per producer thread (where its threads gather pages, 56: with
+  // fewer they spill their addresses; docs/perf/2026-11-28-decode-split-kv.md, "Pages of 16
+  // gathered by threads"), the rest (a multiple of 8) to the consumers; with two CTAs an SM, the
   // block's half of it.
   const int producer_regs = h.gathers ? 56 : 24;
   k.Role({.first_thread = 0, .threads = 128, .max_regs = producer_regs},

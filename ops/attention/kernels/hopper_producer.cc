@@ -1,7 +1,8 @@
-// attention/hopper's producer warp (hopper.cc says the algorithm): one thread takes the CTA's
-// tiles (the next from the persistent kernel's counter, or the CTA's own), hands each tile number
-// to the consumers beside its Q stage, loads that Q once, then K and V tile by tile, each into its
-// own ring so S = Q K^T can start while V is still in flight.
+// attention/hopper's producer warp (hopper.cc says the algorithm): one thread (two, or all 128
+// of the warpgroup where they copy pages themselves: RunProducer) takes the CTA's tiles (the next
+// from the persistent kernel's counter, or the CTA's own), hands each tile number to the consumers
+// beside its Q stage, loads that Q once, then K and V tile by tile, each into its own ring so S = Q
+// K^T can start while V is still in flight.
 #include <algorithm>
 #include <vector>
 
@@ -15,7 +16,7 @@ namespace {
 // last key, that key (its page is valid, and the consumers mask those keys).
 std::vector<Value> BoxKeys(HopperAttention& h, const QueryTile& q, const Value& n0) {
   const int rows = std::min(h.a.page, h.BN);
-  Value last = Max(q.skv - 1, h.k.I32(0));
+  Value last = Max(q.skv, h.k.I32(1)) - 1;  // (i32 compares unsigned: skv - 1 would wrap at 0)
   std::vector<Value> keys;
   for (int r = 0; r < h.BN; r += rows) keys.push_back(Min(n0 + r, last));
   return keys;
@@ -83,7 +84,7 @@ void GatheredTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_a
   Kernel& k = h.k;
   const int page = h.a.page, pages = h.BN / page, chunks = h.D / 8, per_pass = 128 / chunks;
   Value chunk = t % chunks, first_row = t / chunks;
-  Value last_page = Max(q.skv - 1, h.k.I32(0)) / page;
+  Value last_page = (Max(q.skv, h.k.I32(1)) - 1) / page;  // (as BoxKeys' last key)
   // In elements: a cache row (every KV head's), and this thread's 16 bytes of its first row of a
   // page. A page's rows after that are whole cache rows on.
   Value row = h.p.Hkv * h.D;
@@ -99,7 +100,7 @@ void GatheredTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_a
     Value n0 = (q.n_first + j) * h.BN;
     Value entries = ahead[0];
     ahead[0] = entry(n0 + h.BN);
-    Value keys_left = q.skv - n0 - first_row;  // this thread's rows from 0 to keys_left - 1 copy
+    Value first_key = n0 + first_row;  // this thread's rows copy while their keys are < skv
     auto gather = [&](const Value& cache, const SmemTile& ring) {
       return [&, cache](Value stage) {
         SmemTile dst = ring.Stage(stage);
@@ -111,7 +112,7 @@ void GatheredTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_a
             const int tile_row = pg * page + r;
             k.CpAsync(dst, chunk / 8 * h.BN + first_row + tile_row, chunk % 8 * 8,
                       r ? src + pass_step * (r / per_pass) : src, 16, AmpereOps::CacheAt::kL2, 0,
-                      Select(keys_left > tile_row, k.I32(16), k.I32(0)));
+                      Select(first_key + tile_row < q.skv, k.I32(16), k.I32(0)));
           }
         }
       };
@@ -171,6 +172,7 @@ void RunProducer(HopperAttention& h, const Value& t) {
   // and 256): thread 0 issues K's and thread 32, of the next warp, which runs beside it, V's
   // (docs/perf/2026-11-28-decode-split-kv.md, "K and V issued by two warps"); thread 0 alone
   // publishes the tile and loads Q. Paged kernels run a CTA per tile: both walk the same one.
+  // Where the warpgroup gathers pages, all 128 threads walk it (t >= 0 always holds).
   const bool rings_apart = a.page && h.SPANS * (h.BN / std::min(a.page, h.BN)) >= 16;
   k.If(h.gathers     ? t >= 0
        : rings_apart ? (t == 0) | (t == 32)
