@@ -530,12 +530,16 @@ absl::Status Cta::SetMaxNReg(Thread& t, const Instr& in) {
   const int n = static_cast<int>(Read(t, in.ops.at(0), 32));
   if (n < 24 || n > 256 || n % 8)
     return Fail(t, in, absl::StrCat("setmaxnreg takes 24..256 in steps of 8, not ", n));
+  // The CTA launches with an even share of the register file per thread (in steps of 8), and
+  // setmaxnreg moves registers within that: an inc takes only what decs of the same CTA gave
+  // back, never the rest of the SM's 64K (a split that sums past the launch share hung on an
+  // H200: docs/perf/2026-11-28-decode-split-kv.md, "The producer's registers").
   const int groups = (static_cast<int>(threads_.size()) + 127) / 128;
   const int even = std::min(255, 65536 / (groups * 128)) / 8 * 8;
   for (int g = 0; g < groups; ++g) warpgroup_regs_.try_emplace(g, even);
   int64_t total = 0;
   for (const auto& [g, regs] : warpgroup_regs_) total += int64_t{g == group ? n : regs} * 128;
-  if (in.Has("inc") && total > 65536) {
+  if (in.Has("inc") && total > int64_t{even} * groups * 128) {
     SetState(t, Thread::State::kBarrier);
     t.barrier = kRegisterWait;
     return absl::OkStatus();  // the pc stays: it asks again when woken
@@ -1036,8 +1040,9 @@ absl::Status Cta::Deadlock() const {
   if (register_waiters)
     who.push_back(absl::StrFormat(
         "%d threads wait at setmaxnreg.inc for registers no warpgroup gives back (the "
-        "warpgroups hold %s registers per thread, of the SM's 65536 in all)",
-        register_waiters, absl::StrJoin(warpgroup_regs_, ", ", absl::PairFormatter(":"))));
+        "warpgroups hold %s registers per thread, of the %d a thread the CTA was launched with)",
+        register_waiters, absl::StrJoin(warpgroup_regs_, ", ", absl::PairFormatter(":")),
+        std::min(255, 65536 / (static_cast<int>((threads_.size() + 127) / 128) * 128)) / 8 * 8));
   int cluster_waiters = 0;
   for (const Thread& t : threads_)
     cluster_waiters += t.state == Thread::State::kBarrier && t.barrier == kClusterBarrier;

@@ -357,6 +357,31 @@ $L__done:
   EXPECT_NE(s.message().find("32 threads at barrier 2"), std::string::npos) << s;
 }
 
+// setmaxnreg moves registers within the CTA's launch share (168 a thread for 384 threads): two
+// consumer warpgroups at 240 leave the producer 24, and a producer at 32 leaves the incs waiting
+// forever, as a CTA did on an H200.
+TEST(Emulator, SetmaxnregMovesRegistersWithinTheCtasShare) {
+  auto split = [](int producer) {
+    return Kernel(absl::StrCat(R"(
+	setp.lt.u32 %p1, %r1, 128;
+	@%p1 bra $L__producer;
+	setmaxnreg.inc.sync.aligned.u32 240;
+	bra $L__done;
+$L__producer:
+	setmaxnreg.dec.sync.aligned.u32 )", producer, R"(;
+$L__done:
+)"), {384, 1, 1});
+  };
+  absl::Status s;
+  Emulate(split(24), 1, &s);
+  EXPECT_TRUE(s.ok()) << s;
+  Emulate(split(32), 1, &s);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("128 threads wait at setmaxnreg.inc for registers no warpgroup gives back"),
+            std::string::npos) << s;
+  EXPECT_NE(s.message().find("of the 168 a thread the CTA was launched with"), std::string::npos) << s;
+}
+
 TEST(Emulator, OutOfBoundsAndMisalignedAccessesNameTheLineAndThread) {
   absl::Status s;
   Emulate(Kernel(R"(
