@@ -495,6 +495,22 @@ rt::Bundle OneMapKernel(const std::string& name, const std::string& tensor, int 
   return b;
 }
 
+// The end of such a kernel: thread 0 (%p1 false) stores the 32 words at smem (%r2) through the
+// map, its box at `column`, and waits until the store has read them.
+std::string StoreTheWordsThroughTma(int column) {
+  return absl::StrCat(R"(	@%p1 bra $L__end;
+	mov.b64 %rd1, emu_param_0;
+	cvta.param.u64 %rd2, %rd1;
+	mov.b32 %r5, )", column, R"(;
+	cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd2, {%r5}], [%r2];
+	cp.async.bulk.commit_group;
+	cp.async.bulk.wait_group.read 0;
+$L__end:
+	ret;
+}
+)");
+}
+
 // The box's innermost coordinate is `column` (32-bit elements).
 absl::Status StoreThroughTma(bool fence, std::vector<uint32_t>* out, int column = 0) {
   rt::Bundle b = OneMapKernel("test/proxy", "out", 1024);
@@ -516,17 +532,7 @@ absl::Status StoreThroughTma(bool fence, std::vector<uint32_t>* out, int column 
 	st.shared.b32 [%r4], %r1;
 )", fence ? "\tfence.proxy.async.shared::cta;\n" : "", R"(	bar.sync 0;
 	setp.ne.s32 %p1, %r1, 0;
-	@%p1 bra $L__end;
-	mov.b64 %rd1, emu_param_0;
-	cvta.param.u64 %rd2, %rd1;
-	mov.b32 %r5, )", column, R"(;
-	cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd2, {%r5}], [%r2];
-	cp.async.bulk.commit_group;
-	cp.async.bulk.wait_group.read 0;
-$L__end:
-	ret;
-}
-)");
+)", StoreTheWordsThroughTma(column));
   Device d;
   uint64_t dst = *d.Allocate(128);
   absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Tensor(dst, {32}, {})});
@@ -596,17 +602,7 @@ $L__inited:
 	mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r6], 0;
 	@!%p2 bra $L__wait;
 )",
-                       after, R"(	@%p1 bra $L__end;
-	mov.b64 %rd1, emu_param_0;
-	cvta.param.u64 %rd2, %rd1;
-	mov.b32 %r5, 0;
-	cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd2, {%r5}], [%r2];
-	cp.async.bulk.commit_group;
-	cp.async.bulk.wait_group.read 0;
-$L__end:
-	ret;
-}
-)");
+                       after, StoreTheWordsThroughTma(0));
   Device d;
   uint64_t dst = *d.Allocate(128);
   std::vector<uint32_t> words(32);
