@@ -497,6 +497,42 @@ TEST(Hopper, RingsFilledByThreadsTakeCopiesNotBoxes) {
   ExpectError(late, late_line, "FillByThreads changes the full barriers' count: call it before Init");
 }
 
+// `kiln check` counts a ring's filling threads like any arrivals: 128 threads' cp.async arrivals
+// fill a ring declared for 128, and overfill one declared for 64 (each phase would complete
+// early, with half the copies still in flight).
+TEST(Hopper, RingsFilledByThreadsAreCountedByTheChecks) {
+  auto build = [](int declared) {
+    Kernel k("test/pipeline", sm90a(), {256});
+    Value x = k.PtrParam("x", bf16);
+    SmemTile t = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B, 2);
+    Pipeline ring(k, 2, 1);
+    ring.FillByThreads(declared);
+    k.If(k.ThreadIdx() == 0, [&] { ring.Init(); });
+    k.SyncThreads();
+    Value tid = k.ThreadIdx();
+    k.If(tid < 128, [&] {
+      Pipeline::Cursor at = ring.Start();
+      ring.ProduceByThreads(at, [&](Value s) {
+        k.CpAsync(t.Stage(s), tid % 64, tid / 64 * 8, x + (tid * 8).To(i64));
+      });
+    });
+    k.If(tid >= 128, [&] {
+      Pipeline::Cursor at = ring.Start();
+      ring.Consume(at, tid % 128, [&](Value s) { k.Load(t.Stage(s).At(0, 0)); });
+    });
+    return k.Build();
+  };
+  absl::StatusOr<KernelDef> right = build(128);
+  ASSERT_TRUE(right.ok()) << right.status();
+  EXPECT_TRUE(right->findings().empty()) << right->findings().front();
+  absl::StatusOr<KernelDef> wrong = build(64);
+  ASSERT_TRUE(wrong.ok()) << wrong.status();
+  ASSERT_EQ(wrong->findings().size(), 1u);
+  EXPECT_NE(wrong->findings()[0].find("128 threads arrive here on an mbarrier initialised at"), std::string::npos)
+      << wrong->findings()[0];
+  EXPECT_NE(wrong->findings()[0].find("for 64 arrivals a phase"), std::string::npos) << wrong->findings()[0];
+}
+
 // Acquiring stages without ever releasing them leaves the producer waiting at the first reuse.
 TEST(Hopper, StagesAcquiredButNeverReleased) {
   Kernel k("test/pipeline", sm90a(), {256});
