@@ -123,6 +123,15 @@ absl::Status Cta::Step(Thread& t) {
       break;
     case Op::kPrefetch:  // prefetch, prefetchu, prefetch.tensormap: only a cache hint, no value
                          // changes (PTX ISA)
+      // The ISA does not promise that a prefetch of global memory outside any allocation is
+      // harmless, so it is an error here, as a load would be.
+      if (in.Has("global") && !in.Has("tensormap") && !in.ops.empty()) {
+        const uint64_t at = Address(t, in.ops.at(0));
+        if (!dev_.Find(at, 1))
+          return Fail(t, in,
+                      absl::StrFormat("prefetches global address 0x%x, outside any allocation%s",
+                                      at, dev_.Near(at)));
+      }
       break;
     default: {
       const Origin o = SourceTaint(t, in);

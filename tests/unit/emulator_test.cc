@@ -382,6 +382,18 @@ $L__done:
   EXPECT_NE(s.message().find("of the 168 a thread the CTA was launched with"), std::string::npos) << s;
 }
 
+// A prefetch of global memory gives no value, but the ISA does not promise that one outside any
+// allocation is harmless: it is an error, with how far past the allocation it lies.
+TEST(Emulator, PrefetchesStayInsideAllocations) {
+  absl::Status s;
+  Emulate(Kernel("\tprefetch.global.L2 [%rd3];\n"), 32, &s);
+  EXPECT_TRUE(s.ok()) << s;
+  Emulate(Kernel("\tadd.s64 %rd4, %rd1, 4096;\n\tprefetch.global.L2 [%rd4];\n"), 32, &s);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("prefetches global address 0x"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("bytes past the end of the allocation"), std::string::npos) << s;
+}
+
 TEST(Emulator, OutOfBoundsAndMisalignedAccessesNameTheLineAndThread) {
   absl::Status s;
   Emulate(Kernel(R"(
