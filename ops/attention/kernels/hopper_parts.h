@@ -1,7 +1,8 @@
 // What the pieces of attention/hopper share (hopper.cc says the algorithm and its constraints):
 // the kernel as declared (shape, parameters, the work, shared memory, the rings), the query tile
 // a tile number stands for, and the two roles. hopper.cc declares the kernel; hopper_producer.cc
-// is the producer warp; hopper_consumer.h the consumer warpgroups.
+// is the producer warp (hopper_paged.cc its paged cache); hopper_consumer.h the consumer
+// warpgroups.
 #pragma once
 
 #include "kiln/ops/attention.h"
@@ -62,6 +63,12 @@ struct HopperAttention {
 // The producer warpgroup's role: thread `t` of 128 (one or two threads issue TMA boxes; where
 // the kernel gathers pages, all 128 copy rows).
 void RunProducer(HopperAttention& h, const Value& t);
+// A query tile's key tiles from a paged cache (hopper_paged.cc): TMA boxes a page, issued by
+// thread 0 (and, `rings_apart`, V's by thread 32), or copied by all 128 producer threads.
+void PagedTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_at,
+                Pipeline::Cursor& v_at, const Value& t, bool rings_apart);
+void GatheredTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_at,
+                   Pipeline::Cursor& v_at, const Value& t);
 // Split-KV over dense K and V, before griddepcontrol.wait: thread 0 of a part longer than its ring
 // asks for the ring's first K and V tiles into L2.
 void PrefetchBeforeTheWait(HopperAttention& h);
