@@ -574,8 +574,10 @@ void HopperOps::Role(const RoleSpec& role, const std::function<void(Value)>& bod
     if (s.target.compute_capability < 90) return self().Fail("setmaxnreg needs sm_90a", loc);
     if (s.register_roles.empty())
       self().CheckAtBuild([this] {
-        // The warpgroups' register budgets after every role's setmaxnreg must fit the SM's 64K
-        // registers: an .inc past them waits, as on the GPU, for registers nobody frees.
+        // The warpgroups' register budgets after every role's setmaxnreg must fit what the block
+        // is launched with (LaunchRegs a thread): setmaxnreg only moves registers between its
+        // warpgroups, and an .inc past them waits, as on the GPU, for registers nobody frees
+        // (docs/perf/2026-11-28-decode-split-kv.md, "The producer's registers").
         KernelState& st = state();
         const int wgs = (static_cast<int>(st.manifest.block.count()) + 127) / 128;
         std::vector<int> regs(wgs, st.LaunchRegs());
@@ -588,18 +590,21 @@ void HopperOps::Role(const RoleSpec& role, const std::function<void(Value)>& bod
           total += int64_t{regs[g]} * 128;
           absl::StrAppend(&each, g ? ", " : "", "warpgroup ", g, ": ", regs[g]);
         }
-        if (total > 65536 / st.min_blocks_per_sm) {
+        const int64_t launched = int64_t{st.LaunchRegs()} * wgs * 128;
+        if (total > launched) {
           const KernelState::RegisterRole* top = &st.register_roles.front();
           for (const KernelState::RegisterRole& r : st.register_roles)
             if (r.max_regs > top->max_regs) top = &r;
           const std::string share =
               st.min_blocks_per_sm > 1
-                  ? absl::StrCat(" and a block of MinBlocksPerSm(", st.min_blocks_per_sm, ") ",
-                                 65536 / st.min_blocks_per_sm)
+                  ? absl::StrCat(" (MinBlocksPerSm(", st.min_blocks_per_sm, "): a share of ",
+                                 65536 / st.min_blocks_per_sm, ")")
                   : "";
           self().Fail(absl::StrCat("the roles' register budgets (", each, " per thread) need ",
-                                   total, " registers; an SM has 65536", share,
-                                   ", so this setmaxnreg.inc would wait forever"),
+                                   total, " registers; the block is launched with ",
+                                   st.LaunchRegs(), " a thread, ", launched, " in all", share,
+                                   ", and setmaxnreg only moves registers between its "
+                                   "warpgroups, so this setmaxnreg.inc would wait forever"),
                       top->loc);
         }
       });

@@ -408,8 +408,9 @@ TEST(Hopper, SetmaxnregOnPartOfAWarpgroup) {
   ExpectError(k, line, "setmaxnreg applies to whole warpgroups");
 }
 
-// k11's budgets (producer 24, two consumers 240: 64512 of 65536) pass; a consumer at 256 does
-// not fit, and the build names the role asking most (the emulator shows the same wait at run time).
+// k11's budgets (producer 24, two consumers 240: the 64512 that 384 threads launch with, 168 a
+// thread) pass; a consumer at 256 does not fit, nor a producer at 32 (65536: an H200 hung on it),
+// and the build names the role asking most (the emulator shows the same wait at run time).
 TEST(Hopper, RoleRegisterBudgetsMustFitTheSm) {
   Kernel ok("test/regs_ok", sm90a(), {384});
   ok.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [](Value) {});
@@ -419,7 +420,12 @@ TEST(Hopper, RoleRegisterBudgetsMustFitTheSm) {
   k.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [](Value) {});
   k.Role({.first_thread = 128, .threads = 256, .max_regs = 256}, [](Value) {}); const int line = __LINE__;
   ExpectError(k, line, "the roles' register budgets (warpgroup 0: 24, warpgroup 1: 256, warpgroup 2: 256 per thread) "
-                       "need 68608 registers; an SM has 65536");
+                       "need 68608 registers; the block is launched with 168 a thread, 64512 in all, and setmaxnreg "
+                       "only moves registers between its warpgroups");
+  Kernel hung("test/regs_hung", sm90a(), {384});
+  hung.Role({.first_thread = 0, .threads = 128, .max_regs = 32}, [](Value) {});
+  hung.Role({.first_thread = 128, .threads = 256, .max_regs = 240}, [](Value) {}); const int hung_line = __LINE__;
+  ExpectError(hung, hung_line, "need 65536 registers; the block is launched with 168 a thread, 64512 in all");
   // Two blocks an SM: each has half the registers, and its roles' budgets count from that share.
   Kernel two("test/regs_two", sm90a(), {256});
   two.MinBlocksPerSm(2);
@@ -430,7 +436,9 @@ TEST(Hopper, RoleRegisterBudgetsMustFitTheSm) {
   over.MinBlocksPerSm(2);
   over.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [](Value) {});
   over.Role({.first_thread = 128, .threads = 128, .max_regs = 240}, [](Value) {}); const int over_line = __LINE__;
-  ExpectError(over, over_line, "need 33792 registers; an SM has 65536 and a block of MinBlocksPerSm(2) 32768");
+  ExpectError(over, over_line,
+              "need 33792 registers; the block is launched with 128 a thread, 32768 in all (MinBlocksPerSm(2): a "
+              "share of 32768)");
 }
 
 // The builder follows each accumulator's wgmma group: a read before the wait that completes

@@ -119,7 +119,8 @@ class Kernel : public MemoryOps, public AmpereOps, public HopperOps, public Blac
   // Launches in clusters of these dims (sm_90+); recorded in the manifest and the PTX.
   // The second __launch_bounds__ argument (.minnctapersm): with 1, ptxas may use all 255
   // registers per thread instead of capping them for an occupancy it guesses. Roles' setmaxnreg
-  // (Role) count from the block's share, 65536 / blocks registers; call it before them.
+  // (Role) move registers within the block's launch share (65536 / blocks / threads a thread, in
+  // steps of 8); call it before them.
   void MinBlocksPerSm(int blocks, Loc loc = Loc::current());
   void ClusterDims(rt::Dim3 dims, Loc loc = Loc::current());
 
