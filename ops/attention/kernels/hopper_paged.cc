@@ -102,7 +102,7 @@ void GatheredTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_a
     ahead[0] = entry(n0 + h.BN);
     Value first_key = n0 + first_row;  // this thread's rows copy while their keys are < skv
     auto gather = [&](const Value& cache, const SmemTile& ring) {
-      return [&, cache](Value stage) {
+      return [&, cache, ring](Value stage) {
         SmemTile dst = ring.Stage(stage);
         for (int pg = 0; pg < pages; ++pg) {
           // The page's first row for this thread: its entry from lane pg, once for its passes.
