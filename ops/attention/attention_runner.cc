@@ -126,10 +126,8 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
       return Invalid("cu_seqlens needs a 4-byte aligned pointer");
   }
   if (z.lens || z.page) {
-    if (compute_capability != 90 || !options.kernel.empty())
-      return Invalid(
-          "sequences of their own lengths and paged caches run on sm_90a, with the plan's own "
-          "kernel");
+    if (compute_capability != 90)
+      return Invalid("sequences of their own lengths and paged caches run on sm_90a");
     if (!o.seq_lens || o.seq_lens % 4) return Invalid("seq_lens needs a 4-byte aligned pointer");
   }
   if (z.page) {
@@ -192,7 +190,7 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     absl::StrAppend(&plan.kernel, ".rows");
   } else if ((z.lens || z.page) && !Decodes(z, options)) {
     PlanCachePrefill(z, options, plan);
-  } else if (options.kernel.empty()) {
+  } else if (options.kernel.empty() || z.lens || z.page) {  // (a cache's: its parts planned)
     PlanDecode(z, options, compute_capability, plan);
   }
   if (!options.kernel.empty()) {
@@ -201,7 +199,7 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
                              got = absl::StrSplit(options.kernel, '.');
     auto tiling =
         [](const std::string& o) {  // options that change how, not what, a kernel computes
-          return o == "persist" || o == "lazy" || o == "eager" || o == "cta2" ||
+          return o == "persist" || o == "lazy" || o == "eager" || o == "cta2" || o == "gather" ||
                  ((absl::StartsWith(o, "wg") || absl::StartsWith(o, "bn") ||
                    absl::StartsWith(o, "st")) &&
                   o.size() > 2 && std::all_of(o.begin() + 2, o.end(), ::isdigit));
@@ -219,7 +217,7 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     if (!ok)
       return Invalid(absl::StrCat(
           "kernel ", options.kernel, " does not compute this problem (it runs ", plan.kernel,
-          " with tiling options wgN, bnN, stN, persist, lazy or eager at most)"));
+          " with tiling options wgN, bnN, stN, persist, lazy, eager or gather at most)"));
     plan.kernel = options.kernel;
   }
   return plan;

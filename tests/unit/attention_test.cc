@@ -403,6 +403,18 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
   other.kernel = "attention/hopper.d128.wgx";
   EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
+  // A paged decode takes the gather variant of its kernel (its parts still planned), not another
+  // page size's.
+  const rt::AttentionOperands paged{16, 16, 16, 16, 16, 16, 16};
+  const rt::AttentionSize decode = PagedSize({.b = 1, .hq = 32, .hkv = 8, .s = 1, .skv = 8192}, 16);
+  other.kernel = "attention/hopper.d128.wg1.bn128.st3.page16.split.gather";
+  absl::StatusOr<rt::AttentionPlan> gathered = rt::PlanAttention(decode, other, paged, 90);
+  ASSERT_TRUE(gathered.ok()) << gathered.status();
+  EXPECT_EQ(gathered->kernel, other.kernel);
+  EXPECT_EQ(gathered->splits, rt::PlanAttention(decode, {}, paged, 90)->splits);
+  EXPECT_GT(gathered->splits, 1);
+  other.kernel = "attention/hopper.d128.wg1.bn128.st3.page32.split";
+  EXPECT_NE(error(decode, other, paged, 90).find("does not compute this problem"), std::string::npos);
   EXPECT_EQ(rt::PlanAttention({.s = 1024, .skv = 1024}, {}, ok, 100)->kernel, "attention/blackwell.d128");
   EXPECT_EQ(rt::PlanAttention({.hq = 8, .hkv = 2, .skv = 8192}, {}, ok, 100)->kernel,
             "attention/blackwell.d128.split");  // decode
