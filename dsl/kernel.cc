@@ -553,6 +553,8 @@ void Kernel::While(const std::function<Value()>& cond, const std::function<void(
   mlir::scf::YieldOp::create(s.builder, l);
 }
 
+int HopperOps::LaunchRegs() { return state().LaunchRegs(); }
+
 void HopperOps::Role(const RoleSpec& role, const std::function<void(Value)>& body, Loc loc) {
   KernelState& s = state();
   const int block = static_cast<int>(s.manifest.block.count());

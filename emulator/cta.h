@@ -752,9 +752,14 @@ class Cta {
   // The swizzle span + 1 of the TMA load that last wrote each shared byte (0: none), for the
   // descriptors that read them: a different span reads the tile scrambled.
   std::vector<uint8_t> tma_swizzle_;
-  // setmaxnreg: each warpgroup's registers per thread, against the SM's 64K (from an even split).
+  // setmaxnreg: each warpgroup's registers per thread, against the block's launch share.
   std::map<int, int> warpgroup_regs_;
   absl::Status SetMaxNReg(Thread& t, const Instr& in);
+  // The registers a thread the block launches with: an even share of the SM's 64K, in steps of 8.
+  int LaunchRegs() const {
+    const int groups = (static_cast<int>(threads_.size()) + 127) / 128;
+    return std::min(255, 65536 / (groups * 128)) / 8 * 8;
+  }
   std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> unfenced_;
   // Shared bytes read through the generic proxy (ld.shared, ldmatrix): the last reading thread + 1
   // (0: none) and that thread's count of fence.proxy.async at the read. A TMA load landing on a
@@ -797,6 +802,8 @@ class Cta {
   absl::Status LandOneCpAsyncArrival(size_t index);
   // A landed copy's bytes, written through the generic proxy: generic_writer_ gets `mark`.
   void WriteLandedCopy(const AsyncCopy& c, int writer, int32_t mark);
+  // A copy landed at `t`'s own wait: `t`'s unfenced write, which its fence.proxy.async clears.
+  void LandOwnCopy(Thread& t, const AsyncCopy& c);
   // cp.async writes through the generic proxy (PTX ISA, cp.async): bytes landed by an arrival are
   // unfenced for the async proxy until a thread that has waited for the phase the arrival
   // completes runs fence.proxy.async. Their generic_writer_ mark is minus (writer + 1), which the

@@ -544,7 +544,7 @@ absl::Status Cta::SetMaxNReg(Thread& t, const Instr& in) {
   // back, never the rest of the SM's 64K (a split that sums past the launch share hung on an
   // H200: docs/perf/2026-11-28-decode-split-kv.md, "The producer's registers").
   const int groups = (static_cast<int>(threads_.size()) + 127) / 128;
-  const int even = std::min(255, 65536 / (groups * 128)) / 8 * 8;
+  const int even = LaunchRegs();
   for (int g = 0; g < groups; ++g) warpgroup_regs_.try_emplace(g, even);
   int64_t total = 0;
   for (const auto& [g, regs] : warpgroup_regs_) total += int64_t{g == group ? n : regs} * 128;
@@ -1051,7 +1051,7 @@ absl::Status Cta::Deadlock() const {
         "%d threads wait at setmaxnreg.inc for registers no warpgroup gives back (the "
         "warpgroups hold %s registers per thread, of the %d a thread the CTA was launched with)",
         register_waiters, absl::StrJoin(warpgroup_regs_, ", ", absl::PairFormatter(":")),
-        std::min(255, 65536 / (static_cast<int>((threads_.size() + 127) / 128) * 128)) / 8 * 8));
+        LaunchRegs()));
   int cluster_waiters = 0;
   for (const Thread& t : threads_)
     cluster_waiters += t.state == Thread::State::kBarrier && t.barrier == kClusterBarrier;

@@ -130,8 +130,7 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
       std::vector<AsyncCopy> flying;
       for (AsyncCopy& c : a.copies)
         if (all || (c.group >= 0 && c.group < t.groups_committed - keep)) {
-          WriteLandedCopy(c, t.linear, t.linear + 1);
-          unfenced_[t.linear].push_back({c.shared_offset, c.bytes.size()});
+          LandOwnCopy(t, c);
         } else {
           flying.push_back(std::move(c));
         }
@@ -184,6 +183,13 @@ void Cta::WriteLandedCopy(const AsyncCopy& c, int writer, int32_t mark) {
   if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
   std::fill(generic_writer_.begin() + c.shared_offset,
             generic_writer_.begin() + c.shared_offset + n, mark);
+}
+
+// Through the generic proxy (PTX ISA, cp.async), as the waiting thread's own write: its
+// fence.proxy.async after the wait orders it before the async proxy.
+void Cta::LandOwnCopy(Thread& t, const AsyncCopy& c) {
+  WriteLandedCopy(c, t.linear, t.linear + 1);
+  unfenced_[t.linear].push_back({c.shared_offset, c.bytes.size()});
 }
 
 absl::Status Cta::LandCpAsyncArrival(size_t index) {
@@ -269,12 +275,7 @@ void Cta::FenceCpAsyncLandings(const Thread& t) {
 
 void Cta::CompleteGroups(Thread& t, size_t keep) {
   while (t.groups.size() > keep) {
-    for (const AsyncCopy& c : t.groups.front()) {
-      // Through the generic proxy (PTX ISA, cp.async), as the waiting thread's own write: its
-      // fence.proxy.async after this wait orders it before the async proxy.
-      WriteLandedCopy(c, t.linear, t.linear + 1);
-      unfenced_[t.linear].push_back({c.shared_offset, c.bytes.size()});
-    }
+    for (const AsyncCopy& c : t.groups.front()) LandOwnCopy(t, c);
     t.groups.erase(t.groups.begin());
   }
 }

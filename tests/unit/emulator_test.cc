@@ -507,6 +507,25 @@ rt::Bundle OneMapKernel(const std::string& name, const std::string& tensor, int 
   return b;
 }
 
+// The start of such a kernel's PTX, up to %r1 = the thread and %r2 = smem; `more_params` follow
+// the map's.
+std::string OneMapKernelStart(const std::string& more_params = "") {
+  return absl::StrCat(R"(.version 8.0
+.target sm_90a
+.address_size 64
+.extern .shared .align 1024 .b8 smem[];
+.visible .entry emu(
+	.param .align 64 .b8 emu_param_0[128])", more_params, R"(
+)
+{
+	.reg .pred %p<3>;
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<6>;
+	mov.u32 %r1, %tid.x;
+	mov.u32 %r2, smem;
+)");
+}
+
 // The end of such a kernel: thread 0 (%p1 false) stores the 32 words at smem (%r2) through the
 // map, its box at `column`, and waits until the store has read them.
 std::string StoreTheWordsThroughTma(int column) {
@@ -526,20 +545,7 @@ $L__end:
 // The box's innermost coordinate is `column` (32-bit elements).
 absl::Status StoreThroughTma(bool fence, std::vector<uint32_t>* out, int column = 0) {
   rt::Bundle b = OneMapKernel("test/proxy", "out", 1024);
-  b.ptx = absl::StrCat(R"(.version 8.0
-.target sm_90a
-.address_size 64
-.extern .shared .align 1024 .b8 smem[];
-.visible .entry emu(
-	.param .align 64 .b8 emu_param_0[128]
-)
-{
-	.reg .pred %p<2>;
-	.reg .b32 %r<8>;
-	.reg .b64 %rd<4>;
-	mov.u32 %r1, %tid.x;
-	mov.u32 %r2, smem;
-	shl.b32 %r3, %r1, 2;
+  b.ptx = absl::StrCat(OneMapKernelStart(), R"(	shl.b32 %r3, %r1, 2;
 	add.s32 %r4, %r2, %r3;
 	st.shared.b32 [%r4], %r1;
 )", fence ? "\tfence.proxy.async.shared::cta;\n" : "", R"(	bar.sync 0;
@@ -579,21 +585,7 @@ absl::Status StoreCopiedWords(CopyFence fence, std::vector<uint32_t>* out) {
   b.manifest.params.push_back({"in", rt::ParamSpec::Kind::kPointer});
   const char* before = fence == CopyFence::kBeforeTheWait ? "\tfence.proxy.async.shared::cta;\n" : "";
   const char* after = fence == CopyFence::kAfterTheWait ? "\tfence.proxy.async.shared::cta;\n" : "";
-  b.ptx = absl::StrCat(R"(.version 8.0
-.target sm_90a
-.address_size 64
-.extern .shared .align 1024 .b8 smem[];
-.visible .entry emu(
-	.param .align 64 .b8 emu_param_0[128],
-	.param .u64 emu_param_1
-)
-{
-	.reg .pred %p<3>;
-	.reg .b32 %r<8>;
-	.reg .b64 %rd<6>;
-	mov.u32 %r1, %tid.x;
-	mov.u32 %r2, smem;
-	add.s32 %r6, %r2, 512;
+  b.ptx = absl::StrCat(OneMapKernelStart(",\n\t.param .u64 emu_param_1"), R"(	add.s32 %r6, %r2, 512;
 	setp.ne.s32 %p1, %r1, 0;
 	@%p1 bra $L__inited;
 	mbarrier.init.shared::cta.b64 [%r6], 32;

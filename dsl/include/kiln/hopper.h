@@ -234,7 +234,10 @@ class HopperOps : public KernelPart<HopperOps> {
   void NamedBarrierArrive(const Operand& id, int threads, Loc loc = Loc::current());
 
   // Runs `body(index within the role)` on threads [first, first + threads); with max_regs, the
-  // role first adjusts its register budget (setmaxnreg.inc or .dec).
+  // role first adjusts its register budget (setmaxnreg.inc or .dec). The roles' budgets share
+  // what the block is launched with, LaunchRegs() a thread (65536 / MinBlocksPerSm / threads, in
+  // steps of 8, at most 255): setmaxnreg only moves registers between its warpgroups.
+  int LaunchRegs();
   void Role(const RoleSpec& role, const std::function<void(Value)>& body, Loc loc = Loc::current());
 
   WgmmaAccumulator WgmmaAcc(int n, Loc loc = Loc::current());

@@ -47,7 +47,7 @@ struct AttentionShape {
   bool lens = false;
   int page = 0;
   // ("gather") Pages of 16 copied by the producer warpgroup's threads with cp.async instead of a
-  // TMA box a page (GathersPages). Not the plan's pick: it measured level with the boxes
+  // TMA box a page (GathersPages). An option the plan does not pick: the boxes stay its choice
   // (docs/perf/2026-11-28-decode-split-kv.md, "Pages of 16 gathered by threads").
   bool page_gather = false;
   bool per_sequence() const { return lens || page; }

@@ -239,14 +239,12 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   k.SyncThreads();
   if (h.ranked) h.tile_count = k.Load(most_tiles.At(0, 0)) * p.B * Hq;
 
-  // The register split, within what the CTA is launched with (an even share of the register
-  // file a thread, in steps of 8; with two CTAs an SM, half of it): setmaxnreg only moves
-  // registers between the CTA's warpgroups (docs/perf/2026-11-28-decode-split-kv.md, "The
-  // producer's registers"). The producer takes 24, or 32 with three consumer warpgroups (their
-  // share stays whole), or 56 where its threads gather pages (with fewer they spill their
-  // addresses); the consumers the rest, at most 240.
-  const int ctas = a.two_ctas ? 2 : 1;
-  const int launched = std::min(255, 65536 / ctas / (128 * (W + 1))) / 8 * 8;
+  // The register split, within what the block is launched with (k.LaunchRegs() a thread):
+  // setmaxnreg only moves registers between its warpgroups
+  // (docs/perf/2026-11-28-decode-split-kv.md, "The producer's registers"). The producer takes 24,
+  // or 32 with three consumer warpgroups (their share stays whole), or 56 where its threads gather
+  // pages (with fewer they spill their addresses); the consumers the rest, at most 240.
+  const int launched = k.LaunchRegs();
   const int producer_regs = h.gathers ? 56 : W == 3 ? 32 : 24;
   k.Role({.first_thread = 0, .threads = 128, .max_regs = producer_regs},
          [&](Value t) { attention_sm90::RunProducer(h, t); });

@@ -73,12 +73,12 @@ void PagedTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_at,
 
 // Pages of 16 gathered (HopperAttention::gathers): the producer warpgroup's 128 threads copy the
 // rows by cp.async, 16 bytes each, as FlashAttention-3 and FlashInfer copy small pages, instead
-// of a TMA box a page and 64 columns. It measured level with the boxes, so it is an option, not
-// the plan's pick (docs/perf/2026-11-28-decode-split-kv.md, "Pages of 16 gathered by threads"). A
-// row's chunks go to consecutive threads, so a warp reads whole rows; the rows of one pass of the
-// 128 threads lie in one page. Lane l holds the block-table entry of the key tile's page l % pages,
-// loaded a tile ahead and passed on by shuffles. Rows past the sequence's last key copy nothing and
-// land as zeros (the consumers mask their scores).
+// of a TMA box a page and 64 columns: an option, not the plan's pick, which keeps the boxes
+// (docs/perf/2026-11-28-decode-split-kv.md, "Pages of 16 gathered by threads"). A row's chunks go
+// to consecutive threads, so a warp reads whole rows; the rows of one pass of the 128 threads lie
+// in one page. Lane l holds the block-table entry of the key tile's page l % pages, loaded a tile
+// ahead and passed on by shuffles. Rows past the sequence's last key copy nothing and land as zeros
+// (the consumers mask their scores).
 void GatheredTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_at,
                    Pipeline::Cursor& v_at, const Value& t) {
   Kernel& k = h.k;

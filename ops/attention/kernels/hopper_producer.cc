@@ -10,9 +10,10 @@
 namespace kiln::examples::attention_sm90 {
 
 // A prefetch gives no thread a value, and L2 is where the previous kernel's writes land, so it
-// cannot read around them. Where the ring holds the whole part it measured no faster or slower
-// (docs/perf/2026-11-28-decode-split-kv.md, "Timed with cold caches"). Kernels with lengths or a
-// block table (global memory) cannot place their tiles before the wait.
+// cannot read around them. Only a part longer than its ring prefetches: where the ring holds the
+// whole part there is nothing to gain (docs/perf/2026-11-28-decode-split-kv.md, "Timed with cold
+// caches"). Kernels with lengths or a block table (global memory) cannot place their tiles before
+// the wait: PrefetchTablesBeforeTheWait.
 void PrefetchBeforeTheWait(HopperAttention& h) {
   Kernel& k = h.k;
   k.If(k.ThreadIdx() == 0, [&] {
