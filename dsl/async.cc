@@ -101,10 +101,14 @@ bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile
   return true;
 }
 
-// The destination of a TMA load, in the shared::cluster window (address space 7).
+// The destination of a TMA load, in the shared::cluster window (address space 7). The PTX ISA
+// makes an address of the executing CTA's shared::cta window valid in the shared::cluster window,
+// naming that CTA's memory, so the 32-bit offset is reused as it is: an addrspacecast would go
+// through a generic address (cvta twice, a 64-bit pair and the window's base read each time).
 mlir::Value ClusterDst(KernelState& s, const SmemTile& dst, const Loc& loc, mlir::Location l) {
   auto cluster_ptr = mlir::LLVM::LLVMPointerType::get(s.context.get(), 7);
-  return mlir::LLVM::AddrSpaceCastOp::create(s.builder, l, cluster_ptr, s.Unwrap(dst.Base(loc)));
+  return mlir::LLVM::IntToPtrOp::create(s.builder, l, cluster_ptr,
+                                        s.SharedAddress32(s.Unwrap(dst.Base(loc)), l));
 }
 
 llvm::SmallVector<mlir::Value> Coordinates(KernelState& s, const std::vector<Operand>& coords) {

@@ -316,8 +316,8 @@ TEST(PlantedBugs, AMissingWaitIsCaught) {
   // Without the try_wait loops nothing holds the threads until the tiles land (with the loads
   // landing as late as the ISA allows, seed 0).
   rt::Bundle b = Mutated("@!done bra.uni", "// @!done bra.uni");
-  for (const char* wait : {"mbarrier.try_wait.parity.shared::cta.b64 done, [%r40], %r42;",
-                           "mbarrier.try_wait.parity.shared::cta.b64 done, [%r41], %r42;"}) {
+  for (const char* wait : {"mbarrier.try_wait.parity.shared::cta.b64 done, [%r38], %r40;",
+                           "mbarrier.try_wait.parity.shared::cta.b64 done, [%r39], %r40;"}) {
     size_t at = b.ptx.find(wait);
     ASSERT_NE(at, std::string::npos) << wait;
     b.ptx.replace(at, std::string(wait).size(), "");
