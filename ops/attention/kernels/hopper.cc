@@ -34,6 +34,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "examples/registry.h"
 #include "kiln/pipeline.h"
@@ -243,9 +244,13 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // setmaxnreg only moves registers between its warpgroups
   // (docs/perf/2026-11-28-decode-split-kv.md, "The producer's registers"). The producer takes 24,
   // or 32 with three consumer warpgroups (their share stays whole), or 56 where its threads gather
-  // pages (with fewer they spill their addresses); the consumers the rest, at most 240.
+  // pages (with fewer they spill their addresses), or 40 where a prefill's key tile takes a box a
+  // page (pages smaller than the tile: its page numbers spill at 24) and two consumer warpgroups
+  // at D = 128 run within 232 (docs/perf/2026-11-28-paged-prefill.md, "Pages of 16: the
+  // producer's registers, and a third stage at D = 64"); the consumers the rest, at most 240.
   const int launched = k.LaunchRegs();
-  const int producer_regs = h.gathers ? 56 : W == 3 ? 32 : 24;
+  const bool many_boxes = a.page && a.page < BN && !a.split && W == 2 && D == 128;
+  const int producer_regs = h.gathers ? 56 : W == 3 ? 32 : many_boxes ? 40 : 24;
   k.Role({.first_thread = 0, .threads = 128, .max_regs = producer_regs},
          [&](Value t) { attention_sm90::RunProducer(h, t); });
   const int consumer_regs = std::min(240, (launched * (W + 1) - producer_regs) / W / 8 * 8);
@@ -283,8 +288,11 @@ ExampleFamily AttentionFamily() {
   // Prefill over sequences of their own lengths and paged caches (PlanCachePrefill), bf16 (f16:
   // `kiln bundle`).
   for (const char* v : {"d64", "d64.causal", "d128.bn128", "d128.causal", "d256", "d256.causal"})
-    for (const char* form : {".lens", ".page16", ".page32", ".page64", ".page256"})
-      f.bundled.push_back(absl::StrCat(v, form));
+    for (const char* form : {".lens", ".page16", ".page32", ".page64", ".page256"}) {
+      // (three K/V stages at D = 64 over pages of 16: PlanCachePrefill)
+      const bool st3 = absl::StartsWith(v, "d64") && absl::string_view(form) == ".page16";
+      f.bundled.push_back(absl::StrCat(v, st3 ? ".st3" : "", form));
+    }
   // Packed sequences, and decode over sequences of their own lengths and paged caches, bf16 (f16:
   // `kiln bundle`).
   for (const char* v : {"d64", "d64.causal", "d128", "d128.causal", "d256", "d256.causal"})
