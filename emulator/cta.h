@@ -488,7 +488,7 @@ class Cta {
         break;
       case Operand::Kind::kSymbol: {
         auto it = m_.shared_symbols.find(o.symbol);
-        v = it == m_.shared_symbols.end() ? 0 : static_cast<uint64_t>(it->second);
+        v = it == m_.shared_symbols.end() ? 0 : static_cast<uint64_t>(it->second) + SharedWindow();
         for (const ptx::Param& p : e_.params)
           if (p.name == o.symbol) v = p.offset;  // an address in the parameter space
         break;
@@ -536,8 +536,9 @@ class Cta {
                                     addr, dev_.Near(addr)));
       return p;
     }
-    if (space == Space::kShared && (addr >> 24) != 0) {  // shared::cluster: another CTA's memory
-      absl::StatusOr<Cta*> peer = Peer(t, in, (addr >> 24) - 1);
+    if (space == Space::kShared && (addr >> 24) != static_cast<uint64_t>(rank_)) {
+      // shared::cluster: another CTA's memory
+      absl::StatusOr<Cta*> peer = Peer(t, in, addr >> 24);
       if (!peer.ok()) return peer.status();
       addr &= kOffsetMask;
       if (*peer != this) {
@@ -551,6 +552,7 @@ class Cta {
       }
     }
     if (space == Space::kShared) {
+      addr &= kOffsetMask;
       if (addr + bytes > shared_.size())
         return Fail(
             t, in,
@@ -572,7 +574,7 @@ class Cta {
       base = t.r[o.reg];
     else if (!o.symbol.empty()) {
       if (auto it = m_.shared_symbols.find(o.symbol); it != m_.shared_symbols.end())
-        base = it->second;
+        base = it->second + SharedWindow();
       for (const ptx::Param& p : e_.params)
         if (p.name == o.symbol) base = p.offset;
     }
@@ -726,7 +728,14 @@ class Cta {
   static constexpr int kClusterBarrier =
       -2;                                   // Thread::barrier while waiting at barrier.cluster.wait
   static constexpr int kRegisterWait = -3;  // ... at a setmaxnreg.inc the SM cannot grant yet
-  static constexpr uint64_t kOffsetMask = 0xFFFFFF;  // shared::cluster: (rank + 1) << 24 | offset
+  // Shared addresses, shared::cta and shared::cluster alike, are rank << 24 | offset, as the
+  // hardware's are: an H200 gives cluster CTA r's shared variables addresses r << 24 | offset
+  // (docs/perf/2026-11-30-descriptors-and-tma-destinations.md), where the PTX ISA
+  // says only that a shared::cta address is valid in the shared::cluster window. Code that takes
+  // such an address for a small offset (a descriptor's start field without the ISA's mask) then
+  // fails here as it does on the GPU.
+  static constexpr uint64_t kOffsetMask = 0xFFFFFF;
+  uint64_t SharedWindow() const { return static_cast<uint64_t>(rank_) << 24; }
   struct MbarrierState {
     int expected = 0, pending = 0;
     int64_t tx = 0;

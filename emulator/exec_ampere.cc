@@ -24,7 +24,8 @@ std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lan
       if (s->ok()) *s = p.status();
       return 0;
     }
-    if (absl::Status pending = CheckCpAsyncPending(src, e_.code[src.pc], addr, 2); !pending.ok()) {
+    if (absl::Status pending = CheckCpAsyncPending(src, e_.code[src.pc], addr & kOffsetMask, 2);
+        !pending.ok()) {
       if (s->ok()) *s = pending;
       return 0;
     }
@@ -103,6 +104,7 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
     a.mbarrier = Address(t, in.ops.at(0));
     if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, a.mbarrier, 8); !p.ok())
       return p.status();
+    a.mbarrier &= kOffsetMask;  // (the CTA's own: .shared::cta)
     for (std::vector<AsyncCopy>& g : t.groups)
       for (AsyncCopy& c : g) a.copies.push_back(std::move(c));
     for (AsyncCopy& c : t.open_group) a.copies.push_back(std::move(c));
@@ -149,6 +151,7 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
   if (absl::StatusOr<uint8_t*> dst = Memory(t, in, Space::kShared, copy.shared_offset, size);
       !dst.ok())
     return dst.status();
+  copy.shared_offset &= kOffsetMask;  // (the CTA's own: .shared::cta)
   copy.bytes.assign(size, 0);
   if (src_size > 0) {
     absl::StatusOr<uint8_t*> src =

@@ -17,8 +17,8 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
     if (o.kind == Operand::Kind::kAddress) addr_op = &o;
   if (!addr_op) return Fail(t, in, "an mbarrier instruction without an address");
   uint64_t off = Address(t, *addr_op);
-  if ((off >> 24) != 0) {  // a barrier of a cluster peer (mapa): arrivals only
-    absl::StatusOr<Cta*> peer = Peer(t, in, (off >> 24) - 1);
+  if ((off >> 24) != static_cast<uint64_t>(rank_)) {  // a cluster peer's (mapa): arrivals only
+    absl::StatusOr<Cta*> peer = Peer(t, in, off >> 24);
     if (!peer.ok()) return peer.status();
     off &= kOffsetMask;
     if (*peer != this) {
@@ -30,6 +30,7 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
   }
   if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, off, 8); !p.ok())
     return p.status();
+  off &= kOffsetMask;
   if (kind == "init") {
     const int count = static_cast<int>(Read(t, in.ops.back(), 32));
     if (count < 1)
@@ -163,14 +164,15 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
                 absl::StrFormat("a TMA box's innermost coordinate %d (%d-byte elements) is not on "
                                 "a 16-byte boundary: the GPU raises an illegal instruction",
                                 coords[0], es));
-  const uint64_t smem = Address(t, load ? in.ops.at(0) : in.ops.at(1));
+  // (A box's shared address is the CTA's own or, multicast, the same offset in each CTA's.)
+  const uint64_t smem = Address(t, load ? in.ops.at(0) : in.ops.at(1)) & kOffsetMask;
   if (smem % 128)
     return Fail(
         t, in, absl::StrFormat("the shared address %d of a TMA box is not 128-byte aligned", smem));
   if (load) {
     const uint64_t bar = Address(t, in.ops.at(2));
     if (!in.Has("multicast::cluster")) {
-      pending_.push_back({*map, coords, smem & kOffsetMask, bar, &in});
+      pending_.push_back({*map, coords, smem, bar, &in});
       return absl::OkStatus();
     }
     // The box lands at the same offset in every CTA of the mask, each completing on its own
@@ -180,7 +182,7 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
       if (!(mask >> r & 1)) continue;
       absl::StatusOr<Cta*> peer = Peer(t, in, r);
       if (!peer.ok()) return peer.status();
-      (*peer)->pending_.push_back({*map, coords, smem & kOffsetMask, bar & kOffsetMask, &in});
+      (*peer)->pending_.push_back({*map, coords, smem, r << 24 | (bar & kOffsetMask), &in});
     }
     return absl::OkStatus();
   }
@@ -375,9 +377,9 @@ absl::Status Cta::CompleteAsync(size_t index) {
         return absl::OkStatus();
       });
   if (!landed.ok()) return landed;
-  if ((op.mbarrier >> 24) != 0 &&
+  if ((op.mbarrier >> 24) != static_cast<uint64_t>(rank_) &&
       cluster_) {  // completes on a peer's barrier (a CTA pair's leader)
-    const uint64_t rank = (op.mbarrier >> 24) - 1;
+    const uint64_t rank = op.mbarrier >> 24;
     if (rank >= cluster_->ctas.size())
       return absl::InvalidArgumentError(absl::StrCat(
           kernel_, ": a TMA load completes on cluster CTA ", rank, ", outside the cluster"));
@@ -392,8 +394,8 @@ absl::Status Cta::CompleteAsync(size_t index) {
       pit->second.tx -= bytes;
       return peer->MbarrierComplete(op.mbarrier & kOffsetMask);
     }
-    op.mbarrier &= kOffsetMask;
   }
+  op.mbarrier &= kOffsetMask;
   auto it = mbarriers_.find(op.mbarrier);
   if (it == mbarriers_.end())
     return absl::InvalidArgumentError(
