@@ -510,9 +510,12 @@ class EntryBuilder {
             if (it == labels_.end()) return Error(in.line, absl::StrCat("unknown label ", name));
             o.regs.push_back(it->second);
           }
-        } else if (o.kind == Operand::Kind::kLabel) {
+        } else if (o.kind == Operand::Kind::kLabel ||
+                   (in.op == Op::kBra && o.kind == Operand::Kind::kSymbol)) {
+          // (A label is any identifier, `$L__BB0_1` or `LOOP`: a branch's operand names one.)
           auto it = labels_.find(o.symbol);
           if (it == labels_.end()) return Error(in.line, absl::StrCat("unknown label ", o.symbol));
+          o.kind = Operand::Kind::kLabel;
           o.target = it->second;
         }
     return absl::OkStatus();

@@ -444,6 +444,59 @@ TEST(Emulator, EndlessLoopsRunOutOfBudget) {
 
 // A launch's error ends with the line that launched it, for arguments it refuses and for what
 // goes wrong while it runs alike.
+// A PTX label is any identifier (`$L__BB0_1` from LLVM, `AGAIN` by hand): a loop of three through
+// `AGAIN`, and a branch to a label the kernel does not hold refused when the PTX is read.
+TEST(Emulator, ABranchTakesAnyIdentifierAsItsLabel) {
+  rt::Bundle loop = Kernel(R"(
+	mov.u32 %r2, 0;
+AGAIN:
+	add.u32 %r2, %r2, 1;
+	setp.lt.u32 %p1, %r2, 3;
+	@%p1 bra AGAIN;
+	st.global.u32 [%rd3], %r2;)");
+  EXPECT_EQ(Emulate(loop, 1)[0], 3u);
+  absl::Status status;
+  Emulate(Kernel("\tbra NOWHERE;"), 1, &status);
+  EXPECT_NE(status.message().find("unknown label NOWHERE"), absl::string_view::npos) << status;
+}
+
+// Shared addresses are rank << 24 | offset, as an H200's are (its cluster CTA 1's shared
+// variables at 0x1000400: docs/perf/2026-11-30-descriptors-and-tma-destinations.md): in clusters
+// of two, CTA r reads its own `smem` at r << 24, reaches its own bytes through that address, and
+// mapa to rank 0 gives the bare offset. Thread 0 of CTA c writes out[4c..4c+2]: its address of
+// smem, mapa of it to rank 0, and the word it stored there (its %ctaid.x) read back.
+TEST(Emulator, ClusterCtasSharedAddressesCarryTheirRank) {
+  rt::Bundle b = Sm90(Kernel(R"(
+	mov.u32 %r2, smem;
+	mov.u32 %r3, %ctaid.x;
+	st.shared.u32 [%r2+64], %r3;
+	mapa.shared::cluster.u32 %r4, %r2, 0;
+	ld.shared.u32 %r5, [%r2+64];
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra DONE;
+	shl.b32 %r6, %r3, 4;
+	cvt.u64.u32 %rd4, %r6;
+	add.s64 %rd5, %rd1, %rd4;
+	st.global.u32 [%rd5], %r2;
+	st.global.u32 [%rd5+4], %r4;
+	st.global.u32 [%rd5+8], %r5;
+DONE:
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;)", {32, 1, 1}));
+  b.manifest.cluster = {2, 1, 1};
+  Device d;
+  const uint64_t out = *d.Allocate(4 * 4 * 4);
+  absl::StatusOr<Stats> s = Launch(d, b, {4, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(0)}, {.seed = 2});
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::vector<uint32_t> v(4 * 4);
+  ASSERT_TRUE(d.CopyOut(v.data(), out, v.size() * 4).ok());
+  for (uint32_t cta = 0; cta < 4; ++cta) {
+    EXPECT_EQ(v[cta * 4], (cta % 2) << 24) << cta;  // its own window: its rank above the offset
+    EXPECT_EQ(v[cta * 4 + 1], 0u) << cta;            // rank 0's: the bare offset
+    EXPECT_EQ(v[cta * 4 + 2], cta) << cta;           // its own bytes, through its own address
+  }
+}
+
 // Options::only_clusters: the listed CTAs run and see the whole grid; the others never start.
 // Each thread of each CTA that runs writes %nctaid.x at out[ctaid * 32 + tid].
 TEST(Emulator, OnlyTheListedClustersRun) {
