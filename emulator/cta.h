@@ -767,7 +767,7 @@ class Cta {
   // The registers a thread the block launches with: an even share of the SM's 64K, in steps of 8.
   int LaunchRegs() const {
     const int groups = (static_cast<int>(threads_.size()) + 127) / 128;
-    return std::min(255, 65536 / (groups * 128)) / 8 * 8;
+    return std::min(255, 65536 / (groups * 128 * e_.min_ctas_per_sm)) / 8 * 8;
   }
   std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> unfenced_;
   // Shared bytes read through the generic proxy (ld.shared, ldmatrix): the last reading thread + 1

@@ -531,9 +531,10 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
 }
 
 // setmaxnreg.{inc,dec}.sync.aligned.u32 N: the warpgroup's threads now hold N registers each.
-// The warpgroups start from an even split of the SM's 64K registers over the block (what ptxas
-// assumes for one block per SM). An .inc that would take the block past 64K waits, as on the
-// GPU, until a .dec gives registers back; if none does, the deadlock report says so.
+// The warpgroups start from an even split of the SM's 64K registers over the block, or over the
+// .minnctapersm CTAs an SM must hold (what ptxas assumes). An .inc that would take the block past
+// that share waits, as on the GPU, until a .dec gives registers back; if none does, the deadlock
+// report says so.
 absl::Status Cta::SetMaxNReg(Thread& t, const Instr& in) {
   const int group = t.linear / 128;
   const int n = static_cast<int>(Read(t, in.ops.at(0), 32));

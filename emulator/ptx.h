@@ -187,6 +187,7 @@ struct Entry {
   std::string name;
   std::vector<Param> params;
   int param_bytes = 0;
+  int min_ctas_per_sm = 1;  // .minnctapersm: the CTAs an SM must hold at once (its register share)
   int num_regs = 0;
   std::vector<std::string> reg_names;  // by id, for messages
   // Registers the parser made for the immediates in vector operands ("{0f00000000, %r1}"), with

@@ -655,8 +655,15 @@ absl::StatusOr<Module> Parse(const std::string& text) {
         e.params.push_back(*param);
       }
       e.param_bytes = offset;
-      // Directives (.maxntid, .reqntid, ...) until the body's '{'.
-      while (i < lines.size() && absl::StripAsciiWhitespace(lines[i]) != "{") ++i;
+      // Directives (.maxntid, .reqntid, ...) until the body's '{'; .minnctapersm N sets the
+      // register share a CTA launches with (65536 over N CTAs' threads).
+      for (; i < lines.size() && absl::StripAsciiWhitespace(lines[i]) != "{"; ++i) {
+        std::vector<std::string> w =
+            absl::StrSplit(lines[i], absl::ByAnyChar(" \t"), absl::SkipEmpty());
+        if (w.size() >= 2 && w[0] == ".minnctapersm" &&
+            (!absl::SimpleAtoi(w[1], &e.min_ctas_per_sm) || e.min_ctas_per_sm < 1))
+          return Error(static_cast<int>(i) + 1, absl::StrCat("bad .minnctapersm '", w[1], "'"));
+      }
       if (i == lines.size()) return Error(line_no, "entry without a body");
       ++i;
       EntryBuilder b(&e);

@@ -382,6 +382,33 @@ $L__done:
   EXPECT_NE(s.message().find("of the 168 a thread the CTA was launched with"), std::string::npos) << s;
 }
 
+// .minnctapersm N launches a CTA with 65536 registers over N CTAs' threads: with two CTAs of 256
+// threads an SM, 128 a thread, so a warpgroup at 240 beside one at 24 waits forever, where one at
+// 232 fits (and without the directive, 248 a thread, both do).
+TEST(Emulator, SetmaxnregCountsTheCtasAnSmMustHold) {
+  auto split = [](int consumer, bool two_ctas) {
+    rt::Bundle b = Kernel(absl::StrCat(R"(
+	setp.lt.u32 %p1, %r1, 128;
+	@%p1 bra $L__producer;
+	setmaxnreg.inc.sync.aligned.u32 )", consumer, R"(;
+	bra $L__done;
+$L__producer:
+	setmaxnreg.dec.sync.aligned.u32 24;
+$L__done:
+)"), {256, 1, 1});
+    if (two_ctas) b.ptx = absl::StrReplaceAll(b.ptx, {{")\n{", ")\n.minnctapersm 2\n{"}});
+    return b;
+  };
+  absl::Status s;
+  Emulate(split(240, false), 1, &s);
+  EXPECT_TRUE(s.ok()) << s;
+  Emulate(split(232, true), 1, &s);
+  EXPECT_TRUE(s.ok()) << s;
+  Emulate(split(240, true), 1, &s);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("of the 128 a thread the CTA was launched with"), std::string::npos) << s;
+}
+
 // A prefetch of global memory gives no value, but the ISA does not promise that one outside any
 // allocation is harmless: it is an error, with how far past the allocation it lies.
 TEST(Emulator, PrefetchesStayInsideAllocations) {
