@@ -103,8 +103,11 @@ bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile
 
 // The destination of a TMA load, in the shared::cluster window (address space 7). The PTX ISA
 // makes an address of the executing CTA's shared::cta window valid in the shared::cluster window,
-// naming that CTA's memory, so the 32-bit offset is reused as it is: an addrspacecast would go
-// through a generic address (cvta twice, a 64-bit pair and the window's base read each time).
+// naming that CTA's memory (on an H200 it already carries the CTA's cluster rank:
+// docs/perf/2026-11-30-descriptors-and-tma-destinations.md), so the 32-bit address is reused as
+// it is: an addrspacecast would go through a generic address (cvta twice, a 64-bit pair and the
+// window's base read each time; docs/perf/2026-11-28-paged-prefill.md, "The TMA destination
+// without a generic round trip").
 mlir::Value ClusterDst(KernelState& s, const SmemTile& dst, const Loc& loc, mlir::Location l) {
   auto cluster_ptr = mlir::LLVM::LLVMPointerType::get(s.context.get(), 7);
   return mlir::LLVM::IntToPtrOp::create(s.builder, l, cluster_ptr,
