@@ -599,8 +599,7 @@ void HopperOps::Role(const RoleSpec& role, const std::function<void(Value)>& bod
             if (r.max_regs > top->max_regs) top = &r;
           const std::string share =
               st.min_blocks_per_sm > 1
-                  ? absl::StrCat(" (MinBlocksPerSm(", st.min_blocks_per_sm, "): a share of ",
-                                 65536 / st.min_blocks_per_sm, ")")
+                  ? absl::StrCat(" (MinBlocksPerSm(", st.min_blocks_per_sm, "))")
                   : "";
           self().Fail(absl::StrCat("the roles' register budgets (", each, " per thread) need ",
                                    total, " registers; the block is launched with ",

@@ -537,19 +537,17 @@ class Cta {
       return p;
     }
     if (space == Space::kShared && (addr >> 24) != static_cast<uint64_t>(rank_)) {
-      // shared::cluster: another CTA's memory
+      // shared::cluster: another CTA's memory (its rank above the offset)
       absl::StatusOr<Cta*> peer = Peer(t, in, addr >> 24);
       if (!peer.ok()) return peer.status();
       addr &= kOffsetMask;
-      if (*peer != this) {
-        if (addr + bytes > (*peer)->shared_.size())
-          return Fail(
-              t, in,
-              absl::StrFormat(
-                  "shared access of %d bytes at offset %d of cluster CTA %d, past its %d bytes",
-                  bytes, addr, (*peer)->rank_, (*peer)->shared_.size()));
-        return (*peer)->shared_.data() + addr;
-      }
+      if (addr + bytes > (*peer)->shared_.size())
+        return Fail(
+            t, in,
+            absl::StrFormat(
+                "shared access of %d bytes at offset %d of cluster CTA %d, past its %d bytes",
+                bytes, addr, (*peer)->rank_, (*peer)->shared_.size()));
+      return (*peer)->shared_.data() + addr;
     }
     if (space == Space::kShared) {
       addr &= kOffsetMask;

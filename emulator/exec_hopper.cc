@@ -20,13 +20,11 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
   if ((off >> 24) != static_cast<uint64_t>(rank_)) {  // a cluster peer's (mapa): arrivals only
     absl::StatusOr<Cta*> peer = Peer(t, in, off >> 24);
     if (!peer.ok()) return peer.status();
-    off &= kOffsetMask;
-    if (*peer != this) {
-      if (kind != "arrive") return Fail(t, in, "only arrivals reach the mbarrier of another CTA");
-      const int64_t tx = in.Has("expect_tx") ? static_cast<int64_t>(Read(t, in.ops.back(), 32)) : 0;
-      ++t.pc;
-      return (*peer)->ArriveOn(off, tx, [&](const std::string& what) { return Fail(t, in, what); });
-    }
+    if (kind != "arrive") return Fail(t, in, "only arrivals reach the mbarrier of another CTA");
+    const int64_t tx = in.Has("expect_tx") ? static_cast<int64_t>(Read(t, in.ops.back(), 32)) : 0;
+    ++t.pc;
+    return (*peer)->ArriveOn(off & kOffsetMask, tx,
+                             [&](const std::string& what) { return Fail(t, in, what); });
   }
   if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, off, 8); !p.ok())
     return p.status();
@@ -384,16 +382,14 @@ absl::Status Cta::CompleteAsync(size_t index) {
       return absl::InvalidArgumentError(absl::StrCat(
           kernel_, ": a TMA load completes on cluster CTA ", rank, ", outside the cluster"));
     Cta* peer = cluster_->ctas[rank];
-    if (peer != this) {
-      auto pit = peer->mbarriers_.find(op.mbarrier & kOffsetMask);
-      if (pit == peer->mbarriers_.end())
-        return absl::InvalidArgumentError(
-            absl::StrFormat("%s: a TMA load completes on shared offset %d of cluster CTA %d, "
-                            "which holds no initialised mbarrier",
-                            kernel_, op.mbarrier & kOffsetMask, rank));
-      pit->second.tx -= bytes;
-      return peer->MbarrierComplete(op.mbarrier & kOffsetMask);
-    }
+    auto pit = peer->mbarriers_.find(op.mbarrier & kOffsetMask);
+    if (pit == peer->mbarriers_.end())
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: a TMA load completes on shared offset %d of cluster CTA %d, "
+                          "which holds no initialised mbarrier",
+                          kernel_, op.mbarrier & kOffsetMask, rank));
+    pit->second.tx -= bytes;
+    return peer->MbarrierComplete(op.mbarrier & kOffsetMask);
   }
   op.mbarrier &= kOffsetMask;
   auto it = mbarriers_.find(op.mbarrier);

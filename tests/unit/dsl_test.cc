@@ -437,8 +437,7 @@ TEST(Hopper, RoleRegisterBudgetsMustFitTheSm) {
   over.Role({.first_thread = 0, .threads = 128, .max_regs = 24}, [](Value) {});
   over.Role({.first_thread = 128, .threads = 128, .max_regs = 240}, [](Value) {}); const int over_line = __LINE__;
   ExpectError(over, over_line,
-              "need 33792 registers; the block is launched with 128 a thread, 32768 in all (MinBlocksPerSm(2): a "
-              "share of 32768)");
+              "need 33792 registers; the block is launched with 128 a thread, 32768 in all (MinBlocksPerSm(2))");
 }
 
 // The builder follows each accumulator's wgmma group: a read before the wait that completes

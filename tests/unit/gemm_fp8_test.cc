@@ -173,8 +173,9 @@ TEST(Fp8Gemm, Mxfp8PlantedMistakes) {
   // The scaling warps' wait for a slot's MMAs is the kernel's fourth (kiln_wait_3); its try_wait
   // is replaced by a `done` that is always true.
   const std::string label = "kiln_wait_3:\n";
-  const size_t wait_at = built->ptx.find(label) + label.size();
-  ASSERT_NE(wait_at, std::string::npos + label.size());
+  const size_t label_at = built->ptx.find(label);
+  ASSERT_NE(label_at, std::string::npos) << label;
+  const size_t wait_at = label_at + label.size();
   const std::string wait = built->ptx.substr(wait_at, built->ptx.find('\n', wait_at) - wait_at);
   ASSERT_NE(wait.find("mbarrier.try_wait"), std::string::npos) << wait;
   const std::string skipped = "setp.eq.u32 done, 1, 1;";
