@@ -120,13 +120,17 @@ void MostPackedTiles(Kernel& k, const Value& cu_seqlens, const Value& T, const V
 }
 
 void ZeroRowsFrom(Kernel& k, const SmemTile& stage, int rows, int spans, Scalar in,
-                  const Value& valid, const Value& thread, int threads, const Operand& barrier) {
+                  const Value& valid, const Value& thread, int threads, const Operand& barrier,
+                  int block) {
+  if (!block) block = rows;
   k.If(valid < rows, [&] {
     Value zero = k.F32(0).To(in), zeros = k.Vector({zero, zero});
     const int words = spans * rows * 32;  // 4-byte words: 32 a row of 64 columns
-    // Whole rows (the swizzle only permutes a row's chunks), split over the threads.
+    // Whole rows (the swizzle only permutes a row's chunks), split over the threads; stage row r
+    // holds key r / (spans * block) * block + r % block.
     for (int i = 0; i < (words + threads - 1) / threads; ++i) {
-      Value w = thread + i * threads, row = w / 32 % rows;
+      Value w = thread + i * threads, at = w / 32;
+      Value row = block == rows ? at % rows : at / (spans * block) * block + at % block;
       k.If((w < words) & (row >= valid), [&] { k.Store(stage.At(w / 32, w % 32 * 2), zeros); });
     }
     k.FenceProxyAsync();  // before the wgmmas read the stage
@@ -219,10 +223,13 @@ AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int b
     p.lse = k.PtrParam("lse", f32);
     return p;
   }
-  if (a.page) {  // a box a page (or key tile) and 64 columns: the producer places each
+  if (a.page) {  // a box a page (or key tile) and 64 columns, the producer placing each; V's
+    // boxes bring a page's every span where pages are shorter than the key tile (P V reads V
+    // page by page: HopperAttention::v_block)
     const int rows = std::min(a.page, block_n);
     p.tk = k.TmaParam("tmK", PackedMap(k, "K", "slots", "Hkv", a.d, rows, 1, a.in));
-    p.tv = k.TmaParam("tmV", PackedMap(k, "V", "slots", "Hkv", a.d, rows, 1, a.in));
+    p.tv = k.TmaParam(
+        "tmV", PackedMap(k, "V", "slots", "Hkv", a.d, rows, rows < block_n ? spans : 1, a.in));
     if (GathersPages(a, block_n)) p.k_ptr = k.PtrParam("K", a.in), p.v_ptr = k.PtrParam("V", a.in);
   } else {
     p.tk = k.TmaParam("tmK", HeadMap(k, "K", "Skv", "B*Hkv", a.d, block_n, spans, a.in));

@@ -110,9 +110,11 @@ void MostPackedTiles(Kernel& k, const Value& cu_seqlens, const Value& T, const V
 // or dS of 0 times their inf or NaN in a GEMM would be NaN, so `threads` threads (`thread` each
 // one's index among them: every thread whose wgmmas read the stage) zero them between them, fence
 // them for the async proxy and meet at named barrier `barrier` before those wgmmas. Nothing where
-// `valid` covers the stage.
+// `valid` covers the stage. With `block` (a divisor of `rows`), the stage holds its rows in blocks
+// of `block`, each block's spans one after the other (HopperAttention::v_block).
 void ZeroRowsFrom(Kernel& k, const SmemTile& stage, int rows, int spans, Scalar in,
-                  const Value& valid, const Value& thread, int threads, const Operand& barrier);
+                  const Value& valid, const Value& thread, int threads, const Operand& barrier,
+                  int block = 0);
 
 // Rows of all heads side by side, [rows, heads, D] (packed sequences [T, Hq, D]), seen as HeadMap
 // sees its tensor: boxes of `box_rows` rows and `spans` spans (rows past the tensor read as zeros).

@@ -76,11 +76,12 @@ void HopperConsumer::IssueS(Value ks) {
 }
 
 void HopperConsumer::IssuePv(Value vs) {
+  const int block = h_.v_block, rows = h_.SPANS * block;  // (HopperAttention::v_block)
   for (int kk = 0; kk < h_.BN; kk += 16)
     k_.Wgmma(o_, {.a_regs = {p_frag_[kk / 4], p_frag_[kk / 4 + 1], p_frag_[kk / 4 + 2],
                              p_frag_[kk / 4 + 3]},
-                  .b = {h_.sV.Stage(vs), /*mn_major=*/true, h_.BN},
-                  .k0 = kk});
+                  .b = {h_.sV.Rows(kk / block * rows, rows).Stage(vs), /*mn_major=*/true, block},
+                  .k0 = kk % block});
   k_.WgmmaCommit();
 }
 
@@ -149,8 +150,8 @@ void HopperConsumer::LastPv() {  // the tile's last P V alone
 // need nothing).
 void HopperConsumer::ZeroVPastLength(Value vs) {
   Value last_n0 = (n_first_ + n_tiles_ - 1) * h_.BN;
-  ZeroRowsFrom(k_, h_.sV.Stage(vs), h_.BN, h_.SPANS, h_.in, skv_ - last_n0, c_, 128,
-               wg_ + 1 + h_.W);  // (the first warpgroup in turn alone: hopper_consumer's LastPv)
+  ZeroRowsFrom(k_, h_.sV.Stage(vs), h_.BN, h_.SPANS, h_.in, skv_ - last_n0, c_, 128, wg_ + 1 + h_.W,
+               h_.v_block);  // (the first warpgroup in turn alone: hopper_consumer's LastPv)
 }
 
 // A tile at a time: its state fresh, its steps, its end.

@@ -29,16 +29,27 @@ std::vector<Value> PageEntries(HopperAttention& h, const QueryTile& q, const Val
   return entries;
 }
 
-// The boxes of one ring's key tile, `slots` the cache rows of its boxes.
+// The boxes of one ring's key tile, `slots` the cache rows of its boxes: a box a page and span
+// where the ring holds the tile span by span ([span][BN rows]), a box a page where it holds it
+// page by page ([page][span][page rows]: V in pages shorter than the key tile; common.cc's maps
+// have the boxes' spans).
 std::vector<TmaCopy> PagedCopies(HopperAttention& h, const TensorMap& map, const SmemTile& ring,
-                                 const QueryTile& q, const std::vector<Value>& slots) {
+                                 const QueryTile& q, const std::vector<Value>& slots,
+                                 bool page_by_page) {
   const int rows = std::min(h.a.page, h.BN);
   std::vector<TmaCopy> copies;
-  for (size_t i = 0; i < slots.size(); ++i)
+  for (int i = 0; i < static_cast<int>(slots.size()); ++i) {
+    if (page_by_page) {
+      copies.push_back({&map,
+                        ring.Rows(i * h.SPANS * rows, h.SPANS * rows),
+                        {0, slots[i], 0, q.kv_head % h.p.Hkv}});
+      continue;
+    }
     for (int span = 0; span < h.SPANS; ++span)
       copies.push_back({&map,
-                        ring.Rows(span * h.BN + static_cast<int>(i) * rows, rows),
+                        ring.Rows(span * h.BN + i * rows, rows),
                         {0, slots[i], span, q.kv_head % h.p.Hkv}});
+  }
   return copies;
 }
 
@@ -61,13 +72,14 @@ void PagedTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_at,
       slots.push_back(ahead[i] * h.a.page + keys[i] % h.a.page);
     const std::vector<Value> next = PageEntries(h, q, n0 + h.BN);  // (clamped: always valid)
     for (size_t i = 0; i < next.size(); ++i) ahead[i] = next[i];
+    const bool v_pages = h.v_block < h.BN;
     if (!rings_apart) {
-      h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, slots));
-      h.v_ring.Produce(v_at, PagedCopies(h, h.p.tv, h.sV, q, slots));
+      h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, slots, false));
+      h.v_ring.Produce(v_at, PagedCopies(h, h.p.tv, h.sV, q, slots, v_pages));
       return;
     }
-    k.If(t == 0, [&] { h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, slots)); });
-    k.If(t == 32, [&] { h.v_ring.Produce(v_at, PagedCopies(h, h.p.tv, h.sV, q, slots)); });
+    k.If(t == 0, [&] { h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, slots, false)); });
+    k.If(t == 32, [&] { h.v_ring.Produce(v_at, PagedCopies(h, h.p.tv, h.sV, q, slots, v_pages)); });
   });
 }
 

@@ -54,6 +54,11 @@ struct HopperAttention {
   SplitFold fold;        // split only
   bool ranked = false;   // varlen: tiles dealt by rank (PackedTileOf)
   bool gathers = false;  // GathersPages: K and V rows by the producer's threads' cp.async
+  // V's stage holds its key tile in blocks of v_block keys, each block's spans one after the
+  // other ([block][span][v_block rows][64]): BN (the dense layout, [span][BN rows]), or a page
+  // where TMA boxes bring pages shorter than the key tile, so that one box brings a page's every
+  // span (docs/perf/2026-11-28-paged-prefill.md, "V a box a page").
+  int v_block = 0;
 
   // The tile number t stands for (hopper.cc: the order of the work).
   QueryTile TileOf(Value t) const;
