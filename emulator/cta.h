@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "emulator/ptx.h"
+#include "emulator/races.h"
 #include "kiln/bundle/schedule.h"
 #include "kiln/emulator.h"
 
@@ -225,6 +226,7 @@ struct ClusterState {
   rt::Dim3 dims, id, count;  // cluster shape, this cluster's index, clusters in the grid
   int64_t phase = 0;         // completed barrier.cluster phases
   int arrived = 0;
+  WarpClock clock, done_clock;  // the arrivals' releases in this phase, and at the last (races.h)
   void TryRelease();
 };
 
@@ -332,12 +334,14 @@ class Cta {
           return absl::InvalidArgumentError(
               absl::StrFormat("%s: PTX line %d: tcgen05.commit: %s", kernel_, c.line, what));
         };
+        const WarpClock released = Released(c.thread / 32);
         if (c.cta_mask == 0) {
-          if (absl::Status s = ArriveOn(c.mbarrier, 0, fail); !s.ok()) return s;
+          if (absl::Status s = ArriveOn(c.mbarrier, 0, fail, released); !s.ok()) return s;
         } else {
           for (size_t r = 0; r < cluster_->ctas.size(); ++r)
             if (c.cta_mask >> r & 1)
-              if (absl::Status s = cluster_->ctas[r]->ArriveOn(c.mbarrier, 0, fail); !s.ok())
+              if (absl::Status s = cluster_->ctas[r]->ArriveOn(c.mbarrier, 0, fail, released);
+                  !s.ok())
                 return s;
         }
       }
@@ -594,7 +598,8 @@ class Cta {
   // One arrival, expecting `tx` more bytes, on the mbarrier at `offset` of this CTA (from a
   // peer's remote arrive, or a commit); `fail` words an error for the instruction behind it.
   absl::Status ArriveOn(uint64_t offset, int64_t tx,
-                        const std::function<absl::Status(const std::string&)>& fail);
+                        const std::function<absl::Status(const std::string&)>& fail,
+                        const WarpClock& released = {});
   std::vector<std::vector<uint64_t>> StMatrix(const std::vector<Thread*>& lanes, const Instr& in,
                                               absl::Status* s);
   absl::Status Tcgen05(Thread& t, const Instr& in);
@@ -627,9 +632,24 @@ class Cta {
   void SetSharedTaint(uint8_t* p, size_t n, Origin o);
   Cta* SharedOwner(
       const uint8_t* p) const;  // this CTA or the cluster peer whose shared memory holds p
-  void MarkSharedWritten(uint64_t offset, size_t n) {
+  void MarkSharedWritten(uint64_t offset, size_t n) {  // (by the async proxy, or a cp.async)
     SetSharedTaint(shared_.data() + offset, n, nullptr);
+    races_.Forget(offset, n);
   }
+
+  // ---- data races on shared memory between warps (races.cc, races.h)
+  int Warps() const { return (static_cast<int>(threads_.size()) + 31) / 32; }
+  uint32_t ClusterWarp(int warp) const { return static_cast<uint32_t>(rank_ * Warps() + warp); }
+  WarpClock& ClockOf(int warp);
+  // A release by `warp` (an arrival): the clock it publishes; the warp's own entry then moves on.
+  WarpClock Released(int warp);
+  void Acquire(int warp, const WarpClock& from) { JoinClock(ClockOf(warp), from); }
+  // Thread t's access of `n` shared bytes at `p` (this CTA's or a cluster peer's) through the
+  // generic proxy: an error naming both accesses where it races with an earlier one.
+  absl::Status CheckRace(const Thread& t, const Instr& in, const uint8_t* p, uint64_t n,
+                         bool write);
+  SharedRaceShadow races_;
+  std::vector<WarpClock> warp_clocks_;  // per warp of this CTA; empty until first used
   // An error when `o` (a value `in` writes to global memory) derives from never-written memory.
   absl::Status CheckReachesGlobal(const Thread* t, const Instr& in, Origin o) const;
   absl::Status Mbarrier(Thread& t, const Instr& in);
@@ -713,6 +733,7 @@ class Cta {
   struct BarrierState {
     int arrived = 0, expected = 0;
     std::vector<int> waiting;
+    WarpClock clock;  // the arrivals' releases (races.h)
   };
   std::map<int, BarrierState> barriers_;
   const std::vector<EmulatedTensorMap>* maps_;
@@ -737,8 +758,9 @@ class Cta {
   struct MbarrierState {
     int expected = 0, pending = 0;
     int64_t tx = 0;
-    int phase = 0;          // parity of the phase in progress
-    int64_t completed = 0;  // phases completed so far
+    int phase = 0;                // parity of the phase in progress
+    int64_t completed = 0;        // phases completed so far
+    WarpClock clock, done_clock;  // the arrivals' releases in this phase, and at the last (races.h)
   };
   std::map<uint64_t, MbarrierState> mbarriers_;  // by shared offset
   // A TMA load in flight.
@@ -855,6 +877,7 @@ class Cta {
     uint16_t cta_mask =
         0;  // multicast: the cluster CTAs whose barrier at that offset gets the arrival
     int line = 0;
+    int thread = 0;  // the committing thread, on whose behalf the arrival releases
   };
   std::vector<TcgenCommit> tcgen_commits_;  // committed, completing in order
   // tcgen05 ordering across threads (PTX ISA, the tcgen05 memory consistency model): a wait

@@ -715,6 +715,9 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
       in.space == Space::kParam || in.space == Space::kLocal || in.space == Space::kConst;
   const bool in_shared = shared || (!local_or_param && SharedOwner(*p));  // a peer's, through mapa
   const Origin address_taint = OperandTaint(t, addr_op);
+  if (in_shared)
+    if (absl::Status s = CheckRace(t, in, *p, static_cast<uint64_t>(elem) * in.vec, !load); !s.ok())
+      return s;
   if (!load && !in_shared && !local_or_param)
     NoteGlobalWrite(addr, static_cast<uint64_t>(elem) * in.vec, in, t);
   for (int i = 0; i < in.vec && i < static_cast<int>(regs.size()); ++i) {
@@ -969,6 +972,7 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
                 absl::StrCat("barrier ", id, " expects ", expected, " threads here and ",
                              b.expected, " at the threads already waiting"));
   ++b.arrived;
+  JoinClock(b.clock, Released(t.linear / 32));
   ++t.pc;
   if (wait) {
     SetState(t, Thread::State::kBarrier);
@@ -983,6 +987,7 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
     for (int w : b.waiting) {
       SetState(threads_[w], Thread::State::kRun), threads_[w].barrier = -1;
       Synced(threads_[w], e_.code[threads_[w].pc - 1]);
+      Acquire(w / 32, b.clock);
     }
     b = BarrierState{};
   }
@@ -1003,6 +1008,7 @@ absl::Status Cta::ReleaseBarriersOfExitedThreads() {
       for (int w : b.waiting) {
         SetState(threads_[w], Thread::State::kRun), threads_[w].barrier = -1;
         Synced(threads_[w], in);
+        Acquire(w / 32, b.clock);
       }
       b = BarrierState{};
     }

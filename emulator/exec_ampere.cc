@@ -30,6 +30,10 @@ std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lan
       return 0;
     }
     NoteGenericRead(src, e_.code[src.pc], *p - shared_.data(), 2);
+    if (absl::Status race = CheckRace(src, e_.code[src.pc], *p, 2, false); !race.ok()) {
+      if (s->ok()) *s = race;
+      return 0;
+    }
     uint16_t v;
     std::memcpy(&v, *p, 2);
     if (!warp_taint_) warp_taint_ = SharedTaint(*p, 2, in);
@@ -181,6 +185,8 @@ void Cta::WriteLandedCopy(const AsyncCopy& c, int writer, int32_t mark) {
   const uint64_t n = c.bytes.size();
   std::memcpy(shared_.data() + c.shared_offset, c.bytes.data(), n);
   MarkSharedWritten(c.shared_offset, n);
+  races_.Record(c.shared_offset, n, ClusterWarp(writer / 32), ClockOf(writer / 32),
+                static_cast<int32_t>(c.issued_by - e_.code.data()));
   NoteSharedWrite(c.shared_offset, n, *c.issued_by, threads_[writer]);
   cp_async_pending_.Remove(c.shared_offset, n);
   if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
@@ -242,7 +248,7 @@ absl::Status Cta::LandOneCpAsyncArrival(size_t index) {
     return l.mbarrier == a.mbarrier && l.writer == a.thread;
   });
   cp_async_unfenced_.push_back(std::move(landing));
-  return ArriveOn(a.mbarrier, 0, fail);
+  return ArriveOn(a.mbarrier, 0, fail, Released(a.thread / 32));
 }
 
 void Cta::OwnLandingsCoveredByWait(Thread& t, bool all, int64_t keep) {

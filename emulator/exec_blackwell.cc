@@ -86,7 +86,7 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
           absl::StrFormat("tcgen05.commit to shared offset %d, which holds no initialised mbarrier",
                           bar));
     }
-    tcgen_commits_.push_back({std::move(tcgen_issued_), bar, mask, in.line});
+    tcgen_commits_.push_back({std::move(tcgen_issued_), bar, mask, in.line, t.linear});
     tcgen_issued_.clear();
     return absl::OkStatus();
   }

@@ -23,8 +23,9 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
     if (kind != "arrive") return Fail(t, in, "only arrivals reach the mbarrier of another CTA");
     const int64_t tx = in.Has("expect_tx") ? static_cast<int64_t>(Read(t, in.ops.back(), 32)) : 0;
     ++t.pc;
-    return (*peer)->ArriveOn(off & kOffsetMask, tx,
-                             [&](const std::string& what) { return Fail(t, in, what); });
+    return (*peer)->ArriveOn(
+        off & kOffsetMask, tx, [&](const std::string& what) { return Fail(t, in, what); },
+        in.Has("relaxed") ? WarpClock{} : Released(t.linear / 32));
   }
   if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, off, 8); !p.ok())
     return p.status();
@@ -53,6 +54,7 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
                 "an arrival beyond the %d the mbarrier at shared offset %d expects in this phase",
                 b.expected, off));
       if (kind == "arrive_drop") --b.expected;
+      if (!in.Has("relaxed")) JoinClock(b.clock, Released(t.linear / 32));
       if (in.ops[0].kind == Operand::Kind::kReg)
         Write(t, in.ops[0], static_cast<uint64_t>(b.phase));
     }
@@ -85,7 +87,7 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
               "other threads until it has waited: give it an arrival, or a barrier)",
               meant, parity, off, b.completed));
     const bool done = b.completed > meant;
-    if (done) Synced(t, in);
+    if (done) Synced(t, in), Acquire(t.linear / 32, b.done_clock);
     if (done && kind == "try_wait") next = meant + 1;
     if (!done && kind == "try_wait") {  // blocks until the phase completes, then runs again
       SetState(t, Thread::State::kMbarrier);
@@ -105,6 +107,8 @@ absl::Status Cta::MbarrierComplete(uint64_t offset) {
   b.phase ^= 1;
   ++b.completed;
   b.pending = b.expected;
+  b.done_clock = std::move(b.clock);
+  b.clock.clear();
   for (Thread& w : threads_)
     if (w.state == Thread::State::kMbarrier && w.mbarrier == offset)
       SetState(w, Thread::State::kRun);
@@ -715,12 +719,14 @@ absl::StatusOr<Cta*> Cta::Peer(const Thread& t, const Instr& in, uint64_t rank) 
 }
 
 absl::Status Cta::ArriveOn(uint64_t offset, int64_t tx,
-                           const std::function<absl::Status(const std::string&)>& fail) {
+                           const std::function<absl::Status(const std::string&)>& fail,
+                           const WarpClock& released) {
   auto it = mbarriers_.find(offset);
   if (it == mbarriers_.end())
     return fail(absl::StrFormat(
         "the mbarrier at shared offset %d of cluster CTA %d was never initialised", offset, rank_));
   it->second.tx += tx;
+  JoinClock(it->second.clock, released);
   if (--it->second.pending < 0)
     return fail(absl::StrFormat(
         "an arrival beyond the %d the mbarrier at shared offset %d of cluster CTA %d "
@@ -736,6 +742,7 @@ absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
   if (in.Has("arrive")) {
     t.cluster_phase = cluster_->phase;
     ++cluster_->arrived;
+    if (!in.Has("relaxed")) JoinClock(cluster_->clock, Released(t.linear / 32));
     ++t.pc;
     cluster_->TryRelease();
     return absl::OkStatus();
@@ -744,6 +751,7 @@ absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
     if (t.cluster_phase < 0) return Fail(t, in, "barrier.cluster.wait without an arrive before it");
     if (cluster_->phase > t.cluster_phase) {
       Synced(t, in);
+      Acquire(t.linear / 32, cluster_->done_clock);
       ++t.pc;
       return absl::OkStatus();
     }
@@ -760,6 +768,8 @@ void ClusterState::TryRelease() {
   if (arrived == 0 || arrived < live) return;
   ++phase;
   arrived = 0;
+  done_clock = std::move(clock);
+  clock.clear();
   for (Cta* c : ctas) c->WakeClusterWaiters();
 }
 
@@ -789,6 +799,10 @@ std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lan
         if (s->ok()) *s = busy;
         return;
       }
+    if (absl::Status race = CheckRace(dst, e_.code[dst.pc], *p, 2, true); !race.ok()) {
+      if (s->ok()) *s = race;
+      return;
+    }
     std::memcpy(*p, &v, 2);
     SetSharedTaint(*p, 2, taint);
     if (*p >= shared_.data() && off < shared_.size()) {  // a generic-proxy write, as st.shared

@@ -487,6 +487,101 @@ AGAIN:
   EXPECT_NE(status.message().find("unknown label NOWHERE"), absl::string_view::npos) << status;
 }
 
+// Data races on shared memory (PTX ISA, memory consistency model): warp 0's thread 0 writes a
+// word (set before a barrier) that warp 1's thread 32 reads. With nothing between them the pair
+// is a race, named with both lines whichever runs first (seeds 1 to 4); bar.sync between them
+// orders them.
+rt::Bundle WriteThenRead(const std::string& between) {
+  return Kernel(absl::StrCat(R"(
+	mov.u32 %r2, smem;
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra SET;
+	st.shared.u32 [%r2+4], 5;
+SET:
+	bar.sync 0;
+	@%p1 bra NOT0;
+	st.shared.u32 [%r2+4], 7;
+NOT0:
+)", between, R"(
+	setp.ne.u32 %p2, %r1, 32;
+	@%p2 bra DONE;
+	ld.shared.u32 %r3, [%r2+4];
+	st.global.u32 [%rd1], %r3;
+DONE:)"), {64, 1, 1});
+}
+
+TEST(Emulator, SharedMemoryRacesBetweenWarpsAreNamed) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    absl::Status status;
+    Emulate(WriteThenRead(""), 1, &status, seed);
+    EXPECT_NE(status.message().find("a data race on shared byte 4"), absl::string_view::npos)
+        << status;
+    EXPECT_NE(status.message().find("are not ordered"), absl::string_view::npos) << status;
+    EXPECT_EQ(Emulate(WriteThenRead("\tbar.sync 0;"), 1, nullptr, seed)[0], 7u);
+  }
+}
+
+// A buffer refilled each round while the other warp may still read the last round's: warp 0
+// writes, a barrier, warp 1 reads; round 2's write is not ordered after round 1's read (the
+// barrier that would order it, at the round's end, is missing).
+TEST(Emulator, ABufferRewrittenBeforeItsReadersPassABarrierIsARace) {
+  rt::Bundle rounds = Kernel(R"(
+	mov.u32 %r2, smem;
+	mov.u32 %r4, 0;
+ROUND:
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra READ;
+	st.shared.u32 [%r2], %r4;
+READ:
+	bar.sync 0;
+	setp.ne.u32 %p2, %r1, 32;
+	@%p2 bra NEXT;
+	ld.shared.u32 %r3, [%r2];
+NEXT:
+	add.u32 %r4, %r4, 1;
+	setp.lt.u32 %p3, %r4, 2;
+	@%p3 bra ROUND;)", {64, 1, 1});
+  absl::Status status;
+  Emulate(rounds, 1, &status);
+  EXPECT_NE(status.message().find("a data race on shared byte 0"), absl::string_view::npos)
+      << status;
+}
+
+// An mbarrier hands the word over: thread 0 writes it and arrives (release), thread 32 waits for
+// the phase (acquire) and reads it. An arrive with .relaxed orders nothing.
+rt::Bundle HandOver(const std::string& arrive) {
+  return Sm90(Kernel(absl::StrCat(R"(
+	mov.u32 %r2, smem;
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra INITED;
+	mbarrier.init.shared.b64 [%r2+64], 1;
+INITED:
+	bar.sync 0;
+	@%p1 bra WAIT;
+	st.shared.u32 [%r2], 9;
+	)", arrive, R"( %rd4, [%r2+64];
+	bra DONE;
+WAIT:
+	setp.ne.u32 %p2, %r1, 32;
+	@%p2 bra DONE;
+AGAIN:
+	mbarrier.try_wait.parity.shared.b64 %p3, [%r2+64], 0;
+	@!%p3 bra AGAIN;
+	ld.shared.u32 %r3, [%r2];
+	st.global.u32 [%rd1], %r3;
+DONE:)"), {64, 1, 1}));
+}
+
+TEST(Emulator, AnMbarrierPhaseOrdersItsArrivalsBeforeItsWaiters) {
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    EXPECT_EQ(Emulate(HandOver("mbarrier.arrive.shared.b64"), 1, nullptr, seed)[0], 9u);
+    absl::Status status;
+    Emulate(HandOver("mbarrier.arrive.relaxed.cta.shared.b64"), 1, &status, seed);
+    EXPECT_NE(status.message().find("a data race on shared byte 0"), absl::string_view::npos)
+        << status;
+  }
+}
+
 // Shared addresses are rank << 24 | offset, as an H200's are (its cluster CTA 1's shared
 // variables at 0x1000400: docs/perf/2026-11-30-descriptors-and-tma-destinations.md): in clusters
 // of two, CTA r reads its own `smem` at r << 24, reaches its own bytes through that address, and

@@ -191,6 +191,9 @@ const std::vector<Mutation>& Mutations() {
       // ops/softmax: group reductions over named barriers.
       {"softmax-count", "ops/softmax", "a group barrier with 96 threads where the group has 64",
        {{"bar.sync \t%r8, 64;", "bar.sync \t%r8, 96;", 2}}, "of 96 arrived", {5, 2000, 0}},
+      {"softmax-no-group-barrier", "ops/softmax",
+       "the group barrier between the warps' partial sums stored and read left out (a data race)",
+       {Drop("bar.sync \t%r8, 64;", 3)}, "a data race on shared byte", {5, 2000, 0}},
       {"softmax-no-exp", "ops/softmax", "exp2 left out of the probabilities (a wrong result, no protocol mistake)",
        {{"ex2.approx.ftz.f32", "mov.b32"}}, "the first wrong element", {5, 2000, 0}},
   };

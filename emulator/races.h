@@ -1,0 +1,97 @@
+// Data races on shared memory between warps (PTX ISA, memory consistency model): two accesses to
+// one byte through the generic proxy, at least one a write, by warps that no synchronisation
+// orders. Orders come from vector clocks over the cluster's warps, advanced where the ISA gives
+// release and acquire semantics: a CTA barrier's arrivals and its completion, an mbarrier's
+// arrivals (a thread's, a remote one, a cp.async or tcgen05.commit arrival on a thread's behalf)
+// and a wait that sees the phase complete, barrier.cluster's arrive (but .relaxed) and wait.
+//
+// What it leaves out, so that it never reports an ordered pair: the lanes of one warp share a
+// clock (races inside a warp are not looked for), atomics are not recorded, and bytes the async
+// proxy writes (TMA) start afresh (its own rules are checked where it writes, exec_hopper.cc).
+// For each byte it keeps the last write and the last read, so a write is checked against the
+// latest read only: of several unordered readers it may name one or, where the latest is
+// ordered, none.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace kiln::emu::detail {
+
+// A vector clock: entry g is how far warp g of the cluster (rank * warps a CTA + warp) is known
+// to have gone.
+using WarpClock = std::vector<uint32_t>;
+
+inline void JoinClock(WarpClock& into, const WarpClock& from) {
+  if (into.size() < from.size()) into.resize(from.size(), 0);
+  for (size_t i = 0; i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
+}
+
+// One access of a byte: its warp (cluster-wide), that warp's clock then (0: no access), and
+// its instruction's index in the kernel's code.
+struct RaceAccess {
+  uint32_t warp = 0, clock = 0;
+  int32_t instr = -1;
+  bool OrderedBefore(const WarpClock& now) const {
+    return clock == 0 || (warp < now.size() && clock <= now[warp]);
+  }
+};
+
+// The last write and the last read of each byte of one CTA's shared memory, in pages allocated
+// as they are first touched.
+class SharedRaceShadow {
+ public:
+  struct Conflict {
+    RaceAccess earlier;
+    bool earlier_wrote = false;
+    uint64_t byte = 0;
+  };
+
+  // Warp `warp` (clock `now`) reads or writes bytes [off, off + n) at instruction `instr`: the
+  // first earlier access of another warp that `now` does not order before it, else none; the
+  // access is recorded either way.
+  std::optional<Conflict> Access(uint64_t off, uint64_t n, bool write, uint32_t warp,
+                                 const WarpClock& now, int32_t instr) {
+    std::optional<Conflict> found;
+    const RaceAccess self{warp, now[warp], instr};
+    for (uint64_t b = off; b < off + n; ++b) {
+      Byte& s = At(b);
+      if (!found && s.write.warp != warp && !s.write.OrderedBefore(now))
+        found = Conflict{s.write, true, b};
+      if (write && !found && s.read.warp != warp && !s.read.OrderedBefore(now))
+        found = Conflict{s.read, false, b};
+      if (write)
+        s.write = self, s.read = RaceAccess{};
+      else
+        s.read = self;
+    }
+    return found;
+  }
+  // A write that needs no check (a cp.async landing for its thread), recorded.
+  void Record(uint64_t off, uint64_t n, uint32_t warp, const WarpClock& now, int32_t instr) {
+    for (uint64_t b = off; b < off + n; ++b) At(b) = Byte{{warp, now[warp], instr}, {}};
+  }
+  // Bytes the async proxy wrote: no generic access before them is left to race with.
+  void Forget(uint64_t off, uint64_t n) {
+    for (uint64_t b = off; b < off + n; ++b)
+      if (b / kPage < pages_.size() && pages_[b / kPage]) At(b) = Byte{};
+  }
+
+ private:
+  struct Byte {
+    RaceAccess write, read;
+  };
+  static constexpr uint64_t kPage = 1024;
+  Byte& At(uint64_t b) {
+    if (b / kPage >= pages_.size()) pages_.resize(b / kPage + 1);
+    std::unique_ptr<std::array<Byte, kPage>>& page = pages_[b / kPage];
+    if (!page) page = std::make_unique<std::array<Byte, kPage>>();
+    return (*page)[b % kPage];
+  }
+  std::vector<std::unique_ptr<std::array<Byte, kPage>>> pages_;
+};
+
+}  // namespace kiln::emu::detail
