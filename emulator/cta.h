@@ -647,7 +647,7 @@ class Cta {
   // Thread t's access of `n` shared bytes at `p` (this CTA's or a cluster peer's) through the
   // generic proxy: an error naming both accesses where it races with an earlier one.
   absl::Status CheckRace(const Thread& t, const Instr& in, const uint8_t* p, uint64_t n,
-                         bool write);
+                         SharedRaceShadow::Kind kind);
   SharedRaceShadow races_;
   std::vector<WarpClock> warp_clocks_;  // per warp of this CTA; empty until first used
   // An error when `o` (a value `in` writes to global memory) derives from never-written memory.

@@ -716,7 +716,10 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
   const bool in_shared = shared || (!local_or_param && SharedOwner(*p));  // a peer's, through mapa
   const Origin address_taint = OperandTaint(t, addr_op);
   if (in_shared)
-    if (absl::Status s = CheckRace(t, in, *p, static_cast<uint64_t>(elem) * in.vec, !load); !s.ok())
+    if (absl::Status s =
+            CheckRace(t, in, *p, static_cast<uint64_t>(elem) * in.vec,
+                      load ? SharedRaceShadow::Kind::kRead : SharedRaceShadow::Kind::kWrite);
+        !s.ok())
       return s;
   if (!load && !in_shared && !local_or_param)
     NoteGlobalWrite(addr, static_cast<uint64_t>(elem) * in.vec, in, t);
@@ -749,6 +752,8 @@ absl::Status Cta::Atomic(Thread& t, const Instr& in) {
   const int bits = ptx::TyBits(in.type);
   absl::StatusOr<uint8_t*> p = Memory(t, in, in.space, Address(t, in.ops.at(base)), bits / 8);
   if (!p.ok()) return p.status();
+  if (absl::Status s = CheckRace(t, in, *p, bits / 8, SharedRaceShadow::Kind::kAtomic); !s.ok())
+    return s;  // (nothing where *p is global: CheckRace looks at shared memory only)
   uint64_t old = 0;
   std::memcpy(&old, *p, bits / 8);
   const uint64_t b = Read(t, in.ops.at(base + 1), bits);

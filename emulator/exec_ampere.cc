@@ -30,7 +30,8 @@ std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lan
       return 0;
     }
     NoteGenericRead(src, e_.code[src.pc], *p - shared_.data(), 2);
-    if (absl::Status race = CheckRace(src, e_.code[src.pc], *p, 2, false); !race.ok()) {
+    if (absl::Status race = CheckRace(src, e_.code[src.pc], *p, 2, SharedRaceShadow::Kind::kRead);
+        !race.ok()) {
       if (s->ok()) *s = race;
       return 0;
     }

@@ -799,7 +799,8 @@ std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lan
         if (s->ok()) *s = busy;
         return;
       }
-    if (absl::Status race = CheckRace(dst, e_.code[dst.pc], *p, 2, true); !race.ok()) {
+    if (absl::Status race = CheckRace(dst, e_.code[dst.pc], *p, 2, SharedRaceShadow::Kind::kWrite);
+        !race.ok()) {
       if (s->ok()) *s = race;
       return;
     }

@@ -3,6 +3,13 @@
 #include "emulator/cta.h"
 
 namespace kiln::emu::detail {
+namespace {
+const char* KindWord(SharedRaceShadow::Kind kind) {
+  return kind == SharedRaceShadow::Kind::kRead    ? "read"
+         : kind == SharedRaceShadow::Kind::kWrite ? "write"
+                                                  : "atomic";
+}
+}  // namespace
 
 WarpClock& Cta::ClockOf(int warp) {
   if (warp_clocks_.empty()) {
@@ -21,13 +28,13 @@ WarpClock Cta::Released(int warp) {
 }
 
 absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, uint64_t n,
-                            bool write) {
+                            SharedRaceShadow::Kind kind) {
   Cta* owner = SharedOwner(p);
   if (!owner) return absl::OkStatus();
   const int warp = t.linear / 32;
   const uint64_t off = p - owner->shared_.data();
   std::optional<SharedRaceShadow::Conflict> c = owner->races_.Access(
-      off, n, write, ClusterWarp(warp), ClockOf(warp), static_cast<int32_t>(&in - e_.code.data()));
+      off, n, kind, ClusterWarp(warp), ClockOf(warp), static_cast<int32_t>(&in - e_.code.data()));
   if (!c) return absl::OkStatus();
   const int warps = Warps(), other_rank = static_cast<int>(c->earlier.warp) / warps;
   const std::string other_cta =
@@ -44,8 +51,8 @@ absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, 
                               "ordered (no barrier, mbarrier phase or cluster barrier lies between "
                               "them: a SyncThreads, or an arrive that the later warp waits for, is "
                               "missing)",
-                              byte, write ? "write" : "read", c->earlier_wrote ? "write" : "read",
-                              earlier, static_cast<int>(c->earlier.warp) % warps, other_cta));
+                              byte, KindWord(kind), KindWord(c->earlier_kind), earlier,
+                              static_cast<int>(c->earlier.warp) % warps, other_cta));
 }
 
 }  // namespace kiln::emu::detail

@@ -5,12 +5,13 @@
 // arrivals (a thread's, a remote one, a cp.async or tcgen05.commit arrival on a thread's behalf)
 // and a wait that sees the phase complete, barrier.cluster's arrive (but .relaxed) and wait.
 //
-// What it leaves out, so that it never reports an ordered pair: the lanes of one warp share a
-// clock (races inside a warp are not looked for), atomics are not recorded, and bytes the async
+// Atomics do not race with each other (they are morally strong), but with a plain read or write
+// they do, as a write would. What it leaves out, so that it never reports an ordered pair: the
+// lanes of one warp share a clock (races inside a warp are not looked for), and bytes the async
 // proxy writes (TMA) start afresh (its own rules are checked where it writes, exec_hopper.cc).
-// For each byte it keeps the last write and the last read, so a write is checked against the
-// latest read only: of several unordered readers it may name one or, where the latest is
-// ordered, none.
+// For each byte it keeps the last write, the last read and the last atomic, so an access is
+// checked against the latest of each only: of several unordered readers it may name one or, where
+// the latest is ordered, none.
 #pragma once
 
 #include <array>
@@ -44,35 +45,38 @@ struct RaceAccess {
 // as they are first touched.
 class SharedRaceShadow {
  public:
+  enum class Kind { kRead, kWrite, kAtomic };
   struct Conflict {
     RaceAccess earlier;
-    bool earlier_wrote = false;
+    Kind earlier_kind = Kind::kRead;
     uint64_t byte = 0;
   };
 
-  // Warp `warp` (clock `now`) reads or writes bytes [off, off + n) at instruction `instr`: the
-  // first earlier access of another warp that `now` does not order before it, else none; the
-  // access is recorded either way.
-  std::optional<Conflict> Access(uint64_t off, uint64_t n, bool write, uint32_t warp,
+  // Warp `warp` (clock `now`) accesses bytes [off, off + n) at instruction `instr`: the first
+  // earlier access of another warp that conflicts with it and that `now` does not order before
+  // it, else none; the access is recorded either way.
+  std::optional<Conflict> Access(uint64_t off, uint64_t n, Kind kind, uint32_t warp,
                                  const WarpClock& now, int32_t instr) {
     std::optional<Conflict> found;
     const RaceAccess self{warp, now[warp], instr};
+    auto check = [&](const RaceAccess& earlier, Kind earlier_kind, uint64_t b) {
+      if (!found && earlier.warp != warp && !earlier.OrderedBefore(now))
+        found = Conflict{earlier, earlier_kind, b};
+    };
     for (uint64_t b = off; b < off + n; ++b) {
       Byte& s = At(b);
-      if (!found && s.write.warp != warp && !s.write.OrderedBefore(now))
-        found = Conflict{s.write, true, b};
-      if (write && !found && s.read.warp != warp && !s.read.OrderedBefore(now))
-        found = Conflict{s.read, false, b};
-      if (write)
-        s.write = self, s.read = RaceAccess{};
-      else
-        s.read = self;
+      check(s.write, Kind::kWrite, b);
+      if (kind != Kind::kRead) check(s.read, Kind::kRead, b);
+      if (kind != Kind::kAtomic) check(s.atomic, Kind::kAtomic, b);
+      if (kind == Kind::kWrite) s = Byte{self, {}, {}};
+      if (kind == Kind::kRead) s.read = self;
+      if (kind == Kind::kAtomic) s.atomic = self;
     }
     return found;
   }
   // A write that needs no check (a cp.async landing for its thread), recorded.
   void Record(uint64_t off, uint64_t n, uint32_t warp, const WarpClock& now, int32_t instr) {
-    for (uint64_t b = off; b < off + n; ++b) At(b) = Byte{{warp, now[warp], instr}, {}};
+    for (uint64_t b = off; b < off + n; ++b) At(b) = Byte{{warp, now[warp], instr}, {}, {}};
   }
   // Bytes the async proxy wrote: no generic access before them is left to race with.
   void Forget(uint64_t off, uint64_t n) {
@@ -82,7 +86,7 @@ class SharedRaceShadow {
 
  private:
   struct Byte {
-    RaceAccess write, read;
+    RaceAccess write, read, atomic;
   };
   static constexpr uint64_t kPage = 1024;
   Byte& At(uint64_t b) {

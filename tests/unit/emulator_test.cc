@@ -547,6 +547,36 @@ NEXT:
       << status;
 }
 
+// A shared counter (a histogram's bin): set by thread 0, then each of two warps' threads add 1
+// to it with atom.shared. Atomics do not race with each other, but the set does with the other
+// warp's adds unless a barrier lies between; with one, the count is 64.
+rt::Bundle Counter(const std::string& between) {
+  return Kernel(absl::StrCat(R"(
+	mov.u32 %r2, smem;
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra SET;
+	st.shared.u32 [%r2+8], 0;
+SET:
+)", between, R"(
+	atom.shared.add.u32 %r3, [%r2+8], 1;
+	bar.sync 0;
+	@%p1 bra DONE;
+	ld.shared.u32 %r4, [%r2+8];
+	st.global.u32 [%rd1], %r4;
+DONE:)"), {64, 1, 1});
+}
+
+TEST(Emulator, AtomicsRaceWithPlainAccessesButNotWithEachOther) {
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    EXPECT_EQ(Emulate(Counter("\tbar.sync 0;"), 1, nullptr, seed)[0], 64u);
+    absl::Status status;
+    Emulate(Counter(""), 1, &status, seed);
+    EXPECT_NE(status.message().find("a data race on shared byte 8"), absl::string_view::npos)
+        << status;
+    EXPECT_NE(status.message().find("atomic"), absl::string_view::npos) << status;
+  }
+}
+
 // An mbarrier hands the word over: thread 0 writes it and arrives (release), thread 32 waits for
 // the phase (acquire) and reads it. An arrive with .relaxed orders nothing.
 rt::Bundle HandOver(const std::string& arrive) {
