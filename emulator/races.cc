@@ -47,12 +47,12 @@ absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, 
           ? Where(e_.code[c->earlier.instr])
           : "an earlier instruction";
   return Fail(t, in,
-              absl::StrFormat("a data race on %s: this %s and the %s at %s by warp %d%s are not "
-                              "ordered (no barrier, mbarrier phase or cluster barrier lies between "
-                              "them: a SyncThreads, or an arrive that the later warp waits for, is "
+              absl::StrFormat("a data race on %s: this %s and warp %d%s's %s (%s) are not "
+                              "ordered: no barrier, mbarrier phase or cluster barrier lies between "
+                              "them (a SyncThreads, or an arrive that this warp waits for, is "
                               "missing)",
-                              byte, KindWord(kind), KindWord(c->earlier_kind), earlier,
-                              static_cast<int>(c->earlier.warp) % warps, other_cta));
+                              byte, KindWord(kind), static_cast<int>(c->earlier.warp) % warps,
+                              other_cta, KindWord(c->earlier_kind), earlier));
 }
 
 }  // namespace kiln::emu::detail
