@@ -501,6 +501,15 @@ TEST(EmulatedGemmEntryPoint, SplitKAndStreamKAtRaggedSizes) {
   ExpectCorrectAt("gemm/bf16_sm90_n128.bf16-bf16.any_m.scale.bias_col.gelu.residual", {{13, 130, 136}}, 2);
 }
 
+// The 128x192 pairs (the tile the table's measured lines take where N splits into 192-column
+// tiles): whole tiles with ragged M and N (3 column tiles: a pair and one alone, the last past N),
+// stream-K at a ragged K, and MN-major A and B (192 = three 64-wide blocks).
+TEST(EmulatedGemmEntryPoint, The192ColumnPairsAtRaggedSizes) {
+  ExpectCorrectAt("gemm/bf16_sm90_n192", {{136, 400, 136}});
+  ExpectCorrectAt("gemm/bf16_sm90_n192", {{136, 200, 328}}, 0);
+  ExpectCorrectAt("gemm/bf16_sm90_n192.bf16-bf16.a_mn.b_mn", {{136, 200, 72}});
+}
+
 // The strided kernel (K no multiple of 8, operands TMA cannot stride): edges in M, N and K (75:
 // two k-steps and a ragged third), tiles of one row or column, in every storage order of A, B, C.
 TEST(EmulatedGemmEntryPoint, TheStridedKernelAtAnySizeInEveryOrder) {
@@ -714,9 +723,13 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(Choice({4096, 4096, 4096}), P("gemm/bf16_sm90", 1));  // 4 full waves of 256x256: whole tiles
   EXPECT_EQ(Choice({16384, 8192, 28672}), P("gemm/bf16_sm90", 1));
   EXPECT_EQ(Choice({1024, 4096, 4096}), P("gemm/bf16_sm90", 1));  // one full wave
-  // 1.5 waves of 256x256 tiles, which stream-K would even out for two partials a group; 3 whole
-  // waves of 128x128 tiles need no partials.
-  EXPECT_EQ(Choice({1024, 6144, 4096}), P("gemm/bf16_sm90_n128", 1));
+  // 1.5 waves of 256x256 tiles, which stream-K would even out for two partials a group; 2 whole
+  // waves of 128x192 pairs (3 of 128x128 tiles) need no partials.
+  EXPECT_EQ(Choice({1024, 6144, 4096}), P("gemm/bf16_sm90_n192", 1));
+  // 2112 columns are 11 tiles of 192: whole (2.7 waves) where 128x160 tiles, 13.2 a row, stream.
+  EXPECT_EQ(Choice({4096, 2112, 7168}), P("gemm/bf16_sm90_n192", 1));
+  EXPECT_EQ(Choice({8192, 2112, 7168}), P("gemm/bf16_sm90_n192", 0));  // the table's measured lines
+  EXPECT_EQ(Choice({2048, 2112, 7168}), P("gemm/bf16_sm90_n96", 1));
   // 40 256x256 tiles for 64 clusters; 64 pairs of 128x160 tiles fill them (0.97x cuBLAS on the
   // H100 against 0.79 for 256x256 tiles streamed: docs/PERF.md, "Tiles for one wave").
   EXPECT_EQ(Choice({256, 10240, 8192}), P("gemm/bf16_sm90_n160", 1));

@@ -41,6 +41,9 @@ constexpr EntryKernel kEntryKernels[] = {
     {"gemm/bf16_sm90_m64n16",
      "the entry point's kernel for a C of 16 columns or fewer whose A is the weights"},
     {"gemm/bf16_sm90_m64n80", "the entry point's kernel for M <= 64 where N is 10240 or more"},
+    {"gemm/bf16_sm90_n192",
+     "the entry point's kernel where N splits into whole tiles of 192 columns (2112 = 11 x 192) "
+     "and its table's measured lines pick it"},
 };
 // 8-bit inputs take tiles of at most 128 columns (TakesFp8); in pairs sharing B, each CTA reads a
 // quarter less per stage from L2 than alone (docs/perf/2026-11-29-fp8-gemm.md).

@@ -29,6 +29,7 @@ inline constexpr Sm90Tile kSm90Tiles[] = {
     {"gemm/bf16_sm90_n160", 128, 160, 5, 2},  {"gemm/bf16_sm90_m64n64", 64, 64, 13, 2},
     {"gemm/bf16_sm90_m64n32", 64, 32, 17, 1}, {"gemm/bf16_sm90_m64n48", 64, 48, 15, 1},
     {"gemm/bf16_sm90_m64n16", 64, 16, 22, 1}, {"gemm/bf16_sm90_m64n80", 64, 80, 11, 1},
+    {"gemm/bf16_sm90_n192", 128, 192, 5, 2},
 };
 // Tiles for 8-bit inputs alone, which the 16-bit choice rule does not weigh.
 inline constexpr Sm90Tile kSm90Fp8Tiles[] = {{"gemm/bf16_sm90_n128c2", 128, 128, 6, 2}};
