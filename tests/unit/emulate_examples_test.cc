@@ -730,6 +730,7 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(Choice({4096, 2112, 7168}), P("gemm/bf16_sm90_n192", 1));
   EXPECT_EQ(Choice({8192, 2112, 7168}), P("gemm/bf16_sm90_n192", 0));  // the table's measured lines
   EXPECT_EQ(Choice({2048, 2112, 7168}), P("gemm/bf16_sm90_n96", 1));
+  EXPECT_EQ(Choice({64, 7168, 16384}), P("gemm/bf16_k128n64_sm90", 1));
   // 40 256x256 tiles for 64 clusters; 64 pairs of 128x160 tiles fill them (0.97x cuBLAS on the
   // H100 against 0.79 for 256x256 tiles streamed: docs/PERF.md, "Tiles for one wave").
   EXPECT_EQ(Choice({256, 10240, 8192}), P("gemm/bf16_sm90_n160", 1));
