@@ -252,6 +252,8 @@ GemmChoice ChooseByRules(const GemmSize& s, int cc, const GemmOptions& o, const 
 
 }  // namespace
 
+constexpr const char* kN192Kernel = "gemm/bf16_sm90_n192";
+
 std::string SplitName(int split) {
   return split == 1 ? "whole tiles" : split == 0 ? "stream-K" : absl::StrCat("split-K ", split);
 }
@@ -319,6 +321,16 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
                         ")"),
            best->split};
   }
+  // The 128x192 pairs measured slower than the tile the rule takes without them once an epilogue
+  // is fused or C is f32 (their five stages leave the epilogue the least shared memory): there
+  // the rule's pick without them (docs/perf/2026-11-30-a-192-column-tile.md, "With epilogues").
+  if (c.kernel == kN192Kernel && (!options.epilogue.empty() || options.out_type == "f32"))
+    if (const GemmRules* rules = RulesFor(compute_capability, tuned)) {
+      GemmRules without = *rules;
+      std::erase_if(without.tiles, [](const TileWeights& w) { return w.kernel == kN192Kernel; });
+      c = ChooseByRules(s, compute_capability, options, &without);
+      c.why += "; not the 128x192 pairs, slower with a fused epilogue or an f32 C";
+    }
   GemmOptions o = options;
   // A tile kernel at an M its C map cannot take stores C from registers (f32 ones always do).
   const bool tiles = c.kernel.rfind("gemm/bf16_sm90", 0) == 0;

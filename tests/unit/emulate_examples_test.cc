@@ -726,6 +726,12 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // 1.5 waves of 256x256 tiles, which stream-K would even out for two partials a group; 2 whole
   // waves of 128x192 pairs (3 of 128x128 tiles) need no partials.
   EXPECT_EQ(Choice({1024, 6144, 4096}), P("gemm/bf16_sm90_n192", 1));
+  // Not with a fused epilogue or an f32 C, where they measured slower than the 128x128 tiles.
+  EXPECT_EQ(Choice({1024, 6144, 4096}, {.out_type = "f32"}), P("gemm/bf16_sm90_n128.bf16-f32", 1));
+  EXPECT_EQ(Choice({1024, 6144, 4096}, {.epilogue = "bias_col.gelu"}),
+            P("gemm/bf16_sm90_n128.bf16-bf16.bias_col.gelu", 1));
+  EXPECT_EQ(Choice({4096, 2112, 7168}, {.epilogue = "relu"}),
+            P("gemm/bf16_sm90_n160.bf16-bf16.relu", 0));
   // 2112 columns are 11 tiles of 192: whole (2.7 waves) where 128x160 tiles, 13.2 a row, stream.
   EXPECT_EQ(Choice({4096, 2112, 7168}), P("gemm/bf16_sm90_n192", 1));
   EXPECT_EQ(Choice({8192, 2112, 7168}), P("gemm/bf16_sm90_n192", 0));  // the table's measured lines
