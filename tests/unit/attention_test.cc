@@ -92,9 +92,10 @@ TEST_P(EmulatedAttention, DecodeThroughAPagedCache) {
 }
 
 // Prefill over a paged cache (PlanCachePrefill: more query rows than a decode tile holds): a CTA
-// per query tile, causal with each sequence's diagonal at its length (a chunk of 100 new rows over
-// 300 keys), and without a mask; pages shuffled, rows past Skv NaN. (At D = 64 over pages of 16 the
-// plan takes three K/V stages.)
+// per query tile (causal at D = 128: a CTA per SM, several tiles each on the emulator's three),
+// causal with each sequence's diagonal at its length (a chunk of 100 new rows over 300 keys), and
+// without a mask; pages shuffled, rows past Skv NaN. (At D = 64 over pages of 16 the plan takes
+// three K/V stages.)
 TEST_P(EmulatedAttention, PrefillThroughAPagedCache) {
   const int d = GetParam();
   for (int64_t page : {16, 64}) {
@@ -102,7 +103,7 @@ TEST_P(EmulatedAttention, PrefillThroughAPagedCache) {
     EXPECT_EQ(rt::PlanAttention(PagedSize(c.size, page), c.options, {16, 16, 16, 16, 16, 16, 16}, 90)
                   ->kernel,
               absl::StrCat("attention/hopper.d", d, ".causal", d == 64 && page == 16 ? ".st3" : "",
-                           ".page", page));
+                           d == 128 ? ".persist" : "", ".page", page));
     ExpectCorrect(c, 3, 90, page);
   }
   ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 130, .d = d}, {}}, 4, 90, 32);
@@ -128,7 +129,7 @@ TEST(EmulatedAttentionGather, CopiesPagesOf16ByThreads) {
   }
   const Case c{{.b = 2, .hq = 4, .hkv = 2, .s = 100, .skv = 300, .d = 128}, {.causal = true}};
   rt::Bundle gather = CachedBundle("attention/hopper.d128.causal.page16.gather");
-  gather.manifest.name = "attention/hopper.d128.causal.page16";
+  gather.manifest.name = "attention/hopper.d128.causal.persist.page16";  // (the plan's: a CTA per SM)
   absl::StatusOr<AttentionResult> r = RunAttentionEmulated(gather, c.size, c.options, 5, nullptr, 16);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->passed) << r->failure;

@@ -23,7 +23,7 @@
 //
 // Constraints (checked at build): 1 to 3 consumer warpgroups; a key tile of a multiple of 16 rows
 // up to 256; a head dimension of 64, 128 or 256 (ParseAttention); split a CTA per tile, lens and
-// pages a CTA per tile (split: without a mask), pages and key tiles one a multiple of the other.
+// pages split without a mask only, pages and key tiles one a multiple of the other.
 // Tensors, heads and masks: ops/attention/kernels/common.h.
 //
 // The pieces: this file declares the kernel (parameters, the work, shared memory, the rings) and
@@ -133,8 +133,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   if (a.two_ctas) k.MinBlocksPerSm(2);  // (before the roles: their setmaxnreg counts from it)
   if (W < 1 || W > 3) k.Fail(absl::StrCat("attention takes 1 to 3 consumer warpgroups, not ", W));
   if (a.split && a.persistent) k.Fail("split-KV runs a CTA per part: no persist");
-  if (a.per_sequence() && (a.persistent || (a.split && a.causal)))
-    k.Fail("lens and pageN run a CTA per tile (or per part of one: split, without a mask)");
+  if (a.per_sequence() && a.split && a.causal)
+    k.Fail("lens and pageN split the keys without a mask only (a CTA per part of a tile)");
   if (a.varlen && (a.split || a.per_sequence()))
     k.Fail("varlen runs a CTA per tile of packed sequences, or persist: no split, lens or pages");
   if (a.rows && (a.split || a.varlen || a.per_sequence()))
@@ -142,6 +142,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   if (a.page && (a.page % BN && BN % a.page))
     k.Fail(absl::StrCat("pages of ", a.page, " tokens and key tiles of ", BN,
                         ": one must divide the other"));
+  if (a.page_gather && a.persistent)
+    k.Fail("gather copies pages by the producer's 128 threads, a CTA per tile: no persist");
   if (a.page_gather && !GathersPages(a, BN))
     k.Fail(absl::StrCat("gather copies pages of 16 tokens, fewer than a key tile, not pages of ",
                         a.page, " into key tiles of ", BN));
@@ -248,9 +250,10 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // pages (with fewer they spill their addresses), or 40 where a prefill's key tile takes a box a
   // page (pages smaller than the tile: its page numbers spill at 24) and two consumer warpgroups
   // at D = 128 run within 232 (docs/perf/2026-11-28-paged-prefill.md, "Pages of 16: the
-  // producer's registers, and a third stage at D = 64"); the consumers the rest, at most 240.
+  // producer's registers, and a third stage at D = 64"; persistent, they spill there); the
+  // consumers the rest, at most 240.
   const int launched = k.LaunchRegs();
-  const bool many_boxes = a.page && a.page < BN && !a.split && W == 2 && D == 128;
+  const bool many_boxes = a.page && a.page < BN && !a.split && !a.persistent && W == 2 && D == 128;
   const int producer_regs = h.gathers ? 56 : W == 3 ? 32 : many_boxes ? 40 : 24;
   k.Role({.first_thread = 0, .threads = 128, .max_regs = producer_regs},
          [&](Value t) { attention_sm90::RunProducer(h, t); });
@@ -261,7 +264,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // (docs/perf/2026-11-24-attention.md, step 12). With one Q stage the next Q can land only once
   // O has left through the stage.
   // (Packed sequences: tiles past the sequences' last see no key, which the stream cannot take.)
-  const bool stream_tiles = a.persistent && q_stages == 2 && !a.causal && !a.varlen;
+  // (Sequences of their own lengths may have none either.)
+  const bool stream_tiles =
+      a.persistent && q_stages == 2 && !a.causal && !a.varlen && !a.per_sequence();
   k.Role({.first_thread = 128, .threads = 128 * W, .max_regs = consumer_regs},
          [&](Value t) { attention_sm90::RunConsumers(h, t, stream_tiles); });
   return k.Build();
@@ -288,7 +293,8 @@ ExampleFamily AttentionFamily() {
     f.bundled.push_back(absl::StrCat(v, ".wg1.bn64.st2.split"));
   // Prefill over sequences of their own lengths and paged caches (PlanCachePrefill), bf16 (f16:
   // `kiln bundle`).
-  for (const char* v : {"d64", "d64.causal", "d128.bn128", "d128.causal", "d256", "d256.causal"})
+  for (const char* v :
+       {"d64", "d64.causal", "d128.bn128", "d128.causal.persist", "d256", "d256.causal"})
     for (const char* form : {".lens", ".page16", ".page32", ".page64", ".page256"}) {
       // (three K/V stages at D = 64 over pages of 16: PlanCachePrefill)
       const bool st3 = absl::StartsWith(v, "d64") && absl::string_view(form) == ".page16";

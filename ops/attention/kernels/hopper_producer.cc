@@ -36,19 +36,32 @@ void RunProducer(HopperAttention& h, const Value& t) {
   // Pages much smaller than a key tile make many boxes a stage (16 or more: pages of 16 at D = 128
   // and 256): thread 0 issues K's and thread 32, of the next warp, which runs beside it, V's
   // (docs/perf/2026-11-28-decode-split-kv.md, "K and V issued by two warps"); thread 0 alone
-  // publishes the tile and loads Q. Paged kernels run a CTA per tile: both walk the same one.
-  // Where the warpgroup gathers pages, all 128 threads walk it (t >= 0 always holds).
+  // publishes the tile and loads Q. A CTA per tile: both walk the same one; persistent, thread 0
+  // takes the tiles and thread 32 reads each from its slot once its Q stage is full, as the
+  // consumers do (the slot's write is released by the stage's arrive). Where the warpgroup gathers
+  // pages, all 128 threads walk it (t >= 0 always holds).
   const bool rings_apart = a.page && h.SPANS * (h.BN / std::min(a.page, h.BN)) >= 16;
+  const bool follows = a.persistent && rings_apart;  // thread 32 follows thread 0's tiles
   k.If(h.gathers     ? t >= 0
        : rings_apart ? (t == 0) | (t == 32)
                      : t == 0,
        [&] {
          Pipeline::Cursor q_at = h.q_ring.Start(), k_at = h.k_ring.Start(), v_at = h.v_ring.Start();
          Regs n = k.Registers(Type::Of(i32), 1), now = k.Registers(Type::Of(i32), 1);
+         Regs taken;  // (following: the tile thread 32 read)
+         if (follows) taken = k.Registers(Type::Of(i32), 1);
          k.While(
              [&] {
-               Value next = a.persistent ? AtomicAdd(tiles, 1)
-                                         : Select(n[0] == 0, k.BlockIdx(0), tile_count);
+               if (follows) {
+                 k.If(t == 0, [&] { taken[0] = AtomicAdd(tiles, 1); });
+                 k.If(t != 0, [&] {
+                   h.q_ring.Acquire(q_at);
+                   taken[0] = k.Load(h.tile_slots.At(0, n[0] % 4));
+                 });
+               }
+               Value next = follows        ? taken[0].Load()
+                            : a.persistent ? AtomicAdd(tiles, 1)
+                                           : Select(n[0] == 0, k.BlockIdx(0), tile_count);
                auto publish = [&] {
                  k.Store(h.tile_slots.At(0, n[0] % 4), next);
                  QueryTile q = h.TileOf(
@@ -65,7 +78,9 @@ void RunProducer(HopperAttention& h, const Value& t) {
                                      h.p.Box(ahead.seq0 + ahead.m0, 0, ahead.q_head, h.p.Hq));
                    });
                };
-               if (a.persistent)
+               if (follows)
+                 k.If(t == 0, publish);
+               else if (a.persistent)
                  publish();
                else  // a CTA per tile: its consumers stop after one
                  k.If((next < tile_count) & (t == 0), publish);
@@ -88,11 +103,17 @@ void RunProducer(HopperAttention& h, const Value& t) {
          // Split-KV: attention/combine may launch once every part has issued its last loads (it
          // waits for the parts' writes itself).
          if (a.split) k.LaunchDependents();
-         if (a.persistent)  // every CTA has taken its last number: the last one resets the counter
+         // Every CTA has taken its last number: the last one resets the counter.
+         auto reset = [&] {
            k.If(AtomicAdd(tiles + 1, 1) == k.GridDim(0) - 1, [&] {
              k.Store(tiles, k.I32(0));
              k.Store(tiles + 1, k.I32(0));
            });
+         };
+         if (follows)
+           k.If(t == 0, reset);
+         else if (a.persistent)
+           reset();
        });
 }
 
