@@ -14,6 +14,7 @@
 // the latest is ordered, none.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -41,8 +42,8 @@ struct RaceAccess {
   }
 };
 
-// The last write and the last read of each byte of one CTA's shared memory, in pages allocated
-// as they are first touched.
+// The last write, read and atomic of each byte of one CTA's shared memory, in pages allocated as
+// they are first touched.
 class SharedRaceShadow {
  public:
   enum class Kind { kRead, kWrite, kAtomic };

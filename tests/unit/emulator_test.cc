@@ -487,6 +487,20 @@ AGAIN:
   EXPECT_NE(status.message().find("unknown label NOWHERE"), absl::string_view::npos) << status;
 }
 
+// Under seeds 1..4: `ordered` writes `want` to out[0], and `racing` is reported as a data race on
+// shared byte `byte`, its message also holding `also`.
+void ExpectOrderedElseARace(const rt::Bundle& ordered, uint32_t want, const rt::Bundle& racing, int byte,
+                            const std::string& also) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    EXPECT_EQ(Emulate(ordered, 1, nullptr, seed)[0], want);
+    absl::Status status;
+    Emulate(racing, 1, &status, seed);
+    EXPECT_NE(status.message().find(absl::StrCat("a data race on shared byte ", byte, ":")), absl::string_view::npos)
+        << status;
+    EXPECT_NE(status.message().find(also), absl::string_view::npos) << status;
+  }
+}
+
 // Data races on shared memory (PTX ISA, memory consistency model): warp 0's thread 0 writes a
 // word (set before a barrier) that warp 1's thread 32 reads. With nothing between them the pair
 // is a race, named with both lines whichever runs first (seeds 1 to 4); bar.sync between them
@@ -511,14 +525,7 @@ DONE:)"), {64, 1, 1});
 }
 
 TEST(Emulator, SharedMemoryRacesBetweenWarpsAreNamed) {
-  for (uint64_t seed = 1; seed <= 4; ++seed) {
-    absl::Status status;
-    Emulate(WriteThenRead(""), 1, &status, seed);
-    EXPECT_NE(status.message().find("a data race on shared byte 4"), absl::string_view::npos)
-        << status;
-    EXPECT_NE(status.message().find("are not ordered"), absl::string_view::npos) << status;
-    EXPECT_EQ(Emulate(WriteThenRead("\tbar.sync 0;"), 1, nullptr, seed)[0], 7u);
-  }
+  ExpectOrderedElseARace(WriteThenRead("\tbar.sync 0;"), 7, WriteThenRead(""), 4, "are not ordered");
 }
 
 // A buffer refilled each round while the other warp may still read the last round's: warp 0
@@ -567,14 +574,7 @@ DONE:)"), {64, 1, 1});
 }
 
 TEST(Emulator, AtomicsRaceWithPlainAccessesButNotWithEachOther) {
-  for (uint64_t seed = 1; seed <= 3; ++seed) {
-    EXPECT_EQ(Emulate(Counter("\tbar.sync 0;"), 1, nullptr, seed)[0], 64u);
-    absl::Status status;
-    Emulate(Counter(""), 1, &status, seed);
-    EXPECT_NE(status.message().find("a data race on shared byte 8"), absl::string_view::npos)
-        << status;
-    EXPECT_NE(status.message().find("atomic"), absl::string_view::npos) << status;
-  }
+  ExpectOrderedElseARace(Counter("\tbar.sync 0;"), 64, Counter(""), 8, "atomic");
 }
 
 // An mbarrier hands the word over: thread 0 writes it and arrives (release), thread 32 waits for
@@ -603,13 +603,8 @@ DONE:)"), {64, 1, 1}));
 }
 
 TEST(Emulator, AnMbarrierPhaseOrdersItsArrivalsBeforeItsWaiters) {
-  for (uint64_t seed = 1; seed <= 3; ++seed) {
-    EXPECT_EQ(Emulate(HandOver("mbarrier.arrive.shared.b64"), 1, nullptr, seed)[0], 9u);
-    absl::Status status;
-    Emulate(HandOver("mbarrier.arrive.relaxed.cta.shared.b64"), 1, &status, seed);
-    EXPECT_NE(status.message().find("a data race on shared byte 0"), absl::string_view::npos)
-        << status;
-  }
+  ExpectOrderedElseARace(HandOver("mbarrier.arrive.shared.b64"), 9, HandOver("mbarrier.arrive.relaxed.cta.shared.b64"),
+                         0, "write");
 }
 
 // Shared addresses are rank << 24 | offset, as an H200's are (its cluster CTA 1's shared
