@@ -87,7 +87,10 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
               "other threads until it has waited: give it an arrival, or a barrier)",
               meant, parity, off, b.completed));
     const bool done = b.completed > meant;
-    if (done) Synced(t, in), Acquire(t.linear / 32, b.done_clock);
+    if (done) {
+      Synced(t, in);
+      Acquire(t.linear / 32, b.done_clock);  // the phase's arrivals happen before what follows
+    }
     if (done && kind == "try_wait") next = meant + 1;
     if (!done && kind == "try_wait") {  // blocks until the phase completes, then runs again
       SetState(t, Thread::State::kMbarrier);
