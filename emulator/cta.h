@@ -226,7 +226,7 @@ struct ClusterState {
   rt::Dim3 dims, id, count;  // cluster shape, this cluster's index, clusters in the grid
   int64_t phase = 0;         // completed barrier.cluster phases
   int arrived = 0;
-  WarpClock clock, done_clock;  // the arrivals' releases in this phase, and at the last (races.h)
+  PhaseClocks clocks;  // (races.h)
   void TryRelease();
 };
 
@@ -758,9 +758,9 @@ class Cta {
   struct MbarrierState {
     int expected = 0, pending = 0;
     int64_t tx = 0;
-    int phase = 0;                // parity of the phase in progress
-    int64_t completed = 0;        // phases completed so far
-    WarpClock clock, done_clock;  // the arrivals' releases in this phase, and at the last (races.h)
+    int phase = 0;          // parity of the phase in progress
+    int64_t completed = 0;  // phases completed so far
+    PhaseClocks clocks;     // (races.h)
   };
   std::map<uint64_t, MbarrierState> mbarriers_;  // by shared offset
   // A TMA load in flight.

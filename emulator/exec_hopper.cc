@@ -54,7 +54,7 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
                 "an arrival beyond the %d the mbarrier at shared offset %d expects in this phase",
                 b.expected, off));
       if (kind == "arrive_drop") --b.expected;
-      if (!in.Has("relaxed")) JoinClock(b.clock, Released(t.linear / 32));
+      if (!in.Has("relaxed")) JoinClock(b.clocks.open, Released(t.linear / 32));
       if (in.ops[0].kind == Operand::Kind::kReg)
         Write(t, in.ops[0], static_cast<uint64_t>(b.phase));
     }
@@ -89,7 +89,7 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
     const bool done = b.completed > meant;
     if (done) {
       Synced(t, in);
-      Acquire(t.linear / 32, b.done_clock);  // the phase's arrivals happen before what follows
+      Acquire(t.linear / 32, b.clocks.done);  // the phase's arrivals happen before what follows
     }
     if (done && kind == "try_wait") next = meant + 1;
     if (!done && kind == "try_wait") {  // blocks until the phase completes, then runs again
@@ -110,8 +110,7 @@ absl::Status Cta::MbarrierComplete(uint64_t offset) {
   b.phase ^= 1;
   ++b.completed;
   b.pending = b.expected;
-  b.done_clock = std::move(b.clock);
-  b.clock.clear();
+  b.clocks.Complete();
   for (Thread& w : threads_)
     if (w.state == Thread::State::kMbarrier && w.mbarrier == offset)
       SetState(w, Thread::State::kRun);
@@ -729,7 +728,7 @@ absl::Status Cta::ArriveOn(uint64_t offset, int64_t tx,
     return fail(absl::StrFormat(
         "the mbarrier at shared offset %d of cluster CTA %d was never initialised", offset, rank_));
   it->second.tx += tx;
-  JoinClock(it->second.clock, released);
+  JoinClock(it->second.clocks.open, released);
   if (--it->second.pending < 0)
     return fail(absl::StrFormat(
         "an arrival beyond the %d the mbarrier at shared offset %d of cluster CTA %d "
@@ -745,7 +744,7 @@ absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
   if (in.Has("arrive")) {
     t.cluster_phase = cluster_->phase;
     ++cluster_->arrived;
-    if (!in.Has("relaxed")) JoinClock(cluster_->clock, Released(t.linear / 32));
+    if (!in.Has("relaxed")) JoinClock(cluster_->clocks.open, Released(t.linear / 32));
     ++t.pc;
     cluster_->TryRelease();
     return absl::OkStatus();
@@ -754,7 +753,7 @@ absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
     if (t.cluster_phase < 0) return Fail(t, in, "barrier.cluster.wait without an arrive before it");
     if (cluster_->phase > t.cluster_phase) {
       Synced(t, in);
-      Acquire(t.linear / 32, cluster_->done_clock);
+      Acquire(t.linear / 32, cluster_->clocks.done);
       ++t.pc;
       return absl::OkStatus();
     }
@@ -771,8 +770,7 @@ void ClusterState::TryRelease() {
   if (arrived == 0 || arrived < live) return;
   ++phase;
   arrived = 0;
-  done_clock = std::move(clock);
-  clock.clear();
+  clocks.Complete();
   for (Cta* c : ctas) c->WakeClusterWaiters();
 }
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace kiln::emu::detail {
@@ -31,6 +32,16 @@ inline void JoinClock(WarpClock& into, const WarpClock& from) {
   if (into.size() < from.size()) into.resize(from.size(), 0);
   for (size_t i = 0; i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
 }
+
+// A barrier's clocks: the releases of the arrivals in its open phase, and those of its last
+// completed phase, which a waiter that saw it complete acquires.
+struct PhaseClocks {
+  WarpClock open, done;
+  void Complete() {
+    done = std::move(open);
+    open.clear();
+  }
+};
 
 // One access of a byte: its warp (cluster-wide), that warp's clock then (0: no access), and
 // its instruction's index in the kernel's code.

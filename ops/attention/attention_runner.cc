@@ -70,9 +70,9 @@ void PlanDecode(const AttentionSize& z, const AttentionOptions& o, int compute_c
 // eight boxes a tile (docs/perf/2026-11-28-paged-prefill.md, "Pages of 16: the producer's
 // registers, and a third stage at D = 64").
 void PlanCachePrefill(const AttentionSize& z, const AttentionOptions& o, AttentionPlan& plan) {
-  // Causal at D = 128 a CTA per SM takes the tiles, the longest first, where it measured faster
-  // than a CTA per tile; without a mask, or at D = 64 and 256, it did not
-  // (docs/perf/2026-11-28-paged-prefill.md, "A CTA per SM over a paged cache").
+  // A CTA per SM (the longest tiles first) for causal prefill at D = 128 only; a CTA per tile
+  // without a mask and at D = 64 and 256 (docs/perf/2026-11-28-paged-prefill.md, "A CTA per SM
+  // over a paged cache").
   const bool persist = o.causal && z.d == 128;
   plan.kernel = absl::StrCat("attention/hopper.d", z.d, o.dtype == "f16" ? ".f16" : "",
                              o.causal ? ".causal" : "", z.d == 128 && !o.causal ? ".bn128" : "",

@@ -321,9 +321,8 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
                         ")"),
            best->split};
   }
-  // The 128x192 pairs measured slower than the tile the rule takes without them with fused terms
-  // (their five stages leave the epilogue the least shared memory); an f32 C, measured only with
-  // terms, keeps that pick too (docs/perf/2026-11-30-a-192-column-tile.md, "With epilogues").
+  // The 128x192 pairs serve plain 16-bit C only: with fused terms or an f32 C the rule picks as if
+  // they were not there (docs/perf/2026-11-30-a-192-column-tile.md, "With epilogues").
   if (c.kernel == kN192Kernel && (!options.epilogue.empty() || options.out_type == "f32"))
     if (const GemmRules* rules = RulesFor(compute_capability, tuned)) {
       GemmRules without = *rules;

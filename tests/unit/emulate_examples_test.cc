@@ -726,7 +726,7 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // 1.5 waves of 256x256 tiles, which stream-K would even out for two partials a group; 2 whole
   // waves of 128x192 pairs (3 of 128x128 tiles) need no partials.
   EXPECT_EQ(Choice({1024, 6144, 4096}), P("gemm/bf16_sm90_n192", 1));
-  // Not with a fused epilogue or an f32 C, where they measured slower than the 128x128 tiles.
+  // Not with a fused epilogue or an f32 C (docs/perf/2026-11-30-a-192-column-tile.md).
   EXPECT_EQ(Choice({1024, 6144, 4096}, {.out_type = "f32"}), P("gemm/bf16_sm90_n128.bf16-f32", 1));
   EXPECT_EQ(Choice({1024, 6144, 4096}, {.epilogue = "bias_col.gelu"}),
             P("gemm/bf16_sm90_n128.bf16-bf16.bias_col.gelu", 1));

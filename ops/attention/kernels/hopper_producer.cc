@@ -4,6 +4,7 @@
 // beside its Q stage, loads that Q once, then K and V tile by tile, each into its own ring so S = Q
 // K^T can start while V is still in flight (from a paged cache: hopper_paged.cc).
 #include <algorithm>
+#include <functional>
 
 #include "ops/attention/kernels/hopper_parts.h"
 
@@ -48,6 +49,13 @@ void RunProducer(HopperAttention& h, const Value& t) {
        [&] {
          Pipeline::Cursor q_at = h.q_ring.Start(), k_at = h.k_ring.Start(), v_at = h.v_ring.Start();
          Regs n = k.Registers(Type::Of(i32), 1), now = k.Registers(Type::Of(i32), 1);
+         // What only thread 0 does where thread 32 walks the tiles too.
+         auto by_thread_0 = [&](const std::function<void()>& body) {
+           if (follows)
+             k.If(t == 0, body);
+           else
+             body();
+         };
          Regs taken;  // (following: the tile thread 32 read)
          if (follows) taken = k.Registers(Type::Of(i32), 1);
          k.While(
@@ -78,10 +86,8 @@ void RunProducer(HopperAttention& h, const Value& t) {
                                      h.p.Box(ahead.seq0 + ahead.m0, 0, ahead.q_head, h.p.Hq));
                    });
                };
-               if (follows)
-                 k.If(t == 0, publish);
-               else if (a.persistent)
-                 publish();
+               if (a.persistent)
+                 by_thread_0(publish);
                else  // a CTA per tile: its consumers stop after one
                  k.If((next < tile_count) & (t == 0), publish);
                n[0] = n[0] + 1;
@@ -110,10 +116,7 @@ void RunProducer(HopperAttention& h, const Value& t) {
              k.Store(tiles + 1, k.I32(0));
            });
          };
-         if (follows)
-           k.If(t == 0, reset);
-         else if (a.persistent)
-           reset();
+         if (a.persistent) by_thread_0(reset);
        });
 }
 
