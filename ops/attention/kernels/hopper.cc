@@ -34,8 +34,8 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "examples/registry.h"
 #include "kiln/pipeline.h"
 #include "ops/attention/kernels/common.h"
@@ -291,25 +291,35 @@ ExampleFamily AttentionFamily() {
     f.bundled.push_back(absl::StrCat(v, ".wg1.bn128.st3.split"));
   for (const char* v : {"d256", "d256.f16"})
     f.bundled.push_back(absl::StrCat(v, ".wg1.bn64.st2.split"));
-  // Prefill over sequences of their own lengths and paged caches (PlanCachePrefill), bf16 (f16:
-  // `kiln bundle`).
-  for (const char* v :
-       {"d64", "d64.causal", "d128.bn128", "d128.causal.persist", "d256", "d256.causal"})
-    for (const char* form : {".lens", ".page16", ".page32", ".page64", ".page256"}) {
-      // (three K/V stages at D = 64 over pages of 16: PlanCachePrefill)
-      const bool st3 = absl::StartsWith(v, "d64") && absl::string_view(form) == ".page16";
-      f.bundled.push_back(absl::StrCat(v, st3 ? ".st3" : "", form));
-    }
-  // Packed sequences, and decode over sequences of their own lengths and paged caches, bf16 (f16:
-  // `kiln bundle`).
-  for (const char* v : {"d64", "d64.causal", "d128", "d128.causal", "d256", "d256.causal"})
-    f.bundled.push_back(absl::StrCat(v, ".varlen"));
-  for (const char* v :
-       {"d64", "d64.causal", "d128", "d128.causal"})  // (PlanAttention's for varlen)
-    f.bundled.push_back(absl::StrCat(v, ".persist.varlen"));
-  for (const char* v : {"d64.wg1.bn128.st4", "d128.wg1.bn128.st3", "d256.wg1.bn64.st2"})
-    for (const char* form : {".lens", ".page16", ".page32", ".page64", ".page256"})
-      f.bundled.push_back(absl::StrCat(v, form, ".split"));
+  // Each in bf16 and f16: the element type follows the head dimension in the entry point's names
+  // (d128.causal.lens, d128.f16.causal.lens).
+  for (const char* t : {"", ".f16"}) {
+    // Prefill over sequences of their own lengths and paged caches (PlanCachePrefill).
+    for (const auto& [d, v] : {std::pair{"d64", ""},
+                               {"d64", ".causal"},
+                               {"d128", ".bn128"},
+                               {"d128", ".causal.persist"},
+                               {"d256", ""},
+                               {"d256", ".causal"}})
+      for (const char* form : {".lens", ".page16", ".page32", ".page64", ".page256"}) {
+        // (three K/V stages at D = 64 over pages of 16: PlanCachePrefill)
+        const bool st3 = absl::string_view(d) == "d64" && absl::string_view(form) == ".page16";
+        f.bundled.push_back(absl::StrCat(d, t, v, st3 ? ".st3" : "", form));
+      }
+    // Packed sequences (PlanAttention's for varlen).
+    for (const char* d : {"d64", "d128", "d256"})
+      for (const char* v : {".varlen", ".causal.varlen"})
+        f.bundled.push_back(absl::StrCat(d, t, v));
+    for (const char* d : {"d64", "d128"})
+      for (const char* v : {".persist.varlen", ".causal.persist.varlen"})
+        f.bundled.push_back(absl::StrCat(d, t, v));
+    // Decode over sequences of their own lengths and paged caches (PlanDecode).
+    for (const auto& [d, v] : {std::pair{"d64", ".wg1.bn128.st4"},
+                               {"d128", ".wg1.bn128.st3"},
+                               {"d256", ".wg1.bn64.st2"}})
+      for (const char* form : {".lens", ".page16", ".page32", ".page64", ".page256"})
+        f.bundled.push_back(absl::StrCat(d, t, v, form, ".split"));
+  }
   // The rows layout [B, S, H, D]: each prefill kernel the entry point picks (PlanAttention).
   for (const char* t : {"", ".f16"}) {
     for (const char* v : {".causal.persist", ".persist", ".bn160.persist"})
