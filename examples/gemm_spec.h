@@ -42,14 +42,20 @@ struct GemmSpec {
 // The variants of each entry-point kernel that the build bundles (and the GPU suite checks), as
 // the suffixes of their names (rt::GemmVariantName, kiln/ops/gemm_choice.h): each type pair and
 // each epilogue term at least once.
+// f16-f32 is also the plain product under an epilogue that no f16 variant fuses (the pass).
 inline const std::vector<std::string> kBundledGemmVariants = {
-    "f16-f16", "bf16-f32", "bf16-bf16.scale.bias_col.gelu.residual", "f16-f16.bias_row.relu",
+    "f16-f16",
+    "bf16-f32",
+    "f16-f32",
+    "bf16-bf16.scale.bias_col.gelu.residual",
+    "f16-f16.bias_row.relu",
     "bf16-f32.scale.silu"};
 // The tile kernels': those, the 16-bit ones again storing C from registers (any_m), which
 // ChooseGemm picks where M is no multiple of 8, and MN-major A and B (a_mn, b_mn), with any M too;
 // then what a model's linear layers ask of them through the Python module, where C is row-major
 // and so computed swapped (docs/PYTHON.md): a bias per column of C (bias_row to the kernel), a
-// residual, f32 out with either operand MN-major, a gate/up projection's SwiGLU and a QKV
+// residual, f32 out with either or both operands MN-major (also the product under an epilogue
+// no variant fuses, gemm/epilogue_pass), a gate/up projection's SwiGLU and a QKV
 // projection's RoPE.
 inline const std::vector<std::string> kBundledTileVariants = {
     "f16-f16",
@@ -73,6 +79,17 @@ inline const std::vector<std::string> kBundledTileVariants = {
     "bf16-bf16.any_m.residual",
     "bf16-f32.a_mn",
     "bf16-f32.b_mn",
+    "bf16-f32.a_mn.b_mn",
+    "f16-f32",
+    "f16-f16.a_mn",
+    "f16-f16.b_mn",
+    "f16-f16.a_mn.b_mn",
+    "f16-f16.any_m.a_mn",
+    "f16-f16.any_m.b_mn",
+    "f16-f16.any_m.a_mn.b_mn",
+    "f16-f32.a_mn",
+    "f16-f32.b_mn",
+    "f16-f32.a_mn.b_mn",
     "bf16-bf16.swiglu",
     "bf16-bf16.a_mn.swiglu",
     "bf16-bf16.rope"};
@@ -95,18 +112,19 @@ inline const std::vector<std::string> kBundledFp8Variants = {
 // The wide-stage kernels': kBundledGemmVariants and a row-major B (b_mn), plain and fused.
 inline const std::vector<std::string> kBundledWideVariants = [] {
   std::vector<std::string> v = kBundledGemmVariants;
-  v.insert(v.end(), {"bf16-bf16.b_mn", "f16-f16.b_mn", "bf16-f32.b_mn.scale.silu"});
+  v.insert(v.end(), {"bf16-bf16.b_mn", "f16-f16.b_mn", "bf16-f32.b_mn", "f16-f32.b_mn",
+                     "bf16-f32.b_mn.scale.silu"});
   return v;
 }();
 // The skinny kernel's: kBundledGemmVariants, then each of those as the entry point runs it for a
 // column-major C of 1-4 columns, transposed (the bias's axis swapped; c_row for 2-4 columns).
 inline const std::vector<std::string> kBundledRowCVariants = [] {
   std::vector<std::string> v = kBundledGemmVariants;
-  v.insert(v.end(),
-           {"bf16-bf16.scale.bias_row.gelu.residual", "f16-f16.bias_col.relu", "bf16-bf16.c_row",
-            "f16-f16.c_row", "bf16-f32.c_row", "bf16-bf16.c_row.scale.bias_row.gelu.residual",
-            "f16-f16.c_row.bias_col.relu", "bf16-f32.c_row.scale.silu",
-            "bf16-bf16.c_row.scale.bias_col.gelu.residual", "f16-f16.c_row.bias_row.relu"});
+  v.insert(v.end(), {"bf16-bf16.scale.bias_row.gelu.residual", "f16-f16.bias_col.relu",
+                     "bf16-bf16.c_row", "f16-f16.c_row", "bf16-f32.c_row", "f16-f32.c_row",
+                     "bf16-bf16.c_row.scale.bias_row.gelu.residual", "f16-f16.c_row.bias_col.relu",
+                     "bf16-f32.c_row.scale.silu", "bf16-bf16.c_row.scale.bias_col.gelu.residual",
+                     "f16-f16.c_row.bias_row.relu"});
   return v;
 }();
 

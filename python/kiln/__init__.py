@@ -204,7 +204,7 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
     weight), or uint8 host arrays of their bytes (run on the emulator; e4m3 unless fp8_types, a
     pair such as ("e5m2", "e4m3"), says a's and b's types), with f32 scales; out =
     (a * scale_a) @ (b * scale_b) through the same epilogue (but swiglu), bf16 by default
-    (out_dtype "f16", "f32"); fused terms need their kernel variant bundled (16-bit bf16 inputs
+    (out_dtype "f16", "f32"); fused terms need their kernel variant bundled (16-bit inputs
     run others as a pass after the product, docs/PYTHON.md). The
     scales' shapes say how they apply: one value each (tensorwise); (M,) or (M, 1) and (N,) or
     (1, N) (rowwise); (M, ceil(K/128)) and (ceil(N/128), ceil(K/128)) (blockwise: a per 1x128, the
@@ -364,6 +364,10 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
     shape = tuple(x.shape[:-1]) + (w.shape[1],)
     if out is None:
         out = _empty(x, shape, "bf16")
+    if 0 in shape and len(w.shape) == 3:  # no token or no column: nothing to write or launch
+        _require(tuple(out.shape) == shape,
+                 lambda: f"kiln.grouped_gemm: out must have shape {shape}, not {tuple(out.shape)}")
+        return out
     _require((scale_x is None) == (scale_w is None),
              "kiln.grouped_gemm: e4m3 inputs need both scale_x and scale_w")
     stream = _stream([x])
