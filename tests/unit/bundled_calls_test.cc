@@ -1,0 +1,141 @@
+// The entry points' calls find their kernels in the build's bundles. A call the plan sends to a
+// kernel the build does not bundle fails for the user with "no bundle" (the compiler writes it,
+// which a runtime-only install has not); here it fails the test, naming the call. Each test plans
+// and "launches" every form of call the host API and kiln's Python module take, on sm_90a.
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "kiln/bundle/manifest.h"
+#include "kiln/ops/attention.h"
+#include "kiln/ops/attention_backward.h"
+#include "kiln/ops/gemm.h"
+
+namespace kiln {
+namespace {
+
+// Reads manifests from the build's bundle directory; launches nothing (records the names).
+class BundleOnlyDevice : public rt::OpDevice {
+ public:
+  absl::StatusOr<const rt::Manifest*> ManifestOf(const std::string& kernel) override {
+    if (auto it = read_.find(kernel); it != read_.end()) return &it->second.manifest;
+    absl::StatusOr<rt::Bundle> b = rt::ReadBundle(KILN_TEST_BUNDLE_DIR, kernel);
+    if (!b.ok()) return absl::NotFoundError(b.status().message());
+    return &read_.emplace(kernel, *std::move(b)).first->second.manifest;
+  }
+  absl::Status Launch(const std::string& kernel, std::vector<rt::Arg>) override {
+    launched.push_back(kernel);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<uint64_t> Scratch(int, size_t) override { return 1 << 20; }
+  std::vector<std::string> launched;
+
+ private:
+  std::map<std::string, rt::Bundle> read_;
+};
+
+// Every input and output type, storage order of A, B and C, and epilogue that kiln.gemm takes, at
+// aligned, ragged and skinny sizes.
+TEST(BundledCalls, EverySixteenBitGemm) {
+  const std::vector<rt::GemmSize> sizes = {{4096, 4096, 4096}, {1000, 777, 300}, {7, 4096, 4096},
+                                           {1, 1, 8},          {64, 14336, 4096}, {4095, 1024, 1000},
+                                           {33, 1000, 72},     {300, 136, 16},   {2, 3000, 520}};
+  // kiln.gemm's terms (a bias per column of C) and the host API's other bias.
+  const std::vector<std::string> epilogues = {
+      "",     "bias_col", "bias_row", "relu", "gelu", "silu", "residual", "scale", "bias_col.gelu",
+      "bias_col.silu.residual", "scale.bias_col.relu.residual"};
+  BundleOnlyDevice device;
+  std::set<std::string> failures;
+  int calls = 0;
+  for (const std::string in : {"bf16", "f16"})
+    for (const std::string out : {in, std::string("f32")})
+      for (int layout = 0; layout < 8; ++layout)
+        for (const std::string& epilogue : epilogues)
+          for (const rt::GemmSize& size : sizes) {
+            rt::GemmOperands o{.a = 256, .b = 256, .c = 256};
+            o.a_col_major = layout & 1, o.b_row_major = layout & 2, o.c_row_major = layout & 4;
+            if (absl::StrContains(epilogue, "scale")) o.c_in = 256, o.alpha = 0.5, o.beta = 2;
+            if (absl::StrContains(epilogue, "bias")) o.bias = 256;
+            if (absl::StrContains(epilogue, "residual")) o.residual = 256;
+            const rt::GemmOptions options{.in_type = in, .out_type = out, .epilogue = epilogue};
+            ++calls;
+            if (absl::Status s = rt::RunGemm(size, options, o, 90, device); !s.ok())
+              failures.insert(absl::StrCat(in, "->", out, " A ", o.a_col_major ? "col" : "row",
+                                           " B ", o.b_row_major ? "row" : "col", " C ",
+                                           o.c_row_major ? "row" : "col", " [", epilogue, "] ",
+                                           size.m, "x", size.n, "x", size.k, ": ", s.message()));
+          }
+  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << calls << " calls fail:\n"
+                                << absl::StrJoin(failures, "\n");
+  EXPECT_FALSE(device.launched.empty());
+}
+
+// The forward at every type, head dimension and mask: dense (both layouts), over sequences of
+// their own lengths and paged caches (decode, speculative decode and prefill chunks), and packed
+// sequences; and the backward, dense and packed.
+TEST(BundledCalls, EveryAttentionForm) {
+  struct Shape {
+    int64_t hq, hkv, s, skv;
+  };
+  const std::vector<Shape> shapes = {{16, 16, 4096, 4096}, {32, 8, 1, 4096},  {32, 8, 7, 1000},
+                                     {8, 1, 1000, 1037},   {16, 16, 100, 100}, {32, 8, 16384, 16384},
+                                     {4, 4, 1, 1}};
+  BundleOnlyDevice device;
+  std::set<std::string> failures;
+  int calls = 0;
+  auto run = [&](const std::string& form, const rt::AttentionSize& z,
+                 const rt::AttentionOptions& options, bool backward) {
+    ++calls;
+    const rt::AttentionOperands o{.q = 256, .k = 256, .v = 256, .o = 256, .lse = 256,
+                                  .seq_lens = z.lens ? 256u : 0u,
+                                  .block_table = z.page ? 256u : 0u,
+                                  .cu_seqlens = z.varlen ? 256u : 0u};
+    const rt::AttentionGradOperands g{.q = 256, .k = 256, .v = 256, .o = 256, .lse = 256,
+                                      .d_o = 256, .dq = 256, .dk = 256, .dv = 256,
+                                      .cu_seqlens = z.varlen ? 256u : 0u};
+    const absl::Status s = backward ? rt::RunAttentionBackward(z, options, g, 90, device)
+                                    : rt::RunAttention(z, options, o, 90, device);
+    if (!s.ok())
+      failures.insert(absl::StrCat(form, backward ? " backward" : "", " ", options.dtype, " d", z.d,
+                                   options.causal ? " causal" : "", " hq", z.hq, " hkv", z.hkv,
+                                   " s", z.s, " skv", z.skv, ": ", s.message()));
+  };
+  for (const std::string dtype : {"bf16", "f16"})
+    for (int64_t d : {64, 128, 256})
+      for (bool causal : {false, true})
+        for (const Shape& sh : shapes) {
+          const rt::AttentionOptions options{.dtype = dtype, .causal = causal};
+          const rt::AttentionSize dense{.b = 2, .hq = sh.hq, .hkv = sh.hkv, .s = sh.s,
+                                        .skv = sh.skv, .d = d};
+          run("dense", dense, options, false);
+          rt::AttentionSize rows = dense;
+          rows.rows = true;
+          if (sh.hq / sh.hkv * sh.s > 64) run("rows", rows, options, false);  // (else decode)
+          rt::AttentionSize lens = dense;
+          lens.lens = true;
+          run("lens", lens, options, false);
+          for (int64_t page : {16, 32, 64, 256}) {
+            rt::AttentionSize paged = lens;
+            paged.page = page, paged.max_pages = (sh.skv + page - 1) / page;
+            paged.pages = paged.b * paged.max_pages, paged.skv = paged.max_pages * page;
+            run(absl::StrCat("page ", page), paged, options, false);
+          }
+          if (sh.s == sh.skv) {
+            rt::AttentionSize packed = dense;
+            packed.varlen = true, packed.total = 2 * sh.s - 1;
+            run("varlen", packed, options, false);
+            if (sh.s <= 4096) run("varlen", packed, options, true);
+            if (sh.s <= 4096) run("dense", dense, options, true);
+          }
+        }
+  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << calls << " calls fail:\n"
+                                << absl::StrJoin(failures, "\n");
+}
+
+}  // namespace
+}  // namespace kiln
