@@ -66,6 +66,8 @@ if [ -d "$py/python/kiln" ]; then
     varlen_check.py varlen.log
   py_check "decode attention against cuDNN, flash and a device copy (tools/decode_bench.py)" \
     decode_bench.py decode.log
+  py_check "a new user's calls: random shapes, layouts, types and options (tools/python_fuzz.py)" \
+    python_fuzz.py fuzz.log
 else
   section "the Python module against torch (tools/python_gpu_check.py)"
   echo "no $py/python/kiln: the Python module was not built for this machine (see KILN_PY_BUILD)"
