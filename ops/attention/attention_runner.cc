@@ -118,7 +118,7 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
          {std::tuple{"q_stride", z.QStride(), z.hq, z.s},
           std::tuple{"kv_stride", z.KvStride(), z.hkv, z.skv},
           std::tuple{"o_stride", z.OStride(), z.hq, z.s}})
-      if (stride < heads * z.d || stride % 8 || stride * rows * 2 >= (int64_t{1} << 40))
+      if (stride < heads * z.d || stride % 8 || static_cast<double>(stride) * rows * 2 >= 0x1p40)
         return Invalid(absl::StrCat(what, " = ", stride, ": a position's row of ", heads,
                                     " heads of ", z.d, " (at least ", heads * z.d,
                                     " elements, a multiple of 8 for TMA's 16-byte strides)"));
@@ -141,12 +141,12 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   if (z.page) {
     if (z.page < 16 || z.page > 4096 || (z.page & (z.page - 1)))
       return Invalid(absl::StrCat("page of ", z.page, " tokens: a power of two from 16"));
-    if (z.pages < 1 || z.max_pages < 1 || z.skv != z.max_pages * z.page)
+    if (z.pages < 1 || z.max_pages < 1 || z.skv % z.page || z.max_pages != z.skv / z.page)
       return Invalid(
           absl::StrCat("a paged cache needs pages >= 1, max_pages >= 1 and Skv = "
                        "max_pages * page (got pages ",
                        z.pages, ", max_pages ", z.max_pages, ", Skv ", z.skv, ")"));
-    if (z.pages * z.page > INT32_MAX || z.b * z.max_pages > INT32_MAX)
+    if (z.pages > INT32_MAX / z.page || z.max_pages > INT32_MAX / z.b)  // (no overflow)
       return Invalid("the cache's rows and the block table must fit in 32 bits");
     if (!o.block_table || o.block_table % 4)
       return Invalid("block_table needs a 4-byte aligned pointer");

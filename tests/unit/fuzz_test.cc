@@ -2,7 +2,9 @@
 // bytes, truncation) of real bundles' manifests and PTX and of a tuning table, each fed to its
 // parser. Every case must end in a value or an absl::Status: no crash, no hang, no read out of
 // bounds (run under AddressSanitizer by the sanitizer job). The count and time go to the log.
+#include <array>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +16,9 @@
 #include "emulator/ptx.h"
 #include "gtest/gtest.h"
 #include "kiln/bundle/manifest.h"
+#include "kiln/ops/attention.h"
+#include "kiln/ops/attention_backward.h"
+#include "kiln/ops/gemm.h"
 #include "kiln/ops/gemm_table.h"
 
 namespace kiln {
@@ -114,6 +119,94 @@ TEST(Fuzz, DiskCacheEntriesReadOrAreRefused) {
     return rt::ReadBundle(dir, name).ok();
   });
   std::filesystem::remove_all(dir);
+}
+
+// Hostile calls for the planners: every field of a call valid most of the time and, one field in
+// ten, at or past an edge (0, negative, ragged, past 32 bits, near INT64_MAX, a null or unaligned
+// pointer, an unknown type or term), so that the plans' deeper checks run too. Every call must
+// end in a plan naming a kernel or in a status with a message: no crash, no overflow trap.
+TEST(Fuzz, PlannersAnswerEveryCallWithAPlanOrAStatus) {
+  std::mt19937_64 rng(20261130);
+  const int64_t edges[] = {-1, 0, 1, 2, 7, 63, 100, 4095, int64_t{1} << 31, int64_t{1} << 40,
+                           INT64_MAX / 3, INT64_MAX};
+  auto odd = [&] { return rng() % 10 == 0; };
+  auto size = [&]() -> int64_t {  // a size a call may have, else an edge
+    if (odd()) return edges[rng() % std::size(edges)];
+    return rng() % 2 ? 1 + static_cast<int64_t>(rng() % 5000) : int64_t{1} << (rng() % 15);
+  };
+  auto valid_or_edge = [&](int64_t valid) { return odd() ? edges[rng() % std::size(edges)] : valid; };
+  auto ptr = [&]() -> cu::CUdeviceptr {
+    return odd() ? std::array<uint64_t, 3>{0, 258, 4}[rng() % 3] : 256 * (1 + rng() % 4);
+  };
+  auto pick = [&](std::initializer_list<const char*> usual, const char* unusual) {
+    return std::string(odd() ? unusual : usual.begin()[rng() % usual.size()]);
+  };
+  // The test's own arithmetic on edge sizes saturates (the planners' must not overflow either).
+  auto mul = [](int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+  };
+  auto add = [](int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+  };
+  int planned = 0, refused = 0;
+  auto count = [&](const absl::Status& s, bool kernel_named) {
+    if (s.ok()) {
+      EXPECT_TRUE(kernel_named);
+      ++planned;
+    } else {
+      EXPECT_FALSE(s.message().empty());
+      ++refused;
+    }
+  };
+  for (int i = 0; i < 20000; ++i) {
+    const int cc = odd() ? std::array<int, 3>{75, 80, 100}[rng() % 3] : 90;
+    rt::GemmOptions g;
+    g.in_type = pick({"bf16", "f16", "e4m3", "e5m2"}, "f32");
+    g.out_type = pick({"bf16", "f16", "f32"}, "e4m3");
+    g.epilogue = pick({"", "", "bias_row", "bias_col", "relu", "scale.gelu", "swiglu", "rope",
+                       "residual", "bias_col.silu.residual"},
+                      rng() % 2 ? "nonsense" : "bias_col.bias_row");
+    if (g.in_type[0] == 'e') g.scaling = pick({"tensorwise", "rowwise", "blockwise"}, "mxfp8");
+    rt::GemmOperands o{.a = ptr(), .b = ptr(), .c = ptr()};
+    o.lda = odd() ? size() : 0, o.ldb = odd() ? size() : 0, o.ldc = odd() ? size() : 0;
+    o.a_col_major = rng() % 2, o.b_row_major = rng() % 2, o.c_row_major = rng() % 2;
+    o.c_in = ptr(), o.bias = ptr(), o.residual = ptr(), o.scale_a = ptr(), o.scale_b = ptr();
+    o.rope_angles = ptr(), o.rope_dim = valid_or_edge(128), o.rope_period = size();
+    o.rope_rows = valid_or_edge(mul(o.rope_dim, 1 + rng() % 8));
+    absl::StatusOr<rt::GemmPlan> gp = rt::PlanGemm({size(), size(), size()}, g, o, cc);
+    count(gp.status(), gp.ok() && !gp->choice.kernel.empty());
+
+    const int64_t hkv = valid_or_edge(int64_t{1} << (rng() % 4));
+    rt::AttentionSize z{.b = valid_or_edge(1 + rng() % 4), .hq = valid_or_edge(mul(hkv, 1 << (rng() % 4))),
+                        .hkv = hkv, .s = size(), .skv = size(),
+                        .d = valid_or_edge(64 << (rng() % 3))};
+    switch (rng() % 4) {  // dense, lengths, pages, packed
+      case 1: z.lens = true; break;
+      case 2:
+        z.lens = true, z.page = valid_or_edge(16 << (rng() % 5));
+        z.max_pages = valid_or_edge(z.page > 0 ? add(z.skv, z.page - 1) / z.page : 1);
+        z.pages = valid_or_edge(mul(z.b, z.max_pages)), z.skv = mul(z.max_pages, z.page);
+        break;
+      case 3: z.varlen = true, z.total = valid_or_edge(mul(z.b, z.s)), z.skv = z.s; break;
+    }
+    z.rows = !z.lens && !z.varlen && rng() % 3 == 0;
+    if (z.rows) z.q_stride = odd() ? size() : 0, z.kv_stride = odd() ? size() : 0;
+    const rt::AttentionOptions a{.dtype = pick({"bf16", "f16"}, "f32"), .causal = rng() % 2 == 0,
+                                 .scale = odd() ? -1.0f : 0.0f, .dq_atomics = rng() % 4 == 0};
+    const rt::AttentionOperands ao{.q = ptr(), .k = ptr(), .v = ptr(), .o = ptr(), .lse = ptr(),
+                                   .seq_lens = ptr(), .block_table = ptr(), .cu_seqlens = ptr()};
+    absl::StatusOr<rt::AttentionPlan> ap = rt::PlanAttention(z, a, ao, cc);
+    count(ap.status(), ap.ok() && !ap->kernel.empty());
+    const rt::AttentionGradOperands go{.q = ptr(), .k = ptr(), .v = ptr(), .o = ptr(), .lse = ptr(),
+                                       .d_o = ptr(), .dq = ptr(), .dk = ptr(), .dv = ptr(),
+                                       .cu_seqlens = ptr()};
+    absl::StatusOr<rt::AttentionBackwardPlan> bp = rt::PlanAttentionBackward(z, a, go, cc);
+    count(bp.status(), bp.ok() && !bp->dkdv.empty());
+  }
+  std::printf("fuzz planners: %d calls planned, %d refused with a status\n", planned, refused);
+  EXPECT_GT(planned, 2000);  // the draws reach plans, not only the first checks
 }
 
 }  // namespace
