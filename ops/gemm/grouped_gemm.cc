@@ -41,7 +41,7 @@ absl::Status CheckSize(const GroupedGemmSize& s, const GroupedGemmOptions& o) {
         "128 (each expert's weights in whole 128 x 128 scale blocks), not K ", s.k, ", N ", s.n));
   // The kernel indexes in 32 bits: out's elements, w's rows.
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  if (s.rows * s.n > kMax || s.n * s.groups > kMax || s.rows > kMax)
+  if (s.rows > kMax || s.n > kMax || s.rows * s.n > kMax || s.n * s.groups > kMax)  // (no overflow)
     return Invalid(absl::StrCat("out (", s.rows, " x ", s.n, ") and w (", s.groups, " x ", s.n,
                                 " rows) must each hold fewer than 2^31 elements"));
   if (layout == GroupedLayout::kMasked && s.rows % s.groups)

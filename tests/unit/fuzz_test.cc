@@ -20,6 +20,7 @@
 #include "kiln/ops/attention_backward.h"
 #include "kiln/ops/gemm.h"
 #include "kiln/ops/gemm_table.h"
+#include "kiln/ops/grouped_gemm.h"
 
 namespace kiln {
 // The seeds: tests/data/fuzz/*, compiled in by tests/CMakeLists.txt ({name, text}, then nulls).
@@ -204,6 +205,14 @@ TEST(Fuzz, PlannersAnswerEveryCallWithAPlanOrAStatus) {
                                        .cu_seqlens = ptr()};
     absl::StatusOr<rt::AttentionBackwardPlan> bp = rt::PlanAttentionBackward(z, a, go, cc);
     count(bp.status(), bp.ok() && !bp->dkdv.empty());
+
+    const rt::GroupedGemmSize gs{.rows = size(), .n = size(), .k = size(),
+                                 .groups = static_cast<int>(odd() ? size() % 5000 : 1 + rng() % 300)};
+    const rt::GroupedGemmOptions go_{.layout = rng() % 2 ? rt::GroupedLayout::kContiguous
+                                                         : rt::GroupedLayout::kMasked,
+                                     .in_type = pick({"bf16", "e4m3"}, "f16")};
+    absl::StatusOr<std::string> gk = rt::ChooseGroupedKernel(gs, go_);
+    count(gk.status(), gk.ok() && !gk->empty());
   }
   std::printf("fuzz planners: %d calls planned, %d refused with a status\n", planned, refused);
   EXPECT_GT(planned, 2000);  // the draws reach plans, not only the first checks
