@@ -106,9 +106,11 @@ inline const std::vector<std::string> kBundledFp8Variants = {
     // as C^T or stored by the tile as above
     "e4m3-bf16.tensorwise.residual", "e4m3-bf16.rowwise.residual", "e4m3-bf16.blockwise_t.residual",
     "e4m3-bf16.c_row.blockwise.residual",
-    // an e5m2 gradient by e4m3 (the backward pass's products), either operand the kernel's A
+    // an e5m2 gradient by e4m3 (the backward pass's products), either operand the kernel's A; in
+    // f32 also the product under an epilogue pass (gemm_runner.cc: RunEpiloguePass)
     "e5m2xe4m3-bf16.tensorwise", "e4m3xe5m2-bf16.tensorwise", "e5m2xe4m3-bf16.rowwise",
-    "e4m3xe5m2-bf16.rowwise"};
+    "e4m3xe5m2-bf16.rowwise", "e5m2xe4m3-f32.tensorwise", "e4m3xe5m2-f32.tensorwise",
+    "e5m2xe4m3-f32.rowwise", "e4m3xe5m2-f32.rowwise"};
 // The wide-stage kernels': kBundledGemmVariants and a row-major B (b_mn), plain and fused.
 inline const std::vector<std::string> kBundledWideVariants = [] {
   std::vector<std::string> v = kBundledGemmVariants;

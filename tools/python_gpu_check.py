@@ -188,6 +188,14 @@ def fp8_gemms():
             col = poisoned((n, m), torch.float32).t()
             kiln.gemm(a8, w8.t(), scale_a=sa, scale_b=sw, out=col)
             report(f"gemm e4m3 {scaling} {m}x{n}x{k} f32 column-major C", rel(col, want), 2e-3)
+            # No variant fuses these: the product in f32, then gemm/epilogue_pass.
+            bias = torch.randn(n, device="cuda").bfloat16()
+            got_pass = kiln.gemm(a8, w8.t(), scale_a=sa, scale_b=sw, bias=bias, activation="gelu",
+                                 out=poisoned((m, n)))
+            report(f"gemm e4m3 {scaling} {m}x{n}x{k} + bias, gelu (pass)",
+                   rel(got_pass, F.gelu(want + bias.float(), approximate="tanh")), 5e-3)
+            half = kiln.gemm(a8, w8.t(), scale_a=sa, scale_b=sw, out=poisoned((m, n), torch.float16))
+            report(f"gemm e4m3 {scaling} {m}x{n}x{k} f16 out (pass)", rel(half, want), 2e-3)
             if scaling != "blockwise" and m % 16 == 0 and n % 16 == 0:  # torch's own bounds
                 peer = torch._scaled_mm(a8, w8.t(), sa.view(-1, 1) if sa.numel() > 1 else sa,
                                         sw.view(1, -1) if sw.numel() > 1 else sw,
@@ -215,7 +223,7 @@ def fp8_e5m2():
     """kiln.gemm of a float8_e5m2 gradient by a float8_e4m3fn weight (the backward pass's dx =
     dy @ w), tensorwise and rowwise, against torch._scaled_mm on the same bytes and the fp32
     product of the dequantized inputs; out row-major and column-major (the kernel's types swap).
-    The bundled variants are bf16 out, tensorwise and rowwise; others name their `kiln bundle`."""
+    The bundled variants are bf16 and f32 out, tensorwise and rowwise; others run as a pass."""
     for m, n, k in [(4096, 4096, 4096), (77, 1000, 528), (256, 4096, 1024)]:
         dy = torch.randn(m, k, device="cuda")
         w = torch.randn(n, k, device="cuda")

@@ -337,16 +337,14 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
     return Invalid(absl::StrCat("output type '", options.out_type, "': bf16, f16 or f32"));
   if (!o.a || !o.b || !o.c) return Invalid("A, B and C need device pointers");
-  // (alpha alone, beta = 0, reads no C_in: RunGemm computes it in the epilogue pass, for 16-bit
-  // inputs.)
+  // (alpha alone, beta = 0, reads no C_in: RunGemm computes it in the epilogue pass.)
   for (auto [term, ptr, name] :
        {std::tuple{"scale", o.c_in, "C_in"}, std::tuple{"bias_row", o.bias, "bias"},
         std::tuple{"bias_col", o.bias, "bias"}, std::tuple{"residual", o.residual, "residual"}})
-    if (Has(*terms, term) && !ptr && (std::string(term) != "scale" || o.beta != 0 || fp8))
-      return Invalid(absl::StrCat("the epilogue's '", term, "' needs ", name,
-                                  std::string(term) != "scale" ? ""
-                                  : fp8 ? " (8-bit inputs take alpha with C_in only)"
-                                        : absl::StrCat(" (beta = ", o.beta, " scales it)")));
+    if (Has(*terms, term) && !ptr && (std::string(term) != "scale" || o.beta != 0))
+      return Invalid(absl::StrCat(
+          "the epilogue's '", term, "' needs ", name,
+          std::string(term) != "scale" ? "" : absl::StrCat(" (beta = ", o.beta, " scales it)")));
   const int64_t a_rows = o.a_col_major ? size.m : size.k, b_rows = o.b_row_major ? size.n : size.k;
   if (o.lda && o.lda < a_rows)
     return Invalid(
@@ -389,10 +387,16 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
   if (!plan.ok()) return plan.status();
   const bool fp8 = IsFp8Type(options.in_type);
   // An epilogue the planned kernel cannot fuse here (alpha without C_in) or whose variant is not
-  // bundled: the product in f32, then the epilogue as a pass of its own (RunEpiloguePass).
+  // bundled: the product in f32, then the epilogue as a pass of its own (RunEpiloguePass). 8-bit
+  // inputs on sm_90 too (their tile kernels store an f32 C in every scaling), and there a plain
+  // product whose variant is not bundled (an f16 C; a C stored from registers for e5m2 inputs)
+  // as a pass of no terms; not on sm_100, whose kernels store bf16 alone.
   GemmOptions canonical = options;
   canonical.epilogue = CanonicalEpilogue(options.epilogue).value_or("");  // (PlanGemm checked it)
-  const bool by_pass = !fp8 && EpiloguePassTakes(canonical.epilogue);
+  const bool by_pass =
+      fp8 ? compute_capability == 90 && (EpiloguePassTakes(canonical.epilogue) ||
+                                         (canonical.epilogue.empty() && options.out_type != "f32"))
+          : EpiloguePassTakes(canonical.epilogue);
   if (by_pass && Has(canonical.epilogue, "scale") && !operands.c_in)  // (PlanGemm: beta is 0)
     return RunEpiloguePass(size, canonical, operands, compute_capability, device, tuned,
                            absl::OkStatus());

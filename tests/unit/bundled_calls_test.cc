@@ -75,6 +75,41 @@ TEST(BundledCalls, EverySixteenBitGemm) {
   EXPECT_FALSE(device.launched.empty());
 }
 
+// 8-bit inputs on sm_90a: each scaling, A's and B's types, output type, storage order of C and
+// epilogue (A row-major and B column-major: the FP8 wgmma's only order), K a multiple of 16.
+TEST(BundledCalls, EveryEightBitGemm) {
+  const std::vector<rt::GemmSize> sizes = {{4096, 4096, 4096}, {1000, 776, 304}, {7, 4096, 4096},
+                                           {64, 2112, 7168},   {300, 136, 16},   {4096, 24576, 1536}};
+  const std::vector<std::string> epilogues = {"",         "bias_col", "bias_row", "relu",
+                                              "gelu",     "residual", "scale",    "bias_col.gelu",
+                                              "bias_col.silu.residual"};
+  BundleOnlyDevice device;
+  std::set<std::string> failures;
+  int calls = 0;
+  for (const auto& [a, b] : {std::pair{"e4m3", ""}, {"e5m2", "e4m3"}, {"e4m3", "e5m2"}})
+    for (const std::string scaling : {"tensorwise", "rowwise", "blockwise"})
+      for (const std::string out : {"bf16", "f16", "f32"})
+        for (bool c_row : {false, true})
+          for (const std::string& epilogue : epilogues)
+            for (const rt::GemmSize& size : sizes) {
+              if (scaling == "blockwise" && std::string(b) != "") continue;  // (e4m3 alone)
+              rt::GemmOperands o{.a = 256, .b = 256, .c = 256, .c_row_major = c_row};
+              o.scale_a = 256, o.scale_b = 256;
+              if (absl::StrContains(epilogue, "scale")) o.c_in = 256, o.alpha = 0.5, o.beta = 2;
+              if (absl::StrContains(epilogue, "bias")) o.bias = 256;
+              if (absl::StrContains(epilogue, "residual")) o.residual = 256;
+              const rt::GemmOptions options{.in_type = a, .out_type = out, .epilogue = epilogue,
+                                            .in_type_b = b, .scaling = scaling};
+              ++calls;
+              if (absl::Status s = rt::RunGemm(size, options, o, 90, device); !s.ok())
+                failures.insert(absl::StrCat(a, "x", *b ? b : a, " ", scaling, "->", out, " C ",
+                                             c_row ? "row" : "col", " [", epilogue, "] ", size.m,
+                                             "x", size.n, "x", size.k, ": ", s.message()));
+            }
+  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << calls << " calls fail:\n"
+                                << absl::StrJoin(failures, "\n");
+}
+
 // The forward at every type, head dimension and mask: dense (both layouts), over sequences of
 // their own lengths and paged caches (decode, speculative decode and prefill chunks), and packed
 // sequences; and the backward, dense and packed.
