@@ -281,7 +281,10 @@ def fp8(r):
     scaling = r.choice(["tensorwise", "rowwise", "blockwise"])
     a = torch.randn(m, k, device="cuda")
     w = torch.randn(n, k, device="cuda")
-    what = f"{m}x{n}x{k} {scaling}"
+    act = r.choice([None, None, "relu", "gelu", "silu"])
+    with_bias = r.random() < 0.3
+    out_dtype = r.choice([None, None, "f16", "f32"])
+    what = f"{m}x{n}x{k} {scaling} act={act} bias={with_bias} out={out_dtype}"
 
     def run():
         if scaling == "blockwise":
@@ -300,8 +303,18 @@ def fp8(r):
             qw = (w / (sw if sw.dim() == 0 else sw[:, None])).to(torch.float8_e4m3fn)
             da = qa.float() * (sa if sa.dim() == 0 else sa[:, None])
             dw = qw.float() * (sw if sw.dim() == 0 else sw[:, None])
-        got = kiln.gemm(qa, qw.t(), scale_a=sa, scale_b=sw)
-        return [("product", rel(got, da.double() @ dw.double().t()), 1e-2)]
+        want = da.double() @ dw.double().t()
+        kw = {}
+        if with_bias:
+            kw["bias"] = torch.randn(n, device="cuda").to(
+                {None: torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[out_dtype])
+            want = want + kw["bias"].double()
+        if act:
+            want = {"relu": torch.relu, "silu": F.silu,
+                    "gelu": lambda u: F.gelu(u, approximate="tanh")}[act](want)
+        got = kiln.gemm(qa, qw.t(), scale_a=sa, scale_b=sw, activation=act, out_dtype=out_dtype,
+                        **kw)
+        return [("product", rel(got, want), 1e-2)]
     case("fp8", what, run)
 
 
