@@ -612,8 +612,8 @@ def errors():
         (lambda: kiln.softmax(x, out=np.empty((4, 100), np.float32)), "partly on the GPU"),
         (lambda: kiln.gemm(x, x.t().float()), "b must be bf16"),
         # (16-bit inputs run an unbundled epilogue as a pass; swiglu, bundled for bf16, is none)
-        (lambda: kiln.gemm(x.half(), torch.zeros(32, 100, device="cuda").half().t(),
-                           activation="swiglu"),
+        (lambda: kiln.gemm(torch.zeros(64, 128, device="cuda").half(),
+                           torch.zeros(32, 128, device="cuda").half().t(), activation="swiglu"),
          "write it with `kiln bundle"),
         (lambda: kiln.gemm(x, x.t(), bias=torch.zeros(8, device="cuda").bfloat16()[::2]),
          "bias of shape (4,) has a stride of 2; it must be packed"),
