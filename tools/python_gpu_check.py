@@ -617,6 +617,13 @@ def errors():
          "write it with `kiln bundle"),
         (lambda: kiln.gemm(x, x.t(), bias=torch.zeros(8, device="cuda").bfloat16()[::2]),
          "bias of shape (4,) has a stride of 2; it must be packed"),
+        # (torch.tensor's default integers are int64: read as int32 they would be other lengths)
+        (lambda: kiln.paged_append(*[torch.zeros(4, 16, 1, 64, device="cuda").bfloat16()] * 2,
+                                   *[torch.zeros(1, 1, 1, 64, device="cuda").bfloat16()] * 2,
+                                   torch.zeros(1, 4, dtype=torch.int32, device="cuda"),
+                                   torch.tensor([3], device="cuda"),
+                                   *[torch.zeros(64, 32, device="cuda")] * 2),
+         "seq_lens must be a CUDA tensor of torch.int32, not torch.int64"),
     ]
     for call, message in cases:
         try:

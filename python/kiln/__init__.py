@@ -779,6 +779,18 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
         return
     scalars = [s, h, d, page, max_pages, k_cache.shape[0], cos.shape[0], b * s * h * d // 16]
     if _is_torch(k_cache):
+        # The kernel reads its arrays' bytes as these types: any other would be misread, not
+        # converted.
+        import torch
+        bf16, f32, i32 = torch.bfloat16, torch.float32, torch.int32
+        for name, x, want in (("k_cache", k_cache, bf16), ("v_cache", v_cache, bf16),
+                              ("k_new", k_new, bf16), ("v_new", v_new, bf16), ("cos", cos, f32),
+                              ("sin", sin, f32), ("block_table", block_table, i32),
+                              ("seq_lens", seq_lens, i32)):
+            _require(_is_torch(x) and x.is_cuda and x.dtype == want,
+                     lambda: f"{call}: {name} must be a CUDA tensor of {want}, not "
+                             f"{getattr(x, 'dtype', type(x).__name__)}"
+                             f"{'' if not _is_torch(x) or x.is_cuda else ' on the host'}")
         _loaded("ops/paged_append")(k_new, v_new, cos, sin, block_table, seq_lens, k_cache, v_cache,
                                   *scalars)
         return
