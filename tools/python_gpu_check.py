@@ -447,16 +447,22 @@ def decode():
 
 
 def append():
-    """kiln.paged_append against torch: rotated keys and values in their pages, the rest kept."""
+    """kiln.paged_append against torch: rotated keys and values in their pages, the rest kept;
+    bf16 and f16 caches."""
+    for dt in (torch.bfloat16, torch.float16):
+        append_of(dt)
+
+
+def append_of(dt):
     g = torch.Generator(device="cuda").manual_seed(6)
     b, s, hkv, d, page, max_pages = 3, 4, 8, 128, 16, 8
     pages = b * max_pages + 2
     table = torch.randperm(pages, device="cuda", generator=g)[: b * max_pages].view(b, max_pages).int()
     lens = torch.tensor([0, 13, 100], dtype=torch.int32, device="cuda")
-    kc = torch.randn(pages, page, hkv, d, device="cuda", generator=g).bfloat16()
-    vc = torch.randn(pages, page, hkv, d, device="cuda", generator=g).bfloat16()
-    kn = torch.randn(b, s, hkv, d, device="cuda", generator=g).bfloat16()
-    vn = torch.randn(b, s, hkv, d, device="cuda", generator=g).bfloat16()
+    kc = torch.randn(pages, page, hkv, d, device="cuda", generator=g).to(dt)
+    vc = torch.randn(pages, page, hkv, d, device="cuda", generator=g).to(dt)
+    kn = torch.randn(b, s, hkv, d, device="cuda", generator=g).to(dt)
+    vn = torch.randn(b, s, hkv, d, device="cuda", generator=g).to(dt)
     inv = 1.0 / 500000.0 ** (torch.arange(0, d, 2, device="cuda").float() / d)
     angles = torch.arange(max_pages * page, device="cuda").float()[:, None] * inv[None, :]
     cos, sin = angles.cos().contiguous(), angles.sin().contiguous()
@@ -471,7 +477,8 @@ def append():
             want_k[p, r] = torch.cat([x1 * c - x2 * sn, x2 * c + x1 * sn], -1)
             want_v[p, r] = vn[i, t].double()
     kiln.paged_append(kc, vc, kn, vn, table, lens, cos, sin)
-    report(f"paged_append keys b{b} s{s} hkv{hkv} d{d} page {page}", rel(kc, want_k), 1e-2)
+    report(f"paged_append {str(dt)[6:]} keys b{b} s{s} hkv{hkv} d{d} page {page}",
+           rel(kc, want_k), 1e-2)
     report("  values (exact)", float((vc.double() - want_v).abs().max()), 0)
 
 

@@ -55,15 +55,16 @@ std::vector<Value> LoadF32(Kernel& k, const Value& ptr, int width) {
   return out;
 }
 
-// f32 values stored as bf16 at `ptr`: one store, or one streaming 16-byte store of 8.
-void StoreBf16(Kernel& k, const Value& ptr, const std::vector<Value>& y) {
+// f32 values stored as bf16 (or `type`, f16) at `ptr`: one store, or one streaming 16-byte store
+// of 8.
+void StoreBf16(Kernel& k, const Value& ptr, const std::vector<Value>& y, Scalar type = bf16) {
   if (y.size() == 1) {
-    k.Store(ptr, y[0].To(bf16));
+    k.Store(ptr, y[0].To(type));
     return;
   }
   std::vector<Value> lanes;
   for (size_t e = 0; e < y.size(); e += 2) {
-    Value pair = PackBf16x2(y[e], y[e + 1]);
+    Value pair = type == f16 ? PackF16x2(y[e], y[e + 1]) : PackBf16x2(y[e], y[e + 1]);
     lanes.push_back(pair.Lane(0));
     lanes.push_back(pair.Lane(1));
   }
@@ -164,13 +165,14 @@ absl::StatusOr<KernelDef> BuildHeadsToRows(int width) {
   return k.Build();
 }
 
-absl::StatusOr<KernelDef> BuildPagedAppend() {
+// `type`: the caches' and the new rows' (bf16, or f16: ops/paged_append.f16).
+absl::StatusOr<KernelDef> BuildPagedAppend(Scalar type) {
   constexpr int width = 8;
-  Kernel k("ops/paged_append", sm80(), {THREADS});
-  Value k_new = k.PtrParam("k_new", bf16), v_new = k.PtrParam("v_new", bf16);
+  Kernel k(type == f16 ? "ops/paged_append.f16" : "ops/paged_append", sm80(), {THREADS});
+  Value k_new = k.PtrParam("k_new", type), v_new = k.PtrParam("v_new", type);
   Value cos = k.PtrParam("cos", f32), sin = k.PtrParam("sin", f32);
   Value table = k.PtrParam("block_table", i32), lens = k.PtrParam("seq_lens", i32);
-  Value k_cache = k.PtrParam("k_cache", bf16), v_cache = k.PtrParam("v_cache", bf16);
+  Value k_cache = k.PtrParam("k_cache", type), v_cache = k.PtrParam("v_cache", type);
   Value S = k.I32Param("S"), H = k.I32Param("Hkv"), D = k.I32Param("D");
   Value page = k.I32Param("page"), max_pages = k.I32Param("max_pages");
   Value pages = k.I32Param("pages"), positions = k.I32Param("positions");  // the bounds
@@ -189,8 +191,8 @@ absl::StatusOr<KernelDef> BuildPagedAppend() {
         std::vector<Value> c = LoadF32(k, cos + pos * half + i, width),
                            sn = LoadF32(k, sin + pos * half + i, width);
         auto [y1, y2] = Rotated(x1, x2, c, sn);
-        StoreBf16(k, k_cache + to, y1);
-        StoreBf16(k, k_cache + to + half.To(i64), y2);
+        StoreBf16(k, k_cache + to, y1, type);
+        StoreBf16(k, k_cache + to + half.To(i64), y2, type);
         Value v_from = v_new + ((t * H + h) * D + i).To(i64);
         for (const Value& at : {k.I32(0), half})
           StoreGlobal(v_cache + to + at.To(i64),
@@ -205,7 +207,9 @@ absl::StatusOr<KernelDef> BuildPagedAppend() {
 KILN_EXAMPLE_VARIANT(paged_append, "ops/paged_append",
                      "a decode step's new keys (rotated) and values into their pages of a paged "
                      "KV cache",
-                     [] { return BuildPagedAppend(); });
+                     [] { return BuildPagedAppend(bf16); });
+KILN_EXAMPLE_VARIANT(paged_append_f16, "ops/paged_append.f16", "ops/paged_append over f16 caches",
+                     [] { return BuildPagedAppend(f16); });
 KILN_EXAMPLE_VARIANT(
     rope_qkv, "ops/rope_qkv",
     "a fused QKV projection's rows into q, k, v [B, H, S, D] with rotary embeddings",

@@ -743,6 +743,7 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
 
 def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin):
     """Writes a decode step's new keys and values into their pages of a paged cache, in place.
+    CUDA tensors: the caches and the new rows all bf16 or all f16.
 
     k_new, v_new [B, S, Hkv, D] (S new tokens a sequence, D a multiple of 16); k_cache, v_cache
     [pages, page, Hkv, D]; block_table [B, max_pages] and seq_lens [B] int32, the lengths before
@@ -782,17 +783,18 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
         # The kernel reads its arrays' bytes as these types: any other would be misread, not
         # converted.
         import torch
-        bf16, f32, i32 = torch.bfloat16, torch.float32, torch.int32
-        for name, x, want in (("k_cache", k_cache, bf16), ("v_cache", v_cache, bf16),
-                              ("k_new", k_new, bf16), ("v_new", v_new, bf16), ("cos", cos, f32),
+        half = k_cache.dtype if k_cache.dtype == torch.float16 else torch.bfloat16
+        f32, i32 = torch.float32, torch.int32
+        for name, x, want in (("k_cache", k_cache, half), ("v_cache", v_cache, half),
+                              ("k_new", k_new, half), ("v_new", v_new, half), ("cos", cos, f32),
                               ("sin", sin, f32), ("block_table", block_table, i32),
                               ("seq_lens", seq_lens, i32)):
             _require(_is_torch(x) and x.is_cuda and x.dtype == want,
                      lambda: f"{call}: {name} must be a CUDA tensor of {want}, not "
                              f"{getattr(x, 'dtype', type(x).__name__)}"
                              f"{'' if not _is_torch(x) or x.is_cuda else ' on the host'}")
-        _loaded("ops/paged_append")(k_new, v_new, cos, sin, block_table, seq_lens, k_cache, v_cache,
-                                  *scalars)
+        _loaded("ops/paged_append" + (".f16" if half == torch.float16 else ""))(
+            k_new, v_new, cos, sin, block_table, seq_lens, k_cache, v_cache, *scalars)
         return
     import numpy
     # Host arrays: the lengths, the pages the new tokens land in and the index types checked here

@@ -777,6 +777,27 @@ class Attention(unittest.TestCase):
         k(ones, ones, cos, sin, table, np.array([20], np.int32), kc, vc, 1, 1, d, page, 2, pages, 40, 1)
         self.assertTrue((vc[1, 4] == 0x3F80).all() and (kc[1, 4] == 0x3F80).all())  # inside: written
 
+    def test_paged_append_f16_rotates_keys_in_f16(self):
+        # ops/paged_append.f16 (kiln.paged_append's kernel for f16 caches) on f16 host arrays:
+        # a token at position 3 of page 1, its keys rotated (cos 0.6, sin 0.8) and rounded to f16.
+        k = kiln.load(BUNDLES, "ops/paged_append.f16")
+        d, page, pages = 16, 16, 2
+        rng = np.random.default_rng(13)
+        k_new = rng.standard_normal((1, 1, 1, d)).astype(np.float16)
+        v_new = rng.standard_normal((1, 1, 1, d)).astype(np.float16)
+        cos, sin = np.full((40, d // 2), 0.6, np.float32), np.full((40, d // 2), 0.8, np.float32)
+        kc, vc = np.zeros((pages, page, 1, d), np.float16), np.zeros((pages, page, 1, d), np.float16)
+        k(k_new, v_new, cos, sin, np.array([[1, 0]], np.int32), np.array([3], np.int32), kc, vc,
+          1, 1, d, page, 2, pages, 40, 1)
+        x1, x2 = (k_new[0, 0, 0, : d // 2].astype(np.float32),
+                  k_new[0, 0, 0, d // 2:].astype(np.float32))
+        want = np.concatenate([x1 * 0.6 - x2 * 0.8, x2 * 0.6 + x1 * 0.8]).astype(np.float16)
+        np.testing.assert_allclose(kc[1, 3, 0].astype(np.float32), want.astype(np.float32),
+                                   rtol=2e-3, atol=2e-3)
+        np.testing.assert_array_equal(vc[1, 3, 0], v_new[0, 0, 0])
+        kc[1, 3], vc[1, 3] = 0, 0
+        self.assertFalse(kc.any() or vc.any())  # nothing else written
+
     def test_decode_errors(self):
         q = np.ones((1, 4, 1, 64), np.float32)
         cache = np.ones((4, 16, 2, 64), np.float32)
