@@ -19,21 +19,28 @@ namespace {
 
 constexpr float kEps = 1e-5f;
 
-enum class Op { kSoftmax, kRmsNorm, kLayerNorm };
+// A row op: which, and its element type (bf16, or f16 for the kernels named *.f16).
+struct Op {
+  enum Kind { kSoftmax, kRmsNorm, kLayerNorm } kind;
+  bool half = false;
+  double At(uint16_t v) const { return half ? HalfToFloat(v) : Bf16ToFloat(v); }
+};
 
 absl::StatusOr<Op> OpOf(const std::string& name) {
-  if (name == "ops/softmax") return Op::kSoftmax;
-  if (name == "ops/rmsnorm") return Op::kRmsNorm;
-  if (name == "ops/layernorm") return Op::kLayerNorm;
-  return absl::NotFoundError(
-      absl::StrCat(name, " is not a row op (ops/softmax, ops/rmsnorm, ops/layernorm)"));
+  const bool half = name.size() > 4 && name.compare(name.size() - 4, 4, ".f16") == 0;
+  const std::string base = half ? name.substr(0, name.size() - 4) : name;
+  if (base == "ops/softmax") return Op{Op::kSoftmax, half};
+  if (base == "ops/rmsnorm") return Op{Op::kRmsNorm, half};
+  if (base == "ops/layernorm") return Op{Op::kLayerNorm, half};
+  return absl::NotFoundError(absl::StrCat(
+      name, " is not a row op (ops/softmax, ops/rmsnorm, ops/layernorm, each also .f16)"));
 }
 
-// The reference: one row in fp64 from the bf16 inputs (as the kernel read them).
+// The reference: one row in fp64 from the 16-bit inputs (as the kernel read them).
 void ReferenceRow(Op op, const uint16_t* x, const uint16_t* w, const uint16_t* b, int64_t n,
                   double* y) {
-  auto at = [](const uint16_t* p, int64_t i) { return static_cast<double>(Bf16ToFloat(p[i])); };
-  if (op == Op::kSoftmax) {
+  auto at = [&](const uint16_t* p, int64_t i) { return op.At(p[i]); };
+  if (op.kind == Op::kSoftmax) {
     double m = -INFINITY, sum = 0;
     for (int64_t i = 0; i < n; ++i) m = std::max(m, at(x, i));
     for (int64_t i = 0; i < n; ++i) sum += y[i] = std::exp(at(x, i) - m);
@@ -41,26 +48,26 @@ void ReferenceRow(Op op, const uint16_t* x, const uint16_t* w, const uint16_t* b
     return;
   }
   double mean = 0, ss = 0;
-  if (op == Op::kLayerNorm) {
+  if (op.kind == Op::kLayerNorm) {
     for (int64_t i = 0; i < n; ++i) mean += at(x, i);
     mean /= n;
   }
   for (int64_t i = 0; i < n; ++i) ss += (at(x, i) - mean) * (at(x, i) - mean);
   const double scale = 1.0 / std::sqrt(ss / n + kEps);
   for (int64_t i = 0; i < n; ++i)
-    y[i] = (at(x, i) - mean) * scale * at(w, i) + (op == Op::kLayerNorm ? at(b, i) : 0.0);
+    y[i] = (at(x, i) - mean) * scale * at(w, i) + (op.kind == Op::kLayerNorm ? at(b, i) : 0.0);
 }
 
 // The kernel's arguments, by its parameters: x[, w][, b], y, rows, cols[, eps].
 std::vector<rt::Arg> ArgsFor(Op op, uint64_t x, uint64_t w, uint64_t b, uint64_t y, int64_t rows,
                              int64_t cols) {
   std::vector<rt::Arg> args = {rt::Arg::Ptr(x)};
-  if (op != Op::kSoftmax) args.push_back(rt::Arg::Ptr(w));
-  if (op == Op::kLayerNorm) args.push_back(rt::Arg::Ptr(b));
+  if (op.kind != Op::kSoftmax) args.push_back(rt::Arg::Ptr(w));
+  if (op.kind == Op::kLayerNorm) args.push_back(rt::Arg::Ptr(b));
   args.push_back(rt::Arg::Ptr(y));
   args.push_back(rt::Arg::I32(static_cast<int32_t>(rows)));
   args.push_back(rt::Arg::I32(static_cast<int32_t>(cols)));
-  if (op != Op::kSoftmax) args.push_back(rt::Arg::F32(kEps));
+  if (op.kind != Op::kSoftmax) args.push_back(rt::Arg::F32(kEps));
   return args;
 }
 
@@ -73,7 +80,7 @@ void CheckOutput(Op op, const std::vector<uint16_t>& x, const std::vector<uint16
   for (size_t i = n; i < n + 8; ++i)
     if (y[i] != 0xffff) r->failure = "wrote past the end of the output";
   int64_t nans = 0;
-  for (size_t i = 0; i < n; ++i) nans += std::isnan(Bf16ToFloat(y[i]));
+  for (size_t i = 0; i < n; ++i) nans += std::isnan(op.At(y[i]));
   if (nans) r->failure = absl::StrCat(nans, " NaN or unwritten elements");
   const int64_t step = std::max<int64_t>(1, rows / 512);
   std::vector<double> ref(cols);
@@ -84,15 +91,15 @@ void CheckOutput(Op op, const std::vector<uint16_t>& x, const std::vector<uint16
   for (int64_t row : checked) {
     ReferenceRow(op, &x[row * cols], w.data(), b.data(), cols, ref.data());
     for (int64_t i = 0; i < cols; ++i) {
-      const double d = Bf16ToFloat(y[row * cols + i]) - ref[i];
+      const double d = op.At(y[row * cols + i]) - ref[i];
       err += d * d, norm += ref[i] * ref[i];
     }
   }
   r->rows_checked = static_cast<int64_t>(checked.size());
   r->rel_error = norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
   // A correct kernel's error is about its bf16 output's rounding (half an ulp an element, 2^-9
-  // relative) and f32 arithmetic far below it: the tolerance is half again that rounding, so that a
-  // result off by half a percent everywhere fails.
+  // relative; f16's is 2^-12) and f32 arithmetic far below it: the tolerance is half again bf16's
+  // rounding, so that a result off by half a percent everywhere fails.
   r->tolerance = 3e-3;
   if (r->failure.empty() && !(r->rel_error <= r->tolerance))
     r->failure = absl::StrFormat("error %.3g over tolerance %.3g", r->rel_error, r->tolerance);
@@ -113,7 +120,7 @@ std::string WrongRowPlace(Op op, const std::vector<uint16_t>& x, const std::vect
     for (double v : ref) ref2 += v * v;
     const double limit = WrongElementLimit(tolerance, ref2, cols);
     for (int64_t i = 0; i < cols; ++i) {
-      const double got = Bf16ToFloat(y[row * cols + i]);
+      const double got = op.At(y[row * cols + i]);
       if (!IsWrongElement(got, ref[i], limit)) continue;
       std::string place = absl::StrFormat(": the first wrong element: y[%d][%d] = %g (want %g), ",
                                           row, i, got, ref[i]);
@@ -147,14 +154,14 @@ absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOption
                                    db = rt::DeviceBuffer::Allocate(cols * 2);
   for (auto* buf : {&dx, &dy, &dw, &db})
     if (!buf->ok()) return buf->status();
-  std::vector<uint16_t> x = RandomNormal16(n, opt.seed, false);
-  std::vector<uint16_t> w = RandomNormal16(cols, opt.seed + 1, false),
-                        b = RandomNormal16(cols, opt.seed + 2, false);
+  std::vector<uint16_t> x = RandomNormal16(n, opt.seed, op->half);
+  std::vector<uint16_t> w = RandomNormal16(cols, opt.seed + 1, op->half),
+                        b = RandomNormal16(cols, opt.seed + 2, op->half);
   if (absl::Status s = dx->CopyFromHost(x.data(), bytes); !s.ok()) return s;
   if (absl::Status s = dw->CopyFromHost(w.data(), cols * 2); !s.ok()) return s;
   if (absl::Status s = db->CopyFromHost(b.data(), cols * 2); !s.ok()) return s;
   if (absl::Status s = dy->Fill(0xff); !s.ok())
-    return s;  // bf16 0xffff is a NaN: an unwritten element fails
+    return s;  // 0xffff is a NaN in bf16 and f16: an unwritten element fails
 
   std::vector<rt::Arg> args = ArgsFor(*op, dx->ptr(), dw->ptr(), db->ptr(), dy->ptr(), rows, cols);
   auto launch = [&]() -> absl::Status { return kernel->Launch(args); };
@@ -174,7 +181,9 @@ absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOption
   std::vector<std::function<absl::Status()>> fns = {launch, copy};
   absl::StatusOr<std::vector<double>> ms = InterleavedMediansMs(fns, opt.warmup, opt.iterations);
   if (!ms.ok()) return ms.status();
-  const double params = *op == Op::kSoftmax ? 0 : *op == Op::kRmsNorm ? cols * 2.0 : cols * 4.0;
+  const double params = op->kind == Op::kSoftmax   ? 0
+                        : op->kind == Op::kRmsNorm ? cols * 2.0
+                                                   : cols * 4.0;
   r.ms = (*ms)[0], r.copy_ms = (*ms)[1];
   r.gbps = (2.0 * bytes + params) / (r.ms * 1e6);
   r.copy_gbps = 2.0 * bytes / (r.copy_ms * 1e6);
@@ -197,9 +206,9 @@ absl::StatusOr<RowOpResult> EmulateRowOp(const rt::Bundle& bundle, const RowOpOp
   emu::Device d;
   uint64_t dx = *d.Allocate(bytes), dy = *d.Allocate(bytes + 16), dw = *d.Allocate(cols * 2),
            db = *d.Allocate(cols * 2);
-  std::vector<uint16_t> x = RandomNormal16(n, opt.seed, false);
-  std::vector<uint16_t> w = RandomNormal16(cols, opt.seed + 1, false),
-                        b = RandomNormal16(cols, opt.seed + 2, false);
+  std::vector<uint16_t> x = RandomNormal16(n, opt.seed, op->half);
+  std::vector<uint16_t> w = RandomNormal16(cols, opt.seed + 1, op->half),
+                        b = RandomNormal16(cols, opt.seed + 2, op->half);
   for (auto [to, from, size] :
        {std::tuple{dx, x.data(), bytes}, std::tuple{dw, w.data(), size_t(cols) * 2},
         std::tuple{db, b.data(), size_t(cols) * 2}})

@@ -1,6 +1,7 @@
-// The harness of the row-wise op kernels (ops/softmax, ops/rmsnorm, ops/layernorm): runs a bundle
-// on random normal bf16 inputs with a poisoned output, checks it against an fp64 CPU reference,
-// and times it against a device-to-device copy of the same bytes in the same process.
+// The harness of the row-wise op kernels (ops/softmax, ops/rmsnorm, ops/layernorm, and their .f16
+// forms): runs a bundle on random normal bf16 (f16) inputs with a poisoned output, checks it
+// against an fp64 CPU reference, and times it against a device-to-device copy of the same bytes in
+// the same process.
 #pragma once
 
 #include <string>

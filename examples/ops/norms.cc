@@ -1,8 +1,10 @@
-// ops/rmsnorm and ops/layernorm over [rows, cols] bf16 with a bf16 weight (and bias) of cols:
+// ops/rmsnorm and ops/layernorm over [rows, cols] bf16 with a bf16 weight (and bias) of cols (the
+// .f16 kernels: all f16):
 //   rmsnorm:   y = x * rsqrt(mean(x^2) + eps) * w
 //   layernorm: y = (x - mean) * rsqrt(mean((x - mean)^2) + eps) * w + b
 // LayerNorm takes the variance around the mean in a second pass over the registers (not
 // E[x^2] - mean^2, which cancels badly when the mean is large).
+#include "absl/strings/str_cat.h"
 #include "examples/ops/row_kernel.h"
 #include "examples/registry.h"
 
@@ -14,11 +16,13 @@ using namespace ops;  // NOLINT: the row kernels' vocabulary
 // The weight and bias are read by every row: default caching keeps them in L1.
 constexpr CacheHint kParams = CacheHint::kDefault;
 
-absl::StatusOr<KernelDef> BuildNorm(bool layer) {
-  Kernel k(layer ? "ops/layernorm" : "ops/rmsnorm", sm80(), {kBlockThreads});
-  Value x = k.PtrParam("x", bf16), w = k.PtrParam("w", bf16);
-  Value b = layer ? k.PtrParam("b", bf16) : Value();
-  Value y = k.PtrParam("y", bf16);
+// `type`: x's, the weight's, the bias's and y's (bf16, or f16: ops/rmsnorm.f16, ops/layernorm.f16).
+absl::StatusOr<KernelDef> BuildNorm(bool layer, Scalar type) {
+  Kernel k(absl::StrCat(layer ? "ops/layernorm" : "ops/rmsnorm", type == f16 ? ".f16" : ""), sm80(),
+           {kBlockThreads});
+  Value x = k.PtrParam("x", type), w = k.PtrParam("w", type);
+  Value b = layer ? k.PtrParam("b", type) : Value();
+  Value y = k.PtrParam("y", type);
   Value rows = k.I32Param("rows"), cols = k.I32Param("cols"), eps = k.F32Param("eps");
   k.Grid("rows/16");
   Value inv_n = Rcp(cols.To(f32));
@@ -66,18 +70,21 @@ absl::StatusOr<KernelDef> BuildNorm(bool layer) {
         ForEachColumn(k, r, cols, [&](Value c) {
           Value v = (k.Load(xr + c).To(f32) - mean) * scale * k.Load(w + c).To(f32);
           if (layer) v = v + k.Load(b + c).To(f32);
-          k.Store(yr + c, v.To(bf16));
+          k.Store(yr + c, v.To(type));
         });
       });
   return k.Build();
 }
 
-absl::StatusOr<KernelDef> BuildRmsNorm() { return BuildNorm(false); }
-absl::StatusOr<KernelDef> BuildLayerNorm() { return BuildNorm(true); }
-
 }  // namespace
-KILN_EXAMPLE("ops/rmsnorm", "RMSNorm over [rows, cols] bf16 with a weight (f32 math, rsqrt)",
-             BuildRmsNorm);
-KILN_EXAMPLE("ops/layernorm", "LayerNorm over [rows, cols] bf16 with weight and bias (f32 math)",
-             BuildLayerNorm);
+KILN_EXAMPLE_VARIANT(rmsnorm, "ops/rmsnorm",
+                     "RMSNorm over [rows, cols] bf16 with a weight (f32 math, rsqrt)",
+                     [] { return BuildNorm(false, bf16); });
+KILN_EXAMPLE_VARIANT(layernorm, "ops/layernorm",
+                     "LayerNorm over [rows, cols] bf16 with weight and bias (f32 math)",
+                     [] { return BuildNorm(true, bf16); });
+KILN_EXAMPLE_VARIANT(rmsnorm_f16, "ops/rmsnorm.f16", "ops/rmsnorm over f16",
+                     [] { return BuildNorm(false, f16); });
+KILN_EXAMPLE_VARIANT(layernorm_f16, "ops/layernorm.f16", "ops/layernorm over f16",
+                     [] { return BuildNorm(true, f16); });
 }  // namespace kiln::examples

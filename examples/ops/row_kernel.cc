@@ -82,7 +82,8 @@ void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c, const V
                 const std::vector<Value>& y8, Loc loc) {
   std::vector<Value> lanes;
   for (int e = 0; e < kVec; e += 2) {
-    Value pair = PackBf16x2(y8[e], y8[e + 1], loc);
+    Value pair = row_ptr.type().elem == f16 ? PackF16x2(y8[e], y8[e + 1], loc)
+                                            : PackBf16x2(y8[e], y8[e + 1], loc);
     lanes.push_back(pair.Lane(0, loc));
     lanes.push_back(pair.Lane(1, loc));
   }

@@ -1,4 +1,5 @@
-// The shape of kiln's row-wise kernels (softmax, RMSNorm, LayerNorm over [rows, cols] bf16): a
+// The shape of kiln's row-wise kernels (softmax, RMSNorm, LayerNorm over [rows, cols] bf16 or
+// f16: the pointers' element type): a
 // block of 512 threads owns 16 consecutive rows. A row whose length is a multiple of 8 and at
 // most 16384 is held in registers, 8 elements (one 16-byte access) per thread per chunk, with one
 // straight-line body per layout: the fewest threads per row that hold it in at most 4 chunks
@@ -45,7 +46,8 @@ RowRegs LoadChunk(const Value& row_ptr, const RowCtx& r, const Value& cols, int 
                   CacheHint hint = CacheHint::kReadOnly, Loc loc = Loc::current());
 void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c, const Value& in,
                 const std::vector<Value>& y8, Loc loc = Loc::current());
-// Stores y (f32, one per element of `like`) as bf16 to `row_ptr`, masked as `like` was loaded.
+// Stores y (f32, one per element of `like`) as `row_ptr`'s element type (bf16 or f16) to it,
+// masked as `like` was loaded.
 void StoreRow(Kernel& k, const Value& row_ptr, const RowCtx& r, const RowRegs& like,
               const std::vector<Value>& y, Loc loc = Loc::current());
 

@@ -11,9 +11,10 @@ namespace {
 
 using namespace ops;  // NOLINT: the row kernels' vocabulary
 
-absl::StatusOr<KernelDef> BuildSoftmax() {
-  Kernel k("ops/softmax", sm80(), {kBlockThreads});
-  Value x = k.PtrParam("x", bf16), y = k.PtrParam("y", bf16);
+// `type`: x's and y's (bf16, or f16: ops/softmax.f16).
+absl::StatusOr<KernelDef> BuildSoftmax(Scalar type) {
+  Kernel k(type == f16 ? "ops/softmax.f16" : "ops/softmax", sm80(), {kBlockThreads});
+  Value x = k.PtrParam("x", type), y = k.PtrParam("y", type);
   Value rows = k.I32Param("rows"), cols = k.I32Param("cols");
   k.Grid("rows/16");
   const double log2e = M_LOG2E;
@@ -49,13 +50,16 @@ absl::StatusOr<KernelDef> BuildSoftmax() {
         Value inv = Rcp(GroupReduce(k, st[1] * Exp2((st[0] - m) * log2e), Reduce::kSum, r.threads));
         Value neg_m = m * -log2e;
         ForEachColumn(k, r, cols, [&](Value c) {
-          k.Store(yr + c, (Exp2(Fma(k.Load(xr + c).To(f32), log2e, neg_m)) * inv).To(bf16));
+          k.Store(yr + c, (Exp2(Fma(k.Load(xr + c).To(f32), log2e, neg_m)) * inv).To(type));
         });
       });
   return k.Build();
 }
 
 }  // namespace
-KILN_EXAMPLE("ops/softmax", "row softmax over [rows, cols] bf16 (f32 math, ex2 and shuffles)",
-             BuildSoftmax);
+KILN_EXAMPLE_VARIANT(softmax, "ops/softmax",
+                     "row softmax over [rows, cols] bf16 (f32 math, ex2 and shuffles)",
+                     [] { return BuildSoftmax(bf16); });
+KILN_EXAMPLE_VARIANT(softmax_f16, "ops/softmax.f16", "ops/softmax over f16",
+                     [] { return BuildSoftmax(f16); });
 }  // namespace kiln::examples

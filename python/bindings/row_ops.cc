@@ -1,5 +1,6 @@
 // The row ops over the last dimension: y = softmax(x), rms_norm(x) * w, layer_norm(x) * w + b.
-// CUDA tensors: bf16 in and out, launched on the caller's stream. Host arrays: f32, rounded to
+// CUDA tensors: bf16 or f16 in and out (ops/softmax, ops/softmax.f16, ...), launched on the
+// caller's stream. Host arrays: f32, rounded to
 // bf16 on the way in and run on the emulator; y holds the kernel's bf16 values as f32.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
@@ -40,9 +41,11 @@ uint64_t Operand(CallDevice& d, const Array& a) {
 void RowOp(const std::string& call, const char* kernel, const Array& x, std::optional<Array> w,
            std::optional<Array> b, Array& out, float eps, uint64_t stream) {
   CallDevice d(call, {&x, w ? &*w : nullptr, b ? &*b : nullptr, &out}, stream);
-  const std::vector<std::string> types =
-      d.emulated() ? std::vector<std::string>{"f32"} : std::vector<std::string>{"bf16"};
-  Require(x, call, "x", -1, types);
+  // On the GPU x's type (bf16 or f16) names the kernel and is every other array's.
+  Require(x, call, "x", -1,
+          d.emulated() ? std::vector<std::string>{"f32"} : std::vector<std::string>{"bf16", "f16"});
+  const bool f16 = !d.emulated() && DtypeName(x) == "f16";
+  const std::vector<std::string> types = {d.emulated() ? "f32" : f16 ? "f16" : "bf16"};
   Require(out, call, "out", -1, types);
   const auto [rows, cols] = RowsCols(call, x, out);
   for (const auto& [what, a] : {std::pair{"weight", &w}, std::pair{"bias", &b}})
@@ -63,7 +66,7 @@ void RowOp(const std::string& call, const char* kernel, const Array& x, std::opt
   args.push_back(rt::Arg::I32(static_cast<int32_t>(rows)));
   args.push_back(rt::Arg::I32(static_cast<int32_t>(cols)));
   if (w) args.push_back(rt::Arg::F32(eps));
-  d.Launch(BundleNamed(kernel), args);
+  d.Launch(BundleNamed(absl::StrCat(kernel, f16 ? ".f16" : "")), args);
   d.Finish();
   if (d.emulated()) Widen(y, "bf16", out);
 }

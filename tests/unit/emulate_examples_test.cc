@@ -46,8 +46,14 @@ TEST_P(EmulatedRowOp, MatchesTheReferenceAtRaggedShapes) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, EmulatedRowOp, ::testing::Values("ops/softmax", "ops/rmsnorm", "ops/layernorm"),
-                         [](const auto& info) { return std::string(info.param).substr(4); });
+INSTANTIATE_TEST_SUITE_P(Ops, EmulatedRowOp,
+                         ::testing::Values("ops/softmax", "ops/rmsnorm", "ops/layernorm", "ops/softmax.f16",
+                                           "ops/rmsnorm.f16", "ops/layernorm.f16"),
+                         [](const auto& info) {
+                           std::string name = std::string(info.param).substr(4);
+                           std::replace(name.begin(), name.end(), '.', '_');
+                           return name;
+                         });
 
 // The op probes (examples/probes/): every result against the host's reference, at the probes'
 // ragged default sizes, under two schedules. The GPU suite runs the same probes on an H100.

