@@ -15,6 +15,7 @@
 #include "kiln/ops/attention.h"
 #include "kiln/ops/attention_backward.h"
 #include "kiln/ops/gemm.h"
+#include "kiln/ops/grouped_gemm.h"
 
 namespace kiln {
 namespace {
@@ -106,6 +107,30 @@ TEST(BundledCalls, EveryEightBitGemm) {
                                              c_row ? "row" : "col", " [", epilogue, "] ", size.m,
                                              "x", size.n, "x", size.k, ": ", s.message()));
             }
+  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << calls << " calls fail:\n"
+                                << absl::StrJoin(failures, "\n");
+}
+
+// Grouped GEMMs: each layout and input type, groups of many rows (the wide tile) and few (the
+// narrow one).
+TEST(BundledCalls, EveryGroupedGemm) {
+  BundleOnlyDevice device;
+  std::set<std::string> failures;
+  int calls = 0;
+  for (const std::string in : {"bf16", "e4m3"})
+    for (auto layout : {rt::GroupedLayout::kContiguous, rt::GroupedLayout::kMasked})
+      for (const auto& [rows, groups] : {std::pair{32768, 8}, {8192, 256}, {1024, 1}, {24, 3}})
+        for (const auto& [n, k] : {std::pair{4096, 7168}, {2048, 512}, {384, 1040}}) {
+          const rt::GroupedGemmSize size{.rows = rows, .n = n, .k = k, .groups = groups};
+          const rt::GroupedGemmOptions options{.layout = layout, .in_type = in};
+          rt::GroupedGemmOperands o{.x = 256, .w = 256, .out = 256, .sizes = 256};
+          if (in == "e4m3") o.scale_x = 256, o.scale_w = 256;
+          ++calls;
+          if (absl::Status s = rt::RunGroupedGemm(size, options, o, 90, device); !s.ok())
+            failures.insert(absl::StrCat(in, layout == rt::GroupedLayout::kMasked ? " masked " : " ",
+                                         groups, " groups of ", rows, " rows, N ", n, ", K ", k,
+                                         ": ", s.message()));
+        }
   EXPECT_TRUE(failures.empty()) << failures.size() << " of " << calls << " calls fail:\n"
                                 << absl::StrJoin(failures, "\n");
 }
