@@ -35,8 +35,9 @@ namespace {
 
 constexpr int THREADS = 256;
 
-// `width` bf16 at `ptr` as f32 values: one load, or one 16-byte read-only load of 8.
-std::vector<Value> LoadBf16(Kernel& k, const Value& ptr, int width) {
+// `width` 16-bit floats (bf16 or f16: `ptr`'s type) at `ptr` as f32 values: one load, or one
+// 16-byte read-only load of 8.
+std::vector<Value> Load16(Kernel& k, const Value& ptr, int width) {
   if (width == 1) return {k.Load(ptr).To(f32)};
   Value v = LoadGlobal(ptr, width, {.cache = CacheHint::kReadOnly});
   std::vector<Value> out;
@@ -55,9 +56,10 @@ std::vector<Value> LoadF32(Kernel& k, const Value& ptr, int width) {
   return out;
 }
 
-// f32 values stored as bf16 (or `type`, f16) at `ptr`: one store, or one streaming 16-byte store
-// of 8.
-void StoreBf16(Kernel& k, const Value& ptr, const std::vector<Value>& y, Scalar type = bf16) {
+// f32 values stored as `ptr`'s 16-bit float type (bf16 or f16): one store, or one streaming 16-byte
+// store of 8.
+void Store16(Kernel& k, const Value& ptr, const std::vector<Value>& y) {
+  const Scalar type = ptr.type().elem;
   if (y.size() == 1) {
     k.Store(ptr, y[0].To(type));
     return;
@@ -110,14 +112,14 @@ absl::StatusOr<KernelDef> BuildRopeQkv(int width, bool rows) {
     Value head = row % heads, t = row / heads;
     Value s = t % S, b = t / S;
     Value from = qkv + (t * heads + head) * D + i;
-    std::vector<Value> x1 = LoadBf16(k, from, width), x2 = LoadBf16(k, from + half, width);
+    std::vector<Value> x1 = Load16(k, from, width), x2 = Load16(k, from + half, width);
     // Where the pairs go: their head's row s of q, k or v ([B, H, S, D]), or head h of their
     // token's row ([B, S, H, D]).
     auto store = [&](const Value& base, const Value& h, const Value& count,
                      const std::vector<Value>& y1, const std::vector<Value>& y2) {
       Value to = base + (rows ? t * count + h : (b * count + h) * S + s) * D + i;
-      StoreBf16(k, to, y1);
-      StoreBf16(k, to + half, y2);
+      Store16(k, to, y1);
+      Store16(k, to + half, y2);
     };
     k.If(head < Hq + Hkv, [&] {
       std::vector<Value> c = LoadF32(k, cos + s * half + i, width),
@@ -139,9 +141,9 @@ absl::StatusOr<KernelDef> BuildSwiglu(int width) {
   FirstOfUnit(k, width, [&](Value idx) {  // units: T * F / width
     Value t = idx / F, j = idx % F;
     Value at = x + t * (F * 2) + j;
-    std::vector<Value> gate = LoadBf16(k, at, width), up = LoadBf16(k, at + F, width), out;
+    std::vector<Value> gate = Load16(k, at, width), up = Load16(k, at + F, width), out;
     for (int e = 0; e < width; ++e) out.push_back(gate[e] / (Exp(-gate[e]) + 1.0f) * up[e]);
-    StoreBf16(k, y + idx, out);
+    Store16(k, y + idx, out);
   });
   return k.Build();
 }
@@ -187,12 +189,12 @@ absl::StatusOr<KernelDef> BuildPagedAppend(Scalar type) {
         Value slot = entry * page + pos % page;
         Value from = k_new + ((t * H + h) * D + i).To(i64);
         Value to = (slot.To(i64) * H.To(i64) + h.To(i64)) * D.To(i64) + i.To(i64);
-        std::vector<Value> x1 = LoadBf16(k, from, width), x2 = LoadBf16(k, from + half, width);
+        std::vector<Value> x1 = Load16(k, from, width), x2 = Load16(k, from + half, width);
         std::vector<Value> c = LoadF32(k, cos + pos * half + i, width),
                            sn = LoadF32(k, sin + pos * half + i, width);
         auto [y1, y2] = Rotated(x1, x2, c, sn);
-        StoreBf16(k, k_cache + to, y1, type);
-        StoreBf16(k, k_cache + to + half.To(i64), y2, type);
+        Store16(k, k_cache + to, y1);
+        Store16(k, k_cache + to + half.To(i64), y2);
         Value v_from = v_new + ((t * H + h) * D + i).To(i64);
         for (const Value& at : {k.I32(0), half})
           StoreGlobal(v_cache + to + at.To(i64),

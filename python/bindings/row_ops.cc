@@ -1,7 +1,7 @@
 // The row ops over the last dimension: y = softmax(x), rms_norm(x) * w, layer_norm(x) * w + b.
 // CUDA tensors: bf16 or f16 in and out (ops/softmax, ops/softmax.f16, ...), launched on the
-// caller's stream. Host arrays: f32, rounded to
-// bf16 on the way in and run on the emulator; y holds the kernel's bf16 values as f32.
+// caller's stream. Host arrays: f32, rounded to bf16 on the way in and run on the emulator; y
+// holds the kernel's bf16 values as f32.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 
