@@ -86,9 +86,10 @@ std::pair<std::vector<Value>, std::vector<Value>> Rotated(const std::vector<Valu
   return {y1, y2};
 }
 
-// The kernel's name with its width ("ops/swiglu", "ops/swiglu8").
-std::string Named(const char* name, int width) {
-  return width == 1 ? name : absl::StrCat(name, width);
+// The kernel's name with its width and, for f16 data, its type ("ops/swiglu", "ops/swiglu8",
+// "ops/swiglu8.f16").
+std::string Named(const char* name, int width, Scalar type = bf16) {
+  return absl::StrCat(name, width == 1 ? "" : absl::StrCat(width), type == f16 ? ".f16" : "");
 }
 // Declares the i64 parameter `units` (how many units of `width` elements there are) and the grid
 // over them, and runs `body` with the first element of this thread's unit, where there is one.
@@ -99,10 +100,11 @@ void FirstOfUnit(Kernel& k, int width, const std::function<void(Value)>& body) {
   k.If(unit.To(i64) < units, [&] { body(width == 1 ? unit : unit * width); });
 }
 
-absl::StatusOr<KernelDef> BuildRopeQkv(int width, bool rows) {
-  Kernel k(Named(rows ? "ops/rope_qkv_rows" : "ops/rope_qkv", width), sm80(), {THREADS});
-  Value qkv = k.PtrParam("qkv", bf16), cos = k.PtrParam("cos", f32), sin = k.PtrParam("sin", f32);
-  Value q = k.PtrParam("q", bf16), kk = k.PtrParam("k", bf16), v = k.PtrParam("v", bf16);
+// `type`: the projection's and q, k, v's (bf16, or f16: the ".f16" kernels); so for the glue below.
+absl::StatusOr<KernelDef> BuildRopeQkv(int width, bool rows, Scalar type) {
+  Kernel k(Named(rows ? "ops/rope_qkv_rows" : "ops/rope_qkv", width, type), sm80(), {THREADS});
+  Value qkv = k.PtrParam("qkv", type), cos = k.PtrParam("cos", f32), sin = k.PtrParam("sin", f32);
+  Value q = k.PtrParam("q", type), kk = k.PtrParam("k", type), v = k.PtrParam("v", type);
   Value S = k.I32Param("S"), Hq = k.I32Param("Hq"), Hkv = k.I32Param("Hkv"), D = k.I32Param("D");
   if (width > 1) k.RequireMultiple("D", 2 * width);
   // units: T * (Hq + 2 Hkv) * D / 2 / width, `width` pairs each.
@@ -133,9 +135,9 @@ absl::StatusOr<KernelDef> BuildRopeQkv(int width, bool rows) {
   return k.Build();
 }
 
-absl::StatusOr<KernelDef> BuildSwiglu(int width) {
-  Kernel k(Named("ops/swiglu", width), sm80(), {THREADS});
-  Value x = k.PtrParam("x", bf16), y = k.PtrParam("y", bf16);
+absl::StatusOr<KernelDef> BuildSwiglu(int width, Scalar type) {
+  Kernel k(Named("ops/swiglu", width, type), sm80(), {THREADS});
+  Value x = k.PtrParam("x", type), y = k.PtrParam("y", type);
   Value F = k.I32Param("F");
   if (width > 1) k.RequireMultiple("F", width);
   FirstOfUnit(k, width, [&](Value idx) {  // units: T * F / width
@@ -148,9 +150,9 @@ absl::StatusOr<KernelDef> BuildSwiglu(int width) {
   return k.Build();
 }
 
-absl::StatusOr<KernelDef> BuildHeadsToRows(int width) {
-  Kernel k(Named("ops/heads_to_rows", width), sm80(), {THREADS});
-  Value x = k.PtrParam("x", bf16), y = k.PtrParam("y", bf16);
+absl::StatusOr<KernelDef> BuildHeadsToRows(int width, Scalar type) {
+  Kernel k(Named("ops/heads_to_rows", width, type), sm80(), {THREADS});
+  Value x = k.PtrParam("x", type), y = k.PtrParam("y", type);
   Value H = k.I32Param("H"), S = k.I32Param("S"), D = k.I32Param("D");
   if (width > 1) k.RequireMultiple("D", width);
   FirstOfUnit(k, width, [&](Value idx) {  // units: B * H * S * D / width
@@ -170,7 +172,7 @@ absl::StatusOr<KernelDef> BuildHeadsToRows(int width) {
 // `type`: the caches' and the new rows' (bf16, or f16: ops/paged_append.f16).
 absl::StatusOr<KernelDef> BuildPagedAppend(Scalar type) {
   constexpr int width = 8;
-  Kernel k(type == f16 ? "ops/paged_append.f16" : "ops/paged_append", sm80(), {THREADS});
+  Kernel k(Named("ops/paged_append", 1, type), sm80(), {THREADS});
   Value k_new = k.PtrParam("k_new", type), v_new = k.PtrParam("v_new", type);
   Value cos = k.PtrParam("cos", f32), sin = k.PtrParam("sin", f32);
   Value table = k.PtrParam("block_table", i32), lens = k.PtrParam("seq_lens", i32);
@@ -215,23 +217,40 @@ KILN_EXAMPLE_VARIANT(paged_append_f16, "ops/paged_append.f16", "ops/paged_append
 KILN_EXAMPLE_VARIANT(
     rope_qkv, "ops/rope_qkv",
     "a fused QKV projection's rows into q, k, v [B, H, S, D] with rotary embeddings",
-    [] { return BuildRopeQkv(1, false); });
+    [] { return BuildRopeQkv(1, false, bf16); });
 KILN_EXAMPLE_VARIANT(rope_qkv8, "ops/rope_qkv8",
                      "ops/rope_qkv, 8 pairs a thread (D a multiple of 16)",
-                     [] { return BuildRopeQkv(8, false); });
+                     [] { return BuildRopeQkv(8, false, bf16); });
 KILN_EXAMPLE_VARIANT(rope_qkv_rows, "ops/rope_qkv_rows",
                      "ops/rope_qkv into q, k, v [B, S, H, D] (attention's rows layout)",
-                     [] { return BuildRopeQkv(1, true); });
+                     [] { return BuildRopeQkv(1, true, bf16); });
 KILN_EXAMPLE_VARIANT(rope_qkv_rows8, "ops/rope_qkv_rows8",
                      "ops/rope_qkv_rows, 8 pairs a thread (D a multiple of 16)",
-                     [] { return BuildRopeQkv(8, true); });
+                     [] { return BuildRopeQkv(8, true, bf16); });
 KILN_EXAMPLE_VARIANT(swiglu, "ops/swiglu", "silu(gate) * up over rows [T, 2F] of gate then up",
-                     [] { return BuildSwiglu(1); });
+                     [] { return BuildSwiglu(1, bf16); });
 KILN_EXAMPLE_VARIANT(swiglu8, "ops/swiglu8", "ops/swiglu, 8 elements a thread (F a multiple of 8)",
-                     [] { return BuildSwiglu(8); });
+                     [] { return BuildSwiglu(8, bf16); });
 KILN_EXAMPLE_VARIANT(heads_to_rows, "ops/heads_to_rows", "[B, H, S, D] into [B, S, H, D]",
-                     [] { return BuildHeadsToRows(1); });
+                     [] { return BuildHeadsToRows(1, bf16); });
 KILN_EXAMPLE_VARIANT(heads_to_rows8, "ops/heads_to_rows8",
                      "ops/heads_to_rows, 8 elements a thread (D a multiple of 8)",
-                     [] { return BuildHeadsToRows(8); });
+                     [] { return BuildHeadsToRows(8, bf16); });
+// The same over f16 data.
+KILN_EXAMPLE_VARIANT(rope_qkv_f16, "ops/rope_qkv.f16", "ops/rope_qkv over f16",
+                     [] { return BuildRopeQkv(1, false, f16); });
+KILN_EXAMPLE_VARIANT(rope_qkv8_f16, "ops/rope_qkv8.f16", "ops/rope_qkv8 over f16",
+                     [] { return BuildRopeQkv(8, false, f16); });
+KILN_EXAMPLE_VARIANT(rope_qkv_rows_f16, "ops/rope_qkv_rows.f16", "ops/rope_qkv_rows over f16",
+                     [] { return BuildRopeQkv(1, true, f16); });
+KILN_EXAMPLE_VARIANT(rope_qkv_rows8_f16, "ops/rope_qkv_rows8.f16", "ops/rope_qkv_rows8 over f16",
+                     [] { return BuildRopeQkv(8, true, f16); });
+KILN_EXAMPLE_VARIANT(swiglu_f16, "ops/swiglu.f16", "ops/swiglu over f16",
+                     [] { return BuildSwiglu(1, f16); });
+KILN_EXAMPLE_VARIANT(swiglu8_f16, "ops/swiglu8.f16", "ops/swiglu8 over f16",
+                     [] { return BuildSwiglu(8, f16); });
+KILN_EXAMPLE_VARIANT(heads_to_rows_f16, "ops/heads_to_rows.f16", "ops/heads_to_rows over f16",
+                     [] { return BuildHeadsToRows(1, f16); });
+KILN_EXAMPLE_VARIANT(heads_to_rows8_f16, "ops/heads_to_rows8.f16", "ops/heads_to_rows8 over f16",
+                     [] { return BuildHeadsToRows(8, f16); });
 }  // namespace kiln::examples

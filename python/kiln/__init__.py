@@ -828,8 +828,9 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     v_cache[...] = _widened(vc)
 
 
-# The layer glue (examples/ops/layer_glue.cc), through load(). Host arrays hold f32 and the
-# kernels bf16: they go in as bf16 bits (uint16) and come back widened.
+# The layer glue (examples/ops/layer_glue.cc), through load(). CUDA tensors: bf16, or f16 (the
+# ".f16" kernels). Host arrays hold f32 and the kernels bf16: they go in as bf16 bits (uint16) and
+# come back widened.
 _LOADED = {}
 
 
@@ -862,11 +863,15 @@ def _glue_call(name, inputs, outputs, scalars, host_f32_inputs):
         return outputs  # no element to write: no launch (a grid of none is no grid)
     if not host:
         import torch
-        for i, x in enumerate(inputs):  # the kernels read packed bf16 data and f32 tables
-            _require(x.dtype == (torch.bfloat16 if i in host_f32_inputs else torch.float32),
-                     f"{name}: input {i} must be "
-                     f"{'bfloat16' if i in host_f32_inputs else 'float32'}, not {x.dtype}")
-        _loaded(name)(*[x.contiguous() for x in inputs], *outputs, *scalars)
+        # The kernels read packed 16-bit data (bf16, or f16 for the ".f16" kernels: the first
+        # input's type) and f32 tables.
+        half = torch.float16 if inputs[0].dtype == torch.float16 else torch.bfloat16
+        for i, x in enumerate(inputs):
+            _require(x.dtype == (half if i in host_f32_inputs else torch.float32),
+                     lambda: f"{name}: input {i} must be "
+                             f"{half if i in host_f32_inputs else torch.float32}, not {x.dtype}")
+        _loaded(name + (".f16" if half == torch.float16 else ""))(
+            *[x.contiguous() for x in inputs], *outputs, *scalars)
         return outputs
     import numpy
     args = [_bf16_bits(x) if i in host_f32_inputs else numpy.ascontiguousarray(x)

@@ -903,6 +903,43 @@ class LayerGlue(unittest.TestCase):
         with self.assertRaises(kiln.Error):
             kiln.swiglu(np.ones((3, 5), np.float32))
 
+    def test_f16_kernels(self):
+        # The ".f16" glue (kiln's glue on f16 CUDA tensors picks them) on f16 host arrays through
+        # kiln.load, against f32 arithmetic on the same f16 values; a bf16 reading of their
+        # bytes would be far off.
+        rng = np.random.default_rng(14)
+        b, s, hq, hkv = 2, 5, 4, 2
+        for width, d in ((1, 8), (8, 32)):
+            suffix = "8" if width == 8 else ""
+            qkv = rng.standard_normal((b * s, (hq + 2 * hkv) * d)).astype(np.float16)
+            angles = np.arange(s)[:, None] * (1.0 / 10000 ** (np.arange(0, d, 2) / d))[None, :]
+            cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+            x = qkv.astype(np.float32).reshape(b, s, hq + 2 * hkv, d).transpose(0, 2, 1, 3)
+            x1, x2 = x[..., : d // 2], x[..., d // 2:]
+            turned = np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+            q, k, v = (np.full((b, h, s, d), np.nan, np.float16) for h in (hq, hkv, hkv))
+            pairs = b * s * (hq + 2 * hkv) * d // 2
+            kiln.load(BUNDLES, f"ops/rope_qkv{suffix}.f16")(qkv, cos, sin, q, k, v, s, hq, hkv, d,
+                                                             pairs // width)
+            self.assertLess(rel_error(q.astype(np.float32), turned[:, :hq]), 1e-3, width)
+            self.assertLess(rel_error(k.astype(np.float32), turned[:, hq:hq + hkv]), 1e-3, width)
+            np.testing.assert_array_equal(v, x[:, hq + hkv:].astype(np.float16))
+            rows = [np.full((b, s, h, d), np.nan, np.float16) for h in (hq, hkv, hkv)]
+            kiln.load(BUNDLES, f"ops/rope_qkv_rows{suffix}.f16")(qkv, cos, sin, *rows, s, hq, hkv,
+                                                                  d, pairs // width)
+            for got, want in zip(rows, (q, k, v)):
+                np.testing.assert_array_equal(got, want.transpose(0, 2, 1, 3))
+            f = 8 * d
+            gu = rng.standard_normal((7, 2 * f)).astype(np.float16)
+            y = np.full((7, f), np.nan, np.float16)
+            kiln.load(BUNDLES, f"ops/swiglu{suffix}.f16")(gu, y, f, 7 * f // width)
+            g, u = gu[:, :f].astype(np.float32), gu[:, f:].astype(np.float32)
+            self.assertLess(rel_error(y.astype(np.float32), g / (1 + np.exp(-g)) * u), 1e-3, width)
+            h = rng.standard_normal((2, 3, 5, d)).astype(np.float16)
+            t = np.full((2, 5, 3, d), np.nan, np.float16)
+            kiln.load(BUNDLES, f"ops/heads_to_rows{suffix}.f16")(h, t, 3, 5, d, h.size // width)
+            np.testing.assert_array_equal(t, h.transpose(0, 2, 1, 3))
+
 
 class Load(unittest.TestCase):
     def test_any_bundle_is_a_callable(self):
