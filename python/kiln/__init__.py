@@ -212,8 +212,9 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
 
     CUDA tensors: bf16 or f16 a and b in any row- or column-major layout (a linear layer's
     weight w (N, K) is b = w.t()); out, c, bias (N values) and residual of out_dtype (default:
-    a's type; "f32" also). activation: "relu", "gelu" or "silu". Host arrays: f32, run on the
-    emulator as bf16, out_dtype "bf16" (values rounded so, held in f32) or "f32".
+    a's type; "f32" also). activation: "relu", "gelu" or "silu". Host arrays: f32 in any order
+    (out packed), run on the emulator as bf16, out_dtype "bf16" (values rounded so, held in f32)
+    or "f32".
 
     activation="swiglu" (alone) fuses a gate/up projection: out = silu(gate) * up, (M, N/2)
     row-major, where b's columns hold gate and up interleaved as swiglu_weights puts them.
@@ -266,6 +267,10 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
         out = _empty(a, (a.shape[0], n), out_type)
     if rope_args:
         rope_args["rope_angles"] = _r(rope_args["rope_angles"])
+    if not _is_torch(a):  # host arrays in any order, as CUDA tensors: the emulator's copies packed
+        import numpy
+        a, b, c, residual = (x if x is None else numpy.ascontiguousarray(x)
+                             for x in (a, b, c, residual))
     _kiln._gemm(_r(a), _r(b), _r(out), _r(c), _r(bias), _r(residual), float(alpha), float(beta),
                 ",".join(terms), in_type, out_type, stream=_stream([a]), **rope_args)
     return out

@@ -90,6 +90,9 @@ class Gemm(unittest.TestCase):
             got = kiln.gemm(a, b)
             self.assertEqual(got.shape, (m, n))
             self.assertLess(rel_error(got, bf16(a) @ bf16(b)), 1e-2, (m, n, k))
+            # Column-major host arrays (as CUDA tensors may be): the same product.
+            got_f = kiln.gemm(np.asfortranarray(a), np.asfortranarray(b))
+            np.testing.assert_array_equal(got_f, got)
 
     def test_fused_epilogues(self):
         m, n, k = 66, 40, 48
