@@ -94,6 +94,29 @@ class Gemm(unittest.TestCase):
             got_f = kiln.gemm(np.asfortranarray(a), np.asfortranarray(b))
             np.testing.assert_array_equal(got_f, got)
 
+    def test_random_calls(self):
+        # Calls as a new user makes them (sizes, orders, out types, epilogues drawn from a seed),
+        # all valid: each right against NumPy in fp64 on the bf16-rounded inputs.
+        rng = np.random.default_rng(15)
+        acts = {None: lambda u: u, "relu": lambda u: np.maximum(u, 0),
+                "silu": lambda u: u / (1 + np.exp(-u)),
+                "gelu": lambda u: 0.5 * u * (1 + np.tanh(0.7978845608028654 * (u + 0.044715 * u ** 3)))}
+        for _ in range(16):
+            m, n, k = (int(x) for x in rng.integers(1, 100, 3))
+            a = rng.standard_normal((m, k)).astype(np.float32)
+            b = rng.standard_normal((k, n)).astype(np.float32)
+            bias = rng.standard_normal(n).astype(np.float32) if rng.random() < 0.4 else None
+            res = rng.standard_normal((m, n)).astype(np.float32) if rng.random() < 0.3 else None
+            act = [None, "relu", "silu", "gelu"][int(rng.integers(4))]
+            f32 = rng.random() < 0.3
+            want = bf16(a).astype(np.float64) @ bf16(b).astype(np.float64)
+            want = acts[act](want + (0 if bias is None else bf16(bias)))
+            want = want + (0 if res is None else bf16(res))
+            got = kiln.gemm(a if rng.random() < 0.5 else np.asfortranarray(a),
+                            b if rng.random() < 0.5 else np.asfortranarray(b), bias=bias,
+                            residual=res, activation=act, out_dtype="f32" if f32 else None)
+            self.assertLess(rel_error(got, want), 1e-3 if f32 else 1e-2, (m, n, k, act, f32))
+
     def test_fused_epilogues(self):
         m, n, k = 66, 40, 48
         a, b, bias, c, res = epilogue_inputs(np.random.default_rng(5), m, n, k)
