@@ -484,10 +484,16 @@ def append_of(dt):
 
 
 def glue():
-    """The layer glue, one element a thread and eight, against torch."""
+    """The layer glue, one element a thread and eight, against torch; bf16 and f16."""
+    for dt in (torch.bfloat16, torch.float16):
+        glue_of(dt)
+
+
+def glue_of(dt):
     g = torch.Generator(device="cuda").manual_seed(4)
+    t16 = str(dt)[6:]
     for b, s, hq, hkv, d in [(2, 5, 4, 2, 8), (2, 300, 32, 8, 128)]:
-        qkv = torch.randn(b * s, (hq + 2 * hkv) * d, device="cuda", generator=g).bfloat16()
+        qkv = torch.randn(b * s, (hq + 2 * hkv) * d, device="cuda", generator=g).to(dt)
         inv = 1.0 / 500000.0 ** (torch.arange(0, d, 2, device="cuda").float() / d)
         angles = torch.arange(s, device="cuda").float()[:, None] * inv[None, :]
         cos, sin = angles.cos().contiguous(), angles.sin().contiguous()
@@ -499,18 +505,18 @@ def glue():
             t1, t2 = t[..., : d // 2], t[..., d // 2:]
             return torch.cat([t1 * c - t2 * sn, t2 * c + t1 * sn], -1)
 
-        report(f"rope_qkv q b{b} s{s} hq{hq} hkv{hkv} d{d}", rel(q, rotated(x[:, :hq])), 1e-2)
+        report(f"rope_qkv {t16} q b{b} s{s} hq{hq} hkv{hkv} d{d}", rel(q, rotated(x[:, :hq])), 1e-2)
         report("  k", rel(k, rotated(x[:, hq:hq + hkv])), 1e-2)
         report("  v", rel(v, x[:, hq + hkv:]), 1e-6)
         rows = kiln.rope_qkv(qkv, cos, sin, b, hq, hkv, layout="bshd")
         report("  the bshd layout", max(rel(r, t.transpose(1, 2)) for r, t in zip(rows, (q, k, v))), 0)
     for t, f in [(7, 33), (4096, 14336)]:
-        x = torch.randn(t, 2 * f, device="cuda", generator=g).bfloat16()
+        x = torch.randn(t, 2 * f, device="cuda", generator=g).to(dt)
         gate, up = x.double()[:, :f], x.double()[:, f:]
-        report(f"swiglu {t}x{2 * f}", rel(kiln.swiglu(x), F.silu(gate) * up), 1e-2)
+        report(f"swiglu {t16} {t}x{2 * f}", rel(kiln.swiglu(x), F.silu(gate) * up), 1e-2)
     for shape in [(2, 3, 5, 6), (2, 32, 1000, 128)]:
-        x = torch.randn(shape, device="cuda", generator=g).bfloat16()
-        report(f"heads_to_rows {shape}", rel(kiln.heads_to_rows(x), x.transpose(1, 2)), 0)
+        x = torch.randn(shape, device="cuda", generator=g).to(dt)
+        report(f"heads_to_rows {t16} {shape}", rel(kiln.heads_to_rows(x), x.transpose(1, 2)), 0)
 
 
 def streams_and_load():
