@@ -1,6 +1,6 @@
-// ops/softmax: y[r, :] = softmax(x[r, :]) over [rows, cols] bf16, f32 math: the row's max, then
-// e^(x - max) with the scale log2(e) folded into one fma before ex2, then the sum, each reduced
-// over the row's threads (warp shuffles, then one shared slot per warp and a barrier).
+// ops/softmax: y[r, :] = softmax(x[r, :]) over [rows, cols] bf16 (ops/softmax.f16: f16), f32 math:
+// the row's max, then e^(x - max) with log2(e) folded into one fma before ex2, then the sum, each
+// reduced over the row's threads (warp shuffles, then one shared slot per warp and a barrier).
 #include <cmath>
 
 #include "examples/ops/row_kernel.h"
@@ -11,7 +11,6 @@ namespace {
 
 using namespace ops;  // NOLINT: the row kernels' vocabulary
 
-// `type`: x's and y's (bf16, or f16: ops/softmax.f16).
 absl::StatusOr<KernelDef> BuildSoftmax(Scalar type) {
   Kernel k(type == f16 ? "ops/softmax.f16" : "ops/softmax", sm80(), {kBlockThreads});
   Value x = k.PtrParam("x", type), y = k.PtrParam("y", type);
