@@ -55,8 +55,8 @@ inline const std::vector<std::string> kBundledGemmVariants = {
 // then what a model's linear layers ask of them through the Python module, where C is row-major
 // and so computed swapped (docs/PYTHON.md): a bias per column of C (bias_row to the kernel), a
 // residual, f32 out with either or both operands MN-major (also the product under an epilogue
-// no variant fuses, gemm/epilogue_pass), a gate/up projection's SwiGLU and a QKV
-// projection's RoPE.
+// no variant fuses, gemm/epilogue_pass), a gate/up projection's SwiGLU and a QKV projection's
+// RoPE (either type, the weight K-major or MN-major).
 inline const std::vector<std::string> kBundledTileVariants = {
     "f16-f16",
     "bf16-f32",
@@ -92,7 +92,12 @@ inline const std::vector<std::string> kBundledTileVariants = {
     "f16-f32.a_mn.b_mn",
     "bf16-bf16.swiglu",
     "bf16-bf16.a_mn.swiglu",
-    "bf16-bf16.rope"};
+    "bf16-bf16.rope",
+    "bf16-bf16.a_mn.rope",
+    "f16-f16.swiglu",
+    "f16-f16.a_mn.swiglu",
+    "f16-f16.rope",
+    "f16-f16.a_mn.rope"};
 // The 8-bit variants bundled for the tile kernels that take them
 // (ops/gemm/kernels/tile_kernels.cc).
 inline const std::vector<std::string> kBundledFp8Variants = {

@@ -625,9 +625,11 @@ def errors():
         (lambda: kiln.softmax(x.float()), "x must be bf16 or f16, not f32"),
         (lambda: kiln.softmax(x, out=np.empty((4, 100), np.float32)), "partly on the GPU"),
         (lambda: kiln.gemm(x, x.t().float()), "b must be bf16"),
-        # (16-bit inputs run an unbundled epilogue as a pass; swiglu, bundled for bf16, is none)
+        # (16-bit inputs run an unbundled epilogue as a pass; swiglu, bundled into bf16 and f16
+        # outs, is none)
         (lambda: kiln.gemm(torch.zeros(64, 128, device="cuda").half(),
-                           torch.zeros(32, 128, device="cuda").half().t(), activation="swiglu"),
+                           torch.zeros(32, 128, device="cuda").half().t(), activation="swiglu",
+                           out_dtype="f32"),
          "write it with `kiln bundle"),
         (lambda: kiln.gemm(x, x.t(), bias=torch.zeros(8, device="cuda").bfloat16()[::2]),
          "bias of shape (4,) has a stride of 2; it must be packed"),

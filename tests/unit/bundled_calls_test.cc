@@ -76,6 +76,38 @@ TEST(BundledCalls, EverySixteenBitGemm) {
   EXPECT_FALSE(device.launched.empty());
 }
 
+// The row-pairing epilogues (a gate/up projection's SwiGLU, a QKV projection's RoPE; C row-major)
+// in both 16-bit types, K-major and MN-major weights, at sizes the tile kernels take; a size
+// they do not is a plan's refusal (not counted), a missing bundle a failure.
+TEST(BundledCalls, EveryPairedEpilogue) {
+  const std::vector<rt::GemmSize> sizes = {{4096, 28672, 4096}, {1000, 1024, 1000}, {16, 28672, 4096},
+                                           {2048, 6144, 4096},  {64, 384, 264}};
+  BundleOnlyDevice device;
+  std::set<std::string> failures;
+  int calls = 0, refused = 0;
+  for (const std::string in : {"bf16", "f16"})
+    for (const std::string epilogue : {"swiglu", "rope"})
+      for (bool b_row_major : {false, true})
+        for (const rt::GemmSize& size : sizes) {
+          rt::GemmOperands o{.a = 256, .b = 256, .c = 256, .c_row_major = true};
+          o.b_row_major = b_row_major;
+          if (epilogue == "rope")
+            o.rope_angles = 256, o.rope_dim = 128, o.rope_rows = size.n / 128 / 3 * 2 * 128,
+            o.rope_period = 4096;
+          if (epilogue == "rope" && (size.n % 128 || o.rope_rows == 0)) continue;
+          const rt::GemmOptions options{.in_type = in, .out_type = in, .epilogue = epilogue};
+          ++calls;
+          const absl::Status s = rt::RunGemm(size, options, o, 90, device);
+          refused += absl::IsInvalidArgument(s);
+          if (!s.ok() && !absl::IsInvalidArgument(s))
+            failures.insert(absl::StrCat(in, " ", epilogue, " B ", b_row_major ? "row" : "col", " ",
+                                         size.m, "x", size.n, "x", size.k, ": ", s.message()));
+        }
+  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << calls << " calls fail:\n"
+                                << absl::StrJoin(failures, "\n");
+  EXPECT_LT(refused, calls / 2) << "most calls should plan";
+}
+
 // 8-bit inputs on sm_90a: each scaling, A's and B's types, output type, storage order of C and
 // epilogue (A row-major and B column-major: the FP8 wgmma's only order), K a multiple of 16.
 TEST(BundledCalls, EveryEightBitGemm) {
