@@ -232,13 +232,19 @@ GemmChoice ComputeBound(const GemmModel& model, const std::vector<Candidate>& ti
           best_split};
 }
 
+// Whether a tile record serves these options (plain_c: a 16-bit C without fused terms only).
+bool Serves(const TileWeights& w, const GemmOptions& o) {
+  return !w.plain_c || (o.epilogue.empty() && o.out_type != "f32");
+}
+
 GemmChoice ChooseByRules(const GemmSize& s, int cc, const GemmOptions& o, const GemmRules* rules) {
   const bool mn_major = o.a_mn || o.b_mn;
   if (rules)
     if (const GemmRegion* r = RegionOf(*rules, s, o)) return {r->kernel, RegionWhy(r->kernel, s)};
   const bool has_tiles = rules && rules->model && !rules->tiles.empty();
   if (std::optional<GemmChoice> strided = Strided(s, cc, o, has_tiles)) return *strided;
-  const std::vector<Candidate> tiles = CandidatesOf(*rules);
+  std::vector<Candidate> tiles = CandidatesOf(*rules);
+  std::erase_if(tiles, [&](const Candidate& c) { return !Serves(*c.weights, o); });
   // Unless the planner says: packed operands, K-major rows K elements apart, MN-major ones M (A) or
   // N (B).
   const bool aligned_rows =
@@ -251,8 +257,6 @@ GemmChoice ChooseByRules(const GemmSize& s, int cc, const GemmOptions& o, const 
 }
 
 }  // namespace
-
-constexpr const char* kN192Kernel = "gemm/bf16_sm90_n192";
 
 std::string SplitName(int split) {
   return split == 1 ? "whole tiles" : split == 0 ? "stream-K" : absl::StrCat("split-K ", split);
@@ -309,8 +313,14 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
     if (tuned) best = tuned->Find(compute_capability, s);
     if (!best) best = GemmTuneCache::BuiltIn().Find(compute_capability, s);
   }
-  // Its pick (a base name) stands only where that kernel can read the operands as given.
+  // Its pick (a base name) stands only where that kernel can read the operands as given, and where
+  // its tile record serves the options.
   if (best && !CanRead(best->kernel, options)) best = nullptr;
+  if (const GemmRules* rules = best ? RulesFor(compute_capability, tuned) : nullptr)
+    if (std::any_of(rules->tiles.begin(), rules->tiles.end(), [&](const TileWeights& w) {
+          return w.kernel == best->kernel && !Serves(w, options);
+        }))
+      best = nullptr;
   if (best) {
     const std::vector<GemmChoice> can = GemmCandidates(s, compute_capability);
     if (std::any_of(can.begin(), can.end(), [&](const GemmChoice& x) {
@@ -321,15 +331,6 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
                         ")"),
            best->split};
   }
-  // The 128x192 pairs serve plain 16-bit C only: with fused terms or an f32 C the rule picks as if
-  // they were not there (docs/perf/2026-11-30-a-192-column-tile.md, "With epilogues").
-  if (c.kernel == kN192Kernel && (!options.epilogue.empty() || options.out_type == "f32"))
-    if (const GemmRules* rules = RulesFor(compute_capability, tuned)) {
-      GemmRules without = *rules;
-      std::erase_if(without.tiles, [](const TileWeights& w) { return w.kernel == kN192Kernel; });
-      c = ChooseByRules(s, compute_capability, options, &without);
-      c.why += "; not the 128x192 pairs, slower with a fused epilogue or an f32 C";
-    }
   GemmOptions o = options;
   // A tile kernel at an M its C map cannot take stores C from registers (f32 ones always do).
   const bool tiles = c.kernel.rfind("gemm/bf16_sm90", 0) == 0;

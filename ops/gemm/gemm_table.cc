@@ -119,7 +119,8 @@ absl::Status ReadTile(int cc, const std::vector<std::string>& w, GemmRules& rule
                               {"max_parts", Count(t.max_parts)},
                               {"splits", Flag(t.splits)},
                               {"streams", Flag(t.streams)},
-                              {"max_n", Count(t.max_n)}},
+                              {"max_n", Count(t.max_n)},
+                              {"plain_c", Flag(t.plain_c)}},
                              {"speed"});
   if (st.ok()) rules.tiles.push_back(t);
   return st;

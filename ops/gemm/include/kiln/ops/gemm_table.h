@@ -4,7 +4,7 @@
 //   sm_<cc> model weight_bound_rows=R partial_cost=P stream_bytes_per_us=B
 //           stream_cap_bytes_per_us=C idle_latency_us=L launch_us=U partial_us=Q
 //   sm_<cc> tile <kernel> speed=S [speed_unaligned=S] [weight_bound=1] [max_parts=N]
-//           [splits=0] [streams=0] [max_n=N]
+//           [splits=0] [streams=0] [max_n=N] [plain_c=1]
 //   sm_<cc> region <kernel> [m=LO:HI] [n=LO:HI] [k=LO:HI] [only=b_mn|c_row]
 //   sm_<cc> <M> <N> <K> <kernel> [<split>] <milliseconds>        (a `kiln tune` entry)
 //   sm_<cc> fp8 <scaling> <M> <N> <K> <tile> <split> <milliseconds>   (`kiln tune --dtype e4m3`)
@@ -54,6 +54,8 @@ struct TileWeights {
   int max_parts = 0;           // the most parts a tile splits into (0: any, stream-K included)
   bool splits = true, streams = true;  // past weight_bound_rows: split-K, stream-K weighed
   int max_n = 0;                       // the widest C it is for (0: any)
+  bool plain_c =
+      false;  // for a 16-bit C without fused terms only (the rule weighs it for no other)
 };
 
 // Sizes from lo to hi, both included.
