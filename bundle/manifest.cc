@@ -4,6 +4,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -212,7 +213,7 @@ std::string Manifest::Serialize() const {
     absl::StrAppend(&out, "param ", p.name, " ");
     switch (p.kind) {
       case ParamSpec::Kind::kPointer:
-        absl::StrAppend(&out, "ptr\n");
+        absl::StrAppend(&out, "ptr", p.elem.empty() ? "" : " ", p.elem, "\n");
         break;
       case ParamSpec::Kind::kI32:
         absl::StrAppend(&out, "i32\n");
@@ -288,6 +289,15 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
         if (!g.ok()) return ParseError(line_no, g.status().message());
         m.grid[i] = *g;
       }
+    } else if (key == "param" && want(3) && w[2] == "ptr") {
+      static const std::set<std::string> kElems = {"bf16", "f16", "f32", "e4m3", "e5m2",
+                                                   "i1",   "i16", "i32", "i64"};
+      if (!kElems.count(w[3])) return ParseError(line_no, "bad pointer element type");
+      ParamSpec p;
+      p.name = w[1];
+      p.kind = ParamSpec::Kind::kPointer;
+      p.elem = w[3];
+      m.params.push_back(p);
     } else if (key == "param" && want(2)) {
       static const std::map<std::string, ParamSpec::Kind> kKinds = {
           {"ptr", ParamSpec::Kind::kPointer},

@@ -314,6 +314,33 @@ void Kernel::CheckAtBuild(std::function<void()> check) {
 
 namespace {
 // Appends a kernel parameter: an entry-block argument, the function type, the manifest entry.
+// The manifest's name of a pointer's element type (rt::ParamSpec::elem).
+const char* ElemName(Scalar s) {
+  switch (s) {
+    case Scalar::kI1:
+      return "i1";
+    case Scalar::kI16:
+      return "i16";
+    case Scalar::kI32:
+    case Scalar::kS32:
+      return "i32";
+    case Scalar::kI64:
+    case Scalar::kS64:
+      return "i64";
+    case Scalar::kF16:
+      return "f16";
+    case Scalar::kBF16:
+      return "bf16";
+    case Scalar::kF32:
+      return "f32";
+    case Scalar::kE4M3:
+      return "e4m3";
+    case Scalar::kE5M2:
+      return "e5m2";
+  }
+  return "";
+}
+
 Value AddParam(KernelState& s, const std::string& name, Type t, rt::ParamSpec::Kind kind,
                const Loc& loc) {
   mlir::Block* entry = &s.func.getBody().front();
@@ -324,6 +351,7 @@ Value AddParam(KernelState& s, const std::string& name, Type t, rt::ParamSpec::K
   rt::ParamSpec p;
   p.name = name;
   p.kind = kind;
+  if (kind == rt::ParamSpec::Kind::kPointer) p.elem = ElemName(t.elem);
   s.manifest.params.push_back(p);
   return s.Wrap(arg, t);
 }

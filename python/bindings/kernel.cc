@@ -27,6 +27,41 @@ using Kind = rt::ParamSpec::Kind;
 
 bool Supplied(Kind k) { return k == Kind::kScheduleTable || k == Kind::kWorkspace; }
 
+// The element type the kernel reads through a pointer or tensor map parameter ("" : not
+// recorded, any array is taken).
+std::string ElementOf(const rt::ParamSpec& p) {
+  if (p.kind == Kind::kPointer) return p.elem;
+  switch (p.tensor_map.dtype) {
+    case rt::TmaDtype::kBF16:
+      return "bf16";
+    case rt::TmaDtype::kF16:
+      return "f16";
+    case rt::TmaDtype::kF32:
+      return "f32";
+    case rt::TmaDtype::kU8:
+      return "bytes";
+    case rt::TmaDtype::kU16:
+      return "16-bit";
+  }
+  return "";
+}
+
+// Whether an array of `dtype` ("bf16", "u8", ...; `bits` wide) holds what a kernel reading
+// `elem` expects. Floats must match, but 16-bit floats may come as their bits in 16-bit integers
+// (NumPy has no bf16); 8-bit floats and bytes come as any 8-bit type (torch's float8 tensors
+// reach kiln as uint8 views); integers as either signedness of their width, or as bytes where
+// the kernel reads packed bytes in wider words (block scales, say).
+bool Holds(const std::string& elem, const std::string& dtype, int bits) {
+  if (elem.empty()) return true;
+  if (elem == "bf16" || elem == "f16") return dtype == elem || dtype == "u16" || dtype == "i16";
+  if (elem == "f32") return dtype == elem;
+  if (elem == "e4m3" || elem == "e5m2" || elem == "bytes") return bits == 8 && dtype != "bool";
+  if (elem == "16-bit") return bits == 16;
+  if (elem == "i1") return dtype == "bool" || dtype == "u8" || dtype == "i8";
+  const std::string width = elem.substr(1);
+  return dtype == "i" + width || dtype == "u" + width || (bits == 8 && dtype != "bool");
+}
+
 class LoadedBundle {
  public:
   LoadedBundle(const std::string& dir, const std::string& name) : bundle_(BundleNamed(name, dir)) {}
@@ -34,7 +69,12 @@ class LoadedBundle {
   std::string Signature() const {
     std::vector<std::string> parts;
     for (const rt::ParamSpec& p : bundle_.manifest.params)
-      if (!Supplied(p.kind)) parts.push_back(absl::StrCat(p.name, ": ", rt::ParamKindName(p.kind)));
+      if (!Supplied(p.kind)) {
+        const std::string elem =
+            p.kind == Kind::kPointer || p.kind == Kind::kTensorMap ? ElementOf(p) : "";
+        parts.push_back(absl::StrCat(p.name, ": ", rt::ParamKindName(p.kind),
+                                     elem.empty() ? "" : " of ", elem));
+      }
     return absl::StrCat(bundle_.manifest.name, "(", absl::StrJoin(parts, ", "), ")");
   }
 
@@ -61,6 +101,10 @@ class LoadedBundle {
                           : absl::StrCat(arg,
                                          " must be an array (a CUDA tensor or a host array), not ",
                                          nb::type_name(args[i].type()).c_str()));
+        const std::string elem = ElementOf(*params[i]);
+        if (!Holds(elem, DtypeName(a), a.dtype().bits))
+          throw Error(absl::StrCat(arg, " is read as ", elem, " by the kernel, not as ",
+                                   DtypeName(a), " (", a.dtype().bits, "-bit elements)"));
         // The kernel reads it from its first element on, as one block (any order of its
         // dimensions: a transposed view is the kernel's to index).
         if (!IsDense(a))

@@ -803,6 +803,28 @@ class Attention(unittest.TestCase):
         k(ones, ones, cos, sin, table, np.array([20], np.int32), kc, vc, 1, 1, d, page, 2, pages, 40, 1)
         self.assertTrue((vc[1, 4] == 0x3F80).all() and (kc[1, 4] == 0x3F80).all())  # inside: written
 
+    def test_paged_append_kernel_refuses_what_it_would_misread(self):
+        # Through kiln.load, past kiln.paged_append's own checks: int64 lengths (torch.tensor's
+        # default) read as int32 words, or f16 caches given to the bf16 kernel.
+        k = kiln.load(BUNDLES, "ops/paged_append")
+        d, page, pages = 16, 16, 2
+        ones = np.full((1, 1, 1, d), 0x3F80, np.uint16)
+        cos, sin = np.ones((40, d // 2), np.float32), np.zeros((40, d // 2), np.float32)
+        cache = lambda t: np.zeros((pages, page, 1, d), t)
+        table = np.array([[0, 1]], np.int32)
+        cases = [
+            (lambda: k(ones, ones, cos, sin, table, np.array([3], np.int64), cache(np.uint16),
+                       cache(np.uint16), 1, 1, d, page, 2, pages, 40, 1),
+             "('seq_lens') is read as i32 by the kernel, not as i64"),
+            (lambda: k(ones, ones, cos, sin, table, np.array([3], np.int32), cache(np.float16),
+                       cache(np.float16), 1, 1, d, page, 2, pages, 40, 1),
+             "is read as bf16 by the kernel, not as f16"),
+        ]
+        for call, message in cases:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+
     def test_paged_append_f16_rotates_keys_in_f16(self):
         # ops/paged_append.f16 (kiln.paged_append's kernel for f16 caches) on f16 host arrays:
         # a token at position 3 of page 1, its keys rotated (cos 0.6, sin 0.8) and rounded to f16.
@@ -970,7 +992,7 @@ class LayerGlue(unittest.TestCase):
 class Load(unittest.TestCase):
     def test_any_bundle_is_a_callable(self):
         saxpy = kiln.load(BUNDLES, "ops/saxpy")
-        self.assertIn("ops/saxpy(x: ptr, y: ptr, a: f32, n: i64)", saxpy.signature)
+        self.assertIn("ops/saxpy(x: ptr of f32, y: ptr of f32, a: f32, n: i64)", saxpy.signature)
         rng = np.random.default_rng(6)
         x = rng.standard_normal(1000).astype(np.float32)
         y = rng.standard_normal(1000).astype(np.float32)
@@ -989,6 +1011,10 @@ class Load(unittest.TestCase):
             # the kernel reads from the first element on: a strided view would be misread
             (lambda: saxpy(np.zeros(16, np.float32)[::2], x, 1.0, 8),
              "argument 0 ('x') of shape (8,) has gaps"),
+            # the manifest names each pointer's element type: other types would be misread
+            (lambda: saxpy(x, np.zeros(8, np.float64), 1.0, 8),
+             "argument 1 ('y') is read as f32 by the kernel, not as f64 (64-bit elements)"),
+            (lambda: saxpy(x.astype(np.float16), x, 1.0, 8), "is read as f32"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:

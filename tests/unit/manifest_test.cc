@@ -50,6 +50,24 @@ TEST(Manifest, ScalarParamsAndNonGemmKernelsRoundTrip) {
   EXPECT_NE(bad.status().message().find("bad param kind (ptr, i32, i64, f32"), std::string::npos) << bad.status();
 }
 
+TEST(Manifest, PointersNameTheirElementType) {
+  Manifest m = Sample();
+  m.params[0].elem = "bf16";
+  const std::string text = m.Serialize();
+  EXPECT_NE(text.find("param A ptr bf16\n"), std::string::npos) << text;
+  absl::StatusOr<Manifest> back = Manifest::Parse(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->params[0].elem, "bf16");
+  // A manifest written before pointers named their type still reads, the type unknown.
+  back = Manifest::Parse(absl::StrReplaceAll(text, {{"param A ptr bf16", "param A ptr"}}));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->params[0].elem, "");
+  absl::StatusOr<Manifest> bad =
+      Manifest::Parse(absl::StrReplaceAll(text, {{"param A ptr bf16", "param A ptr f64"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("bad pointer element type"), std::string::npos) << bad.status();
+}
+
 TEST(Manifest, RoundTrips) {
   const Manifest m = Sample();
   absl::StatusOr<Manifest> back = Manifest::Parse(m.Serialize());
