@@ -640,6 +640,10 @@ def errors():
                                    torch.tensor([3], device="cuda"),
                                    *[torch.zeros(64, 32, device="cuda")] * 2),
          "seq_lens must be a CUDA tensor of torch.int32, not torch.int64"),
+        # (kiln.load: the manifest names each pointer's element type)
+        (lambda: kiln.load(kiln.bundle_dir(), "ops/saxpy")(
+            torch.zeros(8, device="cuda"), torch.zeros(8, device="cuda").bfloat16(), 1.0, 8),
+         "argument 1 ('y') is read as f32 by the kernel, not as bf16"),
     ]
     for call, message in cases:
         try:
