@@ -40,7 +40,8 @@ def poisoned(shape, dtype=torch.bfloat16):
 
 def row_ops():
     g = torch.Generator(device="cuda").manual_seed(1)
-    for dt in (torch.bfloat16, torch.float16):
+    tol = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 1e-5}
+    for dt in (torch.bfloat16, torch.float16, torch.float32):
         for shape in [(1, 1), (3, 1000), (2, 3, 257), (4096, 4096), (37, 3001)]:
             x = torch.randn(shape, device="cuda", generator=g).to(dt)
             w = torch.randn(shape[-1], device="cuda", generator=g).to(dt)
@@ -48,13 +49,21 @@ def row_ops():
             xf, t = x.float(), str(dt)[6:]
             out = poisoned(shape, dt)
             kiln.softmax(x, out=out)
-            report(f"softmax {t} {shape}", rel(out, torch.softmax(xf, -1)), 1e-2)
+            xf = x.double()
+            report(f"softmax {t} {shape}", rel(out, torch.softmax(xf, -1)), tol[dt])
             got = kiln.rms_norm(x, w, eps=1e-5)
-            want = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5) * w.float()
-            report(f"rms_norm {t} {shape}", rel(got, want), 1e-2 if dt == torch.bfloat16 else 2e-3)
+            want = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5) * w.double()
+            report(f"rms_norm {t} {shape}", rel(got, want), tol[dt])
             got = kiln.layer_norm(x, w, b, eps=1e-5)
-            want = F.layer_norm(xf, (shape[-1],), w.float(), b.float(), 1e-5)
-            report(f"layer_norm {t} {shape}", rel(got, want), 1e-2 if dt == torch.bfloat16 else 2e-3)
+            want = F.layer_norm(xf, (shape[-1],), w.double(), b.double(), 1e-5)
+            report(f"layer_norm {t} {shape}", rel(got, want), tol[dt])
+            # Rows far from 0 (logits of 1e4-1e7): e^(x - max) must not see max * log2e's rounding.
+            if shape[-1] > 1:
+                x = (torch.randn(shape, device="cuda", generator=g) * 4 + 1.5e4 * (1 + len(shape))
+                     ).to(dt)
+                want = torch.softmax(x.double(), -1)
+                report(f"softmax {t} {shape} around {x.flatten()[0].item():.0e}",
+                       rel(kiln.softmax(x), want), tol[dt])
 
 
 def gemms():
@@ -622,7 +631,7 @@ def errors():
     global failures
     x = torch.randn(4, 100, device="cuda").bfloat16()
     cases = [
-        (lambda: kiln.softmax(x.float()), "x must be bf16 or f16, not f32"),
+        (lambda: kiln.softmax(x.double()), "x must be bf16 or f16 or f32, not f64"),
         (lambda: kiln.softmax(x, out=np.empty((4, 100), np.float32)), "partly on the GPU"),
         (lambda: kiln.gemm(x, x.t().float()), "b must be bf16"),
         # (16-bit inputs run an unbundled epilogue as a pass; swiglu, bundled into bf16 and f16

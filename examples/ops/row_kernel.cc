@@ -55,14 +55,23 @@ Value ChunkColumn(const RowCtx& r, int c, const Loc& loc) {
 }
 }  // namespace
 
+namespace {
+// Elements of `row_ptr`'s type in one 16-byte access (8 bf16 or f16, 4 f32): a chunk is one
+// access or two.
+int LanesPerAccess(const Value& row_ptr) { return 16 / ScalarBytes(row_ptr.type().elem); }
+}  // namespace
+
 RowRegs LoadChunk(const Value& row_ptr, const RowCtx& r, const Value& cols, int c, double fill,
                   CacheHint hint, Loc loc) {
   RowRegs regs;
   Value col = ChunkColumn(r, c, loc);
   Value in = Operand(col, loc) < Operand(cols, loc);
-  Value v = LoadGlobal(Operand(row_ptr, loc) + Operand(col, loc), kVec,
-                       {.cache = hint, .mask = in, .fill = fill}, loc);
-  for (int e = 0; e < kVec; ++e) regs.x.push_back(v.Lane(e, loc).To(f32, loc));
+  const int lanes = LanesPerAccess(row_ptr);
+  for (int first = 0; first < kVec; first += lanes) {
+    Value v = LoadGlobal(Operand(row_ptr, loc) + (Operand(col, loc) + Operand(first, loc)), lanes,
+                         {.cache = hint, .mask = in, .fill = fill}, loc);
+    for (int e = 0; e < lanes; ++e) regs.x.push_back(v.Lane(e, loc).To(f32, loc));
+  }
   regs.in.push_back(in);
   return regs;
 }
@@ -80,17 +89,28 @@ RowRegs LoadRow(const Value& row_ptr, const RowCtx& r, const Value& cols, double
 
 void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c, const Value& in,
                 const std::vector<Value>& y8, Loc loc) {
+  const Scalar type = row_ptr.type().elem;
   std::vector<Value> lanes;
   for (int e = 0; e < kVec; e += 2) {
-    Value pair = row_ptr.type().elem == f16 ? PackF16x2(y8[e], y8[e + 1], loc)
-                                            : PackBf16x2(y8[e], y8[e + 1], loc);
+    if (type == f32) {
+      lanes.push_back(y8[e]);
+      lanes.push_back(y8[e + 1]);
+      continue;
+    }
+    Value pair = type == f16 ? PackF16x2(y8[e], y8[e + 1], loc) : PackBf16x2(y8[e], y8[e + 1], loc);
     lanes.push_back(pair.Lane(0, loc));
     lanes.push_back(pair.Lane(1, loc));
   }
   Value col = ChunkColumn(r, c, loc);
-  // The output is not read again here: .cs keeps it from displacing the input in L2.
-  StoreGlobal(Operand(row_ptr, loc) + Operand(col, loc), k.Vector(lanes, loc),
-              {.cache = CacheHint::kStreaming, .mask = in}, loc);
+  const int per_access = LanesPerAccess(row_ptr);
+  for (int first = 0; first < kVec; first += per_access) {
+    // The output is not read again here: .cs keeps it from displacing the input in L2.
+    StoreGlobal(
+        Operand(row_ptr, loc) + (Operand(col, loc) + Operand(first, loc)),
+        k.Vector(std::vector<Value>(lanes.begin() + first, lanes.begin() + first + per_access),
+                 loc),
+        {.cache = CacheHint::kStreaming, .mask = in}, loc);
+  }
 }
 
 void StoreRow(Kernel& k, const Value& row_ptr, const RowCtx& r, const RowRegs& like,
@@ -103,6 +123,10 @@ void StoreRow(Kernel& k, const Value& row_ptr, const RowCtx& r, const RowRegs& l
 void ForEachColumn(Kernel& k, const RowCtx& r, const Value& cols,
                    const std::function<void(Value col)>& body, Loc loc) {
   k.For(r.t, cols, r.threads, body, loc);
+}
+
+std::string RowKernelName(const std::string& base, Scalar type) {
+  return base + (type == f16 ? ".f16" : type == f32 ? ".f32" : "");
 }
 
 Value SumOf(std::vector<Value> v, Loc loc) {

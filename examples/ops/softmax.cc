@@ -1,5 +1,5 @@
-// ops/softmax: y[r, :] = softmax(x[r, :]) over [rows, cols] bf16 (ops/softmax.f16: f16), f32 math:
-// the row's max, then e^(x - max) with log2(e) folded into one fma before ex2, then the sum, each
+// ops/softmax: y[r, :] = softmax(x[r, :]) over [rows, cols] bf16 (.f16, .f32: f16, f32), f32 math:
+// the row's max, then e^(x - max) as ex2((x - max) * log2(e)), then the sum, each
 // reduced over the row's threads (warp shuffles, then one shared slot per warp and a barrier).
 #include <cmath>
 
@@ -8,11 +8,11 @@
 
 namespace kiln::examples {
 namespace {
-
 using namespace ops;  // NOLINT: the row kernels' vocabulary
 
 absl::StatusOr<KernelDef> BuildSoftmax(Scalar type) {
-  Kernel k(type == f16 ? "ops/softmax.f16" : "ops/softmax", sm80(), {kBlockThreads});
+  Kernel k(RowKernelName("ops/softmax", type), sm80(), {kBlockThreads});
+  if (type == f32) k.MinBlocksPerSm(2);  // two blocks a SM (row_kernel.h)
   Value x = k.PtrParam("x", type), y = k.PtrParam("y", type);
   Value rows = k.I32Param("rows"), cols = k.I32Param("cols");
   k.Grid("rows/16");
@@ -26,10 +26,10 @@ absl::StatusOr<KernelDef> BuildSoftmax(Scalar type) {
         RowRegs v = LoadRow(row_of(x, r), r, cols, -INFINITY);
         Value m = v.x[0];
         for (size_t i = 1; i < v.x.size(); ++i) m = Max(m, v.x[i]);
-        Value neg_m = GroupReduce(k, m, Reduce::kMax, r.threads) * -log2e;
-        std::vector<Value> e;
+        Value row_max = GroupReduce(k, m, Reduce::kMax, r.threads);
+        std::vector<Value> e;  // x - max is exact; x * log2e - max * log2e is not, past 1e4
         for (const Value& xi : v.x)
-          e.push_back(Exp2(Fma(xi, log2e, neg_m)));  // lanes past the end: 0
+          e.push_back(Exp2((xi - row_max) * log2e));  // lanes past the end: 0
         Value inv = Rcp(GroupReduce(k, SumOf(e), Reduce::kSum, r.threads));
         for (Value& ei : e) ei = ei * inv;
         StoreRow(k, row_of(y, r), r, v, e);
@@ -47,9 +47,9 @@ absl::StatusOr<KernelDef> BuildSoftmax(Scalar type) {
         });
         Value m = GroupReduce(k, st[0], Reduce::kMax, r.threads);
         Value inv = Rcp(GroupReduce(k, st[1] * Exp2((st[0] - m) * log2e), Reduce::kSum, r.threads));
-        Value neg_m = m * -log2e;
+        // (the sum's terms, e^(x - m) as above)
         ForEachColumn(k, r, cols, [&](Value c) {
-          k.Store(yr + c, (Exp2(Fma(k.Load(xr + c).To(f32), log2e, neg_m)) * inv).To(type));
+          k.Store(yr + c, (Exp2((k.Load(xr + c).To(f32) - m) * log2e) * inv).To(type));
         });
       });
   return k.Build();
@@ -61,4 +61,6 @@ KILN_EXAMPLE_VARIANT(softmax, "ops/softmax",
                      [] { return BuildSoftmax(bf16); });
 KILN_EXAMPLE_VARIANT(softmax_f16, "ops/softmax.f16", "ops/softmax over f16",
                      [] { return BuildSoftmax(f16); });
+KILN_EXAMPLE_VARIANT(softmax_f32, "ops/softmax.f32", "ops/softmax over f32",
+                     [] { return BuildSoftmax(f32); });
 }  // namespace kiln::examples

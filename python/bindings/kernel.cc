@@ -62,6 +62,13 @@ bool Holds(const std::string& elem, const std::string& dtype, int bits) {
   return dtype == "i" + width || dtype == "u" + width || (bits == 8 && dtype != "bool");
 }
 
+// Python's bool or NumPy's (a flag where a number belongs is a mistake, not 0 or 1).
+bool IsBool(nb::handle value) {
+  if (nb::isinstance<nb::bool_>(value)) return true;
+  const std::string type = nb::type_name(value.type()).c_str();
+  return type == "bool" || type == "bool_" || type == "numpy.bool" || type == "numpy.bool_";
+}
+
 class LoadedBundle {
  public:
   LoadedBundle(const std::string& dir, const std::string& name) : bundle_(BundleNamed(name, dir)) {}
@@ -96,8 +103,9 @@ class LoadedBundle {
         if (!nb::try_cast(args[i], a))
           throw Error(nb::hasattr(args[i], "__dlpack__")
                           ? absl::StrCat(arg,
-                                         " could not be taken as an array: a read-only one "
-                                         "(pass a writable copy)?")
+                                         " could not be taken as an array; a read-only one is "
+                                         "refused, since a kernel may write any array it is "
+                                         "given: pass a writable copy")
                           : absl::StrCat(arg,
                                          " must be an array (a CUDA tensor or a host array), not ",
                                          nb::type_name(args[i].type()).c_str()));
@@ -143,9 +151,9 @@ class LoadedBundle {
           break;
         case Kind::kI32:
         case Kind::kI64: {
-          if (!nb::isinstance<nb::int_>(value) || nb::isinstance<nb::bool_>(value))
-            throw bad("an int");
-          const int64_t v = nb::cast<int64_t>(value);
+          // Any integer (NumPy's too: they have __index__), but not a bool.
+          if (!PyIndex_Check(value.ptr()) || IsBool(value)) throw bad("an int");
+          const int64_t v = nb::cast<int64_t>(nb::int_(value));
           if (p.kind == Kind::kI32 && (v < INT32_MIN || v > INT32_MAX))
             throw Error(
                 absl::StrCat(where, ": argument '", p.name, "' = ", v, " does not fit its i32"));
@@ -154,9 +162,12 @@ class LoadedBundle {
           break;
         }
         case Kind::kF32:
-          if (!nb::isinstance<nb::float_>(value) && !nb::isinstance<nb::int_>(value))
+          // A real number: Python's or NumPy's (float32, int64, ...), but not a bool or a string.
+          if ((!PyFloat_Check(value.ptr()) && !PyIndex_Check(value.ptr()) &&
+               !nb::hasattr(value, "__float__")) ||
+              IsBool(value) || nb::isinstance<nb::str>(value) || nb::hasattr(value, "__dlpack__"))
             throw bad("a float");
-          launch.push_back(rt::Arg::F32(nb::cast<float>(value)));
+          launch.push_back(rt::Arg::F32(static_cast<float>(nb::cast<double>(nb::float_(value)))));
           break;
         default:
           throw Error(absl::StrCat(where, ": parameter '", p.name, "' of kind ",

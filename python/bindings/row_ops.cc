@@ -1,7 +1,6 @@
 // The row ops over the last dimension: y = softmax(x), rms_norm(x) * w, layer_norm(x) * w + b.
-// CUDA tensors: bf16 or f16 in and out (ops/softmax, ops/softmax.f16, ...), launched on the
-// caller's stream. Host arrays: f32, rounded to bf16 on the way in and run on the emulator; y
-// holds the kernel's bf16 values as f32.
+// CUDA tensors: bf16, f16 or f32 in and out (ops/softmax, ops/softmax.f16, ops/softmax.f32, ...),
+// launched on the caller's stream. Host arrays: f32, run on the emulator by the f32 kernels.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 
@@ -11,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "python/bindings/bindings.h"
 #include "python/bindings/call_device.h"
-#include "python/bindings/convert.h"
 #include "python/bindings/status.h"
 
 namespace nb = nanobind;
@@ -33,19 +31,15 @@ std::pair<int64_t, int64_t> RowsCols(const std::string& call, const Array& x, co
   return {rows, cols};
 }
 
-// An operand's device address: as it is on the GPU, bf16 bytes of its f32 values on the emulator.
-uint64_t Operand(CallDevice& d, const Array& a) {
-  return d.emulated() ? d.BindNarrowed(a, "bf16") : d.Bind(a, /*read_only=*/true);
-}
-
 void RowOp(const std::string& call, const char* kernel, const Array& x, std::optional<Array> w,
            std::optional<Array> b, Array& out, float eps, uint64_t stream) {
   CallDevice d(call, {&x, w ? &*w : nullptr, b ? &*b : nullptr, &out}, stream);
-  // On the GPU x's type (bf16 or f16) names the kernel and is every other array's.
+  // x's type names the kernel and is every other array's.
   Require(x, call, "x", -1,
-          d.emulated() ? std::vector<std::string>{"f32"} : std::vector<std::string>{"bf16", "f16"});
-  const bool f16 = !d.emulated() && DtypeName(x) == "f16";
-  const std::vector<std::string> types = {d.emulated() ? "f32" : f16 ? "f16" : "bf16"};
+          d.emulated() ? std::vector<std::string>{"f32"}
+                       : std::vector<std::string>{"bf16", "f16", "f32"});
+  const std::string type = DtypeName(x);
+  const std::vector<std::string> types = {type};
   Require(out, call, "out", -1, types);
   const auto [rows, cols] = RowsCols(call, x, out);
   for (const auto& [what, a] : {std::pair{"weight", &w}, std::pair{"bias", &b}})
@@ -56,19 +50,15 @@ void RowOp(const std::string& call, const char* kernel, const Array& x, std::opt
                                  " columns"));
     }
   if (rows == 0 || cols == 0) return;  // an empty x: out is empty too, nothing to launch
-  std::vector<rt::Arg> args = {rt::Arg::Ptr(Operand(d, x))};
-  if (w) args.push_back(rt::Arg::Ptr(Operand(d, *w)));
-  if (b) args.push_back(rt::Arg::Ptr(Operand(d, *b)));
-  std::vector<uint8_t> y;
-  // On the emulator the output's bf16 bytes, read back into out as f32.
-  args.push_back(rt::Arg::Ptr(
-      d.emulated() ? d.BindPoisoned(static_cast<size_t>(rows * cols), "bf16", &y) : d.Bind(out)));
+  std::vector<rt::Arg> args = {rt::Arg::Ptr(d.Bind(x, /*read_only=*/true))};
+  if (w) args.push_back(rt::Arg::Ptr(d.Bind(*w, /*read_only=*/true)));
+  if (b) args.push_back(rt::Arg::Ptr(d.Bind(*b, /*read_only=*/true)));
+  args.push_back(rt::Arg::Ptr(d.Bind(out)));
   args.push_back(rt::Arg::I32(static_cast<int32_t>(rows)));
   args.push_back(rt::Arg::I32(static_cast<int32_t>(cols)));
   if (w) args.push_back(rt::Arg::F32(eps));
-  d.Launch(BundleNamed(absl::StrCat(kernel, f16 ? ".f16" : "")), args);
+  d.Launch(BundleNamed(absl::StrCat(kernel, type == "bf16" ? "" : "." + type)), args);
   d.Finish();
-  if (d.emulated()) Widen(y, "bf16", out);
 }
 
 }  // namespace

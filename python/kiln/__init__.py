@@ -195,9 +195,10 @@ def layer_norm(x, weight, bias, eps=1e-5, *, out=None):
     return out
 
 
-def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=None,
+def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=None,
          activation=None, residual=None, scale_a=None, scale_b=None, fp8_types=None, rope=None):
-    """out = act(alpha * a @ b + beta * c + bias) + residual, a (M, K), b (K, N).
+    """out = act(alpha * a @ b + beta * c + bias) + residual, a (M, K), b (K, N). beta is 1 where
+    c is given (torch.addmm's default), else 0; a beta other than 0 needs c.
 
     8-bit inputs: float8_e4m3fn (or float8_e5m2, e.g. a gradient; either or both) tensors a
     (row-major) and b (column-major: b = w.t() of an (N, K)
@@ -235,6 +236,11 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=0.0, c=None, bias=No
                      f"{tuple(a.shape)} and {tuple(b.shape)}")
     _require(activation is None or activation in ("relu", "gelu", "silu", "swiglu"),
              lambda: f"kiln.gemm: activation {activation!r}: 'relu', 'gelu', 'silu' or 'swiglu'")
+    if beta is None:
+        beta = 0.0 if c is None else 1.0
+    _require(c is not None or beta == 0.0,
+             lambda: f"kiln.gemm: beta={beta} scales c, and no c was given (pass c=, or leave "
+                     "beta out)")
     terms = []
     if c is not None or alpha != 1.0 or beta != 0.0:
         terms.append("scale")
@@ -426,10 +432,26 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
     if _is_torch(a):  # DLPack carries the bytes
         import torch
         a, b = a.view(torch.uint8), b.view(torch.uint8)
+    # Tensorwise scales given as numbers: one f32 value each, where a and b live.
+    scale_a, scale_b = (_scale_array(s, a) for s in (scale_a, scale_b))
     _kiln._gemm_fp8(_r(a), _r(b), _r(out), _r(scale_a), _r(scale_b), out_type, _r(c), _r(bias),
                     _r(residual), float(alpha), float(beta), ",".join(terms), types[0], types[1],
                     stream=_stream([a]))
     return out
+
+
+def _scale_array(scale, like):
+    """A scale given as a number (a Python or NumPy scalar) as a one-value f32 array on `like`'s
+    device; arrays as they are."""
+    import numbers
+    if not isinstance(scale, numbers.Real) and not (
+            hasattr(scale, "shape") and scale.shape == () and not hasattr(scale, "__dlpack__")):
+        return scale
+    if _is_torch(like):
+        import torch
+        return torch.full((1,), float(scale), dtype=torch.float32, device=like.device)
+    import numpy
+    return numpy.full((1,), float(scale), numpy.float32)
 
 
 def quantize_e4m3(x):

@@ -48,7 +48,8 @@ TEST_P(EmulatedRowOp, MatchesTheReferenceAtRaggedShapes) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, EmulatedRowOp,
                          ::testing::Values("ops/softmax", "ops/rmsnorm", "ops/layernorm", "ops/softmax.f16",
-                                           "ops/rmsnorm.f16", "ops/layernorm.f16"),
+                                           "ops/rmsnorm.f16", "ops/layernorm.f16", "ops/softmax.f32",
+                                           "ops/rmsnorm.f32", "ops/layernorm.f32"),
                          [](const auto& info) {
                            std::string name = std::string(info.param).substr(4);
                            std::replace(name.begin(), name.end(), '.', '_');

