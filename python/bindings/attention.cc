@@ -42,20 +42,20 @@ int64_t RowStride(const Array& x, const char* what) {
   return row;
 }
 
-rt::AttentionSize SizeOf(const Array& q, const Array& k, const Array& v, const Array& o,
-                         const Array& lse, bool rows) {
+rt::AttentionSize SizeOf(const char* call, const Array& q, const Array& k, const Array& v,
+                         const Array& o, const Array& lse, bool rows) {
   const char* layout = rows ? "[B, S, H, D]" : "[B, H, S, D]";
   for (const auto& [what, x] :
        {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v}, std::pair{"out", &o}})
     if (x->ndim() != 4)
-      throw Error(absl::StrCat(kCall, ": ", what, " must have rank 4 (", layout, "), not ",
+      throw Error(absl::StrCat(call, ": ", what, " must have rank 4 (", layout, "), not ",
                                x->ndim(), " (shape ", ShapeText(*x), ")"));
   const int h = rows ? 2 : 1, s = rows ? 1 : 2;  // the dimensions of heads and positions
   rt::AttentionSize z = {static_cast<int64_t>(q.shape(0)), static_cast<int64_t>(q.shape(h)),
                          static_cast<int64_t>(k.shape(h)), static_cast<int64_t>(q.shape(s)),
                          static_cast<int64_t>(k.shape(s)), static_cast<int64_t>(q.shape(3))};
   if (ShapeOf(k) != ShapeOf(v) || k.shape(0) != q.shape(0) || k.shape(3) != q.shape(3))
-    throw Error(absl::StrCat(kCall, ": k ", ShapeText(k), " and v ", ShapeText(v), " must both be ",
+    throw Error(absl::StrCat(call, ": k ", ShapeText(k), " and v ", ShapeText(v), " must both be ",
                              rows ? "[B, Skv, Hkv, D]" : "[B, Hkv, Skv, D]", " for q ",
                              ShapeText(q)));
   if (rows) {
@@ -63,13 +63,13 @@ rt::AttentionSize SizeOf(const Array& q, const Array& k, const Array& v, const A
     z.q_stride = RowStride(q, "q"), z.kv_stride = RowStride(k, "k"),
     z.o_stride = RowStride(o, "out");
     if (RowStride(v, "v") != z.kv_stride)
-      throw Error(absl::StrCat(kCall, ": k and v must share one row stride (", z.kv_stride, " and ",
+      throw Error(absl::StrCat(call, ": k and v must share one row stride (", z.kv_stride, " and ",
                                RowStride(v, "v"), " elements)"));
   }
   if (ShapeOf(o) != ShapeOf(q))
-    throw Error(absl::StrCat(kCall, ": out has shape ", ShapeText(o), ", q ", ShapeText(q)));
+    throw Error(absl::StrCat(call, ": out has shape ", ShapeText(o), ", q ", ShapeText(q)));
   if (ShapeOf(lse) != std::vector<int64_t>{z.b, z.hq, z.s})
-    throw Error(absl::StrCat(kCall, ": lse has shape ", ShapeText(lse), "; [B, Hq, S] is (", z.b,
+    throw Error(absl::StrCat(call, ": lse has shape ", ShapeText(lse), "; [B, Hq, S] is (", z.b,
                              ", ", z.hq, ", ", z.s, ")"));
   return z;
 }
@@ -112,6 +112,8 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
                  call);
     return;
   }
+  // Two products of the query rows by the keys (B sequences of up to S and Skv).
+  ThrowIfError(emu::CheckProblemSize(call, {}, 2.0 * z.b * z.hq * z.s * z.skv * z.d));
   std::vector<uint8_t> result;
   rt::AttentionOperands ops{d.BindNarrowed(q, "bf16"), d.BindNarrowed(k, "bf16"),
                             d.BindNarrowed(v, "bf16"), d.BindPoisoned(o.size(), "bf16", &result),
@@ -127,8 +129,8 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
 
 void Attention(const Array& q, const Array& k, const Array& v, Array out, const Array& lse,
                bool causal, float scale, bool rows, uint64_t stream) {
-  Run(kCall, q, k, v, out, lse, SizeOf(q, k, v, out, lse, rows), {.causal = causal, .scale = scale},
-      {}, stream);
+  Run(kCall, q, k, v, out, lse, SizeOf(kCall, q, k, v, out, lse, rows),
+      {.causal = causal, .scale = scale}, {}, stream);
 }
 
 // kiln.decode_attention: q [B, Hq, S, D]; k, v [B, Hkv, Skv, D] with seq_lens, or a paged cache
@@ -226,7 +228,7 @@ void AttentionBackward(const Array& q, const Array& k, const Array& v, const Arr
   const Array &gq = dq, &gk = dk, &gv = dv;  // (read-only views, for the checks' lists)
   const Array* cu = cu_seqlens ? &*cu_seqlens : nullptr;
   rt::AttentionSize z = cu ? VarlenSizeOf(call, q, k, v, out, lse, *cu, max_seqlen)
-                           : SizeOf(q, k, v, out, lse, /*rows=*/false);
+                           : SizeOf(call, q, k, v, out, lse, /*rows=*/false);
   for (const auto& [what, x, like] : {std::tuple{"d_out", &d_out, &q}, std::tuple{"dq", &gq, &q},
                                       std::tuple{"dk", &gk, &k}, std::tuple{"dv", &gv, &v}})
     if (ShapeOf(*x) != ShapeOf(*like))
@@ -258,6 +260,8 @@ void AttentionBackward(const Array& q, const Array& k, const Array& v, const Arr
                  call);
     return;
   }
+  // Five products of the query rows by the keys.
+  ThrowIfError(emu::CheckProblemSize(call, {}, 5.0 * z.b * z.hq * z.s * z.skv * z.d));
   std::vector<uint8_t> dq_bytes, dk_bytes, dv_bytes;
   rt::AttentionGradOperands ops{d.BindNarrowed(q, "bf16"),
                                 d.BindNarrowed(k, "bf16"),

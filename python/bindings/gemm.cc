@@ -65,7 +65,8 @@ Layout LayoutOf(const Array& x, const std::string& what) {
   if (x.stride(0) == 1 || rows == 1) return {false, cols == 1 ? rows : x.stride(1)};
   throw Error(absl::StrCat(kCall, ": ", what, " of shape ", ShapeText(x), " and strides (",
                            x.stride(0), ", ", x.stride(1),
-                           ") is neither row- nor column-major; call .contiguous() (torch) or numpy.ascontiguousarray first"));
+                           ") is neither row- nor column-major; call .contiguous() (torch) or "
+                           "numpy.ascontiguousarray first"));
 }
 
 void CheckShapes(const GemmArgs& g) {
@@ -138,6 +139,7 @@ void Gemm(GemmArgs g, uint64_t stream) {
                                 std::pair{"out", static_cast<const Array*>(g.out)}})
     Require(*x, kCall, what, 2, {"f32"});
   if (size.m == 0 || size.n == 0) return;  // out is empty (K = 0 alone is an error)
+  ThrowIfError(emu::CheckProblemSize(kCall, {}, double(size.m) * size.n * size.k));
   o.a = d.BindNarrowed(*g.a, g.in_type), o.b = d.BindNarrowed(*g.b, g.in_type, true);
   for (const auto& [what, x, to] :
        {std::tuple{"c", &g.c, &o.c_in}, std::tuple{"bias", &g.bias, &o.bias},

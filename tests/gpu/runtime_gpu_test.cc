@@ -284,7 +284,8 @@ TEST(LaunchGpu, RowOpsAtRaggedSizes) {
                                                 {6, 2048},   {9, 4000}, {2, 8192},  {3, 8200}, {4097, 1024},
                                                 {33, 100},   {5, 16384}, {3, 16392},
                                                 {17, 256},   {19, 512}};
-  for (const char* name : {"ops/softmax", "ops/rmsnorm", "ops/layernorm"}) {
+  for (const char* name : {"ops/softmax", "ops/rmsnorm", "ops/layernorm", "ops/softmax.f16", "ops/rmsnorm.f16",
+                           "ops/layernorm.f16", "ops/softmax.f32", "ops/rmsnorm.f32", "ops/layernorm.f32"}) {
     absl::StatusOr<Bundle> b = ReadBundle(dir, name);
     ASSERT_TRUE(b.ok()) << b.status();
     for (auto [rows, cols] : shapes) {

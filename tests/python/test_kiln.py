@@ -603,6 +603,10 @@ class Attention(unittest.TestCase):
         with self.assertRaises(kiln.Error) as caught:
             kiln.attention_backward(q, k, v, o, lse, d_o[:, :, :1])
         self.assertIn("d_out has shape", str(caught.exception))
+        with self.assertRaises(kiln.Error) as caught:  # the checks it shares name this call
+            longer = np.zeros(lse.shape[:-1] + (lse.shape[-1] + 1,), np.float32)
+            kiln.attention_backward(q, k, v, o, longer, d_o)
+        self.assertIn("kiln.attention_backward: lse has shape", str(caught.exception))
 
     def test_varlen_backward_against_fp64(self):
         # Packed sequences [T, H, D]: each sequence's gradients against the fp64 reference over its
@@ -1078,6 +1082,9 @@ class EmptyAndWrongInputs(unittest.TestCase):
             (lambda: saxpy(f(4), f(4), 1.0, 2**63), "does not fit 64 bits"),
             (lambda: saxpy(f(4), f(4), 1.0, 4, grid=(-1, 1, 1)), "three integers"),
             (lambda: kiln.load(BUNDLES, None), "name must be a kernel's name"),
+            # (the emulator's limit, as the CLI's: refused before the work, not run for a minute)
+            (lambda: kiln.gemm(f(4096, 1024), f(1024, 4096)),
+             "1.718e+10 multiply-adds; the emulator takes up to 2^33 (run it on a GPU)"),
             (lambda: kiln.paged_append(cache, cache.copy(), f(1, 1, 1, 64), f(1, 1, 1, 64),
                                        np.int32([[9]]), np.int32([0]), f(16, 32), f(16, 32)),
              "pages for the new tokens must lie in [0, 4)"),
