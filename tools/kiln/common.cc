@@ -35,6 +35,25 @@ kiln::examples::RunOptions TimingFlags() {
 
 using kiln::rt::Bundle;
 
+namespace {
+std::set<std::string>& GivenFlags() {
+  static std::set<std::string> given;
+  return given;
+}
+}  // namespace
+
+void RecordGivenFlags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") break;  // the rest are positional
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    arg = arg.substr(arg[1] == '-' ? 2 : 1);
+    GivenFlags().insert(arg.substr(0, arg.find('=')));
+  }
+}
+
+bool FlagGiven(const std::string& name) { return GivenFlags().count(name) > 0; }
+
 int Fail(const absl::Status& s) {
   // A message that names its command ("kiln gemm: ...") needs no second prefix.
   const bool named =

@@ -14,12 +14,40 @@
 
 namespace kiln::cli {
 
+namespace {
+
+// The size flags of the other kind of kernel (or, for a probe, of any kind) are refused rather
+// than dropped, and a size given must be at least 1 (0 is not "the default").
+absl::Status CheckSizeFlags(const std::string& name, bool gemm, bool row_op) {
+  const std::pair<const char*, int64_t> flags[] = {{"m", absl::GetFlag(FLAGS_m)},
+                                                   {"n", absl::GetFlag(FLAGS_n)},
+                                                   {"k", absl::GetFlag(FLAGS_k)},
+                                                   {"rows", absl::GetFlag(FLAGS_rows)},
+                                                   {"cols", absl::GetFlag(FLAGS_cols)}};
+  for (const auto& [flag, value] : flags) {
+    if (!FlagGiven(flag)) continue;
+    const bool gemm_flag = std::string(flag).size() == 1;  // m, n, k
+    if (gemm_flag ? !gemm : !row_op)
+      return absl::InvalidArgumentError(absl::StrCat("kiln emulate: --", flag, " does not size ",
+                                                     name, ": ",
+                                                     gemm     ? "a GEMM takes --m, --n and --k"
+                                                     : row_op ? "a row op takes --rows and --cols"
+                                                              : "a probe runs at its own sizes"));
+    if (value < 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat("kiln emulate: --", flag, " ", value, ": a size is at least 1"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 // Runs a kernel on the PTX emulator (kiln/emulator.h) under each schedule and checks it
 // like `kiln run`: one line with the size, the schedules and the worst error.
 int Emulate(const std::vector<std::string>& args) {
   if (args.size() != 1) {
-    std::cerr
-        << "usage: kiln emulate NAME [--m M --n N --k K | --rows R --cols C] [--seeds S,...]\n";
+    std::cerr << "usage: kiln emulate NAME [--m M --n N --k K | --rows R --cols C] [--seeds S,...] "
+                 "[--ptx FILE]\n";
     return 2;
   }
   absl::StatusOr<std::vector<uint64_t>> seeds = ScheduleSeeds();
@@ -41,6 +69,9 @@ int Emulate(const std::vector<std::string>& args) {
     if (!in) return Fail(absl::NotFoundError(absl::StrCat("cannot read ", path)));
     b->ptx.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
+  const bool gemm = kiln::examples::GemmOf(b->manifest).has_value();
+  if (absl::Status s = CheckSizeFlags(args[0], gemm, kiln::examples::IsRowOp(args[0])); !s.ok())
+    return Fail(s);
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -86,7 +117,7 @@ int Emulate(const std::vector<std::string>& args) {
         : absl::StartsWith(name, "gemm/")
             ? "its 8-bit or block-scaled forms run through kiln gemm --dtype e4m3 --emulate "
               "[--scaling S] [--sm100]"
-            : "a kernel of your own runs under kiln::emu::Launch or kiln.load(...) with NumPy "
+            : "any other kernel runs under kiln::emu::Launch or kiln.load(...) with NumPy "
               "arrays (docs/EMULATOR.md)";
     return Fail(absl::UnimplementedError(
         absl::StrCat("kiln emulate checks GEMMs, the row ops and the op probes; ", name,

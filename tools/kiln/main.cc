@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   };
   absl::SetFlagsUsageConfig(usage);
   if (std::optional<int> code = kiln::cli::HandleHelp(argc, argv)) return *code;
+  kiln::cli::RecordGivenFlags(argc, argv);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   if (args.empty()) {
