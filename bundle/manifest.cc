@@ -120,9 +120,15 @@ absl::StatusOr<unsigned> GridExpr::Evaluate(const Symbols& symbols, int sm_count
       return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " needs ",
                                                      f.symbol, ", which has no value here"));
   const int64_t total = Value(symbols, sm_count);
-  if (total <= 0 || total > (int64_t{1} << 31) - 1)
-    return absl::InvalidArgumentError(
-        absl::StrCat("grid dimension ", ToString(), " = ", total, " is out of range"));
+  if (total <= 0 || total > (int64_t{1} << 31) - 1) {
+    std::vector<std::string> values;  // what the rule read
+    for (const Factor& f : factors)
+      if (!f.symbol.empty() && f.symbol != "sms")
+        values.push_back(absl::StrCat(f.symbol, " = ", symbols.at(f.symbol)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grid dimension ", ToString(), " = ", total, " is out of range (1 to 2^31-1 blocks)",
+        values.empty() ? "" : absl::StrCat(" with ", absl::StrJoin(values, ", "))));
+  }
   return static_cast<unsigned>(total);
 }
 

@@ -19,6 +19,12 @@ class Error : public std::runtime_error {
 // The host API's messages name the command line's commands ("kiln gemm: ..."); in Python the
 // same message names the function the caller called.
 inline std::string AsPython(std::string message) {
+  // A launch's error ends with the line that launched it: here a line of these bindings, which
+  // tells a Python caller nothing.
+  if (const size_t at = message.rfind(" (launched at ");
+      at != std::string::npos && message.find("python/bindings/", at) != std::string::npos &&
+      message.back() == ')')
+    message.erase(at);
   for (const auto& [command, function] : {std::pair{"kiln gemm:", "kiln.gemm:"},
                                           std::pair{"kiln grouped-gemm:", "kiln.grouped_gemm:"},
                                           std::pair{"kiln attention:", "kiln.attention:"}})
