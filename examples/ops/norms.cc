@@ -38,7 +38,7 @@ absl::StatusOr<KernelDef> BuildNorm(bool layer, Scalar type) {
         if (layer) {
           Value mean = GroupReduce(k, SumOf(v.x), Reduce::kSum, r.threads) * inv_n;
           for (size_t i = 0; i < d.size(); ++i)  // lanes past the end must add 0 to the variance
-            d[i] = Select(v.in[i / kVec], v.x[i] - mean, 0.0f);
+            d[i] = Select(v.In(i), v.x[i] - mean, 0.0f);
         }
         for (const Value& di : d) sq.push_back(di * di);
         Value scale = Rsqrt(Fma(GroupReduce(k, SumOf(sq), Reduce::kSum, r.threads), inv_n, eps));
@@ -51,7 +51,7 @@ absl::StatusOr<KernelDef> BuildNorm(bool layer, Scalar type) {
             Value t = d[c * kVec + e] * scale;
             out.push_back(layer ? Fma(t, wc.x[e], bc.x[e]) : t * wc.x[e]);
           }
-          StoreChunk(k, row_of(y, r), r, c, v.in[c], out);
+          StoreChunk(k, row_of(y, r), r, c, v.ChunkIn(c), out);
         }
       },
       [&](const RowCtx& r) {

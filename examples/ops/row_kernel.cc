@@ -49,46 +49,48 @@ void ForEachRow(Kernel& k, const Value& rows, const Value& cols,
 }
 
 namespace {
-// The first column of this thread's chunk c.
-Value ChunkColumn(const RowCtx& r, int c, const Loc& loc) {
-  return (Operand(r.t, loc) + Operand(c * r.threads, loc)) * Operand(kVec, loc);
-}
-}  // namespace
-
-namespace {
 // Elements of `row_ptr`'s type in one 16-byte access (8 bf16 or f16, 4 f32): a chunk is one
 // access or two.
 int LanesPerAccess(const Value& row_ptr) { return 16 / ScalarBytes(row_ptr.type().elem); }
+
+// The first column of this thread's access j of chunk c (RowRegs: the chunk's accesses are
+// threads * lanes columns apart).
+Value AccessColumn(const RowCtx& r, int c, int j, int lanes, const Loc& loc) {
+  const int accesses = kVec / lanes;
+  return (Operand(r.t, loc) + Operand((c * accesses + j) * r.threads, loc)) * Operand(lanes, loc);
+}
 }  // namespace
 
 RowRegs LoadChunk(const Value& row_ptr, const RowCtx& r, const Value& cols, int c, double fill,
                   CacheHint hint, Loc loc) {
   RowRegs regs;
-  Value col = ChunkColumn(r, c, loc);
-  Value in = Operand(col, loc) < Operand(cols, loc);
   const int lanes = LanesPerAccess(row_ptr);
-  for (int first = 0; first < kVec; first += lanes) {
-    Value v = LoadGlobal(Operand(row_ptr, loc) + (Operand(col, loc) + Operand(first, loc)), lanes,
+  regs.per_access = lanes;
+  for (int j = 0; j < kVec / lanes; ++j) {
+    Value col = AccessColumn(r, c, j, lanes, loc);
+    Value in = Operand(col, loc) < Operand(cols, loc);
+    Value v = LoadGlobal(Operand(row_ptr, loc) + Operand(col, loc), lanes,
                          {.cache = hint, .mask = in, .fill = fill}, loc);
     for (int e = 0; e < lanes; ++e) regs.x.push_back(v.Lane(e, loc).To(f32, loc));
+    regs.in.push_back(in);
   }
-  regs.in.push_back(in);
   return regs;
 }
 
 RowRegs LoadRow(const Value& row_ptr, const RowCtx& r, const Value& cols, double fill,
                 CacheHint hint, Loc loc) {
   RowRegs regs;
+  regs.per_access = LanesPerAccess(row_ptr);
   for (int c = 0; c < r.chunks; ++c) {
     RowRegs one = LoadChunk(row_ptr, r, cols, c, fill, hint, loc);
     regs.x.insert(regs.x.end(), one.x.begin(), one.x.end());
-    regs.in.push_back(one.in[0]);
+    regs.in.insert(regs.in.end(), one.in.begin(), one.in.end());
   }
   return regs;
 }
 
-void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c, const Value& in,
-                const std::vector<Value>& y8, Loc loc) {
+void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c,
+                const std::vector<Value>& in, const std::vector<Value>& y8, Loc loc) {
   const Scalar type = row_ptr.type().elem;
   std::vector<Value> lanes;
   for (int e = 0; e < kVec; e += 2) {
@@ -101,22 +103,22 @@ void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c, const V
     lanes.push_back(pair.Lane(0, loc));
     lanes.push_back(pair.Lane(1, loc));
   }
-  Value col = ChunkColumn(r, c, loc);
   const int per_access = LanesPerAccess(row_ptr);
-  for (int first = 0; first < kVec; first += per_access) {
+  for (int j = 0; j < kVec / per_access; ++j) {
+    const int first = j * per_access;
     // The output is not read again here: .cs keeps it from displacing the input in L2.
     StoreGlobal(
-        Operand(row_ptr, loc) + (Operand(col, loc) + Operand(first, loc)),
+        Operand(row_ptr, loc) + Operand(AccessColumn(r, c, j, per_access, loc), loc),
         k.Vector(std::vector<Value>(lanes.begin() + first, lanes.begin() + first + per_access),
                  loc),
-        {.cache = CacheHint::kStreaming, .mask = in}, loc);
+        {.cache = CacheHint::kStreaming, .mask = in[j]}, loc);
   }
 }
 
 void StoreRow(Kernel& k, const Value& row_ptr, const RowCtx& r, const RowRegs& like,
               const std::vector<Value>& y, Loc loc) {
   for (int c = 0; c < r.chunks; ++c)
-    StoreChunk(k, row_ptr, r, c, like.in[c],
+    StoreChunk(k, row_ptr, r, c, like.ChunkIn(c),
                std::vector<Value>(y.begin() + c * kVec, y.begin() + (c + 1) * kVec), loc);
 }
 

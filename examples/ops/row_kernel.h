@@ -33,11 +33,20 @@ void ForEachRow(Kernel& k, const Value& rows, const Value& cols,
                 const std::function<void(const RowCtx&)>& fast,
                 const std::function<void(const RowCtx&)>& general, Loc loc = Loc::current());
 
-// A row held in registers: chunks * 8 values as f32, and per chunk whether its 8 columns are in
-// the row (all or none: the row length is a multiple of 8).
+// A row held in registers: chunks * 8 values as f32, and per 16-byte access whether its columns
+// are in the row (all or none: the row length is a multiple of 8). A chunk is one access of 8
+// bf16 or f16, or two of 4 f32; a chunk's second f32 access lies threads * 4 columns past its
+// first, so that each of a warp's loads reads whole sectors.
 struct RowRegs {
   std::vector<Value> x;   // chunk c's element e at [c * 8 + e]
-  std::vector<Value> in;  // i1 per chunk
+  std::vector<Value> in;  // i1 per access
+  int per_access = kVec;  // elements an access
+  // Whether element i's access is in the row; the masks of chunk c's accesses.
+  const Value& In(size_t i) const { return in[i / per_access]; }
+  std::vector<Value> ChunkIn(int c) const {
+    const int accesses = kVec / per_access;
+    return std::vector<Value>(in.begin() + c * accesses, in.begin() + (c + 1) * accesses);
+  }
 };
 // Loads the row at `row_ptr` (cols elements) with masked 16-byte loads, `fill` past the end.
 RowRegs LoadRow(const Value& row_ptr, const RowCtx& r, const Value& cols, double fill,
@@ -45,8 +54,9 @@ RowRegs LoadRow(const Value& row_ptr, const RowCtx& r, const Value& cols, double
 // Chunk c of a row alone (8 values), e.g. a weight read just before its use.
 RowRegs LoadChunk(const Value& row_ptr, const RowCtx& r, const Value& cols, int c, double fill,
                   CacheHint hint = CacheHint::kReadOnly, Loc loc = Loc::current());
-void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c, const Value& in,
-                const std::vector<Value>& y8, Loc loc = Loc::current());
+void StoreChunk(Kernel& k, const Value& row_ptr, const RowCtx& r, int c,
+                const std::vector<Value>& in, const std::vector<Value>& y8,
+                Loc loc = Loc::current());
 // Stores y (f32, one per element of `like`) as `row_ptr`'s element type (bf16, f16, f32) to it,
 // masked as `like` was loaded.
 void StoreRow(Kernel& k, const Value& row_ptr, const RowCtx& r, const RowRegs& like,
