@@ -149,6 +149,10 @@ int Attention() {
   kiln::rt::AttentionSize z;
   z.b = absl::GetFlag(FLAGS_b), z.hq = absl::GetFlag(FLAGS_h), z.s = absl::GetFlag(FLAGS_s),
   z.d = absl::GetFlag(FLAGS_d);
+  if (absl::GetFlag(FLAGS_emulate)) {  // the emulator's defaults: seconds, not hours
+    if (!FlagGiven("h")) z.hq = 2;
+    if (!FlagGiven("s")) z.s = 200;
+  }
   z.hkv = absl::GetFlag(FLAGS_hkv) ? absl::GetFlag(FLAGS_hkv) : z.hq;
   const int64_t decode = absl::GetFlag(FLAGS_decode);
   z.skv = absl::GetFlag(FLAGS_skv) ? absl::GetFlag(FLAGS_skv) : z.s;

@@ -20,7 +20,9 @@ ABSL_FLAG(int64_t, n, 0,
 ABSL_FLAG(int64_t, k, 0,
           "K for `kiln gemm` and `kiln grouped-gemm`, `kiln run` (default 4096) and `kiln emulate` "
           "(default: enough K steps to wrap the kernel's deepest ring twice)");
-ABSL_FLAG(std::string, sizes, "4096,8192", "`kiln bench` sizes: comma-separated S (S^3) or MxNxK");
+ABSL_FLAG(
+    std::string, sizes, "4096,8192",
+    "`kiln bench` sizes: comma-separated S (S^3) or MxNxK (`kiln gemm --emulate`: 264x300x200)");
 // 0: not given (kiln run takes 32768x4096, kiln emulate 37x3001).
 ABSL_FLAG(int64_t, rows, 0,
           "rows of a row op for `kiln run` (default 32768) and `kiln emulate` (default 37)");
@@ -75,9 +77,9 @@ ABSL_FLAG(int64_t, capacity, 0,
           "`kiln grouped-gemm --masked`: rows per expert's block (default: the largest count)");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
 ABSL_FLAG(int64_t, b, 1, "`kiln attention`: batch");
-ABSL_FLAG(int64_t, h, 16, "`kiln attention`: query heads");
+ABSL_FLAG(int64_t, h, 16, "`kiln attention`: query heads (2 with --emulate)");
 ABSL_FLAG(int64_t, hkv, 0, "`kiln attention`: key/value heads, dividing --h (default: --h)");
-ABSL_FLAG(int64_t, s, 4096, "`kiln attention`: query length");
+ABSL_FLAG(int64_t, s, 4096, "`kiln attention`: query length (200 with --emulate)");
 ABSL_FLAG(int64_t, skv, 0, "`kiln attention`: key/value length (default: --s)");
 ABSL_FLAG(int64_t, d, 128, "`kiln attention`: head dimension, 64, 128 or 256");
 ABSL_FLAG(bool, causal, false, "`kiln attention`: causal mask (bottom-right aligned)");
