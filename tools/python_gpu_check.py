@@ -403,6 +403,13 @@ def attention():
         ov, lv = kiln.attention(*views, causal=causal, layout="bshd")
         report("  views of one fused QKV buffer", rel(ov.transpose(1, 2), want), 2e-2)
         report("  its lse", float((lv - lse).abs().max()), 1e-6)
+        # A NaN in one query row: that row's o and lse NaN, the others' untouched.
+        qn = q.clone()
+        qn[0, 0, s // 2, 0] = float("nan")
+        on, ln = kiln.attention(qn, k, v, causal=causal)
+        nan_rows = (int(torch.isnan(ln).sum()), int(torch.isnan(on).any(-1).sum()))
+        report(f"  a NaN in q: rows of NaN lse and o {nan_rows} (1, 1 wanted)",
+               0.0 if nan_rows == (1, 1) and bool(torch.isnan(ln[0, 0, s // 2])) else 1.0, 0)
 
 
 def decode():

@@ -586,6 +586,19 @@ class Attention(unittest.TestCase):
             self.assertTrue(np.all(np.isneginf(lse[~finite])), case)  # rows that see no key
             self.assertLess(np.abs(lse[finite] - want_lse[finite]).max(), 1e-2, case)
 
+    def test_nan_inputs_give_nan(self):
+        # A NaN in q makes its row's o and lse NaN; in k, every row's (lse -inf means "no keys",
+        # which a NaN row is not).
+        rng = np.random.default_rng(21)
+        q, k, v = (rng.standard_normal((1, 2, n, 64)).astype(np.float32) for n in (4, 8, 8))
+        q[0, 1, 2, 5] = np.nan
+        o, lse = kiln.attention(q, k, v)
+        self.assertTrue(np.isnan(lse[0, 1, 2]) and np.isnan(o[0, 1, 2]).all())
+        self.assertTrue(np.isfinite(np.delete(lse.reshape(-1), 1 * 4 + 2)).all())
+        k[0, 0, 3, 0] = np.nan
+        o, lse = kiln.attention(q, k, v)
+        self.assertTrue(np.isnan(lse[0, 0]).all() and np.isnan(o[0, 0]).all())
+
     def test_backward_against_fp64(self):
         # dq, dk, dv on the emulator (kiln's forward's o and lse as the backward's input) against
         # the fp64 gradients; grouped heads sum dk and dv over the query heads of a KV head.

@@ -179,7 +179,7 @@ void StoreRows(BlackwellAttention& b, SoftmaxRow& t) {
   const int D = b.D, BM = b.BM, BN = b.BN, CHUNK = b.CHUNK;
   const Value& S = b.p.S;
   Value total = t.row_sum[0];
-  Value inv = Select(total > 0.0, Rcp(total), k.F32(0));
+  Value inv = Select(total == 0.0, k.F32(0), Rcp(total));
   b.q_full.Wait(0);
   auto store_o = [&](int c, std::vector<Value> o) {
     ScaleRow(o, inv);  // O / sum
@@ -197,7 +197,7 @@ void StoreRows(BlackwellAttention& b, SoftmaxRow& t) {
       [&] {  // a row tile that sees no key: O = 0
         for (int c = 0; c < D; c += CHUNK) store_o(c, std::vector<Value>(CHUNK, k.F32(0)));
       });
-  Value lse_value = Select(total > 0.0, (t.row_max[0] + Log2(total)) * M_LN2, k.F32(-INFINITY));
+  Value lse_value = Select(total == 0.0, k.F32(-INFINITY), (t.row_max[0] + Log2(total)) * M_LN2);
   k.If(t.row < S,
        [&] { k.Store(b.p.lse + (b.out_head.To(i64) * S.To(i64) + t.row.To(i64)), lse_value); });
   k.FenceProxyAsync();

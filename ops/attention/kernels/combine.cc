@@ -57,12 +57,12 @@ void MergePartsOfRow(Kernel& k, Scalar in, const SplitParts& m, const Value& row
       for (int e = 0; e < kWidth; ++e) acc[e] = acc[e] + w * part[u].Lane(e).To(f32);
     }
   });
-  Value inv = Select(sum[0] > 0.0, Rcp(sum[0]), k.F32(0));
+  Value inv = Select(sum[0] == 0.0, k.F32(0), Rcp(sum[0]));
   std::vector<Value> out;
   for (int e = 0; e < kWidth; ++e) out.push_back((acc[e] * inv).To(in));
   StoreGlobal(o + (row.To(i64) * D.To(i64) + d0.To(i64)), k.Vector(out));
   k.If(d0 == 0, [&] {
-    k.Store(lse + row.To(i64), Select(sum[0] > 0.0, top[0] + Log(sum[0]), k.F32(-INFINITY)));
+    k.Store(lse + row.To(i64), Select(sum[0] == 0.0, k.F32(-INFINITY), top[0] + Log(sum[0])));
   });
 }
 
