@@ -380,7 +380,8 @@ def attention():
     """kiln.attention against torch SDPA in fp32 (grouped heads expanded), both layouts."""
     g = torch.Generator(device="cuda").manual_seed(3)
     for b, hq, hkv, s, d, causal in [(1, 2, 1, 130, 64, False), (2, 32, 8, 1000, 128, True),
-                                     (1, 4, 4, 4096, 256, True), (3, 8, 2, 1, 128, False)]:
+                                     (1, 4, 4, 4096, 256, True), (3, 8, 2, 1, 128, False),
+                                     (2, 8, 2, 777, 80, True)]:  # (D = 80: padded to 128)
         q = torch.randn(b, hq, s, d, device="cuda", generator=g).bfloat16()
         k = torch.randn(b, hkv, s, d, device="cuda", generator=g).bfloat16()
         v = torch.randn(b, hkv, s, d, device="cuda", generator=g).bfloat16()

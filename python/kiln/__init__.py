@@ -560,7 +560,9 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     fused QKV projection's output are: q = qkv[..., :Hq * D].view(B, S, Hq, D), ...), else copied
     first; decode-sized problems (a KV head's query rows, Hq / Hkv * S, fit 64) are copied to
     [B, H, S, D] for the decode kernels (o copied back). Hq a multiple of Hkv
-    (grouped-query heads: query head h reads KV head h // (Hq // Hkv)). D 64, 128 or 256. scale:
+    (grouped-query heads: query head h reads KV head h // (Hq // Hkv)). D 64, 128 or 256; any
+    other D up to 256 runs padded with zero columns to the next of them (a copy of q, k and v,
+    and the time of the larger D). scale:
     1 / sqrt(D) unless given (a positive number; None for that default, in every attention call).
     causal: query i sees keys j <= i + Skv - S (bottom-right aligned,
     FlashAttention's convention; torch's is_causal is top-left, the same when S == Skv); a row
@@ -581,6 +583,12 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
                      f"{'[B, Skv, Hkv, D]' if rows else '[B, Hkv, Skv, D]'} for q {tuple(q.shape)}")
     if 0 in tuple(q.shape) + tuple(k.shape):
         return _empty_attention(q, k, v, rows)
+    d = q.shape[3]
+    if d not in _HEAD_DIMS:  # run padded to the next head dimension, at the original D's scale
+        kd = _kernel_head_dim("kiln.attention", d)
+        o, lse = attention(*(_pad_head_dim(x, kd) for x in (q, k, v)), causal=causal,
+                           scale=d ** -0.5 if scale is None else scale, layout=layout)
+        return _first_columns(o, d), lse
     if rows and q.shape[2] // k.shape[2] * q.shape[1] <= 64 and (not causal or q.shape[1] == 1):
         # Decode-sized (a KV head's query rows fit one tile): the decode kernels, which pack
         # heads and split the keys, read [B, H, S, D]; the prefill kernels' rows form would run a
@@ -603,13 +611,42 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     return o, lse
 
 
+_HEAD_DIMS = (64, 128, 256)  # the attention kernels' head dimensions
+
+
+def _kernel_head_dim(call, d):
+    """The kernels' head dimension that holds D: D itself, or the next one up (q, k and v are
+    then padded with zero columns, which change no score, and o's are dropped)."""
+    for kd in _HEAD_DIMS:
+        if d <= kd:
+            return kd
+    raise Error(f"{call}: head dimension D = {d}: the kernels take up to 256")
+
+
+def _pad_head_dim(x, d):
+    """x [..., D] as [..., d], the new columns zero (a copy)."""
+    if _is_torch(x):
+        import torch
+        return torch.nn.functional.pad(x, (0, d - x.shape[-1]))
+    import numpy
+    return numpy.pad(x, [(0, 0)] * (len(x.shape) - 1) + [(0, d - x.shape[-1])])
+
+
+def _first_columns(x, d):
+    """x's first d columns of its last dimension, packed."""
+    if _is_torch(x):
+        return x[..., :d].contiguous()
+    import numpy
+    return numpy.ascontiguousarray(x[..., :d])
+
+
 def _empty_attention(q, k, v, rows):
     """kiln.attention where a dimension is 0 (k and v checked against q already), as torch
     answers it, without a launch: empty o and lse where B, H or S is 0; o = 0 and lse = -inf where
     only Skv is (no row sees a key)."""
     h, s = (2, 1) if rows else (1, 2)
     b, hq, hkv, d = q.shape[0], q.shape[h], k.shape[h], q.shape[3]
-    _require(d in (64, 128, 256), f"kiln.attention: head dimension D = {d}: 64, 128 or 256")
+    _kernel_head_dim("kiln.attention", d)
     _require(hkv > 0 and hq % hkv == 0 or hq == 0,
              f"kiln.attention: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)")
     _require(q.dtype == k.dtype == v.dtype,
@@ -629,7 +666,8 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
     """FlashAttention backward: (dq, dk, dv) from the forward's q, k, v, out and lse
     (kiln.attention, layout "bhsd") and the gradient d_out of out, all [B, H, S, D] contiguous,
     lse [B, Hq, S] f32. Grouped-query heads: dk and dv of a KV head sum over the query heads that
-    read it. D 64, 128 or 256 on sm_90a (64 or 128 on sm_100a). dq comes from a kernel of its own: the same inputs give the same
+    read it. D 64, 128 or 256 on sm_90a (64 or 128 on sm_100a); other D up to 256 padded, as
+    kiln.attention pads them. dq comes from a kernel of its own: the same inputs give the same
     bytes run to run; dq_atomics adds it by atomics instead (its last bits vary run to run; D 64
     and 128).
     """
@@ -640,6 +678,14 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
         for g in grads:
             g[...] = 0
         return tuple(grads)
+    d = q.shape[-1]
+    if len(q.shape) == 4 and d not in _HEAD_DIMS:  # padded as kiln.attention pads the forward
+        kd = _kernel_head_dim("kiln.attention_backward", d)
+        grads = attention_backward(*(_pad_head_dim(x, kd) for x in (q, k, v, out)), lse,
+                                   _pad_head_dim(d_out, kd), causal=causal,
+                                   scale=d ** -0.5 if scale is None else scale,
+                                   dq_atomics=dq_atomics)
+        return tuple(_first_columns(g, d) for g in grads)
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))

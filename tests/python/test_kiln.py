@@ -586,6 +586,31 @@ class Attention(unittest.TestCase):
             self.assertTrue(np.all(np.isneginf(lse[~finite])), case)  # rows that see no key
             self.assertLess(np.abs(lse[finite] - want_lse[finite]).max(), 1e-2, case)
 
+    def test_other_head_dims_run_padded(self):
+        # D = 32, 80, 96 (Phi's, GPT-NeoX's...): padded with zeros to 64 or 128, at their own
+        # scale; forward in both layouts and the backward against fp64.
+        rng = np.random.default_rng(22)
+        for d, causal in ((80, True), (32, False), (96, False)):
+            q = rng.standard_normal((1, 2, 70, d)).astype(np.float32)
+            k, v = (rng.standard_normal((1, 1, 90, d)).astype(np.float32) for _ in range(2))
+            o, lse = kiln.attention(q, k, v, causal=causal)
+            self.assertEqual(o.shape, q.shape)
+            want, want_lse = attention_reference(*(bf16(x) for x in (q, k, v)), causal, d ** -0.5)
+            self.assertLess(rel_error(o, want), 2e-2, d)
+            self.assertLess(np.abs(lse - want_lse).max(), 1e-2, d)
+            t = lambda x: np.ascontiguousarray(x.transpose(0, 2, 1, 3))
+            ob, _ = kiln.attention(t(q), t(k), t(v), causal=causal, layout="bshd")
+            self.assertLess(rel_error(t(ob), want), 2e-2, d)
+            if d == 96:
+                d_o = rng.standard_normal(q.shape).astype(np.float32)
+                grads = kiln.attention_backward(q, k, v, o, lse, d_o, causal=causal)
+                for got, ref in zip(grads, backward_reference(q, k, v, o, d_o, causal)):
+                    self.assertEqual(got.shape, ref.shape)
+                    self.assertLess(rel_error(got, ref), 2e-2, d)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.attention(*(np.ones((1, 1, 4, 320), np.float32),) * 3)
+        self.assertIn("head dimension D = 320: the kernels take up to 256", str(caught.exception))
+
     def test_nan_inputs_give_nan(self):
         # A NaN in q makes its row's o and lse NaN; in k, every row's (lse -inf means "no keys",
         # which a NaN row is not).
@@ -930,8 +955,7 @@ class Attention(unittest.TestCase):
         cases = [
             (lambda: kiln.attention(q[0], q, q), "q must have rank 4"),
             (lambda: kiln.attention(q, q[:, :, :4], q), "must both be [B, Hkv, Skv, D]"),
-            (lambda: kiln.attention(np.ones((1, 2, 8, 96), np.float32), np.ones((1, 2, 8, 96), np.float32),
-                                    np.ones((1, 2, 8, 96), np.float32)), "96"),
+            (lambda: kiln.attention(*(np.ones((1, 2, 8, 264), np.float32),) * 3), "D = 264"),
             (lambda: kiln.attention(q, q, q, layout="sbhd"), "layout 'sbhd'"),
         ]
         for call, message in cases:
@@ -1166,8 +1190,8 @@ class EmptyAndWrongInputs(unittest.TestCase):
         self.assertTrue(all((g == 0).all() for g in grads))
         # The shapes and the head dimension still checked.
         for qq, kk, vv, message in [
-                (np.zeros((1, 4, 0, 80), np.float32), np.zeros((1, 2, 0, 80), np.float32),
-                 np.zeros((1, 2, 0, 80), np.float32), "D = 80"),
+                (np.zeros((1, 4, 0, 280), np.float32), np.zeros((1, 2, 0, 280), np.float32),
+                 np.zeros((1, 2, 0, 280), np.float32), "D = 280"),
                 (q, kv, kv[:, :1], "must both be"),
                 (np.zeros((2, 3, 0, 64), np.float32), kv, kv, "not a multiple of Hkv"),
                 (q.astype(np.float64), kv.astype(np.float64), kv.astype(np.float64), "float32")]:
