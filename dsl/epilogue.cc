@@ -150,8 +150,9 @@ Value ApplyActivation(Activation activation, const Value& x, Loc loc) {
   switch (activation) {
     case Activation::kNone:
       return x;
-    case Activation::kRelu:
-      return Max(Operand(x, loc), Operand(0.0, loc));
+    case Activation::kRelu:  // (a select, not max.f32, which would turn NaN into 0)
+      return Select(Operand(Operand(x, loc) < Operand(0.0, loc), loc), Operand(0.0, loc),
+                    Operand(x, loc));
     case Activation::kGelu: {
       const double sqrt_2_over_pi = 0.7978845608028654;
       Value u = x * Fma(Operand(x * x, loc), Operand(0.044715 * sqrt_2_over_pi, loc),

@@ -41,8 +41,9 @@ absl::StatusOr<KernelDef> BuildSoftmax(Scalar type) {
         st[0] = k.F32(-INFINITY);
         ForEachColumn(k, r, cols, [&](Value c) {
           Value v = k.Load(xr + c).To(f32);
-          Value m = Max(st[0], v);
-          st[1] = Fma(st[1], Exp2((st[0] - m) * log2e), Exp2((v - m) * log2e));
+          // e^(x - m) from base = m, or 0 while every value so far is -inf (-inf - -inf: NaN)
+          Value m = Max(st[0], v), base = Select(m == -INFINITY, k.F32(0), m);
+          st[1] = Fma(st[1], Exp2((st[0] - base) * log2e), Exp2((v - base) * log2e));
           st[0] = m;
         });
         Value m = GroupReduce(k, st[0], Reduce::kMax, r.threads);

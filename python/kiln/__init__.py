@@ -198,7 +198,8 @@ def layer_norm(x, weight, bias, eps=1e-5, *, out=None):
 def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=None,
          activation=None, residual=None, scale_a=None, scale_b=None, fp8_types=None, rope=None):
     """out = act(alpha * a @ b + beta * c + bias) + residual, a (M, K), b (K, N). beta is 1 where
-    c is given (torch.addmm's default), else 0; a beta other than 0 needs c.
+    c is given (torch.addmm's default), else 0; a beta other than 0 needs c; with beta 0, c is not
+    read.
 
     8-bit inputs: float8_e4m3fn (or float8_e5m2, e.g. a gradient; either or both) tensors a
     (row-major) and b (column-major: b = w.t() of an (N, K)
@@ -241,6 +242,8 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     _require(c is not None or beta == 0.0,
              lambda: f"kiln.gemm: beta={beta} scales c, and no c was given (pass c=, or leave "
                      "beta out)")
+    if beta == 0.0:
+        c = None  # not read at all (torch.addmm's beta=0: a NaN or inf in c does not reach out)
     terms = []
     if c is not None or alpha != 1.0 or beta != 0.0:
         terms.append("scale")

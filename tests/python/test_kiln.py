@@ -67,6 +67,20 @@ class RowOps(unittest.TestCase):
             want /= want.sum(-1, keepdims=True)
             self.assertLess(rel_error(kiln.softmax(x), want), 1e-5, row[:2])
 
+    def test_softmax_of_masked_entries(self):
+        # -inf entries (a mask) in the loop's lengths (not a multiple of 8; past 16384) and the
+        # registers' (a multiple of 8): 0 there, the rest a softmax; a row all -inf is NaN, as
+        # torch's.
+        for cols in (4, 129, 16392, 64):
+            x = np.random.default_rng(cols).standard_normal((2, cols)).astype(np.float32)
+            x[0, 0] = x[1, :cols // 2] = -np.inf
+            want = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+            want /= want.sum(-1, keepdims=True)
+            got = kiln.softmax(x)
+            self.assertFalse(np.isnan(got).any(), cols)
+            self.assertLess(rel_error(got, want), 1e-5, cols)
+        self.assertTrue(np.isnan(kiln.softmax(np.full((1, 5), -np.inf, np.float32))).all())
+
     def test_out_is_written_in_place(self):
         x = np.random.default_rng(3).standard_normal((4, 100)).astype(np.float32)
         out = np.full_like(x, np.nan)
@@ -249,6 +263,15 @@ class Gemm(unittest.TestCase):
                      (lambda u: u / (1 + np.exp(-u)))(0.5 * prod + 2 * bf16(c)) + bf16(res),
                      1e-2)]:
                 self.assertLess(rel_error(kiln.gemm(a, b, **kw), want), bound, (m, n, k, kw))
+        # NaN stays NaN through the epilogue (relu as well: max.f32 would make it 0), and beta 0
+        # does not read c (torch.addmm's), so a NaN there does not reach out.
+        an = a.copy()
+        an[0, 0] = np.nan
+        for act in ("relu", "gelu", "silu"):
+            got = kiln.gemm(an, b, activation=act, out_dtype="f32")
+            self.assertTrue(np.isnan(got[0]).all() and not np.isnan(got[1:]).any(), act)
+        np.testing.assert_array_equal(kiln.gemm(a, b, c=np.full_like(c, np.nan), beta=0.0),
+                                      kiln.gemm(a, b))
         with self.assertRaises(kiln.Error) as caught:  # beta scales c: without one, an error
             kiln.gemm(a, b, beta=1.0)
         self.assertIn("beta=1.0 scales c, and no c was given", str(caught.exception))

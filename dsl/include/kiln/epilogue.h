@@ -23,7 +23,7 @@ class Kernel;
 
 enum class Activation : uint8_t {
   kNone,
-  kRelu,  // max(x, 0)
+  kRelu,  // max(x, 0), NaN kept
   kGelu,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh form (torch's
           // approximate='tanh')
   kSilu,  // x / (1 + e^-x) = 0.5 x (1 + tanh(x / 2))
