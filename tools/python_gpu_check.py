@@ -105,7 +105,7 @@ def gemms():
                 ("+ bias, relu", dict(bias=bias, activation="relu"),
                  torch.relu(prod + bias.double()), 1e-2),
                 ("alpha alone", dict(alpha=0.5), 0.5 * prod, 1e-2),
-                ("+ c (beta 0), silu", dict(c=c, activation="silu"), F.silu(prod), 1e-2),
+                ("+ c, silu", dict(c=c, activation="silu"), F.silu(prod + c.double()), 1e-2),
                 ("gelu, f32 out", dict(activation="gelu", out_dtype="f32"),
                  F.gelu(prod, approximate="tanh"), 1e-3)]:
             report(f"gemm x @ w.T {name} (epilogue pass) {m}x{n}x{k}",
