@@ -214,7 +214,8 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
 
     CUDA tensors: bf16 or f16 a and b in any row- or column-major layout (a linear layer's
     weight w (N, K) is b = w.t()); out, c, bias (N values) and residual of out_dtype (default:
-    a's type; "f32" also). activation: "relu", "gelu" or "silu". Host arrays: f32 in any order
+    a's type; "f32" also). activation: "relu", "gelu" (the tanh form, torch's
+    gelu(approximate="tanh")) or "silu". Host arrays: f32 in any order
     (out packed), run on the emulator as bf16, out_dtype "bf16" (values rounded so, held in f32)
     or "f32".
 
@@ -570,7 +571,9 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     causal: query i sees keys j <= i + Skv - S (bottom-right aligned,
     FlashAttention's convention; torch's is_causal is top-left, the same when S == Skv); a row
     that sees no key gets o = 0 and lse = -inf. A dimension of 0 launches nothing: B, H or S of 0
-    give empty o and lse, Skv of 0 (no keys) o = 0 and lse = -inf.
+    give empty o and lse, Skv of 0 (no keys) o = 0 and lse = -inf. Scores (scale * q.k) past
+    about 1e9 in magnitude are off (e^(s - max) is one fma from the rounded max, FlashAttention's
+    form); a NaN in a row gives that row NaN o and lse.
     """
     if layout not in ("bhsd", "bshd"):
         raise Error(f"kiln.attention: layout '{layout}': 'bhsd' or 'bshd'")
