@@ -313,7 +313,6 @@ void Kernel::CheckAtBuild(std::function<void()> check) {
 }
 
 namespace {
-// Appends a kernel parameter: an entry-block argument, the function type, the manifest entry.
 // The manifest's name of a pointer's element type (rt::ParamSpec::elem).
 const char* ElemName(Scalar s) {
   switch (s) {
@@ -341,6 +340,7 @@ const char* ElemName(Scalar s) {
   return "";
 }
 
+// Appends a kernel parameter: an entry-block argument, the function type, the manifest entry.
 Value AddParam(KernelState& s, const std::string& name, Type t, rt::ParamSpec::Kind kind,
                const Loc& loc) {
   mlir::Block* entry = &s.func.getBody().front();

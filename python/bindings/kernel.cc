@@ -69,6 +69,12 @@ bool IsBool(nb::handle value) {
   return type == "bool" || type == "bool_" || type == "numpy.bool" || type == "numpy.bool_";
 }
 
+// Python's complex or NumPy's (complex64, complex128).
+bool IsComplex(nb::handle value) {
+  return PyComplex_Check(value.ptr()) ||
+         std::string(nb::type_name(value.type()).c_str()).find("complex") != std::string::npos;
+}
+
 class LoadedBundle {
  public:
   LoadedBundle(const std::string& dir, const std::string& name) : bundle_(BundleNamed(name, dir)) {}
@@ -151,9 +157,14 @@ class LoadedBundle {
           break;
         case Kind::kI32:
         case Kind::kI64: {
-          // Any integer (NumPy's too: they have __index__), but not a bool.
-          if (!PyIndex_Check(value.ptr()) || IsBool(value)) throw bad("an int");
-          const int64_t v = nb::cast<int64_t>(nb::int_(value));
+          // Any integer (NumPy's too: they have __index__), but not a bool or an array.
+          if (!PyIndex_Check(value.ptr()) || IsBool(value) || nb::hasattr(value, "__dlpack__"))
+            throw bad("an int");
+          int overflow = 0;
+          const long long v = PyLong_AsLongLongAndOverflow(nb::int_(value).ptr(), &overflow);
+          if (overflow)
+            throw Error(absl::StrCat(where, ": argument '", p.name, "' = ", nb::str(value).c_str(),
+                                     " does not fit 64 bits"));
           if (p.kind == Kind::kI32 && (v < INT32_MIN || v > INT32_MAX))
             throw Error(
                 absl::StrCat(where, ": argument '", p.name, "' = ", v, " does not fit its i32"));
@@ -162,10 +173,12 @@ class LoadedBundle {
           break;
         }
         case Kind::kF32:
-          // A real number: Python's or NumPy's (float32, int64, ...), but not a bool or a string.
+          // A real number: Python's or NumPy's (float32, int64, ...), but not a bool, a string,
+          // an array or a complex number (its imaginary part would be dropped).
           if ((!PyFloat_Check(value.ptr()) && !PyIndex_Check(value.ptr()) &&
                !nb::hasattr(value, "__float__")) ||
-              IsBool(value) || nb::isinstance<nb::str>(value) || nb::hasattr(value, "__dlpack__"))
+              IsBool(value) || nb::isinstance<nb::str>(value) || nb::hasattr(value, "__dlpack__") ||
+              IsComplex(value))
             throw bad("a float");
           launch.push_back(rt::Arg::F32(static_cast<float>(nb::cast<double>(nb::float_(value)))));
           break;

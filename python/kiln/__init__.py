@@ -1,6 +1,6 @@
 """kiln from Python: its kernels on torch CUDA tensors (launched on the caller's current stream,
 no copies), or on the PTX emulator with NumPy arrays (f32 values, rounded to the kernel's 16-bit
-type on the way in).
+type on the way in; the row ops run their f32 kernels).
 
     import kiln, torch
     y = kiln.gemm(x, w.t(), bias=b, activation="gelu")      # x @ w.T + b, then GELU
@@ -8,7 +8,8 @@ type on the way in).
     k = kiln.load("build/bundles", "ops/saxpy")              # any bundle, your own kernels too
     k(x, y, 2.0, x.numel())
 
-Every error is a kiln.Error carrying kiln's message, which names the DSL line where it can.
+kiln's errors are kiln.Error, carrying kiln's message, which names the DSL line where it can
+(a call with the wrong number or names of arguments is Python's TypeError).
 """
 
 import os as _os
@@ -624,9 +625,9 @@ def _kernel_head_dim(call, d):
     """The kernels' head dimension that holds D: D itself, or the next one up (q, k and v are
     then padded with zero columns, which change no score, and o's are dropped)."""
     for kd in _HEAD_DIMS:
-        if d <= kd:
+        if 1 <= d <= kd:
             return kd
-    raise Error(f"{call}: head dimension D = {d}: the kernels take up to 256")
+    raise Error(f"{call}: head dimension D = {d}: the kernels take 1 to 256")
 
 
 def _pad_head_dim(x, d):

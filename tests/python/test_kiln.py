@@ -632,7 +632,10 @@ class Attention(unittest.TestCase):
                     self.assertLess(rel_error(got, ref), 2e-2, d)
         with self.assertRaises(kiln.Error) as caught:
             kiln.attention(*(np.ones((1, 1, 4, 320), np.float32),) * 3)
-        self.assertIn("head dimension D = 320: the kernels take up to 256", str(caught.exception))
+        self.assertIn("head dimension D = 320: the kernels take 1 to 256", str(caught.exception))
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.attention(*(np.ones((1, 1, 4, 0), np.float32),) * 3)
+        self.assertIn("head dimension D = 0", str(caught.exception))
 
     def test_nan_inputs_give_nan(self):
         # A NaN in q makes its row's o and lse NaN; in k, every row's (lse -inf means "no keys",
@@ -1103,6 +1106,9 @@ class Load(unittest.TestCase):
             (lambda: saxpy(x, x, 1.0, True), "argument 3 ('n') must be an int, not bool"),
             (lambda: saxpy(x, x, np.bool_(True), 8), "argument 2 ('a') must be a float"),
             (lambda: saxpy(x, x, np.ones(1), 8), "argument 2 ('a') must be a float"),
+            (lambda: saxpy(x, x, np.complex64(1), 8), "argument 2 ('a') must be a float"),
+            (lambda: saxpy(x, x, 1.0, np.ones(1, np.int64)), "argument 3 ('n') must be an int"),
+            (lambda: saxpy(x, x, 1.0, np.uint64(2**63)), "'n' = 9223372036854775808 does not fit 64"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:

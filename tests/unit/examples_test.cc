@@ -61,8 +61,8 @@ TEST_P(ExampleTest, LowersAndPtxasAccepts) {
     ASSERT_NE(used, std::string::npos);
     EXPECT_LE(std::stoi(cubin->log.substr(used + 5)), 168) << cubin->log;
   }
-  // The row ops keep 32 KB of loads in flight per 512-thread block and need two blocks per SM
-  // for the copy's bandwidth: 64 registers or fewer (examples/ops/row_kernel.h).
+  // The row ops keep their loads in flight with two 512-thread blocks per SM, which the copy's
+  // bandwidth needs: 64 registers or fewer (examples/ops/row_kernel.h).
   if (row_op) {
     for (const char* chip : {"sm_80", "sm_90"}) {
       absl::StatusOr<PtxasResult> r = RunPtxas(*ptx, chip);
@@ -71,8 +71,8 @@ TEST_P(ExampleTest, LowersAndPtxasAccepts) {
       ASSERT_NE(used, std::string::npos);
       EXPECT_LE(std::stoi(r->log.substr(used + 5)), 64) << chip << "\n" << r->log;
       // (The f32 norms on sm_90 alone: a row's 32 values, a chunk's weight (and bias) and their
-      // addresses overfill the 64 registers by a few, which ptxas spills to L1, a dozen words at
-      // most; docs/perf/2026-11-30-row-ops-in-f32.md measures them.)
+      // addresses overfill the 64 registers by a few, which ptxas spills to L1; held to 16 words,
+      // docs/perf/2026-11-30-row-ops-in-f32.md measures them.)
       const bool f32_norm = f32 && base != "ops/softmax";
       if (std::string(chip) == "sm_90" && !f32_norm)
         EXPECT_NE(r->log.find("0 bytes stack frame, 0 bytes spill stores"), std::string::npos) << r->log;

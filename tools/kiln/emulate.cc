@@ -18,7 +18,8 @@ namespace {
 
 // The size flags of the other kind of kernel (or, for a probe, of any kind) are refused rather
 // than dropped, and a size given must be at least 1 (0 is not "the default").
-absl::Status CheckSizeFlags(const std::string& name, bool gemm, bool row_op) {
+absl::Status CheckSizeFlags(const std::string& name, bool gemm, bool row_op, bool probe) {
+  if (!gemm && !row_op && !probe) return absl::OkStatus();  // (refused below, with where it runs)
   const std::pair<const char*, int64_t> flags[] = {{"m", absl::GetFlag(FLAGS_m)},
                                                    {"n", absl::GetFlag(FLAGS_n)},
                                                    {"k", absl::GetFlag(FLAGS_k)},
@@ -70,7 +71,9 @@ int Emulate(const std::vector<std::string>& args) {
     b->ptx.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   const bool gemm = kiln::examples::GemmOf(b->manifest).has_value();
-  if (absl::Status s = CheckSizeFlags(args[0], gemm, kiln::examples::IsRowOp(args[0])); !s.ok())
+  if (absl::Status s = CheckSizeFlags(args[0], gemm, kiln::examples::IsRowOp(args[0]),
+                                      kiln::examples::IsProbe(args[0]));
+      !s.ok())
     return Fail(s);
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] {

@@ -22,7 +22,7 @@ ABSL_FLAG(int64_t, k, 0,
           "(default: enough K steps to wrap the kernel's deepest ring twice)");
 ABSL_FLAG(
     std::string, sizes, "4096,8192",
-    "`kiln bench` sizes: comma-separated S (S^3) or MxNxK (`kiln gemm --emulate`: 264x300x200)");
+    "`kiln bench` sizes: comma-separated S (S^3) or MxNxK (`kiln gemm --emulate`: 264x300x224)");
 // 0: not given (kiln run takes 32768x4096, kiln emulate 37x3001).
 ABSL_FLAG(int64_t, rows, 0,
           "rows of a row op for `kiln run` (default 32768) and `kiln emulate` (default 37)");

@@ -26,7 +26,7 @@ std::vector<kiln::rt::GemmSize> GemmSizes(const std::vector<std::string>& args,
   }
   if (!one && std::string(command) == "gemm" && absl::GetFlag(FLAGS_emulate) &&
       !FlagGiven("sizes")) {
-    sizes = {{264, 300, 200}};  // the emulator's default: ragged, and seconds, not hours
+    sizes = {{264, 300, 224}};  // the emulator's default: ragged, seconds; K as 8-bit takes it
   } else if (!one) {
     absl::StatusOr<std::vector<kiln::rt::GemmSize>> list = ParseSizes(absl::GetFlag(FLAGS_sizes));
     if (!list.ok()) {
