@@ -263,7 +263,7 @@ std::string Manifest::Serialize() const {
 absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
   Manifest m;
   int line_no = 0;
-  bool magic = false;
+  bool magic = false, seen_block = false, seen_grid = false;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
     ++line_no;
     std::vector<std::string> w = absl::StrSplit(line, ' ', absl::SkipEmpty());
@@ -284,12 +284,14 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
     else if (key == "source" && want(1))
       m.source = w[1];
     else if ((key == "block" || key == "cluster") && want(3)) {
+      seen_block |= key == "block";
       Dim3& d = key == "block" ? m.block : m.cluster;
       if (!num(1, &d.x) || !num(2, &d.y) || !num(3, &d.z) || d.count() == 0)
         return ParseError(line_no, "bad dims");
     } else if (key == "smem" && want(1)) {
       if (!num(1, &m.smem_bytes)) return ParseError(line_no, "bad smem size");
     } else if (key == "grid" && want(3)) {
+      seen_grid = true;
       for (int i = 0; i < 3; ++i) {
         absl::StatusOr<GridExpr> g = GridExpr::Parse(w[i + 1]);
         if (!g.ok()) return ParseError(line_no, g.status().message());
@@ -381,8 +383,16 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
     }
   }
   if (!magic) return ParseError(0, "empty manifest");
-  if (m.name.empty() || m.entry.empty() || m.target.empty())
-    return absl::InvalidArgumentError("manifest lacks name, entry or target");
+  if (m.name.empty() || m.entry.empty() || m.target.empty() || !seen_block || !seen_grid)
+    return absl::InvalidArgumentError("manifest lacks name, entry, target, block or grid");
+  if (SmemBudgetBytes(m.target) == 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("manifest of ", m.name, ": target ", m.target, " (sm_80, sm_90a or sm_100a)"));
+  // CUDA's block: at most 1024 threads, 1024 x, 1024 y, 64 z (a GPU refuses more at launch).
+  if (m.block.count() > 1024 || m.block.x > 1024 || m.block.y > 1024 || m.block.z > 64)
+    return absl::InvalidArgumentError(absl::StrCat("manifest of ", m.name, ": a block of ",
+                                                   m.block.x, "x", m.block.y, "x", m.block.z,
+                                                   " threads, past CUDA's 1024"));
   return m;
 }
 

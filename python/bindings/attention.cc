@@ -112,8 +112,18 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
                  call);
     return;
   }
-  // Two products of the query rows by the keys (B sequences of up to S and Skv).
-  ThrowIfError(emu::CheckProblemSize(call, {}, 2.0 * z.b * z.hq * z.s * z.skv * z.d));
+  // Two products of the query rows by the keys: B sequences of up to S and Skv, or packed ones of
+  // the lengths cu_seqlens gives (checked i32 and rank 1 above).
+  double rows_by_keys = double(z.b) * z.s * z.skv;
+  if (x.cu_seqlens) {
+    const auto* cu = static_cast<const int32_t*>(x.cu_seqlens->data());
+    rows_by_keys = 0;
+    for (size_t i = 0; i + 1 < x.cu_seqlens->shape(0); ++i) {
+      const double len = double(cu[i + 1]) - cu[i];
+      rows_by_keys += len * len;
+    }
+  }
+  ThrowIfError(emu::CheckProblemSize(call, {}, 2.0 * rows_by_keys * z.hq * z.d));
   std::vector<uint8_t> result;
   rt::AttentionOperands ops{d.BindNarrowed(q, "bf16"), d.BindNarrowed(k, "bf16"),
                             d.BindNarrowed(v, "bf16"), d.BindPoisoned(o.size(), "bf16", &result),

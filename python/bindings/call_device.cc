@@ -1,6 +1,7 @@
 #include "python/bindings/call_device.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -44,6 +45,15 @@ absl::StatusOr<const rt::Bundle*> FindBundle(const std::string& name, const std:
   std::unique_ptr<rt::Bundle>& b = read[{from, name}];
   if (!b) {
     absl::StatusOr<rt::Bundle> got = rt::ReadBundle(from, name);
+    std::error_code ec;
+    if (!got.ok() && !std::filesystem::is_directory(from, ec)) {
+      read.erase({from, name});
+      return absl::NotFoundError(absl::StrCat("no bundle directory '", from, "' (for ", name,
+                                              "): set one with kiln.set_bundle_dir or "
+                                              "$KILN_BUNDLE_DIR, or write the bundles there with "
+                                              "`kiln bundle --dir ",
+                                              from, "` where kiln has its compiler"));
+    }
     if (!got.ok()) {
       read.erase({from, name});
       return absl::Status(got.status().code(),

@@ -1118,6 +1118,16 @@ class Load(unittest.TestCase):
             saxpy(x, x, 1.0)
         self.assertRegex(str(caught.exception), r"\.cc:\d+")  # the kernel's DSL line
 
+    def test_a_missing_bundle_directory_is_named(self):
+        before = kiln.bundle_dir()
+        try:
+            kiln.set_bundle_dir("/no/such/bundles")
+            with self.assertRaises(kiln.Error) as caught:
+                kiln.softmax(np.ones((2, 8), np.float32))
+            self.assertIn("no bundle directory '/no/such/bundles'", str(caught.exception))
+        finally:
+            kiln.set_bundle_dir(before)
+
     def test_a_missing_bundle_says_where_it_looked(self):
         with self.assertRaises(kiln.Error) as caught:
             kiln.load(BUNDLES, "ops/no_such_kernel")

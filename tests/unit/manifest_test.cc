@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_replace.h"
 #include "examples/gemm_spec.h"
@@ -104,6 +105,20 @@ TEST(Manifest, DynamicSmemIsARuleOfTheArguments) {
 TEST(Manifest, RejectsGarbage) {
   EXPECT_FALSE(Manifest::Parse("").ok());
   EXPECT_FALSE(Manifest::Parse("hello\n").ok());
+  // A manifest edited by hand: no block or grid line (1 x 1 x 1 would run a part of the work),
+  // a block past CUDA's 1024 threads (the emulator would run it), a target kiln does not know.
+  const std::string good = Sample().Serialize();
+  for (const auto& [from, to, says] :
+       {std::tuple{"block 128 1 1\n", "", "lacks name, entry, target, block or grid"},
+        std::tuple{"grid N/128 M/128 1\n", "", "lacks name, entry, target, block or grid"},
+        std::tuple{"block 128 1 1", "block 2048 1 1", "past CUDA's 1024"},
+        std::tuple{"block 128 1 1", "block 4 4 128", "past CUDA's 1024"},
+        std::tuple{"target sm_90a", "target sm_75", "target sm_75 (sm_80, sm_90a or sm_100a)"}}) {
+    ASSERT_NE(good.find(from), std::string::npos) << from;
+    absl::StatusOr<Manifest> bad = Manifest::Parse(absl::StrReplaceAll(good, {{from, to}}));
+    ASSERT_FALSE(bad.ok()) << from;
+    EXPECT_NE(bad.status().message().find(says), std::string::npos) << bad.status();
+  }
   std::string text = Sample().Serialize() + "smem lots\n";
   absl::StatusOr<Manifest> bad = Manifest::Parse(text);
   ASSERT_FALSE(bad.ok());
