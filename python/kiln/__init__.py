@@ -169,28 +169,56 @@ def load(bundle_dir, name):
     return _Loaded(_kiln.Kernel(str(bundle_dir), name))
 
 
+def _row_or_column_major(x):
+    """A 2-D torch tensor as it is where its rows or its columns are packed, else a packed copy;
+    anything else as it is (host arrays are packed by the callers)."""
+    if not _is_torch(x) or x.dim() != 2:
+        return x
+    rows, cols = x.shape
+    if x.stride(1) == 1 or x.stride(0) == 1 or rows == 1 or cols == 1:
+        return x
+    return x.contiguous()
+
+
+def _packed(x):
+    """x row-major and packed: itself, or a copy (the row ops read rows of packed elements; a
+    view in another order, a transpose or a slice with a step, is copied first, as torch's ops
+    take any view). Anything not an array as it is, for the bindings' checks."""
+    if _is_torch(x):
+        return x if x.is_contiguous() else x.contiguous()
+    if type(x).__module__ == "numpy" and not x.flags.c_contiguous:
+        import numpy
+        return numpy.ascontiguousarray(x)
+    return x
+
+
 def softmax(x, *, out=None):
-    """softmax over the last dimension."""
+    """softmax over the last dimension. x of any strides (copied packed first if it is not);
+    out, where given, row-major and packed."""
     _require_arrays("kiln.softmax", x=x)
     _writable_out("kiln.softmax", out)
+    x = _packed(x)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
     _kiln._softmax(_r(x), _r(out), stream=_stream([x]))
     return out
 
 
 def rms_norm(x, weight, eps=1e-6, *, out=None):
-    """x / sqrt(mean(x^2) + eps) * weight over the last dimension."""
+    """x / sqrt(mean(x^2) + eps) * weight over the last dimension (strides as softmax's)."""
     _require_arrays("kiln.rms_norm", x=x, weight=weight)
     _writable_out("kiln.rms_norm", out)
+    x, weight = _packed(x), _packed(weight)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
     _kiln._rms_norm(_r(x), _r(weight), _r(out), float(eps), stream=_stream([x]))
     return out
 
 
 def layer_norm(x, weight, bias, eps=1e-5, *, out=None):
-    """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension."""
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension (strides as
+    softmax's)."""
     _require_arrays("kiln.layer_norm", x=x, weight=weight, bias=bias)
     _writable_out("kiln.layer_norm", out)
+    x, weight, bias = _packed(x), _packed(weight), _packed(bias)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
     _kiln._layer_norm(_r(x), _r(weight), _r(bias), _r(out), float(eps), stream=_stream([x]))
     return out
@@ -270,6 +298,9 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
                          terms, fp8_types)
     _require(fp8_types is None, lambda: "kiln.gemm: fp8_types names the types of 8-bit inputs; "
              f"a and b are {getattr(a, 'dtype', type(a).__name__)}")
+    # A CUDA operand in neither row- nor column-major order (a slice with a step in both
+    # dimensions, say) is copied packed; the kernels read either order with a leading dimension.
+    a, b = (_row_or_column_major(x) for x in (a, b))
     in_type = _type_of(a)
     out_type = _out_type(out_dtype) or (
         _type_of(out) if out is not None and _is_torch(out) else in_type)

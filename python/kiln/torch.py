@@ -67,7 +67,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 
 @softmax.register_fake
 def _(x):
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)  # packed, as kiln's row ops return (any view of x is copied)
 
 
 @torch.library.custom_op("kiln::rms_norm", mutates_args=())
@@ -79,7 +79,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 @rms_norm.register_fake
 def _(x, weight, eps):
     torch._check(weight.shape == (x.shape[-1],), lambda: "kiln::rms_norm: one weight a column")
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)
 
 
 @torch.library.custom_op("kiln::layer_norm", mutates_args=())
@@ -92,7 +92,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
 @layer_norm.register_fake
 def _(x, weight, bias, eps):
     torch._check(weight.shape == (x.shape[-1],), lambda: "kiln::layer_norm: one weight a column")
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)
 
 
 @torch.library.custom_op("kiln::attention", mutates_args=())
