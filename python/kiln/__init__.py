@@ -169,6 +169,17 @@ def load(bundle_dir, name):
     return _Loaded(_kiln.Kernel(str(bundle_dir), name))
 
 
+def _laid_out_as(x, out):
+    """A CUDA tensor x of out's shape with out's strides: itself, or a copy laid out so."""
+    if x is None or not _is_torch(x) or not _is_torch(out) or tuple(x.shape) != tuple(out.shape):
+        return x  # (shapes and the rest: the bindings' checks)
+    if x.stride() == out.stride():
+        return x
+    import torch
+    y = torch.empty_strided(tuple(out.shape), out.stride(), dtype=x.dtype, device=x.device)
+    return y.copy_(x)
+
+
 def _row_or_column_major(x):
     """A 2-D torch tensor as it is where its rows or its columns are packed, else a packed copy;
     anything else as it is (host arrays are packed by the callers)."""
@@ -307,6 +318,9 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     if out is None:
         n = b.shape[1] // 2 if activation == "swiglu" else b.shape[1]
         out = _empty(a, (a.shape[0], n), out_type)
+    # c and the residual are read as out is laid out (its order and leading dimension): CUDA
+    # ones laid out otherwise are copied so.
+    c, residual = (_laid_out_as(x, out) for x in (c, residual))
     if rope_args:
         rope_args["rope_angles"] = _r(rope_args["rope_angles"])
     if not _is_torch(a):  # host arrays in any order, as CUDA tensors: the emulator's copies packed
