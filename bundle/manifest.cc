@@ -488,4 +488,37 @@ absl::StatusOr<std::vector<std::string>> ListBundles(const std::string& dir) {
   return names;
 }
 
+namespace {
+// Edits (insertions, deletions, substitutions; case aside) from a to b.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                        std::tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+}  // namespace
+
+std::string NearestName(const std::string& name, const std::vector<std::string>& names) {
+  std::string dotted = name;
+  if (name.find('/') == std::string::npos)
+    if (const size_t dot = dotted.find('.'); dot != std::string::npos) dotted[dot] = '/';
+  const std::string* best = nullptr;
+  size_t best_distance = 0;
+  for (const std::string& n : names) {
+    const size_t d = std::min(EditDistance(name, n), EditDistance(dotted, n));
+    if (!best || d < best_distance) best = &n, best_distance = d;
+  }
+  return best && best_distance <= std::max<size_t>(2, name.size() / 5) ? *best : "";
+}
+
 }  // namespace kiln::rt

@@ -56,6 +56,11 @@ absl::StatusOr<const rt::Bundle*> FindBundle(const std::string& name, const std:
     }
     if (!got.ok()) {
       read.erase({from, name});
+      absl::StatusOr<std::vector<std::string>> names = rt::ListBundles(from);
+      const std::string near = names.ok() ? rt::NearestName(name, *names) : "";
+      if (!near.empty() && near != name)
+        return absl::NotFoundError(absl::StrCat(got.status().message(), "; did you mean '", near,
+                                                "'? (kiln.load takes a kernel's name)"));
       return absl::Status(got.status().code(),
                           absl::StrCat(got.status().message(),
                                        " (write it with `kiln bundle --dir ", from, " ", name,

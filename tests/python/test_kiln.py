@@ -1146,6 +1146,9 @@ class Load(unittest.TestCase):
         with self.assertRaises(kiln.Error) as caught:
             kiln.load(BUNDLES, "ops/no_such_kernel")
         self.assertIn("no_such_kernel", str(caught.exception))
+        with self.assertRaises(kiln.Error) as caught:  # a typo: the nearest name
+            kiln.load(BUNDLES, "ops/saxpi")
+        self.assertIn("did you mean 'ops/saxpy'?", str(caught.exception))
         with self.assertRaises(kiln.Error) as caught:
             kiln.load("/no/such/dir", "ops/saxpy")
         self.assertIn("kiln.load: no directory '/no/such/dir'", str(caught.exception))

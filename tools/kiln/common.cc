@@ -111,10 +111,17 @@ absl::StatusOr<std::vector<std::string>> KernelNames() {
   return kiln::rt::ListBundles(BundleDir());
 }
 
+std::string DidYouMean(const std::string& name) {
+  absl::StatusOr<std::vector<std::string>> names = KernelNames();
+  const std::string near = names.ok() ? kiln::rt::NearestName(name, *names) : "";
+  return near.empty() ? " (see `kiln list`)"
+                      : absl::StrCat("; did you mean '", near, "'? (see `kiln list`)");
+}
+
 #ifdef KILN_HAVE_COMPILER
 absl::StatusOr<kiln::KernelDef> BuildKernel(const std::string& name) {
   const kiln::examples::Example* e = kiln::examples::Find(name);
-  if (!e) return absl::NotFoundError(absl::StrCat("unknown kernel '", name, "' (see `kiln list`)"));
+  if (!e) return absl::NotFoundError(absl::StrCat("unknown kernel '", name, "'", DidYouMean(name)));
   return e->build();
 }
 #endif
@@ -151,7 +158,8 @@ absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::strin
 #endif
   absl::StatusOr<Bundle> b = kiln::rt::ReadBundle(BundleDir(), name);
   if (!b.ok() && absl::IsNotFound(b.status()))
-    return absl::NotFoundError(absl::StrCat("unknown kernel '", name, "': ", b.status().message()));
+    return absl::NotFoundError(
+        absl::StrCat("unknown kernel '", name, "': ", b.status().message(), DidYouMean(name)));
   return b;
 }
 

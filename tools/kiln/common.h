@@ -46,6 +46,9 @@ std::string WhyNotCompiling();
 // it and by the emulator tests, not part of kiln bench's or crosscheck's whole-registry runs.
 bool FamilyMember(const std::string& name);
 absl::StatusOr<std::vector<std::string>> KernelNames();
+// "; did you mean 'NAME'? (see `kiln list`)" for the kernel name nearest a mistyped one, or
+// " (see `kiln list`)" where none is near.
+std::string DidYouMean(const std::string& name);
 #ifdef KILN_HAVE_COMPILER
 absl::StatusOr<kiln::KernelDef> BuildKernel(const std::string& name);
 #endif

@@ -168,5 +168,8 @@ std::string BundleStem(const std::string& kernel_name);  // hopper/k01 -> hopper
 absl::Status WriteBundle(const std::string& dir, const Bundle& bundle);
 absl::StatusOr<Bundle> ReadBundle(const std::string& dir, const std::string& kernel_name);
 absl::StatusOr<std::vector<std::string>> ListBundles(const std::string& dir);
+// The name among `names` nearest a mistyped `name` (fewest edits, case aside; a file stem such
+// as ops.saxpy read as ops/saxpy), or "" where none is within a few edits.
+std::string NearestName(const std::string& name, const std::vector<std::string>& names);
 
 }  // namespace kiln::rt
