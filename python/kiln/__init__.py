@@ -137,9 +137,6 @@ class _Loaded:
 
     def __call__(self, *args, grid=None, stream=None):
         name = self._kernel.name if hasattr(self._kernel, "name") else "kiln.load"
-        for i, x in enumerate(args):  # (integers past 64 bits: the binding's cast would throw)
-            _require(not isinstance(x, int) or -2**63 <= x < 2**63,
-                     lambda: f"{name}: argument {i} = {x} does not fit 64 bits")
         if grid is not None:
             import numbers
             _require(isinstance(grid, (tuple, list)) and len(grid) == 3 and
@@ -640,7 +637,7 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
         kd = _kernel_head_dim("kiln.attention", d)
         o, lse = attention(*(_pad_head_dim(x, kd) for x in (q, k, v)), causal=causal,
                            scale=d ** -0.5 if scale is None else scale, layout=layout)
-        return _first_columns(o, d), lse
+        return _packed(o[..., :d]), lse
     if rows and q.shape[2] // k.shape[2] * q.shape[1] <= 64 and (not causal or q.shape[1] == 1):
         # Decode-sized (a KV head's query rows fit one tile): the decode kernels, which pack
         # heads and split the keys, read [B, H, S, D]; the prefill kernels' rows form would run a
@@ -682,14 +679,6 @@ def _pad_head_dim(x, d):
         return torch.nn.functional.pad(x, (0, d - x.shape[-1]))
     import numpy
     return numpy.pad(x, [(0, 0)] * (len(x.shape) - 1) + [(0, d - x.shape[-1])])
-
-
-def _first_columns(x, d):
-    """x's first d columns of its last dimension, packed."""
-    if _is_torch(x):
-        return x[..., :d].contiguous()
-    import numpy
-    return numpy.ascontiguousarray(x[..., :d])
 
 
 def _empty_attention(q, k, v, rows):
@@ -737,7 +726,7 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
                                    _pad_head_dim(d_out, kd), causal=causal,
                                    scale=d ** -0.5 if scale is None else scale,
                                    dq_atomics=dq_atomics)
-        return tuple(_first_columns(g, d) for g in grads)
+        return tuple(_packed(g[..., :d]) for g in grads)
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))

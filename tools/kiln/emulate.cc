@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -20,14 +21,15 @@ namespace {
 // than dropped, and a size given must be at least 1 (0 is not "the default").
 absl::Status CheckSizeFlags(const std::string& name, bool gemm, bool row_op, bool probe) {
   if (!gemm && !row_op && !probe) return absl::OkStatus();  // (refused below, with where it runs)
-  const std::pair<const char*, int64_t> flags[] = {{"m", absl::GetFlag(FLAGS_m)},
-                                                   {"n", absl::GetFlag(FLAGS_n)},
-                                                   {"k", absl::GetFlag(FLAGS_k)},
-                                                   {"rows", absl::GetFlag(FLAGS_rows)},
-                                                   {"cols", absl::GetFlag(FLAGS_cols)}};
-  for (const auto& [flag, value] : flags) {
+  const std::tuple<const char*, int64_t, bool> flags[] = {
+      // name, value, whether a GEMM's
+      {"m", absl::GetFlag(FLAGS_m), true},
+      {"n", absl::GetFlag(FLAGS_n), true},
+      {"k", absl::GetFlag(FLAGS_k), true},
+      {"rows", absl::GetFlag(FLAGS_rows), false},
+      {"cols", absl::GetFlag(FLAGS_cols), false}};
+  for (const auto& [flag, value, gemm_flag] : flags) {
     if (!FlagGiven(flag)) continue;
-    const bool gemm_flag = std::string(flag).size() == 1;  // m, n, k
     if (gemm_flag ? !gemm : !row_op)
       return absl::InvalidArgumentError(absl::StrCat("kiln emulate: --", flag, " does not size ",
                                                      name, ": ",

@@ -3,7 +3,6 @@
 #include <iostream>
 #include <optional>
 
-#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,8 +18,7 @@ std::vector<kiln::rt::GemmSize> GemmSizes(const std::vector<std::string>& args,
   std::vector<kiln::rt::GemmSize> sizes = {
       {absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)}};
   const bool one = sizes[0].m || sizes[0].n || sizes[0].k;
-  if (one && absl::GetFlag(FLAGS_sizes) !=
-                 absl::GetFlagReflectionHandle(FLAGS_sizes).DefaultValue()) {  // (--sizes given)
+  if (one && FlagGiven("sizes")) {
     std::cerr << "kiln " << command << ": --m --n --k or --sizes, not both\n";
     return {};
   }
@@ -58,11 +56,9 @@ absl::StatusOr<kiln::rt::GemmOptions> GemmOptionsFromFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--dtype ", options.in_type, ": bf16, f16, e4m3 or e5m2"));
   // The 8-bit GEMM's flags (kiln gemm --dtype e4m3), refused rather than dropped.
-  for (const auto& [flag, set] :
-       {std::pair{"--kernel", !absl::GetFlag(FLAGS_kernel).empty()},
-        std::pair{"--scaling", absl::GetFlag(FLAGS_scaling) !=
-                                   absl::GetFlagReflectionHandle(FLAGS_scaling).DefaultValue()},
-        std::pair{"--sm100", absl::GetFlag(FLAGS_sm100)}})
+  for (const auto& [flag, set] : {std::pair{"--kernel", !absl::GetFlag(FLAGS_kernel).empty()},
+                                  std::pair{"--scaling", FlagGiven("scaling")},
+                                  std::pair{"--sm100", absl::GetFlag(FLAGS_sm100)}})
     if (set)
       return absl::InvalidArgumentError(absl::StrCat(
           flag, " belongs to the 8-bit GEMM (--dtype e4m3 or e5m2); a ", options.in_type,
