@@ -205,6 +205,54 @@ absl::StatusOr<TensorMapParam> ParseTensorMap(const std::vector<std::string>& w)
     return absl::InvalidArgumentError("tensor map rank, box and strides disagree");
   return t;
 }
+// Every rule (grid, dynamic shared memory, tensor maps' dims and strides, tables) and every
+// requirement names integer parameters only, as the builder checks (KernelState::ParseRule): an
+// unknown name would read as 0 at launch.
+absl::Status CheckRuleSymbols(const Manifest& m) {
+  std::set<std::string> ints, tables;
+  for (const ParamSpec& p : m.params) {
+    if (p.kind == ParamSpec::Kind::kI32 || p.kind == ParamSpec::Kind::kI64) ints.insert(p.name);
+    if (p.kind == ParamSpec::Kind::kScheduleTable) tables.insert(p.name);
+  }
+  auto check = [&](absl::string_view where, const std::string& symbol) -> absl::Status {
+    if (ints.count(symbol)) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "manifest of ", m.name, ": the ", where, " names ", symbol,
+        ", which is not an integer parameter of the kernel (",
+        ints.empty() ? "it has none" : absl::StrCat("it has ", absl::StrJoin(ints, ", ")), ")"));
+  };
+  auto check_rule = [&](absl::string_view where, const GridExpr& e) -> absl::Status {
+    for (const std::string& symbol : e.SymbolNames())
+      if (absl::Status s = check(absl::StrCat(where, " rule ", e.ToString()), symbol); !s.ok())
+        return s;
+    return absl::OkStatus();
+  };
+  for (const GridExpr& g : m.grid)
+    if (absl::Status s = check_rule("grid", g); !s.ok()) return s;
+  if (absl::Status s = check_rule("smem_extra", m.smem_extra); !s.ok()) return s;
+  for (const Requirement& r : m.requirements)
+    if (absl::Status s = check("requirement", r.symbol); !s.ok()) return s;
+  for (const ParamSpec& p : m.params) {
+    const std::string where = absl::StrCat("parameter ", p.name, "'s");
+    for (const GridExpr& e : p.tensor_map.dims)
+      if (absl::Status s = check_rule(where, e); !s.ok()) return s;
+    for (const GridExpr& e : p.tensor_map.strides)
+      if (absl::Status s = check_rule(where, e); !s.ok()) return s;
+    if (p.kind == ParamSpec::Kind::kScheduleTable) {
+      for (const GridExpr* e : {&p.schedule.tiles_m, &p.schedule.tiles_n, &p.schedule.k_tiles})
+        if (absl::Status s = check_rule(where, *e); !s.ok()) return s;
+      if (p.schedule.work())
+        if (absl::Status s = check(absl::StrCat(where, " split"), p.schedule.split); !s.ok())
+          return s;
+    }
+    if (p.kind == ParamSpec::Kind::kWorkspace && !p.workspace.table.empty() &&
+        !tables.count(p.workspace.table))
+      return absl::InvalidArgumentError(absl::StrCat("manifest of ", m.name, ": workspace ", p.name,
+                                                     " names table ", p.workspace.table,
+                                                     ", which is not a table parameter"));
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 std::string Manifest::Serialize() const {
@@ -393,6 +441,7 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("manifest of ", m.name, ": a block of ",
                                                    m.block.x, "x", m.block.y, "x", m.block.z,
                                                    " threads, past CUDA's 1024"));
+  if (absl::Status s = CheckRuleSymbols(m); !s.ok()) return s;
   return m;
 }
 

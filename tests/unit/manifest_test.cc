@@ -26,7 +26,9 @@ Manifest Sample() {
   m.grid[0] = *GridExpr::Parse("N/128");
   m.grid[1] = *GridExpr::Parse("M/128");
   m.grid[2] = *GridExpr::Parse("1");
-  m.params = {{"A", ParamSpec::Kind::kPointer}, {"M", ParamSpec::Kind::kI32}};
+  m.params = {{"A", ParamSpec::Kind::kPointer},
+              {"M", ParamSpec::Kind::kI32},
+              {"N", ParamSpec::Kind::kI32}};
   m.requirements = {{"M", 128, "examples/hopper/k01_warptiling.cc:21"}};
   m.attributes = {{"gemm", "bf16 bf16 f32 row col col 128 128 16 examples/hopper/k01_warptiling.cc:21"}};
   m.source = "examples/hopper/k01_warptiling.cc:20";
@@ -37,6 +39,9 @@ TEST(Manifest, ScalarParamsAndNonGemmKernelsRoundTrip) {
   Manifest m = Sample();
   m.attributes.clear();
   m.params = {{"x", ParamSpec::Kind::kPointer}, {"a", ParamSpec::Kind::kF32}, {"n", ParamSpec::Kind::kI64}};
+  m.grid[0] = *GridExpr::Parse("n/256");
+  m.grid[1] = *GridExpr::Parse("1");
+  m.requirements.clear();
   const std::string text = m.Serialize();
   EXPECT_NE(text.find("param a f32\nparam n i64\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("gemm "), std::string::npos) << text;  // no GEMM description to check
@@ -92,6 +97,7 @@ TEST(Manifest, RequirementsNameTheirLine) {
 
 TEST(Manifest, DynamicSmemIsARuleOfTheArguments) {
   Manifest m = Sample();
+  m.params.push_back({"cols", ParamSpec::Kind::kI64});
   EXPECT_EQ(m.SmemBytes({{"cols", 1000}}), 8192);
   m.smem_extra = *GridExpr::Parse("cols*4");
   m.smem_extra_source = "x.cc:7";
@@ -100,6 +106,11 @@ TEST(Manifest, DynamicSmemIsARuleOfTheArguments) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->SmemBytes({{"cols", 10}}), 8192 + 40);
   EXPECT_EQ(back->smem_extra_source, "x.cc:7");
+  m.params.pop_back();  // a rule of no parameter is refused as the manifest is read
+  absl::StatusOr<Manifest> orphan = Manifest::Parse(m.Serialize());
+  ASSERT_FALSE(orphan.ok());
+  EXPECT_NE(orphan.status().message().find("smem_extra rule cols*4 names cols"), std::string::npos)
+      << orphan.status();
 }
 
 TEST(Manifest, RejectsGarbage) {
@@ -113,7 +124,12 @@ TEST(Manifest, RejectsGarbage) {
         std::tuple{"grid N/128 M/128 1\n", "", "lacks name, entry, target, block or grid"},
         std::tuple{"block 128 1 1", "block 2048 1 1", "past CUDA's 1024"},
         std::tuple{"block 128 1 1", "block 4 4 128", "past CUDA's 1024"},
-        std::tuple{"target sm_90a", "target sm_75", "target sm_75 (sm_80, sm_90a or sm_100a)"}}) {
+        std::tuple{"target sm_90a", "target sm_75", "target sm_75 (sm_80, sm_90a or sm_100a)"},
+        // A rule or requirement naming no integer parameter: it would read as 0 at launch.
+        std::tuple{"grid N/128 M/128 1", "grid N/128 rows/128 1",
+                   "grid rule rows/128 names rows, which is not an integer parameter of the "
+                   "kernel (it has M, N)"},
+        std::tuple{"require M 128", "require K 128", "requirement names K"}}) {
     ASSERT_NE(good.find(from), std::string::npos) << from;
     absl::StatusOr<Manifest> bad = Manifest::Parse(absl::StrReplaceAll(good, {{from, to}}));
     ASSERT_FALSE(bad.ok()) << from;
@@ -206,10 +222,11 @@ TEST(Manifest, TensorMapAndTableParamsRoundTrip) {
   const std::string text =
       "kiln-bundle 1\nname hopper/x\nentry x\ntarget sm_90a\nblock 384 1 1\ncluster 2 1 1\n"
       "smem 1024\ngrid 128 1 1\nparam tmA tmap A value bf16 64,M,K/64 K*2,128 64,128,1 128B\n"
-      "param s table hilbert M/256 N/256 64 128\nparam tmX tmap x value f32 - - 32,8 none\nsource x.cc:1\n";
+      "param s table hilbert M/256 N/256 64 128\nparam tmX tmap x value f32 - - 32,8 none\n"
+      "param M i32\nparam N i32\nparam K i32\nsource x.cc:1\n";
   absl::StatusOr<Manifest> m = Manifest::Parse(text);
   ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_EQ(m->params.size(), 3u);
+  ASSERT_EQ(m->params.size(), 6u);
   const TensorMapParam& t = m->params[0].tensor_map;
   EXPECT_EQ(t.BoxBytes(), 64 * 128 * 2);
   TensorMapSpec spec = t.Resolve({{"M", 4096}, {"N", 2048}, {"K", 1024}});
