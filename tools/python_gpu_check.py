@@ -64,6 +64,11 @@ def row_ops():
                 want = torch.softmax(x.double(), -1)
                 report(f"softmax {t} {shape} around {x.flatten()[0].item():.0e}",
                        rel(kiln.softmax(x), want), tol[dt])
+        # softmax over another dimension (dim 0: a column each); norms without weight or bias.
+        x = torch.randn(1000, 37, device="cuda", generator=g).to(dt)
+        report(f"softmax {t} dim 0", rel(kiln.softmax(x, 0), torch.softmax(x.double(), 0)), tol[dt])
+        report(f"layer_norm {t} without weight and bias",
+               rel(kiln.layer_norm(x), F.layer_norm(x.double(), (37,))), tol[dt])
 
 
 def gemms():
@@ -93,6 +98,15 @@ def gemms():
                                                        prod + bias.double()), 1e-2)
         report(f"gemm x @ w.T + residual {m}x{n}x{k}",
                rel(kiln.gemm(x, w.t(), residual=res), prod + res.double()), 1e-2)
+    # A linear layer's input (B, S, K), a transposed view (B, K, S) too: rows folded as torch's
+    # F.linear folds them, the residual with them.
+    x = torch.randn(3, 333, 512, device="cuda", generator=g).bfloat16()
+    w = torch.randn(768, 512, device="cuda", generator=g).bfloat16()
+    res = torch.randn(3, 333, 768, device="cuda", generator=g).bfloat16()
+    want = x.double() @ w.double().t() + res.double()
+    report("gemm (B, S, K) @ w.T + residual", rel(kiln.gemm(x, w.t(), residual=res), want), 1e-2)
+    xt = x.transpose(1, 2).contiguous().transpose(1, 2)
+    report("gemm a view (B, S, K) of (B, K, S)", rel(kiln.gemm(xt, w.t(), residual=res), want), 1e-2)
     # Combinations no bundled kernel fuses: the product in f32, then gemm/epilogue_pass (row- and
     # column-major out, bf16 and f32).
     for m, n, k in [(64, 64, 64), (33, 1000, 72), (4095, 1024, 1000)]:
@@ -735,6 +749,7 @@ def torch_ops():
     kv = torch.randn(1, 2, 200, 128, device="cuda").bfloat16()
     cases = [(ops.gemm.default, (x, wt)), (ops.gemm.default, (x, wt, None, None, "", "f32")),
              (ops.gemm.default, (x, wt, None, None, "swiglu")),
+             (ops.gemm.default, (x.view(3, 100, 1000), wt)),  # a (..., K): rows folded
              (ops.gemm_rope.default, (x, torch.randn(512, 1000, device="cuda").bfloat16().t(),
                                       kiln.rope_angles(torch.randn(300, 64, device="cuda"),
                                                        torch.randn(300, 64, device="cuda")),

@@ -200,20 +200,48 @@ def _packed(x):
     return x
 
 
-def softmax(x, *, out=None):
-    """softmax over the last dimension. x of any strides (copied packed first if it is not);
-    out, where given, row-major and packed."""
+def _filled(like, n, value):
+    """n copies of value beside `like` (an omitted norm weight or bias), of like's type."""
+    out = _empty(like, (n,), _type_of(like))
+    if _is_torch(out):
+        return out.fill_(value)
+    out.fill(value)
+    return out
+
+
+def softmax(x, dim=-1, *, out=None):
+    """softmax over dimension `dim` (the last by default). x of any strides (copied packed first
+    if it is not); out, where given, of x's shape (row-major and packed where dim is the last)."""
     _require_arrays("kiln.softmax", x=x)
     _writable_out("kiln.softmax", out)
+    rank = len(x.shape)
+    _require(isinstance(dim, int) and -max(rank, 1) <= dim < max(rank, 1),
+             lambda: f"kiln.softmax: dim {dim!r} is not a dimension of x {tuple(x.shape)}")
+    if rank > 1 and dim % rank != rank - 1:  # another dimension: made the last, and back
+        _require(out is None or tuple(out.shape) == tuple(x.shape),
+                 lambda: f"kiln.softmax: out has shape {tuple(out.shape)}, x {tuple(x.shape)}")
+        moved = (x.movedim(dim, -1) if _is_torch(x) else __import__("numpy").moveaxis(x, dim, -1))
+        y = softmax(moved)
+        y = y.movedim(-1, dim) if _is_torch(y) else __import__("numpy").moveaxis(y, -1, dim)
+        if out is None:
+            return y
+        if _is_torch(out):
+            return out.copy_(y)
+        out[...] = y
+        return out
     x = _packed(x)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
     _kiln._softmax(_r(x), _r(out), stream=_stream([x]))
     return out
 
 
-def rms_norm(x, weight, eps=1e-6, *, out=None):
-    """x / sqrt(mean(x^2) + eps) * weight over the last dimension (strides as softmax's)."""
-    _require_arrays("kiln.rms_norm", x=x, weight=weight)
+def rms_norm(x, weight=None, eps=1e-6, *, out=None):
+    """x / sqrt(mean(x^2) + eps) * weight over the last dimension (strides as softmax's; no
+    weight: ones)."""
+    _require_arrays("kiln.rms_norm", x=x)
+    if weight is None and len(x.shape) >= 1:
+        weight = _filled(x, x.shape[-1], 1.0)
+    _require_arrays("kiln.rms_norm", weight=weight)
     _writable_out("kiln.rms_norm", out)
     x, weight = _packed(x), _packed(weight)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
@@ -221,10 +249,14 @@ def rms_norm(x, weight, eps=1e-6, *, out=None):
     return out
 
 
-def layer_norm(x, weight, bias, eps=1e-5, *, out=None):
+def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension (strides as
-    softmax's)."""
-    _require_arrays("kiln.layer_norm", x=x, weight=weight, bias=bias)
+    softmax's; no weight: ones, no bias: zeros)."""
+    _require_arrays("kiln.layer_norm", x=x)
+    if len(x.shape) >= 1:
+        weight = _filled(x, x.shape[-1], 1.0) if weight is None else weight
+        bias = _filled(x, x.shape[-1], 0.0) if bias is None else bias
+    _require_arrays("kiln.layer_norm", weight=weight, bias=bias)
     _writable_out("kiln.layer_norm", out)
     x, weight, bias = _packed(x), _packed(weight), _packed(bias)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
@@ -236,7 +268,8 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
          activation=None, residual=None, scale_a=None, scale_b=None, fp8_types=None, rope=None):
     """out = act(alpha * a @ b + beta * c + bias) + residual, a (M, K), b (K, N). beta is 1 where
     c is given (torch.addmm's default), else 0; a beta other than 0 needs c; with beta 0, c is not
-    read.
+    read. a may also be (..., K), a linear layer's input as torch.matmul takes it: its leading
+    dimensions fold into M (with out's, c's, the residual's and a's row scales'), out is (..., N).
 
     8-bit inputs: float8_e4m3fn (or float8_e5m2, e.g. a gradient; either or both) tensors a
     (row-major) and b (column-major: b = w.t() of an (N, K)
@@ -270,6 +303,12 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     """
     _require_arrays("kiln.gemm", a=a, b=b)
     _writable_out("kiln.gemm", out)
+    if len(a.shape) in (1,) or len(a.shape) > 2:
+        _require(len(b.shape) == 2,
+                 lambda: f"kiln.gemm: b (K, N) must have rank 2, not shape {tuple(b.shape)}")
+        return _gemm_folded(a, b, out, dict(
+            out_dtype=out_dtype, alpha=alpha, beta=beta, c=c, bias=bias, activation=activation,
+            residual=residual, scale_a=scale_a, scale_b=scale_b, fp8_types=fp8_types, rope=rope))
     _require(len(a.shape) == 2 and len(b.shape) == 2,
              lambda: f"kiln.gemm: a (M, K) and b (K, N) must have rank 2, not shapes "
                      f"{tuple(a.shape)} and {tuple(b.shape)}")
@@ -327,6 +366,44 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     _kiln._gemm(_r(a), _r(b), _r(out), _r(c), _r(bias), _r(residual), float(alpha), float(beta),
                 ",".join(terms), in_type, out_type, stream=_stream([a]), **rope_args)
     return out
+
+
+def _gemm_folded(a, b, out, kw):
+    """kiln.gemm of a (..., K) (a linear layer's input, as torch.matmul takes it): a's leading
+    dimensions fold into M, and so do those of out, c, the residual and a's row scales; out
+    (..., N) comes back. A 1-D a is one row, and out is 1-D."""
+    lead = tuple(a.shape[:-1])
+    rows = 1
+    for d in lead:
+        rows *= d
+
+    def fold(x):  # an array led by a's leading dimensions, those folded into rows; else as is
+        shape = tuple(getattr(x, "shape", ()))
+        if (not hasattr(x, "reshape") or len(shape) < len(lead) or shape[:len(lead)] != lead
+                or not shape):
+            return x
+        return x.reshape((rows,) + shape[len(lead):])
+
+    a2 = a.reshape(rows, a.shape[-1])
+    out2 = None
+    if out is not None:
+        n = tuple(out.shape)[-1:] if len(out.shape) >= 1 else ()
+        _require(tuple(out.shape[:-1]) == lead,
+                 lambda: f"kiln.gemm: out must have a's leading dimensions {lead}, not shape "
+                         f"{tuple(out.shape)}")
+        if _is_torch(out):
+            try:
+                out2 = out.view((rows,) + n)
+            except RuntimeError:
+                out2 = None
+        elif out.flags.c_contiguous:
+            out2 = out.reshape((rows,) + n)
+        _require(out2 is not None, lambda: f"kiln.gemm: out {tuple(out.shape)} must fold its "
+                 "leading dimensions into rows without a copy (packed rows)")
+    # c, the residual and a's row or block scales ((...), (..., 1), (..., K/128)) fold as a does
+    kw = dict(kw, c=fold(kw["c"]), residual=fold(kw["residual"]), scale_a=fold(kw["scale_a"]))
+    r = gemm(a2, b, out=out2, **kw)
+    return out if out is not None else r.reshape(lead + tuple(r.shape[1:]))
 
 
 def rope_order(dim):

@@ -29,17 +29,18 @@ def _out_type(a: torch.Tensor, out_dtype: str) -> torch.dtype:
 def gemm(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
          residual: Optional[torch.Tensor] = None, activation: str = "",
          out_dtype: str = "") -> torch.Tensor:
-    """act(a @ b + bias) + residual, a (M, K), b (K, N) (kiln.gemm)."""
+    """act(a @ b + bias) + residual, a (M, K) or (..., K), b (K, N) (kiln.gemm)."""
     return kiln.gemm(a, b, bias=bias, residual=residual, activation=activation or None,
                      out_dtype=out_dtype or None)
 
 
 @gemm.register_fake
 def _(a, b, bias=None, residual=None, activation="", out_dtype=""):
-    torch._check(a.dim() == 2 and b.dim() == 2, lambda: "kiln::gemm: a and b must be matrices")
-    torch._check(a.shape[1] == b.shape[0], lambda: "kiln::gemm: a's columns must be b's rows")
+    torch._check(a.dim() >= 1 and b.dim() == 2,
+                 lambda: "kiln::gemm: a must be (..., K) and b a matrix (K, N)")
+    torch._check(a.shape[-1] == b.shape[0], lambda: "kiln::gemm: a's columns must be b's rows")
     n = b.shape[1] // 2 if activation == "swiglu" else b.shape[1]  # gate and up pair
-    return a.new_empty((a.shape[0], n), dtype=_out_type(a, out_dtype))
+    return a.new_empty(tuple(a.shape[:-1]) + (n,), dtype=_out_type(a, out_dtype))
 
 
 @torch.library.custom_op("kiln::gemm_rope", mutates_args=())
@@ -200,9 +201,10 @@ def gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: t
 
 @gemm_fp8.register_fake
 def _(a, b, scale_a, scale_b, bias=None, residual=None, activation="", out_dtype=""):
-    torch._check(a.dim() == 2 and b.dim() == 2, lambda: "kiln::gemm_fp8: a and b must be matrices")
-    torch._check(a.shape[1] == b.shape[0], lambda: "kiln::gemm_fp8: a's columns must be b's rows")
-    return a.new_empty((a.shape[0], b.shape[1]), dtype=_TYPES[out_dtype or "bf16"])
+    torch._check(a.dim() >= 1 and b.dim() == 2,
+                 lambda: "kiln::gemm_fp8: a must be (..., K) and b a matrix (K, N)")
+    torch._check(a.shape[-1] == b.shape[0], lambda: "kiln::gemm_fp8: a's columns must be b's rows")
+    return a.new_empty(tuple(a.shape[:-1]) + (b.shape[1],), dtype=_TYPES[out_dtype or "bf16"])
 
 
 def _check_quantizable(x: torch.Tensor, op: str) -> None:

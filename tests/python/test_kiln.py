@@ -55,6 +55,31 @@ class RowOps(unittest.TestCase):
             want = (xr - mean) / np.sqrt(var + 1e-5) * wr + br
             self.assertLess(rel_error(kiln.layer_norm(x, w, b, eps=1e-5), want), 1e-5, shape)
 
+    def test_softmax_over_any_dimension(self):
+        # torch's softmax(x, dim): another dimension than the last is made the last and back.
+        rng = np.random.default_rng(11)
+        x = rng.standard_normal((3, 70, 5)).astype(np.float32)
+        xr = x.astype(np.float64)
+        for dim in (0, 1, -2, 2, -1):
+            want = np.exp(xr - xr.max(dim, keepdims=True))
+            want /= want.sum(dim, keepdims=True)
+            self.assertLess(rel_error(kiln.softmax(x, dim), want), 1e-5, dim)
+            out = np.full_like(x, np.nan)
+            self.assertIs(kiln.softmax(x, dim=dim, out=out), out)
+            self.assertLess(rel_error(out, want), 1e-5, dim)
+        for dim in (3, -4, 1.0):
+            with self.assertRaisesRegex(kiln.Error, "is not a dimension of x"):
+                kiln.softmax(x, dim)
+
+    def test_norms_without_weight_or_bias(self):
+        # torch's optional weight and bias: ones and zeros.
+        x = np.random.default_rng(12).standard_normal((4, 300)).astype(np.float32)
+        np.testing.assert_array_equal(kiln.rms_norm(x), kiln.rms_norm(x, np.ones(300, np.float32)))
+        np.testing.assert_array_equal(
+            kiln.layer_norm(x), kiln.layer_norm(x, np.ones(300, np.float32), np.zeros(300, np.float32)))
+        w = np.random.default_rng(13).standard_normal(300).astype(np.float32)
+        np.testing.assert_array_equal(kiln.layer_norm(x, w), kiln.layer_norm(x, w, np.zeros(300, np.float32)))
+
     def test_softmax_far_from_zero(self):
         # Logits far from 0: e^(x - max) must be exact at x = max (an fma of x * log2(e) with the
         # rounded max * log2(e) was off by up to a factor 2 here), in the registers' layouts and
@@ -135,6 +160,30 @@ class Gemm(unittest.TestCase):
             # Column-major host arrays (as CUDA tensors may be): the same product.
             got_f = kiln.gemm(np.asfortranarray(a), np.asfortranarray(b))
             np.testing.assert_array_equal(got_f, got)
+
+    def test_leading_dimensions_fold_into_rows(self):
+        # A linear layer's input (B, S, K), as torch.matmul takes it: the same bytes as the 2-D
+        # product of its rows, with out, c and the residual folded alike; a 1-D a is one row.
+        rng = np.random.default_rng(21)
+        x = rng.standard_normal((2, 3, 5, 40)).astype(np.float32)
+        w = rng.standard_normal((40, 24)).astype(np.float32)
+        c, res = (rng.standard_normal((2, 3, 5, 24)).astype(np.float32) for _ in range(2))
+        flat = kiln.gemm(x.reshape(30, 40), w, c=c.reshape(30, 24), residual=res.reshape(30, 24))
+        got = kiln.gemm(x, w, c=c, residual=res)
+        self.assertEqual(got.shape, (2, 3, 5, 24))
+        np.testing.assert_array_equal(got.reshape(30, 24), flat)
+        out = np.full((2, 3, 5, 24), np.nan, np.float32)
+        self.assertIs(kiln.gemm(x, w, c=c, residual=res, out=out), out)
+        np.testing.assert_array_equal(out, got)
+        row = kiln.gemm(x[1, 2, 3], w)
+        self.assertEqual(row.shape, (24,))
+        np.testing.assert_array_equal(row, kiln.gemm(x[1, 2, 3][None], w)[0])
+        with self.assertRaisesRegex(kiln.Error, "leading dimensions"):
+            kiln.gemm(x, w, out=np.zeros((6, 5, 24), np.float32))
+        with self.assertRaisesRegex(kiln.Error, "without a copy"):
+            kiln.gemm(x, w, out=np.zeros((2, 3, 5, 48), np.float32)[..., ::2])
+        with self.assertRaisesRegex(kiln.Error, "b .K, N. must have rank 2"):
+            kiln.gemm(x, w[None])
 
     def test_random_calls(self):
         # Calls as a new user makes them (sizes, orders, out types, epilogues drawn from a seed),
@@ -299,7 +348,7 @@ class Gemm(unittest.TestCase):
             (lambda: kiln.gemm(a, np.ones((16, 4), np.float32), activation="tanh"),
              "activation 'tanh': 'relu', 'gelu', 'silu' or 'swiglu'"),
             (lambda: kiln.gemm(a[None], np.ones((16, 4), np.float32), out=np.empty((8, 4), np.float32)),
-             "must have rank 2"),
+             "out must have a's leading dimensions (1, 8), not shape (8, 4)"),
             (lambda: kiln.gemm(a, np.ones(16, np.float32)), "must have rank 2, not shapes (8, 16) and (16,)"),
             (lambda: kiln.gemm(a, np.ones((16, 4), np.float32), out_dtype="f64"),
              "out_dtype 'f64': 'bf16', 'f16' or 'f32'"),
@@ -411,6 +460,16 @@ class GemmFp8(unittest.TestCase):
             if scaling == "tensorwise":  # one value each: numbers will do
                 np.testing.assert_array_equal(
                     kiln.gemm(a8, w8.T, scale_a=float(sa[0]), scale_b=sw[0], out_dtype="f32"), f32)
+
+    def test_row_and_block_scales_fold_with_a(self):
+        # a (2, 36, K) with its scales (2, 36) or (2, 36, K/128): the 2-D product's bytes.
+        for scaling in ("rowwise", "blockwise"):
+            a8, w8, sa, sw, want, _ = self.operands(scaling)
+            flat = kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw)
+            got = kiln.gemm(a8.reshape(2, 36, self.K), w8.T,
+                            scale_a=sa.reshape((2, 36) + sa.shape[1:]), scale_b=sw)
+            self.assertEqual(got.shape, (2, 36, self.N))
+            np.testing.assert_array_equal(got.reshape(self.M, self.N), flat, scaling)
 
     def test_epilogues_no_variant_fuses_run_as_a_pass(self):
         # No 8-bit variant fuses a bias with GELU, or alpha alone: the product in f32, then
