@@ -48,8 +48,9 @@ void MergePartsOfRow(Kernel& k, Scalar in, const SplitParts& m, const Value& row
     std::vector<Value> l, part;
     for (int u = 0; u < kPartsAtOnce; ++u) {
       l.push_back(lse_of(p0 + u));
-      part.push_back(LoadGlobal(o_parts + (last(p0 + u) * D.To(i64) + d0.To(i64)), kWidth,
-                                {.cache = CacheHint::kReadOnly}));
+      part.push_back(LoadGlobal(
+          o_parts + (last(p0 + u) * D.To(i64) + d0.To(i64)), kWidth,
+          {.cache = m.written_in_this_launch ? CacheHint::kDefault : CacheHint::kReadOnly}));
     }
     for (int u = 0; u < kPartsAtOnce; ++u) {
       Value w = Select(l[u] == -INFINITY, k.F32(0), Exp(l[u] - top[0]));

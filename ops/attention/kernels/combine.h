@@ -10,6 +10,10 @@ namespace kiln::examples {
 // p * rows + r of lse_parts; the merged row r goes to o and lse.
 struct SplitParts {
   Value o_parts, lse_parts, o, lse, rows, P, D;
+  // The parts were written by other CTAs of the same launch (the split kernel's last part
+  // merges): their loads must not take the read-only (non-coherent) path, which the PTX ISA allows
+  // only for data that no one writes while the kernel runs (ld.global.nc).
+  bool written_in_this_launch = false;
 };
 
 // Row `row`'s 8 elements from column d0 (D a multiple of 8), merged over the P parts in part

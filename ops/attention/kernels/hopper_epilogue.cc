@@ -109,7 +109,8 @@ void HopperConsumer::FoldParts(Value tile_m0, Value out_head) {
       k_.For(c_, rows * chunks, 128, [&](Value u) {
         Value row = head * h_.p.S + tile_m0 + u / chunks;
         MergePartsOfRow(k_, h_.in,
-                        {f.o_parts, h_.p.lse, f.o_out, f.lse_out, heads * h_.p.S, P, k_.I32(h_.D)},
+                        {f.o_parts, h_.p.lse, f.o_out, f.lse_out, heads * h_.p.S, P, k_.I32(h_.D),
+                         /*written_in_this_launch=*/true},
                         row, u % chunks * 8);
       });
       k_.If(c_ == 0, [&] { k_.Store(f.counters + tile.To(i64), k_.I32(0)); });
