@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "emulator/global_races.h"
 #include "emulator/ptx.h"
 #include "emulator/races.h"
 #include "kiln/bundle/schedule.h"
@@ -234,7 +235,8 @@ class Cta {
  public:
   Cta(Device& dev, const ptx::Module& m, const ptx::Entry& e, const std::vector<uint8_t>& params,
       rt::Dim3 grid, rt::Dim3 block, rt::Dim3 ctaid, int64_t smem_bytes, const std::string& kernel,
-      std::mt19937_64* rng, int64_t* budget, const std::vector<EmulatedTensorMap>* maps)
+      std::mt19937_64* rng, int64_t* budget, const std::vector<EmulatedTensorMap>* maps,
+      GlobalRaces* global_races)
       : dev_(dev),
         m_(m),
         e_(e),
@@ -246,7 +248,8 @@ class Cta {
         kernel_(kernel),
         rng_(rng),
         budget_(budget),
-        maps_(maps) {
+        maps_(maps),
+        global_races_(global_races) {
     const int n = static_cast<int>(block.count());
     threads_.resize(n);
     for (int i = 0; i < n; ++i) {
@@ -737,6 +740,14 @@ class Cta {
   };
   std::map<int, BarrierState> barriers_;
   const std::vector<EmulatedTensorMap>* maps_;
+  GlobalRaces* global_races_;  // the launch's, across its clusters (global_races.h)
+  // Plain global accesses checked against other clusters' (GlobalRaces), and the strong ones and
+  // fences that order them (exec.cc).
+  absl::Status CheckGlobalRace(const Thread& t, const Instr& in, uint64_t address, uint64_t bytes,
+                               bool write, bool non_coherent = false);
+  void OrderGlobal(const Instr& in, uint64_t address, bool reads, bool writes);
+  std::string GlobalRaceText(const GlobalRaces::Conflict& c, bool write) const;
+  static bool StrongAcrossCtas(const Instr& in);
   ClusterState* cluster_ = nullptr;
   int rank_ = 0;
   bool exited_ = false;

@@ -263,12 +263,14 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
     order.erase(std::unique(order.begin(), order.end()), order.end());
   }
   if (options.seed) std::shuffle(order.begin(), order.end(), rng);
+  GlobalRaces global_races;  // what the clusters' global accesses must be ordered by
   for (uint64_t index : order) {
     const unsigned kx = static_cast<unsigned>(index % clusters.x),
                    ky = static_cast<unsigned>(index / clusters.x % clusters.y),
                    kz = static_cast<unsigned>(index / clusters.x / clusters.y);
     // The cluster's CTAs run together: they wait on each other's barriers and memory.
     ClusterState cluster{{}, cd, {kx, ky, kz}, clusters};
+    global_races.BeginCluster({kx * cd.x, ky * cd.y, kz * cd.z});
     std::vector<std::unique_ptr<Cta>> ctas;
     for (unsigned z = 0; z < cd.z; ++z)
       for (unsigned y = 0; y < cd.y; ++y)
@@ -276,7 +278,7 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
           ctas.push_back(std::make_unique<Cta>(
               device, *module, *entry, params, grid, m.block,
               rt::Dim3{kx * cd.x + x, ky * cd.y + y, kz * cd.z + z}, static_top + smem, m.name,
-              options.seed ? &rng : nullptr, &budget, &maps));
+              options.seed ? &rng : nullptr, &budget, &maps, &global_races));
           ctas.back()->JoinCluster(&cluster, static_cast<int>(ctas.size()) - 1);
           ctas.back()->SetWaitsForPriorGrids(waits);
           cluster.ctas.push_back(ctas.back().get());

@@ -101,6 +101,11 @@ absl::Status Cta::Step(Thread& t) {
     }
     case Op::kMembar:
     case Op::kFence:
+      // membar.gl / .sys, fence.sc / acq_rel of gpu or sys scope: what orders global memory
+      // between clusters (GlobalRaces); narrower scopes and the proxy fences do not.
+      if (global_races_ && !in.Has("proxy") && !in.Has("mbarrier_init") &&
+          (in.op == Op::kMembar ? in.Has("gl") || in.Has("sys") : in.Has("gpu") || in.Has("sys")))
+        global_races_->Fence(Now());
       if (in.op == Op::kFence && !in.mods.empty() && in.mods[0] == "proxy" && in.Has("async")) {
         for (auto [off, n] :
              unfenced_[t.linear])  // this thread's generic writes now reach the async proxy
@@ -723,6 +728,15 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
       return s;
   if (!load && !in_shared && !local_or_param)
     NoteGlobalWrite(addr, static_cast<uint64_t>(elem) * in.vec, in, t);
+  if (!in_shared && !local_or_param) {
+    if (StrongAcrossCtas(in)) {
+      OrderGlobal(in, addr, load, !load);
+    } else if (absl::Status s = CheckGlobalRace(t, in, addr, static_cast<uint64_t>(elem) * in.vec,
+                                                !load, load && in.Has("nc"));
+               !s.ok()) {
+      return s;
+    }
+  }
   for (int i = 0; i < in.vec && i < static_cast<int>(regs.size()); ++i) {
     uint8_t* at = *p + i * elem;
     if (load) {
@@ -753,7 +767,16 @@ absl::Status Cta::Atomic(Thread& t, const Instr& in) {
   absl::StatusOr<uint8_t*> p = Memory(t, in, in.space, Address(t, in.ops.at(base)), bits / 8);
   if (!p.ok()) return p.status();
   if (absl::Status s = CheckRace(t, in, *p, bits / 8, SharedRaceShadow::Kind::kAtomic); !s.ok())
-    return s;  // (nothing where *p is global: CheckRace looks at shared memory only)
+    return s;              // (nothing where *p is global: CheckRace looks at shared memory only)
+  if (!SharedOwner(*p)) {  // global: ordered among clusters (a .cta-scoped one is not)
+    const uint64_t at = Address(t, in.ops.at(base));
+    if (StrongAcrossCtas(in)) {
+      OrderGlobal(in, at, result, true);
+    } else {
+      if (absl::Status s = CheckGlobalRace(t, in, at, bits / 8, false); !s.ok()) return s;
+      if (absl::Status s = CheckGlobalRace(t, in, at, bits / 8, true); !s.ok()) return s;
+    }
+  }
   uint64_t old = 0;
   std::memcpy(&old, *p, bits / 8);
   const uint64_t b = Read(t, in.ops.at(base + 1), bits);
@@ -796,6 +819,49 @@ absl::Status Cta::Atomic(Thread& t, const Instr& in) {
   else if (absl::Status s = CheckReachesGlobal(&t, in, operands); !s.ok())
     return s;
   return absl::OkStatus();
+}
+
+bool Cta::StrongAcrossCtas(const Instr& in) {
+  if (in.Has("cta") || in.Has("cluster")) return false;      // strong within a cluster at most
+  if (in.op == Op::kAtom || in.op == Op::kRed) return true;  // (no scope: .gpu)
+  return in.Has("volatile") || ((in.Has("relaxed") || in.Has("acquire") || in.Has("release")) &&
+                                (in.Has("gpu") || in.Has("sys")));
+}
+
+void Cta::OrderGlobal(const Instr& in, uint64_t address, bool reads, bool writes) {
+  if (!global_races_) return;
+  const bool acq_rel = in.Has("acq_rel");
+  global_races_->Strong(address & ~uint64_t{3}, reads, writes, acq_rel || in.Has("release"),
+                        acq_rel || in.Has("acquire"), Now());
+}
+
+std::string Cta::GlobalRaceText(const GlobalRaces::Conflict& c, bool write) const {
+  using Kind = GlobalRaces::Conflict::Kind;
+  const std::string other =
+      absl::StrCat("block (", c.block.x, ",", c.block.y, ",", c.block.z, ")'s cluster",
+                   c.in ? absl::StrCat(" at ", Where(*c.in)) : "");
+  if (c.kind == Kind::kNonCoherent)
+    return absl::StrFormat(
+        "%s global word 0x%x, which %s %s in this launch: ld.global.nc is only for data no one "
+        "writes while the kernel runs (PTX ISA, ld); load it plainly",
+        write ? "writes the" : "loads through the non-coherent path (.nc) the", c.address, other,
+        write ? "read through the non-coherent path (.nc)" : "wrote");
+  return absl::StrFormat(
+      "a race on global memory between clusters: this %s word 0x%x, which %s %s with nothing "
+      "ordering the two (on a GPU the launch's blocks run at the same time; the PTX memory model "
+      "orders them only through a release, a gpu-scope fence before an atomic or a st.release, "
+      "that the other side acquires, an atomic or ld.acquire before a gpu-scope fence)",
+      write ? "writes" : "reads", c.address, other,
+      c.kind == Kind::kWriteAfterRead ? "read" : "wrote");
+}
+
+absl::Status Cta::CheckGlobalRace(const Thread& t, const Instr& in, uint64_t address,
+                                  uint64_t bytes, bool write, bool non_coherent) {
+  if (!global_races_) return absl::OkStatus();
+  std::optional<GlobalRaces::Conflict> c =
+      write ? global_races_->Write(address, bytes, &in, Now())
+            : global_races_->Read(address, bytes, &in, Now(), non_coherent);
+  return c ? Fail(t, in, GlobalRaceText(*c, write)) : absl::OkStatus();
 }
 
 // ---- warp collectives: a lane waits until every lane of the member mask is at one

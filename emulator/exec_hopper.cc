@@ -242,6 +242,11 @@ absl::Status Cta::WriteTmaStore(const TmaStore& st) {
         }
         const std::string& what = site->second;
         dev_.NoteWrite(global, es, what, Now(), ctaid_, -1);
+        if (global_races_ && !st.add)  // (a reduction is an atomic: ordered among themselves)
+          if (std::optional<GlobalRaces::Conflict> c =
+                  global_races_->Write(global, es, st.in, Now()))
+            return absl::InvalidArgumentError(absl::StrCat(
+                kernel_, ": ", Where(*st.in), ": a TMA store: ", GlobalRaceText(*c, true)));
         return CheckReachesGlobal(nullptr, *st.in,
                                   SharedTaint(shared_.data() + shared, es, *st.in));
       });

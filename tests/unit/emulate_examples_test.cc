@@ -86,7 +86,7 @@ TEST(PlantedBugs, NamedBarrierIdsSharedByTwoGroupSizesAreCaught) {
   Value w = k.WarpId();
   for (int i = 0; i < 2; ++i) k.NamedBarrier(w / 4 + 1, 128);
   k.NamedBarrier(w / 2 + 1, 64); const int line = __LINE__;
-  k.Store(p + k.ThreadIdx().To(i64), w);
+  k.Store(p + (k.BlockIdx() * 256 + k.ThreadIdx()).To(i64), w);
   absl::StatusOr<KernelDef> def = k.Build();
   ASSERT_TRUE(def.ok()) << def.status();
   absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});
@@ -95,7 +95,7 @@ TEST(PlantedBugs, NamedBarrierIdsSharedByTwoGroupSizesAreCaught) {
   int found = 0;
   for (uint64_t seed = 1; seed <= 16; ++seed) {
     emu::Device d;
-    uint64_t dp = *d.Allocate(256 * 4);
+    uint64_t dp = *d.Allocate(4 * 256 * 4);
     absl::StatusOr<emu::Stats> s = emu::Launch(d, b, rt::Dim3{4, 1, 1}, {rt::Arg::Ptr(dp)}, {.seed = seed});
     if (s.ok()) continue;
     ++found;

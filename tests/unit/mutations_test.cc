@@ -27,6 +27,7 @@ struct Mutation {
   std::vector<Edit> edits;
   std::string expect;             // the class, as the report words it
   rt::GemmSize size = {0, 0, 0};   // GEMMs: 0 = one tile, two k-tiles; row ops: rows x cols in m x n
+  int split = 1;                    // GEMMs with a work table: RunOptions::split
 };
 
 void PrintTo(const Mutation& m, std::ostream* os) { *os << m.id; }
@@ -194,6 +195,21 @@ const std::vector<Mutation>& Mutations() {
       {"softmax-no-group-barrier", "ops/softmax",
        "the group barrier between the warps' partial sums stored and read left out (a data race)",
        {Drop("bar.sync \t%r8, 64;", 3)}, "a data race on shared byte", {5, 2000, 0}},
+      // Split-K's parts counted in by an atomic, the last one summing them (ReducePartials): the
+      // protocol between CTAs, which the emulator runs one cluster after another.
+      {"splitk-no-release-fence", "gemm/bf16_sm90_m64",
+       "split-K: a part counted in without the gpu-scope fence after its partial's stores",
+       {Drop("membar.gl;", 1)}, "a race on global memory between clusters", {256, 256, 1024}, 3},
+      {"splitk-no-acquire-fence", "gemm/bf16_sm90_m64",
+       "split-K: the last part reads the partials without the gpu-scope fence after its count",
+       {Drop("membar.gl;", 2)}, "a race on global memory between clusters", {256, 256, 1024}, 3},
+      {"splitk-atom-cta", "gemm/bf16_sm90_m64", "split-K: the count's atomic at CTA scope",
+       {{"atom.global.add.u32", "atom.relaxed.cta.global.add.u32"}},
+       "a race on global memory between clusters", {256, 256, 1024}, 3},
+      {"splitk-every-part-sums", "gemm/bf16_sm90_m64",
+       "split-K: every part, not the last, sums the partials and stores C",
+       {{"setp.eq.b32 \t%p69, %r211, %r64;", "setp.eq.b32 \t%p69, %r64, %r64;"}},
+       "a race on global memory between clusters", {256, 256, 1024}, 3},
       {"softmax-no-exp", "ops/softmax", "exp2 left out of the probabilities (a wrong result, no protocol mistake)",
        {{"ex2.approx.ftz.f32", "mov.b32"}}, "the first wrong element", {5, 2000, 0}},
   };
@@ -239,6 +255,7 @@ TEST_P(Planted, IsCaughtWithItsClass) {
     } else {
       RunOptions opt;
       opt.size = mu.size;
+      opt.split = mu.split;
       if (!opt.size.m) {
         const GemmSpec g = *GemmOf(b.manifest);
         opt.size = {g.tile_m, g.tile_n, 2 * g.tile_k};
