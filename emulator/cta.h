@@ -204,7 +204,8 @@ struct Thread {
   int64_t groups_committed = 0;                // cp.async groups committed so far
   enum class State : uint8_t { kRun, kWarp, kBarrier, kMbarrier, kDone } state = State::kRun;
   int barrier = -1;
-  uint64_t mbarrier = 0;                   // kMbarrier: the shared offset it waits on
+  uint64_t mbarrier = 0;        // kMbarrier: the shared offset it waits on
+  int try_wait_timed_out = -1;  // the try_wait (pc) that last returned false unfinished, or -1
   std::map<uint64_t, int64_t> next_phase;  // per mbarrier: the phase this thread waits for next
   int64_t cluster_phase = -1;              // the barrier.cluster phase it arrived in
   InFlightRegs in_flight_regs;
@@ -701,6 +702,19 @@ class Cta {
   void Exit(Thread& t) {
     if (!t.open_group.empty()) t.groups.push_back(std::move(t.open_group));  // copies still land
     CompleteGroups(t, 0);
+    // A TMA store reads its shared box until a cp.async.bulk.wait_group(.read) covers it, and the
+    // CTA's shared memory is freed when it exits: its thread must wait first (an uncommitted
+    // store no wait covers at all).
+    const TmaStore* unread = !t.bulk_open.empty()     ? &t.bulk_open.front()
+                             : !t.bulk_groups.empty() ? &t.bulk_groups.front().front()
+                                                      : nullptr;
+    if (unread && exit_error_.ok() && !e_.code.empty())
+      exit_error_ = Fail(
+          t, e_.code[std::min<size_t>(t.pc, e_.code.size() - 1)],
+          absl::StrCat("exits while its TMA store at ", Where(*unread->in),
+                       " may still read shared memory, which is freed at exit: ",
+                       t.bulk_open.empty() ? "" : "commit it (cp.async.bulk.commit_group) and ",
+                       "wait for it (cp.async.bulk.wait_group.read 0) before the exit"));
     if (!t.bulk_open.empty())
       t.bulk_groups.push_back(std::move(t.bulk_open));  // stores still write
     if (absl::Status s = CompleteBulkGroups(t, 0); !s.ok() && exit_error_.ok()) exit_error_ = s;

@@ -69,6 +69,14 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
     // phases behind would wait on the wrong one (on a GPU: hang, or run on with stale data).
     int64_t& next = t.next_phase[off];
     const int64_t meant = ((next - 1) & 1) == parity ? next - 1 : next;
+    // A thread that ran on from a try_wait that gave up (below) lost count of that phase.
+    const std::string gave_up =
+        t.try_wait_timed_out >= 0 && t.try_wait_timed_out != t.pc
+            ? absl::StrCat("; this thread's try_wait at ", Where(e_.code[t.try_wait_timed_out]),
+                           " returned false before its phase completed (the ISA lets it give up "
+                           "at a time limit) and the thread ran on: wait in a loop until it "
+                           "returns true")
+            : "";
     if (meant < 0 && b.completed >= 1)
       return Fail(
           t, in,
@@ -76,24 +84,35 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
               "this thread waits on parity %d of the mbarrier at shared offset %d before it has "
               "waited on any of its phases, and %d have completed: a wrong phase (a "
               "consumer's first wait is parity 0; parity 1 is a producer's wait on a free "
-              "slot) or a thread two phases behind",
-              parity, off, b.completed));
+              "slot) or a thread two phases behind%s",
+              parity, off, b.completed, gave_up));
     if (b.completed >= meant + 2)
       return Fail(
           t, in,
           absl::StrFormat(
               "this thread waits for phase %d (parity %d) of the mbarrier at shared offset %d, "
               "which has completed %d phases: it fell two phases behind (nothing holds the "
-              "other threads until it has waited: give it an arrival, or a barrier)",
-              meant, parity, off, b.completed));
+              "other threads until it has waited: give it an arrival, or a barrier)%s",
+              meant, parity, off, b.completed, gave_up));
     const bool done = b.completed > meant;
     if (done) {
       Synced(t, in);
       Acquire(t.linear / 32, b.clocks.done);  // the phase's arrivals happen before what follows
     }
-    if (done && kind == "try_wait") next = meant + 1;
-    if (!done && kind == "try_wait") {  // blocks until the phase completes, then runs again
-      SetState(t, Thread::State::kMbarrier);
+    if (done && kind == "try_wait") next = meant + 1, t.try_wait_timed_out = -1;
+    if (!done && kind == "try_wait") {
+      // The ISA lets try_wait give up at a time limit of its own, returning false with the phase
+      // unfinished, so a wait must loop. Under a seed about half the waits that would block give
+      // up once first (the next try at the same wait blocks): a wait without its loop runs on.
+      const uint64_t h = (static_cast<uint64_t>(t.linear) * 0x9E3779B97F4A7C15ull) ^
+                         static_cast<uint64_t>(Now()) ^ static_cast<uint64_t>(t.pc);
+      if (rng_ && t.try_wait_timed_out != t.pc && (h >> 17) % 2 == 0) {
+        t.try_wait_timed_out = t.pc;
+        Write(t, in.ops[0], 0);
+        ++t.pc;
+        return absl::OkStatus();
+      }
+      SetState(t, Thread::State::kMbarrier);  // blocks until the phase completes, then runs again
       t.mbarrier = off;
       return absl::OkStatus();
     }
