@@ -85,7 +85,42 @@ Value KernelState::Wrap(mlir::Value v, Type t) {
   EmptyValueRead().reset();  // an op went through: an earlier read of an empty Value was harmless
   values.push_back(v);
   value_types.push_back(t);
+  value_loops.push_back(loop_stack.back());
   return Access::Make(this, static_cast<int>(values.size()) - 1, t);
+}
+
+void KernelState::CheckAssignInLoop(int to, int from, const Loc& declared) {
+  const int n = static_cast<int>(value_loops.size()), loop = loop_stack.back();
+  if (loop == 0 || to < 0 || from < 0 || to >= n || from >= n || value_loops[from] != loop) return;
+  const int before = value_loops[to];
+  if (before == loop || std::find(loop_stack.begin(), loop_stack.end(), before) == loop_stack.end())
+    return;
+  // Only where the new value is computed from the old one (x = x + 1: meant to carry it); a
+  // member or variable that gets a fresh value each iteration (m0 = tile.m0) is fine.
+  const mlir::Value old = values[to];
+  // A parameter read again in the body (skv = Min(loaded, Skv) where skv held Skv) is fine.
+  if (mlir::isa<mlir::BlockArgument>(old)) return;
+  std::vector<mlir::Operation*> work;
+  if (mlir::Operation* def = values[from].getDefiningOp()) work.push_back(def);
+  bool derived = false;
+  std::set<mlir::Operation*> seen;
+  while (!work.empty() && !derived && seen.size() < 256) {
+    mlir::Operation* op = work.back();
+    work.pop_back();
+    if (!seen.insert(op).second) continue;
+    for (mlir::Value operand : op->getOperands()) {
+      if (operand == old) derived = true;
+      if (mlir::Operation* def = operand.getDefiningOp()) work.push_back(def);
+    }
+  }
+  if (!derived) return;
+  (void)declared;
+  Fail(absl::StrCat("a kiln::Value that holds a value from before a loop is assigned one "
+                    "computed in the loop's body: the body is built once, so each iteration "
+                    "would start again from the value before the loop. Carry it in registers "
+                    "(Regs r = k.Registers(type, 1); r[0] = ...; r[0] = r[0] + ...), or declare "
+                    "a new Value inside the body"),
+       last_loc);  // the op just built: the assignment's right-hand side
 }
 
 mlir::Value KernelState::Unwrap(const Value& v, std::optional<Loc> use) {
@@ -208,6 +243,12 @@ mlir::Value KernelState::Materialize(const Operand& op, Type t) {
 }
 
 }  // namespace detail
+Value& Value::operator=(const Value& other) {
+  if (this != &other && state_ && other.state_ == state_)
+    state_->CheckAssignInLoop(id_, other.id_, declared_);
+  state_ = other.state_, id_ = other.id_, type_ = other.type_, declared_ = other.declared_;
+  return *this;
+}
 
 using detail::Access;
 using detail::KernelState;

@@ -75,6 +75,7 @@ struct KernelState {
   mlir::OpBuilder alloca_builder;  // allocas go at the end of the entry block
   mlir::LLVM::LLVMFuncOp func;
   std::vector<mlir::Value> values;
+  std::vector<int> value_loops;  // by value: the innermost loop body that made it (0: none)
   std::vector<Type> value_types;
   std::vector<mlir::Value> reg_arrays;  // llvm.alloca results
   std::vector<Type> reg_types;
@@ -152,6 +153,8 @@ struct KernelState {
   std::vector<WaitRecord> tmem_uses;
   mlir::Operation* LastOp() const;  // the op just built, or null
   std::vector<int> loop_stack{0};
+  // Value::operator=: `from` made in the current loop body overwrites `to` made before it.
+  void CheckAssignInLoop(int to, int from, const Loc& declared);
   int next_loop = 1;
   std::vector<std::string> findings;  // what the static checks found (KernelDef::findings)
   // wgmma accumulators in flight, in program order as built: the register arrays (and the

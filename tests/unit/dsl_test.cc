@@ -64,6 +64,37 @@ TEST(Dsl, TypeMismatchNamesTheLine) {
   ExpectError(k, line, "type mismatch in '+': i32 vs f32");
 }
 
+// x = x + 1 in a loop body, x from before the loop: the body is built once, so every iteration
+// would add to the value before the loop (a new user's cumsum carried nothing this way). A build
+// error at the assignment; a fresh value each iteration (m = i * 2), or a parameter read again,
+// builds.
+TEST(Dsl, AValueCarriedThroughALoopByAssignmentIsAnError) {
+  {
+    Kernel k("test/carry", sm80(), {32});
+    Value x = k.PtrParam("X", f32);
+    Value n = k.I32Param("n");
+    Value sum = k.F32(0);
+    int line = 0;
+    k.For(0, n, 1, [&](Value i) {
+      sum = sum + k.Load(x + i.To(i64)); line = __LINE__;
+      k.Store(x + i.To(i64), sum);
+    });
+    ExpectError(k, line, "is assigned one computed in the loop's body");
+  }
+  {
+    Kernel k("test/fresh", sm80(), {32});
+    Value x = k.PtrParam("X", i32);
+    Value n = k.I32Param("n");
+    Value m = k.I32(0), limit = n;
+    k.For(0, n, 1, [&](Value i) {
+      m = i * 2;
+      limit = Min(limit, i + 7);  // a parameter's value read again: no carry meant
+      k.Store(x + i.To(i64), m + limit);
+    });
+    EXPECT_TRUE(k.Build().ok());
+  }
+}
+
 // A Value declared and never assigned from the kernel: an error at the line that uses it, naming
 // the line that declared it, however it gets there (directly, through arithmetic, as a condition,
 // into a register array); never a crash.

@@ -56,6 +56,12 @@ struct Access;
 class Value {
  public:
   Value(Loc declared = Loc::current()) : declared_(declared) {}
+  Value(const Value&) = default;
+  // Assigning, inside a For or While body, a value the body computed to a Value that held one
+  // from before the loop is a build error: the body is built once, so every iteration would
+  // start again from the value before the loop (a value carried from one iteration to the next
+  // lives in k.Registers).
+  Value& operator=(const Value& other);
   const Type& type() const;
   bool valid() const { return state_ != nullptr; }
 
