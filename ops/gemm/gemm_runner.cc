@@ -390,13 +390,15 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
   // bundled: the product in f32, then the epilogue as a pass of its own (RunEpiloguePass). 8-bit
   // inputs on sm_90 too (their tile kernels store an f32 C in every scaling), and there a plain
   // product whose variant is not bundled (an f16 C; a C stored from registers for e5m2 inputs)
-  // as a pass of no terms; not on sm_100, whose kernels store bf16 alone.
+  // as a pass of no terms; not on sm_100, whose kernels store bf16 alone. 16-bit inputs into a
+  // 16-bit C of the other type (bf16 by bf16 into f16) likewise.
   GemmOptions canonical = options;
   canonical.epilogue = CanonicalEpilogue(options.epilogue).value_or("");  // (PlanGemm checked it)
   const bool by_pass =
       fp8 ? compute_capability == 90 && (EpiloguePassTakes(canonical.epilogue) ||
                                          (canonical.epilogue.empty() && options.out_type != "f32"))
-          : EpiloguePassTakes(canonical.epilogue);
+          : EpiloguePassTakes(canonical.epilogue) ||
+                (canonical.epilogue.empty() && options.out_type != "f32");
   if (by_pass && Has(canonical.epilogue, "scale") && !operands.c_in)  // (PlanGemm: beta is 0)
     return RunEpiloguePass(size, canonical, operands, compute_capability, device, tuned,
                            absl::OkStatus());

@@ -57,7 +57,9 @@ absl::StatusOr<const rt::Bundle*> FindBundle(const std::string& name, const std:
     if (!got.ok()) {
       read.erase({from, name});
       absl::StatusOr<std::vector<std::string>> names = rt::ListBundles(from);
-      const std::string near = names.ok() ? rt::NearestName(name, *names) : "";
+      // A name the caller typed (kiln.load, which names its directory) may be a typo; one an op
+      // asked for (a kernel variant not bundled) is not.
+      const std::string near = names.ok() && !dir.empty() ? rt::NearestName(name, *names) : "";
       if (!near.empty() && near != name)
         return absl::NotFoundError(absl::StrCat(got.status().message(), "; did you mean '", near,
                                                 "'? (kiln.load takes a kernel's name)"));

@@ -114,7 +114,7 @@ def _require_arrays(call, **arrays):
     """kiln.Error unless each of `arrays` is an array (anything with __dlpack__: a torch tensor,
     a NumPy array)."""
     for name, x in arrays.items():
-        if not hasattr(x, "__dlpack__"):
+        if not hasattr(x, "__dlpack__") or not hasattr(x, "shape"):
             raise Error(f"{call}: {name} must be a torch tensor or a NumPy array, not "
                         f"{type(x).__name__}")
 
@@ -337,6 +337,8 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
                  "columns turned, a head's columns")
         terms.append("rope")
         rope_args = dict(rope_angles=rope[0], rope_rows=int(rope[1]), rope_dim=int(rope[2]))
+        _require(terms == ["rope"], lambda: "kiln.gemm: rope is fused alone: no c, alpha, beta, "
+                 f"bias, activation or residual with it (given: {', '.join(terms[:-1])})")
     _require(not (str(getattr(a, "dtype", "")) == "uint8" and scale_a is None and scale_b is None),
              "kiln.gemm: uint8 a and b are 8-bit inputs (e4m3 bytes) only with scale_a and scale_b")
     if scale_a is not None or scale_b is not None or _FP8_TYPES.get(str(getattr(a, "dtype", ""))):

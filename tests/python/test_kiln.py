@@ -278,7 +278,7 @@ class Gemm(unittest.TestCase):
              "rope's angles must be [period, rope_dim / 2] = [8, 16], not (8, 8)"),
             (lambda: kiln.gemm(x, w, rope=(angles.astype(np.float32), 64, 32)), "rope's angles"),
             (lambda: kiln.gemm(x, w, residual=np.ones((8, 64), np.float32),
-                               rope=(angles, 64, 32)), "rope takes no other term"),
+                               rope=(angles, 64, 32)), "kiln.gemm: rope is fused alone"),
             (lambda: kiln.gemm(x, w, rope=(angles, 64)), "rope=(angles, rows, dim)"),
             (lambda: kiln.rope_angles(np.ones((8, 16)), np.ones((8, 8))), "both be [P, dim / 2]"),
             (lambda: kiln.rope_weights(np.ones((24, 4)), 16), "F a multiple of 16"),
@@ -1364,6 +1364,32 @@ class EmptyAndWrongInputs(unittest.TestCase):
         with self.assertRaises(kiln.Error) as caught:
             kiln.softmax(a, out=ra)
         self.assertIn("kiln.softmax: out is read-only", str(caught.exception))
+
+    def test_an_object_with_dlpack_but_no_shape(self):
+        class Half:
+            def __dlpack__(self):
+                return None
+        with self.assertRaisesRegex(kiln.Error, "x must be a torch tensor or a NumPy array, not Half"):
+            kiln.softmax(Half())
+
+    def test_a_kernel_variant_not_bundled_says_how_to_bundle_it(self):
+        # RoPE fused into an f32 out: not among the bundled variants, and no pass computes it; the
+        # message says how to bundle it and suggests no other kernel (the caller named none).
+        x = np.ones((8, 64), np.float32)
+        w = np.ones((64, 64), np.float32)
+        angles = kiln.rope_angles(np.ones((8, 16), np.float32), np.zeros((8, 16), np.float32))
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.gemm(x, w, rope=(angles, 64, 32), out_dtype="f32")
+        self.assertIn("kiln bundle --dir", str(caught.exception))
+        self.assertNotIn("did you mean", str(caught.exception))
+
+    def test_bf16_inputs_into_an_f16_out_run_as_a_pass(self):
+        # No bundled kernel stores bf16 by bf16 into f16: the product in f32, then the pass.
+        rng = np.random.default_rng(31)
+        a, b = rng.standard_normal((40, 24)).astype(np.float32), rng.standard_normal((24, 33)).astype(np.float32)
+        got = kiln.gemm(a, b, out_dtype="f16")
+        f16 = (bf16(a) @ bf16(b)).astype(np.float16).astype(np.float64)
+        self.assertLess(rel_error(got, f16), 1e-6)
 
     def test_not_an_array(self):
         for call, message in [(lambda: kiln.gemm([[1.0]], np.ones((1, 1), np.float32)),
