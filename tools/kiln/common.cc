@@ -54,6 +54,10 @@ void RecordGivenFlags(int argc, char** argv) {
 
 bool FlagGiven(const std::string& name) { return GivenFlags().count(name) > 0; }
 
+std::vector<std::string> GivenFlagNames() {
+  return std::vector<std::string>(GivenFlags().begin(), GivenFlags().end());
+}
+
 int Fail(const absl::Status& s) {
   // A message that names its command ("kiln gemm: ...") needs no second prefix.
   const bool named =

@@ -37,8 +37,9 @@ int Fail(const absl::Status& s);  // prints "kiln: message", returns 1
 // The flags the command line names (--rows 0 is given; absl cannot say so): main records them.
 void RecordGivenFlags(int argc, char** argv);
 bool FlagGiven(const std::string& name);
-std::string BundleDir();  // --bundles, or the bundles beside a runtime-only kiln
-bool Compiling();         // kernels are built here (not read from bundles)
+std::vector<std::string> GivenFlagNames();  // every flag given, by name
+std::string BundleDir();                    // --bundles, or the bundles beside a runtime-only kiln
+bool Compiling();                           // kernels are built here (not read from bundles)
 // Why this kiln compiles nothing (Compiling() is false), for a message: a runtime-only build, or
 // --bundles given.
 std::string WhyNotCompiling();

@@ -13,6 +13,9 @@ namespace kiln::cli {
 // Builds and compiles kernels through the host API's disk cache, timing each step: the first
 // run of a key lowers it, a second reads it back.
 int CompileThroughCache(const std::vector<std::string>& args) {
+  if (!Compiling())  // it compiles the registered kernels, never a bundle
+    return Fail(absl::FailedPreconditionError(
+        absl::StrCat("kiln compile: ", WhyNotCompiling(), " (drop --bundles)")));
   absl::StatusOr<std::vector<std::string>> named = NamesOrAll(args);
   if (!named.ok()) return Fail(named.status());
   const std::vector<std::string>& names = *named;

@@ -7,6 +7,7 @@
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace kiln::cli {
 namespace {
@@ -35,7 +36,7 @@ const std::vector<CommandHelp>& Commands() {
        "Write bundles (manifest + PTX); with no NAME every kernel, dropping D's bundles of kernels "
        "no longer registered (--shard: a share of them, dropping none; --prune: only the "
        "dropping). --watchdog builds them in the GPU debug mode.",
-       {"dir", "shard", "prune", "watchdog"}},
+       {"dir", "shard", "prune", "cache"}},
       {"compile",
        "compile [--cache DIR] [--line_info=false] [NAME...]",
        "Compile through the host API's disk cache, timing the build and the compile of each "
@@ -64,7 +65,7 @@ const std::vector<CommandHelp>& Commands() {
       {"bench",
        "bench [--sizes S,MxNxK] [--shapes RxC] [--out F.tsv] [NAME...]",
        "The table of run for many kernels (every kernel this GPU runs when none is named).",
-       {"sizes", "shapes", "iters", "out", "flush_l2", "steady_launches"}},
+       {"sizes", "shapes", "split", "iters", "out", "flush_l2", "steady_launches"}},
       {"gemm",
        "gemm (--m M --n N --k K | --sizes MxNxK,..) [options]",
        "C = epilogue(A * B) at any size and storage order through the GEMM entry point: the kernel "
@@ -79,8 +80,8 @@ const std::vector<CommandHelp>& Commands() {
        "A grouped GEMM (Mixture-of-Experts): each expert's tokens times its own N x K weights, "
        "bf16, the group sizes on the device; checked against fp64 (rows outside every group must "
        "stay unwritten) and timed (or --emulate on the CPU).",
-       {"experts", "tokens", "n", "k", "masked", "capacity", "dtype", "kernel", "emulate",
-        "iters"}},
+       {"experts", "tokens", "n", "k", "masked", "capacity", "dtype", "kernel", "emulate", "iters",
+        "epilogue", "out_dtype"}},  // (the last two read to refuse them with a reason)
       {"tune",
        "tune --sizes MxNxK,.. (--tune_cache F | --dtype e4m3 --scaling S [--tune_cache F])",
        "Time every candidate kernel and split per size; record the fastest in F for kiln gemm. "
@@ -113,10 +114,14 @@ const CommandHelp* Find(const std::string& name) {
   return nullptr;
 }
 
+// Every command takes these beyond its own: where bundles are, and the GPU debug mode of the
+// kernels it builds.
+constexpr const char* kEveryCommandsFlags[] = {"bundles", "watchdog"};
+
 std::string Usage(const CommandHelp& c) {
   std::string out = absl::StrCat("usage: kiln ", c.synopsis, "\n\n", c.what, "\n\nflags:\n");
   std::vector<const char*> flags = c.flags;
-  flags.push_back("bundles");
+  for (const char* f : kEveryCommandsFlags) flags.push_back(f);
   for (const char* name : flags) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (!flag) continue;
@@ -127,6 +132,25 @@ std::string Usage(const CommandHelp& c) {
 }
 
 }  // namespace
+
+absl::Status CheckFlagsOf(const std::string& command, const std::vector<std::string>& given) {
+  const CommandHelp* c = Find(command);
+  if (!c) return absl::OkStatus();  // (an unknown command: the dispatch says so)
+  std::vector<std::string> foreign;
+  for (const std::string& flag : given) {
+    bool known = false;
+    for (const char* f : c->flags) known |= flag == f;
+    for (const char* f : kEveryCommandsFlags) known |= flag == f;
+    if (!known) foreign.push_back("--" + flag);
+  }
+  if (foreign.empty()) return absl::OkStatus();
+  std::string takes;
+  for (const char* f : c->flags) absl::StrAppend(&takes, takes.empty() ? "" : ", ", "--", f);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "kiln ", command, " does not take ", absl::StrJoin(foreign, ", "), " (it would be ignored); ",
+      takes.empty() ? "it takes no flags of its own" : absl::StrCat("it takes ", takes), " (`kiln ",
+      command, " --help`)"));
+}
 
 std::string Overview() {
   std::string out = "usage: kiln COMMAND [ARGS] [FLAGS]\n\ncommands:\n";

@@ -3,6 +3,9 @@
 
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "absl/status/status.h"
 
 namespace kiln::cli {
 
@@ -11,5 +14,8 @@ std::string Overview();
 // Where argv asks for help (--help or -h): prints the overview, or the named command's usage and
 // flags, and returns the exit code (0; 2 for an unknown command). Else nullopt.
 std::optional<int> HandleHelp(int argc, char** argv);
+// The flags given (by name, without dashes) that `command` does not read: refused rather than
+// dropped, naming the ones it takes.
+absl::Status CheckFlagsOf(const std::string& command, const std::vector<std::string>& given);
 
 }  // namespace kiln::cli

@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[0];
   args.erase(args.begin());
+  if (absl::Status s = kiln::cli::CheckFlagsOf(command, kiln::cli::GivenFlagNames()); !s.ok())
+    return kiln::cli::Fail(s);
 #ifdef KILN_HAVE_COMPILER
   kiln::SetDefaultWatchdog(absl::GetFlag(FLAGS_watchdog));
 #else

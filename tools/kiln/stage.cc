@@ -27,6 +27,10 @@ int Stage(const std::string& stage_name, const std::vector<std::string>& args) {
     return 0;
   }
 #endif
+  if (FlagGiven("lines"))  // a bundle's PTX is as it was written, without line tables
+    return Fail(absl::FailedPreconditionError(
+        absl::StrCat("kiln ptx --lines compiles the kernel with line tables: ", WhyNotCompiling(),
+                     "; a bundle's PTX has none (drop --bundles)")));
   if (stage_name != "ptx")
     return Fail(absl::FailedPreconditionError(absl::StrCat(
         WhyNotCompiling(), "; only `kiln ptx` reads a bundle, not `kiln ", stage_name, "`")));
