@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kiln/bundle/source_path.h"
 
 namespace kiln::rt {
 
@@ -114,8 +115,9 @@ absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manif
 
 absl::Status LaunchedAt(const absl::Status& s, const std::source_location& where) {
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(s.message(), " (launched at ", where.file_name(), ":",
-                                             where.line(), ")"));
+  return absl::Status(
+      s.code(), absl::StrCat(s.message(), " (launched at ", SourcePath(where.file_name()), ":",
+                             where.line(), ")"));
 }
 
 }  // namespace kiln::rt

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dsl/kernel_state.h"
+#include "kiln/bundle/source_path.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -267,41 +268,10 @@ template class KernelPart<AmpereOps>;
 template class KernelPart<HopperOps>;
 template class KernelPart<BlackwellOps>;
 
-namespace {
-std::string& SourceRoot() {
-  static std::string root = [] {
-    const char* env = std::getenv("KILN_SOURCE_ROOT");
-    return std::string(env ? env : "");
-  }();
-  return root;
-}
-
-// `file` relative to `dir` where it lies inside it.
-std::optional<std::string> Inside(const std::string& file, std::string dir) {
-  if (dir.empty()) return std::nullopt;
-  if (dir.back() != '/') dir += '/';
-  if (file.rfind(dir, 0) != 0) return std::nullopt;
-  return file.substr(dir.size());
-}
-}  // namespace
-
-void SetSourceRoot(const std::string& dir) {
-  SourceRoot() = dir.empty() ? "" : std::filesystem::absolute(dir).lexically_normal().string();
-}
+void SetSourceRoot(const std::string& dir) { rt::SetSourceRoot(dir); }
 
 std::string LocString(const Loc& loc) {
-  std::string file = loc.file_name();
-  std::optional<std::string> rel = Inside(file, SourceRoot());
-#ifdef KILN_SOURCE_DIR
-  if (!rel) rel = Inside(file, KILN_SOURCE_DIR);
-#endif
-  if (!rel && !file.empty() && file[0] == '/') {
-    std::error_code error;
-    const std::filesystem::path cwd = std::filesystem::current_path(error);
-    rel = error ? std::nullopt : Inside(file, cwd.string());
-    if (!rel) rel = std::filesystem::path(file).filename().string();
-  }
-  return absl::StrCat(rel ? *rel : file, ":", loc.line());
+  return absl::StrCat(rt::SourcePath(loc.file_name()), ":", loc.line());
 }
 
 KernelDef::KernelDef(rt::Manifest manifest, Target target, std::shared_ptr<Module> module)

@@ -43,10 +43,11 @@ Value ReduxSync(const Value& v, Reduce op, Loc loc = Loc::current());
 // block), in every thread of the group: a warp reduction, one shared-memory slot per warp and a
 // barrier among the group's warps (bar.sync with a thread count and one barrier id per group,
 // from ids 1..15; each group size has ids of its own, so reductions over groups of different
-// sizes in a row cannot meet at one id with different counts). Each call owns its slots, so
-// several reductions in a row need no barrier between them, and a call inside a loop is safe
-// (it waits for the group before reusing its slots). Ids 1..15 used by the kernel's own
-// NamedBarrier calls must not overlap these: GroupReduce takes them from 1 upward.
+// sizes in a row cannot meet at one id with different counts). A group of the whole block meets
+// at bar.sync 0 (SyncThreads), and a group of one warp needs no barrier (shuffles alone). Each call
+// owns its slots, so several reductions in a row need no barrier between them, and a call inside a
+// loop is safe (it waits for the group before reusing its slots). Ids 1..15 used by the kernel's
+// own NamedBarrier calls must not overlap these: GroupReduce takes them from 1 upward.
 Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads = 0, Loc loc = Loc::current());
 
 }  // namespace kiln
