@@ -416,7 +416,11 @@ void HopperOps::NamedBarrier(const Operand& id, int threads, Loc loc) {
 
 Barriers HopperOps::SmemBarriers(int count, Loc loc) {
   Barriers b;
-  NeedHopper(state(), "mbarrier expect_tx", loc);
+  // (Its waits are try_wait loops and its arrivals may carry transaction bytes: sm_90's forms.)
+  NeedHopper(state(),
+             "SmemBarriers (mbarriers waited on with try_wait; on sm_80 a block synchronises "
+             "with SyncThreads or NamedBarrier, and cp.async with its wait_group)",
+             loc);
   b.count_ = count;
   b.tile_ = self().Smem(Scalar::kI64, std::max(count, 1), 1, 0, 8, loc);
   if (count <= 0) self().Fail(absl::StrCat("an array of ", count, " barriers"), loc);

@@ -1,5 +1,6 @@
 // Memory: register arrays, the shared memory planner, global tensors, loads and stores.
 #include <algorithm>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
@@ -330,6 +331,18 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
     s.Fail("shared tile indices must be i32", loc);
     return s.Poison(ptr, loc);
   }
+  // An index written as a number outside the tile is a mistake the builder can name (a computed
+  // one past it reads a neighbouring tile's bytes, which no check at run time tells apart).
+  const int64_t all_rows = static_cast<int64_t>(rows_) * std::max(stages_, 1);
+  for (auto [index, extent, what] : {std::tuple{&row, all_rows, "row"},
+                                     std::tuple{&col, static_cast<int64_t>(row_stride_), "column"}})
+    if (Access::IsImm(*index) && (Access::Imm(*index) < 0 || Access::Imm(*index) >= extent)) {
+      s.Fail(
+          absl::StrCat(what, " ", Access::Imm(*index), " of a shared tile of ", rows_, " x ", cols_,
+                       stages_ > 1 ? absl::StrCat(" in ", stages_, " stages") : "", ": outside it"),
+          loc);
+      return s.Poison(ptr, loc);
+    }
   const Type i32 = Type::Of(Scalar::kI32);
   Value r = s.Wrap(s.Materialize(row, i32), i32);
   // A constant row offset that keeps the swizzle's phase leaves the address as base + immediate,

@@ -124,7 +124,10 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
                                     " elements, a multiple of 8 for TMA's 16-byte strides)"));
   }
   if (z.varlen) {
-    if (z.lens || z.page || compute_capability != 90 || z.s != z.skv || z.total < 1 ||
+    if (compute_capability != 90)
+      return Invalid(absl::StrCat("packed sequences (varlen) run on sm_90a, not sm_",
+                                  compute_capability, "a"));
+    if (z.lens || z.page || z.s != z.skv || z.total < 1 ||
         z.total > INT32_MAX / std::max<int64_t>(z.hq, 1))
       return Invalid(absl::StrCat(
           "packed sequences (varlen) are self-attention on sm_90a: S = Skv (the longest "

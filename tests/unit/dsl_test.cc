@@ -193,6 +193,14 @@ TEST(Dsl, SharedMemoryOverBudgetNamesTheLine) {
   ExpectError(k, line, "shared memory over budget");
 }
 
+TEST(Dsl, AConstantIndexOutsideASharedTileNamesTheLine) {
+  Kernel k("test/smem_index", sm80(), {32});
+  SmemTile a = k.Smem(f32, 4, 32);
+  k.Store(a.At(3, 31), k.F32(1));  // the last element: fine
+  k.Store(a.At(4, k.ThreadIdx()), k.F32(1)); const int line = __LINE__;
+  ExpectError(k, line, "row 4 of a shared tile of 4 x 32: outside it");
+}
+
 TEST(Dsl, SmemPlannerAlignsAndTotals) {
   Kernel k("test/plan", sm80(), {128});
   SmemTile a = k.Smem(bf16, 3, 8);        // 48 bytes at 0

@@ -119,9 +119,12 @@ int Emulate(const std::vector<std::string>& args) {
             ? "the attention kernels run through the entry point: kiln attention --emulate "
               "(--kernel NAME for a variant, --backward [--sm100] for the backward's)"
         : absl::StartsWith(name, "gemm/grouped") ? "kiln grouped-gemm --emulate --kernel NAME"
-        : absl::StartsWith(name, "gemm/")
+        : absl::StartsWith(name, "gemm/") && absl::StrContains(name, "fp8")
             ? "its 8-bit or block-scaled forms run through kiln gemm --dtype e4m3 --emulate "
               "[--scaling S] [--sm100]"
+        : absl::StartsWith(name, "gemm/")
+            ? "it is a piece of the GEMM entry point, which runs it where a problem needs it "
+              "(kiln gemm --emulate)"
             : "any other kernel runs under kiln::emu::Launch or kiln.load(...) with NumPy "
               "arrays (docs/EMULATOR.md)";
     return Fail(absl::UnimplementedError(
