@@ -90,9 +90,12 @@ def gemm(r):
     b, lb = layout(r, b0)
     kw, want = {}, a0.double() @ b0.double()
     out_f32 = r.random() < 0.25
+    odt = torch.float32 if out_f32 else dt
     if out_f32:
         kw["out_dtype"] = "f32"
-    odt = torch.float32 if out_f32 else dt
+    elif r.random() < 0.15:  # the other 16-bit type out (bf16 into f16: the product, then a pass)
+        odt = torch.float16 if dt == torch.bfloat16 else torch.bfloat16
+        kw["out_dtype"] = "f16" if odt == torch.float16 else "bf16"
     if r.random() < 0.3:
         kw["bias"] = torch.randn(n, device="cuda").to(odt)
         want = want + kw["bias"].double()
@@ -105,9 +108,20 @@ def gemm(r):
         kw["residual"] = torch.randn(m, n, device="cuda").to(odt)
         want = want + kw["residual"].double()
     use_out = r.random() < 0.4
-    what = f"{m}x{n}x{k} {str(dt)[6:]} a {la} b {lb} {sorted(kw)} act={act} out={use_out}"
+    # a linear layer's input (2, M/2, K) with its residual alike, as torch.matmul takes them
+    batched = m % 2 == 0 and not use_out and r.random() < 0.2 and a.is_contiguous()
+    what = (f"{m}x{n}x{k} {str(dt)[6:]} a {la} b {lb} {sorted(kw)} act={act} out={use_out}"
+            f"{' batched' if batched else ''}")
 
     def run():
+        if batched:
+            kwb = dict(kw)
+            if "residual" in kwb:
+                kwb["residual"] = kwb["residual"].reshape(2, m // 2, n)
+            got = kiln.gemm(a.reshape(2, m // 2, k), b, **kwb)
+            if got.shape != (2, m // 2, n):
+                return [(f"shape {tuple(got.shape)}", float("inf"), 0)]
+            return [("batched product", rel(got.reshape(m, n), want), 1e-3 if out_f32 else 1e-2)]
         out = None
         if use_out:
             out = torch.full((m, n), float("nan"), dtype=odt, device="cuda")
@@ -260,18 +274,23 @@ def row_ops(r):
     w = torch.randn(shape[-1], device="cuda").to(dt)
     bias = torch.randn(shape[-1], device="cuda").to(dt)
     op = r.choice(["softmax", "rms_norm", "layer_norm"])
-    what = f"{op} {shape} {str(dt)[6:]} contiguous={x.is_contiguous()}"
+    dim = r.randrange(-len(shape), len(shape)) if r.random() < 0.2 else -1  # softmax's dim
+    bare = r.random() < 0.2  # the norms without weight (and bias)
+    what = (f"{op} {shape} {str(dt)[6:]} contiguous={x.is_contiguous()} dim={dim} "
+            f"bare={bare}")
 
     def run():
         xf = x0.double()
         if op == "softmax":
-            got, want = kiln.softmax(x), torch.softmax(xf, -1)
+            got, want = kiln.softmax(x, dim), torch.softmax(xf, dim)
         elif op == "rms_norm":
-            got = kiln.rms_norm(x, w)
-            want = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+            got = kiln.rms_norm(x) if bare else kiln.rms_norm(x, w)
+            want = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)
+            want = want if bare else want * w.double()
         else:
-            got = kiln.layer_norm(x, w, bias)
-            want = F.layer_norm(xf, shape[-1:], w.double(), bias.double(), 1e-5)
+            got = kiln.layer_norm(x) if bare else kiln.layer_norm(x, w, bias)
+            want = (F.layer_norm(xf, shape[-1:], None, None, 1e-5) if bare else
+                    F.layer_norm(xf, shape[-1:], w.double(), bias.double(), 1e-5))
         return [(op, rel(got, want), 1e-2)]
     case("row_ops", what, run)
 
