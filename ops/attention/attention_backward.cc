@@ -89,6 +89,10 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
                                                             const AttentionOptions& options,
                                                             const AttentionGradOperands& o,
                                                             int compute_capability) {
+  if (z.lens || z.page || z.rows)  // (before the forward's checks, which would ask for them)
+    return Invalid(
+        "dense [B, H, S, D] tensors or packed sequences (varlen) only: no lens, pages or rows "
+        "layout");
   // The forward's checks of the sizes, heads, type, scale and its tensors' pointers.
   absl::StatusOr<AttentionPlan> forward = PlanAttention(
       z, options,
@@ -105,10 +109,6 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
     return Invalid(
         "on sm_100a the backward takes D = 64 or 128, dense tensors, dQ from its own kernel (no "
         "D = 256, varlen or dq_atomics)");
-  if (z.lens || z.page || z.rows)
-    return Invalid(
-        "dense [B, H, S, D] tensors or packed sequences (varlen) only: no lens, pages or rows "
-        "layout");
   if (z.d != 64 && z.d != 128 && z.d != 256)
     return Invalid(absl::StrCat("head dimension D = ", z.d, ": the backward takes 64, 128 or 256"));
   if (options.dq_atomics && z.d == 256)

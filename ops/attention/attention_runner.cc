@@ -21,6 +21,13 @@ absl::Status Invalid(const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat("kiln attention: ", message));
 }
 
+// An i32 index array's pointer: missing (null), or not 4-byte aligned.
+absl::Status IndexPointer(const char* name, cu::CUdeviceptr p, const char* what) {
+  if (!p) return Invalid(absl::StrCat(name, " is missing: ", what));
+  if (p % 4) return Invalid(absl::StrCat(name, " needs a 4-byte aligned pointer (i32 values)"));
+  return absl::OkStatus();
+}
+
 // The SMs of an H100 SXM or an H200 (a B200: 148); a decode CTA (one consumer warpgroup, a ring
 // of K and V tiles) fills one by its shared memory.
 constexpr int64_t kSms = 132, kBlackwellSms = 148;
@@ -82,6 +89,25 @@ void PlanCachePrefill(const AttentionSize& z, const AttentionOptions& o, Attenti
 
 }  // namespace
 
+namespace {
+// A paged cache's sizes and block table.
+absl::Status CheckPagedCache(const AttentionSize& z, const AttentionOperands& o) {
+  if (z.page < 16 || z.page > 4096 || (z.page & (z.page - 1)))
+    return Invalid(absl::StrCat("page of ", z.page, " tokens: a power of two from 16"));
+  if (z.pages < 1 || z.max_pages < 1 || z.skv % z.page || z.max_pages != z.skv / z.page)
+    return Invalid(
+        absl::StrCat("a paged cache needs pages >= 1, max_pages >= 1 and Skv = "
+                     "max_pages * page (got pages ",
+                     z.pages, ", max_pages ", z.max_pages, ", Skv ", z.skv, ")"));
+  if (z.pages > INT32_MAX / z.page || z.max_pages > INT32_MAX / z.b)  // (no overflow)
+    return Invalid("the cache's rows and the block table must fit in 32 bits");
+  if (absl::Status s = IndexPointer("block_table", o.block_table, "each sequence's pages"); !s.ok())
+    return s;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const AttentionOptions& options,
                                             const AttentionOperands& o, int compute_capability) {
   if (z.b < 1 || z.hq < 1 || z.hkv < 1 || z.s < 1 || z.skv < 1)
@@ -133,27 +159,21 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
           "packed sequences (varlen) are self-attention on sm_90a: S = Skv (the longest "
           "sequence), total tokens >= 1 and total * Hq within 32 bits (got S ",
           z.s, ", Skv ", z.skv, ", total ", z.total, ")"));
-    if (!o.cu_seqlens || o.cu_seqlens % 4)
-      return Invalid("cu_seqlens needs a 4-byte aligned pointer");
+    if (absl::Status s = IndexPointer("cu_seqlens", o.cu_seqlens, "packed sequences' offsets");
+        !s.ok())
+      return s;
   }
   if (z.lens || z.page) {
     if (compute_capability != 90)
       return Invalid("sequences of their own lengths and paged caches run on sm_90a");
-    if (!o.seq_lens || o.seq_lens % 4) return Invalid("seq_lens needs a 4-byte aligned pointer");
+    if (absl::Status s = IndexPointer("seq_lens", o.seq_lens,
+                                      "each sequence's length, which sequences of their own "
+                                      "lengths (lens) and paged caches read");
+        !s.ok())
+      return s;
   }
-  if (z.page) {
-    if (z.page < 16 || z.page > 4096 || (z.page & (z.page - 1)))
-      return Invalid(absl::StrCat("page of ", z.page, " tokens: a power of two from 16"));
-    if (z.pages < 1 || z.max_pages < 1 || z.skv % z.page || z.max_pages != z.skv / z.page)
-      return Invalid(
-          absl::StrCat("a paged cache needs pages >= 1, max_pages >= 1 and Skv = "
-                       "max_pages * page (got pages ",
-                       z.pages, ", max_pages ", z.max_pages, ", Skv ", z.skv, ")"));
-    if (z.pages > INT32_MAX / z.page || z.max_pages > INT32_MAX / z.b)  // (no overflow)
-      return Invalid("the cache's rows and the block table must fit in 32 bits");
-    if (!o.block_table || o.block_table % 4)
-      return Invalid("block_table needs a 4-byte aligned pointer");
-  }
+  if (z.page)
+    if (absl::Status s = CheckPagedCache(z, o); !s.ok()) return s;
   if (compute_capability != 90 && compute_capability != 100)
     return Invalid(absl::StrCat(
         "the attention kernels are for sm_90a (H100, H200) and sm_100a (B200); this device is sm_",

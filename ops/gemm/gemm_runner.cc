@@ -319,6 +319,9 @@ absl::Status RunEpiloguePass(const GemmSize& size, const GemmOptions& options,
 absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& options,
                                   const GemmOperands& o, int compute_capability,
                                   const GemmTuneCache* tuned) {
+  if (compute_capability < 80)
+    return Invalid(absl::StrCat("compute capability ", compute_capability,
+                                ": kiln's GEMM kernels run on sm_80 and later (80, 90, 100)"));
   if (size.m < 1 || size.n < 1 || size.k < 1)
     return Invalid(
         absl::StrCat("M, N, K must be at least 1 (got ", size.m, "x", size.n, "x", size.k, ")"));
@@ -337,6 +340,12 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
     return Invalid(absl::StrCat("output type '", options.out_type, "': bf16, f16 or f32"));
   if (!o.a || !o.b || !o.c) return Invalid("A, B and C need device pointers");
+  // alpha and beta other than 1 and 0 say a term the epilogue does not name (C = A B would drop
+  // them without a word).
+  if (!Has(*terms, "scale") && (o.alpha != 1 || o.beta != 0))
+    return Invalid(absl::StrCat("alpha = ", o.alpha, " and beta = ", o.beta,
+                                " are read with the epilogue's 'scale' term only; the epilogue '",
+                                *terms, "' has none (add \"scale\" to GemmOptions::epilogue)"));
   // (alpha alone, beta = 0, reads no C_in: RunGemm computes it in the epilogue pass.)
   for (auto [term, ptr, name] :
        {std::tuple{"scale", o.c_in, "C_in"}, std::tuple{"bias_row", o.bias, "bias"},

@@ -216,6 +216,12 @@ TEST(GemmEntryPoint, BadCallsSayWhatIsWrong) {
   EXPECT_NE(PlanError(s, {.epilogue = "scale"}, scaled).find("needs C_in (beta = 0.5"), std::string::npos);
   // alpha alone reads no C_in: planned (RunGemm computes it in its epilogue pass)
   EXPECT_EQ(PlanError(s, {.epilogue = "scale"}, kPacked), "");
+  // alpha or beta without the term that reads them: an error, not C = A B
+  GemmOperands alpha2 = kPacked;
+  alpha2.alpha = 2;
+  EXPECT_NE(PlanError(s, {}, alpha2).find("read with the epilogue's 'scale' term only"), std::string::npos);
+  EXPECT_NE(std::string(PlanGemm(s, {}, kPacked, 75).status().message()).find("sm_80 and later"),
+            std::string::npos);
   EXPECT_NE(PlanError(s, {}, {.a = kAligned, .c = kAligned}).find("need device pointers"), std::string::npos);
   // The tile kernels read C_in and residual through TMA; the kernels storing C from registers
   // (f32) load them element by element, from any address.
