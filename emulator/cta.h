@@ -392,8 +392,10 @@ class Cta {
         const std::string dsl = m_.DslLine(at);
         return absl::ResourceExhaustedError(
             absl::StrCat(kernel_,
-                         ": the emulator's instruction budget ran out (an endless loop? raise "
-                         "Options::max_instructions); "
+                         ": the emulator's instruction budget ran out (an endless loop? or a "
+                         "wait on global memory that another block sets: the emulator runs a "
+                         "launch's blocks one after another, so a block never sees what one not "
+                         "yet run would write; else raise Options::max_instructions); "
                          "thread ",
                          t.linear, " of block (", ctaid_.x, ",", ctaid_.y, ",", ctaid_.z,
                          ") was at PTX line ", at.line, dsl.empty() ? "" : ", ", dsl));

@@ -68,12 +68,11 @@ std::optional<GlobalRaces::Conflict> GlobalRaces::Write(uint64_t address, uint64
       found = Conflict{Conflict::Kind::kWriteAfterWrite, BlockOf(e.writer), e.write_in, w};
     if (!found && e.reader >= 0 && (e.read_bytes & mine) && !Ordered(e.reader, e.read_time))
       found = Conflict{Conflict::Kind::kWriteAfterRead, BlockOf(e.reader), e.read_in, w};
-    if (e.writer == cluster_) {
-      e.write_bytes |= mine;
+    if (e.writer == cluster_) {  // its earliest time (a later rewrite may go unchecked; an
+      e.write_bytes |= mine;     // earlier byte released and read must not be reported)
     } else {
-      e.writer = cluster_, e.write_bytes = mine;
+      e.writer = cluster_, e.write_bytes = mine, e.write_time = time, e.write_in = in;
     }
-    e.write_time = time, e.write_in = in;
     e.read_bytes &= ~mine, e.nc_bytes &= ~mine;
     if (!e.read_bytes) e.reader = -1;
   }
@@ -95,7 +94,7 @@ std::optional<GlobalRaces::Conflict> GlobalRaces::Read(uint64_t address, uint64_
     // The latest unordered reader is what a later write must be ordered after; one of this
     // cluster's reads replaces another cluster's only once that one is ordered before it.
     if (e.reader == cluster_) {
-      e.read_bytes |= mine, e.read_time = time, e.read_in = in;
+      e.read_bytes |= mine;  // (its earliest time, as for writes)
     } else if (e.reader < 0 || Ordered(e.reader, e.read_time)) {
       e.reader = cluster_, e.read_bytes = mine, e.read_time = time, e.read_in = in;
     }

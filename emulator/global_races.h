@@ -64,8 +64,9 @@ class GlobalRaces {
 
   // A word's last writer and last reader (of another cluster, unless ordered), each with the
   // word's bytes it touched: accesses of different bytes of a word (two bf16 columns of two
-  // tiles) do not conflict. A writer of other bytes replaces the one before (a race it would
-  // have found later may be missed; none is reported that is not one).
+  // tiles) do not conflict. A cluster's accesses of a word keep its earliest time, and a writer
+  // of other bytes replaces the one before: races may be missed (a late rewrite, a third
+  // writer), but none is reported that is not one.
   struct Word {
     int writer = -1, reader = -1;  // clusters (run order); -1: none this launch
     uint8_t write_bytes = 0, read_bytes = 0, nc_bytes = 0;  // a bit a byte
