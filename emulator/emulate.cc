@@ -103,6 +103,13 @@ absl::Status Device::Fill(uint64_t dst, uint8_t byte, size_t bytes) {
   return absl::OkStatus();
 }
 
+uint64_t Device::AllocationOf(uint64_t address) const {
+  auto it = blocks_.upper_bound(address);
+  if (it == blocks_.begin()) return 0;
+  --it;
+  return address < it->first + it->second.size() ? it->first : 0;
+}
+
 std::string Device::Near(uint64_t address) const {
   auto it = blocks_.upper_bound(address);
   if (it == blocks_.begin()) return "";

@@ -859,8 +859,9 @@ absl::Status Cta::CheckGlobalRace(const Thread& t, const Instr& in, uint64_t add
                                   uint64_t bytes, bool write, bool non_coherent) {
   if (!global_races_) return absl::OkStatus();
   std::optional<GlobalRaces::Conflict> c =
-      write ? global_races_->Write(address, bytes, &in, Now())
-            : global_races_->Read(address, bytes, &in, Now(), non_coherent);
+      write ? global_races_->Write(dev_.AllocationOf(address), address, bytes, &in, Now())
+            : global_races_->Read(dev_.AllocationOf(address), address, bytes, &in, Now(),
+                                  non_coherent);
   return c ? Fail(t, in, GlobalRaceText(*c, write)) : absl::OkStatus();
 }
 

@@ -263,7 +263,7 @@ absl::Status Cta::WriteTmaStore(const TmaStore& st) {
         dev_.NoteWrite(global, es, what, Now(), ctaid_, -1);
         if (global_races_ && !st.add)  // (a reduction is an atomic: ordered among themselves)
           if (std::optional<GlobalRaces::Conflict> c =
-                  global_races_->Write(global, es, st.in, Now()))
+                  global_races_->Write(dev_.AllocationOf(global), global, es, st.in, Now()))
             return absl::InvalidArgumentError(absl::StrCat(
                 kernel_, ": ", Where(*st.in), ": a TMA store: ", GlobalRaceText(*c, true)));
         return CheckReachesGlobal(nullptr, *st.in,

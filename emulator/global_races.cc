@@ -56,8 +56,10 @@ uint8_t BytesOf(uint64_t w, uint64_t address, uint64_t bytes) {
 }
 }  // namespace
 
-std::optional<GlobalRaces::Conflict> GlobalRaces::Write(uint64_t address, uint64_t bytes,
-                                                        const ptx::Instr* in, int64_t time) {
+std::optional<GlobalRaces::Conflict> GlobalRaces::Write(uint64_t allocation, uint64_t address,
+                                                        uint64_t bytes, const ptx::Instr* in,
+                                                        int64_t time) {
+  written_.insert(allocation);
   std::optional<Conflict> found;
   for (uint64_t w = address & ~uint64_t{3}; w < address + bytes; w += 4) {
     const uint8_t mine = BytesOf(w, address, bytes);
@@ -79,9 +81,10 @@ std::optional<GlobalRaces::Conflict> GlobalRaces::Write(uint64_t address, uint64
   return found;
 }
 
-std::optional<GlobalRaces::Conflict> GlobalRaces::Read(uint64_t address, uint64_t bytes,
-                                                       const ptx::Instr* in, int64_t time,
-                                                       bool non_coherent) {
+std::optional<GlobalRaces::Conflict> GlobalRaces::Read(uint64_t allocation, uint64_t address,
+                                                       uint64_t bytes, const ptx::Instr* in,
+                                                       int64_t time, bool non_coherent) {
+  if (!written_.count(allocation)) return std::nullopt;
   std::optional<Conflict> found;
   for (uint64_t w = address & ~uint64_t{3}; w < address + bytes; w += 4) {
     const uint8_t mine = BytesOf(w, address, bytes);

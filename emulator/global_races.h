@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kiln/bundle/dims.h"
@@ -50,11 +51,13 @@ class GlobalRaces {
   // acquire takes what the location holds (at once where it is .acquire, else at the next fence).
   void Strong(uint64_t word, bool reads, bool writes, bool release_sem, bool acquire_sem,
               int64_t time);
-  // Plain accesses of [address, address + bytes); the first race found, if any.
-  std::optional<Conflict> Write(uint64_t address, uint64_t bytes, const ptx::Instr* in,
-                                int64_t time);
-  std::optional<Conflict> Read(uint64_t address, uint64_t bytes, const ptx::Instr* in, int64_t time,
-                               bool non_coherent);
+  // Plain accesses of [address, address + bytes) in the allocation at `allocation`; the first
+  // race found, if any. Reads are kept only in allocations written in this launch (an input no
+  // one writes, the most of what a kernel reads, costs nothing).
+  std::optional<Conflict> Write(uint64_t allocation, uint64_t address, uint64_t bytes,
+                                const ptx::Instr* in, int64_t time);
+  std::optional<Conflict> Read(uint64_t allocation, uint64_t address, uint64_t bytes,
+                               const ptx::Instr* in, int64_t time, bool non_coherent);
 
  private:
   using Clock = std::unordered_map<int, int64_t>;  // cluster -> how far it is known to have gone
@@ -74,6 +77,7 @@ class GlobalRaces {
     const ptx::Instr *write_in = nullptr, *read_in = nullptr;
   };
   std::unordered_map<uint64_t, Word> words_;
+  std::unordered_set<uint64_t> written_;  // allocations a plain write reached in this launch
   std::unordered_map<uint64_t, Clock> released_;  // by strong location: the releases it carries
   std::vector<rt::Dim3> first_blocks_;            // by cluster
   int cluster_ = -1;

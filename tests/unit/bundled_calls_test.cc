@@ -2,6 +2,8 @@
 // kernel the build does not bundle fails for the user with "no bundle" (the compiler writes it,
 // which a runtime-only install has not); here it fails the test, naming the call. Each test plans
 // and "launches" every form of call the host API and kiln's Python module take, on sm_90a.
+#include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -14,6 +16,7 @@
 #include "kiln/bundle/manifest.h"
 #include "kiln/ops/attention.h"
 #include "kiln/ops/attention_backward.h"
+#include "kiln/ops/emulated_op_device.h"
 #include "kiln/ops/gemm.h"
 #include "kiln/ops/grouped_gemm.h"
 
@@ -39,6 +42,53 @@ class BundleOnlyDevice : public rt::OpDevice {
  private:
   std::map<std::string, rt::Bundle> read_;
 };
+
+// The public emulator device: a program without a GPU runs the GEMM entry point on the build's
+// bundles, here at a ragged size with a bias and ReLU, against a double reference of the bf16
+// inputs.
+TEST(BundledCalls, TheEmulatedDeviceRunsTheGemmEntryPoint) {
+  const int m = 37, n = 50, k = 24;
+  auto bf16 = [](float f) {  // round to nearest even
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+  };
+  auto f32 = [](uint16_t h) {
+    const uint32_t u = uint32_t{h} << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  std::vector<uint16_t> a(m * k), b(k * n), bias(n);
+  for (int i = 0; i < m * k; ++i) a[i] = bf16(std::sin(0.37f * i));
+  for (int i = 0; i < k * n; ++i) b[i] = bf16(std::cos(0.11f * i));
+  for (int j = 0; j < n; ++j) bias[j] = bf16(0.01f * j - 0.2f);
+  emu::Device d;
+  rt::EmulatedOpDevice device(d, KILN_TEST_BUNDLE_DIR);
+  rt::GemmOperands o;
+  o.a = *d.Upload(a.data(), a.size() * 2);  // row-major M x K
+  o.b = *d.Upload(b.data(), b.size() * 2);  // column-major K x N (K contiguous)
+  o.bias = *d.Upload(bias.data(), bias.size() * 2);
+  o.c = *d.AllocatePoisoned(m * n * 2);  // column-major M x N
+  absl::Status s = rt::RunGemm({m, n, k}, {.epilogue = "bias_col,relu"}, o, 90, device);
+  ASSERT_TRUE(s.ok()) << s;
+  std::vector<uint16_t> c(m * n);
+  ASSERT_TRUE(d.CopyOut(c.data(), o.c, c.size() * 2).ok());
+  double err = 0, norm = 0;
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      double want = f32(bias[j]);
+      for (int kk = 0; kk < k; ++kk) want += double(f32(a[i * k + kk])) * f32(b[j * k + kk]);
+      want = std::max(want, 0.0);
+      const double got = f32(c[j * m + i]);
+      ASSERT_TRUE(std::isfinite(got)) << i << "," << j;
+      err += (got - want) * (got - want), norm += want * want;
+    }
+  EXPECT_LT(std::sqrt(err / norm), 1e-2);
+  // A kernel no bundle holds: the message says how to write it.
+  EXPECT_NE(std::string(device.ManifestOf("gemm/nope").status().message()).find("kiln bundle --dir"),
+            std::string::npos);
+}
 
 // Every input and output type, storage order of A, B and C, and epilogue that kiln.gemm takes, at
 // aligned, ragged and skinny sizes.

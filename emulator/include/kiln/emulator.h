@@ -41,6 +41,8 @@ class Device {
   absl::StatusOr<uint64_t> AllocatePoisoned(size_t bytes, uint8_t byte = 0xff);
   // The bytes at [address, address + bytes), or null when they are not all in one allocation.
   uint8_t* Find(uint64_t address, size_t bytes);
+  // The base address of the allocation holding `address`, or 0.
+  uint64_t AllocationOf(uint64_t address) const;
   // For an access Find refused: where it lies against the allocation below it ("" if none), and,
   // 2 GiB or more past it, that an i32 offset gone below 0 reads as 4 Gi (i32 is unsigned).
   std::string Near(uint64_t address) const;

@@ -84,6 +84,8 @@ struct GemmOperands {
 bool IsFp8Type(const std::string& type);
 
 // What Run would launch: the kernel, its problem (M and N swapped for a row-major C) and why.
+// Where the device has no bundle of that kernel's fused variant, Run launches the plain product
+// in f32 and then gemm/epilogue_pass instead (RunGemm), which the plan does not name.
 struct GemmPlan {
   GemmChoice choice;
   GemmSize size;  // as the kernel sees it
