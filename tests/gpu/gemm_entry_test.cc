@@ -403,7 +403,8 @@ void RunCase(const Case& c, const char* dir) {
   const char bias = ep.find("bias_row") != std::string::npos ? 'r' : ep.find("bias_col") != std::string::npos ? 'c' : 0;
   GemmOperands o{.a = da.ptr() + 2 * c.skew_a, .b = db.ptr(), .c = dc.ptr(), .lda = lda, .ldb = ldb, .ldc = ldc,
                  .c_row_major = c.row_major_c, .a_col_major = c.a_col_major, .b_row_major = c.b_row_major,
-                 .alpha = static_cast<float>(1 / std::sqrt(double(s.k))), .beta = 0.5f};
+                 .alpha = scale ? static_cast<float>(1 / std::sqrt(double(s.k))) : 1.0f,
+                 .beta = scale ? 0.5f : 0.0f};  // (read with "scale" only; without it an error)
   if (scale) o.c_in = dside.ptr();
   if (residual) o.residual = dside.ptr();
   const size_t bias_at = ldc * c_cols;
