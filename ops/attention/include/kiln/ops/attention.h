@@ -29,8 +29,9 @@ struct AttentionGradOperands;  // kiln/ops/attention_backward.h
 struct AttentionSize {
   int64_t b = 1, hq = 1, hkv = 1, s = 1, skv = 1, d = 128;
   // Sequences of their own lengths (`lens`, AttentionOperands::seq_lens: sequence b uses the
-  // first seq_lens[b] <= Skv of its keys), or a paged KV cache (page > 0: K and V are
-  // [pages, page, Hkv, D], vLLM's layout, and sequence b's key j lies in page
+  // first seq_lens[b] <= Skv of its keys; a length past Skv is read as Skv), or a paged KV cache
+  // (page > 0, seq_lens too: K and V are [pages, page, Hkv, D], vLLM's layout, and sequence b's
+  // key j lies in page
   // block_table[b * max_pages + j / page], row j % page; Skv is max_pages * page). Decode where
   // the query rows of a KV head fit 64 (and S = 1 or no mask); else prefill, a CTA per query
   // tile. Causal masks are each sequence's own: query i sees keys j <= i + seq_lens[b] - S.
