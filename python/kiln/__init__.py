@@ -220,9 +220,11 @@ def softmax(x, dim=-1, *, out=None):
     if rank > 1 and dim % rank != rank - 1:  # another dimension: made the last, and back
         _require(out is None or tuple(out.shape) == tuple(x.shape),
                  lambda: f"kiln.softmax: out has shape {tuple(out.shape)}, x {tuple(x.shape)}")
-        moved = (x.movedim(dim, -1) if _is_torch(x) else __import__("numpy").moveaxis(x, dim, -1))
-        y = softmax(moved)
-        y = y.movedim(-1, dim) if _is_torch(y) else __import__("numpy").moveaxis(y, -1, dim)
+        if _is_torch(x):
+            y = softmax(x.movedim(dim, -1)).movedim(-1, dim)
+        else:
+            import numpy
+            y = numpy.moveaxis(softmax(numpy.moveaxis(x, dim, -1)), -1, dim)
         if out is None:
             return y
         if _is_torch(out):
@@ -303,7 +305,7 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     """
     _require_arrays("kiln.gemm", a=a, b=b)
     _writable_out("kiln.gemm", out)
-    if len(a.shape) in (1,) or len(a.shape) > 2:
+    if len(a.shape) == 1 or len(a.shape) > 2:
         _require(len(b.shape) == 2,
                  lambda: f"kiln.gemm: b (K, N) must have rank 2, not shape {tuple(b.shape)}")
         return _gemm_folded(a, b, out, dict(
