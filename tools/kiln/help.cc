@@ -137,12 +137,20 @@ absl::Status CheckFlagsOf(const std::string& command, const std::vector<std::str
   const CommandHelp* c = Find(command);
   if (!c) return absl::OkStatus();  // (an unknown command: the dispatch says so)
   std::vector<std::string> foreign;
-  for (const std::string& flag : given) {
-    bool known = false;
-    for (const char* f : c->flags) known |= flag == f;
-    for (const char* f : kEveryCommandsFlags) known |= flag == f;
-    if (!known) foreign.push_back("--" + flag);
-  }
+  // absl's own flags (a flag file, flags from the environment) belong to every command.
+  static const char* kAbsl[] = {"flagfile", "fromenv", "tryfromenv", "undefok"};
+  auto takes_flag = [&](const std::string& flag) {
+    for (const char* f : c->flags)
+      if (flag == f) return true;
+    for (const char* f : kEveryCommandsFlags)
+      if (flag == f) return true;
+    for (const char* f : kAbsl)
+      if (flag == f) return true;
+    return false;
+  };
+  for (const std::string& flag : given)  // (--noX sets a boolean X false)
+    if (!takes_flag(flag) && !(flag.rfind("no", 0) == 0 && takes_flag(flag.substr(2))))
+      foreign.push_back("--" + flag);
   if (foreign.empty()) return absl::OkStatus();
   std::string takes;
   for (const char* f : c->flags) absl::StrAppend(&takes, takes.empty() ? "" : ", ", "--", f);
