@@ -90,7 +90,7 @@ Value KernelState::Wrap(mlir::Value v, Type t) {
   return Access::Make(this, static_cast<int>(values.size()) - 1, t);
 }
 
-void KernelState::CheckAssignInLoop(int to, int from, const Loc& declared) {
+void KernelState::CheckAssignInLoop(int to, int from) {
   const int n = static_cast<int>(value_loops.size()), loop = loop_stack.back();
   if (loop == 0 || to < 0 || from < 0 || to >= n || from >= n || value_loops[from] != loop) return;
   const int before = value_loops[to];
@@ -115,7 +115,6 @@ void KernelState::CheckAssignInLoop(int to, int from, const Loc& declared) {
     }
   }
   if (!derived) return;
-  (void)declared;
   Fail(absl::StrCat("a kiln::Value that holds a value from before a loop is assigned one "
                     "computed in the loop's body: the body is built once, so each iteration "
                     "would start again from the value before the loop. Carry it in registers "
@@ -245,8 +244,7 @@ mlir::Value KernelState::Materialize(const Operand& op, Type t) {
 
 }  // namespace detail
 Value& Value::operator=(const Value& other) {
-  if (this != &other && state_ && other.state_ == state_)
-    state_->CheckAssignInLoop(id_, other.id_, declared_);
+  if (this != &other && state_ && other.state_ == state_) state_->CheckAssignInLoop(id_, other.id_);
   state_ = other.state_, id_ = other.id_, type_ = other.type_, declared_ = other.declared_;
   return *this;
 }

@@ -154,7 +154,7 @@ struct KernelState {
   mlir::Operation* LastOp() const;  // the op just built, or null
   std::vector<int> loop_stack{0};
   // Value::operator=: `from` made in the current loop body overwrites `to` made before it.
-  void CheckAssignInLoop(int to, int from, const Loc& declared);
+  void CheckAssignInLoop(int to, int from);
   int next_loop = 1;
   std::vector<std::string> findings;  // what the static checks found (KernelDef::findings)
   // wgmma accumulators in flight, in program order as built: the register arrays (and the

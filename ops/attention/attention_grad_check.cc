@@ -361,7 +361,7 @@ absl::StatusOr<AttentionGradResult> RunAttentionBackwardEmulated(
   if (!layout.ok()) return layout.status();
   if (absl::Status fits = EmulatorTakes(size, lengths, 7); !fits.ok()) return fits;
   emu::Device d;
-  EmulatedOpDevice device(d, bundle_of, seed);
+  rt::EmulatedOpDevice device = HarnessDevice(d, bundle_of, seed);
   GradDevice dev{EmulatorMemory(d),
                  [&](const rt::AttentionOperands& ops) {
                    return rt::RunAttention(size, options, ops, compute_capability, device);

@@ -33,16 +33,15 @@ HarnessMemory EmulatorMemory(emu::Device& d) {
           [&d](uint64_t at, size_t bytes) { return d.Fill(at, 0xff, bytes); }};
 }
 
-absl::StatusOr<const rt::Manifest*> EmulatedOpDevice::ManifestOf(const std::string& kernel) {
-  const rt::Bundle* b = of_(kernel);
-  if (!b) return absl::NotFoundError(absl::StrCat("no bundle for ", kernel));
-  return &b->manifest;
-}
-
-absl::Status EmulatedOpDevice::Launch(const std::string& kernel, std::vector<rt::Arg> args) {
-  const rt::Bundle* b = of_(kernel);
-  if (!b) return absl::NotFoundError(absl::StrCat("no bundle for ", kernel));
-  return emu::Launch(d_, *b, args, {.seed = seed_, .sm_count = 3}).status();
+rt::EmulatedOpDevice HarnessDevice(emu::Device& d,
+                                   const std::function<const rt::Bundle*(const std::string&)>& of,
+                                   uint64_t seed) {
+  return rt::EmulatedOpDevice(d,
+                              [of](const std::string& kernel) -> absl::StatusOr<const rt::Bundle*> {
+                                if (const rt::Bundle* b = of(kernel)) return b;
+                                return absl::NotFoundError(absl::StrCat("no bundle for ", kernel));
+                              },
+                              {.seed = seed, .sm_count = 3});
 }
 
 }  // namespace kiln::examples

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "kiln/emulator.h"
-#include "kiln/ops/op_device.h"
+#include "kiln/ops/emulated_op_device.h"
 #include "kiln/runtime/driver.h"
 
 namespace kiln::examples {
@@ -26,21 +26,10 @@ HarnessMemory GpuMemory(std::vector<rt::DeviceBuffer>& buffers);
 // The emulator's.
 HarnessMemory EmulatorMemory(emu::Device& d);
 
-// The emulator as the entry points' device: the bundles `bundle_of` finds (null: none), on three
-// SMs; scratch buffers are fresh allocations.
-class EmulatedOpDevice : public rt::OpDevice {
- public:
-  EmulatedOpDevice(emu::Device& d, const std::function<const rt::Bundle*(const std::string&)>& of,
-                   uint64_t seed)
-      : d_(d), of_(of), seed_(seed) {}
-  absl::StatusOr<const rt::Manifest*> ManifestOf(const std::string& kernel) override;
-  absl::Status Launch(const std::string& kernel, std::vector<rt::Arg> args) override;
-  absl::StatusOr<uint64_t> Scratch(int, size_t bytes) override { return d_.Allocate(bytes); }
-
- private:
-  emu::Device& d_;
-  const std::function<const rt::Bundle*(const std::string&)>& of_;
-  uint64_t seed_;
-};
+// The emulator as the entry points' device over the bundles `bundle_of` finds (null: none), on
+// three SMs, threads in the order `seed` gives.
+rt::EmulatedOpDevice HarnessDevice(emu::Device& d,
+                                   const std::function<const rt::Bundle*(const std::string&)>& of,
+                                   uint64_t seed);
 
 }  // namespace kiln::examples

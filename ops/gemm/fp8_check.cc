@@ -281,7 +281,7 @@ absl::StatusOr<Fp8GemmResult> RunFp8GemmEmulated(
       !fits.ok())
     return fits;
   emu::Device d;
-  EmulatedOpDevice device(d, bundle_of, seed);
+  rt::EmulatedOpDevice device = HarnessDevice(d, bundle_of, seed);
   RunGemmOn run = [&](const rt::GemmOperands& o) {
     return rt::RunGemm(p.size, OptionsOf(p), o, p.compute_capability, device);
   };

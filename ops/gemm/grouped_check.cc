@@ -199,7 +199,7 @@ absl::StatusOr<GroupedGemmResult> RunGroupedGemmEmulated(
       !fits.ok())
     return fits;
   emu::Device d;
-  EmulatedOpDevice device(d, bundle_of, seed);
+  rt::EmulatedOpDevice device = HarnessDevice(d, bundle_of, seed);
   RunOn run = [&](const rt::GroupedGemmSize& s, const rt::GroupedGemmOptions& options,
                   const rt::GroupedGemmOperands& o) {
     return rt::RunGroupedGemm(s, options, o, 90, device);

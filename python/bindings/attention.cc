@@ -131,7 +131,7 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
   if (x.seq_lens) ops.seq_lens = d.Bind(*x.seq_lens, /*read_only=*/true);
   if (x.block_table) ops.block_table = d.Bind(*x.block_table, /*read_only=*/true);
   if (x.cu_seqlens) ops.cu_seqlens = d.Bind(*x.cu_seqlens, /*read_only=*/true);
-  EmulatedOpDevice device(*d.emulator());
+  rt::EmulatedOpDevice device = EmulatorDevice(*d.emulator());
   ThrowIfError(rt::RunAttention(z, options, ops, /*compute_capability=*/90, device), call);
   d.Finish();
   Widen(result, "bf16", out);
@@ -283,7 +283,7 @@ void AttentionBackward(const Array& q, const Array& k, const Array& v, const Arr
                                 d.BindPoisoned(dk.size(), "bf16", &dk_bytes),
                                 d.BindPoisoned(dv.size(), "bf16", &dv_bytes)};
   if (cu) ops.cu_seqlens = d.Bind(*cu, /*read_only=*/true);
-  EmulatedOpDevice device(*d.emulator());
+  rt::EmulatedOpDevice device = EmulatorDevice(*d.emulator());
   ThrowIfError(rt::RunAttentionBackward(z, options, ops, /*compute_capability=*/90, device), call);
   d.Finish();
   Widen(dq_bytes, "bf16", dq);

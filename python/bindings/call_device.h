@@ -15,6 +15,7 @@
 #include "kiln/bundle/args.h"
 #include "kiln/bundle/manifest.h"
 #include "kiln/emulator.h"
+#include "kiln/ops/emulated_op_device.h"
 #include "kiln/ops/op_device.h"
 #include "python/bindings/arrays.h"
 
@@ -40,23 +41,10 @@ Runner& RunnerFor(const std::string& dir) {
   return *r;
 }
 
-// The emulator as an entry point's device (rt::OpDevice): the bundles of BundleDir() on `d`.
-class EmulatedOpDevice : public rt::OpDevice {
- public:
-  explicit EmulatedOpDevice(emu::Device& d) : d_(d) {}
-  absl::StatusOr<const rt::Manifest*> ManifestOf(const std::string& kernel) override {
-    absl::StatusOr<const rt::Bundle*> b = FindBundle(kernel);
-    if (!b.ok()) return b.status();
-    return &(*b)->manifest;
-  }
-  absl::Status Launch(const std::string& kernel, std::vector<rt::Arg> args) override {
-    return emu::Launch(d_, BundleNamed(kernel), args).status();
-  }
-  absl::StatusOr<uint64_t> Scratch(int, size_t bytes) override { return d_.Allocate(bytes); }
-
- private:
-  emu::Device& d_;
-};
+// The emulator as an entry point's device: the bundles of BundleDir() (FindBundle) on `d`.
+inline rt::EmulatedOpDevice EmulatorDevice(emu::Device& d) {
+  return rt::EmulatedOpDevice(d, [](const std::string& kernel) { return FindBundle(kernel); });
+}
 
 class CallDevice {
  public:

@@ -151,7 +151,7 @@ void Gemm(GemmArgs g, uint64_t stream) {
   std::vector<uint8_t> result;
   o.c = d.BindPoisoned(g.out->size(), g.out_type, &result);
   o.c_row_major = g.epilogue == "swiglu" || g.epilogue == "rope";
-  EmulatedOpDevice device(*d.emulator());
+  rt::EmulatedOpDevice device = EmulatorDevice(*d.emulator());
   ThrowIfError(rt::RunGemm(size, options, o, /*compute_capability=*/90, device));
   d.Finish();
   Widen(result, g.out_type, *g.out, /*column_major=*/!o.c_row_major);

@@ -169,7 +169,7 @@ void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, co
   std::vector<uint8_t> result;
   o.c = d.BindPoisoned(out.size(), out_type, &result);
   o.c_row_major = true;
-  EmulatedOpDevice device(*d.emulator());
+  rt::EmulatedOpDevice device = EmulatorDevice(*d.emulator());
   ThrowIfError(rt::RunGemm(size, options, o, /*compute_capability=*/90, device));
   d.Finish();
   Widen(result, out_type, out, /*column_major=*/false);

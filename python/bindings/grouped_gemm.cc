@@ -104,7 +104,7 @@ void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes,
        .sizes = d.Bind(sizes, /*read_only=*/true)};
   // The emulator copies a host array's bytes as they lie: scale_x's rows contiguous, as checked.
   if (fp8) o.scale_x = d.Bind(*scale_x, true), o.scale_w = d.Bind(*scale_w, true);
-  EmulatedOpDevice device(*d.emulator());
+  rt::EmulatedOpDevice device = EmulatorDevice(*d.emulator());
   ThrowIfError(rt::RunGroupedGemm(size, options, o, /*cc=*/90, device));
   d.Finish();
   Widen(result, "bf16", out, /*column_major=*/false);
