@@ -192,8 +192,18 @@ class InFlightRegs {
 // ld.shared, ldmatrix, wgmma) from which the value derives.
 using Origin = const ptx::Instr*;
 
+// A thread's watch for a wait that can never end (spin.cc): its latest read of memory, and how
+// many times in a row that read came back the same with the thread's registers the same.
+struct SpinWatch {
+  const ptx::Instr* at = nullptr;
+  uint64_t address = 0, value = 0, regs = 0;
+  int64_t repeats = 0, last_step = 0, period = 0;
+};
+
 struct Thread {
   int x = 0, y = 0, z = 0, linear = 0;
+  int64_t steps = 0;  // instructions it has executed
+  SpinWatch spin;
   bool waited_for_prior_grids = false;             // has run griddepcontrol.wait
   std::vector<TmaStore> bulk_open;                 // TMA stores not yet committed
   std::vector<std::vector<TmaStore>> bulk_groups;  // committed bulk groups, oldest first
@@ -308,6 +318,16 @@ class Cta {
     }
     return -1;
   }
+  // The first runnable thread from index `from` on, else the first of all.
+  int RunnableFrom(int from) const {
+    for (size_t i = from / 64; i < run_bits_.size(); ++i) {
+      const uint64_t bits = i == static_cast<size_t>(from / 64)
+                                ? run_bits_[i] >> (from % 64) << (from % 64)
+                                : run_bits_[i];
+      if (bits) return static_cast<int>(i * 64) + std::countr_zero(bits);
+    }
+    return NthRunnable(0);
+  }
   // The k-th runnable thread of warp w (k below the popcount of WarpRunBits(w)).
   int NthRunnableOfWarp(int w, int k) const { return w * 32 + NthBit(WarpRunBits(w), k); }
   static int NthBit(uint64_t bits, int k) {
@@ -369,7 +389,9 @@ class Cta {
     // any runnable thread, half the time one of the runnable warp the seed ranks highest, so
     // that some warps run far ahead of others (races that need a lagging warp show up); now and
     // then a warp is re-ranked, so no order holds for a whole launch.
-    int pick = NthRunnable(0);
+    // Without a seed, threads in index order; after a spinning thread yields, from the next one.
+    int pick = rotate_from_ > 0 ? RunnableFrom(rotate_from_) : NthRunnable(0);
+    rotate_from_ = 0;
     if (rng_) {
       const uint64_t r = (*rng_)();
       if (r % 512 == 0) warp_priority_[(r >> 9) % warp_priority_.size()] = (*rng_)();
@@ -385,7 +407,8 @@ class Cta {
     }
     const int quantum = rng_ ? 1 + static_cast<int>((*rng_)() % 64) : 1 << 30;
     Thread& t = threads_[pick];
-    for (int i = 0; i < quantum && t.state == Thread::State::kRun; ++i) {
+    yield_ = false;
+    for (int i = 0; i < quantum && t.state == Thread::State::kRun && !yield_; ++i) {
       if (--*budget_ <
           0) {  // where the thread then running was: in an endless loop, most likely in it
         const Instr& at = e_.code[t.pc];
@@ -400,9 +423,10 @@ class Cta {
                          t.linear, " of block (", ctaid_.x, ",", ctaid_.y, ",", ctaid_.z,
                          ") was at PTX line ", at.line, dsl.empty() ? "" : ", ", dsl));
       }
-      ++*executed;
+      ++*executed, ++t.steps;
       if (absl::Status s = Step(t); !s.ok()) return s;
     }
+    if (yield_) rotate_from_ = pick + 1;
     return Progress::kMoved;
   }
 
@@ -598,6 +622,18 @@ class Cta {
   absl::Status Convert(Thread& t, const Instr& in);
   absl::Status LoadStore(Thread& t, const Instr& in);
   absl::Status Atomic(Thread& t, const Instr& in);
+  // spin.cc: a read of memory (a load or an atomic's old value) that came back as the thread's
+  // previous read at this instruction did; once every thread of the cluster still running does
+  // so over and over (or waits), nothing can change: an error that says why.
+  absl::Status NoteSpinRead(Thread& t, const Instr& in, uint64_t address, const uint8_t* bytes,
+                            uint64_t n, bool shared);
+  bool SpinsNow(const Thread& t) const;
+  bool yield_ = false;
+  int rotate_from_ = 0;  // without a seed: where the next pick starts after a yield  // a spinning
+                         // thread ends its quantum: the others may be what it waits for
+  bool AsyncWorkInFlight() const {
+    return !pending_.empty() || !cp_async_arrivals_.empty() || !tcgen_commits_.empty();
+  }
   absl::Status CpAsync(Thread& t, const Instr& in);
   absl::StatusOr<Cta*> Peer(const Thread& t, const Instr& in, uint64_t rank) const;
   absl::Status ClusterBarrier(Thread& t, const Instr& in);

@@ -737,6 +737,11 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
       return s;
     }
   }
+  if (load && !local_or_param)
+    if (absl::Status s = NoteSpinRead(t, in, shared ? *p - shared_.data() : addr, *p,
+                                      static_cast<uint64_t>(elem) * in.vec, in_shared);
+        !s.ok())
+      return s;
   for (int i = 0; i < in.vec && i < static_cast<int>(regs.size()); ++i) {
     uint8_t* at = *p + i * elem;
     if (load) {
@@ -810,6 +815,12 @@ absl::Status Cta::Atomic(Thread& t, const Instr& in) {
   r &= Mask(bits);
   std::memcpy(*p, &r, bits / 8);
   if (result) Write(t, in.ops[0], old);
+  if (result && r == old)  // a read that changed nothing (a failed cas, an add of 0)
+    if (absl::Status s =
+            NoteSpinRead(t, in, Address(t, in.ops.at(base)), reinterpret_cast<const uint8_t*>(&old),
+                         bits / 8, SharedOwner(*p) != nullptr);
+        !s.ok())
+      return s;
   // The old value's origin, and the new one's: the old value's or the operands'.
   Origin was = SharedOwner(*p) ? SharedTaint(*p, bits / 8, in) : nullptr,
          operands = SourceTaint(t, in);

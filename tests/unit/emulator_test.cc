@@ -469,6 +469,84 @@ TEST(Emulator, EndlessLoopsRunOutOfBudget) {
   EXPECT_TRUE(absl::IsResourceExhausted(s.status())) << s.status();
 }
 
+// A wait that can never end is reported when it starts, not at the instruction budget: a
+// hand-made grid barrier of two blocks (each sets its flag, then waits for the other's) works on
+// a GPU that holds both at once, but the emulator runs one block to its end before the other.
+TEST(Emulator, AWaitForABlockNotRunIsReportedAsItStarts) {
+  rt::Bundle b = Kernel(R"(
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra $L__meet;
+	mov.u32 %r2, %ctaid.x;
+	mul.wide.u32 %rd4, %r2, 4;
+	add.s64 %rd5, %rd1, %rd4;
+	mov.u32 %r4, 1;
+	st.release.gpu.global.u32 [%rd5], %r4;
+	xor.b32 %r5, %r2, 1;
+	mul.wide.u32 %rd6, %r5, 4;
+	add.s64 %rd7, %rd1, %rd6;
+$L__spin:
+	ld.acquire.gpu.global.u32 %r3, [%rd7];
+	setp.eq.u32 %p3, %r3, 0;
+	@%p3 bra $L__spin;
+$L__meet:
+	bar.sync 0;)", {64, 1, 1});
+  for (uint64_t seed : {0, 1, 2}) {
+    Device d;
+    const uint64_t out = *d.Allocate(8);
+    ASSERT_TRUE(d.Fill(out, 0, 8).ok());
+    absl::StatusOr<Stats> s = Launch(d, b, {2, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(0)},
+                                     {.seed = seed, .max_instructions = 50000000});
+    ASSERT_FALSE(s.ok()) << seed;
+    EXPECT_FALSE(absl::IsResourceExhausted(s.status())) << s.status();
+    EXPECT_NE(s.status().message().find("a wait that cannot end: this thread reads global memory"), absl::string_view::npos) << s.status();
+    EXPECT_NE(s.status().message().find("a block cannot wait for one that has not run"), absl::string_view::npos) << s.status();
+    EXPECT_NE(s.status().message().find("while 63 wait"), absl::string_view::npos) << s.status();
+  }
+}
+
+// Waits that do end are not reported: a thread spins on a flag while another works long before
+// it sets it, and a thread gives up a bounded wait for a flag never set. Under seeds, so
+// the spinning warp often runs far ahead.
+TEST(Emulator, WaitsThatEndAreNotReported) {
+  rt::Bundle b = Kernel(R"(
+	setp.eq.u32 %p1, %r1, 32;
+	@%p1 bra $L__work;
+	setp.eq.u32 %p2, %r1, 1;
+	@%p2 bra $L__bounded;
+	setp.ne.u32 %p3, %r1, 0;
+	@%p3 bra $L__end;
+$L__spin:
+	ld.volatile.global.u32 %r3, [%rd1+128];
+	setp.eq.u32 %p4, %r3, 0;
+	@%p4 bra $L__spin;
+	st.global.u32 [%rd3], %r3;
+	bra $L__end;
+$L__bounded:
+	mov.u32 %r5, 0;
+$L__again:
+	add.u32 %r5, %r5, 1;
+	ld.volatile.global.u32 %r3, [%rd1+132];
+	setp.lt.u32 %p5, %r5, 5000;
+	@%p5 bra $L__again;
+	st.global.u32 [%rd3], %r5;
+	bra $L__end;
+$L__work:
+	mov.u32 %r6, 0;
+$L__count:
+	add.u32 %r6, %r6, 1;
+	setp.lt.u32 %p6, %r6, 20000;
+	@%p6 bra $L__count;
+	st.volatile.global.u32 [%rd1+128], %r6;
+$L__end:)", {64, 1, 1});
+  for (uint64_t seed : {1, 2, 3}) {
+    absl::Status s;
+    std::vector<uint32_t> v = Emulate(b, 2, &s, seed);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(v[0], 20000u);
+    EXPECT_EQ(v[1], 5000u);
+  }
+}
+
 // A launch's error ends with the line that launched it, for arguments it refuses and for what
 // goes wrong while it runs alike.
 // A PTX label is any identifier (`$L__BB0_1` from LLVM, `AGAIN` by hand): a loop of three through
