@@ -149,6 +149,17 @@ absl::StatusOr<uint64_t> Device::Workspace(const std::string& key, size_t bytes)
 }
 
 namespace {
+// Instructions between two interrupt checks: a few hundredths of a second of emulation.
+constexpr int64_t kInterruptCheckEvery = int64_t{1} << 22;
+// The most clusters a launch runs: each runs one after another, so a grid past this would take
+// hours at the least.
+constexpr uint64_t kMaxClusters = uint64_t{1} << 24;
+
+std::function<absl::Status()>& InterruptCheck() {
+  static std::function<absl::Status()> check;
+  return check;
+}
+
 absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt::Dim3 grid,
                                     const std::vector<rt::Arg>& args, const Options& options) {
   const rt::Manifest& m = bundle.manifest;
@@ -257,20 +268,29 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
   const rt::Dim3 clusters{grid.x / cd.x, grid.y / cd.y, grid.z / cd.z};
   // Clusters run one after another; under a seed in a shuffled order, since the hardware starts
   // and finishes them in any order (what meets in global memory must not depend on it).
-  std::vector<uint64_t> order(clusters.count());
-  for (uint64_t i = 0; i < order.size(); ++i) order[i] = i;
-  if (!options.only_clusters.empty()) {
+  const uint64_t cluster_count = uint64_t{clusters.x} * clusters.y * clusters.z;
+  if (options.only_clusters.empty() && cluster_count > kMaxClusters)
+    return absl::ResourceExhaustedError(
+        absl::StrCat(m.source, ": ", m.name, ": a grid of ", grid.x, "x", grid.y, "x", grid.z,
+                     " is ", cluster_count, " clusters; the emulator runs at most ", kMaxClusters,
+                     " in a launch (Options::only_clusters runs a few of a larger grid)"));
+  std::vector<uint64_t> order;
+  if (options.only_clusters.empty()) {
+    order.resize(cluster_count);
+    for (uint64_t i = 0; i < order.size(); ++i) order[i] = i;
+  } else {
     for (uint64_t index : options.only_clusters)
-      if (index >= order.size())
+      if (index >= cluster_count)
         return absl::InvalidArgumentError(absl::StrCat(m.name, ": cluster ", index,
-                                                       " to run is not in a grid of ", order.size(),
-                                                       " clusters"));
+                                                       " to run is not in a grid of ",
+                                                       cluster_count, " clusters"));
     order = options.only_clusters;
     std::sort(order.begin(), order.end());
     order.erase(std::unique(order.begin(), order.end()), order.end());
   }
   if (options.seed) std::shuffle(order.begin(), order.end(), rng);
   GlobalRaces global_races;  // what the clusters' global accesses must be ordered by
+  int64_t next_interrupt_check = kInterruptCheckEvery;
   for (uint64_t index : order) {
     const unsigned kx = static_cast<unsigned>(index % clusters.x),
                    ky = static_cast<unsigned>(index / clusters.x % clusters.y),
@@ -307,6 +327,11 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
       }
       for (bool f : finished) all &= f;
       if (all) break;
+      if (stats.instructions >= next_interrupt_check) {
+        next_interrupt_check = stats.instructions + kInterruptCheckEvery;
+        if (InterruptCheck())
+          if (absl::Status s = InterruptCheck()(); !s.ok()) return s;
+      }
       if (moved) continue;
       cluster.TryRelease();  // threads may have exited since the last arrival
       bool woken = false;
@@ -325,6 +350,8 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
   return stats;
 }
 }  // namespace
+
+void SetInterruptCheck(std::function<absl::Status()> check) { InterruptCheck() = std::move(check); }
 
 absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, rt::Dim3 grid,
                              const std::vector<rt::Arg>& args, const Options& options,

@@ -20,7 +20,8 @@ std::string DtypeName(const Array& a) {
   if (code == dl::dtype_code::Int) return absl::StrCat("i", t.bits);
   if (code == dl::dtype_code::UInt) return absl::StrCat("u", t.bits);
   if (code == dl::dtype_code::Bool) return "bool";
-  return "?";
+  if (code == dl::dtype_code::Complex) return absl::StrCat("complex", t.bits);
+  return absl::StrCat("?(DLPack type code ", t.code, ", ", t.bits, " bits)");
 }
 
 Where WhereOf(const Array& a, const std::string& what) {

@@ -2,6 +2,8 @@
 // carrying kiln's message, which names the DSL line where there is one.
 #pragma once
 
+#include <nanobind/nanobind.h>
+
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -33,14 +35,25 @@ inline std::string AsPython(std::string message) {
   return message;
 }
 
+// The status of an emulated launch that a Python signal handler stopped (module.cc): the
+// exception the handler raised (KeyboardInterrupt) is already set, and goes up as it is.
+inline constexpr const char* kInterrupted = "interrupted by a Python signal handler";
+inline void RaiseIfInterrupted(const absl::Status& s) {
+  if (s.message().find(kInterrupted) != absl::string_view::npos && PyErr_Occurred())
+    throw nanobind::python_error();
+}
+
 inline void ThrowIfError(const absl::Status& s) {
-  if (!s.ok()) throw Error(AsPython(std::string(s.message())));
+  if (s.ok()) return;
+  RaiseIfInterrupted(s);
+  throw Error(AsPython(std::string(s.message())));
 }
 
 // The same for a call that the host API's attention entry point serves under its own name
 // (kiln.varlen_attention, kiln.decode_attention, ...): its messages name that call.
 inline void ThrowIfError(const absl::Status& s, const std::string& call) {
   if (s.ok()) return;
+  RaiseIfInterrupted(s);
   std::string message = AsPython(std::string(s.message()));
   for (const std::string prefix : {"kiln.attention:", "kiln attention backward:"})
     if (message.rfind(prefix, 0) == 0) message = call + ":" + message.substr(prefix.size());

@@ -15,7 +15,15 @@ kiln's errors are kiln.Error, carrying kiln's message, which names the DSL line 
 import os as _os
 
 from . import _kiln
-from ._kiln import Error, bundle_dir, set_bundle_dir
+from ._kiln import Error, bundle_dir
+
+
+def set_bundle_dir(path):
+    """The directory the ops read their kernels from (a str or a path)."""
+    if not isinstance(path, (str, _os.PathLike)):
+        raise Error(f"kiln.set_bundle_dir: path must be a str or a path, not {type(path).__name__}")
+    _kiln.set_bundle_dir(_os.fspath(path))
+
 
 # An installed kiln (<prefix>/lib/python/kiln) reads the bundles installed beside it
 # (<prefix>/share/kiln/bundles) unless $KILN_BUNDLE_DIR names others.
@@ -117,6 +125,36 @@ def _require_arrays(call, **arrays):
         if not hasattr(x, "__dlpack__") or not hasattr(x, "shape"):
             raise Error(f"{call}: {name} must be a torch tensor or a NumPy array, not "
                         f"{type(x).__name__}")
+        dtype = getattr(x, "dtype", None)
+        if type(x).__module__ == "numpy" and dtype is not None:
+            if dtype.kind not in "biuf":
+                raise Error(f"{call}: {name} has dtype {dtype}; kiln takes arrays of numbers "
+                            "(float32 on the host)")
+            if not dtype.isnative:
+                raise Error(f"{call}: {name} is in the other byte order ({dtype.str}); "
+                            f"{name}.astype({name}.dtype.newbyteorder('=')) is native")
+
+
+def _optional_arrays(call, **arrays):
+    """_require_arrays for those of `arrays` that are not None."""
+    _require_arrays(call, **{name: x for name, x in arrays.items() if x is not None})
+
+
+def _number(call, name, value):
+    """value as a float: a Python or NumPy real number, not a bool or a string."""
+    import numbers
+    _require(isinstance(value, numbers.Real) and not isinstance(value, bool),
+             lambda: f"{call}: {name} must be a number, not {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def _flag(call, name, value):
+    """value as a bool: True, False (or NumPy's, or 0 and 1), not a string that reads as true."""
+    import numbers
+    _require(isinstance(value, numbers.Integral) and value in (0, 1) or
+             type(value).__name__ in ("bool", "bool_"),
+             lambda: f"{call}: {name} must be True or False, not {value!r}")
+    return bool(value)
 
 
 def _type_of(x):
@@ -215,11 +253,17 @@ def softmax(x, dim=-1, *, out=None):
     _require_arrays("kiln.softmax", x=x)
     _writable_out("kiln.softmax", out)
     rank = len(x.shape)
-    _require(isinstance(dim, int) and -max(rank, 1) <= dim < max(rank, 1),
+    import numbers
+    _require(isinstance(dim, numbers.Integral) and not isinstance(dim, bool) and
+             -max(rank, 1) <= dim < max(rank, 1),
              lambda: f"kiln.softmax: dim {dim!r} is not a dimension of x {tuple(x.shape)}")
     if rank > 1 and dim % rank != rank - 1:  # another dimension: made the last, and back
+        dim = int(dim)
+        _require_arrays("kiln.softmax", **({} if out is None else {"out": out}))
         _require(out is None or tuple(out.shape) == tuple(x.shape),
                  lambda: f"kiln.softmax: out has shape {tuple(out.shape)}, x {tuple(x.shape)}")
+        _require(out is None or str(out.dtype) == str(x.dtype),
+                 lambda: f"kiln.softmax: out must be {x.dtype} as x is, not {out.dtype}")
         if _is_torch(x):
             y = softmax(x.movedim(dim, -1)).movedim(-1, dim)
         else:
@@ -241,7 +285,9 @@ def rms_norm(x, weight=None, eps=1e-6, *, out=None):
     """x / sqrt(mean(x^2) + eps) * weight over the last dimension (strides as softmax's; no
     weight: ones)."""
     _require_arrays("kiln.rms_norm", x=x)
-    if weight is None and len(x.shape) >= 1:
+    _require(len(x.shape) >= 1, "kiln.rms_norm: x must have at least one dimension")
+    eps = _number("kiln.rms_norm", "eps", eps)
+    if weight is None:
         weight = _filled(x, x.shape[-1], 1.0)
     _require_arrays("kiln.rms_norm", weight=weight)
     _writable_out("kiln.rms_norm", out)
@@ -255,7 +301,9 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension (strides as
     softmax's; no weight: ones, no bias: zeros)."""
     _require_arrays("kiln.layer_norm", x=x)
-    if len(x.shape) >= 1:
+    _require(len(x.shape) >= 1, "kiln.layer_norm: x must have at least one dimension")
+    eps = _number("kiln.layer_norm", "eps", eps)
+    if True:
         weight = _filled(x, x.shape[-1], 1.0) if weight is None else weight
         bias = _filled(x, x.shape[-1], 0.0) if bias is None else bias
     _require_arrays("kiln.layer_norm", weight=weight, bias=bias)
@@ -304,10 +352,16 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     and k share; out[:, h * dim + r] holds feature rope_order(dim)[r] of head h.
     """
     _require_arrays("kiln.gemm", a=a, b=b)
+    _optional_arrays("kiln.gemm", out=out, c=c, bias=bias, residual=residual)
     _writable_out("kiln.gemm", out)
+    alpha = _number("kiln.gemm", "alpha", alpha)
+    beta = beta if beta is None else _number("kiln.gemm", "beta", beta)
     if len(a.shape) == 1 or len(a.shape) > 2:
         _require(len(b.shape) == 2,
                  lambda: f"kiln.gemm: b (K, N) must have rank 2, not shape {tuple(b.shape)}")
+        _require(len(a.shape) == 0 or a.shape[-1] == b.shape[0],
+                 lambda: f"kiln.gemm: a {tuple(a.shape)} and b {tuple(b.shape)} do not multiply "
+                         "(a's last dimension must be b's rows)")
         return _gemm_folded(a, b, out, dict(
             out_dtype=out_dtype, alpha=alpha, beta=beta, c=c, bias=bias, activation=activation,
             residual=residual, scale_a=scale_a, scale_b=scale_b, fp8_types=fp8_types, rope=rope))
@@ -735,7 +789,8 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     o = _empty(q, tuple(q.shape), _type_of(q))
     b, h, s = (q.shape[0], q.shape[2], q.shape[1]) if rows else tuple(q.shape[:3])
     lse = _empty(q, (b, h, s), "f32")
-    _kiln._attention(_r(q), _r(k), _r(v), _r(o), _r(lse), bool(causal),
+    _kiln._attention(_r(q), _r(k), _r(v), _r(o), _r(lse),
+                     _flag("kiln.attention", "causal", causal),
                      _scale("kiln.attention", scale), rows,
                      stream=_stream([q]))
     return o, lse
@@ -802,6 +857,12 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
         return tuple(grads)
     d = q.shape[-1]
     if len(q.shape) == 4 and d not in _HEAD_DIMS:  # padded as kiln.attention pads the forward
+        _require(tuple(out.shape) == tuple(d_out.shape) == tuple(q.shape) and
+                 tuple(k.shape) == tuple(v.shape) and len(k.shape) == 4 and k.shape[3] == d,
+                 lambda: "kiln.attention_backward: out and d_out must have q's shape "
+                         f"{tuple(q.shape)}, and k and v [B, Hkv, Skv, D] with q's D = {d}; got "
+                         f"k {tuple(k.shape)}, v {tuple(v.shape)}, out {tuple(out.shape)}, d_out "
+                         f"{tuple(d_out.shape)}")
         kd = _kernel_head_dim("kiln.attention_backward", d)
         grads = attention_backward(*(_pad_head_dim(x, kd) for x in (q, k, v, out)), lse,
                                    _pad_head_dim(d_out, kd), causal=causal,
@@ -811,8 +872,10 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))
-    _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)), bool(causal),
-                              _scale("kiln.attention_backward", scale), bool(dq_atomics),
+    _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)),
+                              _flag("kiln.attention_backward", "causal", causal),
+                              _scale("kiln.attention_backward", scale),
+                              _flag("kiln.attention_backward", "dq_atomics", dq_atomics),
                               stream=_stream([q]))
     return dq, dk, dv
 
@@ -869,7 +932,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, tuple(q.shape[:3]), "f32")
     _kiln._decode_attention(_r(q), _r(k_cache), _r(v_cache), _r(seq_lens), _r(block_table), _r(o),
-                            _r(lse), bool(causal), _scale("kiln.decode_attention", scale),
+                            _r(lse), _flag("kiln.decode_attention", "causal", causal),
+                            _scale("kiln.decode_attention", scale),
                             stream=_stream([q]))
     return o, lse
 
@@ -891,7 +955,8 @@ def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=Non
     if len(q.shape) == 3 and q.shape[0] * q.shape[1] == 0:  # no token or no head: nothing to do
         return o, lse
     _kiln._varlen_attention(_r(q), _r(k), _r(v), _r(cu_seqlens), int(max_seqlen), _r(o), _r(lse),
-                            bool(causal), _scale("kiln.varlen_attention", scale),
+                            _flag("kiln.varlen_attention", "causal", causal),
+                            _scale("kiln.varlen_attention", scale),
                             stream=_stream([q]))
     return o, lse
 
@@ -929,7 +994,8 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))
-    _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)), bool(causal),
+    _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)),
+                              _flag("kiln.varlen_attention_backward", "causal", causal),
                               _scale("kiln.varlen_attention_backward", scale), False,
                               cu_seqlens=_r(cu_seqlens),
                               max_seqlen=int(max_seqlen), stream=_stream([q]))

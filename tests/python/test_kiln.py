@@ -1254,11 +1254,54 @@ class EmptyAndWrongInputs(unittest.TestCase):
                                            np.int32([0, 10]), 10), "q must be packed [T, H, D]"),
             (lambda: kiln.grouped_gemm(f(2, 4, 64), f(2, 64, 64), np.int32([4, 8])),
              "x must be (T, K) with offsets"),
+            # values that Python would coerce: a string that reads as true, a float for an array
+            (lambda: kiln.attention(f(1, 1, 4, 64), f(1, 1, 4, 64), f(1, 1, 4, 64),
+                                    causal="no"), "causal must be True or False, not 'no'"),
+            (lambda: kiln.gemm(f(4, 8), f(8, 8), bias=1.0), "bias must be a torch tensor"),
+            (lambda: kiln.gemm(f(4, 8), f(8, 8), alpha="2"), "alpha must be a number, not str"),
+            (lambda: kiln.gemm(f(4, 8), f(8, 8), c=f(4, 8), beta=True), "beta must be a number"),
+            (lambda: kiln.rms_norm(f(3, 8), eps="1e-5"), "eps must be a number"),
+            (lambda: kiln.softmax(f(8, 16).astype(">f4")), "x is in the other byte order"),
+            (lambda: kiln.gemm(f(4, 8).astype(np.complex64), f(8, 8)), "a has dtype complex64"),
+            (lambda: kiln.gemm(f(4, 8).astype(object), f(8, 8)), "a has dtype object"),
+            (lambda: kiln.softmax(f(7, 33), dim=0, out=np.zeros((7, 33), np.int64)),
+             "out must be float32 as x is, not int64"),
+            (lambda: kiln.rms_norm(np.ones((), np.float32)), "at least one dimension"),
+            (lambda: kiln.gemm(f(34), f(33, 24)), "a (34,) and b (33, 24) do not multiply"),
+            # the head dimensions of a backward that runs padded (D not 64, 128 or 256)
+            (lambda: kiln.attention_backward(f(1, 1, 4, 80), f(1, 1, 4, 96), f(1, 1, 4, 96),
+                                             f(1, 1, 4, 80), f(1, 1, 4), f(1, 1, 4, 80)),
+             "with q's D = 80"),
+            (lambda: kiln.set_bundle_dir(None), "path must be a str or a path, not NoneType"),
+            # the emulator's grid limit, before a launch of two billion blocks
+            (lambda: saxpy(f(8), f(8), 1.0, 8, grid=(2**31 - 1, 1, 1)),
+             "the emulator runs at most 16777216"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:
                 call()
             self.assertIn(message, str(caught.exception))
+
+    def test_a_signal_stops_a_long_emulated_call(self):
+        """A handler's exception (Ctrl-C's KeyboardInterrupt) ends an emulated call as it runs."""
+        import signal
+        import time
+
+        def interrupt(*_):
+            raise KeyboardInterrupt
+
+        before = signal.signal(signal.SIGALRM, interrupt)
+        a = np.ones((2048, 2048), np.float32)
+        start = time.monotonic()
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+            with self.assertRaises(KeyboardInterrupt):
+                kiln.gemm(a, a)  # about half a minute of emulation
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, before)
+        self.assertLess(time.monotonic() - start, 5)
+        self.assertEqual(kiln.gemm(a[:4, :8], a[:8, :4]).shape, (4, 4))  # the next call runs
 
     def test_empty_arrays(self):
         b = np.ones((24, 16), np.float32)

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <source_location>
@@ -114,5 +115,10 @@ absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle,
 absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle, rt::Dim3 grid,
                              const std::vector<rt::Arg>& args, const Options& options = {},
                              std::source_location where = std::source_location::current());
+
+// A check every launch makes now and then as it runs (every few million instructions, on the
+// launching thread): a status other than OK ends the launch with that status. An interpreter's
+// bindings set one that reports an interrupt (Ctrl-C); none is set by default.
+void SetInterruptCheck(std::function<absl::Status()> check);
 
 }  // namespace kiln::emu
