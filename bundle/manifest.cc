@@ -507,14 +507,28 @@ absl::Status WriteBundle(const std::string& dir, const Bundle& bundle) {
 absl::StatusOr<Bundle> ReadBundle(const std::string& dir, const std::string& kernel_name) {
   const std::string stem = absl::StrCat(dir, "/", BundleStem(kernel_name));
   absl::StatusOr<std::string> text = ReadFile(stem + ".manifest");
-  if (!text.ok())
+  if (!text.ok()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      return absl::NotFoundError(absl::StrCat("no bundle for '", kernel_name, "': ", dir,
+                                              " is not a directory (of bundles)"));
     return absl::NotFoundError(absl::StrCat("no bundle for '", kernel_name, "' in ", dir));
+  }
   absl::StatusOr<Manifest> manifest = Manifest::Parse(*text);
   if (!manifest.ok())
     return absl::InvalidArgumentError(
         absl::StrCat(stem, ".manifest: ", manifest.status().message()));
+  // A bundle is found by its file name; a manifest that names another kernel was renamed or
+  // edited by hand, and whichever name it ran under, a message would name the other.
+  if (manifest->name != kernel_name)
+    return absl::InvalidArgumentError(
+        absl::StrCat(stem, ".manifest describes kernel '", manifest->name, "', not '", kernel_name,
+                     "' (a bundle renamed or edited by hand: `kiln bundle` writes it anew)"));
   absl::StatusOr<std::string> ptx = ReadFile(stem + ".ptx");
-  if (!ptx.ok()) return ptx.status();
+  if (!ptx.ok())
+    return absl::FailedPreconditionError(
+        absl::StrCat("the bundle for '", kernel_name, "' in ", dir,
+                     " has its manifest but not its PTX: ", ptx.status().message()));
   return Bundle{*std::move(manifest), *std::move(ptx)};
 }
 

@@ -501,6 +501,14 @@ class Cta {
         return cluster_ ? cluster_->dims.y : 1;
       case ptx::Special::kClusterNctaIdZ:
         return cluster_ ? cluster_->dims.z : 1;
+      case ptx::Special::kGlobalTimer:
+      case ptx::Special::kClock64:
+        return static_cast<uint64_t>(Now() - start_);
+      case ptx::Special::kGlobalTimerLo:
+      case ptx::Special::kClock:
+        return static_cast<uint32_t>(Now() - start_);
+      case ptx::Special::kGlobalTimerHi:
+        return static_cast<uint64_t>(Now() - start_) >> 32;
     }
     return 0;
   }
@@ -960,6 +968,7 @@ class Cta {
   std::vector<TmemOrder> tmem_order_ = std::vector<TmemOrder>(4 * 512);
   std::map<int, std::vector<int>> unfenced_tmem_access_;  // by warp: indices into tmem_order_
   int64_t Now() const { return -*budget_; }
+  int64_t start_ = -*budget_;  // Now() when the CTA was made: the clocks count from it
   // When a TMA load last landed on each 128-byte granule of shared memory, and its instruction:
   // a tcgen05.mma reading it must be ordered after the wait that saw it land
   // (CheckMmaAfterTmaLoads).

@@ -126,6 +126,15 @@ absl::Status Cta::Step(Thread& t) {
       else if (!in.Has("launch_dependents"))
         return Fail(t, in, "griddepcontrol takes .wait or .launch_dependents");
       break;
+    case Op::kNanosleep:  // a hint to suspend for up to the time given: the thread yields here
+      yield_ = true;
+      break;
+    case Op::kTrap:
+      return absl::AbortedError(absl::StrCat(
+          Fail(t, in,
+               "trap: the kernel stopped itself (on a GPU the launch fails with an illegal "
+               "instruction, and the context is lost)")
+              .message()));
     case Op::kPrefetch:  // prefetch, prefetchu, prefetch.tensormap: only a cache hint, no value
                          // changes (PTX ISA)
       // The ISA does not promise that a prefetch of global memory outside any allocation is

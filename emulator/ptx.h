@@ -72,7 +72,14 @@ enum class Special : uint8_t {
   kClusterCtaIdZ,
   kClusterNctaIdX,
   kClusterNctaIdY,
-  kClusterNctaIdZ
+  kClusterNctaIdZ,
+  // Time: the launch's instructions executed so far stand for nanoseconds (%globaltimer) and
+  // for cycles (%clock, %clock64): monotone, as the ISA promises, and the same run to run.
+  kGlobalTimer,
+  kGlobalTimerLo,
+  kGlobalTimerHi,
+  kClock,
+  kClock64
 };
 
 struct Operand {
@@ -155,7 +162,9 @@ enum class Op : uint16_t {
   kMapa,
   kStMatrix,
   kPrefetch,
-  kGriddepcontrol
+  kGriddepcontrol,
+  kNanosleep,
+  kTrap
 };
 
 struct Instr {

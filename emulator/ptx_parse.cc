@@ -147,7 +147,9 @@ const std::map<std::string, Op>& Ops() {
                                                        {"stmatrix", Op::kStMatrix},
                                                        {"prefetch", Op::kPrefetch},
                                                        {"prefetchu", Op::kPrefetch},
-                                                       {"griddepcontrol", Op::kGriddepcontrol}};
+                                                       {"griddepcontrol", Op::kGriddepcontrol},
+                                                       {"nanosleep", Op::kNanosleep},
+                                                       {"trap", Op::kTrap}};
   return *m;
 }
 
@@ -180,7 +182,12 @@ const std::map<std::string, Special>& Specials() {
                                          {"%cluster_ctaid.z", Special::kClusterCtaIdZ},
                                          {"%cluster_nctaid.x", Special::kClusterNctaIdX},
                                          {"%cluster_nctaid.y", Special::kClusterNctaIdY},
-                                         {"%cluster_nctaid.z", Special::kClusterNctaIdZ}};
+                                         {"%cluster_nctaid.z", Special::kClusterNctaIdZ},
+                                         {"%globaltimer", Special::kGlobalTimer},
+                                         {"%globaltimer_lo", Special::kGlobalTimerLo},
+                                         {"%globaltimer_hi", Special::kGlobalTimerHi},
+                                         {"%clock", Special::kClock},
+                                         {"%clock64", Special::kClock64}};
   return *m;
 }
 

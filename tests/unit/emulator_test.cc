@@ -547,6 +547,34 @@ $L__end:)", {64, 1, 1});
   }
 }
 
+// The clocks (%globaltimer, %clock64) only rise, nanosleep only yields, and trap ends the launch
+// with an error at its line (PTX ISA: trap aborts the kernel).
+TEST(Emulator, ClocksRiseAndTrapStops) {
+  rt::Bundle b = Kernel(R"(
+	mov.u64 %rd4, %globaltimer;
+	nanosleep.u32 100;
+	mov.u64 %rd5, %clock64;
+	mov.u64 %rd6, %globaltimer;
+	setp.gt.u64 %p1, %rd6, %rd4;
+	selp.u32 %r2, 1, 0, %p1;
+	st.global.u32 [%rd3], %r2;
+	setp.eq.u32 %p2, %r1, 5;
+	@%p2 trap;)");
+  absl::Status s;
+  Emulate(b, 32, &s);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("trap): trap: the kernel stopped itself"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("in thread (5,0,0)"), std::string::npos) << s;
+  std::vector<uint32_t> risen = Emulate(Kernel(R"(
+	mov.u64 %rd4, %globaltimer;
+	nanosleep.u32 100;
+	mov.u64 %rd6, %clock64;
+	setp.gt.u64 %p1, %rd6, %rd4;
+	selp.u32 %r2, 1, 0, %p1;
+	st.global.u32 [%rd3], %r2;)"), 32);
+  for (uint32_t v : risen) EXPECT_EQ(v, 1u);
+}
+
 // A launch's error ends with the line that launched it, for arguments it refuses and for what
 // goes wrong while it runs alike.
 // A PTX label is any identifier (`$L__BB0_1` from LLVM, `AGAIN` by hand): a loop of three through

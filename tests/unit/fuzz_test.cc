@@ -109,9 +109,12 @@ TEST(Fuzz, DiskCacheEntriesReadOrAreRefused) {
     entries.push_back(manifests[i] + std::string(1, '\0') + ptx[i % ptx.size()]);
   absl::StatusOr<rt::Manifest> first = rt::Manifest::Parse(manifests[0]);
   ASSERT_TRUE(first.ok()) << first.status();
-  const std::string name = first->name, stem = dir + "/" + rt::BundleStem(name);
   Fuzz("disk-cache entry", entries, 3000, [&](const std::string& entry) {
     const size_t cut = entry.find('\0');  // none left: the PTX file is missing
+    // Filed under the name its manifest gives (a manifest filed under another is refused).
+    absl::StatusOr<rt::Manifest> m = rt::Manifest::Parse(entry.substr(0, cut));
+    const std::string name = m.ok() ? m->name : first->name,
+                      stem = dir + "/" + rt::BundleStem(name);
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     std::ofstream(stem + ".manifest", std::ios::binary) << entry.substr(0, cut);

@@ -211,6 +211,20 @@ TEST(Bundle, WritesReadsAndLists) {
   EXPECT_EQ(*ListBundles(dir), std::vector<std::string>{"hopper/k01"});
   absl::StatusOr<Bundle> missing = ReadBundle(dir, "hopper/k99");
   EXPECT_TRUE(absl::IsNotFound(missing.status()));
+  // A manifest filed under another kernel's name (copied and edited by hand) is refused, and so
+  // is a bundle without its PTX, each saying so rather than that the kernel is unknown.
+  std::filesystem::copy_file(dir + "/hopper.k01.manifest", dir + "/hopper.k02.manifest");
+  absl::StatusOr<Bundle> renamed = ReadBundle(dir, "hopper/k02");
+  ASSERT_FALSE(renamed.ok());
+  EXPECT_NE(renamed.status().message().find("describes kernel 'hopper/k01', not 'hopper/k02'"),
+            absl::string_view::npos) << renamed.status();
+  std::filesystem::remove(dir + "/hopper.k01.ptx");
+  absl::StatusOr<Bundle> no_ptx = ReadBundle(dir, "hopper/k01");
+  EXPECT_FALSE(absl::IsNotFound(no_ptx.status())) << no_ptx.status();
+  EXPECT_NE(no_ptx.status().message().find("has its manifest but not its PTX"),
+            absl::string_view::npos) << no_ptx.status();
+  EXPECT_NE(ReadBundle(dir + "/none", "hopper/k01").status().message().find("is not a directory"),
+            absl::string_view::npos);
 }
 
 }  // namespace

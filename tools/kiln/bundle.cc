@@ -69,6 +69,9 @@ int WriteBundles(const std::vector<std::string>& args) {
   absl::StatusOr<std::vector<std::string>> named = NamesOrAll(args);
   if (!named.ok()) return Fail(named.status());
   const std::string dir = absl::GetFlag(FLAGS_dir);
+  if (dir.empty())
+    return Fail(
+        absl::InvalidArgumentError("kiln bundle: --dir is empty: name the directory to write"));
   if (prune) {
     DropStale(dir, *named);
     return 0;

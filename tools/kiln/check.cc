@@ -20,10 +20,17 @@ int CheckKernels(const std::vector<std::string>& args) {
   if (!absl::GetFlag(FLAGS_bundles).empty())
     return Fail(absl::InvalidArgumentError(
         "kiln check builds each kernel from its source and checks it there: it reads no bundle "
-        "(--bundles). A bundle runs on the emulator: kiln emulate --bundles D NAME"));
+        "(--bundles). A bundled GEMM, row op or probe runs on the emulator with `kiln emulate "
+        "--bundles D NAME`; a kernel of your own program is checked there by its "
+        "KernelDef::findings() and runs on the emulator from your program (kiln::emu::Launch) "
+        "or from Python (kiln.load), docs/EMULATOR.md"));
   absl::StatusOr<std::vector<std::string>> named = NamesOrAll(args);
   if (!named.ok()) return Fail(named.status());
   int failing = 0;
+  // Over every kernel, the planted bugs (kernels wrong on purpose, for the checks to find) are
+  // expected to have findings; one without is what fails. Named, a planted kernel is checked as
+  // any other.
+  const bool all = args.empty();
   for (const std::string& name : *named) {
     absl::StatusOr<kiln::KernelDef> def = BuildKernel(name);
     if (absl::IsNotFound(def.status())) return Fail(def.status());  // a name, not a finding
@@ -35,7 +42,9 @@ int CheckKernels(const std::vector<std::string>& args) {
     const kiln::rt::Manifest& m = def->manifest();
     std::string summary =
         absl::StrFormat("smem %d of %d bytes", m.smem_bytes, def->target().smem_budget_bytes);
-    if (kiln::HaveToolkit()) {
+    if (!kiln::HaveToolkit()) {
+      absl::StrAppend(&summary, "; registers not checked: no ptxas (set KILN_CUDA_HOME)");
+    } else {
       absl::StatusOr<std::string> ptx = kiln::EmitPtx(*def);
       absl::StatusOr<kiln::PtxasResult> cubin =
           ptx.ok() ? kiln::RunPtxas(*ptx, def->target().chip)
@@ -56,12 +65,16 @@ int CheckKernels(const std::vector<std::string>& args) {
                           absl::StripAsciiWhitespace(line.substr(line.find_last_of(',', at) + 1)));
       }
     }
+    const bool planted = all && m.Attribute("planted") != nullptr;
     if (def->findings().empty()) {
-      std::cout << name << ": ok (" << summary << ")\n";
+      std::cout << name << ": " << (planted ? "its planted bug was not found" : "ok") << " ("
+                << summary << ")\n";
+      failing += planted;
       continue;
     }
-    ++failing;
-    for (const std::string& f : def->findings()) std::cout << name << ": " << f << "\n";
+    failing += !planted;
+    for (const std::string& f : def->findings())
+      std::cout << name << ": " << (planted ? "found as planted: " : "") << f << "\n";
   }
   if (failing) std::cout << failing << " of " << named->size() << " kernels have findings\n";
   return failing ? 1 : 0;

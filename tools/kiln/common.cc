@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -53,6 +54,53 @@ void RecordGivenFlags(int argc, char** argv) {
 }
 
 bool FlagGiven(const std::string& name) { return GivenFlags().count(name) > 0; }
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& what) {
+  constexpr uintmax_t kLargest = uintmax_t{256} << 20;  // far past any kernel's PTX
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (error || !std::filesystem::exists(status))
+    return absl::NotFoundError(absl::StrCat(what, " ", path, ": no such file"));
+  if (std::filesystem::is_directory(status))
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is a directory, not a file"));
+  if (!std::filesystem::is_regular_file(status))
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", path, " is not a regular file (a device or a pipe)"));
+  if (const uintmax_t size = std::filesystem::file_size(path, error); !error && size > kLargest)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", path, " holds ", size, " bytes; kiln reads at most ", kLargest));
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
+  return text;
+}
+
+// The size flags of the other kind of kernel (or, for a probe, of any kind) are refused rather
+// than dropped, and a size given must be at least 1 (0 is not "the default").
+absl::Status CheckSizeFlags(const std::string& command, const std::string& name, bool gemm,
+                            bool row_op, bool probe) {
+  if (!gemm && !row_op && !probe) return absl::OkStatus();  // (the command says where it runs)
+  const std::tuple<const char*, int64_t, bool> flags[] = {
+      // name, value, whether a GEMM's
+      {"m", absl::GetFlag(FLAGS_m), true},
+      {"n", absl::GetFlag(FLAGS_n), true},
+      {"k", absl::GetFlag(FLAGS_k), true},
+      {"rows", absl::GetFlag(FLAGS_rows), false},
+      {"cols", absl::GetFlag(FLAGS_cols), false}};
+  for (const auto& [flag, value, gemm_flag] : flags) {
+    if (!FlagGiven(flag)) continue;
+    if (gemm_flag ? !gemm : !row_op)
+      return absl::InvalidArgumentError(absl::StrCat(command, ": --", flag, " does not size ", name,
+                                                     ": ",
+                                                     gemm     ? "a GEMM takes --m, --n and --k"
+                                                     : row_op ? "a row op takes --rows and --cols"
+                                                              : "a probe runs at its own sizes"));
+    if (value < 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat(command, ": --", flag, " ", value, ": a size is at least 1"));
+  }
+  return absl::OkStatus();
+}
 
 std::vector<std::string> GivenFlagNames() {
   return std::vector<std::string>(GivenFlags().begin(), GivenFlags().end());
@@ -118,8 +166,9 @@ absl::StatusOr<std::vector<std::string>> KernelNames() {
 std::string DidYouMean(const std::string& name) {
   absl::StatusOr<std::vector<std::string>> names = KernelNames();
   const std::string near = names.ok() ? kiln::rt::NearestName(name, *names) : "";
-  return near.empty() ? " (see `kiln list`)"
-                      : absl::StrCat("; did you mean '", near, "'? (see `kiln list`)");
+  return near.empty() || near == name
+             ? " (see `kiln list`)"
+             : absl::StrCat("; did you mean '", near, "'? (see `kiln list`)");
 }
 
 #ifdef KILN_HAVE_COMPILER

@@ -38,8 +38,15 @@ int Fail(const absl::Status& s);  // prints "kiln: message", returns 1
 void RecordGivenFlags(int argc, char** argv);
 bool FlagGiven(const std::string& name);
 std::vector<std::string> GivenFlagNames();  // every flag given, by name
-std::string BundleDir();                    // --bundles, or the bundles beside a runtime-only kiln
-bool Compiling();                           // kernels are built here (not read from bundles)
+// A file's text (`what` names it in messages: "--ptx"): a regular file of a sane size, not a
+// directory or a device.
+absl::StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& what);
+// The size flags (--m --n --k, --rows --cols) given to `command` for kernel `name`: a GEMM's or
+// a row op's as the kernel is, and at least 1 (0 is not "the default").
+absl::Status CheckSizeFlags(const std::string& command, const std::string& name, bool gemm,
+                            bool row_op, bool probe);
+std::string BundleDir();  // --bundles, or the bundles beside a runtime-only kiln
+bool Compiling();         // kernels are built here (not read from bundles)
 // Why this kiln compiles nothing (Compiling() is false), for a message: a runtime-only build, or
 // --bundles given.
 std::string WhyNotCompiling();

@@ -15,36 +15,6 @@
 
 namespace kiln::cli {
 
-namespace {
-
-// The size flags of the other kind of kernel (or, for a probe, of any kind) are refused rather
-// than dropped, and a size given must be at least 1 (0 is not "the default").
-absl::Status CheckSizeFlags(const std::string& name, bool gemm, bool row_op, bool probe) {
-  if (!gemm && !row_op && !probe) return absl::OkStatus();  // (refused below, with where it runs)
-  const std::tuple<const char*, int64_t, bool> flags[] = {
-      // name, value, whether a GEMM's
-      {"m", absl::GetFlag(FLAGS_m), true},
-      {"n", absl::GetFlag(FLAGS_n), true},
-      {"k", absl::GetFlag(FLAGS_k), true},
-      {"rows", absl::GetFlag(FLAGS_rows), false},
-      {"cols", absl::GetFlag(FLAGS_cols), false}};
-  for (const auto& [flag, value, gemm_flag] : flags) {
-    if (!FlagGiven(flag)) continue;
-    if (gemm_flag ? !gemm : !row_op)
-      return absl::InvalidArgumentError(absl::StrCat("kiln emulate: --", flag, " does not size ",
-                                                     name, ": ",
-                                                     gemm     ? "a GEMM takes --m, --n and --k"
-                                                     : row_op ? "a row op takes --rows and --cols"
-                                                              : "a probe runs at its own sizes"));
-    if (value < 1)
-      return absl::InvalidArgumentError(
-          absl::StrCat("kiln emulate: --", flag, " ", value, ": a size is at least 1"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 // Runs a kernel on the PTX emulator (kiln/emulator.h) under each schedule and checks it
 // like `kiln run`: one line with the size, the schedules and the worst error.
 int Emulate(const std::vector<std::string>& args) {
@@ -68,13 +38,14 @@ int Emulate(const std::vector<std::string>& args) {
 #endif
   if (const std::string path = absl::GetFlag(FLAGS_ptx);
       !path.empty()) {  // hand-edited PTX, same manifest
-    std::ifstream in(path);
-    if (!in) return Fail(absl::NotFoundError(absl::StrCat("cannot read ", path)));
-    b->ptx.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    absl::StatusOr<std::string> text = ReadTextFile(path, "--ptx");
+    if (!text.ok()) return Fail(text.status());
+    b->ptx = *std::move(text);
   }
   const bool gemm = kiln::examples::GemmOf(b->manifest).has_value();
-  if (absl::Status s = CheckSizeFlags(args[0], gemm, kiln::examples::IsRowOp(args[0]),
-                                      kiln::examples::IsProbe(args[0]));
+  if (absl::Status s =
+          CheckSizeFlags("kiln emulate", args[0], gemm, kiln::examples::IsRowOp(args[0]),
+                         kiln::examples::IsProbe(args[0]));
       !s.ok())
     return Fail(s);
   const auto t0 = std::chrono::steady_clock::now();

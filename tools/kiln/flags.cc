@@ -66,7 +66,8 @@ ABSL_FLAG(std::string, epilogue, "",
 ABSL_FLAG(
     std::string, tune_cache, "",
     "`kiln tune` writes (adds to) this file the fastest kernel per size; `kiln gemm` reads it");
-ABSL_FLAG(int64_t, experts, 0, "`kiln grouped-gemm`: the groups (experts)");
+ABSL_FLAG(int64_t, experts, 0,
+          "`kiln grouped-gemm`: the groups (experts); left out, one for each count of --tokens");
 ABSL_FLAG(std::string, tokens, "",
           "`kiln grouped-gemm`: each expert's tokens: one count for all, or one per expert "
           "(70,0,1,200)");

@@ -44,7 +44,8 @@ int GroupedGemm() {
     return Fail(absl::InvalidArgumentError(
         "usage: kiln grouped-gemm --experts E --tokens T|T1,T2,.. --n N --k K [--masked]"));
   // The flags this command does not take, refused rather than dropped.
-  if (absl::GetFlag(FLAGS_experts) < 0)
+  if (absl::GetFlag(FLAGS_experts) < 0 ||
+      (FlagGiven("experts") && absl::GetFlag(FLAGS_experts) == 0))
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "kiln grouped-gemm: --experts ", absl::GetFlag(FLAGS_experts), ": 1 or more groups")));
   if (!absl::GetFlag(FLAGS_epilogue).empty() || !absl::GetFlag(FLAGS_out_dtype).empty())

@@ -1,6 +1,7 @@
 // The kiln command line: `kiln COMMAND ...`, one file per command in this folder; this one
 // dispatches, and answers `kiln --help` and `kiln COMMAND --help` (usage, then the command's flags
 // with their defaults; exit 0).
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -15,7 +16,9 @@
 #include "tools/kiln/flags.h"
 #include "tools/kiln/help.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int RunCommand(int argc, char** argv) {
   absl::SetProgramUsageMessage("kiln COMMAND [ARGS] [FLAGS]; `kiln --help` lists the commands");
   absl::FlagsUsageConfig usage;
   usage.version_string = [] {
@@ -95,6 +98,11 @@ int main(int argc, char** argv) {
       std::cerr << "usage: kiln run NAME [--m M --n N --k K | --rows R --cols C] [--split S]\n";
       return 2;
     }
+    const bool row_op = kiln::examples::IsRowOp(args[0]), probe = kiln::examples::IsProbe(args[0]);
+    if (absl::Status s =
+            kiln::cli::CheckSizeFlags("kiln run", args[0], !row_op && !probe, row_op, probe);
+        !s.ok())
+      return kiln::cli::Fail(s);
     auto size = [](int64_t v) { return v ? v : int64_t{4096}; };
     return kiln::cli::Bench(args,
                             {{size(absl::GetFlag(FLAGS_m)), size(absl::GetFlag(FLAGS_n)),
@@ -116,4 +124,18 @@ int main(int argc, char** argv) {
   }
   std::cerr << "kiln: unknown command '" << command << "'\n" << kiln::cli::Overview();
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int code = RunCommand(argc, argv);
+  // A command whose output could not be written (a full disk, a closed pipe) has failed, even
+  // where its own work succeeded.
+  std::cout.flush();
+  if ((!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) && code == 0) {
+    std::cerr << "kiln: cannot write to standard output\n";
+    return 1;
+  }
+  return code;
 }
