@@ -134,6 +134,7 @@ class BusyBytes {
 struct EmulatedTensorMap {
   rt::TensorMapSpec spec;
   uint64_t address = 0;
+  std::string name;  // "tmA over A": its parameter and tensor, for messages
 };
 
 // A tcgen05.mma kind::f16 or kind::f8f6f4 in flight: D (TMEM, fp32) (+)= A (smem) x B (smem)^T.
@@ -885,6 +886,11 @@ class Cta {
   absl::Status CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes);
   // An async-proxy read (wgmma, tcgen05.mma, TMA store) of bytes a generic store left unfenced.
   absl::Status CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, const char* reader);
+  // A TMA copy's global element outside every allocation: the copy's line, its map, its box
+  // and where the address lies.
+  absl::Status TmaOutsideMemory(const Instr& in, const EmulatedTensorMap& map,
+                                const std::vector<int64_t>& coords, uint64_t address,
+                                const char* what) const;
   std::vector<AsyncLoad> pending_;
   // cp.async.mbarrier.arrive.noinc: the copies the thread had in flight at that instruction, which
   // land, and then arrive on the mbarrier, at a moment the seed picks (Advance) or at the thread's

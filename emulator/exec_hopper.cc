@@ -236,10 +236,7 @@ absl::Status Cta::WriteTmaStore(const TmaStore& st) {
         if (!inside) return absl::OkStatus();
         tma_store_reading_.Remove(shared, es);
         uint8_t* to = dev_.Find(global, es);
-        if (!to)
-          return absl::InvalidArgumentError(
-              absl::StrFormat("%s: PTX line %d: a TMA store writes outside any allocation (0x%x)",
-                              kernel_, st.in->line, global));
+        if (!to) return TmaOutsideMemory(*st.in, *st.map, st.coords, global, "store writes");
         if (st.add) {  // (f32 only: Bulk refuses the rest)
           float sum, part;
           std::memcpy(&sum, to, 4);
@@ -398,9 +395,7 @@ absl::Status Cta::CompleteAsync(size_t index) {
           return absl::OkStatus();
         }
         const uint8_t* from = dev_.Find(g, es);
-        if (!from)
-          return absl::InvalidArgumentError(
-              absl::StrFormat("%s: a TMA load reads outside any allocation (0x%x)", kernel_, g));
+        if (!from) return TmaOutsideMemory(*op.issued_by, *op.map, op.coords, g, "load reads");
         std::memcpy(shared_.data() + to, from, es);
         return absl::OkStatus();
       });
@@ -887,6 +882,20 @@ void Cta::NoteGenericRead(const Thread& t, const Instr& in, uint64_t off, uint64
   last_generic_read_[t.linear] = &in;
 }
 
+absl::Status Cta::TmaOutsideMemory(const Instr& in, const EmulatedTensorMap& map,
+                                   const std::vector<int64_t>& coords, uint64_t address,
+                                   const char* what) const {
+  const std::string dsl = m_.DslLine(in);
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s%s: PTX line %d (%s): a TMA %s global address 0x%x, outside any allocation%s: its box "
+      "at (%s) of tensor map %s, dims (%s) innermost first, strides (%s) bytes, at 0x%x; the "
+      "map describes more than its tensor holds (dims swapped, a stride too large, or another "
+      "tensor's sizes?)",
+      dsl.empty() ? "" : dsl + ": ", kernel_, in.line, in.text, what, address, dev_.Near(address),
+      absl::StrJoin(coords, ", "), map.name, absl::StrJoin(map.spec.dims, ", "),
+      absl::StrJoin(map.spec.strides_bytes, ", "), map.address));
+}
+
 absl::Status Cta::CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, const char* reader) {
   if (generic_writer_.empty()) return absl::OkStatus();
   for (uint64_t b = off; b < off + bytes && b < generic_writer_.size(); ++b)
@@ -910,7 +919,9 @@ absl::Status Cta::CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, con
           std::abs(generic_writer_[b]) - 1, where,
           copied ? ": a cp.async's bytes reach the async proxy once a thread that waited for them "
                    "runs fence.proxy.async"
-                 : ""));
+                 : "; where the writer does fence, this write came after its fence: the tile "
+                   "was written again before this copy was issued (a barrier between the "
+                   "writers and the issuing thread is missing)"));
     }
   return absl::OkStatus();
 }

@@ -865,6 +865,26 @@ absl::Status StoreThroughTma(bool fence, std::vector<uint32_t>* out, int column 
   return s.status();
 }
 
+// A tensor map that describes more than its tensor's allocation holds (here 64 words over 32):
+// the copy that leaves the allocation names itself, its map and the map's dims.
+TEST(Emulator, ATmaCopyPastItsAllocationNamesTheMap) {
+  rt::Bundle b = OneMapKernel("test/proxy", "out", 1024);
+  b.ptx = absl::StrCat(OneMapKernelStart(), R"(	shl.b32 %r3, %r1, 2;
+	add.s32 %r4, %r2, %r3;
+	st.shared.b32 [%r4], %r1;
+	fence.proxy.async.shared::cta;
+	bar.sync 0;
+	setp.ne.s32 %p1, %r1, 0;
+)", StoreTheWordsThroughTma(32));
+  Device d;
+  uint64_t dst = *d.Allocate(128);
+  absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Tensor(dst, {64}, {})});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("a TMA store writes global address"), std::string::npos) << s.status();
+  EXPECT_NE(s.status().message().find("its box at (32) of tensor map map over out, dims (64)"), std::string::npos)
+      << s.status();
+}
+
 TEST(Emulator, TmaStoresNeedTheProxyFence) {
   std::vector<uint32_t> out;
   absl::Status s = StoreThroughTma(/*fence=*/true, &out);
