@@ -386,6 +386,11 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
         terms.append(activation)
     if residual is not None:
         terms.append("residual")
+    _require(activation != "swiglu" or terms == ["swiglu"],
+             lambda: "kiln.gemm: activation='swiglu' is fused alone: no c, alpha, beta, bias or "
+                     "residual with it (given: " + ", ".join(
+                         {"scale": "c, alpha or beta", "bias_col": "bias"}.get(t, t)
+                         for t in terms if t != "swiglu") + ")")
     rope_args = {}
     if rope is not None:
         _require(isinstance(rope, (tuple, list)) and len(rope) == 3,
@@ -901,6 +906,13 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
     _require_arrays(call, q=q, k_cache=k_cache, v_cache=v_cache, seq_lens=seq_lens)
     if block_table is not None:
         _require_arrays(call, block_table=block_table)
+        page = k_cache.shape[1] if len(k_cache.shape) == 4 else 0
+        _require(page >= 16 and page & (page - 1) == 0 and len(q.shape) == 4 and
+                 k_cache.shape[3] == q.shape[3],
+                 lambda: f"{call}: with a block_table, k_cache and v_cache are a paged cache "
+                         "[pages, page, Hkv, D] (page a power of two from 16, D q's); k_cache "
+                         f"{tuple(k_cache.shape)} is not one for q {tuple(q.shape)} (a dense "
+                         "cache [B, Hkv, Smax, D] takes no block_table)")
     keys = (block_table.shape[1] * k_cache.shape[1] if block_table is not None and
             len(block_table.shape) == 2 and len(k_cache.shape) == 4 else
             k_cache.shape[2] if len(k_cache.shape) == 4 else 1)
@@ -972,10 +984,16 @@ def _check_host_offsets(call, x, cu_seqlens, total, max_seqlen):
         return
     import numpy
     cu = numpy.asarray(cu_seqlens).astype(numpy.int64)
-    _require(cu.ndim == 1 and cu.size >= 2 and cu[0] == 0 and (numpy.diff(cu) >= 0).all() and
-             cu[-1] <= total and numpy.diff(cu).max() <= max_seqlen,
-             f"{call}: cu_seqlens must rise from 0 to at most the {total} rows, no sequence past "
-             f"max_seqlen = {max_seqlen}; got {cu.tolist()[:8]}{' ...' if cu.size > 8 else ''}")
+    got = f"; got {cu.tolist()[:8]}{' ...' if cu.size > 8 else ''}"
+    _require(cu.ndim == 1 and cu.size >= 2,
+             lambda: f"{call}: cu_seqlens must be [B + 1] offsets, B at least 1{got}")
+    _require(cu[0] == 0, lambda: f"{call}: cu_seqlens must start at 0{got}")
+    _require((numpy.diff(cu) >= 0).all(), lambda: f"{call}: cu_seqlens must not fall{got}")
+    _require(cu[-1] <= total,
+             lambda: f"{call}: cu_seqlens must end at most at the {total} rows there are{got}")
+    _require(numpy.diff(cu).max() <= max_seqlen,
+             lambda: f"{call}: a sequence of {numpy.diff(cu).max()} rows is longer than "
+                     f"max_seqlen = {max_seqlen}{got}")
 
 
 def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, *, causal=False,
