@@ -127,12 +127,15 @@ absl::Status CheckFlagCombinations() {
   auto invalid = [](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("kiln attention: ", why));
   };
-  if (page < 0) return invalid(absl::StrCat("--paged ", page, ": a page size (16, 32, 64, 256)"));
+  if (page < 0)
+    return invalid(absl::StrCat("--paged ", page, ": a page size (a power of two from 16)"));
   if (decode < 0)
     return invalid(absl::StrCat("--decode ", decode, ": query rows a sequence, 1 to 16"));
   if (absl::GetFlag(FLAGS_repeats) < 1)
     return invalid(absl::StrCat("--repeats ", absl::GetFlag(FLAGS_repeats),
                                 ": launches a timed block, at least 1"));
+  if (varlen && (FlagGiven("b") || FlagGiven("s") || FlagGiven("skv")))
+    return invalid("--varlen's lengths are the batch's sequences: no --b, --s or --skv");
   if (varlen && (page || decode))
     return invalid("--varlen runs packed sequences of prefill: no --paged or --decode");
   if (backward && (page || decode))

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -48,6 +49,8 @@ void RecordGivenFlags(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--") break;  // the rest are positional
     if (arg.size() < 2 || arg[0] != '-') continue;
+    // A negative number is the value of the flag before it ("--m -128"), as absl reads it.
+    if (std::isdigit(static_cast<unsigned char>(arg[1])) || arg[1] == '.') continue;
     arg = arg.substr(arg[1] == '-' ? 2 : 1);
     GivenFlags().insert(arg.substr(0, arg.find('=')));
   }
@@ -238,8 +241,11 @@ const Bundle* StreamRead() {
 
 // The kernels a command names, or every kernel when it names none.
 absl::StatusOr<std::vector<std::string>> NamesOrAll(const std::vector<std::string>& args) {
-  if (!args.empty()) return args;
-  return KernelNames();
+  if (args.empty()) return KernelNames();
+  std::vector<std::string> names;  // each once, in the order given
+  for (const std::string& a : args)
+    if (std::find(names.begin(), names.end(), a) == names.end()) names.push_back(a);
+  return names;
 }
 
 absl::StatusOr<std::vector<kiln::rt::GemmSize>> ParseSizes(const std::string& text) {

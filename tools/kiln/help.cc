@@ -148,9 +148,10 @@ absl::Status CheckFlagsOf(const std::string& command, const std::vector<std::str
       if (flag == f) return true;
     return false;
   };
-  for (const std::string& flag : given)  // (--noX sets a boolean X false)
+  for (const std::string& flag : given) {  // (--noX sets a boolean X false)
     if (!takes_flag(flag) && !(flag.rfind("no", 0) == 0 && takes_flag(flag.substr(2))))
       foreign.push_back("--" + flag);
+  }
   if (foreign.empty()) return absl::OkStatus();
   std::string takes;
   for (const char* f : c->flags) absl::StrAppend(&takes, takes.empty() ? "" : ", ", "--", f);
@@ -178,6 +179,12 @@ std::optional<int> HandleHelp(int argc, char** argv) {
       help = true;
     else if (command.empty() && argv[i][0] != '-')
       command = argv[i];
+  }
+  // `kiln help [COMMAND]`, as git and go take it.
+  if (command == "help") {
+    help = true, command.clear();
+    for (int i = 2; i < argc && command.empty(); ++i)
+      if (argv[i][0] != '-') command = argv[i];
   }
   if (!help) return std::nullopt;
   if (command.empty()) {

@@ -12,6 +12,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/str_cat.h"
 #include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 #include "tools/kiln/help.h"
@@ -42,6 +43,10 @@ int RunCommand(int argc, char** argv) {
   args.erase(args.begin());
   if (absl::Status s = kiln::cli::CheckFlagsOf(command, kiln::cli::GivenFlagNames()); !s.ok())
     return kiln::cli::Fail(s);
+  if (absl::GetFlag(FLAGS_watchdog) < 0)
+    return kiln::cli::Fail(absl::InvalidArgumentError(
+        absl::StrCat("--watchdog ", absl::GetFlag(FLAGS_watchdog),
+                     ": milliseconds a wait may take (0: no watchdog), not below 0")));
 #ifdef KILN_HAVE_COMPILER
   kiln::SetDefaultWatchdog(absl::GetFlag(FLAGS_watchdog));
 #else
