@@ -192,6 +192,25 @@ std::function<const Bundle*(const std::string&)> BundlesOnce() {
   };
 }
 
+#ifdef KILN_HAVE_COMPILER
+// A kernel variant built on demand (options no bundle holds, `--kernel base.options`) has not
+// been through ptxas the way the bundled ones are in the build: where the toolkit is here, it is
+// assembled before it runs, so that a variant ptxas refuses (registers past a setmaxnreg budget,
+// say) is not reported correct by the emulator alone.
+absl::Status AssemblesIfOnDemand(const std::string& name, const std::string& ptx,
+                                 const std::string& chip) {
+  if (!kiln::HaveToolkit()) return absl::OkStatus();
+  absl::StatusOr<std::vector<std::string>> bundled = KernelNames();
+  if (!bundled.ok() || std::binary_search(bundled->begin(), bundled->end(), name))
+    return absl::OkStatus();
+  absl::StatusOr<kiln::PtxasResult> cubin = kiln::RunPtxas(ptx, chip);
+  if (cubin.ok()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(name, ": ptxas refuses this variant for ", chip,
+                   ", so it would not load on a GPU: ", cubin.status().message()));
+}
+#endif
+
 absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::string>* findings,
                                  const std::string& cache_dir) {
 #ifdef KILN_HAVE_COMPILER
@@ -209,6 +228,7 @@ absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::strin
     }
     absl::StatusOr<std::string> ptx = kiln::EmitPtx(*def);
     if (!ptx.ok()) return ptx.status();
+    if (absl::Status s = AssemblesIfOnDemand(name, *ptx, def->target().chip); !s.ok()) return s;
     return Bundle{def->manifest(), *std::move(ptx)};
   }
 #endif
