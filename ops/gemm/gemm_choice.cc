@@ -309,8 +309,9 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   // kernel alone, which the tile kernels on aligned strides outrun. The given table's entry, else
   // the built-in one's.
   const GemmChoice* best = nullptr;
+  const GemmChoice* given = nullptr;  // the caller's own table's entry, if it has one here
   if (TmaStrides(s, options.a_mn, options.b_mn) && s.k % 8 == 0) {
-    if (tuned) best = tuned->Find(compute_capability, s);
+    if (tuned) best = given = tuned->Find(compute_capability, s);
     if (!best) best = GemmTuneCache::BuiltIn().Find(compute_capability, s);
   }
   // Its pick (a base name) stands only where that kernel can read the operands as given, and where
@@ -331,6 +332,10 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
                         ")"),
            best->split};
   }
+  if (given && (c.kernel != given->kernel || c.split != given->split))
+    c.why += absl::StrCat("; the tune cache's entry here (", given->kernel, ", ",
+                          SplitName(given->split),
+                          ") is not one that can run this call: the rule's choice instead");
   GemmOptions o = options;
   // A tile kernel at an M its C map cannot take stores C from registers (f32 ones always do).
   const bool tiles = c.kernel.rfind("gemm/bf16_sm90", 0) == 0;

@@ -2,6 +2,7 @@
 #include "kiln/ops/gemm_table.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -207,6 +208,10 @@ absl::Status GemmTuneCache::Add(const std::string& text, const std::string& name
 }
 
 absl::StatusOr<GemmTuneCache> GemmTuneCache::Read(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return absl::InvalidArgumentError(
+        absl::StrCat("tune cache ", path, " is a directory: name the file `kiln tune` writes"));
   std::ifstream in(path);
   if (!in) return GemmTuneCache();
   std::stringstream text;

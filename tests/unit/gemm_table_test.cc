@@ -67,6 +67,20 @@ TEST(GemmTable, BadRecordsNameTheirLine) {
   }
 }
 
+// A tune cache's entry that cannot run the call (a kernel not among the size's candidates) is
+// not taken, and the choice says so rather than dropping it without a word; a directory named as
+// the cache is refused.
+TEST(GemmTable, AnEntryThatCannotRunIsNamedInTheChoice) {
+  absl::StatusOr<GemmTuneCache> t =
+      GemmTuneCache::Parse("sm_90 256 256 256 gemm/nosuch 1 0.0100\n", "t.tune");
+  ASSERT_TRUE(t.ok()) << t.status();
+  const GemmChoice c = ChooseGemm({256, 256, 256}, 90, {}, &*t);
+  EXPECT_NE(c.kernel, "gemm/nosuch");
+  EXPECT_NE(c.why.find("the tune cache's entry here (gemm/nosuch"), std::string::npos) << c.why;
+  EXPECT_NE(GemmTuneCache::Read(::testing::TempDir()).status().message().find("is a directory"),
+            absl::string_view::npos);
+}
+
 // A table with records for the GPU replaces the built-in ones: its figures decide.
 TEST(GemmTable, TheRuleReadsTheTablesFigures) {
   const GemmSize square{4096, 4096, 4096};
