@@ -256,7 +256,8 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
                                 ": 1 whole tiles, 2-16 split-K parts, 0 stream-K, -1 the rule's"));
   if (options.fp8_split >= 0) {
     plan.choice.split = options.fp8_split;
-    plan.choice.why += absl::StrCat(", the caller's split ", SplitName(options.fp8_split));
+    plan.choice.why += absl::StrCat("; then ", SplitName(options.fp8_split),
+                                    " as the caller asked, in place of the split above");
   }
   plan.choice.kernel = GemmVariantName(plan.choice.kernel, kernel);
   return plan;

@@ -391,7 +391,7 @@ TEST(Fp8Gemm, TheCallersTileAndSplit) {
   absl::StatusOr<rt::GemmPlan> streamed = rt::PlanGemm({128, 7168, 16384}, o, ok, 90);
   ASSERT_TRUE(streamed.ok()) << streamed.status();
   EXPECT_EQ(streamed->choice.split, 0);
-  EXPECT_NE(streamed->choice.why.find("the caller's split stream-K"), std::string::npos);
+  EXPECT_NE(streamed->choice.why.find("then stream-K as the caller asked"), std::string::npos);
   o.fp8_split = 17;
   absl::StatusOr<rt::GemmPlan> over = rt::PlanGemm({128, 7168, 16384}, o, ok, 90);
   ASSERT_FALSE(over.ok());
