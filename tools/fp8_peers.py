@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """torch._scaled_mm (e4m3, cuBLAS) at the given M x N x K sizes, timed as `kiln gemm --dtype e4m3`
 times kiln: single calls between CUDA events, median of --iters (attention_peers.time_ms); tensorwise and
 rowwise scales. Prints one line per size and scaling: TFLOPS."""

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """kiln.grouped_gemm against torch._grouped_mm (bf16, experts of equal tokens), timed in turns in
 one process: each round times kiln, then torch, the same way (blocks of --repeats calls back to
 back between CUDA events, median of --iters blocks), so that the GPU's clock, which moves with its

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """torch._grouped_mm (bf16) over experts of equal tokens, timed as `kiln grouped-gemm` times kiln:
 single calls between CUDA events, median of --iters (attention_peers.time_ms); and the copy of the
 weights' bytes (a device-to-device copy of the same size) for the memory-bound cases. Prints one

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """kiln's row ops against torch's (softmax, F.rms_norm, F.layer_norm) through the Python module, in
 turns in one process: each round times kiln, then torch, each the median of --iters blocks of
 --repeats calls back to back between CUDA events. Each case is checked first against torch in

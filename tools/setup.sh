@@ -12,7 +12,14 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== installing: ${missing[*]}"
-  sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd=sudo
+  sudo_cmd=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || {
+      echo "== installing needs root: run this as root, or install sudo" >&2
+      exit 1
+    }
+    sudo_cmd=sudo
+  fi
   $sudo_cmd apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "${missing[@]}"
 fi
@@ -26,15 +33,17 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import nanobind, numpy" 2
 fi
 
 echo "== building into build/"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PWD/.venv/bin/python" \
-  >/dev/null
+# (configure's own notes: what it leaves out, e.g. the Python module without nanobind)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PWD/.venv/bin/python" |
+  grep -E "^-- kiln" || true
 cmake --build build
 
-echo "== kernels (build/bin/kiln list)"
-build/bin/kiln list
+names=$(build/bin/kiln list)
+echo "== kernels (build/bin/kiln list: $(wc -l <<<"$names") of them; the first few)"
+head -8 <<<"$names"
 echo "== PTX of ampere/v1 (build/bin/kiln ptx ampere/v1)"
 build/bin/kiln ptx ampere/v1
-if ldconfig -p 2>/dev/null | grep -q libcuda.so.1 && nvidia-smi -L >/dev/null 2>&1; then
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "== the examples' table"
   build/bin/kiln bench --sizes 4096
 else

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -120,11 +121,21 @@ int Fail(const absl::Status& s) {
 std::string BundleDir() {
   std::string dir = absl::GetFlag(FLAGS_bundles);
   if (!dir.empty()) return dir;
+  // As the Python module: $KILN_BUNDLE_DIR names them.
+  if (const char* env = std::getenv("KILN_BUNDLE_DIR"); env && *env) return env;
   // A runtime-only build looks next to itself: <build>/bin/kiln -> <build>/bundles.
   char exe[4096] = {};
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n <= 0) return "bundles";
   return (std::filesystem::path(exe).parent_path().parent_path() / "bundles").string();
+}
+
+std::string BundleDirHint() {
+  std::error_code ec;
+  if (std::filesystem::is_directory(BundleDir(), ec)) return "";
+  return absl::StrCat(" (no bundle directory ", BundleDir(),
+                      ": give --bundles DIR, a full build's bundles/ such as build/bundles, or set "
+                      "KILN_BUNDLE_DIR)");
 }
 
 bool Compiling() {
@@ -163,7 +174,11 @@ absl::StatusOr<std::vector<std::string>> KernelNames() {
     return names;
   }
 #endif
-  return kiln::rt::ListBundles(BundleDir());
+  absl::StatusOr<std::vector<std::string>> names = kiln::rt::ListBundles(BundleDir());
+  if (!names.ok())
+    return absl::Status(names.status().code(),
+                        absl::StrCat(names.status().message(), BundleDirHint()));
+  return names;
 }
 
 std::string DidYouMean(const std::string& name) {
@@ -235,7 +250,8 @@ absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::strin
   absl::StatusOr<Bundle> b = kiln::rt::ReadBundle(BundleDir(), name);
   if (!b.ok() && absl::IsNotFound(b.status()))
     return absl::NotFoundError(
-        absl::StrCat("unknown kernel '", name, "': ", b.status().message(), DidYouMean(name)));
+        absl::StrCat("unknown kernel '", name, "': ", b.status().message(),
+                     BundleDirHint().empty() ? DidYouMean(name) : BundleDirHint()));
   return b;
 }
 
@@ -304,9 +320,12 @@ absl::StatusOr<int> NeedGpu(const std::string& command) {
     return absl::Status(
         d.status().code(),
         absl::StrCat(d.status().message(),
-                     command == "bench"
-                         ? " (kiln bench times kernels on a GPU; kiln emulate NAME "
-                           "checks one on the CPU)"
+                     command == "bench" ? " (kiln bench times kernels on a GPU; kiln emulate NAME "
+                                          "checks one on the CPU)"
+                     : command == "run" || command == "tune" || command == "crosscheck"
+                         ? absl::StrCat(" (kiln ", command,
+                                        " needs a GPU; kiln emulate NAME checks a kernel on the "
+                                        "CPU)")
                          : absl::StrCat(" (kiln ", command, " --emulate runs it on the CPU)")));
   PrintDevice();
   return (*d)->compute_capability();

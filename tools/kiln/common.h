@@ -45,8 +45,11 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path, const std::str
 // a row op's as the kernel is, and at least 1 (0 is not "the default").
 absl::Status CheckSizeFlags(const std::string& command, const std::string& name, bool gemm,
                             bool row_op, bool probe);
-std::string BundleDir();  // --bundles, or the bundles beside a runtime-only kiln
-bool Compiling();         // kernels are built here (not read from bundles)
+// --bundles, else $KILN_BUNDLE_DIR, else the bundles beside a runtime-only kiln.
+std::string BundleDir();
+// Where BundleDir() is no directory: what to give instead, for a message ("" where it is one).
+std::string BundleDirHint();
+bool Compiling();  // kernels are built here (not read from bundles)
 // Why this kiln compiles nothing (Compiling() is false), for a message: a runtime-only build, or
 // --bundles given.
 std::string WhyNotCompiling();

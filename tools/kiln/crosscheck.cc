@@ -19,7 +19,7 @@ namespace kiln::cli {
 int Crosscheck(std::vector<std::string> names) {
   constexpr double kRel = 1e-5;  // of each element's scale, sum_k |a_ik b_kj| (CompareOutputs)
   absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
-  if (!d.ok()) return Fail(d.status());
+  if (!d.ok()) return Fail(NeedGpu("crosscheck").status());  // (the same error, with a hint)
   const bool everything = names.empty();
   if (everything) {
     absl::StatusOr<std::vector<std::string>> all = KernelNames();

@@ -13,21 +13,22 @@ ABSL_FLAG(bool, prune, false,
           "`kiln bundle`: only drop --dir's bundles of kernels no longer registered, writing none");
 // 0: not given (kiln run takes 4096, kiln emulate the kernel's tile).
 ABSL_FLAG(int64_t, m, 0,
-          "M for `kiln run` (default 4096) and `kiln emulate` (default: 2x2 CTA tiles)");
+          "M for `kiln gemm`, `kiln run` (left out: 4096) and `kiln emulate` (left out: 2x2 CTA "
+          "tiles)");
 ABSL_FLAG(int64_t, n, 0,
-          "N for `kiln gemm` and `kiln grouped-gemm`, `kiln run` (default 4096) and `kiln emulate` "
-          "(default: 2x2 CTA tiles)");
+          "N for `kiln gemm` and `kiln grouped-gemm`, `kiln run` (left out: 4096) and `kiln "
+          "emulate` (left out: 2x2 CTA tiles)");
 ABSL_FLAG(int64_t, k, 0,
-          "K for `kiln gemm` and `kiln grouped-gemm`, `kiln run` (default 4096) and `kiln emulate` "
-          "(default: enough K steps to wrap the kernel's deepest ring twice)");
+          "K for `kiln gemm` and `kiln grouped-gemm`, `kiln run` (left out: 4096) and `kiln "
+          "emulate` (left out: enough K steps to wrap the kernel's deepest ring twice)");
 ABSL_FLAG(
     std::string, sizes, "4096,8192",
     "`kiln bench` sizes: comma-separated S (S^3) or MxNxK (`kiln gemm --emulate`: 264x300x224)");
 // 0: not given (kiln run takes 32768x4096, kiln emulate 37x3001).
 ABSL_FLAG(int64_t, rows, 0,
-          "rows of a row op for `kiln run` (default 32768) and `kiln emulate` (default 37)");
+          "rows of a row op for `kiln run` (left out: 32768) and `kiln emulate` (left out: 37)");
 ABSL_FLAG(int64_t, cols, 0,
-          "cols of a row op for `kiln run` (default 4096) and `kiln emulate` (default 3001)");
+          "cols of a row op for `kiln run` (left out: 4096) and `kiln emulate` (left out: 3001)");
 ABSL_FLAG(std::string, shapes, "32768x4096,8192x8192,65536x1024",
           "`kiln bench` shapes of the row ops: comma-separated ROWSxCOLS");
 ABSL_FLAG(bool, lines, false,
@@ -59,7 +60,7 @@ ABSL_FLAG(std::string, scaling, "blockwise",
           "blockwise (A per 1x128, B per 128x128), or mxfp8 (UE8M0 per 1x32 of A and of B; "
           "sm_100 only: with --sm100 --emulate)");
 ABSL_FLAG(std::string, out_dtype, "",
-          "`kiln gemm`: the output type, bf16, f16 or f32 (default: --dtype)");
+          "`kiln gemm`: the output type, bf16, f16 or f32 (left out: --dtype)");
 ABSL_FLAG(std::string, epilogue, "",
           "`kiln gemm`: fused epilogue terms, comma-separated: scale (alpha, beta, C_in), bias_row "
           "or bias_col, relu, gelu or silu, residual");
@@ -75,13 +76,13 @@ ABSL_FLAG(bool, masked, false,
           "`kiln grouped-gemm`: the masked layout (each expert a block of --capacity rows, its "
           "count on the device) instead of the contiguous one");
 ABSL_FLAG(int64_t, capacity, 0,
-          "`kiln grouped-gemm --masked`: rows per expert's block (default: the largest count)");
+          "`kiln grouped-gemm --masked`: rows per expert's block (left out: the largest count)");
 ABSL_FLAG(int, iters, 30, "timed runs per measurement (the median is reported)");
 ABSL_FLAG(int64_t, b, 1, "`kiln attention`: batch");
 ABSL_FLAG(int64_t, h, 16, "`kiln attention`: query heads (2 with --emulate)");
-ABSL_FLAG(int64_t, hkv, 0, "`kiln attention`: key/value heads, dividing --h (default: --h)");
+ABSL_FLAG(int64_t, hkv, 0, "`kiln attention`: key/value heads, dividing --h (left out: --h)");
 ABSL_FLAG(int64_t, s, 4096, "`kiln attention`: query length (200 with --emulate)");
-ABSL_FLAG(int64_t, skv, 0, "`kiln attention`: key/value length (default: --s)");
+ABSL_FLAG(int64_t, skv, 0, "`kiln attention`: key/value length (left out: --s)");
 ABSL_FLAG(int64_t, d, 128, "`kiln attention`: head dimension, 64, 128 or 256");
 ABSL_FLAG(bool, causal, false, "`kiln attention`: causal mask (bottom-right aligned)");
 ABSL_FLAG(int64_t, paged, 0,
@@ -127,12 +128,13 @@ ABSL_FLAG(
     "each reads its inputs from DRAM and host launch work is not timed");
 ABSL_FLAG(
     std::string, out, "",
-    "`kiln bench`: also write the results as TSV here (GEMM rows: name M N K ms TFLOPS cuBLAS-ms "
+    "`kiln bench` and `kiln gemm`: also write the results as TSV here (GEMM rows: name M N K ms "
+    "TFLOPS cuBLAS-ms "
     "cuBLAS-TFLOPS error spot-error reference ok; row-op rows: name rows cols ms GB/s copy-ms "
     "copy-GB/s ratio error ok)");
 ABSL_FLAG(std::string, cache, "\x01",
-          "`kiln compile`: the compile cache (default: kiln::DefaultCacheDir(); \"\" for none). "
-          "`kiln bundle`: lower through the compile cache there (default: none)");
+          "`kiln compile`: the compile cache (left out: kiln::DefaultCacheDir(); \"\" for none). "
+          "`kiln bundle`: lower through the compile cache there (left out: none)");
 ABSL_FLAG(bool, line_info, true,
           "`kiln compile`: PTX with line tables, as kiln::Compile makes by default (false: the "
           "PTX `kiln bundle` writes)");

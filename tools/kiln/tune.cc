@@ -40,7 +40,7 @@ int Tune(const std::vector<std::string>& args) {
   absl::StatusOr<kiln::rt::GemmTuneCache> cache = kiln::rt::GemmTuneCache::Read(path);
   if (!cache.ok()) return Fail(cache.status());
   absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
-  if (!d.ok()) return Fail(d.status());
+  if (!d.ok()) return Fail(NeedGpu("tune").status());  // (the same error, with a hint)
   const int cc = (*d)->compute_capability();
   PrintDevice();
   std::cout << kiln::examples::TableHeader() << std::endl;
