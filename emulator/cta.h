@@ -344,7 +344,9 @@ class Cta {
     // time every thread waits (in index order: only then).
     const size_t in_flight =
         pending_.size() + cp_async_arrivals_.size() + (tcgen_commits_.empty() ? 0 : 1);
-    if (in_flight && (runnable == 0 || (rng_ && (*rng_)() % 4 == 0))) {
+    const bool land_due = land_due_;
+    land_due_ = false;
+    if (in_flight && (runnable == 0 || land_due || (rng_ && (*rng_)() % 4 == 0))) {
       const size_t pick = rng_ ? (*rng_)() % in_flight : 0;
       if (pick < pending_.size()) {
         if (absl::Status s = CompleteAsync(pick); !s.ok()) return s;
@@ -378,6 +380,8 @@ class Cta {
         exited_ = true;
         if (!exit_error_.ok()) return exit_error_;  // a store its thread left in flight failed
         if (absl::Status s = CheckTmemAtExit(); !s.ok()) return s;
+        if (absl::Status s = CheckSetMaxNRegAtExit(); !s.ok()) return s;
+        if (absl::Status s = CheckCopiesWaitedForAtExit(); !s.ok()) return s;
         return Progress::kFinished;
       }
       if (absl::Status s = ReleaseBarriersOfExitedThreads(); !s.ok()) return s;
@@ -663,6 +667,10 @@ class Cta {
   absl::Status RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vector<Cta*>& b_ctas,
                                int n);
   absl::Status CheckTmemAtExit();
+  // setmaxnreg is .sync.aligned: each one a warpgroup runs, all 128 of its threads run.
+  absl::Status CheckSetMaxNRegAtExit() const;
+  absl::Status CheckCopiesWaitedForAtExit() const;
+  std::map<std::pair<int, const Instr*>, int64_t> setmaxnreg_runs_;  // (warpgroup, instruction)
 
   // ---- uninitialised values (taint.cc): shared memory starts undefined (PTX ISA); a read of
   // never-written bytes taints what it writes, arithmetic carries taints to its results, stores
@@ -833,8 +841,14 @@ class Cta {
     int phase = 0;          // parity of the phase in progress
     int64_t completed = 0;  // phases completed so far
     PhaseClocks clocks;     // (races.h)
+    // The phase the latest TMA load's bytes counted in, and that load: a phase of copies no
+    // thread waits for is a load no one reads (checked at exit).
+    int64_t copy_phase = -1;
+    const Instr* copy_by = nullptr;
   };
-  std::map<uint64_t, MbarrierState> mbarriers_;  // by shared offset
+  std::map<uint64_t, MbarrierState> mbarriers_;   // by shared offset
+  std::map<uint64_t, const Instr*> invalidated_;  // mbarriers ended by mbarrier.inval, and where
+  bool land_due_ = false;  // a thread polls (test_wait): without a seed, let a copy land
   // A TMA load in flight.
   struct AsyncLoad {
     const EmulatedTensorMap* map;
@@ -1034,7 +1048,8 @@ class Cta {
   // The wgmma issued but not yet waited for that reads shared bytes [lo, hi), or null.
   const WgmmaOp* WgmmaStillReading(uint64_t lo, uint64_t hi) const;
   struct Warpgroup {
-    int arrived = 0;  // threads waiting at a wgmma instruction (all 128 release it)
+    int arrived = 0;      // threads waiting at a wgmma instruction (all 128 release it)
+    bool fenced = false;  // has run a wgmma.fence (the ISA's rule for its first mma_async)
     std::vector<WgmmaOp> open;
     std::vector<std::vector<WgmmaOp>> groups;
   };

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "emulator/cta.h"
 #include "kiln/emulator.h"
 
@@ -343,8 +344,11 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
         woken |= *p != Cta::Progress::kIdle;
       }
       if (woken) continue;
+      // Every block of the cluster still waiting: the one that holds the others up may be any.
+      std::vector<std::string> stuck;
       for (size_t c = 0; c < ctas.size(); ++c)
-        if (!finished[c]) return ctas[c]->Deadlock();
+        if (!finished[c]) stuck.push_back(std::string(ctas[c]->Deadlock().message()));
+      return absl::FailedPreconditionError(absl::StrJoin(stuck, "; and "));
     }
     stats.blocks += static_cast<int64_t>(ctas.size());
   }

@@ -569,11 +569,25 @@ absl::Status Cta::SetMaxNReg(Thread& t, const Instr& in) {
     return absl::OkStatus();  // the pc stays: it asks again when woken
   }
   warpgroup_regs_[group] = n;
+  ++setmaxnreg_runs_[{group, &in}];
   if (in.Has("dec"))
     for (Thread& w : threads_)
       if (w.state == Thread::State::kBarrier && w.barrier == kRegisterWait)
         SetState(w, Thread::State::kRun);
   ++t.pc;
+  return absl::OkStatus();
+}
+
+absl::Status Cta::CheckSetMaxNRegAtExit() const {
+  for (const auto& [at, runs] : setmaxnreg_runs_) {
+    const int threads = std::min(128, static_cast<int>(threads_.size()) - at.first * 128);
+    if (runs % threads != 0)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: %s (%s): run by %d thread(s) of warpgroup %d in all, not whole times its %d: "
+          "setmaxnreg is .sync.aligned, every thread of the warpgroup runs it together (is it in "
+          "a branch some threads take?)",
+          kernel_, Where(*at.second), at.second->text, runs, at.first, threads));
+  }
   return absl::OkStatus();
 }
 
@@ -717,6 +731,14 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
     }
     if (!load) {
       if (absl::Status s = CheckTmaStoreReading(t, in, off, n); !s.ok()) return s;
+      // An mbarrier's bytes are changed by mbarrier ops alone until mbarrier.inval ends it.
+      if (auto b = mbarriers_.upper_bound(off + n - 1); b != mbarriers_.begin())
+        if (--b; b->first + 8 > off)
+          return Fail(t, in,
+                      absl::StrFormat("a plain store to shared bytes %d..%d, which hold the live "
+                                      "mbarrier at shared offset %d: reusing its memory needs "
+                                      "mbarrier.inval first (PTX ISA, mbarrier.inval)",
+                                      off, off + n - 1, b->first));
       if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
       std::fill(generic_writer_.begin() + off, generic_writer_.begin() + off + n, t.linear + 1);
       unfenced_[t.linear].push_back({off, n});

@@ -35,14 +35,39 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
     if (count < 1)
       return Fail(t, in, absl::StrCat("an mbarrier expects at least one arrival, not ", count));
     mbarriers_[off] = MbarrierState{count, count, 0, 0};
+    invalidated_.erase(off);
     ++t.pc;
     return absl::OkStatus();
   }
   auto it = mbarriers_.find(off);
-  if (it == mbarriers_.end())
+  if (it == mbarriers_.end()) {
+    if (auto inval = invalidated_.find(off); inval != invalidated_.end())
+      return Fail(t, in,
+                  absl::StrFormat("the mbarrier at shared offset %d was invalidated at %s: "
+                                  "initialise it again before using it",
+                                  off, Where(*inval->second)));
     return Fail(t, in,
                 absl::StrFormat("the mbarrier at shared offset %d was never initialised", off));
+  }
   MbarrierState& b = it->second;
+  if (kind == "inval") {  // the object ends: its bytes may be reused (PTX ISA, mbarrier.inval)
+    for (const Thread& w : threads_)
+      if (w.state == Thread::State::kMbarrier && w.mbarrier == off)
+        return Fail(t, in,
+                    absl::StrFormat("invalidates the mbarrier at shared offset %d while thread %d "
+                                    "still waits on it",
+                                    off, w.linear));
+    for (const AsyncLoad& p : pending_)
+      if ((p.mbarrier & kOffsetMask) == off && (p.mbarrier >> 24) == static_cast<uint64_t>(rank_))
+        return Fail(t, in,
+                    absl::StrFormat("invalidates the mbarrier at shared offset %d while the TMA "
+                                    "load at %s will still complete on it",
+                                    off, Where(*p.issued_by)));
+    mbarriers_.erase(it);
+    invalidated_[off] = &in;
+    ++t.pc;
+    return absl::OkStatus();
+  }
   if (kind == "arrive" || kind == "arrive_drop" || kind == "expect_tx") {
     if (in.Has("expect_tx") || kind == "expect_tx")
       b.tx += static_cast<int64_t>(Read(t, in.ops.back(), 32));
@@ -99,7 +124,18 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
       Synced(t, in);
       Acquire(t.linear / 32, b.clocks.done);  // the phase's arrivals happen before what follows
     }
-    if (done && kind == "try_wait") next = meant + 1, t.try_wait_timed_out = -1;
+    if (done) next = meant + 1, t.try_wait_timed_out = -1;  // (test_wait's true as try_wait's)
+    if (!done && kind == "test_wait") {
+      // A test_wait never blocks: a thread that polls it yields, and without a seed the copies
+      // in flight may land now, as time passing would let them.
+      yield_ = true, land_due_ = true;
+      const uint64_t state[3] = {static_cast<uint64_t>(b.completed),
+                                 static_cast<uint64_t>(b.pending), static_cast<uint64_t>(b.tx)};
+      if (absl::Status s = NoteSpinRead(t, in, off, reinterpret_cast<const uint8_t*>(state),
+                                        sizeof(state), /*shared=*/true);
+          !s.ok())
+        return s;
+    }
     if (!done && kind == "try_wait") {
       // The ISA lets try_wait give up at a time limit of its own, returning false with the phase
       // unfinished, so a wait must loop. Under a seed about half the waits that would block give
@@ -329,6 +365,16 @@ const Cta::WgmmaOp* Cta::WgmmaStillReading(uint64_t lo, uint64_t hi) const {
 absl::Status Cta::CompleteAsync(size_t index) {
   AsyncLoad op = pending_[index];
   pending_.erase(pending_.begin() + index);
+  // Landing after every thread has exited: no wait covered it, and the CTA's shared memory may
+  // belong to the next block by then (a load past the last stage the consumers wait for).
+  if (std::all_of(threads_.begin(), threads_.end(),
+                  [](const Thread& x) { return x.state == Thread::State::kDone; }))
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s%s: PTX line %d (%s): every thread of block (%d,%d,%d) has exited with this TMA load "
+        "still in flight: no thread waited for it (a load past the last stage the consumers "
+        "wait for?), and on a GPU it may land in shared memory the next block already uses",
+        m_.DslLine(*op.issued_by).empty() ? "" : m_.DslLine(*op.issued_by) + ": ", kernel_,
+        op.issued_by->line, op.issued_by->text, ctaid_.x, ctaid_.y, ctaid_.z));
   // A wgmma issued but not yet waited for still reads its operands: a box landing on them means
   // the stage was handed back to the producer too early.
   if (const WgmmaOp* w = WgmmaStillReading(op.dst, op.dst + op.Bytes())) {
@@ -414,6 +460,7 @@ absl::Status Cta::CompleteAsync(size_t index) {
                           "which holds no initialised mbarrier",
                           kernel_, op.mbarrier & kOffsetMask, rank));
     pit->second.tx -= bytes;
+    pit->second.copy_phase = pit->second.completed, pit->second.copy_by = op.issued_by;
     return peer->MbarrierComplete(op.mbarrier & kOffsetMask);
   }
   op.mbarrier &= kOffsetMask;
@@ -424,7 +471,27 @@ absl::Status Cta::CompleteAsync(size_t index) {
                         "initialised mbarrier",
                         kernel_, op.mbarrier));
   it->second.tx -= bytes;  // the whole box counts, zero fill included
+  it->second.copy_phase = it->second.completed, it->second.copy_by = op.issued_by;
   return MbarrierComplete(op.mbarrier);
+}
+
+absl::Status Cta::CheckCopiesWaitedForAtExit() const {
+  for (const auto& [off, b] : mbarriers_) {
+    if (b.copy_phase < 0) continue;
+    int64_t waited = 0;  // phases some thread has waited through
+    for (const Thread& t : threads_)
+      if (auto it = t.next_phase.find(off); it != t.next_phase.end())
+        waited = std::max(waited, it->second);
+    if (b.copy_phase < waited) continue;
+    const std::string dsl = m_.DslLine(*b.copy_by);
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s%s: PTX line %d (%s): block (%d,%d,%d) exits, and this TMA load's bytes counted in "
+        "phase %d of the mbarrier at shared offset %d, which no thread waited for (they waited "
+        "through %d phases): a load no one reads (past the last stage the consumers wait for?)",
+        dsl.empty() ? "" : dsl + ": ", kernel_, b.copy_by->line, b.copy_by->text, ctaid_.x,
+        ctaid_.y, ctaid_.z, b.copy_phase, off, waited));
+  }
+  return absl::OkStatus();
 }
 
 // wgmma.fence / mma_async / commit_group / wait_group: each a meeting of the warpgroup's 128
@@ -454,6 +521,12 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
                   absl::StrCat("the warpgroup is split between wgmma.", kind, " (PTX line ",
                                in.line, ") and this"));
   }
+  if (kind == "fence") wg.fenced = true;
+  if (kind == "mma_async" && !wg.fenced)
+    return Fail(t0, in,
+                "the warpgroup's first wgmma.mma_async with no wgmma.fence before it: the PTX ISA "
+                "requires one before a warpgroup's first wgmma.mma_async (and between another "
+                "instruction's access of its accumulator or A registers and the wgmma)");
   if (kind == "mma_async") {
     WgmmaOp op;
     op.line = in.line;

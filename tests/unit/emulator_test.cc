@@ -708,6 +708,87 @@ AGAIN:
 DONE:)"), {64, 1, 1}));
 }
 
+// An mbarrier's life: test_wait polled in a loop is a wait (it yields, and its true counts as
+// having waited on the phase); mbarrier.inval ends the object, after which its bytes are plain
+// memory, and a use before a new init is an error; a plain store over a live one is an error.
+rt::Bundle MbarrierLife(const std::string& after) {
+  return Sm90(Kernel(absl::StrCat(R"(
+	mov.u32 %r2, smem;
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra INITED;
+	mbarrier.init.shared.b64 [%r2+64], 1;
+INITED:
+	bar.sync 0;
+	setp.eq.u32 %p2, %r1, 32;
+	@%p2 bra ARRIVE;
+	@%p1 bra MEET;
+POLL:
+	mbarrier.test_wait.parity.shared.b64 %p3, [%r2+64], 0;
+	@!%p3 bra POLL;
+	bra MEET;
+ARRIVE:
+	mov.u32 %r5, 0;
+WORK:
+	add.u32 %r5, %r5, 1;
+	setp.lt.u32 %p4, %r5, 3000;
+	@%p4 bra WORK;
+	mbarrier.arrive.shared.b64 %rd4, [%r2+64];
+MEET:
+	bar.sync 0;
+	@%p1 bra DONE;
+)", after, R"(
+DONE:)"), {64, 1, 1}));
+}
+
+TEST(Emulator, AnMbarriersLifeFromInitToInval) {
+  for (uint64_t seed : {0, 1, 2}) {
+    absl::Status s;
+    Emulate(MbarrierLife(R"(	mbarrier.inval.shared.b64 [%r2+64];
+	st.shared.u64 [%r2+64], 7;)"), 1, &s, seed);
+    EXPECT_TRUE(s.ok()) << seed << ": " << s;
+  }
+  absl::Status s;
+  Emulate(MbarrierLife(R"(	mbarrier.inval.shared.b64 [%r2+64];
+	mbarrier.arrive.shared.b64 %rd4, [%r2+64];)"), 1, &s);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("the mbarrier at shared offset 64 was invalidated at PTX line"), std::string::npos) << s;
+  Emulate(MbarrierLife("	st.shared.u64 [%r2+64], 7;"), 1, &s);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("a plain store to shared bytes 64..71, which hold the live mbarrier at shared offset 64"),
+            std::string::npos) << s;
+}
+
+// A poll of a phase that never completes is stopped as it starts, not at the instruction budget.
+TEST(Emulator, APollThatCannotEndIsReported) {
+  rt::Bundle b = Sm90(Kernel(R"(
+	mov.u32 %r2, smem;
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra DONE;
+	mbarrier.init.shared.b64 [%r2+64], 2;
+	mbarrier.arrive.shared.b64 %rd4, [%r2+64];
+POLL:
+	mbarrier.test_wait.parity.shared.b64 %p3, [%r2+64], 0;
+	@!%p3 bra POLL;
+DONE:)"));
+  absl::Status s;
+  Emulate(b, 1, &s, 0);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("a wait that cannot end"), std::string::npos) << s;
+}
+
+// setmaxnreg is .sync.aligned: one run by a single thread of a warpgroup is reported at exit.
+TEST(Emulator, SetmaxnregRunByPartOfAWarpgroupIsAnError) {
+  absl::Status s;
+  Emulate(Kernel(R"(
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra $L__done;
+	setmaxnreg.dec.sync.aligned.u32 24;
+$L__done:
+)", {128, 1, 1}), 1, &s);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("run by 1 thread(s) of warpgroup 0 in all, not whole times its 128"), std::string::npos) << s;
+}
+
 TEST(Emulator, AnMbarrierPhaseOrdersItsArrivalsBeforeItsWaiters) {
   ExpectOrderedElseARace(HandOver("mbarrier.arrive.shared.b64"), 9, HandOver("mbarrier.arrive.relaxed.cta.shared.b64"),
                          0, "write");
@@ -885,6 +966,30 @@ TEST(Emulator, ATmaCopyPastItsAllocationNamesTheMap) {
       << s.status();
 }
 
+// A TMA load that no thread waits for, still in flight when the block's threads have all exited
+// (a producer's load past the last stage a consumer waits for), is an error.
+TEST(Emulator, ATmaLoadInFlightAtExitIsAnError) {
+  rt::Bundle b = OneMapKernel("test/proxy", "in", 1024);
+  b.ptx = absl::StrCat(OneMapKernelStart(), R"(	setp.ne.s32 %p1, %r1, 0;
+	@%p1 bra $L__end;
+	mbarrier.init.shared.b64 [%r2+512], 1;
+	mov.b64 %rd1, emu_param_0;
+	cvta.param.u64 %rd2, %rd1;
+	mov.b32 %r5, 0;
+	mbarrier.arrive.expect_tx.shared.b64 %rd3, [%r2+512], 128;
+	cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {%r5}], [%r2+512];
+$L__end:
+	ret;
+}
+)");
+  Device d;
+  uint64_t src = *d.Allocate(128);
+  absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Tensor(src, {32}, {})}, {.seed = 0});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("has exited with this TMA load still in flight"), std::string::npos)
+      << s.status();
+}
+
 TEST(Emulator, TmaStoresNeedTheProxyFence) {
   std::vector<uint32_t> out;
   absl::Status s = StoreThroughTma(/*fence=*/true, &out);
@@ -1011,7 +1116,8 @@ TEST(Emulator, GlobalMemoryWaitsForThePriorGrids) {
 // swizzle: 8-row core matrices of 16 bytes, the two halves of K 128 bytes apart); each D element
 // is 16 (descriptor: start >> 4, LBO 128 >> 4 at bit 16, SBO 256 >> 4 at bit 32). `rewrite` puts
 // a write to an A register between the commit and the wait.
-absl::Status RegisterAWgmma(const std::string& rewrite, std::vector<uint32_t>* out) {
+absl::Status RegisterAWgmma(const std::string& rewrite, std::vector<uint32_t>* out,
+                           bool fence = true) {
   rt::Bundle b = Sm90(Kernel(absl::StrCat(R"(	mov.u32 %r2, smem;
 	shl.b32 %r3, %r1, 2;
 	add.s32 %r4, %r2, %r3;
@@ -1025,8 +1131,7 @@ absl::Status RegisterAWgmma(const std::string& rewrite, std::vector<uint32_t>* o
 	cvt.u64.u32 %rd5, %r2;
 	shr.u64 %rd5, %rd5, 4;
 	or.b64 %rd5, %rd5, 68720001024;
-	wgmma.fence.sync.aligned;
-	{
+)", fence ? "\twgmma.fence.sync.aligned;\n" : "", R"(	{
 	.reg .pred p;
 	setp.ne.b32 p, 0, 0;
 	wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r10, %r11, %r12, %r13}, {%r5, %r6, %r7, %r8}, %rd5, p, 1, 1, 0;
@@ -1039,6 +1144,18 @@ absl::Status RegisterAWgmma(const std::string& rewrite, std::vector<uint32_t>* o
   absl::Status s;
   *out = Emulate(b, 128, &s);
   return s;
+}
+
+// The ISA's wgmma.fence before a warpgroup's first wgmma.mma_async.
+TEST(Emulator, AWarpgroupsFirstWgmmaNeedsItsFence) {
+  std::vector<uint32_t> out;
+  rt::Bundle b;
+  absl::Status s = RegisterAWgmma("", &out);
+  ASSERT_TRUE(s.ok()) << s;
+  s = RegisterAWgmma("", &out, /*fence=*/false);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("the warpgroup's first wgmma.mma_async with no wgmma.fence before it"),
+            std::string::npos) << s;
 }
 
 TEST(Emulator, AWgmmaReadsItsRegisterFragmentUntilItsWait) {
