@@ -108,8 +108,6 @@ int RunCommand(int argc, char** argv) {
             kiln::cli::CheckSizeFlags("kiln run", args[0], !row_op && !probe, row_op, probe);
         !s.ok())
       return kiln::cli::Fail(s);
-    if (!kiln::rt::Driver::Get().ok())  // (NeedGpu says so, with what runs without one)
-      return kiln::cli::Fail(kiln::cli::NeedGpu("run").status());
     auto size = [](int64_t v) { return v ? v : int64_t{4096}; };
     return kiln::cli::Bench(args,
                             {{size(absl::GetFlag(FLAGS_m)), size(absl::GetFlag(FLAGS_n)),
