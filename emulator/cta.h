@@ -713,6 +713,8 @@ class Cta {
   absl::Status CheckReachesGlobal(const Thread* t, const Instr& in, Origin o) const;
   absl::Status Mbarrier(Thread& t, const Instr& in);
   absl::Status MbarrierComplete(uint64_t offset);
+  absl::Status MbarrierInit(Thread& t, const Instr& in, uint64_t off);
+  absl::Status MbarrierInval(Thread& t, const Instr& in, uint64_t off);
   absl::Status Bulk(Thread& t, const Instr& in);
   absl::Status CompleteAsync(size_t index);
   absl::Status TryReleaseWarpgroup(int group);
@@ -855,6 +857,7 @@ class Cta {
     std::vector<int64_t> coords;
     uint64_t dst = 0, mbarrier = 0;
     const Instr* issued_by = nullptr;
+    int64_t phase = -1;  // of its mbarrier (this CTA's), the one in progress at issue
     uint64_t Bytes() const {
       uint64_t n = rt::TmaElementBytes(map->spec.dtype);
       for (uint32_t b : map->spec.box) n *= b;

@@ -30,15 +30,7 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
   if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, off, 8); !p.ok())
     return p.status();
   off &= kOffsetMask;
-  if (kind == "init") {
-    const int count = static_cast<int>(Read(t, in.ops.back(), 32));
-    if (count < 1)
-      return Fail(t, in, absl::StrCat("an mbarrier expects at least one arrival, not ", count));
-    mbarriers_[off] = MbarrierState{count, count, 0, 0};
-    invalidated_.erase(off);
-    ++t.pc;
-    return absl::OkStatus();
-  }
+  if (kind == "init") return MbarrierInit(t, in, off);
   auto it = mbarriers_.find(off);
   if (it == mbarriers_.end()) {
     if (auto inval = invalidated_.find(off); inval != invalidated_.end())
@@ -50,24 +42,7 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
                 absl::StrFormat("the mbarrier at shared offset %d was never initialised", off));
   }
   MbarrierState& b = it->second;
-  if (kind == "inval") {  // the object ends: its bytes may be reused (PTX ISA, mbarrier.inval)
-    for (const Thread& w : threads_)
-      if (w.state == Thread::State::kMbarrier && w.mbarrier == off)
-        return Fail(t, in,
-                    absl::StrFormat("invalidates the mbarrier at shared offset %d while thread %d "
-                                    "still waits on it",
-                                    off, w.linear));
-    for (const AsyncLoad& p : pending_)
-      if ((p.mbarrier & kOffsetMask) == off && (p.mbarrier >> 24) == static_cast<uint64_t>(rank_))
-        return Fail(t, in,
-                    absl::StrFormat("invalidates the mbarrier at shared offset %d while the TMA "
-                                    "load at %s will still complete on it",
-                                    off, Where(*p.issued_by)));
-    mbarriers_.erase(it);
-    invalidated_[off] = &in;
-    ++t.pc;
-    return absl::OkStatus();
-  }
+  if (kind == "inval") return MbarrierInval(t, in, off);
   if (kind == "arrive" || kind == "arrive_drop" || kind == "expect_tx") {
     if (in.Has("expect_tx") || kind == "expect_tx")
       b.tx += static_cast<int64_t>(Read(t, in.ops.back(), 32));
@@ -159,6 +134,55 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
   return Fail(t, in, "this mbarrier operation is not emulated yet");
 }
 
+// mbarrier.init: a new object, its phase 0 expecting `count` arrivals.
+absl::Status Cta::MbarrierInit(Thread& t, const Instr& in, uint64_t off) {
+  const int count = static_cast<int>(Read(t, in.ops.back(), 32));
+  if (count < 1)
+    return Fail(t, in, absl::StrCat("an mbarrier expects at least one arrival, not ", count));
+  // A second init of a barrier in use (a phase under way, a waiter, a load to complete on it)
+  // loses what it held.
+  if (auto live = mbarriers_.find(off); live != mbarriers_.end()) {
+    const MbarrierState& b = live->second;
+    bool busy = b.pending != b.expected || b.tx != 0;
+    for (const Thread& w : threads_)
+      busy |= w.state == Thread::State::kMbarrier && w.mbarrier == off;
+    for (const AsyncLoad& p : pending_)
+      busy |=
+          (p.mbarrier & kOffsetMask) == off && (p.mbarrier >> 24) == static_cast<uint64_t>(rank_);
+    if (busy)
+      return Fail(t, in,
+                  absl::StrFormat("initialises again the mbarrier at shared offset %d while it "
+                                  "is in use (%d of %d arrivals pending, transaction count %d, "
+                                  "or a waiter or a TMA load on it): what it held is lost "
+                                  "(mbarrier.inval it once it is done, then init)",
+                                  off, b.pending, b.expected, b.tx));
+  }
+  mbarriers_[off] = MbarrierState{count, count, 0, 0};
+  invalidated_.erase(off);
+  ++t.pc;
+  return absl::OkStatus();
+}
+
+// mbarrier.inval: the object ends, and its bytes may be reused (PTX ISA, mbarrier.inval).
+absl::Status Cta::MbarrierInval(Thread& t, const Instr& in, uint64_t off) {
+  for (const Thread& w : threads_)
+    if (w.state == Thread::State::kMbarrier && w.mbarrier == off)
+      return Fail(t, in,
+                  absl::StrFormat("invalidates the mbarrier at shared offset %d while thread %d "
+                                  "still waits on it",
+                                  off, w.linear));
+  for (const AsyncLoad& p : pending_)
+    if ((p.mbarrier & kOffsetMask) == off && (p.mbarrier >> 24) == static_cast<uint64_t>(rank_))
+      return Fail(t, in,
+                  absl::StrFormat("invalidates the mbarrier at shared offset %d while the TMA "
+                                  "load at %s will still complete on it",
+                                  off, Where(*p.issued_by)));
+  mbarriers_.erase(off);
+  invalidated_[off] = &in;
+  ++t.pc;
+  return absl::OkStatus();
+}
+
 absl::Status Cta::MbarrierComplete(uint64_t offset) {
   MbarrierState& b = mbarriers_[offset];
   if (b.pending != 0 || b.tx != 0) return absl::OkStatus();
@@ -231,7 +255,10 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
   if (load) {
     const uint64_t bar = Address(t, in.ops.at(2));
     if (!in.Has("multicast::cluster")) {
-      pending_.push_back({*map, coords, smem, bar, &in});
+      const auto b = mbarriers_.find(bar & kOffsetMask);
+      const bool own = (bar >> 24) == static_cast<uint64_t>(rank_);
+      pending_.push_back(
+          {*map, coords, smem, bar, &in, own && b != mbarriers_.end() ? b->second.completed : -1});
       return absl::OkStatus();
     }
     // The box lands at the same offset in every CTA of the mask, each completing on its own
@@ -318,10 +345,16 @@ absl::Status Cta::CheckTmaStoreReading(const Thread& t, const Instr& in, uint64_
   uint64_t at = 0;
   const Instr* by = tma_store_reading_.Holder(off, bytes, &at);
   if (!by) return absl::OkStatus();
+  bool committed = true;  // a store still in its thread's open group: no wait_group covers it
+  for (const Thread& u : threads_)
+    for (const TmaStore& st : u.bulk_open) committed &= st.in != by;
   return Fail(
       t, in,
       absl::StrCat("writes shared byte ", at, ", which a TMA store still in flight reads (",
-                   Where(*by), "): its cp.async.bulk.wait_group.read is missing or too shallow"));
+                   Where(*by), "): ",
+                   committed ? "its cp.async.bulk.wait_group.read is missing or too shallow"
+                             : "it is in no committed bulk group (cp.async.bulk.commit_group "
+                               "missing?), so no wait_group covers it"));
 }
 
 // Calls fn(shared offset through the swizzle, global address, inside the tensor, element bytes)
@@ -379,12 +412,18 @@ absl::Status Cta::CompleteAsync(size_t index) {
   // the stage was handed back to the producer too early.
   if (const WgmmaOp* w = WgmmaStillReading(op.dst, op.dst + op.Bytes())) {
     const std::string load_dsl = m_.DslLine(*op.issued_by), mma_dsl = m_.DslLine(*w->in);
+    bool committed = true;  // an op still in its warpgroup's open group was never committed
+    for (const auto& [group, wg] : warpgroups_)
+      for (const WgmmaOp& open : wg.open) committed &= &open != w;
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s%s: PTX line %d (%s): a TMA load lands on shared bytes %d..%d, which the wgmma at "
         "PTX line %d%s still reads (until its wgmma.wait_group): the stage was released to the "
-        "producer too early",
+        "producer too early%s",
         load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text,
-        op.dst, op.dst + op.Bytes() - 1, w->line, mma_dsl.empty() ? "" : " (" + mma_dsl + ")"));
+        op.dst, op.dst + op.Bytes() - 1, w->line, mma_dsl.empty() ? "" : " (" + mma_dsl + ")",
+        committed ? ""
+                  : "; that wgmma is in no committed group (a wgmma.commit_group missing before "
+                    "the wait_group that should cover it?)"));
   }
   int64_t bytes = 0;
   const rt::TmaSwizzle sw = op.map->spec.swizzle;
@@ -929,11 +968,28 @@ absl::Status Cta::CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t
   for (const AsyncLoad& p : pending_) {
     if (off + bytes <= p.dst || p.dst + p.Bytes() <= off) continue;
     const std::string dsl = m_.DslLine(*p.issued_by);
+    // The phase before the load's completed with no copy's bytes in it, and was waited for:
+    // the arrive that should have announced this load's bytes (arrive.expect_tx) completed it
+    // early, without them.
+    int64_t waited = 0, copy_phase = -1;
+    if (auto b = mbarriers_.find(p.mbarrier & kOffsetMask); p.phase >= 1 && b != mbarriers_.end()) {
+      copy_phase = b->second.copy_phase;
+      for (const Thread& u : threads_)
+        if (auto it = u.next_phase.find(b->first); it != u.next_phase.end())
+          waited = std::max(waited, it->second);
+    }
+    const std::string why =
+        p.phase >= 1 && waited >= p.phase && copy_phase < p.phase - 1
+            ? absl::StrFormat(
+                  ": phase %d of the load's mbarrier (shared offset %d) completed "
+                  "with no copy's bytes, and was waited for: the arrive that should "
+                  "announce this load's bytes (arrive.expect_tx) is missing them",
+                  p.phase - 1, p.mbarrier & kOffsetMask)
+            : ": the wait for its mbarrier is missing or comes too late";
     const std::string msg = absl::StrFormat(
         "%s shared bytes %d..%d, which a TMA load still in flight will write (issued at PTX line "
-        "%d%s%s): the wait "
-        "for its mbarrier is missing or comes too late",
-        what, off, off + bytes - 1, p.issued_by->line, dsl.empty() ? "" : ", ", dsl);
+        "%d%s%s)%s",
+        what, off, off + bytes - 1, p.issued_by->line, dsl.empty() ? "" : ", ", dsl, why);
     if (t) return Fail(*t, in, msg);
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s%s: PTX line %d (%s): %s", m_.DslLine(in).empty() ? "" : m_.DslLine(in) + ": ", kernel_,
@@ -984,6 +1040,8 @@ absl::Status Cta::CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, con
       }
       const bool copied = b < shared_writer_.size() && shared_writer_[b].first &&
                           shared_writer_[b].first->op == Op::kCpAsync;
+      const int writer = std::abs(generic_writer_[b]) - 1;
+      const bool fenced_before = proxy_fences_.count(writer) && proxy_fences_.at(writer) > 0;
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s%s: PTX line %d (%s): %s reads shared byte %d, which thread %d wrote%s "
           "through the generic proxy with no "
@@ -992,9 +1050,11 @@ absl::Status Cta::CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, con
           std::abs(generic_writer_[b]) - 1, where,
           copied ? ": a cp.async's bytes reach the async proxy once a thread that waited for them "
                    "runs fence.proxy.async"
-                 : "; where the writer does fence, this write came after its fence: the tile "
-                   "was written again before this copy was issued (a barrier between the "
-                   "writers and the issuing thread is missing)"));
+          : fenced_before
+              ? "; that thread has fenced, but before this write: the tile was written again "
+                "before this copy was issued (a barrier between the writers and the issuing "
+                "thread is missing?)"
+              : ""));
     }
   return absl::OkStatus();
 }

@@ -758,6 +758,22 @@ TEST(Emulator, AnMbarriersLifeFromInitToInval) {
             std::string::npos) << s;
 }
 
+// A second init of an mbarrier in use (an arrival of its phase in) loses that arrival: an error.
+TEST(Emulator, InitialisingABarrierInUseIsAnError) {
+  absl::Status s;
+  Emulate(Sm90(Kernel(R"(
+	mov.u32 %r2, smem;
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra DONE;
+	mbarrier.init.shared.b64 [%r2+64], 2;
+	mbarrier.arrive.shared.b64 %rd4, [%r2+64];
+	mbarrier.init.shared.b64 [%r2+64], 2;
+DONE:)")), 1, &s);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("initialises again the mbarrier at shared offset 64 while it is in use (1 of 2"),
+            std::string::npos) << s;
+}
+
 // A poll of a phase that never completes is stopped as it starts, not at the instruction budget.
 TEST(Emulator, APollThatCannotEndIsReported) {
   rt::Bundle b = Sm90(Kernel(R"(
