@@ -238,6 +238,28 @@ def _packed(x):
     return x
 
 
+def _host_f16(x):
+    """A NumPy float16 array: run as the f16 kernels would take it (GEMMs), or in f32 (rows)."""
+    return type(x).__module__ == "numpy" and str(getattr(x, "dtype", "")) == "float16"
+
+
+def _as_f32(x):
+    """A host array as float32 (float16 values are exact there); None stays None."""
+    if x is None or not _host_f16(x):
+        return x
+    import numpy
+    return numpy.asarray(x, numpy.float32)
+
+
+def _f16_result(result, out):
+    """A float32 host result of float16 inputs, back as float16 (into `out` where given)."""
+    import numpy
+    if out is None:
+        return result.astype(numpy.float16)
+    out[...] = result
+    return out
+
+
 def _filled(like, n, value):
     """n copies of value beside `like` (an omitted norm weight or bias), of like's type."""
     out = _empty(like, (n,), _type_of(like))
@@ -252,6 +274,8 @@ def softmax(x, dim=-1, *, out=None):
     if it is not); out, where given, of x's shape (row-major and packed where dim is the last)."""
     _require_arrays("kiln.softmax", x=x)
     _writable_out("kiln.softmax", out)
+    if _host_f16(x):  # computed in f32 on the emulator, returned as float16
+        return _f16_result(softmax(_as_f32(x), dim), out)
     rank = len(x.shape)
     import numbers
     _require(isinstance(dim, numbers.Integral) and not isinstance(dim, bool) and
@@ -287,6 +311,8 @@ def rms_norm(x, weight=None, eps=1e-6, *, out=None):
     _require_arrays("kiln.rms_norm", x=x)
     _require(len(x.shape) >= 1, "kiln.rms_norm: x must have at least one dimension")
     eps = _number("kiln.rms_norm", "eps", eps)
+    if _host_f16(x):  # computed in f32 on the emulator, returned as float16
+        return _f16_result(rms_norm(_as_f32(x), _as_f32(weight), eps), out)
     if weight is None:
         weight = _filled(x, x.shape[-1], 1.0)
     _require_arrays("kiln.rms_norm", weight=weight)
@@ -303,6 +329,8 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     _require_arrays("kiln.layer_norm", x=x)
     _require(len(x.shape) >= 1, "kiln.layer_norm: x must have at least one dimension")
     eps = _number("kiln.layer_norm", "eps", eps)
+    if _host_f16(x):  # computed in f32 on the emulator, returned as float16
+        return _f16_result(layer_norm(_as_f32(x), _as_f32(weight), _as_f32(bias), eps), out)
     if True:
         weight = _filled(x, x.shape[-1], 1.0) if weight is None else weight
         bias = _filled(x, x.shape[-1], 0.0) if bias is None else bias
@@ -408,6 +436,9 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
                          terms, fp8_types)
     _require(fp8_types is None, lambda: "kiln.gemm: fp8_types names the types of 8-bit inputs; "
              f"a and b are {getattr(a, 'dtype', type(a).__name__)}")
+    if _host_f16(a) or _host_f16(b):
+        return _gemm_host_f16(a, b, out, out_dtype, alpha, beta, c, bias, residual, terms,
+                              rope_args)
     # A CUDA operand in neither row- nor column-major order (a slice with a step in both
     # dimensions, say) is copied packed; the kernels read either order with a leading dimension.
     a, b = (_row_or_column_major(x) for x in (a, b))
@@ -429,6 +460,32 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     _kiln._gemm(_r(a), _r(b), _r(out), _r(c), _r(bias), _r(residual), float(alpha), float(beta),
                 ",".join(terms), in_type, out_type, stream=_stream([a]), **rope_args)
     return out
+
+
+def _gemm_host_f16(a, b, out, out_dtype, alpha, beta, c, bias, residual, terms, rope_args):
+    """kiln.gemm of float16 host arrays: the f16 kernels on the emulator (the bindings take the
+    values as float32, exact for float16), out float16 unless out_dtype says otherwise."""
+    import numpy
+    _require(_host_f16(a) and _host_f16(b),
+             lambda: f"kiln.gemm: a and b must share a type: {a.dtype} and {b.dtype} (host "
+                     "arrays: float32, run as bf16, or float16, run as f16)")
+    out_type = _out_type(out_dtype) or (
+        {"float16": "f16", "float32": "f32"}.get(str(out.dtype), "f16") if out is not None
+        else "f16")
+    shape = (a.shape[0], b.shape[1] // 2 if "swiglu" in terms else b.shape[1])
+    result = numpy.empty(shape, numpy.float32)
+    a, b, c, bias, residual = (None if x is None else numpy.ascontiguousarray(x, numpy.float32)
+                               for x in (a, b, c, bias, residual))
+    if rope_args:
+        rope_args["rope_angles"] = _r(rope_args["rope_angles"])
+    _kiln._gemm(a, b, result, c, bias, residual, float(alpha), float(beta), ",".join(terms),
+                "f16", out_type, stream=0, **rope_args)
+    if out is not None:
+        _require(tuple(out.shape) == shape,
+                 lambda: f"kiln.gemm: out has shape {tuple(out.shape)}, not {shape}")
+        out[...] = result
+        return out
+    return result.astype(numpy.float16) if out_type == "f16" else result
 
 
 def _gemm_folded(a, b, out, kw):

@@ -208,6 +208,28 @@ class Gemm(unittest.TestCase):
                             residual=res, activation=act, out_dtype="f32" if f32 else None)
             self.assertLess(rel_error(got, want), 1e-3 if f32 else 1e-2, (m, n, k, act, f32))
 
+    def test_float16_host_arrays_run_the_f16_kernels(self):
+        rng = np.random.default_rng(5)
+        for m, n, k in [(37, 33, 40), (5, 7, 9)]:
+            a = rng.standard_normal((m, k)).astype(np.float16)
+            b = rng.standard_normal((k, n)).astype(np.float16)
+            want = a.astype(np.float64) @ b.astype(np.float64)
+            got = kiln.gemm(a, b)
+            self.assertEqual(got.dtype, np.float16)
+            self.assertLess(rel_error(got, want), 1e-3)  # f16's rounding of the result alone
+            got = kiln.gemm(a, b, out_dtype="f32", bias=np.ones(n, np.float16), activation="relu")
+            self.assertEqual(got.dtype, np.float32)
+            self.assertLess(rel_error(got, np.maximum(want + 1, 0)), 1e-6)
+        x = rng.standard_normal((7, 33)).astype(np.float16)
+        p = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+        got = kiln.softmax(x)
+        self.assertEqual(got.dtype, np.float16)
+        self.assertLess(rel_error(got, p / p.sum(1, keepdims=True)), 1e-3)
+        self.assertEqual(kiln.rms_norm(x).dtype, np.float16)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.gemm(a, b.astype(np.float32))
+        self.assertIn("a and b must share a type", str(caught.exception))
+
     def test_fused_epilogues(self):
         m, n, k = 66, 40, 48
         a, b, bias, c, res = epilogue_inputs(np.random.default_rng(5), m, n, k)
