@@ -1,5 +1,6 @@
 // PTX -> cubin -> SASS through the CUDA toolkit's ptxas and cuobjdump (run as processes).
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -44,9 +45,26 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-// Runs a command with stdout+stderr to `log`; returns the exit status.
+// The longest a toolkit program may run ($KILN_TOOL_SECONDS, else 600): ptxas takes seconds on
+// kiln's largest kernels; one that hangs (a broken install) must not hang kiln.
+int ToolSeconds() {
+  const char* env = std::getenv("KILN_TOOL_SECONDS");
+  const int seconds = env ? std::atoi(env) : 0;
+  return seconds > 0 ? seconds : 600;
+}
+
+// Runs a command with stdout+stderr to `log`, under coreutils' timeout; returns its exit code, or
+// -1 where it was stopped at ToolSeconds() (a line saying so ends the log).
 int Run(const std::string& command, const std::string& log) {
-  return std::system(absl::StrCat(command, " >", log, " 2>&1").c_str());
+  const int status = std::system(
+      absl::StrCat("timeout -k 5 ", ToolSeconds(), " ", command, " >", log, " 2>&1").c_str());
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  if (code == 124 || code == 137) {
+    std::ofstream(log, std::ios::app)
+        << "\n(stopped: it did not finish within " << ToolSeconds() << " s)\n";
+    return -1;
+  }
+  return code;
 }
 
 }  // namespace
