@@ -199,11 +199,13 @@ struct SpinWatch {
   const ptx::Instr* at = nullptr;
   uint64_t address = 0, value = 0, regs = 0;
   int64_t repeats = 0, last_step = 0, period = 0;
+  int64_t releases = 0;  // the thread's releases from waits at the previous pass
 };
 
 struct Thread {
   int x = 0, y = 0, z = 0, linear = 0;
-  int64_t steps = 0;  // instructions it has executed
+  int64_t steps = 0;     // instructions it has executed
+  int64_t releases = 0;  // times a barrier, a warp collective or an mbarrier let it run on
   SpinWatch spin;
   bool waited_for_prior_grids = false;             // has run griddepcontrol.wait
   std::vector<TmaStore> bulk_open;                 // TMA stores not yet committed
@@ -296,6 +298,9 @@ class Cta {
   // a bit a thread, kept as states change (a scan of every thread per quantum cost a third of an
   // emulated GEMM's time).
   void SetState(Thread& t, Thread::State s) {
+    if (s == Thread::State::kRun && t.state != Thread::State::kRun &&
+        t.state != Thread::State::kDone)
+      ++t.releases;
     t.state = s;
     const uint64_t bit = uint64_t{1} << (t.linear % 64);
     uint64_t& word = run_bits_[t.linear / 64];
@@ -508,12 +513,12 @@ class Cta {
         return cluster_ ? cluster_->dims.z : 1;
       case ptx::Special::kGlobalTimer:
       case ptx::Special::kClock64:
-        return static_cast<uint64_t>(Now() - start_);
+        return Clock();
       case ptx::Special::kGlobalTimerLo:
       case ptx::Special::kClock:
-        return static_cast<uint32_t>(Now() - start_);
+        return static_cast<uint32_t>(Clock());
       case ptx::Special::kGlobalTimerHi:
-        return static_cast<uint64_t>(Now() - start_) >> 32;
+        return Clock() >> 32;
     }
     return 0;
   }
@@ -991,7 +996,9 @@ class Cta {
   std::vector<TmemOrder> tmem_order_ = std::vector<TmemOrder>(4 * 512);
   std::map<int, std::vector<int>> unfenced_tmem_access_;  // by warp: indices into tmem_order_
   int64_t Now() const { return -*budget_; }
-  int64_t start_ = -*budget_;  // Now() when the CTA was made: the clocks count from it
+  // The clocks: the launch's instruction count (Now() rises from minus the budget), offset to stay
+  // positive: monotone over the whole launch, across its clusters.
+  uint64_t Clock() const { return static_cast<uint64_t>(Now()) + (uint64_t{1} << 62); }
   // When a TMA load last landed on each 128-byte granule of shared memory, and its instruction:
   // a tcgen05.mma reading it must be ordered after the wait that saw it land
   // (CheckMmaAfterTmaLoads).

@@ -159,6 +159,7 @@ absl::Status Cta::MbarrierInit(Thread& t, const Instr& in, uint64_t off) {
   }
   mbarriers_[off] = MbarrierState{count, count, 0, 0};
   invalidated_.erase(off);
+  for (Thread& u : threads_) u.next_phase.erase(off);  // a new object: its phases from 0
   ++t.pc;
   return absl::OkStatus();
 }
@@ -982,8 +983,9 @@ absl::Status Cta::CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t
         p.phase >= 1 && waited >= p.phase && copy_phase < p.phase - 1
             ? absl::StrFormat(
                   ": phase %d of the load's mbarrier (shared offset %d) completed "
-                  "with no copy's bytes, and was waited for: the arrive that should "
-                  "announce this load's bytes (arrive.expect_tx) is missing them",
+                  "with no copy's bytes, and was waited for: if that phase was to carry "
+                  "this load's bytes, the arrive.expect_tx that announces them is missing "
+                  "them; else the wait for this load's phase is missing",
                   p.phase - 1, p.mbarrier & kOffsetMask)
             : ": the wait for its mbarrier is missing or comes too late";
     const std::string msg = absl::StrFormat(

@@ -74,7 +74,7 @@ enum class Special : uint8_t {
   kClusterNctaIdY,
   kClusterNctaIdZ,
   // Time: the launch's instructions executed so far stand for nanoseconds (%globaltimer) and
-  // for cycles (%clock, %clock64): monotone, as the ISA promises, and the same run to run.
+  // for cycles (%clock, %clock64): monotone over the launch, and the same run to run.
   kGlobalTimer,
   kGlobalTimerLo,
   kGlobalTimerHi,

@@ -37,16 +37,19 @@ absl::Status Cta::NoteSpinRead(Thread& t, const Instr& in, uint64_t address, con
   }
   const uint64_t value = Fnv(bytes, n);
   if (w.repeats < 0 || w.value != value) {
-    w.value = value, w.repeats = 0, w.last_step = t.steps;
+    w.value = value, w.repeats = 0, w.last_step = t.steps, w.releases = t.releases;
     return absl::OkStatus();
   }
   // The same read again: a pass of a loop if the registers and the loop's length repeat too.
   const uint64_t regs =
       Fnv(reinterpret_cast<const uint8_t*>(t.r.data()), t.r.size() * sizeof(uint64_t));
   const int64_t period = t.steps - w.last_step;
-  const bool same = w.repeats > 0 && regs == w.regs && period == w.period;
+  // A pass that went through a barrier, a warp collective or an mbarrier wait is not a spin: the
+  // threads parked there may be the ones that will write (a polling loop that meets each pass).
+  const bool same =
+      w.repeats > 0 && regs == w.regs && period == w.period && t.releases == w.releases;
   w.repeats = same ? w.repeats + 1 : 1;
-  w.regs = regs, w.period = period, w.last_step = t.steps;
+  w.regs = regs, w.period = period, w.last_step = t.steps, w.releases = t.releases;
   if (w.repeats % kSpinRepeats != 0) return absl::OkStatus();
   yield_ = true;
   int spinning = 0, waiting = 0;

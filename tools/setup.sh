@@ -34,8 +34,10 @@ fi
 
 echo "== building into build/"
 # (configure's own notes: what it leaves out, e.g. the Python module without nanobind)
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PWD/.venv/bin/python" |
-  grep -E "^-- kiln" || true
+mkdir -p build
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PWD/.venv/bin/python" \
+  >build/configure.log 2>&1 || { cat build/configure.log; exit 1; }
+grep -E "^-- kiln" build/configure.log || true
 cmake --build build
 
 names=$(build/bin/kiln list)

@@ -140,19 +140,35 @@ def _optional_arrays(call, **arrays):
     _require_arrays(call, **{name: x for name, x in arrays.items() if x is not None})
 
 
+def _scalar_array(value, kinds):
+    """A 0-d NumPy array or torch tensor whose dtype is one of `kinds` ("b" bool, "i" integer,
+    "f" floating): taken as the number it holds."""
+    if getattr(value, "ndim", None) != 0 or isinstance(value, (str, bytes)):
+        return False
+    dtype = getattr(value, "dtype", None)
+    if type(value).__module__ == "numpy":
+        return dtype is not None and dtype.kind in kinds.replace("i", "iu")
+    name = str(dtype)  # torch: torch.bool, torch.int64, torch.float32, ...
+    return ("b" in kinds and name == "torch.bool") or (
+        "i" in kinds and "int" in name) or ("f" in kinds and ("float" in name or "half" in name))
+
+
 def _number(call, name, value):
-    """value as a float: a Python or NumPy real number, not a bool or a string."""
+    """value as a float: a Python or NumPy real number (or a 0-d array of one), not a bool or a
+    string."""
     import numbers
-    _require(isinstance(value, numbers.Real) and not isinstance(value, bool),
+    _require(isinstance(value, numbers.Real) and not isinstance(value, bool) or
+             _scalar_array(value, "if"),
              lambda: f"{call}: {name} must be a number, not {type(value).__name__} {value!r}")
     return float(value)
 
 
 def _flag(call, name, value):
-    """value as a bool: True, False (or NumPy's, or 0 and 1), not a string that reads as true."""
+    """value as a bool: True, False (or NumPy's, a 0-d bool array, or 0 and 1), not a string that
+    reads as true."""
     import numbers
     _require(isinstance(value, numbers.Integral) and value in (0, 1) or
-             type(value).__name__ in ("bool", "bool_"),
+             type(value).__name__ in ("bool", "bool_") or _scalar_array(value, "b"),
              lambda: f"{call}: {name} must be True or False, not {value!r}")
     return bool(value)
 
@@ -251,11 +267,16 @@ def _as_f32(x):
     return numpy.asarray(x, numpy.float32)
 
 
-def _f16_result(result, out):
-    """A float32 host result of float16 inputs, back as float16 (into `out` where given)."""
+def _f16_result(call, result, out):
+    """A float32 host result of float16 inputs, back as float16 (into `out` where given: a
+    writable array of the result's shape)."""
     import numpy
     if out is None:
         return result.astype(numpy.float16)
+    _writable_out(call, out)
+    _require_arrays(call, out=out)
+    _require(tuple(out.shape) == tuple(result.shape),
+             lambda: f"{call}: out has shape {tuple(out.shape)}, not {tuple(result.shape)}")
     out[...] = result
     return out
 
@@ -275,7 +296,7 @@ def softmax(x, dim=-1, *, out=None):
     _require_arrays("kiln.softmax", x=x)
     _writable_out("kiln.softmax", out)
     if _host_f16(x):  # computed in f32 on the emulator, returned as float16
-        return _f16_result(softmax(_as_f32(x), dim), out)
+        return _f16_result("kiln.softmax", softmax(_as_f32(x), dim), out)
     rank = len(x.shape)
     import numbers
     _require(isinstance(dim, numbers.Integral) and not isinstance(dim, bool) and
@@ -312,7 +333,7 @@ def rms_norm(x, weight=None, eps=1e-6, *, out=None):
     _require(len(x.shape) >= 1, "kiln.rms_norm: x must have at least one dimension")
     eps = _number("kiln.rms_norm", "eps", eps)
     if _host_f16(x):  # computed in f32 on the emulator, returned as float16
-        return _f16_result(rms_norm(_as_f32(x), _as_f32(weight), eps), out)
+        return _f16_result("kiln.rms_norm", rms_norm(_as_f32(x), _as_f32(weight), eps), out)
     if weight is None:
         weight = _filled(x, x.shape[-1], 1.0)
     _require_arrays("kiln.rms_norm", weight=weight)
@@ -330,7 +351,8 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     _require(len(x.shape) >= 1, "kiln.layer_norm: x must have at least one dimension")
     eps = _number("kiln.layer_norm", "eps", eps)
     if _host_f16(x):  # computed in f32 on the emulator, returned as float16
-        return _f16_result(layer_norm(_as_f32(x), _as_f32(weight), _as_f32(bias), eps), out)
+        return _f16_result("kiln.layer_norm",
+                           layer_norm(_as_f32(x), _as_f32(weight), _as_f32(bias), eps), out)
     if True:
         weight = _filled(x, x.shape[-1], 1.0) if weight is None else weight
         bias = _filled(x, x.shape[-1], 0.0) if bias is None else bias

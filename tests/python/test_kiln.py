@@ -229,6 +229,18 @@ class Gemm(unittest.TestCase):
         with self.assertRaises(kiln.Error) as caught:
             kiln.gemm(a, b.astype(np.float32))
         self.assertIn("a and b must share a type", str(caught.exception))
+        with self.assertRaises(kiln.Error) as caught:  # broadcastable, but not x's shape
+            kiln.softmax(x[:1], out=np.empty((5, 33), np.float16))
+        self.assertIn("out has shape (5, 33), not (1, 33)", str(caught.exception))
+
+    def test_numbers_and_flags_as_zero_dimensional_arrays(self):
+        a, b = np.ones((4, 8), np.float32), np.ones((8, 8), np.float32)
+        self.assertEqual(float(kiln.gemm(a, b, alpha=np.array(2.0), out_dtype="f32")[0, 0]), 16.0)
+        q = np.ones((1, 1, 4, 64), np.float32)
+        kiln.attention(q, q, q, causal=np.array(True))
+        kiln.rms_norm(a, eps=np.array(1e-5))
+        with self.assertRaises(kiln.Error):
+            kiln.gemm(a, b, alpha=np.array("2"))
 
     def test_fused_epilogues(self):
         m, n, k = 66, 40, 48

@@ -758,6 +758,59 @@ TEST(Emulator, AnMbarriersLifeFromInitToInval) {
             std::string::npos) << s;
 }
 
+// Correct kernels the watch for endless waits and the mbarrier's life must not refuse: a poll
+// that meets the block at a barrier each pass while thread 0 counts to the flag (the others'
+// registers repeat, but the barrier lets the writer run); and an mbarrier used for two phases,
+// invalidated, initialised again and used again (its phases count from 0 anew).
+TEST(Emulator, APollThroughABarrierAndABarrierBornTwiceRun) {
+  absl::Status s;
+  Emulate(Kernel(R"(
+	mov.u32 %r3, 0;
+$L_loop:
+	bar.sync 0;
+	ld.volatile.global.u32 %r6, [%rd1+1020];
+	setp.ne.u32 %p1, %r6, 0;
+	@%p1 bra $L_done;
+	bar.sync 0;
+	setp.eq.u32 %p2, %r1, 0;
+	@!%p2 bra $L_loop;
+	add.u32 %r3, %r3, 1;
+	setp.ge.u32 %p3, %r3, 3000;
+	@!%p3 bra $L_loop;
+	st.volatile.global.u32 [%rd1+1020], %r3;
+	bra $L_loop;
+$L_done:)", {256, 1, 1}), 1, &s);
+  EXPECT_TRUE(s.ok()) << s;
+  Emulate(Sm90(Kernel(R"(
+	mov.u32 %r2, smem;
+	setp.ne.u32 %p1, %r1, 0;
+	mov.u32 %r7, 0;
+ROUND:
+	@%p1 bra INITED;
+	mbarrier.init.shared.b64 [%r2+64], 1;
+INITED:
+	mov.u32 %r6, 0;
+	bar.sync 0;
+PHASE:
+	@%p1 bra W;
+	mbarrier.arrive.shared.b64 %rd4, [%r2+64];
+W:
+	mbarrier.try_wait.parity.shared.b64 %p3, [%r2+64], %r6;
+	@!%p3 bra W;
+	bar.sync 0;
+	xor.b32 %r6, %r6, 1;
+	setp.eq.u32 %p4, %r6, 1;
+	@%p4 bra PHASE;
+	@%p1 bra NEXT;
+	mbarrier.inval.shared.b64 [%r2+64];
+NEXT:
+	bar.sync 0;
+	add.u32 %r7, %r7, 1;
+	setp.lt.u32 %p5, %r7, 2;
+	@%p5 bra ROUND;)")), 1, &s);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 // A second init of an mbarrier in use (an arrival of its phase in) loses that arrival: an error.
 TEST(Emulator, InitialisingABarrierInUseIsAnError) {
   absl::Status s;
