@@ -31,7 +31,9 @@ absl::Status ValidateTmaBox(const std::vector<uint32_t>& box, TmaDtype dtype, Tm
                                                    " bytes exceeds its swizzle span of ",
                                                    span[static_cast<int>(swizzle)]));
   if (inner_bytes % 16 != 0)
-    return absl::InvalidArgumentError("tensor map inner box must be a multiple of 16 bytes");
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor map inner box must be a multiple of 16 bytes, not ", inner_bytes, " (",
+                     box[0], " elements of ", TmaElementBytes(dtype), " bytes)"));
   return absl::OkStatus();
 }
 

@@ -307,11 +307,10 @@ Value Select(const Operand& cond, const Operand& a, const Operand& b) {
   Type t;
   KernelState* s = Resolve(a, b, &t);
   if (Value e; PassOnEmpty({&cond, &a, &b}, t, cond.loc(), &e)) return e;
-  if (!s) {  // two C++ numbers: no type to choose between them
+  if (!s) {  // two C++ numbers: i32, or f32 where either is written as a floating-point number
     if (Access::IsImm(cond)) return Value(cond.loc());
     s = Access::State(Access::Val(cond));
-    s->Fail("Select between two numbers: make one of them a Value (e.g. k.I32(...))", cond.loc());
-    return s->Poison(Type::Of(Scalar::kI32), cond.loc());
+    t = Type::Of(Access::IsFloatImm(a) || Access::IsFloatImm(b) ? Scalar::kF32 : Scalar::kI32);
   }
   if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1)) {
     s->Fail("Select needs an i1 condition", cond.loc());

@@ -63,7 +63,15 @@ bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile
   if (!CheckCoordinates(s, map, coords, loc)) return false;
   if (map.box_bytes() != tile.stage_bytes()) {
     s.Fail(absl::StrCat("the tensor map's box is ", map.box_bytes(), " bytes but the smem tile (",
-                        LocString(tile.loc()), ") holds ", tile.stage_bytes(), " per stage"),
+                        LocString(tile.loc()), ") holds ", tile.stage_bytes(), " per stage",
+                        tile.row_stride() != tile.cols()
+                            ? absl::StrCat(": its rows are ", tile.row_stride(),
+                                           " elements apart "
+                                           "for ",
+                                           tile.cols(),
+                                           " columns (padding), and a TMA "
+                                           "box lands dense; swizzle the tile instead")
+                            : ""),
            loc);
     return false;
   }

@@ -165,15 +165,18 @@ TEST(Dsl, EmptyValueIsAnErrorNamingItsDeclaration) {
   }
 }
 
+// Select between two C++ numbers is an i32, or an f32 where either is written as a float.
 TEST(Dsl, SelectAndFmaOnNumbers) {
   Kernel k("test/numbers", sm80(), {32});
-  Value x = k.PtrParam("X", f32);
+  Value x = k.PtrParam("X", f32), n = k.PtrParam("N", i32);
   k.Store(x, Fma(2.0, 3.0, k.F32(1.0)));  // 2*3 folded, added to the Value
+  Value c = k.ThreadIdx() < 4;
+  Value picked = Select(c, 1, 2), scaled = Select(c, 0.5, 2);
+  EXPECT_EQ(picked.type(), Type::Of(Scalar::kI32));
+  EXPECT_EQ(scaled.type(), Type::Of(Scalar::kF32));
+  k.Store(n, picked);
+  k.Store(x, scaled);
   ASSERT_TRUE(k.Build().ok());
-  Kernel bad("test/select_numbers", sm80(), {32});
-  Value c = bad.ThreadIdx() < 4;
-  Select(c, 1, 2); const int line = __LINE__;
-  ExpectError(bad, line, "Select between two numbers");
 }
 
 // Conditions combine as docs/DSL.md says: &, | and ^ on i1 Values, ^ true for not.
@@ -360,6 +363,20 @@ TEST(Hopper, TmaIntoATileOfAnotherSwizzle) {
   Barriers bar = k.SmemBarriers(1);
   k.TmaLoad(a, wrong, bar[0], {0, 0}); const int line = __LINE__;
   ExpectError(k, line, "swizzles 128B but the smem tile");
+}
+
+// A padded tile is no TMA destination: a box lands dense, and the message says the padding is
+// why the bytes differ.
+TEST(Hopper, TmaIntoAPaddedTileSaysThePaddingIsWhy) {
+  Kernel k("test/tma_padded", sm90a(), {128});
+  rt::TensorMapParam plain = Map128B(64);
+  plain.swizzle = rt::TmaSwizzle::kNone;
+  plain.box = {32, 64};
+  TensorMap a = k.TmaParam("tmA", plain);
+  SmemTile padded = k.Smem(bf16, 64, 32, /*pad=*/8);
+  Barriers bar = k.SmemBarriers(1);
+  k.TmaLoad(a, padded, bar[0], {0, 0}); const int line = __LINE__;
+  ExpectError(k, line, "its rows are 40 elements apart for 32 columns (padding)");
 }
 
 // TMA's coordinates and a wait's parity are i32: an i64 coordinate was an MLIR verifier error
