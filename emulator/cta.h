@@ -640,6 +640,8 @@ class Cta {
   absl::Status Convert(Thread& t, const Instr& in);
   absl::Status LoadStore(Thread& t, const Instr& in);
   absl::Status Atomic(Thread& t, const Instr& in);
+  absl::Status CheckStoreOverMbarrier(const Thread& t, const Instr& in, const uint8_t* at,
+                                      uint64_t n);
   // spin.cc: a read of memory (a load or an atomic's old value) that came back as the thread's
   // previous read at this instruction did; once every thread of the cluster still running does
   // so over and over (or waits), nothing can change: an error that says why.

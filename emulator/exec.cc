@@ -731,14 +731,7 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
     }
     if (!load) {
       if (absl::Status s = CheckTmaStoreReading(t, in, off, n); !s.ok()) return s;
-      // An mbarrier's bytes are changed by mbarrier ops alone until mbarrier.inval ends it.
-      if (auto b = mbarriers_.upper_bound(off + n - 1); b != mbarriers_.begin())
-        if (--b; b->first + 8 > off)
-          return Fail(t, in,
-                      absl::StrFormat("a plain store to shared bytes %d..%d, which hold the live "
-                                      "mbarrier at shared offset %d: reusing its memory needs "
-                                      "mbarrier.inval first (PTX ISA, mbarrier.inval)",
-                                      off, off + n - 1, b->first));
+
       if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
       std::fill(generic_writer_.begin() + off, generic_writer_.begin() + off + n, t.linear + 1);
       unfenced_[t.linear].push_back({off, n});
@@ -755,6 +748,10 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
     if (absl::Status s =
             CheckRace(t, in, *p, static_cast<uint64_t>(elem) * in.vec,
                       load ? SharedRaceShadow::Kind::kRead : SharedRaceShadow::Kind::kWrite);
+        !s.ok())
+      return s;
+  if (!load && in_shared)
+    if (absl::Status s = CheckStoreOverMbarrier(t, in, *p, static_cast<uint64_t>(elem) * in.vec);
         !s.ok())
       return s;
   if (!load && !in_shared && !local_or_param)
@@ -794,6 +791,24 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
     }
   }
   return absl::OkStatus();
+}
+
+// An mbarrier's bytes are changed by mbarrier ops alone until mbarrier.inval ends it: a plain
+// store over a live one, this CTA's or a cluster peer's (st.shared::cluster), is an error.
+absl::Status Cta::CheckStoreOverMbarrier(const Thread& t, const Instr& in, const uint8_t* at,
+                                         uint64_t n) {
+  const Cta* owner = SharedOwner(at);
+  if (!owner) return absl::OkStatus();
+  const uint64_t off = at - owner->shared_.data();
+  auto b = owner->mbarriers_.upper_bound(off + n - 1);
+  if (b == owner->mbarriers_.begin() || (--b)->first + 8 <= off) return absl::OkStatus();
+  return Fail(t, in,
+              absl::StrFormat("a plain store to shared bytes %d..%d%s, which hold the live "
+                              "mbarrier at shared offset %d: reusing its memory needs "
+                              "mbarrier.inval first (PTX ISA, mbarrier.inval)",
+                              off, off + n - 1,
+                              owner == this ? "" : absl::StrCat(" of cluster CTA ", owner->rank_),
+                              b->first));
 }
 
 absl::Status Cta::Atomic(Thread& t, const Instr& in) {

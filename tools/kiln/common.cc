@@ -60,22 +60,26 @@ void RecordGivenFlags(int argc, char** argv) {
 bool FlagGiven(const std::string& name) { return GivenFlags().count(name) > 0; }
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& what) {
-  constexpr uintmax_t kLargest = uintmax_t{256} << 20;  // far past any kernel's PTX
+  constexpr size_t kLargest = size_t{256} << 20;  // far past any kernel's PTX
   std::error_code error;
   const std::filesystem::file_status status = std::filesystem::status(path, error);
   if (error || !std::filesystem::exists(status))
     return absl::NotFoundError(absl::StrCat(what, " ", path, ": no such file"));
   if (std::filesystem::is_directory(status))
     return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is a directory, not a file"));
-  if (!std::filesystem::is_regular_file(status))
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " ", path, " is not a regular file (a device or a pipe)"));
-  if (const uintmax_t size = std::filesystem::file_size(path, error); !error && size > kLargest)
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " ", path, " holds ", size, " bytes; kiln reads at most ", kLargest));
+  // A pipe (`<(sed ...)`, /dev/stdin) reads as a file does; whatever it is, no more than
+  // kLargest bytes are read (a device such as /dev/zero has no end).
   std::ifstream in(path, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in && !in.eof()) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof(chunk)) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kLargest)
+      return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " holds more than ", kLargest,
+                                                     " bytes; kiln reads at most that"));
+  }
+  if (in.bad()) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
   return text;
 }
 
