@@ -957,7 +957,18 @@ class Cta {
   // Tensor memory: 128 lanes x 512 32-bit columns, and which columns are allocated.
   std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);
   std::map<uint32_t, uint32_t> tmem_allocs_;  // first column -> columns
-  std::vector<TcgenMma> tcgen_issued_;        // issued, not yet committed (in order)
+  // Columns a tcgen05.dealloc freed (first column -> columns, the dealloc), until allocated again:
+  // an access there names the dealloc, the likely cause.
+  std::map<uint32_t, std::pair<uint32_t, const Instr*>> tmem_freed_;
+  std::string FreedBy(uint32_t col, uint32_t n) const {
+    for (const auto& [start, freed] : tmem_freed_)
+      if (col < start + freed.first && start < col + n)
+        return absl::StrCat("; those columns were freed by the tcgen05.dealloc at ",
+                            Where(*freed.second),
+                            ": an access after the dealloc (a barrier missing before it?)");
+    return "";
+  }
+  std::vector<TcgenMma> tcgen_issued_;  // issued, not yet committed (in order)
   // tcgen05.st in flight (PTX ISA: asynchronous until the issuing thread's tcgen05.wait::st): the
   // lanes and columns a warp's store wrote, and its threads that have not waited yet.
   struct TcgenStoreInFlight {

@@ -261,6 +261,9 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       return out;
     }
     tmem_allocs_[first] = cols;
+    for (auto f = tmem_freed_.begin(); f != tmem_freed_.end();)  // (allocated again)
+      f = f->first < first + cols && first < f->first + f->second.first ? tmem_freed_.erase(f)
+                                                                        : std::next(f);
     absl::StatusOr<uint8_t*> slot = Memory(t, in, Space::kShared, Address(t, in.ops.at(0)), 4);
     if (!slot.ok()) {
       *s = slot.status();
@@ -281,6 +284,7 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       return out;
     }
     tmem_allocs_.erase(it);
+    tmem_freed_[address & 0xffff] = {cols, &in};
     return out;
   }
   if (kind == "ld" ||
@@ -311,7 +315,7 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
     if (!inside) {
       *s = Fail(t, in,
                 absl::StrCat("tcgen05.", kind, " of columns ", col0, "..", col0 + num - 1,
-                             " outside every tensor memory allocation"));
+                             " outside every tensor memory allocation", FreedBy(col0, num)));
       return out;
     }
     if (std::string race = PendingMmaRace(kind, store, col0, num); !race.empty()) {
@@ -530,8 +534,8 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
       inside |= col0 >= start && col0 + n <= start + size;
   }
   if (!inside)
-    return fail(
-        absl::StrFormat("D at TMEM 0x%x (%d columns) is outside every allocation", op.d, n));
+    return fail(absl::StrFormat("D at TMEM 0x%x (%d columns) is outside every allocation%s", op.d,
+                                n, FreedBy(col0, static_cast<uint32_t>(n))));
   const double sign = (neg_a ? -1.0 : 1.0) * (neg_b ? -1.0 : 1.0);
   std::vector<double> scale_a(m, 1.0), scale_b(n, 1.0);
   if (op.block_scaled) {

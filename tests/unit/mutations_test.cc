@@ -125,6 +125,8 @@ const std::vector<Mutation>& Mutations() {
       {"stage3-shallow", "hgemm/mma_async_stage3", "cp.async.wait_group 2 where 1 is needed",
        {{"cp.async.wait_group \t1;", "cp.async.wait_group 2;"}}, "which a cp.async still in flight will write"},
       // blackwell/v4: tcgen05, tensor memory, commits.
+      {"v4-dealloc-early", "blackwell/v4", "no barrier before tcgen05.dealloc (TMEM freed while warps still read it)",
+       {Drop("bar.sync \t0;", 3)}, "freed by the tcgen05.dealloc"},
       {"v4-leak", "blackwell/v4", "tensor memory never freed", {Drop("tcgen05.dealloc.cta_group::1.sync.aligned.b32")},
        "of tensor memory still allocated"},
       {"v4-small-alloc", "blackwell/v4", "64 columns allocated for a 128-column accumulator",
