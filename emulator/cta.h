@@ -648,9 +648,8 @@ class Cta {
   absl::Status NoteSpinRead(Thread& t, const Instr& in, uint64_t address, const uint8_t* bytes,
                             uint64_t n, bool shared);
   bool SpinsNow(const Thread& t) const;
-  bool yield_ = false;
-  int rotate_from_ = 0;  // without a seed: where the next pick starts after a yield  // a spinning
-                         // thread ends its quantum: the others may be what it waits for
+  bool yield_ = false;   // a spinning thread ends its quantum: the others may be what it waits for
+  int rotate_from_ = 0;  // without a seed: where the next pick starts after a yield
   bool AsyncWorkInFlight() const {
     return !pending_.empty() || !cp_async_arrivals_.empty() || !tcgen_commits_.empty();
   }
@@ -722,6 +721,10 @@ class Cta {
   absl::Status MbarrierComplete(uint64_t offset);
   absl::Status MbarrierInit(Thread& t, const Instr& in, uint64_t off);
   absl::Status MbarrierInval(Thread& t, const Instr& in, uint64_t off);
+  // Of the mbarrier at this CTA's shared offset `off`: a thread blocked on it (or null), and how
+  // many of its phases the threads have waited through (LoadCompletingOn: a load still due on it).
+  const Thread* WaiterOn(uint64_t off) const;
+  int64_t PhasesWaited(uint64_t off) const;
   absl::Status Bulk(Thread& t, const Instr& in);
   absl::Status CompleteAsync(size_t index);
   absl::Status TryReleaseWarpgroup(int group);
@@ -916,6 +919,7 @@ class Cta {
                                 const std::vector<int64_t>& coords, uint64_t address,
                                 const char* what) const;
   std::vector<AsyncLoad> pending_;
+  const AsyncLoad* LoadCompletingOn(uint64_t off) const;  // (of this CTA's mbarrier at `off`)
   // cp.async.mbarrier.arrive.noinc: the copies the thread had in flight at that instruction, which
   // land, and then arrive on the mbarrier, at a moment the seed picks (Advance) or at the thread's
   // next cp.async.wait_group or wait_all, whichever comes first.

@@ -130,11 +130,10 @@ absl::Status Cta::Step(Thread& t) {
       yield_ = true;
       break;
     case Op::kTrap:
-      return absl::AbortedError(absl::StrCat(
-          Fail(t, in,
-               "trap: the kernel stopped itself (on a GPU the launch fails with an illegal "
-               "instruction, and the context is lost)")
-              .message()));
+      return absl::AbortedError(Fail(t, in,
+                                     "trap: the kernel stopped itself (on a GPU the launch fails "
+                                     "with an illegal instruction, and the context is lost)")
+                                    .message());
     case Op::kPrefetch:  // prefetch, prefetchu, prefetch.tensormap: only a cache hint, no value
                          // changes (PTX ISA)
       // The ISA does not promise that a prefetch of global memory outside any allocation is
@@ -731,7 +730,6 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
     }
     if (!load) {
       if (absl::Status s = CheckTmaStoreReading(t, in, off, n); !s.ok()) return s;
-
       if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
       std::fill(generic_writer_.begin() + off, generic_writer_.begin() + off + n, t.linear + 1);
       unfenced_[t.linear].push_back({off, n});

@@ -143,13 +143,7 @@ absl::Status Cta::MbarrierInit(Thread& t, const Instr& in, uint64_t off) {
   // loses what it held.
   if (auto live = mbarriers_.find(off); live != mbarriers_.end()) {
     const MbarrierState& b = live->second;
-    bool busy = b.pending != b.expected || b.tx != 0;
-    for (const Thread& w : threads_)
-      busy |= w.state == Thread::State::kMbarrier && w.mbarrier == off;
-    for (const AsyncLoad& p : pending_)
-      busy |=
-          (p.mbarrier & kOffsetMask) == off && (p.mbarrier >> 24) == static_cast<uint64_t>(rank_);
-    if (busy)
+    if (b.pending != b.expected || b.tx != 0 || WaiterOn(off) || LoadCompletingOn(off))
       return Fail(t, in,
                   absl::StrFormat("initialises again the mbarrier at shared offset %d while it "
                                   "is in use (%d of %d arrivals pending, transaction count %d, "
@@ -166,22 +160,41 @@ absl::Status Cta::MbarrierInit(Thread& t, const Instr& in, uint64_t off) {
 
 // mbarrier.inval: the object ends, and its bytes may be reused (PTX ISA, mbarrier.inval).
 absl::Status Cta::MbarrierInval(Thread& t, const Instr& in, uint64_t off) {
-  for (const Thread& w : threads_)
-    if (w.state == Thread::State::kMbarrier && w.mbarrier == off)
-      return Fail(t, in,
-                  absl::StrFormat("invalidates the mbarrier at shared offset %d while thread %d "
-                                  "still waits on it",
-                                  off, w.linear));
-  for (const AsyncLoad& p : pending_)
-    if ((p.mbarrier & kOffsetMask) == off && (p.mbarrier >> 24) == static_cast<uint64_t>(rank_))
-      return Fail(t, in,
-                  absl::StrFormat("invalidates the mbarrier at shared offset %d while the TMA "
-                                  "load at %s will still complete on it",
-                                  off, Where(*p.issued_by)));
+  if (const Thread* w = WaiterOn(off))
+    return Fail(t, in,
+                absl::StrFormat("invalidates the mbarrier at shared offset %d while thread %d "
+                                "still waits on it",
+                                off, w->linear));
+  if (const AsyncLoad* p = LoadCompletingOn(off))
+    return Fail(t, in,
+                absl::StrFormat("invalidates the mbarrier at shared offset %d while the TMA "
+                                "load at %s will still complete on it",
+                                off, Where(*p->issued_by)));
   mbarriers_.erase(off);
   invalidated_[off] = &in;
   ++t.pc;
   return absl::OkStatus();
+}
+
+const Thread* Cta::WaiterOn(uint64_t off) const {
+  for (const Thread& w : threads_)
+    if (w.state == Thread::State::kMbarrier && w.mbarrier == off) return &w;
+  return nullptr;
+}
+
+const Cta::AsyncLoad* Cta::LoadCompletingOn(uint64_t off) const {
+  for (const AsyncLoad& p : pending_)
+    if ((p.mbarrier & kOffsetMask) == off && (p.mbarrier >> 24) == static_cast<uint64_t>(rank_))
+      return &p;
+  return nullptr;
+}
+
+int64_t Cta::PhasesWaited(uint64_t off) const {
+  int64_t waited = 0;
+  for (const Thread& t : threads_)
+    if (auto it = t.next_phase.find(off); it != t.next_phase.end())
+      waited = std::max(waited, it->second);
+  return waited;
 }
 
 absl::Status Cta::MbarrierComplete(uint64_t offset) {
@@ -518,10 +531,7 @@ absl::Status Cta::CompleteAsync(size_t index) {
 absl::Status Cta::CheckCopiesWaitedForAtExit() const {
   for (const auto& [off, b] : mbarriers_) {
     if (b.copy_phase < 0) continue;
-    int64_t waited = 0;  // phases some thread has waited through
-    for (const Thread& t : threads_)
-      if (auto it = t.next_phase.find(off); it != t.next_phase.end())
-        waited = std::max(waited, it->second);
+    const int64_t waited = PhasesWaited(off);
     if (b.copy_phase < waited) continue;
     const std::string dsl = m_.DslLine(*b.copy_by);
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -973,12 +983,8 @@ absl::Status Cta::CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t
     // the arrive that should have announced this load's bytes (arrive.expect_tx) completed it
     // early, without them.
     int64_t waited = 0, copy_phase = -1;
-    if (auto b = mbarriers_.find(p.mbarrier & kOffsetMask); p.phase >= 1 && b != mbarriers_.end()) {
-      copy_phase = b->second.copy_phase;
-      for (const Thread& u : threads_)
-        if (auto it = u.next_phase.find(b->first); it != u.next_phase.end())
-          waited = std::max(waited, it->second);
-    }
+    if (auto b = mbarriers_.find(p.mbarrier & kOffsetMask); p.phase >= 1 && b != mbarriers_.end())
+      copy_phase = b->second.copy_phase, waited = PhasesWaited(b->first);
     const std::string why =
         p.phase >= 1 && waited >= p.phase && copy_phase < p.phase - 1
             ? absl::StrFormat(
@@ -1048,8 +1054,7 @@ absl::Status Cta::CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, con
           "%s%s: PTX line %d (%s): %s reads shared byte %d, which thread %d wrote%s "
           "through the generic proxy with no "
           "fence.proxy.async after it (the async proxy may not see the write)%s",
-          dsl.empty() ? "" : dsl + ": ", kernel_, in.line, in.text, reader, b,
-          std::abs(generic_writer_[b]) - 1, where,
+          dsl.empty() ? "" : dsl + ": ", kernel_, in.line, in.text, reader, b, writer, where,
           copied ? ": a cp.async's bytes reach the async proxy once a thread that waited for them "
                    "runs fence.proxy.async"
           : fenced_before

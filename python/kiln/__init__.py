@@ -304,7 +304,7 @@ def softmax(x, dim=-1, *, out=None):
              lambda: f"kiln.softmax: dim {dim!r} is not a dimension of x {tuple(x.shape)}")
     if rank > 1 and dim % rank != rank - 1:  # another dimension: made the last, and back
         dim = int(dim)
-        _require_arrays("kiln.softmax", **({} if out is None else {"out": out}))
+        _optional_arrays("kiln.softmax", out=out)
         _require(out is None or tuple(out.shape) == tuple(x.shape),
                  lambda: f"kiln.softmax: out has shape {tuple(out.shape)}, x {tuple(x.shape)}")
         _require(out is None or str(out.dtype) == str(x.dtype),
@@ -353,9 +353,8 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     if _host_f16(x):  # computed in f32 on the emulator, returned as float16
         return _f16_result("kiln.layer_norm",
                            layer_norm(_as_f32(x), _as_f32(weight), _as_f32(bias), eps), out)
-    if True:
-        weight = _filled(x, x.shape[-1], 1.0) if weight is None else weight
-        bias = _filled(x, x.shape[-1], 0.0) if bias is None else bias
+    weight = _filled(x, x.shape[-1], 1.0) if weight is None else weight
+    bias = _filled(x, x.shape[-1], 0.0) if bias is None else bias
     _require_arrays("kiln.layer_norm", weight=weight, bias=bias)
     _writable_out("kiln.layer_norm", out)
     x, weight, bias = _packed(x), _packed(weight), _packed(bias)
@@ -503,10 +502,7 @@ def _gemm_host_f16(a, b, out, out_dtype, alpha, beta, c, bias, residual, terms, 
     _kiln._gemm(a, b, result, c, bias, residual, float(alpha), float(beta), ",".join(terms),
                 "f16", out_type, stream=0, **rope_args)
     if out is not None:
-        _require(tuple(out.shape) == shape,
-                 lambda: f"kiln.gemm: out has shape {tuple(out.shape)}, not {shape}")
-        out[...] = result
-        return out
+        return _f16_result("kiln.gemm", result, out)
     return result.astype(numpy.float16) if out_type == "f16" else result
 
 
@@ -1248,9 +1244,7 @@ def _scale(call, scale):
     if scale is None:
         return 0.0
     import math
-    _require(isinstance(scale, (int, float)) or hasattr(scale, "__float__"),
-             lambda: f"{call}: scale must be a number, not {type(scale).__name__}")
-    value = float(scale)
+    value = _number(call, "scale", scale)
     _require(math.isfinite(value) and value > 0,
              lambda: f"{call}: scale {scale!r}: a positive number, or None for 1 / sqrt(D)")
     return value

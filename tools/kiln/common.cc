@@ -255,10 +255,11 @@ absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::strin
   }
 #endif
   absl::StatusOr<Bundle> b = kiln::rt::ReadBundle(BundleDir(), name);
-  if (!b.ok() && absl::IsNotFound(b.status()))
-    return absl::NotFoundError(
-        absl::StrCat("unknown kernel '", name, "': ", b.status().message(),
-                     BundleDirHint().empty() ? DidYouMean(name) : BundleDirHint()));
+  if (!b.ok() && absl::IsNotFound(b.status())) {
+    const std::string hint = BundleDirHint();  // no directory: no name to suggest
+    return absl::NotFoundError(absl::StrCat("unknown kernel '", name, "': ", b.status().message(),
+                                            hint.empty() ? DidYouMean(name) : hint));
+  }
   return b;
 }
 
@@ -329,7 +330,7 @@ absl::StatusOr<int> NeedGpu(const std::string& command) {
         absl::StrCat(d.status().message(),
                      command == "bench" ? " (kiln bench times kernels on a GPU; kiln emulate NAME "
                                           "checks one on the CPU)"
-                     : command == "run" || command == "tune" || command == "crosscheck"
+                     : command == "tune" || command == "crosscheck"
                          ? absl::StrCat(" (kiln ", command,
                                         " needs a GPU; kiln emulate NAME checks a kernel on the "
                                         "CPU)")
