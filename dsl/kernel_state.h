@@ -163,6 +163,20 @@ struct KernelState {
   std::vector<std::pair<int, Loc>> wgmma_open;
   std::vector<std::vector<std::pair<int, Loc>>> wgmma_groups;
   bool emitting_wgmma = false;
+  // Register arrays made by WgmmaAcc, and those of them other code wrote since the last
+  // WgmmaFence (their zeros at creation included). The fence ties the latter's registers as its
+  // inline asm's operands, so that LLVM places the writes (and the copies it makes of a value
+  // shared by several accumulator registers, as zeros) before the fence, as the PTX ISA asks.
+  std::vector<bool> wgmma_acc_arrays;
+  std::vector<int> acc_written_since_fence;
+  void NoteAccumulatorWrite(int array) {
+    if (emitting_wgmma || array >= static_cast<int>(wgmma_acc_arrays.size()) ||
+        !wgmma_acc_arrays[array])
+      return;
+    if (std::find(acc_written_since_fence.begin(), acc_written_since_fence.end(), array) ==
+        acc_written_since_fence.end())
+      acc_written_since_fence.push_back(array);
+  }
   // The cta_group of the kernel's tcgen05 ops (0: none yet) and where it was first used.
   int tcgen_group = 0;
   Loc tcgen_group_loc;

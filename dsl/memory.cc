@@ -117,6 +117,7 @@ const RegRef& RegRef::operator=(const Operand& v) const {
   }
   mlir::Location l = s.ToLoc(v.loc());
   mlir::LLVM::StoreOp::create(s.builder, l, s.Materialize(v, t), RegAddress(s, array_, index_, l));
+  s.NoteAccumulatorWrite(array_);
   return *this;
 }
 

@@ -167,6 +167,9 @@ WgmmaAccumulator HopperOps::WgmmaAcc(int n, Loc loc) {
   }
   acc.n_ = n;
   acc.regs_ = self().Registers(Type::Of(Scalar::kF32), n / 2, loc);
+  const int array = acc.regs_.array_;
+  if (array >= static_cast<int>(s.wgmma_acc_arrays.size())) s.wgmma_acc_arrays.resize(array + 1);
+  s.wgmma_acc_arrays[array] = true;
   acc.lane_ = self().LaneId(loc);
   acc.warp_ = self().WarpId(loc) % Operand(4, loc);
   return acc;
@@ -181,8 +184,41 @@ Value WgmmaAccumulator::Col(int pair, Loc loc) const {
 }
 
 void HopperOps::WgmmaFence(Loc loc) {
-  if (!NeedWgmma(state(), loc)) return;
-  mlir::NVVM::WgmmaFenceAlignedOp::create(state().builder, state().ToLoc(loc));
+  KernelState& s = state();
+  if (!NeedWgmma(s, loc)) return;
+  const mlir::Location l = s.ToLoc(loc);
+  if (s.acc_written_since_fence.empty()) {
+    mlir::NVVM::WgmmaFenceAlignedOp::create(s.builder, l);
+    return;
+  }
+  // The accumulators written since the last fence pass through it (tied operands), so that no
+  // write of theirs, nor a copy LLVM makes for a wgmma's tied operand, lands between it and the
+  // wgmma (the PTX ISA's rule for wgmma.fence; CUTLASS's warpgroup_fence_operand).
+  std::vector<RegRef> regs;
+  for (int array : s.acc_written_since_fence) {
+    auto alloca = s.reg_arrays[array].getDefiningOp<mlir::LLVM::AllocaOp>();
+    const int64_t count =
+        mlir::cast<mlir::LLVM::LLVMArrayType>(alloca.getElemType()).getNumElements();
+    Regs r;
+    r.state_ = &s, r.array_ = array, r.size_ = static_cast<int>(count);
+    r.type_ = s.reg_types[array];
+    for (int j = 0; j < r.size_; ++j) regs.push_back(r[RegIndex(j, loc)]);
+  }
+  s.acc_written_since_fence.clear();
+  std::vector<mlir::Value> operands;
+  std::string constraints;
+  s.emitting_wgmma = true;  // (the fence's own reads and writes of them)
+  for (size_t i = 0; i < regs.size(); ++i) {
+    operands.push_back(s.Unwrap(regs[i].Load(loc)));
+    absl::StrAppend(&constraints, i ? "," : "", "=f");
+  }
+  for (size_t i = 0; i < regs.size(); ++i) absl::StrAppend(&constraints, ",", i);
+  std::vector<mlir::Type> types(regs.size(), s.builder.getF32Type());
+  std::vector<mlir::Value> pinned =
+      s.InlineAsmResults("wgmma.fence.sync.aligned;", constraints, operands, types, l);
+  for (size_t i = 0; i < regs.size(); ++i)
+    regs[i] = Operand(s.Wrap(pinned[i], Type::Of(Scalar::kF32)), loc);
+  s.emitting_wgmma = false;
 }
 
 void HopperOps::WgmmaCommit(Loc loc) {

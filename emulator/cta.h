@@ -182,6 +182,9 @@ class InFlightRegs {
     for (const ptx::Instr*& by : by_reg_)
       if (by && by->op == op) by = nullptr, --count_;
   }
+  void Clear() {
+    if (count_) by_reg_.assign(by_reg_.size(), nullptr), count_ = 0;
+  }
 
  private:
   std::vector<const ptx::Instr*> by_reg_;
@@ -222,6 +225,9 @@ struct Thread {
   std::map<uint64_t, int64_t> next_phase;  // per mbarrier: the phase this thread waits for next
   int64_t cluster_phase = -1;              // the barrier.cluster phase it arrived in
   InFlightRegs in_flight_regs;
+  // Registers a wgmma holds (accumulators, A fragments) that another instruction accessed since
+  // this thread's last wgmma.fence, with that instruction (the ISA's wgmma.fence rule).
+  InFlightRegs unfenced_wgmma_regs;
   std::vector<Origin> taint;  // per register (taint.cc); shorter than r: the rest are defined
   // tcgen05 ordering (exec_blackwell.cc): when this thread last passed a wait (an mbarrier wait,
   // a CTA or cluster barrier) and which, and when the last wait before its latest
@@ -665,6 +671,10 @@ class Cta {
                                               absl::Status* s);
   absl::Status Tcgen05(Thread& t, const Instr& in);
   absl::Status CheckInFlightRegs(const Thread& t, const Instr& in) const;
+  // The wgmma.fence rule (PTX ISA, wgmma.fence): records `in`'s access of registers a wgmma holds;
+  // a wgmma.mma_async that uses one before the thread's next wgmma.fence is an error.
+  void NoteWgmmaRegisterAccess(Thread& t, const Instr& in) const;
+  absl::Status CheckWgmmaRegistersFenced(const Thread& t, const Instr& wgmma) const;
   std::vector<std::vector<uint64_t>> TcgenWarp(const std::vector<Thread*>& lanes, const Instr& in,
                                                absl::Status* s);
   absl::Status RunTcgenMma(const struct TcgenMma& op);

@@ -23,6 +23,7 @@ absl::Status Cta::Step(Thread& t) {
     ++t.pc;
     return absl::OkStatus();
   }
+  if (in.touches_wgmma_regs) NoteWgmmaRegisterAccess(t, in);
   switch (in.op) {
     case Op::kBra:
       t.pc = in.ops.at(0).target;
@@ -622,6 +623,39 @@ absl::Status Cta::CheckInFlightRegs(const Thread& t, const Instr& in) const {
     if (absl::Status s = check(o.reg); !s.ok()) return s;
     for (int r : o.regs)
       if (absl::Status s = check(r); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+void Cta::NoteWgmmaRegisterAccess(Thread& t, const Instr& in) const {
+  auto note = [&](int r) {
+    if (r >= 0 && r < static_cast<int>(e_.wgmma_regs.size()) && e_.wgmma_regs[r])
+      t.unfenced_wgmma_regs.Set(r, &in);
+  };
+  for (const Operand& o : in.ops) {
+    if (o.kind == Operand::Kind::kLabel) continue;
+    note(o.reg);
+    for (int r : o.regs) note(r);
+  }
+}
+
+absl::Status Cta::CheckWgmmaRegistersFenced(const Thread& t, const Instr& wgmma) const {
+  if (t.unfenced_wgmma_regs.empty()) return absl::OkStatus();
+  for (size_t i = 0; i < 2 && i < wgmma.ops.size(); ++i) {
+    if (wgmma.ops[i].kind != Operand::Kind::kVector) continue;
+    for (int r : wgmma.ops[i].regs) {
+      const Instr* by = t.unfenced_wgmma_regs.Find(r);
+      if (!by) continue;
+      const std::string dsl = m_.DslLine(*by);
+      return Fail(
+          t, wgmma,
+          absl::StrCat("uses ", e_.reg_names.at(r), " as its ",
+                       i == 0 ? "accumulator" : "A fragment", ", which PTX line ", by->line,
+                       dsl.empty() ? "" : " (" + dsl + ")", " (", by->text,
+                       ") accessed with no wgmma.fence since: the PTX ISA requires a "
+                       "wgmma.fence between another instruction's access of a wgmma's registers "
+                       "and the wgmma"));
+    }
   }
   return absl::OkStatus();
 }

@@ -571,7 +571,10 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
                   absl::StrCat("the warpgroup is split between wgmma.", kind, " (PTX line ",
                                in.line, ") and this"));
   }
-  if (kind == "fence") wg.fenced = true;
+  if (kind == "fence") {
+    wg.fenced = true;
+    for (int i = first; i < first + 128; ++i) threads_[i].unfenced_wgmma_regs.Clear();
+  }
   if (kind == "mma_async" && !wg.fenced)
     return Fail(t0, in,
                 "the warpgroup's first wgmma.mma_async with no wgmma.fence before it: the PTX ISA "
@@ -635,6 +638,7 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
     if (a_regs) op.a_from_regs.assign(64 * 16, 0.0), op.a_row_taint.assign(64, nullptr);
     for (int i = first; i < first + 128; ++i) {
       const Instr& mine = e_.code[threads_[i].pc];
+      if (absl::Status s = CheckWgmmaRegistersFenced(threads_[i], mine); !s.ok()) return s;
       if ((!a_regs && Read(threads_[i], mine.ops.at(1), 64) != op.a_desc) ||
           Read(threads_[i], mine.ops.at(2), 64) != op.b_desc)
         return Fail(threads_[i], mine, "wgmma descriptors differ across the warpgroup");

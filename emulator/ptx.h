@@ -183,6 +183,9 @@ struct Instr {
   int guard = -1;        // @%p: predicate register; -1 none
   bool guard_negated = false;
   std::vector<Operand> ops;
+  // Not a wgmma, and it names a register that some wgmma.mma_async of the entry holds as its
+  // accumulator or A fragment (the wgmma.fence rule: Entry::wgmma_regs).
+  bool touches_wgmma_regs = false;
   bool Has(const std::string& mod) const;
 };
 
@@ -203,6 +206,8 @@ struct Entry {
   // their bits: every thread's copy starts with them.
   std::vector<std::pair<int, uint64_t>> constant_regs;
   std::vector<Instr> code;
+  // By register: held by some wgmma.mma_async as its accumulator or A fragment.
+  std::vector<bool> wgmma_regs;
 };
 
 struct Module {

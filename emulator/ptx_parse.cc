@@ -542,6 +542,31 @@ class EntryBuilder {
   std::map<std::string, std::vector<std::string>> target_lists_;  // .branchtargets, by label
 };
 
+// The registers wgmma.mma_async holds (accumulators, an A fragment) and the other instructions
+// that name one: the PTX ISA asks for a wgmma.fence between such an access and the next wgmma
+// that uses the register, which the emulator checks as it runs (exec_hopper.cc).
+void MarkWgmmaRegisterAccesses(Entry& e) {
+  e.wgmma_regs.assign(e.num_regs, false);
+  bool any = false;
+  for (const Instr& in : e.code) {
+    if (in.op != Op::kWgmma || in.mods.empty() || in.mods[0] != "mma_async") continue;
+    for (size_t i = 0; i < 2 && i < in.ops.size(); ++i)
+      if (in.ops[i].kind == Operand::Kind::kVector)
+        for (int r : in.ops[i].regs)
+          if (r >= 0) e.wgmma_regs[r] = any = true;
+  }
+  if (!any) return;
+  auto held = [&](int r) { return r >= 0 && r < e.num_regs && e.wgmma_regs[r]; };
+  for (Instr& in : e.code) {
+    if (in.op == Op::kWgmma) continue;
+    for (const Operand& o : in.ops) {
+      if (o.kind == Operand::Kind::kLabel) continue;  // (brx's regs are instruction indices)
+      in.touches_wgmma_regs |= held(o.reg);
+      for (int r : o.regs) in.touches_wgmma_regs |= held(r);
+    }
+  }
+}
+
 // ".param .u64 .ptr .global .align 1 NAME" or ".param .align 64 .b8 NAME[128]".
 absl::StatusOr<Param> ParseParam(absl::string_view text, int line) {
   std::vector<std::string> w = absl::StrSplit(text, absl::ByAnyChar(" \t"), absl::SkipEmpty());
@@ -731,6 +756,7 @@ absl::StatusOr<Module> Parse(const std::string& text) {
       }
       if (!done) return Error(line_no, absl::StrCat("entry ", e.name, " has no closing brace"));
       if (absl::Status s = b.ResolveLabels(); !s.ok()) return s;
+      MarkWgmmaRegisterAccesses(e);
       m.entries.push_back(std::move(e));
       continue;
     }

@@ -39,20 +39,20 @@ absl::StatusOr<KernelDef> BuildWgmmaRegs() {
   k.WgmmaCommit();
   k.WgmmaWait(0);
 
+  // The A fragments are made before the wgmma.fence that orders them before the wgmmas (PTX ISA).
+  std::vector<std::vector<Value>> p;
+  for (int j = 0; j < kTile / 16; ++j) p.push_back(s.FragmentA(j, bf16));
   WgmmaAccumulator o = k.WgmmaAcc(kTile);
   k.WgmmaFence();
   for (int j = 0; j < kTile / 16; ++j)
-    k.Wgmma(o, {.a_regs = s.FragmentA(j, bf16), .b = tb2, .k0 = 16 * j, .accumulate = j > 0});
+    k.Wgmma(o, {.a_regs = p[j], .b = tb2, .k0 = 16 * j, .accumulate = j > 0});
   k.WgmmaCommit();
   k.WgmmaWait(0);
 
   WgmmaAccumulator o2 = k.WgmmaAcc(kTile);
   k.WgmmaFence();
   for (int j = 0; j < kTile / 16; ++j)
-    k.Wgmma(o2, {.a_regs = s.FragmentA(j, bf16),
-                 .b = {tb2, /*mn_major=*/true},
-                 .k0 = 16 * j,
-                 .accumulate = j > 0});
+    k.Wgmma(o2, {.a_regs = p[j], .b = {tb2, /*mn_major=*/true}, .k0 = 16 * j, .accumulate = j > 0});
   k.WgmmaCommit();
   k.WgmmaWait(0);
 
