@@ -646,6 +646,11 @@ class Cta {
   absl::Status Convert(Thread& t, const Instr& in);
   absl::Status LoadStore(Thread& t, const Instr& in);
   absl::Status Atomic(Thread& t, const Instr& in);
+  // A generic-proxy access (ld/st, ldmatrix, stmatrix, atom) of shared bytes [at, at + n), own
+  // or a cluster peer's: not into bytes an async copy still in flight will write (TMA, cp.async)
+  // nor, for a write, bytes a TMA store or a wgmma still reads or a live mbarrier holds.
+  absl::Status CheckSharedAccess(const Thread& t, const Instr& in, const uint8_t* at, uint64_t n,
+                                 bool writes);
   absl::Status CheckStoreOverMbarrier(const Thread& t, const Instr& in, const uint8_t* at,
                                       uint64_t n);
   // spin.cc: a read of memory (a load or an atomic's old value) that came back as the thread's

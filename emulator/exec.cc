@@ -756,14 +756,9 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
   if (!p.ok()) return p.status();
   if (*p >= shared_.data() && *p < shared_.data() + shared_.size()) {
     const uint64_t off = *p - shared_.data(), n = static_cast<uint64_t>(elem) * in.vec;
-    if (absl::Status s = CheckPendingOverlap(&t, in, off, n, load ? "reads" : "writes"); !s.ok())
-      return s;
-    if (load) {
-      if (absl::Status s = CheckCpAsyncPending(t, in, off, n); !s.ok()) return s;
-      NoteGenericRead(t, in, off, n);
-    }
+    if (absl::Status s = CheckSharedAccess(t, in, *p, n, !load); !s.ok()) return s;
+    if (load) NoteGenericRead(t, in, off, n);
     if (!load) {
-      if (absl::Status s = CheckTmaStoreReading(t, in, off, n); !s.ok()) return s;
       if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);
       std::fill(generic_writer_.begin() + off, generic_writer_.begin() + off + n, t.linear + 1);
       unfenced_[t.linear].push_back({off, n});
@@ -782,7 +777,7 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
                       load ? SharedRaceShadow::Kind::kRead : SharedRaceShadow::Kind::kWrite);
         !s.ok())
       return s;
-  if (!load && in_shared)
+  if (!load && in_shared && !shared)  // (a peer's: its own copies are its CTA's to check)
     if (absl::Status s = CheckStoreOverMbarrier(t, in, *p, static_cast<uint64_t>(elem) * in.vec);
         !s.ok())
       return s;
@@ -827,6 +822,34 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
 
 // An mbarrier's bytes are changed by mbarrier ops alone until mbarrier.inval ends it: a plain
 // store over a live one, this CTA's or a cluster peer's (st.shared::cluster), is an error.
+absl::Status Cta::CheckSharedAccess(const Thread& t, const Instr& in, const uint8_t* at, uint64_t n,
+                                    bool writes) {
+  if (at >= shared_.data() && at < shared_.data() + shared_.size()) {
+    const uint64_t off = at - shared_.data();
+    if (absl::Status s = CheckPendingOverlap(&t, in, off, n, writes ? "writes" : "reads"); !s.ok())
+      return s;
+    if (!writes) return CheckCpAsyncPending(t, in, off, n);
+    uint64_t byte = 0;
+    if (const Instr* by = cp_async_pending_.Holder(off, n, &byte))
+      return Fail(t, in,
+                  absl::StrCat("writes shared byte ", byte,
+                               ", which a cp.async still in flight "
+                               "will write (",
+                               Where(*by),
+                               "): the two writes are unordered "
+                               "until its cp.async.wait_group"));
+    if (absl::Status s = CheckTmaStoreReading(t, in, off, n); !s.ok()) return s;
+    if (const WgmmaOp* w = WgmmaStillReading(off, off + n)) {
+      const std::string dsl = m_.DslLine(*w->in);
+      return Fail(t, in,
+                  absl::StrFormat("writes shared bytes %d..%d, which the wgmma at PTX line %d%s "
+                                  "still reads (until its wgmma.wait_group)",
+                                  off, off + n - 1, w->line, dsl.empty() ? "" : " (" + dsl + ")"));
+    }
+  }
+  return writes ? CheckStoreOverMbarrier(t, in, at, n) : absl::OkStatus();
+}
+
 absl::Status Cta::CheckStoreOverMbarrier(const Thread& t, const Instr& in, const uint8_t* at,
                                          uint64_t n) {
   const Cta* owner = SharedOwner(at);
@@ -850,7 +873,9 @@ absl::Status Cta::Atomic(Thread& t, const Instr& in) {
   absl::StatusOr<uint8_t*> p = Memory(t, in, in.space, Address(t, in.ops.at(base)), bits / 8);
   if (!p.ok()) return p.status();
   if (absl::Status s = CheckRace(t, in, *p, bits / 8, SharedRaceShadow::Kind::kAtomic); !s.ok())
-    return s;              // (nothing where *p is global: CheckRace looks at shared memory only)
+    return s;  // (nothing where *p is global: CheckRace looks at shared memory only)
+  if (SharedOwner(*p))
+    if (absl::Status s = CheckSharedAccess(t, in, *p, bits / 8, /*writes=*/true); !s.ok()) return s;
   if (!SharedOwner(*p)) {  // global: ordered among clusters (a .cta-scoped one is not)
     const uint64_t at = Address(t, in.ops.at(base));
     if (StrongAcrossCtas(in)) {

@@ -24,7 +24,7 @@ std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lan
       if (s->ok()) *s = p.status();
       return 0;
     }
-    if (absl::Status pending = CheckCpAsyncPending(src, e_.code[src.pc], addr & kOffsetMask, 2);
+    if (absl::Status pending = CheckSharedAccess(src, e_.code[src.pc], *p, 2, /*writes=*/false);
         !pending.ok()) {
       if (s->ok()) *s = pending;
       return 0;
@@ -148,8 +148,17 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
     return absl::OkStatus();
   }
   const int size = static_cast<int>(Read(t, in.ops.at(2), 32));
-  const int src_size = in.ops.size() > 3 ? static_cast<int>(Read(t, in.ops.at(3), 32)) : size;
+  const uint64_t src_bytes = in.ops.size() > 3 ? Read(t, in.ops.at(3), 32) : size;
   if (size != 4 && size != 8 && size != 16) return Fail(t, in, "cp.async copies 4, 8 or 16 bytes");
+  // PTX ISA (cp.async): a src-size larger than cp-size is undefined (a ragged edge's byte count
+  // left unclamped, or a negative one, which reads as a huge unsigned value).
+  if (src_bytes > static_cast<uint64_t>(size))
+    return Fail(
+        t, in,
+        absl::StrCat("src-size ", SignExtend(src_bytes, 32), " is larger than cp-size ", size,
+                     " (undefined in the PTX ISA): clamp the bytes left to the "
+                     "copy's size, and at 0"));
+  const int src_size = static_cast<int>(src_bytes);
   AsyncCopy copy;
   copy.issued_by = &in;
   copy.shared_offset = Address(t, in.ops.at(0));
@@ -164,6 +173,17 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
     if (!src.ok()) return src.status();
     std::memcpy(copy.bytes.data(), *src, std::min(size, src_size));
   }
+  uint64_t byte = 0;
+  if (const Instr* by = cp_async_pending_.Holder(copy.shared_offset, size, &byte))
+    return Fail(t, in,
+                absl::StrCat("writes shared byte ", byte,
+                             ", which a cp.async still in flight "
+                             "also writes (",
+                             Where(*by),
+                             "): two cp.async writes are unordered "
+                             "until a cp.async.wait_group covers the first"));
+  if (absl::Status s = CheckPendingOverlap(&t, in, copy.shared_offset, size, "writes"); !s.ok())
+    return s;
   cp_async_pending_.Add(copy.shared_offset, size, &in, shared_.size());
   t.open_group.push_back(std::move(copy));
   return absl::OkStatus();

@@ -941,11 +941,11 @@ std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lan
       return;
     }
     const uint64_t off = *p - shared_.data();
-    if (*p >= shared_.data() && off < shared_.size())
-      if (absl::Status busy = CheckTmaStoreReading(dst, e_.code[dst.pc], off, 2); !busy.ok()) {
-        if (s->ok()) *s = busy;
-        return;
-      }
+    if (absl::Status busy = CheckSharedAccess(dst, e_.code[dst.pc], *p, 2, /*writes=*/true);
+        !busy.ok()) {
+      if (s->ok()) *s = busy;
+      return;
+    }
     if (absl::Status race = CheckRace(dst, e_.code[dst.pc], *p, 2, SharedRaceShadow::Kind::kWrite);
         !race.ok()) {
       if (s->ok()) *s = race;

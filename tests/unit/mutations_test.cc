@@ -124,6 +124,10 @@ const std::vector<Mutation>& Mutations() {
       // Ampere and cuda_hgemm: cp.async groups.
       {"v5-no-cp-wait", "ampere/v5", "ldmatrix without cp.async.wait_all", {Drop("cp.async.wait_all;")},
        "which a cp.async still in flight will write"},
+      {"v5-src-size-over", "ampere/v5", "a cp.async's src-size larger than its cp-size (an unclamped ragged edge)",
+       {{"cp.async.cg.shared.global [%r9], [%rd5], 16;", "cp.async.cg.shared.global [%r9], [%rd5], 16, 20;"}}, "is larger than cp-size"},
+      {"v5-two-copies-one-stage", "ampere/v5", "two cp.async in flight into the same shared bytes",
+       {{"cp.async.cg.shared.global [%r11], [%rd7], 16;", "cp.async.cg.shared.global [%r9], [%rd7], 16;"}}, "also writes"},
       {"v5-no-barrier", "ampere/v5", "no bar.sync between the cp.async wait and the reads",
        {Drop("bar.sync \t0;", 1)}, "which a cp.async still in flight will write"},
       {"stage3-shallow", "hgemm/mma_async_stage3", "cp.async.wait_group 2 where 1 is needed",
