@@ -19,10 +19,14 @@ from ._kiln import Error, bundle_dir
 
 
 def set_bundle_dir(path):
-    """The directory the ops read their kernels from (a str or a path)."""
+    """The directory the ops read their kernels from (a str or a path, not empty)."""
     if not isinstance(path, (str, _os.PathLike)):
         raise Error(f"kiln.set_bundle_dir: path must be a str or a path, not {type(path).__name__}")
-    _kiln.set_bundle_dir(_os.fspath(path))
+    path = _os.fspath(path)
+    # (the bindings would read "" as "no directory set": $KILN_BUNDLE_DIR or the default, unasked)
+    if not path:
+        raise Error("kiln.set_bundle_dir: path is empty; name a bundle directory")
+    _kiln.set_bundle_dir(path)
 
 
 # An installed kiln (<prefix>/lib/python/kiln) reads the bundles installed beside it
@@ -43,6 +47,14 @@ _TORCH_TYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32
 
 def _is_torch(x):
     return type(x).__module__.startswith("torch")
+
+
+def _is_numpy(x):
+    """A NumPy array, its subclasses too (numpy.ma.MaskedArray, a user's); NumPy not imported
+    yet: no array can be one."""
+    import sys
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(x, numpy.ndarray)
 
 
 def _stream(arrays):
@@ -69,8 +81,9 @@ def _r(x, writes=False):
     else (NumPy arrays, CPU tensors, other types, None) as it is, for the bindings' checks."""
     global _DL_TYPES
     if x is None or not _is_torch(x) or not x.is_cuda:
-        if not writes and type(x).__module__ == "numpy" and not x.flags.writeable:
-            return x.copy()
+        if not writes and _is_numpy(x) and not x.flags.writeable:
+            import numpy
+            return numpy.array(x)  # (a base ndarray: a subclass's copy may be read-only too)
         return x
     if _DL_TYPES is None:
         import torch
@@ -114,7 +127,7 @@ def _out_type(dtype):
 
 def _writable_out(call, out):
     """kiln.Error where a host `out` given by the caller is read-only (kiln writes it)."""
-    if out is not None and type(out).__module__ == "numpy" and not out.flags.writeable:
+    if out is not None and _is_numpy(out) and not out.flags.writeable:
         raise Error(f"{call}: out is read-only; give a writable array (or none: kiln makes one)")
 
 
@@ -126,7 +139,7 @@ def _require_arrays(call, **arrays):
             raise Error(f"{call}: {name} must be a torch tensor or a NumPy array, not "
                         f"{type(x).__name__}")
         dtype = getattr(x, "dtype", None)
-        if type(x).__module__ == "numpy" and dtype is not None:
+        if _is_numpy(x) and dtype is not None:
             if dtype.kind not in "biuf":
                 raise Error(f"{call}: {name} has dtype {dtype}; kiln takes arrays of numbers "
                             "(float32 on the host)")
@@ -146,7 +159,7 @@ def _scalar_array(value, kinds):
     if getattr(value, "ndim", None) != 0 or isinstance(value, (str, bytes)):
         return False
     dtype = getattr(value, "dtype", None)
-    if type(value).__module__ == "numpy":
+    if _is_numpy(value) or type(value).__module__ == "numpy":  # (an array, or a NumPy scalar)
         return dtype is not None and dtype.kind in kinds.replace("i", "iu")
     name = str(dtype)  # torch: torch.bool, torch.int64, torch.float32, ...
     return ("b" in kinds and name == "torch.bool") or (
@@ -161,6 +174,16 @@ def _number(call, name, value):
              _scalar_array(value, "if"),
              lambda: f"{call}: {name} must be a number, not {type(value).__name__} {value!r}")
     return float(value)
+
+
+def _integer(call, name, value):
+    """value as an int: a Python or NumPy integer (or a 0-d array of one), not a bool, a float
+    (48.7 is no count of columns) or a string."""
+    import numbers
+    _require(isinstance(value, numbers.Integral) and not isinstance(value, bool) or
+             _scalar_array(value, "i"),
+             lambda: f"{call}: {name} must be an integer, not {type(value).__name__} {value!r}")
+    return int(value)
 
 
 def _flag(call, name, value):
@@ -248,7 +271,7 @@ def _packed(x):
     take any view). Anything not an array as it is, for the bindings' checks."""
     if _is_torch(x):
         return x if x.is_contiguous() else x.contiguous()
-    if type(x).__module__ == "numpy" and not x.flags.c_contiguous:
+    if _is_numpy(x) and not x.flags.c_contiguous:
         import numpy
         return numpy.ascontiguousarray(x)
     return x
@@ -256,7 +279,7 @@ def _packed(x):
 
 def _host_f16(x):
     """A NumPy float16 array: run as the f16 kernels would take it (GEMMs), or in f32 (rows)."""
-    return type(x).__module__ == "numpy" and str(getattr(x, "dtype", "")) == "float16"
+    return _is_numpy(x) and str(x.dtype) == "float16"
 
 
 def _as_f32(x):
@@ -267,14 +290,24 @@ def _as_f32(x):
     return numpy.asarray(x, numpy.float32)
 
 
-def _f16_result(call, result, out):
-    """A float32 host result of float16 inputs, back as float16 (into `out` where given: a
-    writable array of the result's shape)."""
-    import numpy
+def _host_out(call, out, dtype, why):
+    """kiln.Error unless `out` is None or a writable NumPy array of `dtype` (`why`: what says
+    so)."""
     if out is None:
-        return result.astype(numpy.float16)
+        return
     _writable_out(call, out)
     _require_arrays(call, out=out)
+    _require(_is_numpy(out) and str(out.dtype) == dtype,
+             lambda: f"{call}: out must be a {dtype} host array ({why}), not {out.dtype}")
+
+
+def _f16_result(call, result, out, dtype="float16", why="as x is"):
+    """A float32 host result of float16 inputs, back as `dtype` (into `out` where given: a
+    writable array of that type and the result's shape, as the float32 path requires its out to
+    be float32: any other type would take the values cast, an int out zeros)."""
+    if out is None:
+        return result.astype(dtype, copy=False)
+    _host_out(call, out, dtype, why)
     _require(tuple(out.shape) == tuple(result.shape),
              lambda: f"{call}: out has shape {tuple(out.shape)}, not {tuple(result.shape)}")
     out[...] = result
@@ -296,6 +329,7 @@ def softmax(x, dim=-1, *, out=None):
     _require_arrays("kiln.softmax", x=x)
     _writable_out("kiln.softmax", out)
     if _host_f16(x):  # computed in f32 on the emulator, returned as float16
+        _host_out("kiln.softmax", out, "float16", "as x is")
         return _f16_result("kiln.softmax", softmax(_as_f32(x), dim), out)
     rank = len(x.shape)
     import numbers
@@ -333,6 +367,7 @@ def rms_norm(x, weight=None, eps=1e-6, *, out=None):
     _require(len(x.shape) >= 1, "kiln.rms_norm: x must have at least one dimension")
     eps = _number("kiln.rms_norm", "eps", eps)
     if _host_f16(x):  # computed in f32 on the emulator, returned as float16
+        _host_out("kiln.rms_norm", out, "float16", "as x is")
         return _f16_result("kiln.rms_norm", rms_norm(_as_f32(x), _as_f32(weight), eps), out)
     if weight is None:
         weight = _filled(x, x.shape[-1], 1.0)
@@ -351,6 +386,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     _require(len(x.shape) >= 1, "kiln.layer_norm: x must have at least one dimension")
     eps = _number("kiln.layer_norm", "eps", eps)
     if _host_f16(x):  # computed in f32 on the emulator, returned as float16
+        _host_out("kiln.layer_norm", out, "float16", "as x is")
         return _f16_result("kiln.layer_norm",
                            layer_norm(_as_f32(x), _as_f32(weight), _as_f32(bias), eps), out)
     weight = _filled(x, x.shape[-1], 1.0) if weight is None else weight
@@ -376,7 +412,9 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     pair such as ("e5m2", "e4m3"), says a's and b's types), with f32 scales; out =
     (a * scale_a) @ (b * scale_b) through the same epilogue (but swiglu), bf16 by default
     (out_dtype "f16", "f32"); fused terms need their kernel variant bundled (16-bit inputs
-    run others as a pass after the product, docs/PYTHON.md). The
+    run others as a pass after the product, docs/PYTHON.md). Bundled: e4m3 by e4m3 under every
+    scaling, e5m2 by e4m3 (either way round) tensorwise or rowwise; e5m2 by e5m2, or e5m2
+    blockwise, needs its kernel written with `kiln bundle` (the error names the command). The
     scales' shapes say how they apply: one value each (tensorwise); (M,) or (M, 1) and (N,) or
     (1, N) (rowwise); (M, ceil(K/128)) and (ceil(N/128), ceil(K/128)) (blockwise: a per 1x128, the
     weight per 128x128, as DeepGEMM scales them), in any strides on the GPU.
@@ -386,14 +424,16 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     a's type; "f32" also). activation: "relu", "gelu" (the tanh form, torch's
     gelu(approximate="tanh")) or "silu". Host arrays: f32 in any order
     (out packed), run on the emulator as bf16, out_dtype "bf16" (values rounded so, held in f32)
-    or "f32".
+    or "f32"; or float16 ones, run as f16, out float16 (float32 for out_dtype "bf16" or "f32"; an
+    out given of that type, c, bias and residual float16 or float32).
 
     activation="swiglu" (alone) fuses a gate/up projection: out = silu(gate) * up, (M, N/2)
-    row-major, where b's columns hold gate and up interleaved as swiglu_weights puts them.
+    row-major, where b's columns hold gate and up interleaved as swiglu_weights puts them. It and
+    rope store the inputs' type alone (out_dtype "f32" is not bundled: `kiln bundle` writes it).
 
-    rope=(angles, rows, dim) (alone) fuses RoPE into a QKV projection: out (M, N) row-major,
-    its first `rows` columns (the query and key heads, `dim` columns each) turned as Llama's
-    rotate-half RoPE turns them at position m % P for row m, by the angles of
+    rope=(angles, rows, dim) (alone; rows and dim integers) fuses RoPE into a QKV projection: out
+    (M, N) row-major, its first `rows` columns (the query and key heads, `dim` columns each)
+    turned as Llama's rotate-half RoPE turns them at position m % P for row m, by the angles of
     rope_angles(cos, sin) [P, dim / 2] (cos and sin as rope_qkv takes them, rounded to bf16 as a
     bf16 model rounds them); the columns from `rows` on are stored as they are. b's columns (the
     weight's rows) must hold each head's features in rope_order(dim), as rope_weights puts them;
@@ -437,18 +477,21 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
         terms.append("residual")
     _require(activation != "swiglu" or terms == ["swiglu"],
              lambda: "kiln.gemm: activation='swiglu' is fused alone: no c, alpha, beta, bias or "
-                     "residual with it (given: " + ", ".join(
-                         {"scale": "c, alpha or beta", "bias_col": "bias"}.get(t, t)
-                         for t in terms if t != "swiglu") + ")")
+                     f"residual with it (given: {_given(terms, activation, 'swiglu')})")
     rope_args = {}
     if rope is not None:
         _require(isinstance(rope, (tuple, list)) and len(rope) == 3,
                  "kiln.gemm: rope=(angles, rows, dim): kiln.rope_angles(cos, sin), the heads' "
                  "columns turned, a head's columns")
         terms.append("rope")
-        rope_args = dict(rope_angles=rope[0], rope_rows=int(rope[1]), rope_dim=int(rope[2]))
+        rope_args = dict(rope_angles=rope[0],
+                         rope_rows=_integer("kiln.gemm", "rope's rows (rope=(angles, rows, dim))",
+                                            rope[1]),
+                         rope_dim=_integer("kiln.gemm", "rope's dim (rope=(angles, rows, dim))",
+                                           rope[2]))
         _require(terms == ["rope"], lambda: "kiln.gemm: rope is fused alone: no c, alpha, beta, "
-                 f"bias, activation or residual with it (given: {', '.join(terms[:-1])})")
+                 f"bias, activation or residual with it (given: "
+                 f"{_given(terms, activation, 'rope')})")
     _require(not (str(getattr(a, "dtype", "")) == "uint8" and scale_a is None and scale_b is None),
              "kiln.gemm: uint8 a and b are 8-bit inputs (e4m3 bytes) only with scale_a and scale_b")
     if scale_a is not None or scale_b is not None or _FP8_TYPES.get(str(getattr(a, "dtype", ""))):
@@ -476,11 +519,18 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
         rope_args["rope_angles"] = _r(rope_args["rope_angles"])
     if not _is_torch(a):  # host arrays in any order, as CUDA tensors: the emulator's copies packed
         import numpy
-        a, b, c, residual = (x if x is None else numpy.ascontiguousarray(x)
-                             for x in (a, b, c, residual))
+        a, b, c, bias, residual = (x if x is None else numpy.ascontiguousarray(x)
+                                   for x in (a, b, c, bias, residual))
     _kiln._gemm(_r(a), _r(b), _r(out), _r(c), _r(bias), _r(residual), float(alpha), float(beta),
                 ",".join(terms), in_type, out_type, stream=_stream([a]), **rope_args)
     return out
+
+
+def _given(terms, activation, alone):
+    """The epilogue's terms but `alone`, by the arguments that asked for them (a message's)."""
+    names = {"scale": "c, alpha or beta", "bias_col": "bias",
+             activation: f"activation={activation!r}"}
+    return ", ".join(names.get(t, t) for t in terms if t != alone)
 
 
 def _gemm_host_f16(a, b, out, out_dtype, alpha, beta, c, bias, residual, terms, rope_args):
@@ -494,6 +544,16 @@ def _gemm_host_f16(a, b, out, out_dtype, alpha, beta, c, bias, residual, terms, 
         {"float16": "f16", "float32": "f32"}.get(str(out.dtype), "f16") if out is not None
         else "f16")
     shape = (a.shape[0], b.shape[1] // 2 if "swiglu" in terms else b.shape[1])
+    # The types the float32 path requires of its own (checked before the run): out of the
+    # result's type (f16 values in float16, bf16 and f32 ones in float32), c, bias and residual
+    # float16 or float32; any other would be cast silently.
+    want = "float16" if out_type == "f16" else "float32"
+    why = f"out_dtype {out_type!r}" if out_dtype is not None else "float16 a and b"
+    _host_out("kiln.gemm", out, want, why)
+    for name, x in (("c", c), ("bias", bias), ("residual", residual)):
+        _require(x is None or _is_numpy(x) and str(x.dtype) in ("float16", "float32"),
+                 lambda: f"kiln.gemm: {name} must be a float16 or float32 host array with float16 "
+                         f"a and b, not {x.dtype}")
     result = numpy.empty(shape, numpy.float32)
     a, b, c, bias, residual = (None if x is None else numpy.ascontiguousarray(x, numpy.float32)
                                for x in (a, b, c, bias, residual))
@@ -501,9 +561,7 @@ def _gemm_host_f16(a, b, out, out_dtype, alpha, beta, c, bias, residual, terms, 
         rope_args["rope_angles"] = _r(rope_args["rope_angles"])
     _kiln._gemm(a, b, result, c, bias, residual, float(alpha), float(beta), ",".join(terms),
                 "f16", out_type, stream=0, **rope_args)
-    if out is not None:
-        return _f16_result("kiln.gemm", result, out)
-    return result.astype(numpy.float16) if out_type == "f16" else result
+    return _f16_result("kiln.gemm", result, out, want, why)
 
 
 def _gemm_folded(a, b, out, kw):
@@ -614,6 +672,7 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
     _writable_out("kiln.grouped_gemm", out)
     _require_arrays("kiln.grouped_gemm", x=x, w=w, **({"counts": counts} if masked else
                                                        {"offsets": offsets}))
+    _optional_arrays("kiln.grouped_gemm", out=out, scale_x=scale_x, scale_w=scale_w)
     sizes_arg = counts if masked else offsets
     _require(len(x.shape) == (3 if masked else 2),
              lambda: "kiln.grouped_gemm: x must be " +
@@ -622,6 +681,10 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
     _require(len(sizes_arg.shape) == 1,
              lambda: f"kiln.grouped_gemm: {'counts' if masked else 'offsets'} must have rank 1 "
                      f"(one entry an expert), not shape {tuple(sizes_arg.shape)}")
+    _require(len(w.shape) == 3, lambda: "kiln.grouped_gemm: w must be (E, N, K), each expert's "
+             f"(N, K) weight, not shape {tuple(w.shape)}")
+    _require((scale_x is None) == (scale_w is None),
+             "kiln.grouped_gemm: e4m3 inputs need both scale_x and scale_w")
     if not _is_torch(x) and len(x.shape) >= 2:  # host arrays: the sizes checked (GPU: read there)
         import numpy
         sizes = numpy.asarray(sizes_arg).astype(numpy.int64)
@@ -637,12 +700,9 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
     shape = tuple(x.shape[:-1]) + (w.shape[1],)
     if out is None:
         out = _empty(x, shape, "bf16")
-    if 0 in shape and len(w.shape) == 3:  # no token or no column: nothing to write or launch
-        _require(tuple(out.shape) == shape,
-                 lambda: f"kiln.grouped_gemm: out must have shape {shape}, not {tuple(out.shape)}")
+    if 0 in shape:  # no token or no column: nothing to write or launch, the rest checked here
+        _check_empty_grouped(x, w, sizes_arg, out, shape, scale_x, scale_w, masked)
         return out
-    _require((scale_x is None) == (scale_w is None),
-             "kiln.grouped_gemm: e4m3 inputs need both scale_x and scale_w")
     stream = _stream([x])
     if _is_torch(x) and (_is_fp8(x) or _is_fp8(w)):  # DLPack carries the bytes
         import torch
@@ -650,6 +710,34 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
     _kiln._grouped_gemm(_r(x), _r(w), _r(out), _r(counts if masked else offsets), _r(scale_x),
                         _r(scale_w), masked, stream=stream)
     return out
+
+
+def _check_empty_grouped(x, w, sizes, out, shape, scale_x, scale_w, masked):
+    """kiln.grouped_gemm with no element of out: the shapes and types the bindings check."""
+    call = "kiln.grouped_gemm"
+    e, n, k = w.shape
+    _require(x.shape[-1] == k and sizes.shape[0] == e and (not masked or x.shape[0] == e),
+             lambda: f"{call}: x {tuple(x.shape)}, w {tuple(w.shape)} and "
+                     f"{'counts' if masked else 'offsets'} {tuple(sizes.shape)} do not make " +
+                     ("(E, C, K) x (E, N, K) -> (E, C, N) with E counts" if masked else
+                      "(T, K) x (E, N, K) -> (T, N) with E ends"))
+    _require(tuple(out.shape) == shape,
+             lambda: f"{call}: out must have shape {shape}, not {tuple(out.shape)}")
+    fp8 = scale_x is not None
+    data = ("uint8",) if fp8 else ("float32",)
+    _require_dtypes(call, [("x", x), ("w", w)], data,
+                    ("float8_e4m3fn", "uint8") if fp8 else ("bfloat16",))
+    _require_dtypes(call, [("offsets" if not masked else "counts", sizes)], ("int32",), ("int32",))
+    _require_dtypes(call, [("out", out)], ("float32",), ("bfloat16",))
+    if fp8:
+        _require_dtypes(call, [("scale_x", scale_x), ("scale_w", scale_w)], ("float32",),
+                        ("float32",))
+        rows, kb = (x.shape[0] * x.shape[1] if masked else x.shape[0]), -(-k // 128)
+        _require(tuple(scale_x.shape) == (rows, kb) and n % 128 == 0 and
+                 tuple(scale_w.shape) == (e, n // 128, kb),
+                 lambda: f"{call}: scale_x {tuple(scale_x.shape)} and scale_w "
+                         f"{tuple(scale_w.shape)} must be ({rows}, {kb}) and "
+                         f"({e}, {n // 128}, {kb}); N a multiple of 128")
 
 
 def _is_fp8(x):
@@ -687,19 +775,61 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
         _type_of(out) if out is not None and _is_torch(out) else "bf16")
     if out is None:
         out = _empty(a, (a.shape[0], b.shape[1]), out_type)
-    if len(a.shape) == 2 and len(b.shape) == 2 and a.shape[0] * b.shape[1] == 0:
-        _require(a.shape[1] == b.shape[0],
-                 lambda: f"kiln.gemm: a {tuple(a.shape)} and b {tuple(b.shape)} do not multiply")
-        return out  # no element of out: nothing to launch (as for 16-bit inputs)
+    # Tensorwise scales given as numbers: one f32 value each, where a and b live.
+    scale_a, scale_b = (_scale_array(s, a) for s in (scale_a, scale_b))
+    if a.shape[0] * b.shape[1] == 0:  # no element of out: nothing to launch (as for 16-bit inputs)
+        _check_empty_fp8(a, b, out, out_type, scale_a, scale_b, c, bias, residual)
+        return out
     if _is_torch(a):  # DLPack carries the bytes
         import torch
         a, b = a.view(torch.uint8), b.view(torch.uint8)
-    # Tensorwise scales given as numbers: one f32 value each, where a and b live.
-    scale_a, scale_b = (_scale_array(s, a) for s in (scale_a, scale_b))
+    else:  # host terms in any order, as for 16-bit inputs: the emulator's copies packed
+        import numpy
+        c, bias, residual = (x if x is None else numpy.ascontiguousarray(x)
+                             for x in (c, bias, residual))
     _kiln._gemm_fp8(_r(a), _r(b), _r(out), _r(scale_a), _r(scale_b), out_type, _r(c), _r(bias),
                     _r(residual), float(alpha), float(beta), ",".join(terms), types[0], types[1],
                     stream=_stream([a]))
     return out
+
+
+def _check_empty_fp8(a, b, out, out_type, scale_a, scale_b, c, bias, residual):
+    """kiln.gemm of 8-bit inputs with no element of out: the shapes, types and layouts the
+    bindings check."""
+    call = "kiln.gemm (8-bit)"
+    (m, k), n = a.shape, b.shape[1]
+    _require(b.shape[0] == k,
+             lambda: f"kiln.gemm: a {tuple(a.shape)} and b {tuple(b.shape)} do not multiply")
+    _require(tuple(out.shape) == (m, n),
+             lambda: f"{call}: out has shape {tuple(out.shape)}, not {(m, n)}")
+    _require_arrays(call, scale_a=scale_a, scale_b=scale_b)
+    terms = [(name, x) for name, x in (("c", c), ("bias", bias), ("residual", residual))
+             if x is not None]
+    cuda = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[out_type]
+    _require_dtypes(call, [("out", out)] + terms, ("float32",), (cuda,))
+    _require_dtypes(call, [("scale_a", scale_a), ("scale_b", scale_b)], ("float32",), ("float32",))
+    for name, x in terms:
+        want = (n,) if name == "bias" else (m, n)
+        _require(tuple(x.shape) == want,
+                 lambda: f"{call}: {name} has shape {tuple(x.shape)}, not {want}")
+
+    def along(x, dim):  # elements from one to the next along dimension dim
+        return x.stride(dim) if _is_torch(x) else x.strides[dim] // x.itemsize
+
+    _require((m == 0 or k == 1 or along(a, 1) == 1) and (n == 0 or k == 1 or along(b, 0) == 1),
+             f"{call}: a must be row-major and b column-major (b = w.t() of an (N, K) weight w): "
+             "the FP8 tensor cores read both along K")
+    # The scaling the scales' shapes say, as the bindings read them.
+    import math
+    sa, sb = tuple(scale_a.shape), tuple(scale_b.shape)
+    kb = -(-k // 128)
+    _require(math.prod(sa) == 1 and math.prod(sb) == 1 or
+             sa == (m, kb) and sb == (-(-n // 128), kb) or
+             math.prod(sa) == m and (len(sa) == 1 or len(sa) == 2 and sa[1] == 1) and
+             math.prod(sb) == n and (len(sb) == 1 or len(sb) == 2 and sb[0] == 1),
+             lambda: f"{call}: scale_a {sa} and scale_b {sb} name no scaling: one value each "
+                     f"(tensorwise); ({m},) and ({n},) (rowwise); or ({m}, {kb}) and "
+                     f"({-(-n // 128)}, {kb}) (blockwise: a per 1x128, b per 128x128)")
 
 
 def _scale_array(scale, like):
@@ -733,14 +863,14 @@ def quantize_e4m3(x):
         q = torch.empty((m, k), dtype=torch.uint8, device=x.device)
         scales = torch.empty((kb, m), dtype=torch.float32, device=x.device).t()
         if m * k:  # (no element: no launch)
-            _loaded("ops/quantize_e4m3")(x, q, scales, m, k)
+            _loaded("kiln.quantize_e4m3", "ops/quantize_e4m3")(x, q, scales, m, k)
         return q.view(torch.float8_e4m3fn), scales
     import numpy
     x16 = _bf16_bits(x)
     q = numpy.zeros((m, k), numpy.uint8)
     scales = numpy.zeros((kb, m), numpy.float32)
     if m * k:
-        _loaded("ops/quantize_e4m3")(x16, q, scales, m, k)
+        _loaded("kiln.quantize_e4m3", "ops/quantize_e4m3")(x16, q, scales, m, k)
     return q, scales.T
 
 
@@ -754,6 +884,7 @@ def quantize_e4m3_blocks(w, *, transpose=False):
     transpose, N too. CUDA: w bf16 (ops/quantize_e4m3_blocks). Host: f32 rounded to bf16, run on
     the emulator; q and q_t are then uint8 arrays of e4m3 bytes."""
     _require_arrays("kiln.quantize_e4m3_blocks", w=w)
+    transpose = _flag("kiln.quantize_e4m3_blocks", "transpose", transpose)
     _require(len(w.shape) == 2 and w.shape[1] % 16 == 0 and (not transpose or w.shape[0] % 16 == 0),
              f"kiln.quantize_e4m3_blocks: w must be (N, K) with K{' and N' if transpose else ''} "
              f"a multiple of 16, not {tuple(w.shape)}")
@@ -768,7 +899,8 @@ def quantize_e4m3_blocks(w, *, transpose=False):
         q_t = torch.empty((k, n), dtype=torch.uint8, device=w.device) if transpose else q
         scales = torch.empty((nb, kb), dtype=torch.float32, device=w.device)
         if n * k:  # (no element: no launch)
-            _loaded("ops/quantize_e4m3_blocks")(w, q, q_t, scales, n, k, int(transpose))
+            _loaded("kiln.quantize_e4m3_blocks", "ops/quantize_e4m3_blocks")(
+                w, q, q_t, scales, n, k, int(transpose))
         q, q_t = q.view(torch.float8_e4m3fn), q_t.view(torch.float8_e4m3fn)
     else:
         import numpy
@@ -777,8 +909,8 @@ def quantize_e4m3_blocks(w, *, transpose=False):
         q_t = numpy.zeros((k, n) if transpose else (1, 8), numpy.uint8)
         scales = numpy.zeros((nb, kb), numpy.float32)
         if n * k:
-            _loaded("ops/quantize_e4m3_blocks")(_bf16_bits(w), q, q_t, scales, n, k,
-                                               int(transpose))
+            _loaded("kiln.quantize_e4m3_blocks", "ops/quantize_e4m3_blocks")(
+                _bf16_bits(w), q, q_t, scales, n, k, int(transpose))
     return (q, scales, q_t, scales.T) if transpose else (q, scales)
 
 
@@ -897,6 +1029,30 @@ def _pad_head_dim(x, d):
     return numpy.pad(x, [(0, 0)] * (len(x.shape) - 1) + [(0, d - x.shape[-1])])
 
 
+def _check_attention_shapes(call, q, k, v, layout="[B, Hkv, Skv, D]"):
+    """k and v of one shape (`layout`), of q's rank, batch (or tokens) and head dimension, and
+    Hq (dimension 1) a multiple of Hkv: the bindings' checks, for the empty forms."""
+    _require(tuple(k.shape) == tuple(v.shape) and len(k.shape) == len(q.shape) and
+             k.shape[0] == q.shape[0] and k.shape[-1] == q.shape[-1],
+             lambda: f"{call}: k {tuple(k.shape)} and v {tuple(v.shape)} must both be {layout} "
+                     f"for q {tuple(q.shape)}")
+    hq, hkv = q.shape[1], k.shape[1]
+    _require(hkv > 0 and hq % hkv == 0 or hq == 0,
+             f"{call}: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)")
+
+
+def _require_attention_types(call, data, lse=None, index=()):
+    """The types the bindings take, for the empty forms: the (name, array) pairs of `data` all
+    float32 on the host, all bf16 or all f16 on the GPU, as the first; lse float32; the
+    (name, array) pairs of `index` int32."""
+    first = str(data[0][1].dtype).replace("torch.", "")
+    _require_dtypes(call, data[:1], ("float32",), ("bfloat16", "float16"))
+    _require_dtypes(call, data[1:], ("float32",), (first,))
+    if lse is not None:
+        _require_dtypes(call, [("lse", lse)], ("float32",), ("float32",))
+    _require_dtypes(call, index, ("int32",), ("int32",))
+
+
 def _empty_attention(q, k, v, rows):
     """kiln.attention where a dimension is 0 (k and v checked against q already), as torch
     answers it, without a launch: empty o and lse where B, H or S is 0; o = 0 and lse = -inf where
@@ -928,9 +1084,25 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
     bytes run to run; dq_atomics adds it by atomics instead (its last bits vary run to run; D 64
     and 128).
     """
-    _require_arrays("kiln.attention_backward", q=q, k=k, v=v, out=out, lse=lse, d_out=d_out)
+    call = "kiln.attention_backward"
+    _require_arrays(call, q=q, k=k, v=v, out=out, lse=lse, d_out=d_out)
     if len(q.shape) == 4 and len(k.shape) == 4 and 0 in tuple(q.shape) + tuple(k.shape):
-        # Nothing to launch (as kiln.attention's empty forms): no query or no key, no gradient.
+        # Nothing to launch (as kiln.attention's empty forms): no query or no key, no gradient;
+        # the shapes and types checked as the bindings check them.
+        for name, x in (("v", v), ("out", out), ("d_out", d_out), ("lse", lse)):
+            _require(len(x.shape) == (3 if name == "lse" else 4),
+                     lambda: f"{call}: {name} must have rank {3 if name == 'lse' else 4}, not "
+                             f"shape {tuple(x.shape)}")
+        _check_attention_shapes(call, q, k, v)
+        b, hq, s = q.shape[:3]
+        _require(tuple(out.shape) == tuple(d_out.shape) == tuple(q.shape) and
+                 tuple(lse.shape) == (b, hq, s),
+                 lambda: f"{call}: out and d_out must have q's shape {tuple(q.shape)} and lse "
+                         f"[B, Hq, S] = {(b, hq, s)}; got out {tuple(out.shape)}, d_out "
+                         f"{tuple(d_out.shape)}, lse {tuple(lse.shape)}")
+        _kernel_head_dim(call, q.shape[3])
+        _require_attention_types(call, [("q", q), ("k", k), ("v", v), ("out", out),
+                                        ("d_out", d_out)], lse=lse)
         grads = [_empty(x, tuple(x.shape), _type_of(x)) for x in (q, k, v)]
         for g in grads:
             g[...] = 0
@@ -944,6 +1116,10 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
                          f"k {tuple(k.shape)}, v {tuple(v.shape)}, out {tuple(out.shape)}, d_out "
                          f"{tuple(d_out.shape)}")
         kd = _kernel_head_dim("kiln.attention_backward", d)
+        # (the kernels' message would name the padded D, not the caller's)
+        _require(kd in (64, 128) or not _flag(call, "dq_atomics", dq_atomics),
+                 lambda: f"{call}: dQ by atomics (dq_atomics) takes D = 64 or 128; D = {d} runs "
+                         f"padded to {kd}, which runs deterministic (dq_atomics=False)")
         grads = attention_backward(*(_pad_head_dim(x, kd) for x in (q, k, v, out)), lse,
                                    _pad_head_dim(d_out, kd), causal=causal,
                                    scale=d ** -0.5 if scale is None else scale,
@@ -969,30 +1145,37 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
     every key of its sequence.
 
     Without block_table, k_cache and v_cache are [B, Hkv, Smax, D] and sequence b uses its first
-    seq_lens[b] keys. With one, they are a paged cache [pages, page, Hkv, D] (vLLM's layout;
-    page a power of two from 16) and sequence b's key j lies in page block_table[b, j // page],
-    row j % page. seq_lens [B] and block_table [B, max_pages] are int32. Keys past a sequence's
-    length may hold anything (NaN included): they are never read into the result. Host arrays'
-    lengths (0 to the cache's keys a sequence) and pages in use are checked; on the GPU the kernels
-    read them as they are, with no host sync: a length past the cache counts as the cache's and a
-    page outside it reads as zeros (never out of bounds; the result is then undefined).
+    seq_lens[b] keys. With one, they are a paged cache [pages, page, Hkv, D] (vLLM's layout)
+    and sequence b's key j lies in page block_table[b, j // page], row j % page. Pages of 16,
+    32, 64 or 256 tokens run out of the box; another power of two from 16 needs its kernels
+    written first with `kiln bundle` (the error names the command). seq_lens [B] and
+    block_table [B, max_pages] are int32. Keys past a sequence's length may hold anything (NaN
+    included): they are never read into the result. Host arrays' lengths (0 to the cache's keys
+    a sequence) and pages in use are checked; on the GPU the kernels read them as they are, with
+    no host sync: a length past the cache counts as the cache's and a page outside it reads as
+    zeros (never out of bounds; the result is then undefined).
     """
     call = "kiln.decode_attention"
     _require_arrays(call, q=q, k_cache=k_cache, v_cache=v_cache, seq_lens=seq_lens)
+    _require(len(q.shape) == 4,
+             lambda: f"{call}: q must be [B, Hq, S, D], not shape {tuple(q.shape)}")
     if block_table is not None:
         _require_arrays(call, block_table=block_table)
         page = k_cache.shape[1] if len(k_cache.shape) == 4 else 0
-        _require(page >= 16 and page & (page - 1) == 0 and len(q.shape) == 4 and
-                 k_cache.shape[3] == q.shape[3],
+        _require(page >= 16 and page & (page - 1) == 0,
                  lambda: f"{call}: with a block_table, k_cache and v_cache are a paged cache "
-                         "[pages, page, Hkv, D] (page a power of two from 16, D q's); k_cache "
-                         f"{tuple(k_cache.shape)} is not one for q {tuple(q.shape)} (a dense "
-                         "cache [B, Hkv, Smax, D] takes no block_table)")
+                         "[pages, page, Hkv, D] (page a power of two from 16); k_cache "
+                         f"{tuple(k_cache.shape)} is not one (a dense cache [B, Hkv, Smax, D] "
+                         "takes no block_table)")
+        _require(k_cache.shape[3] == q.shape[3],
+                 lambda: f"{call}: k_cache {tuple(k_cache.shape)} has D = {k_cache.shape[3]}, "
+                         f"q {tuple(q.shape)} D = {q.shape[3]}")
     keys = (block_table.shape[1] * k_cache.shape[1] if block_table is not None and
             len(block_table.shape) == 2 and len(k_cache.shape) == 4 else
             k_cache.shape[2] if len(k_cache.shape) == 4 else 1)
-    if len(q.shape) == 4 and (0 in tuple(q.shape) or keys == 0):
+    if 0 in tuple(q.shape) or keys == 0:
         # As kiln.attention's empty forms: no row, empty results; no key, o = 0 and lse = -inf.
+        _check_empty_decode(q, k_cache, v_cache, seq_lens, block_table)
         o, lse = _empty(q, tuple(q.shape), _type_of(q)), _empty(q, tuple(q.shape[:3]), "f32")
         o[...] = 0
         lse[...] = float("-inf")
@@ -1025,21 +1208,57 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
     return o, lse
 
 
+def _check_empty_decode(q, k_cache, v_cache, seq_lens, block_table):
+    """kiln.decode_attention with no row or no key: the shapes and types the bindings check."""
+    call = "kiln.decode_attention"
+    b, hq, _, d = q.shape
+    _require(len(k_cache.shape) == 4 and tuple(k_cache.shape) == tuple(v_cache.shape),
+             lambda: f"{call}: k_cache {tuple(k_cache.shape)} and v_cache "
+                     f"{tuple(v_cache.shape)} must both be " +
+                     ("[pages, page, Hkv, D]" if block_table is not None else "[B, Hkv, Smax, D]")
+                     + f" for q {tuple(q.shape)}")
+    index = [("seq_lens", seq_lens)]
+    if block_table is not None:  # (the cache's page and D checked already)
+        _require(len(block_table.shape) == 2 and block_table.shape[0] == b,
+                 lambda: f"{call}: block_table has shape {tuple(block_table.shape)}; "
+                         f"[B, max_pages] with B = {b}")
+        index.append(("block_table", block_table))
+        hkv = k_cache.shape[2]
+        _require(hkv > 0 and hq % hkv == 0 or hq == 0,
+                 f"{call}: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)")
+    else:
+        _check_attention_shapes(call, q, k_cache, v_cache, "[B, Hkv, Smax, D]")
+    _require(tuple(seq_lens.shape) == (b,),
+             lambda: f"{call}: seq_lens has shape {tuple(seq_lens.shape)}; [B] = ({b},)")
+    _require(d in _HEAD_DIMS, f"{call}: head dimension D = {d}: the kernels take 64, 128 or 256")
+    _require_attention_types(call, [("q", q), ("k_cache", k_cache), ("v_cache", v_cache)],
+                             index=index)
+
+
 def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=None):
     """Attention over packed sequences of their own lengths (self-attention, no padding): (o, lse)
     for q [T, Hq, D], k and v [T, Hkv, D] (T tokens in all), sequence b in rows cu_seqlens[b] ..
     cu_seqlens[b + 1] (int32 [B + 1]); max_seqlen the longest sequence's length; a causal mask is
-    each sequence's own. o [T, Hq, D], lse [Hq, T] f32.
+    each sequence's own. o [T, Hq, D], lse [Hq, T] f32. Rows past cu_seqlens[B] (no sequence's)
+    are not written: on a GPU they hold what torch.empty left; host arrays come back NaN there, in
+    o and lse alike.
     """
-    _require_arrays("kiln.varlen_attention", q=q, k=k, v=v, cu_seqlens=cu_seqlens)
+    call = "kiln.varlen_attention"
+    _require_arrays(call, q=q, k=k, v=v, cu_seqlens=cu_seqlens)
     for name, x in (("q", q), ("k", k), ("v", v)):
         _require(len(x.shape) == 3,
-                 lambda: f"kiln.varlen_attention: {name} must be packed [T, H, D], not shape "
-                         f"{tuple(x.shape)}")
-    _check_host_offsets("kiln.varlen_attention", q, cu_seqlens, q.shape[0], max_seqlen)
+                 lambda: f"{call}: {name} must be packed [T, H, D], not shape {tuple(x.shape)}")
+    _check_host_offsets(call, q, cu_seqlens, q.shape[0], max_seqlen)
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, (q.shape[1], q.shape[0]), "f32")
-    if len(q.shape) == 3 and q.shape[0] * q.shape[1] == 0:  # no token or no head: nothing to do
+    if not _is_torch(lse):  # the kernels write the rows sequences own; the rest NaN, as o's
+        lse.fill(float("nan"))
+    if q.shape[0] * q.shape[1] == 0:  # no token or no head: nothing to do, the rest checked here
+        _check_attention_shapes(call, q, k, v, "[T, Hkv, D]")
+        _require(q.shape[2] in _HEAD_DIMS,
+                 f"{call}: head dimension D = {q.shape[2]}: the kernels take 64, 128 or 256")
+        _require_attention_types(call, [("q", q), ("k", k), ("v", v)],
+                                 index=[("cu_seqlens", cu_seqlens)])
         return o, lse
     _kiln._varlen_attention(_r(q), _r(k), _r(v), _r(cu_seqlens), int(max_seqlen), _r(o), _r(lse),
                             _flag("kiln.varlen_attention", "causal", causal),
@@ -1052,7 +1271,8 @@ def _check_host_offsets(call, x, cu_seqlens, total, max_seqlen):
     """Host arrays: cu_seqlens from 0, non-decreasing, to at most `total` rows, no sequence longer
     than max_seqlen. (On the GPU they are the device's, read there.)"""
     import numbers
-    _require(isinstance(max_seqlen, numbers.Integral) and max_seqlen >= 1,
+    _require(isinstance(max_seqlen, numbers.Integral) and not isinstance(max_seqlen, bool) and
+             max_seqlen >= 1,
              lambda: f"{call}: max_seqlen must be a positive integer (the longest sequence's "
                      f"length), not {max_seqlen!r}")
     if _is_torch(x):
@@ -1107,7 +1327,9 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     a position past the block table or the tables, a new token's page outside the cache, index
     arrays other than int32 and read-only caches are errors; on a GPU (where checking would need
     the lengths on the host) a token past the table, or whose page entry lies past the cache, is
-    not written. The caller adds S to seq_lens afterwards.
+    not written. Nothing else in the caches changes (on the host too: the rows the step does not
+    write come back bit for bit). The caller adds S to seq_lens afterwards. Pages of any power of
+    two from 16 (kiln.decode_attention reads 16, 32, 64 and 256 out of the box).
     """
     call = "kiln.paged_append"
     _require_arrays(call, k_cache=k_cache, v_cache=v_cache, k_new=k_new, v_new=v_new,
@@ -1130,8 +1352,7 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     _require(page >= 16 and page & (page - 1) == 0,
              lambda: f"{call}: pages of {page} tokens: a power of two from 16 (as "
                      f"kiln.decode_attention reads them)")
-    if b * s * h * d == 0:  # no token to write
-        return
+    empty = b * s * h * d == 0  # no token to write: no launch, all else checked as for one
     scalars = [s, h, d, page, max_pages, k_cache.shape[0], cos.shape[0], b * s * h * d // 16]
     if _is_torch(k_cache):
         # The kernel reads its arrays' bytes as these types: any other would be misread, not
@@ -1147,8 +1368,9 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
                      lambda: f"{call}: {name} must be a CUDA tensor of {want}, not "
                              f"{getattr(x, 'dtype', type(x).__name__)}"
                              f"{'' if not _is_torch(x) or x.is_cuda else ' on the host'}")
-        _loaded("ops/paged_append" + (".f16" if half == torch.float16 else ""))(
-            k_new, v_new, cos, sin, block_table, seq_lens, k_cache, v_cache, *scalars)
+        if not empty:
+            _loaded(call, "ops/paged_append" + (".f16" if half == torch.float16 else ""))(
+                k_new, v_new, cos, sin, block_table, seq_lens, k_cache, v_cache, *scalars)
         return
     import numpy
     # Host arrays: the lengths, the pages the new tokens land in and the index types checked here
@@ -1172,36 +1394,50 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     _require(((pages >= 0) & (pages < k_cache.shape[0])).all(),
              lambda: f"{call}: block_table's pages for the new tokens must lie in "
                      f"[0, {k_cache.shape[0]}), not {pages.min()} .. {pages.max()}")
+    if empty:
+        return
     kc, vc = _bf16_bits(k_cache), _bf16_bits(v_cache)
-    _loaded("ops/paged_append")(_bf16_bits(k_new), _bf16_bits(v_new),
-                              numpy.ascontiguousarray(cos, numpy.float32),
-                              numpy.ascontiguousarray(sin, numpy.float32),
-                              numpy.ascontiguousarray(block_table, numpy.int32),
-                              numpy.ascontiguousarray(seq_lens, numpy.int32), kc, vc, *scalars)
-    k_cache[...] = _widened(kc)
-    v_cache[...] = _widened(vc)
+    _loaded(call, "ops/paged_append")(_bf16_bits(k_new), _bf16_bits(v_new),
+                                    numpy.ascontiguousarray(cos, numpy.float32),
+                                    numpy.ascontiguousarray(sin, numpy.float32),
+                                    numpy.ascontiguousarray(block_table, numpy.int32),
+                                    numpy.ascontiguousarray(seq_lens, numpy.int32), kc, vc,
+                                    *scalars)
+    # Back only the rows the step wrote: the rest of the cache stays as it was, bit for bit (its
+    # bf16 copy would round it).
+    rows = pos % page
+    k_cache[pages, rows] = _widened(kc[pages, rows])
+    v_cache[pages, rows] = _widened(vc[pages, rows])
 
 
 # The layer glue (examples/ops/layer_glue.cc), through load(). CUDA tensors: bf16, or f16 (the
-# ".f16" kernels). Host arrays hold f32 and the kernels bf16: they go in as bf16 bits (uint16) and
-# come back widened.
+# ".f16" kernels). Host arrays of f32 go in as bf16 bits (uint16) and come back widened; float16
+# ones run the ".f16" kernels as they are.
 _LOADED = {}
 
 
-def _loaded(name):
-    """Bundled kernel `name` of the current bundle directory, loaded once."""
+def _loaded(call, name):
+    """Bundled kernel `name` of the current bundle directory, loaded once (for `call`: what a
+    missing directory's error names)."""
     key = (bundle_dir(), name)
     if key not in _LOADED:
-        _LOADED[key] = load(bundle_dir(), name)
+        _require(_os.path.isdir(key[0]),
+                 lambda: f"{call}: no bundle directory {key[0]!r} (for {name}): set one with "
+                         "kiln.set_bundle_dir or $KILN_BUNDLE_DIR, or write the bundles there "
+                         f"with `kiln bundle --dir {key[0]}` where kiln has its compiler")
+        _LOADED[key] = load(key[0], name)
     return _LOADED[key]
 
 
 def _bf16_bits(x):
-    """A host f32 array's values as bf16 bits (round to nearest even), uint16."""
+    """A host f32 array's values as bf16 bits (round to nearest even), uint16; a NaN as the quiet
+    NaN 0x7FC0, as FloatToBf16 (C++) gives it (its payload rounded would carry into inf or 0)."""
     import numpy
-    bits = numpy.ascontiguousarray(x, numpy.float32).view(numpy.uint32).astype(numpy.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    return bits.astype(numpy.uint16)
+    f32 = numpy.ascontiguousarray(x, numpy.float32)
+    bits = f32.view(numpy.uint32).astype(numpy.uint64)
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(numpy.uint16)
+    bits[numpy.isnan(f32)] = 0x7FC0
+    return bits
 
 
 def _widened(bits):
@@ -1209,29 +1445,44 @@ def _widened(bits):
     return (bits.astype(numpy.uint32) << 16).view(numpy.float32)
 
 
-def _glue_call(name, inputs, outputs, scalars, host_f32_inputs):
-    """Runs glue kernel `name` on inputs + outputs + scalars; on the host, the inputs listed in
-    host_f32_inputs and every output go through bf16 bits."""
-    host = not _is_torch(outputs[0])
-    if all(o.size == 0 if host else o.numel() == 0 for o in outputs):
-        return outputs  # no element to write: no launch (a grid of none is no grid)
+def _glue_call(call, name, inputs, outputs, scalars):
+    """Runs glue kernel `name` for `call` on inputs + outputs + scalars: inputs (name, array)
+    pairs, the first the 16-bit data and any others f32 tables. Host arrays: float16 data runs the
+    ".f16" kernels, as f16 CUDA tensors do, and the outputs come back float16 (as kiln.gemm's);
+    other data goes in as bf16 bits and the outputs come back widened to float32."""
+    data = inputs[0][1]
+    host = not _is_torch(data)
+    host_f16 = host and _host_f16(data)
+    if host_f16:
+        import numpy
+        outputs = [numpy.full(o.shape, numpy.nan, numpy.float16) for o in outputs]
+    # no element to write: no launch (a grid of none is no grid), the types checked all the same
+    empty = all(o.size == 0 if host else o.numel() == 0 for o in outputs)
     if not host:
         import torch
         # The kernels read packed 16-bit data (bf16, or f16 for the ".f16" kernels: the first
         # input's type) and f32 tables.
-        half = torch.float16 if inputs[0].dtype == torch.float16 else torch.bfloat16
-        for i, x in enumerate(inputs):
-            _require(x.dtype == (half if i in host_f32_inputs else torch.float32),
-                     lambda: f"{name}: input {i} must be "
-                             f"{half if i in host_f32_inputs else torch.float32}, not {x.dtype}")
-        _loaded(name + (".f16" if half == torch.float16 else ""))(
-            *[x.contiguous() for x in inputs], *outputs, *scalars)
+        half = torch.float16 if data.dtype == torch.float16 else torch.bfloat16
+        for i, (what, x) in enumerate(inputs):
+            _require(x.dtype == (half if i == 0 else torch.float32),
+                     lambda: f"{call}: {what} must be {half if i == 0 else torch.float32}, not "
+                             f"{x.dtype}")
+        if empty:
+            return outputs
+        _loaded(call, name + (".f16" if half == torch.float16 else ""))(
+            *[x.contiguous() for _, x in inputs], *outputs, *scalars)
+        return outputs
+    if empty:
         return outputs
     import numpy
-    args = [_bf16_bits(x) if i in host_f32_inputs else numpy.ascontiguousarray(x)
-            for i, x in enumerate(inputs)]
+    if host_f16:
+        _loaded(call, name + ".f16")(*[numpy.ascontiguousarray(x) for _, x in inputs], *outputs,
+                                     *scalars)
+        return outputs
+    args = [_bf16_bits(x) if i == 0 else numpy.ascontiguousarray(x)
+            for i, (_, x) in enumerate(inputs)]
     bits = [numpy.full(o.shape, 0xFFFF, numpy.uint16) for o in outputs]  # NaN until written
-    _loaded(name)(*args, *bits, *scalars)
+    _loaded(call, name)(*args, *bits, *scalars)
     for o, b in zip(outputs, bits):
         o[...] = _widened(b)
     return outputs
@@ -1250,6 +1501,16 @@ def _scale(call, scale):
     return value
 
 
+def _require_dtypes(call, arrays, host, cuda):
+    """kiln.Error unless each (name, array) of `arrays` is of a type of `host` (NumPy's names) on
+    the host, of `cuda` (torch's, less "torch.") on the GPU: the bindings' checks, for the calls
+    with no element to compute, which reach no binding."""
+    for name, x in arrays:
+        got = str(getattr(x, "dtype", type(x).__name__)).replace("torch.", "")
+        want = cuda if _is_torch(x) else host
+        _require(got in want, lambda: f"{call}: {name} must be {' or '.join(want)}, not {got}")
+
+
 def _require(cond, message):
     """kiln.Error(message) unless cond; message may be a function that makes it (an f-string of
     shapes costs microseconds that a call that passes need not spend)."""
@@ -1262,8 +1523,14 @@ def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv, *, layout="bhsd"):
     [B, Hkv, S, D] (contiguous), with rotary embeddings applied to q and k: cos and sin are f32
     tables [S, D / 2] (position s, frequency i; Llama's rotate-half convention). layout "bshd":
     q [B, S, Hq, D], k and v [B, S, Hkv, D] instead (kiln.attention's rows layout, whose o is
-    then the output projection's rows)."""
+    then the output projection's rows). Host arrays: float32 qkv runs as bf16 and q, k, v come
+    back float32; float16 qkv runs the f16 kernels and they come back float16."""
     _require_arrays("kiln.rope_qkv", qkv=qkv, cos=cos, sin=sin)
+    batch, heads_q, heads_kv = (_integer("kiln.rope_qkv", name, n) for name, n in
+                                (("batch", batch), ("heads_q", heads_q), ("heads_kv", heads_kv)))
+    _require(min(batch, heads_q, heads_kv) >= 0,
+             f"kiln.rope_qkv: batch, heads_q and heads_kv must be 0 or more, not {batch}, "
+             f"{heads_q} and {heads_kv}")
     _require(layout in ("bhsd", "bshd"), f"kiln.rope_qkv: layout '{layout}': 'bhsd' or 'bshd'")
     _require(len(qkv.shape) == 2, f"kiln.rope_qkv: qkv must have rank 2, not {len(qkv.shape)}")
     _require(len(cos.shape) == 2 and tuple(cos.shape) == tuple(sin.shape),
@@ -1282,11 +1549,12 @@ def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv, *, layout="bhsd"):
     v = _empty(qkv, shape(heads_kv), _type_of(qkv))
     pairs = tokens * (heads_q + 2 * heads_kv) * half
     name = "ops/rope_qkv_rows" if rows else "ops/rope_qkv"
+    tables = [("qkv", qkv), ("cos", cos), ("sin", sin)]
     if d % 16 == 0:  # 8 pairs a thread
-        return tuple(_glue_call(name + "8", [qkv, cos, sin], [q, k, v],
-                                [s, heads_q, heads_kv, d, pairs // 8], {0}))
-    return tuple(_glue_call(name, [qkv, cos, sin], [q, k, v],
-                            [s, heads_q, heads_kv, d, pairs], {0}))
+        return tuple(_glue_call("kiln.rope_qkv", name + "8", tables, [q, k, v],
+                                [s, heads_q, heads_kv, d, pairs // 8]))
+    return tuple(_glue_call("kiln.rope_qkv", name, tables, [q, k, v],
+                            [s, heads_q, heads_kv, d, pairs]))
 
 
 def _f32_table(x):
@@ -1298,23 +1566,28 @@ def _f32_table(x):
 
 
 def swiglu(x):
-    """silu(gate) * up over rows [T, 2F] holding gate then up: [T, F]."""
+    """silu(gate) * up over rows [T, 2F] holding gate then up: [T, F]. Host arrays: float32 x
+    runs as bf16, float16 x as f16 (the result float16)."""
     _require_arrays("kiln.swiglu", x=x)
     _require(len(x.shape) == 2 and x.shape[1] % 2 == 0,
              f"kiln.swiglu: x must be [T, 2F], not {tuple(x.shape)}")
     f = x.shape[1] // 2
     y = _empty(x, (x.shape[0], f), _type_of(x))
     if f % 8 == 0:  # 8 elements a thread
-        return _glue_call("ops/swiglu8", [x], [y], [f, x.shape[0] * f // 8], {0})[0]
-    return _glue_call("ops/swiglu", [x], [y], [f, x.shape[0] * f], {0})[0]
+        return _glue_call("kiln.swiglu", "ops/swiglu8", [("x", x)], [y],
+                          [f, x.shape[0] * f // 8])[0]
+    return _glue_call("kiln.swiglu", "ops/swiglu", [("x", x)], [y], [f, x.shape[0] * f])[0]
 
 
 def heads_to_rows(x):
-    """[B, H, S, D] into [B, S, H, D] (contiguous)."""
+    """[B, H, S, D] into [B, S, H, D] (contiguous). Host arrays: float32 x runs as bf16 (its
+    values rounded so), float16 x as f16 (the result float16, bit for bit)."""
     _require_arrays("kiln.heads_to_rows", x=x)
     _require(len(x.shape) == 4, f"kiln.heads_to_rows: x must have rank 4, not {len(x.shape)}")
     b, h, s, d = x.shape
     y = _empty(x, (b, s, h, d), _type_of(x))
     if d % 8 == 0:  # 8 elements a thread
-        return _glue_call("ops/heads_to_rows8", [x], [y], [h, s, d, b * h * s * d // 8], {0})[0]
-    return _glue_call("ops/heads_to_rows", [x], [y], [h, s, d, b * h * s * d], {0})[0]
+        return _glue_call("kiln.heads_to_rows", "ops/heads_to_rows8", [("x", x)], [y],
+                          [h, s, d, b * h * s * d // 8])[0]
+    return _glue_call("kiln.heads_to_rows", "ops/heads_to_rows", [("x", x)], [y],
+                      [h, s, d, b * h * s * d])[0]

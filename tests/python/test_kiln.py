@@ -233,6 +233,56 @@ class Gemm(unittest.TestCase):
             kiln.softmax(x[:1], out=np.empty((5, 33), np.float16))
         self.assertIn("out has shape (5, 33), not (1, 33)", str(caught.exception))
 
+    def test_float16_host_arrays_take_outs_and_terms_of_the_float32_paths_types(self):
+        # An out of another type than the result's (an int out would hold zeros) and c, bias or
+        # residual of another than float16 or float32 are refused, as the float32 path refuses
+        # them; float16 and float32 terms give the same result.
+        rng = np.random.default_rng(15)
+        x = rng.standard_normal((4, 10)).astype(np.float16)
+        a = rng.standard_normal((5, 32)).astype(np.float16)
+        b = rng.standard_normal((32, 8)).astype(np.float16)
+        c = rng.standard_normal((5, 8)).astype(np.float16)
+        for call, message in [
+                (lambda: kiln.softmax(x, out=np.full((4, 10), 7, np.int32)),
+                 "kiln.softmax: out must be a float16 host array (as x is), not int32"),
+                (lambda: kiln.rms_norm(x, out=np.zeros((4, 10), np.int8)),
+                 "kiln.rms_norm: out must be a float16 host array (as x is), not int8"),
+                (lambda: kiln.layer_norm(x, out=np.zeros((4, 10), np.float32)),
+                 "out must be a float16 host array (as x is), not float32"),
+                (lambda: kiln.gemm(a, b, out=np.zeros((5, 8), np.float64)),
+                 "kiln.gemm: out must be a float16 host array (float16 a and b), not float64"),
+                (lambda: kiln.gemm(a, b, out=np.zeros((5, 8), np.float16), out_dtype="f32"),
+                 "out must be a float32 host array (out_dtype 'f32'), not float16"),
+                (lambda: kiln.gemm(a, b, c=c.astype(np.float64)),
+                 "c must be a float16 or float32 host array with float16 a and b, not float64"),
+                (lambda: kiln.gemm(a, b, bias=np.ones(8, np.int32)), "bias must be a float16"),
+                (lambda: kiln.gemm(a, b, residual=c.astype(np.float64)), "residual must be")]:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+        got = kiln.gemm(a, b, c=c)
+        np.testing.assert_array_equal(got, kiln.gemm(a, b, c=c.astype(np.float32)))
+        out = np.zeros((5, 8), np.float32)  # a float32 out: the f32 result
+        self.assertIs(kiln.gemm(a, b, c=c, out=out), out)
+        self.assertLess(rel_error(out, a.astype(np.float64) @ b + c), 1e-3)
+
+    def test_host_terms_in_any_order(self):
+        # As a, b, c and the residual, a bias that is a view with a step, and for 8-bit inputs a c
+        # or residual in Fortran order, are copied packed (host arrays may be in any order).
+        rng = np.random.default_rng(16)
+        a = rng.standard_normal((8, 16)).astype(np.float32)
+        b = rng.standard_normal((16, 6)).astype(np.float32)
+        bias, c = rng.standard_normal(12).astype(np.float32), rng.standard_normal((8, 6))
+        c = c.astype(np.float32)
+        np.testing.assert_array_equal(kiln.gemm(a, b, bias=bias[::2]),
+                                      kiln.gemm(a, b, bias=bias[::2].copy()))
+        a8, w8 = np.full((8, 16), 0x38, np.uint8), np.full((6, 16), 0x38, np.uint8)  # e4m3 1.0
+        for name in ("c", "residual"):
+            got = kiln.gemm(a8, w8.T, scale_a=1.0, scale_b=1.0, **{name: np.asfortranarray(c)})
+            np.testing.assert_array_equal(got, kiln.gemm(a8, w8.T, scale_a=1.0, scale_b=1.0,
+                                                         **{name: c}))
+            self.assertLess(rel_error(got, 16 + bf16(c)), 1e-2, name)
+
     def test_numbers_and_flags_as_zero_dimensional_arrays(self):
         a, b = np.ones((4, 8), np.float32), np.ones((8, 8), np.float32)
         self.assertEqual(float(kiln.gemm(a, b, alpha=np.array(2.0), out_dtype="f32")[0, 0]), 16.0)
@@ -304,6 +354,17 @@ class Gemm(unittest.TestCase):
         x, w = np.ones((8, 16), np.float32), np.ones((16, 64), np.float32)
         angles = kiln.rope_angles(np.ones((8, 16), np.float32), np.zeros((8, 16), np.float32))
         cases = [
+            # rows and dim are counts: a float or a string is refused, not truncated
+            (lambda: kiln.gemm(x, w, rope=(angles, 48.7, 16)),
+             "rope's rows (rope=(angles, rows, dim)) must be an integer, not float 48.7"),
+            (lambda: kiln.gemm(x, w, rope=(angles, 64, "32")),
+             "rope's dim (rope=(angles, rows, dim)) must be an integer, not str '32'"),
+            (lambda: kiln.gemm(x, w, rope=(angles, True, 32)), "must be an integer, not bool"),
+            # the terms given with it by their arguments' names
+            (lambda: kiln.gemm(x, w, bias=np.ones(64, np.float32), rope=(angles, 64, 32)),
+             "residual with it (given: bias)"),
+            (lambda: kiln.gemm(x, w, activation="gelu", alpha=2.0, rope=(angles, 64, 32)),
+             "(given: c, alpha or beta, activation='gelu')"),
             (lambda: kiln.gemm(x, w, rope=(angles[:, :12].copy(), 48, 24)),
              "rope_dim (a head's columns) must be a positive multiple of 16, not 24"),
             (lambda: kiln.gemm(x, w, rope=(angles, 48, 32)),
@@ -323,6 +384,9 @@ class Gemm(unittest.TestCase):
             with self.assertRaises(kiln.Error) as caught:
                 call()
             self.assertIn(message, str(caught.exception))
+        # NumPy's integers are integers
+        np.testing.assert_array_equal(kiln.gemm(x, w, rope=(angles, np.int64(64), np.int32(32))),
+                                      kiln.gemm(x, w, rope=(angles, 64, 32)))
 
     def test_swiglu_errors(self):
         x = np.ones((8, 16), np.float32)
@@ -897,6 +961,41 @@ class Attention(unittest.TestCase):
             o, lse = kiln.decode_attention(q, cache_k, cache_v, lens, table)
             self.check_decode(q, k_seqs, v_seqs, o, lse, ("paged", page, d))
 
+    def test_paged_append_leaves_the_rest_of_the_cache_bit_for_bit(self):
+        # Rows the step does not write come back as they were: values bf16 would round, and NaNs
+        # with their payloads (a bf16 copy would round those too).
+        rng = np.random.default_rng(17)
+        caches = [rng.standard_normal((4, 16, 1, 16)).astype(np.float32) for _ in range(2)]
+        for cache in caches:
+            cache.view(np.uint32)[3, :2, 0, :3] = [[0x7F800001, 0x7FFFFFFF, 0xFFC00001]] * 2
+        before = [c.copy() for c in caches]
+        kiln.paged_append(*caches, np.ones((1, 1, 1, 16), np.float32),
+                          np.ones((1, 1, 1, 16), np.float32), np.int32([[0, 1]]), np.int32([3]),
+                          np.ones((32, 8), np.float32), np.zeros((32, 8), np.float32))
+        for cache, old in zip(caches, before):
+            written = np.zeros(cache.shape, bool)
+            written[0, 3] = True  # position 3: page 0, row 3
+            np.testing.assert_array_equal(cache.view(np.uint32)[~written],
+                                          old.view(np.uint32)[~written])
+            np.testing.assert_array_equal(cache[0, 3], 1.0)
+
+    def test_paged_caches_of_pages_not_bundled_say_how_to_bundle_them(self):
+        # Pages of 16, 32, 64 and 256 tokens are bundled; another power of two needs `kiln bundle`.
+        q = np.ones((1, 2, 1, 64), np.float32)
+        cache = np.ones((2, 128, 1, 64), np.float32)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.decode_attention(q, cache, cache, np.int32([130]), np.int32([[1, 0]]))
+        self.assertIn("page128", str(caught.exception))
+        self.assertIn("kiln bundle --dir", str(caught.exception))
+
+    def test_backward_with_dq_atomics_names_the_callers_head_dim(self):
+        # D = 200 runs padded to 256, where dQ by atomics is not: the message says so, with D 200.
+        x = np.ones((1, 1, 8, 200), np.float32)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.attention_backward(x, x, x, x, np.zeros((1, 1, 8), np.float32), x,
+                                    dq_atomics=True)
+        self.assertIn("D = 200 runs padded to 256", str(caught.exception))
+
     def test_paged_append_rotates_keys_into_their_pages(self):
         rng = np.random.default_rng(11)
         b, s, hkv, d, page, pages, max_pages = 2, 3, 2, 64, 16, 9, 4
@@ -908,7 +1007,7 @@ class Attention(unittest.TestCase):
         v_new = rng.standard_normal((b, s, hkv, d)).astype(np.float32)
         angles = np.arange(64)[:, None] * (1.0 / 10000 ** (np.arange(0, d, 2) / d))[None, :]
         cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
-        want_k, want_v = bf16(k_cache), bf16(v_cache)
+        want_k, want_v = k_cache.astype(np.float64), v_cache.astype(np.float64)  # kept as they are
         for i in range(b):
             for t in range(s):
                 pos = lens[i] + t
@@ -945,6 +1044,16 @@ class Attention(unittest.TestCase):
                 want_o, want_lse = attention_reference(*(bf16(x) for x in seq), causal, d ** -0.5)
                 self.assertLess(rel_error(o[rows].transpose(1, 0, 2)[None], want_o), 2e-2, (d, b))
                 self.assertLess(np.abs(lse[:, rows][None] - want_lse).max(), 1e-2, (d, b))
+
+    def test_varlen_rows_no_sequence_owns_are_nan(self):
+        # Rows past cu_seqlens[B] are not written: on the host NaN in lse, as in o (not whatever
+        # the memory held before).
+        rng = np.random.default_rng(18)
+        q = rng.standard_normal((24, 2, 64)).astype(np.float32)
+        k, v = (rng.standard_normal((24, 1, 64)).astype(np.float32) for _ in range(2))
+        o, lse = kiln.varlen_attention(q, k, v, np.int32([0, 6, 16]), 10, causal=True)
+        self.assertTrue(np.isnan(o[16:]).all() and np.isnan(lse[:, 16:]).all())
+        self.assertTrue(np.isfinite(o[:16]).all() and np.isfinite(lse[:, :16]).all())
 
     def test_varlen_rows_of_other_sequences_do_not_leak(self):
         # inf in the second sequence's V and NaN in the rows no sequence owns: a sequence's last
@@ -1050,6 +1159,12 @@ class Attention(unittest.TestCase):
              "seq_lens must be i32"),
             (lambda: kiln.decode_attention(q, np.ones((4, 24, 2, 64), np.float32), np.ones((4, 24, 2, 64), np.float32),
                                            lens, np.zeros((1, 2), np.int32)), "a power of two from 16"),
+            # a paged cache with a q of another rank: q's rank is what is wrong
+            (lambda: kiln.decode_attention(q[0], cache, cache, lens, np.zeros((1, 2), np.int32)),
+             "kiln.decode_attention: q must be [B, Hq, S, D], not shape (4, 1, 64)"),
+            (lambda: kiln.decode_attention(q, cache[..., :32].copy(), cache[..., :32].copy(), lens,
+                                           np.zeros((1, 2), np.int32)),
+             "k_cache (4, 16, 2, 32) has D = 32, q (1, 4, 1, 64) D = 64"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:
@@ -1142,6 +1257,59 @@ class LayerGlue(unittest.TestCase):
             self.assertLess(rel_error(kiln.heads_to_rows(h), bf16(h).transpose(0, 2, 1, 3)), 1e-6, d)
         with self.assertRaises(kiln.Error):
             kiln.swiglu(np.ones((3, 5), np.float32))
+
+    def test_bf16_rounding_keeps_a_nan_a_nan(self):
+        # NaNs of any payload go in as bf16's quiet NaN (as C++ FloatToBf16 gives it): rounded
+        # as numbers, 0x7FFFFFFF would carry into 0 and 0x7F800001 round to inf.
+        nans = np.uint32([0x7FC00000, 0x7F800001, 0x7FFFFFFF, 0xFFFFFFFF, 0xFF800001])
+        x = np.zeros((1, 1, 8, 8), np.float32)
+        x.view(np.uint32)[0, 0, :5, 0] = nans
+        x[0, 0, 5:, 0] = [np.inf, -np.inf, 3.0]
+        got = kiln.heads_to_rows(x)[0, :, 0, 0]
+        self.assertTrue(np.isnan(got[:5]).all(), got)
+        np.testing.assert_array_equal(got[5:], [np.inf, -np.inf, 3.0])
+        words = kiln.rope_angles(nans.view(np.float32).reshape(1, 5), np.zeros((1, 5), np.float32))
+        np.testing.assert_array_equal(words.view(np.uint32) & 0xFFFF, [[0x7FC0] * 5])
+
+    def test_float16_host_arrays_run_the_f16_kernels(self):
+        # As kiln.gemm's: float16 in, float16 out (not rounded to bf16 and widened to float32).
+        rng = np.random.default_rng(19)
+        h = (rng.standard_normal((1, 2, 3, 8)) * 1.001).astype(np.float16)
+        got = kiln.heads_to_rows(h)
+        self.assertEqual(got.dtype, np.float16)
+        np.testing.assert_array_equal(got, h.transpose(0, 2, 1, 3))  # a copy, bit for bit
+        x = rng.standard_normal((3, 32)).astype(np.float16)
+        got = kiln.swiglu(x)
+        self.assertEqual(got.dtype, np.float16)
+        g, u = x[:, :16].astype(np.float64), x[:, 16:].astype(np.float64)
+        self.assertLess(rel_error(got, g / (1 + np.exp(-g)) * u), 1e-3)
+        qkv = rng.standard_normal((2, 4 * 16)).astype(np.float16)
+        cos, sin = np.ones((2, 8), np.float32), np.zeros((2, 8), np.float32)  # no turn
+        q, k, v = kiln.rope_qkv(qkv, cos, sin, 1, 2, 1)
+        self.assertEqual((q.dtype, k.dtype, v.dtype), (np.float16,) * 3)
+        np.testing.assert_array_equal(v, qkv[:, 48:].reshape(1, 2, 1, 16).transpose(0, 2, 1, 3))
+
+    def test_errors(self):
+        qkv, cos = np.zeros((4, 64), np.float32), np.ones((4, 8), np.float32)
+        for call, message in [
+                (lambda: kiln.rope_qkv(qkv, cos, cos, 1.0, 2, 1),
+                 "kiln.rope_qkv: batch must be an integer, not float 1.0"),
+                (lambda: kiln.rope_qkv(qkv, cos, cos, 1, 2, "1"), "heads_kv must be an integer"),
+                (lambda: kiln.rope_qkv(np.zeros((4, 16), np.float32), cos, cos, 1, -2, 5),
+                 "batch, heads_q and heads_kv must be 0 or more, not 1, -2 and 5")]:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+        # A bundle directory that is not there: named by the call made, not kiln.load.
+        before = kiln.bundle_dir()
+        try:
+            kiln.set_bundle_dir("/no/such/bundles")
+            with self.assertRaises(kiln.Error) as caught:
+                kiln.swiglu(np.ones((2, 16), np.float32))
+            self.assertIn("kiln.swiglu: no bundle directory '/no/such/bundles' (for ops/swiglu8)",
+                          str(caught.exception))
+        finally:
+            kiln.set_bundle_dir(before)
 
     def test_f16_kernels(self):
         # The ".f16" glue (kiln's glue on f16 CUDA tensors picks them) on f16 host arrays through
@@ -1288,6 +1456,8 @@ class EmptyAndWrongInputs(unittest.TestCase):
                                            np.int32([0, 10]), 10), "q must be packed [T, H, D]"),
             (lambda: kiln.grouped_gemm(f(2, 4, 64), f(2, 64, 64), np.int32([4, 8])),
              "x must be (T, K) with offsets"),
+            (lambda: kiln.grouped_gemm(f(4, 8), np.zeros((0,)), np.int32([4])),
+             "w must be (E, N, K), each expert's (N, K) weight, not shape (0,)"),
             # values that Python would coerce: a string that reads as true, a float for an array
             (lambda: kiln.attention(f(1, 1, 4, 64), f(1, 1, 4, 64), f(1, 1, 4, 64),
                                     causal="no"), "causal must be True or False, not 'no'"),
@@ -1390,6 +1560,94 @@ class EmptyAndWrongInputs(unittest.TestCase):
             with self.assertRaises(kiln.Error) as caught:
                 kiln.attention(qq, kk, vv)
             self.assertIn(message, str(caught.exception))
+
+    def test_empty_forms_check_shapes_and_types(self):
+        # What launches nothing is checked as what launches: the same call with one row more
+        # would be refused so.
+        z = lambda *shape: np.zeros(shape, np.float32)
+        i32 = lambda *shape: np.zeros(shape, np.int32)
+        e4m3 = lambda *shape: np.zeros(shape, np.uint8)
+        kc = z(4, 16, 1, 16)
+        for call, message in [
+                (lambda: kiln.gemm(e4m3(0, 16), e4m3(4, 16).T, scale_a=np.ones(7, np.float32),
+                                   scale_b=np.ones(9, np.float32)), "name no scaling"),
+                (lambda: kiln.gemm(e4m3(0, 16), e4m3(4, 16).T, scale_a=np.ones(0),
+                                   scale_b=np.ones(4)), "scale_a must be float32, not float64"),
+                (lambda: kiln.gemm(e4m3(0, 16), e4m3(16, 4), scale_a=1.0, scale_b=1.0),
+                 "b column-major"),
+                (lambda: kiln.gemm(e4m3(0, 16), e4m3(4, 16).T, scale_a=1.0, scale_b=1.0,
+                                   bias=z(5)), "bias has shape (5,), not (4,)"),
+                (lambda: kiln.grouped_gemm(np.zeros((0, 16)), z(2, 8, 32), np.zeros(5)),
+                 "do not make (T, K) x (E, N, K) -> (T, N) with E ends"),
+                (lambda: kiln.grouped_gemm(z(0, 32), z(2, 8, 32), np.zeros(2)),
+                 "offsets must be int32, not float64"),
+                (lambda: kiln.grouped_gemm(np.zeros((0, 32)), z(2, 8, 32), i32(2)),
+                 "x must be float32, not float64"),
+                (lambda: kiln.attention_backward(z(1, 1, 0, 64), z(1, 3, 4, 64), z(2, 3, 5, 7),
+                                                 z(9, 9, 9, 9), z(1), np.zeros((2, 2))),
+                 "must have rank"),
+                (lambda: kiln.attention_backward(z(1, 2, 0, 64), z(1, 2, 5, 64), z(1, 2, 5, 64),
+                                                 z(1, 2, 0, 64), z(1, 2, 0),
+                                                 np.zeros((1, 2, 0, 64))),
+                 "d_out must be float32, not float64"),
+                (lambda: kiln.attention_backward(z(1, 2, 0, 64), z(1, 2, 5, 64), z(1, 2, 5, 64),
+                                                 z(1, 2, 0, 64), z(1, 2, 1), z(1, 2, 0, 64)),
+                 "lse [B, Hq, S] = (1, 2, 0)"),
+                (lambda: kiln.varlen_attention(z(0, 3, 64), z(0, 2, 64), z(0, 2, 64),
+                                               i32(2), 1), "Hq = 3 is not a multiple of Hkv = 2"),
+                (lambda: kiln.varlen_attention(z(0, 2, 80), z(0, 2, 80), z(0, 2, 80), i32(2), 1),
+                 "D = 80"),
+                (lambda: kiln.varlen_attention(z(0, 2, 64), z(0, 2, 64), z(0, 2, 64),
+                                               np.zeros(2, np.int64), 1),
+                 "cu_seqlens must be int32, not int64"),
+                (lambda: kiln.decode_attention(z(0, 4, 1, 64), z(0, 2, 40, 64), z(0, 2, 40, 64),
+                                               np.zeros(0, np.int64)), "seq_lens must be int32"),
+                (lambda: kiln.decode_attention(z(1, 4, 1, 64), z(1, 2, 0, 64), z(1, 2, 0, 32),
+                                               i32(1)), "must both be [B, Hkv, Smax, D]"),
+                (lambda: kiln.decode_attention(z(0, 4, 1, 16), kc, kc, i32(0), i32(1, 2)),
+                 "block_table has shape (1, 2); [B, max_pages] with B = 0"),
+                (lambda: kiln.paged_append(kc, kc.copy(), z(1, 0, 1, 16), z(1, 0, 1, 16),
+                                           np.zeros((1, 2), np.int64), i32(1), z(32, 8), z(32, 8)),
+                 "block_table must be int32"),
+                (lambda: kiln.paged_append(kc.astype(np.float64), kc.astype(np.float64),
+                                           np.zeros((0, 1, 1, 16)), np.zeros((0, 1, 1, 16)),
+                                           i32(0, 2), i32(0), z(32, 8), z(32, 8)),
+                 "host arrays hold float32")]:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+        # and the well-formed empty calls still run
+        self.assertEqual(kiln.gemm(e4m3(0, 16), e4m3(4, 16).T, scale_a=1.0, scale_b=1.0).shape,
+                         (0, 4))
+        self.assertEqual(kiln.grouped_gemm(z(0, 32), z(2, 8, 32), i32(2)).shape, (0, 8))
+        self.assertIsNone(kiln.paged_append(kc, kc.copy(), z(1, 0, 1, 16), z(1, 0, 1, 16),
+                                            i32(1, 2), i32(1), z(32, 8), z(32, 8)))
+
+    def test_numpy_subclasses_are_numpy_arrays(self):
+        # A masked array's or a user subclass's view in another order is copied packed; a
+        # read-only one is copied to be read; all as their plain arrays.
+        class Sub(np.ndarray):
+            pass
+        x = np.random.default_rng(20).standard_normal((10, 4)).astype(np.float32)
+        want = kiln.softmax(np.ascontiguousarray(x.T))
+        np.testing.assert_array_equal(kiln.softmax(np.ma.array(x).T), want)
+        np.testing.assert_array_equal(kiln.softmax(x.view(Sub).T), want)
+        ro = x.T.copy().view(Sub)
+        ro.flags.writeable = False
+        np.testing.assert_array_equal(kiln.softmax(ro), want)
+        with self.assertRaises(kiln.Error) as caught:  # written: refused, not copied
+            kiln.softmax(x, out=ro.T)
+        self.assertIn("kiln.softmax: out is read-only", str(caught.exception))
+        with self.assertRaises(kiln.Error) as caught:  # a subclass's dtype checked too
+            kiln.softmax(x.astype(np.complex64).view(Sub))
+        self.assertIn("x has dtype complex64", str(caught.exception))
+
+    def test_an_empty_bundle_directory_is_refused(self):
+        before = kiln.bundle_dir()
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.set_bundle_dir("")
+        self.assertIn("kiln.set_bundle_dir: path is empty", str(caught.exception))
+        self.assertEqual(kiln.bundle_dir(), before)
 
     def test_index_arrays_checked_on_the_host(self):
         # Lengths, pages, offsets and counts of host arrays are checked before the emulator runs
