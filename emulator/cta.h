@@ -832,7 +832,8 @@ class Cta {
   struct BarrierState {
     int arrived = 0, expected = 0;
     std::vector<int> waiting;
-    WarpClock clock;  // the arrivals' releases (races.h)
+    std::vector<const Instr*> arrival;  // by thread: where it arrived in this phase, or null
+    WarpClock clock;                    // the arrivals' releases (races.h)
   };
   std::map<int, BarrierState> barriers_;
   const std::vector<EmulatedTensorMap>* maps_;

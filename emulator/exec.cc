@@ -1157,6 +1157,18 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
     return Fail(t, in,
                 absl::StrCat("barrier ", id, " expects ", expected, " threads here and ",
                              b.expected, " at the threads already waiting"));
+  // PTX ISA (bar, barrier): a warp must not run more barrier instructions on a barrier than
+  // meant before it resets (a bar.arrive, then another arrive or a sync on the same id): its
+  // second arrival counts for threads that have not come, and the barrier ends early.
+  if (b.arrival.empty()) b.arrival.assign(threads_.size(), nullptr);
+  if (const Instr* first = b.arrival[t.linear])
+    return Fail(
+        t, in,
+        absl::StrCat("arrives at barrier ", id, " a second time before it completed (", b.arrived,
+                     " of ", b.expected, " arrivals; its first arrival: ", Where(*first),
+                     "): a warp runs one barrier instruction on an id "
+                     "until the barrier resets"));
+  b.arrival[t.linear] = &in;
   ++b.arrived;
   JoinClock(b.clock, Released(t.linear / 32));
   ++t.pc;

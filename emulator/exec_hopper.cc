@@ -888,6 +888,13 @@ absl::Status Cta::ArriveOn(uint64_t offset, int64_t tx,
 absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
   if (!cluster_) return Fail(t, in, "barrier.cluster outside a cluster");
   if (in.Has("arrive")) {
+    // PTX ISA (barrier.cluster): each thread arrives once before the barrier completes; a second
+    // arrival would count for a thread that has not arrived and end the phase early.
+    if (t.cluster_phase == cluster_->phase)
+      return Fail(t, in,
+                  absl::StrCat("a second barrier.cluster.arrive in phase ", cluster_->phase,
+                               " of the cluster barrier, before it completed: each thread "
+                               "arrives once a phase (a wait missing between the two?)"));
     t.cluster_phase = cluster_->phase;
     ++cluster_->arrived;
     if (!in.Has("relaxed")) JoinClock(cluster_->clocks.open, Released(t.linear / 32));
