@@ -73,6 +73,13 @@ enum class Bin { kAdd, kSub, kMul, kDiv, kRem, kAnd, kOr, kXor, kShl, kShr, kMin
 
 // The common type of two operands: the non-immediate one's (both immediates cannot reach here:
 // C++ evaluates int op int itself).
+// An operator between two C++ numbers (an `Operand` helper called with 0) has no kernel to build
+// in: an empty Value that says so where a kernel op uses it.
+Value NumbersOnly(const Loc& loc) {
+  detail::NumbersOnlyOperation() = loc;
+  return Value(loc);
+}
+
 KernelState* Resolve(const Operand& a, const Operand& b, Type* t) {
   const Operand& v = Access::IsImm(a) ? b : a;
   *t = Access::IsImm(v) ? Access::TypeOf(Access::Val(v))
@@ -136,6 +143,7 @@ bool CheckSameType(KernelState& s, const Operand& a, const Operand& b, const Typ
 Value Binary(Bin kind, const char* name, const Operand& a, const Operand& b) {
   Type t;
   KernelState* s = Resolve(a, b, &t);
+  if (Access::IsImm(a) && Access::IsImm(b)) return NumbersOnly(b.loc());
   if (Value e; PassOnEmpty({&a, &b}, t, a.loc(), &e)) return e;
   if (!CheckSameType(*s, a, b, t, name))
     return s->Poison(t.kind == Type::Kind::kPointer ? Type::Of(Scalar::kI32) : t, a.loc());
@@ -210,6 +218,7 @@ Value Compare(mlir::arith::CmpIPredicate ip, mlir::arith::CmpFPredicate fp, cons
               const Operand& a, const Operand& b) {
   Type t;
   KernelState* s = Resolve(a, b, &t);
+  if (Access::IsImm(a) && Access::IsImm(b)) return NumbersOnly(b.loc());
   const Type i1 = Type::Of(Scalar::kI1);
   if (Value e; PassOnEmpty({&a, &b}, i1, a.loc(), &e)) return e;
   if (!CheckSameType(*s, a, b, t, name)) return s->Poison(i1, a.loc());

@@ -204,6 +204,8 @@ bool UseTcgenGroup(KernelState& s, int cta_group, const Loc& loc);
 // Where the newest empty Value whose type an op read was declared (ops check types before they
 // use a value, so the type check's error is reported as the empty Value's).
 std::optional<Loc>& EmptyValueRead();
+// Where the latest operator between two C++ numbers was (arith.cc: NumbersOnly).
+std::optional<Loc>& NumbersOnlyOperation();
 
 // Friend access to the private fields of the public handle types.
 struct Access {

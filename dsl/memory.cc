@@ -72,7 +72,7 @@ RegRef Regs::operator[](RegIndex index) const {
   const int i = index.value;
   if (state_ && (i < 0 || i >= size_))
     state_->Fail(absl::StrCat("register index ", i, " out of range 0..", size_ - 1), index.loc);
-  return RegRef(state_, array_, i < 0 || i >= size_ ? 0 : i);
+  return RegRef(state_, array_, i < 0 || i >= size_ ? 0 : i, index.loc);
 }
 
 namespace {
@@ -121,7 +121,9 @@ const RegRef& RegRef::operator=(const Operand& v) const {
   return *this;
 }
 
-const RegRef& RegRef::operator=(const RegRef& other) const { return *this = Operand(other.Load()); }
+const RegRef& RegRef::operator=(const RegRef& other) const {
+  return *this = Operand(other.Load(other.loc_), other.loc_);
+}
 
 const RegRef& RegRef::operator+=(const Operand& v) const {
   return *this = Operand(Load(v.loc()) + v, v.loc());

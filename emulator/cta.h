@@ -150,6 +150,7 @@ struct TcgenMma {
   bool block_scaled = false;
   uint32_t sfa = 0, sfb = 0;
   int line = 0;
+  int thread = -1;  // the issuing thread: only its own tcgen05.commit tracks this MMA
   const ptx::Instr* in = nullptr;
 };
 
@@ -640,6 +641,7 @@ class Cta {
   absl::Status Step(Thread& t);
   absl::Status Collective(Thread& t, const Instr& in);
   absl::Status TryReleaseWarp(int warp);
+  absl::Status ReleaseAlignedWarp(const std::vector<Thread*>& lanes, const Instr& in);
   absl::Status Arrive(Thread& t, const Instr& in, bool wait);
   absl::Status ReleaseBarriersOfExitedThreads();
   absl::Status Arith(Thread& t, const Instr& in);
@@ -1012,6 +1014,7 @@ class Cta {
     int thread = 0;  // the committing thread, on whose behalf the arrival releases
   };
   std::vector<TcgenCommit> tcgen_commits_;  // committed, completing in order
+  bool committed_by_others_ = false;        // a commit left MMAs of other threads uncommitted
   // tcgen05 ordering across threads (PTX ISA, the tcgen05 memory consistency model): a wait
   // orders a thread's tcgen05 ops after what other threads' tcgen05 ops did only through
   // tcgen05.fence::after_thread_sync after it, and a thread's tcgen05.ld/st are ordered before

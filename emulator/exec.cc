@@ -647,6 +647,9 @@ absl::Status Cta::CheckWgmmaRegistersFenced(const Thread& t, const Instr& wgmma)
       const Instr* by = t.unfenced_wgmma_regs.Find(r);
       if (!by) continue;
       const std::string dsl = m_.DslLine(*by);
+      // A mov at the wgmma's own line, or with no line, is the compiler's copy into the tied
+      // register: the value was written after the fence (zeroed or rescaled there).
+      const bool copy = by->op == Op::kMov && (dsl.empty() || dsl == m_.DslLine(wgmma));
       return Fail(
           t, wgmma,
           absl::StrCat("uses ", e_.reg_names.at(r), " as its ",
@@ -654,7 +657,11 @@ absl::Status Cta::CheckWgmmaRegistersFenced(const Thread& t, const Instr& wgmma)
                        dsl.empty() ? "" : " (" + dsl + ")", " (", by->text,
                        ") accessed with no wgmma.fence since: the PTX ISA requires a "
                        "wgmma.fence between another instruction's access of a wgmma's registers "
-                       "and the wgmma"));
+                       "and the wgmma",
+                       copy ? " (a mov the compiler made into the wgmma's register: the "
+                              "accumulator was written after the fence, e.g. zeroed or rescaled "
+                              "there; write it before WgmmaFence)"
+                            : ""));
     }
   }
   return absl::OkStatus();
@@ -986,6 +993,37 @@ absl::Status Cta::Collective(Thread& t, const Instr& in) {
   return TryReleaseWarp(t.linear / 32);
 }
 
+// A .sync.aligned warp instruction (ldmatrix, stmatrix, mma.sync, tcgen05's warp ops) with every
+// lane here: each lane's result, written back, and the warp released.
+absl::Status Cta::ReleaseAlignedWarp(const std::vector<Thread*>& lanes, const Instr& in) {
+  const int n = static_cast<int>(lanes.size());
+  absl::Status s;
+  std::vector<std::vector<uint64_t>> out = in.op == Op::kMma        ? Mma(lanes, in, &s)
+                                           : in.op == Op::kTcgen05  ? TcgenWarp(lanes, in, &s)
+                                           : in.op == Op::kStMatrix ? StMatrix(lanes, in, &s)
+                                                                    : LdMatrix(lanes, in, &s);
+  if (!s.ok()) return s;
+  // ldmatrix: the rows it read; mma.sync: every lane's fragments (a warp-wide origin).
+  Origin taint = warp_taint_;
+  warp_taint_ = nullptr;
+  if (in.op == Op::kMma)
+    for (int i = 0; i < n && !taint; ++i) taint = SourceTaint(*lanes[i], e_.code[lanes[i]->pc]);
+  for (int i = 0; i < n; ++i) {
+    Thread& l = *lanes[i];
+    static const Operand kNone;  // (tcgen05.relinquish_alloc_permit has no operands)
+    const Operand& d = e_.code[l.pc].ops.empty() ? kNone : e_.code[l.pc].ops[0];
+    for (size_t k = 0; k < d.regs.size() && k < out[i].size(); ++k) {
+      l.r[d.regs[k]] = out[i][k];
+      SetRegTaint(l, d.regs[k], taint);
+      if (in.op == Op::kTcgen05 && d.regs[k] >= 0)
+        l.in_flight_regs.Set(d.regs[k], &in);  // until wait::ld
+    }
+    SetState(l, Thread::State::kRun);
+    ++l.pc;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Cta::TryReleaseWarp(int warp) {
   // Called as each lane arrives: the lanes' list is built only once all are here.
   const int first = warp * 32, n = std::min<int>(32, static_cast<int>(threads_.size()) - first);
@@ -1007,10 +1045,15 @@ absl::Status Cta::TryReleaseWarp(int warp) {
       return Fail(*some, in, absl::StrCat("lane ", i, " of the member mask has exited"));
     if (lane.state != Thread::State::kWarp) return absl::OkStatus();  // not all here yet
     const Instr& other = e_.code[lane.pc];
-    if (other.op != in.op)
+    // .sync.aligned: every lane runs the same instruction (PTX ISA); the others (shfl.sync,
+    // vote.sync, ...) may meet from different places with the same kind.
+    if (other.op != in.op || (whole_warp && lane.pc != some->pc))
       return Fail(*some, in,
                   absl::StrCat("lane ", i, " waits at a different warp instruction (PTX line ",
-                               other.line, ")"));
+                               other.line, ")",
+                               whole_warp ? ": a .sync.aligned instruction is run by every lane "
+                                            "of the warp together, at the same place"
+                                          : ""));
   }
   for (int i = n; i < 32; ++i)
     if (members >> i & 1)
@@ -1020,32 +1063,7 @@ absl::Status Cta::TryReleaseWarp(int warp) {
   // Everyone is here: compute each member lane's result from the values at this moment.
   std::vector<Thread*> lanes;
   for (int i = 0; i < n; ++i) lanes.push_back(&threads_[first + i]);
-  if (whole_warp) {
-    absl::Status s;
-    std::vector<std::vector<uint64_t>> out = in.op == Op::kMma        ? Mma(lanes, in, &s)
-                                             : in.op == Op::kTcgen05  ? TcgenWarp(lanes, in, &s)
-                                             : in.op == Op::kStMatrix ? StMatrix(lanes, in, &s)
-                                                                      : LdMatrix(lanes, in, &s);
-    if (!s.ok()) return s;
-    // ldmatrix: the rows it read; mma.sync: every lane's fragments (a warp-wide origin).
-    Origin taint = warp_taint_;
-    warp_taint_ = nullptr;
-    if (in.op == Op::kMma)
-      for (int i = 0; i < n && !taint; ++i) taint = SourceTaint(*lanes[i], e_.code[lanes[i]->pc]);
-    for (int i = 0; i < n; ++i) {
-      Thread& l = *lanes[i];
-      const Operand& d = e_.code[l.pc].ops.at(0);
-      for (size_t k = 0; k < d.regs.size() && k < out[i].size(); ++k) {
-        l.r[d.regs[k]] = out[i][k];
-        SetRegTaint(l, d.regs[k], taint);
-        if (in.op == Op::kTcgen05 && d.regs[k] >= 0)
-          l.in_flight_regs.Set(d.regs[k], &in);  // until wait::ld
-      }
-      SetState(l, Thread::State::kRun);
-      ++l.pc;
-    }
-    return absl::OkStatus();
-  }
+  if (whole_warp) return ReleaseAlignedWarp(lanes, in);
   std::vector<uint64_t> results(n, 0);
   std::vector<Origin> taints(n,
                              nullptr);  // a shuffle's: its source lane's; a reduction's: any lane's

@@ -32,6 +32,7 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
         (!cluster_ || rank_ % 2 != 0 || rank_ + 1 >= static_cast<int>(cluster_->ctas.size())))
       return Fail(t, in, "a cta_group::2 MMA is issued by the even CTA of a pair in a cluster");
     TcgenMma op;
+    op.thread = t.linear;
     op.pair = pair;
     op.d = static_cast<uint32_t>(Address(t, in.ops.at(0)));
     op.a_desc = Read(t, in.ops.at(1), 64);
@@ -86,8 +87,13 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
           absl::StrFormat("tcgen05.commit to shared offset %d, which holds no initialised mbarrier",
                           bar));
     }
-    tcgen_commits_.push_back({std::move(tcgen_issued_), bar, mask, in.line, t.linear});
-    tcgen_issued_.clear();
+    // PTX ISA (tcgen05.commit): it tracks the asynchronous tcgen05 ops the executing thread
+    // issued; another thread's MMAs stay uncommitted (PendingMmaRace names that).
+    std::vector<TcgenMma> mine, others;
+    for (TcgenMma& op : tcgen_issued_) (op.thread == t.linear ? mine : others).push_back(op);
+    tcgen_commits_.push_back({std::move(mine), bar, mask, in.line, t.linear});
+    committed_by_others_ |= !others.empty();
+    tcgen_issued_ = std::move(others);
     return absl::OkStatus();
   }
   if (kind == "wait::ld") {  // this thread's tcgen05.ld results are now defined
@@ -380,12 +386,22 @@ std::string Cta::PendingMmaRace(const std::string& kind, bool store, uint32_t co
             "PTX line %d%s, which still reads them: the wait for its commit's mbarrier is missing "
             "or comes too late",
             std::max(col0, at), std::min(col0 + num, at + cols) - 1, which, op->line, at_dsl());
+    // An MMA in no commit while commits were made: they were another thread's.
+    const bool uncommitted = op->thread >= 0 && !tcgen_issued_.empty() &&
+                             op >= &tcgen_issued_.front() && op <= &tcgen_issued_.back();
+    const std::string why =
+        uncommitted && committed_by_others_
+            ? absl::StrFormat(
+                  ": no tcgen05.commit of thread %d (which issued it) covers it, and a "
+                  "commit tracks only its own thread's MMAs (PTX ISA)",
+                  op->thread)
+            : ": the wait for its commit's mbarrier is missing or comes too late";
     if (col0 < d_col + d_cols && d_col < col0 + num)
       return absl::StrFormat(
-          "tcgen05.%s %s TMEM columns %d..%d, which the tcgen05.mma at PTX line %d%s still "
-          "writes: the wait for its commit's mbarrier is missing or comes too late",
+          "tcgen05.%s %s TMEM columns %d..%d, which the tcgen05.mma at PTX "
+          "line %d%s still writes%s",
           kind, store ? "writes" : "reads", std::max(col0, d_col),
-          std::min(col0 + num, d_col + d_cols) - 1, op->line, at_dsl());
+          std::min(col0 + num, d_col + d_cols) - 1, op->line, at_dsl(), why);
   }
   return "";
 }

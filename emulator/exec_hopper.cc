@@ -38,8 +38,19 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
                   absl::StrFormat("the mbarrier at shared offset %d was invalidated at %s: "
                                   "initialise it again before using it",
                                   off, Where(*inval->second)));
-    return Fail(t, in,
-                absl::StrFormat("the mbarrier at shared offset %d was never initialised", off));
+    // An init elsewhere in the kernel that has not run yet: the use is not ordered after it.
+    std::string hint;
+    for (const Instr& other : e_.code)
+      if (other.op == Op::kMbarrier && !other.mods.empty() && other.mods[0] == "init") {
+        hint = absl::StrCat(" (yet: if the mbarrier.init at ", Where(other),
+                            " is for it, no "
+                            "barrier orders that init before this use: a SyncThreads after the "
+                            "init, or a cluster barrier for a peer's)");
+        break;
+      }
+    return Fail(
+        t, in,
+        absl::StrFormat("the mbarrier at shared offset %d was never initialised%s", off, hint));
   }
   MbarrierState& b = it->second;
   if (kind == "inval") return MbarrierInval(t, in, off);

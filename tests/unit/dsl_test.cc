@@ -103,6 +103,25 @@ void ExpectEmptyValueError(Kernel& k, int use, int declared) {
                           " is used before the kernel gave it a value");
 }
 
+// An operator between two C++ numbers passed as kiln::Operand (a helper taking "a number or a
+// Value" called with 0) has no kernel to build in: its use is an error naming the operator's line,
+// not a crash.
+TEST(Dsl, AnOperatorBetweenTwoNumbersIsAnErrorWhereItIsUsed) {
+  Kernel k("test/numbers_only", sm80(), {32});
+  Value y = k.PtrParam("y", f32);
+  auto offset = [&](const Operand& j) { return j * 512; }; const int op = __LINE__;
+  Value o = offset(0);
+  k.Store(y + o.To(i64), k.F32(1)); const int use = __LINE__;
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_FALSE(def.ok());
+  const std::string at = Here(op);
+  EXPECT_NE(def.status().message().find("an operator between two C++ numbers at " +
+                                        at.substr(0, at.size() - 2)),
+            std::string::npos) << def.status();
+  EXPECT_NE(def.status().message().find(Here(use).substr(0, Here(use).size() - 2)), std::string::npos)
+      << def.status();
+}
+
 TEST(Dsl, EmptyValueIsAnErrorNamingItsDeclaration) {
   for (Scalar elem : {f32, i32}) {  // i32: the type an empty Value would match if it had one
     Kernel k("test/empty_store", sm80(), {32});
@@ -529,6 +548,22 @@ TEST(Hopper, AccumulatorReadBeforeItsWaitNamesBothLines) {
     EXPECT_NE(bad.status().message().find("an accumulator read before the wgmma.wait_group that completes it"),
               std::string::npos);
   }
+}
+
+// A register read through the conversion to Value (`Value v = acc[i]`, the docs' idiom) is
+// reported at the line that indexed the array, not in kiln's headers.
+TEST(Hopper, AccumulatorReadThroughTheConversionNamesItsLine) {
+  Kernel k("test/acc_read_value", sm90a(), {128});
+  Value out = k.PtrParam("out", f32);
+  SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), b = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  WgmmaAccumulator s = k.WgmmaAcc(64);
+  k.WgmmaFence();
+  k.Wgmma(s, {.a = a, .b = b, .accumulate = false});
+  k.WgmmaCommit();
+  Value v = s[0]; const int line = __LINE__;
+  k.Store(out + k.ThreadIdx(), v);
+  k.WgmmaWait(0);
+  ExpectError(k, line, "reads a wgmma accumulator that the wgmma at tests/unit/dsl_test.cc:");
 }
 
 TEST(Hopper, StageConsumedThatNothingProduces) {

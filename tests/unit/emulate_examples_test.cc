@@ -1001,3 +1001,65 @@ TEST(GemmChoice, ACOfFewColumnsStreamsAIn64RowTiles) {
 
 }  // namespace
 }  // namespace kiln::examples
+
+namespace kiln::examples {
+
+// PTX ISA, tcgen05.commit: a commit tracks the asynchronous tcgen05 ops its own thread issued.
+// Warp 1's lane 0 issues the MMA; a commit by thread 0 instead leaves it uncommitted, so the
+// wait on that commit ends at once and the load after it races with the MMA, which the report
+// says, naming the issuing thread.
+TEST(PlantedBugs, ACommitByAnotherThreadTracksNoneOfItsMmas) {
+  for (bool own : {true, false}) {
+    Kernel k("test/commit_thread", sm100a(), {128});
+    Value out = k.PtrParam("out", f32);
+    SmemTile a = k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B);
+    SmemTile b = k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B);
+    Barriers bar = k.SmemBarriers(1);
+    Tmem t = k.TensorMemory(128);
+    Value tid = k.ThreadIdx();
+    for (int c = 0; c < 64; ++c) {
+      k.Store(a.At(tid, c), k.F32(1).To(Scalar::kBF16));
+      k.Store(b.At(tid, c), k.F32(1).To(Scalar::kBF16));
+    }
+    k.FenceProxyAsync();
+    k.If(tid == 0, [&] { bar[0].Init(1); });
+    k.If(k.WarpId() == 0, [&] { k.TmemAlloc(t); k.TmemRelinquish(); });
+    k.TcgenFenceBeforeSync();
+    k.SyncThreads();
+    k.TcgenFenceAfterSync();
+    k.If(tid == 32, [&] {
+      k.TcgenMma(t, {.m = 128, .n = 128, .a = a, .b = b, .accumulate = 0});
+      if (own) k.TcgenCommit(bar[0]);
+    });
+    if (!own) k.If(tid == 0, [&] { k.TcgenCommit(bar[0]); });
+    bar[0].Wait(0);
+    k.TcgenFenceAfterSync();
+    std::vector<Value> v = k.TcgenLoad(t, k.WarpId() * 32, 0, 16);
+    for (int i = 0; i < 16; ++i) k.Store(out + (tid * 16 + i).To(i64), v[i]);
+    k.TcgenFenceBeforeSync();
+    k.SyncThreads();
+    k.If(k.WarpId() == 0, [&] { k.TmemFree(t); });
+    absl::StatusOr<KernelDef> def = k.Build();
+    ASSERT_TRUE(def.ok()) << def.status();
+    absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});
+    ASSERT_TRUE(ptx.ok()) << ptx.status();
+    const rt::Bundle bundle{def->manifest(), *ptx};
+    emu::Device d;
+    uint64_t dp = *d.Allocate(128 * 16 * 4);
+    absl::StatusOr<emu::Stats> s = emu::Launch(d, bundle, rt::Dim3{1, 1, 1}, {rt::Arg::Ptr(dp)});
+    if (own) {
+      ASSERT_TRUE(s.ok()) << s.status();
+      std::vector<float> o(128 * 16);
+      ASSERT_TRUE(d.CopyOut(o.data(), dp, o.size() * 4).ok());
+      EXPECT_EQ(o[0], 16.f);  // one MMA: k 0..15 of a row of ones times a column of ones
+      EXPECT_EQ(o[127 * 16 + 15], 16.f);
+    } else {
+      ASSERT_FALSE(s.ok());
+      EXPECT_NE(s.status().message().find("no tcgen05.commit of thread 32 (which issued it)"),
+                std::string::npos)
+          << s.status();
+    }
+  }
+}
+
+}  // namespace kiln::examples

@@ -86,7 +86,7 @@ class Regs;
 // One element of a register array; reading it loads, assigning stores.
 class RegRef {
  public:
-  operator Value() const { return Load(); }
+  operator Value() const { return Load(loc_); }  // at the line that indexed the array
   Value Load(Loc loc = Loc::current()) const;
   const RegRef& operator=(const class Operand& v) const;
   const RegRef& operator=(const RegRef& other) const;
@@ -95,9 +95,11 @@ class RegRef {
  private:
   friend class Regs;
   friend class Operand;
-  RegRef(detail::KernelState* s, int array, int index) : state_(s), array_(array), index_(index) {}
+  RegRef(detail::KernelState* s, int array, int index, Loc loc)
+      : state_(s), array_(array), index_(index), loc_(loc) {}
   detail::KernelState* state_;
   int array_, index_;
+  Loc loc_;
 };
 
 // A value or an immediate, with the source line of the expression that used it. Immediates take
