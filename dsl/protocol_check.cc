@@ -57,11 +57,35 @@ class ThreadEval {
       const std::optional<uint64_t> cond = Eval(branch.getCondition());
       const bool in_then = branch.getThenRegion().isAncestor(child->getParentRegion());
       if (!cond && invariance_ && InvariantCondition(branch.getCondition()))
-        continue;  // all threads or none
+        continue;              // all threads or none
+      if (!cond && in_then) {  // (a & b) with a part the same in every thread: the rest decides
+        const std::optional<bool> holds = HoldsButForUniformParts(branch.getCondition());
+        if (!holds) return std::nullopt;
+        if (!*holds) return false;
+        continue;
+      }
       if (!cond) return std::nullopt;
       if ((*cond & 1) != static_cast<uint64_t>(in_then)) return false;
     }
     return true;
+  }
+
+  // A condition built with & (DSL.md's way to combine them) whose parts either this thread decides
+  // or are the same in every thread (a loop counter, a parameter): false where a part this thread
+  // decides is false, true where the others hold (the uniform parts then pick all such threads or
+  // none, as a whole-block condition would); nullopt where a part depends on anything else.
+  std::optional<bool> HoldsButForUniformParts(mlir::Value cond) {
+    if (std::optional<uint64_t> c = Eval(cond)) return (*c & 1) != 0;
+    if (auto both = cond.getDefiningOp<mlir::arith::AndIOp>();
+        both && IntBits(cond.getType()) == 1) {
+      const std::optional<bool> a = HoldsButForUniformParts(both.getLhs()),
+                                b = HoldsButForUniformParts(both.getRhs());
+      if ((a && !*a) || (b && !*b)) return false;
+      if (!a || !b) return std::nullopt;
+      return true;
+    }
+    if (invariance_ && InvariantCondition(cond)) return true;
+    return std::nullopt;
   }
 
   // An integer value's bits (zero-extended from its width), where only the thread decides it.

@@ -807,7 +807,10 @@ TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
     Value n = k.I32Param("n");
     Barriers bar = k.SmemBarriers(1);
     Value tid = k.ThreadIdx();
-    const int count = variant == 2 ? 1 : variant == 4 || variant == 6 ? 2 : variant == 5 ? 4 : 128;
+    const int count = variant == 2                                    ? 1
+                      : variant == 4 || variant == 6 || variant == 7 ? 2
+                      : variant == 5 || variant == 8                 ? 4
+                                                                     : 128;
     k.If(tid == 0, [&] { bar[0].Init(count); }); init_line = __LINE__;
     k.SyncThreads();
     if (variant == 0) bar[0].Arrive();
@@ -827,6 +830,10 @@ TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
         });
       });
     }
+    if (variant == 7 || variant == 8)  // lane 0 of each warp from the second pass on: & of both
+      k.For(0, n, 1, [&](Value i) {
+        k.If((i > 0) & (tid % 32 == 0), [&] { bar[0].Arrive(); }); loop_arrive_line = __LINE__;
+      });
     if (variant == 6) {
       Regs set = k.Registers(Type::Of(i32), 1);
       k.If(tid < 2, [&] { set[0] = 1; });
@@ -835,7 +842,7 @@ TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
     bar[0].Wait(0);
     return k.Build();
   };
-  for (int variant : {0, 3, 5, 6}) {
+  for (int variant : {0, 3, 5, 6, 8}) {
     absl::StatusOr<KernelDef> def = build(variant);
     ASSERT_TRUE(def.ok()) << def.status();
     EXPECT_TRUE(def->findings().empty()) << variant << ": " << def->findings().front();
@@ -862,6 +869,13 @@ TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
   EXPECT_EQ(looped->findings()[0].rfind(Here(loop_arrive_line), 0), 0u) << looped->findings()[0];
   EXPECT_NE(looped->findings()[0].find("4 threads arrive here on an mbarrier initialised at"), std::string::npos)
       << looped->findings()[0];
+  // The same threads picked by a condition of two parts, one of them the loop's counter.
+  absl::StatusOr<KernelDef> conjunction = build(7);
+  ASSERT_TRUE(conjunction.ok()) << conjunction.status();
+  ASSERT_EQ(conjunction->findings().size(), 1u);
+  EXPECT_EQ(conjunction->findings()[0].rfind(Here(loop_arrive_line), 0), 0u) << conjunction->findings()[0];
+  EXPECT_NE(conjunction->findings()[0].find("4 threads arrive here on an mbarrier initialised at"),
+            std::string::npos) << conjunction->findings()[0];
 }
 
 // Arrivals that are a multiple of the count: each site (or one site's threads) completes a phase,
