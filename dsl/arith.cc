@@ -71,14 +71,15 @@ namespace {
 
 enum class Bin { kAdd, kSub, kMul, kDiv, kRem, kAnd, kOr, kXor, kShl, kShr, kMin, kMax };
 
-// The common type of two operands: the non-immediate one's (both immediates cannot reach here:
-// C++ evaluates int op int itself).
-// An operator between two C++ numbers (an `Operand` helper called with 0) has no kernel to build
-// in: an empty Value that says so where a kernel op uses it.
+// An operator between C++ numbers only (an `Operand` helper called with 0) has no kernel to
+// build in: an empty Value that says so where a kernel op uses it.
 Value NumbersOnly(const Loc& loc) {
-  detail::NumbersOnlyOperation() = loc;
+  detail::NumbersOnlyOperations().insert(LocString(loc));
   return Value(loc);
 }
+
+// The common type of two operands: the non-immediate one's (two immediates go to NumbersOnly
+// first; C++ evaluates int op int itself).
 
 KernelState* Resolve(const Operand& a, const Operand& b, Type* t) {
   const Operand& v = Access::IsImm(a) ? b : a;
@@ -317,7 +318,7 @@ Value Select(const Operand& cond, const Operand& a, const Operand& b) {
   KernelState* s = Resolve(a, b, &t);
   if (Value e; PassOnEmpty({&cond, &a, &b}, t, cond.loc(), &e)) return e;
   if (!s) {  // two C++ numbers: i32, or f32 where either is written as a floating-point number
-    if (Access::IsImm(cond)) return Value(cond.loc());
+    if (Access::IsImm(cond)) return NumbersOnly(cond.loc());
     s = Access::State(Access::Val(cond));
     t = Type::Of(Access::IsFloatImm(a) || Access::IsFloatImm(b) ? Scalar::kF32 : Scalar::kI32);
   }
@@ -336,8 +337,8 @@ Value Fma(const Operand& a, const Operand& b, const Operand& c) {
   Type t;
   KernelState* s = Resolve(a, b, &t);
   if (Value e; PassOnEmpty({&a, &b, &c}, t, a.loc(), &e)) return e;
-  if (!s) {                                       // a and b are numbers: c decides
-    if (Access::IsImm(c)) return Value(a.loc());  // three numbers: nothing to build
+  if (!s) {                                             // a and b are numbers: c decides
+    if (Access::IsImm(c)) return NumbersOnly(a.loc());  // three numbers: nothing to build
     const Value& cv = Access::Val(c);
     const double p = Access::Imm(a) * Access::Imm(b);
     if (Access::TypeOf(cv).IsFloat()) return Operand(cv, a.loc()) + Operand(p, a.loc());

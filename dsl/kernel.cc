@@ -74,23 +74,20 @@ std::optional<Loc>& EmptyValueRead() {
   return declared;
 }
 
-std::optional<Loc>& NumbersOnlyOperation() {
-  thread_local std::optional<Loc> at;
+std::set<std::string>& NumbersOnlyOperations() {
+  thread_local std::set<std::string> at;
   return at;
 }
 
 void KernelState::Fail(const std::string& message, const Loc& loc) {
   std::optional<Loc> empty = std::exchange(EmptyValueRead(), std::nullopt);
   if (error) return;
-  const std::optional<Loc>& numbers = NumbersOnlyOperation();
-  if (empty && numbers && LocString(*numbers) == LocString(*empty))
+  if (empty && NumbersOnlyOperations().count(LocString(*empty)))
     error = absl::StrCat(LocString(loc),
-                         ": this uses the result of an operator between two C++ "
-                         "numbers at ",
+                         ": this uses the result of an operation on C++ numbers only at ",
                          LocString(*empty),
-                         ", which no kernel builds (its "
-                         "operands were kiln::Operand numbers): compute it in C++, or make one "
-                         "side a kernel value (k.I32(...))");
+                         ", which no kernel builds (its operands were kiln::Operand numbers): "
+                         "compute it in C++, or make one side a kernel value (k.I32(...))");
   else
     error = empty ? absl::StrCat(LocString(loc), ": a kiln::Value declared empty at ",
                                  LocString(*empty), " is used before the kernel gave it a value")

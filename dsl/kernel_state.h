@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -164,11 +165,13 @@ struct KernelState {
   std::vector<std::vector<std::pair<int, Loc>>> wgmma_groups;
   bool emitting_wgmma = false;
   // Register arrays made by WgmmaAcc, and those of them other code wrote since the last
-  // WgmmaFence (their zeros at creation included). The fence ties the latter's registers as its
+  // WgmmaFence. The fence ties the latter's registers as its
   // inline asm's operands, so that LLVM places the writes (and the copies it makes of a value
   // shared by several accumulator registers, as zeros) before the fence, as the PTX ISA asks.
   std::vector<bool> wgmma_acc_arrays;
   std::vector<int> acc_written_since_fence;
+  // (WgmmaAcc's own zeros are not tied: a fresh accumulator's first wgmma takes accumulate =
+  // false, which reads none of them; docs/DSL.md.)
   void NoteAccumulatorWrite(int array) {
     if (emitting_wgmma || array >= static_cast<int>(wgmma_acc_arrays.size()) ||
         !wgmma_acc_arrays[array])
@@ -204,8 +207,8 @@ bool UseTcgenGroup(KernelState& s, int cta_group, const Loc& loc);
 // Where the newest empty Value whose type an op read was declared (ops check types before they
 // use a value, so the type check's error is reported as the empty Value's).
 std::optional<Loc>& EmptyValueRead();
-// Where the latest operator between two C++ numbers was (arith.cc: NumbersOnly).
-std::optional<Loc>& NumbersOnlyOperation();
+// Where operators between C++ numbers only were (arith.cc: NumbersOnly), as "file:line".
+std::set<std::string>& NumbersOnlyOperations();
 
 // Friend access to the private fields of the public handle types.
 struct Access {

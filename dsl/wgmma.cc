@@ -187,7 +187,9 @@ void HopperOps::WgmmaFence(Loc loc) {
   KernelState& s = state();
   if (!NeedWgmma(s, loc)) return;
   const mlir::Location l = s.ToLoc(loc);
-  if (s.acc_written_since_fence.empty()) {
+  std::vector<int> tied = std::move(s.acc_written_since_fence);
+  s.acc_written_since_fence.clear();
+  if (tied.empty()) {
     mlir::NVVM::WgmmaFenceAlignedOp::create(s.builder, l);
     return;
   }
@@ -195,7 +197,7 @@ void HopperOps::WgmmaFence(Loc loc) {
   // write of theirs, nor a copy LLVM makes for a wgmma's tied operand, lands between it and the
   // wgmma (the PTX ISA's rule for wgmma.fence; CUTLASS's warpgroup_fence_operand).
   std::vector<RegRef> regs;
-  for (int array : s.acc_written_since_fence) {
+  for (int array : tied) {
     auto alloca = s.reg_arrays[array].getDefiningOp<mlir::LLVM::AllocaOp>();
     const int64_t count =
         mlir::cast<mlir::LLVM::LLVMArrayType>(alloca.getElemType()).getNumElements();
@@ -204,7 +206,6 @@ void HopperOps::WgmmaFence(Loc loc) {
     r.type_ = s.reg_types[array];
     for (int j = 0; j < r.size_; ++j) regs.push_back(r[RegIndex(j, loc)]);
   }
-  s.acc_written_since_fence.clear();
   std::vector<mlir::Value> operands;
   std::string constraints;
   s.emitting_wgmma = true;  // (the fence's own reads and writes of them)

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -151,6 +152,7 @@ struct TcgenMma {
   uint32_t sfa = 0, sfb = 0;
   int line = 0;
   int thread = -1;  // the issuing thread: only its own tcgen05.commit tracks this MMA
+  bool passed_over_by_commit = false;  // another thread committed while this one waited
   const ptx::Instr* in = nullptr;
 };
 
@@ -648,9 +650,10 @@ class Cta {
   absl::Status Convert(Thread& t, const Instr& in);
   absl::Status LoadStore(Thread& t, const Instr& in);
   absl::Status Atomic(Thread& t, const Instr& in);
-  // A generic-proxy access (ld/st, ldmatrix, stmatrix, atom) of shared bytes [at, at + n), own
-  // or a cluster peer's: not into bytes an async copy still in flight will write (TMA, cp.async)
-  // nor, for a write, bytes a TMA store or a wgmma still reads or a live mbarrier holds.
+  // A generic-proxy access (ld/st, ldmatrix, stmatrix, atom) of shared bytes [at, at + n): in
+  // this CTA's own, not into bytes an async copy still in flight will write (TMA, cp.async) nor,
+  // for a write, bytes a TMA store or a wgmma still reads; in its own or a cluster peer's, for a
+  // write, not over a live mbarrier. (A peer's copies in flight are not looked at.)
   absl::Status CheckSharedAccess(const Thread& t, const Instr& in, const uint8_t* at, uint64_t n,
                                  bool writes);
   absl::Status CheckStoreOverMbarrier(const Thread& t, const Instr& in, const uint8_t* at,
@@ -1014,7 +1017,7 @@ class Cta {
     int thread = 0;  // the committing thread, on whose behalf the arrival releases
   };
   std::vector<TcgenCommit> tcgen_commits_;  // committed, completing in order
-  bool committed_by_others_ = false;        // a commit left MMAs of other threads uncommitted
+  std::set<const Instr*> inits_run_;        // the mbarrier.init instructions some thread has run
   // tcgen05 ordering across threads (PTX ISA, the tcgen05 memory consistency model): a wait
   // orders a thread's tcgen05 ops after what other threads' tcgen05 ops did only through
   // tcgen05.fence::after_thread_sync after it, and a thread's tcgen05.ld/st are ordered before

@@ -784,7 +784,8 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
                       load ? SharedRaceShadow::Kind::kRead : SharedRaceShadow::Kind::kWrite);
         !s.ok())
       return s;
-  if (!load && in_shared && !shared)  // (a peer's: its own copies are its CTA's to check)
+  if (!load && in_shared && !shared)  // a peer's: its live mbarriers (its copies in flight are
+                                      // not looked at)
     if (absl::Status s = CheckStoreOverMbarrier(t, in, *p, static_cast<uint64_t>(elem) * in.vec);
         !s.ok())
       return s;

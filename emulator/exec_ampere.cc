@@ -148,7 +148,9 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
     return absl::OkStatus();
   }
   const int size = static_cast<int>(Read(t, in.ops.at(2), 32));
-  const uint64_t src_bytes = in.ops.size() > 3 ? Read(t, in.ops.at(3), 32) : size;
+  // cp.async [dst], [src], cp-size{, src-size}{, cache-policy}: the policy (L2::cache_hint) last.
+  const size_t operands = in.ops.size() - (in.Has("L2::cache_hint") ? 1 : 0);
+  const uint64_t src_bytes = operands > 3 ? Read(t, in.ops.at(3), 32) : size;
   if (size != 4 && size != 8 && size != 16) return Fail(t, in, "cp.async copies 4, 8 or 16 bytes");
   // PTX ISA (cp.async): a src-size larger than cp-size is undefined (a ragged edge's byte count
   // left unclamped, or a negative one, which reads as a huge unsigned value).
@@ -184,6 +186,14 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
                              "until a cp.async.wait_group covers the first"));
   if (absl::Status s = CheckPendingOverlap(&t, in, copy.shared_offset, size, "writes"); !s.ok())
     return s;
+  // The copy may land at any moment from now on (PTX ISA): not into bytes still being read.
+  if (absl::Status s = CheckTmaStoreReading(t, in, copy.shared_offset, size); !s.ok()) return s;
+  if (const WgmmaOp* w = WgmmaStillReading(copy.shared_offset, copy.shared_offset + size))
+    return Fail(t, in,
+                absl::StrFormat("copies into shared bytes %d..%d, which the wgmma at PTX line %d "
+                                "still reads (until its wgmma.wait_group): the stage was refilled "
+                                "too early",
+                                copy.shared_offset, copy.shared_offset + size - 1, w->line));
   cp_async_pending_.Add(copy.shared_offset, size, &in, shared_.size());
   t.open_group.push_back(std::move(copy));
   return absl::OkStatus();

@@ -90,9 +90,11 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     // PTX ISA (tcgen05.commit): it tracks the asynchronous tcgen05 ops the executing thread
     // issued; another thread's MMAs stay uncommitted (PendingMmaRace names that).
     std::vector<TcgenMma> mine, others;
-    for (TcgenMma& op : tcgen_issued_) (op.thread == t.linear ? mine : others).push_back(op);
+    for (TcgenMma& op : tcgen_issued_) {
+      op.passed_over_by_commit |= op.thread != t.linear;
+      (op.thread == t.linear ? mine : others).push_back(op);
+    }
     tcgen_commits_.push_back({std::move(mine), bar, mask, in.line, t.linear});
-    committed_by_others_ |= !others.empty();
     tcgen_issued_ = std::move(others);
     return absl::OkStatus();
   }
@@ -378,28 +380,26 @@ std::string Cta::PendingMmaRace(const std::string& kind, bool store, uint32_t co
       const std::string dsl = m_.DslLine(*op->in);
       return dsl.empty() ? dsl : " (" + dsl + ")";
     };
-    for (const auto& [which, at, cols] : {std::tuple{"A's", op->sfa & 0xffff, 4u},
-                                          std::tuple{"B's", op->sfb & 0xffff, (d_cols + 31) / 32}})
-      if (store && op->block_scaled && col0 < at + cols && at < col0 + num)
-        return absl::StrFormat(
-            "tcgen05.st overwrites TMEM columns %d..%d, %s scale factors for the tcgen05.mma at "
-            "PTX line %d%s, which still reads them: the wait for its commit's mbarrier is missing "
-            "or comes too late",
-            std::max(col0, at), std::min(col0 + num, at + cols) - 1, which, op->line, at_dsl());
-    // An MMA in no commit while commits were made: they were another thread's.
-    const bool uncommitted = op->thread >= 0 && !tcgen_issued_.empty() &&
-                             op >= &tcgen_issued_.front() && op <= &tcgen_issued_.back();
+    // Passed over by another thread's commit and in none since: commits are per thread.
     const std::string why =
-        uncommitted && committed_by_others_
+        op->passed_over_by_commit
             ? absl::StrFormat(
                   ": no tcgen05.commit of thread %d (which issued it) covers it, and a "
                   "commit tracks only its own thread's MMAs (PTX ISA)",
                   op->thread)
             : ": the wait for its commit's mbarrier is missing or comes too late";
+    for (const auto& [which, at, cols] : {std::tuple{"A's", op->sfa & 0xffff, 4u},
+                                          std::tuple{"B's", op->sfb & 0xffff, (d_cols + 31) / 32}})
+      if (store && op->block_scaled && col0 < at + cols && at < col0 + num)
+        return absl::StrFormat(
+            "tcgen05.st overwrites TMEM columns %d..%d, %s scale factors for the tcgen05.mma at "
+            "PTX line %d%s, which still reads them%s",
+            std::max(col0, at), std::min(col0 + num, at + cols) - 1, which, op->line, at_dsl(),
+            why);
     if (col0 < d_col + d_cols && d_col < col0 + num)
       return absl::StrFormat(
-          "tcgen05.%s %s TMEM columns %d..%d, which the tcgen05.mma at PTX "
-          "line %d%s still writes%s",
+          "tcgen05.%s %s TMEM columns %d..%d, which the tcgen05.mma at PTX line %d%s still "
+          "writes%s",
           kind, store ? "writes" : "reads", std::max(col0, d_col),
           std::min(col0 + num, d_col + d_cols) - 1, op->line, at_dsl(), why);
   }

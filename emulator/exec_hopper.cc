@@ -30,7 +30,10 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
   if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, off, 8); !p.ok())
     return p.status();
   off &= kOffsetMask;
-  if (kind == "init") return MbarrierInit(t, in, off);
+  if (kind == "init") {
+    inits_run_.insert(&in);
+    return MbarrierInit(t, in, off);
+  }
   auto it = mbarriers_.find(off);
   if (it == mbarriers_.end()) {
     if (auto inval = invalidated_.find(off); inval != invalidated_.end())
@@ -38,10 +41,11 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
                   absl::StrFormat("the mbarrier at shared offset %d was invalidated at %s: "
                                   "initialise it again before using it",
                                   off, Where(*inval->second)));
-    // An init elsewhere in the kernel that has not run yet: the use is not ordered after it.
+    // An init elsewhere in the kernel that no thread has run yet: the use is not ordered after it.
     std::string hint;
     for (const Instr& other : e_.code)
-      if (other.op == Op::kMbarrier && !other.mods.empty() && other.mods[0] == "init") {
+      if (other.op == Op::kMbarrier && !other.mods.empty() && other.mods[0] == "init" &&
+          !inits_run_.count(&other)) {
         hint = absl::StrCat(" (yet: if the mbarrier.init at ", Where(other),
                             " is for it, no "
                             "barrier orders that init before this use: a SyncThreads after the "

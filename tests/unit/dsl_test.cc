@@ -115,7 +115,7 @@ TEST(Dsl, AnOperatorBetweenTwoNumbersIsAnErrorWhereItIsUsed) {
   absl::StatusOr<KernelDef> def = k.Build();
   ASSERT_FALSE(def.ok());
   const std::string at = Here(op);
-  EXPECT_NE(def.status().message().find("an operator between two C++ numbers at " +
+  EXPECT_NE(def.status().message().find("an operation on C++ numbers only at " +
                                         at.substr(0, at.size() - 2)),
             std::string::npos) << def.status();
   EXPECT_NE(def.status().message().find(Here(use).substr(0, Here(use).size() - 2)), std::string::npos)
