@@ -932,6 +932,8 @@ class Cta {
     return absl::StrCat("PTX line ", in.line, dsl.empty() ? "" : ", " + dsl);
   }
   absl::Status CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes);
+  absl::Status CheckCpAsyncWritePending(const Thread& t, const Instr& in, uint64_t off,
+                                        uint64_t bytes);
   // An async-proxy read (wgmma, tcgen05.mma, TMA store) of bytes a generic store left unfenced.
   absl::Status CheckFenced(const Instr& in, uint64_t off, uint64_t bytes, const char* reader);
   // A TMA copy's global element outside every allocation: the copy's line, its map, its box

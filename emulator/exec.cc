@@ -837,15 +837,7 @@ absl::Status Cta::CheckSharedAccess(const Thread& t, const Instr& in, const uint
     if (absl::Status s = CheckPendingOverlap(&t, in, off, n, writes ? "writes" : "reads"); !s.ok())
       return s;
     if (!writes) return CheckCpAsyncPending(t, in, off, n);
-    uint64_t byte = 0;
-    if (const Instr* by = cp_async_pending_.Holder(off, n, &byte))
-      return Fail(t, in,
-                  absl::StrCat("writes shared byte ", byte,
-                               ", which a cp.async still in flight "
-                               "will write (",
-                               Where(*by),
-                               "): the two writes are unordered "
-                               "until its cp.async.wait_group"));
+    if (absl::Status s = CheckCpAsyncWritePending(t, in, off, n); !s.ok()) return s;
     if (absl::Status s = CheckTmaStoreReading(t, in, off, n); !s.ok()) return s;
     if (const WgmmaOp* w = WgmmaStillReading(off, off + n)) {
       const std::string dsl = m_.DslLine(*w->in);

@@ -175,15 +175,7 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
     if (!src.ok()) return src.status();
     std::memcpy(copy.bytes.data(), *src, std::min(size, src_size));
   }
-  uint64_t byte = 0;
-  if (const Instr* by = cp_async_pending_.Holder(copy.shared_offset, size, &byte))
-    return Fail(t, in,
-                absl::StrCat("writes shared byte ", byte,
-                             ", which a cp.async still in flight "
-                             "also writes (",
-                             Where(*by),
-                             "): two cp.async writes are unordered "
-                             "until a cp.async.wait_group covers the first"));
+  if (absl::Status s = CheckCpAsyncWritePending(t, in, copy.shared_offset, size); !s.ok()) return s;
   if (absl::Status s = CheckPendingOverlap(&t, in, copy.shared_offset, size, "writes"); !s.ok())
     return s;
   // The copy may land at any moment from now on (PTX ISA): not into bytes still being read.
@@ -210,6 +202,22 @@ absl::Status Cta::CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t
                    Where(*by),
                    "): its cp.async.wait_group is missing or too shallow, or no barrier orders the "
                    "waiting thread before this read"));
+}
+
+// A write (a store, or another cp.async) into bytes a cp.async in flight will write: the two are
+// unordered until a cp.async.wait_group covers that copy (PTX ISA, cp.async).
+absl::Status Cta::CheckCpAsyncWritePending(const Thread& t, const Instr& in, uint64_t off,
+                                           uint64_t bytes) {
+  uint64_t at = 0;
+  const Instr* by = cp_async_pending_.Holder(off, bytes, &at);
+  if (!by) return absl::OkStatus();
+  return Fail(t, in,
+              absl::StrCat("writes shared byte ", at,
+                           ", which a cp.async still in flight also "
+                           "writes (",
+                           Where(*by),
+                           "): the two writes are unordered until a "
+                           "cp.async.wait_group covers that cp.async"));
 }
 
 void Cta::WriteLandedCopy(const AsyncCopy& c, int writer, int32_t mark) {
