@@ -109,6 +109,8 @@ const std::vector<Mutation>& Mutations() {
        "an accumulator register written after the wgmma.fence, before the wgmma",
        {{"wgmma.fence.sync.aligned;", "wgmma.fence.sync.aligned;\n\tmov.b32 \t%r87, 0;"}},
        "with no wgmma.fence since"},
+      {"k02-box-over-mbarrier", "hopper/k02", "B's TMA box placed 1 KB late, over the stage's mbarriers",
+       {{"[kiln_smem+8192], [%rd2", "[kiln_smem+9216], [%rd2"}}, "which hold the live mbarrier"},
       {"k02-store-over-mbarrier", "hopper/k02", "a plain store over a live mbarrier (no mbarrier.inval)",
        {{"$L__BB0_8:", "$L__BB0_8:\n\t@!%p1 st.shared.b64 [kiln_smem+16384], 0;"}},
        "which hold the live mbarrier"},
