@@ -165,9 +165,9 @@ struct KernelState {
   std::vector<std::vector<std::pair<int, Loc>>> wgmma_groups;
   bool emitting_wgmma = false;
   // Register arrays made by WgmmaAcc, and those of them other code wrote since the last
-  // WgmmaFence. The fence ties the latter's registers as its
-  // inline asm's operands, so that LLVM places the writes (and the copies it makes of a value
-  // shared by several accumulator registers, as zeros) before the fence, as the PTX ISA asks.
+  // WgmmaFence. The fence ties the latter's registers as its inline asm's operands, so that LLVM
+  // places the writes (and the copies it makes of a value shared by several accumulator
+  // registers, as zeros) before the fence, as the PTX ISA asks.
   std::vector<bool> wgmma_acc_arrays;
   std::vector<int> acc_written_since_fence;
   // (WgmmaAcc's own zeros are not tied: a fresh accumulator's first wgmma takes accumulate =

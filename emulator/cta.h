@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -656,6 +657,12 @@ class Cta {
   // write, not over a live mbarrier. (A peer's copies in flight are not looked at.)
   absl::Status CheckSharedAccess(const Thread& t, const Instr& in, const uint8_t* at, uint64_t n,
                                  bool writes);
+  // The offset of a live mbarrier of this CTA among shared bytes [off, off + n), if any.
+  std::optional<uint64_t> LiveMbarrierIn(uint64_t off, uint64_t n) const {
+    auto b = mbarriers_.upper_bound(off + n - 1);
+    if (n == 0 || b == mbarriers_.begin() || (--b)->first + 8 <= off) return std::nullopt;
+    return b->first;
+  }
   absl::Status CheckStoreOverMbarrier(const Thread& t, const Instr& in, const uint8_t* at,
                                       uint64_t n);
   // spin.cc: a read of memory (a load or an atomic's old value) that came back as the thread's

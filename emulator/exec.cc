@@ -618,25 +618,18 @@ absl::Status Cta::CheckInFlightRegs(const Thread& t, const Instr& in) const {
                      " may still write it: an accumulator read before its ",
                      wgmma ? "wgmma.wait_group" : "tcgen05.wait::ld"));
   };
-  if (absl::Status s = check(in.guard); !s.ok()) return s;
-  for (const Operand& o : in.ops) {
-    if (absl::Status s = check(o.reg); !s.ok()) return s;
-    for (int r : o.regs)
-      if (absl::Status s = check(r); !s.ok()) return s;
-  }
-  return absl::OkStatus();
+  absl::Status status = check(in.guard);
+  ptx::ForEachRegister(in, [&](int r) {
+    if (status.ok()) status = check(r);
+  });
+  return status;
 }
 
 void Cta::NoteWgmmaRegisterAccess(Thread& t, const Instr& in) const {
-  auto note = [&](int r) {
+  ptx::ForEachRegister(in, [&](int r) {
     if (r >= 0 && r < static_cast<int>(e_.wgmma_regs.size()) && e_.wgmma_regs[r])
       t.unfenced_wgmma_regs.Set(r, &in);
-  };
-  for (const Operand& o : in.ops) {
-    if (o.kind == Operand::Kind::kLabel) continue;
-    note(o.reg);
-    for (int r : o.regs) note(r);
-  }
+  });
 }
 
 absl::Status Cta::CheckWgmmaRegistersFenced(const Thread& t, const Instr& wgmma) const {
@@ -828,8 +821,6 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
   return absl::OkStatus();
 }
 
-// An mbarrier's bytes are changed by mbarrier ops alone until mbarrier.inval ends it: a plain
-// store over a live one, this CTA's or a cluster peer's (st.shared::cluster), is an error.
 absl::Status Cta::CheckSharedAccess(const Thread& t, const Instr& in, const uint8_t* at, uint64_t n,
                                     bool writes) {
   if (at >= shared_.data() && at < shared_.data() + shared_.size()) {
@@ -850,20 +841,22 @@ absl::Status Cta::CheckSharedAccess(const Thread& t, const Instr& in, const uint
   return writes ? CheckStoreOverMbarrier(t, in, at, n) : absl::OkStatus();
 }
 
+// An mbarrier's bytes are changed by mbarrier ops alone until mbarrier.inval ends it: a plain
+// store over a live one, this CTA's or a cluster peer's (st.shared::cluster), is an error.
 absl::Status Cta::CheckStoreOverMbarrier(const Thread& t, const Instr& in, const uint8_t* at,
                                          uint64_t n) {
   const Cta* owner = SharedOwner(at);
   if (!owner) return absl::OkStatus();
   const uint64_t off = at - owner->shared_.data();
-  auto b = owner->mbarriers_.upper_bound(off + n - 1);
-  if (b == owner->mbarriers_.begin() || (--b)->first + 8 <= off) return absl::OkStatus();
-  return Fail(t, in,
-              absl::StrFormat("a plain store to shared bytes %d..%d%s, which hold the live "
-                              "mbarrier at shared offset %d: reusing its memory needs "
-                              "mbarrier.inval first (PTX ISA, mbarrier.inval)",
-                              off, off + n - 1,
-                              owner == this ? "" : absl::StrCat(" of cluster CTA ", owner->rank_),
-                              b->first));
+  const std::optional<uint64_t> b = owner->LiveMbarrierIn(off, n);
+  if (!b) return absl::OkStatus();
+  return Fail(
+      t, in,
+      absl::StrFormat("a plain store to shared bytes %d..%d%s, which hold the live "
+                      "mbarrier at shared offset %d: reusing its memory needs "
+                      "mbarrier.inval first (PTX ISA, mbarrier.inval)",
+                      off, off + n - 1,
+                      owner == this ? "" : absl::StrCat(" of cluster CTA ", owner->rank_), *b));
 }
 
 absl::Status Cta::Atomic(Thread& t, const Instr& in) {
@@ -874,9 +867,9 @@ absl::Status Cta::Atomic(Thread& t, const Instr& in) {
   if (!p.ok()) return p.status();
   if (absl::Status s = CheckRace(t, in, *p, bits / 8, SharedRaceShadow::Kind::kAtomic); !s.ok())
     return s;  // (nothing where *p is global: CheckRace looks at shared memory only)
-  if (SharedOwner(*p))
+  if (SharedOwner(*p)) {
     if (absl::Status s = CheckSharedAccess(t, in, *p, bits / 8, /*writes=*/true); !s.ok()) return s;
-  if (!SharedOwner(*p)) {  // global: ordered among clusters (a .cta-scoped one is not)
+  } else {  // global: ordered among clusters (a .cta-scoped one is not)
     const uint64_t at = Address(t, in.ops.at(base));
     if (StrongAcrossCtas(in)) {
       OrderGlobal(in, at, result, true);

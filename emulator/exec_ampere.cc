@@ -175,17 +175,11 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
     if (!src.ok()) return src.status();
     std::memcpy(copy.bytes.data(), *src, std::min(size, src_size));
   }
-  if (absl::Status s = CheckCpAsyncWritePending(t, in, copy.shared_offset, size); !s.ok()) return s;
-  if (absl::Status s = CheckPendingOverlap(&t, in, copy.shared_offset, size, "writes"); !s.ok())
+  // The copy may land at any moment from now on (PTX ISA): checked as a write at its issue.
+  if (absl::Status s = CheckSharedAccess(t, in, shared_.data() + copy.shared_offset, size,
+                                         /*writes=*/true);
+      !s.ok())
     return s;
-  // The copy may land at any moment from now on (PTX ISA): not into bytes still being read.
-  if (absl::Status s = CheckTmaStoreReading(t, in, copy.shared_offset, size); !s.ok()) return s;
-  if (const WgmmaOp* w = WgmmaStillReading(copy.shared_offset, copy.shared_offset + size))
-    return Fail(t, in,
-                absl::StrFormat("copies into shared bytes %d..%d, which the wgmma at PTX line %d "
-                                "still reads (until its wgmma.wait_group): the stage was refilled "
-                                "too early",
-                                copy.shared_offset, copy.shared_offset + size - 1, w->line));
   cp_async_pending_.Add(copy.shared_offset, size, &in, shared_.size());
   t.open_group.push_back(std::move(copy));
   return absl::OkStatus();

@@ -457,15 +457,14 @@ absl::Status Cta::CompleteAsync(size_t index) {
   // An initialised mbarrier's bytes are its own until mbarrier.inval (PTX ISA): a box landing on
   // them (larger than its stage, or a stage placed over the barriers) breaks it, and hangs on a
   // GPU.
-  if (auto b = mbarriers_.upper_bound(op.dst + op.Bytes() - 1);
-      op.Bytes() > 0 && b != mbarriers_.begin() && (--b)->first + 8 > op.dst) {
+  if (const std::optional<uint64_t> b = LiveMbarrierIn(op.dst, op.Bytes())) {
     const std::string load_dsl = m_.DslLine(*op.issued_by);
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s%s: PTX line %d (%s): a TMA load lands on shared bytes %d..%d, which hold the live "
         "mbarrier at shared offset %d: the box is larger than its stage, or the stage lies over "
         "the barriers",
         load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text,
-        op.dst, op.dst + op.Bytes() - 1, b->first));
+        op.dst, op.dst + op.Bytes() - 1, *b));
   }
   int64_t bytes = 0;
   const rt::TmaSwizzle sw = op.map->spec.swizzle;

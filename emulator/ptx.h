@@ -189,6 +189,18 @@ struct Instr {
   bool Has(const std::string& mod) const;
 };
 
+// Calls f(register) for each register `in` names in its operands (not its guard): a plain
+// register, a vector's or a TMA address's (-1 entries included, for f to skip); not a brx label
+// list, whose entries are instruction indices.
+template <typename F>
+void ForEachRegister(const Instr& in, F&& f) {
+  for (const Operand& o : in.ops) {
+    if (o.kind == Operand::Kind::kLabel) continue;
+    f(o.reg);
+    for (int r : o.regs) f(r);
+  }
+}
+
 struct Param {
   std::string name;
   int bytes = 0;

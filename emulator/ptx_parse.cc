@@ -557,14 +557,8 @@ void MarkWgmmaRegisterAccesses(Entry& e) {
   }
   if (!any) return;
   auto held = [&](int r) { return r >= 0 && r < e.num_regs && e.wgmma_regs[r]; };
-  for (Instr& in : e.code) {
-    if (in.op == Op::kWgmma) continue;
-    for (const Operand& o : in.ops) {
-      if (o.kind == Operand::Kind::kLabel) continue;  // (brx's regs are instruction indices)
-      in.touches_wgmma_regs |= held(o.reg);
-      for (int r : o.regs) in.touches_wgmma_regs |= held(r);
-    }
-  }
+  for (Instr& in : e.code)
+    if (in.op != Op::kWgmma) ForEachRegister(in, [&](int r) { in.touches_wgmma_regs |= held(r); });
 }
 
 // ".param .u64 .ptr .global .align 1 NAME" or ".param .align 64 .b8 NAME[128]".
