@@ -4,9 +4,10 @@
 //   lse = log sum_p exp(lse_p),  O = sum_p exp(lse_p - lse) O_p.
 // A part that saw no key (lse_p = -inf) weighs 0; a row no part saw gets O = 0 and lse = -inf.
 // The parts are summed in part order: the same inputs give the same bytes. Each thread takes 8
-// elements of one row (16-byte loads of each part's O), D a multiple of 8, and reads the parts 8
-// at a time, their loads issued together: a part a round trip made the merge a chain of 2P memory
-// latencies (docs/perf/2026-11-28-decode-split-kv.md, "The combine's loads"). It is launched while
+// elements of one row (16-byte loads of each part's O), D a multiple of 8, and reads the parts 16
+// at a time in one pass, each group's loads issued together: a part a round trip made the merge a
+// chain of 2P memory latencies (docs/perf/2026-11-28-decode-split-kv.md, "The combine's loads",
+// "The merge in one pass"). It is launched while
 // the split kernel drains (programmatic dependent launch: that kernel's CTAs let it launch once
 // their last loads are issued) and waits for that kernel's writes before it reads them; it lets
 // the kernel after it launch from its start, which then waits likewise before its memory work.
@@ -22,7 +23,7 @@
 
 namespace kiln::examples {
 namespace {
-constexpr int kThreads = 128, kWidth = 8, kPartsAtOnce = 8;
+constexpr int kThreads = 128, kWidth = 8, kPartsAtOnce = 16;
 }  // namespace
 
 void MergePartsOfRow(Kernel& k, Scalar in, const SplitParts& m, const Value& row, const Value& d0) {
@@ -31,32 +32,33 @@ void MergePartsOfRow(Kernel& k, Scalar in, const SplitParts& m, const Value& row
   // Part p's lse, and its O's 8 elements here; parts past the last read the last one's
   // addresses and weigh 0 (lse -inf), so that a group of loads needs no branch.
   auto last = [&](const Value& p) { return (Min(p, P - 1) * rows + row).To(i64); };
-  auto lse_of = [&](const Value& p) {
-    return Select(p < P, k.Load(lse_parts + last(p)), k.F32(-INFINITY));
-  };
   Regs top = k.Registers(Type::Of(f32), 1), sum = k.Registers(Type::Of(f32), 1);
   Regs acc = k.Registers(Type::Of(f32), kWidth);
   top[0] = k.F32(-INFINITY);
   sum[0] = k.F32(0);
   for (int e = 0; e < kWidth; ++e) acc[e] = k.F32(0);
-  k.For(0, P, kPartsAtOnce, [&](Value p0) {
-    std::vector<Value> l;
-    for (int u = 0; u < kPartsAtOnce; ++u) l.push_back(lse_of(p0 + u));
-    for (const Value& x : l) top[0] = Max(top[0], x);
-  });
+  // One pass, a group's lse and O loaded together, the running sums rescaled to the group's
+  // maximum (as the online softmax does): one memory round trip a group.
   k.For(0, P, kPartsAtOnce, [&](Value p0) {
     std::vector<Value> l, part;
     for (int u = 0; u < kPartsAtOnce; ++u) {
-      l.push_back(lse_of(p0 + u));
+      Value p = p0 + u;
+      l.push_back(Select(p < P, k.Load(lse_parts + last(p)), k.F32(-INFINITY)));
       part.push_back(LoadGlobal(
-          o_parts + (last(p0 + u) * D.To(i64) + d0.To(i64)), kWidth,
+          o_parts + (last(p) * D.To(i64) + d0.To(i64)), kWidth,
           {.cache = m.written_in_this_launch ? CacheHint::kDefault : CacheHint::kReadOnly}));
     }
+    Value group_top = top[0];
+    for (const Value& x : l) group_top = Max(group_top, x);
+    Value rescale = Select(top[0] == -INFINITY, k.F32(0), Exp(top[0] - group_top));
+    sum[0] = sum[0] * rescale;
+    for (int e = 0; e < kWidth; ++e) acc[e] = acc[e] * rescale;
     for (int u = 0; u < kPartsAtOnce; ++u) {
-      Value w = Select(l[u] == -INFINITY, k.F32(0), Exp(l[u] - top[0]));
+      Value w = Select(l[u] == -INFINITY, k.F32(0), Exp(l[u] - group_top));
       sum[0] = sum[0] + w;
       for (int e = 0; e < kWidth; ++e) acc[e] = acc[e] + w * part[u].Lane(e).To(f32);
     }
+    top[0] = group_top;
   });
   Value inv = Select(sum[0] == 0.0, k.F32(0), Rcp(sum[0]));
   std::vector<Value> out;
