@@ -165,6 +165,7 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
                                     const std::vector<rt::Arg>& args, const Options& options) {
   const rt::Manifest& m = bundle.manifest;
   if (absl::Status s = rt::CheckArgs(m, args); !s.ok()) return s;
+  if (absl::Status s = rt::CheckGrid(m, grid); !s.ok()) return s;
   const rt::Symbols symbols = rt::SymbolsOf(m, args);
   absl::StatusOr<ptx::Module> module = ptx::Parse(bundle.ptx);
   if (!module.ok())

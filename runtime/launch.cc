@@ -173,6 +173,7 @@ absl::Status LoadedKernel::Launch(std::vector<Arg> args, cu::CUstream stream,
 absl::Status LoadedKernel::Launch(Dim3 grid, std::vector<Arg> args, cu::CUstream stream,
                                   std::source_location where) const {
   if (absl::Status s = CheckArgs(manifest_, args); !s.ok()) return LaunchedAt(s, where);
+  if (absl::Status s = CheckGrid(manifest_, grid); !s.ok()) return LaunchedAt(s, where);
   return LaunchedAt(LaunchCheckedArgs(grid, std::move(args), stream), where);
 }
 

@@ -19,14 +19,15 @@ from ._kiln import Error, bundle_dir
 
 
 def set_bundle_dir(path):
-    """The directory the ops read their kernels from (a str or a path, not empty)."""
+    """The directory the ops read their kernels from (a str or a path, not empty; a relative one
+    is taken from the working directory now, so that a later chdir leaves it in place)."""
     if not isinstance(path, (str, _os.PathLike)):
         raise Error(f"kiln.set_bundle_dir: path must be a str or a path, not {type(path).__name__}")
     path = _os.fspath(path)
     # (the bindings would read "" as "no directory set": $KILN_BUNDLE_DIR or the default, unasked)
     if not path:
         raise Error("kiln.set_bundle_dir: path is empty; name a bundle directory")
-    _kiln.set_bundle_dir(path)
+    _kiln.set_bundle_dir(_os.path.abspath(path))
 
 
 # An installed kiln (<prefix>/lib/python/kiln) reads the bundles installed beside it
@@ -35,6 +36,8 @@ _INSTALLED_BUNDLES = _os.path.join(_os.path.dirname(__file__), "..", "..", "..",
                                    "bundles")
 if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES):
     set_bundle_dir(_os.path.normpath(_INSTALLED_BUNDLES))
+elif not _os.path.isabs(_os.environ.get("KILN_BUNDLE_DIR", "/")):
+    set_bundle_dir(_os.environ["KILN_BUNDLE_DIR"])  # (relative: from the directory at import)
 
 __all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "grouped_gemm", "quantize_e4m3", "quantize_e4m3_blocks",
            "swiglu_weights", "rope_order", "rope_weights", "rope_angles", "attention",
@@ -217,8 +220,9 @@ class _Loaded:
         if grid is not None:
             import numbers
             _require(isinstance(grid, (tuple, list)) and len(grid) == 3 and
-                     all(isinstance(g, numbers.Integral) and 0 <= g < 2**31 for g in grid),
-                     lambda: f"{name}: grid={grid!r}: (x, y, z), three integers of 0 to 2^31 - 1")
+                     all(isinstance(g, numbers.Integral) and 0 < g < 2**31 for g in grid),
+                     lambda: f"{name}: grid={grid!r}: (x, y, z), three integers of 1 to 2^31 - 1 "
+                             "(as the grid rule's)")
             grid = tuple(int(g) for g in grid)
         if stream is None:
             stream = _stream(args)
@@ -777,6 +781,7 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
         out = _empty(a, (a.shape[0], b.shape[1]), out_type)
     # Tensorwise scales given as numbers: one f32 value each, where a and b live.
     scale_a, scale_b = (_scale_array(s, a) for s in (scale_a, scale_b))
+    _require_arrays("kiln.gemm", scale_a=scale_a, scale_b=scale_b)
     if a.shape[0] * b.shape[1] == 0:  # no element of out: nothing to launch (as for 16-bit inputs)
         _check_empty_fp8(a, b, out, out_type, scale_a, scale_b, c, bias, residual)
         return out
@@ -923,6 +928,9 @@ def swiglu_weights(gate, up):
              gate.shape[0] % 8 == 0,
              f"kiln.swiglu_weights: gate and up must be [F, H] alike, F a multiple of 8, not "
              f"{tuple(gate.shape)} and {tuple(up.shape)}")
+    _require(gate.dtype == up.dtype,
+             lambda: f"kiln.swiglu_weights: gate and up must have one type, not {gate.dtype} and "
+                     f"{up.dtype}")
     f, h = gate.shape
     pair = [gate.reshape(f // 8, 8, h), up.reshape(f // 8, 8, h)]
     if _is_torch(gate):
@@ -1173,32 +1181,19 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
     keys = (block_table.shape[1] * k_cache.shape[1] if block_table is not None and
             len(block_table.shape) == 2 and len(k_cache.shape) == 4 else
             k_cache.shape[2] if len(k_cache.shape) == 4 else 1)
+    host_checked = not _is_torch(q) and len(k_cache.shape) == 4 and (block_table is None or
+                                                                     len(block_table.shape) == 2)
     if 0 in tuple(q.shape) or keys == 0:
         # As kiln.attention's empty forms: no row, empty results; no key, o = 0 and lse = -inf.
         _check_empty_decode(q, k_cache, v_cache, seq_lens, block_table)
+        if host_checked:
+            _check_host_decode_lengths(call, k_cache, seq_lens, block_table)
         o, lse = _empty(q, tuple(q.shape), _type_of(q)), _empty(q, tuple(q.shape[:3]), "f32")
         o[...] = 0
         lse[...] = float("-inf")
         return o, lse
-    if not _is_torch(q) and len(k_cache.shape) == 4 and (block_table is None or
-                                                         len(block_table.shape) == 2):
-        # Host arrays: the lengths and pages checked here. (On the GPU they are the device's:
-        # read there, where a length past the cache is taken as the cache's and a page past it
-        # reads zeros; never out of bounds.)
-        import numpy
-        lens = numpy.asarray(seq_lens)
-        paged = block_table is not None
-        cap = block_table.shape[1] * k_cache.shape[1] if paged else k_cache.shape[2]
-        _require(lens.size == 0 or (lens.min() >= 0 and lens.max() <= cap),
-                 lambda: f"{call}: seq_lens must lie in [0, {cap}] (the cache's keys a sequence), "
-                         f"not {lens.min()} .. {lens.max()}")
-        if paged and lens.size and block_table.shape[0] == lens.size:  # (else the bindings say)
-            table, page = numpy.asarray(block_table), k_cache.shape[1]
-            used = numpy.arange(table.shape[1])[None, :] * page < lens[:, None]
-            pages = table[used]
-            _require(pages.size == 0 or (pages.min() >= 0 and pages.max() < k_cache.shape[0]),
-                     lambda: f"{call}: block_table's pages in use must lie in "
-                             f"[0, {k_cache.shape[0]}), not {pages.min()} .. {pages.max()}")
+    if host_checked:
+        _check_host_decode_lengths(call, k_cache, seq_lens, block_table)
     o = _empty(q, tuple(q.shape), _type_of(q))
     lse = _empty(q, tuple(q.shape[:3]), "f32")
     _kiln._decode_attention(_r(q), _r(k_cache), _r(v_cache), _r(seq_lens), _r(block_table), _r(o),
@@ -1206,6 +1201,26 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
                             _scale("kiln.decode_attention", scale),
                             stream=_stream([q]))
     return o, lse
+
+
+def _check_host_decode_lengths(call, k_cache, seq_lens, block_table):
+    """Host arrays: the lengths and pages checked here. (On the GPU they are the device's: read
+    there, where a length past the cache is taken as the cache's and a page past it reads zeros;
+    never out of bounds.)"""
+    import numpy
+    lens = numpy.asarray(seq_lens)
+    paged = block_table is not None
+    cap = block_table.shape[1] * k_cache.shape[1] if paged else k_cache.shape[2]
+    _require(lens.size == 0 or (lens.min() >= 0 and lens.max() <= cap),
+             lambda: f"{call}: seq_lens must lie in [0, {cap}] (the cache's keys a sequence), "
+                     f"not {lens.min()} .. {lens.max()}")
+    if paged and lens.size and block_table.shape[0] == lens.size:  # (else the bindings say)
+        table, page = numpy.asarray(block_table), k_cache.shape[1]
+        used = numpy.arange(table.shape[1])[None, :] * page < lens[:, None]
+        pages = table[used]
+        _require(pages.size == 0 or (pages.min() >= 0 and pages.max() < k_cache.shape[0]),
+                 lambda: f"{call}: block_table's pages in use must lie in "
+                         f"[0, {k_cache.shape[0]}), not {pages.min()} .. {pages.max()}")
 
 
 def _check_empty_decode(q, k_cache, v_cache, seq_lens, block_table):
@@ -1377,9 +1392,11 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     # (decode_attention checks its own so); the caches written in place, so writable.
     for name, x in (("block_table", block_table), ("seq_lens", seq_lens)):
         _require(x.dtype == numpy.int32, lambda: f"{call}: {name} must be int32, not {x.dtype}")
-    for name, x in (("k_cache", k_cache), ("v_cache", v_cache), ("k_new", k_new), ("v_new", v_new)):
+    for name, x in (("k_cache", k_cache), ("v_cache", v_cache), ("k_new", k_new), ("v_new", v_new),
+                    ("cos", cos), ("sin", sin)):
         _require(x.dtype == numpy.float32,
-                 lambda: f"{call}: host arrays hold float32 (bf16 values), {name} is {x.dtype}")
+                 lambda: f"{call}: host arrays hold float32 (bf16 values; cos and sin f32), {name} "
+                         f"is {x.dtype}")
     for name, x in (("k_cache", k_cache), ("v_cache", v_cache)):
         _require(x.flags.writeable,
                  f"{call}: {name} is read-only; the new rows are written into it")
@@ -1397,12 +1414,9 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     if empty:
         return
     kc, vc = _bf16_bits(k_cache), _bf16_bits(v_cache)
-    _loaded(call, "ops/paged_append")(_bf16_bits(k_new), _bf16_bits(v_new),
-                                    numpy.ascontiguousarray(cos, numpy.float32),
-                                    numpy.ascontiguousarray(sin, numpy.float32),
-                                    numpy.ascontiguousarray(block_table, numpy.int32),
-                                    numpy.ascontiguousarray(seq_lens, numpy.int32), kc, vc,
-                                    *scalars)
+    _loaded(call, "ops/paged_append")(_bf16_bits(k_new), _bf16_bits(v_new), _host_input(cos),
+                                    _host_input(sin), _host_input(block_table),
+                                    _host_input(seq_lens), kc, vc, *scalars)
     # Back only the rows the step wrote: the rest of the cache stays as it was, bit for bit (its
     # bf16 copy would round it).
     rows = pos % page
@@ -1440,6 +1454,15 @@ def _bf16_bits(x):
     return bits
 
 
+def _host_input(x):
+    """A host array a kernel only reads, as load()'s callables take it: contiguous and writable (a
+    read-only one, such as a memory-mapped table, copied; load() refuses those, as a kernel may
+    write any array it is given)."""
+    import numpy
+    a = numpy.ascontiguousarray(x)
+    return a if a.flags.writeable else a.copy()
+
+
 def _widened(bits):
     import numpy
     return (bits.astype(numpy.uint32) << 16).view(numpy.float32)
@@ -1472,15 +1495,21 @@ def _glue_call(call, name, inputs, outputs, scalars):
         _loaded(call, name + (".f16" if half == torch.float16 else ""))(
             *[x.contiguous() for _, x in inputs], *outputs, *scalars)
         return outputs
+    import numpy
+    # Host arrays: 16-bit data float32 (bf16 values) or float16, tables float32; no other type is
+    # converted, as kiln.gemm converts none.
+    for i, (what, x) in enumerate(inputs):
+        want = (numpy.float16 if host_f16 else numpy.float32) if i == 0 else numpy.float32
+        _require(x.dtype == want,
+                 lambda: f"{call}: {what} must be {numpy.dtype(want).name}"
+                         f"{' (bf16 values) or float16' if i == 0 else ''} on the host, not "
+                         f"{x.dtype}")
     if empty:
         return outputs
-    import numpy
     if host_f16:
-        _loaded(call, name + ".f16")(*[numpy.ascontiguousarray(x) for _, x in inputs], *outputs,
-                                     *scalars)
+        _loaded(call, name + ".f16")(*[_host_input(x) for _, x in inputs], *outputs, *scalars)
         return outputs
-    args = [_bf16_bits(x) if i == 0 else numpy.ascontiguousarray(x)
-            for i, (_, x) in enumerate(inputs)]
+    args = [_bf16_bits(x) if i == 0 else _host_input(x) for i, (_, x) in enumerate(inputs)]
     bits = [numpy.full(o.shape, 0xFFFF, numpy.uint16) for o in outputs]  # NaN until written
     _loaded(call, name)(*args, *bits, *scalars)
     for o, b in zip(outputs, bits):

@@ -668,6 +668,8 @@ class GemmFp8(unittest.TestCase):
         a8, w8, sa, sw, _, _ = self.operands("blockwise")
         for call, says in [
             (lambda: kiln.gemm(a8, w8.T, scale_a=sa), "need scale_a and scale_b"),
+            (lambda: kiln.gemm(a8, w8.T, scale_a=[1.0], scale_b=1.0),
+             "kiln.gemm: scale_a must be a torch tensor or a NumPy array, not list"),
             (lambda: kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw, bias=sa), "bias has shape"),
             (lambda: kiln.gemm(a8, w8.T, scale_a=sa, scale_b=sw, activation="swiglu"),
              "swiglu is fused for 16-bit inputs only"),
@@ -1165,6 +1167,12 @@ class Attention(unittest.TestCase):
             (lambda: kiln.decode_attention(q, cache[..., :32].copy(), cache[..., :32].copy(), lens,
                                            np.zeros((1, 2), np.int32)),
              "k_cache (4, 16, 2, 32) has D = 32, q (1, 4, 1, 64) D = 64"),
+            # a cache of no key: the lengths are checked all the same
+            (lambda: kiln.decode_attention(q, np.zeros((1, 2, 0, 64), np.float32),
+                                           np.zeros((1, 2, 0, 64), np.float32), np.array([5], np.int32)),
+             "seq_lens must lie in [0, 0]"),
+            (lambda: kiln.decode_attention(q, cache, cache, np.array([-3], np.int32),
+                                           np.zeros((1, 0), np.int32)), "seq_lens must lie in [0, 0]"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:
@@ -1384,6 +1392,8 @@ class Load(unittest.TestCase):
             (lambda: saxpy(x, x, np.complex64(1), 8), "argument 2 ('a') must be a float"),
             (lambda: saxpy(x, x, 1.0, np.ones(1, np.int64)), "argument 3 ('n') must be an int"),
             (lambda: saxpy(x, x, 1.0, np.uint64(2**63)), "'n' = 9223372036854775808 does not fit 64"),
+            # a grid given is held to what the rule's result is: no block is no launch, an error
+            (lambda: saxpy(x, x, 1.0, 8, grid=(0, 1, 1)), "three integers of 1 to 2^31 - 1"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:
@@ -1699,6 +1709,52 @@ class EmptyAndWrongInputs(unittest.TestCase):
         with self.assertRaises(kiln.Error) as caught:
             kiln.softmax(a, out=ra)
         self.assertIn("kiln.softmax: out is read-only", str(caught.exception))
+
+    def test_read_only_inputs_of_the_layer_glue_and_the_append(self):
+        rng = np.random.default_rng(12)
+        qkv = rng.standard_normal((6, 64)).astype(np.float32)  # B 2, S 3; 2 + 2 * 1 heads of 16
+        cos, sin = (rng.standard_normal((3, 8)).astype(np.float32) for _ in range(2))
+        want = kiln.rope_qkv(qkv, cos, sin, 2, 2, 1)
+        for x in (qkv, cos, sin):
+            x.setflags(write=False)
+        for got, w in zip(kiln.rope_qkv(qkv, cos, sin, 2, 2, 1), want):
+            np.testing.assert_array_equal(got, w)
+        x16 = rng.standard_normal((3, 16)).astype(np.float16)
+        want = kiln.swiglu(x16)
+        x16.setflags(write=False)
+        np.testing.assert_array_equal(kiln.swiglu(x16), want)
+        # the append's tables and new rows read-only; its caches written in place
+        k_cache, v_cache = (np.zeros((2, 16, 1, 16), np.float32) for _ in range(2))
+        new = rng.standard_normal((1, 2, 1, 16)).astype(np.float32)
+        table, lens = np.array([[1, 0]], np.int32), np.array([15], np.int32)
+        ones, zeros = np.ones((20, 8), np.float32), np.zeros((20, 8), np.float32)
+        for x in (new, table, lens, ones, zeros):
+            x.setflags(write=False)
+        kiln.paged_append(k_cache, v_cache, new, new, table, lens, ones, zeros)
+        # token 0 at position 15 (page 1, row 15), token 1 at 16 (page 0, row 0); V unrotated
+        self.assertLess(rel_error(v_cache[1, 15, 0], new[0, 0, 0]), 1e-2)
+        self.assertLess(rel_error(v_cache[0, 0, 0], new[0, 1, 0]), 1e-2)
+
+    def test_layer_glue_converts_no_other_host_type(self):
+        cases = [
+            (lambda: kiln.swiglu(np.ones((2, 16))), "kiln.swiglu: x must be float32"),
+            (lambda: kiln.heads_to_rows(np.ones((1, 2, 3, 8), np.int32)),
+             "kiln.heads_to_rows: x must be float32"),
+            (lambda: kiln.rope_qkv(np.ones((3, 64), bool), np.ones((3, 8), np.float32),
+                                   np.ones((3, 8), np.float32), 1, 2, 1),
+             "kiln.rope_qkv: qkv must be float32"),
+            (lambda: kiln.swiglu_weights(np.ones((8, 4), np.float32), np.ones((8, 4), np.float16)),
+             "gate and up must have one type"),
+            (lambda: kiln.paged_append(*(np.zeros((2, 16, 1, 16), np.float32),) * 2,
+                                       *(np.zeros((1, 1, 1, 16), np.float32),) * 2,
+                                       np.zeros((1, 2), np.int32), np.zeros(1, np.int32),
+                                       np.ones((4, 8), np.int32), np.ones((4, 8), np.int32)),
+             "kiln.paged_append: host arrays hold float32 (bf16 values; cos and sin f32), cos is int32"),
+        ]
+        for call, message in cases:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
 
     def test_an_object_with_dlpack_but_no_shape(self):
         class Half:

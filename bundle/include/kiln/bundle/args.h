@@ -67,6 +67,10 @@ const char* ParamKindName(ParamSpec::Kind kind);  // "ptr", "i32", ...
 // and the integer arguments meet the kernel's requirements (RequireMultiple).
 absl::Status CheckArgs(const Manifest& m, const std::vector<Arg>& args);
 
+// A grid given by the caller (in place of the manifest's rule), held to what the rule's result
+// is held to: 1 to 2^31 - 1 blocks in x, 1 to 65535 in y and z.
+absl::Status CheckGrid(const Manifest& m, const Dim3& grid);
+
 // A launch's error with the line that launched it appended ("(launched at file:line)"), so that
 // it names both the kernel's declaration and the caller; OK stays OK.
 absl::Status LaunchedAt(const absl::Status& s, const std::source_location& where);
