@@ -594,6 +594,12 @@ void Barrier::Wait(const Operand& phase, Loc loc) const {
                                Access::IsImm(phase) ? "a floating-point constant"
                                                     : Access::Val(phase).type().Str()),
                   loc);
+  // A constant past 1 would wait on its low bit only (the PTX ISA's phaseParity): say so here.
+  if (Access::IsImm(phase) && Access::Imm(phase) != 0 && Access::Imm(phase) != 1)
+    return s.Fail(absl::StrCat("an mbarrier wait's parity is 0 or 1, not ",
+                               static_cast<int64_t>(Access::Imm(phase)),
+                               " (a phase number's parity is phase % 2, or phase & 1)"),
+                  loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Value addr = s.SharedAddress32(s.Unwrap(ptr_), l);
   ++s.waits_built;

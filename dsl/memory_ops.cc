@@ -331,6 +331,29 @@ void PrefetchL2(const Value& ptr, Loc loc) {
   s.InlineAsm("prefetch.global.L2 [$0];", "l", {s.Unwrap(ptr, loc)}, mlir::Type(), s.ToLoc(loc));
 }
 
+Value LoadAcquire(const Value& ptr, Loc loc) {
+  KernelState* sp = Access::State(ptr);
+  if (!sp) return ptr;
+  KernelState& s = *sp;
+  const Type& pt = ptr.type();
+  const bool word =
+      pt.kind == Type::Kind::kPointer && (pt.elem == Scalar::kI32 || pt.elem == Scalar::kS32 ||
+                                          pt.elem == Scalar::kI64 || pt.elem == Scalar::kF32);
+  if (!word || pt.space != Space::kGlobal) {
+    s.Fail(absl::StrCat("LoadAcquire reads one i32, s32, i64 or f32 word of global memory, not ",
+                        pt.Str()),
+           loc);
+    return s.Poison(Type::Of(Scalar::kI32), loc);
+  }
+  const Type t = Type::Of(pt.elem);
+  const bool wide = pt.elem == Scalar::kI64;
+  const char* reg = wide ? "l" : pt.elem == Scalar::kF32 ? "f" : "r";
+  mlir::Value r = s.InlineAsm(
+      absl::StrCat("ld.acquire.gpu.global.", wide ? "b64" : "b32", " $0, [$1];"),
+      absl::StrCat("=", reg, ",l,~{memory}"), {s.Unwrap(ptr, loc)}, s.ToMlir(t), s.ToLoc(loc));
+  return s.Wrap(r, t);
+}
+
 Value AtomicAdd(const Value& ptr, const Operand& value, Loc loc) {
   return Atomic(AtomOp::kAdd, true, ptr, nullptr, value, loc);
 }

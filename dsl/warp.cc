@@ -84,6 +84,26 @@ Value Shfl(ShflMode mode, const Value& v, const Operand& src, int width, Loc loc
             loc);
     return s->Poison(t, loc);
   }
+  // A constant lane, distance or mask: shfl reads its low 5 bits only, and a distance or mask of
+  // the width or more leaves every lane its own value (PTX ISA, shfl.sync): a mistake, not a move.
+  if (Access::IsImm(src)) {
+    const int64_t b = static_cast<int64_t>(Access::Imm(src));
+    const int64_t limit = mode == ShflMode::kIdx ? 32 : width;
+    if (b < 0 || b >= limit) {
+      s->Fail(absl::StrCat("Shfl's ",
+                           mode == ShflMode::kIdx   ? "lane"
+                           : mode == ShflMode::kXor ? "mask"
+                                                    : "distance",
+                           " ", b, " lies outside 0 to ", limit - 1,
+                           mode == ShflMode::kIdx ? ""
+                                                  : absl::StrCat(" (width ", width,
+                                                                 "): every lane would keep its own "
+                                                                 "value"),
+                           mode == ShflMode::kIdx ? " (shfl reads a lane's low 5 bits)" : ""),
+              loc);
+      return s->Poison(t, loc);
+    }
+  }
   // The c operand (PTX ISA, shfl.sync): the segment mask in bits 8..12 and the clamp lane in
   // bits 0..4 (the segment's last lane; for up, its first).
   const int segment = (32 - width) << 8;

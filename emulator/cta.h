@@ -573,11 +573,34 @@ class Cta {
         "may still be writing it (the kernel is launched while they finish)");
   }
 
+  // Which memory an address lies in, for messages: a generic one by its window.
+  static const char* SpaceWord(Space space, uint64_t addr) {
+    if (space == Space::kGeneric)
+      space = addr >= kSharedWindow && addr < kSharedWindow + (uint64_t{1} << 32) ? Space::kShared
+              : addr >= kParamWindow && addr < kParamWindow + (uint64_t{1} << 32) ? Space::kParam
+                                                                                  : Space::kGlobal;
+    switch (space) {
+      case Space::kShared:
+        return "shared";
+      case Space::kParam:
+        return "param";
+      case Space::kLocal:
+        return "local";
+      case Space::kConst:
+        return "const";
+      default:
+        return "global";
+    }
+  }
+
   // The bytes an access touches, or an error naming the address.
   absl::StatusOr<uint8_t*> Memory(Thread& t, const Instr& in, Space space, uint64_t addr,
                                   int bytes) {
     if (addr % bytes != 0 && bytes <= 16)
-      return Fail(t, in, absl::StrFormat("misaligned %d-byte access at 0x%x", bytes, addr));
+      return Fail(t, in,
+                  absl::StrFormat("misaligned %d-byte access at %s address 0x%x (%d bytes past a "
+                                  "multiple of %d)",
+                                  bytes, SpaceWord(space, addr), addr, addr % bytes, bytes));
     if (space == Space::kGeneric) {
       if (addr >= kSharedWindow && addr < kSharedWindow + (uint64_t{1} << 32)) {
         space = Space::kShared;
@@ -642,6 +665,7 @@ class Cta {
   }
 
   absl::Status Step(Thread& t);
+  absl::Status Branch(Thread& t, const Instr& in);
   absl::Status Collective(Thread& t, const Instr& in);
   absl::Status TryReleaseWarp(int warp);
   absl::Status ReleaseAlignedWarp(const std::vector<Thread*>& lanes, const Instr& in);

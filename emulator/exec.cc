@@ -8,6 +8,30 @@
 
 namespace kiln::emu::detail {
 
+// bra and brx.idx: the next pc.
+absl::Status Cta::Branch(Thread& t, const Instr& in) {
+  if (in.op == Op::kBrx) {  // brx.idx index, list: PTX leaves an index past the list undefined
+    const uint64_t index = Read(t, in.ops.at(0), 32);
+    const std::vector<int>& targets = in.ops.at(1).regs;
+    if (index >= targets.size())
+      return Fail(t, in,
+                  absl::StrCat("index ", index, " past its ", targets.size(),
+                               " targets (undefined in PTX)"));
+    t.pc = targets[index];
+    return absl::OkStatus();
+  }
+  // A branch to itself, taken: nothing in its loop changes its guard, so it never leaves. What
+  // compilers leave of a loop that waits on a plain load (hoisted out of it).
+  if (in.ops.at(0).target == t.pc)
+    return Fail(t, in,
+                "an endless loop: this branch jumps to itself and nothing in the loop can change "
+                "that. A loop that waits for a flag through a plain load compiles to this: the "
+                "compiler sees no store in the loop and loads the flag once, before it. Read the "
+                "flag with an acquire load (LoadAcquire: ld.acquire.gpu) or an atomic");
+  t.pc = in.ops.at(0).target;
+  return absl::OkStatus();
+}
+
 absl::Status Cta::Step(Thread& t) {
   if (t.pc >= static_cast<int>(e_.code.size())) {
     Exit(t);
@@ -26,18 +50,8 @@ absl::Status Cta::Step(Thread& t) {
   if (in.touches_wgmma_regs) NoteWgmmaRegisterAccess(t, in);
   switch (in.op) {
     case Op::kBra:
-      t.pc = in.ops.at(0).target;
-      return absl::OkStatus();
-    case Op::kBrx: {  // brx.idx index, list: PTX leaves an index past the list undefined
-      const uint64_t index = Read(t, in.ops.at(0), 32);
-      const std::vector<int>& targets = in.ops.at(1).regs;
-      if (index >= targets.size())
-        return Fail(t, in,
-                    absl::StrCat("index ", index, " past its ", targets.size(),
-                                 " targets (undefined in PTX)"));
-      t.pc = targets[index];
-      return absl::OkStatus();
-    }
+    case Op::kBrx:
+      return Branch(t, in);
     case Op::kRet:
     case Op::kExit:
       Exit(t);

@@ -1,9 +1,12 @@
 // The builder: what it emits, and that every mistake is an error naming the DSL line.
+#include <functional>
+
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kiln/kernel.h"
 #include "kiln/lowering.h"
 #include "kiln/pipeline.h"
+#include "kiln/warp.h"
 #include "tests/unit/expect_error.h"
 
 namespace kiln {
@@ -413,6 +416,40 @@ TEST(Hopper, TmaCoordinatesAndWaitParityAreI32) {
   Barriers bar = k.SmemBarriers(1);
   bar[0].Wait(k.I32(1).To(f32)); const int line = __LINE__;
   ExpectError(k, line, "an mbarrier wait's parity is an i32 (0 or 1), not f32");
+  // a constant other than 0 or 1: only its low bit would be waited on
+  Kernel k2("test/parity_2", sm90a(), {128});
+  Barriers bar2 = k2.SmemBarriers(1);
+  bar2[0].Wait(2); const int line2 = __LINE__;
+  ExpectError(k2, line2, "an mbarrier wait's parity is 0 or 1, not 2");
+}
+
+// shfl reads the low 5 bits of a lane, distance or mask, and a distance or mask of the width or
+// more moves nothing: a constant such as 32 is a mistake, said at its line.
+TEST(Warp, ShflConstantsOutsideTheWarpAreErrors) {
+  struct Case {
+    std::function<Value(Value)> shfl;
+    int line;  // the Shfl's: what the message names
+    std::string says;
+  };
+  const Case cases[] = {
+      {[](Value v) { return ShflXor(v, 32); }, __LINE__, "Shfl's mask 32 lies outside 0 to 31"},
+      {[](Value v) { return ShflDown(v, 16, 16); }, __LINE__,
+       "Shfl's distance 16 lies outside 0 to 15 (width 16): every lane would keep its own value"},
+      {[](Value v) { return ShflIdx(v, 40); }, __LINE__,
+       "Shfl's lane 40 lies outside 0 to 31 (shfl reads a lane's low 5 bits)"},
+      {[](Value v) { return ShflUp(v, -1); }, __LINE__, "Shfl's distance -1 lies outside 0 to 31"},
+  };
+  for (const Case& c : cases) {
+    Kernel k("test/shfl_constants", sm80(), {32});
+    Value x = k.PtrParam("x", f32);
+    k.Store(x + k.ThreadIdx(), c.shfl(k.Load(x + k.ThreadIdx())));
+    ExpectError(k, c.line, c.says);
+  }
+  // within the warp: builds
+  Kernel k("test/shfl_in_range", sm80(), {32});
+  Value x = k.PtrParam("x", f32);
+  k.Store(x + k.ThreadIdx(), ShflXor(ShflDown(k.Load(x + k.ThreadIdx()), 31), 16));
+  EXPECT_TRUE(k.Build().ok());
 }
 
 // kiln check's transaction-byte check: in each loop body, what expect_tx announces on a

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/unit/built_bundle.h"
 #include "kiln/lowering.h"
+#include "kiln/memory_ops.h"
 #include "kiln/emulator.h"
 #include "kiln/ops/gemm.h"
 #include "kiln/ops/gemm_choice.h"
@@ -1056,6 +1057,52 @@ TEST(PlantedBugs, ACommitByAnotherThreadTracksNoneOfItsMmas) {
     } else {
       ASSERT_FALSE(s.ok());
       EXPECT_NE(s.status().message().find("no tcgen05.commit of thread 32 (which issued it)"),
+                std::string::npos)
+          << s.status();
+    }
+  }
+}
+
+// A wait on a flag that another thread sets. Through a plain load the compiler loads the flag
+// once, before the loop, which becomes a branch to itself: the emulator says so at once (not at
+// its instruction budget). Through LoadAcquire the loop reads the flag each pass and ends.
+TEST(PlantedBugs, AFlagWaitedOnThroughAPlainLoadIsAnEndlessLoop) {
+  for (bool acquire : {true, false}) {
+    Kernel k("test/flag_wait", sm90a(), {64});
+    Value flag = k.PtrParam("flag", i32), data = k.PtrParam("data", f32);
+    Value out = k.PtrParam("out", f32);
+    Value tid = k.ThreadIdx();
+    k.If(
+        tid == 0,
+        [&] {
+          k.Store(data, k.F32(42));
+          k.FenceGpu();  // the data before the flag
+          k.Store(flag, k.I32(1));
+        },
+        [&] {
+          k.While([&] { return (acquire ? LoadAcquire(flag) : k.Load(flag)) == 0; }, [&] {});
+          k.Store(out + tid.To(i64), k.Load(data));
+        });
+    absl::StatusOr<KernelDef> def = k.Build();
+    ASSERT_TRUE(def.ok()) << def.status();
+    absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});
+    ASSERT_TRUE(ptx.ok()) << ptx.status();
+    const rt::Bundle bundle{def->manifest(), *ptx};
+    emu::Device d;
+    const uint64_t f = *d.Allocate(4), x = *d.Allocate(4), o = *d.Allocate(64 * 4);
+    const int zero = 0;
+    ASSERT_TRUE(d.CopyIn(f, &zero, 4).ok());
+    absl::StatusOr<emu::Stats> s =
+        emu::Launch(d, bundle, rt::Dim3{1, 1, 1}, {rt::Arg::Ptr(f), rt::Arg::Ptr(x), rt::Arg::Ptr(o)});
+    if (acquire) {
+      ASSERT_TRUE(s.ok()) << s.status();
+      std::vector<float> got(64);
+      ASSERT_TRUE(d.CopyOut(got.data(), o, 64 * 4).ok());
+      EXPECT_EQ(got[1], 42.f);
+      EXPECT_EQ(got[63], 42.f);
+    } else {
+      ASSERT_FALSE(s.ok());
+      EXPECT_NE(s.status().message().find("an endless loop: this branch jumps to itself"),
                 std::string::npos)
           << s.status();
     }

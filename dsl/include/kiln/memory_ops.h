@@ -38,6 +38,13 @@ void StoreGlobal(const Value& ptr, const Value& value, const GlobalAccess& how =
 // it may run before griddepcontrol.wait (L2 is where the kernel before writes).
 void PrefetchL2(const Value& ptr, Loc loc = Loc::current());
 
+// ld.acquire.gpu of one 32- or 64-bit word of global memory (i32, s32, i64, f32): a flag that
+// another block sets. A plain Load of it in a loop may be made once, before the loop (the
+// compiler sees no store in the loop), and the loop then spins on a stale value forever; this
+// load stays in the loop, and what the setter wrote before its release (a st.release, or a
+// gpu-scope fence then the store) is visible after it.
+Value LoadAcquire(const Value& ptr, Loc loc = Loc::current());
+
 // Atomic read-modify-write on global or shared memory, returning the old value (atom): add on
 // f32, i32 and i64; max and min on i32 (unsigned, as kiln's integers are); compare-and-swap on
 // i32 and i64 (writes `value` where the old value equals `compare`).
