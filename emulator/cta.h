@@ -671,6 +671,8 @@ class Cta {
   absl::Status ReleaseAlignedWarp(const std::vector<Thread*>& lanes, const Instr& in);
   absl::Status Arrive(Thread& t, const Instr& in, bool wait);
   absl::Status ReleaseBarriersOfExitedThreads();
+  struct BarrierState;
+  absl::Status CheckWarpsArriveTogether(int id, const BarrierState& b);
   absl::Status Arith(Thread& t, const Instr& in);
   absl::Status Convert(Thread& t, const Instr& in);
   absl::Status LoadStore(Thread& t, const Instr& in);

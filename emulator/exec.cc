@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "emulator/cta.h"
 
 namespace kiln::emu::detail {
@@ -1200,12 +1201,54 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
                 absl::StrCat("barrier ", id, ": ", b.arrived, " arrivals where ", b.expected,
                              " are expected"));
   if (b.arrived == b.expected) {
+    if (absl::Status s = CheckWarpsArriveTogether(id, b); !s.ok()) return s;
     for (int w : b.waiting) {
       SetState(threads_[w], Thread::State::kRun), threads_[w].barrier = -1;
       Synced(threads_[w], e_.code[threads_[w].pc - 1]);
       Acquire(w / 32, b.clock);
     }
     b = BarrierState{};
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// bar.* and barrier.*.aligned: every thread of a warp runs the same instruction (PTX ISA,
+// barrier); barrier.sync without .aligned counts threads one by one.
+bool Aligned(const Instr& in) {
+  absl::string_view op = in.text;
+  if (!op.empty() && op[0] == '@') op = op.substr(std::min(op.size(), op.find(' ') + 1));
+  return absl::StartsWith(op, "bar.") || in.Has("aligned");
+}
+
+}  // namespace
+
+// As a barrier completes: each warp that arrived through an aligned instruction arrived whole,
+// every lane at that instruction. A lane that skipped it (a barrier inside code some lanes do
+// not run) is undefined behaviour on the GPU, where the warp arrives as one.
+absl::Status Cta::CheckWarpsArriveTogether(int id, const BarrierState& b) {
+  const int n = static_cast<int>(threads_.size());
+  for (int i = 0; i < static_cast<int>(b.arrival.size()); ++i) {
+    const Instr* at = b.arrival[i];
+    if (!at || !Aligned(*at) || (i % 32 && b.arrival[i - 1] == at)) continue;
+    for (int j = i / 32 * 32; j < std::min(n, i / 32 * 32 + 32); ++j) {
+      if (b.arrival[j] == at) continue;
+      const Thread& u = threads_[j];
+      const std::string where =
+          b.arrival[j]                      ? absl::StrCat("arrived at ", Where(*b.arrival[j]))
+          : u.state == Thread::State::kDone ? std::string("has exited without arriving")
+          : u.pc < static_cast<int>(e_.code.size())
+              ? absl::StrCat("has not arrived (it is at ", Where(e_.code[u.pc]), ")")
+              : std::string("has not arrived");
+      return Fail(threads_[i], *at,
+                  absl::StrCat("barrier ", id, " completes with lane ", i % 32, " of warp ", i / 32,
+                               " arrived here while lane ", j % 32, " ", where,
+                               ": bar.sync and bar.arrive are .aligned (PTX ISA, barrier), every "
+                               "thread of a warp runs the same barrier instruction; one inside a "
+                               "branch some lanes skip is undefined (sync outside the branch, or "
+                               "make the condition the same for the whole warp)"));
+    }
   }
   return absl::OkStatus();
 }
@@ -1221,6 +1264,7 @@ absl::Status Cta::ReleaseBarriersOfExitedThreads() {
     if (b.arrived == 0 || b.waiting.empty()) continue;
     const Instr& in = e_.code[threads_[b.waiting.front()].pc - 1];
     if (in.ops.size() <= 1 && b.arrived >= live) {
+      if (absl::Status s = CheckWarpsArriveTogether(id, b); !s.ok()) return s;
       for (int w : b.waiting) {
         SetState(threads_[w], Thread::State::kRun), threads_[w].barrier = -1;
         Synced(threads_[w], in);

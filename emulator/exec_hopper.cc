@@ -504,7 +504,9 @@ absl::Status Cta::CompleteAsync(size_t index) {
                                   "proxy (its last such read: PTX line %d%s%s) with no "
                                   "fence.proxy.async after the read: the async proxy's "
                                   "write may overtake it (fence.proxy.async before the stage is "
-                                  "released to the producer)",
+                                  "released to the producer; or, where that fence is there, the "
+                                  "read came before the stage was full and this load was issued "
+                                  "into it meanwhile: check the parity the reader waited on)",
                                   load_dsl.empty() ? "" : load_dsl + ": ", kernel_,
                                   op.issued_by->line, op.issued_by->text, b, reader,
                                   read ? read->line : 0, read_dsl.empty() ? "" : ", ", read_dsl));

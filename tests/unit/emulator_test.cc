@@ -466,6 +466,45 @@ $L__spin:
 )");
 }
 
+// bar.sync is barrier.sync.aligned: every lane of a warp runs the same barrier instruction. One
+// that only some lanes reach (the others skip it and exit, or meet another bar.sync) is undefined
+// on the GPU; barrier.sync without .aligned counts threads one by one and allows it.
+TEST(Emulator, AnAlignedBarrierReachedByPartOfAWarpIsReported) {
+  const char* skipped = R"(
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra $L__skip;
+	BARRIER 0;
+$L__skip:
+)";
+  Device d;
+  uint64_t out = *d.Allocate(4);
+  rt::Bundle aligned = Kernel(absl::StrReplaceAll(skipped, {{"BARRIER", "bar.sync"}}), {64, 1, 1});
+  absl::StatusOr<Stats> s = Launch(d, aligned, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(0)});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("(bar.sync 0): barrier 0 completes with lane 0 of warp 0 "
+                                      "arrived here while lane 1 has exited without arriving"),
+            std::string::npos)
+      << s.status();
+  rt::Bundle per_thread =
+      Kernel(absl::StrReplaceAll(skipped, {{"BARRIER", "barrier.sync"}}), {64, 1, 1});
+  EXPECT_TRUE(Launch(d, per_thread, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(0)}).ok());
+  // two halves of a warp at two bar.sync instructions
+  rt::Bundle halves = Kernel(R"(
+	setp.lt.u32 %p1, %r1, 16;
+	@%p1 bra $L__low;
+	bar.sync 0;
+	bra $L__end;
+$L__low:
+	bar.sync 0;
+$L__end:
+)");
+  s = Launch(d, halves, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(0)});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("arrived at PTX line"), std::string::npos) << s.status();
+  EXPECT_NE(s.status().message().find("are .aligned (PTX ISA, barrier)"), std::string::npos)
+      << s.status();
+}
+
 TEST(Emulator, ABranchToItselfIsReportedAtOnce) {
   rt::Bundle b = Kernel(R"(
 	ld.param.u32 %r2, [emu_param_1];

@@ -3,6 +3,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#ifdef KILN_HAVE_COMPILER
+#include "kiln/lowering.h"
+#endif
 #include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
@@ -31,9 +34,24 @@ int Stage(const std::string& stage_name, const std::vector<std::string>& args) {
     return Fail(absl::FailedPreconditionError(
         absl::StrCat("kiln ptx --lines compiles the kernel with line tables: ", WhyNotCompiling(),
                      "; a bundle's PTX has none (drop --bundles)")));
+#ifdef KILN_HAVE_COMPILER
+  if (stage_name == "sass") {  // a bundle's PTX through the toolkit's ptxas and disassembler
+    absl::StatusOr<Bundle> b = GetBundle(args[0]);
+    if (!b.ok()) return Fail(b.status());
+    absl::StatusOr<kiln::PtxasResult> cubin = kiln::RunPtxas(b->ptx, b->manifest.target);
+    if (!cubin.ok()) return Fail(cubin.status());
+    absl::StatusOr<std::string> sass = kiln::Disassemble(cubin->cubin);
+    if (!sass.ok()) return Fail(sass.status());
+    std::cout << *sass;
+    return 0;
+  }
+#endif
   if (stage_name != "ptx")
-    return Fail(absl::FailedPreconditionError(absl::StrCat(
-        WhyNotCompiling(), "; only `kiln ptx` reads a bundle, not `kiln ", stage_name, "`")));
+    return Fail(absl::FailedPreconditionError(
+        absl::StrCat(WhyNotCompiling(),
+                     "; only `kiln ptx` (and `kiln sass` where kiln has its compiler) reads "
+                     "a bundle, not `kiln ",
+                     stage_name, "`")));
   absl::StatusOr<Bundle> b = GetBundle(args[0]);
   if (!b.ok()) return Fail(b.status());
   std::cout << b->ptx;
