@@ -84,23 +84,24 @@ Value Shfl(ShflMode mode, const Value& v, const Operand& src, int width, Loc loc
             loc);
     return s->Poison(t, loc);
   }
-  // A constant lane, distance or mask: shfl reads its low 5 bits only, and a distance or mask of
-  // the width or more leaves every lane its own value (PTX ISA, shfl.sync): a mistake, not a move.
+  // A constant lane, distance or mask: shfl reads its low 5 bits only (33 would act as 1), a
+  // distance of the width or more leaves every lane its own value, and a mask of the width or
+  // more reaches across the segments (PTX ISA, shfl.sync): a mistake, not a move.
   if (Access::IsImm(src)) {
     const int64_t b = static_cast<int64_t>(Access::Imm(src));
     const int64_t limit = mode == ShflMode::kIdx ? 32 : width;
+    const char* what = mode == ShflMode::kIdx   ? "lane"
+                       : mode == ShflMode::kXor ? "mask"
+                                                : "distance";
     if (b < 0 || b >= limit) {
-      s->Fail(absl::StrCat("Shfl's ",
-                           mode == ShflMode::kIdx   ? "lane"
-                           : mode == ShflMode::kXor ? "mask"
-                                                    : "distance",
-                           " ", b, " lies outside 0 to ", limit - 1,
-                           mode == ShflMode::kIdx ? ""
-                                                  : absl::StrCat(" (width ", width,
-                                                                 "): every lane would keep its own "
-                                                                 "value"),
-                           mode == ShflMode::kIdx ? " (shfl reads a lane's low 5 bits)" : ""),
-              loc);
+      const std::string why =
+          b < 0 || b >= 32 ? "shfl reads only its low 5 bits"
+          : mode == ShflMode::kXor
+              ? absl::StrCat("width ", width, ": it would reach lanes of another segment")
+              : absl::StrCat("width ", width, ": every lane would keep its own value");
+      s->Fail(
+          absl::StrCat("Shfl's ", what, " ", b, " lies outside 0 to ", limit - 1, " (", why, ")"),
+          loc);
       return s->Poison(t, loc);
     }
   }

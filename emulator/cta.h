@@ -672,7 +672,8 @@ class Cta {
   absl::Status Arrive(Thread& t, const Instr& in, bool wait);
   absl::Status ReleaseBarriersOfExitedThreads();
   struct BarrierState;
-  absl::Status CheckWarpsArriveTogether(int id, const BarrierState& b);
+  absl::Status CountWarpIfWhole(int id, BarrierState& b, int warp);
+  absl::Status CompleteIfDue(int id, BarrierState& b, Thread* t, const Instr* in);
   absl::Status Arith(Thread& t, const Instr& in);
   absl::Status Convert(Thread& t, const Instr& in);
   absl::Status LoadStore(Thread& t, const Instr& in);
@@ -871,6 +872,7 @@ class Cta {
     int arrived = 0, expected = 0;
     std::vector<int> waiting;
     std::vector<const Instr*> arrival;  // by thread: where it arrived in this phase, or null
+    std::vector<bool> warp_counted;     // by warp: its aligned arrival counted in this phase
     WarpClock clock;                    // the arrivals' releases (races.h)
   };
   std::map<int, BarrierState> barriers_;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "emulator/cta.h"
 
@@ -100,6 +101,8 @@ absl::Status Cta::Step(Thread& t) {
       // bar.warp.sync: the member lanes meet (and their memory accesses before it are ordered
       // before those after it, among them), so none runs past it until all have reached it.
       if (in.Has("warp")) return Collective(t, in);
+      if (in.Has("red"))  // (its operands are a destination, an id and a predicate)
+        return Fail(t, in, "bar.red is not emulated (the DSL does not emit it)");
       return Arrive(t, in, !in.Has("arrive"));
     case Op::kLd:
     case Op::kSt:
@@ -1156,30 +1159,46 @@ absl::Status Cta::TryReleaseWarp(int warp) {
 
 // ---- barriers: bar.sync / barrier.sync id[, count]; bar.arrive id, count
 
+namespace {
+
+// bar.* and barrier.*.aligned: every thread of a warp runs the same instruction, and the warp
+// arrives as one (PTX ISA, barrier); barrier.sync without .aligned counts threads one by one.
+bool Aligned(const Instr& in) {
+  absl::string_view op = absl::StripLeadingAsciiWhitespace(in.text);
+  if (absl::StartsWith(op, "@"))
+    op = absl::StripLeadingAsciiWhitespace(op.substr(std::min(op.size(), op.find_first_of(" \t"))));
+  return absl::StartsWith(op, "bar.") || in.Has("aligned");
+}
+
+}  // namespace
+
 absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
   const int id = in.ops.empty() ? 0 : static_cast<int>(Read(t, in.ops[0], 32));
   if (id < 0 || id > 15) return Fail(t, in, absl::StrCat("barrier id ", id, " is outside 0..15"));
+  const bool counted = in.ops.size() > 1;
   int expected = static_cast<int>(threads_.size());
-  if (in.ops.size() > 1)
+  if (counted)
     expected = static_cast<int>(Read(t, in.ops[1], 32));
   else
     expected -=
         static_cast<int>(std::count_if(threads_.begin(), threads_.end(), [](const Thread& x) {
           return x.state == Thread::State::kDone;
         }));
-  if (expected % 32 && in.ops.size() > 1)
+  if (expected % 32 && counted)
     return Fail(t, in, absl::StrCat("a thread count of ", expected, " is not whole warps"));
   BarrierState& b = barriers_[id];
-  if (b.arrived == 0)
+  if (b.arrival.empty()) {
     b.expected = expected;
-  else if (in.ops.size() > 1 && b.expected != expected)
+    b.arrival.assign(threads_.size(), nullptr);
+    b.warp_counted.assign((threads_.size() + 31) / 32, false);
+  } else if (counted && b.expected != expected) {
     return Fail(t, in,
                 absl::StrCat("barrier ", id, " expects ", expected, " threads here and ",
                              b.expected, " at the threads already waiting"));
+  }
   // PTX ISA (bar, barrier): a warp must not run more barrier instructions on a barrier than
   // meant before it resets (a bar.arrive, then another arrive or a sync on the same id): its
   // second arrival counts for threads that have not come, and the barrier ends early.
-  if (b.arrival.empty()) b.arrival.assign(threads_.size(), nullptr);
   if (const Instr* first = b.arrival[t.linear])
     return Fail(
         t, in,
@@ -1187,91 +1206,85 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
                      " of ", b.expected, " arrivals; its first arrival: ", Where(*first),
                      "): a warp runs one barrier instruction on an id "
                      "until the barrier resets"));
+  const int warp = t.linear / 32;
+  if (Aligned(in))  // its warp-mates here arrived through this instruction
+    for (int j = warp * 32; j < std::min<int>(threads_.size(), warp * 32 + 32); ++j)
+      if (b.arrival[j] && b.arrival[j] != &in)
+        return Fail(
+            t, in,
+            absl::StrCat("lane ", t.linear % 32, " of warp ", warp, " arrives at barrier ", id,
+                         " here while lane ", j % 32, " arrived at ", Where(*b.arrival[j]),
+                         ": bar.sync and bar.arrive are .aligned (PTX ISA, barrier), every "
+                         "thread of a warp runs the same barrier instruction (one inside a "
+                         "branch the lanes take apart is undefined)"));
   b.arrival[t.linear] = &in;
-  ++b.arrived;
-  JoinClock(b.clock, Released(t.linear / 32));
+  JoinClock(b.clock, Released(warp));
   ++t.pc;
   if (wait) {
     SetState(t, Thread::State::kBarrier);
     t.barrier = id;
     b.waiting.push_back(t.linear);
   }
-  if (b.arrived > b.expected)
-    return Fail(t, in,
-                absl::StrCat("barrier ", id, ": ", b.arrived, " arrivals where ", b.expected,
-                             " are expected"));
-  if (b.arrived == b.expected) {
-    if (absl::Status s = CheckWarpsArriveTogether(id, b); !s.ok()) return s;
-    for (int w : b.waiting) {
-      SetState(threads_[w], Thread::State::kRun), threads_[w].barrier = -1;
-      Synced(threads_[w], e_.code[threads_[w].pc - 1]);
-      Acquire(w / 32, b.clock);
-    }
-    b = BarrierState{};
+  if (!Aligned(in)) {
+    ++b.arrived;
+  } else if (absl::Status s = CountWarpIfWhole(id, b, warp); !s.ok()) {
+    return s;
   }
+  return CompleteIfDue(id, b, &t, &in);
+}
+
+// An aligned arrival counts once the warp's threads that have not exited are all there (the warp
+// arrives as one): for a counted barrier its warp size (PTX ISA, bar: "incremented by the warp
+// size, not the number of active threads"), for a whole-block one its threads alive.
+absl::Status Cta::CountWarpIfWhole(int id, BarrierState& b, int warp) {
+  if (b.warp_counted[warp]) return absl::OkStatus();
+  const Instr* at = nullptr;
+  int live = 0;
+  for (int j = warp * 32; j < std::min<int>(threads_.size(), warp * 32 + 32); ++j) {
+    if (b.arrival[j]) at = b.arrival[j];
+    if (threads_[j].state == Thread::State::kDone && !b.arrival[j]) continue;
+    if (!b.arrival[j]) return absl::OkStatus();  // a lane still to come
+    ++live;
+  }
+  if (!at || !Aligned(*at)) return absl::OkStatus();
+  b.warp_counted[warp] = true;
+  b.arrived += at->ops.size() > 1 ? 32 : live;
+  (void)id;
   return absl::OkStatus();
 }
 
-namespace {
-
-// bar.* and barrier.*.aligned: every thread of a warp runs the same instruction (PTX ISA,
-// barrier); barrier.sync without .aligned counts threads one by one.
-bool Aligned(const Instr& in) {
-  absl::string_view op = in.text;
-  if (!op.empty() && op[0] == '@') op = op.substr(std::min(op.size(), op.find(' ') + 1));
-  return absl::StartsWith(op, "bar.") || in.Has("aligned");
-}
-
-}  // namespace
-
-// As a barrier completes: each warp that arrived through an aligned instruction arrived whole,
-// every lane at that instruction. A lane that skipped it (a barrier inside code some lanes do
-// not run) is undefined behaviour on the GPU, where the warp arrives as one.
-absl::Status Cta::CheckWarpsArriveTogether(int id, const BarrierState& b) {
-  const int n = static_cast<int>(threads_.size());
-  for (int i = 0; i < static_cast<int>(b.arrival.size()); ++i) {
-    const Instr* at = b.arrival[i];
-    if (!at || !Aligned(*at) || (i % 32 && b.arrival[i - 1] == at)) continue;
-    for (int j = i / 32 * 32; j < std::min(n, i / 32 * 32 + 32); ++j) {
-      if (b.arrival[j] == at) continue;
-      const Thread& u = threads_[j];
-      const std::string where =
-          b.arrival[j]                      ? absl::StrCat("arrived at ", Where(*b.arrival[j]))
-          : u.state == Thread::State::kDone ? std::string("has exited without arriving")
-          : u.pc < static_cast<int>(e_.code.size())
-              ? absl::StrCat("has not arrived (it is at ", Where(e_.code[u.pc]), ")")
-              : std::string("has not arrived");
-      return Fail(threads_[i], *at,
-                  absl::StrCat("barrier ", id, " completes with lane ", i % 32, " of warp ", i / 32,
-                               " arrived here while lane ", j % 32, " ", where,
-                               ": bar.sync and bar.arrive are .aligned (PTX ISA, barrier), every "
-                               "thread of a warp runs the same barrier instruction; one inside a "
-                               "branch some lanes skip is undefined (sync outside the branch, or "
-                               "make the condition the same for the whole warp)"));
-    }
+// Releases the barrier's waiting threads once its arrivals reach its count (`t`, `in`: the
+// arrival that may complete it, for messages; null when threads exited).
+absl::Status Cta::CompleteIfDue(int id, BarrierState& b, Thread* t, const Instr* in) {
+  if (b.arrived > b.expected && t)
+    return Fail(*t, *in,
+                absl::StrCat("barrier ", id, ": ", b.arrived, " arrivals where ", b.expected,
+                             " are expected"));
+  if (b.arrived < b.expected) return absl::OkStatus();
+  for (int w : b.waiting) {
+    SetState(threads_[w], Thread::State::kRun), threads_[w].barrier = -1;
+    Synced(threads_[w], e_.code[threads_[w].pc - 1]);
+    Acquire(w / 32, b.clock);
   }
+  b = BarrierState{};
   return absl::OkStatus();
 }
 
 // A full-block barrier (no thread count) counts the threads alive when it began; when threads
-// exit while others wait, the rest may now be complete.
+// exit while others wait, the rest may now be complete, and so may a warp whose other lanes exited
+// after some of it arrived.
 absl::Status Cta::ReleaseBarriersOfExitedThreads() {
   const int live =
       static_cast<int>(std::count_if(threads_.begin(), threads_.end(), [](const Thread& x) {
         return x.state != Thread::State::kDone;
       }));
   for (auto& [id, b] : barriers_) {
-    if (b.arrived == 0 || b.waiting.empty()) continue;
+    if (b.arrival.empty() || b.waiting.empty()) continue;
+    for (int w = 0; w < static_cast<int>(b.warp_counted.size()); ++w)
+      if (absl::Status s = CountWarpIfWhole(id, b, w); !s.ok()) return s;
     const Instr& in = e_.code[threads_[b.waiting.front()].pc - 1];
-    if (in.ops.size() <= 1 && b.arrived >= live) {
-      if (absl::Status s = CheckWarpsArriveTogether(id, b); !s.ok()) return s;
-      for (int w : b.waiting) {
-        SetState(threads_[w], Thread::State::kRun), threads_[w].barrier = -1;
-        Synced(threads_[w], in);
-        Acquire(w / 32, b.clock);
-      }
-      b = BarrierState{};
-    }
+    if (in.ops.size() <= 1 && b.arrived >= live) b.expected = b.arrived;
+    if (absl::Status s = CompleteIfDue(id, b, nullptr, nullptr); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -36,7 +36,7 @@ _INSTALLED_BUNDLES = _os.path.join(_os.path.dirname(__file__), "..", "..", "..",
                                    "bundles")
 if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES):
     set_bundle_dir(_os.path.normpath(_INSTALLED_BUNDLES))
-elif not _os.path.isabs(_os.environ.get("KILN_BUNDLE_DIR", "/")):
+elif _os.environ.get("KILN_BUNDLE_DIR") and not _os.path.isabs(_os.environ["KILN_BUNDLE_DIR"]):
     set_bundle_dir(_os.environ["KILN_BUNDLE_DIR"])  # (relative: from the directory at import)
 
 __all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "grouped_gemm", "quantize_e4m3", "quantize_e4m3_blocks",
@@ -220,9 +220,10 @@ class _Loaded:
         if grid is not None:
             import numbers
             _require(isinstance(grid, (tuple, list)) and len(grid) == 3 and
-                     all(isinstance(g, numbers.Integral) and 0 < g < 2**31 for g in grid),
-                     lambda: f"{name}: grid={grid!r}: (x, y, z), three integers of 1 to 2^31 - 1 "
-                             "(as the grid rule's)")
+                     all(isinstance(g, numbers.Integral) and not isinstance(g, bool) and
+                         0 < g < (2**31 if i == 0 else 65536) for i, g in enumerate(grid)),
+                     lambda: f"{name}: grid={grid!r}: (x, y, z), integers: x 1 to 2^31 - 1, y and "
+                             "z 1 to 65535 (as the grid rule's)")
             grid = tuple(int(g) for g in grid)
         if stream is None:
             stream = _stream(args)

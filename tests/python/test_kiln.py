@@ -1393,7 +1393,9 @@ class Load(unittest.TestCase):
             (lambda: saxpy(x, x, 1.0, np.ones(1, np.int64)), "argument 3 ('n') must be an int"),
             (lambda: saxpy(x, x, 1.0, np.uint64(2**63)), "'n' = 9223372036854775808 does not fit 64"),
             # a grid given is held to what the rule's result is: no block is no launch, an error
-            (lambda: saxpy(x, x, 1.0, 8, grid=(0, 1, 1)), "three integers of 1 to 2^31 - 1"),
+            (lambda: saxpy(x, x, 1.0, 8, grid=(0, 1, 1)), "x 1 to 2^31 - 1, y and z 1 to 65535"),
+            (lambda: saxpy(x, x, 1.0, 8, grid=(1, 65536, 1)), "x 1 to 2^31 - 1, y and z 1 to 65535"),
+            (lambda: saxpy(x, x, 1.0, 8, grid=(True, 1, 1)), "x 1 to 2^31 - 1, y and z 1 to 65535"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:
@@ -1444,7 +1446,7 @@ class EmptyAndWrongInputs(unittest.TestCase):
             (lambda: kiln.swiglu([1, 2]), "x must be a torch tensor or a NumPy array"),
             (lambda: kiln.attention_backward(*[None] * 6), "q must be a torch tensor"),
             (lambda: saxpy(f(4), f(4), 1.0, 2**63), "does not fit 64 bits"),
-            (lambda: saxpy(f(4), f(4), 1.0, 4, grid=(-1, 1, 1)), "three integers"),
+            (lambda: saxpy(f(4), f(4), 1.0, 4, grid=(-1, 1, 1)), "(x, y, z), integers: x 1 to 2^31 - 1"),
             (lambda: kiln.load(BUNDLES, None), "name must be a kernel's name"),
             # (the emulator's limit, as the CLI's: refused before the work, not run for a minute)
             (lambda: kiln.gemm(f(4096, 1024), f(1024, 4096)),

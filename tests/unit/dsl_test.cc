@@ -434,9 +434,11 @@ TEST(Warp, ShflConstantsOutsideTheWarpAreErrors) {
   const Case cases[] = {
       {[](Value v) { return ShflXor(v, 32); }, __LINE__, "Shfl's mask 32 lies outside 0 to 31"},
       {[](Value v) { return ShflDown(v, 16, 16); }, __LINE__,
-       "Shfl's distance 16 lies outside 0 to 15 (width 16): every lane would keep its own value"},
+       "Shfl's distance 16 lies outside 0 to 15 (width 16: every lane would keep its own value)"},
       {[](Value v) { return ShflIdx(v, 40); }, __LINE__,
-       "Shfl's lane 40 lies outside 0 to 31 (shfl reads a lane's low 5 bits)"},
+       "Shfl's lane 40 lies outside 0 to 31 (shfl reads only its low 5 bits)"},
+      {[](Value v) { return ShflXor(v, 16, 16); }, __LINE__,
+       "Shfl's mask 16 lies outside 0 to 15 (width 16: it would reach lanes of another segment)"},
       {[](Value v) { return ShflUp(v, -1); }, __LINE__, "Shfl's distance -1 lies outside 0 to 31"},
   };
   for (const Case& c : cases) {
