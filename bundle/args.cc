@@ -46,8 +46,11 @@ const char* ParamKindName(ParamSpec::Kind kind) {
 }
 
 absl::Status CheckGrid(const Manifest& m, const Dim3& grid) {
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x >= (1u << 31) || grid.y > 65535 ||
-      grid.z > 65535)
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0)  // (as the GPU launch words it)
+    return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name,
+                                                   ": launched on an empty grid (", grid.x, "x",
+                                                   grid.y, "x", grid.z, ")"));
+  if (grid.x >= (1u << 31) || grid.y > 65535 || grid.z > 65535)
     return absl::InvalidArgumentError(
         absl::StrCat(m.source, ": ", m.name, ": grid (", grid.x, ", ", grid.y, ", ", grid.z,
                      ") is out of range (x 1 to 2^31-1 blocks, y and z 1 to 65535)"));

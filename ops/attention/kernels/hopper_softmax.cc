@@ -60,14 +60,11 @@ void HopperConsumer::Softmax(Value n0, bool masked) {
     row_sum_[half] = Fma(row_sum_[half], alpha_[half], sum[half]);
 }
 
-// Masks only where a tile reaches past Skv or, causally, past the diagonal of this warpgroup's
-// first row (a warpgroup-uniform test: a later warpgroup of the CTA's tile sees whole key tiles
-// that the first one must mask).
+// Masks only where a tile reaches past Skv or, causally, past its first row's diagonal.
 void HopperConsumer::SoftmaxOf(Value n0) {
   const Value& Skv = skv_;
-  Value needs_mask =
-      (n0 + h_.BN).To(s32) >
-      (h_.a.causal ? Min(Skv.To(s32), (m0_ + row0_ + 1).To(s32) + shift_) : Skv.To(s32));
+  Value needs_mask = (n0 + h_.BN).To(s32) >
+                     (h_.a.causal ? Min(Skv.To(s32), (m0_ + 1).To(s32) + shift_) : Skv.To(s32));
   k_.If(
       needs_mask, [&] { Softmax(n0, true); }, [&] { Softmax(n0, false); });
 }
