@@ -221,7 +221,8 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     absl::StrAppend(&plan.kernel, ".rows");
   } else if ((z.lens || z.page) && !Decodes(z, options)) {
     PlanCachePrefill(z, options, plan);
-  } else if (options.kernel.empty() || z.lens || z.page) {  // (a cache's: its parts planned)
+  } else if (options.kernel.empty() || z.lens || z.page ||
+             absl::StrContains(options.kernel, ".split")) {  // (an override's parts planned too)
     PlanDecode(z, options, compute_capability, plan);
   }
   if (!options.kernel.empty()) {

@@ -120,6 +120,17 @@ absl::Status CheckRope(const GemmSize& size, const GemmOperands& o) {
   return absl::OkStatus();
 }
 
+// Whether `kernel` stores C (and reads C_in and residual) at leading dimension `ldc`: the strided
+// kernel any; a tile kernel with a C map (bf16 or f16 out, no C-like epilogue input) any multiple
+// of 8 (checked after); every other kernel C packed (`c_packed`).
+bool TakesCAsGiven(const std::string& kernel, const GemmOptions& options, const std::string& terms,
+                   int64_t ldc, int64_t c_packed) {
+  const bool tile = kernel.rfind("gemm/bf16_sm90", 0) == 0;
+  const bool map =
+      tile && !Has(kernel, "any_m") && !Has(kernel, "swiglu") && options.out_type != "f32";
+  return ReadsAnyStrides(kernel) || ldc == c_packed || (map && !EpilogueReadsMatrices(terms));
+}
+
 // PlanGemm past its checks, with the operands Oriented (`c_row`: the kernel stores C row-major).
 absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& options,
                                      const std::string& terms, const GemmOperands& o, bool c_row,
@@ -210,6 +221,14 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
       if (ld.a != plan.size.k) plan.restrided_lda = plan.size.k;
       if (ld.b != plan.size.k) plan.restrided_ldb = plan.size.k;
     }
+  }
+  // A C whose leading dimension the chosen kernel cannot store (it takes C packed): the strided
+  // kernel, which takes any, rather than a refusal (not for the swiglu and rope forms, which
+  // check their own C).
+  if (!TakesCAsGiven(plan.choice.kernel, options, terms, ld.c, c_row ? plan.size.n : plan.size.m) &&
+      terms != "swiglu" && terms != "rope") {
+    use_strided();
+    plan.restrided_lda = plan.restrided_ldb = 0;  // (it reads A and B as given too)
   }
   if (plan.restrided_lda || plan.restrided_ldb) {
     // The copy's grid: a block per row and 2048 columns (y at most 65535).
@@ -340,6 +359,16 @@ absl::StatusOr<GemmPlan> PlanGemm(const GemmSize& size, const GemmOptions& optio
   if (options.out_type != "bf16" && options.out_type != "f16" && options.out_type != "f32")
     return Invalid(absl::StrCat("output type '", options.out_type, "': bf16, f16 or f32"));
   if (!o.a || !o.b || !o.c) return Invalid("A, B and C need device pointers");
+  // Each operand on its element's boundary: a load of an element across it faults on a GPU
+  // (misaligned address), which no kernel can take as given.
+  const int in_bytes = fp8 ? 1 : 2, out_bytes = options.out_type == "f32" ? 4 : 2;
+  for (auto [name, ptr, bytes] :
+       {std::tuple{"A", o.a, in_bytes}, std::tuple{"B", o.b, in_bytes},
+        std::tuple{"C", o.c, out_bytes}, std::tuple{"C_in", o.c_in, out_bytes},
+        std::tuple{"residual", o.residual, out_bytes}})
+    if (ptr % bytes)
+      return Invalid(absl::StrCat(name, " at 0x", absl::Hex(ptr), " is not on a ", bytes,
+                                  "-byte boundary (its elements' size)"));
   // alpha and beta other than 1 and 0 say a term the epilogue does not name (C = A B would drop
   // them without a word).
   if (!Has(*terms, "scale") && (o.alpha != 1 || o.beta != 0))

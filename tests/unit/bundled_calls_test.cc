@@ -90,6 +90,47 @@ TEST(BundledCalls, TheEmulatedDeviceRunsTheGemmEntryPoint) {
             std::string::npos);
 }
 
+// A C with padded columns (ldc past M) where the size's tile kernel takes C packed: the strided
+// kernel runs it, writing no padding element; an operand off its element boundary is refused.
+TEST(BundledCalls, APaddedCAndAMisalignedOperand) {
+  const int m = 17, n = 33, k = 40, ldc = 24;
+  std::vector<uint16_t> a(m * k), b(k * n);
+  for (int i = 0; i < m * k; ++i) a[i] = 0x3f80 + (i % 7) * 0x20;  // bf16 1 .. 1.75
+  for (int i = 0; i < k * n; ++i) b[i] = (i % 3 ? 0x3f00 : 0xbf00);  // +-0.5
+  emu::Device d;
+  rt::EmulatedOpDevice device(d, KILN_TEST_BUNDLE_DIR);
+  rt::GemmOperands o;
+  o.a = *d.Upload(a.data(), a.size() * 2);
+  o.b = *d.Upload(b.data(), b.size() * 2);
+  o.c = *d.AllocatePoisoned(ldc * n * 2);
+  o.ldc = ldc;
+  for (const char* epilogue : {"", "relu"}) {
+    const absl::Status s = rt::RunGemm({m, n, k}, {.epilogue = epilogue}, o, 90, device);
+    ASSERT_TRUE(s.ok()) << epilogue << ": " << s;
+    std::vector<uint16_t> c(ldc * n);
+    ASSERT_TRUE(d.CopyOut(c.data(), o.c, c.size() * 2).ok());
+    auto f32 = [](uint16_t h) {
+      const uint32_t u = uint32_t{h} << 16;
+      float f;
+      std::memcpy(&f, &u, 4);
+      return f;
+    };
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < m; ++i) {
+        double want = 0;
+        for (int kk = 0; kk < k; ++kk) want += double(f32(a[i * k + kk])) * f32(b[j * k + kk]);
+        if (*epilogue) want = std::max(want, 0.0);
+        EXPECT_NEAR(f32(c[j * ldc + i]), want, 0.02 * std::abs(want) + 0.02) << i << "," << j;
+      }
+      for (int i = m; i < ldc; ++i) EXPECT_TRUE(std::isnan(f32(c[j * ldc + i]))) << i << "," << j;
+    }
+  }
+  rt::GemmOperands off = o;
+  off.a += 1;
+  const absl::Status s = rt::RunGemm({m, n, k}, {}, off, 90, device);
+  EXPECT_NE(s.message().find("is not on a 2-byte boundary"), std::string::npos) << s;
+}
+
 // Every input and output type, storage order of A, B and C, and epilogue that kiln.gemm takes, at
 // aligned, ragged and skinny sizes.
 TEST(BundledCalls, EverySixteenBitGemm) {

@@ -130,7 +130,9 @@ absl::Status CheckFlagCombinations() {
   if (page < 0)
     return invalid(absl::StrCat("--paged ", page, ": a page size (a power of two from 16)"));
   if (decode < 0)
-    return invalid(absl::StrCat("--decode ", decode, ": query rows a sequence, 1 to 16"));
+    return invalid(absl::StrCat("--decode ", decode,
+                                ": query rows a sequence, 1 or more (the query rows of a KV head, "
+                                "Hq / Hkv of them each, at most 64)"));
   if (absl::GetFlag(FLAGS_repeats) < 1)
     return invalid(absl::StrCat("--repeats ", absl::GetFlag(FLAGS_repeats),
                                 ": launches a timed block, at least 1"));
@@ -178,6 +180,11 @@ int Attention() {
   absl::StatusOr<kiln::rt::AttentionPlan> plan = kiln::rt::PlanAttention(
       kiln::examples::PagedSize(z, page), options, {16, 16, 16, 16, 16, 16, 16}, 90);
   if (!plan.ok()) return Fail(plan.status());
+  if (decode && !options.kernel.empty() && !absl::StrContains(plan->kernel, ".split"))
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("kiln attention --decode: --kernel ", options.kernel,
+                     " is not a decode kernel (attention/hopper.*.split or "
+                     "attention/blackwell.*.split)")));
   if (decode && !absl::StrContains(plan->kernel, ".split"))
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "kiln attention --decode: this problem runs ", plan->kernel,

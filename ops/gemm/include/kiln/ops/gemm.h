@@ -16,8 +16,10 @@
 // operand's M or N, no multiple of 8; a leading dimension or a pointer off) is first copied into
 // one with them (gemm/restride16, into a buffer the runner keeps per stream and operand, grown to
 // the largest call), elsewhere the strided mma.sync kernel runs. C, C_in and residual are taken
-// as given; where a tile kernel stores C through TMA, it reads C_in and residual through TMA too,
-// so their pointers must then be 16-byte aligned (the plan says so otherwise).
+// as given (a C whose columns are padded where the chosen kernel stores C packed sends the call
+// to the strided kernel); where a tile kernel stores C through TMA, it reads C_in and residual
+// through TMA too, so their pointers must then be 16-byte aligned (the plan says so otherwise).
+// Every pointer lies on its element's boundary (a GPU faults on an element load across it).
 //
 // The tile kernels may split a tile's K (split-K, stream-K: GemmChoice::split); the parts meet in
 // workspaces each loaded kernel keeps. A runner loads a kernel per stream, so calls on different
