@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <cctype>
+#include <map>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -482,7 +484,54 @@ class EntryBuilder {
       if (!parsed.ok()) return parsed.status();
       in.ops.push_back(*parsed);
     }
+    if (absl::Status s = CheckForm(in); !s.ok()) return s;
     e_->code.push_back(std::move(in));
+    return absl::OkStatus();
+  }
+
+  // What the PTX ISA allows of an instruction's form, where a mistake would otherwise be run as
+  // something else: a type of no width PTX has, an ld/st modifier it does not know or a vector
+  // whose register list is not its width, and the operand count of the integer and float ALU ops.
+  absl::Status CheckForm(const Instr& in) const {
+    for (const std::string& m : in.mods) {
+      const bool type_like = m.size() > 1 &&
+                             (m[0] == 'b' || m[0] == 's' || m[0] == 'u' || m[0] == 'f') &&
+                             std::all_of(m.begin() + 1, m.end(), ::isdigit);
+      static const std::set<std::string> kWidths = {"1", "2", "4", "8", "16", "32", "64", "128"};
+      if (type_like && !kWidths.count(m.substr(1)))
+        return Error(in.line, absl::StrCat("'.", m, "' is no PTX type, in '", in.text, "'"));
+    }
+    if (in.op == Op::kLd || in.op == Op::kSt) {
+      static const std::set<std::string> kLdSt = {
+          "global",  "shared",  "local",   "param", "const", "nc",      "ca",
+          "cg",      "cs",      "lu",      "cv",    "wb",    "wt",      "volatile",
+          "relaxed", "acquire", "release", "weak",  "mmio",  "cta",     "cluster",
+          "gpu",     "sys",     "v2",      "v4",    "v8",    "unified", "b128"};
+      for (const std::string& m : in.mods)
+        if (!kLdSt.count(m) && !Types().count(m) && !absl::StartsWith(m, "shared::") &&
+            !absl::StartsWith(m, "param::") && !absl::StartsWith(m, "L1::") &&
+            !absl::StartsWith(m, "L2::"))
+          return Error(in.line,
+                       absl::StrCat("'.", m, "' is no modifier of ", in.op == Op::kLd ? "ld" : "st",
+                                    ", in '", in.text, "'"));
+      const size_t data = in.op == Op::kLd ? 0 : 1;  // (st: after its address)
+      if (data < in.ops.size()) {
+        const size_t n = in.ops[data].regs.empty() ? 1 : in.ops[data].regs.size();
+        if (n != static_cast<size_t>(in.vec) && !(n == 1 && in.vec == 1))
+          return Error(in.line,
+                       absl::StrCat(in.vec, " element", in.vec > 1 ? "s" : "", " (.v", in.vec,
+                                    ") and ", n, " registers, in '", in.text, "'"));
+      }
+    }
+    static const std::map<Op, size_t> kOperands = {
+        {Op::kAdd, 3}, {Op::kSub, 3}, {Op::kMul, 3}, {Op::kDiv, 3}, {Op::kRem, 3},
+        {Op::kMin, 3}, {Op::kMax, 3}, {Op::kAnd, 3}, {Op::kOr, 3},  {Op::kXor, 3},
+        {Op::kShl, 3}, {Op::kShr, 3}, {Op::kMad, 4}, {Op::kFma, 4}, {Op::kSelp, 4},
+        {Op::kNeg, 2}, {Op::kAbs, 2}, {Op::kNot, 2}, {Op::kMov, 2}};
+    if (auto want = kOperands.find(in.op); want != kOperands.end() && in.ops.size() != want->second)
+      return Error(in.line, absl::StrCat(in.ops.size(), " operands where '",
+                                         in.text.substr(0, in.text.find_first_of(" \t")),
+                                         "' takes ", want->second, ", in '", in.text, "'"));
     return absl::OkStatus();
   }
 

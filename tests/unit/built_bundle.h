@@ -35,6 +35,15 @@ inline absl::StatusOr<rt::Bundle> LoweredBundle(const std::string& name, bool li
   return std::move(c->bundle);
 }
 
+// A kernel a test builds itself, lowered with line tables (its messages name the test's lines).
+inline absl::StatusOr<rt::Bundle> BundleOfBuilt(Kernel& k) {
+  absl::StatusOr<KernelDef> def = k.Build();
+  if (!def.ok()) return def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});
+  if (!ptx.ok()) return ptx.status();
+  return rt::Bundle{def->manifest(), *std::move(ptx)};
+}
+
 // LoweredBundle, its failure a test failure (and an empty bundle).
 inline rt::Bundle ExpectLowered(const std::string& name, bool line_info) {
   absl::StatusOr<rt::Bundle> b = LoweredBundle(name, line_info);

@@ -449,14 +449,18 @@ TEST(Emulator, UnknownInstructionsAreRefusedAtTheirLine) {
 TEST(Emulator, AnInstructionShortOfOperandsIsAMessage) {
   absl::Status s;
   Emulate(Kernel(R"(
-	add.s32 %r2, %r1;
+	setp.lt.s32 %p1, %r1;
 )"), 1, &s);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("test/emu: malformed PTX (an instruction lacks an operand"), std::string::npos) << s;
+  // (the ALU ops' operand counts are checked as the PTX is read)
+  Emulate(Kernel(R"(
+	add.s32 %r2, %r1;
+)"), 1, &s);
+  EXPECT_NE(s.message().find("2 operands where 'add.s32' takes 3"), std::string::npos) << s;
 }
 
-// A kernel that never ends.
-// A loop with no end that is not a branch to itself (which is reported at once): a counter
+// A kernel that never ends: a loop that is not a branch to itself (reported at once), a counter
 // that changes each pass.
 rt::Bundle Spinner() {
   return Kernel(R"(
@@ -514,6 +518,40 @@ $L__out:
   uint32_t v[64];
   ASSERT_TRUE(d.CopyOut(v, wide, sizeof(v)).ok());
   EXPECT_EQ(v[39], 39u);
+}
+
+// A form the PTX ISA does not have is refused at its line, not run as something else: a type of
+// no width, an ld/st modifier or vector width it does not know, a vector whose register list is
+// not its width, an ALU op with an extra operand.
+TEST(Emulator, FormsThePtxIsaDoesNotHaveAreRefused) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"and.b17 %r2, %r1, 7;", "'.b17' is no PTX type"},
+      {"and.b32 %r2, %r1, 7, 9;", "4 operands where 'and.b32' takes 3"},
+      {"ld.glbal.u32 %r2, [%rd3];", "'.glbal' is no modifier of ld"},
+      {"ld.global.v9.u32 {%r2, %r4, %r5, %r6}, [%rd3];", "'.v9' is no modifier of ld"},
+      {"ld.global.v2.u32 {%r2, %r4, %r5, %r6}, [%rd3];", "2 elements (.v2) and 4 registers"},
+      {"st.global.v4.u32 [%rd3], %r1;", "4 elements (.v4) and 1 registers"},
+  };
+  for (const auto& [line, says] : cases) {
+    Device d;
+    uint64_t out = *d.Allocate(16 * 32);
+    absl::StatusOr<Stats> s =
+        Launch(d, Kernel(absl::StrCat("\t", line, "\n")), {1, 1, 1},
+               {rt::Arg::Ptr(out), rt::Arg::I32(0)});
+    ASSERT_FALSE(s.ok()) << line;
+    EXPECT_NE(s.status().message().find(says), std::string::npos) << line << ": " << s.status();
+  }
+  // the forms kiln's kernels use pass (a cache-policy operand after st's data)
+  Device d;
+  uint64_t out = *d.Allocate(16 * 32);
+  absl::StatusOr<Stats> fine = Launch(d, Kernel(R"(
+	createpolicy.fractional.L2::evict_first.b64 %rd5, 1.0;
+	mul.wide.u32 %rd6, %r1, 8;
+	add.s64 %rd7, %rd1, %rd6;
+	st.global.L2::cache_hint.v2.u32 [%rd7], {%r1, %r1}, %rd5;
+	ld.global.L1::no_allocate.v2.u32 {%r2, _}, [%rd7];
+)"), {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(0)});
+  EXPECT_TRUE(fine.ok()) << fine.status();
 }
 
 TEST(Emulator, ABranchToItselfIsReportedAtOnce) {
