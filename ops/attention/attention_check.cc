@@ -199,6 +199,7 @@ void CheckRow(const rt::AttentionSize& z, bool causal, double scale, bool half, 
     if (!(std::isinf(got_lse) && got_lse < 0)) ++out.bad;
   } else if (!std::isfinite(got_lse)) {
     ++out.bad;
+    out.lse_error = INFINITY;  // (said as such where the error is printed, not as 0)
   } else {
     out.lse_error = std::max(out.lse_error, std::abs(got_lse - want_lse) - LseRounding(want_lse));
   }

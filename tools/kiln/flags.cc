@@ -63,7 +63,8 @@ ABSL_FLAG(std::string, out_dtype, "",
           "`kiln gemm`: the output type, bf16, f16 or f32 (left out: --dtype)");
 ABSL_FLAG(std::string, epilogue, "",
           "`kiln gemm`: fused epilogue terms, comma-separated: scale (alpha, beta, C_in), bias_row "
-          "or bias_col, relu, gelu or silu, residual");
+          "or bias_col, relu, gelu or silu, residual; or alone swiglu (silu(gate) * up of "
+          "interleaved column blocks) or rope (rotary positions, kiln.gemm's rope=)");
 ABSL_FLAG(
     std::string, tune_cache, "",
     "`kiln tune` writes (adds to) this file the fastest kernel per size; `kiln gemm` reads it");

@@ -13,6 +13,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
+#include "kiln/bundle/manifest.h"
 #include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 #include "tools/kiln/help.h"
@@ -62,6 +63,9 @@ int RunCommand(int argc, char** argv) {
     absl::StatusOr<std::vector<std::string>> names = kiln::cli::KernelNames();
     if (!names.ok()) return kiln::cli::Fail(names.status());
     for (const std::string& n : *names) std::cout << n << "\n";
+    if (names->empty())
+      std::cerr << "kiln list: no kernels" << (kiln::cli::BundleDir().empty() ? "" : " in ")
+                << kiln::cli::BundleDir() << "\n";
     return 0;
   }
   if (command == "mlir" || command == "lowered" || command == "llvm" || command == "ptx" ||
@@ -127,7 +131,13 @@ int RunCommand(int argc, char** argv) {
       return kiln::cli::Fail(st);
     return kiln::cli::Bench(args, *sizes, *shapes);
   }
-  std::cerr << "kiln: unknown command '" << command << "'\n" << kiln::cli::Overview();
+  const std::string near = kiln::rt::NearestName(
+      command,
+      {"attention", "bench", "bundle", "check", "compile", "crosscheck", "emulate", "gemm",
+       "grouped-gemm", "list", "llvm", "lowered", "mlir", "plot", "ptx", "run", "sass", "tune"});
+  std::cerr << "kiln: unknown command '" << command << "'"
+            << (near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?")) << "\n"
+            << kiln::cli::Overview();
   return 2;
 }
 
