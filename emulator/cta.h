@@ -672,7 +672,7 @@ class Cta {
   absl::Status Arrive(Thread& t, const Instr& in, bool wait);
   absl::Status ReleaseBarriersOfExitedThreads();
   struct BarrierState;
-  absl::Status CountWarpIfWhole(int id, BarrierState& b, int warp);
+  void CountWarpIfWhole(BarrierState& b, int warp);
   absl::Status CompleteIfDue(int id, BarrierState& b, Thread* t, const Instr* in);
   absl::Status Arith(Thread& t, const Instr& in);
   absl::Status Convert(Thread& t, const Instr& in);

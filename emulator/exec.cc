@@ -1225,32 +1225,29 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
     t.barrier = id;
     b.waiting.push_back(t.linear);
   }
-  if (!Aligned(in)) {
+  if (Aligned(in))
+    CountWarpIfWhole(b, warp);
+  else
     ++b.arrived;
-  } else if (absl::Status s = CountWarpIfWhole(id, b, warp); !s.ok()) {
-    return s;
-  }
   return CompleteIfDue(id, b, &t, &in);
 }
 
 // An aligned arrival counts once the warp's threads that have not exited are all there (the warp
 // arrives as one): for a counted barrier its warp size (PTX ISA, bar: "incremented by the warp
 // size, not the number of active threads"), for a whole-block one its threads alive.
-absl::Status Cta::CountWarpIfWhole(int id, BarrierState& b, int warp) {
-  if (b.warp_counted[warp]) return absl::OkStatus();
+void Cta::CountWarpIfWhole(BarrierState& b, int warp) {
+  if (b.warp_counted[warp]) return;
   const Instr* at = nullptr;
   int live = 0;
   for (int j = warp * 32; j < std::min<int>(threads_.size(), warp * 32 + 32); ++j) {
     if (b.arrival[j]) at = b.arrival[j];
     if (threads_[j].state == Thread::State::kDone && !b.arrival[j]) continue;
-    if (!b.arrival[j]) return absl::OkStatus();  // a lane still to come
+    if (!b.arrival[j]) return;  // a lane still to come
     ++live;
   }
-  if (!at || !Aligned(*at)) return absl::OkStatus();
+  if (!at || !Aligned(*at)) return;
   b.warp_counted[warp] = true;
   b.arrived += at->ops.size() > 1 ? 32 : live;
-  (void)id;
-  return absl::OkStatus();
 }
 
 // Releases the barrier's waiting threads once its arrivals reach its count (`t`, `in`: the
@@ -1280,8 +1277,7 @@ absl::Status Cta::ReleaseBarriersOfExitedThreads() {
       }));
   for (auto& [id, b] : barriers_) {
     if (b.arrival.empty() || b.waiting.empty()) continue;
-    for (int w = 0; w < static_cast<int>(b.warp_counted.size()); ++w)
-      if (absl::Status s = CountWarpIfWhole(id, b, w); !s.ok()) return s;
+    for (int w = 0; w < static_cast<int>(b.warp_counted.size()); ++w) CountWarpIfWhole(b, w);
     const Instr& in = e_.code[threads_[b.waiting.front()].pc - 1];
     if (in.ops.size() <= 1 && b.arrived >= live) b.expected = b.arrived;
     if (absl::Status s = CompleteIfDue(id, b, nullptr, nullptr); !s.ok()) return s;

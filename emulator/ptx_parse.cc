@@ -489,6 +489,14 @@ class EntryBuilder {
     return absl::OkStatus();
   }
 
+  // An instruction's opcode and modifiers as written ("add.s32"), its guard left out.
+  static std::string Opcode(absl::string_view text) {
+    if (absl::StartsWith(text, "@"))
+      text = absl::StripLeadingAsciiWhitespace(
+          text.substr(std::min(text.size(), text.find_first_of(" \t"))));
+    return std::string(text.substr(0, text.find_first_of(" \t")));
+  }
+
   // What the PTX ISA allows of an instruction's form, where a mistake would otherwise be run as
   // something else: a type of no width PTX has, an ld/st modifier it does not know or a vector
   // whose register list is not its width, and the operand count of the integer and float ALU ops.
@@ -529,8 +537,7 @@ class EntryBuilder {
         {Op::kShl, 3}, {Op::kShr, 3}, {Op::kMad, 4}, {Op::kFma, 4}, {Op::kSelp, 4},
         {Op::kNeg, 2}, {Op::kAbs, 2}, {Op::kNot, 2}, {Op::kMov, 2}};
     if (auto want = kOperands.find(in.op); want != kOperands.end() && in.ops.size() != want->second)
-      return Error(in.line, absl::StrCat(in.ops.size(), " operands where '",
-                                         in.text.substr(0, in.text.find_first_of(" \t")),
+      return Error(in.line, absl::StrCat(in.ops.size(), " operands where '", Opcode(in.text),
                                          "' takes ", want->second, ", in '", in.text, "'"));
     return absl::OkStatus();
   }

@@ -527,6 +527,7 @@ TEST(Emulator, FormsThePtxIsaDoesNotHaveAreRefused) {
   const std::pair<const char*, const char*> cases[] = {
       {"and.b17 %r2, %r1, 7;", "'.b17' is no PTX type"},
       {"and.b32 %r2, %r1, 7, 9;", "4 operands where 'and.b32' takes 3"},
+      {"@%p1 add.s32 %r2, %r1;", "2 operands where 'add.s32' takes 3"},
       {"ld.glbal.u32 %r2, [%rd3];", "'.glbal' is no modifier of ld"},
       {"ld.global.v9.u32 {%r2, %r4, %r5, %r6}, [%rd3];", "'.v9' is no modifier of ld"},
       {"ld.global.v2.u32 {%r2, %r4, %r5, %r6}, [%rd3];", "2 elements (.v2) and 4 registers"},
