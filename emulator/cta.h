@@ -573,12 +573,13 @@ class Cta {
         "may still be writing it (the kernel is launched while they finish)");
   }
 
-  // Which memory an address lies in, for messages: a generic one by its window.
-  static const char* SpaceWord(Space space, uint64_t addr) {
-    if (space == Space::kGeneric)
-      space = addr >= kSharedWindow && addr < kSharedWindow + (uint64_t{1} << 32) ? Space::kShared
-              : addr >= kParamWindow && addr < kParamWindow + (uint64_t{1} << 32) ? Space::kParam
-                                                                                  : Space::kGlobal;
+  // The space a generic address lies in, by its window.
+  static Space SpaceOfGeneric(uint64_t addr) {
+    if (addr >= kSharedWindow && addr < kSharedWindow + (uint64_t{1} << 32)) return Space::kShared;
+    if (addr >= kParamWindow && addr < kParamWindow + (uint64_t{1} << 32)) return Space::kParam;
+    return Space::kGlobal;
+  }
+  static const char* SpaceWord(Space space) {
     switch (space) {
       case Space::kShared:
         return "shared";
@@ -596,22 +597,17 @@ class Cta {
   // The bytes an access touches, or an error naming the address.
   absl::StatusOr<uint8_t*> Memory(Thread& t, const Instr& in, Space space, uint64_t addr,
                                   int bytes) {
-    if (addr % bytes != 0 && bytes <= 16)
+    const uint64_t given = addr;
+    if (space == Space::kGeneric) {
+      space = SpaceOfGeneric(addr);
+      if (space == Space::kShared) addr -= kSharedWindow;
+      if (space == Space::kParam) addr -= kParamWindow;
+    }
+    if (given % bytes != 0 && bytes <= 16)
       return Fail(t, in,
                   absl::StrFormat("misaligned %d-byte access at %s address 0x%x (%d bytes past a "
                                   "multiple of %d)",
-                                  bytes, SpaceWord(space, addr), addr, addr % bytes, bytes));
-    if (space == Space::kGeneric) {
-      if (addr >= kSharedWindow && addr < kSharedWindow + (uint64_t{1} << 32)) {
-        space = Space::kShared;
-        addr -= kSharedWindow;
-      } else if (addr >= kParamWindow && addr < kParamWindow + (uint64_t{1} << 32)) {
-        space = Space::kParam;
-        addr -= kParamWindow;
-      } else {
-        space = Space::kGlobal;
-      }
-    }
+                                  bytes, SpaceWord(space), given, given % bytes, bytes));
     if (space == Space::kGlobal) {
       if (absl::Status s = CheckPriorGridsWaited(t, in); !s.ok()) return s;
       uint8_t* p = dev_.Find(addr, bytes);

@@ -1207,7 +1207,8 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
                      "): a warp runs one barrier instruction on an id "
                      "until the barrier resets"));
   const int warp = t.linear / 32;
-  if (Aligned(in))  // its warp-mates here arrived through this instruction
+  const bool aligned = Aligned(in);
+  if (aligned)  // its warp-mates here arrived through this instruction
     for (int j = warp * 32; j < std::min<int>(threads_.size(), warp * 32 + 32); ++j)
       if (b.arrival[j] && b.arrival[j] != &in)
         return Fail(
@@ -1225,7 +1226,7 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
     t.barrier = id;
     b.waiting.push_back(t.linear);
   }
-  if (Aligned(in))
+  if (aligned)
     CountWarpIfWhole(b, warp);
   else
     ++b.arrived;

@@ -173,7 +173,6 @@ absl::Status LoadedKernel::Launch(std::vector<Arg> args, cu::CUstream stream,
 absl::Status LoadedKernel::Launch(Dim3 grid, std::vector<Arg> args, cu::CUstream stream,
                                   std::source_location where) const {
   if (absl::Status s = CheckArgs(manifest_, args); !s.ok()) return LaunchedAt(s, where);
-  if (absl::Status s = CheckGrid(manifest_, grid); !s.ok()) return LaunchedAt(s, where);
   return LaunchedAt(LaunchCheckedArgs(grid, std::move(args), stream), where);
 }
 
@@ -244,9 +243,7 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
   auto error = [&](absl::StatusCode code, const std::string& at, auto&&... what) {
     return absl::Status(code, absl::StrCat(at, ": ", m.name, ": ", what...));
   };
-  if (grid.count() == 0)
-    return error(absl::StatusCode::kInvalidArgument, m.source, "launched on an empty grid (",
-                 grid.x, "x", grid.y, "x", grid.z, ")");
+  if (absl::Status s = CheckGrid(m, grid); !s.ok()) return s;  // (a caller's grid, or a rule's)
   if (m.cluster.count() == 0 || grid.x % m.cluster.x || grid.y % m.cluster.y ||
       grid.z % m.cluster.z)
     return error(absl::StatusCode::kInvalidArgument, m.source, "clusters of ", m.cluster.x, "x",

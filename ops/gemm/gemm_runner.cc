@@ -120,15 +120,20 @@ absl::Status CheckRope(const GemmSize& size, const GemmOperands& o) {
   return absl::OkStatus();
 }
 
+// Whether `kernel` stores C through a TMA map (the tile kernels with bf16 or f16 out), which
+// takes C at any leading dimension that is a multiple of 8 (checked after the choice).
+bool StoresCThroughMap(const std::string& kernel, const GemmOptions& options) {
+  return kernel.rfind("gemm/bf16_sm90", 0) == 0 && !Has(kernel, "any_m") &&
+         !Has(kernel, "swiglu") && options.out_type != "f32";
+}
+
 // Whether `kernel` stores C (and reads C_in and residual) at leading dimension `ldc`: the strided
-// kernel any; a tile kernel with a C map (bf16 or f16 out, no C-like epilogue input) any multiple
-// of 8 (checked after); every other kernel C packed (`c_packed`).
+// kernel any; one with a C map, where no epilogue input is laid out like C; every other kernel C
+// packed (`c_packed`).
 bool TakesCAsGiven(const std::string& kernel, const GemmOptions& options, const std::string& terms,
                    int64_t ldc, int64_t c_packed) {
-  const bool tile = kernel.rfind("gemm/bf16_sm90", 0) == 0;
-  const bool map =
-      tile && !Has(kernel, "any_m") && !Has(kernel, "swiglu") && options.out_type != "f32";
-  return ReadsAnyStrides(kernel) || ldc == c_packed || (map && !EpilogueReadsMatrices(terms));
+  return ReadsAnyStrides(kernel) || ldc == c_packed ||
+         (StoresCThroughMap(kernel, options) && !EpilogueReadsMatrices(terms));
 }
 
 // PlanGemm past its checks, with the operands Oriented (`c_row`: the kernel stores C row-major).
@@ -251,8 +256,7 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
   const std::string& name = plan.choice.kernel;
   const bool any_strides = ReadsAnyStrides(name);
   const bool tiles = name.rfind("gemm/bf16_sm90", 0) == 0;
-  const bool c_map =
-      tiles && !Has(name, "any_m") && !Has(name, "swiglu") && options.out_type != "f32";
+  const bool c_map = StoresCThroughMap(name, options);
   const bool c_like_inputs = EpilogueReadsMatrices(terms);  // laid out with column stride M
   const bool wide = IsWideStageKernel(name);                // a row-major B too
   if (!any_strides && !tiles &&
@@ -264,7 +268,7 @@ absl::StatusOr<GemmPlan> PlanChecked(const GemmSize& size, const GemmOptions& op
     return Invalid(absl::StrCat(name, " reads packed A and B: lda must be K (", plan.size.k,
                                 ") and ldb ", plan.b_mn ? "N (" : "K (", b_packed, ")"));
   const int64_t c_packed = c_row ? plan.size.n : plan.size.m;  // a row-major C's rows are N apart
-  if (!any_strides && ld.c != c_packed && (!c_map || c_like_inputs))
+  if (!TakesCAsGiven(name, options, terms, ld.c, c_packed))    // (swiglu, rope: checked here)
     return Invalid(absl::StrCat(name, " takes ", c_like_inputs ? "C, C_in and residual" : "C",
                                 " packed: ldc must be ", o.c_row_major != c_row ? "N (" : "M (",
                                 c_packed, ")"));
