@@ -4,8 +4,6 @@
 #include <cmath>
 #include <limits>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "emulator/cta.h"
 
 namespace kiln::emu::detail {
@@ -1159,19 +1157,6 @@ absl::Status Cta::TryReleaseWarp(int warp) {
 
 // ---- barriers: bar.sync / barrier.sync id[, count]; bar.arrive id, count
 
-namespace {
-
-// bar.* and barrier.*.aligned: every thread of a warp runs the same instruction, and the warp
-// arrives as one (PTX ISA, barrier); barrier.sync without .aligned counts threads one by one.
-bool Aligned(const Instr& in) {
-  absl::string_view op = absl::StripLeadingAsciiWhitespace(in.text);
-  if (absl::StartsWith(op, "@"))
-    op = absl::StripLeadingAsciiWhitespace(op.substr(std::min(op.size(), op.find_first_of(" \t"))));
-  return absl::StartsWith(op, "bar.") || in.Has("aligned");
-}
-
-}  // namespace
-
 absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
   const int id = in.ops.empty() ? 0 : static_cast<int>(Read(t, in.ops[0], 32));
   if (id < 0 || id > 15) return Fail(t, in, absl::StrCat("barrier id ", id, " is outside 0..15"));
@@ -1207,7 +1192,10 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
                      "): a warp runs one barrier instruction on an id "
                      "until the barrier resets"));
   const int warp = t.linear / 32;
-  const bool aligned = Aligned(in);
+  // bar.* and barrier.*.aligned (the parser marks bar.* so): the lanes of a warp run the same
+  // instruction, and the warp arrives as one; barrier.sync without .aligned counts threads one
+  // by one (PTX ISA, barrier).
+  const bool aligned = in.Has("aligned");
   if (aligned)  // its warp-mates here arrived through this instruction
     for (int j = warp * 32; j < std::min<int>(threads_.size(), warp * 32 + 32); ++j)
       if (b.arrival[j] && b.arrival[j] != &in)
@@ -1246,7 +1234,7 @@ void Cta::CountWarpIfWhole(BarrierState& b, int warp) {
     if (!b.arrival[j]) return;  // a lane still to come
     ++live;
   }
-  if (!at || !Aligned(*at)) return;
+  if (!at || !at->Has("aligned")) return;
   b.warp_counted[warp] = true;
   b.arrived += at->ops.size() > 1 ? 32 : live;
 }

@@ -427,6 +427,8 @@ class EntryBuilder {
                      absl::StrCat("the emulator does not know '", parts[0], "' in '", text, "'"));
       in.op = op->second;
       in.mods.assign(parts.begin() + 1, parts.end());
+      // bar.sync, bar.arrive and bar.red are barrier.*.aligned (PTX ISA, bar): said as such.
+      if (parts[0] == "bar" && !in.Has("warp")) in.mods.push_back("aligned");
     }
     std::vector<Ty> types;
     static const std::vector<std::string> kCmp = {"eq",  "ne",  "lt",  "le",  "gt",  "ge",
