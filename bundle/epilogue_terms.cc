@@ -14,6 +14,10 @@ absl::StatusOr<std::string> CanonicalEpilogue(const std::string& terms) {
   static const char* kOrder[] = {"scale", "bias_row", "bias_col", "relu", "gelu",
                                  "silu",  "residual", "swiglu",   "rope"};
   std::vector<std::string> given = absl::StrSplit(terms, absl::ByAnyChar(".,"), absl::SkipEmpty());
+  if (given.empty() && !terms.empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "epilogue '", terms,
+        "': no term (scale, bias_row, bias_col, relu, gelu, silu, residual, swiglu, rope)"));
   std::vector<std::string> out;
   int biases = 0, activations = 0;
   for (size_t i = 0; i < std::size(kOrder); ++i) {

@@ -21,6 +21,7 @@
 #include "kiln/compile.h"
 #include "kiln/emulator.h"
 #include "kiln/kernel.h"
+#include "kiln/ops/gemm_choice.h"  // kiln::kiln carries the entry points (kiln::ops) too
 #include "kiln/pipeline.h"
 #include "kiln/runtime/launch.h"
 
@@ -236,5 +237,7 @@ int main(int argc, char** argv) {
   bool correct = *rel < 1e-4 && def->findings().empty();
   std::cout << "hopper_gemm " << (correct ? "correct" : "WRONG") << " (rel error " << *rel << "; "
             << M << "x" << N << "x" << K << " on " << where << ")\n";
+  std::cout << "kiln's own GEMM entry point would run " << rt::ChooseGemm({M, N, K}, 90).kernel
+            << " at this size\n";
   return correct ? 0 : 1;
 }

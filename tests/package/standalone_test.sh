@@ -40,6 +40,8 @@ if ! gemm=$("$work/build/hopper_gemm" 2>&1); then
 fi
 echo "$gemm"
 grep -q '^hopper_gemm correct' <<< "$gemm" || { echo "FAIL: hopper_gemm did not find its product correct"; exit 1; }
+grep -q "^kiln's own GEMM entry point would run gemm/" <<< "$gemm" ||
+  { echo "FAIL: kiln::kiln did not bring the entry points (kiln::ops)"; exit 1; }
 # A mistake in the user's own kernel is reported at the user's own line.
 if planted=$("$work/build/hopper_gemm" --plant 2>&1); then
   echo "FAIL: hopper_gemm --plant passed"; exit 1

@@ -20,11 +20,13 @@ int CompileThroughCache(const std::vector<std::string>& args) {
   if (!named.ok()) return Fail(named.status());
   const std::vector<std::string>& names = *named;
   kiln::CompileOptions options;
-  if (std::string dir = absl::GetFlag(FLAGS_cache); dir != "\x01") options.cache_dir = dir;
+  const bool cache_named = absl::GetFlag(FLAGS_cache) != "\x01";
+  if (cache_named) options.cache_dir = absl::GetFlag(FLAGS_cache);
   options.line_info = absl::GetFlag(FLAGS_line_info);
   std::cout << "# cache " << (options.cache_dir.empty() ? "(none)" : options.cache_dir) << "\n"
             << "kernel\tbuild_ms\tcompile_ms\tsource\n";
   double build_total = 0, compile_total = 0;
+  bool cache_failed = false;
   for (const std::string& name : names) {
     auto t0 = std::chrono::steady_clock::now();
     absl::StatusOr<kiln::KernelDef> def = BuildKernel(name);
@@ -35,12 +37,19 @@ int CompileThroughCache(const std::vector<std::string>& args) {
     if (!c.ok()) return Fail(c.status());
     std::cout << name << "\t" << absl::StrFormat("%.1f\t%.1f", build_ms, c->milliseconds) << "\t"
               << (c->from_cache ? "cache" : "lowered") << "\n";
-    if (!c->cache_warning.empty())
-      std::cerr << "kiln: " << name << ": " << c->cache_warning << "\n";
+    if (!c->cache_warning.empty()) {
+      std::cerr << "kiln: warning: " << name << ": " << c->cache_warning << "\n";
+      cache_failed = true;
+    }
     build_total += build_ms;
     compile_total += c->milliseconds;
   }
   std::cout << absl::StrFormat("total\t%.1f\t%.1f\n", build_total, compile_total);
+  // The command's job is the cache: a --cache it could not use is a failure (the host API only
+  // warns, as a cache is an optimisation there).
+  if (cache_failed && cache_named)
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        "kiln compile: the cache '", options.cache_dir, "' could not be used (see the warnings)")));
   return 0;
 }
 #endif

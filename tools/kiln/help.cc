@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
+#include "absl/flags/internal/usage.h"  // FlagsHelp: --helpfull without Abseil's exit code
 #include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -173,6 +175,14 @@ std::string Overview() {
 std::optional<int> HandleHelp(int argc, char** argv) {
   bool help = false;
   std::string command;
+  for (int i = 1; i < argc;
+       ++i)  // (Abseil's own --helpfull exits 1: a help asked for is a success)
+    if (!std::strcmp(argv[i], "--helpfull")) {
+      absl::flags_internal::FlagsHelp(std::cout, "",
+                                      absl::flags_internal::HelpFormat::kHumanReadable,
+                                      absl::ProgramUsageMessage());
+      return 0;
+    }
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") ||
         !std::strcmp(argv[i], "-help"))
