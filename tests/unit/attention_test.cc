@@ -166,7 +166,8 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedBlackwellAttention, ::testing::Values
 // ragged sizes, through the entry point's kernel override.
 TEST(EmulatedAttention, OtherTilings) {
   for (const char* tiling :
-       {"wg2", "bn176", "bn64.st3", "wg3.bn192", "persist", "wg2.persist", "wg1.bn64.st2.cta2"})
+       {"wg2", "bn176", "bn64.st3", "wg3.bn192", "persist", "wg2.persist", "wg1.bn64.st2.cta2",
+        "wgtid"})  // (the warpgroup index from the thread index; D = 64 takes lane 0's)
     for (bool causal : {false, true}) {
       rt::AttentionOptions o{.causal = causal};
       o.kernel = absl::StrCat("attention/hopper.d64", causal ? ".causal" : "", ".", tiling);
@@ -180,8 +181,9 @@ TEST(EmulatedAttention, OtherTilings) {
   o.kernel = "attention/hopper.d128.persist";
   ExpectCorrect({{.b = 2, .hq = 3, .hkv = 1, .s = 300, .skv = 200, .d = 128}, o});
   // Persistent CTAs at D = 256 (one Q stage: each tile's stage comes back after its store), the
-  // three SMs of the emulated GPU walking six query tiles.
-  o.kernel = "attention/hopper.d256.causal.persist";
+  // three SMs of the emulated GPU walking six query tiles; the warpgroup index from lane 0 (D = 256
+  // takes the thread index's).
+  o.kernel = "attention/hopper.d256.causal.persist.wgshfl";
   o.causal = true;
   ExpectCorrect({{.b = 2, .hq = 3, .hkv = 1, .s = 140, .skv = 140, .d = 256}, o});
 }

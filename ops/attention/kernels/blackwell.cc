@@ -229,10 +229,10 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
   const Scalar in = a.in;
   Kernel k(name, sm100a(), {192});
   if (a.warpgroups || a.block_n || a.stages || a.persistent || a.lazy_rescale >= 0 ||
-      a.per_sequence() || a.varlen || a.rows)
+      a.uniform_warpgroup >= 0 || a.per_sequence() || a.varlen || a.rows)
     k.Fail(
         "attention/blackwell has one tiling and the [B, H, S, D] layout; it takes no "
-        "wg/bn/st/persist/lazy/eager/lens/page/varlen/rows option (split: yes)");
+        "wg/bn/st/persist/lazy/eager/wgshfl/wgtid/lens/page/varlen/rows option (split: yes)");
   const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/BM);
   const Value &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv;
   k.Grid(absl::StrCat("S/", BM), "Hq", a.split ? "B*P" : "B");

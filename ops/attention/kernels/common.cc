@@ -46,6 +46,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
                a.page >= 16 && (a.page & (a.page - 1)) == 0) {
     } else if (part == "lazy" || part == "eager") {
       a.lazy_rescale = part == "lazy";
+    } else if (part == "wgshfl" || part == "wgtid") {
+      a.uniform_warpgroup = part == "wgshfl";
     } else if (int* field = absl::StartsWith(part, "wg")   ? &a.warpgroups
                             : absl::StartsWith(part, "bn") ? &a.block_n
                             : absl::StartsWith(part, "st") ? &a.stages
@@ -56,7 +58,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
           "unknown option '", part,
           "' (takes d64, d128 or d256, then f16, causal, and a tiling: wgW consumer warpgroups, "
           "bnN keys per "
-          "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling, split for "
+          "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling, wgshfl or "
+          "wgtid for the consumers' warpgroup index broadcast from lane 0 or not, split for "
           "split-KV, lens for sequences of their own lengths, pageN for a paged cache of pages "
           "of N tokens, a power of two from 16 (gather: pages of 16 copied by threads, not TMA "
           "boxes), varlen for packed sequences, cta2 for two CTAs an "

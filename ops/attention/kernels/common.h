@@ -33,6 +33,10 @@ struct AttentionShape {
   // grown by more than 2^8 since its reference was set (1, "lazy"); -1 for the kernel's default.
   // Hopper only.
   int lazy_rescale = -1;
+  // The consumers' warpgroup index: broadcast from lane 0 (1, "wgshfl"), which ptxas then knows
+  // warp-uniform, or the thread index over 128 (0, "wgtid"); -1 for the kernel's default.
+  // Hopper only.
+  int uniform_warpgroup = -1;
   // ("split") The keys of each query tile split in P parts (the parameter P), a CTA each: a part
   // writes its rows' O (normalized by its own sum) and lse as heads p * B * Hq + head of O and
   // lse, which attention/combine merges (split-KV, FlashDecoding's). P = 1 writes O itself.
