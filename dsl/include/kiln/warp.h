@@ -32,6 +32,13 @@ inline Value ShflDown(const Value& v, const Operand& delta, int width = 32,
                       Loc loc = Loc::current()) {
   return Shfl(ShflMode::kDown, v, delta, width, loc);
 }
+// Lane 0's `v` in every lane (shfl.sync.idx from lane 0). For a value the lanes already share but
+// ptxas cannot prove they do (a warpgroup's index, tid / 128): ptxas then keeps it, and what is
+// computed from it (wgmma descriptors, barrier ids), in uniform registers, as CUTLASS's
+// canonical_warp_group_idx does (docs/perf/2026-12-01-warp-uniform-warpgroup-index.md).
+inline Value WarpUniform(const Value& v, Loc loc = Loc::current()) {
+  return Shfl(ShflMode::kIdx, v, 0, 32, loc);
+}
 
 enum class Reduce : uint8_t { kSum, kMax, kMin };
 // The reduction of `v` over each `width`-lane segment of the warp, in every lane of the segment

@@ -21,7 +21,7 @@ HopperConsumer::HopperConsumer(HopperAttention& h, const Value& t)
     : h_(h),
       k_(h.k),
       c_(t % 128),
-      wg_(h.a.uniform_warpgroup ? ShflIdx(t / 128, 0) : t / 128),  // (AttentionShape)
+      wg_(h.a.uniform_warpgroup ? WarpUniform(t / 128) : t / 128),  // (AttentionShape)
       row0_(wg_ * 64),
       scale_log2_(h.p.scale * M_LOG2E),
       q_at_(h.q_ring.Start()),

@@ -4,6 +4,7 @@
 // tensor core's accumulator keeps fewer bits than f32: promoting every 128 of K bounds what it
 // loses). The other consumer warpgroup's wgmmas run under a warpgroup's promotion. Tensorwise
 // and rowwise factors are constant along K: the promotion adds, and the product is scaled once.
+#include "kiln/warp.h"
 #include "ops/gemm/kernels/fp8_factors.h"
 #include "ops/gemm/kernels/tile_epilogue.h"
 
@@ -21,7 +22,12 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
   Kernel& k = tk.k;
   const int BN = tk.shape.bn, BK = tk.shape.bk();
   k.WaitForPriorGrids();
-  Value c = t % 128, wg = t / 128, lane = c % 32, row0 = wg * 64;
+  // The warpgroup index made warp-uniform for ptxas where it measured faster: tensorwise and
+  // rowwise; blockwise measured slower with it
+  // (docs/perf/2026-12-01-warp-uniform-warpgroup-index.md, "The backward and the 8-bit GEMM").
+  const bool uniform_wg = tk.shape.variant.scaling != Fp8Scaling::kBlock;
+  Value c = t % 128, wg = uniform_wg ? WarpUniform(t / 128) : t / 128, lane = c % 32,
+        row0 = wg * 64;
   WgmmaAccumulator acc = k.WgmmaAcc(BN), part = k.WgmmaAcc(BN), part2;
   // Tensorwise and rowwise in tiles of at most 64x128 (the ones the rule takes for few tokens,
   // where a stage's wait and promotion, not the tensor cores, set the pace): stages in pairs, the
