@@ -354,7 +354,7 @@ Value Fma(const Operand& a, const Operand& b, const Operand& c) {
 
 Value Value::To(Scalar to, Loc loc) const {
   if (!state_) return *this;  // empty stays empty (reported where a kernel op uses it)
-  KernelState& s = *state_;
+  KernelState& s = *Access::State(*this);
   Type from = type_;
   Type result = from;
   result.elem = to;
@@ -391,7 +391,7 @@ Value Value::To(Scalar to, Loc loc) const {
 
 Value Value::Bitcast(Type t, Loc loc) const {
   if (!state_) return *this;  // empty stays empty (reported where a kernel op uses it)
-  KernelState& s = *state_;
+  KernelState& s = *Access::State(*this);
   if (t.Bytes() != type_.Bytes() || t.kind == Type::Kind::kPointer ||
       type_.kind == Type::Kind::kPointer) {
     s.Fail(absl::StrCat("cannot bitcast ", type_.Str(), " to ", t.Str()), loc);
@@ -403,7 +403,7 @@ Value Value::Bitcast(Type t, Loc loc) const {
 
 Value Value::Lane(int i, Loc loc) const {
   if (!state_) return *this;  // empty stays empty (reported where a kernel op uses it)
-  KernelState& s = *state_;
+  KernelState& s = *Access::State(*this);
   Type scalar = Type::Of(type_.elem);
   if (type_.kind != Type::Kind::kVector || i < 0 || i >= type_.lanes) {
     s.Fail(absl::StrCat("lane ", i, " of ", type_.Str()), loc);

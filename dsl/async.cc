@@ -437,7 +437,7 @@ Barriers HopperOps::SmemBarriers(int count, Loc loc) {
 
 Barrier Barriers::operator[](const Operand& i) const {
   Barrier b;
-  KernelState& s = *Access::State(tile_);
+  KernelState& s = detail::Owner(Access::State(tile_), "Barriers", &tile_.loc());
   if (Access::IsImm(i) && (Access::Imm(i) < 0 || Access::Imm(i) >= count_))
     s.Fail(absl::StrCat("barrier ", Access::Imm(i), " of an array of ", count_), i.loc());
   if (!Access::IsImm(i) && Access::Val(i).type() != Type::Of(Scalar::kI32))
@@ -450,7 +450,7 @@ Barrier Barriers::operator[](const Operand& i) const {
 }
 
 namespace {
-KernelState& StateOf(const Barrier& b) { return *Access::State(b.ptr()); }
+KernelState& StateOf(const Barrier& b) { return detail::Owner(Access::State(b.ptr()), "Barrier"); }
 }  // namespace
 
 void Barrier::Init(int count, Loc loc) const { Init(count, PhasesPerRound{}, loc); }

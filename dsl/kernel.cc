@@ -1,9 +1,14 @@
 // Kernel construction: the module and function, parameters, ids, control flow, Build().
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,12 +25,121 @@
 namespace kiln {
 namespace detail {
 
+namespace {
+
+struct BuildingKernels {
+  std::mutex mu;
+  std::unordered_set<const KernelState*> states;
+  std::atomic<uint64_t> ended{0};  // counts EndBuilding calls: a thread's cached answer is stale
+};
+
+BuildingKernels& Building() {
+  static BuildingKernels* b = new BuildingKernels();  // (never destroyed: states outlive statics)
+  return *b;
+}
+
+// This thread's kernels being built, newest last: where a gone kernel's handle is reported.
+std::vector<KernelState*>& ThreadKernels() {
+  thread_local std::vector<KernelState*> kernels;
+  return kernels;
+}
+
+}  // namespace
+
+void StartBuilding(KernelState* s) {
+  BuildingKernels& b = Building();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.states.insert(s);
+  s->thread_kernels = &ThreadKernels();
+  s->thread_kernels->push_back(s);
+}
+
+void EndBuilding(KernelState* s) {
+  BuildingKernels& b = Building();
+  std::lock_guard<std::mutex> lock(b.mu);
+  if (b.states.erase(s)) b.ended.fetch_add(1);
+  if (std::vector<KernelState*>* mine = std::exchange(s->thread_kernels, nullptr))
+    mine->erase(std::remove(mine->begin(), mine->end(), s), mine->end());
+}
+
+bool IsBuilding(const KernelState* s) {
+  // The builder asks for every op: the last state found, until some kernel ends.
+  thread_local const KernelState* last = nullptr;
+  thread_local uint64_t last_ended = ~uint64_t{0};
+  BuildingKernels& b = Building();
+  const uint64_t ended = b.ended.load();
+  if (s == last && ended == last_ended) return true;
+  std::lock_guard<std::mutex> lock(b.mu);
+  if (!b.states.count(s)) return false;
+  last = s, last_ended = b.ended.load();
+  return true;
+}
+
+namespace {
+
+// A state that absorbs an op on a handle no kernel being built owns: the newest kernel this thread
+// is building, failed with `message` at its newest line, or where there is none, one of nobody's
+// (the message on stderr).
+KernelState* Absorb(const std::string& message) {
+  KernelState* newest = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(Building().mu);
+    if (!ThreadKernels().empty()) newest = ThreadKernels().back();
+  }
+  if (newest) {
+    newest->Fail(message, newest->last_loc);
+    return newest;
+  }
+  thread_local std::unique_ptr<KernelState> nobodys;
+  if (!nobodys) {
+    nobodys = std::make_unique<KernelState>("kiln/nobodys", sm90a(), rt::Dim3{1, 1, 1}, Loc());
+    std::lock_guard<std::mutex> lock(Building().mu);    // (not this thread's newest: a later kernel
+    std::vector<KernelState*>& mine = ThreadKernels();  // reports its own)
+    mine.erase(std::remove(mine.begin(), mine.end(), nobodys.get()), mine.end());
+    nobodys->thread_kernels = nullptr;
+  }
+  std::cerr << "kiln: " << message << "\n";
+  return nobodys.get();
+}
+
+std::string Made(const Loc* made) {
+  return made && made->line() ? absl::StrCat(" made at ", LocString(*made)) : std::string();
+}
+
+}  // namespace
+
+KernelState* Usable(KernelState* s, const char* what, const Loc* made) {
+  if (!s || IsBuilding(s)) return s;
+  return Absorb(absl::StrCat(
+      "a kiln::", what, Made(made),
+      " belongs to a kernel already built (its KernelDef holds the module) or destroyed, and is "
+      "used here: build each kernel from its own handles"));
+}
+
+KernelState& Owner(KernelState* s, const char* what, const Loc* made) {
+  if (s) return *Usable(s, what, made);
+  return *Absorb(absl::StrCat("a kiln::", what, Made(made),
+                              " is empty (default-constructed: no kernel made it) and is used "
+                              "here: take it from the kernel (k.Smem..., k.SmemBarriers...)"));
+}
+
+KernelState::~KernelState() { EndBuilding(this); }
+
+void* KernelState::operator new(size_t bytes) { return ::operator new(bytes); }
+
+void KernelState::operator delete(void* p) noexcept {  // kept, reachable (no leak reported)
+  static auto* kept = new std::vector<void*>();
+  std::lock_guard<std::mutex> lock(Building().mu);
+  kept->push_back(p);
+}
+
 KernelState::KernelState(std::string name, const Target& t, rt::Dim3 block, const Loc& loc)
     : context(std::make_unique<mlir::MLIRContext>()),
       builder(context.get()),
       alloca_builder(context.get()),
       target(t),
       kernel_loc(loc) {
+  StartBuilding(this);
   EmptyValueRead().reset();  // nothing read by an earlier kernel's ops carries over
   context->loadDialect<mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect, mlir::arith::ArithDialect,
                        mlir::scf::SCFDialect>();
@@ -137,12 +251,12 @@ void KernelState::CheckAssignInLoop(int to, int from) {
 
 mlir::Value KernelState::Unwrap(const Value& v, std::optional<Loc> use) {
   const int id = Access::Id(v);
-  if (Access::State(v) == this && id >= 0 && id < static_cast<int>(values.size()))
+  if (Access::RawState(v) == this && id >= 0 && id < static_cast<int>(values.size()))
     return values[id];
-  if (Access::State(v) == nullptr && use) {
+  if (Access::RawState(v) == nullptr && use) {
     EmptyValueRead() = Access::Declared(v);
     Fail("", *use);  // reported as the empty Value's use
-  } else if (Access::State(v) == nullptr) {
+  } else if (Access::RawState(v) == nullptr) {
     EmptyValueRead().reset();
     Fail("a kiln::Value declared empty here is used before the kernel gave it a value",
          Access::Declared(v));
@@ -861,6 +975,9 @@ std::vector<std::string> StaticFindings(const KernelState& s) {
 }  // namespace
 
 absl::StatusOr<KernelDef> Kernel::Build() {
+  if (!detail::IsBuilding(state_.get()))
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kernel ", state_->manifest.name, ": Build() ran already (a Kernel builds once)"));
   KernelState& s = *state_;
   detail::EmptyValueRead().reset();
   for (const auto& check : s.final_checks) check();
@@ -888,6 +1005,7 @@ absl::StatusOr<KernelDef> Kernel::Build() {
   module->module = std::move(s.module);
   KernelDef def(s.manifest, s.target, std::move(module));
   def.findings_ = StaticFindings(s);
+  detail::EndBuilding(&s);  // its handles are no longer dereferenced
   return def;
 }
 

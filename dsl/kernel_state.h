@@ -32,6 +32,14 @@ inline constexpr const char* kSmemSymbol = "kiln_smem";
 
 struct KernelState {
   KernelState(std::string name, const Target& target, rt::Dim3 block, const Loc& loc);
+  ~KernelState();
+  // A kernel state's storage is never handed back to the allocator (a few hundred bytes a
+  // kernel; its members are freed): a handle's plain pointer then names one kernel for the
+  // process's life, and a new kernel never takes a gone one's address (IsBuilding).
+  static void* operator new(size_t bytes);
+  static void operator delete(void* p) noexcept;
+  KernelState(const KernelState&) = delete;
+  KernelState& operator=(const KernelState&) = delete;
 
   mlir::Location ToLoc(const Loc& loc);
   void Fail(const std::string& message, const Loc& loc);
@@ -84,7 +92,9 @@ struct KernelState {
   Target target;
   rt::Manifest manifest;
   Loc kernel_loc;
-  Loc last_loc;      // the newest location ToLoc saw: where a Value of another kernel is reported
+  Loc last_loc;  // the newest location ToLoc saw: where a Value of another kernel is reported
+  // The list of kernels being built on the thread that made this one (StartBuilding).
+  std::vector<KernelState*>* thread_kernels = nullptr;
   int smem_top = 0;  // bytes planned so far
   int deepest_ring =
       1;  // the most stages of any shared-memory ring or pipeline (manifest attribute "ring")
@@ -210,9 +220,25 @@ std::optional<Loc>& EmptyValueRead();
 // Where operators between C++ numbers only were (arith.cc: NumbersOnly), as "file:line".
 std::set<std::string>& NumbersOnlyOperations();
 
+// The kernels being built: constructed, neither built nor destroyed (on any thread). A handle
+// (Value, SmemTile, Barrier, ...) keeps a plain pointer to its kernel's state, which Build hands
+// over (its MLIR context goes to the KernelDef) and the Kernel's destructor frees: a handle of such
+// a kernel is not dereferenced. The constructor starts, Build and the destructor end.
+void StartBuilding(KernelState* s);
+void EndBuilding(KernelState* s);
+bool IsBuilding(const KernelState* s);
+// `s` where it is null (an empty handle) or a kernel being built. Otherwise (a handle of a kernel
+// already built or destroyed) a state that can absorb the op: the newest kernel this thread is
+// building, failed at its newest line with a message naming `what` and `made` (the handle's own
+// line, where known), or where there is none, a kernel of nobody's (the message on stderr).
+KernelState* Usable(KernelState* s, const char* what, const Loc* made = nullptr);
+// The same for a handle whose methods need a kernel: an empty one (null `s`) is reported as such.
+KernelState& Owner(KernelState* s, const char* what, const Loc* made = nullptr);
+
 // Friend access to the private fields of the public handle types.
 struct Access {
-  static KernelState* State(const Value& v) { return v.state_; }
+  static KernelState* State(const Value& v) { return Usable(v.state_, "Value"); }
+  static KernelState* RawState(const Value& v) { return v.state_; }
   static Value Make(KernelState* s, int id, Type t) {
     Value v;
     v.state_ = s, v.id_ = id, v.type_ = t;
@@ -225,10 +251,10 @@ struct Access {
   static bool IsFloatImm(const Operand& o) { return o.is_float_imm_; }
   static double Imm(const Operand& o) { return o.imm_; }
   static const Value& Val(const Operand& o) { return o.value_; }
-  static KernelState* State(const Kernel& k) { return k.state_.get(); }
+  static KernelState* State(const Kernel& k) { return Usable(k.state_.get(), "Kernel"); }
   static int BarrierArray(const Barrier& b) { return b.array_; }
   static const std::string& BarrierIndex(const Barrier& b) { return b.index_; }
-  static KernelState* State(const SmemTile& t) { return t.state_; }
+  static KernelState* State(const SmemTile& t) { return Usable(t.state_, "SmemTile", &t.loc_); }
 };
 
 }  // namespace detail

@@ -71,7 +71,8 @@ Regs MemoryOps::Registers(Type type, int count, Loc loc) {
 RegRef Regs::operator[](RegIndex index) const {
   const int i = index.value;
   if (state_ && (i < 0 || i >= size_))
-    state_->Fail(absl::StrCat("register index ", i, " out of range 0..", size_ - 1), index.loc);
+    detail::Owner(state_, "Regs")
+        .Fail(absl::StrCat("register index ", i, " out of range 0..", size_ - 1), index.loc);
   return RegRef(state_, array_, i < 0 || i >= size_ ? 0 : i, index.loc);
 }
 
@@ -85,7 +86,8 @@ mlir::Value RegAddress(KernelState& s, int array, int index, mlir::Location l) {
 }  // namespace
 
 Value RegRef::Load(Loc loc) const {
-  KernelState& s = *state_;
+  KernelState& s = detail::Owner(state_, "Regs");
+  if (&s != state_) return s.Poison(Type::Of(Scalar::kF32), loc);  // (reported: not its arrays)
   const Type& t = s.reg_types[array_];
   if (!s.emitting_wgmma) {
     auto in_flight = [&](const std::vector<std::pair<int, Loc>>& ops) -> const Loc* {
@@ -108,7 +110,8 @@ Value RegRef::Load(Loc loc) const {
 }
 
 const RegRef& RegRef::operator=(const Operand& v) const {
-  KernelState& s = *state_;
+  KernelState& s = detail::Owner(state_, "Regs");
+  if (&s != state_) return *this;  // (reported: not its arrays)
   const Type& t = s.reg_types[array_];
   if (!Access::IsImm(v) && Access::Val(v).type() != t) {
     s.Fail(absl::StrCat("storing ", Access::Val(v).type().Str(), " into a register of ", t.Str()),
@@ -181,7 +184,7 @@ SmemTile MemoryOps::SmemInterleaved(Scalar elem, int rows, int cols, int stages,
 }
 
 SmemTile SmemTile::Slab(int s, Loc loc) const {
-  KernelState& st = *state_;
+  KernelState& st = detail::Owner(state_, "SmemTile", &loc_);
   SmemTile t = *this;
   const int per_slab = 16 / ScalarBytes(elem_);
   if (!interleaved_ || s < 0 || s >= cols_ / per_slab || stages_ > 1) {
@@ -226,7 +229,7 @@ SmemTile MemoryOps::SmemSwizzled(Scalar elem, int rows, int cols, Swizzle swizzl
 }
 
 SmemTile SmemTile::Stage(const Operand& stage, Loc loc) const {
-  KernelState& s = *state_;
+  KernelState& s = detail::Owner(state_, "SmemTile", &loc_);
   SmemTile t = *this;
   if (!IsI32(stage)) {
     s.Fail("a stage index must be i32", loc);
@@ -277,7 +280,7 @@ mlir::Value TileByte(KernelState& s, const SmemTile& t, const Value& stage, mlir
 }  // namespace
 
 SmemTile SmemTile::Rows(int row0, int rows, Loc loc) const {
-  KernelState& s = *state_;
+  KernelState& s = detail::Owner(state_, "SmemTile", &loc_);
   SmemTile t = *this;
   if (row0 < 0 || rows <= 0 || row0 + rows > rows_) {
     s.Fail(absl::StrCat("rows ", row0, "..", row0 + rows, " of a tile of ", rows_, " rows"), loc);
@@ -321,14 +324,14 @@ Value MemoryOps::SmemDynamic(Scalar elem, const std::string& bytes, Loc loc) {
 }
 
 Value SmemTile::Base(Loc loc) const {
-  KernelState& s = *state_;
+  KernelState& s = detail::Owner(state_, "SmemTile", &loc_);
   mlir::Location l = s.ToLoc(loc);
   mlir::Value zero = mlir::arith::ConstantIntOp::create(s.builder, l, 0, 32);
   return s.Wrap(TileByte(s, *this, stage_, zero, l), Type::Ptr(Space::kShared, elem_));
 }
 
 Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
-  KernelState& s = *state_;
+  KernelState& s = detail::Owner(state_, "SmemTile", &loc_);
   const Type ptr = Type::Ptr(Space::kShared, elem_);
   if (!IsI32(row) || !IsI32(col)) {
     s.Fail("shared tile indices must be i32", loc);

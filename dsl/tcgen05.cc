@@ -123,7 +123,7 @@ bool UseTcgenGroup(KernelState& s, int cta_group, const Loc& loc) {
 
 Value Tmem::Base(Loc loc) const {
   Value slot = slot_.At(0, 0, loc);
-  KernelState& s = *Access::State(slot);
+  KernelState& s = detail::Owner(Access::State(slot), "Tmem");
   return s.Wrap(
       mlir::LLVM::LoadOp::create(s.builder, s.ToLoc(loc), s.builder.getI32Type(), s.Unwrap(slot)),
       Type::Of(Scalar::kI32));

@@ -239,7 +239,7 @@ void HopperOps::WgmmaWait(int pending, Loc loc) {
 }
 
 std::vector<Value> WgmmaAccumulator::FragmentA(int k16, Scalar elem, Loc loc) const {
-  KernelState& s = *Access::State(lane_);
+  KernelState& s = detail::Owner(Access::State(lane_), "WgmmaAccumulator");
   if (elem != Scalar::kBF16 && elem != Scalar::kF16) {
     s.Fail("an A fragment holds bf16 or f16", loc);
     return {};

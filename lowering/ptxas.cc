@@ -53,11 +53,20 @@ int ToolSeconds() {
   return seconds > 0 ? seconds : 600;
 }
 
+// `text` as one word of a POSIX shell command: single-quoted, each ' closed, escaped and reopened
+// (a toolkit or scratch path with spaces or quotes is a path, not more words or commands).
+std::string ShellWord(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 // Runs a command with stdout+stderr to `log`, under coreutils' timeout; returns its exit code, or
 // -1 where it was stopped at ToolSeconds() (a line saying so ends the log).
 int Run(const std::string& command, const std::string& log) {
   const int status = std::system(
-      absl::StrCat("timeout -k 5 ", ToolSeconds(), " ", command, " >", log, " 2>&1").c_str());
+      absl::StrCat("timeout -k 5 ", ToolSeconds(), " ", command, " >", ShellWord(log), " 2>&1")
+          .c_str());
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
   if (code == 124 || code == 137) {
     std::ofstream(log, std::ios::app)
@@ -80,7 +89,9 @@ absl::StatusOr<PtxasResult> RunPtxas(const std::string& ptx, const std::string& 
   const std::string in = dir.path() + "/kernel.ptx", out = dir.path() + "/kernel.cubin",
                     log = dir.path() + "/ptxas.log";
   std::ofstream(in) << ptx;
-  const int rc = Run(absl::StrCat(Tool("ptxas"), " -arch=", chip, " -v -o ", out, " ", in), log);
+  const int rc = Run(absl::StrCat(ShellWord(Tool("ptxas")), " -arch=", ShellWord(chip), " -v -o ",
+                                  ShellWord(out), " ", ShellWord(in)),
+                     log);
   PtxasResult result{Slurp(out), Slurp(log)};
   if (rc != 0)
     return absl::InvalidArgumentError(
@@ -92,9 +103,9 @@ absl::StatusOr<std::string> Disassemble(const std::string& cubin) {
   // cuobjdump where the toolkit has it, else nvdisasm; some slim toolkits carry neither.
   std::string command;
   if (access(Tool("cuobjdump").c_str(), X_OK) == 0)
-    command = Tool("cuobjdump") + " -sass ";
+    command = ShellWord(Tool("cuobjdump")) + " -sass ";
   else if (access(Tool("nvdisasm").c_str(), X_OK) == 0)
-    command = Tool("nvdisasm") + " ";
+    command = ShellWord(Tool("nvdisasm")) + " ";
   else
     return absl::UnavailableError(
         absl::StrCat("SASS needs cuobjdump or nvdisasm, and neither is in ", CudaHome(),
@@ -103,7 +114,7 @@ absl::StatusOr<std::string> Disassemble(const std::string& cubin) {
   if (dir.path().empty()) return absl::InternalError("cannot create a scratch directory");
   const std::string in = dir.path() + "/kernel.cubin", log = dir.path() + "/sass.txt";
   std::ofstream(in, std::ios::binary) << cubin;
-  if (Run(command + in, log) != 0)
+  if (Run(command + ShellWord(in), log) != 0)
     return absl::InternalError(absl::StrCat("disassembling failed:\n", Slurp(log)));
   return Slurp(log);
 }

@@ -59,17 +59,27 @@ void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes,
     if (!scale_w) throw Error(absl::StrCat(kCall, ": e4m3 x and w need both scale_x and scale_w"));
     // scale_x (rows, KB), rows contiguous; scale_w (E, N/128, KB) packed.
     const Array &sx = *scale_x, &sw = *scale_w;
-    const bool x_fits = sx.ndim() == 2 && static_cast<int64_t>(sx.shape(0)) == rows &&
-                        static_cast<int64_t>(sx.shape(1)) == k_blocks &&
-                        (rows == 1 || sx.stride(0) == 1) && (k_blocks == 1 || sx.stride(1) == rows);
-    const bool w_fits = sw.ndim() == 3 && static_cast<int64_t>(sw.shape(0)) == E &&
-                        static_cast<int64_t>(sw.shape(1)) * 128 == N &&
-                        static_cast<int64_t>(sw.shape(2)) == k_blocks && IsContiguous(sw);
-    if (!x_fits || !w_fits)
-      throw Error(absl::StrCat(kCall, ": scale_x ", ShapeText(sx), " and scale_w ", ShapeText(sw),
-                               " must be (", rows, ", ", k_blocks, ") with its rows contiguous ",
-                               "(kiln.quantize_e4m3's) and (", E, ", ", N / 128, ", ", k_blocks,
-                               ") packed; N a multiple of 128"));
+    if (N % 128)
+      throw Error(absl::StrCat(kCall, ": e4m3 x and w take N a multiple of 128 (a scale_w per ",
+                               "128 x 128 block), not ", N));
+    const bool x_shape = sx.ndim() == 2 && static_cast<int64_t>(sx.shape(0)) == rows &&
+                         static_cast<int64_t>(sx.shape(1)) == k_blocks;
+    if (!x_shape)
+      throw Error(absl::StrCat(kCall, ": scale_x must be (", rows, ", ", k_blocks,
+                               ") (a row's scale per 128 of K), not ", ShapeText(sx)));
+    if (!((rows == 1 || sx.stride(0) == 1) && (k_blocks == 1 || sx.stride(1) == rows)))
+      throw Error(absl::StrCat(
+          kCall, ": scale_x (", rows, ", ", k_blocks,
+          ") must have its rows contiguous (a column-major array, as kiln.quantize_e4m3 returns "
+          "it: its transpose's memory), not a row-major one"));
+    if (!(sw.ndim() == 3 && static_cast<int64_t>(sw.shape(0)) == E &&
+          static_cast<int64_t>(sw.shape(1)) * 128 == N &&
+          static_cast<int64_t>(sw.shape(2)) == k_blocks))
+      throw Error(absl::StrCat(kCall, ": scale_w must be (", E, ", ", N / 128, ", ", k_blocks,
+                               ") (a scale per 128 x 128 block of each expert), not ",
+                               ShapeText(sw)));
+    if (!IsContiguous(sw))
+      throw Error(absl::StrCat(kCall, ": scale_w ", ShapeText(sw), " must be packed (row-major)"));
     arrays.push_back(&sx), arrays.push_back(&sw);
   }
   CallDevice d(kCall, arrays, stream);

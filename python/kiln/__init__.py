@@ -428,9 +428,10 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     weight w (N, K) is b = w.t()); out, c, bias (N values) and residual of out_dtype (default:
     a's type; "f32" also). activation: "relu", "gelu" (the tanh form, torch's
     gelu(approximate="tanh")) or "silu". Host arrays: f32 in any order
-    (out packed), run on the emulator as bf16, out_dtype "bf16" (values rounded so, held in f32)
-    or "f32"; or float16 ones, run as f16, out float16 (float32 for out_dtype "bf16" or "f32"; an
-    out given of that type, c, bias and residual float16 or float32).
+    (out packed), run on the emulator as bf16, out_dtype "bf16" (values rounded so, held in f32),
+    "f16" (a float16 array) or "f32"; or float16 ones, run as f16, out float16 (float32 for
+    out_dtype "bf16" or "f32"; an out given of that type, c, bias and residual float16 or
+    float32).
 
     activation="swiglu" (alone) fuses a gate/up projection: out = silu(gate) * up, (M, N/2)
     row-major, where b's columns hold gate and up interleaved as swiglu_weights puts them. It and
@@ -469,8 +470,13 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     _require(c is not None or beta == 0.0,
              lambda: f"kiln.gemm: beta={beta} scales c, and no c was given (pass c=, or leave "
                      "beta out)")
-    if beta == 0.0:
-        c = None  # not read at all (torch.addmm's beta=0: a NaN or inf in c does not reach out)
+    if beta == 0.0 and c is not None:
+        # Not read at all (torch.addmm's beta=0: a NaN or inf in c does not reach out), but its
+        # shape checked as torch.addmm checks it.
+        _require(tuple(c.shape) == (a.shape[0], b.shape[1]),
+                 lambda: f"kiln.gemm: c must be out's shape {(a.shape[0], b.shape[1])}, not "
+                         f"{tuple(c.shape)} (beta=0 leaves it unread, not unchecked)")
+        c = None
     terms = []
     if c is not None or alpha != 1.0 or beta != 0.0:
         terms.append("scale")
@@ -514,6 +520,7 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     in_type = _type_of(a)
     out_type = _out_type(out_dtype) or (
         _type_of(out) if out is not None and _is_torch(out) else in_type)
+    made = out is None
     if out is None:
         n = b.shape[1] // 2 if activation == "swiglu" else b.shape[1]
         out = _empty(a, (a.shape[0], n), out_type)
@@ -528,7 +535,7 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
                                    for x in (a, b, c, bias, residual))
     _kiln._gemm(_r(a), _r(b), _r(out), _r(c), _r(bias), _r(residual), float(alpha), float(beta),
                 ",".join(terms), in_type, out_type, stream=_stream([a]), **rope_args)
-    return out
+    return _as_asked(out, out_type, made)
 
 
 def _given(terms, activation, alone):
@@ -778,6 +785,7 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
             types.append(given or "e4m3")
     out_type = _out_type(out_dtype) or (
         _type_of(out) if out is not None and _is_torch(out) else "bf16")
+    made = out is None
     if out is None:
         out = _empty(a, (a.shape[0], b.shape[1]), out_type)
     # Tensorwise scales given as numbers: one f32 value each, where a and b live.
@@ -785,7 +793,7 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
     _require_arrays("kiln.gemm", scale_a=scale_a, scale_b=scale_b)
     if a.shape[0] * b.shape[1] == 0:  # no element of out: nothing to launch (as for 16-bit inputs)
         _check_empty_fp8(a, b, out, out_type, scale_a, scale_b, c, bias, residual)
-        return out
+        return _as_asked(out, out_type, made)
     if _is_torch(a):  # DLPack carries the bytes
         import torch
         a, b = a.view(torch.uint8), b.view(torch.uint8)
@@ -796,6 +804,14 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
     _kiln._gemm_fp8(_r(a), _r(b), _r(out), _r(scale_a), _r(scale_b), out_type, _r(c), _r(bias),
                     _r(residual), float(alpha), float(beta), ",".join(terms), types[0], types[1],
                     stream=_stream([a]))
+    return _as_asked(out, out_type, made)
+
+
+def _as_asked(out, out_type, made):
+    """A host result kiln made (host arrays hold f32) as out_dtype asked: float16 for "f16", whose
+    values the kernel rounded so (NumPy has no bf16: "bf16" stays f32 holding bf16 values)."""
+    if made and out_type == "f16" and not _is_torch(out) and str(out.dtype) != "float16":
+        return out.astype("float16")
     return out
 
 
@@ -808,6 +824,8 @@ def _check_empty_fp8(a, b, out, out_type, scale_a, scale_b, c, bias, residual):
              lambda: f"kiln.gemm: a {tuple(a.shape)} and b {tuple(b.shape)} do not multiply")
     _require(tuple(out.shape) == (m, n),
              lambda: f"{call}: out has shape {tuple(out.shape)}, not {(m, n)}")
+    _require(k % 16 == 0, lambda: f"{call}: 8-bit A and B are read by TMA: K ({k}) a multiple "
+             "of 16")
     _require_arrays(call, scale_a=scale_a, scale_b=scale_b)
     terms = [(name, x) for name, x in (("c", c), ("bias", bias), ("residual", residual))
              if x is not None]
@@ -872,6 +890,7 @@ def quantize_e4m3(x):
             _loaded("kiln.quantize_e4m3", "ops/quantize_e4m3")(x, q, scales, m, k)
         return q.view(torch.float8_e4m3fn), scales
     import numpy
+    _require_dtypes("kiln.quantize_e4m3", [("x", x)], ("float32",), ("bfloat16",))
     x16 = _bf16_bits(x)
     q = numpy.zeros((m, k), numpy.uint8)
     scales = numpy.zeros((kb, m), numpy.float32)
@@ -910,6 +929,7 @@ def quantize_e4m3_blocks(w, *, transpose=False):
         q, q_t = q.view(torch.float8_e4m3fn), q_t.view(torch.float8_e4m3fn)
     else:
         import numpy
+        _require_dtypes("kiln.quantize_e4m3_blocks", [("w", w)], ("float32",), ("bfloat16",))
         q = numpy.zeros((n, k), numpy.uint8)
         # The emulator copies each array back: q_t needs its own, a word when unwritten.
         q_t = numpy.zeros((k, n) if transpose else (1, 8), numpy.uint8)
@@ -1323,6 +1343,21 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))
+    if q.shape[0] * q.shape[1] == 0:  # no token or no head (as the forward): empty gradients
+        call = "kiln.varlen_attention_backward"
+        _check_attention_shapes(call, q, k, v, "[T, Hkv, D]")
+        _require(q.shape[2] in _HEAD_DIMS,
+                 f"{call}: head dimension D = {q.shape[2]}: the kernels take 64, 128 or 256")
+        for name, x in (("out", out), ("d_out", d_out)):
+            _require(tuple(x.shape) == tuple(q.shape),
+                     lambda: f"{call}: {name} must be q's shape {tuple(q.shape)}, not "
+                             f"{tuple(x.shape)}")
+        _require_attention_types(call, [("q", q), ("k", k), ("v", v), ("out", out),
+                                        ("d_out", d_out)], lse=lse,
+                                 index=[("cu_seqlens", cu_seqlens)])
+        for g in (dk, dv):  # (no query row reaches them)
+            g.zero_() if _is_torch(g) else g.fill(0)
+        return dq, dk, dv
     _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)),
                               _flag("kiln.varlen_attention_backward", "causal", causal),
                               _scale("kiln.varlen_attention_backward", scale), False,
@@ -1528,6 +1563,14 @@ def _scale(call, scale):
     value = _number(call, "scale", scale)
     _require(math.isfinite(value) and value > 0,
              lambda: f"{call}: scale {scale!r}: a positive number, or None for 1 / sqrt(D)")
+    import struct
+    try:
+        as_f32 = struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        as_f32 = math.inf
+    _require(as_f32 > 0 and math.isfinite(as_f32),
+             lambda: f"{call}: scale {scale!r}: the kernels take it as f32, where it is "
+                     f"{'0' if as_f32 == 0 else 'inf'}: a scale from about 1.4e-45 to 3.4e38")
     return value
 
 

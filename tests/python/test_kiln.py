@@ -748,6 +748,13 @@ class GroupedGemm(unittest.TestCase):
                               scale_x=np.ascontiguousarray(sx, np.float32),
                               scale_w=np.ascontiguousarray(sw, np.float32))
         self.assertIn("rows contiguous", str(err.exception))
+        self.assertIn("scale_x (", str(err.exception))  # the one scale at fault, by name
+        with self.assertRaises(kiln.Error) as err:  # scale_w of another shape: named alone
+            kiln.grouped_gemm(x8, w8, np.cumsum(tokens).astype(np.int32),
+                              scale_x=np.asfortranarray(sx, np.float32),
+                              scale_w=np.ascontiguousarray(sw[:, :, :1], np.float32))
+        self.assertIn("scale_w must be", str(err.exception))
+        self.assertNotIn("scale_x", str(err.exception))
 
     def test_errors_name_the_problem(self):
         x = np.zeros((4, self.K), np.float32)
@@ -1497,6 +1504,39 @@ class EmptyAndWrongInputs(unittest.TestCase):
             with self.assertRaises(kiln.Error) as caught:
                 call()
             self.assertIn(message, str(caught.exception))
+
+    def test_what_a_new_user_tried(self):
+        f = lambda *s: np.ones(s, np.float32)
+        z = lambda *s: np.zeros(s, np.float32)
+        # A scale f32 cannot hold is refused, not read as 0 (the kernels' 1 / sqrt(D)).
+        for scale in (1e-50, 1e39):
+            with self.assertRaises(kiln.Error) as err:
+                kiln.attention(f(1, 1, 8, 64), f(1, 1, 8, 64), f(1, 1, 8, 64), scale=scale)
+            self.assertIn("take it as f32", str(err.exception))
+        # The backward of packed sequences with no token, as the forward: empty gradients.
+        cu = np.int32([0, 0])
+        o, lse = kiln.varlen_attention(z(0, 2, 64), z(0, 2, 64), z(0, 2, 64), cu, 1)
+        grads = kiln.varlen_attention_backward(z(0, 2, 64), z(0, 2, 64), z(0, 2, 64), o, lse,
+                                               z(0, 2, 64), cu, 1)
+        self.assertEqual([g.shape for g in grads], [(0, 2, 64)] * 3)
+        # out_dtype "f16" of f32 host arrays: a float16 array.
+        got = kiln.gemm(f(2, 16), f(16, 8), out_dtype="f16")
+        self.assertEqual(got.dtype, np.float16)
+        np.testing.assert_array_equal(got, np.full((2, 8), 16, np.float16))
+        # beta=0 leaves c unread but not unchecked (torch.addmm's).
+        with self.assertRaises(kiln.Error) as err:
+            kiln.gemm(f(48, 48), f(48, 48), c=np.zeros((3, 3)), beta=0.0)
+        self.assertIn("c must be out's shape (48, 48)", str(err.exception))
+        # An 8-bit product with no row still checks K.
+        with self.assertRaises(kiln.Error) as err:
+            kiln.gemm(np.zeros((0, 40), np.uint8), np.zeros((40, 16), np.uint8).T.copy().T,
+                      scale_a=1.0, scale_b=1.0)
+        self.assertIn("K (40) a multiple of 16", str(err.exception))
+        # The quantizers take f32 host arrays, as every other call: no silent conversion.
+        for call in (kiln.quantize_e4m3, kiln.quantize_e4m3_blocks):
+            with self.assertRaises(kiln.Error) as err:
+                call(np.ones((4, 32), np.int32))
+            self.assertIn("must be float32, not int32", str(err.exception))
 
     def test_a_signal_stops_a_long_emulated_call(self):
         """A handler's exception (Ctrl-C's KeyboardInterrupt) ends an emulated call as it runs."""

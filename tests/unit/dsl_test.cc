@@ -185,6 +185,33 @@ TEST(Dsl, EmptyValueIsAnErrorNamingItsDeclaration) {
     k.Store(x, foreign);
     ExpectErrorAt(k, "tests/unit/dsl_test.cc:", "made by another Kernel");  // the line is approximate
   }
+  {  // Handles of a kernel already built (its module went to a KernelDef, gone here) or destroyed:
+     // an error of the kernel that uses them, not a use of freed memory.
+    SmemTile gone_tile;
+    Value gone_value;
+    {
+      Kernel other("test/built", sm80(), {32});
+      gone_tile = other.Smem(f32, 8, 8);
+      gone_value = other.ThreadIdx();
+      ASSERT_TRUE(other.Build().ok());
+      EXPECT_EQ(other.Build().status().code(), absl::StatusCode::kFailedPrecondition);  // once
+    }
+    Kernel k("test/uses_a_gone_tile", sm80(), {32});
+    Value x = k.PtrParam("X", f32);
+    k.Store(x, k.Load(gone_tile.At(0, 0)));
+    ExpectErrorAt(k, "tests/unit/dsl_test.cc:", "SmemTile made at tests/unit/dsl_test.cc:");
+    Kernel k2("test/uses_a_gone_value", sm80(), {32});
+    Value y = k2.PtrParam("Y", i32);
+    k2.Store(y, gone_value + 1);
+    ExpectErrorAt(k2, "tests/unit/dsl_test.cc:", "belongs to a kernel already built");
+  }
+  {  // A default-constructed tile used: named as such.
+    SmemTile never_made;
+    Kernel k("test/empty_tile", sm80(), {32});
+    Value x = k.PtrParam("X", f32);
+    k.Store(x, k.Load(never_made.At(0, 0)));
+    ExpectErrorAt(k, "tests/unit/dsl_test.cc:", "SmemTile is empty (default-constructed");
+  }
 }
 
 // Select between two C++ numbers is an i32, or an f32 where either is written as a float.

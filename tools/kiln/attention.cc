@@ -1,4 +1,5 @@
 // `kiln attention`: FlashAttention forward through the attention entry point, against fp64.
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -161,12 +162,20 @@ int Attention() {
   z.hkv = absl::GetFlag(FLAGS_hkv) ? absl::GetFlag(FLAGS_hkv) : z.hq;
   const int64_t decode = absl::GetFlag(FLAGS_decode);
   z.skv = absl::GetFlag(FLAGS_skv) ? absl::GetFlag(FLAGS_skv) : z.s;
+  if (decode > 0 && FlagGiven("s") && FlagGiven("skv"))
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--decode ", decode, " takes ", decode,
+                     " query rows in place of --s: give the keys by --skv (or by --s), not both")));
   if (decode > 0) z.s = decode;  // (over --skv keys, --s's by default)
   z.rows = absl::GetFlag(FLAGS_bshd);
   kiln::rt::AttentionOptions options;
   options.dtype = absl::GetFlag(FLAGS_dtype);
   options.causal = absl::GetFlag(FLAGS_causal);
   options.scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
+  if (absl::GetFlag(FLAGS_scale) != 0 && !(options.scale > 0 && std::isfinite(options.scale)))
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--scale ", absl::GetFlag(FLAGS_scale),
+        ": the kernels take it as f32, where it must be positive and finite (0: 1/sqrt(d))")));
   options.kernel = absl::GetFlag(FLAGS_kernel);
   options.dq_atomics = absl::GetFlag(FLAGS_dq_atomics);
   if (absl::GetFlag(FLAGS_sm100) && !absl::GetFlag(FLAGS_backward))
