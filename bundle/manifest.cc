@@ -430,7 +430,7 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       return ParseError(line_no, absl::StrCat("unknown or malformed entry '", line, "'"));
     }
   }
-  if (!magic) return ParseError(0, "empty manifest");
+  if (!magic) return absl::InvalidArgumentError("manifest is empty (it has no line of entries)");
   if (m.name.empty() || m.entry.empty() || m.target.empty() || !seen_block || !seen_grid)
     return absl::InvalidArgumentError("manifest lacks name, entry, target, block or grid");
   if (SmemBudgetBytes(m.target) == 0)
@@ -532,17 +532,22 @@ absl::StatusOr<Bundle> ReadBundle(const std::string& dir, const std::string& ker
   return Bundle{*std::move(manifest), *std::move(ptx)};
 }
 
-absl::StatusOr<std::vector<std::string>> ListBundles(const std::string& dir) {
+absl::StatusOr<std::vector<std::string>> ListBundles(const std::string& dir,
+                                                     std::vector<std::string>* unreadable) {
   std::error_code ec;
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     if (entry.path().extension() != ".manifest") continue;
     absl::StatusOr<std::string> text = ReadFile(entry.path().string());
-    if (!text.ok()) return text.status();
-    absl::StatusOr<Manifest> m = Manifest::Parse(*text);
-    if (!m.ok())
+    absl::StatusOr<Manifest> m =
+        text.ok() ? Manifest::Parse(*text) : absl::StatusOr<Manifest>(text.status());
+    if (!m.ok() && !unreadable)
       return absl::Status(m.status().code(),
                           absl::StrCat(entry.path().string(), ": ", m.status().message()));
+    if (!m.ok()) {
+      unreadable->push_back(absl::StrCat(entry.path().string(), ": ", m.status().message()));
+      continue;
+    }
     names.push_back(m->name);
   }
   if (ec)

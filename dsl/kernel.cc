@@ -8,7 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <unordered_set>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -29,7 +29,8 @@ namespace {
 
 struct BuildingKernels {
   std::mutex mu;
-  std::unordered_set<const KernelState*> states;
+  // Each kernel being built and the thread that made it (none: the one of nobody's, Absorb).
+  std::vector<std::pair<const KernelState*, std::thread::id>> states;
   std::atomic<uint64_t> ended{0};  // counts EndBuilding calls: a thread's cached answer is stale
 };
 
@@ -38,28 +39,23 @@ BuildingKernels& Building() {
   return *b;
 }
 
-// This thread's kernels being built, newest last: where a gone kernel's handle is reported.
-std::vector<KernelState*>& ThreadKernels() {
-  thread_local std::vector<KernelState*> kernels;
-  return kernels;
+void Register(const KernelState* s, std::thread::id thread) {
+  std::lock_guard<std::mutex> lock(Building().mu);
+  Building().states.emplace_back(s, thread);
 }
 
 }  // namespace
 
-void StartBuilding(KernelState* s) {
-  BuildingKernels& b = Building();
-  std::lock_guard<std::mutex> lock(b.mu);
-  b.states.insert(s);
-  s->thread_kernels = &ThreadKernels();
-  s->thread_kernels->push_back(s);
-}
+void StartBuilding(KernelState* s) { Register(s, std::this_thread::get_id()); }
 
 void EndBuilding(KernelState* s) {
   BuildingKernels& b = Building();
   std::lock_guard<std::mutex> lock(b.mu);
-  if (b.states.erase(s)) b.ended.fetch_add(1);
-  if (std::vector<KernelState*>* mine = std::exchange(s->thread_kernels, nullptr))
-    mine->erase(std::remove(mine->begin(), mine->end(), s), mine->end());
+  auto it =
+      std::find_if(b.states.begin(), b.states.end(), [&](const auto& e) { return e.first == s; });
+  if (it == b.states.end()) return;
+  b.states.erase(it);
+  b.ended.fetch_add(1);
 }
 
 bool IsBuilding(const KernelState* s) {
@@ -67,12 +63,14 @@ bool IsBuilding(const KernelState* s) {
   thread_local const KernelState* last = nullptr;
   thread_local uint64_t last_ended = ~uint64_t{0};
   BuildingKernels& b = Building();
-  const uint64_t ended = b.ended.load();
-  if (s == last && ended == last_ended) return true;
+  if (s == last && b.ended.load() == last_ended) return true;
   std::lock_guard<std::mutex> lock(b.mu);
-  if (!b.states.count(s)) return false;
-  last = s, last_ended = b.ended.load();
-  return true;
+  for (const auto& [state, thread] : b.states)
+    if (state == s) {
+      last = s, last_ended = b.ended.load();
+      return true;
+    }
+  return false;
 }
 
 namespace {
@@ -84,21 +82,22 @@ KernelState* Absorb(const std::string& message) {
   KernelState* newest = nullptr;
   {
     std::lock_guard<std::mutex> lock(Building().mu);
-    if (!ThreadKernels().empty()) newest = ThreadKernels().back();
+    for (const auto& [state, thread] : Building().states)
+      if (thread == std::this_thread::get_id()) newest = const_cast<KernelState*>(state);
   }
   if (newest) {
     newest->Fail(message, newest->last_loc);
     return newest;
   }
   thread_local std::unique_ptr<KernelState> nobodys;
+  thread_local std::string said;
   if (!nobodys) {
     nobodys = std::make_unique<KernelState>("kiln/nobodys", sm90a(), rt::Dim3{1, 1, 1}, Loc());
-    std::lock_guard<std::mutex> lock(Building().mu);    // (not this thread's newest: a later kernel
-    std::vector<KernelState*>& mine = ThreadKernels();  // reports its own)
-    mine.erase(std::remove(mine.begin(), mine.end(), nobodys.get()), mine.end());
-    nobodys->thread_kernels = nullptr;
+    EndBuilding(nobodys.get());
+    Register(nobodys.get(), std::thread::id());  // (no thread's newest: a later kernel reports)
   }
-  std::cerr << "kiln: " << message << "\n";
+  if (said != message) std::cerr << "kiln: " << message << "\n";  // (once for a run of ops)
+  said = message;
   return nobodys.get();
 }
 
@@ -139,7 +138,6 @@ KernelState::KernelState(std::string name, const Target& t, rt::Dim3 block, cons
       alloca_builder(context.get()),
       target(t),
       kernel_loc(loc) {
-  StartBuilding(this);
   EmptyValueRead().reset();  // nothing read by an earlier kernel's ops carries over
   context->loadDialect<mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect, mlir::arith::ArithDialect,
                        mlir::scf::SCFDialect>();
@@ -174,6 +172,7 @@ KernelState::KernelState(std::string name, const Target& t, rt::Dim3 block, cons
   auto br = mlir::LLVM::BrOp::create(builder, mloc, mlir::ValueRange{}, body);
   alloca_builder.setInsertionPoint(br);
   builder.setInsertionPointToEnd(body);
+  StartBuilding(this);  // (last: a constructor that throws leaves nothing registered)
 }
 
 mlir::Location KernelState::ToLoc(const Loc& loc) {
@@ -370,13 +369,22 @@ mlir::Value KernelState::Materialize(const Operand& op, Type t) {
 
 }  // namespace detail
 Value& Value::operator=(const Value& other) {
-  if (this != &other && state_ && other.state_ == state_) state_->CheckAssignInLoop(id_, other.id_);
+  if (this != &other && state_ && other.state_ == state_ && detail::IsBuilding(state_))
+    state_->CheckAssignInLoop(id_, other.id_);
   state_ = other.state_, id_ = other.id_, type_ = other.type_, declared_ = other.declared_;
   return *this;
 }
 
 using detail::Access;
 using detail::KernelState;
+
+// A Kernel's own ops go to its state while it is being built; after Build (its MLIR context is the
+// KernelDef's), to the kernel being built that reports the misuse (detail::Owner).
+namespace {
+KernelState& Live(const std::unique_ptr<KernelState>& s) {
+  return detail::Owner(s.get(), "Kernel");
+}
+}  // namespace
 
 // The parts' way back to the kernel they are part of (kiln/memory.h: KernelPart).
 template <typename Part>
@@ -411,7 +419,7 @@ int& DefaultWatchdogMs() {
 void SetDefaultWatchdog(int ms) { DefaultWatchdogMs() = ms; }
 
 void Kernel::Watchdog(int ms, Loc loc) {
-  KernelState& s = *state_;
+  KernelState& s = Live(state_);
   if (ms <= 0 || ms > 3600 * 1000)
     return Fail(absl::StrCat("a watchdog of ", ms, " ms: give 1..3600000"), loc);
   if (s.target.compute_capability < 90)
@@ -444,7 +452,7 @@ const Target& Kernel::target() const { return state_->target; }
 void Kernel::Fail(const std::string& message, Loc loc) { state_->Fail(message, loc); }
 bool Kernel::failed() const { return state_->error.has_value(); }
 void Kernel::CheckAtBuild(std::function<void()> check) {
-  state_->final_checks.push_back(std::move(check));
+  Live(state_).final_checks.push_back(std::move(check));
 }
 
 namespace {
@@ -493,8 +501,8 @@ Value AddParam(KernelState& s, const std::string& name, Type t, rt::ParamSpec::K
 }  // namespace
 
 Value Kernel::PtrParam(const std::string& name, Scalar elem, Loc loc) {
-  return AddParam(*state_, name, Type::Ptr(Space::kGlobal, elem), rt::ParamSpec::Kind::kPointer,
-                  loc);
+  return AddParam(Live(state_), name, Type::Ptr(Space::kGlobal, elem),
+                  rt::ParamSpec::Kind::kPointer, loc);
 }
 
 absl::StatusOr<rt::GridExpr> KernelState::ParseRule(const std::string& what,
@@ -529,16 +537,16 @@ Value Kernel::ScheduleTableParam(const std::string& name, const ScheduleTable& s
     Fail("a schedule table needs positive groups and slots", loc);
   for (auto [text, out] :
        {std::pair{&spec.tiles_m, &t.tiles_m}, std::pair{&spec.tiles_n, &t.tiles_n}}) {
-    absl::StatusOr<rt::GridExpr> e = state_->ParseRule("schedule table", *text, loc);
+    absl::StatusOr<rt::GridExpr> e = Live(state_).ParseRule("schedule table", *text, loc);
     if (e.ok()) *out = *e;
   }
   if (spec.split.empty() != spec.k_tiles.empty())
     Fail("a work table needs both k_tiles and split (or neither, for a tile table)", loc);
   if (!spec.split.empty()) {
-    absl::StatusOr<rt::GridExpr> e = state_->ParseRule("work table", spec.k_tiles, loc);
+    absl::StatusOr<rt::GridExpr> e = Live(state_).ParseRule("work table", spec.k_tiles, loc);
     if (e.ok()) t.k_tiles = *e;
     t.split = spec.split;
-    const auto& params = state_->manifest.params;
+    const auto& params = Live(state_).manifest.params;
     if (std::none_of(params.begin(), params.end(), [&](const rt::ParamSpec& p) {
           return p.name == spec.split &&
                  (p.kind == rt::ParamSpec::Kind::kI32 || p.kind == rt::ParamSpec::Kind::kI64);
@@ -547,15 +555,15 @@ Value Kernel::ScheduleTableParam(const std::string& name, const ScheduleTable& s
                         "' must be an integer parameter declared before it"),
            loc);
   }
-  Value v = AddParam(*state_, name, Type::Ptr(Space::kGlobal, Scalar::kI32),
+  Value v = AddParam(Live(state_), name, Type::Ptr(Space::kGlobal, Scalar::kI32),
                      rt::ParamSpec::Kind::kScheduleTable, loc);
-  state_->manifest.params.back().schedule = t;
+  Live(state_).manifest.params.back().schedule = t;
   return v;
 }
 
 Value Kernel::WorkspaceParam(const std::string& name, Scalar elem, const std::string& table,
                              int64_t bytes_per_partial, Loc loc) {
-  const auto& params = state_->manifest.params;
+  const auto& params = Live(state_).manifest.params;
   if (!table.empty() && std::none_of(params.begin(), params.end(), [&](const rt::ParamSpec& p) {
         return p.name == table && p.kind == rt::ParamSpec::Kind::kScheduleTable &&
                p.schedule.work();
@@ -565,28 +573,28 @@ Value Kernel::WorkspaceParam(const std::string& name, Scalar elem, const std::st
          loc);
   if (bytes_per_partial <= 0)
     Fail(absl::StrCat("workspace ", name, ": bytes per partial must be positive"), loc);
-  Value v = AddParam(*state_, name, Type::Ptr(Space::kGlobal, elem),
+  Value v = AddParam(Live(state_), name, Type::Ptr(Space::kGlobal, elem),
                      rt::ParamSpec::Kind::kWorkspace, loc);
-  state_->manifest.params.back().workspace = {table, bytes_per_partial};
+  Live(state_).manifest.params.back().workspace = {table, bytes_per_partial};
   return v;
 }
 
 Value Kernel::I32Param(const std::string& name, Loc loc) {
-  return AddParam(*state_, name, Type::Of(Scalar::kI32), rt::ParamSpec::Kind::kI32, loc);
+  return AddParam(Live(state_), name, Type::Of(Scalar::kI32), rt::ParamSpec::Kind::kI32, loc);
 }
 Value Kernel::I64Param(const std::string& name, Loc loc) {
-  return AddParam(*state_, name, Type::Of(Scalar::kI64), rt::ParamSpec::Kind::kI64, loc);
+  return AddParam(Live(state_), name, Type::Of(Scalar::kI64), rt::ParamSpec::Kind::kI64, loc);
 }
 Value Kernel::F32Param(const std::string& name, Loc loc) {
-  return AddParam(*state_, name, Type::Of(Scalar::kF32), rt::ParamSpec::Kind::kF32, loc);
+  return AddParam(Live(state_), name, Type::Of(Scalar::kF32), rt::ParamSpec::Kind::kF32, loc);
 }
 
 void Kernel::Grid(const std::string& x, const std::string& y, const std::string& z, Loc loc) {
   const std::string* dims[] = {&x, &y, &z};
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<rt::GridExpr> g = state_->ParseRule("grid", *dims[i], loc);
+    absl::StatusOr<rt::GridExpr> g = Live(state_).ParseRule("grid", *dims[i], loc);
     if (!g.ok()) return;
-    state_->manifest.grid[i] = *g;
+    Live(state_).manifest.grid[i] = *g;
   }
 }
 
@@ -594,21 +602,25 @@ void Kernel::RequireMultiple(const std::string& name, int64_t multiple, Loc loc)
   if (multiple <= 0)
     return Fail(
         absl::StrCat("RequireMultiple(", name, ", ", multiple, "): not a positive multiple"), loc);
-  if (!state_->ParseRule("requirement", name, loc).ok()) return;
-  state_->manifest.requirements.push_back({name, multiple, LocString(loc)});
+  if (!Live(state_).ParseRule("requirement", name, loc).ok()) return;
+  Live(state_).manifest.requirements.push_back({name, multiple, LocString(loc)});
 }
 
 void Kernel::Attribute(const std::string& key, const std::string& value, Loc loc) {
   const bool bad_key = key.empty() || key.find_first_of(" \t\n") != std::string::npos;
   if (bad_key || value.find('\n') != std::string::npos)
     return Fail(absl::StrCat("attribute '", key, "': a key is one word and a value one line"), loc);
-  for (const auto& [k, v] : state_->manifest.attributes)
+  for (const auto& [k, v] : Live(state_).manifest.attributes)
     if (k == key) return Fail(absl::StrCat("attribute '", key, "' is already set"), loc);
-  state_->manifest.attributes.emplace_back(key, value);
+  Live(state_).manifest.attributes.emplace_back(key, value);
 }
 
-Value Kernel::I32(int64_t v, Loc loc) { return state_->Constant(Type::Of(Scalar::kI32), v, loc); }
-Value Kernel::F32(double v, Loc loc) { return state_->Constant(Type::Of(Scalar::kF32), v, loc); }
+Value Kernel::I32(int64_t v, Loc loc) {
+  return Live(state_).Constant(Type::Of(Scalar::kI32), v, loc);
+}
+Value Kernel::F32(double v, Loc loc) {
+  return Live(state_).Constant(Type::Of(Scalar::kF32), v, loc);
+}
 
 namespace {
 template <typename X, typename Y, typename Z>
@@ -628,22 +640,22 @@ Value SpecialRegister(KernelState& s, int axis, const Loc& loc) {
 
 Value Kernel::ThreadIdx(int axis, Loc loc) {
   using namespace mlir::NVVM;
-  return SpecialRegister<ThreadIdXOp, ThreadIdYOp, ThreadIdZOp>(*state_, axis, loc);
+  return SpecialRegister<ThreadIdXOp, ThreadIdYOp, ThreadIdZOp>(Live(state_), axis, loc);
 }
 Value Kernel::BlockIdx(int axis, Loc loc) {
   using namespace mlir::NVVM;
-  return SpecialRegister<BlockIdXOp, BlockIdYOp, BlockIdZOp>(*state_, axis, loc);
+  return SpecialRegister<BlockIdXOp, BlockIdYOp, BlockIdZOp>(Live(state_), axis, loc);
 }
 Value Kernel::BlockDim(int axis, Loc loc) {
   using namespace mlir::NVVM;
-  return SpecialRegister<BlockDimXOp, BlockDimYOp, BlockDimZOp>(*state_, axis, loc);
+  return SpecialRegister<BlockDimXOp, BlockDimYOp, BlockDimZOp>(Live(state_), axis, loc);
 }
 Value Kernel::GridDim(int axis, Loc loc) {
   using namespace mlir::NVVM;
-  return SpecialRegister<GridDimXOp, GridDimYOp, GridDimZOp>(*state_, axis, loc);
+  return SpecialRegister<GridDimXOp, GridDimYOp, GridDimZOp>(Live(state_), axis, loc);
 }
 Value Kernel::LaneId(Loc loc) {
-  KernelState& s = *state_;
+  KernelState& s = Live(state_);
   return s.Wrap(mlir::NVVM::LaneIdOp::create(s.builder, s.ToLoc(loc), s.builder.getI32Type()),
                 Type::Of(Scalar::kI32));
 }
@@ -651,20 +663,20 @@ Value Kernel::WarpId(Loc loc) { return ThreadIdx(0, loc) / Operand(32, loc); }
 Value Kernel::WarpgroupId(Loc loc) { return ThreadIdx(0, loc) / Operand(128, loc); }
 
 Value Kernel::ClusterCtaRank(Loc loc) {
-  KernelState& s = *state_;
+  KernelState& s = Live(state_);
   if (s.target.compute_capability < 90) Fail("clusters need sm_90 or later", loc);
   return s.Wrap(mlir::NVVM::ClusterId::create(s.builder, s.ToLoc(loc), s.builder.getI32Type()),
                 Type::Of(Scalar::kI32));
 }
 
 Value Kernel::ClusterIdx(int axis, Loc loc) {
-  if (state_->target.compute_capability < 90) Fail("clusters need sm_90 or later", loc);
+  if (Live(state_).target.compute_capability < 90) Fail("clusters need sm_90 or later", loc);
   using namespace mlir::NVVM;
-  return SpecialRegister<ClusterIdXOp, ClusterIdYOp, ClusterIdZOp>(*state_, axis, loc);
+  return SpecialRegister<ClusterIdXOp, ClusterIdYOp, ClusterIdZOp>(Live(state_), axis, loc);
 }
 
 void Kernel::ClusterDims(rt::Dim3 dims, Loc loc) {
-  KernelState& s = *state_;
+  KernelState& s = Live(state_);
   if (s.target.compute_capability < 90) return Fail("clusters need sm_90 or later", loc);
   if (dims.count() == 0 || dims.count() > 16)
     return Fail(absl::StrCat("a cluster has 1..16 blocks, not ", dims.count()), loc);
@@ -677,7 +689,7 @@ void Kernel::ClusterDims(rt::Dim3 dims, Loc loc) {
 
 void Kernel::For(const Operand& lo, const Operand& hi, const Operand& step,
                  const std::function<void(Value)>& body, Loc loc) {
-  KernelState& s = *state_;
+  KernelState& s = Live(state_);
   const Type i32 = Type::Of(Scalar::kI32);
   for (const Operand* o : {&lo, &hi, &step})
     if (!Access::IsImm(*o) && Access::Val(*o).type() != i32)
@@ -697,7 +709,7 @@ void Kernel::For(const Operand& lo, const Operand& hi, const Operand& step,
 }
 
 void Kernel::While(const std::function<Value()>& cond, const std::function<void()>& body, Loc loc) {
-  KernelState& s = *state_;
+  KernelState& s = Live(state_);
   mlir::Location l = s.ToLoc(loc);
   auto op = mlir::scf::WhileOp::create(s.builder, l, mlir::TypeRange{}, mlir::ValueRange{});
   mlir::OpBuilder::InsertionGuard guard(s.builder);
@@ -811,18 +823,18 @@ void BuildIf(Kernel& k, KernelState& s, const Operand& cond, const std::function
 }  // namespace
 
 void Kernel::If(const Operand& cond, const std::function<void()>& then, Loc loc) {
-  BuildIf(*this, *state_, cond, then, nullptr, loc);
+  BuildIf(*this, Live(state_), cond, then, nullptr, loc);
 }
 
 void Kernel::If(const Operand& cond, const std::function<void()>& then,
                 const std::function<void()>& otherwise, Loc loc) {
-  BuildIf(*this, *state_, cond, then, &otherwise, loc);
+  BuildIf(*this, Live(state_), cond, then, &otherwise, loc);
 }
 
 std::vector<Value> Kernel::IfElse(const Operand& cond,
                                   const std::function<std::vector<Value>()>& then,
                                   const std::function<std::vector<Value>()>& otherwise, Loc loc) {
-  KernelState& s = *state_;
+  KernelState& s = Live(state_);
   if (Access::IsImm(cond) || Access::Val(cond).type() != Type::Of(Scalar::kI1)) {
     Fail("IfElse needs an i1 condition (a comparison)", loc);
     return {};
@@ -1014,8 +1026,8 @@ absl::StatusOr<KernelDef> Kernel::Build() {
 namespace kiln {
 void Kernel::MinBlocksPerSm(int blocks, Loc loc) {
   if (blocks < 1) return Fail(absl::StrCat("at least one block per SM, not ", blocks), loc);
-  state_->min_blocks_per_sm = blocks;
-  state_->func->setAttr(mlir::NVVM::NVVMDialect::getMinctasmAttrName(),
-                        state_->builder.getI32IntegerAttr(blocks));
+  Live(state_).min_blocks_per_sm = blocks;
+  Live(state_).func->setAttr(mlir::NVVM::NVVMDialect::getMinctasmAttrName(),
+                             Live(state_).builder.getI32IntegerAttr(blocks));
 }
 }  // namespace kiln

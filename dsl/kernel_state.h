@@ -33,8 +33,8 @@ inline constexpr const char* kSmemSymbol = "kiln_smem";
 struct KernelState {
   KernelState(std::string name, const Target& target, rt::Dim3 block, const Loc& loc);
   ~KernelState();
-  // A kernel state's storage is never handed back to the allocator (a few hundred bytes a
-  // kernel; its members are freed): a handle's plain pointer then names one kernel for the
+  // A kernel state's storage is never handed back to the allocator (a few KB a kernel; its
+  // members are freed): a handle's plain pointer then names one kernel for the
   // process's life, and a new kernel never takes a gone one's address (IsBuilding).
   static void* operator new(size_t bytes);
   static void operator delete(void* p) noexcept;
@@ -92,9 +92,7 @@ struct KernelState {
   Target target;
   rt::Manifest manifest;
   Loc kernel_loc;
-  Loc last_loc;  // the newest location ToLoc saw: where a Value of another kernel is reported
-  // The list of kernels being built on the thread that made this one (StartBuilding).
-  std::vector<KernelState*>* thread_kernels = nullptr;
+  Loc last_loc;      // the newest location ToLoc saw: where a Value of another kernel is reported
   int smem_top = 0;  // bytes planned so far
   int deepest_ring =
       1;  // the most stages of any shared-memory ring or pipeline (manifest attribute "ring")

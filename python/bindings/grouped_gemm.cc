@@ -71,7 +71,8 @@ void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes,
       throw Error(absl::StrCat(
           kCall, ": scale_x (", rows, ", ", k_blocks,
           ") must have its rows contiguous (a column-major array, as kiln.quantize_e4m3 returns "
-          "it: its transpose's memory), not a row-major one"));
+          "it: its transpose's memory); its strides are ",
+          sx.stride(0), " and ", sx.stride(1), " elements"));
     if (!(sw.ndim() == 3 && static_cast<int64_t>(sw.shape(0)) == E &&
           static_cast<int64_t>(sw.shape(1)) * 128 == N &&
           static_cast<int64_t>(sw.shape(2)) == k_blocks))

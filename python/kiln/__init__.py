@@ -472,10 +472,10 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
                      "beta out)")
     if beta == 0.0 and c is not None:
         # Not read at all (torch.addmm's beta=0: a NaN or inf in c does not reach out), but its
-        # shape checked as torch.addmm checks it.
+        # shape checked as where it is read.
         _require(tuple(c.shape) == (a.shape[0], b.shape[1]),
-                 lambda: f"kiln.gemm: c must be out's shape {(a.shape[0], b.shape[1])}, not "
-                         f"{tuple(c.shape)} (beta=0 leaves it unread, not unchecked)")
+                 lambda: f"kiln.gemm: c must be the product's shape {(a.shape[0], b.shape[1])}, "
+                         f"not {tuple(c.shape)} (beta=0 leaves it unread, not unchecked)")
         c = None
     terms = []
     if c is not None or alpha != 1.0 or beta != 0.0:
@@ -1345,6 +1345,7 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
     dv = _empty(v, tuple(v.shape), _type_of(v))
     if q.shape[0] * q.shape[1] == 0:  # no token or no head (as the forward): empty gradients
         call = "kiln.varlen_attention_backward"
+        _flag(call, "causal", causal), _scale(call, scale)
         _check_attention_shapes(call, q, k, v, "[T, Hkv, D]")
         _require(q.shape[2] in _HEAD_DIMS,
                  f"{call}: head dimension D = {q.shape[2]}: the kernels take 64, 128 or 256")

@@ -1526,7 +1526,7 @@ class EmptyAndWrongInputs(unittest.TestCase):
         # beta=0 leaves c unread but not unchecked (torch.addmm's).
         with self.assertRaises(kiln.Error) as err:
             kiln.gemm(f(48, 48), f(48, 48), c=np.zeros((3, 3)), beta=0.0)
-        self.assertIn("c must be out's shape (48, 48)", str(err.exception))
+        self.assertIn("c must be the product's shape (48, 48)", str(err.exception))
         # An 8-bit product with no row still checks K.
         with self.assertRaises(kiln.Error) as err:
             kiln.gemm(np.zeros((0, 40), np.uint8), np.zeros((40, 16), np.uint8).T.copy().T,

@@ -1,4 +1,5 @@
 // `kiln attention`: FlashAttention forward through the attention entry point, against fp64.
+#include <cfloat>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -171,8 +172,9 @@ int Attention() {
   kiln::rt::AttentionOptions options;
   options.dtype = absl::GetFlag(FLAGS_dtype);
   options.causal = absl::GetFlag(FLAGS_causal);
-  options.scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
-  if (absl::GetFlag(FLAGS_scale) != 0 && !(options.scale > 0 && std::isfinite(options.scale)))
+  const double scale = absl::GetFlag(FLAGS_scale);  // (a double past f32's range: no cast)
+  options.scale = std::fabs(scale) <= FLT_MAX ? static_cast<float>(scale) : INFINITY;
+  if (scale != 0 && !(options.scale > 0 && std::isfinite(options.scale)))
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "--scale ", absl::GetFlag(FLAGS_scale),
         ": the kernels take it as f32, where it must be positive and finite (0: 1/sqrt(d))")));

@@ -31,13 +31,16 @@ absl::StatusOr<Shard> ParseShard(const std::string& text) {
 }
 
 // The directory mirrors the registry: drop bundles (a manifest that parses, and its PTX) of
-// kernels no longer registered. Nothing else in the directory is touched.
-void DropStale(const std::string& dir, const std::vector<std::string>& registered) {
-  absl::StatusOr<std::vector<std::string>> present = kiln::rt::ListBundles(dir);
-  if (!present.ok()) {  // the bundles were written; only the tidying is skipped
+// kernels no longer registered. Nothing else in the directory is touched (a manifest that does not
+// parse is named and left). False where the directory could not be read.
+bool DropStale(const std::string& dir, const std::vector<std::string>& registered) {
+  std::vector<std::string> unreadable;
+  absl::StatusOr<std::vector<std::string>> present = kiln::rt::ListBundles(dir, &unreadable);
+  for (const std::string& u : unreadable) std::cerr << "kiln: left as it is: " << u << "\n";
+  if (!present.ok()) {
     std::cerr << "kiln: not removing stale bundles from " << dir << ": "
               << present.status().message() << "\n";
-    return;
+    return false;
   }
   const std::set<std::string> keep(registered.begin(), registered.end());
   int removed = 0;
@@ -50,6 +53,7 @@ void DropStale(const std::string& dir, const std::vector<std::string>& registere
   }
   if (removed)
     std::cerr << "kiln: removed " << removed << " bundles of kernels no longer registered\n";
+  return true;
 }
 
 }  // namespace
@@ -72,10 +76,7 @@ int WriteBundles(const std::vector<std::string>& args) {
   if (dir.empty())
     return Fail(
         absl::InvalidArgumentError("kiln bundle: --dir is empty: name the directory to write"));
-  if (prune) {
-    DropStale(dir, *named);
-    return 0;
-  }
+  if (prune) return DropStale(dir, *named) ? 0 : 1;  // (pruning is the command's whole job)
 
   std::vector<std::string> names;
   for (size_t i = shard->index; i < named->size(); i += shard->count) names.push_back((*named)[i]);
@@ -98,6 +99,7 @@ int WriteBundles(const std::vector<std::string>& args) {
     return 1;
   }
   // A shard leaves the tidying to `--prune`: another shard may be writing the directory.
+  // (The bundles were written: a directory it cannot tidy is a warning there.)
   if (args.empty() && shard->count == 1 && Compiling()) DropStale(dir, *named);
   return 0;
 }

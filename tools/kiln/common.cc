@@ -178,7 +178,9 @@ absl::StatusOr<std::vector<std::string>> KernelNames() {
     return names;
   }
 #endif
-  absl::StatusOr<std::vector<std::string>> names = kiln::rt::ListBundles(BundleDir());
+  std::vector<std::string> unreadable;  // (named, and the rest listed)
+  absl::StatusOr<std::vector<std::string>> names = kiln::rt::ListBundles(BundleDir(), &unreadable);
+  for (const std::string& u : unreadable) std::cerr << "kiln: skipped " << u << "\n";
   if (!names.ok())
     return absl::Status(names.status().code(),
                         absl::StrCat(names.status().message(), BundleDirHint()));

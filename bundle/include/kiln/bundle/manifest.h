@@ -167,7 +167,10 @@ struct Bundle {
 std::string BundleStem(const std::string& kernel_name);  // hopper/k01 -> hopper.k01
 absl::Status WriteBundle(const std::string& dir, const Bundle& bundle);
 absl::StatusOr<Bundle> ReadBundle(const std::string& dir, const std::string& kernel_name);
-absl::StatusOr<std::vector<std::string>> ListBundles(const std::string& dir);
+// The kernels bundled in `dir`, sorted. A manifest that cannot be read or parsed fails the
+// listing, or where `unreadable` is given, is skipped and named there ("path: why").
+absl::StatusOr<std::vector<std::string>> ListBundles(
+    const std::string& dir, std::vector<std::string>* unreadable = nullptr);
 // The name among `names` nearest a mistyped `name` (fewest edits, case aside; a file stem such
 // as ops.saxpy read as ops/saxpy), or "" where none is within a few edits.
 std::string NearestName(const std::string& name, const std::vector<std::string>& names);
