@@ -192,10 +192,23 @@ rt::GemmOptions OptionsOf(const Fp8GemmProblem& p) {
           .fp8_split = p.split};
 }
 
-absl::Status Described(Fp8GemmResult& r, const Fp8GemmProblem& p, int cc) {
+// The result's kernel and why, as the plan chose them; where the chosen (fused) variant is not
+// bundled (`bundled` says) and the call still ran, the entry point ran the plain f32 product and
+// gemm/epilogue_pass instead (rt::RunGemm), and the row names those.
+absl::Status Described(Fp8GemmResult& r, const Fp8GemmProblem& p, int cc,
+                       const std::function<bool(const std::string&)>& bundled) {
   absl::StatusOr<rt::GemmPlan> plan = PlanOf(p, cc);
   if (!plan.ok()) return plan.status();
   r.kernel = plan->choice.kernel, r.why = plan->choice.why, r.split = plan->choice.split;
+  if (bundled(r.kernel)) return absl::OkStatus();
+  Fp8GemmProblem plain = p;
+  plain.epilogue = "", plain.out_type = "f32";
+  plain.c_row_major = false;  // (the pass's scratch product is column-major, packed)
+  absl::StatusOr<rt::GemmPlan> product = PlanOf(plain, cc);
+  if (!product.ok() || !bundled(product->choice.kernel)) return absl::OkStatus();
+  r.kernel = absl::StrCat(product->choice.kernel, "+", rt::kEpiloguePassKernel, ".", p.out_type);
+  r.why = absl::StrCat(product->choice.why, "; ", plan->choice.kernel,
+                       " is not bundled: the product in f32, then the epilogue as a pass");
   return absl::OkStatus();
 }
 
@@ -237,7 +250,8 @@ absl::StatusOr<Fp8GemmResult> RunFp8GemmGpu(rt::GemmRunner& runner, const Fp8Gem
   rt::GemmOperands o;
   absl::StatusOr<Fp8GemmResult> r = Check(GpuMemory(buffers), run, p, seed, &o);
   if (!r.ok()) return r;
-  if (absl::Status s = Described(*r, p, 90); !s.ok()) return s;
+  auto bundled = [&runner](const std::string& kernel) { return runner.Bundled(kernel); };
+  if (absl::Status s = Described(*r, p, 90, bundled); !s.ok()) return s;
   if (absl::Status s = Timed(runner, p, options, o, iters, *r); !s.ok()) return s;
   return r;
 }
@@ -265,7 +279,10 @@ absl::StatusOr<std::vector<Fp8GemmResult>> SweepFp8GemmGpu(rt::GemmRunner& runne
   if (!results.ok()) return results;
   for (size_t i = 0; i < each.size(); ++i) {
     Fp8GemmResult& r = (*results)[i];
-    if (absl::Status s = Described(r, each[i], 90); !s.ok()) return s;
+    if (absl::Status s = Described(r, each[i], 90,
+                                   [&runner](const std::string& k) { return runner.Bundled(k); });
+        !s.ok())
+      return s;
     if (absl::Status s = Timed(runner, p, OptionsOf(each[i]), o, iters, r); !s.ok()) return s;
   }
   return results;
@@ -287,7 +304,8 @@ absl::StatusOr<Fp8GemmResult> RunFp8GemmEmulated(
   };
   absl::StatusOr<Fp8GemmResult> r = Check(EmulatorMemory(d), run, p, seed);
   if (r.ok()) {
-    if (absl::Status s = Described(*r, p, p.compute_capability); !s.ok()) return s;
+    auto bundled = [&](const std::string& kernel) { return bundle_of(kernel) != nullptr; };
+    if (absl::Status s = Described(*r, p, p.compute_capability, bundled); !s.ok()) return s;
   }
   return r;
 }

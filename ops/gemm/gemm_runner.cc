@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <map>
@@ -556,6 +557,12 @@ absl::Status RunGemm(const GemmSize& size, const GemmOptions& options, const Gem
     }
   }
   return device.Launch(plan->choice.kernel, std::move(args));
+}
+
+bool GemmRunner::Bundled(const std::string& kernel) const {
+  std::error_code ec;
+  return std::filesystem::exists(absl::StrCat(bundle_dir_, "/", BundleStem(kernel), ".manifest"),
+                                 ec);
 }
 
 absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,

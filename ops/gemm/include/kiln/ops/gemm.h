@@ -128,17 +128,23 @@ class GemmRunner {
   // `tune_cache`: a file `kiln tune` wrote, whose measured choices win over the rule ("": none;
   // a path that cannot be opened fails the first Run).
   explicit GemmRunner(std::string bundle_dir, std::string tune_cache = "")
-      : kernels_(std::move(bundle_dir)), tune_path_(std::move(tune_cache)) {}
+      : kernels_(bundle_dir),
+        bundle_dir_(std::move(bundle_dir)),
+        tune_path_(std::move(tune_cache)) {}
   // Plans, loads the kernel (once per runner and stream) and launches it on `stream`; does not
   // synchronise.
   absl::Status Run(const GemmSize& size, const GemmOptions& options, const GemmOperands& operands,
                    cu::CUstream stream = nullptr);
+  // Whether `kernel`'s bundle is in this runner's directory (a plan's fused epilogue variant may
+  // not be: Run then computes the product in f32 and the epilogue as a pass of its own).
+  bool Bundled(const std::string& kernel) const;
   // A grouped GEMM (kiln/ops/grouped_gemm.h) with this runner's kernels, the same way.
   absl::Status RunGrouped(const GroupedGemmSize& size, const GroupedGemmOptions& options,
                           const GroupedGemmOperands& operands, cu::CUstream stream = nullptr);
 
  private:
   LoadedKernels kernels_;
+  std::string bundle_dir_;
   std::string tune_path_;
   std::mutex mu_;
   std::optional<GemmTuneCache> tuned_;  // read at the first Run
