@@ -30,7 +30,7 @@ namespace {
 struct BuildingKernels {
   std::mutex mu;
   // Each kernel being built and the thread that made it (none: the one of nobody's, Absorb).
-  std::vector<std::pair<const KernelState*, std::thread::id>> states;
+  std::vector<std::pair<KernelState*, std::thread::id>> states;
   std::atomic<uint64_t> ended{0};  // counts EndBuilding calls: a thread's cached answer is stale
 };
 
@@ -39,7 +39,7 @@ BuildingKernels& Building() {
   return *b;
 }
 
-void Register(const KernelState* s, std::thread::id thread) {
+void Register(KernelState* s, std::thread::id thread) {
   std::lock_guard<std::mutex> lock(Building().mu);
   Building().states.emplace_back(s, thread);
 }
@@ -83,7 +83,7 @@ KernelState* Absorb(const std::string& message) {
   {
     std::lock_guard<std::mutex> lock(Building().mu);
     for (const auto& [state, thread] : Building().states)
-      if (thread == std::this_thread::get_id()) newest = const_cast<KernelState*>(state);
+      if (thread == std::this_thread::get_id()) newest = state;
   }
   if (newest) {
     newest->Fail(message, newest->last_loc);

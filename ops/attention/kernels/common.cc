@@ -70,6 +70,11 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
   return a;
 }
 
+Value ConsumerWarpgroup(const AttentionShape& a, const Value& tid) {
+  const bool uniform = a.uniform_warpgroup >= 0 ? a.uniform_warpgroup == 1 : a.d != 256;
+  return uniform ? WarpUniform(tid / 128) : tid / 128;
+}
+
 std::vector<std::string> BundledAttentionVariants() {
   std::vector<std::string> v;
   for (const char* d : {"d64", "d128", "d256"})

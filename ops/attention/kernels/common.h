@@ -79,6 +79,11 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options);
 // The variants the build bundles: every head dimension, type and mask.
 std::vector<std::string> BundledAttentionVariants();
 
+// A Hopper consumer thread's warpgroup (`tid` counted from its role's first thread): lane 0's
+// (WarpUniform) as `a.uniform_warpgroup` says, by default at D = 64 and 128; else the thread
+// index's (docs/perf/2026-12-01-warp-uniform-warpgroup-index.md).
+Value ConsumerWarpgroup(const AttentionShape& a, const Value& tid);
+
 // A rank-4 map over [heads, rows, D] seen as {64 columns, rows, D/64 spans, heads}: one box of
 // `box_rows` x `spans` lands as `spans` 128B-swizzled blocks of box_rows x 64, one per 64
 // columns of D (the K-major layout S = Q K^T reads, and the MN-major one P V reads V in); rows

@@ -121,11 +121,9 @@ AttentionShape WithDefaults(AttentionShape a) {
   // spills it grows (docs/perf/2026-11-24-attention.md, step 13); a CTA per tile ran slower with
   // it.
   if (a.lazy_rescale < 0) a.lazy_rescale = a.persistent && !(a.d == 64 && a.causal);
-  // The warpgroup index ptxas knows warp-uniform (descriptors in uniform registers, fewer spills)
-  // where it measured faster or level: D = 64 and 128, with a mask or not; D = 256 ran slower with
-  // it, and one warpgroup (decode) has no index to know
-  // (docs/perf/2026-12-01-warp-uniform-warpgroup-index.md).
-  if (a.uniform_warpgroup < 0) a.uniform_warpgroup = a.warpgroups > 1 && a.d != 256;
+  // One consumer warpgroup (decode) keeps the thread index's warpgroup; the others take
+  // ConsumerWarpgroup's default (docs/perf/2026-12-01-warp-uniform-warpgroup-index.md).
+  if (a.uniform_warpgroup < 0 && a.warpgroups == 1) a.uniform_warpgroup = 0;
   return a;
 }
 

@@ -5,14 +5,8 @@
 
 #include "kiln/memory_ops.h"
 #include "kiln/rows.h"
-#include "kiln/warp.h"
 
 namespace kiln::examples::attention_sm90 {
-
-Value WarpgroupIndex(const AttentionShape& a, const Value& tid) {
-  const bool uniform = a.uniform_warpgroup >= 0 ? a.uniform_warpgroup == 1 : a.d != 256;
-  return uniform ? WarpUniform(tid / 128) : tid / 128;
-}
 
 namespace {
 

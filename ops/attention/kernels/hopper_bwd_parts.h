@@ -74,12 +74,6 @@ struct KeyTileWork {
 
 // The walk both of hopper_dkdv's roles take: each query head of the group, each query tile of
 // `query_rows` that sees the keys; body(q_head, m0).
-// A consumer thread's warpgroup (`tid` counted from the first consumer thread): lane 0's, which
-// ptxas knows warp-uniform, at D = 64 and 128 (the dQ-by-atomics kernel's spills went with it);
-// the thread index's at D = 256, where the forward ran slower with it and the backward is not
-// measured (docs/perf/2026-12-01-warp-uniform-warpgroup-index.md). `wgshfl`/`wgtid` choose.
-Value WarpgroupIndex(const AttentionShape& a, const Value& tid);
-
 void EachQueryTile(Kernel& k, const KeyTileWork& w, int query_rows,
                    const std::function<void(Value q_head, Value m0)>& body);
 KeyTileWork KeyTileOf(Kernel& k, const BackwardParams& p, const AttentionShape& a, int key_rows,

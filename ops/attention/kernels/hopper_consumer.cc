@@ -5,8 +5,6 @@
 
 #include <cmath>
 
-#include "kiln/warp.h"
-
 namespace kiln::examples::attention_sm90 {
 
 void RunConsumers(HopperAttention& h, const Value& t, bool stream_tiles) {
@@ -21,7 +19,7 @@ HopperConsumer::HopperConsumer(HopperAttention& h, const Value& t)
     : h_(h),
       k_(h.k),
       c_(t % 128),
-      wg_(h.a.uniform_warpgroup ? WarpUniform(t / 128) : t / 128),  // (AttentionShape)
+      wg_(ConsumerWarpgroup(h.a, t)),
       row0_(wg_ * 64),
       scale_log2_(h.p.scale * M_LOG2E),
       q_at_(h.q_ring.Start()),

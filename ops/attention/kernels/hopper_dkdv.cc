@@ -127,7 +127,7 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
 
   const int consumer_regs = std::min(240, (65536 / 128 - kProducerRegs) / W / 8 * 8);
   k.Role({.first_thread = 128, .threads = 128 * W, .max_regs = consumer_regs}, [&](Value tid) {
-    Value c = tid % 128, wg = attention_sm90::WarpgroupIndex(a, tid), row0 = wg * 64;
+    Value c = tid % 128, wg = ConsumerWarpgroup(a, tid), row0 = wg * 64;
     Value scale_log2 = p.scale * M_LOG2E;
     Pipeline::Cursor kv_at = kv_ring.Start(), q_at = q_ring.Start(), do_at = do_ring.Start();
     WgmmaAccumulator dk = k.WgmmaAcc(D), dv = k.WgmmaAcc(D);

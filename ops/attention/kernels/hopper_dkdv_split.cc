@@ -81,7 +81,7 @@ absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShap
   });
 
   k.Role({.first_thread = 128, .threads = 128 * W, .max_regs = 240}, [&](Value tid) {
-    Value c = tid % 128, wg = attention_sm90::WarpgroupIndex(a, tid), q0 = wg * (BM / W);
+    Value c = tid % 128, wg = ConsumerWarpgroup(a, tid), q0 = wg * (BM / W);
     Value scale_log2 = p.scale * M_LOG2E;
     Pipeline::Cursor kv_at = kv_ring.Start(), q_at = q_ring.Start(), do_at = do_ring.Start();
     WgmmaAccumulator dk = k.WgmmaAcc(D / W), dv = k.WgmmaAcc(D / W);

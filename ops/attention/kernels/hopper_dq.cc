@@ -73,7 +73,7 @@ absl::StatusOr<KernelDef> BuildDq(const std::string &name, AttentionShape a) {
 
   const int consumer_regs = std::min(240, (65536 / 128 - 24) / W / 8 * 8);
   k.Role({.first_thread = 128, .threads = 128 * W, .max_regs = consumer_regs}, [&](Value tid) {
-    Value c = tid % 128, wg = attention_sm90::WarpgroupIndex(a, tid), row0 = wg * 64;
+    Value c = tid % 128, wg = ConsumerWarpgroup(a, tid), row0 = wg * 64;
     Value scale_log2 = p.scale * M_LOG2E;
     Pipeline::Cursor q_at = q_ring.Start(), k_at = k_ring.Start(), v_at = v_ring.Start();
     WgmmaAccumulator dq = k.WgmmaAcc(D);

@@ -22,8 +22,7 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
   Kernel& k = tk.k;
   const int BN = tk.shape.bn, BK = tk.shape.bk();
   k.WaitForPriorGrids();
-  // The warpgroup index made warp-uniform for ptxas where it measured faster: tensorwise; rowwise
-  // measured level to slower and blockwise slower with it
+  // The warpgroup index from lane 0 (WarpUniform) for tensorwise scaling alone
   // (docs/perf/2026-12-01-warp-uniform-warpgroup-index.md, "The backward and the 8-bit GEMM").
   const bool uniform_wg = tk.shape.variant.scaling == Fp8Scaling::kTensor;
   Value c = t % 128, wg = uniform_wg ? WarpUniform(t / 128) : t / 128, lane = c % 32,
