@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The attention backward on the GPU: dQ, dK and dV checked against the fp64 host reference at
 # D = 64, 128 and 256, causal and not, grouped-query heads and ragged lengths (S = 1 to 16384, S != Skv,
-# f16, dQ by atomics, packed sequences), each run ten times for the same bytes; then timed on the problems of the
-# backward's PERF entry next to torch's SDPA flash and cuDNN backward in the same call.
+# f16, dQ by atomics and by its own kernel (--deterministic), packed sequences), each run ten times for the
+# same bytes (dK and dV; dQ too where deterministic); then timed on the problems of the backward's PERF
+# entry, both dQ forms at D 64 and 128, next to torch's SDPA flash and cuDNN backward in the same call.
 #   KILN_RT_BUILD, KILN_BUNDLES, OUT as for tools/gpu_suite.sh; ATTENTION_ITERS (default 20).
 set -u
 rt=${KILN_RT_BUILD:-build-rt}
@@ -21,8 +22,8 @@ for d in 64 128 256; do
       kiln --d "$d" $causal $shape --iters 0 || status=1
     done
     kiln --d "$d" $causal --dtype f16 --b 1 --h 2 --s 1000 --iters 0 || status=1
-    if [ "$d" != 256 ]; then  # (dQ by atomics: D 64 and 128)
-      kiln --d "$d" $causal --dq_atomics --b 1 --h 4 --hkv 1 --s 1000 --iters 0 || status=1
+    if [ "$d" != 256 ]; then  # (dQ by atomics, the default at D 64 and 128: also dQ's own kernel)
+      kiln --d "$d" $causal --deterministic --b 1 --h 4 --hkv 1 --s 1000 --iters 0 || status=1
     fi
   done
 done 2>&1 | tee "$out/attention_backward_check.log"
@@ -45,6 +46,9 @@ for ds in 64:4096 64:16384 128:4096 128:16384 256:4096 256:16384; do
   IFS=: read -r d s <<<"$ds"
   for causal in --nocausal --causal; do
     kiln --d "$d" --s "$s" --b $((16384 / s)) --h 16 $causal --iters "$iters" || status=1
+    if [ "$d" != 256 ]; then
+      kiln --d "$d" --s "$s" --b $((16384 / s)) --h 16 $causal --deterministic --iters "$iters" || status=1
+    fi
   done
 done 2>&1 | tee "$out/attention_backward_speed.log"
 timeout 240 python3 tools/attention_peers.py --backward --problems 64:4096,64:16384,128:4096,128:16384,256:4096,256:16384 \

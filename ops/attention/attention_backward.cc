@@ -111,6 +111,10 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
         "D = 256, varlen or dq_atomics)");
   if (z.d != 64 && z.d != 128 && z.d != 256)
     return Invalid(absl::StrCat("head dimension D = ", z.d, ": the backward takes 64, 128 or 256"));
+  if (options.dq_atomics && options.deterministic)
+    return Invalid(
+        "dq_atomics adds dQ by atomics, whose last bits vary run to run, and deterministic asks "
+        "for the same bytes run to run: give one");
   if (options.dq_atomics && z.d == 256)
     return Invalid("dQ by atomics (dq_atomics) takes D = 64 or 128; D = 256 runs deterministic");
   if (options.dq_atomics && z.varlen)
@@ -127,10 +131,11 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
                    z.varlen ? ".varlen" : "");
   plan.prep = absl::StrCat("attention/bwd_prep", options.dtype == "f16" ? ".f16" : "",
                            z.varlen ? ".varlen" : "", blackwell ? ".sm100a" : "");
-  // dQ by its own kernel unless asked for by atomics: the kernel of its own is deterministic, and
-  // the atomics were not faster (docs/perf/2026-11-28-attention-backward.md, "dQ through a TMA
-  // reduction").
-  plan.dq_add = options.dq_atomics;
+  // dQ by atomics where they run, unless the same bytes run to run are asked for: since the
+  // consumers' warpgroup index became warp-uniform they are the faster form
+  // (docs/perf/2026-12-01-backward-dq-by-atomics-by-default.md).
+  const bool atomics_run = !blackwell && (z.d == 64 || z.d == 128) && !z.varlen;
+  plan.dq_add = options.dq_atomics || (atomics_run && !options.deterministic);
   const std::string family = blackwell ? "attention/blackwell_" : "attention/hopper_";
   plan.dkdv = family + "dkdv" + variant + (plan.dq_add ? ".dqadd" : "");
   plan.dq = plan.dq_add

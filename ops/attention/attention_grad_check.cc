@@ -239,7 +239,7 @@ absl::StatusOr<AttentionGradResult> RunGrad(GradDevice& dev, const Layout& layou
   if (!plan.ok()) return plan.status();
   AttentionGradResult r;
   r.kernels = absl::StrCat(plan->prep, " + ", plan->dkdv, " + ", plan->dq);
-  r.size = z, r.causal = options.causal;
+  r.size = z, r.causal = options.causal, r.dq_by_atomics = plan->dq_add;
   // Rows a head: varlen's tensors hold `total` rows of all heads.
   const int64_t q_rows = z.varlen ? z.total : z.b * z.s, kv_rows = z.varlen ? z.total : z.b * z.skv;
   const int64_t q_elems = q_rows * z.hq * z.d, kv_elems = kv_rows * z.hkv * z.d;
@@ -296,7 +296,7 @@ absl::StatusOr<AttentionGradResult> RunGrad(GradDevice& dev, const Layout& layou
     Grads again;
     if (absl::Status st = run(again); !st.ok()) return st;
     // (dQ added by atomics: its last bits may differ; dK and dV never)
-    if (options.dq_atomics) again.dq = first.dq;
+    if (plan->dq_add) again.dq = first.dq;
     if (!(again == first)) {
       r.passed = false;
       r.failure = absl::StrCat("run ", n + 2, " gave other bytes than the first");

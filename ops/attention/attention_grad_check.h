@@ -27,8 +27,9 @@ struct AttentionGradResult {
   bool passed = false;
   std::string failure;
   // The backward run again this many times, each the same bytes (dK and dV; dQ too where
-  // AttentionOptions::dq_atomics is off).
+  // the plan takes dQ from a kernel of its own, not by atomics).
   int runs_identical = 0;
+  bool dq_by_atomics = false;  // the plan adds dQ by atomics: its bytes are not compared
   // Filled on the GPU alone, by the rule RunAttentionBackwardGpu states
   // (docs/perf/2026-11-28-attention-backward.md).
   double ms = 0, tflops = 0;

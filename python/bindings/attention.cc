@@ -232,8 +232,8 @@ void VarlenAttention(const Array& q, const Array& k, const Array& v, const Array
 // arrays (f32, rounded to bf16) on the emulator.
 void AttentionBackward(const Array& q, const Array& k, const Array& v, const Array& out,
                        const Array& lse, const Array& d_out, Array dq, Array dk, Array dv,
-                       bool causal, float scale, bool dq_atomics, std::optional<Array> cu_seqlens,
-                       int64_t max_seqlen, uint64_t stream) {
+                       bool causal, float scale, bool dq_atomics, bool deterministic,
+                       std::optional<Array> cu_seqlens, int64_t max_seqlen, uint64_t stream) {
   const char* call = cu_seqlens ? "kiln.varlen_attention_backward" : "kiln.attention_backward";
   const Array &gq = dq, &gk = dk, &gv = dv;  // (read-only views, for the checks' lists)
   const Array* cu = cu_seqlens ? &*cu_seqlens : nullptr;
@@ -254,7 +254,8 @@ void AttentionBackward(const Array& q, const Array& k, const Array& v, const Arr
     Require(*a, call, what, rank, types, /*contiguous=*/true);
   Require(lse, call, "lse", rank - 1, {"f32"});
   if (cu) Require(*cu, call, "cu_seqlens", 1, {"i32"});
-  rt::AttentionOptions options{.causal = causal, .scale = scale, .dq_atomics = dq_atomics};
+  rt::AttentionOptions options{
+      .causal = causal, .scale = scale, .dq_atomics = dq_atomics, .deterministic = deterministic};
   if (!d.emulated()) {
     options.dtype = DtypeName(q);
     for (const Array* x : {&k, &v, &out, &d_out, &gq, &gk, &gv})
@@ -297,8 +298,8 @@ void BindAttention(nb::module_& m) {
   m.def("_attention_backward", &AttentionBackward, nb::arg("q"), nb::arg("k"), nb::arg("v"),
         nb::arg("out"), nb::arg("lse"), nb::arg("d_out"), nb::arg("dq"), nb::arg("dk"),
         nb::arg("dv"), nb::arg("causal"), nb::arg("scale"), nb::arg("dq_atomics") = false,
-        nb::arg("cu_seqlens").none() = nb::none(), nb::arg("max_seqlen") = 0,
-        nb::arg("stream") = 0);
+        nb::arg("deterministic") = false, nb::arg("cu_seqlens").none() = nb::none(),
+        nb::arg("max_seqlen") = 0, nb::arg("stream") = 0);
   m.def("_attention", &Attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
         nb::arg("lse"), nb::arg("causal"), nb::arg("scale"), nb::arg("rows") = false,
         nb::arg("stream") = 0);

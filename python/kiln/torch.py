@@ -116,14 +116,15 @@ def _(q, k, v, causal=False, scale=0.0, layout="bhsd"):
 @torch.library.custom_op("kiln::attention_backward", mutates_args=())
 def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                        lse: torch.Tensor, d_o: torch.Tensor, causal: bool = False,
-                       scale: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       scale: float = 0.0, deterministic: bool = False
+                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) over [B, H, S, D] contiguous tensors (kiln.attention_backward)."""
     return kiln.attention_backward(q, k, v, o, lse, d_o.contiguous(), causal=causal,
-                                   scale=scale or None)
+                                   scale=scale or None, deterministic=deterministic)
 
 
 @attention_backward.register_fake
-def _(q, k, v, o, lse, d_o, causal=False, scale=0.0):
+def _(q, k, v, o, lse, d_o, causal=False, scale=0.0, deterministic=False):
     torch._check(d_o.shape == o.shape, lambda: "kiln::attention_backward: d_o shaped as o")
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
@@ -137,13 +138,17 @@ def _attention_setup(ctx, inputs, output):
 
 def _attention_grad(ctx, d_o, d_lse):
     q, k, v, o, lse = ctx.saved_tensors
+    # dq by atomics unless torch is asked for deterministic algorithms
+    # (torch.use_deterministic_algorithms): then from a kernel of its own, the same bytes run to run.
+    det = torch.are_deterministic_algorithms_enabled()
     if ctx.layout == "bshd":  # the backward reads [B, H, S, D]
         t = lambda x: x.transpose(1, 2).contiguous()
-        dq, dk, dv = attention_backward(t(q), t(k), t(v), t(o), lse, t(d_o), ctx.causal, ctx.scale)
+        dq, dk, dv = attention_backward(t(q), t(k), t(v), t(o), lse, t(d_o), ctx.causal, ctx.scale,
+                                        det)
         dq, dk, dv = (x.transpose(1, 2) for x in (dq, dk, dv))
     else:
         dq, dk, dv = attention_backward(q.contiguous(), k.contiguous(), v.contiguous(), o, lse,
-                                        d_o, ctx.causal, ctx.scale)
+                                        d_o, ctx.causal, ctx.scale, det)
     return dq, dk, dv, None, None, None
 
 

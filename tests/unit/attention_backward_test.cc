@@ -42,10 +42,11 @@ TEST_P(EmulatedAttentionBackward, RaggedLengthsAndGroupedHeads) {
   ExpectCorrect({.b = 2, .hq = 2, .hkv = 1, .s = 1, .skv = 1, .d = d}, {});  // dQ = dK = 0
   ExpectCorrect({.b = 1, .hq = 2, .hkv = 2, .s = 65, .skv = 65, .d = d},
                 {.dtype = "f16", .causal = true});
-  // dQ added by atomics (attention/hopper_dkdv.dqadd).
+  // (Those added dQ by atomics, attention/hopper_dkdv.dqadd.) dQ from a kernel of its own
+  // (attention/hopper_dq), the same bytes run to run.
   ExpectCorrect({.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 100, .d = d},
-                {.causal = true, .dq_atomics = true});
-  ExpectCorrect({.b = 1, .hq = 1, .hkv = 1, .s = 20, .skv = 70, .d = d}, {.dq_atomics = true});
+                {.causal = true, .deterministic = true});
+  ExpectCorrect({.b = 1, .hq = 1, .hkv = 1, .s = 20, .skv = 70, .d = d}, {.deterministic = true});
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedAttentionBackward, ::testing::Values(64, 128),
@@ -89,15 +90,19 @@ TEST(AttentionBackwardPlan, NamesItsKernelsAndRefusesWhatItCannotRun) {
   const rt::AttentionGradOperands ops = {16, 16, 16, 16, 16, 16, 16, 16, 16};
   absl::StatusOr<rt::AttentionBackwardPlan> plan = rt::PlanAttentionBackward(
       {.b = 1, .hq = 4, .hkv = 2, .s = 100, .skv = 100, .d = 128}, {.causal = true}, ops, 90);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->dkdv, "attention/hopper_dkdv.d128.causal");
-  EXPECT_EQ(plan->dq, "attention/hopper_dq.d128.causal");
-  plan = rt::PlanAttentionBackward({.b = 1, .hq = 4, .hkv = 2, .s = 100, .skv = 100, .d = 128},
-                                   {.causal = true, .dq_atomics = true}, ops, 90);
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(plan.ok()) << plan.status();  // dQ by atomics where they run
   EXPECT_EQ(plan->dkdv, "attention/hopper_dkdv.d128.causal.dqadd");
   EXPECT_EQ(plan->dq, "attention/bwd_dq_convert");
   EXPECT_EQ(plan->padded_rows, 128);
+  plan = rt::PlanAttentionBackward({.b = 1, .hq = 4, .hkv = 2, .s = 100, .skv = 100, .d = 128},
+                                   {.causal = true, .deterministic = true}, ops, 90);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->dkdv, "attention/hopper_dkdv.d128.causal");
+  EXPECT_EQ(plan->dq, "attention/hopper_dq.d128.causal");
+  plan = rt::PlanAttentionBackward({.b = 1, .hq = 4, .hkv = 2, .s = 100, .skv = 100, .d = 64},
+                                   {.dq_atomics = true, .deterministic = true}, ops, 90);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("give one"), std::string::npos) << plan.status();
   auto error = [&](rt::AttentionSize z, rt::AttentionGradOperands o, int cc = 90) {
     absl::StatusOr<rt::AttentionBackwardPlan> p = rt::PlanAttentionBackward(z, {}, o, cc);
     return p.ok() ? std::string("ok") : std::string(p.status().message());
@@ -107,7 +112,8 @@ TEST(AttentionBackwardPlan, NamesItsKernelsAndRefusesWhatItCannotRun) {
   d256.d = 256;
   plan = rt::PlanAttentionBackward(d256, {}, ops, 90);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->dkdv, "attention/hopper_dkdv.d256");
+  EXPECT_EQ(plan->dkdv, "attention/hopper_dkdv.d256");  // deterministic: no atomics at D = 256
+  EXPECT_FALSE(plan->dq_add);
   plan = rt::PlanAttentionBackward(d256, {.dq_atomics = true}, ops, 90);
   EXPECT_NE(plan.status().message().find("dq_atomics"), std::string::npos) << plan.status();
   rt::AttentionSize d96 = z;

@@ -63,8 +63,8 @@ ABSL_FLAG(std::string, out_dtype, "",
           "`kiln gemm`: the output type, bf16, f16 or f32 (left out: --dtype)");
 ABSL_FLAG(std::string, epilogue, "",
           "`kiln gemm`: fused epilogue terms, comma-separated: scale (alpha, beta, C_in), bias_row "
-          "or bias_col, relu, gelu or silu, residual; or alone swiglu (silu(gate) * up of "
-          "interleaved column blocks) or rope (rotary positions, kiln.gemm's rope=)");
+          "or bias_col, relu, gelu or silu, residual (swiglu and rope pair the columns of a "
+          "row-major C, which kiln gemm's is not: kiln.gemm and rt::GemmRunner fuse them)");
 ABSL_FLAG(
     std::string, tune_cache, "",
     "`kiln tune` writes (adds to) this file the fastest kernel per size; `kiln gemm` reads it");
@@ -107,7 +107,11 @@ ABSL_FLAG(bool, backward, false,
           "random dO) against fp64, run 10 times for the same bytes; timed alone");
 ABSL_FLAG(bool, dq_atomics, false,
           "`kiln attention --backward`: dQ added in f32 by atomics from the dK/dV kernel, its last "
-          "bits differing run to run, instead of a kernel of its own");
+          "bits differing run to run (the default where it runs: sm_90a, D 64 or 128, dense), an "
+          "error where it cannot run");
+ABSL_FLAG(bool, deterministic, false,
+          "`kiln attention --backward`: dQ from a kernel of its own, the same bytes run to run, "
+          "instead of by atomics");
 ABSL_FLAG(bool, sm100, false,
           "`kiln attention --backward --emulate`, `kiln gemm --dtype e4m3 --emulate`: the "
           "kernels the plan picks on sm_100a (attention/blackwell_dkdv, blackwell_dq; "

@@ -43,6 +43,7 @@ ABSL_DECLARE_FLAG(std::string, varlen);
 ABSL_DECLARE_FLAG(bool, bshd);
 ABSL_DECLARE_FLAG(bool, backward);
 ABSL_DECLARE_FLAG(bool, dq_atomics);
+ABSL_DECLARE_FLAG(bool, deterministic);
 ABSL_DECLARE_FLAG(bool, sm100);
 ABSL_DECLARE_FLAG(int32_t, repeats);
 ABSL_DECLARE_FLAG(int64_t, s);

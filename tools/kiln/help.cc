@@ -94,13 +94,14 @@ const std::vector<CommandHelp>& Commands() {
         "iters"}},
       {"attention",
        "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--paged N] "
-       "[--decode R] [--varlen L,L..] [--bshd] [--backward [--dq_atomics] [--sm100]] [--repeats 1] "
+       "[--decode R] [--varlen L,L..] [--bshd] [--backward [--dq_atomics|--deterministic] "
+       "[--sm100]] [--repeats 1] "
        "[--emulate]",
        "FlashAttention forward (or --backward) through the attention entry point, against fp64; "
        "timed on a GPU.",
-       {"b",       "h",      "hkv",    "s",      "skv",      "d",          "causal",
-        "paged",   "decode", "varlen", "bshd",   "backward", "dq_atomics", "sm100",
-        "repeats", "dtype",  "scale",  "kernel", "emulate",  "iters"}},
+       {"b",     "h",       "hkv",    "s",     "skv",      "d",          "causal",
+        "paged", "decode",  "varlen", "bshd",  "backward", "dq_atomics", "deterministic",
+        "sm100", "repeats", "dtype",  "scale", "kernel",   "emulate",    "iters"}},
       {"plot",
        "plot RESULTS.tsv",
        "Redraw RESULTS-ratio.svg and RESULTS-versions.svg from a bench/gemm TSV.",

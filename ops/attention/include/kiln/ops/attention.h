@@ -59,10 +59,13 @@ struct AttentionOptions {
   std::string dtype = "bf16";  // of Q, K, V and O: bf16 or f16
   bool causal = false;
   float scale = 0;  // of the scores; 0: 1 / sqrt(D)
-  // The backward only: dQ added in f32 by atomics from the dK/dV kernel (five GEMMs a step, not
-  // seven, but its order of adds, and so dQ's last bits, differ run to run; D 64 and 128),
-  // instead of the default's kernel of its own (kiln/ops/attention_backward.h).
+  // The backward only (kiln/ops/attention_backward.h). Where it can (sm_90a, D 64 or 128, dense
+  // tensors), the plan adds dQ in f32 by atomics from the dK/dV kernel: five GEMMs a step, not
+  // seven, but its order of adds, and so dQ's last bits, differ run to run. `deterministic` asks
+  // for dQ from a kernel of its own instead (the same bytes run to run, S and dP computed twice);
+  // `dq_atomics` asks for the atomics, an error where they cannot run.
   bool dq_atomics = false;
+  bool deterministic = false;
   // A bundled variant to run instead of the one the plan picks: the same family's name with the
   // problem's options and a tiling ("attention/hopper.d64.wg3.bn128"), or the other family's.
   std::string kernel;

@@ -2,11 +2,13 @@
 // forward's Q, K, V, O and lse and the gradient dO of O, with three kernels (attention/bwd_prep,
 // attention/hopper_dkdv, attention/hopper_dq; ops/attention/kernels/hopper_bwd_parts.h says the
 // algorithm), sm_90a; on sm_100a attention/blackwell_dkdv and blackwell_dq (D 64 and 128, dense
-// tensors). No kernel adds into memory another CTA writes: the same inputs give the
-// same bytes, run to run, at the cost of S and dP computed twice. With
-// AttentionOptions::dq_atomics, attention/hopper_dkdv.dqadd adds dQ in f32 by atomics instead and
-// attention/bwd_dq_convert rounds it; the plan takes the deterministic kernels unless asked, the
-// atomics not being faster (docs/perf/2026-11-28-attention-backward.md).
+// tensors). On sm_90a at D 64 and 128 over dense tensors, attention/hopper_dkdv.dqadd adds dQ in
+// f32 by atomics and attention/bwd_dq_convert rounds it: dQ's last bits differ run to run, dK's
+// and dV's never. AttentionOptions::deterministic takes attention/hopper_dq instead, a kernel of
+// its own that adds into no memory another CTA writes: the same inputs give the same bytes, run
+// to run, at the cost of S and dP computed twice. The atomics are the default where they run, being
+// the faster form (docs/perf/2026-12-01-backward-dq-by-atomics-by-default.md); elsewhere
+// (D = 256, packed sequences, sm_100a) every form is deterministic.
 //
 //   kiln::rt::AttentionRunner attention("build/bundles");
 //   absl::Status s = attention.Backward({.b = 2, .hq = 16, .hkv = 4, .s = 4096, .skv = 4096,
