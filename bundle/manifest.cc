@@ -67,7 +67,11 @@ absl::StatusOr<GridExpr> GridExpr::Parse(absl::string_view text) {
     f.value = 1;  // SimpleAtoi above may have written it
     if (!IsSymbol(sym_div[0]) || sym_div.size() > 2)
       return absl::InvalidArgumentError(absl::StrCat(
-          "bad grid factor '", part, "': a factor is a positive integer, or a symbol (the name ",
+          part.empty() ? absl::StrCat("an empty grid factor in '", text,
+                                      "' (a '*' with no factor "
+                                      "beside it)")
+                       : absl::StrCat("bad grid factor '", part, "'"),
+          ": a factor is a positive integer, or a symbol (the name ",
           "of an integer parameter of the kernel, e.g. M or rows, or sms: the SM count), ",
           "optionally divided by a positive integer, e.g. M/128; factors multiply with '*'"));
     f.symbol = std::string(sym_div[0]);
@@ -123,8 +127,10 @@ absl::StatusOr<unsigned> GridExpr::Evaluate(const Symbols& symbols, int sm_count
   if (total <= 0 || total > (int64_t{1} << 31) - 1) {
     std::vector<std::string> values;  // what the rule read
     for (const Factor& f : factors)
-      if (!f.symbol.empty() && f.symbol != "sms")
-        values.push_back(absl::StrCat(f.symbol, " = ", symbols.at(f.symbol)));
+      if (!f.symbol.empty() && f.symbol != "sms" &&
+          std::find(values.begin(), values.end(),
+                    absl::StrCat(f.symbol, " = ", symbols.at(f.symbol))) == values.end())
+        values.push_back(absl::StrCat(f.symbol, " = ", symbols.at(f.symbol)));  // (each once)
     return absl::InvalidArgumentError(absl::StrCat(
         "grid dimension ", ToString(), " = ", total, " is out of range (1 to 2^31-1 blocks)",
         values.empty() ? "" : absl::StrCat(" with ", absl::StrJoin(values, ", "))));

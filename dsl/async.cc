@@ -176,6 +176,7 @@ TensorMap HopperOps::TmaParam(const std::string& name, const rt::TensorMapParam&
   } else if (s.func.getArgAttrsAttr()) {
     s.SetArgAttrs(index, {});
   }
+  detail::CheckParamName(s, name, loc);
   rt::ParamSpec p;
   p.name = name;
   p.kind = rt::ParamSpec::Kind::kTensorMap;
@@ -450,13 +451,15 @@ Barrier Barriers::operator[](const Operand& i) const {
 }
 
 namespace {
-KernelState& StateOf(const Barrier& b) { return detail::Owner(Access::State(b.ptr()), "Barrier"); }
+KernelState& StateOf(const Barrier& b, const Loc& use) {
+  return detail::OwnerOfOp(Access::State(b.ptr()), "Barrier", use);
+}
 }  // namespace
 
 void Barrier::Init(int count, Loc loc) const { Init(count, PhasesPerRound{}, loc); }
 
 void Barrier::Init(int count, PhasesPerRound phases, Loc loc) const {
-  KernelState& s = StateOf(*this);
+  KernelState& s = StateOf(*this, loc);
   if (phases.n < 1)
     return s.Fail(absl::StrCat("PhasesPerRound{", phases.n, "}: at least one phase a round"), loc);
   if (count <= 0 || count >= (1 << 20))
@@ -470,14 +473,14 @@ void Barrier::Init(int count, PhasesPerRound phases, Loc loc) const {
 }
 
 void Barrier::Arrive(Loc loc) const {
-  KernelState& s = StateOf(*this);
+  KernelState& s = StateOf(*this, loc);
   mlir::NVVM::MBarrierArriveOp::create(s.builder, s.ToLoc(loc), mlir::Type(), s.Unwrap(ptr_),
                                        mlir::Value());
   s.RecordArrival(array_, index_, 0, loc);
 }
 
 void Barrier::ArriveWhenCopiesLand(Loc loc) const {
-  KernelState& s = StateOf(*this);
+  KernelState& s = StateOf(*this, loc);
   if (s.target.compute_capability < 80) return s.Fail("cp.async needs sm_80 or later", loc);
   mlir::NVVM::CpAsyncMBarrierArriveOp::create(s.builder, s.ToLoc(loc), s.Unwrap(ptr_),
                                               /*noinc=*/true);
@@ -485,7 +488,7 @@ void Barrier::ArriveWhenCopiesLand(Loc loc) const {
 }
 
 void Barrier::ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc) const {
-  KernelState& s = StateOf(*this);
+  KernelState& s = StateOf(*this, loc);
   int bytes = 0;
   for (const TensorMap* m : maps) bytes += m->box_bytes();
   if (bytes <= 0 || bytes >= (1 << 20))
@@ -501,7 +504,7 @@ void Barrier::ArriveExpectTx(const std::vector<const TensorMap*>& maps, Loc loc)
 
 void Barrier::ArriveExpectTxIf(const std::vector<std::pair<const TensorMap*, Value>>& maps_if,
                                Loc loc) const {
-  KernelState& s = StateOf(*this);
+  KernelState& s = StateOf(*this, loc);
   std::vector<const TensorMap*> always;
   int most = 0;  // every condition holding
   Value bytes;   // the conditional boxes' bytes, where their conditions hold
@@ -531,7 +534,7 @@ void Barrier::ArriveExpectTxIf(const std::vector<std::pair<const TensorMap*, Val
 }
 
 void Barrier::ArriveCluster(const Operand& cta_rank, Loc loc) const {
-  KernelState& s = StateOf(*this);
+  KernelState& s = StateOf(*this, loc);
   if (s.manifest.cluster.count() < 2)
     return s.Fail("a remote arrive needs a cluster of 2 or more CTAs (ClusterDims)", loc);
   mlir::Location l = s.ToLoc(loc);
@@ -545,7 +548,7 @@ void Barrier::ArriveCluster(const Operand& cta_rank, Loc loc) const {
 
 void Barrier::ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps,
                                     const Operand& cta_rank, Loc loc) const {
-  KernelState& s = StateOf(*this);
+  KernelState& s = StateOf(*this, loc);
   if (s.manifest.cluster.count() < 2)
     return s.Fail("a remote arrive needs a cluster of 2 or more CTAs (ClusterDims)", loc);
   int bytes = 0;
@@ -586,7 +589,7 @@ mlir::Value AddressOf(KernelState& s, mlir::LLVM::GlobalOp g, mlir::Location l) 
 }  // namespace
 
 void Barrier::Wait(const Operand& phase, Loc loc) const {
-  KernelState& s = StateOf(*this);
+  KernelState& s = StateOf(*this, loc);
   // The parity is an i32 (0 or 1): another type would be converted to its bit pattern's low bit.
   if (Access::IsImm(phase) ? Access::IsFloatImm(phase)
                            : Access::Val(phase).type() != Type::Of(Scalar::kI32))

@@ -1,7 +1,9 @@
 // Kernel construction: the module and function, parameters, ids, control flow, Build().
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -120,6 +122,41 @@ KernelState& Owner(KernelState* s, const char* what, const Loc* made) {
   return *Absorb(absl::StrCat("a kiln::", what, Made(made),
                               " is empty (default-constructed: no kernel made it) and is used "
                               "here: take it from the kernel (k.Smem..., k.SmemBarriers...)"));
+}
+
+void CheckParamName(KernelState& s, const std::string& name, const Loc& loc) {
+  // Grid rules and launch messages name parameters: an identifier, each once.
+  const bool identifier = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                          std::all_of(name.begin(), name.end(), [](char c) {
+                            return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                          });
+  if (!identifier)
+    return s.Fail(absl::StrCat("parameter name '", name,
+                               "': an identifier (letters, digits and _, not led by a digit), as "
+                               "grid rules name it"),
+                  loc);
+  for (const rt::ParamSpec& p : s.manifest.params)
+    if (p.name == name)
+      return s.Fail(absl::StrCat("a second parameter named '", name,
+                                 "': each parameter's name is its own (grid rules and launch "
+                                 "messages name it)"),
+                    loc);
+}
+
+KernelState& OwnerOfOp(KernelState* s, const char* what, const Loc& use) {
+  KernelState& owner = Owner(s, what);
+  KernelState* newest = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(Building().mu);
+    for (const auto& [state, thread] : Building().states)
+      if (thread == std::this_thread::get_id()) newest = state;
+  }
+  if (!newest || newest == &owner) return owner;
+  newest->Fail(absl::StrCat("a kiln::", what,
+                            " made by another Kernel (one built earlier, still being built) is "
+                            "used here: take it from this kernel (k.SmemBarriers...)"),
+               use);
+  return *newest;
 }
 
 KernelState::~KernelState() { EndBuilding(this); }
@@ -440,6 +477,17 @@ Kernel::Kernel(std::string name, const Target& target, rt::Dim3 block, Loc loc)
     : state_(std::make_unique<KernelState>(std::move(name), target, block, loc)) {
   if (block.count() == 0 || block.count() > 1024)
     Fail(absl::StrCat("a block has 1..1024 threads, not ", block.count()), loc);
+  // A name is a manifest's word and a bundle's file name ('/' becomes '.'): letters, digits and
+  // _ . / + - only, so that what Build writes reads back.
+  const std::string& n = state_->manifest.name;
+  const bool plain = !n.empty() && std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || (c && std::strchr("_./+-", c));
+  });
+  if (!plain)
+    Fail(absl::StrCat("kernel name '", n,
+                      "': letters, digits and _ . / + - only (it names the bundle's files and its "
+                      "manifest's entry), such as \"my/saxpy\""),
+         loc);
   // The process-wide debug default covers the kernels with mbarriers to wait on (sm_90+).
   if (DefaultWatchdogMs() > 0 && target.compute_capability >= 90)
     Watchdog(DefaultWatchdogMs(), loc);
@@ -486,6 +534,7 @@ const char* ElemName(Scalar s) {
 // Appends a kernel parameter: an entry-block argument, the function type, the manifest entry.
 Value AddParam(KernelState& s, const std::string& name, Type t, rt::ParamSpec::Kind kind,
                const Loc& loc) {
+  detail::CheckParamName(s, name, loc);
   mlir::Block* entry = &s.func.getBody().front();
   mlir::Value arg = entry->addArgument(s.ToMlir(t), s.ToLoc(loc));
   s.func.setFunctionTypeAttr(mlir::TypeAttr::get(mlir::LLVM::LLVMFunctionType::get(
@@ -988,8 +1037,18 @@ std::vector<std::string> StaticFindings(const KernelState& s) {
 
 absl::StatusOr<KernelDef> Kernel::Build() {
   if (!detail::IsBuilding(state_.get()))
-    return absl::FailedPreconditionError(absl::StrCat(
-        "kernel ", state_->manifest.name, ": Build() ran already (a Kernel builds once)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("kernel ", state_->manifest.name,
+                     ": Build() ran already (a Kernel builds once, whether or not that Build "
+                     "succeeded: build a new Kernel)"));
+  // Whatever the outcome, the kernel is no longer being built: a second Build would append a
+  // second return to the module, and its handles are no longer dereferenced.
+  absl::StatusOr<KernelDef> def = BuildOnce();
+  detail::EndBuilding(state_.get());
+  return def;
+}
+
+absl::StatusOr<KernelDef> Kernel::BuildOnce() {
   KernelState& s = *state_;
   detail::EmptyValueRead().reset();
   for (const auto& check : s.final_checks) check();
@@ -1017,7 +1076,6 @@ absl::StatusOr<KernelDef> Kernel::Build() {
   module->module = std::move(s.module);
   KernelDef def(s.manifest, s.target, std::move(module));
   def.findings_ = StaticFindings(s);
-  detail::EndBuilding(&s);  // its handles are no longer dereferenced
   return def;
 }
 

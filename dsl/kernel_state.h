@@ -232,6 +232,12 @@ bool IsBuilding(const KernelState* s);
 KernelState* Usable(KernelState* s, const char* what, const Loc* made = nullptr);
 // The same for a handle whose methods need a kernel: an empty one (null `s`) is reported as such.
 KernelState& Owner(KernelState* s, const char* what, const Loc* made = nullptr);
+// Owner, for a handle whose op names no kernel (Barrier's Init, Arrive, Wait): where the thread is
+// building a newer kernel than the handle's, the op is meant for that one, which fails at `use`
+// (a handle of another kernel), rather than building into the older kernel without a word.
+KernelState& OwnerOfOp(KernelState* s, const char* what, const Loc& use);
+// Fails `s` at `loc` unless `name` is an identifier no parameter of the kernel has yet.
+void CheckParamName(KernelState& s, const std::string& name, const Loc& loc);
 
 // Friend access to the private fields of the public handle types.
 struct Access {

@@ -1247,12 +1247,32 @@ absl::Status Cta::CompleteIfDue(int id, BarrierState& b, Thread* t, const Instr*
                 absl::StrCat("barrier ", id, ": ", b.arrived, " arrivals where ", b.expected,
                              " are expected"));
   if (b.arrived < b.expected) return absl::OkStatus();
+  // A warp with lanes still to come has not arrived (an aligned arrival counts once the warp is
+  // whole): the lanes of it that are here take part in the next phase, not this one.
+  BarrierState next;
+  auto carried = [&](int j) {
+    return b.arrival[j] && b.arrival[j]->Has("aligned") && !b.warp_counted[j / 32];
+  };
+  for (int j = 0; j < static_cast<int>(b.arrival.size()); ++j)
+    if (carried(j)) {
+      if (next.arrival.empty()) {
+        next.expected = b.expected;
+        next.arrival.assign(b.arrival.size(), nullptr);
+        next.warp_counted.assign(b.warp_counted.size(), false);
+      }
+      next.arrival[j] = b.arrival[j];
+      JoinClock(next.clock, Released(j / 32));
+    }
   for (int w : b.waiting) {
+    if (carried(w)) {
+      next.waiting.push_back(w);
+      continue;
+    }
     SetState(threads_[w], Thread::State::kRun), threads_[w].barrier = -1;
     Synced(threads_[w], e_.code[threads_[w].pc - 1]);
     Acquire(w / 32, b.clock);
   }
-  b = BarrierState{};
+  b = std::move(next);
   return absl::OkStatus();
 }
 

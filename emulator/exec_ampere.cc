@@ -16,6 +16,18 @@ std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lan
     *s = Fail(*lanes[0], in, "ldmatrix needs a whole warp");
     return out;
   }
+  // Each row is 16 bytes whose address starts on a 16-byte boundary (PTX ISA, ldmatrix).
+  for (int lane = 0; lane < 8 * matrices; ++lane) {
+    Thread& src = *lanes[lane];
+    const uint64_t addr = Address(src, e_.code[src.pc].ops.at(1));
+    if (addr % 16) {
+      *s = Fail(src, in,
+                absl::StrFormat("ldmatrix row address 0x%x (lane %d, row %d of matrix %d) is %d "
+                                "bytes past a 16-byte boundary: each row's 16 bytes start on one",
+                                addr, lane, lane % 8, lane / 8, addr % 16));
+      return out;
+    }
+  }
   auto element = [&](int matrix, int row, int col) -> uint64_t {
     Thread& src = *lanes[8 * matrix + row];
     const uint64_t addr = Address(src, e_.code[src.pc].ops.at(1)) + 2 * col;

@@ -102,7 +102,9 @@ absl::Status Cta::CheckReachesGlobal(const Thread* t, const Instr& in, Origin o)
                               "nothing had written "
                               "(read at PTX line ",
                               o->line, dsl.empty() ? "" : ", " + dsl, ": ", o->text, ")"),
-      ": an uninitialised value reaches the output (a load or fill missing, or a read before it)");
+      ": an uninitialised value reaches the output (a load or fill missing, or a read before the "
+      "write: a barrier missing between them, or a wait on an mbarrier phase that had already "
+      "completed, such as a wrong parity)");
   if (t) return Fail(*t, in, what);
   const std::string here = m_.DslLine(in);
   return absl::InvalidArgumentError(absl::StrFormat("%s%s: PTX line %d (%s): %s",

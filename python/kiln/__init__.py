@@ -12,6 +12,7 @@ kiln's errors are kiln.Error, carrying kiln's message, which names the DSL line 
 (a call with the wrong number or names of arguments is Python's TypeError).
 """
 
+import math as _math
 import os as _os
 
 from . import _kiln
@@ -240,8 +241,13 @@ def load(bundle_dir, name):
     """The kernel `name` of the bundle directory `bundle_dir` (what `kiln bundle` or a build
     writes), as a callable. Its arguments are checked against the manifest's parameters; its grid
     is the kernel's rule unless grid=(x, y, z) is given."""
-    _require(isinstance(name, str),
-             lambda: f"kiln.load: name must be a kernel's name (a str), not {type(name).__name__}")
+    _require(isinstance(name, str) and name != "",
+             lambda: "kiln.load: name must be a kernel's name (a non-empty str such as "
+                     f"'ops/saxpy'), not {type(name).__name__} {name!r}")
+    _require(isinstance(bundle_dir, (str, bytes, _os.PathLike)),
+             lambda: "kiln.load: bundle_dir must be a directory's path (a str or a path), not "
+                     f"{type(bundle_dir).__name__} {bundle_dir!r}")
+    bundle_dir = _os.fsdecode(bundle_dir)
     _require(_os.path.isdir(str(bundle_dir)),
              f"kiln.load: no directory {str(bundle_dir)!r} (a bundle directory: `kiln bundle --dir "
              f"DIR {name}` writes one)")
@@ -365,12 +371,20 @@ def softmax(x, dim=-1, *, out=None):
     return out
 
 
+def _eps(call, eps):
+    """eps as a number: finite and at least 0 (a negative one makes a row's root NaN)."""
+    eps = _number(call, "eps", eps)
+    _require(_math.isfinite(eps) and eps >= 0,
+             lambda: f"{call}: eps must be a finite number >= 0, not {eps}")
+    return eps
+
+
 def rms_norm(x, weight=None, eps=1e-6, *, out=None):
     """x / sqrt(mean(x^2) + eps) * weight over the last dimension (strides as softmax's; no
     weight: ones)."""
     _require_arrays("kiln.rms_norm", x=x)
     _require(len(x.shape) >= 1, "kiln.rms_norm: x must have at least one dimension")
-    eps = _number("kiln.rms_norm", "eps", eps)
+    eps = _eps("kiln.rms_norm", eps)
     if _host_f16(x):  # computed in f32 on the emulator, returned as float16
         _host_out("kiln.rms_norm", out, "float16", "as x is")
         return _f16_result("kiln.rms_norm", rms_norm(_as_f32(x), _as_f32(weight), eps), out)
@@ -389,7 +403,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     softmax's; no weight: ones, no bias: zeros)."""
     _require_arrays("kiln.layer_norm", x=x)
     _require(len(x.shape) >= 1, "kiln.layer_norm: x must have at least one dimension")
-    eps = _number("kiln.layer_norm", "eps", eps)
+    eps = _eps("kiln.layer_norm", eps)
     if _host_f16(x):  # computed in f32 on the emulator, returned as float16
         _host_out("kiln.layer_norm", out, "float16", "as x is")
         return _f16_result("kiln.layer_norm",
@@ -518,8 +532,19 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     # dimensions, say) is copied packed; the kernels read either order with a leading dimension.
     a, b = (_row_or_column_major(x) for x in (a, b))
     in_type = _type_of(a)
+    host = not _is_torch(a)
     out_type = _out_type(out_dtype) or (
-        _type_of(out) if out is not None and _is_torch(out) else in_type)
+        _type_of(out) if out is not None and _is_torch(out) else
+        "f16" if host and _host_f16(out) else in_type)
+    given = None
+    if host and out is not None:
+        # Host results of f16 come back float16, of bf16 and f32 float32 (NumPy has no bf16):
+        # an out given holds that type; float16 ones take the f32 result rounded.
+        want = "float16" if out_type == "f16" else "float32"
+        _host_out("kiln.gemm", out, want,
+                  f"out_dtype {out_type!r}" if out_dtype is not None else "float32 a and b")
+        if want == "float16":
+            given, out = out, None
     made = out is None
     if out is None:
         n = b.shape[1] // 2 if activation == "swiglu" else b.shape[1]
@@ -535,6 +560,8 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
                                    for x in (a, b, c, bias, residual))
     _kiln._gemm(_r(a), _r(b), _r(out), _r(c), _r(bias), _r(residual), float(alpha), float(beta),
                 ",".join(terms), in_type, out_type, stream=_stream([a]), **rope_args)
+    if given is not None:
+        return _f16_result("kiln.gemm", out, given, "float16", f"out_dtype {out_type!r}")
     return _as_asked(out, out_type, made)
 
 
@@ -697,13 +724,17 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
              f"(N, K) weight, not shape {tuple(w.shape)}")
     _require((scale_x is None) == (scale_w is None),
              "kiln.grouped_gemm: e4m3 inputs need both scale_x and scale_w")
+    _require(not (str(getattr(x, "dtype", "")) == "uint8" and scale_x is None),
+             "kiln.grouped_gemm: uint8 x and w are 8-bit inputs (e4m3 bytes) only with scale_x "
+             "and scale_w")
     if not _is_torch(x) and len(x.shape) >= 2:  # host arrays: the sizes checked (GPU: read there)
         import numpy
         sizes = numpy.asarray(sizes_arg).astype(numpy.int64)
         if masked:
-            _require(sizes.size == 0 or sizes.max() <= x.shape[1],  # (a negative one: no rows)
-                     f"kiln.grouped_gemm: counts must be at most the capacity C = {x.shape[1]}, "
-                     f"not {sizes.max()}")
+            # (A negative count is no rows, as the kernel reads it on a GPU.)
+            _require(sizes.size == 0 or sizes.max() <= x.shape[1],
+                     lambda: f"kiln.grouped_gemm: counts must be at most the capacity C = "
+                             f"{x.shape[1]}, not {sizes.max()} (a negative count is no rows)")
         else:
             _require(sizes.size == 0 or ((sizes >= 0).all() and (numpy.diff(sizes) >= 0).all() and
                                          sizes[-1] <= x.shape[0]),
@@ -1067,7 +1098,8 @@ def _check_attention_shapes(call, q, k, v, layout="[B, Hkv, Skv, D]"):
                      f"for q {tuple(q.shape)}")
     hq, hkv = q.shape[1], k.shape[1]
     _require(hkv > 0 and hq % hkv == 0 or hq == 0,
-             f"{call}: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)")
+             f"{call}: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)" if hkv > 0 else
+             f"{call}: Hkv = 0: the KV heads must be at least 1 where Hq = {hq}")
 
 
 def _require_attention_types(call, data, lse=None, index=()):
@@ -1090,7 +1122,8 @@ def _empty_attention(q, k, v, rows):
     b, hq, hkv, d = q.shape[0], q.shape[h], k.shape[h], q.shape[3]
     _kernel_head_dim("kiln.attention", d)
     _require(hkv > 0 and hq % hkv == 0 or hq == 0,
-             f"kiln.attention: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)")
+             f"kiln.attention: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)" if hkv > 0 else
+             f"kiln.attention: Hkv = 0: the KV heads must be at least 1 where Hq = {hq}")
     _require(q.dtype == k.dtype == v.dtype,
              f"kiln.attention: q, k and v must share one type ({q.dtype}, {k.dtype}, {v.dtype})")
     if not _is_torch(q):
@@ -1104,16 +1137,22 @@ def _empty_attention(q, k, v, rows):
     return o, lse
 
 
-def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq_atomics=False):
+def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, deterministic=False,
+                       dq_atomics=False):
     """FlashAttention backward: (dq, dk, dv) from the forward's q, k, v, out and lse
     (kiln.attention, layout "bhsd") and the gradient d_out of out, all [B, H, S, D] contiguous,
     lse [B, Hq, S] f32. Grouped-query heads: dk and dv of a KV head sum over the query heads that
     read it. D 64, 128 or 256 on sm_90a (64 or 128 on sm_100a); other D up to 256 padded, as
-    kiln.attention pads them. dq comes from a kernel of its own: the same inputs give the same
-    bytes run to run; dq_atomics adds it by atomics instead (its last bits vary run to run; D 64
-    and 128).
+    kiln.attention pads them. Where it can (sm_90a, a kernel D of 64 or 128), dq is added by
+    atomics, its last bits varying run to run (dk and dv never); deterministic=True takes it from
+    a kernel of its own instead, the same inputs giving the same bytes run to run. dq_atomics=True
+    asks for the atomics, an error where they cannot run.
     """
     call = "kiln.attention_backward"
+    _require(not (_flag(call, "deterministic", deterministic) and
+                  _flag(call, "dq_atomics", dq_atomics)),
+             lambda: f"{call}: dq_atomics adds dq by atomics, whose last bits vary run to run, "
+                     "and deterministic asks for the same bytes run to run: give one")
     _require_arrays(call, q=q, k=k, v=v, out=out, lse=lse, d_out=d_out)
     if len(q.shape) == 4 and len(k.shape) == 4 and 0 in tuple(q.shape) + tuple(k.shape):
         # Nothing to launch (as kiln.attention's empty forms): no query or no key, no gradient;
@@ -1152,7 +1191,7 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
         grads = attention_backward(*(_pad_head_dim(x, kd) for x in (q, k, v, out)), lse,
                                    _pad_head_dim(d_out, kd), causal=causal,
                                    scale=d ** -0.5 if scale is None else scale,
-                                   dq_atomics=dq_atomics)
+                                   deterministic=deterministic, dq_atomics=dq_atomics)
         return tuple(_packed(g[..., :d]) for g in grads)
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
@@ -1160,8 +1199,8 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, dq
     _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)),
                               _flag("kiln.attention_backward", "causal", causal),
                               _scale("kiln.attention_backward", scale),
-                              _flag("kiln.attention_backward", "dq_atomics", dq_atomics),
-                              stream=_stream([q]))
+                              _flag(call, "dq_atomics", dq_atomics),
+                              _flag(call, "deterministic", deterministic), stream=_stream([q]))
     return dq, dk, dv
 
 
@@ -1261,7 +1300,8 @@ def _check_empty_decode(q, k_cache, v_cache, seq_lens, block_table):
         index.append(("block_table", block_table))
         hkv = k_cache.shape[2]
         _require(hkv > 0 and hq % hkv == 0 or hq == 0,
-                 f"{call}: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)")
+                 f"{call}: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)" if hkv > 0 else
+             f"{call}: Hkv = 0: the KV heads must be at least 1 where Hq = {hq}")
     else:
         _check_attention_shapes(call, q, k_cache, v_cache, "[B, Hkv, Smax, D]")
     _require(tuple(seq_lens.shape) == (b,),
@@ -1361,7 +1401,7 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
         return dq, dk, dv
     _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)),
                               _flag("kiln.varlen_attention_backward", "causal", causal),
-                              _scale("kiln.varlen_attention_backward", scale), False,
+                              _scale("kiln.varlen_attention_backward", scale), False, True,
                               cu_seqlens=_r(cu_seqlens),
                               max_seqlen=int(max_seqlen), stream=_stream([q]))
     return dq, dk, dv

@@ -834,19 +834,25 @@ class Attention(unittest.TestCase):
         # dq, dk, dv on the emulator (kiln's forward's o and lse as the backward's input) against
         # the fp64 gradients; grouped heads sum dk and dv over the query heads of a KV head.
         rng = np.random.default_rng(11)
-        for b, hq, hkv, s, skv, d, causal in [(1, 2, 1, 70, 90, 64, True), (1, 1, 1, 20, 20, 128, False)]:
+        # dq by atomics (the default at D 64 and 128), then from its own kernel (deterministic).
+        for b, hq, hkv, s, skv, d, causal, det in [(1, 2, 1, 70, 90, 64, True, False),
+                                                   (1, 1, 1, 20, 20, 128, False, True)]:
             q = rng.standard_normal((b, hq, s, d)).astype(np.float32)
             k = rng.standard_normal((b, hkv, skv, d)).astype(np.float32)
             v = rng.standard_normal((b, hkv, skv, d)).astype(np.float32)
             d_o = rng.standard_normal((b, hq, s, d)).astype(np.float32)
             o, lse = kiln.attention(q, k, v, causal=causal)
-            dq, dk, dv = kiln.attention_backward(q, k, v, o, lse, d_o, causal=causal)
+            dq, dk, dv = kiln.attention_backward(q, k, v, o, lse, d_o, causal=causal,
+                                                 deterministic=det)
             case = (b, hq, hkv, s, skv, d, causal)
             for got, want in zip((dq, dk, dv), backward_reference(q, k, v, o, d_o, causal)):
                 self.assertLess(rel_error(got, want), 1e-2, case)
         with self.assertRaises(kiln.Error) as caught:
             kiln.attention_backward(q, k, v, o, lse, d_o[:, :, :1])
         self.assertIn("d_out has shape", str(caught.exception))
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.attention_backward(q, k, v, o, lse, d_o, deterministic=True, dq_atomics=True)
+        self.assertIn("give one", str(caught.exception))
         with self.assertRaises(kiln.Error) as caught:  # the checks it shares name this call
             longer = np.zeros(lse.shape[:-1] + (lse.shape[-1] + 1,), np.float32)
             kiln.attention_backward(q, k, v, o, longer, d_o)
@@ -1720,7 +1726,7 @@ class EmptyAndWrongInputs(unittest.TestCase):
                 (lambda: kiln.grouped_gemm(x, w, np.int32([3, 1])), "offsets must not decrease"),
                 (lambda: kiln.grouped_gemm(x, w, np.int32([2, 40])), "end at most at the 4 rows"),
                 (lambda: kiln.grouped_gemm(x.reshape(2, 2, 16), w, counts=np.int32([9, 1])),
-                 "counts must be at most the capacity C = 2")]:
+                 "counts must be at most the capacity C = 2, not 9")]:
             with self.assertRaises(kiln.Error) as caught:
                 call()
             self.assertIn(message, str(caught.exception))

@@ -205,6 +205,35 @@ TEST(Dsl, EmptyValueIsAnErrorNamingItsDeclaration) {
     k2.Store(y, gone_value + 1);
     ExpectErrorAt(k2, "tests/unit/dsl_test.cc:", "belongs to a kernel already built");
   }
+  {  // Barriers of another kernel still being built: their ops (which name no kernel) are this
+     // kernel's error, not built into the other one without a word.
+    Kernel other("test/other_barriers", sm90a(), {128});
+    Barriers bars = other.SmemBarriers(1);
+    Kernel k("test/uses_other_barriers", sm90a(), {128});
+    k.If(k.ThreadIdx() == 0, [&] { bars[0].Init(128); });
+    ExpectErrorAt(k, "tests/unit/dsl_test.cc:", "a kiln::Barrier made by another Kernel");
+  }
+  {  // A parameter's name twice, or no identifier; a kernel name that is no file name.
+    Kernel k("test/twice_named", sm80(), {32});
+    k.PtrParam("x", f32);
+    k.PtrParam("x", f32);
+    ExpectErrorAt(k, "tests/unit/dsl_test.cc:", "a second parameter named 'x'");
+    Kernel k2("test/odd_param", sm80(), {32});
+    k2.I32Param("n m");
+    ExpectErrorAt(k2, "tests/unit/dsl_test.cc:", "parameter name 'n m': an identifier");
+    Kernel k3("test/bad name", sm80(), {32});
+    ExpectErrorAt(k3, "tests/unit/dsl_test.cc:", "kernel name 'test/bad name'");
+  }
+  {  // A Build that failed ends the build too: a second Build is refused, not run on a module
+     // the first one left half-finished.
+    Kernel failed("test/failed_once", sm80(), {32});
+    failed.Fail("planted");
+    EXPECT_EQ(failed.Build().status().code(), absl::StatusCode::kInvalidArgument);
+    absl::Status again = failed.Build().status();
+    EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(std::string(again.message()).find("whether or not that Build succeeded"),
+              std::string::npos);
+  }
   {  // A default-constructed tile used: named as such.
     SmemTile never_made;
     Kernel k("test/empty_tile", sm80(), {32});

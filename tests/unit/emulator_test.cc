@@ -438,6 +438,29 @@ TEST(Emulator, OutOfBoundsAndMisalignedAccessesNameTheLineAndThread) {
   EXPECT_NE(s.message().find("(2 bytes past a multiple of 4)"), std::string::npos) << s;
 }
 
+// ldmatrix reads each row's 16 bytes from a 16-byte boundary (PTX ISA): a row address 2 bytes
+// past one is an error naming the lane, not a load of the bytes there.
+TEST(Emulator, LdmatrixRowsStartOn16ByteBoundaries) {
+  auto ldmatrix_at = [](int offset) {
+    return Kernel(absl::StrCat(R"(
+	mov.u32 %r2, smem;
+	shl.b32 %r3, %r1, 4;
+	add.s32 %r4, %r2, %r3;
+	st.shared.v4.b32 [%r4], {%r1, %r1, %r1, %r1};
+	bar.sync 0;
+	add.s32 %r5, %r4, )", offset, R"(;
+	ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r6, %r7, %r8, %r9}, [%r5];
+	st.global.b32 [%rd3], %r6;
+)"));
+  };
+  absl::Status s;
+  Emulate(ldmatrix_at(0), 32, &s);
+  EXPECT_TRUE(s.ok()) << s;
+  Emulate(ldmatrix_at(2), 32, &s);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("is 2 bytes past a 16-byte boundary"), std::string::npos) << s;
+}
+
 TEST(Emulator, UnknownInstructionsAreRefusedAtTheirLine) {
   absl::Status s;
   Emulate(Kernel(R"(

@@ -105,11 +105,12 @@ int BackwardAttention(kiln::rt::AttentionSize z, const kiln::rt::AttentionOption
   if (!r.ok()) return Fail(r.status());
   std::cout << absl::StrFormat(
       "%s %s backward: %d heads against fp64, errors dQ %.3e dK %.3e dV %.3e, %d more runs the "
-      "same bytes: %s",
+      "same bytes%s: %s",
       r->kernels,
       absl::StrCat(lengths.empty() ? "" : "varlen " + absl::GetFlag(FLAGS_varlen) + " ",
                    kiln::examples::AttentionShapeName(z, options.causal)),
       r->heads_checked, r->dq_error, r->dk_error, r->dv_error, r->runs_identical,
+      r->dq_by_atomics ? " (dK and dV; dQ by atomics)" : "",
       r->passed ? "ok" : "FAIL: " + r->failure);
   if (r->ms > 0) std::cout << absl::StrFormat("; %.4f ms, %.1f TFLOPS", r->ms, r->tflops);
   std::cout << std::endl;
@@ -129,9 +130,14 @@ absl::Status CheckFlagCombinations() {
   auto invalid = [](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("kiln attention: ", why));
   };
-  if (page < 0)
+  // (0 is what a flag left out reads as: given, it is a value no problem has.)
+  if (FlagGiven("hkv") && absl::GetFlag(FLAGS_hkv) < 1)
+    return invalid("--hkv must be at least 1 (left out: --h's value)");
+  if (FlagGiven("skv") && absl::GetFlag(FLAGS_skv) < 1)
+    return invalid("--skv must be at least 1 (left out: --s's value)");
+  if (page < 0 || (page == 0 && FlagGiven("paged")))
     return invalid(absl::StrCat("--paged ", page, ": a page size (a power of two from 16)"));
-  if (decode < 0)
+  if (decode < 0 || (decode == 0 && FlagGiven("decode")))
     return invalid(absl::StrCat("--decode ", decode,
                                 ": query rows a sequence, 1 or more (the query rows of a KV head, "
                                 "Hq / Hkv of them each, at most 64)"));
@@ -146,8 +152,8 @@ absl::Status CheckFlagCombinations() {
     return invalid("--backward runs dense or packed (--varlen) tensors: no --paged or --decode");
   if (decode && absl::GetFlag(FLAGS_bshd))
     return invalid("--decode runs the [B, H, S, D] layout: no --bshd");
-  if (absl::GetFlag(FLAGS_dq_atomics) && !backward)
-    return invalid("--dq_atomics picks the backward's dQ kernel: with --backward");
+  if ((absl::GetFlag(FLAGS_dq_atomics) || absl::GetFlag(FLAGS_deterministic)) && !backward)
+    return invalid("--dq_atomics and --deterministic pick the backward's dQ form: with --backward");
   return absl::OkStatus();
 }
 
@@ -180,6 +186,7 @@ int Attention() {
         ": the kernels take it as f32, where it must be positive and finite (0: 1/sqrt(d))")));
   options.kernel = absl::GetFlag(FLAGS_kernel);
   options.dq_atomics = absl::GetFlag(FLAGS_dq_atomics);
+  options.deterministic = absl::GetFlag(FLAGS_deterministic);
   if (absl::GetFlag(FLAGS_sm100) && !absl::GetFlag(FLAGS_backward))
     return Fail(absl::InvalidArgumentError(
         "kiln attention --sm100 emulates the backward's sm_100a kernels: with --backward "

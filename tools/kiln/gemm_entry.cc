@@ -33,17 +33,34 @@ std::vector<kiln::rt::GemmSize> GemmSizes(const std::vector<std::string>& args,
     }
     sizes = *list;
   }
-  for (const kiln::rt::GemmSize& size : sizes)
-    if (!args.empty() || size.m < 1 || size.n < 1 || size.k < 1) {
+  for (const kiln::rt::GemmSize& size : sizes) {
+    // What is wrong, by the flag that says it, then the usage.
+    std::string why;
+    if (!args.empty()) {
+      why = absl::StrCat("it takes flags alone, not '", args[0], "'");
+    } else if (one) {
+      for (const auto& [flag, value] :
+           {std::pair{"m", size.m}, std::pair{"n", size.n}, std::pair{"k", size.k}})
+        if (why.empty() && value < 1)
+          why = FlagGiven(flag) ? absl::StrCat("--", flag, " ", value, ": sizes are at least 1")
+                                : absl::StrCat("--", flag,
+                                               " is missing (--m, --n and --k, or "
+                                               "--sizes)");
+    } else if (size.m < 1 || size.n < 1 || size.k < 1) {
+      why = absl::StrCat("--sizes ", size.m, "x", size.n, "x", size.k, ": sizes are at least 1");
+    }
+    if (!why.empty()) {
+      std::cerr << "kiln " << command << ": " << why << "\n";
       std::cerr << "usage: kiln " << command
                 << " (--m M --n N --k K | --sizes MxNxK,...) [--dtype bf16|f16|e4m3|e5m2] "
                    "[--out_dtype bf16|f16|f32] [--epilogue TERMS] [--tune_cache FILE]"
                 << (std::string(command) == "gemm"
                         ? " [--layout row|col,row|col] [--split S] [--emulate]"
                         : "")
-                << "  (sizes at least 1)\n";
+                << "\n";
       return {};
     }
+  }
   return sizes;
 }
 

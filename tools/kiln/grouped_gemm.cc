@@ -39,10 +39,22 @@ absl::StatusOr<std::vector<int64_t>> Tokens(int64_t experts, const std::string& 
 
 int GroupedGemm() {
   const bool emulate = absl::GetFlag(FLAGS_emulate);
-  if (absl::GetFlag(FLAGS_tokens).empty() || absl::GetFlag(FLAGS_n) < 1 ||
-      absl::GetFlag(FLAGS_k) < 1)
+  const char* usage =
+      "usage: kiln grouped-gemm --experts E --tokens T|T1,T2,.. --n N --k K [--masked "
+      "[--capacity C]]";
+  if (absl::GetFlag(FLAGS_tokens).empty())
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--tokens is missing\n", usage)));
+  for (const auto& [flag, value] :
+       {std::pair{"n", absl::GetFlag(FLAGS_n)}, std::pair{"k", absl::GetFlag(FLAGS_k)}})
+    if (value < 1)
+      return Fail(absl::InvalidArgumentError(
+          FlagGiven(flag) ? absl::StrCat("--", flag, " ", value, ": at least 1\n", usage)
+                          : absl::StrCat("--", flag, " is missing\n", usage)));
+  if (absl::GetFlag(FLAGS_capacity) < 0 ||
+      (FlagGiven("capacity") && !absl::GetFlag(FLAGS_capacity)))
     return Fail(absl::InvalidArgumentError(
-        "usage: kiln grouped-gemm --experts E --tokens T|T1,T2,.. --n N --k K [--masked]"));
+        absl::StrCat("kiln grouped-gemm: --capacity ", absl::GetFlag(FLAGS_capacity),
+                     ": rows of each expert's block, at least 1 (left out: the largest count)")));
   // The flags this command does not take, refused rather than dropped.
   if (absl::GetFlag(FLAGS_experts) < 0 ||
       (FlagGiven("experts") && absl::GetFlag(FLAGS_experts) == 0))

@@ -92,6 +92,11 @@ int RunCommand(int argc, char** argv) {
   }
   if (command == "gemm") return kiln::cli::Gemm(args);
   if (command == "tune") return kiln::cli::Tune(args);
+  if ((command == "grouped-gemm" || command == "attention") && !args.empty()) {
+    std::cerr << "kiln " << command << ": it takes flags alone, not '" << args[0] << "' (kiln help "
+              << command << ")\n";
+    return 2;
+  }
   if (command == "grouped-gemm") return kiln::cli::GroupedGemm();
   if (command == "attention") return kiln::cli::Attention();
   if (command == "plot") {  // the charts of a results TSV written before (kiln bench/gemm --out)

@@ -163,6 +163,7 @@ class Kernel : public MemoryOps, public AmpereOps, public HopperOps, public Blac
   absl::StatusOr<KernelDef> Build();
 
  private:
+  absl::StatusOr<KernelDef> BuildOnce();
   friend struct detail::Access;
   std::unique_ptr<detail::KernelState> state_;
 };

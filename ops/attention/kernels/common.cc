@@ -218,7 +218,6 @@ AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int b
     p.lse = k.PtrParam("lse", f32);
     return p;
   }
-  p.tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", a.d, block_m, spans, a.in));
   if (a.varlen) {  // packed [T, heads, D]; O in boxes but a sequence's last, partial tile
     p.cu_seqlens = k.PtrParam("cu_seqlens", i32);
     p.T = k.I32Param("T");
@@ -231,6 +230,7 @@ AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int b
     p.lse = k.PtrParam("lse", f32);
     return p;
   }
+  p.tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", a.d, block_m, spans, a.in));
   if (a.page) {  // a box a page (or key tile) and 64 columns, the producer placing each; V's
     // boxes bring a page's every span where pages are shorter than the key tile (P V reads V
     // page by page: HopperAttention::v_block)

@@ -163,7 +163,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // CTA that finishes last puts the counter back to zero for the next launch. Without "persist",
   // a CTA per tile.
   Value tiles;  // {next tile, CTAs done}: the persistent kernel's counter
-  if (a.persistent) tiles = k.WorkspaceParam("tiles", i32, "", 8);
+  if (a.persistent) tiles = k.WorkspaceParam("tile_counter", i32, "", 8);
   Value m_tiles = (S + (BM - 1)) / BM;
   Value tile_count = m_tiles * Hq * B * (a.split ? p.P : k.I32(1));
   if (a.varlen) tile_count = p.query_tiles * Hq;
