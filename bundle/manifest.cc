@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -329,6 +331,10 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
     const std::string& key = w[0];
     auto want = [&](size_t n) { return w.size() == n + 1; };
     auto num = [&](size_t i, auto* out) { return absl::SimpleAtoi(w[i], out); };
+    if (key == "param" && w.size() > 1 &&
+        std::any_of(m.params.begin(), m.params.end(),
+                    [&](const ParamSpec& p) { return p.name == w[1]; }))
+      return ParseError(line_no, absl::StrCat("a second parameter named '", w[1], "'"));
     if (key == "name" && want(1))
       m.name = w[1];
     else if (key == "entry" && want(1))
@@ -498,6 +504,8 @@ std::string BundleStem(const std::string& kernel_name) {
 }
 
 absl::Status WriteBundle(const std::string& dir, const Bundle& bundle) {
+  if (bundle.manifest.name.empty())
+    return absl::InvalidArgumentError("a bundle with no name: its manifest names its files");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::string stem = absl::StrCat(dir, "/", BundleStem(bundle.manifest.name));
@@ -505,7 +513,11 @@ absl::Status WriteBundle(const std::string& dir, const Bundle& bundle) {
                             std::pair{stem + ".ptx", bundle.ptx}}) {
     std::ofstream out(path, std::ios::binary);
     out << text;
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+    if (!out)
+      return absl::InternalError(
+          absl::StrCat("cannot write ", path, ": ",
+                       ec ? absl::StrCat("the directory could not be made (", ec.message(), ")")
+                          : std::strerror(errno)));
   }
   return absl::OkStatus();
 }

@@ -78,6 +78,9 @@ uint8_t* Device::Find(uint64_t address, size_t bytes) {
 }
 
 absl::Status Device::CopyIn(uint64_t dst, const void* src, size_t bytes) {
+  if (!src && bytes)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("copy of %d bytes to 0x%x from a null host pointer", bytes, dst));
   uint8_t* p = Find(dst, bytes);
   if (!p)
     return absl::OutOfRangeError(
@@ -87,6 +90,9 @@ absl::Status Device::CopyIn(uint64_t dst, const void* src, size_t bytes) {
 }
 
 absl::Status Device::CopyOut(void* dst, uint64_t src, size_t bytes) const {
+  if (!dst && bytes)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("copy of %d bytes from 0x%x to a null host pointer", bytes, src));
   uint8_t* p = const_cast<Device*>(this)->Find(src, bytes);
   if (!p)
     return absl::OutOfRangeError(
@@ -112,6 +118,8 @@ uint64_t Device::AllocationOf(uint64_t address) const {
 }
 
 std::string Device::Near(uint64_t address) const {
+  if (address < (uint64_t{1} << 24))  // (allocations start at 4 GiB)
+    return ": near address 0, a null pointer (an argument of 0?) plus an offset";
   auto it = blocks_.upper_bound(address);
   if (it == blocks_.begin()) return "";
   --it;
@@ -127,6 +135,9 @@ std::string Device::Near(uint64_t address) const {
 }
 
 absl::StatusOr<uint64_t> Device::Upload(const void* src, size_t bytes) {
+  if (!src && bytes)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("upload of %d bytes from a null host pointer", bytes));
   absl::StatusOr<uint64_t> at = Allocate(bytes);
   if (!at.ok()) return at.status();
   if (absl::Status s = CopyIn(*at, src, bytes); !s.ok()) return s;
@@ -174,6 +185,15 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
   const ptx::Entry* entry = module->Find(m.entry);
   if (!entry)
     return absl::NotFoundError(absl::StrCat(m.name, ": no entry ", m.entry, " in its PTX"));
+  // The block the GPU would launch: 1 to 1024 threads, within the entry's .maxntid.
+  const int64_t threads = static_cast<int64_t>(m.block.x) * m.block.y * m.block.z;
+  if (m.block.x < 1 || m.block.y < 1 || m.block.z < 1 || threads > 1024 ||
+      (entry->max_threads && threads > entry->max_threads))
+    return absl::InvalidArgumentError(absl::StrCat(
+        m.source, ": ", m.name, ": a block of ", m.block.x, "x", m.block.y, "x", m.block.z,
+        " threads: 1 to 1024",
+        entry->max_threads ? absl::StrCat(", and at most the entry's .maxntid ", entry->max_threads)
+                           : ""));
   if (entry->params.size() != args.size())
     return absl::InvalidArgumentError(absl::StrCat(m.name, ": the PTX entry takes ",
                                                    entry->params.size(),
@@ -246,6 +266,17 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
     if (p.bytes > 8)
       return absl::UnimplementedError(
           absl::StrCat(m.name, ": parameter ", p.name, " of ", p.bytes, " bytes"));
+    // The manifest's word for the parameter must be what the PTX entry declares: a pointer or
+    // i64 8 bytes, an i32 4, an f32 a 4-byte float (a hand-edited manifest is read otherwise).
+    const rt::ParamSpec::Kind kind = m.params[i].kind;
+    const bool f32 = kind == rt::ParamSpec::Kind::kF32;
+    const int want = kind == rt::ParamSpec::Kind::kI32 || f32 ? 4 : 8;
+    if (p.bytes != want || p.floating != f32)
+      return absl::InvalidArgumentError(
+          absl::StrCat(m.source, ": ", m.name, ": parameter ", m.params[i].name, " is ",
+                       rt::ParamKindName(kind), " in the manifest, but the PTX entry declares its ",
+                       p.name, " as a ", p.bytes, "-byte ", p.floating ? "float" : "integer",
+                       ": the manifest and the PTX disagree (a hand-edited or stale manifest?)"));
     rt::Arg a = args[i];
     std::memcpy(params.data() + p.offset, a.data(), p.bytes);
   }
@@ -382,6 +413,11 @@ absl::StatusOr<Stats> Launch(Device& device, const rt::Bundle& bundle,
                              std::source_location where) {
   if (absl::Status s = rt::CheckArgs(bundle.manifest, args); !s.ok())
     return rt::LaunchedAt(s, where);
+  if (options.sm_count < 1)
+    return rt::LaunchedAt(absl::InvalidArgumentError(
+                              absl::StrCat("emu::Options::sm_count ", options.sm_count,
+                                           ": the SMs a grid rule's 'sms' counts, at least 1")),
+                          where);
   absl::StatusOr<rt::Dim3> grid =
       bundle.manifest.GridFor(rt::SymbolsOf(bundle.manifest, args), options.sm_count);
   if (!grid.ok())

@@ -630,7 +630,10 @@ absl::StatusOr<Param> ParseParam(absl::string_view text, int line) {
       continue;
     }
     if (absl::StartsWith(w[i], ".")) {
-      if (auto t = Types().find(w[i].substr(1)); t != Types().end()) elem = TyBits(t->second) / 8;
+      if (auto t = Types().find(w[i].substr(1)); t != Types().end()) {
+        elem = TyBits(t->second) / 8;
+        p.floating = w[i][1] == 'f';
+      }
       continue;
     }
     p.name = w[i];
@@ -747,6 +750,14 @@ absl::StatusOr<Module> Parse(const std::string& text) {
         if (w.size() >= 2 && w[0] == ".minnctapersm" &&
             (!absl::SimpleAtoi(w[1], &e.min_ctas_per_sm) || e.min_ctas_per_sm < 1))
           return Error(static_cast<int>(i) + 1, absl::StrCat("bad .minnctapersm '", w[1], "'"));
+        if (w.size() >= 2 && (w[0] == ".maxntid" || w[0] == ".reqntid")) {
+          int threads = 1;
+          for (size_t d = 1; d < w.size(); ++d) {
+            int n = 0;
+            if (absl::SimpleAtoi(absl::StripSuffix(w[d], ","), &n) && n > 0) threads *= n;
+          }
+          e.max_threads = threads;
+        }
       }
       if (i == lines.size()) return Error(line_no, "entry without a body");
       ++i;

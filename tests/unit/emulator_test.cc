@@ -357,6 +357,19 @@ $L__done:
   EXPECT_NE(s.message().find("32 threads at barrier 2"), std::string::npos) << s;
 }
 
+// 128 threads at a barrier of 96: three warps complete it, the fourth arrives alone in the next
+// phase and waits there, the whole warp, under every schedule (the lanes of a warp not yet whole
+// when the barrier completes are not released with it).
+TEST(Emulator, AWarpPastABarriersCountWaitsWhole) {
+  for (uint64_t seed : {1, 2, 3, 5}) {
+    absl::Status s;
+    Emulate(Kernel("\tbar.sync 1, 96;\n", {128, 1, 1}), 1, &s, seed);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("32 threads at barrier 1 (32 of 96 arrived"), std::string::npos)
+        << "seed " << seed << ": " << s;
+  }
+}
+
 // setmaxnreg moves registers within the CTA's launch share (168 a thread for 384 threads): two
 // consumer warpgroups at 240 leave the producer 24, and a producer at 32 leaves the incs waiting
 // forever, as a CTA did on an H200.
@@ -459,6 +472,32 @@ TEST(Emulator, LdmatrixRowsStartOn16ByteBoundaries) {
   Emulate(ldmatrix_at(2), 32, &s);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("is 2 bytes past a 16-byte boundary"), std::string::npos) << s;
+}
+
+// What a launch is given that the GPU would refuse or read otherwise: a manifest's parameter word
+// the PTX entry does not declare, a block of no thread or past 1024, an SM count below 1, a null
+// host pointer: each a message, no run.
+TEST(Emulator, LaunchesRefuseWhatTheGpuWouldNot) {
+  Device d;
+  const uint64_t out = *d.Allocate(32 * 4);
+  const std::vector<rt::Arg> args = {rt::Arg::Ptr(out), rt::Arg::F32(1)};
+  rt::Bundle b = Kernel("");
+  b.manifest.params[1].kind = rt::ParamSpec::Kind::kF32;  // the PTX declares .u32
+  absl::Status s = Launch(d, b, {1, 1, 1}, args).status();
+  EXPECT_NE(s.message().find("parameter n is f32 in the manifest, but the PTX entry declares"),
+            std::string::npos) << s;
+  for (rt::Dim3 block : {rt::Dim3{0, 1, 1}, rt::Dim3{2048, 1, 1}}) {
+    rt::Bundle c = Kernel("", block);
+    s = Launch(d, c, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(1)}).status();
+    EXPECT_NE(s.message().find("threads: 1 to 1024"), std::string::npos) << s;
+  }
+  rt::Bundle g = Kernel("");
+  g.manifest.grid[0] = rt::GridExpr("sms");
+  s = Launch(d, g, {rt::Arg::Ptr(out), rt::Arg::I32(1)}, {.sm_count = 0}).status();
+  EXPECT_NE(s.message().find("sm_count 0"), std::string::npos) << s;
+  EXPECT_EQ(d.Upload(nullptr, 16).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.CopyIn(out, nullptr, 16).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.CopyOut(nullptr, out, 16).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Emulator, UnknownInstructionsAreRefusedAtTheirLine) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
+#include "absl/flags/internal/program_name.h"
 #include "absl/flags/internal/usage.h"  // FlagsHelp: --helpfull without Abseil's exit code
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
@@ -179,6 +180,7 @@ std::optional<int> HandleHelp(int argc, char** argv) {
   for (int i = 1; i < argc;
        ++i)  // (Abseil's own --helpfull exits 1: a help asked for is a success)
     if (!std::strcmp(argv[i], "--helpfull")) {
+      absl::flags_internal::SetProgramInvocationName("kiln");  // (else its header reads UNKNOWN)
       absl::flags_internal::FlagsHelp(std::cout, "",
                                       absl::flags_internal::HelpFormat::kHumanReadable,
                                       absl::ProgramUsageMessage());

@@ -13,7 +13,10 @@ namespace kiln::cli {
 
 int Stage(const std::string& stage_name, const std::vector<std::string>& args) {
   if (args.size() != 1) {
-    std::cerr << "usage: kiln " << stage_name << " NAME\n";
+    std::cerr << "kiln " << stage_name << ": "
+              << (args.empty() ? std::string("name a kernel (kiln list names them)")
+                               : "one kernel at a time, not " + std::to_string(args.size()))
+              << "\nusage: kiln " << stage_name << " NAME\n";
     return 2;
   }
 #ifdef KILN_HAVE_COMPILER

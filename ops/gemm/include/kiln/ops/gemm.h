@@ -4,7 +4,7 @@
 //
 //   kiln::rt::GemmRunner gemm("build/bundles");
 //   absl::Status s = gemm.Run({m, n, k}, {.epilogue = "bias_col,gelu"},
-//                             {.a = x, .b = w, .c = y, .bias = b, .c_row_major = true});
+//                             {.a = x, .b = w, .c = y, .c_row_major = true, .bias = b});
 //
 // Layouts: A row-major (M x K) or column-major, B column-major (K x N: the N x K row-major
 // weight of a linear layer) or row-major, C column-major or, with c_row_major, row-major
