@@ -63,6 +63,11 @@ int CheckKernels(const std::vector<std::string>& args) {
             line.find(" 0 bytes spill stores") == absl::string_view::npos)
           absl::StrAppend(&summary, "; ",
                           absl::StripAsciiWhitespace(line.substr(line.find_last_of(',', at) + 1)));
+        // ptxas's C7508: the roles' setmaxnreg does nothing (docs/NOTES.md).
+        if (line.find("'setmaxnreg' ignored") != absl::string_view::npos)
+          absl::StrAppend(&summary,
+                          "; ptxas ignores setmaxnreg (the entry's register count is open: "
+                          "MinBlocksPerSm(1) fixes it)");
       }
     }
     const bool planted = all && m.Attribute("planted") != nullptr;
