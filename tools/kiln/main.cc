@@ -44,6 +44,14 @@ int RunCommand(int argc, char** argv) {
   args.erase(args.begin());
   if (absl::Status s = kiln::cli::CheckFlagsOf(command, kiln::cli::GivenFlagNames()); !s.ok())
     return kiln::cli::Fail(s);
+  // The emulator checks and times nothing: a timing flag with --emulate would be ignored.
+  if (absl::GetFlag(FLAGS_emulate))
+    for (const char* timing : {"iters", "flush_l2", "noflush_l2", "steady_launches", "repeats"})
+      if (kiln::cli::FlagGiven(timing))
+        return kiln::cli::Fail(absl::InvalidArgumentError(
+            absl::StrCat("--", timing,
+                         " times GPU runs; --emulate checks on the CPU and times "
+                         "nothing: give one")));
   if (absl::GetFlag(FLAGS_watchdog) < 0)
     return kiln::cli::Fail(absl::InvalidArgumentError(
         absl::StrCat("--watchdog ", absl::GetFlag(FLAGS_watchdog),

@@ -19,6 +19,10 @@ int Stage(const std::string& stage_name, const std::vector<std::string>& args) {
               << "\nusage: kiln " << stage_name << " NAME\n";
     return 2;
   }
+  if (absl::GetFlag(FLAGS_lines) && stage_name != "ptx")
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--lines adds the DSL's line tables to the PTX (kiln ptx NAME --lines), not to kiln ",
+        stage_name)));
 #ifdef KILN_HAVE_COMPILER
   if (Compiling()) {
     absl::StatusOr<kiln::Stage> stage = kiln::ParseStage(stage_name);
