@@ -334,7 +334,8 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
     if (key == "param" && w.size() > 1 &&
         std::any_of(m.params.begin(), m.params.end(),
                     [&](const ParamSpec& p) { return p.name == w[1]; }))
-      return ParseError(line_no, absl::StrCat("a second parameter named '", w[1], "'"));
+      return ParseError(line_no, absl::StrCat("a second parameter named '", w[1],
+                                              "' (written by an older kiln? bundle it again)"));
     if (key == "name" && want(1))
       m.name = w[1];
     else if (key == "entry" && want(1))
@@ -511,13 +512,17 @@ absl::Status WriteBundle(const std::string& dir, const Bundle& bundle) {
   const std::string stem = absl::StrCat(dir, "/", BundleStem(bundle.manifest.name));
   for (auto [path, text] : {std::pair{stem + ".manifest", bundle.manifest.Serialize()},
                             std::pair{stem + ".ptx", bundle.ptx}}) {
+    errno = 0;
     std::ofstream out(path, std::ios::binary);
     out << text;
+    out.close();  // (a full disk shows at the flush)
+    const int error = errno;
     if (!out)
       return absl::InternalError(
           absl::StrCat("cannot write ", path, ": ",
                        ec ? absl::StrCat("the directory could not be made (", ec.message(), ")")
-                          : std::strerror(errno)));
+                       : error ? std::string(std::strerror(error))
+                               : std::string("the stream failed")));
   }
   return absl::OkStatus();
 }

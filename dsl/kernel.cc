@@ -130,10 +130,10 @@ void CheckParamName(KernelState& s, const std::string& name, const Loc& loc) {
                           std::all_of(name.begin(), name.end(), [](char c) {
                             return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
                           });
-  if (!identifier)
+  if (!identifier || name == "sms")
     return s.Fail(absl::StrCat("parameter name '", name,
-                               "': an identifier (letters, digits and _, not led by a digit), as "
-                               "grid rules name it"),
+                               "': an identifier (letters, digits and _, not led by a digit) other "
+                               "than sms (a grid rule's SM count), as grid rules name it"),
                   loc);
   for (const rt::ParamSpec& p : s.manifest.params)
     if (p.name == name)
@@ -145,18 +145,21 @@ void CheckParamName(KernelState& s, const std::string& name, const Loc& loc) {
 
 KernelState& OwnerOfOp(KernelState* s, const char* what, const Loc& use) {
   KernelState& owner = Owner(s, what);
-  KernelState* newest = nullptr;
+  if (owner.open_bodies > 0) return owner;
+  KernelState* inside = nullptr;  // a kernel of this thread whose body is being built
   {
     std::lock_guard<std::mutex> lock(Building().mu);
     for (const auto& [state, thread] : Building().states)
-      if (thread == std::this_thread::get_id()) newest = state;
+      if (thread == std::this_thread::get_id() && state != &owner && state->open_bodies > 0)
+        inside = state;
   }
-  if (!newest || newest == &owner) return owner;
-  newest->Fail(absl::StrCat("a kiln::", what,
-                            " made by another Kernel (one built earlier, still being built) is "
-                            "used here: take it from this kernel (k.SmemBarriers...)"),
+  if (!inside) return owner;
+  inside->Fail(absl::StrCat("a kiln::", what,
+                            " made by another Kernel (still being built) is used here, inside "
+                            "this kernel's If, For or While: take it from this kernel "
+                            "(k.SmemBarriers...)"),
                use);
-  return *newest;
+  return *inside;
 }
 
 KernelState::~KernelState() { EndBuilding(this); }
@@ -480,13 +483,15 @@ Kernel::Kernel(std::string name, const Target& target, rt::Dim3 block, Loc loc)
   // A name is a manifest's word and a bundle's file name ('/' becomes '.'): letters, digits and
   // _ . / + - only, so that what Build writes reads back.
   const std::string& n = state_->manifest.name;
-  const bool plain = !n.empty() && std::all_of(n.begin(), n.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || (c && std::strchr("_./+-", c));
-  });
+  const bool plain =
+      !n.empty() && (std::isalpha(static_cast<unsigned char>(n[0])) || n[0] == '_') &&
+      std::all_of(n.begin(), n.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || (c && std::strchr("_./+-", c));
+      });
   if (!plain)
     Fail(absl::StrCat("kernel name '", n,
-                      "': letters, digits and _ . / + - only (it names the bundle's files and its "
-                      "manifest's entry), such as \"my/saxpy\""),
+                      "': letters, digits and _ . / + - only, led by a letter or _ (it names the "
+                      "bundle's files, its PTX entry and CLI arguments), such as \"my/saxpy\""),
          loc);
   // The process-wide debug default covers the kernels with mbarriers to wait on (sm_90+).
   if (DefaultWatchdogMs() > 0 && target.compute_capability >= 90)
@@ -753,7 +758,10 @@ void Kernel::For(const Operand& lo, const Operand& hi, const Operand& step,
   mlir::OpBuilder::InsertionGuard guard(s.builder);
   s.builder.setInsertionPoint(op.getBody()->getTerminator());
   s.loop_stack.push_back(s.next_loop++);
-  body(s.Wrap(op.getInductionVar(), i32));
+  {
+    KernelState::BodyOpen open(s);
+    body(s.Wrap(op.getInductionVar(), i32));
+  }
   s.loop_stack.pop_back();
 }
 
@@ -772,7 +780,10 @@ void Kernel::While(const std::function<Value()>& cond, const std::function<void(
   mlir::scf::ConditionOp::create(s.builder, l, flag, mlir::ValueRange{});
   s.builder.createBlock(&op.getAfter());
   s.loop_stack.push_back(s.next_loop++);
-  body();
+  {
+    KernelState::BodyOpen open(s);
+    body();
+  }
   s.loop_stack.pop_back();
   mlir::scf::YieldOp::create(s.builder, l);
 }
@@ -863,6 +874,7 @@ void BuildIf(Kernel& k, KernelState& s, const Operand& cond, const std::function
       mlir::scf::IfOp::create(s.builder, s.ToLoc(loc), s.Unwrap(Access::Val(cond), cond.loc()),
                               /*withElseRegion=*/otherwise != nullptr);
   mlir::OpBuilder::InsertionGuard guard(s.builder);
+  KernelState::BodyOpen open(s);
   s.builder.setInsertionPoint(op.thenBlock()->getTerminator());
   then();
   if (!otherwise) return;
@@ -896,6 +908,7 @@ std::vector<Value> Kernel::IfElse(const Operand& cond,
   std::vector<Value> yielded[2];
   {
     mlir::OpBuilder::InsertionGuard guard(s.builder);
+    KernelState::BodyOpen open(s);
     s.builder.setInsertionPoint(draft.thenBlock()->getTerminator());
     yielded[0] = then();
     s.builder.setInsertionPoint(draft.elseBlock()->getTerminator());

@@ -114,6 +114,14 @@ struct KernelState {
   };
   std::vector<RegisterRole> register_roles;
   int min_blocks_per_sm = 1;  // MinBlocksPerSm: the block's share of the SM's registers
+  // The If/For/While bodies being built now (their lambdas running): an op of a handle that
+  // names no kernel, inside another kernel's body, is meant for that kernel (OwnerOfOp).
+  int open_bodies = 0;
+  struct BodyOpen {
+    explicit BodyOpen(KernelState& s) : s(s) { ++s.open_bodies; }
+    ~BodyOpen() { --s.open_bodies; }
+    KernelState& s;
+  };
   // What each thread gets at launch: the block's share of 64K registers, in steps of 8.
   int LaunchRegs() const {
     return std::min(255,
@@ -232,9 +240,10 @@ bool IsBuilding(const KernelState* s);
 KernelState* Usable(KernelState* s, const char* what, const Loc* made = nullptr);
 // The same for a handle whose methods need a kernel: an empty one (null `s`) is reported as such.
 KernelState& Owner(KernelState* s, const char* what, const Loc* made = nullptr);
-// Owner, for a handle whose op names no kernel (Barrier's Init, Arrive, Wait): where the thread is
-// building a newer kernel than the handle's, the op is meant for that one, which fails at `use`
-// (a handle of another kernel), rather than building into the older kernel without a word.
+// Owner, for a handle whose op names no kernel (Barrier's Init, Arrive, Wait): written inside the
+// body of another kernel's If, For or While (and none of the owner's), the op is meant for that
+// kernel, which fails at `use` (a handle of another kernel), rather than building into the owner
+// without a word. Elsewhere it builds into the owner.
 KernelState& OwnerOfOp(KernelState* s, const char* what, const Loc& use);
 // Fails `s` at `loc` unless `name` is an identifier no parameter of the kernel has yet.
 void CheckParamName(KernelState& s, const std::string& name, const Loc& loc);

@@ -443,7 +443,8 @@ std::vector<Value> BlackwellOps::TcgenLoad(const Tmem& t, const Operand& lane,
   if (num < 1 || num > 128 || (num & (num - 1)) != 0) {
     self().Fail(absl::StrCat("tcgen05.ld 32x32b loads 1..128 columns, a power of two, not ", num),
                 loc);
-    return {};
+    // (as many placeholders as asked, so that code indexing them reaches Build and its message)
+    return std::vector<Value>(std::clamp(num, 1, 1024), s.Poison(f32, loc));
   }
   if (!NeedSm100a(s, "tcgen05.ld", loc)) return std::vector<Value>(num, s.Poison(f32, loc));
   if (t.columns_ == 0) {

@@ -271,12 +271,14 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
     const rt::ParamSpec::Kind kind = m.params[i].kind;
     const bool f32 = kind == rt::ParamSpec::Kind::kF32;
     const int want = kind == rt::ParamSpec::Kind::kI32 || f32 ? 4 : 8;
-    if (p.bytes != want || p.floating != f32)
-      return absl::InvalidArgumentError(
-          absl::StrCat(m.source, ": ", m.name, ": parameter ", m.params[i].name, " is ",
-                       rt::ParamKindName(kind), " in the manifest, but the PTX entry declares its ",
-                       p.name, " as a ", p.bytes, "-byte ", p.floating ? "float" : "integer",
-                       ": the manifest and the PTX disagree (a hand-edited or stale manifest?)"));
+    if (p.bytes != want || (!p.untyped && p.floating != f32))
+      return absl::InvalidArgumentError(absl::StrCat(
+          m.source, ": ", m.name, ": parameter ", m.params[i].name, " is ", rt::ParamKindName(kind),
+          " in the manifest, but the PTX entry declares its ", p.name, " as a ", p.bytes, "-byte ",
+          p.untyped    ? "bit field"
+          : p.floating ? "float"
+                       : "integer",
+          ": the manifest and the PTX disagree (a hand-edited or stale manifest?)"));
     rt::Arg a = args[i];
     std::memcpy(params.data() + p.offset, a.data(), p.bytes);
   }

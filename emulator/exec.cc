@@ -1207,7 +1207,8 @@ absl::Status Cta::Arrive(Thread& t, const Instr& in, bool wait) {
                          "thread of a warp runs the same barrier instruction (one inside a "
                          "branch the lanes take apart is undefined)"));
   b.arrival[t.linear] = &in;
-  JoinClock(b.clock, Released(warp));
+  // (an aligned arrival releases the warp's writes once the warp is counted: CountWarpIfWhole)
+  if (!aligned) JoinClock(b.clock, Released(warp));
   ++t.pc;
   if (wait) {
     SetState(t, Thread::State::kBarrier);
@@ -1236,6 +1237,7 @@ void Cta::CountWarpIfWhole(BarrierState& b, int warp) {
   }
   if (!at || !at->Has("aligned")) return;
   b.warp_counted[warp] = true;
+  JoinClock(b.clock, Released(warp));
   b.arrived += at->ops.size() > 1 ? 32 : live;
 }
 
@@ -1260,8 +1262,7 @@ absl::Status Cta::CompleteIfDue(int id, BarrierState& b, Thread* t, const Instr*
         next.arrival.assign(b.arrival.size(), nullptr);
         next.warp_counted.assign(b.warp_counted.size(), false);
       }
-      next.arrival[j] = b.arrival[j];
-      JoinClock(next.clock, Released(j / 32));
+      next.arrival[j] = b.arrival[j];  // (its release joins when its warp is counted)
     }
   for (int w : b.waiting) {
     if (carried(w)) {

@@ -246,7 +246,19 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
   std::vector<std::vector<uint64_t>> out(n);
   Thread& t = *lanes[0];
   const std::string kind = in.mods[0];
-  if (kind == "relinquish_alloc_permit") return out;
+  if (kind == "relinquish_alloc_permit") {
+    if (!relinquished_) relinquished_ = &in;
+    return out;
+  }
+  if (kind == "alloc" && relinquished_) {  // (PTX ISA: no alloc once the CTA gave up its permit)
+    const std::string at = m_.DslLine(*relinquished_);
+    *s = Fail(t, in,
+              absl::StrCat("tcgen05.alloc after this CTA relinquished its permit to allocate (the "
+                           "tcgen05.relinquish_alloc_permit at PTX line ",
+                           relinquished_->line, at.empty() ? "" : " (" + at + ")",
+                           "): allocate first, then relinquish"));
+    return out;
+  }
   if (kind == "alloc") {
     const uint32_t cols = static_cast<uint32_t>(Read(t, in.ops.at(1), 32));
     if (cols < 32 || cols > 512 || (cols & (cols - 1))) {

@@ -204,6 +204,7 @@ void ForEachRegister(const Instr& in, F&& f) {
 struct Param {
   std::string name;
   bool floating = false;  // declared .f16, .f32 or .f64
+  bool untyped = false;   // declared .b8 to .b64: bits of either kind
   int bytes = 0;
   int offset = 0;  // in the parameter buffer (aligned to its size)
 };
@@ -213,7 +214,7 @@ struct Entry {
   std::vector<Param> params;
   int param_bytes = 0;
   int min_ctas_per_sm = 1;  // .minnctapersm: the CTAs an SM must hold at once (its register share)
-  int max_threads = 0;      // .maxntid's (or .reqntid's) product, 0 where not declared
+  int max_threads = 0;      // .maxntid's product, 0 where not declared (or not read)
   int num_regs = 0;
   std::vector<std::string> reg_names;  // by id, for messages
   // Registers the parser made for the immediates in vector operands ("{0f00000000, %r1}"), with

@@ -633,6 +633,7 @@ absl::StatusOr<Param> ParseParam(absl::string_view text, int line) {
       if (auto t = Types().find(w[i].substr(1)); t != Types().end()) {
         elem = TyBits(t->second) / 8;
         p.floating = w[i][1] == 'f';
+        p.untyped = w[i][1] == 'b';
       }
       continue;
     }
@@ -750,13 +751,17 @@ absl::StatusOr<Module> Parse(const std::string& text) {
         if (w.size() >= 2 && w[0] == ".minnctapersm" &&
             (!absl::SimpleAtoi(w[1], &e.min_ctas_per_sm) || e.min_ctas_per_sm < 1))
           return Error(static_cast<int>(i) + 1, absl::StrCat("bad .minnctapersm '", w[1], "'"));
-        if (w.size() >= 2 && (w[0] == ".maxntid" || w[0] == ".reqntid")) {
+        if (w.size() >= 2 && w[0] == ".maxntid") {  // ".maxntid 256, 1, 1" or "256,1,1"
           int threads = 1;
-          for (size_t d = 1; d < w.size(); ++d) {
+          bool read = true;
+          for (absl::string_view d :
+               absl::StrSplit(absl::string_view(lines[i]).substr(lines[i].find(".maxntid") + 8),
+                              absl::ByAnyChar(", \t"), absl::SkipEmpty())) {
             int n = 0;
-            if (absl::SimpleAtoi(absl::StripSuffix(w[d], ","), &n) && n > 0) threads *= n;
+            read = read && absl::SimpleAtoi(d, &n) && n > 0;
+            threads *= read ? n : 1;
           }
-          e.max_threads = threads;
+          e.max_threads = read ? threads : 0;
         }
       }
       if (i == lines.size()) return Error(line_no, "entry without a body");

@@ -1371,7 +1371,7 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
                               scale=None):
     """The backward of varlen_attention: (dq, dk, dv) from its q, k, v, out and lse and the
     gradient d_out of out, all packed [T, H, D] as it took them (lse [Hq, T]). Each sequence's
-    gradients come from its own rows only; deterministic, as attention_backward's default.
+    gradients come from its own rows only; deterministic (the same bytes run to run).
     """
     _require_arrays("kiln.varlen_attention_backward", q=q, k=k, v=v, out=out, lse=lse,
                     d_out=d_out, cu_seqlens=cu_seqlens)

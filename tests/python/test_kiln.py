@@ -1840,6 +1840,39 @@ class EmptyAndWrongInputs(unittest.TestCase):
             self.assertIn(message, str(caught.exception))
 
 
+class NamedMistakes(unittest.TestCase):
+    """Inputs a new user's trial got wrong answers or unclear messages for: each a kiln.Error
+    that names the argument, or (a float16 host out) the result in the type asked."""
+
+    def test_each_names_what_is_wrong(self):
+        x = np.ones((2, 8), np.float32)
+        q = np.ones((1, 2, 4, 64), np.float32)
+        kv = np.ones((1, 0, 4, 64), np.float32)
+        u8 = np.zeros((4, 32), np.uint8)
+        for call, message in [
+                (lambda: kiln.rms_norm(x, eps=-1.0), "eps must be a finite number >= 0, not -1.0"),
+                (lambda: kiln.layer_norm(x, eps=float("nan")), "eps must be a finite number"),
+                (lambda: kiln.attention(q, kv, kv), "Hkv = 0: the KV heads must be at least 1"),
+                (lambda: kiln.grouped_gemm(u8, np.zeros((2, 16, 32), np.uint8), np.int32([2, 4])),
+                 "uint8 x and w are 8-bit inputs (e4m3 bytes) only with scale_x and scale_w"),
+                (lambda: kiln.load(None, "ops/saxpy"), "bundle_dir must be a directory's path"),
+                (lambda: kiln.load(".", ""), "name must be a kernel's name (a non-empty str")]:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(message, str(caught.exception))
+
+    def test_gemm_host_out_holds_the_type_asked(self):
+        rng = np.random.default_rng(3)
+        a, b = (rng.standard_normal(s).astype(np.float32) for s in ((5, 16), (16, 8)))
+        out = np.full((5, 8), np.nan, np.float16)
+        got = kiln.gemm(a, b, out=out, out_dtype="f16")
+        self.assertIs(got, out)
+        self.assertLess(rel_error(out.astype(np.float32), bf16(a) @ bf16(b)), 2e-3)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.gemm(a, b, out=np.empty((5, 8), np.float32), out_dtype="f16")
+        self.assertIn("out must be a float16 host array", str(caught.exception))
+
+
 class CudaRef(unittest.TestCase):
     """_kiln._cuda_ref, the capsules the package makes for torch CUDA tensors (their own
     __dlpack__ costs more than the rest of a small call): the bindings take them as CUDA arrays;

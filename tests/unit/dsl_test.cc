@@ -213,6 +213,18 @@ TEST(Dsl, EmptyValueIsAnErrorNamingItsDeclaration) {
     k.If(k.ThreadIdx() == 0, [&] { bars[0].Init(128); });
     ExpectErrorAt(k, "tests/unit/dsl_test.cc:", "a kiln::Barrier made by another Kernel");
   }
+  {  // Two kernels built side by side: the older one's own If body builds its Barrier ops.
+    Kernel a("test/older", sm90a(), {128});
+    Barriers bars = a.SmemBarriers(1);
+    Kernel b("test/newer", sm90a(), {128});
+    a.If(a.ThreadIdx() == 0, [&] { bars[0].Init(1); });
+    absl::StatusOr<KernelDef> built_a = a.Build();
+    ASSERT_TRUE(built_a.ok()) << built_a.status();
+    absl::StatusOr<std::string> ptx = EmitPtx(*built_a);
+    ASSERT_TRUE(ptx.ok()) << ptx.status();
+    EXPECT_NE(ptx->find("mbarrier.init"), std::string::npos);
+    EXPECT_TRUE(b.Build().ok());
+  }
   {  // A parameter's name twice, or no identifier; a kernel name that is no file name.
     Kernel k("test/twice_named", sm80(), {32});
     k.PtrParam("x", f32);

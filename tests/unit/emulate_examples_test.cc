@@ -387,6 +387,22 @@ TEST(PlantedBugs, UpstreamPerTileWaitsFallTwoPhasesBehind) {
   EXPECT_GT(found, 0);
 }
 
+// A CTA that gave up its permit to allocate tensor memory allocates no more (PTX ISA,
+// tcgen05.relinquish_alloc_permit): here the permit is relinquished before the kernel's alloc.
+TEST(PlantedBugs, AnAllocAfterRelinquishingThePermitIsReported) {
+  rt::Bundle b = CachedBundle("blackwell/v4");
+  const size_t at = b.ptx.find("\ttcgen05.alloc.cta_group::1");
+  ASSERT_NE(at, std::string::npos);
+  b.ptx.insert(at, "\ttcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;\n");
+  RunOptions opt;
+  opt.size = {128, 128, 256};
+  absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tcgen05.alloc after this CTA relinquished its permit"),
+            std::string::npos)
+      << r.status();
+}
+
 TEST(PlantedBugs, ATensorMemoryLeakIsReported) {
   rt::Bundle b = CachedBundle("blackwell/v4");
   const std::string dealloc = "tcgen05.dealloc.cta_group::1.sync.aligned.b32";

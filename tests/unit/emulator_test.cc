@@ -491,6 +491,15 @@ TEST(Emulator, LaunchesRefuseWhatTheGpuWouldNot) {
     s = Launch(d, c, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(1)}).status();
     EXPECT_NE(s.message().find("threads: 1 to 1024"), std::string::npos) << s;
   }
+  rt::Bundle capped = Kernel("", {128, 1, 1});  // .maxntid 64 in its PTX, launched with 128
+  capped.ptx = absl::StrReplaceAll(capped.ptx, {{")\n{", ")\n.maxntid 64,1,1\n{"}});
+  s = Launch(d, capped, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(1)}).status();
+  EXPECT_NE(s.message().find("at most the entry's .maxntid 64"), std::string::npos) << s;
+  rt::Manifest twice = Kernel("").manifest;  // a parameter named twice does not parse
+  twice.params.push_back(twice.params[0]);
+  EXPECT_NE(rt::Manifest::Parse(twice.Serialize()).status().message().find(
+                "a second parameter named 'out'"),
+            std::string::npos);
   rt::Bundle g = Kernel("");
   g.manifest.grid[0] = rt::GridExpr("sms");
   s = Launch(d, g, {rt::Arg::Ptr(out), rt::Arg::I32(1)}, {.sm_count = 0}).status();

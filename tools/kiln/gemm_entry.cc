@@ -17,7 +17,7 @@ std::vector<kiln::rt::GemmSize> GemmSizes(const std::vector<std::string>& args,
                                           const char* command) {
   std::vector<kiln::rt::GemmSize> sizes = {
       {absl::GetFlag(FLAGS_m), absl::GetFlag(FLAGS_n), absl::GetFlag(FLAGS_k)}};
-  const bool one = sizes[0].m || sizes[0].n || sizes[0].k;
+  const bool one = FlagGiven("m") || FlagGiven("n") || FlagGiven("k");
   if (one && FlagGiven("sizes")) {
     std::cerr << "kiln " << command << ": --m --n --k or --sizes, not both\n";
     return {};

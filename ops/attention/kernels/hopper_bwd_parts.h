@@ -9,7 +9,8 @@
 // share the KV head), attention/hopper_dq the key tiles for a query tile (dQ whole in its
 // registers). Neither adds into memory another CTA writes: the gradients are the same bytes run
 // to run, at the cost of S and dP computed twice (docs/perf/2026-11-28-attention-backward.md).
-// Asked for (AttentionOptions::dq_atomics), the plan instead runs attention/hopper_dkdv.dqadd,
+// By default at D 64 and 128 over dense tensors (unless AttentionOptions::deterministic), the plan
+// instead runs attention/hopper_dkdv.dqadd,
 // which adds each key tile's part of
 // dQ = scale * dS K in f32 into an accumulator by TMA reductions (FlashAttention-3's order: five
 // GEMMs a step, not seven), and attention/bwd_dq_convert, which rounds it to dQ; the order of the
