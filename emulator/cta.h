@@ -844,6 +844,10 @@ class Cta {
   absl::Status CompleteBulkGroups(Thread& t, size_t keep);
   absl::Status WriteTmaStore(const TmaStore& st);
   absl::Status CheckTmaStoreReading(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes);
+  // ldmatrix's and stmatrix's row addresses (operand `op` of lanes 0..8 * matrices): each row's
+  // 16 bytes start on a 16-byte boundary (PTX ISA).
+  absl::Status CheckMatrixRows(const std::vector<Thread*>& lanes, const Instr& in, int matrices,
+                               int op, const char* name);
   std::vector<std::vector<uint64_t>> LdMatrix(const std::vector<Thread*>& lanes, const Instr& in,
                                               absl::Status* s);
   std::vector<std::vector<uint64_t>> Mma(const std::vector<Thread*>& lanes, const Instr& in,

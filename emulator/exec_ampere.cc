@@ -16,17 +16,9 @@ std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lan
     *s = Fail(*lanes[0], in, "ldmatrix needs a whole warp");
     return out;
   }
-  // Each row is 16 bytes whose address starts on a 16-byte boundary (PTX ISA, ldmatrix).
-  for (int lane = 0; lane < 8 * matrices; ++lane) {
-    Thread& src = *lanes[lane];
-    const uint64_t addr = Address(src, e_.code[src.pc].ops.at(1));
-    if (addr % 16) {
-      *s = Fail(src, in,
-                absl::StrFormat("ldmatrix row address 0x%x (lane %d, row %d of matrix %d) is %d "
-                                "bytes past a 16-byte boundary: each row's 16 bytes start on one",
-                                addr, lane, lane % 8, lane / 8, addr % 16));
-      return out;
-    }
+  if (absl::Status rows = CheckMatrixRows(lanes, in, matrices, 1, "ldmatrix"); !rows.ok()) {
+    *s = rows;
+    return out;
   }
   auto element = [&](int matrix, int row, int col) -> uint64_t {
     Thread& src = *lanes[8 * matrix + row];
@@ -60,6 +52,20 @@ std::vector<std::vector<uint64_t>> Cta::LdMatrix(const std::vector<Thread*>& lan
       out[t][m] = lo | hi << 16;
     }
   return out;
+}
+
+absl::Status Cta::CheckMatrixRows(const std::vector<Thread*>& lanes, const Instr& in, int matrices,
+                                  int op, const char* name) {
+  for (int lane = 0; lane < 8 * matrices; ++lane) {
+    Thread& t = *lanes[lane];
+    const uint64_t addr = Address(t, e_.code[t.pc].ops.at(op));
+    if (addr % 16)
+      return Fail(t, in,
+                  absl::StrFormat("%s row address 0x%x (lane %d, row %d of matrix %d) is %d bytes "
+                                  "past a 16-byte boundary: each row's 16 bytes start on one",
+                                  name, addr, lane, lane % 8, lane / 8, addr % 16));
+  }
+  return absl::OkStatus();
 }
 
 // mma.sync.aligned.m16n8k16.row.col: D (16x8) = A (16x16) * B (16x8) + C with the ISA's fragments

@@ -968,17 +968,9 @@ std::vector<std::vector<uint64_t>> Cta::StMatrix(const std::vector<Thread*>& lan
     *s = Fail(*lanes[0], in, "stmatrix needs a whole warp");
     return out;
   }
-  // Each row is 16 bytes whose address starts on a 16-byte boundary (PTX ISA, stmatrix).
-  for (int lane = 0; lane < 8 * matrices; ++lane) {
-    Thread& dst = *lanes[lane];
-    const uint64_t addr = Address(dst, e_.code[dst.pc].ops.at(0));
-    if (addr % 16) {
-      *s = Fail(dst, in,
-                absl::StrFormat("stmatrix row address 0x%x (lane %d, row %d of matrix %d) is %d "
-                                "bytes past a 16-byte boundary: each row's 16 bytes start on one",
-                                addr, lane, lane % 8, lane / 8, addr % 16));
-      return out;
-    }
+  if (absl::Status rows = CheckMatrixRows(lanes, in, matrices, 0, "stmatrix"); !rows.ok()) {
+    *s = rows;
+    return out;
   }
   auto store = [&](int matrix, int row, int col, uint16_t v, Origin taint) {
     Thread& dst = *lanes[8 * matrix + row];
