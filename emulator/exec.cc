@@ -1345,13 +1345,18 @@ absl::Status Cta::Deadlock() const {
     who.push_back(absl::StrFormat(
         "%d threads at barrier.cluster.wait (%d threads of the cluster have arrived)",
         cluster_waiters, cluster_->arrived));
-  int warp_waiters = 0, line = 0;
+  int warp_waiters = 0;
+  const Instr* collective = nullptr;
   for (const Thread& t : threads_)
-    if (t.state == Thread::State::kWarp) ++warp_waiters, line = e_.code[t.pc].line;
-  if (warp_waiters)
-    who.push_back(absl::StrCat(
-        warp_waiters, " threads at a warp collective whose lanes never all arrive (PTX line ", line,
-        ")"));
+    if (t.state == Thread::State::kWarp) ++warp_waiters, collective = &e_.code[t.pc];
+  if (warp_waiters) {
+    const std::string dsl = m_.DslLine(*collective);
+    who.push_back(absl::StrCat(warp_waiters, " threads at a warp collective (", collective->text,
+                               ") whose lanes never all arrive (PTX line ", collective->line,
+                               dsl.empty() ? "" : ", " + dsl,
+                               "): a .sync.aligned instruction runs on every lane of the warp, "
+                               "not under a condition some lanes fail"));
+  }
   return absl::FailedPreconditionError(
       absl::StrFormat("%s: deadlock in block (%d,%d,%d): every live thread waits: %s", kernel_,
                       ctaid_.x, ctaid_.y, ctaid_.z, absl::StrJoin(who, "; ")));

@@ -281,6 +281,7 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       return out;
     }
     tmem_allocs_[first] = cols;
+    tmem_alloc_at_[first] = &in;
     for (auto f = tmem_freed_.begin(); f != tmem_freed_.end();)  // (allocated again)
       f = f->first < first + cols && first < f->first + f->second.first ? tmem_freed_.erase(f)
                                                                         : std::next(f);
@@ -597,11 +598,20 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
 absl::Status Cta::CheckTmemAtExit() {
   if (tmem_allocs_.empty()) return absl::OkStatus();
   uint32_t used = 0;
-  for (const auto& [start, size] : tmem_allocs_) used += size;
-  return absl::FailedPreconditionError(
-      absl::StrFormat("%s: block (%d,%d,%d) exits with %d columns of tensor memory still allocated "
-                      "(a tcgen05.dealloc is missing)",
-                      kernel_, ctaid_.x, ctaid_.y, ctaid_.z, used));
+  std::vector<std::string> where;  // the allocs whose columns are left, with their DSL lines
+  for (const auto& [start, size] : tmem_allocs_) {
+    used += size;
+    const Instr* at = tmem_alloc_at_.count(start) ? tmem_alloc_at_.at(start) : nullptr;
+    if (!at) continue;
+    const std::string dsl = m_.DslLine(*at);
+    where.push_back(absl::StrFormat("columns %d..%d by the tcgen05.alloc at PTX line %d%s", start,
+                                    start + size - 1, at->line,
+                                    dsl.empty() ? "" : " (" + dsl + ")"));
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s: block (%d,%d,%d) exits with %d columns of tensor memory still allocated (%s): a "
+      "tcgen05.dealloc is missing, or an alloc ran more often than its dealloc",
+      kernel_, ctaid_.x, ctaid_.y, ctaid_.z, used, absl::StrJoin(where, "; ")));
 }
 
 }  // namespace kiln::emu::detail

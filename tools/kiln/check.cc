@@ -68,6 +68,11 @@ int CheckKernels(const std::vector<std::string>& args) {
           absl::StrAppend(&summary,
                           "; ptxas ignores setmaxnreg (the entry's register count is open: "
                           "MinBlocksPerSm(1) fixes it)");
+        // ptxas's C7519: registers a wgmma uses were written since the last wgmma.fence.
+        if (line.find("warpgroup.arrive is injected") != absl::string_view::npos)
+          absl::StrAppend(&summary,
+                          "; ptxas adds a wgmma.fence (registers a wgmma uses were written since "
+                          "the last WgmmaFence)");
       }
     }
     const bool planted = all && m.Attribute("planted") != nullptr;
