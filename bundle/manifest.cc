@@ -24,14 +24,6 @@ absl::Status ParseError(int line, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("manifest line ", line, ": ", what));
 }
 
-// A C identifier: "sms" or a parameter's name.
-bool IsSymbol(absl::string_view s) {
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
-}
-
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
@@ -41,6 +33,13 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 }  // namespace
+
+bool IsSymbol(absl::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
 
 int SmemBudgetBytes(absl::string_view target) {
   if (target == "sm_80") return 163 * 1024;

@@ -46,6 +46,15 @@ void Register(KernelState* s, std::thread::id thread) {
   Building().states.emplace_back(s, thread);
 }
 
+// The newest kernel this thread is building for which `which` holds, or null.
+KernelState* NewestOfThisThread(const std::function<bool(const KernelState*)>& which) {
+  KernelState* newest = nullptr;
+  std::lock_guard<std::mutex> lock(Building().mu);
+  for (const auto& [state, thread] : Building().states)
+    if (thread == std::this_thread::get_id() && which(state)) newest = state;
+  return newest;
+}
+
 }  // namespace
 
 void StartBuilding(KernelState* s) { Register(s, std::this_thread::get_id()); }
@@ -81,12 +90,7 @@ namespace {
 // is building, failed with `message` at its newest line, or where there is none, one of nobody's
 // (the message on stderr).
 KernelState* Absorb(const std::string& message) {
-  KernelState* newest = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(Building().mu);
-    for (const auto& [state, thread] : Building().states)
-      if (thread == std::this_thread::get_id()) newest = state;
-  }
+  KernelState* newest = NewestOfThisThread([](const KernelState*) { return true; });
   if (newest) {
     newest->Fail(message, newest->last_loc);
     return newest;
@@ -125,12 +129,8 @@ KernelState& Owner(KernelState* s, const char* what, const Loc* made) {
 }
 
 void CheckParamName(KernelState& s, const std::string& name, const Loc& loc) {
-  // Grid rules and launch messages name parameters: an identifier, each once.
-  const bool identifier = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
-                          std::all_of(name.begin(), name.end(), [](char c) {
-                            return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-                          });
-  if (!identifier || name == "sms")
+  // Grid rules and launch messages name parameters: a rule's symbol, each once.
+  if (!rt::IsSymbol(name) || name == "sms")
     return s.Fail(absl::StrCat("parameter name '", name,
                                "': an identifier (letters, digits and _, not led by a digit) other "
                                "than sms (a grid rule's SM count), as grid rules name it"),
@@ -146,13 +146,8 @@ void CheckParamName(KernelState& s, const std::string& name, const Loc& loc) {
 KernelState& OwnerOfOp(KernelState* s, const char* what, const Loc& use) {
   KernelState& owner = Owner(s, what);
   if (owner.open_bodies > 0) return owner;
-  KernelState* inside = nullptr;  // a kernel of this thread whose body is being built
-  {
-    std::lock_guard<std::mutex> lock(Building().mu);
-    for (const auto& [state, thread] : Building().states)
-      if (thread == std::this_thread::get_id() && state != &owner && state->open_bodies > 0)
-        inside = state;
-  }
+  KernelState* inside =
+      NewestOfThisThread([&](const KernelState* k) { return k != &owner && k->open_bodies > 0; });
   if (!inside) return owner;
   inside->Fail(absl::StrCat("a kiln::", what,
                             " made by another Kernel (still being built) is used here, inside "

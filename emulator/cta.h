@@ -1018,8 +1018,8 @@ class Cta {
   void FenceCpAsyncLandings(const Thread& t);
   // Tensor memory: 128 lanes x 512 32-bit columns, and which columns are allocated.
   std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);
-  std::map<uint32_t, uint32_t> tmem_allocs_;        // first column -> columns
-  std::map<uint32_t, const Instr*> tmem_alloc_at_;  // first column -> the tcgen05.alloc
+  // Allocated columns: first column -> columns, the tcgen05.alloc (named where they leak).
+  std::map<uint32_t, std::pair<uint32_t, const Instr*>> tmem_allocs_;
   const Instr* relinquished_ = nullptr;  // the tcgen05.relinquish_alloc_permit a warp ran
   // Columns a tcgen05.dealloc freed (first column -> columns, the dealloc), until allocated again:
   // an access there names the dealloc, the likely cause.

@@ -269,19 +269,18 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
     uint32_t first = 512;
     for (uint32_t c = 0; c + cols <= 512 && first == 512; c += cols) {
       bool free = true;
-      for (const auto& [start, size] : tmem_allocs_) free &= c + cols <= start || start + size <= c;
+      for (const auto& [start, a] : tmem_allocs_) free &= c + cols <= start || start + a.first <= c;
       if (free) first = c;
     }
     if (first == 512) {
       uint32_t used = 0;
-      for (const auto& [start, size] : tmem_allocs_) used += size;
+      for (const auto& [start, a] : tmem_allocs_) used += a.first;
       *s = Fail(t, in,
                 absl::StrCat("tensor memory exhausted: ", cols, " more columns asked, ", used,
                              " of 512 already allocated"));
       return out;
     }
-    tmem_allocs_[first] = cols;
-    tmem_alloc_at_[first] = &in;
+    tmem_allocs_[first] = {cols, &in};
     for (auto f = tmem_freed_.begin(); f != tmem_freed_.end();)  // (allocated again)
       f = f->first < first + cols && first < f->first + f->second.first ? tmem_freed_.erase(f)
                                                                         : std::next(f);
@@ -298,7 +297,7 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
     const uint32_t address = static_cast<uint32_t>(Read(t, in.ops.at(0), 32));
     const uint32_t cols = static_cast<uint32_t>(Read(t, in.ops.at(1), 32));
     auto it = tmem_allocs_.find(address & 0xffff);
-    if (it == tmem_allocs_.end() || it->second != cols || (address >> 16) != 0) {
+    if (it == tmem_allocs_.end() || it->second.first != cols || (address >> 16) != 0) {
       *s = Fail(t, in,
                 absl::StrFormat("tcgen05.dealloc of %d columns at 0x%x, which is not an allocation",
                                 cols, address));
@@ -331,8 +330,8 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       return out;
     }
     bool inside = false;
-    for (const auto& [start, size] : tmem_allocs_)
-      inside |= col0 >= start && col0 + num <= start + size;
+    for (const auto& [start, a] : tmem_allocs_)
+      inside |= col0 >= start && col0 + num <= start + a.first;
     if (!inside) {
       *s = Fail(t, in,
                 absl::StrCat("tcgen05.", kind, " of columns ", col0, "..", col0 + num - 1,
@@ -486,7 +485,7 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
     if (at >> 16) return fail(absl::StrCat(name, "'s scales at a lane other than 0"));
     const uint32_t col = (at & 0xffff) + row / 32;
     bool inside = false;
-    for (const auto& [start, size] : tmem_allocs_) inside |= col >= start && col < start + size;
+    for (const auto& [start, a] : tmem_allocs_) inside |= col >= start && col < start + a.first;
     if (!inside)
       return fail(
           absl::StrFormat("%s's scales for row %d in TMEM column %d, outside every "
@@ -559,8 +558,8 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
   bool inside = lane0 == 0;
   if (inside) {
     inside = false;
-    for (const auto& [start, size] : tmem_allocs_)
-      inside |= col0 >= start && col0 + n <= start + size;
+    for (const auto& [start, a] : tmem_allocs_)
+      inside |= col0 >= start && col0 + n <= start + a.first;
   }
   if (!inside)
     return fail(absl::StrFormat("D at TMEM 0x%x (%d columns) is outside every allocation%s", op.d,
@@ -599,10 +598,9 @@ absl::Status Cta::CheckTmemAtExit() {
   if (tmem_allocs_.empty()) return absl::OkStatus();
   uint32_t used = 0;
   std::vector<std::string> where;  // the allocs whose columns are left, with their DSL lines
-  for (const auto& [start, size] : tmem_allocs_) {
+  for (const auto& [start, a] : tmem_allocs_) {
+    const auto& [size, at] = a;
     used += size;
-    const Instr* at = tmem_alloc_at_.count(start) ? tmem_alloc_at_.at(start) : nullptr;
-    if (!at) continue;
     const std::string dsl = m_.DslLine(*at);
     where.push_back(absl::StrFormat("columns %d..%d by the tcgen05.alloc at PTX line %d%s", start,
                                     start + size - 1, at->line,

@@ -1089,6 +1089,13 @@ def _pad_head_dim(x, d):
     return numpy.pad(x, [(0, 0)] * (len(x.shape) - 1) + [(0, d - x.shape[-1])])
 
 
+def _require_heads(call, hq, hkv):
+    """kiln.Error unless Hq query heads group over Hkv KV heads (or there is no query head)."""
+    _require(hkv > 0 and hq % hkv == 0 or hq == 0,
+             lambda: f"{call}: Hkv = 0: the KV heads must be at least 1 where Hq = {hq}" if hkv == 0
+             else f"{call}: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)")
+
+
 def _check_attention_shapes(call, q, k, v, layout="[B, Hkv, Skv, D]"):
     """k and v of one shape (`layout`), of q's rank, batch (or tokens) and head dimension, and
     Hq (dimension 1) a multiple of Hkv: the bindings' checks, for the empty forms."""
@@ -1097,9 +1104,7 @@ def _check_attention_shapes(call, q, k, v, layout="[B, Hkv, Skv, D]"):
              lambda: f"{call}: k {tuple(k.shape)} and v {tuple(v.shape)} must both be {layout} "
                      f"for q {tuple(q.shape)}")
     hq, hkv = q.shape[1], k.shape[1]
-    _require(hkv > 0 and hq % hkv == 0 or hq == 0,
-             f"{call}: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)" if hkv > 0 else
-             f"{call}: Hkv = 0: the KV heads must be at least 1 where Hq = {hq}")
+    _require_heads(call, hq, hkv)
 
 
 def _require_attention_types(call, data, lse=None, index=()):
@@ -1121,9 +1126,7 @@ def _empty_attention(q, k, v, rows):
     h, s = (2, 1) if rows else (1, 2)
     b, hq, hkv, d = q.shape[0], q.shape[h], k.shape[h], q.shape[3]
     _kernel_head_dim("kiln.attention", d)
-    _require(hkv > 0 and hq % hkv == 0 or hq == 0,
-             f"kiln.attention: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)" if hkv > 0 else
-             f"kiln.attention: Hkv = 0: the KV heads must be at least 1 where Hq = {hq}")
+    _require_heads("kiln.attention", hq, hkv)
     _require(q.dtype == k.dtype == v.dtype,
              f"kiln.attention: q, k and v must share one type ({q.dtype}, {k.dtype}, {v.dtype})")
     if not _is_torch(q):
@@ -1299,9 +1302,7 @@ def _check_empty_decode(q, k_cache, v_cache, seq_lens, block_table):
                          f"[B, max_pages] with B = {b}")
         index.append(("block_table", block_table))
         hkv = k_cache.shape[2]
-        _require(hkv > 0 and hq % hkv == 0 or hq == 0,
-                 f"{call}: Hq = {hq} is not a multiple of Hkv = {hkv} (grouped-query heads)" if hkv > 0 else
-             f"{call}: Hkv = 0: the KV heads must be at least 1 where Hq = {hq}")
+        _require_heads(call, hq, hkv)
     else:
         _check_attention_shapes(call, q, k_cache, v_cache, "[B, Hkv, Smax, D]")
     _require(tuple(seq_lens.shape) == (b,),

@@ -129,10 +129,6 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::GemmSize>&
     if (!std::exchange(gemm_header, true)) std::cout << kiln::examples::TableHeader() << std::endl;
     std::optional<Bundle> ref = ReferenceFor(b->manifest);
     const int split = absl::GetFlag(FLAGS_split);
-    if (split < -1)
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("--split ", split,
-                       ": 1 whole tiles, S >= 2 split-K, 0 stream-K (left out: the plan's)")));
     const bool walks_work =
         std::any_of(b->manifest.params.begin(), b->manifest.params.end(), [](const auto& p) {
           return p.kind == kiln::rt::ParamSpec::Kind::kScheduleTable && p.schedule.work();

@@ -46,9 +46,6 @@ int Gemm(const std::vector<std::string>& args) {
       runner;  // the entry point itself, where it copies operands first
   for (const kiln::rt::GemmSize& size : sizes) {
     kiln::rt::GemmChoice choice = kiln::rt::ChooseGemm(size, cc, *options, &*tuned);
-    if (absl::GetFlag(FLAGS_split) < -1)
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "--split ", absl::GetFlag(FLAGS_split), ": 1 whole tiles, S >= 2 split-K, 0 stream-K")));
     if (const int split = absl::GetFlag(FLAGS_split); split >= 0) {
       if (choice.kernel.rfind("gemm/bf16_sm90", 0) != 0)
         return Fail(absl::InvalidArgumentError(

@@ -44,6 +44,10 @@ int RunCommand(int argc, char** argv) {
   args.erase(args.begin());
   if (absl::Status s = kiln::cli::CheckFlagsOf(command, kiln::cli::GivenFlagNames()); !s.ok())
     return kiln::cli::Fail(s);
+  if (absl::GetFlag(FLAGS_split) < -1)  // (every command that takes it: gemm, run, bench)
+    return kiln::cli::Fail(absl::InvalidArgumentError(
+        absl::StrCat("--split ", absl::GetFlag(FLAGS_split),
+                     ": 1 whole tiles, S >= 2 split-K, 0 stream-K (left out: the plan's)")));
   // The emulator checks and times nothing: a timing flag with --emulate would be ignored.
   if (absl::GetFlag(FLAGS_emulate))
     for (const char* timing : {"iters", "flush_l2", "noflush_l2", "steady_launches", "repeats"})

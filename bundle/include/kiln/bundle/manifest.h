@@ -17,6 +17,9 @@ namespace kiln::rt {
 // kernel's integer parameters by name.
 using Symbols = std::map<std::string, int64_t, std::less<>>;
 
+// A C identifier: what a grid rule's symbol ("sms" or a parameter's name) must be.
+bool IsSymbol(absl::string_view s);
+
 // One grid dimension: a product of factors, each an integer, a symbol divided (rounding up) by
 // an integer, or "sms" (the device's multiprocessor count; sms/D rounds down, so "sms/2*2" is the
 // largest even count). A symbol names an integer parameter of the kernel. Written e.g.
