@@ -67,7 +67,8 @@ int CheckKernels(const std::vector<std::string>& args) {
         if (line.find("'setmaxnreg' ignored") != absl::string_view::npos)
           absl::StrAppend(&summary,
                           "; ptxas ignores setmaxnreg (the entry's register count is open: "
-                          "MinBlocksPerSm(1) fixes it)");
+                          "MinBlocksPerSm(1) fixes it, where the roles' budgets hold what ptxas "
+                          "uses now)");
         // ptxas's C7519: registers a wgmma uses were written since the last wgmma.fence.
         if (line.find("warpgroup.arrive is injected") != absl::string_view::npos)
           absl::StrAppend(&summary,

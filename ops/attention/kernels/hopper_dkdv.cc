@@ -81,6 +81,10 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
   const int D = a.d, W = a.warpgroups, BN = 64 * W, BM = kQueryRows, SPANS = D / 64;
   const Scalar in = a.in;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
+  // At D = 64 the consumers need fewer registers than their launch share, and ptxas, left to
+  // choose the entry's count, ignores every setmaxnreg (kiln check's C7508 finding): pin it
+  // (docs/perf/2026-12-01-setmaxnreg-pinned.md).
+  if (D == 64) k.MinBlocksPerSm(1);
   if (W < 1 || W > 2) k.Fail(absl::StrCat("hopper_dkdv takes 1 or 2 consumer warpgroups, not ", W));
   if (a.persistent || a.split || a.per_sequence() || a.rows || a.two_ctas)
     k.Fail("hopper_dkdv runs [B, H, S, D] tensors or packed sequences, a CTA per key tile");

@@ -32,6 +32,9 @@ absl::StatusOr<KernelDef> BuildDq(const std::string &name, AttentionShape a) {
   const int D = a.d, W = a.warpgroups, BM = 64 * W, BN = a.block_n, SPANS = D / 64;
   const Scalar in = a.in;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
+  // At D = 64, as hopper_dkdv's: the entry's register count pinned, or ptxas ignores the roles'
+  // setmaxnreg (docs/perf/2026-12-01-setmaxnreg-pinned.md).
+  if (D == 64) k.MinBlocksPerSm(1);
   if (W < 1 || W > 3) k.Fail(absl::StrCat("hopper_dq takes 1 to 3 consumer warpgroups, not ", W));
   if (BN % 16 || BN < 16 || BN > 128)
     k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 128"));

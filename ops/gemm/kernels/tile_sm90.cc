@@ -75,6 +75,11 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   const int A_EDGE = !shape.variant.a_mn && !shape.grouped() ? 16 : 0;
   const bool c_row = shape.variant.c_row;
   Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (1 + CONSUMERS))});
+  // A tile of one consumer warpgroup, or of fewer than 64 accumulator registers a thread, needs
+  // fewer registers than its launch share, and ptxas, left to choose the entry's count, ignores
+  // the roles' setmaxnreg (kiln check's C7508 finding): pin it
+  // (docs/perf/2026-12-01-setmaxnreg-pinned.md).
+  if (CONSUMERS == 1 || BM / CONSUMERS * BN / 128 < 64) k.MinBlocksPerSm(1);
   if (c_row && (shape.grouped() || shape.epi().swiglu || shape.epi().rope))
     k.Fail(absl::StrCat(name,
                         ": a row-major C (c_row) is for plain tile kernels: no grouping, no "
