@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -45,7 +46,8 @@ std::set<std::string>& GivenFlags() {
 }
 }  // namespace
 
-void RecordGivenFlags(int argc, char** argv) {
+absl::Status RecordGivenFlags(int argc, char** argv) {
+  std::set<std::string> seen;  // each flag once, a boolean's --noX counted as X
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") break;  // the rest are positional
@@ -53,8 +55,16 @@ void RecordGivenFlags(int argc, char** argv) {
     // A negative number is the value of the flag before it ("--m -128"), as absl reads it.
     if (std::isdigit(static_cast<unsigned char>(arg[1])) || arg[1] == '.') continue;
     arg = arg.substr(arg[1] == '-' ? 2 : 1);
-    GivenFlags().insert(arg.substr(0, arg.find('=')));
+    const std::string name = arg.substr(0, arg.find('='));
+    GivenFlags().insert(name);
+    const bool negated = absl::StartsWith(name, "no") && !absl::FindCommandLineFlag(name) &&
+                         absl::FindCommandLineFlag(name.substr(2));
+    // absl keeps the last of a repeated flag; the earlier value would be dropped without a word.
+    if (!seen.insert(negated ? name.substr(2) : name).second)
+      return absl::InvalidArgumentError(absl::StrCat("--", negated ? name.substr(2) : name,
+                                                     " is given twice: give each flag once"));
   }
+  return absl::OkStatus();
 }
 
 bool FlagGiven(const std::string& name) { return GivenFlags().count(name) > 0; }

@@ -35,7 +35,7 @@ using kiln::rt::Bundle;
 // ---- kernels and their bundles
 int Fail(const absl::Status& s);  // prints "kiln: message", returns 1
 // The flags the command line names (--rows 0 is given; absl cannot say so): main records them.
-void RecordGivenFlags(int argc, char** argv);
+absl::Status RecordGivenFlags(int argc, char** argv);  // refuses a flag given twice
 bool FlagGiven(const std::string& name);
 std::vector<std::string> GivenFlagNames();  // every flag given, by name
 // A file's text (`what` names it in messages: "--ptx"): a regular file of a sane size, not a

@@ -33,7 +33,7 @@ int RunCommand(int argc, char** argv) {
   };
   absl::SetFlagsUsageConfig(usage);
   if (std::optional<int> code = kiln::cli::HandleHelp(argc, argv)) return *code;
-  kiln::cli::RecordGivenFlags(argc, argv);
+  if (absl::Status s = kiln::cli::RecordGivenFlags(argc, argv); !s.ok()) return kiln::cli::Fail(s);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   if (args.empty()) {
