@@ -747,14 +747,36 @@ class Cta {
   void SetSharedTaint(uint8_t* p, size_t n, Origin o);
   Cta* SharedOwner(
       const uint8_t* p) const;  // this CTA or the cluster peer whose shared memory holds p
-  void MarkSharedWritten(uint64_t offset, size_t n) {  // (by the async proxy, or a cp.async)
+  void MarkSharedWritten(uint64_t offset, size_t n) {  // (by a cp.async)
     SetSharedTaint(shared_.data() + offset, n, nullptr);
     races_.Forget(offset, n);
+  }
+  // Bytes a TMA load landed, written by `agent` (TmaAgent; none: unchecked, as a cp.async's).
+  void MarkTmaWritten(uint64_t offset, size_t n, const std::optional<RaceAccess>& agent) {
+    SetSharedTaint(shared_.data() + offset, n, nullptr);
+    if (agent)
+      races_.RecordWrite(offset, n, *agent);
+    else
+      races_.Forget(offset, n);
   }
 
   // ---- data races on shared memory between warps (races.cc, races.h)
   int Warps() const { return (static_cast<int>(threads_.size()) + 31) / 32; }
   uint32_t ClusterWarp(int warp) const { return static_cast<uint32_t>(rank_ * Warps() + warp); }
+  uint32_t ClusterWarps() const {
+    return static_cast<uint32_t>((cluster_ ? cluster_->ctas.size() : 1) * Warps());
+  }
+  // The clock entry of the TMA loads completing on this CTA's mbarrier at `offset`, past the
+  // cluster's warps (kTmaAgents a CTA; none past them): their bytes are its writes, at a clock
+  // of the phase they complete on + 1, released into that phase (races.h).
+  static constexpr uint32_t kTmaAgents = 64;
+  std::optional<uint32_t> TmaAgent(uint64_t offset);
+  // Where a reported earlier access is a TMA agent's: the mbarrier offset and the CTA it is in.
+  std::optional<std::pair<uint64_t, int>> TmaAgentBarrier(uint32_t agent) const;
+  std::vector<uint64_t> tma_agents_;  // this CTA's mbarrier offsets, by agent ordinal
+  // A conflict with a TMA agent's write, in words ("shared byte .. which the TMA load at ..");
+  // empty where the earlier access is a warp's.
+  std::string UnwaitedTmaBytes(const SharedRaceShadow::Conflict& c, const char* who) const;
   WarpClock& ClockOf(int warp);
   // A release by `warp` (an arrival): the clock it publishes; the warp's own entry then moves on.
   WarpClock Released(int warp);
@@ -866,6 +888,10 @@ class Cta {
   std::vector<Origin> smem_origin_;      // per shared byte (taint.cc); empty until first used
   Origin warp_taint_ = nullptr;     // of the warp instruction (ldmatrix, mma.sync) being computed
   Origin operand_taint_ = nullptr;  // of the descriptor operands ReadOperand has read
+  // While a wgmma's operands are read: its warpgroup's clock at issue and its first warp
+  // (cluster-wide), for the check that what a TMA load wrote there was waited for.
+  const WarpClock* operand_clock_ = nullptr;
+  uint32_t operand_warp_ = 0;
   int64_t* budget_;
   std::vector<Thread> threads_;
   struct BarrierState {
@@ -1132,7 +1158,11 @@ class Cta {
     // Per row of A from registers, read at issue: the first tainted register holding that row
     // (row r of D reads only row r of A, so a row past a ragged edge taints only its own).
     std::vector<Origin> a_row_taint;
+    WarpClock issue_clock;  // what every warp of the warpgroup had acquired at issue
+    uint32_t issue_warp = 0;
   };
+  // Thread t of the warpgroup's part of a wgmma's A from registers, into op.a_from_regs.
+  void ReadWgmmaAFragment(WgmmaOp& op, const Thread& th, const Instr& mine, int t);
   // The wgmma issued but not yet waited for that reads shared bytes [lo, hi), or null.
   const WgmmaOp* WgmmaStillReading(uint64_t lo, uint64_t hi) const;
   struct Warpgroup {

@@ -466,6 +466,22 @@ absl::Status Cta::CompleteAsync(size_t index) {
         load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text,
         op.dst, op.dst + op.Bytes() - 1, *b));
   }
+  // The bytes are a write by the agent of the mbarrier the load completes on (this CTA's, or a
+  // pair leader's), at a clock of the phase they complete + 1 (races.h).
+  std::optional<RaceAccess> agent_write;
+  Cta* barrier_cta = (op.mbarrier >> 24) != static_cast<uint64_t>(rank_) && cluster_ &&
+                             (op.mbarrier >> 24) < cluster_->ctas.size()
+                         ? cluster_->ctas[op.mbarrier >> 24]
+                         : this;
+  if (auto b = barrier_cta->mbarriers_.find(op.mbarrier & kOffsetMask);
+      b != barrier_cta->mbarriers_.end())
+    if (std::optional<uint32_t> agent = barrier_cta->TmaAgent(op.mbarrier & kOffsetMask)) {
+      agent_write = RaceAccess{*agent, static_cast<uint32_t>(b->second.completed + 1),
+                               static_cast<int32_t>(op.issued_by - e_.code.data())};
+      WarpClock release(*agent + 1, 0);
+      release[*agent] = agent_write->clock;
+      JoinClock(b->second.clocks.open, release);
+    }
   int64_t bytes = 0;
   const rt::TmaSwizzle sw = op.map->spec.swizzle;
   const int swizzle_span = sw == rt::TmaSwizzle::kNone ? 0 : 16 << static_cast<int>(sw);
@@ -516,7 +532,7 @@ absl::Status Cta::CompleteAsync(size_t index) {
         if (tma_swizzle_.empty()) tma_swizzle_.assign(shared_.size(), 0);
         std::fill(tma_swizzle_.begin() + to, tma_swizzle_.begin() + to + es,
                   static_cast<uint8_t>(swizzle_span + 1));
-        MarkSharedWritten(to, es);
+        MarkTmaWritten(to, es, agent_write);
         NoteTmaLanding(to, op.issued_by);
         if (!inside) {  // out of bounds: zero fill
           std::memset(shared_.data() + to, 0, es);
@@ -576,6 +592,23 @@ absl::Status Cta::CheckCopiesWaitedForAtExit() const {
 // wgmma.fence / mma_async / commit_group / wait_group: each a meeting of the warpgroup's 128
 // threads. mma_async joins the open group with its descriptors and registers; wait_group N
 // computes every group but the newest N, so accumulators change only there, as on the GPU.
+// The A fragment of m64k16 (PTX ISA, wgmma register fragments), thread t of the warpgroup's part:
+// warp w holds rows 16w..16w+15; register j of lane l holds row 16w + l/4 + 8*(j%2), columns
+// 8*(j/2) + 2*(l%4) (low half) and the next column (high half).
+void Cta::ReadWgmmaAFragment(WgmmaOp& op, const Thread& th, const Instr& mine, int t) {
+  const int warp = t / 32, lane = t % 32;
+  for (int j = 0; j < 4; ++j) {
+    const uint64_t bits = th.r[mine.ops[1].regs[j]];
+    const int row = 16 * warp + lane / 4 + 8 * (j % 2), col = 8 * (j / 2) + 2 * (lane % 4);
+    if (!op.a_row_taint[row]) op.a_row_taint[row] = RegTaint(th, mine.ops[1].regs[j]);
+    for (int h = 0; h < 2; ++h) {
+      const uint16_t e = static_cast<uint16_t>(bits >> (16 * h));
+      op.a_from_regs[row * 16 + col + h] =
+          op.a_format == OperandFormat::kBF16 ? Bf16ToF32(e) : F16ToF32(e);
+    }
+  }
+}
+
 absl::Status Cta::TryReleaseWarpgroup(int group) {
   const int first = group * 128;
   if (first + 128 > static_cast<int>(threads_.size()))
@@ -671,23 +704,7 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
       if ((!a_regs && Read(threads_[i], mine.ops.at(1), 64) != op.a_desc) ||
           Read(threads_[i], mine.ops.at(2), 64) != op.b_desc)
         return Fail(threads_[i], mine, "wgmma descriptors differ across the warpgroup");
-      if (a_regs) {
-        // The A fragment of m64k16 (PTX ISA, wgmma register fragments): warp w holds rows
-        // 16w..16w+15; register j of lane l holds row 16w + l/4 + 8*(j%2), columns
-        // 8*(j/2) + 2*(l%4) (low half) and the next column (high half).
-        const int t = i - first, warp = t / 32, lane = t % 32;
-        for (int j = 0; j < 4; ++j) {
-          const uint64_t bits = threads_[i].r[mine.ops[1].regs[j]];
-          const int row = 16 * warp + lane / 4 + 8 * (j % 2), col = 8 * (j / 2) + 2 * (lane % 4);
-          if (!op.a_row_taint[row])
-            op.a_row_taint[row] = RegTaint(threads_[i], mine.ops[1].regs[j]);
-          for (int h = 0; h < 2; ++h) {
-            const uint16_t e = static_cast<uint16_t>(bits >> (16 * h));
-            op.a_from_regs[row * 16 + col + h] =
-                op.a_format == OperandFormat::kBF16 ? Bf16ToF32(e) : F16ToF32(e);
-          }
-        }
-      }
+      if (a_regs) ReadWgmmaAFragment(op, threads_[i], mine, i - first);
       op.d_regs.push_back(mine.ops.at(0).regs);
       for (int r : mine.ops.at(0).regs)
         threads_[i].in_flight_regs.Set(r, &mine);  // until its wait_group
@@ -710,6 +727,9 @@ absl::Status Cta::TryReleaseWarpgroup(int group) {
     b_operand.mn_major = op.b_mn_major;
     b_operand.es = FormatBytes(op.b_format);
     op.reads.push_back(OperandSpan(b_operand, op.n, op.k));
+    // The op starts once all 128 threads issued it: it has acquired what any of its warps had.
+    for (int w = first / 32; w < first / 32 + 4; ++w) JoinClock(op.issue_clock, ClockOf(w));
+    op.issue_warp = ClusterWarp(first / 32);
     wg.open.push_back(std::move(op));
   } else if (kind == "commit_group") {
     wg.groups.push_back(std::move(wg.open));
@@ -734,6 +754,11 @@ absl::Status Cta::CompleteWgmmaGroups(int group, size_t keep) {
   Warpgroup& wg = warpgroups_[group];
   while (wg.groups.size() > keep) {
     for (const WgmmaOp& op : wg.groups.front()) {
+      operand_clock_ = &op.issue_clock, operand_warp_ = op.issue_warp;
+      struct Unset {
+        const WarpClock*& clock;
+        ~Unset() { clock = nullptr; }
+      } unset{operand_clock_};
       auto element = [&](uint64_t desc, OperandFormat f, int row, int k, double* out,
                          bool mn_major = false) {
         SmemOperand o = WgmmaOperand(desc);
@@ -856,6 +881,25 @@ absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const SmemOpe
                         "the block's %d bytes",
                         kernel_, in.line, reader, addr, shared_.size()));
   if (absl::Status s = CheckFenced(in, addr, es, reader); !s.ok()) return s;
+  if (operand_clock_)
+    if (std::optional<SharedRaceShadow::Conflict> c =
+            races_.UnorderedWrite(addr, es, operand_warp_, *operand_clock_)) {
+      const std::string tma = UnwaitedTmaBytes(*c, "its warpgroup");
+      const std::string dsl = m_.DslLine(in);
+      const std::string other =
+          c->earlier.instr >= 0 && c->earlier.instr < static_cast<int32_t>(e_.code.size())
+              ? Where(e_.code[c->earlier.instr])
+              : "an earlier instruction";
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s%s: PTX line %d (%s): the %s reads %s", dsl.empty() ? "" : dsl + ": ", kernel_,
+          in.line, in.text, reader,
+          !tma.empty() ? tma
+                       : absl::StrFormat("shared byte %d, which warp %d wrote (%s) with nothing "
+                                         "ordering the write before the %s's issue (a barrier "
+                                         "is missing)",
+                                         c->byte, static_cast<int>(c->earlier.warp) % Warps(),
+                                         other, reader)));
+    }
   if (!tma_swizzle_.empty() && tma_swizzle_[addr] && tma_swizzle_[addr] != o.span + 1)
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s%s: PTX line %d (%s): a %s descriptor with %s reads shared byte %d, which a TMA load "

@@ -27,6 +27,45 @@ WarpClock Cta::Released(int warp) {
   return published;
 }
 
+std::optional<uint32_t> Cta::TmaAgent(uint64_t offset) {
+  size_t ordinal = 0;
+  while (ordinal < tma_agents_.size() && tma_agents_[ordinal] != offset) ++ordinal;
+  if (ordinal == tma_agents_.size()) {
+    if (ordinal == kTmaAgents) return std::nullopt;
+    tma_agents_.push_back(offset);
+  }
+  return ClusterWarps() + static_cast<uint32_t>(rank_) * kTmaAgents + ordinal;
+}
+
+std::optional<std::pair<uint64_t, int>> Cta::TmaAgentBarrier(uint32_t agent) const {
+  if (agent < ClusterWarps()) return std::nullopt;
+  const int rank = static_cast<int>((agent - ClusterWarps()) / kTmaAgents);
+  const size_t ordinal = (agent - ClusterWarps()) % kTmaAgents;
+  const Cta* cta = cluster_ && rank < static_cast<int>(cluster_->ctas.size()) ? cluster_->ctas[rank]
+                   : rank == rank_                                            ? this
+                                                                              : nullptr;
+  if (!cta || ordinal >= cta->tma_agents_.size()) return std::nullopt;
+  return std::make_pair(cta->tma_agents_[ordinal], rank);
+}
+
+std::string Cta::UnwaitedTmaBytes(const SharedRaceShadow::Conflict& c, const char* who) const {
+  const std::optional<std::pair<uint64_t, int>> barrier = TmaAgentBarrier(c.earlier.warp);
+  if (!barrier) return "";
+  const std::string load =
+      c.earlier.instr >= 0 && c.earlier.instr < static_cast<int32_t>(e_.code.size())
+          ? Where(e_.code[c.earlier.instr])
+          : "a TMA load";
+  return absl::StrFormat(
+      "shared byte %d, which the TMA load at %s wrote for phase %d of the mbarrier at shared "
+      "offset %d%s, and %s had not waited for that phase: the wait for the stage's "
+      "mbarrier is missing, comes after this read, or waits on another stage's mbarrier or "
+      "phase; or this read's address (a descriptor's start) is not the stage's it waited for",
+      c.byte, load, c.earlier.clock - 1, barrier->first,
+      cluster_ && cluster_->ctas.size() > 1 ? absl::StrCat(" of cluster CTA ", barrier->second)
+                                            : "",
+      who);
+}
+
 absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, uint64_t n,
                             SharedRaceShadow::Kind kind) {
   Cta* owner = SharedOwner(p);
@@ -36,6 +75,8 @@ absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, 
   std::optional<SharedRaceShadow::Conflict> c = owner->races_.Access(
       off, n, kind, ClusterWarp(warp), ClockOf(warp), static_cast<int32_t>(&in - e_.code.data()));
   if (!c) return absl::OkStatus();
+  if (const std::string tma = UnwaitedTmaBytes(*c, "this warp"); !tma.empty())
+    return Fail(t, in, absl::StrCat("this ", KindWord(kind), " of ", tma));
   const int warps = Warps(), other_rank = static_cast<int>(c->earlier.warp) / warps;
   const std::string other_cta =
       cluster_ && other_rank != rank_ ? absl::StrCat(" of cluster CTA ", other_rank) : "";

@@ -7,8 +7,11 @@
 //
 // Atomics do not race with each other (they are morally strong), but with a plain read or write
 // they do, as a write would. What it leaves out, so that it never reports an ordered pair: the
-// lanes of one warp share a clock (races inside a warp are not looked for), and bytes the async
-// proxy writes (TMA) start afresh (its own rules are checked where it writes, exec_hopper.cc).
+// lanes of one warp share a clock (races inside a warp are not looked for), and bytes a cp.async
+// writes start afresh (its own rules are checked where it writes, exec_ampere.cc). A TMA load's
+// bytes are a write by an agent of their own, one per mbarrier (Cta::TmaAgent), whose release
+// joins that mbarrier's open phase: a reader (a generic load, or a wgmma at its issue) must have
+// acquired that phase.
 // For each byte it keeps the last write, the last read and the last atomic, so an access is
 // checked against the latest of each only: of several unordered readers it may name one or, where
 // the latest is ordered, none.
@@ -89,6 +92,22 @@ class SharedRaceShadow {
   // A write that needs no check (a cp.async landing for its thread), recorded.
   void Record(uint64_t off, uint64_t n, uint32_t warp, const WarpClock& now, int32_t instr) {
     for (uint64_t b = off; b < off + n; ++b) At(b) = Byte{{warp, now[warp], instr}, {}, {}};
+  }
+  // A write the async proxy made (a TMA load landing) as `access`: readers must be ordered after
+  // the mbarrier phase it completes on (Cta::TmaAgent).
+  void RecordWrite(uint64_t off, uint64_t n, const RaceAccess& access) {
+    for (uint64_t b = off; b < off + n; ++b) At(b) = Byte{access, {}, {}};
+  }
+  // The last write of bytes [off, off + n) by another agent that `now` does not order, if any;
+  // nothing recorded (an async-proxy read: a wgmma's operands at its issue).
+  std::optional<Conflict> UnorderedWrite(uint64_t off, uint64_t n, uint32_t warp,
+                                         const WarpClock& now) const {
+    for (uint64_t b = off; b < off + n; ++b) {
+      if (b / kPage >= pages_.size() || !pages_[b / kPage]) continue;
+      const RaceAccess& w = (*pages_[b / kPage])[b % kPage].write;
+      if (w.warp != warp && !w.OrderedBefore(now)) return Conflict{w, Kind::kWrite, b};
+    }
+    return std::nullopt;
   }
   // Bytes the async proxy wrote: no generic access before them is left to race with.
   void Forget(uint64_t off, uint64_t n) {

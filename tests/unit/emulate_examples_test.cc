@@ -344,6 +344,29 @@ TEST(PlantedBugs, AMissingWaitIsCaught) {
   EXPECT_NE(r.status().message().find("the wait for its mbarrier is missing or comes too late"), std::string::npos);
 }
 
+// The same kernel under schedules that land the loads early: the bytes are there when the wgmma
+// reads them, but nothing ordered the landing before it (the TMA load's bytes are a write released
+// only into its mbarrier's phase), so every schedule reports it, naming the load and the phase.
+TEST(PlantedBugs, AReadOfLandedBytesNotWaitedForIsCaughtUnderEverySchedule) {
+  rt::Bundle b = Mutated("@!done bra.uni", "// @!done bra.uni");
+  for (const char* wait : {"mbarrier.try_wait.parity.shared::cta.b64 done, [%r38], %r40;",
+                           "mbarrier.try_wait.parity.shared::cta.b64 done, [%r39], %r40;"}) {
+    size_t at = b.ptx.find(wait);
+    ASSERT_NE(at, std::string::npos) << wait;
+    b.ptx.replace(at, std::string(wait).size(), "");
+  }
+  for (uint64_t seed : {1, 2, 3}) {
+    RunOptions opt;
+    opt.size = {64, 64, 128};
+    absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, seed);
+    ASSERT_FALSE(r.ok()) << "seed " << seed;
+    EXPECT_NE(r.status().message().find("which the TMA load at PTX line "), std::string::npos)
+        << "seed " << seed << ": " << r.status();
+    EXPECT_NE(r.status().message().find("had not waited for that phase"), std::string::npos)
+        << "seed " << seed << ": " << r.status();
+  }
+}
+
 }  // namespace
 }  // namespace kiln::examples
 

@@ -190,7 +190,7 @@ const std::vector<Mutation>& Mutations() {
       // operands use (caught on an H200 before the emulator modelled the rank).
       {"mn-descriptor-unmasked", "gemm/bf16_sm90.bf16-bf16.a_mn.b_mn",
        "the descriptors' start fields without the ISA's 0x3FFFF mask (cluster CTA 1's rank in LBO)",
-       {{", 16320;", ", -1;"}}, "the first wrong element", {512, 512, 128}},
+       {{", 16320;", ", -1;"}}, "had not waited for that phase", {512, 512, 128}},
       {"persist-accumulate-first", "blackwell/persist_pipelined",
        "every tile's first MMA accumulates onto the last tile's sum (right only for each CTA's first tile)",
        {{"setp.ne.b32 \t%p13, %r547, 0;", "setp.ne.b32 \t%p13, 1, 0;"}}, "the first wrong element",
