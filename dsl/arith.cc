@@ -148,6 +148,23 @@ Value Binary(Bin kind, const char* name, const Operand& a, const Operand& b) {
   if (Value e; PassOnEmpty({&a, &b}, t, a.loc(), &e)) return e;
   if (!CheckSameType(*s, a, b, t, name))
     return s->Poison(t.kind == Type::Kind::kPointer ? Type::Of(Scalar::kI32) : t, a.loc());
+  // A constant divisor of 0 or a shift by the width or more is undefined: LLVM drops the code
+  // that reaches it, and the kernel silently does nothing there.
+  if (Access::IsImm(b) && !t.IsFloat() && t.kind != Type::Kind::kPointer) {
+    const double v = Access::Imm(b);
+    if ((kind == Bin::kDiv || kind == Bin::kRem) && v == 0) {
+      s->Fail(absl::StrCat("'", name, "' by the constant 0: undefined (the compiler drops the ",
+                           "code that reaches it)"),
+              a.loc());
+      return s->Poison(t, a.loc());
+    }
+    if ((kind == Bin::kShl || kind == Bin::kShr) && (v < 0 || v >= 8 * t.Bytes())) {
+      s->Fail(absl::StrCat("'", name, "' by ", v, " on ", t.Str(), ": a shift takes 0 to ",
+                           8 * t.Bytes() - 1, " (a longer one is undefined)"),
+              a.loc());
+      return s->Poison(t, a.loc());
+    }
+  }
   mlir::OpBuilder& bld = s->builder;
   mlir::Location l = s->ToLoc(a.loc());
   mlir::Value x = s->Materialize(a, t), y = s->Materialize(b, t);

@@ -75,6 +75,17 @@ bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile
            loc);
     return false;
   }
+  // The copy moves bytes either way; a tensor map of f16 into a bf16 tile (or back) is a mix-up
+  // that only the numbers would show.
+  const rt::TmaDtype dtype = map.spec().dtype;
+  if ((dtype == rt::TmaDtype::kF16 && tile.elem() == Scalar::kBF16) ||
+      (dtype == rt::TmaDtype::kBF16 && tile.elem() == Scalar::kF16)) {
+    s.Fail(absl::StrCat("the tensor map holds ", dtype == rt::TmaDtype::kF16 ? "f16" : "bf16",
+                        " but the smem tile (", LocString(tile.loc()), ") holds ",
+                        Type::Of(tile.elem()).Str()),
+           loc);
+    return false;
+  }
   const std::vector<uint32_t>& box = map.spec().box;
   const int es = ScalarBytes(tile.elem());
   if (tile.interleaved() &&
@@ -401,6 +412,23 @@ bool CheckNamedBarrier(KernelState& s, const Operand& id, int threads, const Loc
         absl::StrCat("a named barrier counts whole warps of the block, not ", threads, " threads"),
         loc);
     return false;
+  }
+  if (Access::IsImm(id) && Access::Imm(id) >= 1) {
+    if (s.own_barrier_ids.empty())
+      s.final_checks.push_back([&s] {
+        for (const auto& [size, first] : s.group_barrier_base) {
+          const int groups = static_cast<int>(s.manifest.block.count()) / size;
+          for (const auto& [own, where] : s.own_barrier_ids)
+            if (own >= first && own < first + groups)
+              s.Fail(absl::StrCat("named barrier ", own, " is also GroupReduce's (its groups of ",
+                                  size, " threads meet at ids ", first, "..", first + groups - 1,
+                                  "): a group and these threads would count as one; take an id "
+                                  "past ",
+                                  s.next_group_barrier - 1),
+                     where);
+        }
+      });
+    s.own_barrier_ids.try_emplace(static_cast<int>(Access::Imm(id)), loc);
   }
   return true;
 }

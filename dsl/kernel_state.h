@@ -203,6 +203,12 @@ struct KernelState {
   // group of one size never meets a group of another at one id with another thread count.
   std::map<int, int> group_barrier_base;
   int next_group_barrier = 1;
+  // The kernel's own NamedBarrier ids given as constants (first use), which GroupReduce's must not
+  // meet (checked at Build: either may come first).
+  std::map<int, Loc> own_barrier_ids;
+  // The 16-bit type an ldmatrix register was loaded from (a tile of bf16 or f16), so that an mma
+  // reading it as the other type is an error (the registers themselves are untyped b32).
+  llvm::DenseMap<mlir::Value, std::pair<Scalar, Loc>> ldmatrix_elem;
   // The GPU debug mode (Kernel::Watchdog): the time limit of every mbarrier wait (0: off), the
   // module globals its waits report through, and how many waits were built (before and after).
   int watchdog_ms = 0;

@@ -237,7 +237,10 @@ std::optional<uint32_t> CheckedInstr(KernelState& s, const tcgen05::InstrF16& sh
                   loc),
            std::nullopt;
   if (a_elem != b_elem && !(IsFp8(a_elem) && IsFp8(b_elem)))
-    return s.Fail("tcgen05.mma A and B tiles hold different types (only e4m3 and e5m2 mix)", loc),
+    return s.Fail(absl::StrCat("tcgen05.mma A and B tiles hold different types (A ",
+                               Type::Of(a_elem).Str(), ", B ", Type::Of(b_elem).Str(),
+                               "; only e4m3 and e5m2 mix)"),
+                  loc),
            std::nullopt;
   if (!Access::IsImm(accumulate) && Access::Val(accumulate).type() != Type::Of(Scalar::kI1))
     return s.Fail("tcgen05.mma's accumulate flag is an i1 (a comparison) or 0/1", loc),

@@ -43,7 +43,10 @@ std::vector<Value> AmpereOps::LdMatrix(const Value& smem_row, int num, bool tran
       trans ? mlir::NVVM::MMALayout::col : mlir::NVVM::MMALayout::row,
       mlir::NVVM::LdStMatrixShapeAttr::get(s.context.get(), 8, 8),
       mlir::NVVM::LdStMatrixEltType::B16);
-  return Unpack(s, op.getResult(), num, b32, l);
+  std::vector<Value> out = Unpack(s, op.getResult(), num, b32, l);
+  if (pt.elem == Scalar::kBF16 || pt.elem == Scalar::kF16)
+    for (const Value& v : out) s.ldmatrix_elem.try_emplace(s.Unwrap(v), pt.elem, loc);
+  return out;
 }
 
 std::vector<Value> AmpereOps::MmaM16N8K16(Scalar ab, const std::vector<Value>& a,
@@ -71,6 +74,14 @@ std::vector<Value> AmpereOps::MmaM16N8K16(Scalar ab, const std::vector<Value>& a
   for (const Value& v : c)
     if (v.type() != acc) return fail(absl::StrCat("mma accumulators must all be ", acc.Str()));
   if (s.target.compute_capability < 80) self().Fail("mma.m16n8k16 needs sm_80 or later", loc);
+  for (const auto* regs : {&a, &b})
+    for (const Value& v : *regs)
+      if (auto it = s.ldmatrix_elem.find(s.Unwrap(v));
+          it != s.ldmatrix_elem.end() && it->second.first != ab)
+        return fail(absl::StrCat(
+            "mma.m16n8k16 of ", Type::Of(ab).Str(), " reads ", regs == &a ? "an A" : "a B",
+            " register that ldmatrix loaded from ", Type::Of(it->second.first).Str(), " (",
+            LocString(it->second.second), "): the types must match"));
 
   mlir::Location l = s.ToLoc(loc);
   auto unwrap = [&](const std::vector<Value>& vs) {

@@ -349,7 +349,9 @@ void WgmmaSmemA(Kernel& k, KernelState& s, const WgmmaAccumulator& acc, int arra
     return k.Fail("a wgmma of 8-bit floats reads K-major A and B only (no MN-major tile)", loc);
   if (!check(at, "A", 64, a_row0) || !check(bt, "B", acc.n(), b_row0)) return;
   if (IsFp8(a.elem()) != IsFp8(b.elem()) || (!IsFp8(a.elem()) && a.elem() != b.elem()))
-    return k.Fail("wgmma A and B tiles hold different types", loc);
+    return k.Fail(absl::StrCat("wgmma A and B tiles hold different types (A ",
+                               Type::Of(a.elem()).Str(), ", B ", Type::Of(b.elem()).Str(), ")"),
+                  loc);
   WgmmaEmission emitting(s, array, loc);
   mlir::Location l = s.ToLoc(loc);
   mlir::Type f32 = s.builder.getF32Type();

@@ -78,6 +78,7 @@ uint8_t* Device::Find(uint64_t address, size_t bytes) {
 }
 
 absl::Status Device::CopyIn(uint64_t dst, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();  // (an empty array's copy: nothing to find)
   if (!src && bytes)
     return absl::InvalidArgumentError(
         absl::StrFormat("copy of %d bytes to 0x%x from a null host pointer", bytes, dst));
@@ -90,6 +91,7 @@ absl::Status Device::CopyIn(uint64_t dst, const void* src, size_t bytes) {
 }
 
 absl::Status Device::CopyOut(void* dst, uint64_t src, size_t bytes) const {
+  if (bytes == 0) return absl::OkStatus();  // (an empty array's copy: nothing to find)
   if (!dst && bytes)
     return absl::InvalidArgumentError(
         absl::StrFormat("copy of %d bytes from 0x%x to a null host pointer", bytes, src));
@@ -102,6 +104,7 @@ absl::Status Device::CopyOut(void* dst, uint64_t src, size_t bytes) const {
 }
 
 absl::Status Device::Fill(uint64_t dst, uint8_t byte, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();  // (an empty array's copy: nothing to find)
   uint8_t* p = Find(dst, bytes);
   if (!p)
     return absl::OutOfRangeError(

@@ -98,6 +98,23 @@ TEST(AmpereLayout, SwizzleOfEightByteUnitsBreaksLdmatrixRows) {
   ExpectError(k, line, "swizzles 8-byte units, which splits ldmatrix's 16-byte rows");
 }
 
+// ldmatrix's registers are untyped b32: an mma of f16 reading fragments loaded from a bf16 tile
+// built and computed garbage. Now the mma's line says so, naming the ldmatrix; the matching type
+// builds.
+TEST(AmpereLayout, MmaOfAnotherTypeThanItsLdmatrixTile) {
+  for (Scalar mma : {f16, bf16}) {
+    Kernel k("test/mma_type", sm80(), {32});
+    SmemTile t = k.Smem(bf16, 16, 16);
+    std::vector<Value> a = k.LdMatrix(t, k.LaneId() % 16, 0, 4), b = k.LdMatrix(t, k.LaneId() % 16, 0, 2);
+    std::vector<Value> c = k.MmaM16N8K16(mma, a, b, {k.F32(0), k.F32(0), k.F32(0), k.F32(0)}); const int line = __LINE__;
+    k.Store(k.PtrParam("C", f32) + k.LaneId(), c[0]);
+    if (mma == f16)
+      ExpectError(k, line, "mma.m16n8k16 of f16 reads an A register that ldmatrix loaded from bf16");
+    else
+      EXPECT_TRUE(k.Build().ok());
+  }
+}
+
 TEST(AmpereLayout, PaddingThatMisalignsRows) {
   Kernel k("test/ldm_pad", sm80(), {32});
   SmemTile t = k.Smem(bf16, 64, 64, SmemLayout{.pad = 4});  // rows 136 bytes apart

@@ -67,6 +67,34 @@ TEST(Dsl, TypeMismatchNamesTheLine) {
   ExpectError(k, line, "type mismatch in '+': i32 vs f32");
 }
 
+// A constant divisor of 0 or a shift past the width is undefined: the compiler dropped the code
+// that reached it and the kernel built to a bare ret (a new user's i / 0 ran and wrote nothing).
+TEST(Dsl, UndefinedConstantArithmeticIsAnError) {
+  {
+    Kernel k("test/div0", sm80(), {32});
+    Value a = k.I32Param("a");
+    Value bad = a / 0; const int line = __LINE__;
+    (void)bad;
+    ExpectError(k, line, "'/' by the constant 0: undefined");
+  }
+  {
+    Kernel k("test/rem0", sm80(), {32});
+    Value bad = k.ThreadIdx() % 0; const int line = __LINE__;
+    (void)bad;
+    ExpectError(k, line, "'%' by the constant 0");
+  }
+  {
+    Kernel k("test/shl40", sm80(), {32});
+    Value bad = k.ThreadIdx() << 40; const int line = __LINE__;
+    (void)bad;
+    ExpectError(k, line, "'<<' by 40 on i32: a shift takes 0 to 31");
+  }
+  Kernel ok("test/shifts", sm80(), {32});  // the widest shift and a division by a constant build
+  Value x = ok.I64Param("x");
+  ok.Store(ok.PtrParam("y", i64), (x << 63) + x / 3);
+  EXPECT_TRUE(ok.Build().ok());
+}
+
 // x = x + 1 in a loop body, x from before the loop: the body is built once, so every iteration
 // would add to the value before the loop (a new user's cumsum carried nothing this way). A build
 // error at the assignment; a fresh value each iteration (m = i * 2), or a parameter read again,

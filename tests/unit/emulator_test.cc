@@ -90,6 +90,11 @@ TEST(Emulator, DeviceUploadsPoisonsAndRefusesWhatItCannotHold) {
   EXPECT_EQ(d.Near(*b + 12).find("i32"), std::string::npos);
   EXPECT_NE(d.Near(*b + 8 + (uint64_t{1} << 32) - 4).find("an i32 offset that went below 0"),
             std::string::npos);
+  // An empty array uploads, poisons and copies back (it was "not in one allocation").
+  absl::StatusOr<uint64_t> empty = d.Upload(in, 0), empty_poisoned = d.AllocatePoisoned(0);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  ASSERT_TRUE(empty_poisoned.ok()) << empty_poisoned.status();
+  EXPECT_TRUE(d.CopyOut(out, *empty, 0).ok());
 }
 
 TEST(Emulator, PackedConversionPutsTheFirstSourceInTheUpperHalf) {

@@ -173,6 +173,23 @@ TEST(Ops, GroupReduceChecksItsGroups) {
                       "hold 0 of a block's 15 (ids 1..15)");
 }
 
+// The kernel's own named barrier at an id GroupReduce takes is an error at the NamedBarrier's line,
+// whichever comes first (it built, and the groups met the other threads at one id: a race named
+// at the GroupReduce on some schedules only); an id past GroupReduce's builds.
+TEST(Ops, OwnNamedBarriersMustNotMeetGroupReduces) {
+  Kernel k("test/own_barrier", sm90a(), {256});
+  Value p = k.PtrParam("p", f32);
+  k.If(k.ThreadIdx() >= 128, [&] { k.NamedBarrier(1, 128); }); const int line = __LINE__;
+  k.Store(p + k.ThreadIdx(), GroupReduce(k, k.Load(p + k.ThreadIdx()), Reduce::kSum, 128));
+  ExpectError(k, line, "named barrier 1 is also GroupReduce's (its groups of 128 threads meet at ids 1..2)");
+  Kernel ok("test/own_barrier_ok", sm90a(), {256});
+  Value q = ok.PtrParam("p", f32);
+  Value r = GroupReduce(ok, ok.Load(q + ok.ThreadIdx()), Reduce::kSum, 128);
+  ok.If(ok.ThreadIdx() >= 128, [&] { ok.NamedBarrier(3, 128); });
+  ok.Store(q + ok.ThreadIdx(), r);
+  EXPECT_TRUE(ok.Build().ok());
+}
+
 // Each group size takes ids of its own (a group of 128 and a group of 64 meeting at one id with
 // different counts is undefined on the GPU: it faulted there as an illegal instruction); calls
 // with a size already seen reuse its ids. 8 + 4 ids fit, the 6 more of groups of 128 do not.
