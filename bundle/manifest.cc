@@ -319,6 +319,7 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
   Manifest m;
   int line_no = 0;
   bool magic = false, seen_block = false, seen_grid = false;
+  std::set<std::string> single_seen;  // the keys a manifest holds once
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
     ++line_no;
     std::vector<std::string> w = absl::StrSplit(line, ' ', absl::SkipEmpty());
@@ -328,6 +329,12 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       continue;
     }
     const std::string& key = w[0];
+    // A second block, grid, name... line would silently replace the first (a hand-edited bundle).
+    static const std::set<std::string> kSingle = {"name",       "entry",   "target", "source",
+                                                  "block",      "cluster", "smem",   "grid",
+                                                  "smem_extra", "watchdog"};
+    if (kSingle.count(key) && !single_seen.insert(key).second)
+      return ParseError(line_no, absl::StrCat("a second '", key, "' line"));
     auto want = [&](size_t n) { return w.size() == n + 1; };
     auto num = [&](size_t i, auto* out) { return absl::SimpleAtoi(w[i], out); };
     if (key == "param" && w.size() > 1 &&

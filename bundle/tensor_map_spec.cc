@@ -48,9 +48,21 @@ absl::Status ValidateTensorMap(const TensorMapSpec& spec, uint64_t address) {
     if (s % 16 != 0)
       return absl::InvalidArgumentError(
           absl::StrCat("tensor map stride ", s, " bytes is not a multiple of 16"));
-  for (size_t i = 0; i < rank; ++i)
+  // The driver's limits (cuTensorMapEncodeTiled): 1 to 2^32 elements a dimension, strides under
+  // 2^40 bytes; a size below 0 (an i32 the caller got wrong) reads as a huge one here.
+  for (uint64_t s : spec.strides_bytes)
+    if (s >= (uint64_t{1} << 40))
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor map stride ", static_cast<int64_t>(s),
+                       " bytes: at most 2^40 - 1 (a negative size?)"));
+  for (size_t i = 0; i < rank; ++i) {
     if (spec.dims[i] == 0)
       return absl::InvalidArgumentError(absl::StrCat("tensor map dim ", i, " is empty"));
+    if (spec.dims[i] > (uint64_t{1} << 32))
+      return absl::InvalidArgumentError(absl::StrCat("tensor map dim ", i, " is ",
+                                                     static_cast<int64_t>(spec.dims[i]),
+                                                     ": 1 to 2^32 elements (a negative size?)"));
+  }
   return ValidateTmaBox(spec.box, spec.dtype, spec.swizzle);
 }
 

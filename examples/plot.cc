@@ -38,6 +38,15 @@ struct Frame {
         "font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
         "<text x=\"%.0f\" y=\"22\" font-size=\"14\">%s</text>\n",
         width, height, left, Escape(title));
+    // At most about 20 gridlines, on a step of 1, 2 or 5 times a power of ten (a ratio of
+    // thousands from a mistimed row drew millions of lines).
+    if (y_max / step > 20) {
+      const double power = std::pow(10.0, std::floor(std::log10(y_max / 10)));
+      step = power * (y_max / 10 <= power       ? 1
+                      : y_max / 10 <= 2 * power ? 2
+                      : y_max / 10 <= 5 * power ? 5
+                                                : 10);
+    }
     for (double v = 0; v <= y_max + 1e-9; v += step)
       absl::StrAppendFormat(
           &s,
@@ -91,7 +100,7 @@ std::string RatioChart(const std::vector<GemmResult>& results, const std::string
   std::map<std::string, std::map<std::string, double>> ratio;  // kernel -> shape -> ratio
   double y_max = 1.2;
   for (const GemmResult& r : results) {
-    if (r.cublas_tflops <= 0) continue;
+    if (r.cublas_tflops <= 0 || !std::isfinite(r.tflops / r.cublas_tflops)) continue;
     const std::string shape = ShapeName(r.size);
     if (std::find(shapes.begin(), shapes.end(), shape) == shapes.end()) shapes.push_back(shape);
     if (std::find(kernels.begin(), kernels.end(), r.name) == kernels.end())

@@ -483,6 +483,18 @@ TEST(Hopper, TmaIntoATileOfAnotherSwizzle) {
   ExpectError(k, line, "swizzles 128B but the smem tile");
 }
 
+// The copy moves bytes either way: a map of f16 filling a bf16 tile gave only wrong numbers.
+TEST(Hopper, TmaOfAnotherSixteenBitTypeThanItsTile) {
+  Kernel k("test/tma_dtype", sm90a(), {128});
+  rt::TensorMapParam half = Map128B(64);
+  half.dtype = rt::TmaDtype::kF16;
+  TensorMap a = k.TmaParam("tmA", half);
+  SmemTile tile = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  Barriers bar = k.SmemBarriers(1);
+  k.TmaLoad(a, tile, bar[0], {0, 0}); const int line = __LINE__;
+  ExpectError(k, line, "the tensor map holds f16 but the smem tile");
+}
+
 // A padded tile is no TMA destination: a box lands dense, and the message says the padding is
 // why the bytes differ.
 TEST(Hopper, TmaIntoAPaddedTileSaysThePaddingIsWhy) {

@@ -505,6 +505,14 @@ TEST(Emulator, LaunchesRefuseWhatTheGpuWouldNot) {
   EXPECT_NE(rt::Manifest::Parse(twice.Serialize()).status().message().find(
                 "a second parameter named 'out'"),
             std::string::npos);
+  // A second block line replaced the first without a word (a hand-edited bundle ran half its
+  // threads).
+  const std::string text = Kernel("").manifest.Serialize();
+  const size_t block_at = text.find("\nblock ");
+  ASSERT_NE(block_at, std::string::npos);
+  const std::string two_blocks = text.substr(0, block_at) + "\nblock 128 1 1" + text.substr(block_at);
+  EXPECT_NE(rt::Manifest::Parse(two_blocks).status().message().find("a second 'block' line"),
+            std::string::npos);
   rt::Bundle g = Kernel("");
   g.manifest.grid[0] = rt::GridExpr("sms");
   s = Launch(d, g, {rt::Arg::Ptr(out), rt::Arg::I32(1)}, {.sm_count = 0}).status();

@@ -462,6 +462,26 @@ TEST(Plots, RatioLinesPerKernelAndVersionBarsAtASharedShape) {
   EXPECT_EQ(ReadResultsTsv(::testing::TempDir() + "/no_such.tsv").status().code(), absl::StatusCode::kNotFound);
 }
 
+// A mistimed row (a rate near 0 or near the largest double) draws about 20 gridlines, not one per
+// 0.2 of a ratio of millions (a 600 MB chart), nor an endless loop past the double's precision.
+TEST(Plots, ExtremeRatesKeepTheGridlinesFew) {
+  for (const char* rates : {"1e300\t1\t1.0", "1.0\t1\t0.0001", "1e300\t1\t1e-300"}) {
+    const std::string path = ::testing::TempDir() + "/kiln_plot_extreme.tsv";
+    {
+      std::ofstream tsv(path);
+      tsv << "ampere/v1\t4096\t4096\t4096\t1.0\t" << rates << "\t0\t0\tcublas\tok\n";
+    }
+    absl::StatusOr<std::vector<GemmResult>> results = ReadResultsTsv(path);
+    ASSERT_TRUE(results.ok()) << results.status();
+    for (const std::string& chart : {RatioChart(*results, "t"), ProgressionChart(*results, "t")}) {
+      size_t grid = 0;
+      for (size_t at = chart.find("stroke=\"#ddd\""); at != std::string::npos; at = chart.find("stroke=\"#ddd\"", at + 1)) ++grid;
+      EXPECT_LE(grid, 22u) << rates;
+      EXPECT_LT(chart.size(), 100000u) << rates;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::examples
 

@@ -252,6 +252,14 @@ TEST(Manifest, TensorMapAndTableParamsRoundTrip) {
   EXPECT_EQ(m->params[2].tensor_map.rank(), 2);
   EXPECT_EQ(Manifest::Parse(m->Serialize())->Serialize(), m->Serialize());
   EXPECT_FALSE(Manifest::Parse(text + "param b tmap B value bf16 64,M K*2,128 64,128,1 128B\n").ok());
+  // A negative size resolves to a huge dimension: refused as the driver would, saying so (it ran
+  // on the emulator, every row masked).
+  EXPECT_TRUE(ValidateTensorMap(spec, 0).ok());
+  TensorMapSpec negative = t.Resolve({{"M", -5}, {"N", 2048}, {"K", 1024}});
+  const absl::Status bad = ValidateTensorMap(negative, 0);
+  EXPECT_NE(bad.message().find("tensor map dim 1 is -5: 1 to 2^32 elements (a negative size?)"),
+            std::string::npos)
+      << bad;
 }
 
 TEST(Schedule, HilbertVisitsEveryTileOnce) {

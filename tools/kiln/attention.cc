@@ -135,6 +135,8 @@ absl::Status CheckFlagCombinations() {
     return invalid("--hkv must be at least 1 (left out: --h's value)");
   if (FlagGiven("skv") && absl::GetFlag(FLAGS_skv) < 1)
     return invalid("--skv must be at least 1 (left out: --s's value)");
+  if (!varlen && FlagGiven("varlen"))
+    return invalid("--varlen is empty: give the sequences' lengths, e.g. --varlen 7,100,33");
   if (page < 0 || (page == 0 && FlagGiven("paged")))
     return invalid(absl::StrCat("--paged ", page, ": a page size (a power of two from 16)"));
   if (decode < 0 || (decode == 0 && FlagGiven("decode")))
