@@ -46,8 +46,8 @@ absl::Status ValidateTensorMap(const TensorMapSpec& spec, uint64_t address) {
     return absl::InvalidArgumentError("tensor map base address must be 16-byte aligned");
   for (uint64_t s : spec.strides_bytes)
     if (s % 16 != 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor map stride ", s, " bytes is not a multiple of 16"));
+      return absl::InvalidArgumentError(absl::StrCat("tensor map stride ", static_cast<int64_t>(s),
+                                                     " bytes is not a multiple of 16"));
   // The driver's limits (cuTensorMapEncodeTiled): 1 to 2^32 elements a dimension, strides under
   // 2^40 bytes; a size below 0 (an i32 the caller got wrong) reads as a huge one here.
   for (uint64_t s : spec.strides_bytes)

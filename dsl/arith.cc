@@ -152,15 +152,20 @@ Value Binary(Bin kind, const char* name, const Operand& a, const Operand& b) {
   // that reaches it, and the kernel silently does nothing there.
   if (Access::IsImm(b) && !t.IsFloat() && t.kind != Type::Kind::kPointer) {
     const double v = Access::Imm(b);
-    if ((kind == Bin::kDiv || kind == Bin::kRem) && v == 0) {
-      s->Fail(absl::StrCat("'", name, "' by the constant 0: undefined (the compiler drops the ",
-                           "code that reaches it)"),
+    // What the constant becomes in the element's width (a vector's lanes each; i1 one bit).
+    const int width = t.elem == Scalar::kI1 ? 1 : 8 * ScalarBytes(t.elem);
+    const uint64_t bits = static_cast<uint64_t>(static_cast<int64_t>(v));
+    const bool zero = (width >= 64 ? bits : bits & ((uint64_t{1} << width) - 1)) == 0;
+    if ((kind == Bin::kDiv || kind == Bin::kRem) && zero) {
+      s->Fail(absl::StrCat("'", name, "' by the constant ", static_cast<int64_t>(v),
+                           v == 0 ? "" : absl::StrCat(", 0 in ", t.Str()),
+                           ": undefined (the compiler drops the code that reaches it)"),
               a.loc());
       return s->Poison(t, a.loc());
     }
-    if ((kind == Bin::kShl || kind == Bin::kShr) && (v < 0 || v >= 8 * t.Bytes())) {
-      s->Fail(absl::StrCat("'", name, "' by ", v, " on ", t.Str(), ": a shift takes 0 to ",
-                           8 * t.Bytes() - 1, " (a longer one is undefined)"),
+    if ((kind == Bin::kShl || kind == Bin::kShr) && (v < 0 || v >= width)) {
+      s->Fail(absl::StrCat("'", name, "' by ", static_cast<int64_t>(v), " on ", t.Str(),
+                           ": a shift takes 0 to ", width - 1, " (a longer one is undefined)"),
               a.loc());
       return s->Poison(t, a.loc());
     }

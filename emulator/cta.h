@@ -773,10 +773,17 @@ class Cta {
   std::optional<uint32_t> TmaAgent(uint64_t offset);
   // Where a reported earlier access is a TMA agent's: the mbarrier offset and the CTA it is in.
   std::optional<std::pair<uint64_t, int>> TmaAgentBarrier(uint32_t agent) const;
-  std::vector<uint64_t> tma_agents_;  // this CTA's mbarrier offsets, by agent ordinal
+  // This CTA's mbarriers with TMA loads, by agent ordinal: the offset, and whether that object is
+  // still the one there (an init at the offset starts a new agent: its phases count from 0 again).
+  struct TmaAgentSlot {
+    uint64_t offset;
+    bool live;
+  };
+  std::vector<TmaAgentSlot> tma_agents_;
   // A conflict with a TMA agent's write, in words ("shared byte .. which the TMA load at ..");
   // empty where the earlier access is a warp's.
-  std::string UnwaitedTmaBytes(const SharedRaceShadow::Conflict& c, const char* who) const;
+  std::string UnwaitedTmaBytes(const SharedRaceShadow::Conflict& c, const char* who,
+                               bool read) const;
   WarpClock& ClockOf(int warp);
   // A release by `warp` (an arrival): the clock it publishes; the warp's own entry then moves on.
   WarpClock Released(int warp);

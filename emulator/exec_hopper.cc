@@ -167,6 +167,7 @@ absl::Status Cta::MbarrierInit(Thread& t, const Instr& in, uint64_t off) {
                                   off, b.pending, b.expected, b.tx));
   }
   mbarriers_[off] = MbarrierState{count, count, 0, 0};
+  for (TmaAgentSlot& a : tma_agents_) a.live &= a.offset != off;  // a new object, a new agent
   invalidated_.erase(off);
   for (Thread& u : threads_) u.next_phase.erase(off);  // a new object: its phases from 0
   ++t.pc;
@@ -884,7 +885,7 @@ absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const SmemOpe
   if (operand_clock_)
     if (std::optional<SharedRaceShadow::Conflict> c =
             races_.UnorderedWrite(addr, es, operand_warp_, *operand_clock_)) {
-      const std::string tma = UnwaitedTmaBytes(*c, "its warpgroup");
+      const std::string tma = UnwaitedTmaBytes(*c, "its warpgroup", /*read=*/true);
       const std::string dsl = m_.DslLine(in);
       const std::string other =
           c->earlier.instr >= 0 && c->earlier.instr < static_cast<int32_t>(e_.code.size())
@@ -893,12 +894,16 @@ absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const SmemOpe
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s%s: PTX line %d (%s): the %s reads %s", dsl.empty() ? "" : dsl + ": ", kernel_,
           in.line, in.text, reader,
-          !tma.empty() ? tma
-                       : absl::StrFormat("shared byte %d, which warp %d wrote (%s) with nothing "
-                                         "ordering the write before the %s's issue (a barrier "
-                                         "is missing)",
-                                         c->byte, static_cast<int>(c->earlier.warp) % Warps(),
-                                         other, reader)));
+          !tma.empty()
+              ? tma
+              : absl::StrFormat("shared byte %d, which warp %d%s wrote (%s) with nothing "
+                                "ordering the write before the %s's issue (a barrier "
+                                "is missing)",
+                                c->byte, static_cast<int>(c->earlier.warp) % Warps(),
+                                static_cast<int>(c->earlier.warp) / Warps() != rank_
+                                    ? absl::StrCat(" of cluster CTA ", c->earlier.warp / Warps())
+                                    : "",
+                                other, reader)));
     }
   if (!tma_swizzle_.empty() && tma_swizzle_[addr] && tma_swizzle_[addr] != o.span + 1)
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -29,10 +29,12 @@ WarpClock Cta::Released(int warp) {
 
 std::optional<uint32_t> Cta::TmaAgent(uint64_t offset) {
   size_t ordinal = 0;
-  while (ordinal < tma_agents_.size() && tma_agents_[ordinal] != offset) ++ordinal;
+  while (ordinal < tma_agents_.size() &&
+         !(tma_agents_[ordinal].live && tma_agents_[ordinal].offset == offset))
+    ++ordinal;
   if (ordinal == tma_agents_.size()) {
-    if (ordinal == kTmaAgents) return std::nullopt;
-    tma_agents_.push_back(offset);
+    if (ordinal == kTmaAgents) return std::nullopt;  // (past them: unchecked, as a cp.async)
+    tma_agents_.push_back({offset, true});
   }
   return ClusterWarps() + static_cast<uint32_t>(rank_) * kTmaAgents + ordinal;
 }
@@ -45,10 +47,11 @@ std::optional<std::pair<uint64_t, int>> Cta::TmaAgentBarrier(uint32_t agent) con
                    : rank == rank_                                            ? this
                                                                               : nullptr;
   if (!cta || ordinal >= cta->tma_agents_.size()) return std::nullopt;
-  return std::make_pair(cta->tma_agents_[ordinal], rank);
+  return std::make_pair(cta->tma_agents_[ordinal].offset, rank);
 }
 
-std::string Cta::UnwaitedTmaBytes(const SharedRaceShadow::Conflict& c, const char* who) const {
+std::string Cta::UnwaitedTmaBytes(const SharedRaceShadow::Conflict& c, const char* who,
+                                  bool read) const {
   const std::optional<std::pair<uint64_t, int>> barrier = TmaAgentBarrier(c.earlier.warp);
   if (!barrier) return "";
   const std::string load =
@@ -58,12 +61,14 @@ std::string Cta::UnwaitedTmaBytes(const SharedRaceShadow::Conflict& c, const cha
   return absl::StrFormat(
       "shared byte %d, which the TMA load at %s wrote for phase %d of the mbarrier at shared "
       "offset %d%s, and %s had not waited for that phase: the wait for the stage's "
-      "mbarrier is missing, comes after this read, or waits on another stage's mbarrier or "
-      "phase; or this read's address (a descriptor's start) is not the stage's it waited for",
+      "mbarrier is missing, comes after this %s, or waits on another stage's mbarrier or "
+      "phase%s",
       c.byte, load, c.earlier.clock - 1, barrier->first,
       cluster_ && cluster_->ctas.size() > 1 ? absl::StrCat(" of cluster CTA ", barrier->second)
                                             : "",
-      who);
+      who, read ? "read" : "write",
+      read ? "; or this read's address (a descriptor's start) is not the stage's it waited for"
+           : "");
 }
 
 absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, uint64_t n,
@@ -75,7 +80,9 @@ absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, 
   std::optional<SharedRaceShadow::Conflict> c = owner->races_.Access(
       off, n, kind, ClusterWarp(warp), ClockOf(warp), static_cast<int32_t>(&in - e_.code.data()));
   if (!c) return absl::OkStatus();
-  if (const std::string tma = UnwaitedTmaBytes(*c, "this warp"); !tma.empty())
+  if (const std::string tma =
+          UnwaitedTmaBytes(*c, "this warp", kind == SharedRaceShadow::Kind::kRead);
+      !tma.empty())
     return Fail(t, in, absl::StrCat("this ", KindWord(kind), " of ", tma));
   const int warps = Warps(), other_rank = static_cast<int>(c->earlier.warp) / warps;
   const std::string other_cta =

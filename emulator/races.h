@@ -7,11 +7,12 @@
 //
 // Atomics do not race with each other (they are morally strong), but with a plain read or write
 // they do, as a write would. What it leaves out, so that it never reports an ordered pair: the
-// lanes of one warp share a clock (races inside a warp are not looked for), and bytes a cp.async
-// writes start afresh (its own rules are checked where it writes, exec_ampere.cc). A TMA load's
-// bytes are a write by an agent of their own, one per mbarrier (Cta::TmaAgent), whose release
-// joins that mbarrier's open phase: a reader (a generic load, or a wgmma at its issue) must have
-// acquired that phase.
+// lanes of one warp share a clock (races inside a warp are not looked for), and a cp.async's bytes
+// count as its warp's write when they land (its own rules are checked where it writes,
+// exec_ampere.cc). A TMA load's bytes are a write by an agent of their own, one per mbarrier object
+// (Cta::TmaAgent; 64 a CTA, past them unchecked), whose release joins that mbarrier's open phase:
+// a generic access (read, write, atomic) or a wgmma at its issue must have acquired that phase.
+// tcgen05.mma's reads of shared memory are not checked this way.
 // For each byte it keeps the last write, the last read and the last atomic, so an access is
 // checked against the latest of each only: of several unordered readers it may name one or, where
 // the latest is ordered, none.

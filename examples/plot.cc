@@ -85,9 +85,11 @@ absl::StatusOr<std::vector<GemmResult>> ReadResultsTsv(const std::string& path) 
     r.name = w[0];
     // A row a chart cannot place (a size below 1, a rate that is not a positive finite number)
     // is skipped like a row of another kind.
+    // (A rate past 1e9 TFLOPS is no GPU's: such a row, like a ratio past 1e12, would overflow
+    // the chart's scale.)
     r.passed = w[11] == "ok" && r.size.m > 0 && r.size.n > 0 && r.size.k > 0 &&
-               std::isfinite(r.tflops) && r.tflops > 0 && std::isfinite(r.cublas_tflops) &&
-               r.cublas_tflops >= 0;
+               std::isfinite(r.tflops) && r.tflops > 0 && r.tflops < 1e9 &&
+               std::isfinite(r.cublas_tflops) && r.cublas_tflops >= 0 && r.cublas_tflops < 1e9;
     if (r.passed) results.push_back(r);
   }
   if (results.empty())
@@ -100,7 +102,7 @@ std::string RatioChart(const std::vector<GemmResult>& results, const std::string
   std::map<std::string, std::map<std::string, double>> ratio;  // kernel -> shape -> ratio
   double y_max = 1.2;
   for (const GemmResult& r : results) {
-    if (r.cublas_tflops <= 0 || !std::isfinite(r.tflops / r.cublas_tflops)) continue;
+    if (r.cublas_tflops <= 0 || !(r.tflops / r.cublas_tflops < 1e12)) continue;
     const std::string shape = ShapeName(r.size);
     if (std::find(shapes.begin(), shapes.end(), shape) == shapes.end()) shapes.push_back(shape);
     if (std::find(kernels.begin(), kernels.end(), r.name) == kernels.end())

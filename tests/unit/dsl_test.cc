@@ -89,6 +89,12 @@ TEST(Dsl, UndefinedConstantArithmeticIsAnError) {
     (void)bad;
     ExpectError(k, line, "'<<' by 40 on i32: a shift takes 0 to 31");
   }
+  {
+    Kernel k("test/div_wraps", sm80(), {32});  // the constant in i32's 32 bits is 0
+    Value bad = k.ThreadIdx() / int64_t{4294967296}; const int line = __LINE__;
+    (void)bad;
+    ExpectError(k, line, "'/' by the constant 4294967296, 0 in i32");
+  }
   Kernel ok("test/shifts", sm80(), {32});  // the widest shift and a division by a constant build
   Value x = ok.I64Param("x");
   ok.Store(ok.PtrParam("y", i64), (x << 63) + x / 3);

@@ -462,10 +462,16 @@ TEST(Plots, RatioLinesPerKernelAndVersionBarsAtASharedShape) {
   EXPECT_EQ(ReadResultsTsv(::testing::TempDir() + "/no_such.tsv").status().code(), absl::StatusCode::kNotFound);
 }
 
-// A mistimed row (a rate near 0 or near the largest double) draws about 20 gridlines, not one per
-// 0.2 of a ratio of millions (a 600 MB chart), nor an endless loop past the double's precision.
+// A mistimed row (a rate near 0, or past any GPU's) draws at most about 20 gridlines, not one per
+// 0.2 of a ratio of millions (a 600 MB chart), nor an endless loop past the double's precision;
+// a rate past 1e9 TFLOPS is no row to chart.
 TEST(Plots, ExtremeRatesKeepTheGridlinesFew) {
-  for (const char* rates : {"1e300\t1\t1.0", "1.0\t1\t0.0001", "1e300\t1\t1e-300"}) {
+  {
+    const std::string path = ::testing::TempDir() + "/kiln_plot_huge.tsv";
+    std::ofstream(path) << "ampere/v1\t4096\t4096\t4096\t1.0\t1e300\t1\t1.0\t0\t0\tcublas\tok\n";
+    EXPECT_FALSE(ReadResultsTsv(path).ok());
+  }
+  for (const char* rates : {"1.0\t1\t0.0001", "5e8\t1\t1e-300", "5e8\t1\t3e-4"}) {
     const std::string path = ::testing::TempDir() + "/kiln_plot_extreme.tsv";
     {
       std::ofstream tsv(path);

@@ -52,11 +52,18 @@ absl::Status RecordGivenFlags(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--") break;  // the rest are positional
     if (arg.size() < 2 || arg[0] != '-') continue;
-    // A negative number is the value of the flag before it ("--m -128"), as absl reads it.
+    // A negative number is the value of the flag before it ("--m -128", "--scale -inf"), as absl
+    // reads it.
     if (std::isdigit(static_cast<unsigned char>(arg[1])) || arg[1] == '.') continue;
+    if (absl::EqualsIgnoreCase(arg, "-inf") || absl::EqualsIgnoreCase(arg, "-infinity") ||
+        absl::EqualsIgnoreCase(arg, "-nan"))
+      continue;
     arg = arg.substr(arg[1] == '-' ? 2 : 1);
     const std::string name = arg.substr(0, arg.find('='));
     GivenFlags().insert(name);
+    // absl's own flags read each given (several flag files, say).
+    if (name == "flagfile" || name == "fromenv" || name == "tryfromenv" || name == "undefok")
+      continue;
     const bool negated = absl::StartsWith(name, "no") && !absl::FindCommandLineFlag(name) &&
                          absl::FindCommandLineFlag(name.substr(2));
     // absl keeps the last of a repeated flag; the earlier value would be dropped without a word.
