@@ -44,17 +44,14 @@ absl::Status ValidateTensorMap(const TensorMapSpec& spec, uint64_t address) {
     return absl::InvalidArgumentError("tensor map box/strides do not match its rank");
   if (address % 16 != 0)
     return absl::InvalidArgumentError("tensor map base address must be 16-byte aligned");
+  // The driver's limits (cuTensorMapEncodeTiled): strides multiples of 16 under 2^40 bytes, 1 to
+  // 2^32 elements a dimension; a size below 0 (an i32 the caller got wrong) reads as a huge one
+  // here, and is printed signed.
   for (uint64_t s : spec.strides_bytes)
-    if (s % 16 != 0)
-      return absl::InvalidArgumentError(absl::StrCat("tensor map stride ", static_cast<int64_t>(s),
-                                                     " bytes is not a multiple of 16"));
-  // The driver's limits (cuTensorMapEncodeTiled): 1 to 2^32 elements a dimension, strides under
-  // 2^40 bytes; a size below 0 (an i32 the caller got wrong) reads as a huge one here.
-  for (uint64_t s : spec.strides_bytes)
-    if (s >= (uint64_t{1} << 40))
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor map stride ", static_cast<int64_t>(s),
-                       " bytes: at most 2^40 - 1 (a negative size?)"));
+    if (s % 16 != 0 || s >= (uint64_t{1} << 40))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor map stride ", static_cast<int64_t>(s), " bytes",
+          s % 16 ? " is not a multiple of 16" : ": at most 2^40 - 1 (a negative size?)"));
   for (size_t i = 0; i < rank; ++i) {
     if (spec.dims[i] == 0)
       return absl::InvalidArgumentError(absl::StrCat("tensor map dim ", i, " is empty"));

@@ -92,7 +92,7 @@ class SharedRaceShadow {
   }
   // A write that needs no check (a cp.async landing for its thread), recorded.
   void Record(uint64_t off, uint64_t n, uint32_t warp, const WarpClock& now, int32_t instr) {
-    for (uint64_t b = off; b < off + n; ++b) At(b) = Byte{{warp, now[warp], instr}, {}, {}};
+    RecordWrite(off, n, {warp, now[warp], instr});
   }
   // A write the async proxy made (a TMA load landing) as `access`: readers must be ordered after
   // the mbarrier phase it completes on (Cta::TmaAgent).

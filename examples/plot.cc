@@ -14,6 +14,12 @@
 namespace kiln::examples {
 namespace {
 
+// Past these a row was mistimed (no GPU runs so fast, no kernel so far ahead of cuBLAS), and the
+// chart's scale would overflow: such rows and ratios are not drawn.
+constexpr double kLargestTflops = 1e9, kLargestRatio = 1e12;
+// The most gridlines a chart draws; a taller scale takes a coarser step.
+constexpr double kMostGridlines = 20;
+
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
                                    "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"};
 
@@ -38,9 +44,9 @@ struct Frame {
         "font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
         "<text x=\"%.0f\" y=\"22\" font-size=\"14\">%s</text>\n",
         width, height, left, Escape(title));
-    // At most about 20 gridlines, on a step of 1, 2 or 5 times a power of ten (a ratio of
-    // thousands from a mistimed row drew millions of lines).
-    if (y_max / step > 20) {
+    // At most kMostGridlines, on a step of 1, 2 or 5 times a power of ten (a mistimed row's
+    // ratio drew a line per step up to it).
+    if (y_max / step > kMostGridlines) {
       const double power = std::pow(10.0, std::floor(std::log10(y_max / 10)));
       step = power * (y_max / 10 <= power       ? 1
                       : y_max / 10 <= 2 * power ? 2
@@ -83,13 +89,11 @@ absl::StatusOr<std::vector<GemmResult>> ReadResultsTsv(const std::string& path) 
         !absl::SimpleAtod(w[5], &r.tflops) || !absl::SimpleAtod(w[7], &r.cublas_tflops))
       continue;
     r.name = w[0];
-    // A row a chart cannot place (a size below 1, a rate that is not a positive finite number)
-    // is skipped like a row of another kind.
-    // (A rate past 1e9 TFLOPS is no GPU's: such a row, like a ratio past 1e12, would overflow
-    // the chart's scale.)
-    r.passed = w[11] == "ok" && r.size.m > 0 && r.size.n > 0 && r.size.k > 0 &&
-               std::isfinite(r.tflops) && r.tflops > 0 && r.tflops < 1e9 &&
-               std::isfinite(r.cublas_tflops) && r.cublas_tflops >= 0 && r.cublas_tflops < 1e9;
+    // A row a chart cannot place (a size below 1, a rate that is not a positive number below
+    // kLargestTflops) is skipped like a row of another kind.
+    r.passed = w[11] == "ok" && r.size.m > 0 && r.size.n > 0 && r.size.k > 0 && r.tflops > 0 &&
+               r.tflops < kLargestTflops && r.cublas_tflops >= 0 &&
+               r.cublas_tflops < kLargestTflops;
     if (r.passed) results.push_back(r);
   }
   if (results.empty())
@@ -102,7 +106,7 @@ std::string RatioChart(const std::vector<GemmResult>& results, const std::string
   std::map<std::string, std::map<std::string, double>> ratio;  // kernel -> shape -> ratio
   double y_max = 1.2;
   for (const GemmResult& r : results) {
-    if (r.cublas_tflops <= 0 || !(r.tflops / r.cublas_tflops < 1e12)) continue;
+    if (r.cublas_tflops <= 0 || !(r.tflops / r.cublas_tflops < kLargestRatio)) continue;
     const std::string shape = ShapeName(r.size);
     if (std::find(shapes.begin(), shapes.end(), shape) == shapes.end()) shapes.push_back(shape);
     if (std::find(kernels.begin(), kernels.end(), r.name) == kernels.end())
