@@ -782,6 +782,9 @@ class Cta {
   std::vector<TmaAgentSlot> tma_agents_;
   // A conflict with a TMA agent's write, in words ("shared byte .. which the TMA load at ..");
   // empty where the earlier access is a warp's.
+  // A conflict's earlier access: its warp ("warp 3", "warp 3 of cluster CTA 1") and where.
+  std::string EarlierWarp(const SharedRaceShadow::Conflict& c) const;
+  std::string EarlierWhere(const SharedRaceShadow::Conflict& c) const;
   std::string UnwaitedTmaBytes(const SharedRaceShadow::Conflict& c, const char* who,
                                bool read) const;
   WarpClock& ClockOf(int warp);

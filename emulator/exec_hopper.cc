@@ -887,23 +887,14 @@ absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const SmemOpe
             races_.UnorderedWrite(addr, es, operand_warp_, *operand_clock_)) {
       const std::string tma = UnwaitedTmaBytes(*c, "its warpgroup", /*read=*/true);
       const std::string dsl = m_.DslLine(in);
-      const std::string other =
-          c->earlier.instr >= 0 && c->earlier.instr < static_cast<int32_t>(e_.code.size())
-              ? Where(e_.code[c->earlier.instr])
-              : "an earlier instruction";
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s%s: PTX line %d (%s): the %s reads %s", dsl.empty() ? "" : dsl + ": ", kernel_,
           in.line, in.text, reader,
           !tma.empty()
               ? tma
-              : absl::StrFormat("shared byte %d, which warp %d%s wrote (%s) with nothing "
-                                "ordering the write before the %s's issue (a barrier "
-                                "is missing)",
-                                c->byte, static_cast<int>(c->earlier.warp) % Warps(),
-                                static_cast<int>(c->earlier.warp) / Warps() != rank_
-                                    ? absl::StrCat(" of cluster CTA ", c->earlier.warp / Warps())
-                                    : "",
-                                other, reader)));
+              : absl::StrFormat("shared byte %d, which %s wrote (%s) with nothing ordering "
+                                "the write before the %s's issue (a barrier is missing)",
+                                c->byte, EarlierWarp(*c), EarlierWhere(*c), reader)));
     }
   if (!tma_swizzle_.empty() && tma_swizzle_[addr] && tma_swizzle_[addr] != o.span + 1)
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -50,20 +50,29 @@ std::optional<std::pair<uint64_t, int>> Cta::TmaAgentBarrier(uint32_t agent) con
   return std::make_pair(cta->tma_agents_[ordinal].offset, rank);
 }
 
+std::string Cta::EarlierWarp(const SharedRaceShadow::Conflict& c) const {
+  const int other_rank = static_cast<int>(c.earlier.warp) / Warps();
+  return absl::StrCat(
+      "warp ", static_cast<int>(c.earlier.warp) % Warps(),
+      cluster_ && other_rank != rank_ ? absl::StrCat(" of cluster CTA ", other_rank) : "");
+}
+
+std::string Cta::EarlierWhere(const SharedRaceShadow::Conflict& c) const {
+  return c.earlier.instr >= 0 && c.earlier.instr < static_cast<int32_t>(e_.code.size())
+             ? Where(e_.code[c.earlier.instr])
+             : "an earlier instruction";
+}
+
 std::string Cta::UnwaitedTmaBytes(const SharedRaceShadow::Conflict& c, const char* who,
                                   bool read) const {
   const std::optional<std::pair<uint64_t, int>> barrier = TmaAgentBarrier(c.earlier.warp);
   if (!barrier) return "";
-  const std::string load =
-      c.earlier.instr >= 0 && c.earlier.instr < static_cast<int32_t>(e_.code.size())
-          ? Where(e_.code[c.earlier.instr])
-          : "a TMA load";
   return absl::StrFormat(
       "shared byte %d, which the TMA load at %s wrote for phase %d of the mbarrier at shared "
       "offset %d%s, and %s had not waited for that phase: the wait for the stage's "
       "mbarrier is missing, comes after this %s, or waits on another stage's mbarrier or "
       "phase%s",
-      c.byte, load, c.earlier.clock - 1, barrier->first,
+      c.byte, EarlierWhere(c), c.earlier.clock - 1, barrier->first,
       cluster_ && cluster_->ctas.size() > 1 ? absl::StrCat(" of cluster CTA ", barrier->second)
                                             : "",
       who, read ? "read" : "write",
@@ -84,23 +93,16 @@ absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, 
           UnwaitedTmaBytes(*c, "this warp", kind == SharedRaceShadow::Kind::kRead);
       !tma.empty())
     return Fail(t, in, absl::StrCat("this ", KindWord(kind), " of ", tma));
-  const int warps = Warps(), other_rank = static_cast<int>(c->earlier.warp) / warps;
-  const std::string other_cta =
-      cluster_ && other_rank != rank_ ? absl::StrCat(" of cluster CTA ", other_rank) : "";
   const std::string byte = owner != this
                                ? absl::StrCat("byte ", c->byte, " of cluster CTA ", owner->rank_)
                                : absl::StrCat("shared byte ", c->byte);
-  const std::string earlier =
-      c->earlier.instr >= 0 && c->earlier.instr < static_cast<int32_t>(e_.code.size())
-          ? Where(e_.code[c->earlier.instr])
-          : "an earlier instruction";
   return Fail(t, in,
-              absl::StrFormat("a data race on %s: this %s and warp %d%s's %s (%s) are not "
+              absl::StrFormat("a data race on %s: this %s and %s's %s (%s) are not "
                               "ordered: no barrier, mbarrier phase or cluster barrier lies between "
                               "them (a SyncThreads, or an arrive that this warp waits for, is "
                               "missing)",
-                              byte, KindWord(kind), static_cast<int>(c->earlier.warp) % warps,
-                              other_cta, KindWord(c->earlier_kind), earlier));
+                              byte, KindWord(kind), EarlierWarp(*c), KindWord(c->earlier_kind),
+                              EarlierWhere(*c)));
 }
 
 }  // namespace kiln::emu::detail
