@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -103,17 +104,33 @@ std::vector<std::string> GridExpr::SymbolNames() const {
   return names;
 }
 
+namespace {
+
+// A product past int64 saturates (at the largest or the smallest value, by its sign) rather than
+// wrapping into a value a range check would pass: a hand-written rule of large factors is refused.
+int64_t SaturatingProduct(int64_t a, int64_t b) {
+  int64_t p;
+  if (!__builtin_mul_overflow(a, b, &p)) return p;
+  return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min()
+                            : std::numeric_limits<int64_t>::max();
+}
+
+// v / d rounded up, for any v (d > 0), without the overflow of (v + d - 1) / d near int64's end.
+int64_t CeilDiv(int64_t v, int64_t d) { return v / d + (v % d > 0 ? 1 : 0); }
+
+}  // namespace
+
 int64_t GridExpr::Value(const Symbols& symbols, int sm_count) const {
   int64_t total = 1;
   for (const Factor& f : factors) {
     if (f.symbol.empty())
-      total *= f.value;
+      total = SaturatingProduct(total, f.value);
     else if (f.symbol == "sms")
-      total *= std::max<int64_t>(1, sm_count / f.value);  // sms/2*2: even
+      total = SaturatingProduct(total, std::max<int64_t>(1, sm_count / f.value));  // sms/2*2: even
     else {
       auto it = symbols.find(f.symbol);
       const int64_t v = it == symbols.end() ? 0 : it->second;
-      total *= (v + f.value - 1) / f.value;
+      total = SaturatingProduct(total, CeilDiv(v, f.value));
     }
   }
   return total;
@@ -132,9 +149,13 @@ absl::StatusOr<unsigned> GridExpr::Evaluate(const Symbols& symbols, int sm_count
           std::find(values.begin(), values.end(),
                     absl::StrCat(f.symbol, " = ", symbols.at(f.symbol))) == values.end())
         values.push_back(absl::StrCat(f.symbol, " = ", symbols.at(f.symbol)));  // (each once)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "grid dimension ", ToString(), " = ", total, " is out of range (1 to 2^31-1 blocks)",
-        values.empty() ? "" : absl::StrCat(" with ", absl::StrJoin(values, ", "))));
+    return absl::InvalidArgumentError(
+        absl::StrCat("grid dimension ", ToString(), " = ",
+                     total == std::numeric_limits<int64_t>::max()   ? std::string("2^63 or more")
+                     : total == std::numeric_limits<int64_t>::min() ? std::string("-2^63 or less")
+                                                                    : absl::StrCat(total),
+                     " is out of range (1 to 2^31-1 blocks)",
+                     values.empty() ? "" : absl::StrCat(" with ", absl::StrJoin(values, ", "))));
   }
   return static_cast<unsigned>(total);
 }

@@ -228,15 +228,15 @@ void Check(const rt::AttentionSize& z, bool causal, double scale, bool half, con
   for (const Sums& s : sums)
     all.diff2 += s.diff2, all.ref2 += s.ref2, all.bad += s.bad,
         all.lse_error = std::max(all.lse_error, s.lse_error);
-  int64_t unwritten = 0;
-  for (uint16_t x : o) unwritten += std::isnan(half ? HalfToFloat(x) : Bf16ToFloat(x));
-  for (float x : lse) unwritten += std::isnan(x);
+  NanCount unwritten;
+  for (uint16_t x : o) unwritten.Add16(x, half);
+  for (float x : lse) unwritten.Add32(x);
   r.rows_checked = static_cast<int64_t>(rows.size());
   r.rel_error = all.bad ? NAN : std::sqrt(all.diff2 / std::max(all.ref2, 1e-30));
   r.lse_error = all.lse_error;
   const double tolerance = ForwardTolerance(half);
   if (unwritten)
-    r.failure = absl::StrCat(unwritten, " elements of O and lse still NaN (never written)");
+    r.failure = unwritten.Describe("O and lse");
   else if (all.bad)
     r.failure = absl::StrCat(all.bad, " NaN, Inf or wrong -inf values in the checked rows");
   else if (!(r.rel_error <= tolerance))

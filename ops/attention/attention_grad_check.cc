@@ -205,12 +205,12 @@ void Check(const Layout& at, bool causal, double scale, bool half, const Decoded
   }
   r.dq_error = dq.Error(), r.dk_error = dk.Error(), r.dv_error = dv.Error();
   r.o_error = fo.Error();
-  int64_t unwritten = 0;
+  NanCount unwritten;
   for (const std::vector<uint16_t>* x : {&got.dq, &got.dk, &got.dv})
-    for (uint16_t e : *x) unwritten += std::isnan(half ? HalfToFloat(e) : Bf16ToFloat(e));
+    for (uint16_t e : *x) unwritten.Add16(e, half);
   const double tolerance = Tolerance(half);
   if (unwritten)
-    r.failure = absl::StrCat(unwritten, " elements of dQ, dK and dV still NaN (never written)");
+    r.failure = unwritten.Describe("dQ, dK and dV");
   else if (dq.bad + dk.bad + dv.bad)
     r.failure = absl::StrCat(dq.bad + dk.bad + dv.bad, " NaN or Inf values in the checked heads");
   else if (!(r.dq_error <= tolerance && r.dk_error <= tolerance && r.dv_error <= tolerance))

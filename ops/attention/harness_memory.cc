@@ -1,11 +1,35 @@
 #include "ops/attention/harness_memory.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace kiln::examples {
+
+void NanCount::Add16(uint16_t bits, bool half) {
+  const bool nan = half ? (bits & 0x7c00) == 0x7c00 && (bits & 0x3ff)
+                        : (bits & 0x7f80) == 0x7f80 && (bits & 0x7f);
+  if (nan) ++(bits == 0xffff ? never_written : written);
+}
+
+void NanCount::Add32(float x) {
+  if (std::isnan(x)) ++(std::bit_cast<uint32_t>(x) == 0xffffffffu ? never_written : written);
+}
+
+std::string NanCount::Describe(const std::string& outputs) const {
+  std::string s = absl::StrCat(never_written + written, " elements of ", outputs, " NaN: ");
+  if (never_written)
+    absl::StrAppend(&s, never_written, " never written (still the poison's bits)",
+                    written ? ", " : "");
+  if (written)
+    absl::StrAppend(&s, written,
+                    " written as NaN (an overflow in the kernel's arithmetic, e.g. a scale too "
+                    "large for f32's exponent, or a NaN read)");
+  return s;
+}
 
 HarnessMemory GpuMemory(std::vector<rt::DeviceBuffer>& buffers) {
   auto buffer = [&buffers](uint64_t at) -> rt::DeviceBuffer& {

@@ -21,6 +21,18 @@ struct HarnessMemory {
   std::function<absl::Status(uint64_t at, size_t bytes)> poison;  // 0xff bytes: NaN
 };
 
+// NaN elements of a poisoned output, told apart: those still holding the poison's bits (0xff
+// bytes: never written) and NaN that a kernel wrote (the GPU's and the emulator's arithmetic give
+// the canonical quiet NaN, sign clear, never all ones).
+struct NanCount {
+  int64_t never_written = 0, written = 0;
+  void Add16(uint16_t bits, bool half);
+  void Add32(float x);
+  explicit operator bool() const { return never_written + written > 0; }
+  // "3 elements of O and lse never written (still the poison's bits), 2 written as NaN".
+  std::string Describe(const std::string& outputs) const;
+};
+
 // The GPU's: each allocation kept in `buffers` (freed with it).
 HarnessMemory GpuMemory(std::vector<rt::DeviceBuffer>& buffers);
 // The emulator's.

@@ -1352,6 +1352,9 @@ def _check_host_offsets(call, x, cu_seqlens, total, max_seqlen):
              max_seqlen >= 1,
              lambda: f"{call}: max_seqlen must be a positive integer (the longest sequence's "
                      f"length), not {max_seqlen!r}")
+    _require(max_seqlen <= 2**31 - 1,
+             lambda: f"{call}: max_seqlen = {max_seqlen} is past 32 bits (at most 2^31 - 1: the "
+                     f"kernels count a sequence's rows in int32)")
     if _is_torch(x):
         return
     import numpy
@@ -1482,8 +1485,9 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     _require((lens >= 0).all(), lambda: f"{call}: seq_lens must be 0 or more, not {lens.min()}")
     end = lens + s
     _require(end.max(initial=0) <= min(max_pages * page, cos.shape[0]),
-             lambda: f"{call}: positions up to {end.max()} past the block table's "
-                     f"{max_pages * page} or the tables' {cos.shape[0]}")
+             lambda: f"{call}: the new tokens reach position {end.max() - 1}, past the block "
+                     f"table's positions 0 to {max_pages * page - 1} or cos and sin's 0 to "
+                     f"{cos.shape[0] - 1}")
     pos = lens[:, None] + numpy.arange(s)[None, :]  # [B, S]: each new token's position
     pages = numpy.take_along_axis(numpy.asarray(block_table), pos // page, axis=1)
     _require(((pages >= 0) & (pages < k_cache.shape[0])).all(),

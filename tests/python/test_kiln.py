@@ -1103,6 +1103,23 @@ class Attention(unittest.TestCase):
         want, _ = attention_reference(*(bf16(x) for x in seq), False, d ** -0.5)
         self.assertLess(rel_error(o[:20].transpose(1, 0, 2)[None], want[:, :, :20]), 2e-2)
 
+    def test_host_checks_name_the_last_position_and_max_seqlens_width(self):
+        # A new token past the block table is told by its own (last) position, not the exclusive
+        # end; a max_seqlen past int32 by its width, not as S, Skv and B * Hq * S.
+        d, page = 16, 16
+        kc, vc = np.zeros((2, page, 1, d), np.float32), np.zeros((2, page, 1, d), np.float32)
+        new = np.ones((1, 2, 1, d), np.float32)
+        cos, sin = np.ones((64, d // 2), np.float32), np.zeros((64, d // 2), np.float32)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.paged_append(kc, vc, new, new, np.array([[0, 1]], np.int32),
+                              np.array([31], np.int32), cos, sin)
+        self.assertIn("reach position 32, past the block table's positions 0 to 31",
+                      str(caught.exception))
+        q = np.zeros((8, 1, 64), np.float32)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.varlen_attention(q, q, q, np.array([0, 8], np.int32), 2**31)
+        self.assertIn("max_seqlen = 2147483648 is past 32 bits", str(caught.exception))
+
     def test_paged_append_writes_nothing_past_its_bounds(self):
         # The kernel itself (kiln.load), past the host's checks: a position past the block table,
         # one past the cos/sin tables, and a page entry past the cache leave the cache as it was.

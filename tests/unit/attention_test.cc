@@ -202,6 +202,28 @@ int QStageProduceLine() {
   return -1;
 }
 
+// A name that sets one thing twice is refused, naming both options, rather than read as its
+// last option; options of different slots still combine.
+TEST(AttentionOptions, AnOptionSetTwiceIsAMessage) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"attention/hopper.d64.lazy.eager", "'lazy' and 'eager'"},
+      {"attention/hopper.d64.wg2.wg3", "'wg2' and 'wg3'"},
+      {"attention/hopper.d64.causal.causal", "'causal' given twice"},
+      {"attention/hopper.d64.d128", "'d64' and 'd128'"},
+      {"attention/hopper.d128.page16.page32", "'page16' and 'page32'"},
+      {"attention/hopper_dq.d64.wgtid.wgshfl", "'wgtid' and 'wgshfl'"}};
+  for (const auto& [name, words] : cases) {
+    const Example* e = Find(name);
+    absl::StatusOr<KernelDef> def =
+        e ? e->build() : absl::StatusOr<KernelDef>(absl::NotFoundError(name));
+    ASSERT_FALSE(def.ok()) << name;
+    EXPECT_NE(def.status().message().find(words), std::string::npos) << def.status();
+  }
+  const Example* fine = Find("attention/hopper.d64.wg1.bn64.st2.lazy.wgtid.split");
+  ASSERT_NE(fine, nullptr);
+  EXPECT_TRUE(fine->build().ok());
+}
+
 // A tiling option a kernel cannot take is its message, with the DSL line of the check, and no
 // crash: the builders stop after their option checks (a key tile of 100 rows once reached code
 // that assumes a multiple of 16), and the backward kernels refuse the key tiles they do not take.

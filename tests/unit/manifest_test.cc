@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -182,6 +183,21 @@ TEST(GridExpr, EvaluatesProductsAndCeilings) {
   absl::StatusOr<unsigned> missing = GridExpr::Parse("rows/16")->Evaluate(Symbols{{"cols", 33}}, 132);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(), "grid dimension rows/16 needs rows, which has no value here");
+}
+
+// A hand-written rule whose product passes int64 is refused as too large, not wrapped into a
+// value the range check passes (2^32 * 2^32 wrapped to 0, and 2^62 * 4 to a negative); the
+// rounding up of a value near int64's end does not wrap either.
+TEST(GridExpr, AProductPastInt64IsRefusedNotWrapped) {
+  const int64_t big = int64_t{1} << 32;
+  absl::StatusOr<unsigned> wrapped = GridExpr::Parse("A*B*3")->Evaluate({{"A", big}, {"B", big}}, 132);
+  ASSERT_FALSE(wrapped.ok());
+  EXPECT_NE(wrapped.status().message().find("2^63 or more"), std::string::npos) << wrapped.status();
+  EXPECT_EQ(GridExpr::Parse("A/2")->Value({{"A", std::numeric_limits<int64_t>::max()}}, 132),
+            std::numeric_limits<int64_t>::max() / 2 + 1);
+  EXPECT_EQ(GridExpr::Parse("A*B")->Value({{"A", -big}, {"B", big * 4}}, 132),
+            std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(*GridExpr::Parse("A/3")->Evaluate({{"A", 7}}, 132), 3u);
 }
 
 TEST(Manifest, UntileableSizeNamesKernelAndLine) {

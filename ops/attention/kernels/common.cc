@@ -1,9 +1,13 @@
 #include "ops/attention/kernels/common.h"
 
 #include <algorithm>
+#include <cstring>
 #include <iterator>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +23,32 @@ rt::GridExpr Rule(Kernel& k, const std::string& text) {
   return e.ok() ? *e : *rt::GridExpr::Parse("1");
 }
 
+// The slot an option sets: "d" for d64/d128/d256, "page" for pageN, "rescale" for lazy/eager,
+// "index" for wgshfl/wgtid, "wg", "bn", "st" for their tilings, else the option itself.
+std::string SlotOf(absl::string_view part) {
+  if (part == "d64" || part == "d128" || part == "d256") return "d";
+  if (part == "lazy" || part == "eager") return "rescale";
+  if (part == "wgshfl" || part == "wgtid") return "index";
+  for (const char* prefix : {"page", "wg", "bn", "st"})
+    if (absl::StartsWith(part, prefix) && part.size() > strlen(prefix) &&
+        absl::ascii_isdigit(part[strlen(prefix)]))
+      return prefix;
+  return std::string(part);
+}
+
+absl::Status GivenOnce(std::vector<std::pair<std::string, std::string>>& given,
+                       absl::string_view part) {
+  const std::string slot = SlotOf(part);
+  for (const auto& [s, first] : given)
+    if (s == slot)
+      return absl::InvalidArgumentError(
+          first == part ? absl::StrCat("option '", part, "' given twice")
+                        : absl::StrCat("options '", first, "' and '", part,
+                                       "' both set one thing: give one of them"));
+  given.emplace_back(slot, std::string(part));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // The options that switch one flag of AttentionShape on.
@@ -32,7 +62,11 @@ constexpr std::pair<const char*, bool AttentionShape::*> kFlagOptions[] = {
 absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
   AttentionShape a;
   bool have_d = false;
+  // Each option's slot once: a name that says two things of one slot (".lazy.eager", ".wg2.wg3",
+  // ".causal.causal") is refused rather than read as its last.
+  std::vector<std::pair<std::string, std::string>> given;  // slot, the option that set it
   for (absl::string_view part : absl::StrSplit(options, '.')) {
+    if (absl::Status once = GivenOnce(given, part); !once.ok()) return once;
     const auto* flag = std::find_if(std::begin(kFlagOptions), std::end(kFlagOptions),
                                     [&](const auto& f) { return part == f.first; });
     if (flag != std::end(kFlagOptions)) {
