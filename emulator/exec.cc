@@ -25,9 +25,11 @@ absl::Status Cta::Branch(Thread& t, const Instr& in) {
   if (in.ops.at(0).target == t.pc)
     return Fail(t, in,
                 "an endless loop: this branch jumps to itself and nothing in the loop can change "
-                "that. A loop that waits for a flag through a plain load compiles to this: the "
-                "compiler sees no store in the loop and loads the flag once, before it. Read the "
-                "flag with an acquire load (LoadAcquire: ld.acquire.gpu) or an atomic");
+                "that. Either the loop's condition reads nothing the loop changes (a While whose "
+                "counter never advances, a For whose run-time step is 0), or the loop waits for "
+                "a flag through a plain load: the compiler sees no store in the loop and loads "
+                "the flag once, before it; read such a flag with an acquire load (LoadAcquire: "
+                "ld.acquire.gpu) or an atomic");
   t.pc = in.ops.at(0).target;
   return absl::OkStatus();
 }

@@ -580,12 +580,20 @@ absl::Status Cta::CheckCopiesWaitedForAtExit() const {
     const int64_t waited = PhasesWaited(off);
     if (b.copy_phase < waited) continue;
     const std::string dsl = m_.DslLine(*b.copy_by);
+    // No wait on the barrier at all is most often a reader that skipped its wait (it read the
+    // stage unordered), not a load past the readers' last stage.
+    const std::string why =
+        waited == 0 ? "no thread ever waited on this mbarrier: does the stage's reader wait for "
+                      "its full barrier (Acquire, Wait) before it reads? (or no one reads this "
+                      "load)"
+                    : absl::StrCat("they waited through ", waited,
+                                   " phases: a load no one reads (past the last stage the "
+                                   "consumers wait for?)");
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s%s: PTX line %d (%s): block (%d,%d,%d) exits, and this TMA load's bytes counted in "
-        "phase %d of the mbarrier at shared offset %d, which no thread waited for (they waited "
-        "through %d phases): a load no one reads (past the last stage the consumers wait for?)",
+        "phase %d of the mbarrier at shared offset %d, which no thread waited for; %s",
         dsl.empty() ? "" : dsl + ": ", kernel_, b.copy_by->line, b.copy_by->text, ctaid_.x,
-        ctaid_.y, ctaid_.z, b.copy_phase, off, waited));
+        ctaid_.y, ctaid_.z, b.copy_phase, off, why));
   }
   return absl::OkStatus();
 }

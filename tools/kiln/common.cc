@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/internal/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -74,7 +75,11 @@ absl::Status RecordGivenFlags(int argc, char** argv) {
   return absl::OkStatus();
 }
 
-bool FlagGiven(const std::string& name) { return GivenFlags().count(name) > 0; }
+// On the command line, or in a --flagfile it names (absl records those; its public API has no
+// such query, hence the internal one).
+bool FlagGiven(const std::string& name) {
+  return GivenFlags().count(name) > 0 || absl::flags_internal::WasPresentOnCommandLine(name);
+}
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& what) {
   constexpr size_t kLargest = size_t{256} << 20;  // far past any kernel's PTX
