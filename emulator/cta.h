@@ -1056,6 +1056,9 @@ class Cta {
   std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);
   // Allocated columns: first column -> columns, the tcgen05.alloc (named where they leak).
   std::map<uint32_t, std::pair<uint32_t, const Instr*>> tmem_allocs_;
+  // The shared slot each live allocation's address was written to (slot -> first column): an
+  // alloc into a slot that still holds a live allocation loses that one's address.
+  std::map<uint64_t, uint32_t> tmem_slots_;
   const Instr* relinquished_ = nullptr;  // the tcgen05.relinquish_alloc_permit a warp ran
   // Columns a tcgen05.dealloc freed (first column -> columns, the dealloc), until allocated again:
   // an access there names the dealloc, the likely cause.

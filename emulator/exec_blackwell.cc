@@ -266,6 +266,19 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
                 absl::StrCat("tcgen05.alloc of ", cols, " columns: a power of two from 32 to 512"));
       return out;
     }
+    const uint64_t slot_at = Address(t, in.ops.at(0));
+    if (auto held = tmem_slots_.find(slot_at); held != tmem_slots_.end()) {
+      const auto& [size, by] = tmem_allocs_.at(held->second);
+      const std::string dsl = m_.DslLine(*by);
+      *s = Fail(t, in,
+                absl::StrFormat("tcgen05.alloc into shared offset 0x%x, which still holds the "
+                                "address of columns %d..%d allocated by the tcgen05.alloc at PTX "
+                                "line %d%s: the same tensor memory allocated twice without its "
+                                "dealloc between (the first allocation's address is lost)",
+                                slot_at, held->second, held->second + size - 1, by->line,
+                                dsl.empty() ? "" : " (" + dsl + ")"));
+      return out;
+    }
     uint32_t first = 512;
     for (uint32_t c = 0; c + cols <= 512 && first == 512; c += cols) {
       bool free = true;
@@ -281,6 +294,7 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       return out;
     }
     tmem_allocs_[first] = {cols, &in};
+    tmem_slots_[slot_at] = first;
     for (auto f = tmem_freed_.begin(); f != tmem_freed_.end();)  // (allocated again)
       f = f->first < first + cols && first < f->first + f->second.first ? tmem_freed_.erase(f)
                                                                         : std::next(f);
@@ -304,6 +318,7 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       return out;
     }
     tmem_allocs_.erase(it);
+    std::erase_if(tmem_slots_, [&](const auto& held) { return held.second == (address & 0xffff); });
     tmem_freed_[address & 0xffff] = {cols, &in};
     return out;
   }

@@ -515,18 +515,30 @@ absl::Status Cta::CompleteAsync(size_t index) {
               const std::string load_dsl = m_.DslLine(*op.issued_by);
               const Instr* read = last_generic_read_[reader];
               const std::string read_dsl = read ? m_.DslLine(*read) : "";
-              return absl::InvalidArgumentError(
-                  absl::StrFormat("%s%s: PTX line %d (%s): a TMA load lands on shared byte %d, "
-                                  "which thread %d read through the generic "
-                                  "proxy (its last such read: PTX line %d%s%s) with no "
-                                  "fence.proxy.async after the read: the async proxy's "
-                                  "write may overtake it (fence.proxy.async before the stage is "
-                                  "released to the producer; or, where that fence is there, the "
-                                  "read came before the stage was full and this load was issued "
-                                  "into it meanwhile: check the parity the reader waited on)",
-                                  load_dsl.empty() ? "" : load_dsl + ": ", kernel_,
-                                  op.issued_by->line, op.issued_by->text, b, reader,
-                                  read ? read->line : 0, read_dsl.empty() ? "" : ", ", read_dsl));
+              // A reader that fenced earlier but not after this read: another thread released the
+              // stage before this one's reads ended, or the read came too early.
+              const std::string hint =
+                  proxy_fences_[reader] > 0
+                      ? absl::StrFormat(
+                            "thread %d ran fence.proxy.async before this read, none after it: "
+                            "either another thread (one lane of its warp, say) released the "
+                            "stage before this thread's reads ended (order every reader's reads "
+                            "and fence before the release: SyncWarp, or a barrier of the "
+                            "readers), or the read came before the stage was full and this load "
+                            "was issued into it meanwhile (check the parity the reader waited "
+                            "on)",
+                            reader)
+                      : "fence.proxy.async before the stage is released to the producer; or, "
+                        "where that fence is there, the read came before the stage was full and "
+                        "this load was issued into it meanwhile: check the parity the reader "
+                        "waited on";
+              return absl::InvalidArgumentError(absl::StrFormat(
+                  "%s%s: PTX line %d (%s): a TMA load lands on shared byte %d, which thread %d "
+                  "read through the generic proxy (its last such read: PTX line %d%s%s) with no "
+                  "fence.proxy.async after the read: the async proxy's write may overtake it (%s)",
+                  load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line,
+                  op.issued_by->text, b, reader, read ? read->line : 0,
+                  read_dsl.empty() ? "" : ", ", read_dsl, hint));
             }
             generic_reader_[b] = 0;
           }

@@ -425,6 +425,22 @@ TEST(PlantedBugs, AnAllocAfterRelinquishingThePermitIsReported) {
       << r.status();
 }
 
+// The same slot allocated twice (the alloc line repeated): reported at the second alloc, naming
+// the first, not as a leak at the block's exit.
+TEST(PlantedBugs, TensorMemoryAllocatedTwiceIsReportedAtTheSecondAlloc) {
+  rt::Bundle b = CachedBundle("blackwell/v4");
+  const size_t at = b.ptx.find("\ttcgen05.alloc.cta_group::1");
+  ASSERT_NE(at, std::string::npos);
+  const size_t end = b.ptx.find('\n', at) + 1;
+  b.ptx.insert(end, b.ptx.substr(at, end - at));
+  RunOptions opt;
+  opt.size = {128, 128, 256};
+  absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("the same tensor memory allocated twice"), std::string::npos)
+      << r.status();
+}
+
 TEST(PlantedBugs, ATensorMemoryLeakIsReported) {
   rt::Bundle b = CachedBundle("blackwell/v4");
   const std::string dealloc = "tcgen05.dealloc.cta_group::1.sync.aligned.b32";
