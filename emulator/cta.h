@@ -809,6 +809,7 @@ class Cta {
   int64_t PhasesWaited(uint64_t off) const;
   absl::Status Bulk(Thread& t, const Instr& in);
   absl::Status CompleteAsync(size_t index);
+  absl::Status CheckGenericReadsOvertaken(const Instr& load, uint64_t to, int es);
   absl::Status TryReleaseWarpgroup(int group);
   absl::Status CompleteWgmmaGroups(int group, size_t keep);
   absl::StatusOr<const EmulatedTensorMap*> MapAt(Thread& t, const Instr& in, uint64_t generic);

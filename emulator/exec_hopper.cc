@@ -425,6 +425,46 @@ const Cta::WgmmaOp* Cta::WgmmaStillReading(uint64_t lo, uint64_t hi) const {
   return nullptr;
 }
 
+// A TMA load landing on bytes a thread read through the generic proxy with no fence.proxy.async
+// after the read: the async write may overtake the read (PTX ISA, memory consistency: proxies).
+absl::Status Cta::CheckGenericReadsOvertaken(const Instr& load, uint64_t to, int es) {
+  if (generic_reader_.empty()) return absl::OkStatus();
+  for (uint64_t b = to; b < to + es; ++b) {
+    const int32_t reader = generic_reader_[b] - 1;
+    if (reader < 0) continue;
+    if (generic_read_epoch_[b] == proxy_fences_[reader]) {
+      const std::string load_dsl = m_.DslLine(load);
+      const Instr* read = last_generic_read_[reader];
+      const std::string read_dsl = read ? m_.DslLine(*read) : "";
+      // A reader that fenced earlier but not after this read: another thread released the
+      // stage before this one's reads ended, or the read came too early.
+      const std::string hint =
+          proxy_fences_[reader] > 0
+              ? absl::StrFormat(
+                    "thread %d ran fence.proxy.async before this read, none after it: "
+                    "either another thread (one lane of its warp, say) released the "
+                    "stage before this thread's reads ended (order every reader's reads "
+                    "and fence before the release: SyncWarp, or a barrier of the "
+                    "readers), or the read came before the stage was full and this load "
+                    "was issued into it meanwhile (check the parity the reader waited "
+                    "on)",
+                    reader)
+              : "fence.proxy.async before the stage is released to the producer; or, "
+                "where that fence is there, the read came before the stage was full and "
+                "this load was issued into it meanwhile: check the parity the reader "
+                "waited on";
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s%s: PTX line %d (%s): a TMA load lands on shared byte %d, which thread %d "
+          "read through the generic proxy (its last such read: PTX line %d%s%s) with no "
+          "fence.proxy.async after the read: the async proxy's write may overtake it (%s)",
+          load_dsl.empty() ? "" : load_dsl + ": ", kernel_, load.line, load.text, b, reader,
+          read ? read->line : 0, read_dsl.empty() ? "" : ", ", read_dsl, hint));
+    }
+    generic_reader_[b] = 0;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Cta::CompleteAsync(size_t index) {
   AsyncLoad op = pending_[index];
   pending_.erase(pending_.begin() + index);
@@ -507,41 +547,8 @@ absl::Status Cta::CompleteAsync(size_t index) {
         }
         if (!generic_writer_.empty())  // what the async proxy wrote needs no fence to be read by it
           std::fill(generic_writer_.begin() + to, generic_writer_.begin() + to + es, 0);
-        if (!generic_reader_.empty())
-          for (uint64_t b = to; b < to + es; ++b) {
-            const int32_t reader = generic_reader_[b] - 1;
-            if (reader < 0) continue;
-            if (generic_read_epoch_[b] == proxy_fences_[reader]) {
-              const std::string load_dsl = m_.DslLine(*op.issued_by);
-              const Instr* read = last_generic_read_[reader];
-              const std::string read_dsl = read ? m_.DslLine(*read) : "";
-              // A reader that fenced earlier but not after this read: another thread released the
-              // stage before this one's reads ended, or the read came too early.
-              const std::string hint =
-                  proxy_fences_[reader] > 0
-                      ? absl::StrFormat(
-                            "thread %d ran fence.proxy.async before this read, none after it: "
-                            "either another thread (one lane of its warp, say) released the "
-                            "stage before this thread's reads ended (order every reader's reads "
-                            "and fence before the release: SyncWarp, or a barrier of the "
-                            "readers), or the read came before the stage was full and this load "
-                            "was issued into it meanwhile (check the parity the reader waited "
-                            "on)",
-                            reader)
-                      : "fence.proxy.async before the stage is released to the producer; or, "
-                        "where that fence is there, the read came before the stage was full and "
-                        "this load was issued into it meanwhile: check the parity the reader "
-                        "waited on";
-              return absl::InvalidArgumentError(absl::StrFormat(
-                  "%s%s: PTX line %d (%s): a TMA load lands on shared byte %d, which thread %d "
-                  "read through the generic proxy (its last such read: PTX line %d%s%s) with no "
-                  "fence.proxy.async after the read: the async proxy's write may overtake it (%s)",
-                  load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line,
-                  op.issued_by->text, b, reader, read ? read->line : 0,
-                  read_dsl.empty() ? "" : ", ", read_dsl, hint));
-            }
-            generic_reader_[b] = 0;
-          }
+        if (absl::Status read = CheckGenericReadsOvertaken(*op.issued_by, to, es); !read.ok())
+          return read;
         if (tma_swizzle_.empty()) tma_swizzle_.assign(shared_.size(), 0);
         std::fill(tma_swizzle_.begin() + to, tma_swizzle_.begin() + to + es,
                   static_cast<uint8_t>(swizzle_span + 1));

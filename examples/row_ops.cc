@@ -223,18 +223,23 @@ absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOption
   return r;
 }
 
+absl::Status CheckEmulatedRowOpSize(const std::string& name, int64_t rows, int64_t cols) {
+  if (rows < 1 || cols < 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": ", rows, "x", cols, ": rows and columns at least 1"));
+  if (rows > (int64_t{1} << 26) / cols)
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": the emulator takes up to 2^26 elements, not ", rows, "x", cols));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RowOpResult> EmulateRowOp(const rt::Bundle& bundle, const RowOpOptions& opt,
                                          uint64_t schedule_seed) {
   const rt::Manifest& m = bundle.manifest;
   absl::StatusOr<Op> op = OpOf(m.name);
   if (!op.ok()) return op.status();
   const int64_t rows = opt.rows, cols = opt.cols;
-  if (rows < 1 || cols < 1)
-    return absl::InvalidArgumentError(
-        absl::StrCat(m.name, ": ", rows, "x", cols, ": rows and columns at least 1"));
-  if (rows * cols > (int64_t{1} << 26))
-    return absl::InvalidArgumentError(
-        absl::StrCat(m.name, ": the emulator takes up to 2^26 elements, not ", rows, "x", cols));
+  if (absl::Status fits = CheckEmulatedRowOpSize(m.name, rows, cols); !fits.ok()) return fits;
   const size_t n = static_cast<size_t>(rows) * cols, eb = op->Bytes(), bytes = n * eb;
   emu::Device d;
   uint64_t dx = *d.Allocate(bytes), dy = *d.Allocate(bytes + 8 * eb), dw = *d.Allocate(cols * eb),

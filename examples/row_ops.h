@@ -33,6 +33,9 @@ struct RowOpResult {
 
 absl::StatusOr<RowOpResult> RunRowOp(const rt::Bundle& bundle, const RowOpOptions& options);
 
+// Whether the emulator takes a row op of rows x cols (at least 1 each, at most 2^26 elements):
+// the message names `name`.
+absl::Status CheckEmulatedRowOpSize(const std::string& name, int64_t rows, int64_t cols);
 // The same check on kiln's PTX emulator instead of a GPU (no timing): `schedule_seed` orders the
 // emulated threads (kiln/emulator.h).
 absl::StatusOr<RowOpResult> EmulateRowOp(const rt::Bundle& bundle, const RowOpOptions& options,

@@ -130,9 +130,15 @@ def _out_type(dtype):
 
 
 def _writable_out(call, out):
-    """kiln.Error where a host `out` given by the caller is read-only (kiln writes it)."""
+    """kiln.Error where an `out` given by the caller is no array, or a read-only host one (kiln
+    writes it)."""
+    _optional_arrays(call, out=out)
     if out is not None and _is_numpy(out) and not out.flags.writeable:
         raise Error(f"{call}: out is read-only; give a writable array (or none: kiln makes one)")
+
+
+# The calls that transform weights on the host in NumPy (no kernel, no emulator).
+_HOST_TRANSFORMS = ("kiln.swiglu_weights", "kiln.rope_weights", "kiln.rope_angles")
 
 
 def _require_arrays(call, **arrays):
@@ -150,6 +156,21 @@ def _require_arrays(call, **arrays):
             if not dtype.isnative:
                 raise Error(f"{call}: {name} is in the other byte order ({dtype.str}); "
                             f"{name}.astype({name}.dtype.newbyteorder('=')) is native")
+            # Host arrays run on the emulator, which takes up to 2^26 elements an array: refused
+            # before any copy (a broadcast view would be copied whole first). The weight
+            # transforms run in NumPy alone, at any size.
+            if x.size > 2**26 and call not in _HOST_TRANSFORMS:
+                raise Error(f"{call}: {name} of shape {tuple(x.shape)} has {x.size:.4g} "
+                            f"elements; the emulator takes arrays of up to 2^26 (run it on a GPU)")
+
+
+def _require_numpy_or_torch(call, **arrays):
+    """kiln.Error for an array that is neither a NumPy array nor a torch tensor (another object
+    with __dlpack__): the calls that read an array's strides and type through NumPy or torch."""
+    for name, x in arrays.items():
+        if not _is_numpy(x) and not _is_torch(x):
+            raise Error(f"{call}: {name} is a {type(x).__name__}; this call takes NumPy arrays or "
+                        f"torch tensors (numpy.from_dlpack({name}) first)")
 
 
 def _optional_arrays(call, **arrays):
@@ -461,7 +482,10 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     and k share; out[:, h * dim + r] holds feature rope_order(dim)[r] of head h.
     """
     _require_arrays("kiln.gemm", a=a, b=b)
+    _require_numpy_or_torch("kiln.gemm", a=a, b=b)
     _optional_arrays("kiln.gemm", out=out, c=c, bias=bias, residual=residual)
+    _require_numpy_or_torch("kiln.gemm", **{name: x for name, x in dict(
+        out=out, c=c, bias=bias, residual=residual).items() if x is not None})
     _writable_out("kiln.gemm", out)
     alpha = _number("kiln.gemm", "alpha", alpha)
     beta = beta if beta is None else _number("kiln.gemm", "beta", beta)
@@ -673,7 +697,9 @@ def rope_angles(cos, sin):
 def rope_weights(w, dim):
     """A projection's weight w (F, K), F a multiple of `dim` (heads of `dim` rows: the query and
     key heads of a QKV weight), with each head's rows put in rope_order(dim), for kiln.gemm's
-    rope. A torch tensor or a NumPy array, as given; a new one."""
+    rope. Every row of w is reordered: give it the q and k weights (the rows kiln.gemm's rope
+    turns) and concatenate the v weight after, as it is; a whole fused QKV weight would have its
+    v rows reordered too. A torch tensor or a NumPy array, as given; a new one."""
     _require_arrays("kiln.rope_weights", w=w)
     order = rope_order(dim)  # (dim checked first)
     _require(len(w.shape) == 2 and w.shape[0] % dim == 0,
@@ -907,6 +933,7 @@ def quantize_e4m3(x):
     (M, ceil(K/128)) with M contiguous. CUDA: x bf16 (ops/quantize_e4m3). Host: f32 rounded to
     bf16, run on the emulator; q is then a uint8 array of e4m3 bytes. K a multiple of 16."""
     _require_arrays("kiln.quantize_e4m3", x=x)
+    _require_numpy_or_torch("kiln.quantize_e4m3", x=x)
     _require(len(x.shape) == 2 and x.shape[1] % 16 == 0,
              f"kiln.quantize_e4m3: x must be (M, K) with K a multiple of 16, not {tuple(x.shape)}")
     m, k = x.shape
@@ -940,6 +967,7 @@ def quantize_e4m3_blocks(w, *, transpose=False):
     transpose, N too. CUDA: w bf16 (ops/quantize_e4m3_blocks). Host: f32 rounded to bf16, run on
     the emulator; q and q_t are then uint8 arrays of e4m3 bytes."""
     _require_arrays("kiln.quantize_e4m3_blocks", w=w)
+    _require_numpy_or_torch("kiln.quantize_e4m3_blocks", w=w)
     transpose = _flag("kiln.quantize_e4m3_blocks", "transpose", transpose)
     _require(len(w.shape) == 2 and w.shape[1] % 16 == 0 and (not transpose or w.shape[0] % 16 == 0),
              f"kiln.quantize_e4m3_blocks: w must be (N, K) with K{' and N' if transpose else ''} "
@@ -1228,6 +1256,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
     """
     call = "kiln.decode_attention"
     _require_arrays(call, q=q, k_cache=k_cache, v_cache=v_cache, seq_lens=seq_lens)
+    _require_numpy_or_torch(call, q=q, k_cache=k_cache, v_cache=v_cache, seq_lens=seq_lens)
     _require(len(q.shape) == 4,
              lambda: f"{call}: q must be [B, Hq, S, D], not shape {tuple(q.shape)}")
     if block_table is not None:
@@ -1322,6 +1351,7 @@ def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=Non
     """
     call = "kiln.varlen_attention"
     _require_arrays(call, q=q, k=k, v=v, cu_seqlens=cu_seqlens)
+    _require_numpy_or_torch(call, q=q, k=k, v=v, cu_seqlens=cu_seqlens)
     for name, x in (("q", q), ("k", k), ("v", v)):
         _require(len(x.shape) == 3,
                  lambda: f"{call}: {name} must be packed [T, H, D], not shape {tuple(x.shape)}")
@@ -1645,6 +1675,7 @@ def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv, *, layout="bhsd"):
     then the output projection's rows). Host arrays: float32 qkv runs as bf16 and q, k, v come
     back float32; float16 qkv runs the f16 kernels and they come back float16."""
     _require_arrays("kiln.rope_qkv", qkv=qkv, cos=cos, sin=sin)
+    _require_numpy_or_torch("kiln.rope_qkv", qkv=qkv, cos=cos, sin=sin)
     batch, heads_q, heads_kv = (_integer("kiln.rope_qkv", name, n) for name, n in
                                 (("batch", batch), ("heads_q", heads_q), ("heads_kv", heads_kv)))
     _require(min(batch, heads_q, heads_kv) >= 0,
@@ -1688,6 +1719,7 @@ def swiglu(x):
     """silu(gate) * up over rows [T, 2F] holding gate then up: [T, F]. Host arrays: float32 x
     runs as bf16, float16 x as f16 (the result float16)."""
     _require_arrays("kiln.swiglu", x=x)
+    _require_numpy_or_torch("kiln.swiglu", x=x)
     _require(len(x.shape) == 2 and x.shape[1] % 2 == 0,
              f"kiln.swiglu: x must be [T, 2F], not {tuple(x.shape)}")
     f = x.shape[1] // 2
@@ -1702,6 +1734,7 @@ def heads_to_rows(x):
     """[B, H, S, D] into [B, S, H, D] (contiguous). Host arrays: float32 x runs as bf16 (its
     values rounded so), float16 x as f16 (the result float16, bit for bit)."""
     _require_arrays("kiln.heads_to_rows", x=x)
+    _require_numpy_or_torch("kiln.heads_to_rows", x=x)
     _require(len(x.shape) == 4, f"kiln.heads_to_rows: x must have rank 4, not {len(x.shape)}")
     b, h, s, d = x.shape
     y = _empty(x, (b, s, h, d), _type_of(x))

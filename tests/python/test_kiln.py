@@ -1461,6 +1461,35 @@ class EmptyAndWrongInputs(unittest.TestCase):
     """Arrays with no elements give empty results without a launch (as torch's ops do), but K = 0;
     a list where an array belongs is a kiln.Error."""
 
+    def test_what_the_emulator_cannot_take_is_refused_at_once(self):
+        # An array past the emulator's 2^26 elements is refused before any copy or run (it ran for
+        # minutes), a broadcast view before it is copied whole; an `out` that is no array, and a
+        # host object with __dlpack__ where NumPy or torch is needed, are kiln.Errors, not
+        # TypeErrors from the bindings.
+        class Dl:
+            def __init__(self, a):
+                self.a, self.shape, self.dtype = a, a.shape, a.dtype
+
+            def __dlpack__(self, *args, **kwargs):
+                return self.a.__dlpack__(*args, **kwargs)
+
+            def __dlpack_device__(self):
+                return self.a.__dlpack_device__()
+
+        big = np.broadcast_to(np.float32(1), (2**14, 2**13))
+        x = np.ones((2, 8), np.float32)
+        cases = [(lambda: kiln.softmax(big), "the emulator takes arrays of up to 2^26"),
+                 (lambda: kiln.gemm(big, np.ones((2**13, 8), np.float32)), "up to 2^26"),
+                 (lambda: kiln.softmax(x, out=[1]), "out must be a torch tensor or a NumPy"),
+                 (lambda: kiln.layer_norm(x, out=5), "out must be a torch tensor or a NumPy"),
+                 (lambda: kiln.gemm(Dl(x), np.ones((8, 4), np.float32)), "numpy.from_dlpack(a)"),
+                 (lambda: kiln.swiglu(Dl(x)), "numpy.from_dlpack(x)")]
+        for call, words in cases:
+            with self.assertRaises(kiln.Error) as caught:
+                call()
+            self.assertIn(words, str(caught.exception))
+        self.assertEqual(kiln.softmax(Dl(x)).shape, (2, 8))  # the row ops take it
+
     def test_arguments_that_were_python_exceptions_are_kiln_errors(self):
         f = lambda *s: np.ones(s, np.float32)
         saxpy = kiln.load(BUNDLES, "ops/saxpy")

@@ -136,6 +136,8 @@ std::vector<std::string> GivenFlagNames() {
   return std::vector<std::string>(GivenFlags().begin(), GivenFlags().end());
 }
 
+int FailUsage(const absl::Status& s) { return Fail(s) + 1; }
+
 int Fail(const absl::Status& s) {
   // A message that names its command ("kiln gemm: ...") needs no second prefix.
   const bool named =
@@ -281,8 +283,10 @@ absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::strin
   absl::StatusOr<Bundle> b = kiln::rt::ReadBundle(BundleDir(), name);
   if (!b.ok() && absl::IsNotFound(b.status())) {
     const std::string hint = BundleDirHint();  // no directory: no name to suggest
-    return absl::NotFoundError(absl::StrCat("unknown kernel '", name, "': ", b.status().message(),
-                                            hint.empty() ? DidYouMean(name) : hint));
+    if (!hint.empty())                         // the directory, not the name, is what is missing
+      return absl::NotFoundError(absl::StrCat(b.status().message(), hint));
+    return absl::NotFoundError(
+        absl::StrCat("unknown kernel '", name, "': ", b.status().message(), DidYouMean(name)));
   }
   return b;
 }

@@ -33,7 +33,8 @@ namespace kiln::cli {
 using kiln::rt::Bundle;
 
 // ---- kernels and their bundles
-int Fail(const absl::Status& s);  // prints "kiln: message", returns 1
+int Fail(const absl::Status& s);       // prints "kiln: message", returns 1
+int FailUsage(const absl::Status& s);  // the same for a usage error: returns 2
 // The flags the command line names (--rows 0 is given; absl cannot say so): main records them.
 absl::Status RecordGivenFlags(int argc, char** argv);  // refuses a flag given twice
 bool FlagGiven(const std::string& name);

@@ -106,6 +106,10 @@ int Emulate(const std::vector<std::string>& args) {
   opt.rows = absl::GetFlag(FLAGS_rows) ? absl::GetFlag(FLAGS_rows) : 37;
   opt.cols = absl::GetFlag(FLAGS_cols) ? absl::GetFlag(FLAGS_cols) : 3001;
   opt.time = false;
+  // (Checked once, before any schedule: a size the emulator refuses is no schedule's finding.)
+  if (absl::Status fits = kiln::examples::CheckEmulatedRowOpSize(args[0], opt.rows, opt.cols);
+      !fits.ok())
+    return Fail(fits);
   std::optional<kiln::examples::RowOpResult> worst;
   uint64_t worst_seed = 0;
   for (uint64_t seed : *seeds) {

@@ -94,8 +94,8 @@ ABSL_FLAG(std::string, varlen, "",
           "e.g. 7,100,4095 (in place of --b, --s and --skv)");
 ABSL_FLAG(int64_t, decode, 0,
           "`kiln attention`: a decode step of this many query rows a sequence (1; more: "
-          "speculative) over --skv keys, in place of --s; refused unless the entry point plans "
-          "its decode kernels");
+          "speculative) over --skv keys (left out: --s's value, as keys), in place of --s's "
+          "query rows; refused unless the entry point plans its decode kernels");
 ABSL_FLAG(int32_t, repeats, 10,
           "`kiln attention`: launches in each timed block, back to back between two events (1: "
           "single calls, events around each, as a model makes them)");

@@ -53,6 +53,11 @@ int Gemm(const std::vector<std::string>& args) {
                          size.k, ") keeps its tiles whole")));
       choice.split = split;
       choice.why += absl::StrCat("; --split ", split);
+      // (The tile kernels' 16-bit k-step: 64.) Parts past K's steps are launched and add nothing.
+      if (const int64_t steps = (size.k + 63) / 64; split > steps)
+        choice.why +=
+            absl::StrCat(" (K has ", steps, steps == 1 ? " step" : " steps",
+                         " of 64: ", split - steps, " of the parts have none and add nothing)");
     }
     // On an H100/H200, operands whose packed rows TMA cannot stride (K, or an MN-major operand's
     // M or N, no multiple of 8) take the entry point's way, as kiln::rt::GemmRunner runs them:

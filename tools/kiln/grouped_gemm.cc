@@ -42,12 +42,13 @@ int GroupedGemm() {
   const char* usage =
       "usage: kiln grouped-gemm --experts E --tokens T|T1,T2,.. --n N --k K [--masked "
       "[--capacity C]]";
+  // A size missing or below 1 is a usage error, exit 2 (as kiln gemm's).
   if (absl::GetFlag(FLAGS_tokens).empty())
-    return Fail(absl::InvalidArgumentError(absl::StrCat("--tokens is missing\n", usage)));
+    return FailUsage(absl::InvalidArgumentError(absl::StrCat("--tokens is missing\n", usage)));
   for (const auto& [flag, value] :
        {std::pair{"n", absl::GetFlag(FLAGS_n)}, std::pair{"k", absl::GetFlag(FLAGS_k)}})
     if (value < 1)
-      return Fail(absl::InvalidArgumentError(
+      return FailUsage(absl::InvalidArgumentError(
           FlagGiven(flag) ? absl::StrCat("--", flag, " ", value, ": at least 1\n", usage)
                           : absl::StrCat("--", flag, " is missing\n", usage)));
   if (absl::GetFlag(FLAGS_capacity) < 0 ||

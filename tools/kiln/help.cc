@@ -20,6 +20,8 @@ struct CommandHelp {
   const char* synopsis;  // after "kiln "
   const char* what;
   std::vector<const char*> flags;  // the flags it reads, beyond --bundles
+  // Flags it reads only to refuse with its own reason: neither in its help nor in "it takes".
+  std::vector<const char*> refused = {};
 };
 
 const std::vector<CommandHelp>& Commands() {
@@ -83,8 +85,8 @@ const std::vector<CommandHelp>& Commands() {
        "A grouped GEMM (Mixture-of-Experts): each expert's tokens times its own N x K weights, "
        "bf16, the group sizes on the device; checked against fp64 (rows outside every group must "
        "stay unwritten) and timed (or --emulate on the CPU).",
-       {"experts", "tokens", "n", "k", "masked", "capacity", "dtype", "kernel", "emulate", "iters",
-        "epilogue", "out_dtype"}},  // (the last two read to refuse them with a reason)
+       {"experts", "tokens", "n", "k", "masked", "capacity", "dtype", "kernel", "emulate", "iters"},
+       {"epilogue", "out_dtype"}},
       {"tune",
        "tune --sizes MxNxK,.. (--tune_cache F | --dtype e4m3 --scaling S [--tune_cache F])",
        "Time every candidate kernel and split per size; record the fastest in F for kiln gemm. "
@@ -96,8 +98,8 @@ const std::vector<CommandHelp>& Commands() {
       {"attention",
        "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--paged N] "
        "[--decode R] [--varlen L,L..] [--bshd] [--backward [--dq_atomics|--deterministic] "
-       "[--sm100]] [--repeats 1] "
-       "[--emulate]",
+       "[--sm100]] [--repeats 1 | "
+       "--emulate]",
        "FlashAttention forward (or --backward) through the attention entry point, against fp64; "
        "timed on a GPU.",
        {"b",     "h",       "hkv",    "s",     "skv",      "d",          "causal",
@@ -147,6 +149,8 @@ absl::Status CheckFlagsOf(const std::string& command, const std::vector<std::str
   static const char* kAbsl[] = {"flagfile", "fromenv", "tryfromenv", "undefok"};
   auto takes_flag = [&](const std::string& flag) {
     for (const char* f : c->flags)
+      if (flag == f) return true;
+    for (const char* f : c->refused)
       if (flag == f) return true;
     for (const char* f : kEveryCommandsFlags)
       if (flag == f) return true;
