@@ -649,9 +649,10 @@ class Cta {
   uint64_t Address(const Thread& t, const Operand& o) const {
     if (o.kind != Operand::Kind::kAddress) return 0;
     uint64_t base = 0;
-    if (o.reg >= 0)
+    if (o.reg >= 0) {
       base = t.r[o.reg];
-    else if (!o.symbol.empty()) {
+      if (e_.reg_narrow[o.reg]) return static_cast<uint32_t>(base + o.offset);  // (wraps)
+    } else if (!o.symbol.empty()) {
       if (auto it = m_.shared_symbols.find(o.symbol); it != m_.shared_symbols.end())
         base = it->second + SharedWindow();
       for (const ptx::Param& p : e_.params)

@@ -217,6 +217,9 @@ struct Entry {
   int max_threads = 0;      // .maxntid's product, 0 where not declared (or not read)
   int num_regs = 0;
   std::vector<std::string> reg_names;  // by id, for messages
+  // By id: declared of 32 bits or fewer. An address [reg+imm] in such a register is a 32-bit sum
+  // that wraps (LLVM folds constants into the immediate and leaves the register's part below 0).
+  std::vector<bool> reg_narrow;
   // Registers the parser made for the immediates in vector operands ("{0f00000000, %r1}"), with
   // their bits: every thread's copy starts with them.
   std::vector<std::pair<int, uint64_t>> constant_regs;

@@ -256,16 +256,17 @@ class EntryBuilder {
     std::vector<std::string> w = absl::StrSplit(decl, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     if (w.size() < 3) return Error(line, absl::StrCat("bad register declaration '", decl, "'"));
     std::string names = absl::StrJoin(std::vector<std::string>(w.begin() + 2, w.end()), "");
+    const bool narrow = !absl::EndsWith(w[1], "64") && !absl::EndsWith(w[1], "128");
     for (absl::string_view n : absl::StrSplit(names, ',', absl::SkipEmpty())) {
       size_t lt = n.find('<');
       if (lt == absl::string_view::npos) {
-        Add(std::string(n));
+        Add(std::string(n), narrow);
         continue;
       }
       int count = 0;
       if (!absl::SimpleAtoi(n.substr(lt + 1, n.size() - lt - 2), &count))
         return Error(line, "bad register range");
-      for (int i = 0; i < count; ++i) Add(absl::StrCat(n.substr(0, lt), i));
+      for (int i = 0; i < count; ++i) Add(absl::StrCat(n.substr(0, lt), i), narrow);
     }
     return absl::OkStatus();
   }
@@ -310,6 +311,7 @@ class EntryBuilder {
             return Error(line, absl::StrCat("unknown register '", part, "'"));
           r = e_->num_regs++;
           e_->reg_names.push_back(part);
+          e_->reg_narrow.push_back(false);
           e_->constant_regs.push_back({r, imm->imm});
         }
         o.regs.push_back(r);
@@ -587,9 +589,10 @@ class EntryBuilder {
   }
 
  private:
-  void Add(const std::string& name) {
+  void Add(const std::string& name, bool narrow) {
     scopes_.back()[name] = e_->num_regs++;
     e_->reg_names.push_back(name);
+    e_->reg_narrow.push_back(narrow);
   }
 
   Entry* e_;

@@ -345,6 +345,22 @@ TEST(Emulator, BlockBarrierOrdersSharedMemory) {
   for (int i = 0; i < 64; ++i) EXPECT_EQ(v[i], static_cast<uint32_t>((i + 1) % 64)) << i;
 }
 
+// [reg+imm] in a 32-bit register is a 32-bit sum: LLVM folds constants into the immediate and
+// leaves the register's part below 0 (its strength-reduced slot offsets), which wraps on the GPU.
+TEST(Emulator, AThirtyTwoBitAddressWrapsAtThirtyTwoBits) {
+  std::vector<uint32_t> v = Emulate(Kernel(R"(
+	mov.u32 %r2, smem;
+	shl.b32 %r3, %r1, 2;
+	add.s32 %r4, %r2, %r3;
+	sub.s32 %r5, %r4, 4096;
+	st.shared.b32 [%r5+4096], %r1;
+	bar.sync 0;
+	ld.shared.b32 %r8, [%r4];
+	st.global.b32 [%rd3], %r8;
+)"), 32);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(v[i], static_cast<uint32_t>(i)) << i;
+}
+
 TEST(Emulator, ABarrierSomeThreadsNeverReachIsADeadlock) {
   absl::Status s;
   Emulate(Kernel(R"(
