@@ -115,8 +115,11 @@ int64_t SaturatingProduct(int64_t a, int64_t b) {
                             : std::numeric_limits<int64_t>::max();
 }
 
-// v / d rounded up, for any v (d > 0), without the overflow of (v + d - 1) / d near int64's end.
-int64_t CeilDiv(int64_t v, int64_t d) { return v / d + (v % d > 0 ? 1 : 0); }
+// v / d rounded up (d > 0) as (v + d - 1) / d has always taken it (toward 0 below 0), without
+// that sum's overflow near int64's end. (Evaluate refuses a symbol below 0 first.)
+int64_t CeilDiv(int64_t v, int64_t d) {
+  return v > 0 ? v / d + (v % d != 0 ? 1 : 0) : (v + d - 1) / d;
+}
 
 }  // namespace
 
@@ -141,6 +144,12 @@ absl::StatusOr<unsigned> GridExpr::Evaluate(const Symbols& symbols, int sm_count
     if (!f.symbol.empty() && f.symbol != "sms" && !symbols.contains(f.symbol))
       return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " needs ",
                                                      f.symbol, ", which has no value here"));
+  // A size below 0 is no size, whatever the product (two of them would multiply to a grid).
+  for (const Factor& f : factors)
+    if (!f.symbol.empty() && f.symbol != "sms" && symbols.at(f.symbol) < 0)
+      return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " reads ",
+                                                     f.symbol, " = ", symbols.at(f.symbol),
+                                                     ": a size is 0 or more"));
   const int64_t total = Value(symbols, sm_count);
   if (total <= 0 || total > (int64_t{1} << 31) - 1) {
     std::vector<std::string> values;  // what the rule read
@@ -501,7 +510,11 @@ absl::Status Manifest::CheckRequirements(const Symbols& symbols) const {
 }
 
 int64_t Manifest::SmemBytes(const Symbols& symbols) const {
-  return smem_bytes + (smem_extra.factors.empty() ? 0 : smem_extra.Value(symbols, 0));
+  const int64_t extra = smem_extra.factors.empty() ? 0 : smem_extra.Value(symbols, 0);
+  int64_t total;  // saturated as the rule's product is: past int64, the largest (refused)
+  if (__builtin_add_overflow(int64_t{smem_bytes}, extra, &total))
+    total = extra > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  return total;
 }
 
 const std::string* Manifest::Attribute(absl::string_view key) const {

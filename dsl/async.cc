@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
+#include "dsl/watchdog.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
@@ -596,26 +597,6 @@ void Barrier::ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps,
   s.RecordArrival(array_, index_, 0, loc, /*remote=*/true);
 }
 
-namespace {
-
-// The module globals a watchdog'd wait reports through: the address of the host-mapped record
-// (set by the runtime before each launch) and the word that picks the one wait that reports.
-mlir::LLVM::GlobalOp WatchdogGlobal(KernelState& s, const char* name, mlir::Type type,
-                                    mlir::Location l) {
-  mlir::OpBuilder b(s.context.get());
-  b.setInsertionPointToStart(s.module->getBody());
-  return mlir::LLVM::GlobalOp::create(b, l, type, /*isConstant=*/false,
-                                      mlir::LLVM::Linkage::External, name,
-                                      b.getIntegerAttr(type, 0), /*alignment=*/8, /*addrSpace=*/1);
-}
-
-mlir::Value AddressOf(KernelState& s, mlir::LLVM::GlobalOp g, mlir::Location l) {
-  mlir::Value p = mlir::LLVM::AddressOfOp::create(s.builder, l, g);
-  return mlir::LLVM::PtrToIntOp::create(s.builder, l, s.builder.getI64Type(), p);
-}
-
-}  // namespace
-
 void Barrier::Wait(const Operand& phase, Loc loc) const {
   KernelState& s = StateOf(*this, loc);
   // The parity is an i32 (0 or 1): another type would be converted to its bit pattern's low bit.
@@ -635,15 +616,10 @@ void Barrier::Wait(const Operand& phase, Loc loc) const {
   mlir::Value addr = s.SharedAddress32(s.Unwrap(ptr_), l);
   ++s.waits_built;
   if (s.watchdog_ms > 0) {
-    if (!s.watchdog_record) {
-      s.watchdog_record = WatchdogGlobal(s, "kiln_watchdog_record", s.builder.getI64Type(), l);
-      s.watchdog_claim = WatchdogGlobal(s, "kiln_watchdog_claim", s.builder.getI32Type(), l);
-    }
+    auto [record, claim] = detail::WatchdogGlobals(s, l);
     const int site = static_cast<int>(s.manifest.watch_sites.size());
     s.manifest.watch_sites.push_back(LocString(loc));
-    // The wait with a deadline on %globaltimer (ns). The first wait past it (the claim word
-    // decides) writes its record, fields first and the flag last, and traps; any other waits
-    // past theirs sleep until that trap ends the launch.
+    // The wait with a deadline on %globaltimer (ns); the first wait past it reports and traps.
     const std::string ptx = absl::StrCat(
         "{\n.reg .pred done, more;\n.reg .u64 t0, t1, rec;\n.reg .b32 old, v;\n"
         "mov.u64 t0, %globaltimer;\n"
@@ -652,25 +628,12 @@ void Barrier::Wait(const Operand& phase, Loc loc) const {
         "@done bra.uni kiln_waited_${:uid};\n"
         "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n",
         "setp.lt.u64 more, t1, ", static_cast<int64_t>(s.watchdog_ms) * 1000000, ";\n",
-        "@more bra.uni kiln_wait_${:uid};\n"
-        "atom.global.cas.b32 old, [$3], 0, 1;\nsetp.ne.u32 more, old, 0;\n"
-        "kiln_lost_${:uid}:\n@more nanosleep.u32 1000000;\n@more bra.uni kiln_lost_${:uid};\n"
-        "ld.global.u64 rec, [$2];\n"
-        "setp.eq.u64 more, rec, 0;\n@more trap;\n"  // launched without a record: stop all the same
-        "st.volatile.global.u32 [rec+4], ",
-        site,
-        ";\n"
-        "st.volatile.global.u32 [rec+8], $0;\nst.volatile.global.u32 [rec+12], $1;\n"
-        "mov.u32 v, %ctaid.x;\nst.volatile.global.u32 [rec+16], v;\n"
-        "mov.u32 v, %ctaid.y;\nst.volatile.global.u32 [rec+20], v;\n"
-        "mov.u32 v, %ctaid.z;\nst.volatile.global.u32 [rec+24], v;\n"
-        "mov.u32 v, %tid.x;\nst.volatile.global.u32 [rec+28], v;\n"
-        "membar.sys;\nst.volatile.global.u32 [rec], 1;\nmembar.sys;\ntrap;\n"
+        "@more bra.uni kiln_wait_${:uid};\n",
+        detail::WatchdogReportPtx(site, detail::WatchdogStop::kWait, "$0", "$1", "$2", "$3"),
         "kiln_waited_${:uid}:\n}");
     s.InlineAsm(ptx, "r,r,l,l,~{memory}",
-                {addr, s.Materialize(phase, Type::Of(Scalar::kI32)),
-                 AddressOf(s, s.watchdog_record, l), AddressOf(s, s.watchdog_claim, l)},
-                mlir::Type(), l);
+                {addr, s.Materialize(phase, Type::Of(Scalar::kI32)), record, claim}, mlir::Type(),
+                l);
     s.waits.push_back({s.LastOp(), array_, index_, loc});
     return;
   }

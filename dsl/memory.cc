@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dsl/kernel_state.h"
+#include "dsl/watchdog.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
 namespace kiln {
@@ -351,6 +352,13 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
     }
   const Type i32 = Type::Of(Scalar::kI32);
   Value r = s.Wrap(s.Materialize(row, i32), i32);
+  // In the GPU debug mode an index computed at run time is checked too: past the tile it would
+  // read or write the next tile's bytes, which nothing else tells apart.
+  if (!Access::IsImm(row))
+    detail::CheckIndexInDebugMode(s, s.Unwrap(r), all_rows, detail::WatchdogStop::kRow, loc);
+  if (!Access::IsImm(col))
+    detail::CheckIndexInDebugMode(s, s.Materialize(col, i32), row_stride_,
+                                  detail::WatchdogStop::kColumn, loc);
   // A constant row offset that keeps the swizzle's phase leaves the address as base + immediate,
   // so the rows of an unrolled loop share one base register (ldmatrix [%r+1024]) instead of each
   // folding its constant into the swizzle arithmetic, which the compiler then cannot undo.

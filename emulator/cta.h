@@ -551,6 +551,7 @@ class Cta {
       case Operand::Kind::kSymbol: {
         auto it = m_.shared_symbols.find(o.symbol);
         v = it == m_.shared_symbols.end() ? 0 : static_cast<uint64_t>(it->second) + SharedWindow();
+        if (m_.global_symbols.contains(o.symbol)) v = dev_.ModuleGlobal(kernel_, o.symbol);
         for (const ptx::Param& p : e_.params)
           if (p.name == o.symbol) v = p.offset;  // an address in the parameter space
         break;
@@ -655,6 +656,7 @@ class Cta {
     } else if (!o.symbol.empty()) {
       if (auto it = m_.shared_symbols.find(o.symbol); it != m_.shared_symbols.end())
         base = it->second + SharedWindow();
+      if (m_.global_symbols.contains(o.symbol)) base = dev_.ModuleGlobal(kernel_, o.symbol);
       for (const ptx::Param& p : e_.params)
         if (p.name == o.symbol) base = p.offset;
     }
@@ -1058,9 +1060,11 @@ class Cta {
   std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);
   // Allocated columns: first column -> columns, the tcgen05.alloc (named where they leak).
   std::map<uint32_t, std::pair<uint32_t, const Instr*>> tmem_allocs_;
-  // The shared slot each live allocation's address was written to (slot -> first column): an
-  // alloc into a slot that still holds a live allocation loses that one's address.
+  // The shared slot each live allocation's address was written to (slot -> first column), and
+  // the live allocations whose slot a later alloc wrote again (first column -> that alloc): named
+  // where such an allocation is never freed.
   std::map<uint64_t, uint32_t> tmem_slots_;
+  std::map<uint32_t, const Instr*> tmem_overwritten_;
   const Instr* relinquished_ = nullptr;  // the tcgen05.relinquish_alloc_permit a warp ran
   // Columns a tcgen05.dealloc freed (first column -> columns, the dealloc), until allocated again:
   // an access there names the dealloc, the likely cause.

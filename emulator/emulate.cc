@@ -163,6 +163,11 @@ absl::StatusOr<uint64_t> Device::Workspace(const std::string& key, size_t bytes)
   return base;
 }
 
+uint64_t Device::ModuleGlobal(const std::string& kernel, const std::string& symbol) const {
+  auto it = workspaces_.find(absl::StrCat("global:", kernel, ":", symbol));
+  return it == workspaces_.end() ? 0 : it->second.first;
+}
+
 namespace {
 // Instructions between two interrupt checks: a few hundredths of a second of emulation.
 constexpr int64_t kInterruptCheckEvery = int64_t{1} << 22;
@@ -287,12 +292,17 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
   }
   const int64_t smem = m.SmemBytes(symbols);
   // As the GPU refuses a launch over the target's shared memory, so does the emulator.
-  if (const int budget = rt::SmemBudgetBytes(m.target); budget && smem > budget)
+  if (const int budget = rt::SmemBudgetBytes(m.target); smem < 0 || (budget && smem > budget))
     return absl::ResourceExhaustedError(absl::StrCat(
         m.smem_extra.factors.empty() ? m.source : m.smem_extra_source, ": ", m.name, ": needs ",
         smem, " bytes of shared memory (", m.smem_bytes, " planned",
         m.smem_extra.factors.empty() ? "" : absl::StrCat(" + ", m.smem_extra.ToString()),
         "); a block of ", m.target, " may have at most ", budget));
+  for (const auto& [name, bytes] : module->global_symbols)  // (module globals: workspaces)
+    if (absl::StatusOr<uint64_t> at = device.Workspace(absl::StrCat("global:", m.name, ":", name),
+                                                       static_cast<size_t>(bytes));
+        !at.ok())
+      return at.status();
   int64_t static_top = 0;
   for (const auto& [name, offset] : module->shared_symbols)
     static_top = std::max(static_top, offset);

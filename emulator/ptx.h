@@ -231,6 +231,7 @@ struct Entry {
 struct Module {
   std::string target;
   std::map<std::string, int64_t> shared_symbols;  // name -> offset in the CTA's shared memory
+  std::map<std::string, int64_t> global_symbols;  // module-scope .global variables: name -> bytes
   std::vector<Entry> entries;
   std::map<int, std::string> files;  // .file directives
   const Entry* Find(const std::string& name) const;

@@ -701,6 +701,26 @@ absl::StatusOr<Module> Parse(const std::string& text) {
       ++i;
       continue;
     }
+    if ((absl::StartsWith(l, ".global") || absl::StartsWith(l, ".visible .global") ||
+         absl::StartsWith(l, ".extern .global")) &&
+        !absl::StrContains(l, ".entry")) {
+      // [.visible] .global .align A .TYPE NAME[N] [= ...];  (zeroed: an initializer is not read)
+      std::vector<std::string> w = absl::StrSplit(absl::StripSuffix(l.substr(0, l.find('=')), ";"),
+                                                  absl::ByAnyChar(" \t"), absl::SkipEmpty());
+      std::string name = w.back();
+      int64_t count = 1, elem = 1;
+      for (const std::string& t : w)
+        if (absl::StartsWith(t, ".u") || absl::StartsWith(t, ".s") || absl::StartsWith(t, ".b") ||
+            absl::StartsWith(t, ".f"))
+          absl::SimpleAtoi(t.substr(2), &elem), elem = std::max<int64_t>(elem / 8, 1);
+      if (size_t lb = name.find('['); lb != std::string::npos) {
+        absl::SimpleAtoi(name.substr(lb + 1, name.size() - lb - 2), &count);
+        name = name.substr(0, lb);
+      }
+      m.global_symbols[name] = std::max<int64_t>(count * elem, 1);
+      ++i;
+      continue;
+    }
     if (absl::StrContains(l, ".shared") && !absl::StrContains(l, ".entry")) {
       // [.extern] .shared .align A .b8 NAME[N];  (extern: dynamic shared memory, after the static)
       std::vector<std::string> w =

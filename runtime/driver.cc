@@ -152,11 +152,13 @@ absl::Status Synchronize() {
   if (!d.ok()) return d.status();
   absl::Status s =
       (*d)->Check((*d)->api().cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed)");
-  if (std::optional<std::string> report = internal::TakeWatchdogReport())
-    return absl::DeadlineExceededError(absl::StrCat(
-        *report, s.ok() ? ""
-                        : absl::StrCat("; the trap left this process's CUDA context unusable (",
-                                       s.message(), ")")));
+  if (std::optional<absl::Status> report = internal::TakeWatchdogReport())
+    return absl::Status(
+        report->code(),
+        absl::StrCat(report->message(),
+                     s.ok() ? ""
+                            : absl::StrCat("; the trap left this process's CUDA context unusable (",
+                                           s.message(), ")")));
   return s;
 }
 

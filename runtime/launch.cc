@@ -41,7 +41,7 @@ absl::Status CheckTarget(const Manifest& m, const Driver& d) {
 // ---- the GPU debug mode's record: pinned host memory mapped into the device, so that it can
 // be read after the trap that ends a timed-out launch (the context is unusable then).
 
-struct WatchdogFields {  // as the wait's inline PTX writes them (dsl/async.cc)
+struct WatchdogFields {  // as the debug mode's inline PTX writes them (dsl/watchdog.cc)
   uint32_t fired, site, smem_address, parity, ctaid[3], tid;
 };
 
@@ -92,19 +92,25 @@ absl::Status WatchdogRecord::Arm() const {
                      "cuMemcpyHtoD");
 }
 
-std::optional<std::string> WatchdogRecord::Take() {
+std::optional<absl::Status> WatchdogRecord::Take() {
   WatchdogFields f;
   std::memcpy(&f, host_, sizeof(f));
-  if (f.fired != 1) return std::nullopt;
+  if (f.fired < 1 || f.fired > 3) return std::nullopt;
   std::memset(host_, 0, sizeof(WatchdogFields));
-  const std::string line = f.site < sites_.size() ? sites_[f.site] : absl::StrCat("wait #", f.site);
-  return absl::StrFormat(
+  const std::string line = f.site < sites_.size() ? sites_[f.site] : absl::StrCat("site #", f.site);
+  if (f.fired != 1)  // a shared tile's run-time index (dsl/watchdog.h: the index, its extent)
+    return absl::OutOfRangeError(absl::StrFormat(
+        "%s: %s: the debug mode stopped the launch: thread %d of block (%d,%d,%d) indexed %s %d "
+        "of a shared tile of %u (past it, the access lands in another tile's bytes)",
+        line, name_, f.tid, f.ctaid[0], f.ctaid[1], f.ctaid[2], f.fired == 2 ? "row" : "column",
+        static_cast<int32_t>(f.smem_address), f.parity));
+  return absl::DeadlineExceededError(absl::StrFormat(
       "%s: %s: the watchdog stopped the launch: thread %d of block (%d,%d,%d) waited over %d ms "
       "for the phase of "
       "parity %d of the mbarrier at shared address 0x%x (a missing arrival or transaction bytes, a "
       "wrong phase, "
       "or a stage released too early)",
-      line, name_, f.tid, f.ctaid[0], f.ctaid[1], f.ctaid[2], ms_, f.parity & 1, f.smem_address);
+      line, name_, f.tid, f.ctaid[0], f.ctaid[1], f.ctaid[2], ms_, f.parity & 1, f.smem_address));
 }
 
 WatchdogRecord::Registry& WatchdogRecord::Live() {
@@ -113,14 +119,14 @@ WatchdogRecord::Registry& WatchdogRecord::Live() {
 }
 
 namespace internal {
-std::optional<std::string> TakeWatchdogReport() {
+std::optional<absl::Status> TakeWatchdogReport() {
   WatchdogRecord::Registry& live = WatchdogRecord::Live();
   std::lock_guard<std::mutex> lock(live.mu);
-  std::optional<std::string> first;
+  std::optional<absl::Status> first;
   std::erase_if(live.records, [](const std::weak_ptr<WatchdogRecord>& w) { return w.expired(); });
   for (const std::weak_ptr<WatchdogRecord>& w : live.records)
     if (std::shared_ptr<WatchdogRecord> r = w.lock())
-      if (std::optional<std::string> m = r->Take(); m && !first) first = m;
+      if (std::optional<absl::Status> m = r->Take(); m && !first) first = m;
   return first;
 }
 }  // namespace internal
@@ -259,7 +265,7 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
                  ", launched with device ", (*d)->device(),
                  " current: load it again there (a runner keeps one per device and stream)");
   const int64_t smem = m.SmemBytes(symbols);
-  if (smem > (*d)->max_smem_optin())
+  if (smem < 0 || smem > (*d)->max_smem_optin())  // (below 0: a rule read a size below 0)
     return error(absl::StatusCode::kResourceExhausted,
                  m.smem_extra.factors.empty() ? m.source : m.smem_extra_source, "needs ", smem,
                  " bytes of shared memory (", m.smem_bytes, " planned",

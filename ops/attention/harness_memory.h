@@ -22,14 +22,16 @@ struct HarnessMemory {
 };
 
 // NaN elements of a poisoned output, told apart: those still holding the poison's bits (0xff
-// bytes: never written) and NaN that a kernel wrote (the GPU's and the emulator's arithmetic give
-// the canonical quiet NaN, sign clear, never all ones).
+// bytes: never written) and NaN that a kernel wrote (the GPU's arithmetic gives 0x7fffffff, the
+// emulator's host arithmetic 0xffc00000: neither is all ones; a kernel that negates a NaN, or
+// copies the poison, would count as never written).
 struct NanCount {
   int64_t never_written = 0, written = 0;
   void Add16(uint16_t bits, bool half);
   void Add32(float x);
   explicit operator bool() const { return never_written + written > 0; }
-  // "3 elements of O and lse never written (still the poison's bits), 2 written as NaN".
+  // "5 elements of O and lse NaN: 3 never written (still the poison's bits), 2 written as NaN
+  // (...)", naming `outputs`.
   std::string Describe(const std::string& outputs) const;
 };
 

@@ -7,7 +7,6 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "kiln/runtime/driver.h"
 #include "kiln/runtime/launch.h"
 #include "python/bindings/convert.h"
@@ -123,18 +122,6 @@ CallDevice::CallDevice(const std::string& call, const std::vector<const Array*>&
   }
   emulated_ = !where || *where == Where::kHost;
   if (emulated_) {
-    // The emulator's bound on an array (emu::CheckProblemSize), before anything is copied or
-    // run: a larger one would run for many minutes, not fail.
-    for (const Array* a : arrays) {
-      if (!a || a->size() == 0) continue;
-      std::vector<std::string> dims;
-      for (size_t i = 0; i < a->ndim(); ++i) dims.push_back(std::to_string(a->shape(i)));
-      ThrowIfError(emu::CheckProblemSize(
-          call,
-          {{absl::StrCat("an array of shape (", absl::StrJoin(dims, ", "), ")"),
-            static_cast<double>(a->size())}},
-          0));
-    }
     emu_ = std::make_unique<emu::Device>();
     return;
   }

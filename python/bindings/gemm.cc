@@ -138,8 +138,11 @@ void Gemm(GemmArgs g, uint64_t stream) {
   for (const auto& [what, x] : {std::pair{"a", g.a}, std::pair{"b", g.b},
                                 std::pair{"out", static_cast<const Array*>(g.out)}})
     Require(*x, kCall, what, 2, {"f32"});
-  if (size.m == 0 || size.n == 0) return;  // out is empty (K = 0 alone is an error)
-  ThrowIfError(emu::CheckProblemSize(kCall, {}, double(size.m) * size.n * size.k));
+  if (size.m == 0 || size.n == 0) return;           // out is empty (K = 0 alone is an error)
+  const double m = size.m, n = size.n, k = size.k;  // (every element of a, b and out is touched)
+  if (k >= 1)                                       // (K = 0: the entry point's own message)
+    ThrowIfError(emu::CheckProblemSize(
+        kCall, {{"a (M x K)", m * k}, {"b (K x N)", k * n}, {"out (M x N)", m * n}}, m * n * k));
   o.a = d.BindNarrowed(*g.a, g.in_type), o.b = d.BindNarrowed(*g.b, g.in_type, true);
   for (const auto& [what, x, to] :
        {std::tuple{"c", &g.c, &o.c_in}, std::tuple{"bias", &g.bias, &o.bias},

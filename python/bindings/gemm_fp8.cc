@@ -154,7 +154,10 @@ void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, co
   }
   // Host: the bytes as they are; the scales packed (their strides as given); out f32, row-major.
   Require(out, kCall, "out", 2, {"f32"});
-  ThrowIfError(emu::CheckProblemSize(kCall, {}, double(m) * n * k));
+  if (m >= 1 && n >= 1 && k >= 1)  // (a size of 0: the entry point's own message, or nothing)
+    ThrowIfError(emu::CheckProblemSize(
+        kCall, {{"a (M x K)", double(m) * k}, {"b (N x K)", double(n) * k}, {"out", double(m) * n}},
+        double(m) * n * k));
   if (!Dense(scale_a) || !Dense(scale_b))
     throw Error(absl::StrCat(kCall, ": host scales must be packed (row- or column-major)"));
   o.a = d.Bind(a, /*read_only=*/true), o.b = d.Bind(b, /*read_only=*/true);

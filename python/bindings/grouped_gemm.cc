@@ -107,7 +107,9 @@ void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes,
   }
   Require(out, kCall, "out", rank, {"f32"});
   // Every row of x times every column of its expert's weight, at most.
-  ThrowIfError(emu::CheckProblemSize(kCall, {}, double(x.size()) * w.shape(1)));
+  if (x.size() > 0)
+    ThrowIfError(
+        emu::CheckProblemSize(kCall, {{"x", double(x.size())}}, double(x.size()) * w.shape(1)));
   std::vector<uint8_t> result;
   o = {.x = fp8 ? d.Bind(x, /*read_only=*/true) : d.BindNarrowed(x, "bf16"),
        .w = fp8 ? d.Bind(w, /*read_only=*/true) : d.BindNarrowed(w, "bf16"),

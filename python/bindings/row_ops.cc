@@ -50,6 +50,11 @@ void RowOp(const std::string& call, const char* kernel, const Array& x, std::opt
                                  " columns"));
     }
   if (rows == 0 || cols == 0) return;  // an empty x: out is empty too, nothing to launch
+  // The emulator's bound (a row op reads every element of x): past it, a message, not minutes.
+  if (d.emulated())
+    ThrowIfError(emu::CheckProblemSize(
+        call, {{absl::StrCat("x of shape ", ShapeText(x)), static_cast<double>(rows) * cols}},
+        static_cast<double>(rows) * cols));
   std::vector<rt::Arg> args = {rt::Arg::Ptr(d.Bind(x, /*read_only=*/true))};
   if (w) args.push_back(rt::Arg::Ptr(d.Bind(*w, /*read_only=*/true)));
   if (b) args.push_back(rt::Arg::Ptr(d.Bind(*b, /*read_only=*/true)));

@@ -137,10 +137,6 @@ def _writable_out(call, out):
         raise Error(f"{call}: out is read-only; give a writable array (or none: kiln makes one)")
 
 
-# The calls that transform weights on the host in NumPy (no kernel, no emulator).
-_HOST_TRANSFORMS = ("kiln.swiglu_weights", "kiln.rope_weights", "kiln.rope_angles")
-
-
 def _require_arrays(call, **arrays):
     """kiln.Error unless each of `arrays` is an array (anything with __dlpack__: a torch tensor,
     a NumPy array)."""
@@ -156,12 +152,16 @@ def _require_arrays(call, **arrays):
             if not dtype.isnative:
                 raise Error(f"{call}: {name} is in the other byte order ({dtype.str}); "
                             f"{name}.astype({name}.dtype.newbyteorder('=')) is native")
-            # Host arrays run on the emulator, which takes up to 2^26 elements an array: refused
-            # before any copy (a broadcast view would be copied whole first). The weight
-            # transforms run in NumPy alone, at any size.
-            if x.size > 2**26 and call not in _HOST_TRANSFORMS:
-                raise Error(f"{call}: {name} of shape {tuple(x.shape)} has {x.size:.4g} "
-                            f"elements; the emulator takes arrays of up to 2^26 (run it on a GPU)")
+
+
+def _emulator_sized(call, **arrays):
+    """kiln.Error for a host array past the emulator's 2^26 elements, where the call's kernels
+    read every element (a GEMM's operands, a row op's rows): refused before any copy (a broadcast
+    view would be copied whole first), as the bindings would refuse it after."""
+    for name, x in arrays.items():
+        if _is_numpy(x) and x.size > 2**26:
+            raise Error(f"{call}: {name} of shape {tuple(x.shape)} has {x.size:.4g} elements; "
+                        f"the emulator takes arrays of up to 2^26 (run it on a GPU)")
 
 
 def _require_numpy_or_torch(call, **arrays):
@@ -359,6 +359,7 @@ def softmax(x, dim=-1, *, out=None):
     """softmax over dimension `dim` (the last by default). x of any strides (copied packed first
     if it is not); out, where given, of x's shape (row-major and packed where dim is the last)."""
     _require_arrays("kiln.softmax", x=x)
+    _emulator_sized("kiln.softmax", x=x)
     _writable_out("kiln.softmax", out)
     if _host_f16(x):  # computed in f32 on the emulator, returned as float16
         _host_out("kiln.softmax", out, "float16", "as x is")
@@ -404,6 +405,7 @@ def rms_norm(x, weight=None, eps=1e-6, *, out=None):
     """x / sqrt(mean(x^2) + eps) * weight over the last dimension (strides as softmax's; no
     weight: ones)."""
     _require_arrays("kiln.rms_norm", x=x)
+    _emulator_sized("kiln.rms_norm", x=x)
     _require(len(x.shape) >= 1, "kiln.rms_norm: x must have at least one dimension")
     eps = _eps("kiln.rms_norm", eps)
     if _host_f16(x):  # computed in f32 on the emulator, returned as float16
@@ -423,6 +425,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension (strides as
     softmax's; no weight: ones, no bias: zeros)."""
     _require_arrays("kiln.layer_norm", x=x)
+    _emulator_sized("kiln.layer_norm", x=x)
     _require(len(x.shape) >= 1, "kiln.layer_norm: x must have at least one dimension")
     eps = _eps("kiln.layer_norm", eps)
     if _host_f16(x):  # computed in f32 on the emulator, returned as float16
@@ -483,6 +486,7 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     """
     _require_arrays("kiln.gemm", a=a, b=b)
     _require_numpy_or_torch("kiln.gemm", a=a, b=b)
+    _emulator_sized("kiln.gemm", a=a, b=b)
     _optional_arrays("kiln.gemm", out=out, c=c, bias=bias, residual=residual)
     _require_numpy_or_torch("kiln.gemm", **{name: x for name, x in dict(
         out=out, c=c, bias=bias, residual=residual).items() if x is not None})
@@ -1261,6 +1265,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
              lambda: f"{call}: q must be [B, Hq, S, D], not shape {tuple(q.shape)}")
     if block_table is not None:
         _require_arrays(call, block_table=block_table)
+        _require_numpy_or_torch(call, block_table=block_table)
         page = k_cache.shape[1] if len(k_cache.shape) == 4 else 0
         _require(page >= 16 and page & (page - 1) == 0,
                  lambda: f"{call}: with a block_table, k_cache and v_cache are a paged cache "
@@ -1409,6 +1414,8 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
     """
     _require_arrays("kiln.varlen_attention_backward", q=q, k=k, v=v, out=out, lse=lse,
                     d_out=d_out, cu_seqlens=cu_seqlens)
+    _require_numpy_or_torch("kiln.varlen_attention_backward", q=q, k=k, v=v, out=out, lse=lse,
+                            d_out=d_out, cu_seqlens=cu_seqlens)
     for name, x in (("q", q), ("k", k), ("v", v), ("out", out), ("d_out", d_out)):
         _require(len(x.shape) == 3,
                  lambda: f"kiln.varlen_attention_backward: {name} must be packed [T, H, D], not "

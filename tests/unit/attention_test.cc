@@ -1,5 +1,6 @@
 // attention/hopper on the emulator at small ragged sizes (its PTX as the compiler emitted it),
 // against the harness's fp64 reference of every row; and the entry point's plan and errors.
+#include <bit>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "ops/attention/attention_check.h"
+#include "ops/attention/harness_memory.h"
 #include "examples/registry.h"
 #include "gtest/gtest.h"
 #include "tests/unit/built_bundle.h"
@@ -200,6 +202,25 @@ int QStageProduceLine() {
   for (int n = 1; std::getline(source, line); ++n)
     if (line.find("q_ring.Produce") != std::string::npos) return n;
   return -1;
+}
+
+// The checks tell NaN a kernel wrote from elements that still hold the poison's bits (0xff
+// bytes), in 16-bit outputs of either type and in f32 lse.
+TEST(AttentionCheck, NanWrittenIsToldFromNanNeverWritten) {
+  NanCount n;
+  n.Add16(0xffff, /*half=*/false), n.Add16(0xffff, /*half=*/true);  // the poison: never written
+  n.Add16(0x7fc0, false), n.Add16(0x7e00, true);                       // NaN written
+  n.Add16(0x3f80, false), n.Add16(0x7f80, false), n.Add16(0x7c00, true);  // 1.0 and infinities
+  n.Add32(std::bit_cast<float>(0xffffffffu)), n.Add32(std::bit_cast<float>(0x7fffffffu));
+  n.Add32(-1.0f);
+  EXPECT_EQ(n.never_written, 3);
+  EXPECT_EQ(n.written, 3);
+  EXPECT_EQ(n.Describe("O and lse").rfind("6 elements of O and lse NaN: 3 never written (still "
+                                          "the poison's bits), 3 written as NaN (",
+                                          0),
+            0u)
+      << n.Describe("O and lse");
+  EXPECT_FALSE(NanCount());
 }
 
 // A name that sets one thing twice is refused, naming both options, rather than read as its

@@ -425,9 +425,9 @@ TEST(PlantedBugs, AnAllocAfterRelinquishingThePermitIsReported) {
       << r.status();
 }
 
-// The same slot allocated twice (the alloc line repeated): reported at the second alloc, naming
-// the first, not as a leak at the block's exit.
-TEST(PlantedBugs, TensorMemoryAllocatedTwiceIsReportedAtTheSecondAlloc) {
+// The same slot allocated twice (the alloc line repeated): the first allocation leaks, and the
+// report at the block's exit names the alloc that wrote its slot again.
+TEST(PlantedBugs, TensorMemoryAllocatedTwiceIsNamedInTheLeak) {
   rt::Bundle b = CachedBundle("blackwell/v4");
   const size_t at = b.ptx.find("\ttcgen05.alloc.cta_group::1");
   ASSERT_NE(at, std::string::npos);
@@ -437,7 +437,12 @@ TEST(PlantedBugs, TensorMemoryAllocatedTwiceIsReportedAtTheSecondAlloc) {
   opt.size = {128, 128, 256};
   absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, 1);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("the same tensor memory allocated twice"), std::string::npos)
+  EXPECT_NE(r.status().message().find("exits with 128 columns of tensor memory still allocated"),
+            std::string::npos)
+      << r.status();
+  EXPECT_NE(r.status().message().find("wrote again before a dealloc (the same tensor memory "
+                                      "allocated twice?)"),
+            std::string::npos)
       << r.status();
 }
 
@@ -1113,6 +1118,41 @@ TEST(PlantedBugs, ACommitByAnotherThreadTracksNoneOfItsMmas) {
                 std::string::npos)
           << s.status();
     }
+  }
+}
+
+// A shared tile indexed past its rows by a run-time value lands in the next tile without a word;
+// in the GPU debug mode (Watchdog) the index is checked, and the emulator stops at the trap, naming
+// the DSL line of the At.
+TEST(PlantedBugs, ASharedRowPastItsTileStopsTheDebugMode) {
+  for (bool debug : {false, true}) {
+    Kernel k(debug ? "test/index_checked" : "test/index_unchecked", sm90a(), {64});
+    if (debug) k.Watchdog(100);
+    Value out = k.PtrParam("out", f32);
+    SmemTile a = k.Smem(f32, 4, 32), b = k.Smem(f32, 4, 32);
+    Value tid = k.ThreadIdx();
+    k.Store(b.At(tid / 32, tid % 32), k.F32(2));
+    k.SyncThreads();
+    k.Store(a.At(tid / 32 * 2 + 3, tid % 32), k.F32(1)); const int line = __LINE__;  // row 5 of 4
+    k.SyncThreads();
+    k.Store(out + tid.To(i64), k.Load(b.At(tid / 32, tid % 32)));
+    absl::StatusOr<rt::Bundle> built = BundleOfBuilt(k);
+    ASSERT_TRUE(built.ok()) << built.status();
+    emu::Device d;
+    const uint64_t o = *d.Allocate(64 * 4);
+    absl::StatusOr<emu::Stats> s = emu::Launch(d, *built, rt::Dim3{1, 1, 1}, {rt::Arg::Ptr(o)});
+    if (!debug) {  // b's row 1 was overwritten through a's row 5
+      ASSERT_TRUE(s.ok()) << s.status();
+      std::vector<float> got(64);
+      ASSERT_TRUE(d.CopyOut(got.data(), o, 64 * 4).ok());
+      EXPECT_EQ(got[32], 1.f);
+      continue;
+    }
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find(absl::StrCat("emulate_examples_test.cc:", line)),
+              std::string::npos)
+        << s.status();
+    EXPECT_NE(s.status().message().find("trap"), std::string::npos) << s.status();
   }
 }
 

@@ -198,6 +198,13 @@ TEST(GridExpr, AProductPastInt64IsRefusedNotWrapped) {
   EXPECT_EQ(GridExpr::Parse("A*B")->Value({{"A", -big}, {"B", big * 4}}, 132),
             std::numeric_limits<int64_t>::min());
   EXPECT_EQ(*GridExpr::Parse("A/3")->Evaluate({{"A", 7}}, 132), 3u);
+  // Two sizes below 0 would multiply to a grid: a size below 0 is refused by name.
+  absl::StatusOr<unsigned> negative =
+      GridExpr::Parse("M/128*N/128")->Evaluate({{"M", -1000}, {"N", -1000}}, 132);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("reads M = -1000: a size is 0 or more"),
+            std::string::npos)
+      << negative.status();
 }
 
 TEST(Manifest, UntileableSizeNamesKernelAndLine) {

@@ -110,6 +110,7 @@ absl::StatusOr<kiln::rt::GemmOptions> GemmOptionsFromFlags();
 struct ThroughRunner {
   std::function<absl::Status(const kiln::examples::GemmBuffers&)> launch;
   std::string suffix, epilogue;
+  std::string name;  // the result's name where not the bundle's (the kernel the runner runs)
 };
 // One GEMM kernel of the entry point at one size, checked against cuBLAS and fp64 spot checks
 // and timed with cuBLAS (or, `emulate`, checked on the emulator); `via`, where given, runs it.

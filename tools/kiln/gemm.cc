@@ -13,6 +13,76 @@
 
 namespace kiln::cli {
 
+namespace {
+
+// The plan the runner makes for packed operands of this layout (any aligned addresses).
+absl::StatusOr<kiln::rt::GemmPlan> PlanPacked(const kiln::rt::GemmSize& size,
+                                              const kiln::rt::GemmOptions& options, int cc,
+                                              const kiln::rt::GemmTuneCache& tuned) {
+  const kiln::cu::CUdeviceptr some = 256;
+  kiln::rt::GemmOperands packed{
+      .a = some, .b = some, .c = some, .a_col_major = options.a_mn, .b_row_major = options.b_mn};
+  const std::string& ep = options.epilogue;
+  if (ep.find("scale") != std::string::npos) packed.c_in = some;
+  if (ep.find("bias") != std::string::npos) packed.bias = some;
+  if (ep.find("residual") != std::string::npos) packed.residual = some;
+  return kiln::rt::PlanGemm(size, options, packed, cc, &tuned);
+}
+
+// On an H100/H200 (GPU runs from bundles), the problems kiln gemm runs as kiln::rt::GemmRunner
+// does rather than by the chosen kernel alone: operands whose packed rows TMA cannot stride (K,
+// or an MN-major operand's M or N, no multiple of 8: copied first into rows 16 bytes apart by
+// gemm/restride16, inside the time), a C of 1-4 columns (computed transposed), and a fused
+// variant the bundles lack (a runtime-only kiln: the f32 product, then gemm/epilogue_pass; the
+// harness's buffers follow the unfused variant's manifest, `run_kernel`). None: the kernel alone.
+absl::StatusOr<std::optional<ThroughRunner>> ThroughTheRunner(
+    const kiln::rt::GemmSize& size, const kiln::rt::GemmOptions& options, int cc,
+    const kiln::rt::GemmTuneCache& tuned, kiln::rt::GemmChoice& choice, std::string& run_kernel,
+    std::optional<kiln::rt::GemmRunner>& runner) {
+  const std::string& ep = options.epilogue;
+  const bool by_pass = !ep.empty() && ep.find("swiglu") == std::string::npos &&
+                       ep.find("rope") == std::string::npos && BundleDirHint().empty() &&
+                       absl::IsNotFound(GetBundle(choice.kernel).status());
+  if (!by_pass && !kiln::rt::ReadsAnyStrides(choice.kernel) && size.n > 4) return std::nullopt;
+  absl::StatusOr<kiln::rt::GemmPlan> plan = PlanPacked(size, options, cc, tuned);
+  if (!plan.ok()) return plan.status();
+  if (!by_pass && !plan->restrided_lda && !plan->restrided_ldb && !plan->swapped)
+    return std::nullopt;
+  ThroughRunner via;
+  if (by_pass) {
+    kiln::rt::GemmOptions unfused = options, product = options;
+    unfused.epilogue = "", product.epilogue = "", product.out_type = "f32";
+    run_kernel = kiln::rt::ChooseGemm(size, cc, unfused, &tuned).kernel;
+    via.name = kiln::rt::ChooseGemm(size, cc, product, &tuned).kernel;  // what runs
+    via.suffix += "+epilogue_pass";
+    choice.why += "; that variant is not bundled: the f32 product, then gemm/epilogue_pass";
+  } else {
+    choice = plan->choice, run_kernel = choice.kernel;
+  }
+  if (!runner) runner.emplace(absl::GetFlag(FLAGS_bundles), absl::GetFlag(FLAGS_tune_cache));
+  via.launch = [&runner, size, options](const kiln::examples::GemmBuffers& b) {
+    return runner->Run(size, options,
+                       {.a = b.a,
+                        .b = b.b,
+                        .c = b.c,
+                        .a_col_major = options.a_mn,
+                        .b_row_major = options.b_mn,
+                        .alpha = b.alpha,
+                        .beta = b.beta,
+                        .c_in = b.c_in,
+                        .bias = b.bias,
+                        .residual = b.residual});
+  };
+  if (plan->restrided_lda || plan->restrided_ldb) via.suffix += "+restride";
+  if (plan->swapped) via.suffix += "+transposed";
+  absl::StatusOr<std::string> terms = kiln::rt::CanonicalEpilogue(ep);
+  if (!terms.ok()) return terms.status();
+  via.epilogue = *terms;
+  return via;
+}
+
+}  // namespace
+
 // The GEMM entry point: C = epilogue(A * B) at any M, N, K >= 1 (A row-major, B and C
 // column-major) with the kernel ChooseGemm picks for this GPU (or --tune_cache's entry),
 // checked against cuBLAS and fp64 spot checks and timed with it, for --m --n --k or each of
@@ -59,29 +129,13 @@ int Gemm(const std::vector<std::string>& args) {
             absl::StrCat(" (K has ", steps, steps == 1 ? " step" : " steps",
                          " of 64: ", split - steps, " of the parts have none and add nothing)");
     }
-    // On an H100/H200, operands whose packed rows TMA cannot stride (K, or an MN-major operand's
-    // M or N, no multiple of 8) take the entry point's way, as kiln::rt::GemmRunner runs them:
-    // copied first into rows 16 bytes apart (gemm/restride16), then a tile kernel; the copies are
-    // inside the time. (The emulator and kiln's own compiler run the strided kernel there.) So
-    // does a C of 1-4 columns, which the runner computes transposed.
-    const std::string& ep = options->epilogue;
-    auto plan_packed = [&] {
-      const kiln::cu::CUdeviceptr some = 256;  // plans only: any aligned address
-      kiln::rt::GemmOperands packed{.a = some,
-                                    .b = some,
-                                    .c = some,
-                                    .a_col_major = options->a_mn,
-                                    .b_row_major = options->b_mn};
-      if (ep.find("scale") != std::string::npos) packed.c_in = some;
-      if (ep.find("bias") != std::string::npos) packed.bias = some;
-      if (ep.find("residual") != std::string::npos) packed.residual = some;
-      return kiln::rt::PlanGemm(size, *options, packed, cc, &*tuned);
-    };
     // The emulator runs a transposed plan's kernel on the transposed problem, with operands of
-    // its own: the kernel the runner would launch, at the size it would see.
+    // its own: the kernel the runner would launch, at the size it would see. (It and kiln's own
+    // compiler run the strided kernels where a GPU run from bundles copies the operands first:
+    // ThroughTheRunner.)
     kiln::rt::GemmSize run_size = size;
     if (emulate && absl::GetFlag(FLAGS_split) < 0 && size.n <= 4) {
-      absl::StatusOr<kiln::rt::GemmPlan> plan = plan_packed();
+      absl::StatusOr<kiln::rt::GemmPlan> plan = PlanPacked(size, *options, cc, *tuned);
       if (!plan.ok()) return Fail(plan.status());
       if (plan->swapped) {
         choice = plan->choice;
@@ -90,52 +144,13 @@ int Gemm(const std::vector<std::string>& args) {
                                    "x", size.k);
       }
     }
-    std::optional<ThroughRunner> via;
-    // A fused variant the bundles lack (a runtime-only kiln takes the bundled ones alone): the
-    // entry point computes it as the f32 product and gemm/epilogue_pass, and so does kiln gemm,
-    // through the runner; the harness's buffers follow the unfused variant's manifest.
-    const bool by_pass = !emulate && cc == 90 && !Compiling() && absl::GetFlag(FLAGS_split) < 0 &&
-                         !ep.empty() && ep.find("swiglu") == std::string::npos &&
-                         ep.find("rope") == std::string::npos &&
-                         absl::IsNotFound(GetBundle(choice.kernel).status());
     std::string run_kernel = choice.kernel;
-    if (by_pass) {
-      kiln::rt::GemmOptions unfused = *options;
-      unfused.epilogue = "";
-      run_kernel = kiln::rt::ChooseGemm(size, cc, unfused, &*tuned).kernel;
-      choice.why += "; that variant is not bundled: the f32 product, then gemm/epilogue_pass";
-    }
-    if (!emulate && cc == 90 && !Compiling() && absl::GetFlag(FLAGS_split) < 0 &&
-        (by_pass || kiln::rt::ReadsAnyStrides(choice.kernel) || size.n <= 4)) {
-      absl::StatusOr<kiln::rt::GemmPlan> plan = plan_packed();
-      if (!plan.ok()) return Fail(plan.status());
-      if (by_pass || plan->restrided_lda || plan->restrided_ldb || plan->swapped) {
-        if (!by_pass) choice = plan->choice, run_kernel = choice.kernel;
-        if (!runner) runner.emplace(absl::GetFlag(FLAGS_bundles), absl::GetFlag(FLAGS_tune_cache));
-        const bool a_mn = options->a_mn, b_mn = options->b_mn;
-        const kiln::rt::GemmOptions run_options = *options;
-        via.emplace();
-        via->launch = [&runner, size, a_mn, b_mn,
-                       run_options](const kiln::examples::GemmBuffers& b) {
-          return runner->Run(size, run_options,
-                             {.a = b.a,
-                              .b = b.b,
-                              .c = b.c,
-                              .a_col_major = a_mn,
-                              .b_row_major = b_mn,
-                              .alpha = b.alpha,
-                              .beta = b.beta,
-                              .c_in = b.c_in,
-                              .bias = b.bias,
-                              .residual = b.residual});
-        };
-        if (by_pass) via->suffix += "+epilogue_pass";
-        if (plan->restrided_lda || plan->restrided_ldb) via->suffix += "+restride";
-        if (plan->swapped) via->suffix += "+transposed";
-        absl::StatusOr<std::string> terms = kiln::rt::CanonicalEpilogue(ep);
-        if (!terms.ok()) return Fail(terms.status());
-        via->epilogue = *terms;
-      }
+    std::optional<ThroughRunner> via;
+    if (!emulate && cc == 90 && !Compiling() && absl::GetFlag(FLAGS_split) < 0) {
+      absl::StatusOr<std::optional<ThroughRunner>> through =
+          ThroughTheRunner(size, *options, cc, *tuned, choice, run_kernel, runner);
+      if (!through.ok()) return Fail(through.status());
+      via = *std::move(through);
     }
     std::cout << "# " << size.m << "x" << size.n << "x" << size.k << ": " << choice.kernel << ", "
               << kiln::rt::SplitName(choice.split) << " (" << choice.why << ")" << std::endl;

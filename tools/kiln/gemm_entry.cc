@@ -141,7 +141,7 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
   absl::StatusOr<kiln::examples::GemmResult> r =
       emulate ? kiln::examples::EmulateGemm(*b, opt, 1) : kiln::examples::RunGemm(*b, nullptr, opt);
   if (r.ok() && split != 1) r->name += split == 0 ? "+streamK" : absl::StrCat("+splitK", split);
-  if (r.ok() && via) r->name += via->suffix;
+  if (r.ok() && via) r->name = (via->name.empty() ? r->name : via->name) + via->suffix;
   return r;
 }
 

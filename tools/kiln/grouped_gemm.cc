@@ -42,7 +42,7 @@ int GroupedGemm() {
   const char* usage =
       "usage: kiln grouped-gemm --experts E --tokens T|T1,T2,.. --n N --k K [--masked "
       "[--capacity C]]";
-  // A size missing or below 1 is a usage error, exit 2 (as kiln gemm's).
+  // --tokens, --n or --k missing or below 1: a usage error, exit 2 (as kiln gemm's sizes).
   if (absl::GetFlag(FLAGS_tokens).empty())
     return FailUsage(absl::InvalidArgumentError(absl::StrCat("--tokens is missing\n", usage)));
   for (const auto& [flag, value] :

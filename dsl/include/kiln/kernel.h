@@ -148,7 +148,9 @@ class Kernel : public MemoryOps, public AmpereOps, public HopperOps, public Blac
   // The GPU debug mode: every mbarrier wait of this kernel gives up after `ms` milliseconds,
   // writes which wait (its DSL line), the barrier, the phase, the block and the thread to a
   // host-visible record and traps, so a protocol bug ends with a message (from
-  // rt::Synchronize) instead of a hang. Call it before the kernel's first wait.
+  // rt::Synchronize) instead of a hang. Every shared tile index computed at run time (At) is
+  // checked against the tile's rows and row stride the same way: past them it would land in
+  // another tile's bytes. Call it before the kernel's first wait and first At.
   // SetDefaultWatchdog(ms) turns it on for every kernel built afterwards (kiln bundle --watchdog).
   void Watchdog(int ms, Loc loc = Loc::current());
 

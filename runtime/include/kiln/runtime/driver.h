@@ -150,12 +150,13 @@ class EventTimer {
 };
 
 // Waits for the device. When a kernel in the GPU debug mode (Kernel::Watchdog) stopped at a
-// wait that timed out, the error says which wait, barrier, phase, block and thread.
+// wait that timed out (DEADLINE_EXCEEDED) or at a shared tile index past the tile (OUT_OF_RANGE),
+// the error says which DSL line, and the block and thread.
 absl::Status Synchronize();
 
 namespace internal {
-// The message of a watchdog record that fired since the last call, if any (launch.cc).
-std::optional<std::string> TakeWatchdogReport();
+// The report of a debug-mode record that fired since the last call, if any (launch.cc).
+std::optional<absl::Status> TakeWatchdogReport();
 }  // namespace internal
 
 }  // namespace kiln::rt

@@ -42,7 +42,7 @@ class WatchdogRecord {
                                                                 const Manifest& m);
   ~WatchdogRecord();
   absl::Status Arm() const;           // before each launch: a clear record, the claim word free
-  std::optional<std::string> Take();  // the message, once, if a wait fired
+  std::optional<absl::Status> Take();  // the report, once, if a wait or an index check fired
 
   struct Registry {
     std::mutex mu;
