@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 #include <random>
 #include <vector>
 
@@ -319,20 +320,26 @@ TEST(LaunchGpu, OpProbes) {
   }
 }
 
+// `kiln run NAME` of bundle directory `dir` in a child process (a trap ends that process's
+// context), its output and exit status together.
+std::pair<std::string, int> RunPlantedAlone(const char* dir, const std::string& name) {
+  const std::filesystem::path kiln = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kiln";
+  if (!std::filesystem::exists(kiln)) return {absl::StrCat("no ", kiln.string()), -1};
+  const std::string command = absl::StrCat("timeout 60 ", kiln.string(), " --bundles ", dir, " run ", name, " 2>&1");
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return {"popen failed", -1};
+  std::string out;
+  char buf[512];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  return {out, pclose(p)};
+}
+
 // The GPU debug mode on a shared tile indexed past its end by a run-time row: the check stops
 // the launch and the error names the At's DSL line, the row and the tile's rows (OUT_OF_RANGE).
 TEST(LaunchGpu, TheDebugModeStopsAnIndexPastItsTile) {
   REQUIRE_GPU_AND_BUNDLES();
-  const std::filesystem::path kiln = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kiln";
-  ASSERT_TRUE(std::filesystem::exists(kiln)) << kiln;
-  const std::string command =
-      absl::StrCat("timeout 60 ", kiln.string(), " --bundles ", dir, " run planted/row_past_tile 2>&1");
-  FILE* p = popen(command.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[512];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << out;
+  const auto [out, rc] = RunPlantedAlone(dir, "planted/row_past_tile");
+  EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("OUT_OF_RANGE: examples/probes/watchdog.cc:"), std::string::npos) << out;
   EXPECT_NE(out.find("the debug mode stopped the launch: thread "), std::string::npos) << out;
   EXPECT_NE(out.find("indexed row 5 of a shared tile of 4"), std::string::npos) << out;
@@ -340,19 +347,10 @@ TEST(LaunchGpu, TheDebugModeStopsAnIndexPastItsTile) {
 
 // The GPU debug mode on a planted hang (one arrival of the two an mbarrier expects): the
 // watchdog stops the launch after 200 ms and the error names the wait's DSL line, the block, the
-// thread and the phase. In a child process (kiln run): the trap ends that process's context.
+// thread and the phase.
 TEST(LaunchGpu, TheWatchdogStopsAHangAndNamesTheWait) {
   REQUIRE_GPU_AND_BUNDLES();
-  const std::filesystem::path kiln = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kiln";
-  ASSERT_TRUE(std::filesystem::exists(kiln)) << kiln;
-  const std::string command =
-      absl::StrCat("timeout 60 ", kiln.string(), " --bundles ", dir, " run planted/lost_arrival 2>&1");
-  FILE* p = popen(command.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[512];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  const int rc = pclose(p);
+  const auto [out, rc] = RunPlantedAlone(dir, "planted/lost_arrival");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("DEADLINE_EXCEEDED: examples/probes/watchdog.cc:"), std::string::npos) << out;
   EXPECT_NE(out.find(": planted/lost_arrival: the watchdog stopped the launch: thread "), std::string::npos)
