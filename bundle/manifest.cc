@@ -139,17 +139,23 @@ int64_t GridExpr::Value(const Symbols& symbols, int sm_count) const {
   return total;
 }
 
+absl::Status GridExpr::NoSizeBelowZero(const Symbols& symbols) const {
+  for (const Factor& f : factors)
+    if (auto it = symbols.find(f.symbol);
+        !f.symbol.empty() && it != symbols.end() && it->second < 0)
+      return absl::InvalidArgumentError(absl::StrCat(ToString(), " reads ", f.symbol, " = ",
+                                                     it->second, ": a size is 0 or more"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<unsigned> GridExpr::Evaluate(const Symbols& symbols, int sm_count) const {
   for (const Factor& f : factors)
     if (!f.symbol.empty() && f.symbol != "sms" && !symbols.contains(f.symbol))
       return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " needs ",
                                                      f.symbol, ", which has no value here"));
   // A size below 0 is no size, whatever the product (two of them would multiply to a grid).
-  for (const Factor& f : factors)
-    if (!f.symbol.empty() && f.symbol != "sms" && symbols.at(f.symbol) < 0)
-      return absl::InvalidArgumentError(absl::StrCat("grid dimension ", ToString(), " reads ",
-                                                     f.symbol, " = ", symbols.at(f.symbol),
-                                                     ": a size is 0 or more"));
+  if (absl::Status sizes = NoSizeBelowZero(symbols); !sizes.ok())
+    return absl::InvalidArgumentError(absl::StrCat("grid dimension ", sizes.message()));
   const int64_t total = Value(symbols, sm_count);
   if (total <= 0 || total > (int64_t{1} << 31) - 1) {
     std::vector<std::string> values;  // what the rule read

@@ -625,10 +625,10 @@ void Barrier::Wait(const Operand& phase, Loc loc) const {
         "mov.u64 t0, %globaltimer;\n"
         "kiln_wait_${:uid}:\n"
         "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
-        "@done bra.uni kiln_waited_${:uid};\n"
+        "@done bra kiln_waited_${:uid};\n"
         "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n",
         "setp.lt.u64 more, t1, ", static_cast<int64_t>(s.watchdog_ms) * 1000000, ";\n",
-        "@more bra.uni kiln_wait_${:uid};\n",
+        "@more bra kiln_wait_${:uid};\n",
         detail::WatchdogReportPtx(site, detail::WatchdogStop::kWait, "$0", "$1", "$2", "$3"),
         "kiln_waited_${:uid}:\n}");
     s.InlineAsm(ptx, "r,r,l,l,~{memory}",

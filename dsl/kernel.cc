@@ -468,6 +468,11 @@ void Kernel::Watchdog(int ms, Loc loc) {
                              " mbarrier wait(s) it would not cover: call it "
                              "before the first wait"),
                 loc);
+  if (s.runtime_indices_built > 0)
+    return Fail(absl::StrCat("Watchdog comes after ", s.runtime_indices_built,
+                             " shared tile index(es) computed at run time that it would not check: "
+                             "call it before the first At or Stage"),
+                loc);
   s.watchdog_ms = s.manifest.watchdog_ms = ms;
 }
 

@@ -214,6 +214,7 @@ struct KernelState {
   int watchdog_ms = 0;
   mlir::LLVM::GlobalOp watchdog_record, watchdog_claim;
   int waits_built = 0;
+  int runtime_indices_built = 0;  // shared tile indices computed at run time (At, Stage)
 };
 
 // What the static protocol checks find (protocol_check.cc), for KernelDef::findings: arrival

@@ -239,6 +239,9 @@ SmemTile SmemTile::Stage(const Operand& stage, Loc loc) const {
   if (Access::IsImm(stage) && (Access::Imm(stage) < 0 || Access::Imm(stage) >= stages_))
     s.Fail(absl::StrCat("stage ", Access::Imm(stage), " of a ring of ", stages_), loc);
   t.stage_ = s.Wrap(s.Materialize(stage, Type::Of(Scalar::kI32)), Type::Of(Scalar::kI32));
+  if (!Access::IsImm(stage))  // (the GPU debug mode: within the ring)
+    detail::CheckIndexInDebugMode(s, s.Unwrap(t.stage_), stages_, detail::WatchdogStop::kStage,
+                                  loc);
   return t;
 }
 
@@ -354,8 +357,12 @@ Value SmemTile::At(const Operand& row, const Operand& col, Loc loc) const {
   Value r = s.Wrap(s.Materialize(row, i32), i32);
   // In the GPU debug mode an index computed at run time is checked too: past the tile it would
   // read or write the next tile's bytes, which nothing else tells apart.
+  // (A selected stage, a Rows() view of a ring or an interleaved tile ends at its rows: past them
+  // lie the next stage, the parent's other rows or the next slab.)
+  const bool view = stage_.valid() || stage_stride_ || interleaved_;
   if (!Access::IsImm(row))
-    detail::CheckIndexInDebugMode(s, s.Unwrap(r), all_rows, detail::WatchdogStop::kRow, loc);
+    detail::CheckIndexInDebugMode(s, s.Unwrap(r), view ? rows_ : all_rows,
+                                  detail::WatchdogStop::kRow, loc);
   if (!Access::IsImm(col))
     detail::CheckIndexInDebugMode(s, s.Materialize(col, i32), row_stride_,
                                   detail::WatchdogStop::kColumn, loc);

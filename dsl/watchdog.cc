@@ -35,7 +35,7 @@ std::string WatchdogReportPtx(int site, WatchdogStop stop, const std::string& a,
                               const std::string& claim) {
   return absl::StrCat(
       "atom.global.cas.b32 old, [", claim, "], 0, 1;\nsetp.ne.u32 more, old, 0;\n",
-      "kiln_lost_${:uid}:\n@more nanosleep.u32 1000000;\n@more bra.uni kiln_lost_${:uid};\n",
+      "kiln_lost_${:uid}:\n@more nanosleep.u32 1000000;\n@more bra kiln_lost_${:uid};\n",
       "ld.global.u64 rec, [", record, "];\n",
       "setp.eq.u64 more, rec, 0;\n@more trap;\n",  // launched without a record: stop all the same
       "st.volatile.global.u32 [rec+4], ", site, ";\n", "st.volatile.global.u32 [rec+8], ", a,
@@ -50,7 +50,10 @@ std::string WatchdogReportPtx(int site, WatchdogStop stop, const std::string& a,
 
 void CheckIndexInDebugMode(KernelState& s, mlir::Value index, int64_t extent, WatchdogStop stop,
                            const Loc& loc) {
-  if (s.watchdog_ms <= 0) return;
+  if (s.watchdog_ms <= 0) {
+    ++s.runtime_indices_built;
+    return;
+  }
   mlir::Location l = s.ToLoc(loc);
   auto [record, claim] = WatchdogGlobals(s, l);
   const int site = static_cast<int>(s.manifest.watch_sites.size());
@@ -58,7 +61,7 @@ void CheckIndexInDebugMode(KernelState& s, mlir::Value index, int64_t extent, Wa
   const std::string bound = absl::StrCat(extent);
   s.InlineAsm(
       absl::StrCat("{\n.reg .pred more;\n.reg .u64 rec;\n.reg .b32 old, v;\n",
-                   "setp.lt.u32 more, $0, ", bound, ";\n@more bra.uni kiln_in_${:uid};\n",
+                   "setp.lt.u32 more, $0, ", bound, ";\n@more bra kiln_in_${:uid};\n",
                    WatchdogReportPtx(site, stop, "$0", bound, "$1", "$2"), "kiln_in_${:uid}:\n}"),
       "r,l,l,~{memory}", {index, record, claim}, mlir::Type(), l);
 }

@@ -12,7 +12,7 @@
 namespace kiln::detail {
 
 // What stopped the launch: the record's first word (runtime/launch.cc).
-enum class WatchdogStop { kWait = 1, kRow = 2, kColumn = 3 };
+enum class WatchdogStop { kWait = 1, kRow = 2, kColumn = 3, kStage = 4 };
 
 // The addresses (i64) of the record's pointer (set by the runtime before each launch) and of the
 // word that picks the one thread that reports; the globals are created at the kernel's first use.
@@ -27,7 +27,8 @@ std::string WatchdogReportPtx(int site, WatchdogStop stop, const std::string& a,
                               const std::string& claim);
 
 // In the debug mode, a shared tile's run-time index (i32) at or past `extent` (compared unsigned:
-// a negative one too) stops the launch with a report naming `loc`; `stop` says row or column.
+// a negative one too) stops the launch with a report naming `loc`; `stop` says row, column or
+// stage. Outside it, counts the index (Kernel::Watchdog must come before any).
 void CheckIndexInDebugMode(KernelState& s, mlir::Value index, int64_t extent, WatchdogStop stop,
                            const Loc& loc);
 

@@ -2,6 +2,7 @@
 // schedule tables built as the launcher builds them, then each cluster's CTAs under one
 // scheduler.
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
@@ -290,6 +291,9 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
     rt::Arg a = args[i];
     std::memcpy(params.data() + p.offset, a.data(), p.bytes);
   }
+  if (absl::Status sizes = m.smem_extra.NoSizeBelowZero(symbols); !sizes.ok())
+    return absl::InvalidArgumentError(absl::StrCat(m.smem_extra_source, ": ", m.name,
+                                                   ": dynamic shared memory ", sizes.message()));
   const int64_t smem = m.SmemBytes(symbols);
   // As the GPU refuses a launch over the target's shared memory, so does the emulator.
   if (const int budget = rt::SmemBudgetBytes(m.target); smem < 0 || (budget && smem > budget))
@@ -298,11 +302,15 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
         smem, " bytes of shared memory (", m.smem_bytes, " planned",
         m.smem_extra.factors.empty() ? "" : absl::StrCat(" + ", m.smem_extra.ToString()),
         "); a block of ", m.target, " may have at most ", budget));
-  for (const auto& [name, bytes] : module->global_symbols)  // (module globals: workspaces)
-    if (absl::StatusOr<uint64_t> at = device.Workspace(absl::StrCat("global:", m.name, ":", name),
-                                                       static_cast<size_t>(bytes));
-        !at.ok())
-      return at.status();
+  // Module globals: a workspace each, zeroed before every launch as the runtime arms the debug
+  // mode's record and claim word before each (a claim left from a launch that trapped would
+  // make the next report wait forever).
+  for (const auto& [name, bytes] : module->global_symbols) {
+    absl::StatusOr<uint64_t> at =
+        device.Workspace(absl::StrCat("global:", m.name, ":", name), static_cast<size_t>(bytes));
+    if (!at.ok()) return at.status();
+    if (uint8_t* p = device.Find(*at, static_cast<size_t>(bytes))) std::memset(p, 0, bytes);
+  }
   int64_t static_top = 0;
   for (const auto& [name, offset] : module->shared_symbols)
     static_top = std::max(static_top, offset);

@@ -95,15 +95,21 @@ absl::Status WatchdogRecord::Arm() const {
 std::optional<absl::Status> WatchdogRecord::Take() {
   WatchdogFields f;
   std::memcpy(&f, host_, sizeof(f));
-  if (f.fired < 1 || f.fired > 3) return std::nullopt;
+  if (f.fired < 1 || f.fired > 4) return std::nullopt;
   std::memset(host_, 0, sizeof(WatchdogFields));
   const std::string line = f.site < sites_.size() ? sites_[f.site] : absl::StrCat("site #", f.site);
-  if (f.fired != 1)  // a shared tile's run-time index (dsl/watchdog.h: the index, its extent)
+  if (f.fired != 1) {  // a shared tile's run-time index (dsl/watchdog.h: the index, its extent)
+    const int32_t index = static_cast<int32_t>(f.smem_address);
+    const std::string what =
+        f.fired == 2   ? absl::StrFormat("row %d of a shared tile of %u rows", index, f.parity)
+        : f.fired == 3 ? absl::StrFormat("column %d of a shared tile whose rows hold %u elements",
+                                         index, f.parity)
+                       : absl::StrFormat("stage %d of a ring of %u stages", index, f.parity);
     return absl::OutOfRangeError(absl::StrFormat(
-        "%s: %s: the debug mode stopped the launch: thread %d of block (%d,%d,%d) indexed %s %d "
-        "of a shared tile of %u (past it, the access lands in another tile's bytes)",
-        line, name_, f.tid, f.ctaid[0], f.ctaid[1], f.ctaid[2], f.fired == 2 ? "row" : "column",
-        static_cast<int32_t>(f.smem_address), f.parity));
+        "%s: %s: the debug mode stopped the launch: thread %d of block (%d,%d,%d) indexed %s "
+        "(past it, the access lands in other bytes)",
+        line, name_, f.tid, f.ctaid[0], f.ctaid[1], f.ctaid[2], what));
+  }
   return absl::DeadlineExceededError(absl::StrFormat(
       "%s: %s: the watchdog stopped the launch: thread %d of block (%d,%d,%d) waited over %d ms "
       "for the phase of "
@@ -264,8 +270,11 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
     return error(absl::StatusCode::kFailedPrecondition, m.source, "loaded on device ", device_,
                  ", launched with device ", (*d)->device(),
                  " current: load it again there (a runner keeps one per device and stream)");
+  if (absl::Status sizes = m.smem_extra.NoSizeBelowZero(symbols); !sizes.ok())
+    return error(absl::StatusCode::kInvalidArgument, m.smem_extra_source, "dynamic shared memory ",
+                 sizes.message());
   const int64_t smem = m.SmemBytes(symbols);
-  if (smem < 0 || smem > (*d)->max_smem_optin())  // (below 0: a rule read a size below 0)
+  if (smem < 0 || smem > (*d)->max_smem_optin())
     return error(absl::StatusCode::kResourceExhausted,
                  m.smem_extra.factors.empty() ? m.source : m.smem_extra_source, "needs ", smem,
                  " bytes of shared memory (", m.smem_bytes, " planned",

@@ -1156,6 +1156,39 @@ TEST(PlantedBugs, ASharedRowPastItsTileStopsTheDebugMode) {
   }
 }
 
+// The debug mode's checks where one lane alone is out of range (its warp's lanes disagree: the
+// check branches without .uni), and a ring's stage chosen at run time past its stages.
+TEST(PlantedBugs, OneLanePastItsTileAndAStagePastItsRingStopTheDebugMode) {
+  for (bool stage : {false, true}) {
+    Kernel k(stage ? "test/stage_checked" : "test/lane_checked", sm90a(), {64});
+    k.Watchdog(100);
+    Value out = k.PtrParam("out", f32);
+    SmemTile a = k.Smem(f32, 4, 32, SmemLayout{.stages = 2});  // a ring of two stages
+    Value tid = k.ThreadIdx();
+    int line = 0;
+    if (stage) {
+      SmemTile s = a.Stage(tid / 32 + 1); line = __LINE__;  // warp 1: stage 2 of 2
+      k.Store(s.At(0, tid % 32), k.F32(1));
+    } else {
+      k.Store(a.Stage(0).At(Select(tid == 63, k.I32(4), tid / 32), tid % 32), k.F32(1)); line = __LINE__;
+    }
+    k.Store(out + tid.To(i64), k.F32(0));
+    absl::StatusOr<rt::Bundle> built = BundleOfBuilt(k);
+    ASSERT_TRUE(built.ok()) << built.status();
+    emu::Device d;
+    const uint64_t o = *d.Allocate(64 * 4);
+    absl::StatusOr<emu::Stats> s = emu::Launch(d, *built, rt::Dim3{1, 1, 1}, {rt::Arg::Ptr(o)});
+    ASSERT_FALSE(s.ok()) << stage;
+    EXPECT_NE(s.status().message().find(absl::StrCat("emulate_examples_test.cc:", line)),
+              std::string::npos)
+        << s.status();
+    // A second launch on the same device reports again: the claim word starts free each time.
+    absl::StatusOr<emu::Stats> again = emu::Launch(d, *built, rt::Dim3{1, 1, 1}, {rt::Arg::Ptr(o)});
+    ASSERT_FALSE(again.ok());
+    EXPECT_NE(again.status().message().find("trap"), std::string::npos) << again.status();
+  }
+}
+
 // A wait on a flag that another thread sets. Through a plain load the compiler loads the flag
 // once, before the loop, which becomes a branch to itself: the emulator says so at once (not at
 // its instruction budget). Through LoadAcquire the loop reads the flag each pass and ends.

@@ -438,6 +438,11 @@ TEST(Watchdog, ItsMistakesNameTheLine) {
   Kernel ampere("test/watchdog_sm80", sm80(), {128});
   ampere.Watchdog(100); const int l2 = __LINE__;
   ExpectError(ampere, l2, "the watchdog bounds mbarrier waits, which need sm_90 or later; this kernel targets sm_80");
+  Kernel indexed("test/watchdog_after_at", sm90a(), {128});
+  SmemTile t = indexed.Smem(f32, 128, 4);
+  indexed.Store(t.At(indexed.ThreadIdx(), 0), indexed.F32(0));
+  indexed.Watchdog(100); const int l4 = __LINE__;
+  ExpectError(indexed, l4, "Watchdog comes after 1 shared tile index(es) computed at run time that it would not check");
   Kernel zero("test/watchdog_zero", sm90a(), {128});
   zero.Watchdog(0); const int l3 = __LINE__;
   ExpectError(zero, l3, "a watchdog of 0 ms: give 1..3600000");

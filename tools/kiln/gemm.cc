@@ -53,7 +53,13 @@ absl::StatusOr<std::optional<ThroughRunner>> ThroughTheRunner(
     kiln::rt::GemmOptions unfused = options, product = options;
     unfused.epilogue = "", product.epilogue = "", product.out_type = "f32";
     run_kernel = kiln::rt::ChooseGemm(size, cc, unfused, &tuned).kernel;
-    via.name = kiln::rt::ChooseGemm(size, cc, product, &tuned).kernel;  // what runs
+    // The result is named after what runs: the f32 product as the runner plans it, its split.
+    absl::StatusOr<kiln::rt::GemmPlan> runs = PlanPacked(size, product, cc, tuned);
+    if (!runs.ok()) return runs.status();
+    const int split = runs->choice.split;
+    via.name = absl::StrCat(runs->choice.kernel, split == 0  ? "+streamK"
+                                                 : split > 1 ? absl::StrCat("+splitK", split)
+                                                             : "");
     via.suffix += "+epilogue_pass";
     choice.why += "; that variant is not bundled: the f32 product, then gemm/epilogue_pass";
   } else {

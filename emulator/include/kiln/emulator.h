@@ -51,7 +51,7 @@ class Device {
   // as the launcher keeps it: zeroed when (re)allocated, then as the last launch left it.
   absl::StatusOr<uint64_t> Workspace(const std::string& key, size_t bytes);
   // A module-scope .global variable of `kernel` (its workspace "global:KERNEL:SYMBOL", made by
-  // the launch: zeroed at the first, then kept, as a loaded module's are): its address, or 0.
+  // the first launch and zeroed before each): its address, or 0.
   uint64_t ModuleGlobal(const std::string& kernel, const std::string& symbol) const;
 
   // Where the last store to a 4-byte word of global memory came from: the instruction and its

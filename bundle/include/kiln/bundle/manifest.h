@@ -42,6 +42,8 @@ struct GridExpr {
   std::string ToString() const;
   // Fails when a symbol has no value or the result is not a launchable grid dimension.
   absl::StatusOr<unsigned> Evaluate(const Symbols& symbols, int sm_count) const;
+  // An error naming the first symbol the rule reads that holds a value below 0 (no size is).
+  absl::Status NoSizeBelowZero(const Symbols& symbols) const;
   // Unchecked, 64-bit; a symbol without a value counts as 0.
   int64_t Value(const Symbols& symbols, int sm_count) const;
   // The symbols it names (not "sms").
@@ -140,7 +142,8 @@ struct Manifest {
   std::vector<std::pair<std::string, std::string>> attributes;
   std::string source;  // file:line of the kernel's definition
   // The GPU debug mode (Kernel::Watchdog): every mbarrier wait gives up after this many
-  // milliseconds, records which wait (an index into watch_sites, each "file:line") in a
+  // milliseconds, and every shared tile index computed at run time is checked; the wait or index
+  // that stops the launch records its site (an index into watch_sites, each "file:line") in a
   // host-visible buffer and traps. 0: off.
   int watchdog_ms = 0;
   std::vector<std::string> watch_sites;
