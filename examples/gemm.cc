@@ -311,6 +311,16 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
   if (IsFp8(*in_type) && (a_mn || b_mn))
     return absl::InvalidArgumentError(absl::StrCat(
         "options '", options, "': 8-bit inputs are read K-major only (no a_mn, b_mn)"));
+  // A flag or scaling left over (given twice, or after a later one) is told as such, not as an
+  // unknown epilogue term.
+  const std::string next = terms.substr(0, terms.find('.'));
+  for (const char* f :
+       {"any_m", "a_mn", "b_mn", "c_row", "tensorwise", "rowwise", "blockwise", "blockwise_t"})
+    if (next == f)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "options '", options, "': '", next,
+          "' given twice or out of order: the flags come in the order any_m, a_mn, b_mn, c_row, "
+          "then one scaling, then the epilogue's terms"));
   absl::StatusOr<EpilogueSpec> epilogue = ParseEpilogueTerms(terms, *out_type);
   if (!epilogue.ok()) return epilogue.status();
   return GemmVariant{*in_type, any_m, a_mn, b_mn, c_row, scaling, *epilogue, in_b};
