@@ -89,8 +89,8 @@ absl::StatusOr<std::vector<GemmResult>> ReadResultsTsv(const std::string& path) 
         !absl::SimpleAtod(w[5], &r.tflops) || !absl::SimpleAtod(w[7], &r.cublas_tflops))
       continue;
     r.name = w[0];
-    // A row a chart cannot place (a size below 1, a rate that is not a positive number below
-    // kLargestTflops) is skipped like a row of another kind.
+    // A row a chart cannot place (a size below 1, a rate not positive or past the mistimed-row
+    // bound above) is skipped like a row of another kind.
     r.passed = w[11] == "ok" && r.size.m > 0 && r.size.n > 0 && r.size.k > 0 && r.tflops > 0 &&
                r.tflops < kLargestTflops && r.cublas_tflops >= 0 &&
                r.cublas_tflops < kLargestTflops;

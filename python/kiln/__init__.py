@@ -137,13 +137,17 @@ def _writable_out(call, out):
         raise Error(f"{call}: out is read-only; give a writable array (or none: kiln makes one)")
 
 
-def _require_arrays(call, **arrays):
+def _require_arrays(call, *, numpy_or_torch=False, **arrays):
     """kiln.Error unless each of `arrays` is an array (anything with __dlpack__: a torch tensor,
-    a NumPy array)."""
+    a NumPy array); with numpy_or_torch, one of those two alone (the calls that read an array's
+    strides and type through NumPy or torch)."""
     for name, x in arrays.items():
         if not hasattr(x, "__dlpack__") or not hasattr(x, "shape"):
             raise Error(f"{call}: {name} must be a torch tensor or a NumPy array, not "
                         f"{type(x).__name__}")
+        if numpy_or_torch and not _is_numpy(x) and not _is_torch(x):
+            raise Error(f"{call}: {name} is a {type(x).__name__}; this call takes NumPy arrays or "
+                        f"torch tensors (numpy.from_dlpack({name}) first)")
         dtype = getattr(x, "dtype", None)
         if _is_numpy(x) and dtype is not None:
             if dtype.kind not in "biuf":
@@ -164,18 +168,10 @@ def _emulator_sized(call, **arrays):
                         f"the emulator takes arrays of up to 2^26 (run it on a GPU)")
 
 
-def _require_numpy_or_torch(call, **arrays):
-    """kiln.Error for an array that is neither a NumPy array nor a torch tensor (another object
-    with __dlpack__): the calls that read an array's strides and type through NumPy or torch."""
-    for name, x in arrays.items():
-        if not _is_numpy(x) and not _is_torch(x):
-            raise Error(f"{call}: {name} is a {type(x).__name__}; this call takes NumPy arrays or "
-                        f"torch tensors (numpy.from_dlpack({name}) first)")
-
-
-def _optional_arrays(call, **arrays):
+def _optional_arrays(call, *, numpy_or_torch=False, **arrays):
     """_require_arrays for those of `arrays` that are not None."""
-    _require_arrays(call, **{name: x for name, x in arrays.items() if x is not None})
+    _require_arrays(call, numpy_or_torch=numpy_or_torch,
+                    **{name: x for name, x in arrays.items() if x is not None})
 
 
 def _scalar_array(value, kinds):
@@ -484,12 +480,10 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     out's q and k columns are then in that order too. Attention is the same in any order that q
     and k share; out[:, h * dim + r] holds feature rope_order(dim)[r] of head h.
     """
-    _require_arrays("kiln.gemm", a=a, b=b)
-    _require_numpy_or_torch("kiln.gemm", a=a, b=b)
+    _require_arrays("kiln.gemm", numpy_or_torch=True, a=a, b=b)
     _emulator_sized("kiln.gemm", a=a, b=b)
-    _optional_arrays("kiln.gemm", out=out, c=c, bias=bias, residual=residual)
-    _require_numpy_or_torch("kiln.gemm", **{name: x for name, x in dict(
-        out=out, c=c, bias=bias, residual=residual).items() if x is not None})
+    _optional_arrays("kiln.gemm", numpy_or_torch=True, out=out, c=c, bias=bias,
+                     residual=residual)
     _writable_out("kiln.gemm", out)
     alpha = _number("kiln.gemm", "alpha", alpha)
     beta = beta if beta is None else _number("kiln.gemm", "beta", beta)
@@ -936,8 +930,7 @@ def quantize_e4m3(x):
     to 448), as kiln.gemm's blockwise a takes it: (q, scales), q (M, K) float8_e4m3fn and scales
     (M, ceil(K/128)) with M contiguous. CUDA: x bf16 (ops/quantize_e4m3). Host: f32 rounded to
     bf16, run on the emulator; q is then a uint8 array of e4m3 bytes. K a multiple of 16."""
-    _require_arrays("kiln.quantize_e4m3", x=x)
-    _require_numpy_or_torch("kiln.quantize_e4m3", x=x)
+    _require_arrays("kiln.quantize_e4m3", numpy_or_torch=True, x=x)
     _require(len(x.shape) == 2 and x.shape[1] % 16 == 0,
              f"kiln.quantize_e4m3: x must be (M, K) with K a multiple of 16, not {tuple(x.shape)}")
     m, k = x.shape
@@ -970,8 +963,7 @@ def quantize_e4m3_blocks(w, *, transpose=False):
     kiln.gemm(dy_q, q_t.t(), scale_a=s_dy, scale_b=scales_t)). K a multiple of 16; with
     transpose, N too. CUDA: w bf16 (ops/quantize_e4m3_blocks). Host: f32 rounded to bf16, run on
     the emulator; q and q_t are then uint8 arrays of e4m3 bytes."""
-    _require_arrays("kiln.quantize_e4m3_blocks", w=w)
-    _require_numpy_or_torch("kiln.quantize_e4m3_blocks", w=w)
+    _require_arrays("kiln.quantize_e4m3_blocks", numpy_or_torch=True, w=w)
     transpose = _flag("kiln.quantize_e4m3_blocks", "transpose", transpose)
     _require(len(w.shape) == 2 and w.shape[1] % 16 == 0 and (not transpose or w.shape[0] % 16 == 0),
              f"kiln.quantize_e4m3_blocks: w must be (N, K) with K{' and N' if transpose else ''} "
@@ -1259,13 +1251,12 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
     zeros (never out of bounds; the result is then undefined).
     """
     call = "kiln.decode_attention"
-    _require_arrays(call, q=q, k_cache=k_cache, v_cache=v_cache, seq_lens=seq_lens)
-    _require_numpy_or_torch(call, q=q, k_cache=k_cache, v_cache=v_cache, seq_lens=seq_lens)
+    _require_arrays(call, numpy_or_torch=True, q=q, k_cache=k_cache, v_cache=v_cache,
+                    seq_lens=seq_lens)
     _require(len(q.shape) == 4,
              lambda: f"{call}: q must be [B, Hq, S, D], not shape {tuple(q.shape)}")
     if block_table is not None:
-        _require_arrays(call, block_table=block_table)
-        _require_numpy_or_torch(call, block_table=block_table)
+        _require_arrays(call, numpy_or_torch=True, block_table=block_table)
         page = k_cache.shape[1] if len(k_cache.shape) == 4 else 0
         _require(page >= 16 and page & (page - 1) == 0,
                  lambda: f"{call}: with a block_table, k_cache and v_cache are a paged cache "
@@ -1355,8 +1346,7 @@ def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=Non
     o and lse alike.
     """
     call = "kiln.varlen_attention"
-    _require_arrays(call, q=q, k=k, v=v, cu_seqlens=cu_seqlens)
-    _require_numpy_or_torch(call, q=q, k=k, v=v, cu_seqlens=cu_seqlens)
+    _require_arrays(call, numpy_or_torch=True, q=q, k=k, v=v, cu_seqlens=cu_seqlens)
     for name, x in (("q", q), ("k", k), ("v", v)):
         _require(len(x.shape) == 3,
                  lambda: f"{call}: {name} must be packed [T, H, D], not shape {tuple(x.shape)}")
@@ -1412,10 +1402,8 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
     gradient d_out of out, all packed [T, H, D] as it took them (lse [Hq, T]). Each sequence's
     gradients come from its own rows only; deterministic (the same bytes run to run).
     """
-    _require_arrays("kiln.varlen_attention_backward", q=q, k=k, v=v, out=out, lse=lse,
-                    d_out=d_out, cu_seqlens=cu_seqlens)
-    _require_numpy_or_torch("kiln.varlen_attention_backward", q=q, k=k, v=v, out=out, lse=lse,
-                            d_out=d_out, cu_seqlens=cu_seqlens)
+    _require_arrays("kiln.varlen_attention_backward", numpy_or_torch=True, q=q, k=k, v=v,
+                    out=out, lse=lse, d_out=d_out, cu_seqlens=cu_seqlens)
     for name, x in (("q", q), ("k", k), ("v", v), ("out", out), ("d_out", d_out)):
         _require(len(x.shape) == 3,
                  lambda: f"kiln.varlen_attention_backward: {name} must be packed [T, H, D], not "
@@ -1681,8 +1669,7 @@ def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv, *, layout="bhsd"):
     q [B, S, Hq, D], k and v [B, S, Hkv, D] instead (kiln.attention's rows layout, whose o is
     then the output projection's rows). Host arrays: float32 qkv runs as bf16 and q, k, v come
     back float32; float16 qkv runs the f16 kernels and they come back float16."""
-    _require_arrays("kiln.rope_qkv", qkv=qkv, cos=cos, sin=sin)
-    _require_numpy_or_torch("kiln.rope_qkv", qkv=qkv, cos=cos, sin=sin)
+    _require_arrays("kiln.rope_qkv", numpy_or_torch=True, qkv=qkv, cos=cos, sin=sin)
     batch, heads_q, heads_kv = (_integer("kiln.rope_qkv", name, n) for name, n in
                                 (("batch", batch), ("heads_q", heads_q), ("heads_kv", heads_kv)))
     _require(min(batch, heads_q, heads_kv) >= 0,
@@ -1725,8 +1712,7 @@ def _f32_table(x):
 def swiglu(x):
     """silu(gate) * up over rows [T, 2F] holding gate then up: [T, F]. Host arrays: float32 x
     runs as bf16, float16 x as f16 (the result float16)."""
-    _require_arrays("kiln.swiglu", x=x)
-    _require_numpy_or_torch("kiln.swiglu", x=x)
+    _require_arrays("kiln.swiglu", numpy_or_torch=True, x=x)
     _require(len(x.shape) == 2 and x.shape[1] % 2 == 0,
              f"kiln.swiglu: x must be [T, 2F], not {tuple(x.shape)}")
     f = x.shape[1] // 2
@@ -1740,8 +1726,7 @@ def swiglu(x):
 def heads_to_rows(x):
     """[B, H, S, D] into [B, S, H, D] (contiguous). Host arrays: float32 x runs as bf16 (its
     values rounded so), float16 x as f16 (the result float16, bit for bit)."""
-    _require_arrays("kiln.heads_to_rows", x=x)
-    _require_numpy_or_torch("kiln.heads_to_rows", x=x)
+    _require_arrays("kiln.heads_to_rows", numpy_or_torch=True, x=x)
     _require(len(x.shape) == 4, f"kiln.heads_to_rows: x must have rank 4, not {len(x.shape)}")
     b, h, s, d = x.shape
     y = _empty(x, (b, s, h, d), _type_of(x))

@@ -3,6 +3,7 @@
 // answer at ragged shapes that take every body of the row kernels, under two schedules.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -409,16 +410,24 @@ TEST(PlantedBugs, UpstreamPerTileWaitsFallTwoPhasesBehind) {
   EXPECT_GT(found, 0);
 }
 
+// blackwell/v4 on the emulator at 128x128x256 with `edit` made to its PTX at its tcgen05.alloc
+// line (`at`: the line's start, `end`: past its newline).
+absl::StatusOr<GemmResult> EmulateV4Edited(const std::function<void(std::string&, size_t, size_t)>& edit) {
+  rt::Bundle b = CachedBundle("blackwell/v4");
+  const size_t at = b.ptx.find("\ttcgen05.alloc.cta_group::1");
+  if (at == std::string::npos) return absl::NotFoundError("no tcgen05.alloc in blackwell/v4");
+  edit(b.ptx, at, b.ptx.find('\n', at) + 1);
+  RunOptions opt;
+  opt.size = {128, 128, 256};
+  return EmulateGemm(b, opt, 1);
+}
+
 // A CTA that gave up its permit to allocate tensor memory allocates no more (PTX ISA,
 // tcgen05.relinquish_alloc_permit): here the permit is relinquished before the kernel's alloc.
 TEST(PlantedBugs, AnAllocAfterRelinquishingThePermitIsReported) {
-  rt::Bundle b = CachedBundle("blackwell/v4");
-  const size_t at = b.ptx.find("\ttcgen05.alloc.cta_group::1");
-  ASSERT_NE(at, std::string::npos);
-  b.ptx.insert(at, "\ttcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;\n");
-  RunOptions opt;
-  opt.size = {128, 128, 256};
-  absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, 1);
+  absl::StatusOr<GemmResult> r = EmulateV4Edited([](std::string& ptx, size_t at, size_t) {
+    ptx.insert(at, "\ttcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;\n");
+  });
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("tcgen05.alloc after this CTA relinquished its permit"),
             std::string::npos)
@@ -428,14 +437,9 @@ TEST(PlantedBugs, AnAllocAfterRelinquishingThePermitIsReported) {
 // The same slot allocated twice (the alloc line repeated): the first allocation leaks, and the
 // report at the block's exit names the alloc that wrote its slot again.
 TEST(PlantedBugs, TensorMemoryAllocatedTwiceIsNamedInTheLeak) {
-  rt::Bundle b = CachedBundle("blackwell/v4");
-  const size_t at = b.ptx.find("\ttcgen05.alloc.cta_group::1");
-  ASSERT_NE(at, std::string::npos);
-  const size_t end = b.ptx.find('\n', at) + 1;
-  b.ptx.insert(end, b.ptx.substr(at, end - at));
-  RunOptions opt;
-  opt.size = {128, 128, 256};
-  absl::StatusOr<GemmResult> r = EmulateGemm(b, opt, 1);
+  absl::StatusOr<GemmResult> r = EmulateV4Edited([](std::string& ptx, size_t at, size_t end) {
+    ptx.insert(end, ptx.substr(at, end - at));
+  });
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("exits with 128 columns of tensor memory still allocated"),
             std::string::npos)
