@@ -14,12 +14,13 @@
 // shared memory, K MN-major) is staged in shared memory and added in f32 into dQacc by one TMA
 // reduction (cp.reduce.async.bulk .add, atomic per element); dK's wgmma reads dS^T there
 // too. D = 128: warpgroup w takes D's columns 64w..; D = 64: the warpgroups take turns, a step
-// each.
+// each. StepGradients says in which order a step issues its gradient GEMMs.
 //
 // Constraints (checked at build): 1 or 2 consumer warpgroups (dqadd: 2). D 64 or 128; at D = 256
 // dK and dV would not fit a warpgroup's registers beside S^T and dP^T, so BuildDkDvSplitD
 // (hopper_dkdv_split.cc) builds it, its warpgroups splitting D.
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,40 +39,126 @@ constexpr int kQueryRows = 64;  // a query tile: the N of S^T's wgmma
 constexpr int kProducerRegs = 24;
 
 // dqadd: this warpgroup's 64 columns of the step's dQ part, dS (dS^T in `ds_t`, [keys, 64
-// queries], read MN-major) times K (all `keys` rows, read MN-major), added into dQacc at the query
-// tile's rows (its padded rows too: their dS is 0) through `staging` (this warpgroup's 64 x 64
-// f32) and one TMA reduction, which runs on under the next step. D = 128: columns 64 * wg..;
-// D = 64: all of them, by the warpgroup whose turn it is (step buffer `buf`). Thread `c` of 128.
-void AddDq(Kernel& k, const BackwardParams& p, const WgmmaAccumulator& dq, const SmemTile& ds_t,
-           const SmemTile& sK, const SmemTile& staging, int keys, int spans, const Value& wg,
-           const Value& c, const Value& buf, const Value& q_head, const Value& m0) {
-  Value chunk = spans == 2 ? wg : k.I32(0);
-  auto issue = [&] {
-    for (int kk = 0; kk < keys; kk += 16)
-      k.Wgmma(dq, {.a = {ds_t, true, keys},
-                   .b = {sK, true, keys},
-                   .b_row0 = chunk * 64,
-                   .k0 = kk,
-                   .accumulate = kk > 0});
-    k.WgmmaCommit();
-    k.WgmmaWait(0);
-    // The staging tile is free once the last reduction has read it (its issuing thread waits,
-    // then the warpgroup meets); filled, fenced for the async proxy, met again, added.
-    k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });
-    k.NamedBarrier(wg + 1, 128);
-    for (int pair = 0; pair < 16; ++pair)
-      k.Store(staging.At(dq.Row(pair), dq.Col(pair)), k.Vector({dq[2 * pair], dq[2 * pair + 1]}));
-    k.FenceProxyAsync();
-    k.NamedBarrier(wg + 1, 128);
-    k.If(c == 0, [&] {
-      k.TmaReduceAdd(p.tdq_acc, staging, {chunk * 64, q_head * p.Sp + m0});
-      k.BulkCommit();
-    });
+// queries], read MN-major) times K (all `keys` rows, read MN-major), issued as a wgmma group of
+// its own. D = 128: columns 64 * wg..; D = 64: all of them, by the warpgroup whose turn it is
+// (the caller's test).
+void IssueDq(Kernel& k, const WgmmaAccumulator& dq, const SmemTile& ds_t, const SmemTile& sK,
+             int keys, const Value& chunk) {
+  for (int kk = 0; kk < keys; kk += 16)
+    k.Wgmma(dq, {.a = {ds_t, true, keys},
+                 .b = {sK, true, keys},
+                 .b_row0 = chunk * 64,
+                 .k0 = kk,
+                 .accumulate = kk > 0});
+  k.WgmmaCommit();
+}
+
+// dqadd: the dQ part (its group waited for) added into dQacc at the query tile's rows (its padded
+// rows too: their dS is 0) through `staging` (this warpgroup's 64 x 64 f32) and one TMA
+// reduction, which runs on under the next step. Thread `c` of 128.
+void AddDq(Kernel& k, const BackwardParams& p, const WgmmaAccumulator& dq, const SmemTile& staging,
+           const Value& chunk, const Value& wg, const Value& c, const Value& q_head,
+           const Value& m0) {
+  // The staging tile is free once the last reduction has read it (its issuing thread waits,
+  // then the warpgroup meets); filled, fenced for the async proxy, met again, added.
+  k.If(c == 0, [&] { k.BulkWait(0, /*smem_reads_only=*/true); });
+  k.NamedBarrier(wg + 1, 128);
+  for (int pair = 0; pair < 16; ++pair)
+    k.Store(staging.At(dq.Row(pair), dq.Col(pair)), k.Vector({dq[2 * pair], dq[2 * pair + 1]}));
+  k.FenceProxyAsync();
+  k.NamedBarrier(wg + 1, 128);
+  k.If(c == 0, [&] {
+    k.TmaReduceAdd(p.tdq_acc, staging, {chunk * 64, q_head * p.Sp + m0});
+    k.BulkCommit();
+  });
+}
+
+// What one step's gradient GEMMs read and write (a consumer warpgroup's view).
+struct StepGemms {
+  // st: P^T, then (dqadd) 64 columns of the dQ part, P^T being in fragments by then (registers
+  // of their own would stay live across the loop: hopper_dq's note).
+  const WgmmaAccumulator *dk, *dv, *st, *dpt;
+  SmemTile sdS, sdQ, sK, q_stage, do_stage;  // sdS: this step's dS^T buffer
+  Value wg, c, row0, buf, q_head, m0;
+};
+
+// dV += P^T dO and dK += dS^T Q (and, with dqadd, the dQ part added) once P^T (in st) and dS^T
+// (in dpt) are in. `dv_first` issues dV's group before dS^T goes through shared memory (it needs
+// nothing of the other warpgroup) and dQ's group before dK's, so that dQ's part is staged and
+// added while dK's group runs (wait 1), as FlashAttention-3 orders the step; otherwise dV's and
+// dK's wgmmas form one group and dQ's comes last (wait 0). The better order differs by kernel
+// (docs/perf/2026-12-02-backward-step-order.md).
+void StepGradients(Kernel& k, const BackwardParams& p, const AttentionShape& a, const StepGemms& g,
+                   bool dv_first) {
+  const int BM = kQueryRows, BN = 64 * a.warpgroups, spans = a.d / 64;
+  const Scalar in = a.in;
+  Value chunk = spans == 2 ? g.wg : k.I32(0);
+  auto if_mine = [&](const std::function<void()>& body) {  // D = 64: whose turn dQ is
+    if (spans == 2)
+      body();
+    else
+      k.If(g.wg == g.buf, body);
   };
-  if (spans == 2)
-    issue();
-  else
-    k.If(wg == buf, issue);
+  auto share_ds = [&] {  // dS^T rounded into its buffer; both warpgroups' rows in
+    if (!a.dq_add) return;
+    const std::vector<Value> packed = PackPairs(*g.dpt, in);
+    for (int pair = 0; pair < BM / 4; ++pair)
+      k.Store(g.sdS.At(g.row0 + g.dpt->Row(pair), g.dpt->Col(pair)), packed[pair]);
+    k.FenceProxyAsync();
+    k.NamedBarrier(a.warpgroups + 1, 128 * a.warpgroups);
+  };
+  // P^T and dS^T as A fragments, made before the fence that orders them for the wgmmas.
+  // (dqadd: dS^T is read from its buffer, where dQ's wgmma reads it too.)
+  std::vector<std::vector<Value>> p_frags, ds_frags;
+  auto make_frags = [&] {
+    for (int f = 0; f < BM / 16; ++f) {
+      p_frags.push_back(g.st->FragmentA(f, in));
+      if (!a.dq_add) ds_frags.push_back(g.dpt->FragmentA(f, in));
+    }
+    k.WgmmaFence();
+  };
+  auto issue_dv = [&] {
+    for (int f = 0; f < BM / 16; ++f)
+      k.Wgmma(*g.dv, {.a_regs = p_frags[f], .b = {g.do_stage, true, BM}, .k0 = f * 16});
+  };
+  auto issue_dk = [&] {
+    for (int f = 0; f < BM / 16; ++f)
+      if (a.dq_add)
+        k.Wgmma(*g.dk, {.a = g.sdS, .a_row0 = g.row0, .b = {g.q_stage, true, BM}, .k0 = f * 16});
+      else
+        k.Wgmma(*g.dk, {.a_regs = ds_frags[f], .b = {g.q_stage, true, BM}, .k0 = f * 16});
+  };
+  auto issue_dq = [&] { IssueDq(k, *g.st, g.sdS, g.sK, BN, chunk); };
+  auto add_dq = [&] { AddDq(k, p, *g.st, g.sdQ.Stage(g.wg), chunk, g.wg, g.c, g.q_head, g.m0); };
+  if (dv_first) {
+    make_frags();
+    issue_dv();
+    if (a.dq_add) {
+      k.WgmmaCommit();
+      share_ds();
+      k.WgmmaFence();
+      if_mine(issue_dq);
+    }
+    issue_dk();
+    k.WgmmaCommit();
+    if (a.dq_add) {
+      k.WgmmaWait(1);  // dV's and dQ's groups are in; dK's runs on
+      if_mine(add_dq);
+    }
+  } else {
+    share_ds();
+    make_frags();
+    issue_dv();
+    issue_dk();
+    k.WgmmaCommit();
+    if (a.dq_add)
+      if_mine([&] {
+        issue_dq();
+        k.WgmmaWait(0);
+        add_dq();
+      });
+  }
+  k.WgmmaWait(0);
 }
 
 absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
@@ -138,9 +225,6 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
     // S^T and dP^T, overwritten by each step's first wgmma (made here: registers made inside the
     // loop would be zeroed between its fence and its wgmma, which ptxas then serialises).
     WgmmaAccumulator st = k.WgmmaAcc(BM), dpt = k.WgmmaAcc(BM);
-    // dqadd: 64 columns of the step's dQ part go through S^T's registers, P^T being in fragments
-    // by then (registers of their own would stay live across the loop: hopper_dq's note).
-    const WgmmaAccumulator& dq = st;
     Regs step = k.Registers(Type::Of(i32), 1);  // dqadd: which dS^T buffer, whose turn
     Value kvs = kv_ring.Acquire(kv_at);
     attention_sm90::EachQueryTile(k, w, BM, [&](Value q_head, Value m0) {
@@ -161,35 +245,26 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
                                      a.causal ? w.shift : Value(), scale_log2, w.q_end, off);
       k.WgmmaWait(0);  // dP^T is in
       attention_sm90::ScoreGradsT(k, st, dpt, sDelta.Stage(ds), Value(), off, a.varlen);
+      // dV's group first at D = 128 and under a causal mask; at D = 64 without one the old order
+      // ran faster (docs/perf/2026-12-02-backward-step-order.md).
       Value buf = step[0] % 2;
-      if (a.dq_add) {  // dS^T rounded into its buffer; both warpgroups' rows in before dQ's wgmma
-        const std::vector<Value> packed = PackPairs(dpt, in);
-        for (int pair = 0; pair < BM / 4; ++pair)
-          k.Store(sdS.Stage(buf).At(row0 + dpt.Row(pair), dpt.Col(pair)), packed[pair]);
-        k.FenceProxyAsync();
-        k.NamedBarrier(W + 1, 128 * W);
-      }
-      // P^T and dS^T as A fragments, made before the fence that orders them for the wgmmas.
-      // (dqadd: dS^T is read from its buffer, where dQ's wgmma reads it too.)
-      std::vector<std::vector<Value>> p_frags, ds_frags;
-      for (int f = 0; f < BM / 16; ++f) {
-        p_frags.push_back(st.FragmentA(f, in));
-        if (!a.dq_add) ds_frags.push_back(dpt.FragmentA(f, in));
-      }
-      k.WgmmaFence();
-      for (int f = 0; f < BM / 16; ++f)
-        k.Wgmma(dv, {.a_regs = p_frags[f], .b = {sdO.Stage(ds), true, BM}, .k0 = f * 16});
-      for (int f = 0; f < BM / 16; ++f)
-        if (a.dq_add)
-          k.Wgmma(
-              dk,
-              {.a = sdS.Stage(buf), .a_row0 = row0, .b = {sQ.Stage(qs), true, BM}, .k0 = f * 16});
-        else
-          k.Wgmma(dk, {.a_regs = ds_frags[f], .b = {sQ.Stage(qs), true, BM}, .k0 = f * 16});
-      k.WgmmaCommit();
-      if (a.dq_add)
-        AddDq(k, p, dq, sdS.Stage(buf), sK, sdQ.Stage(wg), BN, SPANS, wg, c, buf, q_head, m0);
-      k.WgmmaWait(0);
+      StepGradients(k, p, a,
+                    {.dk = &dk,
+                     .dv = &dv,
+                     .st = &st,
+                     .dpt = &dpt,
+                     .sdS = a.dq_add ? sdS.Stage(buf) : SmemTile(),
+                     .sdQ = sdQ,
+                     .sK = sK,
+                     .q_stage = sQ.Stage(qs),
+                     .do_stage = sdO.Stage(ds),
+                     .wg = wg,
+                     .c = c,
+                     .row0 = row0,
+                     .buf = buf,
+                     .q_head = q_head,
+                     .m0 = m0},
+                    /*dv_first=*/D == 128 || a.causal);
       step[0] = step[0] + 1;
       // The stages' lse2 and delta were read through the generic proxy by every thread: each
       // fences its reads before the next TMA writes, and the warpgroup meets before one thread
