@@ -62,6 +62,15 @@ bool CheckCoordinates(KernelState& s, const TensorMap& map, const std::vector<Op
 bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile,
                       const std::vector<Operand>& coords, const Loc& loc) {
   if (!CheckCoordinates(s, map, coords, loc)) return false;
+  // Elements of another size: said as such, before the box's bytes (which then differ too).
+  const int map_bytes = rt::TmaElementBytes(map.spec().dtype);
+  if (map_bytes != ScalarBytes(tile.elem())) {
+    s.Fail(absl::StrCat("the tensor map holds elements of ", map_bytes,
+                        " bytes but the smem tile (", LocString(tile.loc()), ") holds ",
+                        Type::Of(tile.elem()).Str(), ", of ", ScalarBytes(tile.elem())),
+           loc);
+    return false;
+  }
   if (map.box_bytes() != tile.stage_bytes()) {
     s.Fail(absl::StrCat("the tensor map's box is ", map.box_bytes(), " bytes but the smem tile (",
                         LocString(tile.loc()), ") holds ", tile.stage_bytes(), " per stage",

@@ -501,6 +501,19 @@ TEST(Hopper, TmaOfAnotherSixteenBitTypeThanItsTile) {
   ExpectError(k, line, "the tensor map holds f16 but the smem tile");
 }
 
+// A map of f32 into a bf16 tile: told as elements of another size, not as a box of other bytes.
+TEST(Hopper, TmaOfElementsOfAnotherSizeThanItsTiles) {
+  Kernel k("test/tma_dtype_size", sm90a(), {128});
+  rt::TensorMapParam wide = Map128B(64);
+  wide.dtype = rt::TmaDtype::kF32;
+  wide.box = {32, 64};  // 128-byte rows: a valid box of f32
+  TensorMap a = k.TmaParam("tmA", wide);
+  SmemTile tile = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  Barriers bar = k.SmemBarriers(1);
+  k.TmaLoad(a, tile, bar[0], {0, 0}); const int line = __LINE__;
+  ExpectError(k, line, "the tensor map holds elements of 4 bytes but the smem tile");
+}
+
 // A padded tile is no TMA destination: a box lands dense, and the message says the padding is
 // why the bytes differ.
 TEST(Hopper, TmaIntoAPaddedTileSaysThePaddingIsWhy) {
