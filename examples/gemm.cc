@@ -266,10 +266,16 @@ const char* Fp8ScalingName(Fp8Scaling s) {
 }
 
 absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
-  const size_t dot = options.find('.'), dash = options.find('-');
-  const std::string types = options.substr(0, dot), in = types.substr(0, dash),
+  const size_t dot = options.find('.');
+  const std::string types = options.substr(0, dot);
+  const size_t dash = types.find('-');  // (in the types: a term may hold one too)
+  const std::string in = types.substr(0, dash),
                     out = dash == std::string::npos ? "" : types.substr(dash + 1);
   std::string terms = dot == std::string::npos ? "" : options.substr(dot + 1);
+  if (dot != std::string::npos && (terms.empty() || terms.front() == '.' || terms.back() == '.' ||
+                                   terms.find("..") != std::string::npos))
+    return absl::InvalidArgumentError(
+        absl::StrCat("options '", options, "': an empty option between dots"));
   // Flags in their order, each followed by '.' or the end.
   auto flag = [&terms](const std::string& f) {
     const bool on = terms == f || terms.rfind(f + ".", 0) == 0;

@@ -47,6 +47,91 @@ std::set<std::string>& GivenFlags() {
 }
 }  // namespace
 
+namespace {
+// The files a --flagfile argument names ("--flagfile=a,b", or on the command line also
+// "-flagfile a"), and how many of the arguments from `i` it takes; 0 where args[i] is no
+// --flagfile.
+int FlagfileArgument(const std::vector<std::string>& args, size_t i, bool value_apart,
+                     std::vector<std::string>* files) {
+  absl::string_view arg = args[i];
+  if (!absl::ConsumePrefix(&arg, "--")) absl::ConsumePrefix(&arg, "-");
+  if (!absl::ConsumePrefix(&arg, "flagfile")) return 0;
+  int taken = 1;
+  std::string value;
+  if (absl::ConsumePrefix(&arg, "=")) {
+    value = std::string(arg);
+  } else if (arg.empty() && value_apart && i + 1 < args.size()) {
+    value = args[i + 1];
+    taken = 2;
+  } else {
+    return 0;  // (--flagfilex: not this flag)
+  }
+  for (absl::string_view f : absl::StrSplit(value, ',', absl::SkipEmpty()))
+    files->push_back(std::string(f));
+  return taken;
+}
+
+// Appends to `out` the flags of `path`, files it names expanded in turn; `chain` holds the files
+// being read, outermost first.
+absl::Status ExpandFlagfile(const std::string& path, std::vector<std::string>* chain,
+                            std::vector<std::string>* out) {
+  std::error_code error;
+  const std::string canonical = std::filesystem::weakly_canonical(path, error).string();
+  for (const std::string& open : *chain)
+    if (open == canonical)
+      return absl::InvalidArgumentError(absl::StrCat("--flagfile ", path, " names itself",
+                                                     chain->size() > 1 ? " through " : "",
+                                                     chain->size() > 1 ? chain->back() : ""));
+  absl::StatusOr<std::string> text = ReadTextFile(path, "--flagfile");
+  if (!text.ok()) return text.status();
+  chain->push_back(canonical);
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] != '-' || line == "--")
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--flagfile ", path, ": '", line, "' is no flag (a flag file holds flags, one a line)"));
+    lines.push_back(std::string(line));
+  }
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::vector<std::string> nested;
+    if (FlagfileArgument(lines, i, /*value_apart=*/false, &nested) == 0) {
+      out->push_back(lines[i]);
+      continue;
+    }
+    for (const std::string& f : nested)
+      if (absl::Status s = ExpandFlagfile(f, chain, out); !s.ok()) return s;
+  }
+  chain->pop_back();
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ExpandFlagfiles(int argc, char** argv) {
+  const std::vector<std::string> args(argv, argv + argc);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::vector<std::string> files;
+    const int taken =
+        i == 0 || args[i] == "--" ? 0 : FlagfileArgument(args, i, /*value_apart=*/true, &files);
+    if (args[i] == "--") {  // the rest are positional
+      out.insert(out.end(), args.begin() + i, args.end());
+      break;
+    }
+    if (taken == 0) {
+      out.push_back(args[i]);
+      continue;
+    }
+    for (const std::string& f : files) {
+      std::vector<std::string> chain;
+      if (absl::Status s = ExpandFlagfile(f, &chain, &out); !s.ok()) return s;
+    }
+    i += taken - 1;
+  }
+  return out;
+}
+
 absl::Status RecordGivenFlags(int argc, char** argv) {
   std::set<std::string> seen;  // each flag once, a boolean's --noX counted as X
   for (int i = 1; i < argc; ++i) {

@@ -32,8 +32,15 @@ int RunCommand(int argc, char** argv) {
 #endif
   };
   absl::SetFlagsUsageConfig(usage);
+  absl::StatusOr<std::vector<std::string>> expanded = kiln::cli::ExpandFlagfiles(argc, argv);
+  if (!expanded.ok()) return kiln::cli::FailUsage(expanded.status());
+  std::vector<char*> expanded_argv;
+  for (std::string& arg : *expanded) expanded_argv.push_back(arg.data());
+  argc = static_cast<int>(expanded_argv.size());
+  argv = expanded_argv.data();
   if (std::optional<int> code = kiln::cli::HandleHelp(argc, argv)) return *code;
-  if (absl::Status s = kiln::cli::RecordGivenFlags(argc, argv); !s.ok()) return kiln::cli::Fail(s);
+  if (absl::Status s = kiln::cli::RecordGivenFlags(argc, argv); !s.ok())
+    return kiln::cli::FailUsage(s);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   if (args.empty()) {
@@ -43,7 +50,7 @@ int RunCommand(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   if (absl::Status s = kiln::cli::CheckFlagsOf(command, kiln::cli::GivenFlagNames()); !s.ok())
-    return kiln::cli::Fail(s);
+    return kiln::cli::FailUsage(s);
   if (absl::GetFlag(FLAGS_split) < -1)  // (every command that takes it: gemm, run, bench)
     return kiln::cli::Fail(absl::InvalidArgumentError(
         absl::StrCat("--split ", absl::GetFlag(FLAGS_split),

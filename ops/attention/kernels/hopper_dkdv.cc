@@ -99,9 +99,13 @@ void StepGradients(Kernel& k, const BackwardParams& p, const AttentionShape& a, 
     else
       k.If(g.wg == g.buf, body);
   };
+  std::vector<Value> packed;  // dS^T rounded, dqadd
+  auto pack_ds = [&] {
+    if (a.dq_add && packed.empty()) packed = PackPairs(*g.dpt, in);
+  };
   auto share_ds = [&] {  // dS^T rounded into its buffer; both warpgroups' rows in
     if (!a.dq_add) return;
-    const std::vector<Value> packed = PackPairs(*g.dpt, in);
+    pack_ds();
     for (int pair = 0; pair < BM / 4; ++pair)
       k.Store(g.sdS.At(g.row0 + g.dpt->Row(pair), g.dpt->Col(pair)), packed[pair]);
     k.FenceProxyAsync();
@@ -131,6 +135,7 @@ void StepGradients(Kernel& k, const BackwardParams& p, const AttentionShape& a, 
   auto issue_dq = [&] { IssueDq(k, *g.st, g.sdS, g.sK, BN, chunk); };
   auto add_dq = [&] { AddDq(k, p, *g.st, g.sdQ.Stage(g.wg), chunk, g.wg, g.c, g.q_head, g.m0); };
   if (dv_first) {
+    pack_ds();  // (dS^T's f32 registers free before dV's group holds P^T's fragments)
     make_frags();
     issue_dv();
     if (a.dq_add) {
