@@ -589,6 +589,13 @@ absl::StatusOr<Bundle> ReadBundle(const std::string& dir, const std::string& ker
         absl::StrCat(stem, ".manifest: ", manifest.status().message()));
   // A bundle is found by its file name; a manifest that names another kernel was renamed or
   // edited by hand, and whichever name it ran under, a message would name the other.
+  std::string dotted = manifest->name;
+  std::replace(dotted.begin(), dotted.end(), '/', '.');
+  if (manifest->name != kernel_name && dotted == kernel_name)  // (the file's name, typed)
+    return absl::NotFoundError(absl::StrCat("'", kernel_name,
+                                            "' is the name of its bundle's files, which write the "
+                                            "kernel's '/' as '.': the kernel is '",
+                                            manifest->name, "'"));
   if (manifest->name != kernel_name)
     return absl::InvalidArgumentError(
         absl::StrCat(stem, ".manifest describes kernel '", manifest->name, "', not '", kernel_name,

@@ -93,7 +93,7 @@ namespace {
 // A paged cache's sizes and block table.
 absl::Status CheckPagedCache(const AttentionSize& z, const AttentionOperands& o) {
   if (z.page < 16 || z.page > 4096 || (z.page & (z.page - 1)))
-    return Invalid(absl::StrCat("page of ", z.page, " tokens: a power of two from 16"));
+    return Invalid(absl::StrCat("page of ", z.page, " tokens: a power of two from 16 to 4096"));
   if (z.pages < 1 || z.max_pages < 1 || z.skv % z.page || z.max_pages != z.skv / z.page)
     return Invalid(
         absl::StrCat("a paged cache needs pages >= 1, max_pages >= 1 and Skv = "

@@ -234,6 +234,11 @@ TEST(Bundle, WritesReadsAndLists) {
   EXPECT_EQ(*ListBundles(dir), std::vector<std::string>{"hopper/k01"});
   absl::StatusOr<Bundle> missing = ReadBundle(dir, "hopper/k99");
   EXPECT_TRUE(absl::IsNotFound(missing.status()));
+  // The files' name typed as the kernel's: not found, naming the kernel.
+  absl::StatusOr<Bundle> dotted = ReadBundle(dir, "hopper.k01");
+  EXPECT_TRUE(absl::IsNotFound(dotted.status())) << dotted.status();
+  EXPECT_NE(dotted.status().message().find("the kernel is 'hopper/k01'"), absl::string_view::npos)
+      << dotted.status();
   // A manifest filed under another kernel's name (copied and edited by hand) is refused, and so
   // is a bundle without its PTX, each saying so rather than that the kernel is unknown.
   std::filesystem::copy_file(dir + "/hopper.k01.manifest", dir + "/hopper.k02.manifest");

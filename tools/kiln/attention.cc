@@ -138,7 +138,8 @@ absl::Status CheckFlagCombinations() {
   if (!varlen && FlagGiven("varlen"))
     return invalid("--varlen is empty: give the sequences' lengths, e.g. --varlen 7,100,33");
   if (page < 0 || (page == 0 && FlagGiven("paged")))
-    return invalid(absl::StrCat("--paged ", page, ": a page size (a power of two from 16)"));
+    return invalid(
+        absl::StrCat("--paged ", page, ": a page size (a power of two from 16 to 4096)"));
   if (decode < 0 || (decode == 0 && FlagGiven("decode")))
     return invalid(absl::StrCat("--decode ", decode,
                                 ": query rows a sequence, 1 or more (the query rows of a KV head, "
