@@ -164,7 +164,9 @@ absl::Status CheckFlagsOf(const std::string& command, const std::vector<std::str
   }
   if (foreign.empty()) return absl::OkStatus();
   std::string takes;
-  for (const char* f : c->flags) absl::StrAppend(&takes, takes.empty() ? "" : ", ", "--", f);
+  for (const char* f : c->flags)
+    if (std::string(f) != "lines" || command == "ptx")  // (the stages share a help; PTX's alone)
+      absl::StrAppend(&takes, takes.empty() ? "" : ", ", "--", f);
   return absl::InvalidArgumentError(absl::StrCat(
       "kiln ", command, " does not take ", absl::StrJoin(foreign, ", "), " (it would be ignored); ",
       takes.empty() ? "it takes no flags of its own" : absl::StrCat("it takes ", takes), " (`kiln ",
