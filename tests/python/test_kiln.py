@@ -607,6 +607,21 @@ class GemmFp8(unittest.TestCase):
         product = kiln.gemm(q, w8.T, scale_a=s, scale_b=sw)
         self.assertLess(rel_error(product, got @ self.w_dequantized.T), 5e-3)
 
+    def test_quantize_groups_of_tiny_values(self):
+        # A group whose largest magnitude is subnormal (its zeros once came out as e4m3's NaN, 0
+        # times an infinite factor) or just above f32's smallest normal number (every value once
+        # came out 0): zeros stay 0, the values come back, the scales are normal numbers.
+        x = np.zeros((2, 256), np.float32)
+        x[0, 0], x[0, 130] = 1e-40, -3e-39
+        x[1, :128] = 1e-37
+        for q, s in (kiln.quantize_e4m3(x), kiln.quantize_e4m3_blocks(x)[:2]):
+            self.assertFalse(np.any((q & 0x7F) == 0x7F), "an e4m3 NaN")
+            self.assertTrue(np.all(s >= np.finfo(np.float32).tiny), s)
+            factors = np.repeat(np.broadcast_to(s, (2, 2)), 128, 1)  # (blocks: one row of scales)
+            got = np.where(q & 0x80, -1, 1) * e4m3_values()[q & 0x7F] * factors
+            self.assertEqual(got[x == 0].tolist(), [0.0] * int(np.sum(x == 0)))
+            self.assertLess(rel_error(got, bf16(x)), 0.04)
+
     def test_quantize_blocks_and_transpose_feed_both_products(self):
         n, k = 144, 272  # 2 x 3 blocks, the last of each partial
         w = np.random.default_rng(5).standard_normal((n, k)).astype(np.float32) * 2

@@ -10,6 +10,7 @@
 //                             product along N reads it. With `transpose` rows is a multiple of 16
 //                             too (the caller checks: a transposed word past `rows` is not stored).
 // The shapes were chosen by measurement (docs/perf/2026-11-29-fp8-quantizers.md).
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -52,6 +53,19 @@ std::vector<Value> Transpose4x4(const Value* rows) {
           BytePermute(ab_hi, cd_hi, 0x5410), BytePermute(ab_hi, cd_hi, 0x7632)};
 }
 
+// A group's scale (its largest magnitude over 448; 1 for an all-zero group) and the factor that
+// takes its values to e4m3's range. The magnitude counts as at least 448 times f32's smallest
+// normal number, so that the scale is a normal number and the factor finite: a group of
+// subnormal values had a factor of inf, and its zeros came out as NaN (0 x inf).
+struct GroupScale {
+  Value scale, inv;
+};
+GroupScale GroupScaleOf(Kernel& k, const Value& amax) {
+  Value floored = Max(amax, k.F32(448 * std::numeric_limits<float>::min()));
+  return {Select(amax > 0, floored * (1.0 / 448), k.F32(1)),
+          Select(amax > 0, k.F32(448) / floored, k.F32(0))};
+}
+
 // A CTA 64 rows of one group of 128 columns, a half warp 4 rows of it, each lane 8 columns of each
 // row: 4 loads in flight a thread, and a grid that needs no division.
 absl::StatusOr<KernelDef> BuildQuantizeE4m3() {
@@ -79,13 +93,11 @@ absl::StatusOr<KernelDef> BuildQuantizeE4m3() {
   for (int i = 0; i < kRows; ++i) {
     for (int lanes = kLanes / 2; lanes >= 1; lanes /= 2)
       amax[i] = Max(amax[i], ShflXor(amax[i], lanes, kLanes));
-    Value inv = Select(amax[i] > 0, k.F32(448) / amax[i], k.F32(0));
+    const GroupScale g = GroupScaleOf(k, amax[i]);
     Value at = (r0 + i).To(i64) * cols.To(i64) + c.To(i64);
-    StoreGlobal(q + at / 8, Word(inv, [&](int e) { return v[i][e]; }), {.mask = inside[i]});
-    k.If((r0 + i < rows) & (lane % 16 == 0), [&] {
-      StoreGlobal(scales + (k.BlockIdx(0) * rows + r0 + i).To(i64),
-                  Select(amax[i] > 0, amax[i] * (1.0 / 448), k.F32(1)));
-    });
+    StoreGlobal(q + at / 8, Word(g.inv, [&](int e) { return v[i][e]; }), {.mask = inside[i]});
+    k.If((r0 + i < rows) & (lane % 16 == 0),
+         [&] { StoreGlobal(scales + (k.BlockIdx(0) * rows + r0 + i).To(i64), g.scale); });
   }
   return k.Build();
 }
@@ -132,7 +144,8 @@ absl::StatusOr<KernelDef> BuildQuantizeE4m3Blocks() {
     }
   }
   Value amax = GroupReduce(k, Max(amax2.Lane(0).To(f32), amax2.Lane(1).To(f32)), Reduce::kMax);
-  Value inv = Select(amax > 0, k.F32(448) / amax, k.F32(0));
+  const GroupScale g = GroupScaleOf(k, amax);
+  Value inv = g.inv;
   Value r0 = row0 + rb, c = col0 + cb;
   Value lo[8], hi[8];  // row i's bytes of columns 0-3 and 4-7
   for (int i = 0; i < 8; ++i) {
@@ -161,7 +174,7 @@ absl::StatusOr<KernelDef> BuildQuantizeE4m3Blocks() {
   });
   k.If(k.ThreadIdx() == 0, [&] {
     Value at = k.BlockIdx(1) * ((cols + 127) / 128) + k.BlockIdx(0);
-    StoreGlobal(scales + at.To(i64), Select(amax > 0, amax * (1.0 / 448), k.F32(1)));
+    StoreGlobal(scales + at.To(i64), g.scale);
   });
   return k.Build();
 }
