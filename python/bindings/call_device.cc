@@ -3,8 +3,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kiln/runtime/driver.h"
@@ -38,11 +41,43 @@ void SetBundleDir(const std::string& dir) {
   ChosenDir() = dir;
 }
 
+namespace {
+// When a bundle's files were last written (0 where one is missing): kiln.load reads a bundle
+// again once they change (`kiln bundle` run again while the process lives).
+std::pair<int64_t, int64_t> FilesStamp(const std::string& dir, const std::string& name) {
+  auto stamp = [](const std::string& path) -> int64_t {
+    std::error_code ec;
+    const auto t = std::filesystem::last_write_time(path, ec);
+    const auto size = std::filesystem::file_size(path, ec);
+    return ec ? 0 : t.time_since_epoch().count() ^ static_cast<int64_t>(size);
+  };
+  const std::string stem = absl::StrCat(dir, "/", rt::BundleStem(name));
+  return {stamp(stem + ".manifest"), stamp(stem + ".ptx")};
+}
+}  // namespace
+
 absl::StatusOr<const rt::Bundle*> FindBundle(const std::string& name, const std::string& dir) {
   const std::string from = dir.empty() ? BundleDir() : dir;
-  static std::map<std::pair<std::string, std::string>, std::unique_ptr<rt::Bundle>> read;
+  struct Read {
+    std::unique_ptr<rt::Bundle> bundle;
+    std::pair<int64_t, int64_t> stamp;
+  };
+  static std::map<std::pair<std::string, std::string>, Read> read;
+  // Bundles read before their files changed: callables and loaded modules still point at them.
+  static std::vector<std::unique_ptr<rt::Bundle>> replaced;
   std::lock_guard<std::mutex> lock(Mu());
-  std::unique_ptr<rt::Bundle>& b = read[{from, name}];
+  Read& entry = read[{from, name}];
+  // kiln.load (a directory named) looks at the files each time; the ops, on every call, do not.
+  if (entry.bundle && !dir.empty()) {
+    const std::pair<int64_t, int64_t> now = FilesStamp(from, name);
+    if (now != entry.stamp) {
+      replaced.push_back(std::move(entry.bundle));
+      entry.stamp = now;
+    }
+  } else if (!entry.bundle) {
+    entry.stamp = FilesStamp(from, name);
+  }
+  std::unique_ptr<rt::Bundle>& b = entry.bundle;
   if (!b) {
     absl::StatusOr<rt::Bundle> got = rt::ReadBundle(from, name);
     std::error_code ec;

@@ -1416,6 +1416,32 @@ class Load(unittest.TestCase):
         saxpy(x, y, np.float32(-2.5), np.int64(1000))
         self.assertLess(rel_error(y, want - 2.5 * x.astype(np.float64)), 1e-6)
 
+    def test_a_bundle_written_again_is_read_again(self):
+        # `kiln bundle` run again while the process lives: the next kiln.load reads the new files
+        # (it once kept the first ones); a callable from before keeps its kernel.
+        import shutil
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            for ext in ("manifest", "ptx"):
+                shutil.copy(os.path.join(BUNDLES, "ops.saxpy." + ext), d)
+
+            def run(k):
+                x, y = np.ones(4, np.float32), np.full(4, 5, np.float32)
+                k(x, y, 2.0, 4)
+                return y.tolist()
+            before = kiln.load(d, "ops/saxpy")
+            self.assertEqual(run(before), [7.0] * 4)  # y = a x + y
+            path = os.path.join(d, "ops.saxpy.ptx")
+            with open(path) as f:
+                text = f.read()
+            fma = next(line for line in text.splitlines() if "fma.rn.f32" in line)
+            regs = fma.split("fma.rn.f32")[1].strip().rstrip(";").split(",")
+            with open(path, "w") as f:  # y = a x
+                f.write(text.replace(fma, f"\tmul.rn.f32 {regs[0]},{regs[1]},{regs[2]};"))
+            os.utime(path, (1, 1))  # (a file system's coarse clock could give the same time)
+            self.assertEqual(run(kiln.load(d, "ops/saxpy")), [2.0] * 4)
+            self.assertEqual(run(before), [7.0] * 4)
+
     def test_arguments_are_checked_against_the_manifest(self):
         saxpy = kiln.load(BUNDLES, "ops/saxpy")
         x = np.zeros(8, np.float32)
