@@ -11,6 +11,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +52,25 @@ void BindRope(const GemmArgs& g, CallDevice& d, rt::GemmOperands& o) {
   o.rope_angles = d.Bind(angles, /*read_only=*/true);
   o.rope_rows = g.rope_rows, o.rope_dim = g.rope_dim;
   o.rope_period = static_cast<int64_t>(angles.shape(0));
+}
+
+// A call whose out is empty launches nothing, but its sizes, types and epilogue are checked as a
+// call with elements would be (M or N of 0 counted as 1): K = 0, a swiglu's N, a term alpha and
+// beta need, ... Its pointers stand in on their elements' boundaries, packed.
+void CheckAsWithElements(const rt::GemmSize& size, const rt::GemmOptions& options,
+                         const rt::GemmOperands& o, const GemmArgs& g) {
+  rt::GemmOperands probe = o;
+  probe.lda = probe.ldb = probe.ldc = 0;
+  probe.a = probe.b = probe.c = 256;
+  if (g.c) probe.c_in = 256;
+  if (g.bias) probe.bias = 256;
+  if (g.residual) probe.residual = 256;
+  if (g.rope_angles) probe.rope_angles = 256;
+  absl::StatusOr<rt::GemmPlan> plan = rt::PlanGemm(
+      size.k < 1 ? size  // (the sizes as given, in its message)
+                 : rt::GemmSize{std::max<int64_t>(size.m, 1), std::max<int64_t>(size.n, 1), size.k},
+      options, probe, /*compute_capability=*/90);
+  ThrowIfError(plan.status());
 }
 
 // A matrix's layout: row-major (stride 1 along its columns) or column-major, and the stride of
@@ -127,7 +147,7 @@ void Gemm(GemmArgs g, uint64_t stream) {
       if (x && DtypeName(*x) != g.out_type)
         throw Error(absl::StrCat(kCall, ": out, c, bias and residual must be ", g.out_type,
                                  ", not ", DtypeName(*x)));
-    if (size.m == 0 || size.n == 0) return;  // out is empty (K = 0 alone is an error)
+    if (size.m == 0 || size.n == 0) return CheckAsWithElements(size, options, o, g);
     ThrowIfError(RunnerFor<rt::GemmRunner>(BundleDir())
                      .Run(size, options, o, reinterpret_cast<cu::CUstream>(stream)));
     return;
@@ -138,7 +158,8 @@ void Gemm(GemmArgs g, uint64_t stream) {
   for (const auto& [what, x] : {std::pair{"a", g.a}, std::pair{"b", g.b},
                                 std::pair{"out", static_cast<const Array*>(g.out)}})
     Require(*x, kCall, what, 2, {"f32"});
-  if (size.m == 0 || size.n == 0) return;           // out is empty (K = 0 alone is an error)
+  o.c_row_major = g.epilogue == "swiglu" || g.epilogue == "rope";
+  if (size.m == 0 || size.n == 0) return CheckAsWithElements(size, options, o, g);
   const double m = size.m, n = size.n, k = size.k;  // (every element of a, b and out is touched)
   if (k >= 1)                                       // (K = 0: the entry point's own message)
     ThrowIfError(emu::CheckProblemSize(
@@ -153,7 +174,6 @@ void Gemm(GemmArgs g, uint64_t stream) {
     }
   std::vector<uint8_t> result;
   o.c = d.BindPoisoned(g.out->size(), g.out_type, &result);
-  o.c_row_major = g.epilogue == "swiglu" || g.epilogue == "rope";
   rt::EmulatedOpDevice device = EmulatorDevice(*d.emulator());
   ThrowIfError(rt::RunGemm(size, options, o, /*compute_capability=*/90, device));
   d.Finish();

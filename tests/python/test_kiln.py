@@ -1714,6 +1714,9 @@ class EmptyAndWrongInputs(unittest.TestCase):
         e4m3 = lambda *shape: np.zeros(shape, np.uint8)
         kc = z(4, 16, 1, 16)
         for call, message in [
+                (lambda: kiln.gemm(z(0, 0), z(0, 8)), "M, N, K must be at least 1 (got 0x8x0)"),
+                (lambda: kiln.gemm(z(0, 16), z(16, 8), activation="swiglu"),
+                 "swiglu takes N a multiple of 16"),
                 (lambda: kiln.gemm(e4m3(0, 16), e4m3(4, 16).T, scale_a=np.ones(7, np.float32),
                                    scale_b=np.ones(9, np.float32)), "name no scaling"),
                 (lambda: kiln.gemm(e4m3(0, 16), e4m3(4, 16).T, scale_a=np.ones(0),
@@ -1765,6 +1768,7 @@ class EmptyAndWrongInputs(unittest.TestCase):
         self.assertEqual(kiln.gemm(e4m3(0, 16), e4m3(4, 16).T, scale_a=1.0, scale_b=1.0).shape,
                          (0, 4))
         self.assertEqual(kiln.grouped_gemm(z(0, 32), z(2, 8, 32), i32(2)).shape, (0, 8))
+        self.assertEqual(kiln.gemm(z(0, 16), z(16, 32), activation="swiglu").shape, (0, 16))
         self.assertIsNone(kiln.paged_append(kc, kc.copy(), z(1, 0, 1, 16), z(1, 0, 1, 16),
                                             i32(1, 2), i32(1), z(32, 8), z(32, 8)))
 
