@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -57,6 +58,10 @@ void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes,
   const int64_t k_blocks = (K + 127) / 128;
   if (fp8) {
     if (!scale_w) throw Error(absl::StrCat(kCall, ": e4m3 x and w need both scale_x and scale_w"));
+    for (const auto& [what, a] : {std::pair{"x", &x}, std::pair{"w", &w}})
+      if (a->dtype().bits != 8)
+        throw Error(absl::StrCat(kCall, ": scale_x and scale_w are for e4m3 x and w (8-bit: uint8 ",
+                                 "or float8_e4m3fn); ", what, " is ", DtypeName(*a)));
     // scale_x (rows, KB), rows contiguous; scale_w (E, N/128, KB) packed.
     const Array &sx = *scale_x, &sw = *scale_w;
     if (N % 128)

@@ -699,7 +699,10 @@ def rope_weights(w, dim):
     turns) and concatenate the v weight after, as it is; a whole fused QKV weight would have its
     v rows reordered too. A torch tensor or a NumPy array, as given; a new one."""
     _require_arrays("kiln.rope_weights", w=w)
-    order = rope_order(dim)  # (dim checked first)
+    try:
+        order = rope_order(dim)  # (dim checked first)
+    except Error as e:
+        raise Error(str(e).replace("kiln.rope_order", "kiln.rope_weights")) from None
     _require(len(w.shape) == 2 and w.shape[0] % dim == 0,
              f"kiln.rope_weights: w must be (F, K) with F a multiple of {dim}, not {tuple(w.shape)}")
     rows = [h * dim + r for h in range(w.shape[0] // dim) for r in order]

@@ -1946,6 +1946,13 @@ class NamedMistakes(unittest.TestCase):
                 (lambda: kiln.attention(q, kv, kv), "Hkv = 0: the KV heads must be at least 1"),
                 (lambda: kiln.grouped_gemm(u8, np.zeros((2, 16, 32), np.uint8), np.int32([2, 4])),
                  "uint8 x and w are 8-bit inputs (e4m3 bytes) only with scale_x and scale_w"),
+                (lambda: kiln.grouped_gemm(np.zeros((4, 128), np.float32),
+                                           np.zeros((2, 16, 128), np.float32), np.int32([2, 4]),
+                                           scale_x=np.ones((4, 1), np.float32),
+                                           scale_w=np.ones((2, 1, 1), np.float32)),
+                 "scale_x and scale_w are for e4m3 x and w (8-bit: uint8 or float8_e4m3fn); x is"),
+                (lambda: kiln.rope_weights(np.zeros((16, 8), np.float32), 8),
+                 "kiln.rope_weights: dim must be a positive multiple of 16"),
                 (lambda: kiln.load(None, "ops/saxpy"), "bundle_dir must be a directory's path"),
                 (lambda: kiln.load(".", ""), "name must be a kernel's name (a non-empty str")]:
             with self.assertRaises(kiln.Error) as caught:
