@@ -653,6 +653,12 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 }  // namespace
 
 std::string NearestName(const std::string& name, const std::vector<std::string>& names) {
+  // bf16, the default type, is named by no option: "ops/softmax.bf16" is "ops/softmax".
+  for (size_t at = name.find(".bf16"); at != std::string::npos; at = name.find(".bf16", at + 1))
+    if (at + 5 == name.size() || name[at + 5] == '.') {
+      const std::string plain = name.substr(0, at) + name.substr(at + 5);
+      if (std::find(names.begin(), names.end(), plain) != names.end()) return plain;
+    }
   std::string dotted = name;
   if (name.find('/') == std::string::npos)
     if (const size_t dot = dotted.find('.'); dot != std::string::npos) dotted[dot] = '/';

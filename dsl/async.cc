@@ -67,7 +67,7 @@ bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile
   if (map_bytes != ScalarBytes(tile.elem())) {
     s.Fail(absl::StrCat("the tensor map holds elements of ", map_bytes,
                         " bytes but the smem tile (", LocString(tile.loc()), ") holds ",
-                        Type::Of(tile.elem()).Str(), ", of ", ScalarBytes(tile.elem())),
+                        Type::Of(tile.elem()).Str(), ", of ", ScalarBytes(tile.elem()), " bytes"),
            loc);
     return false;
   }

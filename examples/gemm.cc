@@ -268,7 +268,7 @@ const char* Fp8ScalingName(Fp8Scaling s) {
 absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
   const size_t dot = options.find('.');
   const std::string types = options.substr(0, dot);
-  const size_t dash = types.find('-');  // (in the types: a term may hold one too)
+  const size_t dash = types.find('-');  // (within the types: a name that starts otherwise)
   const std::string in = types.substr(0, dash),
                     out = dash == std::string::npos ? "" : types.substr(dash + 1);
   std::string terms = dot == std::string::npos ? "" : options.substr(dot + 1);

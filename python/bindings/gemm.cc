@@ -55,10 +55,12 @@ void BindRope(const GemmArgs& g, CallDevice& d, rt::GemmOperands& o) {
 }
 
 // A call whose out is empty launches nothing, but its sizes, types and epilogue are checked as a
-// call with elements would be (M or N of 0 counted as 1): K = 0, a swiglu's N, a term alpha and
-// beta need, ... Its pointers stand in on their elements' boundaries, packed.
+// call with one row would be (M of 0 counted as 1): K = 0, a swiglu's N, a term alpha and beta
+// need, ... With N = 0 no call has N's columns, and K alone is checked. Its pointers stand in on
+// their elements' boundaries, packed.
 void CheckAsWithElements(const rt::GemmSize& size, const rt::GemmOptions& options,
                          const rt::GemmOperands& o, const GemmArgs& g) {
+  if (size.n == 0 && size.k >= 1) return;
   rt::GemmOperands probe = o;
   probe.lda = probe.ldb = probe.ldc = 0;
   probe.a = probe.b = probe.c = 256;
@@ -66,10 +68,10 @@ void CheckAsWithElements(const rt::GemmSize& size, const rt::GemmOptions& option
   if (g.bias) probe.bias = 256;
   if (g.residual) probe.residual = 256;
   if (g.rope_angles) probe.rope_angles = 256;
-  absl::StatusOr<rt::GemmPlan> plan = rt::PlanGemm(
-      size.k < 1 ? size  // (the sizes as given, in its message)
-                 : rt::GemmSize{std::max<int64_t>(size.m, 1), std::max<int64_t>(size.n, 1), size.k},
-      options, probe, /*compute_capability=*/90);
+  absl::StatusOr<rt::GemmPlan> plan =
+      rt::PlanGemm(size.k < 1 ? size  // (the sizes as given, in its message)
+                              : rt::GemmSize{std::max<int64_t>(size.m, 1), size.n, size.k},
+                   options, probe, /*compute_capability=*/90);
   ThrowIfError(plan.status());
 }
 

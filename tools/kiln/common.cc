@@ -66,8 +66,8 @@ int FlagfileArgument(const std::vector<std::string>& args, size_t i, bool value_
   } else {
     return 0;  // (--flagfilex: not this flag)
   }
-  for (absl::string_view f : absl::StrSplit(value, ',', absl::SkipEmpty()))
-    files->push_back(std::string(f));
+  for (absl::string_view f : absl::StrSplit(value, ','))
+    files->push_back(std::string(f));  // (an empty name is refused as no such file)
   return taken;
 }
 
@@ -76,18 +76,19 @@ int FlagfileArgument(const std::vector<std::string>& args, size_t i, bool value_
 absl::Status ExpandFlagfile(const std::string& path, std::vector<std::string>* chain,
                             std::vector<std::string>* out) {
   std::error_code error;
-  const std::string canonical = std::filesystem::weakly_canonical(path, error).string();
+  std::string canonical = std::filesystem::weakly_canonical(path, error).string();
+  if (error || canonical.empty()) canonical = path;
   for (const std::string& open : *chain)
     if (open == canonical)
-      return absl::InvalidArgumentError(absl::StrCat("--flagfile ", path, " names itself",
-                                                     chain->size() > 1 ? " through " : "",
-                                                     chain->size() > 1 ? chain->back() : ""));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--flagfile ", path, " names itself",
+                       chain->back() != canonical ? " through " + chain->back() : ""));
   absl::StatusOr<std::string> text = ReadTextFile(path, "--flagfile");
   if (!text.ok()) return text.status();
   chain->push_back(canonical);
   std::vector<std::string> lines;
   for (absl::string_view line : absl::StrSplit(*text, '\n')) {
-    line = absl::StripAsciiWhitespace(line);
+    line = absl::StripLeadingAsciiWhitespace(line);  // (absl keeps the rest of the line)
     if (line.empty() || line[0] == '#') continue;
     if (line[0] != '-' || line == "--")
       return absl::InvalidArgumentError(absl::StrCat(
@@ -97,6 +98,10 @@ absl::Status ExpandFlagfile(const std::string& path, std::vector<std::string>* c
   for (size_t i = 0; i < lines.size(); ++i) {
     std::vector<std::string> nested;
     if (FlagfileArgument(lines, i, /*value_apart=*/false, &nested) == 0) {
+      absl::string_view flag = lines[i];
+      if (absl::ConsumePrefix(&flag, "--") || absl::ConsumePrefix(&flag, "-"); flag == "flagfile")
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--flagfile ", path, ": a flag file names another as --flagfile=PATH, on one line"));
       out->push_back(lines[i]);
       continue;
     }
@@ -160,8 +165,8 @@ absl::Status RecordGivenFlags(int argc, char** argv) {
   return absl::OkStatus();
 }
 
-// On the command line, or in a --flagfile it names (absl records those; its public API has no
-// such query, hence the internal one).
+// On the command line (flag files expanded into it), or from the environment through --fromenv
+// (absl records those; its public API has no such query, hence the internal one).
 bool FlagGiven(const std::string& name) {
   return GivenFlags().count(name) > 0 || absl::flags_internal::WasPresentOnCommandLine(name);
 }

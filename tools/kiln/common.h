@@ -36,9 +36,9 @@ using kiln::rt::Bundle;
 int Fail(const absl::Status& s);       // prints "kiln: message", returns 1
 int FailUsage(const absl::Status& s);  // the same for a usage error: returns 2
 // The command line with each --flagfile's flags in its place, as absl reads them (one flag a
-// line, '#' comments), files within files too: so that every flag meets the same checks (given
-// twice, taken by the command) wherever it is written. A file that names itself, directly or
-// through others, is refused.
+// line, '#' comments), files within files too: so that a flag in a file meets the command line's
+// checks (given twice, taken by the command). A file that names itself, directly or through
+// others, is refused. (Flags from the environment, --fromenv, are absl's alone.)
 absl::StatusOr<std::vector<std::string>> ExpandFlagfiles(int argc, char** argv);
 // The flags the command line names (--rows 0 is given; absl cannot say so): main records them.
 absl::Status RecordGivenFlags(int argc, char** argv);  // refuses a flag given twice
