@@ -794,6 +794,12 @@ def _check_empty_grouped(x, w, sizes, out, shape, scale_x, scale_w, masked):
     _require(tuple(out.shape) == shape,
              lambda: f"{call}: out must have shape {shape}, not {tuple(out.shape)}")
     fp8 = scale_x is not None
+    # The sizes' rules, as with tokens (rt::RunGroupedGemm's); with N = 0 no call has N's columns.
+    _require(k >= 1 and k % (16 if fp8 else 8) == 0 and
+             (n == 0 or n % (128 if fp8 else 8) == 0),
+             lambda: f"{call}: K and N must be multiples of " +
+                     ("16 and 128 (e4m3)" if fp8 else "8 (bf16 rows 16 bytes apart)") +
+                     f", K at least 1, not K {k}, N {n}")
     data = ("uint8",) if fp8 else ("float32",)
     _require_dtypes(call, [("x", x), ("w", w)], data,
                     ("float8_e4m3fn", "uint8") if fp8 else ("bfloat16",))
@@ -1065,6 +1071,7 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
              lambda: f"kiln.attention: k {tuple(k.shape)} and v {tuple(v.shape)} must both be "
                      f"{'[B, Skv, Hkv, D]' if rows else '[B, Hkv, Skv, D]'} for q {tuple(q.shape)}")
     if 0 in tuple(q.shape) + tuple(k.shape):
+        _flag("kiln.attention", "causal", causal), _scale("kiln.attention", scale)  # (as launched)
         return _empty_attention(q, k, v, rows)
     d = q.shape[3]
     if d not in _HEAD_DIMS:  # run padded to the next head dimension, at the original D's scale
@@ -1201,6 +1208,7 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, de
         _kernel_head_dim(call, q.shape[3])
         _require_attention_types(call, [("q", q), ("k", k), ("v", v), ("out", out),
                                         ("d_out", d_out)], lse=lse)
+        _flag(call, "causal", causal), _scale(call, scale)
         grads = [_empty(x, tuple(x.shape), _type_of(x)) for x in (q, k, v)]
         for g in grads:
             g[...] = 0
@@ -1277,6 +1285,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
     if 0 in tuple(q.shape) or keys == 0:
         # As kiln.attention's empty forms: no row, empty results; no key, o = 0 and lse = -inf.
         _check_empty_decode(q, k_cache, v_cache, seq_lens, block_table)
+        _flag(call, "causal", causal), _scale(call, scale)
         if host_checked:
             _check_host_decode_lengths(call, k_cache, seq_lens, block_table)
         o, lse = _empty(q, tuple(q.shape), _type_of(q)), _empty(q, tuple(q.shape[:3]), "f32")
@@ -1359,6 +1368,7 @@ def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=Non
     if not _is_torch(lse):  # the kernels write the rows sequences own; the rest NaN, as o's
         lse.fill(float("nan"))
     if q.shape[0] * q.shape[1] == 0:  # no token or no head: nothing to do, the rest checked here
+        _flag(call, "causal", causal), _scale(call, scale)
         _check_attention_shapes(call, q, k, v, "[T, Hkv, D]")
         _require(q.shape[2] in _HEAD_DIMS,
                  f"{call}: head dimension D = {q.shape[2]}: the kernels take 64, 128 or 256")
