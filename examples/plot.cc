@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -101,16 +102,26 @@ absl::StatusOr<std::vector<GemmResult>> ReadResultsTsv(const std::string& path) 
   return results;
 }
 
+// Names in order of first appearance, each once (a set beside the order: a chart of many rows
+// must not search its list for each).
+struct FirstSeen {
+  std::vector<std::string> order;
+  std::set<std::string> seen;
+  void Add(const std::string& name) {
+    if (seen.insert(name).second) order.push_back(name);
+  }
+};
+
 std::string RatioChart(const std::vector<GemmResult>& results, const std::string& title) {
-  std::vector<std::string> shapes, kernels;
+  FirstSeen shape_names, kernel_names;
+  const std::vector<std::string>&shapes = shape_names.order, &kernels = kernel_names.order;
   std::map<std::string, std::map<std::string, double>> ratio;  // kernel -> shape -> ratio
   double y_max = 1.2;
   for (const GemmResult& r : results) {
     if (r.cublas_tflops <= 0 || !(r.tflops / r.cublas_tflops < kLargestRatio)) continue;
     const std::string shape = ShapeName(r.size);
-    if (std::find(shapes.begin(), shapes.end(), shape) == shapes.end()) shapes.push_back(shape);
-    if (std::find(kernels.begin(), kernels.end(), r.name) == kernels.end())
-      kernels.push_back(r.name);
+    shape_names.Add(shape);
+    kernel_names.Add(r.name);
     ratio[r.name][shape] = r.tflops / r.cublas_tflops;
     y_max = std::max(y_max, r.tflops / r.cublas_tflops);
   }
@@ -130,16 +141,20 @@ std::string RatioChart(const std::vector<GemmResult>& results, const std::string
                         "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"black\" "
                         "stroke-dasharray=\"4 3\"/>\n",
                         f.X(0), f.X(1), f.Y(1), f.Y(1));
-  for (size_t i = 0; i < shapes.size(); ++i) s += f.XLabel(x_of(i), shapes[i]);
+  std::map<std::string, size_t> shape_column;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    s += f.XLabel(x_of(i), shapes[i]);
+    shape_column[shapes[i]] = i;
+  }
   for (size_t k = 0; k < kernels.size(); ++k) {
     const char* color = kColors[k % std::size(kColors)];
     std::string points;
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      auto it = ratio[kernels[k]].find(shapes[i]);
-      if (it == ratio[kernels[k]].end()) continue;
-      absl::StrAppendFormat(&points, "%.1f,%.1f ", x_of(i), f.Y(it->second));
+    std::map<size_t, double> along;  // the kernel's points by shape column (its shapes alone)
+    for (const auto& [shape, value] : ratio[kernels[k]]) along[shape_column[shape]] = value;
+    for (const auto& [i, value] : along) {
+      absl::StrAppendFormat(&points, "%.1f,%.1f ", x_of(i), f.Y(value));
       absl::StrAppendFormat(&s, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n",
-                            x_of(i), f.Y(it->second), color);
+                            x_of(i), f.Y(value), color);
     }
     absl::StrAppendFormat(&s, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\"/>\n", points,
                           color);
@@ -151,29 +166,27 @@ std::string RatioChart(const std::vector<GemmResult>& results, const std::string
 
 std::string ProgressionChart(const std::vector<GemmResult>& results, const std::string& title) {
   // Series in order of appearance, each with its versions in order and their results by shape.
-  std::vector<std::string> series;
-  std::map<std::string, std::vector<std::string>> versions;
+  FirstSeen series_names, shape_names;
+  const std::vector<std::string>&series = series_names.order, &shapes = shape_names.order;
+  std::map<std::string, FirstSeen> versions;
   std::map<std::string, std::map<std::string, const GemmResult*>> at;  // kernel -> shape -> result
-  std::vector<std::string> shapes;
   for (const GemmResult& r : results) {
     const std::string s = r.name.substr(0, r.name.find('/'));
-    if (std::find(series.begin(), series.end(), s) == series.end()) series.push_back(s);
-    std::vector<std::string>& v = versions[s];
-    if (std::find(v.begin(), v.end(), r.name) == v.end()) v.push_back(r.name);
+    series_names.Add(s);
+    versions[s].Add(r.name);
     at[r.name][ShapeName(r.size)] = &r;
-    if (std::find(shapes.begin(), shapes.end(), ShapeName(r.size)) == shapes.end())
-      shapes.push_back(ShapeName(r.size));
+    shape_names.Add(ShapeName(r.size));
   }
   // One shape for everything: the first that every kernel has.
+  std::map<std::string, size_t> kernels_with;  // shape -> kernels that have it
+  for (const auto& [kernel, by_shape] : at)
+    for (const auto& [s, result] : by_shape) ++kernels_with[s];
   std::string shape;
-  for (const std::string& candidate : shapes) {
-    bool all = true;
-    for (const auto& [kernel, by_shape] : at) all &= by_shape.count(candidate) > 0;
-    if (all) {
+  for (const std::string& candidate : shapes)
+    if (kernels_with[candidate] == at.size()) {
       shape = candidate;
       break;
     }
-  }
   if (shape.empty() && !shapes.empty()) shape = shapes.front();
   size_t bars = 0;
   double y_max = 100;
@@ -196,7 +209,7 @@ std::string ProgressionChart(const std::vector<GemmResult>& results, const std::
     const char* color = kColors[i % std::size(kColors)];
     const size_t first = pos;
     double cublas = 0;
-    for (const std::string& v : versions[series[i]]) {
+    for (const std::string& v : versions[series[i]].order) {
       auto it = at[v].find(shape);
       if (it == at[v].end()) continue;
       const double x0 = f.X(slot * pos), x1 = f.X(slot * (pos + 0.8));
