@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
@@ -11,6 +12,8 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "kiln/bundle/manifest.h"
 
 namespace kiln::cli {
 namespace {
@@ -208,13 +211,22 @@ std::optional<int> HandleHelp(int argc, char** argv) {
       if (argv[i][0] != '-') command = argv[i];
   }
   if (!help) return std::nullopt;
-  if (command.empty()) {
+  if (command.empty() || command == "help") {  // (`kiln help help`: how help is asked)
     std::cout << Overview();
     return 0;
   }
   const CommandHelp* c = Find(command);
   if (!c) {
-    std::cerr << "kiln: unknown command '" << command << "'\n" << Overview();
+    std::vector<std::string> names;
+    for (const CommandHelp& h : Commands()) {
+      const std::string synopsis = h.synopsis;
+      for (absl::string_view n : absl::StrSplit(synopsis.substr(0, synopsis.find(' ')), '|'))
+        names.push_back(std::string(n));
+    }
+    const std::string near = rt::NearestName(command, names);
+    std::cerr << "kiln: unknown command '" << command << "'"
+              << (near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?")) << "\n"
+              << Overview();
     return 2;
   }
   std::cout << Usage(*c);
