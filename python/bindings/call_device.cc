@@ -1,5 +1,6 @@
 #include "python/bindings/call_device.h"
 
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -42,17 +43,21 @@ void SetBundleDir(const std::string& dir) {
 }
 
 namespace {
-// When a bundle's files were last written (0 where one is missing): kiln.load reads a bundle
-// again once they change (`kiln bundle` run again while the process lives).
-std::pair<int64_t, int64_t> FilesStamp(const std::string& dir, const std::string& name) {
-  auto stamp = [](const std::string& path) -> int64_t {
-    std::error_code ec;
-    const auto t = std::filesystem::last_write_time(path, ec);
-    const auto size = std::filesystem::file_size(path, ec);
-    return ec ? 0 : t.time_since_epoch().count() ^ static_cast<int64_t>(size);
-  };
+// When a bundle's files were last written and their sizes (0 where one is missing): kiln.load
+// reads a bundle again once they change (`kiln bundle` run again while the process lives).
+using FilesStamp = std::array<int64_t, 4>;
+FilesStamp StampOf(const std::string& dir, const std::string& name) {
+  FilesStamp stamp{};
   const std::string stem = absl::StrCat(dir, "/", rt::BundleStem(name));
-  return {stamp(stem + ".manifest"), stamp(stem + ".ptx")};
+  for (int f = 0; f < 2; ++f) {
+    const std::string path = stem + (f ? ".ptx" : ".manifest");
+    std::error_code time_error, size_error;
+    const auto t = std::filesystem::last_write_time(path, time_error);
+    const auto size = std::filesystem::file_size(path, size_error);
+    if (!time_error) stamp[2 * f] = t.time_since_epoch().count();
+    if (!size_error) stamp[2 * f + 1] = static_cast<int64_t>(size);
+  }
+  return stamp;
 }
 }  // namespace
 
@@ -60,7 +65,7 @@ absl::StatusOr<const rt::Bundle*> FindBundle(const std::string& name, const std:
   const std::string from = dir.empty() ? BundleDir() : dir;
   struct Read {
     std::unique_ptr<rt::Bundle> bundle;
-    std::pair<int64_t, int64_t> stamp;
+    FilesStamp stamp;
   };
   static std::map<std::pair<std::string, std::string>, Read> read;
   // Bundles read before their files changed: callables and loaded modules still point at them.
@@ -69,13 +74,13 @@ absl::StatusOr<const rt::Bundle*> FindBundle(const std::string& name, const std:
   Read& entry = read[{from, name}];
   // kiln.load (a directory named) looks at the files each time; the ops, on every call, do not.
   if (entry.bundle && !dir.empty()) {
-    const std::pair<int64_t, int64_t> now = FilesStamp(from, name);
+    const FilesStamp now = StampOf(from, name);
     if (now != entry.stamp) {
       replaced.push_back(std::move(entry.bundle));
       entry.stamp = now;
     }
   } else if (!entry.bundle) {
-    entry.stamp = FilesStamp(from, name);
+    entry.stamp = StampOf(from, name);
   }
   std::unique_ptr<rt::Bundle>& b = entry.bundle;
   if (!b) {

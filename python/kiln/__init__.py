@@ -667,11 +667,15 @@ def rope_order(dim):
     """The feature of its head that each of a head's `dim` rows holds in RoPE's fused order
     (kiln.gemm's rope, rt::RopeRowOf): in blocks of 16 rows, features 8b..8b+7 and their partners
     dim/2 + 8b.., so that each pair lies in one accumulator thread. dim: a multiple of 16."""
+    return _rope_order("kiln.rope_order", dim)
+
+
+def _rope_order(call, dim):
+    """rope_order(dim), its errors naming `call`."""
     import numbers
     _require(isinstance(dim, numbers.Integral),
-             lambda: f"kiln.rope_order: dim must be an integer, not {type(dim).__name__}")
-    _require(dim > 0 and dim % 16 == 0, f"kiln.rope_order: dim must be a positive multiple of "
-             f"16, not {dim}")
+             lambda: f"{call}: dim must be an integer, not {type(dim).__name__}")
+    _require(dim > 0 and dim % 16 == 0, f"{call}: dim must be a positive multiple of 16, not {dim}")
     return [(0 if r % 16 < 8 else dim // 2) + 8 * (r // 16) + r % 8 for r in range(dim)]
 
 
@@ -699,10 +703,7 @@ def rope_weights(w, dim):
     turns) and concatenate the v weight after, as it is; a whole fused QKV weight would have its
     v rows reordered too. A torch tensor or a NumPy array, as given; a new one."""
     _require_arrays("kiln.rope_weights", w=w)
-    try:
-        order = rope_order(dim)  # (dim checked first)
-    except Error as e:
-        raise Error(str(e).replace("kiln.rope_order", "kiln.rope_weights")) from None
+    order = _rope_order("kiln.rope_weights", dim)  # (dim checked first)
     _require(len(w.shape) == 2 and w.shape[0] % dim == 0,
              f"kiln.rope_weights: w must be (F, K) with F a multiple of {dim}, not {tuple(w.shape)}")
     rows = [h * dim + r for h in range(w.shape[0] // dim) for r in order]

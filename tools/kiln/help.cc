@@ -34,10 +34,14 @@ const std::vector<CommandHelp>& Commands() {
        "Every kernel's name, one a line (registered here, or the bundles in --bundles).",
        {}},
       {"mlir",
-       "mlir|lowered|llvm|ptx|sass NAME",
-       "One stage of a kernel on stdout: kiln's MLIR, the NVVM/LLVM dialects, LLVM IR, PTX, SASS "
-       "(SASS needs "
-       "the CUDA toolkit's cuobjdump or nvdisasm).",
+       "mlir|lowered|llvm|sass NAME",
+       "One stage of a kernel on stdout: kiln's MLIR, the NVVM/LLVM dialects, LLVM IR, SASS (SASS "
+       "needs the CUDA toolkit's cuobjdump or nvdisasm).",
+       {},
+       {"lines"}},  // (PTX's alone: the stage says so)
+      {"ptx",
+       "ptx NAME [--lines]",
+       "A kernel's PTX on stdout; --lines adds the DSL's line tables.",
        {"lines"}},
       {"bundle",
        "bundle [--dir D] [--shard I/N | --prune] [NAME...]",
@@ -117,7 +121,7 @@ const std::vector<CommandHelp>& Commands() {
 }
 
 const CommandHelp* Find(const std::string& name) {
-  const bool stage = name == "lowered" || name == "llvm" || name == "ptx" || name == "sass";
+  const bool stage = name == "lowered" || name == "llvm" || name == "sass";
   for (const CommandHelp& c : Commands())
     if (name == c.name || (stage && std::string(c.name) == "mlir")) return &c;
   return nullptr;
@@ -167,13 +171,24 @@ absl::Status CheckFlagsOf(const std::string& command, const std::vector<std::str
   }
   if (foreign.empty()) return absl::OkStatus();
   std::string takes;
-  for (const char* f : c->flags)
-    if (std::string(f) != "lines" || command == "ptx")  // (the stages share a help; PTX's alone)
-      absl::StrAppend(&takes, takes.empty() ? "" : ", ", "--", f);
+  for (const char* f : c->flags) absl::StrAppend(&takes, takes.empty() ? "" : ", ", "--", f);
   return absl::InvalidArgumentError(absl::StrCat(
       "kiln ", command, " does not take ", absl::StrJoin(foreign, ", "), " (it would be ignored); ",
       takes.empty() ? "it takes no flags of its own" : absl::StrCat("it takes ", takes), " (`kiln ",
       command, " --help`)"));
+}
+
+std::string UnknownCommand(const std::string& command) {
+  std::vector<std::string> names;  // each command as typed: the synopses' first words
+  for (const CommandHelp& h : Commands()) {
+    const std::string synopsis = h.synopsis;
+    for (absl::string_view n : absl::StrSplit(synopsis.substr(0, synopsis.find(' ')), '|'))
+      names.push_back(std::string(n));
+  }
+  const std::string near = rt::NearestName(command, names);
+  return absl::StrCat("kiln: unknown command '", command, "'",
+                      near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?"), "\n",
+                      Overview());
 }
 
 std::string Overview() {
@@ -217,16 +232,7 @@ std::optional<int> HandleHelp(int argc, char** argv) {
   }
   const CommandHelp* c = Find(command);
   if (!c) {
-    std::vector<std::string> names;
-    for (const CommandHelp& h : Commands()) {
-      const std::string synopsis = h.synopsis;
-      for (absl::string_view n : absl::StrSplit(synopsis.substr(0, synopsis.find(' ')), '|'))
-        names.push_back(std::string(n));
-    }
-    const std::string near = rt::NearestName(command, names);
-    std::cerr << "kiln: unknown command '" << command << "'"
-              << (near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?")) << "\n"
-              << Overview();
+    std::cerr << UnknownCommand(command);
     return 2;
   }
   std::cout << Usage(*c);

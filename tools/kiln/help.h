@@ -11,6 +11,8 @@ namespace kiln::cli {
 
 // Every command's synopsis, a line each, and how to ask for one command's flags.
 std::string Overview();
+// "kiln: unknown command 'X'; did you mean 'Y'?" and the overview (Y: the nearest command).
+std::string UnknownCommand(const std::string& command);
 // Where argv asks for help (--help or -h): prints the overview, or the named command's usage and
 // flags, and returns the exit code (0; 2 for an unknown command). Else nullopt.
 std::optional<int> HandleHelp(int argc, char** argv);

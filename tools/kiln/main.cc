@@ -13,7 +13,6 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
-#include "kiln/bundle/manifest.h"
 #include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 #include "tools/kiln/help.h"
@@ -155,13 +154,7 @@ int RunCommand(int argc, char** argv) {
       return kiln::cli::Fail(st);
     return kiln::cli::Bench(args, *sizes, *shapes);
   }
-  const std::string near = kiln::rt::NearestName(
-      command,
-      {"attention", "bench", "bundle", "check", "compile", "crosscheck", "emulate", "gemm",
-       "grouped-gemm", "list", "llvm", "lowered", "mlir", "plot", "ptx", "run", "sass", "tune"});
-  std::cerr << "kiln: unknown command '" << command << "'"
-            << (near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?")) << "\n"
-            << kiln::cli::Overview();
+  std::cerr << kiln::cli::UnknownCommand(command);
   return 2;
 }
 
