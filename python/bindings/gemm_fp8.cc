@@ -64,8 +64,14 @@ std::string ScalingOf(const Array& sa, const Array& sb, int64_t m, int64_t n, in
   }
   const bool rows_a = count(a) == m && (a.size() == 1 || (a.size() == 2 && a[1] == 1)),
              cols_b = count(b) == n && (b.size() == 1 || (b.size() == 2 && b[0] == 1));
-  if (rows_a && cols_b && (m == 1 || sa.stride(0) == 1) && (n == 1 || sb.stride(b.size() - 1) == 1))
-    return "rowwise";
+  if (rows_a && cols_b) {
+    if ((m == 1 || sa.stride(0) == 1) && (n == 1 || sb.stride(b.size() - 1) == 1)) return "rowwise";
+    throw Error(absl::StrCat(kCall,
+                             ": rowwise scales must be packed, one value after another: "
+                             "scale_a ",
+                             ShapeText(sa), " and scale_b ", ShapeText(sb),
+                             " have gaps (a strided view: pass a packed copy)"));
+  }
   throw Error(absl::StrCat(kCall, ": scale_a ", ShapeText(sa), " and scale_b ", ShapeText(sb),
                            " name no scaling: one value each (tensorwise); (", m, ",) and (", n,
                            ",), packed (rowwise); or (", m, ", ", kb, ") and (", CeilDiv(n, 128),
@@ -123,7 +129,7 @@ void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, co
   Require(scale_a, kCall, "scale_a", -1, {"f32"}, /*contiguous=*/false);
   Require(scale_b, kCall, "scale_b", -1, {"f32"}, /*contiguous=*/false);
   // K-major: a's rows and b's columns hold K (packed on the emulator, which copies their bytes).
-  const bool a_k_major = a.stride(1) == 1 || k == 1, b_k_major = b.stride(0) == 1 || k == 1;
+  const bool a_k_major = a.stride(1) == 1 || k <= 1, b_k_major = b.stride(0) == 1 || k <= 1;
   const int64_t lda = m == 1 ? k : a.stride(0), ldb = n == 1 ? k : b.stride(1);
   if (!a_k_major || !b_k_major || (d.emulated() && (lda != k || ldb != k)))
     throw Error(absl::StrCat(kCall,

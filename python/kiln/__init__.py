@@ -150,9 +150,9 @@ def _require_arrays(call, *, numpy_or_torch=False, **arrays):
                         f"torch tensors (numpy.from_dlpack({name}) first)")
         dtype = getattr(x, "dtype", None)
         if _is_numpy(x) and dtype is not None:
-            if dtype.kind not in "biuf":
+            if dtype.kind not in "biuf" or dtype.itemsize > 8:
                 raise Error(f"{call}: {name} has dtype {dtype}; kiln takes arrays of numbers "
-                            "(float32 on the host)")
+                            "of up to 64 bits (float32 on the host)")
             if not dtype.isnative:
                 raise Error(f"{call}: {name} is in the other byte order ({dtype.str}); "
                             f"{name}.astype({name}.dtype.newbyteorder('=')) is native")
@@ -245,6 +245,18 @@ class _Loaded:
             grid = tuple(int(g) for g in grid)
         if stream is None:
             stream = _stream(args)
+        else:  # a raw CUstream handle, or a stream object that holds one (torch.cuda.Stream)
+            import numbers
+            stream = getattr(stream, "cuda_stream", stream)
+            _require(isinstance(stream, numbers.Integral) and not isinstance(stream, bool) and
+                     0 <= stream < 2**64,
+                     lambda: f"{name}: stream={stream!r}: a CUDA stream (a torch.cuda.Stream, or "
+                             "its raw handle as an int), or None for the arrays' current one")
+        for i, x in enumerate(args):  # types DLPack cannot carry: the bindings could not say why
+            dtype = getattr(x, "dtype", None) if _is_numpy(x) else None
+            _require(dtype is None or dtype.kind in "biufc" and dtype.itemsize <= 16,
+                     lambda: f"{name}: argument {i} has dtype {dtype}, which no kernel parameter "
+                             "reads (arrays of numbers: integers, floats)")
         self._kernel(*[_r(x, writes=True) for x in args], grid=grid, stream=stream)  # (any may)
 
     def __getattr__(self, name):
@@ -303,6 +315,18 @@ def _packed(x):
         import numpy
         return numpy.ascontiguousarray(x)
     return x
+
+
+def _host_numpy(call, name, x):
+    """A host array as NumPy sees it: NumPy's own, or another `__dlpack__` producer's through
+    numpy.from_dlpack (which refuses device memory)."""
+    import numpy
+    if _is_numpy(x):
+        return x
+    try:
+        return numpy.from_dlpack(x)
+    except (TypeError, ValueError, RuntimeError, BufferError) as e:
+        raise Error(f"{call}: {name} is not readable on the host through DLPack ({e})") from None
 
 
 def _host_f16(x):
@@ -485,8 +509,8 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     _optional_arrays("kiln.gemm", numpy_or_torch=True, out=out, c=c, bias=bias,
                      residual=residual)
     _writable_out("kiln.gemm", out)
-    alpha = _number("kiln.gemm", "alpha", alpha)
-    beta = beta if beta is None else _number("kiln.gemm", "beta", beta)
+    alpha = _in_f32("kiln.gemm", "alpha", _number("kiln.gemm", "alpha", alpha))
+    beta = beta if beta is None else _in_f32("kiln.gemm", "beta", _number("kiln.gemm", "beta", beta))
     if len(a.shape) == 1 or len(a.shape) > 2:
         _require(len(b.shape) == 2,
                  lambda: f"kiln.gemm: b (K, N) must have rank 2, not shape {tuple(b.shape)}")
@@ -757,7 +781,8 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
              "and scale_w")
     if not _is_torch(x) and len(x.shape) >= 2:  # host arrays: the sizes checked (GPU: read there)
         import numpy
-        sizes = numpy.asarray(sizes_arg).astype(numpy.int64)
+        sizes = _host_numpy("kiln.grouped_gemm", "counts" if masked else "offsets",
+                            sizes_arg).astype(numpy.int64)
         if masked:
             # (A negative count is no rows, as the kernel reads it on a GPU.)
             _require(sizes.size == 0 or sizes.max() <= x.shape[1],
@@ -905,7 +930,7 @@ def _check_empty_fp8(a, b, out, out_type, scale_a, scale_b, c, bias, residual):
     def along(x, dim):  # elements from one to the next along dimension dim
         return x.stride(dim) if _is_torch(x) else x.strides[dim] // x.itemsize
 
-    _require((m == 0 or k == 1 or along(a, 1) == 1) and (n == 0 or k == 1 or along(b, 0) == 1),
+    _require((m == 0 or k <= 1 or along(a, 1) == 1) and (n == 0 or k <= 1 or along(b, 0) == 1),
              f"{call}: a must be row-major and b column-major (b = w.t() of an (N, K) weight w): "
              "the FP8 tensor cores read both along K")
     # The scaling the scales' shapes say, as the bindings read them.
@@ -1309,14 +1334,14 @@ def _check_host_decode_lengths(call, k_cache, seq_lens, block_table):
     there, where a length past the cache is taken as the cache's and a page past it reads zeros;
     never out of bounds.)"""
     import numpy
-    lens = numpy.asarray(seq_lens)
+    lens = _host_numpy(call, "seq_lens", seq_lens)
     paged = block_table is not None
     cap = block_table.shape[1] * k_cache.shape[1] if paged else k_cache.shape[2]
     _require(lens.size == 0 or (lens.min() >= 0 and lens.max() <= cap),
              lambda: f"{call}: seq_lens must lie in [0, {cap}] (the cache's keys a sequence), "
                      f"not {lens.min()} .. {lens.max()}")
     if paged and lens.size and block_table.shape[0] == lens.size:  # (else the bindings say)
-        table, page = numpy.asarray(block_table), k_cache.shape[1]
+        table, page = _host_numpy(call, "block_table", block_table), k_cache.shape[1]
         used = numpy.arange(table.shape[1])[None, :] * page < lens[:, None]
         pages = table[used]
         _require(pages.size == 0 or (pages.min() >= 0 and pages.max() < k_cache.shape[0]),
@@ -1397,7 +1422,7 @@ def _check_host_offsets(call, x, cu_seqlens, total, max_seqlen):
     if _is_torch(x):
         return
     import numpy
-    cu = numpy.asarray(cu_seqlens).astype(numpy.int64)
+    cu = _host_numpy(call, "cu_seqlens", cu_seqlens).astype(numpy.int64)
     got = f"; got {cu.tolist()[:8]}{' ...' if cu.size > 8 else ''}"
     _require(cu.ndim == 1 and cu.size >= 2,
              lambda: f"{call}: cu_seqlens must be [B + 1] offsets, B at least 1{got}")
@@ -1520,7 +1545,7 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     for name, x in (("k_cache", k_cache), ("v_cache", v_cache)):
         _require(x.flags.writeable,
                  f"{call}: {name} is read-only; the new rows are written into it")
-    lens = numpy.asarray(seq_lens)
+    lens = _host_numpy(call, "seq_lens", seq_lens)
     _require((lens >= 0).all(), lambda: f"{call}: seq_lens must be 0 or more, not {lens.min()}")
     end = lens + s
     _require(end.max(initial=0) <= min(max_pages * page, cos.shape[0]),
@@ -1528,7 +1553,8 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
                      f"table's positions 0 to {max_pages * page - 1} or cos and sin's 0 to "
                      f"{cos.shape[0] - 1}")
     pos = lens[:, None] + numpy.arange(s)[None, :]  # [B, S]: each new token's position
-    pages = numpy.take_along_axis(numpy.asarray(block_table), pos // page, axis=1)
+    pages = numpy.take_along_axis(_host_numpy(call, "block_table", block_table), pos // page,
+                                  axis=1)
     _require(((pages >= 0) & (pages < k_cache.shape[0])).all(),
              lambda: f"{call}: block_table's pages for the new tokens must lie in "
                      f"[0, {k_cache.shape[0]}), not {pages.min()} .. {pages.max()}")
@@ -1648,14 +1674,21 @@ def _scale(call, scale):
     value = _number(call, "scale", scale)
     _require(math.isfinite(value) and value > 0,
              lambda: f"{call}: scale {scale!r}: a positive number, or None for 1 / sqrt(D)")
+    return _in_f32(call, "scale", value)
+
+
+def _in_f32(call, name, value):
+    """A finite number the kernels take as f32: kiln.Error where f32 makes it inf (past 3.4e38)
+    or 0 (below about 1.4e-45, but 0 itself)."""
+    import math
     import struct
     try:
         as_f32 = struct.unpack("f", struct.pack("f", value))[0]
     except OverflowError:
         as_f32 = math.inf
-    _require(as_f32 > 0 and math.isfinite(as_f32),
-             lambda: f"{call}: scale {scale!r}: the kernels take it as f32, where it is "
-                     f"{'0' if as_f32 == 0 else 'inf'}: a scale from about 1.4e-45 to 3.4e38")
+    _require(math.isfinite(as_f32) and (as_f32 != 0 or value == 0),
+             lambda: f"{call}: {name} {value!r}: the kernels take it as f32, where it is "
+                     f"{'0' if as_f32 == 0 else 'inf'}: a magnitude from about 1.4e-45 to 3.4e38")
     return value
 
 

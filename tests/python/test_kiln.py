@@ -1532,6 +1532,13 @@ class EmptyAndWrongInputs(unittest.TestCase):
                 call()
             self.assertIn(words, str(caught.exception))
         self.assertEqual(kiln.softmax(Dl(x)).shape, (2, 8))  # the row ops take it
+        # The host-side checks of sizes read any producer's (they called numpy.asarray, which
+        # made a 0-d object array of it: a TypeError).
+        rng = np.random.default_rng(5)
+        xs, ws = rng.standard_normal((5, 16), np.float32), rng.standard_normal((2, 8, 16), np.float32)
+        ends = np.int32([2, 5])
+        np.testing.assert_array_equal(kiln.grouped_gemm(xs, ws, Dl(ends)),
+                                      kiln.grouped_gemm(xs, ws, ends))
 
     def test_arguments_that_were_python_exceptions_are_kiln_errors(self):
         f = lambda *s: np.ones(s, np.float32)
@@ -1550,6 +1557,18 @@ class EmptyAndWrongInputs(unittest.TestCase):
             (lambda: saxpy(f(4), f(4), 1.0, 2**63), "does not fit 64 bits"),
             (lambda: saxpy(f(4), f(4), 1.0, 4, grid=(-1, 1, 1)), "(x, y, z), integers: x 1 to 2^31 - 1"),
             (lambda: kiln.load(BUNDLES, None), "name must be a kernel's name"),
+            # (nanobind's own TypeErrors, or a message that named another cause)
+            (lambda: kiln.gemm(np.zeros((4, 4), np.longdouble), f(4, 4)), "numbers of up to 64 bits"),
+            (lambda: saxpy(np.zeros(4, "datetime64[s]"), f(4), 1.0, 4), "which no kernel parameter"),
+            (lambda: saxpy(f(4), f(4), 1.0, 4, stream="s"), "a CUDA stream (a torch.cuda.Stream"),
+            # (numbers the kernels take as f32: alpha past its range was inf or 0 without a word)
+            (lambda: kiln.gemm(f(4, 8), f(8, 4), alpha=1e39), "where it is inf"),
+            (lambda: kiln.gemm(f(4, 8), f(8, 4), alpha=1e-50), "where it is 0"),
+            # (8-bit: K = 0 named the layout; strided rowwise scales named no scaling)
+            (lambda: kiln.gemm(np.zeros((3, 0), np.uint8), np.zeros((4, 0), np.uint8).T,
+                               scale_a=1.0, scale_b=1.0), "M, N, K must be at least 1"),
+            (lambda: kiln.gemm(np.zeros((14, 48), np.uint8), np.zeros((128, 48), np.uint8).T,
+                               scale_a=f(28)[::2], scale_b=f(128)), "rowwise scales must be packed"),
             # (the emulator's limit, as the CLI's: refused before the work, not run for a minute)
             (lambda: kiln.gemm(f(4096, 1024), f(1024, 4096)),
              "1.718e+10 multiply-adds; the emulator takes up to 2^33 (run it on a GPU)"),
