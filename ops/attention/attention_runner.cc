@@ -232,7 +232,7 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     auto tiling =
         [](const std::string& o) {  // options that change how, not what, a kernel computes
           return o == "persist" || o == "lazy" || o == "eager" || o == "cta2" || o == "gather" ||
-                 o == "wgshfl" || o == "wgtid" ||
+                 o == "wgshfl" || o == "wgtid" || o == "wgdiag" || o == "ctadiag" ||
                  ((absl::StartsWith(o, "wg") || absl::StartsWith(o, "bn") ||
                    absl::StartsWith(o, "st")) &&
                   o.size() > 2 && std::all_of(o.begin() + 2, o.end(), ::isdigit));
@@ -250,7 +250,8 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     if (!ok)
       return Invalid(absl::StrCat(
           "kernel ", options.kernel, " does not compute this problem (it runs ", plan.kernel,
-          " with tiling options wgN, bnN, stN, persist, lazy, eager, wgshfl, wgtid or gather at "
+          " with tiling options wgN, bnN, stN, persist, lazy, eager, wgshfl, wgtid, wgdiag, "
+          "ctadiag or gather at "
           "most)"));
     plan.kernel = options.kernel;
   }

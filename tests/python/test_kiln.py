@@ -789,6 +789,25 @@ class GroupedGemm(unittest.TestCase):
 
 
 class Attention(unittest.TestCase):
+    def test_scores_past_f32s_precision_are_nan_never_a_masked_row(self):
+        # Scores times the scale past about 2^31 round the exponent's argument by more than its
+        # range, so every weight of a row may underflow; that row is NaN (o and lse), never
+        # o = 0 and lse = -inf, which a row that sees no key gives (and the rows here all see
+        # keys). Plain scales and a causal row that sees none stay exact.
+        rng = np.random.default_rng(0)
+        k = rng.standard_normal((1, 1, 8, 64)).astype(np.float32)
+        v = rng.standard_normal((1, 1, 8, 64)).astype(np.float32)
+        q = np.ascontiguousarray(-k.mean(2, keepdims=True))
+        for scale in (1e9, 3e9, 1e10, 1e11, 1e15, 1e20):
+            o, lse = kiln.attention(q, k, v, scale=scale)
+            self.assertTrue(np.isnan(o).all() and not np.isfinite(lse).any(), (scale, lse))
+        o, lse = kiln.attention(q, k, v, scale=0.125)
+        self.assertTrue(np.isfinite(o).all() and np.isfinite(lse).all())
+        qs = rng.standard_normal((1, 1, 3, 64)).astype(np.float32)
+        o, lse = kiln.attention(qs, k[:, :, :1], v[:, :, :1], causal=True)  # rows 0, 1 see no key
+        np.testing.assert_array_equal(lse.ravel()[:2], [-np.inf, -np.inf])
+        np.testing.assert_array_equal(o[0, 0, :2], 0)
+
     def test_ragged_grouped_and_causal(self):
         rng = np.random.default_rng(7)
         # The second and the last are decode (query heads of a KV head packed in one tile), the

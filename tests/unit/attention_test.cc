@@ -169,7 +169,8 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, EmulatedBlackwellAttention, ::testing::Values
 TEST(EmulatedAttention, OtherTilings) {
   for (const char* tiling :
        {"wg2", "bn176", "bn64.st3", "wg3.bn192", "persist", "wg2.persist", "wg1.bn64.st2.cta2",
-        "wgtid"})  // (the warpgroup index from the thread index; D = 64 takes lane 0's)
+        "wgtid",  // (the warpgroup index from the thread index; D = 64 takes lane 0's)
+        "ctadiag"})  // (causally every warpgroup to the tile's last diagonal; D = 64 stops at its own)
     for (bool causal : {false, true}) {
       rt::AttentionOptions o{.causal = causal};
       o.kernel = absl::StrCat("attention/hopper.d64", causal ? ".causal" : "", ".", tiling);
@@ -188,6 +189,21 @@ TEST(EmulatedAttention, OtherTilings) {
   o.kernel = "attention/hopper.d256.causal.persist.wgshfl";
   o.causal = true;
   ExpectCorrect({{.b = 2, .hq = 3, .hkv = 1, .s = 140, .skv = 140, .d = 256}, o});
+}
+
+// Causally each consumer warpgroup stops at its own rows' diagonal (wgdiag): at D = 64 (three
+// warpgroups of 64 rows, key tiles of 128) the first warpgroup passes the last key tile of most
+// query tiles; a warpgroup that stopped a tile early would miss keys its rows see. Query tiles
+// ragged, the diagonal shifted by a longer key sequence, grouped heads, a CTA per tile and
+// persistent; at D = 256 (64-key tiles) two warpgroups.
+TEST(EmulatedAttention, EachWarpgroupStopsAtItsOwnDiagonal) {
+  for (const char* name : {"attention/hopper.d64.causal.wgdiag",
+                           "attention/hopper.d64.causal.persist.wgdiag"}) {
+    rt::AttentionOptions o{.causal = true, .kernel = name};
+    ExpectCorrect({{.b = 1, .hq = 4, .hkv = 2, .s = 450, .skv = 517, .d = 64}, o});
+  }
+  rt::AttentionOptions o{.causal = true, .kernel = "attention/hopper.d256.causal.wgdiag"};
+  ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 200, .skv = 200, .d = 256}, o});
 }
 
 // A planted mistake in a persistent Hopper kernel whose CTAs each run two tiles (six tiles, the
@@ -238,7 +254,8 @@ TEST(AttentionOptions, AnOptionSetTwiceIsAMessage) {
       {"attention/hopper.d64.causal.causal", "'causal' given twice"},
       {"attention/hopper.d64.d128", "'d64' and 'd128'"},
       {"attention/hopper.d128.page16.page32", "'page16' and 'page32'"},
-      {"attention/hopper_dq.d64.wgtid.wgshfl", "'wgtid' and 'wgshfl'"}};
+      {"attention/hopper_dq.d64.wgtid.wgshfl", "'wgtid' and 'wgshfl'"},
+      {"attention/hopper.d64.causal.wgdiag.ctadiag", "'wgdiag' and 'ctadiag'"}};
   for (const auto& [name, words] : cases) {
     absl::StatusOr<KernelDef> def = BuildNamed(name);
     ASSERT_FALSE(def.ok()) << name;
@@ -321,6 +338,23 @@ TEST(EmulatedAttention, AWrongResultNamesItsPlace) {
 // Causal tiles are numbered in groups of at most 16 heads, the longest of the group first, and a
 // CTA per tile prefetches the Q of the tile 132 on: 70 heads of two query tiles (140 tiles) make
 // four whole groups and a last one of six heads, and the first eight tiles prefetch.
+// The forward's own options are refused where they would be ignored: wgdiag without a mask or
+// over a paged cache, lazy or wgdiag by the backward's kernels and Blackwell's.
+TEST(AttentionOptions, AForwardOptionElsewhereIsAMessage) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"attention/hopper.d64.wgdiag", "causal"},
+      {"attention/hopper.d128.causal.page16.wgdiag", "dense K and V"},
+      {"attention/hopper.d128.causal.wg1.wgdiag", "two or three"},
+      {"attention/hopper_dkdv.d64.wgdiag", "attention/hopper_dkdv takes no"},
+      {"attention/hopper_dq.d128.lazy", "attention/hopper_dq takes no"},
+      {"attention/blackwell.d64.causal.wgdiag", "wgdiag"}};
+  for (const auto& [name, words] : cases) {
+    absl::StatusOr<KernelDef> def = BuildNamed(name);
+    ASSERT_FALSE(def.ok()) << name;
+    EXPECT_NE(def.status().message().find(words), std::string::npos) << def.status();
+  }
+}
+
 TEST(EmulatedAttention, CausalHeadGroupsAndTheQPrefetch) {
   ExpectCorrect({{.b = 5, .hq = 14, .hkv = 7, .s = 130, .skv = 130, .d = 64}, {.causal = true}});
 }

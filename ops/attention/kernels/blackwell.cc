@@ -178,8 +178,8 @@ void StoreRows(BlackwellAttention& b, SoftmaxRow& t) {
   Kernel& k = b.k;
   const int D = b.D, BM = b.BM, BN = b.BN, CHUNK = b.CHUNK;
   const Value& S = b.p.S;
-  Value total = t.row_sum[0];
-  Value inv = Select(total == 0.0, k.F32(0), Rcp(total));
+  const RowEnd end = EndOfRow(k, t.row_max[0], t.row_sum[0]);
+  const Value& inv = end.inv;
   b.q_full.Wait(0);
   auto store_o = [&](int c, std::vector<Value> o) {
     ScaleRow(o, inv);  // O / sum
@@ -197,7 +197,7 @@ void StoreRows(BlackwellAttention& b, SoftmaxRow& t) {
       [&] {  // a row tile that sees no key: O = 0
         for (int c = 0; c < D; c += CHUNK) store_o(c, std::vector<Value>(CHUNK, k.F32(0)));
       });
-  Value lse_value = Select(total == 0.0, k.F32(-INFINITY), (t.row_max[0] + Log2(total)) * M_LN2);
+  const Value& lse_value = end.lse;
   k.If(t.row < S,
        [&] { k.Store(b.p.lse + (b.out_head.To(i64) * S.To(i64) + t.row.To(i64)), lse_value); });
   k.FenceProxyAsync();
@@ -229,10 +229,11 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
   const Scalar in = a.in;
   Kernel k(name, sm100a(), {192});
   if (a.warpgroups || a.block_n || a.stages || a.persistent || a.lazy_rescale >= 0 ||
-      a.uniform_warpgroup >= 0 || a.per_sequence() || a.varlen || a.rows)
+      a.uniform_warpgroup >= 0 || a.own_diagonal >= 0 || a.per_sequence() || a.varlen || a.rows)
     k.Fail(
         "attention/blackwell has one tiling and the [B, H, S, D] layout; it takes no "
-        "wg/bn/st/persist/lazy/eager/wgshfl/wgtid/lens/page/varlen/rows option (split: yes)");
+        "wg/bn/st/persist/lazy/eager/wgshfl/wgtid/wgdiag/ctadiag/lens/page/varlen/rows option "
+        "(split: yes)");
   const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/BM);
   const Value &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv;
   k.Grid(absl::StrCat("S/", BM), "Hq", a.split ? "B*P" : "B");

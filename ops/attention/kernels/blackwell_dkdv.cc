@@ -210,6 +210,7 @@ absl::StatusOr<KernelDef> BuildBlackwellDkDv(const std::string& name, AttentionS
   if (a.warpgroups || a.block_n || a.stages || a.persistent || a.split || a.per_sequence() ||
       a.varlen || a.rows || a.dq_add || a.two_ctas)
     k.Fail("attention/blackwell_dkdv has one tiling and dense [B, H, S, D] tensors");
+  RefuseForwardOptions(k, a, "attention/blackwell_dkdv");
   const BackwardParams p = attention_sm90::DeclareBackwardParams(k, a, kQueries, kKeys, true);
   k.Grid(absl::StrCat("Skv/", kKeys, "*Hkv*B"));
   k.Attribute("attention_backward",

@@ -182,6 +182,7 @@ absl::StatusOr<KernelDef> BuildBlackwellDq(const std::string& name, AttentionSha
   if (a.warpgroups || a.block_n || a.stages || a.persistent || a.split || a.per_sequence() ||
       a.varlen || a.rows || a.dq_add || a.two_ctas)
     k.Fail("attention/blackwell_dq has one tiling and dense [B, H, S, D] tensors");
+  RefuseForwardOptions(k, a, "attention/blackwell_dq");
   const BackwardParams p = attention_sm90::DeclareBackwardParams(k, a, kRows, kKeys, false);
   k.Grid(absl::StrCat("S/", kRows, "*Hq*B"));
   k.Attribute("attention_backward",

@@ -1,6 +1,7 @@
 #include "ops/attention/kernels/common.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -24,11 +25,13 @@ rt::GridExpr Rule(Kernel& k, const std::string& text) {
 }
 
 // The slot an option sets: "d" for d64/d128/d256, "page" for pageN, "rescale" for lazy/eager,
-// "index" for wgshfl/wgtid, "wg", "bn", "st" for their tilings, else the option itself.
+// "index" for wgshfl/wgtid, "diagonal" for wgdiag/ctadiag, "wg", "bn", "st" for their tilings,
+// else the option itself.
 std::string SlotOf(absl::string_view part) {
   if (part == "d64" || part == "d128" || part == "d256") return "d";
   if (part == "lazy" || part == "eager") return "rescale";
   if (part == "wgshfl" || part == "wgtid") return "index";
+  if (part == "wgdiag" || part == "ctadiag") return "diagonal";
   for (const char* prefix : {"page", "wg", "bn", "st"})
     if (absl::StartsWith(part, prefix) && part.size() > strlen(prefix) &&
         absl::ascii_isdigit(part[strlen(prefix)]))
@@ -82,6 +85,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
       a.lazy_rescale = part == "lazy";
     } else if (part == "wgshfl" || part == "wgtid") {
       a.uniform_warpgroup = part == "wgshfl";
+    } else if (part == "wgdiag" || part == "ctadiag") {
+      a.own_diagonal = part == "wgdiag";
     } else if (int* field = absl::StartsWith(part, "wg")   ? &a.warpgroups
                             : absl::StartsWith(part, "bn") ? &a.block_n
                             : absl::StartsWith(part, "st") ? &a.stages
@@ -93,7 +98,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
           "' (takes d64, d128 or d256, then f16, causal, and a tiling: wgW consumer warpgroups, "
           "bnN keys per "
           "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling, wgshfl or "
-          "wgtid for the consumers' warpgroup index broadcast from lane 0 or not, split for "
+          "wgtid for the consumers' warpgroup index broadcast from lane 0 or not, wgdiag or "
+          "ctadiag for causal GEMMs ending at each warpgroup's diagonal or the tile's, split for "
           "split-KV, lens for sequences of their own lengths, pageN for a paged cache of pages "
           "of N tokens, a power of two from 16 (gather: pages of 16 copied by threads, not TMA "
           "boxes), varlen for packed sequences, cta2 for two CTAs an "
@@ -104,9 +110,25 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
   return a;
 }
 
+RowEnd EndOfRow(Kernel& k, const Value& row_max, const Value& total) {
+  Value none = total == 0.0, lost = none & (row_max != -INFINITY);
+  Value nan = k.F32(NAN);
+  return {Select(none, Select(lost, nan, k.F32(0)), Rcp(total)),
+          Select(none, Select(lost, nan, k.F32(-INFINITY)), (row_max + Log2(total)) * M_LN2)};
+}
+
+void RefuseForwardOptions(Kernel& k, const AttentionShape& a, absl::string_view kernel) {
+  if (a.lazy_rescale >= 0 || a.own_diagonal >= 0)
+    k.Fail(absl::StrCat(kernel,
+                        " takes no lazy, eager, wgdiag or ctadiag option (attention/hopper's)"));
+}
+
+bool WarpUniformIndex(const AttentionShape& a) {
+  return a.uniform_warpgroup >= 0 ? a.uniform_warpgroup == 1 : a.d != 256;
+}
+
 Value ConsumerWarpgroup(const AttentionShape& a, const Value& tid) {
-  const bool uniform = a.uniform_warpgroup >= 0 ? a.uniform_warpgroup == 1 : a.d != 256;
-  return uniform ? WarpUniform(tid / 128) : tid / 128;
+  return WarpUniformIndex(a) ? WarpUniform(tid / 128) : tid / 128;
 }
 
 std::vector<std::string> BundledAttentionVariants() {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "examples/registry.h"
 #include "kiln/kernel.h"
 
@@ -37,6 +38,11 @@ struct AttentionShape {
   // warp-uniform, or the thread index over 128 (0, "wgtid"); -1 for the kernel's default.
   // Hopper only.
   int uniform_warpgroup = -1;
+  // Causally, with several consumer warpgroups over a dense cache: each warpgroup's GEMMs end at
+  // its own rows' diagonal (1, "wgdiag"), taking its turns and freeing the stages of the key tiles
+  // past it without a wgmma, or at the CTA tile's last row's (0, "ctadiag"); -1 for the kernel's
+  // default. Hopper only.
+  int own_diagonal = -1;
   // ("split") The keys of each query tile split in P parts (the parameter P), a CTA each: a part
   // writes its rows' O (normalized by its own sum) and lse as heads p * B * Hq + head of O and
   // lse, which attention/combine merges (split-KV, FlashDecoding's). P = 1 writes O itself.
@@ -71,6 +77,10 @@ struct AttentionShape {
   bool dq_add = false;
 };
 
+// The forward's own options (lazy/eager, wgdiag/ctadiag) refused by another attention kernel:
+// a name that says them would build a kernel that ignores them.
+void RefuseForwardOptions(Kernel& k, const AttentionShape& a, absl::string_view kernel);
+
 // Variant names: d64, d128 or d256, then optionally f16 and causal ("d128.f16.causal"), and a
 // tiling other than the default (".wg3.bn176.st3", ".persist"), and the rescale (".lazy",
 // ".eager"), "split" (split-KV) and "rows" (the [B, S, H, D] layout).
@@ -79,10 +89,20 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options);
 // The variants the build bundles: every head dimension, type and mask.
 std::vector<std::string> BundledAttentionVariants();
 
+// A row's end from its running maximum (scaled, log2 units) and its sum of weights: 1 / sum and
+// lse (natural log). A row that saw no key (maximum -inf) has O = 0 and lse -inf. A row that saw
+// keys but whose every weight underflowed (scores times the scale past f32's precision, where
+// the exponent's argument is rounded before it is taken) is NaN in both: it must not look masked.
+struct RowEnd {
+  Value inv, lse;
+};
+RowEnd EndOfRow(Kernel& k, const Value& row_max, const Value& total);
+
 // A Hopper consumer thread's warpgroup (`tid` counted from its role's first thread): lane 0's
 // (WarpUniform) as `a.uniform_warpgroup` says, by default at D = 64 and 128; else the thread
 // index's (docs/perf/2026-12-01-warp-uniform-warpgroup-index.md).
 Value ConsumerWarpgroup(const AttentionShape& a, const Value& tid);
+bool WarpUniformIndex(const AttentionShape& a);  // ConsumerWarpgroup's choice
 
 // A rank-4 map over [heads, rows, D] seen as {64 columns, rows, D/64 spans, heads}: one box of
 // `box_rows` x `spans` lands as `spans` 128B-swizzled blocks of box_rows x 64, one per 64

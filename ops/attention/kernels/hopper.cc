@@ -124,6 +124,13 @@ AttentionShape WithDefaults(AttentionShape a) {
   // One consumer warpgroup (decode) keeps the thread index's warpgroup; the others take
   // ConsumerWarpgroup's default (docs/perf/2026-12-01-warp-uniform-warpgroup-index.md).
   if (a.uniform_warpgroup < 0 && a.warpgroups == 1) a.uniform_warpgroup = 0;
+  // Causally over a dense cache, where a key tile is narrower than the query tile, the first
+  // warpgroups' diagonals end whole key tiles before the tile's: each stops at its own, where its
+  // index is warp-uniform (D = 64; at D = 256 the per-warpgroup trip count cost more than the
+  // tiles saved: docs/perf/2026-12-02-causal-warpgroup-diagonals.md).
+  if (a.own_diagonal < 0)
+    a.own_diagonal = a.causal && a.warpgroups > 1 && a.block_n < 64 * a.warpgroups &&
+                     WarpUniformIndex(a) && !a.split && !a.per_sequence() && !a.varlen;
   return a;
 }
 
@@ -150,6 +157,10 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   if (a.page_gather && !GathersPages(a, BN))
     k.Fail(absl::StrCat("gather copies pages of 16 tokens, fewer than a key tile, not pages of ",
                         a.page, " into key tiles of ", BN));
+  if (a.own_diagonal == 1 && (!a.causal || W < 2 || a.split || a.per_sequence() || a.varlen))
+    k.Fail(
+        "wgdiag ends each consumer warpgroup's GEMMs at its own diagonal: causal, two or three "
+        "consumer warpgroups, dense K and V (no split, lens, pageN or varlen)");
   if (BN % 16 || BN < 16 || BN > 256)
     k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 256"));
   if (k.failed()) return k.Build();  // (the code below assumes these)

@@ -144,6 +144,28 @@ void HopperConsumer::LastPv() {  // the tile's last P V alone
   h_.v_ring.Release(vs, c_);
 }
 
+// Causally ("wgdiag"), the key tiles up to this warpgroup's own last row's diagonal (at least the
+// first): past it the warpgroup's scores are all masked, so its GEMMs there would add nothing.
+// A dense cache only: the tile's last key tile then needs no V rows zeroed (ZeroVPastLength).
+Value HopperConsumer::OwnTiles() {
+  Value end = Max(Min(skv_.To(s32), (m0_ + row0_ + 64).To(s32) + shift_), 0).To(i32);
+  return Max(Min((end + (h_.BN - 1)) / h_.BN - n_first_, n_tiles_), k_.I32(1));
+}
+
+// The steps of the key tiles past this warpgroup's diagonal: its turns taken (the ring of turns
+// counts every warpgroup's) and each tile's K and V stages freed once they are full (freed
+// before, the release could complete the stage's previous use).
+void HopperConsumer::PassSteps(Value count) {
+  k_.For(0, count, 1, [&](Value) {
+    MyTurn();
+    TheirTurn();
+    Value ks = h_.k_ring.Acquire(k_at_);
+    h_.k_ring.Release(ks, c_);
+    Value vs = h_.v_ring.Acquire(v_at_);
+    h_.v_ring.Release(vs, c_);
+  });
+}
+
 // A sequence of its own length ends inside the cache, a packed one inside the next sequence's
 // rows: the V rows of its last key tile past its length hold whatever is there (NaN, in a cache
 // never written, or another sequence's inf), zeroed before the P V (the masked scores' K rows
@@ -179,13 +201,15 @@ void HopperConsumer::TileByTile() {
         FreshState();  // zeroed for each tile
         sQs_ = h_.sQ.Stage(qs);
         k_.If(tile.n_tiles > 0, [&] {
+          Value own = h_.a.own_diagonal == 1 ? OwnTiles() : tile.n_tiles;
           FirstStep();
           if (!v_late_) {
             v_held_ = k_.Registers(Type::Of(i32), 1);
             v_held_[0] = h_.v_ring.Acquire(v_at_);
           }
-          LaterSteps(tile.n_tiles);
+          LaterSteps(own);
           LastPv();
+          if (h_.a.own_diagonal == 1) PassSteps(tile.n_tiles - own);
         });
         StoreO(m0_, tile.out_head, qs, FinishRows(m0_, tile.out_head));
         if (h_.a.split && h_.W == 1) FoldParts(m0_, tile.out_head);

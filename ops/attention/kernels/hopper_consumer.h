@@ -37,6 +37,8 @@ class HopperConsumer {
                   const std::function<void()>& after_pv);
   void LaterSteps(Value n_tiles);
   void LastPv();
+  Value OwnTiles();
+  void PassSteps(Value count);
   void ZeroVPastLength(Value vs);
   void TileByTile();
   void Streamed();

@@ -180,6 +180,7 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
   if (W < 1 || W > 2) k.Fail(absl::StrCat("hopper_dkdv takes 1 or 2 consumer warpgroups, not ", W));
   if (a.persistent || a.split || a.per_sequence() || a.rows || a.two_ctas)
     k.Fail("hopper_dkdv runs [B, H, S, D] tensors or packed sequences, a CTA per key tile");
+  RefuseForwardOptions(k, a, "attention/hopper_dkdv");
   if (a.varlen && a.dq_add) k.Fail("hopper_dkdv.dqadd runs dense tensors (no varlen)");
   if (a.block_n && a.block_n != BN)
     k.Fail(absl::StrCat("hopper_dkdv's key tile is 64 rows a consumer warpgroup (", BN,

@@ -45,6 +45,7 @@ absl::StatusOr<KernelDef> BuildDkDvSplitD(const std::string& name, AttentionShap
   if (a.dq_add) k.Fail("hopper_dkdv.dqadd takes D = 64 or 128");
   if (a.persistent || a.split || a.per_sequence() || a.rows || a.two_ctas)
     k.Fail("hopper_dkdv runs [B, H, S, D] tensors or packed sequences, a CTA per key tile");
+  RefuseForwardOptions(k, a, "attention/hopper_dkdv");
   if (a.block_n && a.block_n != BN)
     k.Fail(absl::StrCat("hopper_dkdv at D = 256 takes key tiles of ", BN, ": no bn", a.block_n));
   if (k.failed()) return k.Build();  // (the code below assumes these)

@@ -40,6 +40,7 @@ absl::StatusOr<KernelDef> BuildDq(const std::string &name, AttentionShape a) {
     k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 128"));
   if (a.persistent || a.split || a.per_sequence() || a.rows || a.two_ctas)
     k.Fail("hopper_dq runs [B, H, S, D] tensors or packed sequences, a CTA per query tile");
+  RefuseForwardOptions(k, a, "attention/hopper_dq");
   if (k.failed()) return k.Build();  // (the code below assumes these)
   const BackwardParams p = attention_sm90::DeclareBackwardParams(k, a, BM, BN, /*dkdv=*/false);
   k.Grid(a.varlen ? "tiles*Hq" : absl::StrCat("S/", BM, "*Hq*B"));

@@ -18,11 +18,10 @@ HopperConsumer::Inverse HopperConsumer::FinishRows(Value tile_m0, Value q_head) 
   Inverse inv;
   const RowPair totals = WholeRows({row_sum_[0], row_sum_[1]});
   for (int half = 0; half < 2; ++half) {
-    const Value& total = totals[half];  // 0: no keys (lse -inf); NaN stays NaN, in o and lse
-    inv.of[half] = Select(total == 0.0, k_.F32(0), Rcp(total));
+    const RowEnd end = EndOfRow(k_, row_max_[half], totals[half]);  // NaN stays NaN
+    inv.of[half] = end.inv;
     Value row = tile_m0 + row0_ + o_.Row(half);
-    Value lse_value =
-        Select(total == 0.0, k_.F32(-INFINITY), (row_max_[half] + Log2(total)) * M_LN2);
+    const Value& lse_value = end.lse;
     Value at = q_head.To(i64) * lse_rows.To(i64) + (seq0_ + row).To(i64);
     k_.If((c_ % 4 == 0) & (row < S), [&] { k_.Store(h_.p.lse + at, lse_value); });
   }
