@@ -134,13 +134,9 @@ AttentionShape WithDefaults(AttentionShape a) {
   return a;
 }
 
-absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape a) {
-  a = WithDefaults(a);
-  const int D = a.d, W = a.warpgroups, BM = 64 * W, BN = a.block_n, SPANS = D / 64;
-  const int STAGES = a.stages;
-  const Scalar in = a.in;
-  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
-  if (a.two_ctas) k.MinBlocksPerSm(2);  // (before the roles: their setmaxnreg counts from it)
+// The options a kernel cannot combine, each a build error at its line.
+void RefuseTilingsItCannotRun(Kernel& k, const AttentionShape& a) {
+  const int W = a.warpgroups, BN = a.block_n;
   if (W < 1 || W > 3) k.Fail(absl::StrCat("attention takes 1 to 3 consumer warpgroups, not ", W));
   if (a.split && a.persistent) k.Fail("split-KV runs a CTA per part: no persist");
   if (a.per_sequence() && a.split && a.causal)
@@ -163,6 +159,16 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
         "consumer warpgroups, dense K and V (no split, lens, pageN or varlen)");
   if (BN % 16 || BN < 16 || BN > 256)
     k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 256"));
+}
+
+absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape a) {
+  a = WithDefaults(a);
+  const int D = a.d, W = a.warpgroups, BM = 64 * W, BN = a.block_n, SPANS = D / 64;
+  const int STAGES = a.stages;
+  const Scalar in = a.in;
+  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
+  if (a.two_ctas) k.MinBlocksPerSm(2);  // (before the roles: their setmaxnreg counts from it)
+  RefuseTilingsItCannotRun(k, a);
   if (k.failed()) return k.Build();  // (the code below assumes these)
   const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/64);
   const Value &B = p.B, &Hq = p.Hq, &S = p.S, &Skv = p.Skv;
