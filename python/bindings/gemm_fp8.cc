@@ -65,12 +65,14 @@ std::string ScalingOf(const Array& sa, const Array& sb, int64_t m, int64_t n, in
   const bool rows_a = count(a) == m && (a.size() == 1 || (a.size() == 2 && a[1] == 1)),
              cols_b = count(b) == n && (b.size() == 1 || (b.size() == 2 && b[0] == 1));
   if (rows_a && cols_b) {
-    if ((m == 1 || sa.stride(0) == 1) && (n == 1 || sb.stride(b.size() - 1) == 1)) return "rowwise";
-    throw Error(absl::StrCat(kCall,
-                             ": rowwise scales must be packed, one value after another: "
-                             "scale_a ",
-                             ShapeText(sa), " and scale_b ", ShapeText(sb),
-                             " have gaps (a strided view: pass a packed copy)"));
+    const bool packed_a = m == 1 || sa.stride(0) == 1,
+               packed_b = n == 1 || sb.stride(b.size() - 1) == 1;
+    if (packed_a && packed_b) return "rowwise";
+    throw Error(absl::StrCat(kCall, ": rowwise scales must be packed, one value after another: ",
+                             packed_a ? "" : absl::StrCat("scale_a ", ShapeText(sa)),
+                             packed_a || packed_b ? "" : " and ",
+                             packed_b ? "" : absl::StrCat("scale_b ", ShapeText(sb)),
+                             " has gaps (a strided view: pass a packed copy)"));
   }
   throw Error(absl::StrCat(kCall, ": scale_a ", ShapeText(sa), " and scale_b ", ShapeText(sb),
                            " name no scaling: one value each (tensorwise); (", m, ",) and (", n,

@@ -151,8 +151,8 @@ def _require_arrays(call, *, numpy_or_torch=False, **arrays):
         dtype = getattr(x, "dtype", None)
         if _is_numpy(x) and dtype is not None:
             if dtype.kind not in "biuf" or dtype.itemsize > 8:
-                raise Error(f"{call}: {name} has dtype {dtype}; kiln takes arrays of numbers "
-                            "of up to 64 bits (float32 on the host)")
+                raise Error(f"{call}: {name} has dtype {dtype}; kiln takes arrays of real "
+                            "numbers (integers, floats) of up to 64 bits (float32 on the host)")
             if not dtype.isnative:
                 raise Error(f"{call}: {name} is in the other byte order ({dtype.str}); "
                             f"{name}.astype({name}.dtype.newbyteorder('=')) is native")
@@ -254,9 +254,10 @@ class _Loaded:
                              "its raw handle as an int), or None for the arrays' current one")
         for i, x in enumerate(args):  # types DLPack cannot carry: the bindings could not say why
             dtype = getattr(x, "dtype", None) if _is_numpy(x) else None
-            _require(dtype is None or dtype.kind in "biufc" and dtype.itemsize <= 16,
+            _require(dtype is None or dtype.kind in "biuf" and dtype.itemsize <= 8 or
+                     dtype.kind == "c" and dtype.itemsize <= 16,
                      lambda: f"{name}: argument {i} has dtype {dtype}, which no kernel parameter "
-                             "reads (arrays of numbers: integers, floats)")
+                             "reads (arrays of numbers of up to 64 bits)")
         self._kernel(*[_r(x, writes=True) for x in args], grid=grid, stream=stream)  # (any may)
 
     def __getattr__(self, name):
@@ -1682,6 +1683,7 @@ def _in_f32(call, name, value):
     or 0 (below about 1.4e-45, but 0 itself)."""
     import math
     import struct
+    _require(math.isfinite(value), lambda: f"{call}: {name} {value!r}: must be finite")
     try:
         as_f32 = struct.unpack("f", struct.pack("f", value))[0]
     except OverflowError:

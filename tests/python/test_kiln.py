@@ -1577,17 +1577,19 @@ class EmptyAndWrongInputs(unittest.TestCase):
             (lambda: saxpy(f(4), f(4), 1.0, 4, grid=(-1, 1, 1)), "(x, y, z), integers: x 1 to 2^31 - 1"),
             (lambda: kiln.load(BUNDLES, None), "name must be a kernel's name"),
             # (nanobind's own TypeErrors, or a message that named another cause)
-            (lambda: kiln.gemm(np.zeros((4, 4), np.longdouble), f(4, 4)), "numbers of up to 64 bits"),
+            (lambda: kiln.gemm(np.zeros((4, 4), np.longdouble), f(4, 4)), "of up to 64 bits"),
             (lambda: saxpy(np.zeros(4, "datetime64[s]"), f(4), 1.0, 4), "which no kernel parameter"),
+            (lambda: saxpy(np.zeros(4, np.longdouble), f(4), 1.0, 4), "which no kernel parameter"),
             (lambda: saxpy(f(4), f(4), 1.0, 4, stream="s"), "a CUDA stream (a torch.cuda.Stream"),
             # (numbers the kernels take as f32: alpha past its range was inf or 0 without a word)
             (lambda: kiln.gemm(f(4, 8), f(8, 4), alpha=1e39), "where it is inf"),
             (lambda: kiln.gemm(f(4, 8), f(8, 4), alpha=1e-50), "where it is 0"),
+            (lambda: kiln.gemm(f(4, 8), f(8, 4), alpha=float("nan")), "alpha nan: must be finite"),
             # (8-bit: K = 0 named the layout; strided rowwise scales named no scaling)
             (lambda: kiln.gemm(np.zeros((3, 0), np.uint8), np.zeros((4, 0), np.uint8).T,
                                scale_a=1.0, scale_b=1.0), "M, N, K must be at least 1"),
             (lambda: kiln.gemm(np.zeros((14, 48), np.uint8), np.zeros((128, 48), np.uint8).T,
-                               scale_a=f(28)[::2], scale_b=f(128)), "rowwise scales must be packed"),
+                               scale_a=f(28)[::2], scale_b=f(128)), "packed, one value after another: scale_a (14,) has gaps"),
             # (the emulator's limit, as the CLI's: refused before the work, not run for a minute)
             (lambda: kiln.gemm(f(4096, 1024), f(1024, 4096)),
              "1.718e+10 multiply-adds; the emulator takes up to 2^33 (run it on a GPU)"),

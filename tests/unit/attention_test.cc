@@ -335,9 +335,6 @@ TEST(EmulatedAttention, AWrongResultNamesItsPlace) {
   }
 }
 
-// Causal tiles are numbered in groups of at most 16 heads, the longest of the group first, and a
-// CTA per tile prefetches the Q of the tile 132 on: 70 heads of two query tiles (140 tiles) make
-// four whole groups and a last one of six heads, and the first eight tiles prefetch.
 // The forward's own options are refused where they would be ignored: wgdiag without a mask or
 // over a paged cache, lazy or wgdiag by the backward's kernels and Blackwell's.
 TEST(AttentionOptions, AForwardOptionElsewhereIsAMessage) {
@@ -347,7 +344,8 @@ TEST(AttentionOptions, AForwardOptionElsewhereIsAMessage) {
       {"attention/hopper.d128.causal.wg1.wgdiag", "two or three"},
       {"attention/hopper_dkdv.d64.wgdiag", "attention/hopper_dkdv takes no"},
       {"attention/hopper_dq.d128.lazy", "attention/hopper_dq takes no"},
-      {"attention/blackwell.d64.causal.wgdiag", "wgdiag"}};
+      {"attention/blackwell.d64.causal.wgdiag", "wgdiag"},
+      {"attention/blackwell_dq.d64.wgtid", "one tiling"}};
   for (const auto& [name, words] : cases) {
     absl::StatusOr<KernelDef> def = BuildNamed(name);
     ASSERT_FALSE(def.ok()) << name;
@@ -355,6 +353,9 @@ TEST(AttentionOptions, AForwardOptionElsewhereIsAMessage) {
   }
 }
 
+// Causal tiles are numbered in groups of at most 16 heads, the longest of the group first, and a
+// CTA per tile prefetches the Q of the tile 132 on: 70 heads of two query tiles (140 tiles) make
+// four whole groups and a last one of six heads, and the first eight tiles prefetch.
 TEST(EmulatedAttention, CausalHeadGroupsAndTheQPrefetch) {
   ExpectCorrect({{.b = 5, .hq = 14, .hkv = 7, .s = 130, .skv = 130, .d = 64}, {.causal = true}});
 }

@@ -208,7 +208,7 @@ absl::StatusOr<KernelDef> BuildBlackwellDkDv(const std::string& name, AttentionS
   Kernel k(name, sm100a(), {192});
   if (D == 256) k.Fail("attention/blackwell_dkdv takes D = 64 or 128 (tensor memory: 128 + 2D)");
   if (a.warpgroups || a.block_n || a.stages || a.persistent || a.split || a.per_sequence() ||
-      a.varlen || a.rows || a.dq_add || a.two_ctas)
+      a.varlen || a.rows || a.dq_add || a.two_ctas || a.uniform_warpgroup >= 0)
     k.Fail("attention/blackwell_dkdv has one tiling and dense [B, H, S, D] tensors");
   RefuseForwardOptions(k, a, "attention/blackwell_dkdv");
   const BackwardParams p = attention_sm90::DeclareBackwardParams(k, a, kQueries, kKeys, true);

@@ -180,7 +180,7 @@ absl::StatusOr<KernelDef> BuildBlackwellDq(const std::string& name, AttentionSha
   Kernel k(name, sm100a(), {192});
   if (D == 256) k.Fail("attention/blackwell_dq takes D = 64 or 128 (shared memory)");
   if (a.warpgroups || a.block_n || a.stages || a.persistent || a.split || a.per_sequence() ||
-      a.varlen || a.rows || a.dq_add || a.two_ctas)
+      a.varlen || a.rows || a.dq_add || a.two_ctas || a.uniform_warpgroup >= 0)
     k.Fail("attention/blackwell_dq has one tiling and dense [B, H, S, D] tensors");
   RefuseForwardOptions(k, a, "attention/blackwell_dq");
   const BackwardParams p = attention_sm90::DeclareBackwardParams(k, a, kRows, kKeys, false);

@@ -117,10 +117,11 @@ RowEnd EndOfRow(Kernel& k, const Value& row_max, const Value& total) {
           Select(none, Select(lost, nan, k.F32(-INFINITY)), (row_max + Log2(total)) * M_LN2)};
 }
 
-void RefuseForwardOptions(Kernel& k, const AttentionShape& a, absl::string_view kernel) {
+void RefuseForwardOptions(Kernel& k, const AttentionShape& a, absl::string_view kernel, Loc loc) {
   if (a.lazy_rescale >= 0 || a.own_diagonal >= 0)
     k.Fail(absl::StrCat(kernel,
-                        " takes no lazy, eager, wgdiag or ctadiag option (attention/hopper's)"));
+                        " takes no lazy, eager, wgdiag or ctadiag option (attention/hopper's)"),
+           loc);
 }
 
 bool WarpUniformIndex(const AttentionShape& a) {

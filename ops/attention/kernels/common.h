@@ -79,11 +79,13 @@ struct AttentionShape {
 
 // The forward's own options (lazy/eager, wgdiag/ctadiag) refused by another attention kernel:
 // a name that says them would build a kernel that ignores them.
-void RefuseForwardOptions(Kernel& k, const AttentionShape& a, absl::string_view kernel);
+void RefuseForwardOptions(Kernel& k, const AttentionShape& a, absl::string_view kernel,
+                          Loc loc = Loc::current());
 
 // Variant names: d64, d128 or d256, then optionally f16 and causal ("d128.f16.causal"), and a
 // tiling other than the default (".wg3.bn176.st3", ".persist"), and the rescale (".lazy",
-// ".eager"), "split" (split-KV) and "rows" (the [B, S, H, D] layout).
+// ".eager"), the warpgroup index (".wgshfl", ".wgtid"), causal warpgroups' ends (".wgdiag",
+// ".ctadiag"), "split" (split-KV) and "rows" (the [B, S, H, D] layout).
 absl::StatusOr<AttentionShape> ParseAttention(const std::string& options);
 
 // The variants the build bundles: every head dimension, type and mask.

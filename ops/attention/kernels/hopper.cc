@@ -125,11 +125,12 @@ AttentionShape WithDefaults(AttentionShape a) {
   // ConsumerWarpgroup's default (docs/perf/2026-12-01-warp-uniform-warpgroup-index.md).
   if (a.uniform_warpgroup < 0 && a.warpgroups == 1) a.uniform_warpgroup = 0;
   // Causally over a dense cache, where a key tile is narrower than the query tile, the first
-  // warpgroups' diagonals end whole key tiles before the tile's: each stops at its own, where its
-  // index is warp-uniform (D = 64; at D = 256 the per-warpgroup trip count cost more than the
-  // tiles saved: docs/perf/2026-12-02-causal-warpgroup-diagonals.md).
+  // warpgroups' diagonals end whole key tiles before the tile's: each stops at its own, where that
+  // was measured faster (D = 64; at D = 256, whose warpgroup index is the thread index's, the
+  // per-warpgroup trip count cost more than the tiles saved:
+  // docs/perf/2026-12-02-causal-warpgroup-diagonals.md).
   if (a.own_diagonal < 0)
-    a.own_diagonal = a.causal && a.warpgroups > 1 && a.block_n < 64 * a.warpgroups &&
+    a.own_diagonal = a.causal && a.d == 64 && a.warpgroups > 1 && a.block_n < 64 * a.warpgroups &&
                      WarpUniformIndex(a) && !a.split && !a.per_sequence() && !a.varlen;
   return a;
 }
@@ -194,7 +195,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
               absl::StrCat("d=", D, " causal=", a.causal, " in=", in == f16 ? "f16" : "bf16",
                            " block_m=", BM, " block_n=", BN, " stages=", STAGES,
                            " persistent=", a.persistent, " lazy_rescale=", a.lazy_rescale,
-                           " split=", a.split, " rows=", a.rows));
+                           " own_diagonal=", a.own_diagonal, " split=", a.split, " rows=", a.rows));
 
   // Shared memory: Q (span j in rows BM*j..), then rings of K and V tiles (span j in rows BN*j..).
   // Q is a ring too, of two stages where they fit: the next tile's Q lands while this one runs.
