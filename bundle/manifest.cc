@@ -523,6 +523,21 @@ int64_t Manifest::SmemBytes(const Symbols& symbols) const {
   return total;
 }
 
+absl::StatusOr<int64_t> Manifest::LaunchSmem(const Symbols& symbols, int64_t budget,
+                                             absl::string_view whose) const {
+  if (absl::Status sizes = smem_extra.NoSizeBelowZero(symbols); !sizes.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(smem_extra_source, ": ", name, ": dynamic shared memory ", sizes.message()));
+  const int64_t smem = SmemBytes(symbols);
+  if (smem < 0 || (budget && smem > budget))
+    return absl::ResourceExhaustedError(
+        absl::StrCat(smem_extra.factors.empty() ? source : smem_extra_source, ": ", name,
+                     ": needs ", smem, " bytes of shared memory (", smem_bytes, " planned",
+                     smem_extra.factors.empty() ? "" : absl::StrCat(" + ", smem_extra.ToString()),
+                     "); ", whose, " ", budget));
+  return smem;
+}
+
 const std::string* Manifest::Attribute(absl::string_view key) const {
   for (const auto& [k, v] : attributes)
     if (k == key) return &v;

@@ -291,17 +291,12 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
     rt::Arg a = args[i];
     std::memcpy(params.data() + p.offset, a.data(), p.bytes);
   }
-  if (absl::Status sizes = m.smem_extra.NoSizeBelowZero(symbols); !sizes.ok())
-    return absl::InvalidArgumentError(absl::StrCat(m.smem_extra_source, ": ", m.name,
-                                                   ": dynamic shared memory ", sizes.message()));
-  const int64_t smem = m.SmemBytes(symbols);
   // As the GPU refuses a launch over the target's shared memory, so does the emulator.
-  if (const int budget = rt::SmemBudgetBytes(m.target); smem < 0 || (budget && smem > budget))
-    return absl::ResourceExhaustedError(absl::StrCat(
-        m.smem_extra.factors.empty() ? m.source : m.smem_extra_source, ": ", m.name, ": needs ",
-        smem, " bytes of shared memory (", m.smem_bytes, " planned",
-        m.smem_extra.factors.empty() ? "" : absl::StrCat(" + ", m.smem_extra.ToString()),
-        "); a block of ", m.target, " may have at most ", budget));
+  absl::StatusOr<int64_t> launch_smem =
+      m.LaunchSmem(symbols, rt::SmemBudgetBytes(m.target),
+                   absl::StrCat("a block of ", m.target, " may have at most"));
+  if (!launch_smem.ok()) return launch_smem.status();
+  const int64_t smem = *launch_smem;
   // Module globals: a workspace each, zeroed before every launch as the runtime arms the debug
   // mode's record and claim word before each (a claim left from a launch that trapped would
   // make the next report wait forever).

@@ -270,16 +270,10 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
     return error(absl::StatusCode::kFailedPrecondition, m.source, "loaded on device ", device_,
                  ", launched with device ", (*d)->device(),
                  " current: load it again there (a runner keeps one per device and stream)");
-  if (absl::Status sizes = m.smem_extra.NoSizeBelowZero(symbols); !sizes.ok())
-    return error(absl::StatusCode::kInvalidArgument, m.smem_extra_source, "dynamic shared memory ",
-                 sizes.message());
-  const int64_t smem = m.SmemBytes(symbols);
-  if (smem < 0 || smem > (*d)->max_smem_optin())
-    return error(absl::StatusCode::kResourceExhausted,
-                 m.smem_extra.factors.empty() ? m.source : m.smem_extra_source, "needs ", smem,
-                 " bytes of shared memory (", m.smem_bytes, " planned",
-                 m.smem_extra.factors.empty() ? "" : absl::StrCat(" + ", m.smem_extra.ToString()),
-                 "); ", (*d)->device_name(), " allows a block ", (*d)->max_smem_optin());
+  absl::StatusOr<int64_t> launch_smem = m.LaunchSmem(
+      symbols, (*d)->max_smem_optin(), absl::StrCat((*d)->device_name(), " allows a block"));
+  if (!launch_smem.ok()) return launch_smem.status();
+  const int64_t smem = *launch_smem;
 
   std::map<std::string, TableCopy> tables;
   for (size_t i = 0; i < m.params.size(); ++i) {

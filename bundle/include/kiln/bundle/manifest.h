@@ -159,6 +159,11 @@ struct Manifest {
   absl::StatusOr<Dim3> GridFor(const Symbols& symbols, int sm_count) const;
   // Dynamic shared memory of a launch: the plan plus the extra rule.
   int64_t SmemBytes(const Symbols& symbols) const;
+  // The same, or why the launch cannot have it, naming the rule's line: a size of the rule below
+  // zero, or more than `budget` bytes (0: no budget; `whose` says whose, "NVIDIA H200 allows a
+  // block"), as both launchers (the runtime's and the emulator's) refuse it.
+  absl::StatusOr<int64_t> LaunchSmem(const Symbols& symbols, int64_t budget,
+                                     absl::string_view whose) const;
   // Every Requirement, with a message naming the rule's source line.
   absl::Status CheckRequirements(const Symbols& symbols) const;
   // The attribute's value, or null.
