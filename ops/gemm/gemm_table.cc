@@ -2,6 +2,7 @@
 #include "kiln/ops/gemm_table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -185,6 +186,9 @@ absl::Status GemmTuneCache::Add(const std::string& text, const std::string& name
     int split = 1;
     GemmSize s;
     double ms = 0;
+    // A record's size and time: what a measurement can give (a `nan` or 0 ms would win every
+    // comparison or none).
+    auto measured = [&] { return s.m >= 1 && s.n >= 1 && s.k >= 1 && ms > 0 && std::isfinite(ms); };
     if (w[1] == "fp8") {
       static const std::set<std::string> kScalings = {"tensorwise", "rowwise", "blockwise",
                                                       "blockwise_t", "blockwise.c_row"};
@@ -194,6 +198,7 @@ absl::Status GemmTuneCache::Add(const std::string& text, const std::string& name
         return error(
             "not 'sm_<cc> fp8 tensorwise|rowwise|blockwise|blockwise_t|blockwise.c_row M N K "
             "kernel split ms'");
+      if (!measured()) return error("M, N, K must be at least 1 and ms a positive finite time");
       table.SetFp8(cc, w[2], s, w[6], split, ms);
       continue;
     }
@@ -202,6 +207,7 @@ absl::Status GemmTuneCache::Add(const std::string& text, const std::string& name
         (w.size() == 7 && (!absl::SimpleAtoi(w[5], &split) || split < 0)) ||
         !absl::SimpleAtod(w.back(), &ms))
       return error("not 'sm_<cc> M N K kernel split ms'");
+    if (!measured()) return error("M, N, K must be at least 1 and ms a positive finite time");
     table.Set(cc, s, w[4], split, ms);
   }
   return absl::OkStatus();

@@ -56,6 +56,11 @@ TEST(GemmTable, BadRecordsNameTheirLine) {
        "not 'sm_<cc> fp8 tensorwise|rowwise|blockwise|blockwise_t|blockwise.c_row M N K"},
       {"sm_90 fp8 tensorwise 128 7168 16384 gemm/bf16_sm90_m64 1\n", "not 'sm_<cc> fp8"},
       {"gpu tile gemm/bf16_sm90 speed=1\n", "a record starts sm_<cc>"},
+      // (a time that wins every comparison or none, a size no call has)
+      {"sm_90 256 256 256 gemm/bf16_sm90 1 nan\n", "ms a positive finite time"},
+      {"sm_90 256 256 256 gemm/bf16_sm90 1 0\n", "ms a positive finite time"},
+      {"sm_90 -256 256 256 gemm/bf16_sm90 1 0.01\n", "M, N, K must be at least 1"},
+      {"sm_90 fp8 tensorwise 128 7168 16384 gemm/bf16_sm90_m64 1 inf\n", "positive finite"},
   };
   for (const auto& c : cases) {
     absl::StatusOr<GemmTuneCache> t = GemmTuneCache::Parse("# a comment\n" + c.text, "t.tune");
