@@ -213,8 +213,11 @@ std::optional<int> HandleHelp(int argc, char** argv) {
       return 0;
     }
   for (int i = 1; i < argc; ++i) {
+    // (Abseil's --helpshort and --helppackage list the main file's flags: kiln's live in each
+    // command's file, so they printed "No flags matched" and exited 1.)
     if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") ||
-        !std::strcmp(argv[i], "-help"))
+        !std::strcmp(argv[i], "-help") || !std::strcmp(argv[i], "--helpshort") ||
+        !std::strcmp(argv[i], "--helppackage"))
       help = true;
     else if (command.empty() && argv[i][0] != '-')
       command = argv[i];
