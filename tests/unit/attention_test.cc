@@ -204,6 +204,21 @@ TEST(EmulatedAttention, EachWarpgroupStopsAtItsOwnDiagonal) {
   }
   rt::AttentionOptions o{.causal = true, .kernel = "attention/hopper.d256.causal.wgdiag"};
   ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 200, .skv = 200, .d = 256}, o});
+  // Over a paged cache whose rows past the length are NaN: in the last query tile (rows 384-575
+  // of 600) the first two warpgroups stop a key tile early, so the third, first in turn to read
+  // the last V stage, zeroes its rows past 600 (the first warpgroup zeroing it left them NaN).
+  o.kernel = "attention/hopper.d64.causal.page16.wgdiag";
+  ExpectCorrect({{.b = 1, .hq = 2, .hkv = 2, .s = 600, .skv = 600, .d = 64}, o}, 3, 90, 16);
+  // Packed sequences, each causal mask its own, the next sequence's rows past each length (run
+  // under the plan's name, as the harness checks it).
+  for (const char* walk : {".persist", ""}) {
+    rt::Bundle b = CachedBundle(absl::StrCat("attention/hopper.d64.causal", walk, ".varlen.wgdiag"));
+    b.manifest.name = "attention/hopper.d64.causal.persist.varlen";
+    absl::StatusOr<AttentionResult> r =
+        RunVarlenAttentionEmulated(b, {.hq = 2, .hkv = 1, .d = 64}, {300, 600, 7}, {.causal = true}, 2);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->passed) << walk << ": " << r->failure;
+  }
 }
 
 // A planted mistake in a persistent Hopper kernel whose CTAs each run two tiles (six tiles, the

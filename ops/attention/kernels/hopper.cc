@@ -154,10 +154,10 @@ void RefuseTilingsItCannotRun(Kernel& k, const AttentionShape& a) {
   if (a.page_gather && !GathersPages(a, BN))
     k.Fail(absl::StrCat("gather copies pages of 16 tokens, fewer than a key tile, not pages of ",
                         a.page, " into key tiles of ", BN));
-  if (a.own_diagonal == 1 && (!a.causal || W < 2 || a.split || a.per_sequence() || a.varlen))
+  if (a.own_diagonal == 1 && (!a.causal || W < 2 || a.split))
     k.Fail(
         "wgdiag ends each consumer warpgroup's GEMMs at its own diagonal: causal, two or three "
-        "consumer warpgroups, dense K and V (no split, lens, pageN or varlen)");
+        "consumer warpgroups, no split");
   if (BN % 16 || BN < 16 || BN > 256)
     k.Fail(absl::StrCat("a key tile of ", BN, " rows: a multiple of 16 up to 256"));
 }

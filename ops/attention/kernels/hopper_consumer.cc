@@ -134,9 +134,10 @@ void HopperConsumer::LaterSteps(Value n_tiles) {
 void HopperConsumer::LastPv() {  // the tile's last P V alone
   MyTurn();
   Value vs = VStage();
-  // The first warpgroup in turn zeroes the stage's rows past the length; the others' P V follow it
-  // in the ring of turns, its writes fenced for the async proxy before it passes the turn on.
-  if (h_.a.per_sequence() || h_.a.varlen) k_.If(wg_ == 0, [&] { ZeroVPastLength(vs); });
+  // The first warpgroup in turn that reads the tile's last V stage zeroes its rows past the
+  // length; the others' P V follow it in the ring of turns, its writes fenced for the async proxy
+  // before it passes the turn on.
+  if (h_.a.per_sequence() || h_.a.varlen) k_.If(zeroes_v_, [&] { ZeroVPastLength(vs); });
   k_.WgmmaFence();
   IssuePv(vs);
   TheirTurn();
@@ -144,11 +145,11 @@ void HopperConsumer::LastPv() {  // the tile's last P V alone
   h_.v_ring.Release(vs, c_);
 }
 
-// Causally ("wgdiag"), the key tiles up to this warpgroup's own last row's diagonal (at least the
-// first): past it the warpgroup's scores are all masked, so its GEMMs there would add nothing.
-// A dense cache only: the tile's last key tile then needs no V rows zeroed (ZeroVPastLength).
-Value HopperConsumer::OwnTiles() {
-  Value end = Max(Min(skv_.To(s32), (m0_ + row0_ + 64).To(s32) + shift_), 0).To(i32);
+// Causally ("wgdiag"), the key tiles up to the last diagonal of the 64 rows from `row0` of the
+// tile (at least the first): past it those rows' scores are all masked, so a warpgroup's GEMMs
+// there would add nothing.
+Value HopperConsumer::OwnTiles(const Value& row0) {
+  Value end = Max(Min(skv_.To(s32), (m0_ + row0 + 64).To(s32) + shift_), 0).To(i32);
   return Max(Min((end + (h_.BN - 1)) / h_.BN - n_first_, n_tiles_), k_.I32(1));
 }
 
@@ -201,7 +202,15 @@ void HopperConsumer::TileByTile() {
         FreshState();  // zeroed for each tile
         sQs_ = h_.sQ.Stage(qs);
         k_.If(tile.n_tiles > 0, [&] {
-          Value own = h_.a.own_diagonal == 1 ? OwnTiles() : tile.n_tiles;
+          Value own = tile.n_tiles;
+          zeroes_v_ = wg_ == 0;
+          if (h_.a.own_diagonal == 1) {
+            // The warpgroups' own tiles grow with their rows: the first that reads the last V
+            // stage is the one whose own tiles reach it and whose predecessor's do not.
+            own = OwnTiles(row0_);
+            zeroes_v_ =
+                (own == tile.n_tiles) & ((wg_ == 0) | (OwnTiles(row0_ - 64) < tile.n_tiles));
+          }
           FirstStep();
           if (!v_late_) {
             v_held_ = k_.Registers(Type::Of(i32), 1);

@@ -37,7 +37,7 @@ class HopperConsumer {
                   const std::function<void()>& after_pv);
   void LaterSteps(Value n_tiles);
   void LastPv();
-  Value OwnTiles();
+  Value OwnTiles(const Value& row0);
   void PassSteps(Value count);
   void ZeroVPastLength(Value vs);
   void TileByTile();
@@ -77,7 +77,8 @@ class HopperConsumer {
   // last rescale factor; P as the next wgmma's A fragments (bf16/f16 pairs, BN / 16 fragments).
   Value m0_, n_first_;           // (n_first_: its first key tile, 0 but in a part of a split tile)
   Value skv_, n_tiles_, shift_;  // its sequence's keys, its key tiles, its causal diagonal
-  Value seq0_, rows_;            // its sequence's first row in packed tensors, its query rows
+  Value zeroes_v_;     // this warpgroup zeroes the last V stage's rows past the length (LastPv)
+  Value seq0_, rows_;  // its sequence's first row in packed tensors, its query rows
   SmemTile sQs_;
   WgmmaAccumulator s_, o_;
   Regs row_max_, row_sum_, alpha_, p_frag_;
