@@ -124,14 +124,14 @@ AttentionShape WithDefaults(AttentionShape a) {
   // One consumer warpgroup (decode) keeps the thread index's warpgroup; the others take
   // ConsumerWarpgroup's default (docs/perf/2026-12-01-warp-uniform-warpgroup-index.md).
   if (a.uniform_warpgroup < 0 && a.warpgroups == 1) a.uniform_warpgroup = 0;
-  // Causally over a dense cache, where a key tile is narrower than the query tile, the first
+  // Causally, where a key tile is narrower than the query tile, the first
   // warpgroups' diagonals end whole key tiles before the tile's: each stops at its own, where that
   // was measured faster (D = 64; at D = 256, whose warpgroup index is the thread index's, the
   // per-warpgroup trip count cost more than the tiles saved:
   // docs/perf/2026-12-02-causal-warpgroup-diagonals.md).
   if (a.own_diagonal < 0)
     a.own_diagonal = a.causal && a.d == 64 && a.warpgroups > 1 && a.block_n < 64 * a.warpgroups &&
-                     WarpUniformIndex(a) && !a.split && !a.per_sequence() && !a.varlen;
+                     WarpUniformIndex(a) && !a.split;
   return a;
 }
 
