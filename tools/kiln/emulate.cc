@@ -40,6 +40,18 @@ int Emulate(const std::vector<std::string>& args) {
       !path.empty()) {  // hand-edited PTX, same manifest
     absl::StatusOr<std::string> text = ReadTextFile(path, "--ptx");
     if (!text.ok()) return Fail(text.status());
+    // The manifest's target is the PTX's: another one's instructions would run under its rules.
+    const std::string lines = "\n" + *text;  // (a .target on the first line too)
+    const size_t at = lines.find("\n.target ");
+    const std::string target =
+        at == std::string::npos
+            ? ""
+            : lines.substr(at + 9, lines.find_first_of(", \r\n", at + 9) - (at + 9));
+    if (target != b->manifest.target)
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--ptx ", path, ": ",
+                       target.empty() ? "has no .target line" : absl::StrCat("targets ", target),
+                       "; ", args[0], "'s manifest runs ", b->manifest.target)));
     b->ptx = *std::move(text);
   }
   const bool gemm = kiln::examples::GemmOf(b->manifest).has_value();
