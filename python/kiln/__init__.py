@@ -78,16 +78,34 @@ def _stream(arrays):
 _DL_TYPES = None  # {torch dtype: (DLPack type code, bits)}, made at the first torch CUDA tensor
 
 
+def _capsule_of(x):
+    """The capsule a DLPack producer hands out, checked unused. The bindings mark a capsule they
+    are given as used, as the protocol asks; one they got by calling __dlpack__ themselves they
+    take as their own alone, so a producer that hands out one capsule twice had its tensor
+    freed twice (the process died)."""
+    import ctypes
+    capsule = x.__dlpack__()
+    valid = ctypes.pythonapi.PyCapsule_IsValid
+    valid.argtypes, valid.restype = [ctypes.py_object, ctypes.c_char_p], ctypes.c_int
+    if not (valid(capsule, b"dltensor") or valid(capsule, b"dltensor_versioned")):
+        raise Error(f"a {type(x).__name__}'s __dlpack__ handed out a capsule that is already used "
+                    "(DLPack asks for a new one each call)")
+    return capsule
+
+
 def _r(x, writes=False):
     """A torch CUDA tensor of a type kiln reads as a DLPack capsule made from its fields
     (_kiln._cuda_ref): torch's own __dlpack__ costs several times more. A read-only NumPy array
     an op only reads (not `writes`) as a copy: the bindings take writable arrays alone. Anything
-    else (NumPy arrays, CPU tensors, other types, None) as it is, for the bindings' checks."""
+    else (NumPy arrays, CPU tensors, other types, None) as it is, for the bindings' checks; another
+    DLPack producer as the capsule it hands out (_capsule_of)."""
     global _DL_TYPES
     if x is None or not _is_torch(x) or not x.is_cuda:
         if not writes and _is_numpy(x) and not x.flags.writeable:
             import numpy
             return numpy.array(x)  # (a base ndarray: a subclass's copy may be read-only too)
+        if not _is_numpy(x) and not _is_torch(x) and hasattr(x, "__dlpack__"):
+            return _capsule_of(x)
         return x
     if _DL_TYPES is None:
         import torch

@@ -1558,6 +1558,22 @@ class EmptyAndWrongInputs(unittest.TestCase):
         ends = np.int32([2, 5])
         np.testing.assert_array_equal(kiln.grouped_gemm(xs, ws, Dl(ends)),
                                       kiln.grouped_gemm(xs, ws, ends))
+        # A producer that hands out one capsule twice: the second use is a kiln.Error (the
+        # bindings freed its tensor twice, and the process died).
+
+        class Same(Dl):
+            def __init__(self, a):
+                super().__init__(a)
+                self.capsule = a.__dlpack__()
+
+            def __dlpack__(self, *args, **kwargs):
+                return self.capsule
+
+        same = Same(x)
+        np.testing.assert_allclose(kiln.softmax(same), np.full((2, 8), 0.125, np.float32))
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.softmax(same)
+        self.assertIn("a capsule that is already used", str(caught.exception))
 
     def test_arguments_that_were_python_exceptions_are_kiln_errors(self):
         f = lambda *s: np.ones(s, np.float32)
