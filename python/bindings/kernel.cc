@@ -107,7 +107,7 @@ class LoadedBundle {
         Array a;
         const std::string arg = absl::StrCat(where, ": argument ", i, " ('", params[i]->name, "')");
         if (!nb::try_cast(args[i], a))
-          throw Error(nb::hasattr(args[i], "__dlpack__")
+          throw Error(nb::hasattr(args[i], "__dlpack__") || PyCapsule_CheckExact(args[i].ptr())
                           ? absl::StrCat(arg,
                                          " could not be taken as an array; a read-only one is "
                                          "refused, since a kernel may write any array it is "

@@ -78,13 +78,25 @@ def _stream(arrays):
 _DL_TYPES = None  # {torch dtype: (DLPack type code, bits)}, made at the first torch CUDA tensor
 
 
+def _on_host(x):
+    """Whether a DLPack producer's memory is the host's (kDLCPU, or no device said)."""
+    device = getattr(x, "__dlpack_device__", None)
+    return device is None or device()[0] == 1
+
+
 def _capsule_of(x):
     """The capsule a DLPack producer hands out, checked unused. The bindings mark a capsule they
     are given as used, as the protocol asks; one they got by calling __dlpack__ themselves they
     take as their own alone, so a producer that hands out one capsule twice had its tensor
     freed twice (the process died)."""
     import ctypes
-    capsule = x.__dlpack__()
+    try:
+        try:  # a versioned capsule first (it carries the read-only flag), as the bindings ask
+            capsule = x.__dlpack__(max_version=(1, 1))
+        except TypeError:  # a producer of DLPack before 1.0
+            capsule = x.__dlpack__()
+    except (BufferError, ValueError, RuntimeError) as e:
+        raise Error(f"a {type(x).__name__} could not be taken through DLPack: {e}") from None
     valid = ctypes.pythonapi.PyCapsule_IsValid
     valid.argtypes, valid.restype = [ctypes.py_object, ctypes.c_char_p], ctypes.c_int
     if not (valid(capsule, b"dltensor") or valid(capsule, b"dltensor_versioned")):
@@ -98,13 +110,21 @@ def _r(x, writes=False):
     (_kiln._cuda_ref): torch's own __dlpack__ costs several times more. A read-only NumPy array
     an op only reads (not `writes`) as a copy: the bindings take writable arrays alone. Anything
     else (NumPy arrays, CPU tensors, other types, None) as it is, for the bindings' checks; another
-    DLPack producer as the capsule it hands out (_capsule_of)."""
+    DLPack producer's host memory as NumPy takes it, its device memory as the capsule it hands out
+    (_capsule_of)."""
     global _DL_TYPES
     if x is None or not _is_torch(x) or not x.is_cuda:
         if not writes and _is_numpy(x) and not x.flags.writeable:
             import numpy
             return numpy.array(x)  # (a base ndarray: a subclass's copy may be read-only too)
         if not _is_numpy(x) and not _is_torch(x) and hasattr(x, "__dlpack__"):
+            if _on_host(x):  # as NumPy takes it (the protocol's checks), then as a NumPy array
+                x = _host_numpy("kiln", f"a {type(x).__name__}", x)
+                if writes:
+                    _require(x.flags.writeable,
+                             "kiln: an array given through DLPack is read-only; kiln writes it")
+                    return x
+                return _r(x)
             return _capsule_of(x)
         return x
     if _DL_TYPES is None:
@@ -151,7 +171,9 @@ def _writable_out(call, out):
     """kiln.Error where an `out` given by the caller is no array, or a read-only host one (kiln
     writes it)."""
     _optional_arrays(call, out=out)
-    if out is not None and _is_numpy(out) and not out.flags.writeable:
+    host = out if out is None or _is_numpy(out) or _is_torch(out) or not _on_host(out) else \
+        _host_numpy(call, "out", out)  # (another DLPack producer's host memory, as NumPy sees it)
+    if host is not None and _is_numpy(host) and not host.flags.writeable:
         raise Error(f"{call}: out is read-only; give a writable array (or none: kiln makes one)")
 
 

@@ -1573,7 +1573,14 @@ class EmptyAndWrongInputs(unittest.TestCase):
         np.testing.assert_allclose(kiln.softmax(same), np.full((2, 8), 0.125, np.float32))
         with self.assertRaises(kiln.Error) as caught:
             kiln.softmax(same)
-        self.assertIn("a capsule that is already used", str(caught.exception))
+        self.assertIn("not readable on the host through DLPack", str(caught.exception))
+        # A read-only producer's memory is read (a copy) but never written.
+        frozen = np.ones((2, 8), np.float32)
+        frozen.flags.writeable = False
+        np.testing.assert_allclose(kiln.softmax(Dl(frozen)), np.full((2, 8), 0.125, np.float32))
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.softmax(x, out=Dl(frozen))
+        self.assertIn("out is read-only", str(caught.exception))
 
     def test_arguments_that_were_python_exceptions_are_kiln_errors(self):
         f = lambda *s: np.ones(s, np.float32)

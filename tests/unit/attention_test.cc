@@ -204,9 +204,9 @@ TEST(EmulatedAttention, EachWarpgroupStopsAtItsOwnDiagonal) {
   }
   rt::AttentionOptions o{.causal = true, .kernel = "attention/hopper.d256.causal.wgdiag"};
   ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 200, .skv = 200, .d = 256}, o});
-  // Over a paged cache whose rows past the length are NaN: in the last query tile (rows 384-575
-  // of 600) the first two warpgroups stop a key tile early, so the third, first in turn to read
-  // the last V stage, zeroes its rows past 600 (the first warpgroup zeroing it left them NaN).
+  // Over a paged cache whose rows past the length are NaN: in the query tile of rows 384-575 (of
+  // 600) the first two warpgroups stop a key tile early, so the third, first in turn to read the
+  // last V stage, zeroes its rows past 600 (the first warpgroup zeroing it left them NaN).
   o.kernel = "attention/hopper.d64.causal.page16.wgdiag";
   ExpectCorrect({{.b = 1, .hq = 2, .hkv = 2, .s = 600, .skv = 600, .d = 64}, o}, 3, 90, 16);
   // Packed sequences, each causal mask its own, the next sequence's rows past each length (run
@@ -351,11 +351,11 @@ TEST(EmulatedAttention, AWrongResultNamesItsPlace) {
 }
 
 // The forward's own options are refused where they would be ignored: wgdiag without a mask or
-// over a paged cache, lazy or wgdiag by the backward's kernels and Blackwell's.
+// with split-KV, lazy or wgdiag by the backward's kernels and Blackwell's.
 TEST(AttentionOptions, AForwardOptionElsewhereIsAMessage) {
   const std::pair<const char*, const char*> cases[] = {
       {"attention/hopper.d64.wgdiag", "causal"},
-      {"attention/hopper.d128.causal.page16.wgdiag", "dense K and V"},
+      {"attention/hopper.d64.causal.split.wgdiag", "no split"},
       {"attention/hopper.d128.causal.wg1.wgdiag", "two or three"},
       {"attention/hopper_dkdv.d64.wgdiag", "attention/hopper_dkdv takes no"},
       {"attention/hopper_dq.d128.lazy", "attention/hopper_dq takes no"},

@@ -7,9 +7,12 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 
@@ -41,12 +44,15 @@ int Emulate(const std::vector<std::string>& args) {
     absl::StatusOr<std::string> text = ReadTextFile(path, "--ptx");
     if (!text.ok()) return Fail(text.status());
     // The manifest's target is the PTX's: another one's instructions would run under its rules.
-    const std::string lines = "\n" + *text;  // (a .target on the first line too)
-    const size_t at = lines.find("\n.target ");
-    const std::string target =
-        at == std::string::npos
-            ? ""
-            : lines.substr(at + 9, lines.find_first_of(", \r\n", at + 9) - (at + 9));
+    std::string target;  // the first .target directive's first operand, as the parser reads it
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      line = absl::StripAsciiWhitespace(line.substr(0, line.find("//")));
+      if (!absl::ConsumePrefix(&line, ".target") || line.empty() || !absl::ascii_isspace(line[0]))
+        continue;
+      line = absl::StripLeadingAsciiWhitespace(line);
+      target = std::string(line.substr(0, line.find_first_of(", \t")));
+      break;
+    }
     if (target != b->manifest.target)
       return Fail(absl::InvalidArgumentError(
           absl::StrCat("--ptx ", path, ": ",

@@ -1,4 +1,5 @@
 // `kiln tune`: time every candidate kernel and split, record the fastest for `kiln gemm`.
+#include <cmath>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -61,7 +62,9 @@ int Tune(const std::vector<std::string>& args) {
         continue;
       }
       std::cout << kiln::examples::TableRow(*r) << std::endl;
-      if (r->passed && (!best || r->ms < best_ms)) best = c, best_ms = r->ms;
+      // (a time that is no measurement, nan or 0, is never recorded: the tables refuse it)
+      const bool timed = r->ms > 0 && std::isfinite(r->ms);
+      if (r->passed && timed && (!best || r->ms < best_ms)) best = c, best_ms = r->ms;
       if (r->passed && c.split == 1) whole_ms.push_back({c.kernel, r->ms});
     }
     PrintFittedSpeeds(size, cc, whole_ms);

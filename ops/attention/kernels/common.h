@@ -38,7 +38,7 @@ struct AttentionShape {
   // warp-uniform, or the thread index over 128 (0, "wgtid"); -1 for the kernel's default.
   // Hopper only.
   int uniform_warpgroup = -1;
-  // Causally, with several consumer warpgroups over a dense cache: each warpgroup's GEMMs end at
+  // Causally, with several consumer warpgroups (no split): each warpgroup's GEMMs end at
   // its own rows' diagonal (1, "wgdiag"), taking its turns and freeing the stages of the key tiles
   // past it without a wgmma, or at the CTA tile's last row's (0, "ctadiag"); -1 for the kernel's
   // default. Hopper only.

@@ -25,7 +25,8 @@ HopperConsumer::HopperConsumer(HopperAttention& h, const Value& t)
       q_at_(h.q_ring.Start()),
       k_at_(h.k_ring.Start()),
       v_at_(h.v_ring.Start()),
-      v_late_(h.a.persistent) {
+      v_late_(h.a.persistent),
+      zeroes_v_(wg_ == 0) {
   if (h_.W > 1) k_.If(wg_ == h_.W - 1, [&] { k_.NamedBarrierArrive(1, 256); });
   n_ = k_.Registers(Type::Of(i32), 1);
   n_first_ = k_.I32(0);
