@@ -186,8 +186,8 @@ absl::Status GemmTuneCache::Add(const std::string& text, const std::string& name
     int split = 1;
     GemmSize s;
     double ms = 0;
-    // A record's size and time: what a measurement can give (a `nan` or 0 ms would win every
-    // comparison or none).
+    // A record's size and time: what a measurement can give (a time that is not a positive
+    // finite number compares wrongly with every other).
     auto measured = [&] { return s.m >= 1 && s.n >= 1 && s.k >= 1 && ms > 0 && std::isfinite(ms); };
     if (w[1] == "fp8") {
       static const std::set<std::string> kScalings = {"tensorwise", "rowwise", "blockwise",

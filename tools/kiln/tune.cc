@@ -62,7 +62,8 @@ int Tune(const std::vector<std::string>& args) {
         continue;
       }
       std::cout << kiln::examples::TableRow(*r) << std::endl;
-      // (a time that is no measurement, nan or 0, is never recorded: the tables refuse it)
+      // (a time that is no measurement, not a positive finite number, is never recorded: the
+      // tables refuse it)
       const bool timed = r->ms > 0 && std::isfinite(r->ms);
       if (r->passed && timed && (!best || r->ms < best_ms)) best = c, best_ms = r->ms;
       if (r->passed && c.split == 1) whole_ms.push_back({c.kernel, r->ms});
