@@ -124,11 +124,11 @@ AttentionShape WithDefaults(AttentionShape a) {
   // One consumer warpgroup (decode) keeps the thread index's warpgroup; the others take
   // ConsumerWarpgroup's default (docs/perf/2026-12-01-warp-uniform-warpgroup-index.md).
   if (a.uniform_warpgroup < 0 && a.warpgroups == 1) a.uniform_warpgroup = 0;
-  // Causally, where a key tile is narrower than the query tile, the first
-  // warpgroups' diagonals end whole key tiles before the tile's: each stops at its own, where that
-  // was measured faster (D = 64; at D = 256, whose warpgroup index is the thread index's, the
-  // per-warpgroup trip count cost more than the tiles saved:
-  // docs/perf/2026-12-02-causal-warpgroup-diagonals.md).
+  // Causally, where a key tile is narrower than the query tile, the first warpgroups' diagonals
+  // end whole key tiles before the tile's: each stops at its own where its PERF entry found it
+  // faster, the three-warpgroup tiles; not where the warpgroup index is the thread index's, whose
+  // per-warpgroup trip count ptxas cannot prove uniform
+  // (docs/perf/2026-12-02-causal-warpgroup-diagonals.md).
   if (a.own_diagonal < 0)
     a.own_diagonal = a.causal && a.d == 64 && a.warpgroups > 1 && a.block_n < 64 * a.warpgroups &&
                      WarpUniformIndex(a) && !a.split;
