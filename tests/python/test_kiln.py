@@ -971,6 +971,31 @@ class Attention(unittest.TestCase):
         o, lse = kiln.decode_attention(q, cache_k, cache_v, lens, table)
         self.check_decode(q, k_seqs, v_seqs, o, lse, "paged")
 
+    def test_prefill_over_pages_of_64_streams_its_tiles_past_an_empty_sequence(self):
+        # Without a mask at D = 128 over pages of 64 a CTA per SM runs its tiles as one stream of
+        # steps; a sequence of length 0 takes a key tile there, all of it masked: its rows come out
+        # o = 0 and lse = -inf, and the others' V rows past their lengths (NaN) are zeroed in the
+        # step that starts the next tile.
+        rng = np.random.default_rng(21)
+        b, hq, hkv, s, d, page, max_pages = 3, 4, 2, 40, 128, 64, 5
+        lens = np.array([150, 0, 300], np.int32)
+        q = rng.standard_normal((b, hq, s, d)).astype(np.float32)
+        table = rng.permutation(b * max_pages + 2)[: b * max_pages].reshape(b, max_pages).astype(np.int32)
+        cache_k = np.full((b * max_pages + 2, page, hkv, d), np.nan, np.float32)
+        cache_v = np.full((b * max_pages + 2, page, hkv, d), np.nan, np.float32)
+        k_seqs, v_seqs = [], []
+        for i, n in enumerate(lens):
+            k_seqs.append(rng.standard_normal((hkv, n, d)).astype(np.float32))
+            v_seqs.append(rng.standard_normal((hkv, n, d)).astype(np.float32))
+            for j in range(n):
+                cache_k[table[i, j // page], j % page] = k_seqs[i][:, j]
+                cache_v[table[i, j // page], j % page] = v_seqs[i][:, j]
+        o, lse = kiln.decode_attention(q, cache_k, cache_v, lens, table)
+        self.assertTrue((o[1] == 0).all() and (lse[1] == -np.inf).all())
+        seen = [0, 2]
+        self.check_decode(q[seen], [k_seqs[i] for i in seen], [v_seqs[i] for i in seen], o[seen],
+                          lse[seen], "pages of 64")
+
     def test_decode_over_sequences_of_their_own_lengths(self):
         rng = np.random.default_rng(9)
         b, hq, hkv, smax, d = 3, 4, 2, 300, 64

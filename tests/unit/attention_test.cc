@@ -110,6 +110,13 @@ TEST_P(EmulatedAttention, PrefillThroughAPagedCache) {
     ExpectCorrect(c, 3, 90, page);
   }
   ExpectCorrect({{.b = 1, .hq = 2, .hkv = 1, .s = 130, .skv = 130, .d = d}, {}}, 4, 90, 32);
+  // (At D = 128 over pages of 64, a CTA per SM whose tiles run as one stream of steps: V's rows
+  // past each tile's length zeroed in the step that also starts the next tile.)
+  const Case streamed{{.b = 2, .hq = 4, .hkv = 2, .s = 300, .skv = 300, .d = d}, {}};
+  EXPECT_EQ(
+      rt::PlanAttention(PagedSize(streamed.size, 64), {}, {16, 16, 16, 16, 16, 16, 16}, 90)->kernel,
+      absl::StrCat("attention/hopper.d", d, d == 128 ? ".bn128.persist" : "", ".page64"));
+  ExpectCorrect(streamed, 5, 90, 64);
 }
 
 // The "gather" variants (pages of 16 copied by the producer's threads with cp.async, arriving on
@@ -443,6 +450,22 @@ TEST(EmulatedAttention, PackedSequencesThroughTheHarness) {
   absl::StatusOr<AttentionResult> r = RunVarlenAttentionEmulated(wrong, heads, lengths, {.causal = true}, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->passed) << "error " << r->rel_error;
+}
+
+// The persistent walk's orders at D = 128 (PackedTileOf): without a mask each head's ranks in
+// turn; causally groups of sequences whose K and V fit in L2, here 4 of the 5 and then the last
+// alone (16 KV heads of 2 ranks), the ranks past a sequence's tiles passed over by the producer.
+TEST(EmulatedAttention, PackedSequencesInTheirL2Order) {
+  const std::vector<int64_t> lengths = {7, 130, 1, 64, 256};
+  for (bool causal : {false, true}) {
+    const std::string name =
+        absl::StrCat("attention/hopper.d128", causal ? ".causal" : "", ".persist.varlen");
+    absl::StatusOr<AttentionResult> r = RunVarlenAttentionEmulated(
+        CachedBundle(name), {.hq = 16, .hkv = 16, .d = 128}, lengths, {.causal = causal}, 3);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->passed) << name << ": " << r->failure;
+    EXPECT_GT(r->rows_checked, 100);  // (and all of O and lse scanned for the poison)
+  }
 }
 
 // tcgen05.st is asynchronous until the storing thread's tcgen05.wait::st: without the wait, the

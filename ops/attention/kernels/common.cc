@@ -160,9 +160,8 @@ std::pair<Value, Value> PackedSequence(Kernel& k, const Value& cu_seqlens, const
   return {first, end - first};
 }
 
-PackedTile RankedPackedTile(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,
-                            const Value& g, int tile_rows) {
-  Value rank = g / B, b = g % B;
+PackedTile PackedTileOfRank(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& b,
+                            const Value& rank, int tile_rows) {
   auto [seq0, len] = PackedSequence(k, cu_seqlens, T, b);
   Value found = rank * tile_rows < len;  // (unsigned: a rank past the sequence's tiles is not)
   Value last = (len + (tile_rows - 1)) / tile_rows - 1;  // (found: len >= 1)

@@ -126,11 +126,11 @@ PackedTile FindPackedTile(Kernel& k, const Value& cu_seqlens, const Value& T, co
 // Sequence b's first row and length, clamped as FindPackedTile clamps them.
 std::pair<Value, Value> PackedSequence(Kernel& k, const Value& cu_seqlens, const Value& T,
                                        const Value& b);
-// The same tiles numbered by rank, the longest of every sequence first: tile g is rank g / B (0:
-// the sequence's last tile, which sees the most keys under a causal mask) of sequence g % B, not
-// `found` past the sequence's tiles. The ranks go up to MostPackedTiles.
-PackedTile RankedPackedTile(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,
-                            const Value& g, int tile_rows);
+// Rank `rank` of sequence b (b < B) of the same tiles numbered by rank, the longest of every
+// sequence first: rank 0 is the sequence's last tile (which sees the most keys under a causal
+// mask), not `found` past the sequence's tiles. The ranks go up to MostPackedTiles.
+PackedTile PackedTileOfRank(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& b,
+                            const Value& rank, int tile_rows);
 // The most tiles of any of the B sequences, by warp 0 into `slot` (an i32 of shared memory): read
 // it after the block's next barrier.
 void MostPackedTiles(Kernel& k, const Value& cu_seqlens, const Value& T, const Value& B,

@@ -76,6 +76,7 @@ QueryTile HopperAttention::TileOf(Value t) const {
   Value diagonal = a.per_sequence() ? skv.To(s32) - p.S.To(s32) : shift;
   Value n_end = a.causal ? Max(Min(skv.To(s32), (m0 + BM).To(s32) + diagonal), 0).To(i32) : skv;
   Value n_tiles = (n_end + (BN - 1)) / BN, kv_head = b * Hkv + h / (Hq / Hkv);
+  if (streams && a.per_sequence()) n_tiles = Max(n_tiles, k.I32(1));  // (its keys all masked)
   Value zero = k.I32(0);
   if (!a.split)
     return QueryTile{m0, q_head, kv_head, n_tiles, zero, q_head, skv, b, zero, p.S, diagonal};
@@ -88,17 +89,39 @@ QueryTile HopperAttention::TileOf(Value t) const {
 }
 
 // Packed sequences: tile number t is head t % Hq of the sequences' (t / Hq)-th query tile, their
-// tiles numbered sequence by sequence, or (`ranked`: the persistent walk) the longest of every
-// sequence first, as the dense causal walk deals them; a number past them sees no key and stores
-// nothing.
+// tiles numbered sequence by sequence; or (`ranked`: the persistent walk) by rank (B times the
+// most tiles of a sequence), where the missing ranks of shorter sequences see no key and store
+// nothing (the producer passes them over).
 QueryTile HopperAttention::PackedTileOf(Value t) const {
   const Value &Hq = p.Hq, &Hkv = p.Hkv;
   Value h = t % Hq;
-  const PackedTile tile = ranked ? RankedPackedTile(k, p.cu_seqlens, p.T, p.B, t / Hq, BM)
-                                 : FindPackedTile(k, p.cu_seqlens, p.T, p.B, t / Hq, BM);
+  PackedTile tile;
+  if (!ranked) {
+    tile = FindPackedTile(k, p.cu_seqlens, p.T, p.B, t / Hq, BM);
+  } else if (a.causal) {
+    // The longest of every sequence first, over groups of sequences whose K and V fit in L2
+    // together (as the dense walk's head groups): rank by rank within a group, its sequences' heads
+    // side by side. (A number past them all: the last sequence, no row.)
+    Value ranks = Max(most_tiles, k.I32(1)), n = t / Hq;
+    Value group =  // (8 MB over the K and V of a sequence at most)
+        Max(Min(k.I32((8 << 20) / (BM * D * 4)) / ranks / Hkv, p.B), k.I32(1));
+    Value g0 = n / (group * ranks) * group, in_group = Max(Min(group, p.B - g0), k.I32(1));
+    Value i = n - g0 * ranks;
+    tile =
+        PackedTileOfRank(k, p.cu_seqlens, p.T, Min(g0 + i % in_group, p.B - 1), i / in_group, BM);
+  } else {
+    // Without a mask no tile is longer than another: a sequence's heads in turn, each head's
+    // ranks one after the other, so that the tiles in flight read the same K and V from L2, as
+    // the dense walk's do (head-major). (A number past them all: the last sequence, no row.)
+    Value ranks = Max(most_tiles, k.I32(1)), per_sequence = Hq * ranks, w = t % per_sequence;
+    h = w / ranks;
+    tile = PackedTileOfRank(k, p.cu_seqlens, p.T, Min(t / per_sequence, p.B - 1), w % ranks, BM);
+  }
   const Value &b = tile.b, &seq0 = tile.seq0, &len = tile.len;
   Value last = (len + (BM - 1)) / BM - 1;  // (found: tile <= last)
-  Value m0 = (a.causal ? Select(tile.found, last - tile.tile, k.I32(0)) : tile.tile) * BM;
+  // Causally the longest first: by rank already, else from the sequence's last tile.
+  Value m0 =
+      (a.causal && !ranked ? Select(tile.found, last - tile.tile, k.I32(0)) : tile.tile) * BM;
   Value n_end = a.causal ? Min(len, m0 + BM) : len;  // (its own diagonal: S = Skv a sequence)
   Value n_tiles = (n_end + (BN - 1)) / BN, zero = k.I32(0);
   return QueryTile{m0, h, h / (Hq / Hkv), n_tiles, zero, h, len, b, seq0, len, shift};
@@ -221,7 +244,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   HopperAttention h{k,        a,      D,      W,      BM,      BN,          SPANS,     STAGES,
                     q_stages, in,     p,      tiles,  m_tiles, tile_count,  sQ,        sK,
                     sV,       q_ring, k_ring, v_ring, shift,   group_heads, tile_slots};
-  // The persistent walk over packed sequences deals their tiles by rank (RankedPackedTile): B
+  // The persistent walk over packed sequences deals their tiles by rank (PackedTileOf): B
   // times the longest sequence's tiles, which warp 0 counts before the block's barrier below.
   SmemTile most_tiles;
   if (a.varlen && a.persistent) {
@@ -262,7 +285,10 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   if (a.split && a.per_sequence()) attention_sm90::PrefetchTablesBeforeTheWait(h);
   if (a.split) k.WaitForPriorGrids();
   k.SyncThreads();
-  if (h.ranked) h.tile_count = k.Load(most_tiles.At(0, 0)) * p.B * Hq;
+  if (h.ranked) {
+    h.most_tiles = k.Load(most_tiles.At(0, 0));
+    h.tile_count = h.most_tiles * p.B * Hq;
+  }
 
   // The register split, within what the block is launched with (k.LaunchRegs() a thread):
   // setmaxnreg only moves registers between its warpgroups
@@ -273,23 +299,22 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // at D = 128 run within 232 (docs/perf/2026-11-28-paged-prefill.md, "Pages of 16: the
   // producer's registers, and a third stage at D = 64"; persistent, they spill there); the
   // consumers the rest, at most 240.
+  // Where two Q stages fit, the persistent CTA without a mask runs its tiles as one stream of
+  // steps: a tile's last P V goes out with the next tile's first S, and the tile's epilogue runs
+  // in that step's softmax slot, under the other warpgroups' GEMMs
+  // (docs/perf/2026-11-24-attention.md, step 12). With one Q stage the next Q can land only once
+  // O has left through the stage. Every tile of the stream sees a key tile: a sequence of its own
+  // length 0 takes one masked key tile (HopperAttention::streams). Not packed sequences: there
+  // the stream measured slower (docs/perf/2026-12-02-packed-tiles-in-l2-order.md).
+  h.streams = a.persistent && q_stages == 2 && !a.causal && !a.varlen;
   const int launched = k.LaunchRegs();
   const bool many_boxes = a.page && a.page < BN && !a.split && !a.persistent && W == 2 && D == 128;
   const int producer_regs = h.gathers ? 56 : W == 3 ? 32 : many_boxes ? 40 : 24;
   k.Role({.first_thread = 0, .threads = 128, .max_regs = producer_regs},
          [&](Value t) { attention_sm90::RunProducer(h, t); });
   const int consumer_regs = std::min(240, (launched * (W + 1) - producer_regs) / W / 8 * 8);
-  // Where two Q stages fit, the persistent CTA without a mask runs its tiles as one stream of
-  // steps: a tile's last P V goes out with the next tile's first S, and the tile's epilogue runs
-  // in that step's softmax slot, under the other warpgroups' GEMMs
-  // (docs/perf/2026-11-24-attention.md, step 12). With one Q stage the next Q can land only once
-  // O has left through the stage.
-  // (Packed sequences: tiles past the sequences' last see no key, which the stream cannot take.)
-  // (Sequences of their own lengths may have none either.)
-  const bool stream_tiles =
-      a.persistent && q_stages == 2 && !a.causal && !a.varlen && !a.per_sequence();
   k.Role({.first_thread = 128, .threads = 128 * W, .max_regs = consumer_regs},
-         [&](Value t) { attention_sm90::RunConsumers(h, t, stream_tiles); });
+         [&](Value t) { attention_sm90::RunConsumers(h, t, h.streams); });
   return k.Build();
 }
 
@@ -327,6 +352,8 @@ ExampleFamily AttentionFamily() {
         const bool st3 = absl::string_view(d) == "d64" && absl::string_view(form) == ".page16";
         f.bundled.push_back(absl::StrCat(d, t, v, st3 ? ".st3" : "", form));
       }
+    for (const char* form : {".page64", ".page256"})  // (without a mask, persistent)
+      f.bundled.push_back(absl::StrCat("d128", t, ".bn128.persist", form));
     // Packed sequences (PlanAttention's for varlen).
     for (const char* d : {"d64", "d128", "d256"})
       for (const char* v : {".varlen", ".causal.varlen"})

@@ -107,10 +107,12 @@ void HopperConsumer::FirstStep() {  // S_0 alone
 // A step with both GEMMs: S of the key tile at n0, and the P V before it. `before_softmax` runs
 // once S is in, `after_pv` once the P V has retired.
 void HopperConsumer::PairedStep(Value n0, const std::function<void()>& before_softmax,
-                                const std::function<void()>& after_pv) {
+                                const std::function<void()>& after_pv,
+                                const std::function<void(Value)>& before_issue) {
   MyTurn();
   Value ks = h_.k_ring.Acquire(k_at_);
   Value vs = VStage();
+  if (before_issue) before_issue(vs);
   k_.WgmmaFence();
   IssueS(ks);
   IssuePv(vs);
@@ -135,10 +137,7 @@ void HopperConsumer::LaterSteps(Value n_tiles) {
 void HopperConsumer::LastPv() {  // the tile's last P V alone
   MyTurn();
   Value vs = VStage();
-  // The first warpgroup in turn that reads the tile's last V stage zeroes its rows past the
-  // length; the others' P V follow it in the ring of turns, its writes fenced for the async proxy
-  // before it passes the turn on.
-  if (h_.a.per_sequence() || h_.a.varlen) k_.If(zeroes_v_, [&] { ZeroVPastLength(vs); });
+  ZeroLastV(vs);
   k_.WgmmaFence();
   IssuePv(vs);
   TheirTurn();
@@ -168,6 +167,13 @@ void HopperConsumer::PassSteps(Value count) {
   });
 }
 
+// The first warpgroup in turn that reads the tile's last V stage zeroes its rows past the length;
+// the others' P V follow it in the ring of turns, its writes fenced for the async proxy before it
+// passes the turn on.
+void HopperConsumer::ZeroLastV(Value vs) {
+  if (h_.a.per_sequence() || h_.a.varlen) k_.If(zeroes_v_, [&] { ZeroVPastLength(vs); });
+}
+
 // A sequence of its own length ends inside the cache, a packed one inside the next sequence's
 // rows: the V rows of its last key tile past its length hold whatever is there (NaN, in a cache
 // never written, or another sequence's inf), zeroed before the P V (the masked scores' K rows
@@ -194,12 +200,8 @@ void HopperConsumer::TileByTile() {
         QueryTile tile = h_.TileOf(now_[0]);
         Value qs = now_[1];
         m0_ = tile.m0;
-        n_first_ = tile.n_first;
-        skv_ = tile.skv;
-        shift_ = tile.shift;
-        n_tiles_ = tile.n_tiles;
-        seq0_ = tile.seq0;
-        rows_ = tile.rows;
+        KeysOf(tile);
+        RowsOf(tile);
         FreshState();  // zeroed for each tile
         sQs_ = h_.sQ.Stage(qs);
         k_.If(tile.n_tiles > 0, [&] {
@@ -226,11 +228,27 @@ void HopperConsumer::TileByTile() {
       });
 }
 
+// The tile's keys, as its softmax, its own diagonal and V's zeroing read them.
+void HopperConsumer::KeysOf(const QueryTile& tile) {
+  n_first_ = tile.n_first;
+  skv_ = tile.skv;
+  shift_ = tile.shift;
+  n_tiles_ = tile.n_tiles;
+}
+
+// The tile's rows, as its end reads them (packed sequences: its sequence's).
+void HopperConsumer::RowsOf(const QueryTile& tile) {
+  seq0_ = tile.seq0;
+  rows_ = tile.rows;
+}
+
 // One stream of steps. The first tile starts alone; in each later one, step 0 issues S_0 with the
 // tile before's last P V and runs that tile's epilogue under the other warpgroups' GEMMs; the
-// last tile's last P V goes alone. (Only without a mask, where every tile sees a key: a branch
-// per tile between the two kinds of step 0 would leave the rings' positions in vector registers,
-// and the wgmma descriptors with them.)
+// last tile's last P V goes alone. Until then the tile before's keys and rows stand: V's rows past
+// its length are zeroed in step 0's turn, before that P V, and its end reads its rows. (Only
+// without a mask, where every tile sees a key tile (HopperAttention::streams): a branch per tile
+// between the two kinds of step 0 would leave the rings' positions in vector registers, and the
+// wgmma descriptors with them.)
 void HopperConsumer::Streamed() {
   Regs prev = k_.Registers(Type::Of(i32), 2);  // the tile before: its number and Q stage
   auto start_tile = [&] {
@@ -248,6 +266,8 @@ void HopperConsumer::Streamed() {
   k_.If(now_[0] < h_.tile_count, [&] {
     FreshState();
     QueryTile tile = start_tile();
+    KeysOf(tile);
+    RowsOf(tile);
     FirstStep();
     LaterSteps(tile.n_tiles);
     end_steps();
@@ -258,12 +278,13 @@ void HopperConsumer::Streamed() {
           return now_[0] < h_.tile_count;
         },
         [&] {
-          QueryTile tile = start_tile(), before;
+          QueryTile before = h_.TileOf(prev[0]), tile = start_tile();
+          KeysOf(before);
+          RowsOf(before);
           Inverse inv;
           PairedStep(
               k_.I32(0),
               [&] {  // the tile before's rows finished, the new tile's started
-                before = h_.TileOf(prev[0]);
                 inv = FinishRows(before.m0, before.out_head);
                 for (int half = 0; half < 2; ++half) {
                   row_max_[half] = k_.F32(-INFINITY);
@@ -273,13 +294,20 @@ void HopperConsumer::Streamed() {
               [&] {  // its O out, then zero for the new tile
                 StoreO(before.m0, before.out_head, prev[1], inv);
                 for (int i = 0; i < h_.D / 2; ++i) o_[i] = k_.F32(0);
+                RowsOf(tile);
+              },
+              [&](Value vs) {  // the tile before's last V, then the new tile's keys
+                ZeroLastV(vs);
+                KeysOf(tile);
               });
           LaterSteps(tile.n_tiles);
           end_steps();
         });
+    QueryTile last = h_.TileOf(prev[0]);
+    KeysOf(last);
+    RowsOf(last);
     LastPv();
-    QueryTile before = h_.TileOf(prev[0]);
-    StoreO(before.m0, before.out_head, prev[1], FinishRows(before.m0, before.out_head));
+    StoreO(last.m0, last.out_head, prev[1], FinishRows(last.m0, last.out_head));
   });
 }
 

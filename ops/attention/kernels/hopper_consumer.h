@@ -33,13 +33,18 @@ class HopperConsumer {
   void IssueS(Value ks);
   void IssuePv(Value vs);
   void FirstStep();
+  // (before_issue: in the turn, with the P V's V stage, before the GEMMs go out.)
   void PairedStep(Value n0, const std::function<void()>& before_softmax,
-                  const std::function<void()>& after_pv);
+                  const std::function<void()>& after_pv,
+                  const std::function<void(Value)>& before_issue = {});
   void LaterSteps(Value n_tiles);
   void LastPv();
   Value OwnTiles(const Value& row0);
   void PassSteps(Value count);
+  void ZeroLastV(Value vs);
   void ZeroVPastLength(Value vs);
+  void KeysOf(const QueryTile& tile);
+  void RowsOf(const QueryTile& tile);
   void TileByTile();
   void Streamed();
 

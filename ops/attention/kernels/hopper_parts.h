@@ -48,11 +48,15 @@ struct HopperAttention {
   Value m_tiles, tile_count;
   SmemTile sQ, sK, sV;
   Pipeline &q_ring, &k_ring, &v_ring;
-  Value shift;           // Skv - S: query i sees keys j <= i + shift (QueryTile::shift)
-  Value group_heads;     // causal: the heads whose tiles are dispatched together
-  SmemTile tile_slots;   // the tile numbers the producer hands to the consumers (hopper.cc)
-  SplitFold fold;        // split only
-  bool ranked = false;   // varlen: tiles dealt by rank (PackedTileOf)
+  Value shift;          // Skv - S: query i sees keys j <= i + shift (QueryTile::shift)
+  Value group_heads;    // causal: the heads whose tiles are dispatched together
+  SmemTile tile_slots;  // the tile numbers the producer hands to the consumers (hopper.cc)
+  SplitFold fold;       // split only
+  bool ranked = false;  // varlen: tiles dealt by rank (PackedTileOf)
+  Value most_tiles;     // ranked: the most query tiles of any sequence (MostPackedTiles)
+  // The persistent CTA runs its tiles as one stream of steps (hopper.cc), which needs a key tile
+  // in every tile it runs: a sequence of its own length 0 takes one, all of it masked.
+  bool streams = false;
   bool gathers = false;  // GathersPages: K and V rows by the producer's threads' cp.async
   // V's stage holds its key tile in blocks of v_block keys, each block's spans one after the
   // other ([block][span][v_block rows][64]): BN (the dense layout, [span][BN rows]), or a page

@@ -58,6 +58,16 @@ void RunProducer(HopperAttention& h, const Value& t) {
          };
          Regs taken;  // (following: the tile thread 32 read)
          if (follows) taken = k.Registers(Type::Of(i32), 1);
+         // The counter's next number; dealt by rank, the numbers of packed sequences' missing
+         // ranks are passed over (they see no key, and hold no row).
+         auto take = [&]() -> Value {
+           if (!h.ranked) return AtomicAdd(tiles, 1);
+           Regs pick = k.Registers(Type::Of(i32), 1);
+           pick[0] = AtomicAdd(tiles, 1);
+           k.While([&] { return (pick[0] < tile_count) & (h.TileOf(pick[0]).n_tiles == 0); },
+                   [&] { pick[0] = AtomicAdd(tiles, 1); });
+           return pick[0].Load();
+         };
          k.While(
              [&] {
                if (follows) {
@@ -68,7 +78,7 @@ void RunProducer(HopperAttention& h, const Value& t) {
                  });
                }
                Value next = follows        ? taken[0].Load()
-                            : a.persistent ? AtomicAdd(tiles, 1)
+                            : a.persistent ? take()
                                            : Select(n[0] == 0, k.BlockIdx(0), tile_count);
                auto publish = [&] {
                  k.Store(h.tile_slots.At(0, n[0] % 4), next);
