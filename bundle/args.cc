@@ -19,6 +19,27 @@ Arg Arg::Tensor(uint64_t address, std::vector<uint64_t> dims, std::vector<uint64
   return a;
 }
 
+absl::StatusOr<TensorMapSpec> TensorOfArg(const Manifest& m, size_t i, const Arg& a,
+                                          const Symbols& symbols) {
+  const ParamSpec& p = m.params[i];
+  const TensorMapParam& t = p.tensor_map;
+  TensorMapSpec spec = t.Resolve(symbols);
+  if (!a.dims().empty()) spec.dims = a.dims(), spec.strides_bytes = a.strides_bytes();
+  auto error = [&](auto&&... what) {
+    return absl::InvalidArgumentError(absl::StrCat(t.source.empty() ? m.source : t.source, ": ",
+                                                   m.name, ": tensor map ", p.name, " over ",
+                                                   t.tensor, ": ", what...));
+  };
+  if (absl::Status s = ValidateTensorMap(spec, a.address()); !s.ok()) return error(s.message());
+  const uint64_t span = TensorMapSpanBytes(spec);
+  if (a.held_bytes() && span > *a.held_bytes())
+    return error("its sizes (", absl::StrJoin(spec.dims, " x "),
+                 " elements, innermost first) reach ", span,
+                 " bytes from its address, but the array given holds ", *a.held_bytes(),
+                 " (an array smaller than the kernel's sizes say)");
+  return spec;
+}
+
 uint64_t Arg::address() const {
   uint64_t v;
   std::memcpy(&v, bytes_, sizeof(v));

@@ -322,7 +322,8 @@ std::string Manifest::Serialize() const {
         absl::StrAppend(&out, "f32\n");
         break;
       case ParamSpec::Kind::kTensorMap:
-        absl::StrAppend(&out, "tmap ", TensorMapLine(p.tensor_map), "\n");
+        absl::StrAppend(&out, "tmap ", TensorMapLine(p.tensor_map),
+                        p.tensor_map.source.empty() ? "" : " ", p.tensor_map.source, "\n");
         break;
       case ParamSpec::Kind::kScheduleTable: {
         const ScheduleTableParam& t = p.schedule;
@@ -422,14 +423,15 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       p.name = w[1];
       p.kind = kind->second;
       m.params.push_back(p);
-    } else if (key == "param" && w.size() == 10 && w[2] == "tmap") {
+    } else if (key == "param" && (w.size() == 10 || w.size() == 11) && w[2] == "tmap") {
       absl::StatusOr<TensorMapParam> t =
-          ParseTensorMap(std::vector<std::string>(w.begin() + 3, w.end()));
+          ParseTensorMap(std::vector<std::string>(w.begin() + 3, w.begin() + 10));
       if (!t.ok()) return ParseError(line_no, t.status().message());
       ParamSpec p;
       p.name = w[1];
       p.kind = ParamSpec::Kind::kTensorMap;
       p.tensor_map = *std::move(t);
+      if (w.size() == 11) p.tensor_map.source = w[10];  // (the map's line, where recorded)
       m.params.push_back(p);
     } else if (key == "param" && (w.size() == 8 || (w.size() == 11 && w[8] == "work")) &&
                w[2] == "table") {

@@ -4,6 +4,16 @@
 
 namespace kiln::rt {
 
+uint64_t TensorMapSpanBytes(const TensorMapSpec& spec) {
+  if (spec.dims.empty()) return 0;
+  for (uint64_t d : spec.dims)
+    if (d == 0) return 0;
+  uint64_t bytes = spec.dims[0] * TmaElementBytes(spec.dtype);
+  for (size_t i = 1; i < spec.dims.size() && i - 1 < spec.strides_bytes.size(); ++i)
+    bytes += (spec.dims[i] - 1) * spec.strides_bytes[i - 1];
+  return bytes;
+}
+
 int TmaElementBytes(TmaDtype dtype) {
   switch (dtype) {
     case TmaDtype::kU8:

@@ -28,11 +28,15 @@ if(NOT KILN_RUNTIME_ONLY)
   install(EXPORT kilnTargets NAMESPACE kiln:: DESTINATION ${KILN_CMAKE_DIR})
 endif()
 
+# The package files are for the installed tree alone, so they are written where find_package does
+# not look in the build tree (at its root they were found there, and failed on the targets file
+# only `cmake --install` writes).
+set(KILN_PACKAGE_FILES ${PROJECT_BINARY_DIR}/for-install)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kiln-config.cmake.in
-                              ${PROJECT_BINARY_DIR}/kiln-config.cmake
+                              ${KILN_PACKAGE_FILES}/kiln-config.cmake
                               INSTALL_DESTINATION ${KILN_CMAKE_DIR})
-write_basic_package_version_file(${PROJECT_BINARY_DIR}/kiln-config-version.cmake
+write_basic_package_version_file(${KILN_PACKAGE_FILES}/kiln-config-version.cmake
                                  COMPATIBILITY SameMinorVersion)
-install(FILES ${PROJECT_BINARY_DIR}/kiln-config.cmake ${PROJECT_BINARY_DIR}/kiln-config-version.cmake
+install(FILES ${KILN_PACKAGE_FILES}/kiln-config.cmake ${KILN_PACKAGE_FILES}/kiln-config-version.cmake
               ${PROJECT_SOURCE_DIR}/cmake/StaticAbseil.cmake
         DESTINATION ${KILN_CMAKE_DIR})

@@ -202,6 +202,7 @@ TensorMap HopperOps::TmaParam(const std::string& name, const rt::TensorMapParam&
   p.name = name;
   p.kind = rt::ParamSpec::Kind::kTensorMap;
   p.tensor_map = spec;
+  p.tensor_map.source = LocString(loc);
   s.manifest.params.push_back(p);
   map.param_ = s.Wrap(arg, Type::Ptr(Space::kGlobal, Scalar::kI32));  // opaque to the user
   return map;

@@ -246,14 +246,10 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
       // The map the launcher would encode, checked by the same rules; the kernel sees an image
       // that names it (in the parameter, or in device memory for a map passed by pointer).
       const rt::TensorMapParam& t = m.params[i].tensor_map;
-      EmulatedTensorMap em{t.Resolve(symbols), args[i].address(),
+      absl::StatusOr<rt::TensorMapSpec> spec = rt::TensorOfArg(m, i, args[i], symbols);
+      if (!spec.ok()) return spec.status();
+      EmulatedTensorMap em{*spec, args[i].address(),
                            absl::StrCat(m.params[i].name, " over ", t.tensor)};
-      if (!args[i].dims().empty())
-        em.spec.dims = args[i].dims(), em.spec.strides_bytes = args[i].strides_bytes();
-      if (absl::Status s = rt::ValidateTensorMap(em.spec, em.address); !s.ok())
-        return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": tensor map ",
-                                                       m.params[i].name, " over ", t.tensor, ": ",
-                                                       s.message()));
       uint8_t image[128] = {};
       const uint64_t index = maps.size();
       std::memcpy(image, &kTensorMapMagic, 8);

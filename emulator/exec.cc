@@ -1324,12 +1324,21 @@ absl::Status Cta::Deadlock() const {
           ": tx-count underflow: the copies delivered %d bytes more than expect_tx announced",
           -b.tx);
     else if (b.pending > 0)
-      why = absl::StrFormat(": %d arrivals missing", b.pending);
+      why = absl::StrFormat(": arrivals missing (%d)", b.pending);
+    // No arrival at all in the phase waited for: the classic wrong parity, a first wait (a
+    // producer's for a free stage) on a phase whose arrivals come only after it.
+    if (b.pending == b.expected && b.tx == 0)
+      why += absl::StrFormat(
+          "; no thread has arrived in this phase yet: if its arrivals come only after this wait "
+          "(a producer's first wait for a free stage), wait for the phase before it instead "
+          "(parity %d), which counts as complete on a fresh mbarrier",
+          1 - b.phase);
+    const bool one = waiters.first == 1;
     who.push_back(absl::StrFormat(
-        "%d threads wait on the mbarrier at shared offset %d for its phase of parity %d "
+        "%d thread%s on the mbarrier at shared offset %d for its phase of parity %d "
         "(%d of %d arrivals pending, transaction count %d; PTX line %d%s)%s",
-        waiters.first, off, b.phase, b.pending, b.expected, b.tx, waiters.second->line,
-        dsl.empty() ? "" : ", " + dsl, why));
+        waiters.first, one ? " waits" : "s wait", off, b.phase, b.pending, b.expected, b.tx,
+        waiters.second->line, dsl.empty() ? "" : ", " + dsl, why));
   }
   int register_waiters = 0;
   for (const Thread& t : threads_)

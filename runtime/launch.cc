@@ -296,12 +296,12 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
     Arg& a = args[i];
     if (p.kind == ParamSpec::Kind::kTensorMap) {
       const TensorMapParam& t = p.tensor_map;
-      TensorMapSpec spec = t.Resolve(symbols);
-      if (!a.dims().empty()) spec.dims = a.dims(), spec.strides_bytes = a.strides_bytes();
-      absl::StatusOr<cu::CUtensorMap> map = EncodeTensorMap(spec, a.address());
+      absl::StatusOr<TensorMapSpec> spec = TensorOfArg(m, i, a, symbols);
+      if (!spec.ok()) return spec.status();
+      absl::StatusOr<cu::CUtensorMap> map = EncodeTensorMap(*spec, a.address());
       if (!map.ok())
-        return error(absl::StatusCode::kInvalidArgument, m.source, "tensor map ", p.name, " over ",
-                     t.tensor, ": ", map.status().message());
+        return error(absl::StatusCode::kInvalidArgument, t.source.empty() ? m.source : t.source,
+                     "tensor map ", p.name, " over ", t.tensor, ": ", map.status().message());
       maps.push_back(std::make_unique<cu::CUtensorMap>(*map));
       if (t.by_value) {
         pointers.push_back(maps.back().get());

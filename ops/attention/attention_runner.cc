@@ -71,7 +71,8 @@ void PlanDecode(const AttentionSize& z, const AttentionOptions& o, int compute_c
 
 // Prefill over a KV cache (sequences of their own lengths, or paged): S query rows a sequence,
 // each sequence's causal diagonal its own (bottom-right aligned to its length: a chunk whose
-// earlier keys are in the cache), a CTA per query tile in the default tiling, but 128-key tiles
+// earlier keys are in the cache), the default tiling (a CTA per query tile, or a CTA per SM where
+// PlanCachePrefill says), but 128-key tiles
 // at D = 128 (pages and key tiles one a multiple of the other), and at D = 64 over pages of 16
 // three K/V stages in place of Q's second: its short steps outrun a ring of two that fills with
 // eight boxes a tile (docs/perf/2026-11-28-paged-prefill.md, "Pages of 16: the producer's

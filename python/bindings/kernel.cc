@@ -152,9 +152,13 @@ class LoadedBundle {
         case Kind::kPointer:
           launch.push_back(rt::Arg::Ptr(device.Bind(arrays[next_array++])));
           break;
-        case Kind::kTensorMap:
-          launch.push_back(rt::Arg::Tensor(device.Bind(arrays[next_array++])));
+        case Kind::kTensorMap: {
+          const Array& a = arrays[next_array++];
+          uint64_t bytes = a.dtype().bits / 8;  // (dense: its elements end to end)
+          for (size_t d = 0; d < a.ndim(); ++d) bytes *= a.shape(d);
+          launch.push_back(rt::Arg::Tensor(device.Bind(a)).Holding(bytes));
           break;
+        }
         case Kind::kI32:
         case Kind::kI64: {
           // Any integer (NumPy's too: they have __index__), but not a bool or an array.

@@ -1449,6 +1449,17 @@ class LayerGlue(unittest.TestCase):
 
 
 class Load(unittest.TestCase):
+    def test_load_refuses_an_array_smaller_than_its_tensor_map(self):
+        # hopper/k02 reads A [M, K] through a tensor map: half the rows M says is refused before the
+        # launch, naming the map's line (on a GPU the map would read past the array).
+        k = kiln.load(BUNDLES, "hopper/k02")
+        m = n = kk = 64
+        a, b, c = (np.zeros(shape, np.uint16) for shape in ((m // 2, kk), (n, kk), (m, n)))
+        with self.assertRaisesRegex(kiln.Error, r"examples/hopper/k02_wgmma\.cc:\d+: hopper/k02: "
+                                    r"tensor map tmA over A: its sizes \(64 x 64 elements.*reach "
+                                    r"8192 bytes from its address, but the array given holds 4096"):
+            k(m, n, kk, c, a, b)
+
     def test_any_bundle_is_a_callable(self):
         saxpy = kiln.load(BUNDLES, "ops/saxpy")
         self.assertIn("ops/saxpy(x: ptr of f32, y: ptr of f32, a: f32, n: i64)", saxpy.signature)

@@ -97,8 +97,8 @@ TEST_P(EmulatedAttention, DecodeThroughAPagedCache) {
 // Prefill over a paged cache (PlanCachePrefill: more query rows than a decode tile holds): a CTA
 // per query tile (causal at D = 128: a CTA per SM, several tiles each on the emulator's three),
 // causal with each sequence's diagonal at its length (a chunk of 100 new rows over 300 keys), and
-// without a mask; pages shuffled, rows past Skv NaN. (At D = 64 over pages of 16 the plan takes
-// three K/V stages.)
+// without a mask (over pages of 64 at D = 128, a CTA per SM whose tiles run as one stream); pages
+// shuffled, rows past Skv NaN. (At D = 64 over pages of 16 the plan takes three K/V stages.)
 TEST_P(EmulatedAttention, PrefillThroughAPagedCache) {
   const int d = GetParam();
   for (int64_t page : {16, 64}) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "examples/gemm_spec.h"
 #include "gtest/gtest.h"
+#include "kiln/bundle/args.h"
 #include "kiln/bundle/schedule.h"
 
 namespace kiln::rt {
@@ -280,6 +281,25 @@ TEST(Manifest, TensorMapAndTableParamsRoundTrip) {
   EXPECT_EQ(m->params[2].tensor_map.rank(), 2);
   EXPECT_EQ(Manifest::Parse(m->Serialize())->Serialize(), m->Serialize());
   EXPECT_FALSE(Manifest::Parse(text + "param b tmap B value bf16 64,M K*2,128 64,128,1 128B\n").ok());
+  // A map's own line, where the bundle recorded it (older bundles have none): kept, and what its
+  // launch errors name, as an array too small for its sizes.
+  absl::StatusOr<Manifest> lined =
+      Manifest::Parse(text + "param tmB tmap B value bf16 64,N 128 64,128 128B y.cc:7\n");
+  ASSERT_TRUE(lined.ok()) << lined.status();
+  EXPECT_EQ(lined->params.back().tensor_map.source, "y.cc:7");
+  EXPECT_EQ(m->params[0].tensor_map.source, "");
+  EXPECT_EQ(Manifest::Parse(lined->Serialize())->Serialize(), lined->Serialize());
+  const Symbols sizes = {{"M", 128}, {"N", 256}, {"K", 64}};
+  EXPECT_TRUE(TensorOfArg(*lined, 6, Arg::Tensor(1024).Holding(256 * 128), sizes).ok());
+  const absl::StatusOr<TensorMapSpec> small =
+      TensorOfArg(*lined, 6, Arg::Tensor(1024).Holding(256 * 128 - 2), sizes);
+  EXPECT_EQ(small.status().message(),
+            "y.cc:7: hopper/x: tensor map tmB over B: its sizes (64 x 256 elements, innermost "
+            "first) reach 32768 bytes from its address, but the array given holds 32766 (an array "
+            "smaller than the kernel's sizes say)");
+  EXPECT_NE(TensorOfArg(*m, 0, Arg::Tensor(1024).Holding(0), sizes).status().message().find(
+                "x.cc:1: hopper/x: tensor map tmA over A"),
+            std::string::npos);
   // A negative size resolves to a huge dimension: refused as the driver would, saying so (it ran
   // on the emulator, every row masked).
   EXPECT_TRUE(ValidateTensorMap(spec, 0).ok());

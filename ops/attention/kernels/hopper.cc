@@ -101,7 +101,8 @@ QueryTile HopperAttention::PackedTileOf(Value t) const {
   } else if (a.causal) {
     // The longest of every sequence first, over groups of sequences whose K and V fit in L2
     // together (as the dense walk's head groups): rank by rank within a group, its sequences' heads
-    // side by side. (A number past them all: the last sequence, no row.)
+    // side by side. (A number past them all reads an in-bounds place, the last sequence's: its
+    // callers stop at tile_count.)
     Value ranks = Max(most_tiles, k.I32(1)), n = t / Hq;
     Value group =  // (8 MB over the K and V of a sequence at most)
         Max(Min(k.I32((8 << 20) / (BM * D * 4)) / ranks / Hkv, p.B), k.I32(1));
@@ -112,7 +113,8 @@ QueryTile HopperAttention::PackedTileOf(Value t) const {
   } else {
     // Without a mask no tile is longer than another: a sequence's heads in turn, each head's
     // ranks one after the other, so that the tiles in flight read the same K and V from L2, as
-    // the dense walk's do (head-major). (A number past them all: the last sequence, no row.)
+    // the dense walk's do (head-major). (A number past them all reads an in-bounds place, the
+    // last sequence's: its callers stop at tile_count.)
     Value ranks = Max(most_tiles, k.I32(1)), per_sequence = Hq * ranks, w = t % per_sequence;
     h = w / ranks;
     tile = PackedTileOfRank(k, p.cu_seqlens, p.T, Min(t / per_sequence, p.B - 1), w % ranks, BM);

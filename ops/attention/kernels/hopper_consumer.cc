@@ -181,7 +181,7 @@ void HopperConsumer::ZeroLastV(Value vs) {
 void HopperConsumer::ZeroVPastLength(Value vs) {
   Value last_n0 = (n_first_ + n_tiles_ - 1) * h_.BN;
   ZeroRowsFrom(k_, h_.sV.Stage(vs), h_.BN, h_.SPANS, h_.in, skv_ - last_n0, c_, 128, wg_ + 1 + h_.W,
-               h_.v_block);  // (the first warpgroup in turn alone: hopper_consumer's LastPv)
+               h_.v_block);  // (the first warpgroup in turn alone: ZeroLastV)
 }
 
 // A tile at a time: its state fresh, its steps, its end.

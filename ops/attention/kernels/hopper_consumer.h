@@ -82,7 +82,7 @@ class HopperConsumer {
   // last rescale factor; P as the next wgmma's A fragments (bf16/f16 pairs, BN / 16 fragments).
   Value m0_, n_first_;           // (n_first_: its first key tile, 0 but in a part of a split tile)
   Value skv_, n_tiles_, shift_;  // its sequence's keys, its key tiles, its causal diagonal
-  Value zeroes_v_;     // this warpgroup zeroes the last V stage's rows past the length (LastPv)
+  Value zeroes_v_;     // this warpgroup zeroes the last V stage's rows past the length (ZeroLastV)
   Value seq0_, rows_;  // its sequence's first row in packed tensors, its query rows
   SmemTile sQs_;
   WgmmaAccumulator s_, o_;

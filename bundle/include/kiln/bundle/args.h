@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -41,6 +42,13 @@ class Arg {
   // here: for a parameter whose dims are bound at launch, or to override its rules.
   static Arg Tensor(uint64_t address, std::vector<uint64_t> dims,
                     std::vector<uint64_t> strides_bytes);
+  // A tensor argument that also says how many bytes its array holds from its address on: the
+  // launch then refuses a map that reaches past them (the kernel's sizes larger than the array).
+  Arg Holding(uint64_t bytes) const {
+    Arg a = *this;
+    a.held_bytes_ = bytes;
+    return a;
+  }
   // A schedule table parameter: the launcher builds it from its rules and the launch's integers.
   static Arg Schedule() { return Arg(Kind::kScheduleTable, nullptr, 0); }
   // A workspace parameter: the launcher allocates it (WorkspaceParam) and keeps it for later
@@ -53,12 +61,14 @@ class Arg {
   uint64_t address() const;  // a pointer's or a tensor's
   const std::vector<uint64_t>& dims() const { return dims_; }  // a tensor's, when given
   const std::vector<uint64_t>& strides_bytes() const { return strides_; }
+  std::optional<uint64_t> held_bytes() const { return held_bytes_; }  // Holding's, if said
 
  private:
   Arg(Kind kind, const void* value, size_t size);
   Kind kind_;
   alignas(8) unsigned char bytes_[8] = {};
   std::vector<uint64_t> dims_, strides_;
+  std::optional<uint64_t> held_bytes_;
 };
 
 const char* ParamKindName(ParamSpec::Kind kind);  // "ptr", "i32", ...
@@ -76,6 +86,11 @@ absl::Status CheckGrid(const Manifest& m, const Dim3& grid);
 absl::Status LaunchedAt(const absl::Status& s, const std::source_location& where);
 // The integer arguments by parameter name (what grid, smem and tensor map rules read).
 Symbols SymbolsOf(const Manifest& m, const std::vector<Arg>& args);
+// The tensor that tensor map parameter i covers at this launch (its rules, or the argument's
+// dims), checked by the encoder's rules and against the bytes its argument holds (Arg::Holding).
+// Errors name the map's line (the kernel's, in bundles that did not record it).
+absl::StatusOr<TensorMapSpec> TensorOfArg(const Manifest& m, size_t i, const Arg& a,
+                                          const Symbols& symbols);
 // Every schedule table of a launch by parameter name (a work table's partial count sizes the
 // workspaces); fails, naming the kernel, on a bad table or a workspace naming no table.
 absl::StatusOr<std::map<std::string, WorkTable>> BuildScheduleTables(const Manifest& m,

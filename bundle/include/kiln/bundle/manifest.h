@@ -62,6 +62,7 @@ struct TensorMapParam {
   std::vector<GridExpr> strides;  // bytes, of dims 1..rank-1
   std::vector<uint32_t> box;
   TmaSwizzle swizzle = TmaSwizzle::kNone;
+  std::string source;  // file:line of the map's declaration (empty in older bundles)
 
   int rank() const { return static_cast<int>(box.size()); }
   bool bound_at_launch() const { return dims.empty(); }

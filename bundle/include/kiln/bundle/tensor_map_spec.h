@@ -26,6 +26,9 @@ struct TensorMapSpec {
 };
 
 int TmaElementBytes(TmaDtype dtype);
+// The bytes from a map's address to the end of its last element (0 for an empty tensor): what the
+// array under it must hold.
+uint64_t TensorMapSpanBytes(const TensorMapSpec& spec);
 // The box rules alone (extents 1..256, inner extent a multiple of 16 bytes within the swizzle
 // span): what a kernel can check when it declares a map, before any size is known.
 absl::Status ValidateTmaBox(const std::vector<uint32_t>& box, TmaDtype dtype, TmaSwizzle swizzle);
