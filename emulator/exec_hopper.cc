@@ -1093,18 +1093,30 @@ absl::Status Cta::CheckPendingOverlap(const Thread* t, const Instr& in, uint64_t
     // The phase before the load's completed with no copy's bytes in it, and was waited for:
     // the arrive that should have announced this load's bytes (arrive.expect_tx) completed it
     // early, without them.
-    int64_t waited = 0, copy_phase = -1;
+    int64_t waited = 0, copy_phase = -1, reader_next = -1;
     if (auto b = mbarriers_.find(p.mbarrier & kOffsetMask); p.phase >= 1 && b != mbarriers_.end())
       copy_phase = b->second.copy_phase, waited = PhasesWaited(b->first);
-    const std::string why =
-        p.phase >= 1 && waited >= p.phase && copy_phase < p.phase - 1
-            ? absl::StrFormat(
-                  ": phase %d of the load's mbarrier (shared offset %d) completed "
-                  "with no copy's bytes, and was waited for: if that phase was to carry "
-                  "this load's bytes, the arrive.expect_tx that announces them is missing "
-                  "them; else the wait for this load's phase is missing",
-                  p.phase - 1, p.mbarrier & kOffsetMask)
-            : ": the wait for its mbarrier is missing or comes too late";
+    if (t)
+      if (auto it = t->next_phase.find(p.mbarrier & kOffsetMask); it != t->next_phase.end())
+        reader_next = it->second;
+    std::string why = ": the wait for its mbarrier is missing or comes too late";
+    if (p.phase >= 1 && waited >= p.phase && copy_phase < p.phase - 1)
+      why = absl::StrFormat(
+          ": phase %d of the load's mbarrier (shared offset %d) completed "
+          "with no copy's bytes, and was waited for: if that phase was to carry "
+          "this load's bytes, the arrive.expect_tx that announces them is missing "
+          "them; else the wait for this load's phase is missing",
+          p.phase - 1, p.mbarrier & kOffsetMask);
+    else if (p.phase >= 1 && reader_next == p.phase)
+      // The reader waited for the load before this one into the stage: it reads that load's
+      // bytes, and the stage was filled again under it.
+      why = absl::StrFormat(
+          ": this thread waited for the stage's previous load (phase %d of the mbarrier at "
+          "shared offset %d) and still reads it, while the next load into the stage is in "
+          "flight: the stage was released before this read (its release, the arrive its "
+          "producer waits on, must follow the stage's last read), or its producer does not "
+          "wait for the release",
+          p.phase - 1, p.mbarrier & kOffsetMask);
     const std::string msg = absl::StrFormat(
         "%s shared bytes %d..%d, which a TMA load still in flight will write (issued at PTX line "
         "%d%s%s)%s",

@@ -1249,6 +1249,44 @@ TEST(Emulator, ATmaCopyPastItsAllocationNamesTheMap) {
       << s.status();
 }
 
+// A stage read after its next load was issued into it, by a thread that waited for the load
+// before (a consumer that released the stage before reading it): the report says that, not that
+// a wait is missing.
+TEST(Emulator, AStageReadUnderItsNextLoadSaysItWasReleasedEarly) {
+  rt::Bundle b = OneMapKernel("test/proxy", "in", 1024);
+  b.ptx = absl::StrCat(OneMapKernelStart(), R"(	setp.ne.s32 %p1, %r1, 0;
+	@%p1 bra $L__end;
+	mbarrier.init.shared.b64 [%r2+512], 1;
+	mov.b64 %rd1, emu_param_0;
+	cvta.param.u64 %rd2, %rd1;
+	mov.b32 %r5, 0;
+	mbarrier.arrive.expect_tx.shared.b64 %rd3, [%r2+512], 128;
+	cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {%r5}], [%r2+512];
+$L__first:
+	mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r2+512], 0;
+	@!%p2 bra $L__first;
+	mbarrier.arrive.expect_tx.shared.b64 %rd3, [%r2+512], 128;
+	cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {%r5}], [%r2+512];
+	ld.shared.b32 %r6, [%r2];
+$L__second:
+	mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r2+512], 1;
+	@!%p2 bra $L__second;
+$L__end:
+	ret;
+}
+)");
+  Device d;
+  uint64_t src = *d.Allocate(128);
+  absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Tensor(src, {32}, {})}, {.seed = 0});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("which a TMA load still in flight will write"), std::string::npos)
+      << s.status();
+  EXPECT_NE(s.status().message().find("this thread waited for the stage's previous load (phase 0 of the "
+                                      "mbarrier at shared offset 512) and still reads it"),
+            std::string::npos)
+      << s.status();
+}
+
 // A TMA load that no thread waits for, still in flight when the block's threads have all exited
 // (a producer's load past the last stage a consumer waits for), is an error.
 TEST(Emulator, ATmaLoadInFlightAtExitIsAnError) {
