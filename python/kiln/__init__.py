@@ -177,6 +177,14 @@ def _writable_out(call, out):
         raise Error(f"{call}: out is read-only; give a writable array (or none: kiln makes one)")
 
 
+def _numbers_kiln_reads(dtype, complex_ok=False):
+    """Whether a NumPy dtype holds what a kernel parameter can read: real numbers (booleans,
+    integers, floats) of up to 64 bits, and (complex_ok) complex ones of up to 128, which the
+    bindings then name better than this check could."""
+    return (dtype.kind in "biuf" and dtype.itemsize <= 8 or
+            complex_ok and dtype.kind == "c" and dtype.itemsize <= 16)
+
+
 def _require_arrays(call, *, numpy_or_torch=False, **arrays):
     """kiln.Error unless each of `arrays` is an array (anything with __dlpack__: a torch tensor,
     a NumPy array); with numpy_or_torch, one of those two alone (the calls that read an array's
@@ -190,7 +198,7 @@ def _require_arrays(call, *, numpy_or_torch=False, **arrays):
                         f"torch tensors (numpy.from_dlpack({name}) first)")
         dtype = getattr(x, "dtype", None)
         if _is_numpy(x) and dtype is not None:
-            if dtype.kind not in "biuf" or dtype.itemsize > 8:
+            if not _numbers_kiln_reads(dtype):
                 raise Error(f"{call}: {name} has dtype {dtype}; kiln takes arrays of real "
                             "numbers (integers, floats) of up to 64 bits (float32 on the host)")
             if not dtype.isnative:
@@ -294,8 +302,7 @@ class _Loaded:
                              "its raw handle as an int), or None for the arrays' current one")
         for i, x in enumerate(args):  # types DLPack cannot carry: the bindings could not say why
             dtype = getattr(x, "dtype", None) if _is_numpy(x) else None
-            _require(dtype is None or dtype.kind in "biuf" and dtype.itemsize <= 8 or
-                     dtype.kind == "c" and dtype.itemsize <= 16,
+            _require(dtype is None or _numbers_kiln_reads(dtype, complex_ok=True),
                      lambda: f"{name}: argument {i} has dtype {dtype}, which no kernel parameter "
                              "reads (arrays of numbers of up to 64 bits)")
         self._kernel(*[_r(x, writes=True) for x in args], grid=grid, stream=stream)  # (any may)
