@@ -470,11 +470,13 @@ void PrintDevice() {
 
 absl::StatusOr<std::vector<uint64_t>> ScheduleSeeds() {
   std::vector<uint64_t> seeds;
-  for (absl::string_view item :
-       absl::StrSplit(absl::GetFlag(FLAGS_seeds), ',', absl::SkipEmpty())) {
+  const std::string flag = absl::GetFlag(FLAGS_seeds);
+  if (flag.empty()) return absl::InvalidArgumentError("--seeds names no schedule");
+  for (absl::string_view item : absl::StrSplit(flag, ',')) {
     uint64_t seed;
-    if (!absl::SimpleAtoi(item, &seed))
-      return absl::InvalidArgumentError(absl::StrCat("bad seed '", item, "'"));
+    if (!absl::SimpleAtoi(item, &seed))  // (an empty one too: "1,,2" is refused, not read as 1,2)
+      return absl::InvalidArgumentError(absl::StrCat("bad seed '", item, "' in --seeds ", flag,
+                                                     ": comma-separated integers of 0 or more"));
     seeds.push_back(seed);
   }
   if (seeds.empty()) return absl::InvalidArgumentError("--seeds names no schedule");
