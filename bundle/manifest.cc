@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -205,6 +206,15 @@ std::string ExprList(const std::vector<GridExpr>& list) {
                        [](std::string* out, const GridExpr& e) { out->append(e.ToString()); });
 }
 
+// A source place (file:line) as one word of a manifest line: a path may hold spaces (a project
+// in "My Kernels/"), which would split it, so spaces and the escape's own % are %-escaped.
+std::string SourceWord(absl::string_view place) {
+  return absl::StrReplaceAll(place, {{"%", "%25"}, {" ", "%20"}});
+}
+std::string SourceOfWord(absl::string_view word) {
+  return absl::StrReplaceAll(word, {{"%20", " "}, {"%25", "%"}});
+}
+
 std::string TensorMapLine(const TensorMapParam& t) {
   const char* dtype = "?";
   for (auto [name, d] : kDtypeNames)
@@ -323,7 +333,8 @@ std::string Manifest::Serialize() const {
         break;
       case ParamSpec::Kind::kTensorMap:
         absl::StrAppend(&out, "tmap ", TensorMapLine(p.tensor_map),
-                        p.tensor_map.source.empty() ? "" : " ", p.tensor_map.source, "\n");
+                        p.tensor_map.source.empty() ? "" : " ", SourceWord(p.tensor_map.source),
+                        "\n");
         break;
       case ParamSpec::Kind::kScheduleTable: {
         const ScheduleTableParam& t = p.schedule;
@@ -340,15 +351,16 @@ std::string Manifest::Serialize() const {
     }
   }
   if (!smem_extra.factors.empty())
-    absl::StrAppend(&out, "smem_extra ", smem_extra.ToString(), " ", smem_extra_source, "\n");
+    absl::StrAppend(&out, "smem_extra ", smem_extra.ToString(), " ", SourceWord(smem_extra_source),
+                    "\n");
   for (const Requirement& r : requirements)
-    absl::StrAppend(&out, "require ", r.symbol, " ", r.multiple, " ", r.source, "\n");
+    absl::StrAppend(&out, "require ", r.symbol, " ", r.multiple, " ", SourceWord(r.source), "\n");
   for (const auto& [key, value] : attributes) absl::StrAppend(&out, "attr ", key, " ", value, "\n");
   if (watchdog_ms > 0) absl::StrAppend(&out, "watchdog ", watchdog_ms, "\n");
   if (waits_for_prior_grids) absl::StrAppend(&out, "waits_for_prior_grids\n");
   for (size_t i = 0; i < watch_sites.size(); ++i)
-    absl::StrAppend(&out, "watch ", i, " ", watch_sites[i], "\n");
-  absl::StrAppend(&out, "source ", source, "\n");
+    absl::StrAppend(&out, "watch ", i, " ", SourceWord(watch_sites[i]), "\n");
+  absl::StrAppend(&out, "source ", SourceWord(source), "\n");
   return out;
 }
 
@@ -386,7 +398,7 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
     else if (key == "target" && want(1))
       m.target = w[1];
     else if (key == "source" && want(1))
-      m.source = w[1];
+      m.source = SourceOfWord(w[1]);
     else if ((key == "block" || key == "cluster") && want(3)) {
       seen_block |= key == "block";
       Dim3& d = key == "block" ? m.block : m.cluster;
@@ -431,7 +443,7 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       p.name = w[1];
       p.kind = ParamSpec::Kind::kTensorMap;
       p.tensor_map = *std::move(t);
-      if (w.size() == 11) p.tensor_map.source = w[10];  // (the map's line, where recorded)
+      if (w.size() == 11) p.tensor_map.source = SourceOfWord(w[10]);  // (where recorded)
       m.params.push_back(p);
     } else if (key == "param" && (w.size() == 8 || (w.size() == 11 && w[8] == "work")) &&
                w[2] == "table") {
@@ -465,9 +477,9 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       absl::StatusOr<GridExpr> e = GridExpr::Parse(w[1]);
       if (!e.ok()) return ParseError(line_no, e.status().message());
       m.smem_extra = *e;
-      m.smem_extra_source = w[2];
+      m.smem_extra_source = SourceOfWord(w[2]);
     } else if (key == "require" && want(3)) {
-      Requirement r{w[1], 0, w[3]};
+      Requirement r{w[1], 0, SourceOfWord(w[3])};
       if (!num(2, &r.multiple) || r.multiple <= 0) return ParseError(line_no, "bad requirement");
       m.requirements.push_back(r);
     } else if (key == "watchdog" && want(1)) {
@@ -479,7 +491,7 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       size_t index;
       if (!num(1, &index) || index != m.watch_sites.size())
         return ParseError(line_no, "watch sites out of order");
-      m.watch_sites.push_back(w[2]);
+      m.watch_sites.push_back(SourceOfWord(w[2]));
     } else if (key == "attr" && w.size() >= 2) {
       std::vector<std::string> rest(w.begin() + 2, w.end());
       m.attributes.emplace_back(w[1], absl::StrJoin(rest, " "));

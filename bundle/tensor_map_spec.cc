@@ -8,9 +8,13 @@ uint64_t TensorMapSpanBytes(const TensorMapSpec& spec) {
   if (spec.dims.empty()) return 0;
   for (uint64_t d : spec.dims)
     if (d == 0) return 0;
-  uint64_t bytes = spec.dims[0] * TmaElementBytes(spec.dtype);
+  uint64_t bytes = 0, term = 0;  // (past 2^64: the most there is, which no array holds)
+  if (__builtin_mul_overflow(spec.dims[0], uint64_t(TmaElementBytes(spec.dtype)), &bytes))
+    return UINT64_MAX;
   for (size_t i = 1; i < spec.dims.size() && i - 1 < spec.strides_bytes.size(); ++i)
-    bytes += (spec.dims[i] - 1) * spec.strides_bytes[i - 1];
+    if (__builtin_mul_overflow(spec.dims[i] - 1, spec.strides_bytes[i - 1], &term) ||
+        __builtin_add_overflow(bytes, term, &bytes))
+      return UINT64_MAX;
   return bytes;
 }
 

@@ -289,6 +289,21 @@ TEST(Manifest, TensorMapAndTableParamsRoundTrip) {
   EXPECT_EQ(lined->params.back().tensor_map.source, "y.cc:7");
   EXPECT_EQ(m->params[0].tensor_map.source, "");
   EXPECT_EQ(Manifest::Parse(lined->Serialize())->Serialize(), lined->Serialize());
+  TensorMapSpec wraps;  // (a span past 2^64 bytes: no array holds it)
+  wraps.dims = {8, 3}, wraps.strides_bytes = {uint64_t{1} << 63};
+  EXPECT_EQ(TensorMapSpanBytes(wraps), UINT64_MAX);
+  wraps.dims = {8, 2};
+  EXPECT_EQ(TensorMapSpanBytes(wraps), (uint64_t{1} << 63) + 16);
+  // A source path with spaces (a project in "My Kernels/") stays one word of its lines.
+  Manifest spaced = *lined;
+  spaced.source = "My Kernels/a 100%.cc:3";
+  spaced.params.back().tensor_map.source = "My Kernels/a 100%.cc:9";
+  spaced.requirements.push_back({"M", 64, "My Kernels/a 100%.cc:12"});
+  absl::StatusOr<Manifest> back = Manifest::Parse(spaced.Serialize());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->source, "My Kernels/a 100%.cc:3");
+  EXPECT_EQ(back->params.back().tensor_map.source, "My Kernels/a 100%.cc:9");
+  EXPECT_EQ(back->requirements.back().source, "My Kernels/a 100%.cc:12");
   const Symbols sizes = {{"M", 128}, {"N", 256}, {"K", 64}};
   EXPECT_TRUE(TensorOfArg(*lined, 6, Arg::Tensor(1024).Holding(256 * 128), sizes).ok());
   const absl::StatusOr<TensorMapSpec> small =

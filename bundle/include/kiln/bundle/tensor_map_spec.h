@@ -26,8 +26,8 @@ struct TensorMapSpec {
 };
 
 int TmaElementBytes(TmaDtype dtype);
-// The bytes from a map's address to the end of its last element (0 for an empty tensor): what the
-// array under it must hold.
+// The bytes from a map's address to the end of its last element (0 for an empty tensor; past
+// 2^64, UINT64_MAX): what the array under it must hold.
 uint64_t TensorMapSpanBytes(const TensorMapSpec& spec);
 // The box rules alone (extents 1..256, inner extent a multiple of 16 bytes within the swizzle
 // span): what a kernel can check when it declares a map, before any size is known.
