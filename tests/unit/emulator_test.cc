@@ -1249,12 +1249,11 @@ TEST(Emulator, ATmaCopyPastItsAllocationNamesTheMap) {
       << s.status();
 }
 
-// A stage read after its next load was issued into it, by a thread that waited for the load
-// before (a consumer that released the stage before reading it): the report says that, not that
-// a wait is missing.
-TEST(Emulator, AStageReadUnderItsNextLoadSaysItWasReleasedEarly) {
-  rt::Bundle b = OneMapKernel("test/proxy", "in", 1024);
-  b.ptx = absl::StrCat(OneMapKernelStart(), R"(	setp.ne.s32 %p1, %r1, 0;
+// Thread 0 of such a kernel (the others branch to $L__end) starts a TMA load of the map's first
+// 32 words into smem (%r2), completing on the mbarrier at smem + 512 (initialised for one
+// arrival): %rd2 holds the map, %r5 the box's coordinate 0.
+std::string ThreadZeroLoadsTheMap() {
+  return R"(	setp.ne.s32 %p1, %r1, 0;
 	@%p1 bra $L__end;
 	mbarrier.init.shared.b64 [%r2+512], 1;
 	mov.b64 %rd1, emu_param_0;
@@ -1262,7 +1261,15 @@ TEST(Emulator, AStageReadUnderItsNextLoadSaysItWasReleasedEarly) {
 	mov.b32 %r5, 0;
 	mbarrier.arrive.expect_tx.shared.b64 %rd3, [%r2+512], 128;
 	cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {%r5}], [%r2+512];
-$L__first:
+)";
+}
+
+// A stage read after its next load was issued into it, by a thread that waited for the load
+// before (a consumer that released the stage before reading it): the report says that, not that
+// a wait is missing.
+TEST(Emulator, AStageReadUnderItsNextLoadSaysItWasReleasedEarly) {
+  rt::Bundle b = OneMapKernel("test/proxy", "in", 1024);
+  b.ptx = absl::StrCat(OneMapKernelStart(), ThreadZeroLoadsTheMap(), R"($L__first:
 	mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r2+512], 0;
 	@!%p2 bra $L__first;
 	mbarrier.arrive.expect_tx.shared.b64 %rd3, [%r2+512], 128;
@@ -1291,15 +1298,7 @@ $L__end:
 // (a producer's load past the last stage a consumer waits for), is an error.
 TEST(Emulator, ATmaLoadInFlightAtExitIsAnError) {
   rt::Bundle b = OneMapKernel("test/proxy", "in", 1024);
-  b.ptx = absl::StrCat(OneMapKernelStart(), R"(	setp.ne.s32 %p1, %r1, 0;
-	@%p1 bra $L__end;
-	mbarrier.init.shared.b64 [%r2+512], 1;
-	mov.b64 %rd1, emu_param_0;
-	cvta.param.u64 %rd2, %rd1;
-	mov.b32 %r5, 0;
-	mbarrier.arrive.expect_tx.shared.b64 %rd3, [%r2+512], 128;
-	cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {%r5}], [%r2+512];
-$L__end:
+  b.ptx = absl::StrCat(OneMapKernelStart(), ThreadZeroLoadsTheMap(), R"($L__end:
 	ret;
 }
 )");
