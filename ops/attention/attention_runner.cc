@@ -72,11 +72,10 @@ void PlanDecode(const AttentionSize& z, const AttentionOptions& o, int compute_c
 // Prefill over a KV cache (sequences of their own lengths, or paged): S query rows a sequence,
 // each sequence's causal diagonal its own (bottom-right aligned to its length: a chunk whose
 // earlier keys are in the cache), the default tiling (a CTA per query tile, or a CTA per SM where
-// PlanCachePrefill says), but 128-key tiles
-// at D = 128 (pages and key tiles one a multiple of the other), and at D = 64 over pages of 16
-// three K/V stages in place of Q's second: its short steps outrun a ring of two that fills with
-// eight boxes a tile (docs/perf/2026-11-28-paged-prefill.md, "Pages of 16: the producer's
-// registers, and a third stage at D = 64").
+// PlanCachePrefill says), but 128-key tiles at D = 128 (pages and key tiles one a multiple of the
+// other), and at D = 64 over pages of 16 three K/V stages in place of Q's second: its short steps
+// outrun a ring of two that fills with eight boxes a tile (docs/perf/2026-11-28-paged-prefill.md,
+// "Pages of 16: the producer's registers, and a third stage at D = 64").
 void PlanCachePrefill(const AttentionSize& z, const AttentionOptions& o, AttentionPlan& plan) {
   // A CTA per SM (the longest tiles first) for causal prefill at D = 128, and without a mask (its
   // tiles one stream of steps) over pages of 64 and more; else a CTA per tile

@@ -1264,6 +1264,42 @@ std::string ThreadZeroLoadsTheMap() {
 )";
 }
 
+// A first wait on a phase no thread has arrived in (a producer waiting for a free stage on the
+// parity its consumers complete later): the deadlock report names the other parity, which a fresh
+// mbarrier's previous phase completes at once; with it the same kernel ends.
+TEST(Emulator, AFirstWaitOnTheWrongParityIsNamedInTheDeadlock) {
+  for (int parity : {0, 1}) {
+    rt::Bundle b = OneMapKernel("test/proxy", "in", 1024);
+    b.ptx = absl::StrCat(OneMapKernelStart(), R"(	setp.ne.s32 %p1, %r1, 0;
+	@%p1 bra $L__end;
+	mbarrier.init.shared.b64 [%r2+512], 1;
+$L__wait:
+	mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r2+512], )", parity, R"(;
+	@!%p2 bra $L__wait;
+$L__end:
+	ret;
+}
+)");
+    Device d;
+    uint64_t src = *d.Allocate(128);
+    absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Tensor(src, {32}, {})});
+    if (parity == 1) {
+      EXPECT_TRUE(s.ok()) << s.status();
+      continue;
+    }
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("1 thread waits on the mbarrier at shared offset 512 for its "
+                                        "phase of parity 0"),
+              std::string::npos)
+        << s.status();
+    EXPECT_NE(s.status().message().find("no thread has arrived in this phase yet"), std::string::npos)
+        << s.status();
+    EXPECT_NE(s.status().message().find("wait for the phase before it instead (parity 1)"),
+              std::string::npos)
+        << s.status();
+  }
+}
+
 // A stage read after its next load was issued into it, by a thread that waited for the load
 // before (a consumer that released the stage before reading it): the report says that, not that
 // a wait is missing.

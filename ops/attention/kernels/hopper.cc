@@ -44,6 +44,10 @@
 namespace kiln::examples {
 namespace attention_sm90 {
 
+// The K and V bytes whose tiles are dealt together so that they stay in L2 (the dense causal
+// walk's head groups, the packed causal walk's sequence groups).
+constexpr int kL2GroupBytes = 8 << 20;
+
 // Causal tiles differ in length, and a CTA per tile is dispatched in tile order: heads are taken
 // in groups whose K and V fit in L2 together (8 MB), and within a group the longest tiles of all
 // its heads come first, so that the launch ends on the shortest tiles of a group rather than on
@@ -104,8 +108,8 @@ QueryTile HopperAttention::PackedTileOf(Value t) const {
     // side by side. (A number past them all reads an in-bounds place, the last sequence's: its
     // callers stop at tile_count.)
     Value ranks = Max(most_tiles, k.I32(1)), n = t / Hq;
-    Value group =  // (8 MB over the K and V of a sequence at most)
-        Max(Min(k.I32((8 << 20) / (BM * D * 4)) / ranks / Hkv, p.B), k.I32(1));
+    Value group =  // (kL2GroupBytes over the K and V of a sequence at most, 16-bit)
+        Max(Min(k.I32(kL2GroupBytes / (BM * D * 4)) / ranks / Hkv, p.B), k.I32(1));
     Value g0 = n / (group * ranks) * group, in_group = Max(Min(group, p.B - g0), k.I32(1));
     Value i = n - g0 * ranks;
     tile =
@@ -235,8 +239,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
 
   Value shift = Skv.To(s32) - S.To(s32);   // query i sees keys j <= i + shift
   const int kv_bytes_per_key = D * 2 * 2;  // K and V, 16-bit
-  Value group_heads =
-      Max(Min(k.I32((8 << 20) / kv_bytes_per_key) / Max(Skv, k.I32(1)), k.I32(16)), k.I32(1));
+  Value group_heads = Max(
+      Min(k.I32(attention_sm90::kL2GroupBytes / kv_bytes_per_key) / Max(Skv, k.I32(1)), k.I32(16)),
+      k.I32(1));
   // The producer hands each tile number to the consumers in a slot beside its Q stage: slot n % 4
   // for the CTA's n-th tile, written before the stage's full barrier is armed (its arrive
   // releases the write) and read once it completes. The slot's previous tile, n - 4, was read
@@ -306,8 +311,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // in that step's softmax slot, under the other warpgroups' GEMMs
   // (docs/perf/2026-11-24-attention.md, step 12). With one Q stage the next Q can land only once
   // O has left through the stage. Every tile of the stream sees a key tile: a sequence of its own
-  // length 0 takes one masked key tile (HopperAttention::streams). Not packed sequences: there
-  // the stream measured slower (docs/perf/2026-12-02-packed-tiles-in-l2-order.md).
+  // length 0 takes one masked key tile (HopperAttention::streams). Packed sequences run tile by
+  // tile, as their PERF entry found best (docs/perf/2026-12-02-packed-tiles-in-l2-order.md).
   h.streams = a.persistent && q_stages == 2 && !a.causal && !a.varlen;
   const int launched = k.LaunchRegs();
   const bool many_boxes = a.page && a.page < BN && !a.split && !a.persistent && W == 2 && D == 128;
