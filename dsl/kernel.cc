@@ -453,6 +453,11 @@ int& DefaultWatchdogMs() {
 
 void SetDefaultWatchdog(int ms) { DefaultWatchdogMs() = ms; }
 
+std::vector<std::string>& KernelsWithoutTheDefaultWatchdog() {
+  static std::vector<std::string> names;
+  return names;
+}
+
 void Kernel::Watchdog(int ms, Loc loc) {
   KernelState& s = Live(state_);
   if (ms <= 0 || ms > 3600 * 1000)
@@ -496,6 +501,8 @@ Kernel::Kernel(std::string name, const Target& target, rt::Dim3 block, Loc loc)
   // The process-wide debug default covers the kernels with mbarriers to wait on (sm_90+).
   if (DefaultWatchdogMs() > 0 && target.compute_capability >= 90)
     Watchdog(DefaultWatchdogMs(), loc);
+  else if (DefaultWatchdogMs() > 0)
+    KernelsWithoutTheDefaultWatchdog().push_back(n);
 }
 
 Kernel::~Kernel() = default;

@@ -3,6 +3,7 @@
 // scheduler.
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
@@ -56,7 +57,24 @@ void Device::NoteWrite(uint64_t address, uint64_t bytes, const std::string& what
   auto [it, added] = what_ids_.emplace(what, static_cast<int>(whats_.size()));
   if (added) whats_.push_back(what);
   for (uint64_t w = address & ~uint64_t{3}; w < address + bytes; w += 4)
-    last_write_[w] = {it->second, time, block, thread};
+    last_write_[w] = {it->second, time, block, thread, launch_};
+}
+
+Device::Coverage Device::WrittenByLaunch(uint64_t base) const {
+  auto block = blocks_.find(base);
+  if (block == blocks_.end()) return {};
+  const uint64_t size = block->second.size();
+  Coverage c{.bytes = size, .written = 0, .first_unwritten = size};
+  uint64_t expected = base;  // the next word, where every word before it was written
+  for (auto it = last_write_.lower_bound(base); it != last_write_.end() && it->first < base + size;
+       ++it) {
+    if (it->second.launch != launch_) continue;
+    if (it->first != expected && c.first_unwritten == size) c.first_unwritten = expected - base;
+    expected = it->first + 4;
+    c.written += std::min<uint64_t>(4, base + size - it->first);
+  }
+  if (c.first_unwritten == size && expected < base + size) c.first_unwritten = expected - base;
+  return c;
 }
 
 std::optional<Device::WriteSite> Device::LastWrite(uint64_t address) const {
@@ -179,6 +197,34 @@ constexpr uint64_t kMaxClusters = uint64_t{1} << 24;
 std::function<absl::Status()>& InterruptCheck() {
   static std::function<absl::Status()> check;
   return check;
+}
+
+// The argument arrays the launch wrote in part (Stats::partly_written).
+std::vector<PartlyWritten> PartlyWrittenArgs(const Device& device, const rt::Manifest& m,
+                                             rt::Dim3 grid, const std::vector<rt::Arg>& args) {
+  std::vector<PartlyWritten> out;
+  std::set<uint64_t> seen;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].kind() != rt::Arg::Kind::kPointer && args[i].kind() != rt::Arg::Kind::kTensorMap)
+      continue;
+    const uint64_t base = device.AllocationOf(args[i].address());
+    if (!base || !seen.insert(base).second) continue;
+    const Device::Coverage c = device.WrittenByLaunch(base);
+    if (c.written == 0 || c.first_unwritten >= c.bytes) continue;
+    PartlyWritten p{.arg = static_cast<int>(i),
+                    .bytes = c.bytes,
+                    .written = c.written,
+                    .first_unwritten = c.first_unwritten};
+    const std::string name = i < m.params.size() ? m.params[i].name : "";
+    p.message = absl::StrFormat(
+        "%s: %s: the array of parameter '%s' was written in part: %d of its %d bytes, the first "
+        "one left as it was at byte %d. The launch ran %dx%dx%d CTAs of %dx%dx%d threads: if the "
+        "kernel should write all of it, its grid rule or its bounds cover too little",
+        m.source, m.name, name, p.written, p.bytes, p.first_unwritten, grid.x, grid.y, grid.z,
+        m.block.x, m.block.y, m.block.z);
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt::Dim3 grid,
@@ -338,6 +384,7 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
   }
   if (options.seed) std::shuffle(order.begin(), order.end(), rng);
   GlobalRaces global_races;  // what the clusters' global accesses must be ordered by
+  device.BeginLaunch();
   int64_t next_interrupt_check = kInterruptCheckEvery;
   for (uint64_t index : order) {
     const unsigned kx = static_cast<unsigned>(index % clusters.x),
@@ -398,6 +445,8 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
     }
     stats.blocks += static_cast<int64_t>(ctas.size());
   }
+  if (options.only_clusters.empty())
+    stats.partly_written = PartlyWrittenArgs(device, m, grid, args);
   return stats;
 }
 }  // namespace

@@ -211,17 +211,21 @@ uint64_t CallDevice::BindPoisoned(size_t count, const std::string& type,
   return BindBytes(poison.data(), poison.size(), back);
 }
 
-void CallDevice::Launch(const rt::Bundle& bundle, const std::vector<rt::Arg>& args,
-                        std::optional<rt::Dim3> grid) {
+std::vector<std::string> CallDevice::Launch(const rt::Bundle& bundle,
+                                            const std::vector<rt::Arg>& args,
+                                            std::optional<rt::Dim3> grid) {
   if (emulated_) {
     absl::StatusOr<emu::Stats> s =
         grid ? emu::Launch(*emu_, bundle, *grid, args) : emu::Launch(*emu_, bundle, args);
     ThrowIfError(s.status());
-    return;
+    std::vector<std::string> partly_written;
+    for (const emu::PartlyWritten& p : s->partly_written) partly_written.push_back(p.message);
+    return partly_written;
   }
   const rt::LoadedKernel& k = Loaded(bundle, stream_);
   auto stream = reinterpret_cast<cu::CUstream>(stream_);
   ThrowIfError(grid ? k.Launch(*grid, args, stream) : k.Launch(args, stream));
+  return {};
 }
 
 void CallDevice::Finish() {

@@ -15,8 +15,17 @@ kiln's errors are kiln.Error, carrying kiln's message, which names the DSL line 
 import math as _math
 import os as _os
 
+import warnings as _warnings
+
 from . import _kiln
 from ._kiln import Error, bundle_dir
+
+
+class PartlyWrittenWarning(UserWarning):
+    """A kernel of `kiln.load` run on host arrays (the emulator) wrote some of an array's bytes
+    but not all: a grid rule that launches too few CTAs leaves an output so. A kernel that writes
+    part of an array by design may filter it (`warnings.simplefilter("ignore",
+    kiln.PartlyWrittenWarning)`)."""
 
 
 def set_bundle_dir(path):
@@ -40,7 +49,7 @@ if not _os.environ.get("KILN_BUNDLE_DIR") and _os.path.isdir(_INSTALLED_BUNDLES)
 elif _os.environ.get("KILN_BUNDLE_DIR") and not _os.path.isabs(_os.environ["KILN_BUNDLE_DIR"]):
     set_bundle_dir(_os.environ["KILN_BUNDLE_DIR"])  # (relative: from the directory at import)
 
-__all__ = ["Error", "bundle_dir", "set_bundle_dir", "load", "gemm", "grouped_gemm", "quantize_e4m3", "quantize_e4m3_blocks",
+__all__ = ["Error", "PartlyWrittenWarning", "bundle_dir", "set_bundle_dir", "load", "gemm", "grouped_gemm", "quantize_e4m3", "quantize_e4m3_blocks",
            "swiglu_weights", "rope_order", "rope_weights", "rope_angles", "attention",
            "decode_attention", "paged_append", "attention_backward", "varlen_attention",
            "varlen_attention_backward",
@@ -278,8 +287,9 @@ def _type_of(x):
 class _Loaded:
     """A bundle's kernel: called with its parameters in order (see .signature)."""
 
-    def __init__(self, kernel):
+    def __init__(self, kernel, tells_partly_written=True):
         self._kernel = kernel
+        self._tells_partly_written = tells_partly_written  # (kiln's own glue writes parts)
 
     def __call__(self, *args, grid=None, stream=None):
         name = self._kernel.name if hasattr(self._kernel, "name") else "kiln.load"
@@ -305,7 +315,10 @@ class _Loaded:
             _require(dtype is None or _numbers_kiln_reads(dtype, complex_ok=True),
                      lambda: f"{name}: argument {i} has dtype {dtype}, which no kernel parameter "
                              "reads (arrays of numbers of up to 64 bits)")
-        self._kernel(*[_r(x, writes=True) for x in args], grid=grid, stream=stream)  # (any may)
+        partly_written = self._kernel(*[_r(x, writes=True) for x in args], grid=grid,
+                                      stream=stream)  # (any may be written)
+        for message in partly_written if self._tells_partly_written else ():  # (host arrays)
+            _warnings.warn(message, PartlyWrittenWarning, stacklevel=2)
 
     def __getattr__(self, name):
         return getattr(self._kernel, name)
@@ -1634,7 +1647,8 @@ def _loaded(call, name):
                  lambda: f"{call}: no bundle directory {key[0]!r} (for {name}): set one with "
                          "kiln.set_bundle_dir or $KILN_BUNDLE_DIR, or write the bundles there "
                          f"with `kiln bundle --dir {key[0]}` where kiln has its compiler")
-        _LOADED[key] = load(key[0], name)
+        # (paged_append writes the new rows of a cache alone: no warning of a part written)
+        _LOADED[key] = _Loaded(load(key[0], name)._kernel, tells_partly_written=False)
     return _LOADED[key]
 
 

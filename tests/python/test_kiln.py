@@ -1499,6 +1499,35 @@ class Load(unittest.TestCase):
             self.assertEqual(run(kiln.load(d, "ops/saxpy")), [2.0] * 4)
             self.assertEqual(run(before), [7.0] * 4)
 
+    def test_an_array_written_in_part_is_told(self):
+        import warnings
+        saxpy = kiln.load(BUNDLES, "ops/saxpy")
+        x = np.ones(1000, np.float32)
+        y = np.zeros(1000, np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the whole of y written: no word
+            saxpy(x, y, 1.0, 1000)
+        # Too few CTAs (a grid rule's mistake): 256 of y's 1000 elements written.
+        y[:] = 0
+        with self.assertWarns(kiln.PartlyWrittenWarning) as caught:
+            saxpy(x, y, 1.0, 1000, grid=(1, 1, 1))
+        self.assertEqual(float(y[255]), 1.0)
+        self.assertEqual(float(y[256]), 0.0)
+        message = str(caught.warning)
+        self.assertRegex(message, r"\.cc:\d+: ops/saxpy: the array of parameter 'y' was written in "
+                                  r"part: 1024 of its 4000 bytes, the first one left as it was at "
+                                  r"byte 1024\. The launch ran 1x1x1 CTAs of 256x1x1 threads")
+        self.assertIn("grid rule", message)
+        # kiln's own calls through bundles write parts by design (a cache's new rows): no word
+        kc, vc = np.zeros((2, 16, 1, 64), np.float32), np.zeros((2, 16, 1, 64), np.float32)
+        new = np.ones((1, 1, 1, 64), np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            kiln.paged_append(kc, vc, new, new, np.array([[0, 1]], np.int32),
+                              np.array([3], np.int32), np.ones((40, 32), np.float32),
+                              np.zeros((40, 32), np.float32))
+        self.assertEqual(float(kc[0, 3, 0, 0]), 1.0)
+
     def test_arguments_are_checked_against_the_manifest(self):
         saxpy = kiln.load(BUNDLES, "ops/saxpy")
         x = np.zeros(8, np.float32)

@@ -361,6 +361,46 @@ TEST(Emulator, AThirtyTwoBitAddressWrapsAtThirtyTwoBits) {
   for (int i = 0; i < 32; ++i) EXPECT_EQ(v[i], static_cast<uint32_t>(i)) << i;
 }
 
+// An argument's array that a launch writes some words of, not all, is told with the grid that
+// ran (a grid rule that covers too little leaves an output so); writes of earlier launches on the
+// same device do not count, atomics do, and an array the launch never writes is no output.
+TEST(Emulator, AnArrayWrittenInPartIsToldWithTheGrid) {
+  const std::string body = R"(
+	ld.param.u32 %r2, [emu_param_1];
+	setp.ge.u32 %p1, %r1, %r2;
+	@%p1 bra DONE;
+	%STORE
+DONE:
+)";
+  for (const char* store : {"st.global.b32 [%rd3], %r1;", "atom.global.add.u32 %r3, [%rd3], 1;"}) {
+    SCOPED_TRACE(store);
+    const rt::Bundle b = Kernel(absl::StrReplaceAll(body, {{"%STORE", store}}), {64, 1, 1});
+    Device d;
+    const uint64_t out = *d.Allocate(64 * 4);
+    auto run = [&](int n) {
+      absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(n)});
+      EXPECT_TRUE(s.ok()) << s.status();
+      return s.ok() ? s->partly_written : std::vector<PartlyWritten>{};
+    };
+    std::vector<PartlyWritten> part = run(40);
+    ASSERT_EQ(part.size(), 1u);
+    EXPECT_EQ(part[0].arg, 0);
+    EXPECT_EQ(part[0].bytes, 256u);
+    EXPECT_EQ(part[0].written, 160u);
+    EXPECT_EQ(part[0].first_unwritten, 160u);
+    EXPECT_EQ(part[0].message,
+              "emulator_test.cc:1: test/emu: the array of parameter 'out' was written in part: 160 "
+              "of its 256 bytes, the first one left as it was at byte 160. The launch ran 1x1x1 "
+              "CTAs of 64x1x1 threads: if the kernel should write all of it, its grid rule or its "
+              "bounds cover too little");
+    EXPECT_TRUE(run(64).empty());
+    EXPECT_TRUE(run(0).empty());  // nothing written: not an output of this launch
+    part = run(20);
+    ASSERT_EQ(part.size(), 1u);
+    EXPECT_EQ(part[0].written, 80u);
+  }
+}
+
 TEST(Emulator, ABarrierSomeThreadsNeverReachIsADeadlock) {
   absl::Status s;
   Emulate(Kernel(R"(

@@ -1,6 +1,7 @@
 // The kiln command line: `kiln COMMAND ...`, one file per command in this folder; this one
 // dispatches, and answers `kiln --help` and `kiln COMMAND --help` (usage, then the command's flags
 // with their defaults; exit 0).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -13,9 +14,13 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
 #include "tools/kiln/help.h"
+#ifdef KILN_HAVE_COMPILER
+#include "kiln/kernel.h"
+#endif
 
 namespace {
 
@@ -158,10 +163,27 @@ int RunCommand(int argc, char** argv) {
   return 2;
 }
 
+// The kernels a command built without the debug mode that --watchdog asked for, once.
+void TellKernelsWithoutTheWatchdog() {
+#ifdef KILN_HAVE_COMPILER
+  std::vector<std::string> names = kiln::KernelsWithoutTheDefaultWatchdog();
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  if (names.empty()) return;
+  const size_t shown = std::min<size_t>(names.size(), 3);
+  std::cerr << "kiln: --watchdog left out " << names.size() << " kernel"
+            << (names.size() == 1 ? "" : "s") << " built for sm_80 ("
+            << absl::StrJoin(names.begin(), names.begin() + shown, ", ")
+            << (names.size() > shown ? ", ..." : "")
+            << "): the debug mode bounds mbarrier waits, which need sm_90 or later\n";
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int code = RunCommand(argc, argv);
+  TellKernelsWithoutTheWatchdog();
   // A command whose output could not be written (a full disk, a closed pipe) has failed, even
   // where its own work succeeded.
   std::cout.flush();

@@ -172,6 +172,9 @@ class Kernel : public MemoryOps, public AmpereOps, public HopperOps, public Blac
 
 // Kernel::Watchdog(ms) for every kernel constructed after this call (0: off).
 void SetDefaultWatchdog(int ms);
+// The kernels constructed under a default watchdog that do not take it (their target is older
+// than sm_90: no mbarrier waits to bound), by name, in the order built.
+std::vector<std::string>& KernelsWithoutTheDefaultWatchdog();
 
 // "file:line" of a source location, as manifests and messages name it: relative to the source root
 // (SetSourceRoot, else the environment's KILN_SOURCE_ROOT) or to kiln's own tree when inside one,

@@ -69,6 +69,16 @@ class Device {
   std::optional<WriteSite> LastWrite(uint64_t address) const;
   void NoteWrite(uint64_t address, uint64_t bytes, const std::string& what, int64_t time,
                  rt::Dim3 block, int thread);
+  // A launch begins: the writes NoteWrite records from now on are its own (WrittenByLaunch).
+  void BeginLaunch() { ++launch_; }
+  // Which 4-byte words of the allocation at `base` (of `bytes`) the launch since the last
+  // BeginLaunch wrote (its stores, TMA stores and atomics): how many bytes they hold, and the
+  // offset of the first word it left alone (`bytes` if none). All 0 where `base` is no
+  // allocation's.
+  struct Coverage {
+    uint64_t bytes = 0, written = 0, first_unwritten = 0;
+  };
+  Coverage WrittenByLaunch(uint64_t base) const;
 
  private:
   struct Site {
@@ -76,6 +86,7 @@ class Device {
     int64_t time;
     rt::Dim3 block;
     int thread;
+    int64_t launch;  // launch_ when it was written
   };
   std::map<std::string, int> what_ids_;  // the sites' texts, interned
   std::vector<std::string> whats_;
@@ -83,6 +94,7 @@ class Device {
   std::map<uint64_t, std::vector<uint8_t>> blocks_;                // by base address
   std::map<std::string, std::pair<uint64_t, size_t>> workspaces_;  // by kernel and parameter
   uint64_t next_ = uint64_t{1} << 32;
+  int64_t launch_ = 0;
 };
 
 // The largest problem a harness hands the emulator, which a CPU runs in minutes: every array of
@@ -104,9 +116,24 @@ struct Options {
   std::vector<uint64_t> only_clusters;
 };
 
+// An argument's array that the launch wrote in part: some of its allocation's words but not all.
+// A grid rule that launches too few CTAs (or a bound that stops the threads short) leaves an
+// output so; a kernel that updates part of a larger buffer by design does too, so it is told,
+// not refused.
+struct PartlyWritten {
+  int arg = 0;                   // the argument's index in the launch's arguments
+  uint64_t bytes = 0;            // its allocation's size
+  uint64_t written = 0;          // bytes of it in words the launch wrote
+  uint64_t first_unwritten = 0;  // the first byte no write of the launch reached
+  std::string message;           // all of that in words, with the grid and the kernel's line
+};
+
 struct Stats {
   int64_t instructions = 0;  // executed, summed over threads
   int64_t blocks = 0;
+  // Every argument array (pointer or tensor map; the first argument of each allocation) that the
+  // launch wrote in part. Empty where Options::only_clusters ran a part of the grid.
+  std::vector<PartlyWritten> partly_written;
 };
 
 // Runs the bundle's kernel on `device` with the grid its rule gives for `args` (checked as
