@@ -83,10 +83,14 @@ void Require(const Array& a, const std::string& call, const std::string& what, i
   if (!known)
     throw Error(
         absl::StrCat(call, ": ", what, " must be ", absl::StrJoin(dtypes, " or "), ", not ", t));
+  // (an output's copy would not receive the result: the remedy differs)
+  const bool output = what.rfind("out", 0) == 0;
   if (contiguous && !IsContiguous(a))
-    throw Error(absl::StrCat(call, ": ", what, " of shape ", ShapeText(a),
-                             " must be contiguous (row-major, packed); call .contiguous() (torch) "
-                             "or numpy.ascontiguousarray first"));
+    throw Error(absl::StrCat(
+        call, ": ", what, " of shape ", ShapeText(a), " must be contiguous (row-major, packed); ",
+        output ? "give a row-major array (a packed copy would not receive the result), or leave "
+                 "out= off to have the result returned"
+               : "call .contiguous() (torch) or numpy.ascontiguousarray first"));
 }
 
 void RequireEpilogueShapes(const std::string& call, const std::optional<Array>& c,

@@ -9,6 +9,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 
+#include <algorithm>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,6 +29,25 @@ namespace kiln::py {
 namespace {
 
 constexpr const char* kCall = "kiln.grouped_gemm";
+
+// Whether each row of out (T rows, or E x C) belongs to an expert: contiguous, the rows before the
+// last expert's end; masked, each expert's first `count` of its C (host `sizes`, checked).
+std::vector<bool> OwnedRows(const Array& sizes, bool masked, int64_t rows, int64_t experts) {
+  const auto* at = reinterpret_cast<const int32_t*>(Address(sizes));
+  std::vector<bool> owned(static_cast<size_t>(rows), false);
+  if (experts == 0) return owned;
+  if (!masked) {
+    const int64_t end = std::clamp<int64_t>(at[experts - 1], 0, rows);
+    std::fill(owned.begin(), owned.begin() + end, true);
+    return owned;
+  }
+  const int64_t capacity = rows / experts;
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t count = std::clamp<int64_t>(at[e], 0, capacity);
+    std::fill(owned.begin() + e * capacity, owned.begin() + e * capacity + count, true);
+  }
+  return owned;
+}
 
 void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes,
                  std::optional<Array> scale_x, std::optional<Array> scale_w, bool masked,
@@ -125,7 +146,15 @@ void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes,
   rt::EmulatedOpDevice device = EmulatorDevice(*d.emulator());
   ThrowIfError(rt::RunGroupedGemm(size, options, o, /*cc=*/90, device));
   d.Finish();
+  // Rows no expert owns keep what out held, as on a GPU, where the kernel writes owned rows alone
+  // (the poison marked the emulator's unwritten ones).
+  const std::vector<bool> owned = OwnedRows(sizes, masked, rows, E);
+  const size_t row_bytes = static_cast<size_t>(N) * 4;
+  auto* out_bytes = reinterpret_cast<uint8_t*>(Address(out));
+  std::vector<uint8_t> kept(out_bytes, out_bytes + owned.size() * row_bytes);
   Widen(result, "bf16", out, /*column_major=*/false);
+  for (size_t r = 0; r < owned.size(); ++r)
+    if (!owned[r]) std::memcpy(out_bytes + r * row_bytes, kept.data() + r * row_bytes, row_bytes);
 }
 
 }  // namespace

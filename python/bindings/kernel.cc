@@ -8,6 +8,8 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,6 +75,22 @@ bool IsBool(nb::handle value) {
 bool IsComplex(nb::handle value) {
   return PyComplex_Check(value.ptr()) ||
          std::string(nb::type_name(value.type()).c_str()).find("complex") != std::string::npos;
+}
+
+// A real number as the f32 a kernel parameter takes: one past f32's range (1e300, which would
+// arrive as inf) or past a double's (10**400) is refused; inf and NaN given as such pass.
+float F32Of(nb::handle value, const std::string& where, const std::string& name) {
+  double d = 0;
+  try {
+    d = nb::cast<double>(nb::float_(value));
+  } catch (const nb::python_error& e) {
+    throw Error(absl::StrCat(where, ": argument '", name, "' is not a number an f32 holds (",
+                             e.what(), ")"));
+  }
+  if (std::isfinite(d) && std::fabs(d) > std::numeric_limits<float>::max())
+    throw Error(absl::StrCat(where, ": argument '", name, "' = ", nb::str(value).c_str(),
+                             " does not fit its f32 (at most 3.4e38 in magnitude)"));
+  return static_cast<float>(d);
 }
 
 class LoadedBundle {
@@ -186,7 +204,7 @@ class LoadedBundle {
               IsBool(value) || nb::isinstance<nb::str>(value) || nb::hasattr(value, "__dlpack__") ||
               IsComplex(value))
             throw bad("a float");
-          launch.push_back(rt::Arg::F32(static_cast<float>(nb::cast<double>(nb::float_(value)))));
+          launch.push_back(rt::Arg::F32(F32Of(value, where, p.name)));
           break;
         default:
           throw Error(absl::StrCat(where, ": parameter '", p.name, "' of kind ",

@@ -251,7 +251,11 @@ def _number(call, name, value):
     _require(isinstance(value, numbers.Real) and not isinstance(value, bool) or
              _scalar_array(value, "if"),
              lambda: f"{call}: {name} must be a number, not {type(value).__name__} {value!r}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # (an int past a double's range: 10**400)
+        raise Error(f"{call}: {name}, an integer of {len(str(abs(int(value))))} digits, is past a "
+                    "double's range (and f32's)") from None
 
 
 def _integer(call, name, value):
@@ -808,9 +812,9 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
     owning rows offsets[e-1] .. offsets[e]. Masked (counts): x (E, C, K), out (E, C, N), expert e
     owning rows 0 .. counts[e] of its block of C (decode's fixed capacity).
 
-    Rows no expert owns are not written (out's contents stay; NaN on the emulator). CUDA tensors:
-    bf16, row-major and packed, on the caller's stream. Host arrays: f32, run on the emulator as
-    bf16.
+    Rows no expert owns are not written (a given out keeps them; one made for host arrays holds
+    NaN there). CUDA tensors: bf16, row-major and packed, on the caller's stream. Host arrays: f32,
+    run on the emulator as bf16.
 
     FP8 (DeepGEMM's scales): float8_e4m3fn x and w (uint8 host arrays of e4m3 bytes on the
     emulator) with f32 scale_x per 1 x 128 of each of x's rows, (rows, ceil(K/128)) with the rows
@@ -857,6 +861,8 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
     shape = tuple(x.shape[:-1]) + (w.shape[1],)
     if out is None:
         out = _empty(x, shape, "bf16")
+        if not _is_torch(out):  # (rows no expert owns: NaN, as the emulator's poison shows them)
+            out.fill(float("nan"))
     if 0 in shape:  # no token or no column: nothing to write or launch, the rest checked here
         _check_empty_grouped(x, w, sizes_arg, out, shape, scale_x, scale_w, masked)
         return out
@@ -934,8 +940,25 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
             types.append(_FP8_TYPES[dtype])
         else:
             types.append(given or "e4m3")
+    host = not _is_torch(a)
     out_type = _out_type(out_dtype) or (
-        _type_of(out) if out is not None and _is_torch(out) else "bf16")
+        _type_of(out) if out is not None and _is_torch(out) else
+        "f16" if host and _host_f16(out) else "bf16")
+    given = None
+    if host and out is not None:  # as for 16-bit inputs: an out of the host result's type
+        want = "float16" if out_type == "f16" else "float32"
+        _host_out("kiln.gemm", out, want,
+                  f"out_dtype {out_type!r}" if out_dtype is not None else "8-bit a and b")
+        if want == "float16":
+            given, out = out, None
+    if given is not None:  # the result (float16 values) copied into the float16 out given
+        result = _gemm_fp8(a, b, None, out_type, scale_a, scale_b, c, bias, residual, alpha, beta,
+                           terms, fp8_types)
+        _require(tuple(given.shape) == tuple(result.shape),
+                 lambda: f"kiln.gemm: out has shape {tuple(given.shape)}, not "
+                         f"{tuple(result.shape)}")
+        given[...] = result
+        return given
     made = out is None
     if out is None:
         out = _empty(a, (a.shape[0], b.shape[1]), out_type)

@@ -727,6 +727,11 @@ class GroupedGemm(unittest.TestCase):
                 self.assertLess(rel_error(got[begin:begin + t], want), 5e-3, e)
             begin += t
         self.assertTrue(np.all(np.isnan(got[begin:])), "rows no expert owns stay unwritten")
+        # an out given keeps them, as on a GPU; the owned rows are the same
+        out = np.full((x.shape[0], self.N), 7.0, np.float32)
+        self.assertIs(kiln.grouped_gemm(x, w, offsets, out=out), out)
+        self.assertTrue(np.all(out[begin:] == 7.0))
+        np.testing.assert_array_equal(out[:begin], got[:begin])
 
     def test_masked_counts(self):
         rng = np.random.default_rng(6)
@@ -738,6 +743,11 @@ class GroupedGemm(unittest.TestCase):
             if c:
                 self.assertLess(rel_error(got[e, :c], bf16(x[e, :c]) @ bf16(w[e]).T), 5e-3, e)
             self.assertTrue(np.all(np.isnan(got[e, c:])), e)
+        out = np.full(got.shape, 7.0, np.float32)
+        kiln.grouped_gemm(x, w, counts=counts, out=out)
+        for e, c in enumerate(np.maximum(counts, 0)):
+            self.assertTrue(np.all(out[e, c:] == 7.0), e)
+            np.testing.assert_array_equal(out[e, :c], got[e, :c])
 
     def test_e4m3_block_scaled(self):
         rng = np.random.default_rng(7)
@@ -1499,6 +1509,24 @@ class Load(unittest.TestCase):
             self.assertEqual(run(kiln.load(d, "ops/saxpy")), [2.0] * 4)
             self.assertEqual(run(before), [7.0] * 4)
 
+    def test_8bit_gemm_takes_an_out_as_16bit_inputs_do(self):
+        # On the host an out holds the result's type (float16 for f16, float32 otherwise), as it
+        # does for 16-bit inputs; a float16 out alone asks for f16.
+        a8 = np.full((16, 32), 0x38, np.uint8)  # e4m3 1.0
+        for kwargs in ({"out_dtype": "f16"}, {}):
+            out = np.zeros((16, 16), np.float16)
+            got = kiln.gemm(a8, a8.T, scale_a=1.0, scale_b=1.0, out=out, **kwargs)
+            self.assertIs(got, out)
+            self.assertTrue((out == 32).all())
+        with self.assertRaisesRegex(kiln.Error, r"out must be a float16 host array \(out_dtype 'f16'\)"):
+            kiln.gemm(a8, a8.T, scale_a=1.0, scale_b=1.0, out=np.zeros((16, 16), np.float32),
+                      out_dtype="f16")
+        with self.assertRaisesRegex(kiln.Error, r"alpha, an integer of 401 digits, is past"):
+            kiln.gemm(a8, a8.T, scale_a=1.0, scale_b=1.0, alpha=10**400)
+        with self.assertRaisesRegex(kiln.Error, r"give a row-major array \(a packed copy would not"):
+            kiln.gemm(np.ones((4, 8), np.float32), np.ones((8, 4), np.float32),
+                      out=np.zeros((4, 4), np.float32, order="F"))
+
     def test_an_array_written_in_part_is_told(self):
         import warnings
         saxpy = kiln.load(BUNDLES, "ops/saxpy")
@@ -1549,6 +1577,9 @@ class Load(unittest.TestCase):
             (lambda: saxpy(x, x, np.complex64(1), 8), "argument 2 ('a') must be a float"),
             (lambda: saxpy(x, x, 1.0, np.ones(1, np.int64)), "argument 3 ('n') must be an int"),
             (lambda: saxpy(x, x, 1.0, np.uint64(2**63)), "'n' = 9223372036854775808 does not fit 64"),
+            # a float past f32's range would arrive as inf; past a double's it is no float
+            (lambda: saxpy(x, x, 1e300, 8), "'a' = 1e+300 does not fit its f32"),
+            (lambda: saxpy(x, x, 10**400, 8), "'a' is not a number an f32 holds"),
             # a grid given is held to what the rule's result is: no block is no launch, an error
             (lambda: saxpy(x, x, 1.0, 8, grid=(0, 1, 1)), "x 1 to 2^31 - 1, y and z 1 to 65535"),
             (lambda: saxpy(x, x, 1.0, 8, grid=(1, 65536, 1)), "x 1 to 2^31 - 1, y and z 1 to 65535"),

@@ -95,7 +95,8 @@ const std::vector<CommandHelp>& Commands() {
        {"experts", "tokens", "n", "k", "masked", "capacity", "dtype", "kernel", "emulate", "iters"},
        {"epilogue", "out_dtype"}},
       {"tune",
-       "tune --sizes MxNxK,.. (--tune_cache F | --dtype e4m3 --scaling S [--tune_cache F])",
+       "tune (--sizes MxNxK,.. | --m M --n N --k K) (--tune_cache F | --dtype e4m3 --scaling S "
+       "[--tune_cache F])",
        "Time every candidate kernel and split per size; record the fastest in F for kiln gemm. "
        "With --dtype e4m3: every 8-bit tile and split on the same quantized inputs, each checked "
        "against fp64 and timed, printed beside the rule's pick; with --tune_cache the fastest is "
