@@ -453,9 +453,22 @@ int& DefaultWatchdogMs() {
 
 void SetDefaultWatchdog(int ms) { DefaultWatchdogMs() = ms; }
 
-std::vector<std::string>& KernelsWithoutTheDefaultWatchdog() {
-  static std::vector<std::string> names;
-  return names;
+namespace {
+// The kernels KernelsWithoutTheDefaultWatchdog lists: kernels may be built on several threads.
+struct WithoutWatchdog {
+  std::mutex mu;
+  std::vector<std::string> names;
+};
+WithoutWatchdog& KernelsWithoutWatchdog() {
+  static WithoutWatchdog* w = new WithoutWatchdog;
+  return *w;
+}
+}  // namespace
+
+std::vector<std::string> KernelsWithoutTheDefaultWatchdog() {
+  WithoutWatchdog& w = KernelsWithoutWatchdog();
+  std::lock_guard<std::mutex> lock(w.mu);
+  return w.names;
 }
 
 void Kernel::Watchdog(int ms, Loc loc) {
@@ -501,8 +514,11 @@ Kernel::Kernel(std::string name, const Target& target, rt::Dim3 block, Loc loc)
   // The process-wide debug default covers the kernels with mbarriers to wait on (sm_90+).
   if (DefaultWatchdogMs() > 0 && target.compute_capability >= 90)
     Watchdog(DefaultWatchdogMs(), loc);
-  else if (DefaultWatchdogMs() > 0)
-    KernelsWithoutTheDefaultWatchdog().push_back(n);
+  else if (DefaultWatchdogMs() > 0) {
+    WithoutWatchdog& w = KernelsWithoutWatchdog();
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.names.push_back(n);
+  }
 }
 
 Kernel::~Kernel() = default;

@@ -3,13 +3,13 @@
 // scheduler.
 #include <algorithm>
 #include <cstring>
-#include <set>
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "emulator/cta.h"
+#include "emulator/partly_written.h"
 #include "kiln/emulator.h"
 
 namespace kiln::emu {
@@ -54,27 +54,31 @@ absl::StatusOr<uint64_t> Device::Allocate(size_t bytes) {
 
 void Device::NoteWrite(uint64_t address, uint64_t bytes, const std::string& what, int64_t time,
                        rt::Dim3 block, int thread) {
-  auto [it, added] = what_ids_.emplace(what, static_cast<int>(whats_.size()));
+  auto [it, added] = what_ids_.try_emplace(what, static_cast<int>(whats_.size()));
   if (added) whats_.push_back(what);
   for (uint64_t w = address & ~uint64_t{3}; w < address + bytes; w += 4)
-    last_write_[w] = {it->second, time, block, thread, launch_};
+    last_write_[w] = {it->second, launch_, time, block, thread};
 }
 
-Device::Coverage Device::WrittenByLaunch(uint64_t base) const {
-  auto block = blocks_.find(base);
-  if (block == blocks_.end()) return {};
-  const uint64_t size = block->second.size();
-  Coverage c{.bytes = size, .written = 0, .first_unwritten = size};
-  uint64_t expected = base;  // the next word, where every word before it was written
-  for (auto it = last_write_.lower_bound(base); it != last_write_.end() && it->first < base + size;
+Device::Coverage Device::WrittenByLaunch(uint64_t from, uint64_t to) const {
+  Coverage c{.bytes = to - from, .written = 0, .first_unwritten = to - from};
+  uint64_t expected = from & ~uint64_t{3};  // the next word, where every word before it was written
+  for (auto it = last_write_.lower_bound(expected); it != last_write_.end() && it->first < to;
        ++it) {
     if (it->second.launch != launch_) continue;
-    if (it->first != expected && c.first_unwritten == size) c.first_unwritten = expected - base;
+    if (it->first != expected && c.first_unwritten == c.bytes)
+      c.first_unwritten = std::max(expected, from) - from;
     expected = it->first + 4;
-    c.written += std::min<uint64_t>(4, base + size - it->first);
+    c.written += std::min(it->first + 4, to) - std::max(it->first, from);
   }
-  if (c.first_unwritten == size && expected < base + size) c.first_unwritten = expected - base;
+  if (c.first_unwritten == c.bytes && expected < to)
+    c.first_unwritten = std::max(expected, from) - from;
   return c;
+}
+
+uint64_t Device::AllocationEnd(uint64_t address) const {
+  const uint64_t base = AllocationOf(address);
+  return base ? base + blocks_.at(base).size() : 0;
 }
 
 std::optional<Device::WriteSite> Device::LastWrite(uint64_t address) const {
@@ -197,34 +201,6 @@ constexpr uint64_t kMaxClusters = uint64_t{1} << 24;
 std::function<absl::Status()>& InterruptCheck() {
   static std::function<absl::Status()> check;
   return check;
-}
-
-// The argument arrays the launch wrote in part (Stats::partly_written).
-std::vector<PartlyWritten> PartlyWrittenArgs(const Device& device, const rt::Manifest& m,
-                                             rt::Dim3 grid, const std::vector<rt::Arg>& args) {
-  std::vector<PartlyWritten> out;
-  std::set<uint64_t> seen;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i].kind() != rt::Arg::Kind::kPointer && args[i].kind() != rt::Arg::Kind::kTensorMap)
-      continue;
-    const uint64_t base = device.AllocationOf(args[i].address());
-    if (!base || !seen.insert(base).second) continue;
-    const Device::Coverage c = device.WrittenByLaunch(base);
-    if (c.written == 0 || c.first_unwritten >= c.bytes) continue;
-    PartlyWritten p{.arg = static_cast<int>(i),
-                    .bytes = c.bytes,
-                    .written = c.written,
-                    .first_unwritten = c.first_unwritten};
-    const std::string name = i < m.params.size() ? m.params[i].name : "";
-    p.message = absl::StrFormat(
-        "%s: %s: the array of parameter '%s' was written in part: %d of its %d bytes, the first "
-        "one left as it was at byte %d. The launch ran %dx%dx%d CTAs of %dx%dx%d threads: if the "
-        "kernel should write all of it, its grid rule or its bounds cover too little",
-        m.source, m.name, name, p.written, p.bytes, p.first_unwritten, grid.x, grid.y, grid.z,
-        m.block.x, m.block.y, m.block.z);
-    out.push_back(std::move(p));
-  }
-  return out;
 }
 
 absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt::Dim3 grid,

@@ -928,7 +928,8 @@ absl::Status Cta::Atomic(Thread& t, const Instr& in) {
   }
   r &= Mask(bits);
   std::memcpy(*p, &r, bits / 8);
-  if (!SharedOwner(*p)) NoteGlobalWrite(Address(t, in.ops.at(base)), bits / 8, in, t);
+  if (!SharedOwner(*p) && (r != old || op != "cas"))  // (a failed cas wrote nothing)
+    NoteGlobalWrite(Address(t, in.ops.at(base)), bits / 8, in, t);
   if (result) Write(t, in.ops[0], old);
   if (result && r == old)  // a read that changed nothing (a failed cas, an add of 0)
     if (absl::Status s =

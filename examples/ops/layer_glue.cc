@@ -177,6 +177,7 @@ absl::StatusOr<KernelDef> BuildPagedAppend(Scalar type) {
   Value cos = k.PtrParam("cos", f32), sin = k.PtrParam("sin", f32);
   Value table = k.PtrParam("block_table", i32), lens = k.PtrParam("seq_lens", i32);
   Value k_cache = k.PtrParam("k_cache", type), v_cache = k.PtrParam("v_cache", type);
+  k.Attribute("writes_part", "k_cache,v_cache");  // the new rows alone (the emulator's check)
   Value S = k.I32Param("S"), H = k.I32Param("Hkv"), D = k.I32Param("D");
   Value page = k.I32Param("page"), max_pages = k.I32Param("max_pages");
   Value pages = k.I32Param("pages"), positions = k.I32Param("positions");  // the bounds

@@ -73,7 +73,7 @@ std::string ShapeText(const Array& a) {
 }
 
 void Require(const Array& a, const std::string& call, const std::string& what, int rank,
-             const std::vector<std::string>& dtypes, bool contiguous) {
+             const std::vector<std::string>& dtypes, bool contiguous, bool result) {
   if (rank >= 0 && static_cast<int>(a.ndim()) != rank)
     throw Error(absl::StrCat(call, ": ", what, " must have rank ", rank, ", not ", a.ndim(),
                              " (shape ", ShapeText(a), ")"));
@@ -83,12 +83,10 @@ void Require(const Array& a, const std::string& call, const std::string& what, i
   if (!known)
     throw Error(
         absl::StrCat(call, ": ", what, " must be ", absl::StrJoin(dtypes, " or "), ", not ", t));
-  // (an output's copy would not receive the result: the remedy differs)
-  const bool output = what.rfind("out", 0) == 0;
   if (contiguous && !IsContiguous(a))
     throw Error(absl::StrCat(
         call, ": ", what, " of shape ", ShapeText(a), " must be contiguous (row-major, packed); ",
-        output ? "give a row-major array (a packed copy would not receive the result), or leave "
+        result ? "give a row-major array (a packed copy would not receive the result), or leave "
                  "out= off to have the result returned"
                : "call .contiguous() (torch) or numpy.ascontiguousarray first"));
 }

@@ -33,9 +33,10 @@ std::vector<int64_t> ShapeOf(const Array& a);
 std::string ShapeText(const Array& a);  // "(4, 100)"
 
 // Throws kiln.Error "<call>: <what> must ..." unless `a` is of rank `rank` (-1: any), of one of
-// `dtypes` and, with `contiguous`, row-major and packed.
+// `dtypes` and, with `contiguous`, row-major and packed. `result`: `a` is the caller's out=, which
+// a packed copy would not help (the message says what to do instead).
 void Require(const Array& a, const std::string& call, const std::string& what, int rank,
-             const std::vector<std::string>& dtypes, bool contiguous = true);
+             const std::vector<std::string>& dtypes, bool contiguous = true, bool result = false);
 
 // Throws kiln.Error "<call>: ..." unless a GEMM epilogue's c and residual, where given, have out's
 // shape and its bias holds `n` values (one per column of the product).

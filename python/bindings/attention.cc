@@ -91,7 +91,8 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
   const int rank = z.varlen ? 3 : 4;
   for (const auto& [what, a] :
        {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v}, std::pair{"out", &o}})
-    Require(*a, call, what, rank, types, /*contiguous=*/!z.rows || d.emulated());
+    Require(*a, call, what, rank, types, /*contiguous=*/!z.rows || d.emulated(),
+            /*result=*/std::string(what) == "out");
   Require(lse, call, "lse", rank - 1, {"f32"});
   for (const auto& [what, a, r] :
        {std::tuple{"seq_lens", x.seq_lens, 1}, std::tuple{"block_table", x.block_table, 2},

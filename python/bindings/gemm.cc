@@ -159,7 +159,7 @@ void Gemm(GemmArgs g, uint64_t stream) {
   // must be.
   for (const auto& [what, x] : {std::pair{"a", g.a}, std::pair{"b", g.b},
                                 std::pair{"out", static_cast<const Array*>(g.out)}})
-    Require(*x, kCall, what, 2, {"f32"});
+    Require(*x, kCall, what, 2, {"f32"}, true, /*result=*/std::string(what) == "out");
   o.c_row_major = g.epilogue == "swiglu" || g.epilogue == "rope";
   if (size.m == 0 || size.n == 0) return CheckAsWithElements(size, options, o, g);
   const double m = size.m, n = size.n, k = size.k;  // (every element of a, b and out is touched)

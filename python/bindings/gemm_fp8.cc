@@ -161,7 +161,7 @@ void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, co
     return;
   }
   // Host: the bytes as they are; the scales packed (their strides as given); out f32, row-major.
-  Require(out, kCall, "out", 2, {"f32"});
+  Require(out, kCall, "out", 2, {"f32"}, true, /*result=*/true);
   if (m >= 1 && n >= 1 && k >= 1)  // (a size of 0: the entry point's own message, or nothing)
     ThrowIfError(emu::CheckProblemSize(
         kCall, {{"a (M x K)", double(m) * k}, {"b (N x K)", double(n) * k}, {"out", double(m) * n}},

@@ -124,14 +124,14 @@ void GroupedGemm(const Array& x, const Array& w, Array out, const Array& sizes,
   }
   rt::GroupedGemmOperands o;
   if (!d.emulated()) {
-    Require(out, kCall, "out", rank, {"bf16"});
+    Require(out, kCall, "out", rank, {"bf16"}, true, /*result=*/true);
     o = {.x = Address(x), .w = Address(w), .out = Address(out), .sizes = Address(sizes)};
     if (fp8) o.scale_x = Address(*scale_x), o.scale_w = Address(*scale_w);
     ThrowIfError(RunnerFor<rt::GemmRunner>(BundleDir())
                      .RunGrouped(size, options, o, reinterpret_cast<cu::CUstream>(stream)));
     return;
   }
-  Require(out, kCall, "out", rank, {"f32"});
+  Require(out, kCall, "out", rank, {"f32"}, true, /*result=*/true);
   // Every row of x times every column of its expert's weight, at most.
   if (x.size() > 0)
     ThrowIfError(

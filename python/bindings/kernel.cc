@@ -77,17 +77,20 @@ bool IsComplex(nb::handle value) {
          std::string(nb::type_name(value.type()).c_str()).find("complex") != std::string::npos;
 }
 
-// A real number as the f32 a kernel parameter takes: one past f32's range (1e300, which would
-// arrive as inf) or past a double's (10**400) is refused; inf and NaN given as such pass.
+// A real number as the f32 a kernel parameter takes: one that f32 makes inf (1e300) or that is
+// past a double's range (10**400) is refused; inf and NaN given as such pass.
 float F32Of(nb::handle value, const std::string& where, const std::string& name) {
   double d = 0;
   try {
     d = nb::cast<double>(nb::float_(value));
   } catch (const nb::python_error& e) {
+    if (!e.matches(PyExc_OverflowError) && !e.matches(PyExc_ValueError) &&
+        !e.matches(PyExc_TypeError))
+      throw;  // (an interrupt, memory exhausted: as they are)
     throw Error(absl::StrCat(where, ": argument '", name, "' is not a number an f32 holds (",
-                             e.what(), ")"));
+                             nb::str(e.value()).c_str(), ")"));
   }
-  if (std::isfinite(d) && std::fabs(d) > std::numeric_limits<float>::max())
+  if (std::isfinite(d) && std::isinf(static_cast<float>(d)))
     throw Error(absl::StrCat(where, ": argument '", name, "' = ", nb::str(value).c_str(),
                              " does not fit its f32 (at most 3.4e38 in magnitude)"));
   return static_cast<float>(d);

@@ -40,7 +40,7 @@ void RowOp(const std::string& call, const char* kernel, const Array& x, std::opt
                        : std::vector<std::string>{"bf16", "f16", "f32"});
   const std::string type = DtypeName(x);
   const std::vector<std::string> types = {type};
-  Require(out, call, "out", -1, types);
+  Require(out, call, "out", -1, types, true, /*result=*/true);
   const auto [rows, cols] = RowsCols(call, x, out);
   for (const auto& [what, a] : {std::pair{"weight", &w}, std::pair{"bias", &b}})
     if (*a) {

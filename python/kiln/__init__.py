@@ -24,8 +24,9 @@ from ._kiln import Error, bundle_dir
 class PartlyWrittenWarning(UserWarning):
     """A kernel of `kiln.load` run on host arrays (the emulator) wrote some of an array's bytes
     but not all: a grid rule that launches too few CTAs leaves an output so. A kernel that writes
-    part of an array by design may filter it (`warnings.simplefilter("ignore",
-    kiln.PartlyWrittenWarning)`)."""
+    part of an array by design says so when it is built (`k.Attribute("writes_part", "name,..")`,
+    as ops/paged_append does for its caches); a caller may also filter the warning
+    (`warnings.simplefilter("ignore", kiln.PartlyWrittenWarning)`)."""
 
 
 def set_bundle_dir(path):
@@ -254,8 +255,9 @@ def _number(call, name, value):
     try:
         return float(value)
     except OverflowError:  # (an int past a double's range: 10**400)
-        raise Error(f"{call}: {name}, an integer of {len(str(abs(int(value))))} digits, is past a "
-                    "double's range (and f32's)") from None
+        digits = int(abs(int(value)).bit_length() * 0.30103) + 1  # (str() refuses 4300 digits)
+        raise Error(f"{call}: {name}, an integer of about {digits} digits, is past a double's "
+                    "range (and f32's)") from None
 
 
 def _integer(call, name, value):
@@ -291,9 +293,8 @@ def _type_of(x):
 class _Loaded:
     """A bundle's kernel: called with its parameters in order (see .signature)."""
 
-    def __init__(self, kernel, tells_partly_written=True):
+    def __init__(self, kernel):
         self._kernel = kernel
-        self._tells_partly_written = tells_partly_written  # (kiln's own glue writes parts)
 
     def __call__(self, *args, grid=None, stream=None):
         name = self._kernel.name if hasattr(self._kernel, "name") else "kiln.load"
@@ -321,7 +322,7 @@ class _Loaded:
                              "reads (arrays of numbers of up to 64 bits)")
         partly_written = self._kernel(*[_r(x, writes=True) for x in args], grid=grid,
                                       stream=stream)  # (any may be written)
-        for message in partly_written if self._tells_partly_written else ():  # (host arrays)
+        for message in partly_written:  # (host arrays: the emulator's word)
             _warnings.warn(message, PartlyWrittenWarning, stacklevel=2)
 
     def __getattr__(self, name):
@@ -1670,8 +1671,7 @@ def _loaded(call, name):
                  lambda: f"{call}: no bundle directory {key[0]!r} (for {name}): set one with "
                          "kiln.set_bundle_dir or $KILN_BUNDLE_DIR, or write the bundles there "
                          f"with `kiln bundle --dir {key[0]}` where kiln has its compiler")
-        # (paged_append writes the new rows of a cache alone: no warning of a part written)
-        _LOADED[key] = _Loaded(load(key[0], name)._kernel, tells_partly_written=False)
+        _LOADED[key] = load(key[0], name)
     return _LOADED[key]
 
 

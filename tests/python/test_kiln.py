@@ -1521,8 +1521,9 @@ class Load(unittest.TestCase):
         with self.assertRaisesRegex(kiln.Error, r"out must be a float16 host array \(out_dtype 'f16'\)"):
             kiln.gemm(a8, a8.T, scale_a=1.0, scale_b=1.0, out=np.zeros((16, 16), np.float32),
                       out_dtype="f16")
-        with self.assertRaisesRegex(kiln.Error, r"alpha, an integer of 401 digits, is past"):
-            kiln.gemm(a8, a8.T, scale_a=1.0, scale_b=1.0, alpha=10**400)
+        for alpha, digits in ((10**400, 401), (10**5000, 5001)):  # (str() refuses 4300 digits)
+            with self.assertRaisesRegex(kiln.Error, rf"alpha, an integer of about {digits} digits"):
+                kiln.gemm(a8, a8.T, scale_a=1.0, scale_b=1.0, alpha=alpha)
         with self.assertRaisesRegex(kiln.Error, r"give a row-major array \(a packed copy would not"):
             kiln.gemm(np.ones((4, 8), np.float32), np.ones((8, 4), np.float32),
                       out=np.zeros((4, 4), np.float32, order="F"))
@@ -1579,7 +1580,8 @@ class Load(unittest.TestCase):
             (lambda: saxpy(x, x, 1.0, np.uint64(2**63)), "'n' = 9223372036854775808 does not fit 64"),
             # a float past f32's range would arrive as inf; past a double's it is no float
             (lambda: saxpy(x, x, 1e300, 8), "'a' = 1e+300 does not fit its f32"),
-            (lambda: saxpy(x, x, 10**400, 8), "'a' is not a number an f32 holds"),
+            (lambda: saxpy(x, x, 10**400, 8), "'a' is not a number an f32 holds (int too large"),
+            (lambda: saxpy(x, x, 3.5e38, 8), "'a' = 3.5e+38 does not fit its f32"),
             # a grid given is held to what the rule's result is: no block is no launch, an error
             (lambda: saxpy(x, x, 1.0, 8, grid=(0, 1, 1)), "x 1 to 2^31 - 1, y and z 1 to 65535"),
             (lambda: saxpy(x, x, 1.0, 8, grid=(1, 65536, 1)), "x 1 to 2^31 - 1, y and z 1 to 65535"),

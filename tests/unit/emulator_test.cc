@@ -401,6 +401,41 @@ DONE:
   }
 }
 
+// Two arguments in one allocation are each judged from their address to the next one's, and a
+// parameter the manifest's "writes_part" names is left out.
+TEST(Emulator, PartlyWrittenArraysEndAtTheNextArgumentAndSparePartsByDesign) {
+  rt::Bundle b = Kernel(R"(
+	ld.param.u32 %r2, [emu_param_1];
+	setp.ge.u32 %p1, %r1, %r2;
+	@%p1 bra DONE;
+	st.global.b32 [%rd3], %r1;
+DONE:
+)", {64, 1, 1});
+  b.ptx = absl::StrReplaceAll(b.ptx, {{"\t.param .u32 emu_param_1\n", "\t.param .u32 emu_param_1,\n\t.param .u64 emu_param_2\n"}});
+  b.manifest.params.push_back({"other", rt::ParamSpec::Kind::kPointer});
+  Device d;
+  const uint64_t base = *d.Allocate(64 * 4);
+  auto run = [&](const rt::Bundle& bundle, int n) {
+    absl::StatusOr<Stats> s = Launch(d, bundle, {1, 1, 1},
+                                     {rt::Arg::Ptr(base), rt::Arg::I32(n), rt::Arg::Ptr(base + 160)});
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? s->partly_written : std::vector<PartlyWritten>{};
+  };
+  EXPECT_TRUE(run(b, 40).empty());  // out's 160 bytes written whole; other's not at all
+  std::vector<PartlyWritten> part = run(b, 20);
+  ASSERT_EQ(part.size(), 1u);
+  EXPECT_EQ(part[0].arg, 0);
+  EXPECT_EQ(part[0].bytes, 160u);
+  EXPECT_EQ(part[0].written, 80u);
+  EXPECT_NE(part[0].message.find("(to the next argument's address"), std::string::npos);
+  part = run(b, 50);  // past out's bytes into other's
+  ASSERT_EQ(part.size(), 1u);
+  EXPECT_EQ(part[0].arg, 2);
+  EXPECT_EQ(part[0].written, 40u);
+  b.manifest.attributes.push_back({"writes_part", "out,other"});
+  EXPECT_TRUE(run(b, 20).empty());
+}
+
 TEST(Emulator, ABarrierSomeThreadsNeverReachIsADeadlock) {
   absl::Status s;
   Emulate(Kernel(R"(

@@ -100,7 +100,9 @@ class Kernel : public MemoryOps, public AmpereOps, public HopperOps, public Blac
   // A launch rule: integer parameter `name` must be a multiple of `multiple` (e.g. the tile).
   // Every launch checks it and names this line when it fails.
   void RequireMultiple(const std::string& name, int64_t multiple, Loc loc = Loc::current());
-  // Attaches `value` to the manifest under `key`, for a harness or tool to read (kiln does not).
+  // Attaches `value` to the manifest under `key`, for a harness or tool to read (the runtime does
+  // not; the emulator reads "writes_part": the parameters a launch may write in part by design,
+  // comma-separated, which emu::Stats::partly_written leaves out).
   void Attribute(const std::string& key, const std::string& value, Loc loc = Loc::current());
 
   // ---- constants and ids (dsl/kernel.cc)
@@ -174,7 +176,7 @@ class Kernel : public MemoryOps, public AmpereOps, public HopperOps, public Blac
 void SetDefaultWatchdog(int ms);
 // The kernels constructed under a default watchdog that do not take it (their target is older
 // than sm_90: no mbarrier waits to bound), by name, in the order built.
-std::vector<std::string>& KernelsWithoutTheDefaultWatchdog();
+std::vector<std::string> KernelsWithoutTheDefaultWatchdog();
 
 // "file:line" of a source location, as manifests and messages name it: relative to the source root
 // (SetSourceRoot, else the environment's KILN_SOURCE_ROOT) or to kiln's own tree when inside one,

@@ -71,22 +71,23 @@ class Device {
                  rt::Dim3 block, int thread);
   // A launch begins: the writes NoteWrite records from now on are its own (WrittenByLaunch).
   void BeginLaunch() { ++launch_; }
-  // Which 4-byte words of the allocation at `base` (of `bytes`) the launch since the last
-  // BeginLaunch wrote (its stores, TMA stores and atomics): how many bytes they hold, and the
-  // offset of the first word it left alone (`bytes` if none). All 0 where `base` is no
-  // allocation's.
+  // Which bytes of [from, to) the launch since the last BeginLaunch wrote (its stores, TMA stores
+  // and atomics, a 4-byte word at a time): how many of the range's `bytes`, and the offset from
+  // `from` of the first one left alone (`bytes` if none).
   struct Coverage {
     uint64_t bytes = 0, written = 0, first_unwritten = 0;
   };
-  Coverage WrittenByLaunch(uint64_t base) const;
+  Coverage WrittenByLaunch(uint64_t from, uint64_t to) const;
+  // The end of the allocation holding `address`, or 0.
+  uint64_t AllocationEnd(uint64_t address) const;
 
  private:
   struct Site {
-    int what;  // into whats_
+    int what;        // into whats_
+    int32_t launch;  // launch_ when it was written (in what's padding: a site a word)
     int64_t time;
     rt::Dim3 block;
     int thread;
-    int64_t launch;  // launch_ when it was written
   };
   std::map<std::string, int> what_ids_;  // the sites' texts, interned
   std::vector<std::string> whats_;
@@ -94,7 +95,7 @@ class Device {
   std::map<uint64_t, std::vector<uint8_t>> blocks_;                // by base address
   std::map<std::string, std::pair<uint64_t, size_t>> workspaces_;  // by kernel and parameter
   uint64_t next_ = uint64_t{1} << 32;
-  int64_t launch_ = 0;
+  int32_t launch_ = 0;
 };
 
 // The largest problem a harness hands the emulator, which a CPU runs in minutes: every array of
@@ -122,7 +123,7 @@ struct Options {
 // not refused.
 struct PartlyWritten {
   int arg = 0;                   // the argument's index in the launch's arguments
-  uint64_t bytes = 0;            // its allocation's size
+  uint64_t bytes = 0;            // its bytes (to the next argument's or the allocation's end)
   uint64_t written = 0;          // bytes of it in words the launch wrote
   uint64_t first_unwritten = 0;  // the first byte no write of the launch reached
   std::string message;           // all of that in words, with the grid and the kernel's line
@@ -131,8 +132,10 @@ struct PartlyWritten {
 struct Stats {
   int64_t instructions = 0;  // executed, summed over threads
   int64_t blocks = 0;
-  // Every argument array (pointer or tensor map; the first argument of each allocation) that the
-  // launch wrote in part. Empty where Options::only_clusters ran a part of the grid.
+  // Every argument array (pointer or tensor map: its bytes from its address to the next
+  // argument's in the same allocation, or to the allocation's end) that the launch wrote in part,
+  // but those its manifest's attribute "writes_part" names. Empty where Options::only_clusters
+  // ran a part of the grid.
   std::vector<PartlyWritten> partly_written;
 };
 
