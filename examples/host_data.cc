@@ -52,7 +52,7 @@ float HalfToFloat(uint16_t h) {
   return f;
 }
 
-std::vector<uint16_t> RandomNormal16(size_t n, uint64_t seed, bool half) {
+std::vector<uint16_t> RandomNormal16(size_t n, uint64_t seed, bool half, double scale) {
   std::vector<uint16_t> out(n);
   // A fixed number of chunks, each with its own stream, so that a seed gives the same data on
   // every machine (the GPU's outputs are compared with the emulator's on another); threads
@@ -74,8 +74,8 @@ std::vector<uint16_t> RandomNormal16(size_t n, uint64_t seed, bool half) {
     for (size_t i = t * chunk; i < end; i += 2) {
       const double u1 = ((next() >> 11) + 1) * 0x1.0p-53, u2 = (next() >> 11) * 0x1.0p-53;
       const double r = std::sqrt(-2.0 * std::log(u1));
-      const float z[2] = {static_cast<float>(r * std::cos(2 * M_PI * u2)),
-                          static_cast<float>(r * std::sin(2 * M_PI * u2))};
+      const float z[2] = {static_cast<float>(scale * r * std::cos(2 * M_PI * u2)),
+                          static_cast<float>(scale * r * std::sin(2 * M_PI * u2))};
       for (size_t j = 0; j < 2 && i + j < end; ++j)
         out[i + j] = half ? FloatToHalf(z[j]) : FloatToBf16(z[j]);
     }

@@ -292,9 +292,9 @@ void CheckAll(const rt::AttentionSize& z, bool causal, double scale, bool half, 
 
 // Where a wrong emulated result comes from (the emulator's write sites): the first wrong element
 // of O (row-major; WrongElementLimit over its row's reference) or, O being right, of lse (off by
-// more than its tolerance), and the earliest-written wrong one (the earliest tile whose result
-// differs), each with its query tile and the block, thread and instruction that last wrote it.
-// Empty when no element is wrong by itself.
+// more than its tolerance), and the wrong element written first (in the emulator's run), each with
+// its query tile and the block, thread and instruction that last wrote it. Empty when no element is
+// wrong by itself.
 std::string WrongAttentionPlace(const rt::AttentionSize& z, bool causal, double scale, bool half,
                                 const Inputs& in, const std::vector<uint16_t>& o,
                                 const std::vector<float>& lse, int64_t block_m,
@@ -342,8 +342,7 @@ std::string WrongAttentionPlace(const rt::AttentionSize& z, bool causal, double 
   }
   if (!first) return "";
   std::string place = absl::StrCat("the first wrong element: ", first->what);
-  if (earliest)
-    absl::StrAppend(&place, "; the earliest tile whose result differs: its ", earliest->what);
+  if (earliest) absl::StrAppend(&place, "; the wrong element written first: ", earliest->what);
   return place;
 }
 

@@ -246,9 +246,10 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
   if (!options.fp8_tile.empty()) {
     if (std::find(std::begin(kFp8Tiles), std::end(kFp8Tiles), options.fp8_tile) ==
         std::end(kFp8Tiles))
-      return Invalid(absl::StrCat("fp8_tile ", options.fp8_tile,
-                                  " takes no 8-bit inputs (gemm/bf16_sm90_n128c2, _n128, _m64, "
-                                  "_n64, _m64n64, _m64n32)"));
+      return Invalid(absl::StrCat("the tile ", options.fp8_tile,
+                                  " (GemmOptions::fp8_tile, kiln gemm --kernel) is none of the "
+                                  "8-bit tile kernels: gemm/bf16_sm90_n128c2, _n128, _m64, _n64, "
+                                  "_m64n64, _m64n32"));
     plan.choice = {options.fp8_tile, "the caller's tile", 1};
   }
   if (options.fp8_split < -1 || options.fp8_split > 16)

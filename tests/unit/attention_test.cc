@@ -352,7 +352,7 @@ TEST(EmulatedAttention, AWrongResultNamesItsPlace) {
     ASSERT_FALSE(r->passed) << p.from;
     std::cout << "  " << p.from << " -> " << p.to << ": " << r->failure << "\n";
     for (const std::string& part : {p.element, std::string("query tile 0 of 128 rows"), std::string("written by block"),
-                                    std::string("ops/attention/kernels/"), std::string("the earliest tile whose result differs: its ")})
+                                    std::string("ops/attention/kernels/"), std::string("the wrong element written first: ")})
       EXPECT_NE(r->failure.find(part), std::string::npos) << part << " not in: " << r->failure;
   }
 }

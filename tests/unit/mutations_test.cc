@@ -310,7 +310,7 @@ TEST_P(Planted, IsCaughtWithItsClass) {
       if (mu.expect == "the first wrong element") {  // the place the report names, in full
         EXPECT_NE(m.find("written by block"), std::string::npos) << m;
         if (!IsRowOp(mu.kernel))
-          EXPECT_NE(m.find("the earliest tile whose result differs"), std::string::npos) << m;
+          EXPECT_NE(m.find("the wrong element written first"), std::string::npos) << m;
         std::cout << "  " << mu.id << ": " << m << "\n";
       }
       return;

@@ -56,6 +56,20 @@ bool DropStale(const std::string& dir, const std::vector<std::string>& registere
   return true;
 }
 
+// The registry's names and the family variants already bundled in `dir` (a GEMM's other types or
+// epilogues, which `kiln bundle NAME` wrote there and the registry does not list): the whole
+// registry's bundling rewrites those too, so that none goes stale, and pruning keeps them.
+std::vector<std::string> WithVariantsIn(const std::string& dir, std::vector<std::string> names) {
+#ifdef KILN_HAVE_COMPILER
+  absl::StatusOr<std::vector<std::string>> present = kiln::rt::ListBundles(dir, nullptr);
+  if (!present.ok()) return names;  // (an empty or new directory)
+  const std::set<std::string> listed(names.begin(), names.end());
+  for (const std::string& name : *present)
+    if (!listed.count(name) && kiln::examples::Find(name)) names.push_back(name);
+#endif
+  return names;
+}
+
 }  // namespace
 
 int WriteBundles(const std::vector<std::string>& args) {
@@ -76,9 +90,12 @@ int WriteBundles(const std::vector<std::string>& args) {
   if (dir.empty())
     return Fail(
         absl::InvalidArgumentError("kiln bundle: --dir is empty: name the directory to write"));
+  const size_t registered = named->size();
+  if (args.empty()) *named = WithVariantsIn(dir, std::move(*named));
   if (prune) return DropStale(dir, *named) ? 0 : 1;  // (pruning is the command's whole job)
 
   std::vector<std::string> names;
+  std::set<std::string> variants(named->begin() + registered, named->end());
   for (size_t i = shard->index; i < named->size(); i += shard->count) names.push_back((*named)[i]);
   // --cache: kernels lower through the disk cache there, so that a build re-lowers only the
   // kernels that changed; no --cache lowers every one.
@@ -87,6 +104,14 @@ int WriteBundles(const std::vector<std::string>& args) {
   for (const std::string& name : names) {
     std::vector<std::string> findings;
     absl::StatusOr<Bundle> b = GetBundle(name, &findings, cache);
+    if (!b.ok() && variants.count(name)) {  // a variant its family no longer builds: dropped
+      std::cerr << "kiln: dropping " << name << " from " << dir << ": " << b.status().message()
+                << "\n";
+      std::error_code ec;
+      for (const char* ext : {".manifest", ".ptx"})
+        std::filesystem::remove(absl::StrCat(dir, "/", kiln::rt::BundleStem(name), ext), ec);
+      continue;
+    }
     if (!b.ok()) return Fail(b.status());
     if (absl::Status s = kiln::rt::WriteBundle(dir, *b); !s.ok()) return Fail(s);
     if (b->manifest.Attribute("planted")) continue;  // planted bugs are meant to be found

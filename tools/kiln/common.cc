@@ -89,6 +89,7 @@ absl::Status ExpandFlagfile(const std::string& path, std::vector<std::string>* c
   std::vector<std::string> lines;
   for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     line = absl::StripLeadingAsciiWhitespace(line);  // (absl keeps the rest of the line)
+    absl::ConsumeSuffix(&line, "\r");  // a file with Windows line ends reads as with '\n' alone
     if (line.empty() || line[0] == '#') continue;
     if (line[0] != '-' || line == "--")
       return absl::InvalidArgumentError(absl::StrCat(
@@ -302,6 +303,10 @@ absl::StatusOr<std::vector<std::string>> KernelNames() {
 }
 
 std::string DidYouMean(const std::string& name) {
+  // kiln gemm and bench name a split run NAME+splitK2 or NAME+streamK: the kernel is NAME.
+  if (const size_t plus = name.find('+'); plus != std::string::npos)
+    return absl::StrCat("; '", name.substr(plus), "' is how kiln gemm names the split it ran: the ",
+                        "kernel is '", name.substr(0, plus), "' (--split S runs it split)");
   absl::StatusOr<std::vector<std::string>> names = KernelNames();
   const std::string near = names.ok() ? kiln::rt::NearestName(name, *names) : "";
   return near.empty() || near == name
