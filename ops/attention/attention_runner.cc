@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "kiln/bundle/manifest.h"
 #include "kiln/ops/attention.h"
@@ -108,6 +109,42 @@ absl::Status CheckPagedCache(const AttentionSize& z, const AttentionOperands& o)
 }
 
 }  // namespace
+
+// Whether the override `kernel` computes the problem the plan gave to `planned`: the same options
+// but tiling ones (a message naming what differs where not).
+absl::Status OverrideComputes(const std::string& planned, const std::string& kernel) {
+  std::vector<std::string> want = absl::StrSplit(planned, '.'), got = absl::StrSplit(kernel, '.');
+  auto tiling = [](const std::string& o) {  // options that change how, not what, a kernel computes
+    return o == "persist" || o == "lazy" || o == "eager" || o == "cta2" || o == "gather" ||
+           o == "wgshfl" || o == "wgtid" || o == "wgdiag" || o == "ctadiag" ||
+           ((absl::StartsWith(o, "wg") || absl::StartsWith(o, "bn") || absl::StartsWith(o, "st")) &&
+            o.size() > 2 && std::all_of(o.begin() + 2, o.end(), ::isdigit));
+  };
+  bool ok = got[0] == "attention/hopper" || got[0] == "attention/blackwell";
+  std::vector<std::string> lacks, extra;    // what the problem needs and the override lacks, and
+                                            // what the override has that the problem does not
+  for (size_t i = 1; i < want.size(); ++i)  // the plan's tiling: the override's own
+    if (!tiling(want[i]) && std::find(got.begin() + 1, got.end(), want[i]) == got.end())
+      lacks.push_back(want[i]);
+  for (size_t i = 1; i < got.size(); ++i)
+    if (!tiling(got[i]) && std::find(want.begin() + 1, want.end(), got[i]) == want.end())
+      extra.push_back(got[i]);
+  ok &= lacks.empty() && extra.empty();
+  if (got[0] != "attention/hopper" && got[0] != "attention/blackwell")
+    return Invalid(absl::StrCat("kernel ", kernel,
+                                ": not an attention forward kernel (attention/hopper.* or "
+                                "attention/blackwell.*; this problem runs ",
+                                planned, ")"));
+  if (!ok)
+    return Invalid(absl::StrCat(
+        "kernel ", kernel, " does not compute this problem (",
+        lacks.empty() ? "" : absl::StrCat("it lacks .", absl::StrJoin(lacks, ", .")),
+        !lacks.empty() && !extra.empty() ? "; " : "",
+        extra.empty() ? "" : absl::StrCat("this problem takes no .", absl::StrJoin(extra, ", .")),
+        "): it runs ", planned, ", whose tiling options an override may change: wgN, bnN, ",
+        "stN, persist, lazy, eager, wgshfl, wgtid, wgdiag, ctadiag, gather"));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const AttentionOptions& options,
                                             const AttentionOperands& o, int compute_capability) {
@@ -227,33 +264,7 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     PlanDecode(z, options, compute_capability, plan);
   }
   if (!options.kernel.empty()) {
-    // The override must compute this problem: the planned options, plus tiling options only.
-    std::vector<std::string> want = absl::StrSplit(plan.kernel, '.'),
-                             got = absl::StrSplit(options.kernel, '.');
-    auto tiling =
-        [](const std::string& o) {  // options that change how, not what, a kernel computes
-          return o == "persist" || o == "lazy" || o == "eager" || o == "cta2" || o == "gather" ||
-                 o == "wgshfl" || o == "wgtid" || o == "wgdiag" || o == "ctadiag" ||
-                 ((absl::StartsWith(o, "wg") || absl::StartsWith(o, "bn") ||
-                   absl::StartsWith(o, "st")) &&
-                  o.size() > 2 && std::all_of(o.begin() + 2, o.end(), ::isdigit));
-        };
-    bool ok = got[0] == "attention/hopper" || got[0] == "attention/blackwell";
-    for (size_t i = 1; i < want.size(); ++i)  // the plan's tiling: the override's own
-      ok &= tiling(want[i]) || std::find(got.begin() + 1, got.end(), want[i]) != got.end();
-    for (size_t i = 1; i < got.size(); ++i)
-      ok &= tiling(got[i]) || std::find(want.begin() + 1, want.end(), got[i]) != want.end();
-    if (got[0] != "attention/hopper" && got[0] != "attention/blackwell")
-      return Invalid(absl::StrCat("kernel ", options.kernel,
-                                  ": not an attention forward kernel (attention/hopper.* or "
-                                  "attention/blackwell.*; this problem runs ",
-                                  plan.kernel, ")"));
-    if (!ok)
-      return Invalid(absl::StrCat(
-          "kernel ", options.kernel, " does not compute this problem (it runs ", plan.kernel,
-          " with tiling options wgN, bnN, stN, persist, lazy, eager, wgshfl, wgtid, wgdiag, "
-          "ctadiag or gather at "
-          "most)"));
+    if (absl::Status s = OverrideComputes(plan.kernel, options.kernel); !s.ok()) return s;
     plan.kernel = options.kernel;
   }
   return plan;

@@ -522,8 +522,12 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   rt::AttentionOptions other;
   other.kernel = "attention/hopper.d64.wg3";  // a D = 128 problem
   EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
+  EXPECT_NE(error({}, other, ok, 90).find("(it lacks .d128; this problem takes no .d64)"),
+            std::string::npos);
   other.kernel = "attention/hopper.d128.causal";  // not causal
-  EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
+  EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem (this problem takes no "
+                                          ".causal): it runs attention/hopper.d128"),
+            std::string::npos);
   other.kernel = "attention/hopper.d128.wgx";
   EXPECT_NE(error({}, other, ok, 90).find("does not compute this problem"), std::string::npos);
   // A paged decode takes the gather variant of its kernel (its parts still planned), not another

@@ -380,6 +380,14 @@ absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::strin
     const std::string hint = BundleDirHint();  // no directory: no name to suggest
     if (!hint.empty())                         // the directory, not the name, is what is missing
       return absl::NotFoundError(absl::StrCat(b.status().message(), hint));
+    // base.options, where base's own bundle is there: a family's variant the directory lacks.
+    const size_t slash = name.rfind('/'),
+                 dot = name.find('.', slash == std::string::npos ? 0 : slash);
+    if (dot != std::string::npos && kiln::rt::ReadBundle(BundleDir(), name.substr(0, dot)).ok())
+      return absl::NotFoundError(absl::StrCat(
+          "kernel '", name, "' is not in ", BundleDir(), ": a variant of ", name.substr(0, dot),
+          " that it does not hold; a kiln with its compiler writes it there: kiln bundle --dir ",
+          BundleDir(), " ", name));
     return absl::NotFoundError(
         absl::StrCat("unknown kernel '", name, "': ", b.status().message(), DidYouMean(name)));
   }
