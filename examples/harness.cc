@@ -177,17 +177,23 @@ double ToFloat(uint16_t v, const std::string& type) {
 // the same on every machine (the GPU's run, the emulator's and the crosscheck's scales agree).
 // Under a fused activation A is scaled by 1/sqrt(K), so that the products are of order 1, where
 // relu, gelu and silu differ: at K's own scale they differ in a sliver of the elements, and a
-// kernel applying the wrong one passed the norm-relative check.
+// kernel applying the wrong one passed the norm-relative check. Not with the `scale` term, whose
+// alpha (RandomEpilogueInputs) already scales the product so: both would make it small beside
+// C_in, the bias and the residual, and a product left out would pass.
 struct GemmInputs {
   std::vector<uint16_t> a, b;
 };
 GemmInputs RandomGemmInputs(const GemmSpec& g, const rt::GemmSize& s, uint64_t seed) {
   const bool half_in = g.in_type == "f16";
   const std::vector<std::string> terms = absl::StrSplit(g.epilogue, '.');
-  const bool activation = std::any_of(terms.begin(), terms.end(), [](const std::string& t) {
-    return t == "relu" || t == "gelu" || t == "silu";
-  });
-  const double a_scale = activation ? 1.0 / std::sqrt(static_cast<double>(s.k)) : 1.0;
+  auto has = [&](std::initializer_list<const char*> names) {
+    return std::any_of(terms.begin(), terms.end(), [&](const std::string& t) {
+      return std::any_of(names.begin(), names.end(), [&](const char* n) { return t == n; });
+    });
+  };
+  const double a_scale = has({"relu", "gelu", "silu"}) && !has({"scale"})
+                             ? 1.0 / std::sqrt(static_cast<double>(s.k))
+                             : 1.0;
   return {RandomNormal16(s.m * s.k, seed, half_in, a_scale),
           RandomNormal16(s.k * s.n, seed + 1, half_in)};
 }

@@ -142,7 +142,7 @@ absl::Status OverrideComputes(const std::string& planned, const std::string& ker
         !lacks.empty() && !extra.empty() ? "; " : "",
         extra.empty() ? "" : absl::StrCat("this problem takes no .", absl::StrJoin(extra, ", .")),
         "): it runs ", planned, ", whose tiling options an override may change: wgN, bnN, ",
-        "stN, persist, lazy, eager, wgshfl, wgtid, wgdiag, ctadiag, gather"));
+        "stN, persist, lazy, eager, cta2, wgshfl, wgtid, wgdiag, ctadiag, gather"));
   return absl::OkStatus();
 }
 

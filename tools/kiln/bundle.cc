@@ -56,18 +56,42 @@ bool DropStale(const std::string& dir, const std::vector<std::string>& registere
   return true;
 }
 
-// The registry's names and the family variants already bundled in `dir` (a GEMM's other types or
-// epilogues, which `kiln bundle NAME` wrote there and the registry does not list): the whole
-// registry's bundling rewrites those too, so that none goes stale, and pruning keeps them.
-std::vector<std::string> WithVariantsIn(const std::string& dir, std::vector<std::string> names) {
+// The family variants bundled in `dir` (a GEMM's other types or epilogues, which `kiln bundle
+// NAME` wrote there and the registry does not list) are rewritten from today's builders, once
+// every shard has written the registry's (so no shard races another over them), and kept by the
+// pruning: none goes stale, and none is dropped that an error message had asked for. A variant
+// its family no longer builds is dropped with its reason; another failure (the cache, the disk)
+// leaves its files and warns; static findings are warnings (kiln check names them). Returns
+// `registered` with the variants kept.
+std::vector<std::string> RefreshVariants(const std::string& dir,
+                                         std::vector<std::string> registered,
+                                         const std::string& cache) {
 #ifdef KILN_HAVE_COMPILER
-  absl::StatusOr<std::vector<std::string>> present = kiln::rt::ListBundles(dir, nullptr);
-  if (!present.ok()) return names;  // (an empty or new directory)
-  const std::set<std::string> listed(names.begin(), names.end());
-  for (const std::string& name : *present)
-    if (!listed.count(name) && kiln::examples::Find(name)) names.push_back(name);
+  std::vector<std::string> unreadable;  // (named by DropStale, which leaves them)
+  absl::StatusOr<std::vector<std::string>> present = kiln::rt::ListBundles(dir, &unreadable);
+  if (!present.ok()) return registered;
+  const std::set<std::string> listed(registered.begin(), registered.end());
+  for (const std::string& name : *present) {
+    if (listed.count(name) || !kiln::examples::Find(name)) continue;
+    std::vector<std::string> findings;
+    absl::StatusOr<Bundle> b = GetBundle(name, &findings, cache);
+    if (!b.ok() && (absl::IsInvalidArgument(b.status()) || absl::IsNotFound(b.status()))) {
+      std::cerr << "kiln: dropping " << name << " from " << dir << ": " << b.status().message()
+                << "\n";
+      std::error_code ec;
+      for (const char* ext : {".manifest", ".ptx"})
+        std::filesystem::remove(absl::StrCat(dir, "/", kiln::rt::BundleStem(name), ext), ec);
+      continue;
+    }
+    absl::Status written = b.ok() ? kiln::rt::WriteBundle(dir, *b) : b.status();
+    if (!written.ok())
+      std::cerr << "kiln: " << name << " in " << dir << " left as it was: " << written.message()
+                << "\n";
+    for (const std::string& f : findings) std::cerr << "kiln check: " << name << ": " << f << "\n";
+    registered.push_back(name);
+  }
 #endif
-  return names;
+  return registered;
 }
 
 }  // namespace
@@ -90,28 +114,18 @@ int WriteBundles(const std::vector<std::string>& args) {
   if (dir.empty())
     return Fail(
         absl::InvalidArgumentError("kiln bundle: --dir is empty: name the directory to write"));
-  const size_t registered = named->size();
-  if (args.empty()) *named = WithVariantsIn(dir, std::move(*named));
-  if (prune) return DropStale(dir, *named) ? 0 : 1;  // (pruning is the command's whole job)
-
-  std::vector<std::string> names;
-  std::set<std::string> variants(named->begin() + registered, named->end());
-  for (size_t i = shard->index; i < named->size(); i += shard->count) names.push_back((*named)[i]);
   // --cache: kernels lower through the disk cache there, so that a build re-lowers only the
   // kernels that changed; no --cache lowers every one.
   const std::string cache = absl::GetFlag(FLAGS_cache) == "\x01" ? "" : absl::GetFlag(FLAGS_cache);
+  if (prune)  // (pruning, with the variants' refresh, is the command's whole job)
+    return DropStale(dir, RefreshVariants(dir, *std::move(named), cache)) ? 0 : 1;
+
+  std::vector<std::string> names;
+  for (size_t i = shard->index; i < named->size(); i += shard->count) names.push_back((*named)[i]);
   int with_findings = 0;  // kiln check runs on every kernel bundled: a finding fails the step
   for (const std::string& name : names) {
     std::vector<std::string> findings;
     absl::StatusOr<Bundle> b = GetBundle(name, &findings, cache);
-    if (!b.ok() && variants.count(name)) {  // a variant its family no longer builds: dropped
-      std::cerr << "kiln: dropping " << name << " from " << dir << ": " << b.status().message()
-                << "\n";
-      std::error_code ec;
-      for (const char* ext : {".manifest", ".ptx"})
-        std::filesystem::remove(absl::StrCat(dir, "/", kiln::rt::BundleStem(name), ext), ec);
-      continue;
-    }
     if (!b.ok()) return Fail(b.status());
     if (absl::Status s = kiln::rt::WriteBundle(dir, *b); !s.ok()) return Fail(s);
     if (b->manifest.Attribute("planted")) continue;  // planted bugs are meant to be found
@@ -125,7 +139,8 @@ int WriteBundles(const std::vector<std::string>& args) {
   }
   // A shard leaves the tidying to `--prune`: another shard may be writing the directory.
   // (The bundles were written: a directory it cannot tidy is a warning there.)
-  if (args.empty() && shard->count == 1 && Compiling()) DropStale(dir, *named);
+  if (args.empty() && shard->count == 1 && Compiling())
+    DropStale(dir, RefreshVariants(dir, *std::move(named), cache));
   return 0;
 }
 

@@ -302,11 +302,22 @@ absl::StatusOr<std::vector<std::string>> KernelNames() {
   return names;
 }
 
+// kiln gemm and bench name a split run NAME+splitK2 or NAME+streamK: the kernel is NAME. The
+// hint for such a name, or "".
+std::string SplitSuffixHint(const std::string& name) {
+  const size_t plus = name.rfind('+');
+  if (plus == std::string::npos) return "";
+  absl::string_view suffix = absl::string_view(name).substr(plus + 1);
+  int parts = 0;
+  if (suffix != "streamK" &&
+      !(absl::ConsumePrefix(&suffix, "splitK") && absl::SimpleAtoi(suffix, &parts) && parts > 1))
+    return "";
+  return absl::StrCat("; '", name.substr(plus), "' is how kiln gemm names the split it ran: the ",
+                      "kernel is '", name.substr(0, plus), "' (--split S runs it split)");
+}
+
 std::string DidYouMean(const std::string& name) {
-  // kiln gemm and bench name a split run NAME+splitK2 or NAME+streamK: the kernel is NAME.
-  if (const size_t plus = name.find('+'); plus != std::string::npos)
-    return absl::StrCat("; '", name.substr(plus), "' is how kiln gemm names the split it ran: the ",
-                        "kernel is '", name.substr(0, plus), "' (--split S runs it split)");
+  if (std::string hint = SplitSuffixHint(name); !hint.empty()) return hint;
   absl::StatusOr<std::vector<std::string>> names = KernelNames();
   const std::string near = names.ok() ? kiln::rt::NearestName(name, *names) : "";
   return near.empty() || near == name
@@ -316,7 +327,8 @@ std::string DidYouMean(const std::string& name) {
 
 #ifdef KILN_HAVE_COMPILER
 absl::StatusOr<kiln::KernelDef> BuildKernel(const std::string& name) {
-  const kiln::examples::Example* e = kiln::examples::Find(name);
+  const kiln::examples::Example* e =
+      SplitSuffixHint(name).empty() ? kiln::examples::Find(name) : nullptr;
   if (!e) return absl::NotFoundError(absl::StrCat("unknown kernel '", name, "'", DidYouMean(name)));
   return e->build();
 }
@@ -383,11 +395,12 @@ absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::strin
     // base.options, where base's own bundle is there: a family's variant the directory lacks.
     const size_t slash = name.rfind('/'),
                  dot = name.find('.', slash == std::string::npos ? 0 : slash);
-    if (dot != std::string::npos && kiln::rt::ReadBundle(BundleDir(), name.substr(0, dot)).ok())
+    if (dot != std::string::npos && SplitSuffixHint(name).empty() &&
+        kiln::rt::ReadBundle(BundleDir(), name.substr(0, dot)).ok())
       return absl::NotFoundError(absl::StrCat(
-          "kernel '", name, "' is not in ", BundleDir(), ": a variant of ", name.substr(0, dot),
-          " that it does not hold; a kiln with its compiler writes it there: kiln bundle --dir ",
-          BundleDir(), " ", name));
+          "kernel '", name, "' is not in ", BundleDir(), "; if it is a variant of ",
+          name.substr(0, dot), ", a kiln with its compiler writes it there: kiln bundle --dir ",
+          BundleDir(), " ", name, DidYouMean(name)));
     return absl::NotFoundError(
         absl::StrCat("unknown kernel '", name, "': ", b.status().message(), DidYouMean(name)));
   }

@@ -46,8 +46,9 @@ const std::vector<CommandHelp>& Commands() {
       {"bundle",
        "bundle [--dir D] [--shard I/N | --prune] [NAME...]",
        "Write bundles (manifest + PTX); with no NAME every kernel, dropping D's bundles of kernels "
-       "no longer registered (--shard: a share of them, dropping none; --prune: only the "
-       "dropping). --watchdog builds them in the GPU debug mode.",
+       "no longer registered and rewriting the variants bundled there by name (--shard: a share "
+       "of the registry, dropping none; --prune: only the dropping and the variants). --watchdog "
+       "builds them in the GPU debug mode.",
        {"dir", "shard", "prune", "cache"}},
       {"compile",
        "compile [--cache DIR] [--line_info=false] [NAME...]",
