@@ -13,7 +13,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "examples/cublas.h"
 #include "examples/gemm_epilogue.h"
 #include "examples/host_data.h"
@@ -185,13 +184,8 @@ struct GemmInputs {
 };
 GemmInputs RandomGemmInputs(const GemmSpec& g, const rt::GemmSize& s, uint64_t seed) {
   const bool half_in = g.in_type == "f16";
-  const std::vector<std::string> terms = absl::StrSplit(g.epilogue, '.');
-  auto has = [&](std::initializer_list<const char*> names) {
-    return std::any_of(terms.begin(), terms.end(), [&](const std::string& t) {
-      return std::any_of(names.begin(), names.end(), [&](const char* n) { return t == n; });
-    });
-  };
-  const double a_scale = has({"relu", "gelu", "silu"}) && !has({"scale"})
+  const absl::StatusOr<HostEpilogue> e = EpilogueOf(g);  // (one it cannot read: checked later)
+  const double a_scale = e.ok() && !e->activation.empty() && !e->scale
                              ? 1.0 / std::sqrt(static_cast<double>(s.k))
                              : 1.0;
   return {RandomNormal16(s.m * s.k, seed, half_in, a_scale),

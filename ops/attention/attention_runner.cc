@@ -108,8 +108,6 @@ absl::Status CheckPagedCache(const AttentionSize& z, const AttentionOperands& o)
   return absl::OkStatus();
 }
 
-}  // namespace
-
 // Whether the override `kernel` computes the problem the plan gave to `planned`: the same options
 // but tiling ones (a message naming what differs where not).
 absl::Status OverrideComputes(const std::string& planned, const std::string& kernel) {
@@ -120,7 +118,6 @@ absl::Status OverrideComputes(const std::string& planned, const std::string& ker
            ((absl::StartsWith(o, "wg") || absl::StartsWith(o, "bn") || absl::StartsWith(o, "st")) &&
             o.size() > 2 && std::all_of(o.begin() + 2, o.end(), ::isdigit));
   };
-  bool ok = got[0] == "attention/hopper" || got[0] == "attention/blackwell";
   std::vector<std::string> lacks, extra;    // what the problem needs and the override lacks, and
                                             // what the override has that the problem does not
   for (size_t i = 1; i < want.size(); ++i)  // the plan's tiling: the override's own
@@ -129,13 +126,12 @@ absl::Status OverrideComputes(const std::string& planned, const std::string& ker
   for (size_t i = 1; i < got.size(); ++i)
     if (!tiling(got[i]) && std::find(want.begin() + 1, want.end(), got[i]) == want.end())
       extra.push_back(got[i]);
-  ok &= lacks.empty() && extra.empty();
   if (got[0] != "attention/hopper" && got[0] != "attention/blackwell")
     return Invalid(absl::StrCat("kernel ", kernel,
                                 ": not an attention forward kernel (attention/hopper.* or "
                                 "attention/blackwell.*; this problem runs ",
                                 planned, ")"));
-  if (!ok)
+  if (!lacks.empty() || !extra.empty())
     return Invalid(absl::StrCat(
         "kernel ", kernel, " does not compute this problem (",
         lacks.empty() ? "" : absl::StrCat("it lacks .", absl::StrJoin(lacks, ", .")),
@@ -145,6 +141,8 @@ absl::Status OverrideComputes(const std::string& planned, const std::string& ker
         "stN, persist, lazy, eager, cta2, wgshfl, wgtid, wgdiag, ctadiag, gather"));
   return absl::OkStatus();
 }
+
+}  // namespace
 
 absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const AttentionOptions& options,
                                             const AttentionOperands& o, int compute_capability) {

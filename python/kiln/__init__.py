@@ -14,7 +14,6 @@ kiln's errors are kiln.Error, carrying kiln's message, which names the DSL line 
 
 import math as _math
 import os as _os
-
 import warnings as _warnings
 
 from . import _kiln
@@ -945,21 +944,12 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
     out_type = _out_type(out_dtype) or (
         _type_of(out) if out is not None and _is_torch(out) else
         "f16" if host and _host_f16(out) else "bf16")
-    given = None
+    given_out, why = None, f"out_dtype {out_type!r}" if out_dtype is not None else "8-bit a and b"
     if host and out is not None:  # as for 16-bit inputs: an out of the host result's type
         want = "float16" if out_type == "f16" else "float32"
-        _host_out("kiln.gemm", out, want,
-                  f"out_dtype {out_type!r}" if out_dtype is not None else "8-bit a and b")
-        if want == "float16":
-            given, out = out, None
-    if given is not None:  # the result (float16 values) copied into the float16 out given
-        result = _gemm_fp8(a, b, None, out_type, scale_a, scale_b, c, bias, residual, alpha, beta,
-                           terms, fp8_types)
-        _require(tuple(given.shape) == tuple(result.shape),
-                 lambda: f"kiln.gemm: out has shape {tuple(given.shape)}, not "
-                         f"{tuple(result.shape)}")
-        given[...] = result
-        return given
+        _host_out("kiln.gemm", out, want, why)
+        if want == "float16":  # (the float32 result rounded into it at the end)
+            given_out, out = out, None
     made = out is None
     if out is None:
         out = _empty(a, (a.shape[0], b.shape[1]), out_type)
@@ -968,7 +958,7 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
     _require_arrays("kiln.gemm", scale_a=scale_a, scale_b=scale_b)
     if a.shape[0] * b.shape[1] == 0:  # no element of out: nothing to launch (as for 16-bit inputs)
         _check_empty_fp8(a, b, out, out_type, scale_a, scale_b, c, bias, residual)
-        return _as_asked(out, out_type, made)
+        return _as_asked_fp8(out, out_type, made, given_out, why)
     if _is_torch(a):  # DLPack carries the bytes
         import torch
         a, b = a.view(torch.uint8), b.view(torch.uint8)
@@ -979,6 +969,13 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
     _kiln._gemm_fp8(_r(a), _r(b), _r(out), _r(scale_a), _r(scale_b), out_type, _r(c), _r(bias),
                     _r(residual), float(alpha), float(beta), ",".join(terms), types[0], types[1],
                     stream=_stream([a]))
+    return _as_asked_fp8(out, out_type, made, given_out, why)
+
+
+def _as_asked_fp8(out, out_type, made, given_out, why):
+    """_as_asked, or the host result copied into the float16 out the caller gave."""
+    if given_out is not None:
+        return _f16_result("kiln.gemm", out, given_out, "float16", why)
     return _as_asked(out, out_type, made)
 
 
