@@ -413,6 +413,11 @@ void TcgenMmaBlockScaled(KernelState& s, const Tmem& d, const TcgenMmaOp& op, co
 
 void BlackwellOps::TcgenMma(const Tmem& d, const TcgenMmaOp& op, Loc loc) {
   KernelState& s = state();
+  if (op.b.group_rows)
+    return self().Fail(
+        "tcgen05.mma reads K-major tiles in packed 8-row groups: WgmmaTile::group_rows is a wgmma "
+        "form",
+        loc);
   if (op.scales.tmem) return TcgenMmaBlockScaled(s, d, op, loc);
   if (!op.b.mn_major)
     return TcgenMmaKMajor(self(), s, d, op.d_column, op.a, op.a_row0, op.b.tile, op.b_row0, op.k0,

@@ -21,9 +21,10 @@ bool NeedWgmma(KernelState& s, const Loc& loc) {
 
 // The smem matrix descriptor of rows [row0, row0 + 8k) x columns [k0, k0 + 16) of a K-major
 // swizzled tile: start address, leading byte offset 16 (unused when swizzled), stride byte
-// offset = one 8-row swizzle atom, and the swizzle mode.
+// offset = one 8-row swizzle atom (or `group_rows` rows: WgmmaTile::group_rows), and the swizzle
+// mode.
 mlir::Value Descriptor(KernelState& s, const SmemTile& t, const Operand& row0, int k0,
-                       const Loc& loc) {
+                       const Loc& loc, int group_rows = 0) {
   const int es = ScalarBytes(t.elem());
   const int row_bytes = t.row_stride() * es;
   const int mode = t.swizzle() == Swizzle::k128B ? 1 : t.swizzle() == Swizzle::k64B ? 2 : 3;
@@ -34,8 +35,9 @@ mlir::Value Descriptor(KernelState& s, const SmemTile& t, const Operand& row0, i
                Operand(k0 * es, loc);
   mlir::Value start = s.Unwrap((addr & Operand(0x3FFFF, loc)) >> Operand(4, loc));
   start = mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), start);
-  const uint64_t fixed =
-      (uint64_t{16 >> 4} << 16) | (uint64_t(8 * row_bytes >> 4) << 32) | (uint64_t(mode) << 62);
+  const uint64_t fixed = (uint64_t{16 >> 4} << 16) |
+                         (uint64_t((group_rows ? group_rows : 8) * row_bytes >> 4) << 32) |
+                         (uint64_t(mode) << 62);
   mlir::Value hi =
       mlir::arith::ConstantIntOp::create(s.builder, l, static_cast<int64_t>(fixed), 64);
   return mlir::arith::OrIOp::create(s.builder, l, start, hi);
@@ -45,7 +47,7 @@ mlir::Value Descriptor(KernelState& s, const SmemTile& t, const Operand& row0, i
 int WgmmaK(Scalar elem) { return 32 / ScalarBytes(elem); }
 
 bool CheckOperandTile(KernelState& s, const SmemTile& t, const char* which, int rows,
-                      const Operand& row0, int k0, const Loc& loc) {
+                      const Operand& row0, int k0, const Loc& loc, int group_rows = 0) {
   const std::string where = absl::StrCat("wgmma ", which, " tile (", LocString(t.loc()), ")");
   if (t.elem() != Scalar::kBF16 && t.elem() != Scalar::kF16 && !IsFp8(t.elem())) {
     s.Fail(absl::StrCat(where, " must hold bf16, f16, e4m3 or e5m2"), loc);
@@ -68,10 +70,20 @@ bool CheckOperandTile(KernelState& s, const SmemTile& t, const char* which, int 
            loc);
     return false;
   }
-  if (rows > t.rows() || (Access::IsImm(row0) && (static_cast<int>(Access::Imm(row0)) % 8 ||
-                                                  Access::Imm(row0) + rows > t.rows()))) {
-    s.Fail(absl::StrCat(where, " has ", t.rows(), " rows; this wgmma reads ", rows,
-                        " rows from row ", Access::IsImm(row0) ? Access::Imm(row0) : -1),
+  if (group_rows && (group_rows < 8 || group_rows % 8)) {
+    s.Fail(absl::StrCat(where, ": group_rows = ", group_rows,
+                        " does not hold whole 8-row groups (a multiple of 8 rows)"),
+           loc);
+    return false;
+  }
+  // The rows this wgmma's 8-row groups span (group_rows apart, or packed).
+  const int extent = group_rows ? (rows / 8 - 1) * group_rows + 8 : rows;
+  if (extent > t.rows() || (Access::IsImm(row0) && (static_cast<int>(Access::Imm(row0)) % 8 ||
+                                                    Access::Imm(row0) + extent > t.rows()))) {
+    s.Fail(absl::StrCat(where, " has ", t.rows(), " rows; this wgmma reads ", rows, " rows",
+                        group_rows ? absl::StrCat(" in 8-row groups ", group_rows, " rows apart")
+                                   : std::string(),
+                        " from row ", Access::IsImm(row0) ? Access::Imm(row0) : -1),
            loc);
     return false;
   }
@@ -342,7 +354,7 @@ void WgmmaSmemA(Kernel& k, KernelState& s, const WgmmaAccumulator& acc, int arra
   if (!NeedWgmma(s, loc) || acc.n() == 0) return;
   auto check = [&](const WgmmaTile& w, const char* which, int rows, const Operand& row0) {
     return w.mn_major ? CheckMnMajorTile(s, w, "wgmma", which, rows, row0, k0, loc)
-                      : CheckOperandTile(s, w.tile, which, rows, row0, k0, loc);
+                      : CheckOperandTile(s, w.tile, which, rows, row0, k0, loc, w.group_rows);
   };
   // 8-bit operands mix (e4m3 by e5m2) and are K-major only (PTX ISA: no imm-trans for them).
   if ((IsFp8(a.elem()) && at.mn_major) || (IsFp8(b.elem()) && bt.mn_major))
@@ -378,8 +390,10 @@ void WgmmaSmemA(Kernel& k, KernelState& s, const WgmmaAccumulator& acc, int arra
   const auto ty = type_of(a.elem()), b_ty = type_of(b.elem());
   auto op = mlir::NVVM::WgmmaMmaAsyncOp::create(
       s.builder, l, st, d,
-      at.mn_major ? MnMajorDescriptor(s, at, a_row0, k0, loc) : Descriptor(s, a, a_row0, k0, loc),
-      bt.mn_major ? MnMajorDescriptor(s, bt, b_row0, k0, loc) : Descriptor(s, b, b_row0, k0, loc),
+      at.mn_major ? MnMajorDescriptor(s, at, a_row0, k0, loc)
+                  : Descriptor(s, a, a_row0, k0, loc, at.group_rows),
+      bt.mn_major ? MnMajorDescriptor(s, bt, b_row0, k0, loc)
+                  : Descriptor(s, b, b_row0, k0, loc, bt.group_rows),
       mlir::NVVM::MMAShapeAttr::get(s.context.get(), 64, acc.n(), WgmmaK(a.elem())), ty, b_ty,
       mlir::NVVM::WGMMATypes::f32,
       scale_d ? mlir::NVVM::WGMMAScaleOut::one : mlir::NVVM::WGMMAScaleOut::zero,
@@ -395,14 +409,15 @@ void WgmmaSmemA(Kernel& k, KernelState& s, const WgmmaAccumulator& acc, int arra
 
 // A from registers, B K-major.
 void WgmmaRegsA(Kernel& k, KernelState& s, const WgmmaAccumulator& acc, int array,
-                const std::vector<Value>& a, const SmemTile& b, const Operand& b_row0, int k0,
+                const std::vector<Value>& a, const WgmmaTile& bt, const Operand& b_row0, int k0,
                 bool scale_d, const Loc& loc) {
+  const SmemTile& b = bt.tile;
   if (!NeedWgmma(s, loc) || acc.n() == 0) return;
-  if (!CheckOperandTile(s, b, "B", acc.n(), b_row0, k0, loc)) return;
+  if (!CheckOperandTile(s, b, "B", acc.n(), b_row0, k0, loc, bt.group_rows)) return;
   if (!CheckRegisterA(s, a, b.elem(), loc)) return;
   WgmmaEmission emitting(s, array, loc);
-  WgmmaRegisterA(s, acc, a, b.elem(), Descriptor(s, b, b_row0, k0, loc), /*trans_b=*/false, scale_d,
-                 loc);
+  WgmmaRegisterA(s, acc, a, b.elem(), Descriptor(s, b, b_row0, k0, loc, bt.group_rows),
+                 /*trans_b=*/false, scale_d, loc);
 }
 
 // A from registers, B MN-major as a ring of spans of N side by side (k_rows 0).
@@ -464,12 +479,14 @@ void WgmmaRegsAMnB(Kernel& k, KernelState& s, const WgmmaAccumulator& acc, int a
 void HopperOps::Wgmma(const WgmmaAccumulator& acc, const WgmmaOp& op, Loc loc) {
   KernelState& s = state();
   const int array = acc.regs_.array_;
+  if ((op.a.mn_major && op.a.group_rows) || (op.b.mn_major && op.b.group_rows))
+    return self().Fail("group_rows spaces a K-major tile's 8-row groups; an MN-major tile has none",
+                       loc);
   if (op.a_regs.empty())
     return WgmmaSmemA(self(), s, acc, array, op.a, op.a_row0, op.b, op.b_row0, op.k0, op.accumulate,
                       loc);
   if (!op.b.mn_major)
-    return WgmmaRegsA(self(), s, acc, array, op.a_regs, op.b.tile, op.b_row0, op.k0, op.accumulate,
-                      loc);
+    return WgmmaRegsA(self(), s, acc, array, op.a_regs, op.b, op.b_row0, op.k0, op.accumulate, loc);
   if (op.b.k_rows == 0)
     return WgmmaRegsARingB(self(), s, acc, array, op.a_regs, op.b.tile, op.k0, op.accumulate, loc);
   WgmmaRegsAMnB(self(), s, acc, array, op.a_regs, op.b, op.b_row0, op.k0, op.accumulate, loc);

@@ -636,6 +636,39 @@ TEST(Hopper, WgmmaReadsPastTheTile) {
   ExpectError(k, line, "this wgmma reads 128 rows");
 }
 
+// K-major groups spaced apart (WgmmaTile::Grouped, [group][span][8 rows]): the rows a wgmma
+// reads run to its last group's, and a group is whole 8-row atoms.
+TEST(Hopper, WgmmaGroupsReadPastTheTile) {
+  Kernel k("test/wgmma_groups", sm90a(), {128});
+  SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), b = k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B);
+  WgmmaAccumulator acc = k.WgmmaAcc(64);  // 8 groups 16 rows apart: rows 8 .. 127 from span 1
+  k.Wgmma(acc, {.a = a, .b = WgmmaTile::Grouped(b, 16), .b_row0 = 8});
+  EXPECT_TRUE(k.Build().ok());
+  Kernel past("test/wgmma_groups_past", sm90a(), {128});
+  a = past.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), b = past.SmemSwizzled(bf16, 128, 64, Swizzle::k128B);
+  acc = past.WgmmaAcc(64);
+  past.Wgmma(acc, {.a = a, .b = WgmmaTile::Grouped(b, 16), .b_row0 = 16}); const int line = __LINE__;
+  ExpectError(past, line, "this wgmma reads 64 rows in 8-row groups 16 rows apart from row 16");
+}
+
+TEST(Hopper, WgmmaGroupsOfPartAtoms) {
+  Kernel k("test/wgmma_groups_atoms", sm90a(), {128});
+  SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), b = k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B);
+  WgmmaAccumulator acc = k.WgmmaAcc(64);
+  k.Wgmma(acc, {.a = a, .b = WgmmaTile::Grouped(b, 12)}); const int line = __LINE__;
+  ExpectError(k, line, "group_rows = 12 does not hold whole 8-row groups");
+}
+
+TEST(Hopper, WgmmaGroupsOfAnMnMajorTile) {
+  Kernel k("test/wgmma_groups_mn", sm90a(), {128});
+  SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  WgmmaTile mn(a, true, 64);
+  mn.group_rows = 16;
+  WgmmaAccumulator acc = k.WgmmaAcc(64);
+  k.Wgmma(acc, {.a = a, .b = mn}); const int line = __LINE__;
+  ExpectError(k, line, "an MN-major tile has none");
+}
+
 TEST(Hopper, RingOverSharedMemoryBudget) {
   Kernel k("test/ring_budget", sm90a(), {384});
   k.SmemSwizzled(bf16, 128, 64, Swizzle::k128B, 5);  // 80 KB

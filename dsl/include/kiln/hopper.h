@@ -140,13 +140,23 @@ class WgmmaAccumulator {
 // of M or N (64 bf16 at 128B), in blocks of `k_rows` rows stacked for further spans (rows
 // k_rows*j.. hold columns span*j..), as one 2D TMA box per block lands from a column-major A or a
 // row-major B. An MN-major B with k_rows 0 is a ring of such spans side by side along N (stage s:
-// columns span*s..), each stage all of K (attention's V with D <= 64 per stage).
+// columns span*s..), each stage all of K (attention's V with D <= 64 per stage). A K-major tile
+// with `group_rows` holds its 8-row groups of M or N that many rows apart, the rows between them
+// the group's further spans of K ([group][span][8 rows]: one TMA box of 8-row groups and spans
+// lands so, e.g. attention's K over a paged cache); row0 then names the first group's row of the
+// span read.
 struct WgmmaTile {
   WgmmaTile() = default;
   WgmmaTile(SmemTile t, bool mn = false, int k = 0) : tile(t), mn_major(mn), k_rows(k) {}
+  static WgmmaTile Grouped(SmemTile t, int group_rows) {
+    WgmmaTile w(t);
+    w.group_rows = group_rows;
+    return w;
+  }
   SmemTile tile;
   bool mn_major = false;
-  int k_rows = 0;  // MN-major: rows of K per block
+  int k_rows = 0;      // MN-major: rows of K per block
+  int group_rows = 0;  // K-major: rows from one 8-row group to the next (0: 8, packed)
 };
 
 // One wgmma.mma_async m64nNk16 (N: the accumulator's):

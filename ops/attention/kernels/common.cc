@@ -231,6 +231,16 @@ rt::TensorMapParam PackedMap(Kernel& k, const char* tensor, const char* rows, co
   return t;
 }
 
+rt::TensorMapParam GroupedPagesMap(Kernel& k, const char* tensor, int d, int page, Scalar in) {
+  rt::TensorMapParam t = HeadMap(k, tensor, "slots", "Hkv", d, 8, d / 64, in);
+  t.dims = {Rule(k, "64"), Rule(k, "8"), Rule(k, std::to_string(d / 64)), Rule(k, "slots/8"),
+            Rule(k, "Hkv")};
+  t.strides = {Rule(k, absl::StrCat("Hkv*", d * 2)), Rule(k, "128"),
+               Rule(k, absl::StrCat("Hkv*", d * 2 * 8)), Rule(k, std::to_string(d * 2))};
+  t.box = {64, 8, static_cast<uint32_t>(d / 64), static_cast<uint32_t>(page / 8), 1};
+  return t;
+}
+
 // The rows layout [B, rows, heads, D], a position's row of heads `stride` elements long, seen as
 // {64 columns, rows, D/64 spans, heads, B}: boxes of `box_rows` rows and `spans` spans, clipped
 // at each batch's last row.
@@ -287,11 +297,13 @@ AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int b
     return p;
   }
   p.tq = k.TmaParam("tmQ", HeadMap(k, "Q", "S", "B*Hq", a.d, block_m, spans, a.in));
-  if (a.page) {  // a box a page (or key tile) and 64 columns, the producer placing each; V's
-    // boxes bring a page's every span where pages are shorter than the key tile (P V reads V
-    // page by page: HopperAttention::v_block)
+  if (a.page) {  // a box a page (or key tile) and 64 columns, the producer placing each; K's
+    // and V's boxes bring a page's every span where pages are shorter than the key tile (S reads
+    // K in 8-row groups: PagedKInGroups; P V reads V page by page: HopperAttention::v_block)
     const int rows = std::min(a.page, block_n);
-    p.tk = k.TmaParam("tmK", PackedMap(k, "K", "slots", "Hkv", a.d, rows, 1, a.in));
+    p.tk = k.TmaParam("tmK", PagedKInGroups(a, block_n)
+                                 ? GroupedPagesMap(k, "K", a.d, rows, a.in)
+                                 : PackedMap(k, "K", "slots", "Hkv", a.d, rows, 1, a.in));
     p.tv = k.TmaParam(
         "tmV", PackedMap(k, "V", "slots", "Hkv", a.d, rows, rows < block_n ? spans : 1, a.in));
     if (GathersPages(a, block_n)) p.k_ptr = k.PtrParam("K", a.in), p.v_ptr = k.PtrParam("V", a.in);

@@ -147,6 +147,11 @@ void ZeroRowsFrom(Kernel& k, const SmemTile& stage, int rows, int spans, Scalar 
                   const Value& valid, const Value& thread, int threads, const Operand& barrier,
                   int block = 0);
 
+// A paged cache's K, [slots, Hkv, D], seen as {64 columns, 8 rows, D/64 spans, slots/8 groups,
+// Hkv}: a box of a page's groups and every span lands [group][span][8 rows][64]
+// (PagedKInGroups).
+rt::TensorMapParam GroupedPagesMap(Kernel& k, const char* tensor, int d, int page, Scalar in);
+
 // Rows of all heads side by side, [rows, heads, D] (packed sequences [T, Hq, D]), seen as HeadMap
 // sees its tensor: boxes of `box_rows` rows and `spans` spans (rows past the tensor read as zeros).
 rt::TensorMapParam PackedMap(Kernel& k, const char* tensor, const char* rows, const char* heads,
@@ -176,6 +181,14 @@ AttentionParams DeclareAttentionParams(Kernel& k, const AttentionShape& a, int b
 // as well.
 inline bool GathersPages(const AttentionShape& a, int block_n) {
   return a.page_gather && a.page == 16 && a.page < block_n;
+}
+// K's stage of a paged key tile in 8-row groups, each group's spans one after the other
+// ([group][span][8 rows][64]), where TMA boxes bring pages shorter than the key tile and D has
+// more than one span: one box then brings a page's every span, and S = Q K^T reads the groups
+// 8 * spans rows apart (WgmmaTile::group_rows; docs/perf/2026-11-28-paged-prefill.md, "K a box
+// a page").
+inline bool PagedKInGroups(const AttentionShape& a, int block_n) {
+  return a.page && a.page < block_n && a.d > 64 && !GathersPages(a, block_n);
 }
 
 // A family of attention kernels named "<base>.<options>" (ParseAttention), every head dimension,

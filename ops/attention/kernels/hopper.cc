@@ -274,6 +274,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // "gather": the producer warpgroup's 128 threads copy K's and V's rows by cp.async.
   h.gathers = GathersPages(a, BN);
   h.v_block = a.page && !h.gathers ? std::min(a.page, BN) : BN;
+  h.k_groups = PagedKInGroups(a, BN);
   if (h.gathers) {
     k_ring.FillByThreads(128);
     v_ring.FillByThreads(128);

@@ -66,11 +66,15 @@ void HopperConsumer::Take() {
 Value HopperConsumer::VStage() { return v_late_ ? h_.v_ring.Acquire(v_at_) : v_held_[0]; }
 
 void HopperConsumer::IssueS(Value ks) {
+  // K's span kk / 64 starts at row span * BN, or, in 8-row groups of every span, at the first
+  // group's span * 8 (HopperAttention::k_groups).
+  const WgmmaTile k_tile =
+      h_.k_groups ? WgmmaTile::Grouped(h_.sK.Stage(ks), 8 * h_.SPANS) : WgmmaTile(h_.sK.Stage(ks));
   for (int kk = 0; kk < h_.D; kk += 16)
     k_.Wgmma(s_, {.a = sQs_,
                   .a_row0 = kk / 64 * h_.BM + row0_,
-                  .b = h_.sK.Stage(ks),
-                  .b_row0 = kk / 64 * h_.BN,
+                  .b = k_tile,
+                  .b_row0 = kk / 64 * (h_.k_groups ? 8 : h_.BN),
                   .k0 = kk % 64,
                   .accumulate = kk > 0});
   k_.WgmmaCommit();

@@ -31,14 +31,20 @@ std::vector<Value> PageEntries(HopperAttention& h, const QueryTile& q, const Val
 
 // The boxes of one ring's key tile, `slots` the cache rows of its boxes: a box a page and span
 // where the ring holds the tile span by span ([span][BN rows]), a box a page where it holds it
-// page by page ([page][span][page rows]: V in pages shorter than the key tile; common.cc's maps
-// have the boxes' spans).
+// page by page ([page][span][page rows]: V in pages shorter than the key tile) or in 8-row groups
+// of every span (K there: GroupedPagesMap's coordinates); common.cc's maps have the boxes' spans.
 std::vector<TmaCopy> PagedCopies(HopperAttention& h, const TensorMap& map, const SmemTile& ring,
                                  const QueryTile& q, const std::vector<Value>& slots,
-                                 bool page_by_page) {
+                                 bool page_by_page, bool in_groups = false) {
   const int rows = std::min(h.a.page, h.BN);
   std::vector<TmaCopy> copies;
   for (int i = 0; i < static_cast<int>(slots.size()); ++i) {
+    if (in_groups) {  // (a clamped box's slot may sit inside a group: its keys are masked)
+      copies.push_back({&map,
+                        ring.Rows(i * h.SPANS * rows, h.SPANS * rows),
+                        {0, 0, 0, slots[i] / 8, q.kv_head % h.p.Hkv}});
+      continue;
+    }
     if (page_by_page) {
       copies.push_back({&map,
                         ring.Rows(i * h.SPANS * rows, h.SPANS * rows),
@@ -74,11 +80,13 @@ void PagedTiles(HopperAttention& h, const QueryTile& q, Pipeline::Cursor& k_at,
     for (size_t i = 0; i < next.size(); ++i) ahead[i] = next[i];
     const bool v_pages = h.v_block < h.BN;
     if (!rings_apart) {
-      h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, slots, false));
+      h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, slots, false, h.k_groups));
       h.v_ring.Produce(v_at, PagedCopies(h, h.p.tv, h.sV, q, slots, v_pages));
       return;
     }
-    k.If(t == 0, [&] { h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, slots, false)); });
+    k.If(t == 0, [&] {
+      h.k_ring.Produce(k_at, PagedCopies(h, h.p.tk, h.sK, q, slots, false, h.k_groups));
+    });
     k.If(t == 32, [&] { h.v_ring.Produce(v_at, PagedCopies(h, h.p.tv, h.sV, q, slots, v_pages)); });
   });
 }

@@ -63,6 +63,7 @@ struct HopperAttention {
   // where TMA boxes bring pages shorter than the key tile, so that one box brings a page's every
   // span (docs/perf/2026-11-28-paged-prefill.md, "V a box a page").
   int v_block = 0;
+  bool k_groups = false;  // K's stage in 8-row groups of every span (PagedKInGroups)
 
   // The tile number t stands for (hopper.cc: the order of the work).
   QueryTile TileOf(Value t) const;
