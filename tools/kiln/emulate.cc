@@ -128,6 +128,13 @@ int Emulate(const std::vector<std::string>& args) {
   if (absl::Status fits = kiln::examples::CheckEmulatedRowOpSize(args[0], opt.rows, opt.cols);
       !fits.ok())
     return Fail(fits);
+  // The emulator steps every element's instructions on the CPU: say so before a long run.
+  const double elements = double(opt.rows) * double(opt.cols) * double(seeds->size());
+  if (elements > double(1 << 24))
+    std::cerr << absl::StrFormat(
+        "kiln emulate: %d rows of %d columns under %d schedule%s: the emulator takes minutes at "
+        "this size (fewer --rows, or --seeds 1, take less)\n",
+        opt.rows, opt.cols, seeds->size(), seeds->size() == 1 ? "" : "s");
   std::optional<kiln::examples::RowOpResult> worst;
   uint64_t worst_seed = 0;
   for (uint64_t seed : *seeds) {
