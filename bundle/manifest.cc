@@ -1,5 +1,7 @@
 #include "kiln/bundle/manifest.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -585,19 +587,29 @@ absl::Status WriteBundle(const std::string& dir, const Bundle& bundle) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::string stem = absl::StrCat(dir, "/", BundleStem(bundle.manifest.name));
-  for (auto [path, text] : {std::pair{stem + ".manifest", bundle.manifest.Serialize()},
-                            std::pair{stem + ".ptx", bundle.ptx}}) {
+  // Each file is written beside its place and renamed into it, so that a reader (another
+  // process's launch, a build's bundling) never sees a file cut short; the PTX goes first, as
+  // the manifest is what finds a bundle.
+  for (auto [path, text] : {std::pair{stem + ".ptx", bundle.ptx},
+                            std::pair{stem + ".manifest", bundle.manifest.Serialize()}}) {
+    const std::string part = absl::StrCat(path, ".part.", getpid());
     errno = 0;
-    std::ofstream out(path, std::ios::binary);
+    std::ofstream out(part, std::ios::binary);
     out << text;
     out.close();  // (a full disk shows at the flush)
     const int error = errno;
-    if (!out)
+    std::error_code renamed;
+    if (out) std::filesystem::rename(part, path, renamed);
+    if (!out || renamed) {
+      std::error_code ignored;
+      std::filesystem::remove(part, ignored);
       return absl::InternalError(
           absl::StrCat("cannot write ", path, ": ",
                        ec ? absl::StrCat("the directory could not be made (", ec.message(), ")")
-                       : error ? std::string(std::strerror(error))
-                               : std::string("the stream failed")));
+                       : renamed ? renamed.message()
+                       : error   ? std::string(std::strerror(error))
+                                 : std::string("the stream failed")));
+    }
   }
   return absl::OkStatus();
 }

@@ -256,6 +256,34 @@ TEST(Bundle, WritesReadsAndLists) {
             absl::string_view::npos);
 }
 
+// A bundle written again replaces both files whole (each renamed into place), leaving nothing
+// beside them; a file where its PTX goes (a directory) is a message, and nothing is left half-made.
+TEST(Bundle, WrittenAgainReplacesItsFilesWhole) {
+  const std::string dir = ::testing::TempDir() + "/kiln_bundles_again";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(WriteBundle(dir, {Sample(), ".version 8.0\n"}).ok());
+  ASSERT_TRUE(WriteBundle(dir, {Sample(), ".version 8.7\n"}).ok());
+  absl::StatusOr<Bundle> back = ReadBundle(dir, "hopper/k01");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->ptx, ".version 8.7\n");
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"hopper.k01.manifest", "hopper.k01.ptx"}));
+  std::filesystem::remove(dir + "/hopper.k01.ptx");
+  std::filesystem::create_directory(dir + "/hopper.k01.ptx");
+  std::filesystem::create_directory(dir + "/hopper.k01.ptx/x");
+  absl::Status s = WriteBundle(dir, {Sample(), ".version 8.0\n"});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cannot write " + dir + "/hopper.k01.ptx"), std::string::npos) << s;
+  files.clear();
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"hopper.k01.manifest", "hopper.k01.ptx"}));
+}
+
 }  // namespace
 }  // namespace kiln::rt
 
