@@ -125,6 +125,14 @@ def _r(x, writes=False):
     if x is None or not _is_torch(x) or not x.is_cuda:
         if not writes and _is_numpy(x) and not x.flags.writeable:
             import numpy
+            if 0 in x.strides and x.size > 1:  # a broadcast view: copied row-major (order "K"
+                # keeps its zero strides' order, not packed), and refused before its copy where
+                # the copy alone would pass the emulator's bound
+                _require(x.size <= 2**26,
+                         lambda: f"kiln: a broadcast array of shape {tuple(x.shape)} has "
+                                 f"{x.size:.4g} elements as a copy; the emulator takes arrays of "
+                                 "up to 2^26 (run it on a GPU)")
+                return numpy.array(x, order="C")
             return numpy.array(x)  # (a base ndarray: a subclass's copy may be read-only too)
         if not _is_numpy(x) and not _is_torch(x) and hasattr(x, "__dlpack__"):
             if _on_host(x):  # as NumPy takes it (the protocol's checks), then as a NumPy array
@@ -199,7 +207,11 @@ def _require_arrays(call, *, numpy_or_torch=False, **arrays):
     a NumPy array); with numpy_or_torch, one of those two alone (the calls that read an array's
     strides and type through NumPy or torch)."""
     for name, x in arrays.items():
-        if not hasattr(x, "__dlpack__") or not hasattr(x, "shape"):
+        if hasattr(x, "__dlpack__") and not hasattr(x, "shape"):
+            raise Error(f"{call}: {name} (a {type(x).__name__}) has __dlpack__ but no .shape, "
+                        f"which kiln reads: numpy.from_dlpack({name}) or "
+                        f"torch.from_dlpack({name}) first")
+        if not hasattr(x, "__dlpack__"):
             raise Error(f"{call}: {name} must be a torch tensor or a NumPy array, not "
                         f"{type(x).__name__}")
         if numpy_or_torch and not _is_numpy(x) and not _is_torch(x):
@@ -500,6 +512,7 @@ def rms_norm(x, weight=None, eps=1e-6, *, out=None):
         weight = _filled(x, x.shape[-1], 1.0)
     _require_arrays("kiln.rms_norm", weight=weight)
     _writable_out("kiln.rms_norm", out)
+    weight = _as_f32(weight)  # (host weights of either float type read as f32)
     x, weight = _packed(x), _packed(weight)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
     _kiln._rms_norm(_r(x), _r(weight), _r(out), float(eps), stream=_stream([x]))
@@ -521,6 +534,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     bias = _filled(x, x.shape[-1], 0.0) if bias is None else bias
     _require_arrays("kiln.layer_norm", weight=weight, bias=bias)
     _writable_out("kiln.layer_norm", out)
+    weight, bias = _as_f32(weight), _as_f32(bias)  # (host weights of either float type as f32)
     x, weight, bias = _packed(x), _packed(weight), _packed(bias)
     out = _empty(x, tuple(x.shape), _type_of(x)) if out is None else out
     _kiln._layer_norm(_r(x), _r(weight), _r(bias), _r(out), float(eps), stream=_stream([x]))
@@ -769,7 +783,8 @@ def _rope_order(call, dim):
 
 
 def rope_angles(cos, sin):
-    """kiln.gemm's RoPE angles from f32 cos and sin tables [P, dim / 2] (as rope_qkv takes them):
+    """kiln.gemm's RoPE angles from cos and sin tables [P, dim / 2] (as rope_qkv takes them; any
+    float type, rounded to bf16 here):
     int32 words [P, dim / 2], each the bf16 cos (low half) and sin (high half) of one position
     and frequency, rounded to nearest even. Torch tensors (on their device) or NumPy arrays."""
     _require_arrays("kiln.rope_angles", cos=cos, sin=sin)
@@ -1283,10 +1298,12 @@ def _empty_attention(q, k, v, rows):
 
 
 def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, deterministic=False,
-                       dq_atomics=False):
+                       dq_atomics=False, layout="bhsd"):
     """FlashAttention backward: (dq, dk, dv) from the forward's q, k, v, out and lse
-    (kiln.attention, layout "bhsd") and the gradient d_out of out, all [B, H, S, D] contiguous,
-    lse [B, Hq, S] f32. Grouped-query heads: dk and dv of a KV head sum over the query heads that
+    (kiln.attention) and the gradient d_out of out, all [B, H, S, D] contiguous (layout "bhsd"),
+    or all [B, S, H, D] (layout "bshd", as kiln.attention's of that layout: copied to
+    [B, H, S, D] for the kernels, the gradients back as [B, S, H, D]), lse [B, Hq, S] f32 in
+    either. Grouped-query heads: dk and dv of a KV head sum over the query heads that
     read it. D 64, 128 or 256 on sm_90a (64 or 128 on sm_100a); other D up to 256 padded, as
     kiln.attention pads them. Where it can (sm_90a, a kernel D of 64 or 128), dq is added by
     atomics, its last bits varying run to run (dk and dv never); deterministic=True takes it from
@@ -1294,6 +1311,18 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, de
     asks for the atomics, an error where they cannot run.
     """
     call = "kiln.attention_backward"
+    _require(layout in ("bhsd", "bshd"), lambda: f"{call}: layout '{layout}': 'bhsd' or 'bshd'")
+    if layout == "bshd":
+        _require_arrays(call, q=q, k=k, v=v, out=out, lse=lse, d_out=d_out)
+        for name, x in (("q", q), ("k", k), ("v", v), ("out", out), ("d_out", d_out)):
+            _require(len(x.shape) == 4,
+                     lambda: f"{call}: {name} must have rank 4 ([B, S, H, D]), not {len(x.shape)}")
+        t = (lambda x: x.transpose(1, 2).contiguous()) if _is_torch(q) else (
+            lambda x: __import__("numpy").ascontiguousarray(x.transpose(0, 2, 1, 3)))
+        grads = attention_backward(t(q), t(k), t(v), t(out), lse, t(d_out), causal=causal,
+                                   scale=scale, deterministic=deterministic,
+                                   dq_atomics=dq_atomics)
+        return tuple(t(g) for g in grads)
     _require(not (_flag(call, "deterministic", deterministic) and
                   _flag(call, "dq_atomics", dq_atomics)),
              lambda: f"{call}: dq_atomics adds dq by atomics, whose last bits vary run to run, "
@@ -1385,6 +1414,13 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
         _require(k_cache.shape[3] == q.shape[3],
                  lambda: f"{call}: k_cache {tuple(k_cache.shape)} has D = {k_cache.shape[3]}, "
                          f"q {tuple(q.shape)} D = {q.shape[3]}")
+    else:  # a dense cache, checked against q before its lengths are
+        _require(len(k_cache.shape) == 4 and tuple(k_cache.shape) == tuple(v_cache.shape) and
+                 k_cache.shape[0] == q.shape[0] and k_cache.shape[3] == q.shape[3],
+                 lambda: f"{call}: k_cache {tuple(k_cache.shape)} and v_cache "
+                         f"{tuple(v_cache.shape)} must both be [B, Hkv, Smax, D] for q "
+                         f"{tuple(q.shape)} (a paged cache [pages, page, Hkv, D] comes with its "
+                         "block_table)")
     keys = (block_table.shape[1] * k_cache.shape[1] if block_table is not None and
             len(block_table.shape) == 2 and len(k_cache.shape) == 4 else
             k_cache.shape[2] if len(k_cache.shape) == 4 else 1)
@@ -1495,9 +1531,9 @@ def _check_host_offsets(call, x, cu_seqlens, total, max_seqlen):
     than max_seqlen. (On the GPU they are the device's, read there.)"""
     import numbers
     _require(isinstance(max_seqlen, numbers.Integral) and not isinstance(max_seqlen, bool) and
-             max_seqlen >= 1,
+             max_seqlen >= (1 if total else 0),
              lambda: f"{call}: max_seqlen must be a positive integer (the longest sequence's "
-                     f"length), not {max_seqlen!r}")
+                     f"length; 0 where there is no row), not {max_seqlen!r}")
     _require(max_seqlen <= 2**31 - 1,
              lambda: f"{call}: max_seqlen = {max_seqlen} is past 32 bits (at most 2^31 - 1: the "
                      f"kernels count a sequence's rows in int32)")
@@ -1610,6 +1646,8 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
                      lambda: f"{call}: {name} must be a CUDA tensor of {want}, not "
                              f"{getattr(x, 'dtype', type(x).__name__)}"
                              f"{'' if not _is_torch(x) or x.is_cuda else ' on the host'}")
+        _require(not _overlap(k_cache, v_cache),
+                 f"{call}: k_cache and v_cache share memory; the values would overwrite the keys")
         if not empty:
             _loaded(call, "ops/paged_append" + (".f16" if half == torch.float16 else ""))(
                 k_new, v_new, cos, sin, block_table, seq_lens, k_cache, v_cache, *scalars)
@@ -1627,6 +1665,8 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     for name, x in (("k_cache", k_cache), ("v_cache", v_cache)):
         _require(x.flags.writeable,
                  f"{call}: {name} is read-only; the new rows are written into it")
+    _require(not numpy.shares_memory(k_cache, v_cache),
+             f"{call}: k_cache and v_cache share memory; the values would overwrite the keys")
     lens = _host_numpy(call, "seq_lens", seq_lens)
     _require((lens >= 0).all(), lambda: f"{call}: seq_lens must be 0 or more, not {lens.min()}")
     end = lens + s
@@ -1651,6 +1691,18 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     rows = pos % page
     k_cache[pages, rows] = _widened(kc[pages, rows])
     v_cache[pages, rows] = _widened(vc[pages, rows])
+
+
+def _overlap(a, b):
+    """Whether two torch tensors' byte ranges overlap (any element of one within the other's
+    first to last byte)."""
+    def span(t):
+        if t.numel() == 0:
+            return 0, 0
+        last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+        return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
 
 
 # The layer glue (examples/ops/layer_glue.cc), through load(). CUDA tensors: bf16, or f16 (the
@@ -1794,8 +1846,9 @@ def _require(cond, message):
 
 def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv, *, layout="bhsd"):
     """A fused QKV projection's output [B * S, (Hq + 2 Hkv) * D] into q [B, Hq, S, D] and k, v
-    [B, Hkv, S, D] (contiguous), with rotary embeddings applied to q and k: cos and sin are f32
-    tables [S, D / 2] (position s, frequency i; Llama's rotate-half convention). layout "bshd":
+    [B, Hkv, S, D] (contiguous), with rotary embeddings applied to q and k: cos and sin are
+    tables [S, D / 2] (position s, frequency i; Llama's rotate-half convention), read as f32
+    (float64 ones, as NumPy computes angles, converted). layout "bshd":
     q [B, S, Hq, D], k and v [B, S, Hkv, D] instead (kiln.attention's rows layout, whose o is
     then the output projection's rows). Host arrays: float32 qkv runs as bf16 and q, k, v come
     back float32; float16 qkv runs the f16 kernels and they come back float16."""
@@ -1815,7 +1868,8 @@ def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv, *, layout="bhsd"):
     tokens, width = qkv.shape
     _require(tokens == batch * s and width == (heads_q + 2 * heads_kv) * d,
              f"kiln.rope_qkv: qkv {tuple(qkv.shape)} is not [B * S, (Hq + 2 Hkv) * D] = "
-             f"[{batch * s}, {(heads_q + 2 * heads_kv) * d}]")
+             f"[{batch * s}, {(heads_q + 2 * heads_kv) * d}] (S = {s} and D = {d} from cos and "
+             f"sin {tuple(cos.shape)}: one row a position of the S, no more)")
     rows = layout == "bshd"
     shape = (lambda h: (batch, s, h, d)) if rows else (lambda h: (batch, h, s, d))
     q = _empty(qkv, shape(heads_q), _type_of(qkv))
@@ -1832,7 +1886,8 @@ def rope_qkv(qkv, cos, sin, batch, heads_q, heads_kv, *, layout="bhsd"):
 
 
 def _f32_table(x):
-    """A table the kernels read as packed f32 (cos, sin), converted where it is not."""
+    """A table the kernels read as packed f32 (cos, sin), converted where it is not (float64
+    angles, as NumPy computes them, included)."""
     if _is_torch(x):
         return x.float().contiguous()
     import numpy

@@ -2074,7 +2074,7 @@ class EmptyAndWrongInputs(unittest.TestCase):
         class Half:
             def __dlpack__(self):
                 return None
-        with self.assertRaisesRegex(kiln.Error, "x must be a torch tensor or a NumPy array, not Half"):
+        with self.assertRaisesRegex(kiln.Error, "x .a Half. has __dlpack__ but no .shape"):
             kiln.softmax(Half())
 
     def test_a_kernel_variant_not_bundled_says_how_to_bundle_it(self):
@@ -2166,6 +2166,97 @@ class CudaRef(unittest.TestCase):
         self.assertIn("rank 9", str(caught.exception))
         with self.assertRaises(kiln.Error):
             kiln._kiln._cuda_ref(0x10000, (2, 2), (1,), 4, 16, 0)
+
+
+class NewUsersEdges(unittest.TestCase):
+    """What a new user's trial of the module found (2026-12-02): each once a misleading message,
+    a refusal the docs did not promise, or a trap."""
+
+    def test_a_broadcast_view_is_read_as_the_array_it_stands_for(self):
+        # A zero-stride view of one row is copied packed (it had been refused as not contiguous,
+        # while a broadcast scalar was taken); a huge one is refused before its copy.
+        rng = np.random.default_rng(40)
+        q = rng.standard_normal((1, 1, 9, 64)).astype(np.float32)
+        row = rng.standard_normal((1, 1, 1, 64)).astype(np.float32)
+        k = np.broadcast_to(row, (1, 1, 9, 64))
+        o, lse = kiln.attention(q, k, k)
+        want, _ = attention_reference(q.astype(np.float64), k.astype(np.float64),
+                                      k.astype(np.float64), False, 64 ** -0.5)
+        self.assertLess(rel_error(o, want), 1e-2)
+        huge = np.broadcast_to(np.float32(1), (64, 64, 4096, 64))
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.attention(huge, huge, huge)
+        self.assertIn("up to 2^26", str(caught.exception))
+
+    def test_host_norm_weights_of_either_float_type(self):
+        rng = np.random.default_rng(41)
+        x = rng.standard_normal((4, 37)).astype(np.float32)
+        w = rng.standard_normal(37).astype(np.float16)
+        self.assertEqual(rel_error(kiln.rms_norm(x, w), kiln.rms_norm(x, w.astype(np.float32))), 0)
+        self.assertEqual(rel_error(kiln.layer_norm(x, w, w),
+                                   kiln.layer_norm(x, w.astype(np.float32), w.astype(np.float32))),
+                         0)
+
+    def test_a_rope_table_of_more_positions_than_s(self):
+        # A table of more positions than S names cos and sin as where S comes from (the message
+        # had named qkv alone).
+        qkv = np.zeros((14, 512), np.float32)
+        with self.assertRaises(kiln.Error) as caught:
+            table = np.ones((14, 32), np.float32)
+            kiln.rope_qkv(qkv, table, table, 2, 4, 2)
+        self.assertIn("from cos and sin (14, 32)", str(caught.exception))
+
+    def test_a_paged_cache_without_its_block_table_is_named(self):
+        rng = np.random.default_rng(42)
+        q = rng.standard_normal((1, 4, 1, 64)).astype(np.float32)
+        cache = rng.standard_normal((10, 16, 2, 64)).astype(np.float32)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.decode_attention(q, cache, cache, np.array([5], np.int32))
+        self.assertIn("comes with its block_table", str(caught.exception))
+
+    def test_an_empty_packed_batch_takes_max_seqlen_0(self):
+        empty = np.zeros((0, 4, 64), np.float32)
+        o, lse = kiln.varlen_attention(empty, empty[:, :2], empty[:, :2],
+                                       np.array([0, 0], np.int32), 0)
+        self.assertEqual((o.shape, lse.shape), ((0, 4, 64), (4, 0)))
+        with self.assertRaises(kiln.Error):  # (rows there: 0 is no sequence's length)
+            x = np.zeros((3, 4, 64), np.float32)
+            kiln.varlen_attention(x, x[:, :2], x[:, :2], np.array([0, 3], np.int32), 0)
+
+    def test_a_dlpack_object_without_a_shape_is_told_what_is_missing(self):
+        class Bare:
+            def __init__(self, a):
+                self.a = a
+
+            def __dlpack__(self, **kw):
+                return self.a.__dlpack__(**kw)
+
+            def __dlpack_device__(self):
+                return self.a.__dlpack_device__()
+
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.softmax(Bare(np.zeros((2, 3), np.float32)))
+        self.assertIn("has __dlpack__ but no .shape", str(caught.exception))
+
+    def test_backward_in_the_rows_layout(self):
+        # S == H, where bhsd arrays of the same shape would have passed every check.
+        rng = np.random.default_rng(43)
+        q, k, v, d_o = (rng.standard_normal((1, 4, 4, 64)).astype(np.float32) for _ in range(4))
+        o, lse = kiln.attention(q, k, v, layout="bshd")
+        grads = kiln.attention_backward(q, k, v, o, lse, d_o, layout="bshd")
+        t = lambda x: np.ascontiguousarray(x.transpose(0, 2, 1, 3))
+        want = backward_reference(t(q), t(k), t(v), t(o), t(d_o), False)
+        for got, w in zip(grads, want):
+            self.assertLess(rel_error(t(got), w), 1e-2)
+
+    def test_paged_append_refuses_one_cache_for_both(self):
+        cache = np.zeros((4, 16, 2, 64), np.float32)
+        new = np.zeros((1, 1, 2, 64), np.float32)
+        table = np.arange(4, dtype=np.int32)[None]
+        cos = np.ones((64, 32), np.float32)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.paged_append(cache, cache, new, new, table, np.array([3], np.int32), cos, cos)
+        self.assertIn("share memory", str(caught.exception))
 
 
 if __name__ == "__main__":
