@@ -125,9 +125,9 @@ def _r(x, writes=False):
     if x is None or not _is_torch(x) or not x.is_cuda:
         if not writes and _is_numpy(x) and not x.flags.writeable:
             import numpy
-            if 0 in x.strides and x.size > 1:  # a broadcast view: copied row-major (order "K"
-                # keeps its zero strides' order, not packed), and refused before its copy where
-                # the copy alone would pass the emulator's bound
+            if any(st == 0 and n > 1 for st, n in zip(x.strides, x.shape)):  # a broadcast view:
+                # copied row-major (order "K" keeps its zero strides' order, not packed), and
+                # refused before its copy where the copy alone would pass the emulator's bound
                 _require(x.size <= 2**26,
                          lambda: f"kiln: a broadcast array of shape {tuple(x.shape)} has "
                                  f"{x.size:.4g} elements as a copy; the emulator takes arrays of "
@@ -1184,6 +1184,7 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhsd"):
     if layout not in ("bhsd", "bshd"):
         raise Error(f"kiln.attention: layout '{layout}': 'bhsd' or 'bshd'")
     _require_arrays("kiln.attention", q=q, k=k, v=v)
+    _emulator_sized("kiln.attention", q=q, k=k, v=v)  # (before any copy or output is made)
     rows = layout == "bshd"
     for name, x in (("q", q), ("k", k), ("v", v)):
         if len(x.shape) != 4:
@@ -1312,8 +1313,9 @@ def attention_backward(q, k, v, out, lse, d_out, *, causal=False, scale=None, de
     """
     call = "kiln.attention_backward"
     _require(layout in ("bhsd", "bshd"), lambda: f"{call}: layout '{layout}': 'bhsd' or 'bshd'")
+    _require_arrays(call, q=q, k=k, v=v, out=out, lse=lse, d_out=d_out)
+    _emulator_sized(call, q=q, k=k, v=v, out=out, d_out=d_out)  # (before any copy)
     if layout == "bshd":
-        _require_arrays(call, q=q, k=k, v=v, out=out, lse=lse, d_out=d_out)
         for name, x in (("q", q), ("k", k), ("v", v), ("out", out), ("d_out", d_out)):
             _require(len(x.shape) == 4,
                      lambda: f"{call}: {name} must have rank 4 ([B, S, H, D]), not {len(x.shape)}")
@@ -1511,13 +1513,16 @@ def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=Non
     lse = _empty(q, (q.shape[1], q.shape[0]), "f32")
     if not _is_torch(lse):  # the kernels write the rows sequences own; the rest NaN, as o's
         lse.fill(float("nan"))
-    if q.shape[0] * q.shape[1] == 0:  # no token or no head: nothing to do, the rest checked here
+    if q.shape[0] * q.shape[1] == 0 or max_seqlen == 0:  # no token, head or sequence's row:
+        # nothing to do (host rows no sequence owns come back NaN), the rest checked here
         _flag(call, "causal", causal), _scale(call, scale)
         _check_attention_shapes(call, q, k, v, "[T, Hkv, D]")
         _require(q.shape[2] in _HEAD_DIMS,
                  f"{call}: head dimension D = {q.shape[2]}: the kernels take 64, 128 or 256")
         _require_attention_types(call, [("q", q), ("k", k), ("v", v)],
                                  index=[("cu_seqlens", cu_seqlens)])
+        if not _is_torch(o):
+            o.fill(float("nan"))
         return o, lse
     _kiln._varlen_attention(_r(q), _r(k), _r(v), _r(cu_seqlens), int(max_seqlen), _r(o), _r(lse),
                             _flag("kiln.varlen_attention", "causal", causal),
@@ -1531,9 +1536,10 @@ def _check_host_offsets(call, x, cu_seqlens, total, max_seqlen):
     than max_seqlen. (On the GPU they are the device's, read there.)"""
     import numbers
     _require(isinstance(max_seqlen, numbers.Integral) and not isinstance(max_seqlen, bool) and
-             max_seqlen >= (1 if total else 0),
-             lambda: f"{call}: max_seqlen must be a positive integer (the longest sequence's "
-                     f"length; 0 where there is no row), not {max_seqlen!r}")
+             max_seqlen >= (0 if total == 0 or not _is_torch(x) else 1),
+             lambda: f"{call}: max_seqlen must be an integer of at least "
+                     f"{1 if _is_torch(x) else 0} (the longest sequence's length), not "
+                     f"{max_seqlen!r}")
     _require(max_seqlen <= 2**31 - 1,
              lambda: f"{call}: max_seqlen = {max_seqlen} is past 32 bits (at most 2^31 - 1: the "
                      f"kernels count a sequence's rows in int32)")
@@ -1569,7 +1575,8 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
     dq = _empty(q, tuple(q.shape), _type_of(q))
     dk = _empty(k, tuple(k.shape), _type_of(k))
     dv = _empty(v, tuple(v.shape), _type_of(v))
-    if q.shape[0] * q.shape[1] == 0:  # no token or no head (as the forward): empty gradients
+    if q.shape[0] * q.shape[1] == 0 or max_seqlen == 0:  # no token, head or sequence's row (as
+        # the forward): no gradient (host rows no sequence owns come back NaN)
         call = "kiln.varlen_attention_backward"
         _flag(call, "causal", causal), _scale(call, scale)
         _check_attention_shapes(call, q, k, v, "[T, Hkv, D]")
@@ -1584,6 +1591,9 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
                                  index=[("cu_seqlens", cu_seqlens)])
         for g in (dk, dv):  # (no query row reaches them)
             g.zero_() if _is_torch(g) else g.fill(0)
+        if max_seqlen == 0 and q.shape[0] and not _is_torch(dq):  # rows, none a sequence's
+            for g in (dq, dk, dv):
+                g.fill(float("nan"))
         return dq, dk, dv
     _kiln._attention_backward(*map(_r, (q, k, v, out, lse, d_out, dq, dk, dv)),
                               _flag("kiln.varlen_attention_backward", "causal", causal),
@@ -1647,7 +1657,8 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
                              f"{getattr(x, 'dtype', type(x).__name__)}"
                              f"{'' if not _is_torch(x) or x.is_cuda else ' on the host'}")
         _require(not _overlap(k_cache, v_cache),
-                 f"{call}: k_cache and v_cache share memory; the values would overwrite the keys")
+                 f"{call}: k_cache and v_cache overlap in memory (one buffer's byte range holds "
+             "both); give two caches")
         if not empty:
             _loaded(call, "ops/paged_append" + (".f16" if half == torch.float16 else ""))(
                 k_new, v_new, cos, sin, block_table, seq_lens, k_cache, v_cache, *scalars)
@@ -1666,7 +1677,8 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
         _require(x.flags.writeable,
                  f"{call}: {name} is read-only; the new rows are written into it")
     _require(not numpy.shares_memory(k_cache, v_cache),
-             f"{call}: k_cache and v_cache share memory; the values would overwrite the keys")
+             f"{call}: k_cache and v_cache share memory; the values would be written over the "
+             "keys")
     lens = _host_numpy(call, "seq_lens", seq_lens)
     _require((lens >= 0).all(), lambda: f"{call}: seq_lens must be 0 or more, not {lens.min()}")
     end = lens + s

@@ -2184,9 +2184,14 @@ class NewUsersEdges(unittest.TestCase):
                                       k.astype(np.float64), False, 64 ** -0.5)
         self.assertLess(rel_error(o, want), 1e-2)
         huge = np.broadcast_to(np.float32(1), (64, 64, 4096, 64))
+        for layout in ("bhsd", "bshd"):
+            with self.assertRaises(kiln.Error) as caught:
+                kiln.attention(huge, huge, huge, layout=layout)
+            self.assertIn("kiln.attention: q of shape", str(caught.exception))
+        cache = np.broadcast_to(np.float32(1), (1, 1, 2**21, 64))  # (2^27 elements as a copy)
         with self.assertRaises(kiln.Error) as caught:
-            kiln.attention(huge, huge, huge)
-        self.assertIn("up to 2^26", str(caught.exception))
+            kiln.decode_attention(q[:, :, :1], cache, cache, np.array([5], np.int32))
+        self.assertIn("a broadcast array of shape (1, 1, 2097152, 64)", str(caught.exception))
 
     def test_host_norm_weights_of_either_float_type(self):
         rng = np.random.default_rng(41)
@@ -2219,9 +2224,16 @@ class NewUsersEdges(unittest.TestCase):
         o, lse = kiln.varlen_attention(empty, empty[:, :2], empty[:, :2],
                                        np.array([0, 0], np.int32), 0)
         self.assertEqual((o.shape, lse.shape), ((0, 4, 64), (4, 0)))
-        with self.assertRaises(kiln.Error):  # (rows there: 0 is no sequence's length)
-            x = np.zeros((3, 4, 64), np.float32)
+        # Rows, but every sequence empty: 0 is the longest length, and no row is written.
+        x = np.zeros((3, 4, 64), np.float32)
+        o, lse = kiln.varlen_attention(x, x[:, :2], x[:, :2], np.array([0, 0], np.int32), 0)
+        self.assertTrue(np.isnan(o).all() and np.isnan(lse).all())
+        grads = kiln.varlen_attention_backward(x, x[:, :2], x[:, :2], o, lse, x,
+                                               np.array([0, 0], np.int32), 0)
+        self.assertTrue(all(np.isnan(g).all() for g in grads))
+        with self.assertRaises(kiln.Error) as caught:  # a sequence of 3 rows is longer than 0
             kiln.varlen_attention(x, x[:, :2], x[:, :2], np.array([0, 3], np.int32), 0)
+        self.assertIn("longer than max_seqlen = 0", str(caught.exception))
 
     def test_a_dlpack_object_without_a_shape_is_told_what_is_missing(self):
         class Bare:

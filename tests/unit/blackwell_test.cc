@@ -149,6 +149,12 @@ TEST(TcgenMma, ReadsPastTheTile) {
   ExpectError(m.k, line, "reads 128 rows from row 64 but the tile has 128");
 }
 
+TEST(TcgenMma, RefusesWgmmasSpacedGroups) {
+  MmaSetup m;
+  m.k.TcgenMma(m.d, {.m = 128, .n = 128, .a = m.a, .b = WgmmaTile::Grouped(m.b, 16)}); const int line = __LINE__;
+  ExpectError(m.k, line, "WgmmaTile::group_rows is a wgmma form");
+}
+
 TEST(TcgenMma, EmitsTheWorklogDescriptors) {
   MmaSetup m;
   Barrier bar = m.k.SmemBarriers(1)[0];

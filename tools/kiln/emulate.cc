@@ -132,8 +132,8 @@ int Emulate(const std::vector<std::string>& args) {
   const double elements = double(opt.rows) * double(opt.cols) * double(seeds->size());
   if (elements > double(1 << 24))
     std::cerr << absl::StrFormat(
-        "kiln emulate: %d rows of %d columns under %d schedule%s: the emulator takes minutes at "
-        "this size (fewer --rows, or --seeds 1, take less)\n",
+        "kiln emulate: %d rows of %d columns under %d schedule%s: the emulator takes a minute or "
+        "more at this size (fewer --rows, or --seeds 1, take less)\n",
         opt.rows, opt.cols, seeds->size(), seeds->size() == 1 ? "" : "s");
   std::optional<kiln::examples::RowOpResult> worst;
   uint64_t worst_seed = 0;

@@ -226,7 +226,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
                            " persistent=", a.persistent, " lazy_rescale=", a.lazy_rescale,
                            " own_diagonal=", a.own_diagonal, " split=", a.split, " rows=", a.rows));
 
-  // Shared memory: Q (span j in rows BM*j..), then rings of K and V tiles (span j in rows BN*j..).
+  // Shared memory: Q (span j in rows BM*j..), then rings of K and V tiles (span j in rows BN*j..,
+  // or, over pages shorter than the tile, page by page: HopperAttention::k_groups and v_block).
   // Q is a ring too, of two stages where they fit: the next tile's Q lands while this one runs.
   // O goes out through its tile's Q stage, which is released once the TMA store has read it.
   const int q_stages =

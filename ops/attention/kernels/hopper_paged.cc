@@ -9,9 +9,10 @@
 namespace kiln::examples::attention_sm90 {
 namespace {
 
-// A paged key tile is a box per span and per page (or the whole tile, in pages of BN or more),
-// each at its page's cache rows. The first key of each box of the tile at n0; past the sequence's
-// last key, that key (its page is valid, and the consumers mask those keys).
+// A paged key tile is a box a page (of every span, or of one span a box where the ring holds it
+// span by span), or the whole tile in pages of BN or more, each at its page's cache rows. The first
+// key of each box of the tile at n0; past the sequence's last key, that key (its page is valid, and
+// the consumers mask those keys).
 std::vector<Value> BoxKeys(HopperAttention& h, const QueryTile& q, const Value& n0) {
   const int rows = std::min(h.a.page, h.BN);
   Value last = Max(q.skv, h.k.I32(1)) - 1;  // (i32 compares unsigned: skv - 1 would wrap at 0)
