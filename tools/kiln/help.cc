@@ -67,9 +67,10 @@ const std::vector<CommandHelp>& Commands() {
        "fp64.",
        {"m", "n", "k", "rows", "cols", "seeds", "ptx"}},
       {"crosscheck",
-       "crosscheck [NAME...]",
-       "On a GPU: each kernel's outputs against the emulator's, element by element.",
-       {"rows", "cols"}},
+       "crosscheck [--m M --n N --k K] [NAME...]",
+       "On a GPU: each GEMM kernel's outputs against the emulator's, element by element (every "
+       "GEMM where none is named; the emulator's sizes unless given).",
+       {"m", "n", "k"}},
       {"run",
        "run NAME [--m M --n N --k K | --rows R --cols C] [--split S]",
        "Check one kernel against its reference (cuBLAS, fp64) and time it against its peer in the "

@@ -35,6 +35,14 @@ int Tune(const std::vector<std::string>& args) {
   const std::vector<kiln::rt::GemmSize> sizes = GemmSizes(args, "tune");
   if (sizes.empty()) return 2;
   if (kiln::rt::IsFp8Type(absl::GetFlag(FLAGS_dtype).substr(0, 4))) return Fp8Tune(sizes);
+  // The 16-bit tiles are timed in their plain bf16 form: a type or epilogue asked for would be
+  // ignored, so it is refused.
+  for (const char* flag : {"out_dtype", "epilogue", "dtype"})
+    if (FlagGiven(flag) && !(std::string(flag) == "dtype" && absl::GetFlag(FLAGS_dtype) == "bf16"))
+      return FailUsage(absl::InvalidArgumentError(absl::StrCat(
+          "kiln tune times the 16-bit tiles in their plain bf16 form, which picks the tile for "
+          "every type and epilogue: no --",
+          flag, " (with --dtype e4m3, --out_dtype picks the 8-bit GEMM's output)")));
   const std::string path = absl::GetFlag(FLAGS_tune_cache);
   if (path.empty())
     return Fail(absl::InvalidArgumentError("kiln tune writes its choices to --tune_cache FILE"));
