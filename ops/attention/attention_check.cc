@@ -667,7 +667,10 @@ absl::StatusOr<AttentionResult> RunVarlenAttentionEmulated(const rt::Bundle& bun
                                                            const std::vector<int64_t>& lengths,
                                                            const rt::AttentionOptions& options,
                                                            uint64_t seed) {
-  if (absl::Status fits = EmulatorTakes(size, lengths, 2); !fits.ok()) return fits;
+  // (Sized by the sequences' lengths, whichever size the caller planned from.)
+  absl::StatusOr<rt::AttentionSize> packed = VarlenSize(size, lengths);
+  if (!packed.ok()) return packed.status();
+  if (absl::Status fits = EmulatorTakes(*packed, lengths, 2); !fits.ok()) return fits;
   emu::Device d;
   VarlenDevice dev{
       EmulatorMemory(d),

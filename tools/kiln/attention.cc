@@ -58,7 +58,8 @@ int VarlenAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionO
   if (absl::GetFlag(FLAGS_emulate)) {
     absl::StatusOr<Bundle> b = GetBundle(plan->kernel);
     if (!b.ok()) return Fail(b.status());
-    return Report(kiln::examples::RunVarlenAttentionEmulated(*b, z, lengths, options, 1), shape);
+    return Report(kiln::examples::RunVarlenAttentionEmulated(*b, *planned, lengths, options, 1),
+                  shape);
   }
   if (absl::Status st = NeedGpu("attention").status(); !st.ok()) return Fail(st);
   kiln::rt::AttentionRunner runner(BundleDir());
@@ -71,6 +72,10 @@ int VarlenAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionO
 // --backward: dQ, dK and dV of one problem (with --varlen, of packed sequences), checked against
 // fp64 (and run again for the same bytes), timed alone on the GPU.
 int BackwardAttention(kiln::rt::AttentionSize z, const kiln::rt::AttentionOptions& options) {
+  if (!options.kernel.empty())  // (one answer for a forward's name and a backward kernel's)
+    return Fail(absl::InvalidArgumentError(
+        "kiln attention --backward takes no --kernel: the plan picks the backward's kernels "
+        "(--deterministic or --dq_atomics choose how dQ is summed)"));
   std::vector<int64_t> lengths;
   if (!absl::GetFlag(FLAGS_varlen).empty()) {
     absl::StatusOr<std::vector<int64_t>> parsed = VarlenLengths();

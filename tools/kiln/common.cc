@@ -229,7 +229,15 @@ std::vector<std::string> GivenFlagNames() {
 
 int FailUsage(const absl::Status& s) { return Fail(s) + 1; }
 
-int Fail(const absl::Status& s) {
+int Fail(const absl::Status& given) {
+  // The emulated op device names a kernel it could not get alone ("no bundle for NAME"): why,
+  // and the command that writes it, is GetBundle's to say.
+  absl::Status s = given;
+  constexpr absl::string_view kNoBundle = "no bundle for ";
+  if (absl::IsNotFound(s) && absl::StartsWith(s.message(), kNoBundle))
+    if (absl::StatusOr<Bundle> b = GetBundle(std::string(s.message().substr(kNoBundle.size())));
+        !b.ok())
+      s = b.status();
   // A message that names its command ("kiln gemm: ...") needs no second prefix.
   const bool named =
       absl::StartsWith(s.message(), "kiln ") || absl::StartsWith(s.message(), "kiln.");
@@ -366,6 +374,18 @@ absl::Status AssemblesIfOnDemand(const std::string& name, const std::string& ptx
 }
 #endif
 
+namespace {
+// Whether the bundle directory holds family `base`: its own bundle, or a variant of it
+// (base.options: the attention kernels are bundled as variants alone).
+bool FamilyInDir(const std::string& base) {
+  if (kiln::rt::ReadBundle(BundleDir(), base).ok()) return true;
+  absl::StatusOr<std::vector<std::string>> names = kiln::rt::ListBundles(BundleDir());
+  return names.ok() && std::any_of(names->begin(), names->end(), [&](const std::string& n) {
+           return absl::StartsWith(n, base + ".");
+         });
+}
+}  // namespace
+
 absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::string>* findings,
                                  const std::string& cache_dir) {
 #ifdef KILN_HAVE_COMPILER
@@ -396,7 +416,7 @@ absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::strin
     const size_t slash = name.rfind('/'),
                  dot = name.find('.', slash == std::string::npos ? 0 : slash);
     if (dot != std::string::npos && SplitSuffixHint(name).empty() &&
-        kiln::rt::ReadBundle(BundleDir(), name.substr(0, dot)).ok())
+        FamilyInDir(name.substr(0, dot)))
       return absl::NotFoundError(absl::StrCat(
           "kernel '", name, "' is not in ", BundleDir(), "; if it is a variant of ",
           name.substr(0, dot), ", a kiln with its compiler writes it there: kiln bundle --dir ",

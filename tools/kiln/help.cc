@@ -106,10 +106,9 @@ const std::vector<CommandHelp>& Commands() {
        {"sizes", "m", "n", "k", "dtype", "scaling", "out_dtype", "epilogue", "tune_cache",
         "iters"}},
       {"attention",
-       "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--paged N] "
-       "[--decode R] [--varlen L,L..] [--bshd] [--backward [--dq_atomics|--deterministic] "
-       "[--sm100]] [--repeats 1 | "
-       "--emulate]",
+       "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--dtype f16] "
+       "[--scale X] [--kernel NAME] [--paged N] [--decode R] [--varlen L,L..] [--bshd] "
+       "[--backward [--dq_atomics|--deterministic] [--sm100]] [--repeats 1 | --emulate]",
        "FlashAttention forward (or --backward) through the attention entry point, against fp64; "
        "timed on a GPU.",
        {"b",     "h",       "hkv",    "s",     "skv",      "d",          "causal",
