@@ -1658,7 +1658,7 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
                              f"{'' if not _is_torch(x) or x.is_cuda else ' on the host'}")
         _require(not _overlap(k_cache, v_cache),
                  f"{call}: k_cache and v_cache overlap in memory (one buffer's byte range holds "
-             "both); give two caches")
+                 "both); give two caches")
         if not empty:
             _loaded(call, "ops/paged_append" + (".f16" if half == torch.float16 else ""))(
                 k_new, v_new, cos, sin, block_table, seq_lens, k_cache, v_cache, *scalars)
