@@ -25,8 +25,8 @@ absl::Status EmulatorTakes(const rt::AttentionSize& z, const std::vector<int64_t
                            double passes) {
   const double d = z.d, hq = z.hq, hkv = z.hkv;
   double rows = static_cast<double>(z.b) * z.s, keys = static_cast<double>(z.b) * z.skv;
-  double pairs = rows * z.skv;  // (query, key) pairs a head
-  if (z.varlen) {
+  double pairs = rows * z.skv;         // (query, key) pairs a head
+  if (z.varlen || !lengths.empty()) {  // (packed: sized by the lengths, whatever z says)
     rows = keys = pairs = 0;
     for (int64_t n : lengths) rows += n, keys += n, pairs += static_cast<double>(n) * n;
   }
@@ -667,10 +667,7 @@ absl::StatusOr<AttentionResult> RunVarlenAttentionEmulated(const rt::Bundle& bun
                                                            const std::vector<int64_t>& lengths,
                                                            const rt::AttentionOptions& options,
                                                            uint64_t seed) {
-  // (Sized by the sequences' lengths, whichever size the caller planned from.)
-  absl::StatusOr<rt::AttentionSize> packed = VarlenSize(size, lengths);
-  if (!packed.ok()) return packed.status();
-  if (absl::Status fits = EmulatorTakes(*packed, lengths, 2); !fits.ok()) return fits;
+  if (absl::Status fits = EmulatorTakes(size, lengths, 2); !fits.ok()) return fits;
   emu::Device d;
   VarlenDevice dev{
       EmulatorMemory(d),

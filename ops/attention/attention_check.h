@@ -64,7 +64,8 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
 // On the emulator with `bundle` (the kernel PlanAttention names) as a GPU of three SMs, every
 // row checked; `combine`: the plan's attention/combine, where it splits the keys.
 // Whether the emulator takes this problem (emu::CheckProblemSize): q and k's elements, and
-// `passes` multiply-adds a (query, key) pair and feature; `lengths`: packed sequences' own.
+// `passes` multiply-adds a (query, key) pair and feature; `lengths`, where given, packed
+// sequences' own, which size the problem whatever `size` says.
 absl::Status EmulatorTakes(const rt::AttentionSize& size, const std::vector<int64_t>& lengths,
                            double passes);
 

@@ -266,22 +266,21 @@ TEST(Bundle, WrittenAgainReplacesItsFilesWhole) {
   absl::StatusOr<Bundle> back = ReadBundle(dir, "hopper/k01");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->ptx, ".version 8.7\n");
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    files.push_back(e.path().filename().string());
-  std::sort(files.begin(), files.end());
-  EXPECT_EQ(files, (std::vector<std::string>{"hopper.k01.manifest", "hopper.k01.ptx"}));
+  auto files = [&dir] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  EXPECT_EQ(files(), (std::vector<std::string>{"hopper.k01.manifest", "hopper.k01.ptx"}));
   std::filesystem::remove(dir + "/hopper.k01.ptx");
   std::filesystem::create_directory(dir + "/hopper.k01.ptx");
   std::filesystem::create_directory(dir + "/hopper.k01.ptx/x");
   absl::Status s = WriteBundle(dir, {Sample(), ".version 8.0\n"});
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("cannot write " + dir + "/hopper.k01.ptx"), std::string::npos) << s;
-  files.clear();
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    files.push_back(e.path().filename().string());
-  std::sort(files.begin(), files.end());
-  EXPECT_EQ(files, (std::vector<std::string>{"hopper.k01.manifest", "hopper.k01.ptx"}));
+  EXPECT_EQ(files(), (std::vector<std::string>{"hopper.k01.manifest", "hopper.k01.ptx"}));
 }
 
 }  // namespace

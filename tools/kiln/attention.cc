@@ -58,8 +58,7 @@ int VarlenAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionO
   if (absl::GetFlag(FLAGS_emulate)) {
     absl::StatusOr<Bundle> b = GetBundle(plan->kernel);
     if (!b.ok()) return Fail(b.status());
-    return Report(kiln::examples::RunVarlenAttentionEmulated(*b, *planned, lengths, options, 1),
-                  shape);
+    return Report(kiln::examples::RunVarlenAttentionEmulated(*b, z, lengths, options, 1), shape);
   }
   if (absl::Status st = NeedGpu("attention").status(); !st.ok()) return Fail(st);
   kiln::rt::AttentionRunner runner(BundleDir());

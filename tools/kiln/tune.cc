@@ -37,8 +37,9 @@ int Tune(const std::vector<std::string>& args) {
   if (kiln::rt::IsFp8Type(absl::GetFlag(FLAGS_dtype).substr(0, 4))) return Fp8Tune(sizes);
   // The 16-bit tiles are timed in their plain bf16 form: a type or epilogue asked for would be
   // ignored, so it is refused.
+  const bool f16 = absl::GetFlag(FLAGS_dtype) != "bf16";
   for (const char* flag : {"out_dtype", "epilogue", "dtype"})
-    if (FlagGiven(flag) && !(std::string(flag) == "dtype" && absl::GetFlag(FLAGS_dtype) == "bf16"))
+    if (FlagGiven(flag) && (flag != std::string("dtype") || f16))
       return FailUsage(absl::InvalidArgumentError(absl::StrCat(
           "kiln tune times the 16-bit tiles in their plain bf16 form, which picks the tile for "
           "every type and epilogue: no --",

@@ -34,11 +34,10 @@ void RunProducer(HopperAttention& h, const Value& t) {
   const AttentionShape& a = h.a;
   const Value& tiles = h.tiles;
   const Value& tile_count = h.tile_count;
-  // Pages much smaller than a key tile make many boxes a stage (the rule counts a page's spans as
-  // K's boxes once did: pages of 16 at D = 128 and 256; K takes a box a page since, and the split
-  // is kept as measured then): thread 0 issues K's and thread 32, of the next warp, which runs
-  // beside it, V's (docs/perf/2026-11-28-decode-split-kv.md, "K and V issued by two warps";
-  // docs/perf/2026-11-28-paged-prefill.md, "K a box a page"); thread 0 alone
+  // Where a key tile's pages times D's spans reach 16 (pages of 16 at D = 128 and 256), thread 0
+  // issues K's boxes and thread 32, of the next warp, which runs beside it, V's
+  // (docs/perf/2026-11-28-decode-split-kv.md, "K and V issued by two warps"; the rule stays with
+  // K a box a page: docs/perf/2026-11-28-paged-prefill.md, "K a box a page"); thread 0 alone
   // publishes the tile and loads Q. A CTA per tile: both walk the same one; persistent, thread 0
   // takes the tiles and thread 32 reads each from its slot once its Q stage is full, as the
   // consumers do (the slot's write is released by the stage's arrive). Where the warpgroup gathers
