@@ -42,13 +42,18 @@ absl::StatusOr<uint64_t> Device::Allocate(size_t bytes) {
   // A harness checks its problem first (CheckProblemSize); this keeps any other caller's mistake
   // a message rather than the host's memory exhausted.
   constexpr size_t kMostBytes = size_t{4} << 30;
-  if (bytes > kMostBytes || next_ - (uint64_t{1} << 32) + bytes > 2 * kMostBytes)
+  if (bytes > kMostBytes || held_ + bytes > 2 * kMostBytes)
     return absl::ResourceExhaustedError(absl::StrCat(
         "the emulator holds up to 8 GiB of device memory, 4 GiB an allocation: ", bytes,
-        " bytes asked with ", next_ - (uint64_t{1} << 32), " held"));
+        " bytes asked with ", held_, " held"));
+  if (next_ > ~uint64_t{0} - (uint64_t{1} << 36))
+    return absl::ResourceExhaustedError(
+        "the emulated device ran out of addresses (2^28 "
+        "allocations)");
   const uint64_t base = next_;
   blocks_[base].assign(bytes, 0);
-  next_ += (bytes + 4095) / 4096 * 4096 + 4096;  // a gap after every allocation
+  held_ += bytes;
+  next_ += uint64_t{1} << 36;  // (2^28 allocations before the addresses reach 2^64)
   return base;
 }
 
@@ -152,12 +157,18 @@ std::string Device::Near(uint64_t address) const {
   const uint64_t base = it->first, size = it->second.size();
   if (address < base + size) return "";
   const uint64_t past = address - (base + size);
+  auto name = names_.find(base);
   return absl::StrFormat(
-      ": %d bytes past the end of the allocation at 0x%x (%d bytes)%s", past, base, size,
+      ": %d bytes past the end of %s at 0x%x (%d bytes)%s", past,
+      name == names_.end() ? "the allocation" : absl::StrCat("'", name->second, "'"), base, size,
       past >= (uint64_t{1} << 31)
           ? "; that far past it, an i32 offset that went below 0 reads as about 4 Gi (kiln's i32 "
             "is unsigned: compute a difference that can be negative in s32 or i64)"
           : "");
+}
+
+void Device::Name(uint64_t base, const std::string& name) {
+  if (blocks_.count(base)) names_.emplace(base, name);
 }
 
 absl::StatusOr<uint64_t> Device::Upload(const void* src, size_t bytes) {
@@ -240,6 +251,9 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
                      ": its manifest says it waits for the grids before it "
                      "(waits_for_prior_grids), but its PTX has no "
                      "griddepcontrol.wait"));
+  for (size_t i = 0; i < args.size(); ++i)  // (CheckArgs matched them to m.params)
+    if (args[i].kind() == rt::Arg::Kind::kPointer || args[i].kind() == rt::Arg::Kind::kTensorMap)
+      device.Name(args[i].address(), m.params[i].name);
   absl::StatusOr<std::map<std::string, rt::WorkTable>> tables = rt::BuildScheduleTables(m, symbols);
   if (!tables.ok()) return tables.status();
   std::vector<uint8_t> params(entry->param_bytes, 0);

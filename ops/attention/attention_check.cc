@@ -401,8 +401,10 @@ rt::AttentionSize PagedSize(const rt::AttentionSize& z, int64_t page) {
 
 absl::StatusOr<rt::AttentionSize> VarlenSize(const rt::AttentionSize& size,
                                              const std::vector<int64_t>& lengths) {
-  if (lengths.empty() || *std::min_element(lengths.begin(), lengths.end()) < 1)
-    return absl::InvalidArgumentError("packed sequences need lengths of at least 1 each");
+  if (lengths.empty() || *std::min_element(lengths.begin(), lengths.end()) < 0 ||
+      *std::max_element(lengths.begin(), lengths.end()) < 1)
+    return absl::InvalidArgumentError(
+        "packed sequences need lengths of 0 or more, at least one of them 1 or more");
   rt::AttentionSize z = size;
   z.b = static_cast<int64_t>(lengths.size());
   z.s = z.skv = *std::max_element(lengths.begin(), lengths.end());

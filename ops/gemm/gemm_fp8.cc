@@ -3,10 +3,13 @@
 #include "ops/gemm/gemm_fp8.h"
 
 #include <algorithm>
+#include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "kiln/bundle/epilogue_terms.h"
 #include "kiln/ops/gemm_tiles.h"
@@ -59,9 +62,15 @@ absl::Status CheckTmaRows(const GemmSize& size, const GemmOperands& o) {
                   ldb = o.ldb           ? o.ldb
                         : o.b_row_major ? size.n
                                         : size.k;
-    return Invalid(absl::StrCat("8-bit A and B are read by TMA: K (", size.k,
-                                ") and their leading dimensions (", lda, ", ", ldb,
-                                ") multiples of 16, pointers 16-byte aligned"));
+    std::vector<std::string> off;  // what breaks the rule
+    if (size.k % 16) off.push_back(absl::StrCat("K = ", size.k));
+    if (lda % 16) off.push_back(absl::StrCat("A's leading dimension ", lda));
+    if (ldb % 16) off.push_back(absl::StrCat("B's leading dimension ", ldb));
+    if (o.a % 16) off.push_back("A's pointer");
+    if (o.b % 16) off.push_back("B's pointer");
+    return Invalid(absl::StrCat(
+        "8-bit A and B are read by TMA: K (", size.k, ") and their leading dimensions (", lda, ", ",
+        ldb, ") multiples of 16, pointers 16-byte aligned; not so: ", absl::StrJoin(off, ", ")));
   }
   return absl::OkStatus();
 }

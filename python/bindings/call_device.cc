@@ -103,11 +103,19 @@ absl::StatusOr<const rt::Bundle*> FindBundle(const std::string& name, const std:
       if (!near.empty() && near != name)
         return absl::NotFoundError(absl::StrCat(got.status().message(), "; did you mean '", near,
                                                 "'? (kiln.load takes a kernel's name)"));
-      return absl::Status(got.status().code(),
-                          absl::StrCat(got.status().message(),
-                                       " (write it with `kiln bundle --dir ", from, " ", name,
-                                       "` where kiln has its compiler; the directory is set by "
-                                       "kiln.set_bundle_dir or $KILN_BUNDLE_DIR)"));
+      return absl::Status(
+          got.status().code(),
+          absl::StrCat(got.status().message(),
+                       dir.empty()
+                           ? absl::StrCat(" (write it with `kiln bundle --dir ", from, " ", name,
+                                          "` where kiln has its compiler; the directory "
+                                          "is set by kiln.set_bundle_dir or "
+                                          "$KILN_BUNDLE_DIR)")
+                           : absl::StrCat(" (`kiln list` names the kernels kiln can "
+                                          "write; `kiln bundle --dir ",
+                                          from,
+                                          " NAME` writes one where kiln has its "
+                                          "compiler)")));
     }
     b = std::make_unique<rt::Bundle>(*std::move(got));
   }

@@ -133,11 +133,15 @@ void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, co
   // K-major: a's rows and b's columns hold K (packed on the emulator, which copies their bytes).
   const bool a_k_major = a.stride(1) == 1 || k <= 1, b_k_major = b.stride(0) == 1 || k <= 1;
   const int64_t lda = m == 1 ? k : a.stride(0), ldb = n == 1 ? k : b.stride(1);
-  if (!a_k_major || !b_k_major || (d.emulated() && (lda != k || ldb != k)))
+  if (!a_k_major || !b_k_major)
     throw Error(absl::StrCat(kCall,
                              ": a must be row-major and b column-major (b = w.t() of an (N, K) "
-                             "weight w): the FP8 tensor cores read both along K",
-                             d.emulated() ? ", packed on the emulator" : ""));
+                             "weight w): the FP8 tensor cores read both along K"));
+  if (d.emulated() && (lda != k || ldb != k))
+    throw Error(absl::StrCat(kCall, ": on the emulator a's rows and b's columns must be packed, ",
+                             "K = ", k, " elements apart, not ", lda, " and ", ldb,
+                             " (numpy.ascontiguousarray(a), and b = "
+                             "numpy.ascontiguousarray(w).T)"));
   rt::GemmOperands o;
   const std::string scaling = ScalingOf(scale_a, scale_b, m, n, k, o);
   const rt::GemmOptions options{.in_type = a_type,

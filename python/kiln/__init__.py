@@ -969,7 +969,8 @@ def _gemm_fp8(a, b, out, out_dtype, scale_a, scale_b, c, bias, residual, alpha, 
     if out is None:
         out = _empty(a, (a.shape[0], b.shape[1]), out_type)
     # Tensorwise scales given as numbers: one f32 value each, where a and b live.
-    scale_a, scale_b = (_scale_array(s, a) for s in (scale_a, scale_b))
+    scale_a, scale_b = (_scale_array("kiln.gemm", n, s, a)
+                        for n, s in (("scale_a", scale_a), ("scale_b", scale_b)))
     _require_arrays("kiln.gemm", scale_a=scale_a, scale_b=scale_b)
     if a.shape[0] * b.shape[1] == 0:  # no element of out: nothing to launch (as for 16-bit inputs)
         _check_empty_fp8(a, b, out, out_type, scale_a, scale_b, c, bias, residual)
@@ -1043,18 +1044,19 @@ def _check_empty_fp8(a, b, out, out_type, scale_a, scale_b, c, bias, residual):
                      f"({-(-n // 128)}, {kb}) (blockwise: a per 1x128, b per 128x128)")
 
 
-def _scale_array(scale, like):
-    """A scale given as a number (a Python or NumPy scalar) as a one-value f32 array on `like`'s
-    device; arrays as they are."""
+def _scale_array(call, name, scale, like):
+    """A scale given as a number (a Python or NumPy scalar, not a bool; finite in f32) as a
+    one-value f32 array on `like`'s device; arrays as they are."""
     import numbers
     if not isinstance(scale, numbers.Real) and not (
             hasattr(scale, "shape") and scale.shape == () and not hasattr(scale, "__dlpack__")):
         return scale
+    value = _in_f32(call, name, _number(call, name, scale))
     if _is_torch(like):
         import torch
-        return torch.full((1,), float(scale), dtype=torch.float32, device=like.device)
+        return torch.full((1,), value, dtype=torch.float32, device=like.device)
     import numpy
-    return numpy.full((1,), float(scale), numpy.float32)
+    return numpy.full((1,), value, numpy.float32)
 
 
 def quantize_e4m3(x):
@@ -1612,10 +1614,11 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     the step: token s of sequence b goes to position seq_lens[b] + s, page
     block_table[b, pos // page], row pos % page. The keys are rotated at their positions by cos,
     sin [positions, D / 2] f32 (Llama's rotate-half, as rope_qkv). On the host, a negative length,
-    a position past the block table or the tables, a new token's page outside the cache, index
-    arrays other than int32 and read-only caches are errors; on a GPU (where checking would need
-    the lengths on the host) a token past the table, or whose page entry lies past the cache, is
-    not written. Nothing else in the caches changes (on the host too: the rows the step does not
+    a position past the block table or the tables, a new token's page outside the cache, two new
+    tokens in the same row, index arrays other than int32 and read-only caches are errors; on a
+    GPU (where checking would need the tables on the host) a token past the table, or whose page
+    entry lies past the cache, is not written, and of two tokens in one row either may be the
+    one kept. Nothing else in the caches changes (on the host too: the rows the step does not
     write come back bit for bit). The caller adds S to seq_lens afterwards. Pages of any power of
     two from 16 (kiln.decode_attention reads 16, 32, 64 and 256 out of the box).
     """
@@ -1692,6 +1695,14 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
     _require(((pages >= 0) & (pages < k_cache.shape[0])).all(),
              lambda: f"{call}: block_table's pages for the new tokens must lie in "
                      f"[0, {k_cache.shape[0]}), not {pages.min()} .. {pages.max()}")
+    slots = (pages * page + pos % page).ravel()  # each new token's row of the cache
+    _, first, count = numpy.unique(slots, return_index=True, return_counts=True)
+    if (count > 1).any():
+        twice = numpy.sort(numpy.flatnonzero(slots == slots[first[count > 1][0]]))[:2]
+        (b0, s0), (b1, s1) = (divmod(int(i), s) for i in twice)
+        raise Error(f"{call}: token {s0} of sequence {b0} and token {s1} of sequence {b1} land in "
+                    f"the same row (page {int(pages.ravel()[twice[0]])}, row "
+                    f"{int(pos.ravel()[twice[0]] % page)}): their block_table rows share a page")
     if empty:
         return
     kc, vc = _bf16_bits(k_cache), _bf16_bits(v_cache)

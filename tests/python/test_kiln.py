@@ -2271,5 +2271,41 @@ class NewUsersEdges(unittest.TestCase):
         self.assertIn("share memory", str(caught.exception))
 
 
+class SecondTrialEdges(unittest.TestCase):
+    """What a second trial of the module (8-bit, grouped, paged and loaded calls) found."""
+
+    def test_a_scale_given_as_a_number_is_a_finite_f32_and_not_a_bool(self):
+        a = np.full((2, 16), 0x38, np.uint8)  # e4m3 1.0
+        w = np.full((4, 16), 0x38, np.uint8)
+        for scale, says in ((1e39, "where it is inf"), (float("nan"), "must be finite"),
+                            (True, "not bool"), (np.bool_(True), "not bool")):
+            with self.assertRaises(kiln.Error) as caught:
+                kiln.gemm(a, w.T, scale_a=scale, scale_b=1.0)
+            self.assertIn("kiln.gemm: scale_a", str(caught.exception))
+            self.assertIn(says, str(caught.exception))
+        self.assertEqual(float(kiln.gemm(a, w.T, scale_a=np.float32(2), scale_b=1)[0, 0]), 32.0)
+
+    def test_paged_append_refuses_two_tokens_in_one_row(self):
+        cache = np.zeros((4, 16, 1, 64), np.float32)
+        new = np.stack([np.full((1, 1, 64), 1.0), np.full((1, 1, 64), 2.0)]).astype(np.float32)
+        cos, sin = np.ones((32, 32), np.float32), np.zeros((32, 32), np.float32)
+        lens = np.array([3, 3], np.int32)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.paged_append(cache, cache.copy(), new, new, np.array([[1, 2], [1, 3]], np.int32),
+                              lens, cos, sin)
+        self.assertIn("token 0 of sequence 0 and token 0 of sequence 1 land in the same row "
+                      "(page 1, row 3)", str(caught.exception))
+        kc, vc = cache.copy(), cache.copy()  # two pages apart: both written
+        kiln.paged_append(kc, vc, new, new, np.array([[1, 2], [3, 0]], np.int32), lens, cos, sin)
+        self.assertEqual((vc[1, 3, 0, 0], vc[3, 3, 0, 0]), (1.0, 2.0))
+
+    def test_an_access_past_an_array_names_its_parameter(self):
+        # The read past `src` lay inside `out` (4 KB apart) and went unseen, or was blamed on it.
+        stream_read = kiln.load(kiln.bundle_dir(), "ops/stream_read")
+        with self.assertRaises(kiln.Error) as caught:
+            stream_read(np.zeros(64, np.int32), np.zeros(4096, np.int32), 4096)
+        self.assertIn("bytes past the end of 'src'", str(caught.exception))
+
+
 if __name__ == "__main__":
     unittest.main()

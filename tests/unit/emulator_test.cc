@@ -90,6 +90,16 @@ TEST(Emulator, DeviceUploadsPoisonsAndRefusesWhatItCannotHold) {
   EXPECT_EQ(d.Near(*b + 12).find("i32"), std::string::npos);
   EXPECT_NE(d.Near(*b + 8 + (uint64_t{1} << 32) - 4).find("an i32 offset that went below 0"),
             std::string::npos);
+  // An access far past a small allocation lies in no other one (a read of its neighbour would
+  // go unseen), and is reported against it, by the name a launch gave it.
+  absl::StatusOr<uint64_t> small = d.Allocate(1), next = d.Allocate(size_t{1} << 20);
+  ASSERT_TRUE(small.ok() && next.ok());
+  EXPECT_EQ(d.Find(*small + (size_t{1} << 16), 4), nullptr);
+  d.Name(*small, "src");
+  d.Name(*small, "later");  // (the first name stays)
+  EXPECT_NE(d.Near(*small + (size_t{1} << 16)).find("65535 bytes past the end of 'src'"),
+            std::string::npos)
+      << d.Near(*small + (size_t{1} << 16));
   // An empty array uploads, poisons and copies back (it was "not in one allocation").
   absl::StatusOr<uint64_t> empty = d.Upload(in, 0), empty_poisoned = d.AllocatePoisoned(0);
   ASSERT_TRUE(empty.ok()) << empty.status();
@@ -527,7 +537,7 @@ TEST(Emulator, PrefetchesStayInsideAllocations) {
   Emulate(Kernel("\tadd.s64 %rd4, %rd1, 4096;\n\tprefetch.global.L2 [%rd4];\n"), 32, &s);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("prefetches global address 0x"), std::string::npos) << s;
-  EXPECT_NE(s.message().find("bytes past the end of the allocation"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("bytes past the end of 'out' at 0x"), std::string::npos) << s;
 }
 
 TEST(Emulator, OutOfBoundsAndMisalignedAccessesNameTheLineAndThread) {

@@ -34,9 +34,9 @@ absl::StatusOr<std::vector<int64_t>> VarlenLengths() {
   std::vector<int64_t> lengths;
   for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_varlen), ',')) {
     int64_t n = 0;
-    if (!absl::SimpleAtoi(part, &n) || n < 1)
+    if (!absl::SimpleAtoi(part, &n) || n < 0)
       return absl::InvalidArgumentError(absl::StrCat(
-          "kiln attention --varlen: '", part, "' is not a length (positive, comma-separated)"));
+          "kiln attention --varlen: '", part, "' is not a length (0 or more, comma-separated)"));
     lengths.push_back(n);
   }
   return lengths;
@@ -212,9 +212,12 @@ int Attention() {
                      "attention/blackwell.*.split)")));
   if (decode && !absl::StrContains(plan->kernel, ".split"))
     return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "kiln attention --decode: this problem runs ", plan->kernel,
-        ", not a decode kernel: the query rows of a KV head (Hq / Hkv * S = ", z.hq / z.hkv * z.s,
-        ") must fit 64, and a causal mask needs S = 1")));
+        "kiln attention --decode: this problem runs ", plan->kernel, ", not a decode kernel: ",
+        z.hq / z.hkv * z.s > 64
+            ? absl::StrCat("the query rows of a KV head (Hq / Hkv * S = ", z.hq / z.hkv * z.s,
+                           ") must fit 64")
+            : "under a causal mask a decode kernel takes one query row (--decode 1)",
+        "; leave out --decode to run what the entry point plans (kiln.decode_attention does)")));
   const std::string shape = kiln::examples::AttentionShapeName(z, options.causal);
   absl::StatusOr<kiln::examples::AttentionResult> r;
   if (absl::GetFlag(FLAGS_emulate)) {

@@ -416,11 +416,19 @@ absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::strin
     const size_t slash = name.rfind('/'),
                  dot = name.find('.', slash == std::string::npos ? 0 : slash);
     if (dot != std::string::npos && SplitSuffixHint(name).empty() &&
-        FamilyInDir(name.substr(0, dot)))
+        FamilyInDir(name.substr(0, dot))) {
+#ifdef KILN_HAVE_COMPILER
+      // A variant this kiln builds (one a plan picked, as a rule) is no typo to suggest for.
+      const bool known = kiln::examples::Find(name) != nullptr;
+#else
+      const bool known = false;
+#endif
       return absl::NotFoundError(absl::StrCat(
-          "kernel '", name, "' is not in ", BundleDir(), "; if it is a variant of ",
-          name.substr(0, dot), ", a kiln with its compiler writes it there: kiln bundle --dir ",
-          BundleDir(), " ", name, DidYouMean(name)));
+          "kernel '", name, "' is not in ", BundleDir(), "; ",
+          known ? "" : absl::StrCat("if it is a variant of ", name.substr(0, dot), ", "),
+          "a kiln with its compiler writes it there: kiln bundle --dir ", BundleDir(), " ", name,
+          known ? "" : DidYouMean(name)));
+    }
     return absl::NotFoundError(
         absl::StrCat("unknown kernel '", name, "': ", b.status().message(), DidYouMean(name)));
   }

@@ -46,7 +46,7 @@ ABSL_FLAG(std::string, layout, "row,col",
 ABSL_FLAG(int, split, -1,
           "`kiln gemm` (8-bit inputs too, with or without --kernel), `kiln run`: the tile "
           "kernels' split instead of the rule's (or whole tiles): 1 whole tiles, "
-          "S >= 2 split-K in S parts, 0 stream-K");
+          "S >= 2 split-K in S parts (8-bit inputs: 2 to 16), 0 stream-K");
 ABSL_FLAG(std::string, ptx, "",
           "`kiln emulate`: run this PTX file (e.g. a hand-edited one) with the kernel's manifest");
 ABSL_FLAG(int, watchdog, 0,

@@ -27,8 +27,9 @@
 
 namespace kiln::emu {
 
-// The emulated device's global memory: allocations with gaps between them, so an access past
-// one is an error rather than a read of its neighbour.
+// The emulated device's global memory: each allocation at the start of a 64 GiB span of its own,
+// so an access up to 60 GiB past one is an error rather than a read of its neighbour, and the
+// allocation below such an address is the one it went past.
 class Device {
  public:
   absl::StatusOr<uint64_t> Allocate(size_t bytes);
@@ -47,6 +48,9 @@ class Device {
   // For an access Find refused: where it lies against the allocation below it ("" if none), and,
   // 2 GiB or more past it, that an i32 offset gone below 0 reads as 4 Gi (i32 is unsigned).
   std::string Near(uint64_t address) const;
+  // Names an allocation in Near's reports: a launch names each allocation an argument points at
+  // by its parameter's name (the first name given stays).
+  void Name(uint64_t base, const std::string& name);
   // A kernel's workspace parameter (rt::WorkspaceParam) of at least `bytes`, kept across launches
   // as the launcher keeps it: zeroed when (re)allocated, then as the last launch left it.
   absl::StatusOr<uint64_t> Workspace(const std::string& key, size_t bytes);
@@ -94,7 +98,9 @@ class Device {
   std::map<uint64_t, Site> last_write_;                            // by word address
   std::map<uint64_t, std::vector<uint8_t>> blocks_;                // by base address
   std::map<std::string, std::pair<uint64_t, size_t>> workspaces_;  // by kernel and parameter
+  std::map<uint64_t, std::string> names_;                          // by base address
   uint64_t next_ = uint64_t{1} << 32;
+  uint64_t held_ = 0;  // bytes allocated
   int32_t launch_ = 0;
 };
 
