@@ -191,12 +191,14 @@ void ZeroRowsFrom(Kernel& k, const SmemTile& stage, int rows, int spans, Scalar 
     Value zero = k.F32(0).To(in), zeros = k.Vector({zero, zero});
     const int words = spans * rows * 32;  // 4-byte words: 32 a row of 64 columns
     // Whole rows (the swizzle only permutes a row's chunks), split over the threads; stage row r
-    // holds key r / (spans * block) * block + r % block.
-    for (int i = 0; i < (words + threads - 1) / threads; ++i) {
-      Value w = thread + i * threads, at = w / 32;
+    // holds key r / (spans * block) * block + r % block. A run-time loop: unrolled, its addresses
+    // were hoisted before the kernel's main loop and spilled there
+    // (docs/perf/2026-12-03-rows-zeroed-in-a-loop.md).
+    k.For(thread, k.I32(words), k.I32(threads), [&](Value w) {
+      Value at = w / 32;
       Value row = block == rows ? at % rows : at / (spans * block) * block + at % block;
-      k.If((w < words) & (row >= valid), [&] { k.Store(stage.At(w / 32, w % 32 * 2), zeros); });
-    }
+      k.If(row >= valid, [&] { k.Store(stage.At(at, w % 32 * 2), zeros); });
+    });
     k.FenceProxyAsync();  // before the wgmmas read the stage
     k.NamedBarrier(barrier, threads);
   });
