@@ -160,7 +160,7 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
       z.b * z.hq * z.s > INT32_MAX)
     return Invalid("S, Skv and B * Hq * S must fit in 32 bits");
   if (options.dtype != "bf16" && options.dtype != "f16")
-    return Invalid(absl::StrCat("type '", options.dtype, "': bf16 or f16"));
+    return Invalid(absl::StrCat("dtype '", options.dtype, "': bf16 or f16"));
   const float scale =
       options.scale == 0 ? 1.0f / std::sqrt(static_cast<float>(z.d)) : options.scale;
   if (!(scale > 0) || !std::isfinite(scale))

@@ -602,6 +602,9 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     _require(len(a.shape) == 2 and len(b.shape) == 2,
              lambda: f"kiln.gemm: a (M, K) and b (K, N) must have rank 2, not shapes "
                      f"{tuple(a.shape)} and {tuple(b.shape)}")
+    _require(not (a.shape[1] == 0 and b.shape[0] == 0 and a.shape[0] and b.shape[1]),
+             lambda: f"kiln.gemm: K = 0 (a {tuple(a.shape)}, b {tuple(b.shape)}): the kernels "
+                     "take K >= 1 (an M or N of 0 returns an empty result)")
     _require(activation is None or activation in ("relu", "gelu", "silu", "swiglu"),
              lambda: f"kiln.gemm: activation {activation!r}: 'relu', 'gelu', 'silu' or 'swiglu'")
     if beta is None:

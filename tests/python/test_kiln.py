@@ -2299,6 +2299,14 @@ class SecondTrialEdges(unittest.TestCase):
         kiln.paged_append(kc, vc, new, new, np.array([[1, 2], [3, 0]], np.int32), lens, cos, sin)
         self.assertEqual((vc[1, 3, 0, 0], vc[3, 3, 0, 0]), (1.0, 2.0))
 
+    def test_k_of_0_is_named_as_such(self):
+        # (The message had said "M, N, K must be at least 1", while an M or N of 0 is taken.)
+        with self.assertRaises(kiln.Error) as caught:
+            kiln.gemm(np.ones((8, 0), np.float32), np.ones((0, 8), np.float32))
+        self.assertIn("kiln.gemm: K = 0", str(caught.exception))
+        self.assertEqual(kiln.gemm(np.ones((0, 4), np.float32), np.ones((4, 8), np.float32)).shape,
+                         (0, 8))
+
     def test_an_access_past_an_array_names_its_parameter(self):
         # The read past `src` lay inside `out` (4 KB apart) and went unseen, or was blamed on it.
         stream_read = kiln.load(kiln.bundle_dir(), "ops/stream_read")

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -12,6 +13,14 @@
 
 namespace kiln::cli {
 namespace {
+
+// After a run's error: where no GPU is here, where one can check the kernel instead.
+std::string NoGpuHint() {
+  return kiln::rt::Driver::Get().ok()
+             ? ""
+             : " (kiln run and kiln bench run kernels on a GPU; kiln emulate NAME checks one on "
+               "the CPU)";
+}
 
 // Runs the row ops x shapes; prints their table. Returns the number of failed runs.
 int BenchRowOps(const std::vector<Bundle>& ops,
@@ -28,7 +37,7 @@ int BenchRowOps(const std::vector<Bundle>& ops,
       absl::StatusOr<kiln::examples::RowOpResult> r = kiln::examples::RunRowOp(b, opt);
       if (!r.ok()) {
         std::cout << b.manifest.name << " " << rows << "x" << cols << ": " << r.status().message()
-                  << std::endl;
+                  << NoGpuHint() << std::endl;
         ++failures;
         continue;
       }
@@ -70,7 +79,7 @@ int CheckProbes(const std::vector<Bundle>& probes, bool everything) {
     }
     absl::StatusOr<kiln::examples::ProbeResult> r = kiln::examples::RunProbe(b, {});
     if (!r.ok()) {
-      std::cout << b.manifest.name << ": " << r.status().message() << std::endl;
+      std::cout << b.manifest.name << ": " << r.status().message() << NoGpuHint() << std::endl;
       ++failures;
       continue;
     }
@@ -159,7 +168,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::GemmSize>&
         r->name += split == 0 ? "+streamK" : absl::StrCat("+splitK", split);
       if (!r.ok()) {
         std::cout << name << " " << size.m << "x" << size.n << "x" << size.k << ": "
-                  << r.status().message() << std::endl;
+                  << r.status().message() << NoGpuHint() << std::endl;
         ++failures;
         continue;
       }

@@ -31,8 +31,10 @@ absl::StatusOr<Shard> ParseShard(const std::string& text) {
 }
 
 // The directory mirrors the registry: drop bundles (a manifest that parses, and its PTX) of
-// kernels no longer registered. Nothing else in the directory is touched (a manifest that does not
-// parse is named and left). False where the directory could not be read.
+// kernels no longer registered, in the families kiln registers (the name before its '/': gemm,
+// attention, ops, ...). A bundle of another family (a user's own kernel) and anything else in the
+// directory is left (a manifest that does not parse is named). False where the directory could not
+// be read.
 bool DropStale(const std::string& dir, const std::vector<std::string>& registered) {
   std::vector<std::string> unreadable;
   absl::StatusOr<std::vector<std::string>> present = kiln::rt::ListBundles(dir, &unreadable);
@@ -43,9 +45,12 @@ bool DropStale(const std::string& dir, const std::vector<std::string>& registere
     return false;
   }
   const std::set<std::string> keep(registered.begin(), registered.end());
+  auto family = [](const std::string& name) { return name.substr(0, name.find('/')); };
+  std::set<std::string> families;
+  for (const std::string& name : registered) families.insert(family(name));
   int removed = 0;
   for (const std::string& name : *present) {
-    if (keep.count(name)) continue;
+    if (keep.count(name) || !families.count(family(name))) continue;
     std::error_code ec;
     for (const char* ext : {".manifest", ".ptx"})
       std::filesystem::remove(absl::StrCat(dir, "/", kiln::rt::BundleStem(name), ext), ec);

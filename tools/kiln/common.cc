@@ -495,19 +495,26 @@ absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseShapes(const std::
 }
 
 absl::StatusOr<int> NeedGpu(const std::string& command) {
+  absl::StatusOr<int> cc = GpuHere(command);
+  if (cc.ok()) PrintDevice();
+  return cc;
+}
+
+absl::StatusOr<int> GpuHere(const std::string& command) {
   absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
   if (!d.ok())
     return absl::Status(
         d.status().code(),
         absl::StrCat(d.status().message(),
-                     command == "bench" ? " (kiln bench times kernels on a GPU; kiln emulate NAME "
-                                          "checks one on the CPU)"
+                     command == "bench" || command == "run"
+                         ? absl::StrCat(" (kiln ", command,
+                                        " times kernels on a GPU; kiln emulate NAME checks one "
+                                        "on the CPU)")
                      : command == "tune" || command == "crosscheck"
                          ? absl::StrCat(" (kiln ", command,
                                         " needs a GPU; kiln emulate NAME checks a kernel on the "
                                         "CPU)")
                          : absl::StrCat(" (kiln ", command, " --emulate runs it on the CPU)")));
-  PrintDevice();
   return (*d)->compute_capability();
 }
 

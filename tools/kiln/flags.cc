@@ -10,8 +10,9 @@ ABSL_FLAG(std::string, shard, "",
           "`kiln bundle` with no NAME: I/N writes every Nth kernel from the Ith (0-based), so that "
           "N processes bundle the registry in parallel; drops no bundle");
 ABSL_FLAG(bool, prune, false,
-          "`kiln bundle`: only drop --dir's bundles of kernels no longer registered (rewriting "
-          "the variants bundled there by name, which it keeps)");
+          "`kiln bundle`: only drop --dir's bundles of kernels no longer registered, in kiln's "
+          "own families (gemm/, attention/, ops/, ...: a bundle of another name is left), "
+          "rewriting the variants bundled there by name, which it keeps");
 // 0: not given (kiln run takes 4096, kiln emulate the kernel's tile).
 ABSL_FLAG(int64_t, m, 0,
           "M for `kiln gemm`, `kiln run` (left out: 4096) and `kiln emulate` (left out: 2x2 CTA "

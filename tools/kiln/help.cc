@@ -45,8 +45,10 @@ const std::vector<CommandHelp>& Commands() {
        {"lines"}},
       {"bundle",
        "bundle [--dir D] [--shard I/N | --prune] [NAME...]",
-       "Write bundles (manifest + PTX); with no NAME every kernel, dropping D's bundles of kernels "
-       "no longer registered and rewriting the variants bundled there by name (--shard: a share "
+       "Write bundles (manifest + PTX) into D (build/bundles under the working directory if "
+       "left out); with no NAME every kernel, dropping D's bundles of kernels no longer "
+       "registered in kiln's own families (a bundle of another family, as my/, is left) and "
+       "rewriting the variants bundled there by name (--shard: a share "
        "of the registry, dropping none; --prune: only the dropping and the variants). --watchdog "
        "builds them in the GPU debug mode.",
        {"dir", "shard", "prune", "cache"}},
@@ -106,7 +108,8 @@ const std::vector<CommandHelp>& Commands() {
        {"sizes", "m", "n", "k", "dtype", "scaling", "out_dtype", "epilogue", "tune_cache",
         "iters"}},
       {"attention",
-       "attention --b B --h H [--hkv H] --s S [--skv S] --d 64|128|256 [--causal] [--dtype f16] "
+       "attention [--b B] [--h H] [--hkv H] [--s S] [--skv S] [--d 64|128|256] [--causal] [--dtype "
+       "f16] "
        "[--scale X] [--kernel NAME] [--paged N] [--decode R] [--varlen L,L..] [--bshd] "
        "[--backward [--dq_atomics|--deterministic] [--sm100]] [--repeats 1 | --emulate]",
        "FlashAttention forward (or --backward) through the attention entry point, against fp64; "

@@ -155,7 +155,7 @@ int RunCommand(int argc, char** argv) {
         kiln::cli::ParseShapes(absl::GetFlag(FLAGS_shapes));
     if (!shapes.ok()) return kiln::cli::Fail(shapes.status());
     // Without a GPU, one message rather than one a kernel and size.
-    if (absl::Status st = kiln::cli::NeedGpu("bench").status(); !st.ok())
+    if (absl::Status st = kiln::cli::GpuHere("bench").status(); !st.ok())
       return kiln::cli::Fail(st);
     return kiln::cli::Bench(args, *sizes, *shapes);
   }
