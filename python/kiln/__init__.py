@@ -715,7 +715,8 @@ def _gemm_host_f16(a, b, out, out_dtype, alpha, beta, c, bias, residual, terms, 
     # result's type (f16 values in float16, bf16 and f32 ones in float32), c, bias and residual
     # float16 or float32; any other would be cast silently.
     want = "float16" if out_type == "f16" else "float32"
-    why = f"out_dtype {out_type!r}" if out_dtype is not None else "float16 a and b"
+    why = (f"out_dtype {out_type!r}" if out_dtype is not None else
+           "float16 a and b; a float32 out asks for an f32 result")
     _host_out("kiln.gemm", out, want, why)
     for name, x in (("c", c), ("bias", bias), ("residual", residual)):
         _require(x is None or _is_numpy(x) and str(x.dtype) in ("float16", "float32"),

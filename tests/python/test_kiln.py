@@ -250,7 +250,7 @@ class Gemm(unittest.TestCase):
                 (lambda: kiln.layer_norm(x, out=np.zeros((4, 10), np.float32)),
                  "out must be a float16 host array (as x is), not float32"),
                 (lambda: kiln.gemm(a, b, out=np.zeros((5, 8), np.float64)),
-                 "kiln.gemm: out must be a float16 host array (float16 a and b), not float64"),
+                 "kiln.gemm: out must be a float16 host array (float16 a and b; a float32 out asks for an f32 result), not float64"),
                 (lambda: kiln.gemm(a, b, out=np.zeros((5, 8), np.float16), out_dtype="f32"),
                  "out must be a float32 host array (out_dtype 'f32'), not float16"),
                 (lambda: kiln.gemm(a, b, c=c.astype(np.float64)),
@@ -1708,7 +1708,7 @@ class EmptyAndWrongInputs(unittest.TestCase):
             (lambda: kiln.gemm(f(4, 8), f(8, 4), alpha=float("nan")), "alpha nan: must be finite"),
             # (8-bit: K = 0 named the layout; strided rowwise scales named no scaling)
             (lambda: kiln.gemm(np.zeros((3, 0), np.uint8), np.zeros((4, 0), np.uint8).T,
-                               scale_a=1.0, scale_b=1.0), "M, N, K must be at least 1"),
+                               scale_a=1.0, scale_b=1.0), "kiln.gemm: K = 0"),
             (lambda: kiln.gemm(np.zeros((14, 48), np.uint8), np.zeros((128, 48), np.uint8).T,
                                scale_a=f(28)[::2], scale_b=f(128)), "packed, one value after another: scale_a (14,) has gaps"),
             # (the emulator's limit, as the CLI's: refused before the work, not run for a minute)
@@ -1828,7 +1828,7 @@ class EmptyAndWrongInputs(unittest.TestCase):
         self.assertIn("do not multiply", str(caught.exception))
         with self.assertRaises(kiln.Error) as caught:
             kiln.gemm(np.zeros((5, 0), np.float32), np.zeros((0, 16), np.float32))
-        self.assertIn("M, N, K must be at least 1", str(caught.exception))
+        self.assertIn("kiln.gemm: K = 0 (a (5, 0), b (0, 16))", str(caught.exception))
 
     def test_empty_attention(self):
         q = np.zeros((2, 4, 0, 64), np.float32)
