@@ -3,6 +3,7 @@
 // scheduler.
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
@@ -151,24 +152,37 @@ uint64_t Device::AllocationOf(uint64_t address) const {
 std::string Device::Near(uint64_t address) const {
   if (address < (uint64_t{1} << 24))  // (allocations start at 4 GiB)
     return ": near address 0, a null pointer (an argument of 0?) plus an offset";
-  auto it = blocks_.upper_bound(address);
-  if (it == blocks_.begin()) return "";
-  --it;
-  const uint64_t base = it->first, size = it->second.size();
-  if (address < base + size) return "";
-  const uint64_t past = address - (base + size);
-  auto name = names_.find(base);
+  auto called = [&](uint64_t base) {
+    auto name = names_.find(base);
+    return name == names_.end() ? std::string("the allocation")
+                                : absl::StrCat("'", name->second, "'");
+  };
+  auto next = blocks_.upper_bound(address);
+  if (next != blocks_.begin() && std::prev(next)->first + std::prev(next)->second.size() > address)
+    return "";  // (inside one)
+  // Below an allocation and nearer its start than the end of the one before: before it (an
+  // offset gone below 0).
+  const uint64_t before = next == blocks_.end() ? 0 : next->first - address;
+  const bool after_one = next != blocks_.begin();
+  const uint64_t past =
+      after_one ? address - (std::prev(next)->first + std::prev(next)->second.size()) : 0;
+  if (before && (!after_one || before < past))
+    return absl::StrFormat(": %d bytes before the start of %s at 0x%x (%d bytes)", before,
+                           called(next->first), next->first, next->second.size());
+  if (!after_one) return "";
+  const uint64_t base = std::prev(next)->first, size = std::prev(next)->second.size();
   return absl::StrFormat(
-      ": %d bytes past the end of %s at 0x%x (%d bytes)%s", past,
-      name == names_.end() ? "the allocation" : absl::StrCat("'", name->second, "'"), base, size,
+      ": %d bytes past the end of %s at 0x%x (%d bytes)%s", past, called(base), base, size,
       past >= (uint64_t{1} << 31)
           ? "; that far past it, an i32 offset that went below 0 reads as about 4 Gi (kiln's i32 "
             "is unsigned: compute a difference that can be negative in s32 or i64)"
           : "");
 }
 
-void Device::Name(uint64_t base, const std::string& name) {
-  if (blocks_.count(base)) names_.emplace(base, name);
+void Device::NameArguments(const std::vector<std::pair<uint64_t, std::string>>& named) {
+  names_.clear();
+  for (const auto& [base, name] : named)
+    if (blocks_.count(base)) names_.emplace(base, name);
 }
 
 absl::StatusOr<uint64_t> Device::Upload(const void* src, size_t bytes) {
@@ -251,9 +265,11 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
                      ": its manifest says it waits for the grids before it "
                      "(waits_for_prior_grids), but its PTX has no "
                      "griddepcontrol.wait"));
-  for (size_t i = 0; i < args.size(); ++i)  // (CheckArgs matched them to m.params)
+  std::vector<std::pair<uint64_t, std::string>> named;  // (CheckArgs matched args to m.params)
+  for (size_t i = 0; i < args.size(); ++i)
     if (args[i].kind() == rt::Arg::Kind::kPointer || args[i].kind() == rt::Arg::Kind::kTensorMap)
-      device.Name(args[i].address(), m.params[i].name);
+      named.emplace_back(args[i].address(), m.params[i].name);
+  device.NameArguments(named);
   absl::StatusOr<std::map<std::string, rt::WorkTable>> tables = rt::BuildScheduleTables(m, symbols);
   if (!tables.ok()) return tables.status();
   std::vector<uint8_t> params(entry->param_bytes, 0);

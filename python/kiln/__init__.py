@@ -602,9 +602,9 @@ def gemm(a, b, *, out=None, out_dtype=None, alpha=1.0, beta=None, c=None, bias=N
     _require(len(a.shape) == 2 and len(b.shape) == 2,
              lambda: f"kiln.gemm: a (M, K) and b (K, N) must have rank 2, not shapes "
                      f"{tuple(a.shape)} and {tuple(b.shape)}")
-    _require(not (a.shape[1] == 0 and b.shape[0] == 0 and a.shape[0] and b.shape[1]),
+    _require(not (a.shape[1] == 0 and b.shape[0] == 0),
              lambda: f"kiln.gemm: K = 0 (a {tuple(a.shape)}, b {tuple(b.shape)}): the kernels "
-                     "take K >= 1 (an M or N of 0 returns an empty result)")
+                     "take K >= 1 (with K >= 1, an M or N of 0 returns an empty result)")
     _require(activation is None or activation in ("relu", "gelu", "silu", "swiglu"),
              lambda: f"kiln.gemm: activation {activation!r}: 'relu', 'gelu', 'silu' or 'swiglu'")
     if beta is None:
@@ -1706,7 +1706,7 @@ def paged_append(k_cache, v_cache, k_new, v_new, block_table, seq_lens, cos, sin
         (b0, s0), (b1, s1) = (divmod(int(i), s) for i in twice)
         raise Error(f"{call}: token {s0} of sequence {b0} and token {s1} of sequence {b1} land in "
                     f"the same row (page {int(pages.ravel()[twice[0]])}, row "
-                    f"{int(pos.ravel()[twice[0]] % page)}): their block_table rows share a page")
+                    f"{int(pos.ravel()[twice[0]] % page)}): block_table lists that page twice")
     if empty:
         return
     kc, vc = _bf16_bits(k_cache), _bf16_bits(v_cache)

@@ -1877,7 +1877,7 @@ class EmptyAndWrongInputs(unittest.TestCase):
         e4m3 = lambda *shape: np.zeros(shape, np.uint8)
         kc = z(4, 16, 1, 16)
         for call, message in [
-                (lambda: kiln.gemm(z(0, 0), z(0, 8)), "M, N, K must be at least 1 (got 0x8x0)"),
+                (lambda: kiln.gemm(z(0, 0), z(0, 8)), "kiln.gemm: K = 0 (a (0, 0), b (0, 8))"),
                 (lambda: kiln.gemm(z(0, 16), z(16, 8), activation="swiglu"),
                  "swiglu takes N a multiple of 16"),
                 (lambda: kiln.gemm(e4m3(0, 16), e4m3(4, 16).T, scale_a=np.ones(7, np.float32),
@@ -2294,7 +2294,7 @@ class SecondTrialEdges(unittest.TestCase):
             kiln.paged_append(cache, cache.copy(), new, new, np.array([[1, 2], [1, 3]], np.int32),
                               lens, cos, sin)
         self.assertIn("token 0 of sequence 0 and token 0 of sequence 1 land in the same row "
-                      "(page 1, row 3)", str(caught.exception))
+                      "(page 1, row 3): block_table lists that page twice", str(caught.exception))
         kc, vc = cache.copy(), cache.copy()  # two pages apart: both written
         kiln.paged_append(kc, vc, new, new, np.array([[1, 2], [3, 0]], np.int32), lens, cos, sin)
         self.assertEqual((vc[1, 3, 0, 0], vc[3, 3, 0, 0]), (1.0, 2.0))
@@ -2308,7 +2308,7 @@ class SecondTrialEdges(unittest.TestCase):
                          (0, 8))
 
     def test_an_access_past_an_array_names_its_parameter(self):
-        # The read past `src` lay inside `out` (4 KB apart) and went unseen, or was blamed on it.
+        # The read past `src` was reported against `out`, the allocation below it then.
         stream_read = kiln.load(kiln.bundle_dir(), "ops/stream_read")
         with self.assertRaises(kiln.Error) as caught:
             stream_read(np.zeros(64, np.int32), np.zeros(4096, np.int32), 4096)

@@ -95,11 +95,15 @@ TEST(Emulator, DeviceUploadsPoisonsAndRefusesWhatItCannotHold) {
   absl::StatusOr<uint64_t> small = d.Allocate(1), next = d.Allocate(size_t{1} << 20);
   ASSERT_TRUE(small.ok() && next.ok());
   EXPECT_EQ(d.Find(*small + (size_t{1} << 16), 4), nullptr);
-  d.Name(*small, "src");
-  d.Name(*small, "later");  // (the first name stays)
+  d.NameArguments({{*small, "src"}, {*small, "alias"}, {*next, "dst"}});  // (the first name stays)
   EXPECT_NE(d.Near(*small + (size_t{1} << 16)).find("65535 bytes past the end of 'src'"),
             std::string::npos)
       << d.Near(*small + (size_t{1} << 16));
+  // Just below an allocation: before it, not far past the one below.
+  EXPECT_NE(d.Near(*next - 8).find("8 bytes before the start of 'dst'"), std::string::npos)
+      << d.Near(*next - 8);
+  d.NameArguments({{*next, "later"}});  // a later launch's names replace the earlier ones
+  EXPECT_NE(d.Near(*small + 8).find("past the end of the allocation"), std::string::npos);
   // An empty array uploads, poisons and copies back (it was "not in one allocation").
   absl::StatusOr<uint64_t> empty = d.Upload(in, 0), empty_poisoned = d.AllocatePoisoned(0);
   ASSERT_TRUE(empty.ok()) << empty.status();

@@ -506,10 +506,8 @@ absl::StatusOr<int> GpuHere(const std::string& command) {
     return absl::Status(
         d.status().code(),
         absl::StrCat(d.status().message(),
-                     command == "bench" || command == "run"
-                         ? absl::StrCat(" (kiln ", command,
-                                        " times kernels on a GPU; kiln emulate NAME checks one "
-                                        "on the CPU)")
+                     command == "bench" ? " (kiln bench times kernels on a GPU; kiln emulate NAME "
+                                          "checks one on the CPU)"
                      : command == "tune" || command == "crosscheck"
                          ? absl::StrCat(" (kiln ", command,
                                         " needs a GPU; kiln emulate NAME checks a kernel on the "

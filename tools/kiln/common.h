@@ -98,7 +98,7 @@ void PrintDevice();  // "# <GPU> (sm_XX, N SMs), driver V, date", where a GPU is
 // The GPU's compute capability, its line printed (PrintDevice); without one, an error that says
 // `kiln COMMAND --emulate` runs the problem on the CPU.
 absl::StatusOr<int> NeedGpu(const std::string& command);
-// The same without the line (for commands that print it themselves: kiln bench, kiln run).
+// The same without the line (for a command that prints it itself: kiln bench).
 absl::StatusOr<int> GpuHere(const std::string& command);
 // Beside a results TSV (kiln bench/gemm --out F.tsv): F-ratio.svg and F-versions.svg; `as_one`
 // draws every row as one kernel of that name.

@@ -11,7 +11,8 @@ ABSL_FLAG(std::string, shard, "",
           "N processes bundle the registry in parallel; drops no bundle");
 ABSL_FLAG(bool, prune, false,
           "`kiln bundle`: only drop --dir's bundles of kernels no longer registered, in kiln's "
-          "own families (gemm/, attention/, ops/, ...: a bundle of another name is left), "
+          "registered families (gemm/, attention/, ops/, ...: a bundle of a family kiln does "
+          "not register is left), "
           "rewriting the variants bundled there by name, which it keeps");
 // 0: not given (kiln run takes 4096, kiln emulate the kernel's tile).
 ABSL_FLAG(int64_t, m, 0,

@@ -47,7 +47,7 @@ const std::vector<CommandHelp>& Commands() {
        "bundle [--dir D] [--shard I/N | --prune] [NAME...]",
        "Write bundles (manifest + PTX) into D (build/bundles under the working directory if "
        "left out); with no NAME every kernel, dropping D's bundles of kernels no longer "
-       "registered in kiln's own families (a bundle of another family, as my/, is left) and "
+       "registered in the families kiln registers (a bundle of another family is left) and "
        "rewriting the variants bundled there by name (--shard: a share "
        "of the registry, dropping none; --prune: only the dropping and the variants). --watchdog "
        "builds them in the GPU debug mode.",

@@ -48,9 +48,10 @@ class Device {
   // For an access Find refused: where it lies against the allocation below it ("" if none), and,
   // 2 GiB or more past it, that an i32 offset gone below 0 reads as 4 Gi (i32 is unsigned).
   std::string Near(uint64_t address) const;
-  // Names an allocation in Near's reports: a launch names each allocation an argument points at
-  // by its parameter's name (the first name given stays).
-  void Name(uint64_t base, const std::string& name);
+  // Names allocations in Near's reports: each launch names the allocations its arguments point
+  // at by their parameters' names (the first parameter's, where two point at one), replacing the
+  // names an earlier launch gave.
+  void NameArguments(const std::vector<std::pair<uint64_t, std::string>>& named);
   // A kernel's workspace parameter (rt::WorkspaceParam) of at least `bytes`, kept across launches
   // as the launcher keeps it: zeroed when (re)allocated, then as the last launch left it.
   absl::StatusOr<uint64_t> Workspace(const std::string& key, size_t bytes);

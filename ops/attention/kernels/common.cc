@@ -194,7 +194,7 @@ void ZeroRowsFrom(Kernel& k, const SmemTile& stage, int rows, int spans, Scalar 
     // holds key r / (spans * block) * block + r % block. A run-time loop: unrolled, its addresses
     // were hoisted before the kernel's main loop and spilled there
     // (docs/perf/2026-12-03-rows-zeroed-in-a-loop.md).
-    k.For(thread, k.I32(words), k.I32(threads), [&](Value w) {
+    k.For(thread, words, threads, [&](Value w) {
       Value at = w / 32;
       Value row = block == rows ? at % rows : at / (spans * block) * block + at % block;
       k.If(row >= valid, [&] { k.Store(stage.At(at, w % 32 * 2), zeros); });
