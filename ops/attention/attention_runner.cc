@@ -79,10 +79,11 @@ void PlanDecode(const AttentionSize& z, const AttentionOptions& o, int compute_c
 // "Pages of 16: the producer's registers, and a third stage at D = 64").
 void PlanCachePrefill(const AttentionSize& z, const AttentionOptions& o, AttentionPlan& plan) {
   // A CTA per SM (the longest tiles first) for causal prefill at D = 128, and without a mask (its
-  // tiles one stream of steps) over pages of 64 and more; else a CTA per tile
+  // tiles one stream of steps) over a paged cache; else a CTA per tile
   // (docs/perf/2026-11-28-paged-prefill.md, "A CTA per SM over a paged cache";
-  // docs/perf/2026-12-02-packed-tiles-in-l2-order.md).
-  const bool persist = z.d == 128 && (o.causal || z.page >= 64);
+  // docs/perf/2026-12-02-packed-tiles-in-l2-order.md; pages of 16 and 32 since
+  // docs/perf/2026-12-03-rows-zeroed-in-a-loop.md).
+  const bool persist = z.d == 128 && (o.causal || z.page != 0);
   plan.kernel = absl::StrCat("attention/hopper.d", z.d, o.dtype == "f16" ? ".f16" : "",
                              o.causal ? ".causal" : "", z.d == 128 && !o.causal ? ".bn128" : "",
                              z.d == 64 && z.page == 16 ? ".st3" : "", persist ? ".persist" : "",

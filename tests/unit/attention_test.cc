@@ -117,6 +117,12 @@ TEST_P(EmulatedAttention, PrefillThroughAPagedCache) {
       rt::PlanAttention(PagedSize(streamed.size, 64), {}, {16, 16, 16, 16, 16, 16, 16}, 90)->kernel,
       absl::StrCat("attention/hopper.d", d, d == 128 ? ".bn128.persist" : "", ".page64"));
   ExpectCorrect(streamed, 5, 90, 64);
+  if (d == 128) {  // (pages of 16 too, their producer at 40 registers)
+    EXPECT_EQ(
+        rt::PlanAttention(PagedSize(streamed.size, 16), {}, {16, 16, 16, 16, 16, 16, 16}, 90)->kernel,
+        "attention/hopper.d128.bn128.persist.page16");
+    ExpectCorrect(streamed, 6, 90, 16);
+  }
 }
 
 // The "gather" variants (pages of 16 copied by the producer's threads with cp.async, arriving on

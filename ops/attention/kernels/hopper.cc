@@ -306,8 +306,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // pages (with fewer they spill their addresses), or 40 where a prefill's key tile takes a box a
   // page (pages smaller than the tile: its page numbers spill at 24) and two consumer warpgroups
   // at D = 128 run within 232 (docs/perf/2026-11-28-paged-prefill.md, "Pages of 16: the
-  // producer's registers, and a third stage at D = 64"; persistent, they spill there); the
-  // consumers the rest, at most 240.
+  // producer's registers, and a third stage at D = 64"; persistent without a mask too since the
+  // rows past a sequence are zeroed in a loop, docs/perf/2026-12-03-rows-zeroed-in-a-loop.md;
+  // persistent and causal, 40 measured no faster); the consumers the rest, at most 240.
   // Where two Q stages fit, the persistent CTA without a mask runs its tiles as one stream of
   // steps: a tile's last P V goes out with the next tile's first S, and the tile's epilogue runs
   // in that step's softmax slot, under the other warpgroups' GEMMs
@@ -317,7 +318,8 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // tile, as their PERF entry found best (docs/perf/2026-12-02-packed-tiles-in-l2-order.md).
   h.streams = a.persistent && q_stages == 2 && !a.causal && !a.varlen;
   const int launched = k.LaunchRegs();
-  const bool many_boxes = a.page && a.page < BN && !a.split && !a.persistent && W == 2 && D == 128;
+  const bool many_boxes =
+      a.page && a.page < BN && !a.split && W == 2 && D == 128 && !(a.persistent && a.causal);
   const int producer_regs = h.gathers ? 56 : W == 3 ? 32 : many_boxes ? 40 : 24;
   k.Role({.first_thread = 0, .threads = 128, .max_regs = producer_regs},
          [&](Value t) { attention_sm90::RunProducer(h, t); });
@@ -361,7 +363,7 @@ ExampleFamily AttentionFamily() {
         const bool st3 = absl::string_view(d) == "d64" && absl::string_view(form) == ".page16";
         f.bundled.push_back(absl::StrCat(d, t, v, st3 ? ".st3" : "", form));
       }
-    for (const char* form : {".page64", ".page256"})  // (without a mask, persistent)
+    for (const char* form : {".page16", ".page32", ".page64", ".page256"})  // (no mask, persistent)
       f.bundled.push_back(absl::StrCat("d128", t, ".bn128.persist", form));
     // Packed sequences (PlanAttention's for varlen).
     for (const char* d : {"d64", "d128", "d256"})
