@@ -45,8 +45,10 @@ class Device {
   uint8_t* Find(uint64_t address, size_t bytes);
   // The base address of the allocation holding `address`, or 0.
   uint64_t AllocationOf(uint64_t address) const;
-  // For an access Find refused: where it lies against the allocation below it ("" if none), and,
-  // 2 GiB or more past it, that an i32 offset gone below 0 reads as 4 Gi (i32 is unsigned).
+  // For an access Find refused: where it lies against the nearer of the allocations around it,
+  // past the end of the one below or before the start of the one above ("" if none), named by
+  // the launch's parameter where one points at it; 2 GiB or more past one, that an i32 offset
+  // gone below 0 reads as 4 Gi (i32 is unsigned).
   std::string Near(uint64_t address) const;
   // Names allocations in Near's reports: each launch names the allocations its arguments point
   // at by their parameters' names (the first parameter's, where two point at one), replacing the
