@@ -138,6 +138,23 @@ absl::StatusOr<std::vector<std::string>> ExpandFlagfiles(int argc, char** argv) 
   return out;
 }
 
+namespace {
+// Whether --undefok is on the command line (absl then passes the flags it names over).
+bool UndefOkGiven(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (absl::StartsWith(argv[i], "--undefok") || absl::StartsWith(argv[i], "-undefok"))
+      return true;
+  return false;
+}
+// absl's usage flags (--version, --helpfull, ...), which its parse knows but lists nowhere.
+bool AbslUsageFlag(const std::string& name) {
+  for (const char* usage : {"help", "helpfull", "helpshort", "helppackage", "version",
+                            "only_check_args", "helpon", "helpmatch"})
+    if (name == usage) return true;
+  return false;
+}
+}  // namespace
+
 absl::Status RecordGivenFlags(int argc, char** argv) {
   std::set<std::string> seen;  // each flag once, a boolean's --noX counted as X
   for (int i = 1; i < argc; ++i) {
@@ -158,6 +175,17 @@ absl::Status RecordGivenFlags(int argc, char** argv) {
       continue;
     const bool negated = absl::StartsWith(name, "no") && !absl::FindCommandLineFlag(name) &&
                          absl::FindCommandLineFlag(name.substr(2));
+    // An unknown flag, said here as a usage error with the nearest name (absl's own parse would
+    // exit 1 with its name alone), unless --undefok asks absl to pass some over.
+    if (!negated && !absl::FindCommandLineFlag(name) && !AbslUsageFlag(name) &&
+        !UndefOkGiven(argc, argv)) {
+      std::vector<std::string> names;
+      for (const auto& [flag, unused] : absl::GetAllFlags()) names.emplace_back(flag);
+      const std::string near = kiln::rt::NearestName(name, names);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown flag --", name, near.empty() ? "" : "; did you mean --" + near + "?",
+          " (`kiln help COMMAND` lists a command's flags)"));
+    }
     // absl keeps the last of a repeated flag; the earlier value would be dropped without a word.
     if (!seen.insert(negated ? name.substr(2) : name).second)
       return absl::InvalidArgumentError(absl::StrCat("--", negated ? name.substr(2) : name,
