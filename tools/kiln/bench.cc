@@ -15,12 +15,7 @@ namespace kiln::cli {
 namespace {
 
 // After a run's error: where no GPU is here, where one can check the kernel instead.
-std::string NoGpuHint() {
-  return kiln::rt::Driver::Get().ok()
-             ? ""
-             : " (kiln run and kiln bench run kernels on a GPU; kiln emulate NAME checks one on "
-               "the CPU)";
-}
+std::string NoGpuHint() { return kiln::rt::Driver::Get().ok() ? "" : OnTheCpu("run"); }
 
 // Runs the row ops x shapes; prints their table. Returns the number of failed runs.
 int BenchRowOps(const std::vector<Bundle>& ops,

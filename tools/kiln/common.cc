@@ -27,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tools/kiln/flags.h"
+#include "tools/kiln/help.h"
 
 namespace kiln::cli {
 
@@ -171,8 +172,7 @@ absl::Status RecordGivenFlags(int argc, char** argv) {
     const std::string name = arg.substr(0, arg.find('='));
     GivenFlags().insert(name);
     // absl's own flags read each given (several flag files, say).
-    if (name == "flagfile" || name == "fromenv" || name == "tryfromenv" || name == "undefok")
-      continue;
+    if (AbslParseFlag(name)) continue;
     const bool negated = absl::StartsWith(name, "no") && !absl::FindCommandLineFlag(name) &&
                          absl::FindCommandLineFlag(name.substr(2));
     // An unknown flag, said here as a usage error with the nearest name (absl's own parse would
@@ -528,19 +528,19 @@ absl::StatusOr<int> NeedGpu(const std::string& command) {
   return cc;
 }
 
+std::string OnTheCpu(const std::string& command) {
+  const char* checks = "; kiln emulate NAME checks a kernel on the CPU)";
+  if (command == "bench" || command == "run")  // (one function runs both)
+    return absl::StrCat(" (kiln run and kiln bench need a GPU", checks);
+  if (command == "tune" || command == "crosscheck")
+    return absl::StrCat(" (kiln ", command, " needs a GPU", checks);
+  return absl::StrCat(" (kiln ", command, " --emulate runs it on the CPU)");
+}
+
 absl::StatusOr<int> GpuHere(const std::string& command) {
   absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
   if (!d.ok())
-    return absl::Status(
-        d.status().code(),
-        absl::StrCat(d.status().message(),
-                     command == "bench" ? " (kiln bench times kernels on a GPU; kiln emulate NAME "
-                                          "checks one on the CPU)"
-                     : command == "tune" || command == "crosscheck"
-                         ? absl::StrCat(" (kiln ", command,
-                                        " needs a GPU; kiln emulate NAME checks a kernel on the "
-                                        "CPU)")
-                         : absl::StrCat(" (kiln ", command, " --emulate runs it on the CPU)")));
+    return absl::Status(d.status().code(), absl::StrCat(d.status().message(), OnTheCpu(command)));
   return (*d)->compute_capability();
 }
 

@@ -41,7 +41,8 @@ int FailUsage(const absl::Status& s);  // the same for a usage error: returns 2
 // others, is refused. (Flags from the environment, --fromenv, are absl's alone.)
 absl::StatusOr<std::vector<std::string>> ExpandFlagfiles(int argc, char** argv);
 // The flags the command line names (--rows 0 is given; absl cannot say so): main records them.
-absl::Status RecordGivenFlags(int argc, char** argv);  // refuses a flag given twice
+// Refuses a flag given twice, and an unknown one (with the nearest name).
+absl::Status RecordGivenFlags(int argc, char** argv);
 bool FlagGiven(const std::string& name);
 std::vector<std::string> GivenFlagNames();  // every flag given, by name
 // A file's text (`what` names it in messages: "--ptx"): a regular file of a sane size, not a
@@ -100,6 +101,8 @@ void PrintDevice();  // "# <GPU> (sm_XX, N SMs), driver V, date", where a GPU is
 absl::StatusOr<int> NeedGpu(const std::string& command);
 // The same without the line (for a command that prints it itself: kiln bench).
 absl::StatusOr<int> GpuHere(const std::string& command);
+// Where no GPU is here, what runs `kiln COMMAND`'s problem on the CPU instead: " (...)".
+std::string OnTheCpu(const std::string& command);
 // Beside a results TSV (kiln bench/gemm --out F.tsv): F-ratio.svg and F-versions.svg; `as_one`
 // draws every row as one kernel of that name.
 int WritePlots(const std::string& tsv_path, const std::string& title,

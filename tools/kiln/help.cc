@@ -153,12 +153,14 @@ std::string Usage(const CommandHelp& c) {
 
 }  // namespace
 
+bool AbslParseFlag(const std::string& name) {
+  return name == "flagfile" || name == "fromenv" || name == "tryfromenv" || name == "undefok";
+}
+
 absl::Status CheckFlagsOf(const std::string& command, const std::vector<std::string>& given) {
   const CommandHelp* c = Find(command);
   if (!c) return absl::OkStatus();  // (an unknown command: the dispatch says so)
   std::vector<std::string> foreign;
-  // absl's own flags (a flag file, flags from the environment) belong to every command.
-  static const char* kAbsl[] = {"flagfile", "fromenv", "tryfromenv", "undefok"};
   auto takes_flag = [&](const std::string& flag) {
     for (const char* f : c->flags)
       if (flag == f) return true;
@@ -166,8 +168,7 @@ absl::Status CheckFlagsOf(const std::string& command, const std::vector<std::str
       if (flag == f) return true;
     for (const char* f : kEveryCommandsFlags)
       if (flag == f) return true;
-    for (const char* f : kAbsl)
-      if (flag == f) return true;
+    if (AbslParseFlag(flag)) return true;  // (every command's)
     return false;
   };
   for (const std::string& flag : given) {  // (--noX sets a boolean X false)

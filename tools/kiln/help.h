@@ -19,5 +19,8 @@ std::optional<int> HandleHelp(int argc, char** argv);
 // The flags given (by name, without dashes) that `command` does not read: refused rather than
 // dropped, naming the ones it takes.
 absl::Status CheckFlagsOf(const std::string& command, const std::vector<std::string>& given);
+// absl's own parse flags (a flag file, flags from the environment), which every command takes
+// and which may be given more than once.
+bool AbslParseFlag(const std::string& name);
 
 }  // namespace kiln::cli

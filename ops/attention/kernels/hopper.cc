@@ -306,9 +306,9 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // pages (with fewer they spill their addresses), or 40 where a prefill's key tile takes a box a
   // page (pages smaller than the tile: its page numbers spill at 24) and two consumer warpgroups
   // at D = 128 run within 232 (docs/perf/2026-11-28-paged-prefill.md, "Pages of 16: the
-  // producer's registers, and a third stage at D = 64"; persistent without a mask too since the
-  // rows past a sequence are zeroed in a loop, docs/perf/2026-12-03-rows-zeroed-in-a-loop.md;
-  // persistent and causal, 40 measured no faster); the consumers the rest, at most 240.
+  // producer's registers, and a third stage at D = 64"), persistent ones without a mask too
+  // (docs/perf/2026-12-03-rows-zeroed-in-a-loop.md, second section; causal persistent ones keep
+  // 24 there); the consumers the rest, at most 240.
   // Where two Q stages fit, the persistent CTA without a mask runs its tiles as one stream of
   // steps: a tile's last P V goes out with the next tile's first S, and the tile's epilogue runs
   // in that step's softmax slot, under the other warpgroups' GEMMs
