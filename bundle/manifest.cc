@@ -575,6 +575,16 @@ absl::StatusOr<Dim3> Manifest::GridFor(const Symbols& symbols, int sm_count) con
   return Dim3{d[0], d[1], d[2]};
 }
 
+bool Manifest::GridIsEmpty(const Symbols& symbols) const {
+  for (const GridExpr& g : grid) {
+    bool sizes_given = true;
+    for (const std::string& name : g.SymbolNames())
+      sizes_given &= symbols.contains(name) && symbols.at(name) >= 0;
+    if (sizes_given && g.Value(symbols, 1) == 0) return true;
+  }
+  return false;
+}
+
 std::string BundleStem(const std::string& kernel_name) {
   std::string stem = kernel_name;
   std::replace(stem.begin(), stem.end(), '/', '.');

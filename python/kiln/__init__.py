@@ -313,9 +313,9 @@ class _Loaded:
             import numbers
             _require(isinstance(grid, (tuple, list)) and len(grid) == 3 and
                      all(isinstance(g, numbers.Integral) and not isinstance(g, bool) and
-                         0 < g < (2**31 if i == 0 else 65536) for i, g in enumerate(grid)),
-                     lambda: f"{name}: grid={grid!r}: (x, y, z), integers: x 1 to 2^31 - 1, y and "
-                             "z 1 to 65535 (as the grid rule's)")
+                         0 <= g < (2**31 if i == 0 else 65536) for i, g in enumerate(grid)),
+                     lambda: f"{name}: grid={grid!r}: (x, y, z), integers: x 0 to 2^31 - 1, y and "
+                             "z 0 to 65535 (a 0: nothing to launch)")
             grid = tuple(int(g) for g in grid)
         if stream is None:
             stream = _stream(args)

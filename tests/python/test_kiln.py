@@ -1483,6 +1483,21 @@ class Load(unittest.TestCase):
         saxpy(x, y, np.float32(-2.5), np.int64(1000))
         self.assertLess(rel_error(y, want - 2.5 * x.astype(np.float64)), 1e-6)
 
+    def test_an_empty_problem_launches_nothing(self):
+        # n = 0: the rule n/256 gives no block, and the call is a no-op (as Triton's launcher
+        # makes it), where it was an error; grid= with a 0 likewise. Nothing is written.
+        saxpy = kiln.load(BUNDLES, "ops/saxpy")
+        empty = np.zeros(0, np.float32)
+        self.assertEqual(saxpy(empty, empty, 2.0, 0), None)
+        x, y = np.ones(8, np.float32), np.full(8, 5, np.float32)
+        saxpy(x, y, 2.0, 0)
+        saxpy(x, y, 2.0, 8, grid=(1, 0, 1))
+        self.assertEqual(y.tolist(), [5.0] * 8)
+        saxpy(x, y, 2.0, 8)  # (the same arrays do take a launch with n = 8)
+        self.assertEqual(y.tolist(), [7.0] * 8)
+        with self.assertRaisesRegex(kiln.Error, "does not fit its i32|must be an int"):
+            saxpy(x, y, 2.0, "0")  # the arguments are held to the signature all the same
+
     def test_a_bundle_written_again_is_read_again(self):
         # `kiln bundle` run again while the process lives: the next kiln.load reads the new files
         # (it once kept the first ones); a callable from before keeps its kernel.
@@ -1582,10 +1597,11 @@ class Load(unittest.TestCase):
             (lambda: saxpy(x, x, 1e300, 8), "'a' = 1e+300 does not fit its f32"),
             (lambda: saxpy(x, x, 10**400, 8), "'a' is not a number an f32 holds (int too large"),
             (lambda: saxpy(x, x, 3.5e38, 8), "'a' = 3.5e+38 does not fit its f32"),
-            # a grid given is held to what the rule's result is: no block is no launch, an error
-            (lambda: saxpy(x, x, 1.0, 8, grid=(0, 1, 1)), "x 1 to 2^31 - 1, y and z 1 to 65535"),
-            (lambda: saxpy(x, x, 1.0, 8, grid=(1, 65536, 1)), "x 1 to 2^31 - 1, y and z 1 to 65535"),
-            (lambda: saxpy(x, x, 1.0, 8, grid=(True, 1, 1)), "x 1 to 2^31 - 1, y and z 1 to 65535"),
+            # a grid given is held to what CUDA launches (0: nothing to launch)
+            (lambda: saxpy(x, x, 1.0, 8, grid=(1, 65536, 1)), "x 0 to 2^31 - 1, y and z 0 to 65535"),
+            (lambda: saxpy(x, x, 1.0, 8, grid=(True, 1, 1)), "x 0 to 2^31 - 1, y and z 0 to 65535"),
+            # an empty problem still takes its arguments as the signature says
+            (lambda: saxpy(x, np.zeros(8, np.float64), 1.0, 0), "is read as f32 by the kernel"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:
@@ -1695,7 +1711,7 @@ class EmptyAndWrongInputs(unittest.TestCase):
             (lambda: kiln.swiglu([1, 2]), "x must be a torch tensor or a NumPy array"),
             (lambda: kiln.attention_backward(*[None] * 6), "q must be a torch tensor"),
             (lambda: saxpy(f(4), f(4), 1.0, 2**63), "does not fit 64 bits"),
-            (lambda: saxpy(f(4), f(4), 1.0, 4, grid=(-1, 1, 1)), "(x, y, z), integers: x 1 to 2^31 - 1"),
+            (lambda: saxpy(f(4), f(4), 1.0, 4, grid=(-1, 1, 1)), "(x, y, z), integers: x 0 to 2^31 - 1"),
             (lambda: kiln.load(BUNDLES, None), "name must be a kernel's name"),
             # (nanobind's own TypeErrors, or a message that named another cause)
             (lambda: kiln.gemm(np.zeros((4, 4), np.longdouble), f(4, 4)), "of up to 64 bits"),
