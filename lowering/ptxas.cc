@@ -6,9 +6,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "kiln/lowering.h"
 
 namespace kiln {
@@ -49,7 +53,14 @@ std::string Slurp(const std::string& path) {
 // kiln's largest kernels; one that hangs (a broken install) must not hang kiln.
 int ToolSeconds() {
   const char* env = std::getenv("KILN_TOOL_SECONDS");
-  const int seconds = env ? std::atoi(env) : 0;
+  int seconds = 0;
+  if (env && *env && (!absl::SimpleAtoi(env, &seconds) || seconds <= 0)) {
+    static bool told = false;  // (once a process)
+    if (!told)
+      std::cerr << "kiln: KILN_TOOL_SECONDS='" << env
+                << "' is not a whole number of seconds above 0; using 600\n";
+    told = true;
+  }
   return seconds > 0 ? seconds : 600;
 }
 
@@ -93,6 +104,20 @@ absl::StatusOr<PtxasResult> RunPtxas(const std::string& ptx, const std::string& 
                                   ShellWord(out), " ", ShellWord(in)),
                      log);
   PtxasResult result{Slurp(out), Slurp(log)};
+  // A PTX ptxas refuses (its log names an error), a ptxas stopped at the limit, or a ptxas that
+  // failed without saying why (a broken install): the first is the kernel's, the others the tool's.
+  // What ptxas printed, if anything, before the line Run adds where it stopped it.
+  const absl::string_view said = absl::StripAsciiWhitespace(
+      absl::string_view(result.log)
+          .substr(0, rc == -1 ? result.log.rfind("\n(stopped:") : std::string::npos));
+  const std::string printed = said.empty() ? "" : absl::StrCat(":\n", said);
+  if (rc == -1)
+    return absl::DeadlineExceededError(
+        absl::StrCat("ptxas did not finish within ", ToolSeconds(), " s for ", chip,
+                     " (KILN_TOOL_SECONDS sets the limit)", printed));
+  if (rc != 0 && !absl::StrContains(result.log, "error") && !absl::StrContains(result.log, "fatal"))
+    return absl::InternalError(absl::StrCat("ptxas (", Tool("ptxas"), ") failed with exit code ",
+                                            rc, " and no error message for ", chip, printed));
   if (rc != 0)
     return absl::InvalidArgumentError(
         absl::StrCat("ptxas rejected the PTX for ", chip, ":\n", result.log));
@@ -109,7 +134,9 @@ absl::StatusOr<std::string> Disassemble(const std::string& cubin) {
   else
     return absl::UnavailableError(
         absl::StrCat("SASS needs cuobjdump or nvdisasm, and neither is in ", CudaHome(),
-                     "/bin (set KILN_CUDA_HOME to a full CUDA toolkit)"));
+                     "/bin (set KILN_CUDA_HOME to a full CUDA toolkit, or to a folder whose bin/ "
+                     "holds ptxas and the nvdisasm of PyPI's nvidia-cuda-nvdisasm wheel: "
+                     "docs/CLI.md)"));
   ScratchDir dir;
   if (dir.path().empty()) return absl::InternalError("cannot create a scratch directory");
   const std::string in = dir.path() + "/kernel.cubin", log = dir.path() + "/sass.txt";

@@ -3,11 +3,17 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <optional>
+#include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace kiln::examples {
+namespace {
+constexpr absl::string_view kMissingKernel = "kiln/missing-kernel";
+}  // namespace
 
 void NanCount::Add16(uint16_t bits, bool half) {
   const bool nan = half ? (bits & 0x7c00) == 0x7c00 && (bits & 0x3ff)
@@ -63,9 +69,18 @@ rt::EmulatedOpDevice HarnessDevice(emu::Device& d,
   return rt::EmulatedOpDevice(d,
                               [of](const std::string& kernel) -> absl::StatusOr<const rt::Bundle*> {
                                 if (const rt::Bundle* b = of(kernel)) return b;
-                                return absl::NotFoundError(absl::StrCat("no bundle for ", kernel));
+                                absl::Status missing =
+                                    absl::NotFoundError(absl::StrCat("no bundle for ", kernel));
+                                missing.SetPayload(kMissingKernel, absl::Cord(kernel));
+                                return missing;
                               },
                               {.seed = seed, .sm_count = 3});
+}
+
+std::optional<std::string> MissingKernel(const absl::Status& s) {
+  auto name = s.GetPayload(kMissingKernel);  // (absl::optional in older Abseils)
+  if (!name) return std::nullopt;
+  return std::string(*name);
 }
 
 }  // namespace kiln::examples

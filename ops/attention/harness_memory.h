@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,9 +42,13 @@ HarnessMemory GpuMemory(std::vector<rt::DeviceBuffer>& buffers);
 HarnessMemory EmulatorMemory(emu::Device& d);
 
 // The emulator as the entry points' device over the bundles `bundle_of` finds (null: none), on
-// three SMs, threads in the order `seed` gives.
+// three SMs, threads in the order `seed` gives. A kernel `bundle_of` lacks is a NotFound status
+// whose payload names it (MissingKernel), so that a command can say where to get it.
 rt::EmulatedOpDevice HarnessDevice(emu::Device& d,
                                    const std::function<const rt::Bundle*(const std::string&)>& of,
                                    uint64_t seed);
+
+// The kernel a HarnessDevice status says it had no bundle for, or nullopt.
+std::optional<std::string> MissingKernel(const absl::Status& s);
 
 }  // namespace kiln::examples

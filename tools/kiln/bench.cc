@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
@@ -14,8 +15,13 @@
 namespace kiln::cli {
 namespace {
 
-// After a run's error: where no GPU is here, where one can check the kernel instead.
-std::string NoGpuHint() { return kiln::rt::Driver::Get().ok() ? "" : OnTheCpu("run"); }
+// After a run's error that is the missing GPU's (the driver's own error), where one can check the
+// kernel instead; an error of the problem (a size the kernel cannot tile) gets none.
+std::string NoGpuHint(const absl::Status& error) {
+  absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
+  if (d.ok() || !absl::StrContains(error.message(), d.status().message())) return "";
+  return OnTheCpu("run");
+}
 
 // Runs the row ops x shapes; prints their table. Returns the number of failed runs.
 int BenchRowOps(const std::vector<Bundle>& ops,
@@ -32,7 +38,7 @@ int BenchRowOps(const std::vector<Bundle>& ops,
       absl::StatusOr<kiln::examples::RowOpResult> r = kiln::examples::RunRowOp(b, opt);
       if (!r.ok()) {
         std::cout << b.manifest.name << " " << rows << "x" << cols << ": " << r.status().message()
-                  << NoGpuHint() << std::endl;
+                  << NoGpuHint(r.status()) << std::endl;
         ++failures;
         continue;
       }
@@ -74,7 +80,8 @@ int CheckProbes(const std::vector<Bundle>& probes, bool everything) {
     }
     absl::StatusOr<kiln::examples::ProbeResult> r = kiln::examples::RunProbe(b, {});
     if (!r.ok()) {
-      std::cout << b.manifest.name << ": " << r.status().message() << NoGpuHint() << std::endl;
+      std::cout << b.manifest.name << ": " << r.status().message() << NoGpuHint(r.status())
+                << std::endl;
       ++failures;
       continue;
     }
@@ -128,6 +135,21 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::GemmSize>&
                 << std::endl;
       continue;
     }
+    if (!kiln::examples::GemmOf(b->manifest)) {  // named: say where it runs instead
+      const bool forward =
+          name.rfind("attention/hopper.", 0) == 0 || name.rfind("attention/blackwell.", 0) == 0;
+      std::cout << name << " (" << b->manifest.source
+                << ") is not a GEMM, a row op or a probe, which kiln run and bench time; "
+                << (forward ? absl::StrCat("run it with kiln attention --kernel ", name)
+                    : name.rfind("attention/", 0) == 0
+                        ? std::string("kiln attention runs it where its plan picks it "
+                                      "(--backward, --decode, --paged, --varlen)")
+                        : std::string("launch it from Python (kiln.load) or C++ "
+                                      "(kiln::rt::LoadedKernel)"))
+                << std::endl;
+      ++failures;
+      continue;
+    }
     if (absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get(); everything && d.ok()) {
       if (absl::Status here = kiln::rt::CheckTarget(b->manifest, **d); !here.ok()) {
         std::cout << "# " << here.message() << " (compiled only)" << std::endl;
@@ -163,7 +185,7 @@ int Bench(std::vector<std::string> names, const std::vector<kiln::rt::GemmSize>&
         r->name += split == 0 ? "+streamK" : absl::StrCat("+splitK", split);
       if (!r.ok()) {
         std::cout << name << " " << size.m << "x" << size.n << "x" << size.k << ": "
-                  << r.status().message() << NoGpuHint() << std::endl;
+                  << r.status().message() << NoGpuHint(r.status()) << std::endl;
         ++failures;
         continue;
       }

@@ -1,4 +1,5 @@
 // `kiln bundle [--dir D] [--shard I/N | --prune] [NAME...]`: write bundles (manifest + PTX).
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -57,7 +58,8 @@ bool DropStale(const std::string& dir, const std::vector<std::string>& registere
     ++removed;
   }
   if (removed)
-    std::cerr << "kiln: removed " << removed << " bundles of kernels no longer registered\n";
+    std::cerr << "kiln: removed " << removed << (removed == 1 ? " bundle" : " bundles")
+              << " of kernels no longer registered\n";
   return true;
 }
 
@@ -119,6 +121,14 @@ int WriteBundles(const std::vector<std::string>& args) {
   if (dir.empty())
     return Fail(
         absl::InvalidArgumentError("kiln bundle: --dir is empty: name the directory to write"));
+  // `kiln bundle --dir NAME` with the directory left out: the kernel's name became the directory
+  // and the whole registry would go there.
+  if (args.empty() && std::find(named->begin(), named->end(), dir) != named->end())
+    return FailUsage(absl::InvalidArgumentError(
+        absl::StrCat("kiln bundle: --dir ", dir,
+                     " is a kernel's name, and no kernel is named: give the "
+                     "directory first (kiln bundle --dir DIR ",
+                     dir, "), or ./", dir, " to write every kernel there")));
   // --cache: kernels lower through the disk cache there, so that a build re-lowers only the
   // kernels that changed; no --cache lowers every one.
   const std::string cache = absl::GetFlag(FLAGS_cache) == "\x01" ? "" : absl::GetFlag(FLAGS_cache);
@@ -137,7 +147,8 @@ int WriteBundles(const std::vector<std::string>& args) {
     for (const std::string& f : findings) std::cerr << "kiln check: " << name << ": " << f << "\n";
     with_findings += findings.empty() ? 0 : 1;
   }
-  std::cerr << "kiln: wrote " << names.size() << " bundles to " << dir << "\n";
+  std::cerr << "kiln: wrote " << names.size() << (names.size() == 1 ? " bundle" : " bundles")
+            << " to " << dir << "\n";
   if (with_findings) {
     std::cerr << "kiln: " << with_findings << " kernels have static findings (kiln check)\n";
     return 1;

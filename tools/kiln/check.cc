@@ -49,6 +49,11 @@ int CheckKernels(const std::vector<std::string>& args) {
       absl::StatusOr<kiln::PtxasResult> cubin =
           ptx.ok() ? kiln::RunPtxas(*ptx, def->target().chip)
                    : absl::StatusOr<kiln::PtxasResult>(ptx.status());
+      // ptxas stopped at its time limit or failing silently is the tool's error, not a finding.
+      if (ptx.ok() && !cubin.ok() &&
+          (absl::IsDeadlineExceeded(cubin.status()) || absl::IsInternal(cubin.status()) ||
+           absl::IsUnavailable(cubin.status())))
+        return Fail(cubin.status());
       if (!cubin.ok()) {
         std::cout << name << ": " << cubin.status().message() << "\n";
         ++failing;

@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "ops/attention/harness_memory.h"
 #include "tools/kiln/flags.h"
 #include "tools/kiln/help.h"
 
@@ -258,14 +259,11 @@ std::vector<std::string> GivenFlagNames() {
 int FailUsage(const absl::Status& s) { return Fail(s) + 1; }
 
 int Fail(const absl::Status& given) {
-  // The emulated op device names a kernel it could not get alone ("no bundle for NAME"): why,
-  // and the command that writes it, is GetBundle's to say.
+  // The emulated op device names a kernel it could not get (MissingKernel): why, and the
+  // command that writes it, is GetBundle's to say.
   absl::Status s = given;
-  constexpr absl::string_view kNoBundle = "no bundle for ";
-  if (absl::IsNotFound(s) && absl::StartsWith(s.message(), kNoBundle))
-    if (absl::StatusOr<Bundle> b = GetBundle(std::string(s.message().substr(kNoBundle.size())));
-        !b.ok())
-      s = b.status();
+  if (std::optional<std::string> missing = kiln::examples::MissingKernel(s))
+    if (absl::StatusOr<Bundle> b = GetBundle(*missing); !b.ok()) s = b.status();
   // A message that names its command ("kiln gemm: ...") needs no second prefix.
   const bool named =
       absl::StartsWith(s.message(), "kiln ") || absl::StartsWith(s.message(), "kiln.");
@@ -439,7 +437,7 @@ absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::strin
   if (!b.ok() && absl::IsNotFound(b.status())) {
     const std::string hint = BundleDirHint();  // no directory: no name to suggest
     if (!hint.empty())                         // the directory, not the name, is what is missing
-      return absl::NotFoundError(absl::StrCat(b.status().message(), hint));
+      return absl::NotFoundError(absl::StrCat("no bundle for '", name, "'", hint));
     // base.options, where base's own bundle is there: a family's variant the directory lacks.
     const size_t slash = name.rfind('/'),
                  dot = name.find('.', slash == std::string::npos ? 0 : slash);
@@ -457,6 +455,12 @@ absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::strin
           "a kiln with its compiler writes it there: kiln bundle --dir ", BundleDir(), " ", name,
           known ? "" : DidYouMean(name)));
     }
+#ifdef KILN_HAVE_COMPILER
+    if (kiln::examples::Find(name))  // a kernel this kiln builds, which the directory lacks
+      return absl::NotFoundError(absl::StrCat("kernel '", name, "' is not in ", BundleDir(),
+                                              "; write it there: kiln bundle --dir ", BundleDir(),
+                                              " ", name, " (or drop --bundles to compile it)"));
+#endif
     return absl::NotFoundError(
         absl::StrCat("unknown kernel '", name, "': ", b.status().message(), DidYouMean(name)));
   }

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -22,8 +23,11 @@ namespace kiln::cli {
 // like `kiln run`: one line with the size, the schedules and the worst error.
 int Emulate(const std::vector<std::string>& args) {
   if (args.size() != 1) {
-    std::cerr << "usage: kiln emulate NAME [--m M --n N --k K | --rows R --cols C] [--seeds S,...] "
-                 "[--ptx FILE]\n";
+    std::cerr << "kiln emulate: "
+              << (args.empty() ? std::string("name a kernel (kiln list names them)")
+                               : "one kernel at a time, not " + std::to_string(args.size()))
+              << "\nusage: kiln emulate NAME [--m M --n N --k K | --rows R --cols C] "
+                 "[--seeds S,...] [--ptx FILE]\n";
     return 2;
   }
   absl::StatusOr<std::vector<uint64_t>> seeds = ScheduleSeeds();
