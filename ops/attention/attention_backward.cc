@@ -91,8 +91,8 @@ absl::StatusOr<AttentionBackwardPlan> PlanAttentionBackward(const AttentionSize&
                                                             int compute_capability) {
   if (z.lens || z.page || z.rows)  // (before the forward's checks, which would ask for them)
     return Invalid(
-        "dense [B, H, S, D] tensors or packed sequences (varlen) only: no lens, pages or rows "
-        "layout");
+        "dense [B, H, S, D] tensors or packed sequences (varlen) only: no per-sequence lengths "
+        "(lens), paged cache (page; --paged) or [B, S, H, D] layout (rows; --bshd)");
   // The forward's checks of the sizes, heads, type, scale and its tensors' pointers.
   absl::StatusOr<AttentionPlan> forward = PlanAttention(
       z, options,

@@ -117,7 +117,9 @@ absl::Status OverrideComputes(const std::string& planned, const std::string& ker
     return o == "persist" || o == "lazy" || o == "eager" || o == "cta2" || o == "gather" ||
            o == "wgshfl" || o == "wgtid" || o == "wgdiag" || o == "ctadiag" ||
            ((absl::StartsWith(o, "wg") || absl::StartsWith(o, "bn") || absl::StartsWith(o, "st")) &&
-            o.size() > 2 && std::all_of(o.begin() + 2, o.end(), ::isdigit));
+            o.size() > 2 && std::all_of(o.begin() + 2, o.end(), ::isdigit)) ||
+           (absl::StartsWith(o, "kst") && o.size() > 3 &&
+            std::all_of(o.begin() + 3, o.end(), ::isdigit));
   };
   std::vector<std::string> lacks, extra;    // what the problem needs and the override lacks, and
                                             // what the override has that the problem does not
@@ -139,7 +141,7 @@ absl::Status OverrideComputes(const std::string& planned, const std::string& ker
         !lacks.empty() && !extra.empty() ? "; " : "",
         extra.empty() ? "" : absl::StrCat("this problem takes no .", absl::StrJoin(extra, ", .")),
         "): it runs ", planned, ", whose tiling options an override may change: wgN, bnN, ",
-        "stN, persist, lazy, eager, cta2, wgshfl, wgtid, wgdiag, ctadiag, gather"));
+        "stN, kstN, persist, lazy, eager, cta2, wgshfl, wgtid, wgdiag, ctadiag, gather"));
   return absl::OkStatus();
 }
 

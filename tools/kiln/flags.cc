@@ -16,14 +16,14 @@ ABSL_FLAG(bool, prune, false,
           "rewriting the variants bundled there by name, which it keeps");
 // 0: not given (kiln run takes 4096, kiln emulate the kernel's tile).
 ABSL_FLAG(int64_t, m, 0,
-          "M for `kiln gemm`, `kiln run` (left out: 4096) and `kiln emulate` (left out: 2x2 CTA "
-          "tiles)");
+          "M for `kiln gemm` (needed, with --n and --k, or --sizes), `kiln run` (left out: 4096) "
+          "and `kiln emulate` (left out: 2x2 CTA tiles)");
 ABSL_FLAG(int64_t, n, 0,
-          "N for `kiln gemm` and `kiln grouped-gemm`, `kiln run` (left out: 4096) and `kiln "
-          "emulate` (left out: 2x2 CTA tiles)");
+          "N for `kiln gemm` and `kiln grouped-gemm` (needed), `kiln run` (left out: 4096) and "
+          "`kiln emulate` (left out: 2x2 CTA tiles)");
 ABSL_FLAG(int64_t, k, 0,
-          "K for `kiln gemm` and `kiln grouped-gemm`, `kiln run` (left out: 4096) and `kiln "
-          "emulate` (left out: enough K steps to wrap the kernel's deepest ring twice)");
+          "K for `kiln gemm` and `kiln grouped-gemm` (needed), `kiln run` (left out: 4096) and "
+          "`kiln emulate` (left out: enough K steps to wrap the kernel's deepest ring twice)");
 ABSL_FLAG(
     std::string, sizes, "4096,8192",
     "`kiln bench` sizes: comma-separated S (S^3) or MxNxK (`kiln gemm --emulate`: 264x300x224)");

@@ -228,11 +228,11 @@ absl::StatusOr<KernelDef> BuildBlackwellAttention(const std::string& name, Atten
   const int D = a.d, BM = 128, BN = D == 256 ? 64 : 128, SPANS = D / 64, STAGES = 2, CHUNK = 32;
   const Scalar in = a.in;
   Kernel k(name, sm100a(), {192});
-  if (a.warpgroups || a.block_n || a.stages || a.persistent || a.lazy_rescale >= 0 ||
+  if (a.warpgroups || a.block_n || a.stages || a.k_stages || a.persistent || a.lazy_rescale >= 0 ||
       a.uniform_warpgroup >= 0 || a.own_diagonal >= 0 || a.per_sequence() || a.varlen || a.rows)
     k.Fail(
         "attention/blackwell has one tiling and the [B, H, S, D] layout; it takes no "
-        "wg/bn/st/persist/lazy/eager/wgshfl/wgtid/wgdiag/ctadiag/lens/page/varlen/rows option "
+        "wg/bn/st/kst/persist/lazy/eager/wgshfl/wgtid/wgdiag/ctadiag/lens/page/varlen/rows option "
         "(split: yes)");
   const AttentionParams p = DeclareAttentionParams(k, a, BM, BN, /*o_rows=*/BM);
   const Value &Hq = p.Hq, &Hkv = p.Hkv, &S = p.S, &Skv = p.Skv;

@@ -32,7 +32,7 @@ std::string SlotOf(absl::string_view part) {
   if (part == "lazy" || part == "eager") return "rescale";
   if (part == "wgshfl" || part == "wgtid") return "index";
   if (part == "wgdiag" || part == "ctadiag") return "diagonal";
-  for (const char* prefix : {"page", "wg", "bn", "st"})
+  for (const char* prefix : {"page", "wg", "bn", "st", "kst"})
     if (absl::StartsWith(part, prefix) && part.size() > strlen(prefix) &&
         absl::ascii_isdigit(part[strlen(prefix)]))
       return prefix;
@@ -87,6 +87,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
       a.uniform_warpgroup = part == "wgshfl";
     } else if (part == "wgdiag" || part == "ctadiag") {
       a.own_diagonal = part == "wgdiag";
+    } else if (absl::StartsWith(part, "kst") && absl::SimpleAtoi(part.substr(3), &a.k_stages) &&
+               a.k_stages > 0) {
     } else if (int* field = absl::StartsWith(part, "wg")   ? &a.warpgroups
                             : absl::StartsWith(part, "bn") ? &a.block_n
                             : absl::StartsWith(part, "st") ? &a.stages
@@ -97,7 +99,8 @@ absl::StatusOr<AttentionShape> ParseAttention(const std::string& options) {
           "unknown option '", part,
           "' (takes d64, d128 or d256, then f16, causal, and a tiling: wgW consumer warpgroups, "
           "bnN keys per "
-          "tile, stS ring stages, persist for a CTA per SM, lazy or eager rescaling, wgshfl or "
+          "tile, stS ring stages, kstS K's ring deeper than V's, persist for a CTA per SM, lazy or "
+          "eager rescaling, wgshfl or "
           "wgtid for the consumers' warpgroup index broadcast from lane 0 or not, wgdiag or "
           "ctadiag for causal GEMMs ending at each warpgroup's diagonal or the tile's, split for "
           "split-KV, lens for sequences of their own lengths, pageN for a paged cache of pages "
@@ -118,9 +121,9 @@ RowEnd EndOfRow(Kernel& k, const Value& row_max, const Value& total) {
 }
 
 void RefuseForwardOptions(Kernel& k, const AttentionShape& a, absl::string_view kernel, Loc loc) {
-  if (a.lazy_rescale >= 0 || a.own_diagonal >= 0)
-    k.Fail(absl::StrCat(kernel,
-                        " takes no lazy, eager, wgdiag or ctadiag option (attention/hopper's)"),
+  if (a.lazy_rescale >= 0 || a.own_diagonal >= 0 || a.k_stages)
+    k.Fail(absl::StrCat(
+               kernel, " takes no lazy, eager, wgdiag, ctadiag or kst option (attention/hopper's)"),
            loc);
 }
 

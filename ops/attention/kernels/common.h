@@ -24,6 +24,9 @@ struct AttentionShape {
   // Tiling, 0 for the kernel's default: consumer warpgroups (64 query rows each), keys per tile,
   // and the depth of the K and V rings.
   int warpgroups = 0, block_n = 0, stages = 0;
+  // ("kstN") K's ring deeper than V's, 0 for the same depth: S = Q K^T waits on K first, and a
+  // key tile's K boxes must land a step ahead of it. Hopper only.
+  int k_stages = 0;
   // ("cta2") Two CTAs an SM: registers for two (MinBlocksPerSm); the tiling's shared memory must
   // fit twice. Hopper only; no plan picks it (docs/perf/2026-11-28-decode-split-kv.md).
   bool two_ctas = false;

@@ -194,9 +194,10 @@ void RefuseTilingsItCannotRun(Kernel& k, const AttentionShape& a) {
 absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape a) {
   a = WithDefaults(a);
   const int D = a.d, W = a.warpgroups, BM = 64 * W, BN = a.block_n, SPANS = D / 64;
-  const int STAGES = a.stages;
+  const int STAGES = a.stages, K_STAGES = a.k_stages ? a.k_stages : STAGES;
   const Scalar in = a.in;
-  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
+  // (a block within 1024 threads, so that an out-of-range W is refused by its own rule below)
+  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (std::clamp(W, 1, 3) + 1))});
   if (a.two_ctas) k.MinBlocksPerSm(2);  // (before the roles: their setmaxnreg counts from it)
   RefuseTilingsItCannotRun(k, a);
   if (k.failed()) return k.Build();  // (the code below assumes these)
@@ -223,6 +224,7 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   k.Attribute("attention",
               absl::StrCat("d=", D, " causal=", a.causal, " in=", in == f16 ? "f16" : "bf16",
                            " block_m=", BM, " block_n=", BN, " stages=", STAGES,
+                           a.k_stages ? absl::StrCat(" k_stages=", K_STAGES) : "",
                            " persistent=", a.persistent, " lazy_rescale=", a.lazy_rescale,
                            " own_diagonal=", a.own_diagonal, " split=", a.split, " rows=", a.rows));
 
@@ -231,11 +233,11 @@ absl::StatusOr<KernelDef> BuildAttention(const std::string& name, AttentionShape
   // Q is a ring too, of two stages where they fit: the next tile's Q lands while this one runs.
   // O goes out through its tile's Q stage, which is released once the TMA store has read it.
   const int q_stages =
-      128 * SPANS * (2 * BM + 2 * STAGES * BN) <= 226 * 1024 ? 2 : 1;  // 1 KB for the barriers
+      128 * SPANS * (2 * BM + (K_STAGES + STAGES) * BN) <= 226 * 1024 ? 2 : 1;  // 1 KB: barriers
   SmemTile sQ = k.SmemSwizzled(in, SPANS * BM, 64, Swizzle::k128B, q_stages);
-  SmemTile sK = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, STAGES);
+  SmemTile sK = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, K_STAGES);
   SmemTile sV = k.SmemSwizzled(in, SPANS * BN, 64, Swizzle::k128B, STAGES);
-  Pipeline q_ring(k, q_stages, /*consumers=*/W), k_ring(k, STAGES, /*consumers=*/W),
+  Pipeline q_ring(k, q_stages, /*consumers=*/W), k_ring(k, K_STAGES, /*consumers=*/W),
       v_ring(k, STAGES, /*consumers=*/W);
 
   Value shift = Skv.To(s32) - S.To(s32);   // query i sees keys j <= i + shift

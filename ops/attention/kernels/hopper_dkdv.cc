@@ -19,6 +19,7 @@
 // Constraints (checked at build): 1 or 2 consumer warpgroups (dqadd: 2). D 64 or 128; at D = 256
 // dK and dV would not fit a warpgroup's registers beside S^T and dP^T, so BuildDkDvSplitD
 // (hopper_dkdv_split.cc) builds it, its warpgroups splitting D.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -172,7 +173,8 @@ absl::StatusOr<KernelDef> BuildDkDv(const std::string& name, AttentionShape a) {
   if (!a.stages) a.stages = 2;
   const int D = a.d, W = a.warpgroups, BN = 64 * W, BM = kQueryRows, SPANS = D / 64;
   const Scalar in = a.in;
-  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
+  // (a block within 1024 threads, so that an out-of-range W is refused by its own rule below)
+  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (std::clamp(W, 1, 3) + 1))});
   // At D = 64 the consumers need fewer registers than their launch share, and ptxas, left to
   // choose the entry's count, ignores every setmaxnreg (kiln check's C7508 finding): pin it
   // (docs/perf/2026-12-01-setmaxnreg-pinned.md).

@@ -9,6 +9,7 @@
 //
 // Constraints (checked at build): 1 to 3 consumer warpgroups; a key tile of a multiple of 16 rows
 // up to 128.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -31,7 +32,8 @@ absl::StatusOr<KernelDef> BuildDq(const std::string &name, AttentionShape a) {
   if (!a.stages) a.stages = 2;
   const int D = a.d, W = a.warpgroups, BM = 64 * W, BN = a.block_n, SPANS = D / 64;
   const Scalar in = a.in;
-  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (W + 1))});
+  // (a block within 1024 threads, so that an out-of-range W is refused by its own rule below)
+  Kernel k(name, sm90a(), {static_cast<unsigned>(128 * (std::clamp(W, 1, 3) + 1))});
   // At D = 64, as hopper_dkdv's: the entry's register count pinned, or ptxas ignores the roles'
   // setmaxnreg (docs/perf/2026-12-01-setmaxnreg-pinned.md).
   if (D == 64) k.MinBlocksPerSm(1);
