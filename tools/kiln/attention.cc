@@ -21,9 +21,9 @@ namespace {
 
 int Report(const absl::StatusOr<kiln::examples::AttentionResult>& r, const std::string& shape) {
   if (!r.ok()) return Fail(r.status());
-  std::cout << absl::StrFormat("%s %s: %d rows against fp64, error %.3e, lse %.1e: %s", r->kernel,
-                               shape, r->rows_checked, r->rel_error, r->lse_error,
-                               r->passed ? "ok" : "FAIL: " + r->failure);
+  std::cout << absl::StrFormat(
+      "%s %s: %d rows against fp64, error %.3e, lse off by %.1e past f32 rounding: %s", r->kernel,
+      shape, r->rows_checked, r->rel_error, r->lse_error, r->passed ? "ok" : "FAIL: " + r->failure);
   if (r->ms > 0) std::cout << absl::StrFormat("; %.4f ms, %.1f TFLOPS", r->ms, r->tflops);
   std::cout << std::endl;
   return r->passed ? 0 : 1;
