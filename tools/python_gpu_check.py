@@ -570,6 +570,14 @@ def streams_and_load():
     saxpy(xs, ys, 2.5, xs.numel())
     torch.cuda.synchronize()
     report("kiln.load ops/saxpy on CUDA tensors", rel(ys, want), 1e-6)
+    # An empty problem launches nothing (n = 0 by the grid rule, or a grid with a 0): no error,
+    # nothing written.
+    before = ys.clone()
+    saxpy(torch.empty(0, device="cuda"), torch.empty(0, device="cuda"), 2.5, 0)
+    saxpy(xs, ys, 2.5, 0)
+    saxpy(xs, ys, 2.5, xs.numel(), grid=(0, 1, 1))
+    torch.cuda.synchronize()
+    report("kiln.load ops/saxpy on an empty problem", 0.0 if torch.equal(ys, before) else 1.0, 0.5)
 
 
 def cuda_graphs():
