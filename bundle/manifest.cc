@@ -577,10 +577,10 @@ absl::StatusOr<Dim3> Manifest::GridFor(const Symbols& symbols, int sm_count) con
 
 bool Manifest::GridIsEmpty(const Symbols& symbols) const {
   for (const GridExpr& g : grid) {
-    bool sizes_given = true;
-    for (const std::string& name : g.SymbolNames())
-      sizes_given &= symbols.contains(name) && symbols.at(name) >= 0;
-    if (sizes_given && g.Value(symbols, 1) == 0) return true;
+    const std::vector<std::string> names = g.SymbolNames();
+    const bool given = std::all_of(names.begin(), names.end(),
+                                   [&](const std::string& n) { return symbols.contains(n); });
+    if (given && g.NoSizeBelowZero(symbols).ok() && g.Value(symbols, 1) == 0) return true;
   }
   return false;
 }

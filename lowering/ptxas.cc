@@ -105,8 +105,8 @@ absl::StatusOr<PtxasResult> RunPtxas(const std::string& ptx, const std::string& 
                      log);
   PtxasResult result{Slurp(out), Slurp(log)};
   // A PTX ptxas refuses (its log names an error), a ptxas stopped at the limit, or a ptxas that
-  // failed without saying why (a broken install): the first is the kernel's, the others the tool's.
-  // What ptxas printed, if anything, before the line Run adds where it stopped it.
+  // failed without saying why (a broken install): the first is the kernel's, the others the tool's,
+  // told with what ptxas printed, if anything, before the line Run adds where it stopped it.
   const absl::string_view said = absl::StripAsciiWhitespace(
       absl::string_view(result.log)
           .substr(0, rc == -1 ? result.log.rfind("\n(stopped:") : std::string::npos));

@@ -114,12 +114,14 @@ absl::Status CheckPagedCache(const AttentionSize& z, const AttentionOperands& o)
 absl::Status OverrideComputes(const std::string& planned, const std::string& kernel) {
   std::vector<std::string> want = absl::StrSplit(planned, '.'), got = absl::StrSplit(kernel, '.');
   auto tiling = [](const std::string& o) {  // options that change how, not what, a kernel computes
-    return o == "persist" || o == "lazy" || o == "eager" || o == "cta2" || o == "gather" ||
-           o == "wgshfl" || o == "wgtid" || o == "wgdiag" || o == "ctadiag" ||
-           ((absl::StartsWith(o, "wg") || absl::StartsWith(o, "bn") || absl::StartsWith(o, "st")) &&
-            o.size() > 2 && std::all_of(o.begin() + 2, o.end(), ::isdigit)) ||
-           (absl::StartsWith(o, "kst") && o.size() > 3 &&
-            std::all_of(o.begin() + 3, o.end(), ::isdigit));
+    if (o == "persist" || o == "lazy" || o == "eager" || o == "cta2" || o == "gather" ||
+        o == "wgshfl" || o == "wgtid" || o == "wgdiag" || o == "ctadiag")
+      return true;
+    for (absl::string_view prefix : {"wg", "bn", "st", "kst"})  // (a count after it)
+      if (absl::StartsWith(o, prefix) && o.size() > prefix.size() &&
+          std::all_of(o.begin() + prefix.size(), o.end(), ::isdigit))
+        return true;
+    return false;
   };
   std::vector<std::string> lacks, extra;    // what the problem needs and the override lacks, and
                                             // what the override has that the problem does not

@@ -438,29 +438,22 @@ absl::StatusOr<Bundle> GetBundle(const std::string& name, std::vector<std::strin
     const std::string hint = BundleDirHint();  // no directory: no name to suggest
     if (!hint.empty())                         // the directory, not the name, is what is missing
       return absl::NotFoundError(absl::StrCat("no bundle for '", name, "'", hint));
-    // base.options, where base's own bundle is there: a family's variant the directory lacks.
+    // A kernel this kiln builds, or base.options where base's own bundle is there (a family's
+    // variant the directory lacks): named with the command that writes it.
     const size_t slash = name.rfind('/'),
                  dot = name.find('.', slash == std::string::npos ? 0 : slash);
-    if (dot != std::string::npos && SplitSuffixHint(name).empty() &&
-        FamilyInDir(name.substr(0, dot))) {
 #ifdef KILN_HAVE_COMPILER
-      // A variant this kiln builds (one a plan picked, as a rule) is no typo to suggest for.
-      const bool known = kiln::examples::Find(name) != nullptr;
+    const bool known = kiln::examples::Find(name) != nullptr;  // (no typo to suggest for)
 #else
-      const bool known = false;
+    const bool known = false;
 #endif
+    if (known || (dot != std::string::npos && SplitSuffixHint(name).empty() &&
+                  FamilyInDir(name.substr(0, dot))))
       return absl::NotFoundError(absl::StrCat(
           "kernel '", name, "' is not in ", BundleDir(), "; ",
           known ? "" : absl::StrCat("if it is a variant of ", name.substr(0, dot), ", "),
           "a kiln with its compiler writes it there: kiln bundle --dir ", BundleDir(), " ", name,
           known ? "" : DidYouMean(name)));
-    }
-#ifdef KILN_HAVE_COMPILER
-    if (kiln::examples::Find(name))  // a kernel this kiln builds, which the directory lacks
-      return absl::NotFoundError(absl::StrCat("kernel '", name, "' is not in ", BundleDir(),
-                                              "; write it there: kiln bundle --dir ", BundleDir(),
-                                              " ", name, " (or drop --bundles to compile it)"));
-#endif
     return absl::NotFoundError(
         absl::StrCat("unknown kernel '", name, "': ", b.status().message(), DidYouMean(name)));
   }
