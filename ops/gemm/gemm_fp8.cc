@@ -3,6 +3,7 @@
 #include "ops/gemm/gemm_fp8.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -48,9 +49,9 @@ absl::Status CheckMxScales(const GemmSize& size, const GemmOperands& o) {
 
 // The tile kernels that take 8-bit inputs (ops/gemm/kernels/tile_kernels.cc: TakesFp8): the
 // rule's (ChooseFp8Tile) and the ones a caller may name (GemmOptions::fp8_tile).
-constexpr const char* kFp8Tiles[] = {"gemm/bf16_sm90_n128c2", "gemm/bf16_sm90_n128",
-                                     "gemm/bf16_sm90_m64",    "gemm/bf16_sm90_n64",
-                                     "gemm/bf16_sm90_m64n64", "gemm/bf16_sm90_m64n32"};
+constexpr const char* kFp8Tiles[] = {
+    "gemm/bf16_sm90_n128c2", "gemm/bf16_sm90_n128",   "gemm/bf16_sm90_m64", "gemm/bf16_sm90_n64",
+    "gemm/bf16_sm90_m64n64", "gemm/bf16_sm90_m64n32", "gemm/bf16_sm90_m192"};
 
 // TMA reads A's and B's rows: 16 bytes apart, from 16-byte aligned pointers.
 absl::Status CheckTmaRows(const GemmSize& size, const GemmOperands& o) {
@@ -144,10 +145,14 @@ GemmChoice Filled(const char* name, const GemmSize& s) {
 // columns, or 128x64 tiles where those pairs would take more than two waves; up to 128, 64x128
 // tiles where 128x128 ones are fewer than a wave; else 128x128 tiles. The pairs sharing B
 // (n128c2) were level with 128x128 alone or slower at every tensorwise size swept, and ahead at a
-// few blockwise ones only (docs/perf/2026-11-29-fp8-tile-rule.md).
+// few blockwise ones only (docs/perf/2026-11-29-fp8-tile-rule.md). The 192x128 tiles run a tile's
+// work at 128x128's pace to within a few percent, not faster: they take the place of whole
+// 128x128 tiles where, whole too, they need at least a twentieth less time in whole waves
+// (docs/perf/2026-12-03-fp8-three-consumer-warpgroups.md).
 GemmChoice ChooseFp8Tile(const GemmSize& s) {
   constexpr const char *kPairs64 = "gemm/bf16_sm90_m64n64", *k128x64 = "gemm/bf16_sm90_n64",
-                       *k64x128 = "gemm/bf16_sm90_m64", *k128 = "gemm/bf16_sm90_n128";
+                       *k64x128 = "gemm/bf16_sm90_m64", *k128 = "gemm/bf16_sm90_n128",
+                       *k192x128 = "gemm/bf16_sm90_m192";
   // Tiles per CTA group: how many waves of whole tiles the problem takes.
   auto waves = [&](const char* name) {
     const Sm90Tile* t = FindSm90Tile(name);
@@ -155,7 +160,12 @@ GemmChoice ChooseFp8Tile(const GemmSize& s) {
   };
   if (s.n <= 64) return Filled(waves(kPairs64) > 2 ? k128x64 : kPairs64, s);
   if (s.n <= 128 && waves(k128) < 1) return Filled(k64x128, s);
-  return Filled(k128, s);
+  const GemmChoice tiles128 = Filled(k128, s), tiles192 = Filled(k192x128, s);
+  // A wave of 192-row tiles takes 1.5 waves of 128-row ones: 1.5 * w192 < 0.95 * w128.
+  if (waves(k128) >= 1 && tiles128.split == 1 && tiles192.split == 1 &&
+      30 * std::ceil(waves(k192x128)) < 19 * std::ceil(waves(k128)))
+    return tiles192;
+  return tiles128;
 }
 
 std::vector<GemmChoice> Fp8TileCandidates(const GemmSize& s) {
@@ -258,7 +268,7 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
       return Invalid(absl::StrCat("the tile ", options.fp8_tile,
                                   " (GemmOptions::fp8_tile, kiln gemm --kernel) is none of the "
                                   "8-bit tile kernels: gemm/bf16_sm90_n128c2, _n128, _m64, _n64, "
-                                  "_m64n64, _m64n32"));
+                                  "_m64n64, _m64n32, _m192"));
     plan.choice = {options.fp8_tile, "the caller's tile", 1};
   }
   if (options.fp8_split < -1 || options.fp8_split > 16)

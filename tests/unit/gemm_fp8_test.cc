@@ -95,6 +95,23 @@ TEST(Fp8Gemm, FusedEpilogues) {
   ExpectFused({136, 264, 256}, "rowwise", "scale.residual", "gemm/bf16_sm90_n128");
 }
 
+// 192x128 tiles, three consumer warpgroups (their own named barriers, the C buffers and a ring
+// that fits beside them): blockwise stored by the tile over three row tiles, the last ragged, with
+// K split in parts; tensorwise computed as C^T, streamed; rowwise with a residual staged by TMA.
+TEST(Fp8Gemm, ThreeConsumerWarpgroups) {
+  const char* tile = "gemm/bf16_sm90_m192";
+  ExpectCorrect({400, 136, 528}, "blockwise", "bf16", true, tile);
+  for (const Fp8GemmProblem& p :
+       {Fp8GemmProblem{.size = {400, 136, 1024}, .scaling = "blockwise", .tile = tile, .split = 2},
+        Fp8GemmProblem{.size = {136, 400, 640}, .scaling = "tensorwise", .tile = tile, .split = 0}}) {
+    absl::StatusOr<Fp8GemmResult> r = RunFp8GemmEmulated(BuiltBundle, p, 5);
+    ASSERT_TRUE(r.ok()) << p.scaling << ": " << r.status();
+    EXPECT_TRUE(r->passed) << r->kernel << " (" << r->why << "): " << r->failure;
+    EXPECT_EQ(r->kernel.rfind(tile, 0), 0u) << r->kernel;
+  }
+  ExpectFused({136, 264, 256}, "rowwise", "scale.residual", tile);
+}
+
 // Blackwell (sm_100): the tcgen05 kind::f8f6f4 kernel, its two tensor-memory buffers in turn
 // over an even and an odd count of k-tiles, ragged M, N (no multiple of 8) and K.
 TEST(Fp8Gemm, BlackwellBlockwise) {
@@ -313,6 +330,15 @@ TEST(Fp8Gemm, TheRulesTileAndSplit) {
             "gemm/bf16_sm90_n128.e4m3-bf16.tensorwise stream-K");
   EXPECT_EQ(choice({4096, 7168, 7168}, "blockwise"),
             "gemm/bf16_sm90_n128.e4m3-bf16.c_row.blockwise whole tiles");
+  // 192x128 tiles where their whole waves take a twentieth less time: 4096 x 2112 is 544 tiles
+  // of 128x128 (five waves of 128 CTAs) or 374 of 192x128 (three, 4.5 in 128x128's time); the
+  // swapped 2112 x 4096 352 (three). Not at 4096^3 (eight waves or six: nine).
+  EXPECT_EQ(choice({4096, 2112, 7168}, "blockwise"),
+            "gemm/bf16_sm90_m192.e4m3-bf16.c_row.blockwise whole tiles");
+  EXPECT_EQ(choice({4096, 2112, 7168}, "tensorwise"),
+            "gemm/bf16_sm90_m192.e4m3-bf16.tensorwise whole tiles");
+  EXPECT_EQ(choice({4096, 4096, 4096}, "blockwise"),
+            "gemm/bf16_sm90_n128.e4m3-bf16.c_row.blockwise whole tiles");
 }
 
 // What `kiln tune --dtype e4m3` times: every tile whole and streamed, split-K while the parts fit
@@ -324,12 +350,12 @@ TEST(Fp8Gemm, TheSweepsCandidates) {
       return c.kernel == "gemm/bf16_sm90_" + tile && c.split == split;
     });
   };
-  for (const char* tile : {"n128c2", "n128", "m64", "n64", "m64n64", "m64n32"})
+  for (const char* tile : {"n128c2", "n128", "m64", "n64", "m64n64", "m64n32", "m192"})
     EXPECT_TRUE(has(tile, 1) && has(tile, 0)) << tile;
   EXPECT_TRUE(has("n128c2", 2));   // 28 tiles in pairs: 56 parts over 64 groups
   EXPECT_FALSE(has("n128c2", 3));  // 84 parts: past one wave
   EXPECT_FALSE(has("m64n64", 2));  // 56 tiles: 112 parts over 64 groups
-  EXPECT_TRUE(rt::Fp8TileCandidates({7168, 128, 384}).size() == 12);  // 3 k-tiles: none split
+  EXPECT_TRUE(rt::Fp8TileCandidates({7168, 128, 384}).size() == 14);  // 3 k-tiles: none split
 }
 
 // A tune cache's 8-bit entry (kiln tune --dtype e4m3 --tune_cache F) wins over the rule for its

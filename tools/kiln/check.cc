@@ -74,6 +74,14 @@ int CheckKernels(const std::vector<std::string>& args) {
                           "; ptxas ignores setmaxnreg (the entry's register count is open: "
                           "MinBlocksPerSm(1) fixes it, where the roles' budgets hold what ptxas "
                           "uses now)");
+        // ptxas's C7510-C7520: it waits for each wgmma before the next one (the tensor cores
+        // then run one at a time); its reason follows "serialized".
+        if (size_t at = line.find("wgmma.mma_async instructions are serialized");
+            at != absl::string_view::npos) {
+          absl::string_view why = line.substr(at + 43);
+          why = why.substr(0, why.find(" in the function"));
+          absl::StrAppend(&summary, "; ptxas serializes the wgmmas", why);
+        }
         // ptxas's C7519: registers a wgmma uses were written since the last wgmma.fence.
         if (line.find("warpgroup.arrive is injected") != absl::string_view::npos)
           absl::StrAppend(&summary,

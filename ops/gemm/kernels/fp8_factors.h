@@ -74,7 +74,7 @@ class Fp8Factors {
     Value factor = ahead_[0].Load() * ahead_[1].Load();
     tk_.k.If(c_ < acc_.n(), [&] { tk_.k.Store(Slot(c_), factor); });
     Fetch(Min(kb + 1, last));
-    tk_.k.NamedBarrier(wg_ + 6, 128);
+    tk_.k.NamedBarrier(wg_ + tk_.shape.factors_barrier(), 128);
   }
   void Ready() {
     if (mode_ != examples::Fp8Scaling::kBlockT) return;

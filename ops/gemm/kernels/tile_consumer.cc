@@ -32,7 +32,7 @@ void FinishTileUnit(TileKernel& tk, WgmmaAccumulator& acc, TileEpilogue& epilogu
   k.If(u.slot != -1, [&] {
     Value last = examples::ReducePartials(
         k, acc.regs(), tk.shape.bn / 2, u, tk.partials, tk.counters, tk.rank * consumers + wg,
-        cluster * consumers, c, 128, wg + 4, tk.last_flags.At(wg, 0),
+        cluster * consumers, c, 128, wg + tk.shape.reduce_barrier(), tk.last_flags.At(wg, 0),
         [&](int r) { return m0 + row0 + acc.Row(r / 2) < tk.g.M; });
     writes[0] = Select(last, k.I32(1), k.I32(0));
   });
@@ -62,10 +62,11 @@ void RunTileConsumer(TileKernel& tk, const Value& t) {
   };
   TileEpilogue epilogue(tk, acc, c, wg, lane, row0);
   auto write_out = [&] { epilogue.WriteOut(); };
+  const bool under_first = tk.shape.out_under_first_group();
   tk.for_each_unit([&](Value m0, Value n0, const examples::WorkUnit& u) {
+    if (!tk.shape.direct_out() && !under_first) k.If(epilogue.pending()[0] == 1, write_out);
     held[0] = mma(true);
-    if (!tk.shape.direct_out())
-      k.If(epilogue.pending()[0] == 1, write_out);  // under the group just issued
+    if (under_first) k.If(epilogue.pending()[0] == 1, write_out);  // under the group just issued
     k.For(u.k_begin * BK + BK, u.k_end * BK, BK, [&](Value) {
       Value s = mma(false);
       k.WgmmaWait(1);  // the previous group has retired: its stage is free

@@ -44,7 +44,10 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
   buffer[0] = k.I32(0);
   Pipeline::Cursor at = tk.ring.Start();
   TileEpilogue epilogue(tk, acc, c, wg, lane, row0);
+  const bool under_first = tk.shape.out_under_first_group();
   tk.for_each_unit([&](Value m0, Value n0, const examples::WorkUnit& u) {
+    if (!tk.shape.direct_out() && !under_first)
+      k.If(epilogue.pending()[0] == 1, [&] { epilogue.WriteOut(); });
     // A's block scales are read at the warpgroup's first row, kept inside M (a pair's second tile
     // may lie past it) and inside a grouped GEMM's group: no read leaves the scales.
     Value a_base = u.a_row.valid() ? u.a_row - m0 : k.I32(0);
@@ -71,8 +74,7 @@ void RunFp8TileConsumer(TileKernel& tk, const Value& t) {
                        .accumulate = kk != 0 || continued});
       k.WgmmaCommit();
       factors.Stage(kb.To(i64), last);
-      if (first && !tk.shape.direct_out())
-        k.If(epilogue.pending()[0] == 1, [&] { epilogue.WriteOut(); });
+      if (first && under_first) k.If(epilogue.pending()[0] == 1, [&] { epilogue.WriteOut(); });
       return s;
     };
     // The oldest group in flight waited for (`pending` newer ones may stay), its slot freed, and

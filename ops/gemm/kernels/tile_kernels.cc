@@ -50,6 +50,9 @@ constexpr EntryKernel kEntryKernels[] = {
 constexpr EntryKernel kFp8EntryKernels[] = {
     {"gemm/bf16_sm90_n128c2",
      "128x128 tiles for 8-bit inputs in pairs sharing B (by name: the rule takes 128x128 alone)"},
+    {"gemm/bf16_sm90_m192",
+     "192x128 tiles for 8-bit inputs: three consumer warpgroups, so that two keep the tensor cores "
+     "busy while one promotes"},
 };
 static_assert(std::size(kFp8EntryKernels) == std::size(rt::kSm90Fp8Tiles));
 static_assert(

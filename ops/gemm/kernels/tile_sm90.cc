@@ -137,9 +137,17 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   }
   k.Grid(std::to_string(rt::kTileKernelCtas));  // the choice rule weighs tiles in flight by it
   if (CLUSTER > 1) k.ClusterDims({static_cast<unsigned>(CLUSTER), 1, 1});
-  SmemTile sA = k.SmemSwizzled(in, BM, BK, Swizzle::k128B, STAGES);
-  SmemTile sB = k.SmemSwizzled(shape.variant.b_type(), BN, BK, Swizzle::k128B, STAGES);
-  SmemTile sC[2];  // [n][m] (a row-major C's: [m][n]), one per consumer
+  // The ring takes the tile's stages, or as many as fit beside the consumers' C buffers (three
+  // consumers' column-major C buffers leave room for fewer than a row-major C's); 2 KB stay for
+  // the barriers, flags and alignment.
+  const int stage_bytes = (BM + BN) * BK * ScalarBytes(in),
+            c_bytes =
+                direct_out ? 0 : CONSUMERS * PIECE_N * (epi.swiglu ? 32 : 64) * ScalarBytes(out);
+  const int ring_stages =
+      std::min(STAGES, (k.target().smem_budget_bytes - c_bytes - 2048) / stage_bytes);
+  SmemTile sA = k.SmemSwizzled(in, BM, BK, Swizzle::k128B, ring_stages);
+  SmemTile sB = k.SmemSwizzled(shape.variant.b_type(), BN, BK, Swizzle::k128B, ring_stages);
+  SmemTile sC[3];  // [n][m] (a row-major C's: [m][n]), one per consumer
   if (!direct_out)
     for (int x = 0; x < CONSUMERS; ++x)  // a swiglu's C: 32 rows a consumer
       sC[x] = epi.swiglu ? k.SmemSwizzled(out, PIECE_N, 32, Swizzle::k64B)
@@ -149,13 +157,16 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   if (staged_inputs) input_bars = k.SmemBarriers(CONSUMERS);
   SmemTile last_flags =
       k.Smem(i32, CONSUMERS, 1);  // per consumer: its share of a split tile came last
-  Pipeline ring(k, STAGES, CONSUMERS, CLUSTER);
+  Pipeline ring(k, ring_stages, CONSUMERS, CLUSTER);
   std::function<void(const examples::WorkUnitBody&)> work_walk;
   if (!shape.grouped()) work_walk = examples::ScheduledWork(k, table, kWorkSlots);
   Value tid = k.ThreadIdx(), rank = CLUSTER > 1 ? k.ClusterCtaRank() : k.I32(0);
-  TileKernel tk{k,    shape,          g,          epilogue,   tm_c_in,  tm_residual, sA,
-                sB,   {sC[0], sC[1]}, last_flags, input_bars, partials, counters,    rank,
-                ring, nullptr};
+  TileKernel tk{k,          shape,      g,
+                epilogue,   tm_c_in,    tm_residual,
+                sA,         sB,         {sC[0], sC[1], sC[2]},
+                last_flags, input_bars, partials,
+                counters,   rank,       ring,
+                nullptr};
   if (shape.fp8())
     tk.scale_a = scale_a, tk.scale_b = scale_b, tk.sa_row = sa_row, tk.sa_k = sa_k,
     tk.sb_row = sb_row, tk.sb_k = sb_k;
@@ -190,7 +201,9 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
       }),
       CLUSTER, k.L2Policy(CacheHint::kL2EvictFirst), StreamsB(g), StreamsA(g),
       /*wait_prior_grids=*/true);
-  k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = 240},
+  // The consumers take what the producer's 24 registers leave of the register file, at most 240.
+  const int consumer_regs = std::min(240, (65536 - 128 * 24) / (128 * CONSUMERS) / 8 * 8);
+  k.Role({.first_thread = 128, .threads = 128 * CONSUMERS, .max_regs = consumer_regs},
          [&](Value t) { shape.fp8() ? RunFp8TileConsumer(tk, t) : RunTileConsumer(tk, t); });
   if (CLUSTER > 1)
     k.ClusterSync();  // the peer may still arrive on our barriers: stay until it is done

@@ -18,6 +18,7 @@
 // mainloop; tile_epilogue.cc their epilogue.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 
 #include "absl/status/statusor.h"
@@ -44,6 +45,11 @@ struct TileShape {
   Grouping grouping = Grouping::kNone;
 
   int consumers() const { return bm / 64; }  // consumer warpgroups
+  // Named barriers, one per consumer warpgroup each (id + the warpgroup's index), in blocks of
+  // max(2, consumers) ids after the epilogue's at 2 (examples::WritePackedTile): a split tile's
+  // reduction, then blockwise_t's factors.
+  int reduce_barrier() const { return 2 + std::max(2, consumers()); }
+  int factors_barrier() const { return 2 + 2 * std::max(2, consumers()); }
   // K per stage: one 128-byte swizzle span of each row (64 of 16-bit types, 128 of 8-bit ones, the
   // blockwise scales' granularity along K).
   int bk() const { return 128 / ScalarBytes(in()); }
@@ -53,7 +59,11 @@ struct TileShape {
   Scalar in() const { return variant.in; }
   Scalar out() const { return variant.epilogue.out; }
   const EpilogueSpec& epi() const { return variant.epilogue; }
-  bool direct_out() const;     // C stored from registers (f32, or any M), not staged by TMA
+  bool direct_out() const;  // C stored from registers (f32, or any M), not staged by TMA
+  // The last tile's staged C goes out under the next tile's first wgmma group, or, with three
+  // consumers (160 registers a thread), before that group is issued: its packed registers live
+  // beside a group in flight made ptxas serialise every wgmma (kiln check says so).
+  bool out_under_first_group() const { return !direct_out() && consumers() < 3; }
   int epi_pairs() const;       // accumulator pairs whose epilogue inputs load together
   bool staged_inputs() const;  // C_in and residual come in by TMA through the C buffers
 };
@@ -73,8 +83,8 @@ struct TileKernel {
   examples::TmaGemmOperands g;
   Epilogue epilogue;
   TensorMap tm_c_in, tm_residual;
-  SmemTile sA, sB, sC[2], last_flags;
-  Barriers input_bars;  // per consumer: its staged C_in or residual piece has landed
+  SmemTile sA, sB, sC[3], last_flags;  // sC: one per consumer
+  Barriers input_bars;                 // per consumer: its staged C_in or residual piece has landed
   Value partials, counters, rank;
   Pipeline& ring;
   // body(m0, n0, unit): this CTA's rows of each unit's tile.

@@ -32,7 +32,8 @@ inline constexpr Sm90Tile kSm90Tiles[] = {
     {"gemm/bf16_sm90_n192", 128, 192, 5, 2},
 };
 // Tiles for 8-bit inputs alone, which the 16-bit choice rule does not weigh.
-inline constexpr Sm90Tile kSm90Fp8Tiles[] = {{"gemm/bf16_sm90_n128c2", 128, 128, 6, 2}};
+inline constexpr Sm90Tile kSm90Fp8Tiles[] = {{"gemm/bf16_sm90_n128c2", 128, 128, 6, 2},
+                                             {"gemm/bf16_sm90_m192", 192, 128, 5, 1}};
 
 // The entry point's other kernels, which the choice rule takes outright where a region of its
 // table holds the size (kiln/ops/gemm_table.h).
