@@ -438,8 +438,10 @@ class Cta {
                          ": the emulator's instruction budget ran out (an endless loop? or a "
                          "wait on global memory that another block sets: the emulator runs a "
                          "launch's blocks one after another, so a block never sees what one not "
-                         "yet run would write; else raise Options::max_instructions); "
-                         "thread ",
+                         "yet run would write; else raise the budget, ",
+                         Options{}.max_instructions,
+                         " by default: KILN_EMULATOR_INSTRUCTIONS=N in the environment, or "
+                         "Options::max_instructions); thread ",
                          t.linear, " of block (", ctaid_.x, ",", ctaid_.y, ",", ctaid_.z,
                          ") was at PTX line ", at.line, dsl.empty() ? "" : ", ", dsl));
       }

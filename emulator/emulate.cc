@@ -2,10 +2,12 @@
 // schedule tables built as the launcher builds them, then each cluster's CTAs under one
 // scheduler.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <stdexcept>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -358,7 +360,14 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
   for (const auto& [name, offset] : module->shared_symbols)
     static_top = std::max(static_top, offset);
   std::mt19937_64 rng(options.seed);
+  // KILN_EMULATOR_INSTRUCTIONS, where set, raises (or lowers) the budget for callers that cannot
+  // reach Options (the CLI, the Python module).
   int64_t budget = options.max_instructions;
+  if (const char* env = std::getenv("KILN_EMULATOR_INSTRUCTIONS"); env && *env)
+    if (!absl::SimpleAtoi(env, &budget) || budget < 1)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "KILN_EMULATOR_INSTRUCTIONS='", env,
+          "': the emulator's instruction budget a launch, a whole number of 1 or more"));
   Stats stats;
   const rt::Dim3 cd = m.cluster;
   if (cd.count() == 0 || grid.x % cd.x || grid.y % cd.y || grid.z % cd.z)

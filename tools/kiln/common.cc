@@ -491,29 +491,33 @@ absl::StatusOr<std::vector<std::string>> NamesOrAll(const std::vector<std::strin
 
 absl::StatusOr<std::vector<kiln::rt::GemmSize>> ParseSizes(const std::string& text) {
   std::vector<kiln::rt::GemmSize> sizes;
-  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+  if (text.empty())
+    return absl::InvalidArgumentError("--sizes names no size (S or MxNxK, comma-separated)");
+  // An empty item is refused, as --seeds refuses one: "64,,32" is a typo, not 64,32.
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
     std::vector<absl::string_view> p = absl::StrSplit(item, 'x');
     int64_t v[3];
     bool ok = (p.size() == 1 || p.size() == 3);
     for (size_t i = 0; ok && i < p.size(); ++i) ok = absl::SimpleAtoi(p[i], &v[i]) && v[i] > 0;
-    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad size '", item, "' (S or MxNxK)"));
+    if (!ok)
+      return absl::InvalidArgumentError(absl::StrCat("bad size '", item, "' in --sizes ", text,
+                                                     " (S or MxNxK, comma-separated)"));
     sizes.push_back(p.size() == 1 ? kiln::rt::GemmSize{v[0], v[0], v[0]}
                                   : kiln::rt::GemmSize{v[0], v[1], v[2]});
   }
-  if (sizes.empty())
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sizes '", text, "' names no size (S or MxNxK)"));
   return sizes;
 }
 
 absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseShapes(const std::string& text) {
   std::vector<std::pair<int64_t, int64_t>> shapes;
-  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+  if (text.empty()) return shapes;                            // the command's own list
+  for (absl::string_view item : absl::StrSplit(text, ',')) {  // an empty item is refused
     std::vector<absl::string_view> p = absl::StrSplit(item, 'x');
     int64_t r, c;
     if (p.size() != 2 || !absl::SimpleAtoi(p[0], &r) || !absl::SimpleAtoi(p[1], &c) || r < 1 ||
         c < 1)
-      return absl::InvalidArgumentError(absl::StrCat("bad shape '", item, "' (ROWSxCOLS)"));
+      return absl::InvalidArgumentError(absl::StrCat("bad shape '", item, "' in --shapes ", text,
+                                                     " (ROWSxCOLS, comma-separated)"));
     shapes.push_back({r, c});
   }
   return shapes;
