@@ -95,7 +95,7 @@ examples::ExampleFamily Family(const char* base, TileShape shape, bool fp8_only 
         if (IsFp8(v.in) && !TakesFp8(shape))
           return absl::InvalidArgumentError(absl::StrCat(
               name, ": 8-bit inputs take tiles of at most 128 columns that divide 128, not ",
-              shape.bn, " (gemm/bf16_sm90_n128, _m64, _n64, _m64n64, _m64n32, _m64n16)"));
+              shape.bn, " (gemm/bf16_sm90_n128, _m192, _m64, _n64, _m64n64, _m64n32, _m64n16)"));
         TileShape s = shape;
         s.variant = v;
         return BuildTileKernel(name.c_str(), s);
