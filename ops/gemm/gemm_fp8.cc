@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "kiln/bundle/epilogue_terms.h"
 #include "kiln/ops/gemm_tiles.h"
 
@@ -206,8 +207,9 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
     return Invalid(
         "8-bit A and B are read K-major only (the FP8 wgmma takes no transpose): A row-major "
         "(M x K), B column-major (the N x K weight)");
-  if (terms == "swiglu")
-    return Invalid("swiglu is fused for 16-bit inputs only (8-bit ones given)");
+  for (absl::string_view term : absl::StrSplit(terms, '.'))
+    if (term == "swiglu" || term == "rope")
+      return Invalid(absl::StrCat(term, " is fused for 16-bit inputs only (8-bit ones given)"));
   // The epilogue's C_in and residual are laid out as C, packed; the tile kernels may read them
   // through TMA (16-byte aligned).
   if (EpilogueReadsMatrices(terms)) {
@@ -260,6 +262,11 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
         std::end(kFp8Tiles))
       return Invalid(absl::StrCat("the tune cache's 8-bit entry for this size names ",
                                   measured->kernel, ", which takes no 8-bit inputs"));
+    if (measured->split < 0 || measured->split > 16)
+      return Invalid(absl::StrCat("the tune cache's 8-bit entry for this size has split ",
+                                  measured->split,
+                                  ": 1 whole tiles, 2-16 split-K parts, 0 stream-K (kiln tune "
+                                  "writes one of those)"));
     plan.choice = {measured->kernel, "measured by kiln tune", measured->split};
   }
   if (!options.fp8_tile.empty()) {

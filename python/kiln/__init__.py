@@ -764,8 +764,22 @@ def _gemm_folded(a, b, out, kw):
             out2 = out.reshape((rows,) + n)
         _require(out2 is not None, lambda: f"kiln.gemm: out {tuple(out.shape)} must fold its "
                  "leading dimensions into rows without a copy (packed rows)")
-    # c, the residual and a's row or block scales ((...), (..., 1), (..., K/128)) fold as a does
-    kw = dict(kw, c=fold(kw["c"]), residual=fold(kw["residual"]), scale_a=fold(kw["scale_a"]))
+    # c, the residual and a's row or block scales ((...), (..., 1), (..., K/128)) fold as a does;
+    # a 1-D a's scales are one row's already in the 2-D forms ((1,), (1, 1), (1, K/128): a row
+    # of kiln.quantize_e4m3's, whose column-major blocks lie apart, packed here), and a 1-D
+    # (K/128,) is that row's blocks.
+    sa = kw["scale_a"]
+    if lead:
+        sa = fold(sa)
+    elif (hasattr(sa, "reshape") and 1 <= len(sa.shape) <= 2 and sa.shape[0] * sa.shape[-1] > 1
+          and (len(sa.shape) == 1 or sa.shape[0] == 1)):
+        sa = sa.reshape(1, sa.shape[-1])
+        if _is_torch(sa):
+            sa = sa.contiguous()
+        else:
+            import numpy as np
+            sa = np.ascontiguousarray(sa)
+    kw = dict(kw, c=fold(kw["c"]), residual=fold(kw["residual"]), scale_a=sa)
     r = gemm(a2, b, out=out2, **kw)
     return out if out is not None else r.reshape(lead + tuple(r.shape[1:]))
 

@@ -606,6 +606,13 @@ class GemmFp8(unittest.TestCase):
         _, w8, _, sw, _, _ = self.operands("blockwise")
         product = kiln.gemm(q, w8.T, scale_a=s, scale_b=sw)
         self.assertLess(rel_error(product, got @ self.w_dequantized.T), 5e-3)
+        # One row as a 1-D a: its scales as kiln.quantize_e4m3 gives them for x[None], (1, K/128),
+        # or as that row's (K/128,); the result is the 2-D call's row (the scales had been read
+        # as (1, 1, K/128) and refused).
+        for row_scales in (s[3:4], s[3]):
+            one = kiln.gemm(q[3], w8.T, scale_a=row_scales, scale_b=sw)
+            self.assertEqual(one.shape, (self.N,))
+            np.testing.assert_array_equal(one, product[3])
 
     def test_quantize_groups_of_tiny_values(self):
         # A group whose largest magnitude is subnormal (its zeros once came out as e4m3's NaN, 0

@@ -379,6 +379,15 @@ TEST(Fp8Gemm, ATuneCachesEntryWins) {
   p = rt::PlanGemm({128, 7168, 16384}, o, ok, 90, &tuned);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->choice.kernel, "gemm/bf16_sm90_m64.e4m3-bf16.tensorwise");
+  // An entry's split out of the range the caller's is held to (a hand-edited cache) is refused.
+  rt::GemmTuneCache edited;
+  edited.SetFp8(90, "tensorwise", {7168, 128, 16384}, "gemm/bf16_sm90_n128", 99, 0.058);
+  p = rt::PlanGemm({128, 7168, 16384}, {.in_type = "e4m3", .scaling = "tensorwise"}, ok, 90,
+                   &edited);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("has split 99: 1 whole tiles, 2-16 split-K parts"),
+            std::string::npos)
+      << p.status();
   // As kiln tune records one: keyed by the rule's plan (blockwise: blockwise_t where swapped,
   // blockwise.c_row where the tile stores C row-major).
   for (const rt::GemmSize size : {rt::GemmSize{128, 7168, 4096}, rt::GemmSize{4096, 7168, 4096}}) {

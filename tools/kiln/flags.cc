@@ -138,8 +138,8 @@ ABSL_FLAG(
     std::string, out, "",
     "`kiln bench` and `kiln gemm`: also write the results as TSV here (GEMM rows: name M N K ms "
     "TFLOPS cuBLAS-ms "
-    "cuBLAS-TFLOPS error spot-error reference ok; row-op rows: name rows cols ms GB/s copy-ms "
-    "copy-GB/s ratio error ok)");
+    "cuBLAS-TFLOPS error spot-error reference ok; 8-bit GEMM rows: name M N K ms TFLOPS scaling "
+    "error bound ok; row-op rows: name rows cols ms GB/s copy-ms copy-GB/s ratio error ok)");
 ABSL_FLAG(std::string, cache, "\x01",
           "`kiln compile`: the compile cache (left out: kiln::DefaultCacheDir(); \"\" for none). "
           "`kiln bundle`: lower through the compile cache there (left out: none)");

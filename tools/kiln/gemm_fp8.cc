@@ -6,6 +6,7 @@
 #include "ops/gemm/gemm_fp8.h"
 
 #include <cmath>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -36,6 +37,9 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
   if (absl::GetFlag(FLAGS_layout) != "row,col")
     return Fail(absl::InvalidArgumentError(
         "kiln gemm --dtype e4m3 checks products of K-major A and B (no --layout)"));
+  if (emulate && !absl::GetFlag(FLAGS_out).empty())
+    return Fail(absl::InvalidArgumentError(
+        "kiln gemm: --out writes the timed rows of a GPU run; the emulator times nothing"));
   const std::function<const Bundle*(const std::string&)> bundle_of = BundlesOnce();
   absl::StatusOr<kiln::rt::GemmTuneCache> tuned = TuneCacheFromFlag();
   if (!tuned.ok()) return Fail(tuned.status());
@@ -43,6 +47,13 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
   if (!emulate) {
     if (absl::Status st = NeedGpu("gemm").status(); !st.ok()) return Fail(st);
     runner.emplace(BundleDir(), absl::GetFlag(FLAGS_tune_cache));
+  }
+  std::ofstream tsv;
+  if (!absl::GetFlag(FLAGS_out).empty()) {
+    tsv.open(absl::GetFlag(FLAGS_out));
+    if (!tsv)
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("kiln gemm: cannot write --out ", absl::GetFlag(FLAGS_out))));
   }
   std::cout << absl::StrFormat("%-20s %-11s %-48s %10s %9s %10s %10s %9s\n", "M x N x K", "scaling",
                                "kernel", "error", "bound", "vs exact", "ms", "TFLOPS");
@@ -72,6 +83,11 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
                                  r->passed ? r->why : "FAILED: " + r->failure)
               << std::flush;  // each row as it is measured (a caller's timeout keeps the rest)
     failures += !r->passed;
+    if (tsv.is_open())
+      tsv << absl::StrFormat("%s\t%d\t%d\t%d\t%.5f\t%.1f\t%s\t%.4e\t%.4e\t%d\n", r->kernel, size.m,
+                             size.n, size.k, r->ms, r->tflops, p.scaling, r->error, r->bound,
+                             r->passed ? 1 : 0)
+          << std::flush;
   }
   return failures ? 1 : 0;
 }
