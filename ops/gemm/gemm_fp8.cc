@@ -279,7 +279,7 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
     plan.choice = {options.fp8_tile, "the caller's tile", 1};
   }
   if (options.fp8_split < -1 || options.fp8_split > 16)
-    return Invalid(absl::StrCat("fp8_split ", options.fp8_split,
+    return Invalid(absl::StrCat("fp8_split (kiln gemm --split) ", options.fp8_split,
                                 ": 1 whole tiles, 2-16 split-K parts, 0 stream-K, -1 the rule's"));
   if (options.fp8_split >= 0) {
     plan.choice.split = options.fp8_split;

@@ -430,13 +430,15 @@ TEST(Fp8Gemm, TheCallersTileAndSplit) {
   o.fp8_split = 17;
   absl::StatusOr<rt::GemmPlan> over = rt::PlanGemm({128, 7168, 16384}, o, ok, 90);
   ASSERT_FALSE(over.ok());
-  EXPECT_NE(over.status().message().find("fp8_split 17: 1 whole tiles, 2-16 split-K parts"),
+  EXPECT_NE(over.status().message().find(
+                "fp8_split (kiln gemm --split) 17: 1 whole tiles, 2-16 split-K parts"),
             std::string::npos)
       << over.status();
   o.fp8_split = -2;
   absl::StatusOr<rt::GemmPlan> negative = rt::PlanGemm({128, 7168, 16384}, o, ok, 90);
   ASSERT_FALSE(negative.ok());
-  EXPECT_NE(negative.status().message().find("fp8_split -2: 1 whole tiles"), std::string::npos)
+  EXPECT_NE(negative.status().message().find("fp8_split (kiln gemm --split) -2: 1 whole tiles"),
+            std::string::npos)
       << negative.status();
   // Where the rule splits K, the caller's split replaces it; named none, the rule's stands.
   rt::GemmOptions blocks{.in_type = "e4m3", .scaling = "blockwise"};

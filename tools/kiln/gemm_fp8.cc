@@ -20,6 +20,23 @@
 
 namespace kiln::cli {
 
+// A flag value no 8-bit plan takes (a scaling, a split, a tile, an epilogue term, an output
+// type) is a usage error, said before a GPU is asked for: on the emulated GPU, or on neither of
+// the GPUs the plan knows (a GPU run then plans again for its own).
+absl::Status Plannable(const kiln::examples::Fp8GemmProblem& p, bool emulate) {
+  if (emulate) return kiln::examples::PlanOf(p, p.compute_capability).status();
+  absl::StatusOr<kiln::rt::GemmPlan> sm90 = kiln::examples::PlanOf(p, 90);
+  if (sm90.ok() || kiln::examples::PlanOf(p, 100).ok()) return absl::OkStatus();
+  return sm90.status();
+}
+
+// A refusal of one size of several names it.
+absl::Status AtSize(const absl::Status& st, const kiln::rt::GemmSize& size, size_t sizes) {
+  if (sizes < 2) return st;
+  return absl::Status(st.code(), absl::StrCat(st.message(), " (at ", size.m, "x", size.n, "x",
+                                              size.k, " of --sizes)"));
+}
+
 int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
   const bool emulate = absl::GetFlag(FLAGS_emulate);
   const std::string out =
@@ -30,19 +47,35 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
   const std::string a_type = dtype.substr(0, x),
                     b_type = x == std::string::npos ? a_type : dtype.substr(x + 1);
   if (!kiln::rt::IsFp8Type(a_type) || !kiln::rt::IsFp8Type(b_type))
-    return Fail(absl::InvalidArgumentError(
+    return FailUsage(absl::InvalidArgumentError(
         absl::StrCat("--dtype ", dtype,
                      ": the 8-bit entry point takes e4m3, e5m2, or A's and B's as "
                      "e5m2xe4m3 or e4m3xe5m2")));
   if (absl::GetFlag(FLAGS_layout) != "row,col")
-    return Fail(absl::InvalidArgumentError(
+    return FailUsage(absl::InvalidArgumentError(
         "kiln gemm --dtype e4m3 checks products of K-major A and B (no --layout)"));
   if (emulate && !absl::GetFlag(FLAGS_out).empty())
-    return Fail(absl::InvalidArgumentError(
+    return FailUsage(absl::InvalidArgumentError(
         "kiln gemm: --out writes the timed rows of a GPU run; the emulator times nothing"));
   const std::function<const Bundle*(const std::string&)> bundle_of = BundlesOnce();
   absl::StatusOr<kiln::rt::GemmTuneCache> tuned = TuneCacheFromFlag();
   if (!tuned.ok()) return Fail(tuned.status());
+  auto problem = [&](const kiln::rt::GemmSize& size) {
+    return kiln::examples::Fp8GemmProblem{
+        .size = size,
+        .scaling = absl::GetFlag(FLAGS_scaling),
+        .out_type = out,
+        .tile = absl::GetFlag(FLAGS_kernel),
+        .split = absl::GetFlag(FLAGS_split),
+        .compute_capability = emulate && absl::GetFlag(FLAGS_sm100) ? 100 : 90,
+        .epilogue = absl::GetFlag(FLAGS_epilogue),
+        .a_type = a_type,
+        .b_type = b_type,
+        .tuned = &*tuned};
+  };
+  for (const kiln::rt::GemmSize& size : sizes)
+    if (absl::Status st = Plannable(problem(size), emulate); !st.ok())
+      return FailUsage(AtSize(st, size, sizes.size()));
   std::optional<kiln::rt::GemmRunner> runner;
   if (!emulate) {
     if (absl::Status st = NeedGpu("gemm").status(); !st.ok()) return Fail(st);
@@ -59,17 +92,7 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
                                "kernel", "error", "bound", "vs exact", "ms", "TFLOPS");
   int failures = 0;
   for (const kiln::rt::GemmSize& size : sizes) {
-    const kiln::examples::Fp8GemmProblem p{
-        .size = size,
-        .scaling = absl::GetFlag(FLAGS_scaling),
-        .out_type = out,
-        .tile = absl::GetFlag(FLAGS_kernel),
-        .split = absl::GetFlag(FLAGS_split),
-        .compute_capability = emulate && absl::GetFlag(FLAGS_sm100) ? 100 : 90,
-        .epilogue = absl::GetFlag(FLAGS_epilogue),
-        .a_type = a_type,
-        .b_type = b_type,
-        .tuned = &*tuned};
+    const kiln::examples::Fp8GemmProblem p = problem(size);
     absl::StatusOr<kiln::examples::Fp8GemmResult> r =
         emulate ? kiln::examples::RunFp8GemmEmulated(bundle_of, p, 1)
                 : kiln::examples::RunFp8GemmGpu(*runner, p, absl::GetFlag(FLAGS_iters), 1);
@@ -94,7 +117,7 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
 
 int Fp8Tune(const std::vector<kiln::rt::GemmSize>& sizes) {
   if (absl::GetFlag(FLAGS_emulate) || !absl::GetFlag(FLAGS_epilogue).empty())
-    return Fail(absl::InvalidArgumentError(
+    return FailUsage(absl::InvalidArgumentError(
         "kiln tune --dtype e4m3 times the 8-bit tiles on the GPU: no --emulate or --epilogue "
         "(the tiles' plain variants stand for their fused ones)"));
   const std::string path = absl::GetFlag(FLAGS_tune_cache);
@@ -103,14 +126,20 @@ int Fp8Tune(const std::vector<kiln::rt::GemmSize>& sizes) {
   if (!cache.ok()) return Fail(cache.status());
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
   if (dtype != "e4m3")
-    return Fail(absl::InvalidArgumentError(
+    return FailUsage(absl::InvalidArgumentError(
         absl::StrCat("kiln tune times e4m3 by e4m3 8-bit GEMMs, not --dtype ", dtype)));
+  const std::string out =
+      absl::GetFlag(FLAGS_out_dtype).empty() ? "bf16" : absl::GetFlag(FLAGS_out_dtype);
+  for (const kiln::rt::GemmSize& size : sizes)
+    if (absl::Status st =
+            Plannable({.size = size, .scaling = absl::GetFlag(FLAGS_scaling), .out_type = out},
+                      /*emulate=*/false);
+        !st.ok())
+      return FailUsage(AtSize(st, size, sizes.size()));
   absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
   if (!d.ok()) return Fail(d.status());
   PrintDevice();
   kiln::rt::GemmRunner runner(BundleDir());
-  const std::string out =
-      absl::GetFlag(FLAGS_out_dtype).empty() ? "bf16" : absl::GetFlag(FLAGS_out_dtype);
   std::cout << absl::StrFormat("%-20s %-11s %-48s %-10s %10s %10s %9s\n", "M x N x K", "scaling",
                                "kernel", "split", "error", "ms", "TFLOPS");
   int failures = 0;

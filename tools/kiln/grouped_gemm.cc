@@ -41,7 +41,7 @@ int GroupedGemm() {
   const bool emulate = absl::GetFlag(FLAGS_emulate);
   const char* usage =
       "usage: kiln grouped-gemm --experts E --tokens T|T1,T2,.. --n N --k K [--masked "
-      "[--capacity C]]";
+      "[--capacity C]] [--dtype e4m3] [--kernel K] [--emulate]";
   // --tokens, --n or --k missing or below 1: a usage error, exit 2 (as kiln gemm's sizes).
   if (absl::GetFlag(FLAGS_tokens).empty())
     return FailUsage(absl::InvalidArgumentError(absl::StrCat("--tokens is missing\n", usage)));

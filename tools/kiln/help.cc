@@ -105,8 +105,8 @@ const std::vector<CommandHelp>& Commands() {
        "With --dtype e4m3: every 8-bit tile and split on the same quantized inputs, each checked "
        "against fp64 and timed, printed beside the rule's pick; with --tune_cache the fastest is "
        "recorded for that size and scaling (kiln gemm --dtype e4m3 --tune_cache F, GemmRunner).",
-       {"sizes", "m", "n", "k", "dtype", "scaling", "out_dtype", "epilogue", "tune_cache",
-        "iters"}},
+       {"sizes", "m", "n", "k", "dtype", "scaling", "out_dtype", "tune_cache", "iters"},
+       {"epilogue"}},
       {"attention",
        "attention [--b B] [--h H] [--hkv H] [--s S] [--skv S] [--d 64|128|256] [--causal] [--dtype "
        "f16] "
