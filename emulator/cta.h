@@ -918,6 +918,10 @@ class Cta {
     WarpClock clock;                    // the arrivals' releases (races.h)
   };
   std::map<int, BarrierState> barriers_;
+  // By barrier id: the threads that have waited at it with a count (bar.sync id, n), in any phase
+  // so far; more of them than the count, and a phase met at two instructions, is two uses of one
+  // id (Cta::CompleteIfDue).
+  std::map<int, std::vector<bool>> barrier_waiters_;
   const std::vector<EmulatedTensorMap>* maps_;
   GlobalRaces* global_races_;  // the launch's, across its clusters (global_races.h)
   // Plain global accesses checked against other clusters' (GlobalRaces), and the strong ones and

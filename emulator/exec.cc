@@ -1253,6 +1253,43 @@ absl::Status Cta::CompleteIfDue(int id, BarrierState& b, Thread* t, const Instr*
                 absl::StrCat("barrier ", id, ": ", b.arrived, " arrivals where ", b.expected,
                              " are expected"));
   if (b.arrived < b.expected) return absl::OkStatus();
+  // Two uses of one barrier id meeting: a phase of a counted barrier that its threads complete
+  // from two bar.sync instructions, none arriving without waiting, while more threads than its
+  // count have waited at the id so far: two groups of threads that each meant a barrier of their
+  // own (each waited for some of the other's warps, not its own). Producer and consumer meet
+  // through bar.arrive and bar.sync; one barrier of all its threads may be written in two arms of
+  // a branch (its count is then theirs); a block-wide barrier may be reached from several places.
+  if (t) {
+    const Instr* one = nullptr;
+    const Instr* other = nullptr;
+    bool synced_only = true;
+    std::vector<bool>& waiters = barrier_waiters_[id];
+    waiters.resize(b.arrival.size(), false);
+    for (int j = 0; j < static_cast<int>(b.arrival.size()); ++j) {
+      const Instr* at = b.arrival[j];
+      if (!at || (at->Has("aligned") && !b.warp_counted[j / 32])) continue;
+      if (at->ops.size() < 2 || at->Has("arrive")) {
+        synced_only = false;
+        continue;
+      }
+      waiters[j] = true;
+      if (!one)
+        one = at;
+      else if (at != one && !other)
+        other = at;
+    }
+    if (synced_only && one && other &&
+        std::count(waiters.begin(), waiters.end(), true) > b.expected)
+      return Fail(*t, *in,
+                  absl::StrCat("barrier ", id, " (", b.expected,
+                               " threads) completes with threads waiting at two barrier "
+                               "instructions, ",
+                               Where(*one), " and ", Where(*other), ", and ",
+                               std::count(waiters.begin(), waiters.end(), true),
+                               " threads have waited at it: two uses of one barrier id meet "
+                               "(each group then waits for the other's warps, not its own: give "
+                               "each its own id)"));
+  }
   // A warp with lanes still to come has not arrived (an aligned arrival counts once the warp is
   // whole): the lanes of it that are here take part in the next phase, not this one.
   BarrierState next;

@@ -649,6 +649,64 @@ TEST(Emulator, AnInstructionShortOfOperandsIsAMessage) {
   EXPECT_NE(s.message().find("2 operands where 'add.s32' takes 3"), std::string::npos) << s;
 }
 
+// Two uses of one named barrier id: warps 0-1 meet at one `bar.sync 1, 64`, warps 2-3 at another
+// line with the same id and count. A phase then completes with a warp of each group (each waits
+// for the other's, not its own): reported, naming both lines. One barrier of all the threads in
+// both arms of a branch, and the same id met by a bar.arrive and a bar.sync (a producer and its
+// consumers), are no such meeting.
+TEST(Emulator, TwoUsesOfOneBarrierIdMeeting) {
+  Device d;
+  uint64_t out = *d.Allocate(4);
+  rt::Bundle collide = Kernel(R"(
+	setp.lt.u32 %p1, %r1, 64;
+	@%p1 bra $L__low;
+	bar.sync 1, 64;
+	bra $L__end;
+$L__low:
+	bar.sync 1, 64;
+$L__end:
+)", {128, 1, 1});
+  bool found = false;
+  for (uint64_t seed = 1; seed <= 8 && !found; ++seed) {
+    absl::StatusOr<Stats> s = Launch(d, collide, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(0)},
+                                     {.seed = seed});
+    if (s.ok()) continue;  // this order met each group alone
+    found = true;
+    EXPECT_NE(s.status().message().find("barrier 1 (64 threads) completes with threads waiting at "
+                                        "two barrier instructions"),
+              std::string::npos)
+        << s.status();
+    EXPECT_NE(s.status().message().find("give each its own id"), std::string::npos) << s.status();
+  }
+  EXPECT_TRUE(found) << "no schedule of 8 mixed the two groups";
+  // One barrier of all 128 threads written in both arms of a branch: its count is theirs.
+  rt::Bundle both_arms = Kernel(R"(
+	setp.lt.u32 %p1, %r1, 64;
+	@%p1 bra $L__low;
+	bar.sync 1, 128;
+	bra $L__end;
+$L__low:
+	bar.sync 1, 128;
+$L__end:
+)", {128, 1, 1});
+  for (uint64_t seed = 1; seed <= 4; ++seed)
+    EXPECT_TRUE(
+        Launch(d, both_arms, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(0)}, {.seed = seed}).ok());
+  rt::Bundle producer_consumer = Kernel(R"(
+	setp.lt.u32 %p1, %r1, 64;
+	@%p1 bra $L__low;
+	bar.arrive 1, 128;
+	bra $L__end;
+$L__low:
+	bar.sync 1, 128;
+$L__end:
+)", {128, 1, 1});
+  for (uint64_t seed = 1; seed <= 4; ++seed)
+    EXPECT_TRUE(Launch(d, producer_consumer, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(0)},
+                       {.seed = seed})
+                    .ok());
+}
+
 // A kernel that never ends: a loop that is not a branch to itself (reported at once), a counter
 // that changes each pass.
 rt::Bundle Spinner() {

@@ -135,6 +135,8 @@ const std::vector<Mutation>& Mutations() {
        {{"cp.async.cg.shared.global [%r11], [%rd7], 16;", "cp.async.cg.shared.global [%r9], [%rd7], 16;"}}, "also writes"},
       {"v5-arrive-then-sync", "ampere/v5", "a stray bar.arrive before a bar.sync on the same barrier id",
        {{"bar.sync \t0;", "bar.arrive 0, 128;\n\tbar.sync \t0;"}}, "a second time before it completed"},
+      {"entry-epilogue-ids-meet", "gemm/bf16_sm90", "the second consumer's epilogue barriers on the first's id",
+       {{"bar.sync \t3, 128;", "bar.sync \t2, 128;"}}, "two uses of one barrier id meet", {256, 256, 128}},
       {"v5-no-barrier", "ampere/v5", "no bar.sync between the cp.async wait and the reads",
        {Drop("bar.sync \t0;", 1)}, "which a cp.async still in flight will write"},
       {"stage3-shallow", "hgemm/mma_async_stage3", "cp.async.wait_group 2 where 1 is needed",
