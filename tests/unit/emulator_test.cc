@@ -657,15 +657,19 @@ TEST(Emulator, AnInstructionShortOfOperandsIsAMessage) {
 TEST(Emulator, TwoUsesOfOneBarrierIdMeeting) {
   Device d;
   uint64_t out = *d.Allocate(4);
-  rt::Bundle collide = Kernel(R"(
+  // Threads 0-63 wait at one bar.sync on id 1, threads 64-127 at another, with this count.
+  auto two_arms = [](int count) {
+    return Kernel(absl::StrCat(R"(
 	setp.lt.u32 %p1, %r1, 64;
 	@%p1 bra $L__low;
-	bar.sync 1, 64;
+	bar.sync 1, )", count, R"(;
 	bra $L__end;
 $L__low:
-	bar.sync 1, 64;
+	bar.sync 1, )", count, R"(;
 $L__end:
-)", {128, 1, 1});
+)"), {128, 1, 1});
+  };
+  rt::Bundle collide = two_arms(64);
   bool found = false;
   for (uint64_t seed = 1; seed <= 8 && !found; ++seed) {
     absl::StatusOr<Stats> s = Launch(d, collide, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(0)},
@@ -680,15 +684,7 @@ $L__end:
   }
   EXPECT_TRUE(found) << "no schedule of 8 mixed the two groups";
   // One barrier of all 128 threads written in both arms of a branch: its count is theirs.
-  rt::Bundle both_arms = Kernel(R"(
-	setp.lt.u32 %p1, %r1, 64;
-	@%p1 bra $L__low;
-	bar.sync 1, 128;
-	bra $L__end;
-$L__low:
-	bar.sync 1, 128;
-$L__end:
-)", {128, 1, 1});
+  rt::Bundle both_arms = two_arms(128);
   for (uint64_t seed = 1; seed <= 4; ++seed)
     EXPECT_TRUE(
         Launch(d, both_arms, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(0)}, {.seed = seed}).ok());
