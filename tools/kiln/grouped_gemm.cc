@@ -53,28 +53,29 @@ int GroupedGemm() {
                           : absl::StrCat("--", flag, " is missing\n", usage)));
   if (absl::GetFlag(FLAGS_capacity) < 0 ||
       (FlagGiven("capacity") && !absl::GetFlag(FLAGS_capacity)))
-    return Fail(absl::InvalidArgumentError(
+    return FailUsage(absl::InvalidArgumentError(
         absl::StrCat("kiln grouped-gemm: --capacity ", absl::GetFlag(FLAGS_capacity),
                      ": rows of each expert's block, at least 1 (left out: the largest count)")));
-  // The flags this command does not take, refused rather than dropped.
+  // Flag values no grouped GEMM takes, and flags it does not take (refused rather than dropped):
+  // usage errors, exit 2.
   if (absl::GetFlag(FLAGS_experts) < 0 ||
       (FlagGiven("experts") && absl::GetFlag(FLAGS_experts) == 0))
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
+    return FailUsage(absl::InvalidArgumentError(absl::StrCat(
         "kiln grouped-gemm: --experts ", absl::GetFlag(FLAGS_experts), ": 1 or more groups")));
   if (!absl::GetFlag(FLAGS_epilogue).empty() || !absl::GetFlag(FLAGS_out_dtype).empty())
-    return Fail(absl::InvalidArgumentError(
+    return FailUsage(absl::InvalidArgumentError(
         "kiln grouped-gemm: the grouped GEMM stores bf16 with no epilogue: no --epilogue or "
         "--out_dtype"));
   if (const std::string t = absl::GetFlag(FLAGS_dtype); t != "bf16" && t != "e4m3")
-    return Fail(absl::InvalidArgumentError(
+    return FailUsage(absl::InvalidArgumentError(
         absl::StrCat("kiln grouped-gemm: --dtype ", t, ": bf16 or e4m3")));
   if (absl::GetFlag(FLAGS_capacity) && !absl::GetFlag(FLAGS_masked))
-    return Fail(
+    return FailUsage(
         absl::InvalidArgumentError("kiln grouped-gemm: --capacity is the masked layout's block of "
                                    "rows a group: with --masked"));
   absl::StatusOr<std::vector<int64_t>> tokens =
       Tokens(absl::GetFlag(FLAGS_experts), absl::GetFlag(FLAGS_tokens));
-  if (!tokens.ok()) return Fail(tokens.status());
+  if (!tokens.ok()) return FailUsage(tokens.status());
   const kiln::examples::GroupedGemmProblem p{.tokens = *tokens,
                                              .n = absl::GetFlag(FLAGS_n),
                                              .k = absl::GetFlag(FLAGS_k),

@@ -143,8 +143,11 @@ absl::StatusOr<KernelDef> BuildTileKernel(const char* name, const TileShape& sha
   const int stage_bytes = (BM + BN) * BK * ScalarBytes(in),
             c_bytes =
                 direct_out ? 0 : CONSUMERS * PIECE_N * (epi.swiglu ? 32 : 64) * ScalarBytes(out);
-  const int ring_stages =
-      std::min(STAGES, (k.target().smem_budget_bytes - c_bytes - 2048) / stage_bytes);
+  const int fit = (k.target().smem_budget_bytes - c_bytes - 2048) / stage_bytes;
+  if (fit < 2)
+    k.Fail(absl::StrCat(name, ": ", BM, "x", BN, " tiles leave room for ", std::max(fit, 0),
+                        " stages of the ring beside the C buffers; a ring needs two"));
+  const int ring_stages = std::clamp(fit, 1, STAGES);
   SmemTile sA = k.SmemSwizzled(in, BM, BK, Swizzle::k128B, ring_stages);
   SmemTile sB = k.SmemSwizzled(shape.variant.b_type(), BN, BK, Swizzle::k128B, ring_stages);
   SmemTile sC[3];  // [n][m] (a row-major C's: [m][n]), one per consumer
