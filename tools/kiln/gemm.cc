@@ -97,6 +97,9 @@ absl::StatusOr<std::optional<ThroughRunner>> ThroughTheRunner(
 int Gemm(const std::vector<std::string>& args) {
   const std::vector<kiln::rt::GemmSize> sizes = GemmSizes(args, "gemm");
   if (sizes.empty()) return 2;
+  if (absl::GetFlag(FLAGS_emulate) && !absl::GetFlag(FLAGS_out).empty())
+    return FailUsage(absl::InvalidArgumentError(
+        "kiln gemm: --out writes the timed rows of a GPU run; the emulator times nothing"));
   if (kiln::rt::IsFp8Type(absl::GetFlag(FLAGS_dtype).substr(0, 4))) return Fp8Gemm(sizes);
   absl::StatusOr<kiln::rt::GemmOptions> options = GemmOptionsFromFlags();
   if (!options.ok()) return Fail(options.status());
@@ -110,9 +113,6 @@ int Gemm(const std::vector<std::string>& args) {
     cc = *gpu;
     std::cout << kiln::examples::TableHeader() << std::endl;
   }
-  if (emulate && !absl::GetFlag(FLAGS_out).empty())
-    return Fail(absl::InvalidArgumentError(
-        "kiln gemm: --out writes the timed rows of a GPU run; the emulator times nothing"));
   std::ofstream tsv;
   if (!absl::GetFlag(FLAGS_out).empty()) tsv.open(absl::GetFlag(FLAGS_out));
   int failures = 0;
