@@ -76,9 +76,9 @@ int CheckKernels(const std::vector<std::string>& args) {
                           "uses now)");
         // ptxas's C7510-C7520: it waits for each wgmma before the next one (the tensor cores
         // then run one at a time); its reason follows "serialized".
-        if (size_t at = line.find("wgmma.mma_async instructions are serialized");
-            at != absl::string_view::npos) {
-          absl::string_view why = line.substr(at + 43);
+        constexpr absl::string_view kSerialized = "wgmma.mma_async instructions are serialized";
+        if (size_t at = line.find(kSerialized); at != absl::string_view::npos) {
+          absl::string_view why = line.substr(at + kSerialized.size());
           why = why.substr(0, why.find(" in the function"));
           absl::StrAppend(&summary, "; ptxas serializes the wgmmas", why);
         }
