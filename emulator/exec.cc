@@ -410,6 +410,23 @@ absl::Status Cta::Arith(Thread& t, const Instr& in) {
     case Op::kNot:
       Write(t, in.ops[0], ~src(1) & Mask(bits));
       return absl::OkStatus();
+    case Op::kPopc:  // (PTX ISA: .b32 or .b64 a; d a .u32 count either way)
+    case Op::kClz:
+    case Op::kBrev: {
+      if (!in.Has("b32") && !in.Has("b64"))
+        return Fail(t, in, "popc, clz and brev take .b32 or .b64 (PTX ISA)");
+      const uint64_t a = src(1) & Mask(bits);
+      uint64_t r = 0;
+      if (in.op == Op::kPopc) {
+        r = static_cast<uint64_t>(__builtin_popcountll(a));
+      } else if (in.op == Op::kClz) {  // clz of 0 is the width
+        r = a == 0 ? bits : static_cast<uint64_t>(__builtin_clzll(a) - (64 - bits));
+      } else {
+        for (int i = 0; i < bits; ++i) r |= ((a >> i) & 1) << (bits - 1 - i);
+      }
+      Write(t, in.ops[0], r);
+      return absl::OkStatus();
+    }
     case Op::kShl:
     case Op::kShr: {
       const uint64_t n =

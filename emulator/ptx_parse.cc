@@ -536,10 +536,10 @@ class EntryBuilder {
       }
     }
     static const std::map<Op, size_t> kOperands = {
-        {Op::kAdd, 3}, {Op::kSub, 3}, {Op::kMul, 3}, {Op::kDiv, 3}, {Op::kRem, 3},
-        {Op::kMin, 3}, {Op::kMax, 3}, {Op::kAnd, 3}, {Op::kOr, 3},  {Op::kXor, 3},
-        {Op::kShl, 3}, {Op::kShr, 3}, {Op::kMad, 4}, {Op::kFma, 4}, {Op::kSelp, 4},
-        {Op::kNeg, 2}, {Op::kAbs, 2}, {Op::kNot, 2}, {Op::kMov, 2}};
+        {Op::kAdd, 3}, {Op::kSub, 3},  {Op::kMul, 3},  {Op::kDiv, 3}, {Op::kRem, 3}, {Op::kMin, 3},
+        {Op::kMax, 3}, {Op::kAnd, 3},  {Op::kOr, 3},   {Op::kXor, 3}, {Op::kShl, 3}, {Op::kShr, 3},
+        {Op::kMad, 4}, {Op::kFma, 4},  {Op::kSelp, 4}, {Op::kNeg, 2}, {Op::kAbs, 2}, {Op::kNot, 2},
+        {Op::kMov, 2}, {Op::kPopc, 2}, {Op::kClz, 2},  {Op::kBrev, 2}};
     if (auto want = kOperands.find(in.op); want != kOperands.end() && in.ops.size() != want->second)
       return Error(in.line, absl::StrCat(in.ops.size(), " operands where '", Opcode(in.text),
                                          "' takes ", want->second, ", in '", in.text, "'"));

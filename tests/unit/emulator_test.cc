@@ -227,6 +227,31 @@ TEST(Emulator, PrmtPicksBytesAndReplicatesSigns) {
       << status;
 }
 
+TEST(Emulator, PopcClzAndBrevCountAndReverseBits) {
+  // PTX ISA: popc and clz take .b32 or .b64 and write a .u32 count (clz of 0: the width); brev
+  // reverses the bits. LLVM writes a count of trailing zeros (a division by a power of two
+  // known only at run time) as popc of (x - 1) & ~x.
+  std::vector<uint32_t> v = Emulate(Kernel(R"(
+	mov.b32 %r2, 0xF0F00001;
+	popc.b32 %r3, %r2;
+	clz.b32 %r4, %r2;
+	mov.b32 %r5, 0;
+	clz.b32 %r6, %r5;
+	brev.b32 %r7, %r2;
+	mov.b64 %rd2, 0x00000000000F0000;
+	popc.b64 %r8, %rd2;
+	clz.b64 %r9, %rd2;
+	st.global.v4.b32 [%rd1], {%r3, %r4, %r6, %r7};
+	st.global.v2.b32 [%rd1+16], {%r8, %r9};
+)"), 6);
+  EXPECT_EQ(v[0], 9u);
+  EXPECT_EQ(v[1], 0u);
+  EXPECT_EQ(v[2], 32u);
+  EXPECT_EQ(v[3], 0x80000F0Fu);
+  EXPECT_EQ(v[4], 4u);
+  EXPECT_EQ(v[5], 44u);
+}
+
 TEST(Emulator, AVectorOperandMayHoldImmediates) {
   // PTX ISA, vector operands: "{a, b, c, d}" of registers or immediates (LLVM stores zeros so).
   std::vector<uint32_t> v = Emulate(Kernel(R"(
