@@ -80,6 +80,17 @@ int64_t StreamSharers(int64_t tiles, int64_t k_tiles, int64_t groups) {
   return std::max<int64_t>(1, std::min({groups, tiles * k_tiles / 4, tiles * kMostStreamedParts}));
 }
 
+int64_t PartialRoundTrips(int64_t parts) {
+  int64_t trips = 0;
+  for (int64_t span = 1; span < parts; span *= kPartsSummedAtOnce) {
+    // The last node of a level may have fewer children; the part that ends last may be in any
+    // node, so a level costs its fullest node's children.
+    const int64_t children = std::min<int64_t>(kPartsSummedAtOnce, (parts + span - 1) / span);
+    trips += (children - 1) + (span > 1 ? 1 : 0);
+  }
+  return trips;
+}
+
 absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t k_tiles,
                                        int64_t split, int groups, int slots) {
   if (absl::Status s = CheckShape(tiles_m, tiles_n, groups, slots); !s.ok()) return s;

@@ -1,7 +1,8 @@
 // The GEMM entry point's choice rule (kiln/ops/gemm_choice.h) in the order it asks: a kiln tune
 // entry of a tuning table; a special kernel whose region holds the size; the strided kernel where
 // TMA cannot read the operands; the bandwidth model up to weight_bound_rows; a C of few columns;
-// the compute model. The figures come from the tables (ops/gemm/tables/, docs/GEMM_CHOICE.md).
+// few tiles over a long K; the compute model. The figures come from the tables (ops/gemm/tables/,
+// docs/GEMM_CHOICE.md).
 #include "kiln/ops/gemm_choice.h"
 
 #include <algorithm>
@@ -130,6 +131,31 @@ bool LongKOverFewTiles(const GemmSize& s) {
   return s.m % 8 == 0 && s.k >= 8192 && 2 * TilesOf(n64, s) <= n64.in_flight();
 }
 
+// Few tiles over a long K past the weight-bound rows: K of 32768 or more over at most 8 pairs of
+// 128x128 tiles (256 rows by 128 columns; in 4 parts of each, half the GPU's 64 clusters or more
+// would idle) whose columns lie nine tenths inside N or more, for a plain bf16 C stored by TMA (M a
+// multiple of 8; the pairs' other variants are 8-bit ones): those pairs, sharing B so that each
+// CTA pulls a quarter less from L2 a k-tile, split so that the parts about fill one wave: 16 up to
+// 4 pairs; over one row of 5 or 6 pairs 12 or 10; else 8 (more over several rows of pairs ran
+// slower). Their partials are summed in a tree. Measured faster than the compute model's choice
+// at every such shape tried (docs/perf/2026-12-03-split-partials-in-a-tree.md).
+constexpr const char* kPairsSharingB = "gemm/bf16_sm90_n128c2";
+static_assert(HasSm90Tile(kPairsSharingB));
+std::optional<GemmChoice> FewTilesLongK(const GemmSize& s, const GemmOptions& o,
+                                        bool aligned_rows) {
+  const int64_t columns = (s.n + 127) / 128, pairs = (s.m + 255) / 256 * columns;
+  const bool full_columns = 10 * s.n >= 9 * 128 * columns;
+  if (s.k < 32768 || pairs > 8 || !full_columns || !aligned_rows || s.m % 8 ||
+      GemmVariantName(kPairsSharingB, o) != kPairsSharingB)
+    return std::nullopt;
+  const int parts = pairs <= 4 ? 16 : s.m <= 256 && pairs <= 6 ? static_cast<int>(64 / pairs) : 8;
+  return GemmChoice{kPairsSharingB,
+                    absl::StrFormat("K = %d over %d pairs of 128x128 tiles sharing B: split-K %d, "
+                                    "so that the parts about fill one wave",
+                                    static_cast<int>(s.k), static_cast<int>(pairs), parts),
+                    parts};
+}
+
 // Up to weight_bound_rows the time is the weight read's: the tile and split (4 parts at most, the
 // model's fit) that stream B in the least time (StreamUs); none where the table weighs no tile
 // there.
@@ -253,6 +279,8 @@ GemmChoice ChooseByRules(const GemmSize& s, int cc, const GemmOptions& o, const 
     if (std::optional<GemmChoice> c = WeightBound(*rules->model, tiles, s, mn_major, aligned_rows))
       return *c;
   if (FewColumns(s) && !mn_major && aligned_rows) return FewColumnsChoice(s);
+  if (cc == 90)  // (the pairs are sm_90a's)
+    if (std::optional<GemmChoice> c = FewTilesLongK(s, o, aligned_rows)) return *c;
   return ComputeBound(*rules->model, tiles, s, mn_major, aligned_rows);
 }
 
@@ -287,6 +315,9 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
       for (int split : kSplits)
         if (Weighed(t, s, split) && (t.weights->max_n == 0 || s.n <= t.weights->max_n))
           c.push_back({t.kernel(), "", split});
+  if (s.k % 8 == 0 && compute_capability == 90)
+    if (std::optional<GemmChoice> pairs = FewTilesLongK(s, GemmOptions{}, s.k % 64 == 0))
+      c.push_back(*pairs);
   if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64)
     c.push_back({compute_capability == 90 ? "gemm/bf16_skinny_sm90" : "gemm/bf16_skinny", ""});
   if (s.k % 8 == 0 && compute_capability == 90 && s.m <= 16) {
@@ -317,6 +348,10 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
   // Its pick (a base name) stands only where that kernel can read the operands as given, and where
   // its tile record serves the options.
   if (best && !CanRead(best->kernel, options)) best = nullptr;
+  // The pairs sharing B run a plain bf16 C alone (FewTilesLongK).
+  if (best && best->kernel == kPairsSharingB &&
+      GemmVariantName(kPairsSharingB, options) != kPairsSharingB)
+    best = nullptr;
   if (const GemmRules* rules = best ? RulesFor(compute_capability, tuned) : nullptr)
     if (std::any_of(rules->tiles.begin(), rules->tiles.end(), [&](const TileWeights& w) {
           return w.kernel == best->kernel && !Serves(w, options);

@@ -40,9 +40,10 @@ bool StreamsWell(const Candidate& c, const GemmSize& s) {
 
 // Useful work over the busiest group's time: tiles padded past M and N are lost, and so are the
 // in-flight slots the busiest group leaves the others idle for, and split tiles' partial round
-// trips (partial_cost k-tiles each; the last part reads the others' one after another:
+// trips (partial_cost k-tiles each, PartialRoundTrips of them a tile:
 // docs/perf/2026-11-23-split-k-and-stream-k.md,
-// docs/perf/2026-11-25-split-partials-64-row-tile.md).
+// docs/perf/2026-11-25-split-partials-64-row-tile.md,
+// docs/perf/2026-12-03-split-partials-in-a-tree.md).
 double Efficiency(const GemmModel& m, const Candidate& c, const GemmSize& s, int split,
                   bool aligned_rows) {
   const int64_t tiles_m = (s.m + c.tile_m() - 1) / c.tile_m(),
@@ -57,16 +58,17 @@ double Efficiency(const GemmModel& m, const Candidate& c, const GemmSize& s, int
     busiest = tiles % c.in_flight() == 0 ? useful : std::ceil(useful) + 2 * m.partial_cost;
   } else if (split == 0) {
     // Fewer tiles than groups: every tile cut among about sharers / tiles groups (StreamSharers),
-    // its last part reading the others' partials one after another
+    // its last part reading the others' partials in their tree
     // (docs/perf/2026-11-26-stream-k-of-few-tiles.md).
     const int64_t run = tiles * k_tiles, sharers = StreamSharers(tiles, k_tiles, c.in_flight());
     const int64_t pieces = std::max<int64_t>(2, (sharers + tiles - 1) / tiles);
-    busiest = std::ceil(static_cast<double>(run) / sharers) + m.partial_cost * pieces;
+    busiest = std::ceil(static_cast<double>(run) / sharers) +
+              m.partial_cost * (PartialRoundTrips(pieces) + 1);
   } else {
     const int64_t parts = std::min<int64_t>(split, k_tiles), units = tiles * parts;
     const int64_t waves = (units + c.in_flight() - 1) / c.in_flight();
-    busiest =
-        waves * (std::ceil(static_cast<double>(k_tiles) / parts) + m.partial_cost * (parts - 1));
+    busiest = waves * (std::ceil(static_cast<double>(k_tiles) / parts) +
+                       m.partial_cost * PartialRoundTrips(parts));
   }
   const TileWeights& w = *c.weights;
   return padding * useful / busiest * (aligned_rows ? w.speed : w.speed_unaligned);

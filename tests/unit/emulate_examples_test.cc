@@ -565,6 +565,12 @@ TEST(EmulatedGemmEntryPoint, SplitKAndStreamKAtRaggedSizes) {
   // The 64x16 tiles as the rule takes them (C of few columns, in 4 or 8 parts), the last part of
   // each tile short, C of 5 and 16 columns, M no multiple of 8.
   for (int split : {4, 8}) ExpectCorrectAt("gemm/bf16_sm90_m64n16", {{200, 16, 1096}, {136, 5, 584}}, split);
+  // Past 4 parts the parts meet in a tree of 4 children a node: 5 parts (a node of one child
+  // passed up), 17 (three levels, the second's last node of one child), over two consumer
+  // warpgroups' shares.
+  for (int split : {5, 17}) ExpectCorrectAt("gemm/bf16_sm90_n128", {{136, 130, 1096}}, split);
+  // The pairs sharing B as the rule splits them over a long K (12 parts; a cluster's four shares).
+  ExpectCorrectAt("gemm/bf16_sm90_n128c2", {{136, 130, 1096}}, 12);
   ExpectCorrectAt("gemm/bf16_sm90_m64n16.bf16-f32.scale.bias_row.silu", {{131, 13, 1096}}, 4);
   ExpectCorrectAt("gemm/bf16_sm90_m64n16.bf16-bf16.any_m", {{141, 9, 520}}, 8);
   ExpectCorrectAt("gemm/bf16_sm90_n64.bf16-f32.scale.silu", {{131, 70, 200}}, 0);
@@ -859,13 +865,29 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // against 48.3; docs/PERF.md, "Stream-K of few tiles"), while 48 256x256 tiles on 64 clusters
   // (768x4096x14336 above) still stream.
   EXPECT_EQ(Choice({256, 256, 8192}).second, 4);
-  // With K long enough for parts of 4 k-tiles, 8 parts where 4 would leave over half the CTAs idle
-  // (H200: 256x256x65536 in 8 parts 0.68 of the time of 4; docs/PERF.md, "Few tiles, long K"),
-  // not where 4 parts fill them (512x512: 32 tiles of 128x64), and never 128x128 tiles in 8.
-  EXPECT_EQ(Choice({256, 256, 65536}), P("gemm/bf16_sm90_n64", 8));
-  EXPECT_EQ(Choice({192, 640, 32768}), P("gemm/bf16_sm90_n80", 8));
-  EXPECT_EQ(Choice({512, 512, 32768}), P("gemm/bf16_sm90_n64", 4));
-  EXPECT_EQ(Choice({512, 512, 65536}), P("gemm/bf16_sm90_n64", 4));
+  // K of 32768 or more over at most 16 tiles of 128x128: those tiles in pairs sharing B, in 16
+  // parts up to 8 tiles, 8 past (H200: 512x512x65536 65 us against 92 for 128x64 tiles in 4;
+  // docs/perf/2026-12-03-split-partials-in-a-tree.md); not where N leaves a column of tiles mostly
+  // empty, M is no multiple of 8, the C is other than a plain bf16 one, or 4 parts fill the GPU.
+  EXPECT_EQ(Choice({256, 256, 65536}), P("gemm/bf16_sm90_n128c2", 16));
+  EXPECT_EQ(Choice({512, 512, 32768}), P("gemm/bf16_sm90_n128c2", 8));
+  EXPECT_EQ(Choice({512, 512, 65536}), P("gemm/bf16_sm90_n128c2", 8));
+  EXPECT_EQ(Choice({192, 640, 32768}), P("gemm/bf16_sm90_n128c2", 12));  // one row of 5 pairs
+  EXPECT_EQ(Choice({256, 768, 65536}), P("gemm/bf16_sm90_n128c2", 10));
+  EXPECT_EQ(Choice({384, 384, 65536}), P("gemm/bf16_sm90_n128c2", 8));   // two rows of 3
+  EXPECT_EQ(Choice({320, 640, 32768}).first.rfind("gemm/bf16_sm90_n128c2", 0), std::string::npos);
+  EXPECT_EQ(Choice({1024, 130, 65536}).first, "gemm/bf16_sm90_n80");
+  EXPECT_EQ(ChooseGemm({256, 256, 65536}, 80, {}).kernel.find("sm90"), std::string::npos);  // sm_90a's
+  EXPECT_EQ(Choice({2048, 256, 32768}).first, "gemm/bf16_sm90_n128");
+  EXPECT_EQ(Choice({260, 256, 65536}).first.rfind("gemm/bf16_sm90_n128c2", 0), std::string::npos);
+  EXPECT_EQ(Choice({256, 256, 65536}, {.out_type = "f32"}).first.rfind("gemm/bf16_sm90_n128c2", 0),
+            std::string::npos);
+  // Elsewhere, with K long enough for parts of 4 k-tiles, 8 or 16 parts where 4 would leave over
+  // half the CTAs idle (H200: 256x256x65536 in 8 parts 0.68 of the time of 4, docs/PERF.md, "Few
+  // tiles, long K"; 16 parts, summed in a tree, 0.87 of the time of 8), and never 128x128 tiles
+  // in 8.
+  EXPECT_EQ(Choice({256, 256, 65536}, {.out_type = "f32"}), P("gemm/bf16_sm90_n64.bf16-f32", 16));
+  EXPECT_EQ(Choice({192, 600, 16384}), P("gemm/bf16_sm90_n80", 8));
   auto most_parts = [](const rt::GemmSize& s) {  // among the candidates kiln tune times
     int most = 0;
     for (const rt::GemmChoice& c : rt::GemmCandidates(s, 90)) most = std::max(most, c.split);

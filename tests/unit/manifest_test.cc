@@ -429,6 +429,19 @@ TEST(Schedule, WorkTablesCoverEveryKTileOnceInPartOrder) {
   EXPECT_FALSE(WorkSchedule(2, 2, 0, 1, 2, 8).ok());
 }
 
+// What the last part of a split tile reads and counts past its mainloop: every other part's
+// partial up to a node's 4 children, then a few a level plus a count a level.
+TEST(WorkSchedule, PartialRoundTripsOfTheTree) {
+  for (int64_t parts : {1, 2, 3, 4}) EXPECT_EQ(PartialRoundTrips(parts), parts - 1);
+  EXPECT_EQ(PartialRoundTrips(5), 3 + 2);       // 4 children, then 2 (the second passed up)
+  EXPECT_EQ(PartialRoundTrips(8), 3 + 2);
+  EXPECT_EQ(PartialRoundTrips(16), 3 + 4);
+  EXPECT_EQ(PartialRoundTrips(17), 3 + 4 + 2);  // three levels
+  EXPECT_EQ(PartialRoundTrips(64), 3 + 4 + 4);
+  // Fewer than reading every other partial from 7 parts on (5 and 6 pay a level's count).
+  for (int64_t parts = 7; parts <= 64; ++parts) EXPECT_LT(PartialRoundTrips(parts), parts - 1);
+}
+
 // The parts stream-K cuts each tile of a launch into (every tile streamed).
 std::map<int32_t, int> StreamedParts(int64_t tiles_m, int64_t tiles_n, int64_t k_tiles, int groups) {
   absl::StatusOr<WorkTable> t = WorkSchedule(tiles_m, tiles_n, k_tiles, 0, groups, 64);

@@ -246,7 +246,7 @@ const std::vector<Mutation>& Mutations() {
        "a race on global memory between clusters", {256, 256, 1024}, 3},
       {"splitk-every-part-sums", "gemm/bf16_sm90_m64",
        "split-K: every part, not the last, sums the partials and stores C",
-       {{"setp.eq.b32 \t%p69, %r211, %r64;", "setp.eq.b32 \t%p69, %r64, %r64;"}},
+       {{"setp.eq.b32 \t%p73, %r233, %r72;", "setp.eq.b32 \t%p73, %r72, %r72;"}},
        "a race on global memory between clusters", {256, 256, 1024}, 3},
       {"softmax-no-exp", "ops/softmax", "exp2 left out of the probabilities (a wrong result, no protocol mistake)",
        {{"ex2.approx.ftz.f32", "mov.b32"}}, "the first wrong element", {5, 2000, 0}},

@@ -109,44 +109,68 @@ Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, co
                      const std::function<Value(int)>& live) {
   // [slot * shares + share][register][thread]: each register's store is one coalesced row.
   GlobalTensor ws(partials, {}, {k.I32(regs * threads), k.I32(threads), k.I32(1)});
+  GlobalTensor count(counters, {}, {k.I32(1)});
   auto at = [&](const Value& part, int r) {
     return ws.At({(u.slot + part) * shares + share, k.I32(r), thread});
   };
   auto mask = [&](int r) { return live ? live(r) : Value(); };  // none: every register
-  for (int r = 0; r < regs; ++r) StoreGlobal(at(u.part, r), acc[r], {.mask = mask(r)});
-  k.FenceGpu();  // the partial is out before the count says so
-  k.NamedBarrier(barrier, threads);
-  k.If(thread == 0, [&] {
-    GlobalTensor count(counters, {}, {k.I32(1)});
-    Value counter = count.At({u.slot * shares + share});
-    Value last = AtomicAdd(counter, 1) == u.parts - 1;
-    k.If(last, [&] { k.Store(counter, k.I32(0)); });  // ready for the next launch
-    k.Store(flag, Select(last, k.I32(1), k.I32(0)));
-  });
-  k.NamedBarrier(barrier, threads);
-  Value last = k.Load(flag) == 1;
-  k.If(last, [&] {
-    k.FenceGpu();  // the other parts' partials, seen through their count, are read after it
-    // In part order, this part's own registers in their place: the loads of a chunk's other parts
-    // go out together, so the sum costs (parts - 1) round trips per chunk.
-    constexpr int kChunk = 32;  // registers summed at once: few beyond the accumulator's
-    for (int r0 = 0; r0 < regs; r0 += kChunk) {
-      const int n = std::min(kChunk, regs - r0);
-      Regs sum = k.Registers(Type::Of(f32), n);
-      for (int j = 0; j < n; ++j) sum[j] = k.F32(0);
-      auto add_parts = [&](const Operand& from, const Operand& to) {
-        k.For(from, to, 1, [&](Value p) {
-          for (int j = 0; j < n; ++j)
-            sum[j] = Value(sum[j]) + LoadGlobal(at(p, r0 + j), 1, {.mask = mask(r0 + j)});
-        });
-      };
-      add_parts(0, u.part);
-      for (int j = 0; j < n; ++j) sum[j] = Value(sum[j]) + acc[r0 + j];
-      add_parts(u.part + 1, u.parts);
-      for (int j = 0; j < n; ++j) acc[r0 + j] = sum[j];
-    }
-  });
-  return last;
+  // The parts meet in a tree of up to kPartsSummedAtOnce children a node, so the part that ends
+  // last reads a few partials a level over a few levels rather than every other part's
+  // (docs/perf/2026-12-03-split-partials-in-a-tree.md). A node of `span`-part children starting
+  // at part `start` holds its sum in slot `start` and counts its children at slot start + span
+  // (which no other node's count uses); its children are added in their order, so the sum is
+  // the same whichever part carries it. Up to kPartsSummedAtOnce parts, one node: the sum in part
+  // order.
+  Regs carrying = k.Registers(Type::Of(i32), 1), span = k.Registers(Type::Of(i32), 1);
+  carrying[0] = k.I32(1);
+  span[0] = k.I32(1);
+  k.While([&] { return (Value(carrying[0]) == 1) & (Value(span[0]) < u.parts); },
+          [&] {
+            Value child = span[0], width = child * rt::kPartsSummedAtOnce;
+            Value start = u.part / width * width, mine = (u.part - start) / child;
+            Value children = Min(rt::kPartsSummedAtOnce, (u.parts - start + child - 1) / child);
+            k.If(children > 1, [&] {
+              for (int r = 0; r < regs; ++r)
+                StoreGlobal(at(start + mine * child, r), acc[r], {.mask = mask(r)});
+              k.FenceGpu();  // the partial is out before the count says so
+              k.NamedBarrier(barrier, threads);
+              k.If(thread == 0, [&] {
+                Value counter = count.At({(u.slot + start + child) * shares + share});
+                Value last = AtomicAdd(counter, 1) == children - 1;
+                k.If(last, [&] { k.Store(counter, k.I32(0)); });  // ready for the next launch
+                k.Store(flag, Select(last, k.I32(1), k.I32(0)));
+              });
+              k.NamedBarrier(barrier, threads);
+              Value last = k.Load(flag) == 1;
+              carrying[0] = Select(last, k.I32(1), k.I32(0));
+              k.If(last, [&] {
+                k.FenceGpu();  // the other children's partials, seen through their count, are read
+                               // after
+                // In child order, this one's registers in their place: the loads of a chunk's other
+                // children go out together, so a level costs (children - 1) round trips per chunk.
+                constexpr int kChunk =
+                    32;  // registers summed at once: few beyond the accumulator's
+                for (int r0 = 0; r0 < regs; r0 += kChunk) {
+                  const int n = std::min(kChunk, regs - r0);
+                  Regs sum = k.Registers(Type::Of(f32), n);
+                  for (int j = 0; j < n; ++j) sum[j] = k.F32(0);
+                  auto add_children = [&](const Operand& from, const Operand& to) {
+                    k.For(from, to, 1, [&](Value c) {
+                      for (int j = 0; j < n; ++j)
+                        sum[j] = Value(sum[j]) + LoadGlobal(at(start + c * child, r0 + j), 1,
+                                                            {.mask = mask(r0 + j)});
+                    });
+                  };
+                  add_children(0, mine);
+                  for (int j = 0; j < n; ++j) sum[j] = Value(sum[j]) + acc[r0 + j];
+                  add_children(mine + 1, children);
+                  for (int j = 0; j < n; ++j) acc[r0 + j] = sum[j];
+                }
+              });
+            });
+            span[0] = child * rt::kPartsSummedAtOnce;
+          });
+  return Value(carrying[0]) == 1;
 }
 
 }  // namespace kiln::examples

@@ -30,11 +30,13 @@ using WorkUnitBody = std::function<void(const WorkUnit&)>;
 std::function<void(const WorkUnitBody&)> ScheduledWork(Kernel& k, const Value& table, int slots);
 
 // The deterministic reduction of a split tile, for one group of `threads` threads (thread
-// `thread`) holding `regs` f32 accumulator registers each: every part stores its registers to its
-// partial slot (f32 `partials`, `regs` x `threads` per share) and counts itself in the tile's
-// counter (i32 `counters`); the part that counts last sums the tile's partials in part order into
-// `acc` (the same sum whichever part ends last), puts the counter back to zero and gets true. A
-// slot holds `shares` groups' partials (a cluster's CTAs x consumer warpgroups), this one `share`.
+// `thread`) holding `regs` f32 accumulator registers each. The parts meet in a tree of up to
+// rt::kPartsSummedAtOnce children a node: a child stores its registers to its node's slots (f32
+// `partials`, `regs` x `threads` per share) and counts itself in the node's counter (i32
+// `counters`); the child that counts last sums the node's children in their order into `acc`
+// (the same sum whichever ends last), puts the counter back to zero and goes up a level; the
+// part that sums the root gets true. A slot holds `shares` groups' partials (a cluster's CTAs x
+// consumer warpgroups), this one `share`.
 // `flag` is a shared i32 through which thread 0 tells the group; `barrier` a named barrier id
 // for this group alone. `live(r)`, where given, says whether register r matters (its element
 // lies inside the problem): the others are neither stored nor read (at M = 16, 7/8 of a 128-row

@@ -5,11 +5,11 @@
 // Algorithm: the CTA walks a work table of (tile, k range) units built by the launcher (whole
 // tiles, split-K or stream-K as the launch's split says). For each unit the producer loads A's and
 // B's boxes of 64 k into the ring; each consumer issues a stage's wgmma group, waits for the group
-// before it and frees that group's stage. A split tile's parts meet in a workspace and the part
-// that ends last sums them in part order (deterministic). The epilogue applies the fused terms and
-// writes C (column-major, or row-major: c_row): packed to 16 bits and out through staged TMA stores
-// under the next tile's first group, or element by element from registers (an f32 C, or C's
-// contiguous extent no multiple of 8).
+// before it and frees that group's stage. A split tile's parts meet in a workspace, summed in
+// a fixed tree by whichever ends last at each node (deterministic). The epilogue applies the fused
+// terms and writes C (column-major, or row-major: c_row): packed to 16 bits and out through staged
+// TMA stores under the next tile's first group, or element by element from registers (an f32 C, or
+// C's contiguous extent no multiple of 8).
 //
 // Constraints (checked at build or launch): K a multiple of 8 (TMA's 16-byte strides); M too where
 // C goes through its map; MN-major operands need tiles of whole 64-column blocks.

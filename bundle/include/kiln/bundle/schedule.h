@@ -33,11 +33,17 @@ absl::StatusOr<std::vector<int32_t>> HilbertSchedule(int64_t tiles_m, int64_t ti
 // k-tiles cut evenly among the groups, each group's run split where tiles end (where every tile
 // streams and the rows of tiles divide the groups, each row over its own groups, so that one
 // column's tiles run side by side at the same k and read their columns of B once). Either way a
-// tile's parts are summed in part order by whichever part finishes last: deterministic. Stream-K
-// cuts a tile into at most kMostStreamedParts parts (and shares of 4 k-tiles at least), since that
-// last part reads the others' partials one after another.
+// tile's parts are summed in a fixed tree of up to kPartsSummedAtOnce children a node, each node
+// by whichever child finishes last: deterministic. Stream-K cuts a tile into at most
+// kMostStreamedParts parts (and shares of 4 k-tiles at least), since each level of the tree is a
+// round trip of the last part's.
 inline constexpr int kWorkWords = 4;
 inline constexpr int64_t kMostStreamedParts = 16;
+inline constexpr int kPartsSummedAtOnce = 4;
+// The partials the part that ends last reads, one after another, plus the levels it counts at
+// after the first: what a split tile's sum costs past its mainloop, in partial round trips
+// (parts - 1 up to kPartsSummedAtOnce parts).
+int64_t PartialRoundTrips(int64_t parts);
 struct WorkTable {
   std::vector<int32_t> words;  // the header, then groups x row slots x kWorkWords
   // A work table's group g, slot u.
