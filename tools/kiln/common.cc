@@ -191,6 +191,19 @@ absl::Status RecordGivenFlags(int argc, char** argv) {
     if (!seen.insert(negated ? name.substr(2) : name).second)
       return absl::InvalidArgumentError(absl::StrCat("--", negated ? name.substr(2) : name,
                                                      " is given twice: give each flag once"));
+    // A value the flag's type does not read (a word for --m) or none at all, said here as a usage
+    // error (absl's own parse would exit 1). Parsing sets the value, which absl sets again.
+    absl::CommandLineFlag* flag = negated ? nullptr : absl::FindCommandLineFlag(name);
+    if (flag && !flag->IsOfType<bool>()) {
+      const size_t eq = arg.find('=');
+      if (eq == std::string::npos && i + 1 >= argc)
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      const std::string value = eq != std::string::npos ? arg.substr(eq + 1) : argv[i + 1];
+      std::string error;
+      if (!flag->ParseFrom(value, &error))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", name, ": ", error, " (`kiln help COMMAND` says what ", "each flag takes)"));
+    }
   }
   return absl::OkStatus();
 }
