@@ -41,7 +41,7 @@ Value UnaryF32(const char* op, const char* instr, const Value& x, const Loc& loc
 
 Value Exp2(const Value& x, Loc loc) { return UnaryF32("Exp2", "ex2.approx.ftz.f32", x, loc); }
 Value Log2(const Value& x, Loc loc) { return UnaryF32("Log2", "lg2.approx.ftz.f32", x, loc); }
-Value Rsqrt(const Value& x, Loc loc) { return UnaryF32("Rsqrt", "rsqrt.approx.ftz.f32", x, loc); }
+Value Rsqrt(const Value& x, Loc loc) { return UnaryF32("Rsqrt", "rsqrt.approx.f32", x, loc); }
 Value Sqrt(const Value& x, Loc loc) { return UnaryF32("Sqrt", "sqrt.rn.f32", x, loc); }
 Value SqrtApprox(const Value& x, Loc loc) {
   return UnaryF32("SqrtApprox", "sqrt.approx.ftz.f32", x, loc);

@@ -80,6 +80,15 @@ class RowOps(unittest.TestCase):
         w = np.random.default_rng(13).standard_normal(300).astype(np.float32)
         np.testing.assert_array_equal(kiln.layer_norm(x, w), kiln.layer_norm(x, w, np.zeros(300, np.float32)))
 
+    def test_rms_norm_of_tiny_values_without_eps(self):
+        # A row of 1e-20: its mean square (1e-40) is subnormal, and a reciprocal square root that
+        # flushed it to zero made the row inf; torch's float32 rms_norm gives about +-1.
+        x = np.full((2, 300), 1e-20, np.float32)
+        x[1] *= -3
+        y = kiln.rms_norm(x, eps=0.0)
+        self.assertTrue(np.isfinite(y).all())
+        np.testing.assert_allclose(y, np.sign(x), rtol=1e-5)
+
     def test_softmax_far_from_zero(self):
         # Logits far from 0: e^(x - max) must be exact at x = max (an fma of x * log2(e) with the
         # rounded max * log2(e) was off by up to a factor 2 here), in the registers' layouts and

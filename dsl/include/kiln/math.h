@@ -17,7 +17,8 @@ Value Exp(const Value& x, Loc loc = Loc::current());
 Value Log2(const Value& x, Loc loc = Loc::current());
 // ln x = log2 x * ln 2.
 Value Log(const Value& x, Loc loc = Loc::current());
-// 1/sqrt(x): rsqrt.approx.ftz.f32 (max relative error 2^-22.9).
+// 1/sqrt(x): rsqrt.approx.f32 (max relative error 2^-22.9), subnormal x read as it is (a norm of
+// tiny values, whose mean square is subnormal, stays finite).
 Value Rsqrt(const Value& x, Loc loc = Loc::current());
 // sqrt(x): sqrt.rn.f32 (IEEE, correctly rounded); SqrtApprox: sqrt.approx.ftz.f32.
 Value Sqrt(const Value& x, Loc loc = Loc::current());
