@@ -454,8 +454,13 @@ std::map<int32_t, int> StreamedParts(int64_t tiles_m, int64_t tiles_n, int64_t k
 
 TEST(Schedule, StreamKCutsATileIntoAtMostSixteenParts) {
   ExpectCoversEveryKTileOnce(1, 1, 1024, 0, 128);
-  // One tile of 1024 k-tiles over 128 groups: 16 parts, not 128 (the last part sums them all).
-  EXPECT_EQ(StreamedParts(1, 1, 1024, 128), (std::map<int32_t, int>{{0, kMostStreamedParts}}));
+  ExpectCoversEveryKTileOnce(1, 1, 1023, 0, 128);
+  // One tile of 1023 k-tiles over 128 groups: 16 parts, not 128 (the sum's tree grows a level
+  // every four times the parts); of 1024 or more, up to 64, and so for up to 4 tiles.
+  EXPECT_EQ(StreamedParts(1, 1, 1023, 128), (std::map<int32_t, int>{{0, kMostStreamedParts}}));
+  EXPECT_EQ(StreamedParts(1, 1, 1024, 128), (std::map<int32_t, int>{{0, kMostStreamedPartsOverLongK}}));
+  for (const auto& [tile, parts] : StreamedParts(2, 2, 1024, 128)) EXPECT_EQ(parts, 32) << tile;
+  for (const auto& [tile, parts] : StreamedParts(1, 5, 1024, 128)) EXPECT_EQ(parts, 16) << tile;
   // Four tiles: 16 parts each; eight or more fill the 128 groups at 16 or fewer as before.
   const std::map<int32_t, int> four = StreamedParts(2, 2, 512, 128), many = StreamedParts(1, 32, 512, 128);
   ASSERT_EQ(four.size(), 4u);

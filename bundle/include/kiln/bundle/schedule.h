@@ -38,7 +38,7 @@ absl::StatusOr<std::vector<int32_t>> HilbertSchedule(int64_t tiles_m, int64_t ti
 // kMostStreamedParts parts (and shares of 4 k-tiles at least), since each level of the tree is a
 // round trip of the last part's.
 inline constexpr int kWorkWords = 4;
-inline constexpr int64_t kMostStreamedParts = 16;
+inline constexpr int64_t kMostStreamedParts = 16, kMostStreamedPartsOverLongK = 64;
 inline constexpr int kPartsSummedAtOnce = 4;
 // The partials the part that ends last reads, one after another, plus the levels it counts at
 // after the first: what a split tile's sum costs past its mainloop, in partial round trips
@@ -55,8 +55,9 @@ struct WorkTable {
 absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t k_tiles,
                                        int64_t split, int groups, int slots);
 // How many groups stream-K cuts a run of `tiles` tiles of `k_tiles` k-tiles among (at most
-// `groups`): shares of 4 k-tiles at least, and at most kMostStreamedParts parts a tile. The
-// compute model (gemm_choice.cc) weighs stream-K by the same count.
+// `groups`): shares of 4 k-tiles at least, and at most kMostStreamedParts parts a tile
+// (kMostStreamedPartsOverLongK where at most 4 tiles share 1024 k-tiles or more). The compute
+// model (gemm_choice.cc) weighs stream-K by the same count.
 int64_t StreamSharers(int64_t tiles, int64_t k_tiles, int64_t groups);
 
 // What a schedule table parameter holds for a launch's integers: a tile table (HilbertSchedule)
