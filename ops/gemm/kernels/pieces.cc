@@ -103,6 +103,34 @@ void StoreSumOfWarps(Kernel& k, const SmemTile& partial, int warps, const Value&
   k.If(inside, [&] { k.Store(g.C.At({row, col}), epilogue.Output(total[0], row, col, inside)); });
 }
 
+namespace {
+// Into `acc`, a node's children in their order, this thread's own (child `mine`, in `acc`) in its
+// place: the loads of a chunk's other children go out together, so a node costs (children - 1)
+// round trips a chunk. `at(part, r)` is register r of the partial in part's slot.
+void SumChildrenInOrder(Kernel& k, const Regs& acc, int regs,
+                        const std::function<Value(const Value&, int)>& at,
+                        const std::function<Value(int)>& mask, const Value& start,
+                        const Value& child, const Value& mine, const Value& children) {
+  constexpr int kChunk = 32;  // registers summed at once: few beyond the accumulator's
+  for (int r0 = 0; r0 < regs; r0 += kChunk) {
+    const int n = std::min(kChunk, regs - r0);
+    Regs sum = k.Registers(Type::Of(f32), n);
+    for (int j = 0; j < n; ++j) sum[j] = k.F32(0);
+    auto add_children = [&](const Operand& from, const Operand& to) {
+      k.For(from, to, 1, [&](Value c) {
+        for (int j = 0; j < n; ++j)
+          sum[j] =
+              Value(sum[j]) + LoadGlobal(at(start + c * child, r0 + j), 1, {.mask = mask(r0 + j)});
+      });
+    };
+    add_children(0, mine);
+    for (int j = 0; j < n; ++j) sum[j] = Value(sum[j]) + acc[r0 + j];
+    add_children(mine + 1, children);
+    for (int j = 0; j < n; ++j) acc[r0 + j] = sum[j];
+  }
+}
+}  // namespace
+
 Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, const Value& partials,
                      const Value& counters, const Value& share, int shares, const Value& thread,
                      int threads, const Operand& barrier, const Value& flag,
@@ -124,52 +152,33 @@ Value ReducePartials(Kernel& k, const Regs& acc, int regs, const WorkUnit& u, co
   Regs carrying = k.Registers(Type::Of(i32), 1), span = k.Registers(Type::Of(i32), 1);
   carrying[0] = k.I32(1);
   span[0] = k.I32(1);
-  k.While([&] { return (Value(carrying[0]) == 1) & (Value(span[0]) < u.parts); },
-          [&] {
-            Value child = span[0], width = child * rt::kPartsSummedAtOnce;
-            Value start = u.part / width * width, mine = (u.part - start) / child;
-            Value children = Min(rt::kPartsSummedAtOnce, (u.parts - start + child - 1) / child);
-            k.If(children > 1, [&] {
-              for (int r = 0; r < regs; ++r)
-                StoreGlobal(at(start + mine * child, r), acc[r], {.mask = mask(r)});
-              k.FenceGpu();  // the partial is out before the count says so
-              k.NamedBarrier(barrier, threads);
-              k.If(thread == 0, [&] {
-                Value counter = count.At({(u.slot + start + child) * shares + share});
-                Value last = AtomicAdd(counter, 1) == children - 1;
-                k.If(last, [&] { k.Store(counter, k.I32(0)); });  // ready for the next launch
-                k.Store(flag, Select(last, k.I32(1), k.I32(0)));
-              });
-              k.NamedBarrier(barrier, threads);
-              Value last = k.Load(flag) == 1;
-              carrying[0] = Select(last, k.I32(1), k.I32(0));
-              k.If(last, [&] {
-                k.FenceGpu();  // the other children's partials, seen through their count, are read
-                               // after
-                // In child order, this one's registers in their place: the loads of a chunk's other
-                // children go out together, so a level costs (children - 1) round trips per chunk.
-                constexpr int kChunk =
-                    32;  // registers summed at once: few beyond the accumulator's
-                for (int r0 = 0; r0 < regs; r0 += kChunk) {
-                  const int n = std::min(kChunk, regs - r0);
-                  Regs sum = k.Registers(Type::Of(f32), n);
-                  for (int j = 0; j < n; ++j) sum[j] = k.F32(0);
-                  auto add_children = [&](const Operand& from, const Operand& to) {
-                    k.For(from, to, 1, [&](Value c) {
-                      for (int j = 0; j < n; ++j)
-                        sum[j] = Value(sum[j]) + LoadGlobal(at(start + c * child, r0 + j), 1,
-                                                            {.mask = mask(r0 + j)});
-                    });
-                  };
-                  add_children(0, mine);
-                  for (int j = 0; j < n; ++j) sum[j] = Value(sum[j]) + acc[r0 + j];
-                  add_children(mine + 1, children);
-                  for (int j = 0; j < n; ++j) acc[r0 + j] = sum[j];
-                }
-              });
-            });
-            span[0] = child * rt::kPartsSummedAtOnce;
-          });
+  auto level = [&] {
+    Value child = span[0], width = child * rt::kPartsSummedAtOnce;
+    Value start = u.part / width * width, mine = (u.part - start) / child;
+    Value children = Min(rt::kPartsSummedAtOnce, (u.parts - start + child - 1) / child);
+    k.If(children > 1, [&] {  // (a node of one child passes it up as it is)
+      for (int r = 0; r < regs; ++r)
+        StoreGlobal(at(start + mine * child, r), acc[r], {.mask = mask(r)});
+      k.FenceGpu();  // the partial is out before the count says so
+      k.NamedBarrier(barrier, threads);
+      k.If(thread == 0, [&] {
+        Value counter = count.At({(u.slot + start + child) * shares + share});
+        Value last = AtomicAdd(counter, 1) == children - 1;
+        k.If(last, [&] { k.Store(counter, k.I32(0)); });  // ready for the next launch
+        k.Store(flag, Select(last, k.I32(1), k.I32(0)));
+      });
+      k.NamedBarrier(barrier, threads);
+      Value last = k.Load(flag) == 1;
+      carrying[0] = Select(last, k.I32(1), k.I32(0));
+      k.If(last, [&] {
+        // The other children's partials, seen through their count, are read after this fence.
+        k.FenceGpu();
+        SumChildrenInOrder(k, acc, regs, at, mask, start, child, mine, children);
+      });
+    });
+    span[0] = child * rt::kPartsSummedAtOnce;
+  };
+  k.While([&] { return (Value(carrying[0]) == 1) & (Value(span[0]) < u.parts); }, level);
   return Value(carrying[0]) == 1;
 }
 
