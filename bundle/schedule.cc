@@ -74,8 +74,8 @@ absl::StatusOr<std::vector<int32_t>> HilbertSchedule(int64_t tiles_m, int64_t ti
 
 int64_t StreamSharers(int64_t tiles, int64_t k_tiles, int64_t groups) {
   // Fewer groups when the shares would be under 4 k-tiles, or a tile's parts over
-  // kMostStreamedParts: each part costs the last one a partial's round trip, so a tile cut 128
-  // ways summed slower than 16 parts streamed its k-tiles
+  // kMostStreamedParts: the parts' sum costs round trips past the mainloop, so a tile cut 128
+  // ways (its parts then read one after another) summed slower than 16 parts streamed its k-tiles
   // (docs/perf/2026-11-26-stream-k-of-one-tile.md). Up to kMostStreamedPartsOverLongK where at
   // most 4 tiles share a K of 1024 k-tiles or more: summed in a tree, those parts cost less than
   // the CTAs they fill (docs/perf/2026-12-03-split-partials-in-a-tree.md).

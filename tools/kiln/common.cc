@@ -201,8 +201,8 @@ absl::Status RecordGivenFlags(int argc, char** argv) {
       const std::string value = eq != std::string::npos ? arg.substr(eq + 1) : argv[i + 1];
       std::string error;
       if (!flag->ParseFrom(value, &error))
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--", name, ": ", error, " (`kiln help COMMAND` says what ", "each flag takes)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, ": ", error, " (`kiln help COMMAND` says what it takes)"));
     }
   }
   return absl::OkStatus();
