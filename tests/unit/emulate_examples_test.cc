@@ -865,10 +865,10 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   // against 48.3; docs/PERF.md, "Stream-K of few tiles"), while 48 256x256 tiles on 64 clusters
   // (768x4096x14336 above) still stream.
   EXPECT_EQ(Choice({256, 256, 8192}).second, 4);
-  // K of 32768 or more over at most 16 tiles of 128x128: those tiles in pairs sharing B, in 16
-  // parts up to 8 tiles, 8 past (H200: 512x512x65536 65 us against 92 for 128x64 tiles in 4;
-  // docs/perf/2026-12-03-split-partials-in-a-tree.md); not where N leaves a column of tiles mostly
-  // empty, M is no multiple of 8, the C is other than a plain bf16 one, or 4 parts fill the GPU.
+  // A long K over at most 8 pairs of 128x128 tiles: those pairs sharing B, split so that the parts
+  // about fill one wave (docs/perf/2026-12-03-split-partials-in-a-tree.md); not where N leaves a
+  // column of tiles mostly empty, M is no multiple of 8, the C is other than a plain one of the
+  // inputs' type, more pairs would need a second wave, or on another GPU than sm_90.
   EXPECT_EQ(Choice({256, 256, 65536}), P("gemm/bf16_sm90_n128c2", 16));
   EXPECT_EQ(Choice({512, 512, 32768}), P("gemm/bf16_sm90_n128c2", 8));
   EXPECT_EQ(Choice({512, 512, 65536}), P("gemm/bf16_sm90_n128c2", 8));
@@ -884,8 +884,8 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
             std::string::npos);
   // Elsewhere, with K long enough for parts of 4 k-tiles, 8 or 16 parts where 4 would leave over
   // half the CTAs idle (H200: 256x256x65536 in 8 parts 0.68 of the time of 4, docs/PERF.md, "Few
-  // tiles, long K"; 16 parts, summed in a tree, 0.87 of the time of 8), and never 128x128 tiles
-  // in 8.
+  // tiles, long K"; 16 parts once the tree sums them, docs/perf/2026-12-03-split-partials-in-a-tree.md),
+  // and never 128x128 tiles in 8.
   EXPECT_EQ(Choice({256, 256, 65536}, {.out_type = "f32"}), P("gemm/bf16_sm90_n64.bf16-f32", 16));
   EXPECT_EQ(Choice({192, 600, 16384}), P("gemm/bf16_sm90_n80", 8));
   auto most_parts = [](const rt::GemmSize& s) {  // among the candidates kiln tune times

@@ -125,8 +125,9 @@ TEST(GemmTable, TheRuleReadsTheTablesFigures) {
   EXPECT_EQ(choose("sm_90 region gemm/bf16_skinny_sm90 m=1:2\n", square).kernel,
             "gemm/bf16_strided");
   EXPECT_EQ(choose("sm_80 region gemm/bf16_skinny m=1:2\n", square).kernel, "gemm/bf16_sm90");
-  // A measured entry naming the pairs sharing B stands for a plain bf16 C alone, the only one
-  // they run in 16 bits.
+  // A measured entry naming the pairs sharing B stands only where the call needs no variant of
+  // theirs beyond the plain one, the only one bundled in 16 bits
+  // (docs/perf/2026-12-03-split-partials-in-a-tree.md).
   const std::string pairs = with_speed("0.9") + "sm_90 256 256 65536 gemm/bf16_sm90_n128c2 16 0.0410\n";
   EXPECT_EQ(choose(pairs, {256, 256, 65536}).why.rfind("the fastest kiln tune measured", 0), 0u);
   EXPECT_EQ(choose(pairs, {256, 256, 65536}, {.epilogue = "relu"}).kernel.find("n128c2"), std::string::npos);
