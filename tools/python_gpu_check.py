@@ -452,7 +452,9 @@ def decode():
             (4, 16, 4, 1, 256, 256, [300, 9000, 256, 1], False),
             (2, 32, 8, 1, 128, 32, [33, 20000], False),
             (2, 32, 8, 1000, 128, 16, [1000, 4500], True), (2, 16, 4, 300, 64, 256, [300, 9000], True),
-            (1, 8, 8, 700, 256, 64, [2000], False), (2, 8, 2, 500, 128, 0, [500, 3000], True)]:
+            (1, 8, 8, 700, 256, 64, [2000], False), (2, 8, 2, 500, 128, 0, [500, 3000], True),
+            # long chunks over small pages: the pages copied into dense K and V first
+            (2, 32, 8, 2000, 128, 16, [2000, 4600], True), (2, 16, 4, 1500, 64, 32, [1500, 3000], False)]:
         smax = max(lens)
         q = torch.randn(b, hq, s, d, device="cuda", generator=g).bfloat16()
         k = torch.randn(b, hkv, smax, d, device="cuda", generator=g).bfloat16()

@@ -389,6 +389,10 @@ std::string AttentionShapeName(const rt::AttentionSize& z, bool causal) {
                       causal ? " causal" : "");
 }
 
+std::string PlannedKernels(const rt::AttentionPlan& plan) {
+  return plan.copy_pages.empty() ? plan.kernel : absl::StrCat(plan.copy_pages, " + ", plan.kernel);
+}
+
 rt::AttentionSize PagedSize(const rt::AttentionSize& z, int64_t page) {
   rt::AttentionSize p = z;
   if (page <= 0) return p;
@@ -433,7 +437,7 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
   absl::StatusOr<rt::AttentionPlan> plan = rt::PlanAttention(planned, options, fake, 90);
   if (!plan.ok()) return plan.status();
   AttentionResult r;
-  r.kernel = plan->kernel, r.size = z, r.causal = options.causal;
+  r.kernel = PlannedKernels(*plan), r.size = z, r.causal = options.causal;
   const Inputs in = RandomInputs(z, half, seed), dev = DeviceInputs(z, in);
   const Paged paged = page > 0 ? PageInputs(z, in, page, seed) : Paged{dev.k, dev.v, {}, {}, z};
   auto ints = [](const std::vector<int32_t>& x) { return std::max<size_t>(x.size() * 4, 4); };
@@ -475,7 +479,7 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
                                                      const rt::AttentionSize& size,
                                                      const rt::AttentionOptions& options,
                                                      uint64_t seed, const rt::Bundle* combine,
-                                                     int64_t page) {
+                                                     int64_t page, const rt::Bundle* copy_pages) {
   const rt::AttentionSize z = RowsSize(size);
   if (absl::Status fits = EmulatorTakes(z, {}, 2); !fits.ok()) return fits;
   const bool half = options.dtype == "f16";
@@ -491,8 +495,11 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
   if (plan->splits > 1 && !fold && (!combine || combine->manifest.name != plan->combine))
     return absl::InvalidArgumentError(
         absl::StrCat("this problem's parts are merged by ", plan->combine, ": pass its bundle"));
+  if (!plan->copy_pages.empty() && (!copy_pages || copy_pages->manifest.name != plan->copy_pages))
+    return absl::InvalidArgumentError(
+        absl::StrCat("this problem's pages are copied by ", plan->copy_pages, ": pass its bundle"));
   AttentionResult r;
-  r.kernel = plan->kernel, r.size = z, r.causal = options.causal;
+  r.kernel = PlannedKernels(*plan), r.size = z, r.causal = options.causal;
   const Inputs in = RandomInputs(z, half, seed), dev = DeviceInputs(z, in);
   const Paged paged = page > 0 ? PageInputs(z, in, page, seed) : Paged{dev.k, dev.v, {}, {}, z};
   emu::Device d;
@@ -520,6 +527,22 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
   }
   rt::AttentionOperands ops = {*q, *k, *v, o_at, lse_at};
   if (page > 0) ops.seq_lens = *lens, ops.block_table = *table;
+  // The dense K and V a paged cache is copied into (poisoned: the attention kernel reads no row
+  // the copy left).
+  std::vector<rt::Arg> copied_pages;
+  if (!plan->copy_pages.empty()) {
+    const int64_t bytes = rt::CopiedBytes(plan->paged);
+    absl::StatusOr<uint64_t> kd = d.Allocate(bytes), vd = d.Allocate(bytes);
+    if (!kd.ok()) return kd.status();
+    if (!vd.ok()) return vd.status();
+    for (uint64_t at : {*kd, *vd})
+      if (absl::Status st = d.Fill(at, 0xff, bytes); !st.ok()) return st;
+    absl::StatusOr<std::vector<rt::Arg>> g =
+        rt::CopyPagesArgs(copy_pages->manifest, *plan, ops, *kd, *vd);
+    if (!g.ok()) return g.status();
+    copied_pages = *std::move(g);
+    ops.k = *kd, ops.v = *vd, ops.block_table = 0;
+  }
   const rt::FoldedOutputs merged_into{*o, *lse};
   absl::StatusOr<std::vector<rt::Arg>> args = rt::AttentionArgs(
       bundle.manifest, plan->size, plan->scale, ops, plan->splits, fold ? &merged_into : nullptr);
@@ -539,6 +562,11 @@ absl::StatusOr<AttentionResult> RunAttentionEmulated(const rt::Bundle& bundle,
   auto run = [&](uint64_t launch_seed) -> absl::Status {
     if (absl::Status st = d.Fill(*o, 0xff, OBytes(z)); !st.ok()) return st;
     if (absl::Status st = d.Fill(*lse, 0xff, LseBytes(z)); !st.ok()) return st;
+    if (!copied_pages.empty()) {
+      absl::StatusOr<emu::Stats> copied =
+          emu::Launch(d, *copy_pages, copied_pages, {.seed = launch_seed});
+      if (!copied.ok()) return copied.status();
+    }
     absl::StatusOr<emu::Stats> stats =
         emu::Launch(d, bundle, *args, {.seed = launch_seed, .sm_count = 3});
     if (!stats.ok()) return stats.status();

@@ -33,6 +33,9 @@ std::string AttentionShapeName(const rt::AttentionSize& size, bool causal);
 // `page` > 0: K and V as a paged cache of `page`-token pages, the pages shuffled, each sequence
 // Skv long (its length in seq_lens): `size` with that cache's pages, as the planner takes it.
 rt::AttentionSize PagedSize(const rt::AttentionSize& size, int64_t page);
+// The plan's kernels as a result names them: "attention/dense_from_pages.d128 +
+// attention/hopper..." where it copies the pages first.
+std::string PlannedKernels(const rt::AttentionPlan& plan);
 
 // Packed sequences of `lengths` tokens each (varlen) with `size`'s heads and D: B, S = Skv (the
 // longest) and the total from the lengths; an error for no length or one under 1.
@@ -62,7 +65,8 @@ absl::StatusOr<AttentionResult> RunAttentionGpu(rt::AttentionRunner& runner,
                                                 uint64_t seed, int64_t page = 0, int repeats = 10);
 
 // On the emulator with `bundle` (the kernel PlanAttention names) as a GPU of three SMs, every
-// row checked; `combine`: the plan's attention/combine, where it splits the keys.
+// row checked; `combine`: the plan's attention/combine, where it splits the keys; `copy_pages`:
+// the plan's attention/dense_from_pages, where it copies a paged cache into dense K and V first.
 // Whether the emulator takes this problem (emu::CheckProblemSize): q and k's elements, and
 // `passes` multiply-adds a (query, key) pair and feature; `lengths`, where given, packed
 // sequences' own, which size the problem whatever `size` says.
@@ -71,7 +75,8 @@ absl::Status EmulatorTakes(const rt::AttentionSize& size, const std::vector<int6
 
 absl::StatusOr<AttentionResult> RunAttentionEmulated(
     const rt::Bundle& bundle, const rt::AttentionSize& size, const rt::AttentionOptions& options,
-    uint64_t seed, const rt::Bundle* combine = nullptr, int64_t page = 0);
+    uint64_t seed, const rt::Bundle* combine = nullptr, int64_t page = 0,
+    const rt::Bundle* copy_pages = nullptr);
 
 // Packed sequences (varlen, self-attention) of `lengths` tokens each, with `size`'s heads, D and
 // nothing else of it (B, S and Skv come from the lengths): random normal Q, K, V [T, H, D], the

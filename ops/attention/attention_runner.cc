@@ -261,7 +261,22 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
   } else if (z.rows) {  // the prefill kernels read and write it (the decode ones pack heads)
     absl::StrAppend(&plan.kernel, ".rows");
   } else if ((z.lens || z.page) && !Decodes(z, options)) {
-    PlanCachePrefill(z, options, plan);
+    if (CopiesPages(z, options)) {
+      // The pages copied into dense K and V, then the dense plan's tiling over sequences of their
+      // own lengths (docs/perf/2026-12-03-paged-prefill-over-a-dense-copy.md).
+      if (CopiedBytes(z) / 16 > INT32_MAX)  // (the copy's threads, 16 bytes each, 32-bit indices)
+        return Invalid(absl::StrCat(
+            "kernel ", options.kernel, ": the paged cache copied dense takes ", CopiedBytes(z),
+            " bytes a tensor, past the copy's 32 GiB; run a paged kernel (the plan's, without ",
+            "the override)"));
+      plan.paged = z;
+      plan.size.page = plan.size.pages = plan.size.max_pages = 0;
+      plan.size.lens = true;
+      plan.copy_pages = absl::StrCat("attention/dense_from_pages.d", z.d);
+      absl::StrAppend(&plan.kernel, ".lens");
+    } else {
+      PlanCachePrefill(z, options, plan);
+    }
   } else if (options.kernel.empty() || z.lens || z.page ||
              absl::StrContains(options.kernel, ".split")) {  // (an override's parts planned too)
     PlanDecode(z, options, compute_capability, plan);
@@ -271,6 +286,44 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     plan.kernel = options.kernel;
   }
   return plan;
+}
+
+bool CopiesPages(const AttentionSize& z, const AttentionOptions& o) {
+  if (!z.page || Decodes(z, o)) return false;
+  if (!o.kernel.empty()) return absl::StrContains(o.kernel, ".lens");
+  const double rows = AttentionFlops(z, o.causal) / (4.0 * z.b * z.hkv * z.skv * z.d);
+  return z.page <= MostCopiedPage(z.d) && rows >= kLeastCopiedRows &&
+         2 * CopiedBytes(z) <= kMostCopiedBytes;
+}
+
+int64_t CopiedBytes(const AttentionSize& z) { return z.b * z.hkv * z.skv * z.d * 2; }
+
+absl::StatusOr<std::vector<Arg>> CopyPagesArgs(const Manifest& m, const AttentionPlan& plan,
+                                               const AttentionOperands& o, cu::CUdeviceptr k,
+                                               cu::CUdeviceptr v) {
+  const AttentionSize& z = plan.paged;
+  const std::map<std::string, cu::CUdeviceptr> pointers = {
+      {"K_pages", o.k},         {"V_pages", o.v}, {"block_table", o.block_table},
+      {"seq_lens", o.seq_lens}, {"K", k},         {"V", v}};
+  const std::map<std::string, int64_t> ints = {{"Hkv", z.hkv},
+                                               {"Skv", z.skv},
+                                               {"page", z.page},
+                                               {"max_pages", z.max_pages},
+                                               {"pages", z.pages}};
+  std::vector<Arg> args;
+  for (const ParamSpec& p : m.params) {
+    using Kind = ParamSpec::Kind;
+    if (p.kind == Kind::kPointer && pointers.count(p.name))
+      args.push_back(Arg::Ptr(pointers.at(p.name)));
+    else if (p.kind == Kind::kI32 && ints.count(p.name))
+      args.push_back(Arg::I32(static_cast<int32_t>(ints.at(p.name))));
+    else if (p.kind == Kind::kI64 && p.name == "units")
+      args.push_back(Arg::I64(CopiedBytes(z) / 16));
+    else
+      return absl::InternalError(absl::StrCat(
+          m.name, ": the attention entry point has no value for its parameter '", p.name, "'"));
+  }
+  return args;
 }
 
 bool FoldsSplits(const Manifest& m, const AttentionSize& z) {
@@ -382,6 +435,18 @@ absl::Status RunAttention(const AttentionSize& size, const AttentionOptions& opt
   absl::StatusOr<const Manifest*> manifest = device.ManifestOf(plan->kernel);
   if (!manifest.ok()) return manifest.status();
   AttentionOperands o = operands;
+  if (!plan->copy_pages.empty()) {  // the pages into dense K and V first
+    absl::StatusOr<const Manifest*> copy = device.ManifestOf(plan->copy_pages);
+    if (!copy.ok()) return copy.status();
+    absl::StatusOr<uint64_t> k = device.Scratch(3, CopiedBytes(plan->paged)),
+                             v = device.Scratch(4, CopiedBytes(plan->paged));
+    if (!k.ok()) return k.status();
+    if (!v.ok()) return v.status();
+    absl::StatusOr<std::vector<Arg>> args = CopyPagesArgs(**copy, *plan, operands, *k, *v);
+    if (!args.ok()) return args.status();
+    if (absl::Status st = device.Launch(plan->copy_pages, *std::move(args)); !st.ok()) return st;
+    o.k = *k, o.v = *v, o.block_table = 0;
+  }
   // The parts go to scratch; the split kernel's last part of each tile merges them into O and
   // lse (FoldsSplits), or attention/combine does after it.
   if (plan->splits > 1) {
@@ -422,8 +487,11 @@ absl::Status AttentionRunner::Run(const AttentionSize& size, const AttentionOpti
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
   GpuOpDevice device(kernels_, stream, [&](int which, size_t bytes) {
-    return scratch_.Get(stream, which, bytes,
-                        absl::StrCat("kiln attention: split-KV's parts of ", which ? "lse" : "O"));
+    return scratch_.Get(
+        stream, which, bytes,
+        which >= 3 ? absl::StrCat("kiln attention: the paged cache's ", which == 3 ? "K" : "V",
+                                  " copied dense")
+                   : absl::StrCat("kiln attention: split-KV's parts of ", which ? "lse" : "O"));
   });
   return RunAttention(size, options, operands, (*d)->compute_capability(), device);
 }

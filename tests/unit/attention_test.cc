@@ -125,6 +125,88 @@ TEST_P(EmulatedAttention, PrefillThroughAPagedCache) {
   }
 }
 
+// A paged prefill over a dense copy of its pages (attention/dense_from_pages, then the dense
+// plan's tiling over sequences of their own lengths), asked for by naming that ".lens" kernel:
+// pages shuffled, rows past Skv NaN, the copy's scratch poisoned, ragged lengths.
+TEST_P(EmulatedAttention, PrefillOverADenseCopyOfItsPages) {
+  const int d = GetParam();
+  const rt::AttentionOperands ops{16, 16, 16, 16, 16, 16, 16};
+  for (bool causal : {false, true}) {
+    Case c{{.b = 2, .hq = 4, .hkv = 2, .s = 100, .skv = 150, .d = d}, {.causal = causal}};
+    const std::string dense = rt::PlanAttention(c.size, c.options, ops, 90)->kernel;
+    c.options.kernel = dense + ".lens";
+    absl::StatusOr<rt::AttentionPlan> plan =
+        rt::PlanAttention(PagedSize(c.size, 16), c.options, ops, 90);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->copy_pages, absl::StrCat("attention/dense_from_pages.d", d));
+    EXPECT_EQ(plan->kernel, dense + ".lens");
+    EXPECT_EQ(plan->size.page, 0);
+    EXPECT_TRUE(plan->size.lens);
+    EXPECT_EQ(plan->paged.page, 16);
+    const rt::Bundle copy = CachedBundle(plan->copy_pages);
+    absl::StatusOr<AttentionResult> r = RunAttentionEmulated(CachedBundle(plan->kernel), c.size,
+                                                             c.options, 7, nullptr, 16, &copy);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->passed) << PlannedKernels(*plan) << ": " << r->failure;
+    EXPECT_EQ(r->rows_checked, c.size.b * c.size.hq * c.size.s);
+  }
+}
+
+// attention/dense_from_pages alone: each sequence's keys up to its length (a length past Skv or
+// negative reads as Skv) from its pages in table order, a table entry past the cache (or
+// negative) as zeros, and nothing written past a sequence's length.
+TEST(EmulatedAttention, DenseFromPagesCopiesEachSequencesKeysAndNoMore) {
+  rt::AttentionPlan plan;
+  plan.paged = {.b = 3, .hkv = 2, .skv = 48, .d = 64, .page = 16, .pages = 5, .max_pages = 3};
+  const rt::AttentionSize& z = plan.paged;
+  const int64_t row = z.hkv * z.d, cache = z.pages * z.page * row, dense = z.b * z.hkv * z.skv * z.d;
+  const std::vector<int32_t> table = {4, 0, 2, 1, 7, 3, -1, 2, 0}, lens = {100, 40, -5};
+  std::vector<uint16_t> kc(cache), vc(cache);
+  for (int64_t i = 0; i < cache; ++i) kc[i] = static_cast<uint16_t>(i * 7 + 1), vc[i] = static_cast<uint16_t>(i * 3 + 2);
+  emu::Device dev;
+  auto put = [&](const void* host, size_t bytes) {
+    absl::StatusOr<uint64_t> at = dev.Allocate(bytes);
+    EXPECT_TRUE(at.ok() && dev.CopyIn(*at, host, bytes).ok());
+    return *at;
+  };
+  const uint64_t kp = put(kc.data(), cache * 2), vp = put(vc.data(), cache * 2),
+                 tp = put(table.data(), table.size() * 4), lp = put(lens.data(), lens.size() * 4);
+  const uint64_t kd = *dev.AllocatePoisoned(dense * 2, 0xab), vd = *dev.AllocatePoisoned(dense * 2, 0xab);
+  const rt::Bundle b = CachedBundle("attention/dense_from_pages.d64");
+  absl::StatusOr<std::vector<rt::Arg>> args =
+      rt::CopyPagesArgs(b.manifest, plan, {.k = kp, .v = vp, .seq_lens = lp, .block_table = tp}, kd, vd);
+  ASSERT_TRUE(args.ok()) << args.status();
+  absl::StatusOr<emu::Stats> st = emu::Launch(dev, b, *args, {.seed = 3});
+  ASSERT_TRUE(st.ok()) << st.status();
+  std::vector<uint16_t> kout(dense), vout(dense);
+  ASSERT_TRUE(dev.CopyOut(kout.data(), kd, dense * 2).ok());
+  ASSERT_TRUE(dev.CopyOut(vout.data(), vd, dense * 2).ok());
+  int64_t copied = 0, zeros = 0, left = 0;
+  for (int64_t bi = 0; bi < z.b; ++bi) {
+    const int64_t len = bi == 1 ? 40 : z.skv;
+    for (int64_t h = 0; h < z.hkv; ++h)
+      for (int64_t j = 0; j < z.skv; ++j)
+        for (int64_t e = 0; e < z.d; ++e) {
+          const int64_t at = ((bi * z.hkv + h) * z.skv + j) * z.d + e;
+          const uint32_t entry = static_cast<uint32_t>(table[bi * z.max_pages + j / z.page]);
+          uint16_t want_k = 0xabab, want_v = 0xabab;
+          if (j < len && entry < static_cast<uint32_t>(z.pages)) {
+            const int64_t from = ((entry * z.page + j % z.page) * z.hkv + h) * z.d + e;
+            want_k = kc[from], want_v = vc[from], ++copied;
+          } else if (j < len) {
+            want_k = want_v = 0, ++zeros;
+          } else {
+            ++left;
+          }
+          ASSERT_EQ(kout[at], want_k) << "K b" << bi << " h" << h << " key " << j << " col " << e;
+          ASSERT_EQ(vout[at], want_v) << "V b" << bi << " h" << h << " key " << j << " col " << e;
+        }
+  }
+  EXPECT_GT(copied, 0);
+  EXPECT_EQ(zeros, 2 * 16 * z.hkv * z.d);  // b1's page 7 (keys 16-31), b2's page -1 (keys 0-15)
+  EXPECT_EQ(left, 8 * z.hkv * z.d);        // b1's keys 40-47
+}
+
 // The "gather" variants (pages of 16 copied by the producer's threads with cp.async, arriving on
 // the stage as they land): decode at every D, prefill at D = 128; pages shuffled, rows past Skv
 // NaN, the last key tile partly past the sequence (decode: one key in it).
@@ -548,6 +630,46 @@ TEST(AttentionPlan, NamesTheKernelAndRefusesBadCalls) {
   EXPECT_GT(gathered->splits, 1);
   other.kernel = "attention/hopper.d128.wg1.bn128.st3.page32.split";
   EXPECT_NE(error(decode, other, paged, 90).find("does not compute this problem"), std::string::npos);
+  // A paged prefill of at least kLeastCopiedRows query rows a key row over pages of 16 (32 at D of
+  // 128 or less) copies its pages into dense K and V and runs the dense plan's tiling over them;
+  // shorter ones, larger pages, copies past kMostCopiedBytes and decode run the paged kernels; an
+  // override naming a paged kernel keeps it.
+  auto paged_plan = [&](rt::AttentionSize z, int64_t page, rt::AttentionOptions o = {}) {
+    absl::StatusOr<rt::AttentionPlan> r = rt::PlanAttention(PagedSize(z, page), o, paged, 90);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return *r;
+  };
+  const rt::AttentionSize prefill{.b = 4, .hq = 32, .hkv = 8, .s = 4096, .skv = 4096};
+  rt::AttentionPlan copied = paged_plan(prefill, 16);
+  EXPECT_EQ(copied.copy_pages, "attention/dense_from_pages.d128");
+  EXPECT_EQ(copied.kernel, "attention/hopper.d128.bn160.persist.lens");
+  EXPECT_EQ(paged_plan(prefill, 16, {.causal = true}).kernel, "attention/hopper.d128.causal.persist.lens");
+  EXPECT_EQ(rt::CopiedBytes(copied.paged), 4 * 8 * 4096 * 128 * 2);
+  rt::AttentionSize chunk = prefill;
+  chunk.s = rt::kLeastCopiedRows / 4 - 64;  // 4 query heads a KV head
+  EXPECT_TRUE(paged_plan(chunk, 16).copy_pages.empty());
+  chunk.s += 64;
+  EXPECT_FALSE(paged_plan(chunk, 16).copy_pages.empty());
+  EXPECT_FALSE(paged_plan(prefill, 32).copy_pages.empty());
+  EXPECT_TRUE(paged_plan(prefill, 64).copy_pages.empty());
+  rt::AttentionSize d256 = prefill;
+  d256.d = 256;
+  EXPECT_EQ(paged_plan(d256, 16).kernel, "attention/hopper.d256.lens");
+  EXPECT_TRUE(paged_plan(d256, 32).copy_pages.empty());
+  rt::AttentionSize huge = prefill;
+  huge.b = rt::kMostCopiedBytes / (2 * 8 * 4096 * 128 * 2) + 1;
+  EXPECT_TRUE(paged_plan(huge, 16).copy_pages.empty());
+  EXPECT_TRUE(paged_plan(decode, 16).copy_pages.empty());
+  rt::AttentionOptions paged_kernel;
+  paged_kernel.kernel = "attention/hopper.d128.bn128.persist.page16";
+  EXPECT_EQ(paged_plan(prefill, 16, paged_kernel).kernel, paged_kernel.kernel);
+  EXPECT_TRUE(paged_plan(prefill, 16, paged_kernel).copy_pages.empty());
+  rt::AttentionOptions copied_kernel;  // a copy asked for past what the copy's indices reach
+  copied_kernel.kernel = "attention/hopper.d128.bn160.persist.lens";
+  rt::AttentionSize past = prefill;
+  past.b = 4097;  // 4097 x 8 x 4096 x 128 x 2 bytes: past 32 GiB
+  EXPECT_NE(error(PagedSize(past, 16), copied_kernel, paged, 90).find("past the copy's 32 GiB"),
+            std::string::npos);
   EXPECT_EQ(rt::PlanAttention({.s = 1024, .skv = 1024}, {}, ok, 100)->kernel, "attention/blackwell.d128");
   EXPECT_EQ(rt::PlanAttention({.hq = 8, .hkv = 2, .skv = 8192}, {}, ok, 100)->kernel,
             "attention/blackwell.d128.split");  // decode

@@ -229,8 +229,14 @@ int Attention() {
       if (!c.ok()) return Fail(c.status());
       combine = *std::move(c);
     }
-    r = kiln::examples::RunAttentionEmulated(*b, z, options, 1, combine ? &*combine : nullptr,
-                                             page);
+    std::optional<Bundle> copy_pages;  // a plan's copy of a paged cache into dense K and V
+    if (!plan->copy_pages.empty()) {
+      absl::StatusOr<Bundle> g = GetBundle(plan->copy_pages);
+      if (!g.ok()) return Fail(g.status());
+      copy_pages = *std::move(g);
+    }
+    r = kiln::examples::RunAttentionEmulated(*b, z, options, 1, combine ? &*combine : nullptr, page,
+                                             copy_pages ? &*copy_pages : nullptr);
   } else {
     if (absl::Status st = NeedGpu("attention").status(); !st.ok()) return Fail(st);
     kiln::rt::AttentionRunner runner(BundleDir());

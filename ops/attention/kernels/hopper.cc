@@ -367,6 +367,13 @@ ExampleFamily AttentionFamily() {
       }
     for (const char* form : {".page16", ".page32", ".page64", ".page256"})  // (no mask, persistent)
       f.bundled.push_back(absl::StrCat("d128", t, ".bn128.persist", form));
+    // Paged prefill over a dense copy of its pages: the dense plan's tilings over sequences of
+    // their own lengths (PlanAttention; d128.causal.persist, d64.causal, d256 and d256.causal are
+    // above).
+    for (const char* v : {".bn160.persist", ".persist"})
+      f.bundled.push_back(absl::StrCat("d128", t, v, ".lens"));
+    for (const char* v : {".persist", ".causal.persist", ".causal.wg2"})
+      f.bundled.push_back(absl::StrCat("d64", t, v, ".lens"));
     // Packed sequences (PlanAttention's for varlen).
     for (const char* d : {"d64", "d128", "d256"})
       for (const char* v : {".varlen", ".causal.varlen"})

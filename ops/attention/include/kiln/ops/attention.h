@@ -87,7 +87,29 @@ struct AttentionPlan {
   AttentionSize size;
   int splits = 1;
   std::string combine;
+  // A paged prefill long enough that copying the cache costs less than its small pages cost the
+  // paged kernel (CopiesPages): `copy_pages` (attention/dense_from_pages.dD) first copies each
+  // sequence's keys and values into dense K and V in scratch, and `kernel` is then a ".lens"
+  // kernel over them; `size` is that problem ({page, pages, max_pages} 0, lens) and `paged` the
+  // caller's.
+  std::string copy_pages;
+  AttentionSize paged;
 };
+
+// Whether the plan copies a paged cache's pages into dense K and V before a prefill over them:
+// pages of at most MostCopiedPage(D) tokens, at least kLeastCopiedRows query rows a key row (the
+// attention's FLOPs over 4 * B * Hkv * Skv * D: what the copy's bytes buy), and the copy within
+// kMostCopiedBytes. An override naming a ".lens" kernel for a paged problem asks for it.
+inline constexpr int64_t kLeastCopiedRows = 4096, kMostCopiedBytes = int64_t{1} << 30;
+inline int64_t MostCopiedPage(int64_t d) { return d <= 128 ? 32 : 16; }
+bool CopiesPages(const AttentionSize& size, const AttentionOptions& options);
+// The bytes of the dense K (or V) that a plan's copy of the pages writes: B * Hkv * Skv * D * 2.
+int64_t CopiedBytes(const AttentionSize& paged);
+// attention/dense_from_pages's arguments: the caller's paged cache (operands' K, V, block_table and
+// seq_lens) copied into `k` and `v`.
+absl::StatusOr<std::vector<Arg>> CopyPagesArgs(const Manifest& manifest, const AttentionPlan& plan,
+                                               const AttentionOperands& operands, cu::CUdeviceptr k,
+                                               cu::CUdeviceptr v);
 
 // The kernel for a call, or an error naming what is wrong with it (sizes, head counts, head
 // dimension, type, scale, pointers, the device). Needs no GPU.
@@ -126,7 +148,8 @@ int64_t PartsOBytes(const AttentionPlan& plan);
 int64_t PartsLseBytes(const AttentionPlan& plan);
 
 // Plans the call for a chip of `compute_capability` and launches its kernels on `device` (scratch
-// 0 and 1: a split plan's parts of O and lse), in order.
+// 0 and 1: a split plan's parts of O and lse; 3 and 4: the dense K and V a paged cache is copied
+// into), in order.
 absl::Status RunAttention(const AttentionSize& size, const AttentionOptions& options,
                           const AttentionOperands& operands, int compute_capability,
                           OpDevice& device);
