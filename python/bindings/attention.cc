@@ -9,6 +9,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -113,9 +114,16 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
                  call);
     return;
   }
-  // Two products of the query rows by the keys: B sequences of up to S and Skv, or packed ones of
-  // the lengths cu_seqlens gives (checked i32 and rank 1 above).
+  // Two products of the query rows by the keys: B sequences of up to S and Skv, of their own
+  // lengths where seq_lens gives them (a cache's table or Smax sized for longer sequences is not
+  // work), or packed ones of the lengths cu_seqlens gives (checked i32 and rank 1 above).
   double rows_by_keys = double(z.b) * z.s * z.skv;
+  if (x.seq_lens && x.seq_lens->shape(0) == static_cast<size_t>(z.b)) {
+    const auto* lens = static_cast<const int32_t*>(x.seq_lens->data());
+    rows_by_keys = 0;
+    for (int64_t b = 0; b < z.b; ++b)
+      rows_by_keys += double(z.s) * std::clamp<double>(lens[b], 0, double(z.skv));
+  }
   if (x.cu_seqlens) {
     const auto* cu = static_cast<const int32_t*>(x.cu_seqlens->data());
     rows_by_keys = 0;

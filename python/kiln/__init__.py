@@ -1480,7 +1480,8 @@ def _check_host_decode_lengths(call, k_cache, seq_lens, block_table):
     _require(lens.size == 0 or (lens.min() >= 0 and lens.max() <= cap),
              lambda: f"{call}: seq_lens must lie in [0, {cap}] (the cache's keys a sequence), "
                      f"not {lens.min()} .. {lens.max()}")
-    if paged and lens.size and block_table.shape[0] == lens.size:  # (else the bindings say)
+    if paged and lens.ndim == 1 and lens.size and block_table.shape[0] == lens.size:  # (else the
+        # bindings name the shape)
         table, page = _host_numpy(call, "block_table", block_table), k_cache.shape[1]
         used = numpy.arange(table.shape[1])[None, :] * page < lens[:, None]
         pages = table[used]

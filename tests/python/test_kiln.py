@@ -1022,6 +1022,33 @@ class Attention(unittest.TestCase):
         self.check_decode(q[seen], [k_seqs[i] for i in seen], [v_seqs[i] for i in seen], o[seen],
                           lse[seen], "pages of 64")
 
+    def test_prefill_over_a_table_sized_for_longer_sequences(self):
+        # A serving engine's block table is as wide as its longest context: the emulator's bound
+        # follows the lengths, not the table (whose 11,200 keys a sequence would pass it). 4,096
+        # query rows a key row over pages of 16: the
+        # entry point copies the sequences' pages into dense K and V first (entries past the
+        # lengths name no page: -1), and a 2-D seq_lens is named as such.
+        rng = np.random.default_rng(23)
+        b, hq, hkv, s, d, page, width = 2, 32, 1, 128, 64, 16, 700
+        lens = np.array([150, 128], np.int32)
+        q = rng.standard_normal((b, hq, s, d)).astype(np.float32)
+        cache_k = np.full((20, page, hkv, d), np.nan, np.float32)
+        cache_v = np.full((20, page, hkv, d), np.nan, np.float32)
+        table = np.full((b, width), -1, np.int32)
+        order = rng.permutation(20)
+        k_seqs, v_seqs = [], []
+        for i, n in enumerate(lens):
+            k_seqs.append(rng.standard_normal((hkv, n, d)).astype(np.float32))
+            v_seqs.append(rng.standard_normal((hkv, n, d)).astype(np.float32))
+            for j in range(n):
+                table[i, j // page] = order[i * 10 + j // page]
+                cache_k[table[i, j // page], j % page] = k_seqs[i][:, j]
+                cache_v[table[i, j // page], j % page] = v_seqs[i][:, j]
+        o, lse = kiln.decode_attention(q, cache_k, cache_v, lens, table)
+        self.check_decode(q, k_seqs, v_seqs, o, lse, "a wide table")
+        with self.assertRaisesRegex(kiln.Error, r"seq_lens has shape \(2, 1\)"):
+            kiln.decode_attention(q, cache_k, cache_v, lens[:, None], table)
+
     def test_decode_over_sequences_of_their_own_lengths(self):
         rng = np.random.default_rng(9)
         b, hq, hkv, smax, d = 3, 4, 2, 300, 64

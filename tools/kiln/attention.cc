@@ -139,6 +139,13 @@ absl::Status CheckFlagCombinations() {
     return invalid("--hkv must be at least 1 (left out: --h's value)");
   if (FlagGiven("skv") && absl::GetFlag(FLAGS_skv) < 1)
     return invalid("--skv must be at least 1 (left out: --s's value)");
+  // (Named here, as given: a paged problem's Skv is rounded up to whole pages before the plan's
+  // checks.)
+  for (const auto& [flag, value] : {std::pair{"b", absl::GetFlag(FLAGS_b)},
+                                    {"h", absl::GetFlag(FLAGS_h)},
+                                    {"s", absl::GetFlag(FLAGS_s)}})
+    if (value < 1)
+      return invalid(absl::StrCat("--", flag, " must be at least 1 (got ", value, ")"));
   if (!varlen && FlagGiven("varlen"))
     return invalid("--varlen is empty: give the sequences' lengths, e.g. --varlen 7,100,33");
   if (page < 0 || (page == 0 && FlagGiven("paged")))
