@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -93,6 +94,20 @@ void PlanCachePrefill(const AttentionSize& z, const AttentionOptions& o, Attenti
 }  // namespace
 
 namespace {
+// A manifest's arguments, each found by its parameter's name in `named`; one that is not there is
+// the entry point's mistake (an internal error naming it).
+absl::StatusOr<std::vector<Arg>> ArgsByName(const Manifest& m, const NamedArgs& named) {
+  std::vector<Arg> args;
+  for (const ParamSpec& p : m.params) {
+    std::optional<Arg> arg = NamedArg(p, named);
+    if (!arg)
+      return absl::InternalError(absl::StrCat(
+          m.name, ": the attention entry point has no value for its parameter '", p.name, "'"));
+    args.push_back(*arg);
+  }
+  return args;
+}
+
 // A paged cache's sizes and block table.
 absl::Status CheckPagedCache(const AttentionSize& z, const AttentionOperands& o) {
   if (z.page < 16 || z.page > 4096 || (z.page & (z.page - 1)))
@@ -264,9 +279,12 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     if (CopiesPages(z, options)) {
       // The pages copied into dense K and V, then the dense plan's tiling over sequences of their
       // own lengths (docs/perf/2026-12-03-paged-prefill-over-a-dense-copy.md).
-      if (CopiedBytes(z) / 16 > INT32_MAX)  // (the copy's threads, 16 bytes each, 32-bit indices)
+      // (The copy's threads take 16 bytes each, by 32-bit indices; the bytes in double: the
+      // sizes' product may pass 64 bits.)
+      const double bytes = 2.0 * z.b * z.hkv * z.skv * z.d;
+      if (bytes / 16 > INT32_MAX)
         return Invalid(absl::StrCat(
-            "kernel ", options.kernel, ": the paged cache copied dense takes ", CopiedBytes(z),
+            "kernel ", options.kernel, ": the paged cache copied dense takes ", bytes,
             " bytes a tensor, past the copy's 32 GiB; run a paged kernel (the plan's, without ",
             "the override)"));
       plan.paged = z;
@@ -293,7 +311,7 @@ bool CopiesPages(const AttentionSize& z, const AttentionOptions& o) {
   if (!o.kernel.empty()) return absl::StrContains(o.kernel, ".lens");
   const double rows = AttentionFlops(z, o.causal) / (4.0 * z.b * z.hkv * z.skv * z.d);
   return z.page <= MostCopiedPage(z.d) && rows >= kLeastCopiedRows &&
-         2 * CopiedBytes(z) <= kMostCopiedBytes;
+         4.0 * z.b * z.hkv * z.skv * z.d <= kMostCopiedBytes;  // (K and V; in double, as above)
 }
 
 int64_t CopiedBytes(const AttentionSize& z) { return z.b * z.hkv * z.skv * z.d * 2; }
@@ -302,28 +320,18 @@ absl::StatusOr<std::vector<Arg>> CopyPagesArgs(const Manifest& m, const Attentio
                                                const AttentionOperands& o, cu::CUdeviceptr k,
                                                cu::CUdeviceptr v) {
   const AttentionSize& z = plan.paged;
-  const std::map<std::string, cu::CUdeviceptr> pointers = {
-      {"K_pages", o.k},         {"V_pages", o.v}, {"block_table", o.block_table},
-      {"seq_lens", o.seq_lens}, {"K", k},         {"V", v}};
-  const std::map<std::string, int64_t> ints = {{"Hkv", z.hkv},
-                                               {"Skv", z.skv},
-                                               {"page", z.page},
-                                               {"max_pages", z.max_pages},
-                                               {"pages", z.pages}};
-  std::vector<Arg> args;
-  for (const ParamSpec& p : m.params) {
-    using Kind = ParamSpec::Kind;
-    if (p.kind == Kind::kPointer && pointers.count(p.name))
-      args.push_back(Arg::Ptr(pointers.at(p.name)));
-    else if (p.kind == Kind::kI32 && ints.count(p.name))
-      args.push_back(Arg::I32(static_cast<int32_t>(ints.at(p.name))));
-    else if (p.kind == Kind::kI64 && p.name == "units")
-      args.push_back(Arg::I64(CopiedBytes(z) / 16));
-    else
-      return absl::InternalError(absl::StrCat(
-          m.name, ": the attention entry point has no value for its parameter '", p.name, "'"));
-  }
-  return args;
+  return ArgsByName(m, {.i32 = {{"Hkv", z.hkv},
+                                {"Skv", z.skv},
+                                {"page", z.page},
+                                {"max_pages", z.max_pages},
+                                {"pages", z.pages}},
+                        .i64 = {{"units", CopiedBytes(z) / 16}},
+                        .pointers = {{"K_pages", o.k},
+                                     {"V_pages", o.v},
+                                     {"block_table", o.block_table},
+                                     {"seq_lens", o.seq_lens},
+                                     {"K", k},
+                                     {"V", v}}});
 }
 
 bool FoldsSplits(const Manifest& m, const AttentionSize& z) {
@@ -406,25 +414,10 @@ absl::StatusOr<std::vector<Arg>> CombineArgs(const Manifest& m, const AttentionP
                                              cu::CUdeviceptr o, cu::CUdeviceptr lse) {
   const AttentionSize& z = plan.size;
   const int64_t rows = z.b * z.hq * z.s;
-  const std::map<std::string, cu::CUdeviceptr> pointers = {
-      {"O_parts", o_parts}, {"lse_parts", lse_parts}, {"O", o}, {"lse", lse}};
-  const std::map<std::string, int64_t> ints = {{"rows", rows}, {"P", plan.splits}, {"D", z.d}};
-  std::vector<Arg> args;
-  for (const ParamSpec& p : m.params) {
-    using Kind = ParamSpec::Kind;
-    if (p.kind == Kind::kPointer && pointers.count(p.name))
-      args.push_back(Arg::Ptr(pointers.at(p.name)));
-    else if (p.kind == Kind::kI32 && ints.count(p.name))
-      args.push_back(Arg::I32(static_cast<int32_t>(ints.at(p.name))));
-    else if (p.kind == Kind::kI64 && p.name == "units")
-      args.push_back(Arg::I64(rows * z.d / 8));
-    else
-      return absl::InternalError(absl::StrCat(m.name,
-                                              ": the attention entry point has no value for "
-                                              "its parameter '",
-                                              p.name, "'"));
-  }
-  return args;
+  return ArgsByName(
+      m, {.i32 = {{"rows", rows}, {"P", plan.splits}, {"D", z.d}},
+          .i64 = {{"units", rows * z.d / 8}},
+          .pointers = {{"O_parts", o_parts}, {"lse_parts", lse_parts}, {"O", o}, {"lse", lse}}});
 }
 
 absl::Status RunAttention(const AttentionSize& size, const AttentionOptions& options,
