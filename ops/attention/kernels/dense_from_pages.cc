@@ -12,9 +12,10 @@
 // - 16 bytes of K and 16 of V a thread, in the cache's order: a page's rows of all heads read in
 //   one sweep, each head's rows written as one run of a page's keys. The elements are moved as
 //   16-bit words: the same kernel for bf16 and f16 caches.
-// - Programmatic dependent launch: it lets the attention kernel after it launch once its last CTAs
-//   run (that kernel waits for its writes before reading K and V), and waits for the kernel
-//   before it (a paged_append of the step) before it reads the cache.
+// - Programmatic dependent launch: a kernel after it that waits for the grids before it may launch
+//   once its last CTAs run (the prefill kernels do not: they start when it ends), and it waits for
+//   the kernel before it (a paged_append of the step) before it reads the cache or writes K and V
+//   (which the last call's attention kernel may still read).
 #include <vector>
 
 #include "absl/strings/str_cat.h"
