@@ -74,11 +74,11 @@ absl::StatusOr<std::vector<int32_t>> HilbertSchedule(int64_t tiles_m, int64_t ti
 
 int64_t StreamSharers(int64_t tiles, int64_t k_tiles, int64_t groups) {
   // Fewer groups when the shares would be under 4 k-tiles, or a tile's parts over
-  // kMostStreamedParts: the parts' sum costs round trips past the mainloop, so a tile cut 128
-  // ways (its parts then read one after another) summed slower than 16 parts streamed its k-tiles
-  // (docs/perf/2026-11-26-stream-k-of-one-tile.md). Up to kMostStreamedPartsOverLongK where at
-  // most 4 tiles share a K of 1024 k-tiles or more: summed in a tree, those parts cost less than
-  // the CTAs they fill (docs/perf/2026-12-03-split-partials-in-a-tree.md).
+  // kMostStreamedParts: the parts' sum costs round trips past the mainloop, which past that many
+  // parts cost more than the CTAs they fill gain (docs/perf/2026-11-26-stream-k-of-one-tile.md).
+  // Up to kMostStreamedPartsOverLongK where at most 4 tiles share a K of 1024 k-tiles or more:
+  // summed in a tree, those parts cost less than the CTAs they fill
+  // (docs/perf/2026-12-03-split-partials-in-a-tree.md).
   const int64_t most =
       tiles <= 4 && k_tiles >= 1024 ? kMostStreamedPartsOverLongK : kMostStreamedParts;
   return std::max<int64_t>(1, std::min({groups, tiles * k_tiles / 4, tiles * most}));

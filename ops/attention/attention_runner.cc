@@ -94,6 +94,10 @@ void PlanCachePrefill(const AttentionSize& z, const AttentionOptions& o, Attenti
 }  // namespace
 
 namespace {
+// The bytes of a paged problem's K (or V) copied dense, B * Hkv * Skv * D * 2, in double: the
+// sizes' product may pass 64 bits where no plan would copy it.
+double DenseBytes(const AttentionSize& z) { return 2.0 * z.b * z.hkv * z.skv * z.d; }
+
 // A manifest's arguments, each found by its parameter's name in `named`; one that is not there is
 // the entry point's mistake (an internal error naming it).
 absl::StatusOr<std::vector<Arg>> ArgsByName(const Manifest& m, const NamedArgs& named) {
@@ -279,9 +283,8 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     if (CopiesPages(z, options)) {
       // The pages copied into dense K and V, then the dense plan's tiling over sequences of their
       // own lengths (docs/perf/2026-12-03-paged-prefill-over-a-dense-copy.md).
-      // (The copy's threads take 16 bytes each, by 32-bit indices; the bytes in double: the
-      // sizes' product may pass 64 bits.)
-      const double bytes = 2.0 * z.b * z.hkv * z.skv * z.d;
+      // (The copy's threads take 16 bytes each, by 32-bit indices.)
+      const double bytes = DenseBytes(z);
       if (bytes / 16 > INT32_MAX)
         return Invalid(absl::StrCat(
             "kernel ", options.kernel, ": the paged cache copied dense takes ", bytes,
@@ -309,12 +312,13 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
 bool CopiesPages(const AttentionSize& z, const AttentionOptions& o) {
   if (!z.page || Decodes(z, o)) return false;
   if (!o.kernel.empty()) return absl::StrContains(o.kernel, ".lens");
-  const double rows = AttentionFlops(z, o.causal) / (4.0 * z.b * z.hkv * z.skv * z.d);
+  const double rows = AttentionFlops(z, o.causal) / (2.0 * DenseBytes(z));
   return z.page <= MostCopiedPage(z.d) && rows >= kLeastCopiedRows &&
-         4.0 * z.b * z.hkv * z.skv * z.d <= kMostCopiedBytes;  // (K and V; in double, as above)
+         2 * DenseBytes(z) <= kMostCopiedBytes;  // (K and V)
 }
 
-int64_t CopiedBytes(const AttentionSize& z) { return z.b * z.hkv * z.skv * z.d * 2; }
+// (A plan copies at most 32 GiB a tensor: exact in a double, within int64.)
+int64_t CopiedBytes(const AttentionSize& z) { return static_cast<int64_t>(DenseBytes(z)); }
 
 absl::StatusOr<std::vector<Arg>> CopyPagesArgs(const Manifest& m, const AttentionPlan& plan,
                                                const AttentionOperands& o, cu::CUdeviceptr k,

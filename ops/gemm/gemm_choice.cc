@@ -137,8 +137,8 @@ bool LongKOverFewTiles(const GemmSize& s) {
 // multiple of 8; the pairs' other variants are 8-bit ones): those pairs, sharing B so that each
 // CTA pulls a quarter less from L2 a k-tile, split so that the parts about fill one wave: 16 up to
 // 4 pairs; over one row of 5 or 6 pairs 12 or 10; else 8 (more over several rows of pairs ran
-// slower). Their partials are summed in a tree. Measured faster than the compute model's choice
-// at all but one such shape tried, level there (docs/perf/2026-12-03-split-partials-in-a-tree.md).
+// slower). Their partials are summed in a tree. Measured against the compute model's choice in
+// docs/perf/2026-12-03-split-partials-in-a-tree.md.
 constexpr const char* kPairsSharingB = "gemm/bf16_sm90_n128c2";
 static_assert(HasSm90Tile(kPairsSharingB));
 std::optional<GemmChoice> FewTilesLongK(const GemmSize& s, const GemmOptions& o,

@@ -1024,10 +1024,10 @@ class Attention(unittest.TestCase):
 
     def test_prefill_over_a_table_sized_for_longer_sequences(self):
         # A serving engine's block table is as wide as its longest context: the emulator's bound
-        # follows the lengths, not the table (whose 11,200 keys a sequence would pass it). 4,096
-        # query rows a key row over pages of 16: the
-        # entry point copies the sequences' pages into dense K and V first (entries past the
-        # lengths name no page: -1), and a 2-D seq_lens is named as such.
+        # follows the lengths, not the table (the table's keys would pass the bound here). As many
+        # query rows a key row as the rule's least (kLeastCopiedRows), over pages of 16: the entry
+        # point copies the sequences' pages into dense K and V first (entries past the lengths
+        # name no page: -1), and a 2-D seq_lens is named as such.
         rng = np.random.default_rng(23)
         b, hq, hkv, s, d, page, width = 2, 32, 1, 128, 64, 16, 700
         lens = np.array([150, 128], np.int32)

@@ -883,9 +883,8 @@ TEST(GemmChoice, TheTileAndSplitThatWasteLeastWhereTmaStridesAllowElseTheStrided
   EXPECT_EQ(Choice({256, 256, 65536}, {.out_type = "f32"}).first.rfind("gemm/bf16_sm90_n128c2", 0),
             std::string::npos);
   // Elsewhere, with K long enough for parts of 4 k-tiles, 8 or 16 parts where 4 would leave over
-  // half the CTAs idle (H200: 256x256x65536 in 8 parts 0.68 of the time of 4, docs/PERF.md, "Few
-  // tiles, long K"; 16 parts once the tree sums them, docs/perf/2026-12-03-split-partials-in-a-tree.md),
-  // and never 128x128 tiles in 8.
+  // half the CTAs idle (docs/perf/2026-11-26-few-tiles-long-k.md; 16 parts once the tree sums
+  // them, docs/perf/2026-12-03-split-partials-in-a-tree.md), and never 128x128 tiles in 8.
   EXPECT_EQ(Choice({256, 256, 65536}, {.out_type = "f32"}), P("gemm/bf16_sm90_n64.bf16-f32", 16));
   EXPECT_EQ(Choice({192, 600, 16384}), P("gemm/bf16_sm90_n80", 8));
   auto most_parts = [](const rt::GemmSize& s) {  // among the candidates kiln tune times

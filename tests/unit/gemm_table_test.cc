@@ -126,7 +126,7 @@ TEST(GemmTable, TheRuleReadsTheTablesFigures) {
             "gemm/bf16_strided");
   EXPECT_EQ(choose("sm_80 region gemm/bf16_skinny m=1:2\n", square).kernel, "gemm/bf16_sm90");
   // A measured entry naming the pairs sharing B stands only where the call needs no variant of
-  // theirs beyond the plain one, the only one bundled in 16 bits
+  // theirs but the plain one, which is all that is bundled of them for bf16 and f16 inputs
   // (docs/perf/2026-12-03-split-partials-in-a-tree.md).
   const std::string pairs = with_speed("0.9") + "sm_90 256 256 65536 gemm/bf16_sm90_n128c2 16 0.0410\n";
   EXPECT_EQ(choose(pairs, {256, 256, 65536}).why.rfind("the fastest kiln tune measured", 0), 0u);
