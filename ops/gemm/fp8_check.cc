@@ -278,7 +278,7 @@ absl::StatusOr<std::vector<Fp8GemmResult>> SweepFp8GemmGpu(rt::GemmRunner& runne
   if (!plan.ok()) return plan.status();
   std::vector<Fp8GemmProblem> each;
   std::vector<RunGemmOn> runs;
-  for (const rt::GemmChoice& c : rt::Fp8TileCandidates(plan->size)) {
+  for (const rt::GemmChoice& c : rt::Fp8TileCandidates(plan->size, p.scaling)) {
     Fp8GemmProblem& q = each.emplace_back(p);
     q.tile = c.kernel, q.split = c.split;
     runs.push_back([&runner, options = OptionsOf(q), size = q.size](const rt::GemmOperands& o) {

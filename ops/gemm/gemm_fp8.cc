@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -51,8 +52,15 @@ absl::Status CheckMxScales(const GemmSize& size, const GemmOperands& o) {
 // The tile kernels that take 8-bit inputs (ops/gemm/kernels/tile_kernels.cc: TakesFp8): the
 // rule's (ChooseFp8Tile) and the ones a caller may name (GemmOptions::fp8_tile).
 constexpr const char* kFp8Tiles[] = {
-    "gemm/bf16_sm90_n128c2", "gemm/bf16_sm90_n128",   "gemm/bf16_sm90_m64", "gemm/bf16_sm90_n64",
-    "gemm/bf16_sm90_m64n64", "gemm/bf16_sm90_m64n32", "gemm/bf16_sm90_m192"};
+    "gemm/bf16_sm90_n128c2", "gemm/bf16_sm90_n128",   "gemm/bf16_sm90_m64",  "gemm/bf16_sm90_n64",
+    "gemm/bf16_sm90_m64n64", "gemm/bf16_sm90_m64n32", "gemm/bf16_sm90_m192", "gemm/bf16_sm90_n192"};
+
+// Whether the tile takes 8-bit inputs scaled so ("tensorwise", "rowwise", "blockwise"): a tile of
+// more than 128 columns holds no whole blocks of B's 128-column scales.
+bool TileTakesScaling(std::string_view kernel, const std::string& scaling) {
+  const Sm90Tile* t = FindSm90Tile(kernel);
+  return t && (t->cta_n <= 128 || scaling == "tensorwise" || scaling == "rowwise");
+}
 
 // TMA reads A's and B's rows: 16 bytes apart, from 16-byte aligned pointers.
 absl::Status CheckTmaRows(const GemmSize& size, const GemmOperands& o) {
@@ -149,11 +157,13 @@ GemmChoice Filled(const char* name, const GemmSize& s) {
 // few blockwise ones only (docs/perf/2026-11-29-fp8-tile-rule.md). The 192x128 tiles run a tile's
 // work at 128x128's pace to within a few percent, not faster: they take the place of whole
 // 128x128 tiles where, whole too, they need at least a twentieth less time in whole waves
-// (docs/perf/2026-12-03-fp8-three-consumer-warpgroups.md).
-GemmChoice ChooseFp8Tile(const GemmSize& s) {
+// (docs/perf/2026-12-03-fp8-three-consumer-warpgroups.md). Tensorwise and rowwise, 128x192 tiles
+// in pairs sharing B take the 128x128 tiles' place where a CTA takes 8 or more and their waves
+// weigh less (docs/perf/2026-12-03-fp8-tiles-of-192-columns.md).
+GemmChoice ChooseFp8Tile(const GemmSize& s, const std::string& scaling) {
   constexpr const char *kPairs64 = "gemm/bf16_sm90_m64n64", *k128x64 = "gemm/bf16_sm90_n64",
                        *k64x128 = "gemm/bf16_sm90_m64", *k128 = "gemm/bf16_sm90_n128",
-                       *k192x128 = "gemm/bf16_sm90_m192";
+                       *k192x128 = "gemm/bf16_sm90_m192", *k128x192 = "gemm/bf16_sm90_n192";
   // Tiles per CTA group: how many waves of whole tiles the problem takes.
   auto waves = [&](const char* name) {
     const Sm90Tile* t = FindSm90Tile(name);
@@ -166,13 +176,22 @@ GemmChoice ChooseFp8Tile(const GemmSize& s) {
   if (waves(k128) >= 1 && tiles128.split == 1 && tiles192.split == 1 &&
       30 * std::ceil(waves(k192x128)) < 19 * std::ceil(waves(k128)))
     return tiles192;
+  // 128x192 tiles in pairs (tensorwise, rowwise: no blocks of B's scales) read less shared
+  // memory a multiply-add than 128x128 ones and run faster where each CTA takes 8 of them or
+  // more; a wave of them weighs 1.3 waves of 128x128 tiles (1.5 for its work over that gain):
+  // 1.3 * w192 < w128 (docs/perf/2026-12-03-fp8-tiles-of-192-columns.md).
+  if (TileTakesScaling(k128x192, scaling) && waves(k128x192) >= 8 &&
+      Filled(k128x192, s).split == 1 &&
+      13 * std::ceil(waves(k128x192)) < 10 * std::ceil(waves(k128)))
+    return Filled(k128x192, s);
   return tiles128;
 }
 
-std::vector<GemmChoice> Fp8TileCandidates(const GemmSize& s) {
+std::vector<GemmChoice> Fp8TileCandidates(const GemmSize& s, const std::string& scaling) {
   std::vector<GemmChoice> candidates;
   const int64_t k_tiles = CeilDiv(s.k, 128);
   for (const char* name : kFp8Tiles) {
+    if (!TileTakesScaling(name, scaling)) continue;
     const Sm90Tile* t = FindSm90Tile(name);
     const int64_t tiles = TilesOf(t, s);
     candidates.push_back({name, "whole tiles", 1});
@@ -255,13 +274,15 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
   const int64_t c_extent = plan.c_row ? plan.size.n : plan.size.m;  // C's contiguous one
   kernel.any_m = options.out_type != "f32" &&
                  (c_extent % 8 != 0 || (o.ldc && o.ldc % 8 != 0) || o.c % 16 != 0);
-  plan.choice = ChooseFp8Tile(plan.size);
+  plan.choice = ChooseFp8Tile(plan.size, options.scaling);
   if (const GemmChoice* measured =
           tuned ? tuned->FindFp8(90, Fp8TuneScaling(options.scaling, plan), plan.size) : nullptr) {
     if (std::find(std::begin(kFp8Tiles), std::end(kFp8Tiles), measured->kernel) ==
-        std::end(kFp8Tiles))
+            std::end(kFp8Tiles) ||
+        !TileTakesScaling(measured->kernel, options.scaling))
       return Invalid(absl::StrCat("the tune cache's 8-bit entry for this size names ",
-                                  measured->kernel, ", which takes no 8-bit inputs"));
+                                  measured->kernel, ", which takes no 8-bit inputs scaled ",
+                                  options.scaling));
     if (measured->split < 0 || measured->split > 16)
       return Invalid(absl::StrCat("the tune cache's 8-bit entry for this size has split ",
                                   measured->split,
@@ -275,7 +296,14 @@ absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& op
       return Invalid(absl::StrCat("the tile ", options.fp8_tile,
                                   " (GemmOptions::fp8_tile, kiln gemm --kernel) is none of the "
                                   "8-bit tile kernels: gemm/bf16_sm90_n128c2, _n128, _m64, _n64, "
-                                  "_m64n64, _m64n32, _m192"));
+                                  "_m64n64, _m64n32, _m192, _n192"));
+    if (!TileTakesScaling(options.fp8_tile, options.scaling))
+      return Invalid(absl::StrCat("the tile ", options.fp8_tile,
+                                  " (GemmOptions::fp8_tile, kiln gemm --kernel) takes tensorwise "
+                                  "and rowwise scales only: its ",
+                                  FindSm90Tile(options.fp8_tile)->cta_n,
+                                  " columns hold no whole blocks of B's 128-column scales (",
+                                  options.scaling, " given)"));
     plan.choice = {options.fp8_tile, "the caller's tile", 1};
   }
   if (options.fp8_split < -1 || options.fp8_split > 16)

@@ -11,11 +11,13 @@
 
 namespace kiln::rt {
 
-// The tile, and its split, for an 8-bit problem as the kernel sees it.
-GemmChoice ChooseFp8Tile(const GemmSize& size);
-// Every tile and split the 8-bit plan can run a problem (as the kernel sees it) with: each tile
-// whole and stream-K, and split-K in parts of at least 4 k-tiles while the parts fit one wave.
-std::vector<GemmChoice> Fp8TileCandidates(const GemmSize& size);
+// The tile, and its split, for an 8-bit problem as the kernel sees it, scaled so ("tensorwise",
+// "rowwise", "blockwise").
+GemmChoice ChooseFp8Tile(const GemmSize& size, const std::string& scaling);
+// Every tile and split the 8-bit plan can run a problem (as the kernel sees it) scaled so with:
+// each tile that takes the scaling whole and stream-K, and split-K in parts of at least 4 k-tiles
+// while the parts fit one wave.
+std::vector<GemmChoice> Fp8TileCandidates(const GemmSize& size, const std::string& scaling);
 // PlanGemm for 8-bit inputs, past its checks shared with 16-bit ones: `terms` the epilogue's,
 // canonical.
 absl::StatusOr<GemmPlan> PlanFp8Gemm(const GemmSize& size, const GemmOptions& options,

@@ -112,6 +112,27 @@ TEST(Fp8Gemm, ThreeConsumerWarpgroups) {
   ExpectFused({136, 264, 256}, "rowwise", "scale.residual", tile);
 }
 
+// 128x192 tiles in pairs sharing B (two consumer warpgroups of 96 accumulator registers and as
+// many partial ones), tensorwise and rowwise only: ragged whole tiles, streamed, and a residual;
+// blockwise is refused by name.
+TEST(Fp8Gemm, TilesOf192Columns) {
+  const char* tile = "gemm/bf16_sm90_n192";
+  ExpectCorrect({264, 400, 640}, "tensorwise", "bf16", false, tile);
+  const Fp8GemmProblem streamed{
+      .size = {136, 520, 1152}, .scaling = "rowwise", .tile = tile, .split = 0};
+  absl::StatusOr<Fp8GemmResult> r = RunFp8GemmEmulated(BuiltBundle, streamed, 5);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->passed) << r->kernel << " (" << r->why << "): " << r->failure;
+  EXPECT_EQ(r->kernel.rfind(tile, 0), 0u) << r->kernel;
+  ExpectFused({136, 264, 256}, "tensorwise", "residual", tile);
+  rt::GemmOptions blockwise{.in_type = "e4m3", .scaling = "blockwise", .fp8_tile = tile};
+  const rt::GemmOperands ok{.a = 256, .b = 256, .c = 256, .scale_a = 256, .scale_b = 256};
+  absl::StatusOr<rt::GemmPlan> p = rt::PlanGemm({256, 384, 256}, blockwise, ok, 90);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("tensorwise and rowwise scales only"), std::string::npos)
+      << p.status();
+}
+
 // Blackwell (sm_100): the tcgen05 kind::f8f6f4 kernel, its two tensor-memory buffers in turn
 // over an even and an odd count of k-tiles, ragged M, N (no multiple of 8) and K.
 TEST(Fp8Gemm, BlackwellBlockwise) {
@@ -339,23 +360,34 @@ TEST(Fp8Gemm, TheRulesTileAndSplit) {
             "gemm/bf16_sm90_m192.e4m3-bf16.tensorwise whole tiles");
   EXPECT_EQ(choice({4096, 4096, 4096}, "blockwise"),
             "gemm/bf16_sm90_n128.e4m3-bf16.c_row.blockwise whole tiles");
+  // 128x192 pairs, tensorwise and rowwise, where each CTA takes 8 of them or more and their waves
+  // take less time at 1.3 waves of 128x128 tiles each: 8192^3 is 1376 of them (22 waves: 28.6)
+  // or 4096 of 128x128 (32 waves); 4096^3 only 5.5 waves of them.
+  EXPECT_EQ(choice({8192, 8192, 8192}, "tensorwise"),
+            "gemm/bf16_sm90_n192.e4m3-bf16.tensorwise whole tiles");
+  EXPECT_EQ(choice({4096, 7168, 7168}, "rowwise"),
+            "gemm/bf16_sm90_n192.e4m3-bf16.rowwise whole tiles");
+  EXPECT_EQ(choice({8192, 8192, 8192}, "blockwise"),
+            "gemm/bf16_sm90_n128.e4m3-bf16.c_row.blockwise whole tiles");
 }
 
 // What `kiln tune --dtype e4m3` times: every tile whole and streamed, split-K while the parts fit
 // one wave (at least 4 k-tiles a part).
 TEST(Fp8Gemm, TheSweepsCandidates) {
-  const std::vector<rt::GemmChoice> all = rt::Fp8TileCandidates({7168, 128, 16384});
+  const std::vector<rt::GemmChoice> all = rt::Fp8TileCandidates({7168, 128, 16384}, "tensorwise");
   auto has = [&](const std::string& tile, int split) {
     return std::any_of(all.begin(), all.end(), [&](const rt::GemmChoice& c) {
       return c.kernel == "gemm/bf16_sm90_" + tile && c.split == split;
     });
   };
-  for (const char* tile : {"n128c2", "n128", "m64", "n64", "m64n64", "m64n32", "m192"})
+  for (const char* tile : {"n128c2", "n128", "m64", "n64", "m64n64", "m64n32", "m192", "n192"})
     EXPECT_TRUE(has(tile, 1) && has(tile, 0)) << tile;
   EXPECT_TRUE(has("n128c2", 2));   // 28 tiles in pairs: 56 parts over 64 groups
   EXPECT_FALSE(has("n128c2", 3));  // 84 parts: past one wave
   EXPECT_FALSE(has("m64n64", 2));  // 56 tiles: 112 parts over 64 groups
-  EXPECT_TRUE(rt::Fp8TileCandidates({7168, 128, 384}).size() == 14);  // 3 k-tiles: none split
+  EXPECT_TRUE(rt::Fp8TileCandidates({7168, 128, 384}, "tensorwise").size() == 16);  // none split
+  // 128x192 tiles take no blockwise scales (B's blocks of 128 columns).
+  EXPECT_TRUE(rt::Fp8TileCandidates({7168, 128, 384}, "blockwise").size() == 14);
 }
 
 // A tune cache's 8-bit entry (kiln tune --dtype e4m3 --tune_cache F) wins over the rule for its

@@ -2,6 +2,8 @@
 // ops/gemm/gemm_choice.cc), each registered alone and as a family of types, storage orders and
 // fused epilogues (gemm/bf16_sm90.f16-f32.gelu).
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "examples/gemm_spec.h"
@@ -43,10 +45,11 @@ constexpr EntryKernel kEntryKernels[] = {
     {"gemm/bf16_sm90_m64n80", "the entry point's kernel for M <= 64 where N is 10240 or more"},
     {"gemm/bf16_sm90_n192",
      "the entry point's kernel where N splits into whole tiles of 192 columns (2112 = 11 x 192) "
-     "and its table's measured lines pick it"},
+     "and its table's measured lines pick it, and for 8-bit inputs scaled tensorwise or rowwise "
+     "where each CTA takes 8 tiles or more"},
 };
-// 8-bit inputs take tiles of at most 128 columns (TakesFp8); in pairs sharing B, each CTA reads a
-// quarter less per stage from L2 than alone (docs/perf/2026-11-29-fp8-gemm.md).
+// 8-bit inputs take tiles of at most 128 columns, or 128x192 ones (TakesFp8); in pairs sharing B,
+// each CTA reads a quarter less per stage from L2 than alone (docs/perf/2026-11-29-fp8-gemm.md).
 constexpr EntryKernel kFp8EntryKernels[] = {
     {"gemm/bf16_sm90_n128c2",
      "128x128 tiles for 8-bit inputs in pairs sharing B (by name: the rule takes 128x128 alone)"},
@@ -77,9 +80,24 @@ std::string Summary(const EntryKernel& e, const rt::Sm90Tile& t) {
       t.stages, " stages");
 }
 
-// Whether a tile takes 8-bit inputs: its partial accumulator doubles the registers a column takes
-// (at most 128 columns), and a blockwise B's 128-column blocks must each cover whole tiles.
-bool TakesFp8(const TileShape& shape) { return shape.bn <= 128 && 128 % shape.bn == 0; }
+// Whether a tile takes 8-bit inputs scaled so: its partial accumulator doubles the registers a
+// column takes (at most 128 columns; 192 in two consumer warpgroups, which the pinned entry count
+// lets reach 240 registers), and a blockwise B's 128-column blocks must each cover whole tiles,
+// so 192 columns take tensorwise and rowwise factors only.
+bool TakesFp8(const TileShape& shape, examples::Fp8Scaling scaling) {
+  if (shape.bn <= 128) return 128 % shape.bn == 0;
+  return shape.bn == 192 && shape.bm == 128 &&
+         (scaling == examples::Fp8Scaling::kTensor || scaling == examples::Fp8Scaling::kRow);
+}
+
+// Whether it takes any 8-bit inputs, and the bundled 8-bit variants it takes.
+bool TakesFp8(const TileShape& shape) { return TakesFp8(shape, examples::Fp8Scaling::kTensor); }
+std::vector<std::string> BundledFp8Variants(const TileShape& shape) {
+  std::vector<std::string> v = examples::kBundledFp8Variants;
+  if (!TakesFp8(shape, examples::Fp8Scaling::kBlock))
+    std::erase_if(v, [](const std::string& x) { return x.find("block") != std::string::npos; });
+  return v;
+}
 
 // The same kernels with other element types and fused epilogues, by name. MN-major operands are
 // read in 64-wide blocks of M and N: tiles of 80, 96 or 160 columns take K-major ones only (the
@@ -92,10 +110,12 @@ examples::ExampleFamily Family(const char* base, TileShape shape, bool fp8_only 
           return absl::InvalidArgumentError(
               absl::StrCat(name, ": MN-major operands need tiles of whole 64-wide blocks, not ",
                            shape.bn, " columns"));
-        if (IsFp8(v.in) && !TakesFp8(shape))
+        if (IsFp8(v.in) && !TakesFp8(shape, v.scaling))
           return absl::InvalidArgumentError(absl::StrCat(
-              name, ": 8-bit inputs take tiles of at most 128 columns that divide 128, not ",
-              shape.bn, " (gemm/bf16_sm90_n128, _m192, _m64, _n64, _m64n64, _m64n32, _m64n16)"));
+              name, ": 8-bit inputs take tiles of at most 128 columns that divide 128, or 128x192 ",
+              "tiles tensorwise or rowwise; not ", shape.bm, "x", shape.bn, " ",
+              examples::Fp8ScalingName(v.scaling),
+              " (gemm/bf16_sm90_n128, _m192, _n192, _m64, _n64, _m64n64, _m64n32, _m64n16)"));
         TileShape s = shape;
         s.variant = v;
         return BuildTileKernel(name.c_str(), s);
@@ -104,9 +124,10 @@ examples::ExampleFamily Family(const char* base, TileShape shape, bool fp8_only 
     std::erase_if(f.bundled,
                   [](const std::string& v) { return v.find("_mn") != std::string::npos; });
   if (fp8_only) f.bundled.clear();  // its 16-bit variants build by name
-  if (TakesFp8(shape))
-    f.bundled.insert(f.bundled.end(), examples::kBundledFp8Variants.begin(),
-                     examples::kBundledFp8Variants.end());
+  if (TakesFp8(shape)) {
+    const std::vector<std::string> fp8 = BundledFp8Variants(shape);
+    f.bundled.insert(f.bundled.end(), fp8.begin(), fp8.end());
+  }
   return f;
 }
 
