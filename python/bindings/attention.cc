@@ -75,9 +75,11 @@ rt::AttentionSize SizeOf(const char* call, const Array& q, const Array& k, const
   return z;
 }
 
-// The i32 arrays beside q, k and v: decode's lengths and block table, packed sequences' offsets.
+// The i32 arrays beside q, k and v: decode's lengths and block table, packed sequences' offsets;
+// and k's and v's names in the call's messages (decode's are its cache's).
 struct Extra {
   const Array *seq_lens = nullptr, *block_table = nullptr, *cu_seqlens = nullptr;
+  const char *k_name = "k", *v_name = "v";
 };
 
 // The call on its device, its sizes checked: the dense form, decode over sequences of their own
@@ -91,7 +93,7 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
       d.emulated() ? std::vector<std::string>{"f32"} : std::vector<std::string>{"bf16", "f16"};
   const int rank = z.varlen ? 3 : 4;
   for (const auto& [what, a] :
-       {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v}, std::pair{"out", &o}})
+       {std::pair{"q", &q}, std::pair{x.k_name, &k}, std::pair{x.v_name, &v}, std::pair{"out", &o}})
     Require(*a, call, what, rank, types, /*contiguous=*/!z.rows || d.emulated(),
             /*result=*/std::string(what) == "out");
   Require(lse, call, "lse", rank - 1, {"f32"});
@@ -101,10 +103,11 @@ void Run(const char* call, const Array& q, const Array& k, const Array& v, Array
     if (a) Require(*a, call, what, r, {"i32"});
   if (!d.emulated()) {
     options.dtype = DtypeName(q);
-    for (const Array* x : {&k, &v, &o})
-      if (DtypeName(*x) != options.dtype)
-        throw Error(absl::StrCat(call, ": q, k, v and out must share one type; q is ",
-                                 options.dtype, ", another ", DtypeName(*x)));
+    for (const Array* a : {&k, &v, &o})
+      if (DtypeName(*a) != options.dtype)
+        throw Error(absl::StrCat(call, ": q, ", x.k_name, ", ", x.v_name,
+                                 " and out must share one type; q is ", options.dtype, ", another ",
+                                 DtypeName(*a)));
     rt::AttentionOperands ops{Address(q), Address(k), Address(v), Address(o), Address(lse)};
     if (x.seq_lens) ops.seq_lens = Address(*x.seq_lens);
     if (x.block_table) ops.block_table = Address(*x.block_table);
@@ -158,8 +161,9 @@ void DecodeAttention(const Array& q, const Array& k, const Array& v, const Array
                      std::optional<Array> block_table, Array out, const Array& lse, bool causal,
                      float scale, uint64_t stream) {
   constexpr const char* call = "kiln.decode_attention";
-  for (const auto& [what, x] : {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v},
-                                std::pair{"out", static_cast<const Array*>(&out)}})
+  for (const auto& [what, x] :
+       {std::pair{"q", &q}, std::pair{"k_cache", &k}, std::pair{"v_cache", &v},
+        std::pair{"out", static_cast<const Array*>(&out)}})
     if (x->ndim() != 4)
       throw Error(absl::StrCat(call, ": ", what, " must have rank 4, not ", x->ndim()));
   rt::AttentionSize z{.b = static_cast<int64_t>(q.shape(0)),
@@ -182,9 +186,9 @@ void DecodeAttention(const Array& q, const Array& k, const Array& v, const Array
   const std::vector<int64_t> cache = paged ? std::vector<int64_t>{z.pages, z.page, z.hkv, z.d}
                                            : std::vector<int64_t>{z.b, z.hkv, z.skv, z.d};
   if (ShapeOf(k) != cache || ShapeOf(v) != cache)
-    throw Error(absl::StrCat(call, ": k ", ShapeText(k), " and v ", ShapeText(v), " must both be ",
-                             paged ? "[pages, page, Hkv, D]" : "[B, Hkv, Skv, D]", " for q ",
-                             ShapeText(q)));
+    throw Error(absl::StrCat(call, ": k_cache ", ShapeText(k), " and v_cache ", ShapeText(v),
+                             " must both be ", paged ? "[pages, page, Hkv, D]" : "[B, Hkv, Skv, D]",
+                             " for q ", ShapeText(q)));
   if (ShapeOf(out) != ShapeOf(q))
     throw Error(absl::StrCat(call, ": out has shape ", ShapeText(out), ", q ", ShapeText(q)));
   if (ShapeOf(lse) != std::vector<int64_t>{z.b, z.hq, z.s})
@@ -193,7 +197,11 @@ void DecodeAttention(const Array& q, const Array& k, const Array& v, const Array
     throw Error(
         absl::StrCat(call, ": seq_lens has shape ", ShapeText(seq_lens), "; [B] = (", z.b, ",)"));
   Run(call, q, k, v, out, lse, z, {.causal = causal, .scale = scale},
-      {.seq_lens = &seq_lens, .block_table = paged ? &*block_table : nullptr}, stream);
+      {.seq_lens = &seq_lens,
+       .block_table = paged ? &*block_table : nullptr,
+       .k_name = "k_cache",
+       .v_name = "v_cache"},
+      stream);
 }
 
 // kiln.varlen_attention: q, out [T, Hq, D]; k, v [T, Hkv, D]; cu_seqlens [B + 1] (i32);

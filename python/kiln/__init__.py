@@ -1443,9 +1443,10 @@ def decode_attention(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=
                          f"{tuple(v_cache.shape)} must both be [B, Hkv, Smax, D] for q "
                          f"{tuple(q.shape)} (a paged cache [pages, page, Hkv, D] comes with its "
                          "block_table)")
-    keys = (block_table.shape[1] * k_cache.shape[1] if block_table is not None and
-            len(block_table.shape) == 2 and len(k_cache.shape) == 4 else
-            k_cache.shape[2] if len(k_cache.shape) == 4 else 1)
+    # (A paged cache of no pages holds no key: every length reads as 0 there.)
+    keys = (block_table.shape[1] * k_cache.shape[1] * min(k_cache.shape[0], 1)
+            if block_table is not None and len(block_table.shape) == 2 and
+            len(k_cache.shape) == 4 else k_cache.shape[2] if len(k_cache.shape) == 4 else 1)
     host_checked = not _is_torch(q) and len(k_cache.shape) == 4 and (block_table is None or
                                                                      len(block_table.shape) == 2)
     if 0 in tuple(q.shape) or keys == 0:

@@ -1317,11 +1317,24 @@ class Attention(unittest.TestCase):
              "seq_lens must lie in [0, 0]"),
             (lambda: kiln.decode_attention(q, cache, cache, np.array([-3], np.int32),
                                            np.zeros((1, 0), np.int32)), "seq_lens must lie in [0, 0]"),
+            # the cache's arrays by their names in the call
+            (lambda: kiln.decode_attention(q, cache, cache[..., :32].copy(), lens,
+                                           np.zeros((1, 2), np.int32)),
+             "k_cache (4, 16, 2, 64) and v_cache (4, 16, 2, 32) must both be"),
+            # a cache of no pages: a length past 0 uses a page that is not there
+            (lambda: kiln.decode_attention(q, cache[:0], cache[:0], lens, np.zeros((1, 2), np.int32)),
+             "block_table's pages in use must lie in [0, 0)"),
         ]
         for call, message in cases:
             with self.assertRaises(kiln.Error) as caught:
                 call()
             self.assertIn(message, str(caught.exception))
+        # Every sequence empty over a cache of no pages: no key, o = 0 and lse = -inf.
+        o, lse = kiln.decode_attention(q, cache[:0], cache[:0], np.int32([0]),
+                                       np.zeros((1, 2), np.int32))
+        self.assertEqual((o.shape, lse.shape), ((1, 4, 1, 64), (1, 4, 1)))
+        self.assertFalse(o.any())
+        self.assertTrue(np.all(lse == -np.inf))
 
     def test_bshd_layout(self):
         # Read and written in place by the kernels' rows form: two batches (each box clipped at
