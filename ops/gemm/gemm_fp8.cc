@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -55,11 +56,10 @@ constexpr const char* kFp8Tiles[] = {
     "gemm/bf16_sm90_n128c2", "gemm/bf16_sm90_n128",   "gemm/bf16_sm90_m64",  "gemm/bf16_sm90_n64",
     "gemm/bf16_sm90_m64n64", "gemm/bf16_sm90_m64n32", "gemm/bf16_sm90_m192", "gemm/bf16_sm90_n192"};
 
-// Whether the tile takes 8-bit inputs scaled so ("tensorwise", "rowwise", "blockwise"): a tile of
-// more than 128 columns holds no whole blocks of B's 128-column scales.
+// Whether the tile takes 8-bit inputs scaled so ("tensorwise", "rowwise", "blockwise"; TakesFp8).
 bool TileTakesScaling(std::string_view kernel, const std::string& scaling) {
   const Sm90Tile* t = FindSm90Tile(kernel);
-  return t && (t->cta_n <= 128 || scaling == "tensorwise" || scaling == "rowwise");
+  return t && TakesFp8(t->cta_m, t->cta_n, absl::StartsWith(scaling, "blockwise"));
 }
 
 // TMA reads A's and B's rows: 16 bytes apart, from 16-byte aligned pointers.
@@ -180,10 +180,10 @@ GemmChoice ChooseFp8Tile(const GemmSize& s, const std::string& scaling) {
   // memory a multiply-add than 128x128 ones and run faster where each CTA takes 8 of them or
   // more; a wave of them weighs 1.3 waves of 128x128 tiles (1.5 for its work over that gain):
   // 1.3 * w192 < w128 (docs/perf/2026-12-03-fp8-tiles-of-192-columns.md).
-  if (TileTakesScaling(k128x192, scaling) && waves(k128x192) >= 8 &&
-      Filled(k128x192, s).split == 1 &&
+  if (const GemmChoice wide = Filled(k128x192, s);
+      TileTakesScaling(k128x192, scaling) && waves(k128x192) >= 8 && wide.split == 1 &&
       13 * std::ceil(waves(k128x192)) < 10 * std::ceil(waves(k128)))
-    return Filled(k128x192, s);
+    return wide;
   return tiles128;
 }
 

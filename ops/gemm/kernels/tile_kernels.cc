@@ -80,14 +80,11 @@ std::string Summary(const EntryKernel& e, const rt::Sm90Tile& t) {
       t.stages, " stages");
 }
 
-// Whether a tile takes 8-bit inputs scaled so: its partial accumulator doubles the registers a
-// column takes (at most 128 columns; 192 in two consumer warpgroups, which the pinned entry count
-// lets reach 240 registers), and a blockwise B's 128-column blocks must each cover whole tiles,
-// so 192 columns take tensorwise and rowwise factors only.
+// Whether a tile takes 8-bit inputs scaled so (rt::TakesFp8).
 bool TakesFp8(const TileShape& shape, examples::Fp8Scaling scaling) {
-  if (shape.bn <= 128) return 128 % shape.bn == 0;
-  return shape.bn == 192 && shape.bm == 128 &&
-         (scaling == examples::Fp8Scaling::kTensor || scaling == examples::Fp8Scaling::kRow);
+  return rt::TakesFp8(
+      shape.bm, shape.bn,
+      scaling == examples::Fp8Scaling::kBlock || scaling == examples::Fp8Scaling::kBlockT);
 }
 
 // Whether it takes any 8-bit inputs, and the bundled 8-bit variants it takes.

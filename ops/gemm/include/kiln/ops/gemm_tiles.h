@@ -35,6 +35,16 @@ inline constexpr Sm90Tile kSm90Tiles[] = {
 inline constexpr Sm90Tile kSm90Fp8Tiles[] = {{"gemm/bf16_sm90_n128c2", 128, 128, 6, 2},
                                              {"gemm/bf16_sm90_m192", 192, 128, 5, 1}};
 
+// Whether a CTA tile takes 8-bit inputs, scaled blockwise (per 128x128 block of B; blockwise_t's
+// per-column B scales pass through a buffer of 128 columns) or not: its partial accumulator
+// doubles the registers a column takes, so at most 128 columns that divide 128, or 128x192 in two
+// consumer warpgroups (96 + 96 registers, within the 240 the pinned entry count gives), whose
+// columns hold no whole blocks of B's scales. The kernels' builder and the 8-bit plan both ask.
+constexpr bool TakesFp8(int cta_m, int cta_n, bool blockwise) {
+  if (cta_n <= 128) return 128 % cta_n == 0;
+  return cta_n == 192 && cta_m == 128 && !blockwise;
+}
+
 // The entry point's other kernels, which the choice rule takes outright where a region of its
 // table holds the size (kiln/ops/gemm_table.h).
 inline constexpr const char* kRegionKernels[] = {
