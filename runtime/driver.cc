@@ -323,8 +323,9 @@ absl::Status Kernel::Launch(const LaunchConfig& config, void** args) const {
   if (absl::Status s = RaiseSmemLimit(**d, config.dynamic_smem); !s.ok()) return s;
   cu::CUlaunchAttribute attrs[2]{};
   cu::CUlaunchConfig launch = DriverConfig(config, attrs);
-  return (*d)->Check(api.cuLaunchKernelEx(&launch, function_, args, nullptr),
-                     absl::StrCat("launching ", entry_));
+  const cu::CUresult launched = api.cuLaunchKernelEx(&launch, function_, args, nullptr);
+  if (launched == cu::CUDA_SUCCESS) return absl::OkStatus();  // (no message built on this path)
+  return (*d)->Check(launched, absl::StrCat("launching ", entry_));
 }
 
 absl::Status Kernel::RaiseSmemLimit(const Driver& d, unsigned bytes) const {

@@ -174,18 +174,38 @@ absl::StatusOr<Dim3> LoadedKernel::GridOfCheckedArgs(const std::vector<Arg>& arg
   return grid;
 }
 
-absl::Status LoadedKernel::Launch(std::vector<Arg> args, cu::CUstream stream,
-                                  std::source_location where) const {
+absl::StatusOr<PreparedLaunch> LoadedKernel::Prepare(std::vector<Arg> args, cu::CUstream stream,
+                                                     std::source_location where) const {
   if (absl::Status s = CheckArgs(manifest_, args); !s.ok()) return LaunchedAt(s, where);
   absl::StatusOr<Dim3> grid = GridOfCheckedArgs(args);
   if (!grid.ok()) return LaunchedAt(grid.status(), where);
-  return LaunchedAt(LaunchCheckedArgs(*grid, std::move(args), stream), where);
+  absl::StatusOr<PreparedLaunch> p = PrepareCheckedArgs(*grid, std::move(args), stream);
+  if (!p.ok()) return LaunchedAt(p.status(), where);
+  return p;
+}
+
+absl::Status LoadedKernel::Launch(std::vector<Arg> args, cu::CUstream stream,
+                                  std::source_location where) const {
+  absl::StatusOr<PreparedLaunch> p = Prepare(std::move(args), stream, where);
+  if (!p.ok()) return p.status();
+  return LaunchedAt(p->Launch(), where);
 }
 
 absl::Status LoadedKernel::Launch(Dim3 grid, std::vector<Arg> args, cu::CUstream stream,
                                   std::source_location where) const {
   if (absl::Status s = CheckArgs(manifest_, args); !s.ok()) return LaunchedAt(s, where);
-  return LaunchedAt(LaunchCheckedArgs(grid, std::move(args), stream), where);
+  absl::StatusOr<PreparedLaunch> p = PrepareCheckedArgs(grid, std::move(args), stream);
+  if (!p.ok()) return LaunchedAt(p.status(), where);
+  return LaunchedAt(p->Launch(), where);
+}
+
+absl::Status PreparedLaunch::Launch() const {
+  const LoadedKernel& k = *kernel_;
+  if (k.watchdog_)
+    if (absl::Status armed = k.watchdog_->Arm(); !armed.ok()) return armed;
+  absl::Status s = k.kernel_.Launch(config_, pointers_.data());
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(k.manifest_.source, ": ", s.message()));
+  return s;
 }
 
 absl::Status LoadedKernel::CanAllocate(cu::CUstream stream, absl::string_view what) const {
@@ -249,8 +269,8 @@ absl::StatusOr<LoadedKernel::TableCopy> LoadedKernel::Table(size_t param,
   return TableCopy{kept.first.ptr(), kept.second};
 }
 
-absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
-                                             cu::CUstream stream) const {
+absl::StatusOr<PreparedLaunch> LoadedKernel::PrepareCheckedArgs(Dim3 grid, std::vector<Arg> args,
+                                                                cu::CUstream stream) const {
   const Manifest& m = manifest_;
   auto error = [&](absl::StatusCode code, const std::string& at, auto&&... what) {
     return absl::Status(code, absl::StrCat(at, ": ", m.name, ": ", what...));
@@ -286,14 +306,20 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
     tables[p.name] = *t;
   }
   if (absl::Status st = CheckWorkspaceTables(m, tables); !st.ok()) return st;
-  // What the launch's parameter pointers point at; cuLaunchKernel copies the values.
-  std::vector<std::unique_ptr<cu::CUtensorMap>> maps;
-  std::vector<uint64_t> device_copies;
-  device_copies.reserve(args.size());
-  std::vector<void*> pointers;
-  for (size_t i = 0; i < args.size(); ++i) {
+  // What the launch's parameter pointers point at; cuLaunchKernel copies the values. Each vector
+  // keeps its elements in place when the PreparedLaunch moves.
+  PreparedLaunch prepared;
+  prepared.kernel_ = this;
+  prepared.config_ = LaunchConfigOf(m, grid, static_cast<unsigned>(smem), stream);
+  prepared.args_ = std::move(args);
+  std::vector<Arg>& args_kept = prepared.args_;
+  std::vector<std::unique_ptr<cu::CUtensorMap>>& maps = prepared.maps_;
+  std::vector<uint64_t>& device_copies = prepared.device_words_;
+  device_copies.reserve(args_kept.size());
+  std::vector<void*>& pointers = prepared.pointers_;
+  for (size_t i = 0; i < args_kept.size(); ++i) {
     const ParamSpec& p = m.params[i];
-    Arg& a = args[i];
+    Arg& a = args_kept[i];
     if (p.kind == ParamSpec::Kind::kTensorMap) {
       const TensorMapParam& t = p.tensor_map;
       absl::StatusOr<TensorMapSpec> spec = TensorOfArg(m, i, a, symbols);
@@ -330,12 +356,7 @@ absl::Status LoadedKernel::LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args,
     }
     pointers.push_back(a.data());
   }
-  if (watchdog_)
-    if (absl::Status armed = watchdog_->Arm(); !armed.ok()) return armed;
-  absl::Status s =
-      kernel_.Launch(LaunchConfigOf(m, grid, static_cast<unsigned>(smem), stream), pointers.data());
-  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(m.source, ": ", s.message()));
-  return s;
+  return prepared;
 }
 
 absl::StatusOr<const LoadedKernel*> LoadedKernels::Get(const std::string& name,

@@ -896,10 +896,19 @@ def host_cost():
     x = torch.randn(8, 256, device="cuda").bfloat16()
     w = torch.ones(256, device="cuda").bfloat16()
     out = torch.empty_like(x)
+    a, b = torch.randn(16, 256, device="cuda").bfloat16(), torch.randn(256, 256, device="cuda").bfloat16()
+    c = torch.empty(16, 256, device="cuda").bfloat16()
+    q = torch.randn(1, 32, 1, 128, device="cuda").bfloat16()
+    kv = torch.randn(1, 8, 256, 128, device="cuda").bfloat16()
+    lens = torch.tensor([256], dtype=torch.int32, device="cuda")
     for name, fn in [("kiln.rms_norm", lambda: kiln.rms_norm(x, w, out=out)),
                      ("torch rms_norm", lambda: F.rms_norm(x, (256,), w, 1e-6)),
                      ("kiln.softmax", lambda: kiln.softmax(x, out=out)),
-                     ("torch.softmax", lambda: torch.softmax(x, -1))]:
+                     ("torch.softmax", lambda: torch.softmax(x, -1)),
+                     ("kiln.gemm", lambda: kiln.gemm(a, b.t(), out=c)),
+                     ("torch.mm", lambda: torch.mm(a, b.t(), out=c)),
+                     ("kiln.decode_attention", lambda: kiln.decode_attention(q, kv, kv, lens)),
+                     ("torch SDPA (GQA)", lambda: F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True))]:
         for _ in range(100):
             fn()
         torch.cuda.synchronize()
@@ -908,7 +917,7 @@ def host_cost():
             fn()
         t1 = time.perf_counter()
         torch.cuda.synchronize()
-        print(f"host time per call, {name:<16} {(t1 - t0) / 2000 * 1e6:8.1f} us")
+        print(f"host time per call, {name:<22} {(t1 - t0) / 2000 * 1e6:8.1f} us")
 
 
 print(f"kiln Python module on {torch.cuda.get_device_name()}, torch {torch.__version__}, "

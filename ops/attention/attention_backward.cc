@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "call_key.h"
 #include "kiln/bundle/manifest.h"
 #include "kiln/runtime/driver.h"
 
@@ -179,7 +180,10 @@ absl::Status AttentionRunner::Backward(const AttentionSize& size, const Attentio
   GpuOpDevice device(kernels_, stream, [&](int which, size_t bytes) {
     return scratch_.Get(stream, which, bytes, "kiln attention backward: the row workspace");
   });
-  return RunAttentionBackward(size, options, operands, (*d)->compute_capability(), device);
+  const int cc = (*d)->compute_capability();
+  return device.RunRemembered(
+      memo_, AttentionCallKey('b', size, options, operands, cc, (*d)->context(), stream),
+      [&] { return RunAttentionBackward(size, options, operands, cc, device); });
 }
 
 }  // namespace kiln::rt

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "call_key.h"
 #include "kiln/bundle/manifest.h"
 #include "kiln/ops/attention.h"
 #include "kiln/runtime/driver.h"
@@ -490,7 +491,10 @@ absl::Status AttentionRunner::Run(const AttentionSize& size, const AttentionOpti
                                   " copied dense")
                    : absl::StrCat("kiln attention: split-KV's parts of ", which ? "lse" : "O"));
   });
-  return RunAttention(size, options, operands, (*d)->compute_capability(), device);
+  const int cc = (*d)->compute_capability();
+  return device.RunRemembered(
+      memo_, AttentionCallKey('f', size, options, operands, cc, (*d)->context(), stream),
+      [&] { return RunAttention(size, options, operands, cc, device); });
 }
 
 }  // namespace kiln::rt

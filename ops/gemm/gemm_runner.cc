@@ -565,10 +565,34 @@ bool GemmRunner::Bundled(const std::string& kernel) const {
                                  ec);
 }
 
+namespace {
+
+// Every input that decides RunGemm's launches on one device and stream (GemmRunner's memo).
+std::string GemmCallKey(const GemmSize& s, const GemmOptions& o, const GemmOperands& x, int cc,
+                        cu::CUcontext context, cu::CUstream stream) {
+  // A field added to these structs must join the key: a call differing only there would repeat
+  // another's launches.
+  static_assert(sizeof(GemmOperands) == 168 && sizeof(GemmOptions) == 6 * sizeof(std::string) + 16,
+                "GemmCallKey: add the new field");
+  CallKey k;
+  k.Add(context).Add(stream).Add(cc).Add(s.m).Add(s.n).Add(s.k);
+  k.Add(o.in_type).Add(o.out_type).Add(o.epilogue).Add(o.in_type_b).Add(o.scaling).Add(o.fp8_tile);
+  k.Add(o.fp8_split).Add(o.any_m).Add(o.a_mn).Add(o.b_mn).Add(o.c_row).Add(o.tma_strides);
+  k.Add(o.rows_128b).Add(o.packed);
+  k.Add(x.a).Add(x.b).Add(x.c).Add(x.lda).Add(x.ldb).Add(x.ldc).Add(x.c_row_major);
+  k.Add(x.a_col_major).Add(x.b_row_major).Add(x.alpha).Add(x.beta).Add(x.c_in).Add(x.bias);
+  k.Add(x.residual).Add(x.rope_angles).Add(x.rope_rows).Add(x.rope_dim).Add(x.rope_period);
+  k.Add(x.scale_a).Add(x.scale_b).Add(x.sa_row).Add(x.sa_k).Add(x.sb_row).Add(x.sb_k);
+  return k.Take();
+}
+
+}  // namespace
+
 absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,
                              const GemmOperands& operands, cu::CUstream stream) {
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();
+  const int cc = (*d)->compute_capability();
   const GemmTuneCache* tuned = nullptr;
   if (!tune_path_.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -586,7 +610,10 @@ absl::Status GemmRunner::Run(const GemmSize& size, const GemmOptions& options,
                                    : absl::StrCat("kiln gemm: the copy of ", which == 0 ? "A" : "B",
                                                   " into rows 16 bytes apart"));
   });
-  return RunGemm(size, options, operands, (*d)->compute_capability(), device, tuned);
+  // A call made before on this device and stream repeats its prepared launches.
+  return device.RunRemembered(memo_,
+                              GemmCallKey(size, options, operands, cc, (*d)->context(), stream),
+                              [&] { return RunGemm(size, options, operands, cc, device, tuned); });
 }
 
 }  // namespace kiln::rt

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "examples/host_data.h"
 #include "gtest/gtest.h"
 #include "kiln/runtime/driver.h"
@@ -501,6 +502,70 @@ TEST(GemmEntryPointGpu, ChainedCallsOnOneStreamReadTheCallBefore) {
       }
     EXPECT_EQ(nans, 0) << "layer " << i;
     EXPECT_LT(std::sqrt(err2 / std::max(ref2, 1e-30)), 1e-2) << "layer " << i;
+  }
+}
+
+// A runner repeats a call it made before from its prepared launches (LaunchMemo): the repeat reads
+// the inputs as they are now, and a call that differs in a scalar, a leading dimension or an
+// address is planned anew. Each call's C is poisoned first and checked against fp64.
+TEST(GemmEntryPointGpu, RepeatedCallsReplayAndDifferentCallsDoNot) {
+  absl::StatusOr<Driver*> d = Driver::Get();
+  if (!d.ok()) GTEST_SKIP() << "no GPU here: " << d.status().message();
+  const char* dir = std::getenv("KILN_BUNDLE_DIR");
+  if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
+  // 200 x 136 x 3000: split-K tiles (a workspace); lda 3004 leaves A's rows off 16 bytes (the
+  // restrided copy, a scratch buffer).
+  const int64_t m = 200, n = 136, k = 3000, lda = 3004;
+  auto allocate = [](size_t bytes) {
+    absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(bytes);
+    EXPECT_TRUE(buf.ok()) << buf.status();
+    return *std::move(buf);
+  };
+  DeviceBuffer da = allocate(m * lda * 2), db = allocate(n * k * 2), dc = allocate(m * n * 2),
+               dc2 = allocate(m * n * 2);
+  const std::vector<uint16_t> b = examples::RandomNormal16(n * k, 41, false);
+  ASSERT_TRUE(db.CopyFromHost(b.data(), b.size() * 2).ok());
+  GemmRunner runner(dir);
+  // C (row-major) = alpha * A B^T with A's rows lda apart, checked from the host copies.
+  auto check = [&](const std::vector<uint16_t>& a, int64_t a_ld, const DeviceBuffer& c, float alpha,
+                   const std::string& what) {
+    std::vector<uint16_t> got(m * n);
+    ASSERT_TRUE(Synchronize().ok()) << what;
+    ASSERT_TRUE(c.CopyToHost(got.data(), got.size() * 2).ok()) << what;
+    double err2 = 0, ref2 = 0;
+    int64_t nans = 0;
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0;
+        for (int64_t kk = 0; kk < k; ++kk)
+          ref += double(examples::Bf16ToFloat(a[r * a_ld + kk])) * examples::Bf16ToFloat(b[j * k + kk]);
+        ref *= alpha;
+        const double y = examples::Bf16ToFloat(got[r * n + j]);
+        if (!std::isfinite(y)) ++nans;
+        err2 += (y - ref) * (y - ref), ref2 += ref * ref;
+      }
+    EXPECT_EQ(nans, 0) << what;
+    EXPECT_LT(std::sqrt(err2 / std::max(ref2, 1e-30)), 1e-2) << what;
+  };
+  auto run = [&](const std::vector<uint16_t>& a, int64_t a_ld, DeviceBuffer& c, float alpha,
+                 const std::string& what) {
+    ASSERT_TRUE(da.CopyFromHost(a.data(), a.size() * 2).ok());
+    ASSERT_TRUE(c.Fill(0xff).ok());  // NaN until written
+    GemmOptions o;
+    if (alpha != 1) o.epilogue = "scale";
+    absl::Status st = runner.Run({m, n, k}, o,
+                                 {.a = da.ptr(), .b = db.ptr(), .c = c.ptr(), .lda = a_ld,
+                                  .c_row_major = true, .alpha = alpha});
+    ASSERT_TRUE(st.ok()) << what << ": " << st;
+    check(a, a_ld, c, alpha, what);
+  };
+  for (int64_t a_ld : {k, lda}) {
+    const std::string at = absl::StrCat("lda ", a_ld, ": ");
+    run(examples::RandomNormal16(m * a_ld, 42, false), a_ld, dc, 1, at + "first call");
+    run(examples::RandomNormal16(m * a_ld, 43, false), a_ld, dc, 1, at + "the same call, new A");
+    run(examples::RandomNormal16(m * a_ld, 44, false), a_ld, dc, 1, at + "and again");
+    run(examples::RandomNormal16(m * a_ld, 45, false), a_ld, dc, 2, at + "alpha 2");
+    run(examples::RandomNormal16(m * a_ld, 46, false), a_ld, dc2, 1, at + "another C");
   }
 }
 

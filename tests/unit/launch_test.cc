@@ -3,6 +3,7 @@
 #include "kiln/runtime/launch.h"
 
 #include "gtest/gtest.h"
+#include "kiln/ops/op_device.h"
 
 namespace kiln::rt {
 namespace {
@@ -73,6 +74,23 @@ TEST(LaunchArgs, TensorsAndTables) {
             std::string::npos) << s;
   EXPECT_EQ(SymbolsOf(m, {Arg::I32(128), Arg::Tensor(0), Arg::Tensor(0), Arg::Schedule(), Arg::I32(64)}),
             (Symbols{{"K", 64}, {"M", 128}}));
+}
+
+// A runner's LaunchMemo repeats a call whose key matches byte for byte, so two calls that differ
+// anywhere must give two keys: strings carry their lengths, optionals whether they hold a value.
+TEST(LaunchMemoKey, FieldsNeverRunTogether) {
+  auto key = [](const std::string& a, const std::string& b) {
+    return CallKey().Add(a).Add(b).Take();
+  };
+  EXPECT_NE(key("ab", "c"), key("a", "bc"));
+  EXPECT_NE(key("", "x"), key("x", ""));
+  EXPECT_EQ(key("bf16", "f32"), key("bf16", "f32"));
+  auto flag = [](std::optional<bool> b) { return CallKey().Add(b).Take(); };
+  EXPECT_NE(flag(std::nullopt), flag(false));
+  EXPECT_NE(flag(false), flag(true));
+  EXPECT_NE(CallKey().Add(int64_t{1}).Add(int64_t{2}).Take(),
+            CallKey().Add(int64_t{2}).Add(int64_t{1}).Take());
+  EXPECT_NE(CallKey().Add(1.0f).Take(), CallKey().Add(2.0f).Take());
 }
 
 }  // namespace

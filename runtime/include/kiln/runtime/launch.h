@@ -41,7 +41,7 @@ class WatchdogRecord {
   static absl::StatusOr<std::shared_ptr<WatchdogRecord>> Attach(const Kernel& kernel,
                                                                 const Manifest& m);
   ~WatchdogRecord();
-  absl::Status Arm() const;           // before each launch: a clear record, the claim word free
+  absl::Status Arm() const;            // before each launch: a clear record, the claim word free
   std::optional<absl::Status> Take();  // the report, once, if a wait or an index check fired
 
   struct Registry {
@@ -59,6 +59,30 @@ class WatchdogRecord {
   cu::CUdeviceptr device_ = 0, record_global_ = 0, claim_global_ = 0;
 };
 
+class LoadedKernel;
+
+// A launch checked, its grid evaluated and its parameter block built (tensor maps encoded, tables
+// and workspaces in place): Launch() issues it again with one driver call, where the checks and
+// encodings cost several times the driver's own launch. The LoadedKernel it came from must outlive
+// it. Move-only (the block points into itself).
+class PreparedLaunch {
+ public:
+  PreparedLaunch(PreparedLaunch&&) = default;
+  PreparedLaunch& operator=(PreparedLaunch&&) = default;
+  // The same kernel, grid, stream and arguments as prepared (the debug mode's record armed first).
+  absl::Status Launch() const;
+
+ private:
+  friend class LoadedKernel;
+  PreparedLaunch() = default;
+  const LoadedKernel* kernel_ = nullptr;
+  LaunchConfig config_;
+  std::vector<Arg> args_;
+  std::vector<std::unique_ptr<cu::CUtensorMap>> maps_;
+  std::vector<uint64_t> device_words_;   // device addresses passed by value (copies, tables)
+  mutable std::vector<void*> pointers_;  // the driver's parameter block, into the three above
+};
+
 class LoadedKernel {
  public:
   static absl::StatusOr<LoadedKernel> Load(const Bundle& bundle);
@@ -72,11 +96,18 @@ class LoadedKernel {
                       std::source_location where = std::source_location::current()) const;
   // That grid, without launching.
   absl::StatusOr<Dim3> GridFor(const std::vector<Arg>& args) const;
+  // Launch's checks and parameter block on the grid rule's grid, without launching: a runner that
+  // repeats a call keeps it (the workspaces and tables it names are kept while this is loaded).
+  absl::StatusOr<PreparedLaunch> Prepare(
+      std::vector<Arg> args, cu::CUstream stream = nullptr,
+      std::source_location where = std::source_location::current()) const;
 
  private:
-  // The two launches and GridFor check the arguments once, then share these.
+  friend class PreparedLaunch;
+  // The launches, Prepare and GridFor check the arguments once, then share these.
   absl::StatusOr<Dim3> GridOfCheckedArgs(const std::vector<Arg>& args) const;
-  absl::Status LaunchCheckedArgs(Dim3 grid, std::vector<Arg> args, cu::CUstream stream) const;
+  absl::StatusOr<PreparedLaunch> PrepareCheckedArgs(Dim3 grid, std::vector<Arg> args,
+                                                    cu::CUstream stream) const;
   // A device copy of `bytes` (a tensor map passed by pointer), made once per
   // distinct content and kept while the kernel is loaded, so that a launch never frees memory
   // an earlier launch may still read.

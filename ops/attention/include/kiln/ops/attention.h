@@ -174,6 +174,7 @@ class AttentionRunner {
  private:
   LoadedKernels kernels_;
   ScratchBuffers scratch_;  // split-KV's parts; the backward's row workspace
+  LaunchMemo memo_;         // Run's and Backward's calls, repeated
 };
 
 }  // namespace kiln::rt

@@ -149,6 +149,7 @@ class GemmRunner {
   std::mutex mu_;
   std::optional<GemmTuneCache> tuned_;  // read at the first Run
   ScratchBuffers scratch_;
+  LaunchMemo memo_;  // Run's calls, repeated
 };
 
 }  // namespace kiln::rt
