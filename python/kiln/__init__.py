@@ -14,6 +14,7 @@ kiln's errors are kiln.Error, carrying kiln's message, which names the DSL line 
 
 import math as _math
 import os as _os
+import sys as _sys
 import warnings as _warnings
 
 from . import _kiln
@@ -58,15 +59,34 @@ __all__ = ["Error", "PartlyWrittenWarning", "bundle_dir", "set_bundle_dir", "loa
 _TORCH_TYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
 
 
+# The types of the torch.Tensor objects seen so far (torch.Tensor, nn.Parameter, a user's
+# subclass): the checks below ask each argument what it is several times a call, and a set's
+# lookup is what a small call can afford (docs/perf/2026-12-04-repeated-calls-replayed.md).
+_TENSOR_TYPES = set()
+
+
+def _torch_tensor(x):
+    """Whether x is a torch.Tensor (a subclass too); torch not imported yet: nothing is one."""
+    t = type(x)
+    if t in _TENSOR_TYPES:
+        return True
+    torch = _sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        _TENSOR_TYPES.add(t)
+        return True
+    return False
+
+
 def _is_torch(x):
-    return type(x).__module__.startswith("torch")
+    return type(x) in _TENSOR_TYPES or type(x).__module__.startswith("torch")
 
 
 def _is_numpy(x):
     """A NumPy array, its subclasses too (numpy.ma.MaskedArray, a user's); NumPy not imported
     yet: no array can be one."""
-    import sys
-    numpy = sys.modules.get("numpy")
+    if type(x) in _TENSOR_TYPES:
+        return False
+    numpy = _sys.modules.get("numpy")
     return numpy is not None and isinstance(x, numpy.ndarray)
 
 
@@ -75,12 +95,11 @@ def _stream(arrays):
     (torch's raw stream handle: building a torch.cuda.Stream costs more than a small kiln call's
     own work, docs/perf/2026-11-30-python-call-host-cost-2.md)."""
     for x in arrays:
-        if _is_torch(x) and x.is_cuda:
-            import torch
-            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if _torch_tensor(x) and x.is_cuda:
+            raw = getattr(_sys.modules["torch"]._C, "_cuda_getCurrentRawStream", None)
             if raw is not None:
                 return raw(x.get_device())
-            return torch.cuda.current_stream(x.device).cuda_stream
+            return _sys.modules["torch"].cuda.current_stream(x.device).cuda_stream
     return 0
 
 
@@ -122,7 +141,7 @@ def _r(x, writes=False):
     DLPack producer's host memory as NumPy takes it, its device memory as the capsule it hands out
     (_capsule_of)."""
     global _DL_TYPES
-    if x is None or not _is_torch(x) or not x.is_cuda:
+    if not (_torch_tensor(x) and x.is_cuda):
         if not writes and _is_numpy(x) and not x.flags.writeable:
             import numpy
             if any(st == 0 and n > 1 for st, n in zip(x.strides, x.shape)):  # a broadcast view:
@@ -207,6 +226,8 @@ def _require_arrays(call, *, numpy_or_torch=False, **arrays):
     a NumPy array); with numpy_or_torch, one of those two alone (the calls that read an array's
     strides and type through NumPy or torch)."""
     for name, x in arrays.items():
+        if _torch_tensor(x):  # (an array, with a shape; neither NumPy's types nor its byte order)
+            continue
         if hasattr(x, "__dlpack__") and not hasattr(x, "shape"):
             raise Error(f"{call}: {name} (a {type(x).__name__}) has __dlpack__ but no .shape, "
                         f"which kiln reads: numpy.from_dlpack({name}) or "
