@@ -1,5 +1,6 @@
 // The GEMM entry point's pieces that `kiln gemm` and `kiln tune` share: sizes and options from
 // the flags, one entry-point kernel run against cuBLAS.
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
@@ -112,11 +113,22 @@ absl::StatusOr<kiln::examples::GemmResult> RunEntryKernel(const std::string& nam
                                                           const kiln::rt::GemmSize& size, int split,
                                                           bool emulate, const ThroughRunner* via) {
   absl::StatusOr<Bundle> b = GetBundle(name);
-  if (!b.ok() && !Compiling() && absl::IsNotFound(b.status()))
+  if (!b.ok() && !Compiling() && absl::IsNotFound(b.status())) {
+    // GetBundle's message names the command that writes it; the build's own variants are listed
+    // only where this one is not among them (a build's bundles would not hold it either).
+    const size_t slash = name.rfind('/'),
+                 dot = name.find('.', slash == std::string::npos ? 0 : slash);
+    const std::string variant = dot == std::string::npos ? "" : name.substr(dot + 1);
+    const auto& built = kiln::examples::kBundledTileVariants;
+    const bool a_build_has_it =
+        variant.empty() || std::find(built.begin(), built.end(), variant) != built.end();
     return absl::NotFoundError(absl::StrCat(
-        b.status().message(), ": ", WhyNotCompiling(), "; write that variant's with `kiln bundle ",
-        name, "` where kiln has its compiler (the build bundles ",
-        absl::StrJoin(kiln::examples::kBundledTileVariants, ", "), ")"));
+        b.status().message(), " (", WhyNotCompiling(), ")",
+        a_build_has_it
+            ? ""
+            : absl::StrCat("; a build bundles these variants of the tile kernels alone: ",
+                           absl::StrJoin(built, ", "))));
+  }
   if (!b.ok()) return b.status();
   // One layout whatever the kernel: the reference indexes through strides, so it is told C is
   // column-major like the others, and A and B are as --layout says.
