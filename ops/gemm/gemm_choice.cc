@@ -333,6 +333,36 @@ std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability
   return c;
 }
 
+bool IsGemmCandidate(const GemmSize& s, int compute_capability, const std::string& kernel,
+                     int split) {
+  const int cc = compute_capability;
+  const GemmRules* rules = RulesFor(cc, nullptr);
+  bool any = false;  // whether GemmCandidates lists anything before its fallback
+  if (s.k % 8 == 0 && rules)
+    for (const Candidate& t : CandidatesOf(*rules))
+      for (int x : kSplits)
+        if (Weighed(t, s, x) && (t.weights->max_n == 0 || s.n <= t.weights->max_n)) {
+          if (kernel == t.kernel() && split == x) return true;
+          any = true;
+        }
+  if (s.k % 8 == 0 && cc == 90 && kernel == kPairsSharingB)
+    if (std::optional<GemmChoice> pairs = FewTilesLongK(s, GemmOptions{}, s.k % 64 == 0))
+      if (pairs->split == split) return true;
+  const bool skinny = s.k % 8 == 0 && cc >= 80 && s.m <= 64,
+             mma16 = s.k % 8 == 0 && cc == 90 && s.m <= 16,
+             wide = s.k % 8 == 0 && cc == 90 && s.m >= 3 && s.m <= 64;
+  if (split == 1) {
+    if (skinny && kernel == (cc == 90 ? "gemm/bf16_skinny_sm90" : "gemm/bf16_skinny")) return true;
+    if (mma16 && (kernel == kMma16Kernel || kernel == kTma16Kernel || kernel == kTma8Kernel))
+      return true;
+    if (wide && (kernel == kWide32Kernel || kernel == kWide64Kernel)) return true;
+  }
+  const bool pairs =
+      s.k % 8 == 0 && cc == 90 && FewTilesLongK(s, GemmOptions{}, s.k % 64 == 0).has_value();
+  return split == 1 && kernel == "gemm/bf16_strided" && !any && !pairs && !skinny && !mma16 &&
+         !wide;
+}
+
 GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptions& options,
                       const GemmTuneCache* tuned) {
   GemmChoice c = ChooseByRules(s, compute_capability, options, RulesFor(compute_capability, tuned));
@@ -358,10 +388,7 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
         }))
       best = nullptr;
   if (best) {
-    const std::vector<GemmChoice> can = GemmCandidates(s, compute_capability);
-    if (std::any_of(can.begin(), can.end(), [&](const GemmChoice& x) {
-          return x.kernel == best->kernel && x.split == best->split;
-        }))
+    if (IsGemmCandidate(s, compute_capability, best->kernel, best->split))
       c = {best->kernel,
            absl::StrCat("the fastest kiln tune measured at this size (", SplitName(best->split),
                         ")"),

@@ -3,9 +3,12 @@
 // written back keeps its records.
 #include "kiln/ops/gemm_table.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kiln/ops/gemm_choice.h"
@@ -34,6 +37,34 @@ TEST(GemmTable, BuiltInTablesParseAndWeighEveryTileKernel) {
 }
 
 // Each bad record is an error naming the table, the line and what is wrong.
+// The plan checks a tune table's pick with IsGemmCandidate, which must say what GemmCandidates
+// lists: every listed kernel and split, and nothing else, over sizes that reach each branch.
+TEST(GemmTable, IsGemmCandidateAgreesWithTheList) {
+  std::vector<std::string> names = {"gemm/bf16_strided", "gemm/bf16_skinny",
+                                    "gemm/bf16_skinny_sm90", "gemm/bf16_sm90_n128c2"};
+  for (const Sm90Tile& t : kSm90Tiles) names.push_back(t.kernel);
+  for (const char* k : kRegionKernels) names.push_back(k);
+  int listed = 0;
+  for (int cc : {80, 90, 100})
+    for (int64_t m : {1, 3, 16, 17, 64, 65, 128, 256, 4096})
+      for (int64_t n : {64, 2112, 4096, 28672})
+        for (int64_t k : {12, 64, 4096, 16384}) {
+          const GemmSize s{m, n, k};
+          const std::vector<GemmChoice> list = GemmCandidates(s, cc);
+          for (const std::string& name : names)
+            for (int split : {1, 0, 2, 3, 4, 8, 16}) {
+              const bool in_list = std::any_of(list.begin(), list.end(), [&](const GemmChoice& c) {
+                return c.kernel == name && c.split == split;
+              });
+              listed += in_list;
+              EXPECT_EQ(IsGemmCandidate(s, cc, name, split), in_list)
+                  << name << " split " << split << " at " << m << "x" << n << "x" << k << " sm_"
+                  << cc;
+            }
+        }
+  EXPECT_GT(listed, 1000);  // (the sizes reach the lists' kernels)
+}
+
 TEST(GemmTable, BadRecordsNameTheirLine) {
   const struct {
     std::string text, says;

@@ -74,6 +74,10 @@ std::string GemmVariantName(const std::string& base, const GemmOptions& options)
 
 // The kernels (tiles) and splits that can run a problem on this GPU, which `kiln tune` times.
 std::vector<GemmChoice> GemmCandidates(const GemmSize& size, int compute_capability);
+// Whether GemmCandidates lists `kernel` at `split`, without building the list (the plan asks it
+// at every call its tune table answers).
+bool IsGemmCandidate(const GemmSize& size, int compute_capability, const std::string& kernel,
+                     int split);
 
 // `compute_capability`: the GPU's (90 for an H100/H200), or the one to choose for. The rule reads
 // `tuned`'s records for the GPU where it has some, else the built-in table's
