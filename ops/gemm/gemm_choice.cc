@@ -307,60 +307,56 @@ std::string GemmVariantName(const std::string& base, const GemmOptions& o) {
                       o.scaling, o.epilogue.empty() ? "" : ".", o.epilogue);
 }
 
+namespace {
+
+// GemmCandidates' entries in its order, each given to `visit` (kernel, split, why) until it
+// returns true; whether one did. GemmCandidates lists them, IsGemmCandidate looks for one.
+template <typename Visit>
+bool VisitGemmCandidates(const GemmSize& s, int cc, Visit visit) {
+  bool any = false;
+  auto see = [&](const char* kernel, int split = 1, const std::string& why = "") {
+    any = true;
+    return visit(kernel, split, why);
+  };
+  if (s.k % 8 == 0) {
+    if (const GemmRules* rules = RulesFor(cc, nullptr))
+      for (const Candidate& t : CandidatesOf(*rules))
+        for (int split : kSplits)
+          if (Weighed(t, s, split) && (t.weights->max_n == 0 || s.n <= t.weights->max_n) &&
+              see(t.kernel(), split))
+            return true;
+    if (cc == 90)
+      if (std::optional<GemmChoice> pairs = FewTilesLongK(s, GemmOptions{}, s.k % 64 == 0))
+        if (see(pairs->kernel.c_str(), pairs->split, pairs->why)) return true;
+    if (cc >= 80 && s.m <= 64 && see(cc == 90 ? "gemm/bf16_skinny_sm90" : "gemm/bf16_skinny"))
+      return true;
+    if (cc == 90 && s.m <= 16)
+      for (const char* k : {kMma16Kernel, kTma16Kernel, kTma8Kernel})
+        if (see(k)) return true;
+    if (cc == 90 && s.m >= 3 && s.m <= 64)
+      for (const char* k : {kWide32Kernel, kWide64Kernel})
+        if (see(k)) return true;
+  }
+  return !any && visit("gemm/bf16_strided", 1, "");
+}
+
+}  // namespace
+
 std::vector<GemmChoice> GemmCandidates(const GemmSize& s, int compute_capability) {
   std::vector<GemmChoice> c;
-  const GemmRules* rules = RulesFor(compute_capability, nullptr);
-  if (s.k % 8 == 0 && rules)
-    for (const Candidate& t : CandidatesOf(*rules))
-      for (int split : kSplits)
-        if (Weighed(t, s, split) && (t.weights->max_n == 0 || s.n <= t.weights->max_n))
-          c.push_back({t.kernel(), "", split});
-  if (s.k % 8 == 0 && compute_capability == 90)
-    if (std::optional<GemmChoice> pairs = FewTilesLongK(s, GemmOptions{}, s.k % 64 == 0))
-      c.push_back(*pairs);
-  if (s.k % 8 == 0 && compute_capability >= 80 && s.m <= 64)
-    c.push_back({compute_capability == 90 ? "gemm/bf16_skinny_sm90" : "gemm/bf16_skinny", ""});
-  if (s.k % 8 == 0 && compute_capability == 90 && s.m <= 16) {
-    c.push_back({kMma16Kernel, ""});
-    c.push_back({kTma16Kernel, ""});
-    c.push_back({kTma8Kernel, ""});
-  }
-  if (s.k % 8 == 0 && compute_capability == 90 && s.m >= 3 && s.m <= 64) {
-    c.push_back({kWide32Kernel, ""});
-    c.push_back({kWide64Kernel, ""});
-  }
-  if (c.empty()) c.push_back({"gemm/bf16_strided", ""});
+  VisitGemmCandidates(s, compute_capability,
+                      [&](const char* kernel, int split, const std::string& why) {
+                        c.push_back({kernel, why, split});
+                        return false;
+                      });
   return c;
 }
 
 bool IsGemmCandidate(const GemmSize& s, int compute_capability, const std::string& kernel,
                      int split) {
-  const int cc = compute_capability;
-  const GemmRules* rules = RulesFor(cc, nullptr);
-  bool any = false;  // whether GemmCandidates lists anything before its fallback
-  if (s.k % 8 == 0 && rules)
-    for (const Candidate& t : CandidatesOf(*rules))
-      for (int x : kSplits)
-        if (Weighed(t, s, x) && (t.weights->max_n == 0 || s.n <= t.weights->max_n)) {
-          if (kernel == t.kernel() && split == x) return true;
-          any = true;
-        }
-  if (s.k % 8 == 0 && cc == 90 && kernel == kPairsSharingB)
-    if (std::optional<GemmChoice> pairs = FewTilesLongK(s, GemmOptions{}, s.k % 64 == 0))
-      if (pairs->split == split) return true;
-  const bool skinny = s.k % 8 == 0 && cc >= 80 && s.m <= 64,
-             mma16 = s.k % 8 == 0 && cc == 90 && s.m <= 16,
-             wide = s.k % 8 == 0 && cc == 90 && s.m >= 3 && s.m <= 64;
-  if (split == 1) {
-    if (skinny && kernel == (cc == 90 ? "gemm/bf16_skinny_sm90" : "gemm/bf16_skinny")) return true;
-    if (mma16 && (kernel == kMma16Kernel || kernel == kTma16Kernel || kernel == kTma8Kernel))
-      return true;
-    if (wide && (kernel == kWide32Kernel || kernel == kWide64Kernel)) return true;
-  }
-  const bool pairs =
-      s.k % 8 == 0 && cc == 90 && FewTilesLongK(s, GemmOptions{}, s.k % 64 == 0).has_value();
-  return split == 1 && kernel == "gemm/bf16_strided" && !any && !pairs && !skinny && !mma16 &&
-         !wide;
+  return VisitGemmCandidates(s, compute_capability, [&](const char* k, int x, const std::string&) {
+    return kernel == k && split == x;
+  });
 }
 
 GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptions& options,

@@ -453,6 +453,38 @@ void RunCase(const Case& c, const char* dir) {
   EXPECT_LT(rel, f32_out ? 1e-4 : 1e-2) << s.m << "x" << s.n << "x" << s.k << " " << c.options.epilogue;
 }
 
+// A device buffer of `bytes`; a failed allocation fails the test.
+DeviceBuffer Allocated(size_t bytes) {
+  absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(bytes);
+  EXPECT_TRUE(buf.ok()) << buf.status();
+  return buf.ok() ? *std::move(buf) : DeviceBuffer();
+}
+
+// C (m x n, row-major bf16) against fp64 alpha * A B^T, A m x k with rows lda apart and B n x k
+// (K-major): the norm-relative error and how many of C's elements are NaN or inf.
+struct Fp64Check {
+  double relative_error = 0;
+  int64_t not_finite = 0;
+};
+Fp64Check AgainstFp64(const std::vector<uint16_t>& a, int64_t lda, const std::vector<uint16_t>& b,
+                      const std::vector<uint16_t>& c, int64_t m, int64_t n, int64_t k,
+                      double alpha = 1) {
+  double err2 = 0, ref2 = 0;
+  Fp64Check r;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0;
+      for (int64_t kk = 0; kk < k; ++kk)
+        ref += double(examples::Bf16ToFloat(a[i * lda + kk])) * examples::Bf16ToFloat(b[j * k + kk]);
+      ref *= alpha;
+      const double y = examples::Bf16ToFloat(c[i * n + j]);
+      if (!std::isfinite(y)) ++r.not_finite;
+      err2 += (y - ref) * (y - ref), ref2 += ref * ref;
+    }
+  r.relative_error = std::sqrt(err2 / std::max(ref2, 1e-30));
+  return r;
+}
+
 // Programmatic dependent launch: the entry point's kernels start while the kernel before them in
 // the stream ends, and wait for it before they read. A chain of calls on one stream, each reading
 // the one before's output (x_{i+1} = x_i W_i^T, C row-major as the next A), checks that wait: each
@@ -463,21 +495,16 @@ TEST(GemmEntryPointGpu, ChainedCallsOnOneStreamReadTheCallBefore) {
   const char* dir = std::getenv("KILN_BUNDLE_DIR");
   if (!dir) GTEST_SKIP() << "set KILN_BUNDLE_DIR to a bundle directory to run the kernels";
   const int64_t m = 16, n = 2048, layers = 4;
-  auto allocate = [](size_t bytes) {
-    absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(bytes);
-    EXPECT_TRUE(buf.ok()) << buf.status();
-    return *std::move(buf);
-  };
   std::vector<std::vector<uint16_t>> w;
   std::vector<DeviceBuffer> dw, dx;
   for (int64_t i = 0; i < layers; ++i) {
     w.push_back(examples::RandomNormal16(n * n, 30 + i, false));
-    dw.push_back(allocate(n * n * 2));
+    dw.push_back(Allocated(n * n * 2));
     ASSERT_TRUE(dw.back().CopyFromHost(w.back().data(), n * n * 2).ok());
   }
   const std::vector<uint16_t> x0 = examples::RandomNormal16(m * n, 29, false);
   for (int64_t i = 0; i <= layers; ++i) {
-    dx.push_back(allocate(m * n * 2));
+    dx.push_back(Allocated(m * n * 2));
     ASSERT_TRUE((i == 0 ? dx[0].CopyFromHost(x0.data(), m * n * 2) : dx[i].Fill(0xff)).ok());  // NaN until written
   }
   GemmRunner runner(dir);
@@ -489,19 +516,9 @@ TEST(GemmEntryPointGpu, ChainedCallsOnOneStreamReadTheCallBefore) {
   std::vector<std::vector<uint16_t>> x(layers + 1, std::vector<uint16_t>(m * n));
   for (int64_t i = 0; i <= layers; ++i) ASSERT_TRUE(dx[i].CopyToHost(x[i].data(), m * n * 2).ok());
   for (int64_t i = 0; i < layers; ++i) {
-    double err2 = 0, ref2 = 0;
-    int64_t nans = 0;
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < n; ++j) {
-        double ref = 0;
-        for (int64_t kk = 0; kk < n; ++kk)
-          ref += double(examples::Bf16ToFloat(x[i][r * n + kk])) * examples::Bf16ToFloat(w[i][j * n + kk]);
-        const double y = examples::Bf16ToFloat(x[i + 1][r * n + j]);
-        if (!std::isfinite(y)) ++nans;
-        err2 += (y - ref) * (y - ref), ref2 += ref * ref;
-      }
-    EXPECT_EQ(nans, 0) << "layer " << i;
-    EXPECT_LT(std::sqrt(err2 / std::max(ref2, 1e-30)), 1e-2) << "layer " << i;
+    const Fp64Check c = AgainstFp64(x[i], n, w[i], x[i + 1], m, n, n);
+    EXPECT_EQ(c.not_finite, 0) << "layer " << i;
+    EXPECT_LT(c.relative_error, 1e-2) << "layer " << i;
   }
 }
 
@@ -516,13 +533,8 @@ TEST(GemmEntryPointGpu, RepeatedCallsReplayAndDifferentCallsDoNot) {
   // 200 x 136 x 3000: split-K tiles (a workspace); lda 3004 leaves A's rows off 16 bytes (the
   // restrided copy, a scratch buffer).
   const int64_t m = 200, n = 136, k = 3000, lda = 3004;
-  auto allocate = [](size_t bytes) {
-    absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(bytes);
-    EXPECT_TRUE(buf.ok()) << buf.status();
-    return *std::move(buf);
-  };
-  DeviceBuffer da = allocate(m * lda * 2), db = allocate(n * k * 2), dc = allocate(m * n * 2),
-               dc2 = allocate(m * n * 2);
+  DeviceBuffer da = Allocated(m * lda * 2), db = Allocated(n * k * 2), dc = Allocated(m * n * 2),
+               dc2 = Allocated(m * n * 2);
   const std::vector<uint16_t> b = examples::RandomNormal16(n * k, 41, false);
   ASSERT_TRUE(db.CopyFromHost(b.data(), b.size() * 2).ok());
   GemmRunner runner(dir);
@@ -532,20 +544,9 @@ TEST(GemmEntryPointGpu, RepeatedCallsReplayAndDifferentCallsDoNot) {
     std::vector<uint16_t> got(m * n);
     ASSERT_TRUE(Synchronize().ok()) << what;
     ASSERT_TRUE(c.CopyToHost(got.data(), got.size() * 2).ok()) << what;
-    double err2 = 0, ref2 = 0;
-    int64_t nans = 0;
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < n; ++j) {
-        double ref = 0;
-        for (int64_t kk = 0; kk < k; ++kk)
-          ref += double(examples::Bf16ToFloat(a[r * a_ld + kk])) * examples::Bf16ToFloat(b[j * k + kk]);
-        ref *= alpha;
-        const double y = examples::Bf16ToFloat(got[r * n + j]);
-        if (!std::isfinite(y)) ++nans;
-        err2 += (y - ref) * (y - ref), ref2 += ref * ref;
-      }
-    EXPECT_EQ(nans, 0) << what;
-    EXPECT_LT(std::sqrt(err2 / std::max(ref2, 1e-30)), 1e-2) << what;
+    const Fp64Check r = AgainstFp64(a, a_ld, b, got, m, n, k, alpha);
+    EXPECT_EQ(r.not_finite, 0) << what;
+    EXPECT_LT(r.relative_error, 1e-2) << what;
   };
   auto run = [&](const std::vector<uint16_t>& a, int64_t a_ld, DeviceBuffer& c, float alpha,
                  const std::string& what) {

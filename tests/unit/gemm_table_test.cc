@@ -38,7 +38,8 @@ TEST(GemmTable, BuiltInTablesParseAndWeighEveryTileKernel) {
 
 // Each bad record is an error naming the table, the line and what is wrong.
 // The plan checks a tune table's pick with IsGemmCandidate, which must say what GemmCandidates
-// lists: every listed kernel and split, and nothing else, over sizes that reach each branch.
+// lists (both walk one generator, stopping at the first match): every listed kernel and split,
+// and nothing else, over sizes that reach each branch; and a few answers by name.
 TEST(GemmTable, IsGemmCandidateAgreesWithTheList) {
   std::vector<std::string> names = {"gemm/bf16_strided", "gemm/bf16_skinny",
                                     "gemm/bf16_skinny_sm90", "gemm/bf16_sm90_n128c2"};
@@ -63,6 +64,12 @@ TEST(GemmTable, IsGemmCandidateAgreesWithTheList) {
             }
         }
   EXPECT_GT(listed, 1000);  // (the sizes reach the lists' kernels)
+  EXPECT_TRUE(IsGemmCandidate({4096, 4096, 4096}, 90, "gemm/bf16_sm90_n128", 1));
+  EXPECT_FALSE(IsGemmCandidate({4096, 4096, 4096}, 90, "gemm/bf16_skinny_sm90", 1));
+  EXPECT_TRUE(IsGemmCandidate({16, 4096, 4096}, 90, "gemm/bf16_mma16_sm90", 1));
+  EXPECT_FALSE(IsGemmCandidate({16, 4096, 4096}, 90, "gemm/bf16_mma16_sm90", 2));
+  EXPECT_TRUE(IsGemmCandidate({64, 64, 12}, 90, "gemm/bf16_strided", 1));  // K % 8: strided alone
+  EXPECT_FALSE(IsGemmCandidate({64, 64, 64}, 90, "gemm/bf16_strided", 1));
 }
 
 TEST(GemmTable, BadRecordsNameTheirLine) {

@@ -111,14 +111,12 @@ class GpuOpDevice : public OpDevice {
   absl::StatusOr<uint64_t> Scratch(int which, size_t bytes) override {
     return scratch_(which, bytes);
   }
-  // From here on, each launch is also kept, prepared, in `into`.
-  void Record(LaunchMemo::Launches* into) { record_ = into; }
 
  private:
   LoadedKernels& kernels_;
   cu::CUstream stream_;
   ScratchFn scratch_;
-  LaunchMemo::Launches* record_ = nullptr;
+  LaunchMemo::Launches* record_ = nullptr;  // RunRemembered's: where run's launches are kept
 };
 
 }  // namespace kiln::rt
