@@ -313,6 +313,11 @@ def fp8_quantize():
         print(f"quantize_e4m3 {m}x{k}: bytes differing from torch's at rounding ties: "
               f"{float((q.view(torch.uint8) != want.view(torch.uint8)).float().mean()):.2e}")
         report(f"quantize_e4m3 {m}x{k} bytes differing but at ties", off_ties(q, want, y), 0)
+        if m % 7 == 0:  # x (7, M/7, K): the same bytes and scales in x's leading dimensions
+            q3, s3 = kiln.quantize_e4m3(x.view(7, m // 7, k))
+            report(f"quantize_e4m3 (7, {m // 7}, {k}) against the 2-D call's",
+                   float((q3.reshape(m, k).view(torch.uint8) != q.view(torch.uint8)).float().mean())
+                   + float((s3.reshape(m, kb) != s).float().mean()), 0)
         if m >= 4096:
             y, qb = torch.empty_like(x), q.view(torch.uint8)
             kernel = kiln.load(kiln.bundle_dir(), "ops/quantize_e4m3")
@@ -836,7 +841,9 @@ def torch_ops_8bit():
     xg8, sxg = ops.quantize_e4m3(xg)
     per_expert = [ops.quantize_e4m3_blocks(wg[g]) for g in range(e)]
     wg8, swg = torch.stack([q for q, _ in per_expert]), torch.stack([s for _, s in per_expert])
-    cases = [(ops.quantize_e4m3.default, (a16,)), (ops.quantize_e4m3_blocks.default, (w16,)),
+    cases = [(ops.quantize_e4m3.default, (a16,)),
+             (ops.quantize_e4m3.default, (a16.view(2, 100, 512),)),  # a (batch, tokens, K) input
+             (ops.quantize_e4m3_blocks.default, (w16,)),
              (ops.quantize_e4m3_blocks_t.default, (w16,)),
              (ops.gemm_fp8.default, (a8, w8.t(), sa, sw)),
              (ops.gemm_fp8.default, (a8, w8.t(), one, one)),

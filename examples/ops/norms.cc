@@ -3,7 +3,9 @@
 //   rmsnorm:   y = x * rsqrt(mean(x^2) + eps) * w
 //   layernorm: y = (x - mean) * rsqrt(mean((x - mean)^2) + eps) * w + b
 // LayerNorm takes the variance around the mean in a second pass over the registers (not
-// E[x^2] - mean^2, which cancels badly when the mean is large).
+// E[x^2] - mean^2, which cancels badly when the mean is large), and the mean as the sum of each
+// element over the length: a row of elements near f32's largest sums within range (its plain sum
+// overflows to inf and the row to NaN, where torch's running mean gives the row's 0 + b).
 #include "examples/ops/row_kernel.h"
 #include "examples/registry.h"
 
@@ -36,7 +38,9 @@ absl::StatusOr<KernelDef> BuildNorm(bool layer, Scalar type) {
         RowRegs v = LoadRow(row_of(x, r), r, cols, 0.0);
         std::vector<Value> d = v.x, sq;
         if (layer) {
-          Value mean = GroupReduce(k, SumOf(v.x), Reduce::kSum, r.threads) * inv_n;
+          std::vector<Value> scaled;
+          for (const Value& xi : v.x) scaled.push_back(xi * inv_n);
+          Value mean = GroupReduce(k, SumOf(scaled), Reduce::kSum, r.threads);
           for (size_t i = 0; i < d.size(); ++i)  // lanes past the end must add 0 to the variance
             d[i] = Select(v.In(i), v.x[i] - mean, 0.0f);
         }
@@ -60,8 +64,9 @@ absl::StatusOr<KernelDef> BuildNorm(bool layer, Scalar type) {
         Regs acc = k.Registers(Type::Of(f32), 2);
         Value mean = k.F32(0);
         if (layer) {
-          ForEachColumn(k, r, cols, [&](Value c) { acc[0] += k.Load(xr + c).To(f32); });
-          mean = GroupReduce(k, acc[0], Reduce::kSum, r.threads) * inv_n;
+          ForEachColumn(k, r, cols,
+                        [&](Value c) { acc[0] = Fma(k.Load(xr + c).To(f32), inv_n, acc[0]); });
+          mean = GroupReduce(k, acc[0], Reduce::kSum, r.threads);
         }
         ForEachColumn(k, r, cols, [&](Value c) {
           Value v = k.Load(xr + c).To(f32) - mean;

@@ -1099,15 +1099,23 @@ def _scale_array(call, name, scale, like):
 
 
 def quantize_e4m3(x):
-    """x (M, K) to e4m3 with one f32 scale per 1 x 128 of each row (the group's largest magnitude
-    to 448), as kiln.gemm's blockwise a takes it: (q, scales), q (M, K) float8_e4m3fn and scales
-    (M, ceil(K/128)) with M contiguous. CUDA: x bf16 (ops/quantize_e4m3). Host: f32 rounded to
-    bf16, run on the emulator; q is then a uint8 array of e4m3 bytes. K a multiple of 16."""
+    """x (..., K) to e4m3 with one f32 scale per 1 x 128 of each row (the group's largest magnitude
+    to 448), as kiln.gemm's blockwise a takes it: (q, scales), q (..., K) float8_e4m3fn and scales
+    (..., ceil(K/128)), the rows contiguous (for a 2-D x: (M, ceil(K/128)) with M contiguous; a
+    3-D x's fold into M as kiln.gemm folds a). CUDA: x bf16 (ops/quantize_e4m3). Host: f32 rounded
+    to bf16, run on the emulator; q is then a uint8 array of e4m3 bytes. K a multiple of 16."""
     _require_arrays("kiln.quantize_e4m3", numpy_or_torch=True, x=x)
-    _require(len(x.shape) == 2 and x.shape[1] % 16 == 0,
-             f"kiln.quantize_e4m3: x must be (M, K) with K a multiple of 16, not {tuple(x.shape)}")
-    m, k = x.shape
+    _require(len(x.shape) >= 1 and x.shape[-1] % 16 == 0,
+             f"kiln.quantize_e4m3: x must be (..., K) with K a multiple of 16, not {tuple(x.shape)}")
+    lead, k = tuple(x.shape[:-1]), x.shape[-1]
+    m = 1
+    for d in lead:
+        m *= d
     kb = -(-k // 128)
+
+    def unfold(q, scales):  # (M, K) and (M, kb) back to x's leading dimensions (views)
+        return q.reshape(lead + (k,)), scales.reshape(lead + (kb,))
+
     if _is_torch(x):
         import torch
         _require(x.dtype == torch.bfloat16 and x.is_cuda and x.is_contiguous(),
@@ -1115,16 +1123,16 @@ def quantize_e4m3(x):
         q = torch.empty((m, k), dtype=torch.uint8, device=x.device)
         scales = torch.empty((kb, m), dtype=torch.float32, device=x.device).t()
         if m * k:  # (no element: no launch)
-            _loaded("kiln.quantize_e4m3", "ops/quantize_e4m3")(x, q, scales, m, k)
-        return q.view(torch.float8_e4m3fn), scales
+            _loaded("kiln.quantize_e4m3", "ops/quantize_e4m3")(x.view(m, k), q, scales, m, k)
+        return unfold(q.view(torch.float8_e4m3fn), scales)
     import numpy
     _require_dtypes("kiln.quantize_e4m3", [("x", x)], ("float32",), ("bfloat16",))
-    x16 = _bf16_bits(x)
+    x16 = _bf16_bits(numpy.reshape(x, (m, k)))
     q = numpy.zeros((m, k), numpy.uint8)
     scales = numpy.zeros((kb, m), numpy.float32)
     if m * k:
         _loaded("kiln.quantize_e4m3", "ops/quantize_e4m3")(x16, q, scales, m, k)
-    return q, scales.T
+    return unfold(q, scales.T)
 
 
 def quantize_e4m3_blocks(w, *, transpose=False):

@@ -212,25 +212,33 @@ def _(a, b, scale_a, scale_b, bias=None, residual=None, activation="", out_dtype
     return a.new_empty(tuple(a.shape[:-1]) + (b.shape[1],), dtype=_TYPES[out_dtype or "bf16"])
 
 
-def _check_quantizable(x: torch.Tensor, op: str) -> None:
-    torch._check(x.dim() == 2 and x.shape[1] % 16 == 0,
-                 lambda: f"kiln::{op}: x must be (rows, K) with K a multiple of 16")
+def _check_quantizable(x: torch.Tensor, op: str, rows_fold: bool = False) -> None:
+    if rows_fold:
+        torch._check(x.dim() >= 1 and x.shape[-1] % 16 == 0,
+                     lambda: f"kiln::{op}: x must be (..., K) with K a multiple of 16")
+    else:
+        torch._check(x.dim() == 2 and x.shape[1] % 16 == 0,
+                     lambda: f"kiln::{op}: x must be (rows, K) with K a multiple of 16")
     torch._check(x.dtype == torch.bfloat16, lambda: f"kiln::{op}: x must be bf16")
 
 
 @torch.library.custom_op("kiln::quantize_e4m3", mutates_args=())
 def quantize_e4m3(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """x (M, K) bf16 to (q, scales): e4m3 with one f32 scale per 1 x 128 of a row, scales (M,
-    ceil(K/128)) with M contiguous (kiln.quantize_e4m3)."""
+    """x (..., K) bf16 to (q, scales): e4m3 with one f32 scale per 1 x 128 of a row, scales (...,
+    ceil(K/128)) with the rows contiguous (kiln.quantize_e4m3)."""
     return kiln.quantize_e4m3(x)
 
 
 @quantize_e4m3.register_fake
 def _(x):
-    _check_quantizable(x, "quantize_e4m3")
-    m, k = x.shape
-    return (x.new_empty((m, k), dtype=torch.float8_e4m3fn),
-            x.new_empty((-(-k // 128), m), dtype=torch.float32).t())
+    _check_quantizable(x, "quantize_e4m3", rows_fold=True)
+    lead, k = tuple(x.shape[:-1]), x.shape[-1]
+    m = 1
+    for d in lead:
+        m *= d
+    kb = -(-k // 128)
+    return (x.new_empty(lead + (k,), dtype=torch.float8_e4m3fn),
+            x.new_empty((kb, m), dtype=torch.float32).t().reshape(lead + (kb,)))
 
 
 @torch.library.custom_op("kiln::quantize_e4m3_blocks", mutates_args=())

@@ -89,6 +89,18 @@ class RowOps(unittest.TestCase):
         self.assertTrue(np.isfinite(y).all())
         np.testing.assert_allclose(y, np.sign(x), rtol=1e-5)
 
+    def test_layer_norm_of_values_near_the_largest(self):
+        # A row of 3e38 summed plainly overflows f32 (its mean inf, the row NaN); torch's running
+        # mean gives 0 + b. In the registers' layouts (300 columns) and the loop's (3001).
+        for cols in (300, 3001):
+            x = np.full((2, cols), 3e38, np.float32)
+            x[1] = -x[1]
+            x[1, ::2] = -1e38  # a mean of -2e38, deviations of 1e38: their squares overflow too
+            b = np.random.default_rng(14).standard_normal(cols).astype(np.float32)
+            y = kiln.layer_norm(x, None, b, eps=1e-5)
+            self.assertTrue(np.isfinite(y).all(), cols)
+            np.testing.assert_allclose(y, np.broadcast_to(b, y.shape), rtol=1e-6, err_msg=str(cols))
+
     def test_softmax_far_from_zero(self):
         # Logits far from 0: e^(x - max) must be exact at x = max (an fma of x * log2(e) with the
         # rounded max * log2(e) was off by up to a factor 2 here), in the registers' layouts and
@@ -622,6 +634,14 @@ class GemmFp8(unittest.TestCase):
             one = kiln.gemm(q[3], w8.T, scale_a=row_scales, scale_b=sw)
             self.assertEqual(one.shape, (self.N,))
             np.testing.assert_array_equal(one, product[3])
+        # A linear layer's (batch, tokens, K) input: q and scales keep its leading dimensions,
+        # the same bytes and factors as the 2-D call's, and kiln.gemm folds both as it folds a.
+        q3, s3 = kiln.quantize_e4m3(x.reshape(2, self.M // 2, self.K))  # (M is even)
+        self.assertEqual((q3.shape, s3.shape), ((2, self.M // 2, self.K), (2, self.M // 2, kb)))
+        np.testing.assert_array_equal(q3.reshape(self.M, self.K), q)
+        np.testing.assert_array_equal(s3.reshape(self.M, kb), s)
+        np.testing.assert_array_equal(
+            kiln.gemm(q3, w8.T, scale_a=s3, scale_b=sw).reshape(self.M, self.N), product)
 
     def test_quantize_groups_of_tiny_values(self):
         # A group whose largest magnitude is subnormal (its zeros once came out as e4m3's NaN, 0
