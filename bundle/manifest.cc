@@ -585,6 +585,20 @@ bool Manifest::GridIsEmpty(const Symbols& symbols) const {
   return false;
 }
 
+bool Manifest::TablesAreEmpty(const Symbols& symbols) const {
+  auto reads_zero = [&](const GridExpr& g) {
+    const std::vector<std::string> names = g.SymbolNames();
+    return std::all_of(names.begin(), names.end(),
+                       [&](const std::string& n) { return symbols.contains(n); }) &&
+           g.NoSizeBelowZero(symbols).ok() && g.Value(symbols, 1) == 0;
+  };
+  for (const ParamSpec& p : params)
+    if (p.kind == ParamSpec::Kind::kScheduleTable &&
+        (reads_zero(p.schedule.tiles_m) || reads_zero(p.schedule.tiles_n)))
+      return true;
+  return false;
+}
+
 std::string BundleStem(const std::string& kernel_name) {
   std::string stem = kernel_name;
   std::replace(stem.begin(), stem.end(), '/', '.');

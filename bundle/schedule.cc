@@ -191,6 +191,15 @@ absl::StatusOr<WorkTable> WorkSchedule(int64_t tiles_m, int64_t tiles_n, int64_t
 
 absl::StatusOr<WorkTable> BuildScheduleTable(const ScheduleTableParam& t, const Symbols& symbols) {
   const int64_t tiles_m = t.tiles_m.Value(symbols, 0), tiles_n = t.tiles_n.Value(symbols, 0);
+  // Said in the rules' terms (the sizes they read), before the table's own shape checks.
+  if (tiles_m <= 0 || tiles_n <= 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "its tiles, ", t.tiles_m.ToString(), " by ", t.tiles_n.ToString(), ", come to ", tiles_m,
+        " by ", tiles_n, ": a table needs at least one tile each way (a size of 0?)"));
+  if (t.work() && t.k_tiles.Value(symbols, 0) <= 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "its k-tiles, ", t.k_tiles.ToString(), ", come to ", t.k_tiles.Value(symbols, 0),
+        ": each tile needs at least one (a K of 0 has no product to accumulate here)"));
   if (t.split.empty()) {
     absl::StatusOr<std::vector<int32_t>> tiles =
         HilbertSchedule(tiles_m, tiles_n, t.groups, t.slots);

@@ -39,6 +39,17 @@ absl::StatusOr<Layout> LayoutOf(const GroupedGemmProblem& p) {
   return l;
 }
 
+// The entry point's size, options and kernel for the problem (LayoutOf's checks, then the plan's).
+absl::StatusOr<std::string> PlanOf(const GroupedGemmProblem& p, rt::GroupedGemmSize* size) {
+  if (p.tokens.empty())
+    return absl::InvalidArgumentError("kiln grouped-gemm: no groups (--tokens)");
+  absl::StatusOr<Layout> layout = LayoutOf(p);
+  if (!layout.ok()) return layout.status();
+  *size = {.rows = layout->rows, .n = p.n, .k = p.k, .groups = static_cast<int>(p.tokens.size())};
+  return rt::ChooseGroupedKernel(*size,
+                                 {.layout = p.layout, .in_type = p.in_type, .kernel = p.kernel});
+}
+
 using RunOn = std::function<absl::Status(const rt::GroupedGemmSize&, const rt::GroupedGemmOptions&,
                                          const rt::GroupedGemmOperands&)>;
 
@@ -46,18 +57,15 @@ absl::StatusOr<GroupedGemmResult> Check(const HarnessMemory& mem, const RunOn& r
                                         const GroupedGemmProblem& p, uint64_t seed,
                                         rt::GroupedGemmOperands* kept = nullptr,
                                         rt::GroupedGemmSize* kept_size = nullptr) {
-  if (p.tokens.empty())
-    return absl::InvalidArgumentError("kiln grouped-gemm: no groups (--tokens)");
-  absl::StatusOr<Layout> layout = LayoutOf(p);
-  if (!layout.ok()) return layout.status();
+  // The entry point's checks first: the inputs below assume sizes it takes.
+  rt::GroupedGemmSize size;
+  absl::StatusOr<std::string> kernel = PlanOf(p, &size);
+  if (!kernel.ok()) return kernel.status();
+  const absl::StatusOr<Layout> layout = LayoutOf(p);
   const int64_t E = p.tokens.size(), R = layout->rows, N = p.n, K = p.k;
   const bool masked = p.layout == rt::GroupedLayout::kMasked;
-  // The entry point's checks first: the inputs below assume sizes it takes.
-  const rt::GroupedGemmSize size{.rows = R, .n = N, .k = K, .groups = static_cast<int>(E)};
   const rt::GroupedGemmOptions options{
       .layout = p.layout, .in_type = p.in_type, .kernel = p.kernel};
-  absl::StatusOr<std::string> kernel = rt::ChooseGroupedKernel(size, options);
-  if (!kernel.ok()) return kernel.status();
   // The inputs' bytes and the values the reference multiplies: bf16, or e4m3 with x's scales per
   // 1 x 128 (M-contiguous) and w's per 128 x 128 of each expert (row-major), as the operands take.
   const bool fp8 = p.in_type == "e4m3";
@@ -157,6 +165,11 @@ absl::StatusOr<GroupedGemmResult> Check(const HarnessMemory& mem, const RunOn& r
 }
 
 }  // namespace
+
+absl::Status CheckGroupedGemmProblem(const GroupedGemmProblem& p) {
+  rt::GroupedGemmSize size;
+  return PlanOf(p, &size).status();
+}
 
 absl::StatusOr<GroupedGemmResult> RunGroupedGemmGpu(rt::GemmRunner& runner,
                                                     const GroupedGemmProblem& p, int iters,

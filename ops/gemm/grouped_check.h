@@ -40,6 +40,10 @@ struct GroupedGemmResult {
   double ms = 0, tflops = 0, weights_gbps = 0;
 };
 
+// What a launch of the problem would refuse (its groups' tokens, sizes, layout and kernel), said
+// before any memory is allocated: `kiln grouped-gemm` takes it as a usage error.
+absl::Status CheckGroupedGemmProblem(const GroupedGemmProblem& p);
+
 absl::StatusOr<GroupedGemmResult> RunGroupedGemmGpu(rt::GemmRunner& runner,
                                                     const GroupedGemmProblem& p, int iters,
                                                     uint64_t seed);

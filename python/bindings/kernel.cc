@@ -216,9 +216,12 @@ class LoadedBundle {
     }
     std::optional<rt::Dim3> g;
     if (grid) g = rt::Dim3{std::get<0>(*grid), std::get<1>(*grid), std::get<2>(*grid)};
-    // An empty problem launches nothing, as Triton's launcher does: grid= with a 0, or a rule
-    // reading a size of 0 (n/256 with n = 0). The arguments are still held to the signature.
-    if (g ? g->x == 0 || g->y == 0 || g->z == 0 : m.GridIsEmpty(rt::SymbolsOf(m, launch))) {
+    // An empty problem launches nothing, as Triton's launcher does: grid= with a 0, a rule
+    // reading a size of 0 (n/256 with n = 0), or a schedule table of no tiles (a GEMM's M or N of
+    // 0). The arguments are still held to the signature.
+    const rt::Symbols symbols = rt::SymbolsOf(m, launch);
+    if ((g ? g->x == 0 || g->y == 0 || g->z == 0 : m.GridIsEmpty(symbols)) ||
+        m.TablesAreEmpty(symbols)) {
       ThrowIfError(rt::CheckArgs(m, launch));
       return {};
     }

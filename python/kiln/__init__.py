@@ -512,11 +512,12 @@ def softmax(x, dim=-1, *, out=None):
 
 
 def _eps(call, eps):
-    """eps as a number: finite and at least 0 (a negative one makes a row's root NaN)."""
+    """eps as a number: finite and at least 0 (a negative one makes a row's root NaN), and one the
+    kernels' f32 holds (past 3.4e38 it is inf, every row 0; a tiny one is 0, not what was given)."""
     eps = _number(call, "eps", eps)
     _require(_math.isfinite(eps) and eps >= 0,
              lambda: f"{call}: eps must be a finite number >= 0, not {eps}")
-    return eps
+    return _in_f32(call, "eps", eps)
 
 
 def rms_norm(x, weight=None, eps=1e-6, *, out=None):
@@ -910,8 +911,8 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
         else:
             _require(sizes.size == 0 or ((sizes >= 0).all() and (numpy.diff(sizes) >= 0).all() and
                                          sizes[-1] <= x.shape[0]),
-                     f"kiln.grouped_gemm: offsets must not decrease and end at most at the "
-                     f"{x.shape[0]} rows of x; got {sizes.tolist()[:8]}")
+                     f"kiln.grouped_gemm: offsets must be 0 or more, not decrease, and end at "
+                     f"most at the {x.shape[0]} rows of x; got {sizes.tolist()[:8]}")
     shape = tuple(x.shape[:-1]) + (w.shape[1],)
     if out is None:
         out = _empty(x, shape, "bf16")

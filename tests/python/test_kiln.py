@@ -89,6 +89,15 @@ class RowOps(unittest.TestCase):
         self.assertTrue(np.isfinite(y).all())
         np.testing.assert_allclose(y, np.sign(x), rtol=1e-5)
 
+    def test_eps_the_kernels_f32_cannot_hold_is_refused(self):
+        # An eps past f32's range (every row 0) or below its smallest (0 where eps was asked for).
+        x = np.random.default_rng(15).standard_normal((2, 8)).astype(np.float32)
+        for norm in (kiln.rms_norm, kiln.layer_norm):
+            for eps in (1e39, 1e-50):
+                with self.assertRaisesRegex(kiln.Error, "eps .*: the kernels take it as f32"):
+                    norm(x, eps=eps)
+            self.assertTrue(np.isfinite(norm(x, eps=0.0)).all())
+
     def test_layer_norm_of_values_near_the_largest(self):
         # A row of 3e38 summed plainly overflows f32 (its mean inf, the row NaN); torch's running
         # mean gives 0 + b. In the registers' layouts (300 columns) and the loop's (3001).
@@ -1573,6 +1582,16 @@ class Load(unittest.TestCase):
         self.assertEqual(y.tolist(), [7.0] * 8)
         with self.assertRaisesRegex(kiln.Error, "does not fit its i32|must be an int"):
             saxpy(x, y, 2.0, "0")  # the arguments are held to the signature all the same
+        # A GEMM's work table of no tiles (M = 0) likewise; one of no k-tiles (K = 0, whose C
+        # the kernel would have to write) is refused in its rule's terms (both had read as the
+        # table builder's "bad Hilbert schedule shape").
+        gemm = kiln.load(BUNDLES, "gemm/bf16_sm90_m64n32")
+        a, b, c = (np.zeros(shape, np.uint16) for shape in ((64, 128), (32, 128), (32, 64)))
+        c[:] = 7
+        self.assertEqual(gemm(0, 32, 128, c, a, b, a, 1), None)
+        self.assertEqual(int(c.min()), 7)
+        with self.assertRaisesRegex(kiln.Error, r"its k-tiles, K/64, come to 0"):
+            gemm(64, 32, 0, c, a, b, a, 1)
 
     def test_a_bundle_written_again_is_read_again(self):
         # `kiln bundle` run again while the process lives: the next kiln.load reads the new files
@@ -2081,7 +2100,8 @@ class EmptyAndWrongInputs(unittest.TestCase):
                  "block_table's pages in use must lie in [0, 4)"),
                 (lambda: kiln.decode_attention(q, dense, dense, [10]),
                  "seq_lens must be a torch tensor or a NumPy array, not list"),
-                (lambda: kiln.grouped_gemm(x, w, np.int32([3, 1])), "offsets must not decrease"),
+                (lambda: kiln.grouped_gemm(x, w, np.int32([3, 1])), "offsets must be 0 or more, not decrease"),
+                (lambda: kiln.grouped_gemm(x, w, np.int32([-1, 3])), "offsets must be 0 or more"),
                 (lambda: kiln.grouped_gemm(x, w, np.int32([2, 40])), "end at most at the 4 rows"),
                 (lambda: kiln.grouped_gemm(x.reshape(2, 2, 16), w, counts=np.int32([9, 1])),
                  "counts must be at most the capacity C = 2, not 9")]:

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -299,6 +300,15 @@ std::string BundleDir() {
 std::string BundleDirHint() {
   std::error_code ec;
   if (std::filesystem::is_directory(BundleDir(), ec)) return "";
+  // Said as where the directory came from: a --bundles or KILN_BUNDLE_DIR given names a
+  // directory that is not there; else kiln looked next to itself.
+  const char* env = std::getenv("KILN_BUNDLE_DIR");
+  const std::string from = !absl::GetFlag(FLAGS_bundles).empty() ? "--bundles "
+                           : env && *env                         ? "KILN_BUNDLE_DIR="
+                                                                 : "";
+  if (!from.empty())
+    return absl::StrCat(" (no bundle directory ", BundleDir(), ": ", from, BundleDir(),
+                        " names no directory; a full build's bundles/ is such as build/bundles)");
   return absl::StrCat(" (no bundle directory ", BundleDir(),
                       ": give --bundles DIR, a full build's bundles/ such as build/bundles, or set "
                       "KILN_BUNDLE_DIR)");
@@ -515,6 +525,13 @@ absl::StatusOr<std::vector<kiln::rt::GemmSize>> ParseSizes(const std::string& te
     if (!ok)
       return absl::InvalidArgumentError(absl::StrCat("bad size '", item, "' in --sizes ", text,
                                                      " (S or MxNxK, comma-separated)"));
+    // The kernels take M, N and K as 32-bit integers: refused here, before any plan is printed
+    // from a size cut to 32 bits.
+    for (size_t i = 0; i < p.size(); ++i)
+      if (v[i] > INT32_MAX)
+        return absl::InvalidArgumentError(absl::StrCat("size '", item, "' in --sizes: M, N and K ",
+                                                       "must fit in 32 bits (at most ", INT32_MAX,
+                                                       ")"));
     sizes.push_back(p.size() == 1 ? kiln::rt::GemmSize{v[0], v[0], v[0]}
                                   : kiln::rt::GemmSize{v[0], v[1], v[2]});
   }

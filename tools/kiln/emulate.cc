@@ -31,7 +31,7 @@ int Emulate(const std::vector<std::string>& args) {
     return 2;
   }
   absl::StatusOr<std::vector<uint64_t>> seeds = ScheduleSeeds();
-  if (!seeds.ok()) return Fail(seeds.status());
+  if (!seeds.ok()) return FailUsage(seeds.status());
   absl::StatusOr<Bundle> b = GetBundle(args[0]);
   if (!b.ok()) return Fail(b.status());
 #ifdef KILN_HAVE_COMPILER

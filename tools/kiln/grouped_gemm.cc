@@ -85,6 +85,8 @@ int GroupedGemm() {
                                              .capacity = absl::GetFlag(FLAGS_capacity),
                                              .in_type = absl::GetFlag(FLAGS_dtype),
                                              .kernel = absl::GetFlag(FLAGS_kernel)};
+  // Sizes, tokens and kernels no grouped GEMM takes are usage errors too (exit 2).
+  if (absl::Status st = kiln::examples::CheckGroupedGemmProblem(p); !st.ok()) return FailUsage(st);
   const std::function<const Bundle*(const std::string&)> bundle_of = BundlesOnce();
   absl::StatusOr<kiln::examples::GroupedGemmResult> r;
   if (emulate) {

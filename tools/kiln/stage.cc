@@ -16,7 +16,8 @@ int Stage(const std::string& stage_name, const std::vector<std::string>& args) {
     std::cerr << "kiln " << stage_name << ": "
               << (args.empty() ? std::string("name a kernel (kiln list names them)")
                                : "one kernel at a time, not " + std::to_string(args.size()))
-              << "\nusage: kiln " << stage_name << " NAME\n";
+              << "\nusage: kiln " << stage_name << " NAME"
+              << (stage_name == "ptx" ? " [--lines]" : "") << "\n";
     return 2;
   }
   if (absl::GetFlag(FLAGS_lines) && stage_name != "ptx")

@@ -161,6 +161,9 @@ struct Manifest {
   // Whether a grid rule reads a size of 0 (every symbol given, none below 0), so the problem is
   // empty: a user's call launches nothing then (GridFor refuses it, for kiln's own launches).
   bool GridIsEmpty(const Symbols& symbols) const;
+  // Whether a schedule table's rule of row or column tiles reads a size of 0 (M or N of a GEMM):
+  // no tile to schedule, so a user's call launches nothing then (the table's builder refuses it).
+  bool TablesAreEmpty(const Symbols& symbols) const;
   // Dynamic shared memory of a launch: the plan plus the extra rule.
   int64_t SmemBytes(const Symbols& symbols) const;
   // The same, or why the launch cannot have it, naming the rule's line: a size of the rule below
