@@ -38,9 +38,11 @@ absl::StatusOr<KernelDef> BuildNorm(bool layer, Scalar type) {
         RowRegs v = LoadRow(row_of(x, r), r, cols, 0.0);
         std::vector<Value> d = v.x, sq;
         if (layer) {
-          std::vector<Value> scaled;
-          for (const Value& xi : v.x) scaled.push_back(xi * inv_n);
-          Value mean = GroupReduce(k, SumOf(scaled), Reduce::kSum, r.threads);
+          // Two chains of fused multiply-adds: as many instructions as a sum's adds and one
+          // product (docs/perf/2026-12-04-row-ops-edge-cases.md).
+          Value part[2] = {v.x[0] * inv_n, v.x.size() > 1 ? v.x[1] * inv_n : k.F32(0)};
+          for (size_t i = 2; i < v.x.size(); ++i) part[i % 2] = Fma(v.x[i], inv_n, part[i % 2]);
+          Value mean = GroupReduce(k, part[0] + part[1], Reduce::kSum, r.threads);
           for (size_t i = 0; i < d.size(); ++i)  // lanes past the end must add 0 to the variance
             d[i] = Select(v.In(i), v.x[i] - mean, 0.0f);
         }
