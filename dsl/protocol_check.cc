@@ -448,6 +448,23 @@ std::vector<std::string> ArrivalFindings(const KernelState& s) {
             ", which neither complete a phase each nor add up to ", want));
     }
   }
+  // Barriers waited on that no Init sets up, or that no site arrives on (the loop above sees only
+  // arrays with arrivals): the first wait never sees a phase it can count on, or none completes.
+  std::map<int, const KernelState::WaitRecord*> first_wait;
+  for (const KernelState::WaitRecord& w : s.waits)
+    if (w.array >= 0) first_wait.emplace(w.array, &w);
+  for (const auto& [array, w] : first_wait) {
+    if (!inits.count(array))
+      findings.push_back(absl::StrCat(LocString(w->loc),
+                                      ": this waits on an mbarrier that no Init sets up (the "
+                                      "array's barriers are never initialised: bar.Init(count))"));
+    else if (!arrivals.count(array))
+      findings.push_back(absl::StrCat(
+          LocString(inits.at(array).front()->loc),
+          ": nothing arrives on this mbarrier (no Arrive, ArriveExpectTx, remote arrive or "
+          "tcgen05.commit names its array), yet ",
+          LocString(w->loc), " waits on it: its phases never complete"));
+  }
   return findings;
 }
 

@@ -976,6 +976,9 @@ class Cta {
       return n;
     }
   };
+  // A TMA load whose mbarrier (at `offset`, of `cta`: "" or " of cluster CTA N") is not
+  // initialised when it completes: the load's lines, and what orders an init before it.
+  absl::Status NoBarrierForLoad(const AsyncLoad& op, uint64_t offset, const std::string& cta) const;
   // Shared bytes written through the generic proxy and not yet fenced for the async proxy:
   // the writing thread + 1 (0: clean), and each thread's unfenced ranges.
   std::vector<int32_t> generic_writer_;

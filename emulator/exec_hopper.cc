@@ -573,24 +573,29 @@ absl::Status Cta::CompleteAsync(size_t index) {
     Cta* peer = cluster_->ctas[rank];
     auto pit = peer->mbarriers_.find(op.mbarrier & kOffsetMask);
     if (pit == peer->mbarriers_.end())
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: a TMA load completes on shared offset %d of cluster CTA %d, "
-                          "which holds no initialised mbarrier",
-                          kernel_, op.mbarrier & kOffsetMask, rank));
+      return NoBarrierForLoad(op, op.mbarrier & kOffsetMask,
+                              absl::StrCat(" of cluster CTA ", rank));
     pit->second.tx -= bytes;
     pit->second.copy_phase = pit->second.completed, pit->second.copy_by = op.issued_by;
     return peer->MbarrierComplete(op.mbarrier & kOffsetMask);
   }
   op.mbarrier &= kOffsetMask;
   auto it = mbarriers_.find(op.mbarrier);
-  if (it == mbarriers_.end())
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: a TMA load completes on shared offset %d, which holds no "
-                        "initialised mbarrier",
-                        kernel_, op.mbarrier));
+  if (it == mbarriers_.end()) return NoBarrierForLoad(op, op.mbarrier, "");
   it->second.tx -= bytes;  // the whole box counts, zero fill included
   it->second.copy_phase = it->second.completed, it->second.copy_by = op.issued_by;
   return MbarrierComplete(op.mbarrier);
+}
+
+absl::Status Cta::NoBarrierForLoad(const AsyncLoad& op, uint64_t offset,
+                                   const std::string& cta) const {
+  const std::string dsl = m_.DslLine(*op.issued_by);
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s%s: PTX line %d (%s): a TMA load completes on shared offset %d%s, which holds no "
+      "initialised mbarrier: its mbarrier.init has not run yet there, or nothing orders it before "
+      "the load (a SyncThreads after the Inits; where a peer's load lands in this CTA or completes "
+      "on its barrier, a ClusterSync after them in every CTA of the cluster)",
+      dsl.empty() ? "" : dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text, offset, cta));
 }
 
 absl::Status Cta::CheckCopiesWaitedForAtExit() const {

@@ -1077,6 +1077,44 @@ TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
             std::string::npos) << conjunction->findings()[0];
 }
 
+// A barrier waited on that nothing arrives on (a ring's consumers that never release), or that no
+// Init sets up: findings at the Init and at the wait (a new user's trial found neither said; the
+// arrival check saw only arrays with arrival sites).
+TEST(Hopper, BarriersWaitedOnWithoutArrivalsOrInitAreStaticFindings) {
+  int init_line = 0, wait_line = 0;
+  auto build = [&](bool init, bool arrive) {
+    Kernel k("test/no_arrivals", sm90a(), {128});
+    Barriers full = k.SmemBarriers(1), empty = k.SmemBarriers(1);
+    Value tid = k.ThreadIdx();
+    k.If(tid == 0, [&] {
+      full[0].Init(128);
+      if (init) { empty[0].Init(128); init_line = __LINE__; }
+    });
+    k.SyncThreads();
+    full[0].Arrive();
+    full[0].Wait(0);
+    if (arrive) empty[0].Arrive();
+    empty[0].Wait(1); wait_line = __LINE__;
+    return k.Build();
+  };
+  absl::StatusOr<KernelDef> fine = build(true, true);
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_TRUE(fine->findings().empty()) << fine->findings().front();
+  absl::StatusOr<KernelDef> silent = build(true, false);
+  ASSERT_TRUE(silent.ok()) << silent.status();
+  ASSERT_EQ(silent->findings().size(), 1u);
+  EXPECT_EQ(silent->findings()[0].rfind(Here(init_line), 0), 0u) << silent->findings()[0];
+  EXPECT_NE(silent->findings()[0].find(": nothing arrives on this mbarrier"), std::string::npos);
+  EXPECT_NE(silent->findings()[0].find(absl::StrCat("dsl_test.cc:", wait_line, " waits on it")),
+            std::string::npos)
+      << silent->findings()[0];
+  absl::StatusOr<KernelDef> uninit = build(false, true);
+  ASSERT_TRUE(uninit.ok()) << uninit.status();
+  ASSERT_EQ(uninit->findings().size(), 1u);
+  EXPECT_EQ(uninit->findings()[0].rfind(Here(wait_line), 0), 0u) << uninit->findings()[0];
+  EXPECT_NE(uninit->findings()[0].find("no Init sets up"), std::string::npos) << uninit->findings()[0];
+}
+
 // Arrivals that are a multiple of the count: each site (or one site's threads) completes a phase,
 // so one round completes several and a waiter that counts one a round falls behind. A finding
 // unless the Init states the phases a round; sites in exclusive branches or in different loops

@@ -1498,6 +1498,40 @@ $L__end:
       << s.status();
 }
 
+// A TMA load that completes on a barrier no mbarrier.init set up (a cluster's Inits not yet run
+// in the CTA a peer's multicast lands in, in a new user's trial): the load's PTX line, and what
+// orders an init before a load (the message had named neither).
+TEST(Emulator, ALoadOnABarrierNeverInitialisedNamesTheLoad) {
+  rt::Bundle b = OneMapKernel("test/proxy", "in", 1024);
+  b.ptx = absl::StrCat(OneMapKernelStart(), R"(	setp.ne.s32 %p1, %r1, 0;
+	@%p1 bra $L__end;
+	mov.b64 %rd1, emu_param_0;
+	cvta.param.u64 %rd2, %rd1;
+	mov.b32 %r5, 0;
+	mbarrier.init.shared.b64 [%r2+520], 1;
+	cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {%r5}], [%r2+512];
+	mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r2+520], 0;
+	mbarrier.arrive.shared.b64 %rd3, [%r2+520];
+$L__wait:
+	mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r2+520], 0;
+	@!%p2 bra $L__wait;
+$L__end:
+	ret;
+}
+)");
+  Device d;
+  uint64_t src = *d.Allocate(128);
+  absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Tensor(src, {32}, {})}, {.seed = 0});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("PTX line 20 (cp.async.bulk.tensor.1d"), std::string::npos)
+      << s.status();
+  EXPECT_NE(s.status().message().find("a TMA load completes on shared offset 512, which holds no "
+                                      "initialised mbarrier: its mbarrier.init has not run yet"),
+            std::string::npos)
+      << s.status();
+  EXPECT_NE(s.status().message().find("a ClusterSync after them"), std::string::npos) << s.status();
+}
+
 // A TMA load that no thread waits for, still in flight when the block's threads have all exited
 // (a producer's load past the last stage a consumer waits for), is an error.
 TEST(Emulator, ATmaLoadInFlightAtExitIsAnError) {
