@@ -226,6 +226,12 @@ struct Thread {
   int barrier = -1;
   uint64_t mbarrier = 0;        // kMbarrier: the shared offset it waits on
   int try_wait_timed_out = -1;  // the try_wait (pc) that last returned false unfinished, or -1
+  // The latest mbarrier wait it passed on a barrier's latest phase, that barrier (shared offset),
+  // and the arrival that completed the phase: a TMA load it issues next was let go by that
+  // arrival (a producer's stage released), which a load landing on a stage still read names.
+  const ptx::Instr* passed_wait = nullptr;
+  const ptx::Instr* passed_on = nullptr;
+  uint64_t passed_barrier = 0;
   std::map<uint64_t, int64_t> next_phase;  // per mbarrier: the phase this thread waits for next
   int64_t cluster_phase = -1;              // the barrier.cluster phase it arrived in
   InFlightRegs in_flight_regs;
@@ -709,9 +715,10 @@ class Cta {
   absl::Status ClusterBarrier(Thread& t, const Instr& in);
   // One arrival, expecting `tx` more bytes, on the mbarrier at `offset` of this CTA (from a
   // peer's remote arrive, or a commit); `fail` words an error for the instruction behind it.
+  // (`by`: the arriving instruction, where one of this cluster's threads ran it.)
   absl::Status ArriveOn(uint64_t offset, int64_t tx,
                         const std::function<absl::Status(const std::string&)>& fail,
-                        const WarpClock& released = {});
+                        const WarpClock& released = {}, const Instr* by = nullptr);
   std::vector<std::vector<uint64_t>> StMatrix(const std::vector<Thread*>& lanes, const Instr& in,
                                               absl::Status* s);
   absl::Status Tcgen05(Thread& t, const Instr& in);
@@ -959,6 +966,10 @@ class Cta {
     // thread waits for is a load no one reads (checked at exit).
     int64_t copy_phase = -1;
     const Instr* copy_by = nullptr;
+    // The latest arrival in the phase in progress, and the one that completed the latest phase
+    // (null where that was no instruction's arrival this CTA ran: a commit, say).
+    const Instr* last_arrival = nullptr;
+    const Instr* completed_by = nullptr;
   };
   std::map<uint64_t, MbarrierState> mbarriers_;   // by shared offset
   std::map<uint64_t, const Instr*> invalidated_;  // mbarriers ended by mbarrier.inval, and where
@@ -970,6 +981,10 @@ class Cta {
     uint64_t dst = 0, mbarrier = 0;
     const Instr* issued_by = nullptr;
     int64_t phase = -1;  // of its mbarrier (this CTA's), the one in progress at issue
+    // The wait its issuing thread last passed (on another barrier) and the arrival that let it
+    // pass: where the stage was released, if the load lands on one still read.
+    const Instr* after_wait = nullptr;
+    const Instr* released_by = nullptr;
     uint64_t Bytes() const {
       uint64_t n = rt::TmaElementBytes(map->spec.dtype);
       for (uint32_t b : map->spec.box) n *= b;
@@ -979,6 +994,8 @@ class Cta {
   // A TMA load whose mbarrier (at `offset`, of `cta`: "" or " of cluster CTA N") is not
   // initialised when it completes: the load's lines, and what orders an init before it.
   absl::Status NoBarrierForLoad(const AsyncLoad& op, uint64_t offset, const std::string& cta) const;
+  // Keeps, with a load `t` issues, the wait it last passed and the arrival that let it pass.
+  void NoteRelease(const Thread& t, uint64_t load_barrier, AsyncLoad& load) const;
   // Shared bytes written through the generic proxy and not yet fenced for the async proxy:
   // the writing thread + 1 (0: clean), and each thread's unfenced ranges.
   std::vector<int32_t> generic_writer_;

@@ -25,7 +25,7 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
     ++t.pc;
     return (*peer)->ArriveOn(
         off & kOffsetMask, tx, [&](const std::string& what) { return Fail(t, in, what); },
-        in.Has("relaxed") ? WarpClock{} : Released(t.linear / 32));
+        in.Has("relaxed") ? WarpClock{} : Released(t.linear / 32), &in);
   }
   if (absl::StatusOr<uint8_t*> p = Memory(t, in, Space::kShared, off, 8); !p.ok())
     return p.status();
@@ -72,6 +72,7 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
       if (!in.Has("relaxed")) JoinClock(b.clocks.open, Released(t.linear / 32));
       if (in.ops[0].kind == Operand::Kind::kReg)
         Write(t, in.ops[0], static_cast<uint64_t>(b.phase));
+      b.last_arrival = &in;
     }
     ++t.pc;
     return MbarrierComplete(off);
@@ -115,6 +116,10 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
       Acquire(t.linear / 32, b.clocks.done);  // the phase's arrivals happen before what follows
     }
     if (done) next = meant + 1, t.try_wait_timed_out = -1;  // (test_wait's true as try_wait's)
+    if (done) {  // the arrival that completed it, where the phase is the latest one
+      t.passed_wait = &in, t.passed_barrier = off;
+      t.passed_on = b.completed == meant + 1 ? b.completed_by : nullptr;
+    }
     if (!done && kind == "test_wait") {
       // A test_wait never blocks: a thread that polls it yields, and without a seed the copies
       // in flight may land now, as time passing would let them.
@@ -219,6 +224,8 @@ absl::Status Cta::MbarrierComplete(uint64_t offset) {
   b.phase ^= 1;
   ++b.completed;
   b.pending = b.expected;
+  b.completed_by = b.last_arrival;
+  b.last_arrival = nullptr;
   b.clocks.Complete();
   for (Thread& w : threads_)
     if (w.state == Thread::State::kMbarrier && w.mbarrier == offset)
@@ -289,6 +296,7 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
       const bool own = (bar >> 24) == static_cast<uint64_t>(rank_);
       pending_.push_back(
           {*map, coords, smem, bar, &in, own && b != mbarriers_.end() ? b->second.completed : -1});
+      NoteRelease(t, bar, pending_.back());
       return absl::OkStatus();
     }
     // The box lands at the same offset in every CTA of the mask, each completing on its own
@@ -299,6 +307,7 @@ absl::Status Cta::Bulk(Thread& t, const Instr& in) {
       absl::StatusOr<Cta*> peer = Peer(t, in, r);
       if (!peer.ok()) return peer.status();
       (*peer)->pending_.push_back({*map, coords, smem, r << 24 | (bar & kOffsetMask), &in});
+      NoteRelease(t, bar, (*peer)->pending_.back());
     }
     return absl::OkStatus();
   }
@@ -485,12 +494,21 @@ absl::Status Cta::CompleteAsync(size_t index) {
     bool committed = true;  // an op still in its warpgroup's open group was never committed
     for (const auto& [group, wg] : warpgroups_)
       for (const WgmmaOp& open : wg.open) committed &= &open != w;
+    // Where it was released: the arrival that let the load's thread past its last wait.
+    const std::string released =
+        op.released_by && op.after_wait
+            ? absl::StrCat(" (released by the arrival at ", Where(*op.released_by),
+                           ", on which the load's thread passed its wait at ",
+                           Where(*op.after_wait),
+                           ": that arrival must come after the wgmma's wait_group)")
+            : "";
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s%s: PTX line %d (%s): a TMA load lands on shared bytes %d..%d, which the wgmma at "
         "PTX line %d%s still reads (until its wgmma.wait_group): the stage was released to the "
-        "producer too early%s",
+        "producer too early%s%s",
         load_dsl.empty() ? "" : load_dsl + ": ", kernel_, op.issued_by->line, op.issued_by->text,
         op.dst, op.dst + op.Bytes() - 1, w->line, mma_dsl.empty() ? "" : " (" + mma_dsl + ")",
+        released,
         committed ? ""
                   : "; that wgmma is in no committed group (a wgmma.commit_group missing before "
                     "the wait_group that should cover it?)"));
@@ -585,6 +603,12 @@ absl::Status Cta::CompleteAsync(size_t index) {
   it->second.tx -= bytes;  // the whole box counts, zero fill included
   it->second.copy_phase = it->second.completed, it->second.copy_by = op.issued_by;
   return MbarrierComplete(op.mbarrier);
+}
+
+void Cta::NoteRelease(const Thread& t, uint64_t load_barrier, AsyncLoad& load) const {
+  // (A wait on the load's own barrier is its previous fill's, not the stage's release.)
+  if (!t.passed_wait || t.passed_barrier == (load_barrier & kOffsetMask)) return;
+  load.after_wait = t.passed_wait, load.released_by = t.passed_on;
 }
 
 absl::Status Cta::NoBarrierForLoad(const AsyncLoad& op, uint64_t offset,
@@ -969,12 +993,13 @@ absl::StatusOr<Cta*> Cta::Peer(const Thread& t, const Instr& in, uint64_t rank) 
 
 absl::Status Cta::ArriveOn(uint64_t offset, int64_t tx,
                            const std::function<absl::Status(const std::string&)>& fail,
-                           const WarpClock& released) {
+                           const WarpClock& released, const Instr* by) {
   auto it = mbarriers_.find(offset);
   if (it == mbarriers_.end())
     return fail(absl::StrFormat(
         "the mbarrier at shared offset %d of cluster CTA %d was never initialised", offset, rank_));
   it->second.tx += tx;
+  it->second.last_arrival = by;
   JoinClock(it->second.clocks.open, released);
   if (--it->second.pending < 0)
     return fail(absl::StrFormat(

@@ -84,7 +84,8 @@ const std::vector<Mutation>& Mutations() {
        {128, 128, 1024}},
       // hopper/k11, k13: clusters, multicast, setmaxnreg, TMA-store epilogues.
       {"k13-early-release", "hopper/k13", "wgmma.wait_group 2 where 1 keeps the released stage safe",
-       {{"wgmma.wait_group.sync.aligned \t1;", "wgmma.wait_group.sync.aligned 2;"}}, "released to the producer too early",
+       {{"wgmma.wait_group.sync.aligned \t1;", "wgmma.wait_group.sync.aligned 2;"}},
+       "released to the producer too early (released by the arrival at PTX line",
        {256, 256, 1024}},
       {"k128-early-release", "gemm/bf16_k128n32_sm90", "wgmma.wait_group 2 where 1 keeps the released stage safe",
        {{"wgmma.wait_group.sync.aligned \t1;", "wgmma.wait_group.sync.aligned 2;"}}, "released to the producer too early",
@@ -309,6 +310,7 @@ TEST_P(Planted, IsCaughtWithItsClass) {
       const size_t end = at == std::string::npos ? at : m.find_first_not_of("0123456789", m.find(':', at) + 1);
       std::cout << "| " << mu.id << " | " << mu.kernel << " | " << mu.bug << " | " << mu.expect << " | seed " << seed
                 << " | " << (at == std::string::npos ? "-" : m.substr(at, end - at)) << " |\n";
+      if (getenv("KILN_PRINT_REPORTS")) std::cout << "  " << mu.id << ": " << m << "\n";
       if (mu.expect == "the first wrong element") {  // the place the report names, in full
         EXPECT_NE(m.find("written by block"), std::string::npos) << m;
         if (!IsRowOp(mu.kernel))
