@@ -317,7 +317,8 @@ std::string Manifest::Serialize() const {
   absl::StrAppend(&out, "cluster ", cluster.x, " ", cluster.y, " ", cluster.z, "\n");
   absl::StrAppend(&out, "smem ", smem_bytes, "\n");
   absl::StrAppend(&out, "grid ", grid[0].ToString(), " ", grid[1].ToString(), " ",
-                  grid[2].ToString(), "\n");
+                  grid[2].ToString(), grid_source.empty() ? "" : " " + SourceWord(grid_source),
+                  "\n");
   for (const ParamSpec& p : params) {
     absl::StrAppend(&out, "param ", p.name, " ");
     switch (p.kind) {
@@ -408,13 +409,14 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
         return ParseError(line_no, "bad dims");
     } else if (key == "smem" && want(1)) {
       if (!num(1, &m.smem_bytes)) return ParseError(line_no, "bad smem size");
-    } else if (key == "grid" && want(3)) {
+    } else if (key == "grid" && (want(3) || want(4))) {  // (the rule's line, where recorded)
       seen_grid = true;
       for (int i = 0; i < 3; ++i) {
         absl::StatusOr<GridExpr> g = GridExpr::Parse(w[i + 1]);
         if (!g.ok()) return ParseError(line_no, g.status().message());
         m.grid[i] = *g;
       }
+      if (want(4)) m.grid_source = SourceOfWord(w[4]);
     } else if (key == "param" && want(3) && w[2] == "ptr") {
       static const std::set<std::string> kElems = {"bf16", "f16", "f32", "e4m3", "e5m2",
                                                    "i1",   "i16", "i32", "i64"};

@@ -673,6 +673,7 @@ void Kernel::Grid(const std::string& x, const std::string& y, const std::string&
     if (!g.ok()) return;
     Live(state_).manifest.grid[i] = *g;
   }
+  Live(state_).manifest.grid_source = LocString(loc);
 }
 
 void Kernel::RequireMultiple(const std::string& name, int64_t multiple, Loc loc) {

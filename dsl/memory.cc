@@ -96,10 +96,17 @@ Value RegRef::Load(Loc loc) const {
         if (array == array_) return &where;
       return nullptr;
     };
-    const Loc* by = in_flight(s.wgmma_open);
+    // A wgmma of the open group was never committed: no wait_group covers it, however deep.
+    const Loc* open = in_flight(s.wgmma_open);
+    const Loc* by = open;
     for (const auto& g : s.wgmma_groups)
       if (!by) by = in_flight(g);
-    if (by)
+    if (open)
+      s.Fail(absl::StrCat("reads a wgmma accumulator that the wgmma at ", LocString(*open),
+                          " may still write: that wgmma is in no committed group (a WgmmaCommit "
+                          "missing after it?), so no WgmmaWait completes it"),
+             loc);
+    else if (by)
       s.Fail(absl::StrCat("reads a wgmma accumulator that the wgmma at ", LocString(*by),
                           " may still write: an accumulator read before the wgmma.wait_group that "
                           "completes it"),

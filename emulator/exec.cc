@@ -1383,12 +1383,21 @@ absl::Status Cta::Deadlock() const {
       why = absl::StrFormat(": arrivals missing (%d)", b.pending);
     // No arrival at all in the phase waited for: the classic wrong parity, a first wait (a
     // producer's for a free stage) on a phase whose arrivals come only after it.
-    if (b.pending == b.expected && b.tx == 0)
+    // On a barrier that has completed phases before, the arrivers stopped short (a producer's
+    // loop of fewer rounds than its consumers', or arrivals left out): the other parity is no fix.
+    if (b.pending == b.expected && b.tx == 0 && b.completed == 0)
       why += absl::StrFormat(
           "; no thread has arrived in this phase yet: if its arrivals come only after this wait "
-          "(a producer's first wait for a free stage), wait for the phase before it instead "
-          "(parity %d), which counts as complete on a fresh mbarrier",
+          "(a producer's first wait for a free stage, not a consumer's for a filled one), wait "
+          "for the phase before it instead (parity %d), which counts as complete on a fresh "
+          "mbarrier",
           1 - b.phase);
+    else if (b.pending == b.expected && b.tx == 0)
+      why += absl::StrFormat(
+          "; no thread has arrived in this phase yet, after %d phases completed: the threads "
+          "that arrive on it stopped before this wait's round (a loop of fewer rounds, or an "
+          "arrival left out of a branch)",
+          b.completed);
     const bool one = waiters.first == 1;
     who.push_back(absl::StrFormat(
         "%d thread%s on the mbarrier at shared offset %d for its phase of parity %d "

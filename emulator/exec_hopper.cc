@@ -107,9 +107,13 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
           t, in,
           absl::StrFormat(
               "this thread waits for phase %d (parity %d) of the mbarrier at shared offset %d, "
-              "which has completed %d phases: it fell two phases behind (nothing holds the "
-              "other threads until it has waited: give it an arrival, or a barrier)%s",
-              meant, parity, off, b.completed, gave_up));
+              "which has completed %d phases: it fell two phases behind (its arrivers ran two "
+              "phases ahead: nothing holds them until this thread has waited, such as a "
+              "barrier they wait on that this thread arrives on after its wait, or they "
+              "arrive more often a round than the barrier's count; the arrival that completed "
+              "the latest phase: %s)%s",
+              meant, parity, off, b.completed,
+              b.completed_by ? Where(*b.completed_by) : "not an instruction's", gave_up));
     const bool done = b.completed > meant;
     if (done) {
       Synced(t, in);

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
@@ -42,11 +43,15 @@ std::vector<PartlyWritten> PartlyWrittenArgs(const Device& device, const rt::Man
       p.message = absl::StrFormat(
           "%s: %s: the array of parameter '%s' was written in part: %d of its %d bytes%s, the "
           "first one left as it was at byte %d. The launch ran %dx%dx%d CTAs of %dx%dx%d "
-          "threads: if the kernel should write all of it, its grid rule or its bounds cover too "
-          "little",
+          "threads: if the kernel should write all of it, its grid rule%s or its bounds cover "
+          "too little",
           m.source, m.name, name, p.written, p.bytes,
           whole ? "" : " (to the next argument's address or its allocation's end)",
-          p.first_unwritten, grid.x, grid.y, grid.z, m.block.x, m.block.y, m.block.z);
+          p.first_unwritten, grid.x, grid.y, grid.z, m.block.x, m.block.y, m.block.z,
+          m.grid_source.empty()
+              ? ""
+              : absl::StrCat(" (", m.grid_source, ": ", m.grid[0].ToString(), ", ",
+                             m.grid[1].ToString(), ", ", m.grid[2].ToString(), ")"));
       out.push_back(std::move(p));
     }
   }

@@ -747,6 +747,21 @@ TEST(Hopper, AccumulatorReadBeforeItsWaitNamesBothLines) {
     EXPECT_NE(bad.status().message().find("an accumulator read before the wgmma.wait_group that completes it"),
               std::string::npos);
   }
+  // Its commit left out, a wait is there but covers no group of it: said as the commit missing.
+  Kernel k("test/acc_uncommitted", sm90a(), {128});
+  Value out = k.PtrParam("out", f32);
+  SmemTile a = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B), b = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+  WgmmaAccumulator s = k.WgmmaAcc(64);
+  k.WgmmaFence();
+  k.Wgmma(s, {.a = a, .b = b, .accumulate = false});
+  k.WgmmaWait(0);
+  k.Store(out + k.ThreadIdx(), s[0]);
+  absl::StatusOr<KernelDef> uncommitted = k.Build();
+  ASSERT_FALSE(uncommitted.ok());
+  EXPECT_NE(uncommitted.status().message().find("that wgmma is in no committed group (a WgmmaCommit missing after "
+                                                "it?), so no WgmmaWait completes it"),
+            std::string::npos)
+      << uncommitted.status();
 }
 
 // A register read through the conversion to Value (`Value v = acc[i]`, the docs' idiom) is

@@ -432,6 +432,16 @@ DONE:
               "of its 256 bytes, the first one left as it was at byte 160. The launch ran 1x1x1 "
               "CTAs of 64x1x1 threads: if the kernel should write all of it, its grid rule or its "
               "bounds cover too little");
+    {  // a bundle that records its grid rule's line names it (Kernel::Grid)
+      rt::Bundle named = b;
+      named.manifest.grid_source = "emulator_test.cc:7";
+      absl::StatusOr<Stats> s = Launch(d, named, {1, 1, 1}, {rt::Arg::Ptr(out), rt::Arg::I32(40)});
+      ASSERT_TRUE(s.ok()) << s.status();
+      ASSERT_EQ(s->partly_written.size(), 1u);
+      EXPECT_NE(s->partly_written[0].message.find("its grid rule (emulator_test.cc:7: 1, 1, 1) or its bounds"),
+                std::string::npos)
+          << s->partly_written[0].message;
+    }
     EXPECT_TRUE(run(64).empty());
     EXPECT_TRUE(run(0).empty());  // nothing written: not an output of this launch
     part = run(20);
@@ -1466,6 +1476,36 @@ $L__end:
               std::string::npos)
         << s.status();
   }
+}
+
+// A wait for a later phase that no thread arrives in (the arrivers' loop ran fewer rounds): the
+// deadlock report says the arrivals stopped, not that the parity is wrong (the other parity
+// would only pass a phase already waited for).
+TEST(Emulator, AWaitPastTheLastArrivalsRoundSaysTheArrivalsStopped) {
+  rt::Bundle b = OneMapKernel("test/proxy", "in", 1024);
+  b.ptx = absl::StrCat(OneMapKernelStart(), R"(	setp.ne.s32 %p1, %r1, 0;
+	@%p1 bra $L__end;
+	mbarrier.init.shared.b64 [%r2+512], 1;
+	mbarrier.arrive.shared.b64 %rd3, [%r2+512];
+$L__first:
+	mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r2+512], 0;
+	@!%p2 bra $L__first;
+$L__second:
+	mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r2+512], 1;
+	@!%p2 bra $L__second;
+$L__end:
+	ret;
+}
+)");
+  Device d;
+  uint64_t src = *d.Allocate(128);
+  absl::StatusOr<Stats> s = Launch(d, b, {1, 1, 1}, {rt::Arg::Tensor(src, {32}, {})});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("no thread has arrived in this phase yet, after 1 phases completed: the "
+                                      "threads that arrive on it stopped before this wait's round"),
+            std::string::npos)
+      << s.status();
+  EXPECT_EQ(s.status().message().find("wait for the phase before it instead"), std::string::npos) << s.status();
 }
 
 // A stage read after its next load was issued into it, by a thread that waited for the load

@@ -136,6 +136,7 @@ struct Manifest {
   GridExpr smem_extra;
   std::string smem_extra_source;
   GridExpr grid[3];
+  std::string grid_source;  // file:line of the rule (Kernel::Grid; empty in older bundles)
   std::vector<ParamSpec> params;
   std::vector<Requirement> requirements;
   // What the kernel's author attached (Kernel::Attribute), e.g. the examples' "gemm" description
