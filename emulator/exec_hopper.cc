@@ -498,6 +498,10 @@ absl::Status Cta::CompleteAsync(size_t index) {
     bool committed = true;  // an op still in its warpgroup's open group was never committed
     for (const auto& [group, wg] : warpgroups_)
       for (const WgmmaOp& open : wg.open) committed &= &open != w;
+    // An open group is also one whose commit has not run yet: a missing commit only where the
+    // kernel has no wgmma.commit_group at all.
+    for (const Instr& other : e_.code)
+      committed |= other.op == w->in->op && other.Has("commit_group");
     // Where it was released: the arrival that let the load's thread past its last wait.
     const std::string released =
         op.released_by && op.after_wait

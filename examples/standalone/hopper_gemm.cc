@@ -62,7 +62,7 @@ absl::StatusOr<KernelDef> BuildGemm(bool planted) {
   k.If(k.ThreadIdx() == 0, [&] {
     // full: the producer's one arrival, plus the bytes it announces; empty: one per consumer.
     for (int s = 0; s < STAGES; ++s) full[s].Init(1), empty[s].Init(CONSUMERS);
-    k.FenceBarrierInit();  // the inits are visible to the async proxy (TMA) before it arrives
+    k.FenceBarrierInit();  // for a cluster's shared barriers; one CTA's SyncThreads suffices
   });
   k.SyncThreads();
 

@@ -49,6 +49,9 @@ fi
 grep -m1 'released to the producer too early' <<< "$planted"
 grep -q 'standalone/hopper_gemm.cc:[0-9]*.*released to the producer too early' <<< "$planted" ||
   { echo "FAIL: the planted mistake was not reported at a line of hopper_gemm.cc"; exit 1; }
+# ... and the release that came too early, at its own line (the planted Arrive).
+grep -q 'released by the arrival at PTX line [0-9]*, [^ ]*standalone/hopper_gemm.cc:98,' <<< "$planted" ||
+  { echo "FAIL: the early release was not named at hopper_gemm.cc:98"; exit 1; }
 # The Python module as installed (where the build has one): from <prefix>/lib/python, on the
 # emulator, reading the installed bundles.
 if [ -n "${KILN_PYTHON:-}" ] && [ -d "$work/prefix/lib/python/kiln" ]; then
