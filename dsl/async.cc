@@ -294,6 +294,7 @@ void HopperOps::TmaLoadPair(const TensorMap& map, const SmemTile& dst, const Bar
                            ".cta_group::2 [$0], [$1, {", list, "}], [leader];\n}"),
               constraints, args, mlir::Type(), l);
   s.tma_loads.push_back({s.LastOp(), Access::BarrierArray(bar), Access::BarrierIndex(bar), loc});
+  s.cross_cta_loads.push_back(s.tma_loads.back());
 }
 
 void HopperOps::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, const Barrier& bar,
@@ -315,6 +316,7 @@ void HopperOps::TmaLoadMulticast(const TensorMap& map, const SmemTile& dst, cons
       s.Unwrap(bar.ptr()), mlir::ValueRange{}, mask, *policy, mlir::NVVM::TMALoadMode::TILE, false,
       nullptr, mlir::Value());
   s.tma_loads.push_back({s.LastOp(), Access::BarrierArray(bar), Access::BarrierIndex(bar), loc});
+  s.cross_cta_loads.push_back(s.tma_loads.back());
 }
 
 void HopperOps::TmaPrefetchL2(const TensorMap& map, std::vector<Operand> coords, Loc loc) {
@@ -397,6 +399,7 @@ void HopperOps::ClusterSync(Loc loc) {
   mlir::NVVM::ClusterArriveOp::create(state().builder, l, state().builder.getUnitAttr());
   mlir::NVVM::ClusterWaitOp::create(state().builder, l, state().builder.getUnitAttr());
   state().waits.push_back({state().LastOp(), -1, "", loc});
+  state().cluster_syncs.push_back({state().LastOp(), -1, "", loc});
 }
 
 void HopperOps::WaitForPriorGrids(Loc loc) {

@@ -1062,6 +1062,7 @@ std::vector<std::string> StaticFindings(const KernelState& s) {
   for (std::string& f : ArrivalFindings(s)) findings.push_back(std::move(f));
   for (std::string& f : ReuseFindings(s)) findings.push_back(std::move(f));
   for (std::string& f : FenceFindings(s)) findings.push_back(std::move(f));
+  for (std::string& f : ClusterInitFindings(s)) findings.push_back(std::move(f));
   // One finding once: a rule broken at a site that an unrolled loop built several times is
   // reported by each copy in the same words.
   std::vector<std::string> once;

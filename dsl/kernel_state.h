@@ -164,6 +164,10 @@ struct KernelState {
     Loc loc;
   };
   std::vector<WaitRecord> tma_loads, waits;
+  // Ops whose effect reaches other CTAs' barriers (multicast and CTA-pair TMA loads: `array` the
+  // barrier they complete on), and the cluster barriers (ClusterSync): a cluster's Inits must
+  // precede its first such op with a cluster barrier between (ClusterInitFindings).
+  std::vector<WaitRecord> cross_cta_loads, cluster_syncs;
   // The static tcgen05 fence check (protocol_check.cc): the ops that read or write tensor memory
   // (tcgen05.mma, .ld, .st; `index` names which), each to follow a wait only through a
   // tcgen05.fence::after_thread_sync.
@@ -222,6 +226,7 @@ struct KernelState {
 std::vector<std::string> ArrivalFindings(const KernelState& s);
 std::vector<std::string> ReuseFindings(const KernelState& s);
 std::vector<std::string> FenceFindings(const KernelState& s);
+std::vector<std::string> ClusterInitFindings(const KernelState& s);
 
 // Records that a tcgen05 op (or a .cta_group TMA) of `cta_group` is used at `loc`; fails there if
 // the kernel already uses the other group (they do not mix in one kernel). In tcgen05.cc.

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace kiln::detail {
@@ -464,6 +465,62 @@ std::vector<std::string> ArrivalFindings(const KernelState& s) {
           ": nothing arrives on this mbarrier (no Arrive, ArriveExpectTx, remote arrive or "
           "tcgen05.commit names its array), yet ",
           LocString(w->loc), " waits on it: its phases never complete"));
+  }
+  return findings;
+}
+
+namespace {
+
+// The op's ancestor in the kernel function's body (the op itself at top level).
+mlir::Operation* TopLevel(mlir::Operation* op) {
+  while (op->getParentOp() && op->getParentOp()->getParentOp() &&
+         !mlir::isa<mlir::ModuleOp>(op->getParentOp()->getParentOp()))
+    op = op->getParentOp();
+  return op;
+}
+
+}  // namespace
+
+// A cluster's barriers: an Init runs in its own CTA, and a peer's multicast load or remote
+// arrival may reach that barrier as soon as the peer gets there. So between a barrier's Inits
+// and the first op that reaches it from another CTA, every CTA must pass a cluster barrier
+// (ClusterSync): a CTA's own SyncThreads orders nothing for its peers. Judged on the kernel's
+// top-level ops (the Inits, the cluster barriers and the uses inside them); a use in the same
+// top-level op as a ClusterSync is left to the emulator.
+std::vector<std::string> ClusterInitFindings(const KernelState& s) {
+  std::vector<std::string> findings;
+  if (s.manifest.cluster.count() < 2) return findings;
+  std::vector<KernelState::WaitRecord> uses = s.cross_cta_loads;
+  for (const KernelState::ArrivalRecord& r : s.arrival_records)
+    if (r.remote) uses.push_back({r.op, r.array, r.index, r.loc});
+  std::set<int> said;
+  for (const KernelState::WaitRecord& use : uses) {
+    if (!use.op || use.array < 0 || said.count(use.array)) continue;
+    mlir::Operation* use_top = TopLevel(use.op);
+    for (const KernelState::ArrivalRecord& init : s.arrival_records) {
+      if (!init.expected || init.array != use.array || !init.op) continue;
+      mlir::Operation* init_top = TopLevel(init.op);
+      if (init_top == use_top || use_top->isBeforeInBlock(init_top) ||
+          init_top->getBlock() != use_top->getBlock())
+        continue;  // (not ordered at the top level: left to the emulator)
+      bool synced = false;
+      for (const KernelState::WaitRecord& sync : s.cluster_syncs) {
+        if (!sync.op) continue;
+        mlir::Operation* sync_top = TopLevel(sync.op);
+        synced |= sync_top->getBlock() == use_top->getBlock() &&
+                  (sync_top == use_top ||
+                   (init_top->isBeforeInBlock(sync_top) && sync_top->isBeforeInBlock(use_top)));
+      }
+      if (synced) continue;
+      said.insert(use.array);
+      findings.push_back(absl::StrCat(
+          LocString(use.loc), ": this reaches other CTAs' mbarriers (initialised at ",
+          LocString(init.loc),
+          "), but no ClusterSync lies between their Inits and here: a peer may arrive on or "
+          "complete a barrier its CTA has not initialised yet (a SyncThreads orders one CTA "
+          "only; ClusterSync after the Inits)"));
+      break;
+    }
   }
   return findings;
 }

@@ -2,6 +2,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "kiln/kernel.h"
 #include "kiln/lowering.h"
@@ -1182,6 +1183,43 @@ TEST(Hopper, ArrivalsCompletingSeveralPhasesARoundMustBeStated) {
   EXPECT_EQ(one_site->findings()[0].rfind(Here(site_line), 0), 0u) << one_site->findings()[0];
   EXPECT_NE(one_site->findings()[0].find("they complete 2 phases at once"), std::string::npos)
       << one_site->findings()[0];
+}
+
+// A cluster's barriers reached from other CTAs (a multicast load, a remote arrival) need a
+// ClusterSync between their Inits and that first use: a SyncThreads there is a finding at the use
+// (a planted-mistake trial's emulator caught it under some schedules only).
+TEST(Hopper, ClusterBarriersNeedAClusterSyncAfterTheirInits) {
+  int use_line = 0;
+  auto build = [&](bool cluster_sync) {
+    Kernel k("test/cluster_init", sm90a(), {128});
+    k.ClusterDims({2, 1, 1});
+    TensorMap a = k.TmaParam("tmA", Map128B(64));
+    SmemTile t = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+    Barriers bar = k.SmemBarriers(1), empty = k.SmemBarriers(1);
+    Value tid = k.ThreadIdx();
+    k.If(tid == 0, [&] { bar[0].Init(1), empty[0].Init(2); });
+    if (cluster_sync) k.ClusterSync();
+    else k.SyncThreads();
+    k.If(tid == 0, [&] {
+      bar[0].ArriveExpectTx({&a});
+      k.If(k.ClusterCtaRank() == 0, [&] { k.TmaLoadMulticast(a, t, bar[0], {0, 0}, 0b11); }); use_line = __LINE__;
+    });
+    bar[0].Wait(0);
+    k.If(tid == 0, [&] { empty[0].ArriveCluster(0), empty[0].ArriveCluster(1); });
+    empty[0].Wait(0);
+    k.ClusterSync();
+    return k.Build();
+  };
+  absl::StatusOr<KernelDef> fine = build(true);
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  for (const std::string& f : fine->findings()) ADD_FAILURE() << f;
+  absl::StatusOr<KernelDef> racy = build(false);
+  ASSERT_TRUE(racy.ok()) << racy.status();
+  ASSERT_EQ(racy->findings().size(), 2u) << absl::StrJoin(racy->findings(), "\n");
+  EXPECT_EQ(racy->findings()[0].rfind(Here(use_line), 0), 0u) << racy->findings()[0];
+  EXPECT_NE(racy->findings()[0].find("no ClusterSync lies between their Inits and here"), std::string::npos);
+  EXPECT_NE(racy->findings()[1].find(": this reaches other CTAs' mbarriers"), std::string::npos)
+      << racy->findings()[1];  // the remote arrivals on empty
 }
 
 TEST(Hopper, MulticastNeedsACluster) {
