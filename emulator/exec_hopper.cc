@@ -110,10 +110,12 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
               "which has completed %d phases: it fell two phases behind (its arrivers ran two "
               "phases ahead: nothing holds them until this thread has waited, such as a "
               "barrier they wait on that this thread arrives on after its wait, or they "
-              "arrive more often a round than the barrier's count; the arrival that completed "
-              "the latest phase: %s)%s",
+              "arrive more often a round than the barrier's count%s)%s",
               meant, parity, off, b.completed,
-              b.completed_by ? Where(*b.completed_by) : "not an instruction's", gave_up));
+              b.completed_by
+                  ? "; the arrival that completed the latest phase: " + Where(*b.completed_by)
+                  : "",
+              gave_up));
     const bool done = b.completed > meant;
     if (done) {
       Synced(t, in);
