@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -577,28 +578,26 @@ absl::StatusOr<Dim3> Manifest::GridFor(const Symbols& symbols, int sm_count) con
   return Dim3{d[0], d[1], d[2]};
 }
 
+namespace {
+// Whether a rule reads a size of 0: every symbol it names given, none below 0, the value 0.
+bool ReadsZero(const GridExpr& g, const Symbols& symbols) {
+  const std::vector<std::string> names = g.SymbolNames();
+  return std::all_of(names.begin(), names.end(),
+                     [&](const std::string& n) { return symbols.contains(n); }) &&
+         g.NoSizeBelowZero(symbols).ok() && g.Value(symbols, 1) == 0;
+}
+}  // namespace
+
 bool Manifest::GridIsEmpty(const Symbols& symbols) const {
-  for (const GridExpr& g : grid) {
-    const std::vector<std::string> names = g.SymbolNames();
-    const bool given = std::all_of(names.begin(), names.end(),
-                                   [&](const std::string& n) { return symbols.contains(n); });
-    if (given && g.NoSizeBelowZero(symbols).ok() && g.Value(symbols, 1) == 0) return true;
-  }
-  return false;
+  return std::any_of(std::begin(grid), std::end(grid),
+                     [&](const GridExpr& g) { return ReadsZero(g, symbols); });
 }
 
 bool Manifest::TablesAreEmpty(const Symbols& symbols) const {
-  auto reads_zero = [&](const GridExpr& g) {
-    const std::vector<std::string> names = g.SymbolNames();
-    return std::all_of(names.begin(), names.end(),
-                       [&](const std::string& n) { return symbols.contains(n); }) &&
-           g.NoSizeBelowZero(symbols).ok() && g.Value(symbols, 1) == 0;
-  };
-  for (const ParamSpec& p : params)
-    if (p.kind == ParamSpec::Kind::kScheduleTable &&
-        (reads_zero(p.schedule.tiles_m) || reads_zero(p.schedule.tiles_n)))
-      return true;
-  return false;
+  return std::any_of(params.begin(), params.end(), [&](const ParamSpec& p) {
+    return p.kind == ParamSpec::Kind::kScheduleTable &&
+           (ReadsZero(p.schedule.tiles_m, symbols) || ReadsZero(p.schedule.tiles_n, symbols));
+  });
 }
 
 std::string BundleStem(const std::string& kernel_name) {

@@ -196,9 +196,10 @@ absl::StatusOr<WorkTable> BuildScheduleTable(const ScheduleTableParam& t, const 
     return absl::InvalidArgumentError(absl::StrCat(
         "its tiles, ", t.tiles_m.ToString(), " by ", t.tiles_n.ToString(), ", come to ", tiles_m,
         " by ", tiles_n, ": a table needs at least one tile each way (a size of 0?)"));
-  if (t.work() && t.k_tiles.Value(symbols, 0) <= 0)
+  const int64_t k_tiles = t.work() ? t.k_tiles.Value(symbols, 0) : 1;
+  if (k_tiles <= 0)
     return absl::InvalidArgumentError(absl::StrCat(
-        "its k-tiles, ", t.k_tiles.ToString(), ", come to ", t.k_tiles.Value(symbols, 0),
+        "its k-tiles, ", t.k_tiles.ToString(), ", come to ", k_tiles,
         ": each tile needs at least one (a K of 0 has no product to accumulate here)"));
   if (t.split.empty()) {
     absl::StatusOr<std::vector<int32_t>> tiles =
@@ -210,7 +211,6 @@ absl::StatusOr<WorkTable> BuildScheduleTable(const ScheduleTableParam& t, const 
   if (split == symbols.end())
     return absl::InvalidArgumentError(
         absl::StrCat("the work schedule's split, integer parameter '", t.split, "', has no value"));
-  return WorkSchedule(tiles_m, tiles_n, t.k_tiles.Value(symbols, 0), split->second, t.groups,
-                      t.slots);
+  return WorkSchedule(tiles_m, tiles_n, k_tiles, split->second, t.groups, t.slots);
 }
 }  // namespace kiln::rt

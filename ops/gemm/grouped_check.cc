@@ -39,12 +39,15 @@ absl::StatusOr<Layout> LayoutOf(const GroupedGemmProblem& p) {
   return l;
 }
 
-// The entry point's size, options and kernel for the problem (LayoutOf's checks, then the plan's).
-absl::StatusOr<std::string> PlanOf(const GroupedGemmProblem& p, rt::GroupedGemmSize* size) {
+// The problem's layout, the entry point's size and its kernel (LayoutOf's checks, then the
+// plan's).
+absl::StatusOr<std::string> PlanOf(const GroupedGemmProblem& p, Layout* layout,
+                                   rt::GroupedGemmSize* size) {
   if (p.tokens.empty())
     return absl::InvalidArgumentError("kiln grouped-gemm: no groups (--tokens)");
-  absl::StatusOr<Layout> layout = LayoutOf(p);
-  if (!layout.ok()) return layout.status();
+  absl::StatusOr<Layout> laid = LayoutOf(p);
+  if (!laid.ok()) return laid.status();
+  *layout = *std::move(laid);
   *size = {.rows = layout->rows, .n = p.n, .k = p.k, .groups = static_cast<int>(p.tokens.size())};
   return rt::ChooseGroupedKernel(*size,
                                  {.layout = p.layout, .in_type = p.in_type, .kernel = p.kernel});
@@ -58,11 +61,11 @@ absl::StatusOr<GroupedGemmResult> Check(const HarnessMemory& mem, const RunOn& r
                                         rt::GroupedGemmOperands* kept = nullptr,
                                         rt::GroupedGemmSize* kept_size = nullptr) {
   // The entry point's checks first: the inputs below assume sizes it takes.
+  Layout layout;
   rt::GroupedGemmSize size;
-  absl::StatusOr<std::string> kernel = PlanOf(p, &size);
+  absl::StatusOr<std::string> kernel = PlanOf(p, &layout, &size);
   if (!kernel.ok()) return kernel.status();
-  const absl::StatusOr<Layout> layout = LayoutOf(p);
-  const int64_t E = p.tokens.size(), R = layout->rows, N = p.n, K = p.k;
+  const int64_t E = p.tokens.size(), R = layout.rows, N = p.n, K = p.k;
   const bool masked = p.layout == rt::GroupedLayout::kMasked;
   const rt::GroupedGemmOptions options{
       .layout = p.layout, .in_type = p.in_type, .kernel = p.kernel};
@@ -95,7 +98,7 @@ absl::StatusOr<GroupedGemmResult> Check(const HarnessMemory& mem, const RunOn& r
   }
   std::vector<int32_t> sizes;
   for (int64_t e = 0; e < E; ++e)
-    sizes.push_back(static_cast<int32_t>(masked ? p.tokens[e] : layout->begin[e] + p.tokens[e]));
+    sizes.push_back(static_cast<int32_t>(masked ? p.tokens[e] : layout.begin[e] + p.tokens[e]));
   auto put = [&](const void* from, size_t bytes) -> absl::StatusOr<uint64_t> {
     absl::StatusOr<uint64_t> at = mem.allocate(std::max<size_t>(bytes, 16));
     if (at.ok() && from && bytes) {
@@ -124,7 +127,7 @@ absl::StatusOr<GroupedGemmResult> Check(const HarnessMemory& mem, const RunOn& r
   // Which group owns each row (-1: none).
   std::vector<int64_t> owner(R, -1);
   for (int64_t e = 0; e < E; ++e)
-    for (int64_t t = 0; t < p.tokens[e]; ++t) owner[layout->begin[e] + t] = e;
+    for (int64_t t = 0; t < p.tokens[e]; ++t) owner[layout.begin[e] + t] = e;
   for (int64_t row = 0; row < R; ++row)
     for (int64_t n = 0; n < N; ++n) {
       const uint16_t h = out[row * N + n];
@@ -147,7 +150,7 @@ absl::StatusOr<GroupedGemmResult> Check(const HarnessMemory& mem, const RunOn& r
   InParallel(E, [&](int64_t e) {
     const int64_t T = p.tokens[e], picks = every ? T : std::min<int64_t>(T, 4);
     for (int64_t i = 0; i < picks; ++i) {
-      const int64_t row = layout->begin[e] + (picks == T ? i : i * (T - 1) / (picks - 1));
+      const int64_t row = layout.begin[e] + (picks == T ? i : i * (T - 1) / (picks - 1));
       for (int64_t n = 0; n < N; ++n) {
         double ref = 0;
         for (int64_t kk = 0; kk < K; ++kk) ref += xv[row * K + kk] * wv[(e * N + n) * K + kk];
@@ -167,8 +170,9 @@ absl::StatusOr<GroupedGemmResult> Check(const HarnessMemory& mem, const RunOn& r
 }  // namespace
 
 absl::Status CheckGroupedGemmProblem(const GroupedGemmProblem& p) {
+  Layout layout;
   rt::GroupedGemmSize size;
-  return PlanOf(p, &size).status();
+  return PlanOf(p, &layout, &size).status();
 }
 
 absl::StatusOr<GroupedGemmResult> RunGroupedGemmGpu(rt::GemmRunner& runner,

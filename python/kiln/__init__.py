@@ -1109,10 +1109,7 @@ def quantize_e4m3(x):
     _require(len(x.shape) >= 1 and x.shape[-1] % 16 == 0,
              f"kiln.quantize_e4m3: x must be (..., K) with K a multiple of 16, not {tuple(x.shape)}")
     lead, k = tuple(x.shape[:-1]), x.shape[-1]
-    m = 1
-    for d in lead:
-        m *= d
-    kb = -(-k // 128)
+    m, kb = _math.prod(lead), -(-k // 128)
 
     def unfold(q, scales):  # (M, K) and (M, kb) back to x's leading dimensions (views)
         return q.reshape(lead + (k,)), scales.reshape(lead + (kb,))

@@ -12,6 +12,7 @@ kiln::quantize_e4m3, kiln::quantize_e4m3_blocks(_t); the Mixture-of-Experts ones
 kiln::grouped_gemm (contiguous) and kiln::grouped_gemm_masked.
 """
 
+import math
 from typing import Optional, Tuple
 
 import torch
@@ -233,10 +234,7 @@ def quantize_e4m3(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
 def _(x):
     _check_quantizable(x, "quantize_e4m3", rows_fold=True)
     lead, k = tuple(x.shape[:-1]), x.shape[-1]
-    m = 1
-    for d in lead:
-        m *= d
-    kb = -(-k // 128)
+    m, kb = math.prod(lead), -(-k // 128)
     return (x.new_empty(lead + (k,), dtype=torch.float8_e4m3fn),
             x.new_empty((kb, m), dtype=torch.float32).t().reshape(lead + (kb,)))
 
