@@ -62,17 +62,18 @@ bool CheckCoordinates(KernelState& s, const TensorMap& map, const std::vector<Op
 bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile,
                       const std::vector<Operand>& coords, const Loc& loc) {
   if (!CheckCoordinates(s, map, coords, loc)) return false;
+  const std::string the_map = absl::StrCat("the tensor map (", LocString(map.loc()), ")");
   // Elements of another size: said as such, before the box's bytes (which then differ too).
   const int map_bytes = rt::TmaElementBytes(map.spec().dtype);
   if (map_bytes != ScalarBytes(tile.elem())) {
-    s.Fail(absl::StrCat("the tensor map holds elements of ", map_bytes,
-                        " bytes but the smem tile (", LocString(tile.loc()), ") holds ",
-                        Type::Of(tile.elem()).Str(), ", of ", ScalarBytes(tile.elem()), " bytes"),
+    s.Fail(absl::StrCat(the_map, " holds elements of ", map_bytes, " bytes but the smem tile (",
+                        LocString(tile.loc()), ") holds ", Type::Of(tile.elem()).Str(), ", of ",
+                        ScalarBytes(tile.elem()), " bytes"),
            loc);
     return false;
   }
   if (map.box_bytes() != tile.stage_bytes()) {
-    s.Fail(absl::StrCat("the tensor map's box is ", map.box_bytes(), " bytes but the smem tile (",
+    s.Fail(absl::StrCat(the_map, "'s box is ", map.box_bytes(), " bytes but the smem tile (",
                         LocString(tile.loc()), ") holds ", tile.stage_bytes(), " per stage",
                         tile.row_stride() != tile.cols()
                             ? absl::StrCat(": its rows are ", tile.row_stride(),
@@ -90,7 +91,7 @@ bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile
   const rt::TmaDtype dtype = map.spec().dtype;
   if ((dtype == rt::TmaDtype::kF16 && tile.elem() == Scalar::kBF16) ||
       (dtype == rt::TmaDtype::kBF16 && tile.elem() == Scalar::kF16)) {
-    s.Fail(absl::StrCat("the tensor map holds ", dtype == rt::TmaDtype::kF16 ? "f16" : "bf16",
+    s.Fail(absl::StrCat(the_map, " holds ", dtype == rt::TmaDtype::kF16 ? "f16" : "bf16",
                         " but the smem tile (", LocString(tile.loc()), ") holds ",
                         Type::Of(tile.elem()).Str()),
            loc);
@@ -109,7 +110,7 @@ bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile
   }
   if (!tile.interleaved() && tile.swizzle() == Swizzle::kNone &&
       box[0] != static_cast<uint32_t>(tile.row_stride())) {
-    s.Fail(absl::StrCat("the tensor map's box rows are ", box[0], " elements but the smem tile (",
+    s.Fail(absl::StrCat(the_map, "'s box rows are ", box[0], " elements but the smem tile (",
                         LocString(tile.loc()), ") has rows of ", tile.row_stride()),
            loc);
     return false;
@@ -121,9 +122,9 @@ bool CheckBoxFitsTile(KernelState& s, const TensorMap& map, const SmemTile& tile
     return false;
   }
   if (map.swizzle() != tile.swizzle()) {
-    s.Fail(absl::StrCat("the tensor map swizzles ", SwizzleBytes(map.swizzle()),
-                        "B but the smem tile (", LocString(tile.loc()), ") is laid out with ",
-                        SwizzleBytes(tile.swizzle()), "B swizzle"),
+    s.Fail(absl::StrCat(the_map, " swizzles ", SwizzleBytes(map.swizzle()), "B but the smem tile (",
+                        LocString(tile.loc()), ") is laid out with ", SwizzleBytes(tile.swizzle()),
+                        "B swizzle"),
            loc);
     return false;
   }

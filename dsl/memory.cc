@@ -1,5 +1,6 @@
 // Memory: register arrays, the shared memory planner, global tensors, loads and stores.
 #include <algorithm>
+#include <optional>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,24 @@ Value Offset(KernelState& s, const Value& base, mlir::Value index, const Loc& lo
 bool IsI32(const Operand& o) {
   return Access::IsImm(o) ? !Access::IsFloatImm(o)
                           : Access::Val(o).type() == Type::Of(Scalar::kI32);
+}
+
+// The largest value a run-time index of the forms `x % c` and `x & m` (c, m constants) takes:
+// c - 1 and m. Rings are indexed so (`i % kStages`); a tile of fewer stages than the modulus is
+// a ring declared smaller than the loop that walks it. Nothing for other forms.
+std::optional<int64_t> LargestOfModulus(mlir::Value v) {
+  auto constant = [](mlir::Value c) -> std::optional<int64_t> {
+    if (auto op = c.getDefiningOp<mlir::arith::ConstantOp>())
+      if (auto i = mlir::dyn_cast<mlir::IntegerAttr>(op.getValue())) return i.getInt();
+    return std::nullopt;
+  };
+  mlir::Operation* op = v.getDefiningOp();
+  if (!op || op->getNumOperands() != 2) return std::nullopt;
+  std::optional<int64_t> c = constant(op->getOperand(1));
+  if (!c || *c <= 0) return std::nullopt;
+  if (mlir::isa<mlir::arith::RemSIOp, mlir::arith::RemUIOp>(op)) return *c - 1;
+  if (mlir::isa<mlir::arith::AndIOp>(op)) return *c;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -246,6 +265,13 @@ SmemTile SmemTile::Stage(const Operand& stage, Loc loc) const {
   if (Access::IsImm(stage) && (Access::Imm(stage) < 0 || Access::Imm(stage) >= stages_))
     s.Fail(absl::StrCat("stage ", Access::Imm(stage), " of a ring of ", stages_), loc);
   t.stage_ = s.Wrap(s.Materialize(stage, Type::Of(Scalar::kI32)), Type::Of(Scalar::kI32));
+  if (!Access::IsImm(stage))
+    if (std::optional<int64_t> top = LargestOfModulus(s.Unwrap(t.stage_)); top && *top >= stages_)
+      s.Fail(absl::StrCat("this stage index reaches ", *top, " (a remainder or mask), past the ",
+                          stages_, stages_ == 1 ? " stage" : " stages", " of the tile declared at ",
+                          LocString(loc_), ": declare it with ", *top + 1,
+                          " stages, or index it within its ", stages_),
+             loc);
   if (!Access::IsImm(stage))  // (the GPU debug mode: within the ring)
     detail::CheckIndexInDebugMode(s, s.Unwrap(t.stage_), stages_, detail::WatchdogStop::kStage,
                                   loc);

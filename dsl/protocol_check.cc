@@ -405,14 +405,19 @@ std::vector<std::string> ArrivalFindings(const KernelState& s) {
                                      a->remote ? ", remote)" : ")"));
         if (n <= want || (n % want == 0 && n / want == stated)) continue;
         too_many = true;
+        // A few phases at once can be a design (a pair of stages a round); a warp's or a
+        // warpgroup's worth is an arrival missing its If on the thread index.
+        const bool few_phases = n % want == 0 && n / want <= 4;
         findings.push_back(absl::StrCat(
             LocString(a->loc), ": ", n, " threads arrive here on an mbarrier initialised at ",
             LocString(init->loc), " for ", want,
             " arrivals a phase: more arrivals than a phase expects",
-            n % want ? ""
-                     : absl::StrCat(" (they complete ", n / want,
-                                    " phases at once; if meant, say so: Init(", want,
-                                    ", PhasesPerRound{", n / want, "}))")));
+            few_phases ? absl::StrCat(" (they complete ", n / want,
+                                      " phases at once; if meant, say so: Init(", want,
+                                      ", PhasesPerRound{", n / want, "}))")
+                       : absl::StrCat(" (to have ", want, want == 1 ? " thread" : " threads",
+                                      " arrive, put the arrival in an If on the thread index; ",
+                                      "or Init the mbarrier for ", n, ")")));
       }
       // Fine when some reading has all sites add up to the phases a round the kernel states, or
       // has every site complete a phase alone (or not run) where no two of them run in one round

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <stdexcept>
 
 #include "absl/strings/numbers.h"
@@ -13,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "emulator/cta.h"
 #include "emulator/partly_written.h"
+#include "kiln/bundle/watchdog_report.h"
 #include "kiln/emulator.h"
 
 namespace kiln::emu {
@@ -225,6 +227,30 @@ constexpr int64_t kInterruptCheckEvery = int64_t{1} << 22;
 // hours at the least.
 constexpr uint64_t kMaxClusters = uint64_t{1} << 24;
 
+// The debug mode's record (kiln/bundle/watchdog_report.h): where a kernel has one, a cleared
+// buffer that its record global points at, as the runtime's mapped host memory; 0 where it has
+// none. The module's globals must be in place (LaunchChecked zeroes them first).
+absl::StatusOr<uint64_t> ArmWatchdogRecord(Device& device, const rt::Manifest& m) {
+  const uint64_t global = device.ModuleGlobal(m.name, "kiln_watchdog_record");
+  if (!global) return uint64_t{0};
+  absl::StatusOr<uint64_t> record =
+      device.Workspace(absl::StrCat("watchdog:", m.name), sizeof(rt::WatchdogFields));
+  if (!record.ok()) return record.status();
+  if (absl::Status s = device.Fill(*record, 0, sizeof(rt::WatchdogFields)); !s.ok()) return s;
+  if (absl::Status s = device.CopyIn(global, &*record, sizeof(uint64_t)); !s.ok()) return s;
+  return record;
+}
+
+// A launch stopped by the debug mode says what its record says (the index past its tile, or the
+// wait), as the runtime does, where the trap alone names only the check's line.
+absl::Status WithWatchdogReport(const Device& device, const rt::Manifest& m, uint64_t record,
+                                absl::Status stopped) {
+  rt::WatchdogFields f{};
+  if (!record || !device.CopyOut(&f, record, sizeof(f)).ok()) return stopped;
+  std::optional<absl::Status> report = rt::WatchdogReport(m.name, m.watch_sites, m.watchdog_ms, f);
+  return report ? *report : stopped;
+}
+
 std::function<absl::Status()>& InterruptCheck() {
   static std::function<absl::Status()> check;
   return check;
@@ -356,6 +382,8 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
     if (!at.ok()) return at.status();
     if (uint8_t* p = device.Find(*at, static_cast<size_t>(bytes))) std::memset(p, 0, bytes);
   }
+  absl::StatusOr<uint64_t> record = ArmWatchdogRecord(device, m);
+  if (!record.ok()) return record.status();
   int64_t static_top = 0;
   for (const auto& [name, offset] : module->shared_symbols)
     static_top = std::max(static_top, offset);
@@ -431,7 +459,7 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
         const size_t c = options.seed ? (i + rng()) % ctas.size() : i;
         if (finished[c] || (c == lagging && rng() % 4 != 0)) continue;
         absl::StatusOr<Cta::Progress> p = ctas[c]->Advance(&stats.instructions);
-        if (!p.ok()) return p.status();
+        if (!p.ok()) return WithWatchdogReport(device, m, *record, p.status());
         if (*p == Cta::Progress::kFinished) finished[c] = true;
         moved |= *p != Cta::Progress::kIdle;
       }
@@ -448,7 +476,7 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
       for (size_t c = 0; c < ctas.size(); ++c) {
         if (finished[c]) continue;
         absl::StatusOr<Cta::Progress> p = ctas[c]->Advance(&stats.instructions);
-        if (!p.ok()) return p.status();
+        if (!p.ok()) return WithWatchdogReport(device, m, *record, p.status());
         woken |= *p != Cta::Progress::kIdle;
       }
       if (woken) continue;

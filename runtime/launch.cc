@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "kiln/bundle/schedule.h"
+#include "kiln/bundle/watchdog_report.h"
 #include "kiln/runtime/driver.h"
 #include "kiln/runtime/tensor_map.h"
 
@@ -40,10 +41,6 @@ absl::Status CheckTarget(const Manifest& m, const Driver& d) {
 
 // ---- the GPU debug mode's record: pinned host memory mapped into the device, so that it can
 // be read after the trap that ends a timed-out launch (the context is unusable then).
-
-struct WatchdogFields {  // as the debug mode's inline PTX writes them (dsl/watchdog.cc)
-  uint32_t fired, site, smem_address, parity, ctaid[3], tid;
-};
 
 absl::StatusOr<std::shared_ptr<WatchdogRecord>> WatchdogRecord::Attach(const Kernel& kernel,
                                                                        const Manifest& m) {
@@ -95,28 +92,9 @@ absl::Status WatchdogRecord::Arm() const {
 std::optional<absl::Status> WatchdogRecord::Take() {
   WatchdogFields f;
   std::memcpy(&f, host_, sizeof(f));
-  if (f.fired < 1 || f.fired > 4) return std::nullopt;
-  std::memset(host_, 0, sizeof(WatchdogFields));
-  const std::string line = f.site < sites_.size() ? sites_[f.site] : absl::StrCat("site #", f.site);
-  if (f.fired != 1) {  // a shared tile's run-time index (dsl/watchdog.h: the index, its extent)
-    const int32_t index = static_cast<int32_t>(f.smem_address);
-    const std::string what =
-        f.fired == 2   ? absl::StrFormat("row %d of a shared tile of %u rows", index, f.parity)
-        : f.fired == 3 ? absl::StrFormat("column %d of a shared tile whose rows hold %u elements",
-                                         index, f.parity)
-                       : absl::StrFormat("stage %d of a ring of %u stages", index, f.parity);
-    return absl::OutOfRangeError(absl::StrFormat(
-        "%s: %s: the debug mode stopped the launch: thread %d of block (%d,%d,%d) indexed %s "
-        "(past it, the access lands in other bytes)",
-        line, name_, f.tid, f.ctaid[0], f.ctaid[1], f.ctaid[2], what));
-  }
-  return absl::DeadlineExceededError(absl::StrFormat(
-      "%s: %s: the watchdog stopped the launch: thread %d of block (%d,%d,%d) waited over %d ms "
-      "for the phase of "
-      "parity %d of the mbarrier at shared address 0x%x (a missing arrival or transaction bytes, a "
-      "wrong phase, "
-      "or a stage released too early)",
-      line, name_, f.tid, f.ctaid[0], f.ctaid[1], f.ctaid[2], ms_, f.parity & 1, f.smem_address));
+  std::optional<absl::Status> report = WatchdogReport(name_, sites_, ms_, f);
+  if (report) std::memset(host_, 0, sizeof(WatchdogFields));
+  return report;
 }
 
 WatchdogRecord::Registry& WatchdogRecord::Live() {

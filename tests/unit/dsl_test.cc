@@ -495,11 +495,25 @@ TEST(Hopper, TmaOfAnotherSixteenBitTypeThanItsTile) {
   Kernel k("test/tma_dtype", sm90a(), {128});
   rt::TensorMapParam half = Map128B(64);
   half.dtype = rt::TmaDtype::kF16;
-  TensorMap a = k.TmaParam("tmA", half);
+  TensorMap a = k.TmaParam("tmA", half); const int map_line = __LINE__;
   SmemTile tile = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
   Barriers bar = k.SmemBarriers(1);
   k.TmaLoad(a, tile, bar[0], {0, 0}); const int line = __LINE__;
-  ExpectError(k, line, "the tensor map holds f16 but the smem tile");
+  ExpectError(k, line, "the tensor map (tests/unit/dsl_test.cc:" + std::to_string(map_line) + ") holds f16 but the smem tile");
+}
+
+// A box of more bytes than the tile's stage: the message names the map's declaration as well as
+// the tile's, where the fix is one or the other.
+TEST(Hopper, TmaBoxLargerThanItsTileNamesTheMapsDeclaration) {
+  Kernel k("test/tma_box_large", sm90a(), {128});
+  rt::TensorMapParam big = Map128B(128);  // 128 rows of 64: 16 KB
+  TensorMap a = k.TmaParam("tmA", big); const int map_line = __LINE__;
+  SmemTile tile = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B); const int tile_line = __LINE__;
+  Barriers bar = k.SmemBarriers(1);
+  k.TmaLoad(a, tile, bar[0], {0, 0}); const int line = __LINE__;
+  ExpectError(k, line, "the tensor map (tests/unit/dsl_test.cc:" + std::to_string(map_line) +
+                           ")'s box is 16384 bytes but the smem tile (tests/unit/dsl_test.cc:" +
+                           std::to_string(tile_line) + ") holds 8192 per stage");
 }
 
 // A map of f32 into a bf16 tile: told as elements of another size, not as a box of other bytes.
@@ -512,7 +526,31 @@ TEST(Hopper, TmaOfElementsOfAnotherSizeThanItsTiles) {
   SmemTile tile = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
   Barriers bar = k.SmemBarriers(1);
   k.TmaLoad(a, tile, bar[0], {0, 0}); const int line = __LINE__;
-  ExpectError(k, line, "the tensor map holds elements of 4 bytes but the smem tile");
+  ExpectError(k, line, ") holds elements of 4 bytes but the smem tile");
+}
+
+// A ring walked by `i % 2` over a tile of one stage (or `i & 3` over two) is a build error at the
+// Stage, naming the tile's declaration; the remainder within the stages builds.
+TEST(Dsl, AStageIndexPastItsRingByItsModulusIsABuildError) {
+  for (int variant : {0, 1, 2}) {
+    Kernel k("test/stage_modulus", sm90a(), {128});
+    Value out = k.PtrParam("out", f32), n = k.I32Param("n");
+    SmemTile t = k.Smem(f32, 4, 32, SmemLayout{.stages = variant == 1 ? 2 : 1}); const int tile_line = __LINE__;
+    int line = 0;
+    k.For(0, n, 1, [&](Value i) {
+      Value stage = variant == 0 ? i % 2 : variant == 1 ? i & 3 : i % 1;
+      k.Store(t.Stage(stage).At(0, k.ThreadIdx() % 32), k.F32(1)); line = __LINE__;
+    });
+    k.Store(out, k.F32(0));
+    if (variant == 2) {
+      absl::StatusOr<KernelDef> def = k.Build();
+      EXPECT_TRUE(def.ok()) << def.status();
+      continue;
+    }
+    ExpectError(k, line, absl::StrCat("this stage index reaches ", variant == 0 ? 1 : 3,
+                                      " (a remainder or mask), past the ", variant == 0 ? "1 stage" : "2 stages",
+                                      " of the tile declared at tests/unit/dsl_test.cc:", tile_line));
+  }
 }
 
 // A padded tile is no TMA destination: a box lands dense, and the message says the padding is
@@ -1076,6 +1114,10 @@ TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
   EXPECT_EQ(many->findings()[0].rfind(Here(arrive_line), 0), 0u) << many->findings()[0];
   EXPECT_NE(many->findings()[0].find("128 threads arrive here on an mbarrier initialised at"), std::string::npos);
   EXPECT_NE(many->findings()[0].find("for 1 arrivals a phase: more arrivals than a phase expects"), std::string::npos);
+  // A warpgroup's worth of phases at once is an arrival missing its If, not a design to state.
+  EXPECT_NE(many->findings()[0].find("(to have 1 thread arrive, put the arrival in an If on the thread index; "
+                                     "or Init the mbarrier for 128)"), std::string::npos) << many->findings()[0];
+  EXPECT_EQ(many->findings()[0].find("PhasesPerRound"), std::string::npos) << many->findings()[0];
   // A ring built for fewer consumers than release it, as attention/hopper's three warpgroups once
   // released a ring of two (it hung on the GPU only once the ring wrapped).
   absl::StatusOr<KernelDef> looped = build(4);

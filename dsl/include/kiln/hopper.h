@@ -28,6 +28,7 @@ class TensorMap {
   int box_bytes() const { return spec_.BoxBytes(); }
   Swizzle swizzle() const { return static_cast<Swizzle>(spec_.swizzle); }
   const Value& param() const { return param_; }
+  const Loc& loc() const { return loc_; }  // where the kernel declared it
 
  private:
   friend class Kernel;
