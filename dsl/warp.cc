@@ -157,14 +157,30 @@ Value ReduxSync(const Value& v, Reduce op, Loc loc) {
                  i32);
 }
 
-Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads, Loc loc) {
+std::vector<Value> GroupReduce(Kernel& k, const std::vector<Value>& vs, Reduce op, int threads,
+                               Loc loc) {
   KernelState& s = *Access::State(k);
-  if (!Access::State(v)) return v;
-  if (Access::State(v) != &s) {
-    s.Fail("GroupReduce of a value another kernel made", loc);
-    return s.Poison(v.type(), loc);
+  if (vs.empty()) return {};
+  for (const Value& v : vs)
+    if (!Access::State(v)) return vs;
+  auto poisoned = [&] {
+    std::vector<Value> out;
+    for (const Value& v : vs) out.push_back(s.Poison(v.type(), loc));
+    return out;
+  };
+  for (const Value& v : vs) {
+    if (Access::State(v) != &s) {
+      s.Fail("GroupReduce of a value another kernel made", loc);
+      return poisoned();
+    }
+    if (!CheckReducible(s, v, "GroupReduce", loc)) return poisoned();
+    if (v.type() != vs.front().type()) {
+      s.Fail(absl::StrCat("GroupReduce of values of one type, not ", vs.front().type().Str(),
+                          " and ", v.type().Str()),
+             loc);
+      return poisoned();
+    }
   }
-  if (!CheckReducible(s, v, "GroupReduce", loc)) return s.Poison(v.type(), loc);
   const int block = static_cast<int>(s.manifest.block.count());
   if (threads == 0) threads = block;
   if (threads % 32 != 0 || block % threads != 0 || block % 32 != 0) {
@@ -172,9 +188,13 @@ Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads, Loc loc) {
                         " threads: a group is whole warps and ", "the block (", block,
                         " threads) is whole groups"),
            loc);
-    return s.Poison(v.type(), loc);
+    return poisoned();
   }
-  if (threads == 32) return WarpReduce(v, op, 32, loc);  // a warp needs no barrier
+  std::vector<Value> out;
+  if (threads == 32) {  // a warp needs no barrier
+    for (const Value& v : vs) out.push_back(WarpReduce(v, op, 32, loc));
+    return out;
+  }
   const int groups = block / threads;
   // Barrier ids: reused by every call with this group size (the same groups meet there in
   // order), never shared with another size, whose groups would arrive with another count.
@@ -187,15 +207,16 @@ Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads, Loc loc) {
                           it->second - 1, " of a block's 15 (ids 1..15)"),
              loc);
       s.group_barrier_base.erase(it);
-      return s.Poison(v.type(), loc);
+      return poisoned();
     }
     if (fresh) s.next_group_barrier += groups;
     first_id = it->second;
   }
-  Value partial = WarpReduce(v, op, 32, loc);
-  const Type t = v.type();
-  const int group_warps = threads / 32;
-  SmemTile slots = k.Smem(t.elem, 1, block / 32, /*pad=*/0, /*align=*/16, loc);
+  std::vector<Value> partial;
+  for (const Value& v : vs) partial.push_back(WarpReduce(v, op, 32, loc));
+  const Type t = vs.front().type();
+  const int n = static_cast<int>(vs.size()), group_warps = threads / 32;
+  SmemTile slots = k.Smem(t.elem, n, block / 32, /*pad=*/0, /*align=*/16, loc);  // a row a value
   Value warp = k.WarpId(loc), lane = k.LaneId(loc);
   Value group = Operand(warp, loc) / Operand(group_warps, loc);
   auto sync = [&] {
@@ -204,30 +225,43 @@ Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads, Loc loc) {
   };
   sync();  // the previous use of these slots (a loop) has been read by every warp of the group
   k.If(
-      Operand(lane, loc) == Operand(0, loc), [&] { k.Store(slots.At(0, warp, loc), partial, loc); },
+      Operand(lane, loc) == Operand(0, loc),
+      [&] {
+        for (int i = 0; i < n; ++i) k.Store(slots.At(i, warp, loc), partial[i], loc);
+      },
       loc);
   sync();
   const Value first = Operand(group, loc) * Operand(group_warps, loc);
   if (group_warps <= 4) {  // a few broadcast loads beat five shuffles
-    Value acc = k.Load(slots.At(0, first, loc), 1, loc);
-    for (int w = 1; w < group_warps; ++w)
-      acc = Combine(op, acc,
-                    k.Load(slots.At(0, Operand(first, loc) + Operand(w, loc), loc), 1, loc), loc);
-    return acc;
+    for (int i = 0; i < n; ++i) {
+      Value acc = k.Load(slots.At(i, first, loc), 1, loc);
+      for (int w = 1; w < group_warps; ++w)
+        acc = Combine(op, acc,
+                      k.Load(slots.At(i, Operand(first, loc) + Operand(w, loc), loc), 1, loc), loc);
+      out.push_back(acc);
+    }
+    return out;
   }
   // Lane i of each warp reads the group's warp i; then a warp reduction over the lanes.
-  Value mine =
-      k.Load(slots.At(0,
-                      Operand(first, loc) +
-                          Operand(Min(Operand(lane, loc), Operand(group_warps - 1, loc)), loc),
-                      loc),
-             1, loc);
+  const Value column =
+      Operand(first, loc) + Operand(Min(Operand(lane, loc), Operand(group_warps - 1, loc)), loc);
+  std::vector<Value> mine;
+  for (int i = 0; i < n; ++i) mine.push_back(k.Load(slots.At(i, column, loc), 1, loc));
   const double id = Identity(op, t);
   Value in_group = Operand(lane, loc) < Operand(group_warps, loc);
-  Value masked = t.IsFloat() ? Select(Operand(in_group, loc), Operand(mine, loc), Operand(id, loc))
-                             : Select(Operand(in_group, loc), Operand(mine, loc),
-                                      Operand(static_cast<int>(static_cast<uint32_t>(id)), loc));
-  return WarpReduce(masked, op, 32, loc);
+  for (int i = 0; i < n; ++i) {
+    Value masked = t.IsFloat()
+                       ? Select(Operand(in_group, loc), Operand(mine[i], loc), Operand(id, loc))
+                       : Select(Operand(in_group, loc), Operand(mine[i], loc),
+                                Operand(static_cast<int>(static_cast<uint32_t>(id)), loc));
+    out.push_back(WarpReduce(masked, op, 32, loc));
+  }
+  return out;
+}
+
+Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads, Loc loc) {
+  if (!Access::State(v)) return v;
+  return GroupReduce(k, std::vector<Value>{v}, op, threads, loc).front();
 }
 
 }  // namespace kiln

@@ -3,9 +3,10 @@
 //   rmsnorm:   y = x * rsqrt(mean(x^2) + eps) * w
 //   layernorm: y = (x - mean) * rsqrt(mean((x - mean)^2) + eps) * w + b
 // LayerNorm takes the variance around the mean in a second pass over the registers (not
-// E[x^2] - mean^2, which cancels badly when the mean is large), and the mean as the sum of each
-// element over the length: a row of elements near f32's largest sums within range (its plain sum
-// overflows to inf and the row to NaN, where torch's running mean gives the row's 0 + b).
+// E[x^2] - mean^2, which cancels badly when the mean is large), the mean as the sum of each
+// element over the length (a row of elements near f32's largest sums within range: its plain sum
+// overflowed to inf and the row to NaN, where torch's running mean gives the row's 0 + b), and
+// that mean corrected in the second pass (Corrected).
 #include "examples/ops/row_kernel.h"
 #include "examples/registry.h"
 
@@ -16,6 +17,28 @@ using namespace ops;  // NOLINT: the row kernels' vocabulary
 
 // The weight and bias are read by every row: default caching keeps them in L1.
 constexpr CacheHint kParams = CacheHint::kDefault;
+
+// LayerNorm's mean and scale in the corrected two-pass form: `mean` (rounded) corrected by
+// `delta`, the mean of x - mean, taken with the squares' sum `ssq` (Chan, Golub and LeVeque's
+// variance): a constant row's mean lay an ulp off its value, and the row came out as that ulp
+// over sqrt(eps) where torch's running mean gives 0.
+struct Moments {
+  Value mean, scale;
+};
+Moments Corrected(Kernel& k, const Value& mean, const Value& ssq, const Value& delta,
+                  const Value& inv_n, const Value& eps) {
+  Value variance = Max(Fma(-delta, delta, ssq * inv_n), k.F32(0));  // rounding may dip below 0
+  return {mean + delta, Rsqrt(variance + eps)};
+}
+
+// The sum of each of `xs` over the length, in two chains of fused multiply-adds: as many
+// instructions as a plain sum's adds and one product, and within range where the plain sum of
+// values near f32's largest is not (docs/perf/2026-12-04-row-ops-edge-cases.md).
+Value SumOver(Kernel& k, const std::vector<Value>& xs, const Value& inv_n) {
+  Value part[2] = {xs[0] * inv_n, xs.size() > 1 ? xs[1] * inv_n : k.F32(0)};
+  for (size_t i = 2; i < xs.size(); ++i) part[i % 2] = Fma(xs[i], inv_n, part[i % 2]);
+  return part[0] + part[1];
+}
 
 // `type`: x's, the weight's, the bias's and y's (bf16, f16 or f32).
 absl::StatusOr<KernelDef> BuildNorm(bool layer, Scalar type) {
@@ -37,24 +60,31 @@ absl::StatusOr<KernelDef> BuildNorm(bool layer, Scalar type) {
       [&](const RowCtx& r) {
         RowRegs v = LoadRow(row_of(x, r), r, cols, 0.0);
         std::vector<Value> d = v.x, sq;
+        Value scale, shift;  // y = d * scale + shift, then the weight (and bias)
         if (layer) {
-          // Two chains of fused multiply-adds: as many instructions as a sum's adds and one
-          // product (docs/perf/2026-12-04-row-ops-edge-cases.md).
-          Value part[2] = {v.x[0] * inv_n, v.x.size() > 1 ? v.x[1] * inv_n : k.F32(0)};
-          for (size_t i = 2; i < v.x.size(); ++i) part[i % 2] = Fma(v.x[i], inv_n, part[i % 2]);
-          Value mean = GroupReduce(k, part[0] + part[1], Reduce::kSum, r.threads);
-          for (size_t i = 0; i < d.size(); ++i)  // lanes past the end must add 0 to the variance
+          Value mean = GroupReduce(k, SumOver(k, v.x, inv_n), Reduce::kSum, r.threads);
+          for (size_t i = 0; i < d.size(); ++i)  // lanes past the end must add 0 to the sums
             d[i] = Select(v.In(i), v.x[i] - mean, 0.0f);
+          Value ssq[2] = {d[0] * d[0], d.size() > 1 ? d[1] * d[1] : k.F32(0)};
+          for (size_t i = 2; i < d.size(); ++i) ssq[i % 2] = Fma(d[i], d[i], ssq[i % 2]);
+          std::vector<Value> sums =
+              GroupReduce(k, {ssq[0] + ssq[1], SumOver(k, d, inv_n)}, Reduce::kSum, r.threads);
+          // x - the corrected mean as d - delta, folded into the output's product: x itself
+          // is not kept beside d (a block's registers hold one of them, not both).
+          const Moments m = Corrected(k, mean, sums[0], sums[1], inv_n, eps);
+          scale = m.scale;
+          shift = -(sums[1] * scale);
+        } else {
+          for (const Value& di : d) sq.push_back(di * di);
+          scale = Rsqrt(Fma(GroupReduce(k, SumOf(sq), Reduce::kSum, r.threads), inv_n, eps));
         }
-        for (const Value& di : d) sq.push_back(di * di);
-        Value scale = Rsqrt(Fma(GroupReduce(k, SumOf(sq), Reduce::kSum, r.threads), inv_n, eps));
         // The weight (and bias) chunk by chunk, each just before its use: fewer live registers.
         for (int c = 0; c < r.chunks; ++c) {
           RowRegs wc = LoadChunk(w, r, cols, c, 0.0, kParams);
           RowRegs bc = layer ? LoadChunk(b, r, cols, c, 0.0, kParams) : RowRegs{};
           std::vector<Value> out;
           for (int e = 0; e < kVec; ++e) {
-            Value t = d[c * kVec + e] * scale;
+            Value t = shift.valid() ? Fma(d[c * kVec + e], scale, shift) : d[c * kVec + e] * scale;
             out.push_back(layer ? Fma(t, wc.x[e], bc.x[e]) : t * wc.x[e]);
           }
           StoreChunk(k, row_of(y, r), r, c, v.ChunkIn(c), out);
@@ -63,7 +93,7 @@ absl::StatusOr<KernelDef> BuildNorm(bool layer, Scalar type) {
       [&](const RowCtx& r) {
         // Any length: a pass for the sums (the mean first for layernorm), a pass to write.
         Value xr = row_of(x, r), yr = row_of(y, r);
-        Regs acc = k.Registers(Type::Of(f32), 2);
+        Regs acc = k.Registers(Type::Of(f32), layer ? 3 : 2);
         Value mean = k.F32(0);
         if (layer) {
           ForEachColumn(k, r, cols,
@@ -73,8 +103,16 @@ absl::StatusOr<KernelDef> BuildNorm(bool layer, Scalar type) {
         ForEachColumn(k, r, cols, [&](Value c) {
           Value v = k.Load(xr + c).To(f32) - mean;
           acc[1] = Fma(v, v, acc[1]);
+          if (layer) acc[2] = Fma(v, inv_n, acc[2]);
         });
-        Value scale = Rsqrt(Fma(GroupReduce(k, acc[1], Reduce::kSum, r.threads), inv_n, eps));
+        Value scale;
+        if (layer) {
+          std::vector<Value> sums = GroupReduce(k, {acc[1], acc[2]}, Reduce::kSum, r.threads);
+          const Moments m = Corrected(k, mean, sums[0], sums[1], inv_n, eps);
+          mean = m.mean, scale = m.scale;
+        } else {
+          scale = Rsqrt(Fma(GroupReduce(k, acc[1], Reduce::kSum, r.threads), inv_n, eps));
+        }
         ForEachColumn(k, r, cols, [&](Value c) {
           Value v = (k.Load(xr + c).To(f32) - mean) * scale * k.Load(w + c).To(f32);
           if (layer) v = v + k.Load(b + c).To(f32);

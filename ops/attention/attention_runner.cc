@@ -175,10 +175,12 @@ absl::StatusOr<AttentionPlan> PlanAttention(const AttentionSize& z, const Attent
     return Invalid(absl::StrCat("B, Hq, Hkv, S and Skv must be at least 1 (got B=", z.b,
                                 " Hq=", z.hq, " Hkv=", z.hkv, " S=", z.s, " Skv=", z.skv, ")"));
   if (z.d != 64 && z.d != 128 && z.d != 256)
-    return Invalid(absl::StrCat("head dimension D = ", z.d,
-                                ": the kernels take 64, 128 or 256 (q, k and v padded with zeros "
-                                "to the next of them, with the scale of D, give the same o's "
-                                "first D columns: kiln.attention pads so)"));
+    return Invalid(absl::StrCat(
+        "head dimension D = ", z.d, ": the kernels take 64, 128 or 256",
+        z.d >= 1 && z.d < 256
+            ? " (q, k and v padded with zeros to the next of them, with the scale of D, give the "
+              "same o's first D columns: kiln.attention pads so)"
+            : ""));
   if (z.hq % z.hkv)
     return Invalid(absl::StrCat("Hq = ", z.hq, " is not a multiple of Hkv = ", z.hkv,
                                 " (grouped-query heads)"));

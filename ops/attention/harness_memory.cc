@@ -19,6 +19,8 @@ void NanCount::Add16(uint16_t bits, bool half) {
   const bool nan = half ? (bits & 0x7c00) == 0x7c00 && (bits & 0x3ff)
                         : (bits & 0x7f80) == 0x7f80 && (bits & 0x7f);
   if (nan) ++(bits == 0xffff ? never_written : written);
+  const bool inf = half ? (bits & 0x7fff) == 0x7c00 : (bits & 0x7fff) == 0x7f80;
+  if (inf) ++infinite;
 }
 
 void NanCount::Add32(float x) {
@@ -26,14 +28,15 @@ void NanCount::Add32(float x) {
 }
 
 std::string NanCount::Describe(const std::string& outputs) const {
-  std::string s = absl::StrCat(never_written + written, " elements of ", outputs, " NaN: ");
+  std::string s = absl::StrCat(never_written + written + infinite, " elements of ", outputs,
+                               infinite ? " NaN or inf: " : " NaN: ");
   if (never_written)
     absl::StrAppend(&s, never_written, " never written (still the poison's bits)",
-                    written ? ", " : "");
-  if (written)
-    absl::StrAppend(&s, written,
-                    " written as NaN (an overflow in the kernel's arithmetic, e.g. a scale too "
-                    "large for f32's exponent, or a NaN read)");
+                    written + infinite ? ", " : "");
+  if (written + infinite)
+    absl::StrAppend(&s, written + infinite, infinite ? " written as NaN or inf" : " written as NaN",
+                    " (an overflow in the kernel's arithmetic, e.g. a scale too large for f32's "
+                    "exponent, or a NaN or inf read)");
   return s;
 }
 

@@ -28,11 +28,12 @@ struct HarnessMemory {
 // copies the poison, would count as never written).
 struct NanCount {
   int64_t never_written = 0, written = 0;
+  int64_t infinite = 0;  // 16-bit outputs (O, gradients) that came out inf: never right either
   void Add16(uint16_t bits, bool half);
   void Add32(float x);
-  explicit operator bool() const { return never_written + written > 0; }
-  // "5 elements of O and lse NaN: 3 never written (still the poison's bits), 2 written as NaN
-  // (...)", naming `outputs`.
+  explicit operator bool() const { return never_written + written + infinite > 0; }
+  // "5 elements of O and lse NaN or inf: 3 never written (still the poison's bits), 2 written as
+  // NaN or inf (...)", naming `outputs`.
   std::string Describe(const std::string& outputs) const;
 };
 

@@ -51,10 +51,18 @@ void RowOp(const std::string& call, const char* kernel, const Array& x, std::opt
     }
   if (rows == 0 || cols == 0) return;  // an empty x: out is empty too, nothing to launch
   // The emulator's bound (a row op reads every element of x): past it, a message, not minutes.
-  if (d.emulated())
+  if (d.emulated()) {
     ThrowIfError(emu::CheckProblemSize(
         call, {{absl::StrCat("x of shape ", ShapeText(x)), static_cast<double>(rows) * cols}},
         static_cast<double>(rows) * cols));
+    // A row costs the emulator at least a warp's pass (a hundred elements' worth or more):
+    // many short rows are bounded as that many elements.
+    constexpr int64_t kMostRows = int64_t{1} << 19;
+    if (rows > kMostRows)
+      throw Error(absl::StrCat(call, ": x of shape ", ShapeText(x), " has ", rows,
+                               " rows; the emulator takes up to 2^19 (each costs it a warp's pass; "
+                               "run it on a GPU)"));
+  }
   std::vector<rt::Arg> args = {rt::Arg::Ptr(d.Bind(x, /*read_only=*/true))};
   if (w) args.push_back(rt::Arg::Ptr(d.Bind(*w, /*read_only=*/true)));
   if (b) args.push_back(rt::Arg::Ptr(d.Bind(*b, /*read_only=*/true)));

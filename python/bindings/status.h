@@ -55,8 +55,12 @@ inline void ThrowIfError(const absl::Status& s, const std::string& call) {
   if (s.ok()) return;
   RaiseIfInterrupted(s);
   std::string message = AsPython(std::string(s.message()));
+  bool named = false;
   for (const std::string prefix : {"kiln.attention:", "kiln attention backward:"})
-    if (message.rfind(prefix, 0) == 0) message = call + ":" + message.substr(prefix.size());
+    if (message.rfind(prefix, 0) == 0)
+      message = call + ":" + message.substr(prefix.size()), named = true;
+  // Messages from below the entry point (a bundle not found, the emulator's) name the call too.
+  if (!named && message.rfind(call, 0) != 0) message = call + ": " + message;
   throw Error(message);
 }
 

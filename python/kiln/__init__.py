@@ -1506,8 +1506,9 @@ def _check_host_decode_lengths(call, k_cache, seq_lens, block_table):
     paged = block_table is not None
     cap = block_table.shape[1] * k_cache.shape[1] if paged else k_cache.shape[2]
     _require(lens.size == 0 or (lens.min() >= 0 and lens.max() <= cap),
-             lambda: f"{call}: seq_lens must lie in [0, {cap}] (the cache's keys a sequence), "
-                     f"not {lens.min()} .. {lens.max()}")
+             lambda: f"{call}: seq_lens must lie in [0, {cap}] (the cache's keys a sequence" +
+                     (f": block_table's {block_table.shape[1]} pages of {k_cache.shape[1]}"
+                      if paged else "") + f"), not {lens.min()} .. {lens.max()}")
     if paged and lens.ndim == 1 and lens.size and block_table.shape[0] == lens.size:  # (else the
         # bindings name the shape)
         table, page = _host_numpy(call, "block_table", block_table), k_cache.shape[1]
@@ -1573,7 +1574,9 @@ def varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, causal=False, scale=Non
         if not _is_torch(o):
             o.fill(float("nan"))
         return o, lse
-    _kiln._varlen_attention(_r(q), _r(k), _r(v), _r(cu_seqlens), int(max_seqlen), _r(o), _r(lse),
+    # No sequence is longer than the T rows there are: a looser bound plans no larger grid.
+    _kiln._varlen_attention(_r(q), _r(k), _r(v), _r(cu_seqlens), int(min(max_seqlen, q.shape[0])),
+                            _r(o), _r(lse),
                             _flag("kiln.varlen_attention", "causal", causal),
                             _scale("kiln.varlen_attention", scale),
                             stream=_stream([q]))
@@ -1648,7 +1651,7 @@ def varlen_attention_backward(q, k, v, out, lse, d_out, cu_seqlens, max_seqlen, 
                               _flag("kiln.varlen_attention_backward", "causal", causal),
                               _scale("kiln.varlen_attention_backward", scale), False, True,
                               cu_seqlens=_r(cu_seqlens),
-                              max_seqlen=int(max_seqlen), stream=_stream([q]))
+                              max_seqlen=int(min(max_seqlen, q.shape[0])), stream=_stream([q]))
     return dq, dk, dv
 
 

@@ -110,6 +110,20 @@ class RowOps(unittest.TestCase):
             self.assertTrue(np.isfinite(y).all(), cols)
             np.testing.assert_allclose(y, np.broadcast_to(b, y.shape), rtol=1e-6, err_msg=str(cols))
 
+    def test_layer_norm_of_a_constant_row(self):
+        # A constant row's mean taken as the sum of x * (1/n) lay an ulp off the value (1/n
+        # rounded), and the row came out as that ulp over sqrt(eps) (-0.3 for 1e4 over 7); the
+        # mean corrected by the mean of x - mean gives 0 + b, as torch's running mean does. In the
+        # registers' layouts (7, 1000 columns) and the loop's (3001).
+        for cols, value in ((7, 1e4), (1000, 1e5), (1000, 100.0), (3001, -7.77), (1000, 1.2345678)):
+            x = np.full((3, cols), value, np.float32)
+            b = np.random.default_rng(cols).standard_normal(cols).astype(np.float32)
+            np.testing.assert_array_equal(kiln.layer_norm(x, None, b, eps=1e-5),
+                                          np.broadcast_to(b, x.shape), err_msg=f"{cols} {value}")
+            if abs(value) < 65504:  # (float16's largest)
+                np.testing.assert_array_equal(kiln.layer_norm(x.astype(np.float16), None, b),
+                                              np.broadcast_to(b.astype(np.float16), x.shape))
+
     def test_softmax_far_from_zero(self):
         # Logits far from 0: e^(x - max) must be exact at x = max (an fma of x * log2(e) with the
         # rounded max * log2(e) was off by up to a factor 2 here), in the registers' layouts and

@@ -1,6 +1,7 @@
 // attention/hopper on the emulator at small ragged sizes (its PTX as the compiler emitted it),
 // against the harness's fp64 reference of every row; and the entry point's plan and errors.
 #include <bit>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -336,13 +337,21 @@ TEST(AttentionCheck, NanWrittenIsToldFromNanNeverWritten) {
   NanCount n;
   n.Add16(0xffff, /*half=*/false), n.Add16(0xffff, /*half=*/true);  // the poison: never written
   n.Add16(0x7fc0, false), n.Add16(0x7e00, true);                       // NaN written
-  n.Add16(0x3f80, false), n.Add16(0x7f80, false), n.Add16(0x7c00, true);  // 1.0 and infinities
+  n.Add16(0x3f80, false);                                              // 1.0
   n.Add32(std::bit_cast<float>(0xffffffffu)), n.Add32(std::bit_cast<float>(0x7fffffffu));
-  n.Add32(-1.0f);
+  n.Add32(-1.0f), n.Add32(-INFINITY);  // an lse of -inf is a row that sees no key
   EXPECT_EQ(n.never_written, 3);
   EXPECT_EQ(n.written, 3);
   EXPECT_EQ(n.Describe("O and lse").rfind("6 elements of O and lse NaN: 3 never written (still "
                                           "the poison's bits), 3 written as NaN (",
+                                          0),
+            0u)
+      << n.Describe("O and lse");
+  // An O of inf (either sign) is never right: counted with the NaN a kernel wrote.
+  n.Add16(0x7f80, false), n.Add16(0xfc00, true);
+  EXPECT_EQ(n.infinite, 2);
+  EXPECT_EQ(n.Describe("O and lse").rfind("8 elements of O and lse NaN or inf: 3 never written (still "
+                                          "the poison's bits), 5 written as NaN or inf (",
                                           0),
             0u)
       << n.Describe("O and lse");

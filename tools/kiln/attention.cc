@@ -19,8 +19,11 @@
 namespace kiln::cli {
 namespace {
 
+// The command's errors name it ("kiln attention: ..."), the runner's and the checks' alike.
+int FailAttention(const absl::Status& s) { return Fail(s, "kiln attention"); }
+
 int Report(const absl::StatusOr<kiln::examples::AttentionResult>& r, const std::string& shape) {
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return FailAttention(r.status());
   std::cout << absl::StrFormat(
       "%s %s: %d rows against fp64, error %.3e, lse off by %.1e past f32 rounding: %s", r->kernel,
       shape, r->rows_checked, r->rel_error, r->lse_error, r->passed ? "ok" : "FAIL: " + r->failure);
@@ -45,22 +48,22 @@ absl::StatusOr<std::vector<int64_t>> VarlenLengths() {
 // --varlen: packed sequences of the listed lengths, --h/--hkv heads of --d.
 int VarlenAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionOptions& options) {
   absl::StatusOr<std::vector<int64_t>> parsed = VarlenLengths();
-  if (!parsed.ok()) return Fail(parsed.status());
+  if (!parsed.ok()) return FailAttention(parsed.status());
   const std::vector<int64_t>& lengths = *parsed;
   absl::StatusOr<kiln::rt::AttentionSize> planned = kiln::examples::VarlenSize(z, lengths);
-  if (!planned.ok()) return Fail(planned.status());
+  if (!planned.ok()) return FailAttention(planned.status());
   absl::StatusOr<kiln::rt::AttentionPlan> plan =
       kiln::rt::PlanAttention(*planned, options, {16, 16, 16, 16, 16, 0, 0, 16}, 90);
-  if (!plan.ok()) return Fail(plan.status());
+  if (!plan.ok()) return FailAttention(plan.status());
   const std::string shape =
       absl::StrCat("varlen ", absl::GetFlag(FLAGS_varlen), " ",
                    kiln::examples::AttentionShapeName(*planned, options.causal));
   if (absl::GetFlag(FLAGS_emulate)) {
     absl::StatusOr<Bundle> b = GetBundle(plan->kernel);
-    if (!b.ok()) return Fail(b.status());
+    if (!b.ok()) return FailAttention(b.status());
     return Report(kiln::examples::RunVarlenAttentionEmulated(*b, z, lengths, options, 1), shape);
   }
-  if (absl::Status st = NeedGpu("attention").status(); !st.ok()) return Fail(st);
+  if (absl::Status st = NeedGpu("attention").status(); !st.ok()) return FailAttention(st);
   kiln::rt::AttentionRunner runner(BundleDir());
   return Report(
       kiln::examples::RunVarlenAttentionGpu(runner, z, lengths, options, absl::GetFlag(FLAGS_iters),
@@ -72,41 +75,41 @@ int VarlenAttention(const kiln::rt::AttentionSize& z, const kiln::rt::AttentionO
 // fp64 (and run again for the same bytes), timed alone on the GPU.
 int BackwardAttention(kiln::rt::AttentionSize z, const kiln::rt::AttentionOptions& options) {
   if (!options.kernel.empty())  // (one answer for a forward's name and a backward kernel's)
-    return Fail(absl::InvalidArgumentError(
+    return FailAttention(absl::InvalidArgumentError(
         "kiln attention --backward takes no --kernel: the plan picks the backward's kernels "
         "(--deterministic or --dq_atomics choose how dQ is summed)"));
   std::vector<int64_t> lengths;
   if (!absl::GetFlag(FLAGS_varlen).empty()) {
     absl::StatusOr<std::vector<int64_t>> parsed = VarlenLengths();
-    if (!parsed.ok()) return Fail(parsed.status());
+    if (!parsed.ok()) return FailAttention(parsed.status());
     lengths = *parsed;
     absl::StatusOr<kiln::rt::AttentionSize> planned = kiln::examples::VarlenSize(z, lengths);
-    if (!planned.ok()) return Fail(planned.status());
+    if (!planned.ok()) return FailAttention(planned.status());
     z = *planned;
   }
   kiln::rt::AttentionGradOperands fake = {16, 16, 16, 16, 16, 16, 16, 16, 16};
   fake.cu_seqlens = z.varlen ? 16 : 0;
   const bool sm100 = absl::GetFlag(FLAGS_sm100);
   if (sm100 && !absl::GetFlag(FLAGS_emulate))
-    return Fail(absl::InvalidArgumentError(
+    return FailAttention(absl::InvalidArgumentError(
         "kiln attention --sm100 runs on the emulator (--emulate): no sm_100 GPU here"));
   if (absl::StatusOr<kiln::rt::AttentionBackwardPlan> plan =
           kiln::rt::PlanAttentionBackward(z, options, fake, sm100 ? 100 : 90);
       !plan.ok())
-    return Fail(plan.status());
+    return FailAttention(plan.status());
   absl::StatusOr<kiln::examples::AttentionGradResult> r;
   if (absl::GetFlag(FLAGS_emulate)) {
     const std::function<const Bundle*(const std::string&)> bundle_of = BundlesOnce();
     r = kiln::examples::RunAttentionBackwardEmulated(bundle_of, z, options, 1, lengths,
                                                      sm100 ? 100 : 90);
   } else {
-    if (absl::Status st = NeedGpu("attention").status(); !st.ok()) return Fail(st);
+    if (absl::Status st = NeedGpu("attention").status(); !st.ok()) return FailAttention(st);
     kiln::rt::AttentionRunner runner(BundleDir());
     r = kiln::examples::RunAttentionBackwardGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1,
                                                 /*repeat_runs=*/9, absl::GetFlag(FLAGS_repeats),
                                                 lengths);
   }
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return FailAttention(r.status());
   std::cout << absl::StrFormat(
       "%s %s backward: %d heads against fp64, errors dQ %.3e dK %.3e dV %.3e, %d more runs the "
       "same bytes%s: %s",
@@ -172,7 +175,7 @@ absl::Status CheckFlagCombinations() {
 }
 
 int Attention() {
-  if (absl::Status flags = CheckFlagCombinations(); !flags.ok()) return Fail(flags);
+  if (absl::Status flags = CheckFlagCombinations(); !flags.ok()) return FailAttention(flags);
   kiln::rt::AttentionSize z;
   z.b = absl::GetFlag(FLAGS_b), z.hq = absl::GetFlag(FLAGS_h), z.s = absl::GetFlag(FLAGS_s),
   z.d = absl::GetFlag(FLAGS_d);
@@ -184,7 +187,7 @@ int Attention() {
   const int64_t decode = absl::GetFlag(FLAGS_decode);
   z.skv = absl::GetFlag(FLAGS_skv) ? absl::GetFlag(FLAGS_skv) : z.s;
   if (decode > 0 && FlagGiven("s") && FlagGiven("skv"))
-    return Fail(absl::InvalidArgumentError(
+    return FailAttention(absl::InvalidArgumentError(
         absl::StrCat("--decode ", decode, " takes ", decode,
                      " query rows in place of --s: give the keys by --skv (or by --s), not both")));
   if (decode > 0) z.s = decode;  // (over --skv keys, --s's by default)
@@ -195,14 +198,14 @@ int Attention() {
   const double scale = absl::GetFlag(FLAGS_scale);  // (a double past f32's range: no cast)
   options.scale = std::fabs(scale) <= FLT_MAX ? static_cast<float>(scale) : INFINITY;
   if (scale != 0 && !(options.scale > 0 && std::isfinite(options.scale)))
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
+    return FailAttention(absl::InvalidArgumentError(absl::StrCat(
         "--scale ", absl::GetFlag(FLAGS_scale),
         ": the kernels take it as f32, where it must be positive and finite (0: 1/sqrt(d))")));
   options.kernel = absl::GetFlag(FLAGS_kernel);
   options.dq_atomics = absl::GetFlag(FLAGS_dq_atomics);
   options.deterministic = absl::GetFlag(FLAGS_deterministic);
   if (absl::GetFlag(FLAGS_sm100) && !absl::GetFlag(FLAGS_backward))
-    return Fail(absl::InvalidArgumentError(
+    return FailAttention(absl::InvalidArgumentError(
         "kiln attention --sm100 emulates the backward's sm_100a kernels: with --backward "
         "--emulate"));
   if (absl::GetFlag(FLAGS_backward)) return BackwardAttention(z, options);
@@ -211,14 +214,14 @@ int Attention() {
   const int64_t page = absl::GetFlag(FLAGS_paged);
   absl::StatusOr<kiln::rt::AttentionPlan> plan = kiln::rt::PlanAttention(
       kiln::examples::PagedSize(z, page), options, {16, 16, 16, 16, 16, 16, 16}, 90);
-  if (!plan.ok()) return Fail(plan.status());
+  if (!plan.ok()) return FailAttention(plan.status());
   if (decode && !options.kernel.empty() && !absl::StrContains(plan->kernel, ".split"))
-    return Fail(absl::InvalidArgumentError(
+    return FailAttention(absl::InvalidArgumentError(
         absl::StrCat("kiln attention --decode: --kernel ", options.kernel,
                      " is not a decode kernel (attention/hopper.*.split or "
                      "attention/blackwell.*.split)")));
   if (decode && !absl::StrContains(plan->kernel, ".split"))
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
+    return FailAttention(absl::InvalidArgumentError(absl::StrCat(
         "kiln attention --decode: this problem runs ", plan->kernel, ", not a decode kernel: ",
         z.hq / z.hkv * z.s > 64
             ? absl::StrCat("the query rows of a KV head (Hq / Hkv * S = ", z.hq / z.hkv * z.s,
@@ -229,23 +232,23 @@ int Attention() {
   absl::StatusOr<kiln::examples::AttentionResult> r;
   if (absl::GetFlag(FLAGS_emulate)) {
     absl::StatusOr<Bundle> b = GetBundle(plan->kernel);
-    if (!b.ok()) return Fail(b.status());
+    if (!b.ok()) return FailAttention(b.status());
     std::optional<Bundle> combine;  // a split plan's merge of the parts
     if (plan->splits > 1) {
       absl::StatusOr<Bundle> c = GetBundle(plan->combine);
-      if (!c.ok()) return Fail(c.status());
+      if (!c.ok()) return FailAttention(c.status());
       combine = *std::move(c);
     }
     std::optional<Bundle> copy_pages;  // a plan's copy of a paged cache into dense K and V
     if (!plan->copy_pages.empty()) {
       absl::StatusOr<Bundle> g = GetBundle(plan->copy_pages);
-      if (!g.ok()) return Fail(g.status());
+      if (!g.ok()) return FailAttention(g.status());
       copy_pages = *std::move(g);
     }
     r = kiln::examples::RunAttentionEmulated(*b, z, options, 1, combine ? &*combine : nullptr, page,
                                              copy_pages ? &*copy_pages : nullptr);
   } else {
-    if (absl::Status st = NeedGpu("attention").status(); !st.ok()) return Fail(st);
+    if (absl::Status st = NeedGpu("attention").status(); !st.ok()) return FailAttention(st);
     kiln::rt::AttentionRunner runner(BundleDir());
     r = kiln::examples::RunAttentionGpu(runner, z, options, absl::GetFlag(FLAGS_iters), 1, page,
                                         absl::GetFlag(FLAGS_repeats));

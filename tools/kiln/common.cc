@@ -272,7 +272,9 @@ std::vector<std::string> GivenFlagNames() {
 
 int FailUsage(const absl::Status& s) { return Fail(s) + 1; }
 
-int Fail(const absl::Status& given) {
+int Fail(const absl::Status& given) { return Fail(given, "kiln"); }
+
+int Fail(const absl::Status& given, absl::string_view command) {
   // The emulated op device names a kernel it could not get (MissingKernel): why, and the
   // command that writes it, is GetBundle's to say.
   absl::Status s = given;
@@ -281,7 +283,7 @@ int Fail(const absl::Status& given) {
   // A message that names its command ("kiln gemm: ...") needs no second prefix.
   const bool named =
       absl::StartsWith(s.message(), "kiln ") || absl::StartsWith(s.message(), "kiln.");
-  std::cerr << (named ? "" : "kiln: ") << s.message() << "\n";
+  std::cerr << (named ? "" : absl::StrCat(command, ": ")) << s.message() << "\n";
   return 1;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "examples/gemm_spec.h"
 #include "examples/harness.h"
 #include "examples/plot.h"
@@ -33,7 +34,8 @@ namespace kiln::cli {
 using kiln::rt::Bundle;
 
 // ---- kernels and their bundles
-int Fail(const absl::Status& s);       // prints "kiln: message", returns 1
+int Fail(const absl::Status& s);                             // prints "kiln: message", returns 1
+int Fail(const absl::Status& s, absl::string_view command);  // "COMMAND: message" where unnamed
 int FailUsage(const absl::Status& s);  // the same for a usage error: returns 2
 // The command line with each --flagfile's flags in its place, as absl reads them (one flag a
 // line, '#' comments), files within files too: so that a flag in a file meets the command line's

@@ -2,6 +2,8 @@
 // built on them, redux.sync, and a reduction over a group of warps through shared memory.
 #pragma once
 
+#include <vector>
+
 #include "kiln/value.h"
 
 namespace kiln {
@@ -56,5 +58,9 @@ Value ReduxSync(const Value& v, Reduce op, Loc loc = Loc::current());
 // loop is safe (it waits for the group before reusing its slots). Ids 1..15 used by the kernel's
 // own NamedBarrier calls must not overlap these: GroupReduce takes them from 1 upward.
 Value GroupReduce(Kernel& k, const Value& v, Reduce op, int threads = 0, Loc loc = Loc::current());
+// The same for several values of one type at once: one exchange through shared memory (a row of
+// slots a value) and one pair of barriers for all of them.
+std::vector<Value> GroupReduce(Kernel& k, const std::vector<Value>& vs, Reduce op, int threads = 0,
+                               Loc loc = Loc::current());
 
 }  // namespace kiln
