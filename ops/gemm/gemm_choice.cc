@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "kiln/ops/gemm_tiles.h"
 #include "ops/gemm/gemm_model.h"
 
@@ -390,10 +391,21 @@ GemmChoice ChooseGemm(const GemmSize& s, int compute_capability, const GemmOptio
                         ")"),
            best->split};
   }
-  if (given && (c.kernel != given->kernel || c.split != given->split))
+  if (given && (c.kernel != given->kernel || c.split != given->split)) {
+    // The kernel among this size's candidates at other splits: the entry's split is what is off.
+    std::vector<std::string> splits;
+    VisitGemmCandidates(s, compute_capability, [&](const char* k, int x, const std::string&) {
+      if (given->kernel == k) splits.push_back(SplitName(x));
+      return false;
+    });
     c.why += absl::StrCat("; the tune cache's entry here (", given->kernel, ", ",
-                          SplitName(given->split),
-                          ") is not one that can run this call: the rule's choice instead");
+                          SplitName(given->split), ") is ",
+                          splits.empty() || best == nullptr
+                              ? "not one that can run this call"
+                              : absl::StrCat("not among the splits kiln tune times for it here (",
+                                             absl::StrJoin(splits, ", "), ")"),
+                          ": the rule's choice instead");
+  }
   GemmOptions o = options;
   // A tile kernel at an M its C map cannot take stores C from registers (f32 ones always do).
   const bool tiles = c.kernel.rfind("gemm/bf16_sm90", 0) == 0;

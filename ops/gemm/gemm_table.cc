@@ -222,7 +222,29 @@ absl::StatusOr<GemmTuneCache> GemmTuneCache::Read(const std::string& path) {
   if (!in) return GemmTuneCache();
   std::stringstream text;
   text << in.rdbuf();
-  return Parse(text.str(), path);
+  absl::StatusOr<GemmTuneCache> table = Parse(text.str(), path);
+  if (table.ok()) table->MergeWithBuiltIn();
+  return table;
+}
+
+void GemmTuneCache::MergeWithBuiltIn() {
+  for (auto& [cc, given] : rules_) {
+    if (given.empty()) continue;
+    const GemmRules* built_in = BuiltIn().Rules(cc);
+    if (!built_in || built_in == &given) continue;
+    GemmRules merged = *built_in;
+    if (given.model) merged.model = given.model;
+    for (const TileWeights& t : given.tiles) {
+      auto same = std::find_if(merged.tiles.begin(), merged.tiles.end(),
+                               [&](const TileWeights& m) { return m.kernel == t.kernel; });
+      if (same != merged.tiles.end())
+        *same = t;
+      else
+        merged.tiles.push_back(t);
+    }
+    merged.regions.insert(merged.regions.begin(), given.regions.begin(), given.regions.end());
+    given = std::move(merged);
+  }
 }
 
 absl::StatusOr<GemmTuneCache> GemmTuneCache::ReadExisting(const std::string& path) {

@@ -161,6 +161,9 @@ void Gemm(GemmArgs g, uint64_t stream) {
                                 std::pair{"out", static_cast<const Array*>(g.out)}})
     Require(*x, kCall, what, 2, {"f32"}, true, /*result=*/std::string(what) == "out");
   o.c_row_major = g.epilogue == "swiglu" || g.epilogue == "rope";
+  for (const auto& [what, x] :
+       {std::pair{"c", &g.c}, std::pair{"bias", &g.bias}, std::pair{"residual", &g.residual}})
+    if (*x) Require(**x, kCall, what, -1, {"f32"});  // (with no element too, as out's)
   if (size.m == 0 || size.n == 0) return CheckAsWithElements(size, options, o, g);
   const double m = size.m, n = size.n, k = size.k;  // (every element of a, b and out is touched)
   if (k >= 1)                                       // (K = 0: the entry point's own message)
@@ -170,10 +173,7 @@ void Gemm(GemmArgs g, uint64_t stream) {
   for (const auto& [what, x, to] :
        {std::tuple{"c", &g.c, &o.c_in}, std::tuple{"bias", &g.bias, &o.bias},
         std::tuple{"residual", &g.residual, &o.residual}})
-    if (*x) {
-      Require(**x, kCall, what, -1, {"f32"});
-      *to = d.BindNarrowed(**x, g.out_type, (*x)->ndim() == 2);
-    }
+    if (*x) *to = d.BindNarrowed(**x, g.out_type, (*x)->ndim() == 2);
   std::vector<uint8_t> result;
   o.c = d.BindPoisoned(g.out->size(), g.out_type, &result);
   rt::EmulatedOpDevice device = EmulatorDevice(*d.emulator());

@@ -118,10 +118,12 @@ void GemmFp8(const Array& a, const Array& b, Array out, const Array& scale_a, co
     if (x->ndim() != 2)
       throw Error(absl::StrCat(kCall, ": ", what, " must have rank 2, not ", x->ndim()));
   const int64_t m = a.shape(0), k = a.shape(1), n = b.shape(1);
-  if (static_cast<int64_t>(b.shape(0)) != k || static_cast<int64_t>(out.shape(0)) != m ||
-      static_cast<int64_t>(out.shape(1)) != n)
-    throw Error(absl::StrCat(kCall, ": a ", ShapeText(a), ", b ", ShapeText(b), " and out ",
-                             ShapeText(out), " do not make (M, K) @ (K, N) = (M, N)"));
+  if (static_cast<int64_t>(b.shape(0)) != k)  // (as the 16-bit call says it; out is made after)
+    throw Error(absl::StrCat(kCall, ": a ", ShapeText(a), " and b ", ShapeText(b),
+                             " do not multiply (a's columns must be b's rows)"));
+  if (static_cast<int64_t>(out.shape(0)) != m || static_cast<int64_t>(out.shape(1)) != n)
+    throw Error(
+        absl::StrCat(kCall, ": out has shape ", ShapeText(out), ", not (", m, ", ", n, ")"));
   CallDevice d(kCall,
                {&a, &b, &out, &scale_a, &scale_b, terms.c ? &*terms.c : nullptr,
                 terms.bias ? &*terms.bias : nullptr, terms.residual ? &*terms.residual : nullptr},

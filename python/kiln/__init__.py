@@ -873,7 +873,8 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
 
     FP8 (DeepGEMM's scales): float8_e4m3fn x and w (uint8 host arrays of e4m3 bytes on the
     emulator) with f32 scale_x per 1 x 128 of each of x's rows, (rows, ceil(K/128)) with the rows
-    contiguous (as kiln.quantize_e4m3 gives them; rows = E * C when masked), and scale_w per
+    contiguous (as kiln.quantize_e4m3 gives them; rows = E * C when masked, where the (E, C,
+    ceil(K/128)) that kiln.quantize_e4m3 gives for an (E, C, K) x is taken too), and scale_w per
     128 x 128 of each expert's weights, (E, N/128, ceil(K/128)) packed; N a multiple of 128, K of
     16; out bf16.
     """
@@ -913,6 +914,11 @@ def grouped_gemm(x, w, offsets=None, *, counts=None, out=None, scale_x=None, sca
                                          sizes[-1] <= x.shape[0]),
                      f"kiln.grouped_gemm: offsets must be 0 or more, not decrease, and end at "
                      f"most at the {x.shape[0]} rows of x; got {sizes.tolist()[:8]}")
+    if masked and scale_x is not None and len(scale_x.shape) == 3 and len(x.shape) == 3 and \
+            tuple(scale_x.shape[:2]) == tuple(x.shape[:2]):
+        # kiln.quantize_e4m3's scales of an (E, C, K) x, (E, C, kb): the (E * C, kb) the kernel
+        # reads, as a view where their rows are contiguous (as it returns them)
+        scale_x = scale_x.reshape(x.shape[0] * x.shape[1], scale_x.shape[2])
     shape = tuple(x.shape[:-1]) + (w.shape[1],)
     if out is None:
         out = _empty(x, shape, "bf16")
@@ -941,6 +947,7 @@ def _check_empty_grouped(x, w, sizes, out, shape, scale_x, scale_w, masked):
                       "(T, K) x (E, N, K) -> (T, N) with E ends"))
     _require(tuple(out.shape) == shape,
              lambda: f"{call}: out must have shape {shape}, not {tuple(out.shape)}")
+    _require(1 <= e <= 1024, lambda: f"{call}: E = {e} experts: 1 to 1024")
     fp8 = scale_x is not None
     # The sizes' rules, as with tokens (rt::RunGroupedGemm's); with N = 0 no call has N's columns.
     _require(k >= 1 and k % (16 if fp8 else 8) == 0 and
@@ -1125,6 +1132,7 @@ def quantize_e4m3(x):
         return unfold(q.view(torch.float8_e4m3fn), scales)
     import numpy
     _require_dtypes("kiln.quantize_e4m3", [("x", x)], ("float32",), ("bfloat16",))
+    _host_bound("kiln.quantize_e4m3", [("x", x)])
     x16 = _bf16_bits(numpy.reshape(x, (m, k)))
     q = numpy.zeros((m, k), numpy.uint8)
     scales = numpy.zeros((kb, m), numpy.float32)
@@ -1164,6 +1172,7 @@ def quantize_e4m3_blocks(w, *, transpose=False):
     else:
         import numpy
         _require_dtypes("kiln.quantize_e4m3_blocks", [("w", w)], ("float32",), ("bfloat16",))
+        _host_bound("kiln.quantize_e4m3_blocks", [("w", w)])
         q = numpy.zeros((n, k), numpy.uint8)
         # The emulator copies each array back: q_t needs its own, a word when unwritten.
         q_t = numpy.zeros((k, n) if transpose else (1, 8), numpy.uint8)
@@ -1822,6 +1831,16 @@ def _widened(bits):
     return (bits.astype(numpy.uint32) << 16).view(numpy.float32)
 
 
+def _host_bound(call, arrays):
+    """The emulator's bound on a host call's arrays (as the bindings' calls have it): past 2^26
+    elements, a kiln.Error before anything is copied, not minutes of emulation."""
+    for what, x in arrays:
+        size = _math.prod(x.shape)
+        _require(size <= 1 << 26,
+                 lambda: f"{call}: {what} has {size} elements; the emulator takes arrays of up to "
+                         "2^26 (run it on a GPU)")
+
+
 def _glue_call(call, name, inputs, outputs, scalars):
     """Runs glue kernel `name` for `call` on inputs + outputs + scalars: inputs (name, array)
     pairs, the first the 16-bit data and any others f32 tables. Host arrays: float16 data runs the
@@ -1860,6 +1879,7 @@ def _glue_call(call, name, inputs, outputs, scalars):
                          f"{x.dtype}")
     if empty:
         return outputs
+    _host_bound(call, inputs)
     if host_f16:
         _loaded(call, name + ".f16")(*[_host_input(x) for _, x in inputs], *outputs, *scalars)
         return outputs

@@ -842,9 +842,30 @@ class GroupedGemm(unittest.TestCase):
         self.assertIn("scale_w must be", str(err.exception))
         self.assertNotIn("scale_x", str(err.exception))
 
+    def test_masked_e4m3_takes_the_quantizers_scales_as_they_come(self):
+        # kiln.quantize_e4m3 of an (E, C, K) x gives scales (E, C, kb): a masked call takes them
+        # as they are, the same as their (E * C, kb) view.
+        rng = np.random.default_rng(8)
+        e, c, n, k = 2, 16, 128, 128
+        qx, sx = kiln.quantize_e4m3(rng.standard_normal((e, c, k)).astype(np.float32))
+        self.assertEqual(sx.shape, (e, c, 1))
+        blocks = [kiln.quantize_e4m3_blocks(rng.standard_normal((n, k)).astype(np.float32))
+                  for _ in range(e)]
+        qw = np.stack([q for q, _ in blocks])
+        sw = np.ascontiguousarray(np.stack([s for _, s in blocks]))
+        counts = np.int32([5, 16])
+        got = kiln.grouped_gemm(qx, qw, counts=counts, scale_x=sx, scale_w=sw)
+        want = kiln.grouped_gemm(qx, qw, counts=counts, scale_x=sx.reshape(e * c, 1), scale_w=sw)
+        np.testing.assert_array_equal(got[0, :5], want[0, :5])
+        np.testing.assert_array_equal(got[1], want[1])
+
     def test_errors_name_the_problem(self):
         x = np.zeros((4, self.K), np.float32)
         w = np.zeros((self.E, self.N, self.K), np.float32)
+        # With no column to write, the experts' count is still 1 to 1024.
+        with self.assertRaisesRegex(kiln.Error, "E = 2000 experts: 1 to 1024"):
+            kiln.grouped_gemm(x, np.zeros((2000, 0, self.K), np.float32),
+                              np.full(2000, 4, np.int32))
         for call, says in [
             (lambda: kiln.grouped_gemm(x, w), "either offsets"),
             (lambda: kiln.grouped_gemm(x, w, np.int32([1, 2])), "do not make"),
@@ -2005,6 +2026,9 @@ class EmptyAndWrongInputs(unittest.TestCase):
                 (lambda: kiln.gemm(z(0, 0), z(0, 8)), "kiln.gemm: K = 0 (a (0, 0), b (0, 8))"),
                 (lambda: kiln.gemm(z(0, 16), z(16, 8), activation="swiglu"),
                  "swiglu takes N a multiple of 16"),
+                (lambda: kiln.gemm(z(0, 16), z(16, 8), c=np.zeros((0, 8)), beta=1.0),
+                 "c must be"),
+                (lambda: kiln.gemm(z(0, 16), z(16, 8), bias=i32(8)), "bias must be"),
                 (lambda: kiln.gemm(e4m3(0, 16), e4m3(4, 16).T, scale_a=np.ones(7, np.float32),
                                    scale_b=np.ones(9, np.float32)), "name no scaling"),
                 (lambda: kiln.gemm(e4m3(0, 16), e4m3(4, 16).T, scale_a=np.ones(0),
@@ -2344,6 +2368,28 @@ class NewUsersEdges(unittest.TestCase):
         with self.assertRaises(kiln.Error) as caught:
             kiln.decode_attention(q, cache, cache, np.array([5], np.int32))
         self.assertIn("comes with its block_table", str(caught.exception))
+
+    def test_max_seqlen_is_a_bound_any_size_of_which_runs(self):
+        # max_seqlen past the rows there are (an upper bound, as flash-attn's) plans as the rows:
+        # it had been refused as a problem past 32 bits.
+        rng = np.random.default_rng(21)
+        q, k, v = (rng.standard_normal((9, 2, 64)).astype(np.float32) for _ in range(3))
+        cu = np.array([0, 4, 9], np.int32)
+        o, lse = kiln.varlen_attention(q, k, v, cu, 5)
+        o2, lse2 = kiln.varlen_attention(q, k, v, cu, 10**9)
+        np.testing.assert_array_equal(o, o2)
+        np.testing.assert_array_equal(lse, lse2)
+
+    def test_host_arrays_past_the_emulators_bound_are_refused_at_once(self):
+        # The glue and the quantizers read their input whole, as a GEMM does: past 2^26 elements a
+        # message, not minutes of emulation (broadcast views: nothing is allocated).
+        big = np.broadcast_to(np.float32(0), (8193, 8192))
+        for call in (lambda: kiln.quantize_e4m3(big), lambda: kiln.quantize_e4m3_blocks(big),
+                     lambda: kiln.swiglu(big)):
+            with self.assertRaisesRegex(kiln.Error, "the emulator takes arrays of up to 2\\^26"):
+                call()
+        with self.assertRaisesRegex(kiln.Error, "the emulator takes up to 2\\^19"):
+            kiln.softmax(np.broadcast_to(np.float32(0), ((1 << 19) + 1, 1)))
 
     def test_an_empty_packed_batch_takes_max_seqlen_0(self):
         empty = np.zeros((0, 4, 64), np.float32)

@@ -810,6 +810,14 @@ TEST(Emulator, FormsThePtxIsaDoesNotHaveAreRefused) {
       {"ld.global.v9.u32 {%r2, %r4, %r5, %r6}, [%rd3];", "'.v9' is no modifier of ld"},
       {"ld.global.v2.u32 {%r2, %r4, %r5, %r6}, [%rd3];", "2 elements (.v2) and 4 registers"},
       {"st.global.v4.u32 [%rd3], %r1;", "4 elements (.v4) and 1 registers"},
+      // An ALU op's or cvt's modifiers and types: one it does not have was run as if absent, and
+      // a rounding the emulator does not model as round-to-nearest.
+      {"mul.wide.q32 %rd4, %r1, 4;", "'.q32' is no modifier of mul (nor a PTX type)"},
+      {"shl.bogus.b32 %r2, %r1, 2;", "'.bogus' is no modifier of shl"},
+      {"cvt.qq.u64.u32 %rd4, %r1;", "'.qq' is no modifier of cvt"},
+      {"add.s32.s32 %r2, %r1, 1;", "add takes one type, not 2"},
+      {"fma.rz.f32 %r2, %r1, %r1, %r1;", "'.rz' rounding is not emulated"},
+      {"cvt.rm.f32.s32 %r2, %r1;", "'.rm' rounding is not emulated"},
   };
   for (const auto& [line, says] : cases) {
     Device d;

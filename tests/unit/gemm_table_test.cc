@@ -122,6 +122,31 @@ TEST(GemmTable, AnEntryThatCannotRunIsNamedInTheChoice) {
   EXPECT_NE(c.why.find("the tune cache's entry here (gemm/nosuch"), std::string::npos) << c.why;
   EXPECT_NE(GemmTuneCache::Read(::testing::TempDir()).status().message().find("is a directory"),
             absl::string_view::npos);
+  // A candidate kernel at a split kiln tune does not time: the split is named as what is off.
+  absl::StatusOr<GemmTuneCache> split =
+      GemmTuneCache::Parse("sm_90 4096 4096 4096 gemm/bf16_sm90 3 0.0100\n", "t.tune");
+  ASSERT_TRUE(split.ok()) << split.status();
+  const GemmChoice s = ChooseGemm({4096, 4096, 4096}, 90, {}, &*split);
+  EXPECT_NE(s.why.find("(gemm/bf16_sm90, split-K 3) is not among the splits kiln tune times for it "
+                       "here (whole tiles"),
+            std::string::npos)
+      << s.why;
+}
+
+// A file of one tile line, given at run time, changes the built-in rule by that line: the model
+// and the other tiles stay (it had replaced the rule, which then had no model, and every size fell
+// to the strided kernel as if nothing were tuned).
+TEST(GemmTable, AFileOfOneLineAddsToTheBuiltInRule) {
+  const std::string path = ::testing::TempDir() + "/kiln_one_line.tune";
+  std::ofstream(path) << "sm_90 tile gemm/bf16_sm90 speed=1.0 speed_unaligned=1.0\n";
+  absl::StatusOr<GemmTuneCache> t = GemmTuneCache::Read(path);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_NE(t->Rules(90), nullptr);
+  EXPECT_TRUE(t->Rules(90)->model.has_value());
+  EXPECT_EQ(ChooseGemm({2048, 2048, 64}, 90, {}, &*t).kernel,
+            ChooseGemm({2048, 2048, 64}, 90).kernel);
+  EXPECT_EQ(ChooseGemm({4096, 4096, 4096}, 90, {}, &*t).kernel, "gemm/bf16_sm90");
+  std::remove(path.c_str());
 }
 
 // A table with records for the GPU replaces the built-in ones: its figures decide.
@@ -206,9 +231,16 @@ TEST(GemmTable, WrittenBackKeepsRecordsAndComments) {
   absl::StatusOr<GemmTuneCache> back = GemmTuneCache::Read(path);
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_NE(back->Rules(90), nullptr);
-  EXPECT_EQ(back->Rules(90)->tiles.size(), 1u);
-  EXPECT_EQ(back->Rules(90)->regions.size(), 1u);
+  // Read from a file, the records add to the built-in table's: the given model, tile weights in
+  // place of the same kernel's, the given region first.
+  const GemmRules& built_in = *GemmTuneCache::BuiltIn().Rules(90);
+  EXPECT_EQ(back->Rules(90)->tiles.size(), built_in.tiles.size());
+  EXPECT_EQ(back->Rules(90)->regions.size(), built_in.regions.size() + 1);
+  EXPECT_EQ(back->Rules(90)->regions.front().kernel, "gemm/bf16_tma8_sm90");
+  EXPECT_EQ(back->Rules(90)->regions.front().m.hi, 8);
   EXPECT_EQ(back->Rules(90)->model->stream_cap_bytes_per_us, 2.6e6);
+  for (const TileWeights& w : back->Rules(90)->tiles)
+    if (w.kernel == "gemm/bf16_sm90") EXPECT_EQ(w.speed, 1);
   ASSERT_NE(back->Find(90, {64, 4096, 4096}), nullptr);
   EXPECT_EQ(back->Find(90, {64, 4096, 4096})->split, 2);
   // The 8-bit entry apart from the 16-bit ones: its scaling is part of its key.

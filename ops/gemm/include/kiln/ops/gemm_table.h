@@ -82,7 +82,8 @@ struct GemmRules {
 
 class GemmTuneCache {
  public:
-  // An absent file is an empty table; a line that does not parse is an error naming it.
+  // An absent file is an empty table; a line that does not parse is an error naming it. The
+  // file's rule records add to the built-in table's (MergedWithBuiltIn).
   static absl::StatusOr<GemmTuneCache> Read(const std::string& path);
   // The same for a reader of the choices (kiln gemm, GemmRunner), to whom an absent file is an
   // error: a mistyped path must not drop the table's choices silently.
@@ -91,6 +92,11 @@ class GemmTuneCache {
   static absl::StatusOr<GemmTuneCache> Parse(const std::string& text, const std::string& name);
   // Adds the records of `text`, a table named `name`; stops at the first bad line, naming it.
   absl::Status Add(const std::string& text, const std::string& name);
+  // A GPU's rules where this table has some: the built-in table's, with this table's model in
+  // place of its model, its tile records in place of the same kernels' (others added), and its
+  // regions ahead of the built-in ones: a table of one tile or region line changes the rule by
+  // that line alone, and a whole table (the built-in one's file, edited) takes its place.
+  void MergeWithBuiltIn();
   // The tables the build embeds (ops/gemm/tables/); empty where one fails to parse (a test checks
   // that none does: BuiltInStatus).
   static const GemmTuneCache& BuiltIn();
