@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -368,6 +369,24 @@ std::string Manifest::Serialize() const {
   return out;
 }
 
+namespace {
+// "grid X Y Z [SOURCE]": three grid rules, then the rule's line where the bundle records it.
+absl::Status ParseGridLine(const std::vector<std::string>& w, Manifest& m) {
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<GridExpr> g = GridExpr::Parse(w[i + 1]);
+    if (!g.ok() && absl::StrContains(w[i + 1], ':'))  // a source where a dimension belongs
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", w[i + 1],
+                       "' is no grid dimension: a grid line is three dimensions (X Y Z), then "
+                       "the rule's line"));
+    if (!g.ok()) return g.status();
+    m.grid[i] = *g;
+  }
+  if (w.size() == 5) m.grid_source = SourceOfWord(w[4]);
+  return absl::OkStatus();
+}
+}  // namespace
+
 absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
   Manifest m;
   int line_no = 0;
@@ -412,12 +431,7 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       if (!num(1, &m.smem_bytes)) return ParseError(line_no, "bad smem size");
     } else if (key == "grid" && (want(3) || want(4))) {  // (the rule's line, where recorded)
       seen_grid = true;
-      for (int i = 0; i < 3; ++i) {
-        absl::StatusOr<GridExpr> g = GridExpr::Parse(w[i + 1]);
-        if (!g.ok()) return ParseError(line_no, g.status().message());
-        m.grid[i] = *g;
-      }
-      if (want(4)) m.grid_source = SourceOfWord(w[4]);
+      if (absl::Status st = ParseGridLine(w, m); !st.ok()) return ParseError(line_no, st.message());
     } else if (key == "param" && want(3) && w[2] == "ptr") {
       static const std::set<std::string> kElems = {"bf16", "f16", "f32", "e4m3", "e5m2",
                                                    "i1",   "i16", "i32", "i64"};

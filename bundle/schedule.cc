@@ -195,7 +195,7 @@ absl::StatusOr<WorkTable> BuildScheduleTable(const ScheduleTableParam& t, const 
   if (tiles_m <= 0 || tiles_n <= 0)
     return absl::InvalidArgumentError(absl::StrCat(
         "its tiles, ", t.tiles_m.ToString(), " by ", t.tiles_n.ToString(), ", come to ", tiles_m,
-        " by ", tiles_n, ": a table needs at least one tile each way (a size of 0?)"));
+        " by ", tiles_n, ": a table needs at least one tile each way (a size of 0 or below?)"));
   const int64_t k_tiles = t.work() ? t.k_tiles.Value(symbols, 0) : 1;
   if (k_tiles <= 0)
     return absl::InvalidArgumentError(absl::StrCat(

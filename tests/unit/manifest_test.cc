@@ -131,7 +131,10 @@ TEST(Manifest, RejectsGarbage) {
         std::tuple{"grid N/128 M/128 1", "grid N/128 rows/128 1",
                    "grid rule rows/128 names rows, which is not an integer parameter of the "
                    "kernel (it has M, N)"},
-        std::tuple{"require M 128", "require K 128", "requirement names K"}}) {
+        std::tuple{"require M 128", "require K 128", "requirement names K"},
+        // A dimension left out before the rule's line: the line is named as no dimension.
+        std::tuple{"grid N/128 M/128 1", "grid N/128 1 kernel.cc:14",
+                   "'kernel.cc:14' is no grid dimension: a grid line is three dimensions"}}) {
     ASSERT_NE(good.find(from), std::string::npos) << from;
     absl::StatusOr<Manifest> bad = Manifest::Parse(absl::StrReplaceAll(good, {{from, to}}));
     ASSERT_FALSE(bad.ok()) << from;

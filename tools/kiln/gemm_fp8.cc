@@ -53,7 +53,8 @@ int Fp8Gemm(const std::vector<kiln::rt::GemmSize>& sizes) {
                      "e5m2xe4m3 or e4m3xe5m2")));
   if (absl::GetFlag(FLAGS_layout) != "row,col")
     return FailUsage(absl::InvalidArgumentError(
-        "kiln gemm --dtype e4m3 checks products of K-major A and B (no --layout)"));
+        absl::StrCat("kiln gemm --dtype ", dtype, " --layout ", absl::GetFlag(FLAGS_layout),
+                     ": the 8-bit check takes K-major A and B alone (row,col, the default)")));
   const std::function<const Bundle*(const std::string&)> bundle_of = BundlesOnce();
   absl::StatusOr<kiln::rt::GemmTuneCache> tuned = TuneCacheFromFlag();
   if (!tuned.ok()) return Fail(tuned.status());
@@ -134,7 +135,7 @@ int Fp8Tune(const std::vector<kiln::rt::GemmSize>& sizes) {
         !st.ok())
       return FailUsage(AtSize(st, size, sizes.size()));
   absl::StatusOr<kiln::rt::Driver*> d = kiln::rt::Driver::Get();
-  if (!d.ok()) return Fail(d.status());
+  if (!d.ok()) return Fail(NeedGpu("tune").status());  // (the same error, with a hint)
   PrintDevice();
   kiln::rt::GemmRunner runner(BundleDir());
   std::cout << absl::StrFormat("%-20s %-11s %-48s %-10s %10s %10s %9s\n", "M x N x K", "scaling",
