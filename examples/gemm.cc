@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/bundle/epilogue_terms.h"
 #include "kiln/bundle/schedule.h"
 #include "kiln/memory_ops.h"
 
@@ -329,6 +330,12 @@ absl::StatusOr<GemmVariant> ParseGemmVariant(const std::string& options) {
           "then one scaling, then the epilogue's terms"));
   absl::StatusOr<EpilogueSpec> epilogue = ParseEpilogueTerms(terms, *out_type);
   if (!epilogue.ok()) return epilogue.status();
+  // One name a variant: the runtime looks a kernel up by its terms in their canonical order.
+  if (absl::StatusOr<std::string> canonical = rt::CanonicalEpilogue(terms);
+      canonical.ok() && *canonical != terms)
+    return absl::InvalidArgumentError(
+        absl::StrCat("options '", options, "': the epilogue's terms go in the order '", *canonical,
+                     "' (the name the entry point looks the kernel up by)"));
   return GemmVariant{*in_type, any_m, a_mn, b_mn, c_row, scaling, *epilogue, in_b};
 }
 

@@ -64,6 +64,13 @@ int Emulate(const std::vector<std::string>& args) {
                        "; ", args[0], "'s manifest runs ", b->manifest.target)));
     b->ptx = *std::move(text);
   }
+  // A bundle whose GEMM attribute does not parse (a hand-edited manifest) is said as such, not
+  // as a kernel of no kind kiln emulate checks.
+  if (const std::string* attr = b->manifest.Attribute("gemm"))
+    if (absl::StatusOr<kiln::examples::GemmSpec> g = kiln::examples::GemmSpec::Parse(*attr);
+        !g.ok())
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          args[0], ": its manifest's 'attr gemm ", *attr, "' line: ", g.status().message())));
   const bool gemm = kiln::examples::GemmOf(b->manifest).has_value();
   if (absl::Status s =
           CheckSizeFlags("kiln emulate", args[0], gemm, kiln::examples::IsRowOp(args[0]),
