@@ -532,34 +532,49 @@ std::vector<std::string> ClusterInitFindings(const KernelState& s) {
 
 // Stage reuse: a TMA load inside a loop refills its destination every iteration, so the thread
 // that issues it must wait, in that loop, for the reads of the previous fill: on a barrier other
-// than the one the load completes on (the stage's release, a CTA or cluster barrier), or twice on
-// that one (its loads, then its readers' commit, as one barrier serves both in seed 002's v1). A
-// wait counts when it sits in the loop in a block the load's own path passes through, so the
-// loading thread runs it too.
+// than the one the load completes on (the stage's release, a CTA or cluster barrier), twice on
+// that one (its loads, then its readers' commit, as one barrier serves both in seed 002's v1), or
+// for its own wgmma groups (wgmma.wait_group: the loader is a reader whose wgmmas read the
+// stage). A wait counts when the loading thread runs it: anywhere in the loop under conditions
+// that thread meets or that are the same in every thread (`If(k >= stages)` around the release's
+// wait); where the loader's thread is not known, the blocks the load's own path passes through.
 std::vector<std::string> ReuseFindings(const KernelState& s) {
   std::vector<std::string> findings;
+  Invariance invariance;
+  const int threads = static_cast<int>(s.manifest.block.count());
   for (const KernelState::WaitRecord& load : s.tma_loads) {
     if (!load.op) continue;
     mlir::Operation* loop = load.op->getParentOp();
     while (loop && !mlir::isa<mlir::scf::ForOp, mlir::scf::WhileOp>(loop))
       loop = loop->getParentOp();
-    if (!loop) continue;          // loaded once: nothing to reuse
+    if (!loop) continue;  // loaded once: nothing to reuse
+    std::optional<int> loader;
+    for (int t = 0; t < threads && !loader; ++t)
+      if (ThreadEval(s.manifest.block, t, &invariance).Runs(load.op).value_or(false)) loader = t;
     std::set<mlir::Block*> path;  // the blocks from the load up to the loop body
     for (mlir::Operation* op = load.op; op != loop; op = op->getParentOp())
       path.insert(op->getBlock());
+    auto loader_runs = [&](mlir::Operation* op) {
+      if (!loop->isProperAncestor(op)) return false;
+      if (!loader) return path.count(op->getBlock()) > 0;
+      return ThreadEval(s.manifest.block, *loader, &invariance).Runs(op).value_or(true);
+    };
     int own = 0, other = 0;
     for (const KernelState::WaitRecord& w : s.waits) {
-      if (!w.op || !path.count(w.op->getBlock()) || !loop->isProperAncestor(w.op)) continue;
+      if (!w.op || !loader_runs(w.op)) continue;
       (w.array >= 0 && w.array == load.array && w.index == load.index ? own : other) += 1;
     }
+    loop->walk([&](mlir::NVVM::WgmmaWaitGroupSyncOp wait) {
+      if (loader_runs(wait)) ++other;
+    });
     if (other == 0 && own < 2)
       findings.push_back(absl::StrCat(
           LocString(load.loc),
           ": this TMA load refills shared memory on every iteration of its loop, but the loading "
           "thread waits in that loop only for the load itself, not for the reads of the last fill "
           "(an mbarrier wait "
-          "for the stage's release, a CTA or cluster barrier): it can overwrite a stage that is "
-          "still being read"));
+          "for the stage's release, a CTA or cluster barrier, or wgmma.wait_group for its own "
+          "wgmmas): it can overwrite a stage that is still being read"));
   }
   return findings;
 }

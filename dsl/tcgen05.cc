@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -444,6 +445,21 @@ void BlackwellOps::TcgenCommit(const Barrier& bar, int cta_group, const Value& c
                   loc);  // one arrival when the MMAs complete
 }
 
+namespace {
+
+// A warp reaches the 32 TMEM lanes of its quarter of the warpgroup ((warp % 4) x 32): a lane base
+// known at build time is one of 0, 32, 64, 96 (the PTX ISA's tcgen05 data-movement shapes).
+std::string BadLaneBase(const Operand& lane, const char* op) {
+  if (!Access::IsImm(lane)) return "";
+  const int64_t base = static_cast<int64_t>(Access::Imm(lane));
+  if (base >= 0 && base < 128 && base % 32 == 0) return "";
+  return absl::StrCat(op, " 32x32b from TMEM lane ", base,
+                      ": a warp reaches the 32 lanes of its quarter, (warp % 4) x 32, so the "
+                      "lane base is 0, 32, 64 or 96");
+}
+
+}  // namespace
+
 std::vector<Value> BlackwellOps::TcgenLoad(const Tmem& t, const Operand& lane,
                                            const Operand& column, int num, Loc loc) {
   KernelState& s = state();
@@ -457,6 +473,10 @@ std::vector<Value> BlackwellOps::TcgenLoad(const Tmem& t, const Operand& lane,
   if (!NeedSm100a(s, "tcgen05.ld", loc)) return std::vector<Value>(num, s.Poison(f32, loc));
   if (t.columns_ == 0) {
     self().Fail("tcgen05.ld from a Tmem that TensorMemory did not declare", loc);
+    return std::vector<Value>(num, s.Poison(f32, loc));
+  }
+  if (std::string bad = BadLaneBase(lane, "tcgen05.ld"); !bad.empty()) {
+    self().Fail(bad, loc);
     return std::vector<Value>(num, s.Poison(f32, loc));
   }
   if (Access::IsImm(column) && static_cast<int>(Access::Imm(column)) + num > t.columns_) {
@@ -500,6 +520,7 @@ void BlackwellOps::TcgenStore(const Tmem& t, const Operand& lane, const Operand&
   if (!NeedSm100a(s, "tcgen05.st", loc)) return;
   if (t.columns_ == 0)
     return self().Fail("tcgen05.st to a Tmem that TensorMemory did not declare", loc);
+  if (std::string bad = BadLaneBase(lane, "tcgen05.st"); !bad.empty()) return self().Fail(bad, loc);
   if (Access::IsImm(column) && static_cast<int>(Access::Imm(column)) + num > t.columns_)
     return self().Fail(absl::StrCat("tcgen05.st of columns ", Access::Imm(column), "..",
                                     Access::Imm(column) + num - 1, " of an allocation of ",

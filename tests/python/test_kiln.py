@@ -1958,7 +1958,8 @@ class EmptyAndWrongInputs(unittest.TestCase):
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, before)
-        self.assertLess(time.monotonic() - start, 5)
+        # (the whole call takes half a minute alone: the bound leaves room for a loaded machine)
+        self.assertLess(time.monotonic() - start, 15)
         self.assertEqual(kiln.gemm(a[:4, :8], a[:8, :4]).shape, (4, 4))  # the next call runs
 
     def test_empty_arrays(self):

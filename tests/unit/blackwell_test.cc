@@ -242,6 +242,22 @@ TEST(Tmem, LoadPastTheAllocation) {
   ExpectError(k, line, "tcgen05.ld of columns 56..71 of an allocation of 64");
 }
 
+// A warp reaches the TMEM lanes of its quarter: a constant lane base off a multiple of 32, or past
+// the 128 lanes, is a build error at the load or store, not a fault the emulator meets at run time.
+TEST(Tmem, ALaneBaseOffItsQuarterIsABuildError) {
+  for (int lane : {16, 128, -32}) {
+    Kernel load("test/ld_lane", sm100a(), {128});
+    Tmem t = load.TensorMemory(64);
+    load.TcgenLoad(t, lane, 0, 16); const int line = __LINE__;
+    ExpectError(load, line, absl::StrCat("tcgen05.ld 32x32b from TMEM lane ", lane,
+                                         ": a warp reaches the 32 lanes of its quarter"));
+    Kernel store("test/st_lane", sm100a(), {128});
+    Tmem u = store.TensorMemory(64);
+    store.TcgenStore(u, lane, 0, std::vector<Value>(16, store.F32(0))); const int st = __LINE__;
+    ExpectError(store, st, "so the lane base is 0, 32, 64 or 96");
+  }
+}
+
 TEST(TcgenCommit, MulticastNeedsACluster) {
   Kernel k("test/commit_mc", sm100a(), {128});
   Barrier bar = k.SmemBarriers(1)[0];

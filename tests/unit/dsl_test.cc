@@ -1044,6 +1044,62 @@ TEST(Hopper, ALoopThatRefillsATileWithoutWaitingIsAStaticFinding) {
   EXPECT_NE(bad->findings()[0].find("it can overwrite a stage that is still being read"), std::string::npos);
 }
 
+// The waits the reuse check counts are the loading thread's wherever it runs them in the loop: a
+// release's wait skipped in the first round (an If whose condition every thread shares), and a
+// loader that reads the stage by wgmma and waits for its own groups. A wait only other threads run
+// does not count.
+TEST(Hopper, TheReuseCheckCountsTheLoadersOwnWaitsUnderConditions) {
+  enum class Release { kFromTheFirstRound, kOnlyOtherThreads, kByWgmmaWait, kNone };
+  auto build = [&](Release release) {
+    Kernel k("test/reuse_waits", sm90a(), {128});
+    TensorMap a = k.TmaParam("tmA", Map128B(64));
+    SmemTile sa = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B);
+    Barriers full = k.SmemBarriers(1), empty = k.SmemBarriers(1);
+    Value tid = k.ThreadIdx();
+    k.If(tid == 0, [&] { full[0].Init(1); empty[0].Init(128); });
+    k.SyncThreads();
+    WgmmaAccumulator acc = k.WgmmaAcc(64);
+    RingPosition at(k, 1);
+    k.For(0, 256, 64, [&](Value k0) {
+      k.If(tid == 0, [&] {
+        if (release == Release::kFromTheFirstRound)
+          k.If(k0 >= 64, [&] { empty[0].Wait(at.phase() ^ 1); });
+        k.TmaLoad(a, sa, full[0], {k0, 0});
+        full[0].ArriveExpectTx({&a});
+      });
+      if (release == Release::kOnlyOtherThreads)
+        k.If(tid >= 32, [&] { empty[0].Wait(at.phase() ^ 1); });
+      full[0].Wait(at.phase());
+      if (release == Release::kByWgmmaWait) {
+        k.WgmmaFence();
+        k.Wgmma(acc, {.a = sa, .b = sa});
+        k.WgmmaCommit();
+        k.WgmmaWait(0);
+      } else {
+        k.Load(sa.At(tid % 64, 0));
+        empty[0].Arrive();
+      }
+      at.Advance();
+    });
+    return k.Build();
+  };
+  for (Release fine : {Release::kFromTheFirstRound, Release::kByWgmmaWait}) {
+    absl::StatusOr<KernelDef> def = build(fine);
+    ASSERT_TRUE(def.ok()) << def.status();
+    for (const std::string& f : def->findings())
+      EXPECT_EQ(f.find("refills shared memory"), std::string::npos) << f;
+  }
+  for (Release missing : {Release::kOnlyOtherThreads, Release::kNone}) {
+    absl::StatusOr<KernelDef> def = build(missing);
+    ASSERT_TRUE(def.ok()) << def.status();
+    EXPECT_TRUE(std::any_of(def->findings().begin(), def->findings().end(),
+                            [](const std::string& f) {
+                              return f.find("refills shared memory") != std::string::npos;
+                            }))
+        << "no reuse finding for release " << static_cast<int>(missing);
+  }
+}
+
 // kiln check's arrival check: the threads that run each arrival (from the conditions around it,
 // evaluated for every thread) against the count the barrier's Init expects a phase.
 TEST(Hopper, ArrivalCountsAgainstTheInitAreStaticFindings) {
