@@ -97,8 +97,8 @@ std::vector<Value> AmpereOps::LdMatrix(const SmemTile& tile, const Operand& row,
   if (bad.empty()) bad = MisalignedColumn(tile, col, 16, "an ldmatrix row");
   if (!bad.empty()) {
     self().Fail(bad, loc);
-    return std::vector<Value>(num == 1 || num == 2 || num == 4 ? num : 0,
-                              state().Poison(Type::Of(Scalar::kI32), loc));
+    // (as many placeholders as asked, so that code indexing them reaches Build and its message)
+    return std::vector<Value>(std::clamp(num, 1, 64), state().Poison(Type::Of(Scalar::kI32), loc));
   }
   return LdMatrix(tile.At(row, col, loc), num, trans, loc);
 }
@@ -183,8 +183,14 @@ AmpereOps::WarpTile AmpereOps::Warps(const WarpTiling& w, Loc loc) {
                        " threads; the block has ", threads);
   if (!bad.empty()) {
     self().Fail(bad, loc);
+    // The shape asked for, as near as it divides: code sized by it (accumulators, fragment
+    // loops) then reaches Build and its message instead of indexing past a 1x1 placeholder.
+    auto at_least_1 = [](int n) { return std::max(n, 1); };
     t.m0 = t.n0 = self().I32(0, loc);
-    t.rows = t.cols = t.mmas_m = t.mmas_n = 1;
+    t.rows = at_least_1(w.warps_m > 0 ? w.tile_m / w.warps_m : 1);
+    t.cols = at_least_1(w.warps_n > 0 ? w.tile_n / w.warps_n : 1);
+    t.mmas_m = at_least_1(w.mma_m > 0 ? (t.rows + w.mma_m - 1) / w.mma_m : 1);
+    t.mmas_n = at_least_1(w.mma_n > 0 ? (t.cols + w.mma_n - 1) / w.mma_n : 1);
     return t;
   }
   t.rows = w.tile_m / w.warps_m;

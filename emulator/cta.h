@@ -1033,6 +1033,7 @@ class Cta {
     return absl::StrCat("PTX line ", in.line, dsl.empty() ? "" : ", " + dsl);
   }
   absl::Status CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t off, uint64_t bytes);
+  std::string PendingCopyCause(uint64_t at) const;
   absl::Status CheckCpAsyncWritePending(const Thread& t, const Instr& in, uint64_t off,
                                         uint64_t bytes);
   // An async-proxy read (wgmma, tcgen05.mma, TMA store) of bytes a generic store left unfenced.

@@ -176,8 +176,8 @@ absl::Status Cta::CpAsync(Thread& t, const Instr& in) {
     return Fail(
         t, in,
         absl::StrCat("src-size ", SignExtend(src_bytes, 32), " is larger than cp-size ", size,
-                     " (undefined in the PTX ISA): clamp the bytes left to the "
-                     "copy's size, and at 0"));
+                     " (undefined in the PTX ISA): give min(max(bytes left, 0), cp-size) "
+                     "as the source size"));
   const int src_size = static_cast<int>(src_bytes);
   AsyncCopy copy;
   copy.issued_by = &in;
@@ -211,9 +211,37 @@ absl::Status Cta::CheckCpAsyncPending(const Thread& t, const Instr& in, uint64_t
   return Fail(
       t, in,
       absl::StrCat("reads shared byte ", at, ", which a cp.async still in flight will write (",
-                   Where(*by),
-                   "): its cp.async.wait_group is missing or too shallow, or no barrier orders the "
-                   "waiting thread before this read"));
+                   Where(*by), "): ", PendingCopyCause(at)));
+}
+
+// Why the cp.async that will write shared byte `at` has not landed, from its thread's groups: an
+// uncommitted copy no wait_group covers; a committed one needs a wait_group that leaves fewer
+// groups pending than were committed after it, and a barrier, or it meets the read on one stage.
+std::string Cta::PendingCopyCause(uint64_t at) const {
+  auto covers = [&](const AsyncCopy& c) {
+    return at >= c.shared_offset && at < c.shared_offset + c.bytes.size();
+  };
+  for (const Thread& th : threads_) {
+    for (const AsyncCopy& c : th.open_group)
+      if (covers(c))
+        return absl::StrCat("thread ", th.linear,
+                            " has neither committed it (cp.async.commit_group) nor waited for "
+                            "every copy (cp.async.wait_all) since issuing it: a "
+                            "cp.async.wait_group waits only for committed groups");
+    for (const std::vector<AsyncCopy>& group : th.groups)
+      for (const AsyncCopy& c : group)
+        if (covers(c)) {
+          const int64_t after = th.groups_committed - 1 - c.group;
+          return absl::StrCat(
+              "thread ", th.linear, " committed ", after, after == 1 ? " group" : " groups",
+              " after this copy's, so a cp.async.wait_group ", after == 0 ? "" : "of at most ",
+              after, " there, then a barrier before this read, ",
+              "lands it; if one does, the copy and this read meet on one stage (a refill of the "
+              "stage being read, or a read of the stage being filled: the ring's stage index)");
+        }
+  }
+  return "its cp.async.wait_group is missing or too shallow, or no barrier orders the waiting "
+         "thread before this read";
 }
 
 // A write (a store, or another cp.async) into bytes a cp.async in flight will write: the two are

@@ -175,9 +175,12 @@ TEST(AmpereLayout, TileNotDivisibleByTheWarpLayout) {
   ExpectError(k, line, "a 128x72 tile does not divide into 2x2 warps of whole 16x8 mma tiles");
 }
 
+// The refused tiling still hands back the shape asked for, so that code sized by it (fragment
+// loops, accumulators) reaches Build and its message rather than indexing past a placeholder.
 TEST(AmpereLayout, WarpGridThatIsNotTheBlock) {
   Kernel k("test/warps_block", sm80(), {256});
-  k.Warps({.tile_m = 128, .tile_n = 128, .warps_m = 2, .warps_n = 2}); const int line = __LINE__;
+  AmpereOps::WarpTile w = k.Warps({.tile_m = 128, .tile_n = 128, .warps_m = 2, .warps_n = 2}); const int line = __LINE__;
+  EXPECT_EQ(std::vector<int>({w.rows, w.cols, w.mmas_m, w.mmas_n}), std::vector<int>({64, 64, 4, 8}));
   ExpectError(k, line, "need 128 threads; the block has 256");
 }
 

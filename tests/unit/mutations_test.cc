@@ -142,6 +142,8 @@ const std::vector<Mutation>& Mutations() {
        {Drop("bar.sync \t0;", 1)}, "which a cp.async still in flight will write"},
       {"stage3-shallow", "hgemm/mma_async_stage3", "cp.async.wait_group 2 where 1 is needed",
        {{"cp.async.wait_group \t1;", "cp.async.wait_group 2;"}}, "which a cp.async still in flight will write"},
+      {"stage3-no-commit", "hgemm/mma_async_stage3", "cp.async copies never committed (wait_group covers none)",
+       {Drop("cp.async.commit_group;")}, "has neither committed it (cp.async.commit_group)"},
       // blackwell/v4: tcgen05, tensor memory, commits.
       {"v4-dealloc-early", "blackwell/v4", "no barrier before tcgen05.dealloc (TMEM freed while warps still read it)",
        {Drop("bar.sync \t0;", 3)}, "freed by the tcgen05.dealloc"},
