@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "kiln/check.h"
 #include "kiln/kernel.h"
 #include "kiln/lowering.h"
 #include "kiln/pipeline.h"
@@ -851,28 +852,30 @@ TEST(Hopper, RingsFilledByThreadsTakeCopiesNotBoxes) {
 // `kiln check` counts a ring's filling threads like any arrivals: 128 threads' cp.async arrivals
 // fill a ring declared for 128, and overfill one declared for 64 (each phase would complete
 // early, with half the copies still in flight).
+absl::StatusOr<KernelDef> BuildRingFilledByThreads(int declared) {
+  Kernel k("test/pipeline", sm90a(), {256});
+  Value x = k.PtrParam("x", bf16);
+  SmemTile t = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B, 2);
+  Pipeline ring(k, 2, 1);
+  ring.FillByThreads(declared);
+  k.If(k.ThreadIdx() == 0, [&] { ring.Init(); });
+  k.SyncThreads();
+  Value tid = k.ThreadIdx();
+  k.If(tid < 128, [&] {
+    Pipeline::Cursor at = ring.Start();
+    ring.ProduceByThreads(at, [&](Value s) {
+      k.CpAsync(t.Stage(s), tid % 64, tid / 64 * 8, x + (tid * 8).To(i64));
+    });
+  });
+  k.If(tid >= 128, [&] {
+    Pipeline::Cursor at = ring.Start();
+    ring.Consume(at, tid % 128, [&](Value s) { k.Load(t.Stage(s).At(0, 0)); });
+  });
+  return k.Build();
+}
+
 TEST(Hopper, RingsFilledByThreadsAreCountedByTheChecks) {
-  auto build = [](int declared) {
-    Kernel k("test/pipeline", sm90a(), {256});
-    Value x = k.PtrParam("x", bf16);
-    SmemTile t = k.SmemSwizzled(bf16, 64, 64, Swizzle::k128B, 2);
-    Pipeline ring(k, 2, 1);
-    ring.FillByThreads(declared);
-    k.If(k.ThreadIdx() == 0, [&] { ring.Init(); });
-    k.SyncThreads();
-    Value tid = k.ThreadIdx();
-    k.If(tid < 128, [&] {
-      Pipeline::Cursor at = ring.Start();
-      ring.ProduceByThreads(at, [&](Value s) {
-        k.CpAsync(t.Stage(s), tid % 64, tid / 64 * 8, x + (tid * 8).To(i64));
-      });
-    });
-    k.If(tid >= 128, [&] {
-      Pipeline::Cursor at = ring.Start();
-      ring.Consume(at, tid % 128, [&](Value s) { k.Load(t.Stage(s).At(0, 0)); });
-    });
-    return k.Build();
-  };
+  auto build = BuildRingFilledByThreads;
   absl::StatusOr<KernelDef> right = build(128);
   ASSERT_TRUE(right.ok()) << right.status();
   EXPECT_TRUE(right->findings().empty()) << right->findings().front();
@@ -882,6 +885,27 @@ TEST(Hopper, RingsFilledByThreadsAreCountedByTheChecks) {
   EXPECT_NE(wrong->findings()[0].find("128 threads arrive here on an mbarrier initialised at"), std::string::npos)
       << wrong->findings()[0];
   EXPECT_NE(wrong->findings()[0].find("for 64 arrivals a phase"), std::string::npos) << wrong->findings()[0];
+}
+
+// kiln::CheckKernel runs `kiln check`'s checks on any built kernel: the builder's findings, and
+// where ptxas is installed what it says of the kernel's registers.
+TEST(CheckKernel, ReportsAKernelsFindingsAndItsResources) {
+  absl::StatusOr<KernelDef> right = BuildRingFilledByThreads(128);
+  ASSERT_TRUE(right.ok()) << right.status();
+  absl::StatusOr<CheckReport> clean = CheckKernel(*right);
+  ASSERT_TRUE(clean.ok()) << clean.status();
+  EXPECT_TRUE(clean->ok()) << clean->findings.front();
+  EXPECT_EQ(clean->Resources().rfind("smem ", 0), 0u) << clean->Resources();
+  EXPECT_NE(clean->Resources().find(HaveToolkit() ? "Used " : "registers not checked"), std::string::npos)
+      << clean->Resources();
+
+  absl::StatusOr<KernelDef> wrong = BuildRingFilledByThreads(64);
+  ASSERT_TRUE(wrong.ok()) << wrong.status();
+  absl::StatusOr<CheckReport> found = CheckKernel(*wrong);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_EQ(found->findings.size(), 1u);
+  EXPECT_EQ(found->findings[0], wrong->findings()[0]);
+  EXPECT_NE(found->findings[0].find("tests/unit/dsl_test.cc:"), std::string::npos) << found->findings[0];
 }
 
 // Acquiring stages without ever releasing them leaves the producer waiting at the first reuse.

@@ -60,8 +60,8 @@ const std::vector<CommandHelp>& Commands() {
       {"check",
        "check [NAME...]",
        "The static checks, running nothing: budgets, tx bytes against the TMA boxes, arrival "
-       "counts, stage "
-       "reuse, ptxas resources. Exits 1 where a kernel has a finding.",
+       "counts, stage reuse, ptxas resources. Exits 1 where a kernel has a finding. A program's "
+       "own kernel: kiln::CheckKernel(def), kiln/check.h.",
        {}},
       {"emulate",
        "emulate NAME [--m M --n N --k K | --rows R --cols C] [--seeds S,..] [--ptx FILE]",
