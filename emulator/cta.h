@@ -209,11 +209,21 @@ struct SpinWatch {
   int64_t releases = 0;  // the thread's releases from waits at the previous pass
 };
 
+// A thread's last pass of a watched loop (loops.cc): the hash of the registers its condition
+// depends on, kept from one pass to the next while the thread stays in the loop.
+struct LoopPass {
+  bool entered = false;
+  uint64_t registers = 0;
+};
+
 struct Thread {
   int x = 0, y = 0, z = 0, linear = 0;
   int64_t steps = 0;     // instructions it has executed
   int64_t releases = 0;  // times a barrier, a warp collective or an mbarrier let it run on
   SpinWatch spin;
+  std::vector<LoopPass> loops;  // by Entry::loop_guards
+  // The block-wide bar.sync (no thread count) that last released it (races.cc's hint).
+  const ptx::Instr* block_barrier = nullptr;
   bool waited_for_prior_grids = false;             // has run griddepcontrol.wait
   std::vector<TmaStore> bulk_open;                 // TMA stores not yet committed
   std::vector<std::vector<TmaStore>> bulk_groups;  // committed bulk groups, oldest first
@@ -705,6 +715,10 @@ class Cta {
   absl::Status NoteSpinRead(Thread& t, const Instr& in, uint64_t address, const uint8_t* bytes,
                             uint64_t n, bool shared);
   bool SpinsNow(const Thread& t) const;
+  // A watched loop's back edge taken (loops.cc): an error at the second pass in a row that
+  // changed nothing its condition depends on.
+  absl::Status WatchLoop(Thread& t, const Instr& in);
+  void LeaveLoop(Thread& t, const Instr& in);  // its back edge not taken
   bool yield_ = false;   // a spinning thread ends its quantum: the others may be what it waits for
   int rotate_from_ = 0;  // without a seed: where the next pick starts after a yield
   bool AsyncWorkInFlight() const {
@@ -797,6 +811,7 @@ class Cta {
   // A conflict's earlier access: its warp ("warp 3", "warp 3 of cluster CTA 1") and where.
   std::string EarlierWarp(const SharedRaceShadow::Conflict& c) const;
   std::string EarlierWhere(const SharedRaceShadow::Conflict& c) const;
+  std::string SkippedBlockBarrier(const Thread& t, const SharedRaceShadow::Conflict& c) const;
   std::string UnwaitedTmaBytes(const SharedRaceShadow::Conflict& c, const char* who,
                                bool read) const;
   WarpClock& ClockOf(int warp);

@@ -31,6 +31,10 @@ absl::Status Cta::Branch(Thread& t, const Instr& in) {
                 "the flag once, before it; read such a flag with an acquire load (LoadAcquire: "
                 "ld.acquire.gpu) or an atomic");
   t.pc = in.ops.at(0).target;
+  if (in.loop_guard != ptx::kNotWatched) {
+    if (!in.loop_exit_taken) return WatchLoop(t, in);
+    LeaveLoop(t, in);
+  }
   return absl::OkStatus();
 }
 
@@ -47,6 +51,10 @@ absl::Status Cta::Step(Thread& t) {
     if (absl::Status s = CheckInFlightRegs(t, in); !s.ok()) return s;
   if (in.guard >= 0 && ((t.r[in.guard] & 1) != 0) == in.guard_negated) {
     ++t.pc;
+    if (in.loop_guard != ptx::kNotWatched) {  // a watched loop's branch, not taken
+      if (in.loop_exit_taken || in.loop_guard == ptx::kNoWayOut) return WatchLoop(t, in);
+      LeaveLoop(t, in);
+    }
     return absl::OkStatus();
   }
   if (in.touches_wgmma_regs) NoteWgmmaRegisterAccess(t, in);
@@ -1328,7 +1336,9 @@ absl::Status Cta::CompleteIfDue(int id, BarrierState& b, Thread* t, const Instr*
       continue;
     }
     SetState(threads_[w], Thread::State::kRun), threads_[w].barrier = -1;
-    Synced(threads_[w], e_.code[threads_[w].pc - 1]);
+    const Instr& at = e_.code[threads_[w].pc - 1];
+    Synced(threads_[w], at);
+    if (at.op == Op::kBar && at.ops.size() < 2) threads_[w].block_barrier = &at;
     Acquire(w / 32, b.clock);
   }
   b = std::move(next);

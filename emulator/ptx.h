@@ -167,6 +167,8 @@ enum class Op : uint16_t {
   kTrap
 };
 
+constexpr int kNotWatched = -1, kNoWayOut = -2;  // Instr::loop_guard
+
 struct Instr {
   Op op = Op::kUnknown;
   std::string text;                // as written, for messages
@@ -186,6 +188,11 @@ struct Instr {
   // Not a wgmma, and it names a register that some wgmma.mma_async of the entry holds as its
   // accumulator or A fragment (the wgmma.fence rule: Entry::wgmma_regs).
   bool touches_wgmma_regs = false;
+  // A loop's way out, watched for a pass that changes nothing its condition depends on
+  // (loops.cc): its index in Entry::loop_guards; kNoWayOut for a branch inside a loop that has
+  // none; kNotWatched for any other instruction.
+  int loop_guard = kNotWatched;
+  bool loop_exit_taken = false;  // that loop's way out is the branch taken, not its fall-through
   bool Has(const std::string& mod) const;
 };
 
@@ -226,7 +233,12 @@ struct Entry {
   std::vector<Instr> code;
   // By register: held by some wgmma.mma_async as its accumulator or A fragment.
   std::vector<bool> wgmma_regs;
+  // By watched loop (Instr::loop_guard): the registers its condition depends on.
+  std::vector<std::vector<int>> loop_guards;
 };
+
+// Marks the backward branches whose loops can be watched for endless passes (loops.cc).
+void MarkLoopGuards(Entry& e);
 
 struct Module {
   std::string target;

@@ -917,6 +917,7 @@ absl::StatusOr<Module> Parse(const std::string& text) {
       if (!done) return Error(line_no, absl::StrCat("entry ", e.name, " has no closing brace"));
       if (absl::Status s = b.ResolveLabels(); !s.ok()) return s;
       MarkWgmmaRegisterAccesses(e);
+      MarkLoopGuards(e);
       m.entries.push_back(std::move(e));
       continue;
     }

@@ -52,8 +52,12 @@ std::string CheckReport::Resources() const { return absl::StrJoin(resources, "; 
 absl::StatusOr<CheckReport> CheckKernel(const KernelDef& kernel) {
   CheckReport report;
   report.findings = kernel.findings();
-  report.resources.push_back(absl::StrFormat("smem %d of %d bytes", kernel.manifest().smem_bytes,
-                                             kernel.target().smem_budget_bytes));
+  const rt::Manifest& m = kernel.manifest();
+  report.resources.push_back(
+      absl::StrFormat("smem %d of %d bytes", m.smem_bytes, kernel.target().smem_budget_bytes));
+  if (!m.smem_extra.factors.empty())  // SmemDynamic: sized and checked at each launch
+    report.resources.back() +=
+        absl::StrCat(" planned, and ", m.smem_extra.ToString(), " bytes sized at launch");
   if (!HaveToolkit()) {
     report.resources.push_back("registers not checked: no ptxas (set KILN_CUDA_HOME)");
     return report;

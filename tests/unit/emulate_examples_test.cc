@@ -18,6 +18,7 @@
 #include "tests/unit/built_bundle.h"
 #include "kiln/lowering.h"
 #include "kiln/memory_ops.h"
+#include "kiln/warp.h"
 #include "kiln/emulator.h"
 #include "kiln/ops/gemm.h"
 #include "kiln/ops/gemm_choice.h"
@@ -1262,6 +1263,88 @@ TEST(PlantedBugs, AFlagWaitedOnThroughAPlainLoadIsAnEndlessLoop) {
                 std::string::npos)
           << s.status();
     }
+  }
+}
+
+// A loop whose pass changes nothing its condition depends on never ends: reported at its second
+// such pass, at the loop's line, however much its body does (here shuffles and a barrier, which the
+// watch for spinning reads leaves alone), not at the instruction budget; so is a loop the compiler
+// left without a way out (a step it folded to 0). A loop nest whose inner loop makes the same single
+// pass each time it is entered runs to its end.
+TEST(EmulatorLoops, AForOfStepZeroIsReportedAtItsSecondPass) {
+  for (int step : {1, 0, -1}) {  // -1: n - n, which the compiler folds
+    SCOPED_TRACE(step);
+    Kernel k("test/endless_for", sm90a(), {64});
+    Value out = k.PtrParam("out", f32);
+    Value n = k.I32Param("n"), m = k.I32Param("m"), s = k.I32Param("step");
+    Value tid = k.ThreadIdx();
+    Value at = out + tid.To(i64);
+    k.Store(at, k.F32(0));
+    const int for_line = __LINE__ + 1;
+    k.For(0, n, step < 0 ? n - n : s, [&](Value) {
+      k.For(0, m, 1, [&](Value) {
+        Value v = k.Load(at) + 1.f;
+        k.Store(at, v + ShflIdx(v, 0) * 0.f);
+        k.SyncThreads();
+      });
+    });
+    absl::StatusOr<rt::Bundle> built = BundleOfBuilt(k);
+    ASSERT_TRUE(built.ok()) << built.status();
+    emu::Device d;
+    const uint64_t o = *d.Allocate(64 * 4);
+    absl::StatusOr<emu::Stats> run = emu::Launch(
+        d, *built, rt::Dim3{1, 1, 1}, {rt::Arg::Ptr(o), rt::Arg::I32(4), rt::Arg::I32(2), rt::Arg::I32(step)});
+    if (step > 0) {
+      ASSERT_TRUE(run.ok()) << run.status();
+      std::vector<float> got(64);
+      ASSERT_TRUE(d.CopyOut(got.data(), o, 64 * 4).ok());
+      EXPECT_EQ(got[0], 8.f);
+      EXPECT_EQ(got[63], 8.f);
+    } else {
+      ASSERT_FALSE(run.ok());
+      const std::string message(run.status().message());
+      EXPECT_NE(message.find(step == 0 ? "an endless loop: a pass of this loop left every register its condition depends on"
+                                       : "an endless loop: no path leads out of the loop this branch is in"),
+                std::string::npos) << message;
+      // The loop's line; where the compiler dropped the test, a branch's inside it (the inner For's).
+      EXPECT_NE(message.find(absl::StrCat("emulate_examples_test.cc:", for_line + (step < 0), ":")), std::string::npos)
+          << message;
+      EXPECT_LT(run.status().message().size(), 2000u);
+    }
+  }
+}
+
+// A SyncThreads inside an If that some warps skip orders nothing between them: the race it leaves
+// names the barrier one warp waits at and the warp that went past it, not a missing SyncThreads.
+TEST(EmulatorRaces, ASyncThreadsThatSomeWarpsSkipIsNamed) {
+  Kernel k("test/skipped_sync", sm80(), {64});
+  Value out = k.PtrParam("out", f32);
+  SmemTile t = k.Smem(f32, 1, 64);
+  Value tid = k.ThreadIdx();
+  k.Store(t.At(0, tid), k.F32(0));
+  k.SyncThreads();
+  const int sync_line = __LINE__ + 3;
+  k.If(tid < 32, [&] {
+    k.Store(t.At(0, tid), k.F32(1));
+    k.SyncThreads();
+  });
+  k.Store(out + tid.To(i64), k.Load(t.At(0, 63 - tid)));  // warp 1 reads what warp 0 wrote in the If
+  absl::StatusOr<rt::Bundle> built = BundleOfBuilt(k);
+  ASSERT_TRUE(built.ok()) << built.status();
+  emu::Device d;
+  const uint64_t o = *d.Allocate(64 * 4);
+  // Whichever comes first, warp 0's write or warp 1's read, the message names the barrier.
+  for (uint64_t seed : {0, 1, 2, 3}) {
+    SCOPED_TRACE(seed);
+    absl::StatusOr<emu::Stats> run = emu::Launch(d, *built, rt::Dim3{1, 1, 1}, {rt::Arg::Ptr(o)}, {.seed = seed});
+    ASSERT_FALSE(run.ok());
+    const std::string message(run.status().message());
+    EXPECT_NE(message.find("a data race on shared byte"), std::string::npos) << message;
+    EXPECT_NE(message.find(absl::StrCat("emulate_examples_test.cc:", sync_line, ", which warp ")), std::string::npos)
+        << message;
+    EXPECT_TRUE(message.find("which warp 1 went past without reaching") != std::string::npos ||
+                message.find("which warp 1 skips (its thread ") != std::string::npos)
+        << message;
   }
 }
 
