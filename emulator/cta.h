@@ -812,6 +812,7 @@ class Cta {
   std::string EarlierWarp(const SharedRaceShadow::Conflict& c) const;
   std::string EarlierWhere(const SharedRaceShadow::Conflict& c) const;
   std::string SkippedBlockBarrier(const Thread& t, const SharedRaceShadow::Conflict& c) const;
+  bool CanReach(int from, int to) const;
   std::string UnwaitedTmaBytes(const SharedRaceShadow::Conflict& c, const char* who,
                                bool read) const;
   WarpClock& ClockOf(int warp);

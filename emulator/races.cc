@@ -7,6 +7,14 @@
 
 namespace kiln::emu::detail {
 namespace {
+
+// The causes a race between two warps' accesses to shared memory is told by: no barrier between
+// them, or one that some threads skip.
+constexpr const char* kMissing = "a SyncThreads, or an arrive that this warp waits for, is missing";
+constexpr const char* kSkipped =
+    " (a SyncThreads inside an If that only some threads take orders nothing between those "
+    "that take it and those that do not; place it where every thread passes)";
+
 const char* KindWord(SharedRaceShadow::Kind kind) {
   return kind == SharedRaceShadow::Kind::kRead    ? "read"
          : kind == SharedRaceShadow::Kind::kWrite ? "write"
@@ -100,7 +108,7 @@ absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, 
                                ? absl::StrCat("byte ", c->byte, " of cluster CTA ", owner->rank_)
                                : absl::StrCat("shared byte ", c->byte);
   std::string why = SkippedBlockBarrier(t, *c);
-  if (why.empty()) why = "a SyncThreads, or an arrive that this warp waits for, is missing";
+  if (why.empty()) why = kMissing;
   return Fail(t, in,
               absl::StrFormat("a data race on %s: this %s and %s's %s (%s) are not "
                               "ordered: no barrier, mbarrier phase or cluster barrier lies between "
@@ -109,60 +117,85 @@ absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, 
                               EarlierWhere(*c), why));
 }
 
-// A block-wide bar.sync that one of the two warps waits at, or last passed, where the other did
-// not: a SyncThreads inside an If that only some threads take. The warps that skip it meet the
-// waiting ones at their next bar.sync 0 (or their exit releases them), so it orders nothing
-// between the two groups.
+// Whether a thread at instruction `from` can still reach instruction `to` (the entry's control
+// flow, both ways of every conditional branch).
+bool Cta::CanReach(int from, int to) const {
+  const int n = static_cast<int>(e_.code.size());
+  std::vector<bool> seen(n, false);
+  std::vector<int> work = {from};
+  while (!work.empty()) {
+    const int pc = work.back();
+    work.pop_back();
+    if (pc < 0 || pc >= n || seen[pc]) continue;
+    if (pc == to) return true;
+    seen[pc] = true;
+    const Instr& in = e_.code[pc];
+    const bool ends = in.op == Op::kRet || in.op == Op::kExit || in.op == Op::kTrap ||
+                      in.op == Op::kBra || in.op == Op::kBrx;
+    if (!ends || in.guard >= 0) work.push_back(pc + 1);
+    if (in.op == Op::kBra && !in.ops.empty()) work.push_back(in.ops[0].target);
+    if (in.op == Op::kBrx && in.ops.size() > 1)
+      for (int target : in.ops[1].regs) work.push_back(target);
+  }
+  return false;
+}
+
+// Both causes, where a block-wide bar.sync that one of the two warps waits at, is about to wait
+// at or last passed is one that a thread of the other warp can no longer reach (it exited, or no
+// path leads from where it is back to the barrier): a SyncThreads inside an If that only some
+// threads take. The threads that skip it meet the waiting ones at their next bar.sync 0 (or their
+// exit releases them), so it orders nothing between the two groups.
 std::string Cta::SkippedBlockBarrier(const Thread& t, const SharedRaceShadow::Conflict& c) const {
   const int other = static_cast<int>(c.earlier.warp) - rank_ * Warps();
   const int warp = t.linear / 32;
   if (other < 0 || other >= Warps() || other == warp) return "";
-  auto waiting_at = [&](int w) -> const Instr* {  // a block-wide bar.sync a lane of w waits at
-    for (int j = w * 32; j < std::min<int>(threads_.size(), w * 32 + 32); ++j) {
+  const int threads = static_cast<int>(threads_.size());
+  const auto is_block_barrier = [](const Instr& x) {
+    return x.op == Op::kBar && x.ops.size() < 2 && !x.Has("arrive") && !x.Has("warp") &&
+           !x.Has("cluster");
+  };
+  // A thread of warp w that does not reach `at`: its index and why, or "".
+  const auto skipper = [&](int w, const Instr& at) -> std::string {
+    const int to = static_cast<int>(&at - e_.code.data());
+    for (int j = w * 32; j < std::min(threads, w * 32 + 32); ++j) {
+      const Thread& u = threads_[j];
+      if (u.state == Thread::State::kDone)
+        return absl::StrCat(": its thread ", j, " exited without reaching it");
+      if (u.block_barrier == &at) continue;  // it passed it
+      if (u.state == Thread::State::kBarrier && u.pc >= 1 && &e_.code[u.pc - 1] == &at) continue;
+      if (!CanReach(&u == &t ? u.pc + 1 : u.pc, to))
+        return absl::StrCat(": its thread ", j, " has gone past it");
+    }
+    return "";
+  };
+  const auto both = [&](const Instr& at, const std::string& where, int w, const std::string& why) {
+    return absl::StrCat(kMissing, "; or the SyncThreads at ", Where(at), where,
+                        ", is one that warp ", w, " skips", why, kSkipped);
+  };
+  // The next block-wide bar.sync this thread runs into before a branch.
+  for (int pc = t.pc + 1; pc < static_cast<int>(e_.code.size()) && pc < t.pc + 64; ++pc) {
+    const Instr& x = e_.code[pc];
+    if (x.op == Op::kBra || x.op == Op::kBrx || x.op == Op::kRet || x.op == Op::kExit) break;
+    if (!is_block_barrier(x)) continue;
+    if (std::string why = skipper(other, x); !why.empty())
+      return both(x, ", where this warp is about to wait", other, why);
+    break;
+  }
+  // A block-wide bar.sync that a thread of either warp waits at.
+  for (auto [waiter, runner] : {std::pair{other, warp}, std::pair{warp, other}})
+    for (int j = waiter * 32; j < std::min(threads, waiter * 32 + 32); ++j) {
       const Thread& u = threads_[j];
       if (u.state != Thread::State::kBarrier || u.barrier != 0 || u.pc < 1) continue;
       const Instr& at = e_.code[u.pc - 1];
-      if (at.op == Op::kBar && at.ops.size() < 2) return &at;
+      if (!is_block_barrier(at)) continue;
+      if (std::string why = skipper(runner, at); !why.empty())
+        return both(at, absl::StrCat(", where warp ", waiter, " waits"), runner, why);
+      break;
     }
-    return nullptr;
-  };
-  // This warp's next instructions up to a branch: a block-wide bar.sync there, where a thread of
-  // the other warp has exited, is one the other warp's threads do not all reach.
-  int exited = -1;
-  for (int j = other * 32; j < std::min<int>(threads_.size(), other * 32 + 32) && exited < 0; ++j)
-    if (threads_[j].state == Thread::State::kDone) exited = j;
-  for (int pc = t.pc + 1; exited >= 0 && pc < static_cast<int>(e_.code.size()) && pc < t.pc + 64;
-       ++pc) {
-    const Instr& x = e_.code[pc];
-    if (x.op == Op::kBra || x.op == Op::kBrx || x.op == Op::kRet || x.op == Op::kExit) break;
-    if (x.op == Op::kBar && x.ops.size() < 2 && !x.Has("arrive") && !x.Has("warp") &&
-        !x.Has("cluster"))
-      return absl::StrCat("this warp is about to wait at the SyncThreads at ", Where(x),
-                          ", which warp ", other, " skips (its thread ", exited,
-                          " exited without reaching it): a SyncThreads inside an If that only "
-                          "some threads take orders nothing between those that take it and "
-                          "those that do not; place it where every thread passes");
-  }
-  for (auto [waiter, runner] : {std::pair{other, warp}, std::pair{warp, other}})
-    if (const Instr* at = waiting_at(waiter); at && !waiting_at(runner))
-      return absl::StrCat("warp ", waiter, " waits at the SyncThreads at ", Where(*at),
-                          ", which warp ", runner,
-                          " went past without reaching: a SyncThreads inside an If that only "
-                          "some threads take orders nothing between those that take it and those "
-                          "that do not; place it where every thread passes");
-  // The block-wide bar.sync that last released this thread, and a thread of the other warp that
-  // it did not release: then it orders nothing between the two (or a barrier is missing).
-  const Instr* mine = t.block_barrier;
-  for (int j = other * 32; mine && j < std::min<int>(threads_.size(), other * 32 + 32); ++j) {
-    const Thread& u = threads_[j];
-    if (u.block_barrier == mine) continue;
-    return absl::StrCat(
-        "a SyncThreads, or an arrive that this warp waits for, is missing; or the SyncThreads at ",
-        Where(*mine), ", which released this thread, orders nothing for warp ", other,
-        ": its thread ", j,
-        u.state == Thread::State::kDone ? " exited without reaching it" : " did not pass it",
-        " (one inside an If that only some threads take; place it where every thread passes)");
-  }
+  // The block-wide bar.sync that last released this thread.
+  if (t.block_barrier)
+    if (std::string why = skipper(other, *t.block_barrier); !why.empty())
+      return both(*t.block_barrier, ", which released this thread", other, why);
   return "";
 }
 
