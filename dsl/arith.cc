@@ -49,7 +49,10 @@ std::string Type::Str() const {
     case Kind::kVector:
       return absl::StrCat(e, "x", lanes);
     case Kind::kPointer:
-      return absl::StrCat(space == Space::kShared ? "smem" : "global", "<", e, ">*");
+      return absl::StrCat(space == Space::kShared          ? "smem"
+                          : space == Space::kSharedCluster ? "peer_smem"
+                                                           : "global",
+                          "<", e, ">*");
   }
   return "?";
 }

@@ -21,6 +21,19 @@ bool NeedHopper(KernelState& s, const char* what, const Loc& loc) {
   return false;
 }
 
+// A cluster CTA rank is an i32 value or an integer constant.
+bool RankIsI32(KernelState& s, const Operand& rank, const Loc& loc) {
+  if (Access::IsImm(rank)
+          ? !Access::IsFloatImm(rank)
+          : !Access::Val(rank).valid() || Access::Val(rank).type() == Type::Of(Scalar::kI32))
+    return true;
+  s.Fail(absl::StrCat(
+             "a cluster CTA rank is an i32 (e.g. k.ClusterCtaRank() ^ 1), not ",
+             Access::IsImm(rank) ? "a floating-point constant" : Access::Val(rank).type().Str()),
+         loc);
+  return false;
+}
+
 mlir::Type SharedPtr(KernelState& s) {
   return mlir::LLVM::LLVMPointerType::get(s.context.get(), 3);
 }
@@ -403,6 +416,62 @@ void HopperOps::ClusterSync(Loc loc) {
   state().cluster_syncs.push_back({state().LastOp(), -1, "", loc});
 }
 
+void HopperOps::ClusterArrive(bool relaxed, Loc loc) {
+  if (!NeedHopper(state(), "barrier.cluster", loc)) return;
+  mlir::Location l = state().ToLoc(loc);
+  // (Not .aligned: the halves may sit under conditions that split a warp.)
+  if (relaxed)
+    mlir::NVVM::ClusterArriveRelaxedOp::create(state().builder, l, mlir::UnitAttr());
+  else
+    mlir::NVVM::ClusterArriveOp::create(state().builder, l, mlir::UnitAttr());
+  ++state().cluster_arrives;
+}
+
+void HopperOps::ClusterWait(Loc loc) {
+  if (!NeedHopper(state(), "barrier.cluster", loc)) return;
+  if (state().cluster_arrives == 0)
+    return self().Fail(
+        "ClusterWait with no ClusterArrive before it: each thread arrives, then waits (PTX ISA, "
+        "barrier.cluster)",
+        loc);
+  mlir::NVVM::ClusterWaitOp::create(state().builder, state().ToLoc(loc), mlir::UnitAttr());
+  state().waits.push_back({state().LastOp(), -1, "", loc});
+  state().cluster_syncs.push_back({state().LastOp(), -1, "", loc});
+}
+
+Value HopperOps::PeerPointer(const Value& smem_ptr, const Operand& cta_rank, Loc loc) {
+  KernelState& s = state();
+  const Type& pt = smem_ptr.type();
+  auto poison = [&] { return s.Poison(Type::Ptr(Space::kSharedCluster, pt.elem), loc); };
+  if (!NeedHopper(s, "distributed shared memory", loc)) return poison();
+  if (pt.kind != Type::Kind::kPointer || pt.space != Space::kShared) {
+    self().Fail(absl::StrCat("PeerPointer takes a pointer into this CTA's shared memory (e.g. "
+                             "tile.At(r, c)), not ",
+                             pt.Str()),
+                loc);
+    return poison();
+  }
+  const int cluster = static_cast<int>(s.manifest.cluster.count());
+  if (cluster < 2) {
+    self().Fail("a peer's shared memory needs a cluster of 2 or more CTAs (ClusterDims first)",
+                loc);
+    return poison();
+  }
+  if (!RankIsI32(s, cta_rank, loc)) return poison();
+  if (Access::IsImm(cta_rank) && (Access::Imm(cta_rank) < 0 || Access::Imm(cta_rank) >= cluster)) {
+    self().Fail(
+        absl::StrCat("cluster CTA rank ", Access::Imm(cta_rank), " is outside the cluster of ",
+                     cluster, " (ranks 0..", cluster - 1, ")"),
+        loc);
+    return poison();
+  }
+  mlir::Location l = s.ToLoc(loc);
+  mlir::Type peer = mlir::LLVM::LLVMPointerType::get(s.context.get(), 7);  // shared::cluster
+  mlir::Value at = mlir::NVVM::MapaOp::create(s.builder, l, peer, s.Unwrap(smem_ptr, loc),
+                                              s.Materialize(cta_rank, Type::Of(Scalar::kI32)));
+  return s.Wrap(at, Type::Ptr(Space::kSharedCluster, pt.elem));
+}
+
 void HopperOps::WaitForPriorGrids(Loc loc) {
   if (!NeedHopper(state(), "griddepcontrol", loc)) return;
   mlir::NVVM::GriddepcontrolOp::create(state().builder, state().ToLoc(loc),
@@ -580,6 +649,7 @@ void Barrier::ArriveCluster(const Operand& cta_rank, Loc loc) const {
   KernelState& s = StateOf(*this, loc);
   if (s.manifest.cluster.count() < 2)
     return s.Fail("a remote arrive needs a cluster of 2 or more CTAs (ClusterDims)", loc);
+  if (!RankIsI32(s, cta_rank, loc)) return;
   mlir::Location l = s.ToLoc(loc);
   mlir::Value addr = s.SharedAddress32(s.Unwrap(ptr_), l);
   s.InlineAsm(
@@ -594,6 +664,7 @@ void Barrier::ArriveExpectTxCluster(const std::vector<const TensorMap*>& maps,
   KernelState& s = StateOf(*this, loc);
   if (s.manifest.cluster.count() < 2)
     return s.Fail("a remote arrive needs a cluster of 2 or more CTAs (ClusterDims)", loc);
+  if (!RankIsI32(s, cta_rank, loc)) return;
   int bytes = 0;
   for (const TensorMap* m : maps) bytes += m->box_bytes();
   if (bytes <= 0 || bytes >= (1 << 20))

@@ -335,7 +335,10 @@ mlir::Type KernelState::ToMlir(Type t) {
     case Type::Kind::kVector:
       return mlir::VectorType::get({t.lanes}, ToMlir(t.elem));
     case Type::Kind::kPointer:
-      return mlir::LLVM::LLVMPointerType::get(context.get(), t.space == Space::kShared ? 3 : 1);
+      return mlir::LLVM::LLVMPointerType::get(context.get(), t.space == Space::kShared ? 3
+                                                             : t.space == Space::kSharedCluster
+                                                                 ? 7
+                                                                 : 1);
   }
   return {};
 }
@@ -758,6 +761,11 @@ void Kernel::ClusterDims(rt::Dim3 dims, Loc loc) {
   if (s.target.compute_capability < 90) return Fail("clusters need sm_90 or later", loc);
   if (dims.count() == 0 || dims.count() > 16)
     return Fail(absl::StrCat("a cluster has 1..16 blocks, not ", dims.count()), loc);
+  if (s.cluster_dims_at)
+    return Fail(absl::StrCat("ClusterDims given twice (first at ", LocString(*s.cluster_dims_at),
+                             "): a kernel has one cluster shape"),
+                loc);
+  s.cluster_dims_at = loc;
   s.manifest.cluster = dims;
   s.func->setAttr(
       mlir::NVVM::NVVMDialect::getClusterDimAttrName(),

@@ -168,6 +168,8 @@ struct KernelState {
   // barrier they complete on), and the cluster barriers (ClusterSync): a cluster's Inits must
   // precede its first such op with a cluster barrier between (ClusterInitFindings).
   std::vector<WaitRecord> cross_cta_loads, cluster_syncs;
+  std::optional<Loc> cluster_dims_at;  // the ClusterDims call, once made
+  int cluster_arrives = 0;  // ClusterArrive calls built so far (a ClusterWait needs one before it)
   // The static tcgen05 fence check (protocol_check.cc): the ops that read or write tensor memory
   // (tcgen05.mma, .ld, .st; `index` names which), each to follow a wait only through a
   // tcgen05.fence::after_thread_sync.

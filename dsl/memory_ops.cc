@@ -301,16 +301,21 @@ Value Atomic(AtomOp op, bool with_result, const Value& ptr, const Operand* compa
       return fail(
           absl::StrCat("the value is ", Access::Val(*o).type().Str(), ", the memory ", t.Str()));
   mlir::Location l = s.ToLoc(loc);
-  const bool shared = pt.space == Space::kShared;
+  // (A peer's shared memory, PeerPointer's: a 32-bit shared::cluster address, as this CTA's.)
+  const bool peer = pt.space == Space::kSharedCluster;
+  const bool shared = pt.space == Space::kShared || peer;
   std::vector<mlir::Value> operands = {shared ? s.SharedAddress32(s.Unwrap(ptr, loc), l)
                                               : s.Unwrap(ptr, loc)};
   if (compare) operands.push_back(s.Materialize(*compare, t));
   operands.push_back(s.Materialize(value, t));
   const int first = with_result ? 1 : 0;
   std::string ptx =
-      absl::StrCat(with_result ? "atom" : "red", shared ? ".shared" : ".global", ".", name,
-                   type_suffix, " ", with_result ? "$0, " : "", "[$", first, "], $", first + 1,
-                   compare ? absl::StrCat(", $", first + 2) : "", ";");
+      absl::StrCat(with_result ? "atom" : "red",
+                   peer     ? ".shared::cluster"
+                   : shared ? ".shared"
+                            : ".global",
+                   ".", name, type_suffix, " ", with_result ? "$0, " : "", "[$", first, "], $",
+                   first + 1, compare ? absl::StrCat(", $", first + 2) : "", ";");
   std::string constraints =
       absl::StrCat(with_result ? absl::StrCat("=", reg, ",") : "", shared ? "r" : "l", ",", reg,
                    compare ? absl::StrCat(",", reg) : "", ",~{memory}");

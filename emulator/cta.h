@@ -244,6 +244,7 @@ struct Thread {
   uint64_t passed_barrier = 0;
   std::map<uint64_t, int64_t> next_phase;  // per mbarrier: the phase this thread waits for next
   int64_t cluster_phase = -1;              // the barrier.cluster phase it arrived in
+  bool cluster_met = false;  // passed a barrier.cluster.wait: every CTA of its cluster has started
   InFlightRegs in_flight_regs;
   // Registers a wgmma holds (accumulators, A fragments) that another instruction accessed since
   // this thread's last wgmma.fence, with that instruction (the ISA's wgmma.fence rule).
@@ -725,8 +726,12 @@ class Cta {
     return !pending_.empty() || !cp_async_arrivals_.empty() || !tcgen_commits_.empty();
   }
   absl::Status CpAsync(Thread& t, const Instr& in);
-  absl::StatusOr<Cta*> Peer(const Thread& t, const Instr& in, uint64_t rank) const;
+  // Cluster CTA `rank` for `t` to reach (`access`: its shared memory or barriers, which needs the
+  // peer started; a mapa only names it).
+  absl::StatusOr<Cta*> Peer(const Thread& t, const Instr& in, uint64_t rank,
+                            bool access = true) const;
   absl::Status ClusterBarrier(Thread& t, const Instr& in);
+  absl::Status CheckAlignedArrive(const Thread& t, const Instr& in);
   // One arrival, expecting `tx` more bytes, on the mbarrier at `offset` of this CTA (from a
   // peer's remote arrive, or a commit); `fail` words an error for the instruction behind it.
   // (`by`: the arriving instruction, where one of this cluster's threads ran it.)
@@ -933,6 +938,13 @@ class Cta {
   uint32_t operand_warp_ = 0;
   int64_t* budget_;
   std::vector<Thread> threads_;
+  // Per warp, the barrier.cluster.arrive its lanes ran in a phase: an .aligned one needs every lane
+  // of the warp at the same instruction (ClusterBarrier).
+  struct ClusterArriveSite {
+    int64_t phase = -1;
+    const Instr* at = nullptr;
+  };
+  std::vector<ClusterArriveSite> cluster_arrive_sites_;
   struct BarrierState {
     int arrived = 0, expected = 0;
     std::vector<int> waiting;

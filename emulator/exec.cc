@@ -98,7 +98,8 @@ absl::Status Cta::Step(Thread& t) {
     }
     case Op::kMapa: {  // the same shared offset in cluster CTA `rank`
       const uint64_t rank = Read(t, in.ops.at(2), 32);
-      if (absl::StatusOr<Cta*> peer = Peer(t, in, rank); !peer.ok()) return peer.status();
+      if (absl::StatusOr<Cta*> peer = Peer(t, in, rank, /*access=*/false); !peer.ok())
+        return peer.status();
       Write(t, in.ops[0], (rank << 24) | (Read(t, in.ops.at(1), 32) & kOffsetMask));
       break;
     }

@@ -987,13 +987,28 @@ absl::Status Cta::ReadOperand(const Instr& in, const char* reader, const SmemOpe
 
 // ---- clusters: peers, distributed shared memory, barrier.cluster, stmatrix
 
-absl::StatusOr<Cta*> Cta::Peer(const Thread& t, const Instr& in, uint64_t rank) const {
+// A CTA of a cluster may start later than its peers, and its shared memory is not there before it
+// starts: a thread reaches a peer's shared memory (loads, stores, atomics, arrivals on its
+// mbarriers, multicast copies into it) only after a cluster barrier that every CTA's threads
+// arrived at (CUDA C++ Programming Guide, "Distributed Shared Memory": the cluster.sync() that
+// ensures all thread blocks have started). The emulator starts a cluster's CTAs together, so it
+// checks that barrier rather than meeting the fault.
+absl::StatusOr<Cta*> Cta::Peer(const Thread& t, const Instr& in, uint64_t rank, bool access) const {
   const uint64_t size = cluster_ ? cluster_->ctas.size() : 1;
   if (rank >= size)
     return Fail(t, in,
                 absl::StrCat("cluster CTA rank ", rank, " is outside the cluster of ", size));
   Cta* peer = cluster_ ? cluster_->ctas[rank] : const_cast<Cta*>(this);
-  if (peer->exited_)
+  if (access && peer != this && !t.cluster_met)
+    return Fail(t, in,
+                absl::StrCat("reaches the shared memory of cluster CTA ", rank,
+                             " before this thread has passed a cluster barrier: that CTA may not "
+                             "have started yet, and its shared memory is not there before it "
+                             "starts (CUDA C++ Programming Guide, distributed shared memory). "
+                             "Every CTA of the cluster must arrive first: barrier.cluster.arrive "
+                             "and wait (ClusterSync, or ClusterArrive(/*relaxed=*/true) and "
+                             "ClusterWait) before the first access to a peer"));
+  if (access && peer->exited_)
     return Fail(t, in,
                 absl::StrCat("cluster CTA ", rank,
                              " has exited: its shared memory is gone (it must wait for its "
@@ -1031,6 +1046,7 @@ absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
                   absl::StrCat("a second barrier.cluster.arrive in phase ", cluster_->phase,
                                " of the cluster barrier, before it completed: each thread "
                                "arrives once a phase (a wait missing between the two?)"));
+    if (absl::Status s = CheckAlignedArrive(t, in); !s.ok()) return s;
     t.cluster_phase = cluster_->phase;
     ++cluster_->arrived;
     if (!in.Has("relaxed")) JoinClock(cluster_->clocks.open, Released(t.linear / 32));
@@ -1039,8 +1055,17 @@ absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
     return absl::OkStatus();
   }
   if (in.Has("wait")) {
-    if (t.cluster_phase < 0) return Fail(t, in, "barrier.cluster.wait without an arrive before it");
+    if (t.cluster_phase < 0)
+      return Fail(t, in,
+                  t.cluster_met
+                      ? "a barrier.cluster.wait with no barrier.cluster.arrive since this thread's "
+                        "last wait: it waits for a phase that has completed, so it orders "
+                        "nothing (each thread arrives, then waits, once a phase: PTX ISA, "
+                        "barrier.cluster)"
+                      : "barrier.cluster.wait without an arrive before it");
     if (cluster_->phase > t.cluster_phase) {
+      t.cluster_met = true;
+      t.cluster_phase = -1;  // (the next wait needs an arrive of its own)
       Synced(t, in);
       Acquire(t.linear / 32, cluster_->clocks.done);
       ++t.pc;
@@ -1051,6 +1076,28 @@ absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
     return absl::OkStatus();
   }
   return Fail(t, in, "this barrier.cluster form is not emulated yet");
+}
+
+// barrier.cluster.arrive.aligned: every thread of the warp runs the same instruction (PTX ISA,
+// barrier.cluster); lanes that arrive in one phase at two instructions, either .aligned, break it.
+absl::Status Cta::CheckAlignedArrive(const Thread& t, const Instr& in) {
+  const size_t warp = t.linear / 32;
+  if (cluster_arrive_sites_.size() <= warp) cluster_arrive_sites_.resize(warp + 1);
+  ClusterArriveSite& site = cluster_arrive_sites_[warp];
+  if (site.phase == cluster_->phase && site.at != &in &&
+      (in.Has("aligned") || site.at->Has("aligned"))) {
+    const std::string dsl = m_.DslLine(*site.at);
+    return Fail(t, in,
+                absl::StrCat("lanes of warp ", warp,
+                             " arrive at the cluster barrier at two instructions in one phase "
+                             "(this one and PTX line ",
+                             site.at->line, dsl.empty() ? "" : absl::StrCat(", ", dsl),
+                             "): an .aligned barrier.cluster (ClusterSync's) needs every thread "
+                             "of the warp at the same instruction (PTX ISA, barrier.cluster); a "
+                             "ClusterArrive or ClusterSync that only some lanes run?"));
+  }
+  site = {cluster_->phase, &in};
+  return absl::OkStatus();
 }
 
 void ClusterState::TryRelease() {

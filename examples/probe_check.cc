@@ -413,21 +413,34 @@ absl::Status ProbeAtomics(Target& t, int64_t n, uint64_t seed, Checker& c) {
   return absl::OkStatus();
 }
 
-absl::Status ProbeMemory(Target& t, int64_t n, uint64_t seed, Checker& c) {
-  const int64_t stride = (n + 3) / 4 * 4 + 64;  // a poisoned gap after each plane
-  const int planes = probe::kHintCount + 1;
+std::vector<float> NormalFloats(int64_t n, uint64_t seed) {
   std::vector<float> x(n);
   auto rng = Rng(seed);
   std::normal_distribution<float> normal(0, 1);
   for (float& v : x) v = normal(rng);
+  return x;
+}
+
+// A probe of (x, y, n, stride): x uploaded, y `planes` planes of `stride` poisoned floats, one
+// launch, y back.
+absl::StatusOr<std::vector<float>> LaunchOverPlanes(Target& t, const std::vector<float>& x,
+                                                    int64_t stride, int planes) {
   absl::StatusOr<uint64_t> dx = t.Upload(x), dy = t.Filled(planes * stride * 4, 0xff);
   if (!dx.ok()) return dx.status();
   if (!dy.ok()) return dy.status();
+  const int64_t n = static_cast<int64_t>(x.size());
   if (absl::Status s =
           t.Launch({rt::Arg::Ptr(*dx), rt::Arg::Ptr(*dy), rt::Arg::I64(n), rt::Arg::I64(stride)});
       !s.ok())
     return s;
-  absl::StatusOr<std::vector<float>> y = t.Download<float>(*dy, planes * stride);
+  return t.Download<float>(*dy, planes * stride);
+}
+
+absl::Status ProbeMemory(Target& t, int64_t n, uint64_t seed, Checker& c) {
+  const int64_t stride = (n + 3) / 4 * 4 + 64;  // a poisoned gap after each plane
+  const int planes = probe::kHintCount + 1;
+  const std::vector<float> x = NormalFloats(n, seed);
+  absl::StatusOr<std::vector<float>> y = LaunchOverPlanes(t, x, stride, planes);
   if (!y.ok()) return y.status();
   static const char* kPlanes[] = {"default",          ".nc",         ".cs",
                                   ".L1::no_allocate", "evict_first", "evict_last"};
@@ -443,6 +456,39 @@ absl::Status ProbeMemory(Target& t, int64_t n, uint64_t seed, Checker& c) {
                        : e < (n + 3) / 4 * 4 ? static_cast<float>(probe::kFill)
                                              : poison;
     c.Float("masked v4 load's fill", e, (*y)[probe::kHintCount * stride + e], want);
+  }
+  return absl::OkStatus();
+}
+
+// probe/cluster and probe/cluster16 (examples/probes/cluster.cc), clusters of kC CTAs: CTA b is
+// rank b % kC of cluster b / kC; element t of CTA b is x[b * 128 + t], or 0 past n.
+template <int kC>
+absl::Status ProbeCluster(Target& t, int64_t n, uint64_t seed, Checker& c) {
+  constexpr int kT = probe::kClusterThreads;
+  const int64_t clusters = (n + kT * kC - 1) / (kT * kC);
+  const int64_t stride = std::max<int64_t>(n, clusters) + 64;  // a poisoned gap after each plane
+  const std::vector<float> x = NormalFloats(n, seed);
+  absl::StatusOr<std::vector<float>> y = LaunchOverPlanes(t, x, stride, probe::kClusterPlanes);
+  if (!y.ok()) return y.status();
+  const float poison = std::bit_cast<float>(0xffffffffu);
+  auto element = [&](int64_t block, int64_t i) {
+    return block * kT + i < n ? x[block * kT + i] : 0.0f;
+  };
+  auto peer = [&](int64_t block, int shift) { return block / kC * kC + (block % kC + shift) % kC; };
+  for (int64_t e = 0; e < stride; ++e) {
+    const int64_t b = e / kT, i = e % kT;
+    const bool in = e < n;
+    c.Float("a peer's element (ld.shared::cluster)", e, (*y)[e],
+            in ? element(peer(b, kC - 1), i * 5 % kT) : poison);
+    c.Float("what a peer stored here (st.shared::cluster)", e, (*y)[stride + e],
+            in ? element(peer(b, kC - 1), i) * 2.0f : poison);
+    const int64_t q = i / 4 * 4, b2 = peer(b, 2);
+    const float four =
+        element(b2, q) + element(b2, q + 1) + element(b2, q + 2) + element(b2, q + 3);
+    c.Float("a peer's 16 bytes, summed (ld.shared::cluster.v4)", e, (*y)[2 * stride + e],
+            in ? four : poison);
+    c.Float("each cluster's count (red.shared::cluster.add)", e, (*y)[3 * stride + e],
+            e < clusters ? static_cast<float>(kC * kT * (kT + 1) / 2) : poison);
   }
   return absl::OkStatus();
 }
@@ -511,6 +557,8 @@ const std::vector<ProbeSpec>& Specs() {
       {"probe/atomics", 1024, 256, ProbeAtomics},
       {"probe/memory", 3001, 1, ProbeMemory},
       {"probe/wgmma_regs", 64 * 64, 64 * 64, ProbeWgmmaRegs},
+      {"probe/cluster", 3001, 1, ProbeCluster<probe::kClusterCtas>},
+      {"probe/cluster16", 3001, 1, ProbeCluster<probe::kClusterCtasLargest>},
   };
   return *specs;
 }

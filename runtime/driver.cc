@@ -321,6 +321,7 @@ absl::Status Kernel::Launch(const LaunchConfig& config, void** args) const {
         entry_, " needs ", config.dynamic_smem, " bytes of shared memory; ", (*d)->device_name(),
         " allows at most ", (*d)->max_smem_optin(), " per block"));
   if (absl::Status s = RaiseSmemLimit(**d, config.dynamic_smem); !s.ok()) return s;
+  if (absl::Status s = AllowClusterSize(**d, config.cluster.count()); !s.ok()) return s;
   cu::CUlaunchAttribute attrs[2]{};
   cu::CUlaunchConfig launch = DriverConfig(config, attrs);
   const cu::CUresult launched = api.cuLaunchKernelEx(&launch, function_, args, nullptr);
@@ -337,6 +338,21 @@ absl::Status Kernel::RaiseSmemLimit(const Driver& d, unsigned bytes) const {
       !s.ok())
     return s;
   smem_limit_set_ = bytes;
+  return absl::OkStatus();
+}
+
+// The portable cluster size is 8 CTAs; a larger one (the CUDA Programming Guide: up to 16 on
+// sm_90) needs the function's non-portable attribute set first.
+absl::Status Kernel::AllowClusterSize(const Driver& d, unsigned ctas) const {
+  if (ctas <= 8 || non_portable_clusters_) return absl::OkStatus();
+  if (absl::Status s =
+          d.Check(d.api().cuFuncSetAttribute(
+                      function_, cu::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                  absl::StrCat("allowing clusters of ", ctas,
+                               " CTAs (more than the portable 8) for ", entry_));
+      !s.ok())
+    return s;
+  non_portable_clusters_ = true;
   return absl::OkStatus();
 }
 

@@ -13,6 +13,8 @@ silently:
     messages must name from __LINE__, which a reformatting moves);
   * no public header (a layer's include/kiln/) is longer than MAX_HEADER_LINES: a longer one
     holds more than one concern;
+  * the kiln command's sources (tools/kiln/), which a runtime-only build compiles without the
+    compiler's layers, include a dsl/ or lowering/ header only inside #ifdef KILN_HAVE_COMPILER;
   * no code comment carries a measured figure (a speed ratio, a percentage, a time, a rate): the
     comment states the rule and cites the dated entry in docs/perf/ that holds the figures.
 
@@ -107,6 +109,36 @@ def check_includes(root, problems):
                 layer = header_layer(root, include)
                 if layer and layer not in ALLOWED[top]:
                     problems.append(f"{rel}: includes {include} ({layer}/), above {top}/")
+
+
+# Compiled by a runtime-only build too (-DKILN_RUNTIME_ONLY=ON), which has no dsl/ or lowering/.
+RUNTIME_ONLY_SOURCES = ("tools/kiln/",)
+COMPILER_LAYERS = ("dsl", "lowering")
+
+
+def check_runtime_only_includes(root, problems):
+    for rel, path in sources(root, "tools"):
+        if not rel.startswith(RUNTIME_ONLY_SOURCES):
+            continue
+        depth = 0  # open #if blocks; inside a KILN_HAVE_COMPILER one from `guarded` on
+        guarded = None
+        for number, line in enumerate(open(path, encoding="utf-8"), 1):
+            directive = line.strip()
+            if directive.startswith("#if"):
+                depth += 1
+                if guarded is None and "KILN_HAVE_COMPILER" in directive and "!" not in directive:
+                    guarded = depth
+            elif directive.startswith("#endif"):
+                if guarded == depth:
+                    guarded = None
+                depth -= 1
+            elif directive.startswith("#else") and guarded == depth:
+                guarded = None
+            match = INCLUDE.match(line)
+            if match and guarded is None and header_layer(root, match.group(1)) in COMPILER_LAYERS:
+                problems.append(f"{rel}:{number}: includes {match.group(1)} outside #ifdef "
+                                "KILN_HAVE_COMPILER (a runtime-only build has no "
+                                f"{header_layer(root, match.group(1))}/)")
 
 
 def check_links(root, problems):
@@ -219,6 +251,7 @@ def main():
     problems = []
     check_includes(root, problems)
     check_links(root, problems)
+    check_runtime_only_includes(root, problems)
     check_kernel_names(root, problems)
     check_function_lengths(root, problems)
     check_comment_figures(root, problems)

@@ -17,4 +17,12 @@ enum Word { kCount, kMax, kMin, kCas, kRedSum, kRedMax, kWords };
 inline constexpr int kHintCount = 6;
 inline constexpr double kFill = -7.0;
 
+// probe/cluster: clusters of kClusterCtas CTAs of kClusterThreads threads; four output planes of
+// `stride` floats (a peer's permuted element, what a peer stored here, a peer's four elements
+// summed, then each cluster's count).
+inline constexpr int kClusterCtas = 4;
+inline constexpr int kClusterCtasLargest = 16;  // probe/cluster16
+inline constexpr int kClusterThreads = 128;
+inline constexpr int kClusterPlanes = 4;
+
 }  // namespace kiln::examples::probe

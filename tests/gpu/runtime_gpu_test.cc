@@ -301,13 +301,15 @@ TEST(LaunchGpu, RowOpsAtRaggedSizes) {
 }
 
 // The op probes: every shuffle, reduction, special function, conversion, atomic, cache hint,
-// masked access and the wgmma with A from registers, against host references, at ragged sizes.
+// masked access, the wgmma with A from registers and distributed shared memory, against host
+// references, at ragged sizes.
 TEST(LaunchGpu, OpProbes) {
   REQUIRE_GPU_AND_BUNDLES();
   const std::pair<const char*, std::vector<int64_t>> probes[] = {
       {"probe/math", {1, 3001, 100000}},  {"probe/convert", {1, 3001, 100000}}, {"probe/warp", {256, 65536}},
       {"probe/atomics", {256, 65536}},     {"probe/memory", {1, 3, 5, 3001, 1000003}},
-      {"probe/wgmma_regs", {4096}}};
+      {"probe/wgmma_regs", {4096}},        {"probe/cluster", {1, 511, 3001, 100000}},
+      {"probe/cluster16", {1, 3001, 100000}}};
   for (const auto& [name, sizes] : probes) {
     absl::StatusOr<Bundle> b = ReadBundle(dir, name);
     ASSERT_TRUE(b.ok()) << b.status();

@@ -7,6 +7,7 @@
 #include "kiln/check.h"
 #include "kiln/kernel.h"
 #include "kiln/lowering.h"
+#include "kiln/memory_ops.h"
 #include "kiln/pipeline.h"
 #include "kiln/warp.h"
 #include "tests/unit/expect_error.h"
@@ -436,6 +437,86 @@ TEST(Dsl, LowersForEveryTarget) {
     if (!HaveToolkit()) continue;
     absl::StatusOr<PtxasResult> cubin = RunPtxas(*ptx, t->chip);
     EXPECT_TRUE(cubin.ok()) << t->chip << ": " << cubin.status();
+  }
+}
+
+// Distributed shared memory and the split cluster barrier lower to the PTX the ISA names for them,
+// and ptxas takes it.
+TEST(Dsl, PeerSharedMemoryAndTheSplitClusterBarrier) {
+  Kernel k("test/dsmem", sm90a(), {64});
+  k.ClusterDims({2, 1, 1});
+  Value out = k.PtrParam("out", f32);
+  SmemTile t = k.Smem(f32, 1, 64);
+  SmemTile counts = k.Smem(i32, 1, 1);
+  Value tid = k.ThreadIdx(), peer = k.ClusterCtaRank() ^ 1;
+  k.ClusterSync();
+  k.Store(k.PeerPointer(t.At(0, tid), peer), k.F32(1));
+  RedAdd(k.PeerPointer(counts.At(0, 0), peer), k.I32(1));
+  k.ClusterArrive();
+  k.ClusterWait();
+  Value four = k.Load(k.PeerPointer(t.At(0, tid / 4 * 4), peer), 4);
+  k.Store(out + tid.To(i64), four.Lane(0) + four.Lane(1) + four.Lane(2) + four.Lane(3) + k.Load(t.At(0, tid)));
+  k.ClusterArrive(/*relaxed=*/true);
+  k.ClusterWait();
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  for (const char* want : {"mapa.shared::cluster", "st.shared::cluster.b32", "red.shared::cluster.add.u32",
+                           "ld.shared::cluster.v4.b32", "barrier.cluster.arrive;", "barrier.cluster.arrive.relaxed;",
+                           "barrier.cluster.wait;"})
+    EXPECT_NE(ptx->find(want), std::string::npos) << want << "\n" << *ptx;
+  if (!HaveToolkit()) return;
+  absl::StatusOr<PtxasResult> cubin = RunPtxas(*ptx, "sm_90a");
+  EXPECT_TRUE(cubin.ok()) << cubin.status();
+}
+
+TEST(Dsl, PeerPointerMisuse) {
+  {
+    Kernel k("test/peer_no_cluster", sm90a(), {32});
+    SmemTile t = k.Smem(f32, 1, 32);
+    k.PeerPointer(t.At(0, 0), 1); const int line = __LINE__;
+    ExpectError(k, line, "needs a cluster of 2 or more CTAs (ClusterDims first)");
+  }
+  {
+    Kernel k("test/peer_global", sm90a(), {32});
+    k.ClusterDims({2, 1, 1});
+    Value p = k.PtrParam("p", f32);
+    k.PeerPointer(p, 1); const int line = __LINE__;
+    ExpectError(k, line, "PeerPointer takes a pointer into this CTA's shared memory (e.g. tile.At(r, c)), not global<f32>*");
+  }
+  {
+    Kernel k("test/peer_rank", sm90a(), {32});
+    k.ClusterDims({2, 1, 1});
+    SmemTile t = k.Smem(f32, 1, 32);
+    k.PeerPointer(t.At(0, 0), 2); const int line = __LINE__;
+    ExpectError(k, line, "cluster CTA rank 2 is outside the cluster of 2 (ranks 0..1)");
+  }
+  {
+    Kernel k("test/peer_sm80", sm80(), {32});
+    SmemTile t = k.Smem(f32, 1, 32);
+    k.PeerPointer(t.At(0, 0), 1); const int line = __LINE__;
+    ExpectError(k, line, "distributed shared memory needs sm_90 or later");
+  }
+  {
+    Kernel k("test/peer_rank_type", sm90a(), {32});
+    k.ClusterDims({2, 1, 1});
+    SmemTile t = k.Smem(f32, 1, 32);
+    k.PeerPointer(t.At(0, 0), (k.ClusterCtaRank() ^ 1).To(i64)); const int line = __LINE__;
+    ExpectError(k, line, "a cluster CTA rank is an i32 (e.g. k.ClusterCtaRank() ^ 1), not i64");
+  }
+  {
+    Kernel k("test/cluster_twice", sm90a(), {32});
+    k.ClusterDims({2, 1, 1}); const int first = __LINE__;
+    k.ClusterDims({4, 1, 1}); const int line = __LINE__;
+    ExpectError(k, line, absl::StrCat("ClusterDims given twice (first at tests/unit/dsl_test.cc:", first, ")"));
+  }
+  {
+    Kernel k("test/wait_first", sm90a(), {32});
+    k.ClusterDims({2, 1, 1});
+    k.ClusterWait(); const int line = __LINE__;
+    k.ClusterArrive();
+    ExpectError(k, line, "ClusterWait with no ClusterArrive before it");
   }
 }
 

@@ -75,7 +75,7 @@ TEST_P(EmulatedProbe, EveryResultMatchesTheHost) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, EmulatedProbe,
                          ::testing::Values("probe/math", "probe/convert", "probe/warp", "probe/atomics",
-                                           "probe/memory", "probe/wgmma_regs"),
+                                           "probe/memory", "probe/wgmma_regs", "probe/cluster", "probe/cluster16"),
                          [](const auto& info) { return std::string(info.param).substr(6); });
 
 // GroupReduce once gave every group size the same barrier ids (group + 1): a reduction over
@@ -199,6 +199,98 @@ TEST(EmulatedStreamRead, ReadsEveryWordAndNoneBeyond) {
     uint32_t got = 0;
     ASSERT_TRUE(d.CopyOut(&got, out, 4).ok());
     EXPECT_EQ(got, at < n ? kWrites : kUntouched) << "the marked word at " << at << " of " << n;
+  }
+}
+
+// A store into a peer's shared memory is seen by the peer after the cluster barrier, whose arrive
+// releases it (PTX ISA, barrier.cluster); a relaxed arrive or no barrier leaves a race. Before
+// the first access every CTA of the cluster must have started: a cluster barrier first.
+TEST(EmulatorRaces, APeerStoreNeedsTheClusterBarriersRelease) {
+  enum Form { kBarrier, kRelaxed, kNone, kNotStarted };
+  for (Form form : {kBarrier, kRelaxed, kNone, kNotStarted}) {
+    SCOPED_TRACE(form);
+    Kernel k("test/peer_store", sm90a(), {32});
+    k.ClusterDims({2, 1, 1});
+    Value out = k.PtrParam("out", f32);
+    SmemTile t = k.Smem(f32, 1, 32);
+    Value tid = k.ThreadIdx(), rank = k.ClusterCtaRank();
+    if (form != kNotStarted) k.ClusterSync();
+    const int store_line = __LINE__ + 1;
+    k.Store(k.PeerPointer(t.At(0, tid), rank ^ 1), (tid + rank * 100).To(f32));
+    if (form != kNone) {
+      k.ClusterArrive(form == kRelaxed);
+      k.ClusterWait();
+    }
+    k.Store(out + (rank * 32 + tid).To(i64), k.Load(t.At(0, tid)));
+    k.ClusterSync();  // (no CTA leaves while its peer may still store into it)
+    absl::StatusOr<rt::Bundle> built = BundleOfBuilt(k);
+    ASSERT_TRUE(built.ok()) << built.status();
+    emu::Device d;
+    const uint64_t o = *d.Allocate(64 * 4);
+    for (uint64_t seed : {1, 2}) {
+      absl::StatusOr<emu::Stats> run = emu::Launch(d, *built, rt::Dim3{2, 1, 1}, {rt::Arg::Ptr(o)}, {.seed = seed});
+      if (form == kBarrier) {
+        ASSERT_TRUE(run.ok()) << run.status();
+        std::vector<float> got(64);
+        ASSERT_TRUE(d.CopyOut(got.data(), o, 64 * 4).ok());
+        for (int i = 0; i < 64; ++i) EXPECT_EQ(got[i], static_cast<float>(i % 32 + (1 - i / 32) * 100)) << i;
+        continue;
+      }
+      ASSERT_FALSE(run.ok());
+      const std::string message(run.status().message());
+      if (form == kNotStarted) {
+        EXPECT_NE(message.find(absl::StrCat("emulate_examples_test.cc:", store_line)), std::string::npos) << message;
+        EXPECT_NE(message.find("before this thread has passed a cluster barrier: that CTA may not have started yet"),
+                  std::string::npos)
+            << message;
+        continue;
+      }
+      // (Without a barrier the read may come first: its value is then one nothing had written.)
+      const bool race = message.find("a data race on shared byte") != std::string::npos;
+      const bool unwritten = message.find("from shared memory that nothing had written") != std::string::npos;
+      EXPECT_TRUE(race || (form == kNone && unwritten)) << message;
+    }
+  }
+}
+
+// The cluster barrier's halves misused: a second wait with no arrive since the last (it orders
+// nothing), and a warp whose lanes arrive at two barrier sites in one phase, one of them
+// ClusterSync's .aligned arrive (PTX ISA, barrier.cluster).
+TEST(EmulatorClusters, MisusedBarrierHalvesAreNamed) {
+  for (bool split_lane : {false, true}) {
+    SCOPED_TRACE(split_lane);
+    Kernel k("test/cluster_halves", sm90a(), {32});
+    k.ClusterDims({2, 1, 1});
+    Value out = k.PtrParam("out", f32);
+    Value tid = k.ThreadIdx();
+    int line = 0, other_line = -1;  // (either arrive may come second: both are named)
+    if (split_lane) {
+      other_line = __LINE__ + 1;
+      k.If(tid == 0, [&] { k.ClusterArrive(); });
+      k.If(tid == 0, [&] { k.ClusterWait(); });
+      line = __LINE__ + 1;
+      k.ClusterSync();
+    } else {
+      k.ClusterArrive();
+      k.ClusterWait();
+      line = __LINE__ + 1;
+      k.ClusterWait();
+    }
+    k.Store(out + (k.ClusterCtaRank() * 32 + tid).To(i64), k.F32(1));
+    absl::StatusOr<rt::Bundle> built = BundleOfBuilt(k);
+    ASSERT_TRUE(built.ok()) << built.status();
+    emu::Device d;
+    const uint64_t o = *d.Allocate(64 * 4);
+    absl::StatusOr<emu::Stats> run = emu::Launch(d, *built, rt::Dim3{2, 1, 1}, {rt::Arg::Ptr(o)}, {.seed = 1});
+    ASSERT_FALSE(run.ok());
+    const std::string message(run.status().message());
+    EXPECT_NE(message.find(absl::StrCat("emulate_examples_test.cc:", line)), std::string::npos) << message;
+    if (split_lane)
+      EXPECT_NE(message.find(absl::StrCat("emulate_examples_test.cc:", other_line)), std::string::npos) << message;
+    EXPECT_NE(message.find(split_lane ? "arrive at the cluster barrier at two instructions in one phase"
+                                      : "no barrier.cluster.arrive since this thread's last wait"),
+              std::string::npos)
+        << message;
   }
 }
 

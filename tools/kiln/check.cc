@@ -1,11 +1,12 @@
 // `kiln check [NAME...]`: the static checks, running nothing.
-#include "kiln/check.h"
-
 #include <iostream>
 
 #include "absl/flags/flag.h"
 #include "tools/kiln/common.h"
 #include "tools/kiln/flags.h"
+#ifdef KILN_HAVE_COMPILER
+#include "kiln/check.h"  // (the compiler's: a runtime-only build has no lowering library)
+#endif
 
 namespace kiln::cli {
 

@@ -231,6 +231,22 @@ class HopperOps : public KernelPart<HopperOps> {
   // before its later ones: what publishing data through a global flag or counter needs.
   void FenceGpu(Loc loc = Loc::current());
   void ClusterSync(Loc loc = Loc::current());  // barrier.cluster.arrive + wait
+  // The cluster barrier in two halves (barrier.cluster.arrive, barrier.cluster.wait): ClusterArrive
+  // counts this thread and goes on; ClusterWait waits until every live thread of the cluster has
+  // arrived. Work between them overlaps the peers' way to the barrier. Each thread arrives once,
+  // then waits, before it arrives again. The arrive releases this thread's earlier memory
+  // accesses to the cluster and the wait acquires the peers'; a `relaxed` arrive orders nothing
+  // (a barrier that only counts, e.g. after FenceBarrierInit, which releases the Inits itself).
+  void ClusterArrive(bool relaxed = false, Loc loc = Loc::current());
+  void ClusterWait(Loc loc = Loc::current());
+  // Distributed shared memory (a cluster of 2 or more CTAs): `smem_ptr`'s place (a pointer into
+  // this CTA's shared memory, e.g. tile.At(r, c)) in the shared memory of cluster CTA `cta_rank`
+  // (mapa). Load, Store and the atomics take it (ld / st / atom .shared::cluster). The peer's
+  // bytes are ordered by the cluster barrier: its writes before its ClusterArrive are seen after
+  // this CTA's ClusterWait. A thread passes a cluster barrier before its first access to a peer
+  // (a CTA of the cluster may not have started before), and a CTA must not exit while a peer may
+  // still read or write its shared memory (a cluster barrier before the end).
+  Value PeerPointer(const Value& smem_ptr, const Operand& cta_rank, Loc loc = Loc::current());
   // Programmatic dependent launch (sm_90 and later). griddepcontrol.wait: this thread waits until
   // the grids before this one in the stream have completed and their writes are visible. A kernel
   // that calls it says so in its manifest (waits_for_prior_grids), and the runtime then launches

@@ -17,7 +17,9 @@ using Loc = std::source_location;
 // kE4M3 and kE5M2 are the 8-bit floats of sm_89 and later (PTX .e4m3, .e5m2): storage and tensor
 // core operands only (TMA, wgmma, tcgen05.mma); no arithmetic is defined on them.
 enum class Scalar : uint8_t { kI1, kI16, kI32, kI64, kF16, kBF16, kF32, kS32, kS64, kE4M3, kE5M2 };
-enum class Space : uint8_t { kGlobal, kShared };
+// kSharedCluster: a cluster peer's shared memory (distributed shared memory, sm_90+), reached
+// through HopperOps::PeerPointer.
+enum class Space : uint8_t { kGlobal, kShared, kSharedCluster };
 
 // A scalar, a short vector of scalars, or a pointer to scalars in a memory space.
 struct Type {

@@ -132,6 +132,9 @@ class Kernel {
   std::string entry_;
   mutable unsigned smem_limit_set_ = 0;
   absl::Status RaiseSmemLimit(const Driver& d, unsigned bytes) const;
+  // Clusters of more than 8 CTAs (up to 16 on sm_90) launch only once the function allows them.
+  mutable bool non_portable_clusters_ = false;
+  absl::Status AllowClusterSize(const Driver& d, unsigned ctas) const;
 };
 
 // Times device work with events on the default stream.
