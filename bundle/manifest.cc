@@ -316,7 +316,8 @@ std::string Manifest::Serialize() const {
   std::string out = absl::StrCat(kMagic, "\n");
   absl::StrAppend(&out, "name ", name, "\nentry ", entry, "\ntarget ", target, "\n");
   absl::StrAppend(&out, "block ", block.x, " ", block.y, " ", block.z, "\n");
-  absl::StrAppend(&out, "cluster ", cluster.x, " ", cluster.y, " ", cluster.z, "\n");
+  absl::StrAppend(&out, "cluster ", cluster.x, " ", cluster.y, " ", cluster.z,
+                  cluster_source.empty() ? "" : " " + SourceWord(cluster_source), "\n");
   absl::StrAppend(&out, "smem ", smem_bytes, "\n");
   absl::StrAppend(&out, "grid ", grid[0].ToString(), " ", grid[1].ToString(), " ",
                   grid[2].ToString(), grid_source.empty() ? "" : " " + SourceWord(grid_source),
@@ -359,7 +360,8 @@ std::string Manifest::Serialize() const {
     absl::StrAppend(&out, "smem_extra ", smem_extra.ToString(), " ", SourceWord(smem_extra_source),
                     "\n");
   for (const Requirement& r : requirements)
-    absl::StrAppend(&out, "require ", r.symbol, " ", r.multiple, " ", SourceWord(r.source), "\n");
+    absl::StrAppend(&out, r.at_most >= 0 ? "require_at_most " : "require ", r.symbol, " ",
+                    r.at_most >= 0 ? r.at_most : r.multiple, " ", SourceWord(r.source), "\n");
   for (const auto& [key, value] : attributes) absl::StrAppend(&out, "attr ", key, " ", value, "\n");
   if (watchdog_ms > 0) absl::StrAppend(&out, "watchdog ", watchdog_ms, "\n");
   if (waits_for_prior_grids) absl::StrAppend(&out, "waits_for_prior_grids\n");
@@ -422,11 +424,12 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       m.target = w[1];
     else if (key == "source" && want(1))
       m.source = SourceOfWord(w[1]);
-    else if ((key == "block" || key == "cluster") && want(3)) {
+    else if ((key == "block" && want(3)) || (key == "cluster" && (want(3) || want(4)))) {
       seen_block |= key == "block";
       Dim3& d = key == "block" ? m.block : m.cluster;
       if (!num(1, &d.x) || !num(2, &d.y) || !num(3, &d.z) || d.count() == 0)
         return ParseError(line_no, "bad dims");
+      if (w.size() == 5) m.cluster_source = SourceOfWord(w[4]);  // (ClusterDims' line)
     } else if (key == "smem" && want(1)) {
       if (!num(1, &m.smem_bytes)) return ParseError(line_no, "bad smem size");
     } else if (key == "grid" && (want(3) || want(4))) {  // (the rule's line, where recorded)
@@ -501,6 +504,10 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       Requirement r{w[1], 0, SourceOfWord(w[3])};
       if (!num(2, &r.multiple) || r.multiple <= 0) return ParseError(line_no, "bad requirement");
       m.requirements.push_back(r);
+    } else if (key == "require_at_most" && want(3)) {
+      Requirement r{w[1], 1, SourceOfWord(w[3])};
+      if (!num(2, &r.at_most) || r.at_most < 0) return ParseError(line_no, "bad requirement");
+      m.requirements.push_back(r);
     } else if (key == "watchdog" && want(1)) {
       if (!num(1, &m.watchdog_ms) || m.watchdog_ms <= 0)
         return ParseError(line_no, "bad watchdog time");
@@ -533,9 +540,51 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
   return m;
 }
 
+namespace {
+// A rule for one grid axis that covers what `rule` does in whole clusters of `c`, where the rule
+// is one symbol's division ("n/128" -> "n/512*4", "sms" -> "sms/4*4"); else empty.
+std::string RuleInClusters(const GridExpr& rule, unsigned c) {
+  if (rule.factors.size() != 1 || rule.factors[0].symbol.empty()) return "";
+  const GridExpr::Factor& f = rule.factors[0];
+  const int64_t d = f.symbol == "sms" ? c : f.value * c;
+  return absl::StrCat(f.symbol, "/", d, "*", c);
+}
+}  // namespace
+
+absl::Status Manifest::CheckClusterTiling(Dim3 launch) const {
+  const unsigned g[3] = {launch.x, launch.y, launch.z}, c[3] = {cluster.x, cluster.y, cluster.z};
+  for (int axis = 0; axis < 3; ++axis) {
+    if (c[axis] != 0 && g[axis] % c[axis] == 0) continue;
+    const std::string xyz(1, "xyz"[axis]);
+    std::string rule, fix;
+    if (!grid_source.empty()) {
+      rule = absl::StrCat("; the grid rule (", grid_source, ") gives ", xyz, " as \"",
+                          grid[axis].ToString(), "\"");
+      if (std::string r = RuleInClusters(grid[axis], c[axis]); !r.empty())
+        fix = absl::StrCat(": \"", r, "\" covers as much in whole clusters");
+      else
+        fix = ": make it a multiple of the cluster's";
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        cluster_source.empty() ? source : cluster_source, ": ", name, ": clusters of ", cluster.x,
+        "x", cluster.y, "x", cluster.z, " (ClusterDims) do not tile a grid of ", launch.x, "x",
+        launch.y, "x", launch.z, ": ", xyz, " = ", g[axis], " is no multiple of ", c[axis], rule,
+        fix));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Manifest::CheckRequirements(const Symbols& symbols) const {
   for (const Requirement& r : requirements) {
     auto it = symbols.find(r.symbol);
+    if (r.at_most >= 0) {
+      if (it == symbols.end() || it->second > r.at_most)
+        return absl::InvalidArgumentError(
+            absl::StrCat(r.source, ": ", name, " requires ", r.symbol, " to be at most ", r.at_most,
+                         it == symbols.end() ? absl::StrCat(", but has no ", r.symbol)
+                                             : absl::StrCat("; it is ", it->second)));
+      continue;
+    }
     if (it == symbols.end())
       return absl::InvalidArgumentError(absl::StrCat(r.source, ": ", name, " requires ", r.symbol,
                                                      " to be a multiple of ", r.multiple,

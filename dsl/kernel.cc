@@ -687,6 +687,15 @@ void Kernel::RequireMultiple(const std::string& name, int64_t multiple, Loc loc)
   Live(state_).manifest.requirements.push_back({name, multiple, LocString(loc)});
 }
 
+void Kernel::RequireAtMost(const std::string& name, int64_t most, Loc loc) {
+  if (most < 0)
+    return Fail(
+        absl::StrCat("RequireAtMost(", name, ", ", most, "): a bound below 0, which no size meets"),
+        loc);
+  if (!Live(state_).ParseRule("requirement", name, loc).ok()) return;
+  Live(state_).manifest.requirements.push_back({name, 1, LocString(loc), most});
+}
+
 void Kernel::Attribute(const std::string& key, const std::string& value, Loc loc) {
   const bool bad_key = key.empty() || key.find_first_of(" \t\n") != std::string::npos;
   if (bad_key || value.find('\n') != std::string::npos)
@@ -767,6 +776,7 @@ void Kernel::ClusterDims(rt::Dim3 dims, Loc loc) {
                 loc);
   s.cluster_dims_at = loc;
   s.manifest.cluster = dims;
+  s.manifest.cluster_source = LocString(loc);
   s.func->setAttr(
       mlir::NVVM::NVVMDialect::getClusterDimAttrName(),
       s.builder.getDenseI32ArrayAttr(
@@ -1094,10 +1104,33 @@ absl::StatusOr<KernelDef> Kernel::Build() {
   return def;
 }
 
+namespace {
+// A grid axis whose rule is a constant the cluster does not divide would refuse every launch
+// (rt::Manifest::CheckClusterTiling): say so at the build.
+void CheckConstantGridInClusters(KernelState& s) {
+  if (!s.cluster_dims_at || s.manifest.grid_source.empty()) return;
+  const unsigned c[3] = {s.manifest.cluster.x, s.manifest.cluster.y, s.manifest.cluster.z};
+  for (int axis = 0; axis < 3; ++axis) {
+    const rt::GridExpr& rule = s.manifest.grid[axis];
+    if (std::any_of(rule.factors.begin(), rule.factors.end(),
+                    [](const rt::GridExpr::Factor& f) { return !f.symbol.empty(); }))
+      continue;
+    const int64_t dim = rule.Value({}, 0);
+    if (dim % c[axis] == 0) continue;
+    return s.Fail(
+        absl::StrCat("clusters of ", c[0], "x", c[1], "x", c[2], " cannot tile the grid: Grid's ",
+                     std::string(1, "xyz"[axis]), " is the constant ", dim, " (",
+                     s.manifest.grid_source, "), no multiple of ", c[axis]),
+        *s.cluster_dims_at);
+  }
+}
+}  // namespace
+
 absl::StatusOr<KernelDef> Kernel::BuildOnce() {
   KernelState& s = *state_;
   detail::EmptyValueRead().reset();
   for (const auto& check : s.final_checks) check();
+  CheckConstantGridInClusters(s);
   if (s.error) return absl::InvalidArgumentError(*s.error);
   s.manifest.smem_bytes = s.smem_top;
   // The deepest ring tells a harness how many K steps wrap every ring (kiln emulate's default

@@ -53,6 +53,10 @@ Value RcpApprox(const Value& x, Loc loc) {
 Value TanhApprox(const Value& x, Loc loc) {
   return UnaryF32("TanhApprox", "tanh.approx.f32", x, loc);
 }
+Value Round(const Value& x, Loc loc) { return UnaryF32("Round", "cvt.rni.f32.f32", x, loc); }
+Value Floor(const Value& x, Loc loc) { return UnaryF32("Floor", "cvt.rmi.f32.f32", x, loc); }
+Value Ceil(const Value& x, Loc loc) { return UnaryF32("Ceil", "cvt.rpi.f32.f32", x, loc); }
+Value Trunc(const Value& x, Loc loc) { return UnaryF32("Trunc", "cvt.rzi.f32.f32", x, loc); }
 
 Value Exp(const Value& x, Loc loc) {
   if (!StateOf(x)) return x;

@@ -15,6 +15,20 @@ using detail::KernelState;
 
 namespace {
 
+// A store of an s32 value through an i32 pointer (or the other way round) is a mistake of
+// signedness alone: name both ways out.
+std::string SignednessHint(const Type& value, const Type& elem) {
+  const auto twin = [](Scalar s) {
+    return s == Scalar::kS32 ? Scalar::kI32 : s == Scalar::kS64 ? Scalar::kI64 : s;
+  };
+  if (value.lanes > 1 || IsSigned(value.elem) == IsSigned(elem.elem) ||
+      twin(value.elem) != twin(elem.elem))
+    return "";
+  return absl::StrCat(" (a signedness apart: convert the value with To(", elem.Str(),
+                      "), which keeps the bits, or declare the pointer of ", value.Str(),
+                      ", e.g. PtrParam(name, ", value.Str(), "))");
+}
+
 // An i32 index or offset widened for a GEP: indices are unsigned (zero-extended).
 mlir::Value Widen(KernelState& s, mlir::Value index, mlir::Location l) {
   return mlir::arith::ExtUIOp::create(s.builder, l, s.builder.getI64Type(), index);
@@ -491,7 +505,9 @@ void MemoryOps::Store(const Value& ptr, const Operand& value, Loc loc) {
   if (pt.kind != Type::Kind::kPointer) return self().Fail("Store needs a pointer", loc);
   Type t = Access::IsImm(value) ? Type::Of(pt.elem) : Access::Val(value).type();
   if (t.elem != pt.elem || t.kind == Type::Kind::kPointer)
-    return self().Fail(absl::StrCat("storing ", t.Str(), " through ", pt.Str()), loc);
+    return self().Fail(absl::StrCat("storing ", t.Str(), " through ", pt.Str(),
+                                    SignednessHint(t, Type::Of(pt.elem))),
+                       loc);
   mlir::LLVM::StoreOp::create(s.builder, s.ToLoc(loc), s.Materialize(value, t), s.Unwrap(ptr, loc),
                               t.Bytes());
 }

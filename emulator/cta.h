@@ -269,6 +269,14 @@ struct ClusterState {
   int64_t phase = 0;         // completed barrier.cluster phases
   int arrived = 0;
   PhaseClocks clocks;  // (races.h)
+  // The last arrive of each cluster warp, where it was .relaxed (released nothing): the epoch of
+  // the warp's clock it closed and its phase, so that a race it leaves names it.
+  struct RelaxedArrive {
+    const ptx::Instr* at = nullptr;
+    uint32_t epoch = 0;
+    int64_t phase = 0;
+  };
+  std::map<uint32_t, RelaxedArrive> relaxed_arrives;
   void TryRelease();
 };
 
@@ -817,6 +825,7 @@ class Cta {
   std::string EarlierWarp(const SharedRaceShadow::Conflict& c) const;
   std::string EarlierWhere(const SharedRaceShadow::Conflict& c) const;
   std::string SkippedBlockBarrier(const Thread& t, const SharedRaceShadow::Conflict& c) const;
+  std::string RelaxedArriveBetween(const Thread& t, const SharedRaceShadow::Conflict& c) const;
   bool CanReach(int from, int to) const;
   std::string UnwaitedTmaBytes(const SharedRaceShadow::Conflict& c, const char* who,
                                bool read) const;
@@ -963,7 +972,8 @@ class Cta {
   // fences that order them (exec.cc).
   absl::Status CheckGlobalRace(const Thread& t, const Instr& in, uint64_t address, uint64_t bytes,
                                bool write, bool non_coherent = false);
-  void OrderGlobal(const Instr& in, uint64_t address, bool reads, bool writes);
+  absl::Status OrderGlobal(const Thread& t, const Instr& in, uint64_t address, bool reads,
+                           bool writes);
   std::string GlobalRaceText(const GlobalRaces::Conflict& c, bool write) const;
   static bool StrongAcrossCtas(const Instr& in);
   ClusterState* cluster_ = nullptr;

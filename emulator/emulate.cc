@@ -178,8 +178,10 @@ std::string Device::Near(uint64_t address) const {
   return absl::StrFormat(
       ": %d bytes past the end of %s at 0x%x (%d bytes)%s", past, called(base), base, size,
       past >= (uint64_t{1} << 31)
-          ? "; that far past it, an i32 offset that went below 0 reads as about 4 Gi (kiln's i32 "
-            "is unsigned: compute a difference that can be negative in s32 or i64)"
+          ? ", the array nearest below it, not necessarily the one its address was computed "
+            "from; that far past every array, an i32 index or offset that went below 0 reads as "
+            "about 4 Gi (kiln's i32 is unsigned: compute a difference that can be negative in "
+            "s32 or i64)"
           : "");
 }
 
@@ -398,10 +400,7 @@ absl::StatusOr<Stats> LaunchChecked(Device& device, const rt::Bundle& bundle, rt
           "': the emulator's instruction budget a launch, a whole number of 1 or more"));
   Stats stats;
   const rt::Dim3 cd = m.cluster;
-  if (cd.count() == 0 || grid.x % cd.x || grid.y % cd.y || grid.z % cd.z)
-    return absl::InvalidArgumentError(absl::StrCat(m.source, ": ", m.name, ": clusters of ", cd.x,
-                                                   "x", cd.y, "x", cd.z, " do not tile a grid of ",
-                                                   grid.x, "x", grid.y, "x", grid.z));
+  if (absl::Status s = m.CheckClusterTiling(grid); !s.ok()) return s;
   const rt::Dim3 clusters{grid.x / cd.x, grid.y / cd.y, grid.z / cd.z};
   // Clusters run one after another; under a seed in a shuffled order, since the hardware starts
   // and finishes them in any order (what meets in global memory must not depend on it).

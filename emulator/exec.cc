@@ -752,6 +752,14 @@ absl::Status Cta::Convert(Thread& t, const Instr& in) {
     return absl::OkStatus();
   }
   if (ptx::TyIsFloat(d)) {
+    // Float to float of one width with an integer rounding (cvt.rni.f32.f32, ...): the value
+    // rounded to a whole number in the same type (PTX ISA, cvt); NaN and infinities pass.
+    if (ptx::TyIsFloat(s) && in.rounding.size() == 3 && in.rounding.back() == 'i') {
+      x = in.rounding == "rni"   ? std::nearbyint(x)
+          : in.rounding == "rmi" ? std::floor(x)
+          : in.rounding == "rpi" ? std::ceil(x)
+                                 : std::trunc(x);
+    }
     if (d == Ty::kF32) {
       float r = static_cast<float>(x);
       if (in.ftz) r = FlushDenormal(r);
@@ -830,7 +838,7 @@ absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
     NoteGlobalWrite(addr, static_cast<uint64_t>(elem) * in.vec, in, t);
   if (!in_shared && !local_or_param) {
     if (StrongAcrossCtas(in)) {
-      OrderGlobal(in, addr, load, !load);
+      if (absl::Status s = OrderGlobal(t, in, addr, load, !load); !s.ok()) return s;
     } else if (absl::Status s = CheckGlobalRace(t, in, addr, static_cast<uint64_t>(elem) * in.vec,
                                                 !load, load && in.Has("nc"));
                !s.ok()) {
@@ -916,7 +924,7 @@ absl::Status Cta::Atomic(Thread& t, const Instr& in) {
   } else {  // global: ordered among clusters (a .cta-scoped one is not)
     const uint64_t at = Address(t, in.ops.at(base));
     if (StrongAcrossCtas(in)) {
-      OrderGlobal(in, at, result, true);
+      if (absl::Status s = OrderGlobal(t, in, at, result, true); !s.ok()) return s;
     } else {
       if (absl::Status s = CheckGlobalRace(t, in, at, bits / 8, false); !s.ok()) return s;
       if (absl::Status s = CheckGlobalRace(t, in, at, bits / 8, true); !s.ok()) return s;
@@ -981,11 +989,14 @@ bool Cta::StrongAcrossCtas(const Instr& in) {
                                 (in.Has("gpu") || in.Has("sys")));
 }
 
-void Cta::OrderGlobal(const Instr& in, uint64_t address, bool reads, bool writes) {
-  if (!global_races_) return;
+absl::Status Cta::OrderGlobal(const Thread& t, const Instr& in, uint64_t address, bool reads,
+                              bool writes) {
+  if (!global_races_) return absl::OkStatus();
   const bool acq_rel = in.Has("acq_rel");
-  global_races_->Strong(address & ~uint64_t{3}, reads, writes, acq_rel || in.Has("release"),
-                        acq_rel || in.Has("acquire"), Now());
+  std::optional<GlobalRaces::Conflict> c =
+      global_races_->Strong(dev_.AllocationOf(address), address & ~uint64_t{3}, reads, writes,
+                            acq_rel || in.Has("release"), acq_rel || in.Has("acquire"), &in, Now());
+  return c ? Fail(t, in, GlobalRaceText(*c, writes)) : absl::OkStatus();
 }
 
 std::string Cta::GlobalRaceText(const GlobalRaces::Conflict& c, bool write) const {
@@ -999,13 +1010,27 @@ std::string Cta::GlobalRaceText(const GlobalRaces::Conflict& c, bool write) cons
         "writes while the kernel runs (PTX ISA, ld); load it plainly",
         write ? "writes the" : "loads through the non-coherent path (.nc) the", c.address, other,
         write ? "read through the non-coherent path (.nc)" : "wrote");
+  const bool strong_here = c.kind == Kind::kStrongAfterWrite || c.kind == Kind::kStrongAfterRead,
+             strong_there = c.kind == Kind::kWriteAfterStrong || c.kind == Kind::kReadAfterStrong;
   return absl::StrFormat(
       "a race on global memory between clusters: this %s word 0x%x, which %s %s with nothing "
       "ordering the two (on a GPU the launch's blocks run at the same time; the PTX memory model "
       "orders them only through a release, a gpu-scope fence before an atomic or a st.release, "
-      "that the other side acquires, an atomic or ld.acquire before a gpu-scope fence)",
-      write ? "writes" : "reads", c.address, other,
-      c.kind == Kind::kWriteAfterRead ? "read" : "wrote");
+      "that the other side acquires, an atomic or ld.acquire before a gpu-scope fence)%s",
+      strong_here ? (write ? "atomic or strong store of the" : "strong read of the")
+      : write     ? "writes"
+                  : "reads",
+      c.address, other,
+      c.kind == Kind::kWriteAfterRead    ? "read"
+      : c.kind == Kind::kStrongAfterRead ? "read with a plain load"
+      : strong_there                     ? "wrote with an atomic or a strong store"
+      : strong_here                      ? "wrote with a plain store"
+                                         : "wrote",
+      strong_here || strong_there
+          ? "; an atomic and a plain access of one word race too: give the word its first "
+            "value in an earlier launch (or with an atomic), and read it with an atomic or "
+            "ld.acquire, or after the others are acquired"
+          : "");
 }
 
 absl::Status Cta::CheckGlobalRace(const Thread& t, const Instr& in, uint64_t address,

@@ -1049,7 +1049,17 @@ absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
     if (absl::Status s = CheckAlignedArrive(t, in); !s.ok()) return s;
     t.cluster_phase = cluster_->phase;
     ++cluster_->arrived;
-    if (!in.Has("relaxed")) JoinClock(cluster_->clocks.open, Released(t.linear / 32));
+    // A relaxed arrive releases nothing; it still closes the warp's epoch, so that a race it
+    // leaves can tell the accesses before it from those after (Cta::RelaxedArriveBetween).
+    const int warp = t.linear / 32;
+    const WarpClock published = Released(warp);
+    if (in.Has("relaxed")) {
+      cluster_->relaxed_arrives[ClusterWarp(warp)] = {&in, published[ClusterWarp(warp)],
+                                                      cluster_->phase};
+    } else {
+      JoinClock(cluster_->clocks.open, published);
+      cluster_->relaxed_arrives.erase(ClusterWarp(warp));
+    }
     ++t.pc;
     cluster_->TryRelease();
     return absl::OkStatus();

@@ -7,7 +7,7 @@ namespace kiln::emu::detail {
 void GlobalRaces::BeginCluster(rt::Dim3 first_block) {
   cluster_ = static_cast<int>(first_blocks_.size());
   first_blocks_.push_back(first_block);
-  acquired_.clear(), pending_.clear();
+  acquired_.clear(), pending_.clear(), observed_.clear();
   last_fence_ = kNever;
 }
 
@@ -34,8 +34,10 @@ void GlobalRaces::Fence(int64_t time) {
   pending_.clear();
 }
 
-void GlobalRaces::Strong(uint64_t word, bool reads, bool writes, bool release_sem, bool acquire_sem,
-                         int64_t time) {
+std::optional<GlobalRaces::Conflict> GlobalRaces::Strong(uint64_t allocation, uint64_t word,
+                                                         bool reads, bool writes, bool release_sem,
+                                                         bool acquire_sem, const ptx::Instr* in,
+                                                         int64_t time) {
   Clock& at = released_[word];
   if (reads) Join(acquire_sem ? acquired_ : pending_, at);
   if (writes) {
@@ -46,6 +48,26 @@ void GlobalRaces::Strong(uint64_t word, bool reads, bool writes, bool release_se
       if (!added) it->second = std::max(it->second, upto);
     }
   }
+  // (After the acquire: a plain write released through this very word is ordered before it.)
+  std::optional<Conflict> found;
+  auto e = words_.find(word);
+  if (e != words_.end() && e->second.writer >= 0 && e->second.write_bytes &&
+      !Ordered(e->second.writer, e->second.write_time))
+    found = Conflict{Conflict::Kind::kStrongAfterWrite, BlockOf(e->second.writer),
+                     e->second.write_in, word};
+  else if (writes && e != words_.end() && e->second.reader >= 0 && e->second.read_bytes &&
+           !Ordered(e->second.reader, e->second.read_time))
+    found = Conflict{Conflict::Kind::kStrongAfterRead, BlockOf(e->second.reader), e->second.read_in,
+                     word};
+  if (reads) observed_.insert(word);
+  if (writes) {
+    written_.insert(allocation);
+    Word& w = words_[word];
+    // (Another cluster's, until ordered before this one, stays: what a plain access races.)
+    if (w.strong < 0 || (w.strong != cluster_ && Ordered(w.strong, w.strong_time)))
+      w.strong = cluster_, w.strong_time = time, w.strong_in = in;
+  }
+  return found;
 }
 
 namespace {
@@ -70,6 +92,8 @@ std::optional<GlobalRaces::Conflict> GlobalRaces::Write(uint64_t allocation, uin
       found = Conflict{Conflict::Kind::kWriteAfterWrite, BlockOf(e.writer), e.write_in, w};
     if (!found && e.reader >= 0 && (e.read_bytes & mine) && !Ordered(e.reader, e.read_time))
       found = Conflict{Conflict::Kind::kWriteAfterRead, BlockOf(e.reader), e.read_in, w};
+    if (!found && e.strong >= 0 && !Ordered(e.strong, e.strong_time) && !observed_.count(w))
+      found = Conflict{Conflict::Kind::kWriteAfterStrong, BlockOf(e.strong), e.strong_in, w};
     if (e.writer == cluster_) {  // its earliest time (a later rewrite may go unchecked; an
       e.write_bytes |= mine;     // earlier byte released and read must not be reported)
     } else {
@@ -94,6 +118,8 @@ std::optional<GlobalRaces::Conflict> GlobalRaces::Read(uint64_t allocation, uint
       found = Conflict{Conflict::Kind::kNonCoherent, BlockOf(e.writer), e.write_in, w};
     if (!found && written && !Ordered(e.writer, e.write_time))
       found = Conflict{Conflict::Kind::kReadAfterWrite, BlockOf(e.writer), e.write_in, w};
+    if (!found && e.strong >= 0 && !Ordered(e.strong, e.strong_time) && !observed_.count(w))
+      found = Conflict{Conflict::Kind::kReadAfterStrong, BlockOf(e.strong), e.strong_in, w};
     // The latest unordered reader is what a later write must be ordered after; one of this
     // cluster's reads replaces another cluster's only once that one is ordered before it.
     if (e.reader == cluster_) {

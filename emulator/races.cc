@@ -107,6 +107,11 @@ absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, 
   const std::string byte = owner != this
                                ? absl::StrCat("byte ", c->byte, " of cluster CTA ", owner->rank_)
                                : absl::StrCat("shared byte ", c->byte);
+  if (const std::string relaxed = RelaxedArriveBetween(t, *c); !relaxed.empty())
+    return Fail(t, in,
+                absl::StrFormat("a data race on %s: this %s and %s's %s (%s) are not ordered: %s",
+                                byte, KindWord(kind), EarlierWarp(*c), KindWord(c->earlier_kind),
+                                EarlierWhere(*c), relaxed));
   std::string why = SkippedBlockBarrier(t, *c);
   if (why.empty()) why = kMissing;
   return Fail(t, in,
@@ -115,6 +120,22 @@ absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, 
                               "them (%s)",
                               byte, KindWord(kind), EarlierWarp(*c), KindWord(c->earlier_kind),
                               EarlierWhere(*c), why));
+}
+
+// Where the other warp's access came before a cluster barrier that this thread has waited on
+// since, but that warp arrived at it with .relaxed: the barrier was there, and released nothing
+// (PTX ISA, barrier.cluster).
+std::string Cta::RelaxedArriveBetween(const Thread& t, const SharedRaceShadow::Conflict& c) const {
+  if (!cluster_ || !t.cluster_met) return "";
+  auto it = cluster_->relaxed_arrives.find(c.earlier.warp);
+  if (it == cluster_->relaxed_arrives.end()) return "";
+  const ClusterState::RelaxedArrive& r = it->second;
+  if (r.epoch < c.earlier.clock || r.phase >= cluster_->phase) return "";
+  return absl::StrCat(
+      "the cluster barrier between them was arrived at with .relaxed by that warp (", Where(*r.at),
+      "), and a relaxed arrive releases nothing, so what the warp did before it is not ordered "
+      "before the wait (PTX ISA, barrier.cluster): ClusterArrive() without relaxed, or "
+      "ClusterSync, publishes it");
 }
 
 // Whether a thread at instruction `from` can still reach instruction `to` (the entry's control

@@ -247,6 +247,11 @@ absl::Status ProbeMath(Target& t, int64_t n, uint64_t seed, Checker& c) {
     c.Float("Neg", i, g[15], -zv);
     const double th = std::tanh(double{zv});  // tanh.approx.f32: 2^-11 relative, its PTX ISA bound
     c.Near("TanhApprox", i, g[16], th, std::ldexp(std::fabs(th), -11));
+    c.Float("Round", i, g[17], std::nearbyint(zv * 4.0f));  // (ties to even)
+    c.Float("Floor", i, g[18], std::floor(zv * 4.0f));
+    c.Float("Ceil", i, g[19], std::ceil(zv * 4.0f));
+    c.Float("Trunc", i, g[20], std::trunc(zv * 4.0f));
+    c.Float("Round of a tie", i, g[21], std::nearbyint(std::floor(zv * 2.0f) * 0.5f));
     const int32_t s = w[i];
     const int32_t* h = &(*q)[i * probe::kIntOps];
     const int32_t want[probe::kIntOps] = {s / 7,

@@ -254,11 +254,7 @@ absl::StatusOr<PreparedLaunch> LoadedKernel::PrepareCheckedArgs(Dim3 grid, std::
     return absl::Status(code, absl::StrCat(at, ": ", m.name, ": ", what...));
   };
   if (absl::Status s = CheckGrid(m, grid); !s.ok()) return s;  // (a caller's grid, or a rule's)
-  if (m.cluster.count() == 0 || grid.x % m.cluster.x || grid.y % m.cluster.y ||
-      grid.z % m.cluster.z)
-    return error(absl::StatusCode::kInvalidArgument, m.source, "clusters of ", m.cluster.x, "x",
-                 m.cluster.y, "x", m.cluster.z, " do not tile a grid of ", grid.x, "x", grid.y, "x",
-                 grid.z);
+  if (absl::Status s = m.CheckClusterTiling(grid); !s.ok()) return s;
   const Symbols symbols = SymbolsOf(m, args);
   absl::StatusOr<Driver*> d = Driver::Get();
   if (!d.ok()) return d.status();

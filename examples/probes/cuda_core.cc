@@ -20,7 +20,7 @@ constexpr CacheHint kHints[probe::kHintCount] = {CacheHint::kDefault,      Cache
 // The global index of this thread, as i64, for a grid of `n`/256 blocks.
 Value GlobalIndex(Kernel& k) { return (k.BlockIdx(0) * kThreads + k.ThreadIdx()).To(i64); }
 
-// probe/math: y[i, :] = the f32 special functions and arithmetic of x[i] > 0 and z[i];
+// probe/math: y[i, :] = the f32 special functions, arithmetic and roundings of x[i] > 0 and z[i];
 // q[i, :] = the signed integer ops of w[i].
 absl::StatusOr<KernelDef> BuildMath() {
   Kernel k("probe/math", sm80(), {kThreads});
@@ -32,9 +32,12 @@ absl::StatusOr<KernelDef> BuildMath() {
     Value xv = k.Load(x + i), zv = k.Load(z + i);
     // The order is probe::kMathOps.
     std::vector<Value> r = {
-        Exp2(zv),        Exp(zv),     Log2(xv),      Log(xv), Rsqrt(xv),         Sqrt(xv),
-        SqrtApprox(xv),  Rcp(zv),     RcpApprox(zv), zv / xv, DivApprox(zv, xv), Abs(zv),
-        Fma(zv, xv, zv), Min(zv, xv), Max(zv, xv),   -zv,     TanhApprox(zv)};
+        Exp2(zv), Exp(zv), Log2(xv), Log(xv), Rsqrt(xv), Sqrt(xv), SqrtApprox(xv), Rcp(zv),
+        RcpApprox(zv), zv / xv, DivApprox(zv, xv), Abs(zv), Fma(zv, xv, zv), Min(zv, xv),
+        Max(zv, xv), -zv, TanhApprox(zv),
+        // (z * 4 is exact; Floor(z * 2) * 0.5 is a multiple of 0.5, half of them ties.)
+        Round(zv * 4.0f), Floor(zv * 4.0f), Ceil(zv * 4.0f), Trunc(zv * 4.0f),
+        Round(Floor(zv * 2.0f) * 0.5f)};
     for (size_t j = 0; j < r.size(); ++j)
       k.Store(y + i * probe::kMathOps + static_cast<int>(j), r[j]);
     Value s = k.Load(w + i).To(s32);
@@ -178,7 +181,8 @@ absl::StatusOr<KernelDef> BuildMemory() {
 
 }  // namespace
 KILN_EXAMPLE("probe/math",
-             "f32 special functions, IEEE and approximate division, signed integer ops", BuildMath);
+             "f32 special functions, IEEE and approximate division, roundings, signed integer ops",
+             BuildMath);
 KILN_EXAMPLE("probe/convert",
              "packed bf16x2/f16x2/fp8 conversions and back, scalar bf16/f16 rounding",
              BuildConvert);

@@ -221,15 +221,22 @@ uint64_t CallDevice::BindPoisoned(size_t count, const std::string& type,
 
 std::vector<std::string> CallDevice::Launch(const rt::Bundle& bundle,
                                             const std::vector<rt::Arg>& args,
-                                            std::optional<rt::Dim3> grid) {
+                                            std::optional<rt::Dim3> grid,
+                                            std::optional<uint64_t> seed) {
   if (emulated_) {
-    absl::StatusOr<emu::Stats> s =
-        grid ? emu::Launch(*emu_, bundle, *grid, args) : emu::Launch(*emu_, bundle, args);
+    emu::Options options;
+    if (seed) options.seed = *seed;
+    absl::StatusOr<emu::Stats> s = grid ? emu::Launch(*emu_, bundle, *grid, args, options)
+                                        : emu::Launch(*emu_, bundle, args, options);
     ThrowIfError(s.status());
     std::vector<std::string> partly_written;
     for (const emu::PartlyWritten& p : s->partly_written) partly_written.push_back(p.message);
     return partly_written;
   }
+  if (seed)
+    throw Error(absl::StrCat(call_,
+                             ": seed= picks the emulator's order of threads (host arrays run "
+                             "there); a GPU launch has no seed"));
   const rt::LoadedKernel& k = Loaded(bundle, stream_);
   auto stream = reinterpret_cast<cu::CUstream>(stream_);
   ThrowIfError(grid ? k.Launch(*grid, args, stream) : k.Launch(args, stream));

@@ -67,10 +67,12 @@ class CallDevice {
   // Emulator: `count` elements of `type` that read as NaN (an output no one writes shows), copied
   // into `*back` by Finish.
   uint64_t BindPoisoned(size_t count, const std::string& type, std::vector<uint8_t>* back);
-  // Launches `bundle`'s kernel on its grid rule's grid (or `grid`). Emulator: returns what
-  // emu::Stats::partly_written says of the arrays (GPU: nothing).
+  // Launches `bundle`'s kernel on its grid rule's grid (or `grid`). Emulator: under `seed`'s
+  // order of threads (emu::Options::seed) where given, and returns what
+  // emu::Stats::partly_written says of the arrays (GPU: nothing; a seed is an error there).
   std::vector<std::string> Launch(const rt::Bundle& bundle, const std::vector<rt::Arg>& args,
-                                  std::optional<rt::Dim3> grid = std::nullopt);
+                                  std::optional<rt::Dim3> grid = std::nullopt,
+                                  std::optional<uint64_t> seed = std::nullopt);
   // Emulator: copies the written arrays back. GPU: nothing (the launches are queued).
   void Finish();
 

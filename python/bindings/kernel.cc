@@ -115,7 +115,7 @@ class LoadedBundle {
   // Returns what the emulator says of arrays the launch wrote in part (on a GPU, nothing).
   std::vector<std::string> Call(nb::args args,
                                 std::optional<std::tuple<unsigned, unsigned, unsigned>> grid,
-                                uint64_t stream) const {
+                                uint64_t stream, std::optional<uint64_t> seed) const {
     const rt::Manifest& m = bundle_.manifest;
     const std::string where = absl::StrCat(m.name, " (", m.source, ")");
     std::vector<const rt::ParamSpec*> params;
@@ -225,7 +225,7 @@ class LoadedBundle {
       ThrowIfError(rt::CheckArgs(m, launch));
       return {};
     }
-    std::vector<std::string> partly_written = device.Launch(bundle_, launch, g);
+    std::vector<std::string> partly_written = device.Launch(bundle_, launch, g, seed);
     device.Finish();
     return partly_written;
   }
@@ -245,7 +245,7 @@ void BindKernels(nb::module_& m) {
       .def(nb::init<const std::string&, const std::string&>(), nb::arg("bundle_dir"),
            nb::arg("name"))
       .def("__call__", &LoadedBundle::Call, nb::arg("args"), nb::kw_only(),
-           nb::arg("grid") = nb::none(), nb::arg("stream") = 0)
+           nb::arg("grid") = nb::none(), nb::arg("stream") = 0, nb::arg("seed") = nb::none())
       .def_prop_ro("signature", &LoadedBundle::Signature)
       .def_prop_ro("name", [](const LoadedBundle& k) { return k.bundle().manifest.name; })
       .def_prop_ro("source", [](const LoadedBundle& k) { return k.bundle().manifest.source; })

@@ -328,8 +328,15 @@ class _Loaded:
     def __init__(self, kernel):
         self._kernel = kernel
 
-    def __call__(self, *args, grid=None, stream=None):
+    def __call__(self, *args, grid=None, stream=None, seed=None):
         name = self._kernel.name if hasattr(self._kernel, "name") else "kiln.load"
+        if seed is not None:
+            import numbers
+            _require(isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and
+                     0 <= seed < 2**64,
+                     lambda: f"{name}: seed={seed!r}: the emulator's order of threads, an integer "
+                             "0 to 2^64 - 1 (0: threads in index order; 1 when not given)")
+            seed = int(seed)
         if grid is not None:
             import numbers
             _require(isinstance(grid, (tuple, list)) and len(grid) == 3 and
@@ -352,8 +359,11 @@ class _Loaded:
             _require(dtype is None or _numbers_kiln_reads(dtype, complex_ok=True),
                      lambda: f"{name}: argument {i} has dtype {dtype}, which no kernel parameter "
                              "reads (arrays of numbers of up to 64 bits)")
+            _require(dtype is None or dtype.isnative,
+                     lambda: f"{name}: argument {i} is in the other byte order ({dtype.str}); "
+                             f"x.astype(x.dtype.newbyteorder('=')) is native")
         partly_written = self._kernel(*[_r(x, writes=True) for x in args], grid=grid,
-                                      stream=stream)  # (any may be written)
+                                      stream=stream, seed=seed)  # (any may be written)
         for message in partly_written:  # (host arrays: the emulator's word)
             _warnings.warn(message, PartlyWrittenWarning, stacklevel=2)
 
@@ -367,7 +377,9 @@ class _Loaded:
 def load(bundle_dir, name):
     """The kernel `name` of the bundle directory `bundle_dir` (what `kiln bundle` or a build
     writes), as a callable. Its arguments are checked against the manifest's parameters; its grid
-    is the kernel's rule unless grid=(x, y, z) is given."""
+    is the kernel's rule unless grid=(x, y, z) is given. On the emulator (host arrays), seed=N
+    runs its threads in seed N's order (1 when not given): a kernel that races or reads what no
+    one wrote may pass under one order and fail under another, so try several."""
     _require(isinstance(name, str) and name != "",
              lambda: "kiln.load: name must be a kernel's name (a non-empty str such as "
                      f"'ops/saxpy'), not {type(name).__name__} {name!r}")

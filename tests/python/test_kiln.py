@@ -1602,6 +1602,18 @@ class Load(unittest.TestCase):
         # NumPy's scalars are numbers too
         saxpy(x, y, np.float32(-2.5), np.int64(1000))
         self.assertLess(rel_error(y, want - 2.5 * x.astype(np.float64)), 1e-6)
+        # The emulator's order of threads, as emu::Options::seed (index order at 0): a kernel
+        # without a race gives the same answer under each.
+        for seed in (0, 7, np.uint64(2**64 - 1)):
+            z = np.zeros(1000, np.float32)
+            saxpy(x, z, 2.0, 1000, seed=seed)
+            self.assertEqual(z.tolist(), (2.0 * x).tolist())
+        # A big-endian array: named as such (it had been "could not be taken as an array").
+        with self.assertRaisesRegex(kiln.Error, r"argument 1 is in the other byte order \(>f4\)"):
+            saxpy(x, y.astype(">f4"), 2.0, 1000)
+        for bad in (-1, 2**64, True, 1.5, "1"):
+            with self.assertRaisesRegex(kiln.Error, r"seed=.*the emulator's order of threads, an integer 0 to 2\^64 - 1"):
+                saxpy(x, y, 2.0, 1000, seed=bad)
 
     def test_an_empty_problem_launches_nothing(self):
         # n = 0: the rule n/256 gives no block, and the call is a no-op (as Triton's launcher

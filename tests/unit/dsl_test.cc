@@ -518,6 +518,29 @@ TEST(Dsl, PeerPointerMisuse) {
     k.ClusterArrive();
     ExpectError(k, line, "ClusterWait with no ClusterArrive before it");
   }
+  {
+    Kernel k("test/cluster_grid", sm90a(), {32});
+    k.ClusterDims({2, 1, 1}); const int line = __LINE__;
+    k.Grid("3"); const int grid = __LINE__;
+    ExpectError(k, line, absl::StrCat("clusters of 2x1x1 cannot tile the grid: Grid's x is the constant 3 (tests/unit/dsl_test.cc:", grid, "), no multiple of 2"));
+  }
+}
+
+TEST(Dsl, RequireAtMostIsALaunchRule) {
+  Kernel k("test/at_most", sm80(), {32});
+  k.I32Param("cols");
+  k.Grid("1");
+  k.RequireAtMost("cols", 1024); const int line = __LINE__;
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  ASSERT_EQ(def->manifest().requirements.size(), 1u);
+  EXPECT_EQ(def->manifest().requirements[0].at_most, 1024);
+  EXPECT_EQ(def->manifest().CheckRequirements({{"cols", 1025}}).message(),
+            absl::StrCat("tests/unit/dsl_test.cc:", line, ": test/at_most requires cols to be at most 1024; it is 1025"));
+  Kernel bad("test/at_most_bad", sm80(), {32});
+  bad.I32Param("cols");
+  bad.RequireAtMost("cols", -1); const int bad_line = __LINE__;
+  ExpectError(bad, bad_line, "RequireAtMost(cols, -1): a bound below 0, which no size meets");
 }
 
 TEST(Dsl, ClustersNeedHopper) {

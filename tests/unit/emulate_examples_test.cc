@@ -2,6 +2,7 @@
 // these kinds of shapes): it runs their PTX, as the compiler emitted it, to the fp64 reference's
 // answer at ragged shapes that take every body of the row kernels, under two schedules.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/unit/built_bundle.h"
 #include "kiln/lowering.h"
+#include "kiln/math.h"
 #include "kiln/memory_ops.h"
 #include "kiln/warp.h"
 #include "kiln/emulator.h"
@@ -217,6 +219,7 @@ TEST(EmulatorRaces, APeerStoreNeedsTheClusterBarriersRelease) {
     if (form != kNotStarted) k.ClusterSync();
     const int store_line = __LINE__ + 1;
     k.Store(k.PeerPointer(t.At(0, tid), rank ^ 1), (tid + rank * 100).To(f32));
+    const int arrive_line = __LINE__ + 2;
     if (form != kNone) {
       k.ClusterArrive(form == kRelaxed);
       k.ClusterWait();
@@ -249,7 +252,110 @@ TEST(EmulatorRaces, APeerStoreNeedsTheClusterBarriersRelease) {
       const bool race = message.find("a data race on shared byte") != std::string::npos;
       const bool unwritten = message.find("from shared memory that nothing had written") != std::string::npos;
       EXPECT_TRUE(race || (form == kNone && unwritten)) << message;
+      if (form == kRelaxed) {  // (the barrier was there: the message names its relaxed arrive)
+        EXPECT_NE(message.find(absl::StrCat("was arrived at with .relaxed by that warp (PTX line")), std::string::npos) << message;
+        EXPECT_NE(message.find(absl::StrCat("emulate_examples_test.cc:", arrive_line)), std::string::npos) << message;
+      }
     }
+  }
+}
+
+// A plain access and another block's atomic of one global word race unless ordered (PTX ISA,
+// memory consistency model: a data race is two conflicting accesses not both morally strong and
+// not in causality order): one block storing a sum's first part while the others add theirs,
+// or reading it while they add. All adds, or a word no atomic touches, pass.
+TEST(EmulatorRaces, APlainAccessAndAnotherBlocksAtomicRace) {
+  enum Form { kAllAdd, kStoreFirst, kReadWhileAdding };
+  for (Form form : {kAllAdd, kStoreFirst, kReadWhileAdding}) {
+    SCOPED_TRACE(form);
+    Kernel k("test/plain_and_atomic", sm80(), {32});
+    Value sum = k.PtrParam("sum", f32), seen = k.PtrParam("seen", f32);
+    Value block = k.BlockIdx(), first = k.ThreadIdx() == 0;
+    int plain_line = 0, atomic_line = 0;
+    k.If(first, [&] {
+      if (form == kStoreFirst) {
+        k.If(block == 0, [&] {
+          plain_line = __LINE__ + 1;
+          k.Store(sum, k.F32(1));
+        }, [&] {
+          atomic_line = __LINE__ + 1;
+          RedAdd(sum, k.F32(1));
+        });
+        return;
+      }
+      atomic_line = __LINE__ + 1;
+      RedAdd(sum, k.F32(1));
+      plain_line = __LINE__ + 1;
+      if (form == kReadWhileAdding) k.If(block == 0, [&] { k.Store(seen, k.Load(sum)); });
+    });
+    absl::StatusOr<rt::Bundle> built = BundleOfBuilt(k);
+    ASSERT_TRUE(built.ok()) << built.status();
+    for (uint64_t seed : {1, 2, 3}) {
+      emu::Device d;
+      const uint64_t dsum = *d.Allocate(4), dseen = *d.Allocate(4);
+      ASSERT_TRUE(d.Fill(dsum, 0, 4).ok());
+      absl::StatusOr<emu::Stats> run = emu::Launch(d, *built, rt::Dim3{4, 1, 1}, {rt::Arg::Ptr(dsum), rt::Arg::Ptr(dseen)}, {.seed = seed});
+      if (form == kAllAdd) {
+        ASSERT_TRUE(run.ok()) << run.status();
+        float got = 0;
+        ASSERT_TRUE(d.CopyOut(&got, dsum, 4).ok());
+        EXPECT_EQ(got, 4.0f);
+        continue;
+      }
+      ASSERT_FALSE(run.ok()) << "seed " << seed;
+      const std::string message(run.status().message());
+      EXPECT_NE(message.find("a race on global memory between clusters"), std::string::npos) << message;
+      EXPECT_NE(message.find("an atomic and a plain access of one word race too"), std::string::npos) << message;
+      // Whichever ran first, the report names both lines.
+      for (int line : {plain_line, atomic_line})
+        EXPECT_NE(message.find(absl::StrCat("emulate_examples_test.cc:", line)), std::string::npos) << message;
+    }
+  }
+}
+
+// Round, Floor, Ceil and Trunc (cvt.rni/rmi/rpi/rzi.f32.f32) round to a whole number in f32, as
+// C's nearbyint (ties to even), floor, ceil and trunc do; To(s32) truncates (cvt.rzi.s32.f32).
+TEST(EmulatorMath, WholeNumberRoundings) {
+  const std::vector<float> in = {2.5f, -2.5f, 0.5f, -0.5f, 1.5f, -1.7f, 3.4999998f, 1e30f, -0.0f, 0.49999997f,
+                                 8388609.0f, -1e-40f, INFINITY, -INFINITY, NAN, 7.0f};
+  const int n = static_cast<int>(in.size());
+  Kernel k("test/roundings", sm90a(), {static_cast<unsigned>(n)});
+  Value x_ptr = k.PtrParam("x", f32), out = k.PtrParam("out", f32), whole = k.PtrParam("whole", s32);
+  Value i = k.ThreadIdx();
+  Value x = k.Load(x_ptr + i.To(i64));
+  const Value rounded[] = {Round(x), Floor(x), Ceil(x), Trunc(x)};
+  for (int r = 0; r < 4; ++r) k.Store(out + (i + r * n).To(i64), rounded[r]);
+  k.Store(whole + i.To(i64), Round(x).To(s32));
+  k.Store(whole + (i + n).To(i64), x.To(s32));
+  absl::StatusOr<rt::Bundle> built = BundleOfBuilt(k);
+  ASSERT_TRUE(built.ok()) << built.status();
+  emu::Device d;
+  const uint64_t dx = *d.Allocate(n * 4), dout = *d.Allocate(4 * n * 4), dwhole = *d.Allocate(2 * n * 4);
+  ASSERT_TRUE(d.CopyIn(dx, in.data(), n * 4).ok());
+  absl::StatusOr<emu::Stats> run = emu::Launch(d, *built, rt::Dim3{1, 1, 1},
+                                               {rt::Arg::Ptr(dx), rt::Arg::Ptr(dout), rt::Arg::Ptr(dwhole)}, {.seed = 1});
+  ASSERT_TRUE(run.ok()) << run.status();
+  std::vector<float> got(4 * n);
+  std::vector<int32_t> ints(2 * n);
+  ASSERT_TRUE(d.CopyOut(got.data(), dout, got.size() * 4).ok());
+  ASSERT_TRUE(d.CopyOut(ints.data(), dwhole, ints.size() * 4).ok());
+  // A float's whole value as s32, saturated, NaN to 0 (PTX ISA, cvt: float to integer).
+  auto saturated = [](float v) {
+    if (std::isnan(v)) return 0;
+    return static_cast<int32_t>(std::clamp<double>(v, -2147483648.0, 2147483647.0));
+  };
+  for (int j = 0; j < n; ++j) {
+    SCOPED_TRACE(in[j]);
+    const float want[] = {std::nearbyint(in[j]), std::floor(in[j]), std::ceil(in[j]), std::trunc(in[j])};
+    for (int r = 0; r < 4; ++r) {
+      if (std::isnan(want[r])) {
+        EXPECT_TRUE(std::isnan(got[r * n + j])) << r;
+        continue;
+      }
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[r * n + j]), std::bit_cast<uint32_t>(want[r])) << r << ": " << got[r * n + j];
+    }
+    EXPECT_EQ(ints[j], saturated(std::nearbyint(in[j])));
+    EXPECT_EQ(ints[n + j], saturated(std::trunc(in[j])));
   }
 }
 

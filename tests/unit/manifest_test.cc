@@ -89,6 +89,42 @@ TEST(Manifest, RoundTrips) {
   EXPECT_EQ(back->Attribute("nothing"), nullptr);
 }
 
+TEST(Manifest, AGridTheClustersDoNotTileNamesBothRules) {
+  Manifest m = Sample();
+  m.cluster = {4, 1, 1};
+  m.cluster_source = "k.cc:12";
+  m.grid_source = "k.cc:10";
+  absl::StatusOr<Manifest> back = Manifest::Parse(m.Serialize());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->cluster_source, "k.cc:12");
+  EXPECT_TRUE(back->CheckClusterTiling({8, 3, 1}).ok());
+  EXPECT_EQ(back->CheckClusterTiling({6, 3, 1}).message(),
+            "k.cc:12: hopper/k01: clusters of 4x1x1 (ClusterDims) do not tile a grid of 6x3x1: x = 6 is no multiple of 4; the grid rule (k.cc:10) gives x as \"N/128\": \"N/512*4\" covers as much in whole clusters");
+  m.cluster = {1, 2, 1};
+  m.grid[1] = *GridExpr::Parse("sms");
+  EXPECT_NE(m.CheckClusterTiling({6, 3, 1}).message().find("gives y as \"sms\": \"sms/2*2\" covers"), std::string::npos);
+  m.grid[1] = *GridExpr::Parse("M/64*N/64");
+  EXPECT_NE(m.CheckClusterTiling({6, 3, 1}).message().find("gives y as \"M/64*N/64\": make it a multiple of the cluster's"), std::string::npos);
+  // A bundle written before the line was recorded names the kernel.
+  m.cluster_source.clear();
+  m.grid_source.clear();
+  EXPECT_EQ(m.CheckClusterTiling({6, 3, 1}).message(),
+            "examples/hopper/k01_warptiling.cc:20: hopper/k01: clusters of 1x2x1 (ClusterDims) do not tile a grid of 6x3x1: y = 3 is no multiple of 2");
+}
+
+TEST(Manifest, ABoundFromAboveNamesItsLine) {
+  Manifest m = Sample();
+  m.requirements.push_back({"N", 1, "k.cc:7", 1024});
+  absl::StatusOr<Manifest> back = Manifest::Parse(m.Serialize());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_NE(m.Serialize().find("require_at_most N 1024 k.cc:7\n"), std::string::npos) << m.Serialize();
+  EXPECT_EQ(back->Serialize(), m.Serialize());
+  EXPECT_TRUE(back->CheckRequirements({{"M", 128}, {"N", 1024}}).ok());
+  EXPECT_EQ(back->CheckRequirements({{"M", 128}, {"N", 1500}}).message(),
+            "k.cc:7: hopper/k01 requires N to be at most 1024; it is 1500");
+  EXPECT_FALSE(Manifest::Parse(absl::StrReplaceAll(m.Serialize(), {{"require_at_most N 1024", "require_at_most N -1"}})).ok());
+}
+
 TEST(Manifest, RequirementsNameTheirLine) {
   const Manifest m = Sample();
   EXPECT_TRUE(m.CheckRequirements({{"M", 256}}).ok());

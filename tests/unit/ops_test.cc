@@ -39,12 +39,14 @@ TEST(Ops, MathEmitsTheSpecialFunctionUnitAndIeeeForms) {
   Value p = k.PtrParam("p", f32);
   Value x = k.Load(p + k.ThreadIdx());
   Value r = Exp2(x) + Exp(x) + Log2(x) + Log(x) + Rsqrt(x) + Sqrt(x) + SqrtApprox(x) + Rcp(x) +
-            RcpApprox(x) + DivApprox(x, 3.0f) + x / x + Abs(x) + TanhApprox(x);
+            RcpApprox(x) + DivApprox(x, 3.0f) + x / x + Abs(x) + TanhApprox(x) + Round(x) + Floor(x) +
+            Ceil(x) + Trunc(x);
   k.Store(p + k.ThreadIdx(), r);
   const std::string ptx = Ptx(k);
   for (const char* i : {"ex2.approx.ftz.f32", "lg2.approx.ftz.f32", "rsqrt.approx.f32", "sqrt.rn.f32",
                         "sqrt.approx.ftz.f32", "rcp.rn.f32", "rcp.approx.ftz.f32", "div.approx.ftz.f32",
-                        "div.rn.f32", "abs.f32", "tanh.approx.f32"})
+                        "div.rn.f32", "abs.f32", "tanh.approx.f32", "cvt.rni.f32.f32", "cvt.rmi.f32.f32",
+                        "cvt.rpi.f32.f32", "cvt.rzi.f32.f32"})
     ExpectHas(ptx, i);
   EXPECT_EQ(ptx.find("rsqrt.approx.ftz"), std::string::npos) << "Rsqrt reads subnormals as they are";
   // Exp folds log2(e) into one multiply: 0f3FB8AA3B is 1.44269504f.
@@ -317,6 +319,13 @@ TEST(Signed, MixingSignednessIsAnError) {
   Value bad = d + n; const int line = __LINE__;
   (void)bad;
   ExpectError(k, line, "type mismatch in '+': s32 vs i32 (convert with .To())");
+}
+
+TEST(Signed, AStoreASignednessApartNamesBothWaysOut) {
+  Kernel k("test/mixed_store", sm80(), {32});
+  Value p = k.PtrParam("p", i32);
+  k.Store(p, k.ThreadIdx().To(s32)); const int line = __LINE__;
+  ExpectError(k, line, "storing s32 through global<i32>* (a signedness apart: convert the value with To(i32), which keeps the bits, or declare the pointer of s32, e.g. PtrParam(name, s32))");
 }
 
 TEST(IfElse, YieldsValuesFromEitherBranch) {

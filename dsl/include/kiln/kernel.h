@@ -100,6 +100,9 @@ class Kernel : public MemoryOps, public AmpereOps, public HopperOps, public Blac
   // A launch rule: integer parameter `name` must be a multiple of `multiple` (e.g. the tile).
   // Every launch checks it and names this line when it fails.
   void RequireMultiple(const std::string& name, int64_t multiple, Loc loc = Loc::current());
+  // A launch rule: integer parameter `name` must be at most `most` (what one CTA's tile holds,
+  // say), checked and named as RequireMultiple's.
+  void RequireAtMost(const std::string& name, int64_t most, Loc loc = Loc::current());
   // Attaches `value` to the manifest under `key`, for a harness or tool to read (the runtime does
   // not; the emulator reads "writes_part": the parameters a launch may write in part by design,
   // comma-separated, which emu::Stats::partly_written leaves out).

@@ -29,6 +29,13 @@ Value RcpApprox(const Value& x, Loc loc = Loc::current());
 // tanh x: tanh.approx.f32, one special-function instruction (max relative error 2^-11 over the
 // whole range; subnormal inputs pass through; +-inf give +-1).
 Value TanhApprox(const Value& x, Loc loc = Loc::current());
+// x rounded to a whole number, still f32 (NaN stays NaN, +-inf stay): Round to nearest even
+// (cvt.rni.f32.f32), Floor toward -inf (cvt.rmi), Ceil toward +inf (cvt.rpi), Trunc toward 0
+// (cvt.rzi). x.To(s32) truncates (cvt.rzi.s32.f32): Round(x).To(s32) rounds to nearest even.
+Value Round(const Value& x, Loc loc = Loc::current());
+Value Floor(const Value& x, Loc loc = Loc::current());
+Value Ceil(const Value& x, Loc loc = Loc::current());
+Value Trunc(const Value& x, Loc loc = Loc::current());
 // a / b: div.approx.ftz.f32 (2 ulp over the full range). IEEE division is operator/ (div.rn.f32).
 Value DivApprox(const Operand& a, const Operand& b);
 // |x| for f32 (abs.f32) or f16/bf16.

@@ -67,8 +67,10 @@ class Value {
   const Type& type() const;
   bool valid() const { return state_ != nullptr; }
 
-  // Numeric conversion: int<->float, float widths (round to nearest even), int widths (a wider
-  // integer is sign-extended from s32, zero-extended from i32; i32 <-> s32 keeps the bits).
+  // Numeric conversion: int -> float and float widths round to nearest even; float -> int
+  // truncates toward zero, saturating (cvt.rzi; kiln/math.h's Round first for nearest even);
+  // int widths: a wider integer is sign-extended from s32, zero-extended from i32 (i32 <-> s32
+  // keeps the bits).
   Value To(Scalar s, Loc loc = Loc::current()) const;
   // Reinterprets the bits as another type of the same size.
   Value Bitcast(Type t, Loc loc = Loc::current()) const;

@@ -105,7 +105,8 @@ struct WorkspaceParam {
 struct Requirement {
   std::string symbol;
   int64_t multiple = 1;
-  std::string source;  // file:line of the rule
+  std::string source;    // file:line of the rule
+  int64_t at_most = -1;  // >= 0: a bound from above instead (Kernel::RequireAtMost)
 };
 
 struct ParamSpec {
@@ -130,7 +131,8 @@ struct Manifest {
   std::string entry;   // PTX entry symbol
   std::string target;  // sm_80, sm_90a, sm_100a
   Dim3 block, cluster;
-  unsigned smem_bytes = 0;  // the planned shared memory
+  std::string cluster_source;  // file:line of Kernel::ClusterDims (empty without one)
+  unsigned smem_bytes = 0;     // the planned shared memory
   // Dynamic shared memory beyond the plan, a rule of the integer parameters (Kernel::SmemDynamic);
   // empty for none.
   GridExpr smem_extra;
@@ -172,6 +174,9 @@ struct Manifest {
   // block"), as both launchers (the runtime's and the emulator's) refuse it.
   absl::StatusOr<int64_t> LaunchSmem(const Symbols& symbols, int64_t budget,
                                      absl::string_view whose) const;
+  // Whether the clusters tile a launch's grid, or why not, naming ClusterDims' and the grid rule's
+  // lines, as both launchers refuse it.
+  absl::Status CheckClusterTiling(Dim3 launch) const;
   // Every Requirement, with a message naming the rule's source line.
   absl::Status CheckRequirements(const Symbols& symbols) const;
   // The attribute's value, or null.
