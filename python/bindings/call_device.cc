@@ -233,10 +233,6 @@ std::vector<std::string> CallDevice::Launch(const rt::Bundle& bundle,
     for (const emu::PartlyWritten& p : s->partly_written) partly_written.push_back(p.message);
     return partly_written;
   }
-  if (seed)
-    throw Error(absl::StrCat(call_,
-                             ": seed= picks the emulator's order of threads (host arrays run "
-                             "there); a GPU launch has no seed"));
   const rt::LoadedKernel& k = Loaded(bundle, stream_);
   auto stream = reinterpret_cast<cu::CUstream>(stream_);
   ThrowIfError(grid ? k.Launch(*grid, args, stream) : k.Launch(args, stream));

@@ -69,7 +69,7 @@ class CallDevice {
   uint64_t BindPoisoned(size_t count, const std::string& type, std::vector<uint8_t>* back);
   // Launches `bundle`'s kernel on its grid rule's grid (or `grid`). Emulator: under `seed`'s
   // order of threads (emu::Options::seed) where given, and returns what
-  // emu::Stats::partly_written says of the arrays (GPU: nothing; a seed is an error there).
+  // emu::Stats::partly_written says of the arrays (GPU: nothing; the seed is not read).
   std::vector<std::string> Launch(const rt::Bundle& bundle, const std::vector<rt::Arg>& args,
                                   std::optional<rt::Dim3> grid = std::nullopt,
                                   std::optional<uint64_t> seed = std::nullopt);

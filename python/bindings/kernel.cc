@@ -154,6 +154,10 @@ class LoadedBundle {
     std::vector<const Array*> pointers;
     for (const Array& a : arrays) pointers.push_back(&a);
     CallDevice device(m.name, pointers, stream);
+    if (seed && !device.emulated())
+      throw Error(absl::StrCat(where,
+                               ": seed= picks the emulator's order of threads (host arrays run "
+                               "there); a GPU launch has no seed"));
     std::vector<rt::Arg> launch;
     size_t next_array = 0;
     for (size_t i = 0, user = 0; i < m.params.size(); ++i) {

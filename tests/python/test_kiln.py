@@ -1603,11 +1603,23 @@ class Load(unittest.TestCase):
         saxpy(x, y, np.float32(-2.5), np.int64(1000))
         self.assertLess(rel_error(y, want - 2.5 * x.astype(np.float64)), 1e-6)
         # The emulator's order of threads, as emu::Options::seed (index order at 0): a kernel
-        # without a race gives the same answer under each.
+        # without a race gives the same answer under each...
         for seed in (0, 7, np.uint64(2**64 - 1)):
             z = np.zeros(1000, np.float32)
             saxpy(x, z, 2.0, 1000, seed=seed)
             self.assertEqual(z.tolist(), (2.0 * x).tolist())
+        # ...and the order is the seed's: the tickets an atomic counter deals out follow it.
+        atomics = kiln.load(BUNDLES, "probe/atomics")
+
+        def tickets(seed):
+            n = 512
+            arrays = [np.zeros(size, np.int32) for size in (n, 6, n, n, n // 256 * 16)]
+            v, words, ticket, cas, hist = arrays
+            atomics(v, words, np.zeros(1, np.float32), ticket, cas, hist, n, seed=seed)
+            self.assertEqual(sorted(ticket.tolist()), list(range(n)))
+            return ticket.tolist()
+        self.assertEqual(tickets(5), tickets(5))
+        self.assertNotEqual(tickets(5), tickets(6))
         # A big-endian array: named as such (it had been "could not be taken as an array").
         with self.assertRaisesRegex(kiln.Error, r"argument 1 is in the other byte order \(>f4\)"):
             saxpy(x, y.astype(">f4"), 2.0, 1000)
