@@ -832,7 +832,24 @@ class Cta {
   WarpClock& ClockOf(int warp);
   // A release by `warp` (an arrival): the clock it publishes; the warp's own entry then moves on.
   WarpClock Released(int warp);
-  void Acquire(int warp, const WarpClock& from) { JoinClock(ClockOf(warp), from); }
+  // Thread t acquires `from` (a barrier's completion, an mbarrier or cluster wait): its warp's
+  // clock joins it, and t has seen every lane of its warp so far (AcquireLanes).
+  void Acquire(const Thread& t, const WarpClock& from) {
+    JoinClock(ClockOf(t.linear / 32), from);
+    AcquireLanes(t);
+  }
+  // Races inside a warp (races.h, LaneView). Thread t's view, its epoch moved on first where
+  // another lane has seen its current one.
+  LaneView LanesOf(const Thread& t);
+  // Thread t has seen every lane of its warp up to now: what any acquire orders, taken whole so
+  // that no ordered pair is reported.
+  void AcquireLanes(const Thread& t);
+  // A bar.warp.sync of `members` (lanes of `warp`): each member has seen what every member had.
+  void SyncLanes(int warp, uint32_t members);
+  void EnsureLanes();
+  std::vector<uint32_t> lane_epoch_;                 // per thread
+  std::vector<bool> lane_epoch_seen_;                // per thread: another lane saw its epoch
+  std::vector<std::array<uint32_t, 32>> lane_seen_;  // per thread: how far it saw each lane
   // Thread t's access of `n` shared bytes at `p` (this CTA's or a cluster peer's) through the
   // generic proxy: an error naming both accesses where it races with an earlier one.
   absl::Status CheckRace(const Thread& t, const Instr& in, const uint8_t* p, uint64_t n,

@@ -129,6 +129,7 @@ absl::Status Cta::Step(Thread& t) {
     }
     case Op::kMembar:
     case Op::kFence:
+      AcquireLanes(t);  // (races inside a warp: any fence may take part in a synchronisation)
       // membar.gl / .sys, fence.sc / acq_rel of gpu or sys scope: what orders global memory
       // between clusters (GlobalRaces); narrower scopes and the proxy fences do not.
       if (global_races_ && !in.Has("proxy") && !in.Has("mbarrier_init") &&
@@ -801,6 +802,7 @@ absl::Status Cta::Convert(Thread& t, const Instr& in) {
 absl::Status Cta::LoadStore(Thread& t, const Instr& in) {
   const int elem = std::max(1, ptx::TyBits(in.type) / 8);
   const bool load = in.op == Op::kLd;
+  if (load && in.Has("acquire")) AcquireLanes(t);  // (races inside a warp, races.h)
   const Operand& addr_op = load ? in.ops.at(1) : in.ops.at(0);
   const Operand& val = load ? in.ops.at(0) : in.ops.at(1);
   const uint64_t addr = Address(t, addr_op);
@@ -913,6 +915,7 @@ absl::Status Cta::CheckStoreOverMbarrier(const Thread& t, const Instr& in, const
 
 absl::Status Cta::Atomic(Thread& t, const Instr& in) {
   const bool result = in.op == Op::kAtom;
+  if (in.Has("acquire") || in.Has("acq_rel")) AcquireLanes(t);  // (races inside a warp, races.h)
   const int base = result ? 1 : 0;
   const int bits = ptx::TyBits(in.type);
   absl::StatusOr<uint8_t*> p = Memory(t, in, in.space, Address(t, in.ops.at(base)), bits / 8);
@@ -1207,6 +1210,7 @@ absl::Status Cta::TryReleaseWarp(int warp) {
     SetState(l, Thread::State::kRun);
     ++l.pc;
   }
+  if (in.op == Op::kBar) SyncLanes(warp, members);  // bar.warp.sync orders its lanes' accesses
   return absl::OkStatus();
 }
 
@@ -1365,7 +1369,7 @@ absl::Status Cta::CompleteIfDue(int id, BarrierState& b, Thread* t, const Instr*
     const Instr& at = e_.code[threads_[w].pc - 1];
     Synced(threads_[w], at);
     if (at.op == Op::kBar && at.ops.size() < 2) threads_[w].block_barrier = &at;
-    Acquire(w / 32, b.clock);
+    Acquire(threads_[w], b.clock);
   }
   b = std::move(next);
   return absl::OkStatus();

@@ -265,7 +265,7 @@ void Cta::WriteLandedCopy(const AsyncCopy& c, int writer, int32_t mark) {
   std::memcpy(shared_.data() + c.shared_offset, c.bytes.data(), n);
   MarkSharedWritten(c.shared_offset, n);
   races_.Record(c.shared_offset, n, ClusterWarp(writer / 32), ClockOf(writer / 32),
-                static_cast<int32_t>(c.issued_by - e_.code.data()));
+                LanesOf(threads_[writer]), static_cast<int32_t>(c.issued_by - e_.code.data()));
   NoteSharedWrite(c.shared_offset, n, *c.issued_by, threads_[writer]);
   cp_async_pending_.Remove(c.shared_offset, n);
   if (generic_writer_.empty()) generic_writer_.assign(shared_.size(), 0);

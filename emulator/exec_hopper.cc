@@ -119,7 +119,7 @@ absl::Status Cta::Mbarrier(Thread& t, const Instr& in) {
     const bool done = b.completed > meant;
     if (done) {
       Synced(t, in);
-      Acquire(t.linear / 32, b.clocks.done);  // the phase's arrivals happen before what follows
+      Acquire(t, b.clocks.done);  // the phase's arrivals happen before what follows
     }
     if (done) next = meant + 1, t.try_wait_timed_out = -1;  // (test_wait's true as try_wait's)
     if (done) {  // the arrival that completed it, where the phase is the latest one
@@ -1077,7 +1077,7 @@ absl::Status Cta::ClusterBarrier(Thread& t, const Instr& in) {
       t.cluster_met = true;
       t.cluster_phase = -1;  // (the next wait needs an arrive of its own)
       Synced(t, in);
-      Acquire(t.linear / 32, cluster_->clocks.done);
+      Acquire(t, cluster_->clocks.done);
       ++t.pc;
       return absl::OkStatus();
     }

@@ -38,6 +38,42 @@ WarpClock Cta::Released(int warp) {
   return published;
 }
 
+void Cta::EnsureLanes() {
+  if (!lane_epoch_.empty()) return;
+  lane_epoch_.assign(threads_.size(), 1);
+  lane_epoch_seen_.assign(threads_.size(), false);
+  lane_seen_.assign(threads_.size(), {});
+}
+
+LaneView Cta::LanesOf(const Thread& t) {
+  EnsureLanes();
+  if (lane_epoch_seen_[t.linear]) ++lane_epoch_[t.linear], lane_epoch_seen_[t.linear] = false;
+  return {static_cast<uint32_t>(t.linear % 32), lane_epoch_[t.linear], lane_seen_[t.linear].data()};
+}
+
+void Cta::AcquireLanes(const Thread& t) {
+  EnsureLanes();
+  const int first = t.linear / 32 * 32, n = std::min<int>(32, threads_.size() - first);
+  for (int j = 0; j < n; ++j) {
+    lane_seen_[t.linear][j] = lane_epoch_[first + j];
+    lane_epoch_seen_[first + j] = true;
+  }
+}
+
+void Cta::SyncLanes(int warp, uint32_t members) {
+  EnsureLanes();
+  const int first = warp * 32, n = std::min<int>(32, threads_.size() - first);
+  std::array<uint32_t, 32> joined{};
+  for (int m = 0; m < n; ++m) {
+    if (!(members >> m & 1)) continue;
+    for (int j = 0; j < 32; ++j) joined[j] = std::max(joined[j], lane_seen_[first + m][j]);
+    joined[m] = std::max(joined[m], lane_epoch_[first + m]);
+    lane_epoch_seen_[first + m] = true;
+  }
+  for (int m = 0; m < n; ++m)
+    if (members >> m & 1) lane_seen_[first + m] = joined;
+}
+
 std::optional<uint32_t> Cta::TmaAgent(uint64_t offset) {
   size_t ordinal = 0;
   while (ordinal < tma_agents_.size() &&
@@ -97,8 +133,9 @@ absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, 
   if (!owner) return absl::OkStatus();
   const int warp = t.linear / 32;
   const uint64_t off = p - owner->shared_.data();
-  std::optional<SharedRaceShadow::Conflict> c = owner->races_.Access(
-      off, n, kind, ClusterWarp(warp), ClockOf(warp), static_cast<int32_t>(&in - e_.code.data()));
+  std::optional<SharedRaceShadow::Conflict> c =
+      owner->races_.Access(off, n, kind, ClusterWarp(warp), ClockOf(warp), LanesOf(t),
+                           static_cast<int32_t>(&in - e_.code.data()));
   if (!c) return absl::OkStatus();
   if (const std::string tma =
           UnwaitedTmaBytes(*c, "this warp", kind == SharedRaceShadow::Kind::kRead);
@@ -107,6 +144,24 @@ absl::Status Cta::CheckRace(const Thread& t, const Instr& in, const uint8_t* p, 
   const std::string byte = owner != this
                                ? absl::StrCat("byte ", c->byte, " of cluster CTA ", owner->rank_)
                                : absl::StrCat("shared byte ", c->byte);
+  if (c->earlier.warp == ClusterWarp(warp)) {
+    const bool landed = c->earlier.instr >= 0 &&
+                        c->earlier.instr < static_cast<int32_t>(e_.code.size()) &&
+                        e_.code[c->earlier.instr].op == Op::kCpAsync;
+    return Fail(
+        t, in,
+        absl::StrFormat(
+            "a data race on %s: this %s and lane %d's %s (%s) in this warp are not ordered: %s",
+            byte, KindWord(kind), c->earlier.lane,
+            landed ? "cp.async, landed at its wait," : KindWord(c->earlier_kind), EarlierWhere(*c),
+            landed ? "the bytes a cp.async lands are its own thread's, and the other threads "
+                     "see them only through a barrier after that thread's cp.async.wait_group "
+                     "(a SyncThreads after the wait is missing; a SyncWarp where one warp alone "
+                     "reads them)"
+                   : "the lanes of a warp run apart, and program order holds within a thread "
+                     "only (PTX ISA, memory consistency model); no SyncWarp (bar.warp.sync) of "
+                     "both lanes, or other barrier, lies between them (a SyncWarp is missing)"));
+  }
   if (const std::string relaxed = RelaxedArriveBetween(t, *c); !relaxed.empty())
     return Fail(t, in,
                 absl::StrFormat("a data race on %s: this %s and %s's %s (%s) are not ordered: %s",

@@ -6,16 +6,19 @@
 // and a wait that sees the phase complete, barrier.cluster's arrive (but .relaxed) and wait.
 //
 // Atomics do not race with each other (they are morally strong), but with a plain read or write
-// they do, as a write would. What it leaves out, so that it never reports an ordered pair: the
-// lanes of one warp share a clock (races inside a warp are not looked for), and a cp.async's bytes
-// count as its warp's write when they land (its own rules are checked where it writes,
-// exec_ampere.cc). A TMA load's bytes are a write by an agent of their own, one per mbarrier object
-// (Cta::TmaAgent; 64 a CTA, past them unchecked), whose release joins that mbarrier's open phase:
-// a generic access (read, write, atomic) or a wgmma at its issue must have acquired that phase.
-// tcgen05.mma's reads of shared memory are not checked this way.
-// For each byte it keeps the last write, the last read and the last atomic, so an access is
-// checked against the latest of each only: of several unordered readers it may name one or, where
-// the latest is ordered, none.
+// they do, as a write would. The lanes of one warp share the warp's clock; between them (program
+// order holds within a thread only, and a warp's lanes run apart) each thread keeps how far it
+// has seen each lane of its warp (LaneView): a bar.warp.sync joins its member lanes' views, and
+// anything else a thread acquires by (a barrier's completion, an mbarrier or cluster wait, a
+// fence, an acquire load or atomic) counts as having seen every lane of its warp so far, so that
+// an ordered pair is never reported. A cp.async's bytes count as its thread's write when they
+// land (its own rules are checked where it writes, exec_ampere.cc). A TMA load's bytes are a write
+// by an agent of their own, one per mbarrier object (Cta::TmaAgent; 64 a CTA, past them unchecked),
+// whose release joins that mbarrier's open phase: a generic access (read, write, atomic) or a wgmma
+// at its issue must have acquired that phase. tcgen05.mma's reads of shared memory are not checked
+// this way. For each byte it keeps the last write, the last read and the last atomic, so an access
+// is checked against the latest of each only: of several unordered readers it may name one or,
+// where the latest is ordered, none.
 #pragma once
 
 #include <algorithm>
@@ -47,15 +50,30 @@ struct PhaseClocks {
   }
 };
 
-// One access of a byte: its warp (cluster-wide), that warp's clock then (0: no access), and
-// its instruction's index in the kernel's code.
+// A thread's view of its own warp's lanes: its lane, its epoch (its accesses are numbered by
+// epochs, a new one after another lane has seen the last), and how far it has seen each lane
+// (`seen[j]`: lane j's accesses up to that epoch are ordered before this thread's next).
+struct LaneView {
+  uint32_t lane = 0, epoch = 0;
+  const uint32_t* seen = nullptr;
+};
+
+// One access of a byte: its warp (cluster-wide), that warp's clock then (0: no access), its
+// instruction's index in the kernel's code, and its thread's lane and epoch (LaneView).
 struct RaceAccess {
   uint32_t warp = 0, clock = 0;
-  int32_t instr = -1;
+  int32_t instr : 27 = -1;
+  uint32_t lane : 5 = 0;
+  uint32_t epoch = 0;
   bool OrderedBefore(const WarpClock& now) const {
     return clock == 0 || (warp < now.size() && clock <= now[warp]);
   }
+  // Whether it is ordered before the next access of `view`'s thread, a lane of its own warp.
+  bool OrderedBeforeLane(const LaneView& view) const {
+    return clock == 0 || lane == view.lane || epoch <= view.seen[lane];
+  }
 };
+static_assert(sizeof(RaceAccess) == 16, "a shared byte's shadow keeps three");
 
 // The last write, read and atomic of each byte of one CTA's shared memory, in pages allocated as
 // they are first touched.
@@ -68,15 +86,16 @@ class SharedRaceShadow {
     uint64_t byte = 0;
   };
 
-  // Warp `warp` (clock `now`) accesses bytes [off, off + n) at instruction `instr`: the first
-  // earlier access of another warp that conflicts with it and that `now` does not order before
-  // it, else none; the access is recorded either way.
+  // A thread of warp `warp` (clock `now`, its lanes as `lanes` sees them) accesses bytes
+  // [off, off + n) at instruction `instr`: the first earlier access of another thread that
+  // conflicts with it and is not ordered before it, else none; the access is recorded either way.
   std::optional<Conflict> Access(uint64_t off, uint64_t n, Kind kind, uint32_t warp,
-                                 const WarpClock& now, int32_t instr) {
+                                 const WarpClock& now, const LaneView& lanes, int32_t instr) {
     std::optional<Conflict> found;
-    const RaceAccess self{warp, now[warp], instr};
+    const RaceAccess self{warp, now[warp], instr, lanes.lane, lanes.epoch};
     auto check = [&](const RaceAccess& earlier, Kind earlier_kind, uint64_t b) {
-      if (!found && earlier.warp != warp && !earlier.OrderedBefore(now))
+      if (!found &&
+          (earlier.warp != warp ? !earlier.OrderedBefore(now) : !earlier.OrderedBeforeLane(lanes)))
         found = Conflict{earlier, earlier_kind, b};
     };
     for (uint64_t b = off; b < off + n; ++b) {
@@ -91,8 +110,9 @@ class SharedRaceShadow {
     return found;
   }
   // A write that needs no check (a cp.async landing for its thread), recorded.
-  void Record(uint64_t off, uint64_t n, uint32_t warp, const WarpClock& now, int32_t instr) {
-    RecordWrite(off, n, {warp, now[warp], instr});
+  void Record(uint64_t off, uint64_t n, uint32_t warp, const WarpClock& now, const LaneView& lanes,
+              int32_t instr) {
+    RecordWrite(off, n, {warp, now[warp], instr, lanes.lane, lanes.epoch});
   }
   // A write the async proxy made (a TMA load landing) as `access`: readers must be ordered after
   // the mbarrier phase it completes on (Cta::TmaAgent).

@@ -1545,4 +1545,53 @@ TEST(EmulatorRaces, ASyncThreadsThatSomeWarpsSkipIsNamed) {
   }
 }
 
+
+// Lanes of one warp exchanging values through shared memory need a SyncWarp between the writes
+// and the reads (program order holds within a thread only); whichever lane runs first, one of
+// the pairs conflicts (a read after the write, or a write after the read). With it, every
+// schedule gives the exchanged values.
+TEST(EmulatorRaces, LanesOfAWarpNeedASyncWarpBetweenThem) {
+  for (bool synced : {false, true}) {
+    SCOPED_TRACE(synced);
+    Kernel k("test/lane_exchange", sm80(), {32});
+    Value out = k.PtrParam("out", f32);
+    SmemTile t = k.Smem(f32, 1, 32);
+    Value lane = k.ThreadIdx();
+    k.Store(t.At(0, lane), k.F32(-1));  // (written and ordered first: a read before the exchange's
+    k.SyncThreads();                    // write sees -1, not an uninitialised value)
+    const int write_line = __LINE__ + 1;
+    k.Store(t.At(0, lane), lane.To(f32));
+    if (synced) k.SyncWarp();
+    const int read_line = __LINE__ + 1;
+    Value next = k.Load(t.At(0, (lane + 1) % 32));
+    k.Store(out + lane.To(i64), next);
+    absl::StatusOr<rt::Bundle> built = BundleOfBuilt(k);
+    ASSERT_TRUE(built.ok()) << built.status();
+    for (uint64_t seed : {0, 1, 2, 3}) {
+      SCOPED_TRACE(seed);
+      emu::Device d;
+      const uint64_t o = *d.AllocatePoisoned(32 * 4);
+      absl::StatusOr<emu::Stats> run =
+          emu::Launch(d, *built, rt::Dim3{1, 1, 1}, {rt::Arg::Ptr(o)}, {.seed = seed});
+      if (synced) {
+        ASSERT_TRUE(run.ok()) << run.status();
+        std::vector<float> got(32);
+        ASSERT_TRUE(d.CopyOut(got.data(), o, 32 * 4).ok());
+        for (int i = 0; i < 32; ++i) EXPECT_EQ(got[i], static_cast<float>((i + 1) % 32)) << i;
+        continue;
+      }
+      ASSERT_FALSE(run.ok());
+      const std::string message(run.status().message());
+      EXPECT_NE(message.find("a data race on shared byte"), std::string::npos) << message;
+      EXPECT_NE(message.find("in this warp are not ordered"), std::string::npos) << message;
+      EXPECT_NE(message.find("a SyncWarp is missing"), std::string::npos) << message;
+      // Both lines are named: the access that found the race and the earlier one.
+      EXPECT_NE(message.find(absl::StrCat("emulate_examples_test.cc:", write_line)), std::string::npos)
+          << message;
+      EXPECT_NE(message.find(absl::StrCat("emulate_examples_test.cc:", read_line)), std::string::npos)
+          << message;
+    }
+  }
+}
+
 }  // namespace kiln::examples

@@ -1276,13 +1276,13 @@ TEST(Emulator, AnMbarrierPhaseOrdersItsArrivalsBeforeItsWaiters) {
 // smem, mapa of it to rank 0, and the word it stored there (its %ctaid.x) read back.
 TEST(Emulator, ClusterCtasSharedAddressesCarryTheirRank) {
   rt::Bundle b = Sm90(Kernel(R"(
+	setp.ne.u32 %p1, %r1, 0;
+	@%p1 bra DONE;
 	mov.u32 %r2, smem;
 	mov.u32 %r3, %ctaid.x;
 	st.shared.u32 [%r2+64], %r3;
 	mapa.shared::cluster.u32 %r4, %r2, 0;
 	ld.shared.u32 %r5, [%r2+64];
-	setp.ne.u32 %p1, %r1, 0;
-	@%p1 bra DONE;
 	shl.b32 %r6, %r3, 4;
 	cvt.u64.u32 %rd4, %r6;
 	add.s64 %rd5, %rd1, %rd4;

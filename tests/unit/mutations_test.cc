@@ -139,7 +139,7 @@ const std::vector<Mutation>& Mutations() {
       {"entry-epilogue-ids-meet", "gemm/bf16_sm90", "the second consumer's epilogue barriers on the first's id",
        {{"bar.sync \t3, 128;", "bar.sync \t2, 128;"}}, "two uses of one barrier id meet", {256, 256, 128}},
       {"v5-no-barrier", "ampere/v5", "no bar.sync between the cp.async wait and the reads",
-       {Drop("bar.sync \t0;", 1)}, "which a cp.async still in flight will write"},
+       {Drop("bar.sync \t0;", 1)}, "the bytes a cp.async lands are its own thread's"},
       {"stage3-shallow", "hgemm/mma_async_stage3", "cp.async.wait_group 2 where 1 is needed",
        {{"cp.async.wait_group \t1;", "cp.async.wait_group 2;"}}, "which a cp.async still in flight will write"},
       {"stage3-no-commit", "hgemm/mma_async_stage3", "cp.async copies never committed (wait_group covers none)",
