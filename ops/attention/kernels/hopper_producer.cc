@@ -120,9 +120,14 @@ void RunProducer(HopperAttention& h, const Value& t) {
          // Split-KV: attention/combine may launch once every part has issued its last loads (it
          // waits for the parts' writes itself).
          if (a.split) k.LaunchDependents();
-         // Every CTA has taken its last number: the last one resets the counter.
+         // Every CTA has taken its last number: the last one resets the counter. The takes are
+         // relaxed atomics, so a fence on each side of the done count orders every CTA's last
+         // take before the reset (fence-fence synchronisation: the resetter's count observes the
+         // others'); without them the PTX model lets a straggler's take land after the reset.
          auto reset = [&] {
+           k.FenceGpu();
            k.If(AtomicAdd(tiles + 1, 1) == k.GridDim(0) - 1, [&] {
+             k.FenceGpu();
              k.Store(tiles, k.I32(0));
              k.Store(tiles + 1, k.I32(0));
            });
