@@ -1067,10 +1067,16 @@ std::vector<std::string> StaticFindings(const KernelState& s) {
           .push_back(absl::StrCat(LocString(r->loc), " (", r->bytes, ")"));
     }
     if (announced == delivered) continue;
+    // (an index the builder knows is a number; a run-time one is keyed by its Value's id)
+    const std::string& index = std::get<1>(key);
+    const std::string which =
+        !index.empty() && index[0] == 'v'
+            ? absl::StrCat("the mbarrier array at shared offset ", std::get<0>(key),
+                           ", at a run-time index,")
+            : absl::StrCat("mbarrier ", index, " of the array at shared offset ", std::get<0>(key));
     findings.push_back(
-        absl::StrCat(LocString(records.front()->loc),
-                     ": tx-count mismatch: the mbarrier at shared offset ", std::get<0>(key), " [",
-                     std::get<1>(key), "] is announced ", announced, " bytes by expect_tx",
+        absl::StrCat(LocString(records.front()->loc), ": tx-count mismatch: ", which,
+                     " is announced ", announced, " bytes by expect_tx",
                      announced_at.empty() ? "" : " at " + absl::StrJoin(announced_at, ", "),
                      " but its TMA loads deliver ", delivered,
                      delivered_at.empty() ? "" : " at " + absl::StrJoin(delivered_at, ", "),

@@ -727,7 +727,8 @@ class Cta {
   // A watched loop's back edge taken (loops.cc): an error at the second pass in a row that
   // changed nothing its condition depends on.
   absl::Status WatchLoop(Thread& t, const Instr& in);
-  void LeaveLoop(Thread& t, const Instr& in);  // its back edge not taken
+  bool AnotherThreadRuns(const Thread& t) const;  // in this cluster (or CTA), runnable now
+  void LeaveLoop(Thread& t, const Instr& in);     // its back edge not taken
   bool yield_ = false;   // a spinning thread ends its quantum: the others may be what it waits for
   int rotate_from_ = 0;  // without a seed: where the next pick starts after a yield
   bool AsyncWorkInFlight() const {
@@ -868,6 +869,7 @@ class Cta {
   int64_t PhasesWaited(uint64_t off) const;
   absl::Status Bulk(Thread& t, const Instr& in);
   absl::Status CompleteAsync(size_t index);
+  const Instr* ProxyFenceAhead(const Thread& t) const;
   absl::Status CheckGenericReadsOvertaken(const Instr& load, uint64_t to, int es);
   absl::Status TryReleaseWarpgroup(int group);
   absl::Status CompleteWgmmaGroups(int group, size_t keep);

@@ -1396,12 +1396,21 @@ absl::Status Cta::ReleaseBarriersOfExitedThreads() {
 absl::Status Cta::Deadlock() const {
   std::vector<std::string> who;
   for (const auto& [id, b] : barriers_)
-    if (!b.waiting.empty())
+    if (!b.waiting.empty()) {
+      const Instr& at = e_.code[threads_[b.waiting.front()].pc - 1];
+      const bool counted = at.ops.size() > 1;
       who.push_back(absl::StrCat(
-          b.waiting.size(), " threads at barrier ", id, " (", b.arrived, " of ", b.expected,
-          " arrived; PTX line ", e_.code[threads_[b.waiting.front()].pc - 1].line,
-          m_.DslLine(e_.code[threads_[b.waiting.front()].pc - 1]).empty() ? "" : ", ",
-          m_.DslLine(e_.code[threads_[b.waiting.front()].pc - 1]), ")"));
+          b.waiting.size(), b.waiting.size() == 1 ? " thread waits" : " threads wait",
+          " at barrier ", id, " (", b.arrived, " of ", b.expected,
+          counted ? " arrivals of its thread count"
+                  : " arrivals: the block-wide barrier counts the threads alive when its phase "
+                    "began",
+          "; PTX line ", at.line, m_.DslLine(at).empty() ? "" : ", ", m_.DslLine(at),
+          counted ? ")"
+                  : "): the others wait elsewhere (listed here), so a SyncThreads that only "
+                    "some threads reach (inside an If or a warp role) never completes; place it "
+                    "where every thread passes"));
+    }
   std::map<uint64_t, std::pair<int, const Instr*>> on_mbarrier;
   for (const Thread& t : threads_)
     if (t.state == Thread::State::kMbarrier)
@@ -1427,16 +1436,16 @@ absl::Status Cta::Deadlock() const {
     // loop of fewer rounds than its consumers', or arrivals left out): the other parity is no fix.
     if (b.pending == b.expected && b.tx == 0 && b.completed == 0)
       why += absl::StrFormat(
-          "; no thread has arrived in this phase yet: if its arrivals come only after this wait "
-          "(a producer's first wait for a free stage, not a consumer's for a filled one), wait "
-          "for the phase before it instead (parity %d), which counts as complete on a fresh "
-          "mbarrier",
+          "; no thread has arrived in this phase yet: its arrivers wait elsewhere (listed here) "
+          "or never arrive; or, if its arrivals come only after this wait (a producer's first "
+          "wait for a free stage, not a consumer's for a filled one), wait for the phase before "
+          "it instead (parity %d), which counts as complete on a fresh mbarrier",
           1 - b.phase);
     else if (b.pending == b.expected && b.tx == 0)
       why += absl::StrFormat(
           "; no thread has arrived in this phase yet, after %d phases completed: the threads "
-          "that arrive on it stopped before this wait's round (a loop of fewer rounds, or an "
-          "arrival left out of a branch)",
+          "that arrive on it wait elsewhere (listed here), or stopped before this wait's round "
+          "(a loop of fewer rounds, or an arrival left out of a branch)",
           b.completed);
     const bool one = waiters.first == 1;
     who.push_back(absl::StrFormat(
@@ -1467,11 +1476,17 @@ absl::Status Cta::Deadlock() const {
     if (t.state == Thread::State::kWarp) ++warp_waiters, collective = &e_.code[t.pc];
   if (warp_waiters) {
     const std::string dsl = m_.DslLine(*collective);
-    who.push_back(absl::StrCat(warp_waiters, " threads at a warp collective (", collective->text,
-                               ") whose lanes never all arrive (PTX line ", collective->line,
-                               dsl.empty() ? "" : ", " + dsl,
-                               "): a .sync.aligned instruction runs on every lane of the warp, "
-                               "not under a condition some lanes fail"));
+    const bool aligned = collective->op == Op::kLdMatrix || collective->op == Op::kMma ||
+                         collective->op == Op::kTcgen05 || collective->op == Op::kStMatrix;
+    who.push_back(absl::StrCat(
+        warp_waiters, warp_waiters == 1 ? " thread waits" : " threads wait",
+        " at a warp collective (", collective->text, ") whose lanes never all arrive (PTX line ",
+        collective->line, dsl.empty() ? "" : ", " + dsl,
+        aligned ? "): a .sync.aligned instruction runs on every lane of the warp, not under a "
+                  "condition some lanes fail"
+                : "): it waits for every lane its member mask names, so it runs under no "
+                  "condition some of those lanes fail (or its mask names only the lanes that "
+                  "take the branch)"));
   }
   return absl::FailedPreconditionError(
       absl::StrFormat("%s: deadlock in block (%d,%d,%d): every live thread waits: %s", kernel_,

@@ -440,6 +440,29 @@ const Cta::WgmmaOp* Cta::WgmmaStillReading(uint64_t lo, uint64_t hi) const {
   return nullptr;
 }
 
+// The fence.proxy.async that thread t reaches next going forward from where it is (no backward
+// branch taken: within the pass of its loop it is in), if any.
+const Instr* Cta::ProxyFenceAhead(const Thread& t) const {
+  const int n = static_cast<int>(e_.code.size());
+  std::vector<bool> seen(n, false);
+  std::vector<int> work = {t.pc};
+  for (int visited = 0; !work.empty() && visited < 4096; ++visited) {
+    const int pc = work.back();
+    work.pop_back();
+    if (pc < 0 || pc >= n || seen[pc]) continue;
+    seen[pc] = true;
+    const Instr& in = e_.code[pc];
+    if (in.op == Op::kFence && !in.mods.empty() && in.mods[0] == "proxy" && in.Has("async"))
+      return &in;
+    if (in.op == Op::kRet || in.op == Op::kExit || in.op == Op::kTrap || in.op == Op::kBrx)
+      continue;
+    if (in.op != Op::kBra || in.guard >= 0) work.push_back(pc + 1);
+    if (in.op == Op::kBra && !in.ops.empty() && in.ops[0].target > pc)
+      work.push_back(in.ops[0].target);
+  }
+  return nullptr;
+}
+
 // A TMA load landing on bytes a thread read through the generic proxy with no fence.proxy.async
 // after the read: the async write may overtake the read (PTX ISA, memory consistency: proxies).
 absl::Status Cta::CheckGenericReadsOvertaken(const Instr& load, uint64_t to, int es) {
@@ -451,10 +474,20 @@ absl::Status Cta::CheckGenericReadsOvertaken(const Instr& load, uint64_t to, int
       const std::string load_dsl = m_.DslLine(load);
       const Instr* read = last_generic_read_[reader];
       const std::string read_dsl = read ? m_.DslLine(*read) : "";
-      // A reader that fenced earlier but not after this read: another thread released the
-      // stage before this one's reads ended, or the read came too early.
+      // A reader with its fence still ahead of it: another thread released the stage before
+      // this one's reads and fence ended. One that fenced earlier but not after this read: that,
+      // or the read came too early.
+      const Instr* ahead = ProxyFenceAhead(threads_[reader]);
+      const std::string ahead_dsl = ahead ? m_.DslLine(*ahead) : "";
       const std::string hint =
-          proxy_fences_[reader] > 0
+          ahead ? absl::StrFormat(
+                      "thread %d has not reached its fence.proxy.async (PTX line %d%s) yet: "
+                      "another thread (one lane of its warp, say) released the stage before "
+                      "this thread's reads and fence ended; order every reader's reads and "
+                      "fence before the release (a SyncWarp before one lane arrives, or a "
+                      "barrier of the readers)",
+                      reader, ahead->line, ahead_dsl.empty() ? "" : ", " + ahead_dsl)
+          : proxy_fences_[reader] > 0
               ? absl::StrFormat(
                     "thread %d ran fence.proxy.async before this read, none after it: "
                     "either another thread (one lane of its warp, say) released the "

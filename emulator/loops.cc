@@ -218,6 +218,8 @@ void MarkLoop(Entry& e, const Cfg& g, const std::vector<int>& loop) {
   in.loop_guard = static_cast<int>(e.loop_guards.size());
   in.loop_exit_taken = !in_loop[g.block_of[in.ops[0].target]];
   e.loop_guards.push_back(std::move(regs));
+  e.loop_backs_off.push_back(
+      std::any_of(code.begin(), code.end(), [&](int i) { return e.code[i].op == Op::kNanosleep; }));
 }
 
 }  // namespace
@@ -273,7 +275,11 @@ absl::Status Cta::WatchLoop(Thread& t, const Instr& in) {
   if (t.loops.size() < e_.loop_guards.size()) t.loops.resize(e_.loop_guards.size());
   LoopPass& last = t.loops[in.loop_guard];
   const uint64_t now = HashRegisters(t, regs);
-  if (!last.entered || last.registers != now) {
+  // A loop that backs off waits for another thread, which may end it without a register here
+  // changing (the GPU debug mode's losers of the race to report wait so for the winner's trap):
+  // endless only once no other thread runs.
+  if (!last.entered || last.registers != now ||
+      (e_.loop_backs_off[in.loop_guard] && AnotherThreadRuns(t))) {
     last = {.entered = true, .registers = now};
     return absl::OkStatus();
   }
@@ -288,6 +294,14 @@ absl::Status Cta::WatchLoop(Thread& t, const Instr& in) {
                            values,
                            "), so each pass repeats the last and the loop never ends. A For "
                            "whose run-time step is 0, or a While whose counter never advances"));
+}
+
+bool Cta::AnotherThreadRuns(const Thread& t) const {
+  const std::vector<Cta*> self = {const_cast<Cta*>(this)};
+  for (const Cta* c : cluster_ ? cluster_->ctas : self)
+    for (const Thread& u : c->threads_)
+      if (&u != &t && u.state == Thread::State::kRun) return true;
+  return false;
 }
 
 void Cta::LeaveLoop(Thread& t, const Instr& in) {

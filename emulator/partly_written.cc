@@ -40,17 +40,21 @@ std::vector<PartlyWritten> PartlyWrittenArgs(const Device& device, const rt::Man
                       .bytes = c.bytes,
                       .written = c.written,
                       .first_unwritten = c.first_unwritten};
+      // A kernel with no Kernel::Grid has the rule 1, 1, 1: one CTA unless the caller gives a grid.
+      const bool no_rule = m.grid_source.empty() && m.grid[0].ToString() == "1" &&
+                           m.grid[1].ToString() == "1" && m.grid[2].ToString() == "1";
       p.message = absl::StrFormat(
           "%s: %s: the array of parameter '%s' was written in part: %d of its %d bytes%s, the "
           "first one left as it was at byte %d. The launch ran %dx%dx%d CTAs of %dx%dx%d "
-          "threads: if the kernel should write all of it, its grid rule%s or its bounds cover "
-          "too little",
+          "threads: if the kernel should write all of it, %s or its bounds cover too little",
           m.source, m.name, name, p.written, p.bytes,
           whole ? "" : " (to the next argument's address or its allocation's end)",
           p.first_unwritten, grid.x, grid.y, grid.z, m.block.x, m.block.y, m.block.z,
-          m.grid_source.empty()
-              ? ""
-              : absl::StrCat(" (", m.grid_source, ": ", m.grid[0].ToString(), ", ",
+          no_rule ? "its grid (the kernel has no grid rule, Kernel::Grid, so a launch without a "
+                    "grid runs one CTA)"
+          : m.grid_source.empty()
+              ? "its grid rule"
+              : absl::StrCat("its grid rule (", m.grid_source, ": ", m.grid[0].ToString(), ", ",
                              m.grid[1].ToString(), ", ", m.grid[2].ToString(), ")"));
       out.push_back(std::move(p));
     }

@@ -233,8 +233,10 @@ struct Entry {
   std::vector<Instr> code;
   // By register: held by some wgmma.mma_async as its accumulator or A fragment.
   std::vector<bool> wgmma_regs;
-  // By watched loop (Instr::loop_guard): the registers its condition depends on.
+  // By watched loop (Instr::loop_guard): the registers its condition depends on, and whether it
+  // backs off (a nanosleep inside: a wait for what another thread does, its trap included).
   std::vector<std::vector<int>> loop_guards;
+  std::vector<bool> loop_backs_off;
 };
 
 // Marks the backward branches whose loops can be watched for endless passes (loops.cc).

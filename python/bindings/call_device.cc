@@ -114,8 +114,10 @@ absl::StatusOr<const rt::Bundle*> FindBundle(const std::string& name, const std:
                            : absl::StrCat(" (`kiln list` names the kernels kiln can "
                                           "write; `kiln bundle --dir ",
                                           from,
-                                          " NAME` writes one where kiln has its "
-                                          "compiler)")));
+                                          " NAME` writes one of them where kiln has its "
+                                          "compiler; a kernel of your own is written by "
+                                          "rt::WriteBundle from the program that builds it: "
+                                          "docs/BUNDLES.md)")));
     }
     b = std::make_unique<rt::Bundle>(*std::move(got));
   }

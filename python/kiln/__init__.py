@@ -388,8 +388,9 @@ def load(bundle_dir, name):
                      f"{type(bundle_dir).__name__} {bundle_dir!r}")
     bundle_dir = _os.fsdecode(bundle_dir)
     _require(_os.path.isdir(str(bundle_dir)),
-             f"kiln.load: no directory {str(bundle_dir)!r} (a bundle directory: `kiln bundle --dir "
-             f"DIR {name}` writes one)")
+             f"kiln.load: no directory {str(bundle_dir)!r} (a bundle directory: for a kernel of "
+             f"kiln's own, `kiln bundle --dir DIR {name}` writes one; for your own kernel, "
+             f"rt::WriteBundle from the program that builds it: docs/BUNDLES.md)")
     return _Loaded(_kiln.Kernel(str(bundle_dir), name))
 
 

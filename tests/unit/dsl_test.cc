@@ -751,7 +751,7 @@ TEST(Hopper, ExpectTxShortOfTheBoxesIsAStaticFinding) {
   absl::StatusOr<KernelDef> bad = build(false);
   ASSERT_TRUE(bad.ok()) << bad.status();
   ASSERT_EQ(bad->findings().size(), 1u);
-  EXPECT_NE(bad->findings()[0].find("tx-count mismatch: the mbarrier at shared offset"), std::string::npos)
+  EXPECT_NE(bad->findings()[0].find("tx-count mismatch: mbarrier 0 of the array at shared offset"), std::string::npos)
       << bad->findings()[0];
   EXPECT_NE(bad->findings()[0].find("is announced 8192 bytes by expect_tx at tests/unit/dsl_test.cc:"),
             std::string::npos)

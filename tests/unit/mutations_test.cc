@@ -232,7 +232,7 @@ const std::vector<Mutation>& Mutations() {
        {Drop("st.shared.b32 \t[%r9], %r45;")}, "an uninitialised value reaches the output", {5, 2000, 0}},
       // ops/softmax: group reductions over named barriers.
       {"softmax-count", "ops/softmax", "a group barrier with 96 threads where the group has 64",
-       {{"bar.sync \t%r8, 64;", "bar.sync \t%r8, 96;", 2}}, "of 96 arrived", {5, 2000, 0}},
+       {{"bar.sync \t%r8, 64;", "bar.sync \t%r8, 96;", 2}}, "of 96 arrivals of its thread count", {5, 2000, 0}},
       {"softmax-no-group-barrier", "ops/softmax",
        "the group barrier between the warps' partial sums stored and read left out (a data race)",
        {Drop("bar.sync \t%r8, 64;", 3)}, "a data race on shared byte", {5, 2000, 0}},

@@ -69,7 +69,9 @@ class Pipeline {
   void ProduceByThreads(Cursor& at, const std::function<void(Value stage)>& issue,
                         Loc loc = Loc::current());
   // Consumer warpgroup: waits for the stage to be full, runs body(stage), releases it (thread
-  // `thread_in_wg` < cluster arrives on that CTA's empty barrier), advances.
+  // `thread_in_wg` < cluster arrives on that CTA's empty barrier), advances. One thread's arrive
+  // orders what wgmma read; a body that reads the stage through k.Load must end with each
+  // reader's FenceProxyAsync and a barrier of the readers (SyncWarp, NamedBarrier) first.
   void Consume(Cursor& at, const Value& thread_in_wg, const std::function<void(Value)>& body,
                Loc loc = Loc::current());
   // Consume in two halves, for consumers that release a stage later than they use it (e.g.
