@@ -827,6 +827,7 @@ class Cta {
   std::string EarlierWhere(const SharedRaceShadow::Conflict& c) const;
   std::string SkippedBlockBarrier(const Thread& t, const SharedRaceShadow::Conflict& c) const;
   std::string RelaxedArriveBetween(const Thread& t, const SharedRaceShadow::Conflict& c) const;
+  int FirstReachable(int from, const std::function<bool(int)>& found, bool forward_only) const;
   bool CanReach(int from, int to) const;
   std::string UnwaitedTmaBytes(const SharedRaceShadow::Conflict& c, const char* who,
                                bool read) const;

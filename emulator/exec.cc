@@ -8,6 +8,14 @@
 
 namespace kiln::emu::detail {
 
+namespace {
+// The warp instructions that are .sync.aligned (every lane of the warp, at one place); the others
+// (shfl.sync, vote.sync, bar.warp.sync, ...) wait for the lanes of their member mask.
+bool RunsOnTheWholeWarp(Op op) {
+  return op == Op::kLdMatrix || op == Op::kMma || op == Op::kTcgen05 || op == Op::kStMatrix;
+}
+}  // namespace
+
 // bra and brx.idx: the next pc.
 absl::Status Cta::Branch(Thread& t, const Instr& in) {
   if (in.op == Op::kBrx) {  // brx.idx index, list: PTX leaves an index past the list undefined
@@ -1092,8 +1100,7 @@ absl::Status Cta::TryReleaseWarp(int warp) {
     if (threads_[first + i].state == Thread::State::kWarp) some = &threads_[first + i];
   if (!some) return absl::OkStatus();
   const Instr& in = e_.code[some->pc];
-  const bool whole_warp = in.op == Op::kLdMatrix || in.op == Op::kMma || in.op == Op::kTcgen05 ||
-                          in.op == Op::kStMatrix;  // .sync.aligned
+  const bool whole_warp = RunsOnTheWholeWarp(in.op);
   uint32_t members = whole_warp ? static_cast<uint32_t>(Mask(n))
                                 : static_cast<uint32_t>(Read(*some, in.ops.back(), 32));
   if (in.op == Op::kBar)
@@ -1476,8 +1483,7 @@ absl::Status Cta::Deadlock() const {
     if (t.state == Thread::State::kWarp) ++warp_waiters, collective = &e_.code[t.pc];
   if (warp_waiters) {
     const std::string dsl = m_.DslLine(*collective);
-    const bool aligned = collective->op == Op::kLdMatrix || collective->op == Op::kMma ||
-                         collective->op == Op::kTcgen05 || collective->op == Op::kStMatrix;
+    const bool aligned = RunsOnTheWholeWarp(collective->op);
     who.push_back(absl::StrCat(
         warp_waiters, warp_waiters == 1 ? " thread waits" : " threads wait",
         " at a warp collective (", collective->text, ") whose lanes never all arrive (PTX line ",

@@ -443,24 +443,14 @@ const Cta::WgmmaOp* Cta::WgmmaStillReading(uint64_t lo, uint64_t hi) const {
 // The fence.proxy.async that thread t reaches next going forward from where it is (no backward
 // branch taken: within the pass of its loop it is in), if any.
 const Instr* Cta::ProxyFenceAhead(const Thread& t) const {
-  const int n = static_cast<int>(e_.code.size());
-  std::vector<bool> seen(n, false);
-  std::vector<int> work = {t.pc};
-  for (int visited = 0; !work.empty() && visited < 4096; ++visited) {
-    const int pc = work.back();
-    work.pop_back();
-    if (pc < 0 || pc >= n || seen[pc]) continue;
-    seen[pc] = true;
-    const Instr& in = e_.code[pc];
-    if (in.op == Op::kFence && !in.mods.empty() && in.mods[0] == "proxy" && in.Has("async"))
-      return &in;
-    if (in.op == Op::kRet || in.op == Op::kExit || in.op == Op::kTrap || in.op == Op::kBrx)
-      continue;
-    if (in.op != Op::kBra || in.guard >= 0) work.push_back(pc + 1);
-    if (in.op == Op::kBra && !in.ops.empty() && in.ops[0].target > pc)
-      work.push_back(in.ops[0].target);
-  }
-  return nullptr;
+  const int at = FirstReachable(
+      t.pc,
+      [&](int pc) {
+        const Instr& in = e_.code[pc];
+        return in.op == Op::kFence && !in.mods.empty() && in.mods[0] == "proxy" && in.Has("async");
+      },
+      /*forward_only=*/true);
+  return at < 0 ? nullptr : &e_.code[at];
 }
 
 // A TMA load landing on bytes a thread read through the generic proxy with no fence.proxy.async

@@ -1,6 +1,7 @@
 // Data races on shared memory between warps: the warps' vector clocks and the check of each
 // generic-proxy access (races.h says what orders accesses and what is left out).
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "emulator/cta.h"
@@ -193,9 +194,9 @@ std::string Cta::RelaxedArriveBetween(const Thread& t, const SharedRaceShadow::C
       "ClusterSync, publishes it");
 }
 
-// Whether a thread at instruction `from` can still reach instruction `to` (the entry's control
-// flow, both ways of every conditional branch).
-bool Cta::CanReach(int from, int to) const {
+// The first instruction from `from` on, along the entry's control flow (both ways of every
+// conditional branch; with `forward_only`, no branch back), that `found` accepts, or -1.
+int Cta::FirstReachable(int from, const std::function<bool(int)>& found, bool forward_only) const {
   const int n = static_cast<int>(e_.code.size());
   std::vector<bool> seen(n, false);
   std::vector<int> work = {from};
@@ -203,17 +204,25 @@ bool Cta::CanReach(int from, int to) const {
     const int pc = work.back();
     work.pop_back();
     if (pc < 0 || pc >= n || seen[pc]) continue;
-    if (pc == to) return true;
+    if (found(pc)) return pc;
     seen[pc] = true;
     const Instr& in = e_.code[pc];
     const bool ends = in.op == Op::kRet || in.op == Op::kExit || in.op == Op::kTrap ||
                       in.op == Op::kBra || in.op == Op::kBrx;
     if (!ends || in.guard >= 0) work.push_back(pc + 1);
-    if (in.op == Op::kBra && !in.ops.empty()) work.push_back(in.ops[0].target);
+    if (in.op == Op::kBra && !in.ops.empty() && (!forward_only || in.ops[0].target > pc))
+      work.push_back(in.ops[0].target);
     if (in.op == Op::kBrx && in.ops.size() > 1)
-      for (int target : in.ops[1].regs) work.push_back(target);
+      for (int target : in.ops[1].regs)
+        if (!forward_only || target > pc) work.push_back(target);
   }
-  return false;
+  return -1;
+}
+
+// Whether a thread at instruction `from` can still reach instruction `to`.
+bool Cta::CanReach(int from, int to) const {
+  return FirstReachable(
+             from, [&](int pc) { return pc == to; }, /*forward_only=*/false) >= 0;
 }
 
 // Both causes, where a block-wide bar.sync that one of the two warps waits at, is about to wait
