@@ -6,10 +6,12 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -210,7 +212,29 @@ KernelState::KernelState(std::string name, const Target& t, rt::Dim3 block, cons
   StartBuilding(this);  // (last: a constructor that throws leaves nothing registered)
 }
 
-mlir::Location KernelState::ToLoc(const Loc& loc) {
+namespace {
+// kiln's own sources: the files beside this one (dsl/*.cc) and the public headers, in the tree
+// (dsl/include/kiln/) or installed (<prefix>/include/kiln/). Keyed by the file name's pointer (a
+// literal), so that each is looked at once.
+bool IsLibrarySource(const char* file) {
+  thread_local std::map<const char*, bool> known;
+  if (auto it = known.find(file); it != known.end()) return it->second;
+  auto parent = [](std::string_view path) {
+    const size_t slash = path.rfind('/');
+    return slash == path.npos ? std::string_view() : path.substr(0, slash);
+  };
+  const std::string_view dir = parent(file);
+  return known[file] = dir == parent(__FILE__) || dir.ends_with("include/kiln");
+}
+}  // namespace
+
+const Loc& KernelState::UserLoc(const Loc& loc) {
+  if (!IsLibrarySource(loc.file_name())) return *(last_user_loc = loc);
+  return last_user_loc ? *last_user_loc : loc;
+}
+
+mlir::Location KernelState::ToLoc(const Loc& at) {
+  const Loc& loc = UserLoc(at);
   last_loc = loc;
   const std::string where = LocString(loc);  // file:line
   return mlir::FileLineColLoc::get(context.get(), where.substr(0, where.rfind(':')), loc.line(),
@@ -227,7 +251,8 @@ std::set<std::string>& NumbersOnlyOperations() {
   return at;
 }
 
-void KernelState::Fail(const std::string& message, const Loc& loc) {
+void KernelState::Fail(const std::string& message, const Loc& at) {
+  const Loc loc = UserLoc(at);
   std::optional<Loc> empty = std::exchange(EmptyValueRead(), std::nullopt);
   if (error) return;
   if (empty && NumbersOnlyOperations().count(LocString(*empty)))
@@ -1135,6 +1160,7 @@ void CheckConstantGridInClusters(KernelState& s) {
 absl::StatusOr<KernelDef> Kernel::BuildOnce() {
   KernelState& s = *state_;
   detail::EmptyValueRead().reset();
+  s.last_user_loc = s.kernel_loc;  // what the build adds itself names the kernel's line
   for (const auto& check : s.final_checks) check();
   CheckConstantGridInClusters(s);
   if (s.error) return absl::InvalidArgumentError(*s.error);

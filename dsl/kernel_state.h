@@ -41,8 +41,12 @@ struct KernelState {
   KernelState(const KernelState&) = delete;
   KernelState& operator=(const KernelState&) = delete;
 
+  // An op's location; one inside kiln's own sources (an op a library call builds for its caller)
+  // reads as the newest line of the user's that ToLoc saw, the call that built it (UserLoc), so
+  // line tables and messages name the user's line, not the library's.
   mlir::Location ToLoc(const Loc& loc);
   void Fail(const std::string& message, const Loc& loc);
+  const Loc& UserLoc(const Loc& loc);
 
   // Value table: kiln::Value holds an index into it. Unwrap of an empty Value, or of one another
   // kernel made, fails the build (at `use`, the op's line, where the caller knows it; else at the
@@ -92,8 +96,9 @@ struct KernelState {
   Target target;
   rt::Manifest manifest;
   Loc kernel_loc;
-  Loc last_loc;      // the newest location ToLoc saw: where a Value of another kernel is reported
-  int smem_top = 0;  // bytes planned so far
+  Loc last_loc;  // the newest location ToLoc saw: where a Value of another kernel is reported
+  std::optional<Loc> last_user_loc;  // the newest location outside kiln's own sources
+  int smem_top = 0;                  // bytes planned so far
   int deepest_ring =
       1;  // the most stages of any shared-memory ring or pipeline (manifest attribute "ring")
   std::optional<Loc> smem_dynamic_at;  // where SmemDynamic closed the plan

@@ -1465,6 +1465,32 @@ TEST(Kernel, SourceLinesAreRelativeToTheSourceRoot) {
   EXPECT_EQ(LocString(Loc::current()).rfind("tests/unit/dsl_test.cc:", 0), 0u);
 }
 
+// The ops a library call builds for its caller (RingPosition::Advance's compare and selects, in
+// dsl/pipeline.cc, which take no line of their own) carry the caller's line in the line tables:
+// a message that names an instruction's line names the user's call, not kiln's source.
+TEST(Kernel, OpsALibraryCallBuildsCarryTheCallersLine) {
+  Kernel k("test/library_lines", sm90a(), {32});
+  Value out = k.PtrParam("out", Scalar::kI32);
+  Value steps = k.I32Param("steps");  // a run-time count: the ring is not folded away
+  RingPosition at(k, 3);
+  int advance_line = 0;
+  k.For(0, steps, 1, [&](Value) { at.Advance(); advance_line = __LINE__; });
+  k.Store(out + k.ThreadIdx(), at.stage());
+  absl::StatusOr<KernelDef> def = k.Build();
+  ASSERT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<std::string> ptx = EmitPtx(*def, {.line_info = true});
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_EQ(ptx->find("dsl/"), std::string::npos) << *ptx;
+  // The instructions under the Advance line's .loc entries include the wrap's select.
+  const std::string loc = absl::StrCat(".loc\t1 ", advance_line, " ");
+  bool select_there = false;
+  for (size_t at_loc = ptx->find(loc); at_loc != std::string::npos; at_loc = ptx->find(loc, at_loc + 1)) {
+    const size_t next = ptx->find(".loc", at_loc + 1);
+    select_there |= ptx->substr(at_loc, next - at_loc).find("selp") != std::string::npos;
+  }
+  EXPECT_TRUE(select_there) << loc << "in\n" << *ptx;
+}
+
 TEST(Kernel, ForWithAStepOfZeroOrLessIsAnError) {
   for (int step : {0, -1}) {
     Kernel k("test/for_step", sm80(), {32});
