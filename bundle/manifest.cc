@@ -437,7 +437,7 @@ absl::StatusOr<Manifest> Manifest::Parse(absl::string_view text) {
       if (absl::Status st = ParseGridLine(w, m); !st.ok()) return ParseError(line_no, st.message());
     } else if (key == "param" && want(3) && w[2] == "ptr") {
       static const std::set<std::string> kElems = {"bf16", "f16", "f32", "e4m3", "e5m2",
-                                                   "i1",   "i16", "i32", "i64"};
+                                                   "i1",   "i8",  "i16", "i32",  "i64"};
       if (!kElems.count(w[3])) return ParseError(line_no, "bad pointer element type");
       ParamSpec p;
       p.name = w[1];

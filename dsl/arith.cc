@@ -14,6 +14,8 @@ int ScalarBytes(Scalar s) {
     case Scalar::kI1:
     case Scalar::kE4M3:
     case Scalar::kE5M2:
+    case Scalar::kI8:
+    case Scalar::kS8:
       return 1;
     case Scalar::kI16:
     case Scalar::kF16:
@@ -30,7 +32,7 @@ int ScalarBytes(Scalar s) {
   return 0;
 }
 
-bool IsSigned(Scalar s) { return s == Scalar::kS32 || s == Scalar::kS64; }
+bool IsSigned(Scalar s) { return s == Scalar::kS32 || s == Scalar::kS64 || s == Scalar::kS8; }
 
 bool Type::IsFloat() const {
   return kind != Kind::kPointer &&
@@ -40,8 +42,8 @@ bool Type::IsInt() const { return kind != Kind::kPointer && !IsFloat(); }
 int Type::Bytes() const { return kind == Kind::kPointer ? 8 : ScalarBytes(elem) * lanes; }
 
 std::string Type::Str() const {
-  static const char* names[] = {"i1",  "i16", "i32", "i64",  "f16", "bf16",
-                                "f32", "s32", "s64", "e4m3", "e5m2"};
+  static const char* names[] = {"i1",  "i16", "i32",  "i64",  "f16", "bf16", "f32",
+                                "s32", "s64", "e4m3", "e5m2", "i8",  "s8"};
   const char* e = names[static_cast<int>(elem)];
   switch (kind) {
     case Kind::kScalar:
@@ -398,7 +400,17 @@ Value Value::To(Scalar to, Loc loc) const {
   if (ff && tf)
     r = tb > fb ? ar::ExtFOp::create(s.builder, l, mt, v).getResult()
                 : ar::TruncFOp::create(s.builder, l, mt, v).getResult();
-  else if (ff)
+  else if (ff && tb == 1) {
+    // Toward zero through s32 (PTX's cvt.rzi.s32 clamps to its range, NaN gives 0), then clamped
+    // to the byte's range: defined for every float, where a float-to-i8 conversion out of range
+    // would not be.
+    const mlir::Type i32 = s.builder.getI32Type();
+    mlir::Value w = ar::FPToSIOp::create(s.builder, l, i32, v);
+    auto bound = [&](int x) { return ar::ConstantIntOp::create(s.builder, l, x, 32).getResult(); };
+    w = ar::MaxSIOp::create(s.builder, l, w, bound(to_signed ? -128 : 0));
+    w = ar::MinSIOp::create(s.builder, l, w, bound(to_signed ? 127 : 255));
+    r = ar::TruncIOp::create(s.builder, l, mt, w);
+  } else if (ff)
     r = to_signed ? ar::FPToSIOp::create(s.builder, l, mt, v).getResult()
                   : ar::FPToUIOp::create(s.builder, l, mt, v).getResult();
   else if (tf)

@@ -334,6 +334,8 @@ mlir::Type KernelState::ToMlir(Scalar s) {
       return mlir::IntegerType::get(c, 1);
     case Scalar::kE4M3:  // bytes: no arithmetic on them (kiln/value.h)
     case Scalar::kE5M2:
+    case Scalar::kI8:
+    case Scalar::kS8:
       return mlir::IntegerType::get(c, 8);
     case Scalar::kI16:
       return mlir::IntegerType::get(c, 16);
@@ -565,6 +567,9 @@ const char* ElemName(Scalar s) {
   switch (s) {
     case Scalar::kI1:
       return "i1";
+    case Scalar::kI8:
+    case Scalar::kS8:
+      return "i8";
     case Scalar::kI16:
       return "i16";
     case Scalar::kI32:

@@ -80,6 +80,9 @@ uint64_t ElementBits(Scalar s, double v) {
     }
     case Scalar::kF16:
       return std::bit_cast<uint16_t>(static_cast<_Float16>(v));
+    case Scalar::kI8:
+    case Scalar::kS8:
+      return static_cast<uint8_t>(static_cast<int64_t>(v));
     case Scalar::kI1:
     case Scalar::kI16:
       return static_cast<uint16_t>(static_cast<int64_t>(v));

@@ -198,6 +198,13 @@ double Decode(const Format& f, uint32_t code) {
 
 std::mt19937_64 Rng(uint64_t seed) { return std::mt19937_64(seed * 0x9e3779b97f4a7c15ull + 1); }
 
+// A float's conversion to a byte (kiln/value.h): toward zero, clamped to [lo, hi], NaN 0.
+int32_t Byte(float v, int32_t lo, int32_t hi) {
+  return std::isnan(v)
+             ? 0
+             : static_cast<int32_t>(std::clamp(std::trunc(double{v}), double{lo}, double{hi}));
+}
+
 absl::Status ProbeMath(Target& t, int64_t n, uint64_t seed, Checker& c) {
   auto rng = Rng(seed);
   std::uniform_real_distribution<float> log_x(-10, 10);
@@ -261,9 +268,13 @@ absl::Status ProbeMath(Target& t, int64_t n, uint64_t seed, Checker& c) {
                                           std::max(s, -5),
                                           s * -3 + 1,
                                           std::bit_cast<int32_t>(static_cast<float>(s)),
-                                          static_cast<int32_t>(zv * 1000.0f)};
-    static const char* kNames[probe::kIntOps] = {"s32 /",   "s32 %",   "s32 >>",   "s32 Min",
-                                                 "s32 Max", "s32 mad", "s32->f32", "f32->s32"};
+                                          static_cast<int32_t>(zv * 1000.0f),
+                                          Byte(zv * 100.0f, -128, 127),
+                                          Byte(zv * 100.0f, 0, 255),
+                                          static_cast<int8_t>(Byte(zv * 100.0f, -128, 127) * 3)};
+    static const char* kNames[probe::kIntOps] = {
+        "s32 /",    "s32 %",    "s32 >>",       "s32 Min",      "s32 Max",       "s32 mad",
+        "s32->f32", "f32->s32", "f32->s8->s32", "f32->i8->i32", "s8 * 3 (wraps)"};
     for (int j = 0; j < probe::kIntOps; ++j)
       c.Bits(kNames[j], i, static_cast<uint32_t>(h[j]), static_cast<uint32_t>(want[j]));
   }

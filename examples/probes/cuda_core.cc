@@ -42,14 +42,11 @@ absl::StatusOr<KernelDef> BuildMath() {
       k.Store(y + i * probe::kMathOps + static_cast<int>(j), r[j]);
     Value s = k.Load(w + i).To(s32);
     // The order is probe::kIntOps.
-    std::vector<Value> t = {s / 7,
-                            s % 7,
-                            s >> 3,
-                            Min(s, -5),
-                            Max(s, -5),
-                            s * -3 + 1,
-                            s.To(f32).Bitcast(Type::Of(i32)).To(s32),
-                            (zv * 1000.0).To(s32)};
+    std::vector<Value> t = {s / 7, s % 7, s >> 3, Min(s, -5), Max(s, -5), s * -3 + 1,
+                            s.To(f32).Bitcast(Type::Of(i32)).To(s32), (zv * 1000.0).To(s32),
+                            // Bytes: clamped conversions, sign and zero extension, wrapping.
+                            (zv * 100.0).To(s8).To(s32), (zv * 100.0).To(i8).To(i32).To(s32),
+                            ((zv * 100.0).To(s8) * 3).To(s32)};
     for (size_t j = 0; j < t.size(); ++j)
       k.Store(q + i * probe::kIntOps + static_cast<int>(j), t[j].To(i32));
   });

@@ -6,7 +6,7 @@
 namespace kiln::examples::probe {
 
 inline constexpr int kMathOps = 22;    // f32 results per element of probe/math
-inline constexpr int kIntOps = 8;      // s32 results per element of probe/math
+inline constexpr int kIntOps = 11;     // s32 results per element of probe/math
 inline constexpr int kConvertOps = 8;  // words per pair of probe/convert
 inline constexpr int kWarpOps = 15;    // words per thread of probe/warp
 

@@ -80,6 +80,61 @@ INSTANTIATE_TEST_SUITE_P(Ops, EmulatedProbe,
                                            "probe/memory", "probe/wgmma_regs", "probe/cluster", "probe/cluster16"),
                          [](const auto& info) { return std::string(info.param).substr(6); });
 
+// Bytes as integers: a float converted to s8 and to i8 rounds toward zero and clamps to the
+// type's range (NaN gives 0), stored as single bytes beside each other (no word of a neighbour
+// touched); loaded back, s8 extends its sign and i8 does not; byte arithmetic wraps.
+TEST(EmulatedBytes, ConvertClampStoreAndLoadBack) {
+  Kernel k("test/bytes", sm80(), {128});
+  Value x = k.PtrParam("x", f32), q = k.PtrParam("q", s8), u = k.PtrParam("u", i8);
+  Value back = k.PtrParam("back", f32), wrapped = k.PtrParam("wrapped", i8), count = k.I32Param("n");
+  Value i = k.BlockIdx() * 128 + k.ThreadIdx();
+  k.If(i < count, [&] {
+    Value at = i.To(i64);
+    Value v = k.Load(x + at);
+    k.Store(q + at, v.To(s8));
+    k.Store(u + at, v.To(i8));
+    Value qs = k.Load(q + at), us = k.Load(u + at);
+    k.Store(back + at, qs.To(s32).To(f32) * 1000.0f + us.To(i32).To(f32));
+    k.Store(wrapped + at, us + us);  // mod 256
+  });
+  absl::StatusOr<rt::Bundle> b = BundleOfBuilt(k);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->manifest.params[1].elem, "i8");
+  const float nan = std::nanf(""), inf = INFINITY;
+  std::vector<float> xs = {0.f, -0.5f, 3.7f, -3.7f, 127.9f, 128.f, -128.7f, -129.f, 255.5f, 256.f, 1e9f, -1e9f,
+                           nan, inf, -inf, 200.f, -1.f};
+  for (int j = 0; xs.size() < 301; ++j) xs.push_back(std::ldexp(static_cast<float>((j * 7919) % 2001 - 1000), -2));
+  const int n = static_cast<int>(xs.size());
+  emu::Device d;
+  const uint64_t dx = *d.Allocate(4 * n), dq = *d.Allocate(n + 3), du = *d.Allocate(n + 3), db = *d.Allocate(4 * n),
+                 dw = *d.Allocate(n);
+  std::vector<uint8_t> poison(n + 3, 0xA5);
+  ASSERT_TRUE(d.CopyIn(dx, xs.data(), 4 * n).ok());
+  ASSERT_TRUE(d.CopyIn(dq, poison.data(), n + 3).ok());
+  ASSERT_TRUE(d.CopyIn(du, poison.data(), n + 3).ok());
+  absl::StatusOr<emu::Stats> st =
+      emu::Launch(d, *b, rt::Dim3{static_cast<unsigned>((n + 127) / 128), 1, 1},
+                  {rt::Arg::Ptr(dx), rt::Arg::Ptr(dq), rt::Arg::Ptr(du), rt::Arg::Ptr(db), rt::Arg::Ptr(dw), rt::Arg::I32(n)});
+  ASSERT_TRUE(st.ok()) << st.status();
+  std::vector<int8_t> gq(n + 3);
+  std::vector<uint8_t> gu(n + 3), gw(n);
+  std::vector<float> gb(n);
+  ASSERT_TRUE(d.CopyOut(gq.data(), dq, n + 3).ok());
+  ASSERT_TRUE(d.CopyOut(gu.data(), du, n + 3).ok());
+  ASSERT_TRUE(d.CopyOut(gb.data(), db, 4 * n).ok());
+  ASSERT_TRUE(d.CopyOut(gw.data(), dw, n).ok());
+  for (int j = 0; j < n; ++j) {
+    const double t = std::isnan(xs[j]) ? 0 : std::trunc(static_cast<double>(xs[j]));
+    const int want_q = static_cast<int>(std::clamp(t, -128.0, 127.0));
+    const int want_u = static_cast<int>(std::clamp(t, 0.0, 255.0));
+    EXPECT_EQ(gq[j], want_q) << "x = " << xs[j];
+    EXPECT_EQ(gu[j], want_u) << "x = " << xs[j];
+    EXPECT_EQ(gb[j], want_q * 1000.0f + want_u) << "x = " << xs[j];
+    EXPECT_EQ(gw[j], static_cast<uint8_t>(2 * want_u)) << "x = " << xs[j];
+  }
+  for (int j = n; j < n + 3; ++j) EXPECT_EQ(gu[j], 0xA5) << "past the end: byte " << j;
+}
+
 // GroupReduce once gave every group size the same barrier ids (group + 1): a reduction over
 // groups of 128 then one over groups of 64 made warps 2-3 meet at id 2 with count 64 while
 // warps 4-7 could still wait there with count 128. On an H100 that faulted (illegal

@@ -15,8 +15,25 @@ using Loc = std::source_location;
 // + and * may not wrap); s32/s64 are signed (sdiv, srem, arithmetic >>, signed comparisons,
 // sign extension, signed int<->float). Both are the same registers: To() between them is free.
 // kE4M3 and kE5M2 are the 8-bit floats of sm_89 and later (PTX .e4m3, .e5m2): storage and tensor
-// core operands only (TMA, wgmma, tcgen05.mma); no arithmetic is defined on them.
-enum class Scalar : uint8_t { kI1, kI16, kI32, kI64, kF16, kBF16, kF32, kS32, kS64, kE4M3, kE5M2 };
+// core operands only (TMA, wgmma, tcgen05.mma); no arithmetic is defined on them. i8 (unsigned)
+// and s8 (signed) are bytes: loads, stores and arithmetic as the wider integers; To(i8 or s8)
+// from a float rounds toward zero and clamps to the type's range (0..255, -128..127; NaN gives
+// 0), from a wider integer keeps the low 8 bits.
+enum class Scalar : uint8_t {
+  kI1,
+  kI16,
+  kI32,
+  kI64,
+  kF16,
+  kBF16,
+  kF32,
+  kS32,
+  kS64,
+  kE4M3,
+  kE5M2,
+  kI8,
+  kS8
+};
 // kSharedCluster: a cluster peer's shared memory (distributed shared memory, sm_90+), reached
 // through HopperOps::PeerPointer.
 enum class Space : uint8_t { kGlobal, kShared, kSharedCluster };
@@ -43,7 +60,8 @@ int ScalarBytes(Scalar s);
 inline constexpr Scalar i1 = Scalar::kI1, i16 = Scalar::kI16, i32 = Scalar::kI32,
                         i64 = Scalar::kI64, f16 = Scalar::kF16, bf16 = Scalar::kBF16,
                         f32 = Scalar::kF32, s32 = Scalar::kS32, s64 = Scalar::kS64,
-                        e4m3 = Scalar::kE4M3, e5m2 = Scalar::kE5M2;
+                        e4m3 = Scalar::kE4M3, e5m2 = Scalar::kE5M2, i8 = Scalar::kI8,
+                        s8 = Scalar::kS8;
 inline bool IsFp8(Scalar s) { return s == Scalar::kE4M3 || s == Scalar::kE5M2; }
 bool IsSigned(Scalar s);
 

@@ -117,7 +117,7 @@ struct ParamSpec {
   ScheduleTableParam schedule;  // kScheduleTable
   WorkspaceParam workspace;     // kWorkspace
   // kPointer: the element type the kernel reads through it ("bf16", "f16", "f32", "e4m3", "e5m2",
-  // "i1", "i16", "i32", "i64"), so that a caller can check what it passes; empty in manifests
+  // "i1", "i8", "i16", "i32", "i64"), so that a caller can check what it passes; empty in manifests
   // written before it was recorded.
   std::string elem;
 };
