@@ -268,6 +268,18 @@ void EmitTcgenMma(KernelState& s, int cta_group, const Value& daddr, uint32_t id
 }
 
 // Both tiles K-major.
+// D's columns from a constant d_column: N of them from there must lie in the allocation.
+bool CheckDColumn(KernelState& s, const Tmem& d, const Operand& d_column, int n, const Loc& loc) {
+  if (!Access::IsImm(d_column)) return true;
+  const int64_t c0 = Access::Imm(d_column);
+  if (c0 >= 0 && c0 + n <= d.columns()) return true;
+  s.Fail(absl::StrCat("an N = ", n, " accumulator at d_column ", c0,
+                      " takes tensor memory columns ", c0, "..", c0 + n - 1, "; the allocation (",
+                      LocString(d.loc()), ") has ", d.columns()),
+         loc);
+  return false;
+}
+
 void TcgenMmaKMajor(Kernel& k, KernelState& s, const Tmem& d, const Operand& d_column,
                     const SmemTile& a, const Operand& a_row0, const SmemTile& b,
                     const Operand& b_row0, int k0, const Operand& accumulate, int m, int n,
@@ -286,7 +298,8 @@ void TcgenMmaKMajor(Kernel& k, KernelState& s, const Tmem& d, const Operand& d_c
                     .a_e5m2 = a.elem() == Scalar::kE5M2,
                     .b_e5m2 = b.elem() == Scalar::kE5M2},
                    d.cta_group(), d.columns(), d.loc(), a.elem(), b.elem(), accumulate, loc);
-  if (!idesc || !CheckMmaTile(s, a, "A", rows_a, a_row0, k0, loc) ||
+  if (!idesc || !CheckDColumn(s, d, d_column, n, loc) ||
+      !CheckMmaTile(s, a, "A", rows_a, a_row0, k0, loc) ||
       !CheckMmaTile(s, b, "B", d.cta_group() == 2 ? n / 2 : n, b_row0, k0, loc))
     return;
   const Type i32 = Type::Of(Scalar::kI32);
@@ -312,7 +325,8 @@ void TcgenMmaMnB(Kernel& k, KernelState& s, const Tmem& d, const Operand& d_colu
   std::optional<uint32_t> idesc = CheckedInstr(
       s, {.m = m, .n = n, .bf16_inputs = a.elem() == Scalar::kBF16, .transpose_b = true}, 1,
       d.columns(), d.loc(), a.elem(), b.elem(), accumulate, loc);
-  if (!idesc || !CheckMmaTile(s, a, "A", m, a_row0, a_k0, loc) ||
+  if (!idesc || !CheckDColumn(s, d, d_column, n, loc) ||
+      !CheckMmaTile(s, a, "A", m, a_row0, a_k0, loc) ||
       !detail::CheckMnMajorTile(s, bt, "tcgen05.mma", "B", n, b_row0, b_k0, loc))
     return;
   mlir::Location l = s.ToLoc(loc);
@@ -363,6 +377,7 @@ void TcgenMmaBlockScaled(KernelState& s, const Tmem& d, const TcgenMmaOp& op, co
                                " tensor memory columns; the allocation (", LocString(d.loc()),
                                ") has ", d.columns()),
                   loc);
+  if (!CheckDColumn(s, d, op.d_column, op.n, loc)) return;
   // A's 128 rows take 4 columns, B's N rows N / 32 (rounded up).
   for (const auto& [name, column, count] :
        {std::tuple{"A", &sc.a_column, 4}, std::tuple{"B", &sc.b_column, (op.n + 31) / 32}})

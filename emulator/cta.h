@@ -152,7 +152,8 @@ struct TcgenMma {
   bool block_scaled = false;
   uint32_t sfa = 0, sfb = 0;
   int line = 0;
-  int thread = -1;  // the issuing thread: only its own tcgen05.commit tracks this MMA
+  int64_t issued = INT64_MIN;  // Now() at issue: a TMA load landing on its operands after it races
+  int thread = -1;             // the issuing thread: only its own tcgen05.commit tracks this MMA
   bool passed_over_by_commit = false;  // another thread committed while this one waited
   const ptx::Instr* in = nullptr;
 };
@@ -755,6 +756,7 @@ class Cta {
   // a wgmma.mma_async that uses one before the thread's next wgmma.fence is an error.
   void NoteWgmmaRegisterAccess(Thread& t, const Instr& in) const;
   absl::Status CheckWgmmaRegistersFenced(const Thread& t, const Instr& wgmma) const;
+  absl::Status TmemAllocate(Thread& t, const Instr& in);
   std::vector<std::vector<uint64_t>> TcgenWarp(const std::vector<Thread*>& lanes, const Instr& in,
                                                absl::Status* s);
   absl::Status RunTcgenMma(const struct TcgenMma& op);
@@ -762,6 +764,12 @@ class Cta {
   // or a pair's two, each holding N / 2), into this CTA's tensor memory.
   absl::Status RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vector<Cta*>& b_ctas,
                                int n);
+  // D = (D if it accumulates) + the products, into this CTA's cells from TMEM address `d`: rows
+  // of A (m x kk) by rows of B (n x kk), each scaled; the cells' origins (tmem_origin_) with it.
+  void WriteTcgenResult(const TcgenMma& op, const std::vector<double>& a,
+                        const std::vector<double>& b, const std::vector<double>& scale_a,
+                        const std::vector<double>& scale_b, int m, int n, int kk, double sign,
+                        Origin operands);
   absl::Status CheckTmemAtExit();
   // setmaxnreg is .sync.aligned: each one a warpgroup runs, all 128 of its threads run.
   absl::Status CheckSetMaxNRegAtExit() const;
@@ -1143,6 +1151,11 @@ class Cta {
   void FenceCpAsyncLandings(const Thread& t);
   // Tensor memory: 128 lanes x 512 32-bit columns, and which columns are allocated.
   std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);
+  // Each cell's origin (taint.cc): tcgen05.alloc leaves its columns undefined (PTX ISA), so they
+  // start NeverWritten; an MMA that accumulates onto such a cell passes its own instruction on,
+  // one that does not accumulate defines it, and tcgen05.ld taints what it loads. Empty until
+  // the first alloc.
+  std::vector<Origin> tmem_origin_;
   // Allocated columns: first column -> columns, the tcgen05.alloc (named where they leak).
   std::map<uint32_t, std::pair<uint32_t, const Instr*>> tmem_allocs_;
   // The shared slot each live allocation's address was written to (slot -> first column), and
@@ -1221,6 +1234,9 @@ class Cta {
   }
   absl::Status CheckMmaAfterTmaLoads(const Thread& t, const Instr& in, uint64_t a_desc,
                                      uint64_t b_desc, bool pair) const;
+  // An operand byte `addr` of `op`, read as it completes: no TMA load landed on it since its
+  // issue.
+  absl::Status CheckOperandNotRefilled(const struct TcgenMma& op, uint64_t addr) const;
   // What wrote each shared byte last (a st.shared, an stmatrix) and that thread's last MMA, for
   // the global bytes a TMA store copies from it; and the text of a write site, built once.
   std::vector<std::pair<const Instr*, const Instr*>> shared_writer_;

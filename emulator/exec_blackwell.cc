@@ -46,6 +46,7 @@ absl::Status Cta::Tcgen05(Thread& t, const Instr& in) {
     }
     op.accumulate = Read(t, in.ops.at(block_scaled ? 6 : 4), 1) & 1;
     op.line = in.line;
+    op.issued = Now();
     op.in = &in;
     op.fp8 = in.Has("kind::f8f6f4") || block_scaled;
     // M: bits 24-28 (M >> 4), or 27-28 (M >> 7) in kind::mxf8f6f4's descriptor.
@@ -204,6 +205,15 @@ absl::Status Cta::CheckMmaAfterAccess(const Thread& t, const Instr& in, uint32_t
                               "barrier that hands these columns to the MMA, and wait for that)"
                             : NotOrderedAfter(t, o.access_fenced);
       if (why.empty()) continue;
+      // A load of columns no MMA had written yet most often meant to read this MMA's result
+      // and ran ahead of it: its warp did not wait for the commit.
+      if (o.access->mods[0] == "ld" && o.written == INT64_MIN)
+        why = absl::StrCat(
+            "that load ran before any MMA wrote the column (it read it undefined): if it should "
+            "read this MMA's result, its warp is missing the wait on the mbarrier of the "
+            "tcgen05.commit that covers this MMA (then tcgen05.fence::after_thread_sync); if it "
+            "should come before this MMA, ",
+            why);
       const std::string at = m_.DslLine(*o.access);
       return Fail(t, in,
                   absl::StrFormat("tcgen05.mma %s TMEM column %d, which warp %d accessed "
@@ -240,6 +250,66 @@ absl::Status Cta::CheckMmaAfterTmaLoads(const Thread& t, const Instr& in, uint64
   return absl::OkStatus();
 }
 
+// An MMA reads its operands at any moment until it completes (PTX ISA, tcgen05.mma: asynchronous,
+// tracked by tcgen05.commit); the emulator reads them at completion, the latest moment. A box
+// that landed on them after the issue is then what a GPU may read: the stage was handed back
+// while its MMAs still ran.
+absl::Status Cta::CheckOperandNotRefilled(const TcgenMma& op, uint64_t addr) const {
+  if (addr / 128 >= tma_landed_.size()) return absl::OkStatus();
+  const TmaLanding& landed = tma_landed_[addr / 128];
+  if (!landed.load || landed.time <= op.issued) return absl::OkStatus();
+  const std::string mma = m_.DslLine(*op.in), load = m_.DslLine(*landed.load);
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s%s: PTX line %d: tcgen05.mma reads shared byte %d, on which the TMA load at PTX line "
+      "%d%s landed after the MMA was issued and before it completed: the stage was handed back "
+      "to the producer while its MMAs still read it. Release a stage an MMA reads with "
+      "tcgen05.commit to its empty mbarrier after the stage's MMAs (it arrives once they "
+      "complete), not with an mbarrier arrive or a commit issued before them",
+      mma.empty() ? "" : mma + ": ", kernel_, op.line, addr, landed.load->line,
+      load.empty() ? "" : " (" + load + ")"));
+}
+
+// tcgen05.alloc by thread `t`'s warp: the first free run of columns, its address written to the
+// shared slot; its cells undefined (PTX ISA) until an MMA or tcgen05.st writes them.
+absl::Status Cta::TmemAllocate(Thread& t, const Instr& in) {
+  const uint32_t cols = static_cast<uint32_t>(Read(t, in.ops.at(1), 32));
+  if (cols < 32 || cols > 512 || (cols & (cols - 1))) {
+    return Fail(t, in,
+                absl::StrCat("tcgen05.alloc of ", cols, " columns: a power of two from 32 to 512"));
+  }
+  // A slot that still holds a live allocation's address: legal PTX (its reader may have taken
+  // the address), but where that allocation is never freed the exit's report names this alloc.
+  const uint64_t slot_at = Address(t, in.ops.at(0));
+  if (auto held = tmem_slots_.find(slot_at); held != tmem_slots_.end())
+    tmem_overwritten_[held->second] = &in;
+  uint32_t first = 512;
+  for (uint32_t c = 0; c + cols <= 512 && first == 512; c += cols) {
+    bool free = true;
+    for (const auto& [start, a] : tmem_allocs_) free &= c + cols <= start || start + a.first <= c;
+    if (free) first = c;
+  }
+  if (first == 512) {
+    uint32_t used = 0;
+    for (const auto& [start, a] : tmem_allocs_) used += a.first;
+    return Fail(t, in,
+                absl::StrCat("tensor memory exhausted: ", cols, " more columns asked, ", used,
+                             " of 512 already allocated"));
+  }
+  tmem_allocs_[first] = {cols, &in};
+  tmem_slots_[slot_at] = first;
+  if (tmem_origin_.empty()) tmem_origin_.assign(tmem_.size(), nullptr);
+  for (uint32_t lane = 0; lane < 128; ++lane)
+    std::fill_n(tmem_origin_.begin() + lane * 512 + first, cols, NeverWritten());
+  for (auto f = tmem_freed_.begin(); f != tmem_freed_.end();)  // (allocated again)
+    f = f->first < first + cols && first < f->first + f->second.first ? tmem_freed_.erase(f)
+                                                                      : std::next(f);
+  absl::StatusOr<uint8_t*> slot = Memory(t, in, Space::kShared, Address(t, in.ops.at(0)), 4);
+  if (!slot.ok()) return slot.status();
+  const uint32_t address = first;  // lane 0, column `first`
+  std::memcpy(*slot, &address, 4);
+  return absl::OkStatus();
+}
+
 std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& lanes,
                                                   const Instr& in, absl::Status* s) {
   const int n = static_cast<int>(lanes.size());
@@ -260,43 +330,7 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
     return out;
   }
   if (kind == "alloc") {
-    const uint32_t cols = static_cast<uint32_t>(Read(t, in.ops.at(1), 32));
-    if (cols < 32 || cols > 512 || (cols & (cols - 1))) {
-      *s = Fail(t, in,
-                absl::StrCat("tcgen05.alloc of ", cols, " columns: a power of two from 32 to 512"));
-      return out;
-    }
-    // A slot that still holds a live allocation's address: legal PTX (its reader may have taken
-    // the address), but where that allocation is never freed the exit's report names this alloc.
-    const uint64_t slot_at = Address(t, in.ops.at(0));
-    if (auto held = tmem_slots_.find(slot_at); held != tmem_slots_.end())
-      tmem_overwritten_[held->second] = &in;
-    uint32_t first = 512;
-    for (uint32_t c = 0; c + cols <= 512 && first == 512; c += cols) {
-      bool free = true;
-      for (const auto& [start, a] : tmem_allocs_) free &= c + cols <= start || start + a.first <= c;
-      if (free) first = c;
-    }
-    if (first == 512) {
-      uint32_t used = 0;
-      for (const auto& [start, a] : tmem_allocs_) used += a.first;
-      *s = Fail(t, in,
-                absl::StrCat("tensor memory exhausted: ", cols, " more columns asked, ", used,
-                             " of 512 already allocated"));
-      return out;
-    }
-    tmem_allocs_[first] = {cols, &in};
-    tmem_slots_[slot_at] = first;
-    for (auto f = tmem_freed_.begin(); f != tmem_freed_.end();)  // (allocated again)
-      f = f->first < first + cols && first < f->first + f->second.first ? tmem_freed_.erase(f)
-                                                                        : std::next(f);
-    absl::StatusOr<uint8_t*> slot = Memory(t, in, Space::kShared, Address(t, in.ops.at(0)), 4);
-    if (!slot.ok()) {
-      *s = slot.status();
-      return out;
-    }
-    const uint32_t address = first;  // lane 0, column `first`
-    std::memcpy(*slot, &address, 4);
+    *s = TmemAllocate(t, in);
     return out;
   }
   if (kind == "dealloc") {
@@ -369,8 +403,11 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
         return out;
       }
       for (int i = 0; i < n; ++i)
-        for (int j = 0; j < num; ++j)
+        for (int j = 0; j < num; ++j) {
           tmem_[(lane0 + i) * 512 + col0 + j] = static_cast<uint32_t>(lanes[i]->r[values.regs[j]]);
+          if (!tmem_origin_.empty())
+            tmem_origin_[(lane0 + i) * 512 + col0 + j] = RegTaint(*lanes[i], values.regs[j]);
+        }
       TcgenStoreInFlight st{lane0, static_cast<uint32_t>(n), col0, static_cast<uint32_t>(num), {},
                             &in};
       for (Thread* lane : lanes) st.threads.push_back(lane->linear);
@@ -378,7 +415,13 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       return out;
     }
     for (int i = 0; i < n; ++i)
-      for (int j = 0; j < num; ++j) out[i].push_back(tmem_[(lane0 + i) * 512 + col0 + j]);
+      for (int j = 0; j < num; ++j) {
+        out[i].push_back(tmem_[(lane0 + i) * 512 + col0 + j]);
+        // The warp's registers take one origin (ReleaseAlignedWarp): the first undefined cell's.
+        const Origin o =
+            tmem_origin_.empty() ? nullptr : tmem_origin_[(lane0 + i) * 512 + col0 + j];
+        if (o && !warp_taint_) warp_taint_ = o == NeverWritten() ? &in : o;
+      }
     return out;
   }
   *s = Fail(t, in, "this tcgen05 instruction is not emulated yet");
@@ -545,9 +588,13 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
                         span,
                         mn_major,
                         FormatBytes(format)};
+    if (absl::Status s = from.CheckOperandNotRefilled(op, from.OperandAddress(o, row, k)); !s.ok())
+      return s;
     return from.ReadOperand(*op.in, "tcgen05.mma", o, row, k, format, out);
   };
   if (op.fp8 && (a_mn || b_mn)) return fail("8-bit operands are emulated K-major only");
+  a_cta.operand_taint_ = nullptr;  // (ReadOperand keeps the first never-written operand byte's)
+  for (Cta* c : b_ctas) c->operand_taint_ = nullptr;
   std::vector<double> a(m * kk), b(n * kk);
   for (int r = 0; r < m; ++r)
     for (int k = 0; k < kk; ++k)
@@ -586,11 +633,23 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
       scale_b[c] = *v;
     }
   }
+  Origin operands = a_cta.operand_taint_;
+  for (Cta* c : b_ctas) operands = operands ? operands : c->operand_taint_;
+  WriteTcgenResult(op, a, b, scale_a, scale_b, m, n, kk, sign, operands);
+  return absl::OkStatus();
+}
+
+void Cta::WriteTcgenResult(const TcgenMma& op, const std::vector<double>& a,
+                           const std::vector<double>& b, const std::vector<double>& scale_a,
+                           const std::vector<double>& scale_b, int m, int n, int kk, double sign,
+                           Origin operands) {
+  const uint32_t lane0 = op.d >> 16, col0 = op.d & 0xffff;
   for (uint32_t quarter = 0; quarter < 4; ++quarter)
     for (int c = 0; c < n; ++c) {
       TmemOrder& o = tmem_order_[quarter * 512 + col0 + c];
       o.written = Now(), o.writer = op.in;
     }
+  if (tmem_origin_.empty()) tmem_origin_.assign(tmem_.size(), nullptr);
   for (int r = 0; r < m; ++r)
     for (int c = 0; c < n; ++c) {
       uint32_t& cell = tmem_[(lane0 + r) * 512 + col0 + c];
@@ -598,8 +657,12 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
       for (int k = 0; k < kk; ++k) sum += a[r * kk + k] * b[c * kk + k];
       const double acc = (op.accumulate ? F32(cell) : 0.0) + sign * scale_a[r] * scale_b[c] * sum;
       cell = static_cast<uint32_t>(Bits(static_cast<float>(acc)));
+      // Accumulating onto an undefined cell (the first MMA of a tile with enable-input-d set)
+      // makes the MMA the value's origin; never-written operand bytes are one too.
+      Origin& o = tmem_origin_[(lane0 + r) * 512 + col0 + c];
+      const Origin before = op.accumulate ? (o == NeverWritten() ? op.in : o) : nullptr;
+      o = before ? before : operands;
     }
-  return absl::OkStatus();
 }
 
 absl::Status Cta::CheckTmemAtExit() {

@@ -96,6 +96,29 @@ void Cta::SetSharedTaint(uint8_t* p, size_t n, Origin o) {
 absl::Status Cta::CheckReachesGlobal(const Thread* t, const Instr& in, Origin o) const {
   if (!o) return absl::OkStatus();
   const std::string dsl = m_.DslLine(*o);
+  // Tensor memory's origins: a tcgen05.ld of cells nothing wrote since their alloc, or an MMA
+  // that accumulated onto such cells.
+  if (o->op == Op::kTcgen05 && o != &in) {
+    const bool mma = !o->mods.empty() && o->mods[0] == "mma";
+    const std::string site =
+        absl::StrCat("PTX line ", o->line, dsl.empty() ? "" : " (" + dsl + ")");
+    const std::string why = absl::StrCat(
+        "writes to global memory a value computed from tensor memory that nothing had written "
+        "since its tcgen05.alloc (the ISA leaves it undefined): ",
+        mma ? absl::StrCat("the tcgen05.mma at ", site,
+                           " accumulated onto it (enable-input-d set: the first MMA into an "
+                           "accumulator must not accumulate)")
+            : absl::StrCat("the tcgen05.ld at ", site,
+                           " read columns no MMA or tcgen05.st had written yet: it ran before the "
+                           "MMA that writes them (no wait on the mbarrier of that MMA's "
+                           "tcgen05.commit, a wait of the wrong parity, or a commit from a thread "
+                           "that issued no MMA), or the MMA writes fewer columns, or others"));
+    if (t) return Fail(*t, in, why);
+    const std::string here = m_.DslLine(in);
+    return absl::InvalidArgumentError(absl::StrFormat("%s%s: PTX line %d (%s): %s",
+                                                      here.empty() ? "" : here + ": ", kernel_,
+                                                      in.line, in.text, why));
+  }
   const std::string what = absl::StrCat(
       o == &in ? "writes to global memory shared bytes that nothing had written"
                : absl::StrCat("writes to global memory a value computed from shared memory that "

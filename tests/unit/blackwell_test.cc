@@ -135,6 +135,15 @@ TEST(TcgenMma, AccumulatorWiderThanTheAllocation) {
   ExpectError(k, line, "needs 256 tensor memory columns");
 }
 
+// D placed at a constant column: N columns from there must lie in the allocation (a new user's
+// trial: the emulator had found it, the build had not).
+TEST(TcgenMma, AccumulatorPastTheAllocationFromItsColumn) {
+  MmaSetup m;
+  m.k.TcgenMma(m.d, {.m = 128, .n = 128, .d_column = 128, .a = m.a, .b = m.b});  // columns 128..255: fits
+  m.k.TcgenMma(m.d, {.m = 128, .n = 256, .d_column = 64, .a = m.a, .b = m.b}); const int line = __LINE__;
+  ExpectError(m.k, line, "an N = 256 accumulator at d_column 64 takes tensor memory columns 64..319; the allocation");
+}
+
 TEST(TcgenMma, TileWithoutADescriptor) {
   Kernel k("test/mma_layout", sm100a(), {128});
   SmemTile a = k.Smem(bf16, 128, 64), b = k.SmemSwizzled(bf16, 256, 64, Swizzle::k128B);

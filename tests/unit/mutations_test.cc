@@ -162,6 +162,16 @@ const std::vector<Mutation>& Mutations() {
       {"v4-lanes", "blackwell/v4", "a warp reads another warp's TMEM lanes",
        {{"tcgen05.ld.sync.aligned.32x32b.x8.b32", "add.s32 %r53, %r53, 2097152; tcgen05.ld.sync.aligned.32x32b.x8.b32", 1}},
        "may access TMEM lanes"},
+      // An MMA reads its stage until it completes: a stage released by an arrive comes back to
+      // the producer with the MMAs still reading it (K of 16 stages wraps the ring twice).
+      {"v4-release-by-arrive", "blackwell/v4", "the stage released by an mbarrier arrive, not by a tcgen05.commit",
+       {{"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 \t[%r19+229432];",
+         "mbarrier.arrive.shared.b64 %rd16, [%r19+229432];"}},
+       "landed after the MMA was issued and before it completed", {128, 256, 1024}},
+      // Tensor memory is undefined after its alloc: a first MMA that accumulates onto it.
+      {"v4-accumulate-first", "blackwell/v4", "the tile's first MMA accumulates (enable-input-d set)",
+       {{"setp.ne.b32 \t%p8, %r297, 0;", "setp.eq.b32 %p8, %r297, %r297;"}},
+       "accumulated onto it (enable-input-d set"},
       {"v4-no-after-fence-mma", "blackwell/v4",
        "the MMA thread's tcgen05.fence::after_thread_sync after its stage wait missing (MMAs over TMA-loaded shared memory)",
        {Drop("tcgen05.fence::after_thread_sync;", 1)}, "landed, but the wait at PTX line"},
@@ -196,9 +206,11 @@ const std::vector<Mutation>& Mutations() {
       {"mn-descriptor-unmasked", "gemm/bf16_sm90.bf16-bf16.a_mn.b_mn",
        "the descriptors' start fields without the ISA's 0x3FFFF mask (cluster CTA 1's rank in LBO)",
        {{", 16320;", ", -1;"}}, "had not waited for that phase", {512, 512, 128}},
+      // Each CTA's first tile accumulates onto tensor memory nothing wrote since its alloc.
       {"persist-accumulate-first", "blackwell/persist_pipelined",
-       "every tile's first MMA accumulates onto the last tile's sum (right only for each CTA's first tile)",
-       {{"setp.ne.b32 \t%p13, %r547, 0;", "setp.ne.b32 \t%p13, 1, 0;"}}, "the first wrong element",
+       "every tile's first MMA accumulates (onto the last tile's sum, or, in each CTA's first tile, "
+       "onto undefined tensor memory)",
+       {{"setp.ne.b32 \t%p13, %r547, 0;", "setp.ne.b32 \t%p13, 1, 0;"}}, "accumulated onto it (enable-input-d set",
        {256, 512, 128}},
       {"k02-swapped-columns", "hopper/k02", "two accumulator columns stored to each other's place",
        {{"st.global.b16 \t[%rd28], %rs33;", "st.global.b16 \t[%rd28], %rs32;"},
