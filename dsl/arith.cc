@@ -181,16 +181,21 @@ Value Binary(Bin kind, const char* name, const Operand& a, const Operand& b) {
   const bool f = t.IsFloat(), sg = t.kind != Type::Kind::kPointer && IsSigned(t.elem);
   mlir::Value r;
   namespace ar = mlir::arith;
-  const ar::IntegerOverflowFlags no_wrap = sg ? kNoSignedWrap : kNoUnsignedWrap;
+  // Index integers may not wrap (kiln/value.h); bytes and 16-bit words wrap, as their users
+  // (packing, hashing, quantised sums) expect.
+  const bool narrow = t.kind != Type::Kind::kPointer && ScalarBytes(t.elem) < 4;
+  const ar::IntegerOverflowFlags no_wrap = narrow ? ar::IntegerOverflowFlags::none
+                                           : sg   ? kNoSignedWrap
+                                                  : kNoUnsignedWrap;
   switch (kind) {
     case Bin::kAdd:
       r = f ? ar::AddFOp::create(bld, l, x, y).getResult()
             : ar::AddIOp::create(bld, l, x, y, no_wrap).getResult();
       break;
     case Bin::kSub:
-      r = f    ? ar::SubFOp::create(bld, l, x, y).getResult()
-          : sg ? ar::SubIOp::create(bld, l, x, y, kNoSignedWrap).getResult()
-               : ar::SubIOp::create(bld, l, x, y).getResult();
+      r = f               ? ar::SubFOp::create(bld, l, x, y).getResult()
+          : sg && !narrow ? ar::SubIOp::create(bld, l, x, y, kNoSignedWrap).getResult()
+                          : ar::SubIOp::create(bld, l, x, y).getResult();
       break;
     case Bin::kMul:
       r = f ? ar::MulFOp::create(bld, l, x, y).getResult()
@@ -397,18 +402,32 @@ Value Value::To(Scalar to, Loc loc) const {
   const bool ff = from.IsFloat(), tf = result.IsFloat();
   const bool from_signed = IsSigned(from.elem), to_signed = IsSigned(to);
   const int fb = ScalarBytes(from.elem), tb = ScalarBytes(to);
+  // Integers by their bits (i1 and the bytes share a size, not a width).
+  const unsigned fw = mlir::getElementTypeOrSelf(v.getType()).getIntOrFloatBitWidth(),
+                 tw = mlir::getElementTypeOrSelf(mt).getIntOrFloatBitWidth();
+  // `elem` in v's shape (a scalar, or a vector of as many lanes).
+  auto shaped = [&](mlir::Type elem) -> mlir::Type {
+    if (auto vt = mlir::dyn_cast<mlir::VectorType>(v.getType()))
+      return mlir::VectorType::get(vt.getShape(), elem);
+    return elem;
+  };
   if (ff && tf)
     r = tb > fb ? ar::ExtFOp::create(s.builder, l, mt, v).getResult()
                 : ar::TruncFOp::create(s.builder, l, mt, v).getResult();
-  else if (ff && tb == 1) {
-    // Toward zero through s32 (PTX's cvt.rzi.s32 clamps to its range, NaN gives 0), then clamped
-    // to the byte's range: defined for every float, where a float-to-i8 conversion out of range
-    // would not be.
-    const mlir::Type i32 = s.builder.getI32Type();
-    mlir::Value w = ar::FPToSIOp::create(s.builder, l, i32, v);
-    auto bound = [&](int x) { return ar::ConstantIntOp::create(s.builder, l, x, 32).getResult(); };
-    w = ar::MaxSIOp::create(s.builder, l, w, bound(to_signed ? -128 : 0));
-    w = ar::MinSIOp::create(s.builder, l, w, bound(to_signed ? 127 : 255));
+  else if (ff && (to == Scalar::kI8 || to == Scalar::kS8)) {
+    // Clamped in the float's own type first (NaN to 0), so that the conversion toward zero is
+    // always in range: an out-of-range or NaN fptosi is poison in LLVM.
+    const mlir::Type ft = v.getType();
+    auto bound = [&](double x) {
+      mlir::TypedAttr a = s.builder.getFloatAttr(mlir::getElementTypeOrSelf(ft), x);
+      if (auto vt = mlir::dyn_cast<mlir::VectorType>(ft)) a = mlir::DenseElementsAttr::get(vt, a);
+      return ar::ConstantOp::create(s.builder, l, a).getResult();
+    };
+    mlir::Value c = ar::MaxNumFOp::create(s.builder, l, v, bound(to_signed ? -128 : 0));
+    c = ar::MinNumFOp::create(s.builder, l, c, bound(to_signed ? 127 : 255));
+    mlir::Value nan = ar::CmpFOp::create(s.builder, l, ar::CmpFPredicate::UNO, v, v);
+    c = ar::SelectOp::create(s.builder, l, nan, bound(0), c);
+    mlir::Value w = ar::FPToSIOp::create(s.builder, l, shaped(s.builder.getI32Type()), c);
     r = ar::TruncIOp::create(s.builder, l, mt, w);
   } else if (ff)
     r = to_signed ? ar::FPToSIOp::create(s.builder, l, mt, v).getResult()
@@ -416,9 +435,9 @@ Value Value::To(Scalar to, Loc loc) const {
   else if (tf)
     r = from_signed ? ar::SIToFPOp::create(s.builder, l, mt, v).getResult()
                     : ar::UIToFPOp::create(s.builder, l, mt, v).getResult();
-  else if (tb == fb)
+  else if (tw == fw)
     r = v;  // i32 <-> s32: the same bits, read another way
-  else if (tb > fb)
+  else if (tw > fw)
     r = from_signed ? ar::ExtSIOp::create(s.builder, l, mt, v).getResult()
                     : ar::ExtUIOp::create(s.builder, l, mt, v).getResult();
   else

@@ -122,10 +122,16 @@ struct KernelState {
   // The If/For/While bodies being built now (their lambdas running): an op of a handle that
   // names no kernel, inside another kernel's body, is meant for that kernel (OwnerOfOp).
   int open_bodies = 0;
+  // Around a user body (For, While, If, a role): once it returns, the user line is the
+  // construct's again, so that what the construct builds after it names its own line.
   struct BodyOpen {
-    explicit BodyOpen(KernelState& s) : s(s) { ++s.open_bodies; }
-    ~BodyOpen() { --s.open_bodies; }
+    explicit BodyOpen(KernelState& s) : s(s), user_loc(s.last_user_loc) { ++s.open_bodies; }
+    ~BodyOpen() {
+      --s.open_bodies;
+      s.last_user_loc = user_loc;
+    }
     KernelState& s;
+    std::optional<Loc> user_loc;
   };
   // What each thread gets at launch: the block's share of 64K registers, in steps of 8.
   int LaunchRegs() const {

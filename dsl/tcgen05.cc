@@ -267,7 +267,6 @@ void EmitTcgenMma(KernelState& s, int cta_group, const Value& daddr, uint32_t id
   s.tmem_uses.push_back({s.LastOp(), -1, "tcgen05.mma", loc});
 }
 
-// Both tiles K-major.
 // D's columns from a constant d_column: N of them from there must lie in the allocation.
 bool CheckDColumn(KernelState& s, const Tmem& d, const Operand& d_column, int n, const Loc& loc) {
   if (!Access::IsImm(d_column)) return true;
@@ -280,6 +279,7 @@ bool CheckDColumn(KernelState& s, const Tmem& d, const Operand& d_column, int n,
   return false;
 }
 
+// Both tiles K-major.
 void TcgenMmaKMajor(Kernel& k, KernelState& s, const Tmem& d, const Operand& d_column,
                     const SmemTile& a, const Operand& a_row0, const SmemTile& b,
                     const Operand& b_row0, int k0, const Operand& accumulate, int m, int n,

@@ -768,8 +768,7 @@ class Cta {
   // of A (m x kk) by rows of B (n x kk), each scaled; the cells' origins (tmem_origin_) with it.
   void WriteTcgenResult(const TcgenMma& op, const std::vector<double>& a,
                         const std::vector<double>& b, const std::vector<double>& scale_a,
-                        const std::vector<double>& scale_b, int m, int n, int kk, double sign,
-                        Origin operands);
+                        const std::vector<double>& scale_b, int m, int n, int kk, double sign);
   absl::Status CheckTmemAtExit();
   // setmaxnreg is .sync.aligned: each one a warpgroup runs, all 128 of its threads run.
   absl::Status CheckSetMaxNRegAtExit() const;
@@ -1156,6 +1155,9 @@ class Cta {
   // one that does not accumulate defines it, and tcgen05.ld taints what it loads. Empty until
   // the first alloc.
   std::vector<Origin> tmem_origin_;
+  // The origins of the registers the last tcgen05.ld wrote (by lane, by register), for
+  // ReleaseAlignedWarp.
+  std::vector<std::vector<Origin>> tcgen_ld_taint_;
   // Allocated columns: first column -> columns, the tcgen05.alloc (named where they leak).
   std::map<uint32_t, std::pair<uint32_t, const Instr*>> tmem_allocs_;
   // The shared slot each live allocation's address was written to (slot -> first column), and
@@ -1213,6 +1215,7 @@ class Cta {
     int64_t accessed = INT64_MIN, access_fenced = INT64_MIN;
     int accessor_warp = -1;
     const ptx::Instr* access = nullptr;
+    bool access_read_undefined = false;  // a tcgen05.ld of cells nothing had written (its lane 0)
   };
   std::vector<TmemOrder> tmem_order_ = std::vector<TmemOrder>(4 * 512);
   std::map<int, std::vector<int>> unfenced_tmem_access_;  // by warp: indices into tmem_order_

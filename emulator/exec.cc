@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "emulator/cta.h"
 
@@ -1076,13 +1077,16 @@ absl::Status Cta::ReleaseAlignedWarp(const std::vector<Thread*>& lanes, const In
   warp_taint_ = nullptr;
   if (in.op == Op::kMma)
     for (int i = 0; i < n && !taint; ++i) taint = SourceTaint(*lanes[i], e_.code[lanes[i]->pc]);
+  // tcgen05.ld: each register its own tensor memory cell's origin.
+  const std::vector<std::vector<Origin>> cells = std::exchange(tcgen_ld_taint_, {});
   for (int i = 0; i < n; ++i) {
     Thread& l = *lanes[i];
     static const Operand kNone;  // (tcgen05.relinquish_alloc_permit has no operands)
     const Operand& d = e_.code[l.pc].ops.empty() ? kNone : e_.code[l.pc].ops[0];
     for (size_t k = 0; k < d.regs.size() && k < out[i].size(); ++k) {
       l.r[d.regs[k]] = out[i][k];
-      SetRegTaint(l, d.regs[k], taint);
+      SetRegTaint(l, d.regs[k],
+                  i < static_cast<int>(cells.size()) && k < cells[i].size() ? cells[i][k] : taint);
       if (in.op == Op::kTcgen05 && d.regs[k] >= 0)
         l.in_flight_regs.Set(d.regs[k], &in);  // until wait::ld
     }

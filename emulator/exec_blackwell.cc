@@ -147,6 +147,8 @@ absl::Status Cta::OrderTcgenAccess(const std::vector<Thread*>& lanes, const Inst
     const bool listed = o.accessor_warp == t.linear / 32 && o.access_fenced < o.accessed;
     o.accessed = Now(), o.access_fenced = INT64_MIN, o.accessor_warp = t.linear / 32;
     o.access = &in;
+    o.access_read_undefined =
+        !store && !tmem_origin_.empty() && tmem_origin_[32 * quarter * 512 + c] == NeverWritten();
     if (!listed)
       unfenced_tmem_access_[t.linear / 32].push_back(static_cast<int>(quarter * 512 + c));
   }
@@ -207,7 +209,7 @@ absl::Status Cta::CheckMmaAfterAccess(const Thread& t, const Instr& in, uint32_t
       if (why.empty()) continue;
       // A load of columns no MMA had written yet most often meant to read this MMA's result
       // and ran ahead of it: its warp did not wait for the commit.
-      if (o.access->mods[0] == "ld" && o.written == INT64_MIN)
+      if (o.access_read_undefined)
         why = absl::StrCat(
             "that load ran before any MMA wrote the column (it read it undefined): if it should "
             "read this MMA's result, its warp is missing the wait on the mbarrier of the "
@@ -257,7 +259,8 @@ absl::Status Cta::CheckMmaAfterTmaLoads(const Thread& t, const Instr& in, uint64
 absl::Status Cta::CheckOperandNotRefilled(const TcgenMma& op, uint64_t addr) const {
   if (addr / 128 >= tma_landed_.size()) return absl::OkStatus();
   const TmaLanding& landed = tma_landed_[addr / 128];
-  if (!landed.load || landed.time <= op.issued) return absl::OkStatus();
+  // (A landing at the issue's own count came after it: the count rises before each step.)
+  if (!landed.load || landed.time < op.issued) return absl::OkStatus();
   const std::string mma = m_.DslLine(*op.in), load = m_.DslLine(*landed.load);
   return absl::InvalidArgumentError(absl::StrFormat(
       "%s%s: PTX line %d: tcgen05.mma reads shared byte %d, on which the TMA load at PTX line "
@@ -414,13 +417,15 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       tcgen_stores_.push_back(std::move(st));
       return out;
     }
+    // Each register takes its own cell's origin (ReleaseAlignedWarp): this load where the cell
+    // is undefined.
+    tcgen_ld_taint_.assign(n, std::vector<Origin>(num, nullptr));
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < num; ++j) {
         out[i].push_back(tmem_[(lane0 + i) * 512 + col0 + j]);
-        // The warp's registers take one origin (ReleaseAlignedWarp): the first undefined cell's.
         const Origin o =
             tmem_origin_.empty() ? nullptr : tmem_origin_[(lane0 + i) * 512 + col0 + j];
-        if (o && !warp_taint_) warp_taint_ = o == NeverWritten() ? &in : o;
+        tcgen_ld_taint_[i][j] = o == NeverWritten() ? &in : o;
       }
     return out;
   }
@@ -593,8 +598,6 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
     return from.ReadOperand(*op.in, "tcgen05.mma", o, row, k, format, out);
   };
   if (op.fp8 && (a_mn || b_mn)) return fail("8-bit operands are emulated K-major only");
-  a_cta.operand_taint_ = nullptr;  // (ReadOperand keeps the first never-written operand byte's)
-  for (Cta* c : b_ctas) c->operand_taint_ = nullptr;
   std::vector<double> a(m * kk), b(n * kk);
   for (int r = 0; r < m; ++r)
     for (int k = 0; k < kk; ++k)
@@ -633,16 +636,13 @@ absl::Status Cta::RunTcgenMmaRows(const TcgenMma& op, Cta& a_cta, const std::vec
       scale_b[c] = *v;
     }
   }
-  Origin operands = a_cta.operand_taint_;
-  for (Cta* c : b_ctas) operands = operands ? operands : c->operand_taint_;
-  WriteTcgenResult(op, a, b, scale_a, scale_b, m, n, kk, sign, operands);
+  WriteTcgenResult(op, a, b, scale_a, scale_b, m, n, kk, sign);
   return absl::OkStatus();
 }
 
 void Cta::WriteTcgenResult(const TcgenMma& op, const std::vector<double>& a,
                            const std::vector<double>& b, const std::vector<double>& scale_a,
-                           const std::vector<double>& scale_b, int m, int n, int kk, double sign,
-                           Origin operands) {
+                           const std::vector<double>& scale_b, int m, int n, int kk, double sign) {
   const uint32_t lane0 = op.d >> 16, col0 = op.d & 0xffff;
   for (uint32_t quarter = 0; quarter < 4; ++quarter)
     for (int c = 0; c < n; ++c) {
@@ -658,10 +658,10 @@ void Cta::WriteTcgenResult(const TcgenMma& op, const std::vector<double>& a,
       const double acc = (op.accumulate ? F32(cell) : 0.0) + sign * scale_a[r] * scale_b[c] * sum;
       cell = static_cast<uint32_t>(Bits(static_cast<float>(acc)));
       // Accumulating onto an undefined cell (the first MMA of a tile with enable-input-d set)
-      // makes the MMA the value's origin; never-written operand bytes are one too.
+      // makes the MMA the value's origin; otherwise the MMA defines it. (Operand bytes nothing
+      // wrote are not followed into tensor memory.)
       Origin& o = tmem_origin_[(lane0 + r) * 512 + col0 + c];
-      const Origin before = op.accumulate ? (o == NeverWritten() ? op.in : o) : nullptr;
-      o = before ? before : operands;
+      o = op.accumulate ? (o == NeverWritten() ? op.in : o) : nullptr;
     }
 }
 

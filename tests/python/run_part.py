@@ -2,9 +2,10 @@
 
     python run_part.py PART
 
-A part names test classes of test_kiln.py; the part `rest` runs every class no other part names,
-so a new class is never left out.
+A part names test classes of the test files here (test*.py); the part `rest` runs every class no
+other part names, so a new class or file is never left out.
 """
+import os
 import sys
 import unittest
 
@@ -30,7 +31,8 @@ def main():
     named = {c for classes in PARTS.values() for c in classes}
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
-    for cls, test in classes_of(loader.loadTestsFromName("test_kiln")):
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cls, test in classes_of(loader.discover(here, top_level_dir=here)):
         if (cls in PARTS[part]) if part != "rest" else (cls not in named):
             suite.addTest(test)
     if suite.countTestCases() == 0:

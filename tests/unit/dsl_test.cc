@@ -1474,7 +1474,10 @@ TEST(Kernel, OpsALibraryCallBuildsCarryTheCallersLine) {
   Value steps = k.I32Param("steps");  // a run-time count: the ring is not folded away
   RingPosition at(k, 3);
   int advance_line = 0;
-  k.For(0, steps, 1, [&](Value) { at.Advance(); advance_line = __LINE__; });
+  k.For(0, steps, 1, [&](Value i) {
+    k.Store(out + i, i);  // a user line before the call, which the call's ops must not take
+    at.Advance(); advance_line = __LINE__;
+  });
   k.Store(out + k.ThreadIdx(), at.stage());
   absl::StatusOr<KernelDef> def = k.Build();
   ASSERT_TRUE(def.ok()) << def.status();

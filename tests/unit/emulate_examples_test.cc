@@ -132,7 +132,10 @@ TEST(EmulatedBytes, ConvertClampStoreAndLoadBack) {
     EXPECT_EQ(gb[j], want_q * 1000.0f + want_u) << "x = " << xs[j];
     EXPECT_EQ(gw[j], static_cast<uint8_t>(2 * want_u)) << "x = " << xs[j];
   }
-  for (int j = n; j < n + 3; ++j) EXPECT_EQ(gu[j], 0xA5) << "past the end: byte " << j;
+  for (int j = n; j < n + 3; ++j) {
+    EXPECT_EQ(gu[j], 0xA5) << "past the end: byte " << j;
+    EXPECT_EQ(static_cast<uint8_t>(gq[j]), 0xA5) << "past the end: byte " << j;
+  }
 }
 
 // GroupReduce once gave every group size the same barrier ids (group + 1): a reduction over
