@@ -401,8 +401,7 @@ Value Value::To(Scalar to, Loc loc) const {
   namespace ar = mlir::arith;
   const bool ff = from.IsFloat(), tf = result.IsFloat();
   const bool from_signed = IsSigned(from.elem), to_signed = IsSigned(to);
-  const int fb = ScalarBytes(from.elem), tb = ScalarBytes(to);
-  // Integers by their bits (i1 and the bytes share a size, not a width).
+  // By bits (i1 and the bytes share a size, not a width).
   const unsigned fw = mlir::getElementTypeOrSelf(v.getType()).getIntOrFloatBitWidth(),
                  tw = mlir::getElementTypeOrSelf(mt).getIntOrFloatBitWidth();
   // `elem` in v's shape (a scalar, or a vector of as many lanes).
@@ -412,7 +411,7 @@ Value Value::To(Scalar to, Loc loc) const {
     return elem;
   };
   if (ff && tf)
-    r = tb > fb ? ar::ExtFOp::create(s.builder, l, mt, v).getResult()
+    r = tw > fw ? ar::ExtFOp::create(s.builder, l, mt, v).getResult()
                 : ar::TruncFOp::create(s.builder, l, mt, v).getResult();
   else if (ff && (to == Scalar::kI8 || to == Scalar::kS8)) {
     // Clamped in the float's own type first (NaN to 0), so that the conversion toward zero is

@@ -1152,8 +1152,8 @@ class Cta {
   std::vector<uint32_t> tmem_ = std::vector<uint32_t>(128 * 512, 0);
   // Each cell's origin (taint.cc): tcgen05.alloc leaves its columns undefined (PTX ISA), so they
   // start NeverWritten; an MMA that accumulates onto such a cell passes its own instruction on,
-  // one that does not accumulate defines it, and tcgen05.ld taints what it loads. Empty until
-  // the first alloc.
+  // one that does not accumulate defines it, and tcgen05.ld taints what it loads. Sized at the
+  // first alloc: every access to tensor memory lies in an allocation, checked before it.
   std::vector<Origin> tmem_origin_;
   // The origins of the registers the last tcgen05.ld wrote (by lane, by register), for
   // ReleaseAlignedWarp.

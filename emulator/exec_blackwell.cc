@@ -147,8 +147,7 @@ absl::Status Cta::OrderTcgenAccess(const std::vector<Thread*>& lanes, const Inst
     const bool listed = o.accessor_warp == t.linear / 32 && o.access_fenced < o.accessed;
     o.accessed = Now(), o.access_fenced = INT64_MIN, o.accessor_warp = t.linear / 32;
     o.access = &in;
-    o.access_read_undefined =
-        !store && !tmem_origin_.empty() && tmem_origin_[32 * quarter * 512 + c] == NeverWritten();
+    o.access_read_undefined = !store && tmem_origin_[32 * quarter * 512 + c] == NeverWritten();
     if (!listed)
       unfenced_tmem_access_[t.linear / 32].push_back(static_cast<int>(quarter * 512 + c));
   }
@@ -408,8 +407,7 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < num; ++j) {
           tmem_[(lane0 + i) * 512 + col0 + j] = static_cast<uint32_t>(lanes[i]->r[values.regs[j]]);
-          if (!tmem_origin_.empty())
-            tmem_origin_[(lane0 + i) * 512 + col0 + j] = RegTaint(*lanes[i], values.regs[j]);
+          tmem_origin_[(lane0 + i) * 512 + col0 + j] = RegTaint(*lanes[i], values.regs[j]);
         }
       TcgenStoreInFlight st{lane0, static_cast<uint32_t>(n), col0, static_cast<uint32_t>(num), {},
                             &in};
@@ -423,8 +421,7 @@ std::vector<std::vector<uint64_t>> Cta::TcgenWarp(const std::vector<Thread*>& la
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < num; ++j) {
         out[i].push_back(tmem_[(lane0 + i) * 512 + col0 + j]);
-        const Origin o =
-            tmem_origin_.empty() ? nullptr : tmem_origin_[(lane0 + i) * 512 + col0 + j];
+        const Origin o = tmem_origin_[(lane0 + i) * 512 + col0 + j];
         tcgen_ld_taint_[i][j] = o == NeverWritten() ? &in : o;
       }
     return out;
@@ -649,7 +646,6 @@ void Cta::WriteTcgenResult(const TcgenMma& op, const std::vector<double>& a,
       TmemOrder& o = tmem_order_[quarter * 512 + col0 + c];
       o.written = Now(), o.writer = op.in;
     }
-  if (tmem_origin_.empty()) tmem_origin_.assign(tmem_.size(), nullptr);
   for (int r = 0; r < m; ++r)
     for (int c = 0; c < n; ++c) {
       uint32_t& cell = tmem_[(lane0 + r) * 512 + col0 + c];

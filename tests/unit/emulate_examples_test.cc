@@ -86,7 +86,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, EmulatedProbe,
 TEST(EmulatedBytes, ConvertClampStoreAndLoadBack) {
   Kernel k("test/bytes", sm80(), {128});
   Value x = k.PtrParam("x", f32), q = k.PtrParam("q", s8), u = k.PtrParam("u", i8);
-  Value back = k.PtrParam("back", f32), wrapped = k.PtrParam("wrapped", i8), count = k.I32Param("n");
+  Value back = k.PtrParam("back", f32), wrapped = k.PtrParam("wrapped", i32), count = k.I32Param("n");
   Value i = k.BlockIdx() * 128 + k.ThreadIdx();
   k.If(i < count, [&] {
     Value at = i.To(i64);
@@ -95,7 +95,7 @@ TEST(EmulatedBytes, ConvertClampStoreAndLoadBack) {
     k.Store(u + at, v.To(i8));
     Value qs = k.Load(q + at), us = k.Load(u + at);
     k.Store(back + at, qs.To(s32).To(f32) * 1000.0f + us.To(i32).To(f32));
-    k.Store(wrapped + at, us + us);  // mod 256
+    k.Store(wrapped + at, (us + us).To(i32));  // mod 256, then widened: 2u past 255 wraps
   });
   absl::StatusOr<rt::Bundle> b = BundleOfBuilt(k);
   ASSERT_TRUE(b.ok()) << b.status();
@@ -107,7 +107,7 @@ TEST(EmulatedBytes, ConvertClampStoreAndLoadBack) {
   const int n = static_cast<int>(xs.size());
   emu::Device d;
   const uint64_t dx = *d.Allocate(4 * n), dq = *d.Allocate(n + 3), du = *d.Allocate(n + 3), db = *d.Allocate(4 * n),
-                 dw = *d.Allocate(n);
+                 dw = *d.Allocate(4 * n);
   std::vector<uint8_t> poison(n + 3, 0xA5);
   ASSERT_TRUE(d.CopyIn(dx, xs.data(), 4 * n).ok());
   ASSERT_TRUE(d.CopyIn(dq, poison.data(), n + 3).ok());
@@ -117,12 +117,13 @@ TEST(EmulatedBytes, ConvertClampStoreAndLoadBack) {
                   {rt::Arg::Ptr(dx), rt::Arg::Ptr(dq), rt::Arg::Ptr(du), rt::Arg::Ptr(db), rt::Arg::Ptr(dw), rt::Arg::I32(n)});
   ASSERT_TRUE(st.ok()) << st.status();
   std::vector<int8_t> gq(n + 3);
-  std::vector<uint8_t> gu(n + 3), gw(n);
+  std::vector<uint8_t> gu(n + 3);
+  std::vector<uint32_t> gw(n);
   std::vector<float> gb(n);
   ASSERT_TRUE(d.CopyOut(gq.data(), dq, n + 3).ok());
   ASSERT_TRUE(d.CopyOut(gu.data(), du, n + 3).ok());
   ASSERT_TRUE(d.CopyOut(gb.data(), db, 4 * n).ok());
-  ASSERT_TRUE(d.CopyOut(gw.data(), dw, n).ok());
+  ASSERT_TRUE(d.CopyOut(gw.data(), dw, 4 * n).ok());
   for (int j = 0; j < n; ++j) {
     const double t = std::isnan(xs[j]) ? 0 : std::trunc(static_cast<double>(xs[j]));
     const int want_q = static_cast<int>(std::clamp(t, -128.0, 127.0));
@@ -130,7 +131,7 @@ TEST(EmulatedBytes, ConvertClampStoreAndLoadBack) {
     EXPECT_EQ(gq[j], want_q) << "x = " << xs[j];
     EXPECT_EQ(gu[j], want_u) << "x = " << xs[j];
     EXPECT_EQ(gb[j], want_q * 1000.0f + want_u) << "x = " << xs[j];
-    EXPECT_EQ(gw[j], static_cast<uint8_t>(2 * want_u)) << "x = " << xs[j];
+    EXPECT_EQ(gw[j], static_cast<uint32_t>(static_cast<uint8_t>(2 * want_u))) << "x = " << xs[j];
   }
   for (int j = n; j < n + 3; ++j) {
     EXPECT_EQ(gu[j], 0xA5) << "past the end: byte " << j;
